@@ -1,0 +1,92 @@
+"""DeepIntrospect (di): one canonical trace for distributed deep-learning jobs.
+
+Public API::
+
+    trace = di.load("rank-*.json.gz")     # any supported format, sniffed from content
+    di.save(trace, "job.di")              # format from the extension, as `di convert`
+    events = di.scan("job.di")["events"]  # polars LazyFrames for batch scripts
+
+``import di`` stays light: numba, polars and the connectors load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from di.errors import (
+    DIError,
+    FormatError,
+    MissingDependencyError,
+    SchemaError,
+    SchemaVersionError,
+    UnknownFormatError,
+)
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from di.trace import Trace
+
+__all__ = [
+    "__version__",
+    "load",
+    "save",
+    "scan",
+    "Trace",
+    "DIError",
+    "FormatError",
+    "UnknownFormatError",
+    "SchemaError",
+    "SchemaVersionError",
+    "MissingDependencyError",
+]
+
+
+def load(path_or_paths: Any, **opts: Any) -> Trace:
+    """Load one trace, or several per-rank files merged into one job trace.
+
+    Args:
+        path_or_paths: a file, a ``.di`` store, a directory of trace files, a glob
+            pattern, or a list of any of these. The format is sniffed from content.
+        **opts: connector options, e.g. ``rank=3`` (the rank of a single file
+            that carries none), ``ranks=[...]`` (one per file).
+
+    Returns:
+        The canonical :class:`di.trace.Trace`.
+
+    Raises:
+        FileNotFoundError: a path does not exist.
+        UnknownFormatError: no connector recognised a file.
+        FormatError: a connector recognised the file but could not read it.
+    """
+    from di.convert.registry import load_paths
+
+    return load_paths(path_or_paths, **opts)
+
+
+def save(trace: Trace, path: Any, *, to: str | None = None, **opts: Any) -> None:
+    """Write a trace; the format comes from the extension (or ``to``), as ``di convert``.
+
+    ``.di`` is the canonical store; ``.json``/``.json.gz`` Chrome Trace Event JSON.
+    The trace is validated against the JSON Schemas first.
+    """
+    from di.convert.registry import save_path
+
+    save_path(trace, path, to=to, **opts)
+
+
+def scan(path: Any) -> dict[str, pl.LazyFrame]:
+    """Lazy polars frames over a ``.di`` store's tables, for batch scripts."""
+    from di.store import scan_store
+
+    return scan_store(path)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Trace":
+        from di.trace import Trace
+
+        return Trace
+    raise AttributeError(f"module 'di' has no attribute {name!r}")

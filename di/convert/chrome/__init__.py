@@ -1,0 +1,1 @@
+"""Chrome Trace Event JSON, including Kineto (PyTorch profiler) traces: reader and writer."""

@@ -1,0 +1,165 @@
+"""From a Chrome JSON file to the scanner's raw columns, with what was lost counted.
+
+This layer knows bytes, compression and JSON syntax; it knows nothing of
+phases or Kineto. It returns a :class:`Raw` record of numpy columns (see
+:mod:`di.convert.chrome.scan`) plus the decoded strings, the args column and
+the other top-level keys of the document.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.convert.chrome import scan as S
+from di.convert.symbols import decode_symbols, new_table
+from di.errors import FormatError
+
+GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 1 << 24
+_TOP_KEYS = 4096
+# top-level values larger than this are not decoded (e.g. embedded stack tables)
+_MAX_TOP_VALUE_BYTES = 64 << 20
+
+
+@dataclass
+class Raw:
+    """Scanner output for one file, trimmed to the events found."""
+
+    path: Path
+    cols: dict[str, np.ndarray]
+    symbols: list[str]
+    args: pl.Series
+    top: dict[str, Any]
+    dropped: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    array_format: bool = False
+
+    @property
+    def n(self) -> int:
+        return int(self.cols["ph"].size)
+
+
+def read_bytes(path: Path) -> tuple[bytearray, list[str]]:
+    """The file's bytes, gunzipped when it starts with the gzip magic.
+
+    A truncated or corrupt gzip stream yields what decompressed cleanly and a
+    warning saying where it stopped.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head != GZIP_MAGIC:
+            size = path.stat().st_size
+            data = bytearray(size)
+            got = fh.readinto(data)
+            del data[got:]
+            return data, []
+        return _gunzip(fh, path)
+
+
+def _gunzip(fh: Any, path: Path) -> tuple[bytearray, list[str]]:
+    out = bytearray()
+    dec = zlib.decompressobj(31)
+    warnings: list[str] = []
+    read = 0
+    while True:
+        chunk = fh.read(_CHUNK)
+        if not chunk:
+            break
+        read += len(chunk)
+        try:
+            out += dec.decompress(chunk)
+            while dec.eof and dec.unused_data:  # concatenated gzip members
+                rest = dec.unused_data
+                dec = zlib.decompressobj(31)
+                out += dec.decompress(rest)
+        except zlib.error as exc:
+            warnings.append(f"gzip data corrupt after {len(out)} decompressed bytes ({exc}); loaded what came before")
+            return out, warnings
+    if not dec.eof:
+        out += dec.flush()
+        warnings.append(f"gzip stream truncated: file ends after {read} compressed / {len(out)} decompressed bytes")
+    return out, warnings
+
+
+def _where(buf: np.ndarray, pos: int) -> str:
+    line = int(np.count_nonzero(buf[:pos] == 10)) + 1
+    return f"byte {pos} (line {line})"
+
+
+def _top_level(buf: np.ndarray, top: np.ndarray, ntop: int, warnings: list[str]) -> dict[str, Any]:
+    import orjson
+
+    raw = buf.data
+    out: dict[str, Any] = {}
+    for ks, ke, vs, ve in top[:ntop]:
+        key = bytes(raw[ks:ke]).decode("utf-8", "replace")
+        if ve - vs > _MAX_TOP_VALUE_BYTES:
+            warnings.append(f"top-level key {key!r} ({ve - vs} bytes) not decoded")
+            continue
+        try:
+            out[key] = orjson.loads(bytes(raw[vs:ve]))
+        except orjson.JSONDecodeError:
+            warnings.append(f"top-level key {key!r} holds invalid JSON; ignored")
+    return out
+
+
+def _args_column(cols: dict[str, np.ndarray], abuf: np.ndarray, used: int, n: int) -> pl.Series:
+    import pyarrow as pa
+
+    offsets = np.ascontiguousarray(cols["args_off"][: n + 1])
+    arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(abuf[:used]))
+    series = pl.Series("args", pl.from_arrow(arr))
+    has = (cols["flags"] & S.F_ARGS) != 0
+    if has.all():
+        return series
+    return pl.select(pl.when(pl.Series(has)).then(series).otherwise(None).alias("args")).to_series()
+
+
+def decode(path: Path) -> Raw:
+    """Scan one Chrome JSON file (plain or gzip) into raw columns.
+
+    Raises:
+        FormatError: the file is not JSON, not a trace, or empty of events
+            because its very first bytes are broken.
+    """
+    data, warnings = read_bytes(path)
+    buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, dtype=np.uint8)
+    dropped: Counter[str] = Counter()
+    if buf.size:
+        bad, first = S.fix_utf8(buf)
+        if bad:
+            warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
+            dropped["non-UTF-8 bytes replaced"] += int(bad)
+    cap = data.count(b'"ph"') + 1
+    cols_t = S.alloc_columns(cap)
+    slots, starts, ends, count = new_table()
+    abuf = np.empty(max(buf.size, 1), dtype=np.uint8)
+    top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
+    n, err, pos, array_format, ntop, slots, starts, ends, used = S.scan(
+        buf, cols_t, slots, starts, ends, count, abuf, top
+    )
+    if err == S.E_NOT_TRACE:
+        if bytes(data[:4096]).lstrip(b" \t\r\n\xef\xbb\xbf")[:1] not in (b"{", b"["):
+            raise FormatError(path, "not JSON: expected '{' or '[' at the start")
+        raise FormatError(path, "JSON but not a Chrome trace: no 'traceEvents' array and not an array of events")
+    if err != S.E_NONE:
+        what = "truncated" if err == S.E_TRUNCATED else "invalid JSON"
+        if n == 0:
+            raise FormatError(path, f"{what} at {_where(buf, pos)} before any complete event")
+        rest = int(buf.size - pos)
+        warnings.append(f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes")
+        dropped[f"{what}: bytes after the last complete event"] += rest
+    cols = {name: arr[: n + 1] if name == "args_off" else arr[:n] for name, arr in zip(S.COLUMNS, cols_t)}
+    args = _args_column(cols, abuf, int(used), n)
+    del abuf
+    symbols = decode_symbols(buf, starts, ends, int(count[0]))
+    top_keys = _top_level(buf, top, int(ntop), warnings)
+    return Raw(path, cols, symbols, args, top_keys, dropped, warnings, bool(array_format))

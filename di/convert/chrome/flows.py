@@ -1,0 +1,95 @@
+"""Chrome flows -> ``flows`` rows: s/t/f steps bound to slices, and bind_id (flow v2).
+
+Binding (Trace Event Format): 's' and 't' bind to the innermost slice that
+encloses their ts on their thread; 'f' with ``"bp": "e"`` too; 'f' without it
+binds to the next slice that starts at or after its ts. Steps chain by
+(cat, id) in time order. Flow v2: an X event with ``bind_id`` and
+``flow_out`` starts a flow that the next event (in time) with the same
+``bind_id`` and ``flow_in`` ends.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import polars as pl
+
+from di.convert.chrome import scan as S
+from di.convert.chrome.pairing import bind_points, chain_flows
+from di.convert.chrome.phases import FLOW, LK_THREAD
+
+LAUNCH_FLOW_CATS = ("ac2g",)
+_EMPTY = {"src": pl.Int64, "dst": pl.Int64, "kind": pl.String, "id": pl.Int64, "src_cat": pl.String}
+
+
+def empty() -> pl.DataFrame:
+    """A flows frame with no rows."""
+    return pl.DataFrame(schema=_EMPTY)
+
+
+def _loc_first(ev: pl.DataFrame, n_locs: int) -> np.ndarray:
+    locs = ev.get_column("loc").to_numpy().astype(np.int64)
+    return np.searchsorted(locs, np.arange(n_locs + 1), side="left").astype(np.int64)
+
+
+def flow_events(df: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str]) -> pl.DataFrame:
+    """Edges from s/t/f records (``ev`` sorted and nested, row = position)."""
+    steps = df.filter(pl.col("ph").is_in(FLOW))
+    if not steps.height:
+        return empty()
+    threads = keys.filter(pl.col("lkind") == LK_THREAD).select("pid_k", "pid", "tid_k", "tid", "loc")
+    steps = steps.join(threads, on=["pid_k", "pid", "tid_k", "tid"], how="left", nulls_equal=True)
+    steps = steps.with_columns(pl.struct("cat", "id_k", "id").rank("dense").cast(pl.Int64).alias("_key")).sort(["_key", "ts", "idx"])
+    rows = bind_points(
+        _loc_first(ev, keys.height),
+        ev.get_column("start_ns").to_numpy(),
+        ev.get_column("end_ns").to_numpy(),
+        ev.get_column("parent").fill_null(-1).to_numpy(),
+        steps.get_column("loc").fill_null(-1).cast(pl.Int64).to_numpy(),
+        steps.get_column("ts").to_numpy(),
+        ((steps.get_column("ph") == "f") & (steps.get_column("bp") != ord("e"))).to_numpy(),
+    )
+    step = steps.get_column("ph").replace_strict({"s": 0, "t": 1, "f": 2}, return_dtype=pl.Int8).to_numpy()
+    src, dst, via, orphan, unbound = chain_flows(steps.get_column("_key").to_numpy(), step, rows)
+    if unbound.size:
+        dropped["flow step on no slice"] += int(unbound.size)
+    for ph, k in steps[orphan].get_column("ph").value_counts().iter_rows():
+        dropped["flow start without end" if ph == "s" else "flow end without start"] += k
+    ends = steps[via]
+    cat = syms.gather(ends.get_column("cat").cast(pl.Int64).replace(-1, syms.len() - 1))
+    return pl.DataFrame({
+        "src": src,
+        "dst": dst,
+        "kind": pl.Series(cat).is_in(LAUNCH_FLOW_CATS).replace_strict({True: "launch", False: "user"}),
+        "id": ends.select(pl.when(pl.col("id_k") == S.K_INT).then(pl.col("id")).otherwise(None)).to_series(),
+        "src_cat": cat,
+    }).cast(_EMPTY)
+
+
+def bind_id_flows(ev: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+    """Edges from flow v2 ``bind_id`` + ``flow_out``/``flow_in`` on slices."""
+    io = S.F_FLOW_IN | S.F_FLOW_OUT
+    b = ev.with_row_index("row").filter((pl.col("bind_k") != S.K_NONE) & ((pl.col("flags") & io) != 0))
+    if not b.height:
+        return empty()
+    b = b.sort(["bind_k", "bind", "start_ns", "row"]).with_columns(
+        pl.col("row").shift(1).over(["bind_k", "bind"]).alias("prev"),
+        ((pl.col("flags") & S.F_FLOW_OUT) != 0).shift(1).over(["bind_k", "bind"]).alias("prev_out"),
+        ((pl.col("flags") & S.F_FLOW_IN) != 0).alias("is_in"),
+        ((pl.col("flags") & S.F_FLOW_OUT) != 0).shift(-1).over(["bind_k", "bind"]).is_null().alias("last"),
+    )
+    edges = b.filter(pl.col("is_in") & pl.col("prev_out").fill_null(False))
+    lone_in = b.filter(pl.col("is_in") & ~pl.col("prev_out").fill_null(False)).height
+    lone_out = b.filter(((pl.col("flags") & S.F_FLOW_OUT) != 0) & pl.col("last")).height
+    if lone_in:
+        dropped["flow_in without flow_out"] += lone_in
+    if lone_out:
+        dropped["flow_out without flow_in"] += lone_out
+    return edges.select(
+        pl.col("prev").cast(pl.Int64).alias("src"),
+        pl.col("row").cast(pl.Int64).alias("dst"),
+        pl.lit("user").alias("kind"),
+        pl.when(pl.col("bind_k") == S.K_INT).then(pl.col("bind")).otherwise(None).alias("id"),
+        pl.lit(None, dtype=pl.String).alias("src_cat"),
+    ).cast(_EMPTY)

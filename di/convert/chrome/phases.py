@@ -1,0 +1,182 @@
+"""Chrome phases -> intervals: X, B/E, instants, async b/e/n, with drops counted.
+
+Input: the scanner's columns as one polars frame (see :func:`frame`). Output:
+one frame of intervals and instants with a timeline key
+(``lkind``, ``pid_k``, ``pid``, ``tid_k``, ``tid``) that
+:mod:`di.convert.chrome.reader` turns into locations. Times are int64 ns.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import polars as pl
+
+from di.convert.chrome import scan as S
+from di.convert.chrome.decode import Raw
+from di.convert.chrome.pairing import match_begin_end
+
+# timeline kinds before they become locations
+LK_THREAD, LK_ASYNC, LK_MARKER, LK_COUNTER = 0, 1, 2, 3
+
+SLICE = "X"
+BEGIN_END = ("B", "E")
+INSTANT = ("i", "I", "R")
+ASYNC = ("b", "e", "n", "S", "F", "T", "p")
+FLOW = ("s", "t", "f")
+COUNTER = "C"
+META = "M"
+UNSUPPORTED = ("P", "O", "N", "D", "c", "V", "v", "(", ")")
+KNOWN = (SLICE, COUNTER, META) + BEGIN_END + INSTANT + ASYNC + FLOW
+
+_STATUS = {S.ST_BAD_TS: "ts is not a number", S.ST_BAD_DUR: "dur is not a number", S.ST_OVERFLOW: "ts or dur beyond int64 ns"}
+
+KEY = ["lkind", "pid_k", "pid", "tid_k", "tid"]
+OUT = KEY + ["start_ns", "end_ns", "name", "cat", "corr", "bytes", "instant", "args", "idx", "flags", "bind_k", "bind"]
+
+
+def frame(raw: Raw, base_ns: int) -> pl.DataFrame:
+    """The scanner columns as a frame; ``ts`` shifted by ``base_ns``; ``ph`` as a 1-char string."""
+    c = raw.cols
+    ph_chars = np.array([chr(i) if i else "" for i in range(256)], dtype=object)
+    ph_codes = pl.Series("ph_code", c["ph"])
+    df = pl.DataFrame({
+        "idx": np.arange(raw.n, dtype=np.int64),
+        "ph_code": ph_codes,
+        "ts": c["ts"], "dur": c["dur"], "name": c["name"], "cat": c["cat"],
+        "pid_k": c["pid_k"], "pid": c["pid"], "tid_k": c["tid_k"], "tid": c["tid"],
+        "id_k": c["id_k"], "id": c["id"], "bind_k": c["bind_k"], "bind": c["bind"],
+        "flags": c["flags"], "scope": c["scope"], "bp": c["bp"],
+        "corr": c["corr"], "bytes": c["bytes"], "status": c["status"],
+    }).with_columns(raw.args)
+    used = np.unique(c["ph"])
+    mapping = {int(u): ph_chars[u] for u in used}
+    df = df.with_columns(
+        pl.col("ph_code").replace_strict(mapping, return_dtype=pl.String).alias("ph"),
+        pl.when((pl.col("flags") & S.F_TS) != 0).then(pl.col("ts") + base_ns).otherwise(None).alias("ts"),
+        pl.when((pl.col("flags") & S.F_DUR) != 0).then(pl.col("dur")).otherwise(None).alias("dur"),
+        pl.when((pl.col("flags") & S.F_CORR) != 0).then(pl.col("corr")).otherwise(None).alias("corr"),
+        pl.when((pl.col("flags") & S.F_BYTES) != 0).then(pl.col("bytes")).otherwise(None).alias("bytes"),
+    )
+    return df
+
+
+def count_unusable(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+    """Drop records with a bad status or a phase di does not load; count each reason."""
+    for code, reason in _STATUS.items():
+        k = int((df.get_column("status") == code).sum())
+        if k:
+            dropped[reason] += k
+    df = df.filter(pl.col("status") == S.ST_OK)
+    counts = df.group_by("ph").len()
+    for ph, k in counts.iter_rows():
+        if ph == "":
+            dropped["event without 'ph'"] += k
+        elif ph in UNSUPPORTED:
+            dropped[f"unsupported phase {ph!r}"] += k
+        elif ph not in KNOWN:
+            dropped[f"unknown phase {ph!r}"] += k
+    no_ts = df.filter(pl.col("ts").is_null() & (pl.col("ph") != META) & pl.col("ph").is_in(KNOWN))
+    for ph, k in no_ts.group_by("ph").len().iter_rows():
+        dropped[f"{ph!r} event without ts"] += k
+    return df.filter(pl.col("ph").is_in(KNOWN) & (pl.col("ts").is_not_null() | (pl.col("ph") == META)))
+
+
+def _thread_key(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(pl.lit(LK_THREAD, dtype=pl.Int8).alias("lkind"))
+
+
+def slices(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+    """X events as intervals; negative or missing dur dropped and counted."""
+    x = df.filter(pl.col("ph") == SLICE)
+    bad = x.filter(pl.col("dur").is_null() | (pl.col("dur") < 0))
+    if bad.height:
+        neg = int((bad.get_column("dur") < 0).sum())
+        if neg:
+            dropped["X event with negative dur"] += neg
+        if bad.height - neg:
+            dropped["X event without dur"] += bad.height - neg
+    x = x.filter(pl.col("dur").is_not_null() & (pl.col("dur") >= 0))
+    x = x.with_columns(pl.col("ts").alias("start_ns"), (pl.col("ts") + pl.col("dur")).alias("end_ns"), pl.lit(False).alias("instant"))
+    return _thread_key(x).select(OUT)
+
+
+def _pair(records: pl.DataFrame, key: pl.Expr, begin: str, dropped: Counter[str], what: str) -> pl.DataFrame:
+    """Pair begin/end records LIFO per key; the begin record's fields are kept."""
+    records = records.with_columns(key.alias("_key")).sort(["_key", "ts", "idx"])
+    is_begin = (records.get_column("ph") == begin).to_numpy()
+    keys = records.get_column("_key").to_numpy()
+    b, e, lone_b, lone_e = match_begin_end(keys, is_begin)
+    if lone_b.size:
+        dropped[f"{what} begin without end"] += int(lone_b.size)
+    if lone_e.size:
+        dropped[f"{what} end without begin"] += int(lone_e.size)
+    begins = records[b]
+    ends = records[e]
+    return begins.with_columns(
+        pl.col("ts").alias("start_ns"),
+        ends.get_column("ts").alias("end_ns"),
+        pl.coalesce(pl.col("args"), ends.get_column("args")).alias("args"),
+        pl.lit(False).alias("instant"),
+    )
+
+
+def begin_end(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+    """B/E pairs on each thread, matched LIFO in time order."""
+    be = df.filter(pl.col("ph").is_in(BEGIN_END))
+    if not be.height:
+        return _thread_key(be.with_columns(start_ns=pl.col("ts"), end_ns=pl.col("ts"), instant=pl.lit(False))).select(OUT)
+    key = pl.struct("pid_k", "pid", "tid_k", "tid").rank("dense").cast(pl.Int64)
+    return _thread_key(_pair(be, key, "B", dropped, "B/E")).select(OUT)
+
+
+def instants(df: pl.DataFrame) -> pl.DataFrame:
+    """i/I/R instants: thread scope on the thread, process scope on a per-pid marker
+    timeline, global scope on one marker timeline."""
+    ins = df.filter(pl.col("ph").is_in(INSTANT))
+    scope = pl.col("scope")
+    return ins.with_columns(
+        pl.when(scope.is_in([ord("p"), ord("g")])).then(pl.lit(LK_MARKER)).otherwise(pl.lit(LK_THREAD)).cast(pl.Int8).alias("lkind"),
+        pl.when(scope == ord("g")).then(0).otherwise(pl.col("pid_k")).cast(pl.UInt8).alias("pid_k"),
+        pl.when(scope == ord("g")).then(0).otherwise(pl.col("pid")).alias("pid"),
+        pl.when(scope.is_in([ord("p"), ord("g")])).then(0).otherwise(pl.col("tid_k")).cast(pl.UInt8).alias("tid_k"),
+        pl.when(scope.is_in([ord("p"), ord("g")])).then(0).otherwise(pl.col("tid")).alias("tid"),
+        pl.col("ts").alias("start_ns"),
+        pl.col("ts").alias("end_ns"),
+        pl.lit(True).alias("instant"),
+    ).select(OUT)
+
+
+def async_events(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+    """Async b/e pairs (matched by pid, cat, id and name) and n instants, one
+    async timeline per (pid, cat). Legacy S/F pair like b/e, T/p are instants."""
+    a = df.filter(pl.col("ph").is_in(ASYNC)).with_columns(
+        pl.col("ph").replace({"S": "b", "F": "e", "T": "n", "p": "n"}),
+        pl.lit(LK_ASYNC, dtype=pl.Int8).alias("lkind"),
+        pl.lit(S.K_STR, dtype=pl.UInt8).alias("tid_k"),
+        pl.col("cat").cast(pl.Int64).alias("tid"),
+    )
+    pairs = a.filter(pl.col("ph").is_in(["b", "e"]))
+    key = pl.struct("pid_k", "pid", "cat", "id_k", "id", "name").rank("dense").cast(pl.Int64)
+    paired = _pair(pairs, key, "b", dropped, "async b/e").select(OUT) if pairs.height else None
+    marks = a.filter(pl.col("ph") == "n").with_columns(
+        pl.col("ts").alias("start_ns"), pl.col("ts").alias("end_ns"), pl.lit(True).alias("instant")
+    ).select(OUT)
+    return pl.concat([f for f in (paired, marks) if f is not None], how="vertical_relaxed")
+
+
+def counter_anchor(counter_rows: pl.DataFrame) -> pl.DataFrame:
+    """One pseudo-record per counter process, so counters get a timeline (never an event)."""
+    return (
+        counter_rows.with_columns(
+            pl.lit(LK_COUNTER, dtype=pl.Int8).alias("lkind"),
+            pl.lit(0, dtype=pl.UInt8).alias("tid_k"),
+            pl.lit(0, dtype=pl.Int64).alias("tid"),
+            pl.col("ts").alias("start_ns"),
+            pl.col("ts").alias("end_ns"),
+            pl.lit(True).alias("instant"),
+        )
+        .unique(subset=["pid_k", "pid"], keep="first", maintain_order=True)
+        .select(OUT)
+    )

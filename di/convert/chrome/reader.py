@@ -1,0 +1,117 @@
+"""Chrome Trace Event JSON (and Kineto's flavour of it) -> canonical Trace.
+
+Pipeline for one file: :func:`decode` (bytes -> scanner columns) ->
+:mod:`phases` (phases -> intervals) -> timelines -> sort and nest ->
+flows and counters -> :mod:`kineto` (categories, collectives, launch flows).
+Times: Chrome ``ts``/``dur`` are microseconds; they become int64 ns exactly,
+plus Kineto's ``baseTimeNanoseconds`` when the file has one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.convert.chrome import kineto, phases
+from di.convert.chrome import scan as S
+from di.convert.chrome.decode import Raw, decode
+from di.convert.chrome.flows import bind_id_flows, flow_events
+from di.convert.chrome.metadata import apply_metadata, counters
+from di.nesting import nest
+from di.trace import Trace
+
+GPU_SRC_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+
+
+def _base_ns(top: dict[str, Any]) -> int:
+    base = top.get("baseTimeNanoseconds")
+    return int(base) if isinstance(base, int) and not isinstance(base, bool) else 0
+
+
+def _strings(raw: Raw) -> pl.Series:
+    return pl.Series("sym", raw.symbols + [""], dtype=pl.String)
+
+
+def _timelines(ev: pl.DataFrame, syms: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Give each event its dense ``loc``; return (events, timeline keys with kind)."""
+    gpu_ids = [i for i, s in enumerate(syms.to_list()) if s in GPU_SRC_CATS]
+    keys = (
+        ev.group_by(phases.KEY, maintain_order=True)
+        .agg(pl.col("cat").is_in(gpu_ids).any().alias("gpu"), pl.col("start_ns").min().alias("first_ns"))
+        .sort(["lkind", "gpu", "pid_k", "pid", "tid_k", "tid"])
+        .with_row_index("loc")
+    )
+    ev = ev.join(keys.select(phases.KEY + ["loc"]), on=phases.KEY, how="left", nulls_equal=True)
+    return ev, keys
+
+
+def _sorted_nested(ev: pl.DataFrame) -> pl.DataFrame:
+    ev = ev.sort(["loc", "start_ns", "end_ns", "idx"], descending=[False, False, True, False])
+    depth, parent = nest(
+        ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
+    )
+    return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
+
+
+def _rank(top: dict[str, Any], rank: int | None, rank_source: str) -> tuple[int, str, int | None]:
+    info = top.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        ws = info.get("world_size")
+        return int(info["rank"]), "distributedInfo", ws if isinstance(ws, int) else None
+    return (rank if rank is not None else 0), rank_source, None
+
+
+def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0) -> Trace:
+    """Read one Chrome/Kineto JSON file (``.json`` or gzip) into a Trace.
+
+    Args:
+        path: the file.
+        rank: rank to use when the file's ``distributedInfo`` has none.
+        rank_source: where ``rank`` came from (recorded in meta sources).
+        source: index of this file in the job's sources (locations.source).
+
+    Raises:
+        FormatError: the file is not a readable trace (see :func:`decode`).
+    """
+    path = Path(path)
+    raw = decode(path)
+    dropped: Counter[str] = raw.dropped
+    base_ns = _base_ns(raw.top)
+    df = phases.count_unusable(phases.frame(raw, base_ns), dropped)
+    parts = [phases.slices(df, dropped), phases.begin_end(df, dropped), phases.instants(df), phases.async_events(df, dropped)]
+    ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
+    syms = _strings(raw)
+    counter_rows = df.filter(pl.col("ph") == phases.COUNTER)
+    ev, keys = _timelines(pl.concat([ev, phases.counter_anchor(counter_rows)], how="vertical_relaxed"), syms)
+    ev = _sorted_nested(ev.filter(pl.col("lkind") != phases.LK_COUNTER))
+    the_rank, rank_from, world = _rank(raw.top, rank, rank_source)
+    locations = apply_metadata(keys, df.filter(pl.col("ph") == phases.META), syms, the_rank, source)
+    series, samples = counters(counter_rows, keys, syms, dropped)
+    flows = pl.concat([flow_events(df, ev, keys, syms, dropped), bind_id_flows(ev, dropped)], how="vertical_relaxed")
+    events = kineto.events_table(ev, syms, locations)
+    flows = pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed")
+    collectives = kineto.collectives(events, locations, the_rank)
+    meta = _meta(path, raw, base_ns, the_rank, rank_from, world, int(ev.height), dropped)
+    return Trace.build(
+        meta=meta, locations=locations, events=events, flows=flows, series=series, samples=samples, collectives=collectives
+    )
+
+
+def _meta(path: Path, raw: Raw, base_ns: int, rank: int, rank_from: str, world: int | None, n: int, dropped: Counter[str]) -> dict[str, Any]:
+    info = {k: v for k, v in raw.top.items() if k in ("traceName", "schemaVersion", "displayTimeUnit", "distributedInfo", "baseTimeNanoseconds")}
+    info["top_level_keys"] = sorted(raw.top)
+    epoch = base_ns > 0 or bool(raw.n and int(np.max(raw.cols["ts"][(raw.cols["flags"] & S.F_TS) != 0], initial=0)) > 10**18)
+    fmt = "kineto" if ("distributedInfo" in raw.top or "deviceProperties" in raw.top or base_ns) else "chrome"
+    return {
+        "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative", "sync": None},
+        "sources": [{
+            "path": str(path), "format": fmt, "rank": rank, "rank_source": rank_from,
+            "events": n, "dropped": dict(sorted(dropped.items())), "info": info,
+        }],
+        "warnings": [f"{path}: {w}" for w in raw.warnings] + [f"{path}: dropped {k} ({r})" for r, k in sorted(dropped.items())],
+        "world_size": world,
+    }

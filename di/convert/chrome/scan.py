@@ -1,0 +1,605 @@
+"""A compiled scanner for Chrome Trace Event JSON: bytes in, columns out.
+
+One numba pass over the UTF-8 bytes of a trace finds every event object of
+``traceEvents`` (object format) or of the top-level array (array format) and
+fills one numpy column per field the reader needs:
+
+- ``ts``/``dur`` parsed from their decimal text straight to int64 ns
+  (microseconds x 1000, exact for any number of digits up to 19 significant
+  ones; sub-ns digits are rounded half up), never through float64;
+- strings (``name``, ``cat``, string ``pid``/``tid``/``id``) interned into
+  dense ids over the raw byte spans (an open-addressing table that compares
+  bytes, so equal ids mean equal text);
+- ``args`` copied, whitespace removed, into one contiguous buffer with int64
+  offsets (so a string column is built from it without a Python loop), with
+  ``args.correlation`` and ``args.bytes`` lifted out as integers.
+
+The scanner stops at the first syntax error and reports its byte offset;
+everything before it is kept. No Python object is created per event.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+# Per-event status codes (0 = sound). Named in di.convert.chrome.reader.
+ST_OK = 0
+ST_BAD_TS = 1
+ST_BAD_DUR = 2
+ST_OVERFLOW = 3
+
+# Kinds of a polymorphic value (pid, tid, id, bind_id).
+K_NONE = 0
+K_INT = 1
+K_STR = 2
+
+# Scan-level error codes.
+E_NONE = 0
+E_SYNTAX = 1
+E_TRUNCATED = 2
+E_NOT_TRACE = 3
+
+from di.convert.symbols import intern
+
+_MAX_MANT = np.uint64(10**18)
+_INT64_MAX = np.uint64(2**63 - 1)
+
+
+@njit(cache=True)
+def fix_utf8(buf):
+    """Replace each byte that is not part of valid UTF-8 by '?', in place.
+
+    Returns (number of bytes replaced, offset of the first one or -1).
+    """
+    n = buf.size
+    i = 0
+    bad = 0
+    first = -1
+    while i < n:
+        c = buf[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= c <= 0xDF:
+            need = 1
+        elif 0xE0 <= c <= 0xEF:
+            need = 2
+        elif 0xF0 <= c <= 0xF4:
+            need = 3
+        else:
+            need = -1
+        ok = need > 0 and i + need < n + 1
+        if ok:
+            for k in range(1, need + 1):
+                if i + k >= n or (buf[i + k] & 0xC0) != 0x80:
+                    ok = False
+                    break
+        if ok and need == 2:
+            c1 = buf[i + 1]
+            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
+                ok = False
+        if ok and need == 3:
+            c1 = buf[i + 1]
+            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
+                ok = False
+        if ok:
+            i += need + 1
+        else:
+            if first < 0:
+                first = i
+            buf[i] = 63
+            bad += 1
+            i += 1
+    return bad, first
+
+
+@njit(cache=True, inline="always")
+def _ws(buf, i, n):
+    while i < n:
+        c = buf[i]
+        if c == 32 or c == 10 or c == 13 or c == 9:
+            i += 1
+        else:
+            break
+    return i
+
+
+@njit(cache=True)
+def _end_string(buf, i, n):
+    """i is just after the opening quote; returns the index of the closing quote or -1."""
+    while i < n:
+        c = buf[i]
+        if c == 34:
+            return i
+        if c == 92:
+            i += 2
+        else:
+            i += 1
+    return -1
+
+
+@njit(cache=True)
+def _skip_value(buf, i, n):
+    """Index just after the JSON value starting at i, -1 if truncated, -2 on bad syntax."""
+    depth = 0
+    while i < n:
+        c = buf[i]
+        if c == 34:
+            j = _end_string(buf, i + 1, n)
+            if j < 0:
+                return -1
+            i = j + 1
+        elif c == 123 or c == 91:
+            depth += 1
+            i += 1
+            continue
+        elif c == 125 or c == 93:
+            depth -= 1
+            if depth < 0:
+                return -2
+            i += 1
+        elif c == 32 or c == 10 or c == 13 or c == 9 or c == 44 or c == 58:
+            if depth == 0:
+                return -2
+            i += 1
+            continue
+        else:
+            # number or literal: letters, digits, signs, dots
+            start = i
+            while i < n and (buf[i] == 45 or buf[i] == 43 or buf[i] == 46 or 48 <= buf[i] <= 57
+                             or 97 <= buf[i] <= 122 or 65 <= buf[i] <= 90):
+                i += 1
+            if i == start:
+                return -2
+            if i >= n and depth == 0:
+                return -1
+        if depth == 0:
+            return i
+    return -1
+
+
+@njit(cache=True)
+def parse_number(buf, i, n, shift):
+    """Parse the JSON number at i as an integer of unit 10**-shift of its value.
+
+    Returns (value, index after the number, status) where status is 0 on
+    success, 1 when it is not a number and 3 when the value overflows int64.
+    Up to 19 significant digits are exact; the next one rounds half up.
+    """
+    neg = False
+    if i < n and buf[i] == 45:
+        neg = True
+        i += 1
+    mant = np.uint64(0)
+    exp10 = 0
+    digits = 0
+    rd = 0
+    seen_rd = False
+    start = i
+    while i < n and 48 <= buf[i] <= 57:
+        if mant < _MAX_MANT:
+            mant = mant * np.uint64(10) + np.uint64(buf[i] - 48)
+        else:
+            exp10 += 1
+            if not seen_rd:
+                rd = buf[i] - 48
+                seen_rd = True
+        digits += 1
+        i += 1
+    if i < n and buf[i] == 46:
+        i += 1
+        while i < n and 48 <= buf[i] <= 57:
+            if mant < _MAX_MANT:
+                mant = mant * np.uint64(10) + np.uint64(buf[i] - 48)
+                exp10 -= 1
+            elif not seen_rd:
+                rd = buf[i] - 48
+                seen_rd = True
+            digits += 1
+            i += 1
+    if digits == 0 or i == start:
+        return 0, i, 1
+    if i < n and (buf[i] == 101 or buf[i] == 69):
+        i += 1
+        eneg = False
+        if i < n and (buf[i] == 45 or buf[i] == 43):
+            eneg = buf[i] == 45
+            i += 1
+        e = 0
+        ed = 0
+        while i < n and 48 <= buf[i] <= 57:
+            if e < 100000:
+                e = e * 10 + (buf[i] - 48)
+            ed += 1
+            i += 1
+        if ed == 0:
+            return 0, i, 1
+        exp10 += -e if eneg else e
+    e = exp10 + shift
+    if e >= 0:
+        if e > 19:
+            if mant == 0:
+                return 0, i, 0
+            return 0, i, 3
+        p = np.uint64(10) ** np.uint64(e)
+        if mant > _INT64_MAX // p:
+            return 0, i, 3
+        v = mant * p
+        if e == 0 and rd >= 5:
+            v += np.uint64(1)
+    else:
+        k = -e
+        if k > 19:
+            v = np.uint64(0)
+        else:
+            p = np.uint64(10) ** np.uint64(k)
+            v = mant // p
+            if (mant % p) * np.uint64(2) >= p:
+                v += np.uint64(1)
+    if v > _INT64_MAX:
+        return 0, i, 3
+    r = np.int64(v)
+    return (-r if neg else r), i, 0
+
+
+@njit(cache=True, inline="always")
+def _is(buf, s, e, a):
+    """True when buf[s:e] equals the ASCII bytes of ``a`` (a tuple of ints)."""
+    if e - s != len(a):
+        return False
+    for k in range(len(a)):
+        if buf[s + k] != a[k]:
+            return False
+    return True
+
+
+_PH = (112, 104)
+_TS = (116, 115)
+_ID = (105, 100)
+_BP = (98, 112)
+_S = (115,)
+_PID = (112, 105, 100)
+_TID = (116, 105, 100)
+_DUR = (100, 117, 114)
+_CAT = (99, 97, 116)
+_NAME = (110, 97, 109, 101)
+_ARGS = (97, 114, 103, 115)
+_BIND = (98, 105, 110, 100, 95, 105, 100)
+_FIN = (102, 108, 111, 119, 95, 105, 110)
+_FOUT = (102, 108, 111, 119, 95, 111, 117, 116)
+_CORR = (99, 111, 114, 114, 101, 108, 97, 116, 105, 111, 110)
+_BYTES = (98, 121, 116, 101, 115)
+_EVENTS = (116, 114, 97, 99, 101, 69, 118, 101, 110, 116, 115)
+
+
+@njit(cache=True)
+def _copy_minified(buf, s, e, out, o):
+    """Copy buf[s:e] (one JSON value) to out[o:], dropping whitespace outside strings."""
+    in_str = False
+    k = s
+    while k < e:
+        c = buf[k]
+        if in_str:
+            out[o] = c
+            o += 1
+            if c == 92 and k + 1 < e:
+                out[o] = buf[k + 1]
+                o += 1
+                k += 2
+                continue
+            if c == 34:
+                in_str = False
+        elif c == 34:
+            in_str = True
+            out[o] = c
+            o += 1
+        elif not (c == 32 or c == 10 or c == 13 or c == 9):
+            out[o] = c
+            o += 1
+        k += 1
+    return o
+
+
+@njit(cache=True)
+def _poly(buf, i, n, slots, starts, ends, count):
+    """A pid/tid/id value: (kind, int value or symbol id, end index, slots, starts, ends)."""
+    c = buf[i]
+    if c == 34:
+        j = _end_string(buf, i + 1, n)
+        if j < 0:
+            return K_NONE, 0, -1, slots, starts, ends
+        sid, slots, starts, ends = intern(buf, i + 1, j, slots, starts, ends, count)
+        return K_STR, sid, j + 1, slots, starts, ends
+    if c == 45 or 48 <= c <= 57:
+        v, j, st = parse_number(buf, i, n, 0)
+        if st == 0:
+            return K_INT, v, j, slots, starts, ends
+        # beyond int64 (or not an integer): keep its text as a symbol
+        e = _skip_value(buf, i, n)
+        if e < 0:
+            return K_NONE, 0, e, slots, starts, ends
+        sid, slots, starts, ends = intern(buf, i, e, slots, starts, ends, count)
+        return K_STR, sid, e, slots, starts, ends
+    e = _skip_value(buf, i, n)
+    return K_NONE, 0, e, slots, starts, ends
+
+
+@njit(cache=True)
+def _scan_args(buf, i, n, k, corr, nbytes, flags):
+    """Walk the args object at i for 'correlation' and 'bytes'; returns its end or <0."""
+    i = _ws(buf, i + 1, n)
+    if i < n and buf[i] == 125:
+        return i + 1
+    while i < n:
+        if buf[i] != 34:
+            return -2
+        j = _end_string(buf, i + 1, n)
+        if j < 0:
+            return -1
+        ks, ke = i + 1, j
+        i = _ws(buf, j + 1, n)
+        if i >= n:
+            return -1
+        if buf[i] != 58:
+            return -2
+        i = _ws(buf, i + 1, n)
+        if i >= n:
+            return -1
+        if _is(buf, ks, ke, _CORR) or _is(buf, ks, ke, _BYTES):
+            v, e, st = parse_number(buf, i, n, 0)
+            if st == 0:
+                if ke - ks == 5:
+                    nbytes[k] = v
+                    flags[k] |= 32
+                else:
+                    corr[k] = v
+                    flags[k] |= 16
+                i = e
+            else:
+                i = _skip_value(buf, i, n)
+        else:
+            i = _skip_value(buf, i, n)
+        if i < 0:
+            return i
+        i = _ws(buf, i, n)
+        if i >= n:
+            return -1
+        if buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+        elif buf[i] == 125:
+            return i + 1
+        else:
+            return -2
+    return -1
+
+
+@njit(cache=True)
+def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
+    """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
+
+    Returns (index after the object or <0 on error, slots, starts, ends, args end).
+    """
+    (ph, ts, dur, name, cat, pid_k, pid, tid_k, tid, id_k, idv, bind_k, bind,
+     flags, scope, bp, corr, nbytes, args_off, status) = c
+    ph[k] = 0
+    flags[k] = 0
+    name[k] = -1
+    cat[k] = -1
+    pid_k[k] = K_NONE
+    tid_k[k] = K_NONE
+    id_k[k] = K_NONE
+    bind_k[k] = K_NONE
+    scope[k] = 0
+    bp[k] = 0
+    status[k] = ST_OK
+    o0 = o
+    i = _ws(buf, i + 1, n)
+    if i < n and buf[i] == 125:
+        args_off[k + 1] = o
+        return i + 1, slots, starts, ends, o
+    while i < n:
+        if buf[i] != 34:
+            return -2, slots, starts, ends, o0
+        j = _end_string(buf, i + 1, n)
+        if j < 0:
+            return -1, slots, starts, ends, o0
+        ks, ke = i + 1, j
+        i = _ws(buf, j + 1, n)
+        if i >= n:
+            return -1, slots, starts, ends, o0
+        if buf[i] != 58:
+            return -2, slots, starts, ends, o0
+        i = _ws(buf, i + 1, n)
+        if i >= n:
+            return -1, slots, starts, ends, o0
+        v0 = buf[i]
+        if v0 == 34 and (_is(buf, ks, ke, _PH) or _is(buf, ks, ke, _S) or _is(buf, ks, ke, _BP)):
+            j = _end_string(buf, i + 1, n)
+            if j < 0:
+                return -1, slots, starts, ends, o0
+            first = buf[i + 1] if j > i + 1 else 0
+            if ke - ks == 1:
+                scope[k] = first
+            elif buf[ks] == 98:
+                bp[k] = first
+            else:
+                ph[k] = first if j == i + 2 else 0
+            i = j + 1
+        elif v0 == 34 and (_is(buf, ks, ke, _NAME) or _is(buf, ks, ke, _CAT)):
+            j = _end_string(buf, i + 1, n)
+            if j < 0:
+                return -1, slots, starts, ends, o0
+            sid, slots, starts, ends = intern(buf, i + 1, j, slots, starts, ends, count)
+            if buf[ks] == 110:
+                name[k] = sid
+            else:
+                cat[k] = sid
+            i = j + 1
+        elif _is(buf, ks, ke, _TS) or _is(buf, ks, ke, _DUR):
+            is_ts = buf[ks] == 116
+            v, e, st = parse_number(buf, i, n, 3)
+            if st == 0:
+                if is_ts:
+                    ts[k] = v
+                    flags[k] |= 1
+                else:
+                    dur[k] = v
+                    flags[k] |= 2
+                i = e
+            else:
+                if status[k] == ST_OK:
+                    status[k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if is_ts else ST_BAD_DUR)
+                i = _skip_value(buf, i, n)
+        elif _is(buf, ks, ke, _PID) or _is(buf, ks, ke, _TID) or _is(buf, ks, ke, _ID) or _is(buf, ks, ke, _BIND):
+            kind, v, i, slots, starts, ends = _poly(buf, i, n, slots, starts, ends, count)
+            if ke - ks == 2:
+                id_k[k] = kind
+                idv[k] = v
+            elif ke - ks == 7:
+                bind_k[k] = kind
+                bind[k] = v
+            elif buf[ks] == 112:
+                pid_k[k] = kind
+                pid[k] = v
+            else:
+                tid_k[k] = kind
+                tid[k] = v
+        elif _is(buf, ks, ke, _FIN) or _is(buf, ks, ke, _FOUT):
+            if v0 == 116:
+                flags[k] |= 4 if ke - ks == 7 else 8
+            i = _skip_value(buf, i, n)
+        elif v0 == 123 and _is(buf, ks, ke, _ARGS):
+            e = _scan_args(buf, i, n, k, corr, nbytes, flags)
+            if e < 0:
+                return e, slots, starts, ends, o0
+            o = _copy_minified(buf, i, e, abuf, o0)
+            flags[k] |= 64
+            i = e
+        else:
+            i = _skip_value(buf, i, n)
+        if i < 0:
+            return i, slots, starts, ends, o0
+        i = _ws(buf, i, n)
+        if i >= n:
+            return -1, slots, starts, ends, o0
+        if buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+        elif buf[i] == 125:
+            args_off[k + 1] = o
+            return i + 1, slots, starts, ends, o
+        else:
+            return -2, slots, starts, ends, o0
+    return -1, slots, starts, ends, o0
+
+
+@njit(cache=True)
+def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap):
+    """Events of the array at buf[i] == '['; returns (next index, n events, error, error pos, ...)."""
+    k = 0
+    o = 0
+    i = _ws(buf, i + 1, n)
+    while i < n:
+        if buf[i] == 93:
+            return i + 1, k, E_NONE, -1, slots, starts, ends, o
+        if buf[i] != 123 or k >= cap:
+            return i, k, E_SYNTAX, i, slots, starts, ends, o
+        e, slots, starts, ends, o2 = _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o)
+        if e < 0:
+            return i, k, (E_TRUNCATED if e == -1 else E_SYNTAX), i, slots, starts, ends, o
+        o = o2
+        k += 1
+        i = _ws(buf, e, n)
+        if i < n and buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+        elif i < n and buf[i] != 93:
+            return i, k, E_SYNTAX, i, slots, starts, ends, o
+    return n, k, E_TRUNCATED, n, slots, starts, ends, o
+
+
+@njit(cache=True)
+def scan(buf, c, slots, starts, ends, count, abuf, top):
+    """Scan a whole document; returns (n events, error code, error offset, array format,
+    number of top-level keys, slots, starts, ends, args bytes used).
+
+    ``top`` receives (key start, key end, value start, value end) of each other
+    top-level key of the object format, for the caller to decode.
+    """
+    n = buf.size
+    cap = c[0].size
+    i = _ws(buf, 0, n)
+    if i + 2 < n and buf[i] == 0xEF and buf[i + 1] == 0xBB and buf[i + 2] == 0xBF:
+        i = _ws(buf, i + 3, n)
+    if i >= n:
+        return 0, E_NOT_TRACE, 0, False, 0, slots, starts, ends, 0
+    if buf[i] == 91:
+        r = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
+        # the array format may end without its ']' (Trace Event Format spec)
+        err = r[2]
+        if err == E_TRUNCATED and _ws(buf, r[3], n) >= n:
+            err = E_NONE
+        return r[1], err, r[3], True, 0, r[4], r[5], r[6], r[7]
+    if buf[i] != 123:
+        return 0, E_NOT_TRACE, i, False, 0, slots, starts, ends, 0
+    ntop = 0
+    nev = 0
+    o = 0
+    found = False
+    i = _ws(buf, i + 1, n)
+    while i < n:
+        if buf[i] == 125:
+            return nev, (E_NONE if found else E_NOT_TRACE), i, False, ntop, slots, starts, ends, o
+        if buf[i] != 34:
+            return nev, E_SYNTAX, i, False, ntop, slots, starts, ends, o
+        j = _end_string(buf, i + 1, n)
+        if j < 0:
+            break
+        ks, ke = i + 1, j
+        i = _ws(buf, j + 1, n)
+        if i >= n or buf[i] != 58:
+            return nev, (E_TRUNCATED if i >= n else E_SYNTAX), i, False, ntop, slots, starts, ends, o
+        i = _ws(buf, i + 1, n)
+        if i >= n:
+            break
+        if _is(buf, ks, ke, _EVENTS) and buf[i] == 91 and not found:
+            found = True
+            r = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
+            nev, slots, starts, ends, o = r[1], r[4], r[5], r[6], r[7]
+            if r[2] != E_NONE:
+                return nev, r[2], r[3], False, ntop, slots, starts, ends, o
+            i = r[0]
+        else:
+            e = _skip_value(buf, i, n)
+            if e < 0:
+                return nev, (E_TRUNCATED if e == -1 else E_SYNTAX), i, False, ntop, slots, starts, ends, o
+            if ntop < top.shape[0]:
+                top[ntop, 0] = ks
+                top[ntop, 1] = ke
+                top[ntop, 2] = i
+                top[ntop, 3] = e
+                ntop += 1
+            i = e
+        i = _ws(buf, i, n)
+        if i < n and buf[i] == 44:
+            i = _ws(buf, i + 1, n)
+        elif i < n and buf[i] != 125:
+            return nev, E_SYNTAX, i, False, ntop, slots, starts, ends, o
+    return nev, (E_TRUNCATED if found else E_NOT_TRACE), n, False, ntop, slots, starts, ends, o
+
+
+COLUMNS = ("ph", "ts", "dur", "name", "cat", "pid_k", "pid", "tid_k", "tid", "id_k", "id",
+           "bind_k", "bind", "flags", "scope", "bp", "corr", "bytes", "args_off", "status")
+_DTYPES = (np.uint8, np.int64, np.int64, np.int32, np.int32, np.uint8, np.int64, np.uint8, np.int64,
+           np.uint8, np.int64, np.uint8, np.int64, np.uint8, np.uint8, np.uint8, np.int64, np.int64,
+           np.int64, np.uint8)
+
+# flags bits
+F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS = 1, 2, 4, 8, 16, 32, 64
+
+
+def alloc_columns(capacity: int) -> tuple[np.ndarray, ...]:
+    """Uninitialised columns for ``capacity`` events (pages are touched only when filled)."""
+    cols = [np.empty(capacity + (1 if name == "args_off" else 0), dtype=dt) for name, dt in zip(COLUMNS, _DTYPES)]
+    cols[COLUMNS.index("args_off")][0] = 0
+    return tuple(cols)

@@ -1,0 +1,46 @@
+"""The one exception hierarchy of di.
+
+Library code raises these; only the CLI turns them into exit codes and one-line
+messages. Every message says what is wrong, where (file, byte or event index)
+and, where it can, how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DIError",
+    "FormatError",
+    "UnknownFormatError",
+    "SchemaVersionError",
+    "SchemaError",
+    "MissingDependencyError",
+]
+
+
+class DIError(Exception):
+    """Base class of every error di raises on purpose."""
+
+
+class FormatError(DIError):
+    """A file was recognised but its content is broken or unsupported."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class UnknownFormatError(DIError):
+    """No installed connector recognised the file (or the output extension)."""
+
+
+class SchemaVersionError(DIError):
+    """A store was written with a schema version this di cannot read."""
+
+
+class SchemaError(DIError):
+    """A trace does not match the canonical schema (a bug in a connector)."""
+
+
+class MissingDependencyError(DIError):
+    """An optional dependency needed for this operation is not installed."""

@@ -1,0 +1,99 @@
+"""The canonical schema, read from the versioned JSON Schemas in ``schemas/``.
+
+The JSON Schema files are the single source of truth: each table's file
+describes one row (column name, JSON type, nullability, allowed values) and
+names the column's polars type in ``x-dtype``. This module turns them into
+polars schemas and checks traces against them, column by column (vectorized),
+so validation costs O(columns), not a Python call per row.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from di.errors import SchemaError
+
+SCHEMA_VERSION = 1
+"""Version of the canonical trace schema that this di writes."""
+
+TABLES = ("locations", "events", "messages", "collectives", "flows", "series", "samples")
+
+
+def schema_dir(version: int = SCHEMA_VERSION) -> Path:
+    """Folder holding the JSON Schemas of one version (installed or in the repo)."""
+    here = Path(__file__).resolve().parent
+    for root in (here / "_schemas", here.parent / "schemas"):
+        folder = root / "trace" / f"v{version}"
+        if folder.is_dir():
+            return folder
+    raise SchemaError(f"JSON Schemas for trace schema v{version} are not installed with di")
+
+
+@cache
+def json_schema(table: str, version: int = SCHEMA_VERSION) -> dict[str, Any]:
+    """The JSON Schema of one table (or ``"meta"``) as a dict."""
+    return json.loads((schema_dir(version) / f"{table}.schema.json").read_text())
+
+
+def _dtype(spec: dict[str, Any]) -> pl.DataType:
+    name = spec["x-dtype"]
+    if name == "Enum":
+        return pl.Enum(spec["enum"])
+    return getattr(pl, name)()
+
+
+@cache
+def polars_schema(table: str) -> dict[str, pl.DataType]:
+    """Column name -> polars dtype for a table of the current schema version."""
+    props = json_schema(table)["properties"]
+    return {col: _dtype(spec) for col, spec in props.items()}
+
+
+@cache
+def nullable_columns(table: str) -> frozenset[str]:
+    """Columns of a table whose JSON type admits null."""
+    props = json_schema(table)["properties"]
+    return frozenset(c for c, s in props.items() if isinstance(s["type"], list) and "null" in s["type"])
+
+
+def validate_table(table: str, df: pl.DataFrame) -> None:
+    """Check one table against its JSON Schema, vectorized.
+
+    Checks: every required column present with its declared dtype; no nulls in
+    non-nullable columns; values within ``minimum``; enum values allowed (the
+    Enum dtype already guarantees it).
+
+    Raises:
+        SchemaError: naming the table, column and problem.
+    """
+    props = json_schema(table)["properties"]
+    expected = polars_schema(table)
+    nullable = nullable_columns(table)
+    for col, dtype in expected.items():
+        if col not in df.columns:
+            raise SchemaError(f"table {table!r}: column {col!r} is missing")
+        got = df.schema[col]
+        if got != dtype:
+            raise SchemaError(f"table {table!r}: column {col!r} has dtype {got}, schema says {dtype}")
+        series = df.get_column(col)
+        if col not in nullable and series.null_count():
+            raise SchemaError(f"table {table!r}: column {col!r} has {series.null_count()} nulls but is not nullable")
+        minimum = props[col].get("minimum")
+        if minimum is not None and len(series) and series.min() is not None and series.min() < minimum:
+            raise SchemaError(f"table {table!r}: column {col!r} has values below {minimum}")
+
+
+def validate_meta(meta: dict[str, Any]) -> None:
+    """Validate meta.json content against its JSON Schema (jsonschema, full)."""
+    import jsonschema
+
+    try:
+        jsonschema.validate(meta, json_schema("meta"))
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+        raise SchemaError(f"meta.json at {where}: {exc.message}") from None

@@ -1,0 +1,135 @@
+"""The canonical trace: one job's activity as polars tables on one clock.
+
+Every time is int64 nanoseconds on the trace's clock (``meta["clock"]``);
+row references (``parent``, ``send``, ``recv``, ``event``, ``src``, ``dst``)
+are positions in ``events`` as stored. Column definitions, units and allowed
+values live in the JSON Schemas under ``schemas/trace/v1``; see
+:mod:`di.schema`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import polars as pl
+
+from di import schema
+
+CATS: tuple[str, ...] = tuple(schema.json_schema("events")["properties"]["cat"]["enum"])
+"""The closed vocabulary of event categories."""
+
+FLOW_KINDS: tuple[str, ...] = tuple(schema.json_schema("flows")["properties"]["kind"]["enum"])
+LOCATION_KINDS: tuple[str, ...] = tuple(schema.json_schema("locations")["properties"]["kind"]["enum"])
+
+
+def conform(table: str, df: pl.DataFrame | dict[str, Any] | None) -> pl.DataFrame:
+    """Return ``df`` with exactly the schema's columns, in order, cast to their dtypes.
+
+    Missing nullable columns are added as nulls; extra columns are kept after
+    the schema's columns (the schema is a floor, not a ceiling).
+    """
+    target = schema.polars_schema(table)
+    if df is None:
+        return pl.DataFrame(schema=target)
+    if isinstance(df, dict):
+        df = pl.DataFrame(df)
+    n = df.height
+    cols = []
+    for col, dtype in target.items():
+        if col in df.columns:
+            cols.append(df.get_column(col).cast(dtype) if df.schema[col] != dtype else df.get_column(col))
+        else:
+            cols.append(pl.Series(col, [None] * n if n else [], dtype=dtype))
+    extra = [df.get_column(c) for c in df.columns if c not in target]
+    return pl.DataFrame(cols + extra)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A job trace in the canonical model.
+
+    Attributes:
+        locations: one row per timeline (CPU thread, GPU stream, async track, counter source).
+        events: slices and instants, sorted by (loc, start_ns, -end_ns); times in int64 ns.
+        messages: matched point-to-point messages (rows of events).
+        collectives: one row per rank's part in a collective instance.
+        flows: dependency edges other than program order and messages.
+        series: counter series with units.
+        samples: counter samples (series, ts_ns, value).
+        meta: the content of meta.json (schema version, clock, sources, drops, warnings).
+    """
+
+    locations: pl.DataFrame
+    events: pl.DataFrame
+    messages: pl.DataFrame = field(default_factory=lambda: conform("messages", None))
+    collectives: pl.DataFrame = field(default_factory=lambda: conform("collectives", None))
+    flows: pl.DataFrame = field(default_factory=lambda: conform("flows", None))
+    series: pl.DataFrame = field(default_factory=lambda: conform("series", None))
+    samples: pl.DataFrame = field(default_factory=lambda: conform("samples", None))
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, *, meta: dict[str, Any], **tables: pl.DataFrame | dict[str, Any] | None) -> Trace:
+        """Make a Trace from tables that may lack nullable columns or exact dtypes."""
+        unknown = set(tables) - set(schema.TABLES)
+        if unknown:
+            raise TypeError(f"unknown tables: {sorted(unknown)}")
+        conformed = {t: conform(t, tables.get(t)) for t in schema.TABLES}
+        trace = cls(**conformed, meta=dict(meta))
+        return trace.with_meta(refresh_meta(trace))
+
+    def table(self, name: str) -> pl.DataFrame:
+        """One table by name."""
+        if name not in schema.TABLES:
+            raise KeyError(f"no table {name!r}; tables are {', '.join(schema.TABLES)}")
+        return getattr(self, name)
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """All tables by name, in schema order."""
+        return {t: getattr(self, t) for t in schema.TABLES}
+
+    def with_meta(self, meta: dict[str, Any]) -> Trace:
+        """A copy with another meta dict."""
+        return replace(self, meta=meta)
+
+    def validate(self) -> None:
+        """Check every table and meta.json against the JSON Schemas.
+
+        Raises:
+            SchemaError: on the first mismatch.
+        """
+        for name, df in self.tables().items():
+            schema.validate_table(name, df)
+        schema.validate_meta(self.meta)
+
+    @property
+    def ranks(self) -> list[int]:
+        """Sorted ranks present in the trace."""
+        return sorted(self.locations.get_column("rank").unique().to_list())
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{t}={getattr(self, t).height}" for t in schema.TABLES)
+        return f"Trace(ranks={len(self.ranks)}, {counts})"
+
+
+def refresh_meta(trace: Trace) -> dict[str, Any]:
+    """meta with the derived fields (tables, ranks, time range) recomputed."""
+    from di import __version__
+
+    meta = dict(trace.meta)
+    meta.setdefault("format", "di-trace")
+    meta["schema_version"] = schema.SCHEMA_VERSION
+    meta["di_version"] = __version__
+    meta.setdefault("clock", {"unit": "ns", "domain": "relative", "sync": None})
+    meta.setdefault("sources", [])
+    meta.setdefault("warnings", [])
+    meta.setdefault("hosts", sorted(h for h in trace.locations.get_column("host").unique().to_list() if h))
+    meta["tables"] = {t: getattr(trace, t).height for t in schema.TABLES}
+    meta["ranks"] = trace.ranks
+    ev = trace.events
+    if ev.height:
+        meta["time_range"] = {"start_ns": int(ev.get_column("start_ns").min()), "end_ns": int(ev.get_column("end_ns").max())}
+    else:
+        meta["time_range"] = {"start_ns": None, "end_ns": None}
+    return meta
