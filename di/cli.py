@@ -1,0 +1,121 @@
+"""The ``di`` command line. Library errors become one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+EXIT_INPUT = 2
+
+EXAMPLES = {
+    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert trace.json --rank 3 -o rank3.di",
+    "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
+    "demo": "examples:\n  di demo -o demo/         (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    from di import __version__
+
+    p = argparse.ArgumentParser(
+        prog="di",
+        description="DeepIntrospect: record, convert and analyze traces of distributed deep-learning jobs.",
+        epilog="example:\n  di convert rank-*.json.gz -o job.di && di info job.di",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"di {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    fmt = argparse.RawDescriptionHelpFormatter
+    c = sub.add_parser("convert", help="convert traces between formats (merging per-rank files)", epilog=EXAMPLES["convert"], formatter_class=fmt)
+    c.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
+    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz)")
+    c.add_argument("--to", help="output format name, overriding the extension (di, chrome)")
+    _rank_options(c)
+    i = sub.add_parser("info", help="summarise a trace: ranks, timelines, categories, sources, drops", epilog=EXAMPLES["info"], formatter_class=fmt)
+    i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
+    i.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _rank_options(i)
+    d = sub.add_parser("demo", help="write a built-in example job (per-rank Kineto JSON)", epilog=EXAMPLES["demo"], formatter_class=fmt)
+    d.add_argument("-o", "--output", required=True, help="directory for rank-N.json files")
+    d.add_argument("--ranks", type=int, default=4)
+    d.add_argument("--steps", type=int, default=6)
+    return p
+
+
+def _rank_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rank", type=int, help="rank of a single input that names none in its content")
+    p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated rank per input file")
+
+
+def _load(args: argparse.Namespace, console: Any) -> Any:
+    from rich.progress import Progress
+
+    import di
+    from di.convert.registry import expand, load_paths
+
+    paths = expand(args.inputs)
+    started = time.monotonic()
+    with Progress(console=console, transient=True, disable=len(paths) < 2) as bar:
+        task = bar.add_task("loading", total=len(paths))
+        trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
+    if time.monotonic() - started > 1:
+        console.print(f"[dim]loaded {trace.events.height:,} events in {time.monotonic() - started:.1f} s[/dim]")
+    _ = di
+    return trace
+
+
+def _convert(args: argparse.Namespace, console: Any) -> None:
+    import di
+
+    trace = _load(args, console)
+    with console.status(f"writing {args.output}"):
+        di.save(trace, args.output, to=args.to)
+    console.print(f"wrote {args.output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, {trace.flows.height:,} flows")
+    for w in trace.meta.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _info(args: argparse.Namespace, console: Any) -> None:
+    from di.viewers.info import render, summary
+
+    trace = _load(args, console)
+    if args.json:
+        import json
+
+        print(json.dumps(summary(trace), indent=1))
+        return
+    render(trace, console)
+    for w in trace.meta.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _demo(args: argparse.Namespace, console: Any) -> None:
+    from di.demo import write_kineto_job
+
+    files = write_kineto_job(args.output, ranks=args.ranks, steps=args.steps)
+    console.print(f"wrote {len(files)} files to {args.output}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``di`` console script."""
+    from rich.console import Console
+
+    from di.errors import DIError
+
+    args = _parser().parse_args(argv)
+    console = Console(stderr=False, highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        {"convert": _convert, "info": _info, "demo": _demo}[args.command](args, console)
+    except (DIError, FileNotFoundError, ValueError) as exc:
+        err.print(f"di {args.command}: error: {exc}", markup=False, soft_wrap=True)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Which connector reads or writes a path: sniffing, expansion and merging.
+
+Detection: magic bytes first (a ``.di`` directory's meta.json, gzip, a JSON
+``{``/``[``), then the extension. "file not found", "no connector
+recognised this" and "connector failed" are three different errors; the
+last two list the connectors installed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from di.errors import FormatError, UnknownFormatError
+from di.trace import Trace
+
+RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Connector:
+    """A format di reads and/or writes.
+
+    Attributes:
+        name: short format name (``--to`` value).
+        extensions: file name endings it writes and recognises, longest first.
+        sniff: True when a file's first bytes (gunzipped) are this format.
+        read: path, rank, rank_source, source index -> Trace (None: write-only).
+        write: (trace, path) -> None (None: read-only).
+    """
+
+    name: str
+    extensions: tuple[str, ...]
+    sniff: Callable[[Path, bytes], bool]
+    read: Callable[..., Trace] | None
+    write: Callable[[Trace, Path], None] | None
+
+
+def _sniff_json(path: Path, head: bytes) -> bool:
+    return head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] in (b"{", b"[")
+
+
+def _read_chrome(path: Path, **kw: Any) -> Trace:
+    from di.convert.chrome.reader import read_chrome
+
+    return read_chrome(path, **kw)
+
+
+def _write_chrome(trace: Trace, path: Path) -> None:
+    from di.convert.chrome.writer import write_chrome
+
+    write_chrome(trace, path)
+
+
+def _read_store(path: Path, **kw: Any) -> Trace:
+    from di.store import read_store
+
+    return read_store(path)
+
+
+def _write_store(trace: Trace, path: Path) -> None:
+    from di.store import write_store
+
+    write_store(trace, path)
+
+
+CONNECTORS: tuple[Connector, ...] = (
+    Connector("di", (".di",), lambda p, h: False, _read_store, _write_store),
+    Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome),
+)
+
+
+def installed() -> str:
+    """One line naming the connectors and their extensions."""
+    return ", ".join(f"{c.name} ({' '.join(c.extensions)})" for c in CONNECTORS)
+
+
+def _head(path: Path) -> bytes:
+    import zlib
+
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            return zlib.decompressobj(31).decompress(head, 4096)
+        except zlib.error:
+            return b""
+    return head
+
+
+def connector_for(path: Path) -> Connector:
+    """The connector that reads ``path``.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        UnknownFormatError: no connector recognised it.
+    """
+    from di.store import is_store
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if is_store(path):
+            return CONNECTORS[0]
+        raise UnknownFormatError(f"{path}: a directory that is not a di store (no meta.json); installed: {installed()}")
+    head = _head(path)
+    for c in CONNECTORS:
+        if c.read and c.sniff(path, head):
+            return c
+    for c in CONNECTORS:
+        if c.read and any(path.name.endswith(ext) for ext in c.extensions):
+            return c
+    raise UnknownFormatError(f"{path}: no connector recognised this file; installed: {installed()}")
+
+
+def writer_for(path: Path, to: str | None = None) -> Connector:
+    """The connector that writes ``path`` (by ``to`` or the extension)."""
+    for c in CONNECTORS:
+        if c.write and (c.name == to if to else any(str(path).endswith(ext) for ext in c.extensions)):
+            return c
+    what = f"format {to!r}" if to else f"the extension of {path}"
+    raise UnknownFormatError(f"no connector writes {what}; installed: {installed()}")
+
+
+def expand(path_or_paths: Any) -> list[Path]:
+    """Files to load: each item a file, a store, a directory of trace files, or a glob."""
+    items: Iterable[Any] = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else path_or_paths
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir() and not (p / "meta.json").exists():
+            found = sorted(f for f in p.iterdir() if f.is_file() and any(f.name.endswith(e) for c in CONNECTORS for e in c.extensions))
+            if not found:
+                raise UnknownFormatError(f"{p}: directory holds no trace files; installed: {installed()}")
+            out.extend(found)
+        elif not p.exists() and any(ch in str(item) for ch in "*?["):
+            matches = sorted(Path(m) for m in glob.glob(str(item)))
+            if not matches:
+                raise FileNotFoundError(f"{item}: no file matches this pattern")
+            out.extend(matches)
+        else:
+            out.append(p)
+    return out
+
+
+def rank_hint(path: Path, position: int, ranks: list[int] | None, rank: int | None, count: int) -> tuple[int | None, str]:
+    """Fallback rank of a file whose content names none: option, file name, position."""
+    if ranks is not None:
+        return ranks[position], "option"
+    if rank is not None and count == 1:
+        return rank, "option"
+    match = RANK_IN_NAME.search(path.name)
+    if match:
+        return int(match.group(1)), "file_name"
+    return position, ("single" if count == 1 else "position")
+
+
+def load_paths(path_or_paths: Any, *, rank: int | None = None, ranks: list[int] | None = None, progress: Any = None) -> Trace:
+    """Load and merge; see :func:`di.load`. Per-file failures are collected and
+    reported together."""
+    from di.merge import merge
+
+    paths = expand(path_or_paths)
+    if ranks is not None and len(ranks) != len(paths):
+        raise ValueError(f"{len(ranks)} ranks given for {len(paths)} files")
+    traces, failures = [], []
+    for i, p in enumerate(paths):
+        try:
+            conn = connector_for(p)
+            hint, source = rank_hint(p, i, ranks, rank, len(paths))
+            traces.append(conn.read(p, rank=hint, rank_source=source, source=0) if conn.name != "di" else conn.read(p))
+        except (FormatError, UnknownFormatError, FileNotFoundError) as exc:
+            failures.append(exc)
+        if progress is not None:
+            progress(i + 1, len(paths))
+    if failures:
+        if len(failures) == 1:
+            raise failures[0]
+        raise FormatError(f"{len(failures)} of {len(paths)} files", "; ".join(str(f) for f in failures))
+    if len(traces) == 1 and paths[0].is_dir():
+        return traces[0]
+    return merge(traces)
+
+
+def save_path(trace: Trace, path: Any, *, to: str | None = None) -> None:
+    """Write ``trace`` with the connector chosen by ``to`` or the extension."""
+    target = Path(path)
+    writer_for(target, to).write(trace, target)  # type: ignore[misc]

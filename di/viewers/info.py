@@ -1,0 +1,73 @@
+"""``di info``: what a trace holds, in one screen.
+
+Ranks, hosts, timelines by kind, events by canonical category, time range,
+sources (with where each rank came from) and what was dropped and why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from di.trace import Trace
+
+
+def summary(trace: Trace) -> dict[str, Any]:
+    """The facts ``di info`` prints, as a JSON-ready dict (times in ns)."""
+    meta = trace.meta
+    tr = meta.get("time_range", {})
+    span = (tr["end_ns"] - tr["start_ns"]) if tr.get("start_ns") is not None else 0
+    kinds = trace.locations.group_by("kind").len().sort("kind")
+    cats = trace.events.group_by("cat").agg(pl.len().alias("n"), pl.col("instant").sum().alias("instants")).sort("cat")
+    return {
+        "ranks": trace.ranks,
+        "world_size": meta.get("world_size"),
+        "hosts": meta.get("hosts", []),
+        "timelines": {str(k): int(n) for k, n in kinds.iter_rows()},
+        "events_by_cat": {str(c): int(n) for c, n, _ in cats.iter_rows()},
+        "instants": int(trace.events.get_column("instant").sum()) if trace.events.height else 0,
+        "tables": meta.get("tables", {}),
+        "time_range": tr,
+        "duration_ns": span,
+        "clock": meta.get("clock"),
+        "sources": [
+            {k: s.get(k) for k in ("path", "format", "rank", "rank_source", "events", "dropped")} for s in meta.get("sources", [])
+        ],
+        "warnings": meta.get("warnings", []),
+    }
+
+
+def render(trace: Trace, console: Any) -> None:
+    """Print the summary with rich."""
+    from rich.table import Table
+
+    s = summary(trace)
+    dur_ms = s["duration_ns"] / 1e6
+    console.print(f"[bold]ranks[/bold] {len(s['ranks'])} ({_ranges(s['ranks'])})  world size {s['world_size'] or '?'}  "
+                  f"hosts {', '.join(s['hosts']) or '?'}  duration {dur_ms:.3f} ms  clock {s['clock']['domain']}")
+    console.print("[bold]timelines[/bold] " + ", ".join(f"{k} {v}" for k, v in s["timelines"].items()))
+    console.print("[bold]tables[/bold] " + ", ".join(f"{k} {v}" for k, v in s["tables"].items()))
+    cats = Table("category", "events", title=None, box=None)
+    for c, n in s["events_by_cat"].items():
+        cats.add_row(c, f"{n:,}")
+    console.print(cats)
+    src = Table("source", "format", "rank", "rank from", "events", "dropped", box=None)
+    for x in s["sources"]:
+        dropped = "; ".join(f"{v} {k}" for k, v in (x["dropped"] or {}).items()) or "nothing"
+        src.add_row(str(x["path"]), x["format"], str(x["rank"]), x["rank_source"], f"{x['events']:,}", dropped)
+    console.print(src)
+
+
+def _ranges(ranks: list[int]) -> str:
+    if not ranks:
+        return "none"
+    out, start, prev = [], ranks[0], ranks[0]
+    for r in ranks[1:] + [None]:  # type: ignore[list-item]
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ",".join(out)
