@@ -24,8 +24,11 @@ from di.errors import FormatError
 GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 24
 _TOP_KEYS = 4096
-# top-level values larger than this are not decoded (e.g. embedded stack tables)
-_MAX_TOP_VALUE_BYTES = 64 << 20
+# top-level keys whose values the reader uses; others are only listed by name
+TOP_KEYS_DECODED = frozenset({
+    "distributedInfo", "baseTimeNanoseconds", "diTrace", "traceName", "schemaVersion",
+    "displayTimeUnit", "deviceProperties", "metadata", "otherData",
+})
 
 
 @dataclass
@@ -101,8 +104,8 @@ def _top_level(buf: np.ndarray, top: np.ndarray, ntop: int, warnings: list[str])
     out: dict[str, Any] = {}
     for ks, ke, vs, ve in top[:ntop]:
         key = bytes(raw[ks:ke]).decode("utf-8", "replace")
-        if ve - vs > _MAX_TOP_VALUE_BYTES:
-            warnings.append(f"top-level key {key!r} ({ve - vs} bytes) not decoded")
+        if key not in TOP_KEYS_DECODED:
+            out[key] = None
             continue
         try:
             out[key] = orjson.loads(bytes(raw[vs:ve]))

@@ -44,6 +44,7 @@ E_NOT_TRACE = 3
 from di.convert.symbols import intern
 
 _MAX_MANT = np.uint64(10**18)
+_POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
 _INT64_MAX = np.uint64(2**63 - 1)
 
 
@@ -223,7 +224,7 @@ def parse_number(buf, i, n, shift):
             if mant == 0:
                 return 0, i, 0
             return 0, i, 3
-        p = np.uint64(10) ** np.uint64(e)
+        p = _POW10[e]
         if mant > _INT64_MAX // p:
             return 0, i, 3
         v = mant * p
@@ -234,7 +235,7 @@ def parse_number(buf, i, n, shift):
         if k > 19:
             v = np.uint64(0)
         else:
-            p = np.uint64(10) ** np.uint64(k)
+            p = _POW10[k]
             v = mant // p
             if (mant % p) * np.uint64(2) >= p:
                 v += np.uint64(1)
@@ -275,8 +276,32 @@ _EVENTS = (116, 114, 97, 99, 101, 69, 118, 101, 110, 116, 115)
 
 
 @njit(cache=True)
-def _copy_minified(buf, s, e, out, o):
-    """Copy buf[s:e] (one JSON value) to out[o:], dropping whitespace outside strings."""
+def _poly(buf, i, n, slots, starts, ends, count):
+    """A pid/tid/id value: (kind, int value or symbol id, end index, slots, starts, ends)."""
+    c = buf[i]
+    if c == 34:
+        j = _end_string(buf, i + 1, n)
+        if j < 0:
+            return K_NONE, 0, -1, slots, starts, ends
+        sid, slots, starts, ends = intern(buf, i + 1, j, slots, starts, ends, count)
+        return K_STR, sid, j + 1, slots, starts, ends
+    if c == 45 or 48 <= c <= 57:
+        v, j, st = parse_number(buf, i, n, 0)
+        if st == 0:
+            return K_INT, v, j, slots, starts, ends
+        # beyond int64 (or not an integer): keep its text as a symbol
+        e = _skip_value(buf, i, n)
+        if e < 0:
+            return K_NONE, 0, e, slots, starts, ends
+        sid, slots, starts, ends = intern(buf, i, e, slots, starts, ends, count)
+        return K_STR, sid, e, slots, starts, ends
+    e = _skip_value(buf, i, n)
+    return K_NONE, 0, e, slots, starts, ends
+
+
+@njit(cache=True)
+def _copy_span(buf, s, e, out, o):
+    """Copy buf[s:e] (a JSON value) to out[o:] without whitespace outside strings."""
     in_str = False
     k = s
     while k < e:
@@ -303,76 +328,69 @@ def _copy_minified(buf, s, e, out, o):
 
 
 @njit(cache=True)
-def _poly(buf, i, n, slots, starts, ends, count):
-    """A pid/tid/id value: (kind, int value or symbol id, end index, slots, starts, ends)."""
-    c = buf[i]
-    if c == 34:
-        j = _end_string(buf, i + 1, n)
-        if j < 0:
-            return K_NONE, 0, -1, slots, starts, ends
-        sid, slots, starts, ends = intern(buf, i + 1, j, slots, starts, ends, count)
-        return K_STR, sid, j + 1, slots, starts, ends
-    if c == 45 or 48 <= c <= 57:
-        v, j, st = parse_number(buf, i, n, 0)
-        if st == 0:
-            return K_INT, v, j, slots, starts, ends
-        # beyond int64 (or not an integer): keep its text as a symbol
-        e = _skip_value(buf, i, n)
-        if e < 0:
-            return K_NONE, 0, e, slots, starts, ends
-        sid, slots, starts, ends = intern(buf, i, e, slots, starts, ends, count)
-        return K_STR, sid, e, slots, starts, ends
-    e = _skip_value(buf, i, n)
-    return K_NONE, 0, e, slots, starts, ends
-
-
-@njit(cache=True)
-def _scan_args(buf, i, n, k, corr, nbytes, flags):
-    """Walk the args object at i for 'correlation' and 'bytes'; returns its end or <0."""
+def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
+    """Copy the args object at i to out[o:] minified, lifting 'correlation' and
+    'bytes'; returns (index after the object or <0, new o)."""
+    out[o] = 123
+    o += 1
     i = _ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
-        return i + 1
+        out[o] = 125
+        return i + 1, o + 1
     while i < n:
         if buf[i] != 34:
-            return -2
+            return -2, o
         j = _end_string(buf, i + 1, n)
         if j < 0:
-            return -1
+            return -1, o
         ks, ke = i + 1, j
+        out[o:o + (j + 1 - i)] = buf[i:j + 1]
+        o += j + 1 - i
+        out[o] = 58
+        o += 1
         i = _ws(buf, j + 1, n)
         if i >= n:
-            return -1
+            return -1, o
         if buf[i] != 58:
-            return -2
+            return -2, o
         i = _ws(buf, i + 1, n)
         if i >= n:
-            return -1
-        if _is(buf, ks, ke, _CORR) or _is(buf, ks, ke, _BYTES):
+            return -1, o
+        L = ke - ks
+        if (L == 11 and _is(buf, ks, ke, _CORR)) or (L == 5 and _is(buf, ks, ke, _BYTES)):
             v, e, st = parse_number(buf, i, n, 0)
             if st == 0:
-                if ke - ks == 5:
+                if L == 5:
                     nbytes[k] = v
                     flags[k] |= 32
                 else:
                     corr[k] = v
                     flags[k] |= 16
-                i = e
             else:
-                i = _skip_value(buf, i, n)
+                e = _skip_value(buf, i, n)
         else:
-            i = _skip_value(buf, i, n)
-        if i < 0:
-            return i
-        i = _ws(buf, i, n)
+            e = _skip_value(buf, i, n)
+        if e < 0:
+            return e, o
+        c0 = buf[i]
+        if c0 == 34 or (48 <= c0 <= 57) or c0 == 45 or c0 == 116 or c0 == 102 or c0 == 110:
+            out[o:o + (e - i)] = buf[i:e]
+            o += e - i
+        else:
+            o = _copy_span(buf, i, e, out, o)
+        i = _ws(buf, e, n)
         if i >= n:
-            return -1
+            return -1, o
         if buf[i] == 44:
+            out[o] = 44
+            o += 1
             i = _ws(buf, i + 1, n)
         elif buf[i] == 125:
-            return i + 1
+            out[o] = 125
+            return i + 1, o + 1
         else:
-            return -2
-    return -1
+            return -2, o
+    return -1, o
 
 
 @njit(cache=True)
@@ -471,10 +489,9 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
                 flags[k] |= 4 if ke - ks == 7 else 8
             i = _skip_value(buf, i, n)
         elif v0 == 123 and _is(buf, ks, ke, _ARGS):
-            e = _scan_args(buf, i, n, k, corr, nbytes, flags)
+            e, o = _scan_args(buf, i, n, k, corr, nbytes, flags, abuf, o0)
             if e < 0:
                 return e, slots, starts, ends, o0
-            o = _copy_minified(buf, i, e, abuf, o0)
             flags[k] |= 64
             i = e
         else:
