@@ -40,6 +40,7 @@ class Raw:
     symbols: list[str]
     args: pl.Series
     top: dict[str, Any]
+    di_flow: pl.Series | None = None
     dropped: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     array_format: bool = False
@@ -164,5 +165,17 @@ def decode(path: Path) -> Raw:
     args = _args_column(cols, abuf, int(used), n)
     del abuf
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
+    di_flow = _spans_column(buf, cols["xs"], cols["xe"])
     top_keys = _top_level(buf, top, int(ntop), warnings)
-    return Raw(path, cols, symbols, args, top_keys, dropped, warnings, bool(array_format))
+    return Raw(path, cols, symbols, args, top_keys, di_flow, dropped, warnings, bool(array_format))
+
+
+def _spans_column(buf: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> pl.Series | None:
+    """Text of the per-event ``di_flow`` objects di's writer adds (None when there are none)."""
+    rows = np.flatnonzero(xe > xs)
+    if not rows.size:
+        return None
+    raw = buf.data
+    texts = [bytes(raw[xs[r] : xe[r]]).decode("utf-8", "replace") for r in rows]
+    out = pl.Series("di_flow", [None] * xs.size, dtype=pl.String)
+    return out.scatter(rows, texts)

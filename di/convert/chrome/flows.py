@@ -42,7 +42,7 @@ def flow_events(df: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl
     steps = steps.join(threads, on=["pid_k", "pid", "tid_k", "tid"], how="left", nulls_equal=True)
     steps = steps.with_columns(pl.struct("cat", "id_k", "id").rank("dense").cast(pl.Int64).alias("_key")).sort(["_key", "ts", "idx"])
     rows = bind_points(
-        _loc_first(ev, keys.height),
+        _loc_first(ev, int(keys.get_column("loc").max() or 0) + 1),
         ev.get_column("start_ns").to_numpy(),
         ev.get_column("end_ns").to_numpy(),
         ev.get_column("parent").fill_null(-1).to_numpy(),
@@ -58,13 +58,27 @@ def flow_events(df: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl
         dropped["flow start without end" if ph == "s" else "flow end without start"] += k
     ends = steps[via]
     cat = syms.gather(ends.get_column("cat").cast(pl.Int64).replace(-1, syms.len() - 1))
-    return pl.DataFrame({
+    edges = pl.DataFrame({
         "src": src,
         "dst": dst,
         "kind": pl.Series(cat).is_in(LAUNCH_FLOW_CATS).replace_strict({True: "launch", False: "user"}),
         "id": ends.select(pl.when(pl.col("id_k") == S.K_INT).then(pl.col("id")).otherwise(None)).to_series(),
         "src_cat": cat,
     }).cast(_EMPTY)
+    return with_di_flow(edges, ends.get_column("di_flow"))
+
+
+def with_di_flow(edges: pl.DataFrame, di_flow: pl.Series) -> pl.DataFrame:
+    """Restore kind, id and src_cat that di's own writer stored in ``di_flow``."""
+    if di_flow.null_count() == di_flow.len():
+        return edges
+    d = di_flow.str.json_decode(pl.Struct({"kind": pl.String, "id": pl.Int64, "src_cat": pl.String}))
+    has = di_flow.is_not_null()
+    return edges.with_columns(
+        pl.when(has).then(d.struct.field("kind")).otherwise(pl.col("kind")).alias("kind"),
+        pl.when(has).then(d.struct.field("id")).otherwise(pl.col("id")).alias("id"),
+        pl.when(has).then(d.struct.field("src_cat")).otherwise(pl.col("src_cat")).alias("src_cat"),
+    )
 
 
 def bind_id_flows(ev: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
@@ -80,16 +94,17 @@ def bind_id_flows(ev: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
         ((pl.col("flags") & S.F_FLOW_OUT) != 0).shift(-1).over(["bind_k", "bind"]).is_null().alias("last"),
     )
     edges = b.filter(pl.col("is_in") & pl.col("prev_out").fill_null(False))
+    flow_text = edges.get_column("di_flow")
     lone_in = b.filter(pl.col("is_in") & ~pl.col("prev_out").fill_null(False)).height
     lone_out = b.filter(((pl.col("flags") & S.F_FLOW_OUT) != 0) & pl.col("last")).height
     if lone_in:
         dropped["flow_in without flow_out"] += lone_in
     if lone_out:
         dropped["flow_out without flow_in"] += lone_out
-    return edges.select(
+    return with_di_flow(edges.select(
         pl.col("prev").cast(pl.Int64).alias("src"),
         pl.col("row").cast(pl.Int64).alias("dst"),
         pl.lit("user").alias("kind"),
         pl.when(pl.col("bind_k") == S.K_INT).then(pl.col("bind")).otherwise(None).alias("id"),
         pl.lit(None, dtype=pl.String).alias("src_cat"),
-    ).cast(_EMPTY)
+    ).cast(_EMPTY), flow_text)

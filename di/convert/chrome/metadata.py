@@ -75,8 +75,14 @@ def apply_metadata(keys: pl.DataFrame, meta_rows: pl.DataFrame, syms: pl.Series,
     return pl.DataFrame(rows, schema=schema)
 
 
-def counters(rows: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(series, samples) from C records; non-numeric values dropped and counted."""
+def counters(
+    rows: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str],
+    known: dict[tuple[int, str], tuple[int, str, str | None]] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(series, samples) from C records; non-numeric values dropped and counted.
+
+    ``known`` maps (pid, counter name) to (loc, series name, unit) for files
+    that say so themselves (di's own writer)."""
     if not rows.height:
         return pl.DataFrame(), pl.DataFrame()
     anchors = keys.filter(pl.col("lkind") == LK_COUNTER).select("pid_k", "pid", "loc")
@@ -102,6 +108,17 @@ def counters(rows: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: C
         pl.col("full").str.extract(r"^(.*) \[([^\]]+)\]$", 1).fill_null(pl.col("full")).alias("sname"),
         pl.col("full").str.extract(r"^(.*) \[([^\]]+)\]$", 2).alias("unit"),
     )
+    if known:
+        table = pl.DataFrame(
+            [(p, c, loc, name, unit) for (p, c), (loc, name, unit) in known.items()],
+            schema={"pid": pl.Int64, "cname": pl.String, "k_loc": pairs.schema["loc"], "k_name": pl.String, "k_unit": pl.String},
+            orient="row",
+        )
+        pairs = pairs.join(table, on=["pid", "cname"], how="left").with_columns(
+            pl.coalesce("k_loc", "loc").alias("loc"),
+            pl.coalesce("k_name", "sname").alias("sname"),
+            pl.when(pl.col("k_loc").is_not_null()).then(pl.col("k_unit")).otherwise(pl.col("unit")).alias("unit"),
+        )
     series = pairs.unique(["loc", "full"], keep="first", maintain_order=True).select("loc", "sname", "unit", "full")
     series = series.with_row_index("series").with_columns(pl.col("series").cast(pl.UInt32))
     samples = pairs.join(series.select("loc", "full", "series"), on=["loc", "full"]).select("series", pl.col("ts").alias("ts_ns"), "value")

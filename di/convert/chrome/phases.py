@@ -33,7 +33,7 @@ KNOWN = (SLICE, COUNTER, META) + BEGIN_END + INSTANT + ASYNC + FLOW
 _STATUS = {S.ST_BAD_TS: "ts is not a number", S.ST_BAD_DUR: "dur is not a number", S.ST_OVERFLOW: "ts or dur beyond int64 ns"}
 
 KEY = ["lkind", "pid_k", "pid", "tid_k", "tid"]
-OUT = KEY + ["start_ns", "end_ns", "name", "cat", "corr", "bytes", "instant", "args", "idx", "flags", "bind_k", "bind"]
+OUT = KEY + ["start_ns", "end_ns", "name", "cat", "corr", "bytes", "instant", "args", "idx", "flags", "bind_k", "bind", "di_flow"]
 
 
 def frame(raw: Raw, base_ns: int) -> pl.DataFrame:
@@ -49,7 +49,7 @@ def frame(raw: Raw, base_ns: int) -> pl.DataFrame:
         "id_k": c["id_k"], "id": c["id"], "bind_k": c["bind_k"], "bind": c["bind"],
         "flags": c["flags"], "scope": c["scope"], "bp": c["bp"],
         "corr": c["corr"], "bytes": c["bytes"], "status": c["status"],
-    }).with_columns(raw.args)
+    }).with_columns(raw.args, raw.di_flow if raw.di_flow is not None else pl.lit(None, dtype=pl.String).alias("di_flow"))
     used = np.unique(c["ph"])
     mapping = {int(u): ph_chars[u] for u in used}
     df = df.with_columns(

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.convert.chrome import kineto, phases
+from di.convert.chrome import ditrace, kineto, phases
 from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw, decode
 from di.convert.chrome.flows import bind_id_flows, flow_events
@@ -28,6 +28,9 @@ GPU_SRC_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 
 
 def _base_ns(top: dict[str, Any]) -> int:
+    own = ditrace.info(top)
+    if own is not None:
+        return ditrace.base_ns(own)
     base = top.get("baseTimeNanoseconds")
     return int(base) if isinstance(base, int) and not isinstance(base, bool) else 0
 
@@ -36,7 +39,7 @@ def _strings(raw: Raw) -> pl.Series:
     return pl.Series("sym", raw.symbols + [""], dtype=pl.String)
 
 
-def _timelines(ev: pl.DataFrame, syms: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _timelines(ev: pl.DataFrame, syms: pl.Series, own: dict[str, Any] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Give each event its dense ``loc``; return (events, timeline keys with kind)."""
     gpu_ids = [i for i, s in enumerate(syms.to_list()) if s in GPU_SRC_CATS]
     keys = (
@@ -45,6 +48,8 @@ def _timelines(ev: pl.DataFrame, syms: pl.Series) -> tuple[pl.DataFrame, pl.Data
         .sort(["lkind", "gpu", "pid_k", "pid", "tid_k", "tid"])
         .with_row_index("loc")
     )
+    if own is not None:
+        keys = ditrace.remap_keys(keys, own)
     ev = ev.join(keys.select(phases.KEY + ["loc"]), on=phases.KEY, how="left", nulls_equal=True)
     return ev, keys
 
@@ -86,16 +91,21 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
     syms = _strings(raw)
     counter_rows = df.filter(pl.col("ph") == phases.COUNTER)
-    ev, keys = _timelines(pl.concat([ev, phases.counter_anchor(counter_rows)], how="vertical_relaxed"), syms)
+    own = ditrace.info(raw.top)
+    ev, keys = _timelines(pl.concat([ev, phases.counter_anchor(counter_rows)], how="vertical_relaxed"), syms, own)
     ev = _sorted_nested(ev.filter(pl.col("lkind") != phases.LK_COUNTER))
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source)
     locations = apply_metadata(keys, df.filter(pl.col("ph") == phases.META), syms, the_rank, source)
-    series, samples = counters(counter_rows, keys, syms, dropped)
+    if own is not None:
+        locations = ditrace.locations(own, keys, locations)
+    series, samples = counters(counter_rows, keys, syms, dropped, ditrace.series_map(own) if own else None)
     flows = pl.concat([flow_events(df, ev, keys, syms, dropped), bind_id_flows(ev, dropped)], how="vertical_relaxed")
     events = kineto.events_table(ev, syms, locations)
     flows = pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed")
     collectives = kineto.collectives(events, locations, the_rank)
     meta = _meta(path, raw, base_ns, the_rank, rank_from, world, int(ev.height), dropped)
+    if own is not None:
+        meta.update({k: v for k, v in ditrace.meta(own).items() if v})
     return Trace.build(
         meta=meta, locations=locations, events=events, flows=flows, series=series, samples=samples, collectives=collectives
     )

@@ -270,6 +270,7 @@ _ARGS = (97, 114, 103, 115)
 _BIND = (98, 105, 110, 100, 95, 105, 100)
 _FIN = (102, 108, 111, 119, 95, 105, 110)
 _FOUT = (102, 108, 111, 119, 95, 111, 117, 116)
+_DIFLOW = (100, 105, 95, 102, 108, 111, 119)
 _CORR = (99, 111, 114, 114, 101, 108, 97, 116, 105, 111, 110)
 _BYTES = (98, 121, 116, 101, 115)
 _EVENTS = (116, 114, 97, 99, 101, 69, 118, 101, 110, 116, 115)
@@ -400,7 +401,7 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     Returns (index after the object or <0 on error, slots, starts, ends, args end).
     """
     (ph, ts, dur, name, cat, pid_k, pid, tid_k, tid, id_k, idv, bind_k, bind,
-     flags, scope, bp, corr, nbytes, args_off, status) = c
+     flags, scope, bp, corr, nbytes, args_off, status, xs, xe) = c
     ph[k] = 0
     flags[k] = 0
     name[k] = -1
@@ -412,6 +413,8 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     scope[k] = 0
     bp[k] = 0
     status[k] = ST_OK
+    xs[k] = 0
+    xe[k] = 0
     o0 = o
     i = _ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
@@ -484,6 +487,11 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
             else:
                 tid_k[k] = kind
                 tid[k] = v
+        elif v0 == 123 and _is(buf, ks, ke, _DIFLOW):
+            e = _skip_value(buf, i, n)
+            xs[k] = i
+            xe[k] = e
+            i = e
         elif _is(buf, ks, ke, _FIN) or _is(buf, ks, ke, _FOUT):
             if v0 == 116:
                 flags[k] |= 4 if ke - ks == 7 else 8
@@ -606,10 +614,10 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
 
 
 COLUMNS = ("ph", "ts", "dur", "name", "cat", "pid_k", "pid", "tid_k", "tid", "id_k", "id",
-           "bind_k", "bind", "flags", "scope", "bp", "corr", "bytes", "args_off", "status")
+           "bind_k", "bind", "flags", "scope", "bp", "corr", "bytes", "args_off", "status", "xs", "xe")
 _DTYPES = (np.uint8, np.int64, np.int64, np.int32, np.int32, np.uint8, np.int64, np.uint8, np.int64,
            np.uint8, np.int64, np.uint8, np.int64, np.uint8, np.uint8, np.uint8, np.int64, np.int64,
-           np.int64, np.uint8)
+           np.int64, np.uint8, np.int64, np.int64)
 
 # flags bits
 F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS = 1, 2, 4, 8, 16, 32, 64

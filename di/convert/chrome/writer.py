@@ -1,0 +1,603 @@
+"""Write a trace as Chrome Trace Event JSON (Perfetto UI, chrome://tracing).
+
+Units: the model's int64 ns become the format's microseconds, relative to the
+trace start ``t0`` = min(events.start_ns, samples.ts_ns). ``ts`` and ``dur``
+are written as exact decimal text ``<us>.<nnn>`` built with integer arithmetic,
+so every ns survives (``t0 + 123 ns`` -> ``0.123``).
+
+File layout (one JSON object, one trace event per line)::
+
+    {"traceEvents":[
+    {"ph":"M",...}                       process/thread names and sort indices
+    {"ph":"X","pid":..,"tid":..,"ts":..,"dur":..,"name":..,"cat":..,"args":{..}}
+    {"ph":"i","s":"t",...}               instants (events.instant)
+    {"ph":"C","pid":..,"name":"power [W]","ts":..,"args":{"power":310.5}}
+    {"ph":"s",...} / {"ph":"f","bp":"e",...}   flows that bind_id cannot carry
+    ],
+    "displayTimeUnit":"ns",
+    "diTrace":{"schema_version":1,"locations":[..],"series":[..],"meta":{..}}}
+
+* pids: one per (rank, process): GPU streams of one device form one process,
+  CPU threads group by source pid; dense from 1, ordered by rank. tids are
+  unique in the whole file and never equal a pid. Events that overlap without
+  nesting go to extra lanes (:mod:`di.convert.lanes`), each its own tid.
+* Events are written in row order, so the k-th X/i line is ``events`` row k.
+* Flows: an X event that is the source of exactly one flow and/or the
+  destination of exactly one flow carries ``bind_id`` + ``flow_out``/``flow_in``
+  (flow v2; a chain shares one id; only when the source starts strictly before
+  the destination); every other flow becomes an ``s``/``f`` pair. The event
+  ending a flow (``f`` line, or the X line with ``flow_in``) carries
+  ``"di_flow": {"kind", "id", "src_cat"}`` (absent keys = null).
+* Lines are assembled by one numba kernel from byte fragments (names escaped
+  once per distinct string with orjson), never a Python loop per event.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+import orjson
+import polars as pl
+from numba import njit
+
+from di.convert.lanes import assign_lanes, is_sorted
+from di.errors import SchemaError
+from di.trace import Trace
+
+__all__ = ["write_chrome", "us_text"]
+
+CHUNK_ROWS = 1 << 20
+"""Rows assembled per block; bounds memory to about CHUNK_ROWS x line length."""
+BIND_ID_BASE = 1 << 32
+"""First flow-v2 bind_id: Perfetto numbers s/f flows 0, 1, ... (uint32) in the same id space."""
+GZIP_LEVEL = 1
+"""zlib level for .gz output: level 1 keeps gzip near the assembly speed."""
+
+_NO_TIME = np.iinfo(np.int64).min  # a time cell that writes nothing
+_FRAG, _TIME, _TEXT, _CONST, _ARGS = 0, 1, 2, 3, 4  # template ops: fragment column, time column, text, fixed fragment, args
+_TIME_CHARS = 22  # most characters one time cell can take ("-" + 16 digits + ".nnn")
+
+
+def us_text(ns: int) -> str:
+    """A ns count as the exact microsecond text the writer emits (``1234`` -> ``"1.234"``)."""
+    sign, v = ("-", -ns) if ns < 0 else ("", ns)
+    return f"{sign}{v // 1000}.{v % 1000:03d}"
+
+
+def write_chrome(trace: Trace, path: str | os.PathLike[str], *, compress: bool | None = None) -> None:
+    """Write ``trace`` as Chrome Trace Event JSON.
+
+    Args:
+        trace: the canonical trace (times int64 ns).
+        path: output file; written to a temporary sibling and renamed into place.
+        compress: gzip the output; ``None`` means gzip when ``path`` ends with ``.gz``.
+
+    Raises:
+        SchemaError: a row refers to a location, event or series that does not exist.
+    """
+    path = os.fspath(path)
+    gz = path.endswith(".gz") if compress is None else compress
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as raw:
+            if gz:
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as f:
+                    _write(trace, f)
+            else:
+                _write(trace, raw)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+class _Sink:
+    """Writes comma-first lines (",\\n{...}"), dropping the comma before the first."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.first = True
+
+    def lines(self, buf: bytes | np.ndarray) -> None:
+        view = memoryview(buf)
+        if len(view) and self.first:
+            view, self.first = view[1:], False
+        self.f.write(view)
+
+
+class _Pool:
+    """Byte fragments the line kernel copies by id; strings are added in bulk."""
+
+    def __init__(self) -> None:
+        self.parts: list[pl.Series] = []
+        self.size = 0
+
+    def add(self, texts: pl.Series | list[str]) -> int:
+        """Register fragments; returns the id of the first."""
+        s = texts if isinstance(texts, pl.Series) else pl.Series(texts, dtype=pl.String)
+        base, self.size = self.size, self.size + len(s)
+        self.parts.append(s.cast(pl.String).rename(""))
+        return base
+
+    def freeze(self) -> tuple[np.ndarray, np.ndarray]:
+        return _utf8(pl.concat(self.parts) if self.parts else pl.Series([], dtype=pl.String))
+
+
+def _utf8(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes and int64 offsets (len + 1) of a String Series; null = empty."""
+    import pyarrow as pa
+
+    arr = s.fill_null("").to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    _, offsets, data = arr.buffers()
+    off = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    return (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)), off
+
+
+def _dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
+    """Row -> index into the distinct non-null values of ``s`` (-1 for null), and those values."""
+    if not (s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum)):
+        s = s.cast(pl.String).cast(pl.Categorical)
+    uniq = s.drop_nulls().unique()
+    ids = uniq.to_physical().cast(pl.Int64).to_numpy()
+    size = int(ids.max()) + 2 if len(ids) else 1
+    lut = np.full(size, -1, dtype=np.int64)
+    lut[ids] = np.arange(len(ids))
+    codes = lut[s.to_physical().cast(pl.Int64).fill_null(size - 1).to_numpy()]
+    return codes, uniq.cast(pl.String).to_list()
+
+
+def _json_literals(s: pl.Series) -> pl.Series:
+    """Each value as a JSON string literal (escaped by orjson, once per distinct value); null stays null."""
+    codes, values = _dense_codes(s)
+    if not values:
+        return pl.Series([None] * len(s), dtype=pl.String)
+    lits = pl.Series([orjson.dumps(v).decode() for v in values], dtype=pl.String)
+    return lits.gather(pl.Series(codes).replace(-1, None))
+
+
+@njit(cache=True, inline="always")
+def _put(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
+    for j in range(a, b):
+        out[pos] = src[j]
+        pos += 1
+    return pos
+
+
+@njit(cache=True)
+def _put_int(out: np.ndarray, pos: int, v: int) -> int:
+    if v < 0:
+        out[pos] = 45  # "-"
+        pos += 1
+        v = -v
+    digits, q = 1, v
+    while q >= 10:
+        q //= 10
+        digits += 1
+    for j in range(pos + digits - 1, pos - 1, -1):
+        out[j] = 48 + v % 10
+        v //= 10
+    return pos + digits
+
+
+@njit(cache=True)
+def _put_time(out: np.ndarray, pos: int, v: int) -> int:
+    if v < 0:
+        out[pos] = 45
+        pos += 1
+        v = -v
+    pos = _put_int(out, pos, v // 1000)
+    frac = v % 1000
+    out[pos] = 46  # "."
+    out[pos + 1] = 48 + frac // 100
+    out[pos + 2] = 48 + frac // 10 % 10
+    out[pos + 3] = 48 + frac % 10
+    return pos + 4
+
+
+@njit(cache=True)
+def _put_args(out, pos, text, a, b, corr, nbytes, pool, pool_off, key):  # type: ignore[no-untyped-def]
+    """``,"args":`` + the args text, with "correlation"/"bytes" put first when given (not _NO_TIME)."""
+    if corr == _NO_TIME and nbytes == _NO_TIME:
+        if b > a:
+            pos = _put(out, pos, pool, pool_off[key], pool_off[key + 1])
+            pos = _put(out, pos, text, a, b)
+        return pos
+    pos = _put(out, pos, pool, pool_off[key], pool_off[key + 1])
+    out[pos] = 123  # "{"
+    pos += 1
+    if corr != _NO_TIME:
+        pos = _put_int(out, _put(out, pos, pool, pool_off[key + 1], pool_off[key + 2]), corr)
+    if nbytes != _NO_TIME:
+        if corr != _NO_TIME:
+            out[pos] = 44
+            pos += 1
+        pos = _put_int(out, _put(out, pos, pool, pool_off[key + 2], pool_off[key + 3]), nbytes)
+    j = a
+    while j < b and (text[j] == 123 or text[j] == 32 or text[j] == 9 or text[j] == 10 or text[j] == 13):
+        j += 1  # the opening brace and whitespace of the stored object
+    if j < b and text[j] != 125:
+        out[pos] = 44  # ","
+        return _put(out, pos + 1, text, j, b)
+    out[pos] = 125  # "}"
+    return pos + 1
+
+
+@njit(cache=True)
+def _assemble_kernel(ops, frag, times, ints, pool, pool_off, text, text_off, out):  # type: ignore[no-untyped-def]
+    pos = 0
+    for i in range(frag.shape[0]):
+        out[pos] = 44  # ","
+        out[pos + 1] = 10  # "\n"
+        pos += 2
+        for k in range(ops.shape[0]):
+            op, c = ops[k, 0], ops[k, 1]
+            if op == _TIME:
+                if times[i, c] != _NO_TIME:
+                    pos = _put_time(out, pos, times[i, c])
+            elif op == _TEXT:
+                pos = _put(out, pos, text, text_off[i], text_off[i + 1])
+            elif op == _ARGS:
+                pos = _put_args(out, pos, text, text_off[i], text_off[i + 1], ints[i, 0], ints[i, 1], pool, pool_off, c)
+            else:
+                f = frag[i, c] if op == _FRAG else c
+                if f >= 0:
+                    pos = _put(out, pos, pool, pool_off[f], pool_off[f + 1])
+    return pos
+
+
+def _args_reference(text: bytes, corr: int, nbytes: int, key: bytes, corr_key: bytes, bytes_key: bytes) -> bytes:
+    if corr == _NO_TIME and nbytes == _NO_TIME:
+        return key + text if text else b""
+    adds = ([corr_key + b"%d" % corr] if corr != _NO_TIME else []) + ([bytes_key + b"%d" % nbytes] if nbytes != _NO_TIME else [])
+    body = text.lstrip(b"{ \t\r\n")
+    return key + b"{" + b",".join(adds) + (b"," + body if body and not body.startswith(b"}") else b"}")
+
+
+def _assemble_reference(ops: np.ndarray, frag: np.ndarray, times: np.ndarray, ints: np.ndarray, pool: np.ndarray,
+                        pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray) -> bytes:
+    """Pure-Python version of :func:`_assemble_kernel`, for tests."""
+    out = bytearray()
+    frags = [pool[pool_off[f] : pool_off[f + 1]].tobytes() for f in range(len(pool_off) - 1)]
+    for i in range(frag.shape[0]):
+        out += b",\n"
+        row_text = text[text_off[i] : text_off[i + 1]].tobytes()
+        for op, c in ops.tolist():
+            if op == _TIME:
+                out += us_text(int(times[i, c])).encode() if times[i, c] != _NO_TIME else b""
+            elif op == _TEXT:
+                out += row_text
+            elif op == _ARGS:
+                out += _args_reference(row_text, int(ints[i, 0]), int(ints[i, 1]), *frags[c : c + 3])
+            elif (f := frag[i, c] if op == _FRAG else c) >= 0:
+                out += frags[f]
+    return bytes(out)
+
+
+def _assemble(ops: list[tuple[int, int]], frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
+              pool: tuple[np.ndarray, np.ndarray], text: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """One comma-first JSON line per row of ``frag``/``times``/``ints``, following the template ``ops``."""
+    n = frag.shape[0]
+    text_data, text_off = text if text is not None else (np.zeros(0, np.uint8), np.zeros(n + 1, np.int64))
+    flen = np.append(np.diff(pool[1]), 0)  # fragment lengths; index -1 (absent) -> 0
+    size = n * (2 + _TIME_CHARS * times.shape[1]) + int(text_off[-1] - text_off[0])
+    for op, c in ops:
+        if op == _FRAG:
+            size += int(flen[frag[:, c]].sum())
+        elif op in (_CONST, _ARGS):
+            size += n * (int(flen[c]) if op == _CONST else int(flen[c : c + 3].sum()) + 2 * _TIME_CHARS + 3)
+    out = np.empty(size, dtype=np.uint8)
+    end = _assemble_kernel(np.array(ops, dtype=np.int64).reshape(-1, 2), frag.astype(np.int64), times.astype(np.int64),
+                           ints.astype(np.int64), pool[0], pool[1], text_data, text_off, out)
+    return out[:end]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where every track (location x lane) goes: pid/tid per track, track per event."""
+
+    tracks: pl.DataFrame  # per track: loc, lane, pid, tid, thread_name, used, location columns
+    procs: pl.DataFrame  # per process: pid, process_name, rank
+    track_of_event: np.ndarray
+    loc_row: np.ndarray  # locations.loc value -> row of the sorted locations table
+    row_pid: np.ndarray  # row of the sorted locations table -> pid
+
+
+def _locate(lut: np.ndarray, values: np.ndarray, what: str) -> np.ndarray:
+    """Row of each referenced id through ``lut`` (-1 = missing), or SchemaError."""
+    rows = lut[np.clip(values, 0, len(lut) - 1)] if len(lut) else np.full(len(values), -1)
+    bad = np.flatnonzero((rows < 0) | (values >= len(lut)) | (values < 0))
+    if len(bad):
+        raise SchemaError(f"{what} row {bad[0]}: refers to {values[bad[0]]}, which does not exist")
+    return rows
+
+
+def _processes(locs: pl.DataFrame) -> pl.DataFrame:
+    """locs with a ``pid`` column: one per (rank, GPU device) or (rank, source pid / process name)."""
+    gpu = (pl.col("kind") == "gpu_stream") & (pl.col("device").is_not_null() | pl.col("src_pid").is_not_null())
+    keys = ["rank", "_gpu", "_key", "_pname"]
+    locs = locs.with_columns(
+        _gpu=gpu,
+        _key=pl.when(gpu).then(pl.coalesce(pl.col("device").cast(pl.Int64), "src_pid")).otherwise("src_pid"),
+        _pname=pl.when(~gpu & pl.col("src_pid").is_null()).then(pl.col("process")),
+    )
+    procs = (
+        locs.group_by(keys).agg(pl.col("process").drop_nulls().first().alias("_proc"))
+        .sort(keys, nulls_last=True).with_row_index("_p", offset=1)
+        .with_columns(process_name=pl.when("_gpu").then(pl.format("rank {} / GPU {}", "rank", "_key"))
+                      .when(pl.col("_proc").is_not_null()).then(pl.format("rank {} / {}", "rank", "_proc"))
+                      .when(pl.col("_key").is_not_null()).then(pl.format("rank {} / pid {}", "rank", "_key"))
+                      .otherwise(pl.format("rank {}", "rank")))
+    )
+    out = locs.join(procs.drop("_proc"), on=keys, how="left", nulls_equal=True, maintain_order="left")
+    return out.drop("_gpu", "_key", "_pname").rename({"_p": "pid"})
+
+
+def _layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray) -> _Layout:
+    locs = _processes(locations.sort("loc").rename({"pid": "src_pid", "tid": "src_tid"}))
+    loc_ids = locs.get_column("loc").to_numpy().astype(np.int64)
+    loc_row = np.full(int(loc_ids.max()) + 1 if len(loc_ids) else 0, -1, dtype=np.int64)
+    loc_row[loc_ids] = np.arange(len(loc_ids))
+    ev_row = _locate(loc_row, ev_loc, "events")
+    extra = np.zeros(len(loc_ids), dtype=np.int64)
+    np.maximum.at(extra, ev_row[lane > 0], lane[lane > 0])
+    width = extra + 1  # lanes per location
+    base = np.cumsum(width) - width
+    row_of_track = np.repeat(np.arange(len(loc_ids)), width)
+    track_of_event = base[ev_row] + lane
+    nproc = int(locs.get_column("pid").max() or 0)
+    stream = pl.format("stream {}", "stream")
+    tracks = locs[row_of_track].with_columns(
+        lane=pl.Series(np.arange(len(row_of_track)) - np.repeat(base, width), dtype=pl.Int32),
+        used=pl.Series(np.bincount(track_of_event, minlength=len(row_of_track)) > 0),
+    ).with_columns(
+        _base=pl.coalesce("name", pl.when(pl.col("kind") == "gpu_stream").then(stream),
+                          pl.format("thread {}", "src_tid"), pl.format("loc {}", "loc")),
+    ).with_columns(
+        thread_name=pl.when(pl.col("lane") > 0).then(pl.format("{} (lane {})", "_base", pl.col("lane") + 1))
+        .otherwise("_base"),
+    ).with_row_index("_track")
+    order = tracks.sort(["pid", "sort_index", "loc", "lane"], nulls_last=True).get_column("_track").to_numpy()
+    tid = np.empty(len(order), dtype=np.int64)
+    tid[order] = nproc + 1 + np.arange(len(order))
+    tracks = tracks.with_columns(tid=pl.Series(tid)).drop("_base", "_track")
+    procs = locs.select("pid", "process_name", "rank").unique("pid").sort("pid")
+    return _Layout(tracks, procs, track_of_event, loc_row, locs.get_column("pid").to_numpy())
+
+
+def _event_lanes(ev: pl.DataFrame) -> np.ndarray:
+    """Lane per event row; works on a sorted copy when the table is not sorted."""
+    loc = ev.get_column("loc").to_numpy().astype(np.int64)
+    start = ev.get_column("start_ns").to_numpy()
+    end = np.where(ev.get_column("instant").to_numpy(), start, ev.get_column("end_ns").to_numpy())
+    if is_sorted(loc, start, end):
+        return assign_lanes(loc, start, end)
+    order = np.lexsort((-end, start, loc))
+    lane = np.empty(len(loc), dtype=np.int32)
+    lane[order] = assign_lanes(loc[order], start[order], end[order])
+    return lane
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Lines to assemble: a template and its per-row fragment ids, times (ns), integers and text."""
+
+    rows: int
+    ops: list[tuple[int, int]]
+    frag: list[np.ndarray]
+    times: list[np.ndarray]
+    ints: list[np.ndarray] = field(default_factory=list)
+    text: pl.Series | None = None
+
+
+def _emit(sink: _Sink, block: _Block, pool: tuple[np.ndarray, np.ndarray]) -> None:
+    """Assemble and write a block, CHUNK_ROWS rows at a time."""
+
+    def cols(arrays: list[np.ndarray], a: int, b: int) -> np.ndarray:
+        return np.stack([c[a:b] for c in arrays], axis=1) if arrays else np.zeros((b - a, 0), np.int64)
+
+    for a in range(0, block.rows, CHUNK_ROWS):
+        b = min(block.rows, a + CHUNK_ROWS)
+        text = _utf8(block.text[a:b]) if block.text is not None else None
+        sink.lines(_assemble(block.ops, cols(block.frag, a, b), cols(block.times, a, b), cols(block.ints, a, b), pool, text))
+
+
+def _args_columns(ev: pl.DataFrame) -> tuple[pl.Series, np.ndarray, np.ndarray]:
+    """events.args, and the corr / bytes values to add to them (_NO_TIME where the args have the key or the value is null)."""
+    args = ev.get_column("args")
+    if args.str.contains("[\r\n]").any():  # raw CR/LF can only be whitespace in valid JSON: keep one event per line
+        args = args.str.replace_all("[\r\n]", " ")
+
+    def add(column: str, key: str) -> np.ndarray:
+        has = args.str.contains(f'"{key}"\\s*:').fill_null(False).to_numpy()
+        values = ev.get_column(column).fill_null(_NO_TIME).to_numpy()
+        return np.where(has, _NO_TIME, values)
+
+    return args, add("corr", "correlation"), add("bytes", "bytes")
+
+
+def _bind_ids(src: np.ndarray, dst: np.ndarray, start: np.ndarray, instant: np.ndarray) -> np.ndarray:
+    """Flow-v2 bind_id per flow (-1: written as an s/f pair); a chain of bound flows shares its first flow's id."""
+    n, m = len(start), len(src)
+    out_deg, in_deg = np.bincount(src, minlength=n), np.bincount(dst, minlength=n)
+    ok = (out_deg[src] == 1) & (in_deg[dst] == 1) & ~instant[src] & ~instant[dst] & (start[src] < start[dst])
+    into = np.full(n, -1, dtype=np.int64)
+    into[dst[ok]] = np.flatnonzero(ok)
+    root = np.arange(m)
+    link = ok & (into[src] >= 0)
+    root[link] = into[src][link]
+    while len(root) and not np.array_equal(nxt := root[root], root):  # pointer jumping to the chain's first flow
+        root = nxt
+    return np.where(ok, BIND_ID_BASE + root, -1)
+
+
+def _flow_attrs(flows: pl.DataFrame) -> pl.Series:
+    """The ``di_flow`` object text of each flow: kind, and id / src_cat when not null."""
+    return flows.with_columns(_sc=_json_literals(flows.get_column("src_cat"))).select(pl.concat_str([
+        pl.lit('{"kind":"'), pl.col("kind").cast(pl.String), pl.lit('"'),
+        pl.lit(',"id":') + pl.col("id").cast(pl.String), pl.lit(',"src_cat":') + pl.col("_sc"), pl.lit("}"),
+    ], ignore_nulls=True)).to_series()
+
+
+def _bind_suffix(src: np.ndarray, dst: np.ndarray, bind: np.ndarray, attrs: pl.Series, n: int) -> tuple[np.ndarray, pl.Series]:
+    """Event rows carrying a bind_id, and the text appended to their X line."""
+    ok = np.flatnonzero(bind >= 0)
+    ev_bind = np.full(n, -1, dtype=np.int64)
+    ev_bind[src[ok]] = bind[ok]
+    ev_bind[dst[ok]] = bind[ok]
+    inflow = np.full(n, -1, dtype=np.int64)
+    inflow[dst[ok]] = ok
+    out = np.zeros(n, dtype=bool)
+    out[src[ok]] = True
+    rows = np.flatnonzero(ev_bind >= 0)
+    df = pl.DataFrame({"b": ev_bind[rows], "i": inflow[rows], "o": out[rows]})
+    df = df.with_columns(a=attrs.gather(df.get_column("i").replace(-1, None)) if len(attrs) else None)
+    suffix = df.select(pl.concat_str([
+        pl.lit(',"bind_id":'), pl.col("b").cast(pl.String),
+        pl.when(pl.col("i") >= 0).then(pl.lit(',"flow_in":true')), pl.when("o").then(pl.lit(',"flow_out":true')),
+        pl.lit(',"di_flow":') + pl.col("a"),
+    ], ignore_nulls=True)).to_series()
+    return rows, suffix
+
+
+def _event_block(ev: pl.DataFrame, layout: _Layout, pool: _Pool, suffix: tuple[np.ndarray, pl.Series], t0: int) -> _Block:
+    """X / i lines of every event, in row order."""
+    n = ev.height
+    start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
+    inst = ev.get_column("instant").to_numpy()
+    dur_id = pool.add([',"dur":'])
+    args_id = pool.add([',"args":', '"correlation":', '"bytes":'])
+    pid_tid = [pl.lit(',"pid":'), pl.col("pid").cast(pl.String), pl.lit(',"tid":'), pl.col("tid").cast(pl.String), pl.lit(',"ts":')]
+    x_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"X"'), *pid_tid])).to_series())
+    i_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"i","s":"t"'), *pid_tid])).to_series())
+    names, name_values = _dense_codes(ev.get_column("name"))
+    name_base = pool.add([',"name":' + orjson.dumps(v).decode() for v in name_values])
+    cats, cat_values = _dense_codes(ev.get_column("cat"))
+    src_cats, src_values = _dense_codes(ev.get_column("src_cat"))
+    cat_base = pool.add([',"cat":' + orjson.dumps(v).decode() for v in cat_values + src_values])
+    args, corr, nbytes = _args_columns(ev)
+    rows, text = suffix
+    suffix_id = np.full(n, -1, dtype=np.int64)
+    suffix_id[rows] = pool.add(text) + np.arange(len(rows))
+    frag = [
+        np.where(inst, i_base, x_base) + layout.track_of_event,
+        np.where(inst, -1, dur_id),
+        name_base + names,
+        cat_base + np.where(src_cats >= 0, len(cat_values) + src_cats, cats),
+        suffix_id,
+    ]
+    times = [start - t0, np.where(inst, _NO_TIME, end - start)]
+    ops = [(_FRAG, 0), (_TIME, 0), (_FRAG, 1), (_TIME, 1), (_FRAG, 2), (_FRAG, 3), (_ARGS, args_id), (_FRAG, 4)]
+    return _Block(n, ops + [(_CONST, pool.add(["}"]))], frag, times, [corr, nbytes], args)
+
+
+def _pair_block(flows: pl.DataFrame, sf: np.ndarray, layout: _Layout, pool: _Pool, attrs: pl.Series,
+                start: np.ndarray, t0: int) -> _Block:
+    """``s`` and ``f`` lines of the flows in ``sf`` (ids 1, 2, ...), at the src and dst event starts."""
+    src = flows.get_column("src").to_numpy()[sf]
+    dst = flows.get_column("dst").to_numpy()[sf]
+    pid, tid = layout.tracks.get_column("pid").to_numpy(), layout.tracks.get_column("tid").to_numpy()
+    ts, td = layout.track_of_event[src], layout.track_of_event[dst]
+    sub = flows[sf].with_columns(
+        _id=pl.Series(np.arange(1, len(sf) + 1)), _ps=pid[ts], _ts=tid[ts], _pd=pid[td], _td=tid[td], _a=attrs.gather(sf),
+        _cat=_json_literals(flows.get_column("src_cat")).gather(sf),
+    ).with_columns(_cat=pl.coalesce("_cat", pl.format('"{}"', "kind")))
+
+    def head(ph: str, p: str, t: str, extra: list[pl.Expr]) -> pl.Series:
+        return sub.select(pl.concat_str([
+            pl.lit('{"ph":"' + ph + '","id":'), pl.col("_id").cast(pl.String), pl.lit(',"pid":'), pl.col(p).cast(pl.String),
+            pl.lit(',"tid":'), pl.col(t).cast(pl.String), pl.lit(',"name":"'), pl.col("kind").cast(pl.String),
+            pl.lit('","cat":'), pl.col("_cat"), *extra, pl.lit(',"ts":')])).to_series()
+
+    s_base = pool.add(head("s", "_ps", "_ts", []))
+    f_base = pool.add(head("f", "_pd", "_td", [pl.lit(',"bp":"e","di_flow":'), pl.col("_a")]))
+    k = np.arange(len(sf))
+    frag = [np.concatenate([s_base + k, f_base + k])]
+    times = [np.concatenate([start[src], start[dst]]) - t0]
+    return _Block(2 * len(sf), [(_FRAG, 0), (_TIME, 0), (_CONST, pool.add(["}"]))], frag, times)
+
+
+def _counter_block(trace: Trace, layout: _Layout, pool: _Pool, t0: int) -> tuple[_Block, list[dict[str, Any]], int]:
+    """C lines of every finite sample; the series table for diTrace; the number of non-finite samples skipped."""
+    series = trace.series.sort("series")
+    ids = series.get_column("series").to_numpy().astype(np.int64)
+    pids = layout.row_pid[_locate(layout.loc_row, series.get_column("loc").to_numpy().astype(np.int64), "series")]
+    info, heads, tails, taken = [], [], [], set()
+    for row, pid in zip(series.select("series", "loc", "name", "unit").iter_rows(named=True), pids.tolist()):
+        counter = f"{row['name']} [{row['unit']}]" if row["unit"] else row["name"]
+        if (pid, counter) in taken:
+            counter = f"{counter} #{row['series']}"
+        taken.add((pid, counter))
+        info.append({**row, "pid": pid, "counter": counter, "key": row["name"]})
+        heads.append(f'{{"ph":"C","pid":{pid},"name":{orjson.dumps(counter).decode()},"ts":')
+        tails.append(f',"args":{{{orjson.dumps(row["name"]).decode()}:')
+    lut = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, dtype=np.int64)
+    lut[ids] = np.arange(len(ids))
+    samples = trace.samples
+    srow = _locate(lut, samples.get_column("series").to_numpy().astype(np.int64), "samples")
+    finite = np.isfinite(samples.get_column("value").to_numpy())
+    keep = np.flatnonzero(finite)
+    frag = [pool.add(heads) + srow[keep], pool.add(tails) + srow[keep]]
+    times = [samples.get_column("ts_ns").to_numpy()[keep] - t0]
+    text = samples.get_column("value").filter(pl.Series(finite)).cast(pl.String)
+    ops = [(_FRAG, 0), (_TIME, 0), (_FRAG, 1), (_TEXT, 0), (_CONST, pool.add(["}}"]))]
+    return _Block(len(keep), ops, frag, times, text=text), info, len(finite) - len(keep)
+
+
+def _metadata_lines(layout: _Layout, counter_pids: set[int]) -> bytes:
+    """M lines: names and sort indices of the processes and tracks that hold data."""
+    tracks = layout.tracks.filter("used")
+    used = set(tracks.get_column("pid").to_list()) | counter_pids
+    lines = []
+    for p in layout.procs.filter(pl.col("pid").is_in(sorted(used))).iter_rows(named=True):
+        lines.append({"ph": "M", "pid": p["pid"], "name": "process_name", "args": {"name": p["process_name"]}})
+        lines.append({"ph": "M", "pid": p["pid"], "name": "process_sort_index", "args": {"sort_index": p["pid"]}})
+    for t in tracks.select("pid", "tid", "thread_name").iter_rows(named=True):
+        lines.append({"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_name", "args": {"name": t["thread_name"]}})
+        lines.append({"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_sort_index", "args": {"sort_index": t["tid"]}})
+    return b"".join(b",\n" + orjson.dumps(line) for line in lines)
+
+
+def _di_trace(trace: Trace, layout: _Layout, series: list[dict[str, Any]], t0: int, counts: dict[str, int]) -> bytes:
+    """The diTrace object: every emitted (pid, tid) with its location and lane, series, meta."""
+    locations = layout.tracks.select(
+        "pid", "tid", "loc", "lane", "rank", pl.col("kind").cast(pl.String), "device", "stream", "name", "process",
+        "host", "src_pid", "src_tid", "sort_index", "source",
+    ).to_dicts()
+    meta = trace.meta
+    di_meta = {"clock": meta.get("clock"), "sources": meta.get("sources", []), "world_size": meta.get("world_size"),
+               "start_ns": t0}
+    return orjson.dumps({"schema_version": 1, "locations": locations, "series": series, "meta": di_meta, **counts})
+
+
+def _write(trace: Trace, f: IO[bytes]) -> None:
+    ev, flows = trace.events, trace.flows
+    starts = [s.min() for s in (ev.get_column("start_ns"), trace.samples.get_column("ts_ns")) if len(s)]
+    t0 = int(min(starts)) if starts else 0  # type: ignore[call-overload]
+    lane = _event_lanes(ev)
+    layout = _layout(trace.locations, ev.get_column("loc").to_numpy().astype(np.int64), lane)
+    start, instant = ev.get_column("start_ns").to_numpy(), ev.get_column("instant").to_numpy()
+    src = _locate(np.arange(ev.height), flows.get_column("src").to_numpy(), "flows.src")
+    dst = _locate(np.arange(ev.height), flows.get_column("dst").to_numpy(), "flows.dst")
+    bind = _bind_ids(src, dst, start, instant)
+    attrs = _flow_attrs(flows)
+    pool = _Pool()
+    events = _event_block(ev, layout, pool, _bind_suffix(src, dst, bind, attrs, ev.height), t0)
+    pairs = _pair_block(flows, np.flatnonzero(bind < 0), layout, pool, attrs, start, t0)
+    counters, series, nonfinite = _counter_block(trace, layout, pool, t0)
+    frozen = pool.freeze()
+    sink = _Sink(f)
+    f.write(b'{"traceEvents":[')
+    sink.lines(_metadata_lines(layout, {s["pid"] for s in series}))
+    for block in (events, counters, pairs):
+        _emit(sink, block, frozen)
+    counts = {"events": ev.height, "flows": flows.height, "samples": counters.rows, "nonfinite_samples_skipped": nonfinite}
+    f.write(b'\n],\n"displayTimeUnit":"ns",\n"diTrace":' + _di_trace(trace, layout, series, t0, counts) + b"}\n")
