@@ -97,11 +97,12 @@ def write_chrome(trace: Trace, path: str | os.PathLike[str], *, compress: bool |
 
 
 class _Sink:
-    """Writes comma-first lines (",\\n{...}"), dropping the comma before the first."""
+    """Writes comma-first lines (",\\n{...}"), dropping the comma before the first; keeps the kernel's buffer."""
 
     def __init__(self, f: IO[bytes]) -> None:
         self.f = f
         self.first = True
+        self.scratch: np.ndarray | None = None  # output buffer of the line kernel, reused across blocks
 
     def lines(self, buf: bytes | np.ndarray) -> None:
         view = memoryview(buf)
@@ -232,23 +233,24 @@ def _put_args(out, pos, text, a, b, corr, nbytes, pool, pool_off, key):  # type:
 
 
 @njit(cache=True)
-def _assemble_kernel(ops, frag, times, ints, pool, pool_off, text, text_off, out):  # type: ignore[no-untyped-def]
+def _assemble_kernel(ops, lo, hi, frag, times, ints, pool, pool_off, text, text_off, out):  # type: ignore[no-untyped-def]
     pos = 0
-    for i in range(frag.shape[0]):
+    for i in range(lo, hi):
+        t = i - lo  # row of the text column, which holds rows lo..hi only
         out[pos] = 44  # ","
         out[pos + 1] = 10  # "\n"
         pos += 2
         for k in range(ops.shape[0]):
             op, c = ops[k, 0], ops[k, 1]
             if op == _TIME:
-                if times[i, c] != _NO_TIME:
-                    pos = _put_time(out, pos, times[i, c])
+                if times[c, i] != _NO_TIME:
+                    pos = _put_time(out, pos, times[c, i])
             elif op == _TEXT:
-                pos = _put(out, pos, text, text_off[i], text_off[i + 1])
+                pos = _put(out, pos, text, text_off[t], text_off[t + 1])
             elif op == _ARGS:
-                pos = _put_args(out, pos, text, text_off[i], text_off[i + 1], ints[i, 0], ints[i, 1], pool, pool_off, c)
+                pos = _put_args(out, pos, text, text_off[t], text_off[t + 1], ints[0, i], ints[1, i], pool, pool_off, c)
             else:
-                f = frag[i, c] if op == _FRAG else c
+                f = frag[c, i] if op == _FRAG else c
                 if f >= 0:
                     pos = _put(out, pos, pool, pool_off[f], pool_off[f + 1])
     return pos
@@ -262,41 +264,44 @@ def _args_reference(text: bytes, corr: int, nbytes: int, key: bytes, corr_key: b
     return key + b"{" + b",".join(adds) + (b"," + body if body and not body.startswith(b"}") else b"}")
 
 
-def _assemble_reference(ops: np.ndarray, frag: np.ndarray, times: np.ndarray, ints: np.ndarray, pool: np.ndarray,
-                        pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray) -> bytes:
+def _assemble_reference(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
+                        pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray) -> bytes:
     """Pure-Python version of :func:`_assemble_kernel`, for tests."""
     out = bytearray()
     frags = [pool[pool_off[f] : pool_off[f + 1]].tobytes() for f in range(len(pool_off) - 1)]
-    for i in range(frag.shape[0]):
+    for i in range(lo, hi):
         out += b",\n"
-        row_text = text[text_off[i] : text_off[i + 1]].tobytes()
+        row_text = text[text_off[i - lo] : text_off[i - lo + 1]].tobytes()
         for op, c in ops.tolist():
             if op == _TIME:
-                out += us_text(int(times[i, c])).encode() if times[i, c] != _NO_TIME else b""
+                out += us_text(int(times[c, i])).encode() if times[c, i] != _NO_TIME else b""
             elif op == _TEXT:
                 out += row_text
             elif op == _ARGS:
-                out += _args_reference(row_text, int(ints[i, 0]), int(ints[i, 1]), *frags[c : c + 3])
-            elif (f := frag[i, c] if op == _FRAG else c) >= 0:
+                out += _args_reference(row_text, int(ints[0, i]), int(ints[1, i]), *frags[c : c + 3])
+            elif (f := frag[c, i] if op == _FRAG else c) >= 0:
                 out += frags[f]
     return bytes(out)
 
 
-def _assemble(ops: list[tuple[int, int]], frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
-              pool: tuple[np.ndarray, np.ndarray], text: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """One comma-first JSON line per row of ``frag``/``times``/``ints``, following the template ``ops``."""
-    n = frag.shape[0]
+def _assemble(ops: list[tuple[int, int]], lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
+              pool: tuple[np.ndarray, np.ndarray], text: tuple[np.ndarray, np.ndarray] | None, out: np.ndarray | None = None) -> np.ndarray:
+    """Comma-first JSON lines of rows lo..hi, following the template ``ops``.
+
+    ``frag``/``times``/``ints`` are column-major (column, row); ``text`` holds rows lo..hi only.
+    """
+    n = hi - lo
     text_data, text_off = text if text is not None else (np.zeros(0, np.uint8), np.zeros(n + 1, np.int64))
     flen = np.append(np.diff(pool[1]), 0)  # fragment lengths; index -1 (absent) -> 0
-    size = n * (2 + _TIME_CHARS * times.shape[1]) + int(text_off[-1] - text_off[0])
+    size = n * (2 + _TIME_CHARS * times.shape[0]) + int(text_off[-1] - text_off[0])
     for op, c in ops:
         if op == _FRAG:
-            size += int(flen[frag[:, c]].sum())
+            size += int(flen[frag[c, lo:hi]].sum())
         elif op in (_CONST, _ARGS):
             size += n * (int(flen[c]) if op == _CONST else int(flen[c : c + 3].sum()) + 2 * _TIME_CHARS + 3)
-    out = np.empty(size, dtype=np.uint8)
-    end = _assemble_kernel(np.array(ops, dtype=np.int64).reshape(-1, 2), frag.astype(np.int64), times.astype(np.int64),
-                           ints.astype(np.int64), pool[0], pool[1], text_data, text_off, out)
+    out = out if out is not None and len(out) >= size else np.empty(size, dtype=np.uint8)
+    end = _assemble_kernel(np.array(ops, dtype=np.int64).reshape(-1, 2), lo, hi, frag, times, ints, pool[0], pool[1],
+                           text_data, text_off, out)
     return out[:end]
 
 
@@ -318,6 +323,14 @@ def _locate(lut: np.ndarray, values: np.ndarray, what: str) -> np.ndarray:
     if len(bad):
         raise SchemaError(f"{what} row {bad[0]}: refers to {values[bad[0]]}, which does not exist")
     return rows
+
+
+def _event_rows(rows: np.ndarray, n: int, what: str) -> np.ndarray:
+    """``rows`` as int64 after checking that each is a row of events, or SchemaError."""
+    bad = np.flatnonzero((rows < 0) | (rows >= n))
+    if len(bad):
+        raise SchemaError(f"{what} row {bad[0]}: event row {rows[bad[0]]} does not exist ({n} events)")
+    return rows.astype(np.int64)
 
 
 def _processes(locs: pl.DataFrame) -> pl.DataFrame:
@@ -401,13 +414,19 @@ class _Block:
 def _emit(sink: _Sink, block: _Block, pool: tuple[np.ndarray, np.ndarray]) -> None:
     """Assemble and write a block, CHUNK_ROWS rows at a time."""
 
-    def cols(arrays: list[np.ndarray], a: int, b: int) -> np.ndarray:
-        return np.stack([c[a:b] for c in arrays], axis=1) if arrays else np.zeros((b - a, 0), np.int64)
+    def columns(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+        out = np.empty((len(arrays), block.rows), dtype=dtype)
+        for j, c in enumerate(arrays):
+            out[j] = c
+        return out
 
+    frag, times, ints = columns(block.frag, np.int32), columns(block.times, np.int64), columns(block.ints, np.int64)
     for a in range(0, block.rows, CHUNK_ROWS):
         b = min(block.rows, a + CHUNK_ROWS)
         text = _utf8(block.text[a:b]) if block.text is not None else None
-        sink.lines(_assemble(block.ops, cols(block.frag, a, b), cols(block.times, a, b), cols(block.ints, a, b), pool, text))
+        lines = _assemble(block.ops, a, b, frag, times, ints, pool, text, sink.scratch)
+        sink.scratch = lines.base if lines.base is not None else lines  # reuse: fresh pages cost more than assembly
+        sink.lines(lines)
 
 
 def _args_columns(ev: pl.DataFrame) -> tuple[pl.Series, np.ndarray, np.ndarray]:
@@ -417,6 +436,8 @@ def _args_columns(ev: pl.DataFrame) -> tuple[pl.Series, np.ndarray, np.ndarray]:
         args = args.str.replace_all("[\r\n]", " ")
 
     def add(column: str, key: str) -> np.ndarray:
+        if ev.get_column(column).null_count() == ev.height:
+            return np.full(ev.height, _NO_TIME, dtype=np.int64)
         has = args.str.contains(f'"{key}"\\s*:').fill_null(False).to_numpy()
         values = ev.get_column(column).fill_null(_NO_TIME).to_numpy()
         return np.where(has, _NO_TIME, values)
@@ -585,8 +606,7 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     lane = _event_lanes(ev)
     layout = _layout(trace.locations, ev.get_column("loc").to_numpy().astype(np.int64), lane)
     start, instant = ev.get_column("start_ns").to_numpy(), ev.get_column("instant").to_numpy()
-    src = _locate(np.arange(ev.height), flows.get_column("src").to_numpy(), "flows.src")
-    dst = _locate(np.arange(ev.height), flows.get_column("dst").to_numpy(), "flows.dst")
+    src, dst = (_event_rows(flows.get_column(c).to_numpy(), ev.height, f"flows.{c}") for c in ("src", "dst"))
     bind = _bind_ids(src, dst, start, instant)
     attrs = _flow_attrs(flows)
     pool = _Pool()

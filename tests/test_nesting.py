@@ -1,0 +1,78 @@
+"""Nesting kernel (:func:`di.nesting.nest`) against its pure-Python reference on
+random timelines, plus hand cases whose depth and parent are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from di.nesting import nest, nest_reference
+
+
+def sorted_events(rng: np.random.Generator, n: int, n_locs: int, horizon: int) -> tuple[np.ndarray, ...]:
+    """Random events (many ties, instants, overlaps) sorted by (loc, start_ns, -end_ns)."""
+    loc = rng.integers(0, n_locs, n).astype(np.uint32)
+    start = rng.integers(0, horizon, n).astype(np.int64)
+    dur = np.where(rng.random(n) < 0.2, 0, rng.integers(1, horizon, n)).astype(np.int64)
+    end = start + dur
+    order = np.lexsort((-end, start, loc))
+    return loc[order], start[order], end[order]
+
+
+def check_definition(loc: np.ndarray, start: np.ndarray, end: np.ndarray, depth: np.ndarray, parent: np.ndarray) -> None:
+    """Every parent is an earlier event on the same timeline, open at the child's start."""
+    for k, p in enumerate(parent):
+        if p < 0:
+            assert depth[k] == 0
+            continue
+        assert p < k and loc[p] == loc[k] and depth[k] == depth[p] + 1
+        assert start[p] <= start[k]
+        assert start[k] < end[p] or (start[k] == start[p] and (end[k] == start[k] or end[p] == start[p]))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_kernel_matches_reference_on_random_timelines(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    loc, start, end = sorted_events(rng, n, int(rng.integers(1, 5)), int(rng.integers(2, 60)))
+    depth, parent = nest(loc, start, end)
+    ref_depth, ref_parent = nest_reference(loc, start, end)
+    assert depth.dtype == np.int32 and parent.dtype == np.int64
+    np.testing.assert_array_equal(depth, ref_depth)
+    np.testing.assert_array_equal(parent, ref_parent)
+    check_definition(loc, start, end, depth, parent)
+
+
+def run(spans: list[tuple[int, int]], locs: list[int] | None = None) -> tuple[list[int], list[int]]:
+    loc = np.array(locs if locs is not None else [0] * len(spans), dtype=np.uint32)
+    start = np.array([s for s, _ in spans], dtype=np.int64)
+    end = np.array([e for _, e in spans], dtype=np.int64)
+    depth, parent = nest(loc, start, end)
+    ref = nest_reference(loc, start, end)
+    assert depth.tolist() == ref[0].tolist() and parent.tolist() == ref[1].tolist()
+    return depth.tolist(), parent.tolist()
+
+
+@pytest.mark.parametrize(
+    ("spans", "locs", "depth", "parent"),
+    [
+        ([], None, [], []),
+        ([(0, 10), (2, 5), (5, 8)], None, [0, 1, 1], [-1, 0, 0]),  # siblings touching at 5
+        ([(0, 10), (2, 8), (3, 4)], None, [0, 1, 2], [-1, 0, 1]),  # proper nesting
+        ([(0, 10), (5, 15), (12, 13)], None, [0, 1, 2], [-1, 0, 1]),  # overlap without nesting keeps the parent
+        ([(0, 10), (0, 0)], None, [0, 1], [-1, 0]),  # instant at the parent's start
+        ([(0, 10), (10, 10)], None, [0, 0], [-1, -1]),  # instant at the parent's end is outside
+        ([(5, 8), (5, 5), (6, 7)], None, [0, 1, 1], [-1, 0, 0]),  # an instant is closed for later starts
+        ([(0, 10), (2, 3), (2, 3)], [0, 0, 1], [0, 1, 0], [-1, 0, -1]),  # a new timeline starts at depth 0
+        ([(0, 100), (10, 20), (30, 40), (50, 60)], None, [0, 1, 1, 1], [-1, 0, 0, 0]),
+    ],
+)
+def test_hand_cases(spans: list[tuple[int, int]], locs: list[int] | None, depth: list[int], parent: list[int]) -> None:
+    assert run(spans, locs) == (depth, parent)
+
+
+def test_deep_nesting_does_not_overflow_the_stack() -> None:
+    n = 5000
+    spans = [(k, 2 * n - k) for k in range(n)]
+    depth, parent = run(spans)
+    assert depth == list(range(n)) and parent == [-1] + list(range(n - 1))

@@ -1,0 +1,157 @@
+"""The ``.di`` store: round trip, lazy scan, version checks, missing tables,
+schema validation and the on-disk format (zstd Parquet, meta.json schema)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import di
+from conftest import assert_valid, kineto_file, trace_doc, write_json
+from di import schema
+from di.cli import main
+
+
+@pytest.fixture
+def loaded() -> di.Trace:
+    """Two Kineto ranks loaded together (skips without ../shared/data)."""
+    folder = kineto_file("hta_trace_filter")
+    return assert_valid(di.load(folder))
+
+
+@pytest.fixture
+def store(loaded: di.Trace, tmp_path: Path) -> Path:
+    path = tmp_path / "x.di"
+    di.save(loaded, path)
+    return path
+
+
+def _set_version(store: Path, version: object) -> None:
+    meta_file = store / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta["schema_version"] = version
+    meta_file.write_text(json.dumps(meta))
+
+
+def test_round_trip_keeps_tables_and_meta(loaded: di.Trace, store: Path) -> None:
+    back = assert_valid(di.load(store))
+    for name in schema.TABLES:
+        assert back.table(name).schema == loaded.table(name).schema, name
+        assert back.table(name).equals(loaded.table(name)), name
+    assert back.events.height > 0 and back.flows.height > 0
+    assert back.meta["sources"] == loaded.meta["sources"]
+    assert [s["rank_source"] for s in back.meta["sources"]] == ["distributedInfo"] * 2
+    assert back.meta == loaded.meta
+
+
+def test_scan_gives_lazy_frames_equal_to_the_tables(loaded: di.Trace, store: Path) -> None:
+    frames = di.scan(store)
+    assert list(frames) == list(schema.TABLES)
+    for name, lazy in frames.items():
+        assert isinstance(lazy, pl.LazyFrame)
+        assert lazy.collect().equals(loaded.table(name)), name
+
+
+def test_store_round_trip_of_a_hand_made_trace(tmp_path: Path) -> None:
+    doc = trace_doc(
+        {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 5, "args": {"k": "v"}},
+        {"ph": "C", "name": "mem", "pid": 1, "ts": 2, "args": {"used": 3}},
+    )
+    trace = assert_valid(di.load(write_json(tmp_path, "t.json", doc)))
+    di.save(trace, tmp_path / "t.di")
+    back = di.load(tmp_path / "t.di")
+    assert all(back.table(n).equals(trace.table(n)) for n in schema.TABLES)
+    assert back.samples.rows() == [(0, 2000, 3.0)]
+
+
+@pytest.mark.parametrize("version", [0, 99])
+def test_unknown_schema_version(store: Path, version: int, capsys: pytest.CaptureFixture[str]) -> None:
+    _set_version(store, version)
+    for reader in (di.load, di.scan):
+        with pytest.raises(di.SchemaVersionError, match=rf"\bv{version}\b"):
+            reader(store)
+    assert main(["info", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"v{version}" in err[0] and "Traceback" not in err[0]
+
+
+def test_schema_version_that_is_not_an_integer(store: Path) -> None:
+    _set_version(store, "1")
+    with pytest.raises(di.FormatError, match="schema_version"):
+        di.load(store)
+
+
+def test_missing_table_file(store: Path) -> None:
+    (store / "events.parquet").unlink()
+    with pytest.raises(di.FormatError, match="events.parquet"):
+        di.load(store)
+    with pytest.raises(di.FormatError, match="events.parquet"):
+        di.scan(store)
+
+
+def test_unreadable_table_file(store: Path) -> None:
+    (store / "flows.parquet").write_bytes(b"not parquet")
+    with pytest.raises(di.FormatError, match="flows.parquet"):
+        di.load(store)
+
+
+def test_validate_rejects_a_wrong_dtype(loaded: di.Trace) -> None:
+    bad = dataclasses.replace(loaded, events=loaded.events.with_columns(pl.col("start_ns").cast(pl.Float64)))
+    with pytest.raises(di.SchemaError, match="start_ns.*Float64"):
+        bad.validate()
+
+
+def test_validate_rejects_nulls_in_a_non_nullable_column(loaded: di.Trace, tmp_path: Path) -> None:
+    start = pl.when(pl.int_range(pl.len()) == 3).then(None).otherwise(pl.col("start_ns")).alias("start_ns")
+    bad = dataclasses.replace(loaded, events=loaded.events.with_columns(start))
+    with pytest.raises(di.SchemaError, match="start_ns.*null"):
+        bad.validate()
+    with pytest.raises(di.SchemaError):
+        di.save(bad, tmp_path / "bad.di")
+    assert not (tmp_path / "bad.di").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".bad.di")]  # no temporary left behind
+
+
+def test_validate_rejects_a_missing_column_and_values_below_minimum(loaded: di.Trace) -> None:
+    with pytest.raises(di.SchemaError, match="depth.*missing"):
+        dataclasses.replace(loaded, events=loaded.events.drop("depth")).validate()
+    with pytest.raises(di.SchemaError, match="src.*below"):
+        dataclasses.replace(loaded, flows=loaded.flows.with_columns(pl.lit(-1, dtype=pl.Int64).alias("src"))).validate()
+    with pytest.raises(di.SchemaError, match="meta.json"):
+        loaded.with_meta({**loaded.meta, "format": "other"}).validate()
+
+
+def test_every_table_is_zstd_parquet(store: Path) -> None:
+    import pyarrow.parquet as pq
+
+    assert sorted(p.name for p in store.iterdir()) == sorted([f"{t}.parquet" for t in schema.TABLES] + ["meta.json"])
+    for name in schema.TABLES:
+        meta = pq.ParquetFile(store / f"{name}.parquet").metadata
+        codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+        assert codecs == {"ZSTD"} or (meta.num_row_groups == 0 and meta.num_rows == 0), (name, codecs)
+
+
+def test_meta_json_validates_against_its_schema(store: Path) -> None:
+    import jsonschema
+
+    meta = json.loads((store / "meta.json").read_text())
+    jsonschema.validate(meta, schema.json_schema("meta"))
+    spec = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "trace" / "v1" / "meta.schema.json").read_text())
+    jsonschema.validate(meta, spec)
+    assert meta["format"] == "di-trace" and meta["schema_version"] == schema.SCHEMA_VERSION
+    assert meta["tables"]["events"] == pl.read_parquet(store / "events.parquet").height
+    assert meta["ranks"] == [0, 1]
+
+
+def test_saving_over_an_existing_store_replaces_it(loaded: di.Trace, store: Path, tmp_path: Path) -> None:
+    one = write_json(tmp_path, "one.json", trace_doc({"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}))
+    di.save(di.load(one), store)
+    assert di.load(store).events.height == 1
+    shutil.rmtree(store)
+    di.save(loaded, store)
+    assert di.load(store).events.height == loaded.events.height
