@@ -11,9 +11,11 @@ It measures two inputs:
 (b) a generated Kineto-shaped trace of at least ``--events`` events: one uncompressed
     rank-0 file of a 2-rank :func:`di.demo.kineto_job` with enough steps.
 
-For each, ``di.load(path)`` runs in a fresh subprocess, so the peak RSS
-(``ru_maxrss`` read at the end of the child) is that load's own, plus the
-interpreter and imports. Reported: file size (gzip and plain), events in the source
+For each, ``di.load(path)`` runs in a fresh subprocess, so the peak RSS read at the
+end of the child is that load's own, plus the interpreter and imports. It is Linux's
+``VmHWM`` where available, not ``ru_maxrss``: an exec'd child's ``ru_maxrss`` starts
+at its parent's RSS at fork time (the trace is generated in a subprocess too, so
+this parent stays small either way). Reported: file size (gzip and plain), events in the source
 (``"ph":`` occurrences), load wall seconds, events/s, CPU seconds and events per CPU
 second (= events/s per core; the loader is single-threaded unless stated, so the two
 agree when it is), peak RSS and RSS / uncompressed JSON size (also less the RSS the
@@ -49,19 +51,45 @@ CHUNK_BYTES = 64 << 20  # streaming read size for counting and compressing
 PH = b'"ph":'
 GEN_RANKS, GEN_OPS_PER_STEP = 2, 1000  # generated job shape; only rank 0 is written
 
-CHILD = r"""
+# The children report VmHWM (this process image's peak RSS) where Linux has it: the
+# ru_maxrss of an exec'd child starts at its parent's RSS at fork time.
+PEAK = r"""
+def peak_kb():
+    import resource
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+"""
+
+LOAD = PEAK + r"""
 import json, resource, sys, time
 import di
-di.load(sys.argv[2])  # warm-up: lazy imports, numba cache, polars thread pool
-base = resource.getrusage(resource.RUSAGE_SELF)
+from di.demo import write_kineto_job
+warmup = write_kineto_job(sys.argv[2], ranks=2, steps=3, ops_per_step=20, render_ranks=[0])
+di.load(warmup[0])  # lazy imports, numba cache, polars thread pool: not timed
+base, base_kb = resource.getrusage(resource.RUSAGE_SELF), peak_kb()
 t = time.perf_counter()
 trace = di.load(sys.argv[1])
 wall = time.perf_counter() - t
 after = resource.getrusage(resource.RUSAGE_SELF)
 cpu = (after.ru_utime - base.ru_utime) + (after.ru_stime - base.ru_stime)
 events = getattr(getattr(trace, "events", None), "height", None)
-print(json.dumps({"wall_s": wall, "cpu_s": cpu, "max_rss_kb": after.ru_maxrss,
-                  "base_rss_kb": base.ru_maxrss, "events_loaded": events}))
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "max_rss_kb": peak_kb(), "base_rss_kb": base_kb,
+                  "ru_maxrss_kb": after.ru_maxrss, "events_loaded": events}))
+"""
+
+GENERATE = r"""
+import json, math, sys, time
+from di.demo import kineto_job, write_kineto_job
+where, events, ranks, ops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+one, two = (kineto_job(ranks=ranks, steps=n, ops_per_step=ops, render_ranks=[0])[0]
+            .count(b'"ph":') for n in (1, 2))
+steps = max(1, math.ceil((events - (2 * one - two)) / (two - one)))
+t = time.perf_counter()
+write_kineto_job(where, ranks=ranks, steps=steps, ops_per_step=ops, render_ranks=[0])
+print(json.dumps({"steps": steps, "generate_s": time.perf_counter() - t}))
 """
 
 
@@ -139,22 +167,19 @@ def _gzip_size(path: Path) -> int:
 
 
 def _generated(where: Path, events: int) -> tuple[Path, float | None]:
-    """A rank-0 demo file of at least ``events`` events; reused if already there."""
-    from di.demo import kineto_job, write_kineto_job
-
+    """A rank-0 demo file of at least ``events`` events (reused if already there),
+    made in a subprocess so that this process, parent of the measured ones, stays small."""
     path = where / "rank-0.json"
     if path.exists() and _count_events(path) >= events:
         print(f"reusing {path}")
         return path, None
-    one, two = (kineto_job(ranks=GEN_RANKS, steps=n, ops_per_step=GEN_OPS_PER_STEP,
-                           render_ranks=[0])[0].count(PH) for n in (1, 2))
-    per_step = two - one
-    steps = max(1, math.ceil((events - (one - per_step)) / per_step))
-    print(f"generating {where / 'rank-0.json'}: {steps} steps x {GEN_OPS_PER_STEP} ops ...")
-    t = time.perf_counter()
-    write_kineto_job(where, ranks=GEN_RANKS, steps=steps, ops_per_step=GEN_OPS_PER_STEP,
-                     render_ranks=[0])
-    return path, time.perf_counter() - t
+    print(f"generating {path} ({events:,}+ events) ...")
+    cmd = [sys.executable, "-c", GENERATE, str(where), str(events), str(GEN_RANKS),
+           str(GEN_OPS_PER_STEP)]
+    _, done = _run(cmd, {**os.environ, "PYTHONPATH": str(REPO)})
+    if done.returncode != 0:
+        raise SystemExit(f"generating the trace failed:\n{done.stderr}")
+    return path, json.loads(done.stdout)["generate_s"]
 
 
 def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -176,8 +201,7 @@ def _measure(item: dict[str, Any], *, skip_gzip: bool) -> dict[str, Any]:
         info = [sys.executable, "-m", "di", "info", str(path)]
         res["info_cold_s"], cold = _run(info, env)
         res["info_warm_s"], warm = _run(info, env)
-        warmup = _warmup_file(Path(cache))
-        _, load = _run([sys.executable, "-c", CHILD, str(path), str(warmup)], env)
+        _, load = _run([sys.executable, "-c", LOAD, str(path), str(Path(cache) / "warmup")], env)
     for what, done in (("di info (cold)", cold), ("di info (warm)", warm), ("di.load", load)):
         if done.returncode != 0:
             res["error"] = f"{what} exited {done.returncode}: {done.stderr.strip()[-2000:]}"
@@ -192,14 +216,6 @@ def _measure(item: dict[str, Any], *, skip_gzip: bool) -> dict[str, Any]:
     res["rss_ratio"] = child["max_rss_kb"] * 1024 / plain
     res["rss_ratio_over_base"] = (child["max_rss_kb"] - child["base_rss_kb"]) * 1024 / plain
     return res
-
-
-def _warmup_file(directory: Path) -> Path:
-    """A tiny demo rank file the child loads first, so timing excludes one-off costs."""
-    from di.demo import write_kineto_job
-
-    return write_kineto_job(directory / "warmup", ranks=2, steps=3, ops_per_step=20,
-                            render_ranks=[0])[0]
 
 
 def _report(results: list[dict[str, Any]]) -> None:

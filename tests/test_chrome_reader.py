@@ -249,28 +249,31 @@ def _launch_params() -> list[Any]:
             out.append(pytest.param(None, marks=pytest.mark.skip(reason=NO_DATA)))
             continue
         rel, marks = kineto_id(p), []
-        if rel.startswith("hta_critical_path/"):
-            marks = [pytest.mark.xfail(strict=True, reason="cuda_sync 'Context Sync' on pid=device tid=-1 gets a cpu_thread location (reader._timelines)")]
-        elif rel.startswith("hta_mtia_inference_trace/"):
+        if rel.startswith("hta_mtia_inference_trace/"):
             marks = [pytest.mark.xfail(strict=True, reason="MTIA device timelines (mtia_ccp_events) are classified cpu_thread, runtime calls 'other'")]
         out.append(pytest.param(p, id=rel, marks=marks))
     return out
 
 
-@pytest.mark.parametrize("path", _launch_params())
-def test_launch_flows_go_from_api_call_to_gpu(path: Path, load_valid) -> None:
-    trace = load_valid(path)
+def _flow_ends(trace: di.Trace, kind: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     ev = trace.events.with_row_index("row").join(trace.locations.select("loc", "kind"), on="loc", maintain_order="left")
-    launch = trace.flows.filter(pl.col("kind") == "launch")
-    src, dst = ev[launch.get_column("src")], ev[launch.get_column("dst")]
-    assert src.get_column("cat").cast(pl.String).is_in(["cuda_api", "sync"]).all()
-    assert (src.get_column("kind") == "cpu_thread").all()
-    assert (dst.get_column("kind") == "gpu_stream").all()
-    assert src.get_column("corr").is_not_null().all()
-    assert (src.get_column("corr") == dst.get_column("corr")).all()
+    flows = trace.flows.filter(pl.col("kind") == kind)
+    return ev[flows.get_column("src")], ev[flows.get_column("dst")]
 
 
-@pytest.mark.xfail(strict=True, reason="ac2g flows into cuda_sync records get kind 'launch' (flows.flow_events), corr-derived ones 'sync'")
+@pytest.mark.parametrize("path", _launch_params())
+def test_launch_and_sync_flows_go_from_api_call_to_gpu(path: Path, load_valid) -> None:
+    trace = load_valid(path)
+    for kind, api_cats, gpu_cats in (("launch", ["cuda_api", "sync"], None), ("sync", ["sync"], ["sync"])):
+        src, dst = _flow_ends(trace, kind)
+        assert src.get_column("cat").cast(pl.String).is_in(api_cats).all(), kind
+        assert gpu_cats is None or dst.get_column("cat").cast(pl.String).is_in(gpu_cats).all(), kind
+        assert (src.get_column("kind") == "cpu_thread").all(), kind
+        assert (dst.get_column("kind") == "gpu_stream").all(), kind
+        assert src.get_column("corr").is_not_null().all(), kind
+        assert (src.get_column("corr") == dst.get_column("corr")).all(), kind
+
+
 def test_flows_into_sync_records_are_not_launches(load_valid) -> None:
     trace = load_valid(one_file("hta_critical_path/alexnet"))
     dst_cat = trace.events.get_column("cat").gather(trace.flows.get_column("dst")).cast(pl.String)
@@ -278,7 +281,6 @@ def test_flows_into_sync_records_are_not_launches(load_valid) -> None:
     assert kinds.len() > 0 and "launch" not in kinds.to_list()
 
 
-@pytest.mark.xfail(strict=True, reason="Kineto 'Context Sync' (pid=device, tid=-1, cat cuda_sync) is put on a cpu_thread location")
 def test_device_sync_records_are_not_on_a_cpu_thread(load_valid) -> None:
     trace = load_valid(one_file("hta_critical_path/alexnet"))
     ev = trace.events.join(trace.locations.select("loc", "kind"), on="loc")
@@ -406,7 +408,6 @@ def test_array_format_without_closing_bracket_and_string_pid(tmp_path: Path, loa
     assert t.meta["warnings"] == [] and t.meta["sources"][0]["dropped"] == {}
 
 
-@pytest.mark.xfail(strict=True, reason="pairing.bind_points binds a flow point to an instant event at the same ts, not the enclosing slice")
 def test_flow_binds_to_a_slice_not_an_instant(tmp_path: Path, load_valid) -> None:
     t = load_valid(write_json(tmp_path, "fi.json", trace_doc(
         X("A", 1, 0, 10), {"ph": "i", "s": "t", "name": "mark", "pid": 1, "tid": 1, "ts": 5}, X("B", 2, 0, 10),
@@ -416,7 +417,6 @@ def test_flow_binds_to_a_slice_not_an_instant(tmp_path: Path, load_valid) -> Non
     assert t.flows.select("src", "dst").rows() == [(0, 2)]  # A -> B; row 1 is the instant
 
 
-@pytest.mark.xfail(strict=True, reason="pairing.chain_flows forgets a pending 's' when a later 's' of the same flow binds to no slice")
 def test_every_flow_record_is_accounted_for(tmp_path: Path, load_valid) -> None:
     def step(ph: str, tid: int, ts: int, **kw: Any) -> dict[str, Any]:
         return {"ph": ph, "name": "fl", "cat": "c", "id": 1, "pid": 1, "tid": tid, "ts": ts, **kw}

@@ -17,11 +17,28 @@ from di import schema
 from di.cli import main
 
 
-@pytest.fixture
-def loaded() -> di.Trace:
-    """Two Kineto ranks loaded together (skips without ../shared/data)."""
-    folder = kineto_file("hta_trace_filter")
-    return assert_valid(di.load(folder))
+def hand_rank(rank: int) -> dict:
+    """A small Kineto-shaped rank: a launch, its kernel (a collective), a flow, a counter."""
+    args = {"Collective name": "allreduce", "In msg nelems": 4, "dtype": "Float", "Process Group Name": "0"}
+    return trace_doc(
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 1, "dur": 2, "args": {"correlation": 5}},
+        {"ph": "X", "cat": "kernel", "name": "ncclKernel", "pid": rank, "tid": 7, "ts": 4, "dur": 3, "args": {"correlation": 5, **args}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 9, "tid": 9, "ts": 1},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": rank, "tid": 7, "ts": 4, "bp": "e"},
+        {"ph": "C", "name": "mem", "pid": 9, "ts": 2, "args": {"used": 3 + rank}},
+        distributedInfo={"rank": rank, "world_size": 2},
+    )
+
+
+@pytest.fixture(params=["kineto", "hand-made"])
+def loaded(request: pytest.FixtureRequest, tmp_path: Path) -> di.Trace:
+    """Two ranks loaded together: real Kineto files (skipped without ../shared/data) or hand-made ones."""
+    if request.param == "kineto":
+        return assert_valid(di.load(kineto_file("hta_trace_filter")))
+    files = [write_json(tmp_path, f"r{r}.json", hand_rank(r)) for r in (0, 1)]
+    trace = assert_valid(di.load(files))
+    assert trace.collectives.height == 2 and trace.samples.height == 2 and trace.flows.height == 2
+    return trace
 
 
 @pytest.fixture

@@ -46,6 +46,7 @@ def flow_events(df: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl
         ev.get_column("start_ns").to_numpy(),
         ev.get_column("end_ns").to_numpy(),
         ev.get_column("parent").fill_null(-1).to_numpy(),
+        ev.get_column("instant").to_numpy(),
         steps.get_column("loc").fill_null(-1).cast(pl.Int64).to_numpy(),
         steps.get_column("ts").to_numpy(),
         ((steps.get_column("ph") == "f") & (steps.get_column("bp") != ord("e"))).to_numpy(),

@@ -99,6 +99,14 @@ def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFr
     return pairs.join(known.select("src", "dst"), on=["src", "dst"], how="anti")
 
 
+def sync_kinds(flows: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Launch flows whose destination is a GPU sync record are ``sync`` edges."""
+    dst_cat = events.get_column("cat").gather(flows.get_column("dst"))
+    return flows.with_columns(
+        pl.when((pl.col("kind") == "launch") & (dst_cat == "sync")).then(pl.lit("sync")).otherwise(pl.col("kind")).alias("kind")
+    )
+
+
 def _field(key: str, number: bool) -> pl.Expr:
     value = r"(-?\d+)" if number else r'"((?:[^"\\]|\\.)*)"'
     expr = pl.col("args").str.extract(rf'"{key}"\s*:\s*{value}', 1)

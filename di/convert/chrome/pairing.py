@@ -59,13 +59,14 @@ def match_begin_end(key, is_begin):
 
 
 @njit(cache=True)
-def bind_points(loc_first, start_ns, end_ns, parent, q_loc, q_ts, q_next):
+def bind_points(loc_first, start_ns, end_ns, parent, instant, q_loc, q_ts, q_next):
     """The event each flow end point binds to, or -1.
 
     Args:
         loc_first: row of the first event of each loc (size n_locs + 1) in events
             sorted by (loc, start_ns, -end_ns).
-        start_ns, end_ns, parent: event columns in that order.
+        start_ns, end_ns, parent, instant: event columns in that order;
+            points never bind to instants.
         q_loc, q_ts: the point's timeline and time.
         q_next: True binds to the next slice starting at or after q_ts
             (Chrome's default for 'f'); False binds to the innermost slice
@@ -81,12 +82,14 @@ def bind_points(loc_first, start_ns, end_ns, parent, q_loc, q_ts, q_next):
         ts = q_ts[q]
         if q_next[q]:
             k = lo + np.searchsorted(start_ns[lo:hi], ts, side="left")
+            while k < hi and instant[k]:
+                k += 1
             if k < hi:
                 out[q] = k
             continue
         k = lo + np.searchsorted(start_ns[lo:hi], ts, side="right") - 1
         while k >= lo:
-            if start_ns[k] <= ts and (ts < end_ns[k] or ts == start_ns[k]):
+            if not instant[k] and start_ns[k] <= ts and (ts < end_ns[k] or ts == start_ns[k]):
                 out[q] = k
                 break
             k = parent[k]
@@ -131,6 +134,9 @@ def chain_flows(key, step, row):
             unbound[nu] = k
             nu += 1
             if step[k] == 0:
+                if cur_step >= 0:
+                    orphan[no] = cur_step
+                    no += 1
                 cur = -1
                 cur_step = -1
             continue

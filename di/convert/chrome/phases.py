@@ -98,6 +98,11 @@ def slices(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
         if bad.height - neg:
             dropped["X event without dur"] += bad.height - neg
     x = x.filter(pl.col("dur").is_not_null() & (pl.col("dur") >= 0))
+    wraps = pl.col("ts") > pl.lit(2**63 - 1, dtype=pl.Int64) - pl.col("dur")
+    over = int(x.select(wraps.sum()).item())
+    if over:
+        dropped["ts or dur beyond int64 ns"] += over
+        x = x.filter(~wraps)
     x = x.with_columns(pl.col("ts").alias("start_ns"), (pl.col("ts") + pl.col("dur")).alias("end_ns"), pl.lit(False).alias("instant"))
     return _thread_key(x).select(OUT)
 

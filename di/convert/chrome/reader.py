@@ -24,7 +24,7 @@ from di.convert.chrome.metadata import apply_metadata, counters
 from di.nesting import nest
 from di.trace import Trace
 
-GPU_SRC_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+GPU_SRC_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync")
 
 
 def _base_ns(top: dict[str, Any]) -> int:
@@ -101,7 +101,7 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     series, samples = counters(counter_rows, keys, syms, dropped, ditrace.series_map(own) if own else None)
     flows = pl.concat([flow_events(df, ev, keys, syms, dropped), bind_id_flows(ev, dropped)], how="vertical_relaxed")
     events = kineto.events_table(ev, syms, locations)
-    flows = pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed")
+    flows = kineto.sync_kinds(pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events)
     collectives = kineto.collectives(events, locations, the_rank)
     meta = _meta(path, raw, base_ns, the_rank, rank_from, world, int(ev.height), dropped)
     if own is not None:

@@ -610,7 +610,7 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
             i = _ws(buf, i + 1, n)
         elif i < n and buf[i] != 125:
             return nev, E_SYNTAX, i, False, ntop, slots, starts, ends, o
-    return nev, (E_TRUNCATED if found else E_NOT_TRACE), n, False, ntop, slots, starts, ends, o
+    return nev, E_TRUNCATED, n, False, ntop, slots, starts, ends, o
 
 
 COLUMNS = ("ph", "ts", "dur", "name", "cat", "pid_k", "pid", "tid_k", "tid", "id_k", "id",
