@@ -116,6 +116,13 @@ def test_unusable_event_is_dropped_and_counted(tmp_path: Path, event: dict[str, 
     assert any(reason in w for w in t.meta["warnings"])
 
 
+@pytest.mark.xfail(strict=True, reason="decode.decode sizes columns by counting '\"ph\"'; events without 'ph' exhaust them and scan reports invalid JSON")
+def test_events_without_ph_are_counted_not_a_syntax_error(tmp_path: Path) -> None:
+    t = assert_valid(di.load(write_json(tmp_path, "noph.json", trace_doc({"name": "a", "ts": 1}, {}, {"name": "c"}, OK_EVENT))))
+    assert t.events.get_column("name").cast(str).to_list() == ["ok"]
+    assert dropped(t) == {"event without 'ph'": 3}
+
+
 def test_non_utf8_bytes_in_a_name(tmp_path: Path) -> None:
     raw = b'{"traceEvents":[{"ph":"X","name":"a\xff\xfeb","pid":1,"tid":1,"ts":5,"dur":1}]}'
     t = assert_valid(di.load(write_json(tmp_path, "u.json", raw)))

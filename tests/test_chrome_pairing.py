@@ -162,8 +162,9 @@ def test_chain_flows_random_edges_with_unbound_steps(seed: int) -> None:
     key, step, row = random_steps(np.random.default_rng(1000 + seed), 0.25)
     got, want = chain(key, step, row), chain_reference(key, step, row)
     assert got == want
-    n_in_edges = len(got[2]) + sum(1 for k in range(key.size) if step[k] == 0 and row[k] in got[0] and k not in got[3])
-    assert n_in_edges <= key.size  # each step is an edge end, a used start, an orphan or unbound
+    # every step is accounted for exactly once: an edge's end, a start used by an edge, an orphan or unbound
+    used_starts = sum(1 for k in range(key.size) if step[k] == 0 and row[k] >= 0 and k not in got[3])
+    assert len(got[2]) + used_starts + len(got[3]) + len(got[4]) == key.size
 
 
 def test_chain_flows_hand() -> None:

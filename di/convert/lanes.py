@@ -73,7 +73,7 @@ def _lanes_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nda
     n = loc.shape[0]
     lane = np.zeros(n, dtype=np.int32)
     below = np.empty(n, dtype=np.int64)  # event under this one on its lane's stack, -1 at the bottom
-    top = np.full(n, -1, dtype=np.int64)  # innermost open event of each lane, -1 when empty
+    top = np.empty(n, dtype=np.int64)  # innermost open event of each lane, -1 when empty; set when a lane opens
     used = 0  # lanes in use on the current location
     for i in range(n):
         if i > 0 and loc[i] != loc[i - 1]:
@@ -84,6 +84,7 @@ def _lanes_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nda
         k = 0
         while True:
             if k == used:
+                top[k] = -1
                 used += 1
             t = top[k]
             while t >= 0 and end[t] <= s:

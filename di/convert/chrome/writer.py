@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import gzip
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
@@ -401,48 +401,38 @@ def _event_lanes(ev: pl.DataFrame) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Block:
-    """Lines to assemble: a template and its per-row fragment ids, times (ns), integers and text."""
+    """Lines to assemble: a template, column-major fragment ids (int32), times (ns), integers, and text per row."""
 
     rows: int
     ops: list[tuple[int, int]]
-    frag: list[np.ndarray]
-    times: list[np.ndarray]
-    ints: list[np.ndarray] = field(default_factory=list)
+    frag: np.ndarray
+    times: np.ndarray
+    ints: np.ndarray
     text: pl.Series | None = None
 
 
 def _emit(sink: _Sink, block: _Block, pool: tuple[np.ndarray, np.ndarray]) -> None:
     """Assemble and write a block, CHUNK_ROWS rows at a time."""
-
-    def columns(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
-        out = np.empty((len(arrays), block.rows), dtype=dtype)
-        for j, c in enumerate(arrays):
-            out[j] = c
-        return out
-
-    frag, times, ints = columns(block.frag, np.int32), columns(block.times, np.int64), columns(block.ints, np.int64)
     for a in range(0, block.rows, CHUNK_ROWS):
         b = min(block.rows, a + CHUNK_ROWS)
         text = _utf8(block.text[a:b]) if block.text is not None else None
-        lines = _assemble(block.ops, a, b, frag, times, ints, pool, text, sink.scratch)
+        lines = _assemble(block.ops, a, b, block.frag, block.times, block.ints, pool, text, sink.scratch)
         sink.scratch = lines.base if lines.base is not None else lines  # reuse: fresh pages cost more than assembly
         sink.lines(lines)
 
 
-def _args_columns(ev: pl.DataFrame) -> tuple[pl.Series, np.ndarray, np.ndarray]:
-    """events.args, and the corr / bytes values to add to them (_NO_TIME where the args have the key or the value is null)."""
+def _args_columns(ev: pl.DataFrame, ints: np.ndarray) -> pl.Series:
+    """events.args; fills ``ints`` (2, n) with the corr / bytes values to add to them (_NO_TIME: none to add)."""
     args = ev.get_column("args")
     if args.str.contains("[\r\n]").any():  # raw CR/LF can only be whitespace in valid JSON: keep one event per line
         args = args.str.replace_all("[\r\n]", " ")
 
-    def add(column: str, key: str) -> np.ndarray:
-        if ev.get_column(column).null_count() == ev.height:
-            return np.full(ev.height, _NO_TIME, dtype=np.int64)
-        has = args.str.contains(f'"{key}"\\s*:').fill_null(False).to_numpy()
-        values = ev.get_column(column).fill_null(_NO_TIME).to_numpy()
-        return np.where(has, _NO_TIME, values)
-
-    return args, add("corr", "correlation"), add("bytes", "bytes")
+    for row, (column, key) in enumerate((("corr", "correlation"), ("bytes", "bytes"))):
+        values = ev.get_column(column)
+        ints[row] = _NO_TIME if values.null_count() == len(values) else values.fill_null(_NO_TIME).to_numpy()
+        if values.null_count() < len(values):
+            ints[row, args.str.contains(f'"{key}"\\s*:').fill_null(False).to_numpy()] = _NO_TIME
+    return args
 
 
 def _bind_ids(src: np.ndarray, dst: np.ndarray, start: np.ndarray, instant: np.ndarray) -> np.ndarray:
@@ -504,20 +494,22 @@ def _event_block(ev: pl.DataFrame, layout: _Layout, pool: _Pool, suffix: tuple[n
     cats, cat_values = _dense_codes(ev.get_column("cat"))
     src_cats, src_values = _dense_codes(ev.get_column("src_cat"))
     cat_base = pool.add([',"cat":' + orjson.dumps(v).decode() for v in cat_values + src_values])
-    args, corr, nbytes = _args_columns(ev)
+    ints = np.empty((2, n), dtype=np.int64)
+    args = _args_columns(ev, ints)
     rows, text = suffix
-    suffix_id = np.full(n, -1, dtype=np.int64)
-    suffix_id[rows] = pool.add(text) + np.arange(len(rows))
-    frag = [
-        np.where(inst, i_base, x_base) + layout.track_of_event,
-        np.where(inst, -1, dur_id),
-        name_base + names,
-        cat_base + np.where(src_cats >= 0, len(cat_values) + src_cats, cats),
-        suffix_id,
-    ]
-    times = [start - t0, np.where(inst, _NO_TIME, end - start)]
+    frag = np.empty((5, n), dtype=np.int32)
+    frag[0] = np.where(inst, i_base, x_base) + layout.track_of_event
+    frag[1] = np.where(inst, -1, dur_id)
+    frag[2] = name_base + names
+    frag[3] = cat_base + np.where(src_cats >= 0, len(cat_values) + src_cats, cats)
+    frag[4] = -1
+    frag[4, rows] = pool.add(text) + np.arange(len(rows))
+    times = np.empty((2, n), dtype=np.int64)
+    np.subtract(start, t0, out=times[0])
+    np.subtract(end, start, out=times[1])
+    times[1, inst] = _NO_TIME
     ops = [(_FRAG, 0), (_TIME, 0), (_FRAG, 1), (_TIME, 1), (_FRAG, 2), (_FRAG, 3), (_ARGS, args_id), (_FRAG, 4)]
-    return _Block(n, ops + [(_CONST, pool.add(["}"]))], frag, times, [corr, nbytes], args)
+    return _Block(n, ops + [(_CONST, pool.add(["}"]))], frag, times, ints, args)
 
 
 def _pair_block(flows: pl.DataFrame, sf: np.ndarray, layout: _Layout, pool: _Pool, attrs: pl.Series,
@@ -541,9 +533,9 @@ def _pair_block(flows: pl.DataFrame, sf: np.ndarray, layout: _Layout, pool: _Poo
     s_base = pool.add(head("s", "_ps", "_ts", []))
     f_base = pool.add(head("f", "_pd", "_td", [pl.lit(',"bp":"e","di_flow":'), pl.col("_a")]))
     k = np.arange(len(sf))
-    frag = [np.concatenate([s_base + k, f_base + k])]
-    times = [np.concatenate([start[src], start[dst]]) - t0]
-    return _Block(2 * len(sf), [(_FRAG, 0), (_TIME, 0), (_CONST, pool.add(["}"]))], frag, times)
+    frag = np.concatenate([s_base + k, f_base + k]).astype(np.int32)[None, :]
+    times = (np.concatenate([start[src], start[dst]]) - t0)[None, :]
+    return _Block(2 * len(sf), [(_FRAG, 0), (_TIME, 0), (_CONST, pool.add(["}"]))], frag, times, np.zeros((0, 2 * len(sf)), np.int64))
 
 
 def _counter_block(trace: Trace, layout: _Layout, pool: _Pool, t0: int) -> tuple[_Block, list[dict[str, Any]], int]:
@@ -566,11 +558,11 @@ def _counter_block(trace: Trace, layout: _Layout, pool: _Pool, t0: int) -> tuple
     srow = _locate(lut, samples.get_column("series").to_numpy().astype(np.int64), "samples")
     finite = np.isfinite(samples.get_column("value").to_numpy())
     keep = np.flatnonzero(finite)
-    frag = [pool.add(heads) + srow[keep], pool.add(tails) + srow[keep]]
-    times = [samples.get_column("ts_ns").to_numpy()[keep] - t0]
+    frag = np.stack([pool.add(heads) + srow[keep], pool.add(tails) + srow[keep]]).astype(np.int32)
+    times = (samples.get_column("ts_ns").to_numpy()[keep] - t0)[None, :]
     text = samples.get_column("value").filter(pl.Series(finite)).cast(pl.String)
     ops = [(_FRAG, 0), (_TIME, 0), (_FRAG, 1), (_TEXT, 0), (_CONST, pool.add(["}}"]))]
-    return _Block(len(keep), ops, frag, times, text=text), info, len(finite) - len(keep)
+    return _Block(len(keep), ops, frag, times, np.zeros((0, len(keep)), np.int64), text), info, len(finite) - len(keep)
 
 
 def _metadata_lines(layout: _Layout, counter_pids: set[int]) -> bytes:
