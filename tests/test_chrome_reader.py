@@ -25,18 +25,24 @@ from di.nesting import nest_reference
 FLOW_DROPS = ("flow start without end", "flow end without start", "flow step on no slice")
 
 
-def _params() -> list[Any]:
-    files = kineto_files()
+def _params(traces_only: bool = False, xfail: dict[str, str] | None = None) -> list[Any]:
+    """One param per Kineto file (a skipped one when the data is absent); ``xfail``
+    maps a folder prefix to the reason its files are expected to fail."""
+    files = [p for p in kineto_files() if not (traces_only and is_execution_trace(p))]
     if not files:
         return [pytest.param(None, marks=pytest.mark.skip(reason=NO_DATA))]
-    return [pytest.param(p, id=kineto_id(p)) for p in files]
+    out = []
+    for p in files:
+        reasons = [r for prefix, r in (xfail or {}).items() if kineto_id(p).startswith(prefix)]
+        out.append(pytest.param(p, id=kineto_id(p), marks=[pytest.mark.xfail(strict=True, reason=r) for r in reasons]))
+    return out
 
 
 def one_file(folder: str) -> Path:
     """The single trace file of a data folder (skips when absent)."""
     found = sorted((KINETO / folder).glob("*.json*")) if (KINETO / folder).is_dir() else []
     if not found:
-        kineto_file(folder)  # skips with the reason
+        pytest.skip(f"{NO_DATA} (needs {folder})")
     return found[0]
 
 
@@ -251,26 +257,16 @@ def test_nesting_is_consistent(load_valid) -> None:
     assert (ev.filter(pl.col("parent").is_null()).get_column("depth") == 0).all()
 
 
-def _launch_params() -> list[Any]:
-    out = []
-    for p in [p for p in kineto_files() if not is_execution_trace(p)] or [None]:
-        if p is None:
-            out.append(pytest.param(None, marks=pytest.mark.skip(reason=NO_DATA)))
-            continue
-        rel, marks = kineto_id(p), []
-        if rel.startswith("hta_mtia_inference_trace/"):
-            marks = [pytest.mark.xfail(strict=True, reason="MTIA device timelines (mtia_ccp_events) are classified cpu_thread, runtime calls 'other'")]
-        out.append(pytest.param(p, id=rel, marks=marks))
-    return out
-
-
 def _flow_ends(trace: di.Trace, kind: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     ev = trace.events.with_row_index("row").join(trace.locations.select("loc", "kind"), on="loc", maintain_order="left")
     flows = trace.flows.filter(pl.col("kind") == kind)
     return ev[flows.get_column("src")], ev[flows.get_column("dst")]
 
 
-@pytest.mark.parametrize("path", _launch_params())
+MTIA = "MTIA device timelines (mtia_ccp_events) are classified cpu_thread, runtime calls 'other'"
+
+
+@pytest.mark.parametrize("path", _params(traces_only=True, xfail={"hta_mtia_inference_trace/": MTIA}))
 def test_launch_and_sync_flows_go_from_api_call_to_gpu(path: Path, load_valid) -> None:
     trace = load_valid(path)
     for kind, api_cats, gpu_cats in (("launch", ["cuda_api", "sync"], None), ("sync", ["sync"], ["sync"])):
@@ -283,18 +279,14 @@ def test_launch_and_sync_flows_go_from_api_call_to_gpu(path: Path, load_valid) -
         assert (src.get_column("corr") == dst.get_column("corr")).all(), kind
 
 
-def test_flows_into_sync_records_are_not_launches(load_valid) -> None:
+def test_cuda_sync_records_are_gpu_side_and_reached_by_sync_flows(load_valid) -> None:
     trace = load_valid(one_file("hta_critical_path/alexnet"))
-    dst_cat = trace.events.get_column("cat").gather(trace.flows.get_column("dst")).cast(pl.String)
-    kinds = trace.flows.get_column("kind").cast(pl.String).filter(dst_cat == "sync")
-    assert kinds.len() > 0 and "launch" not in kinds.to_list()
-
-
-def test_device_sync_records_are_not_on_a_cpu_thread(load_valid) -> None:
-    trace = load_valid(one_file("hta_critical_path/alexnet"))
-    ev = trace.events.join(trace.locations.select("loc", "kind"), on="loc")
+    ev = trace.events.join(trace.locations.select("loc", "kind"), on="loc", maintain_order="left")
     kinds = ev.filter(pl.col("src_cat") == "cuda_sync").get_column("kind").cast(pl.String)
-    assert kinds.len() > 0 and "cpu_thread" not in kinds.to_list()
+    assert kinds.len() > 0 and set(kinds) == {"gpu_stream"}  # Context Sync too (tid -1, 'Device 0')
+    dst_cat = trace.events.get_column("cat").gather(trace.flows.get_column("dst")).cast(pl.String)
+    flow_kinds = trace.flows.get_column("kind").cast(pl.String).filter(dst_cat == "sync")
+    assert flow_kinds.len() > 0 and set(flow_kinds) == {"sync"}  # ac2g ones as well as corr-derived
 
 
 # ---- hand-built documents: the answer is known by construction ----
@@ -361,6 +353,13 @@ def test_counters_with_two_keys_and_a_unit(tmp_path: Path, load_valid) -> None:
     assert t.locations.select("loc", "pid", "kind").rows() == [(0, 1, "counter")]
     assert t.series.rows() == [(0, 0, "mem alloc", None), (1, 0, "mem free", None), (2, 0, "power", "W")]
     assert t.samples.rows() == [(0, 1000, 5.0), (0, 2000, 6.0), (1, 1000, 7.5), (1, 2000, 8.0), (2, 2000, 100.0)]
+
+
+@pytest.mark.xfail(strict=True, reason="metadata.counters ignores a C event's id; the spec names the counter by name + id")
+def test_counter_id_makes_its_own_series(tmp_path: Path, load_valid) -> None:
+    c = {"ph": "C", "name": "ctr", "pid": 1, "ts": 1}
+    t = load_valid(write_json(tmp_path, "cid.json", trace_doc({**c, "id": 3, "args": {"a": 1}}, {**c, "id": 4, "args": {"a": 2}})))
+    assert t.series.height == 2 and t.samples.height == 2
 
 
 def test_async_begin_end_and_instant(tmp_path: Path, load_valid) -> None:

@@ -1,0 +1,85 @@
+"""Lane assignment: nesting stacks per location, numba kernel against the pure-Python reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from di.convert.lanes import assign_lanes, assign_lanes_reference, is_sorted
+
+
+def _lanes(rows: list[tuple[int, int, int]]) -> list[int]:
+    loc, start, end = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    return assign_lanes(loc, start, end).tolist()
+
+
+def test_nested_events_stay_on_lane_0() -> None:
+    assert _lanes([(0, 0, 100), (0, 10, 50), (0, 10, 20), (0, 20, 50), (0, 60, 100)]) == [0, 0, 0, 0, 0]
+
+
+def test_overlap_without_nesting_moves_to_next_lane() -> None:
+    # [0,10) then [5,15): starts inside, ends after -> lane 1; [12,20) nests nowhere open on lane 0 -> lane 0
+    assert _lanes([(0, 0, 10), (0, 5, 15), (0, 12, 20)]) == [0, 1, 0]
+
+
+def test_greedy_uses_lowest_fitting_lane() -> None:
+    # staggered overlaps need lanes 0, 1, 2; [3, 4) nests inside [0, 10), so it goes back to lane 0
+    assert _lanes([(0, 0, 10), (0, 1, 11), (0, 2, 12), (0, 3, 4)]) == [0, 1, 2, 0]
+
+
+def test_touching_is_not_overlap() -> None:
+    assert _lanes([(0, 0, 10), (0, 10, 20), (0, 20, 20)]) == [0, 0, 0]
+
+
+def test_instants_always_fit_lane_0() -> None:
+    assert _lanes([(0, 0, 10), (0, 5, 15), (0, 7, 7), (0, 12, 12), (0, 15, 15)]) == [0, 1, 0, 0, 0]
+
+
+def test_lanes_restart_on_each_location() -> None:
+    assert _lanes([(0, 0, 10), (0, 5, 15), (1, 5, 20), (1, 6, 7)]) == [0, 1, 0, 0]
+
+
+def test_empty_input() -> None:
+    empty = np.zeros(0, dtype=np.int64)
+    assert assign_lanes(empty, empty, empty).dtype == np.int32
+    assert len(assign_lanes(empty, empty, empty)) == 0
+
+
+def test_length_mismatch_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        assign_lanes(np.zeros(2), np.zeros(2), np.zeros(3))
+
+
+def _random_events(rng: np.random.Generator, n: int, span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    loc = rng.integers(0, 4, n)
+    start = rng.integers(0, span, n)
+    end = start + np.where(rng.random(n) < 0.2, 0, rng.integers(0, span // 3 + 1, n))
+    order = np.lexsort((-end, start, loc))
+    return loc[order], start[order], end[order]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kernel_matches_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    loc, start, end = _random_events(rng, int(rng.integers(1, 400)), int(rng.choice([10, 100, 10_000])))
+    assert is_sorted(loc, start, end)
+    np.testing.assert_array_equal(assign_lanes(loc, start, end), assign_lanes_reference(loc, start, end))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_every_lane_is_properly_nested(seed: int) -> None:
+    loc, start, end = _random_events(np.random.default_rng(100 + seed), 300, 50)
+    lanes = assign_lanes(loc, start, end)
+    for key in set(zip(loc.tolist(), lanes.tolist())):
+        rows = [i for i in range(len(loc)) if (loc[i], lanes[i]) == key]
+        for a in rows:  # any two events on one track are disjoint or nested
+            for b in rows:
+                s1, e1, s2, e2 = start[a], end[a], start[b], end[b]
+                assert e1 <= s2 or e2 <= s1 or (s1 <= s2 and e2 <= e1) or (s2 <= s1 and e1 <= e2)
+
+
+def test_is_sorted() -> None:
+    loc, start, end = (np.array(c) for c in ([0, 0, 1], [0, 0, 5], [10, 5, 6]))
+    assert is_sorted(loc, start, end)
+    assert not is_sorted(loc, start, end[[1, 0, 2]])  # equal start: longer first
+    assert not is_sorted(loc[::-1], start, end)
