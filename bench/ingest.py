@@ -94,7 +94,6 @@ print(json.dumps({"steps": steps, "generate_s": time.perf_counter() - t}))
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    sys.path.insert(0, str(REPO))  # run from a checkout without installing
     inputs: list[dict[str, Any]] = []
     real = _largest_kineto()
     if real is None:

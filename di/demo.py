@@ -136,7 +136,7 @@ _GPU_KEYS = list(_GPU)
 
 # block templates: key -> (median CPU ns, nodes); node = (depth, cat, name, f0, f1, gpu key)
 # where [f0, f1] is the node's share of its block's span (children nest by construction)
-_Node = tuple[int, str, str, float, float, "str | None"]
+_Node = tuple[int, str, str, float, float, str | None]
 _OP, _UA, _RT, _LAUNCH = "cpu_op", "user_annotation", "cuda_runtime", "cudaLaunchKernel"
 _BLOCKS: dict[str, tuple[int, tuple[_Node, ...]]] = {
     "loader": (120_000, (
@@ -191,7 +191,7 @@ _CALL_ROLE = {"nccl": ROLE_NCCL, "sgd": ROLE_OPT, "sync": ROLE_HOST_SYNC}
 
 
 @dataclass(frozen=True)
-class Plan:
+class _Plan:
     """One step's static structure: top-level blocks, CPU nodes, runtime calls.
 
     CPU nodes exclude the ``ProfilerStep`` root, which is node 0 of the step's
@@ -213,7 +213,7 @@ class Plan:
     gpu_ns: np.ndarray  # (N,) median device time
 
 
-def _build_plan(ops_per_step: int, ranks: int) -> Plan:
+def _build_plan(ops_per_step: int, ranks: int) -> _Plan:
     names = ["loader", *(_OP_CYCLE[k % len(_OP_CYCLE)] for k in range(ops_per_step)),
              "allreduce", "optimizer", "sync"]
     kinds: dict[tuple[str, str], int] = {}
@@ -229,7 +229,7 @@ def _build_plan(ops_per_step: int, ranks: int) -> Plan:
             cpu.append((b, f0, f1, kinds.setdefault((cat, op), len(kinds))))
             enclosing[depth + 1] = len(cpu)
     c, r = np.array(cpu, dtype=np.float64), np.array(rt, dtype=np.float64)
-    return Plan(
+    return _Plan(
         ranks=ranks,
         block_ns=np.array([_BLOCKS[n][0] for n in names], dtype=np.float64),
         block_role=np.array([_BLOCK_ROLE.get(n, ROLE_OP) for n in names]),
@@ -241,7 +241,7 @@ def _build_plan(ops_per_step: int, ranks: int) -> Plan:
 
 
 @dataclass
-class Timeline:
+class _Timeline:
     """Simulated times (int64 ns): per-block/-activity ones relative to the step start,
     per-step ones (shape (ranks, steps)) on the job clock (relative to the base)."""
 
@@ -260,7 +260,7 @@ class Timeline:
     sync_end: np.ndarray
 
 
-_PER_STEP = [f.name for f in fields(Timeline)][5:]
+_PER_STEP = [f.name for f in fields(_Timeline)][5:]
 
 
 def kineto_job(
@@ -371,7 +371,7 @@ def _share(start: np.ndarray, dur: np.ndarray, block: np.ndarray, f: np.ndarray)
     return start[..., block] + (f * dur[..., block]).astype(np.int64)
 
 
-def _simulate(plan: Plan, ranks: int, steps: int, seed: int, straggler: int | None) -> Timeline:
+def _simulate(plan: _Plan, ranks: int, steps: int, seed: int, straggler: int | None) -> _Timeline:
     """Times of every block, call and device activity of every rank and step."""
     rng = np.random.default_rng(seed)
     dur = _draw(rng, plan.block_ns, (ranks, steps, plan.block_ns.size))
@@ -388,13 +388,13 @@ def _simulate(plan: Plan, ranks: int, steps: int, seed: int, straggler: int | No
     ops = plan.rt_role == ROLE_STREAM
     g_start, g_end = _fifo(ready[..., ops], gdur[..., ops])
     pid = rng.integers(100_000, 4_000_000, size=ranks)
-    tl = Timeline(start, dur, g_start, g_end, pid,
+    tl = _Timeline(start, dur, g_start, g_end, pid,
                   **{k: np.zeros((ranks, steps), np.int64) for k in _PER_STEP})
     _couple_steps(plan, tl, rng, ready, gdur)
     return tl
 
 
-def _couple_steps(plan: Plan, tl: Timeline, rng: np.random.Generator, ready: np.ndarray,
+def _couple_steps(plan: _Plan, tl: _Timeline, rng: np.random.Generator, ready: np.ndarray,
                   gdur: np.ndarray) -> None:
     """Place steps on the job clock: a step starts after the previous one's sync, an
     allreduce ends after its last rank arrived. Loops over steps, vectorized over ranks."""
@@ -464,7 +464,7 @@ def _grid(per_step: np.ndarray, steps: int) -> dict[str, np.ndarray]:
     return {"step": np.repeat(np.arange(steps), n), "node": np.tile(np.arange(n), steps)}
 
 
-def _cpu_frames(plan: Plan, tl: Timeline, r: int, pid: int) -> list[pl.DataFrame]:
+def _cpu_frames(plan: _Plan, tl: _Timeline, r: int, pid: int) -> list[pl.DataFrame]:
     """ProfilerStep roots plus every nested CPU op/annotation."""
     t0 = tl.t0[r][:, None]
     start = t0 + _share(tl.block_start[r], tl.block_dur[r], plan.cpu_block, plan.cpu_f[:, 0])
@@ -515,7 +515,7 @@ def _collective_kernel_args(ranks: int) -> str:
             f'"default_pg", "Process Group Ranks": "{json.dumps(list(range(ranks)))}"')
 
 
-def _device_times(plan: Plan, tl: Timeline, r: int) -> tuple[np.ndarray, np.ndarray]:
+def _device_times(plan: _Plan, tl: _Timeline, r: int) -> tuple[np.ndarray, np.ndarray]:
     """(steps, calls) start and end of every call's device activity, job clock."""
     t0 = tl.t0[r][:, None]
     start = np.zeros((tl.t0.shape[1], plan.rt_role.size), np.int64)
@@ -533,7 +533,7 @@ def _device_times(plan: Plan, tl: Timeline, r: int) -> tuple[np.ndarray, np.ndar
     return start, end
 
 
-def _runtime_frame(plan: Plan, tl: Timeline, r: int) -> pl.DataFrame:
+def _runtime_frame(plan: _Plan, tl: _Timeline, r: int) -> pl.DataFrame:
     """One row per runtime call: its times, ids and device activity's times."""
     steps = tl.t0.shape[1]
     t0 = tl.t0[r][:, None]
@@ -617,7 +617,7 @@ def _device_args(cat: str, name: str, key: str, dev: int, tid: int, static: str 
     return [*ids, f'"bytes": {static}, "memory bandwidth (GB/s)": ', bandwidth, _END]
 
 
-def _gpu_step_frame(plan: Plan, tl: Timeline, r: int, dev: int) -> pl.DataFrame:
+def _gpu_step_frame(plan: _Plan, tl: _Timeline, r: int, dev: int) -> pl.DataFrame:
     """ProfilerStep#N mirrored on the compute stream as gpu_user_annotation."""
     steps = np.arange(tl.t0.shape[1])
     first = tl.t0[r] + (tl.op_gpu_start[r][:, 0] if tl.op_gpu_start.shape[-1] else 0)
@@ -630,7 +630,7 @@ def _gpu_step_frame(plan: Plan, tl: Timeline, r: int, dev: int) -> pl.DataFrame:
                  _us("ts"), _X_MID, _us("dur"), _ARGS, _ints("ext"), "\n    }\n  }")
 
 
-def _render(plan: Plan, tl: Timeline, r: int) -> memoryview:
+def _render(plan: _Plan, tl: _Timeline, r: int) -> memoryview:
     """The complete document of rank ``r``, as a view of one Arrow string buffer.
 
     Every event row is rendered with its separator and rows are sorted by key; the

@@ -66,6 +66,9 @@ def test_layout_and_one_event_per_line(tmp_path: Path) -> None:
     body = text.split(b"\n")[1 : 1 + len(doc["traceEvents"])]
     assert [orjson.loads(line.rstrip(b",")) for line in body] == doc["traceEvents"]
     assert not _phase(doc, "B", "E")
+    # what Perfetto's tokenizer needs: "ts" on all but M events, no array at an event's top level
+    assert all("ts" in e for e in doc["traceEvents"] if e["ph"] != "M")
+    assert not [e for e in doc["traceEvents"] if any(isinstance(v, list) for v in e.values())]
 
 
 def test_pids_unique_per_rank_and_process(tmp_path: Path) -> None:
@@ -124,14 +127,27 @@ def test_unsorted_events_still_get_lanes(tmp_path: Path) -> None:
     assert [_tracks(doc)[e["pid"], e["tid"]]["lane"] for e in _phase(doc, "X")] == [1, 0]
 
 
-NASTY = ['say "hi"', "back\\slash", "ünïcödé ✓ 🚀", "tab\tnew\nline\x01", "", "</script>"]
+NASTY = ['say "hi"', "back\\slash", "ünïcödé ✓ 🚀", "tab\tnew\nline\x01", "", "</script>", "del\x7f"]
 
 
 def test_names_and_categories_round_trip(tmp_path: Path) -> None:
     rows = [(0, T0 + i, T0 + i, name) for i, name in enumerate(NASTY)]
     trace = _build(_events(rows, src_cat=NASTY[::-1], instant=[True] * len(rows)))
-    doc, _ = _write(trace, tmp_path)
+    doc, text = _write(trace, tmp_path)
     assert [(e["name"], e["cat"]) for e in _phase(doc, "i")] == list(zip(NASTY, NASTY[::-1]))
+    assert not any(c < 0x20 or c == 0x7F for c in text.replace(b"\n", b""))  # Perfetto rejects raw control characters
+
+
+def test_location_names_round_trip(tmp_path: Path) -> None:
+    locations = {**LOCATIONS, "name": [NASTY[0], None, NASTY[-1], None], "process": [NASTY[2], None, "p", None]}
+    trace = Trace.build(meta={}, locations=locations, events=_events([(0, T0, T0 + 1, "a"), (2, T0, T0 + 1, "b")]))
+    doc, text = _write(trace, tmp_path)
+    meta = {e["name"]: [] for e in _phase(doc, "M")}
+    for e in _phase(doc, "M"):
+        meta[e["name"]].append(e["args"].get("name"))
+    assert meta["thread_name"] == [NASTY[0], NASTY[-1]] and meta["process_name"] == ["rank 0 / " + NASTY[2], "rank 1 / p"]
+    assert [t["name"] for t in doc["diTrace"]["locations"]] == locations["name"]
+    assert b"\x7f" not in text
 
 
 def test_category_falls_back_to_canonical_cat(tmp_path: Path) -> None:

@@ -21,7 +21,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["assign_lanes", "assign_lanes_reference", "is_sorted"]
+__all__ = ["assign_lanes", "assign_lanes_reference", "innermost_points", "innermost_points_reference", "is_sorted"]
+
+NO_POINT = np.iinfo(np.int64).min
+"""What :func:`innermost_points` returns for an event that is never the innermost one after the bound."""
 
 
 def assign_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
@@ -119,3 +122,60 @@ def assign_lanes_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.nda
                 break
             k += 1
     return lanes
+
+
+def innermost_points(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rows: np.ndarray,
+                     lower_ns: np.ndarray) -> np.ndarray:
+    """For each queried event, the first time at or after a bound when it is the innermost open event of its location.
+
+    A point in time binds to an event the way Perfetto and di's reader bind a
+    flow marker (``s``, or ``f`` with ``bp: "e"``): to the innermost event that
+    encloses it (``start_ns <= t < end_ns``, or ``t == start_ns``). Events
+    after the queried one (same location, any lane) that enclose ``t`` block it.
+
+    Args:
+        loc, start_ns, end_ns: all events, sorted by (loc, start_ns, -end_ns); int64 ns.
+        rows: the queried events (positions in those arrays).
+        lower_ns: per query, the earliest acceptable time (>= the event's start), int64 ns.
+
+    Returns:
+        int64 ns per query, or :data:`NO_POINT` where every time from the bound
+        to the event's end is covered by another event.
+    """
+    return _points_kernel(np.asarray(loc, dtype=np.int64), np.asarray(start_ns, dtype=np.int64),
+                          np.asarray(end_ns, dtype=np.int64), np.asarray(rows, dtype=np.int64),
+                          np.asarray(lower_ns, dtype=np.int64))
+
+
+@njit(cache=True)
+def _points_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    out = np.empty(rows.shape[0], dtype=np.int64)
+    for q in range(rows.shape[0]):
+        r = rows[q]
+        t = lower[q]
+        j = r + 1
+        while j < loc.shape[0] and loc[j] == loc[r] and start[j] <= t:
+            if end[j] > t:
+                t = end[j]  # covered until this event ends
+            elif start[j] == t:
+                t += 1  # a zero-length event sits exactly at t
+            j += 1
+        out[q] = t if t < end[r] or t == start[r] == end[r] else NO_POINT
+    return out
+
+
+def innermost_points_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rows: np.ndarray,
+                               lower_ns: np.ndarray) -> np.ndarray:
+    """Pure-Python version of :func:`innermost_points`: tries every ns from the bound to the event's end."""
+    out = []
+    for r, t in zip(rows.tolist(), lower_ns.tolist()):
+        later = [j for j in range(r + 1, len(loc)) if loc[j] == loc[r]]
+        last = max(int(end_ns[r]), t)
+        found = NO_POINT
+        for cand in range(t, last + 1):
+            inside = cand < end_ns[r] or cand == start_ns[r] == end_ns[r]
+            if inside and not any(start_ns[j] <= cand and (cand < end_ns[j] or cand == start_ns[j]) for j in later):
+                found = cand
+                break
+        out.append(found)
+    return np.array(out, dtype=np.int64)

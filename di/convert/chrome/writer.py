@@ -44,7 +44,7 @@ import orjson
 import polars as pl
 from numba import njit
 
-from di.convert.lanes import assign_lanes, is_sorted
+from di.convert.lanes import NO_POINT, assign_lanes, innermost_points, is_sorted
 from di.errors import SchemaError
 from di.trace import Trace
 
@@ -156,12 +156,17 @@ def _dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
     return codes, uniq.cast(pl.String).to_list()
 
 
+def _json(value: Any) -> str:
+    """JSON text by orjson, with DEL escaped too: Perfetto's tokenizer rejects raw control characters in strings."""
+    return orjson.dumps(value).decode().replace("\x7f", "\\u007f")
+
+
 def _json_literals(s: pl.Series) -> pl.Series:
-    """Each value as a JSON string literal (escaped by orjson, once per distinct value); null stays null."""
+    """Each value as a JSON string literal (escaped once per distinct value); null stays null."""
     codes, values = _dense_codes(s)
     if not values:
         return pl.Series([None] * len(s), dtype=pl.String)
-    lits = pl.Series([orjson.dumps(v).decode() for v in values], dtype=pl.String)
+    lits = pl.Series([_json(v) for v in values], dtype=pl.String)
     return lits.gather(pl.Series(codes).replace(-1, None))
 
 
@@ -205,7 +210,8 @@ def _put_time(out: np.ndarray, pos: int, v: int) -> int:
 
 
 @njit(cache=True)
-def _put_args(out, pos, text, a, b, corr, nbytes, pool, pool_off, key):  # type: ignore[no-untyped-def]
+def _put_args(out: np.ndarray, pos: int, text: np.ndarray, a: int, b: int, corr: int, nbytes: int,
+              pool: np.ndarray, pool_off: np.ndarray, key: int) -> int:
     """``,"args":`` + the args text, with "correlation"/"bytes" put first when given (not _NO_TIME)."""
     if corr == _NO_TIME and nbytes == _NO_TIME:
         if b > a:
@@ -233,7 +239,8 @@ def _put_args(out, pos, text, a, b, corr, nbytes, pool, pool_off, key):  # type:
 
 
 @njit(cache=True)
-def _assemble_kernel(ops, lo, hi, frag, times, ints, pool, pool_off, text, text_off, out):  # type: ignore[no-untyped-def]
+def _assemble_kernel(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
+                     pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray, out: np.ndarray) -> int:
     pos = 0
     for i in range(lo, hi):
         t = i - lo  # row of the text column, which holds rows lo..hi only
@@ -386,17 +393,43 @@ def _layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray) -> _L
     return _Layout(tracks, procs, track_of_event, loc_row, locs.get_column("pid").to_numpy())
 
 
-def _event_lanes(ev: pl.DataFrame) -> np.ndarray:
-    """Lane per event row; works on a sorted copy when the table is not sorted."""
+def _sorted_events(ev: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """loc, start_ns, end_ns (instants: = start) in (loc, start, -end) order, and that order (None: rows already are)."""
     loc = ev.get_column("loc").to_numpy().astype(np.int64)
     start = ev.get_column("start_ns").to_numpy()
     end = np.where(ev.get_column("instant").to_numpy(), start, ev.get_column("end_ns").to_numpy())
     if is_sorted(loc, start, end):
-        return assign_lanes(loc, start, end)
+        return loc, start, end, None
     order = np.lexsort((-end, start, loc))
-    lane = np.empty(len(loc), dtype=np.int32)
-    lane[order] = assign_lanes(loc[order], start[order], end[order])
-    return lane
+    return loc[order], start[order], end[order], order
+
+
+def _event_lanes(loc: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """Lane per event row (:func:`assign_lanes` on the sorted view, mapped back to rows)."""
+    lanes = assign_lanes(loc, start, end)
+    if order is None:
+        return lanes
+    out = np.empty_like(lanes)
+    out[order] = lanes
+    return out
+
+
+def _marker_times(sorted_events: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None],
+                  src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ns of the ``s`` and ``f`` marker of each flow: where its event is the innermost one, ``f`` not before ``s``."""
+    loc, start, end, order = sorted_events
+    if order is not None:
+        where = np.empty_like(order)
+        where[order] = np.arange(len(order))
+        src, dst = where[src], where[dst]
+
+    def point(rows: np.ndarray, lower: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+        t = innermost_points(loc, start, end, rows, lower)
+        return np.where(t == NO_POINT, fallback, t)
+
+    s_ts = point(src, start[src], start[src])
+    f_ts = point(dst, np.maximum(start[dst], s_ts), point(dst, start[dst], start[dst]))
+    return s_ts, f_ts
 
 
 @dataclass(frozen=True)
@@ -450,9 +483,9 @@ def _bind_ids(src: np.ndarray, dst: np.ndarray, start: np.ndarray, instant: np.n
     return np.where(ok, BIND_ID_BASE + root, -1)
 
 
-def _flow_attrs(flows: pl.DataFrame) -> pl.Series:
-    """The ``di_flow`` object text of each flow: kind, and id / src_cat when not null."""
-    return flows.with_columns(_sc=_json_literals(flows.get_column("src_cat"))).select(pl.concat_str([
+def _flow_attrs(flows: pl.DataFrame, src_cat: pl.Series) -> pl.Series:
+    """The ``di_flow`` object text of each flow: kind, and id / src_cat (JSON literals) when not null."""
+    return flows.with_columns(_sc=src_cat).select(pl.concat_str([
         pl.lit('{"kind":"'), pl.col("kind").cast(pl.String), pl.lit('"'),
         pl.lit(',"id":') + pl.col("id").cast(pl.String), pl.lit(',"src_cat":') + pl.col("_sc"), pl.lit("}"),
     ], ignore_nulls=True)).to_series()
@@ -490,10 +523,10 @@ def _event_block(ev: pl.DataFrame, layout: _Layout, pool: _Pool, suffix: tuple[n
     x_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"X"'), *pid_tid])).to_series())
     i_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"i","s":"t"'), *pid_tid])).to_series())
     names, name_values = _dense_codes(ev.get_column("name"))
-    name_base = pool.add([',"name":' + orjson.dumps(v).decode() for v in name_values])
+    name_base = pool.add([',"name":' + _json(v) for v in name_values])
     cats, cat_values = _dense_codes(ev.get_column("cat"))
     src_cats, src_values = _dense_codes(ev.get_column("src_cat"))
-    cat_base = pool.add([',"cat":' + orjson.dumps(v).decode() for v in cat_values + src_values])
+    cat_base = pool.add([',"cat":' + _json(v) for v in cat_values + src_values])
     ints = np.empty((2, n), dtype=np.int64)
     args = _args_columns(ev, ints)
     rows, text = suffix
@@ -513,15 +546,15 @@ def _event_block(ev: pl.DataFrame, layout: _Layout, pool: _Pool, suffix: tuple[n
 
 
 def _pair_block(flows: pl.DataFrame, sf: np.ndarray, layout: _Layout, pool: _Pool, attrs: pl.Series,
-                start: np.ndarray, t0: int) -> _Block:
-    """``s`` and ``f`` lines of the flows in ``sf`` (ids 1, 2, ...), at the src and dst event starts."""
+                src_cat: pl.Series, markers: tuple[np.ndarray, np.ndarray], t0: int) -> _Block:
+    """``s`` and ``f`` lines of the flows in ``sf`` (ids 1, 2, ...) at the marker times (ns) given for them."""
     src = flows.get_column("src").to_numpy()[sf]
     dst = flows.get_column("dst").to_numpy()[sf]
     pid, tid = layout.tracks.get_column("pid").to_numpy(), layout.tracks.get_column("tid").to_numpy()
     ts, td = layout.track_of_event[src], layout.track_of_event[dst]
     sub = flows[sf].with_columns(
         _id=pl.Series(np.arange(1, len(sf) + 1)), _ps=pid[ts], _ts=tid[ts], _pd=pid[td], _td=tid[td], _a=attrs.gather(sf),
-        _cat=_json_literals(flows.get_column("src_cat")).gather(sf),
+        _cat=src_cat.gather(sf),
     ).with_columns(_cat=pl.coalesce("_cat", pl.format('"{}"', "kind")))
 
     def head(ph: str, p: str, t: str, extra: list[pl.Expr]) -> pl.Series:
@@ -534,7 +567,7 @@ def _pair_block(flows: pl.DataFrame, sf: np.ndarray, layout: _Layout, pool: _Poo
     f_base = pool.add(head("f", "_pd", "_td", [pl.lit(',"bp":"e","di_flow":'), pl.col("_a")]))
     k = np.arange(len(sf))
     frag = np.concatenate([s_base + k, f_base + k]).astype(np.int32)[None, :]
-    times = (np.concatenate([start[src], start[dst]]) - t0)[None, :]
+    times = (np.concatenate(markers) - t0)[None, :]
     return _Block(2 * len(sf), [(_FRAG, 0), (_TIME, 0), (_CONST, pool.add(["}"]))], frag, times, np.zeros((0, 2 * len(sf)), np.int64))
 
 
@@ -550,8 +583,8 @@ def _counter_block(trace: Trace, layout: _Layout, pool: _Pool, t0: int) -> tuple
             counter = f"{counter} #{row['series']}"
         taken.add((pid, counter))
         info.append({**row, "pid": pid, "counter": counter, "key": row["name"]})
-        heads.append(f'{{"ph":"C","pid":{pid},"name":{orjson.dumps(counter).decode()},"ts":')
-        tails.append(f',"args":{{{orjson.dumps(row["name"]).decode()}:')
+        heads.append(f'{{"ph":"C","pid":{pid},"name":{_json(counter)},"ts":')
+        tails.append(f',"args":{{{_json(row["name"])}:')
     lut = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, dtype=np.int64)
     lut[ids] = np.arange(len(ids))
     samples = trace.samples
@@ -576,7 +609,7 @@ def _metadata_lines(layout: _Layout, counter_pids: set[int]) -> bytes:
     for t in tracks.select("pid", "tid", "thread_name").iter_rows(named=True):
         lines.append({"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_name", "args": {"name": t["thread_name"]}})
         lines.append({"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_sort_index", "args": {"sort_index": t["tid"]}})
-    return b"".join(b",\n" + orjson.dumps(line) for line in lines)
+    return "".join(",\n" + _json(line) for line in lines).encode()
 
 
 def _di_trace(trace: Trace, layout: _Layout, series: list[dict[str, Any]], t0: int, counts: dict[str, int]) -> bytes:
@@ -588,22 +621,24 @@ def _di_trace(trace: Trace, layout: _Layout, series: list[dict[str, Any]], t0: i
     meta = trace.meta
     di_meta = {"clock": meta.get("clock"), "sources": meta.get("sources", []), "world_size": meta.get("world_size"),
                "start_ns": t0}
-    return orjson.dumps({"schema_version": 1, "locations": locations, "series": series, "meta": di_meta, **counts})
+    return _json({"schema_version": 1, "locations": locations, "series": series, "meta": di_meta, **counts}).encode()
 
 
 def _write(trace: Trace, f: IO[bytes]) -> None:
     ev, flows = trace.events, trace.flows
     starts = [s.min() for s in (ev.get_column("start_ns"), trace.samples.get_column("ts_ns")) if len(s)]
     t0 = int(min(starts)) if starts else 0  # type: ignore[call-overload]
-    lane = _event_lanes(ev)
-    layout = _layout(trace.locations, ev.get_column("loc").to_numpy().astype(np.int64), lane)
+    ordered = _sorted_events(ev)
+    layout = _layout(trace.locations, ev.get_column("loc").to_numpy().astype(np.int64), _event_lanes(*ordered))
     start, instant = ev.get_column("start_ns").to_numpy(), ev.get_column("instant").to_numpy()
     src, dst = (_event_rows(flows.get_column(c).to_numpy(), ev.height, f"flows.{c}") for c in ("src", "dst"))
     bind = _bind_ids(src, dst, start, instant)
-    attrs = _flow_attrs(flows)
+    src_cat = _json_literals(flows.get_column("src_cat"))
+    attrs = _flow_attrs(flows, src_cat)
     pool = _Pool()
     events = _event_block(ev, layout, pool, _bind_suffix(src, dst, bind, attrs, ev.height), t0)
-    pairs = _pair_block(flows, np.flatnonzero(bind < 0), layout, pool, attrs, start, t0)
+    sf = np.flatnonzero(bind < 0)
+    pairs = _pair_block(flows, sf, layout, pool, attrs, src_cat, _marker_times(ordered, src[sf], dst[sf]), t0)
     counters, series, nonfinite = _counter_block(trace, layout, pool, t0)
     frozen = pool.freeze()
     sink = _Sink(f)
