@@ -185,12 +185,20 @@ def _flows_written(doc: dict[str, Any]) -> list[tuple[int, int, dict[str, Any]]]
         rows.sort(key=lambda r: events[r]["ts"])
         assert "flow_in" not in events[rows[0]] and "flow_out" not in events[rows[-1]]
         out += [(a, b, events[b]["di_flow"]) for a, b in zip(rows, rows[1:])]
-    where = {(e["pid"], e["tid"], e["ts"]): row for row, e in enumerate(events)}
+    def ns(us: float) -> int:
+        return round(us * 1000)
+
+    def bound(marker: dict[str, Any]) -> int:  # the innermost event of the track enclosing the marker
+        t = ns(marker["ts"])
+        inside = [(ns(e["ts"]), row) for row, e in enumerate(events) if (e["pid"], e["tid"]) == (marker["pid"], marker["tid"])
+                  and ns(e["ts"]) <= t and (t < ns(e["ts"]) + ns(e.get("dur", 0)) or t == ns(e["ts"]))]
+        return max(inside)[1]
+
     starts = {e["id"]: e for e in _phase(doc, "s")}
     for f in _phase(doc, "f"):
         s = starts.pop(f["id"])
-        assert f["bp"] == "e" and (s["cat"], s["name"]) == (f["cat"], f["name"])
-        out.append((where[s["pid"], s["tid"], s["ts"]], where[f["pid"], f["tid"], f["ts"]], f["di_flow"]))
+        assert f["bp"] == "e" and (s["cat"], s["name"]) == (f["cat"], f["name"]) and s["ts"] <= f["ts"]
+        out.append((bound(s), bound(f), f["di_flow"]))
     assert not starts
     return out
 
@@ -222,6 +230,17 @@ def test_flow_chain_shares_one_bind_id(tmp_path: Path) -> None:
     assert a["bind_id"] == b["bind_id"] == c["bind_id"] >= writer.BIND_ID_BASE
     assert b["flow_in"] and b["flow_out"] and c["flow_in"] and "flow_in" not in a
     assert sorted((s, d) for s, d, _ in _flows_written(doc)) == [(0, 1), (1, 2)]
+
+
+def test_equal_start_flows_bind_to_the_right_events(tmp_path: Path) -> None:
+    rows = [(0, T0, T0 + 100, "outer"), (0, T0, T0, "zero parent"), (0, T0, T0, "zero child"), (0, T0 + 10, T0 + 20, "inner"),
+            (1, T0, T0, "wait"), (1, T0 + 5, T0 + 90, "long"), (1, T0 + 30, T0 + 40, "k")]
+    flows = {  # 1->4: equal zero-length starts; 0->6 and 0->5: outer has children from its first ns; 6->0: back in time
+        "src": [1, 0, 0, 6], "dst": [4, 6, 5, 0], "kind": ["sync", "user", "user", "user"]}
+    doc, _ = _write(_build(_events(rows), flows=flows), tmp_path)
+    x = _phase(doc, "X")
+    assert x[1]["bind_id"] == x[4]["bind_id"] and "bind_id" not in x[2]  # v2 names the parent, not its twin child
+    assert sorted((a, b) for a, b, _ in _flows_written(doc)) == sorted(zip(flows["src"], flows["dst"]))
 
 
 def test_counters(tmp_path: Path) -> None:

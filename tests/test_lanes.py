@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from di.convert.lanes import assign_lanes, assign_lanes_reference, is_sorted
+from di.convert.lanes import NO_POINT, assign_lanes, assign_lanes_reference, innermost_points, innermost_points_reference, is_sorted
 
 
 def _lanes(rows: list[tuple[int, int, int]]) -> list[int]:
@@ -83,3 +83,20 @@ def test_is_sorted() -> None:
     assert is_sorted(loc, start, end)
     assert not is_sorted(loc, start, end[[1, 0, 2]])  # equal start: longer first
     assert not is_sorted(loc[::-1], start, end)
+
+
+def test_innermost_points_skip_children() -> None:
+    loc, start, end = (np.array(c) for c in ([0, 0, 0, 0, 0], [0, 0, 0, 2, 9], [10, 0, 0, 5, 10]))
+    # [0,10) holds zero-length twins at 0 and children [2,5), [9,10): free at 1, then from 5; never from 9 on
+    got = innermost_points(loc, start, end, np.array([0, 0, 0, 1, 2, 4]), np.array([0, 2, 9, 0, 0, 9]))
+    assert got.tolist() == [1, 5, NO_POINT, NO_POINT, 0, 9]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_innermost_points_match_reference(seed: int) -> None:
+    rng = np.random.default_rng(200 + seed)
+    loc, start, end = _random_events(rng, int(rng.integers(1, 60)), 30)
+    rows = rng.integers(0, len(loc), 40)
+    lower = start[rows] + rng.integers(0, 5, 40)
+    np.testing.assert_array_equal(innermost_points(loc, start, end, rows, lower),
+                                  innermost_points_reference(loc, start, end, rows, lower))

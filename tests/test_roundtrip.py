@@ -17,12 +17,10 @@ def _files() -> list[object]:
     files = kineto_files()
     if not files:
         return [pytest.param(None, marks=pytest.mark.skip(reason="../shared/data is absent"))]
-    # Known gaps, measured: a flow's kind/endpoints change when its source and destination
-    # start at the same ns (the writer must then use s/f binding, which is ambiguous).
-    gaps = {"benchmark_result_2869224_1695835535_trace.json.gz", "overlaid_critical_path_trace.json.gz",
-            "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"}
+    # Known gap, measured: this file fails in the .di store step, not in the Chrome leg.
+    gaps = {"rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"}
     return [
-        pytest.param(p, id=p.name, marks=[pytest.mark.xfail(reason="flows bound by s/f at equal timestamps re-bind differently")] if p.name in gaps else [])
+        pytest.param(p, id=p.name, marks=[pytest.mark.xfail(reason="the .di store step fails for this file (reported as a missing meta.json); not yet diagnosed")] if p.name in gaps else [])
         for p in files if "_et." not in p.name
     ]
 
@@ -37,8 +35,8 @@ def test_kineto_store_chrome_round_trip(path: Path, tmp_path: Path) -> None:
     back.validate()
     for col in EVENT_COLS:
         assert back.events.get_column(col).equals(original.events.get_column(col)), col
-    key = ["src", "dst"]
-    assert back.flows.sort(key).select(key + ["kind", "id"]).equals(original.flows.sort(key).select(key + ["kind", "id"]))
+    key = ["src", "dst", "kind", "id"]
+    assert back.flows.sort(key).select(key).equals(original.flows.sort(key).select(key))
     assert back.samples.equals(original.samples)
     assert back.series.select("name", "unit").equals(original.series.select("name", "unit"))
     assert back.locations.select("loc", "rank", "kind", "device", "stream").equals(

@@ -12,8 +12,11 @@ On each lane, open events that end at or before the new event's start are
 closed first (``end_ns <= start_ns``: touching is not overlapping); the event
 then fits when the lane is empty or the innermost open event ends at or after
 the new event's end. Instants (``end_ns == start_ns``) therefore always fit
-lane 0. Each lane is checked independently (greedy), so lane 0 keeps the
-longest properly nested stack the order allows.
+lane 0. Each lane is checked independently (greedy).
+
+:func:`innermost_points` answers the related question a flow marker poses:
+at what time is a given event the innermost open one on its location, so that
+a marker placed there binds to it and not to a child that starts with it.
 """
 
 from __future__ import annotations
@@ -153,14 +156,15 @@ def _points_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np
     for q in range(rows.shape[0]):
         r = rows[q]
         t = lower[q]
+        zero = start[r] == end[r]
         j = r + 1
-        while j < loc.shape[0] and loc[j] == loc[r] and start[j] <= t:
+        while (t < end[r] or (zero and t == start[r])) and j < loc.shape[0] and loc[j] == loc[r] and start[j] <= t:
             if end[j] > t:
                 t = end[j]  # covered until this event ends
             elif start[j] == t:
                 t += 1  # a zero-length event sits exactly at t
             j += 1
-        out[q] = t if t < end[r] or t == start[r] == end[r] else NO_POINT
+        out[q] = t if t < end[r] or (zero and t == start[r]) else NO_POINT
     return out
 
 

@@ -24,9 +24,11 @@ File layout (one JSON object, one trace event per line)::
 * Events are written in row order, so the k-th X/i line is ``events`` row k.
 * Flows: an X event that is the source of exactly one flow and/or the
   destination of exactly one flow carries ``bind_id`` + ``flow_out``/``flow_in``
-  (flow v2; a chain shares one id; only when the source starts strictly before
-  the destination); every other flow becomes an ``s``/``f`` pair. The event
-  ending a flow (``f`` line, or the X line with ``flow_in``) carries
+  (flow v2; a chain shares one id; only when binders see the source first);
+  every other flow becomes an ``s``/``f`` pair, each marker at the first time
+  (``f`` not before ``s``) its event is the innermost open slice of its
+  location (:func:`di.convert.lanes.innermost_points`). The event ending a
+  flow (``f`` line, or the X line with ``flow_in``) carries
   ``"di_flow": {"kind", "id", "src_cat"}`` (absent keys = null).
 * Lines are assembled by one numba kernel from byte fragments (names escaped
   once per distinct string with orjson), never a Python loop per event.
@@ -468,11 +470,17 @@ def _args_columns(ev: pl.DataFrame, ints: np.ndarray) -> pl.Series:
     return args
 
 
-def _bind_ids(src: np.ndarray, dst: np.ndarray, start: np.ndarray, instant: np.ndarray) -> np.ndarray:
-    """Flow-v2 bind_id per flow (-1: written as an s/f pair); a chain of bound flows shares its first flow's id."""
+def _bind_ids(src: np.ndarray, dst: np.ndarray, start: np.ndarray, end: np.ndarray, instant: np.ndarray) -> np.ndarray:
+    """Flow-v2 bind_id per flow (-1: written as an s/f pair); a chain of bound flows shares its first flow's id.
+
+    Binders see events in time order, so the source must come first: an earlier start, or the same start
+    with an earlier row and at least the same duration (Perfetto puts longer slices first at equal ts).
+    """
     n, m = len(start), len(src)
     out_deg, in_deg = np.bincount(src, minlength=n), np.bincount(dst, minlength=n)
-    ok = (out_deg[src] == 1) & (in_deg[dst] == 1) & ~instant[src] & ~instant[dst] & (start[src] < start[dst])
+    tie = (start[src] == start[dst]) & (src < dst) & (end[src] - start[src] >= end[dst] - start[dst])
+    first = (start[src] < start[dst]) | tie
+    ok = (out_deg[src] == 1) & (in_deg[dst] == 1) & ~instant[src] & ~instant[dst] & first
     into = np.full(n, -1, dtype=np.int64)
     into[dst[ok]] = np.flatnonzero(ok)
     root = np.arange(m)
@@ -630,9 +638,9 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     t0 = int(min(starts)) if starts else 0  # type: ignore[call-overload]
     ordered = _sorted_events(ev)
     layout = _layout(trace.locations, ev.get_column("loc").to_numpy().astype(np.int64), _event_lanes(*ordered))
-    start, instant = ev.get_column("start_ns").to_numpy(), ev.get_column("instant").to_numpy()
+    start, end, instant = (ev.get_column(c).to_numpy() for c in ("start_ns", "end_ns", "instant"))
     src, dst = (_event_rows(flows.get_column(c).to_numpy(), ev.height, f"flows.{c}") for c in ("src", "dst"))
-    bind = _bind_ids(src, dst, start, instant)
+    bind = _bind_ids(src, dst, start, end, instant)
     src_cat = _json_literals(flows.get_column("src_cat"))
     attrs = _flow_attrs(flows, src_cat)
     pool = _Pool()
