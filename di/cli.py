@@ -52,7 +52,6 @@ def _rank_options(p: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace, console: Any) -> Any:
     from rich.progress import Progress
 
-    import di
     from di.convert.registry import expand, load_paths
 
     paths = expand(args.inputs)
@@ -62,7 +61,6 @@ def _load(args: argparse.Namespace, console: Any) -> Any:
         trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
     if time.monotonic() - started > 1:
         console.print(f"[dim]loaded {trace.events.height:,} events in {time.monotonic() - started:.1f} s[/dim]")
-    _ = di
     return trace
 
 

@@ -44,7 +44,7 @@ def _timelines(ev: pl.DataFrame, syms: pl.Series, own: dict[str, Any] | None) ->
     gpu_ids = [i for i, s in enumerate(syms.to_list()) if s in GPU_SRC_CATS]
     keys = (
         ev.group_by(phases.KEY, maintain_order=True)
-        .agg(pl.col("cat").is_in(gpu_ids).any().alias("gpu"), pl.col("start_ns").min().alias("first_ns"))
+        .agg(pl.col("cat").is_in(gpu_ids).any().alias("gpu"))
         .sort(["lkind", "gpu", "pid_k", "pid", "tid_k", "tid"])
         .with_row_index("loc")
     )
