@@ -40,12 +40,26 @@ E_NONE = 0
 E_SYNTAX = 1
 E_TRUNCATED = 2
 E_NOT_TRACE = 3
+E_FULL = 4  # the symbol table filled up: scan again with a bigger one
 
-from di.convert.symbols import intern
+from di.convert.symbols import FULL, intern
 
 _MAX_MANT = np.uint64(10**18)
 _POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
 _INT64_MAX = np.uint64(2**63 - 1)
+
+
+@njit(cache=True)
+def prescan(buf):
+    """(number of '{' bytes, whether any byte is >= 0x80): an upper bound on the
+    number of event objects, and whether UTF-8 needs checking."""
+    opens = 0
+    high = 0
+    for i in range(buf.size):
+        c = buf[i]
+        opens += c == 123
+        high |= c
+    return opens, high >= 0x80
 
 
 @njit(cache=True)
@@ -96,7 +110,7 @@ def fix_utf8(buf):
     return bad, first
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ws(buf, i, n):
     while i < n:
         c = buf[i]
@@ -161,6 +175,10 @@ def _skip_value(buf, i, n):
     return -1
 
 
+_POW10_I64 = np.array([10**k for k in range(19)], dtype=np.int64)
+_SCALE_MAX = np.array([(2**63 - 1) // 10**k for k in range(19)], dtype=np.int64)  # largest v with v * 10**k in int64
+
+
 @njit(cache=True)
 def parse_number(buf, i, n, shift):
     """Parse the JSON number at i as an integer of unit 10**-shift of its value.
@@ -169,6 +187,37 @@ def parse_number(buf, i, n, shift):
     success, 1 when it is not a number and 3 when the value overflows int64.
     Up to 19 significant digits are exact; the next one rounds half up.
     """
+    # fast path: [-]digits[.digits], at most 18 digits, no more decimals than
+    # ``shift``, no exponent, no overflow; everything else goes to the general parser
+    j = i
+    neg = j < n and buf[j] == 45
+    if neg:
+        j += 1
+    v = np.int64(0)
+    d = 0
+    while j < n and 48 <= buf[j] <= 57:
+        v = v * 10 + np.int64(buf[j] - 48)
+        d += 1
+        j += 1
+    if d > 0:
+        f = 0
+        if j < n and buf[j] == 46:
+            j += 1
+            while j < n and 48 <= buf[j] <= 57:
+                v = v * 10 + np.int64(buf[j] - 48)
+                f += 1
+                j += 1
+            if f == 0:
+                d = 99
+        if d + f <= 18 and f <= shift and v <= _SCALE_MAX[shift - f] and not (j < n and (buf[j] == 101 or buf[j] == 69)):
+            v *= _POW10_I64[shift - f]
+            return (-v if neg else v), j, 0
+    return _parse_general(buf, i, n, shift)
+
+
+@njit(cache=True)
+def _parse_general(buf, i, n, shift):
+    """The general case of :func:`parse_number`: exponents, long mantissas, overflow."""
     neg = False
     if i < n and buf[i] == 45:
         neg = True
@@ -245,7 +294,7 @@ def parse_number(buf, i, n, shift):
     return (-r if neg else r), i, 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _is(buf, s, e, a):
     """True when buf[s:e] equals the ASCII bytes of ``a`` (a tuple of ints)."""
     if e - s != len(a):
@@ -278,26 +327,39 @@ _EVENTS = (116, 114, 97, 99, 101, 69, 118, 101, 110, 116, 115)
 
 @njit(cache=True)
 def _poly(buf, i, n, slots, starts, ends, count):
-    """A pid/tid/id value: (kind, int value or symbol id, end index, slots, starts, ends)."""
+    """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
     c = buf[i]
     if c == 34:
         j = _end_string(buf, i + 1, n)
         if j < 0:
-            return K_NONE, 0, -1, slots, starts, ends
-        sid, slots, starts, ends = intern(buf, i + 1, j, slots, starts, ends, count)
-        return K_STR, sid, j + 1, slots, starts, ends
+            return K_NONE, 0, -1
+        sid = intern(buf, i + 1, j, slots, starts, ends, count)
+        if sid == FULL:
+            return K_NONE, 0, -3
+        return K_STR, sid, j + 1
     if c == 45 or 48 <= c <= 57:
         v, j, st = parse_number(buf, i, n, 0)
         if st == 0:
-            return K_INT, v, j, slots, starts, ends
+            return K_INT, v, j
         # beyond int64 (or not an integer): keep its text as a symbol
         e = _skip_value(buf, i, n)
         if e < 0:
-            return K_NONE, 0, e, slots, starts, ends
-        sid, slots, starts, ends = intern(buf, i, e, slots, starts, ends, count)
-        return K_STR, sid, e, slots, starts, ends
+            return K_NONE, 0, e
+        sid = intern(buf, i, e, slots, starts, ends, count)
+        if sid == FULL:
+            return K_NONE, 0, -3
+        return K_STR, sid, e
     e = _skip_value(buf, i, n)
-    return K_NONE, 0, e, slots, starts, ends
+    return K_NONE, 0, e
+
+
+@njit(cache=True)
+def _copy_raw(buf, s, e, out, o):
+    """Copy buf[s:e] to out[o:] (a loop: slice assignment compiles slowly); returns the new o."""
+    for k in range(s, e):
+        out[o] = buf[k]
+        o += 1
+    return o
 
 
 @njit(cache=True)
@@ -345,8 +407,7 @@ def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
         if j < 0:
             return -1, o
         ks, ke = i + 1, j
-        out[o:o + (j + 1 - i)] = buf[i:j + 1]
-        o += j + 1 - i
+        o = _copy_raw(buf, i, j + 1, out, o)
         out[o] = 58
         o += 1
         i = _ws(buf, j + 1, n)
@@ -375,8 +436,7 @@ def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
             return e, o
         c0 = buf[i]
         if c0 == 34 or (48 <= c0 <= 57) or c0 == 45 or c0 == 116 or c0 == 102 or c0 == 110:
-            out[o:o + (e - i)] = buf[i:e]
-            o += e - i
+            o = _copy_raw(buf, i, e, out, o)
         else:
             o = _copy_span(buf, i, e, out, o)
         i = _ws(buf, e, n)
@@ -398,7 +458,8 @@ def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
 def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
 
-    Returns (index after the object or <0 on error, slots, starts, ends, args end).
+    Returns (index after the object, or -1 truncated, -2 bad syntax, -3 symbol
+    table full; args bytes end).
     """
     (ph, ts, dur, name, cat, pid_k, pid, tid_k, tid, id_k, idv, bind_k, bind,
      flags, scope, bp, corr, nbytes, args_off, status, xs, xe) = c
@@ -419,27 +480,27 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     i = _ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
         args_off[k + 1] = o
-        return i + 1, slots, starts, ends, o
+        return i + 1, o
     while i < n:
         if buf[i] != 34:
-            return -2, slots, starts, ends, o0
+            return -2, o0
         j = _end_string(buf, i + 1, n)
         if j < 0:
-            return -1, slots, starts, ends, o0
+            return -1, o0
         ks, ke = i + 1, j
         i = _ws(buf, j + 1, n)
         if i >= n:
-            return -1, slots, starts, ends, o0
+            return -1, o0
         if buf[i] != 58:
-            return -2, slots, starts, ends, o0
+            return -2, o0
         i = _ws(buf, i + 1, n)
         if i >= n:
-            return -1, slots, starts, ends, o0
+            return -1, o0
         v0 = buf[i]
         if v0 == 34 and (_is(buf, ks, ke, _PH) or _is(buf, ks, ke, _S) or _is(buf, ks, ke, _BP)):
             j = _end_string(buf, i + 1, n)
             if j < 0:
-                return -1, slots, starts, ends, o0
+                return -1, o0
             first = buf[i + 1] if j > i + 1 else 0
             if ke - ks == 1:
                 scope[k] = first
@@ -451,8 +512,10 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
         elif v0 == 34 and (_is(buf, ks, ke, _NAME) or _is(buf, ks, ke, _CAT)):
             j = _end_string(buf, i + 1, n)
             if j < 0:
-                return -1, slots, starts, ends, o0
-            sid, slots, starts, ends = intern(buf, i + 1, j, slots, starts, ends, count)
+                return -1, o0
+            sid = intern(buf, i + 1, j, slots, starts, ends, count)
+            if sid == FULL:
+                return -3, o0
             if buf[ks] == 110:
                 name[k] = sid
             else:
@@ -474,7 +537,7 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
                     status[k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if is_ts else ST_BAD_DUR)
                 i = _skip_value(buf, i, n)
         elif _is(buf, ks, ke, _PID) or _is(buf, ks, ke, _TID) or _is(buf, ks, ke, _ID) or _is(buf, ks, ke, _BIND):
-            kind, v, i, slots, starts, ends = _poly(buf, i, n, slots, starts, ends, count)
+            kind, v, i = _poly(buf, i, n, slots, starts, ends, count)
             if ke - ks == 2:
                 id_k[k] = kind
                 idv[k] = v
@@ -499,57 +562,64 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
         elif v0 == 123 and _is(buf, ks, ke, _ARGS):
             e, o = _scan_args(buf, i, n, k, corr, nbytes, flags, abuf, o0)
             if e < 0:
-                return e, slots, starts, ends, o0
+                return e, o0
             flags[k] |= 64
             i = e
         else:
             i = _skip_value(buf, i, n)
         if i < 0:
-            return i, slots, starts, ends, o0
+            return i, o0
         i = _ws(buf, i, n)
         if i >= n:
-            return -1, slots, starts, ends, o0
+            return -1, o0
         if buf[i] == 44:
             i = _ws(buf, i + 1, n)
         elif buf[i] == 125:
             args_off[k + 1] = o
-            return i + 1, slots, starts, ends, o
+            return i + 1, o
         else:
-            return -2, slots, starts, ends, o0
-    return -1, slots, starts, ends, o0
+            return -2, o0
+    return -1, o0
+
+
+@njit(cache=True)
+def _event_error(e):
+    return E_TRUNCATED if e == -1 else (E_FULL if e == -3 else E_SYNTAX)
 
 
 @njit(cache=True)
 def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap):
-    """Events of the array at buf[i] == '['; returns (next index, n events, error, error pos, ...)."""
-    k = 0
-    o = 0
+    """Events of the array at buf[i] == '['; returns (next index, n events, error,
+    error offset, args bytes used)."""
+    k = np.int64(0)
+    o = np.int64(0)
     i = _ws(buf, i + 1, n)
     while i < n:
         if buf[i] == 93:
-            return i + 1, k, E_NONE, -1, slots, starts, ends, o
+            return i + 1, k, E_NONE, -1, o
         if buf[i] != 123 or k >= cap:
-            return i, k, E_SYNTAX, i, slots, starts, ends, o
-        e, slots, starts, ends, o2 = _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o)
+            return i, k, E_SYNTAX, i, o
+        e, o2 = _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o)
         if e < 0:
-            return i, k, (E_TRUNCATED if e == -1 else E_SYNTAX), i, slots, starts, ends, o
+            return i, k, _event_error(e), i, o
         o = o2
         k += 1
         i = _ws(buf, e, n)
         if i < n and buf[i] == 44:
             i = _ws(buf, i + 1, n)
         elif i < n and buf[i] != 93:
-            return i, k, E_SYNTAX, i, slots, starts, ends, o
-    return n, k, E_TRUNCATED, n, slots, starts, ends, o
+            return i, k, E_SYNTAX, i, o
+    return n, k, E_TRUNCATED, n, o
 
 
 @njit(cache=True)
 def scan(buf, c, slots, starts, ends, count, abuf, top):
     """Scan a whole document; returns (n events, error code, error offset, array format,
-    number of top-level keys, slots, starts, ends, args bytes used).
+    number of top-level keys, args bytes used).
 
     ``top`` receives (key start, key end, value start, value end) of each other
-    top-level key of the object format, for the caller to decode.
+    top-level key of the object format, for the caller to decode. ``E_FULL``
+    means the symbol table (slots, starts, ends, count) ran out of room.
     """
     n = buf.size
     cap = c[0].size
@@ -557,47 +627,44 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
     if i + 2 < n and buf[i] == 0xEF and buf[i + 1] == 0xBB and buf[i + 2] == 0xBF:
         i = _ws(buf, i + 3, n)
     if i >= n:
-        return 0, E_NOT_TRACE, 0, False, 0, slots, starts, ends, 0
+        return 0, E_NOT_TRACE, 0, False, 0, 0
     if buf[i] == 91:
-        r = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
+        _, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
         # the array format may end without its ']' (Trace Event Format spec)
-        err = r[2]
-        if err == E_TRUNCATED and _ws(buf, r[3], n) >= n:
+        if err == E_TRUNCATED and _ws(buf, where, n) >= n:
             err = E_NONE
-        return r[1], err, r[3], True, 0, r[4], r[5], r[6], r[7]
+        return nev, err, where, True, 0, o
     if buf[i] != 123:
-        return 0, E_NOT_TRACE, i, False, 0, slots, starts, ends, 0
+        return 0, E_NOT_TRACE, i, False, 0, 0
     ntop = 0
-    nev = 0
-    o = 0
+    nev = np.int64(0)
+    o = np.int64(0)
     found = False
     i = _ws(buf, i + 1, n)
     while i < n:
         if buf[i] == 125:
-            return nev, (E_NONE if found else E_NOT_TRACE), i, False, ntop, slots, starts, ends, o
+            return nev, (E_NONE if found else E_NOT_TRACE), i, False, ntop, o
         if buf[i] != 34:
-            return nev, E_SYNTAX, i, False, ntop, slots, starts, ends, o
+            return nev, E_SYNTAX, i, False, ntop, o
         j = _end_string(buf, i + 1, n)
         if j < 0:
             break
         ks, ke = i + 1, j
         i = _ws(buf, j + 1, n)
         if i >= n or buf[i] != 58:
-            return nev, (E_TRUNCATED if i >= n else E_SYNTAX), i, False, ntop, slots, starts, ends, o
+            return nev, (E_TRUNCATED if i >= n else E_SYNTAX), i, False, ntop, o
         i = _ws(buf, i + 1, n)
         if i >= n:
             break
         if _is(buf, ks, ke, _EVENTS) and buf[i] == 91 and not found:
             found = True
-            r = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
-            nev, slots, starts, ends, o = r[1], r[4], r[5], r[6], r[7]
-            if r[2] != E_NONE:
-                return nev, r[2], r[3], False, ntop, slots, starts, ends, o
-            i = r[0]
+            i, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
+            if err != E_NONE:
+                return nev, err, where, False, ntop, o
         else:
             e = _skip_value(buf, i, n)
             if e < 0:
-                return nev, (E_TRUNCATED if e == -1 else E_SYNTAX), i, False, ntop, slots, starts, ends, o
+                return nev, (E_TRUNCATED if e == -1 else E_SYNTAX), i, False, ntop, o
             if ntop < top.shape[0]:
                 top[ntop, 0] = ks
                 top[ntop, 1] = ke
@@ -609,8 +676,8 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
         if i < n and buf[i] == 44:
             i = _ws(buf, i + 1, n)
         elif i < n and buf[i] != 125:
-            return nev, E_SYNTAX, i, False, ntop, slots, starts, ends, o
-    return nev, E_TRUNCATED, n, False, ntop, slots, starts, ends, o
+            return nev, E_SYNTAX, i, False, ntop, o
+    return nev, E_TRUNCATED, n, False, ntop, o
 
 
 COLUMNS = ("ph", "ts", "dur", "name", "cat", "pid_k", "pid", "tid_k", "tid", "id_k", "id",
