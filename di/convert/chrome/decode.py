@@ -172,7 +172,7 @@ def decode(path: Path) -> Raw:
         rest = int(buf.size - pos)
         warnings.append(f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes")
         dropped[f"{what}: bytes after the last complete event"] += rest
-    cols = {name: arr[: n + 1] if name == "args_off" else arr[:n] for name, arr in zip(S.COLUMNS, cols_t)}
+    cols = S.columns(cols_t, n)
     args = _args_column(cols, abuf, int(used), n)
     del abuf
     symbols = decode_symbols(buf, starts, ends, int(count[0]))

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.convert.symbols import FULL, intern
+
 
 # Per-event status codes (0 = sound). Named in di.convert.chrome.reader.
 ST_OK = 0
@@ -42,8 +44,24 @@ E_TRUNCATED = 2
 E_NOT_TRACE = 3
 E_FULL = 4  # the symbol table filled up: scan again with a bigger one
 
-from di.convert.symbols import FULL, intern
 
+# The scanner's output: three 2-D arrays, one row per field and one column per
+# event, so that each field is a contiguous row (a zero-copy column) and the
+# kernels take three arrays instead of twenty-two.
+U8_FIELDS = ("ph", "pid_k", "tid_k", "id_k", "bind_k", "flags", "scope", "bp", "status")
+I32_FIELDS = ("name", "cat")
+I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "corr", "bytes", "xs", "xe", "args_off")
+B_PH, B_PID_K, B_TID_K, B_ID_K, B_BIND_K, B_FLAGS, B_SCOPE, B_BP, B_STATUS = range(len(U8_FIELDS))
+S_NAME, S_CAT = range(len(I32_FIELDS))
+I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_CORR, I_BYTES, I_XS, I_XE, I_ARGS_OFF = range(len(I64_FIELDS))
+COLUMNS = U8_FIELDS + I32_FIELDS + I64_FIELDS
+
+# flags bits
+F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS = 1, 2, 4, 8, 16, 32, 64
+
+# parse_number shifts; numpy scalars, not literals, so one compiled version serves both
+_AS_IS = np.int64(0)
+_US_TO_NS = np.int64(3)
 _MAX_MANT = np.uint64(10**18)
 _POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
 _INT64_MAX = np.uint64(2**63 - 1)
@@ -338,7 +356,7 @@ def _poly(buf, i, n, slots, starts, ends, count):
             return K_NONE, 0, -3
         return K_STR, sid, j + 1
     if c == 45 or 48 <= c <= 57:
-        v, j, st = parse_number(buf, i, n, 0)
+        v, j, st = parse_number(buf, i, n, _AS_IS)
         if st == 0:
             return K_INT, v, j
         # beyond int64 (or not an integer): keep its text as a symbol
@@ -391,7 +409,7 @@ def _copy_span(buf, s, e, out, o):
 
 
 @njit(cache=True)
-def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
+def _scan_args(buf, i, n, k, w8, w64, out, o):
     """Copy the args object at i to out[o:] minified, lifting 'correlation' and
     'bytes'; returns (index after the object or <0, new o)."""
     out[o] = 123
@@ -420,14 +438,14 @@ def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
             return -1, o
         L = ke - ks
         if (L == 11 and _is(buf, ks, ke, _CORR)) or (L == 5 and _is(buf, ks, ke, _BYTES)):
-            v, e, st = parse_number(buf, i, n, 0)
+            v, e, st = parse_number(buf, i, n, _AS_IS)
             if st == 0:
                 if L == 5:
-                    nbytes[k] = v
-                    flags[k] |= 32
+                    w64[I_BYTES, k] = v
+                    w8[B_FLAGS, k] |= F_BYTES
                 else:
-                    corr[k] = v
-                    flags[k] |= 16
+                    w64[I_CORR, k] = v
+                    w8[B_FLAGS, k] |= F_CORR
             else:
                 e = _skip_value(buf, i, n)
         else:
@@ -461,25 +479,24 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     Returns (index after the object, or -1 truncated, -2 bad syntax, -3 symbol
     table full; args bytes end).
     """
-    (ph, ts, dur, name, cat, pid_k, pid, tid_k, tid, id_k, idv, bind_k, bind,
-     flags, scope, bp, corr, nbytes, args_off, status, xs, xe) = c
-    ph[k] = 0
-    flags[k] = 0
-    name[k] = -1
-    cat[k] = -1
-    pid_k[k] = K_NONE
-    tid_k[k] = K_NONE
-    id_k[k] = K_NONE
-    bind_k[k] = K_NONE
-    scope[k] = 0
-    bp[k] = 0
-    status[k] = ST_OK
-    xs[k] = 0
-    xe[k] = 0
+    w8, w32, w64 = c
+    w8[B_PH, k] = 0
+    w8[B_FLAGS, k] = 0
+    w32[S_NAME, k] = -1
+    w32[S_CAT, k] = -1
+    w8[B_PID_K, k] = K_NONE
+    w8[B_TID_K, k] = K_NONE
+    w8[B_ID_K, k] = K_NONE
+    w8[B_BIND_K, k] = K_NONE
+    w8[B_SCOPE, k] = 0
+    w8[B_BP, k] = 0
+    w8[B_STATUS, k] = ST_OK
+    w64[I_XS, k] = 0
+    w64[I_XE, k] = 0
     o0 = o
     i = _ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
-        args_off[k + 1] = o
+        w64[I_ARGS_OFF, k + 1] = o
         return i + 1, o
     while i < n:
         if buf[i] != 34:
@@ -503,11 +520,11 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
                 return -1, o0
             first = buf[i + 1] if j > i + 1 else 0
             if ke - ks == 1:
-                scope[k] = first
+                w8[B_SCOPE, k] = first
             elif buf[ks] == 98:
-                bp[k] = first
+                w8[B_BP, k] = first
             else:
-                ph[k] = first if j == i + 2 else 0
+                w8[B_PH, k] = first if j == i + 2 else 0
             i = j + 1
         elif v0 == 34 and (_is(buf, ks, ke, _NAME) or _is(buf, ks, ke, _CAT)):
             j = _end_string(buf, i + 1, n)
@@ -517,53 +534,53 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
             if sid == FULL:
                 return -3, o0
             if buf[ks] == 110:
-                name[k] = sid
+                w32[S_NAME, k] = sid
             else:
-                cat[k] = sid
+                w32[S_CAT, k] = sid
             i = j + 1
         elif _is(buf, ks, ke, _TS) or _is(buf, ks, ke, _DUR):
             is_ts = buf[ks] == 116
-            v, e, st = parse_number(buf, i, n, 3)
+            v, e, st = parse_number(buf, i, n, _US_TO_NS)
             if st == 0:
                 if is_ts:
-                    ts[k] = v
-                    flags[k] |= 1
+                    w64[I_TS, k] = v
+                    w8[B_FLAGS, k] |= F_TS
                 else:
-                    dur[k] = v
-                    flags[k] |= 2
+                    w64[I_DUR, k] = v
+                    w8[B_FLAGS, k] |= F_DUR
                 i = e
             else:
-                if status[k] == ST_OK:
-                    status[k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if is_ts else ST_BAD_DUR)
+                if w8[B_STATUS, k] == ST_OK:
+                    w8[B_STATUS, k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if is_ts else ST_BAD_DUR)
                 i = _skip_value(buf, i, n)
         elif _is(buf, ks, ke, _PID) or _is(buf, ks, ke, _TID) or _is(buf, ks, ke, _ID) or _is(buf, ks, ke, _BIND):
             kind, v, i = _poly(buf, i, n, slots, starts, ends, count)
             if ke - ks == 2:
-                id_k[k] = kind
-                idv[k] = v
+                w8[B_ID_K, k] = kind
+                w64[I_ID, k] = v
             elif ke - ks == 7:
-                bind_k[k] = kind
-                bind[k] = v
+                w8[B_BIND_K, k] = kind
+                w64[I_BIND, k] = v
             elif buf[ks] == 112:
-                pid_k[k] = kind
-                pid[k] = v
+                w8[B_PID_K, k] = kind
+                w64[I_PID, k] = v
             else:
-                tid_k[k] = kind
-                tid[k] = v
+                w8[B_TID_K, k] = kind
+                w64[I_TID, k] = v
         elif v0 == 123 and _is(buf, ks, ke, _DIFLOW):
             e = _skip_value(buf, i, n)
-            xs[k] = i
-            xe[k] = e
+            w64[I_XS, k] = i
+            w64[I_XE, k] = e
             i = e
         elif _is(buf, ks, ke, _FIN) or _is(buf, ks, ke, _FOUT):
             if v0 == 116:
-                flags[k] |= 4 if ke - ks == 7 else 8
+                w8[B_FLAGS, k] |= F_FLOW_IN if ke - ks == 7 else F_FLOW_OUT
             i = _skip_value(buf, i, n)
         elif v0 == 123 and _is(buf, ks, ke, _ARGS):
-            e, o = _scan_args(buf, i, n, k, corr, nbytes, flags, abuf, o0)
+            e, o = _scan_args(buf, i, n, k, w8, w64, abuf, o0)
             if e < 0:
                 return e, o0
-            flags[k] |= 64
+            w8[B_FLAGS, k] |= F_ARGS
             i = e
         else:
             i = _skip_value(buf, i, n)
@@ -575,7 +592,7 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
         if buf[i] == 44:
             i = _ws(buf, i + 1, n)
         elif buf[i] == 125:
-            args_off[k + 1] = o
+            w64[I_ARGS_OFF, k + 1] = o
             return i + 1, o
         else:
             return -2, o0
@@ -622,7 +639,7 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
     means the symbol table (slots, starts, ends, count) ran out of room.
     """
     n = buf.size
-    cap = c[0].size
+    cap = c[0].shape[1]
     i = _ws(buf, 0, n)
     if i + 2 < n and buf[i] == 0xEF and buf[i + 1] == 0xBB and buf[i + 2] == 0xBF:
         i = _ws(buf, i + 3, n)
@@ -680,18 +697,18 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
     return nev, E_TRUNCATED, n, False, ntop, o
 
 
-COLUMNS = ("ph", "ts", "dur", "name", "cat", "pid_k", "pid", "tid_k", "tid", "id_k", "id",
-           "bind_k", "bind", "flags", "scope", "bp", "corr", "bytes", "args_off", "status", "xs", "xe")
-_DTYPES = (np.uint8, np.int64, np.int64, np.int32, np.int32, np.uint8, np.int64, np.uint8, np.int64,
-           np.uint8, np.int64, np.uint8, np.int64, np.uint8, np.uint8, np.uint8, np.int64, np.int64,
-           np.int64, np.uint8, np.int64, np.int64)
+def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Uninitialised (uint8, int32, int64) field arrays for ``capacity`` events; the
+    int64 rows have one slot more, for the last args offset. Pages are touched
+    only as rows are filled."""
+    w64 = np.empty((len(I64_FIELDS), capacity + 1), dtype=np.int64)
+    w64[I_ARGS_OFF, 0] = 0
+    return np.empty((len(U8_FIELDS), capacity), dtype=np.uint8), np.empty((len(I32_FIELDS), capacity), dtype=np.int32), w64
 
-# flags bits
-F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS = 1, 2, 4, 8, 16, 32, 64
 
-
-def alloc_columns(capacity: int) -> tuple[np.ndarray, ...]:
-    """Uninitialised columns for ``capacity`` events (pages are touched only when filled)."""
-    cols = [np.empty(capacity + (1 if name == "args_off" else 0), dtype=dt) for name, dt in zip(COLUMNS, _DTYPES)]
-    cols[COLUMNS.index("args_off")][0] = 0
-    return tuple(cols)
+def columns(c: tuple[np.ndarray, np.ndarray, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    """The first ``n`` events' fields by name (views; ``args_off`` has n + 1)."""
+    out = {name: c[0][r, :n] for r, name in enumerate(U8_FIELDS)}
+    out.update({name: c[1][r, :n] for r, name in enumerate(I32_FIELDS)})
+    out.update({name: c[2][r, : n + 1 if name == "args_off" else n] for r, name in enumerate(I64_FIELDS)})
+    return out
