@@ -207,7 +207,6 @@ def test_rank_sources(folder: str, tmp_path: Path, load_valid) -> None:
     assert source(both) == [(0, "position"), (1, "position")] and both.ranks == [0, 1]
 
 
-@pytest.mark.xfail(strict=True, reason="reader._rank prefers distributedInfo over an explicit ranks=[...], which the duplicate-rank error tells users to pass")
 def test_ranks_option_resolves_a_rank_clash(kineto: Path, load_valid) -> None:
     files = [kineto / "hta_trace_compare/base/base.json.gz", kineto / "hta_trace_compare/test/test.json.gz"]
     with pytest.raises(di.FormatError, match="--ranks"):

@@ -62,12 +62,22 @@ def _sorted_nested(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
 
 
-def _rank(top: dict[str, Any], rank: int | None, rank_source: str) -> tuple[int, str, int | None]:
+def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
+    """(rank, where it came from, world size): an explicit option wins, then
+    ``distributedInfo``, then the caller's fallback (file name, position)."""
     info = top.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        ws = info.get("world_size")
-        return int(info["rank"]), "distributedInfo", ws if isinstance(ws, int) else None
-    return (rank if rank is not None else 0), rank_source, None
+    info = info if isinstance(info, dict) else {}
+    ws = info.get("world_size")
+    world = ws if isinstance(ws, int) and not isinstance(ws, bool) else None
+    own = info.get("rank")
+    own = own if isinstance(own, int) and not isinstance(own, bool) else None
+    if rank_source == "option" and rank is not None:
+        if own is not None and own != rank:
+            warnings.append(f"rank {rank} from the options overrides rank {own} of distributedInfo")
+        return rank, "option", world
+    if own is not None:
+        return own, "distributedInfo", world
+    return (rank if rank is not None else 0), rank_source, world
 
 
 def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0) -> Trace:
@@ -94,7 +104,7 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     own = ditrace.info(raw.top)
     ev, keys = _timelines(pl.concat([ev, phases.counter_anchor(counter_rows)], how="vertical_relaxed"), syms, own)
     ev = _sorted_nested(ev.filter(pl.col("lkind") != phases.LK_COUNTER))
-    the_rank, rank_from, world = _rank(raw.top, rank, rank_source)
+    the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
     locations = apply_metadata(keys, df.filter(pl.col("ph") == phases.META), syms, the_rank, source)
     if own is not None:
         locations = ditrace.locations(own, keys, locations)
