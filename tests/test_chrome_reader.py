@@ -354,7 +354,6 @@ def test_counters_with_two_keys_and_a_unit(tmp_path: Path, load_valid) -> None:
     assert t.samples.rows() == [(0, 1000, 5.0), (0, 2000, 6.0), (1, 1000, 7.5), (1, 2000, 8.0), (2, 2000, 100.0)]
 
 
-@pytest.mark.xfail(strict=True, reason="metadata.counters ignores a C event's id; the spec names the counter by name + id")
 def test_counter_id_makes_its_own_series(tmp_path: Path, load_valid) -> None:
     c = {"ph": "C", "name": "ctr", "pid": 1, "ts": 1}
     t = load_valid(write_json(tmp_path, "cid.json", trace_doc({**c, "id": 3, "args": {"a": 1}}, {**c, "id": 4, "args": {"a": 2}})))
