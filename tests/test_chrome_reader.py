@@ -316,7 +316,6 @@ def test_begin_end_nesting_and_metadata_names(tmp_path: Path, load_valid) -> Non
     assert t.locations.select("pid", "tid", "kind", "name", "process").rows() == [(1, 2, "cpu_thread", "main", "trainer")]
 
 
-@pytest.mark.xfail(strict=True, reason="phases._pair keeps only the B args when both B and E carry args (spec: merged)")
 def test_begin_end_args_are_merged(tmp_path: Path, load_valid) -> None:
     t = load_valid(write_json(tmp_path, "args.json", trace_doc(
         {"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 0, "args": {"x": 1}},
