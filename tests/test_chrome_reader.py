@@ -262,10 +262,7 @@ def _flow_ends(trace: di.Trace, kind: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     return ev[flows.get_column("src")], ev[flows.get_column("dst")]
 
 
-MTIA = "MTIA device timelines (mtia_ccp_events) are classified cpu_thread, runtime calls 'other'"
-
-
-@pytest.mark.parametrize("path", _params(traces_only=True, xfail={"hta_mtia_inference_trace/": MTIA}))
+@pytest.mark.parametrize("path", _params(traces_only=True))
 def test_launch_and_sync_flows_go_from_api_call_to_gpu(path: Path, load_valid) -> None:
     trace = load_valid(path)
     for kind, api_cats, gpu_cats in (("launch", ["cuda_api", "sync"], None), ("sync", ["sync"], ["sync"])):
