@@ -1,0 +1,126 @@
+"""Timeline output -> the ``events`` table (names, categories, nesting, args).
+
+* Regions: name and ``cat`` from the region definition (``cat_gpu`` on GPU
+  locations), ``src_cat`` = ``"<paradigm>/<role>"``; regions di wrote carry
+  their own cat/src_cat/instant flag (:mod:`categories`).
+* Instant records: name = OTF2 record name, cat ``other``, src_cat
+  ``otf2_record``; their fields go to ``args``.
+* RMA copies: name ``RmaPut``/``RmaGet``, cat ``memcpy``, ``bytes`` from the
+  record, window and remote in ``args``.
+* ``args``: the record's attributes (by attribute name; STRING/REGION/COMM
+  values by name), the fields above, a collective's OTF2 op and bytes received.
+  Attributes on a record that is not an event's own (MPI, metrics) go to the
+  region that holds it.
+
+Rows are sorted by (loc, start_ns, -end_ns, creation order) and nested with
+:func:`di.nesting.nest`; ``order`` maps creation index -> row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.convert.otf2 import records as R
+from di.convert.otf2 import timeline as T
+from di.convert.otf2.values import as_json
+from di.nesting import nest
+
+_INSTANT_FIELDS = {
+    R.PROGRAM_BEGIN: ("program", "arguments"), R.PROGRAM_END: ("exit_status",), R.THREAD_FORK: ("paradigm", "threads"),
+    R.THREAD_JOIN: ("paradigm",), R.TEAM_BEGIN: ("team",), R.TEAM_END: ("team",), R.LOCK_ACQUIRE: ("paradigm", "lock", "order"),
+    R.LOCK_RELEASE: ("paradigm", "lock", "order"), R.MEASUREMENT_ON_OFF: ("mode",), R.BUFFER_FLUSH: ("stop_ticks",),
+    R.RMA_WIN_CREATE: ("window",), R.RMA_WIN_DESTROY: ("window",), R.PARAMETER_STRING: ("parameter", "value"),
+    R.PARAMETER_INT: ("parameter", "value"), R.PARAMETER_UINT: ("parameter", "value"),
+}
+
+
+def _region_frame(regions: dict[int, dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "ref": list(regions), "r_name": [r["name"] for r in regions.values()], "r_cat": [r["cat"] for r in regions.values()],
+            "r_cat_gpu": [r["cat_gpu"] for r in regions.values()], "r_src_cat": [r["src_cat"] for r in regions.values()],
+            "r_instant": [r["instant"] for r in regions.values()],
+        },
+        schema={"ref": pl.Int64, "r_name": pl.String, "r_cat": pl.String, "r_cat_gpu": pl.String, "r_src_cat": pl.String, "r_instant": pl.Boolean},
+    )
+
+
+def events_frame(tl: tuple, ns: Any, regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
+    """(events without args sorted and nested, creation index -> row)."""
+    ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c = tl[:8]
+    df = pl.DataFrame({
+        "loc": ev_loc.astype(np.uint32), "start_ns": ns(ev_start), "end_ns": ns(ev_end), "type": ev_type, "ref": ev_ref,
+        "bytes_rma": ev_c, "idx": np.arange(ev_loc.size, dtype=np.int64), "gpu": gpu_locs[ev_loc] if ev_loc.size else np.zeros(0, bool),
+    })
+    df = df.join(_region_frame(regions), on="ref", how="left")
+    names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet"}
+    record_name = pl.col("ref").replace_strict(names, default="?", return_dtype=pl.String)
+    region = pl.col("type") == T.EV_REGION
+    instant = region & pl.col("r_instant").fill_null(False)
+    df = df.with_columns(
+        pl.when(region).then(pl.col("r_name").fill_null("?")).otherwise(record_name).alias("name"),
+        pl.when(region).then(pl.when(pl.col("gpu")).then(pl.col("r_cat_gpu")).otherwise(pl.col("r_cat")).fill_null("other"))
+        .when(pl.col("type") == T.EV_RMA).then(pl.lit("memcpy")).otherwise(pl.lit("other")).alias("cat"),
+        pl.when(region).then(pl.col("r_src_cat")).when(pl.col("type") == T.EV_RMA).then(pl.lit("otf2/rma"))
+        .otherwise(pl.lit("otf2_record")).alias("src_cat"),
+        pl.when(pl.col("type") == T.EV_RMA).then(pl.col("bytes_rma")).otherwise(None).alias("bytes"),
+        (instant | (pl.col("type") == T.EV_INSTANT)).alias("instant"),
+        pl.when(instant).then(pl.col("start_ns")).otherwise(pl.col("end_ns")).alias("end_ns"),
+    )
+    df = df.sort(["loc", "start_ns", "end_ns", "idx"], descending=[False, False, True, False])
+    depth, parent = nest(df["loc"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy())
+    df = df.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
+    order = np.empty(df.height, np.int64)
+    order[df["idx"].to_numpy()] = np.arange(df.height, dtype=np.int64)
+    return df, order
+
+
+def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarray, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
+    """The ``args`` JSON text of every event row (null where the source had nothing more)."""
+    parts: list[pl.DataFrame] = []  # (event, JSON members text "k":v,...) per source
+    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0))
+    if attrs.height:
+        names = {ref: name for ref, (name, _) in defs.attributes.items()}
+        value = as_json(attrs["b"].to_numpy(), attrs["c"].to_numpy(), defs.strings,
+                        {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
+        key = attrs["a"].replace_strict(names, default=None, return_dtype=pl.String).fill_null(attrs["a"].cast(pl.String))
+        key = pl.select(pl.when(attrs["after"] == R.LEAVE).then(pl.concat_str(pl.lit("leave."), key)).otherwise(key)).to_series()
+        parts.append(pl.DataFrame({"event": attrs["event"], "kv": _members(_quoted(key), value)}))
+    ev_type, ev_ref, ev_a, ev_b, ev_c = tl[3], tl[4], tl[5], tl[6], tl[7]
+    for kind, fields in _INSTANT_FIELDS.items():
+        sel = np.flatnonzero((ev_type == T.EV_INSTANT) & (ev_ref == kind))
+        if sel.size:
+            cols = [pl.Series(col[sel]).cast(pl.String) for col in (ev_a, ev_b, ev_c)[: len(fields)]]
+            text = pl.select(pl.concat_str([pl.lit(f'"{f}":') + c for f, c in zip(fields, cols)], separator=",")).to_series()
+            parts.append(pl.DataFrame({"event": order[sel], "kv": text}))
+    rma = np.flatnonzero(ev_type == T.EV_RMA)
+    if rma.size:
+        wins = np.unique(ev_a[rma])
+        win_text = _quoted(pl.Series([defs.windows.get(int(w), str(w)) for w in wins], dtype=pl.String))
+        window = pl.Series(ev_a[rma]).replace_strict(dict(zip(wins.tolist(), win_text.to_list())), return_dtype=pl.String)
+        text = pl.select(pl.concat_str(pl.lit('"window":') + window, pl.lit(',"remote":') + pl.Series(ev_b[rma]).cast(pl.String))).to_series()
+        parts.append(pl.DataFrame({"event": order[rma], "kv": text}))
+    ok = coll_args.filter(pl.col("event") >= 0)
+    if ok.height:
+        parts.append(ok.select("event", pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received").alias("kv")))
+    out = pl.Series("args", [None] * ev.height, dtype=pl.String)
+    if not parts:
+        return out
+    kv = pl.concat([p.with_columns(pl.col("event").cast(pl.Int64)) for p in parts])
+    dup = kv["event"].is_duplicated()
+    if dup.any():
+        merged = kv.filter(dup).group_by("event", maintain_order=True).agg(pl.col("kv").str.join(","))
+        kv = pl.concat([kv.filter(~dup), merged])
+    return out.scatter(kv["event"].to_numpy(), pl.select(pl.concat_str(pl.lit("{"), kv["kv"], pl.lit("}"))).to_series())
+
+
+def _quoted(s: pl.Series) -> pl.Series:
+    """JSON string literals of ``s`` (escaped as JSON requires)."""
+    return pl.DataFrame({"v": s}).select(pl.struct("v").struct.json_encode()).to_series().str.slice(5).str.strip_suffix("}")
+
+
+def _members(keys: pl.Series, values: pl.Series) -> pl.Series:
+    return pl.select(pl.concat_str(keys, pl.lit(":"), values.fill_null("null"))).to_series()
