@@ -88,7 +88,7 @@ def _write_otf2(trace: Trace, path: Path) -> None:
 CONNECTORS: tuple[Connector, ...] = (
     Connector("di", (".di",), lambda p, h: False, _read_store, _write_store),
     Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome),
-    Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, None),
+    Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2),
 )
 
 

@@ -70,13 +70,16 @@ _OP_ROLES = {"barrier": "BARRIER", "broadcast": "COLL_ONE2ALL", "scatter": "COLL
 def region_kind(cat: str, src_cat: str | None, op: str | None = None) -> tuple[str, str]:
     """(paradigm, role) enum names for a region di writes.
 
-    A ``src_cat`` of the form ``"<paradigm>/<role>"`` (as this reader makes it)
-    is used as is; else the ``cat`` decides, with the collective ``op``
+    A ``src_cat`` of the form ``"<paradigm>/<role>"`` naming OTF2 enums (as
+    this reader makes it) is used as is; else the ``cat`` decides, with the collective ``op``
     choosing among the collective roles.
     """
     if src_cat and "/" in src_cat:
+        import _otf2
+
         paradigm, role = src_cat.upper().split("/", 1)
-        return paradigm, role
+        if hasattr(_otf2, f"PARADIGM_{paradigm}") and hasattr(_otf2, f"REGION_ROLE_{role}"):
+            return paradigm, role
     paradigm, role = _KINDS.get(cat, ("UNKNOWN", "UNKNOWN"))
     if op and cat in ("mpi_coll", "nccl"):
         role = _OP_ROLES.get(op, "COLL_ALL2ALL")

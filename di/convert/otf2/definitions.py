@@ -25,6 +25,7 @@ from typing import Any
 from di.convert.otf2.categories import parse_description, region_cat
 
 _DEVICE_STREAM = re.compile(r"\[(\d+):(\d+)\]")
+_RANK_NAME = re.compile(r"MPI Rank (\d+)")
 
 
 @dataclass
@@ -61,7 +62,11 @@ def _host(group: Any) -> str | None:
 
 
 def _ranks(defs: Any) -> dict[int, int]:
-    """location group ref -> rank."""
+    """location group ref -> rank: the number in names ``MPI Rank N`` when every group has a distinct one, else the position in MPI's COMM_LOCATIONS group."""
+    named = {lg._ref: _RANK_NAME.fullmatch(lg.name or "") for lg in defs.location_groups}
+    numbers = [int(m.group(1)) for m in named.values() if m]
+    if named and len(numbers) == len(named) and len(set(numbers)) == len(numbers):
+        return {ref: int(m.group(1)) for ref, m in named.items() if m}
     for g in defs.groups:
         if _name(g.group_type) == "COMM_LOCATIONS" and _name(g.paradigm) == "MPI":
             ranks: dict[int, int] = {}
@@ -120,10 +125,25 @@ def _comms(defs: Any, ranks_of_group: dict[int, int]) -> dict[int, dict[str, Any
         if group is not None and _name(group.group_type) == "COMM_GROUP":
             for m in group.members:
                 members.append(ranks_of_group.get(m.group._ref, -1) if hasattr(m, "group") else int(m))
+        own = _own_group(group.name if group is not None else None)
         name = c.name or "comm"
-        out[c._ref] = {"name": name if names[c.name] == 1 and c.name else f"{name}#{c._ref}", "ranks": members,
+        out[c._ref] = {"name": None if own.get("null_comm") else name if names[c.name] == 1 and c.name else f"{name}#{c._ref}",
+                       "ranks": members, "group_ranks": own.get("group_ranks") or members,
                        "paradigm": _name(group.paradigm) if group is not None else "UNKNOWN"}
     return out
+
+
+def _own_group(name: str | None) -> dict[str, Any]:
+    """What di's writer put in a communicator group's name (``di:{JSON}``), else {}."""
+    if not name or not name.startswith("di:"):
+        return {}
+    import orjson
+
+    try:
+        got = orjson.loads(name[3:])
+    except orjson.JSONDecodeError:
+        return {}
+    return got if isinstance(got, dict) else {}
 
 
 def _unit(member: Any) -> str | None:

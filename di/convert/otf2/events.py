@@ -25,8 +25,11 @@ import polars as pl
 
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
-from di.convert.otf2.values import as_json
+from di.convert.otf2.values import as_json, ref_ids
 from di.nesting import nest
+
+OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
+"""Attributes di's writer puts on Enter records -> the event column they restore."""
 
 _INSTANT_FIELDS = {
     R.PROGRAM_BEGIN: ("program", "arguments"), R.PROGRAM_END: ("exit_status",), R.THREAD_FORK: ("paradigm", "threads"),
@@ -81,7 +84,8 @@ def events_frame(tl: tuple, ns: Any, regions: dict[int, dict[str, Any]], gpu_loc
 def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarray, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
     parts: list[pl.DataFrame] = []  # (event, JSON members text "k":v,...) per source
-    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0))
+    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES]
+    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & ~pl.col("a").is_in(own))
     if attrs.height:
         names = {ref: name for ref, (name, _) in defs.attributes.items()}
         value = as_json(attrs["b"].to_numpy(), attrs["c"].to_numpy(), defs.strings,
@@ -115,6 +119,24 @@ def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarra
         merged = kv.filter(dup).group_by("event", maintain_order=True).agg(pl.col("kv").str.join(","))
         kv = pl.concat([kv.filter(~dup), merged])
     return out.scatter(kv["event"].to_numpy(), pl.select(pl.concat_str(pl.lit("{"), kv["kv"], pl.lit("}"))).to_series())
+
+
+def own_columns(ev: pl.DataFrame, rec: pl.DataFrame, defs: Any) -> pl.DataFrame:
+    """``ev`` with bytes, corr and args taken from the attributes di's writer adds (:data:`OWN_ATTRIBUTES`)."""
+    refs = {name: ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES}
+    if not refs:
+        return ev
+    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & pl.col("a").is_in(list(refs.values())))
+    for name, column in OWN_ATTRIBUTES.items():
+        got = attrs.filter(pl.col("a") == refs.get(name, -1))
+        if not got.height:
+            continue
+        values = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy()))
+        if name == "di.args":
+            values = values.replace_strict(defs.strings, default=None, return_dtype=pl.String)
+        full = pl.Series(column, [None] * ev.height, dtype=ev.schema[column]).scatter(got["event"].to_numpy(), values.cast(ev.schema[column]))
+        ev = ev.with_columns(pl.coalesce(full, pl.col(column)).alias(column))
+    return ev
 
 
 def _quoted(s: pl.Series) -> pl.Series:

@@ -41,14 +41,22 @@ def _comm_frames(comms: dict[int, dict[str, Any]]) -> tuple[pl.DataFrame, pl.Dat
         {
             "comm_ref": list(comms),
             "comm": [c["name"] for c in comms.values()],
-            "group_size": [len(c["ranks"]) or None for c in comms.values()],
-            "group_ranks": [orjson.dumps(c["ranks"]).decode() if c["ranks"] else None for c in comms.values()],
+            "group_size": [_size(c["group_ranks"]) for c in comms.values()],
+            "group_ranks": [_text(c["group_ranks"]) for c in comms.values()],
         },
         schema={"comm_ref": pl.Int64, "comm": pl.String, "group_size": pl.Int32, "group_ranks": pl.String},
     )
     pairs = [(ref, i, r) for ref, c in comms.items() for i, r in enumerate(c["ranks"])]
     members = pl.DataFrame(pairs, schema={"comm_ref": pl.Int64, "local": pl.Int64, "global": pl.Int64}, orient="row")
     return info, members
+
+
+def _size(ranks: list[int] | str) -> int | None:
+    return (len(orjson.loads(ranks)) if isinstance(ranks, str) else len(ranks)) or None
+
+
+def _text(ranks: list[int] | str) -> str | None:
+    return ranks if isinstance(ranks, str) else orjson.dumps(ranks).decode() if ranks else None
 
 
 def _global_peer(df: pl.DataFrame, members: pl.DataFrame) -> pl.DataFrame:
@@ -90,8 +98,12 @@ def messages(rec: pl.DataFrame, comms: dict[int, dict[str, Any]]) -> tuple[pl.Da
     return out, {k: v for k, v in unmatched.items() if v}
 
 
-def collectives(rec: pl.DataFrame, comms: dict[int, dict[str, Any]]) -> pl.DataFrame:
-    """One row per MpiCollectiveEnd (schema ``collectives``)."""
+OWN_COLLECTIVE_ATTRIBUTES = {"di.dtype": "dtype", "di.op": "op", "di.group_size": "group_size", "di.group_ranks": "group_ranks"}
+"""Attributes di's writer puts on MpiCollectiveEnd -> the collectives column they restore."""
+
+
+def collectives(rec: pl.DataFrame, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: dict[int, str]) -> pl.DataFrame:
+    """One row per MpiCollectiveEnd (schema ``collectives``); columns di's writer stored as attributes restored from them."""
     import _otf2
 
     info, members = _comm_frames(comms)
@@ -100,18 +112,27 @@ def collectives(rec: pl.DataFrame, comms: dict[int, dict[str, Any]]) -> pl.DataF
     coll = rec.filter(pl.col("kind") == R.COLL_END).join(ops, on="a", how="left")
     coll = coll.join(members, left_on=["b", "c"], right_on=["comm_ref", "local"], how="left")
     coll = coll.join(info, left_on="b", right_on="comm_ref", how="left").sort("rank", "ts_ns", "row")
+    own = {ref: name for ref, (name, _) in attributes.items() if name in OWN_COLLECTIVE_ATTRIBUTES}
+    for ref, name in own.items():
+        got = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("a") == ref))
+        value = pl.col("c") if name == "di.group_size" else (pl.col("c") & 0xFFFFFFFF).replace_strict(strings, default=None, return_dtype=pl.String)
+        coll = coll.join(got.select(pl.col("head").alias("row"), value.alias(name)), on="row", how="left")
+    for name in OWN_COLLECTIVE_ATTRIBUTES:
+        if name not in coll.columns:
+            coll = coll.with_columns(pl.lit(None, pl.Int64 if name == "di.group_size" else pl.String).alias(name))
+    flag = pl.lit(bool(own))
     out = coll.select(
         pl.lit(None, pl.Int64).alias("instance"),
         pl.col("event"),
         pl.col("rank"),
         pl.col("comm"),
         pl.int_range(pl.len()).over("rank", "comm").cast(pl.Int64).alias("seq"),
-        pl.col("otf2_op").replace_strict(COLLECTIVE_OPS, default="other").alias("op"),
+        pl.when(flag).then(pl.col("di.op")).otherwise(pl.col("otf2_op").replace_strict(COLLECTIVE_OPS, default="other")).alias("op"),
         pl.when(pl.col("c") == clib.UNDEFINED_UINT32).then(None).otherwise(pl.col("global").fill_null(pl.col("c"))).cast(pl.Int32).alias("root"),
         pl.col("d").alias("bytes"),
-        pl.lit(None, pl.String).alias("dtype"),
-        pl.col("group_size"),
-        pl.col("group_ranks"),
+        pl.col("di.dtype").alias("dtype"),
+        pl.when(flag).then(pl.col("di.group_size")).otherwise(pl.col("group_size")).cast(pl.Int32).alias("group_size"),
+        pl.when(flag).then(pl.col("di.group_ranks")).otherwise(pl.col("group_ranks")).alias("group_ranks"),
     )
     return assign_instances(out)
 

@@ -25,7 +25,7 @@ def series_samples(rec: pl.DataFrame, metrics: dict[int, list[dict[str, Any]]], 
     """(series, samples, values dropped because their metric is undefined).
 
     Args:
-        rec: record rows with columns kind, ts_ns, a, b, c (METRIC_VALUE: b=type, c=raw), loc, row.
+        rec: record rows with columns kind, ts_ns, a, b (METRIC_VALUE: a=type, b=raw value bytes), loc, row.
         metrics: metric ref -> its members (name, unit).
         counter_loc: OTF2 location index -> loc of its counter timeline.
     """
@@ -44,7 +44,7 @@ def series_samples(rec: pl.DataFrame, metrics: dict[int, list[dict[str, Any]]], 
     vals = vals.filter(pl.col("name").is_not_null())
     vals = vals.with_columns(
         pl.col("loc").replace_strict(counter_loc, return_dtype=pl.UInt32).alias("series_loc"),
-        pl.Series("value", as_float(vals["b"].to_numpy(), vals["c"].to_numpy())),
+        pl.Series("value", as_float(vals["a"].to_numpy(), vals["b"].to_numpy())),
     )
     series = (
         vals.group_by("series_loc", "name", "unit", maintain_order=True).agg(pl.len())

@@ -81,11 +81,12 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
     kinds = rows[:, 0]
     after = pl.Series(np.where(kinds == R.ATTRIBUTE, 0, kinds)).replace(0, None).forward_fill().fill_null(0)
+    head = pl.Series(np.where(kinds == R.ATTRIBUTE, -1, np.arange(kinds.size))).replace(-1, None).forward_fill().fill_null(-1)
     rec = pl.DataFrame({
         "kind": kinds, "ts_ns": ticks_to_ns(rows[:, 1], defs), "a": rows[:, 2], "b": rows[:, 3], "c": rows[:, 4],
         "d": rows[:, 5], "e": rows[:, 6], "loc": recs.loc, "rank": ranks[recs.loc] if rows.shape[0] else np.zeros(0, np.int32),
         "event": np.where(owner >= 0, order[np.maximum(owner, 0)] if order.size else owner, -1), "row": np.arange(rows.shape[0]),
-        "after": after,
+        "after": after, "head": head,
     })
     outside = rec.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END]) & (pl.col("event") < 0)).height
     if outside:
@@ -95,8 +96,9 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     for k, v in unmatched.items():
         dropped[k] += v
         warnings.append(f"{anchor}: {v} {k.replace('_', ' ')} record(s) left unmatched (kept as events, no message row)")
-    collectives = matching.collectives(rec_in, defs.comms)
-    ev = ev.with_columns(events.args_column(ev, rec, tl, order, defs, matching.collective_args(rec_in)))
+    collectives = matching.collectives(rec.filter((pl.col("event") >= 0) | (pl.col("kind") == R.ATTRIBUTE)), defs.comms, defs.attributes, defs.strings)
+    ev = ev.with_columns(events.args_column(ev, rec, tl, order, defs, matching.collective_args(rec_in)), pl.lit(None, pl.Int64).alias("corr"))
+    ev = events.own_columns(ev, rec, defs)
     locations, counter_loc = _locations(defs, rec, source)
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
     if unknown_metric:
@@ -108,7 +110,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     meta = _meta(anchor, defs, recs, ev.height, dropped, warnings)
     return Trace.build(
         meta=meta, locations=locations, events=ev.select("loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent",
-                                                        pl.lit(None, pl.Int64).alias("corr"), "bytes", "instant", "args"),
+                                                        "corr", "bytes", "instant", "args"),
         messages=messages, collectives=collectives, series=series if series.height else None,
         samples=samples if samples.height else None,
     )

@@ -16,7 +16,9 @@ TYPE_INT8, TYPE_INT16, TYPE_INT32, TYPE_INT64 = 5, 6, 7, 8
 TYPE_FLOAT, TYPE_DOUBLE, TYPE_STRING = 9, 10, 11
 TYPE_REGION, TYPE_COMM = 14, 17
 
-_UNSIGNED_BITS = {TYPE_UINT8: 8, TYPE_UINT16: 16, TYPE_UINT32: 32}
+TYPE_LOCATION = 13
+_UNSIGNED_BITS = {TYPE_UINT8: 8, TYPE_UINT16: 16, TYPE_UINT32: 32, **{t: 32 for t in range(11, 26) if t != TYPE_LOCATION}}
+"""Bits that carry the value; the reference types other than LOCATION are uint32 ids, the rest of the 8 bytes is undefined."""
 _SIGNED_BITS = {TYPE_INT8: 8, TYPE_INT16: 16, TYPE_INT32: 32}
 
 
@@ -35,6 +37,13 @@ def as_float(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
         shift = np.int64(64 - bits)
         out = np.where(types == code, ((raw << shift) >> shift).astype(np.float64), out)
     return out
+
+
+def ref_ids(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """The definition ids (int64) held by reference-typed values (the bytes beyond their width cleared)."""
+    raw = np.ascontiguousarray(raw, dtype=np.int64)
+    bits = np.array([_UNSIGNED_BITS.get(int(t), 64) for t in range(32)])[np.clip(types, 0, 31)]
+    return np.where(bits < 64, raw & ((np.int64(1) << np.minimum(bits, 62)) - 1), raw)
 
 
 def as_json(types: np.ndarray, raw: np.ndarray, strings: dict[int, str], regions: dict[int, str], comms: dict[int, str]) -> pl.Series:
