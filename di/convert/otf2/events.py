@@ -40,44 +40,63 @@ _INSTANT_FIELDS = {
 }
 
 
-def _region_frame(regions: dict[int, dict[str, Any]]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "ref": list(regions), "r_name": [r["name"] for r in regions.values()], "r_cat": [r["cat"] for r in regions.values()],
-            "r_cat_gpu": [r["cat_gpu"] for r in regions.values()], "r_src_cat": [r["src_cat"] for r in regions.values()],
-            "r_instant": [r["instant"] for r in regions.values()],
-        },
-        schema={"ref": pl.Int64, "r_name": pl.String, "r_cat": pl.String, "r_cat_gpu": pl.String, "r_src_cat": pl.String, "r_instant": pl.Boolean},
-    )
+def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.DataFrame]:
+    """(ref -> region position lookup, one row per event kind: name, cat, src_cat, instant).
+
+    Rows: each region on a CPU location (0..R-1), each region on a GPU location
+    (R..2R-1), then each record kind (2R + kind) for instants and RMA copies.
+    """
+    from di import schema
+
+    dtypes = schema.polars_schema("events")
+    refs = np.array(list(regions), dtype=np.int64)
+    lookup = np.full(int(refs.max()) + 1 if refs.size else 1, -1, np.int64)
+    lookup[refs] = np.arange(refs.size)
+    rs = list(regions.values())
+    record_names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet"}
+    n_kinds = max(record_names) + 1
+    kinds = [(record_names.get(k, "?"), "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "other",
+              "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2_record", k in R.INSTANT_NAMES) for k in range(n_kinds)]
+    table = pl.DataFrame({
+        "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
+        "cat": [r["cat"] for r in rs] + [r["cat_gpu"] for r in rs] + [k[1] for k in kinds],
+        "src_cat": [r["src_cat"] for r in rs] * 2 + [k[2] for k in kinds],
+        "instant": [r["instant"] for r in rs] * 2 + [k[3] for k in kinds],
+    }, schema={"name": dtypes["name"], "cat": dtypes["cat"], "src_cat": dtypes["src_cat"], "instant": pl.Boolean})
+    return lookup, table
 
 
 def events_frame(tl: tuple, ns: Any, regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
     """(events without args sorted and nested, creation index -> row)."""
+    from di.convert.lanes import is_sorted
+
     ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c = tl[:8]
+    lookup, table = _descriptors(regions)
+    n_regions = (table.height - (max(R.INSTANT_NAMES) + 1)) // 2
+    region = ev_type == T.EV_REGION
+    pos = lookup[np.clip(ev_ref, 0, lookup.size - 1)]
+    desc = np.where(region, np.where(pos >= 0, pos + n_regions * gpu_locs[ev_loc], -1), 2 * n_regions + ev_ref)
+    unknown = desc < 0
+    desc = np.maximum(desc, 0)
+    start, end = ns(ev_start), ns(ev_end)
+    instant = table["instant"].to_numpy()[desc]
+    end = np.where(instant, start, end)
+    loc = ev_loc.astype(np.uint32)
     df = pl.DataFrame({
-        "loc": ev_loc.astype(np.uint32), "start_ns": ns(ev_start), "end_ns": ns(ev_end), "type": ev_type, "ref": ev_ref,
-        "bytes_rma": ev_c, "idx": np.arange(ev_loc.size, dtype=np.int64), "gpu": gpu_locs[ev_loc] if ev_loc.size else np.zeros(0, bool),
+        "loc": loc, "start_ns": start, "end_ns": end, "name": table["name"].gather(desc),
+        "cat": table["cat"].gather(desc), "src_cat": table["src_cat"].gather(desc),
+        "bytes": pl.Series(ev_c).set(pl.Series(ev_type != T.EV_RMA), None), "instant": instant,
     })
-    df = df.join(_region_frame(regions), on="ref", how="left")
-    names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet"}
-    record_name = pl.col("ref").replace_strict(names, default="?", return_dtype=pl.String)
-    region = pl.col("type") == T.EV_REGION
-    instant = region & pl.col("r_instant").fill_null(False)
-    df = df.with_columns(
-        pl.when(region).then(pl.col("r_name").fill_null("?")).otherwise(record_name).alias("name"),
-        pl.when(region).then(pl.when(pl.col("gpu")).then(pl.col("r_cat_gpu")).otherwise(pl.col("r_cat")).fill_null("other"))
-        .when(pl.col("type") == T.EV_RMA).then(pl.lit("memcpy")).otherwise(pl.lit("other")).alias("cat"),
-        pl.when(region).then(pl.col("r_src_cat")).when(pl.col("type") == T.EV_RMA).then(pl.lit("otf2/rma"))
-        .otherwise(pl.lit("otf2_record")).alias("src_cat"),
-        pl.when(pl.col("type") == T.EV_RMA).then(pl.col("bytes_rma")).otherwise(None).alias("bytes"),
-        (instant | (pl.col("type") == T.EV_INSTANT)).alias("instant"),
-        pl.when(instant).then(pl.col("start_ns")).otherwise(pl.col("end_ns")).alias("end_ns"),
-    )
-    df = df.sort(["loc", "start_ns", "end_ns", "idx"], descending=[False, False, True, False])
+    if unknown.any():
+        df = df.with_columns(pl.Series("name", np.where(unknown, "?", None), dtype=pl.String).fill_null(pl.col("name").cast(pl.String)).cast(table["name"].dtype))
+    idx = np.arange(loc.size, dtype=np.int64)
+    if not is_sorted(loc, start, end):
+        perm = np.lexsort((idx, -end, start, loc))
+        df, idx = df[perm], idx[perm]
     depth, parent = nest(df["loc"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy())
     df = df.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
     order = np.empty(df.height, np.int64)
-    order[df["idx"].to_numpy()] = np.arange(df.height, dtype=np.int64)
+    order[idx] = np.arange(df.height, dtype=np.int64)
     return df, order
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import orjson
 import polars as pl
+from numba import njit
 
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
@@ -104,11 +105,12 @@ def _clock(trace: Trace) -> tuple[int, int, int, int]:
     return shift, shift, hi - lo, clib.UNDEFINED_UINT64
 
 
-def _locations(trace: Trace, lanes: np.ndarray, strings: Strings) -> tuple[pl.DataFrame, list[str], list[tuple[int, int]], list[int]]:
+def _locations(trace: Trace, pairs: pl.DataFrame, strings: Strings) -> tuple[pl.DataFrame, list[str], list[tuple[int, int]], list[int]]:
     """Output locations, one per (loc, lane) in that order, with ``metric`` (the lane -1 or the counter
-    timeline that holds a series' samples), their group, plus hosts, groups and the rank locations."""
+    timeline that holds a series' samples), their group, plus hosts, groups and the rank locations.
+    ``pairs``: the distinct (loc, lane) of the events."""
     locs = trace.locations
-    with_events = pl.DataFrame({"loc": trace.events["loc"], "lane": lanes.astype(np.int64)}).unique()
+    with_events = pairs
     series_locs = trace.series["loc"].unique()
     busy = set(with_events["loc"].to_list())
     metric = pl.DataFrame({"loc": series_locs, "lane": [-1 if int(x) in busy else 0 for x in series_locs.to_list()]},
@@ -139,18 +141,49 @@ def _locations(trace: Trace, lanes: np.ndarray, strings: Strings) -> tuple[pl.Da
     return out, hosts, groups, first["ref"].to_list()
 
 
+@njit(cache=True)
+def _first_use_ids(key, span):
+    ids = np.empty(key.size, np.int64)
+    first = np.empty(key.size, np.int64)
+    slot = np.full(span, -1, np.int64)
+    count = 0
+    for i in range(key.size):
+        k = key[i]
+        if slot[k] < 0:
+            slot[k] = count
+            first[count] = i
+            count += 1
+        ids[i] = slot[k]
+    return ids, first[:count]
+
+
+def _dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys."""
+    if not key.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if int(key.max()) >= 4 * key.size + (1 << 20):
+        key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
+    return _first_use_ids(key, int(key.max()) + 1)
+
+
 def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.ndarray]:
-    ev = trace.events.select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
-    keys = ev.unique(maintain_order=True).with_row_index("region")
-    region = ev.join(keys, on=["name", "cat", "src_cat", "instant"], how="left", nulls_equal=True, maintain_order="left")["region"]
+    """One region per distinct (name, cat, src_cat, instant), found on the columns' integer codes; region ref per event row."""
+    ev = trace.events
+    codes = [ev[c].to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1 for c in ("name", "cat", "src_cat")]
+    codes.append(ev["instant"].cast(pl.Int64).to_numpy())
+    key = np.zeros(ev.height, np.int64)
+    for c in codes:
+        key = key * (int(c.max(initial=0)) + 1) + c
+    region, first = _dense_ids(key)
+    keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
     regions = []
-    for name, cat, src_cat, instant, _ in keys.select("name", "cat", "src_cat", "instant", "region").iter_rows():
+    for name, cat, src_cat, instant in keys.iter_rows():
         paradigm, role = region_kind(cat, src_cat)
         d = describe(cat, src_cat, bool(instant))
         strings.ref(name or "")
         strings.ref(d)
         regions.append({"name": name or "", "description": d, "paradigm": paradigm, "role": role})
-    return regions, region.to_numpy().astype(np.int64)
+    return regions, region
 
 
 def _comms(trace: Trace, loc_rank: np.ndarray, ranks: list[int], strings: Strings) -> tuple[list[dict[str, Any]], dict[str, dict[int, int]]]:
@@ -264,12 +297,15 @@ def plan(trace: Trace) -> Layout:
     ev = trace.events
     loc, start, end = ev["loc"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
     lanes = assign_lanes(loc, start, end).astype(np.int64)
-    out, hosts, groups, rank_locs = _locations(trace, lanes, strings)
+    pair, first = _dense_ids(loc.astype(np.int64) * (int(lanes.max(initial=0)) + 1) + lanes)
+    pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first]})
+    out, hosts, groups, rank_locs = _locations(trace, pairs, strings)
     ranks = [r for r, _ in groups]
     loc_rank = np.zeros(max(int(trace.locations["loc"].max() or 0) + 1, 1), np.int64)
     loc_rank[trace.locations["loc"].to_numpy()] = trace.locations["rank"].to_numpy()
     event_out = out.filter(~pl.col("metric")).select(pl.col("loc").cast(pl.Int64), "lane", "ref")
-    out_ref = pl.DataFrame({"loc": loc.astype(np.int64), "lane": lanes}).join(event_out, on=["loc", "lane"], how="left", maintain_order="left")["ref"].to_numpy().astype(np.int64)
+    pair_ref = pairs.join(event_out, on=["loc", "lane"], how="left", maintain_order="left")["ref"].to_numpy().astype(np.int64)
+    out_ref = pair_ref[pair]
     order = np.argsort(out_ref, kind="stable").astype(np.int64)
     counts = np.bincount(out_ref, minlength=out.height)
     bounds = np.zeros(out.height + 1, np.int64)

@@ -79,12 +79,12 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     owner = tl[8]
     rows = recs.rows
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
-    kinds = rows[:, 0]
+    cols = np.ascontiguousarray(rows.T)  # one pass instead of a strided copy per column
+    kinds = cols[0]
     after = pl.Series(np.where(kinds == R.ATTRIBUTE, 0, kinds)).replace(0, None).forward_fill().fill_null(0)
     head = pl.Series(np.where(kinds == R.ATTRIBUTE, -1, np.arange(kinds.size))).replace(-1, None).forward_fill().fill_null(-1)
     rec = pl.DataFrame({
-        "kind": kinds, "ts_ns": ticks_to_ns(rows[:, 1], defs), "a": rows[:, 2], "b": rows[:, 3], "c": rows[:, 4],
-        "d": rows[:, 5], "e": rows[:, 6], "loc": recs.loc, "rank": ranks[recs.loc] if rows.shape[0] else np.zeros(0, np.int32),
+        "kind": kinds, "ts_ns": ticks_to_ns(cols[1], defs), "a": cols[2], "b": cols[3], "c": cols[4], "d": cols[5], "e": cols[6], "loc": recs.loc, "rank": ranks[recs.loc] if rows.shape[0] else np.zeros(0, np.int32),
         "event": np.where(owner >= 0, order[np.maximum(owner, 0)] if order.size else owner, -1), "row": np.arange(rows.shape[0]),
         "after": after, "head": head,
     })
