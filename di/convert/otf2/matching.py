@@ -104,10 +104,8 @@ OWN_COLLECTIVE_ATTRIBUTES = {"di.dtype": "dtype", "di.op": "op", "di.group_size"
 
 def collectives(rec: pl.DataFrame, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: dict[int, str]) -> pl.DataFrame:
     """One row per MpiCollectiveEnd (schema ``collectives``); columns di's writer stored as attributes restored from them."""
-    import _otf2
-
     info, members = _comm_frames(comms)
-    names = {int(v.value): k[len("COLLECTIVE_OP_"):] for k, v in vars(_otf2).items() if k.startswith("COLLECTIVE_OP_")}
+    names = _op_names()
     ops = pl.DataFrame({"a": list(names), "otf2_op": list(names.values())}, schema={"a": pl.Int64, "otf2_op": pl.String})
     coll = rec.filter(pl.col("kind") == R.COLL_END).join(ops, on="a", how="left")
     coll = coll.join(members, left_on=["b", "c"], right_on=["comm_ref", "local"], how="left")
@@ -137,10 +135,15 @@ def collectives(rec: pl.DataFrame, comms: dict[int, dict[str, Any]], attributes:
     return assign_instances(out)
 
 
-def collective_args(rec: pl.DataFrame) -> pl.DataFrame:
-    """(event, otf2 op name, bytes received) of every collective, for the event's args."""
+def _op_names() -> dict[int, str]:
+    """OTF2_CollectiveOp value -> its name (``11`` -> ``"ALLREDUCE"``)."""
     import _otf2
 
-    names = {int(v.value): k[len("COLLECTIVE_OP_"):] for k, v in vars(_otf2).items() if k.startswith("COLLECTIVE_OP_")}
+    return {int(v.value): k[len("COLLECTIVE_OP_"):] for k, v in vars(_otf2).items() if k.startswith("COLLECTIVE_OP_")}
+
+
+def collective_args(rec: pl.DataFrame) -> pl.DataFrame:
+    """(event, otf2 op name, bytes received) of every collective, for the event's args."""
+    names = _op_names()
     coll = rec.filter(pl.col("kind") == R.COLL_END)
     return coll.select("event", pl.col("a").replace_strict(names, default="?").alias("collective_op"), pl.col("e").alias("bytes_received"))

@@ -145,3 +145,58 @@ def build(rows, loc):
         i = j
     return ev_loc[:m], ev_start[:m], ev_end[:m], ev_type[:m], ev_ref[:m], ev_a[:m], ev_b[:m], ev_c[:m], owner, counts
 
+
+
+def build_reference(rows: np.ndarray, loc: np.ndarray) -> tuple:
+    """Pure-Python reference of :func:`build` (for tests)."""
+    events: list[list[int]] = []  # loc, start, end, type, ref, a, b, c
+    owner = [-1] * rows.shape[0]
+    counts = [0] * N_COUNTS
+    i = 0
+    while i < rows.shape[0]:
+        j = i
+        while j < rows.shape[0] and loc[j] == loc[i]:
+            j += 1
+        stack: list[int] = []
+        rma: list[tuple[int, int]] = []  # (event, matching id)
+        last = -1
+        for k in range(i, j):
+            kind, t, a, b, c, d = (int(x) for x in rows[k, :6])
+            if kind in (R.ATTRIBUTE, R.METRIC_VALUE):
+                owner[k] = owner[last] if last >= 0 else -1
+                continue
+            last = k
+            if kind == R.ENTER:
+                stack.append(len(events))
+                owner[k] = len(events)
+                events.append([int(loc[k]), t, t, EV_REGION, a, 0, 0, 0])
+            elif kind == R.LEAVE:
+                if not stack:
+                    counts[LEAVE_WITHOUT_ENTER] += 1
+                    continue
+                e = stack.pop()
+                counts[LEAVE_MISMATCH] += events[e][4] != a
+                events[e][2] = t
+                owner[k] = e
+            elif R.PROGRAM_BEGIN <= kind <= R.PARAMETER_UINT or kind in (R.RMA_PUT, R.RMA_GET):
+                owner[k] = len(events)
+                if kind in (R.RMA_PUT, R.RMA_GET):
+                    rma.append((len(events), d))
+                events.append([int(loc[k]), t, t, EV_RMA if kind in (R.RMA_PUT, R.RMA_GET) else EV_INSTANT, kind, a, b, c])
+            elif kind == R.RMA_COMPLETE:
+                hit = next((q for q, (e, m) in enumerate(rma) if events[e][5] == a and m == d), None)
+                if hit is None:
+                    counts[RMA_COMPLETE_WITHOUT_OP] += 1
+                    continue
+                e, _ = rma.pop(hit)
+                events[e][2] = t
+                owner[k] = e
+            else:
+                owner[k] = stack[-1] if stack else -1
+        counts[UNCLOSED_ENTER] += len(stack)
+        for e in stack:
+            events[e][2] = int(rows[j - 1, 1])
+        counts[RMA_UNCOMPLETED] += len(rma)
+        i = j
+    cols = np.array(events, dtype=np.int64).reshape(-1, 8)
+    return (*(cols[:, q] for q in range(8)), np.array(owner, dtype=np.int64), np.array(counts, dtype=np.int64))
