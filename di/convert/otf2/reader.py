@@ -76,18 +76,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
             dropped[name] += n
     gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
     ev, order = events.events_frame(tl, lambda t: ticks_to_ns(t, defs), defs.regions, gpu)
-    owner = tl[8]
-    rows = recs.rows
-    ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
-    cols = np.ascontiguousarray(rows.T)  # one pass instead of a strided copy per column
-    kinds = cols[0]
-    after = pl.Series(np.where(kinds == R.ATTRIBUTE, 0, kinds)).replace(0, None).forward_fill().fill_null(0)
-    head = pl.Series(np.where(kinds == R.ATTRIBUTE, -1, np.arange(kinds.size))).replace(-1, None).forward_fill().fill_null(-1)
-    rec = pl.DataFrame({
-        "kind": kinds, "ts_ns": ticks_to_ns(cols[1], defs), "a": cols[2], "b": cols[3], "c": cols[4], "d": cols[5], "e": cols[6], "loc": recs.loc, "rank": ranks[recs.loc] if rows.shape[0] else np.zeros(0, np.int32),
-        "event": np.where(owner >= 0, order[np.maximum(owner, 0)] if order.size else owner, -1), "row": np.arange(rows.shape[0]),
-        "after": after, "head": head,
-    })
+    rec = _record_frame(recs, tl[8], order, defs)
     outside = rec.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END]) & (pl.col("event") < 0)).height
     if outside:
         dropped["mpi_record_outside_any_region"] += outside
@@ -103,7 +92,8 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
     if unknown_metric:
         dropped["metric_value_of_undefined_metric"] += unknown_metric
-    handled = int(np.isin(kinds, [R.ATTRIBUTE, R.METRIC_VALUE], invert=True).sum())
+    kinds = recs.rows[:, 0]
+    handled = int(np.count_nonzero((kinds != R.ATTRIBUTE) & (kinds != R.METRIC_VALUE)))
     if recs.records_read > handled:
         dropped["record_of_unsupported_type"] += recs.records_read - handled
     warnings += [f"{anchor}: {n} x {why.replace('_', ' ')}" for why, n in sorted(dropped.items()) if not why.startswith("unmatched")]
@@ -114,6 +104,26 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
         messages=messages, collectives=collectives, series=series if series.height else None,
         samples=samples if samples.height else None,
     )
+
+
+def _record_frame(recs: archive.Records, owner: np.ndarray, order: np.ndarray, defs: Definitions) -> pl.DataFrame:
+    """The records other than Enter/Leave (their events are built already), with ``event`` (row in events of
+    the record's owner, see :mod:`timeline`), ``row``, ``head`` (row of the record an attribute belongs to)
+    and ``after`` (that record's kind)."""
+    rows = recs.rows
+    kinds = rows[:, 0]
+    n = kinds.size
+    head = np.maximum.accumulate(np.where(kinds != R.ATTRIBUTE, np.arange(n), 0)) if n else np.zeros(0, np.int64)
+    sel = np.flatnonzero((kinds != R.ENTER) & (kinds != R.LEAVE))
+    sub = np.ascontiguousarray(rows[sel].T)
+    ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
+    own = owner[sel]
+    return pl.DataFrame({
+        "kind": sub[0], "ts_ns": ticks_to_ns(sub[1], defs), "a": sub[2], "b": sub[3], "c": sub[4], "d": sub[5], "e": sub[6],
+        "loc": recs.loc[sel], "rank": ranks[recs.loc[sel]] if sel.size else np.zeros(0, np.int32),
+        "event": np.where(own >= 0, order[np.maximum(own, 0)] if order.size else own, -1), "row": sel,
+        "after": kinds[head[sel]] if sel.size else np.zeros(0, np.int64), "head": head[sel],
+    })
 
 
 def _locations(defs: Definitions, rec: pl.DataFrame, source: int) -> tuple[pl.DataFrame, dict[int, int]]:
