@@ -68,7 +68,7 @@ def _sig(*extra):
     return types.int32(*_COMMON, *extra)
 
 
-@njit(cache=True, inline="always")
+@njit(types.int32(types.voidptr, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64), cache=True)
 def _push(user, kind, time, a, b, c, d, e, attrs):
     hdr = carray(user, (HEADER,), np.int64)
     buf = carray(user, (HEADER + hdr[1] * WIDTH,), np.int64)
@@ -105,82 +105,82 @@ def _push(user, kind, time, a, b, c, d, e, attrs):
 
 @cfunc(_sig(_u32), cache=True)
 def _enter(loc, time, pos, user, attrs, region):
-    return _push(user, ENTER, time, region, 0, 0, 0, 0, attrs)
+    return _push(user, ENTER, np.int64(time), np.int64(region), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32), cache=True)
 def _leave(loc, time, pos, user, attrs, region):
-    return _push(user, LEAVE, time, region, 0, 0, 0, 0, attrs)
+    return _push(user, LEAVE, np.int64(time), np.int64(region), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
 def _mpi_send(loc, time, pos, user, attrs, receiver, comm, tag, length):  # a=receiver b=comm c=tag d=bytes
-    return _push(user, MPI_SEND, time, receiver, comm, tag, length, 0, attrs)
+    return _push(user, MPI_SEND, np.int64(time), np.int64(receiver), np.int64(comm), np.int64(tag), np.int64(length), 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
 def _mpi_isend(loc, time, pos, user, attrs, receiver, comm, tag, length, request):  # e=request
-    return _push(user, MPI_ISEND, time, receiver, comm, tag, length, request, attrs)
+    return _push(user, MPI_ISEND, np.int64(time), np.int64(receiver), np.int64(comm), np.int64(tag), np.int64(length), np.int64(request), np.int64(attrs))
 
 
 @cfunc(_sig(_u64), cache=True)
 def _mpi_isend_complete(loc, time, pos, user, attrs, request):  # e=request
-    return _push(user, MPI_ISEND_COMPLETE, time, 0, 0, 0, 0, request, attrs)
+    return _push(user, MPI_ISEND_COMPLETE, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
 
 
 @cfunc(_sig(_u64), cache=True)
 def _mpi_irecv_request(loc, time, pos, user, attrs, request):  # e=request
-    return _push(user, MPI_IRECV_REQUEST, time, 0, 0, 0, 0, request, attrs)
+    return _push(user, MPI_IRECV_REQUEST, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
 def _mpi_recv(loc, time, pos, user, attrs, sender, comm, tag, length):  # a=sender b=comm c=tag d=bytes
-    return _push(user, MPI_RECV, time, sender, comm, tag, length, 0, attrs)
+    return _push(user, MPI_RECV, np.int64(time), np.int64(sender), np.int64(comm), np.int64(tag), np.int64(length), 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
 def _mpi_irecv(loc, time, pos, user, attrs, sender, comm, tag, length, request):  # e=request
-    return _push(user, MPI_IRECV, time, sender, comm, tag, length, request, attrs)
+    return _push(user, MPI_IRECV, np.int64(time), np.int64(sender), np.int64(comm), np.int64(tag), np.int64(length), np.int64(request), np.int64(attrs))
 
 
 @cfunc(_sig(_u64), cache=True)
 def _mpi_request_test(loc, time, pos, user, attrs, request):
-    return _push(user, MPI_REQUEST_TEST, time, 0, 0, 0, 0, request, attrs)
+    return _push(user, MPI_REQUEST_TEST, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
 
 
 @cfunc(_sig(_u64), cache=True)
 def _mpi_request_cancelled(loc, time, pos, user, attrs, request):
-    return _push(user, MPI_REQUEST_CANCELLED, time, 0, 0, 0, 0, request, attrs)
+    return _push(user, MPI_REQUEST_CANCELLED, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
 
 
 @cfunc(_sig(), cache=True)
 def _coll_begin(loc, time, pos, user, attrs):
-    return _push(user, COLL_BEGIN, time, 0, 0, 0, 0, 0, attrs)
+    return _push(user, COLL_BEGIN, np.int64(time), 0, 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u8, _u32, _u32, _u64, _u64), cache=True)
 def _coll_end(loc, time, pos, user, attrs, op, comm, root, sent, received):  # a=op b=comm c=root d=sent e=received
-    return _push(user, COLL_END, time, op, comm, root, sent, received, attrs)
+    return _push(user, COLL_END, np.int64(time), np.int64(op), np.int64(comm), np.int64(root), np.int64(sent), np.int64(received), np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u32, _u64, _u64), cache=True)
 def _rma_put(loc, time, pos, user, attrs, win, remote, nbytes, matching):  # a=win b=remote c=bytes d=matching id
-    return _push(user, RMA_PUT, time, win, remote, nbytes, matching, 0, attrs)
+    return _push(user, RMA_PUT, np.int64(time), np.int64(win), np.int64(remote), np.int64(nbytes), np.int64(matching), 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u32, _u64, _u64), cache=True)
 def _rma_get(loc, time, pos, user, attrs, win, remote, nbytes, matching):
-    return _push(user, RMA_GET, time, win, remote, nbytes, matching, 0, attrs)
+    return _push(user, RMA_GET, np.int64(time), np.int64(win), np.int64(remote), np.int64(nbytes), np.int64(matching), 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u64), cache=True)
 def _rma_complete(loc, time, pos, user, attrs, win, matching):  # a=win d=matching id
-    return _push(user, RMA_COMPLETE, time, win, 0, 0, matching, 0, attrs)
+    return _push(user, RMA_COMPLETE, np.int64(time), np.int64(win), 0, 0, np.int64(matching), 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u8, _ptr, _ptr), cache=True)
 def _metric(loc, time, pos, user, attrs, metric, count, type_ids, values):  # a=metric b=count
-    code = _push(user, METRIC, time, metric, count, 0, 0, 0, attrs)
+    code = _push(user, METRIC, np.int64(time), np.int64(metric), np.int64(count), 0, 0, 0, np.int64(attrs))
     hdr = carray(user, (HEADER,), np.int64)
     buf = carray(user, (HEADER + hdr[1] * WIDTH,), np.int64)
     tids = carray(type_ids, (count,), np.uint8)
@@ -202,77 +202,77 @@ def _metric(loc, time, pos, user, attrs, metric, count, type_ids, values):  # a=
 
 @cfunc(_sig(_u32, _u32, _ptr), cache=True)
 def _program_begin(loc, time, pos, user, attrs, name, nargs, args):  # a=program name string ref
-    return _push(user, PROGRAM_BEGIN, time, name, nargs, 0, 0, 0, attrs)
+    return _push(user, PROGRAM_BEGIN, np.int64(time), np.int64(name), np.int64(nargs), 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_i64), cache=True)
 def _program_end(loc, time, pos, user, attrs, status):  # a=exit status
-    return _push(user, PROGRAM_END, time, status, 0, 0, 0, 0, attrs)
+    return _push(user, PROGRAM_END, np.int64(time), np.int64(status), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u8, _u32), cache=True)
 def _thread_fork(loc, time, pos, user, attrs, model, threads):  # a=paradigm b=threads requested
-    return _push(user, THREAD_FORK, time, model, threads, 0, 0, 0, attrs)
+    return _push(user, THREAD_FORK, np.int64(time), np.int64(model), np.int64(threads), 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u8), cache=True)
 def _thread_join(loc, time, pos, user, attrs, model):
-    return _push(user, THREAD_JOIN, time, model, 0, 0, 0, 0, attrs)
+    return _push(user, THREAD_JOIN, np.int64(time), np.int64(model), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32), cache=True)
 def _team_begin(loc, time, pos, user, attrs, team):  # a=thread team comm
-    return _push(user, TEAM_BEGIN, time, team, 0, 0, 0, 0, attrs)
+    return _push(user, TEAM_BEGIN, np.int64(time), np.int64(team), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32), cache=True)
 def _team_end(loc, time, pos, user, attrs, team):
-    return _push(user, TEAM_END, time, team, 0, 0, 0, 0, attrs)
+    return _push(user, TEAM_END, np.int64(time), np.int64(team), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u8, _u32, _u32), cache=True)
 def _lock_acquire(loc, time, pos, user, attrs, model, lock, order):  # a=paradigm b=lock c=order
-    return _push(user, LOCK_ACQUIRE, time, model, lock, order, 0, 0, attrs)
+    return _push(user, LOCK_ACQUIRE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u8, _u32, _u32), cache=True)
 def _lock_release(loc, time, pos, user, attrs, model, lock, order):
-    return _push(user, LOCK_RELEASE, time, model, lock, order, 0, 0, attrs)
+    return _push(user, LOCK_RELEASE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u8), cache=True)
 def _measurement(loc, time, pos, user, attrs, mode):  # a=mode (1 on, 2 off)
-    return _push(user, MEASUREMENT_ON_OFF, time, mode, 0, 0, 0, 0, attrs)
+    return _push(user, MEASUREMENT_ON_OFF, np.int64(time), np.int64(mode), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u64), cache=True)
 def _buffer_flush(loc, time, pos, user, attrs, stop):  # a=stop time (ticks)
-    return _push(user, BUFFER_FLUSH, time, stop, 0, 0, 0, 0, attrs)
+    return _push(user, BUFFER_FLUSH, np.int64(time), np.int64(stop), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32), cache=True)
 def _win_create(loc, time, pos, user, attrs, win):
-    return _push(user, RMA_WIN_CREATE, time, win, 0, 0, 0, 0, attrs)
+    return _push(user, RMA_WIN_CREATE, np.int64(time), np.int64(win), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32), cache=True)
 def _win_destroy(loc, time, pos, user, attrs, win):
-    return _push(user, RMA_WIN_DESTROY, time, win, 0, 0, 0, 0, attrs)
+    return _push(user, RMA_WIN_DESTROY, np.int64(time), np.int64(win), 0, 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u32), cache=True)
 def _param_string(loc, time, pos, user, attrs, param, value):  # a=parameter b=string ref
-    return _push(user, PARAMETER_STRING, time, param, value, 0, 0, 0, attrs)
+    return _push(user, PARAMETER_STRING, np.int64(time), np.int64(param), np.int64(value), 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _i64), cache=True)
 def _param_int(loc, time, pos, user, attrs, param, value):
-    return _push(user, PARAMETER_INT, time, param, value, 0, 0, 0, attrs)
+    return _push(user, PARAMETER_INT, np.int64(time), np.int64(param), np.int64(value), 0, 0, 0, np.int64(attrs))
 
 
 @cfunc(_sig(_u32, _u64), cache=True)
 def _param_uint(loc, time, pos, user, attrs, param, value):
-    return _push(user, PARAMETER_UINT, time, param, value, 0, 0, 0, attrs)
+    return _push(user, PARAMETER_UINT, np.int64(time), np.int64(param), np.int64(value), 0, 0, 0, np.int64(attrs))
 
 
 CALLBACKS = {
