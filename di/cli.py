@@ -10,7 +10,7 @@ from typing import Any
 EXIT_INPUT = 2
 
 EXAMPLES = {
-    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert trace.json --rank 3 -o rank3.di",
+    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert trace.json --rank 3 -o rank3.di",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
     "demo": "examples:\n  di demo -o demo/         (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
 }
@@ -30,8 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     c = sub.add_parser("convert", help="convert traces between formats (merging per-rank files)", epilog=EXAMPLES["convert"], formatter_class=fmt)
     c.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
-    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz)")
-    c.add_argument("--to", help="output format name, overriding the extension (di, chrome)")
+    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2)")
+    c.add_argument("--to", help="output format name, overriding the extension (di, chrome, otf2; otf2 to a directory writes DIR/traces.otf2)")
     _rank_options(c)
     i = sub.add_parser("info", help="summarise a trace: ranks, timelines, categories, sources, drops", epilog=EXAMPLES["info"], formatter_class=fmt)
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
