@@ -56,9 +56,13 @@ def _load(args: argparse.Namespace, console: Any) -> Any:
 
     paths = expand(args.inputs)
     started = time.monotonic()
-    with Progress(console=console, transient=True, disable=len(paths) < 2) as bar:
-        task = bar.add_task("loading", total=len(paths))
-        trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
+    if len(paths) == 1:
+        with console.status(f"loading {paths[0]}"):
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks)
+    else:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("loading", total=len(paths))
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
     if time.monotonic() - started > 1:
         console.print(f"[dim]loaded {trace.events.height:,} events in {time.monotonic() - started:.1f} s[/dim]")
     return trace
