@@ -77,7 +77,7 @@ def _interned_entry(iid: int, size: int) -> int:
     return 1 + varint_size(iid) + 1 + _ld(size)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put_interned(out, pos, field_tag, iid, pool, a, b):
     body = 1 + varint_size(iid) + 1 + _ld(b - a)
     pos = put_varint(out, pos, field_tag)
@@ -89,7 +89,7 @@ def _put_interned(out, pos, field_tag, iid, pool, a, b):
     return put_bytes(out, pos, pool, a, b)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _header(out, pos, seq, uuid):
     """The first packet of a sequence: state cleared, default track uuid."""
     ev_def = 1 + varint_size(uuid)
@@ -109,7 +109,7 @@ def _header(out, pos, seq, uuid):
     return put_varint(out, pos, uuid)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _flow_size(i, at_end, fptr, fend):
     n = 0
     for m in range(fptr[i], fptr[i + 1]):
@@ -118,7 +118,7 @@ def _flow_size(i, at_end, fptr, fend):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put_flows(out, pos, i, at_end, fptr, fid, fterm, fend):
     for m in range(fptr[i], fptr[i + 1]):
         if fend[m] == at_end:
@@ -127,7 +127,7 @@ def _put_flows(out, pos, i, at_end, fptr, fid, fterm, fend):
     return pos
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
     ev = 2 + _flow_size(i, 1, fptr, fend)
     body = 1 + varint_size(ts) + 1 + varint_size(seq) + 2 + 1 + _ld(ev)
@@ -146,7 +146,7 @@ def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
     return _put_flows(out, pos, i, 1, fptr, fid, fterm, fend)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _begin_packet(out, pos, seq, t, i, kind, ts, ev_name, ev_cat, ev_src_cat, corr, nbytes, args, args_off, args_null,
                   names, name_off, cats, cat_off, ann, ann_off, seen_name, seen_cat, seen_ann, fptr, fid, fterm, fend):
     """A BEGIN or INSTANT packet of event i (interning what sequence t has not seen)."""

@@ -33,6 +33,8 @@ def varint_size(v: int) -> int:
     """Bytes the varint of ``v`` takes (``v`` as uint64: negative -> 10)."""
     if v < 0:
         return 10
+    if v < 128:
+        return 1
     n = 1
     while v >= 128:
         v >>= 7
@@ -43,6 +45,9 @@ def varint_size(v: int) -> int:
 @njit(cache=True, inline="always")
 def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     """Write ``v`` (as uint64) as a varint at ``pos``; return the position after it."""
+    if 0 <= v < 128:
+        out[pos] = v
+        return pos + 1
     u = np.uint64(v)
     while u >= np.uint64(128):
         out[pos] = np.uint8((u & np.uint64(127)) | np.uint64(128))

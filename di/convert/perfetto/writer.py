@@ -89,6 +89,8 @@ def _utf8_column(s: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """UTF-8 bytes, int64 offsets and null mask (uint8) of a String Series."""
     import pyarrow as pa
 
+    if s.null_count() == len(s):
+        return np.zeros(0, np.uint8), np.zeros(len(s) + 1, np.int64), np.ones(len(s), np.uint8)
     arr = s.cast(pl.String).fill_null("").to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
@@ -165,11 +167,12 @@ def _events(f: IO[bytes], out: np.ndarray, ev: pl.DataFrame, layout, marks, star
         out = np.empty(int((begin_cost + end_cost).max()) * 2, dtype=np.uint8)
     state = np.zeros(4, dtype=np.int64)
     stack = np.empty(max(n, 1), dtype=np.int64)
+    corr, nbytes, instant_u8 = _int_column(ev, "corr"), _int_column(ev, "bytes"), instant.astype(np.uint8)
     seen = [np.full(len(name_values), -1, np.int64), np.full(len(cat_off) - 1, -1, np.int64), np.full(2, -1, np.int64)]
     while state[encode.S_TRACK] < len(used):
         written = encode.encode_events(
-            state, stack, out, track_ptr, emit, track_seq, track_uuid, start, end, instant.astype(np.uint8), names, cats,
-            src, _int_column(ev, "corr"), _int_column(ev, "bytes"), args, args_off, args_null, name_pool, name_off,
+            state, stack, out, track_ptr, emit, track_seq, track_uuid, start, end, instant_u8, names, cats,
+            src, corr, nbytes, args, args_off, args_null, name_pool, name_off,
             cat_pool, cat_off, ann_pool, ann_off, *seen, marks.ptr, marks.fid, marks.terminating, marks.at_end,
             begin_cost, end_cost,
         )
