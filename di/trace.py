@@ -117,10 +117,9 @@ def refresh_meta(trace: Trace) -> dict[str, Any]:
     """meta with the derived fields (tables, ranks, time range) recomputed."""
     from di import __version__
 
-    meta = dict(trace.meta)
-    meta.setdefault("format", "di-trace")
-    meta["schema_version"] = schema.SCHEMA_VERSION
-    meta["di_version"] = __version__
+    # identity first, so that a reader of the first bytes knows what this is
+    meta = {"format": "di-trace", "schema_version": schema.SCHEMA_VERSION, "di_version": __version__}
+    meta.update((k, v) for k, v in trace.meta.items() if k not in meta)
     meta.setdefault("clock", {"unit": "ns", "domain": "relative", "sync": None})
     meta.setdefault("sources", [])
     meta.setdefault("warnings", [])

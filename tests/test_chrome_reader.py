@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 import di
-from conftest import KINETO, NO_DATA, is_execution_trace, kineto_file, kineto_files, kineto_id, trace_doc, write_json
+from conftest import KINETO, NO_DATA, assert_valid, is_execution_trace, kineto_file, kineto_files, kineto_id, trace_doc, write_json
 from di.nesting import nest_reference
 
 FLOW_DROPS = ("flow start without end", "flow end without start", "flow step on no slice")
@@ -207,7 +207,6 @@ def test_rank_sources(folder: str, tmp_path: Path, load_valid) -> None:
     assert source(both) == [(0, "position"), (1, "position")] and both.ranks == [0, 1]
 
 
-@pytest.mark.xfail(strict=True, reason="reader._rank prefers distributedInfo over an explicit ranks=[...], which the duplicate-rank error tells users to pass")
 def test_ranks_option_resolves_a_rank_clash(kineto: Path, load_valid) -> None:
     files = [kineto / "hta_trace_compare/base/base.json.gz", kineto / "hta_trace_compare/test/test.json.gz"]
     with pytest.raises(di.FormatError, match="--ranks"):
@@ -263,10 +262,7 @@ def _flow_ends(trace: di.Trace, kind: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     return ev[flows.get_column("src")], ev[flows.get_column("dst")]
 
 
-MTIA = "MTIA device timelines (mtia_ccp_events) are classified cpu_thread, runtime calls 'other'"
-
-
-@pytest.mark.parametrize("path", _params(traces_only=True, xfail={"hta_mtia_inference_trace/": MTIA}))
+@pytest.mark.parametrize("path", _params(traces_only=True))
 def test_launch_and_sync_flows_go_from_api_call_to_gpu(path: Path, load_valid) -> None:
     trace = load_valid(path)
     for kind, api_cats, gpu_cats in (("launch", ["cuda_api", "sync"], None), ("sync", ["sync"], ["sync"])):
@@ -317,7 +313,6 @@ def test_begin_end_nesting_and_metadata_names(tmp_path: Path, load_valid) -> Non
     assert t.locations.select("pid", "tid", "kind", "name", "process").rows() == [(1, 2, "cpu_thread", "main", "trainer")]
 
 
-@pytest.mark.xfail(strict=True, reason="phases._pair keeps only the B args when both B and E carry args (spec: merged)")
 def test_begin_end_args_are_merged(tmp_path: Path, load_valid) -> None:
     t = load_valid(write_json(tmp_path, "args.json", trace_doc(
         {"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 0, "args": {"x": 1}},
@@ -355,7 +350,6 @@ def test_counters_with_two_keys_and_a_unit(tmp_path: Path, load_valid) -> None:
     assert t.samples.rows() == [(0, 1000, 5.0), (0, 2000, 6.0), (1, 1000, 7.5), (1, 2000, 8.0), (2, 2000, 100.0)]
 
 
-@pytest.mark.xfail(strict=True, reason="metadata.counters ignores a C event's id; the spec names the counter by name + id")
 def test_counter_id_makes_its_own_series(tmp_path: Path, load_valid) -> None:
     c = {"ph": "C", "name": "ctr", "pid": 1, "ts": 1}
     t = load_valid(write_json(tmp_path, "cid.json", trace_doc({**c, "id": 3, "args": {"a": 1}}, {**c, "id": 4, "args": {"a": 2}})))
@@ -435,3 +429,14 @@ def test_every_flow_record_is_accounted_for(tmp_path: Path, load_valid) -> None:
     assert t.flows.height == 0
     dropped = t.meta["sources"][0]["dropped"]
     assert sum(dropped.get(k, 0) for k in FLOW_DROPS) == 3, dropped
+
+
+def test_more_distinct_names_than_the_first_symbol_table_holds(tmp_path: Path) -> None:
+    from di.convert.symbols import FIRST_CAPACITY
+
+    n = FIRST_CAPACITY + 1000
+    events = [{"ph": "X", "name": f"op{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(n)]
+    t = assert_valid(di.load(write_json(tmp_path, "many.json", trace_doc(*events))))
+    names = t.events.get_column("name").cast(str)
+    assert names.n_unique() == n
+    assert names.to_list()[:3] == ["op0", "op1", "op2"] and names[-1] == f"op{n - 1}"

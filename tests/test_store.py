@@ -172,3 +172,13 @@ def test_saving_over_an_existing_store_replaces_it(loaded: di.Trace, store: Path
     shutil.rmtree(store)
     di.save(loaded, store)
     assert di.load(store).events.height == loaded.events.height
+
+
+def test_store_with_a_large_meta_is_recognised(tmp_path: Path) -> None:
+    """A source whose info fills more than the first 4 KiB of meta.json (hta_cpu_only's
+    300-rank process-group config did) must still be recognised as a store."""
+    source = {"path": "x", "format": "chrome", "rank": 0, "rank_source": "single", "events": 0, "dropped": {}, "info": {"pad": "p" * 20_000}}
+    trace = di.Trace.build(meta={"sources": [source]})
+    di.save(trace, tmp_path / "big.di")
+    assert (tmp_path / "big.di" / "meta.json").read_bytes().index(b'"di-trace"') < 100
+    assert di.load(tmp_path / "big.di").meta["sources"][0]["info"]["pad"] == "p" * 20_000
