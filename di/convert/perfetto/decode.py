@@ -21,7 +21,7 @@ from numba.typed import Dict
 
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.protobuf import read_fixed64, read_varint, skip_field
-from di.convert.symbols import intern
+from di.convert.symbols import FULL, grow, intern
 
 KEY3 = types.UniTuple(types.int64, 3)
 
@@ -82,7 +82,10 @@ def _lookup(table, seq, gen, kind, iid, stats):
 
 @njit(cache=True)
 def _sym(buf, a, b, sym):
-    sid, sym[0], sym[1], sym[2] = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
+    sid = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
+    if sid == FULL:
+        sym[0], sym[1], sym[2] = grow(buf, sym[0], sym[1], sym[2], sym[3])
+        sid = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
     return sid
 
 

@@ -136,6 +136,10 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     if doc is not None:
         flows, messages, unpaired = _own_flows(doc, fl_id, mark_row, fl_term)
         collectives = ditrace.table(doc, "collectives")
+        if events.height != doc.get("counts", {}).get("events", events.height) and collectives.height:
+            # rows of a partly read trace differ from the written ones: the references would be wrong
+            dropped["collectives whose events were not all read"] += collectives.height
+            collectives = None
     else:
         start_of_row = events.get_column("start_ns").to_numpy()
         order_marks = np.lexsort((packet[fl_ev], ts[fl_ev])) if len(fl_ev) else np.zeros(0, np.int64)
