@@ -48,7 +48,7 @@ def find_steps(trace: Trace) -> pl.DataFrame:
             found.append(_detected(part, rank))
     if not found:
         return pl.DataFrame(schema=_STEP_SCHEMA)
-    return pl.concat(found).cast(_STEP_SCHEMA).sort("rank", "start_ns")  # type: ignore[arg-type]
+    return pl.concat([f.cast(_STEP_SCHEMA) for f in found]).sort("rank", "start_ns")  # type: ignore[arg-type]
 
 
 def _from_marks(marks: pl.DataFrame, rank: int, source: str) -> pl.DataFrame:
