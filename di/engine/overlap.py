@@ -59,15 +59,18 @@ def overlap(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
     for pair, (a, b, why) in specs.items():
         den = iv.measure(a, n)
         num = iv.measure(iv.intersect(a, b), n)
-        reason = np.where(den > 0, None, np.where(has_gpu | (pair != "cpu_gpu"), f"{why} in the window", "no GPU activity"))
         if pair == "cpu_gpu":
-            reason = np.where((den > 0) & ~has_gpu, "no GPU activity", reason)
             num = np.where(has_gpu, num, 0)
+            missing = np.where(den == 0, f"{why} in the window", "no GPU activity")
+            undefined = (den == 0) | ~has_gpu
+        else:
+            missing = np.full(den.size, f"{why} in the window")
+            undefined = den == 0
         parts.append(groups.keys.with_columns(
             pl.lit(pair).alias("pair"),
             pl.Series("numerator_ns", num, dtype=pl.Int64),
             pl.Series("denominator_ns", den, dtype=pl.Int64),
-            pl.Series("reason", reason, dtype=pl.String),
+            pl.Series("reason", missing.tolist(), dtype=pl.String).zip_with(pl.Series(undefined), pl.Series([None] * den.size, dtype=pl.String)),
         ))
     out = pl.concat(parts).with_columns(
         pl.when(pl.col("reason").is_null()).then(pl.col("numerator_ns") / pl.col("denominator_ns")).otherwise(None).alias("ratio")
