@@ -58,7 +58,8 @@ def analyze(trace: Trace, *, window: Window | str | None = None, per_step: bool 
     Args:
         trace: the canonical trace.
         window: a :class:`di.engine.window.Window` or its text (``steps=:-1``, ``time=0:2s``).
-        per_step: also report breakdown, overlap, imbalance and wait states per step.
+        per_step: add one row per step (besides the window's, step null) to breakdown
+            and overlap; imbalance and wait states always carry steps.
         analyses: which of :data:`ANALYSES` to run.
 
     Raises:
@@ -85,14 +86,18 @@ def analyze(trace: Trace, *, window: Window | str | None = None, per_step: bool 
 
 
 def _run(name: str, frame: Any, per_step: bool) -> Any:
+    import polars as pl
+
     if name == "breakdown":
         from di.engine.breakdown import breakdown
 
-        return breakdown(frame, per_step=per_step)
+        whole = breakdown(frame)
+        return pl.concat([whole, breakdown(frame, per_step=True)]) if per_step else whole
     if name == "overlap":
         from di.engine.overlap import overlap
 
-        return overlap(frame, per_step=per_step)
+        whole = overlap(frame)
+        return pl.concat([whole, overlap(frame, per_step=True)]) if per_step else whole
     if name == "imbalance":
         from di.engine.imbalance import imbalance
 
