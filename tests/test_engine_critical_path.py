@@ -185,3 +185,22 @@ def test_properties(job):
     ratios = res.overlap.get_column("ratio").drop_nulls()
     assert ((ratios >= 0) & (ratios <= 1)).all()
     assert res.overlap.filter(pl.col("ratio").is_null() & pl.col("reason").is_null()).height == 0
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_jobs())
+def test_longest_path_kernel_matches_reference(job):
+    from di.engine.critical_path import _longest, longest_reference, weights
+    from di.engine.critical_path_graph import build_graph
+    from di.engine.window import prepare
+
+    frame = prepare(job.build())
+    g, _ = build_graph(frame)
+    order = np.argsort(g.time_ns, kind="stable").astype(np.int64)
+    pos = np.empty_like(order)
+    pos[order] = np.arange(order.size)
+    local_w, cross_w, _ = weights(frame, g)
+    by_dst = np.argsort(g.dst, kind="stable")
+    in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
+    dist, _, _ = _longest(order, g.first_of_loc, local_w, in_ptr, g.src[by_dst], cross_w[by_dst], pos)
+    assert np.array_equal(dist, longest_reference(order, g.first_of_loc, local_w, g.src, g.dst, cross_w))

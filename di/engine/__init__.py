@@ -78,21 +78,27 @@ def analyze(trace: Trace, *, window: Window | str | None = None, per_step: bool 
     frame = prepare(trace, win)
     seconds["prepare"] = time.perf_counter() - t0
     out: dict[str, Any] = {}
+    cache: dict[str, Any] = {}
     for name in analyses:
         t0 = time.perf_counter()
-        out[name] = _run(name, frame, per_step)
+        out[name] = _run(name, frame, per_step, cache)
         seconds[name] = time.perf_counter() - t0
     return Analysis(steps=frame.steps, per_step=per_step, window=win.text, seconds=seconds, **out)
 
 
-def _run(name: str, frame: Any, per_step: bool) -> Any:
+def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
     import polars as pl
 
-    if name == "breakdown":
-        from di.engine.breakdown import breakdown
+    from di.engine.breakdown import breakdown
 
-        whole = breakdown(frame)
-        return pl.concat([whole, breakdown(frame, per_step=True)]) if per_step else whole
+    def table(step: bool) -> Any:
+        key = "by_step" if step else "whole"
+        if key not in cache:
+            cache[key] = breakdown(frame, per_step=step)
+        return cache[key]
+
+    if name == "breakdown":
+        return pl.concat([table(False), table(True)]) if per_step else table(False)
     if name == "overlap":
         from di.engine.overlap import overlap
 
@@ -101,7 +107,7 @@ def _run(name: str, frame: Any, per_step: bool) -> Any:
     if name == "imbalance":
         from di.engine.imbalance import imbalance
 
-        return imbalance(frame)
+        return imbalance(frame, whole=table(False), by_step=table(True) if frame.steps.height else None)
     if name == "wait_states":
         from di.engine.waitstates import wait_states
 

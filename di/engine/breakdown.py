@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from numba import njit
 
 from di.engine import intervals as iv
 from di.engine.classify import ACTIVITIES, COMM, COMPUTE, CPU, IO, MEMORY, NONE, SYNC
@@ -29,6 +30,38 @@ from di.engine.window import EventFrame
 
 GPU_PRIORITY = (COMPUTE, COMM, MEMORY, SYNC, CPU, IO)
 HOST_PRIORITY = (SYNC, COMM, IO, CPU, MEMORY, COMPUTE)
+STATE_NAMES = tuple(ACTIVITIES[1:]) + ("idle",)
+
+
+@njit(cache=True, nogil=True)
+def _sweep(group, time, delta, act, n_groups, host_group, host_prio, gpu_prio):
+    """One pass over interval boundaries sorted by (group, time).
+
+    Returns (exclusive ns per group x activity, union ns per group x activity).
+    """
+    n_act = host_prio.size + 1
+    excl = np.zeros((n_groups, n_act), np.int64)
+    union = np.zeros((n_groups, n_act), np.int64)
+    count = np.zeros(n_act, np.int64)
+    for k in range(group.size):
+        g = group[k]
+        if k > 0 and group[k - 1] != g:
+            count[:] = 0
+        elif k > 0:
+            dt = time[k] - time[k - 1]
+            if dt > 0:
+                prio = host_prio if host_group[g] else gpu_prio
+                top = -1
+                for p in range(prio.size):
+                    a = prio[p]
+                    if count[a] > 0:
+                        union[g, a] += dt
+                        if top < 0:
+                            top = a
+                if top >= 0:
+                    excl[g, top] += dt
+        count[act[k]] += delta[k]
+    return excl, union
 
 
 def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
@@ -44,17 +77,21 @@ def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
     lo, hi = span(frame, groups, busy)
     span_ns = hi - lo
     is_host = groups.keys.get_column("scope").to_numpy() == HOST
-    rows: list[pl.DataFrame] = []
-    covered = iv.empty()
-    for a_host, a_gpu in zip(HOST_PRIORITY, GPU_PRIORITY):
-        for a, on_host in ((a_host, True), (a_gpu, False)):
-            u = groups.sets(frame, frame.activity == a)
-            u = _keep(u, is_host if on_host else ~is_host)
-            exclusive = iv.subtract(u, covered)
-            covered = iv.union_sets(covered, u)
-            rows.append(_rows(groups.keys, ACTIVITIES[a], iv.measure(exclusive, groups.n), iv.measure(u, groups.n), span_ns, on_host, is_host))
-    idle = span_ns - iv.measure(covered, groups.n)
-    rows.append(_rows(groups.keys, "idle", idle, None, span_ns, None, is_host))
+    m = np.flatnonzero(busy & (groups.of_event >= 0) & (frame.end_ns > frame.start_ns))
+    g = np.concatenate([groups.of_event[m], groups.of_event[m]])
+    t = np.concatenate([frame.start_ns[m], frame.end_ns[m]])
+    delta = np.concatenate([np.ones(m.size, np.int64), -np.ones(m.size, np.int64)])
+    act = np.concatenate([frame.activity[m], frame.activity[m]]).astype(np.int64)
+    order = iv.sort_order(g, t) if g.size else np.zeros(0, np.int64)
+    excl, union = _sweep(g[order], t[order], delta[order], act[order], groups.n, is_host,
+                         np.asarray(HOST_PRIORITY, np.int64), np.asarray(GPU_PRIORITY, np.int64))
+    busy_ns = excl.sum(axis=1)
+    rows = []
+    for a in range(1, len(ACTIVITIES)):
+        rows.append(groups.keys.with_columns(pl.lit(ACTIVITIES[a]).alias("state"), pl.Series("time_ns", excl[:, a]),
+                                             pl.Series("union_ns", union[:, a], dtype=pl.Int64), pl.Series("span_ns", span_ns)))
+    rows.append(groups.keys.with_columns(pl.lit("idle").alias("state"), pl.Series("time_ns", span_ns - busy_ns),
+                                         pl.lit(None, pl.Int64).alias("union_ns"), pl.Series("span_ns", span_ns)))
     out = pl.concat(rows)
     scope = pl.when(pl.col("scope") == HOST).then(pl.lit("host")).otherwise(pl.format("gpu{}", pl.col("scope")))
     return out.with_columns(
@@ -68,23 +105,21 @@ def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
     ).sort("rank", "scope", "step", "state", nulls_last=False)
 
 
-def _keep(s: iv.IntervalSet, group_mask: np.ndarray) -> iv.IntervalSet:
-    k = group_mask[s.group]
-    return iv.IntervalSet(s.group[k], s.start_ns[k], s.end_ns[k])
-
-
-def _rows(keys: pl.DataFrame, state: str, time_ns: np.ndarray, union_ns: np.ndarray | None,
-          span_ns: np.ndarray, on_host: bool | None, is_host: np.ndarray) -> pl.DataFrame:
-    sel = np.ones(keys.height, bool) if on_host is None else (is_host == on_host)
-    df = keys.filter(pl.Series(sel)).with_columns(
-        pl.lit(state).alias("state"),
-        pl.Series("time_ns", time_ns[sel], dtype=pl.Int64),
-        pl.Series("union_ns", union_ns[sel] if union_ns is not None else [None] * int(sel.sum()), dtype=pl.Int64),
-        pl.Series("span_ns", span_ns[sel], dtype=pl.Int64),
-    )
-    return df
-
-
-def shares(table: pl.DataFrame) -> pl.DataFrame:
-    """Wide view: one row per rank/scope/step, one share column per state (for summaries)."""
-    return table.pivot(on="state", index=["rank", "scope", "step", "span_ns"], values="share").sort("rank", "scope", "step")
+def sweep_reference(group, start, end, act, host_group, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pure-Python reference of :func:`_sweep` by sampling every ns (small inputs, tests only)."""
+    n_act = len(ACTIVITIES)
+    excl = np.zeros((n_groups, n_act), np.int64)
+    union = np.zeros((n_groups, n_act), np.int64)
+    for g in range(n_groups):
+        mine = [(int(s), int(e), int(a)) for gg, s, e, a in zip(group, start, end, act) if gg == g]
+        if not mine:
+            continue
+        prio = HOST_PRIORITY if host_group[g] else GPU_PRIORITY
+        for t in range(min(s for s, _, _ in mine), max(e for _, e, _ in mine)):
+            active = {a for s, e, a in mine if s <= t < e}
+            for a in active:
+                union[g, a] += 1
+            top = next((a for a in prio if a in active), None)
+            if top is not None:
+                excl[g, top] += 1
+    return excl, union

@@ -39,18 +39,27 @@ _BY_CAT = {
 
 
 def activities(trace: Trace) -> np.ndarray:
-    """int8 activity code of every event row (see the module docstring)."""
+    """int8 activity code of every event row (see the module docstring).
+
+    Works on the physical codes of ``cat`` (Enum) and ``name`` (Categorical),
+    so names are matched once per distinct name, not once per event.
+    """
     ev = trace.events
-    kinds = trace.locations.select(pl.col("loc").cast(pl.UInt32), pl.col("kind").cast(pl.String))
-    on = ev.select("loc", "cat", "name", "instant").join(kinds, on="loc", how="left", maintain_order="left")
-    cat = pl.col("cat").cast(pl.String)
-    code = (
-        pl.when(pl.col("instant") | ~pl.col("kind").is_in(["cpu_thread", "gpu_stream", "async"])).then(pl.lit(NONE))
-        .when((cat == "kernel") & pl.col("name").cast(pl.String).str.contains(COMM_KERNEL_NAME)).then(pl.lit(COMM))
-        .when(cat.is_in(["compute", "cuda_api", "python"]) & (pl.col("kind") == "gpu_stream")).then(pl.lit(COMPUTE))
-        .otherwise(cat.replace_strict(_BY_CAT, default=NONE, return_dtype=pl.Int8))
-    )
-    out = on.select(code.cast(pl.Int8)).to_series().to_numpy().copy()
+    cats = ev.schema["cat"].categories.to_list()  # type: ignore[attr-defined]
+    by_cat = np.array([_BY_CAT.get(c, NONE) for c in cats], np.int8)
+    cat_code = ev.get_column("cat").to_physical().to_numpy()
+    out = by_cat[cat_code]
+    names = ev.get_column("name")
+    name_code = names.to_physical().to_numpy()
+    distinct = names.unique().drop_nulls()
+    comm_name = np.zeros(int(name_code.max()) + 1 if name_code.size else 0, bool)
+    hits = distinct.filter(distinct.cast(pl.String).str.contains(COMM_KERNEL_NAME))
+    comm_name[hits.to_physical().to_numpy()] = True
+    out[(cat_code == cats.index("kernel")) & comm_name[name_code]] = COMM
+    kind = _loc_kinds(trace)[ev.get_column("loc").to_numpy()]
+    host_cat = np.isin(cat_code, [cats.index(c) for c in ("compute", "cuda_api", "python")])
+    out[host_cat & (kind == 1)] = COMPUTE
+    out[(kind == 0) | ev.get_column("instant").to_numpy()] = NONE
     members = np.concatenate([
         trace.collectives.get_column("event").to_numpy(),
         trace.messages.get_column("send").to_numpy(),
@@ -59,6 +68,19 @@ def activities(trace: Trace) -> np.ndarray:
     if members.size:
         busy = out[members] != NONE
         out[members[busy]] = COMM
+    return out
+
+
+def _loc_kinds(trace: Trace) -> np.ndarray:
+    """Per loc id: 0 not an activity timeline, 1 GPU stream, 2 CPU thread or async track."""
+    locs = trace.locations
+    n = max(int(locs.get_column("loc").max() or 0) + 1 if locs.height else 0,
+            int(trace.events.get_column("loc").max() or 0) + 1 if trace.events.height else 0)
+    out = np.zeros(n, np.int8)
+    li = locs.get_column("loc").to_numpy().astype(np.int64)
+    kind = locs.get_column("kind").cast(pl.String).to_numpy()
+    out[li[kind == "gpu_stream"]] = 1
+    out[li[(kind == "cpu_thread") | (kind == "async")]] = 2
     return out
 
 

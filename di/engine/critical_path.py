@@ -10,8 +10,9 @@ stream-wait, user, message and collective edges. Edge weights are the time
   time), counted only after every cross dependency of v had arrived:
   t_v - max(t_p, a_v), a_v the latest source time of v's cross edges. On a
   CPU thread a stretch with no work open (or only annotations) weighs 0; on
-  a GPU stream the gap between two GPU activities weighs the gap (the GPU
-  waited for nothing it knew of: HolisticTraceAnalysis's kernel-kernel delay).
+  a GPU stream the gap before a launched activity weighs the gap after the
+  launch arrived (queued behind the previous one: HolisticTraceAnalysis's
+  kernel-kernel delay); a gap before an activity with no known launch weighs 0.
 - a cross edge u -> v: t_v - max(t_u, t_p): the time from the dependency's
   arrival to v (launch delay when the stream was idle; the transfer after
   the last member arrived in a collective; the receive after its send began;
@@ -38,6 +39,7 @@ import polars as pl
 from numba import njit
 
 from di.engine.classify import NONE
+from di.engine.intervals import scatter_max
 from di.engine.critical_path_graph import EDGE_KINDS, LOCAL, Graph, build_graph
 from di.engine.window import EventFrame
 
@@ -47,23 +49,33 @@ _MIN = np.iinfo(np.int64).min
 def weights(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(local weight per node, weight per cross edge, arrival a_v per node), int64 ns."""
     t = g.time_ns
-    prev_t = np.where(g.first_of_loc, _MIN, np.roll(t, 1))
-    arrival = np.full(t.size, _MIN, np.int64)
-    np.maximum.at(arrival, g.dst, t[g.src])
-    owner_act = np.where(g.owner >= 0, frame.activity[np.maximum(g.owner, 0)], NONE)
-    on_gpu = frame.on_gpu[g.event]
-    counted = (owner_act != NONE) | (on_gpu & ~g.first_of_loc)
-    local = np.where(g.first_of_loc | ~counted, 0, t - np.maximum(prev_t, arrival))
-    cross = t[g.dst] - np.maximum(t[g.src], prev_t[g.dst])
-    return np.maximum(local, 0), np.maximum(cross, 0), arrival
+    arrival = scatter_max(g.dst, t[g.src], np.full(t.size, _MIN, np.int64))
+    local = _local_weights(t, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival)
+    prev_dst = np.where(g.first_of_loc[g.dst], _MIN, t[np.maximum(g.dst - 1, 0)])
+    cross = np.maximum(t[g.dst] - np.maximum(t[g.src], prev_dst), 0)
+    return local, cross, arrival
+
+
+@njit(cache=True, nogil=True)
+def _local_weights(t, first, owner, event, activity, on_gpu, arrival):
+    out = np.zeros(t.size, np.int64)
+    for v in range(t.size):
+        if first[v]:
+            continue
+        o = owner[v]
+        counted = (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and arrival[v] > _MIN)
+        if counted:
+            w = t[v] - max(t[v - 1], arrival[v])
+            out[v] = w if w > 0 else 0
+    return out
 
 
 @njit(cache=True, nogil=True)
 def _longest(order, first_of_loc, local_w, in_ptr, in_src, in_w, pos):
     m = order.size
     dist = np.zeros(m, np.int64)
-    pred = np.full(m, -1, np.int64)
-    via = np.full(m, -1, np.int64)  # -1 none, -2 local, e >= 0 cross edge e (CSR position)
+    pred = np.full(m, -1, np.int32)
+    via = np.full(m, -1, np.int32)  # -1 none, -2 local, e >= 0 cross edge e (CSR position)
     for k in range(m):
         v = order[k]
         best = 0
@@ -83,6 +95,19 @@ def _longest(order, first_of_loc, local_w, in_ptr, in_src, in_w, pos):
     return dist, pred, via
 
 
+def longest_reference(order, first_of_loc, local_w, src, dst, cross_w) -> np.ndarray:
+    """Pure-Python reference of :func:`_longest`'s distances (tests only)."""
+    pos = {int(v): k for k, v in enumerate(order)}
+    dist = [0] * len(order)
+    for v in map(int, order):
+        best = 0 if first_of_loc[v] else dist[v - 1] + int(local_w[v])
+        for u, d, w in zip(src, dst, cross_w):
+            if d == v and pos[int(u)] < pos[v]:
+                best = max(best, dist[int(u)] + int(w))
+        dist[v] = best
+    return np.asarray(dist, np.int64)
+
+
 def critical_path(frame: EventFrame) -> dict[str, Any]:
     """The job's critical path.
 
@@ -96,10 +121,11 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
     """
     g, dropped = build_graph(frame)
     if not g.event.size:
-        return _result(frame, g, [], dropped, 0)
-    order = np.argsort(g.time_ns, kind="stable").astype(np.int64)
-    pos = np.empty_like(order)
-    pos[order] = np.arange(order.size)
+        z = np.zeros(0, np.int64)
+        return _result(frame, g, (z, z, z, z), dropped, 0)
+    order = np.argsort(g.time_ns, kind="stable").astype(np.int32)
+    pos = np.empty(order.size, np.int32)
+    pos[order] = np.arange(order.size, dtype=np.int32)
     # an edge tied in time with its target but ordered after it cannot be honoured: drop it everywhere
     honoured = pos[g.src] < pos[g.dst]
     dropped += int((~honoured).sum())
@@ -109,47 +135,72 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
     in_src, in_w, in_kind = g.src[by_dst], cross_w[by_dst], g.kind[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
     dist, pred, via = _longest(order, g.first_of_loc, local_w, in_ptr, in_src, in_w, pos)
+    del order, pos
     sink = int(np.flatnonzero(dist == dist.max())[-1]) if dist.size else -1
-    steps = []
+    length = int(dist[sink]) if sink >= 0 else 0
+    del dist
+    steps = _backtrack(sink, pred, via, local_w, in_w, in_kind)
+    return _result(frame, g, steps, dropped, length, arrival=arrival)
+
+
+@njit(cache=True, nogil=True)
+def _backtrack(sink, pred, via, local_w, in_w, in_kind):
+    """The path's steps (u, v, kind, weight) from its first node to ``sink``."""
+    n = 0
     v = sink
     while v >= 0 and pred[v] >= 0:
-        u = int(pred[v])
+        n += 1
+        v = pred[v]
+    u_out = np.empty(n, np.int64)
+    v_out = np.empty(n, np.int64)
+    kind = np.empty(n, np.int64)
+    w = np.empty(n, np.int64)
+    v = sink
+    k = n - 1
+    while k >= 0:
+        u = pred[v]
+        u_out[k] = u
+        v_out[k] = v
         if via[v] == -2:
-            steps.append((u, v, LOCAL, int(local_w[v])))
+            kind[k] = LOCAL
+            w[k] = local_w[v]
         else:
-            e = int(via[v])
-            steps.append((u, v, int(in_kind[e]), int(in_w[e])))
+            kind[k] = in_kind[via[v]]
+            w[k] = in_w[via[v]]
         v = u
-    steps.reverse()
-    return _result(frame, g, steps, dropped, int(dist[sink]) if sink >= 0 else 0, arrival=arrival)
+        k -= 1
+    return u_out, v_out, kind, w
 
 
-def _result(frame: EventFrame, g: Graph, steps: list, dropped: int, length: int, arrival: np.ndarray | None = None) -> dict[str, Any]:
+def _result(frame: EventFrame, g: Graph, steps: tuple[np.ndarray, ...], dropped: int, length: int, arrival: np.ndarray | None = None) -> dict[str, Any]:
     ev = frame.trace.events
-    names = ev.get_column("name").cast(pl.String)
-    cats = ev.get_column("cat").cast(pl.String)
-    u = np.array([s[0] for s in steps], np.int64)
-    v = np.array([s[1] for s in steps], np.int64)
-    kind = np.array([s[2] for s in steps], np.int64)
-    w = np.array([s[3] for s in steps], np.int64)
+    names = ev.get_column("name")
+    cats = ev.get_column("cat")
+    u, v, kind, w = steps
     event = np.where(kind == LOCAL, g.owner[v] if v.size else v, g.event[v] if v.size else v)
     has = event >= 0
     seg = pl.DataFrame({
         "start_ns": g.time_ns[v] - w if v.size else w, "end_ns": g.time_ns[v] if v.size else w, "contrib_ns": w,
-        "kind": [EDGE_KINDS[k] for k in kind.tolist()],
+        "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(kind),
         "event": pl.Series(np.where(has, event, 0)).set(pl.Series(~has), None) if v.size else pl.Series([], dtype=pl.Int64),
         "rank": frame.rank[g.event[v]].astype(np.int32) if v.size else np.zeros(0, np.int32),
     }, schema_overrides={"event": pl.Int64})
     idx = seg.get_column("event")
     seg = seg.with_columns(
-        pl.Series("cat", [None] * seg.height, pl.String) if not seg.height else cats.gather(idx.fill_null(0)).alias("cat"),
-        pl.Series("name", [None] * seg.height, pl.String) if not seg.height else names.gather(idx.fill_null(0)).alias("name"),
+        pl.Series("cat", [None] * seg.height, pl.String) if not seg.height else cats.gather(idx.fill_null(0)).cast(pl.String).alias("cat"),
+        pl.Series("name", [None] * seg.height, pl.String) if not seg.height else names.gather(idx.fill_null(0)).cast(pl.String).alias("name"),
     ).with_columns(
         pl.when(pl.col("event").is_null() & (pl.col("kind") == "local")).then(pl.lit("gpu_gap")).otherwise(pl.col("cat")).alias("cat"),
         pl.when(pl.col("event").is_null()).then(pl.lit(None, pl.String)).otherwise(pl.col("name")).alias("name"),
     )
+    # a GPU gap that only began when the launch arrived is launch delay, whichever edge the path took
+    if arrival is not None and v.size:
+        after_launch = (kind == LOCAL) & ~g.first_of_loc[v] & (arrival[v] > g.time_ns[np.maximum(v - 1, 0)])
+    else:
+        after_launch = np.zeros(v.size, bool)
     seg = seg.with_columns(
-        pl.when(pl.col("kind") == "local").then(pl.col("cat")).otherwise(pl.col("kind")).alias("category")
+        pl.when(pl.Series(after_launch) & (pl.col("cat") == "gpu_gap")).then(pl.lit("launch"))
+        .when(pl.col("kind") == "local").then(pl.col("cat")).otherwise(pl.col("kind")).alias("category")
     ).filter(pl.col("contrib_ns") > 0)
     waits = _waits(frame, g, u, v, kind, w, arrival, event) if arrival is not None else _waits_empty()
     total = max(length, 1)
@@ -192,7 +243,7 @@ def _waits(frame: EventFrame, g: Graph, u, v, kind, w, arrival, event) -> pl.Dat
     cause = np.where(before >= 0, event[np.maximum(before, 0)], g.event[u[cross]])
     out = pl.DataFrame({
         "rank": frame.rank[g.event[vv]].astype(np.int32), "event": g.event[vv],
-        "kind": [EDGE_KINDS[k] for k in kind[cross].tolist()], "wait_ns": wait,
+        "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(kind[cross]), "wait_ns": wait,
         "cause_rank": frame.rank[cause].astype(np.int32), "cause_event": cause,
     })
     return out.filter(pl.col("wait_ns") > 0)

@@ -27,6 +27,7 @@ import polars as pl
 from numba import njit
 
 from di.engine.classify import NONE, SYNC
+from di.engine.intervals import sort_order
 from di.engine.window import EventFrame
 
 EDGE_KINDS = ("local", "launch", "sync", "stream_wait", "user", "message", "collective")
@@ -38,17 +39,16 @@ class Graph:
     """Nodes in per-timeline program order and cross edges (all int64 arrays).
 
     Attributes:
-        event, time_ns, loc, is_end: per node.
+        event (int32 row), time_ns, is_end: per node.
         first_of_loc: True where a node has no local predecessor.
-        owner: per node, the innermost event open in the segment that ends at
-            the node (-1: nothing open).
+        owner: per node, the innermost event (int32 row) open in the segment
+            that ends at the node (-1: nothing open).
         start_node, end_node: per event row, its nodes (-1: not in the graph).
         src, dst, kind: cross edges.
     """
 
     event: np.ndarray
     time_ns: np.ndarray
-    loc: np.ndarray
     is_end: np.ndarray
     first_of_loc: np.ndarray
     owner: np.ndarray
@@ -73,49 +73,46 @@ def in_graph(frame: EventFrame) -> np.ndarray:
 def _layout(rows, loc, start, end, end_order):
     # rows: graph events in (loc, start, -end) order; end_order: same events by (loc, end, -start)
     n = rows.size
-    ev = np.empty(2 * n, np.int64)
+    ev = np.empty(2 * n, np.int32)
     t = np.empty(2 * n, np.int64)
-    lc = np.empty(2 * n, np.int64)
     is_end = np.zeros(2 * n, np.bool_)
+    first = np.zeros(2 * n, np.bool_)
     i = 0
     j = 0
-    k = 0
-    while i < n or j < n:
-        take_end = False
-        if i >= n:
-            take_end = True
-        elif j < n:
+    prev_loc = -1
+    for k in range(2 * n):
+        take_end = i >= n
+        if not take_end:
             a = end_order[j]
-            li, lj = loc[i], loc[a]
-            if lj < li or (lj == li and end[a] <= start[i]):
-                take_end = True
+            take_end = loc[a] < loc[i] or (loc[a] == loc[i] and end[a] <= start[i])
         if take_end:
             a = end_order[j]
             ev[k] = rows[a]
             t[k] = end[a]
-            lc[k] = loc[a]
+            here = loc[a]
             is_end[k] = True
             j += 1
         else:
             ev[k] = rows[i]
             t[k] = start[i]
-            lc[k] = loc[i]
+            here = loc[i]
             i += 1
-        k += 1
-    return ev, t, lc, is_end
+        first[k] = here != prev_loc
+        prev_loc = here
+    return ev, t, is_end, first
 
 
 @njit(cache=True, nogil=True)
-def _owners(ev, lc, is_end, n_events):
+def _owners(ev, is_end, first, n_events):
     m = ev.size
-    owner = np.full(m, -1, np.int64)
+    owner = np.full(m, -1, np.int32)
     closed = np.zeros(n_events, np.bool_)
-    stack = np.empty(m, np.int64)
+    stack = np.empty(m // 2 + 1, np.int32)
     top = 0
     for k in range(m):
-        if k > 0 and lc[k] != lc[k - 1]:
+        if first[k]:
             top = 0
-        if k > 0 and lc[k] == lc[k - 1]:
+        else:
             owner[k] = stack[top - 1] if top > 0 else -1
         if is_end[k]:
             closed[ev[k]] = True
@@ -127,30 +124,39 @@ def _owners(ev, lc, is_end, n_events):
     return owner
 
 
+@njit(cache=True, nogil=True)
+def _node_index(ev, is_end, n_events):
+    start_node = np.full(n_events, -1, np.int64)
+    end_node = np.full(n_events, -1, np.int64)
+    for k in range(ev.size):
+        if is_end[k]:
+            end_node[ev[k]] = k
+        else:
+            start_node[ev[k]] = k
+    return start_node, end_node
+
+
 def build_graph(frame: EventFrame) -> tuple[Graph, int]:
     """The graph and the number of cross edges dropped for pointing back in time."""
     keep = in_graph(frame)
     rows = np.flatnonzero(keep).astype(np.int64)
     loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)[rows]
     start, end = frame.start_ns[rows], frame.end_ns[rows]
-    end_order = np.lexsort((-start, end, loc)).astype(np.int64)
-    ev, t, lc, is_end = _layout(rows, loc, start, end, end_order)
+    # by (loc, end), later starts first among equal ends: a stable sort of the reversed (loc, start) order
+    rev = np.arange(rows.size - 1, -1, -1, dtype=np.int64)
+    end_order = rev[sort_order(loc[rev], end[rev])].astype(np.int64) if rows.size else rev
+    ev, t, is_end, first = _layout(rows, loc, start, end, end_order)
+    del rows, loc, start, end, end_order, rev
     n_ev = frame.rank.size
-    owner = _owners(ev, lc, is_end, n_ev)
-    first = np.ones(ev.size, bool)
-    first[1:] = lc[1:] != lc[:-1]
-    start_node = np.full(n_ev, -1, np.int64)
-    end_node = np.full(n_ev, -1, np.int64)
-    idx = np.arange(ev.size, dtype=np.int64)
-    start_node[ev[~is_end]] = idx[~is_end]
-    end_node[ev[is_end]] = idx[is_end]
-    g = Graph(ev, t, lc, is_end, first, owner, start_node, end_node, *_empty_edges())
+    owner = _owners(ev, is_end, first, n_ev)
+    start_node, end_node = _node_index(ev, is_end, n_ev)
+    g = Graph(ev, t, is_end, first, owner, start_node, end_node, *_empty_edges())
     src, dst, kind = _cross_edges(frame, g, keep)
     ok = (src >= 0) & (dst >= 0)
     src, dst, kind = src[ok], dst[ok], kind[ok]
     forward = t[src] <= t[dst]
     dropped = int((~forward).sum())
-    return Graph(ev, t, lc, is_end, first, owner, start_node, end_node, src[forward], dst[forward], kind[forward]), dropped
+    return Graph(ev, t, is_end, first, owner, start_node, end_node, src[forward], dst[forward], kind[forward]), dropped
 
 
 def _empty_edges() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -190,7 +196,7 @@ def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndarr
     stream_of = np.full(frame.rank.size, -1, np.int64)
     f = frame.trace.flows.filter(pl.col("kind") == "sync")
     if f.height:
-        names = frame.trace.events.get_column("name").cast(pl.String).gather(f.get_column("dst")).str.contains("(?i)stream")
+        names = frame.trace.events.get_column("name").gather(f.get_column("dst")).cast(pl.String).str.contains("(?i)stream")
         f = f.filter(names)
         stream_of[f.get_column("src").to_numpy()] = loc[f.get_column("dst").to_numpy()]
     # key: per rank (device-wide) or per stream; rank keys are negative to keep the two apart

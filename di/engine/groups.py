@@ -49,26 +49,25 @@ def make_groups(frame: EventFrame, *, by_scope: bool, by_step: bool, include: np
     """
     scope = np.where(frame.on_gpu, np.maximum(frame.device, 0), HOST) if by_scope else np.full(frame.rank.size, HOST)
     step = frame.step if by_step else np.full(frame.rank.size, NO_STEP)
-    keep = include & frame.selected & ((step != NO_STEP) if by_step else True)
-    key = pl.DataFrame({"rank": frame.rank[keep], "scope": scope[keep], "step": step[keep]})
-    uniq = key.unique().sort("rank", "scope", "step")
+    keep = np.flatnonzero(include & frame.selected & ((step != NO_STEP) if by_step else True))
+    r, sc, st = frame.rank[keep].astype(np.int64), scope[keep].astype(np.int64) + 1, step[keep].astype(np.int64) + 1
     of = np.full(frame.rank.size, -1, np.int64)
-    if uniq.height:
-        ids = key.join(uniq.with_row_index("gid"), on=["rank", "scope", "step"], how="left", maintain_order="left")
-        of[np.flatnonzero(keep)] = ids.get_column("gid").to_numpy()
-    keys = uniq.with_columns(pl.when(pl.col("step") == NO_STEP).then(None).otherwise(pl.col("step")).alias("step"))
+    if not keep.size:
+        return Groups(of, pl.DataFrame(schema={"rank": pl.Int32, "scope": pl.Int32, "step": pl.Int64}))
+    bs, bt = max(int(sc.max()), 1).bit_length(), max(int(st.max()), 1).bit_length()
+    if int(r.max()).bit_length() + bs + bt <= 62 and int(st.min()) >= 0:
+        uniq, inverse = np.unique((((r << bs) | sc) << bt) | st, return_inverse=True)
+        of[keep] = inverse
+        keys = pl.DataFrame({"rank": uniq >> (bs + bt), "scope": ((uniq >> bt) & ((1 << bs) - 1)) - 1, "step": (uniq & ((1 << bt) - 1)) - 1})
+    else:
+        key = pl.DataFrame({"rank": r, "scope": sc - 1, "step": st - 1})
+        keys = key.unique().sort("rank", "scope", "step")
+        of[keep] = key.join(keys.with_row_index("gid"), on=["rank", "scope", "step"], how="left", maintain_order="left").get_column("gid").to_numpy()
+    keys = keys.with_columns(pl.when(pl.col("step") == NO_STEP).then(None).otherwise(pl.col("step")).alias("step"))
     return Groups(of, keys.cast({"rank": pl.Int32, "scope": pl.Int32, "step": pl.Int64}))
 
 
 def span(frame: EventFrame, groups: Groups, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First start and last end (int64 ns) of the masked events of each group (0, 0 when none)."""
     m = mask & (groups.of_event >= 0)
-    g = groups.of_event[m]
-    lo = np.full(groups.n, np.iinfo(np.int64).max, np.int64)
-    hi = np.full(groups.n, np.iinfo(np.int64).min, np.int64)
-    np.minimum.at(lo, g, frame.start_ns[m])
-    np.maximum.at(hi, g, frame.end_ns[m])
-    none = hi < lo
-    lo[none] = 0
-    hi[none] = 0
-    return lo, hi
+    return iv.group_extent(groups.of_event[m], frame.start_ns[m], frame.end_ns[m], groups.n)

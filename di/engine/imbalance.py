@@ -25,12 +25,15 @@ from di.engine.window import EventFrame
 WORK = ("compute", "memory", "cpu", "io")
 
 
-def imbalance(frame: EventFrame) -> pl.DataFrame:
+def imbalance(frame: EventFrame, *, whole: pl.DataFrame | None = None, by_step: pl.DataFrame | None = None) -> pl.DataFrame:
     """Long frame: step (null = whole window), side (gpu/host), state, min_ns,
-    mean_ns, max_ns, max_rank, imbalance, percent_imbalance."""
-    parts = [breakdown(frame, per_step=False)]
+    mean_ns, max_ns, max_rank, imbalance, percent_imbalance.
+
+    ``whole`` / ``by_step``: the window's and the per-step breakdown when already computed.
+    """
+    parts = [whole if whole is not None else breakdown(frame, per_step=False)]
     if frame.steps.height:
-        parts.append(breakdown(frame, per_step=True))
+        parts.append(by_step if by_step is not None else breakdown(frame, per_step=True))
     b = pl.concat(parts).with_columns(pl.when(pl.col("scope") == "host").then(pl.lit("host")).otherwise(pl.lit("gpu")).alias("side"))
     per_rank = b.group_by("step", "side", "rank", "state").agg(pl.col("time_ns").sum())
     work = per_rank.filter(pl.col("state").is_in(WORK)).group_by("step", "side", "rank").agg(pl.col("time_ns").sum()).with_columns(pl.lit("work").alias("state"))

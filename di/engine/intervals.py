@@ -65,23 +65,54 @@ def union(group: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> Interv
     g = np.asarray(group, dtype=np.int64)
     s = np.asarray(start_ns, dtype=np.int64)
     e = np.asarray(end_ns, dtype=np.int64)
-    if g.size and not (np.all(np.diff(g) >= 0) and _sorted_within(g, s)):
-        order = np.lexsort((s, g))
+    if g.size and not _sorted(g, s):
+        order = sort_order(g, s)
         g, s, e = g[order], s[order], e[order]
     return IntervalSet(*_merge_sorted(g, s, e))
 
 
+def sort_order(group: np.ndarray, time_ns: np.ndarray) -> np.ndarray:
+    """Permutation sorting by (group, time): one argsort of a packed key when
+    groups and the time range fit in 63 bits, else a lexsort."""
+    lo, hi = int(time_ns.min()), int(time_ns.max())
+    bits = max(hi - lo, 1).bit_length()
+    gmax = int(group.max()) if group.size else 0
+    if group.size and int(group.min()) >= 0 and gmax.bit_length() + bits <= 62:
+        return np.argsort((group << bits) | (time_ns - lo), kind="stable")
+    return np.lexsort((time_ns, group))
+
+
 @njit(cache=True)
-def _sorted_within(g, s):
+def _sorted(g, s):
     for i in range(1, g.size):
-        if g[i] == g[i - 1] and s[i] < s[i - 1]:
+        if g[i] < g[i - 1] or (g[i] == g[i - 1] and s[i] < s[i - 1]):
             return False
     return True
 
 
 def union_sets(*sets: IntervalSet) -> IntervalSet:
-    """The union of several sets, as a normal set."""
-    return union(*(np.concatenate([getattr(x, f) for x in sets]) for f in IntervalSet._fields))
+    """The union of normal sets, as a normal set (linear merges)."""
+    out = sets[0] if sets else empty()
+    for other in sets[1:]:
+        out = IntervalSet(*_merge_two(*out, *other))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _merge_two(ag, as_, ae, bg, bs, be):
+    n = ag.size + bg.size
+    g = np.empty(n, np.int64)
+    s = np.empty(n, np.int64)
+    e = np.empty(n, np.int64)
+    i = j = 0
+    for k in range(n):
+        if j >= bg.size or (i < ag.size and (ag[i] < bg[j] or (ag[i] == bg[j] and as_[i] <= bs[j]))):
+            g[k], s[k], e[k] = ag[i], as_[i], ae[i]
+            i += 1
+        else:
+            g[k], s[k], e[k] = bg[j], bs[j], be[j]
+            j += 1
+    return _merge_sorted(g, s, e)
 
 
 @njit(cache=True, nogil=True)
@@ -160,8 +191,42 @@ def subtract(a: IntervalSet, b: IntervalSet) -> IntervalSet:
 
 def measure(s: IntervalSet, n_groups: int) -> np.ndarray:
     """Total length in ns of each group 0..n_groups-1 (int64)."""
-    out = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(out, s.group, s.end_ns - s.start_ns)
+    return group_sum(s.group, s.end_ns - s.start_ns, n_groups)
+
+
+@njit(cache=True, nogil=True)
+def group_sum(group, value, n_groups):
+    """Sum of int64 ``value`` per group 0..n_groups-1 (``np.add.at`` without its overhead)."""
+    out = np.zeros(n_groups, np.int64)
+    for i in range(group.size):
+        out[group[i]] += value[i]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def group_extent(group, start, end, n_groups):
+    """First start and last end per group (both 0 for a group with no interval)."""
+    lo = np.full(n_groups, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
+    for i in range(group.size):
+        g = group[i]
+        if start[i] < lo[g]:
+            lo[g] = start[i]
+        if end[i] > hi[g]:
+            hi[g] = end[i]
+    for g in range(n_groups):
+        if hi[g] < lo[g]:
+            lo[g] = 0
+            hi[g] = 0
+    return lo, hi
+
+
+@njit(cache=True, nogil=True)
+def scatter_max(index, value, out):
+    """``out[index[i]] = max(out[index[i]], value[i])`` in place; returns ``out``."""
+    for i in range(index.size):
+        if value[i] > out[index[i]]:
+            out[index[i]] = value[i]
     return out
 
 
