@@ -196,11 +196,12 @@ def test_longest_path_kernel_matches_reference(job):
 
     frame = prepare(job.build())
     g, _ = build_graph(frame)
-    order = np.argsort(g.time_ns, kind="stable").astype(np.int64)
+    order = np.argsort(g.time_ns, kind="stable").astype(np.int32)
     pos = np.empty_like(order)
-    pos[order] = np.arange(order.size)
-    local_w, cross_w, _ = weights(frame, g)
+    pos[order] = np.arange(order.size, dtype=np.int32)
+    local_w, cross_w, arrival = weights(frame, g)
     by_dst = np.argsort(g.dst, kind="stable")
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    dist, _, _ = _longest(order, g.first_of_loc, local_w, in_ptr, g.src[by_dst], cross_w[by_dst], pos)
+    dist, _, _ = _longest(order, pos, g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival,
+                          in_ptr, g.src[by_dst], cross_w[by_dst])
     assert np.array_equal(dist, longest_reference(order, g.first_of_loc, local_w, g.src, g.dst, cross_w))

@@ -55,19 +55,18 @@ events = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0
 @settings(max_examples=100, deadline=None)
 @given(events, st.lists(st.booleans(), min_size=3, max_size=3))
 def test_breakdown_sweep_matches_reference(items, host):
-    from di.engine.breakdown import GPU_PRIORITY, HOST_PRIORITY, _sweep, sweep_reference
+    from types import SimpleNamespace
+
+    from di.engine.breakdown import _sweep_arrays, sweep_reference
 
     g = np.array([x[0] for x in items], np.int64)
     s = np.array([x[1] for x in items], np.int64)
     e = s + np.array([x[2] for x in items], np.int64)
-    a = np.array([x[3] for x in items], np.int64)
+    a = np.array([x[3] for x in items], np.int8)
     keep = e > s
     g, s, e, a = g[keep], s[keep], e[keep], a[keep]
-    gg, tt = np.concatenate([g, g]), np.concatenate([s, e])
-    order = iv.sort_order(gg, tt) if gg.size else np.zeros(0, np.int64)
-    delta = np.concatenate([np.ones(g.size, np.int64), -np.ones(g.size, np.int64)])
     host_group = np.array(host)
-    got = _sweep(gg[order], tt[order], delta[order], np.concatenate([a, a])[order], 3, host_group,
-                 np.asarray(HOST_PRIORITY, np.int64), np.asarray(GPU_PRIORITY, np.int64))
+    frame = SimpleNamespace(start_ns=s, end_ns=e, activity=a)
+    got = _sweep_arrays(frame, g, np.arange(g.size), 3, host_group)
     want = sweep_reference(g, s, e, a, host_group, 3)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

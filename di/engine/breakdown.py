@@ -34,34 +34,51 @@ STATE_NAMES = tuple(ACTIVITIES[1:]) + ("idle",)
 
 
 @njit(cache=True, nogil=True)
-def _sweep(group, time, delta, act, n_groups, host_group, host_prio, gpu_prio):
-    """One pass over interval boundaries sorted by (group, time).
+def _sweep(order, rows, group_of, start, end, activity, n_groups, host_group, host_prio, gpu_prio):
+    """One pass over interval boundaries in (group, time) order.
 
+    Boundary k < n is the start of event rows[k], k >= n its end.
     Returns (exclusive ns per group x activity, union ns per group x activity).
     """
+    n = rows.size
     n_act = host_prio.size + 1
     excl = np.zeros((n_groups, n_act), np.int64)
     union = np.zeros((n_groups, n_act), np.int64)
     count = np.zeros(n_act, np.int64)
-    for k in range(group.size):
-        g = group[k]
-        if k > 0 and group[k - 1] != g:
+    prev_g = -1
+    prev_t = 0
+    for k in range(order.size):
+        b = order[k]
+        r = rows[b - n] if b >= n else rows[b]
+        g = group_of[r]
+        t = end[r] if b >= n else start[r]
+        if g != prev_g:
             count[:] = 0
-        elif k > 0:
-            dt = time[k] - time[k - 1]
-            if dt > 0:
-                prio = host_prio if host_group[g] else gpu_prio
-                top = -1
-                for p in range(prio.size):
-                    a = prio[p]
-                    if count[a] > 0:
-                        union[g, a] += dt
-                        if top < 0:
-                            top = a
-                if top >= 0:
-                    excl[g, top] += dt
-        count[act[k]] += delta[k]
+        elif t > prev_t:
+            dt = t - prev_t
+            prio = host_prio if host_group[g] else gpu_prio
+            top = -1
+            for p in range(prio.size):
+                a = prio[p]
+                if count[a] > 0:
+                    union[g, a] += dt
+                    if top < 0:
+                        top = a
+            if top >= 0:
+                excl[g, top] += dt
+        count[activity[r]] += -1 if b >= n else 1
+        prev_g = g
+        prev_t = t
     return excl, union
+
+
+def _sweep_arrays(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray, n_groups: int,
+                  is_host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    g = of_event[rows]
+    order = iv.sort_order(np.concatenate([g, g]), np.concatenate([frame.start_ns[rows], frame.end_ns[rows]])) if rows.size else rows
+    del g
+    return _sweep(order, rows, of_event, frame.start_ns, frame.end_ns, frame.activity, n_groups, is_host,
+                  np.asarray(HOST_PRIORITY, np.int64), np.asarray(GPU_PRIORITY, np.int64))
 
 
 def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
@@ -77,14 +94,8 @@ def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
     lo, hi = span(frame, groups, busy)
     span_ns = hi - lo
     is_host = groups.keys.get_column("scope").to_numpy() == HOST
-    m = np.flatnonzero(busy & (groups.of_event >= 0) & (frame.end_ns > frame.start_ns))
-    g = np.concatenate([groups.of_event[m], groups.of_event[m]])
-    t = np.concatenate([frame.start_ns[m], frame.end_ns[m]])
-    delta = np.concatenate([np.ones(m.size, np.int64), -np.ones(m.size, np.int64)])
-    act = np.concatenate([frame.activity[m], frame.activity[m]]).astype(np.int64)
-    order = iv.sort_order(g, t) if g.size else np.zeros(0, np.int64)
-    excl, union = _sweep(g[order], t[order], delta[order], act[order], groups.n, is_host,
-                         np.asarray(HOST_PRIORITY, np.int64), np.asarray(GPU_PRIORITY, np.int64))
+    rows = np.flatnonzero(busy & (groups.of_event >= 0) & (frame.end_ns > frame.start_ns))
+    excl, union = _sweep_arrays(frame, groups.of_event, rows, groups.n, is_host)
     busy_ns = excl.sum(axis=1)
     rows = []
     for a in range(1, len(ACTIVITIES)):

@@ -48,30 +48,42 @@ _MIN = np.iinfo(np.int64).min
 
 def weights(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(local weight per node, weight per cross edge, arrival a_v per node), int64 ns."""
-    t = g.time_ns
-    arrival = scatter_max(g.dst, t[g.src], np.full(t.size, _MIN, np.int64))
-    local = _local_weights(t, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival)
-    prev_dst = np.where(g.first_of_loc[g.dst], _MIN, t[np.maximum(g.dst - 1, 0)])
-    cross = np.maximum(t[g.dst] - np.maximum(t[g.src], prev_dst), 0)
-    return local, cross, arrival
+    arrival = _arrivals(g)
+    local = _local_weights(g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival)
+    return local, _cross_weights(g), arrival
 
 
 @njit(cache=True, nogil=True)
 def _local_weights(t, first, owner, event, activity, on_gpu, arrival):
     out = np.zeros(t.size, np.int64)
     for v in range(t.size):
-        if first[v]:
-            continue
-        o = owner[v]
-        counted = (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and arrival[v] > _MIN)
-        if counted:
-            w = t[v] - max(t[v - 1], arrival[v])
-            out[v] = w if w > 0 else 0
+        out[v] = _local_weight(v, t, first, owner, event, activity, on_gpu, arrival)
     return out
 
 
+def _arrivals(g: Graph) -> np.ndarray:
+    return scatter_max(g.dst, g.time_ns[g.src], np.full(g.time_ns.size, _MIN, np.int64))
+
+
+def _cross_weights(g: Graph) -> np.ndarray:
+    t = g.time_ns
+    prev_dst = np.where(g.first_of_loc[g.dst], _MIN, t[np.maximum(g.dst - 1, 0)])
+    return np.maximum(t[g.dst] - np.maximum(t[g.src], prev_dst), 0)
+
+
 @njit(cache=True, nogil=True)
-def _longest(order, first_of_loc, local_w, in_ptr, in_src, in_w, pos):
+def _local_weight(v, t, first, owner, event, activity, on_gpu, arrival):
+    if first[v]:
+        return 0
+    o = owner[v]
+    if (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and arrival[v] > _MIN):
+        w = t[v] - max(t[v - 1], arrival[v])
+        return w if w > 0 else 0
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _longest(order, pos, t, first, owner, event, activity, on_gpu, arrival, in_ptr, in_src, in_w):
     m = order.size
     dist = np.zeros(m, np.int64)
     pred = np.full(m, -1, np.int32)
@@ -79,8 +91,8 @@ def _longest(order, first_of_loc, local_w, in_ptr, in_src, in_w, pos):
     for k in range(m):
         v = order[k]
         best = 0
-        if not first_of_loc[v]:
-            best = dist[v - 1] + local_w[v]
+        if not first[v]:
+            best = dist[v - 1] + _local_weight(v, t, first, owner, event, activity, on_gpu, arrival)
             pred[v] = v - 1
             via[v] = -2
         for e in range(in_ptr[v], in_ptr[v + 1]):
@@ -130,21 +142,23 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
     honoured = pos[g.src] < pos[g.dst]
     dropped += int((~honoured).sum())
     g = replace(g, src=g.src[honoured], dst=g.dst[honoured], kind=g.kind[honoured])
-    local_w, cross_w, arrival = weights(frame, g)
+    arrival = _arrivals(g)
     by_dst = np.argsort(g.dst, kind="stable")
-    in_src, in_w, in_kind = g.src[by_dst], cross_w[by_dst], g.kind[by_dst]
+    in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    dist, pred, via = _longest(order, g.first_of_loc, local_w, in_ptr, in_src, in_w, pos)
+    del by_dst
+    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival)
+    dist, pred, via = _longest(order, pos, *args, in_ptr, in_src, in_w)
     del order, pos
     sink = int(np.flatnonzero(dist == dist.max())[-1]) if dist.size else -1
     length = int(dist[sink]) if sink >= 0 else 0
     del dist
-    steps = _backtrack(sink, pred, via, local_w, in_w, in_kind)
+    steps = _backtrack(sink, pred, via, in_w, in_kind, *args)
     return _result(frame, g, steps, dropped, length, arrival=arrival)
 
 
 @njit(cache=True, nogil=True)
-def _backtrack(sink, pred, via, local_w, in_w, in_kind):
+def _backtrack(sink, pred, via, in_w, in_kind, t, first, owner, event, activity, on_gpu, arrival):
     """The path's steps (u, v, kind, weight) from its first node to ``sink``."""
     n = 0
     v = sink
@@ -163,7 +177,7 @@ def _backtrack(sink, pred, via, local_w, in_w, in_kind):
         v_out[k] = v
         if via[v] == -2:
             kind[k] = LOCAL
-            w[k] = local_w[v]
+            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, arrival)
         else:
             kind[k] = in_kind[via[v]]
             w[k] = in_w[via[v]]

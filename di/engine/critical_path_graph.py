@@ -43,7 +43,8 @@ class Graph:
         first_of_loc: True where a node has no local predecessor.
         owner: per node, the innermost event (int32 row) open in the segment
             that ends at the node (-1: nothing open).
-        start_node, end_node: per event row, its nodes (-1: not in the graph).
+        start_node, end_node: per event row, its nodes (-1: not in the graph);
+            empty once the edges are built.
         src, dst, kind: cross edges.
     """
 
@@ -144,7 +145,7 @@ def build_graph(frame: EventFrame) -> tuple[Graph, int]:
     start, end = frame.start_ns[rows], frame.end_ns[rows]
     # by (loc, end), later starts first among equal ends: a stable sort of the reversed (loc, start) order
     rev = np.arange(rows.size - 1, -1, -1, dtype=np.int64)
-    end_order = rev[sort_order(loc[rev], end[rev])].astype(np.int64) if rows.size else rev
+    end_order = rev[sort_order(loc[rev], end[rev], stable=True)].astype(np.int64) if rows.size else rev
     ev, t, is_end, first = _layout(rows, loc, start, end, end_order)
     del rows, loc, start, end, end_order, rev
     n_ev = frame.rank.size
@@ -156,7 +157,8 @@ def build_graph(frame: EventFrame) -> tuple[Graph, int]:
     src, dst, kind = src[ok], dst[ok], kind[ok]
     forward = t[src] <= t[dst]
     dropped = int((~forward).sum())
-    return Graph(ev, t, is_end, first, owner, start_node, end_node, src[forward], dst[forward], kind[forward]), dropped
+    none = np.zeros(0, np.int64)  # the per-event node index is only needed to build the edges
+    return Graph(ev, t, is_end, first, owner, none, none, src[forward], dst[forward], kind[forward]), dropped
 
 
 def _empty_edges() -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -71,14 +71,16 @@ def union(group: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> Interv
     return IntervalSet(*_merge_sorted(g, s, e))
 
 
-def sort_order(group: np.ndarray, time_ns: np.ndarray) -> np.ndarray:
+def sort_order(group: np.ndarray, time_ns: np.ndarray, *, stable: bool = False) -> np.ndarray:
     """Permutation sorting by (group, time): one argsort of a packed key when
-    groups and the time range fit in 63 bits, else a lexsort."""
+    groups and the time range fit in 63 bits, else a lexsort (always stable).
+    ``stable`` keeps the input order among equal (group, time)."""
     lo, hi = int(time_ns.min()), int(time_ns.max())
     bits = max(hi - lo, 1).bit_length()
     gmax = int(group.max()) if group.size else 0
     if group.size and int(group.min()) >= 0 and gmax.bit_length() + bits <= 62:
-        return np.argsort((group << bits) | (time_ns - lo), kind="stable")
+        key = (group.astype(np.int64) << bits) | (time_ns - lo)
+        return np.argsort(key, kind="stable" if stable else "quicksort")
     return np.lexsort((time_ns, group))
 
 
@@ -117,12 +119,12 @@ def _merge_two(ag, as_, ae, bg, bs, be):
 
 @njit(cache=True, nogil=True)
 def _combine(ag, as_, ae, bg, bs, be, keep_b):
-    # keep_b True: a ∩ b; False: a \ b.  Both inputs normal.
+    # keep_b True: a ∩ b; False: a \ b.  Both inputs normal, so the result has at
+    # most na + nb intervals (each b interval ends at most one piece of a).
     na, nb = ag.size, bg.size
-    cap = na + nb + 1
-    og = np.empty(cap, np.int64)
-    os_ = np.empty(cap, np.int64)
-    oe = np.empty(cap, np.int64)
+    og = np.empty(na + nb, np.int64)
+    os_ = np.empty(na + nb, np.int64)
+    oe = np.empty(na + nb, np.int64)
     k = 0
     j = 0
     for i in range(na):
@@ -135,48 +137,19 @@ def _combine(ag, as_, ae, bg, bs, be, keep_b):
         while jj < nb and bg[jj] == g and bs[jj] < end:
             lo = max(cur, bs[jj])
             hi = min(end, be[jj])
-            if keep_b:
-                if hi > lo:
-                    if k == cap:
-                        cap *= 2
-                        og = _grow(og, cap)
-                        os_ = _grow(os_, cap)
-                        oe = _grow(oe, cap)
-                    og[k] = g
-                    os_[k] = lo
-                    oe[k] = hi
-                    k += 1
-            else:
+            if keep_b and hi > lo:
+                og[k], os_[k], oe[k] = g, lo, hi
+                k += 1
+            elif not keep_b:
                 if lo > cur:
-                    if k == cap:
-                        cap *= 2
-                        og = _grow(og, cap)
-                        os_ = _grow(os_, cap)
-                        oe = _grow(oe, cap)
-                    og[k] = g
-                    os_[k] = cur
-                    oe[k] = lo
+                    og[k], os_[k], oe[k] = g, cur, lo
                     k += 1
                 cur = max(cur, hi)
             jj += 1
         if not keep_b and end > cur:
-            if k == cap:
-                cap *= 2
-                og = _grow(og, cap)
-                os_ = _grow(os_, cap)
-                oe = _grow(oe, cap)
-            og[k] = g
-            os_[k] = cur
-            oe[k] = end
+            og[k], os_[k], oe[k] = g, cur, end
             k += 1
     return og[:k], os_[:k], oe[:k]
-
-
-@njit(cache=True)
-def _grow(a, cap):
-    out = np.empty(cap, a.dtype)
-    out[: a.size] = a
-    return out
 
 
 def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
