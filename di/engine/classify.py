@@ -85,12 +85,12 @@ def _loc_kinds(trace: Trace) -> np.ndarray:
 
 
 def location_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per event row: rank (int64), on_gpu (bool), device (int64, -1 off GPU)."""
+    """Per event row: rank (int32), on_gpu (bool), device (int32, -1 off GPU)."""
     locs = trace.locations.sort("loc")
     n_loc = int(locs.get_column("loc").max() or 0) + 1 if locs.height else 0
-    rank_of = np.zeros(n_loc, np.int64)
+    rank_of = np.zeros(n_loc, np.int32)
     gpu_of = np.zeros(n_loc, bool)
-    dev_of = np.full(n_loc, -1, np.int64)
+    dev_of = np.full(n_loc, -1, np.int32)
     li = locs.get_column("loc").to_numpy().astype(np.int64)
     rank_of[li] = locs.get_column("rank").to_numpy()
     gpu_of[li] = (locs.get_column("kind") == "gpu_stream").to_numpy()

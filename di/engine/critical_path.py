@@ -83,7 +83,8 @@ def _local_weight(v, t, first, owner, event, activity, on_gpu, arrival):
 
 
 @njit(cache=True, nogil=True)
-def _longest(order, pos, t, first, owner, event, activity, on_gpu, arrival, in_ptr, in_src, in_w):
+def _longest(order, t, first, owner, event, activity, on_gpu, arrival, in_ptr, in_src, in_w):
+    # every cross edge goes to a later position in ``order`` (the caller drops the others)
     m = order.size
     dist = np.zeros(m, np.int64)
     pred = np.full(m, -1, np.int32)
@@ -97,12 +98,11 @@ def _longest(order, pos, t, first, owner, event, activity, on_gpu, arrival, in_p
             via[v] = -2
         for e in range(in_ptr[v], in_ptr[v + 1]):
             u = in_src[e]
-            if pos[u] < k:
-                cand = dist[u] + in_w[e]
-                if cand > best:
-                    best = cand
-                    pred[v] = u
-                    via[v] = e
+            cand = dist[u] + in_w[e]
+            if cand > best:
+                best = cand
+                pred[v] = u
+                via[v] = e
         dist[v] = best
     return dist, pred, via
 
@@ -140,6 +140,7 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
     pos[order] = np.arange(order.size, dtype=np.int32)
     # an edge tied in time with its target but ordered after it cannot be honoured: drop it everywhere
     honoured = pos[g.src] < pos[g.dst]
+    del pos
     dropped += int((~honoured).sum())
     g = replace(g, src=g.src[honoured], dst=g.dst[honoured], kind=g.kind[honoured])
     arrival = _arrivals(g)
@@ -148,8 +149,8 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
     del by_dst
     args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival)
-    dist, pred, via = _longest(order, pos, *args, in_ptr, in_src, in_w)
-    del order, pos
+    dist, pred, via = _longest(order, *args, in_ptr, in_src, in_w)
+    del order
     sink = int(np.flatnonzero(dist == dist.max())[-1]) if dist.size else -1
     length = int(dist[sink]) if sink >= 0 else 0
     del dist
@@ -256,8 +257,8 @@ def _waits(frame: EventFrame, g: Graph, u, v, kind, w, arrival, event) -> pl.Dat
     before = np.where(cross > 0, last[np.maximum(cross - 1, 0)], -1)
     cause = np.where(before >= 0, event[np.maximum(before, 0)], g.event[u[cross]])
     out = pl.DataFrame({
-        "rank": frame.rank[g.event[vv]].astype(np.int32), "event": g.event[vv],
+        "rank": frame.rank[g.event[vv]].astype(np.int32), "event": g.event[vv].astype(np.int64),
         "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(kind[cross]), "wait_ns": wait,
-        "cause_rank": frame.rank[cause].astype(np.int32), "cause_event": cause,
+        "cause_rank": frame.rank[cause].astype(np.int32), "cause_event": cause.astype(np.int64),
     })
     return out.filter(pl.col("wait_ns") > 0)

@@ -202,10 +202,11 @@ def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndarr
         f = f.filter(names)
         stream_of[f.get_column("src").to_numpy()] = loc[f.get_column("dst").to_numpy()]
     # key: per rank (device-wide) or per stream; rank keys are negative to keep the two apart
-    call_key = np.where(stream_of[calls] >= 0, stream_of[calls], -1 - frame.rank[calls])
+    rank = frame.rank.astype(np.int64)
+    call_key = np.where(stream_of[calls] >= 0, stream_of[calls], -1 - rank[calls])
     left = pl.DataFrame({"key": call_key, "t": frame.end_ns[calls], "lo": frame.start_ns[calls], "call": calls}).sort("t")
     right = pl.concat([
-        pl.DataFrame({"key": -1 - frame.rank[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
+        pl.DataFrame({"key": -1 - rank[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
         pl.DataFrame({"key": loc[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
     ]).sort("t")
     hit = left.join_asof(right, on="t", by="key", strategy="backward", check_sortedness=False)
