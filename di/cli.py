@@ -12,7 +12,8 @@ EXIT_INPUT = 2
 EXAMPLES = {
     "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert trace.json --rank 3 -o rank3.di",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
-    "demo": "examples:\n  di demo -o demo/         (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
+    "demo": "examples:\n  di demo -o demo.di       (records the built-in 4-rank MPI job with everything available)\n  di demo --kineto -o demo/  (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
+    "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
 }
 
 
@@ -37,10 +38,20 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     i.add_argument("--json", action="store_true", help="print the summary as JSON")
     _rank_options(i)
-    d = sub.add_parser("demo", help="write a built-in example job (per-rank Kineto JSON)", epilog=EXAMPLES["demo"], formatter_class=fmt)
-    d.add_argument("-o", "--output", required=True, help="directory for rank-N.json files")
+    d = sub.add_parser("demo", help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)", epilog=EXAMPLES["demo"], formatter_class=fmt)
+    d.add_argument("-o", "--output", required=True, help="the trace directory (RUN.di); with --kineto a directory for rank-N.json files")
+    d.add_argument("--kineto", action="store_true", help="write the Kineto-shaped example job instead of recording one")
     d.add_argument("--ranks", type=int, default=4)
     d.add_argument("--steps", type=int, default=6)
+    r = sub.add_parser("record", help="run a command under capture (MPI, file I/O, host/InfiniBand/network/GPU counters) and ingest it", epilog=EXAMPLES["record"], formatter_class=fmt)
+    r.add_argument("-o", "--output", required=True, help="the trace directory to write (RUN.di); raw shards go to RUN.di/raw/")
+    for flag, what in (("mpi", "MPI calls (PMPI shim)"), ("io", "POSIX and stdio file I/O (shim)"), ("host", "host CPU, memory and per-rank RSS/I/O counters"),
+                       ("ib", "InfiniBand port counters"), ("net", "network interface counters"), ("nvml", "GPU counters through NVML")):
+        r.add_argument(f"--{flag}", action="store_true", help=f"record {what}")
+    r.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampler rate in Hz (default 10)")
+    for root in ("proc-root", "ib-root", "net-root"):
+        r.add_argument(f"--{root}", help=argparse.SUPPRESS)
+    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --")
     return p
 
 
@@ -89,11 +100,48 @@ def _info(args: argparse.Namespace, console: Any) -> None:
         console.print(f"[yellow]warning:[/yellow] {w}")
 
 
-def _demo(args: argparse.Namespace, console: Any) -> None:
-    from di.demo import write_kineto_job
+def _demo(args: argparse.Namespace, console: Any) -> int | None:
+    if args.kineto:
+        from di.demo import write_kineto_job
 
-    files = write_kineto_job(args.output, ranks=args.ranks, steps=args.steps)
-    console.print(f"wrote {len(files)} files to {args.output}")
+        files = write_kineto_job(args.output, ranks=args.ranks, steps=args.steps)
+        console.print(f"wrote {len(files)} files to {args.output}")
+        return None
+    from di.capture.demo_job import run_demo
+
+    return run_demo(args.output, ranks=args.ranks, steps=args.steps, console=console)
+
+
+def _record(args: argparse.Namespace, console: Any) -> int:
+    from pathlib import Path
+
+    from di.capture.record import RecordOptions, record
+
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    chosen = {k: getattr(args, k) for k in ("mpi", "io", "host", "ib", "net", "nvml")}
+    if not any(chosen.values()):
+        chosen.update(mpi=_mpi_available(console), io=True, host=True)
+    roots = {f"{k}_root": getattr(args, f"{k}_root") for k in ("proc", "ib", "net") if getattr(args, f"{k}_root")}
+    opts = RecordOptions(output=Path(args.output), rate_hz=args.rate, **chosen, **roots)
+    code, trace = record(command, opts, console)
+    if trace is not None:
+        console.print(f"wrote {args.output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, "
+                      f"{trace.messages.height:,} messages, {trace.collectives.height:,} collective parts, {trace.samples.height:,} samples")
+        for w in trace.meta.get("warnings", []):
+            console.print(f"[yellow]warning:[/yellow] {w}")
+    return code
+
+
+def _mpi_available(console: Any) -> bool:
+    from di.capture.build import find_mpicc
+    from di.errors import MissingDependencyError
+
+    try:
+        find_mpicc()
+        return True
+    except MissingDependencyError as exc:
+        console.print(f"[yellow]note:[/yellow] MPI not recorded: {exc}")
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,13 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        {"convert": _convert, "info": _info, "demo": _demo}[args.command](args, console)
+        code = {"convert": _convert, "info": _info, "demo": _demo, "record": _record}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         err.print(f"di {args.command}: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_INPUT
     except KeyboardInterrupt:
         return 130
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

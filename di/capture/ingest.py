@@ -1,0 +1,260 @@
+"""Ingest: a recording's raw shards -> one canonical trace on the job clock.
+
+``ingest(run)`` reads ``run/raw/`` (see :mod:`di.capture.shard`), gives every
+process its rank (MPI_Init's, else the launcher's environment rank; processes
+with neither, such as the launcher itself, are skipped and counted), maps each
+rank's clock onto rank 0's (:mod:`di.capture.clock`), turns MPI and I/O call
+records into ``events``, matches messages and collective instances
+(:mod:`di.capture.matching`), adds per-file I/O statistics
+(:mod:`di.capture.iostats`) and sampler series (:mod:`di.capture.samplers`).
+Everything is columnar: the per-record work is numpy/polars, the Python loops
+run over processes, threads and communicators.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.capture import clock, shard
+from di.errors import FormatError
+from di.trace import Trace
+
+MPI_OTHER = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Comm_free"}
+NO_PAYLOAD = ("MPI_Init", "MPI_Finalize", "MPI_Wait", "MPI_Test", "MPI_Request_free", "MPI_Comm_", "MPI_Barrier", "MPI_Ibarrier")
+"""Calls that move no payload of their own: their events carry no bytes."""
+
+
+def _op_tables() -> tuple[np.ndarray, np.ndarray]:
+    """op id -> event name, op id -> cat."""
+    from di.capture.matching import COLLECTIVE_OPS, base_name
+
+    names = shard.op_names()
+    cats = []
+    for name in names:
+        if not name.startswith("MPI_"):
+            cats.append("io")
+        elif name in MPI_OTHER:
+            cats.append("other")
+        elif name.startswith("MPI_Comm_") or name.startswith("MPI_Barrier") or name.startswith("MPI_Ibarrier") or base_name(name) in COLLECTIVE_OPS:
+            cats.append("mpi_coll")
+        else:
+            cats.append("mpi_p2p")
+    return np.array(names, dtype=object), np.array(cats, dtype=object)
+
+
+def _no_payload() -> np.ndarray:
+    return np.array([n.startswith(NO_PAYLOAD) for n in shard.op_names()])
+
+
+def _assign_ranks(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[tuple[str, int], int]:
+    """(host, pid) -> rank; processes without any rank get ranks by pid only when nobody has one."""
+    ranks: dict[tuple[str, int], int] = {}
+    for p in procs:
+        if p.lib == "mpi" and p.header["rank"] >= 0:
+            ranks[p.key] = p.header["rank"]
+    for p in procs:
+        if p.key not in ranks and p.header.get("env_rank", -1) >= 0 and p.lib == "io":
+            ranks[p.key] = p.header["env_rank"]
+    if not ranks:
+        recorded = sorted({p.key for p in procs if p.threads}, key=lambda k: (k[0], k[1]))
+        ranks = {key: i for i, key in enumerate(recorded)}
+    skipped = [p for p in procs if p.key not in ranks and p.threads]
+    if skipped:
+        n = sum(int(r.size) for p in skipped for r in p.threads.values())
+        names = sorted({Path(p.header.get("exe", "?")).name for p in skipped})
+        warnings.append(f"{len(skipped)} processes without an MPI rank (launcher: {', '.join(names)}) skipped with their {n} records")
+    return ranks
+
+
+def _epoch(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int]) -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC of rank 0's process (0 when unknown)."""
+    for p in procs:
+        if ranks.get(p.key) == 0:
+            c = p.header["clock"]
+            return int(c["realtime_ns"]) - int(c["now_ns"])
+    return 0
+
+
+def _clock_maps(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], epoch: int) -> dict[int, clock.ClockMap]:
+    maps: dict[int, clock.ClockMap] = {}
+    for p in procs:
+        if p.lib != "mpi" or p.key not in ranks:
+            continue
+        recs = np.concatenate(list(p.threads.values())) if p.threads else np.empty(0, shard.RECORD)
+        c = recs[recs["kind"] == shard.KIND_CLOCK]
+        maps[ranks[p.key]] = clock.fit(c["t0"], c["bytes"], c["aux2"], epoch)
+    return maps
+
+
+def _strings(p: shard.ProcessShard, ids: np.ndarray) -> np.ndarray:
+    """String-table ids -> object array of text (None for 0 or unknown ids)."""
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    text = np.array([p.strings.get(int(i)) for i in uniq] + [None], dtype=object)[:-1]
+    return text[inverse]
+
+
+def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], maps: dict[int, clock.ClockMap]) -> tuple[dict[str, np.ndarray], pl.DataFrame, list[dict[str, Any]]]:
+    """All records of ranked processes as columns, with loc, rank and mapped times."""
+    loc_of: dict[tuple[int, str, int, int], int] = {}
+    parts: list[dict[str, np.ndarray]] = []
+    sources: list[dict[str, Any]] = []
+    for p in sorted(procs, key=lambda p: (ranks.get(p.key, 1 << 30), p.lib)):
+        if p.key not in ranks:
+            continue
+        rank = ranks[p.key]
+        cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, 0, 0, 0)
+        src = len(sources)
+        count = 0
+        for tid, recs in sorted(p.threads.items()):
+            loc = loc_of.setdefault((rank, p.host, p.pid, tid), len(loc_of))
+            n = recs.size
+            count += n
+            names = np.full(n, None, dtype=object)
+            io = recs["kind"] == shard.KIND_IO
+            if io.any():
+                names[io] = _strings(p, recs["comm"][io].astype(np.int64))
+            comm_members = recs["kind"] == shard.KIND_COMM
+            if comm_members.any():
+                names[comm_members] = _strings(p, recs["aux2"][comm_members])
+            parts.append({
+                "kind": recs["kind"], "op": recs["op"], "peer": recs["peer"], "t0": cmap.apply(recs["t0"]),
+                "t1": cmap.apply(recs["t1"]), "bytes": recs["bytes"], "comm": recs["comm"], "tag": recs["tag"],
+                "aux": recs["aux"], "req": recs["req"], "aux2": recs["aux2"], "text": names,
+                "loc": np.full(n, loc, np.uint32), "rank": np.full(n, rank, np.int32),
+                "thread": np.full(n, len(parts), np.int64), "source": np.full(n, src, np.int32),
+            })
+        sources.append({"path": f"raw/{p.lib}-{p.host}-{p.pid}.json", "format": f"di-capture-{p.lib}", "rank": rank,
+                        "rank_source": "metadata", "events": count,
+                        "dropped": {"incomplete records": p.incomplete} if p.incomplete else {},
+                        "info": {"pid": p.pid, "host": p.host, "state": p.header["state"], "exe": p.header.get("exe")}})
+    cols = {k: np.concatenate([q[k] for q in parts]) for k in parts[0]} if parts else {}
+    keys = sorted(loc_of.items(), key=lambda kv: kv[1])
+    src_of = {(s["info"]["host"], s["info"]["pid"]): i for i, s in enumerate(sources)}
+    locations = pl.DataFrame({
+        "loc": [v for _, v in keys], "rank": [k[0] for k, _ in keys], "host": [k[1] for k, _ in keys],
+        "pid": [k[2] for k, _ in keys], "tid": [k[3] for k, _ in keys],
+        "kind": ["cpu_thread"] * len(keys),
+        "name": [("main thread" if k[3] == k[2] else f"thread {k[3]}") for k, _ in keys],
+        "process": [f"rank {k[0]}" for k, _ in keys],
+        "source": [src_of[(k[1], k[2])] for k, _ in keys],
+    }, schema_overrides={"loc": pl.UInt32, "rank": pl.Int32, "source": pl.Int32})
+    return cols, locations, sources
+
+
+def _events(cols: dict[str, np.ndarray], comms: Any) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+    """Events of CALL and IO records, sorted; record index -> event row (-1 none); the I/O events."""
+    names, cats = _op_tables()
+    ev = np.flatnonzero((cols["kind"] == shard.KIND_CALL) | (cols["kind"] == shard.KIND_IO))
+    op = cols["op"][ev]
+    is_io = cols["kind"][ev] == shard.KIND_IO
+    world_peer = comms.world_peer(cols["comm"][ev], cols["peer"][ev])
+    comm_name = comms.names(cols["comm"][ev])
+    nbytes = np.where(_no_payload()[op] & ~is_io, -1, cols["bytes"][ev])
+    df = pl.DataFrame({
+        "record": ev, "loc": cols["loc"][ev], "start_ns": cols["t0"][ev], "end_ns": cols["t1"][ev],
+        "name": names[op], "cat": cats[op], "src_cat": np.where(is_io, "posix_io", "mpi"),
+        "bytes": np.where(nbytes >= 0, nbytes, -1), "io": is_io,
+        "peer": world_peer, "tag": cols["tag"][ev], "comm": comm_name,
+        "file": cols["text"][ev], "fd": cols["aux"][ev], "offset": cols["aux2"][ev],
+    }, strict=False)
+    mpi_args = pl.struct(
+        pl.when(pl.col("peer") >= 0).then(pl.col("peer")).alias("peer"),
+        pl.when(pl.col("peer") >= 0).then(pl.col("tag")).alias("tag"),
+        pl.col("comm"),
+    ).struct.json_encode()
+    io_args = pl.struct(pl.col("file"), pl.col("fd"), pl.when(pl.col("offset") >= 0).then(pl.col("offset")).alias("offset")).struct.json_encode()
+    df = df.with_columns(
+        args=pl.when(pl.col("io")).then(io_args).otherwise(mpi_args),
+        bytes=pl.when(pl.col("bytes") >= 0).then(pl.col("bytes")),
+        instant=pl.lit(False),
+    ).sort(["loc", "start_ns", pl.col("end_ns")], descending=[False, False, True], maintain_order=True)
+    row_of = np.full(cols["kind"].size, -1, np.int64)
+    row_of[df.get_column("record").to_numpy()] = np.arange(df.height)
+    from di.nesting import nest
+
+    depth, parent = nest(df.get_column("loc").to_numpy(), df.get_column("start_ns").to_numpy(), df.get_column("end_ns").to_numpy())
+    df = df.with_columns(depth=pl.Series(depth), parent=pl.Series(parent)).with_columns(
+        parent=pl.when(pl.col("parent") >= 0).then(pl.col("parent")))
+    io = df.filter(pl.col("io")).select("loc", "name", "start_ns", "end_ns", "bytes", "file")
+    return df.drop("record", "io", "peer", "tag", "comm", "file", "fd", "offset"), row_of, io
+
+
+def _abnormal(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], warnings: list[str]) -> list[int]:
+    bad = sorted({ranks[p.key] for p in procs if p.key in ranks and p.header["state"] != "exited"})
+    for rank in bad:
+        states = {p.lib: p.header["state"] for p in procs if ranks.get(p.key) == rank}
+        n = sum(int(r.size) for p in procs if ranks.get(p.key) == rank for r in p.threads.values())
+        warnings.append(f"rank {rank} ended abnormally (killed or crashed; last state {states}): "
+                        f"its {n} records up to that point are loaded")
+    return bad
+
+
+def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) -> tuple[Trace, pl.DataFrame]:
+    """Read ``run/raw``; return the canonical trace of the recorded job and its per-file I/O table
+    (:func:`di.capture.iostats.file_stats`).
+
+    Raises:
+        FormatError: no raw shards, or a shard header that is not di's.
+    """
+    from di.capture import iostats, matching, samplers
+
+    run = Path(run)
+    raw = run / "raw"
+    if not raw.is_dir():
+        raise FormatError(raw, "no raw capture shards here (record with `di record -o RUN.di -- COMMAND`)")
+    say = progress or (lambda _msg: None)
+    say("reading shards")
+    procs, dropped = shard.read_raw(raw)
+    warnings: list[str] = []
+    ranks = _assign_ranks(procs, warnings)
+    epoch = _epoch(procs, ranks)
+    maps = _clock_maps(procs, ranks, epoch)
+    say("building events")
+    cols, locations, sources = _gather(procs, ranks, maps)
+    if not cols:
+        raise FormatError(raw, "the recording holds no records (did the command run MPI or file I/O under capture?)")
+    comms = matching.Communicators.from_records(cols)
+    events, row_of, io = _events(cols, comms)
+    say("matching messages and collectives")
+    messages = matching.messages(cols, row_of, comms, warnings)
+    collectives = matching.collectives(cols, row_of, comms)
+    bad = _abnormal(procs, ranks, warnings)
+    run_info = _run_info(run)
+    series, samples, counter_locs = samplers.ingest_samples(raw, locations, maps, ranks, warnings)
+    if counter_locs.height:
+        locations = pl.concat([locations, counter_locs], how="diagonal_relaxed")
+    if dropped:
+        warnings.append("dropped: " + ", ".join(f"{v} {k}" for k, v in dropped.items()))
+    world = max((p.header.get("world_size", 0) for p in procs if p.lib == "mpi"), default=0)
+    files = iostats.file_stats(io, locations)
+    if run_info.get("unreported_ranks"):
+        warnings.append(f"ranks {run_info['unreported_ranks']}: their di record never reported an exit status")
+    meta = {
+        "format": "di-trace",
+        "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative",
+                  "sync": "mpi_ping_pong_linear" if any(m.points for m in maps.values()) else None,
+                  "offsets": {str(r): m.as_meta() for r, m in sorted(maps.items())}},
+        "sources": sources, "warnings": warnings, "world_size": world or None,
+        "command": run_info.get("command"),
+        "capture": {"abnormal_ranks": bad, "exit_code": run_info.get("exit_code"), "options": run_info.get("options"),
+                    "io_files": files.height, "io_bytes_read": int(files.get_column("bytes_read").sum() or 0) if files.height else 0,
+                    "io_bytes_written": int(files.get_column("bytes_written").sum() or 0) if files.height else 0},
+    }
+    trace = Trace.build(meta=meta, locations=locations, events=events, messages=messages,
+                        collectives=collectives, series=series, samples=samples)
+    return trace, files
+
+
+def _run_info(run: Path) -> dict[str, Any]:
+    """What `di record` wrote about the run (command, exit code, options), if anything."""
+    path = run / "raw" / "run.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
