@@ -158,10 +158,11 @@ def _events(cols: dict[str, np.ndarray], comms: Any) -> tuple[pl.DataFrame, np.n
     nbytes = np.where(_no_payload()[op] & ~is_io, -1, cols["bytes"][ev])
     df = pl.DataFrame({
         "record": ev, "loc": cols["loc"][ev], "start_ns": cols["t0"][ev], "end_ns": cols["t1"][ev],
-        "name": names[op], "cat": cats[op], "src_cat": np.where(is_io, "posix_io", "mpi"),
+        "name": pl.Series(names[op], dtype=pl.String), "cat": pl.Series(cats[op], dtype=pl.String),
+        "src_cat": np.where(is_io, "posix_io", "mpi"),
         "bytes": np.where(nbytes >= 0, nbytes, -1), "io": is_io,
-        "peer": world_peer, "tag": cols["tag"][ev], "comm": comm_name,
-        "file": cols["text"][ev], "fd": cols["aux"][ev], "offset": cols["aux2"][ev],
+        "peer": world_peer, "tag": cols["tag"][ev], "comm": pl.Series(comm_name, dtype=pl.String),
+        "file": pl.Series(cols["text"][ev], dtype=pl.String), "fd": cols["aux"][ev], "offset": cols["aux2"][ev],
     }, strict=False)
     mpi_args = pl.struct(
         pl.when(pl.col("peer") >= 0).then(pl.col("peer")).alias("peer"),
@@ -217,8 +218,13 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
     maps = _clock_maps(procs, ranks, epoch)
     say("building events")
     cols, locations, sources = _gather(procs, ranks, maps)
-    if not cols:
+    if not cols and not any(raw.glob("samples-*.json")):
         raise FormatError(raw, "the recording holds no records (did the command run MPI or file I/O under capture?)")
+    if not cols:
+        cols = {name: np.empty(0, shard.RECORD[name]) for name in shard.RECORD.names}
+        cols.update(text=np.empty(0, object), loc=np.empty(0, np.uint32), rank=np.empty(0, np.int32),
+                    thread=np.empty(0, np.int64), source=np.empty(0, np.int32))
+        cols["t0"], cols["t1"] = cols["t0"].copy(), cols["t1"].copy()
     comms = matching.Communicators.from_records(cols)
     events, row_of, io = _events(cols, comms)
     say("matching messages and collectives")
