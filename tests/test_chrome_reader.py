@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 import di
-from conftest import KINETO, NO_DATA, is_execution_trace, kineto_file, kineto_files, kineto_id, trace_doc, write_json
+from conftest import KINETO, NO_DATA, assert_valid, is_execution_trace, kineto_file, kineto_files, kineto_id, trace_doc, write_json
 from di.nesting import nest_reference
 
 FLOW_DROPS = ("flow start without end", "flow end without start", "flow step on no slice")
@@ -435,3 +435,14 @@ def test_every_flow_record_is_accounted_for(tmp_path: Path, load_valid) -> None:
     assert t.flows.height == 0
     dropped = t.meta["sources"][0]["dropped"]
     assert sum(dropped.get(k, 0) for k in FLOW_DROPS) == 3, dropped
+
+
+def test_more_distinct_names_than_the_first_symbol_table_holds(tmp_path: Path) -> None:
+    from di.convert.symbols import FIRST_CAPACITY
+
+    n = FIRST_CAPACITY + 1000
+    events = [{"ph": "X", "name": f"op{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(n)]
+    t = assert_valid(di.load(write_json(tmp_path, "many.json", trace_doc(*events))))
+    names = t.events.get_column("name").cast(str)
+    assert names.n_unique() == n
+    assert names.to_list()[:3] == ["op0", "op1", "op2"] and names[-1] == f"op{n - 1}"

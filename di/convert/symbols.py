@@ -6,8 +6,11 @@ byte-equal text (the table compares bytes on every hash hit, so a 64-bit
 hash collision cannot merge two names). Only the unique spans are decoded to
 Python strings, once, afterwards.
 
-State is four arrays (slots, starts, ends, hashes) that the kernel grows by
-returning new arrays; ``new_table`` makes an empty one.
+State is four arrays (slots, starts, ends, count) of a fixed capacity that
+``new_table`` makes. A full table makes :func:`intern` return ``FULL``; the
+caller then starts again with a bigger one (:func:`grown_capacity`). Kernels
+that return no arrays compile much faster, and a rescan is rare: capacities
+grow sixteenfold.
 """
 
 from __future__ import annotations
@@ -19,8 +22,17 @@ _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
 
-def new_table(capacity: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """An empty table: (slots, starts, ends, count array)."""
+FULL = -1
+FIRST_CAPACITY = 1 << 16
+
+
+def grown_capacity(capacity: int) -> int:
+    """The capacity to retry with after a table of ``capacity`` filled up."""
+    return capacity * 16
+
+
+def new_table(capacity: int = FIRST_CAPACITY) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """An empty table for up to ``capacity`` symbols: (slots, starts, ends, count array)."""
     size = 1
     while size < 2 * capacity:
         size *= 2
@@ -31,7 +43,7 @@ def new_table(capacity: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return slots, starts, ends, count
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _hash(buf, s, e):
     h = _FNV_OFFSET
     for k in range(s, e):
@@ -39,7 +51,7 @@ def _hash(buf, s, e):
     return h
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _same(buf, s1, e1, s2, e2):
     if e1 - s1 != e2 - s2:
         return False
@@ -50,21 +62,8 @@ def _same(buf, s1, e1, s2, e2):
 
 
 @njit(cache=True)
-def _rehash(buf, slots, starts, ends, count):
-    size = slots.size * 2
-    new = np.full(size, -1, dtype=np.int64)
-    mask = np.uint64(size - 1)
-    for sid in range(count):
-        j = _hash(buf, starts[sid], ends[sid]) & mask
-        while new[j] >= 0:
-            j = (j + np.uint64(1)) & mask
-        new[j] = sid
-    return new
-
-
-@njit(cache=True)
 def intern(buf, s, e, slots, starts, ends, count):
-    """Id of span buf[s:e]; returns (id, slots, starts, ends) as arrays may grow."""
+    """Id of span buf[s:e], or ``FULL`` when it is new and the table has no room."""
     mask = np.uint64(slots.size - 1)
     j = _hash(buf, s, e) & mask
     while True:
@@ -72,23 +71,16 @@ def intern(buf, s, e, slots, starts, ends, count):
         if sid < 0:
             break
         if _same(buf, s, e, starts[sid], ends[sid]):
-            return sid, slots, starts, ends
+            return sid
         j = (j + np.uint64(1)) & mask
     sid = count[0]
     if sid >= starts.size:
-        bigger = starts.size * 2
-        ns = np.empty(bigger, dtype=np.int64)
-        ne = np.empty(bigger, dtype=np.int64)
-        ns[:sid] = starts[:sid]
-        ne[:sid] = ends[:sid]
-        starts, ends = ns, ne
+        return FULL
     starts[sid] = s
     ends[sid] = e
     count[0] = sid + 1
     slots[j] = sid
-    if 2 * (sid + 1) > slots.size:
-        slots = _rehash(buf, slots, starts, ends, sid + 1)
-    return sid, slots, starts, ends
+    return sid
 
 
 def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count: int) -> list[str]:

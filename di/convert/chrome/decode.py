@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.chrome import scan as S
-from di.convert.symbols import decode_symbols, new_table
+from di.convert.symbols import FIRST_CAPACITY, decode_symbols, grown_capacity, new_table
 from di.errors import FormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -50,22 +50,29 @@ class Raw:
         return int(self.cols["ph"].size)
 
 
-def read_bytes(path: Path) -> tuple[bytearray, list[str]]:
-    """The file's bytes, gunzipped when it starts with the gzip magic.
+def read_bytes(path: Path) -> tuple[np.ndarray, list[str]]:
+    """The file's bytes as a writable uint8 array, gunzipped when it starts with
+    the gzip magic.
 
-    A truncated or corrupt gzip stream yields what decompressed cleanly and a
+    A plain file is memory-mapped copy-on-write: no copy of the file is made
+    (its pages are the page cache's) and in-place repairs stay private. A
+    truncated or corrupt gzip stream yields what decompressed cleanly and a
     warning saying where it stopped.
     """
+    import mmap
+
     with open(path, "rb") as fh:
         head = fh.read(2)
         fh.seek(0)
-        if head != GZIP_MAGIC:
-            size = path.stat().st_size
-            data = bytearray(size)
-            got = fh.readinto(data)
-            del data[got:]
-            return data, []
-        return _gunzip(fh, path)
+        if head == GZIP_MAGIC:
+            data, warnings = _gunzip(fh, path)
+            return (np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, dtype=np.uint8)), warnings
+        if not head:
+            return np.zeros(0, dtype=np.uint8), []
+        try:
+            return np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8), []
+        except (OSError, ValueError):  # a file system or special file without mmap
+            return np.frombuffer(bytearray(fh.read()), dtype=np.uint8), []
 
 
 def _gunzip(fh: Any, path: Path) -> tuple[bytearray, list[str]]:
@@ -134,24 +141,28 @@ def decode(path: Path) -> Raw:
         FormatError: the file is not JSON, not a trace, or empty of events
             because its very first bytes are broken.
     """
-    data, warnings = read_bytes(path)
-    buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, dtype=np.uint8)
+    buf, warnings = read_bytes(path)
     dropped: Counter[str] = Counter()
-    if buf.size:
+    opens, high = S.prescan(buf)
+    if high:
         bad, first = S.fix_utf8(buf)
         if bad:
             warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
             dropped["non-UTF-8 bytes replaced"] += int(bad)
-    cap = data.count(b'"ph"') + 1
-    cols_t = S.alloc_columns(cap)
-    slots, starts, ends, count = new_table()
+    # every event object starts with '{': their count bounds the rows; the
+    # columns' pages are touched only as rows are filled
+    cols_t = S.alloc_columns(int(opens) + 1)
     abuf = np.empty(max(buf.size, 1), dtype=np.uint8)
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
-    n, err, pos, array_format, ntop, slots, starts, ends, used = S.scan(
-        buf, cols_t, slots, starts, ends, count, abuf, top
-    )
+    capacity = FIRST_CAPACITY
+    while True:
+        slots, starts, ends, count = new_table(capacity)
+        n, err, pos, array_format, ntop, used = S.scan(buf, cols_t, slots, starts, ends, count, abuf, top)
+        if err != S.E_FULL:
+            break
+        capacity = grown_capacity(capacity)
     if err == S.E_NOT_TRACE:
-        if bytes(data[:4096]).lstrip(b" \t\r\n\xef\xbb\xbf")[:1] not in (b"{", b"["):
+        if bytes(buf[:4096]).lstrip(b" \t\r\n\xef\xbb\xbf")[:1] not in (b"{", b"["):
             raise FormatError(path, "not JSON: expected '{' or '[' at the start")
         raise FormatError(path, "JSON but not a Chrome trace: no 'traceEvents' array and not an array of events")
     if err != S.E_NONE:
@@ -161,7 +172,7 @@ def decode(path: Path) -> Raw:
         rest = int(buf.size - pos)
         warnings.append(f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes")
         dropped[f"{what}: bytes after the last complete event"] += rest
-    cols = {name: arr[: n + 1] if name == "args_off" else arr[:n] for name, arr in zip(S.COLUMNS, cols_t)}
+    cols = S.columns(cols_t, n)
     args = _args_column(cols, abuf, int(used), n)
     del abuf
     symbols = decode_symbols(buf, starts, ends, int(count[0]))

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.convert.symbols import FULL, intern
+
 
 # Per-event status codes (0 = sound). Named in di.convert.chrome.reader.
 ST_OK = 0
@@ -40,12 +42,42 @@ E_NONE = 0
 E_SYNTAX = 1
 E_TRUNCATED = 2
 E_NOT_TRACE = 3
+E_FULL = 4  # the symbol table filled up: scan again with a bigger one
 
-from di.convert.symbols import intern
 
+# The scanner's output: three 2-D arrays, one row per field and one column per
+# event, so that each field is a contiguous row (a zero-copy column) and the
+# kernels take three arrays instead of twenty-two.
+U8_FIELDS = ("ph", "pid_k", "tid_k", "id_k", "bind_k", "flags", "scope", "bp", "status")
+I32_FIELDS = ("name", "cat")
+I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "corr", "bytes", "xs", "xe", "args_off")
+B_PH, B_PID_K, B_TID_K, B_ID_K, B_BIND_K, B_FLAGS, B_SCOPE, B_BP, B_STATUS = range(len(U8_FIELDS))
+S_NAME, S_CAT = range(len(I32_FIELDS))
+I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_CORR, I_BYTES, I_XS, I_XE, I_ARGS_OFF = range(len(I64_FIELDS))
+COLUMNS = U8_FIELDS + I32_FIELDS + I64_FIELDS
+
+# flags bits
+F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS = 1, 2, 4, 8, 16, 32, 64
+
+# parse_number shifts; numpy scalars, not literals, so one compiled version serves both
+_AS_IS = np.int64(0)
+_US_TO_NS = np.int64(3)
 _MAX_MANT = np.uint64(10**18)
 _POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
 _INT64_MAX = np.uint64(2**63 - 1)
+
+
+@njit(cache=True)
+def prescan(buf):
+    """(number of '{' bytes, whether any byte is >= 0x80): an upper bound on the
+    number of event objects, and whether UTF-8 needs checking."""
+    opens = 0
+    high = 0
+    for i in range(buf.size):
+        c = buf[i]
+        opens += c == 123
+        high |= c
+    return opens, high >= 0x80
 
 
 @njit(cache=True)
@@ -96,7 +128,7 @@ def fix_utf8(buf):
     return bad, first
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ws(buf, i, n):
     while i < n:
         c = buf[i]
@@ -161,6 +193,10 @@ def _skip_value(buf, i, n):
     return -1
 
 
+_POW10_I64 = np.array([10**k for k in range(19)], dtype=np.int64)
+_SCALE_MAX = np.array([(2**63 - 1) // 10**k for k in range(19)], dtype=np.int64)  # largest v with v * 10**k in int64
+
+
 @njit(cache=True)
 def parse_number(buf, i, n, shift):
     """Parse the JSON number at i as an integer of unit 10**-shift of its value.
@@ -169,6 +205,37 @@ def parse_number(buf, i, n, shift):
     success, 1 when it is not a number and 3 when the value overflows int64.
     Up to 19 significant digits are exact; the next one rounds half up.
     """
+    # fast path: [-]digits[.digits], at most 18 digits, no more decimals than
+    # ``shift``, no exponent, no overflow; everything else goes to the general parser
+    j = i
+    neg = j < n and buf[j] == 45
+    if neg:
+        j += 1
+    v = np.int64(0)
+    d = 0
+    while j < n and 48 <= buf[j] <= 57:
+        v = v * 10 + np.int64(buf[j] - 48)
+        d += 1
+        j += 1
+    if d > 0:
+        f = 0
+        if j < n and buf[j] == 46:
+            j += 1
+            while j < n and 48 <= buf[j] <= 57:
+                v = v * 10 + np.int64(buf[j] - 48)
+                f += 1
+                j += 1
+            if f == 0:
+                d = 99
+        if d + f <= 18 and f <= shift and v <= _SCALE_MAX[shift - f] and not (j < n and (buf[j] == 101 or buf[j] == 69)):
+            v *= _POW10_I64[shift - f]
+            return (-v if neg else v), j, 0
+    return _parse_general(buf, i, n, shift)
+
+
+@njit(cache=True)
+def _parse_general(buf, i, n, shift):
+    """The general case of :func:`parse_number`: exponents, long mantissas, overflow."""
     neg = False
     if i < n and buf[i] == 45:
         neg = True
@@ -245,7 +312,7 @@ def parse_number(buf, i, n, shift):
     return (-r if neg else r), i, 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _is(buf, s, e, a):
     """True when buf[s:e] equals the ASCII bytes of ``a`` (a tuple of ints)."""
     if e - s != len(a):
@@ -278,26 +345,39 @@ _EVENTS = (116, 114, 97, 99, 101, 69, 118, 101, 110, 116, 115)
 
 @njit(cache=True)
 def _poly(buf, i, n, slots, starts, ends, count):
-    """A pid/tid/id value: (kind, int value or symbol id, end index, slots, starts, ends)."""
+    """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
     c = buf[i]
     if c == 34:
         j = _end_string(buf, i + 1, n)
         if j < 0:
-            return K_NONE, 0, -1, slots, starts, ends
-        sid, slots, starts, ends = intern(buf, i + 1, j, slots, starts, ends, count)
-        return K_STR, sid, j + 1, slots, starts, ends
+            return K_NONE, 0, -1
+        sid = intern(buf, i + 1, j, slots, starts, ends, count)
+        if sid == FULL:
+            return K_NONE, 0, -3
+        return K_STR, sid, j + 1
     if c == 45 or 48 <= c <= 57:
-        v, j, st = parse_number(buf, i, n, 0)
+        v, j, st = parse_number(buf, i, n, _AS_IS)
         if st == 0:
-            return K_INT, v, j, slots, starts, ends
+            return K_INT, v, j
         # beyond int64 (or not an integer): keep its text as a symbol
         e = _skip_value(buf, i, n)
         if e < 0:
-            return K_NONE, 0, e, slots, starts, ends
-        sid, slots, starts, ends = intern(buf, i, e, slots, starts, ends, count)
-        return K_STR, sid, e, slots, starts, ends
+            return K_NONE, 0, e
+        sid = intern(buf, i, e, slots, starts, ends, count)
+        if sid == FULL:
+            return K_NONE, 0, -3
+        return K_STR, sid, e
     e = _skip_value(buf, i, n)
-    return K_NONE, 0, e, slots, starts, ends
+    return K_NONE, 0, e
+
+
+@njit(cache=True)
+def _copy_raw(buf, s, e, out, o):
+    """Copy buf[s:e] to out[o:] (a loop: slice assignment compiles slowly); returns the new o."""
+    for k in range(s, e):
+        out[o] = buf[k]
+        o += 1
+    return o
 
 
 @njit(cache=True)
@@ -329,7 +409,7 @@ def _copy_span(buf, s, e, out, o):
 
 
 @njit(cache=True)
-def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
+def _scan_args(buf, i, n, k, w8, w64, out, o):
     """Copy the args object at i to out[o:] minified, lifting 'correlation' and
     'bytes'; returns (index after the object or <0, new o)."""
     out[o] = 123
@@ -345,8 +425,7 @@ def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
         if j < 0:
             return -1, o
         ks, ke = i + 1, j
-        out[o:o + (j + 1 - i)] = buf[i:j + 1]
-        o += j + 1 - i
+        o = _copy_raw(buf, i, j + 1, out, o)
         out[o] = 58
         o += 1
         i = _ws(buf, j + 1, n)
@@ -359,14 +438,14 @@ def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
             return -1, o
         L = ke - ks
         if (L == 11 and _is(buf, ks, ke, _CORR)) or (L == 5 and _is(buf, ks, ke, _BYTES)):
-            v, e, st = parse_number(buf, i, n, 0)
+            v, e, st = parse_number(buf, i, n, _AS_IS)
             if st == 0:
                 if L == 5:
-                    nbytes[k] = v
-                    flags[k] |= 32
+                    w64[I_BYTES, k] = v
+                    w8[B_FLAGS, k] |= F_BYTES
                 else:
-                    corr[k] = v
-                    flags[k] |= 16
+                    w64[I_CORR, k] = v
+                    w8[B_FLAGS, k] |= F_CORR
             else:
                 e = _skip_value(buf, i, n)
         else:
@@ -375,8 +454,7 @@ def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
             return e, o
         c0 = buf[i]
         if c0 == 34 or (48 <= c0 <= 57) or c0 == 45 or c0 == 116 or c0 == 102 or c0 == 110:
-            out[o:o + (e - i)] = buf[i:e]
-            o += e - i
+            o = _copy_raw(buf, i, e, out, o)
         else:
             o = _copy_span(buf, i, e, out, o)
         i = _ws(buf, e, n)
@@ -398,206 +476,212 @@ def _scan_args(buf, i, n, k, corr, nbytes, flags, out, o):
 def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
 
-    Returns (index after the object or <0 on error, slots, starts, ends, args end).
+    Returns (index after the object, or -1 truncated, -2 bad syntax, -3 symbol
+    table full; args bytes end).
     """
-    (ph, ts, dur, name, cat, pid_k, pid, tid_k, tid, id_k, idv, bind_k, bind,
-     flags, scope, bp, corr, nbytes, args_off, status, xs, xe) = c
-    ph[k] = 0
-    flags[k] = 0
-    name[k] = -1
-    cat[k] = -1
-    pid_k[k] = K_NONE
-    tid_k[k] = K_NONE
-    id_k[k] = K_NONE
-    bind_k[k] = K_NONE
-    scope[k] = 0
-    bp[k] = 0
-    status[k] = ST_OK
-    xs[k] = 0
-    xe[k] = 0
+    w8, w32, w64 = c
+    w8[B_PH, k] = 0
+    w8[B_FLAGS, k] = 0
+    w32[S_NAME, k] = -1
+    w32[S_CAT, k] = -1
+    w8[B_PID_K, k] = K_NONE
+    w8[B_TID_K, k] = K_NONE
+    w8[B_ID_K, k] = K_NONE
+    w8[B_BIND_K, k] = K_NONE
+    w8[B_SCOPE, k] = 0
+    w8[B_BP, k] = 0
+    w8[B_STATUS, k] = ST_OK
+    w64[I_XS, k] = 0
+    w64[I_XE, k] = 0
     o0 = o
     i = _ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
-        args_off[k + 1] = o
-        return i + 1, slots, starts, ends, o
+        w64[I_ARGS_OFF, k + 1] = o
+        return i + 1, o
     while i < n:
         if buf[i] != 34:
-            return -2, slots, starts, ends, o0
+            return -2, o0
         j = _end_string(buf, i + 1, n)
         if j < 0:
-            return -1, slots, starts, ends, o0
+            return -1, o0
         ks, ke = i + 1, j
         i = _ws(buf, j + 1, n)
         if i >= n:
-            return -1, slots, starts, ends, o0
+            return -1, o0
         if buf[i] != 58:
-            return -2, slots, starts, ends, o0
+            return -2, o0
         i = _ws(buf, i + 1, n)
         if i >= n:
-            return -1, slots, starts, ends, o0
+            return -1, o0
         v0 = buf[i]
         if v0 == 34 and (_is(buf, ks, ke, _PH) or _is(buf, ks, ke, _S) or _is(buf, ks, ke, _BP)):
             j = _end_string(buf, i + 1, n)
             if j < 0:
-                return -1, slots, starts, ends, o0
+                return -1, o0
             first = buf[i + 1] if j > i + 1 else 0
             if ke - ks == 1:
-                scope[k] = first
+                w8[B_SCOPE, k] = first
             elif buf[ks] == 98:
-                bp[k] = first
+                w8[B_BP, k] = first
             else:
-                ph[k] = first if j == i + 2 else 0
+                w8[B_PH, k] = first if j == i + 2 else 0
             i = j + 1
         elif v0 == 34 and (_is(buf, ks, ke, _NAME) or _is(buf, ks, ke, _CAT)):
             j = _end_string(buf, i + 1, n)
             if j < 0:
-                return -1, slots, starts, ends, o0
-            sid, slots, starts, ends = intern(buf, i + 1, j, slots, starts, ends, count)
+                return -1, o0
+            sid = intern(buf, i + 1, j, slots, starts, ends, count)
+            if sid == FULL:
+                return -3, o0
             if buf[ks] == 110:
-                name[k] = sid
+                w32[S_NAME, k] = sid
             else:
-                cat[k] = sid
+                w32[S_CAT, k] = sid
             i = j + 1
         elif _is(buf, ks, ke, _TS) or _is(buf, ks, ke, _DUR):
             is_ts = buf[ks] == 116
-            v, e, st = parse_number(buf, i, n, 3)
+            v, e, st = parse_number(buf, i, n, _US_TO_NS)
             if st == 0:
                 if is_ts:
-                    ts[k] = v
-                    flags[k] |= 1
+                    w64[I_TS, k] = v
+                    w8[B_FLAGS, k] |= F_TS
                 else:
-                    dur[k] = v
-                    flags[k] |= 2
+                    w64[I_DUR, k] = v
+                    w8[B_FLAGS, k] |= F_DUR
                 i = e
             else:
-                if status[k] == ST_OK:
-                    status[k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if is_ts else ST_BAD_DUR)
+                if w8[B_STATUS, k] == ST_OK:
+                    w8[B_STATUS, k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if is_ts else ST_BAD_DUR)
                 i = _skip_value(buf, i, n)
         elif _is(buf, ks, ke, _PID) or _is(buf, ks, ke, _TID) or _is(buf, ks, ke, _ID) or _is(buf, ks, ke, _BIND):
-            kind, v, i, slots, starts, ends = _poly(buf, i, n, slots, starts, ends, count)
+            kind, v, i = _poly(buf, i, n, slots, starts, ends, count)
             if ke - ks == 2:
-                id_k[k] = kind
-                idv[k] = v
+                w8[B_ID_K, k] = kind
+                w64[I_ID, k] = v
             elif ke - ks == 7:
-                bind_k[k] = kind
-                bind[k] = v
+                w8[B_BIND_K, k] = kind
+                w64[I_BIND, k] = v
             elif buf[ks] == 112:
-                pid_k[k] = kind
-                pid[k] = v
+                w8[B_PID_K, k] = kind
+                w64[I_PID, k] = v
             else:
-                tid_k[k] = kind
-                tid[k] = v
+                w8[B_TID_K, k] = kind
+                w64[I_TID, k] = v
         elif v0 == 123 and _is(buf, ks, ke, _DIFLOW):
             e = _skip_value(buf, i, n)
-            xs[k] = i
-            xe[k] = e
+            w64[I_XS, k] = i
+            w64[I_XE, k] = e
             i = e
         elif _is(buf, ks, ke, _FIN) or _is(buf, ks, ke, _FOUT):
             if v0 == 116:
-                flags[k] |= 4 if ke - ks == 7 else 8
+                w8[B_FLAGS, k] |= F_FLOW_IN if ke - ks == 7 else F_FLOW_OUT
             i = _skip_value(buf, i, n)
         elif v0 == 123 and _is(buf, ks, ke, _ARGS):
-            e, o = _scan_args(buf, i, n, k, corr, nbytes, flags, abuf, o0)
+            e, o = _scan_args(buf, i, n, k, w8, w64, abuf, o0)
             if e < 0:
-                return e, slots, starts, ends, o0
-            flags[k] |= 64
+                return e, o0
+            w8[B_FLAGS, k] |= F_ARGS
             i = e
         else:
             i = _skip_value(buf, i, n)
         if i < 0:
-            return i, slots, starts, ends, o0
+            return i, o0
         i = _ws(buf, i, n)
         if i >= n:
-            return -1, slots, starts, ends, o0
+            return -1, o0
         if buf[i] == 44:
             i = _ws(buf, i + 1, n)
         elif buf[i] == 125:
-            args_off[k + 1] = o
-            return i + 1, slots, starts, ends, o
+            w64[I_ARGS_OFF, k + 1] = o
+            return i + 1, o
         else:
-            return -2, slots, starts, ends, o0
-    return -1, slots, starts, ends, o0
+            return -2, o0
+    return -1, o0
+
+
+@njit(cache=True)
+def _event_error(e):
+    return E_TRUNCATED if e == -1 else (E_FULL if e == -3 else E_SYNTAX)
 
 
 @njit(cache=True)
 def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap):
-    """Events of the array at buf[i] == '['; returns (next index, n events, error, error pos, ...)."""
-    k = 0
-    o = 0
+    """Events of the array at buf[i] == '['; returns (next index, n events, error,
+    error offset, args bytes used)."""
+    k = np.int64(0)
+    o = np.int64(0)
     i = _ws(buf, i + 1, n)
     while i < n:
         if buf[i] == 93:
-            return i + 1, k, E_NONE, -1, slots, starts, ends, o
+            return i + 1, k, E_NONE, -1, o
         if buf[i] != 123 or k >= cap:
-            return i, k, E_SYNTAX, i, slots, starts, ends, o
-        e, slots, starts, ends, o2 = _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o)
+            return i, k, E_SYNTAX, i, o
+        e, o2 = _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o)
         if e < 0:
-            return i, k, (E_TRUNCATED if e == -1 else E_SYNTAX), i, slots, starts, ends, o
+            return i, k, _event_error(e), i, o
         o = o2
         k += 1
         i = _ws(buf, e, n)
         if i < n and buf[i] == 44:
             i = _ws(buf, i + 1, n)
         elif i < n and buf[i] != 93:
-            return i, k, E_SYNTAX, i, slots, starts, ends, o
-    return n, k, E_TRUNCATED, n, slots, starts, ends, o
+            return i, k, E_SYNTAX, i, o
+    return n, k, E_TRUNCATED, n, o
 
 
 @njit(cache=True)
 def scan(buf, c, slots, starts, ends, count, abuf, top):
     """Scan a whole document; returns (n events, error code, error offset, array format,
-    number of top-level keys, slots, starts, ends, args bytes used).
+    number of top-level keys, args bytes used).
 
     ``top`` receives (key start, key end, value start, value end) of each other
-    top-level key of the object format, for the caller to decode.
+    top-level key of the object format, for the caller to decode. ``E_FULL``
+    means the symbol table (slots, starts, ends, count) ran out of room.
     """
     n = buf.size
-    cap = c[0].size
+    cap = c[0].shape[1]
     i = _ws(buf, 0, n)
     if i + 2 < n and buf[i] == 0xEF and buf[i + 1] == 0xBB and buf[i + 2] == 0xBF:
         i = _ws(buf, i + 3, n)
     if i >= n:
-        return 0, E_NOT_TRACE, 0, False, 0, slots, starts, ends, 0
+        return 0, E_NOT_TRACE, 0, False, 0, 0
     if buf[i] == 91:
-        r = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
+        _, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
         # the array format may end without its ']' (Trace Event Format spec)
-        err = r[2]
-        if err == E_TRUNCATED and _ws(buf, r[3], n) >= n:
+        if err == E_TRUNCATED and _ws(buf, where, n) >= n:
             err = E_NONE
-        return r[1], err, r[3], True, 0, r[4], r[5], r[6], r[7]
+        return nev, err, where, True, 0, o
     if buf[i] != 123:
-        return 0, E_NOT_TRACE, i, False, 0, slots, starts, ends, 0
+        return 0, E_NOT_TRACE, i, False, 0, 0
     ntop = 0
-    nev = 0
-    o = 0
+    nev = np.int64(0)
+    o = np.int64(0)
     found = False
     i = _ws(buf, i + 1, n)
     while i < n:
         if buf[i] == 125:
-            return nev, (E_NONE if found else E_NOT_TRACE), i, False, ntop, slots, starts, ends, o
+            return nev, (E_NONE if found else E_NOT_TRACE), i, False, ntop, o
         if buf[i] != 34:
-            return nev, E_SYNTAX, i, False, ntop, slots, starts, ends, o
+            return nev, E_SYNTAX, i, False, ntop, o
         j = _end_string(buf, i + 1, n)
         if j < 0:
             break
         ks, ke = i + 1, j
         i = _ws(buf, j + 1, n)
         if i >= n or buf[i] != 58:
-            return nev, (E_TRUNCATED if i >= n else E_SYNTAX), i, False, ntop, slots, starts, ends, o
+            return nev, (E_TRUNCATED if i >= n else E_SYNTAX), i, False, ntop, o
         i = _ws(buf, i + 1, n)
         if i >= n:
             break
         if _is(buf, ks, ke, _EVENTS) and buf[i] == 91 and not found:
             found = True
-            r = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
-            nev, slots, starts, ends, o = r[1], r[4], r[5], r[6], r[7]
-            if r[2] != E_NONE:
-                return nev, r[2], r[3], False, ntop, slots, starts, ends, o
-            i = r[0]
+            i, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
+            if err != E_NONE:
+                return nev, err, where, False, ntop, o
         else:
             e = _skip_value(buf, i, n)
             if e < 0:
-                return nev, (E_TRUNCATED if e == -1 else E_SYNTAX), i, False, ntop, slots, starts, ends, o
+                return nev, (E_TRUNCATED if e == -1 else E_SYNTAX), i, False, ntop, o
             if ntop < top.shape[0]:
                 top[ntop, 0] = ks
                 top[ntop, 1] = ke
@@ -609,22 +693,22 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
         if i < n and buf[i] == 44:
             i = _ws(buf, i + 1, n)
         elif i < n and buf[i] != 125:
-            return nev, E_SYNTAX, i, False, ntop, slots, starts, ends, o
-    return nev, E_TRUNCATED, n, False, ntop, slots, starts, ends, o
+            return nev, E_SYNTAX, i, False, ntop, o
+    return nev, E_TRUNCATED, n, False, ntop, o
 
 
-COLUMNS = ("ph", "ts", "dur", "name", "cat", "pid_k", "pid", "tid_k", "tid", "id_k", "id",
-           "bind_k", "bind", "flags", "scope", "bp", "corr", "bytes", "args_off", "status", "xs", "xe")
-_DTYPES = (np.uint8, np.int64, np.int64, np.int32, np.int32, np.uint8, np.int64, np.uint8, np.int64,
-           np.uint8, np.int64, np.uint8, np.int64, np.uint8, np.uint8, np.uint8, np.int64, np.int64,
-           np.int64, np.uint8, np.int64, np.int64)
+def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Uninitialised (uint8, int32, int64) field arrays for ``capacity`` events; the
+    int64 rows have one slot more, for the last args offset. Pages are touched
+    only as rows are filled."""
+    w64 = np.empty((len(I64_FIELDS), capacity + 1), dtype=np.int64)
+    w64[I_ARGS_OFF, 0] = 0
+    return np.empty((len(U8_FIELDS), capacity), dtype=np.uint8), np.empty((len(I32_FIELDS), capacity), dtype=np.int32), w64
 
-# flags bits
-F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS = 1, 2, 4, 8, 16, 32, 64
 
-
-def alloc_columns(capacity: int) -> tuple[np.ndarray, ...]:
-    """Uninitialised columns for ``capacity`` events (pages are touched only when filled)."""
-    cols = [np.empty(capacity + (1 if name == "args_off" else 0), dtype=dt) for name, dt in zip(COLUMNS, _DTYPES)]
-    cols[COLUMNS.index("args_off")][0] = 0
-    return tuple(cols)
+def columns(c: tuple[np.ndarray, np.ndarray, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    """The first ``n`` events' fields by name (views; ``args_off`` has n + 1)."""
+    out = {name: c[0][r, :n] for r, name in enumerate(U8_FIELDS)}
+    out.update({name: c[1][r, :n] for r, name in enumerate(I32_FIELDS)})
+    out.update({name: c[2][r, : n + 1 if name == "args_off" else n] for r, name in enumerate(I64_FIELDS)})
+    return out
