@@ -212,7 +212,7 @@ static int di_map_chunk(di_thread_shard *t) {
   size_t bytes = (size_t)DI_CHUNK_RECS * sizeof(di_rec);
   off_t off = (off_t)t->chunk * (off_t)bytes;
   if (syscall(SYS_ftruncate, t->fd, off + (off_t)bytes) != 0) return -1;
-  void *p = (void *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, off);
+  void *p = (void *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, t->fd, off);
   if (p == MAP_FAILED || ((long)p < 0 && (long)p > -4096)) return -1;
   t->base = p;
   t->n = 0;
