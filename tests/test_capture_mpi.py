@@ -97,11 +97,14 @@ def test_mpi4py_job_wrapping_the_launcher(tmp_path: Path, py_job: list[str]) -> 
 
 def test_mpi4py_job_wrapping_each_rank(tmp_path: Path, py_job: list[str]) -> None:
     run = tmp_path / "run.di"
-    proc = record_per_rank(run, [*py_job, str(tmp_path)], "--mpi", "--io")
+    proc = record_per_rank(run, [*py_job, str(tmp_path)], "--mpi", "--io", "--host")
     assert proc.returncode == 0, proc.stderr
     _check_trace(run, tmp_path, "MPI_Init_thread", large_count=True, stdio=False)
     info = json.loads((run / "raw" / "run.json").read_text())
     assert info["form"] == "per_rank" and info["exit_codes"] == {str(r): 0 for r in range(RANKS)}
+    assert len(list((run / "raw").glob("samples-*.json"))) == 1  # one sampler per node: local rank 0's
+    names = di.load(run).series.get_column("name").to_list()
+    assert {f"rank {r} rss" for r in range(RANKS)} <= set(names)
 
 
 def test_c_job_built_with_mpicc(tmp_path: Path) -> None:
@@ -111,3 +114,17 @@ def test_c_job_built_with_mpicc(tmp_path: Path) -> None:
     proc = record_launcher(run, [str(exe), str(tmp_path)], "--mpi", "--io")
     assert proc.returncode == 0, proc.stderr
     _check_trace(run, tmp_path, "MPI_Init", large_count=False, stdio=True)
+
+
+def test_no_mpi_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from di.capture import build
+    from di.cli import main
+
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(build, "cache_dir", lambda: tmp_path / "cache")
+    mpi4py = pytest.importorskip("mpi4py")
+    monkeypatch.setattr(mpi4py, "get_config", lambda: {})  # an mpi4py built without naming its mpicc
+    assert main(["record", "--mpi", "-o", str(tmp_path / "r.di"), "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "no MPI compiler found" in err and "pip install mpich mpi4py" in err and "Traceback" not in err

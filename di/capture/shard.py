@@ -82,17 +82,18 @@ class ProcessShard:
 
 
 @cache
-def _header_schema() -> dict[str, Any]:
+def header_schema(name: str = "shard-header") -> dict[str, Any]:
+    """A capture JSON Schema (``shard-header`` or ``samples-header``) of this shard version."""
     here = Path(__file__).resolve().parents[1]
     for root in (here / "_schemas", here.parent / "schemas"):
-        path = root / "capture" / f"v{SHARD_VERSION}" / "shard-header.schema.json"
+        path = root / "capture" / f"v{SHARD_VERSION}" / f"{name}.schema.json"
         if path.is_file():
             return json.loads(path.read_text())
-    raise FormatError(here, "the capture shard-header schema is not installed with di")
+    raise FormatError(here, f"the capture {name} schema is not installed with di")
 
 
-def read_header(path: Path) -> dict[str, Any]:
-    """Read and check one shard header.
+def read_header(path: Path, schema: str = "shard-header") -> dict[str, Any]:
+    """Read and check one shard (or samples) header.
 
     Raises:
         FormatError: not JSON, another shard version, or not matching the schema.
@@ -106,7 +107,7 @@ def read_header(path: Path) -> dict[str, Any]:
     if isinstance(header, dict) and header.get("version") not in (None, SHARD_VERSION):
         raise FormatError(path, f"shard format version {header.get('version')}; this di reads version {SHARD_VERSION}")
     try:
-        jsonschema.validate(header, _header_schema())
+        jsonschema.validate(header, header_schema(schema))
     except jsonschema.ValidationError as exc:
         raise FormatError(path, f"shard header: {exc.message}") from None
     return header

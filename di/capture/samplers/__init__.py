@@ -171,6 +171,7 @@ def ingest_samples(raw: Path, locations: Any, maps: dict[int, Any], ranks: dict[
     """series, samples and counter locations from every sampler file under ``raw``."""
     import polars as pl
 
+    from di.capture.shard import read_header
     from di.trace import conform
 
     series_rows: list[dict[str, Any]] = []
@@ -179,7 +180,7 @@ def ingest_samples(raw: Path, locations: Any, maps: dict[int, Any], ranks: dict[
     next_loc = locations.height
     host_rank = {h: r for h, r in locations.group_by("host").agg(pl.col("rank").min()).iter_rows()}
     for header_path in sorted(raw.glob("samples-*.json")):
-        doc = json.loads(header_path.read_text())
+        doc = read_header(header_path, "samples-header")
         for note in doc.get("notes", []):
             warnings.append(f"sampler on {doc['host']}: {note}")
         rank = host_rank.get(doc["host"], 0)

@@ -94,6 +94,9 @@ static void comm_describe(MPI_Comm c, uint64_t id, uint64_t parent, int op) {
 /* After a collective creation call: agree on an id and record the new communicator. */
 static void comm_created(MPI_Comm parent, MPI_Comm *newcomm, int op) {
   if (!di_enabled || !newcomm || *newcomm == MPI_COMM_NULL) return;
+  int inter = 0;
+  PMPI_Comm_test_inter(*newcomm, &inter);
+  if (inter) return; /* intercommunicators keep a local id: their messages stay unmatched */
   uint64_t id = ((uint64_t)(uint32_t)(di_rank + 1) << 32) | __atomic_add_fetch(&di_comm_counter, 1, __ATOMIC_RELAXED);
   PMPI_Bcast(&id, 1, MPI_UINT64_T, 0, *newcomm);
   comm_put(*newcomm, id);
