@@ -37,19 +37,23 @@ def test_shifted_clocks_come_out_aligned(tmp_path: Path) -> None:
     offsets = trace.meta["clock"]["offsets"]
     for rank in range(1, 4):
         got = offsets[str(rank)]
-        assert abs(got["offset_ns"] - _injected_offset(got["at_ns"], rank)) <= ALIGN_NS, (rank, got)
+        # the method's bound is half the fastest round trip: within 10 us unless this (shared,
+        # overloaded) machine never ran the two ranks at once during the measurement
+        bound = max(ALIGN_NS, got["rtt_ns"] / 2)
+        assert abs(got["offset_ns"] - _injected_offset(got["at_ns"], rank)) <= bound, (rank, got)
         assert got["measurements"] == 2
+    tol = max(ALIGN_NS, max(o["rtt_ns"] for o in offsets.values()) / 2)
     ev = trace.events.with_row_index("row")
     # causality on the job clock: no message arrives before it was sent ...
     start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     send, recv = trace.messages.get_column("send").to_numpy(), trace.messages.get_column("recv").to_numpy()
-    assert (end[recv] >= start[send] - ALIGN_NS).all()
+    assert (end[recv] >= start[send] - tol).all()
     # ... and nobody leaves a barrier before the last member entered it
     barriers = trace.collectives.filter(pl.col("op") == "barrier")
     assert barriers.height == 8
     for _, grp in barriers.group_by("instance"):
         rows = grp.get_column("event").to_numpy()
-        assert end[rows].min() >= start[rows].max() - ALIGN_NS
+        assert end[rows].min() >= start[rows].max() - tol
     # without the correction the shifted clocks would break both by milliseconds
     assert max(abs(o) for o in OFFSETS_NS) > 100 * ALIGN_NS
 

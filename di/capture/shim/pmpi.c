@@ -14,7 +14,8 @@
 
 static int di_rank = -1, di_size = 0;
 static MPI_Comm di_sync_comm = MPI_COMM_NULL;
-#define DI_SYNC_ROUNDS 32 /* ping-pongs per rank and phase; the fastest is kept */
+#define DI_SYNC_ROUNDS 64 /* ping-pongs per rank and phase; the fastest is kept */
+#define DI_SYNC_NAP_NS 20000 /* a rank waiting for its turn sleeps this long between probes */
 
 /* ---- communicators: handle -> job-wide id ---- */
 #define COMM_SLOTS 4096
@@ -179,6 +180,11 @@ static inline int comm_rank(MPI_Comm c) { int n = 0; PMPI_Comm_rank(c, &n); retu
 #define SUM_COUNTS(arr, n) ({ int64_t s_ = 0; if (arr) for (int i_ = 0; i_ < (n); i_++) s_ += (int64_t)(arr)[i_]; s_; })
 
 /* ---- clock synchronisation ---- */
+/* Rank 0 ping-pongs with each rank in turn: at least DI_SYNC_ROUNDS rounds, then more
+ * until a round trip under DI_SYNC_GOOD_RTT_NS or DI_SYNC_MAX_NS spent on that rank.
+ * offset = remote time - midpoint of the fastest round (error <= half its round trip). */
+#define DI_SYNC_GOOD_RTT_NS 4000
+#define DI_SYNC_MAX_NS 200000000LL
 static void clock_sync(int phase) {
   if (!di_enabled || di_sync_comm == MPI_COMM_NULL) return;
   const int tag = 7301;
@@ -186,20 +192,32 @@ static void clock_sync(int phase) {
   if (di_rank == 0) {
     for (int p = 1; p < di_size; p++) {
       int64_t best[3] = {0, INT64_MAX, 0}; /* offset, rtt, remote time */
-      for (int k = 0; k < DI_SYNC_ROUNDS; k++) {
+      int64_t began = di_now(), more = 1;
+      for (int k = 0; more; k++) {
         int64_t remote, t0 = di_now();
-        PMPI_Send(NULL, 0, MPI_BYTE, p, tag, di_sync_comm);
+        PMPI_Send(&more, 1, MPI_INT64_T, p, tag, di_sync_comm);
         PMPI_Recv(&remote, 1, MPI_INT64_T, p, tag, di_sync_comm, MPI_STATUS_IGNORE);
         int64_t t1 = di_now();
         if (t1 - t0 < best[1]) { best[0] = remote - (t0 + (t1 - t0) / 2); best[1] = t1 - t0; best[2] = remote; }
+        if (k + 1 >= DI_SYNC_ROUNDS && (best[1] <= DI_SYNC_GOOD_RTT_NS || t1 - began > DI_SYNC_MAX_NS)) more = 0;
       }
+      PMPI_Send(&more, 1, MPI_INT64_T, p, tag, di_sync_comm);
       PMPI_Send(best, 3, MPI_INT64_T, p, tag, di_sync_comm);
     }
     di_rec *r = di_slot();
     if (r) { int64_t t = di_now(); *r = (di_rec){0, 0, 0, t, t, 0, 0, phase, 0, 0, 0}; di_commit(r, KIND_CLOCK); }
   } else {
-    for (int k = 0; k < DI_SYNC_ROUNDS; k++) {
-      PMPI_Recv(NULL, 0, MPI_BYTE, 0, tag, di_sync_comm, MPI_STATUS_IGNORE);
+    /* sleep until rank 0 comes to this rank, so waiting ranks leave the cores to the pair measuring */
+    int ready = 0;
+    struct timespec nap = {0, DI_SYNC_NAP_NS};
+    while (!ready) {
+      PMPI_Iprobe(0, tag, di_sync_comm, &ready, MPI_STATUS_IGNORE);
+      if (!ready) nanosleep(&nap, NULL);
+    }
+    for (;;) {
+      int64_t cmd;
+      PMPI_Recv(&cmd, 1, MPI_INT64_T, 0, tag, di_sync_comm, MPI_STATUS_IGNORE);
+      if (!cmd) break;
       int64_t now = di_now();
       PMPI_Send(&now, 1, MPI_INT64_T, 0, tag, di_sync_comm);
     }
