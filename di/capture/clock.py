@@ -1,4 +1,9 @@
-"""Clock synchronisation at ingest: every rank's clock mapped onto rank 0's.
+"""Clocks at ingest: record ticks to local ns, then every rank's clock onto rank 0's.
+
+Records are stamped in ticks (the invariant TSC, or CLOCK_MONOTONIC ns where
+there is none); each process's KIND_TICKS records pair ticks with
+CLOCK_MONOTONIC ns, and :func:`fit_ticks` fits ``ns = ns0 + slope * (ticks -
+ticks0)`` by least squares (:class:`TickMap`).
 
 The PMPI shim measures, at MPI_Init and at MPI_Finalize, each rank's offset to
 rank 0 (its clock minus rank 0's, from the fastest of several ping-pongs,
@@ -14,6 +19,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class TickMap:
+    """Ticks -> local CLOCK_MONOTONIC ns for one process."""
+
+    ticks0: int
+    ns0: int
+    slope: float
+    """ns per tick."""
+
+    def apply(self, ticks: np.ndarray) -> np.ndarray:
+        ticks = np.asarray(ticks, dtype=np.int64)
+        return self.ns0 + np.rint((ticks - self.ticks0).astype(np.float64) * self.slope).astype(np.int64)
+
+
+IDENTITY = TickMap(0, 0, 1.0)
+
+
+def fit_ticks(ticks: np.ndarray, ns: np.ndarray, fallback_slope: float | None) -> TickMap | None:
+    """Least-squares ns = ns0 + slope * (ticks - ticks0) over calibration pairs.
+
+    With a single pair the slope is ``fallback_slope`` (another process's on the
+    same host); None when there is no pair, or one pair and no fallback.
+    """
+    if not ticks.size:
+        return None
+    t0, n0 = int(ticks.mean()), int(ns.mean())
+    dt = (ticks - t0).astype(np.float64)
+    dn = (ns - n0).astype(np.float64)
+    var = float((dt * dt).sum())
+    if var > 0:
+        return TickMap(t0, n0, float((dt * dn).sum()) / var)
+    return TickMap(t0, n0, fallback_slope) if fallback_slope else None
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,51 @@ def _clock_maps(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], in
     return maps
 
 
+MIN_OWN_CALIBRATIONS = 3  # with fewer, a process's tick rate comes from its host's other processes
+
+
+def _tick_maps(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[tuple[str, str, int], clock.TickMap]:
+    """Each process's ticks -> local ns map (calibration records plus the header's pair).
+
+    A process with fewer than MIN_OWN_CALIBRATIONS pairs (short-lived, or killed
+    early) takes the median rate of its host's better-calibrated processes.
+    """
+    pairs = {}
+    for p in procs:
+        recs = np.concatenate(list(p.threads.values())) if p.threads else np.empty(0, shard.RECORD)
+        cal = recs[recs["kind"] == shard.KIND_TICKS]
+        c = p.header["clock"]
+        ticks, ns = cal["t0"], cal["t1"]
+        if "now_ticks" in c:
+            ticks, ns = np.append(ticks, c["now_ticks"]), np.append(ns, c["now_ns"])
+        pairs[(p.lib, p.host, p.pid)] = (ticks, ns, c.get("ticks", "ns"))
+    maps: dict[tuple[str, str, int], clock.TickMap] = {}
+    for key, (ticks, ns, unit) in pairs.items():
+        if unit == "ns":
+            maps[key] = clock.IDENTITY
+        elif ticks.size >= MIN_OWN_CALIBRATIONS:
+            m = clock.fit_ticks(ticks, ns, None)
+            if m is not None:
+                maps[key] = m
+    slopes: dict[str, list[float]] = {}
+    for key, m in maps.items():
+        if m is not clock.IDENTITY:
+            slopes.setdefault(key[1], []).append(m.slope)
+    for key, (ticks, ns, unit) in pairs.items():
+        if key in maps:
+            continue
+        host = slopes.get(key[1])
+        if host and ticks.size:
+            m = clock.TickMap(int(ticks.mean()), int(ns.mean()), float(np.median(host)))
+        else:
+            m = clock.fit_ticks(ticks, ns, None)
+        if m is None:
+            warnings.append(f"{key[0]} shard of pid {key[2]} on {key[1]}: its tick clock could not be calibrated; its records are dropped")
+        else:
+            maps[key] = m
+    return maps
+
+
 def _strings(p: shard.ProcessShard, ids: np.ndarray) -> np.ndarray:
     """String-table ids -> object array of text (None for 0 or unknown ids)."""
     uniq, inverse = np.unique(ids, return_inverse=True)
@@ -99,20 +144,26 @@ def _strings(p: shard.ProcessShard, ids: np.ndarray) -> np.ndarray:
     return text[inverse]
 
 
-def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], maps: dict[int, clock.ClockMap]) -> tuple[dict[str, np.ndarray], pl.DataFrame, list[dict[str, Any]]]:
-    """All records of ranked processes as columns, with loc, rank and mapped times."""
+def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], maps: dict[int, clock.ClockMap],
+            ticks: dict[tuple[str, str, int], clock.TickMap]) -> tuple[dict[str, np.ndarray], pl.DataFrame, list[dict[str, Any]]]:
+    """All records of ranked processes (less calibrations) as columns, with loc, rank and job-clock times."""
     loc_of: dict[tuple[int, str, int, int], int] = {}
     parts: list[dict[str, np.ndarray]] = []
     sources: list[dict[str, Any]] = []
     for p in sorted(procs, key=lambda p: (ranks.get(p.key, 1 << 30), p.lib)):
-        if p.key not in ranks:
+        tmap = ticks.get((p.lib, p.host, p.pid))
+        if p.key not in ranks or tmap is None:
             continue
         rank = ranks[p.key]
         cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, 0, 0, 0)
         src = len(sources)
         count = 0
         for tid, recs in sorted(p.threads.items()):
+            recs = recs[recs["kind"] != shard.KIND_TICKS]
+            if not recs.size:
+                continue
             loc = loc_of.setdefault((rank, p.host, p.pid, tid), len(loc_of))
+            is_ns = recs["kind"] == shard.KIND_CLOCK  # clock-sync records are stamped in ns already
             n = recs.size
             count += n
             names = np.full(n, None, dtype=object)
@@ -123,8 +174,9 @@ def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], 
             if comm_members.any():
                 names[comm_members] = _strings(p, recs["aux2"][comm_members])
             parts.append({
-                "kind": recs["kind"], "op": recs["op"], "peer": recs["peer"], "t0": cmap.apply(recs["t0"]),
-                "t1": cmap.apply(recs["t1"]), "bytes": recs["bytes"], "comm": recs["comm"], "tag": recs["tag"],
+                "kind": recs["kind"], "op": recs["op"], "peer": recs["peer"],
+                "t0": cmap.apply(np.where(is_ns, recs["t0"], tmap.apply(recs["t0"]))),
+                "t1": cmap.apply(np.where(is_ns, recs["t1"], tmap.apply(recs["t1"]))), "bytes": recs["bytes"], "comm": recs["comm"], "tag": recs["tag"],
                 "aux": recs["aux"], "req": recs["req"], "aux2": recs["aux2"], "text": names,
                 "loc": np.full(n, loc, np.uint32), "rank": np.full(n, rank, np.int32),
                 "thread": np.full(n, len(parts), np.int64), "source": np.full(n, src, np.int32),
@@ -217,7 +269,7 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
     epoch = _epoch(procs, ranks)
     maps = _clock_maps(procs, ranks, epoch)
     say("building events")
-    cols, locations, sources = _gather(procs, ranks, maps)
+    cols, locations, sources = _gather(procs, ranks, maps, _tick_maps(procs, warnings))
     if not cols and not any(raw.glob("samples-*.json")):
         raise FormatError(raw, "the recording holds no records (did the command run MPI or file I/O under capture?)")
     if not cols:

@@ -4,8 +4,7 @@ Per process and shim (``LIB`` = ``mpi`` or ``io``) there is a header
 ``LIB-HOST-PID.json`` (schemas/capture/v1/shard-header.schema.json), a string
 table ``LIB-HOST-PID.str`` and one record file per thread ``LIB-HOST-PID-TID.bin``
 of fixed 64-byte records (:data:`RECORD`), read here with one ``numpy.fromfile``
-each: no Python loop per record. Record fields by kind (times are ns on the
-process's CLOCK_MONOTONIC, mapped to the job clock at ingest):
+each: no Python loop per record. Record fields by kind (mapped to the job clock at ingest):
 
 ======== ====================================================================
 kind     fields
@@ -23,7 +22,11 @@ CLOCK    t0 (local time of the measurement), bytes (local clock minus rank
          (0 at MPI_Init, 1 at MPI_Finalize)
 IO       op, t0..t1, comm (string id of the file name, 0 unknown), aux (fd),
          bytes (returned count; -1 on error), aux2 (file offset or -1)
+TICKS    t0 (ticks), t1 (CLOCK_MONOTONIC ns at the same moment): calibration
 ======== ====================================================================
+
+Times are ticks (header ``clock.ticks``: ``tsc`` or ``ns``) except in CLOCK and
+the ns side of TICKS records, which are CLOCK_MONOTONIC ns.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ RECORD = np.dtype([
 ])
 """One shard record (64 bytes, little-endian), as ``di_rec`` in shim/shard.h."""
 
-KIND_CALL, KIND_REQ_DONE, KIND_COMM, KIND_CLOCK, KIND_IO = 1, 2, 3, 4, 5
+KIND_CALL, KIND_REQ_DONE, KIND_COMM, KIND_CLOCK, KIND_IO, KIND_TICKS = 1, 2, 3, 4, 5, 6
 HEADER = re.compile(r"^(mpi|io)-(.+)-(\d+)\.json$")
 THREAD = re.compile(r"^(mpi|io)-(.+)-(\d+)-(\d+)\.bin$")
 

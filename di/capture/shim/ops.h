@@ -40,5 +40,6 @@ enum di_kind {
   KIND_REQ_DONE = 2, /* a request completed inside the next CALL of this thread */
   KIND_COMM = 3,     /* a communicator: comm id, size, members (string id) */
   KIND_CLOCK = 4,    /* a clock-offset measurement to world rank 0 */
-  KIND_IO = 5        /* one I/O call: op, t0..t1, file (string id), fd, bytes, offset */
+  KIND_IO = 5,       /* one I/O call: op, t0..t1, file (string id), fd, bytes, offset */
+  KIND_TICKS = 6     /* calibration: t0 = ticks, t1 = ns (CLOCK_MONOTONIC) at the same moment */
 };

@@ -86,7 +86,7 @@ static void comm_describe(MPI_Comm c, uint64_t id, uint64_t parent, int op) {
   PMPI_Group_free(&wg);
   di_rec *r = di_slot();
   if (r) {
-    *r = (di_rec){0, (uint16_t)op, me, di_now(), 0, 0, id, size, 0, parent, (int64_t)sid};
+    *r = (di_rec){0, (uint16_t)op, me, di_ticks(), 0, 0, id, size, 0, parent, (int64_t)sid};
     r->t1 = r->t0;
     di_commit(r, KIND_COMM);
   }
@@ -171,7 +171,7 @@ static inline int64_t tsize(MPI_Datatype t) {
 static inline void call(int op, int64_t t0, MPI_Comm comm, int peer, int tag, int64_t bytes, uint64_t req, int aux) {
   di_rec *r = di_slot();
   if (!r) return;
-  *r = (di_rec){0, (uint16_t)op, peer, t0, di_now(), bytes, comm_id(comm), tag, aux, req, 0};
+  *r = (di_rec){0, (uint16_t)op, peer, t0, di_ticks(), bytes, comm_id(comm), tag, aux, req, 0};
   di_commit(r, KIND_CALL);
 }
 
@@ -240,21 +240,21 @@ static void after_init(int op, int64_t t0) {
 }
 
 int MPI_Init(int *argc, char ***argv) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Init(argc, argv);
   after_init(OP_MPI_Init, t0);
   return rc;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Init_thread(argc, argv, required, provided);
   after_init(OP_MPI_Init_thread, t0);
   return rc;
 }
 
 int MPI_Finalize(void) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   clock_sync(1);
   if (di_sync_comm != MPI_COMM_NULL) PMPI_Comm_free(&di_sync_comm);
   call(OP_MPI_Finalize, t0, MPI_COMM_WORLD, -1, 0, 0, 0, 0);
@@ -265,7 +265,7 @@ int MPI_Finalize(void) {
 /* ---- point to point ---- */
 #define SEND(NAME, CT)                                                                       \
   int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) { \
-    int64_t t0 = di_now();                                                                   \
+    int64_t t0 = di_ticks();                                                                   \
     int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm);                                   \
     call(OP_MPI_##NAME, t0, comm, dest, tag, (int64_t)count * tsize(dt), 0, 0);              \
     return rc;                                                                               \
@@ -276,7 +276,7 @@ SEND(Bsend, int) SEND(Bsend_c, MPI_Count) SEND(Rsend, int) SEND(Rsend_c, MPI_Cou
 #define ISEND(NAME, CT)                                                                       \
   int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, \
                  MPI_Request *request) {                                                      \
-    int64_t t0 = di_now();                                                                    \
+    int64_t t0 = di_ticks();                                                                    \
     int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm, request);                           \
     call(OP_MPI_##NAME, t0, comm, dest, tag, (int64_t)count * tsize(dt), req_add(*request, 0), 1); \
     return rc;                                                                                \
@@ -296,7 +296,7 @@ static void recv_call(int op, int64_t t0, MPI_Comm comm, const MPI_Status *st) {
                  MPI_Status *status) {                                                        \
     MPI_Status tmp;                                                                           \
     if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
-    int64_t t0 = di_now();                                                                    \
+    int64_t t0 = di_ticks();                                                                    \
     int rc = PMPI_##NAME(buf, count, dt, source, tag, comm, status);                          \
     recv_call(OP_MPI_##NAME, t0, comm, status);                                               \
     return rc;                                                                                \
@@ -306,7 +306,7 @@ RECV(Recv, int) RECV(Recv_c, MPI_Count)
 #define IRECV(NAME, CT)                                                                       \
   int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,    \
                  MPI_Request *request) {                                                      \
-    int64_t t0 = di_now();                                                                    \
+    int64_t t0 = di_ticks();                                                                    \
     int rc = PMPI_##NAME(buf, count, dt, source, tag, comm, request);                         \
     call(OP_MPI_##NAME, t0, comm, source, tag, (int64_t)count * tsize(dt), req_add(*request, 1), 1); \
     return rc;                                                                                \
@@ -329,9 +329,9 @@ static void sendrecv_recv_half(int64_t t, const MPI_Status *st) {
                  CT rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm, MPI_Status *status) { \
     MPI_Status tmp;                                                                           \
     if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
-    int64_t t0 = di_now();                                                                    \
+    int64_t t0 = di_ticks();                                                                    \
     int rc = PMPI_##NAME(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status); \
-    sendrecv_recv_half(di_now(), status);                                                     \
+    sendrecv_recv_half(di_ticks(), status);                                                     \
     call(OP_MPI_##NAME, t0, comm, dest, stag, (int64_t)scount * tsize(stype), 0, 0);          \
     return rc;                                                                                \
   }
@@ -342,9 +342,9 @@ SENDRECV(Sendrecv, int) SENDRECV(Sendrecv_c, MPI_Count)
                  MPI_Comm comm, MPI_Status *status) {                                         \
     MPI_Status tmp;                                                                           \
     if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
-    int64_t t0 = di_now();                                                                    \
+    int64_t t0 = di_ticks();                                                                    \
     int rc = PMPI_##NAME(buf, count, dt, dest, stag, source, rtag, comm, status);             \
-    sendrecv_recv_half(di_now(), status);                                                     \
+    sendrecv_recv_half(di_ticks(), status);                                                     \
     call(OP_MPI_##NAME, t0, comm, dest, stag, (int64_t)count * tsize(dt), 0, 0);              \
     return rc;                                                                                \
   }
@@ -356,9 +356,9 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
   MPI_Status tmp;
   if (status == MPI_STATUS_IGNORE) status = &tmp;
   MPI_Request h = *request;
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Wait(request, status);
-  req_done(h, status, di_now());
+  req_done(h, status, di_ticks());
   call(OP_MPI_Wait, t0, MPI_COMM_NULL, -1, 0, 0, 0, 1);
   return rc;
 }
@@ -367,9 +367,9 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   MPI_Status tmp;
   if (status == MPI_STATUS_IGNORE) status = &tmp;
   MPI_Request h = *request;
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Test(request, flag, status);
-  if (*flag) req_done(h, status, di_now());
+  if (*flag) req_done(h, status, di_ticks());
   call(OP_MPI_Test, t0, MPI_COMM_NULL, -1, *flag, 0, 0, 1);
   return rc;
 }
@@ -393,9 +393,9 @@ static void free_reqs(req_copy *c) {
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status *statuses) {
   req_copy c;
   copy_reqs(&c, count, reqs, &statuses);
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Waitall(count, reqs, statuses);
-  int64_t t = di_now();
+  int64_t t = di_ticks();
   if (c.h) for (int i = 0; i < count; i++) req_done(c.h[i], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : NULL, t);
   call(OP_MPI_Waitall, t0, MPI_COMM_NULL, -1, 0, 0, 0, count);
   free_reqs(&c);
@@ -405,9 +405,9 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status *statuses) {
 int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status *statuses) {
   req_copy c;
   copy_reqs(&c, count, reqs, &statuses);
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Testall(count, reqs, flag, statuses);
-  int64_t t = di_now();
+  int64_t t = di_ticks();
   if (*flag && c.h) for (int i = 0; i < count; i++) req_done(c.h[i], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : NULL, t);
   call(OP_MPI_Testall, t0, MPI_COMM_NULL, -1, *flag, 0, 0, count);
   free_reqs(&c);
@@ -419,9 +419,9 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
   if (status == MPI_STATUS_IGNORE) status = &tmp;
   req_copy c;
   copy_reqs(&c, count, reqs, &none);
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Waitany(count, reqs, index, status);
-  if (*index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, di_now());
+  if (*index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, di_ticks());
   call(OP_MPI_Waitany, t0, MPI_COMM_NULL, -1, 1, 0, 0, count);
   free_reqs(&c);
   return rc;
@@ -432,9 +432,9 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
   if (status == MPI_STATUS_IGNORE) status = &tmp;
   req_copy c;
   copy_reqs(&c, count, reqs, &none);
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Testany(count, reqs, index, flag, status);
-  if (*flag && *index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, di_now());
+  if (*flag && *index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, di_ticks());
   call(OP_MPI_Testany, t0, MPI_COMM_NULL, -1, *flag, 0, 0, count);
   free_reqs(&c);
   return rc;
@@ -444,9 +444,9 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
   int MPI_##NAME(int count, MPI_Request reqs[], int *outcount, int indices[], MPI_Status *statuses) { \
     req_copy c;                                                                                 \
     copy_reqs(&c, count, reqs, &statuses);                                                      \
-    int64_t t0 = di_now();                                                                      \
+    int64_t t0 = di_ticks();                                                                      \
     int rc = PMPI_##NAME(count, reqs, outcount, indices, statuses);                             \
-    int64_t t = di_now();                                                                       \
+    int64_t t = di_ticks();                                                                       \
     if (*outcount != MPI_UNDEFINED && c.h)                                                      \
       for (int i = 0; i < *outcount; i++)                                                       \
         req_done(c.h[indices[i]], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : NULL, t);    \
@@ -458,9 +458,9 @@ SOME(Waitsome) SOME(Testsome)
 
 int MPI_Request_free(MPI_Request *request) {
   MPI_Request h = *request;
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Request_free(request);
-  req_done(h, NULL, di_now()); /* freed before completion: the request is over for di */
+  req_done(h, NULL, di_ticks()); /* freed before completion: the request is over for di */
   call(OP_MPI_Request_free, t0, MPI_COMM_NULL, -1, 0, 0, 0, 1);
   return rc;
 }
@@ -471,13 +471,13 @@ static inline void coll(int op, int64_t t0, MPI_Comm comm, int root, int64_t byt
 }
 
 int MPI_Barrier(MPI_Comm comm) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Barrier(comm);
   coll(OP_MPI_Barrier, t0, comm, -1, 0, NULL);
   return rc;
 }
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Ibarrier(comm, request);
   coll(OP_MPI_Ibarrier, t0, comm, -1, 0, request);
   return rc;
@@ -491,7 +491,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
 
 #define BCAST(NAME, CT, K)                                                                       \
   int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int root, MPI_Comm comm RQ_##K(, MPI_Request *request)) { \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(buf, count, dt, root, comm RQ_##K(, request));                          \
     coll(OP_MPI_##NAME, t0, comm, root, (int64_t)count * tsize(dt), REQ_ARG_##K);                \
     return rc;                                                                                   \
@@ -501,7 +501,7 @@ BCAST(Bcast, int, B) BCAST(Bcast_c, MPI_Count, B) BCAST(Ibcast, int, I) BCAST(Ib
 #define REDUCE(NAME, CT, K)                                                                      \
   int MPI_##NAME(const void *sbuf, void *rbuf, CT count, MPI_Datatype dt, MPI_Op o, int root,   \
                  MPI_Comm comm RQ_##K(, MPI_Request *request)) {                                 \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(sbuf, rbuf, count, dt, o, root, comm RQ_##K(, request));                \
     coll(OP_MPI_##NAME, t0, comm, root, (int64_t)count * tsize(dt), REQ_ARG_##K);                \
     return rc;                                                                                   \
@@ -511,7 +511,7 @@ REDUCE(Reduce, int, B) REDUCE(Reduce_c, MPI_Count, B) REDUCE(Ireduce, int, I) RE
 #define ALLREDUCE(NAME, CT, K)                                                                   \
   int MPI_##NAME(const void *sbuf, void *rbuf, CT count, MPI_Datatype dt, MPI_Op o,             \
                  MPI_Comm comm RQ_##K(, MPI_Request *request)) {                                 \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(sbuf, rbuf, count, dt, o, comm RQ_##K(, request));                      \
     coll(OP_MPI_##NAME, t0, comm, -1, (int64_t)count * tsize(dt), REQ_ARG_##K);                  \
     return rc;                                                                                   \
@@ -524,7 +524,7 @@ ALLREDUCE(Ireduce_scatter_block, int, I) ALLREDUCE(Ireduce_scatter_block_c, MPI_
 #define REDUCE_SCATTER(NAME, CT, K)                                                              \
   int MPI_##NAME(const void *sbuf, void *rbuf, const CT rcounts[], MPI_Datatype dt, MPI_Op o,   \
                  MPI_Comm comm RQ_##K(, MPI_Request *request)) {                                 \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(sbuf, rbuf, rcounts, dt, o, comm RQ_##K(, request));                    \
     coll(OP_MPI_##NAME, t0, comm, -1, SUM_COUNTS(rcounts, comm_size(comm)) * tsize(dt), REQ_ARG_##K); \
     return rc;                                                                                   \
@@ -536,7 +536,7 @@ REDUCE_SCATTER(Ireduce_scatter, int, I) REDUCE_SCATTER(Ireduce_scatter_c, MPI_Co
 #define ALLTO(NAME, CT, K)                                                                       \
   int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, void *rbuf, CT rcount,        \
                  MPI_Datatype rtype, MPI_Comm comm RQ_##K(, MPI_Request *request)) {             \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(sbuf, scount, stype, rbuf, rcount, rtype, comm RQ_##K(, request));      \
     coll(OP_MPI_##NAME, t0, comm, -1, sbuf == MPI_IN_PLACE ? (int64_t)rcount * tsize(rtype) : (int64_t)scount * tsize(stype), REQ_ARG_##K); \
     return rc;                                                                                   \
@@ -547,7 +547,7 @@ ALLTO(Alltoall, int, B) ALLTO(Alltoall_c, MPI_Count, B) ALLTO(Ialltoall, int, I)
 #define ROOTED(NAME, CT, K)                                                                      \
   int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, void *rbuf, CT rcount,        \
                  MPI_Datatype rtype, int root, MPI_Comm comm RQ_##K(, MPI_Request *request)) {   \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(sbuf, scount, stype, rbuf, rcount, rtype, root, comm RQ_##K(, request)); \
     coll(OP_MPI_##NAME, t0, comm, root, sbuf == MPI_IN_PLACE ? (int64_t)rcount * tsize(rtype) : (int64_t)scount * tsize(stype), REQ_ARG_##K); \
     return rc;                                                                                   \
@@ -558,7 +558,7 @@ ROOTED(Scatter, int, B) ROOTED(Scatter_c, MPI_Count, B) ROOTED(Iscatter, int, I)
 #define ALLGATHERV(NAME, CT, DT, K)                                                              \
   int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, void *rbuf, const CT rcounts[], \
                  const DT displs[], MPI_Datatype rtype, MPI_Comm comm RQ_##K(, MPI_Request *request)) { \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm RQ_##K(, request)); \
     coll(OP_MPI_##NAME, t0, comm, -1, sbuf == MPI_IN_PLACE ? (int64_t)rcounts[comm_rank(comm)] * tsize(rtype) : (int64_t)scount * tsize(stype), REQ_ARG_##K); \
     return rc;                                                                                   \
@@ -569,7 +569,7 @@ ALLGATHERV(Iallgatherv, int, int, I) ALLGATHERV(Iallgatherv_c, MPI_Count, MPI_Ai
 #define GATHERV(NAME, CT, DT, K)                                                                 \
   int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, void *rbuf, const CT rcounts[], \
                  const DT displs[], MPI_Datatype rtype, int root, MPI_Comm comm RQ_##K(, MPI_Request *request)) { \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm RQ_##K(, request)); \
     coll(OP_MPI_##NAME, t0, comm, root, sbuf == MPI_IN_PLACE ? (int64_t)rcounts[root] * tsize(rtype) : (int64_t)scount * tsize(stype), REQ_ARG_##K); \
     return rc;                                                                                   \
@@ -580,7 +580,7 @@ GATHERV(Igatherv, int, int, I) GATHERV(Igatherv_c, MPI_Count, MPI_Aint, I)
 #define SCATTERV(NAME, CT, DT, K)                                                                \
   int MPI_##NAME(const void *sbuf, const CT scounts[], const DT displs[], MPI_Datatype stype,    \
                  void *rbuf, CT rcount, MPI_Datatype rtype, int root, MPI_Comm comm RQ_##K(, MPI_Request *request)) { \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm RQ_##K(, request)); \
     int64_t b = comm_rank(comm) == root ? SUM_COUNTS(scounts, comm_size(comm)) * tsize(stype) : (int64_t)rcount * tsize(rtype); \
     coll(OP_MPI_##NAME, t0, comm, root, b, REQ_ARG_##K);                                          \
@@ -593,7 +593,7 @@ SCATTERV(Iscatterv, int, int, I) SCATTERV(Iscatterv_c, MPI_Count, MPI_Aint, I)
   int MPI_##NAME(const void *sbuf, const CT scounts[], const DT sdispls[], MPI_Datatype stype,  \
                  void *rbuf, const CT rcounts[], const DT rdispls[], MPI_Datatype rtype,         \
                  MPI_Comm comm RQ_##K(, MPI_Request *request)) {                                 \
-    int64_t t0 = di_now();                                                                       \
+    int64_t t0 = di_ticks();                                                                       \
     int rc = PMPI_##NAME(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm RQ_##K(, request)); \
     int n = comm_size(comm);                                                                     \
     int64_t b = sbuf == MPI_IN_PLACE ? SUM_COUNTS(rcounts, n) * tsize(rtype) : SUM_COUNTS(scounts, n) * tsize(stype); \
@@ -605,55 +605,55 @@ ALLTOALLV(Ialltoallv, int, int, I) ALLTOALLV(Ialltoallv_c, MPI_Count, MPI_Aint, 
 
 /* ---- communicators ---- */
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Comm_split(comm, color, key, newcomm);
   comm_created(comm, newcomm, OP_MPI_Comm_split);
   call(OP_MPI_Comm_split, t0, comm, -1, color, 0, 0, 0);
   return rc;
 }
 int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
   comm_created(comm, newcomm, OP_MPI_Comm_split_type);
   call(OP_MPI_Comm_split_type, t0, comm, -1, type, 0, 0, 0);
   return rc;
 }
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Comm_dup(comm, newcomm);
   comm_created(comm, newcomm, OP_MPI_Comm_dup);
   call(OP_MPI_Comm_dup, t0, comm, -1, 0, 0, 0, 0);
   return rc;
 }
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
   comm_created(comm, newcomm, OP_MPI_Comm_dup_with_info);
   call(OP_MPI_Comm_dup_with_info, t0, comm, -1, 0, 0, 0, 0);
   return rc;
 }
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Comm_create(comm, group, newcomm);
   comm_created(comm, newcomm, OP_MPI_Comm_create);
   call(OP_MPI_Comm_create, t0, comm, -1, 0, 0, 0, 0);
   return rc;
 }
 int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
   comm_created(comm, newcomm, OP_MPI_Comm_create_group);
   call(OP_MPI_Comm_create_group, t0, comm, -1, tag, 0, 0, 0);
   return rc;
 }
 int MPI_Comm_free(MPI_Comm *comm) {
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   MPI_Comm c = *comm;
   uint64_t id = comm_id(c);
   int rc = PMPI_Comm_free(comm);
   comm_drop(c);
   di_rec *r = di_slot();
-  if (r) { *r = (di_rec){0, OP_MPI_Comm_free, -1, t0, di_now(), 0, id, 0, 0, 0, 0}; di_commit(r, KIND_CALL); }
+  if (r) { *r = (di_rec){0, OP_MPI_Comm_free, -1, t0, di_ticks(), 0, id, 0, 0, 0, 0}; di_commit(r, KIND_CALL); }
   return rc;
 }
 

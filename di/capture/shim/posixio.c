@@ -35,7 +35,7 @@ static inline uint32_t name_of(int fd) { return fd >= 0 && fd < MAX_FDS ? fd_nam
 static inline void io_rec(int op, int64_t t0, int fd, uint32_t name, int64_t bytes, int64_t off) {
   di_rec *r = di_slot();
   if (!r) return;
-  *r = (di_rec){0, (uint16_t)op, -1, t0, di_now(), bytes, name, 0, fd, 0, off};
+  *r = (di_rec){0, (uint16_t)op, -1, t0, di_ticks(), bytes, name, 0, fd, 0, off};
   di_commit(r, KIND_IO);
 }
 
@@ -74,7 +74,7 @@ static void opened(int op, int64_t t0, int fd, int dirfd, const char *path) {
     }                                                                     \
     if (!ACTIVE) return RESOLVE(fn)(path, flags, mode);                   \
     in_io = 1;                                                            \
-    int64_t t0 = di_now();                                                \
+    int64_t t0 = di_ticks();                                                \
     int fd = RESOLVE(fn)(path, flags, mode);                              \
     opened(op, t0, fd, AT_FDCWD, path);                                   \
     in_io = 0;                                                            \
@@ -95,7 +95,7 @@ OPEN_LIKE(open64, OP_open)
     }                                                                     \
     if (!ACTIVE) return RESOLVE(fn)(dirfd, path, flags, mode);            \
     in_io = 1;                                                            \
-    int64_t t0 = di_now();                                                \
+    int64_t t0 = di_ticks();                                                \
     int fd = RESOLVE(fn)(dirfd, path, flags, mode);                       \
     opened(OP_open, t0, fd, dirfd, path);                                 \
     in_io = 0;                                                            \
@@ -109,7 +109,7 @@ OPENAT_LIKE(openat64)
   int fn(const char *path, mode_t mode) {                                 \
     if (!ACTIVE) return RESOLVE(fn)(path, mode);                          \
     in_io = 1;                                                            \
-    int64_t t0 = di_now();                                                \
+    int64_t t0 = di_ticks();                                                \
     int fd = RESOLVE(fn)(path, mode);                                     \
     opened(OP_creat, t0, fd, AT_FDCWD, path);                             \
     in_io = 0;                                                            \
@@ -125,7 +125,7 @@ CREAT_LIKE(creat64)
     uint32_t id;                                                          \
     if (!ACTIVE || !(id = name_of(fd))) return RESOLVE(fn) args;          \
     in_io = 1;                                                            \
-    int64_t t0 = di_now();                                                \
+    int64_t t0 = di_ticks();                                                \
     ret_t ret = RESOLVE(fn) args;                                         \
     io_rec(op, t0, fd, id, (BYTES), (OFF));                               \
     in_io = 0;                                                            \
@@ -149,7 +149,7 @@ int close(int fd) {
   uint32_t id;
   if (!ACTIVE || !(id = name_of(fd))) return RESOLVE(close)(fd);
   in_io = 1;
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   fd_name[fd] = 0;
   int ret = RESOLVE(close)(fd);
   io_rec(OP_close, t0, fd, id, -1, -1);
@@ -163,7 +163,7 @@ int close(int fd) {
     uint32_t id;                                                                          \
     if (!ACTIVE || !(id = name_of(fd))) return RESOLVE(fn)(addr, len, prot, flags, fd, off); \
     in_io = 1;                                                                            \
-    int64_t t0 = di_now();                                                                \
+    int64_t t0 = di_ticks();                                                                \
     void *p = RESOLVE(fn)(addr, len, prot, flags, fd, off);                               \
     io_rec(OP_mmap, t0, fd, id, p == MAP_FAILED ? -1 : (int64_t)len, (int64_t)off);        \
     in_io = 0;                                                                            \
@@ -178,7 +178,7 @@ MMAP_LIKE(mmap64, off64_t)
   FILE *fn(const char *path, const char *mode) {                          \
     if (!ACTIVE) return RESOLVE(fn)(path, mode);                          \
     in_io = 1;                                                            \
-    int64_t t0 = di_now();                                                \
+    int64_t t0 = di_ticks();                                                \
     FILE *f = RESOLVE(fn)(path, mode);                                    \
     if (f) opened(OP_fopen, t0, fileno_unlocked(f), AT_FDCWD, path);      \
     in_io = 0;                                                            \
@@ -194,7 +194,7 @@ FOPEN_LIKE(fopen64)
     int fd;                                                                        \
     if (!ACTIVE || !f || !(id = name_of(fd = fileno_unlocked(f)))) return RESOLVE(fn)(buf, size, n, f); \
     in_io = 1;                                                                     \
-    int64_t t0 = di_now();                                                         \
+    int64_t t0 = di_ticks();                                                         \
     size_t got = RESOLVE(fn)(buf, size, n, f);                                     \
     io_rec(op, t0, fd, id, (int64_t)(got * size), -1);                             \
     in_io = 0;                                                                     \
@@ -209,7 +209,7 @@ int fflush(FILE *f) {
   int fd;
   if (!ACTIVE || !f || !(id = name_of(fd = fileno_unlocked(f)))) return RESOLVE(fflush)(f);
   in_io = 1;
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   int ret = RESOLVE(fflush)(f);
   io_rec(OP_fflush, t0, fd, id, -1, -1);
   in_io = 0;
@@ -222,7 +222,7 @@ int fclose(FILE *f) {
   int fd;
   if (!ACTIVE || !f || !(id = name_of(fd = fileno_unlocked(f)))) return RESOLVE(fclose)(f);
   in_io = 1;
-  int64_t t0 = di_now();
+  int64_t t0 = di_ticks();
   fd_name[fd] = 0;
   int ret = RESOLVE(fclose)(f);
   io_rec(OP_fclose, t0, fd, id, -1, -1);

@@ -4,6 +4,10 @@
  *   LIB-HOST-PID.json        header: process, rank, clock, state (rewritten atomically)
  *   LIB-HOST-PID.str         string table: records {u32 id, u32 len, len bytes}
  *   LIB-HOST-PID-TID.bin     one per thread: fixed 64-byte records (struct di_rec)
+ * Record times are ticks: the CPU's invariant time-stamp counter where it has one
+ * (x86 with constant_tsc and nonstop_tsc; about a third of a clock_gettime), else
+ * CLOCK_MONOTONIC ns; every DI_CALIBRATE_EVERY records a KIND_TICKS record pairs a
+ * tick count with CLOCK_MONOTONIC ns, and ingest fits ns = a + b * ticks per process.
  * Thread files grow by mmap'd chunks (MAP_SHARED), so records written before a
  * SIGKILL are in the page cache and survive; `kind` is stored last, so a record
  * cut short stays 0 and ingest drops it.  The writer uses raw system calls, never
@@ -23,6 +27,10 @@
 #include <time.h>
 #include <unistd.h>
 #include "ops.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define DI_HAVE_TSC 1
+#endif
 
 typedef struct {
   uint16_t kind;  /* enum di_kind, written last */
@@ -40,6 +48,7 @@ typedef struct {
 _Static_assert(sizeof(di_rec) == 64, "shard record is 64 bytes");
 
 #define DI_CHUNK_RECS 16384 /* 1 MiB of records per mapped chunk */
+#define DI_CALIBRATE_EVERY 1024 /* records between tick calibrations (divides DI_CHUNK_RECS) */
 #ifndef DI_LIB
 #error "define DI_LIB (mpi or io)"
 #endif
@@ -52,6 +61,7 @@ static unsigned di_gen = 1;        /* bumped in a forked child: thread state is 
 static int64_t di_test_offset_ns;  /* test hook: DI_CAPTURE_TEST_CLOCK_OFFSETS_NS */
 static double di_test_drift;       /* test hook: DI_CAPTURE_TEST_CLOCK_DRIFT_PPM */
 static int di_str_fd = -1;
+static int di_use_tsc;
 static pthread_mutex_t di_str_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct {
@@ -72,6 +82,14 @@ static inline int64_t di_now(void) {
   int64_t t = di_raw_now();
   if (__builtin_expect(di_test_drift != 0.0, 0)) t += (int64_t)((double)t * di_test_drift);
   return t + di_test_offset_ns;
+}
+
+/* The record clock: TSC ticks, or CLOCK_MONOTONIC ns where there is no invariant TSC. */
+static inline int64_t di_ticks(void) {
+#ifdef DI_HAVE_TSC
+  if (__builtin_expect(di_use_tsc, 1)) return (int64_t)__rdtsc();
+#endif
+  return di_now();
 }
 
 static int di_sys_open(const char *path, int flags, int mode) {
@@ -109,7 +127,11 @@ static int64_t di_list_pick(const char *list, int index) {
   return strtoll(list, NULL, 10);
 }
 
-/* Write the header (JSON) atomically; `extra` is more JSON members or "". */
+static void di_calibrate_if_recording(void);
+
+/* Write the header (JSON) atomically; `extra` is more JSON members or "".  A thread
+ * that already records also writes a tick calibration (so every process that exits
+ * normally has calibrations at both ends of its records). */
 static void di_write_header(const char *state, int rank, int size, const char *extra) {
   if (!di_enabled) return;
   char path[3400], tmp[3500], exe[1024] = "";
@@ -121,20 +143,22 @@ static void di_write_header(const char *state, int rank, int size, const char *e
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
+  int64_t now_ns = di_now(), now_ticks = di_ticks();
   char buf[8192];
   int len = snprintf(buf, sizeof buf,
       "{\"format\": \"di-shard\", \"version\": 1, \"lib\": \"%s\", \"host\": \"%s\", "
       "\"pid\": %d, \"ppid\": %d, \"exe\": \"%s\", \"rank\": %d, \"env_rank\": %d, "
       "\"world_size\": %d, \"state\": \"%s\", \"record_bytes\": %d, "
-      "\"clock\": {\"id\": \"CLOCK_MONOTONIC\", \"now_ns\": %lld, \"realtime_ns\": %lld}%s%s}\n",
+      "\"clock\": {\"id\": \"CLOCK_MONOTONIC\", \"ticks\": \"%s\", \"now_ns\": %lld, \"now_ticks\": %lld, \"realtime_ns\": %lld}%s%s}\n",
       DI_LIB, di_host, di_pid, (int)getppid(), exe, rank, di_env_rank(), size, state,
-      (int)sizeof(di_rec), (long long)di_now(),
+      (int)sizeof(di_rec), di_use_tsc ? "tsc" : "ns", (long long)now_ns, (long long)now_ticks,
       (long long)rt.tv_sec * 1000000000LL + rt.tv_nsec, *extra ? ", " : "", extra);
   int fd = di_sys_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return;
   di_sys_write_all(fd, buf, (size_t)(len < (int)sizeof buf ? len : (int)sizeof buf - 1));
   syscall(SYS_close, fd);
   syscall(SYS_renameat, AT_FDCWD, tmp, AT_FDCWD, path);
+  di_calibrate_if_recording();
 }
 
 static void di_open_strings(void) {
@@ -240,16 +264,53 @@ static di_rec *di_slot_slow(void) {
   return &t->base[t->n++];
 }
 
+static inline void di_commit(di_rec *r, uint16_t kind);
+
+/* Write a KIND_TICKS record in slot r: ticks between two ns reads, paired with their midpoint. */
+static void di_calibrate(di_rec *r) {
+  int64_t a = di_now(), tk = di_ticks(), b = di_now();
+  *r = (di_rec){0, 0, 0, tk, a + (b - a) / 2, 0, 0, 0, 0, 0, 0};
+  di_commit(r, KIND_TICKS);
+}
+
+static void di_calibrate_if_recording(void) {
+  di_thread_shard *t = &di_ts;
+  if (di_enabled && t->gen == di_gen && t->base && t->n < DI_CHUNK_RECS) di_calibrate(&t->base[t->n++]);
+}
+
 /* A slot for one record of this thread, or NULL when capture is off. */
 static inline di_rec *di_slot(void) {
   if (!di_enabled) return NULL;
   di_thread_shard *t = &di_ts;
-  if (__builtin_expect(t->gen == di_gen && t->base && t->n < DI_CHUNK_RECS, 1))
+  if (__builtin_expect(t->gen == di_gen && t->base && t->n < DI_CHUNK_RECS && (t->n % DI_CALIBRATE_EVERY), 1))
     return &t->base[t->n++];
-  return di_slot_slow();
+  di_rec *r = (t->gen == di_gen && t->base && t->n < DI_CHUNK_RECS) ? &t->base[t->n++] : di_slot_slow();
+  if (r && ((r - t->base) % DI_CALIBRATE_EVERY) == 0) { /* a calibration first, then the record */
+    di_calibrate(r);
+    r = &t->base[t->n++];
+  }
+  return r;
 }
 
 static inline void di_commit(di_rec *r, uint16_t kind) { __atomic_store_n(&r->kind, kind, __ATOMIC_RELEASE); }
+
+/* Invariant TSC (constant rate, not stopped in idle states) per /proc/cpuinfo. */
+static int di_tsc_invariant(void) {
+#ifdef DI_HAVE_TSC
+  const char *force = getenv("DI_CAPTURE_CLOCK");
+  if (force && strcmp(force, "monotonic") == 0) return 0;
+  int fd = di_sys_open("/proc/cpuinfo", O_RDONLY, 0);
+  if (fd < 0) return 0;
+  static char buf[16384];
+  long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+  syscall(SYS_close, fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  return strstr(buf, " constant_tsc") && strstr(buf, " nonstop_tsc");
+#else
+  return 0;
+#endif
+}
 
 static void di_fork_prepare(void) { pthread_mutex_lock(&di_str_lock); }
 static void di_fork_parent(void) { pthread_mutex_unlock(&di_str_lock); }
@@ -279,6 +340,7 @@ static void di_shard_init(void) {
   int rank = di_env_rank();
   di_test_offset_ns = di_list_pick(getenv("DI_CAPTURE_TEST_CLOCK_OFFSETS_NS"), rank);
   di_test_drift = (double)di_list_pick(getenv("DI_CAPTURE_TEST_CLOCK_DRIFT_PPM"), rank) * 1e-6;
+  di_use_tsc = di_tsc_invariant();
   di_enabled = 1;
   pthread_atfork(di_fork_prepare, di_fork_parent, di_fork_child);
 }
