@@ -64,6 +64,12 @@ def test_exit_code_is_passed_through(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "x.di" / "raw" / "run.json").read_text())["exit_code"] == 7
 
 
+def test_failed_command_without_records_keeps_its_exit_code(tmp_path: Path) -> None:
+    proc = run(di_cmd("record", "--io", "-o", str(tmp_path / "y.di"), "--", "/bin/sh", "-c", "exit 3"), tmp_path, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert "no trace written" in proc.stdout and "Traceback" not in proc.stderr
+
+
 def _fake_raw(raw: Path, records: np.ndarray, header: dict | None = None) -> None:
     raw.mkdir(parents=True)
     h = {"format": "di-shard", "version": 1, "lib": "io", "host": "h", "pid": 5, "rank": -1, "state": "exited",

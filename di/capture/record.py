@@ -175,6 +175,19 @@ def ingest_run(run: Path, console: Any = None) -> Any:
     return trace
 
 
+def _ingest_after(run: Path, code: int, console: Any) -> Any:
+    """Ingest after the command ended; a recording that cannot be ingested is said, not raised,
+    so the command's exit code still comes back (a failed command often leaves nothing)."""
+    try:
+        return ingest_run(run, console)
+    except DIError as exc:
+        if code == 0:
+            raise
+        if console is not None:
+            console.print(f"[yellow]warning:[/yellow] no trace written: {exc}", markup=True)
+        return None
+
+
 def record(command: list[str], opts: RecordOptions, console: Any = None) -> tuple[int, Any]:
     """Run ``command`` under capture and ingest; returns (its exit code, the trace or None on other ranks)."""
     if not command:
@@ -198,7 +211,7 @@ def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> t
         if sampler:
             sampler.stop()
     _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "exit_code": code})
-    return code, ingest_run(run, console)
+    return code, _ingest_after(run, code, console)
 
 
 def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: Any) -> tuple[int, Any]:
@@ -232,7 +245,7 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
             codes[str(r)] = json.loads(path.read_text())["exit_code"]
     worst = next((c for c in codes.values() if c), 0)
     _write_json(raw / "run.json", {**info, "exit_code": worst, "exit_codes": codes, "unreported_ranks": missing})
-    return code, ingest_run(run, console)
+    return code, _ingest_after(run, worst or code, console)
 
 
 def _wait_for_setup(path: Path, started: float) -> None:
