@@ -9,10 +9,10 @@ counts them. ROOT defaults to /sys/class/infiniband.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from di.capture.samplers import MissingSource, Series
+from di.capture.samplers.counter_files import CounterFiles
 
 WORD_BYTES = 4  # port_xmit_data / port_rcv_data unit (IBTA: octets divided by 4)
 DATA_COUNTERS = {"port_xmit_data", "port_rcv_data"}
@@ -26,39 +26,18 @@ def _unit(name: str) -> tuple[str, float]:
     return "count", 1.0
 
 
-class InfiniBandSource:
+class InfiniBandSource(CounterFiles):
     """One series per counter file of every port of every device under ``root``."""
 
     kind = "infiniband"
 
     def __init__(self, root: str = "/sys/class/infiniband") -> None:
+        super().__init__()
         base = Path(root)
         files = sorted(base.glob("*/ports/*/counters/*")) + sorted(base.glob("*/ports/*/hw_counters/*"))
-        files = [f for f in files if f.is_file()]
-        if not files:
-            raise MissingSource(f"InfiniBand sampler skipped: no counters under {root}")
-        self.series, self.fds, self.scale = [], [], []
         for f in files:
-            dev, port, name = f.parts[-5], f.parts[-3], f.name
-            try:
-                fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                continue  # some hw_counters are root-only
-            unit, scale = _unit(name)
-            self.series.append(Series(f"{dev}/{port} {name}", unit))
-            self.fds.append(fd)
-            self.scale.append(scale)
-
-    def read(self) -> list[float]:
-        out = []
-        for fd, scale in zip(self.fds, self.scale):
-            try:
-                out.append(float(int(os.pread(fd, 64, 0).split()[0])) * scale)
-            except (OSError, ValueError, IndexError):
-                out.append(float("nan"))
-        return out
-
-    def close(self) -> None:
-        for fd in self.fds:
-            os.close(fd)
-        self.fds = []
+            if f.is_file():
+                unit, scale = _unit(f.name)
+                self.add(f, Series(f"{f.parts[-5]}/{f.parts[-3]} {f.name}", unit), scale)
+        if not self.fds:
+            raise MissingSource(f"InfiniBand sampler skipped: no counters under {root}")

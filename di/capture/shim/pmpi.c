@@ -265,49 +265,24 @@ int MPI_Finalize(void) {
 #include "pmpi_p2p.h"
 #include "pmpi_collectives.h"
 
-/* ---- communicators ---- */
-int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Comm_split(comm, color, key, newcomm);
-  comm_created(comm, newcomm, OP_MPI_Comm_split);
-  call(OP_MPI_Comm_split, t0, comm, -1, color, 0, 0, 0);
-  return rc;
-}
-int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm) {
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
-  comm_created(comm, newcomm, OP_MPI_Comm_split_type);
-  call(OP_MPI_Comm_split_type, t0, comm, -1, type, 0, 0, 0);
-  return rc;
-}
-int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Comm_dup(comm, newcomm);
-  comm_created(comm, newcomm, OP_MPI_Comm_dup);
-  call(OP_MPI_Comm_dup, t0, comm, -1, 0, 0, 0, 0);
-  return rc;
-}
-int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
-  comm_created(comm, newcomm, OP_MPI_Comm_dup_with_info);
-  call(OP_MPI_Comm_dup_with_info, t0, comm, -1, 0, 0, 0, 0);
-  return rc;
-}
-int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Comm_create(comm, group, newcomm);
-  comm_created(comm, newcomm, OP_MPI_Comm_create);
-  call(OP_MPI_Comm_create, t0, comm, -1, 0, 0, 0, 0);
-  return rc;
-}
-int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm) {
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
-  comm_created(comm, newcomm, OP_MPI_Comm_create_group);
-  call(OP_MPI_Comm_create_group, t0, comm, -1, tag, 0, 0, 0);
-  return rc;
-}
+/* ---- communicators: tag = the color, split type or tag argument (0 for the others) ---- */
+#define COMM_CREATE(NAME, PARAMS, ARGS, TAG)                \
+  int MPI_##NAME PARAMS {                                   \
+    int64_t t0 = di_ticks();                                \
+    int rc = PMPI_##NAME ARGS;                              \
+    comm_created(comm, newcomm, OP_MPI_##NAME);             \
+    call(OP_MPI_##NAME, t0, comm, -1, TAG, 0, 0, 0);        \
+    return rc;                                              \
+  }
+COMM_CREATE(Comm_split, (MPI_Comm comm, int color, int key, MPI_Comm *newcomm), (comm, color, key, newcomm), color)
+COMM_CREATE(Comm_split_type, (MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm),
+            (comm, type, key, info, newcomm), type)
+COMM_CREATE(Comm_dup, (MPI_Comm comm, MPI_Comm *newcomm), (comm, newcomm), 0)
+COMM_CREATE(Comm_dup_with_info, (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm), (comm, info, newcomm), 0)
+COMM_CREATE(Comm_create, (MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm), (comm, group, newcomm), 0)
+COMM_CREATE(Comm_create_group, (MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm),
+            (comm, group, tag, newcomm), tag)
+
 int MPI_Comm_free(MPI_Comm *comm) {
   int64_t t0 = di_ticks();
   MPI_Comm c = *comm;

@@ -62,9 +62,10 @@ static void opened(int op, int64_t t0, int fd, int dirfd, const char *path) {
 
 #define ACTIVE (di_enabled && !in_io)
 
-#define OPEN_LIKE(fn, op)                                                 \
+/* open/open64/openat/openat64: the mode argument exists only with O_CREAT or O_TMPFILE. */
+#define OPEN_FAMILY(fn, PARAMS, ARGS, DIRFD)                              \
   REAL(fn);                                                               \
-  int fn(const char *path, int flags, ...) {                              \
+  int fn PARAMS {                                                         \
     mode_t mode = 0;                                                      \
     if (flags & (O_CREAT | O_TMPFILE)) {                                  \
       va_list ap;                                                         \
@@ -72,37 +73,18 @@ static void opened(int op, int64_t t0, int fd, int dirfd, const char *path) {
       mode = va_arg(ap, mode_t);                                          \
       va_end(ap);                                                         \
     }                                                                     \
-    if (!ACTIVE) return RESOLVE(fn)(path, flags, mode);                   \
+    if (!ACTIVE) return RESOLVE(fn) ARGS;                                 \
     in_io = 1;                                                            \
-    int64_t t0 = di_ticks();                                                \
-    int fd = RESOLVE(fn)(path, flags, mode);                              \
-    opened(op, t0, fd, AT_FDCWD, path);                                   \
+    int64_t t0 = di_ticks();                                              \
+    int fd = RESOLVE(fn) ARGS;                                            \
+    opened(OP_open, t0, fd, DIRFD, path);                                 \
     in_io = 0;                                                            \
     return fd;                                                            \
   }
-OPEN_LIKE(open, OP_open)
-OPEN_LIKE(open64, OP_open)
-
-#define OPENAT_LIKE(fn)                                                   \
-  REAL(fn);                                                               \
-  int fn(int dirfd, const char *path, int flags, ...) {                   \
-    mode_t mode = 0;                                                      \
-    if (flags & (O_CREAT | O_TMPFILE)) {                                  \
-      va_list ap;                                                         \
-      va_start(ap, flags);                                                \
-      mode = va_arg(ap, mode_t);                                          \
-      va_end(ap);                                                         \
-    }                                                                     \
-    if (!ACTIVE) return RESOLVE(fn)(dirfd, path, flags, mode);            \
-    in_io = 1;                                                            \
-    int64_t t0 = di_ticks();                                                \
-    int fd = RESOLVE(fn)(dirfd, path, flags, mode);                       \
-    opened(OP_open, t0, fd, dirfd, path);                                 \
-    in_io = 0;                                                            \
-    return fd;                                                            \
-  }
-OPENAT_LIKE(openat)
-OPENAT_LIKE(openat64)
+OPEN_FAMILY(open, (const char *path, int flags, ...), (path, flags, mode), AT_FDCWD)
+OPEN_FAMILY(open64, (const char *path, int flags, ...), (path, flags, mode), AT_FDCWD)
+OPEN_FAMILY(openat, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode), dirfd)
+OPEN_FAMILY(openat64, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode), dirfd)
 
 #define CREAT_LIKE(fn)                                                    \
   REAL(fn);                                                               \
