@@ -51,8 +51,8 @@ def per_call(tmp: Path, iterations: int, rounds: int) -> list[dict[str, float]]:
 
     exe = tmp / "calls"
     subprocess.run([_tool("mpicc"), "-O2", "-o", str(exe), str(REPO / "bench" / "capture_overhead_calls.c"), "-ldl"], check=True)
-    raw = tmp / "calls-raw"
-    raw.mkdir()
+    raw = tmp / "calls.di" / "raw"
+    raw.mkdir(parents=True)
     env = dict(os.environ, DI_CAPTURE_DIR=str(raw), LD_PRELOAD=f"{build.pmpi_shim()} {build.io_shim()}")
     out = subprocess.run([str(exe), str(iterations), str(rounds), str(tmp / "scratch")], env=env, check=True,
                          capture_output=True, text=True, timeout=600).stdout
@@ -94,15 +94,16 @@ def demo_slowdown(tmp: Path, steps: int, repeats: int) -> dict[str, object]:
 
 
 def ingest_times(run: Path) -> dict[str, float]:
-    code = f"import time; t = time.perf_counter(); from di.capture.ingest import ingest; ingest({str(run)!r}); print(time.perf_counter() - t)"
+    code = (f"import time; t = time.perf_counter(); from di.capture.ingest import ingest; tr, _ = ingest({str(run)!r}); "
+            "print(time.perf_counter() - t, tr.events.height)")
     out = {}
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(REPO))
         for label in ("cold", "warm"):
             res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-            out[f"{label}_s"] = float(res.stdout.strip().splitlines()[-1])
-    records = sum(p.stat().st_size for p in (run / "raw").glob("*.bin"))
-    out["raw_bin_bytes"] = records
+            seconds, events = res.stdout.strip().splitlines()[-1].split()
+            out[f"{label}_s"], out["events"] = float(seconds), int(events)
+    out["raw_bin_bytes"] = sum(p.stat().st_size for p in (run / "raw").glob("*.bin"))
     return out
 
 
@@ -118,15 +119,19 @@ def main() -> None:
         calls = per_call(tmp, args.iterations, args.rounds)
         demo = demo_slowdown(tmp, args.steps, args.repeats)
         ingest = ingest_times(tmp / "demo-run.di")
+        ingest_calls = ingest_times(tmp / "calls.di")
     print(f"{'operation':40} {'wrapped ns':>11} {'direct ns':>10} {'overhead ns':>12}")
     for c in calls:
         print(f"{c['op']:40} {c['wrapped_ns']:11.1f} {c['direct_ns']:10.1f} {c['overhead_ns']:12.1f}")
     print(f"demo ({args.steps} steps, 4 ranks): plain {demo['plain_s']} s, captured {demo['captured_s']} s, "
           f"median slowdown {100 * demo['median_slowdown']:.1f} % (target {100 * TARGET_SLOWDOWN:.0f} %)")
-    print(f"ingest of the captured demo: cold {ingest['cold_s']:.2f} s, warm {ingest['warm_s']:.2f} s")
+    print(f"ingest of the captured demo: cold {ingest['cold_s']:.2f} s, warm {ingest['warm_s']:.2f} s, "
+          f"{ingest['events']:,} events")
+    print(f"ingest of the per-call run ({ingest_calls['events']:,} events, 1 rank): cold {ingest_calls['cold_s']:.2f} s, "
+          f"warm {ingest_calls['warm_s']:.2f} s = {ingest_calls['events'] / ingest_calls['warm_s']:,.0f} events/s warm")
     load = os.getloadavg()
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"per_call": calls, "demo": demo, "ingest": ingest, "target_call_ns": TARGET_CALL_NS,
+    OUT.write_text(json.dumps({"per_call": calls, "demo": demo, "ingest": ingest, "ingest_per_call_run": ingest_calls, "target_call_ns": TARGET_CALL_NS,
                                "target_slowdown": TARGET_SLOWDOWN, "machine": platform.platform(),
                                "cpus": os.cpu_count(), "load_average": load}, indent=1))
     print(f"load average during the run: {load}; numbers in {OUT.relative_to(REPO)}")

@@ -137,15 +137,31 @@ def _tick_maps(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[tup
     return maps
 
 
-def _strings(p: shard.ProcessShard, ids: np.ndarray) -> np.ndarray:
-    """String-table ids -> object array of text (None for 0 or unknown ids)."""
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    text = np.array([p.strings.get(int(i)) for i in uniq] + [None], dtype=object)[:-1]
-    return text[inverse]
+class StringTable:
+    """The job's strings (file names, member lists): per-process string ids -> global ids."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = [""]
+        self._index: dict[str, int] = {"": 0}
+
+    def global_ids(self, p: shard.ProcessShard, ids: np.ndarray) -> np.ndarray:
+        """Map one process's string ids (0 = none) to global ids (0 = none), vectorized."""
+        top = max(p.strings, default=0)
+        lut = np.zeros(top + 2, np.int64)
+        for sid, text in p.strings.items():  # one per distinct string, not per record
+            lut[sid] = self._index.setdefault(text, len(self.text))
+            if lut[sid] == len(self.text):
+                self.text.append(text)
+        return lut[np.where((ids > 0) & (ids <= top), ids, top + 1)]
+
+    def column(self, ids: np.ndarray, name: str) -> pl.Series:
+        """A String column of the texts (null for id 0)."""
+        lut = pl.Series(name, [None, *self.text[1:]], dtype=pl.String)
+        return lut.gather(ids)
 
 
 def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], maps: dict[int, clock.ClockMap],
-            ticks: dict[tuple[str, str, int], clock.TickMap]) -> tuple[dict[str, np.ndarray], pl.DataFrame, list[dict[str, Any]]]:
+            ticks: dict[tuple[str, str, int], clock.TickMap], strings: StringTable) -> tuple[dict[str, np.ndarray], pl.DataFrame, list[dict[str, Any]]]:
     """All records of ranked processes (less calibrations) as columns, with loc, rank and job-clock times."""
     loc_of: dict[tuple[int, str, int, int], int] = {}
     parts: list[dict[str, np.ndarray]] = []
@@ -166,13 +182,10 @@ def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], 
             is_ns = recs["kind"] == shard.KIND_CLOCK  # clock-sync records are stamped in ns already
             n = recs.size
             count += n
-            names = np.full(n, None, dtype=object)
-            io = recs["kind"] == shard.KIND_IO
-            if io.any():
-                names[io] = _strings(p, recs["comm"][io].astype(np.int64))
-            comm_members = recs["kind"] == shard.KIND_COMM
-            if comm_members.any():
-                names[comm_members] = _strings(p, recs["aux2"][comm_members])
+            kind = recs["kind"]
+            text_ids = np.where(kind == shard.KIND_IO, recs["comm"].astype(np.int64),
+                                np.where(kind == shard.KIND_COMM, recs["aux2"], 0))
+            names = strings.global_ids(p, text_ids)
             parts.append({
                 "kind": recs["kind"], "op": recs["op"], "peer": recs["peer"],
                 "t0": cmap.apply(np.where(is_ns, recs["t0"], tmap.apply(recs["t0"]))),
@@ -199,31 +212,37 @@ def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], 
     return cols, locations, sources
 
 
-def _events(cols: dict[str, np.ndarray], comms: Any) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
     """Events of CALL and IO records, sorted; record index -> event row (-1 none); the I/O events."""
     names, cats = _op_tables()
     ev = np.flatnonzero((cols["kind"] == shard.KIND_CALL) | (cols["kind"] == shard.KIND_IO))
     op = cols["op"][ev]
     is_io = cols["kind"][ev] == shard.KIND_IO
     world_peer = comms.world_peer(cols["comm"][ev], cols["peer"][ev])
-    comm_name = comms.names(cols["comm"][ev])
+    comm_name = comms.names(cols["comm"][ev], "comm")
+    from di.trace import CATS
+
+    name_lut = pl.Series("name", list(names), dtype=pl.Enum(list(dict.fromkeys(names))))
+    cat_lut = pl.Series("cat", list(cats), dtype=pl.Enum(list(CATS)))
     nbytes = np.where(_no_payload()[op] & ~is_io, -1, cols["bytes"][ev])
     df = pl.DataFrame({
         "record": ev, "loc": cols["loc"][ev], "start_ns": cols["t0"][ev], "end_ns": cols["t1"][ev],
-        "name": pl.Series(names[op], dtype=pl.String), "cat": pl.Series(cats[op], dtype=pl.String),
-        "src_cat": np.where(is_io, "posix_io", "mpi"),
+        "name": name_lut.gather(op).cast(pl.Categorical), "cat": cat_lut.gather(op),
+        "src_cat": pl.Series("src_cat", ["mpi", "posix_io"], dtype=pl.Categorical).gather(is_io.astype(np.int64)),
         "bytes": np.where(nbytes >= 0, nbytes, -1), "io": is_io,
-        "peer": world_peer, "tag": cols["tag"][ev], "comm": pl.Series(comm_name, dtype=pl.String),
-        "file": pl.Series(cols["text"][ev], dtype=pl.String), "fd": cols["aux"][ev], "offset": cols["aux2"][ev],
+        "peer": world_peer, "tag": cols["tag"][ev], "comm": comm_name,
+        "file": strings.column(cols["text"][ev], "file"), "fd": cols["aux"][ev], "offset": cols["aux2"][ev],
     }, strict=False)
-    mpi_args = pl.struct(
-        pl.when(pl.col("peer") >= 0).then(pl.col("peer")).alias("peer"),
-        pl.when(pl.col("peer") >= 0).then(pl.col("tag")).alias("tag"),
-        pl.col("comm"),
-    ).struct.json_encode()
+    # args: MPI ones by concatenation (communicator names need no escaping), I/O ones
+    # through json_encode (file names may); each on its own rows
+    peer, comm = pl.col("peer"), pl.col("comm")
+    mpi_args = (pl.when(peer >= 0).then(pl.concat_str(
+        pl.lit('{"peer":'), peer.cast(pl.String), pl.lit(',"tag":'), pl.col("tag").cast(pl.String),
+        pl.lit(',"comm":"'), comm, pl.lit('"}'))).when(comm.is_not_null())
+        .then(pl.concat_str(pl.lit('{"comm":"'), comm, pl.lit('"}'))))
     io_args = pl.struct(pl.col("file"), pl.col("fd"), pl.when(pl.col("offset") >= 0).then(pl.col("offset")).alias("offset")).struct.json_encode()
+    df = pl.concat([df.filter(~pl.col("io")).with_columns(args=mpi_args), df.filter(pl.col("io")).with_columns(args=io_args)])
     df = df.with_columns(
-        args=pl.when(pl.col("io")).then(io_args).otherwise(mpi_args),
         bytes=pl.when(pl.col("bytes") >= 0).then(pl.col("bytes")),
         instant=pl.lit(False),
     ).sort(["loc", "start_ns", pl.col("end_ns")], descending=[False, False, True], maintain_order=True)
@@ -269,16 +288,17 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
     epoch = _epoch(procs, ranks)
     maps = _clock_maps(procs, ranks, epoch)
     say("building events")
-    cols, locations, sources = _gather(procs, ranks, maps, _tick_maps(procs, warnings))
+    strings = StringTable()
+    cols, locations, sources = _gather(procs, ranks, maps, _tick_maps(procs, warnings), strings)
     if not cols and not any(raw.glob("samples-*.json")):
         raise FormatError(raw, "the recording holds no records (did the command run MPI or file I/O under capture?)")
     if not cols:
         cols = {name: np.empty(0, shard.RECORD[name]) for name in shard.RECORD.names}
-        cols.update(text=np.empty(0, object), loc=np.empty(0, np.uint32), rank=np.empty(0, np.int32),
+        cols.update(text=np.empty(0, np.int64), loc=np.empty(0, np.uint32), rank=np.empty(0, np.int32),
                     thread=np.empty(0, np.int64), source=np.empty(0, np.int32))
         cols["t0"], cols["t1"] = cols["t0"].copy(), cols["t1"].copy()
-    comms = matching.Communicators.from_records(cols)
-    events, row_of, io = _events(cols, comms)
+    comms = matching.Communicators.from_records(cols, strings.text)
+    events, row_of, io = _events(cols, comms, strings)
     say("matching messages and collectives")
     messages = matching.messages(cols, row_of, comms, warnings)
     collectives = matching.collectives(cols, row_of, comms)

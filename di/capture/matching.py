@@ -68,12 +68,13 @@ class Communicators:
     members: dict[int, np.ndarray]
 
     @classmethod
-    def from_records(cls, cols: dict[str, np.ndarray]) -> Communicators:
+    def from_records(cls, cols: dict[str, np.ndarray], strings: list[str]) -> Communicators:
+        """From the COMM records (``cols["text"]``: global string ids into ``strings``)."""
         members: dict[int, np.ndarray] = {}
         idx = np.flatnonzero(cols["kind"] == shard.KIND_COMM)
         ids, first = np.unique(cols["comm"][idx], return_index=True)
         for cid, k in zip(ids, idx[first]):
-            text = cols["text"][k]
+            text = strings[int(cols["text"][k])]
             if text:
                 members[int(cid)] = np.array([int(x) for x in text.split(",")], dtype=np.int64)
         return cls(members)
@@ -89,10 +90,10 @@ class Communicators:
             out[sel] = m[peer[sel]]
         return out
 
-    def names(self, comm: np.ndarray) -> np.ndarray:
-        """Readable communicator names: MPI_COMM_WORLD, comm:LEADER.N, local:RANK.HANDLE."""
+    def names(self, comm: np.ndarray, column: str = "comm") -> pl.Series:
+        """Readable communicator names (MPI_COMM_WORLD, comm:LEADER.N, local:RANK.HANDLE) as a String column."""
         uniq, inverse = np.unique(comm, return_inverse=True)
-        return np.array([self.name(int(c)) for c in uniq], dtype=object)[inverse]
+        return pl.Series(column, [self.name(int(c)) for c in uniq], dtype=pl.String).gather(inverse.astype(np.int64))
 
     @staticmethod
     def name(cid: int) -> str | None:
@@ -166,9 +167,9 @@ def messages(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicato
     if unmatched_s or unmatched_r:
         warnings.append(f"messages: {unmatched_s} sends and {unmatched_r} receives without a partner (job cut short, "
                         "PROC_NULL peers, or a communicator created outside the wrapped calls)")
-    names = comms.names(matched.get_column("comm").to_numpy()) if matched.height else np.empty(0, object)
+    matched = matched.with_columns(comms.names(matched.get_column("comm").to_numpy(), "comm_name"))
     return matched.sort("send").select(
-        "send", "recv", "bytes", "tag", pl.Series("comm", names, dtype=pl.String),
+        "send", "recv", "bytes", "tag", comm="comm_name",
         send_done=pl.col("send_done"), recv_post=pl.when(pl.col("recv_post") >= 0).then(pl.col("recv_post")),
         src_rank="src", dst_rank="dst")
 
@@ -179,14 +180,16 @@ def collectives(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communic
     op = cols["op"]
     c = np.flatnonzero((cols["kind"] == shard.KIND_CALL) & (coll[op] != ""))
     cid = cols["comm"][c]
-    size = np.array([comms.members[int(x)].size if int(x) in comms.members else -1 for x in cid], dtype=np.int64)
-    members = {k: json.dumps(v.tolist()) for k, v in comms.members.items()}
+    uniq, inverse = np.unique(cid, return_inverse=True)  # per communicator, not per call
+    size = np.array([comms.members[int(x)].size if int(x) in comms.members else -1 for x in uniq], dtype=np.int64)[inverse]
+    ranks_text = np.array([json.dumps(comms.members[int(x)].tolist()) if int(x) in comms.members else None
+                           for x in uniq] + [None], dtype=object)[:-1][inverse]
     df = pl.DataFrame({
         "event": row_of[c], "rank": cols["rank"][c], "comm_id": cid, "t": cols["t0"][c],
         "op": coll[op[c]].astype(str), "root": comms.world_peer(cid, cols["peer"][c]),
         "bytes": cols["bytes"][c], "group_size": size,
-        "comm": comms.names(cid).astype(str),
-        "group_ranks": np.array([members.get(int(x)) for x in cid], dtype=object),
+        "comm": comms.names(cid),
+        "group_ranks": pl.Series(ranks_text, dtype=pl.String),
     }, strict=False)
     df = df.sort("t").with_columns(seq=pl.int_range(pl.len()).over(["rank", "comm_id"]))
     df = df.with_columns(instance=pl.struct("comm_id", "seq").rank("dense").cast(pl.Int64) - 1)

@@ -137,11 +137,11 @@ def read_records(path: Path) -> tuple[np.ndarray, int]:
     """A thread file's complete records, and how many slots before the last one are empty."""
     usable = path.stat().st_size // RECORD.itemsize
     recs = np.fromfile(path, dtype=RECORD, count=usable)
-    written = np.flatnonzero(recs["kind"] != 0)
-    if not written.size:
-        return recs[:0], 0
-    last = int(written[-1])
-    return recs[written], last + 1 - written.size
+    kind = recs["kind"]
+    used = int(np.flatnonzero(kind)[-1]) + 1 if kind.any() else 0  # the zero tail is unused file space
+    recs = recs[:used]
+    holes = used - int(np.count_nonzero(kind[:used]))
+    return (recs[recs["kind"] != 0] if holes else recs), holes
 
 
 def read_raw(raw: Path) -> tuple[list[ProcessShard], dict[str, int]]:
