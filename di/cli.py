@@ -118,6 +118,8 @@ def _record(args: argparse.Namespace, console: Any) -> int:
     from di.capture.record import RecordOptions, record
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not args.rate > 0:
+        raise ValueError(f"--rate must be a positive number of samples per second, not {args.rate}")
     chosen = {k: getattr(args, k) for k in ("mpi", "io", "host", "ib", "net", "nvml")}
     if not any(chosen.values()):
         chosen.update(mpi=_mpi_available(console), io=True, host=True)
