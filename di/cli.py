@@ -56,8 +56,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _rank_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rank", type=int, help="rank of a single input that names none in its content")
-    p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated rank per input file")
+    p.add_argument("--rank", type=int, help="rank of a single input (overrides the rank its content names)")
+    p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated rank per input file (overrides the ranks their content names)")
 
 
 def _load(args: argparse.Namespace, console: Any) -> Any:

@@ -36,10 +36,12 @@ def is_store(path: Path) -> bool:
     if not meta.is_file():
         return False
     try:
-        head = meta.read_bytes()[:4096]
+        with open(meta, "rb") as fh:
+            head = fh.read(4096)
     except OSError:
         return False
-    return b'"di-trace"' in head
+    # di writes "format" first; any other writer's key order is checked in full
+    return b'"di-trace"' in head or b'"di-trace"' in meta.read_bytes()
 
 
 def write_store(trace: Trace, path: str | os.PathLike[str], *, compression_level: int = 3) -> None:

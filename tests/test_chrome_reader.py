@@ -207,7 +207,6 @@ def test_rank_sources(folder: str, tmp_path: Path, load_valid) -> None:
     assert source(both) == [(0, "position"), (1, "position")] and both.ranks == [0, 1]
 
 
-@pytest.mark.xfail(strict=True, reason="reader._rank prefers distributedInfo over an explicit ranks=[...], which the duplicate-rank error tells users to pass")
 def test_ranks_option_resolves_a_rank_clash(kineto: Path, load_valid) -> None:
     files = [kineto / "hta_trace_compare/base/base.json.gz", kineto / "hta_trace_compare/test/test.json.gz"]
     with pytest.raises(di.FormatError, match="--ranks"):
@@ -263,10 +262,7 @@ def _flow_ends(trace: di.Trace, kind: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     return ev[flows.get_column("src")], ev[flows.get_column("dst")]
 
 
-MTIA = "MTIA device timelines (mtia_ccp_events) are classified cpu_thread, runtime calls 'other'"
-
-
-@pytest.mark.parametrize("path", _params(traces_only=True, xfail={"hta_mtia_inference_trace/": MTIA}))
+@pytest.mark.parametrize("path", _params(traces_only=True))
 def test_launch_and_sync_flows_go_from_api_call_to_gpu(path: Path, load_valid) -> None:
     trace = load_valid(path)
     for kind, api_cats, gpu_cats in (("launch", ["cuda_api", "sync"], None), ("sync", ["sync"], ["sync"])):
@@ -317,7 +313,6 @@ def test_begin_end_nesting_and_metadata_names(tmp_path: Path, load_valid) -> Non
     assert t.locations.select("pid", "tid", "kind", "name", "process").rows() == [(1, 2, "cpu_thread", "main", "trainer")]
 
 
-@pytest.mark.xfail(strict=True, reason="phases._pair keeps only the B args when both B and E carry args (spec: merged)")
 def test_begin_end_args_are_merged(tmp_path: Path, load_valid) -> None:
     t = load_valid(write_json(tmp_path, "args.json", trace_doc(
         {"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 0, "args": {"x": 1}},
@@ -355,7 +350,6 @@ def test_counters_with_two_keys_and_a_unit(tmp_path: Path, load_valid) -> None:
     assert t.samples.rows() == [(0, 1000, 5.0), (0, 2000, 6.0), (1, 1000, 7.5), (1, 2000, 8.0), (2, 2000, 100.0)]
 
 
-@pytest.mark.xfail(strict=True, reason="metadata.counters ignores a C event's id; the spec names the counter by name + id")
 def test_counter_id_makes_its_own_series(tmp_path: Path, load_valid) -> None:
     c = {"ph": "C", "name": "ctr", "pid": 1, "ts": 1}
     t = load_valid(write_json(tmp_path, "cid.json", trace_doc({**c, "id": 3, "args": {"a": 1}}, {**c, "id": 4, "args": {"a": 2}})))

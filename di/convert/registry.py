@@ -19,7 +19,8 @@ from typing import Any
 from di.errors import FormatError, UnknownFormatError
 from di.trace import Trace
 
-RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+# "rank-3", "rank_3", "trace.rank3.json", not "frank3" nor a longer number's tail
+RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)(?!\d)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

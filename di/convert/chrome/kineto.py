@@ -18,13 +18,15 @@ import polars as pl
 from di.trace import CATS
 
 COMM_KERNEL = r"(?i)^(nccl|ncclDevKernel|rccl|hccl)|nccl"
-SYNC_API = r"(?i)synchronize|StreamWaitEvent|EventQuery|StreamQuery"
+SYNC_API = r"(?i)synchronize|StreamWaitEvent|EventQuery|StreamQuery|waitOnEvent"
 COMM_CPU = r"^(record_param_comms|c10d::|nccl:|gloo:)"
 
 _DIRECT = {
     "kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_runtime": "cuda_api",
     "cuda_driver": "cuda_api", "cuda_sync": "sync", "cpu_op": "compute", "user_annotation": "user",
     "gpu_user_annotation": "user", "python_function": "python", "cpu_instant_event": "other", "Trace": "other",
+    # Meta's MTIA accelerator: its runtime API and the device's command processor events
+    "mtia_runtime": "cuda_api", "mtia_ccp_events": "kernel",
 }
 
 # bytes per element for the dtype names Kineto writes (c10 ScalarType names) and torch's
@@ -53,7 +55,8 @@ def canonical_cat(src_cat: pl.Expr, name: pl.Expr) -> pl.Expr:
     own = pl.when(src_cat.is_in(list(CATS))).then(src_cat).otherwise(pl.lit("other"))
     return (
         pl.when((src_cat == "kernel") & name.str.contains(COMM_KERNEL)).then(pl.lit("nccl"))
-        .when(src_cat.is_in(["cuda_runtime", "cuda_driver"]) & name.str.contains(SYNC_API)).then(pl.lit("sync"))
+        .when(src_cat.is_in(["cuda_runtime", "cuda_driver", "mtia_runtime"]) & name.str.contains(SYNC_API)).then(pl.lit("sync"))
+        .when((src_cat == "mtia_ccp_events") & name.str.contains("(?i)wait")).then(pl.lit("sync"))
         .when(src_cat.is_in(["cpu_op", "user_annotation"]) & name.str.contains(COMM_CPU)).then(pl.lit("nccl"))
         .when((src_cat == "user_annotation") & name.str.starts_with("ProfilerStep#")).then(pl.lit("step"))
         .otherwise(pl.coalesce(direct, own))
@@ -99,11 +102,19 @@ def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFr
     return pairs.join(known.select("src", "dst"), on=["src", "dst"], how="anti")
 
 
-def sync_kinds(flows: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
-    """Launch flows whose destination is a GPU sync record are ``sync`` edges."""
-    dst_cat = events.get_column("cat").gather(flows.get_column("dst"))
+def sync_kinds(flows: pl.DataFrame, events: pl.DataFrame, locations: pl.DataFrame) -> pl.DataFrame:
+    """Launch flows by their destination: a device sync record makes a ``sync``
+    edge; a record on a CPU thread (MTIA's ac2g flows between host threads) a
+    ``user`` edge."""
+    dst = flows.get_column("dst")
+    dst_cat = events.get_column("cat").gather(dst)
+    kind_of = dict(zip(locations.get_column("loc").to_list(), locations.get_column("kind").cast(pl.String).to_list()))
+    on_cpu = events.get_column("loc").gather(dst).replace_strict(kind_of, return_dtype=pl.String) == "cpu_thread"
+    launch = pl.col("kind") == "launch"
     return flows.with_columns(
-        pl.when((pl.col("kind") == "launch") & (dst_cat == "sync")).then(pl.lit("sync")).otherwise(pl.col("kind")).alias("kind")
+        pl.when(launch & on_cpu).then(pl.lit("user"))
+        .when(launch & (dst_cat == "sync")).then(pl.lit("sync"))
+        .otherwise(pl.col("kind")).alias("kind")
     )
 
 

@@ -1,8 +1,10 @@
 """Chrome M (metadata) and C (counter) records -> locations, series and samples.
 
-Counter values: each numeric key of a C event's args is one series named
-``"<name>"`` when the key is ``"value"`` or equals the name, else
-``"<name> <key>"``; a trailing ``" [unit]"`` in that name is the unit.
+Counter values: each numeric top-level member of a C event's args is one
+series named ``"<name>"`` when the key is ``"value"`` or equals the name, else
+``"<name> <key>"``; a C event with an ``id`` is the counter ``"<name> <id>"``
+(the spec names counters by name and id); a trailing ``" [unit]"`` in that
+name is the unit.
 Timestamps are int64 ns.
 """
 
@@ -15,10 +17,10 @@ import orjson
 import polars as pl
 
 from di.convert.chrome import scan as S
+from di.convert.chrome.members import numeric_members
 from di.convert.chrome.phases import LK_ASYNC, LK_COUNTER, LK_MARKER
 
 _KINDS = {LK_ASYNC: "async", LK_MARKER: "marker", LK_COUNTER: "counter"}
-_NUMBER_PAIR = r'"((?:[^"\\]|\\.)*)":(-?[0-9][0-9.eE+-]*)'
 
 
 def _m_records(meta_rows: pl.DataFrame, syms: pl.Series) -> list[tuple[str, tuple[Any, ...], Any]]:
@@ -86,20 +88,29 @@ def counters(
     if not rows.height:
         return pl.DataFrame(), pl.DataFrame()
     anchors = keys.filter(pl.col("lkind") == LK_COUNTER).select("pid_k", "pid", "loc")
-    pairs = (
-        rows.join(anchors, on=["pid_k", "pid"], how="left", nulls_equal=True)
-        .with_columns(pl.col("args").str.extract_all(_NUMBER_PAIR).alias("pair"))
-        .explode("pair")
-    )
-    empty = pairs.filter(pl.col("pair").is_null()).height
+    members = numeric_members(rows.get_column("args"))
+    bad = members.filter(pl.col("value").is_null()).height
+    if bad:
+        dropped["counter value not representable as float64"] += bad
+    members = members.filter(pl.col("value").is_not_null())
+    empty = rows.height - members.get_column("row").n_unique()
     if empty:
         dropped["counter event without numeric value"] += empty
-    pairs = pairs.filter(pl.col("pair").is_not_null()).with_columns(
-        pl.col("pair").str.extract(_NUMBER_PAIR, 1).alias("key"),
-        pl.col("pair").str.extract(_NUMBER_PAIR, 2).cast(pl.Float64, strict=False).alias("value"),
+    pairs = (
+        rows.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+        .join(members, on="row", how="inner", maintain_order="right")
+        .join(anchors, on=["pid_k", "pid"], how="left", nulls_equal=True, maintain_order="left")
     )
     names = syms.gather(pairs.get_column("name").cast(pl.Int64).replace(-1, syms.len() - 1))
-    pairs = pairs.with_columns(names.alias("cname")).with_columns(
+    ids = (
+        pl.when(pl.col("id_k") == S.K_INT).then(pl.col("id").cast(pl.String))
+        .when(pl.col("id_k") == S.K_STR).then(pl.col("id_text"))
+        .otherwise(None)
+    )
+    id_text = syms.gather(pairs.get_column("id").clip(0, syms.len() - 1).cast(pl.Int64)).alias("id_text")
+    pairs = pairs.with_columns(names.alias("cname"), id_text).with_columns(
+        pl.when(ids.is_null()).then(pl.col("cname")).otherwise(pl.col("cname") + " " + ids).alias("cname")
+    ).with_columns(
         pl.when((pl.col("key") == "value") | (pl.col("key") == pl.col("cname")))
         .then(pl.col("cname"))
         .otherwise(pl.col("cname") + " " + pl.col("key"))

@@ -108,7 +108,9 @@ def slices(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
 
 
 def _pair(records: pl.DataFrame, key: pl.Expr, begin: str, dropped: Counter[str], what: str) -> pl.DataFrame:
-    """Pair begin/end records LIFO per key; the begin record's fields are kept."""
+    """Pair begin/end records LIFO per key; the begin record's fields are kept and
+    the end record's args merged into its args (on a repeated key the end's value
+    comes last, which JSON readers take)."""
     records = records.with_columns(key.alias("_key")).sort(["_key", "ts", "idx"])
     is_begin = (records.get_column("ph") == begin).to_numpy()
     keys = records.get_column("_key").to_numpy()
@@ -122,8 +124,19 @@ def _pair(records: pl.DataFrame, key: pl.Expr, begin: str, dropped: Counter[str]
     return begins.with_columns(
         pl.col("ts").alias("start_ns"),
         ends.get_column("ts").alias("end_ns"),
-        pl.coalesce(pl.col("args"), ends.get_column("args")).alias("args"),
+        _merged_objects(pl.col("args"), pl.lit(ends.get_column("args"))).alias("args"),
         pl.lit(False).alias("instant"),
+    )
+
+
+def _merged_objects(a: pl.Expr, b: pl.Expr) -> pl.Expr:
+    """The members of two minified JSON object texts in one object (null when both are)."""
+    empty_a = a.is_null() | (a == "{}")
+    empty_b = b.is_null() | (b == "{}")
+    return (
+        pl.when(empty_b).then(a)
+        .when(empty_a).then(b)
+        .otherwise(a.str.slice(0, a.str.len_chars() - 1) + "," + b.str.slice(1))
     )
 
 

@@ -24,7 +24,8 @@ from di.convert.chrome.metadata import apply_metadata, counters
 from di.nesting import nest
 from di.trace import Trace
 
-GPU_SRC_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync")
+GPU_SRC_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "mtia_ccp_events")
+DEVICE_PROCESS_CATS = ("mtia_ccp_events",)
 
 
 def _base_ns(top: dict[str, Any]) -> int:
@@ -42,9 +43,12 @@ def _strings(raw: Raw) -> pl.Series:
 def _timelines(ev: pl.DataFrame, syms: pl.Series, own: dict[str, Any] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Give each event its dense ``loc``; return (events, timeline keys with kind)."""
     gpu_ids = [i for i, s in enumerate(syms.to_list()) if s in GPU_SRC_CATS]
+    # a timeline is a device queue when it holds device activity, or when its
+    # process does (MTIA's per-stream submission queues hold runtime records)
     keys = (
         ev.group_by(phases.KEY, maintain_order=True)
         .agg(pl.col("cat").is_in(gpu_ids).any().alias("gpu"))
+        .with_columns(pl.col("gpu").any().over("pid_k", "pid") & (pl.col("pid_k") != 0) if _device_processes(syms) else pl.col("gpu"))
         .sort(["lkind", "gpu", "pid_k", "pid", "tid_k", "tid"])
         .with_row_index("loc")
     )
@@ -52,6 +56,11 @@ def _timelines(ev: pl.DataFrame, syms: pl.Series, own: dict[str, Any] | None) ->
         keys = ditrace.remap_keys(keys, own)
     ev = ev.join(keys.select(phases.KEY + ["loc"]), on=phases.KEY, how="left", nulls_equal=True)
     return ev, keys
+
+
+def _device_processes(syms: pl.Series) -> bool:
+    """True when the file has categories whose whole process is a device (MTIA)."""
+    return bool(syms.is_in(DEVICE_PROCESS_CATS).any())
 
 
 def _sorted_nested(ev: pl.DataFrame) -> pl.DataFrame:
@@ -62,12 +71,22 @@ def _sorted_nested(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
 
 
-def _rank(top: dict[str, Any], rank: int | None, rank_source: str) -> tuple[int, str, int | None]:
+def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
+    """(rank, where it came from, world size): an explicit option wins, then
+    ``distributedInfo``, then the caller's fallback (file name, position)."""
     info = top.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        ws = info.get("world_size")
-        return int(info["rank"]), "distributedInfo", ws if isinstance(ws, int) else None
-    return (rank if rank is not None else 0), rank_source, None
+    info = info if isinstance(info, dict) else {}
+    ws = info.get("world_size")
+    world = ws if isinstance(ws, int) and not isinstance(ws, bool) else None
+    own = info.get("rank")
+    own = own if isinstance(own, int) and not isinstance(own, bool) else None
+    if rank_source == "option" and rank is not None:
+        if own is not None and own != rank:
+            warnings.append(f"rank {rank} from the options overrides rank {own} of distributedInfo")
+        return rank, "option", world
+    if own is not None:
+        return own, "distributedInfo", world
+    return (rank if rank is not None else 0), rank_source, world
 
 
 def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0) -> Trace:
@@ -94,14 +113,14 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     own = ditrace.info(raw.top)
     ev, keys = _timelines(pl.concat([ev, phases.counter_anchor(counter_rows)], how="vertical_relaxed"), syms, own)
     ev = _sorted_nested(ev.filter(pl.col("lkind") != phases.LK_COUNTER))
-    the_rank, rank_from, world = _rank(raw.top, rank, rank_source)
+    the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
     locations = apply_metadata(keys, df.filter(pl.col("ph") == phases.META), syms, the_rank, source)
     if own is not None:
         locations = ditrace.locations(own, keys, locations)
     series, samples = counters(counter_rows, keys, syms, dropped, ditrace.series_map(own) if own else None)
     flows = pl.concat([flow_events(df, ev, keys, syms, dropped), bind_id_flows(ev, dropped)], how="vertical_relaxed")
     events = kineto.events_table(ev, syms, locations)
-    flows = kineto.sync_kinds(pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events)
+    flows = kineto.sync_kinds(pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations)
     collectives = kineto.collectives(events, locations, the_rank)
     meta = _meta(path, raw, base_ns, the_rank, rank_from, world, int(ev.height), dropped)
     if own is not None:

@@ -1,0 +1,122 @@
+"""The numeric top-level members of JSON objects held in a string column.
+
+Chrome counter (``C``) events carry their values as the members of ``args``:
+``{"allocated": 5, "freed": 2.5}``. This finds, for each object, every member
+at depth 1 whose value is a JSON number, without a Python call per row:
+nested objects, arrays, strings and literals are skipped whole. Positions are
+returned in characters (not bytes) so polars' ``str.slice`` cuts the key and
+the number's text out of the same column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+
+@njit(cache=True)
+def _end_string(data, i, end):
+    """Index of the closing quote of the string whose opening quote is at i - 1."""
+    while i < end:
+        c = data[i]
+        if c == 34:
+            return i
+        i += 2 if c == 92 else 1
+    return end
+
+
+@njit(cache=True)
+def _skip(data, i, end):
+    """Index after the (minified) JSON value starting at i."""
+    depth = 0
+    while i < end:
+        c = data[i]
+        if c == 34:
+            i = _end_string(data, i + 1, end) + 1
+        elif c == 123 or c == 91:
+            depth += 1
+            i += 1
+        elif c == 125 or c == 93:
+            if depth == 0:
+                return i
+            depth -= 1
+            i += 1
+            if depth == 0:
+                return i
+        elif c == 44 and depth == 0:
+            return i
+        else:
+            i += 1
+            continue
+        if depth == 0:
+            return i
+    return end
+
+
+@njit(cache=True)
+def _scan(data, offsets, out):
+    """Fill ``out`` rows (object row, key start, key length, number start, number length)
+    in characters from the row's start; returns the number of members found."""
+    m = 0
+    for r in range(offsets.size - 1):
+        start, end = offsets[r], offsets[r + 1]
+        chars = 0  # characters before position i, counted incrementally
+        last = start
+        i = start + 1
+        if end - start < 2 or data[start] != 123:
+            continue
+        while i < end and data[i] == 34:
+            ks = i + 1
+            ke = _end_string(data, ks, end)
+            vs = ke + 2  # after '":'
+            if vs >= end:
+                break
+            c = data[vs]
+            ve = _skip(data, vs, end)
+            if c == 45 or 48 <= c <= 57:
+                for k in range(last, ks):
+                    chars += (data[k] & 0xC0) != 0x80
+                kc = chars
+                for k in range(ks, vs):
+                    chars += (data[k] & 0xC0) != 0x80
+                out[m, 0] = r
+                out[m, 1] = kc
+                out[m, 2] = 0
+                for k in range(ks, ke):
+                    out[m, 2] += (data[k] & 0xC0) != 0x80
+                out[m, 3] = chars
+                out[m, 4] = ve - vs  # a number is ASCII
+                last = vs
+                m += 1
+            if ve >= end or data[ve] != 44:
+                break
+            i = ve + 1
+    return m
+
+
+def numeric_members(objects: pl.Series) -> pl.DataFrame:
+    """(row, key, value) for every numeric top-level member of the minified JSON
+    objects in ``objects`` (rows that are null or hold no number give none).
+
+    ``row`` is the position in ``objects``; ``value`` is Float64, parsed by polars
+    from the number's text.
+    """
+    import pyarrow as pa
+
+    texts = objects.fill_null("").cast(pl.String).rename("text")
+    arr = pa.array(texts.to_arrow()).cast(pa.large_string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    _, off_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, dtype=np.uint8)
+    out = np.empty((int(np.count_nonzero(data == 58)) + 1, 5), dtype=np.int64)
+    m = _scan(data, offsets, out)
+    found = pl.DataFrame(out[:m], schema=["row", "ks", "kl", "vs", "vl"], orient="row")
+    text = texts.gather(found.get_column("row"))
+    return found.with_columns(text).select(
+        "row",
+        pl.col("text").str.slice(pl.col("ks"), pl.col("kl")).alias("key"),
+        pl.col("text").str.slice(pl.col("vs"), pl.col("vl")).cast(pl.Float64, strict=False).alias("value"),
+    )
