@@ -1,8 +1,9 @@
 """The built-in demo job: a small data-parallel-like training loop in mpi4py.
 
-Each rank, per step: a numpy "forward/backward" (matrix products; rank
-``STRAGGLER`` does ``STRAGGLER_FACTOR`` times the work, so the others wait for
-it), a halo exchange of activations with its ring neighbours (Isend/Irecv +
+Each rank, per step: a numpy "forward/backward" (matrix products, one BLAS
+thread per rank; rank ``STRAGGLER`` does ``STRAGGLER_FACTOR`` times the work and
+keeps computing until at least ``STRAGGLER_EXTRA_S`` more wall time has passed,
+so the others wait for it), a halo exchange of activations with its ring neighbours (Isend/Irecv +
 Waitall), a gradient Allreduce, and every ``CHECKPOINT_EVERY`` steps a
 checkpoint of its parameters written with os.write + fsync and read back once
 at the start (a "resume"). Run by ``di demo`` under ``di record``::
@@ -14,12 +15,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
-import numpy as np
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # one BLAS thread per rank, as data-parallel ranks run
+
+import numpy as np  # noqa: E402  (after the thread settings)
 
 MATRIX = 192  # side of the compute matrices
 MATMULS_PER_STEP = 6
-STRAGGLER, STRAGGLER_FACTOR = 1, 3
+STRAGGLER, STRAGGLER_FACTOR = 1, 4
+STRAGGLER_EXTRA_S = 0.4  # the straggler's step lasts at least this much longer than the others' compute
 GRAD_ELEMS = 1 << 18  # float32 gradient bucket: 1 MiB
 HALO_ELEMS = 1 << 13  # float32 activations to each neighbour: 32 KiB
 CHECKPOINT_EVERY = 3
@@ -48,8 +54,13 @@ def main(argv: list[str] | None = None) -> None:
     halo_in = np.empty((2, HALO_ELEMS), np.float32)
     for step in range(args.steps):
         x = rng.standard_normal((MATRIX, MATRIX)).astype(np.float32)
-        for _ in range(MATMULS_PER_STEP * (STRAGGLER_FACTOR if rank == STRAGGLER % size else 1)):
+        began = time.monotonic()
+        for _ in range(MATMULS_PER_STEP):
             x = np.tanh(x @ weights)
+        if rank == STRAGGLER % size:
+            until = time.monotonic() + (time.monotonic() - began) * (STRAGGLER_FACTOR - 1) + STRAGGLER_EXTRA_S
+            while time.monotonic() < until:
+                x = np.tanh(x @ weights)
         halo_out[:] = x.ravel()[:HALO_ELEMS]
         left, right = (rank - 1) % size, (rank + 1) % size
         reqs = [comm.Irecv(halo_in[0], source=left, tag=step), comm.Irecv(halo_in[1], source=right, tag=step),
