@@ -13,7 +13,7 @@ EXAMPLES = {
     "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert trace.json --rank 3 -o rank3.di",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
     "demo": "examples:\n  di demo -o demo.di       (records the built-in 4-rank MPI job with everything available)\n  di demo --kineto -o demo/  (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
-    "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
+    "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
 }
 
 
@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
                        ("ib", "InfiniBand port counters"), ("net", "network interface counters"), ("nvml", "GPU counters through NVML")):
         r.add_argument(f"--{flag}", action="store_true", help=f"record {what}")
     r.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampler rate in Hz (default 10)")
+    r.add_argument("--ingest", action="store_true", help="run no command: ingest RUN.di/raw again (e.g. after a job whose rank 0 was killed)")
     for root in ("proc-root", "ib-root", "net-root"):
         r.add_argument(f"--{root}", help=argparse.SUPPRESS)
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --")
@@ -118,6 +119,13 @@ def _record(args: argparse.Namespace, console: Any) -> int:
     from di.capture.record import RecordOptions, record
 
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if args.ingest:
+        from di.capture.record import ingest_run
+
+        if command:
+            raise ValueError("--ingest runs no command; drop what follows --")
+        _report_recording(args.output, ingest_run(Path(args.output), console), console)
+        return 0
     if not args.rate > 0:
         raise ValueError(f"--rate must be a positive number of samples per second, not {args.rate}")
     chosen = {k: getattr(args, k) for k in ("mpi", "io", "host", "ib", "net", "nvml")}
@@ -127,11 +135,15 @@ def _record(args: argparse.Namespace, console: Any) -> int:
     opts = RecordOptions(output=Path(args.output), rate_hz=args.rate, **chosen, **roots)
     code, trace = record(command, opts, console)
     if trace is not None:
-        console.print(f"wrote {args.output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, "
-                      f"{trace.messages.height:,} messages, {trace.collectives.height:,} collective parts, {trace.samples.height:,} samples")
-        for w in trace.meta.get("warnings", []):
-            console.print(f"[yellow]warning:[/yellow] {w}")
+        _report_recording(args.output, trace, console)
     return code
+
+
+def _report_recording(output: str, trace: Any, console: Any) -> None:
+    console.print(f"wrote {output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, "
+                  f"{trace.messages.height:,} messages, {trace.collectives.height:,} collective parts, {trace.samples.height:,} samples")
+    for w in trace.meta.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {w}")
 
 
 def _mpi_available(console: Any) -> bool:

@@ -57,6 +57,14 @@ def test_forked_child_records_into_its_own_shard(threads_fork: tuple[Path, Path]
     assert not [w for w in trace.meta["warnings"] if "abnormally" in w]
 
 
+def test_raw_shards_can_be_ingested_again(threads_fork: tuple[Path, Path]) -> None:
+    _, run_dir = threads_fork
+    before = di.load(run_dir).events.height
+    proc = run(di_cmd("record", "--ingest", "-o", str(run_dir)), run_dir.parent, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert di.load(run_dir).events.height == before and (run_dir / "raw").is_dir()
+
+
 def test_exit_code_is_passed_through(tmp_path: Path) -> None:
     proc = run(di_cmd("record", "--io", "-o", str(tmp_path / "x.di"), "--", sys.executable, "-c",
                       "open(__import__('os').devnull).close(); raise SystemExit(7)"), tmp_path, timeout=120)
