@@ -181,10 +181,11 @@ static inline int comm_rank(MPI_Comm c) { int n = 0; PMPI_Comm_rank(c, &n); retu
 
 /* ---- clock synchronisation ---- */
 /* Rank 0 ping-pongs with each rank in turn: at least DI_SYNC_ROUNDS rounds, then more
- * until a round trip under DI_SYNC_GOOD_RTT_NS or DI_SYNC_MAX_NS spent on that rank.
+ * while the fastest round trip keeps improving (until DI_SYNC_STALE_ROUNDS rounds bring
+ * nothing faster) and at most DI_SYNC_MAX_NS per rank.
  * offset = remote time - midpoint of the fastest round (error <= half its round trip). */
-#define DI_SYNC_GOOD_RTT_NS 4000
-#define DI_SYNC_MAX_NS 200000000LL
+#define DI_SYNC_STALE_ROUNDS 64
+#define DI_SYNC_MAX_NS 50000000LL
 static void clock_sync(int phase) {
   if (!di_enabled || di_sync_comm == MPI_COMM_NULL) return;
   const int tag = 7301;
@@ -192,14 +193,15 @@ static void clock_sync(int phase) {
   if (di_rank == 0) {
     for (int p = 1; p < di_size; p++) {
       int64_t best[3] = {0, INT64_MAX, 0}; /* offset, rtt, remote time */
-      int64_t began = di_now(), more = 1;
+      int64_t began = di_now(), more = 1, stale = 0;
       for (int k = 0; more; k++) {
         int64_t remote, t0 = di_now();
         PMPI_Send(&more, 1, MPI_INT64_T, p, tag, di_sync_comm);
         PMPI_Recv(&remote, 1, MPI_INT64_T, p, tag, di_sync_comm, MPI_STATUS_IGNORE);
         int64_t t1 = di_now();
-        if (t1 - t0 < best[1]) { best[0] = remote - (t0 + (t1 - t0) / 2); best[1] = t1 - t0; best[2] = remote; }
-        if (k + 1 >= DI_SYNC_ROUNDS && (best[1] <= DI_SYNC_GOOD_RTT_NS || t1 - began > DI_SYNC_MAX_NS)) more = 0;
+        stale++;
+        if (t1 - t0 < best[1]) { best[0] = remote - (t0 + (t1 - t0) / 2); best[1] = t1 - t0; best[2] = remote; stale = 0; }
+        if (k + 1 >= DI_SYNC_ROUNDS && (stale >= DI_SYNC_STALE_ROUNDS || t1 - began > DI_SYNC_MAX_NS)) more = 0;
       }
       PMPI_Send(&more, 1, MPI_INT64_T, p, tag, di_sync_comm);
       PMPI_Send(best, 3, MPI_INT64_T, p, tag, di_sync_comm);
