@@ -99,17 +99,19 @@ def _prepare(run: Path) -> Path:
 def _job_pids(raw: Path) -> Any:
     """A callable: {rank: pid} of this host's ranks, from the shard headers written so far."""
     host = socket.gethostname().replace("-", "_")
+    known: dict[str, tuple[int, int]] = {}  # header file -> (rank, pid): a rank's header is read once
 
     def pids() -> dict[int, int]:
-        out: dict[int, int] = {}
         for p in raw.glob(f"mpi-{host}-*.json"):
+            if p.name in known:
+                continue
             try:
                 h = json.loads(p.read_text())
             except (OSError, ValueError):
                 continue
             if h.get("rank", -1) >= 0:
-                out[h["rank"]] = h["pid"]
-        return out
+                known[p.name] = (h["rank"], h["pid"])
+        return dict(known.values())
 
     return pids
 
