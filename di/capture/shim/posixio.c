@@ -126,18 +126,22 @@ FD_CALL(off64_t, lseek64, OP_lseek, (int fd, off64_t o, int whence), (fd, o, whe
 FD_CALL(int, fsync, OP_fsync, (int fd), (fd), -1, -1)
 FD_CALL(int, fdatasync, OP_fdatasync, (int fd), (fd), -1, -1)
 
-REAL(close);
-int close(int fd) {
-  uint32_t id;
-  if (!ACTIVE || !(id = name_of(fd))) return RESOLVE(close)(fd);
-  in_io = 1;
-  int64_t t0 = di_ticks();
-  fd_name[fd] = 0;
-  int ret = RESOLVE(close)(fd);
-  io_rec(OP_close, t0, fd, id, -1, -1);
-  in_io = 0;
-  return ret;
-}
+/* close, fclose, fflush: calls without bytes; closing forgets the descriptor's name first. */
+#define NAMED_CALL(fn, op, PARAM, ARG, FD_EXPR, FORGET)                          \
+  REAL(fn);                                                                      \
+  int fn(PARAM) {                                                                \
+    uint32_t id;                                                                 \
+    int fd;                                                                      \
+    if (!ACTIVE || !(id = name_of(fd = (FD_EXPR)))) return RESOLVE(fn)(ARG);     \
+    in_io = 1;                                                                   \
+    int64_t t0 = di_ticks();                                                     \
+    if (FORGET) fd_name[fd] = 0;                                                 \
+    int ret = RESOLVE(fn)(ARG);                                                  \
+    io_rec(op, t0, fd, id, -1, -1);                                              \
+    in_io = 0;                                                                   \
+    return ret;                                                                  \
+  }
+NAMED_CALL(close, OP_close, int d, d, d, 1)
 
 #define MMAP_LIKE(fn, off_type)                                                           \
   REAL(fn);                                                                               \
@@ -185,32 +189,8 @@ FOPEN_LIKE(fopen64)
 STDIO_RW(fread, OP_fread, void *)
 STDIO_RW(fwrite, OP_fwrite, const void *)
 
-REAL(fflush);
-int fflush(FILE *f) {
-  uint32_t id;
-  int fd;
-  if (!ACTIVE || !f || !(id = name_of(fd = fileno_unlocked(f)))) return RESOLVE(fflush)(f);
-  in_io = 1;
-  int64_t t0 = di_ticks();
-  int ret = RESOLVE(fflush)(f);
-  io_rec(OP_fflush, t0, fd, id, -1, -1);
-  in_io = 0;
-  return ret;
-}
-
-REAL(fclose);
-int fclose(FILE *f) {
-  uint32_t id;
-  int fd;
-  if (!ACTIVE || !f || !(id = name_of(fd = fileno_unlocked(f)))) return RESOLVE(fclose)(f);
-  in_io = 1;
-  int64_t t0 = di_ticks();
-  fd_name[fd] = 0;
-  int ret = RESOLVE(fclose)(f);
-  io_rec(OP_fclose, t0, fd, id, -1, -1);
-  in_io = 0;
-  return ret;
-}
+NAMED_CALL(fflush, OP_fflush, FILE *f, f, f ? fileno_unlocked(f) : -1, 0) /* fflush(NULL): all streams, untraced */
+NAMED_CALL(fclose, OP_fclose, FILE *f, f, f ? fileno_unlocked(f) : -1, 1)
 
 static void di_shard_child_reset(void) { di_write_header("started", -1, 0, ""); }
 
