@@ -20,6 +20,9 @@ def test_demo_records_the_training_like_job(tmp_path: Path) -> None:
     assert (tmp_path / "demo.json.gz").is_file()
     trace = di.load(tmp_path / "demo.di")
     trace.validate()
+    for extra in ("demo.json.gz", "demo.pftrace", "demo-otf2/traces.otf2"):  # every writer's output reads back
+        assert di.load(tmp_path / extra).events.height == trace.events.height, extra
+    assert "Critical path" in proc.stdout  # the analysis summary
     assert trace.ranks == [0, 1, 2, 3]
     coll = trace.collectives
     assert coll.filter(pl.col("op") == "allreduce").get_column("instance").n_unique() == STEPS

@@ -4,7 +4,9 @@ Runs :mod:`di.capture.demo_train` on ``ranks`` MPI processes under ``di record``
 (MPI, file I/O, host counters; InfiniBand, network and NVML counters where the
 machine has them: what it lacks is said once in the trace's warnings), writes the
 trace directory and, beside it, the formats whose writers are installed
-(Chrome JSON always: ``NAME.json.gz``), and prints the ``di info`` summary.
+(Chrome JSON ``NAME.json.gz``, Perfetto ``NAME.pftrace``, OTF2 in the folder
+``NAME-otf2/``), and prints the ``di info`` summary and the ``di analyze`` one.
+An extra format that cannot be written is reported, not fatal.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from di.errors import MissingDependencyError, UnknownFormatError
+from di.errors import DIError, MissingDependencyError, UnknownFormatError
 
-EXTRA_FORMATS = (".json.gz", ".pftrace", ".otf2")
-"""Extensions written beside the trace directory when a connector writes them."""
+EXTRA_FORMATS = ((".json.gz", None), (".pftrace", None), ("-otf2", "otf2"))
+"""(suffix, format) written beside the trace directory when a connector writes
+them; OTF2 gets a folder of its own (its archive is a file, a .def and a folder)."""
 
 
 def _mpiexec() -> str:
@@ -50,19 +53,34 @@ def run_demo(output: str | Path, *, ranks: int = 4, steps: int = 6, console: Any
         shutil.rmtree(work, ignore_errors=True)
     written = [str(run)]
     stem = run.with_suffix("") if run.suffix == ".di" else run
-    for ext in EXTRA_FORMATS:
-        target = stem.parent / (stem.name + ext)
+    failed = []
+    for suffix, fmt in EXTRA_FORMATS:
+        target = stem.parent / (stem.name + suffix)
         try:
-            writer_for(target)
+            writer_for(target, fmt)
         except UnknownFormatError:
             continue
-        di.save(trace, target)
-        written.append(str(target))
+        try:
+            di.save(trace, target, to=fmt)
+            written.append(str(target))
+        except (DIError, OSError) as exc:
+            failed.append(f"{target} not written: {exc}")
     if console is not None:
         from di.viewers.info import render
 
         render(trace, console)
-        for w in trace.meta.get("warnings", []):
+        _analysis(trace, console)
+        for w in trace.meta.get("warnings", []) + failed:
             console.print(f"[yellow]note:[/yellow] {w}")
         console.print(f"wrote {', '.join(written)}")
     return code
+
+
+def _analysis(trace: Any, console: Any) -> None:
+    """The ``di analyze`` summary of the recorded job."""
+    import di
+    from di.viewers.analysis import render
+
+    with console.status("analyzing"):
+        result = di.analyze(trace)
+    render(result, console, title="the demo job")
