@@ -83,6 +83,7 @@ class Layout:
     global_offset: int
     trace_length: int
     realtime: int
+    description: str = ""
     attributes: tuple[tuple[str, str], ...] = ATTRIBUTES
     attr_refs: np.ndarray = field(default_factory=lambda: np.arange(len(ATTRIBUTES), dtype=np.int64))
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
@@ -329,6 +330,9 @@ def plan(trace: Trace) -> Layout:
     lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations, n_event_locations=out.height,
                  rank_locations=rank_locs, regions=regions, comms=comms, metric_members=members, global_offset=offset,
                  trace_length=length, realtime=realtime)
+    flows = trace.flows.height
+    lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)" + (
+        f"; {flows} flows not written (OTF2 has no record for them)" if flows else "")
     lay.arrays.update(metric_arrays)
     lay.arrays.update({
         "order": order, "bounds": bounds, "start_t": start + shift, "end_t": end + shift, "region": region,
