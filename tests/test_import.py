@@ -12,7 +12,7 @@ import pytest
 import di
 from di import cli
 
-HEAVY = ("numba", "polars", "pyarrow", "orjson", "otf2", "_otf2")
+HEAVY = ("numba", "polars", "pyarrow", "orjson", "otf2", "_otf2", "matplotlib")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

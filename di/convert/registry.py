@@ -112,9 +112,16 @@ CONNECTORS: tuple[Connector, ...] = (
 )
 
 
+def connectors() -> tuple[Connector, ...]:
+    """The built-in connectors, then those of ``di.connectors`` plugins that loaded (see :mod:`di.plugins`)."""
+    from di.plugins import load_group
+
+    return CONNECTORS + tuple(p.obj for p in load_group("di.connectors").ok)
+
+
 def installed() -> str:
     """One line naming the connectors and their extensions."""
-    return ", ".join(f"{c.name} ({' '.join(c.extensions)})" for c in CONNECTORS)
+    return ", ".join(f"{c.name} ({' '.join(c.extensions)})" for c in connectors())
 
 
 def _head(path: Path) -> bytes:
@@ -148,10 +155,10 @@ def connector_for(path: Path) -> Connector:
             return next(c for c in CONNECTORS if c.name == "otf2")
         raise UnknownFormatError(f"{path}: a directory that is not a di store (no meta.json); installed: {installed()}")
     head = _head(path)
-    for c in CONNECTORS:
+    for c in connectors():
         if c.read and c.sniff(path, head):
             return c
-    for c in CONNECTORS:
+    for c in connectors():
         if c.read and any(path.name.endswith(ext) for ext in c.extensions):
             return c
     raise UnknownFormatError(f"{path}: no connector recognised this file; installed: {installed()}")
@@ -159,7 +166,7 @@ def connector_for(path: Path) -> Connector:
 
 def writer_for(path: Path, to: str | None = None) -> Connector:
     """The connector that writes ``path`` (by ``to`` or the extension)."""
-    for c in CONNECTORS:
+    for c in connectors():
         if c.write and (c.name == to if to else any(str(path).endswith(ext) for ext in c.extensions)):
             return c
     what = f"format {to!r}" if to else f"the extension of {path}"
@@ -173,7 +180,7 @@ def expand(path_or_paths: Any) -> list[Path]:
     for item in items:
         p = Path(item)
         if p.is_dir() and not (p / "meta.json").exists():
-            found = sorted(f for f in p.iterdir() if f.is_file() and any(f.name.endswith(e) for c in CONNECTORS for e in c.extensions))
+            found = sorted(f for f in p.iterdir() if f.is_file() and any(f.name.endswith(e) for c in connectors() for e in c.extensions))
             if not found:
                 raise UnknownFormatError(f"{p}: directory holds no trace files; installed: {installed()}")
             out.extend(found)

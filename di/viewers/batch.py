@@ -1,0 +1,76 @@
+"""One table for many traces: one row per trace and rank (``di analyze runs/*.di --csv out/``).
+
+Columns, all over the analysis window (times int64 ns, shares as fractions):
+
+- ``trace``: the input as given; ``rank``; ``window``; ``steps`` (distinct steps of the rank);
+- ``span_ns`` and ``<state>_ns`` for the GPU side (summed over the rank's GPUs) and
+  ``host_span_ns``, ``host_<state>_ns`` for its CPU threads (:mod:`di.engine.breakdown`);
+- ``<pair>`` overlap ratios (:mod:`di.engine.overlap`; null when undefined);
+- ``waited_ns`` / ``caused_ns``: wait states of the rank and those it caused;
+- ``cp_contrib_ns``, ``cp_share``: its part of the critical path; ``cp_length_ns``: the path (job-wide).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+STATES = ("compute", "comm", "memory", "sync", "cpu", "io", "idle")
+PAIRS = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
+FILE = "per_trace_rank.csv"
+
+
+def rank_rows(label: str, result: Any) -> pl.DataFrame:
+    """The rows of one analysed trace (see the module docstring)."""
+    ranks = sorted(set(result.steps.get_column("rank").to_list())
+                   | (set(result.breakdown.get_column("rank").to_list()) if result.breakdown is not None else set()))
+    rows: dict[int, dict[str, Any]] = {r: {"trace": label, "rank": r, "window": result.window} for r in ranks}
+    steps = result.steps.group_by("rank").agg(pl.col("step").n_unique()) if result.steps.height else None
+    for r in rows.values():
+        r["steps"] = 0
+    if steps is not None:
+        for rank, n in steps.iter_rows():
+            rows[rank]["steps"] = n
+    if result.breakdown is not None:
+        b = result.breakdown.filter(pl.col("step").is_null())
+        for host, prefix in ((False, ""), (True, "host_")):
+            side = b.filter((pl.col("scope") == "host") == host)
+            spans = side.select("rank", "scope", "span_ns").unique().group_by("rank").agg(pl.col("span_ns").sum())
+            for rank, span in spans.iter_rows():
+                rows[rank][f"{prefix}span_ns"] = span
+            for rank, state, t in side.group_by("rank", "state").agg(pl.col("time_ns").sum()).iter_rows():
+                rows[rank][f"{prefix}{state}_ns"] = t
+    if result.overlap is not None:
+        for rank, pair, ratio in result.overlap.filter(pl.col("step").is_null()).select("rank", "pair", "ratio").iter_rows():
+            rows[rank][pair] = ratio
+    if result.wait_states is not None and result.wait_states.height:
+        w = result.wait_states
+        for rank, t in w.group_by("rank").agg(pl.col("wait_ns").sum()).iter_rows():
+            rows[rank]["waited_ns"] = t
+        for rank, t in w.group_by("cause_rank").agg(pl.col("wait_ns").sum()).iter_rows():
+            if rank in rows:
+                rows[rank]["caused_ns"] = t
+    cp = result.critical_path or {}
+    for r in rows.values():
+        r["cp_length_ns"] = int(cp["summary"]["length_ns"]) if cp else 0
+    if cp:
+        for rank, contrib, share in cp["by_rank"].select("rank", "contrib_ns", "share").iter_rows():
+            if rank in rows:
+                rows[rank]["cp_contrib_ns"], rows[rank]["cp_share"] = contrib, share
+    columns = ["trace", "rank", "window", "steps", "span_ns", *(f"{s}_ns" for s in STATES), "host_span_ns", *(f"host_{s}_ns" for s in STATES),
+               *PAIRS, "waited_ns", "caused_ns", "cp_contrib_ns", "cp_share", "cp_length_ns"]
+    zero = {c for c in columns if c.endswith("_ns") or c == "steps"} - {"span_ns", "host_span_ns"}
+    data = {c: [r.get(c, 0 if c in zero else None) for r in rows.values()] for c in columns}
+    schema = {c: (pl.String if c in ("trace", "window") else pl.Float64 if c in PAIRS or c == "cp_share" else pl.Int64) for c in columns}
+    return pl.DataFrame(data, schema=schema)
+
+
+def write_table(frames: list[pl.DataFrame], folder: str | Path) -> Path:
+    """Concatenate the traces' rows and write ``FOLDER/per_trace_rank.csv``."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / FILE
+    pl.concat(frames).write_csv(path)
+    return path

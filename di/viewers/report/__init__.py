@@ -1,0 +1,103 @@
+"""``di report``: one self-contained HTML page with the analysis of a trace.
+
+The page holds aggregates only (per rank, step, name, file or time bin), never
+the events, so it stays small for large traces. Each panel is a function
+
+    panel(ctx: ReportContext) -> Section | None
+
+(None: nothing to show for this trace) in a module of this package; plugins add
+panels of the same shape through the ``di.report_panels`` entry-point group
+(see :mod:`di.plugins`). A panel that raises is reported on the page and
+skipped; the other panels still render.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from di.viewers.report.page import Cell, Section, ms, new_figure, num, pct, render_page, svg_plot, table
+
+if TYPE_CHECKING:
+    from di.engine import Analysis
+    from di.trace import Trace
+
+__all__ = ["ReportContext", "Section", "Cell", "Panel", "build_report", "write_report", "builtin_panels",
+           "ms", "pct", "num", "table", "new_figure", "svg_plot"]
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """What a panel reads: the canonical trace and the engine's result (run with ``per_step=True``).
+
+    Attributes:
+        trace: the loaded trace (read it, never modify it).
+        result: :class:`di.engine.Analysis` over ``result.window``.
+        inputs: the paths the trace was loaded from, as given.
+    """
+
+    trace: Trace
+    result: Analysis
+    inputs: tuple[str, ...]
+
+
+Panel = Callable[[ReportContext], "Section | None"]
+
+
+def builtin_panels() -> list[tuple[str, Panel]]:
+    """The built-in panels in page order, as (name, function)."""
+    from di.viewers.report import (breakdown, counters, critical_path, files, imbalance, overlap, summary,
+                                   top_events, waits)
+
+    return [("summary", summary.panel), ("breakdown", breakdown.panel), ("overlap", overlap.panel),
+            ("imbalance", imbalance.panel), ("top_events", top_events.panel), ("critical_path", critical_path.panel),
+            ("wait_states", waits.panel), ("io", files.panel), ("counters", counters.panel)]
+
+
+def build_report(trace: Trace, result: Analysis, *, inputs: Sequence[str] = (), plugins: bool = True,
+                 extra_panels: Sequence[tuple[str, Panel]] = ()) -> tuple[str, list[str]]:
+    """The HTML page and a list of problems (panels or plugins that failed, each one line).
+
+    Args:
+        trace, result: the trace and :func:`di.analyze` of it (``per_step=True`` for the heat map).
+        inputs: shown in the header.
+        plugins: also run the panels of installed ``di.report_panels`` plugins.
+        extra_panels: more (name, panel) pairs, after the plugins'.
+    """
+    ctx = ReportContext(trace=trace, result=result, inputs=tuple(inputs))
+    panels = builtin_panels()
+    problems: list[str] = []
+    if plugins:
+        from di.plugins import load_group
+
+        loaded = load_group("di.report_panels")
+        panels += [(p.name, p.obj) for p in loaded.ok]
+        problems += [f"plugin {p.name} ({p.value}) skipped: {p.error}" for p in loaded.failed]
+    panels += list(extra_panels)
+    sections: list[Section] = []
+    for name, panel in panels:
+        try:
+            section = panel(ctx)
+        except Exception as exc:  # a plugin's bug must not take the report down
+            problems.append(f"panel {name} failed: {type(exc).__name__}: {exc}")
+            continue
+        if section is not None:
+            sections.append(section)
+    if problems:
+        from html import escape
+
+        body = "".join(f'<p class="error">{escape(p)}</p>' for p in problems)
+        sections.append(Section("problems", "Panels not shown", body))
+    src = ", ".join(inputs) or "trace"
+    subtitle = f"{src} · window {result.window} · di report {time.strftime('%Y-%m-%d %H:%M')}"
+    return render_page(f"di report: {src}", subtitle, sections), problems
+
+
+def write_report(trace: Trace, result: Analysis, path: str | Path, **kw: Any) -> list[str]:
+    """Write :func:`build_report`'s page to ``path``; returns its problems."""
+    page, problems = build_report(trace, result, **kw)
+    Path(path).write_text(page, encoding="utf-8")
+    return problems

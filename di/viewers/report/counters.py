@@ -1,0 +1,90 @@
+"""Counters over time (GPU power/utilisation, InfiniBand and network bytes/s, host CPU/memory ...).
+
+Each series is reduced to at most ``BINS`` time bins (mean per bin) before
+plotting, so the page stays small whatever the sampling rate. One plot per
+unit; series whose names mention GPUs, power, utilisation or InfiniBand come
+first. Cumulative counters (bytes, packets or counts that never decrease, such
+as InfiniBand and network port counters or a rank's read bytes) are shown as
+rates per second (difference between samples / time between them). A table
+lists every series as plotted with its sample count, min, mean and max.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from di.viewers.report.page import Section, new_figure, num, svg_plot, table
+
+BINS = 400
+PER_PLOT = 8
+PLOTS = 6
+PRIORITY = ("gpu", "power", "util", "ib", "port", "rcv", "xmit", "net", "cpu busy", "mem")
+
+
+def binned(samples: pl.DataFrame, t0: int, t1: int, bins: int = BINS) -> pl.DataFrame:
+    """series, bin, t_s (bin centre, s from t0), value (mean in the bin)."""
+    width = max(1, (t1 - t0) // bins + 1)
+    return samples.with_columns(((pl.col("ts_ns") - t0) // width).alias("bin")).group_by("series", "bin").agg(
+        pl.col("value").mean()).with_columns(((pl.col("bin") * width + width // 2) / 1e9).alias("t_s")).sort("series", "bin")
+
+
+CUMULATIVE_UNITS = ("bytes", "B", "packets", "count")
+
+
+def as_rates(series: pl.DataFrame, samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(series with unit "UNIT/s" for cumulative counters, samples with their values as rates).
+
+    A series is cumulative when its unit is one of :data:`CUMULATIVE_UNITS`, its name
+    does not name a memory level (mem, rss) and no sample is below the one before.
+    """
+    s = samples.sort("series", "ts_ns").with_columns(
+        pl.col("value").diff().over("series").alias("dv"), pl.col("ts_ns").diff().over("series").alias("dt"))
+    mono = s.group_by("series").agg((pl.col("dv").drop_nulls() >= 0).all().alias("mono"), (pl.len() > 1).alias("several"))
+    low = pl.col("name").str.to_lowercase()
+    cumulative = series.join(mono, on="series").filter(
+        pl.col("mono") & pl.col("several") & pl.col("unit").is_in(CUMULATIVE_UNITS) & ~low.str.contains("mem|rss")).get_column("series")
+    is_cum = pl.col("series").is_in(cumulative.implode())
+    rates = s.filter(~is_cum | (pl.col("dt") > 0)).with_columns(
+        pl.when(is_cum).then(pl.col("dv") * 1e9 / pl.col("dt")).otherwise(pl.col("value")).alias("value")).select(samples.columns)
+    units = series.with_columns(pl.when(is_cum).then(pl.format("{}/s", pl.col("unit"))).otherwise(pl.col("unit")).alias("unit"))
+    return units, rates
+
+
+def _rank(name: str) -> int:
+    low = name.lower()
+    return next((i for i, p in enumerate(PRIORITY) if p in low), len(PRIORITY))
+
+
+def panel(ctx) -> Section | None:  # noqa: ANN001
+    if not ctx.trace.samples.height:
+        return None
+    series, samples = as_rates(ctx.trace.series, ctx.trace.samples)
+    stats = samples.group_by("series").agg(pl.len().alias("samples"), pl.col("value").min().alias("min"),
+                                           pl.col("value").mean().alias("mean"), pl.col("value").max().alias("max"))
+    info = series.join(stats, on="series").sort("series")
+    ev = ctx.trace.events
+    t0 = int(min(samples.get_column("ts_ns").min(), ev.get_column("start_ns").min() if ev.height else samples.get_column("ts_ns").min()))
+    t1 = int(samples.get_column("ts_ns").max())
+    bins = binned(samples, t0, t1)
+    body = ""
+    units = info.with_columns(pl.col("unit").fill_null("")).group_by("unit").agg(pl.col("series"), pl.col("name"))
+    plots = sorted(units.iter_rows(named=True), key=lambda u: min(_rank(n) for n in u["name"]))[:PLOTS]
+    for u in plots:
+        chosen = sorted(zip(u["name"], u["series"]), key=lambda p: (_rank(p[0]), p[0]))[:PER_PLOT]
+        fig = new_figure(9, 2.4)
+        ax = fig.add_subplot()
+        for name, sid in chosen:
+            pts = bins.filter(pl.col("series") == sid)
+            ax.plot(pts.get_column("t_s").to_list(), pts.get_column("value").to_list(), label=name, linewidth=1)
+        ax.set_xlabel("s from the trace start")
+        ax.set_ylabel(u["unit"] or "value")
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        body += svg_plot(fig, f"counters in {u['unit'] or 'no unit'}")
+    rows = [(r["name"], r["unit"] or "", num(r["samples"]), num(r["min"], "{:,.3g}"), num(r["mean"], "{:,.3g}"), num(r["max"], "{:,.3g}"))
+            for r in info.iter_rows(named=True)]
+    body += table("counters", ["series", "unit", "samples", "min", "mean", "max"], rows)
+    hints = []
+    util = info.filter(pl.col("name").str.to_lowercase().str.contains("gpu") & pl.col("name").str.to_lowercase().str.contains("util") & (pl.col("unit") == "%"))
+    if util.height and util.get_column("mean").min() < 50:
+        hints.append(f"GPU utilisation averages {util.get_column('mean').min():.0f} % on the least busy GPU: the GPUs are starved; see the breakdown for why.")
+    return Section("counters", "Counters over time", body, hints)

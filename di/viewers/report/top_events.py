@@ -1,0 +1,52 @@
+"""Top kernels, operators and collectives by total time (sortable tables).
+
+Aggregated with polars over the whole trace (not the analysis window): per
+name, count and total/mean/max duration in ns. Totals are sums of durations,
+so nested operators count inside their parents too.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from di.viewers.report.page import Section, ms, num, pct, table
+
+TOP = 25
+GROUPS = (("kernels", "GPU kernels", ("kernel",)), ("ops", "Operators (CPU)", ("compute",)),
+          ("collectives", "Collectives and messages", ("nccl", "mpi_coll", "mpi_p2p")),
+          ("memory", "Memory copies and sets", ("memcpy", "memset")))
+
+
+def top_names(events: pl.DataFrame, cats: tuple[str, ...], n: int = TOP) -> pl.DataFrame:
+    """name, count, total_ns, mean_ns, max_ns, share (of the group's total) for the ``n`` longest names."""
+    sel = events.filter(pl.col("cat").cast(pl.String).is_in(list(cats)) & ~pl.col("instant"))
+    if not sel.height:
+        return pl.DataFrame()
+    agg = sel.group_by(pl.col("name").cast(pl.String)).agg(
+        pl.len().alias("count"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("total_ns"),
+        (pl.col("end_ns") - pl.col("start_ns")).max().alias("max_ns"))
+    total = agg.get_column("total_ns").sum()
+    return agg.with_columns((pl.col("total_ns") / pl.col("count")).alias("mean_ns"),
+                            (pl.col("total_ns") / total if total else pl.lit(None, pl.Float64)).alias("share")
+                            ).sort("total_ns", "name", descending=[True, False]).head(n)
+
+
+def panel(ctx) -> Section | None:  # noqa: ANN001
+    ev = ctx.trace.events.select("name", "cat", "start_ns", "end_ns", "instant")
+    body, hints = "", []
+    for key, title, cats in GROUPS:
+        top = top_names(ev, cats)
+        if not top.height:
+            continue
+        rows = [(r["name"], num(r["count"]), ms(r["total_ns"]), ms(r["mean_ns"]), ms(r["max_ns"]), pct(r["share"]))
+                for r in top.iter_rows(named=True)]
+        body += f"<h3>{title}</h3>" + table(f"top_{key}", ["name", "count", "total_ns", "mean_ns", "max_ns", "share"], rows)
+        first = top.row(0, named=True)
+        if key == "kernels" and (first["share"] or 0) > 0.4:
+            hints.append(f"Kernel {first['name'][:60]} takes {100 * first['share']:.0f} % of GPU kernel time: it is the first one to optimise "
+                         "(fusion, a better algorithm, mixed precision).")
+        if key == "kernels" and first["count"] and top.get_column("mean_ns").median() < 10_000:
+            hints.append("Most top kernels last under 10 µs: launch overhead dominates; try CUDA graphs, torch.compile or larger batches.")
+    if not body:
+        return None
+    return Section("top", "Top kernels, operators and collectives", body + '<p class="note">Whole trace; nested operators count in their parents too.</p>', hints)

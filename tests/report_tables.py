@@ -1,0 +1,67 @@
+"""Reading the numbers off a ``di report`` page (its tables' ``data-v`` and ``data-key`` values)."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from typing import Any
+
+
+def _value(v: str | None, text: str) -> Any:
+    if v is None or v == "":
+        return text.strip() if text.strip() not in ("—", "") else None
+    try:
+        return int(v)
+    except ValueError:
+        return float(v)
+
+
+class _Tables(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[dict[str, Any]]] = {}
+        self.keys: dict[str, Any] = {}
+        self._table: str | None = None
+        self._cols: list[str] = []
+        self._row: list[Any] | None = None
+        self._cell: tuple[str | None, list[str]] | None = None
+        self._key: tuple[str, str | None] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "table":
+            self._table, self._cols = a.get("data-table") or "", []
+            self.tables[self._table] = []
+        elif tag == "th" and self._table is not None:
+            self._cols.append(a.get("data-col") or "")
+        elif tag == "tr" and self._table is not None:
+            self._row = []
+        elif tag == "td" and self._row is not None:
+            self._cell = (a.get("data-v"), [])
+        elif "data-key" in a:
+            self._key = (a["data-key"] or "", a.get("data-v"))
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell[1].append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._cell is not None and self._row is not None:
+            self._row.append(_value(self._cell[0], "".join(self._cell[1])))
+            self._cell = None
+        elif tag == "tr" and self._row is not None and self._table is not None:
+            if self._row:
+                self.tables[self._table].append(dict(zip(self._cols, self._row)))
+            self._row = None
+        elif tag == "table":
+            self._table = None
+        elif tag in ("dd", "span", "div") and self._key is not None:
+            key, v = self._key
+            self.keys[key] = _value(v, "")
+            self._key = None
+
+
+def read_page(text: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """(tables by data-table name as lists of {column: value}, data-key values)."""
+    p = _Tables()
+    p.feed(text)
+    return p.tables, p.keys

@@ -1,0 +1,145 @@
+"""`di report`: one self-contained HTML page whose numbers are those of `di analyze --json`.
+
+Sources: the Kineto-shaped demo job, shared Kineto traces, shared OTF2 archives
+and a 4-rank MPI job recorded here with MPI, I/O and host counters.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from capture_helpers import PROGRAMS, need_mpi4py, record_launcher
+from conftest import KINETO, OTF2
+from report_tables import read_page
+
+from di.cli import main
+from di.demo import write_kineto_job
+
+
+@pytest.fixture(scope="module")
+def demo_job(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("demo")
+    write_kineto_job(folder, ranks=4, steps=4)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def recorded_job(tmp_path_factory) -> Path:
+    need_mpi4py()
+    folder = tmp_path_factory.mktemp("recorded")
+    run = folder / "run.di"
+    proc = record_launcher(run, [sys.executable, str(PROGRAMS / "known_calls.py"), str(folder)], "--mpi", "--io", "--host", "--rate", "50")
+    assert proc.returncode == 0, proc.stderr
+    return run
+
+
+def shared(path: Path) -> str:
+    if not path.exists():
+        pytest.skip(f"shared test data absent: {path.name} not found under ../shared/data")
+    return str(path)
+
+
+SOURCES = {
+    "kineto_hta_trace_filter": lambda: shared(KINETO / "hta_trace_filter"),
+    "kineto_nccl_parser_config": lambda: shared(KINETO / "hta_nccl_parser_config"),
+    "otf2_casita_4_mpi_ls_barr": lambda: shared(OTF2 / "casita_4_mpi_ls_barr" / "traces.otf2"),
+    "otf2_casita_2_cuda_simple": lambda: shared(OTF2 / "casita_2_cuda_simple" / "traces.otf2"),
+}
+
+
+def check_against_json(tables: dict, keys: dict, doc: dict) -> None:
+    """Every number the page shows for breakdown, overlap, waits, imbalance and critical path equals the JSON's."""
+    ranks = {r["rank"]: r for r in doc["ranks"]}
+    assert keys["ranks"] == len(ranks)
+    assert keys["steps"] == len({s["step"] for s in doc["steps"]})
+    shown = 0
+    for row in tables.get("breakdown", []):
+        want = {b["state"]: b for b in ranks[row["rank"]]["breakdown"] if b["scope"] == row["scope"] and b["step"] is None}
+        assert row["span_ns"] == next(iter(want.values()))["span_ns"]
+        for col, v in row.items():
+            if col.endswith("_ns") and col != "span_ns":
+                assert v == want[col[:-3]]["time_ns"], (row, col)
+                shown += 1
+    for row in tables.get("overlap", []):
+        want = next(o for o in ranks[row["rank"]]["overlap"] if o["pair"] == row["pair"] and o["step"] is None)
+        assert (row["numerator_ns"], row["denominator_ns"], row["ratio"]) == (want["numerator_ns"], want["denominator_ns"], want["ratio"])
+        shown += 1
+    for row in tables.get("wait_states", []):
+        w = ranks[row["rank"]]["wait_states"]
+        assert row["waited_ns"] == w["waited_ns"].get(row["kind"], 0) and row["caused_ns"] == w["caused_ns"].get(row["kind"], 0)
+        shown += 1
+    for row in tables.get("imbalance", []):
+        want = next(i for i in doc["imbalance"] if i["step"] is None and i["side"] == row["side"] and i["state"] == row["state"])
+        assert (row["max_ns"], row["max_rank"], row["mean_ns"]) == (want["max_ns"], want["max_rank"], want["mean_ns"])
+        shown += 1
+    cp = doc["critical_path"]
+    if cp["summary"]["length_ns"]:
+        assert keys["cp.length_ns"] == cp["summary"]["length_ns"]
+        assert {r["category"]: r["contrib_ns"] for r in tables["cp_by_category"]} == {c["category"]: c["contrib_ns"] for c in cp["by_category"]}
+        assert {r["rank"]: r["contrib_ns"] for r in tables["cp_by_rank"]} == {r["rank"]: r["critical_path"]["contrib_ns"] for r in doc["ranks"] if r["critical_path"]["contrib_ns"]}
+    assert shown > 0
+
+
+def self_contained(page: str) -> None:
+    """Nothing the browser would fetch: no src/href to another resource, no url(), no @import."""
+    assert not re.search(r"""\b(src|href)\s*=\s*["'](?!#|data:)""", page), "a src/href that loads something"
+    assert "url(" not in page.replace("url(#", "") and "@import" not in page
+    assert "<svg" in page and page.count("<section") >= 4
+
+
+def run_and_compare(src: str, tmp_path: Path, capsys) -> str:
+    out = tmp_path / "report.html"
+    assert main(["report", src, "-o", str(out), "--no-plugins"]) == 0
+    capsys.readouterr()
+    assert main(["analyze", src, "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    page = out.read_text(encoding="utf-8")
+    self_contained(page)
+    check_against_json(*read_page(page), doc)
+    return page
+
+
+def test_demo_report_matches_analyze_json(demo_job, tmp_path, capsys):
+    page = run_and_compare(str(demo_job), tmp_path, capsys)
+    tables, _ = read_page(page)
+    assert tables["top_kernels"] and tables["top_collectives"], "the demo has kernels and NCCL collectives"
+    assert "Rank 1 arrives" in page, "the demo's rank 1 is the straggler and the hint names it"
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_shared_trace_report_matches_analyze_json(name, tmp_path, capsys):
+    run_and_compare(SOURCES[name](), tmp_path, capsys)
+
+
+def test_recorded_job_report_has_io_and_counters(recorded_job, tmp_path, capsys):
+    page = run_and_compare(str(recorded_job), tmp_path, capsys)
+    tables, _ = read_page(page)
+    files = {r["file"]: r for r in tables["io_files"]}
+    written = [r for f, r in files.items() if f.startswith(str(recorded_job.parent))]
+    assert written and all(r["calls"] > 0 for r in written)
+    assert any(r["series"] == "cpu busy" and r["samples"] > 0 for r in tables["counters"])
+    rates = [r for r in tables["counters"] if r["unit"].endswith("/s")]
+    assert rates and all(r["min"] >= 0 for r in rates), "cumulative counters are shown as rates"
+
+
+def test_cumulative_counters_become_rates():
+    import polars as pl
+
+    from di.viewers.report.counters import as_rates
+
+    series = pl.DataFrame({"series": [0, 1], "loc": [0, 0], "name": ["mlx5_0/1 port_rcv_data", "mem used"], "unit": ["bytes", "bytes"]})
+    samples = pl.DataFrame({"series": [0, 0, 0, 1, 1, 1], "ts_ns": [0, 10**9, 3 * 10**9] * 2, "value": [0.0, 100.0, 500.0, 5.0, 9.0, 12.0]})
+    units, rates = as_rates(series, samples)
+    assert units.get_column("unit").to_list() == ["bytes/s", "bytes"]
+    assert rates.filter(pl.col("series") == 0).get_column("value").to_list() == [100.0, 200.0]
+    assert rates.filter(pl.col("series") == 1).get_column("value").to_list() == [5.0, 9.0, 12.0]
+
+
+def test_report_of_missing_file_is_one_line_error(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope.json"), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert "nope.json" in err and "Traceback" not in err
