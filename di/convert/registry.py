@@ -1,7 +1,7 @@
 """Which connector reads or writes a path: sniffing, expansion and merging.
 
 Detection: magic bytes first (a ``.di`` directory's meta.json, gzip, a JSON
-``{``/``[``), then the extension. "file not found", "no connector
+``{``/``[``, a protobuf TracePacket), then the extension. "file not found", "no connector
 recognised this" and "connector failed" are three different errors; the
 last two list the connectors installed.
 """
@@ -58,6 +58,24 @@ def _write_chrome(trace: Trace, path: Path) -> None:
     write_chrome(trace, path)
 
 
+def _sniff_perfetto(path: Path, head: bytes) -> bool:
+    from di.convert.perfetto.sniff import looks_like_perfetto
+
+    return looks_like_perfetto(head)
+
+
+def _read_perfetto(path: Path, **kw: Any) -> Trace:
+    from di.convert.perfetto.reader import read_perfetto
+
+    return read_perfetto(path, **kw)
+
+
+def _write_perfetto(trace: Trace, path: Path) -> None:
+    from di.convert.perfetto.writer import write_perfetto
+
+    write_perfetto(trace, path)
+
+
 def _read_store(path: Path, **kw: Any) -> Trace:
     from di.store import read_store
 
@@ -70,9 +88,27 @@ def _write_store(trace: Trace, path: Path) -> None:
     write_store(trace, path)
 
 
+def _sniff_otf2(path: Path, head: bytes) -> bool:
+    return head[2:6] == b"OTF2"
+
+
+def _read_otf2(path: Path, **kw: Any) -> Trace:
+    from di.convert.otf2.reader import read_otf2
+
+    return read_otf2(path, **kw)
+
+
+def _write_otf2(trace: Trace, path: Path) -> None:
+    from di.convert.otf2.writer import write_otf2
+
+    write_otf2(trace, path)
+
+
 CONNECTORS: tuple[Connector, ...] = (
     Connector("di", (".di",), lambda p, h: False, _read_store, _write_store),
     Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome),
+    Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2),
+    Connector("perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto),
 )
 
 
@@ -108,6 +144,8 @@ def connector_for(path: Path) -> Connector:
     if path.is_dir():
         if is_store(path):
             return CONNECTORS[0]
+        if any(_sniff_otf2(p, _head(p)) for p in path.glob("*.otf2") if p.is_file()):
+            return next(c for c in CONNECTORS if c.name == "otf2")
         raise UnknownFormatError(f"{path}: a directory that is not a di store (no meta.json); installed: {installed()}")
     head = _head(path)
     for c in CONNECTORS:

@@ -1,0 +1,6 @@
+"""Perfetto's native protobuf trace format (TrackEvent): writer, reader, sniffing.
+
+:mod:`.writer` writes the canonical trace with numba kernels that encode the
+packets directly (:mod:`.encode`); :mod:`.reader` reads traces di wrote and
+slices, counters and flows of other TrackEvent producers (:mod:`.decode`).
+"""

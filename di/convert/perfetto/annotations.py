@@ -1,0 +1,108 @@
+"""Debug annotations of slices -> the ``args`` (JSON object text) and ``bytes`` columns.
+
+In a trace di wrote, the annotation ``args`` holds the event's args JSON text
+(legacy_json_value) and ``bytes`` the integer byte count; both come back as
+they were. Other producers' annotations become one JSON object per slice,
+keys in the order the annotations come: bool, integers, doubles (non-finite:
+null), strings (interned or inline), pointers (``"0x.."``), legacy JSON as
+it is; nested dicts and arrays are written as null and counted. Annotations
+on a slice's end packet join that slice's, as in Perfetto's trace processor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+from di.convert.perfetto.decode import (A_BOOL, A_DOUBLE, A_INT, A_ISTRING, A_JSON, A_NESTED, A_POINTER, A_STRING,
+                                        A_UINT)
+
+OWN_ARGS, OWN_BYTES = "args", "bytes"
+
+
+@njit(cache=True)
+def gather_spans(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes of the spans buf[s0[i]:s1[i]] back to back, and int64 offsets (len + 1)."""
+    n = s0.shape[0]
+    off = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        off[i + 1] = off[i] + (s1[i] - s0[i])
+    out = np.empty(off[n], np.uint8)
+    for i in range(n):
+        out[off[i] : off[i + 1]] = buf[s0[i] : s1[i]]
+    return out, off
+
+
+def span_strings(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> pl.Series:
+    """The spans as a String Series (invalid UTF-8 replaced)."""
+    import pyarrow as pa
+
+    data, off = gather_spans(buf, s0.astype(np.int64), s1.astype(np.int64))
+    arr = pa.LargeStringArray.from_buffers(len(s0), pa.py_buffer(off), pa.py_buffer(data))
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        raw = data.tobytes()
+        arr = pa.array([raw[a:b].decode("utf-8", "replace") for a, b in zip(off[:-1].tolist(), off[1:].tolist())],
+                       type=pa.large_string())
+    return pl.Series(pl.from_arrow(arr)).cast(pl.String)
+
+
+def _json_strings(s: pl.Series) -> pl.Series:
+    """Each string as a JSON string literal."""
+    return pl.DataFrame({"v": s}).select(pl.struct("v").struct.json_encode().str.slice(5).str.head(-1)).to_series()
+
+
+def annotation_columns(ann: np.ndarray, ann_dbl: np.ndarray, buf: np.ndarray, strings: pl.Series, slice_of: np.ndarray,
+                       n_slices: int, *, own: bool) -> tuple[pl.Series, pl.Series, int]:
+    """(args String per slice, bytes Int64 per slice, number of nested annotations written as null)."""
+    ann_slice = slice_of[ann[:, 0]] if len(ann) else np.zeros(0, np.int64)
+    ok = ann_slice >= 0
+    ann, ann_dbl, ann_slice = ann[ok], ann_dbl[ok], ann_slice[ok]
+    name = strings.gather(pl.Series(ann[:, 1]).replace(-1, None)).fill_null("")
+    vtype, ival = ann[:, 2], ann[:, 3]
+    text = span_strings(buf, np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 4], 0),
+                        np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 5], 0))
+    df = pl.DataFrame({"slice": ann_slice, "name": name, "type": vtype, "i": ival, "d": ann_dbl, "text": text})
+    args = pl.Series("args", [None] * n_slices, dtype=pl.String)
+    nbytes = pl.Series("bytes", [None] * n_slices, dtype=pl.Int64)
+    if own:
+        is_args = (pl.col("name") == OWN_ARGS) & (pl.col("type") == A_JSON)
+        is_bytes = (pl.col("name") == OWN_BYTES) & (pl.col("type") == A_INT)
+        a = df.filter(is_args).unique("slice", keep="first")
+        b = df.filter(is_bytes).unique("slice", keep="first")
+        args = args.scatter(a.get_column("slice").to_numpy(), a.get_column("text"))
+        nbytes = nbytes.scatter(b.get_column("slice").to_numpy(), b.get_column("i"))
+        df = df.filter(~is_args & ~is_bytes)
+    if not df.height:
+        return args, nbytes, 0
+    istr = np.where(df.get_column("type").to_numpy() == A_ISTRING, df.get_column("i").to_numpy(), -1)
+    df = df.with_columns(istr=strings.gather(pl.Series(istr).replace(-1, None)).fill_null(""))
+    uint = pl.Series(df.get_column("i").to_numpy().view(np.uint64))
+    return _foreign_args(df, args, uint), nbytes, int((df.get_column("type") == A_NESTED).sum())
+
+
+def _foreign_args(df: pl.DataFrame, args: pl.Series, uint: pl.Series) -> pl.Series:
+    """One JSON object per slice from the annotation rows of ``df``."""
+    df = df.with_columns(
+        _u=uint.cast(pl.String), _s=_json_strings(df.get_column("text")), _is=_json_strings(df.get_column("istr")),
+        _k=_json_strings(df.get_column("name")),
+        _p=pl.lit('"0x') + pl.Series([f"{v:x}" for v in uint.to_list()] if (df.get_column("type") == A_POINTER).any()
+                                     else [""] * df.height, dtype=pl.String) + pl.lit('"'),
+    )
+    value = (
+        pl.when(pl.col("type") == A_BOOL).then(pl.when(pl.col("i") != 0).then(pl.lit("true")).otherwise(pl.lit("false")))
+        .when(pl.col("type") == A_INT).then(pl.col("i").cast(pl.String))
+        .when(pl.col("type") == A_UINT).then(pl.col("_u"))
+        .when(pl.col("type") == A_POINTER).then(pl.col("_p"))
+        .when((pl.col("type") == A_DOUBLE) & pl.col("d").is_finite()).then(pl.col("d").cast(pl.String))
+        .when(pl.col("type") == A_STRING).then(pl.col("_s"))
+        .when(pl.col("type") == A_ISTRING).then(pl.col("_is"))
+        .when(pl.col("type") == A_JSON).then(pl.col("text"))
+        .otherwise(pl.lit("null"))
+    )
+    objs = (df.with_columns(_kv=pl.col("_k") + pl.lit(":") + value)
+            .group_by("slice", maintain_order=True).agg(pl.col("_kv").str.join(","))
+            .with_columns(_o=pl.lit("{") + pl.col("_kv") + pl.lit("}")))
+    return args.scatter(objs.get_column("slice").to_numpy(), objs.get_column("_o"))

@@ -1,0 +1,404 @@
+"""numba decoder of Perfetto protobuf traces: TracePackets -> flat event columns.
+
+One pass over the bytes keeps each sequence's incremental state (interned
+names, categories, debug-annotation names and strings, the default track of
+TracePacketDefaults), reset when a packet clears it, and emits per TrackEvent:
+packet index, timestamp (ns), type, track uuid, name and up to two category
+symbols, correlation id, counter value; per flow id: event, id, terminating;
+per debug annotation: event, name, value. Strings are byte spans of the
+buffer interned into dense symbols (:mod:`di.convert.symbols`).
+TrackDescriptors and di's own packet are returned as spans for Python.
+
+Dropped, and counted in ``stats``: packets with TrackEvents that have no
+timestamp, legacy events (``legacy_event`` phases), events of unknown type.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.typed import Dict
+
+from di.convert.perfetto import fields as F
+from di.convert.perfetto.protobuf import read_fixed64, read_varint, skip_field
+from di.convert.symbols import FULL, grow, intern
+
+KEY3 = types.UniTuple(types.int64, 3)
+
+# annotation value types
+A_NONE, A_BOOL, A_UINT, A_INT, A_DOUBLE, A_STRING, A_JSON, A_POINTER, A_ISTRING, A_NESTED = range(10)
+# stats slots
+ST_NO_TIMESTAMP, ST_LEGACY, ST_BAD_TYPE, ST_CLOCK_ID, ST_MALFORMED, ST_UNRESOLVED_IID = range(6)
+STAT_NAMES = ("events without a timestamp", "legacy (phase-based) events", "events of unknown type",
+              "packets on clocks other than the trace clock (timestamps kept as they are)", "malformed packets",
+              "interned names not found")
+# kinds of interned tables (for the lookup key)
+K_NAME, K_CAT, K_ANN, K_STR = 1, 2, 3, 4
+
+
+@njit(cache=True)
+def count_packets(buf: np.ndarray) -> tuple[int, int]:
+    """(number of complete TracePackets, byte offset where the readable part ends)."""
+    pos, end, n = 0, buf.shape[0], 0
+    while pos < end:
+        key, p = read_varint(buf, pos, end)
+        if p < 0 or key >> 3 == 0:
+            return n, pos
+        q = skip_field(buf, p, end, key & 7)
+        if q < 0:
+            return n, pos
+        if key == 10:
+            n += 1
+        pos = q
+    return n, pos
+
+
+@njit(cache=True)
+def _grow_i(a: np.ndarray, n: int) -> np.ndarray:
+    if n < a.shape[0]:
+        return a
+    b = np.empty(max(2 * a.shape[0], 16), dtype=a.dtype)
+    b[: a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def _grow_rows(a: np.ndarray, n: int) -> np.ndarray:
+    if n < a.shape[0]:
+        return a
+    b = np.empty((max(2 * a.shape[0], 16), a.shape[1]), dtype=a.dtype)
+    b[: a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def _lookup(table, seq, gen, kind, iid, stats):
+    key = (seq * 8 + kind, gen, iid)
+    if key in table:
+        return table[key]
+    stats[ST_UNRESOLVED_IID] += 1
+    return -1
+
+
+@njit(cache=True)
+def _sym(buf, a, b, sym):
+    sid = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
+    if sid == FULL:
+        sym[0], sym[1], sym[2] = grow(buf, sym[0], sym[1], sym[2], sym[3])
+        sid = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
+    return sid
+
+
+@njit(cache=True)
+def _interned(buf, a, b, table, seq, gen, sym):
+    """Store the entries of an InternedData message (buf[a:b])."""
+    pos = a
+    while pos < b:
+        key, pos = read_varint(buf, pos, b)
+        if pos < 0:
+            return
+        field, wire = key >> 3, key & 7
+        if wire == 2 and field in (F.INTERNED_EVENT_CATEGORIES, F.INTERNED_EVENT_NAMES, F.INTERNED_ANNOTATION_NAMES,
+                                   F.INTERNED_ANNOTATION_STRINGS):
+            n, pos = read_varint(buf, pos, b)
+            if pos < 0 or pos + n > b:
+                return
+            kind = K_CAT if field == F.INTERNED_EVENT_CATEGORIES else K_NAME if field == F.INTERNED_EVENT_NAMES \
+                else K_ANN if field == F.INTERNED_ANNOTATION_NAMES else K_STR
+            iid, s0, s1 = 0, -1, -1
+            q, qe = pos, pos + n
+            while q < qe:
+                k2, q = read_varint(buf, q, qe)
+                if q < 0:
+                    break
+                if k2 == (F.INTERNED_IID << 3):
+                    iid, q = read_varint(buf, q, qe)
+                elif k2 == (F.INTERNED_NAME << 3 | 2):
+                    m, q = read_varint(buf, q, qe)
+                    s0, s1 = q, q + m
+                    q = s1
+                else:
+                    q = skip_field(buf, q, qe, k2 & 7)
+                if q < 0:
+                    break
+            if s0 >= 0 and s1 <= qe:
+                table[(seq * 8 + kind, gen, iid)] = _sym(buf, s0, s1, sym)
+            pos += n
+        else:
+            pos = skip_field(buf, pos, b, wire)
+            if pos < 0:
+                return
+
+
+@njit(cache=True)
+def _default_track(buf, a, b):
+    """track_uuid of TracePacketDefaults.track_event_defaults (buf[a:b]); -1 when absent."""
+    pos = a
+    while pos < b:
+        key, pos = read_varint(buf, pos, b)
+        if pos < 0:
+            return -1
+        if key == (F.DEFAULTS_TRACK_EVENT << 3 | 2):
+            n, pos = read_varint(buf, pos, b)
+            q, qe = pos, pos + n
+            while 0 <= q < qe:
+                k2, q = read_varint(buf, q, qe)
+                if q < 0:
+                    return -1
+                if k2 == (F.EVENT_DEFAULTS_TRACK_UUID << 3):
+                    v, q = read_varint(buf, q, qe)
+                    return v
+                q = skip_field(buf, q, qe, k2 & 7)
+            pos = qe
+        else:
+            pos = skip_field(buf, pos, b, key & 7)
+            if pos < 0:
+                return -1
+    return -1
+
+
+@njit(cache=True)
+def _annotation(buf, a, b, table, seq, gen, stats, sym):
+    """(name symbol, value type, int value, double value, span start, span end) of a DebugAnnotation."""
+    name, vtype, ival, dval, s0, s1 = -1, A_NONE, 0, 0.0, 0, 0
+    pos = a
+    while pos < b:
+        key, pos = read_varint(buf, pos, b)
+        if pos < 0:
+            break
+        field, wire = key >> 3, key & 7
+        if wire == 0 and field in (F.ANNOTATION_NAME_IID, F.ANNOTATION_BOOL, F.ANNOTATION_UINT, F.ANNOTATION_INT,
+                                   F.ANNOTATION_POINTER, F.ANNOTATION_STRING_IID):
+            v, pos = read_varint(buf, pos, b)
+            if field == F.ANNOTATION_NAME_IID:
+                name = _lookup(table, seq, gen, K_ANN, v, stats)
+            elif field == F.ANNOTATION_STRING_IID:
+                vtype, ival = A_ISTRING, _lookup(table, seq, gen, K_STR, v, stats)
+            else:
+                vtype = A_BOOL if field == F.ANNOTATION_BOOL else A_UINT if field == F.ANNOTATION_UINT \
+                    else A_INT if field == F.ANNOTATION_INT else A_POINTER
+                ival = v
+        elif wire == 1 and field == F.ANNOTATION_DOUBLE and pos + 8 <= b:
+            vtype = A_DOUBLE
+            dval = np.array([read_fixed64(buf, pos)], dtype=np.uint64).view(np.float64)[0]
+            pos += 8
+        elif wire == 2:
+            n, pos = read_varint(buf, pos, b)
+            if pos < 0 or pos + n > b:
+                break
+            if field == F.ANNOTATION_NAME:
+                name = _sym(buf, pos, pos + n, sym)
+            elif field == F.ANNOTATION_STRING or field == F.ANNOTATION_LEGACY_JSON:
+                vtype, s0, s1 = (A_STRING if field == F.ANNOTATION_STRING else A_JSON), pos, pos + n
+            elif field in (F.ANNOTATION_NESTED, F.ANNOTATION_DICT_ENTRIES, F.ANNOTATION_ARRAY_VALUES):
+                vtype = A_NESTED
+            pos += n
+        else:
+            pos = skip_field(buf, pos, b, wire)
+            if pos < 0:
+                break
+    return name, vtype, ival, dval, s0, s1
+
+
+@njit(cache=True)
+def _ids(buf, pos, b, wire, out_id, out_ev, out_term, nf, k, term):
+    """Append flow ids of one field (fixed64, varint, or packed) to the flow arrays; returns (pos, nf, arrays)."""
+    if wire == 1:
+        out_id, out_ev, out_term = _grow_i(out_id, nf), _grow_i(out_ev, nf), _grow_i(out_term, nf)
+        out_id[nf], out_ev[nf], out_term[nf] = read_fixed64(buf, pos), k, term & 1
+        return pos + 8, nf + 1, out_id, out_ev, out_term
+    if wire == 0:
+        v, pos = read_varint(buf, pos, b)
+        out_id, out_ev, out_term = _grow_i(out_id, nf), _grow_i(out_ev, nf), _grow_i(out_term, nf)
+        out_id[nf], out_ev[nf], out_term[nf] = np.uint64(v), k, term & 1
+        return pos, nf + 1, out_id, out_ev, out_term
+    n, pos = read_varint(buf, pos, b)  # packed: fixed64 for flow_ids / terminating_flow_ids, varints for the old fields
+    q, qe = pos, pos + n
+    while 0 <= q < qe:
+        out_id, out_ev, out_term = _grow_i(out_id, nf), _grow_i(out_ev, nf), _grow_i(out_term, nf)
+        if term >= 2:  # old varint fields, packed
+            v, q = read_varint(buf, q, qe)
+            out_id[nf] = np.uint64(v)
+        else:
+            out_id[nf] = read_fixed64(buf, q)
+            q += 8
+        out_ev[nf], out_term[nf] = k, term & 1
+        nf += 1
+    return qe, nf, out_id, out_ev, out_term
+
+
+@njit(cache=True)
+def decode_packets(buf, n_packets, sym, stats):
+    """Decode every TracePacket; see the module docstring. Returns a tuple of arrays (see :func:`decoded`)."""
+    table = Dict.empty(key_type=KEY3, value_type=types.int64)
+    gens = Dict.empty(key_type=types.int64, value_type=types.int64)
+    defaults = Dict.empty(key_type=types.int64, value_type=types.int64)
+    ev_packet = np.empty(n_packets, np.int64)
+    ev_ts = np.empty(n_packets, np.int64)
+    ev_type = np.empty(n_packets, np.int8)
+    ev_track = np.empty(n_packets, np.int64)
+    ev_name = np.empty(n_packets, np.int64)
+    ev_cat = np.empty((n_packets, 2), np.int64)
+    ev_corr = np.empty(n_packets, np.int64)
+    ev_has_corr = np.zeros(n_packets, np.uint8)
+    ev_value = np.empty(n_packets, np.float64)
+    fl_id, fl_ev, fl_term = np.empty(16, np.uint64), np.empty(16, np.int64), np.empty(16, np.uint8)
+    an = np.empty((16, 6), np.int64)
+    an_dbl = np.empty(16, np.float64)
+    spans = np.empty((n_packets, 3), np.int64)  # kind (0 descriptor, 1 di packet), start, end
+    ne = nf = na = ns = 0
+    pos, end, p = 0, buf.shape[0], 0
+    while p < n_packets:
+        key, pos = read_varint(buf, pos, end)
+        if key != 10:
+            pos = skip_field(buf, pos, end, key & 7)
+            continue
+        plen, pos = read_varint(buf, pos, end)
+        a, b = pos, pos + plen
+        pos = b
+        p += 1
+        ts, has_ts, seq, flags, te0, te1, in0, in1, df0, df1 = 0, False, 0, 0, -1, -1, -1, -1, -1, -1
+        q = a
+        while q < b:
+            k2, q = read_varint(buf, q, b)
+            if q < 0:
+                break
+            field, wire = k2 >> 3, k2 & 7
+            if wire == 0 and field in (F.PACKET_TIMESTAMP, F.PACKET_SEQUENCE_ID, F.PACKET_SEQUENCE_FLAGS,
+                                       F.PACKET_INCREMENTAL_STATE_CLEARED, F.PACKET_TIMESTAMP_CLOCK_ID):
+                v, q = read_varint(buf, q, b)
+                if field == F.PACKET_TIMESTAMP:
+                    ts, has_ts = v, True
+                elif field == F.PACKET_SEQUENCE_ID:
+                    seq = v
+                elif field == F.PACKET_SEQUENCE_FLAGS:
+                    flags |= v
+                elif field == F.PACKET_INCREMENTAL_STATE_CLEARED:
+                    flags |= F.SEQ_INCREMENTAL_STATE_CLEARED if v else 0
+                elif v != 0 and v != 6:  # 6 = BOOTTIME, the default trace clock
+                    stats[ST_CLOCK_ID] += 1
+            elif wire == 2:
+                n, q = read_varint(buf, q, b)
+                if q < 0 or q + n > b:
+                    stats[ST_MALFORMED] += 1
+                    break
+                if field == F.PACKET_TRACK_EVENT:
+                    te0, te1 = q, q + n
+                elif field == F.PACKET_INTERNED_DATA:
+                    in0, in1 = q, q + n
+                elif field == F.PACKET_DEFAULTS:
+                    df0, df1 = q, q + n
+                elif field == F.PACKET_TRACK_DESCRIPTOR or field == F.PACKET_DI_TRACE:
+                    spans[ns, 0], spans[ns, 1], spans[ns, 2] = (0 if field == F.PACKET_TRACK_DESCRIPTOR else 1), q, q + n
+                    ns += 1
+                q += n
+            else:
+                q = skip_field(buf, q, b, wire)
+            if q < 0:
+                stats[ST_MALFORMED] += 1
+                break
+        if flags & F.SEQ_INCREMENTAL_STATE_CLEARED:
+            gens[seq] = gens.get(seq, 0) + 1
+            defaults[seq] = 0
+        gen = gens.get(seq, 0)
+        if df0 >= 0:
+            uuid = _default_track(buf, df0, df1)
+            if uuid >= 0:
+                defaults[seq] = uuid
+        if in0 >= 0:
+            _interned(buf, in0, in1, table, seq, gen, sym)
+        if te0 < 0:
+            continue
+        # TrackEvent
+        etype, track, has_track, name, c0, c1, corr, has_corr, value, legacy = 0, 0, False, -1, -1, -1, 0, 0, np.nan, False
+        us_abs, has_us = 0, False
+        nf0, na0 = nf, na
+        q = te0
+        while q < te1:
+            k2, q = read_varint(buf, q, te1)
+            if q < 0:
+                break
+            field, wire = k2 >> 3, k2 & 7
+            if field in (F.EVENT_FLOW_IDS, F.EVENT_TERMINATING_FLOW_IDS, F.EVENT_FLOW_IDS_OLD, F.EVENT_TERMINATING_FLOW_IDS_OLD):
+                term = (1 if field in (F.EVENT_TERMINATING_FLOW_IDS, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0) + \
+                    (2 if field in (F.EVENT_FLOW_IDS_OLD, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0)
+                q, nf, fl_id, fl_ev, fl_term = _ids(buf, q, te1, wire, fl_id, fl_ev, fl_term, nf, ne, term)
+            elif wire == 0:
+                v, q = read_varint(buf, q, te1)
+                if field == F.EVENT_TYPE:
+                    etype = v
+                elif field == F.EVENT_TRACK_UUID:
+                    track, has_track = v, True
+                elif field == F.EVENT_NAME_IID:
+                    name = _lookup(table, seq, gen, K_NAME, v, stats)
+                elif field == F.EVENT_CATEGORY_IIDS:
+                    c = _lookup(table, seq, gen, K_CAT, v, stats)
+                    if c0 < 0:
+                        c0 = c
+                    elif c1 < 0:
+                        c1 = c
+                elif field == F.EVENT_CORRELATION_ID:
+                    corr, has_corr = v, 1
+                elif field == F.EVENT_COUNTER_VALUE:
+                    value = float(v)
+                elif field == F.EVENT_TIMESTAMP_ABSOLUTE_US:
+                    us_abs, has_us = v, True
+            elif wire == 1:
+                if field == F.EVENT_DOUBLE_COUNTER_VALUE and q + 8 <= te1:
+                    value = np.array([read_fixed64(buf, q)], dtype=np.uint64).view(np.float64)[0]
+                q += 8
+            elif wire == 2:
+                n, q = read_varint(buf, q, te1)
+                if q < 0 or q + n > te1:
+                    break
+                if field == F.EVENT_NAME:
+                    name = _sym(buf, q, q + n, sym)
+                elif field == F.EVENT_CATEGORIES:
+                    c = _sym(buf, q, q + n, sym)
+                    if c0 < 0:
+                        c0 = c
+                    elif c1 < 0:
+                        c1 = c
+                elif field == F.EVENT_CATEGORY_IIDS:  # packed
+                    r = q
+                    while r < q + n:
+                        v, r = read_varint(buf, r, q + n)
+                        if r < 0:
+                            break
+                        c = _lookup(table, seq, gen, K_CAT, v, stats)
+                        if c0 < 0:
+                            c0 = c
+                        elif c1 < 0:
+                            c1 = c
+                elif field == F.EVENT_DEBUG_ANNOTATIONS:
+                    an = _grow_rows(an, na)
+                    an_dbl = _grow_i(an_dbl, na)
+                    nm, vt, iv, dv, s0, s1 = _annotation(buf, q, q + n, table, seq, gen, stats, sym)
+                    an[na, 0], an[na, 1], an[na, 2], an[na, 3], an[na, 4], an[na, 5] = ne, nm, vt, iv, s0, s1
+                    an_dbl[na] = dv
+                    na += 1
+                elif field == 6:  # legacy_event
+                    legacy = True
+                q += n
+            else:
+                q = skip_field(buf, q, te1, wire)
+            if q < 0:
+                break
+        if not has_ts and has_us:
+            ts, has_ts = us_abs * 1000, True
+        if legacy and etype == 0:
+            stats[ST_LEGACY] += 1
+        elif not has_ts:
+            stats[ST_NO_TIMESTAMP] += 1
+        elif etype < F.TYPE_SLICE_BEGIN or etype > F.TYPE_COUNTER:
+            stats[ST_BAD_TYPE] += 1
+        else:
+            ev_packet[ne], ev_ts[ne], ev_type[ne] = p - 1, ts, etype
+            ev_track[ne] = track if has_track else defaults.get(seq, 0)
+            ev_name[ne], ev_cat[ne, 0], ev_cat[ne, 1] = name, c0, c1
+            ev_corr[ne], ev_has_corr[ne], ev_value[ne] = corr, has_corr, value
+            ne += 1
+            continue
+        nf, na = nf0, na0  # the event was dropped: so are its flow ids and annotations
+    return (ev_packet[:ne], ev_ts[:ne], ev_type[:ne], ev_track[:ne], ev_name[:ne], ev_cat[:ne], ev_corr[:ne],
+            ev_has_corr[:ne], ev_value[:ne], fl_id[:nf], fl_ev[:nf], fl_term[:nf], an[:na], an_dbl[:na], spans[:ns])

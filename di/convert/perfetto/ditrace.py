@@ -1,0 +1,88 @@
+"""di's own packet in a Perfetto trace: what TrackEvents cannot say.
+
+A TracePacket with field :data:`~di.convert.perfetto.fields.PACKET_DI_TRACE`
+(an extension number the trace processor skips) holding one JSON object:
+
+``format``/``version``
+    ``"di-perfetto"``, 1.
+``offset_ns``
+    added to every packet timestamp to get the model's ns (0 unless some time was negative).
+``meta``
+    the trace's meta.json content.
+``locations``, ``series``
+    the tables, column-wise, with every column (extra ones too).
+``tracks``
+    uuid, loc and lane of each event track; ``series_uuid`` of each series.
+``flows``, ``messages``
+    the columns flow ids cannot carry (flows: id, src_cat; messages: bytes,
+    tag, comm), row k = the k-th edge of that table (:mod:`di.convert.perfetto.flows`).
+``collectives``
+    the whole table, ``event`` = rows in the events order the reader rebuilds.
+``counts``
+    events, flows, messages, samples written, for the reader's checks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+import polars as pl
+
+from di.convert.perfetto import fields as F
+from di.convert.perfetto.protobuf import field_len, field_varint
+
+if TYPE_CHECKING:
+    from di.convert.perfetto.flows import FlowMarks
+    from di.convert.perfetto.layout import Layout
+    from di.trace import Trace
+
+FORMAT, VERSION = "di-perfetto", 1
+
+
+def _columns(df: pl.DataFrame) -> dict[str, list[Any]]:
+    return {c: df.get_column(c).cast(pl.String).to_list() if df.schema[c] in (pl.Categorical,) or isinstance(df.schema[c], pl.Enum)
+            else df.get_column(c).to_list() for c in df.columns}
+
+
+def packet(trace: Trace, layout: Layout, marks: FlowMarks, offset_ns: int, row_of: np.ndarray | None, sequence_id: int) -> bytes:
+    """The di packet (a whole TracePacket field of the Trace message)."""
+    collectives = trace.collectives
+    if row_of is not None and collectives.height:
+        collectives = collectives.with_columns(event=pl.Series(row_of[collectives.get_column("event").to_numpy()]))
+    tracks = layout.tracks.filter("used")
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "offset_ns": offset_ns,
+        "meta": trace.meta,
+        "locations": _columns(trace.locations),
+        "tracks": {"uuid": tracks.get_column("uuid").to_list(), "loc": tracks.get_column("loc").to_list(),
+                   "lane": tracks.get_column("lane").to_list()},
+        "series": _columns(trace.series),
+        "series_uuid": layout.series.select("series", "uuid").to_dict(as_series=False),
+        "flows": _columns(trace.flows.select("id", "src_cat")),
+        "messages": _columns(trace.messages.select("bytes", "tag", "comm")),
+        "collectives": _columns(collectives),
+        "counts": {"events": trace.events.height, "samples": trace.samples.height, **marks.edges},
+    }
+    body = field_varint(F.PACKET_SEQUENCE_ID, sequence_id) + field_len(F.PACKET_DI_TRACE, orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY))
+    return field_len(F.TRACE_PACKET, body)
+
+
+def parse(data: bytes) -> dict[str, Any] | None:
+    """The di packet's object, or None when it is not one this reader knows."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("version") == VERSION:
+        return doc
+    return None
+
+
+def table(doc: dict[str, Any], name: str) -> pl.DataFrame:
+    """One column-wise table of the packet as a DataFrame (columns as stored; Trace.build casts them)."""
+    cols = doc.get(name) or {}
+    return pl.DataFrame({c: pl.Series(c, v, strict=False) for c, v in cols.items()})

@@ -1,0 +1,129 @@
+"""Slices from BEGIN/END/INSTANT events, and flow edges from flow ids, as Perfetto's trace processor forms them.
+
+Slices: per track, events in (timestamp, packet) order; BEGIN opens a slice,
+END closes the innermost open one (an END with none open is counted and
+dropped), INSTANT is a zero-length slice. Slices still open at the end of the
+trace end at the trace's last timestamp (counted).
+
+Flows (other producers): marks in processing order (timestamp, packet); per
+flow id, a mark in ``flow_ids`` links the id's previous slice to its own and
+becomes the id's current slice; a mark in ``terminating_flow_ids`` links and
+ends the id (ignored when the id is not active). Each edge goes from the
+slice that starts earlier to the one that starts later (ties: the earlier mark).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.typed import Dict
+
+from di.convert.perfetto import fields as F
+
+
+@njit(cache=True)
+def pair_slices(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, order: np.ndarray, last_ns: int):
+    """Pair the slice events listed in ``order`` (sorted by track, ts, packet).
+
+    Returns:
+        begin: event index of each slice's BEGIN or INSTANT; end_ns: its end; instant: uint8;
+        slice_of: slice of every event index (-1: none); unmatched END count; unclosed count.
+    """
+    n = order.shape[0]
+    begin = np.empty(n, np.int64)
+    end_ns = np.empty(n, np.int64)
+    instant = np.zeros(n, np.uint8)
+    slice_of = np.full(track.shape[0], -1, np.int64)
+    stack = np.empty(max(n, 1), np.int64)
+    sp = ns = unmatched = unclosed = 0
+    for j in range(n):
+        i = order[j]
+        if j > 0 and track[i] != track[order[j - 1]]:
+            while sp > 0:
+                sp -= 1
+                end_ns[stack[sp]] = last_ns
+                unclosed += 1
+        if etype[i] == F.TYPE_SLICE_END:
+            if sp == 0:
+                unmatched += 1
+                continue
+            sp -= 1
+            end_ns[stack[sp]] = ts[i]
+            slice_of[i] = stack[sp]
+            continue
+        begin[ns] = i
+        end_ns[ns] = ts[i]
+        slice_of[i] = ns
+        if etype[i] == F.TYPE_INSTANT:
+            instant[ns] = 1
+        else:
+            stack[sp] = ns
+            sp += 1
+        ns += 1
+    while sp > 0:
+        sp -= 1
+        end_ns[stack[sp]] = last_ns
+        unclosed += 1
+    return begin[:ns], end_ns[:ns], instant[:ns], slice_of, unmatched, unclosed
+
+
+def pair_slices_reference(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, order: np.ndarray, last_ns: int):
+    """Pure-Python version of :func:`pair_slices`, for tests."""
+    begin, end_ns, instant = [], [], []
+    slice_of = np.full(len(track), -1, np.int64)
+    stacks: dict[int, list[int]] = {}
+    unmatched = 0
+    for i in order.tolist():
+        stack = stacks.setdefault(int(track[i]), [])
+        if etype[i] == F.TYPE_SLICE_END:
+            if not stack:
+                unmatched += 1
+                continue
+            s = stack.pop()
+            end_ns[s] = int(ts[i])
+            slice_of[i] = s
+            continue
+        slice_of[i] = len(begin)
+        begin.append(i)
+        end_ns.append(int(ts[i]))
+        instant.append(int(etype[i] == F.TYPE_INSTANT))
+        if etype[i] != F.TYPE_INSTANT:
+            stack.append(len(begin) - 1)
+    unclosed = 0
+    for stack in stacks.values():
+        for s in stack:
+            end_ns[s] = last_ns
+            unclosed += 1
+    return (np.array(begin, np.int64), np.array(end_ns, np.int64), np.array(instant, np.uint8), slice_of, unmatched, unclosed)
+
+
+@njit(cache=True)
+def chain_flows(fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray, slice_start: np.ndarray):
+    """(src slice, dst slice, flow id) of every edge the marks in ``order`` form; see the module docstring."""
+    active = Dict.empty(key_type=types.uint64, value_type=types.int64)
+    n = order.shape[0]
+    src = np.empty(n, np.int64)
+    dst = np.empty(n, np.int64)
+    ids = np.empty(n, np.uint64)
+    m = 0
+    for j in range(n):
+        k = order[j]
+        s = slice_id[k]
+        if s < 0:
+            continue
+        f = fid[k]
+        if f in active:
+            prev = active[f]
+            if slice_start[prev] > slice_start[s]:
+                src[m], dst[m] = s, prev
+            else:
+                src[m], dst[m] = prev, s
+            ids[m] = f
+            m += 1
+            if terminating[k]:
+                del active[f]
+            else:
+                active[f] = s
+        elif not terminating[k]:
+            active[f] = s
+    return src[:m], dst[:m], ids[:m]

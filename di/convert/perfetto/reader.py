@@ -1,0 +1,255 @@
+"""Perfetto protobuf trace (TrackEvent) -> canonical Trace.
+
+Pipeline: bytes (gzip accepted) -> :func:`~.decode.decode_packets` (numba)
+-> slices paired per track (:mod:`.pairing`) -> tracks to locations -> events
+sorted by (loc, start_ns, -end_ns, packet) and nested -> flows, counters.
+
+A trace di wrote carries di's packet (:mod:`.ditrace`): locations, series,
+collectives and the flow/message columns come back from it, the flow kind
+and table row from each flow id (:mod:`.flows`), so the trace reads back as
+it was written. Other producers' traces give slices (thread tracks and named
+tracks), instants, counters and flows (flow ids, chained as Perfetto's
+trace processor chains them); their debug annotations become ``args``
+(nested ones are written as null and counted). Not read: legacy
+(phase-based) events, pid/tid-only tracks, clock snapshots (timestamps are
+taken as they are, and packets on other clocks are counted).
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.convert.perfetto import ditrace
+from di.convert.perfetto import fields as F
+from di.convert.perfetto.annotations import annotation_columns
+from di.convert.perfetto.decode import STAT_NAMES, count_packets, decode_packets
+from di.convert.perfetto.flows import CODE_MESSAGE
+from di.convert.perfetto.pairing import chain_flows, pair_slices
+from di.convert.perfetto.tracks import foreign_layout, parse_descriptor
+from di.convert.symbols import new_table
+from di.errors import FormatError
+from di.nesting import nest
+from di.trace import CATS, FLOW_KINDS, Trace
+
+__all__ = ["read_perfetto"]
+
+
+def _bytes(path: Path) -> np.ndarray:
+    try:
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+    except (OSError, EOFError) as exc:
+        raise FormatError(path, f"cannot read: {exc}") from None
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _strings(buf: np.ndarray, sym: Any) -> list[str]:
+    raw = memoryview(buf)
+    starts, ends, count = sym[1], sym[2], int(sym[3][0])
+    return [bytes(raw[s:e]).decode("utf-8", "replace") for s, e in zip(starts[:count].tolist(), ends[:count].tolist())]
+
+
+def _take(strings: pl.Series, ids: np.ndarray) -> pl.Series:
+    """strings[ids], null where the id is -1."""
+    return strings.gather(pl.Series(ids).replace(-1, None))
+
+
+def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0) -> Trace:
+    """Read one Perfetto protobuf trace (``.perfetto-trace``, ``.pftrace``, optionally gzipped).
+
+    Args:
+        path: the file.
+        rank: rank of the timelines of a trace di did not write (di's own traces keep theirs).
+        rank_source: where ``rank`` came from (recorded in meta sources).
+        source: index of this file in the job's sources (locations.source).
+
+    Raises:
+        FormatError: the file holds no readable TracePacket.
+    """
+    path = Path(path)
+    buf = _bytes(path)
+    n_packets, readable = count_packets(buf)
+    if n_packets == 0:
+        raise FormatError(path, "no TracePacket found: not a Perfetto protobuf trace (or empty)")
+    dropped: Counter[str] = Counter()
+    if readable < len(buf):
+        dropped[f"unreadable bytes after offset {readable} (truncated or corrupt)"] += len(buf) - int(readable)
+    from numba.typed import List
+
+    sym = List(new_table())  # slots, starts, ends, count: the kernel replaces the arrays as they grow
+    stats = np.zeros(len(STAT_NAMES), dtype=np.int64)
+    (packet, ts, etype, track, name, cats, corr, has_corr, value, fl_id, fl_ev, fl_term, ann, ann_dbl, spans) = \
+        decode_packets(buf, n_packets, sym, stats)
+    for k, v in zip(STAT_NAMES, stats.tolist()):
+        if v:
+            dropped[k] += v
+    strings = pl.Series(_strings(buf, sym), dtype=pl.String)
+    descriptors, doc = [], None
+    for kind, a, b in spans.tolist():
+        data = buf[a:b].tobytes()
+        if kind == 1:
+            doc = ditrace.parse(data) or doc
+            continue
+        try:
+            descriptors.append(parse_descriptor(data))
+        except ValueError:
+            dropped["malformed track descriptors"] += 1
+    ts = ts + (int(doc["offset_ns"]) if doc else 0)
+
+    is_slice = np.flatnonzero(etype != F.TYPE_COUNTER)
+    order = is_slice[np.lexsort((packet[is_slice], ts[is_slice], track[is_slice]))]
+    last_ns = int(ts.max()) if len(ts) else 0
+    begin, end_ns, instant, slice_of, unmatched, unclosed = pair_slices(track, ts, etype, order, last_ns)
+    if unmatched:
+        dropped["slice ends without an open slice"] += int(unmatched)
+    counters = np.flatnonzero(etype == F.TYPE_COUNTER)
+    if doc is not None:
+        locations, loc_of, series, series_of = _own_layout(doc)
+    else:
+        slice_tracks = sorted(set(track[begin].tolist()))
+        locations, loc_of, series, series_of = foreign_layout(
+            descriptors, slice_tracks, sorted(set(track[counters].tolist())), rank if rank is not None else 0, source)
+
+    ev, slice_row, lost = _events(begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of,
+                                  own=doc is not None)
+    if lost:
+        dropped["slices on tracks di's packet does not name"] += lost
+    args, nbytes, nested = annotation_columns(ann, ann_dbl, buf, strings, slice_of, len(begin), own=doc is not None)
+    if nested:
+        dropped["nested debug annotations (written as null)"] += nested
+    keep = slice_row >= 0
+    order_rows = np.argsort(np.where(keep, slice_row, len(slice_row)), kind="stable")[: int(keep.sum())]
+    ev = ev.with_columns(args=args.gather(order_rows), bytes=nbytes.gather(order_rows))
+    events = _nested(ev)
+    if unclosed:
+        dropped["slices still open at the end of the trace (ended at the last timestamp)"] += int(unclosed)
+
+    mark_slice = slice_of[fl_ev] if len(fl_ev) else np.zeros(0, np.int64)
+    mark_row = np.where(mark_slice >= 0, slice_row[np.maximum(mark_slice, 0)], -1)
+    if doc is not None:
+        flows, messages, unpaired = _own_flows(doc, fl_id, mark_row, fl_term)
+        collectives = ditrace.table(doc, "collectives")
+        if events.height != doc.get("counts", {}).get("events", events.height) and collectives.height:
+            # rows of a partly read trace differ from the written ones: the references would be wrong
+            dropped["collectives whose events were not all read"] += collectives.height
+            collectives = None
+    else:
+        start_of_row = events.get_column("start_ns").to_numpy()
+        order_marks = np.lexsort((packet[fl_ev], ts[fl_ev])) if len(fl_ev) else np.zeros(0, np.int64)
+        src, dst, ids = chain_flows(fl_id, mark_row, fl_term, order_marks, start_of_row)
+        flows = pl.DataFrame({"src": src, "dst": dst, "kind": ["user"] * len(src), "id": ids.view(np.int64)})
+        messages, collectives, unpaired = None, None, 0
+    if unpaired:
+        dropped["flow ids without both ends"] += unpaired
+    samples, lost = _samples(counters, ts, track, value, series_of)
+    if lost:
+        dropped["counter values on tracks that are not counter series"] += lost
+    meta = _meta(path, doc, rank if rank is not None else 0, rank_source, events.height, dropped)
+    return Trace.build(meta=meta, locations=locations, events=events, flows=flows, messages=messages,
+                       collectives=collectives, series=series, samples=samples)
+
+
+def _own_layout(doc: dict[str, Any]) -> tuple[pl.DataFrame, dict[int, int], pl.DataFrame, dict[int, int]]:
+    tracks = doc["tracks"]
+    su = doc["series_uuid"]
+    return (ditrace.table(doc, "locations"), dict(zip(tracks["uuid"], tracks["loc"])), ditrace.table(doc, "series"),
+            dict(zip(su["uuid"], su["series"])))
+
+
+def _map(values: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
+    """values -> mapping[value], -1 where absent."""
+    if not mapping:
+        return np.full(len(values), -1, dtype=np.int64)
+    keys = np.array(sorted(mapping), dtype=np.int64)
+    vals = np.array([mapping[k] for k in keys.tolist()], dtype=np.int64)
+    at = np.clip(np.searchsorted(keys, values), 0, len(keys) - 1)
+    return np.where(keys[at] == values, vals[at], -1)
+
+
+def _events(begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of, *, own: bool
+            ) -> tuple[pl.DataFrame, np.ndarray, int]:
+    """Slice rows sorted (loc, start, -end, packet); and each slice's row (-1: dropped), dropped count."""
+    loc = _map(track[begin], loc_of)
+    cat0, cat1 = _take(strings, cats[begin, 0]), _take(strings, cats[begin, 1])
+    names = _take(strings, name[begin]).fill_null("")
+    if own:
+        cat, src_cat = cat0, cat1
+    else:
+        from di.convert.chrome.kineto import canonical_cat
+
+        src_cat = pl.select(pl.when(cat1.is_not_null()).then(pl.concat_str([cat0, pl.lit(","), cat1])).otherwise(cat0)).to_series()
+        cat = pl.select(canonical_cat(pl.lit(src_cat), pl.lit(names))).to_series()
+    df = pl.DataFrame({
+        "loc": loc, "start_ns": ts[begin], "end_ns": end_ns, "name": names,
+        "cat": cat.cast(pl.String).fill_null("other").cast(pl.Enum(list(CATS)), strict=False).fill_null("other"),
+        "src_cat": src_cat, "corr": pl.Series(corr[begin]).set(~pl.Series(has_corr[begin].astype(bool)), None),
+        "instant": instant.astype(bool), "_packet": packet[begin], "_slice": np.arange(len(begin)),
+    })
+    keep = df.filter(pl.col("loc") >= 0).sort(["loc", "start_ns", "end_ns", "_packet"], descending=[False, False, True, False])
+    row = np.full(len(begin), -1, dtype=np.int64)
+    row[keep.get_column("_slice").to_numpy()] = np.arange(keep.height)
+    return keep.drop("_packet", "_slice"), row, len(begin) - keep.height
+
+
+def _nested(ev: pl.DataFrame) -> pl.DataFrame:
+    depth, parent = nest(ev.get_column("loc").to_numpy().astype(np.int64), ev.get_column("start_ns").to_numpy(),
+                         ev.get_column("end_ns").to_numpy())
+    return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
+
+
+def _own_flows(doc: dict[str, Any], fid: np.ndarray, row: np.ndarray, term: np.ndarray
+               ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """flows and messages of a trace di wrote, from its flow ids and di's packet.
+
+    Collective edges (code 5) are drawn for the UI only: the collectives table comes from di's packet.
+    """
+    marks = pl.DataFrame({
+        "fid": fid, "row": row, "term": term.astype(bool), "code": (fid & np.uint64(7)).astype(np.int64),
+        "rev": (fid & np.uint64(8)) > 0, "e": (fid >> np.uint64(4)).astype(np.int64) - 1,
+    }).filter(pl.col("row") >= 0)
+    x = marks.filter(~pl.col("term")).unique("fid", keep="first").select("fid", "code", "rev", "e", pl.col("row").alias("x"))
+    y = marks.filter(pl.col("term")).unique("fid", keep="first").select("fid", pl.col("row").alias("y"))
+    edges = x.join(y, on="fid", how="inner").with_columns(
+        src=pl.when("rev").then("y").otherwise("x"), dst=pl.when("rev").then("x").otherwise("y"),
+    ).sort("e")
+    unpaired = marks.select(pl.col("fid").n_unique()).item() - edges.height
+    n_flows = int(doc["counts"]["flows"])
+    f_attr = ditrace.table(doc, "flows").with_row_index("e")
+    f = edges.filter(pl.col("code") < len(FLOW_KINDS)).join(f_attr.with_columns(pl.col("e").cast(pl.Int64)), on="e", how="left")
+    flows = f.select("src", "dst", kind=pl.col("code").replace_strict(dict(enumerate(FLOW_KINDS)), return_dtype=pl.String),
+                     id=pl.col("id") if "id" in f.columns else None, src_cat=pl.col("src_cat") if "src_cat" in f.columns else None)
+    m_attr = ditrace.table(doc, "messages").with_row_index("e").with_columns((pl.col("e").cast(pl.Int64) + n_flows))
+    m = edges.filter(pl.col("code") == CODE_MESSAGE).join(m_attr, on="e", how="left")
+    messages = m.select(pl.col("src").alias("send"), pl.col("dst").alias("recv"),
+                        *[c for c in ("bytes", "tag", "comm") if c in m.columns])
+    return flows, messages, int(unpaired)
+
+
+def _samples(counters: np.ndarray, ts: np.ndarray, track: np.ndarray, value: np.ndarray, series_of: dict[int, int]
+             ) -> tuple[pl.DataFrame, int]:
+    sid = _map(track[counters], series_of)
+    ok = sid >= 0
+    df = pl.DataFrame({"series": sid[ok], "ts_ns": ts[counters][ok], "value": value[counters][ok]})
+    return df.sort("series", maintain_order=True), int((~ok).sum())
+
+
+def _meta(path: Path, doc: dict[str, Any] | None, rank: int, rank_source: str, n: int, dropped: Counter[str]) -> dict[str, Any]:
+    warnings = [f"{path}: dropped {k} ({r})" for r, k in sorted(dropped.items())]
+    if doc is not None:
+        meta = {k: v for k, v in doc["meta"].items() if k in ("clock", "sources", "world_size", "command", "hosts")}
+        meta["warnings"] = list(doc["meta"].get("warnings", [])) + warnings
+        return meta
+    return {
+        "clock": {"unit": "ns", "domain": "relative", "sync": None},
+        "sources": [{"path": str(path), "format": "perfetto", "rank": rank, "rank_source": rank_source, "events": n,
+                     "dropped": dict(sorted(dropped.items()))}],
+        "warnings": warnings,
+        "world_size": None,
+    }

@@ -1,0 +1,207 @@
+"""Write a trace as a Perfetto protobuf trace (TrackEvent), ``.perfetto-trace`` / ``.pftrace``.
+
+File layout (a ``Trace`` message: TracePackets, each field 1 of the file):
+
+1. sequence 1: di's own packet (:mod:`di.convert.perfetto.ditrace`: locations,
+   series, flow attributes, meta), then the TrackDescriptors
+   (:mod:`di.convert.perfetto.layout`);
+2. one sequence per event track: slices, instants, flow ids
+   (:mod:`di.convert.perfetto.encode`, :mod:`di.convert.perfetto.flows`);
+3. one sequence per counter series: TYPE_COUNTER events with double values.
+
+Per event: name and category interned; ``src_cat`` as a second category;
+``corr`` as the TrackEvent's ``correlation_id``; ``args`` as the debug
+annotation ``args`` holding the JSON text (legacy_json_value); ``bytes`` as the
+integer debug annotation ``bytes``. Times: packet timestamps are the model's
+int64 ns, shifted by ``offset_ns`` (stored in di's packet) only when some
+time is negative. Non-finite counter values are written as they are.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import IO
+
+import numpy as np
+import polars as pl
+
+from di.convert.lanes import assign_lanes, is_sorted
+from di.convert.perfetto import ditrace, encode
+from di.convert.perfetto.flows import flow_marks
+from di.convert.perfetto.layout import build_layout, descriptor_packets
+from di.trace import CATS, Trace
+
+__all__ = ["write_perfetto"]
+
+BUFFER_BYTES = 16 << 20
+"""Output written per kernel call; bounds memory beyond the trace's own columns."""
+DESCRIPTOR_SEQUENCE = 1
+
+
+def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> None:
+    """Write ``trace`` as a Perfetto protobuf trace.
+
+    Args:
+        trace: the canonical trace (times int64 ns).
+        path: output file; written to a temporary sibling and renamed into place.
+
+    Raises:
+        SchemaError: a row refers to a location, event or series that does not exist.
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            _write(trace, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
+    """Row -> index into the distinct non-null values of ``s`` in order of first appearance (-1: null), and those values."""
+    if not (s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum)):
+        s = s.cast(pl.String).cast(pl.Categorical)
+    phys = s.to_physical().cast(pl.Int64)
+    top = int(phys.max()) + 1 if phys.null_count() < len(phys) else 0
+    p = phys.fill_null(top).to_numpy()
+    first = np.full(top + 1, len(p), dtype=np.int64)
+    np.minimum.at(first, p, np.arange(len(p)))
+    present = np.flatnonzero(first[:top] < len(p))
+    present = present[np.argsort(first[present], kind="stable")]
+    lut = np.full(top + 1, -1, dtype=np.int64)
+    lut[present] = np.arange(len(present))
+    values = s.gather(first[present]).cast(pl.String).to_list() if len(present) else []
+    return lut[p], values
+
+
+def utf8_pool(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of ``texts`` back to back, and int64 offsets (len + 1)."""
+    encoded = [t.encode() for t in texts]
+    off = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=off[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy() if encoded else np.zeros(0, np.uint8), off
+
+
+def _utf8_column(s: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """UTF-8 bytes, int64 offsets and null mask (uint8) of a String Series."""
+    import pyarrow as pa
+
+    if s.null_count() == len(s):
+        return np.zeros(0, np.uint8), np.zeros(len(s) + 1, np.int64), np.ones(len(s), np.uint8)
+    arr = s.cast(pl.String).fill_null("").to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    _, offsets, data = arr.buffers()
+    off = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data_np = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return data_np, off, s.is_null().to_numpy().astype(np.uint8)
+
+
+def _canonical(ev: pl.DataFrame) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
+    """Order (None: rows already are) into (loc, start_ns, -end_ns), and loc, start, end in that order."""
+    loc = ev.get_column("loc").to_numpy().astype(np.int64)
+    start = ev.get_column("start_ns").to_numpy()
+    end = np.where(ev.get_column("instant").to_numpy(), start, ev.get_column("end_ns").to_numpy())
+    if is_sorted(loc, start, end):
+        return None, loc, start, end
+    order = np.lexsort((-end, start, loc))
+    return order, loc[order], start[order], end[order]
+
+
+def _int_column(ev: pl.DataFrame, name: str) -> np.ndarray:
+    return ev.get_column(name).fill_null(encode.NONE).to_numpy().astype(np.int64)
+
+
+def _write(trace: Trace, f: IO[bytes]) -> None:
+    order, loc, start, end = _canonical(trace.events)
+    ev = trace.events if order is None else trace.events[order]
+    row_of = None
+    if order is not None:
+        row_of = np.empty(len(order), dtype=np.int64)
+        row_of[order] = np.arange(len(order))
+    lane = assign_lanes(loc, start, end)
+    layout = build_layout(trace.locations, loc, lane, trace.series)
+    samples = trace.samples
+    times = [a.min() for a in (start, samples.get_column("ts_ns").to_numpy()) if len(a)]
+    offset = min(0, int(min(times))) if times else 0
+    instant = ev.get_column("instant").to_numpy()
+    marks = flow_marks(trace.flows, trace.messages, trace.collectives, start, end, instant, row_of)
+    f.write(ditrace.packet(trace, layout, marks, offset, row_of, DESCRIPTOR_SEQUENCE))
+    f.write(descriptor_packets(layout, DESCRIPTOR_SEQUENCE))
+    out = np.empty(BUFFER_BYTES, dtype=np.uint8)
+    out = _events(f, out, ev, layout, marks, start - offset, end - offset, instant)
+    _counters(f, out, samples, layout, offset, DESCRIPTOR_SEQUENCE + 1 + layout.tracks.height)
+
+
+def _events(f: IO[bytes], out: np.ndarray, ev: pl.DataFrame, layout, marks, start: np.ndarray, end: np.ndarray,
+            instant: np.ndarray) -> np.ndarray:
+    n = ev.height
+    names, name_values = dense_codes(ev.get_column("name"))
+    cats = ev.get_column("cat").to_physical().to_numpy().astype(np.int64)
+    src, src_values = dense_codes(ev.get_column("src_cat"))
+    src = np.where(src >= 0, src + len(CATS), -1)
+    name_pool, name_off = utf8_pool(name_values)
+    cat_pool, cat_off = utf8_pool(list(CATS) + src_values)
+    ann_pool, ann_off = utf8_pool(list(encode.ANNOTATION_NAMES))
+    args, args_off, args_null = _utf8_column(ev.get_column("args"))
+
+    tracks = layout.tracks
+    counts = np.bincount(layout.track_of_event, minlength=tracks.height)
+    used = np.flatnonzero(counts)
+    emit = np.argsort(layout.track_of_event, kind="stable")
+    track_ptr = np.zeros(len(used) + 1, dtype=np.int64)
+    np.cumsum(counts[used], out=track_ptr[1:])
+    track_seq = DESCRIPTOR_SEQUENCE + 1 + used.astype(np.int64)
+    track_uuid = tracks.get_column("uuid").to_numpy().astype(np.int64)[used]
+
+    nflow = np.diff(marks.ptr) * 10
+    strings = np.diff(name_off)[names] + np.diff(cat_off)[cats] + np.where(src >= 0, np.diff(cat_off)[np.maximum(src, 0)], 0)
+    begin_cost = encode.SLACK + 32 + strings + np.diff(args_off) + nflow
+    end_cost = encode.SLACK + nflow
+    if n and int((begin_cost + end_cost).max()) > len(out):
+        out = np.empty(int((begin_cost + end_cost).max()) * 2, dtype=np.uint8)
+    state = np.zeros(4, dtype=np.int64)
+    stack = np.empty(max(n, 1), dtype=np.int64)
+    corr, nbytes, instant_u8 = _int_column(ev, "corr"), _int_column(ev, "bytes"), instant.astype(np.uint8)
+    seen = [np.full(len(name_values), -1, np.int64), np.full(len(cat_off) - 1, -1, np.int64), np.full(2, -1, np.int64)]
+    while state[encode.S_TRACK] < len(used):
+        written = encode.encode_events(
+            state, stack, out, track_ptr, emit, track_seq, track_uuid, start, end, instant_u8, names, cats,
+            src, corr, nbytes, args, args_off, args_null, name_pool, name_off,
+            cat_pool, cat_off, ann_pool, ann_off, *seen, marks.ptr, marks.fid, marks.terminating, marks.at_end,
+            begin_cost, end_cost,
+        )
+        f.write(memoryview(out)[:written])
+    return out
+
+
+def _counters(f: IO[bytes], out: np.ndarray, samples: pl.DataFrame, layout, offset: int, first_seq: int) -> None:
+    series = layout.series
+    ids = series.get_column("series").to_numpy().astype(np.int64)
+    lut = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, dtype=np.int64)
+    lut[ids] = np.arange(len(ids))
+    sid = samples.get_column("series").to_numpy().astype(np.int64)
+    row = lut[np.clip(sid, 0, max(len(lut) - 1, 0))] if len(lut) else np.full(len(sid), -1)
+    bad = np.flatnonzero((row < 0) | (sid >= len(lut)))
+    if len(bad):
+        from di.errors import SchemaError
+
+        raise SchemaError(f"samples row {bad[0]}: refers to series {sid[bad[0]]}, which does not exist")
+    counts = np.bincount(row, minlength=len(ids))
+    used = np.flatnonzero(counts)
+    order = np.argsort(row, kind="stable")
+    ptr = np.zeros(len(used) + 1, dtype=np.int64)
+    np.cumsum(counts[used], out=ptr[1:])
+    ts = samples.get_column("ts_ns").to_numpy() - offset
+    bits = np.ascontiguousarray(samples.get_column("value").to_numpy(), dtype=np.float64).view(np.uint64)
+    state = np.zeros(4, dtype=np.int64)
+    uuid = series.get_column("uuid").to_numpy().astype(np.int64)[used]
+    while state[encode.S_TRACK] < len(used):
+        written = encode.encode_counters(state, out, ptr, order, first_seq + used.astype(np.int64), uuid, ts, bits)
+        f.write(memoryview(out)[:written])
+

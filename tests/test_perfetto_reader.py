@@ -1,0 +1,249 @@
+"""Reading Perfetto traces other tools wrote, bad input, and the numba kernels against their references.
+
+Foreign traces are built with the ``perfetto`` package's own TraceProtoBuilder
+(Perfetto's protobuf classes); where the wasm trace processor runs, di's
+reading of them is compared with the trace processor's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import polars as pl
+import pytest
+
+import di
+from di.convert.perfetto.pairing import pair_slices, pair_slices_reference
+from di.errors import FormatError
+from tests.trace_processor import WasmTraceProcessor, engine_problem
+
+pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2", reason="the perfetto package is not installed")
+BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
+
+
+def _foreign_trace() -> bytes:
+    """A trace shaped like the Perfetto SDK's: interned and inline names, threads, a counter, flows, annotations."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+
+    def packet(ts: int | None = None, seq: int = 7, flags: int = 2):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = seq
+        if flags:
+            p.sequence_flags = flags
+        if ts is not None:
+            p.timestamp = ts
+        return p
+
+    p = packet(flags=0)
+    p.track_descriptor.uuid = 100
+    p.track_descriptor.process.pid = 42
+    p.track_descriptor.process.process_name = "trainer"
+    for uuid, tid, name in ((101, 43, "main"), (102, 44, "loader")):
+        p = packet(flags=0)
+        p.track_descriptor.uuid = uuid
+        p.track_descriptor.parent_uuid = 100
+        p.track_descriptor.thread.pid = 42
+        p.track_descriptor.thread.tid = tid
+        p.track_descriptor.thread.thread_name = name
+    p = packet(flags=0)
+    p.track_descriptor.uuid = 103
+    p.track_descriptor.parent_uuid = 100
+    p.track_descriptor.name = "queue depth"
+    p.track_descriptor.counter.unit = pb.CounterDescriptor.UNIT_COUNT
+    p = packet(1000, flags=1)
+    p.interned_data.event_names.add(iid=1, name="step")
+    p.interned_data.event_categories.add(iid=1, name="user_annotation")
+    p.interned_data.debug_annotation_names.add(iid=1, name="batch")
+    p.track_event.type = BEGIN
+    p.track_event.track_uuid = 101
+    p.track_event.name_iid = 1
+    p.track_event.category_iids.append(1)
+    p.track_event.debug_annotations.add(name_iid=1, int_value=3)
+    p.track_event.debug_annotations.add(name="lr", double_value=0.5)
+    p.track_event.debug_annotations.add(name="tag", string_value='a "quoted" text')
+    p.track_event.flow_ids.append(9)
+    p = packet(1100)
+    p.track_event.type = BEGIN
+    p.track_event.track_uuid = 101
+    p.track_event.name = "forward"
+    p.track_event.categories.append("cpu_op")
+    p.track_event.debug_annotations.add(name="nested").dict_entries.add(name="k", int_value=1)
+    p = packet(1500)
+    p.track_event.type = END
+    p.track_event.track_uuid = 101
+    p = packet(1200)
+    p.track_event.type = INSTANT
+    p.track_event.track_uuid = 102
+    p.track_event.name = "batch ready"
+    p.track_event.flow_ids.append(9)
+    p = packet(1300)
+    p.track_event.type = BEGIN
+    p.track_event.track_uuid = 102
+    p.track_event.name = "load"
+    p = packet(1800)
+    p.track_event.type = END
+    p.track_event.track_uuid = 102
+    p.track_event.terminating_flow_ids.append(9)
+    p = packet(2000)
+    p.track_event.type = END
+    p.track_event.track_uuid = 101
+    for ts, value in ((1000, 3), (1500, 5), (2000, 0)):
+        p = packet(ts)
+        p.track_event.type = COUNTER
+        p.track_event.track_uuid = 103
+        p.track_event.counter_value = value
+    return b.serialize()
+
+
+@pytest.fixture
+def foreign(tmp_path: Path) -> Path:
+    path = tmp_path / "sdk.pftrace"
+    path.write_bytes(_foreign_trace())
+    return path
+
+
+def test_foreign_trace_reads_slices_counters_flows(foreign: Path) -> None:
+    t = di.load(foreign, rank=2)
+    t.validate()
+    ev = t.events.join(t.locations.select("loc", "name", "tid", "pid", "process"), on="loc", suffix="_loc")
+    rows = ev.select("name", "name_loc", "tid", "start_ns", "end_ns", "instant", "depth").rows()
+    assert rows == [
+        ("step", "main", 43, 1000, 2000, False, 0), ("forward", "main", 43, 1100, 1500, False, 1),
+        ("batch ready", "loader", 44, 1200, 1200, True, 0), ("load", "loader", 44, 1300, 1800, False, 0),
+    ]
+    assert set(ev.get_column("process").to_list()) == {"trainer"} and t.ranks == [2]
+    assert ev.get_column("cat").to_list() == ["user", "compute", "other", "other"]
+    assert ev.get_column("src_cat").to_list() == ["user_annotation", "cpu_op", None, None]
+    assert orjson.loads(ev.get_column("args")[0]) == {"batch": 3, "lr": 0.5, "tag": 'a "quoted" text'}
+    assert orjson.loads(ev.get_column("args")[1]) == {"nested": None}
+    assert t.samples.get_column("value").to_list() == [3.0, 5.0, 0.0]
+    assert t.series.select("name", "unit").rows() == [("queue depth", "count")]
+    # flow 9: step -> batch ready -> load (ends there)
+    assert t.flows.sort("src").select("src", "dst", "id").rows() == [(0, 2, 9), (2, 3, 9)]
+    assert any("nested debug annotations" in w for w in t.meta["warnings"])
+
+
+@pytest.mark.skipif(engine_problem() is not None, reason=engine_problem() or "")
+def test_foreign_trace_agrees_with_the_trace_processor(foreign: Path) -> None:
+    t = di.load(foreign)
+    with WasmTraceProcessor() as tp:
+        tp.load(foreign)
+        assert tp.scalar("select count(*) from slice") == t.events.height
+        assert tp.scalar("select count(*) from counter") == t.samples.height
+        assert tp.scalar("select count(*) from flow") == t.flows.height
+        times = [(r["ts"], r["dur"]) for r in tp.query("select ts, dur from slice order by ts")]
+    ours = t.events.sort("start_ns").select("start_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("d")).rows()
+    assert times == ours
+
+
+def test_unmatched_end_and_unclosed_slice_are_counted(tmp_path: Path) -> None:
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    for ts, kind in ((5, END), (10, BEGIN), (20, INSTANT)):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = ts
+        p.track_event.type = kind
+        p.track_event.track_uuid = 5
+        p.track_event.name = "x"
+    path = tmp_path / "odd.pftrace"
+    path.write_bytes(b.serialize())
+    t = di.load(path)
+    assert t.events.select("start_ns", "end_ns", "instant").rows() == [(10, 20, False), (20, 20, True)]
+    warnings = " ".join(t.meta["warnings"])
+    assert "1 (slice ends without an open slice)" in warnings and "1 (slices still open" in warnings
+
+
+def test_empty_and_garbage_files_are_format_errors(tmp_path: Path) -> None:
+    for name, data in (("empty.pftrace", b""), ("garbage.pftrace", b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")):
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(FormatError, match="no TracePacket"):
+            di.load(path)
+
+
+def test_truncated_trace_loads_what_is_sound_and_says_what_was_lost(tmp_path: Path) -> None:
+    from tests.perfetto_cases import generated_job
+
+    job = generated_job(tmp_path / "job", ranks=2, steps=2)
+    di.save(job, tmp_path / "job.pftrace")
+    data = (tmp_path / "job.pftrace").read_bytes()
+    (tmp_path / "cut.pftrace").write_bytes(data[: len(data) * 2 // 3])
+    t = di.load(tmp_path / "cut.pftrace")
+    t.validate()
+    assert 0 < t.events.height < job.events.height
+    assert any("unreadable bytes after offset" in w for w in t.meta["warnings"])
+
+
+def test_cli_reports_a_bad_trace_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.perfetto-trace"
+    path.write_bytes(b"\x0a\x05\x08")
+    proc = subprocess.run([sys.executable, "-m", "di", "info", str(path)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert str(path) in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_sniffing_finds_perfetto_by_content(tmp_path: Path) -> None:
+    from di.convert.registry import connector_for
+
+    path = tmp_path / "no_extension"
+    path.write_bytes(_foreign_trace())
+    assert connector_for(path).name == "perfetto"
+
+
+def test_written_bytes_parse_with_perfettos_protobuf_classes(tmp_path: Path) -> None:
+    """Every packet has a sequence id; each sequence starts by clearing its state; names are interned before use."""
+    from tests.perfetto_cases import generated_job
+
+    job = generated_job(tmp_path / "job", ranks=2, steps=2)
+    di.save(job, tmp_path / "job.pftrace")
+    trace = pb.Trace()
+    trace.ParseFromString((tmp_path / "job.pftrace").read_bytes())
+    seen: dict[int, set[int]] = {}
+    types = {BEGIN: 0, END: 0, INSTANT: 0, COUNTER: 0}
+    for p in trace.packet:
+        assert p.HasField("trusted_packet_sequence_id")
+        seq = p.trusted_packet_sequence_id
+        if p.sequence_flags & 1:
+            seen[seq] = set()
+        if p.HasField("track_event"):
+            assert seq in seen and p.sequence_flags & 2
+            seen[seq] |= {n.iid for n in p.interned_data.event_names}
+            types[p.track_event.type] += 1
+            if p.track_event.type in (BEGIN, INSTANT):
+                assert p.track_event.name_iid in seen[seq]
+    instants = int(job.events.get_column("instant").sum())
+    assert types[BEGIN] == types[END] == job.events.height - instants and types[INSTANT] == instants
+    assert types[COUNTER] == job.samples.height
+
+
+def test_pair_slices_matches_reference() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        n = int(rng.integers(1, 60))
+        track = rng.integers(0, 3, n).astype(np.int64)
+        ts = rng.integers(0, 20, n).astype(np.int64)
+        etype = rng.integers(1, 4, n).astype(np.int8)
+        order = np.lexsort((np.arange(n), ts, track))
+        got = pair_slices(track, ts, etype, order, 99)
+        want = pair_slices_reference(track, ts, etype, order, 99)
+        for g, w in zip(got, want):
+            assert np.array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_varint_kernel_matches_python() -> None:
+    from di.convert.perfetto.protobuf import put_varint, read_varint, varint_bytes, varint_size
+
+    values = [0, 1, 127, 128, 300, 2**31, 2**62, 2**63 - 1, -1, -(2**63), -300]
+    out = np.zeros(16, np.uint8)
+    for v in values:
+        end = put_varint(out, 0, v)
+        assert out[:end].tobytes() == varint_bytes(v) and end == varint_size(v)
+        assert read_varint(out, 0, end) == (v, end)
