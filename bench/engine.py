@@ -3,6 +3,7 @@
 Run on demand (not a test)::
 
     python bench/engine.py [--ranks 64] [--steps 110] [--ops 500] [--skip-cli] [--hta-python PY]
+    python bench/engine.py --skip-job --hta-python .venv-hta/bin/python   (only the HTA timings)
 
 The job (generated with numpy, no per-event Python loop): per rank one CPU
 thread and two GPU streams; per step a ProfilerStep, ``--ops`` CPU operators
@@ -20,7 +21,9 @@ Then ``di analyze STORE --json`` runs as a CLI subprocess with an empty
 (warm). Targets from the issue: all analyses < 30 s on one core, peak RSS
 < 3 GB. With ``--hta-python`` (a Python with holistictraceanalysis, see
 bench/hta_compare.py) HTA's times on the shared Kineto traces are compared
-with ours. Numbers go to ``bench/out/engine.json``.
+with ours (``bench/out/engine_hta.json``). Numbers go to ``bench/out/engine.json``.
+Wall seconds depend on what else runs on the machine; ``cpu_s`` (process CPU
+time) is the per-core cost.
 """
 
 from __future__ import annotations

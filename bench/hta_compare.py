@@ -2,8 +2,8 @@
 
 Runs in its own environment, never di's (HTA pins pandas < 3):
 
-    python3 -m venv /tmp/hta && /tmp/hta/bin/pip install holistictraceanalysis 'pandas<3'
-    /tmp/hta/bin/python bench/hta_compare.py ../shared/data/kineto > bench/out/hta.json
+    python3 -m venv .venv-hta && .venv-hta/bin/pip install holistictraceanalysis 'pandas<3'
+    .venv-hta/bin/python bench/hta_compare.py ../shared/data/kineto > bench/out/hta.json
 
 Prints one JSON object: per trace, HTA's temporal breakdown, comm/comp
 overlap and (for the hta_critical_path traces) critical path length and its

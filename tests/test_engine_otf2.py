@@ -87,3 +87,21 @@ def test_casita_late_sender_and_barrier():
     assert raw.keys() == got.keys()
     for key, (w, cause) in raw.items():
         assert got[key][1] == cause and abs(got[key][0] - w) <= 1_000_000
+
+
+def test_di_analyze_reads_the_archive(capsys):
+    """`di analyze` takes the OTF2 archive like any other input; rank 0 (late
+    into every message chain and the barrier) is blamed and is on the path."""
+    import json
+
+    from di.cli import main
+    from di.viewers.analysis import validate
+
+    _load()
+    assert main(["analyze", str(ARCHIVE), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    validate(doc)
+    caused = {r["rank"]: r["wait_states"]["caused_ns"] for r in doc["ranks"]}
+    assert set(caused[0]) == {"late_sender", "wait_barrier"}
+    share = {r["rank"]: r["critical_path"]["share"] for r in doc["ranks"]}
+    assert max(share, key=share.get) == 0

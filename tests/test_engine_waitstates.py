@@ -78,3 +78,31 @@ def test_imbalance_names_the_straggler():
         assert row["imbalance"] == pytest.approx(130 / 107.5 - 1)
         assert row["percent_imbalance"] == pytest.approx(22.5 / 130)
     assert work.height == 3
+
+
+def test_steps_detected_from_regions_then_collectives():
+    """No step markers: a repeating top-level region that covers most of the
+    thread marks the steps; without one, the repeating collective does."""
+    job = Job()
+    th = job.thread(0)
+    for k in range(3):
+        job.ev(th, 100 * k, 100 * k + 90, "train_step", "compute")
+        job.ev(th, 100 * k + 91, 100 * k + 92, "log", "compute")
+    steps = analyze(job.build(), analyses=()).steps
+    assert steps.select("step", "start_ns", "source").rows() == [(k, 100 * k * MS, "detected") for k in range(3)]
+
+    job = Job()
+    th = [job.thread(r) for r in range(2)]
+    for k in range(3):  # operators named per iteration: only the allreduce repeats
+        t0 = 100 * k
+        members = []
+        for r in range(2):
+            job.ev(th[r], t0, t0 + 80 + 10 * r, f"layer{k}_r{r}", "compute")
+            members.append(job.ev(th[r], t0 + 80 + 10 * r, t0 + 95, "MPI_Allreduce", "mpi_coll"))
+        job.collective(members, "allreduce")
+    trace = job.build()
+    steps = analyze(trace, analyses=()).steps
+    assert steps.filter(pl.col("rank") == 0).select("step", "start_ns").rows() == [(k, (100 * k + 80) * MS) for k in range(3)]
+    assert set(steps.get_column("label")) == {f"allreduce #{k}" for k in range(3)}
+    waits = analyze(trace, window="steps=:-1", analyses=("wait_states",)).wait_states
+    assert waits.select("rank", "step", "wait_ns").rows() == [(0, 0, 10 * MS), (0, 1, 10 * MS)]

@@ -5,11 +5,13 @@ Steps come, in this order of preference, per rank, from:
 1. ``marker``: step events (cat ``step``, e.g. Kineto ``ProfilerStep#N``); the
    step id is N, else the marker's position on its rank.
 2. ``annotation``: user annotations named like ``step 12`` / ``iteration#3``.
-3. ``detected``: the repeating pattern of top-level regions: on the rank's
-   busiest CPU timeline, the depth-0 (else depth-1) region name that occurs
-   at least twice with the largest total duration marks the start of each
-   step; step k spans from its k-th occurrence to the next one (the last to
-   the end of the rank's activity).
+3. ``detected``, from the repeating pattern: on the rank's busiest CPU
+   timeline, the depth-0 (else depth-1) region name that occurs at least
+   twice and covers at least :data:`DETECT_COVERAGE` of the timeline's span
+   (largest total duration first), else the rank's collectives: each call
+   with the same communicator, operation and size as its first collective.
+   Each occurrence starts a step, which lasts until the next one (the last
+   one to the end of that activity).
 
 Steps are matched across ranks by their id. An event belongs to the step
 whose CPU time range holds its start; a GPU event belongs to the step of the
@@ -25,6 +27,9 @@ import polars as pl
 from di.trace import Trace
 
 NO_STEP = -1
+DETECT_COVERAGE = 0.5
+"""Share of the busiest CPU timeline's span a repeating region must cover to mark steps
+(a training-step function does; a frequent small operator does not)."""
 STEP_ANNOTATION = r"(?i)^\s*(?:train[_ ]?)?(?:step|iteration|iter)\s*[#:_ -]?\s*(\d+)\s*$"
 _STEP_SCHEMA = {"rank": pl.Int32, "step": pl.Int64, "label": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64, "source": pl.String}
 
@@ -46,6 +51,7 @@ def find_steps(trace: Trace) -> pl.DataFrame:
     cats = ev.schema["cat"].categories.to_list()  # type: ignore[attr-defined]
     cat = ev.get_column("cat").to_physical().to_numpy()
     found = []
+    coll = _collective_starts(trace)
     for rank in np.unique(rank_of[li]):
         mine = on_cpu & (rank_of[loc] == rank)
         marks = _rows(ev, mine & (cat == cats.index("step")), rank_of)
@@ -56,9 +62,9 @@ def find_steps(trace: Trace) -> pl.DataFrame:
             source = "annotation"
         if marks.height:
             found.append(_from_marks(marks, int(rank), source))
-        elif mine.any():
-            main = int(np.argmax(np.bincount(loc[mine], minlength=n_loc)))
-            found.append(_detected(_rows(ev, mine & (loc == main) & (ev.get_column("depth").to_numpy() <= 1), rank_of), int(rank)))
+        else:
+            main = int(np.argmax(np.bincount(loc[mine], minlength=n_loc))) if mine.any() else -1
+            found.append(_detected(_rows(ev, mine & (loc == main) & (ev.get_column("depth").to_numpy() <= 1), rank_of), int(rank), coll))
     found = [f for f in found if f.height]
     if not found:
         return pl.DataFrame(schema=_STEP_SCHEMA)
@@ -81,27 +87,45 @@ def _from_marks(marks: pl.DataFrame, rank: int, source: str) -> pl.DataFrame:
     })
 
 
-def _detected(part: pl.DataFrame, rank: int) -> pl.DataFrame:
-    empty = pl.DataFrame(schema=_STEP_SCHEMA)
-    if not part.height:
-        return empty
-    line = part
-    for depth in (0, 1):
-        top = line.filter(pl.col("depth") == depth)
-        stats = (
-            top.group_by("name").agg(pl.len().alias("n"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy"))
-            .filter(pl.col("n") >= 2).sort("busy", "n", descending=True)
-        )
-        if stats.height:
-            name = stats.item(0, "name")
-            starts = top.filter(pl.col("name") == name).get_column("start_ns").sort().to_numpy()
-            ends = np.append(starts[1:], max(int(part.get_column("end_ns").max()), int(starts[-1]) + 1))
-            return pl.DataFrame({
-                "rank": [rank] * starts.size, "step": np.arange(starts.size, dtype=np.int64),
-                "label": [f"{name} #{k}" for k in range(starts.size)], "start_ns": starts, "end_ns": ends,
-                "source": ["detected"] * starts.size,
-            })
-    return empty
+def _detected(part: pl.DataFrame, rank: int, coll: pl.DataFrame) -> pl.DataFrame:
+    if part.height:
+        span = int(part.get_column("end_ns").max()) - int(part.get_column("start_ns").min())
+        for depth in (0, 1):
+            top = part.filter(pl.col("depth") == depth)
+            stats = (
+                top.group_by("name").agg(pl.len().alias("n"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy"))
+                .filter((pl.col("n") >= 2) & (pl.col("busy") >= DETECT_COVERAGE * span)).sort("busy", "n", descending=True)
+            )
+            if stats.height:
+                name = stats.item(0, "name")
+                starts = top.filter(pl.col("name") == name).get_column("start_ns").sort().to_numpy()
+                return _spans(rank, starts, int(part.get_column("end_ns").max()), str(name))
+    mine = coll.filter(pl.col("rank") == rank).sort("start_ns")
+    if mine.height >= 2:
+        first = mine.row(0, named=True)
+        same = mine.filter((pl.col("op") == first["op"]) & (pl.col("comm").eq_missing(first["comm"])) & (pl.col("bytes").eq_missing(first["bytes"])))
+        if same.height >= 2:
+            return _spans(rank, same.get_column("start_ns").to_numpy(), int(mine.get_column("end_ns").max()), str(first["op"]))
+    return pl.DataFrame(schema=_STEP_SCHEMA)
+
+
+def _spans(rank: int, starts: np.ndarray, last_end: int, name: str) -> pl.DataFrame:
+    """Step k from the k-th start to the next one; the last to ``last_end``."""
+    ends = np.append(starts[1:], max(last_end, int(starts[-1]) + 1))
+    return pl.DataFrame({
+        "rank": [rank] * starts.size, "step": np.arange(starts.size, dtype=np.int64),
+        "label": [f"{name} #{k}" for k in range(starts.size)], "start_ns": starts, "end_ns": ends,
+        "source": ["detected"] * starts.size,
+    })
+
+
+def _collective_starts(trace: Trace) -> pl.DataFrame:
+    """rank, comm, op, bytes, start_ns, end_ns of every collective call."""
+    c = trace.collectives
+    ev = c.get_column("event")
+    return c.select("rank", "comm", "op", "bytes").with_columns(
+        trace.events.get_column("start_ns").gather(ev).alias("start_ns"), trace.events.get_column("end_ns").gather(ev).alias("end_ns")
+    )
 
 
 def event_steps(trace: Trace, steps: pl.DataFrame, rank: np.ndarray, on_gpu: np.ndarray) -> np.ndarray:

@@ -14,16 +14,14 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.convert.chrome.scan import end_string
+
 
 @njit(cache=True)
 def _end_string(data, i, end):
-    """Index of the closing quote of the string whose opening quote is at i - 1."""
-    while i < end:
-        c = data[i]
-        if c == 34:
-            return i
-        i += 2 if c == 92 else 1
-    return end
+    """Index of the closing quote of the string whose opening quote is at i - 1 (``end`` if none)."""
+    j = end_string(data, i, end)
+    return end if j < 0 else j
 
 
 @njit(cache=True)

@@ -140,7 +140,7 @@ def _ws(buf, i, n):
 
 
 @njit(cache=True)
-def _end_string(buf, i, n):
+def end_string(buf, i, n):
     """i is just after the opening quote; returns the index of the closing quote or -1."""
     while i < n:
         c = buf[i]
@@ -160,7 +160,7 @@ def _skip_value(buf, i, n):
     while i < n:
         c = buf[i]
         if c == 34:
-            j = _end_string(buf, i + 1, n)
+            j = end_string(buf, i + 1, n)
             if j < 0:
                 return -1
             i = j + 1
@@ -397,7 +397,7 @@ def _poly(buf, i, n, slots, starts, ends, count):
     """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
     c = buf[i]
     if c == 34:
-        j = _end_string(buf, i + 1, n)
+        j = end_string(buf, i + 1, n)
         if j < 0:
             return K_NONE, 0, -1
         sid = intern(buf, i + 1, j, slots, starts, ends, count)
@@ -470,7 +470,7 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
     while i < n:
         if buf[i] != 34:
             return -2, o
-        j = _end_string(buf, i + 1, n)
+        j = end_string(buf, i + 1, n)
         if j < 0:
             return -1, o
         ks, ke = i + 1, j
@@ -550,7 +550,7 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     while i < n:
         if buf[i] != 34:
             return -2, o0
-        j = _end_string(buf, i + 1, n)
+        j = end_string(buf, i + 1, n)
         if j < 0:
             return -1, o0
         ks, ke = i + 1, j
@@ -565,7 +565,7 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
         v0 = buf[i]
         key = _key(buf, ks, ke)
         if v0 == 34 and (key == KEY_PH or key == KEY_S or key == KEY_BP):
-            j = _end_string(buf, i + 1, n)
+            j = end_string(buf, i + 1, n)
             if j < 0:
                 return -1, o0
             first = buf[i + 1] if j > i + 1 else 0
@@ -577,7 +577,7 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
                 w8[B_PH, k] = first if j == i + 2 else 0
             i = j + 1
         elif v0 == 34 and (key == KEY_NAME or key == KEY_CAT):
-            j = _end_string(buf, i + 1, n)
+            j = end_string(buf, i + 1, n)
             if j < 0:
                 return -1, o0
             sid = intern(buf, i + 1, j, slots, starts, ends, count)
@@ -713,7 +713,7 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
             return nev, (E_NONE if found else E_NOT_TRACE), i, False, ntop, o
         if buf[i] != 34:
             return nev, E_SYNTAX, i, False, ntop, o
-        j = _end_string(buf, i + 1, n)
+        j = end_string(buf, i + 1, n)
         if j < 0:
             break
         ks, ke = i + 1, j
