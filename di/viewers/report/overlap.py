@@ -38,7 +38,9 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         body += svg_plot(fig, "overlap per rank")
     body += table("overlap", ["rank", "pair", "ratio", "numerator_ns", "denominator_ns", "reason"], rows)
     hints = []
-    cc = defined.filter((pl.col("pair") == "comm_compute") & (pl.col("denominator_ns") > 0)).sort("ratio")
+    b = ctx.result.breakdown
+    computing = b.filter(pl.col("step").is_null() & (pl.col("state") == "compute") & (pl.col("time_ns") > 0)).get_column("rank").unique() if b is not None else []
+    cc = defined.filter((pl.col("pair") == "comm_compute") & (pl.col("denominator_ns") > 0) & pl.col("rank").is_in(list(computing))).sort("ratio")
     if cc.height and cc.item(0, "ratio") < 0.3:
         r = cc.row(0, named=True)
         hints.append(f"Only {100 * r['ratio']:.0f} % of rank {r['rank']}'s communication ({r['denominator_ns'] / 1e6:,.1f} ms) runs alongside compute: "

@@ -51,7 +51,8 @@ def _hints(w: pl.DataFrame) -> list[str]:
     caused = w.filter(pl.col("cause_rank").is_not_null() & (pl.col("cause_rank") != pl.col("rank")))
     if not caused.height:
         return []
-    top = caused.group_by("cause_rank", "kind").agg(pl.col("wait_ns").sum().alias("total")).sort("total", descending=True).row(0, named=True)
+    top = caused.group_by("cause_rank", "kind").agg(pl.col("wait_ns").sum().alias("total")).sort(
+        ["total", "cause_rank", "kind"], descending=[True, False, False]).row(0, named=True)
     mine = caused.filter((pl.col("cause_rank") == top["cause_rank"]) & (pl.col("kind") == top["kind"]))
     late = mine.group_by("instance", "event", "step").agg(pl.col("wait_ns").max())
     steps_all = w.get_column("step").drop_nulls().n_unique()

@@ -1,0 +1,111 @@
+"""The engine's results as tracks of the trace itself, for Perfetto (``di convert --analysis``).
+
+:func:`with_analysis` returns a copy of a trace with
+
+- a **critical path** timeline (process "di analysis", rank of the path's first
+  segment): one slice per segment of the path (name and category of the event
+  it crosses; waits and launches named by their kind), args ``rank``, ``event``
+  and ``contrib_ns``; the slices' durations sum to the path length;
+- **flows** (kind ``user``, ``src_cat`` "critical_path") from a path event on one
+  rank to the next path event on another rank;
+- per rank two **counter series** sampled at each step start: ``rank N wait``
+  (ms waited in the step, wait states) and ``rank N imbalance`` (work in the step
+  relative to the step mean, %);
+- on every event of the path, ``critical_path_ns`` (its exclusive time on the
+  path) added to its ``args``.
+
+The original rows keep their positions, so row references stay valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from di.trace import CATS, Trace
+
+TRACK = "critical path"
+PROCESS = "di analysis"
+
+
+def with_analysis(trace: Trace, result: Any) -> Trace:
+    """A copy of ``trace`` with the analysis tracks (see the module docstring)."""
+    cp = result.critical_path or {}
+    seg = cp.get("segments")
+    tables = dict(trace.tables())
+    meta = dict(trace.meta)
+    source = len(meta.get("sources", []))
+    loc_next = int(trace.locations.get_column("loc").max()) + 1 if trace.locations.height else 0
+    new_locs, new_events, flows = [], None, None
+    if seg is not None and seg.height:
+        seg = seg.filter(pl.col("end_ns") > pl.col("start_ns")).sort("start_ns")
+        rank0 = int(seg.get_column("rank").drop_nulls().first() or 0)
+        new_locs.append({"loc": loc_next, "rank": rank0, "kind": "cpu_thread", "name": TRACK, "process": PROCESS, "source": source})
+        n = trace.events.height
+        name = pl.when(pl.col("kind") == "local").then(pl.col("name")).otherwise(pl.format("{} ({})", pl.col("category"), pl.col("name")))
+        new_events = seg.select(
+            pl.lit(loc_next, pl.UInt32).alias("loc"), "start_ns", "end_ns", name.fill_null(pl.col("category")).alias("name"),
+            pl.when((pl.col("kind") == "local") & pl.col("cat").is_in(list(CATS))).then(pl.col("cat")).otherwise(pl.lit("other")).alias("cat"),
+            pl.lit("critical_path").alias("src_cat"), pl.lit(0, pl.Int32).alias("depth"), pl.lit(False).alias("instant"),
+            pl.struct(pl.col("rank"), pl.col("event"), pl.col("kind"), pl.col("contrib_ns")).struct.json_encode().alias("args"))
+        hops = seg.select(pl.col("event").alias("src"), pl.col("rank").alias("a"), pl.col("event").shift(-1).alias("dst"),
+                          pl.col("rank").shift(-1).alias("b")).filter(
+            (pl.col("a") != pl.col("b")) & pl.col("src").is_not_null() & pl.col("dst").is_not_null() & (pl.col("src") < n) & (pl.col("dst") < n))
+        flows = hops.select("src", "dst", pl.lit("user").alias("kind"), pl.lit("critical_path").alias("src_cat"))
+        tables["events"] = _with_path_args(trace.events, cp["events"])
+        tables["events"] = pl.concat([tables["events"], new_events], how="diagonal_relaxed")
+        if flows.height:
+            tables["flows"] = pl.concat([trace.flows, flows], how="diagonal_relaxed")
+    counters = _step_counters(result, loc_next + len(new_locs), int(trace.series.get_column("series").max()) + 1 if trace.series.height else 0, source)
+    if counters is not None:
+        locs, series, samples = counters
+        new_locs += locs
+        tables["series"] = pl.concat([trace.series, series], how="diagonal_relaxed")
+        tables["samples"] = pl.concat([trace.samples, samples], how="diagonal_relaxed")
+    if new_locs:
+        tables["locations"] = pl.concat([trace.locations, pl.DataFrame(new_locs)], how="diagonal_relaxed")
+        meta["sources"] = [*meta.get("sources", []), {"path": "(di analyze)", "format": "di-analysis", "rank": new_locs[0]["rank"],
+                                                       "rank_source": "single", "events": 0 if new_events is None else new_events.height, "dropped": {}}]
+    return Trace.build(meta=meta, **tables)
+
+
+def _with_path_args(events: pl.DataFrame, path_events: pl.DataFrame) -> pl.DataFrame:
+    """``critical_path_ns`` added into the args JSON of the events on the path."""
+    contrib = path_events.group_by("event").agg(pl.col("contrib_ns").sum())
+    idx = events.with_row_index("_row").join(contrib, left_on=pl.col("_row").cast(pl.Int64), right_on="event", how="left").sort("_row")
+    field = pl.concat_str(pl.lit('"critical_path_ns":'), pl.col("contrib_ns").cast(pl.String), pl.lit("}"))
+    args = pl.col("args").cast(pl.String)
+    merged = (pl.when(pl.col("contrib_ns").is_null()).then(args)
+              .when(args.is_null() | (args.str.strip_chars() == "{}")).then(pl.concat_str(pl.lit("{"), field))
+              .otherwise(pl.concat_str(args.str.strip_chars().str.strip_suffix("}"), pl.lit(","), field)))
+    return idx.with_columns(merged.alias("args")).drop("_row", "contrib_ns")
+
+
+def _step_counters(result: Any, loc0: int, series0: int, source: int) -> tuple[list[dict[str, Any]], pl.DataFrame, pl.DataFrame] | None:
+    from di.viewers.report.imbalance import work_per_step
+
+    steps = result.steps
+    if not steps.height:
+        return None
+    w = result.wait_states
+    waited = (w.filter(pl.col("step").is_not_null()).group_by("rank", "step").agg(pl.col("wait_ns").sum())
+              if w is not None and w.height else pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "wait_ns": pl.Int64}))
+    _, work = work_per_step(result)
+    if work.height:
+        work = work.with_columns((100 * (pl.col("work_ns") / pl.col("work_ns").mean().over("step") - 1)).alias("imb"))
+    else:
+        work = pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "imb": pl.Float64})
+    base = steps.select("rank", "step", pl.col("start_ns").alias("ts_ns"))
+    base = base.join(waited, on=["rank", "step"], how="left").join(work.select("rank", "step", "imb"), on=["rank", "step"], how="left")
+    ranks = sorted(set(base.get_column("rank").to_list()))
+    locs, series, samples = [], [], []
+    for i, r in enumerate(ranks):
+        loc = loc0 + i
+        locs.append({"loc": loc, "rank": r, "kind": "counter", "name": "analysis", "process": PROCESS, "source": source})
+        mine = base.filter(pl.col("rank") == r).sort("ts_ns")
+        for j, (label, col, unit) in enumerate((("wait", pl.col("wait_ns").fill_null(0) / 1e6, "ms"), ("imbalance", pl.col("imb").fill_null(0.0), "%"))):
+            sid = series0 + 2 * i + j
+            series.append({"series": sid, "loc": loc, "name": f"rank {r} {label}", "unit": unit})
+            samples.append(mine.select(pl.lit(sid, pl.UInt32).alias("series"), "ts_ns", col.cast(pl.Float64).alias("value")))
+    return locs, pl.DataFrame(series), pl.concat(samples)
