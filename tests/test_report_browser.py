@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from chromium_cdp import Browser, find_chromium
 from conftest import KINETO, OTF2
-from test_report import check_against_json
+from test_report import check_against_json, recorded_job  # noqa: F401 (a fixture: a 4-rank MPI job recorded with I/O and counters)
 
 from di.cli import main
 from di.demo import write_kineto_job
@@ -39,20 +39,20 @@ def chromium() -> str:
     return exe
 
 
-def sources(tmp: Path) -> dict[str, str]:
+def sources(tmp: Path, recorded: Path) -> dict[str, str]:
     demo = tmp / "demo"
     write_kineto_job(demo, ranks=4, steps=4)
-    found = {"demo": str(demo)}
+    found = {"demo": str(demo), "recorded": str(recorded)}
     for name, p in (("kineto", KINETO / "hta_trace_filter"), ("otf2", OTF2 / "casita_2_cuda_simple" / "traces.otf2")):
         if p.exists():
             found[name] = str(p)
     return found
 
 
-def test_reports_render_in_chromium(chromium, tmp_path, capsys):
+def test_reports_render_in_chromium(chromium, recorded_job, tmp_path, capsys):
     shots = os.environ.get("DI_REPORT_SCREENSHOTS")
     checked = []
-    for name, src in sources(tmp_path).items():
+    for name, src in sources(tmp_path, recorded_job).items():
         page = tmp_path / f"{name}.html"
         assert main(["report", src, "-o", str(page), "--no-plugins"]) == 0
         capsys.readouterr()
@@ -77,7 +77,7 @@ def test_reports_render_in_chromium(chromium, tmp_path, capsys):
                 Path(shots).mkdir(parents=True, exist_ok=True)
                 b.screenshot(Path(shots) / f"report-{name}.png")
         checked.append(name)
-    assert "demo" in checked
+    assert {"demo", "recorded"} <= set(checked)
 
 
 def test_the_browser_check_sees_errors_and_requests(chromium, tmp_path):
