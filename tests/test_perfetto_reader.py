@@ -247,3 +247,45 @@ def test_varint_kernel_matches_python() -> None:
         end = put_varint(out, 0, v)
         assert out[:end].tobytes() == varint_bytes(v) and end == varint_size(v)
         assert read_varint(out, 0, end) == (v, end)
+
+
+def _incremental_clock_trace() -> bytes:
+    """Timestamps as the Perfetto SDK writes them: deltas on sequence clock 64 (us), anchored by a ClockSnapshot."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 3
+    p.track_descriptor.uuid = 101
+    p.track_descriptor.name = "sdk track"
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 3
+    p.sequence_flags = 1
+    p.timestamp = 5_000_000
+    p.clock_snapshot.clocks.add(clock_id=6, timestamp=5_000_000)
+    p.clock_snapshot.clocks.add(clock_id=64, timestamp=1000, is_incremental=True, unit_multiplier_ns=1000)
+    p.trace_packet_defaults.timestamp_clock_id = 64
+    p.trace_packet_defaults.track_event_defaults.track_uuid = 101
+    for delta, kind in ((5, BEGIN), (10, BEGIN), (0, END), (20, END), (1, INSTANT)):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 3
+        p.sequence_flags = 2
+        p.timestamp = delta
+        p.track_event.type = kind
+        if kind != END:
+            p.track_event.name = f"e{delta}"
+    return b.serialize()
+
+
+def test_incremental_sequence_clock_is_converted_to_trace_time(tmp_path: Path) -> None:
+    path = tmp_path / "sdk_clock.pftrace"
+    path.write_bytes(_incremental_clock_trace())
+    t = di.load(path)
+    # clock 64 counts us from 1000 at boottime 5 ms: deltas 5, 10, 0, 20, 1 us
+    assert t.events.select("name", "start_ns", "end_ns").rows() == [
+        ("e5", 5_005_000, 5_035_000), ("e10", 5_015_000, 5_015_000), ("e1", 5_036_000, 5_036_000)]
+    if engine_problem() is None:
+        with WasmTraceProcessor() as tp:
+            tp.load(path)
+            rows = [(r["name"], r["ts"], r["ts"] + r["dur"]) for r in tp.query("select name, ts, dur from slice order by ts")]
+        assert rows == t.events.sort("start_ns").select("name", "start_ns", "end_ns").rows()

@@ -46,6 +46,7 @@ import orjson
 import polars as pl
 from numba import njit
 
+from di.convert.atomic import atomic_write
 from di.convert.lanes import NO_POINT, assign_lanes, innermost_points, is_sorted
 from di.errors import SchemaError
 from di.trace import Trace
@@ -83,19 +84,12 @@ def write_chrome(trace: Trace, path: str | os.PathLike[str], *, compress: bool |
     """
     path = os.fspath(path)
     gz = path.endswith(".gz") if compress is None else compress
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as raw:
-            if gz:
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as f:
-                    _write(trace, f)
-            else:
-                _write(trace, raw)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_write(path) as raw:
+        if gz:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as f:
+                _write(trace, f)
+        else:
+            _write(trace, raw)
 
 
 class _Sink:

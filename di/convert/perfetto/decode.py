@@ -20,18 +20,20 @@ from numba import njit, types
 from numba.typed import Dict
 
 from di.convert.perfetto import fields as F
+from di.convert.perfetto.clocks import CLOCK_KEY, CLOCK_STATE, read_snapshot, to_trace_ns
 from di.convert.perfetto.protobuf import read_fixed64, read_varint, skip_field
-from di.convert.symbols import intern
+from di.convert.symbols import FULL, intern
 
 KEY3 = types.UniTuple(types.int64, 3)
 
 # annotation value types
 A_NONE, A_BOOL, A_UINT, A_INT, A_DOUBLE, A_STRING, A_JSON, A_POINTER, A_ISTRING, A_NESTED = range(10)
 # stats slots
-ST_NO_TIMESTAMP, ST_LEGACY, ST_BAD_TYPE, ST_CLOCK_ID, ST_MALFORMED, ST_UNRESOLVED_IID = range(6)
+ST_NO_TIMESTAMP, ST_LEGACY, ST_BAD_TYPE, ST_CLOCK_ID, ST_MALFORMED, ST_UNRESOLVED_IID, ST_SYMBOLS_FULL = range(7)
 STAT_NAMES = ("events without a timestamp", "legacy (phase-based) events", "events of unknown type",
-              "packets on clocks other than the trace clock (timestamps kept as they are)", "malformed packets",
+              "packets on clocks no snapshot defines (timestamps kept as they are)", "malformed packets",
               "interned names not found")
+"""Reasons for the first stats slots; the last slot (ST_SYMBOLS_FULL) asks the caller to retry with a bigger symbol table."""
 # kinds of interned tables (for the lookup key)
 K_NAME, K_CAT, K_ANN, K_STR = 1, 2, 3, 4
 
@@ -81,13 +83,16 @@ def _lookup(table, seq, gen, kind, iid, stats):
 
 
 @njit(cache=True)
-def _sym(buf, a, b, sym):
-    sid, sym[0], sym[1], sym[2] = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
+def _sym(buf, a, b, sym, stats):
+    sid = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
+    if sid == FULL:
+        stats[ST_SYMBOLS_FULL] = 1
+        return -1
     return sid
 
 
 @njit(cache=True)
-def _interned(buf, a, b, table, seq, gen, sym):
+def _interned(buf, a, b, table, seq, gen, sym, stats):
     """Store the entries of an InternedData message (buf[a:b])."""
     pos = a
     while pos < b:
@@ -119,7 +124,7 @@ def _interned(buf, a, b, table, seq, gen, sym):
                 if q < 0:
                     break
             if s0 >= 0 and s1 <= qe:
-                table[(seq * 8 + kind, gen, iid)] = _sym(buf, s0, s1, sym)
+                table[(seq * 8 + kind, gen, iid)] = _sym(buf, s0, s1, sym, stats)
             pos += n
         else:
             pos = skip_field(buf, pos, b, wire)
@@ -128,30 +133,31 @@ def _interned(buf, a, b, table, seq, gen, sym):
 
 
 @njit(cache=True)
-def _default_track(buf, a, b):
-    """track_uuid of TracePacketDefaults.track_event_defaults (buf[a:b]); -1 when absent."""
+def _defaults(buf, a, b):
+    """(track_uuid of track_event_defaults, timestamp_clock_id) of TracePacketDefaults (buf[a:b]); -1 when absent."""
+    uuid, clock = -1, -1
     pos = a
-    while pos < b:
+    while 0 <= pos < b:
         key, pos = read_varint(buf, pos, b)
         if pos < 0:
-            return -1
-        if key == (F.DEFAULTS_TRACK_EVENT << 3 | 2):
+            break
+        if key == (F.DEFAULTS_TIMESTAMP_CLOCK_ID << 3):
+            clock, pos = read_varint(buf, pos, b)
+        elif key == (F.DEFAULTS_TRACK_EVENT << 3 | 2):
             n, pos = read_varint(buf, pos, b)
             q, qe = pos, pos + n
             while 0 <= q < qe:
                 k2, q = read_varint(buf, q, qe)
                 if q < 0:
-                    return -1
+                    break
                 if k2 == (F.EVENT_DEFAULTS_TRACK_UUID << 3):
-                    v, q = read_varint(buf, q, qe)
-                    return v
-                q = skip_field(buf, q, qe, k2 & 7)
+                    uuid, q = read_varint(buf, q, qe)
+                else:
+                    q = skip_field(buf, q, qe, k2 & 7)
             pos = qe
         else:
             pos = skip_field(buf, pos, b, key & 7)
-            if pos < 0:
-                return -1
-    return -1
+    return uuid, clock
 
 
 @njit(cache=True)
@@ -184,7 +190,7 @@ def _annotation(buf, a, b, table, seq, gen, stats, sym):
             if pos < 0 or pos + n > b:
                 break
             if field == F.ANNOTATION_NAME:
-                name = _sym(buf, pos, pos + n, sym)
+                name = _sym(buf, pos, pos + n, sym, stats)
             elif field == F.ANNOTATION_STRING or field == F.ANNOTATION_LEGACY_JSON:
                 vtype, s0, s1 = (A_STRING if field == F.ANNOTATION_STRING else A_JSON), pos, pos + n
             elif field in (F.ANNOTATION_NESTED, F.ANNOTATION_DICT_ENTRIES, F.ANNOTATION_ARRAY_VALUES):
@@ -230,6 +236,9 @@ def decode_packets(buf, n_packets, sym, stats):
     table = Dict.empty(key_type=KEY3, value_type=types.int64)
     gens = Dict.empty(key_type=types.int64, value_type=types.int64)
     defaults = Dict.empty(key_type=types.int64, value_type=types.int64)
+    default_clock = Dict.empty(key_type=types.int64, value_type=types.int64)
+    clocks = Dict.empty(key_type=CLOCK_KEY, value_type=CLOCK_STATE)
+    primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
     ev_packet = np.empty(n_packets, np.int64)
     ev_ts = np.empty(n_packets, np.int64)
     ev_type = np.empty(n_packets, np.int8)
@@ -255,6 +264,7 @@ def decode_packets(buf, n_packets, sym, stats):
         pos = b
         p += 1
         ts, has_ts, seq, flags, te0, te1, in0, in1, df0, df1 = 0, False, 0, 0, -1, -1, -1, -1, -1, -1
+        clock, cs0, cs1 = -1, -1, -1
         q = a
         while q < b:
             k2, q = read_varint(buf, q, b)
@@ -272,8 +282,8 @@ def decode_packets(buf, n_packets, sym, stats):
                     flags |= v
                 elif field == F.PACKET_INCREMENTAL_STATE_CLEARED:
                     flags |= F.SEQ_INCREMENTAL_STATE_CLEARED if v else 0
-                elif v != 0 and v != 6:  # 6 = BOOTTIME, the default trace clock
-                    stats[ST_CLOCK_ID] += 1
+                else:
+                    clock = v
             elif wire == 2:
                 n, q = read_varint(buf, q, b)
                 if q < 0 or q + n > b:
@@ -285,6 +295,8 @@ def decode_packets(buf, n_packets, sym, stats):
                     in0, in1 = q, q + n
                 elif field == F.PACKET_DEFAULTS:
                     df0, df1 = q, q + n
+                elif field == F.PACKET_CLOCK_SNAPSHOT:
+                    cs0, cs1 = q, q + n
                 elif field == F.PACKET_TRACK_DESCRIPTOR or field == F.PACKET_DI_TRACE:
                     spans[ns, 0], spans[ns, 1], spans[ns, 2] = (0 if field == F.PACKET_TRACK_DESCRIPTOR else 1), q, q + n
                     ns += 1
@@ -297,13 +309,22 @@ def decode_packets(buf, n_packets, sym, stats):
         if flags & F.SEQ_INCREMENTAL_STATE_CLEARED:
             gens[seq] = gens.get(seq, 0) + 1
             defaults[seq] = 0
+            default_clock[seq] = 0
         gen = gens.get(seq, 0)
+        if cs0 >= 0:
+            read_snapshot(buf, cs0, cs1, seq, clocks, primary)
         if df0 >= 0:
-            uuid = _default_track(buf, df0, df1)
+            uuid, dclock = _defaults(buf, df0, df1)
             if uuid >= 0:
                 defaults[seq] = uuid
+            if dclock >= 0:
+                default_clock[seq] = dclock
+        if has_ts and cs0 < 0:  # a snapshot packet's own timestamp does not advance its clocks (as in the trace processor)
+            ts, known = to_trace_ns(clocks, primary, seq, clock if clock >= 0 else default_clock.get(seq, 0), ts)
+            if not known:
+                stats[ST_CLOCK_ID] += 1
         if in0 >= 0:
-            _interned(buf, in0, in1, table, seq, gen, sym)
+            _interned(buf, in0, in1, table, seq, gen, sym, stats)
         if te0 < 0:
             continue
         # TrackEvent
@@ -349,9 +370,9 @@ def decode_packets(buf, n_packets, sym, stats):
                 if q < 0 or q + n > te1:
                     break
                 if field == F.EVENT_NAME:
-                    name = _sym(buf, q, q + n, sym)
+                    name = _sym(buf, q, q + n, sym, stats)
                 elif field == F.EVENT_CATEGORIES:
-                    c = _sym(buf, q, q + n, sym)
+                    c = _sym(buf, q, q + n, sym, stats)
                     if c0 < 0:
                         c0 = c
                     elif c1 < 0:

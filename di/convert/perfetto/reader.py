@@ -28,11 +28,11 @@ import polars as pl
 from di.convert.perfetto import ditrace
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.annotations import annotation_columns
-from di.convert.perfetto.decode import STAT_NAMES, count_packets, decode_packets
+from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packets, decode_packets
 from di.convert.perfetto.flows import CODE_MESSAGE
 from di.convert.perfetto.pairing import chain_flows, pair_slices
 from di.convert.perfetto.tracks import foreign_layout, parse_descriptor
-from di.convert.symbols import new_table
+from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
 from di.errors import FormatError
 from di.nesting import nest
 from di.trace import CATS, FLOW_KINDS, Trace
@@ -81,12 +81,15 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     dropped: Counter[str] = Counter()
     if readable < len(buf):
         dropped[f"unreadable bytes after offset {readable} (truncated or corrupt)"] += len(buf) - int(readable)
-    from numba.typed import List
-
-    sym = List(new_table())  # slots, starts, ends, count: the kernel replaces the arrays as they grow
-    stats = np.zeros(len(STAT_NAMES), dtype=np.int64)
-    (packet, ts, etype, track, name, cats, corr, has_corr, value, fl_id, fl_ev, fl_term, ann, ann_dbl, spans) = \
-        decode_packets(buf, n_packets, sym, stats)
+    capacity = FIRST_CAPACITY
+    while True:  # a full symbol table means: decode again with a bigger one (rare: capacities grow sixteenfold)
+        sym = new_table(capacity)
+        stats = np.zeros(len(STAT_NAMES) + 1, dtype=np.int64)
+        decoded = decode_packets(buf, n_packets, sym, stats)
+        if not stats[ST_SYMBOLS_FULL]:
+            break
+        capacity = grown_capacity(capacity)
+    (packet, ts, etype, track, name, cats, corr, has_corr, value, fl_id, fl_ev, fl_term, ann, ann_dbl, spans) = decoded
     for k, v in zip(STAT_NAMES, stats.tolist()):
         if v:
             dropped[k] += v

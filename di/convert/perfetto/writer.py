@@ -25,6 +25,7 @@ from typing import IO
 import numpy as np
 import polars as pl
 
+from di.convert.atomic import atomic_write
 from di.convert.lanes import assign_lanes, is_sorted
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
@@ -48,16 +49,8 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> None:
     Raises:
         SchemaError: a row refers to a location, event or series that does not exist.
     """
-    path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            _write(trace, f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_write(path) as f:
+        _write(trace, f)
 
 
 def dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
