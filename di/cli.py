@@ -10,7 +10,7 @@ from typing import Any
 EXIT_INPUT = 2
 
 EXAMPLES = {
-    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert trace.json --rank 3 -o rank3.di",
+    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
     "demo": "examples:\n  di demo -o demo/         (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
     "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
@@ -32,8 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     c = sub.add_parser("convert", help="convert traces between formats (merging per-rank files)", epilog=EXAMPLES["convert"], formatter_class=fmt)
     c.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
-    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz, .perfetto-trace, .pftrace)")
-    c.add_argument("--to", help="output format name, overriding the extension (di, chrome, perfetto)")
+    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2, .perfetto-trace, .pftrace)")
+    c.add_argument("--to", help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)")
     _rank_options(c)
     i = sub.add_parser("info", help="summarise a trace: ranks, timelines, categories, sources, drops", epilog=EXAMPLES["info"], formatter_class=fmt)
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
@@ -63,9 +63,13 @@ def _load(args: argparse.Namespace, console: Any) -> Any:
 
     paths = expand(args.inputs)
     started = time.monotonic()
-    with Progress(console=console, transient=True, disable=len(paths) < 2) as bar:
-        task = bar.add_task("loading", total=len(paths))
-        trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
+    if len(paths) == 1:
+        with console.status(f"loading {paths[0]}"):
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks)
+    else:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("loading", total=len(paths))
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
     if time.monotonic() - started > 1:
         console.print(f"[dim]loaded {trace.events.height:,} events in {time.monotonic() - started:.1f} s[/dim]")
     return trace

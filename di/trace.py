@@ -94,7 +94,8 @@ class Trace:
         return replace(self, meta=meta)
 
     def validate(self) -> None:
-        """Check every table and meta.json against the JSON Schemas.
+        """Check every table and meta.json against the JSON Schemas, and the
+        model's invariants (ordered intervals, sorted events, valid row references).
 
         Raises:
             SchemaError: on the first mismatch.
@@ -102,6 +103,7 @@ class Trace:
         for name, df in self.tables().items():
             schema.validate_table(name, df)
         schema.validate_meta(self.meta)
+        _check_invariants(self)
 
     @property
     def ranks(self) -> list[int]:
@@ -111,6 +113,36 @@ class Trace:
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}={getattr(self, t).height}" for t in schema.TABLES)
         return f"Trace(ranks={len(self.ranks)}, {counts})"
+
+
+# (table, column) pairs that hold row positions in ``events``
+EVENT_REFS = (("events", "parent"), ("flows", "src"), ("flows", "dst"), ("messages", "send"),
+              ("messages", "recv"), ("collectives", "event"))
+
+
+def _check_invariants(trace: Trace) -> None:
+    """What the schemas cannot say: intervals are ordered, instants are points,
+    events are sorted by (loc, start_ns), and every reference points at a row."""
+    from di.errors import SchemaError
+
+    ev = trace.events
+    problems = []
+    if ev.height:
+        checks = ev.select(
+            (pl.col("end_ns") < pl.col("start_ns")).sum().alias("events end before they start"),
+            (pl.col("instant") & (pl.col("end_ns") != pl.col("start_ns"))).sum().alias("instants with end_ns != start_ns"),
+            ((pl.col("loc") < pl.col("loc").shift(1)) | ((pl.col("loc") == pl.col("loc").shift(1)) & (pl.col("start_ns") < pl.col("start_ns").shift(1))))
+            .sum().alias("events out of (loc, start_ns) order"),
+            (~pl.col("loc").is_in(trace.locations.get_column("loc").implode())).sum().alias("events on unknown locations"),
+        ).row(0, named=True)
+        problems += [f"{n} {what}" for what, n in checks.items() if n]
+    for table, col in EVENT_REFS:
+        refs = getattr(trace, table).get_column(col).drop_nulls()
+        bad = int(((refs < 0) | (refs >= ev.height)).sum()) if refs.len() else 0
+        if bad:
+            problems.append(f"{bad} {table}.{col} values that are not rows of events")
+    if problems:
+        raise SchemaError("trace invariants violated: " + "; ".join(problems))
 
 
 def refresh_meta(trace: Trace) -> dict[str, Any]:

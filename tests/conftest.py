@@ -20,6 +20,9 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 KINETO = DATA / "kineto"
 """PyTorch profiler (Kineto) Chrome-JSON traces; see DATA/README.md."""
 
+OTF2 = DATA / "otf2"
+"""Score-P OTF2 archives, one folder each with ``traces.otf2``; see DATA/README.md."""
+
 NO_DATA = f"shared test data absent: {KINETO.name}/ not found under ../shared/data"
 
 
@@ -28,6 +31,19 @@ def kineto_files() -> list[Path]:
     if not KINETO.is_dir():
         return []
     return sorted(p for p in KINETO.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+
+
+def otf2_archives() -> list[Path]:
+    """The anchor file of every archive under ../shared/data/otf2, sorted; [] when absent."""
+    return sorted(OTF2.glob("*/traces.otf2")) if OTF2.is_dir() else []
+
+
+def otf2_archive(name: str) -> Path:
+    """One archive's anchor file by folder name; skips the test when it is absent."""
+    path = OTF2 / name / "traces.otf2"
+    if not path.exists():
+        pytest.skip(f"shared test data absent: otf2/{name} not found under ../shared/data")
+    return path
 
 
 def kineto_id(path: Path) -> str:

@@ -121,7 +121,9 @@ def test_non_nested_overlap_goes_to_a_lane(tmp_path: Path) -> None:
 
 
 def test_unsorted_events_still_get_lanes(tmp_path: Path) -> None:
-    trace = _build(_events([(0, T0 + 50, T0 + 150, "b"), (0, T0, T0 + 100, "a")]))
+    trace = Trace.build(meta={"world_size": 2}, locations=LOCATIONS, events=_events([(0, T0 + 50, T0 + 150, "b"), (0, T0, T0 + 100, "a")]))
+    with pytest.raises(SchemaError, match="out of"):
+        trace.validate()  # not a valid model, yet the writer copes
     doc, _ = _write(trace, tmp_path)
     assert [e["name"] for e in _phase(doc, "X")] == ["b", "a"]
     assert [_tracks(doc)[e["pid"], e["tid"]]["lane"] for e in _phase(doc, "X")] == [1, 0]
@@ -295,7 +297,10 @@ def test_small_chunks_give_the_same_file(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_bad_references_raise(tmp_path: Path) -> None:
-    trace = _build(_events([(0, T0, T0 + 10, "a")]), flows={"src": [0], "dst": [5], "kind": ["user"]})
+    trace = Trace.build(meta={"world_size": 2}, locations=LOCATIONS, events=_events([(0, T0, T0 + 10, "a")]),
+                        flows={"src": [0], "dst": [5], "kind": ["user"]})
+    with pytest.raises(SchemaError, match="flows.dst"):
+        trace.validate()
     with pytest.raises(SchemaError, match="flows.dst"):
         write_chrome(trace, tmp_path / "t.json")
     assert not list(tmp_path.iterdir())

@@ -12,7 +12,7 @@ import pytest
 import di
 from di import cli
 
-HEAVY = ("numba", "polars", "pyarrow", "orjson")
+HEAVY = ("numba", "polars", "pyarrow", "orjson", "otf2", "_otf2")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

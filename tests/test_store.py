@@ -182,3 +182,13 @@ def test_store_with_a_large_meta_is_recognised(tmp_path: Path) -> None:
     di.save(trace, tmp_path / "big.di")
     assert (tmp_path / "big.di" / "meta.json").read_bytes().index(b'"di-trace"') < 100
     assert di.load(tmp_path / "big.di").meta["sources"][0]["info"]["pad"] == "p" * 20_000
+
+
+def test_invariants_the_schemas_cannot_state() -> None:
+    locations = {"loc": [0], "rank": [0], "kind": ["cpu_thread"], "source": [0]}
+    events = {"loc": [0, 0], "start_ns": [10, 5], "end_ns": [4, 5], "name": ["a", "b"], "cat": ["other", "other"],
+              "depth": [0, 0], "instant": [False, False], "parent": [None, 7]}
+    with pytest.raises(di.SchemaError) as err:
+        di.Trace.build(meta={}, locations=locations, events=events).validate()
+    for problem in ("1 events end before they start", "1 events out of (loc, start_ns) order", "1 events.parent values"):
+        assert problem in str(err.value)

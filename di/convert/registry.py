@@ -19,7 +19,8 @@ from typing import Any
 from di.errors import FormatError, UnknownFormatError
 from di.trace import Trace
 
-RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+# "rank-3", "rank_3", "trace.rank3.json", not "frank3" nor a longer number's tail
+RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)(?!\d)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,26 @@ def _write_store(trace: Trace, path: Path) -> None:
     write_store(trace, path)
 
 
+def _sniff_otf2(path: Path, head: bytes) -> bool:
+    return head[2:6] == b"OTF2"
+
+
+def _read_otf2(path: Path, **kw: Any) -> Trace:
+    from di.convert.otf2.reader import read_otf2
+
+    return read_otf2(path, **kw)
+
+
+def _write_otf2(trace: Trace, path: Path) -> None:
+    from di.convert.otf2.writer import write_otf2
+
+    write_otf2(trace, path)
+
+
 CONNECTORS: tuple[Connector, ...] = (
     Connector("di", (".di",), lambda p, h: False, _read_store, _write_store),
     Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome),
+    Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2),
     Connector("perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto),
 )
 
@@ -126,6 +144,8 @@ def connector_for(path: Path) -> Connector:
     if path.is_dir():
         if is_store(path):
             return CONNECTORS[0]
+        if any(_sniff_otf2(p, _head(p)) for p in path.glob("*.otf2") if p.is_file()):
+            return next(c for c in CONNECTORS if c.name == "otf2")
         raise UnknownFormatError(f"{path}: a directory that is not a di store (no meta.json); installed: {installed()}")
     head = _head(path)
     for c in CONNECTORS:

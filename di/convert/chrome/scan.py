@@ -343,6 +343,55 @@ _BYTES = (98, 121, 116, 101, 115)
 _EVENTS = (116, 114, 97, 99, 101, 69, 118, 101, 110, 116, 115)
 
 
+# event keys the scanner reads, as codes of _key
+KEY_OTHER, KEY_PH, KEY_S, KEY_BP, KEY_NAME, KEY_CAT, KEY_TS, KEY_DUR, KEY_PID, KEY_TID, KEY_ID, KEY_BIND, \
+    KEY_DIFLOW, KEY_FIN, KEY_FOUT, KEY_ARGS = range(16)
+
+
+@njit(cache=True)
+def _key(buf, ks, ke):
+    """The code of the event key buf[ks:ke]: one length switch, then at most
+    two byte comparisons."""
+    L = ke - ks
+    if L == 2:
+        if _is(buf, ks, ke, _PH):
+            return KEY_PH
+        if _is(buf, ks, ke, _TS):
+            return KEY_TS
+        if _is(buf, ks, ke, _ID):
+            return KEY_ID
+        if _is(buf, ks, ke, _BP):
+            return KEY_BP
+    elif L == 3:
+        if _is(buf, ks, ke, _PID):
+            return KEY_PID
+        if _is(buf, ks, ke, _TID):
+            return KEY_TID
+        if _is(buf, ks, ke, _DUR):
+            return KEY_DUR
+        if _is(buf, ks, ke, _CAT):
+            return KEY_CAT
+    elif L == 4:
+        if _is(buf, ks, ke, _NAME):
+            return KEY_NAME
+        if _is(buf, ks, ke, _ARGS):
+            return KEY_ARGS
+    elif L == 1:
+        if buf[ks] == 115:
+            return KEY_S
+    elif L == 7:
+        if _is(buf, ks, ke, _BIND):
+            return KEY_BIND
+        if _is(buf, ks, ke, _FIN):
+            return KEY_FIN
+        if _is(buf, ks, ke, _DIFLOW):
+            return KEY_DIFLOW
+    elif L == 8:
+        if _is(buf, ks, ke, _FOUT):
+            return KEY_FOUT
+    return KEY_OTHER
+
+
 @njit(cache=True)
 def _poly(buf, i, n, slots, starts, ends, count):
     """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
@@ -514,32 +563,33 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
         if i >= n:
             return -1, o0
         v0 = buf[i]
-        if v0 == 34 and (_is(buf, ks, ke, _PH) or _is(buf, ks, ke, _S) or _is(buf, ks, ke, _BP)):
+        key = _key(buf, ks, ke)
+        if v0 == 34 and (key == KEY_PH or key == KEY_S or key == KEY_BP):
             j = _end_string(buf, i + 1, n)
             if j < 0:
                 return -1, o0
             first = buf[i + 1] if j > i + 1 else 0
-            if ke - ks == 1:
+            if key == KEY_S:
                 w8[B_SCOPE, k] = first
-            elif buf[ks] == 98:
+            elif key == KEY_BP:
                 w8[B_BP, k] = first
             else:
                 w8[B_PH, k] = first if j == i + 2 else 0
             i = j + 1
-        elif v0 == 34 and (_is(buf, ks, ke, _NAME) or _is(buf, ks, ke, _CAT)):
+        elif v0 == 34 and (key == KEY_NAME or key == KEY_CAT):
             j = _end_string(buf, i + 1, n)
             if j < 0:
                 return -1, o0
             sid = intern(buf, i + 1, j, slots, starts, ends, count)
             if sid == FULL:
                 return -3, o0
-            if buf[ks] == 110:
+            if key == KEY_NAME:
                 w32[S_NAME, k] = sid
             else:
                 w32[S_CAT, k] = sid
             i = j + 1
-        elif _is(buf, ks, ke, _TS) or _is(buf, ks, ke, _DUR):
-            is_ts = buf[ks] == 116
+        elif key == KEY_TS or key == KEY_DUR:
+            is_ts = key == KEY_TS
             v, e, st = parse_number(buf, i, n, _US_TO_NS)
             if st == 0:
                 if is_ts:
@@ -553,30 +603,30 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
                 if w8[B_STATUS, k] == ST_OK:
                     w8[B_STATUS, k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if is_ts else ST_BAD_DUR)
                 i = _skip_value(buf, i, n)
-        elif _is(buf, ks, ke, _PID) or _is(buf, ks, ke, _TID) or _is(buf, ks, ke, _ID) or _is(buf, ks, ke, _BIND):
+        elif key == KEY_PID or key == KEY_TID or key == KEY_ID or key == KEY_BIND:
             kind, v, i = _poly(buf, i, n, slots, starts, ends, count)
-            if ke - ks == 2:
+            if key == KEY_ID:
                 w8[B_ID_K, k] = kind
                 w64[I_ID, k] = v
-            elif ke - ks == 7:
+            elif key == KEY_BIND:
                 w8[B_BIND_K, k] = kind
                 w64[I_BIND, k] = v
-            elif buf[ks] == 112:
+            elif key == KEY_PID:
                 w8[B_PID_K, k] = kind
                 w64[I_PID, k] = v
             else:
                 w8[B_TID_K, k] = kind
                 w64[I_TID, k] = v
-        elif v0 == 123 and _is(buf, ks, ke, _DIFLOW):
+        elif v0 == 123 and key == KEY_DIFLOW:
             e = _skip_value(buf, i, n)
             w64[I_XS, k] = i
             w64[I_XE, k] = e
             i = e
-        elif _is(buf, ks, ke, _FIN) or _is(buf, ks, ke, _FOUT):
+        elif key == KEY_FIN or key == KEY_FOUT:
             if v0 == 116:
-                w8[B_FLAGS, k] |= F_FLOW_IN if ke - ks == 7 else F_FLOW_OUT
+                w8[B_FLAGS, k] |= F_FLOW_IN if key == KEY_FIN else F_FLOW_OUT
             i = _skip_value(buf, i, n)
-        elif v0 == 123 and _is(buf, ks, ke, _ARGS):
+        elif v0 == 123 and key == KEY_ARGS:
             e, o = _scan_args(buf, i, n, k, w8, w64, abuf, o0)
             if e < 0:
                 return e, o0

@@ -1,0 +1,150 @@
+"""Opening an OTF2 archive for reading: anchor file, definitions, per-location records.
+
+An archive is an anchor file ``NAME.otf2``, the global definitions
+``NAME.def`` beside it and a directory ``NAME/`` with one ``<location>.evt``
+(and usually ``<location>.def``, holding mapping tables and ClockOffset
+records) per location. Event records are read location by location with
+OTF2_EvtReader, the OTF2 library applying each location's mapping tables and
+clock offsets (linear interpolation between the ClockOffset records, on by
+default in OTF2's event reader), so the times match the official reader's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from di.convert.otf2 import clib, records
+from di.errors import FormatError
+
+ANCHOR_MAGIC = b"OTF2"
+"""Bytes 2..5 of every anchor file (after a 2-byte header)."""
+BUFFER_ROWS = 1 << 18
+"""Rows of the record buffer drained between ReadEvents calls (about 14 MiB)."""
+
+
+def is_anchor(head: bytes) -> bool:
+    """True when ``head`` (the first bytes of a file) is an OTF2 anchor file."""
+    return head[2:6] == ANCHOR_MAGIC
+
+
+def find_anchor(path: Path) -> Path:
+    """The anchor file: ``path`` itself, or the one ``*.otf2`` anchor in directory ``path``.
+
+    Raises:
+        FormatError: no anchor, several, or not an OTF2 anchor file.
+    """
+    if path.is_dir():
+        found = sorted(p for p in path.glob("*.otf2") if p.is_file())
+        if len(found) != 1:
+            what = "no *.otf2 anchor file" if not found else f"{len(found)} anchor files ({', '.join(p.name for p in found)}); name one"
+            raise FormatError(path, f"directory holds {what}")
+        path = found[0]
+    with open(path, "rb") as fh:
+        if not is_anchor(fh.read(8)):
+            raise FormatError(path, "not an OTF2 anchor file (no 'OTF2' magic at byte 2)")
+    return path
+
+
+def _otf2_error(anchor: Path, exc: Exception) -> FormatError:
+    return FormatError(anchor, f"OTF2 library could not open the archive ({str(exc).strip() or type(exc).__name__})")
+
+
+def open_reader(anchor: Path) -> Any:
+    """An ``otf2.reader.Reader`` with the global definitions read.
+
+    Raises:
+        FormatError: the library cannot open the archive (missing or broken definitions).
+    """
+    import otf2
+
+    if not anchor.with_suffix(".def").is_file():
+        raise FormatError(anchor, f"global definitions {anchor.with_suffix('.def').name} missing beside the anchor file")
+    try:
+        return otf2.reader.Reader(str(anchor))
+    except Exception as exc:  # the otf2 package raises its own error types and plain ones
+        raise _otf2_error(anchor, exc) from None
+
+
+@dataclass
+class Records:
+    """Every record of the selected locations, location after location."""
+
+    rows: np.ndarray  # (n, records.WIDTH) int64
+    loc: np.ndarray  # (n,) dense location index
+    records_read: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_records(reader: Any, location_refs: list[int], anchor: Path) -> Records:
+    """Read the event records of every location (see :mod:`records`).
+
+    A location whose event file is missing or unreadable keeps what was read
+    before the error; a warning names it and ``dropped`` counts it.
+    """
+    import _otf2
+
+    handle = reader.handle
+    evt_dir = anchor.with_suffix("")
+    for ref in location_refs:
+        _otf2.Reader_SelectLocation(handle, ref)
+    try:
+        _otf2.Reader_OpenDefFiles(handle)
+        defs_open = True
+    except _otf2.Error:
+        defs_open = False
+    try:
+        _otf2.Reader_OpenEvtFiles(handle)
+    except _otf2.Error as exc:
+        raise _otf2_error(anchor, exc) from None
+    out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(0, np.int64))
+    callbacks = records.Callbacks()
+    buf = records.new_buffer(BUFFER_ROWS)
+    parts, locs = [], []
+    try:
+        for i, ref in enumerate(location_refs):
+            if defs_open:
+                _local_definitions(_otf2, handle, ref, evt_dir, out)
+            evt_file = evt_dir / f"{ref}.evt"
+            if not evt_file.is_file():
+                out.warnings.append(f"{anchor}: location {ref}: event file {evt_file.name} missing; its events are not loaded")
+                out.dropped["location_without_event_file"] += 1
+                continue
+            evt = _otf2.Reader_GetEvtReader(handle, ref)
+            rows, n, _, attrs_dropped, code = records.read_location(clib.handle(evt), callbacks, buf)
+            out.records_read += n
+            if code not in (0, records.ERROR_INTERRUPTED_BY_CALLBACK):
+                out.warnings.append(f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({clib.error_text(code)}); the rest is dropped")
+                out.dropped["truncated_event_file"] += 1
+            if attrs_dropped:
+                out.dropped["attribute"] += attrs_dropped
+            parts.append(rows)
+            locs.append(np.full(rows.shape[0], i, np.int64))
+    finally:
+        callbacks.close()
+        if defs_open:
+            _otf2.Reader_CloseDefFiles(handle)
+    if parts:
+        out.rows, out.loc = np.concatenate(parts), np.concatenate(locs)
+    return out
+
+
+def _local_definitions(_otf2: Any, handle: Any, ref: int, evt_dir: Path, out: Records) -> None:
+    """Read one location's local definitions (mapping tables, clock offsets), if it has any."""
+    if not (evt_dir / f"{ref}.def").is_file():
+        out.warnings.append(f"{evt_dir / f'{ref}.def'}: local definitions missing; clock offsets of location {ref} not applied")
+        out.dropped["location_without_local_definitions"] += 1
+        return
+    try:
+        def_reader = _otf2.Reader_GetDefReader(handle, ref)
+        if def_reader:
+            _otf2.Reader_ReadAllLocalDefinitions(handle, def_reader)
+            _otf2.Reader_CloseDefReader(handle, def_reader)
+    except _otf2.Error as exc:
+        out.warnings.append(f"{evt_dir / f'{ref}.def'}: unreadable local definitions ({exc}); clock offsets of location {ref} not applied")
+        out.dropped["unreadable_local_definitions"] += 1

@@ -1,0 +1,104 @@
+"""The OTF2 C library that the ``otf2`` wheel ships, reached without Python per event.
+
+The wheel's extension ``_otf2/_otf2*.so`` exports the whole OTF2 C API. This
+module opens it with its own :class:`ctypes.CDLL` (so argtypes set here never
+clash with the ones ``_otf2`` sets on its handle), looks up symbol addresses,
+and provides :func:`ccall`: a numba intrinsic that calls a C function given
+its address as an integer. Jitted code thus calls OTF2 through addresses held
+in plain int64 arrays, which keeps every kernel cacheable (``cache=True``):
+no ctypes object is frozen into compiled code.
+
+Calling convention: every argument is passed as a 64-bit integer and the
+result is read as int32 (``OTF2_ErrorCode``, ``OTF2_CallbackCode``). That is
+exact on x86-64 / AArch64 for the integer and pointer parameters OTF2 takes
+(narrower unsigned parameters read the low bits of their register); no OTF2
+function used here takes a floating-point value by value.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+from di.errors import MissingDependencyError
+
+__all__ = ["library", "address", "addresses", "ccall", "error_text", "UNDEFINED_UINT32", "UNDEFINED_UINT64"]
+
+UNDEFINED_UINT32 = 0xFFFFFFFF
+"""OTF2_UNDEFINED_UINT32 (and every *Ref type's undefined value)."""
+UNDEFINED_UINT64 = 0xFFFFFFFFFFFFFFFF
+"""OTF2_UNDEFINED_UINT64 / OTF2_UNDEFINED_TIMESTAMP."""
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> ctypes.CDLL:
+    """The wheel's compiled OTF2 library.
+
+    Raises:
+        MissingDependencyError: the ``otf2`` package is not installed.
+    """
+    try:
+        import _otf2
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise MissingDependencyError("reading or writing OTF2 needs the 'otf2' package: pip install otf2") from exc
+    found = sorted(Path(_otf2.__file__).parent.glob("_otf2*.so"))
+    if not found:  # pragma: no cover - a broken install
+        raise MissingDependencyError(f"the 'otf2' package has no compiled library next to {_otf2.__file__}")
+    lib = ctypes.CDLL(str(found[0]))
+    lib.OTF2_Error_GetName.restype = ctypes.c_char_p
+    lib.OTF2_Error_GetName.argtypes = [ctypes.c_int]
+    lib.OTF2_Error_GetDescription.restype = ctypes.c_char_p
+    lib.OTF2_Error_GetDescription.argtypes = [ctypes.c_int]
+    return lib
+
+
+def address(symbol: str) -> int:
+    """Address of an exported OTF2 function, as an int."""
+    return ctypes.cast(getattr(library(), symbol), ctypes.c_void_p).value or 0
+
+
+def addresses(*symbols: str) -> list[int]:
+    """Addresses of several OTF2 functions, in order."""
+    return [address(s) for s in symbols]
+
+
+def error_text(code: int) -> str:
+    """``NAME: description`` of an OTF2_ErrorCode."""
+    lib = library()
+    name = (lib.OTF2_Error_GetName(code) or b"?").decode()
+    desc = (lib.OTF2_Error_GetDescription(code) or b"").decode()
+    return f"{name}: {desc}" if desc else name
+
+
+def handle(ptr: object) -> int:
+    """The address a ctypes pointer (as ``_otf2`` returns handles) points to."""
+    return ctypes.cast(ptr, ctypes.c_void_p).value or 0
+
+
+@intrinsic
+def ccall(typingctx, fn, args):
+    """``ccall(fn_address, (a0, a1, ...))`` -> int32: call a C function by address.
+
+    Every element of ``args`` must be an integer (pointers as integers).
+    """
+    if not isinstance(fn, types.Integer) or not isinstance(args, types.BaseTuple):
+        return None
+    if not all(isinstance(t, types.Integer) for t in args.types):
+        return None
+    sig = types.int32(fn, args)
+    n = len(args.types)
+
+    def codegen(context, builder, signature, llargs):
+        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(64)] * n)
+        target = builder.inttoptr(context.cast(builder, llargs[0], signature.args[0], types.uint64), fnty.as_pointer())
+        values = []
+        for i, ty in enumerate(signature.args[1].types):
+            values.append(context.cast(builder, builder.extract_value(llargs[1], i), ty, types.uint64))
+        return builder.call(target, values)
+
+    return sig, codegen

@@ -1,0 +1,157 @@
+"""Event records of every OTF2 location written from one numba loop (no Python per event).
+
+:func:`emit_events` walks each output location's events in (start, -end)
+order and writes, through OTF2_EvtWriter function addresses (:func:`clib.ccall`):
+
+* ``Enter(start)`` with the event's attributes (``di.bytes``, ``di.corr``,
+  ``di.args``), then the records attached to the event's start (MpiSend,
+  MpiCollectiveBegin);
+* before an open event is left: the records attached to its end (MpiRecv,
+  MpiCollectiveEnd), then ``Leave(end)``. An open event is left when the next
+  event starts at or after its end (the same rule as :mod:`di.convert.lanes`,
+  whose lanes guarantee the events of one location nest).
+
+:func:`emit_metrics` writes one Metric record (one DOUBLE value) per sample.
+
+Attachment records are rows of ``att`` (int64, ``ATT_WIDTH`` columns):
+``[event, phase (0 start / 1 end), type, f1..f5, a1..a4]`` sorted by
+(event, phase), indexed by ``att_off`` (CSR over event rows). f1..f5 are the
+record's fields; a1..a4 the values of attributes 3..6 (``layout.ATTRIBUTES``:
+dtype, op, group size, group ranks) that MpiCollectiveEnd carries, NO_VALUE
+when absent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cfunc, njit, types
+
+from di.convert.otf2 import clib
+
+ATT_WIDTH = 12
+ATT_SEND, ATT_RECV, ATT_COLL_BEGIN, ATT_COLL_END = 1, 2, 3, 4
+FN_NAMES = (
+    "OTF2_EvtWriter_Enter", "OTF2_EvtWriter_Leave", "OTF2_EvtWriter_MpiSend", "OTF2_EvtWriter_MpiRecv",
+    "OTF2_EvtWriter_MpiCollectiveBegin", "OTF2_EvtWriter_MpiCollectiveEnd", "OTF2_EvtWriter_Metric",
+    "OTF2_AttributeList_AddUint64", "OTF2_AttributeList_AddInt64", "OTF2_AttributeList_AddStringRef",
+    "OTF2_GlobalDefWriter_WriteString",
+)
+"""Function addresses :func:`emit_events` expects in ``fns``, in this order."""
+F_ENTER, F_LEAVE, F_SEND, F_RECV, F_CBEGIN, F_CEND, F_METRIC, F_ADD_U64, F_ADD_I64, F_ADD_STR, F_STRING = range(len(FN_NAMES))
+NO_VALUE = np.iinfo(np.int64).min
+"""Marks a missing bytes / corr / args value."""
+TYPE_DOUBLE = 10
+
+
+@cfunc(types.int32(types.voidptr, types.int32, types.uint64, types.voidptr, types.boolean), cache=True)
+def pre_flush(user, file_type, location, caller, final):
+    """OTF2_PreFlushCallback: always flush (OTF2_FLUSH)."""
+    return 1
+
+
+@njit(cache=True)
+def write_strings(fns, writer, text, offsets):
+    """WriteString(ref = i, text[offsets[i]:offsets[i+1]-1]) for every i; ``text`` holds NUL-terminated UTF-8."""
+    base = text.ctypes.data
+    for i in range(offsets.size - 1):
+        code = clib.ccall(fns[F_STRING], (writer, np.int64(i), base + offsets[i]))
+        if code != 0:
+            return code
+    return 0
+
+
+@njit(cache=True)
+def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
+    for q in range(lo, hi):
+        if att[q, 1] != phase:
+            continue
+        kind = att[q, 2]
+        if kind == ATT_SEND:
+            code = clib.ccall(fns[F_SEND], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6]))
+        elif kind == ATT_RECV:
+            code = clib.ccall(fns[F_RECV], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6]))
+        elif kind == ATT_COLL_BEGIN:
+            code = clib.ccall(fns[F_CBEGIN], (writer, 0, t))
+        else:
+            with_attrs = False
+            for a in range(4):
+                v = att[q, 8 + a]
+                if v != NO_VALUE:
+                    with_attrs = True
+                    clib.ccall(fns[F_ADD_I64 if a == 2 else F_ADD_STR], (alist, attr_refs[3 + a], v))
+            code = clib.ccall(fns[F_CEND], (writer, alist if with_attrs else 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]))
+        if code != 0:
+            return code
+    return 0
+
+
+@njit(cache=True)
+def _leave(fns, writer, alist, attr_refs, e, end_t, region, att, att_off):
+    code = _attachments(fns, writer, alist, attr_refs, att, att_off[e], att_off[e + 1], 1, end_t[e])
+    if code != 0:
+        return code
+    return clib.ccall(fns[F_LEAVE], (writer, 0, end_t[e], region[e]))
+
+
+@njit(cache=True)
+def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, region, nbytes, corr, args_ref, att, att_off):
+    """Write every location's events; returns the first OTF2 error code (0 when none).
+
+    Args:
+        fns: function addresses (:data:`FN_NAMES`).
+        writers: OTF2_EvtWriter* of each output location.
+        alist: an OTF2_AttributeList* (emptied by each record that uses it).
+        attr_refs: refs of the attributes in ``layout.ATTRIBUTES`` order.
+        order: event rows, location after location, each in (start, -end) order.
+        bounds: order[bounds[k]:bounds[k+1]] are location k's events.
+        start_t, end_t: ticks of every event row; region: region ref per row.
+        nbytes, corr, args_ref: per row, NO_VALUE when absent.
+        att, att_off: attachment records (see the module docstring).
+    """
+    stack = np.empty(max(order.size, 1), np.int64)
+    for k in range(writers.size):
+        w = writers[k]
+        top = 0
+        for p in range(bounds[k], bounds[k + 1]):
+            e = order[p]
+            s = start_t[e]
+            while top > 0 and end_t[stack[top - 1]] <= s:
+                top -= 1
+                code = _leave(fns, w, alist, attr_refs, stack[top], end_t, region, att, att_off)
+                if code != 0:
+                    return code
+            if nbytes[e] != NO_VALUE:
+                clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
+            if corr[e] != NO_VALUE:
+                clib.ccall(fns[F_ADD_I64], (alist, attr_refs[1], corr[e]))
+            if args_ref[e] != NO_VALUE:
+                clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))
+            has_attrs = nbytes[e] != NO_VALUE or corr[e] != NO_VALUE or args_ref[e] != NO_VALUE
+            code = clib.ccall(fns[F_ENTER], (w, alist if has_attrs else 0, s, region[e]))
+            if code != 0:
+                return code
+            code = _attachments(fns, w, alist, attr_refs, att, att_off[e], att_off[e + 1], 0, s)
+            if code != 0:
+                return code
+            stack[top] = e
+            top += 1
+        while top > 0:
+            top -= 1
+            code = _leave(fns, w, alist, attr_refs, stack[top], end_t, region, att, att_off)
+            if code != 0:
+                return code
+    return 0
+
+
+@njit(cache=True)
+def emit_metrics(fns, writers, bounds, ts, metric, values):
+    """Metric records: location k writes samples bounds[k]:bounds[k+1] (time-sorted), one DOUBLE each."""
+    type_ids = np.full(1, TYPE_DOUBLE, np.uint8)
+    value = np.empty(1, np.float64)
+    for k in range(writers.size):
+        for i in range(bounds[k], bounds[k + 1]):
+            value[0] = values[i]
+            code = clib.ccall(fns[F_METRIC], (writers[k], 0, ts[i], metric[i], 1, type_ids.ctypes.data, value.ctypes.data))
+            if code != 0:
+                return code
+    return 0

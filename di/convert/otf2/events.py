@@ -1,0 +1,167 @@
+"""Timeline output -> the ``events`` table (names, categories, nesting, args).
+
+* Regions: name and ``cat`` from the region definition (``cat_gpu`` on GPU
+  locations), ``src_cat`` = ``"<paradigm>/<role>"``; regions di wrote carry
+  their own cat/src_cat/instant flag (:mod:`categories`).
+* Instant records: name = OTF2 record name, cat ``other``, src_cat
+  ``otf2_record``; their fields go to ``args``.
+* RMA copies: name ``RmaPut``/``RmaGet``, cat ``memcpy``, ``bytes`` from the
+  record, window and remote in ``args``.
+* ``args``: the record's attributes (by attribute name; STRING/REGION/COMM
+  values by name), the fields above, a collective's OTF2 op and bytes received.
+  Attributes on a record that is not an event's own (MPI, metrics) go to the
+  region that holds it.
+
+Rows are sorted by (loc, start_ns, -end_ns, creation order) and nested with
+:func:`di.nesting.nest`; ``order`` maps creation index -> row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.convert.otf2 import records as R
+from di.convert.otf2 import timeline as T
+from di.convert.otf2.values import as_json, ref_ids
+from di.nesting import nest
+
+OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
+"""Attributes di's writer puts on Enter records -> the event column they restore."""
+
+_INSTANT_FIELDS = {
+    R.PROGRAM_BEGIN: ("program", "arguments"), R.PROGRAM_END: ("exit_status",), R.THREAD_FORK: ("paradigm", "threads"),
+    R.THREAD_JOIN: ("paradigm",), R.TEAM_BEGIN: ("team",), R.TEAM_END: ("team",), R.LOCK_ACQUIRE: ("paradigm", "lock", "order"),
+    R.LOCK_RELEASE: ("paradigm", "lock", "order"), R.MEASUREMENT_ON_OFF: ("mode",), R.BUFFER_FLUSH: ("stop_ticks",),
+    R.RMA_WIN_CREATE: ("window",), R.RMA_WIN_DESTROY: ("window",), R.PARAMETER_STRING: ("parameter", "value"),
+    R.PARAMETER_INT: ("parameter", "value"), R.PARAMETER_UINT: ("parameter", "value"),
+}
+
+
+def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.DataFrame]:
+    """(ref -> region position lookup, one row per event kind: name, cat, src_cat, instant).
+
+    Rows: each region on a CPU location (0..R-1), each region on a GPU location
+    (R..2R-1), then each record kind (2R + kind) for instants and RMA copies.
+    """
+    from di import schema
+
+    dtypes = schema.polars_schema("events")
+    refs = np.array(list(regions), dtype=np.int64)
+    lookup = np.full(int(refs.max()) + 1 if refs.size else 1, -1, np.int64)
+    lookup[refs] = np.arange(refs.size)
+    rs = list(regions.values())
+    record_names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet"}
+    n_kinds = max(record_names) + 1
+    kinds = [(record_names.get(k, "?"), "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "other",
+              "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2_record", k in R.INSTANT_NAMES) for k in range(n_kinds)]
+    table = pl.DataFrame({
+        "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
+        "cat": [r["cat"] for r in rs] + [r["cat_gpu"] for r in rs] + [k[1] for k in kinds],
+        "src_cat": [r["src_cat"] for r in rs] * 2 + [k[2] for k in kinds],
+        "instant": [r["instant"] for r in rs] * 2 + [k[3] for k in kinds],
+    }, schema={"name": dtypes["name"], "cat": dtypes["cat"], "src_cat": dtypes["src_cat"], "instant": pl.Boolean})
+    return lookup, table
+
+
+def events_frame(tl: tuple, ns: Any, regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
+    """(events without args sorted and nested, creation index -> row)."""
+    from di.convert.lanes import is_sorted
+
+    ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c = tl[:8]
+    lookup, table = _descriptors(regions)
+    n_regions = (table.height - (max(R.INSTANT_NAMES) + 1)) // 2
+    region = ev_type == T.EV_REGION
+    pos = lookup[np.clip(ev_ref, 0, lookup.size - 1)]
+    desc = np.where(region, np.where(pos >= 0, pos + n_regions * gpu_locs[ev_loc], -1), 2 * n_regions + ev_ref)
+    unknown = desc < 0
+    desc = np.maximum(desc, 0)
+    start, end = ns(ev_start), ns(ev_end)
+    instant = table["instant"].to_numpy()[desc]
+    end = np.where(instant, start, end)
+    loc = ev_loc.astype(np.uint32)
+    df = pl.DataFrame({
+        "loc": loc, "start_ns": start, "end_ns": end, "name": table["name"].gather(desc),
+        "cat": table["cat"].gather(desc), "src_cat": table["src_cat"].gather(desc),
+        "bytes": pl.Series(ev_c).set(pl.Series(ev_type != T.EV_RMA), None), "instant": instant,
+    })
+    if unknown.any():
+        df = df.with_columns(pl.Series("name", np.where(unknown, "?", None), dtype=pl.String).fill_null(pl.col("name").cast(pl.String)).cast(table["name"].dtype))
+    idx = np.arange(loc.size, dtype=np.int64)
+    if not is_sorted(loc, start, end):
+        perm = np.lexsort((idx, -end, start, loc))
+        df, idx = df[perm], idx[perm]
+    depth, parent = nest(df["loc"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy())
+    df = df.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
+    order = np.empty(df.height, np.int64)
+    order[idx] = np.arange(df.height, dtype=np.int64)
+    return df, order
+
+
+def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarray, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
+    """The ``args`` JSON text of every event row (null where the source had nothing more)."""
+    parts: list[pl.DataFrame] = []  # (event, JSON members text "k":v,...) per source
+    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES]
+    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & ~pl.col("a").is_in(own))
+    if attrs.height:
+        names = {ref: name for ref, (name, _) in defs.attributes.items()}
+        value = as_json(attrs["b"].to_numpy(), attrs["c"].to_numpy(), defs.strings,
+                        {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
+        key = attrs["a"].replace_strict(names, default=None, return_dtype=pl.String).fill_null(attrs["a"].cast(pl.String))
+        key = pl.select(pl.when(attrs["after"] == R.LEAVE).then(pl.concat_str(pl.lit("leave."), key)).otherwise(key)).to_series()
+        parts.append(pl.DataFrame({"event": attrs["event"], "kv": _members(_quoted(key), value)}))
+    ev_type, ev_ref, ev_a, ev_b, ev_c = tl[3], tl[4], tl[5], tl[6], tl[7]
+    for kind, fields in _INSTANT_FIELDS.items():
+        sel = np.flatnonzero((ev_type == T.EV_INSTANT) & (ev_ref == kind))
+        if sel.size:
+            cols = [pl.Series(col[sel]).cast(pl.String) for col in (ev_a, ev_b, ev_c)[: len(fields)]]
+            text = pl.select(pl.concat_str([pl.lit(f'"{f}":') + c for f, c in zip(fields, cols)], separator=",")).to_series()
+            parts.append(pl.DataFrame({"event": order[sel], "kv": text}))
+    rma = np.flatnonzero(ev_type == T.EV_RMA)
+    if rma.size:
+        wins = np.unique(ev_a[rma])
+        win_text = _quoted(pl.Series([defs.windows.get(int(w), str(w)) for w in wins], dtype=pl.String))
+        window = pl.Series(ev_a[rma]).replace_strict(dict(zip(wins.tolist(), win_text.to_list())), return_dtype=pl.String)
+        text = pl.select(pl.concat_str(pl.lit('"window":') + window, pl.lit(',"remote":') + pl.Series(ev_b[rma]).cast(pl.String))).to_series()
+        parts.append(pl.DataFrame({"event": order[rma], "kv": text}))
+    ok = coll_args.filter(pl.col("event") >= 0)
+    if ok.height:
+        parts.append(ok.select("event", pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received").alias("kv")))
+    out = pl.Series("args", [None] * ev.height, dtype=pl.String)
+    if not parts:
+        return out
+    kv = pl.concat([p.with_columns(pl.col("event").cast(pl.Int64)) for p in parts])
+    dup = kv["event"].is_duplicated()
+    if dup.any():
+        merged = kv.filter(dup).group_by("event", maintain_order=True).agg(pl.col("kv").str.join(","))
+        kv = pl.concat([kv.filter(~dup), merged])
+    return out.scatter(kv["event"].to_numpy(), pl.select(pl.concat_str(pl.lit("{"), kv["kv"], pl.lit("}"))).to_series())
+
+
+def own_columns(ev: pl.DataFrame, rec: pl.DataFrame, defs: Any) -> pl.DataFrame:
+    """``ev`` with bytes, corr and args taken from the attributes di's writer adds (:data:`OWN_ATTRIBUTES`)."""
+    refs = {name: ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES}
+    if not refs:
+        return ev
+    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & pl.col("a").is_in(list(refs.values())))
+    for name, column in OWN_ATTRIBUTES.items():
+        got = attrs.filter(pl.col("a") == refs.get(name, -1))
+        if not got.height:
+            continue
+        values = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy()))
+        if name == "di.args":
+            values = values.replace_strict(defs.strings, default=None, return_dtype=pl.String)
+        full = pl.Series(column, [None] * ev.height, dtype=ev.schema[column]).scatter(got["event"].to_numpy(), values.cast(ev.schema[column]))
+        ev = ev.with_columns(pl.coalesce(full, pl.col(column)).alias(column))
+    return ev
+
+
+def _quoted(s: pl.Series) -> pl.Series:
+    """JSON string literals of ``s`` (escaped as JSON requires)."""
+    return pl.DataFrame({"v": s}).select(pl.struct("v").struct.json_encode()).to_series().str.slice(5).str.strip_suffix("}")
+
+
+def _members(keys: pl.Series, values: pl.Series) -> pl.Series:
+    return pl.select(pl.concat_str(keys, pl.lit(":"), values.fill_null("null"))).to_series()

@@ -1,0 +1,337 @@
+"""Plan of an OTF2 archive for a Trace: locations, definitions, and the arrays :mod:`emit` writes.
+
+Everything here is vectorised (numpy / polars) except loops over
+definitions (ranks, hosts, regions, communicators, series), which are few.
+See :mod:`di.convert.otf2.writer` for the layout's definitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+import polars as pl
+from numba import njit
+
+from di.convert.lanes import assign_lanes
+from di.convert.otf2 import clib, emit
+from di.convert.otf2.categories import collective_op_code, describe, region_kind
+from di.trace import Trace
+
+ATTRIBUTES = (("di.bytes", "UINT64"), ("di.corr", "INT64"), ("di.args", "STRING"), ("di.dtype", "STRING"), ("di.op", "STRING"),
+              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"))
+"""Attributes di writes (refs in this order): the first three on Enter records, the others on MpiCollectiveEnd
+(the ``collectives`` columns OTF2 has no field for, or whose OTF2 field is coarser)."""
+NULL_COMM = "\0null"
+"""Stands for a null comm while planning; written as an unnamed communicator whose group name says so."""
+DEFAULT_COMM = NULL_COMM
+GROUP_NAME_PREFIX = "di:"
+"""A communicator group name starting with this holds JSON; ``{"null_comm": true}`` marks the communicator of
+messages and collectives whose ``comm`` is null."""
+
+
+class Strings:
+    """The archive's string definitions: ref = insertion order, ``""`` is ref 0."""
+
+    def __init__(self) -> None:
+        self.refs: dict[str, int] = {"": 0}
+        self.frozen = False
+
+    def ref(self, s: str) -> int:
+        """Ref of ``s``, added while planning; after :meth:`buffer` only lookups."""
+        got = self.refs.get(s)
+        if got is None:
+            if self.frozen:
+                raise KeyError(f"string {s!r} was not planned")
+            got = self.refs[s] = len(self.refs)
+        return got
+
+    def add_many(self, values: pl.Series) -> pl.Series:
+        """Refs of a column of strings (nulls stay null), adding the new ones."""
+        uniq = values.drop_nulls().unique(maintain_order=True).to_list()
+        mapping = {v: self.ref(v) for v in uniq}
+        return values.replace_strict(mapping, default=None, return_dtype=pl.Int64)
+
+    def buffer(self) -> tuple[np.ndarray, np.ndarray]:
+        """(NUL-terminated UTF-8 bytes, start offsets + end) for :func:`emit.write_strings`."""
+        self.frozen = True
+        encoded = [s.encode("utf-8", "replace").replace(b"\0", b" ") + b"\0" for s in self.refs]
+        lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+    def check_frozen(self) -> None:
+        assert self.frozen
+
+
+@dataclass
+class Layout:
+    """What the writer writes; see the writer module for the meaning."""
+
+    strings: Strings
+    hosts: list[str]
+    groups: list[tuple[int, int]]
+    out_locations: list[dict[str, Any]]
+    n_event_locations: int
+    rank_locations: list[int]
+    regions: list[dict[str, Any]]
+    comms: list[dict[str, Any]]
+    metric_members: list[dict[str, Any]]
+    global_offset: int
+    trace_length: int
+    realtime: int
+    attributes: tuple[tuple[str, str], ...] = ATTRIBUTES
+    attr_refs: np.ndarray = field(default_factory=lambda: np.arange(len(ATTRIBUTES), dtype=np.int64))
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["arrays"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _clock(trace: Trace) -> tuple[int, int, int, int]:
+    """(shift added to every ns, global offset, trace length, realtime timestamp) in ns ticks."""
+    times = [trace.events["start_ns"].min(), trace.events["end_ns"].max(), trace.samples["ts_ns"].min(), trace.samples["ts_ns"].max()]
+    known = [int(t) for t in times if t is not None]
+    lo, hi = (min(known), max(known)) if known else (0, 0)
+    if trace.meta.get("clock", {}).get("domain") == "unix_epoch" and lo >= 0:
+        return 0, lo, hi - lo, lo
+    shift = max(0, -lo)
+    return shift, shift, hi - lo, clib.UNDEFINED_UINT64
+
+
+def _locations(trace: Trace, pairs: pl.DataFrame, strings: Strings) -> tuple[pl.DataFrame, list[str], list[tuple[int, int]], list[int]]:
+    """Output locations, one per (loc, lane) in that order, with ``metric`` (the lane -1 or the counter
+    timeline that holds a series' samples), their group, plus hosts, groups and the rank locations.
+    ``pairs``: the distinct (loc, lane) of the events."""
+    locs = trace.locations
+    with_events = pairs
+    series_locs = trace.series["loc"].unique()
+    busy = set(with_events["loc"].to_list())
+    metric = pl.DataFrame({"loc": series_locs, "lane": [-1 if int(x) in busy else 0 for x in series_locs.to_list()]},
+                          schema={"loc": pl.UInt32, "lane": pl.Int64})
+    keys = pl.concat([
+        locs.select("loc", pl.lit(0, pl.Int64).alias("lane")), with_events.with_columns(pl.col("loc").cast(pl.UInt32)), metric,
+    ]).unique().sort("loc", "lane").join(metric.with_columns(pl.lit(True).alias("metric")), on=["loc", "lane"], how="left")
+    ranks = sorted(locs["rank"].unique().to_list())
+    host_of = {}
+    for r, h in locs.select("rank", "host").iter_rows():
+        host_of.setdefault(r, h or "unknown host")
+    hosts = sorted(set(host_of.values()))
+    groups = [(r, hosts.index(host_of[r])) for r in ranks]
+    base = pl.col("name").fill_null(pl.format("{} {}", pl.col("kind").cast(pl.String), "loc"))
+    out = keys.join(locs.select("loc", "rank", "kind", "name", "tid"), on="loc", how="left").with_columns(
+        pl.col("metric").fill_null(False),
+        pl.col("rank").replace_strict({r: i for i, r in enumerate(ranks)}, return_dtype=pl.Int64).alias("group"),
+        pl.when(pl.col("lane") > 0).then(pl.format("{} lane {}", base, "lane"))
+        .when(pl.col("lane") < 0).then(pl.format("{} metrics", base)).otherwise(base).alias("out_name"),
+    ).with_columns(
+        pl.when(pl.col("metric")).then(pl.lit("counter")).otherwise(pl.col("kind").cast(pl.String))
+        .replace("counter", "cpu_thread").alias("out_kind")
+    ).with_columns(pl.when(pl.col("metric")).then(pl.lit("counter")).otherwise(pl.col("out_kind")).alias("out_kind")).with_row_index("ref")
+    for s in ["di", "machine", "node", *hosts, *(f"MPI Rank {r}" for r in ranks)]:
+        strings.ref(s)
+    strings.add_many(out["out_name"])
+    first = out.sort(pl.col("kind") != "cpu_thread", "ref").group_by("group", maintain_order=True).first().sort("group")
+    return out, hosts, groups, first["ref"].to_list()
+
+
+@njit(cache=True)
+def _first_use_ids(key, span):
+    ids = np.empty(key.size, np.int64)
+    first = np.empty(key.size, np.int64)
+    slot = np.full(span, -1, np.int64)
+    count = 0
+    for i in range(key.size):
+        k = key[i]
+        if slot[k] < 0:
+            slot[k] = count
+            first[count] = i
+            count += 1
+        ids[i] = slot[k]
+    return ids, first[:count]
+
+
+def _dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys."""
+    if not key.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if int(key.max()) >= 4 * key.size + (1 << 20):
+        key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
+    return _first_use_ids(key, int(key.max()) + 1)
+
+
+def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """One region per distinct (name, cat, src_cat, instant), found on the columns' integer codes; region ref per event row."""
+    ev = trace.events
+    codes = [ev[c].to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1 for c in ("name", "cat", "src_cat")]
+    codes.append(ev["instant"].cast(pl.Int64).to_numpy())
+    key = np.zeros(ev.height, np.int64)
+    for c in codes:
+        key = key * (int(c.max(initial=0)) + 1) + c
+    region, first = _dense_ids(key)
+    keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
+    regions = []
+    for name, cat, src_cat, instant in keys.iter_rows():
+        paradigm, role = region_kind(cat, src_cat)
+        d = describe(cat, src_cat, bool(instant))
+        strings.ref(name or "")
+        strings.ref(d)
+        regions.append({"name": name or "", "description": d, "paradigm": paradigm, "role": role})
+    return regions, region
+
+
+def _comms(trace: Trace, loc_rank: np.ndarray, ranks: list[int], strings: Strings) -> tuple[list[dict[str, Any]], dict[str, dict[int, int]]]:
+    """Communicators by name: members (indices into the rank list) and global rank -> rank within it."""
+    used: dict[str, set[int]] = {}
+    msg = trace.messages
+    if msg.height:
+        src = loc_rank[trace.events["loc"].to_numpy()[msg["send"].to_numpy()]]
+        dst = loc_rank[trace.events["loc"].to_numpy()[msg["recv"].to_numpy()]]
+        for c, a, b in zip(msg["comm"].fill_null(DEFAULT_COMM).to_list(), src.tolist(), dst.tolist()):
+            used.setdefault(c, set()).update((a, b))
+    given: dict[str, list[int]] = {}
+    coll = trace.collectives
+    for c, r, gr in coll.select(pl.col("comm").fill_null(DEFAULT_COMM), "rank", "group_ranks").unique().iter_rows():
+        used.setdefault(c, set()).add(r)
+        if gr and c not in given:
+            try:
+                given[c] = [int(x) for x in orjson.loads(gr)]
+            except (orjson.JSONDecodeError, TypeError, ValueError):
+                pass
+    comms, local = [], {}
+    position = {r: i for i, r in enumerate(ranks)}
+    for name in sorted(used):
+        declared = list(given.get(name, []))
+        members = declared + sorted(r for r in used[name] if r not in set(declared))
+        members = [r for r in members if r in position]
+        local[name] = {r: i for i, r in enumerate(members)}
+        group_name = GROUP_NAME_PREFIX + '{"null_comm":true}' if name == NULL_COMM else ""
+        comms.append({"name": "" if name == NULL_COMM else name, "members": [position[r] for r in members], "group_name": group_name})
+        strings.ref(comms[-1]["name"])
+        strings.ref(group_name)
+    return comms, local
+
+
+def _attachments(trace: Trace, loc_rank: np.ndarray, comm_ref: dict[str, int], local: dict[str, dict[int, int]], strings: Strings) -> np.ndarray:
+    """Attachment rows (see :mod:`emit`) for messages and collectives."""
+    ev_loc = trace.events["loc"].to_numpy()
+    rows = []
+    msg = trace.messages
+    if msg.height:
+        send, recv = msg["send"].to_numpy(), msg["recv"].to_numpy()
+        comm = msg["comm"].fill_null(DEFAULT_COMM).to_list()
+        src, dst = loc_rank[ev_loc[send]], loc_rank[ev_loc[recv]]
+        cref = np.array([comm_ref[c] for c in comm], np.int64)
+        src_l = np.array([local[c][r] for c, r in zip(comm, src.tolist())], np.int64)
+        dst_l = np.array([local[c][r] for c, r in zip(comm, dst.tolist())], np.int64)
+        tag, nb = msg["tag"].fill_null(0).to_numpy(), msg["bytes"].fill_null(0).to_numpy()
+        z = np.zeros(send.size, np.int64)
+        pad = np.zeros((send.size, 4), np.int64)
+        rows.append(np.column_stack([send, z, z + emit.ATT_SEND, dst_l, cref, tag, nb, z, pad]))
+        rows.append(np.column_stack([recv, z + 1, z + emit.ATT_RECV, src_l, cref, tag, nb, z, pad]))
+    coll = trace.collectives
+    if coll.height:
+        args = trace.events["args"][coll["event"].to_list()]
+        extra = pl.DataFrame({"args": args}).select(
+            pl.col("args").str.json_path_match("$.collective_op").alias("otf2_op"),
+            pl.col("args").str.json_path_match("$.bytes_received").cast(pl.Int64, strict=False).alias("received"),
+        )
+        comm = coll["comm"].fill_null(DEFAULT_COMM).to_list()
+        ops = np.array([collective_op_code(op, o) for op, o in zip(coll["op"].to_list(), extra["otf2_op"].to_list())], np.int64)
+        root = np.array([clib.UNDEFINED_UINT32 if r is None else local[c].get(r, r) for c, r in zip(comm, coll["root"].to_list())], np.int64)
+        sent = coll["bytes"].fill_null(0).to_numpy()
+        received = extra["received"].fill_null(pl.Series(sent)).to_numpy()
+        event = coll["event"].to_numpy()
+        z = np.zeros(event.size, np.int64)
+        cref = np.array([comm_ref[c] for c in comm], np.int64)
+        own = np.column_stack([_optional(strings.add_many(coll["dtype"])), _optional(strings.add_many(coll["op"])),
+                               _optional(coll["group_size"]), _optional(strings.add_many(coll["group_ranks"]))])
+        rows.append(np.column_stack([event, z, z + emit.ATT_COLL_BEGIN, z, z, z, z, z, np.zeros_like(own)]))
+        rows.append(np.column_stack([event, z + 1, z + emit.ATT_COLL_END, ops, cref, root, sent, received, own]))
+    if not rows:
+        return np.zeros((0, emit.ATT_WIDTH), np.int64)
+    att = np.concatenate(rows).astype(np.int64)
+    return att[np.lexsort((att[:, 1], att[:, 0]))]
+
+
+def _metrics(trace: Trace, shift: int, out: pl.DataFrame) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """(metric members = one per series, metric arrays: writer refs, bounds, samples)."""
+    series = trace.series.sort("series")
+    metric_locs = out.filter(pl.col("metric"))
+    empty = np.zeros(0, np.int64)
+    if not series.height:
+        return [], {"metric_writers": empty, "metric_bounds": np.zeros(1, np.int64), "metric_ts": empty, "metric_ref": empty,
+                    "metric_values": np.zeros(0)}
+    members = [{"name": n, "unit": u} for n, u in series.select("name", "unit").iter_rows()]
+    position = {loc: i for i, loc in enumerate(metric_locs["loc"].to_list())}
+    ser_pos = {s: i for i, s in enumerate(series["series"].to_list())}
+    ser_out = {s: position[loc] for s, loc in series.select("series", "loc").iter_rows()}
+    smp = trace.samples.with_columns(
+        pl.col("series").replace_strict(ser_out, return_dtype=pl.Int64).alias("out"),
+        pl.col("series").replace_strict(ser_pos, return_dtype=pl.Int64).alias("metric"),
+    ).sort("out", "ts_ns", "series")
+    counts = np.bincount(smp["out"].to_numpy(), minlength=metric_locs.height)
+    bounds = np.zeros(metric_locs.height + 1, np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    arrays = {"metric_writers": metric_locs["ref"].to_numpy().astype(np.int64), "metric_counts": counts, "metric_bounds": bounds,
+              "metric_ts": smp["ts_ns"].to_numpy() + shift, "metric_ref": smp["metric"].to_numpy(),
+              "metric_values": smp["value"].to_numpy().astype(np.float64)}
+    return members, arrays
+
+
+def _optional(col: pl.Series) -> np.ndarray:
+    return col.cast(pl.Int64).fill_null(emit.NO_VALUE).to_numpy()
+
+
+def plan(trace: Trace) -> Layout:
+    """Everything the writer needs for ``trace``."""
+    strings = Strings()
+    for name, _ in ATTRIBUTES:
+        strings.ref(name)
+    ev = trace.events
+    loc, start, end = ev["loc"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    lanes = assign_lanes(loc, start, end).astype(np.int64)
+    pair, first = _dense_ids(loc.astype(np.int64) * (int(lanes.max(initial=0)) + 1) + lanes)
+    pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first]})
+    out, hosts, groups, rank_locs = _locations(trace, pairs, strings)
+    ranks = [r for r, _ in groups]
+    loc_rank = np.zeros(max(int(trace.locations["loc"].max() or 0) + 1, 1), np.int64)
+    loc_rank[trace.locations["loc"].to_numpy()] = trace.locations["rank"].to_numpy()
+    event_out = out.filter(~pl.col("metric")).select(pl.col("loc").cast(pl.Int64), "lane", "ref")
+    pair_ref = pairs.join(event_out, on=["loc", "lane"], how="left", maintain_order="left")["ref"].to_numpy().astype(np.int64)
+    out_ref = pair_ref[pair]
+    order = np.argsort(out_ref, kind="stable").astype(np.int64)
+    counts = np.bincount(out_ref, minlength=out.height)
+    bounds = np.zeros(out.height + 1, np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    regions, region = _regions(trace, strings)
+    comms, local = _comms(trace, loc_rank, ranks, strings)
+    comm_ref = {name: i for i, name in enumerate(local)}
+    att = _attachments(trace, loc_rank, comm_ref, local, strings)
+    att_off = np.searchsorted(att[:, 0], np.arange(ev.height + 1)).astype(np.int64)
+    records = 2 * counts + (np.bincount(out_ref[att[:, 0]], minlength=out.height) if att.size else 0)
+    shift, offset, length, realtime = _clock(trace)
+    args_ref = strings.add_many(ev["args"])
+    members, metric_arrays = _metrics(trace, shift, out)
+    for m in members:
+        strings.ref(m["name"])
+        strings.ref(m["unit"] or "")
+    if members:
+        records[metric_arrays["metric_writers"]] += metric_arrays["metric_counts"]
+    out_locations = [{"name": n, "kind": k, "group": g, "records": int(r)} for n, k, g, r in
+                     zip(out["out_name"].to_list(), out["out_kind"].to_list(), out["group"].to_list(), records.tolist())]
+    lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations, n_event_locations=out.height,
+                 rank_locations=rank_locs, regions=regions, comms=comms, metric_members=members, global_offset=offset,
+                 trace_length=length, realtime=realtime)
+    lay.arrays.update(metric_arrays)
+    lay.arrays.update({
+        "order": order, "bounds": bounds, "start_t": start + shift, "end_t": end + shift, "region": region,
+        "nbytes": _optional(ev["bytes"]), "corr": _optional(ev["corr"]), "args_ref": _optional(args_ref), "att": att, "att_off": att_off,
+    })
+    return lay

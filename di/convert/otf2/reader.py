@@ -1,0 +1,154 @@
+"""OTF2 archive (Score-P, di's own writer) -> canonical Trace.
+
+Pipeline: :mod:`archive` (anchor, definitions, per-location records through
+numba cfunc callbacks) -> :mod:`timeline` (regions, instants, RMA copies) ->
+:mod:`events` (names, categories, nesting, args) -> :mod:`matching`
+(messages, collectives) and :mod:`metrics` (series, samples).
+
+Times: OTF2 ticks (clock offsets applied by the OTF2 library) become int64 ns
+``(t - global_offset) * 1e9 / timer_resolution`` with exact integer
+arithmetic (floor); when the ClockProperties carry a realtime timestamp (ns
+since the epoch at ``global_offset``) it is added and the clock domain is
+``unix_epoch``, else ``relative``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.convert.otf2 import archive, events, matching, metrics
+from di.convert.otf2 import records as R
+from di.convert.otf2 import timeline as T
+from di.convert.otf2.definitions import Definitions, read_definitions
+from di.trace import Trace
+
+__all__ = ["read_otf2"]
+
+NS_PER_S = 1_000_000_000
+
+
+def ticks_to_ns(ticks: np.ndarray, defs: Definitions) -> np.ndarray:
+    """int64 ns of OTF2 ticks (see the module docstring)."""
+    d = ticks.astype(np.int64) - np.int64(defs.global_offset)
+    res = defs.timer_resolution
+    if res == NS_PER_S:
+        ns = d
+    elif res < 2**63 // NS_PER_S:
+        q, r = np.divmod(d, np.int64(res))
+        ns = q * NS_PER_S + (r * NS_PER_S) // res
+    else:
+        ns = np.floor(d.astype(np.float64) * (NS_PER_S / res)).astype(np.int64)
+    return ns + np.int64(defs.realtime_ns or 0)
+
+
+def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "metadata", source: int = 0) -> Trace:
+    """Read an OTF2 archive into a Trace.
+
+    Args:
+        path: the anchor file (any name) or a directory holding exactly one.
+        rank, rank_source: unused; ranks come from the archive's definitions.
+        source: index of this archive in the job's sources (locations.source).
+
+    Raises:
+        FormatError: not an OTF2 archive, or one the OTF2 library cannot open.
+    """
+    anchor = archive.find_anchor(Path(path))
+    reader = archive.open_reader(anchor)
+    try:
+        defs = read_definitions(reader)
+        recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor)
+    finally:
+        reader.close()
+    return _assemble(anchor, defs, recs, source)
+
+
+def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: int) -> Trace:
+    dropped: Counter[str] = Counter(recs.dropped)
+    warnings = list(recs.warnings)
+    tl = T.build(recs.rows, recs.loc)
+    for name, n in zip(T.COUNT_NAMES, tl[9].tolist()):
+        if n:
+            dropped[name] += n
+    gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
+    ev, order = events.events_frame(tl, lambda t: ticks_to_ns(t, defs), defs.regions, gpu)
+    rec = _record_frame(recs, tl[8], order, defs)
+    outside = rec.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END]) & (pl.col("event") < 0)).height
+    if outside:
+        dropped["mpi_record_outside_any_region"] += outside
+    rec_in = rec.filter(pl.col("event") >= 0)
+    messages, unmatched = matching.messages(rec_in, defs.comms)
+    for k, v in unmatched.items():
+        dropped[k] += v
+        warnings.append(f"{anchor}: {v} {k.replace('_', ' ')} record(s) left unmatched (kept as events, no message row)")
+    collectives = matching.collectives(rec.filter((pl.col("event") >= 0) | (pl.col("kind") == R.ATTRIBUTE)), defs.comms, defs.attributes, defs.strings)
+    ev = ev.with_columns(events.args_column(ev, rec, tl, order, defs, matching.collective_args(rec_in)), pl.lit(None, pl.Int64).alias("corr"))
+    ev = events.own_columns(ev, rec, defs)
+    locations, counter_loc = _locations(defs, rec, source)
+    series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
+    if unknown_metric:
+        dropped["metric_value_of_undefined_metric"] += unknown_metric
+    kinds = recs.rows[:, 0]
+    handled = int(np.count_nonzero((kinds != R.ATTRIBUTE) & (kinds != R.METRIC_VALUE)))
+    if recs.records_read > handled:
+        dropped["record_of_unsupported_type"] += recs.records_read - handled
+    warnings += [f"{anchor}: {n} x {why.replace('_', ' ')}" for why, n in sorted(dropped.items()) if not why.startswith("unmatched")]
+    meta = _meta(anchor, defs, recs, ev.height, dropped, warnings)
+    return Trace.build(
+        meta=meta, locations=locations, events=ev.select("loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent",
+                                                        "corr", "bytes", "instant", "args"),
+        messages=messages, collectives=collectives, series=series if series.height else None,
+        samples=samples if samples.height else None,
+    )
+
+
+def _record_frame(recs: archive.Records, owner: np.ndarray, order: np.ndarray, defs: Definitions) -> pl.DataFrame:
+    """The records other than Enter/Leave (their events are built already), with ``event`` (row in events of
+    the record's owner, see :mod:`timeline`), ``row``, ``head`` (row of the record an attribute belongs to)
+    and ``after`` (that record's kind)."""
+    rows = recs.rows
+    kinds = rows[:, 0]
+    n = kinds.size
+    head = np.maximum.accumulate(np.where(kinds != R.ATTRIBUTE, np.arange(n), 0)) if n else np.zeros(0, np.int64)
+    sel = np.flatnonzero((kinds != R.ENTER) & (kinds != R.LEAVE))
+    sub = np.ascontiguousarray(rows[sel].T)
+    ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
+    own = owner[sel]
+    return pl.DataFrame({
+        "kind": sub[0], "ts_ns": ticks_to_ns(sub[1], defs), "a": sub[2], "b": sub[3], "c": sub[4], "d": sub[5], "e": sub[6],
+        "loc": recs.loc[sel], "rank": ranks[recs.loc[sel]] if sel.size else np.zeros(0, np.int32),
+        "event": np.where(own >= 0, order[np.maximum(own, 0)] if order.size else own, -1), "row": sel,
+        "after": kinds[head[sel]] if sel.size else np.zeros(0, np.int64), "head": head[sel],
+    })
+
+
+def _locations(defs: Definitions, rec: pl.DataFrame, source: int) -> tuple[pl.DataFrame, dict[int, int]]:
+    """The locations table, plus a counter timeline per thread that recorded metrics."""
+    rows = [{k: loc[k] for k in ("rank", "host", "pid", "tid", "kind", "device", "stream", "name", "process", "sort_index")} for loc in defs.locations]
+    counter_loc: dict[int, int] = {}
+    with_metrics = sorted(set(rec.filter(pl.col("kind") == R.METRIC)["loc"].unique().to_list()))
+    for i in with_metrics:
+        if rows[i]["kind"] == "counter":
+            counter_loc[i] = i
+        else:
+            counter_loc[i] = len(rows)
+            rows.append({**rows[i], "kind": "counter", "name": f"{rows[i]['name']} metrics", "device": None, "stream": None})
+    df = pl.DataFrame(rows, infer_schema_length=None).with_row_index("loc").with_columns(pl.lit(source, pl.Int32).alias("source"))
+    return df, counter_loc
+
+
+def _meta(anchor: Path, defs: Definitions, recs: archive.Records, n: int, dropped: Counter[str], warnings: list[str]) -> dict[str, Any]:
+    ranks = sorted({loc["rank"] for loc in defs.locations})
+    info = {"timer_resolution": defs.timer_resolution, "global_offset": defs.global_offset, "records": recs.records_read,
+            "locations": len(defs.locations)}
+    return {
+        "clock": {"unit": "ns", "domain": "unix_epoch" if defs.realtime_ns else "relative", "sync": "otf2_clock_offsets"},
+        "sources": [{"path": str(anchor), "format": "otf2", "rank": ranks[0] if ranks else 0, "rank_source": "metadata",
+                     "events": n, "dropped": dict(sorted(dropped.items())), "info": info}],
+        "warnings": warnings,
+        "world_size": len(ranks) or None,
+    }

@@ -1,0 +1,352 @@
+"""Event records of one OTF2 location -> rows of an int64 array, no Python per event.
+
+Each OTF2 event callback is a numba ``cfunc`` that appends one row of
+``WIDTH`` int64 to a buffer passed as the reader's ``userData``::
+
+    row = [kind, time, a, b, c, d, e]     time: clock ticks, clock offsets applied
+
+followed by one ``ATTRIBUTE`` row per attribute the record carries
+(``[ATTRIBUTE, time, attribute ref, OTF2_Type, raw 8 value bytes, 0, 0]``) and,
+for ``METRIC`` rows, one ``METRIC_VALUE`` row per value
+(``[METRIC_VALUE, time, OTF2_Type, raw 8 value bytes, 0, 0, 0]``).
+
+Buffer layout: ``HEADER`` int64 slots, then the rows. Header slots:
+``[rows, capacity_rows, buffer_address, fn GetNumberOfElements,
+fn GetAttributeByIndex, records_handled, attributes_dropped, 0]``. A callback
+returns OTF2_CALLBACK_INTERRUPT when fewer than ``ROOM`` rows are left, the
+caller drains the rows and resumes reading (:func:`read_location`).
+
+Which fields a..e hold, per kind, is listed beside each callback below; the
+meaning of each field is the OTF2 record's (see the OTF2 event records docs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from numba import cfunc, carray, njit, types
+
+from di.convert.otf2 import clib
+
+WIDTH = 7
+HEADER = 8
+ROOM = 1024
+"""Rows kept free: one record adds at most 1 + 255 metric values + its attributes."""
+CALLBACK_SUCCESS, CALLBACK_INTERRUPT = 0, 1
+ERROR_INTERRUPTED_BY_CALLBACK = 92
+"""OTF2_ERROR_INTERRUPTED_BY_CALLBACK (``_otf2.ErrorCodes``)."""
+
+# kinds
+ENTER, LEAVE = 1, 2
+MPI_SEND, MPI_ISEND, MPI_ISEND_COMPLETE, MPI_IRECV_REQUEST = 3, 4, 5, 6
+MPI_RECV, MPI_IRECV, MPI_REQUEST_TEST, MPI_REQUEST_CANCELLED = 7, 8, 9, 10
+COLL_BEGIN, COLL_END = 11, 12
+RMA_PUT, RMA_GET, RMA_COMPLETE = 13, 14, 15
+METRIC, METRIC_VALUE, ATTRIBUTE = 16, 17, 18
+PROGRAM_BEGIN, PROGRAM_END = 19, 20
+THREAD_FORK, THREAD_JOIN, TEAM_BEGIN, TEAM_END = 21, 22, 23, 24
+LOCK_ACQUIRE, LOCK_RELEASE = 25, 26
+MEASUREMENT_ON_OFF, BUFFER_FLUSH = 27, 28
+RMA_WIN_CREATE, RMA_WIN_DESTROY = 29, 30
+PARAMETER_STRING, PARAMETER_INT, PARAMETER_UINT = 31, 32, 33
+
+INSTANT_NAMES = {
+    PROGRAM_BEGIN: "ProgramBegin", PROGRAM_END: "ProgramEnd", THREAD_FORK: "ThreadFork", THREAD_JOIN: "ThreadJoin",
+    TEAM_BEGIN: "ThreadTeamBegin", TEAM_END: "ThreadTeamEnd", LOCK_ACQUIRE: "ThreadAcquireLock",
+    LOCK_RELEASE: "ThreadReleaseLock", MEASUREMENT_ON_OFF: "MeasurementOnOff", BUFFER_FLUSH: "BufferFlush",
+    RMA_WIN_CREATE: "RmaWinCreate", RMA_WIN_DESTROY: "RmaWinDestroy", PARAMETER_STRING: "ParameterString",
+    PARAMETER_INT: "ParameterInt", PARAMETER_UINT: "ParameterUnsignedInt",
+}
+"""Records kept as instant events, by kind: their OTF2 record names."""
+
+_u8, _u32, _u64, _i64, _ptr = types.uint8, types.uint32, types.uint64, types.int64, types.voidptr
+_COMMON = (_u64, _u64, _u64, _ptr, _u64)  # location, time, event position, userData, attribute list
+
+
+def _sig(*extra):
+    return types.int32(*_COMMON, *extra)
+
+
+@njit(types.int32(types.voidptr, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64), cache=True)
+def _push(user, kind, time, a, b, c, d, e, attrs):
+    hdr = carray(user, (HEADER,), np.int64)
+    buf = carray(user, (HEADER + hdr[1] * WIDTH,), np.int64)
+    r = hdr[0]
+    o = HEADER + r * WIDTH
+    buf[o] = kind
+    buf[o + 1] = np.int64(time)
+    buf[o + 2] = np.int64(a)
+    buf[o + 3] = np.int64(b)
+    buf[o + 4] = np.int64(c)
+    buf[o + 5] = np.int64(d)
+    buf[o + 6] = np.int64(e)
+    r += 1
+    if attrs != 0:
+        n = clib.ccall(hdr[3], (attrs,)) & 0xFFFFFFFF
+        for i in range(n):
+            if hdr[1] - r < ROOM // 2:
+                hdr[6] += n - i
+                break
+            o = HEADER + r * WIDTH
+            for k in range(WIDTH):
+                buf[o + k] = 0
+            buf[o] = ATTRIBUTE
+            buf[o + 1] = np.int64(time)
+            at = hdr[2] + 8 * (o + 2)
+            if clib.ccall(hdr[4], (attrs, np.int64(i), at, at + 8, at + 16)) == 0:
+                r += 1
+            else:
+                hdr[6] += 1
+    hdr[0] = r
+    hdr[5] += 1
+    return CALLBACK_INTERRUPT if hdr[1] - r < ROOM else CALLBACK_SUCCESS
+
+
+@cfunc(_sig(_u32), cache=True)
+def _enter(loc, time, pos, user, attrs, region):
+    return _push(user, ENTER, np.int64(time), np.int64(region), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32), cache=True)
+def _leave(loc, time, pos, user, attrs, region):
+    return _push(user, LEAVE, np.int64(time), np.int64(region), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
+def _mpi_send(loc, time, pos, user, attrs, receiver, comm, tag, length):  # a=receiver b=comm c=tag d=bytes
+    return _push(user, MPI_SEND, np.int64(time), np.int64(receiver), np.int64(comm), np.int64(tag), np.int64(length), 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
+def _mpi_isend(loc, time, pos, user, attrs, receiver, comm, tag, length, request):  # e=request
+    return _push(user, MPI_ISEND, np.int64(time), np.int64(receiver), np.int64(comm), np.int64(tag), np.int64(length), np.int64(request), np.int64(attrs))
+
+
+@cfunc(_sig(_u64), cache=True)
+def _mpi_isend_complete(loc, time, pos, user, attrs, request):  # e=request
+    return _push(user, MPI_ISEND_COMPLETE, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
+
+
+@cfunc(_sig(_u64), cache=True)
+def _mpi_irecv_request(loc, time, pos, user, attrs, request):  # e=request
+    return _push(user, MPI_IRECV_REQUEST, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
+def _mpi_recv(loc, time, pos, user, attrs, sender, comm, tag, length):  # a=sender b=comm c=tag d=bytes
+    return _push(user, MPI_RECV, np.int64(time), np.int64(sender), np.int64(comm), np.int64(tag), np.int64(length), 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
+def _mpi_irecv(loc, time, pos, user, attrs, sender, comm, tag, length, request):  # e=request
+    return _push(user, MPI_IRECV, np.int64(time), np.int64(sender), np.int64(comm), np.int64(tag), np.int64(length), np.int64(request), np.int64(attrs))
+
+
+@cfunc(_sig(_u64), cache=True)
+def _mpi_request_test(loc, time, pos, user, attrs, request):
+    return _push(user, MPI_REQUEST_TEST, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
+
+
+@cfunc(_sig(_u64), cache=True)
+def _mpi_request_cancelled(loc, time, pos, user, attrs, request):
+    return _push(user, MPI_REQUEST_CANCELLED, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
+
+
+@cfunc(_sig(), cache=True)
+def _coll_begin(loc, time, pos, user, attrs):
+    return _push(user, COLL_BEGIN, np.int64(time), 0, 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u8, _u32, _u32, _u64, _u64), cache=True)
+def _coll_end(loc, time, pos, user, attrs, op, comm, root, sent, received):  # a=op b=comm c=root d=sent e=received
+    return _push(user, COLL_END, np.int64(time), np.int64(op), np.int64(comm), np.int64(root), np.int64(sent), np.int64(received), np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u32, _u64, _u64), cache=True)
+def _rma_put(loc, time, pos, user, attrs, win, remote, nbytes, matching):  # a=win b=remote c=bytes d=matching id
+    return _push(user, RMA_PUT, np.int64(time), np.int64(win), np.int64(remote), np.int64(nbytes), np.int64(matching), 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u32, _u64, _u64), cache=True)
+def _rma_get(loc, time, pos, user, attrs, win, remote, nbytes, matching):
+    return _push(user, RMA_GET, np.int64(time), np.int64(win), np.int64(remote), np.int64(nbytes), np.int64(matching), 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u64), cache=True)
+def _rma_complete(loc, time, pos, user, attrs, win, matching):  # a=win d=matching id
+    return _push(user, RMA_COMPLETE, np.int64(time), np.int64(win), 0, 0, np.int64(matching), 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u8, _ptr, _ptr), cache=True)
+def _metric(loc, time, pos, user, attrs, metric, count, type_ids, values):  # a=metric b=count
+    code = _push(user, METRIC, np.int64(time), np.int64(metric), np.int64(count), 0, 0, 0, np.int64(attrs))
+    hdr = carray(user, (HEADER,), np.int64)
+    buf = carray(user, (HEADER + hdr[1] * WIDTH,), np.int64)
+    tids = carray(type_ids, (count,), np.uint8)
+    vals = carray(values, (count,), np.int64)
+    r = hdr[0]
+    for i in range(count):
+        o = HEADER + r * WIDTH
+        buf[o] = METRIC_VALUE
+        buf[o + 1] = np.int64(time)
+        buf[o + 2] = tids[i]
+        buf[o + 3] = vals[i]
+        buf[o + 4] = 0
+        buf[o + 5] = 0
+        buf[o + 6] = 0
+        r += 1
+    hdr[0] = r
+    return CALLBACK_INTERRUPT if hdr[1] - r < ROOM else code
+
+
+@cfunc(_sig(_u32, _u32, _ptr), cache=True)
+def _program_begin(loc, time, pos, user, attrs, name, nargs, args):  # a=program name string ref
+    return _push(user, PROGRAM_BEGIN, np.int64(time), np.int64(name), np.int64(nargs), 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_i64), cache=True)
+def _program_end(loc, time, pos, user, attrs, status):  # a=exit status
+    return _push(user, PROGRAM_END, np.int64(time), np.int64(status), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u8, _u32), cache=True)
+def _thread_fork(loc, time, pos, user, attrs, model, threads):  # a=paradigm b=threads requested
+    return _push(user, THREAD_FORK, np.int64(time), np.int64(model), np.int64(threads), 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u8), cache=True)
+def _thread_join(loc, time, pos, user, attrs, model):
+    return _push(user, THREAD_JOIN, np.int64(time), np.int64(model), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32), cache=True)
+def _team_begin(loc, time, pos, user, attrs, team):  # a=thread team comm
+    return _push(user, TEAM_BEGIN, np.int64(time), np.int64(team), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32), cache=True)
+def _team_end(loc, time, pos, user, attrs, team):
+    return _push(user, TEAM_END, np.int64(time), np.int64(team), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u8, _u32, _u32), cache=True)
+def _lock_acquire(loc, time, pos, user, attrs, model, lock, order):  # a=paradigm b=lock c=order
+    return _push(user, LOCK_ACQUIRE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u8, _u32, _u32), cache=True)
+def _lock_release(loc, time, pos, user, attrs, model, lock, order):
+    return _push(user, LOCK_RELEASE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u8), cache=True)
+def _measurement(loc, time, pos, user, attrs, mode):  # a=mode (1 on, 2 off)
+    return _push(user, MEASUREMENT_ON_OFF, np.int64(time), np.int64(mode), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u64), cache=True)
+def _buffer_flush(loc, time, pos, user, attrs, stop):  # a=stop time (ticks)
+    return _push(user, BUFFER_FLUSH, np.int64(time), np.int64(stop), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32), cache=True)
+def _win_create(loc, time, pos, user, attrs, win):
+    return _push(user, RMA_WIN_CREATE, np.int64(time), np.int64(win), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32), cache=True)
+def _win_destroy(loc, time, pos, user, attrs, win):
+    return _push(user, RMA_WIN_DESTROY, np.int64(time), np.int64(win), 0, 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u32), cache=True)
+def _param_string(loc, time, pos, user, attrs, param, value):  # a=parameter b=string ref
+    return _push(user, PARAMETER_STRING, np.int64(time), np.int64(param), np.int64(value), 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _i64), cache=True)
+def _param_int(loc, time, pos, user, attrs, param, value):
+    return _push(user, PARAMETER_INT, np.int64(time), np.int64(param), np.int64(value), 0, 0, 0, np.int64(attrs))
+
+
+@cfunc(_sig(_u32, _u64), cache=True)
+def _param_uint(loc, time, pos, user, attrs, param, value):
+    return _push(user, PARAMETER_UINT, np.int64(time), np.int64(param), np.int64(value), 0, 0, 0, np.int64(attrs))
+
+
+CALLBACKS = {
+    "Enter": _enter, "Leave": _leave, "MpiSend": _mpi_send, "MpiIsend": _mpi_isend,
+    "MpiIsendComplete": _mpi_isend_complete, "MpiIrecvRequest": _mpi_irecv_request, "MpiRecv": _mpi_recv,
+    "MpiIrecv": _mpi_irecv, "MpiRequestTest": _mpi_request_test, "MpiRequestCancelled": _mpi_request_cancelled,
+    "MpiCollectiveBegin": _coll_begin, "MpiCollectiveEnd": _coll_end, "RmaPut": _rma_put, "RmaGet": _rma_get,
+    "RmaOpCompleteBlocking": _rma_complete, "Metric": _metric, "ProgramBegin": _program_begin,
+    "ProgramEnd": _program_end, "ThreadFork": _thread_fork, "ThreadJoin": _thread_join,
+    "ThreadTeamBegin": _team_begin, "ThreadTeamEnd": _team_end, "ThreadAcquireLock": _lock_acquire,
+    "ThreadReleaseLock": _lock_release, "MeasurementOnOff": _measurement, "BufferFlush": _buffer_flush,
+    "RmaWinCreate": _win_create, "RmaWinDestroy": _win_destroy, "ParameterString": _param_string,
+    "ParameterInt": _param_int, "ParameterUnsignedInt": _param_uint,
+}
+"""OTF2 record name -> the cfunc that stores it."""
+
+
+class Callbacks:
+    """An OTF2_EvtReaderCallbacks with every callback of :data:`CALLBACKS` set."""
+
+    def __init__(self) -> None:
+        lib = clib.library()
+        lib.OTF2_EvtReaderCallbacks_New.restype = ctypes.c_void_p
+        self.ptr = lib.OTF2_EvtReaderCallbacks_New()
+        for record, fn in CALLBACKS.items():
+            setter = getattr(lib, f"OTF2_EvtReaderCallbacks_Set{record}Callback")
+            setter.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            code = setter(self.ptr, fn.address)
+            if code:
+                raise RuntimeError(f"OTF2_EvtReaderCallbacks_Set{record}Callback: {clib.error_text(code)}")
+
+    def close(self) -> None:
+        lib = clib.library()
+        lib.OTF2_EvtReaderCallbacks_Delete.argtypes = [ctypes.c_void_p]
+        lib.OTF2_EvtReaderCallbacks_Delete(self.ptr)
+
+
+def new_buffer(capacity_rows: int) -> np.ndarray:
+    """An empty record buffer with its header filled in."""
+    buf = np.zeros(HEADER + capacity_rows * WIDTH, dtype=np.int64)
+    buf[1] = capacity_rows
+    buf[2] = buf.ctypes.data
+    buf[3], buf[4] = clib.addresses("OTF2_AttributeList_GetNumberOfElements", "OTF2_AttributeList_GetAttributeByIndex")
+    return buf
+
+
+def read_location(evt_reader: int, callbacks: Callbacks, buf: np.ndarray) -> tuple[np.ndarray, int, int, int, int]:
+    """Every record of one location.
+
+    Args:
+        evt_reader: the location's OTF2_EvtReader* (an address).
+        callbacks: the callbacks to use.
+        buf: a buffer from :func:`new_buffer` (reused between locations).
+
+    Returns:
+        (rows int64 (n, WIDTH), records read, records stored, attributes dropped,
+        OTF2 error code that ended reading early or 0).
+    """
+    lib = clib.library()
+    lib.OTF2_EvtReader_SetCallbacks.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.OTF2_EvtReader_ReadEvents.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
+    buf[0] = buf[5] = buf[6] = 0
+    code = lib.OTF2_EvtReader_SetCallbacks(evt_reader, callbacks.ptr, buf.ctypes.data)
+    if code:
+        return np.zeros((0, WIDTH), np.int64), 0, 0, 0, code
+    parts, total = [], 0
+    read = ctypes.c_uint64(0)
+    while True:
+        code = lib.OTF2_EvtReader_ReadEvents(evt_reader, clib.UNDEFINED_UINT64, ctypes.byref(read))
+        total += read.value
+        rows = int(buf[0])
+        parts.append(buf[HEADER : HEADER + rows * WIDTH].reshape(rows, WIDTH).copy())
+        buf[0] = 0
+        if code != ERROR_INTERRUPTED_BY_CALLBACK:
+            break
+    out = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return out, total, int(buf[5]), int(buf[6]), code

@@ -1,0 +1,73 @@
+"""Typed OTF2 values (attribute values, metric values) -> numbers and JSON text.
+
+OTF2 passes a value as 8 raw bytes plus an ``OTF2_Type`` code; the record
+buffer keeps the bytes as one int64. Integers of a narrower type sit in the
+low bytes (little endian), a FLOAT in the low 4 bytes, a DOUBLE in all 8;
+the reference types (STRING, REGION, LOCATION, ...) hold a definition id.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+TYPE_UINT8, TYPE_UINT16, TYPE_UINT32, TYPE_UINT64 = 1, 2, 3, 4
+TYPE_INT8, TYPE_INT16, TYPE_INT32, TYPE_INT64 = 5, 6, 7, 8
+TYPE_FLOAT, TYPE_DOUBLE, TYPE_STRING = 9, 10, 11
+TYPE_REGION, TYPE_COMM = 14, 17
+
+TYPE_LOCATION = 13
+_UNSIGNED_BITS = {TYPE_UINT8: 8, TYPE_UINT16: 16, TYPE_UINT32: 32, **{t: 32 for t in range(11, 26) if t != TYPE_LOCATION}}
+"""Bits that carry the value; the reference types other than LOCATION are uint32 ids, the rest of the 8 bytes is undefined."""
+_SIGNED_BITS = {TYPE_INT8: 8, TYPE_INT16: 16, TYPE_INT32: 32}
+
+
+def as_float(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """Float64 value of each (type, raw bytes) pair (metric samples)."""
+    raw = np.ascontiguousarray(raw, dtype=np.int64)
+    out = raw.astype(np.float64)
+    unsigned = raw.view(np.uint64)
+    out = np.where(types == TYPE_UINT64, unsigned.astype(np.float64), out)
+    out = np.where(types == TYPE_DOUBLE, raw.view(np.float64), out)
+    low32 = (unsigned & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    out = np.where(types == TYPE_FLOAT, low32.view(np.float32).astype(np.float64), out)
+    for code, bits in _UNSIGNED_BITS.items():
+        out = np.where(types == code, (unsigned & np.uint64((1 << bits) - 1)).astype(np.float64), out)
+    for code, bits in _SIGNED_BITS.items():
+        shift = np.int64(64 - bits)
+        out = np.where(types == code, ((raw << shift) >> shift).astype(np.float64), out)
+    return out
+
+
+def ref_ids(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """The definition ids (int64) held by reference-typed values (the bytes beyond their width cleared)."""
+    raw = np.ascontiguousarray(raw, dtype=np.int64)
+    bits = np.array([_UNSIGNED_BITS.get(int(t), 64) for t in range(32)])[np.clip(types, 0, 31)]
+    return np.where(bits < 64, raw & ((np.int64(1) << np.minimum(bits, 62)) - 1), raw)
+
+
+def as_json(types: np.ndarray, raw: np.ndarray, strings: dict[int, str], regions: dict[int, str], comms: dict[int, str]) -> pl.Series:
+    """JSON text of each value: numbers as numbers, STRING/REGION/COMM refs as their names, other refs as ids."""
+    raw = np.ascontiguousarray(raw, dtype=np.int64)
+    unsigned = raw.view(np.uint64)
+    sext, uext = raw.copy(), unsigned.copy()
+    for code, bits in _SIGNED_BITS.items():
+        m = types == code
+        sext[m] = (raw[m] << np.int64(64 - bits)) >> np.int64(64 - bits)
+    for code, bits in _UNSIGNED_BITS.items():
+        m = types == code
+        uext[m] = unsigned[m] & np.uint64((1 << bits) - 1)
+    t = pl.Series(types)
+    text = pl.select(
+        pl.when(t.is_in([TYPE_FLOAT, TYPE_DOUBLE])).then(pl.Series(as_float(types, raw)).cast(pl.String))
+        .when(t.is_in([TYPE_INT8, TYPE_INT16, TYPE_INT32, TYPE_INT64])).then(pl.Series(sext).cast(pl.String))
+        .otherwise(pl.Series(uext).cast(pl.String))
+    ).to_series()
+    lookups = {TYPE_STRING: strings, TYPE_REGION: regions, TYPE_COMM: comms}
+    for code, table in lookups.items():
+        mask = types == code
+        if mask.any():
+            names = pl.Series([table.get(int(v)) for v in unsigned[mask]], dtype=pl.String)
+            quoted = pl.DataFrame({"v": names}).select(pl.struct("v").struct.json_encode()).to_series().str.slice(5).str.strip_suffix("}")
+            text = text.scatter(np.flatnonzero(mask), quoted)
+    return text.alias("value")

@@ -1,0 +1,170 @@
+"""Canonical Trace -> OTF2 archive (Vampir, otf2-print, Score-P tools).
+
+Layout written:
+
+* system tree ``di`` (machine) -> one ``node`` per host -> one location
+  group ``MPI Rank N`` (PROCESS) per rank;
+* locations: each timeline's events split into properly nested lanes
+  (:mod:`di.convert.lanes`); lane 0 keeps the timeline's name, lane k adds
+  `` lane k``. CPU threads -> CPU_THREAD, GPU streams -> GPU, each counter
+  timeline with series -> a METRIC location;
+* regions: one per (name, cat, src_cat, instant), paradigm and role from
+  :func:`categories.region_kind`, description recording di's category;
+* events: Enter/Leave (instants as Enter+Leave at one time), attributes
+  ``di.bytes``, ``di.corr``, ``di.args`` (the args JSON as a string);
+  messages as MpiSend at the send event's start and MpiRecv at the receive
+  event's end; collectives as MpiCollectiveBegin/End inside their event, with
+  ranks given within the communicator; samples as Metric records (DOUBLE);
+* communicators: ``MPI_COMM_WORLD``-style COMM_LOCATIONS group of every
+  rank's first CPU location, one COMM_GROUP + Comm per communicator name
+  (members from ``collectives.group_ranks`` where known, else the ranks that
+  use it);
+* clock: resolution 1 ns. ``unix_epoch`` traces: realtime timestamp = global
+  offset = the first time; ``relative`` ones: ticks are the ns themselves
+  (shifted when negative), so a reader gets every ns back.
+
+Flows have no OTF2 record and are not written.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from di.convert.otf2 import clib, emit
+from di.convert.otf2.archive import is_anchor
+from di.convert.otf2.layout import Layout, plan
+from di.errors import FormatError
+from di.trace import Trace
+
+__all__ = ["write_otf2", "anchor_for"]
+
+CHUNK_EVENTS = 1 << 22
+"""OTF2 event chunk size in bytes (4 MiB)."""
+CHUNK_DEFS = 1 << 22
+
+
+def anchor_for(path: str | os.PathLike[str]) -> Path:
+    """The anchor file written for ``path``: itself when it ends with ``.otf2``, else ``path/traces.otf2``."""
+    p = Path(path)
+    return p if p.name.endswith(".otf2") else p / "traces.otf2"
+
+
+def _clear(anchor: Path) -> None:
+    """Remove an earlier archive at ``anchor`` (anchor, .def, event directory); refuse to touch anything else."""
+    if anchor.exists():
+        with open(anchor, "rb") as fh:
+            if not is_anchor(fh.read(8)):
+                raise FormatError(anchor, "exists and is not an OTF2 anchor file; not overwriting it")
+        anchor.unlink()
+    anchor.with_suffix(".def").unlink(missing_ok=True)
+    evt_dir = anchor.with_suffix("")
+    if evt_dir.is_dir():
+        if any(not f.name.endswith((".evt", ".def")) for f in evt_dir.iterdir()):
+            raise FormatError(evt_dir, "holds files other than OTF2 .evt/.def; not overwriting it")
+        shutil.rmtree(evt_dir)
+
+
+def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> None:
+    """Write ``trace`` as an OTF2 archive.
+
+    Args:
+        trace: the canonical trace.
+        path: the anchor file (``NAME.otf2``: ``NAME.def`` and ``NAME/`` are
+            written beside it) or a directory (``traces.otf2`` inside it).
+
+    Raises:
+        FormatError: the target holds something that is not an OTF2 archive,
+            or the OTF2 library reports an error.
+    """
+    import _otf2
+
+    anchor = anchor_for(path)
+    anchor.parent.mkdir(parents=True, exist_ok=True)
+    _clear(anchor)
+    lay = plan(trace)
+    archive = _otf2.Archive_Open(str(anchor.parent), anchor.stem, _otf2.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS,
+                                 _otf2.SUBSTRATE_POSIX, _otf2.COMPRESSION_NONE)
+    try:
+        _write(archive, lay, anchor)
+    finally:
+        _otf2.Archive_Close(archive)
+
+
+def _check(code: int, anchor: Path, what: str) -> None:
+    if code:
+        raise FormatError(anchor, f"OTF2 library failed writing {what}: {clib.error_text(code)}")
+
+
+def _write(archive: object, lay: Layout, anchor: Path) -> None:
+    import _otf2
+
+    from di import __version__
+
+    lib = clib.library()
+    handle = clib.handle(archive)
+    flush = (ctypes.c_void_p * 2)(emit.pre_flush.address, None)
+    lib.OTF2_Archive_SetFlushCallbacks.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    _check(lib.OTF2_Archive_SetFlushCallbacks(handle, ctypes.addressof(flush), None), anchor, "flush callbacks")
+    _otf2.Archive_SetSerialCollectiveCallbacks(archive)
+    _otf2.Archive_SetCreator(archive, f"di {__version__}")
+    _otf2.Archive_OpenEvtFiles(archive)
+    n_out = len(lay.out_locations)
+    writers = [_otf2.Archive_GetEvtWriter(archive, ref) for ref in range(n_out)]
+    addrs = np.array([clib.handle(w) for w in writers], dtype=np.int64)
+    fns = np.array(clib.addresses(*emit.FN_NAMES), dtype=np.int64)
+    lib.OTF2_AttributeList_New.restype = ctypes.c_void_p
+    alist = lib.OTF2_AttributeList_New()
+    try:
+        _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, lay.order, lay.bounds, lay.start_t, lay.end_t,
+                                lay.region, lay.nbytes, lay.corr, lay.args_ref, lay.att, lay.att_off), anchor, "events")
+        _check(emit.emit_metrics(fns, addrs[lay.metric_writers], lay.metric_bounds, lay.metric_ts, lay.metric_ref,
+                                 lay.metric_values), anchor, "metrics")
+    finally:
+        lib.OTF2_AttributeList_Delete.argtypes = [ctypes.c_void_p]
+        lib.OTF2_AttributeList_Delete(alist)
+    for w in writers:
+        _otf2.Archive_CloseEvtWriter(archive, w)
+    _otf2.Archive_CloseEvtFiles(archive)
+    _otf2.Archive_OpenDefFiles(archive)
+    for ref in range(n_out):
+        _otf2.Archive_CloseDefWriter(archive, _otf2.Archive_GetDefWriter(archive, ref))
+    _otf2.Archive_CloseDefFiles(archive)
+    _global_definitions(_otf2, archive, lay, fns, anchor)
+
+
+def _global_definitions(_otf2: object, archive: object, lay: Layout, fns: np.ndarray, anchor: Path) -> None:
+    o = _otf2
+    g = o.Archive_GetGlobalDefWriter(archive)
+    o.GlobalDefWriter_WriteClockProperties(g, 10**9, lay.global_offset, lay.trace_length, lay.realtime)
+    text, offsets = lay.strings.buffer()
+    _check(emit.write_strings(fns, clib.handle(g), text, offsets), anchor, "strings")
+    s = lay.strings.ref
+    undefined = o.UNDEFINED_UINT32
+    o.GlobalDefWriter_WriteSystemTreeNode(g, 0, s("di"), s("machine"), undefined)
+    for i, host in enumerate(lay.hosts, start=1):
+        o.GlobalDefWriter_WriteSystemTreeNode(g, i, s(host), s("node"), 0)
+    for i, (rank, host_index) in enumerate(lay.groups):
+        o.GlobalDefWriter_WriteLocationGroup(g, i, s(f"MPI Rank {rank}"), o.LOCATION_GROUP_TYPE_PROCESS, host_index + 1, undefined)
+    types = {"gpu_stream": o.LOCATION_TYPE_ACCELERATOR_STREAM, "counter": o.LOCATION_TYPE_METRIC}
+    for ref, loc in enumerate(lay.out_locations):
+        o.GlobalDefWriter_WriteLocation(g, ref, s(loc["name"]), types.get(loc["kind"], o.LOCATION_TYPE_CPU_THREAD), loc["records"], loc["group"])
+    for ref, r in enumerate(lay.regions):
+        o.GlobalDefWriter_WriteRegion(g, ref, s(r["name"]), s(r["name"]), s(r["description"]), getattr(o, f"REGION_ROLE_{r['role']}"),
+                                      getattr(o, f"PARADIGM_{r['paradigm']}"), o.REGION_FLAG_NONE, 0, 0, 0)
+    for ref, (name, typ) in enumerate(lay.attributes):
+        o.GlobalDefWriter_WriteAttribute(g, ref, s(name), 0, getattr(o, f"TYPE_{typ}"))
+    o.GlobalDefWriter_WriteGroup(g, 0, 0, o.GROUP_TYPE_COMM_LOCATIONS, o.PARADIGM_MPI, o.GROUP_FLAG_NONE, lay.rank_locations)
+    for ref, comm in enumerate(lay.comms, start=1):
+        o.GlobalDefWriter_WriteGroup(g, ref, s(comm["group_name"]), o.GROUP_TYPE_COMM_GROUP, o.PARADIGM_MPI, o.GROUP_FLAG_NONE, comm["members"])
+        o.GlobalDefWriter_WriteComm(g, ref - 1, s(comm["name"]), ref, undefined, o.COMM_FLAG_NONE)
+    for ref, m in enumerate(lay.metric_members):
+        o.GlobalDefWriter_WriteMetricMember(g, ref, s(m["name"]), 0, o.METRIC_TYPE_OTHER, o.METRIC_ABSOLUTE_POINT, o.TYPE_DOUBLE,
+                                            o.BASE_DECIMAL, 0, s(m["unit"] or ""))
+        o.GlobalDefWriter_WriteMetricClass(g, ref, [ref], o.METRIC_ASYNCHRONOUS, o.RECORDER_KIND_ABSTRACT)
+    lay.strings.check_frozen()

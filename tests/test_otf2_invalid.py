@@ -1,0 +1,142 @@
+"""Bad OTF2 input: a one-line FormatError, or a loaded trace whose warnings count what was lost.
+
+Each case damages a copy of a real archive (casita_4_mpi_ls_barr: 4 ranks,
+one location each) in a temporary directory, or writes a small archive with
+the official ``otf2`` writer.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import assert_valid, otf2_archive
+
+import di
+from di.errors import FormatError, UnknownFormatError
+
+otf2 = pytest.importorskip("otf2")
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Path:
+    """A fresh copy of casita_4_mpi_ls_barr; returns its anchor file."""
+    src = otf2_archive("casita_4_mpi_ls_barr").parent
+    shutil.copytree(src, tmp_path / "a")
+    return tmp_path / "a" / "traces.otf2"
+
+
+def _dropped(trace: di.Trace) -> dict[str, int]:
+    return trace.meta["sources"][0]["dropped"]
+
+
+def test_missing_global_definitions_is_a_one_line_error(archive: Path) -> None:
+    archive.with_suffix(".def").unlink()
+    with pytest.raises(FormatError, match=r"traces\.otf2: global definitions traces\.def missing") as info:
+        di.load(archive)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_event_file_loads_the_rest_and_says_so(archive: Path) -> None:
+    full = di.load(archive)
+    rank2 = full.locations.filter(full.locations["tid"] == 2)["loc"].item()
+    on_rank2 = full.events.filter(full.events["loc"] == rank2).height
+    (archive.parent / "traces" / "2.evt").unlink()
+    trace = assert_valid(di.load(archive))
+    assert _dropped(trace)["location_without_event_file"] == 1
+    assert any("2.evt missing" in w for w in trace.meta["warnings"])
+    assert on_rank2 > 0 and trace.events.height == full.events.height - on_rank2  # rank 2's regions gone, the rest kept
+    assert any("unmatched" in w for w in trace.meta["warnings"])
+
+
+def test_missing_local_definitions_loads_without_clock_offsets_and_says_so(archive: Path) -> None:
+    (archive.parent / "traces" / "1.def").unlink()
+    trace = assert_valid(di.load(archive))
+    assert _dropped(trace)["location_without_local_definitions"] == 1
+    assert any("1.def: local definitions missing; clock offsets of location 1 not applied" in w for w in trace.meta["warnings"])
+    assert trace.events.height == 48
+
+
+def test_truncated_event_file_keeps_what_was_read(archive: Path) -> None:
+    evt = archive.parent / "traces" / "3.evt"
+    evt.write_bytes(evt.read_bytes()[: evt.stat().st_size // 2])
+    trace = assert_valid(di.load(archive))
+    dropped = _dropped(trace)
+    assert dropped["truncated_event_file"] == 1
+    assert dropped["enter_never_left"] >= 1
+    assert any("3.evt unreadable after" in w for w in trace.meta["warnings"])
+    assert 0 < trace.events.height < 48
+
+
+def test_anchor_that_points_nowhere_is_a_one_line_error(tmp_path: Path) -> None:
+    lone = tmp_path / "lone.otf2"
+    shutil.copy(otf2_archive("casita_4_mpi_ls_barr"), lone)
+    with pytest.raises(FormatError, match=r"lone\.otf2: global definitions lone\.def missing"):
+        di.load(lone)
+    (tmp_path / "lone.def").write_bytes(b"")
+    with pytest.raises(FormatError, match=r"lone\.otf2: OTF2 library could not open the archive"):
+        di.load(lone)
+
+
+def test_not_an_anchor_file(tmp_path: Path) -> None:
+    fake = tmp_path / "fake.otf2"
+    fake.write_bytes(b"not an otf2 anchor at all")
+    with pytest.raises((FormatError, UnknownFormatError)):
+        di.load(fake)
+    with pytest.raises(FormatError, match="not an OTF2 anchor file"):
+        from di.convert.otf2.reader import read_otf2
+
+        read_otf2(fake)
+
+
+def test_directory_with_two_anchors_asks_for_one(tmp_path: Path, archive: Path) -> None:
+    shutil.copy(archive, archive.parent / "other.otf2")
+    from di.convert.otf2.reader import read_otf2
+
+    with pytest.raises(FormatError, match="2 anchor files"):
+        read_otf2(archive.parent)
+
+
+def _unbalanced(tmp_path: Path) -> Path:
+    """An archive with one Leave without Enter and one Enter never left, written by the official writer."""
+    with otf2.writer.open(str(tmp_path / "unbalanced"), timer_resolution=10**9) as w:
+        root = w.definitions.system_tree_node("node")
+        group = w.definitions.location_group("rank 0", system_tree_parent=root)
+        main = w.definitions.region("main")
+        work = w.definitions.region("work")
+        ev = w.event_writer("thread", group=group)
+        ev.leave(5, work)  # no Enter before it
+        ev.enter(10, main)
+        ev.enter(20, work)
+        ev.leave(30, work)
+        ev.enter(40, work)  # never left
+        ev.leave(50, work)  # leaves 'work' ...
+        # ... and 'main' is never left
+        ev.enter(60, work)
+        ev.leave(70, work)
+    return tmp_path / "unbalanced" / "traces.otf2"
+
+
+def test_unbalanced_enter_leave_is_counted(tmp_path: Path) -> None:
+    trace = assert_valid(di.load(_unbalanced(tmp_path)))
+    dropped = _dropped(trace)
+    assert dropped["leave_without_enter"] == 1
+    assert dropped["enter_never_left"] == 1
+    names = trace.events["name"].to_list()
+    assert names.count("work") == 3 and names.count("main") == 1
+    main = trace.events.filter(trace.events["name"] == "main")
+    assert main["end_ns"].item() - main["start_ns"].item() == 70 - 10  # closed at the location's last record
+    assert any("enter never left" in w for w in trace.meta["warnings"])
+
+
+def test_cli_reports_a_broken_archive_on_one_line(archive: Path) -> None:
+    archive.with_suffix(".def").unlink()
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "di", "info", str(archive)], capture_output=True, text=True, cwd=root,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2
+    assert "global definitions traces.def missing" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,180 @@
+"""OTF2 writer: round trips and checks by independent readers.
+
+* OTF2 -> di -> OTF2 -> di on every shared Score-P archive: every table equal.
+* Kineto -> di -> OTF2 -> di on every shared Kineto trace: every event,
+  collective and counter sample kept (compared by content; lanes add timelines).
+* The official ``otf2`` Python reader and, when installed, Debian's
+  ``otf2-print`` read what we wrote, with the record counts we expect.
+"""
+
+from __future__ import annotations
+
+import collections
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import assert_valid, is_execution_trace, kineto_file, kineto_files, kineto_id, otf2_archive, otf2_archives, trace_doc, write_json
+
+import di
+from di.convert.otf2.writer import anchor_for, write_otf2
+from di.errors import FormatError
+
+otf2 = pytest.importorskip("otf2")
+
+ARCHIVES = otf2_archives()
+KINETO = [p for p in kineto_files() if not is_execution_trace(p)]
+OTF2_PRINT = shutil.which("otf2-print")
+EVENT_COLUMNS = ["rank", "start_ns", "end_ns", "name", "cat", "src_cat", "bytes", "corr", "instant", "args"]
+
+
+def events_by_content(trace: di.Trace) -> pl.DataFrame:
+    """Events with their rank instead of their timeline, sorted: equal for equal content whatever the timelines."""
+    ev = trace.events.join(trace.locations.select("loc", "rank"), on="loc", how="left")
+    ev = ev.with_columns(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String))
+    return ev.select(EVENT_COLUMNS).sort(EVENT_COLUMNS, nulls_last=True)
+
+
+def collectives_by_content(trace: di.Trace) -> pl.DataFrame:
+    ev = trace.events
+    coll = trace.collectives
+    where = ev[coll["event"].to_list()].select("start_ns", "end_ns", pl.col("name").cast(pl.String))
+    cols = ["rank", "comm", "seq", "op", "root", "bytes", "dtype", "group_size", "group_ranks"]
+    return pl.concat([coll.select(cols), where], how="horizontal").sort(cols + ["start_ns"], nulls_last=True)
+
+
+def samples_by_content(trace: di.Trace) -> pl.DataFrame:
+    s = trace.samples.join(trace.series.select("series", "name", "unit"), on="series", how="left")
+    return s.select("name", "unit", "ts_ns", "value").sort("name", "ts_ns", "value")
+
+
+def round_trip(trace: di.Trace, tmp_path: Path) -> di.Trace:
+    out = tmp_path / "rt.otf2"
+    di.save(trace, out)
+    return assert_valid(di.load(out))
+
+
+@pytest.mark.skipif(not ARCHIVES, reason="shared test data absent: ../shared/data/otf2 not found")
+@pytest.mark.parametrize("anchor", ARCHIVES, ids=[p.parent.name for p in ARCHIVES])
+def test_otf2_round_trip_keeps_every_table(anchor: Path, tmp_path: Path) -> None:
+    first = di.load(anchor)
+    second = round_trip(first, tmp_path)
+    assert second.events.equals(first.events)
+    assert second.messages.equals(first.messages)
+    assert second.collectives.equals(first.collectives)
+    assert second.series.equals(first.series)
+    assert second.samples.equals(first.samples)
+    cols = ["loc", "rank", "host", "kind", "device", "stream", "name"]
+    assert second.locations.select(cols).equals(first.locations.select(cols))
+    assert second.meta["clock"]["domain"] == first.meta["clock"]["domain"]
+    assert second.meta["sources"][0]["dropped"] == {}
+
+
+@pytest.mark.skipif(not KINETO, reason="shared test data absent: ../shared/data/kineto not found")
+@pytest.mark.parametrize("path", KINETO, ids=[kineto_id(p) for p in KINETO])
+def test_kineto_round_trip_keeps_every_event_and_collective(path: Path, tmp_path: Path) -> None:
+    first = di.load(path)
+    second = round_trip(first, tmp_path)
+    assert events_by_content(second).equals(events_by_content(first))
+    assert collectives_by_content(second).equals(collectives_by_content(first))
+    assert samples_by_content(second).equals(samples_by_content(first))
+    assert second.meta["clock"]["domain"] == first.meta["clock"]["domain"]
+    gpu_first = first.locations.filter(pl.col("kind") == "gpu_stream")["loc"].to_list()
+    gpu_second = second.locations.filter(pl.col("kind") == "gpu_stream")["loc"].to_list()
+    assert first.events.filter(pl.col("loc").is_in(gpu_first)).height == second.events.filter(pl.col("loc").is_in(gpu_second)).height
+
+
+def test_counters_round_trip_with_units(tmp_path: Path) -> None:
+    doc = trace_doc(
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 1.0, "dur": 5.0, "name": "step", "cat": "cpu_op"},
+        {"ph": "C", "pid": 1, "ts": 1.5, "name": "power [W]", "args": {"power": 310.5}},
+        {"ph": "C", "pid": 1, "ts": 2.5, "name": "power [W]", "args": {"power": 300.25}},
+        {"ph": "C", "pid": 1, "ts": 3.5, "name": "util", "args": {"util": 87}},
+    )
+    first = di.load(write_json(tmp_path, "counters.json", doc))
+    assert first.samples.height == 3
+    second = round_trip(first, tmp_path)
+    assert samples_by_content(second).equals(samples_by_content(first))
+    assert events_by_content(second).equals(events_by_content(first))
+
+
+def _official_counts(anchor: Path) -> collections.Counter[str]:
+    with otf2.reader.open(str(anchor)) as tr:
+        return collections.Counter(type(ev).__name__ for _, ev in tr.events)
+
+
+def test_official_reader_reads_what_we_wrote(tmp_path: Path) -> None:
+    trace = di.load(otf2_archive("casita_2_cloverleaf_oaccregions_cudafull"))
+    write_otf2(trace, tmp_path / "c.otf2")
+    counts = _official_counts(tmp_path / "c.otf2")
+    assert counts["Enter"] == counts["Leave"] == trace.events.height
+    assert counts["MpiSend"] == counts["MpiRecv"] == trace.messages.height
+    assert counts["MpiCollectiveBegin"] == counts["MpiCollectiveEnd"] == trace.collectives.height
+    assert counts["Metric"] == trace.samples.height
+    with otf2.reader.open(str(tmp_path / "c.otf2")) as tr:
+        kinds = {str(loc.type) for loc in tr.definitions.locations}
+        assert {"LocationType.CPU_THREAD", "LocationType.METRIC"} <= kinds and ("LocationType.GPU" in kinds or "LocationType.ACCELERATOR_STREAM" in kinds)
+        assert tr.definitions.clock_properties.timer_resolution == 10**9
+        names = {c.name for c in tr.definitions.comms}
+        assert "MPI_COMM_WORLD" in names
+
+
+def test_kineto_kernels_land_on_gpu_locations_and_nccl_as_collectives(tmp_path: Path) -> None:
+    trace = di.load(kineto_file("hta_nccl_parser_config/nccl_data.json.gz"))
+    write_otf2(trace, tmp_path / "k.otf2")
+    with otf2.reader.open(str(tmp_path / "k.otf2")) as tr:
+        gpu = {loc._ref for loc in tr.definitions.locations if str(loc.type) in ("LocationType.GPU", "LocationType.ACCELERATOR_STREAM")}
+        kernel_regions = {r for r in tr.definitions.regions if str(r.region_role) == "RegionRole.KERNEL"}
+        assert gpu and kernel_regions
+        on_gpu = collections.Counter()
+        for loc, ev in tr.events:
+            if type(ev).__name__ == "Enter" and ev.region in kernel_regions:
+                on_gpu[loc._ref in gpu] += 1
+            if type(ev).__name__ == "MpiCollectiveEnd":
+                on_gpu["collective"] += 1
+        assert on_gpu[True] > 0 and on_gpu[False] == 0
+        assert on_gpu["collective"] == trace.collectives.height > 0
+
+
+@pytest.mark.skipif(OTF2_PRINT is None, reason="otf2-print not installed (Debian package otf2-tools); the official Python reader checks instead")
+@pytest.mark.parametrize("source", ["otf2:casita_2_jacobi_blame_cpu_015", "otf2:pipit_ping-pong-otf2-papi", "kineto:hta_nccl_parser_config/nccl_data.json.gz"])
+def test_otf2_print_reads_what_we_wrote(source: str, tmp_path: Path) -> None:
+    kind, name = source.split(":")
+    trace = di.load(otf2_archive(name) if kind == "otf2" else kineto_file(name))
+    anchor = tmp_path / "p.otf2"
+    write_otf2(trace, anchor)
+    proc = subprocess.run([OTF2_PRINT, str(anchor)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    counts = collections.Counter(line.split(None, 1)[0] for line in proc.stdout.splitlines() if line[:1].isupper())
+    assert counts["ENTER"] == counts["LEAVE"] == trace.events.height
+    assert counts["MPI_SEND"] == counts["MPI_RECV"] == trace.messages.height
+    assert counts["MPI_COLLECTIVE_END"] == trace.collectives.height
+    assert counts["METRIC"] == trace.samples.height
+    defs = subprocess.run([OTF2_PRINT, "-G", str(anchor)], capture_output=True, text=True)
+    assert defs.returncode == 0 and "CLOCK_PROPERTIES" in defs.stdout
+
+
+def test_save_and_cli_write_anchor_or_directory(tmp_path: Path) -> None:
+    trace = di.load(otf2_archive("casita_4_mpi_ls_barr"))
+    di.save(trace, tmp_path / "job.otf2")
+    assert (tmp_path / "job.otf2").is_file() and (tmp_path / "job.def").is_file() and (tmp_path / "job").is_dir()
+    di.save(trace, tmp_path / "job.otf2")  # overwrites its own archive
+    di.save(trace, tmp_path / "outdir", to="otf2")
+    assert anchor_for(tmp_path / "outdir") == tmp_path / "outdir" / "traces.otf2"
+    assert di.load(tmp_path / "outdir").events.equals(trace.events)
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "di", "convert", str(otf2_archive("casita_4_mpi_ls_barr")), "-o", str(tmp_path / "cli.otf2")],
+                          capture_output=True, text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert di.load(tmp_path / "cli.otf2").events.equals(trace.events)
+
+
+def test_writer_refuses_to_overwrite_other_files(tmp_path: Path) -> None:
+    trace = di.load(otf2_archive("casita_4_mpi_ls_barr"))
+    (tmp_path / "x.otf2").write_text("my notes")
+    with pytest.raises(FormatError, match="not an OTF2 anchor file; not overwriting"):
+        di.save(trace, tmp_path / "x.otf2")
+    assert (tmp_path / "x.otf2").read_text() == "my notes"
