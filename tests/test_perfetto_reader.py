@@ -180,6 +180,8 @@ def test_truncated_trace_loads_what_is_sound_and_says_what_was_lost(tmp_path: Pa
     t.validate()
     assert 0 < t.events.height < job.events.height
     assert any("unreadable bytes after offset" in w for w in t.meta["warnings"])
+    assert t.collectives.height == 0 < job.collectives.height
+    assert any("collectives rows (the trace is incomplete" in w for w in t.meta["warnings"])
 
 
 def test_cli_reports_a_bad_trace_in_one_line(tmp_path: Path) -> None:

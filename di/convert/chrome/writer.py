@@ -47,6 +47,7 @@ import polars as pl
 from numba import njit
 
 from di.convert.atomic import atomic_write
+from di.convert.columns import utf8_buffers
 from di.convert.lanes import NO_POINT, assign_lanes, innermost_points, is_sorted
 from di.errors import SchemaError
 from di.trace import Trace
@@ -127,16 +128,7 @@ class _Pool:
 
 def _utf8(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes and int64 offsets (len + 1) of a String Series; null = empty."""
-    import pyarrow as pa
-
-    arr = s.fill_null("").to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    _, offsets, data = arr.buffers()
-    off = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    return (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)), off
+    return utf8_buffers(s)
 
 
 def _dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:

@@ -139,6 +139,9 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     if doc is not None:
         flows, messages, unpaired = _own_flows(doc, fl_id, mark_row, fl_term)
         collectives = ditrace.table(doc, "collectives")
+        if events.height != int(doc["counts"]["events"]) and collectives.height:
+            dropped["collectives rows (the trace is incomplete: their event rows are unknown)"] += collectives.height
+            collectives = None
     else:
         start_of_row = events.get_column("start_ns").to_numpy()
         order_marks = np.lexsort((packet[fl_ev], ts[fl_ev])) if len(fl_ev) else np.zeros(0, np.int64)
