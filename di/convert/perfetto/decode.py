@@ -73,11 +73,38 @@ def _grow_rows(a: np.ndarray, n: int) -> np.ndarray:
     return b
 
 
-@njit(cache=True)
-def _lookup(table, seq, gen, kind, iid, stats):
-    key = (seq * 8 + kind, gen, iid)
-    if key in table:
-        return table[key]
+CACHE_SLOTS = 1 << 12
+"""Direct-mapped cache in front of the interning dict (a typed Dict lookup costs far more than an array probe)."""
+
+
+@njit(cache=True, inline="always")
+def _slot(a, gen, iid):
+    return (a * 0x9E3779B1 + gen * 0x85EBCA77 + iid * 0xC2B2AE3D) & (CACHE_SLOTS - 1)
+
+
+@njit(cache=True, inline="always")
+def _remember(interned, seq, gen, kind, iid, value):
+    """Store an interned entry: ``interned`` = (dict, cache keys, cache values)."""
+    a = seq * 8 + kind
+    interned[0][(a, gen, iid)] = value
+    h = _slot(a, gen, iid)
+    interned[1][h, 0], interned[1][h, 1], interned[1][h, 2] = a, gen, iid
+    interned[2][h] = value
+
+
+@njit(cache=True, inline="always")
+def _lookup(interned, seq, gen, kind, iid, stats):
+    a = seq * 8 + kind
+    h = _slot(a, gen, iid)
+    keys = interned[1]
+    if keys[h, 0] == a and keys[h, 1] == gen and keys[h, 2] == iid:
+        return interned[2][h]
+    key = (a, gen, iid)
+    if key in interned[0]:
+        value = interned[0][key]
+        keys[h, 0], keys[h, 1], keys[h, 2] = a, gen, iid
+        interned[2][h] = value
+        return value
     stats[ST_UNRESOLVED_IID] += 1
     return -1
 
@@ -92,7 +119,7 @@ def _sym(buf, a, b, sym, stats):
 
 
 @njit(cache=True)
-def _interned(buf, a, b, table, seq, gen, sym, stats):
+def _interned(buf, a, b, interned, seq, gen, sym, stats):
     """Store the entries of an InternedData message (buf[a:b])."""
     pos = a
     while pos < b:
@@ -124,7 +151,7 @@ def _interned(buf, a, b, table, seq, gen, sym, stats):
                 if q < 0:
                     break
             if s0 >= 0 and s1 <= qe:
-                table[(seq * 8 + kind, gen, iid)] = _sym(buf, s0, s1, sym, stats)
+                _remember(interned, seq, gen, kind, iid, _sym(buf, s0, s1, sym, stats))
             pos += n
         else:
             pos = skip_field(buf, pos, b, wire)
@@ -161,7 +188,7 @@ def _defaults(buf, a, b):
 
 
 @njit(cache=True)
-def _annotation(buf, a, b, table, seq, gen, stats, sym):
+def _annotation(buf, a, b, interned, seq, gen, stats, sym):
     """(name symbol, value type, int value, double value, span start, span end) of a DebugAnnotation."""
     name, vtype, ival, dval, s0, s1 = -1, A_NONE, 0, 0.0, 0, 0
     pos = a
@@ -174,9 +201,9 @@ def _annotation(buf, a, b, table, seq, gen, stats, sym):
                                    F.ANNOTATION_POINTER, F.ANNOTATION_STRING_IID):
             v, pos = read_varint(buf, pos, b)
             if field == F.ANNOTATION_NAME_IID:
-                name = _lookup(table, seq, gen, K_ANN, v, stats)
+                name = _lookup(interned, seq, gen, K_ANN, v, stats)
             elif field == F.ANNOTATION_STRING_IID:
-                vtype, ival = A_ISTRING, _lookup(table, seq, gen, K_STR, v, stats)
+                vtype, ival = A_ISTRING, _lookup(interned, seq, gen, K_STR, v, stats)
             else:
                 vtype = A_BOOL if field == F.ANNOTATION_BOOL else A_UINT if field == F.ANNOTATION_UINT \
                     else A_INT if field == F.ANNOTATION_INT else A_POINTER
@@ -233,7 +260,8 @@ def _ids(buf, pos, b, wire, out_id, out_ev, out_term, nf, k, term):
 @njit(cache=True)
 def decode_packets(buf, n_packets, sym, stats):
     """Decode every TracePacket; see the module docstring. Returns a tuple of arrays (see :func:`decoded`)."""
-    table = Dict.empty(key_type=KEY3, value_type=types.int64)
+    interned = (Dict.empty(key_type=KEY3, value_type=types.int64), np.full((CACHE_SLOTS, 3), -1, np.int64),
+                np.empty(CACHE_SLOTS, np.int64))
     gens = Dict.empty(key_type=types.int64, value_type=types.int64)
     defaults = Dict.empty(key_type=types.int64, value_type=types.int64)
     default_clock = Dict.empty(key_type=types.int64, value_type=types.int64)
@@ -253,6 +281,7 @@ def decode_packets(buf, n_packets, sym, stats):
     an_dbl = np.empty(16, np.float64)
     spans = np.empty((n_packets, 3), np.int64)  # kind (0 descriptor, 1 di packet), start, end
     ne = nf = na = ns = 0
+    cur_seq, cur_gen, cur_track, cur_clock = -1, 0, 0, 0
     pos, end, p = 0, buf.shape[0], 0
     while p < n_packets:
         key, pos = read_varint(buf, pos, end)
@@ -306,25 +335,26 @@ def decode_packets(buf, n_packets, sym, stats):
             if q < 0:
                 stats[ST_MALFORMED] += 1
                 break
+        if seq != cur_seq:  # the sequence's state, kept in locals while its packets follow each other
+            cur_seq, cur_gen, cur_track, cur_clock = seq, gens.get(seq, 0), defaults.get(seq, 0), default_clock.get(seq, 0)
         if flags & F.SEQ_INCREMENTAL_STATE_CLEARED:
-            gens[seq] = gens.get(seq, 0) + 1
-            defaults[seq] = 0
-            default_clock[seq] = 0
-        gen = gens.get(seq, 0)
+            cur_gen, cur_track, cur_clock = cur_gen + 1, 0, 0
+            gens[seq], defaults[seq], default_clock[seq] = cur_gen, 0, 0
+        gen = cur_gen
         if cs0 >= 0:
             read_snapshot(buf, cs0, cs1, seq, clocks, primary)
         if df0 >= 0:
             uuid, dclock = _defaults(buf, df0, df1)
             if uuid >= 0:
-                defaults[seq] = uuid
+                cur_track = defaults[seq] = uuid
             if dclock >= 0:
-                default_clock[seq] = dclock
+                cur_clock = default_clock[seq] = dclock
         if has_ts and cs0 < 0:  # a snapshot packet's own timestamp does not advance its clocks (as in the trace processor)
-            ts, known = to_trace_ns(clocks, primary, seq, clock if clock >= 0 else default_clock.get(seq, 0), ts)
+            ts, known = to_trace_ns(clocks, primary, seq, clock if clock >= 0 else cur_clock, ts)
             if not known:
                 stats[ST_CLOCK_ID] += 1
         if in0 >= 0:
-            _interned(buf, in0, in1, table, seq, gen, sym, stats)
+            _interned(buf, in0, in1, interned, seq, gen, sym, stats)
         if te0 < 0:
             continue
         # TrackEvent
@@ -348,9 +378,9 @@ def decode_packets(buf, n_packets, sym, stats):
                 elif field == F.EVENT_TRACK_UUID:
                     track, has_track = v, True
                 elif field == F.EVENT_NAME_IID:
-                    name = _lookup(table, seq, gen, K_NAME, v, stats)
+                    name = _lookup(interned, seq, gen, K_NAME, v, stats)
                 elif field == F.EVENT_CATEGORY_IIDS:
-                    c = _lookup(table, seq, gen, K_CAT, v, stats)
+                    c = _lookup(interned, seq, gen, K_CAT, v, stats)
                     if c0 < 0:
                         c0 = c
                     elif c1 < 0:
@@ -383,7 +413,7 @@ def decode_packets(buf, n_packets, sym, stats):
                         v, r = read_varint(buf, r, q + n)
                         if r < 0:
                             break
-                        c = _lookup(table, seq, gen, K_CAT, v, stats)
+                        c = _lookup(interned, seq, gen, K_CAT, v, stats)
                         if c0 < 0:
                             c0 = c
                         elif c1 < 0:
@@ -391,7 +421,7 @@ def decode_packets(buf, n_packets, sym, stats):
                 elif field == F.EVENT_DEBUG_ANNOTATIONS:
                     an = _grow_rows(an, na)
                     an_dbl = _grow_i(an_dbl, na)
-                    nm, vt, iv, dv, s0, s1 = _annotation(buf, q, q + n, table, seq, gen, stats, sym)
+                    nm, vt, iv, dv, s0, s1 = _annotation(buf, q, q + n, interned, seq, gen, stats, sym)
                     an[na, 0], an[na, 1], an[na, 2], an[na, 3], an[na, 4], an[na, 5] = ne, nm, vt, iv, s0, s1
                     an_dbl[na] = dv
                     na += 1
@@ -412,7 +442,7 @@ def decode_packets(buf, n_packets, sym, stats):
             stats[ST_BAD_TYPE] += 1
         else:
             ev_packet[ne], ev_ts[ne], ev_type[ne] = p - 1, ts, etype
-            ev_track[ne] = track if has_track else defaults.get(seq, 0)
+            ev_track[ne] = track if has_track else cur_track
             ev_name[ne], ev_cat[ne, 0], ev_cat[ne, 1] = name, c0, c1
             ev_corr[ne], ev_has_corr[ne], ev_value[ne] = corr, has_corr, value
             ne += 1
