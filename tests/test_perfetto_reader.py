@@ -291,3 +291,32 @@ def test_incremental_sequence_clock_is_converted_to_trace_time(tmp_path: Path) -
             tp.load(path)
             rows = [(r["name"], r["ts"], r["ts"] + r["dur"]) for r in tp.query("select name, ts, dur from slice order by ts")]
         assert rows == t.events.sort("start_ns").select("name", "start_ns", "end_ns").rows()
+
+
+def test_incremental_counter_with_unit_multiplier(tmp_path: Path) -> None:
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 1
+    p.track_descriptor.uuid = 9
+    p.track_descriptor.name = "bytes sent"
+    p.track_descriptor.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
+    p.track_descriptor.counter.is_incremental = True
+    p.track_descriptor.counter.unit_multiplier = 1024
+    for ts, delta in ((10, 1), (20, 2), (30, 3)):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = ts
+        p.track_event.type = COUNTER
+        p.track_event.track_uuid = 9
+        p.track_event.counter_value = delta
+    path = tmp_path / "inc.pftrace"
+    path.write_bytes(b.serialize())
+    t = di.load(path)
+    assert t.samples.get_column("value").to_list() == [1024.0, 3072.0, 6144.0]
+    assert t.series.select("name", "unit").rows() == [("bytes sent", "bytes")]
+    if engine_problem() is None:
+        with WasmTraceProcessor() as tp:
+            tp.load(path)
+            assert [r["value"] for r in tp.query("select value from counter order by ts")] == [1024.0, 3072.0, 6144.0]

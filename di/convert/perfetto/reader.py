@@ -113,11 +113,12 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     if unmatched:
         dropped["slice ends without an open slice"] += int(unmatched)
     counters = np.flatnonzero(etype == F.TYPE_COUNTER)
+    rules = None
     if doc is not None:
         locations, loc_of, series, series_of = _own_layout(doc)
     else:
         slice_tracks = sorted(set(track[begin].tolist()))
-        locations, loc_of, series, series_of = foreign_layout(
+        locations, loc_of, series, series_of, rules = foreign_layout(
             descriptors, slice_tracks, sorted(set(track[counters].tolist())), rank if rank is not None else 0, source)
 
     ev, slice_row, lost = _events(begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of,
@@ -150,7 +151,7 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
         messages, collectives, unpaired = None, None, 0
     if unpaired:
         dropped["flow ids without both ends"] += unpaired
-    samples, lost = _samples(counters, ts, track, value, series_of)
+    samples, lost = _samples(counters, ts, track, value, series_of, rules)
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
     meta = _meta(path, doc, rank if rank is not None else 0, rank_source, events.height, dropped)
@@ -234,11 +235,18 @@ def _own_flows(doc: dict[str, Any], fid: np.ndarray, row: np.ndarray, term: np.n
     return flows, messages, int(unpaired)
 
 
-def _samples(counters: np.ndarray, ts: np.ndarray, track: np.ndarray, value: np.ndarray, series_of: dict[int, int]
-             ) -> tuple[pl.DataFrame, int]:
+def _samples(counters: np.ndarray, ts: np.ndarray, track: np.ndarray, value: np.ndarray, series_of: dict[int, int],
+             rules: pl.DataFrame | None) -> tuple[pl.DataFrame, int]:
+    """Samples in packet order per series; ``rules`` (other producers): unit multiplier, incremental sums."""
     sid = _map(track[counters], series_of)
     ok = sid >= 0
     df = pl.DataFrame({"series": sid[ok], "ts_ns": ts[counters][ok], "value": value[counters][ok]})
+    if rules is not None and rules.height and (rules.get_column("incremental").any() or (rules.get_column("multiplier") != 1).any()):
+        df = df.join(rules, on="series", how="left", maintain_order="left").with_columns(
+            value=pl.col("value") * pl.col("multiplier").fill_null(1),
+        ).with_columns(
+            value=pl.when(pl.col("incremental")).then(pl.col("value").cum_sum().over("series")).otherwise("value"),
+        ).drop("incremental", "multiplier")
     return df.sort("series", maintain_order=True), int((~ok).sum())
 
 
