@@ -320,3 +320,38 @@ def test_incremental_counter_with_unit_multiplier(tmp_path: Path) -> None:
         with WasmTraceProcessor() as tp:
             tp.load(path)
             assert [r["value"] for r in tp.query("select value from counter order by ts")] == [1024.0, 3072.0, 6144.0]
+
+
+def test_sequence_thread_descriptor_gives_the_thread_of_trackless_events(tmp_path: Path) -> None:
+    """Older producers name a sequence's thread once (TracePacket.thread_descriptor) and omit track uuids."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    for seq, tid in ((5, 11), (6, 12)):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = seq
+        p.sequence_flags = 1
+        p.thread_descriptor.pid = 10
+        p.thread_descriptor.tid = tid
+        p.thread_descriptor.thread_name = f"worker {tid}"
+        for ts, kind in ((100 + tid, BEGIN), (150, BEGIN), (160, END), (300, END)):
+            p = b.add_packet()
+            p.trusted_packet_sequence_id = seq
+            p.sequence_flags = 2
+            p.timestamp = ts
+            p.track_event.type = kind
+            if kind == BEGIN:
+                p.track_event.name = f"s{ts}"
+    path = tmp_path / "legacy_threads.pftrace"
+    path.write_bytes(b.serialize())
+    t = di.load(path)
+    ev = t.events.join(t.locations.select("loc", "tid", "name", "kind"), on="loc", suffix="_loc").sort("tid", "start_ns")
+    assert ev.select("tid", "name_loc", "start_ns", "end_ns", "depth").rows() == [
+        (11, "worker 11", 111, 300, 0), (11, "worker 11", 150, 160, 1),
+        (12, "worker 12", 112, 300, 0), (12, "worker 12", 150, 160, 1)]
+    if engine_problem() is None:
+        with WasmTraceProcessor() as tp:
+            tp.load(path)
+            rows = tp.query("select t.tid, s.ts, s.dur from slice s join thread_track tt on s.track_id = tt.id "
+                            "join thread t using(utid) order by t.tid, s.ts")
+        assert [(r["tid"], r["ts"], r["ts"] + r["dur"]) for r in rows] == ev.select("tid", "start_ns", "end_ns").rows()

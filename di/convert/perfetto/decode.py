@@ -38,6 +38,12 @@ STAT_NAMES = ("events without a timestamp", "legacy (phase-based) events", "even
 K_NAME, K_CAT, K_ANN, K_STR = 1, 2, 3, 4
 
 
+@njit(cache=True, inline="always")
+def sequence_track(seq: int) -> int:
+    """Track key of the thread a sequence's (deprecated) ThreadDescriptor names: negative, apart from track uuids."""
+    return -(seq + 1)
+
+
 @njit(cache=True)
 def count_packets(buf: np.ndarray) -> tuple[int, int]:
     """(number of complete TracePackets, byte offset where the readable part ends)."""
@@ -279,7 +285,8 @@ def decode_packets(buf, n_packets, sym, stats):
     fl_id, fl_ev, fl_term = np.empty(16, np.uint64), np.empty(16, np.int64), np.empty(16, np.uint8)
     an = np.empty((16, 6), np.int64)
     an_dbl = np.empty(16, np.float64)
-    spans = np.empty((n_packets, 3), np.int64)  # kind (0 descriptor, 1 di packet), start, end
+    spans = np.empty((n_packets, 4), np.int64)  # kind (0 track descriptor, 1 di packet, 2 thread descriptor), start, end, sequence
+    thread_seq = Dict.empty(key_type=types.int64, value_type=types.int64)
     ne = nf = na = ns = 0
     cur_seq, cur_gen, cur_track, cur_clock = -1, 0, 0, 0
     pos, end, p = 0, buf.shape[0], 0
@@ -294,6 +301,7 @@ def decode_packets(buf, n_packets, sym, stats):
         p += 1
         ts, has_ts, seq, flags, te0, te1, in0, in1, df0, df1 = 0, False, 0, 0, -1, -1, -1, -1, -1, -1
         clock, cs0, cs1 = -1, -1, -1
+        ns0 = ns
         q = a
         while q < b:
             k2, q = read_varint(buf, q, b)
@@ -326,8 +334,9 @@ def decode_packets(buf, n_packets, sym, stats):
                     df0, df1 = q, q + n
                 elif field == F.PACKET_CLOCK_SNAPSHOT:
                     cs0, cs1 = q, q + n
-                elif field == F.PACKET_TRACK_DESCRIPTOR or field == F.PACKET_DI_TRACE:
-                    spans[ns, 0], spans[ns, 1], spans[ns, 2] = (0 if field == F.PACKET_TRACK_DESCRIPTOR else 1), q, q + n
+                elif field == F.PACKET_TRACK_DESCRIPTOR or field == F.PACKET_DI_TRACE or field == F.PACKET_THREAD_DESCRIPTOR:
+                    kind = 0 if field == F.PACKET_TRACK_DESCRIPTOR else 1 if field == F.PACKET_DI_TRACE else 2
+                    spans[ns, 0], spans[ns, 1], spans[ns, 2] = kind, q, q + n
                     ns += 1
                 q += n
             else:
@@ -335,6 +344,10 @@ def decode_packets(buf, n_packets, sym, stats):
             if q < 0:
                 stats[ST_MALFORMED] += 1
                 break
+        for k in range(ns0, ns):  # the packet's sequence id may come after its descriptor
+            spans[k, 3] = seq
+            if spans[k, 0] == 2:
+                thread_seq[seq] = 1
         if seq != cur_seq:  # the sequence's state, kept in locals while its packets follow each other
             cur_seq, cur_gen, cur_track, cur_clock = seq, gens.get(seq, 0), defaults.get(seq, 0), default_clock.get(seq, 0)
         if flags & F.SEQ_INCREMENTAL_STATE_CLEARED:
@@ -442,7 +455,7 @@ def decode_packets(buf, n_packets, sym, stats):
             stats[ST_BAD_TYPE] += 1
         else:
             ev_packet[ne], ev_ts[ne], ev_type[ne] = p - 1, ts, etype
-            ev_track[ne] = track if has_track else cur_track
+            ev_track[ne] = track if has_track else cur_track if cur_track != 0 or seq not in thread_seq else sequence_track(seq)
             ev_name[ne], ev_cat[ne, 0], ev_cat[ne, 1] = name, c0, c1
             ev_corr[ne], ev_has_corr[ne], ev_value[ne] = corr, has_corr, value
             ne += 1

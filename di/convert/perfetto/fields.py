@@ -23,6 +23,8 @@ PACKET_INCREMENTAL_STATE_CLEARED = 41
 PACKET_TIMESTAMP_CLOCK_ID = 58
 PACKET_DEFAULTS = 59
 PACKET_TRACK_DESCRIPTOR = 60
+PACKET_PROCESS_DESCRIPTOR = 43  # deprecated: a sequence's process, before TrackDescriptors
+PACKET_THREAD_DESCRIPTOR = 44  # deprecated: a sequence's thread; its events without a track uuid go there
 PACKET_DI_TRACE = 1864
 """di's own metadata (locations, series, flow attributes, meta.json) as JSON text.
 An unregistered number in TracePacket's extension range 1000-1999; Perfetto's

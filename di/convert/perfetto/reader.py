@@ -8,11 +8,12 @@ A trace di wrote carries di's packet (:mod:`.ditrace`): locations, series,
 collectives and the flow/message columns come back from it, the flow kind
 and table row from each flow id (:mod:`.flows`), so the trace reads back as
 it was written. Other producers' traces give slices (thread tracks and named
-tracks), instants, counters and flows (flow ids, chained as Perfetto's
-trace processor chains them); their debug annotations become ``args``
-(nested ones are written as null and counted). Not read: legacy
-(phase-based) events, pid/tid-only tracks, clock snapshots (timestamps are
-taken as they are, and packets on other clocks are counted).
+tracks, and the thread a sequence's deprecated ThreadDescriptor names for its
+events without a track), instants, counters and flows (flow ids, chained as
+Perfetto's trace processor chains them); their debug annotations become ``args``
+(nested ones are written as null and counted); timestamps on other clocks
+are converted by their ClockSnapshots (:mod:`.clocks`). Not read, and
+counted: legacy (phase-based) events.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ import polars as pl
 from di.convert.perfetto import ditrace
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.annotations import annotation_columns
-from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packets, decode_packets
+from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packets, decode_packets, sequence_track
 from di.convert.perfetto.flows import CODE_MESSAGE
 from di.convert.perfetto.pairing import chain_flows, pair_slices
-from di.convert.perfetto.tracks import foreign_layout, parse_descriptor
+from di.convert.perfetto.tracks import foreign_layout, parse_descriptor, sequence_thread
 from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
 from di.errors import FormatError
 from di.nesting import nest
@@ -95,13 +96,13 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
             dropped[k] += v
     strings = pl.Series(_strings(buf, sym), dtype=pl.String)
     descriptors, doc = [], None
-    for kind, a, b in spans.tolist():
+    for kind, a, b, seq in spans.tolist():
         data = buf[a:b].tobytes()
         if kind == 1:
             doc = ditrace.parse(data) or doc
             continue
         try:
-            descriptors.append(parse_descriptor(data))
+            descriptors.append(parse_descriptor(data) if kind == 0 else sequence_thread(data, sequence_track(seq)))
         except ValueError:
             dropped["malformed track descriptors"] += 1
     ts = ts + (int(doc["offset_ns"]) if doc else 0)

@@ -85,6 +85,19 @@ def parse_descriptor(data: bytes) -> Track:
     return t
 
 
+def sequence_thread(data: bytes, key: int) -> Track:
+    """The thread of a (deprecated) TracePacket.thread_descriptor, as a thread track with key ``key``."""
+    t = Track(uuid=key, is_thread=True)
+    for g, _, w in iter_fields(data):
+        if g == F.THREAD_PID:
+            t.pid = as_int64(int(w))  # type: ignore[arg-type]
+        elif g == F.THREAD_TID:
+            t.tid = as_int64(int(w))  # type: ignore[arg-type]
+        elif g == F.THREAD_NAME:
+            t.thread_name = _text(w)
+    return t
+
+
 def _owner(t: Track, by_uuid: dict[int, Track], want: str) -> Track | None:
     """Nearest descriptor at or above ``t`` that is a thread (want="thread") or a process."""
     seen: set[int] = set()
