@@ -5,6 +5,7 @@ Public API::
     trace = di.load("rank-*.json.gz")     # any supported format, sniffed from content
     di.save(trace, "job.di")              # format from the extension, as `di convert`
     events = di.scan("job.di")["events"]  # polars LazyFrames for batch scripts
+    result = di.analyze(trace, window="steps=:-1")  # breakdown, overlap, imbalance, waits, critical path
 
 ``import di`` stays light: numba, polars and the connectors load on first use.
 """
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     import polars as pl
 
+    from di.engine import Analysis
     from di.trace import Trace
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "load",
     "save",
     "scan",
+    "analyze",
     "Trace",
     "DIError",
     "FormatError",
@@ -82,6 +85,23 @@ def scan(path: Any) -> dict[str, pl.LazyFrame]:
     from di.store import scan_store
 
     return scan_store(path)
+
+
+def analyze(trace: Trace, *, window: Any = None, per_step: bool = False, **opts: Any) -> Analysis:
+    """Run the analyses (breakdown, overlap, imbalance, wait states, critical path).
+
+    Args:
+        trace: a trace from :func:`load`.
+        window: ``"steps=:-1"`` (a slice of steps), ``"time=T0:T1"`` or None for all.
+        per_step: also report the per-rank metrics per step.
+        **opts: ``analyses=(...)`` to run only some.
+
+    Returns:
+        :class:`di.engine.Analysis` whose fields are polars DataFrames (int64 ns).
+    """
+    from di.engine import analyze as run
+
+    return run(trace, window=window, per_step=per_step, **opts)
 
 
 def __getattr__(name: str) -> Any:

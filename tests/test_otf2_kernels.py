@@ -44,3 +44,18 @@ def test_first_use_ids_match_numpy_unique(seed: int) -> None:
     assert (key[first][ids] == key).all()
     assert len(first) == len(np.unique(key))
     assert (np.diff(first) > 0).all()  # numbered in order of first use
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_combined_key_matches_numpy(seed: int) -> None:
+    from di.convert.otf2.layout import _combined_key
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 500))
+    cols = [rng.integers(0, int(rng.integers(1, 30)), n).astype(np.int64) for _ in range(4)]
+    want = np.zeros(n, np.int64)
+    for c in cols:
+        want = want * (int(c.max()) + 1) + c
+    np.testing.assert_array_equal(_combined_key(*cols), want)
+    # distinct code tuples give distinct keys
+    assert len(np.unique(_combined_key(*cols))) == len({tuple(r) for r in np.column_stack(cols).tolist()})

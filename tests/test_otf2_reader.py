@@ -196,3 +196,27 @@ def test_timestamps_are_int64_ns_on_one_relative_clock() -> None:
     assert trace.meta["clock"]["domain"] == "relative"
     assert int(trace.events["start_ns"].min()) >= 0
     assert np.all(trace.events["end_ns"].to_numpy() >= trace.events["start_ns"].to_numpy())
+
+
+@pytest.mark.parametrize("name", ["casita_2_jacobi_blame_cpu_015", "casita_4_mpi_ls_barr", "pipit_ping-pong-otf2"])
+def test_clock_offsets_are_applied_linearly_per_location(name: str) -> None:
+    from di.convert.otf2 import archive
+    from di.convert.otf2.definitions import read_definitions
+
+    anchor = otf2_archive(name)
+    times = {}
+    for apply in (True, False):
+        reader = archive.open_reader(anchor)
+        refs = [loc["ref"] for loc in read_definitions(reader).locations]
+        recs = archive.read_records(reader, refs, anchor, apply_clock_offsets=apply)
+        reader.close()
+        times[apply] = (recs.rows[:, 1].astype(np.float64), recs.loc)
+    raw, loc = times[False]
+    shift = times[True][0] - raw
+    assert np.abs(shift).max() > 0  # the archive has offsets and they change the times
+    for k in np.unique(loc):
+        x, y = raw[loc == k], shift[loc == k]
+        if np.ptp(x) == 0:
+            continue
+        slope, icpt = np.polyfit(x - x[0], y, 1)
+        assert np.abs(y - (slope * (x - x[0]) + icpt)).max() <= 2.0  # one line per location (ticks, rounding)

@@ -157,6 +157,20 @@ def test_otf2_print_reads_what_we_wrote(source: str, tmp_path: Path) -> None:
     assert defs.returncode == 0 and "CLOCK_PROPERTIES" in defs.stdout
 
 
+def test_flows_left_out_are_counted_in_the_archive_description(tmp_path: Path) -> None:
+    trace = di.load(kineto_file("hta_critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
+    assert trace.flows.height > 0
+    write_otf2(trace, tmp_path / "f.otf2")
+    with otf2.reader.open(str(tmp_path / "f.otf2")) as tr:
+        assert f"{trace.flows.height} flows not written" in _otf2_description(tr)
+
+
+def _otf2_description(reader: object) -> str:
+    import _otf2
+
+    return _otf2.Reader_GetDescription(reader.handle)
+
+
 def test_save_and_cli_write_anchor_or_directory(tmp_path: Path) -> None:
     trace = di.load(otf2_archive("casita_4_mpi_ls_barr"))
     di.save(trace, tmp_path / "job.otf2")

@@ -1,0 +1,117 @@
+"""The analyses: breakdown, overlap, imbalance, wait states, critical path, steps.
+
+Every analysis reads only the canonical :class:`di.trace.Trace` (never
+modifies it) and returns polars DataFrames with times in int64 ns.
+:func:`analyze` runs the ones asked for over one window and returns them
+together; the modules hold the definitions:
+
+- :mod:`di.engine.intervals`: interval-set algebra (numba).
+- :mod:`di.engine.classify`: the activity of each event.
+- :mod:`di.engine.steps`, :mod:`di.engine.window`: steps and ``--window``.
+- :mod:`di.engine.breakdown`, :mod:`di.engine.overlap`,
+  :mod:`di.engine.imbalance`, :mod:`di.engine.waitstates`,
+  :mod:`di.engine.critical_path`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from di.engine.window import Window
+    from di.trace import Trace
+
+ANALYSES = ("breakdown", "overlap", "imbalance", "wait_states", "critical_path")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Results of :func:`analyze`; a field is None when that analysis was not run.
+
+    Attributes:
+        steps: the steps inside the window (rank, step, label, start_ns, end_ns, source).
+        breakdown, overlap, imbalance, wait_states: long frames, see each module.
+        critical_path: dict of frames (``segments``, ``events``, ``by_category``,
+            ``by_rank``, ``by_name``, ``waits``) and ``summary``.
+        per_step: whether breakdown/overlap/imbalance/wait states carry one row per step.
+        window: the window text; seconds: wall time of each analysis.
+    """
+
+    steps: pl.DataFrame
+    breakdown: pl.DataFrame | None = None
+    overlap: pl.DataFrame | None = None
+    imbalance: pl.DataFrame | None = None
+    wait_states: pl.DataFrame | None = None
+    critical_path: dict[str, Any] | None = None
+    per_step: bool = False
+    window: str = "all"
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def analyze(trace: Trace, *, window: Window | str | None = None, per_step: bool = False,
+            analyses: tuple[str, ...] = ANALYSES) -> Analysis:
+    """Run analyses over one window of a trace.
+
+    Args:
+        trace: the canonical trace.
+        window: a :class:`di.engine.window.Window` or its text (``steps=:-1``, ``time=0:2s``).
+        per_step: add one row per step (besides the window's, step null) to breakdown
+            and overlap; imbalance and wait states always carry steps.
+        analyses: which of :data:`ANALYSES` to run.
+
+    Raises:
+        ValueError: an unknown analysis or a malformed window.
+    """
+    import time
+
+    from di.engine.window import Window, parse_window, prepare
+
+    unknown = set(analyses) - set(ANALYSES)
+    if unknown:
+        raise ValueError(f"unknown analyses {sorted(unknown)}; known: {', '.join(ANALYSES)}")
+    win = window if isinstance(window, Window) else parse_window(window)
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    frame = prepare(trace, win)
+    seconds["prepare"] = time.perf_counter() - t0
+    out: dict[str, Any] = {}
+    cache: dict[str, Any] = {}
+    for name in analyses:
+        t0 = time.perf_counter()
+        out[name] = _run(name, frame, per_step, cache)
+        seconds[name] = time.perf_counter() - t0
+    return Analysis(steps=frame.steps, per_step=per_step, window=win.text, seconds=seconds, **out)
+
+
+def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
+    import polars as pl
+
+    from di.engine.breakdown import breakdown
+
+    def table(step: bool) -> Any:
+        key = "by_step" if step else "whole"
+        if key not in cache:
+            cache[key] = breakdown(frame, per_step=step)
+        return cache[key]
+
+    if name == "breakdown":
+        return pl.concat([table(False), table(True)]) if per_step else table(False)
+    if name == "overlap":
+        from di.engine.overlap import overlap
+
+        whole = overlap(frame)
+        return pl.concat([whole, overlap(frame, per_step=True)]) if per_step else whole
+    if name == "imbalance":
+        from di.engine.imbalance import imbalance
+
+        return imbalance(frame, whole=table(False), by_step=table(True) if frame.steps.height else None)
+    if name == "wait_states":
+        from di.engine.waitstates import wait_states
+
+        return wait_states(frame)
+    from di.engine.critical_path import critical_path
+
+    return critical_path(frame)

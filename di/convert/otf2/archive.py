@@ -81,8 +81,10 @@ class Records:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_records(reader: Any, location_refs: list[int], anchor: Path) -> Records:
+def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True) -> Records:
     """Read the event records of every location (see :mod:`records`).
+
+    ``apply_clock_offsets=False`` keeps each location's own clock (for checks).
 
     A location whose event file is missing or unreadable keeps what was read
     before the error; a warning names it and ``dropped`` counts it.
@@ -116,6 +118,8 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path) -> Records
                 out.dropped["location_without_event_file"] += 1
                 continue
             evt = _otf2.Reader_GetEvtReader(handle, ref)
+            if not apply_clock_offsets:
+                _otf2.EvtReader_ApplyClockOffsets(evt, False)
             rows, n, _, attrs_dropped, code = records.read_location(clib.handle(evt), callbacks, buf)
             out.records_read += n
             if code not in (0, records.ERROR_INTERRUPTED_BY_CALLBACK):

@@ -30,15 +30,15 @@ def region_cat(paradigm: str, role: str, name: str, gpu: bool) -> str:
     if role in ("FILE_IO", "FILE_IO_METADATA"):
         return "io"
     if paradigm in _ACCEL:
+        if role in _SYNC_ROLES or "synchron" in lower or "wait" in lower:
+            return "sync"
+        if not gpu:
+            return "cuda_api"  # host-side calls, copies and kernel launches included (as Kineto's cuda_runtime)
         if "memcpy" in lower or role == "DATA_TRANSFER" or (paradigm == "OPENACC" and ("data" in lower or "update" in lower)):
             return "memcpy"
         if "memset" in lower:
             return "memset"
-        if role in _SYNC_ROLES or "synchron" in lower or "wait" in lower:
-            return "sync"
-        if gpu:
-            return "kernel" if role in ("FUNCTION", "KERNEL", "UNKNOWN") else "other"
-        return "cuda_api"
+        return "kernel" if role in ("FUNCTION", "KERNEL", "UNKNOWN") else "other"
     if paradigm == "MPI":
         if role == "POINT2POINT" or name.startswith(_MPI_P2P_PREFIXES):
             return "mpi_p2p"

@@ -113,8 +113,9 @@ def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarra
         key = pl.select(pl.when(attrs["after"] == R.LEAVE).then(pl.concat_str(pl.lit("leave."), key)).otherwise(key)).to_series()
         parts.append(pl.DataFrame({"event": attrs["event"], "kv": _members(_quoted(key), value)}))
     ev_type, ev_ref, ev_a, ev_b, ev_c = tl[3], tl[4], tl[5], tl[6], tl[7]
+    instants = np.flatnonzero(ev_type == T.EV_INSTANT)
     for kind, fields in _INSTANT_FIELDS.items():
-        sel = np.flatnonzero((ev_type == T.EV_INSTANT) & (ev_ref == kind))
+        sel = instants[ev_ref[instants] == kind]
         if sel.size:
             cols = [pl.Series(col[sel]).cast(pl.String) for col in (ev_a, ev_b, ev_c)[: len(fields)]]
             text = pl.select(pl.concat_str([pl.lit(f'"{f}":') + c for f, c in zip(fields, cols)], separator=",")).to_series()
@@ -129,7 +130,7 @@ def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarra
     ok = coll_args.filter(pl.col("event") >= 0)
     if ok.height:
         parts.append(ok.select("event", pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received").alias("kv")))
-    out = pl.Series("args", [None] * ev.height, dtype=pl.String)
+    out = pl.repeat(None, ev.height, dtype=pl.String, eager=True).alias("args")
     if not parts:
         return out
     kv = pl.concat([p.with_columns(pl.col("event").cast(pl.Int64)) for p in parts])
@@ -153,7 +154,7 @@ def own_columns(ev: pl.DataFrame, rec: pl.DataFrame, defs: Any) -> pl.DataFrame:
         values = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy()))
         if name == "di.args":
             values = values.replace_strict(defs.strings, default=None, return_dtype=pl.String)
-        full = pl.Series(column, [None] * ev.height, dtype=ev.schema[column]).scatter(got["event"].to_numpy(), values.cast(ev.schema[column]))
+        full = pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True).alias(column).scatter(got["event"].to_numpy(), values.cast(ev.schema[column]))
         ev = ev.with_columns(pl.coalesce(full, pl.col(column)).alias(column))
     return ev
 

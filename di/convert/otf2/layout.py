@@ -75,7 +75,6 @@ class Layout:
     hosts: list[str]
     groups: list[tuple[int, int]]
     out_locations: list[dict[str, Any]]
-    n_event_locations: int
     rank_locations: list[int]
     regions: list[dict[str, Any]]
     comms: list[dict[str, Any]]
@@ -83,6 +82,7 @@ class Layout:
     global_offset: int
     trace_length: int
     realtime: int
+    description: str = ""
     attributes: tuple[tuple[str, str], ...] = ATTRIBUTES
     attr_refs: np.ndarray = field(default_factory=lambda: np.arange(len(ATTRIBUTES), dtype=np.int64))
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
@@ -157,6 +157,16 @@ def _first_use_ids(key, span):
     return ids, first[:count]
 
 
+@njit(cache=True)
+def _combined_key(a, b, c, d):
+    """One non-negative int64 per row from four non-negative code columns (mixed radix)."""
+    nb, nc, nd = b.max() + 1 if b.size else 1, c.max() + 1 if c.size else 1, d.max() + 1 if d.size else 1
+    out = np.empty(a.size, np.int64)
+    for i in range(a.size):
+        out[i] = ((a[i] * nb + b[i]) * nc + c[i]) * nd + d[i]
+    return out
+
+
 def _dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys."""
     if not key.size:
@@ -169,11 +179,9 @@ def _dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.ndarray]:
     """One region per distinct (name, cat, src_cat, instant), found on the columns' integer codes; region ref per event row."""
     ev = trace.events
-    codes = [ev[c].to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1 for c in ("name", "cat", "src_cat")]
-    codes.append(ev["instant"].cast(pl.Int64).to_numpy())
-    key = np.zeros(ev.height, np.int64)
-    for c in codes:
-        key = key * (int(c.max(initial=0)) + 1) + c
+    codes = ev.select(*(pl.col(c).to_physical().cast(pl.Int64).fill_null(-1) + 1 for c in ("name", "cat", "src_cat")),
+                      pl.col("instant").cast(pl.Int64))
+    key = _combined_key(*(codes.to_series(i).to_numpy() for i in range(4)))
     region, first = _dense_ids(key)
     keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
     regions = []
@@ -306,7 +314,8 @@ def plan(trace: Trace) -> Layout:
     event_out = out.filter(~pl.col("metric")).select(pl.col("loc").cast(pl.Int64), "lane", "ref")
     pair_ref = pairs.join(event_out, on=["loc", "lane"], how="left", maintain_order="left")["ref"].to_numpy().astype(np.int64)
     out_ref = pair_ref[pair]
-    order = np.argsort(out_ref, kind="stable").astype(np.int64)
+    grouped = out_ref.size < 2 or bool((out_ref[1:] >= out_ref[:-1]).all())  # no lanes split a timeline
+    order = np.arange(out_ref.size, dtype=np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)
     counts = np.bincount(out_ref, minlength=out.height)
     bounds = np.zeros(out.height + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
@@ -326,9 +335,12 @@ def plan(trace: Trace) -> Layout:
         records[metric_arrays["metric_writers"]] += metric_arrays["metric_counts"]
     out_locations = [{"name": n, "kind": k, "group": g, "records": int(r)} for n, k, g, r in
                      zip(out["out_name"].to_list(), out["out_kind"].to_list(), out["group"].to_list(), records.tolist())]
-    lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations, n_event_locations=out.height,
+    lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations,
                  rank_locations=rank_locs, regions=regions, comms=comms, metric_members=members, global_offset=offset,
                  trace_length=length, realtime=realtime)
+    flows = trace.flows.height
+    lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)" + (
+        f"; {flows} flows not written (OTF2 has no record for them)" if flows else "")
     lay.arrays.update(metric_arrays)
     lay.arrays.update({
         "order": order, "bounds": bounds, "start_t": start + shift, "end_t": end + shift, "region": region,

@@ -23,7 +23,8 @@ Layout written:
   offset = the first time; ``relative`` ones: ticks are the ns themselves
   (shifted when negative), so a reader gets every ns back.
 
-Flows have no OTF2 record and are not written.
+Flows have no OTF2 record and are not written; the archive's description
+(``otf2-print -A``) says how many were left out.
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ def _write(archive: object, lay: Layout, anchor: Path) -> None:
     _check(lib.OTF2_Archive_SetFlushCallbacks(handle, ctypes.addressof(flush), None), anchor, "flush callbacks")
     _otf2.Archive_SetSerialCollectiveCallbacks(archive)
     _otf2.Archive_SetCreator(archive, f"di {__version__}")
+    _otf2.Archive_SetDescription(archive, lay.description)
     _otf2.Archive_OpenEvtFiles(archive)
     n_out = len(lay.out_locations)
     writers = [_otf2.Archive_GetEvtWriter(archive, ref) for ref in range(n_out)]

@@ -1,0 +1,106 @@
+"""Building the C capture shims on first use, cached per compiler and MPI implementation.
+
+The PMPI shim must match the MPI library the job runs with, so it is compiled
+with the job's own ``mpicc``: the one mpi4py was built with
+(``mpi4py.get_config()["mpicc"]``), else the ``mpicc`` beside this Python
+(a virtual environment with the ``mpich`` wheel), else ``mpicc`` on PATH. The
+POSIX-I/O shim needs only ``cc`` (``$CC`` when set). Libraries are cached under
+``$XDG_CACHE_HOME/di/shims`` (default ``~/.cache/di/shims``), named by a hash of
+the sources and of the compiler's identity (``mpicc -show``, ``cc --version``)
+so another MPI gets its own build; a build goes to a temporary name and is
+renamed into place, so ranks building at once never see a partial file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from di.errors import DIError, MissingDependencyError
+
+SHIM_DIR = Path(__file__).resolve().parent / "shim"
+CFLAGS = ["-O2", "-fPIC", "-shared", "-fvisibility=default", "-Wall"]
+
+
+def cache_dir() -> Path:
+    """Where built shims are kept."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "di" / "shims"
+
+
+def find_mpicc() -> str:
+    """The MPI compiler wrapper of the MPI that mpi4py (or this Python) uses.
+
+    Raises:
+        MissingDependencyError: none found.
+    """
+    try:
+        import mpi4py
+
+        configured = mpi4py.get_config().get("mpicc")
+        if configured and shutil.which(configured):
+            return str(shutil.which(configured))
+    except ImportError:
+        pass
+    beside = Path(sys.executable).parent / "mpicc"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("mpicc")
+    if found:
+        return found
+    raise MissingDependencyError("no MPI compiler found for the PMPI shim: mpi4py names none, and there is no "
+                                 "mpicc beside this Python or on PATH (pip install mpich mpi4py, or load your MPI module)")
+
+
+def find_cc() -> str:
+    """The C compiler for the I/O shim: $CC, else cc, gcc or clang on PATH."""
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return str(shutil.which(name))
+    raise MissingDependencyError("no C compiler found for the I/O shim: install gcc or clang, or set CC")
+
+
+def _identity(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        return out.stdout + out.stderr
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+
+
+def _build(name: str, compiler: str, identity: str, sources: list[Path], extra: list[str]) -> Path:
+    digest = hashlib.sha256(identity.encode())
+    for src in sorted(SHIM_DIR.iterdir()):
+        if src.suffix in (".c", ".h"):
+            digest.update(src.name.encode() + src.read_bytes())
+    target = cache_dir() / f"{name}-{digest.hexdigest()[:16]}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".so", dir=target.parent)
+    os.close(fd)
+    cmd = [compiler, *CFLAGS, f"-I{SHIM_DIR}", "-o", tmp, *map(str, sources), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise DIError(f"building the {name} shim with {compiler} failed: " + " | ".join(tail))
+    os.replace(tmp, target)
+    return target
+
+
+def pmpi_shim() -> Path:
+    """The PMPI shim for this Python's MPI, built on first use."""
+    mpicc = find_mpicc()
+    return _build("pmpi", mpicc, _identity([mpicc, "-show"]) + mpicc, [SHIM_DIR / "pmpi.c"], ["-lpthread"])
+
+
+def io_shim() -> Path:
+    """The POSIX-I/O shim, built on first use."""
+    cc = find_cc()
+    return _build("posixio", cc, _identity([cc, "--version"]) + cc, [SHIM_DIR / "posixio.c"], ["-ldl", "-lpthread"])

@@ -1,0 +1,338 @@
+"""Ingest: a recording's raw shards -> one canonical trace on the job clock.
+
+``ingest(run)`` reads ``run/raw/`` (see :mod:`di.capture.shard`), gives every
+process its rank (MPI_Init's, else the launcher's environment rank; processes
+with neither, such as the launcher itself, are skipped and counted), maps each
+rank's clock onto rank 0's (:mod:`di.capture.clock`), turns MPI and I/O call
+records into ``events``, matches messages and collective instances
+(:mod:`di.capture.matching`), adds per-file I/O statistics
+(:mod:`di.capture.iostats`) and sampler series (:mod:`di.capture.samplers`).
+Everything is columnar: the per-record work is numpy/polars, the Python loops
+run over processes, threads and communicators.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.capture import clock, shard
+from di.errors import FormatError
+from di.trace import Trace
+
+MPI_OTHER = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Comm_free"}
+NO_PAYLOAD = ("MPI_Init", "MPI_Finalize", "MPI_Wait", "MPI_Test", "MPI_Request_free", "MPI_Comm_", "MPI_Barrier", "MPI_Ibarrier")
+"""Calls that move no payload of their own: their events carry no bytes."""
+
+
+def _op_tables() -> tuple[np.ndarray, np.ndarray]:
+    """op id -> event name, op id -> cat."""
+    from di.capture.matching import COLLECTIVE_OPS, base_name
+
+    names = shard.op_names()
+    cats = []
+    for name in names:
+        if not name.startswith("MPI_"):
+            cats.append("io")
+        elif name in MPI_OTHER:
+            cats.append("other")
+        elif name.startswith("MPI_Comm_") or name.startswith("MPI_Barrier") or name.startswith("MPI_Ibarrier") or base_name(name) in COLLECTIVE_OPS:
+            cats.append("mpi_coll")
+        else:
+            cats.append("mpi_p2p")
+    return np.array(names, dtype=object), np.array(cats, dtype=object)
+
+
+def _no_payload() -> np.ndarray:
+    return np.array([n.startswith(NO_PAYLOAD) for n in shard.op_names()])
+
+
+def _assign_ranks(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[tuple[str, int], int]:
+    """(host, pid) -> rank; processes without any rank get ranks by pid only when nobody has one."""
+    ranks: dict[tuple[str, int], int] = {}
+    for p in procs:
+        if p.lib == "mpi" and p.header["rank"] >= 0:
+            ranks[p.key] = p.header["rank"]
+    for p in procs:
+        if p.key not in ranks and p.header.get("env_rank", -1) >= 0 and p.lib == "io":
+            ranks[p.key] = p.header["env_rank"]
+    if not ranks:
+        recorded = sorted({p.key for p in procs if p.threads}, key=lambda k: (k[0], k[1]))
+        ranks = {key: i for i, key in enumerate(recorded)}
+    skipped = [p for p in procs if p.key not in ranks and p.threads]
+    if skipped:
+        n = sum(int(r.size) for p in skipped for r in p.threads.values())
+        names = sorted({Path(p.header.get("exe", "?")).name for p in skipped})
+        warnings.append(f"{len(skipped)} processes without an MPI rank (launcher: {', '.join(names)}) skipped with their {n} records")
+    return ranks
+
+
+def _epoch(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int]) -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC of rank 0's process (0 when unknown)."""
+    for p in procs:
+        if ranks.get(p.key) == 0:
+            c = p.header["clock"]
+            return int(c["realtime_ns"]) - int(c["now_ns"])
+    return 0
+
+
+def _clock_maps(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], epoch: int) -> dict[int, clock.ClockMap]:
+    maps: dict[int, clock.ClockMap] = {}
+    for p in procs:
+        if p.lib != "mpi" or p.key not in ranks:
+            continue
+        recs = np.concatenate(list(p.threads.values())) if p.threads else np.empty(0, shard.RECORD)
+        c = recs[recs["kind"] == shard.KIND_CLOCK]
+        maps[ranks[p.key]] = clock.fit(c["t0"], c["bytes"], c["aux2"], epoch)
+    return maps
+
+
+MIN_OWN_CALIBRATIONS = 3  # with fewer, a process's tick rate comes from its host's other processes
+
+
+def _tick_maps(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[tuple[str, str, int], clock.TickMap]:
+    """Each process's ticks -> local ns map (calibration records plus the header's pair).
+
+    A process with fewer than MIN_OWN_CALIBRATIONS pairs (short-lived, or killed
+    early) takes the median rate of its host's better-calibrated processes.
+    """
+    pairs = {}
+    for p in procs:
+        recs = np.concatenate(list(p.threads.values())) if p.threads else np.empty(0, shard.RECORD)
+        cal = recs[recs["kind"] == shard.KIND_TICKS]
+        c = p.header["clock"]
+        ticks, ns = cal["t0"], cal["t1"]
+        if "now_ticks" in c:
+            ticks, ns = np.append(ticks, c["now_ticks"]), np.append(ns, c["now_ns"])
+        pairs[(p.lib, p.host, p.pid)] = (ticks, ns, c.get("ticks", "ns"))
+    maps: dict[tuple[str, str, int], clock.TickMap] = {}
+    for key, (ticks, ns, unit) in pairs.items():
+        if unit == "ns":
+            maps[key] = clock.IDENTITY
+        elif ticks.size >= MIN_OWN_CALIBRATIONS:
+            m = clock.fit_ticks(ticks, ns, None)
+            if m is not None:
+                maps[key] = m
+    slopes: dict[str, list[float]] = {}
+    for key, m in maps.items():
+        if m is not clock.IDENTITY:
+            slopes.setdefault(key[1], []).append(m.slope)
+    for key, (ticks, ns, unit) in pairs.items():
+        if key in maps:
+            continue
+        host = slopes.get(key[1])
+        if host and ticks.size:
+            m = clock.TickMap(int(ticks.mean()), int(ns.mean()), float(np.median(host)))
+        else:
+            m = clock.fit_ticks(ticks, ns, None)
+        if m is None:
+            warnings.append(f"{key[0]} shard of pid {key[2]} on {key[1]}: its tick clock could not be calibrated; its records are dropped")
+        else:
+            maps[key] = m
+    return maps
+
+
+class StringTable:
+    """The job's strings (file names, member lists): per-process string ids -> global ids."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = [""]
+        self._index: dict[str, int] = {"": 0}
+
+    def global_ids(self, p: shard.ProcessShard, ids: np.ndarray) -> np.ndarray:
+        """Map one process's string ids (0 = none) to global ids (0 = none), vectorized."""
+        top = max(p.strings, default=0)
+        lut = np.zeros(top + 2, np.int64)
+        for sid, text in p.strings.items():  # one per distinct string, not per record
+            lut[sid] = self._index.setdefault(text, len(self.text))
+            if lut[sid] == len(self.text):
+                self.text.append(text)
+        return lut[np.where((ids > 0) & (ids <= top), ids, top + 1)]
+
+    def column(self, ids: np.ndarray, name: str) -> pl.Series:
+        """A String column of the texts (null for id 0)."""
+        lut = pl.Series(name, [None, *self.text[1:]], dtype=pl.String)
+        return lut.gather(ids)
+
+
+def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], maps: dict[int, clock.ClockMap],
+            ticks: dict[tuple[str, str, int], clock.TickMap], strings: StringTable) -> tuple[dict[str, np.ndarray], pl.DataFrame, list[dict[str, Any]]]:
+    """All records of ranked processes (less calibrations) as columns, with loc, rank and job-clock times."""
+    loc_of: dict[tuple[int, str, int, int], int] = {}
+    parts: list[dict[str, np.ndarray]] = []
+    sources: list[dict[str, Any]] = []
+    for p in sorted(procs, key=lambda p: (ranks.get(p.key, 1 << 30), p.lib)):
+        tmap = ticks.get((p.lib, p.host, p.pid))
+        if p.key not in ranks or tmap is None:
+            continue
+        rank = ranks[p.key]
+        cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, 0, 0, 0)
+        src = len(sources)
+        count = 0
+        for tid, recs in sorted(p.threads.items()):
+            recs = recs[recs["kind"] != shard.KIND_TICKS]
+            if not recs.size:
+                continue
+            loc = loc_of.setdefault((rank, p.host, p.pid, tid), len(loc_of))
+            is_ns = recs["kind"] == shard.KIND_CLOCK  # clock-sync records are stamped in ns already
+            n = recs.size
+            count += n
+            kind = recs["kind"]
+            text_ids = np.where(kind == shard.KIND_IO, recs["comm"].astype(np.int64),
+                                np.where(kind == shard.KIND_COMM, recs["aux2"], 0))
+            names = strings.global_ids(p, text_ids)
+            parts.append({
+                "kind": recs["kind"], "op": recs["op"], "peer": recs["peer"],
+                "t0": cmap.apply(np.where(is_ns, recs["t0"], tmap.apply(recs["t0"]))),
+                "t1": cmap.apply(np.where(is_ns, recs["t1"], tmap.apply(recs["t1"]))), "bytes": recs["bytes"], "comm": recs["comm"], "tag": recs["tag"],
+                "aux": recs["aux"], "req": recs["req"], "aux2": recs["aux2"], "text": names,
+                "loc": np.full(n, loc, np.uint32), "rank": np.full(n, rank, np.int32),
+                "thread": np.full(n, len(parts), np.int64), "source": np.full(n, src, np.int32),
+            })
+        sources.append({"path": f"raw/{p.lib}-{p.host}-{p.pid}.json", "format": f"di-capture-{p.lib}", "rank": rank,
+                        "rank_source": "metadata", "events": count,
+                        "dropped": {"incomplete records": p.incomplete} if p.incomplete else {},
+                        "info": {"pid": p.pid, "host": p.host, "state": p.header["state"], "exe": p.header.get("exe")}})
+    cols = {k: np.concatenate([q[k] for q in parts]) for k in parts[0]} if parts else {}
+    keys = sorted(loc_of.items(), key=lambda kv: kv[1])
+    src_of = {(s["info"]["host"], s["info"]["pid"]): i for i, s in enumerate(sources)}
+    locations = pl.DataFrame({
+        "loc": [v for _, v in keys], "rank": [k[0] for k, _ in keys], "host": [k[1] for k, _ in keys],
+        "pid": [k[2] for k, _ in keys], "tid": [k[3] for k, _ in keys],
+        "kind": ["cpu_thread"] * len(keys),
+        "name": [("main thread" if k[3] == k[2] else f"thread {k[3]}") for k, _ in keys],
+        "process": [f"rank {k[0]}" for k, _ in keys],
+        "source": [src_of[(k[1], k[2])] for k, _ in keys],
+    }, schema_overrides={"loc": pl.UInt32, "rank": pl.Int32, "source": pl.Int32})
+    return cols, locations, sources
+
+
+def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+    """Events of CALL and IO records, sorted; record index -> event row (-1 none); the I/O events."""
+    names, cats = _op_tables()
+    ev = np.flatnonzero((cols["kind"] == shard.KIND_CALL) | (cols["kind"] == shard.KIND_IO))
+    op = cols["op"][ev]
+    is_io = cols["kind"][ev] == shard.KIND_IO
+    world_peer = comms.world_peer(cols["comm"][ev], cols["peer"][ev])
+    comm_name = comms.names(cols["comm"][ev], "comm")
+    from di.trace import CATS
+
+    name_lut = pl.Series("name", list(names), dtype=pl.Enum(list(dict.fromkeys(names))))
+    cat_lut = pl.Series("cat", list(cats), dtype=pl.Enum(list(CATS)))
+    nbytes = np.where(_no_payload()[op] & ~is_io, -1, cols["bytes"][ev])
+    df = pl.DataFrame({
+        "record": ev, "loc": cols["loc"][ev], "start_ns": cols["t0"][ev], "end_ns": cols["t1"][ev],
+        "name": name_lut.gather(op).cast(pl.Categorical), "cat": cat_lut.gather(op),
+        "src_cat": pl.Series("src_cat", ["mpi", "posix_io"], dtype=pl.Categorical).gather(is_io.astype(np.int64)),
+        "bytes": np.where(nbytes >= 0, nbytes, -1), "io": is_io,
+        "peer": world_peer, "tag": cols["tag"][ev], "comm": comm_name,
+        "file": strings.column(cols["text"][ev], "file"), "fd": cols["aux"][ev], "offset": cols["aux2"][ev],
+    }, strict=False)
+    # args: MPI ones by concatenation (communicator names need no escaping), I/O ones
+    # through json_encode (file names may); each on its own rows
+    peer, comm = pl.col("peer"), pl.col("comm")
+    mpi_args = (pl.when(peer >= 0).then(pl.concat_str(
+        pl.lit('{"peer":'), peer.cast(pl.String), pl.lit(',"tag":'), pl.col("tag").cast(pl.String),
+        pl.lit(',"comm":"'), comm, pl.lit('"}'))).when(comm.is_not_null())
+        .then(pl.concat_str(pl.lit('{"comm":"'), comm, pl.lit('"}'))))
+    io_args = pl.struct(pl.col("file"), pl.col("fd"), pl.when(pl.col("offset") >= 0).then(pl.col("offset")).alias("offset")).struct.json_encode()
+    df = pl.concat([df.filter(~pl.col("io")).with_columns(args=mpi_args), df.filter(pl.col("io")).with_columns(args=io_args)])
+    df = df.with_columns(
+        bytes=pl.when(pl.col("bytes") >= 0).then(pl.col("bytes")),
+        instant=pl.lit(False),
+    ).sort(["loc", "start_ns", pl.col("end_ns")], descending=[False, False, True], maintain_order=True)
+    row_of = np.full(cols["kind"].size, -1, np.int64)
+    row_of[df.get_column("record").to_numpy()] = np.arange(df.height)
+    from di.nesting import nest
+
+    depth, parent = nest(df.get_column("loc").to_numpy(), df.get_column("start_ns").to_numpy(), df.get_column("end_ns").to_numpy())
+    df = df.with_columns(depth=pl.Series(depth), parent=pl.Series(parent)).with_columns(
+        parent=pl.when(pl.col("parent") >= 0).then(pl.col("parent")))
+    io = df.filter(pl.col("io")).select("loc", "name", "start_ns", "end_ns", "bytes", "file")
+    return df.drop("record", "io", "peer", "tag", "comm", "file", "fd", "offset"), row_of, io
+
+
+def _abnormal(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], warnings: list[str]) -> list[int]:
+    bad = sorted({ranks[p.key] for p in procs if p.key in ranks and p.header["state"] != "exited"})
+    for rank in bad:
+        states = {p.lib: p.header["state"] for p in procs if ranks.get(p.key) == rank}
+        n = sum(int(r.size) for p in procs if ranks.get(p.key) == rank for r in p.threads.values())
+        warnings.append(f"rank {rank} ended abnormally (killed or crashed; last state {states}): "
+                        f"its {n} records up to that point are loaded")
+    return bad
+
+
+def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) -> tuple[Trace, pl.DataFrame]:
+    """Read ``run/raw``; return the canonical trace of the recorded job and its per-file I/O table
+    (:func:`di.capture.iostats.file_stats`).
+
+    Raises:
+        FormatError: no raw shards, or a shard header that is not di's.
+    """
+    from di.capture import iostats, matching, samplers
+
+    run = Path(run)
+    raw = run / "raw"
+    if not raw.is_dir():
+        raise FormatError(raw, "no raw capture shards here (record with `di record -o RUN.di -- COMMAND`)")
+    say = progress or (lambda _msg: None)
+    say("reading shards")
+    procs, dropped = shard.read_raw(raw)
+    warnings: list[str] = []
+    ranks = _assign_ranks(procs, warnings)
+    epoch = _epoch(procs, ranks)
+    maps = _clock_maps(procs, ranks, epoch)
+    say("building events")
+    strings = StringTable()
+    cols, locations, sources = _gather(procs, ranks, maps, _tick_maps(procs, warnings), strings)
+    if not cols and not any(raw.glob("samples-*.json")):
+        raise FormatError(raw, "the recording holds no records (did the command run MPI or file I/O under capture?)")
+    if not cols:
+        cols = {name: np.empty(0, shard.RECORD[name]) for name in shard.RECORD.names}
+        cols.update(text=np.empty(0, np.int64), loc=np.empty(0, np.uint32), rank=np.empty(0, np.int32),
+                    thread=np.empty(0, np.int64), source=np.empty(0, np.int32))
+        cols["t0"], cols["t1"] = cols["t0"].copy(), cols["t1"].copy()
+    comms = matching.Communicators.from_records(cols, strings.text)
+    events, row_of, io = _events(cols, comms, strings)
+    say("matching messages and collectives")
+    messages = matching.messages(cols, row_of, comms, warnings)
+    collectives = matching.collectives(cols, row_of, comms)
+    bad = _abnormal(procs, ranks, warnings)
+    run_info = _run_info(run)
+    series, samples, counter_locs = samplers.ingest_samples(raw, locations, maps, ranks, warnings)
+    if counter_locs.height:
+        locations = pl.concat([locations, counter_locs], how="diagonal_relaxed")
+    if dropped:
+        warnings.append("dropped: " + ", ".join(f"{v} {k}" for k, v in dropped.items()))
+    world = max((p.header.get("world_size", 0) for p in procs if p.lib == "mpi"), default=0)
+    files = iostats.file_stats(io, locations)
+    if run_info.get("unreported_ranks"):
+        warnings.append(f"ranks {run_info['unreported_ranks']}: their di record never reported an exit status")
+    meta = {
+        "format": "di-trace",
+        "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative",
+                  "sync": "mpi_ping_pong_linear" if any(m.points for m in maps.values()) else None,
+                  "offsets": {str(r): m.as_meta() for r, m in sorted(maps.items())}},
+        "sources": sources, "warnings": warnings, "world_size": world or None,
+        "command": run_info.get("command"),
+        "capture": {"abnormal_ranks": bad, "exit_code": run_info.get("exit_code"), "options": run_info.get("options"),
+                    "io_files": files.height, "io_bytes_read": int(files.get_column("bytes_read").sum() or 0) if files.height else 0,
+                    "io_bytes_written": int(files.get_column("bytes_written").sum() or 0) if files.height else 0},
+    }
+    trace = Trace.build(meta=meta, locations=locations, events=events, messages=messages,
+                        collectives=collectives, series=series, samples=samples)
+    return trace, files
+
+
+def _run_info(run: Path) -> dict[str, Any]:
+    """What `di record` wrote about the run (command, exit code, options), if anything."""
+    path = run / "raw" / "run.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}

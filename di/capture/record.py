@@ -1,0 +1,276 @@
+"""``di record``: run a command under capture, then ingest its shards into one trace.
+
+Two forms:
+
+* wrapping a launcher (or any single command):
+  ``di record -o run.di -- mpiexec -n 4 python train.py``. The shims go into
+  ``LD_PRELOAD`` of the whole process tree; the samplers run here, once.
+* wrapping each rank: ``mpiexec -n 4 di record -o run.di -- python train.py``,
+  detected from the launcher's environment (PMI_RANK, PMIX_RANK,
+  OMPI_COMM_WORLD_RANK). Rank 0 prepares ``run.di/raw/``, the others wait for
+  it; the first rank of each node (local rank 0) runs that node's samplers;
+  every rank reports its command's exit status in ``raw/exit-RANK.json`` and
+  rank 0 ingests when all have reported (or ``REPORT_TIMEOUT_S`` after its own
+  command ended, saying which ranks never reported).
+
+Either way the command's exit code is this command's exit code, and raw shards
+stay in ``run.di/raw/`` beside the canonical trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from di.errors import DIError
+
+RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
+SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK", "SLURM_LOCALID")
+REPORT_TIMEOUT_S = 30.0  # rank 0 waits this long for other ranks' exit reports
+SETUP_TIMEOUT_S = 60.0  # other ranks wait this long for rank 0 to prepare raw/
+START_SKEW_S = 10.0  # ranks start within this of each other (stale run.json detection)
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """What to capture and where (sampler roots are for tests and containers)."""
+
+    output: Path
+    mpi: bool = True
+    io: bool = True
+    host: bool = True
+    ib: bool = False
+    net: bool = False
+    nvml: bool = False
+    rate_hz: float = 10.0
+    proc_root: str = "/proc"
+    ib_root: str = "/sys/class/infiniband"
+    net_root: str = "/sys/class/net"
+
+
+def _env_int(names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value and value.lstrip("-").isdigit():
+            return int(value)
+    return None
+
+
+def _preload(opts: RecordOptions) -> list[str]:
+    from di.capture import build
+
+    libs = []
+    if opts.mpi:
+        libs.append(str(build.pmpi_shim()))
+    if opts.io:
+        libs.append(str(build.io_shim()))
+    return libs
+
+
+def _child_env(raw: Path, libs: list[str]) -> dict[str, str]:
+    env = dict(os.environ)
+    if libs:
+        env["LD_PRELOAD"] = " ".join(libs + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
+    env["DI_CAPTURE_DIR"] = str(raw.resolve())
+    return env
+
+
+def _prepare(run: Path) -> Path:
+    """Make ``run/raw`` empty; refuse to delete a directory that is not a di recording."""
+    if run.exists():
+        if not (run / "meta.json").exists() and not (run / "raw").exists() and any(run.iterdir()):
+            raise DIError(f"{run}: exists and is not a di recording; choose another -o")
+        shutil.rmtree(run)
+    raw = run / "raw"
+    raw.mkdir(parents=True)
+    return raw
+
+
+def _job_pids(raw: Path) -> Any:
+    """A callable: {rank: pid} of this host's ranks, from the shard headers written so far."""
+    host = socket.gethostname().replace("-", "_")
+    known: dict[str, tuple[int, int]] = {}  # header file -> (rank, pid): a rank's header is read once
+
+    def pids() -> dict[int, int]:
+        for p in raw.glob(f"mpi-{host}-*.json"):
+            if p.name in known:
+                continue
+            try:
+                h = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+            if h.get("rank", -1) >= 0:
+                known[p.name] = (h["rank"], h["pid"])
+        return dict(known.values())
+
+    return pids
+
+
+def _sampler(raw: Path, opts: RecordOptions) -> Any:
+    from di.capture.samplers import SamplerOptions, SamplerThread
+
+    sopts = SamplerOptions(host=opts.host, ib=opts.ib, net=opts.net, nvml=opts.nvml, rate_hz=opts.rate_hz,
+                           proc_root=opts.proc_root, ib_root=opts.ib_root, net_root=opts.net_root,
+                           job_pids=_job_pids(raw))
+    if not sopts.any():
+        return None
+    sampler = SamplerThread(raw, sopts)
+    sampler.start()
+    return sampler
+
+
+def _run(command: list[str], env: dict[str, str]) -> int:
+    """Run the command, forwarding SIGINT/SIGTERM; its exit code (128 + signal when killed).
+
+    Inherited descriptors stay open: under mpiexec the rank reaches its launcher through them.
+    """
+    try:
+        child = subprocess.Popen(command, env=env, close_fds=False)  # keeps the launcher's PMI_FD
+    except OSError as exc:
+        raise DIError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+    forwarded = {s: signal.signal(s, lambda num, _f: child.send_signal(num)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = child.wait()
+    finally:
+        for s, old in forwarded.items():
+            signal.signal(s, old)
+    return 128 - code if code < 0 else code
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)
+
+
+def ingest_run(run: Path, console: Any = None) -> Any:
+    """Ingest ``run/raw`` and write the trace store at ``run`` (raw shards kept)."""
+    from di.capture import iostats
+    from di.capture.ingest import ingest
+    from di.store import write_store
+
+    status = console.status("ingesting") if console else None
+    if status:
+        status.start()
+    try:
+        trace, files = ingest(run, progress=(lambda msg: status.update(f"ingesting: {msg}")) if status else None)
+        keep = run.parent / f".{run.name}.raw-{os.getpid()}"
+        (run / "raw").rename(keep)
+        try:
+            write_store(trace, run)
+        finally:
+            keep.rename(run / "raw")
+        files.write_parquet(run / iostats.FILE)
+    finally:
+        if status:
+            status.stop()
+    return trace
+
+
+def _ingest_after(run: Path, code: int, console: Any) -> Any:
+    """Ingest after the command ended; a recording that cannot be ingested is said, not raised,
+    so the command's exit code still comes back (a failed command often leaves nothing)."""
+    try:
+        return ingest_run(run, console)
+    except DIError as exc:
+        if code == 0:
+            raise
+        if console is not None:
+            console.print(f"[yellow]warning:[/yellow] no trace written: {exc}", markup=True)
+        return None
+
+
+def record(command: list[str], opts: RecordOptions, console: Any = None) -> tuple[int, Any]:
+    """Run ``command`` under capture and ingest; returns (its exit code, the trace or None on other ranks)."""
+    if not command:
+        raise DIError("nothing to record: give the command after --, e.g. di record -o run.di -- python train.py")
+    rank = _env_int(RANK_VARS)
+    if rank is None:
+        return _record_launcher(command, opts, console)
+    return _record_rank(command, opts, rank, console)
+
+
+def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> tuple[int, Any]:
+    run = Path(opts.output)
+    raw = _prepare(run)
+    libs = _preload(opts)
+    _write_json(raw / "run.json", {"command": " ".join(command), "form": "launcher", "options": _options(opts),
+                                   "started_unix_s": time.time()})
+    sampler = _sampler(raw, opts)
+    try:
+        code = _run(command, _child_env(raw, libs))
+    finally:
+        if sampler:
+            sampler.stop()
+    _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "exit_code": code})
+    return code, _ingest_after(run, code, console)
+
+
+def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: Any) -> tuple[int, Any]:
+    run = Path(opts.output)
+    size = _env_int(SIZE_VARS) or 1
+    started = time.time()
+    if rank == 0:
+        raw = _prepare(run)
+        _write_json(raw / "run.json", {"command": " ".join(command), "form": "per_rank", "options": _options(opts),
+                                       "started_unix_s": started, "world_size": size})
+    else:
+        raw = run / "raw"
+        _wait_for_setup(raw / "run.json", started)
+    libs = _preload(opts)
+    local = _env_int(LOCAL_RANK_VARS)
+    sampler = _sampler(raw, opts) if (local == 0 or (local is None and rank == 0)) else None
+    try:
+        code = _run(command, _child_env(raw, libs))
+    finally:
+        if sampler:
+            sampler.stop()
+    _write_json(raw / f"exit-{rank}.json", {"rank": rank, "exit_code": code, "host": socket.gethostname()})
+    if rank != 0:
+        return code, None
+    missing = _wait_for_reports(raw, size)
+    info = json.loads((raw / "run.json").read_text())
+    codes = {}
+    for r in range(size):
+        path = raw / f"exit-{r}.json"
+        if path.exists():
+            codes[str(r)] = json.loads(path.read_text())["exit_code"]
+    worst = next((c for c in codes.values() if c), 0)
+    _write_json(raw / "run.json", {**info, "exit_code": worst, "exit_codes": codes, "unreported_ranks": missing})
+    return code, _ingest_after(run, worst or code, console)
+
+
+def _wait_for_setup(path: Path, started: float) -> None:
+    deadline = time.monotonic() + SETUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(path.read_text())["started_unix_s"] >= started - START_SKEW_S:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.01)
+    raise DIError(f"{path}: rank 0's di record did not prepare the recording within {SETUP_TIMEOUT_S:.0f} s")
+
+
+def _wait_for_reports(raw: Path, size: int) -> list[int]:
+    """Wait for every rank's exit report; the ranks still missing at the timeout."""
+    deadline = time.monotonic() + REPORT_TIMEOUT_S
+    while True:
+        missing = [r for r in range(size) if not (raw / f"exit-{r}.json").exists()]
+        if not missing or time.monotonic() > deadline:
+            return missing
+        time.sleep(0.02)
+
+
+def _options(opts: RecordOptions) -> dict[str, Any]:
+    return {k: getattr(opts, k) for k in ("mpi", "io", "host", "ib", "net", "nvml", "rate_hz")}

@@ -1,0 +1,205 @@
+/* Point-to-point and completion wrappers of the PMPI shim, included once by pmpi.c
+ * (they use its static helpers): sends, receives, Sendrecv, Wait/Test families. */
+/* ---- point to point ---- */
+#define SEND(NAME, CT)                                                                       \
+  int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) { \
+    int64_t t0 = di_ticks();                                                                   \
+    int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm);                                   \
+    call(OP_MPI_##NAME, t0, comm, dest, tag, (int64_t)count * tsize(dt), 0, 0);              \
+    return rc;                                                                               \
+  }
+SEND(Send, int) SEND(Send_c, MPI_Count) SEND(Ssend, int) SEND(Ssend_c, MPI_Count)
+SEND(Bsend, int) SEND(Bsend_c, MPI_Count) SEND(Rsend, int) SEND(Rsend_c, MPI_Count)
+
+#define ISEND(NAME, CT)                                                                       \
+  int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, \
+                 MPI_Request *request) {                                                      \
+    int64_t t0 = di_ticks();                                                                    \
+    int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm, request);                           \
+    call(OP_MPI_##NAME, t0, comm, dest, tag, (int64_t)count * tsize(dt), req_add(*request, 0), 1); \
+    return rc;                                                                                \
+  }
+ISEND(Isend, int) ISEND(Isend_c, MPI_Count) ISEND(Issend, int) ISEND(Issend_c, MPI_Count)
+ISEND(Ibsend, int) ISEND(Ibsend_c, MPI_Count) ISEND(Irsend, int) ISEND(Irsend_c, MPI_Count)
+
+/* A receive's record: peer/tag/bytes as received (from the status). */
+static void recv_call(int op, int64_t t0, MPI_Comm comm, const MPI_Status *st) {
+  MPI_Count n = 0;
+  PMPI_Get_count_c(st, MPI_BYTE, &n);
+  call(op, t0, comm, st->MPI_SOURCE, st->MPI_TAG, (int64_t)n, 0, 0);
+}
+
+#define RECV(NAME, CT)                                                                        \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,    \
+                 MPI_Status *status) {                                                        \
+    MPI_Status tmp;                                                                           \
+    if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
+    int64_t t0 = di_ticks();                                                                    \
+    int rc = PMPI_##NAME(buf, count, dt, source, tag, comm, status);                          \
+    recv_call(OP_MPI_##NAME, t0, comm, status);                                               \
+    return rc;                                                                                \
+  }
+RECV(Recv, int) RECV(Recv_c, MPI_Count)
+
+#define IRECV(NAME, CT)                                                                       \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,    \
+                 MPI_Request *request) {                                                      \
+    int64_t t0 = di_ticks();                                                                    \
+    int rc = PMPI_##NAME(buf, count, dt, source, tag, comm, request);                         \
+    call(OP_MPI_##NAME, t0, comm, source, tag, (int64_t)count * tsize(dt), req_add(*request, 1), 1); \
+    return rc;                                                                                \
+  }
+IRECV(Irecv, int) IRECV(Irecv_c, MPI_Count)
+
+/* Sendrecv: one CALL for the send half (peer = dest) after one REQ_DONE-like record
+ * for the receive half, written as a KIND_REQ_DONE with request id 0 and recv = 2. */
+static void sendrecv_recv_half(int64_t t, const MPI_Status *st) {
+  di_rec *r = di_slot();
+  if (!r) return;
+  MPI_Count n = 0;
+  PMPI_Get_count_c(st, MPI_BYTE, &n);
+  *r = (di_rec){0, 0, st->MPI_SOURCE, t, t, (int64_t)n, 0, st->MPI_TAG, 2, 0, 0};
+  di_commit(r, KIND_REQ_DONE);
+}
+
+#define SENDRECV(NAME, CT)                                                                    \
+  int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, int dest, int stag, void *rbuf, \
+                 CT rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm, MPI_Status *status) { \
+    MPI_Status tmp;                                                                           \
+    if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
+    int64_t t0 = di_ticks();                                                                    \
+    int rc = PMPI_##NAME(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status); \
+    sendrecv_recv_half(di_ticks(), status);                                                     \
+    call(OP_MPI_##NAME, t0, comm, dest, stag, (int64_t)scount * tsize(stype), 0, 0);          \
+    return rc;                                                                                \
+  }
+SENDRECV(Sendrecv, int) SENDRECV(Sendrecv_c, MPI_Count)
+
+#define SENDRECV_REPLACE(NAME, CT)                                                            \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int dest, int stag, int source, int rtag, \
+                 MPI_Comm comm, MPI_Status *status) {                                         \
+    MPI_Status tmp;                                                                           \
+    if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
+    int64_t t0 = di_ticks();                                                                    \
+    int rc = PMPI_##NAME(buf, count, dt, dest, stag, source, rtag, comm, status);             \
+    sendrecv_recv_half(di_ticks(), status);                                                     \
+    call(OP_MPI_##NAME, t0, comm, dest, stag, (int64_t)count * tsize(dt), 0, 0);              \
+    return rc;                                                                                \
+  }
+SENDRECV_REPLACE(Sendrecv_replace, int) SENDRECV_REPLACE(Sendrecv_replace_c, MPI_Count)
+
+/* ---- completion ---- */
+#define STACK_REQS 64
+int MPI_Wait(MPI_Request *request, MPI_Status *status) {
+  MPI_Status tmp;
+  if (status == MPI_STATUS_IGNORE) status = &tmp;
+  MPI_Request h = *request;
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Wait(request, status);
+  req_done(h, status, di_ticks());
+  call(OP_MPI_Wait, t0, MPI_COMM_NULL, -1, 0, 0, 0, 1);
+  return rc;
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
+  MPI_Status tmp;
+  if (status == MPI_STATUS_IGNORE) status = &tmp;
+  MPI_Request h = *request;
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Test(request, flag, status);
+  if (*flag) req_done(h, status, di_ticks());
+  call(OP_MPI_Test, t0, MPI_COMM_NULL, -1, *flag, 0, 0, 1);
+  return rc;
+}
+
+/* Copies of the handles (completed ones become MPI_REQUEST_NULL) and statuses. */
+typedef struct { MPI_Request hs[STACK_REQS]; MPI_Status ss[STACK_REQS]; MPI_Request *h; MPI_Status *s; } req_copy;
+static void copy_reqs(req_copy *c, int n, const MPI_Request *reqs, MPI_Status **statuses) {
+  c->h = n <= STACK_REQS ? c->hs : malloc(sizeof(MPI_Request) * (size_t)n);
+  c->s = c->ss;
+  if (c->h) memcpy(c->h, reqs, sizeof(MPI_Request) * (size_t)(n > 0 ? n : 0));
+  if (*statuses == MPI_STATUSES_IGNORE) {
+    if (n > STACK_REQS) c->s = malloc(sizeof(MPI_Status) * (size_t)n);
+    if (c->s) *statuses = c->s;
+  }
+}
+static void free_reqs(req_copy *c) {
+  if (c->h && c->h != c->hs) free(c->h);
+  if (c->s && c->s != c->ss) free(c->s);
+}
+
+int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status *statuses) {
+  req_copy c;
+  copy_reqs(&c, count, reqs, &statuses);
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Waitall(count, reqs, statuses);
+  int64_t t = di_ticks();
+  if (c.h) for (int i = 0; i < count; i++) req_done(c.h[i], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : NULL, t);
+  call(OP_MPI_Waitall, t0, MPI_COMM_NULL, -1, 0, 0, 0, count);
+  free_reqs(&c);
+  return rc;
+}
+
+int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status *statuses) {
+  req_copy c;
+  copy_reqs(&c, count, reqs, &statuses);
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Testall(count, reqs, flag, statuses);
+  int64_t t = di_ticks();
+  if (*flag && c.h) for (int i = 0; i < count; i++) req_done(c.h[i], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : NULL, t);
+  call(OP_MPI_Testall, t0, MPI_COMM_NULL, -1, *flag, 0, 0, count);
+  free_reqs(&c);
+  return rc;
+}
+
+int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
+  MPI_Status tmp, *none = MPI_STATUSES_IGNORE;
+  if (status == MPI_STATUS_IGNORE) status = &tmp;
+  req_copy c;
+  copy_reqs(&c, count, reqs, &none);
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Waitany(count, reqs, index, status);
+  if (*index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, di_ticks());
+  call(OP_MPI_Waitany, t0, MPI_COMM_NULL, -1, 1, 0, 0, count);
+  free_reqs(&c);
+  return rc;
+}
+
+int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status) {
+  MPI_Status tmp, *none = MPI_STATUSES_IGNORE;
+  if (status == MPI_STATUS_IGNORE) status = &tmp;
+  req_copy c;
+  copy_reqs(&c, count, reqs, &none);
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Testany(count, reqs, index, flag, status);
+  if (*flag && *index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, di_ticks());
+  call(OP_MPI_Testany, t0, MPI_COMM_NULL, -1, *flag, 0, 0, count);
+  free_reqs(&c);
+  return rc;
+}
+
+#define SOME(NAME)                                                                              \
+  int MPI_##NAME(int count, MPI_Request reqs[], int *outcount, int indices[], MPI_Status *statuses) { \
+    req_copy c;                                                                                 \
+    copy_reqs(&c, count, reqs, &statuses);                                                      \
+    int64_t t0 = di_ticks();                                                                      \
+    int rc = PMPI_##NAME(count, reqs, outcount, indices, statuses);                             \
+    int64_t t = di_ticks();                                                                       \
+    if (*outcount != MPI_UNDEFINED && c.h)                                                      \
+      for (int i = 0; i < *outcount; i++)                                                       \
+        req_done(c.h[indices[i]], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : NULL, t);    \
+    call(OP_MPI_##NAME, t0, MPI_COMM_NULL, -1, *outcount, 0, 0, count);                         \
+    free_reqs(&c);                                                                              \
+    return rc;                                                                                  \
+  }
+SOME(Waitsome) SOME(Testsome)
+
+int MPI_Request_free(MPI_Request *request) {
+  MPI_Request h = *request;
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Request_free(request);
+  req_done(h, NULL, di_ticks()); /* freed before completion: the request is over for di */
+  call(OP_MPI_Request_free, t0, MPI_COMM_NULL, -1, 0, 0, 0, 1);
+  return rc;
+}
+

@@ -1,0 +1,136 @@
+"""Temporal breakdown: where each rank's GPU(s) and host spend the time.
+
+Definitions (all times int64 ns):
+
+- Scopes: each GPU device of a rank (its streams together) and the rank's
+  host (its CPU threads together).
+- Span of a scope: from the first start to the last end of its busy events
+  (activity other than ``none``, see :mod:`di.engine.classify`) in the window
+  (per step: of the step's events; GPU work counts in the step that launched it).
+- ``union_ns`` of an activity: the measure of the union of its intervals in
+  the scope, never a sum of overlapping durations.
+- ``time_ns`` of a state: exclusive time, each instant of the span given to
+  the first active state in priority order; GPU: compute, comm, memory, sync;
+  host: sync, comm, io, cpu (a thread blocked in a sync or MPI call inside an
+  operator is waiting, not computing). ``idle`` = span - |union of all|.
+  The states' ``time_ns`` sum to the span; ``share`` = time_ns / span_ns
+  (null with a reason when the span is empty).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+from di.engine import intervals as iv
+from di.engine.classify import ACTIVITIES, COMM, COMPUTE, CPU, IO, MEMORY, NONE, SYNC
+from di.engine.groups import HOST, make_groups, span
+from di.engine.window import EventFrame
+
+GPU_PRIORITY = (COMPUTE, COMM, MEMORY, SYNC, CPU, IO)
+HOST_PRIORITY = (SYNC, COMM, IO, CPU, MEMORY, COMPUTE)
+STATE_NAMES = tuple(ACTIVITIES[1:]) + ("idle",)
+
+
+@njit(cache=True, nogil=True)
+def _sweep(order, rows, group_of, start, end, activity, n_groups, host_group, host_prio, gpu_prio):
+    """One pass over interval boundaries in (group, time) order.
+
+    Boundary k < n is the start of event rows[k], k >= n its end.
+    Returns (exclusive ns per group x activity, union ns per group x activity).
+    """
+    n = rows.size
+    n_act = host_prio.size + 1
+    excl = np.zeros((n_groups, n_act), np.int64)
+    union = np.zeros((n_groups, n_act), np.int64)
+    count = np.zeros(n_act, np.int64)
+    prev_g = -1
+    prev_t = 0
+    for k in range(order.size):
+        b = order[k]
+        r = rows[b - n] if b >= n else rows[b]
+        g = group_of[r]
+        t = end[r] if b >= n else start[r]
+        if g != prev_g:
+            count[:] = 0
+        elif t > prev_t:
+            dt = t - prev_t
+            prio = host_prio if host_group[g] else gpu_prio
+            top = -1
+            for p in range(prio.size):
+                a = prio[p]
+                if count[a] > 0:
+                    union[g, a] += dt
+                    if top < 0:
+                        top = a
+            if top >= 0:
+                excl[g, top] += dt
+        count[activity[r]] += -1 if b >= n else 1
+        prev_g = g
+        prev_t = t
+    return excl, union
+
+
+def _sweep_arrays(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray, n_groups: int,
+                  is_host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    g = of_event[rows]
+    order = iv.sort_order(np.concatenate([g, g]), np.concatenate([frame.start_ns[rows], frame.end_ns[rows]])) if rows.size else rows
+    del g
+    return _sweep(order, rows, of_event, frame.start_ns, frame.end_ns, frame.activity, n_groups, is_host,
+                  np.asarray(HOST_PRIORITY, np.int64), np.asarray(GPU_PRIORITY, np.int64))
+
+
+def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
+    """Temporal breakdown per rank and scope (and step).
+
+    Returns:
+        Long frame: rank, scope ("gpu<N>" or "host"), device, step, state
+        (compute, comm, memory, sync, cpu, io, idle), time_ns, union_ns,
+        span_ns, share (0..1 or null), reason (why share is null).
+    """
+    busy = frame.activity != NONE
+    groups = make_groups(frame, by_scope=True, by_step=per_step, include=busy)
+    lo, hi = span(frame, groups, busy)
+    span_ns = hi - lo
+    is_host = groups.keys.get_column("scope").to_numpy() == HOST
+    rows = np.flatnonzero(busy & (groups.of_event >= 0) & (frame.end_ns > frame.start_ns))
+    excl, union = _sweep_arrays(frame, groups.of_event, rows, groups.n, is_host)
+    busy_ns = excl.sum(axis=1)
+    rows = []
+    for a in range(1, len(ACTIVITIES)):
+        rows.append(groups.keys.with_columns(pl.lit(ACTIVITIES[a]).alias("state"), pl.Series("time_ns", excl[:, a]),
+                                             pl.Series("union_ns", union[:, a], dtype=pl.Int64), pl.Series("span_ns", span_ns)))
+    rows.append(groups.keys.with_columns(pl.lit("idle").alias("state"), pl.Series("time_ns", span_ns - busy_ns),
+                                         pl.lit(None, pl.Int64).alias("union_ns"), pl.Series("span_ns", span_ns)))
+    out = pl.concat(rows)
+    scope = pl.when(pl.col("scope") == HOST).then(pl.lit("host")).otherwise(pl.format("gpu{}", pl.col("scope")))
+    return out.with_columns(
+        scope.alias("scope_name"),
+        pl.when(pl.col("span_ns") > 0).then(pl.col("time_ns") / pl.col("span_ns")).otherwise(None).alias("share"),
+        pl.when(pl.col("span_ns") > 0).then(None).otherwise(pl.lit("no busy events in this scope")).alias("reason"),
+    ).select(
+        "rank", pl.col("scope_name").alias("scope"),
+        pl.when(pl.col("scope") == HOST).then(None).otherwise(pl.col("scope")).alias("device"),
+        "step", "state", "time_ns", "union_ns", "span_ns", "share", "reason",
+    ).sort("rank", "scope", "step", "state", nulls_last=False)
+
+
+def sweep_reference(group, start, end, act, host_group, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pure-Python reference of :func:`_sweep` by sampling every ns (small inputs, tests only)."""
+    n_act = len(ACTIVITIES)
+    excl = np.zeros((n_groups, n_act), np.int64)
+    union = np.zeros((n_groups, n_act), np.int64)
+    for g in range(n_groups):
+        mine = [(int(s), int(e), int(a)) for gg, s, e, a in zip(group, start, end, act) if gg == g]
+        if not mine:
+            continue
+        prio = HOST_PRIORITY if host_group[g] else GPU_PRIORITY
+        for t in range(min(s for s, _, _ in mine), max(e for _, e, _ in mine)):
+            active = {a for s, e, a in mine if s <= t < e}
+            for a in active:
+                union[g, a] += 1
+            top = next((a for a in prio if a in active), None)
+            if top is not None:
+                excl[g, top] += 1
+    return excl, union

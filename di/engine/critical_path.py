@@ -1,0 +1,264 @@
+"""Critical path of the whole job: the longest path through its dependency graph.
+
+The graph is :mod:`di.engine.critical_path_graph`'s: start/end nodes of
+every event, program order on each timeline (with nesting), launch, sync,
+stream-wait, user, message and collective edges. Edge weights are the time
+(int64 ns) that the edge puts on a path:
+
+- a local edge into node v (time t_v) from its predecessor p (t_p): the time
+  the timeline spent on the innermost event open between them (its self
+  time), counted only after every cross dependency of v had arrived:
+  t_v - max(t_p, a_v), a_v the latest source time of v's cross edges. On a
+  CPU thread a stretch with no work open (or only annotations) weighs 0; on
+  a GPU stream the gap before a launched activity weighs the gap after the
+  launch arrived (queued behind the previous one: HolisticTraceAnalysis's
+  kernel-kernel delay); a gap before an activity with no known launch weighs 0.
+- a cross edge u -> v: t_v - max(t_u, t_p): the time from the dependency's
+  arrival to v (launch delay when the stream was idle; the transfer after
+  the last member arrived in a collective; the receive after its send began;
+  the return of a sync call after the GPU finished).
+
+So, as HolisticTraceAnalysis does for one GPU, host idle time, the wait
+inside a blocking call before its dependency arrives and launch delays of
+kernels queued behind others weigh 0, while GPU work, host work, launch
+delays and GPU gaps count. The critical path is the longest path (ties go to
+program order); its length lies between the busiest timeline's busy time
+and the span of the window. Wait time is attributed Scalasca-style: where
+the path crosses to another timeline through an edge into v, the local
+timeline had waited a_v - t_p for it, and that wait is charged to the
+activity the path ran on just before the edge (the activity that caused it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+from di.engine.classify import NONE
+from di.engine.intervals import scatter_max
+from di.engine.critical_path_graph import EDGE_KINDS, LOCAL, Graph, build_graph
+from di.engine.window import EventFrame
+
+_MIN = np.iinfo(np.int64).min
+
+
+def weights(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(local weight per node, weight per cross edge, arrival a_v per node), int64 ns."""
+    arrival = _arrivals(g)
+    local = _local_weights(g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival)
+    return local, _cross_weights(g), arrival
+
+
+@njit(cache=True, nogil=True)
+def _local_weights(t, first, owner, event, activity, on_gpu, arrival):
+    out = np.zeros(t.size, np.int64)
+    for v in range(t.size):
+        out[v] = _local_weight(v, t, first, owner, event, activity, on_gpu, arrival)
+    return out
+
+
+def _arrivals(g: Graph) -> np.ndarray:
+    return scatter_max(g.dst, g.time_ns[g.src], np.full(g.time_ns.size, _MIN, np.int64))
+
+
+def _cross_weights(g: Graph) -> np.ndarray:
+    t = g.time_ns
+    prev_dst = np.where(g.first_of_loc[g.dst], _MIN, t[np.maximum(g.dst - 1, 0)])
+    return np.maximum(t[g.dst] - np.maximum(t[g.src], prev_dst), 0)
+
+
+@njit(cache=True, nogil=True)
+def _local_weight(v, t, first, owner, event, activity, on_gpu, arrival):
+    if first[v]:
+        return 0
+    o = owner[v]
+    if (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and arrival[v] > _MIN):
+        w = t[v] - max(t[v - 1], arrival[v])
+        return w if w > 0 else 0
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _longest(order, t, first, owner, event, activity, on_gpu, arrival, in_ptr, in_src, in_w):
+    # every cross edge goes to a later position in ``order`` (the caller drops the others)
+    m = order.size
+    dist = np.zeros(m, np.int64)
+    pred = np.full(m, -1, np.int32)
+    via = np.full(m, -1, np.int32)  # -1 none, -2 local, e >= 0 cross edge e (CSR position)
+    for k in range(m):
+        v = order[k]
+        best = 0
+        if not first[v]:
+            best = dist[v - 1] + _local_weight(v, t, first, owner, event, activity, on_gpu, arrival)
+            pred[v] = v - 1
+            via[v] = -2
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_src[e]
+            cand = dist[u] + in_w[e]
+            if cand > best:
+                best = cand
+                pred[v] = u
+                via[v] = e
+        dist[v] = best
+    return dist, pred, via
+
+
+def longest_reference(order, first_of_loc, local_w, src, dst, cross_w) -> np.ndarray:
+    """Pure-Python reference of :func:`_longest`'s distances (tests only)."""
+    pos = {int(v): k for k, v in enumerate(order)}
+    dist = [0] * len(order)
+    for v in map(int, order):
+        best = 0 if first_of_loc[v] else dist[v - 1] + int(local_w[v])
+        for u, d, w in zip(src, dst, cross_w):
+            if d == v and pos[int(u)] < pos[v]:
+                best = max(best, dist[int(u)] + int(w))
+        dist[v] = best
+    return np.asarray(dist, np.int64)
+
+
+def critical_path(frame: EventFrame) -> dict[str, Any]:
+    """The job's critical path.
+
+    Returns:
+        dict with ``summary`` (length_ns, start_ns, end_ns, window_span_ns,
+        segments, dropped_edges) and frames ``segments`` (each weighted step
+        of the path in time order: start_ns, end_ns, contrib_ns, kind, event,
+        rank, cat, name), ``events`` (time each event contributes),
+        ``by_category``, ``by_rank``, ``by_name`` (contrib_ns and share of the
+        length), and ``waits`` (waiting rank/event, wait_ns, cause rank/event).
+    """
+    g, dropped = build_graph(frame)
+    if not g.event.size:
+        z = np.zeros(0, np.int64)
+        return _result(frame, g, (z, z, z, z), dropped, 0)
+    order = np.argsort(g.time_ns, kind="stable").astype(np.int32)
+    pos = np.empty(order.size, np.int32)
+    pos[order] = np.arange(order.size, dtype=np.int32)
+    # an edge tied in time with its target but ordered after it cannot be honoured: drop it everywhere
+    honoured = pos[g.src] < pos[g.dst]
+    del pos
+    dropped += int((~honoured).sum())
+    g = replace(g, src=g.src[honoured], dst=g.dst[honoured], kind=g.kind[honoured])
+    arrival = _arrivals(g)
+    by_dst = np.argsort(g.dst, kind="stable")
+    in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
+    in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
+    del by_dst
+    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival)
+    dist, pred, via = _longest(order, *args, in_ptr, in_src, in_w)
+    del order
+    sink = int(np.flatnonzero(dist == dist.max())[-1]) if dist.size else -1
+    length = int(dist[sink]) if sink >= 0 else 0
+    del dist
+    steps = _backtrack(sink, pred, via, in_w, in_kind, *args)
+    return _result(frame, g, steps, dropped, length, arrival=arrival)
+
+
+@njit(cache=True, nogil=True)
+def _backtrack(sink, pred, via, in_w, in_kind, t, first, owner, event, activity, on_gpu, arrival):
+    """The path's steps (u, v, kind, weight) from its first node to ``sink``."""
+    n = 0
+    v = sink
+    while v >= 0 and pred[v] >= 0:
+        n += 1
+        v = pred[v]
+    u_out = np.empty(n, np.int64)
+    v_out = np.empty(n, np.int64)
+    kind = np.empty(n, np.int64)
+    w = np.empty(n, np.int64)
+    v = sink
+    k = n - 1
+    while k >= 0:
+        u = pred[v]
+        u_out[k] = u
+        v_out[k] = v
+        if via[v] == -2:
+            kind[k] = LOCAL
+            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, arrival)
+        else:
+            kind[k] = in_kind[via[v]]
+            w[k] = in_w[via[v]]
+        v = u
+        k -= 1
+    return u_out, v_out, kind, w
+
+
+def _result(frame: EventFrame, g: Graph, steps: tuple[np.ndarray, ...], dropped: int, length: int, arrival: np.ndarray | None = None) -> dict[str, Any]:
+    ev = frame.trace.events
+    names = ev.get_column("name")
+    cats = ev.get_column("cat")
+    u, v, kind, w = steps
+    event = np.where(kind == LOCAL, g.owner[v] if v.size else v, g.event[v] if v.size else v)
+    has = event >= 0
+    seg = pl.DataFrame({
+        "start_ns": g.time_ns[v] - w if v.size else w, "end_ns": g.time_ns[v] if v.size else w, "contrib_ns": w,
+        "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(kind),
+        "event": pl.Series(np.where(has, event, 0)).set(pl.Series(~has), None) if v.size else pl.Series([], dtype=pl.Int64),
+        "rank": frame.rank[g.event[v]].astype(np.int32) if v.size else np.zeros(0, np.int32),
+    }, schema_overrides={"event": pl.Int64})
+    idx = seg.get_column("event")
+    seg = seg.with_columns(
+        pl.Series("cat", [None] * seg.height, pl.String) if not seg.height else cats.gather(idx.fill_null(0)).cast(pl.String).alias("cat"),
+        pl.Series("name", [None] * seg.height, pl.String) if not seg.height else names.gather(idx.fill_null(0)).cast(pl.String).alias("name"),
+    ).with_columns(
+        pl.when(pl.col("event").is_null() & (pl.col("kind") == "local")).then(pl.lit("gpu_gap")).otherwise(pl.col("cat")).alias("cat"),
+        pl.when(pl.col("event").is_null()).then(pl.lit(None, pl.String)).otherwise(pl.col("name")).alias("name"),
+    )
+    # a GPU gap that only began when the launch arrived is launch delay, whichever edge the path took
+    if arrival is not None and v.size:
+        after_launch = (kind == LOCAL) & ~g.first_of_loc[v] & (arrival[v] > g.time_ns[np.maximum(v - 1, 0)])
+    else:
+        after_launch = np.zeros(v.size, bool)
+    seg = seg.with_columns(
+        pl.when(pl.Series(after_launch) & (pl.col("cat") == "gpu_gap")).then(pl.lit("launch"))
+        .when(pl.col("kind") == "local").then(pl.col("cat")).otherwise(pl.col("kind")).alias("category")
+    ).filter(pl.col("contrib_ns") > 0)
+    waits = _waits(frame, g, u, v, kind, w, arrival, event) if arrival is not None else _waits_empty()
+    total = max(length, 1)
+
+    def by(col: str) -> pl.DataFrame:
+        return seg.group_by(col).agg(pl.col("contrib_ns").sum()).with_columns((pl.col("contrib_ns") / total).alias("share")).sort("contrib_ns", descending=True)
+
+    events = seg.filter(pl.col("event").is_not_null()).group_by("event", maintain_order=True).agg(
+        pl.col("rank").first(), pl.col("name").first(), pl.col("cat").first(), pl.col("start_ns").min(),
+        pl.col("end_ns").max(), pl.col("contrib_ns").sum()
+    ).sort("start_ns")
+    lo = int(frame.start_ns[frame.selected].min()) if frame.selected.any() else 0
+    hi = int(frame.end_ns[frame.selected].max()) if frame.selected.any() else 0
+    summary = {
+        "length_ns": length, "start_ns": int(seg.get_column("start_ns").min()) if seg.height else None,
+        "end_ns": int(seg.get_column("end_ns").max()) if seg.height else None, "window_span_ns": hi - lo,
+        "segments": seg.height, "events": events.height, "dropped_edges": dropped,
+    }
+    return {"summary": summary, "segments": seg, "events": events, "by_category": by("category"), "by_rank": by("rank"),
+            "by_name": by("name"), "waits": waits}
+
+
+def _waits_empty() -> pl.DataFrame:
+    return pl.DataFrame(schema={"rank": pl.Int32, "event": pl.Int64, "kind": pl.String, "wait_ns": pl.Int64,
+                                "cause_rank": pl.Int32, "cause_event": pl.Int64})
+
+
+def _waits(frame: EventFrame, g: Graph, u, v, kind, w, arrival, event) -> pl.DataFrame:
+    """Where the path crosses timelines into v, the wait of v's timeline charged to what ran before."""
+    cross = np.flatnonzero(kind != LOCAL)
+    if not cross.size:
+        return _waits_empty()
+    vv = v[cross]
+    prev_t = np.where(g.first_of_loc[vv], arrival[vv], g.time_ns[np.maximum(vv - 1, 0)])
+    wait = np.maximum(arrival[vv] - prev_t, 0)
+    # the last weighted activity the path ran on before the crossing
+    worked = np.where((event >= 0) & (w > 0), np.arange(event.size), -1)
+    last = np.maximum.accumulate(worked) if worked.size else worked
+    before = np.where(cross > 0, last[np.maximum(cross - 1, 0)], -1)
+    cause = np.where(before >= 0, event[np.maximum(before, 0)], g.event[u[cross]])
+    out = pl.DataFrame({
+        "rank": frame.rank[g.event[vv]].astype(np.int32), "event": g.event[vv].astype(np.int64),
+        "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(kind[cross]), "wait_ns": wait,
+        "cause_rank": frame.rank[cause].astype(np.int32), "cause_event": cause.astype(np.int64),
+    })
+    return out.filter(pl.col("wait_ns") > 0)

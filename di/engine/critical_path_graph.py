@@ -1,0 +1,230 @@
+"""The job's dependency graph for the critical path (see :mod:`di.engine.critical_path`).
+
+Nodes are the start and end of every selected event with positive duration
+on a CPU thread or GPU stream (GPU ``sync`` records and instants are not
+work and are left out). On each timeline the nodes are in program order:
+by time, an end before a start at the same instant, outer starts before
+inner ones, inner ends before outer ones (nesting). Edges:
+
+- local: each node from the previous node on its timeline;
+- cross, src -> dst, only where src is not later than dst:
+  ``launch`` (launch flow): API call start -> GPU activity start;
+  ``sync``: the latest GPU activity of the rank (of the stream, for a
+  stream sync) ending inside a host sync call -> the call's end;
+  ``stream_wait`` / ``user`` flows: src end -> dst start;
+  ``message``: send start -> receive end, and receive start -> send end
+  when the send was still running then;
+  ``collective``: the last member to enter (the root, for broadcast and
+  scatter with a known root) -> every member's end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+from di.engine.classify import NONE, SYNC
+from di.engine.intervals import sort_order
+from di.engine.window import EventFrame
+
+EDGE_KINDS = ("local", "launch", "sync", "stream_wait", "user", "message", "collective")
+LOCAL, LAUNCH, SYNC_EDGE, STREAM_WAIT, USER, MESSAGE, COLLECTIVE = range(len(EDGE_KINDS))
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Nodes in per-timeline program order and cross edges (all int64 arrays).
+
+    Attributes:
+        event (int32 row), time_ns, is_end: per node.
+        first_of_loc: True where a node has no local predecessor.
+        owner: per node, the innermost event (int32 row) open in the segment
+            that ends at the node (-1: nothing open).
+        start_node, end_node: per event row, its nodes (-1: not in the graph);
+            empty once the edges are built.
+        src, dst, kind: cross edges.
+    """
+
+    event: np.ndarray
+    time_ns: np.ndarray
+    is_end: np.ndarray
+    first_of_loc: np.ndarray
+    owner: np.ndarray
+    start_node: np.ndarray
+    end_node: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    kind: np.ndarray
+
+
+def in_graph(frame: EventFrame) -> np.ndarray:
+    """Events that become nodes: selected, positive duration, on a CPU thread or GPU stream, not GPU sync records."""
+    kinds = frame.trace.locations.select(pl.col("loc").cast(pl.Int64), pl.col("kind").cast(pl.String))
+    loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)
+    timeline = np.zeros(max(int(loc.max()) if loc.size else 0, int(kinds.get_column("loc").max() or 0)) + 1, bool)
+    timeline[kinds.filter(pl.col("kind").is_in(["cpu_thread", "gpu_stream"])).get_column("loc").to_numpy()] = True
+    gpu_sync = frame.on_gpu & ((frame.activity == SYNC) | (frame.activity == NONE))
+    return frame.selected & (frame.end_ns > frame.start_ns) & timeline[loc] & ~gpu_sync
+
+
+@njit(cache=True, nogil=True)
+def _layout(rows, loc, start, end, end_order):
+    # rows: graph events in (loc, start, -end) order; end_order: same events by (loc, end, -start)
+    n = rows.size
+    ev = np.empty(2 * n, np.int32)
+    t = np.empty(2 * n, np.int64)
+    is_end = np.zeros(2 * n, np.bool_)
+    first = np.zeros(2 * n, np.bool_)
+    i = 0
+    j = 0
+    prev_loc = -1
+    for k in range(2 * n):
+        take_end = i >= n
+        if not take_end:
+            a = end_order[j]
+            take_end = loc[a] < loc[i] or (loc[a] == loc[i] and end[a] <= start[i])
+        if take_end:
+            a = end_order[j]
+            ev[k] = rows[a]
+            t[k] = end[a]
+            here = loc[a]
+            is_end[k] = True
+            j += 1
+        else:
+            ev[k] = rows[i]
+            t[k] = start[i]
+            here = loc[i]
+            i += 1
+        first[k] = here != prev_loc
+        prev_loc = here
+    return ev, t, is_end, first
+
+
+@njit(cache=True, nogil=True)
+def _owners(ev, is_end, first, n_events):
+    m = ev.size
+    owner = np.full(m, -1, np.int32)
+    closed = np.zeros(n_events, np.bool_)
+    stack = np.empty(m // 2 + 1, np.int32)
+    top = 0
+    for k in range(m):
+        if first[k]:
+            top = 0
+        else:
+            owner[k] = stack[top - 1] if top > 0 else -1
+        if is_end[k]:
+            closed[ev[k]] = True
+            while top > 0 and closed[stack[top - 1]]:
+                top -= 1
+        else:
+            stack[top] = ev[k]
+            top += 1
+    return owner
+
+
+@njit(cache=True, nogil=True)
+def _node_index(ev, is_end, n_events):
+    start_node = np.full(n_events, -1, np.int64)
+    end_node = np.full(n_events, -1, np.int64)
+    for k in range(ev.size):
+        if is_end[k]:
+            end_node[ev[k]] = k
+        else:
+            start_node[ev[k]] = k
+    return start_node, end_node
+
+
+def build_graph(frame: EventFrame) -> tuple[Graph, int]:
+    """The graph and the number of cross edges dropped for pointing back in time."""
+    keep = in_graph(frame)
+    rows = np.flatnonzero(keep).astype(np.int64)
+    loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)[rows]
+    start, end = frame.start_ns[rows], frame.end_ns[rows]
+    # by (loc, end), later starts first among equal ends: a stable sort of the reversed (loc, start) order
+    rev = np.arange(rows.size - 1, -1, -1, dtype=np.int64)
+    end_order = rev[sort_order(loc[rev], end[rev], stable=True)].astype(np.int64) if rows.size else rev
+    ev, t, is_end, first = _layout(rows, loc, start, end, end_order)
+    del rows, loc, start, end, end_order, rev
+    n_ev = frame.rank.size
+    owner = _owners(ev, is_end, first, n_ev)
+    start_node, end_node = _node_index(ev, is_end, n_ev)
+    g = Graph(ev, t, is_end, first, owner, start_node, end_node, *_empty_edges())
+    src, dst, kind = _cross_edges(frame, g, keep)
+    ok = (src >= 0) & (dst >= 0)
+    src, dst, kind = src[ok], dst[ok], kind[ok]
+    forward = t[src] <= t[dst]
+    dropped = int((~forward).sum())
+    none = np.zeros(0, np.int64)  # the per-event node index is only needed to build the edges
+    return Graph(ev, t, is_end, first, owner, none, none, src[forward], dst[forward], kind[forward]), dropped
+
+
+def _empty_edges() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    z = np.zeros(0, np.int64)
+    return z, z.copy(), z.copy()
+
+
+def _cross_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    parts: list[tuple[np.ndarray, np.ndarray, int]] = []
+    fl = frame.trace.flows
+    for name, code, src_at, dst_at in (("launch", LAUNCH, g.start_node, g.start_node), ("stream_wait", STREAM_WAIT, g.end_node, g.start_node),
+                                       ("user", USER, g.end_node, g.start_node)):
+        f = fl.filter(pl.col("kind") == name)
+        if f.height:
+            parts.append((src_at[f.get_column("src").to_numpy()], dst_at[f.get_column("dst").to_numpy()], code))
+    parts.append(_sync_edges(frame, g, keep))
+    m = frame.trace.messages
+    if m.height:
+        s, r = m.get_column("send").to_numpy(), m.get_column("recv").to_numpy()
+        parts.append((g.start_node[s], g.end_node[r], MESSAGE))
+        blocked = frame.start_ns[r] < frame.end_ns[s]
+        parts.append((g.start_node[r[blocked]], g.end_node[s[blocked]], MESSAGE))
+    parts.append(_collective_edges(frame, g))
+    src = np.concatenate([p[0] for p in parts]).astype(np.int64)
+    dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    kind = np.concatenate([np.full(p[0].size, p[2], np.int64) for p in parts])
+    return src, dst, kind
+
+
+def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Latest GPU end inside each host sync call (of the synced stream when the call's record names one)."""
+    loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)
+    calls = np.flatnonzero(keep & ~frame.on_gpu & (frame.activity == SYNC))
+    gpu = np.flatnonzero(keep & frame.on_gpu)
+    if not calls.size or not gpu.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), SYNC_EDGE
+    stream_of = np.full(frame.rank.size, -1, np.int64)
+    f = frame.trace.flows.filter(pl.col("kind") == "sync")
+    if f.height:
+        names = frame.trace.events.get_column("name").gather(f.get_column("dst")).cast(pl.String).str.contains("(?i)stream")
+        f = f.filter(names)
+        stream_of[f.get_column("src").to_numpy()] = loc[f.get_column("dst").to_numpy()]
+    # key: per rank (device-wide) or per stream; rank keys are negative to keep the two apart
+    rank = frame.rank.astype(np.int64)
+    call_key = np.where(stream_of[calls] >= 0, stream_of[calls], -1 - rank[calls])
+    left = pl.DataFrame({"key": call_key, "t": frame.end_ns[calls], "lo": frame.start_ns[calls], "call": calls}).sort("t")
+    right = pl.concat([
+        pl.DataFrame({"key": -1 - rank[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
+        pl.DataFrame({"key": loc[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
+    ]).sort("t")
+    hit = left.join_asof(right, on="t", by="key", strategy="backward", check_sortedness=False)
+    hit = hit.filter(pl.col("gev").is_not_null())
+    gev = hit.get_column("gev").to_numpy()
+    ends = frame.end_ns[gev]
+    inside = ends > hit.get_column("lo").to_numpy()
+    return g.end_node[gev[inside]], g.end_node[hit.get_column("call").to_numpy()[inside]], SYNC_EDGE
+
+
+def _collective_edges(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, int]:
+    c = frame.trace.collectives.filter(pl.col("instance").is_not_null() & ~pl.col("op").is_in(["send", "recv"]))
+    if not c.height:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), COLLECTIVE
+    ev = c.get_column("event").to_numpy()
+    c = c.select("instance", "event", "op", "root").with_columns(pl.Series("rank", frame.rank[ev], dtype=pl.Int32), pl.Series("E", frame.start_ns[ev]))
+    last = c.sort("E", "rank").group_by("instance").agg(pl.col("event").last().alias("src_event"))
+    root = c.filter((pl.col("rank") == pl.col("root")) & pl.col("op").is_in(["broadcast", "scatter"])).select("instance", pl.col("event").alias("root_event"))
+    c = c.join(last, on="instance", how="left").join(root, on="instance", how="left")
+    src = c.select(pl.coalesce("root_event", "src_event")).to_series().to_numpy()
+    return g.start_node[src], g.end_node[c.get_column("event").to_numpy()], COLLECTIVE

@@ -1,0 +1,143 @@
+"""Training steps (iterations): where they are and which events belong to each.
+
+Steps come, in this order of preference, per rank, from:
+
+1. ``marker``: step events (cat ``step``, e.g. Kineto ``ProfilerStep#N``); the
+   step id is N, else the marker's position on its rank.
+2. ``annotation``: user annotations named like ``step 12`` / ``iteration#3``.
+3. ``detected``: the repeating pattern of top-level regions: on the rank's
+   busiest CPU timeline, the depth-0 (else depth-1) region name that occurs
+   at least twice with the largest total duration marks the start of each
+   step; step k spans from its k-th occurrence to the next one (the last to
+   the end of the rank's activity).
+
+Steps are matched across ranks by their id. An event belongs to the step
+whose CPU time range holds its start; a GPU event belongs to the step of the
+CPU call that launched it (``launch`` flows), else to the step holding its
+start. Events outside every step have step :data:`NO_STEP`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from di.trace import Trace
+
+NO_STEP = -1
+STEP_ANNOTATION = r"(?i)^\s*(?:train[_ ]?)?(?:step|iteration|iter)\s*[#:_ -]?\s*(\d+)\s*$"
+_STEP_SCHEMA = {"rank": pl.Int32, "step": pl.Int64, "label": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64, "source": pl.String}
+
+
+def find_steps(trace: Trace) -> pl.DataFrame:
+    """One row per (rank, step): rank, step (id), label, start_ns, end_ns (int64 ns), source."""
+    ev = trace.events
+    if not ev.height:
+        return pl.DataFrame(schema=_STEP_SCHEMA)
+    locs = trace.locations
+    n_loc = max(int(locs.get_column("loc").max() or 0), int(ev.get_column("loc").max() or 0)) + 1
+    rank_of = np.zeros(n_loc, np.int64)
+    cpu_of = np.zeros(n_loc, bool)
+    li = locs.get_column("loc").to_numpy().astype(np.int64)
+    rank_of[li] = locs.get_column("rank").to_numpy()
+    cpu_of[li] = (locs.get_column("kind") == "cpu_thread").to_numpy()
+    loc = ev.get_column("loc").to_numpy()
+    on_cpu = cpu_of[loc] & ~ev.get_column("instant").to_numpy()
+    cats = ev.schema["cat"].categories.to_list()  # type: ignore[attr-defined]
+    cat = ev.get_column("cat").to_physical().to_numpy()
+    found = []
+    for rank in np.unique(rank_of[li]):
+        mine = on_cpu & (rank_of[loc] == rank)
+        marks = _rows(ev, mine & (cat == cats.index("step")), rank_of)
+        source = "marker"
+        if not marks.height:
+            marks = _rows(ev, mine & (cat == cats.index("user")), rank_of)
+            marks = marks.filter(pl.col("name").cast(pl.String).str.contains(STEP_ANNOTATION))
+            source = "annotation"
+        if marks.height:
+            found.append(_from_marks(marks, int(rank), source))
+        elif mine.any():
+            main = int(np.argmax(np.bincount(loc[mine], minlength=n_loc)))
+            found.append(_detected(_rows(ev, mine & (loc == main) & (ev.get_column("depth").to_numpy() <= 1), rank_of), int(rank)))
+    found = [f for f in found if f.height]
+    if not found:
+        return pl.DataFrame(schema=_STEP_SCHEMA)
+    return pl.concat([f.cast(_STEP_SCHEMA) for f in found]).sort("rank", "start_ns")  # type: ignore[arg-type]
+
+
+def _rows(ev: pl.DataFrame, mask: np.ndarray, rank_of: np.ndarray) -> pl.DataFrame:
+    idx = np.flatnonzero(mask)
+    part = ev.select("loc", "start_ns", "end_ns", "name", "depth")[idx]
+    return part.with_columns(pl.Series("rank", rank_of[part.get_column("loc").to_numpy()]))
+
+
+def _from_marks(marks: pl.DataFrame, rank: int, source: str) -> pl.DataFrame:
+    marks = marks.sort("start_ns").unique("start_ns", keep="first", maintain_order=True)
+    num = marks.get_column("name").cast(pl.String).str.extract(r"(\d+)\s*$", 1).cast(pl.Int64, strict=False)
+    ids = num if num.null_count() == 0 and num.n_unique() == num.len() else pl.Series(np.arange(marks.height, dtype=np.int64))
+    return pl.DataFrame({
+        "rank": [rank] * marks.height, "step": ids, "label": marks.get_column("name").cast(pl.String),
+        "start_ns": marks.get_column("start_ns"), "end_ns": marks.get_column("end_ns"), "source": [source] * marks.height,
+    })
+
+
+def _detected(part: pl.DataFrame, rank: int) -> pl.DataFrame:
+    empty = pl.DataFrame(schema=_STEP_SCHEMA)
+    if not part.height:
+        return empty
+    line = part
+    for depth in (0, 1):
+        top = line.filter(pl.col("depth") == depth)
+        stats = (
+            top.group_by("name").agg(pl.len().alias("n"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy"))
+            .filter(pl.col("n") >= 2).sort("busy", "n", descending=True)
+        )
+        if stats.height:
+            name = stats.item(0, "name")
+            starts = top.filter(pl.col("name") == name).get_column("start_ns").sort().to_numpy()
+            ends = np.append(starts[1:], max(int(part.get_column("end_ns").max()), int(starts[-1]) + 1))
+            return pl.DataFrame({
+                "rank": [rank] * starts.size, "step": np.arange(starts.size, dtype=np.int64),
+                "label": [f"{name} #{k}" for k in range(starts.size)], "start_ns": starts, "end_ns": ends,
+                "source": ["detected"] * starts.size,
+            })
+    return empty
+
+
+def event_steps(trace: Trace, steps: pl.DataFrame, rank: np.ndarray, on_gpu: np.ndarray) -> np.ndarray:
+    """Step id of every event row (int64, NO_STEP outside every step); see the module docstring."""
+    n = trace.events.height
+    if not steps.height or not n:
+        return np.full(n, NO_STEP, np.int64)
+    start = trace.events.get_column("start_ns").to_numpy()
+    out = _containing_step(rank.astype(np.int64), start, steps)
+    launch = trace.flows.filter(pl.col("kind") == "launch")
+    if launch.height:
+        src = launch.get_column("src").to_numpy()
+        dst = launch.get_column("dst").to_numpy()
+        gpu_dst = on_gpu[dst]
+        out[dst[gpu_dst]] = out[src[gpu_dst]]
+    return out
+
+
+def _containing_step(rank: np.ndarray, start: np.ndarray, steps: pl.DataFrame) -> np.ndarray:
+    """Step id whose [start_ns, end_ns) on the same rank holds each start (NO_STEP if none):
+    one searchsorted over (rank, start) packed into int64 when it fits, else a join."""
+    st = steps.sort("rank", "start_ns")
+    s_rank = st.get_column("rank").to_numpy().astype(np.int64)
+    s0, s1, sid = (st.get_column(c).to_numpy() for c in ("start_ns", "end_ns", "step"))
+    lo = min(int(start.min()), int(s0.min()))
+    bits = max(int(max(start.max(), s0.max())) - lo, 1).bit_length()
+    if int(max(rank.max(), s_rank.max())).bit_length() + bits > 62:
+        ev = pl.DataFrame({"row": np.arange(start.size), "rank": rank, "start_ns": start})
+        hit = ev.sort("start_ns").join_asof(st.select("rank", pl.col("start_ns").alias("s0"), "end_ns", "step").sort("s0").cast({"rank": pl.Int64}),
+                                           left_on="start_ns", right_on="s0", by="rank", strategy="backward", check_sortedness=False)
+        out = np.full(start.size, NO_STEP, np.int64)
+        ok = (hit.get_column("start_ns") < hit.get_column("end_ns")).fill_null(False).to_numpy()
+        out[hit.get_column("row").to_numpy()[ok]] = hit.get_column("step").to_numpy()[ok]
+        return out
+    key = (s_rank << bits) | (s0 - lo)
+    k = np.searchsorted(key, (rank << bits) | (start - lo), side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & (s_rank[kk] == rank) & (start < s1[kk])
+    return np.where(inside, sid[kk], NO_STEP).astype(np.int64)

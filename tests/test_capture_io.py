@@ -1,0 +1,133 @@
+"""The POSIX-I/O shim and the shard format without MPI: threads, fork, stdio,
+exit codes, damaged shards."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from capture_helpers import PROGRAMS, di_cmd, run
+
+import di
+from di.capture import shard
+from di.capture.ingest import ingest
+from di.capture.iostats import read_file_stats
+from di.errors import FormatError
+
+
+@pytest.fixture(scope="module")
+def threads_fork(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    out = tmp_path_factory.mktemp("io")
+    run_dir = out / "io.di"
+    proc = run(di_cmd("record", "--io", "-o", str(run_dir), "--", sys.executable, str(PROGRAMS / "io_threads_fork.py"), str(out)),
+               out, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return out, run_dir
+
+
+def test_threads_get_their_own_timelines_and_bytes(threads_fork: tuple[Path, Path]) -> None:
+    out, run_dir = threads_fork
+    trace = di.load(run_dir)
+    trace.validate()
+    files = read_file_stats(run_dir).filter(pl.col("file").str.starts_with(str(out)))
+    by_name = {Path(f).name: row for f, row in zip(files.get_column("file"), files.iter_rows(named=True))}
+    for k in range(3):
+        row = by_name[f"thread-{k}.dat"]
+        assert (row["writes"], row["bytes_written"]) == (k + 1, 512 * (k + 1))
+    assert by_name["thread-0.dat"]["reads"] == 1 and by_name["thread-0.dat"]["bytes_read"] == 512
+    ev = trace.events.join(trace.locations.select("loc", "pid", "tid"), on="loc")
+    writers = ev.filter((pl.col("name") == "write") & pl.col("args").str.contains("thread-"))
+    assert writers.get_column("tid").n_unique() == 3  # one timeline per thread
+    assert writers.get_column("pid").n_unique() == 1
+
+
+def test_forked_child_records_into_its_own_shard(threads_fork: tuple[Path, Path]) -> None:
+    out, run_dir = threads_fork
+    trace = di.load(run_dir)
+    child = read_file_stats(run_dir).filter(pl.col("file") == str(out / "child.dat")).row(0, named=True)
+    assert (child["opens"], child["writes"], child["bytes_written"]) == (1, 3, 300)  # fopen/fwrite: stdio
+    parent_rank = read_file_stats(run_dir).filter(pl.col("file") == str(out / "thread-0.dat")).get_column("rank")[0]
+    assert child["rank"] != parent_rank
+    fwrites = trace.events.filter(pl.col("name") == "fwrite")
+    assert fwrites.height == 3 and fwrites.get_column("bytes").to_list() == [100, 100, 100]
+    assert not [w for w in trace.meta["warnings"] if "abnormally" in w]
+
+
+def test_raw_shards_can_be_ingested_again(threads_fork: tuple[Path, Path]) -> None:
+    _, run_dir = threads_fork
+    before = di.load(run_dir).events.height
+    proc = run(di_cmd("record", "--ingest", "-o", str(run_dir)), run_dir.parent, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert di.load(run_dir).events.height == before and (run_dir / "raw").is_dir()
+
+
+def test_exit_code_is_passed_through(tmp_path: Path) -> None:
+    proc = run(di_cmd("record", "--io", "-o", str(tmp_path / "x.di"), "--", sys.executable, "-c",
+                      "open(__import__('os').devnull).close(); raise SystemExit(7)"), tmp_path, timeout=120)
+    assert proc.returncode == 7, proc.stderr
+    assert json.loads((tmp_path / "x.di" / "raw" / "run.json").read_text())["exit_code"] == 7
+
+
+def test_failed_command_without_records_keeps_its_exit_code(tmp_path: Path) -> None:
+    proc = run(di_cmd("record", "--io", "-o", str(tmp_path / "y.di"), "--", "/bin/sh", "-c", "exit 3"), tmp_path, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert "no trace written" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def _fake_raw(raw: Path, records: np.ndarray, header: dict | None = None) -> None:
+    raw.mkdir(parents=True)
+    h = {"format": "di-shard", "version": 1, "lib": "io", "host": "h", "pid": 5, "rank": -1, "state": "exited",
+         "record_bytes": 64, "clock": {"id": "CLOCK_MONOTONIC", "now_ns": 0, "realtime_ns": 0}}
+    (raw / "io-h-5.json").write_text(json.dumps(header or h))
+    (raw / "io-h-5.str").write_bytes(np.array([1, 3], "<u4").tobytes() + b"/f1" + np.array([2, 50], "<u4").tobytes() + b"cut")
+    records.tofile(raw / "io-h-5-5.bin")
+
+
+def _io_records(n: int) -> np.ndarray:
+    r = np.zeros(n, shard.RECORD)
+    r["kind"], r["op"] = shard.KIND_IO, shard.op_names().index("write")
+    r["t0"] = np.arange(n) * 100
+    r["t1"] = r["t0"] + 50
+    r["bytes"], r["comm"], r["aux"], r["aux2"] = 10, 1, 3, -1
+    return r
+
+
+def test_slots_never_completed_are_dropped_and_counted(tmp_path: Path) -> None:
+    recs = _io_records(6)
+    recs["kind"][2] = 0  # a record cut short by a kill; the zero tail is unused file space
+    _fake_raw(tmp_path / "run.di" / "raw", np.concatenate([recs, np.zeros(10, shard.RECORD)]))
+    trace, files = ingest(tmp_path / "run.di")
+    assert trace.events.height == 5
+    assert trace.meta["sources"][0]["dropped"] == {"incomplete records": 1}
+    assert files.row(0, named=True)["bytes_written"] == 50 and files.row(0, named=True)["file"] == "/f1"
+
+
+def test_bad_shard_header_is_a_format_error_naming_the_file(tmp_path: Path) -> None:
+    raw = tmp_path / "run.di" / "raw"
+    _fake_raw(raw, _io_records(2), {"format": "di-shard", "version": 9})
+    with pytest.raises(FormatError, match=r"io-h-5\.json: shard format version 9"):
+        ingest(tmp_path / "run.di")
+    (raw / "io-h-5.json").write_text("{not json")
+    with pytest.raises(FormatError, match=r"io-h-5\.json: unreadable shard header"):
+        ingest(tmp_path / "run.di")
+
+
+def test_no_raw_folder_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match="no raw capture shards"):
+        ingest(tmp_path)
+
+
+def test_string_table_ignores_a_record_cut_short(tmp_path: Path) -> None:
+    _fake_raw(tmp_path / "raw", _io_records(1))
+    assert shard.read_strings(tmp_path / "raw" / "io-h-5.str") == {1: "/f1"}
+
+
+def test_record_layout_matches_the_c_struct() -> None:
+    assert shard.RECORD.itemsize == 64
+    text = (shard.SHIM_DIR / "shard.h").read_text()
+    assert "_Static_assert(sizeof(di_rec) == 64" in text
+    assert shard.op_names()[:3] == ("MPI_Init", "MPI_Init_thread", "MPI_Finalize") and "MPI_Isend_c" in shard.op_names()
