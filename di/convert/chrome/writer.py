@@ -46,7 +46,9 @@ import numpy as np
 import orjson
 import polars as pl
 
+from di.convert.atomic import atomic_write
 from di.convert.chrome.lines import ARGS, CONST, FRAG, NO_TIME, TEXT, TIME, assemble, us_text
+from di.convert.columns import utf8_buffers
 from di.convert.lanes import NO_POINT, assign_lanes, innermost_points, is_sorted
 from di.errors import SchemaError
 from di.trace import Trace
@@ -74,19 +76,12 @@ def write_chrome(trace: Trace, path: str | os.PathLike[str], *, compress: bool |
     """
     path = os.fspath(path)
     gz = path.endswith(".gz") if compress is None else compress
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as raw:
-            if gz:
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as f:
-                    _write(trace, f)
-            else:
-                _write(trace, raw)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_write(path) as raw:
+        if gz:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as f:
+                _write(trace, f)
+        else:
+            _write(trace, raw)
 
 
 class _Sink:
@@ -124,16 +119,7 @@ class _Pool:
 
 def _utf8(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes and int64 offsets (len + 1) of a String Series; null = empty."""
-    import pyarrow as pa
-
-    arr = s.fill_null("").to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    _, offsets, data = arr.buffers()
-    off = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    return (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)), off
+    return utf8_buffers(s)
 
 
 def _dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
