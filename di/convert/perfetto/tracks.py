@@ -63,14 +63,7 @@ def parse_descriptor(data: bytes) -> Track:
                 elif g == F.PROCESS_NAME:
                     t.process_name = _text(w)
         elif f == F.TRACK_THREAD and isinstance(v, bytes):
-            t.is_thread = True
-            for g, _, w in iter_fields(v):
-                if g == F.THREAD_PID:
-                    t.pid = as_int64(int(w))  # type: ignore[arg-type]
-                elif g == F.THREAD_TID:
-                    t.tid = as_int64(int(w))  # type: ignore[arg-type]
-                elif g == F.THREAD_NAME:
-                    t.thread_name = _text(w)
+            _thread(t, v)
         elif f == F.TRACK_COUNTER and isinstance(v, bytes):
             t.unit = ""
             for g, _, w in iter_fields(v):
@@ -85,9 +78,9 @@ def parse_descriptor(data: bytes) -> Track:
     return t
 
 
-def sequence_thread(data: bytes, key: int) -> Track:
-    """The thread of a (deprecated) TracePacket.thread_descriptor, as a thread track with key ``key``."""
-    t = Track(uuid=key, is_thread=True)
+def _thread(t: Track, data: bytes) -> Track:
+    """``t`` as the thread a ThreadDescriptor message names."""
+    t.is_thread = True
     for g, _, w in iter_fields(data):
         if g == F.THREAD_PID:
             t.pid = as_int64(int(w))  # type: ignore[arg-type]
@@ -96,6 +89,11 @@ def sequence_thread(data: bytes, key: int) -> Track:
         elif g == F.THREAD_NAME:
             t.thread_name = _text(w)
     return t
+
+
+def sequence_thread(data: bytes, key: int) -> Track:
+    """The thread of a (deprecated) TracePacket.thread_descriptor, as a thread track with key ``key``."""
+    return _thread(Track(uuid=key), data)
 
 
 def _owner(t: Track, by_uuid: dict[int, Track], want: str) -> Track | None:
