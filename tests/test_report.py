@@ -108,7 +108,7 @@ def test_demo_report_matches_analyze_json(demo_job, tmp_path, capsys):
     page = run_and_compare(str(demo_job), tmp_path, capsys)
     tables, _ = read_page(page)
     assert tables["top_kernels"] and tables["top_collectives"], "the demo has kernels and NCCL collectives"
-    assert "Rank 1 arrives" in page, "the demo's rank 1 is the straggler and the hint names it"
+    assert "Rank 1 enters allreduce" in page, "the demo's rank 1 is the straggler and the hint names it"
 
 
 @pytest.mark.parametrize("name", sorted(SOURCES))

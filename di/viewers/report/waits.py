@@ -44,10 +44,10 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     ax.set_xlabel("rank that caused the wait")
     fig.colorbar(im, ax=ax, label="ms waited")
     body = svg_plot(fig, "wait states: waiting rank vs causing rank") + table("wait_states", ["rank", "kind", "waited_ns", "caused_ns"], rows)
-    return Section("waits", "Wait states", body, _hints(w))
+    return Section("waits", "Wait states", body, _hints(w, ctx.trace.collectives))
 
 
-def _hints(w: pl.DataFrame) -> list[str]:
+def _hints(w: pl.DataFrame, collectives: pl.DataFrame) -> list[str]:
     caused = w.filter(pl.col("cause_rank").is_not_null() & (pl.col("cause_rank") != pl.col("rank")))
     if not caused.height:
         return []
@@ -58,6 +58,8 @@ def _hints(w: pl.DataFrame) -> list[str]:
     steps_all = w.get_column("step").drop_nulls().n_unique()
     steps_mine = mine.get_column("step").drop_nulls().n_unique()
     where = f" in {100 * steps_mine / steps_all:.0f} % of steps" if steps_all else ""
-    what = top["kind"].replace("_", " ")
-    return [f"Rank {top['cause_rank']} arrives {late.get_column('wait_ns').mean() / 1e6:,.1f} ms late ({what}){where}, "
+    ops = collectives.filter(pl.col("instance").is_in(mine.get_column("instance").drop_nulls().unique().implode())).get_column("op").drop_nulls()
+    verbs = {"late_sender": "sends", "late_receiver": "posts its receives"}
+    what = f"enters {ops.mode().sort()[0]}" if ops.len() else f"{verbs.get(top['kind'], 'arrives')} ({top['kind'].replace('_', ' ')})"
+    return [f"Rank {top['cause_rank']} {what} {late.get_column('wait_ns').mean() / 1e6:,.1f} ms late{where}, "
             f"{top['total'] / 1e6:,.1f} ms of waiting in total for the others: {ADVICE.get(top['kind'], 'check what it does before')}."]
