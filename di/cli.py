@@ -201,7 +201,7 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
 
     if args.json or args.steps:
         raise ValueError("--json and --steps take one trace; with many traces (--batch) use --csv DIR")
-    paths = [p for item in args.inputs for p in ([item] if "*" not in item else map(str, expand(item)))]
+    paths = [p for item in args.inputs for p in (map(str, expand(item)) if any(ch in item for ch in "*?[") else [item])]
     frames = []
     for path in paths:
         with console.status(f"analyzing {path}"):
