@@ -290,7 +290,7 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
     say("building events")
     strings = StringTable()
     cols, locations, sources = _gather(procs, ranks, maps, _tick_maps(procs, warnings), strings)
-    if not cols and not any(raw.glob("samples-*.json")):
+    if not cols and not any(raw.glob("samples-*.json")) and not any(raw.glob("cupti-*.json")):
         raise FormatError(raw, "the recording holds no records (did the command run MPI or file I/O under capture?)")
     if not cols:
         cols = {name: np.empty(0, shard.RECORD[name]) for name in shard.RECORD.names}
@@ -324,9 +324,12 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
                     "io_files": files.height, "io_bytes_read": int(files.get_column("bytes_read").sum() or 0) if files.height else 0,
                     "io_bytes_written": int(files.get_column("bytes_written").sum() or 0) if files.height else 0},
     }
+    warnings.extend(run_info.get("notes", []))
     trace = Trace.build(meta=meta, locations=locations, events=events, messages=messages,
                         collectives=collectives, series=series, samples=samples)
-    return trace, files
+    from di.capture.gpu_ingest import add_gpu
+
+    return add_gpu(trace, raw, ranks, maps), files
 
 
 def _run_info(run: Path) -> dict[str, Any]:
