@@ -57,6 +57,7 @@ COPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA
 SYNC_TYPES = {0: "unknown", 1: "cudaEventSynchronize", 2: "cudaStreamWaitEvent", 3: "cudaStreamSynchronize",
               4: "cudaDeviceSynchronize", 5: "cudaContextSynchronize"}
 """CUpti_ActivitySynchronizationType values."""
+NO_DIMS = (0, 0, 0)
 MARKER_INSTANT, MARKER_START, MARKER_END = 1, 2, 4  # CUpti_ActivityFlag marker bits
 BUFFER_BYTES = 8 << 20
 CONFLICT_HINT = ("another CUPTI subscriber holds this process (torch.profiler, Nsight Systems or another tool): "
@@ -91,47 +92,39 @@ def to_records(activities: Iterable[Any], kind_of: Callable[[int], int], intern:
         intern: a name -> its string id (ids from 1).
         api_name: (our kind, callback id) -> the runtime/driver function's name.
     """
-    out = []
+    out = []  # tuples in GPU_RECORD field order: one numpy conversion per buffer
     for a in activities:
         k = kind_of(int(_field(a, "kind")))
         if not k:
             continue
-        r = np.zeros((), GPU_RECORD)
-        r["kind"] = k
-        r["corr"] = int(_field(a, "correlation_id", "correlationId"))
+        corr = int(_field(a, "correlation_id", "correlationId"))
         if k == K_MARKER:
-            r["t0"] = r["t1"] = int(_field(a, "timestamp"))
-            r["sub"] = int(_field(a, "flags")) & 0xFF
-            r["aux"] = int(_field(a, "id"))
-            r["tid"] = _thread_of(a)
+            t = int(_field(a, "timestamp"))
             name = _field(a, "name", default=None)
-            r["name"] = intern(name) if name else 0
-            out.append(r)
+            out.append((k, int(_field(a, "flags")) & 0xFF, 0, 0, t, t, corr, 0, 0, intern(name) if name else 0, 0,
+                        NO_DIMS, NO_DIMS, _thread_of(a), int(_field(a, "id"))))
             continue
-        r["t0"], r["t1"] = int(_field(a, "start")), int(_field(a, "end"))
+        t0, t1 = int(_field(a, "start")), int(_field(a, "end"))
         if k in (K_RUNTIME, K_DRIVER):
-            r["tid"] = int(_field(a, "thread_id", "threadId"))
-            r["name"] = intern(api_name(k, int(_field(a, "cbid"))))
-            out.append(r)
+            out.append((k, 0, 0, 0, t0, t1, corr, 0, 0, intern(api_name(k, int(_field(a, "cbid")))), 0, NO_DIMS, NO_DIMS,
+                        int(_field(a, "thread_id", "threadId")), 0))
             continue
-        r["device"] = int(_field(a, "device_id", "deviceId"))
-        r["context"] = int(_field(a, "context_id", "contextId"))
-        r["stream"] = int(_field(a, "stream_id", "streamId"))
+        dev, ctx = int(_field(a, "device_id", "deviceId")), int(_field(a, "context_id", "contextId"))
+        if k == K_SYNC:
+            out.append((k, int(_field(a, "type")), 0, dev, t0, t1, corr, int(_field(a, "stream_id", "streamId", default=-1)), ctx,
+                        0, 0, NO_DIMS, NO_DIMS, 0, int(_field(a, "cuda_event_id", "cudaEventId"))))
+            continue
+        stream = int(_field(a, "stream_id", "streamId"))
         if k == K_KERNEL:
-            r["name"] = intern(str(_field(a, "name", default="?")))
-            r["grid"] = (_field(a, "grid_x", "gridX"), _field(a, "grid_y", "gridY"), _field(a, "grid_z", "gridZ"))
-            r["block"] = (_field(a, "block_x", "blockX"), _field(a, "block_y", "blockY"), _field(a, "block_z", "blockZ"))
+            grid = (_field(a, "grid_x", "gridX"), _field(a, "grid_y", "gridY"), _field(a, "grid_z", "gridZ"))
+            block = (_field(a, "block_x", "blockX"), _field(a, "block_y", "blockY"), _field(a, "block_z", "blockZ"))
+            out.append((k, 0, 0, dev, t0, t1, corr, stream, ctx, intern(str(_field(a, "name", default="?"))), 0, grid, block, 0, 0))
         elif k == K_MEMCPY:
-            r["bytes"] = int(_field(a, "bytes"))
-            r["sub"] = int(_field(a, "copy_kind", "copyKind"))
+            out.append((k, int(_field(a, "copy_kind", "copyKind")), 0, dev, t0, t1, corr, stream, ctx, 0,
+                        int(_field(a, "bytes")), NO_DIMS, NO_DIMS, 0, 0))
         elif k == K_MEMSET:
-            r["bytes"] = int(_field(a, "bytes"))
-            r["aux"] = int(_field(a, "value"))
-        elif k == K_SYNC:
-            r["sub"] = int(_field(a, "type"))
-            r["aux"] = int(_field(a, "cuda_event_id", "cudaEventId"))
-            r["stream"] = int(_field(a, "stream_id", "streamId", default=-1))
-        out.append(r)
+            out.append((k, 0, 0, dev, t0, t1, corr, stream, ctx, 0, int(_field(a, "bytes")), NO_DIMS, NO_DIMS, 0,
+                        int(_field(a, "value"))))
     return np.array(out, GPU_RECORD) if out else np.empty(0, GPU_RECORD)
 
 
