@@ -218,3 +218,104 @@ def test_record_merges_torch_profiler_trace(tmp_path: Path) -> None:
     assert writes.filter(pl.col("start_ns") > first_step_end).height >= 3
     assert any(s.get("path", "").endswith("trace.json") for s in trace.meta["sources"])
     assert np.all(ev.get_column("rank").to_numpy() == 0)
+
+
+STANDIN_CUPTI = '''
+"""Stand-in for cupti-python's `cupti.cupti` bindings (the names di calls), for machines without a GPU.
+MODE "conflict": registering callbacks fails as CUPTI does when another subscriber holds it.
+MODE "ok": activity_flush_all hands FIXTURE (set by the test) to the registered completion callback."""
+import enum
+MODE = "ok"
+FIXTURE = []
+enabled = []
+
+
+class ActivityKind(enum.IntEnum):
+    MEMCPY = 1
+    MEMSET = 2
+    DRIVER = 4
+    RUNTIME = 5
+    CONCURRENT_KERNEL = 10
+    MARKER = 12
+    SYNCHRONIZATION = 38
+
+
+class CallbackDomain(enum.IntEnum):
+    DRIVER_API = 1
+    RUNTIME_API = 2
+
+
+class cuptiError(Exception):
+    pass
+
+
+_callbacks = None
+
+
+def activity_register_callbacks(requested, completed):
+    global _callbacks
+    if MODE == "conflict":
+        raise cuptiError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+    _callbacks = (requested, completed)
+
+
+def activity_enable(kind):
+    enabled.append(int(kind))
+
+
+def activity_disable(kind):
+    enabled.remove(int(kind))
+
+
+def get_callback_name(domain, cbid):
+    return {211: "cudaLaunchKernel_v7000", 31: "cudaMemcpyAsync_v3020", 46: "cudaMemsetAsync_v3020"}[cbid]
+
+
+def activity_flush_all(flag):
+    size, _ = _callbacks[0]()
+    assert size > 0
+    _callbacks[1](list(FIXTURE))
+'''
+
+
+@pytest.fixture
+def standin_cupti(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    pkg = tmp_path / "standin" / "cupti"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cupti.py").write_text(STANDIN_CUPTI)
+    monkeypatch.syspath_prepend(str(tmp_path / "standin"))
+    for name in ("cupti", "cupti.cupti"):
+        monkeypatch.delitem(__import__("sys").modules, name, raising=False)
+    from cupti import cupti as mod
+
+    yield mod
+    for name in ("cupti", "cupti.cupti"):
+        __import__("sys").modules.pop(name, None)
+
+
+def test_cupti_subscriber_conflict_is_reported_not_raised(tmp_path: Path, standin_cupti) -> None:  # noqa: ANN001
+    standin_cupti.MODE = "conflict"
+    run_dir = tmp_path / "run.di"
+    cap = cupti.GpuCapture(run_dir / "raw")
+    assert cap.start() is False
+    cap.stop()
+    header = json.loads(next((run_dir / "raw").glob("cupti-*.json")).read_text())
+    assert header["state"] == "unavailable"
+    assert "another CUPTI subscriber" in header["notes"][0] and "MULTIPLE_SUBSCRIBERS" in header["notes"][0]
+    trace, _ = ingest(run_dir)
+    assert sum("another CUPTI subscriber" in w for w in trace.meta["warnings"]) == 1
+
+
+def test_cupti_capture_start_flush_stop(tmp_path: Path, standin_cupti) -> None:  # noqa: ANN001
+    standin_cupti.FIXTURE = _fixture()
+    run_dir = tmp_path / "run.di"
+    with cupti.GpuCapture(run_dir / "raw") as cap:
+        assert cap.header["state"] == "recording"
+        assert sorted(standin_cupti.enabled) == sorted(int(getattr(standin_cupti.ActivityKind, n)) for n in cupti.CUPTI_KINDS)
+    assert standin_cupti.enabled == []  # disabled at stop
+    header = json.loads(next((run_dir / "raw").glob("cupti-*.json")).read_text())
+    assert header["state"] == "stopped" and header["records"] == len(_fixture()) - 1  # the deprecated KERNEL kind skipped
+    trace, _ = ingest(run_dir)
+    assert trace.events.filter(pl.col("cat") == "kernel").height == STEPS
+    assert trace.flows.height == 3 * STEPS

@@ -210,6 +210,7 @@ class GpuCapture:
         return True
 
     def _unavailable(self, why: str) -> bool:
+        self._cupti = None  # nothing to flush or disable at stop
         self.header["state"] = "unavailable"
         self.header["notes"].append(why)
         self.write_header()
@@ -234,16 +235,17 @@ class GpuCapture:
 
     def stop(self, state: str = "stopped") -> None:
         """Flush every buffer and disable collection (idempotent)."""
-        cupti, self._cupti = self._cupti, None
+        cupti = self._cupti
         if cupti is not None:
             try:
-                cupti.activity_flush_all(1)  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+                cupti.activity_flush_all(1)  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED; completes buffers through our callback
                 for member in self._kinds:
                     cupti.activity_disable(member)
                 if state == "yielded" and hasattr(cupti, "finalize"):
                     cupti.finalize()  # let the next subscriber (torch.profiler) attach
             except Exception as exc:
-                self.header["notes"].append(f"CUPTI flush at exit failed: {exc}")
+                self.header["notes"].append(f"CUPTI flush at exit failed: {exc!r}")
+            self._cupti = None
             self.header["state"] = state
             self.write_header()
 
