@@ -13,9 +13,9 @@ child process twice: the first call with the numba cache of this checkout
 process sees). Reported: wall and CPU seconds (``process_time``, all threads),
 slices/s by wall and per CPU second (the two differ on a shared machine),
 bytes/slice, file size. Then, for the
-smallest size, ``di convert STORE.di -o OUT.pftrace`` as a CLI subprocess with
-a fresh empty ``NUMBA_CACHE_DIR`` (cold: JIT compiles) and again with the
-cache it left (warm). Targets from the issue: >= 3 M slices/s, <= 50 bytes per
+smallest size, ``di convert STORE.di -o OUT.pftrace`` and then ``di info
+OUT.pftrace`` (the reader) as CLI subprocesses, each with a fresh empty
+``NUMBA_CACHE_DIR`` (cold: JIT compiles) and again with the cache it left (warm). Targets from the issue: >= 3 M slices/s, <= 50 bytes per
 slice. A table goes to stdout and the numbers to ``bench/out/perfetto_write.json``.
 """
 
@@ -121,16 +121,19 @@ def main() -> None:
         if not args.skip_cli:
             store = os.path.join(tmp, "bench.di")
             _run(STORE, str(min(args.slices)), store, env=_env())
-            cli = {}
-            cache = os.path.join(tmp, "numba_cache")
-            for label in ("cold", "warm"):
-                t = time.perf_counter()
-                proc = subprocess.run([sys.executable, "-m", "di", "convert", store, "-o", os.path.join(tmp, "c.pftrace")],
-                                      capture_output=True, text=True, env=_env(NUMBA_CACHE_DIR=cache), cwd=REPO, check=False)
-                if proc.returncode:
-                    raise SystemExit(proc.stderr)
-                cli[f"{label}_s"] = time.perf_counter() - t
-            results["cli_convert"] = {"slices": min(args.slices), **cli}
+            out_file = os.path.join(tmp, "c.pftrace")
+            commands = {"cli_convert": ["convert", store, "-o", out_file], "cli_info": ["info", out_file]}
+            for key, command in commands.items():
+                cli = {}
+                cache = os.path.join(tmp, f"numba_cache_{key}")
+                for label in ("cold", "warm"):
+                    t = time.perf_counter()
+                    proc = subprocess.run([sys.executable, "-m", "di", *command], capture_output=True, text=True,
+                                          env=_env(NUMBA_CACHE_DIR=cache), cwd=REPO, check=False)
+                    if proc.returncode:
+                        raise SystemExit(proc.stderr)
+                    cli[f"{label}_s"] = time.perf_counter() - t
+                results[key] = {"slices": min(args.slices), **cli}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=1))
     print(f"load average {results['load_avg'][0]:.1f} on {results['cpus']} CPUs (wall times include waiting for a CPU)")
@@ -138,9 +141,10 @@ def main() -> None:
     for r in rows:
         print(f"{r['slices']:>12,} {r['first_s']:>8.2f} {r['warm_s']:>8.2f} {r['warm_cpu_s']:>10.2f} "
               f"{r['warm_slices_per_s'] / 1e6:>10.2f} {r['warm_slices_per_cpu_s'] / 1e6:>8.2f} {r['bytes_per_slice']:>12.1f}")
-    if "cli_convert" in results:
-        c = results["cli_convert"]
-        print(f"di convert STORE.di -o OUT.pftrace ({c['slices']:,} slices): cold {c['cold_s']:.1f} s, warm {c['warm_s']:.1f} s")
+    for key, what in (("cli_convert", "di convert STORE.di -o OUT.pftrace"), ("cli_info", "di info OUT.pftrace")):
+        if key in results:
+            c = results[key]
+            print(f"{what} ({c['slices']:,} slices): cold {c['cold_s']:.1f} s, warm {c['warm_s']:.1f} s")
     print(f"wrote {OUT.relative_to(REPO)}")
 
 

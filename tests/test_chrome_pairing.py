@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from di.convert.chrome.pairing import bind_points, chain_flows, match_begin_end
-from di.convert.chrome.scan import parse_number
+from di.convert.chrome.numbers import parse_number
 from di.nesting import nest
 
 SEEDS = range(30)

@@ -10,6 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
+import di.convert.chrome.lines as lines
 import di.convert.chrome.writer as writer
 from di.errors import SchemaError
 from di.trace import Trace
@@ -317,10 +318,10 @@ def test_line_kernel_matches_reference(seed: int) -> None:
     rows = lo + n
     frag = rng.integers(-1, len(pieces), (3, rows)).astype(np.int32)
     times = rng.integers(-10**15, 10**15, (2, rows))
-    times[rng.random((2, rows)) < 0.2] = writer._NO_TIME
-    ints = np.where(rng.random((2, rows)) < 0.5, writer._NO_TIME, rng.integers(-10**6, 10**12, (2, rows)))
-    ops = [(writer._FRAG, 0), (writer._TIME, 0), (writer._CONST, 2), (writer._TIME, 1), (writer._FRAG, 2),
-           (writer._TEXT, 0), (writer._ARGS, 1), (writer._FRAG, 1), (writer._CONST, 0)]
-    got = writer._assemble(ops, lo, rows, frag, times, ints, pool, text).tobytes()
-    want = writer._assemble_reference(np.array(ops), lo, rows, frag, times, ints, pool[0], pool[1], *text)
+    times[rng.random((2, rows)) < 0.2] = lines.NO_TIME
+    ints = np.where(rng.random((2, rows)) < 0.5, lines.NO_TIME, rng.integers(-10**6, 10**12, (2, rows)))
+    ops = [(lines.FRAG, 0), (lines.TIME, 0), (lines.CONST, 2), (lines.TIME, 1), (lines.FRAG, 2),
+           (lines.TEXT, 0), (lines.ARGS, 1), (lines.FRAG, 1), (lines.CONST, 0)]
+    got = lines.assemble(ops, lo, rows, frag, times, ints, pool, text).tobytes()
+    want = lines.assemble_reference(np.array(ops), lo, rows, frag, times, ints, pool[0], pool[1], *text)
     assert got == want

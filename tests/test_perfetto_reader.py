@@ -180,6 +180,8 @@ def test_truncated_trace_loads_what_is_sound_and_says_what_was_lost(tmp_path: Pa
     t.validate()
     assert 0 < t.events.height < job.events.height
     assert any("unreadable bytes after offset" in w for w in t.meta["warnings"])
+    assert t.collectives.height == 0 < job.collectives.height
+    assert any("collectives rows (the trace is incomplete" in w for w in t.meta["warnings"])
 
 
 def test_cli_reports_a_bad_trace_in_one_line(tmp_path: Path) -> None:
@@ -247,3 +249,109 @@ def test_varint_kernel_matches_python() -> None:
         end = put_varint(out, 0, v)
         assert out[:end].tobytes() == varint_bytes(v) and end == varint_size(v)
         assert read_varint(out, 0, end) == (v, end)
+
+
+def _incremental_clock_trace() -> bytes:
+    """Timestamps as the Perfetto SDK writes them: deltas on sequence clock 64 (us), anchored by a ClockSnapshot."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 3
+    p.track_descriptor.uuid = 101
+    p.track_descriptor.name = "sdk track"
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 3
+    p.sequence_flags = 1
+    p.timestamp = 5_000_000
+    p.clock_snapshot.clocks.add(clock_id=6, timestamp=5_000_000)
+    p.clock_snapshot.clocks.add(clock_id=64, timestamp=1000, is_incremental=True, unit_multiplier_ns=1000)
+    p.trace_packet_defaults.timestamp_clock_id = 64
+    p.trace_packet_defaults.track_event_defaults.track_uuid = 101
+    for delta, kind in ((5, BEGIN), (10, BEGIN), (0, END), (20, END), (1, INSTANT)):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 3
+        p.sequence_flags = 2
+        p.timestamp = delta
+        p.track_event.type = kind
+        if kind != END:
+            p.track_event.name = f"e{delta}"
+    return b.serialize()
+
+
+def test_incremental_sequence_clock_is_converted_to_trace_time(tmp_path: Path) -> None:
+    path = tmp_path / "sdk_clock.pftrace"
+    path.write_bytes(_incremental_clock_trace())
+    t = di.load(path)
+    # clock 64 counts us from 1000 at boottime 5 ms: deltas 5, 10, 0, 20, 1 us
+    assert t.events.select("name", "start_ns", "end_ns").rows() == [
+        ("e5", 5_005_000, 5_035_000), ("e10", 5_015_000, 5_015_000), ("e1", 5_036_000, 5_036_000)]
+    if engine_problem() is None:
+        with WasmTraceProcessor() as tp:
+            tp.load(path)
+            rows = [(r["name"], r["ts"], r["ts"] + r["dur"]) for r in tp.query("select name, ts, dur from slice order by ts")]
+        assert rows == t.events.sort("start_ns").select("name", "start_ns", "end_ns").rows()
+
+
+def test_incremental_counter_with_unit_multiplier(tmp_path: Path) -> None:
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 1
+    p.track_descriptor.uuid = 9
+    p.track_descriptor.name = "bytes sent"
+    p.track_descriptor.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
+    p.track_descriptor.counter.is_incremental = True
+    p.track_descriptor.counter.unit_multiplier = 1024
+    for ts, delta in ((10, 1), (20, 2), (30, 3)):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = ts
+        p.track_event.type = COUNTER
+        p.track_event.track_uuid = 9
+        p.track_event.counter_value = delta
+    path = tmp_path / "inc.pftrace"
+    path.write_bytes(b.serialize())
+    t = di.load(path)
+    assert t.samples.get_column("value").to_list() == [1024.0, 3072.0, 6144.0]
+    assert t.series.select("name", "unit").rows() == [("bytes sent", "bytes")]
+    if engine_problem() is None:
+        with WasmTraceProcessor() as tp:
+            tp.load(path)
+            assert [r["value"] for r in tp.query("select value from counter order by ts")] == [1024.0, 3072.0, 6144.0]
+
+
+def test_sequence_thread_descriptor_gives_the_thread_of_trackless_events(tmp_path: Path) -> None:
+    """Older producers name a sequence's thread once (TracePacket.thread_descriptor) and omit track uuids."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    for seq, tid in ((5, 11), (6, 12)):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = seq
+        p.sequence_flags = 1
+        p.thread_descriptor.pid = 10
+        p.thread_descriptor.tid = tid
+        p.thread_descriptor.thread_name = f"worker {tid}"
+        for ts, kind in ((100 + tid, BEGIN), (150, BEGIN), (160, END), (300, END)):
+            p = b.add_packet()
+            p.trusted_packet_sequence_id = seq
+            p.sequence_flags = 2
+            p.timestamp = ts
+            p.track_event.type = kind
+            if kind == BEGIN:
+                p.track_event.name = f"s{ts}"
+    path = tmp_path / "legacy_threads.pftrace"
+    path.write_bytes(b.serialize())
+    t = di.load(path)
+    ev = t.events.join(t.locations.select("loc", "tid", "name", "kind"), on="loc", suffix="_loc").sort("tid", "start_ns")
+    assert ev.select("tid", "name_loc", "start_ns", "end_ns", "depth").rows() == [
+        (11, "worker 11", 111, 300, 0), (11, "worker 11", 150, 160, 1),
+        (12, "worker 12", 112, 300, 0), (12, "worker 12", 150, 160, 1)]
+    if engine_problem() is None:
+        with WasmTraceProcessor() as tp:
+            tp.load(path)
+            rows = tp.query("select t.tid, s.ts, s.dur from slice s join thread_track tt on s.track_id = tt.id "
+                            "join thread t using(utid) order by t.tid, s.ts")
+        assert [(r["tid"], r["ts"], r["ts"] + r["dur"]) for r in rows] == ev.select("tid", "start_ns", "end_ns").rows()

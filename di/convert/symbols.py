@@ -10,8 +10,7 @@ State is four arrays (slots, starts, ends, count) of a fixed capacity that
 ``new_table`` makes. A full table makes :func:`intern` return ``FULL``; the
 caller then starts again with a bigger one (:func:`grown_capacity`): kernels
 that return no arrays compile much faster, and a rescan is rare as capacities
-grow sixteenfold. A kernel that cannot start again (one pass over a stream
-with incremental state) grows the table in place with :func:`grow` instead.
+grow sixteenfold.
 """
 
 from __future__ import annotations
@@ -82,25 +81,6 @@ def intern(buf, s, e, slots, starts, ends, count):
     count[0] = sid + 1
     slots[j] = sid
     return sid
-
-
-@njit(cache=True)
-def grow(buf, slots, starts, ends, count):
-    """A table of twice the capacity holding the same symbols: (slots, starts, ends)."""
-    cap = starts.size * 2
-    new_starts = np.empty(cap, dtype=np.int64)
-    new_ends = np.empty(cap, dtype=np.int64)
-    n = count[0]
-    new_starts[:n] = starts[:n]
-    new_ends[:n] = ends[:n]
-    new_slots = np.full(slots.size * 2, -1, dtype=np.int64)
-    mask = np.uint64(new_slots.size - 1)
-    for sid in range(n):
-        j = _hash(buf, new_starts[sid], new_ends[sid]) & mask
-        while new_slots[j] >= 0:
-            j = (j + np.uint64(1)) & mask
-        new_slots[j] = sid
-    return new_slots, new_starts, new_ends
 
 
 def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count: int) -> list[str]:

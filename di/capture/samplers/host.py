@@ -11,7 +11,6 @@ they wrote themselves.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import numpy as np

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.chrome import scan as S
+from di.convert.chrome.prepass import fix_utf8, prescan
 from di.convert.symbols import FIRST_CAPACITY, decode_symbols, grown_capacity, new_table
 from di.errors import FormatError
 
@@ -143,9 +144,9 @@ def decode(path: Path) -> Raw:
     """
     buf, warnings = read_bytes(path)
     dropped: Counter[str] = Counter()
-    opens, high = S.prescan(buf)
+    opens, high = prescan(buf)
     if high:
-        bad, first = S.fix_utf8(buf)
+        bad, first = fix_utf8(buf)
         if bad:
             warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
             dropped["non-UTF-8 bytes replaced"] += int(bad)

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.convert.chrome.scan import end_string
+from di.convert.chrome.jsontext import end_string
 
 
 @njit(cache=True)

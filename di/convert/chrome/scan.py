@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.convert.chrome.jsontext import copy_minified, copy_raw, end_string, equals, skip_value, skip_ws
+from di.convert.chrome.numbers import parse_number
 from di.convert.symbols import FULL, intern
 
 
@@ -62,265 +64,6 @@ F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS = 1, 2, 4, 8, 16, 32
 # parse_number shifts; numpy scalars, not literals, so one compiled version serves both
 _AS_IS = np.int64(0)
 _US_TO_NS = np.int64(3)
-_MAX_MANT = np.uint64(10**18)
-_POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
-_INT64_MAX = np.uint64(2**63 - 1)
-
-
-@njit(cache=True)
-def prescan(buf):
-    """(number of '{' bytes, whether any byte is >= 0x80): an upper bound on the
-    number of event objects, and whether UTF-8 needs checking."""
-    opens = 0
-    high = 0
-    for i in range(buf.size):
-        c = buf[i]
-        opens += c == 123
-        high |= c
-    return opens, high >= 0x80
-
-
-@njit(cache=True)
-def fix_utf8(buf):
-    """Replace each byte that is not part of valid UTF-8 by '?', in place.
-
-    Returns (number of bytes replaced, offset of the first one or -1).
-    """
-    n = buf.size
-    i = 0
-    bad = 0
-    first = -1
-    while i < n:
-        c = buf[i]
-        if c < 0x80:
-            i += 1
-            continue
-        if 0xC2 <= c <= 0xDF:
-            need = 1
-        elif 0xE0 <= c <= 0xEF:
-            need = 2
-        elif 0xF0 <= c <= 0xF4:
-            need = 3
-        else:
-            need = -1
-        ok = need > 0 and i + need < n + 1
-        if ok:
-            for k in range(1, need + 1):
-                if i + k >= n or (buf[i + k] & 0xC0) != 0x80:
-                    ok = False
-                    break
-        if ok and need == 2:
-            c1 = buf[i + 1]
-            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
-                ok = False
-        if ok and need == 3:
-            c1 = buf[i + 1]
-            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
-                ok = False
-        if ok:
-            i += need + 1
-        else:
-            if first < 0:
-                first = i
-            buf[i] = 63
-            bad += 1
-            i += 1
-    return bad, first
-
-
-@njit(cache=True)
-def _ws(buf, i, n):
-    while i < n:
-        c = buf[i]
-        if c == 32 or c == 10 or c == 13 or c == 9:
-            i += 1
-        else:
-            break
-    return i
-
-
-@njit(cache=True)
-def end_string(buf, i, n):
-    """i is just after the opening quote; returns the index of the closing quote or -1."""
-    while i < n:
-        c = buf[i]
-        if c == 34:
-            return i
-        if c == 92:
-            i += 2
-        else:
-            i += 1
-    return -1
-
-
-@njit(cache=True)
-def _skip_value(buf, i, n):
-    """Index just after the JSON value starting at i, -1 if truncated, -2 on bad syntax."""
-    depth = 0
-    while i < n:
-        c = buf[i]
-        if c == 34:
-            j = end_string(buf, i + 1, n)
-            if j < 0:
-                return -1
-            i = j + 1
-        elif c == 123 or c == 91:
-            depth += 1
-            i += 1
-            continue
-        elif c == 125 or c == 93:
-            depth -= 1
-            if depth < 0:
-                return -2
-            i += 1
-        elif c == 32 or c == 10 or c == 13 or c == 9 or c == 44 or c == 58:
-            if depth == 0:
-                return -2
-            i += 1
-            continue
-        else:
-            # number or literal: letters, digits, signs, dots
-            start = i
-            while i < n and (buf[i] == 45 or buf[i] == 43 or buf[i] == 46 or 48 <= buf[i] <= 57
-                             or 97 <= buf[i] <= 122 or 65 <= buf[i] <= 90):
-                i += 1
-            if i == start:
-                return -2
-            if i >= n and depth == 0:
-                return -1
-        if depth == 0:
-            return i
-    return -1
-
-
-_POW10_I64 = np.array([10**k for k in range(19)], dtype=np.int64)
-_SCALE_MAX = np.array([(2**63 - 1) // 10**k for k in range(19)], dtype=np.int64)  # largest v with v * 10**k in int64
-
-
-@njit(cache=True)
-def parse_number(buf, i, n, shift):
-    """Parse the JSON number at i as an integer of unit 10**-shift of its value.
-
-    Returns (value, index after the number, status) where status is 0 on
-    success, 1 when it is not a number and 3 when the value overflows int64.
-    Up to 19 significant digits are exact; the next one rounds half up.
-    """
-    # fast path: [-]digits[.digits], at most 18 digits, no more decimals than
-    # ``shift``, no exponent, no overflow; everything else goes to the general parser
-    j = i
-    neg = j < n and buf[j] == 45
-    if neg:
-        j += 1
-    v = np.int64(0)
-    d = 0
-    while j < n and 48 <= buf[j] <= 57:
-        v = v * 10 + np.int64(buf[j] - 48)
-        d += 1
-        j += 1
-    if d > 0:
-        f = 0
-        if j < n and buf[j] == 46:
-            j += 1
-            while j < n and 48 <= buf[j] <= 57:
-                v = v * 10 + np.int64(buf[j] - 48)
-                f += 1
-                j += 1
-            if f == 0:
-                d = 99
-        if d + f <= 18 and f <= shift and v <= _SCALE_MAX[shift - f] and not (j < n and (buf[j] == 101 or buf[j] == 69)):
-            v *= _POW10_I64[shift - f]
-            return (-v if neg else v), j, 0
-    return _parse_general(buf, i, n, shift)
-
-
-@njit(cache=True)
-def _parse_general(buf, i, n, shift):
-    """The general case of :func:`parse_number`: exponents, long mantissas, overflow."""
-    neg = False
-    if i < n and buf[i] == 45:
-        neg = True
-        i += 1
-    mant = np.uint64(0)
-    exp10 = 0
-    digits = 0
-    rd = 0
-    seen_rd = False
-    start = i
-    while i < n and 48 <= buf[i] <= 57:
-        if mant < _MAX_MANT:
-            mant = mant * np.uint64(10) + np.uint64(buf[i] - 48)
-        else:
-            exp10 += 1
-            if not seen_rd:
-                rd = buf[i] - 48
-                seen_rd = True
-        digits += 1
-        i += 1
-    if i < n and buf[i] == 46:
-        i += 1
-        while i < n and 48 <= buf[i] <= 57:
-            if mant < _MAX_MANT:
-                mant = mant * np.uint64(10) + np.uint64(buf[i] - 48)
-                exp10 -= 1
-            elif not seen_rd:
-                rd = buf[i] - 48
-                seen_rd = True
-            digits += 1
-            i += 1
-    if digits == 0 or i == start:
-        return 0, i, 1
-    if i < n and (buf[i] == 101 or buf[i] == 69):
-        i += 1
-        eneg = False
-        if i < n and (buf[i] == 45 or buf[i] == 43):
-            eneg = buf[i] == 45
-            i += 1
-        e = 0
-        ed = 0
-        while i < n and 48 <= buf[i] <= 57:
-            if e < 100000:
-                e = e * 10 + (buf[i] - 48)
-            ed += 1
-            i += 1
-        if ed == 0:
-            return 0, i, 1
-        exp10 += -e if eneg else e
-    e = exp10 + shift
-    if e >= 0:
-        if e > 19:
-            if mant == 0:
-                return 0, i, 0
-            return 0, i, 3
-        p = _POW10[e]
-        if mant > _INT64_MAX // p:
-            return 0, i, 3
-        v = mant * p
-        if e == 0 and rd >= 5:
-            v += np.uint64(1)
-    else:
-        k = -e
-        if k > 19:
-            v = np.uint64(0)
-        else:
-            p = _POW10[k]
-            v = mant // p
-            if (mant % p) * np.uint64(2) >= p:
-                v += np.uint64(1)
-    if v > _INT64_MAX:
-        return 0, i, 3
-    r = np.int64(v)
-    return (-r if neg else r), i, 0
-
-
-@njit(cache=True)
-def _is(buf, s, e, a):
-    """True when buf[s:e] equals the ASCII bytes of ``a`` (a tuple of ints)."""
-    if e - s != len(a):
-        return False
-    for k in range(len(a)):
-        if buf[s + k] != a[k]:
-            return False
-    return True
 
 
 _PH = (112, 104)
@@ -354,40 +97,40 @@ def _key(buf, ks, ke):
     two byte comparisons."""
     L = ke - ks
     if L == 2:
-        if _is(buf, ks, ke, _PH):
+        if equals(buf, ks, ke, _PH):
             return KEY_PH
-        if _is(buf, ks, ke, _TS):
+        if equals(buf, ks, ke, _TS):
             return KEY_TS
-        if _is(buf, ks, ke, _ID):
+        if equals(buf, ks, ke, _ID):
             return KEY_ID
-        if _is(buf, ks, ke, _BP):
+        if equals(buf, ks, ke, _BP):
             return KEY_BP
     elif L == 3:
-        if _is(buf, ks, ke, _PID):
+        if equals(buf, ks, ke, _PID):
             return KEY_PID
-        if _is(buf, ks, ke, _TID):
+        if equals(buf, ks, ke, _TID):
             return KEY_TID
-        if _is(buf, ks, ke, _DUR):
+        if equals(buf, ks, ke, _DUR):
             return KEY_DUR
-        if _is(buf, ks, ke, _CAT):
+        if equals(buf, ks, ke, _CAT):
             return KEY_CAT
     elif L == 4:
-        if _is(buf, ks, ke, _NAME):
+        if equals(buf, ks, ke, _NAME):
             return KEY_NAME
-        if _is(buf, ks, ke, _ARGS):
+        if equals(buf, ks, ke, _ARGS):
             return KEY_ARGS
     elif L == 1:
         if buf[ks] == 115:
             return KEY_S
     elif L == 7:
-        if _is(buf, ks, ke, _BIND):
+        if equals(buf, ks, ke, _BIND):
             return KEY_BIND
-        if _is(buf, ks, ke, _FIN):
+        if equals(buf, ks, ke, _FIN):
             return KEY_FIN
-        if _is(buf, ks, ke, _DIFLOW):
+        if equals(buf, ks, ke, _DIFLOW):
             return KEY_DIFLOW
     elif L == 8:
-        if _is(buf, ks, ke, _FOUT):
+        if equals(buf, ks, ke, _FOUT):
             return KEY_FOUT
     return KEY_OTHER
 
@@ -409,52 +152,15 @@ def _poly(buf, i, n, slots, starts, ends, count):
         if st == 0:
             return K_INT, v, j
         # beyond int64 (or not an integer): keep its text as a symbol
-        e = _skip_value(buf, i, n)
+        e = skip_value(buf, i, n)
         if e < 0:
             return K_NONE, 0, e
         sid = intern(buf, i, e, slots, starts, ends, count)
         if sid == FULL:
             return K_NONE, 0, -3
         return K_STR, sid, e
-    e = _skip_value(buf, i, n)
+    e = skip_value(buf, i, n)
     return K_NONE, 0, e
-
-
-@njit(cache=True)
-def _copy_raw(buf, s, e, out, o):
-    """Copy buf[s:e] to out[o:] (a loop: slice assignment compiles slowly); returns the new o."""
-    for k in range(s, e):
-        out[o] = buf[k]
-        o += 1
-    return o
-
-
-@njit(cache=True)
-def _copy_span(buf, s, e, out, o):
-    """Copy buf[s:e] (a JSON value) to out[o:] without whitespace outside strings."""
-    in_str = False
-    k = s
-    while k < e:
-        c = buf[k]
-        if in_str:
-            out[o] = c
-            o += 1
-            if c == 92 and k + 1 < e:
-                out[o] = buf[k + 1]
-                o += 1
-                k += 2
-                continue
-            if c == 34:
-                in_str = False
-        elif c == 34:
-            in_str = True
-            out[o] = c
-            o += 1
-        elif not (c == 32 or c == 10 or c == 13 or c == 9):
-            out[o] = c
-            o += 1
-        k += 1
-    return o
 
 
 @njit(cache=True)
@@ -463,7 +169,7 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
     'bytes'; returns (index after the object or <0, new o)."""
     out[o] = 123
     o += 1
-    i = _ws(buf, i + 1, n)
+    i = skip_ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
         out[o] = 125
         return i + 1, o + 1
@@ -474,19 +180,19 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
         if j < 0:
             return -1, o
         ks, ke = i + 1, j
-        o = _copy_raw(buf, i, j + 1, out, o)
+        o = copy_raw(buf, i, j + 1, out, o)
         out[o] = 58
         o += 1
-        i = _ws(buf, j + 1, n)
+        i = skip_ws(buf, j + 1, n)
         if i >= n:
             return -1, o
         if buf[i] != 58:
             return -2, o
-        i = _ws(buf, i + 1, n)
+        i = skip_ws(buf, i + 1, n)
         if i >= n:
             return -1, o
         L = ke - ks
-        if (L == 11 and _is(buf, ks, ke, _CORR)) or (L == 5 and _is(buf, ks, ke, _BYTES)):
+        if (L == 11 and equals(buf, ks, ke, _CORR)) or (L == 5 and equals(buf, ks, ke, _BYTES)):
             v, e, st = parse_number(buf, i, n, _AS_IS)
             if st == 0:
                 if L == 5:
@@ -496,23 +202,23 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
                     w64[I_CORR, k] = v
                     w8[B_FLAGS, k] |= F_CORR
             else:
-                e = _skip_value(buf, i, n)
+                e = skip_value(buf, i, n)
         else:
-            e = _skip_value(buf, i, n)
+            e = skip_value(buf, i, n)
         if e < 0:
             return e, o
         c0 = buf[i]
         if c0 == 34 or (48 <= c0 <= 57) or c0 == 45 or c0 == 116 or c0 == 102 or c0 == 110:
-            o = _copy_raw(buf, i, e, out, o)
+            o = copy_raw(buf, i, e, out, o)
         else:
-            o = _copy_span(buf, i, e, out, o)
-        i = _ws(buf, e, n)
+            o = copy_minified(buf, i, e, out, o)
+        i = skip_ws(buf, e, n)
         if i >= n:
             return -1, o
         if buf[i] == 44:
             out[o] = 44
             o += 1
-            i = _ws(buf, i + 1, n)
+            i = skip_ws(buf, i + 1, n)
         elif buf[i] == 125:
             out[o] = 125
             return i + 1, o + 1
@@ -543,7 +249,7 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     w64[I_XS, k] = 0
     w64[I_XE, k] = 0
     o0 = o
-    i = _ws(buf, i + 1, n)
+    i = skip_ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
         w64[I_ARGS_OFF, k + 1] = o
         return i + 1, o
@@ -554,12 +260,12 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
         if j < 0:
             return -1, o0
         ks, ke = i + 1, j
-        i = _ws(buf, j + 1, n)
+        i = skip_ws(buf, j + 1, n)
         if i >= n:
             return -1, o0
         if buf[i] != 58:
             return -2, o0
-        i = _ws(buf, i + 1, n)
+        i = skip_ws(buf, i + 1, n)
         if i >= n:
             return -1, o0
         v0 = buf[i]
@@ -602,7 +308,7 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
             else:
                 if w8[B_STATUS, k] == ST_OK:
                     w8[B_STATUS, k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if is_ts else ST_BAD_DUR)
-                i = _skip_value(buf, i, n)
+                i = skip_value(buf, i, n)
         elif key == KEY_PID or key == KEY_TID or key == KEY_ID or key == KEY_BIND:
             kind, v, i = _poly(buf, i, n, slots, starts, ends, count)
             if key == KEY_ID:
@@ -618,14 +324,14 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
                 w8[B_TID_K, k] = kind
                 w64[I_TID, k] = v
         elif v0 == 123 and key == KEY_DIFLOW:
-            e = _skip_value(buf, i, n)
+            e = skip_value(buf, i, n)
             w64[I_XS, k] = i
             w64[I_XE, k] = e
             i = e
         elif key == KEY_FIN or key == KEY_FOUT:
             if v0 == 116:
                 w8[B_FLAGS, k] |= F_FLOW_IN if key == KEY_FIN else F_FLOW_OUT
-            i = _skip_value(buf, i, n)
+            i = skip_value(buf, i, n)
         elif v0 == 123 and key == KEY_ARGS:
             e, o = _scan_args(buf, i, n, k, w8, w64, abuf, o0)
             if e < 0:
@@ -633,14 +339,14 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
             w8[B_FLAGS, k] |= F_ARGS
             i = e
         else:
-            i = _skip_value(buf, i, n)
+            i = skip_value(buf, i, n)
         if i < 0:
             return i, o0
-        i = _ws(buf, i, n)
+        i = skip_ws(buf, i, n)
         if i >= n:
             return -1, o0
         if buf[i] == 44:
-            i = _ws(buf, i + 1, n)
+            i = skip_ws(buf, i + 1, n)
         elif buf[i] == 125:
             w64[I_ARGS_OFF, k + 1] = o
             return i + 1, o
@@ -660,7 +366,7 @@ def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap):
     error offset, args bytes used)."""
     k = np.int64(0)
     o = np.int64(0)
-    i = _ws(buf, i + 1, n)
+    i = skip_ws(buf, i + 1, n)
     while i < n:
         if buf[i] == 93:
             return i + 1, k, E_NONE, -1, o
@@ -671,9 +377,9 @@ def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap):
             return i, k, _event_error(e), i, o
         o = o2
         k += 1
-        i = _ws(buf, e, n)
+        i = skip_ws(buf, e, n)
         if i < n and buf[i] == 44:
-            i = _ws(buf, i + 1, n)
+            i = skip_ws(buf, i + 1, n)
         elif i < n and buf[i] != 93:
             return i, k, E_SYNTAX, i, o
     return n, k, E_TRUNCATED, n, o
@@ -690,15 +396,15 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
     """
     n = buf.size
     cap = c[0].shape[1]
-    i = _ws(buf, 0, n)
+    i = skip_ws(buf, 0, n)
     if i + 2 < n and buf[i] == 0xEF and buf[i + 1] == 0xBB and buf[i + 2] == 0xBF:
-        i = _ws(buf, i + 3, n)
+        i = skip_ws(buf, i + 3, n)
     if i >= n:
         return 0, E_NOT_TRACE, 0, False, 0, 0
     if buf[i] == 91:
         _, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
         # the array format may end without its ']' (Trace Event Format spec)
-        if err == E_TRUNCATED and _ws(buf, where, n) >= n:
+        if err == E_TRUNCATED and skip_ws(buf, where, n) >= n:
             err = E_NONE
         return nev, err, where, True, 0, o
     if buf[i] != 123:
@@ -707,7 +413,7 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
     nev = np.int64(0)
     o = np.int64(0)
     found = False
-    i = _ws(buf, i + 1, n)
+    i = skip_ws(buf, i + 1, n)
     while i < n:
         if buf[i] == 125:
             return nev, (E_NONE if found else E_NOT_TRACE), i, False, ntop, o
@@ -717,19 +423,19 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
         if j < 0:
             break
         ks, ke = i + 1, j
-        i = _ws(buf, j + 1, n)
+        i = skip_ws(buf, j + 1, n)
         if i >= n or buf[i] != 58:
             return nev, (E_TRUNCATED if i >= n else E_SYNTAX), i, False, ntop, o
-        i = _ws(buf, i + 1, n)
+        i = skip_ws(buf, i + 1, n)
         if i >= n:
             break
-        if _is(buf, ks, ke, _EVENTS) and buf[i] == 91 and not found:
+        if equals(buf, ks, ke, _EVENTS) and buf[i] == 91 and not found:
             found = True
             i, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
             if err != E_NONE:
                 return nev, err, where, False, ntop, o
         else:
-            e = _skip_value(buf, i, n)
+            e = skip_value(buf, i, n)
             if e < 0:
                 return nev, (E_TRUNCATED if e == -1 else E_SYNTAX), i, False, ntop, o
             if ntop < top.shape[0]:
@@ -739,9 +445,9 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
                 top[ntop, 3] = e
                 ntop += 1
             i = e
-        i = _ws(buf, i, n)
+        i = skip_ws(buf, i, n)
         if i < n and buf[i] == 44:
-            i = _ws(buf, i + 1, n)
+            i = skip_ws(buf, i + 1, n)
         elif i < n and buf[i] != 125:
             return nev, E_SYNTAX, i, False, ntop, o
     return nev, E_TRUNCATED, n, False, ntop, o

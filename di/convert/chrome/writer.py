@@ -30,8 +30,9 @@ File layout (one JSON object, one trace event per line)::
   location (:func:`di.convert.lanes.innermost_points`). The event ending a
   flow (``f`` line, or the X line with ``flow_in``) carries
   ``"di_flow": {"kind", "id", "src_cat"}`` (absent keys = null).
-* Lines are assembled by one numba kernel from byte fragments (names escaped
-  once per distinct string with orjson), never a Python loop per event.
+* Lines are assembled by one numba kernel (:mod:`di.convert.chrome.lines`) from
+  byte fragments (names escaped once per distinct string with orjson), never a
+  Python loop per event.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from typing import IO, Any
 import numpy as np
 import orjson
 import polars as pl
-from numba import njit
 
+from di.convert.atomic import atomic_write
+from di.convert.chrome.lines import ARGS, CONST, FRAG, NO_TIME, TEXT, TIME, assemble, us_text
+from di.convert.columns import utf8_buffers
 from di.convert.lanes import NO_POINT, assign_lanes, innermost_points, is_sorted
 from di.errors import SchemaError
 from di.trace import Trace
@@ -58,16 +61,6 @@ BIND_ID_BASE = 1 << 32
 """First flow-v2 bind_id: Perfetto numbers s/f flows 0, 1, ... (uint32) in the same id space."""
 GZIP_LEVEL = 1
 """zlib level for .gz output: level 1 keeps gzip near the assembly speed."""
-
-_NO_TIME = np.iinfo(np.int64).min  # a time cell that writes nothing
-_FRAG, _TIME, _TEXT, _CONST, _ARGS = 0, 1, 2, 3, 4  # template ops: fragment column, time column, text, fixed fragment, args
-_TIME_CHARS = 22  # most characters one time cell can take ("-" + 16 digits + ".nnn")
-
-
-def us_text(ns: int) -> str:
-    """A ns count as the exact microsecond text the writer emits (``1234`` -> ``"1.234"``)."""
-    sign, v = ("-", -ns) if ns < 0 else ("", ns)
-    return f"{sign}{v // 1000}.{v % 1000:03d}"
 
 
 def write_chrome(trace: Trace, path: str | os.PathLike[str], *, compress: bool | None = None) -> None:
@@ -83,19 +76,12 @@ def write_chrome(trace: Trace, path: str | os.PathLike[str], *, compress: bool |
     """
     path = os.fspath(path)
     gz = path.endswith(".gz") if compress is None else compress
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as raw:
-            if gz:
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as f:
-                    _write(trace, f)
-            else:
-                _write(trace, raw)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_write(path) as raw:
+        if gz:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as f:
+                _write(trace, f)
+        else:
+            _write(trace, raw)
 
 
 class _Sink:
@@ -133,16 +119,7 @@ class _Pool:
 
 def _utf8(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes and int64 offsets (len + 1) of a String Series; null = empty."""
-    import pyarrow as pa
-
-    arr = s.fill_null("").to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    _, offsets, data = arr.buffers()
-    off = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    return (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)), off
+    return utf8_buffers(s)
 
 
 def _dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
@@ -170,148 +147,6 @@ def _json_literals(s: pl.Series) -> pl.Series:
         return pl.Series([None] * len(s), dtype=pl.String)
     lits = pl.Series([_json(v) for v in values], dtype=pl.String)
     return lits.gather(pl.Series(codes).replace(-1, None))
-
-
-@njit(cache=True, inline="always")
-def _put(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
-    for j in range(a, b):
-        out[pos] = src[j]
-        pos += 1
-    return pos
-
-
-@njit(cache=True)
-def _put_int(out: np.ndarray, pos: int, v: int) -> int:
-    if v < 0:
-        out[pos] = 45  # "-"
-        pos += 1
-        v = -v
-    digits, q = 1, v
-    while q >= 10:
-        q //= 10
-        digits += 1
-    for j in range(pos + digits - 1, pos - 1, -1):
-        out[j] = 48 + v % 10
-        v //= 10
-    return pos + digits
-
-
-@njit(cache=True)
-def _put_time(out: np.ndarray, pos: int, v: int) -> int:
-    if v < 0:
-        out[pos] = 45
-        pos += 1
-        v = -v
-    pos = _put_int(out, pos, v // 1000)
-    frac = v % 1000
-    out[pos] = 46  # "."
-    out[pos + 1] = 48 + frac // 100
-    out[pos + 2] = 48 + frac // 10 % 10
-    out[pos + 3] = 48 + frac % 10
-    return pos + 4
-
-
-@njit(cache=True)
-def _put_args(out: np.ndarray, pos: int, text: np.ndarray, a: int, b: int, corr: int, nbytes: int,
-              pool: np.ndarray, pool_off: np.ndarray, key: int) -> int:
-    """``,"args":`` + the args text, with "correlation"/"bytes" put first when given (not _NO_TIME)."""
-    if corr == _NO_TIME and nbytes == _NO_TIME:
-        if b > a:
-            pos = _put(out, pos, pool, pool_off[key], pool_off[key + 1])
-            pos = _put(out, pos, text, a, b)
-        return pos
-    pos = _put(out, pos, pool, pool_off[key], pool_off[key + 1])
-    out[pos] = 123  # "{"
-    pos += 1
-    if corr != _NO_TIME:
-        pos = _put_int(out, _put(out, pos, pool, pool_off[key + 1], pool_off[key + 2]), corr)
-    if nbytes != _NO_TIME:
-        if corr != _NO_TIME:
-            out[pos] = 44
-            pos += 1
-        pos = _put_int(out, _put(out, pos, pool, pool_off[key + 2], pool_off[key + 3]), nbytes)
-    j = a
-    while j < b and (text[j] == 123 or text[j] == 32 or text[j] == 9 or text[j] == 10 or text[j] == 13):
-        j += 1  # the opening brace and whitespace of the stored object
-    if j < b and text[j] != 125:
-        out[pos] = 44  # ","
-        return _put(out, pos + 1, text, j, b)
-    out[pos] = 125  # "}"
-    return pos + 1
-
-
-@njit(cache=True)
-def _assemble_kernel(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
-                     pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray, out: np.ndarray) -> int:
-    pos = 0
-    for i in range(lo, hi):
-        t = i - lo  # row of the text column, which holds rows lo..hi only
-        out[pos] = 44  # ","
-        out[pos + 1] = 10  # "\n"
-        pos += 2
-        for k in range(ops.shape[0]):
-            op, c = ops[k, 0], ops[k, 1]
-            if op == _TIME:
-                if times[c, i] != _NO_TIME:
-                    pos = _put_time(out, pos, times[c, i])
-            elif op == _TEXT:
-                pos = _put(out, pos, text, text_off[t], text_off[t + 1])
-            elif op == _ARGS:
-                pos = _put_args(out, pos, text, text_off[t], text_off[t + 1], ints[0, i], ints[1, i], pool, pool_off, c)
-            else:
-                f = frag[c, i] if op == _FRAG else c
-                if f >= 0:
-                    pos = _put(out, pos, pool, pool_off[f], pool_off[f + 1])
-    return pos
-
-
-def _args_reference(text: bytes, corr: int, nbytes: int, key: bytes, corr_key: bytes, bytes_key: bytes) -> bytes:
-    if corr == _NO_TIME and nbytes == _NO_TIME:
-        return key + text if text else b""
-    adds = ([corr_key + b"%d" % corr] if corr != _NO_TIME else []) + ([bytes_key + b"%d" % nbytes] if nbytes != _NO_TIME else [])
-    body = text.lstrip(b"{ \t\r\n")
-    return key + b"{" + b",".join(adds) + (b"," + body if body and not body.startswith(b"}") else b"}")
-
-
-def _assemble_reference(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
-                        pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray) -> bytes:
-    """Pure-Python version of :func:`_assemble_kernel`, for tests."""
-    out = bytearray()
-    frags = [pool[pool_off[f] : pool_off[f + 1]].tobytes() for f in range(len(pool_off) - 1)]
-    for i in range(lo, hi):
-        out += b",\n"
-        row_text = text[text_off[i - lo] : text_off[i - lo + 1]].tobytes()
-        for op, c in ops.tolist():
-            if op == _TIME:
-                out += us_text(int(times[c, i])).encode() if times[c, i] != _NO_TIME else b""
-            elif op == _TEXT:
-                out += row_text
-            elif op == _ARGS:
-                out += _args_reference(row_text, int(ints[0, i]), int(ints[1, i]), *frags[c : c + 3])
-            elif (f := frag[c, i] if op == _FRAG else c) >= 0:
-                out += frags[f]
-    return bytes(out)
-
-
-def _assemble(ops: list[tuple[int, int]], lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
-              pool: tuple[np.ndarray, np.ndarray], text: tuple[np.ndarray, np.ndarray] | None, out: np.ndarray | None = None) -> np.ndarray:
-    """Comma-first JSON lines of rows lo..hi, following the template ``ops``.
-
-    ``frag``/``times``/``ints`` are column-major (column, row); ``text`` holds rows lo..hi only.
-    """
-    n = hi - lo
-    text_data, text_off = text if text is not None else (np.zeros(0, np.uint8), np.zeros(n + 1, np.int64))
-    flen = np.append(np.diff(pool[1]), 0)  # fragment lengths; index -1 (absent) -> 0
-    size = n * (2 + _TIME_CHARS * times.shape[0]) + int(text_off[-1] - text_off[0])
-    for op, c in ops:
-        if op == _FRAG:
-            size += int(flen[frag[c, lo:hi]].sum())
-        elif op in (_CONST, _ARGS):
-            size += n * (int(flen[c]) if op == _CONST else int(flen[c : c + 3].sum()) + 2 * _TIME_CHARS + 3)
-    out = out if out is not None and len(out) >= size else np.empty(size, dtype=np.uint8)
-    end = _assemble_kernel(np.array(ops, dtype=np.int64).reshape(-1, 2), lo, hi, frag, times, ints, pool[0], pool[1],
-                           text_data, text_off, out)
-    return out[:end]
 
 
 @dataclass(frozen=True)
@@ -451,22 +286,22 @@ def _emit(sink: _Sink, block: _Block, pool: tuple[np.ndarray, np.ndarray]) -> No
     for a in range(0, block.rows, CHUNK_ROWS):
         b = min(block.rows, a + CHUNK_ROWS)
         text = _utf8(block.text[a:b]) if block.text is not None else None
-        lines = _assemble(block.ops, a, b, block.frag, block.times, block.ints, pool, text, sink.scratch)
+        lines = assemble(block.ops, a, b, block.frag, block.times, block.ints, pool, text, sink.scratch)
         sink.scratch = lines.base if lines.base is not None else lines  # reuse: fresh pages cost more than assembly
         sink.lines(lines)
 
 
 def _args_columns(ev: pl.DataFrame, ints: np.ndarray) -> pl.Series:
-    """events.args; fills ``ints`` (2, n) with the corr / bytes values to add to them (_NO_TIME: none to add)."""
+    """events.args; fills ``ints`` (2, n) with the corr / bytes values to add to them (NO_TIME: none to add)."""
     args = ev.get_column("args")
     if args.str.contains("[\r\n]").any():  # raw CR/LF can only be whitespace in valid JSON: keep one event per line
         args = args.str.replace_all("[\r\n]", " ")
 
     for row, (column, key) in enumerate((("corr", "correlation"), ("bytes", "bytes"))):
         values = ev.get_column(column)
-        ints[row] = _NO_TIME if values.null_count() == len(values) else values.fill_null(_NO_TIME).to_numpy()
+        ints[row] = NO_TIME if values.null_count() == len(values) else values.fill_null(NO_TIME).to_numpy()
         if values.null_count() < len(values):
-            ints[row, args.str.contains(f'"{key}"\\s*:').fill_null(False).to_numpy()] = _NO_TIME
+            ints[row, args.str.contains(f'"{key}"\\s*:').fill_null(False).to_numpy()] = NO_TIME
     return args
 
 
@@ -548,9 +383,9 @@ def _event_block(ev: pl.DataFrame, layout: _Layout, pool: _Pool, suffix: tuple[n
     times = np.empty((2, n), dtype=np.int64)
     np.subtract(start, t0, out=times[0])
     np.subtract(end, start, out=times[1])
-    times[1, inst] = _NO_TIME
-    ops = [(_FRAG, 0), (_TIME, 0), (_FRAG, 1), (_TIME, 1), (_FRAG, 2), (_FRAG, 3), (_ARGS, args_id), (_FRAG, 4)]
-    return _Block(n, ops + [(_CONST, pool.add(["}"]))], frag, times, ints, args)
+    times[1, inst] = NO_TIME
+    ops = [(FRAG, 0), (TIME, 0), (FRAG, 1), (TIME, 1), (FRAG, 2), (FRAG, 3), (ARGS, args_id), (FRAG, 4)]
+    return _Block(n, ops + [(CONST, pool.add(["}"]))], frag, times, ints, args)
 
 
 def _pair_block(flows: pl.DataFrame, sf: np.ndarray, layout: _Layout, pool: _Pool, attrs: pl.Series,
@@ -576,7 +411,7 @@ def _pair_block(flows: pl.DataFrame, sf: np.ndarray, layout: _Layout, pool: _Poo
     k = np.arange(len(sf))
     frag = np.concatenate([s_base + k, f_base + k]).astype(np.int32)[None, :]
     times = (np.concatenate(markers) - t0)[None, :]
-    return _Block(2 * len(sf), [(_FRAG, 0), (_TIME, 0), (_CONST, pool.add(["}"]))], frag, times, np.zeros((0, 2 * len(sf)), np.int64))
+    return _Block(2 * len(sf), [(FRAG, 0), (TIME, 0), (CONST, pool.add(["}"]))], frag, times, np.zeros((0, 2 * len(sf)), np.int64))
 
 
 def _counter_block(trace: Trace, layout: _Layout, pool: _Pool, t0: int) -> tuple[_Block, list[dict[str, Any]], int]:
@@ -602,7 +437,7 @@ def _counter_block(trace: Trace, layout: _Layout, pool: _Pool, t0: int) -> tuple
     frag = np.stack([pool.add(heads) + srow[keep], pool.add(tails) + srow[keep]]).astype(np.int32)
     times = (samples.get_column("ts_ns").to_numpy()[keep] - t0)[None, :]
     text = samples.get_column("value").filter(pl.Series(finite)).cast(pl.String)
-    ops = [(_FRAG, 0), (_TIME, 0), (_FRAG, 1), (_TEXT, 0), (_CONST, pool.add(["}}"]))]
+    ops = [(FRAG, 0), (TIME, 0), (FRAG, 1), (TEXT, 0), (CONST, pool.add(["}}"]))]
     return _Block(len(keep), ops, frag, times, np.zeros((0, len(keep)), np.int64), text), info, len(finite) - len(keep)
 
 

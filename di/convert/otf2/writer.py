@@ -35,7 +35,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.archive import is_anchor

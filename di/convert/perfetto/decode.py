@@ -20,20 +20,28 @@ from numba import njit, types
 from numba.typed import Dict
 
 from di.convert.perfetto import fields as F
+from di.convert.perfetto.clocks import CLOCK_KEY, CLOCK_STATE, read_snapshot, to_trace_ns
 from di.convert.perfetto.protobuf import read_fixed64, read_varint, skip_field
-from di.convert.symbols import FULL, grow, intern
+from di.convert.symbols import FULL, intern
 
 KEY3 = types.UniTuple(types.int64, 3)
 
 # annotation value types
 A_NONE, A_BOOL, A_UINT, A_INT, A_DOUBLE, A_STRING, A_JSON, A_POINTER, A_ISTRING, A_NESTED = range(10)
 # stats slots
-ST_NO_TIMESTAMP, ST_LEGACY, ST_BAD_TYPE, ST_CLOCK_ID, ST_MALFORMED, ST_UNRESOLVED_IID = range(6)
+ST_NO_TIMESTAMP, ST_LEGACY, ST_BAD_TYPE, ST_CLOCK_ID, ST_MALFORMED, ST_UNRESOLVED_IID, ST_SYMBOLS_FULL = range(7)
 STAT_NAMES = ("events without a timestamp", "legacy (phase-based) events", "events of unknown type",
-              "packets on clocks other than the trace clock (timestamps kept as they are)", "malformed packets",
+              "packets on clocks no snapshot defines (timestamps kept as they are)", "malformed packets",
               "interned names not found")
+"""Reasons for the first stats slots; the last slot (ST_SYMBOLS_FULL) asks the caller to retry with a bigger symbol table."""
 # kinds of interned tables (for the lookup key)
 K_NAME, K_CAT, K_ANN, K_STR = 1, 2, 3, 4
+
+
+@njit(cache=True, inline="always")
+def sequence_track(seq: int) -> int:
+    """Track key of the thread a sequence's (deprecated) ThreadDescriptor names: negative, apart from track uuids."""
+    return -(seq + 1)
 
 
 @njit(cache=True)
@@ -71,26 +79,53 @@ def _grow_rows(a: np.ndarray, n: int) -> np.ndarray:
     return b
 
 
-@njit(cache=True)
-def _lookup(table, seq, gen, kind, iid, stats):
-    key = (seq * 8 + kind, gen, iid)
-    if key in table:
-        return table[key]
+CACHE_SLOTS = 1 << 12
+"""Direct-mapped cache in front of the interning dict (a typed Dict lookup costs far more than an array probe)."""
+
+
+@njit(cache=True, inline="always")
+def _slot(a, gen, iid):
+    return (a * 0x9E3779B1 + gen * 0x85EBCA77 + iid * 0xC2B2AE3D) & (CACHE_SLOTS - 1)
+
+
+@njit(cache=True, inline="always")
+def _remember(interned, seq, gen, kind, iid, value):
+    """Store an interned entry: ``interned`` = (dict, cache keys, cache values)."""
+    a = seq * 8 + kind
+    interned[0][(a, gen, iid)] = value
+    h = _slot(a, gen, iid)
+    interned[1][h, 0], interned[1][h, 1], interned[1][h, 2] = a, gen, iid
+    interned[2][h] = value
+
+
+@njit(cache=True, inline="always")
+def _lookup(interned, seq, gen, kind, iid, stats):
+    a = seq * 8 + kind
+    h = _slot(a, gen, iid)
+    keys = interned[1]
+    if keys[h, 0] == a and keys[h, 1] == gen and keys[h, 2] == iid:
+        return interned[2][h]
+    key = (a, gen, iid)
+    if key in interned[0]:
+        value = interned[0][key]
+        keys[h, 0], keys[h, 1], keys[h, 2] = a, gen, iid
+        interned[2][h] = value
+        return value
     stats[ST_UNRESOLVED_IID] += 1
     return -1
 
 
 @njit(cache=True)
-def _sym(buf, a, b, sym):
+def _sym(buf, a, b, sym, stats):
     sid = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
     if sid == FULL:
-        sym[0], sym[1], sym[2] = grow(buf, sym[0], sym[1], sym[2], sym[3])
-        sid = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
+        stats[ST_SYMBOLS_FULL] = 1
+        return -1
     return sid
 
 
 @njit(cache=True)
-def _interned(buf, a, b, table, seq, gen, sym):
+def _interned(buf, a, b, interned, seq, gen, sym, stats):
     """Store the entries of an InternedData message (buf[a:b])."""
     pos = a
     while pos < b:
@@ -122,7 +157,7 @@ def _interned(buf, a, b, table, seq, gen, sym):
                 if q < 0:
                     break
             if s0 >= 0 and s1 <= qe:
-                table[(seq * 8 + kind, gen, iid)] = _sym(buf, s0, s1, sym)
+                _remember(interned, seq, gen, kind, iid, _sym(buf, s0, s1, sym, stats))
             pos += n
         else:
             pos = skip_field(buf, pos, b, wire)
@@ -131,34 +166,35 @@ def _interned(buf, a, b, table, seq, gen, sym):
 
 
 @njit(cache=True)
-def _default_track(buf, a, b):
-    """track_uuid of TracePacketDefaults.track_event_defaults (buf[a:b]); -1 when absent."""
+def _defaults(buf, a, b):
+    """(track_uuid of track_event_defaults, timestamp_clock_id) of TracePacketDefaults (buf[a:b]); -1 when absent."""
+    uuid, clock = -1, -1
     pos = a
-    while pos < b:
+    while 0 <= pos < b:
         key, pos = read_varint(buf, pos, b)
         if pos < 0:
-            return -1
-        if key == (F.DEFAULTS_TRACK_EVENT << 3 | 2):
+            break
+        if key == (F.DEFAULTS_TIMESTAMP_CLOCK_ID << 3):
+            clock, pos = read_varint(buf, pos, b)
+        elif key == (F.DEFAULTS_TRACK_EVENT << 3 | 2):
             n, pos = read_varint(buf, pos, b)
             q, qe = pos, pos + n
             while 0 <= q < qe:
                 k2, q = read_varint(buf, q, qe)
                 if q < 0:
-                    return -1
+                    break
                 if k2 == (F.EVENT_DEFAULTS_TRACK_UUID << 3):
-                    v, q = read_varint(buf, q, qe)
-                    return v
-                q = skip_field(buf, q, qe, k2 & 7)
+                    uuid, q = read_varint(buf, q, qe)
+                else:
+                    q = skip_field(buf, q, qe, k2 & 7)
             pos = qe
         else:
             pos = skip_field(buf, pos, b, key & 7)
-            if pos < 0:
-                return -1
-    return -1
+    return uuid, clock
 
 
 @njit(cache=True)
-def _annotation(buf, a, b, table, seq, gen, stats, sym):
+def _annotation(buf, a, b, interned, seq, gen, stats, sym):
     """(name symbol, value type, int value, double value, span start, span end) of a DebugAnnotation."""
     name, vtype, ival, dval, s0, s1 = -1, A_NONE, 0, 0.0, 0, 0
     pos = a
@@ -171,9 +207,9 @@ def _annotation(buf, a, b, table, seq, gen, stats, sym):
                                    F.ANNOTATION_POINTER, F.ANNOTATION_STRING_IID):
             v, pos = read_varint(buf, pos, b)
             if field == F.ANNOTATION_NAME_IID:
-                name = _lookup(table, seq, gen, K_ANN, v, stats)
+                name = _lookup(interned, seq, gen, K_ANN, v, stats)
             elif field == F.ANNOTATION_STRING_IID:
-                vtype, ival = A_ISTRING, _lookup(table, seq, gen, K_STR, v, stats)
+                vtype, ival = A_ISTRING, _lookup(interned, seq, gen, K_STR, v, stats)
             else:
                 vtype = A_BOOL if field == F.ANNOTATION_BOOL else A_UINT if field == F.ANNOTATION_UINT \
                     else A_INT if field == F.ANNOTATION_INT else A_POINTER
@@ -187,7 +223,7 @@ def _annotation(buf, a, b, table, seq, gen, stats, sym):
             if pos < 0 or pos + n > b:
                 break
             if field == F.ANNOTATION_NAME:
-                name = _sym(buf, pos, pos + n, sym)
+                name = _sym(buf, pos, pos + n, sym, stats)
             elif field == F.ANNOTATION_STRING or field == F.ANNOTATION_LEGACY_JSON:
                 vtype, s0, s1 = (A_STRING if field == F.ANNOTATION_STRING else A_JSON), pos, pos + n
             elif field in (F.ANNOTATION_NESTED, F.ANNOTATION_DICT_ENTRIES, F.ANNOTATION_ARRAY_VALUES):
@@ -230,9 +266,13 @@ def _ids(buf, pos, b, wire, out_id, out_ev, out_term, nf, k, term):
 @njit(cache=True)
 def decode_packets(buf, n_packets, sym, stats):
     """Decode every TracePacket; see the module docstring. Returns a tuple of arrays (see :func:`decoded`)."""
-    table = Dict.empty(key_type=KEY3, value_type=types.int64)
+    interned = (Dict.empty(key_type=KEY3, value_type=types.int64), np.full((CACHE_SLOTS, 3), -1, np.int64),
+                np.empty(CACHE_SLOTS, np.int64))
     gens = Dict.empty(key_type=types.int64, value_type=types.int64)
     defaults = Dict.empty(key_type=types.int64, value_type=types.int64)
+    default_clock = Dict.empty(key_type=types.int64, value_type=types.int64)
+    clocks = Dict.empty(key_type=CLOCK_KEY, value_type=CLOCK_STATE)
+    primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
     ev_packet = np.empty(n_packets, np.int64)
     ev_ts = np.empty(n_packets, np.int64)
     ev_type = np.empty(n_packets, np.int8)
@@ -245,8 +285,10 @@ def decode_packets(buf, n_packets, sym, stats):
     fl_id, fl_ev, fl_term = np.empty(16, np.uint64), np.empty(16, np.int64), np.empty(16, np.uint8)
     an = np.empty((16, 6), np.int64)
     an_dbl = np.empty(16, np.float64)
-    spans = np.empty((n_packets, 3), np.int64)  # kind (0 descriptor, 1 di packet), start, end
+    spans = np.empty((n_packets, 4), np.int64)  # kind (0 track descriptor, 1 di packet, 2 thread descriptor), start, end, sequence
+    thread_seq = Dict.empty(key_type=types.int64, value_type=types.int64)
     ne = nf = na = ns = 0
+    cur_seq, cur_gen, cur_track, cur_clock = -1, 0, 0, 0
     pos, end, p = 0, buf.shape[0], 0
     while p < n_packets:
         key, pos = read_varint(buf, pos, end)
@@ -258,6 +300,8 @@ def decode_packets(buf, n_packets, sym, stats):
         pos = b
         p += 1
         ts, has_ts, seq, flags, te0, te1, in0, in1, df0, df1 = 0, False, 0, 0, -1, -1, -1, -1, -1, -1
+        clock, cs0, cs1 = -1, -1, -1
+        ns0 = ns
         q = a
         while q < b:
             k2, q = read_varint(buf, q, b)
@@ -275,8 +319,8 @@ def decode_packets(buf, n_packets, sym, stats):
                     flags |= v
                 elif field == F.PACKET_INCREMENTAL_STATE_CLEARED:
                     flags |= F.SEQ_INCREMENTAL_STATE_CLEARED if v else 0
-                elif v != 0 and v != 6:  # 6 = BOOTTIME, the default trace clock
-                    stats[ST_CLOCK_ID] += 1
+                else:
+                    clock = v
             elif wire == 2:
                 n, q = read_varint(buf, q, b)
                 if q < 0 or q + n > b:
@@ -288,8 +332,11 @@ def decode_packets(buf, n_packets, sym, stats):
                     in0, in1 = q, q + n
                 elif field == F.PACKET_DEFAULTS:
                     df0, df1 = q, q + n
-                elif field == F.PACKET_TRACK_DESCRIPTOR or field == F.PACKET_DI_TRACE:
-                    spans[ns, 0], spans[ns, 1], spans[ns, 2] = (0 if field == F.PACKET_TRACK_DESCRIPTOR else 1), q, q + n
+                elif field == F.PACKET_CLOCK_SNAPSHOT:
+                    cs0, cs1 = q, q + n
+                elif field == F.PACKET_TRACK_DESCRIPTOR or field == F.PACKET_DI_TRACE or field == F.PACKET_THREAD_DESCRIPTOR:
+                    kind = 0 if field == F.PACKET_TRACK_DESCRIPTOR else 1 if field == F.PACKET_DI_TRACE else 2
+                    spans[ns, 0], spans[ns, 1], spans[ns, 2] = kind, q, q + n
                     ns += 1
                 q += n
             else:
@@ -297,16 +344,30 @@ def decode_packets(buf, n_packets, sym, stats):
             if q < 0:
                 stats[ST_MALFORMED] += 1
                 break
+        for k in range(ns0, ns):  # the packet's sequence id may come after its descriptor
+            spans[k, 3] = seq
+            if spans[k, 0] == 2:
+                thread_seq[seq] = 1
+        if seq != cur_seq:  # the sequence's state, kept in locals while its packets follow each other
+            cur_seq, cur_gen, cur_track, cur_clock = seq, gens.get(seq, 0), defaults.get(seq, 0), default_clock.get(seq, 0)
         if flags & F.SEQ_INCREMENTAL_STATE_CLEARED:
-            gens[seq] = gens.get(seq, 0) + 1
-            defaults[seq] = 0
-        gen = gens.get(seq, 0)
+            cur_gen, cur_track, cur_clock = cur_gen + 1, 0, 0
+            gens[seq], defaults[seq], default_clock[seq] = cur_gen, 0, 0
+        gen = cur_gen
+        if cs0 >= 0:
+            read_snapshot(buf, cs0, cs1, seq, clocks, primary)
         if df0 >= 0:
-            uuid = _default_track(buf, df0, df1)
+            uuid, dclock = _defaults(buf, df0, df1)
             if uuid >= 0:
-                defaults[seq] = uuid
+                cur_track = defaults[seq] = uuid
+            if dclock >= 0:
+                cur_clock = default_clock[seq] = dclock
+        if has_ts and cs0 < 0:  # a snapshot packet's own timestamp does not advance its clocks (as in the trace processor)
+            ts, known = to_trace_ns(clocks, primary, seq, clock if clock >= 0 else cur_clock, ts)
+            if not known:
+                stats[ST_CLOCK_ID] += 1
         if in0 >= 0:
-            _interned(buf, in0, in1, table, seq, gen, sym)
+            _interned(buf, in0, in1, interned, seq, gen, sym, stats)
         if te0 < 0:
             continue
         # TrackEvent
@@ -330,9 +391,9 @@ def decode_packets(buf, n_packets, sym, stats):
                 elif field == F.EVENT_TRACK_UUID:
                     track, has_track = v, True
                 elif field == F.EVENT_NAME_IID:
-                    name = _lookup(table, seq, gen, K_NAME, v, stats)
+                    name = _lookup(interned, seq, gen, K_NAME, v, stats)
                 elif field == F.EVENT_CATEGORY_IIDS:
-                    c = _lookup(table, seq, gen, K_CAT, v, stats)
+                    c = _lookup(interned, seq, gen, K_CAT, v, stats)
                     if c0 < 0:
                         c0 = c
                     elif c1 < 0:
@@ -352,9 +413,9 @@ def decode_packets(buf, n_packets, sym, stats):
                 if q < 0 or q + n > te1:
                     break
                 if field == F.EVENT_NAME:
-                    name = _sym(buf, q, q + n, sym)
+                    name = _sym(buf, q, q + n, sym, stats)
                 elif field == F.EVENT_CATEGORIES:
-                    c = _sym(buf, q, q + n, sym)
+                    c = _sym(buf, q, q + n, sym, stats)
                     if c0 < 0:
                         c0 = c
                     elif c1 < 0:
@@ -365,7 +426,7 @@ def decode_packets(buf, n_packets, sym, stats):
                         v, r = read_varint(buf, r, q + n)
                         if r < 0:
                             break
-                        c = _lookup(table, seq, gen, K_CAT, v, stats)
+                        c = _lookup(interned, seq, gen, K_CAT, v, stats)
                         if c0 < 0:
                             c0 = c
                         elif c1 < 0:
@@ -373,7 +434,7 @@ def decode_packets(buf, n_packets, sym, stats):
                 elif field == F.EVENT_DEBUG_ANNOTATIONS:
                     an = _grow_rows(an, na)
                     an_dbl = _grow_i(an_dbl, na)
-                    nm, vt, iv, dv, s0, s1 = _annotation(buf, q, q + n, table, seq, gen, stats, sym)
+                    nm, vt, iv, dv, s0, s1 = _annotation(buf, q, q + n, interned, seq, gen, stats, sym)
                     an[na, 0], an[na, 1], an[na, 2], an[na, 3], an[na, 4], an[na, 5] = ne, nm, vt, iv, s0, s1
                     an_dbl[na] = dv
                     na += 1
@@ -394,7 +455,7 @@ def decode_packets(buf, n_packets, sym, stats):
             stats[ST_BAD_TYPE] += 1
         else:
             ev_packet[ne], ev_ts[ne], ev_type[ne] = p - 1, ts, etype
-            ev_track[ne] = track if has_track else defaults.get(seq, 0)
+            ev_track[ne] = track if has_track else cur_track if cur_track != 0 or seq not in thread_seq else sequence_track(seq)
             ev_name[ne], ev_cat[ne, 0], ev_cat[ne, 1] = name, c0, c1
             ev_corr[ne], ev_has_corr[ne], ev_value[ne] = corr, has_corr, value
             ne += 1

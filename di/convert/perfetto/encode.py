@@ -90,6 +90,19 @@ def _put_interned(out, pos, field_tag, iid, pool, a, b):
 
 
 @njit(cache=True, inline="always")
+def _packet_head(out, pos, body, ts, seq):
+    """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
+    pos = put_varint(out, pos, T_PACKET)
+    pos = put_varint(out, pos, body)
+    pos = put_varint(out, pos, T_TS)
+    pos = put_varint(out, pos, ts)
+    pos = put_varint(out, pos, T_SEQ)
+    pos = put_varint(out, pos, seq)
+    pos = put_varint(out, pos, T_FLAGS)
+    return put_varint(out, pos, F.SEQ_NEEDS_INCREMENTAL_STATE)
+
+
+@njit(cache=True, inline="always")
 def _header(out, pos, seq, uuid):
     """The first packet of a sequence: state cleared, default track uuid."""
     ev_def = 1 + varint_size(uuid)
@@ -131,14 +144,7 @@ def _put_flows(out, pos, i, at_end, fptr, fid, fterm, fend):
 def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
     ev = 2 + _flow_size(i, 1, fptr, fend)
     body = 1 + varint_size(ts) + 1 + varint_size(seq) + 2 + 1 + _ld(ev)
-    pos = put_varint(out, pos, T_PACKET)
-    pos = put_varint(out, pos, body)
-    pos = put_varint(out, pos, T_TS)
-    pos = put_varint(out, pos, ts)
-    pos = put_varint(out, pos, T_SEQ)
-    pos = put_varint(out, pos, seq)
-    pos = put_varint(out, pos, T_FLAGS)
-    pos = put_varint(out, pos, F.SEQ_NEEDS_INCREMENTAL_STATE)
+    pos = _packet_head(out, pos, body, ts, seq)
     pos = put_varint(out, pos, T_EVENT)
     pos = put_varint(out, pos, ev)
     pos = put_varint(out, pos, T_TYPE)
@@ -188,14 +194,7 @@ def _begin_packet(out, pos, seq, t, i, kind, ts, ev_name, ev_cat, ev_src_cat, co
     body = 1 + varint_size(ts) + 1 + varint_size(seq) + 2 + 1 + _ld(ev)
     if interned:
         body += 1 + _ld(interned)
-    pos = put_varint(out, pos, T_PACKET)
-    pos = put_varint(out, pos, body)
-    pos = put_varint(out, pos, T_TS)
-    pos = put_varint(out, pos, ts)
-    pos = put_varint(out, pos, T_SEQ)
-    pos = put_varint(out, pos, seq)
-    pos = put_varint(out, pos, T_FLAGS)
-    pos = put_varint(out, pos, F.SEQ_NEEDS_INCREMENTAL_STATE)
+    pos = _packet_head(out, pos, body, ts, seq)
     if interned:
         pos = put_varint(out, pos, T_INTERNED)
         pos = put_varint(out, pos, interned)
@@ -319,14 +318,7 @@ def encode_counters(state, out, series_ptr, order, series_seq, series_uuid, ts, 
             continue
         j = order[series_ptr[t] + k]
         body = 1 + varint_size(ts[j]) + 1 + varint_size(seq) + 2 + 1 + _ld(2 + 2 + 8)
-        pos = put_varint(out, pos, T_PACKET)
-        pos = put_varint(out, pos, body)
-        pos = put_varint(out, pos, T_TS)
-        pos = put_varint(out, pos, ts[j])
-        pos = put_varint(out, pos, T_SEQ)
-        pos = put_varint(out, pos, seq)
-        pos = put_varint(out, pos, T_FLAGS)
-        pos = put_varint(out, pos, F.SEQ_NEEDS_INCREMENTAL_STATE)
+        pos = _packet_head(out, pos, body, ts[j], seq)
         pos = put_varint(out, pos, T_EVENT)
         pos = put_varint(out, pos, 12)
         pos = put_varint(out, pos, T_TYPE)

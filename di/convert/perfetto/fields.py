@@ -23,6 +23,8 @@ PACKET_INCREMENTAL_STATE_CLEARED = 41
 PACKET_TIMESTAMP_CLOCK_ID = 58
 PACKET_DEFAULTS = 59
 PACKET_TRACK_DESCRIPTOR = 60
+PACKET_PROCESS_DESCRIPTOR = 43  # deprecated: a sequence's process, before TrackDescriptors
+PACKET_THREAD_DESCRIPTOR = 44  # deprecated: a sequence's thread; its events without a track uuid go there
 PACKET_DI_TRACE = 1864
 """di's own metadata (locations, series, flow attributes, meta.json) as JSON text.
 An unregistered number in TracePacket's extension range 1000-1999; Perfetto's
@@ -106,3 +108,17 @@ ANNOTATION_LEGACY_JSON = 9
 ANNOTATION_DICT_ENTRIES = 11
 ANNOTATION_ARRAY_VALUES = 12
 ANNOTATION_STRING_IID = 17
+
+# Clocks: TracePacket.clock_snapshot, ClockSnapshot, ClockSnapshot.Clock, TracePacketDefaults.timestamp_clock_id
+PACKET_CLOCK_SNAPSHOT = 6
+DEFAULTS_TIMESTAMP_CLOCK_ID = 58
+SNAPSHOT_CLOCKS = 1
+SNAPSHOT_PRIMARY_CLOCK = 2
+CLOCK_ID = 1
+CLOCK_TIMESTAMP = 2
+CLOCK_IS_INCREMENTAL = 3
+CLOCK_UNIT_MULTIPLIER_NS = 4
+CLOCK_BOOTTIME = 6
+"""The trace clock unless a snapshot names another primary clock."""
+FIRST_SEQUENCE_CLOCK = 64
+"""Clock ids 64-127 are scoped to their packet sequence."""

@@ -111,7 +111,10 @@ def flow_marks(flows: pl.DataFrame, messages: pl.DataFrame, collectives: pl.Data
 def _attach(src: np.ndarray, dst: np.ndarray, start: np.ndarray, end: np.ndarray, instant: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """X (flow_ids on its begin), Y (terminating), reversed (X is dst), Y's mark on its end packet."""
-    ends_later = lambda a, b: ~instant[a] & (end[a] > start[b])  # noqa: E731  a's end packet comes after b's begin
+    def ends_later(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """a's end packet comes after b's begin packet."""
+        return ~instant[a] & (end[a] > start[b])
+
     swap = (start[dst] < start[src]) | ((start[dst] == start[src]) & ~ends_later(dst, src) & ends_later(src, dst))
     x = np.where(swap, dst, src)
     y = np.where(swap, src, dst)

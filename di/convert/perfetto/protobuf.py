@@ -77,6 +77,8 @@ def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int
 @njit(cache=True, inline="always")
 def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """(value as int64, new position); new position -1 when the varint runs past ``end`` or is over 10 bytes."""
+    if pos < end and buf[pos] < 128:
+        return np.int64(buf[pos]), pos + 1
     result = np.uint64(0)
     shift = np.uint64(0)
     while pos < end:

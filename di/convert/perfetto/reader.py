@@ -8,11 +8,12 @@ A trace di wrote carries di's packet (:mod:`.ditrace`): locations, series,
 collectives and the flow/message columns come back from it, the flow kind
 and table row from each flow id (:mod:`.flows`), so the trace reads back as
 it was written. Other producers' traces give slices (thread tracks and named
-tracks), instants, counters and flows (flow ids, chained as Perfetto's
-trace processor chains them); their debug annotations become ``args``
-(nested ones are written as null and counted). Not read: legacy
-(phase-based) events, pid/tid-only tracks, clock snapshots (timestamps are
-taken as they are, and packets on other clocks are counted).
+tracks, and the thread a sequence's deprecated ThreadDescriptor names for its
+events without a track), instants, counters and flows (flow ids, chained as
+Perfetto's trace processor chains them); their debug annotations become ``args``
+(nested ones are written as null and counted); timestamps on other clocks
+are converted by their ClockSnapshots (:mod:`.clocks`). Not read, and
+counted: legacy (phase-based) events.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import polars as pl
 from di.convert.perfetto import ditrace
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.annotations import annotation_columns
-from di.convert.perfetto.decode import STAT_NAMES, count_packets, decode_packets
+from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packets, decode_packets, sequence_track
 from di.convert.perfetto.flows import CODE_MESSAGE
 from di.convert.perfetto.pairing import chain_flows, pair_slices
-from di.convert.perfetto.tracks import foreign_layout, parse_descriptor
-from di.convert.symbols import new_table
+from di.convert.perfetto.tracks import foreign_layout, parse_descriptor, sequence_thread
+from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
 from di.errors import FormatError
 from di.nesting import nest
 from di.trace import CATS, FLOW_KINDS, Trace
@@ -81,24 +82,27 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     dropped: Counter[str] = Counter()
     if readable < len(buf):
         dropped[f"unreadable bytes after offset {readable} (truncated or corrupt)"] += len(buf) - int(readable)
-    from numba.typed import List
-
-    sym = List(new_table())  # slots, starts, ends, count: the kernel replaces the arrays as they grow
-    stats = np.zeros(len(STAT_NAMES), dtype=np.int64)
-    (packet, ts, etype, track, name, cats, corr, has_corr, value, fl_id, fl_ev, fl_term, ann, ann_dbl, spans) = \
-        decode_packets(buf, n_packets, sym, stats)
+    capacity = FIRST_CAPACITY
+    while True:  # a full symbol table means: decode again with a bigger one (rare: capacities grow sixteenfold)
+        sym = new_table(capacity)
+        stats = np.zeros(len(STAT_NAMES) + 1, dtype=np.int64)
+        decoded = decode_packets(buf, n_packets, sym, stats)
+        if not stats[ST_SYMBOLS_FULL]:
+            break
+        capacity = grown_capacity(capacity)
+    (packet, ts, etype, track, name, cats, corr, has_corr, value, fl_id, fl_ev, fl_term, ann, ann_dbl, spans) = decoded
     for k, v in zip(STAT_NAMES, stats.tolist()):
         if v:
             dropped[k] += v
     strings = pl.Series(_strings(buf, sym), dtype=pl.String)
     descriptors, doc = [], None
-    for kind, a, b in spans.tolist():
+    for kind, a, b, seq in spans.tolist():
         data = buf[a:b].tobytes()
         if kind == 1:
             doc = ditrace.parse(data) or doc
             continue
         try:
-            descriptors.append(parse_descriptor(data))
+            descriptors.append(parse_descriptor(data) if kind == 0 else sequence_thread(data, sequence_track(seq)))
         except ValueError:
             dropped["malformed track descriptors"] += 1
     ts = ts + (int(doc["offset_ns"]) if doc else 0)
@@ -110,11 +114,12 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     if unmatched:
         dropped["slice ends without an open slice"] += int(unmatched)
     counters = np.flatnonzero(etype == F.TYPE_COUNTER)
+    rules = None
     if doc is not None:
         locations, loc_of, series, series_of = _own_layout(doc)
     else:
         slice_tracks = sorted(set(track[begin].tolist()))
-        locations, loc_of, series, series_of = foreign_layout(
+        locations, loc_of, series, series_of, rules = foreign_layout(
             descriptors, slice_tracks, sorted(set(track[counters].tolist())), rank if rank is not None else 0, source)
 
     ev, slice_row, lost = _events(begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of,
@@ -136,9 +141,8 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     if doc is not None:
         flows, messages, unpaired = _own_flows(doc, fl_id, mark_row, fl_term)
         collectives = ditrace.table(doc, "collectives")
-        if events.height != doc.get("counts", {}).get("events", events.height) and collectives.height:
-            # rows of a partly read trace differ from the written ones: the references would be wrong
-            dropped["collectives whose events were not all read"] += collectives.height
+        if events.height != int(doc["counts"]["events"]) and collectives.height:
+            dropped["collectives rows (the trace is incomplete: their event rows are unknown)"] += collectives.height
             collectives = None
     else:
         start_of_row = events.get_column("start_ns").to_numpy()
@@ -148,7 +152,7 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
         messages, collectives, unpaired = None, None, 0
     if unpaired:
         dropped["flow ids without both ends"] += unpaired
-    samples, lost = _samples(counters, ts, track, value, series_of)
+    samples, lost = _samples(counters, ts, track, value, series_of, rules)
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
     meta = _meta(path, doc, rank if rank is not None else 0, rank_source, events.height, dropped)
@@ -232,11 +236,18 @@ def _own_flows(doc: dict[str, Any], fid: np.ndarray, row: np.ndarray, term: np.n
     return flows, messages, int(unpaired)
 
 
-def _samples(counters: np.ndarray, ts: np.ndarray, track: np.ndarray, value: np.ndarray, series_of: dict[int, int]
-             ) -> tuple[pl.DataFrame, int]:
+def _samples(counters: np.ndarray, ts: np.ndarray, track: np.ndarray, value: np.ndarray, series_of: dict[int, int],
+             rules: pl.DataFrame | None) -> tuple[pl.DataFrame, int]:
+    """Samples in packet order per series; ``rules`` (other producers): unit multiplier, incremental sums."""
     sid = _map(track[counters], series_of)
     ok = sid >= 0
     df = pl.DataFrame({"series": sid[ok], "ts_ns": ts[counters][ok], "value": value[counters][ok]})
+    if rules is not None and rules.height and (rules.get_column("incremental").any() or (rules.get_column("multiplier") != 1).any()):
+        df = df.join(rules, on="series", how="left", maintain_order="left").with_columns(
+            value=pl.col("value") * pl.col("multiplier").fill_null(1),
+        ).with_columns(
+            value=pl.when(pl.col("incremental")).then(pl.col("value").cum_sum().over("series")).otherwise("value"),
+        ).drop("incremental", "multiplier")
     return df.sort("series", maintain_order=True), int((~ok).sum())
 
 

@@ -5,7 +5,9 @@ under one) is a ``cpu_thread`` with the thread's pid/tid, any other an
 ``async`` timeline named after its track; the process comes from the nearest
 process descriptor above it. Each track that holds counter values becomes a
 series on one ``counter`` location per process (or one for tracks outside
-any process), with the unit of its CounterDescriptor. Events on a uuid
+any process), with the unit of its CounterDescriptor; values are multiplied
+by its ``unit_multiplier`` and, for an incremental counter, summed in packet
+order (as the trace processor does). Events on a uuid
 without a descriptor go to a timeline named ``track <uuid>``.
 """
 
@@ -34,6 +36,8 @@ class Track:
     is_process: bool = False
     is_thread: bool = False
     unit: str | None = None
+    incremental: bool = False
+    multiplier: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -59,14 +63,7 @@ def parse_descriptor(data: bytes) -> Track:
                 elif g == F.PROCESS_NAME:
                     t.process_name = _text(w)
         elif f == F.TRACK_THREAD and isinstance(v, bytes):
-            t.is_thread = True
-            for g, _, w in iter_fields(v):
-                if g == F.THREAD_PID:
-                    t.pid = as_int64(int(w))  # type: ignore[arg-type]
-                elif g == F.THREAD_TID:
-                    t.tid = as_int64(int(w))  # type: ignore[arg-type]
-                elif g == F.THREAD_NAME:
-                    t.thread_name = _text(w)
+            _thread(t, v)
         elif f == F.TRACK_COUNTER and isinstance(v, bytes):
             t.unit = ""
             for g, _, w in iter_fields(v):
@@ -74,7 +71,29 @@ def parse_descriptor(data: bytes) -> Track:
                     t.unit = t.unit or F.UNIT_NAMES[int(w)]  # type: ignore[arg-type]
                 elif g == F.COUNTER_UNIT_NAME:
                     t.unit = _text(w)
+                elif g == F.COUNTER_IS_INCREMENTAL:
+                    t.incremental = bool(w)
+                elif g == F.COUNTER_UNIT_MULTIPLIER and int(w) > 0:  # type: ignore[arg-type]
+                    t.multiplier = int(w)  # type: ignore[arg-type]
     return t
+
+
+def _thread(t: Track, data: bytes) -> Track:
+    """``t`` as the thread a ThreadDescriptor message names."""
+    t.is_thread = True
+    for g, _, w in iter_fields(data):
+        if g == F.THREAD_PID:
+            t.pid = as_int64(int(w))  # type: ignore[arg-type]
+        elif g == F.THREAD_TID:
+            t.tid = as_int64(int(w))  # type: ignore[arg-type]
+        elif g == F.THREAD_NAME:
+            t.thread_name = _text(w)
+    return t
+
+
+def sequence_thread(data: bytes, key: int) -> Track:
+    """The thread of a (deprecated) TracePacket.thread_descriptor, as a thread track with key ``key``."""
+    return _thread(Track(uuid=key), data)
 
 
 def _owner(t: Track, by_uuid: dict[int, Track], want: str) -> Track | None:
@@ -90,8 +109,9 @@ def _owner(t: Track, by_uuid: dict[int, Track], want: str) -> Track | None:
 
 
 def foreign_layout(descriptors: list[Track], slice_tracks: list[int], counter_tracks: list[int], rank: int, source: int
-                   ) -> tuple[pl.DataFrame, dict[int, int], pl.DataFrame, dict[int, int]]:
-    """(locations, track uuid -> loc, series, track uuid -> series) for a trace without di's packet."""
+                   ) -> tuple[pl.DataFrame, dict[int, int], pl.DataFrame, dict[int, int], pl.DataFrame]:
+    """(locations, track uuid -> loc, series, track uuid -> series, per series: incremental, multiplier)
+    for a trace without di's packet."""
     by_uuid = {t.uuid: t for t in descriptors}
     rows: list[dict[str, Any]] = []
     loc_of: dict[int, int] = {}
@@ -126,4 +146,7 @@ def foreign_layout(descriptors: list[Track], slice_tracks: list[int], counter_tr
     locations = pl.DataFrame(rows, schema={"loc": pl.UInt32, "rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64,
                                            "kind": pl.String, "name": pl.String, "process": pl.String, "source": pl.Int32})
     series = pl.DataFrame(series_rows, schema={"series": pl.UInt32, "loc": pl.UInt32, "name": pl.String, "unit": pl.String})
-    return locations, loc_of, series, series_of
+    rules = pl.DataFrame(
+        [(series_of[u], by_uuid[u].incremental, by_uuid[u].multiplier) for u in counter_tracks if u in by_uuid],
+        schema={"series": pl.Int64, "incremental": pl.Boolean, "multiplier": pl.Int64}, orient="row")
+    return locations, loc_of, series, series_of, rules

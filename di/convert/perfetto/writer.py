@@ -25,6 +25,8 @@ from typing import IO
 import numpy as np
 import polars as pl
 
+from di.convert.atomic import atomic_write
+from di.convert.columns import utf8_buffers
 from di.convert.lanes import assign_lanes, is_sorted
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
@@ -48,16 +50,8 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> None:
     Raises:
         SchemaError: a row refers to a location, event or series that does not exist.
     """
-    path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            _write(trace, f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_write(path) as f:
+        _write(trace, f)
 
 
 def dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
@@ -87,19 +81,10 @@ def utf8_pool(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def _utf8_column(s: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """UTF-8 bytes, int64 offsets and null mask (uint8) of a String Series."""
-    import pyarrow as pa
-
     if s.null_count() == len(s):
         return np.zeros(0, np.uint8), np.zeros(len(s) + 1, np.int64), np.ones(len(s), np.uint8)
-    arr = s.cast(pl.String).fill_null("").to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    _, offsets, data = arr.buffers()
-    off = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    data_np = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
-    return data_np, off, s.is_null().to_numpy().astype(np.uint8)
+    data, off = utf8_buffers(s)
+    return data, off, s.is_null().to_numpy().astype(np.uint8)
 
 
 def _canonical(ev: pl.DataFrame) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:

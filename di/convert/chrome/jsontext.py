@@ -1,0 +1,122 @@
+"""JSON text primitives over a uint8 buffer, for numba scanners.
+
+Positions are byte offsets; a negative return means truncated (-1) or bad
+syntax (-2) where a function says so.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+
+@njit(cache=True)
+def skip_ws(buf, i, n):
+    while i < n:
+        c = buf[i]
+        if c == 32 or c == 10 or c == 13 or c == 9:
+            i += 1
+        else:
+            break
+    return i
+
+
+@njit(cache=True)
+def end_string(buf, i, n):
+    """i is just after the opening quote; returns the index of the closing quote or -1."""
+    while i < n:
+        c = buf[i]
+        if c == 34:
+            return i
+        if c == 92:
+            i += 2
+        else:
+            i += 1
+    return -1
+
+
+@njit(cache=True)
+def skip_value(buf, i, n):
+    """Index just after the JSON value starting at i, -1 if truncated, -2 on bad syntax."""
+    depth = 0
+    while i < n:
+        c = buf[i]
+        if c == 34:
+            j = end_string(buf, i + 1, n)
+            if j < 0:
+                return -1
+            i = j + 1
+        elif c == 123 or c == 91:
+            depth += 1
+            i += 1
+            continue
+        elif c == 125 or c == 93:
+            depth -= 1
+            if depth < 0:
+                return -2
+            i += 1
+        elif c == 32 or c == 10 or c == 13 or c == 9 or c == 44 or c == 58:
+            if depth == 0:
+                return -2
+            i += 1
+            continue
+        else:
+            # number or literal: letters, digits, signs, dots
+            start = i
+            while i < n and (buf[i] == 45 or buf[i] == 43 or buf[i] == 46 or 48 <= buf[i] <= 57
+                             or 97 <= buf[i] <= 122 or 65 <= buf[i] <= 90):
+                i += 1
+            if i == start:
+                return -2
+            if i >= n and depth == 0:
+                return -1
+        if depth == 0:
+            return i
+    return -1
+
+
+@njit(cache=True)
+def equals(buf, s, e, a):
+    """True when buf[s:e] equals the ASCII bytes of ``a`` (a tuple of ints)."""
+    if e - s != len(a):
+        return False
+    for k in range(len(a)):
+        if buf[s + k] != a[k]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def copy_raw(buf, s, e, out, o):
+    """Copy buf[s:e] to out[o:] (a loop: slice assignment compiles slowly); returns the new o."""
+    for k in range(s, e):
+        out[o] = buf[k]
+        o += 1
+    return o
+
+
+@njit(cache=True)
+def copy_minified(buf, s, e, out, o):
+    """Copy buf[s:e] (a JSON value) to out[o:] without whitespace outside strings."""
+    in_str = False
+    k = s
+    while k < e:
+        c = buf[k]
+        if in_str:
+            out[o] = c
+            o += 1
+            if c == 92 and k + 1 < e:
+                out[o] = buf[k + 1]
+                o += 1
+                k += 2
+                continue
+            if c == 34:
+                in_str = False
+        elif c == 34:
+            in_str = True
+            out[o] = c
+            o += 1
+        elif not (c == 32 or c == 10 or c == 13 or c == 9):
+            out[o] = c
+            o += 1
+        k += 1
+    return o

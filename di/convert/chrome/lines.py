@@ -1,0 +1,166 @@
+"""The Chrome writer's line assembly: one numba kernel writes JSON lines from
+byte fragments, time cells and text, following a small template.
+
+A template is a list of (op, column) pairs: ``FRAG`` a per-row fragment id
+(-1: none), ``TIME`` a per-row ns value written as exact microseconds
+(``NO_TIME``: nothing), ``TEXT`` the row's text, ``CONST`` one fixed fragment,
+``ARGS`` the row's args object with ``correlation``/``bytes`` added. Rows are
+written comma-first (``,\n{...}``) so blocks concatenate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+NO_TIME = np.iinfo(np.int64).min  # a time cell that writes nothing
+FRAG, TIME, TEXT, CONST, ARGS = 0, 1, 2, 3, 4  # template ops: fragment column, time column, text, fixed fragment, args
+_TIME_CHARS = 22  # most characters one time cell can take ("-" + 16 digits + ".nnn")
+
+
+def us_text(ns: int) -> str:
+    """A ns count as the exact microsecond text the writer emits (``1234`` -> ``"1.234"``)."""
+    sign, v = ("-", -ns) if ns < 0 else ("", ns)
+    return f"{sign}{v // 1000}.{v % 1000:03d}"
+
+
+@njit(cache=True, inline="always")
+def _put(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
+    for j in range(a, b):
+        out[pos] = src[j]
+        pos += 1
+    return pos
+
+
+@njit(cache=True)
+def _put_int(out: np.ndarray, pos: int, v: int) -> int:
+    if v < 0:
+        out[pos] = 45  # "-"
+        pos += 1
+        v = -v
+    digits, q = 1, v
+    while q >= 10:
+        q //= 10
+        digits += 1
+    for j in range(pos + digits - 1, pos - 1, -1):
+        out[j] = 48 + v % 10
+        v //= 10
+    return pos + digits
+
+
+@njit(cache=True)
+def _put_time(out: np.ndarray, pos: int, v: int) -> int:
+    if v < 0:
+        out[pos] = 45
+        pos += 1
+        v = -v
+    pos = _put_int(out, pos, v // 1000)
+    frac = v % 1000
+    out[pos] = 46  # "."
+    out[pos + 1] = 48 + frac // 100
+    out[pos + 2] = 48 + frac // 10 % 10
+    out[pos + 3] = 48 + frac % 10
+    return pos + 4
+
+
+@njit(cache=True)
+def _put_args(out: np.ndarray, pos: int, text: np.ndarray, a: int, b: int, corr: int, nbytes: int,
+              pool: np.ndarray, pool_off: np.ndarray, key: int) -> int:
+    """``,"args":`` + the args text, with "correlation"/"bytes" put first when given (not NO_TIME)."""
+    if corr == NO_TIME and nbytes == NO_TIME:
+        if b > a:
+            pos = _put(out, pos, pool, pool_off[key], pool_off[key + 1])
+            pos = _put(out, pos, text, a, b)
+        return pos
+    pos = _put(out, pos, pool, pool_off[key], pool_off[key + 1])
+    out[pos] = 123  # "{"
+    pos += 1
+    if corr != NO_TIME:
+        pos = _put_int(out, _put(out, pos, pool, pool_off[key + 1], pool_off[key + 2]), corr)
+    if nbytes != NO_TIME:
+        if corr != NO_TIME:
+            out[pos] = 44
+            pos += 1
+        pos = _put_int(out, _put(out, pos, pool, pool_off[key + 2], pool_off[key + 3]), nbytes)
+    j = a
+    while j < b and (text[j] == 123 or text[j] == 32 or text[j] == 9 or text[j] == 10 or text[j] == 13):
+        j += 1  # the opening brace and whitespace of the stored object
+    if j < b and text[j] != 125:
+        out[pos] = 44  # ","
+        return _put(out, pos + 1, text, j, b)
+    out[pos] = 125  # "}"
+    return pos + 1
+
+
+@njit(cache=True)
+def _assemble_kernel(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
+                     pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray, out: np.ndarray) -> int:
+    pos = 0
+    for i in range(lo, hi):
+        t = i - lo  # row of the text column, which holds rows lo..hi only
+        out[pos] = 44  # ","
+        out[pos + 1] = 10  # "\n"
+        pos += 2
+        for k in range(ops.shape[0]):
+            op, c = ops[k, 0], ops[k, 1]
+            if op == TIME:
+                if times[c, i] != NO_TIME:
+                    pos = _put_time(out, pos, times[c, i])
+            elif op == TEXT:
+                pos = _put(out, pos, text, text_off[t], text_off[t + 1])
+            elif op == ARGS:
+                pos = _put_args(out, pos, text, text_off[t], text_off[t + 1], ints[0, i], ints[1, i], pool, pool_off, c)
+            else:
+                f = frag[c, i] if op == FRAG else c
+                if f >= 0:
+                    pos = _put(out, pos, pool, pool_off[f], pool_off[f + 1])
+    return pos
+
+
+def _args_reference(text: bytes, corr: int, nbytes: int, key: bytes, corr_key: bytes, bytes_key: bytes) -> bytes:
+    if corr == NO_TIME and nbytes == NO_TIME:
+        return key + text if text else b""
+    adds = ([corr_key + b"%d" % corr] if corr != NO_TIME else []) + ([bytes_key + b"%d" % nbytes] if nbytes != NO_TIME else [])
+    body = text.lstrip(b"{ \t\r\n")
+    return key + b"{" + b",".join(adds) + (b"," + body if body and not body.startswith(b"}") else b"}")
+
+
+def assemble_reference(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
+                        pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray) -> bytes:
+    """Pure-Python version of :func:`_assemble_kernel`, for tests."""
+    out = bytearray()
+    frags = [pool[pool_off[f] : pool_off[f + 1]].tobytes() for f in range(len(pool_off) - 1)]
+    for i in range(lo, hi):
+        out += b",\n"
+        row_text = text[text_off[i - lo] : text_off[i - lo + 1]].tobytes()
+        for op, c in ops.tolist():
+            if op == TIME:
+                out += us_text(int(times[c, i])).encode() if times[c, i] != NO_TIME else b""
+            elif op == TEXT:
+                out += row_text
+            elif op == ARGS:
+                out += _args_reference(row_text, int(ints[0, i]), int(ints[1, i]), *frags[c : c + 3])
+            elif (f := frag[c, i] if op == FRAG else c) >= 0:
+                out += frags[f]
+    return bytes(out)
+
+
+def assemble(ops: list[tuple[int, int]], lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
+              pool: tuple[np.ndarray, np.ndarray], text: tuple[np.ndarray, np.ndarray] | None, out: np.ndarray | None = None) -> np.ndarray:
+    """Comma-first JSON lines of rows lo..hi, following the template ``ops``.
+
+    ``frag``/``times``/``ints`` are column-major (column, row); ``text`` holds rows lo..hi only.
+    """
+    n = hi - lo
+    text_data, text_off = text if text is not None else (np.zeros(0, np.uint8), np.zeros(n + 1, np.int64))
+    flen = np.append(np.diff(pool[1]), 0)  # fragment lengths; index -1 (absent) -> 0
+    size = n * (2 + _TIME_CHARS * times.shape[0]) + int(text_off[-1] - text_off[0])
+    for op, c in ops:
+        if op == FRAG:
+            size += int(flen[frag[c, lo:hi]].sum())
+        elif op in (CONST, ARGS):
+            size += n * (int(flen[c]) if op == CONST else int(flen[c : c + 3].sum()) + 2 * _TIME_CHARS + 3)
+    out = out if out is not None and len(out) >= size else np.empty(size, dtype=np.uint8)
+    end = _assemble_kernel(np.array(ops, dtype=np.int64).reshape(-1, 2), lo, hi, frag, times, ints, pool[0], pool[1],
+                           text_data, text_off, out)
+    return out[:end]

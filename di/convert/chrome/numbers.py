@@ -1,0 +1,133 @@
+"""JSON numbers to exact integers: decimal text straight to int64, never through float64.
+
+``parse_number(buf, i, n, shift)`` gives the value in units of 10**-shift
+(shift 3 turns Chrome's microseconds into nanoseconds); up to 19 significant
+digits are exact and the next one rounds half up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_MAX_MANT = np.uint64(10**18)
+_POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
+_INT64_MAX = np.uint64(2**63 - 1)
+
+_POW10_I64 = np.array([10**k for k in range(19)], dtype=np.int64)
+_SCALE_MAX = np.array([(2**63 - 1) // 10**k for k in range(19)], dtype=np.int64)  # largest v with v * 10**k in int64
+
+
+@njit(cache=True)
+def parse_number(buf, i, n, shift):
+    """Parse the JSON number at i as an integer of unit 10**-shift of its value.
+
+    Returns (value, index after the number, status) where status is 0 on
+    success, 1 when it is not a number and 3 when the value overflows int64.
+    Up to 19 significant digits are exact; the next one rounds half up.
+    """
+    # fast path: [-]digits[.digits], at most 18 digits, no more decimals than
+    # ``shift``, no exponent, no overflow; everything else goes to the general parser
+    j = i
+    neg = j < n and buf[j] == 45
+    if neg:
+        j += 1
+    v = np.int64(0)
+    d = 0
+    while j < n and 48 <= buf[j] <= 57:
+        v = v * 10 + np.int64(buf[j] - 48)
+        d += 1
+        j += 1
+    if d > 0:
+        f = 0
+        if j < n and buf[j] == 46:
+            j += 1
+            while j < n and 48 <= buf[j] <= 57:
+                v = v * 10 + np.int64(buf[j] - 48)
+                f += 1
+                j += 1
+            if f == 0:
+                d = 99
+        if d + f <= 18 and f <= shift and v <= _SCALE_MAX[shift - f] and not (j < n and (buf[j] == 101 or buf[j] == 69)):
+            v *= _POW10_I64[shift - f]
+            return (-v if neg else v), j, 0
+    return _parse_general(buf, i, n, shift)
+
+
+@njit(cache=True)
+def _parse_general(buf, i, n, shift):
+    """The general case of :func:`parse_number`: exponents, long mantissas, overflow."""
+    neg = False
+    if i < n and buf[i] == 45:
+        neg = True
+        i += 1
+    mant = np.uint64(0)
+    exp10 = 0
+    digits = 0
+    rd = 0
+    seen_rd = False
+    start = i
+    while i < n and 48 <= buf[i] <= 57:
+        if mant < _MAX_MANT:
+            mant = mant * np.uint64(10) + np.uint64(buf[i] - 48)
+        else:
+            exp10 += 1
+            if not seen_rd:
+                rd = buf[i] - 48
+                seen_rd = True
+        digits += 1
+        i += 1
+    if i < n and buf[i] == 46:
+        i += 1
+        while i < n and 48 <= buf[i] <= 57:
+            if mant < _MAX_MANT:
+                mant = mant * np.uint64(10) + np.uint64(buf[i] - 48)
+                exp10 -= 1
+            elif not seen_rd:
+                rd = buf[i] - 48
+                seen_rd = True
+            digits += 1
+            i += 1
+    if digits == 0 or i == start:
+        return 0, i, 1
+    if i < n and (buf[i] == 101 or buf[i] == 69):
+        i += 1
+        eneg = False
+        if i < n and (buf[i] == 45 or buf[i] == 43):
+            eneg = buf[i] == 45
+            i += 1
+        e = 0
+        ed = 0
+        while i < n and 48 <= buf[i] <= 57:
+            if e < 100000:
+                e = e * 10 + (buf[i] - 48)
+            ed += 1
+            i += 1
+        if ed == 0:
+            return 0, i, 1
+        exp10 += -e if eneg else e
+    e = exp10 + shift
+    if e >= 0:
+        if e > 19:
+            if mant == 0:
+                return 0, i, 0
+            return 0, i, 3
+        p = _POW10[e]
+        if mant > _INT64_MAX // p:
+            return 0, i, 3
+        v = mant * p
+        if e == 0 and rd >= 5:
+            v += np.uint64(1)
+    else:
+        k = -e
+        if k > 19:
+            v = np.uint64(0)
+        else:
+            p = _POW10[k]
+            v = mant // p
+            if (mant % p) * np.uint64(2) >= p:
+                v += np.uint64(1)
+    if v > _INT64_MAX:
+        return 0, i, 3
+    r = np.int64(v)
+    return (-r if neg else r), i, 0

@@ -1,0 +1,93 @@
+"""Packet timestamps on other clocks -> the trace clock, from ClockSnapshots (numba).
+
+A ClockSnapshot gives each clock's value at one instant; the trace clock is
+its ``primary_trace_clock`` (BOOTTIME by default). A packet whose
+``timestamp_clock_id`` (or its sequence's default) names another clock gets
+``trace_ns = primary_at_snapshot + (value - value_at_snapshot) * unit_multiplier_ns``,
+from the latest snapshot holding that clock. Clock ids 64-127 belong to their
+sequence; an incremental one carries deltas from the sequence's previous
+timestamp on that clock (what the Perfetto SDK writes for TrackEvents).
+Timestamps on a clock no snapshot defines are kept as they are (counted).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from di.convert.perfetto import fields as F
+from di.convert.perfetto.protobuf import read_varint, skip_field
+
+CLOCK_KEY = types.UniTuple(types.int64, 2)
+CLOCK_STATE = types.UniTuple(types.int64, 5)
+"""(incremental, unit multiplier ns, value at snapshot, trace ns at snapshot, last value)."""
+MAX_CLOCKS = 64
+
+
+@njit(cache=True)
+def read_snapshot(buf, a, b, seq, clocks, primary):
+    """Record the clocks of a ClockSnapshot (buf[a:b]); ``primary[0]`` is the trace clock id."""
+    ids = np.zeros(MAX_CLOCKS, np.int64)
+    values = np.zeros(MAX_CLOCKS, np.int64)
+    incremental = np.zeros(MAX_CLOCKS, np.int64)
+    mult = np.ones(MAX_CLOCKS, np.int64)
+    n = 0
+    pos = a
+    while pos < b:
+        key, pos = read_varint(buf, pos, b)
+        if pos < 0:
+            return
+        if key == (F.SNAPSHOT_PRIMARY_CLOCK << 3):
+            v, pos = read_varint(buf, pos, b)
+            primary[0] = v
+        elif key == (F.SNAPSHOT_CLOCKS << 3 | 2) and n < MAX_CLOCKS:
+            m, pos = read_varint(buf, pos, b)
+            q, qe = pos, pos + m
+            while 0 <= q < qe:
+                k2, q = read_varint(buf, q, qe)
+                if q < 0:
+                    break
+                if k2 & 7 == 0:
+                    v, q = read_varint(buf, q, qe)
+                    field = k2 >> 3
+                    if field == F.CLOCK_ID:
+                        ids[n] = v
+                    elif field == F.CLOCK_TIMESTAMP:
+                        values[n] = v
+                    elif field == F.CLOCK_IS_INCREMENTAL:
+                        incremental[n] = v
+                    elif field == F.CLOCK_UNIT_MULTIPLIER_NS and v > 0:
+                        mult[n] = v
+                else:
+                    q = skip_field(buf, q, qe, k2 & 7)
+            n += 1
+            pos = qe
+        else:
+            pos = skip_field(buf, pos, b, key & 7)
+            if pos < 0:
+                return
+    anchor = -1
+    for k in range(n):
+        if ids[k] == primary[0]:
+            anchor = k
+    if anchor < 0:
+        return
+    trace_ns = values[anchor] * mult[anchor]
+    for k in range(n):
+        scope = seq if ids[k] >= F.FIRST_SEQUENCE_CLOCK else -1
+        clocks[(scope, ids[k])] = (incremental[k], mult[k], values[k], trace_ns, values[k])
+
+
+@njit(cache=True)
+def to_trace_ns(clocks, primary, seq, clock_id, ts):
+    """(trace ns, True) for a timestamp on ``clock_id``; (ts, False) when no snapshot defines that clock."""
+    if clock_id == 0 or clock_id == primary[0]:
+        return ts, True
+    key = (seq if clock_id >= F.FIRST_SEQUENCE_CLOCK else -1, clock_id)
+    if key not in clocks:
+        return ts, False
+    inc, mult, at_snap, trace_at_snap, last = clocks[key]
+    value = last + ts if inc else ts
+    if inc:
+        clocks[key] = (inc, mult, at_snap, trace_at_snap, value)
+    return trace_at_snap + (value - at_snap) * mult, True
