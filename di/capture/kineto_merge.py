@@ -69,5 +69,8 @@ def merge_kineto(trace: Trace, raw: Path, infos: list[tuple[dict[str, Any], int,
         events = part.events.with_columns(pl.col("loc") + loc0)
         colls = part.collectives.with_columns(rank=pl.lit(rank, pl.Int32)) if rank is not None and "rank" in part.collectives.columns else part.collectives
         sources = [{**s, "rank": rank if rank is not None else s.get("rank"), "path": str(path)} for s in part.meta.get("sources", [])]
-        trace = append_part(trace, locs, events, part.flows, colls, sources=sources, warnings=part.meta.get("warnings", []))
+        warnings = list(part.meta.get("warnings", []))
+        if part.samples.height:
+            warnings.append(f"{path}: its {part.samples.height} counter samples ({part.series.height} series) are not merged")
+        trace = append_part(trace, locs, events, part.flows, colls, sources=sources, warnings=warnings)
     return trace
