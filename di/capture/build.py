@@ -104,3 +104,44 @@ def io_shim() -> Path:
     """The POSIX-I/O shim, built on first use."""
     cc = find_cc()
     return _build("posixio", cc, _identity([cc, "--version"]) + cc, [SHIM_DIR / "posixio.c"], ["-ldl", "-lpthread"])
+
+
+def find_nccl_include() -> Path:
+    """The directory of an ``nccl.h``: the ``nvidia-nccl-cu12``/``-cu13`` wheel's, ``$NCCL_HOME/include``,
+    or the system's.
+
+    Raises:
+        MissingDependencyError: none found.
+    """
+    candidates = []
+    try:
+        import nvidia.nccl
+
+        candidates += [Path(p) / "include" for p in nvidia.nccl.__path__]
+    except ImportError:
+        pass
+    if os.environ.get("NCCL_HOME"):
+        candidates.append(Path(os.environ["NCCL_HOME"]) / "include")
+    candidates += [Path("/usr/include"), Path("/usr/local/include")]
+    for c in candidates:
+        if (c / "nccl.h").is_file():
+            return c
+    raise MissingDependencyError("no nccl.h found for the NCCL shim (pip install nvidia-nccl-cu12, or set NCCL_HOME)")
+
+
+def find_cuda_include() -> Path:
+    """CUDA's headers (``$CUDA_HOME/include``, /usr/local/cuda*/include), else di's stand-in
+    (nccl.h needs only ``cudaStream_t`` from them for what the shim uses)."""
+    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *sorted(map(str, Path("/usr/local").glob("cuda-*")), reverse=True)]
+    for root in filter(None, roots):
+        if (Path(root) / "include" / "cuda_runtime.h").is_file():
+            return Path(root) / "include"
+    return SHIM_DIR / "cuda_standin"
+
+
+def nccl_shim() -> Path:
+    """The NCCL shim (:file:`shim/nccl.c`), built on first use against the nccl.h found."""
+    cc = find_cc()
+    nccl, cuda = find_nccl_include(), find_cuda_include()
+    ident = _identity([cc, "--version"]) + cc + (nccl / "nccl.h").read_text(errors="replace")[:4096] + str(cuda)
+    return _build("nccl", cc, ident, [SHIM_DIR / "nccl.c"], [f"-I{nccl}", f"-I{cuda}", "-ldl", "-lpthread"])

@@ -37,7 +37,9 @@ def _op_tables() -> tuple[np.ndarray, np.ndarray]:
     names = shard.op_names()
     cats = []
     for name in names:
-        if not name.startswith("MPI_"):
+        if name.startswith("nccl"):
+            cats.append("nccl")
+        elif not name.startswith("MPI_"):
             cats.append("io")
         elif name in MPI_OTHER:
             cats.append("other")
@@ -59,7 +61,7 @@ def _assign_ranks(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[
         if p.lib == "mpi" and p.header["rank"] >= 0:
             ranks[p.key] = p.header["rank"]
     for p in procs:
-        if p.key not in ranks and p.header.get("env_rank", -1) >= 0 and p.lib == "io":
+        if p.key not in ranks and p.header.get("env_rank", -1) >= 0 and p.lib in ("io", "nccl"):
             ranks[p.key] = p.header["env_rank"]
     if not ranks:
         recorded = sorted({p.key for p in procs if p.threads}, key=lambda k: (k[0], k[1]))
@@ -228,7 +230,8 @@ def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable) -> tu
     df = pl.DataFrame({
         "record": ev, "loc": cols["loc"][ev], "start_ns": cols["t0"][ev], "end_ns": cols["t1"][ev],
         "name": name_lut.gather(op).cast(pl.Categorical), "cat": cat_lut.gather(op),
-        "src_cat": pl.Series("src_cat", ["mpi", "posix_io"], dtype=pl.Categorical).gather(is_io.astype(np.int64)),
+        "src_cat": pl.Series("src_cat", ["mpi", "posix_io", "nccl"], dtype=pl.Categorical).gather(
+            np.where(cats[op] == "nccl", 2, is_io.astype(np.int64))),
         "bytes": np.where(nbytes >= 0, nbytes, -1), "io": is_io,
         "peer": world_peer, "tag": cols["tag"][ev], "comm": comm_name,
         "file": strings.column(cols["text"][ev], "file"), "fd": cols["aux"][ev], "offset": cols["aux2"][ev],
@@ -290,7 +293,7 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
     say("building events")
     strings = StringTable()
     cols, locations, sources = _gather(procs, ranks, maps, _tick_maps(procs, warnings), strings)
-    if not cols and not any(raw.glob("samples-*.json")):
+    if not cols and not any(raw.glob("samples-*.json")) and not any(raw.glob("cupti-*.json")):
         raise FormatError(raw, "the recording holds no records (did the command run MPI or file I/O under capture?)")
     if not cols:
         cols = {name: np.empty(0, shard.RECORD[name]) for name in shard.RECORD.names}
@@ -324,9 +327,12 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
                     "io_files": files.height, "io_bytes_read": int(files.get_column("bytes_read").sum() or 0) if files.height else 0,
                     "io_bytes_written": int(files.get_column("bytes_written").sum() or 0) if files.height else 0},
     }
+    warnings.extend(run_info.get("notes", []))
     trace = Trace.build(meta=meta, locations=locations, events=events, messages=messages,
                         collectives=collectives, series=series, samples=samples)
-    return trace, files
+    from di.capture.gpu_ingest import add_gpu
+
+    return add_gpu(trace, raw, ranks, maps), files
 
 
 def _run_info(run: Path) -> dict[str, Any]:

@@ -34,10 +34,13 @@ COLLECTIVE_OPS = {  # base name (no I prefix, no _c) -> canonical op of the coll
     "MPI_Allgather": "allgather", "MPI_Allgatherv": "allgather", "MPI_Alltoall": "alltoall",
     "MPI_Alltoallv": "alltoall", "MPI_Gather": "gather", "MPI_Gatherv": "gather", "MPI_Scatter": "scatter",
     "MPI_Scatterv": "scatter", "MPI_Reduce_scatter": "reduce_scatter", "MPI_Reduce_scatter_block": "reduce_scatter",
+    "ncclAllReduce": "allreduce", "ncclBroadcast": "broadcast", "ncclReduce": "reduce", "ncclAllGather": "allgather",
+    "ncclReduceScatter": "reduce_scatter", "ncclAlltoAll": "alltoall",  # NCCL shim (shim/nccl.c)
 }
 WORLD_ID = 0
 NONE_ID = (1 << 64) - 1  # MPI_COMM_NULL: calls on no communicator (Wait, Test)
 UNKNOWN_BIT = np.uint64(1 << 63)
+NCCL_BIT = 1 << 62  # NCCL communicator ids (shim/nccl.c)
 
 
 def base_name(op: str) -> str:
@@ -101,6 +104,8 @@ class Communicators:
             return None
         if cid == WORLD_ID:
             return "MPI_COMM_WORLD"
+        if cid & NCCL_BIT and not cid & int(UNKNOWN_BIT):
+            return f"nccl:{cid & (NCCL_BIT - 1):x}"
         if cid & int(UNKNOWN_BIT):
             return f"local:{(cid >> 32) & 0x7FFFFFFF}.{cid & 0xFFFFFFFF:x}"
         return f"comm:{(cid >> 32) - 1}.{cid & 0xFFFFFFFF}"

@@ -51,6 +51,8 @@ class RecordOptions:
     ib: bool = False
     net: bool = False
     nvml: bool = False
+    gpu: bool = False
+    """CUPTI activity in Python processes, NCCL calls, torch.profiler traces (:mod:`di.capture.gpu_setup`)."""
     rate_hz: float = 10.0
     proc_root: str = "/proc"
     ib_root: str = "/sys/class/infiniband"
@@ -76,8 +78,9 @@ def _preload(opts: RecordOptions) -> list[str]:
     return libs
 
 
-def _child_env(raw: Path, libs: list[str]) -> dict[str, str]:
+def _child_env(raw: Path, libs: list[str], extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    env.update(extra or {})
     if libs:
         env["LD_PRELOAD"] = " ".join(libs + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
     env["DI_CAPTURE_DIR"] = str(raw.resolve())
@@ -203,11 +206,12 @@ def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> t
     run = Path(opts.output)
     raw = _prepare(run)
     libs = _preload(opts)
+    gpu_env, gpu_libs, notes, opts = _gpu(raw, opts, console)
     _write_json(raw / "run.json", {"command": " ".join(command), "form": "launcher", "options": _options(opts),
-                                   "started_unix_s": time.time()})
+                                   "started_unix_s": time.time(), "notes": notes})
     sampler = _sampler(raw, opts)
     try:
-        code = _run(command, _child_env(raw, libs))
+        code = _run(command, _child_env(raw, libs + gpu_libs, gpu_env))
     finally:
         if sampler:
             sampler.stop()
@@ -227,10 +231,13 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
         raw = run / "raw"
         _wait_for_setup(raw / "run.json", started)
     libs = _preload(opts)
+    gpu_env, gpu_libs, notes, opts = _gpu(raw, opts, console if rank == 0 else None)
+    if rank == 0 and notes:
+        _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "notes": notes})
     local = _env_int(LOCAL_RANK_VARS)
     sampler = _sampler(raw, opts) if (local == 0 or (local is None and rank == 0)) else None
     try:
-        code = _run(command, _child_env(raw, libs))
+        code = _run(command, _child_env(raw, libs + gpu_libs, gpu_env))
     finally:
         if sampler:
             sampler.stop()
@@ -271,5 +278,17 @@ def _wait_for_reports(raw: Path, size: int) -> list[int]:
         time.sleep(0.02)
 
 
+def _gpu(raw: Path, opts: RecordOptions, _console: Any) -> tuple[dict[str, str], list[str], list[str], RecordOptions]:
+    """GPU capture setup when asked for: (child env, preload libs, notes said once, options with NVML set)."""
+    if not opts.gpu:
+        return {}, [], [], opts
+    from dataclasses import replace
+
+    from di.capture import gpu_setup
+
+    setup = gpu_setup.prepare(raw)  # its notes reach the user once, as warnings of the ingested trace
+    return setup.env, setup.libs, setup.notes, replace(opts, nvml=opts.nvml or setup.driver)
+
+
 def _options(opts: RecordOptions) -> dict[str, Any]:
-    return {k: getattr(opts, k) for k in ("mpi", "io", "host", "ib", "net", "nvml", "rate_hz")}
+    return {k: getattr(opts, k) for k in ("mpi", "io", "host", "ib", "net", "nvml", "gpu", "rate_hz")}

@@ -1,6 +1,6 @@
 """Reading capture shards: the raw files the C shims write under ``RUN.di/raw/``.
 
-Per process and shim (``LIB`` = ``mpi`` or ``io``) there is a header
+Per process and shim (``LIB`` = ``mpi``, ``io`` or ``nccl``) there is a header
 ``LIB-HOST-PID.json`` (schemas/capture/v1/shard-header.schema.json), a string
 table ``LIB-HOST-PID.str`` and one record file per thread ``LIB-HOST-PID-TID.bin``
 of fixed 64-byte records (:data:`RECORD`), read here with one ``numpy.fromfile``
@@ -23,6 +23,9 @@ CLOCK    t0 (local time of the measurement), bytes (local clock minus rank
 IO       op, t0..t1, comm (string id of the file name, 0 unknown), aux (fd),
          bytes (returned count; -1 on error), aux2 (file offset or -1)
 TICKS    t0 (ticks), t1 (CLOCK_MONOTONIC ns at the same moment): calibration
+NCCL     (lib ``nccl``, kind CALL) op, t0..t1 (enqueue), comm (NCCL communicator id,
+         bit 62), peer (root or peer), bytes, aux (ncclDataType_t), aux2
+         (datatype size), tag (count); kind COMM: peer (my rank), tag (size)
 ======== ====================================================================
 
 Times are ticks (header ``clock.ticks``: ``tsc`` or ``ns``) except in CLOCK and
@@ -53,8 +56,8 @@ RECORD = np.dtype([
 """One shard record (64 bytes, little-endian), as ``di_rec`` in shim/shard.h."""
 
 KIND_CALL, KIND_REQ_DONE, KIND_COMM, KIND_CLOCK, KIND_IO, KIND_TICKS = 1, 2, 3, 4, 5, 6
-HEADER = re.compile(r"^(mpi|io)-(.+)-(\d+)\.json$")
-THREAD = re.compile(r"^(mpi|io)-(.+)-(\d+)-(\d+)\.bin$")
+HEADER = re.compile(r"^(mpi|io|nccl)-(.+)-(\d+)\.json$")
+THREAD = re.compile(r"^(mpi|io|nccl)-(.+)-(\d+)-(\d+)\.bin$")
 
 
 @cache

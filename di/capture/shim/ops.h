@@ -29,7 +29,9 @@
   X(MPI_Comm_create) X(MPI_Comm_create_group) X(MPI_Comm_free) \
   X(open) X(creat) X(close) X(read) X(write) X(pread) X(pwrite) X(readv) X(writev) \
   X(lseek) X(fsync) X(fdatasync) X(mmap) \
-  X(fopen) X(fclose) X(fread) X(fwrite) X(fflush)
+  X(fopen) X(fclose) X(fread) X(fwrite) X(fflush) \
+  X(ncclAllReduce) X(ncclBroadcast) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter) \
+  X(ncclAlltoAll) X(ncclSend) X(ncclRecv) X(ncclCommInitRank)
 
 #define DI_OP_ENUM(name) OP_##name,
 enum di_op { DI_OPS(DI_OP_ENUM) OP_COUNT };

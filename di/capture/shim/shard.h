@@ -50,7 +50,7 @@ _Static_assert(sizeof(di_rec) == 64, "shard record is 64 bytes");
 #define DI_CHUNK_RECS 16384 /* 1 MiB of records per mapped chunk */
 #define DI_CALIBRATE_EVERY 1024 /* records between tick calibrations (divides DI_CHUNK_RECS) */
 #ifndef DI_LIB
-#error "define DI_LIB (mpi or io)"
+#error "define DI_LIB (mpi, io or nccl)"
 #endif
 
 static char di_dir[3072];
@@ -108,7 +108,7 @@ static void di_sys_write_all(int fd, const void *buf, size_t len) {
 }
 
 static int di_env_rank(void) {
-  const char *names[] = {"PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", NULL};
+  const char *names[] = {"PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK", NULL}; /* RANK: torchrun */
   for (int i = 0; names[i]; i++) {
     const char *v = getenv(names[i]);
     if (v && *v) return atoi(v);

@@ -1,0 +1,285 @@
+"""CUPTI activity capture inside a Python program, through NVIDIA's ``cupti-python``.
+
+``di record --gpu`` injects :mod:`di.capture.gpu_hook` (a ``sitecustomize``) so
+that every Python process of the job calls :func:`start` at startup; in code,
+``with di.capture.gpu(): ...`` (or ``di.capture.gpu().start()``) does the same.
+
+What a process writes into ``$DI_CAPTURE_DIR`` (the recording's ``raw/``):
+
+* ``cupti-HOST-PID.json``: header: pid, host, launcher rank, the clock pair
+  (CLOCK_REALTIME and CLOCK_MONOTONIC ns read together), ``state``
+  (``recording``, ``stopped``, ``unavailable``, ``yielded``), ``notes`` (why
+  CUPTI is unavailable, e.g. no GPU/driver or another subscriber), and
+  ``kineto_traces`` (torch.profiler traces the program exported);
+* ``cupti-HOST-PID.bin``: fixed 96-byte records (:data:`GPU_RECORD`), appended
+  per completed CUPTI buffer;
+* ``cupti-HOST-PID.str``: the string table (kernel, API and NVTX names), in the
+  shard string-table layout (u32 id, u32 byte length, UTF-8).
+
+Record times are CUPTI timestamps: ns on the host's CLOCK_REALTIME base; ingest
+(:mod:`di.capture.gpu_ingest`) maps them to the job clock with the header's pair.
+CUPTI hands records to Python one object each, so the buffer callback loops
+over them in Python (cupti-python has no bulk accessor); ingest is columnar.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+GPU_RECORD = np.dtype([
+    ("kind", "u1"), ("sub", "u1"), ("pad", "<u2"), ("device", "<i4"), ("t0", "<i8"), ("t1", "<i8"),
+    ("corr", "<i8"), ("stream", "<i8"), ("context", "<u4"), ("name", "<u4"), ("bytes", "<i8"),
+    ("grid", "<i4", (3,)), ("block", "<i4", (3,)), ("tid", "<i8"), ("aux", "<i8"),
+])
+"""One GPU activity record (96 bytes, little-endian). ``sub``: copy kind (memcpy),
+marker flags (NVTX), sync type (synchronization); ``aux``: NVTX marker id,
+memset value, CUDA event id (sync); ``tid``: the calling thread (API, NVTX)."""
+
+K_KERNEL, K_MEMCPY, K_MEMSET, K_RUNTIME, K_DRIVER, K_SYNC, K_MARKER = 1, 2, 3, 4, 5, 6, 7
+KIND_NAMES = {K_KERNEL: "kernel", K_MEMCPY: "memcpy", K_MEMSET: "memset", K_RUNTIME: "runtime",
+              K_DRIVER: "driver", K_SYNC: "sync", K_MARKER: "marker"}
+CUPTI_KINDS = {  # cupti.ActivityKind member -> our kind
+    "CONCURRENT_KERNEL": K_KERNEL, "MEMCPY": K_MEMCPY, "MEMSET": K_MEMSET, "RUNTIME": K_RUNTIME,
+    "DRIVER": K_DRIVER, "SYNCHRONIZATION": K_SYNC, "MARKER": K_MARKER,
+}
+COPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+              8: "DtoD", 9: "HtoH", 10: "PtoP"}
+"""CUpti_ActivityMemcpyKind values."""
+SYNC_TYPES = {0: "unknown", 1: "cudaEventSynchronize", 2: "cudaStreamWaitEvent", 3: "cudaStreamSynchronize",
+              4: "cudaDeviceSynchronize", 5: "cudaContextSynchronize"}
+"""CUpti_ActivitySynchronizationType values."""
+NO_DIMS = (0, 0, 0)
+MARKER_INSTANT, MARKER_START, MARKER_END = 1, 2, 4  # CUpti_ActivityFlag marker bits
+BUFFER_BYTES = 8 << 20
+CONFLICT_HINT = ("another CUPTI subscriber holds this process (torch.profiler, Nsight Systems or another tool): "
+                 "di records no CUPTI activity here and imports that tool's trace instead where it writes one")
+
+
+def _field(rec: Any, *names: str, default: Any = 0) -> Any:
+    """A record member by its cupti-python (snake_case) or C (camelCase) name."""
+    for name in names:
+        value = getattr(rec, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def _thread_of(rec: Any) -> int:
+    """A marker's thread id (CUpti_ActivityObjectKindId.pt.threadId), or its threadId member."""
+    obj = _field(rec, "object_id", "objectId", default=None)
+    pt = _field(obj, "pt", default=None) if obj is not None else None
+    if pt is not None:
+        return int(_field(pt, "thread_id", "threadId"))
+    return int(_field(rec, "thread_id", "threadId"))
+
+
+def to_records(activities: Iterable[Any], kind_of: Callable[[int], int], intern: Callable[[str], int],
+               api_name: Callable[[int, int], str]) -> np.ndarray:
+    """CUPTI activity records -> :data:`GPU_RECORD` rows (records of other kinds are skipped).
+
+    Args:
+        activities: cupti-python activity objects (or anything with the documented members).
+        kind_of: CUPTI ActivityKind value -> our kind (0: skip).
+        intern: a name -> its string id (ids from 1).
+        api_name: (our kind, callback id) -> the runtime/driver function's name.
+    """
+    out = []  # tuples in GPU_RECORD field order: one numpy conversion per buffer
+    for a in activities:
+        k = kind_of(int(_field(a, "kind")))
+        if not k:
+            continue
+        corr = int(_field(a, "correlation_id", "correlationId"))
+        if k == K_MARKER:
+            t = int(_field(a, "timestamp"))
+            name = _field(a, "name", default=None)
+            out.append((k, int(_field(a, "flags")) & 0xFF, 0, 0, t, t, corr, 0, 0, intern(name) if name else 0, 0,
+                        NO_DIMS, NO_DIMS, _thread_of(a), int(_field(a, "id"))))
+            continue
+        t0, t1 = int(_field(a, "start")), int(_field(a, "end"))
+        if k in (K_RUNTIME, K_DRIVER):
+            out.append((k, 0, 0, 0, t0, t1, corr, 0, 0, intern(api_name(k, int(_field(a, "cbid")))), 0, NO_DIMS, NO_DIMS,
+                        int(_field(a, "thread_id", "threadId")), 0))
+            continue
+        dev, ctx = int(_field(a, "device_id", "deviceId")), int(_field(a, "context_id", "contextId"))
+        if k == K_SYNC:
+            out.append((k, int(_field(a, "type")), 0, dev, t0, t1, corr, int(_field(a, "stream_id", "streamId", default=-1)), ctx,
+                        0, 0, NO_DIMS, NO_DIMS, 0, int(_field(a, "cuda_event_id", "cudaEventId"))))
+            continue
+        stream = int(_field(a, "stream_id", "streamId"))
+        if k == K_KERNEL:
+            grid = (_field(a, "grid_x", "gridX"), _field(a, "grid_y", "gridY"), _field(a, "grid_z", "gridZ"))
+            block = (_field(a, "block_x", "blockX"), _field(a, "block_y", "blockY"), _field(a, "block_z", "blockZ"))
+            out.append((k, 0, 0, dev, t0, t1, corr, stream, ctx, intern(str(_field(a, "name", default="?"))), 0, grid, block, 0, 0))
+        elif k == K_MEMCPY:
+            out.append((k, int(_field(a, "copy_kind", "copyKind")), 0, dev, t0, t1, corr, stream, ctx, 0,
+                        int(_field(a, "bytes")), NO_DIMS, NO_DIMS, 0, 0))
+        elif k == K_MEMSET:
+            out.append((k, 0, 0, dev, t0, t1, corr, stream, ctx, 0, int(_field(a, "bytes")), NO_DIMS, NO_DIMS, 0,
+                        int(_field(a, "value"))))
+    return np.array(out, GPU_RECORD) if out else np.empty(0, GPU_RECORD)
+
+
+class GpuCapture:
+    """One process's CUPTI activity capture into a recording's raw folder (see the module docstring)."""
+
+    def __init__(self, raw: str | Path) -> None:
+        self.raw = Path(raw)
+        host = socket.gethostname().replace("-", "_")
+        self.stem = self.raw / f"cupti-{host}-{os.getpid()}"
+        self.header: dict[str, Any] = {
+            "format": "di-cupti", "version": 1, "host": host, "pid": os.getpid(), "record_bytes": GPU_RECORD.itemsize,
+            "env_rank": _env_rank(), "clock": {"realtime_ns": time.clock_gettime_ns(time.CLOCK_REALTIME),
+                                              "monotonic_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC)},
+            "state": "starting", "notes": [], "kineto_traces": [], "records": 0,
+        }
+        self._strings: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._cupti: Any = None
+        self._kinds: dict[int, int] = {}
+        self._api_names: dict[tuple[int, int], str] = {}
+
+    # -- header and files --
+    def write_header(self) -> None:
+        tmp = self.stem.with_name(f".{self.stem.name}.json.tmp")
+        tmp.write_text(json.dumps(self.header))
+        tmp.replace(self.stem.with_suffix(".json"))
+
+    def note(self, text: str) -> None:
+        """Say something about this process's capture once, in the header (ingest warns with it)."""
+        if text not in self.header["notes"]:
+            self.header["notes"].append(text)
+            self.write_header()
+
+    def add_kineto_trace(self, path: str | os.PathLike[str]) -> None:
+        """Remember a torch.profiler trace this process exported (merged at ingest)."""
+        text = str(Path(path).resolve())
+        if text not in self.header["kineto_traces"]:
+            self.header["kineto_traces"].append(text)
+            self.write_header()
+
+    def _intern(self, name: str) -> int:
+        sid = self._strings.get(name)
+        if sid is None:
+            sid = self._strings[name] = len(self._strings) + 1
+            data = name.encode("utf-8", "replace")
+            with open(self.stem.with_suffix(".str"), "ab") as f:
+                f.write(np.array([sid, len(data)], "<u4").tobytes() + data)
+        return sid
+
+    def append(self, recs: np.ndarray) -> None:
+        """Append records to the .bin file (one write per buffer)."""
+        if recs.size:
+            with self._lock, open(self.stem.with_suffix(".bin"), "ab") as f:
+                f.write(recs.tobytes())
+                self.header["records"] += int(recs.size)
+
+    # -- CUPTI --
+    def start(self) -> bool:
+        """Enable CUPTI activity; False (said once in the header) when there is no GPU, driver or
+        cupti-python, or another subscriber holds CUPTI. Never raises for those."""
+        self.raw.mkdir(parents=True, exist_ok=True)
+        try:
+            from cupti import cupti
+        except ImportError as exc:
+            return self._unavailable(f"CUPTI capture skipped: cupti-python is not installed ({exc}); pip install cupti-python")
+        except OSError as exc:  # the package is there, libcupti or the driver is not
+            return self._unavailable(f"CUPTI capture skipped: no GPU/driver found ({exc})")
+        self._cupti = cupti
+        try:
+            cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            for name, ours in CUPTI_KINDS.items():
+                member = getattr(cupti.ActivityKind, name)
+                cupti.activity_enable(member)
+                self._kinds[int(member)] = ours
+        except Exception as exc:  # cupti.cuptiError; its class name varies between releases
+            text = str(exc)
+            if "SUBSCRIBER" in text.upper() or "MULTIPLE" in text.upper():
+                return self._unavailable(f"CUPTI capture skipped: {CONFLICT_HINT} ({text})")
+            return self._unavailable(f"CUPTI capture skipped: no GPU/driver found or CUPTI refused ({text})")
+        self.header["state"] = "recording"
+        self.write_header()
+        return True
+
+    def _unavailable(self, why: str) -> bool:
+        self._cupti = None  # nothing to flush or disable at stop
+        self.header["state"] = "unavailable"
+        self.header["notes"].append(why)
+        self.write_header()
+        return False
+
+    def _buffer_requested(self) -> tuple[int, int]:
+        return BUFFER_BYTES, 0  # size, max records (0: as many as fit)
+
+    def _buffer_completed(self, activities: list[Any]) -> None:
+        self.append(to_records(activities, lambda k: self._kinds.get(k, 0), self._intern, self._api_name))
+
+    def _api_name(self, kind: int, cbid: int) -> str:
+        key = (kind, cbid)
+        if key not in self._api_names:
+            cupti = self._cupti
+            domain = cupti.CallbackDomain.RUNTIME_API if kind == K_RUNTIME else cupti.CallbackDomain.DRIVER_API
+            try:
+                self._api_names[key] = str(cupti.get_callback_name(domain, cbid))
+            except Exception:  # an id this CUPTI cannot name
+                self._api_names[key] = f"{KIND_NAMES[kind]} api {cbid}"
+        return self._api_names[key]
+
+    def stop(self, state: str = "stopped") -> None:
+        """Flush every buffer and disable collection (idempotent)."""
+        cupti = self._cupti
+        if cupti is not None:
+            try:
+                cupti.activity_flush_all(1)  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED; completes buffers through our callback
+                for member in self._kinds:
+                    cupti.activity_disable(member)
+                if state == "yielded" and hasattr(cupti, "finalize"):
+                    cupti.finalize()  # let the next subscriber (torch.profiler) attach
+            except Exception as exc:
+                self.header["notes"].append(f"CUPTI flush at exit failed: {exc!r}")
+            self._cupti = None
+            self.header["state"] = state
+            self.write_header()
+
+    def __enter__(self) -> GpuCapture:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _env_rank() -> int:
+    for name in ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"):
+        value = os.environ.get(name, "")
+        if value.lstrip("-").isdigit():
+            return int(value)
+    return -1
+
+
+_current: GpuCapture | None = None
+
+
+def current() -> GpuCapture | None:
+    """This process's capture, if one was made."""
+    return _current
+
+
+def gpu(raw: str | Path | None = None) -> GpuCapture:
+    """This process's GPU capture into ``raw`` (default ``$DI_CAPTURE_DIR``, else ``./di-gpu-raw``).
+
+    Use as ``with di.capture.gpu(): ...`` or call ``.start()`` / ``.stop()``;
+    ``di ingest``-ready files land in ``raw`` (see the module docstring).
+    """
+    global _current
+    if _current is None:
+        _current = GpuCapture(raw or os.environ.get("DI_CAPTURE_DIR") or "di-gpu-raw")
+    return _current

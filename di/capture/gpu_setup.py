@@ -1,0 +1,63 @@
+"""What ``di record --gpu`` prepares for the job: the startup hook, the NCCL shim, the notes.
+
+* the driver check: ``libcuda.so.1`` loadable; without it one note says that no
+  GPU/driver was found and CUPTI, NCCL and NVML capture are skipped (the rest
+  is recorded; torch.profiler traces are still picked up);
+* ``PYTHONPATH``: :mod:`di.capture.gpu_hook` (a ``sitecustomize``) and the
+  directory holding this ``di`` package, so every Python process of the job
+  starts CUPTI capture (``DI_CAPTURE_GPU=1``) or only watches torch.profiler
+  (``DI_CAPTURE_GPU=kineto``);
+* ``DI_KINETO_DIR``: ``raw/kineto/``, where programs may write Kineto traces;
+* the NCCL shim (:file:`shim/nccl.c`, built by :func:`di.capture.build.nccl_shim`)
+  in ``LD_PRELOAD`` when a driver is there and an ``nccl.h`` is found.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOOK_DIR = Path(__file__).resolve().parent / "gpu_hook"
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class GpuSetup:
+    env: dict[str, str] = field(default_factory=dict)
+    libs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    driver: bool = False
+
+
+def driver_present() -> tuple[bool, str]:
+    """Whether the CUDA driver library loads here, and why not."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True, ""
+    except OSError as exc:
+        return False, str(exc)
+
+
+def prepare(raw: Path) -> GpuSetup:
+    """The environment, preload libraries and notes for a job recorded with ``--gpu``."""
+    from di.capture import build
+    from di.errors import DIError
+
+    setup = GpuSetup()
+    setup.driver, why = driver_present()
+    kineto = raw / "kineto"
+    kineto.mkdir(parents=True, exist_ok=True)
+    path = [str(HOOK_DIR), str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    setup.env = {"PYTHONPATH": os.pathsep.join(path), "DI_CAPTURE_GPU": "1" if setup.driver else "kineto",
+                 "DI_KINETO_DIR": str(kineto.resolve())}
+    if not setup.driver:
+        setup.notes.append(f"no GPU/driver found ({why}): CUPTI, NCCL and NVML capture skipped; "
+                           "the rest is recorded, torch.profiler traces are still merged")
+        return setup
+    try:
+        setup.libs.append(str(build.nccl_shim()))
+    except DIError as exc:
+        setup.notes.append(f"NCCL calls not recorded: {exc}")
+    return setup

@@ -1,0 +1,321 @@
+"""GPU capture without a GPU: CUPTI records -> canonical trace, `di record --gpu` on a CPU
+machine, torch.profiler traces merged on the job clock.
+
+The CUPTI fixture is built from the documented members of CUPTI's activity records
+(CUpti_ActivityKernel*, CUpti_ActivityMemcpy*, CUpti_ActivityMemset*,
+CUpti_ActivityAPI, CUpti_ActivitySynchronization, CUpti_ActivityMarker2) with
+cupti-python's snake_case names and CUPTI's ActivityKind values, and goes through
+the same writer (GpuCapture's buffer callback path) and ingest as a real run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+from capture_helpers import di_cmd, run
+
+from di.capture import cupti
+from di.capture.ingest import ingest
+
+# CUpti_ActivityKind values
+MEMCPY, MEMSET, DRIVER, RUNTIME, CONCURRENT_KERNEL, MARKER, SYNCHRONIZATION = 1, 2, 4, 5, 10, 12, 38
+KINDS = {MEMCPY: cupti.K_MEMCPY, MEMSET: cupti.K_MEMSET, DRIVER: cupti.K_DRIVER, RUNTIME: cupti.K_RUNTIME,
+         CONCURRENT_KERNEL: cupti.K_KERNEL, MARKER: cupti.K_MARKER, SYNCHRONIZATION: cupti.K_SYNC}
+API = {211: "cudaLaunchKernel_v7000", 31: "cudaMemcpyAsync_v3020", 46: "cudaMemsetAsync_v3020"}
+BASE = 1_790_000_000_000_000_000  # CUPTI timestamps: CLOCK_REALTIME-based ns
+TID = 140_000_000_001
+STEPS = 3
+
+
+def _fixture() -> list[SimpleNamespace]:
+    """Per step: an NVTX range around launch + kernel, memcpy HtoD, memset, and a stream sync."""
+    recs = []
+    t = BASE
+    for s in range(STEPS):
+        c = 100 + 10 * s
+        recs += [
+            SimpleNamespace(kind=MARKER, flags=cupti.MARKER_START, timestamp=t, id=s + 1, name=f"step {s}",
+                            object_id=SimpleNamespace(pt=SimpleNamespace(process_id=1, thread_id=TID)), correlation_id=0),
+            SimpleNamespace(kind=RUNTIME, start=t + 1_000, end=t + 6_000, correlation_id=c, cbid=211, thread_id=TID),
+            SimpleNamespace(kind=CONCURRENT_KERNEL, start=t + 8_000, end=t + 58_000, correlation_id=c, device_id=0,
+                            context_id=1, stream_id=7, name="ampere_sgemm_128x64_nn", grid_x=64, grid_y=2, grid_z=1,
+                            block_x=256, block_y=1, block_z=1),
+            SimpleNamespace(kind=RUNTIME, start=t + 7_000, end=t + 9_000, correlation_id=c + 1, cbid=31, thread_id=TID),
+            SimpleNamespace(kind=MEMCPY, start=t + 60_000, end=t + 70_000, correlation_id=c + 1, device_id=0, context_id=1,
+                            stream_id=7, bytes=1 << 20, copy_kind=1),
+            SimpleNamespace(kind=RUNTIME, start=t + 9_500, end=t + 10_000, correlation_id=c + 2, cbid=46, thread_id=TID),
+            SimpleNamespace(kind=MEMSET, start=t + 71_000, end=t + 72_000, correlation_id=c + 2, device_id=0, context_id=1,
+                            stream_id=8, bytes=4096, value=0),
+            SimpleNamespace(kind=SYNCHRONIZATION, start=t + 11_000, end=t + 72_500, correlation_id=c + 3, device_id=0,
+                            context_id=1, stream_id=7, type=3, cuda_event_id=0),
+            SimpleNamespace(kind=MARKER, flags=cupti.MARKER_END, timestamp=t + 73_000, id=s + 1, name=None,
+                            object_id=SimpleNamespace(pt=SimpleNamespace(process_id=1, thread_id=TID)), correlation_id=0),
+        ]
+        t += 100_000
+    recs.append(SimpleNamespace(kind=MARKER, flags=cupti.MARKER_INSTANT, timestamp=t, id=99, name="done",
+                                object_id=SimpleNamespace(pt=SimpleNamespace(process_id=1, thread_id=TID)), correlation_id=0))
+    recs.append(SimpleNamespace(kind=3, start=t, end=t + 1))  # the deprecated KERNEL kind: not enabled, skipped
+    return recs
+
+
+def _write_fixture(raw: Path) -> cupti.GpuCapture:
+    cap = cupti.GpuCapture(raw)
+    cap.header["clock"] = {"realtime_ns": BASE + 5_000_000, "monotonic_ns": 5_000_000}  # skew = BASE
+    cap.header["state"] = "stopped"
+    raw.mkdir(parents=True, exist_ok=True)
+    cap.write_header()
+    recs = _fixture()
+    for half in (recs[:10], recs[10:]):  # two completed buffers
+        cap.append(cupti.to_records(half, lambda k: KINDS.get(k, 0), cap._intern, lambda _k, cbid: API[cbid]))
+    return cap
+
+
+def test_gpu_record_is_96_bytes() -> None:
+    assert cupti.GPU_RECORD.itemsize == 96
+
+
+def test_cupti_records_to_canonical_trace(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run.di"
+    _write_fixture(run_dir / "raw")
+    trace, _files = ingest(run_dir)
+    trace.validate()
+    ev = trace.events.with_row_index("row")
+    locs = trace.locations
+    kernels = ev.filter(pl.col("cat") == "kernel")
+    assert kernels.height == STEPS
+    assert kernels.get_column("name").unique().to_list() == ["ampere_sgemm_128x64_nn"]
+    assert json.loads(kernels.get_column("args")[0]) == {"device": 0, "context": 1, "stream": 7, "correlation": 100,
+                                                           "grid": [64, 2, 1], "block": [256, 1, 1]}
+    # CUPTI realtime ns -> monotonic ns (no MPI clock map): t - (realtime - monotonic)
+    assert kernels.get_column("start_ns").to_list() == [8_000 + 100_000 * s for s in range(STEPS)]
+    memcpy = ev.filter(pl.col("cat") == "memcpy")
+    assert memcpy.get_column("bytes").to_list() == [1 << 20] * STEPS
+    assert memcpy.get_column("name")[0] == "Memcpy HtoD"
+    assert ev.filter(pl.col("cat") == "memset").get_column("bytes").to_list() == [4096] * STEPS
+    sync = ev.filter(pl.col("cat") == "sync")
+    assert sync.get_column("name").unique().to_list() == ["cudaStreamSynchronize"]
+    api = ev.filter(pl.col("cat") == "cuda_api")
+    assert sorted(api.get_column("name").unique().to_list()) == sorted(API.values())
+    # NVTX ranges paired by id, the mark an instant, all on the API thread's timeline
+    user = ev.filter(pl.col("cat") == "user")
+    assert user.filter(~pl.col("instant")).select("name", "start_ns", "end_ns").rows() == [
+        (f"step {s}", 100_000 * s, 100_000 * s + 73_000) for s in range(STEPS)]
+    assert user.filter(pl.col("instant")).get_column("name").to_list() == ["done"]
+    # API calls nest inside the NVTX range on their thread
+    assert set(api.get_column("depth").to_list()) == {1}
+    # timelines: one per (device, stream), one per API thread
+    gpu = locs.filter(pl.col("kind") == "gpu_stream").sort("stream")
+    assert gpu.select("device", "stream").rows() == [(0, 7), (0, 8)]
+    assert locs.filter(pl.col("kind") == "cpu_thread").get_column("tid").to_list() == [TID]
+    # every kernel/memcpy/memset has its launch flow from the API call with its correlation id
+    flows = trace.flows.join(ev.select(pl.col("row").cast(pl.Int64).alias("src"), api_corr="corr"), on="src") \
+        .join(ev.select(pl.col("row").cast(pl.Int64).alias("dst"), gpu_corr="corr", gpu_cat="cat"), on="dst")
+    assert flows.height == 3 * STEPS
+    assert (flows.get_column("kind") == "launch").all()
+    assert (flows.get_column("api_corr") == flows.get_column("gpu_corr")).all()
+    assert sorted(flows.get_column("gpu_cat").cast(pl.String).unique().to_list()) == ["kernel", "memcpy", "memset"]
+    assert trace.meta["sources"][-1]["format"] == "di-capture-cupti"
+
+
+def test_analyze_sees_the_cupti_trace(tmp_path: Path) -> None:
+    from di.engine import analyze
+
+    run_dir = tmp_path / "run.di"
+    _write_fixture(run_dir / "raw")
+    trace, _ = ingest(run_dir)
+    result = analyze(trace)
+    gpu0 = {r["state"]: r["time_ns"] for r in result.breakdown.filter(pl.col("scope") == "gpu0").iter_rows(named=True)}
+    assert gpu0["compute"] == STEPS * 50_000  # the kernels
+    path = dict(result.critical_path["by_category"].select("category", "contrib_ns").rows())
+    assert path["kernel"] == STEPS * 50_000 and path["memcpy"] == STEPS * 10_000
+    assert "launch" in path  # the launch flows put the API calls on the path
+
+
+def test_cupti_unavailable_is_said_not_raised(tmp_path: Path) -> None:
+    try:
+        import cupti as _  # noqa: F401
+        pytest.skip("cupti-python is installed here: the unavailable path is not what this machine takes")
+    except ImportError:
+        pass
+    cap = cupti.GpuCapture(tmp_path / "raw")
+    assert cap.start() is False
+    header = json.loads(next((tmp_path / "raw").glob("cupti-*.json")).read_text())
+    assert header["state"] == "unavailable"
+    assert header["notes"] and "cupti-python is not installed" in header["notes"][0]
+    cap.stop()  # nothing to flush: no error
+
+
+def test_record_gpu_on_a_cpu_machine_says_so_once(tmp_path: Path) -> None:
+    from di.capture.gpu_setup import driver_present
+
+    if driver_present()[0]:
+        pytest.skip("a CUDA driver is present: this test is for machines without one")
+    prog = tmp_path / "prog.py"
+    prog.write_text("import sys\nfor i in range(20):\n    open('out.txt', 'w').write('x' * 100 * i)\nprint('ok', file=sys.stderr)\n")
+    out = tmp_path / "run.di"
+    proc = run(di_cmd("record", "--gpu", "-o", str(out), "--", _python(), str(prog)), tmp_path)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert text.count("no GPU/driver found") == 1, text
+    import di
+
+    trace = di.load(out)
+    assert trace.events.filter(pl.col("cat") == "io").height >= 20  # the rest is recorded
+    assert trace.samples.height > 0
+    assert sum("no GPU/driver found" in w for w in trace.meta["warnings"]) == 1
+    assert trace.meta["capture"]["options"]["gpu"] is True
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+TORCH_PROGRAM = """
+import torch
+from torch.profiler import profile, ProfilerActivity, record_function
+with profile(activities=[ProfilerActivity.CPU]) as p:
+    for step in range(3):
+        with record_function(f"ProfilerStep#{step}"):
+            x = torch.randn(64, 64)
+            for _ in range(4):
+                x = torch.tanh(x @ x)
+        with open("log.txt", "a") as f:
+            f.write(f"step {step}\\n")
+p.export_chrome_trace("trace.json")
+"""
+
+
+def test_record_merges_torch_profiler_trace(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="torch not installed (CI has none): the Kineto merge needs a real torch.profiler run")
+    prog = tmp_path / "train.py"
+    prog.write_text(TORCH_PROGRAM)
+    out = tmp_path / "run.di"
+    proc = run(di_cmd("record", "--gpu", "--io", "-o", str(out), "--", _python(), str(prog)), tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    import di
+
+    trace = di.load(out)
+    ev = trace.events.join(trace.locations.select("loc", "process", "rank"), on="loc")
+    steps = ev.filter(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"))
+    assert steps.height == 3
+    assert (steps.get_column("process") == "rank 0 torch.profiler").all()
+    ops = ev.filter(pl.col("src_cat").cast(pl.String) == "cpu_op")
+    assert ops.filter(pl.col("name").cast(pl.String).str.contains("mm")).height >= 12
+    # same clock: the log writes of each step come after that step's start and inside the program's I/O span
+    writes = ev.filter((pl.col("cat") == "io") & (pl.col("name").cast(pl.String) == "write"))
+    io_span = ev.filter(pl.col("cat") == "io").select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+    assert io_span[0] <= steps.get_column("start_ns").min() and steps.get_column("end_ns").max() <= io_span[1]
+    assert writes.height >= 3
+    first_step_end = steps.sort("start_ns").get_column("end_ns")[0]
+    assert writes.filter(pl.col("start_ns") > first_step_end).height >= 3
+    assert any(s.get("path", "").endswith("trace.json") for s in trace.meta["sources"])
+    assert np.all(ev.get_column("rank").to_numpy() == 0)
+
+
+STANDIN_CUPTI = '''
+"""Stand-in for cupti-python's `cupti.cupti` bindings (the names di calls), for machines without a GPU.
+MODE "conflict": registering callbacks fails as CUPTI does when another subscriber holds it.
+MODE "ok": activity_flush_all hands FIXTURE (set by the test) to the registered completion callback."""
+import enum
+MODE = "ok"
+FIXTURE = []
+enabled = []
+
+
+class ActivityKind(enum.IntEnum):
+    MEMCPY = 1
+    MEMSET = 2
+    DRIVER = 4
+    RUNTIME = 5
+    CONCURRENT_KERNEL = 10
+    MARKER = 12
+    SYNCHRONIZATION = 38
+
+
+class CallbackDomain(enum.IntEnum):
+    DRIVER_API = 1
+    RUNTIME_API = 2
+
+
+class cuptiError(Exception):
+    pass
+
+
+_callbacks = None
+
+
+def activity_register_callbacks(requested, completed):
+    global _callbacks
+    if MODE == "conflict":
+        raise cuptiError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+    _callbacks = (requested, completed)
+
+
+def activity_enable(kind):
+    enabled.append(int(kind))
+
+
+def activity_disable(kind):
+    enabled.remove(int(kind))
+
+
+def get_callback_name(domain, cbid):
+    return {211: "cudaLaunchKernel_v7000", 31: "cudaMemcpyAsync_v3020", 46: "cudaMemsetAsync_v3020"}[cbid]
+
+
+def activity_flush_all(flag):
+    size, _ = _callbacks[0]()
+    assert size > 0
+    _callbacks[1](list(FIXTURE))
+'''
+
+
+@pytest.fixture
+def standin_cupti(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    pkg = tmp_path / "standin" / "cupti"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cupti.py").write_text(STANDIN_CUPTI)
+    monkeypatch.syspath_prepend(str(tmp_path / "standin"))
+    for name in ("cupti", "cupti.cupti"):
+        monkeypatch.delitem(__import__("sys").modules, name, raising=False)
+    from cupti import cupti as mod
+
+    yield mod
+    for name in ("cupti", "cupti.cupti"):
+        __import__("sys").modules.pop(name, None)
+
+
+def test_cupti_subscriber_conflict_is_reported_not_raised(tmp_path: Path, standin_cupti) -> None:  # noqa: ANN001
+    standin_cupti.MODE = "conflict"
+    run_dir = tmp_path / "run.di"
+    cap = cupti.GpuCapture(run_dir / "raw")
+    assert cap.start() is False
+    cap.stop()
+    header = json.loads(next((run_dir / "raw").glob("cupti-*.json")).read_text())
+    assert header["state"] == "unavailable"
+    assert "another CUPTI subscriber" in header["notes"][0] and "MULTIPLE_SUBSCRIBERS" in header["notes"][0]
+    trace, _ = ingest(run_dir)
+    assert sum("another CUPTI subscriber" in w for w in trace.meta["warnings"]) == 1
+
+
+def test_cupti_capture_start_flush_stop(tmp_path: Path, standin_cupti) -> None:  # noqa: ANN001
+    standin_cupti.FIXTURE = _fixture()
+    run_dir = tmp_path / "run.di"
+    with cupti.GpuCapture(run_dir / "raw") as cap:
+        assert cap.header["state"] == "recording"
+        assert sorted(standin_cupti.enabled) == sorted(int(getattr(standin_cupti.ActivityKind, n)) for n in cupti.CUPTI_KINDS)
+    assert standin_cupti.enabled == []  # disabled at stop
+    header = json.loads(next((run_dir / "raw").glob("cupti-*.json")).read_text())
+    assert header["state"] == "stopped" and header["records"] == len(_fixture()) - 1  # the deprecated KERNEL kind skipped
+    trace, _ = ingest(run_dir)
+    assert trace.events.filter(pl.col("cat") == "kernel").height == STEPS
+    assert trace.flows.height == 3 * STEPS

@@ -1,0 +1,87 @@
+"""The NCCL shim: it compiles against the nccl.h of the nvidia-nccl wheel (or the system's),
+and its records become matched ``collectives`` rows. Without a GPU, the calls go to a
+stand-in NCCL library built here from tests/programs/nccl_standin.c (NCCL's signatures
+from the same nccl.h), driven by two processes of tests/programs/nccl_driver.c."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from di.capture import build
+from di.capture.ingest import ingest
+from di.errors import MissingDependencyError
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+def _headers() -> tuple[Path, Path]:
+    try:
+        return build.find_nccl_include(), build.find_cuda_include()
+    except MissingDependencyError as exc:
+        pytest.skip(f"no nccl.h to compile against: {exc}")
+
+
+def test_nccl_shim_compiles_against_nccl_h() -> None:
+    _headers()
+    lib = build.nccl_shim()
+    assert lib.is_file()
+    out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
+    for sym in ("ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter", "ncclAlltoAll",
+                "ncclSend", "ncclRecv", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommSplit"):
+        assert f" T {sym}\n" in out, sym
+
+
+def test_nccl_shim_compiles_with_the_cuda_stand_in_headers(tmp_path: Path) -> None:
+    nccl, _cuda = _headers()
+    proc = subprocess.run([build.find_cc(), *build.CFLAGS, f"-I{build.SHIM_DIR}", f"-I{nccl}",
+                           f"-I{build.SHIM_DIR / 'cuda_standin'}", "-o", str(tmp_path / "s.so"),
+                           str(build.SHIM_DIR / "nccl.c"), "-ldl", "-lpthread"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _job(tmp_path: Path) -> Path:
+    nccl, cuda = _headers()
+    cc = build.find_cc()
+    inc = [f"-I{nccl}", f"-I{cuda}"]
+    standin = tmp_path / "libnccl.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", *inc, "-o", str(standin), str(PROGRAMS / "nccl_standin.c")], check=True)
+    driver = tmp_path / "driver"
+    subprocess.run([cc, "-O1", *inc, "-o", str(driver), str(PROGRAMS / "nccl_driver.c"), f"-L{tmp_path}", "-lnccl",
+                    f"-Wl,-rpath,{tmp_path}"], check=True)
+    run = tmp_path / "run.di"
+    raw = run / "raw"
+    raw.mkdir(parents=True)
+    shim = build.nccl_shim()
+    procs = [subprocess.Popen([str(driver)], env={**os.environ, "RANK": str(r), "DI_CAPTURE_DIR": str(raw), "LD_PRELOAD": str(shim)},
+                              stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+    for p in procs:
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0 and "done" in out
+    return run
+
+
+def test_nccl_calls_become_matched_collectives(tmp_path: Path) -> None:
+    trace, _ = ingest(_job(tmp_path))
+    trace.validate()
+    ev = trace.events.with_row_index("row")
+    nccl = ev.filter(pl.col("cat") == "nccl")
+    assert nccl.height == 2 * (3 + 1 + 1 + 1 + 2)
+    assert (nccl.get_column("src_cat").cast(pl.String) == "nccl").all()
+    coll = trace.collectives.join(ev.select(pl.col("row").cast(pl.Int64).alias("event"), "name", "start_ns"), on="event")
+    assert coll.height == 2 * 7  # the send/recv pair is not a collective
+    per = coll.group_by("instance").agg(pl.col("rank").sort(), pl.col("op").first(), pl.col("bytes").first(),
+                                        pl.col("comm").first(), pl.col("root").first(), pl.col("start_ns").min()).sort("start_ns")
+    assert per.get_column("rank").to_list() == [[0, 1]] * 7  # each instance matched across both ranks
+    assert per.get_column("op").to_list() == ["allreduce"] * 3 + ["broadcast", "allgather"] + ["allreduce"] * 2
+    assert per.get_column("bytes").to_list() == [4000] * 3 + [2048, 10, 128, 128]
+    comms = per.get_column("comm").to_list()
+    assert len(set(comms[:5])) == 1 and len(set(comms[5:])) == 1 and comms[0] != comms[5]
+    assert all(c.startswith("nccl:") for c in comms)
+    headers = [json.loads(p.read_text()) for p in (tmp_path / "run.di" / "raw").glob("nccl-*.json")]
+    assert sorted(h["env_rank"] for h in headers) == [0, 1] and all(h["state"] == "exited" for h in headers)
