@@ -185,7 +185,6 @@ def _plugin_analyses(trace: Any, result: Any, folder: str, console: Any) -> None
 
 
 def _all_stores(inputs: list[str]) -> bool:
-    from pathlib import Path
 
     from di.convert.registry import expand
 

@@ -11,7 +11,6 @@ the same writer (GpuCapture's buffer callback path) and ingest as a real run.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pytest
 from capture_helpers import PROGRAMS, need_mpi4py, record_launcher
 
 import di

@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 import di
-from conftest import KINETO, NO_DATA, assert_valid, is_execution_trace, kineto_file, kineto_files, kineto_id, trace_doc, write_json
+from conftest import KINETO, NO_DATA, assert_valid, is_execution_trace, kineto_files, kineto_id, trace_doc, write_json
 from di.nesting import nest_reference
 
 FLOW_DROPS = ("flow start without end", "flow end without start", "flow step on no slice")

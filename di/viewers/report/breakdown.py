@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from di.viewers.report.page import Section, ms, new_figure, pct, svg_plot, table
+from di.viewers.report.page import Section, ms, new_figure, svg_plot, table
 
 STATES = ("compute", "comm", "memory", "sync", "cpu", "io", "idle")
 COLORS = {"compute": "#2e7d32", "comm": "#1565c0", "memory": "#6a1b9a", "sync": "#c62828",
