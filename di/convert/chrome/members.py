@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.convert.chrome.jsontext import end_string
+from di.convert.chrome.jsontext import end_string, skip_value
 
 
 @njit(cache=True)
@@ -26,30 +26,9 @@ def _end_string(data, i, end):
 
 @njit(cache=True)
 def _skip(data, i, end):
-    """Index after the (minified) JSON value starting at i."""
-    depth = 0
-    while i < end:
-        c = data[i]
-        if c == 34:
-            i = _end_string(data, i + 1, end) + 1
-        elif c == 123 or c == 91:
-            depth += 1
-            i += 1
-        elif c == 125 or c == 93:
-            if depth == 0:
-                return i
-            depth -= 1
-            i += 1
-            if depth == 0:
-                return i
-        elif c == 44 and depth == 0:
-            return i
-        else:
-            i += 1
-            continue
-        if depth == 0:
-            return i
-    return end
+    """Index after the (minified) JSON value starting at i (``end`` if it does not end)."""
+    j = skip_value(data, i, end)
+    return end if j < 0 else j
 
 
 @njit(cache=True)
