@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +24,21 @@ from di.errors import FormatError
 def threads_fork(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     out = tmp_path_factory.mktemp("io")
     run_dir = out / "io.di"
+    before = time.time_ns()
     proc = run(di_cmd("record", "--io", "-o", str(run_dir), "--", sys.executable, str(PROGRAMS / "io_threads_fork.py"), str(out)),
                out, timeout=120)
     assert proc.returncode == 0, proc.stderr
+    (out / "window.json").write_text(json.dumps([before, time.time_ns()]))
     return out, run_dir
+
+
+def test_without_mpi_clock_sync_times_are_still_unix_epoch(threads_fork: tuple[Path, Path]) -> None:
+    out, run_dir = threads_fork
+    before, after = json.loads((out / "window.json").read_text())
+    trace = di.load(run_dir)
+    assert trace.meta["clock"]["domain"] == "unix_epoch"
+    ev = trace.events
+    assert before <= ev.get_column("start_ns").min() and ev.get_column("end_ns").max() <= after
 
 
 def test_threads_get_their_own_timelines_and_bytes(threads_fork: tuple[Path, Path]) -> None:

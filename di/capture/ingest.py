@@ -290,6 +290,8 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
     ranks = _assign_ranks(procs, warnings)
     epoch = _epoch(procs, ranks)
     maps = _clock_maps(procs, ranks, epoch)
+    for rank in set(ranks.values()):  # no MPI clock sync (an I/O-only run): rank 0's realtime offset, no drift
+        maps.setdefault(rank, clock.ClockMap(0, 0, 0.0, epoch, 0, 0))
     say("building events")
     strings = StringTable()
     cols, locations, sources = _gather(procs, ranks, maps, _tick_maps(procs, warnings), strings)
