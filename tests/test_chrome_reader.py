@@ -440,3 +440,20 @@ def test_more_distinct_names_than_the_first_symbol_table_holds(tmp_path: Path) -
     names = t.events.get_column("name").cast(str)
     assert names.n_unique() == n
     assert names.to_list()[:3] == ["op0", "op1", "op2"] and names[-1] == f"op{n - 1}"
+
+
+def test_pages_released_behind_the_scanner_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Releasing the mapped file's pages while scanning (done for large files) must not
+    change what is read: names and args whose bytes lie in released pages come back
+    from the page cache."""
+    from di.convert.chrome import decode
+
+    events = [{"ph": "X", "name": f"op{i % 997}", "cat": "cpu_op", "pid": 1, "tid": 1 + i % 3, "ts": i, "dur": 1,
+               "args": {"i": i, "pad": "x" * 40}} for i in range(150_000)]
+    path = write_json(tmp_path, "big.json", trace_doc(*events))
+    whole = di.load(path)
+    monkeypatch.setattr(decode, "RELEASE_MIN_BYTES", 0)
+    monkeypatch.setattr(decode, "RELEASE_MARGIN_BYTES", 0)
+    released = assert_valid(di.load(path))
+    for table in ("events", "locations"):
+        assert released.table(table).equals(whole.table(table)), table

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,12 +158,14 @@ def decode(path: Path) -> Raw:
     abuf = np.empty(max(buf.size, 1), dtype=np.uint8)
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
     capacity = FIRST_CAPACITY
-    while True:
-        slots, starts, ends, count = new_table(capacity)
-        n, err, pos, array_format, ntop, used = S.scan(buf, cols_t, slots, starts, ends, count, abuf, top)
-        if err != S.E_FULL:
-            break
-        capacity = grown_capacity(capacity)
+    progress = np.zeros(1, dtype=np.int64)
+    with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
+        while True:
+            slots, starts, ends, count = new_table(capacity)
+            n, err, pos, array_format, ntop, used = S.scan(buf, cols_t, slots, starts, ends, count, abuf, top, progress)
+            if err != S.E_FULL:
+                break
+            capacity = grown_capacity(capacity)
     if err == S.E_NOT_TRACE:
         if bytes(buf[:4096]).lstrip(b" \t\r\n\xef\xbb\xbf")[:1] not in (b"{", b"["):
             raise FormatError(path, "not JSON: expected '{' or '[' at the start")
@@ -174,12 +178,52 @@ def decode(path: Path) -> Raw:
         warnings.append(f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes")
         dropped[f"{what}: bytes after the last complete event"] += rest
     cols = S.columns(cols_t, n)
-    args = _args_column(cols, abuf, int(used), n)
-    del abuf
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
     di_flow = _spans_column(buf, cols["xs"], cols["xe"])
     top_keys = _top_level(buf, top, int(ntop), warnings)
+    del buf  # the file's pages (unmapped here) are not needed for the args column: peak memory drops by the file size
+    args = _args_column(cols, abuf, int(used), n)
+    del abuf
     return Raw(path, cols, symbols, args, top_keys, di_flow, dropped, warnings, bool(array_format))
+
+
+RELEASE_MIN_BYTES = 64 << 20
+"""Files smaller than this are not released page by page while scanned."""
+RELEASE_MARGIN_BYTES = 8 << 20
+"""Bytes kept mapped behind the scanner's last reported offset."""
+
+
+@contextmanager
+def _released_behind(buf: np.ndarray, progress: np.ndarray, *, repaired: bool) -> Iterator[None]:
+    """While the scanner runs, give the pages of a memory-mapped file it has passed
+    back to the kernel (``MADV_DONTNEED``), so resident memory holds a window of
+    the file instead of all of it. Pages read again later (a name's bytes) come
+    back from the page cache. Not done for small files, for gunzipped buffers, or
+    when bytes were repaired in place (a released page would lose the repair)."""
+    import mmap
+    import threading
+
+    owner = buf.base.obj if isinstance(buf.base, memoryview) else None
+    if repaired or not isinstance(owner, mmap.mmap) or buf.size < RELEASE_MIN_BYTES or not hasattr(mmap, "MADV_DONTNEED"):
+        yield
+        return
+    stop = threading.Event()
+
+    def release() -> None:
+        done = 0
+        while not stop.wait(0.02):
+            upto = (int(progress[0]) - RELEASE_MARGIN_BYTES) // mmap.PAGESIZE * mmap.PAGESIZE
+            if upto > done:
+                owner.madvise(mmap.MADV_DONTNEED, done, upto - done)
+                done = upto
+
+    worker = threading.Thread(target=release, name="di-release-pages", daemon=True)
+    worker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        worker.join()
 
 
 def _spans_column(buf: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> pl.Series | None:

@@ -361,7 +361,7 @@ def _event_error(e):
 
 
 @njit(cache=True)
-def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap):
+def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap, progress):
     """Events of the array at buf[i] == '['; returns (next index, n events, error,
     error offset, args bytes used)."""
     k = np.int64(0)
@@ -377,6 +377,8 @@ def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap):
             return i, k, _event_error(e), i, o
         o = o2
         k += 1
+        if (k & 0xFFFF) == 0:
+            progress[0] = i  # for a thread that releases the pages behind (see decode)
         i = skip_ws(buf, e, n)
         if i < n and buf[i] == 44:
             i = skip_ws(buf, i + 1, n)
@@ -385,14 +387,16 @@ def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap):
     return n, k, E_TRUNCATED, n, o
 
 
-@njit(cache=True)
-def scan(buf, c, slots, starts, ends, count, abuf, top):
+@njit(cache=True, nogil=True)
+def scan(buf, c, slots, starts, ends, count, abuf, top, progress):
     """Scan a whole document; returns (n events, error code, error offset, array format,
     number of top-level keys, args bytes used).
 
     ``top`` receives (key start, key end, value start, value end) of each other
     top-level key of the object format, for the caller to decode. ``E_FULL``
     means the symbol table (slots, starts, ends, count) ran out of room.
+    ``progress[0]`` is set to the byte offset reached every 65,536 events; the
+    kernel runs without the GIL so that another thread can watch it.
     """
     n = buf.size
     cap = c[0].shape[1]
@@ -402,7 +406,7 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
     if i >= n:
         return 0, E_NOT_TRACE, 0, False, 0, 0
     if buf[i] == 91:
-        _, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
+        _, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap, progress)
         # the array format may end without its ']' (Trace Event Format spec)
         if err == E_TRUNCATED and skip_ws(buf, where, n) >= n:
             err = E_NONE
@@ -431,7 +435,7 @@ def scan(buf, c, slots, starts, ends, count, abuf, top):
             break
         if equals(buf, ks, ke, _EVENTS) and buf[i] == 91 and not found:
             found = True
-            i, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap)
+            i, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap, progress)
             if err != E_NONE:
                 return nev, err, where, False, ntop, o
         else:
