@@ -25,17 +25,12 @@ from di.nesting import nest_reference
 FLOW_DROPS = ("flow start without end", "flow end without start", "flow step on no slice")
 
 
-def _params(traces_only: bool = False, xfail: dict[str, str] | None = None) -> list[Any]:
-    """One param per Kineto file (a skipped one when the data is absent); ``xfail``
-    maps a folder prefix to the reason its files are expected to fail."""
+def _params(traces_only: bool = False) -> list[Any]:
+    """One param per Kineto file (a skipped one when the data is absent)."""
     files = [p for p in kineto_files() if not (traces_only and is_execution_trace(p))]
     if not files:
         return [pytest.param(None, marks=pytest.mark.skip(reason=NO_DATA))]
-    out = []
-    for p in files:
-        reasons = [r for prefix, r in (xfail or {}).items() if kineto_id(p).startswith(prefix)]
-        out.append(pytest.param(p, id=kineto_id(p), marks=[pytest.mark.xfail(strict=True, reason=r) for r in reasons]))
-    return out
+    return [pytest.param(p, id=kineto_id(p)) for p in files]
 
 
 def one_file(folder: str) -> Path:

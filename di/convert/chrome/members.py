@@ -15,6 +15,7 @@ import polars as pl
 from numba import njit
 
 from di.convert.chrome.jsontext import end_string, skip_value
+from di.convert.columns import utf8_buffers
 
 
 @njit(cache=True)
@@ -79,15 +80,8 @@ def numeric_members(objects: pl.Series) -> pl.DataFrame:
     ``row`` is the position in ``objects``; ``value`` is Float64, parsed by polars
     from the number's text.
     """
-    import pyarrow as pa
-
     texts = objects.fill_null("").cast(pl.String).rename("text")
-    arr = pa.array(texts.to_arrow()).cast(pa.large_string())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    _, off_buf, data_buf = arr.buffers()
-    offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, dtype=np.uint8)
+    data, offsets = utf8_buffers(texts)
     out = np.empty((int(np.count_nonzero(data == 58)) + 1, 5), dtype=np.int64)
     m = _scan(data, offsets, out)
     found = pl.DataFrame(out[:m], schema=["row", "ks", "kl", "vs", "vl"], orient="row")
