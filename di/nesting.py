@@ -116,9 +116,24 @@ def nesting_order(loc, start_ns, end_ns, idx):
         a, b = first[t], first[t + 1]
         for j in range(a + 1, b):
             if _before(perm[j], perm[j - 1], start_ns, end_ns, idx):
-                perm[a:b] = _sort_run(perm[a:b], start_ns, end_ns, idx)
+                if b - a <= 16:
+                    _insertion_sort(perm, a, b, start_ns, end_ns, idx)
+                else:
+                    perm[a:b] = _sort_run(perm[a:b], start_ns, end_ns, idx)
                 break
     return perm
+
+
+@njit(cache=True)
+def _insertion_sort(perm, a, b, start_ns, end_ns, idx):
+    """Sort perm[a:b] in place by (start_ns, -end_ns, idx): for short runs."""
+    for j in range(a + 1, b):
+        q = perm[j]
+        k = j
+        while k > a and _before(q, perm[k - 1], start_ns, end_ns, idx):
+            perm[k] = perm[k - 1]
+            k -= 1
+        perm[k] = q
 
 
 def nest_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
