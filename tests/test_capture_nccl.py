@@ -85,3 +85,5 @@ def test_nccl_calls_become_matched_collectives(tmp_path: Path) -> None:
     assert all(c.startswith("nccl:") for c in comms)
     headers = [json.loads(p.read_text()) for p in (tmp_path / "run.di" / "raw").glob("nccl-*.json")]
     assert sorted(h["env_rank"] for h in headers) == [0, 1] and all(h["state"] == "exited" for h in headers)
+    assert {h["nccl_path"] for h in headers} == {"preload_shim"}
+    assert trace.meta["capture"]["nccl"] == {"path": "preload_shim", "processes": {"preload_shim": 2}, "profiler_api": None}

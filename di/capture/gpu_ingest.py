@@ -166,7 +166,7 @@ def append_part(trace: Trace, locations: pl.DataFrame, events: pl.DataFrame, flo
     return Trace.build(meta=meta, **tables)
 
 
-def _sorted_with_nesting(df: pl.DataFrame) -> pl.DataFrame:
+def sorted_with_nesting(df: pl.DataFrame) -> pl.DataFrame:
     from di.nesting import nest
 
     df = df.sort(["loc", "start_ns", pl.col("end_ns")], descending=[False, False, True], maintain_order=True)
@@ -216,7 +216,7 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
                         "info": {"pid": pid, "host": host, "state": header.get("state")}})
     warnings = [f"{note}" + (f" ({n} processes)" if n > 1 else "") for note, n in notes.items()]
     if parts:
-        events = _sorted_with_nesting(pl.concat([p[0] for p in parts], how="vertical_relaxed"))
+        events = sorted_with_nesting(pl.concat([p[0] for p in parts], how="vertical_relaxed"))
         flows = launch_flows(events)
         keep = ["loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent", "corr", "bytes", "instant", "args"]
         events = events.select(keep).with_columns(pl.col("cat").cast(pl.Enum(list(CATS))))

@@ -9,7 +9,9 @@
  * A communicator id is agreed by all its members without talking: FNV-1a of the
  * ncclUniqueId for ncclCommInitRank*, of (parent id, color, n-th split) for ncclCommSplit;
  * bit 62 marks NCCL ids. One KIND_COMM record per communicator: peer = my rank,
- * tag = size. Communicators made otherwise get a process-local id (bit 63). */
+ * tag = size. Communicators made otherwise get a process-local id (bit 63).
+ * When di's NCCL profiler plugin (nccl_profiler.c) is loaded by NCCL in this process it
+ * calls di_nccl_shim_standby() at its first init, and this shim records nothing more. */
 #define DI_LIB "nccl"
 #include <dlfcn.h>
 #include "shard.h"
@@ -22,6 +24,14 @@
 static struct { ncclComm_t comm; uint64_t id; uint32_t splits; } di_comms[DI_MAX_COMMS];
 static int di_ncomms;
 static pthread_mutex_t di_comm_lock = PTHREAD_MUTEX_INITIALIZER;
+static int di_standby;
+#define DI_RECORDING (di_enabled && !__atomic_load_n(&di_standby, __ATOMIC_RELAXED))
+#define DI_PATH_SHIM "\"nccl_path\": \"preload_shim\""
+#define DI_PATH_STANDBY "\"nccl_path\": \"standby\""
+
+__attribute__((visibility("default"))) void di_nccl_shim_standby(void) {
+  if (!__atomic_exchange_n(&di_standby, 1, __ATOMIC_RELAXED)) di_write_header("started", -1, 0, DI_PATH_STANDBY);
+}
 
 static void *di_real(const char *name) {
   char p[96];
@@ -92,21 +102,21 @@ static uint64_t di_id_of_unique(const ncclUniqueId *u) {
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId uid, int rank) {
   REAL(ncclCommInitRank);
   ncclResult_t res = real_ncclCommInitRank(comm, nranks, uid, rank);
-  if (res == ncclSuccess && di_enabled) di_comm_add(*comm, di_id_of_unique(&uid), rank, nranks);
+  if (res == ncclSuccess && DI_RECORDING) di_comm_add(*comm, di_id_of_unique(&uid), rank, nranks);
   return res;
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId uid, int rank, ncclConfig_t *config) {
   REAL(ncclCommInitRankConfig);
   ncclResult_t res = real_ncclCommInitRankConfig(comm, nranks, uid, rank, config);
-  if ((res == ncclSuccess || res == ncclInProgress) && di_enabled) di_comm_add(*comm, di_id_of_unique(&uid), rank, nranks);
+  if ((res == ncclSuccess || res == ncclInProgress) && DI_RECORDING) di_comm_add(*comm, di_id_of_unique(&uid), rank, nranks);
   return res;
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
   REAL(ncclCommSplit);
   ncclResult_t res = real_ncclCommSplit(comm, color, key, newcomm, config);
-  if ((res == ncclSuccess || res == ncclInProgress) && di_enabled && newcomm && *newcomm) {
+  if ((res == ncclSuccess || res == ncclInProgress) && DI_RECORDING && newcomm && *newcomm) {
     uint32_t n = 0;
     uint64_t parent = di_comm_id(comm, 1, &n);
     uint64_t parts[3] = {parent, (uint64_t)(int64_t)color, n};
@@ -125,7 +135,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     REAL(name);                                                \
     int64_t t0 = di_ticks();                                                           \
     ncclResult_t res = real_##name args;                                               \
-    if (di_enabled) di_call(opid, t0, comm, peer_expr, count_expr, datatype);            \
+    if (DI_RECORDING) di_call(opid, t0, comm, peer_expr, count_expr, datatype);            \
     return res;                                                                        \
   }
 
@@ -154,11 +164,13 @@ DI_WRAP(ncclRecv, OP_ncclRecv, peer, count,
         (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream),
         (recvbuff, count, datatype, peer, comm, stream))
 
-static void di_shard_child_reset(void) { di_write_header("started", -1, 0, ""); }
+static void di_shard_child_reset(void) { di_write_header("started", -1, 0, di_standby ? DI_PATH_STANDBY : DI_PATH_SHIM); }
 
 __attribute__((constructor)) static void di_nccl_start(void) {
   di_shard_init();
-  di_write_header("started", -1, 0, "");
+  di_write_header("started", -1, 0, DI_PATH_SHIM);
 }
 
-__attribute__((destructor)) static void di_nccl_stop(void) { di_write_header("exited", -1, 0, ""); }
+__attribute__((destructor)) static void di_nccl_stop(void) {
+  di_write_header("exited", -1, 0, di_standby ? DI_PATH_STANDBY : DI_PATH_SHIM);
+}
