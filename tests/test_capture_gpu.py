@@ -168,6 +168,20 @@ def test_cupti_records_to_canonical_trace(tmp_path: Path) -> None:
     assert trace.meta["sources"][-1]["format"] == "di-capture-cupti"
 
 
+def test_cupti_process_of_a_rank_no_shim_recorded_is_on_the_job_clock(tmp_path: Path) -> None:
+    from di.capture import clock
+    from di.capture.gpu_ingest import add_gpu
+    from di.trace import Trace
+
+    _write_fixture(tmp_path / "raw")  # skew = BASE: CUPTI's BASE + x is monotonic x
+    epoch = 1_700_000_000_000_000_000  # the job clock's Unix-epoch offset (rank 0's, from its shim header)
+    empty = Trace.build(meta={"format": "di-trace", "clock": {"unit": "ns", "domain": "unix_epoch"}},
+                        locations=None, events=None)
+    trace = add_gpu(empty, tmp_path / "raw", {}, {0: clock.ClockMap(0, 0, 0.0, epoch, 0, 0)})
+    kern = trace.events.filter(pl.col("cat") == "kernel").sort("start_ns")
+    assert kern.get_column("start_ns").to_list()[0] == epoch + 8_000  # monotonic 8 us, on the job's epoch
+
+
 def test_analyze_sees_the_cupti_trace(tmp_path: Path) -> None:
     from di.engine import analyze
 

@@ -193,6 +193,7 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
     parts, sources, infos = [], [], []
     loc0, src0 = trace.locations.height, len(trace.meta.get("sources", []))
     next_rank = max(trace.ranks, default=-1) + 1
+    epoch = next(iter(maps.values())).epoch_ns if maps else 0  # every rank's map shares the job clock's epoch
     for path in headers:
         header, recs, strings = read_process(raw, path)
         for note in header.get("notes", []):
@@ -201,7 +202,7 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
         rank = ranks.get((host, pid), header.get("env_rank", -1))
         if rank is None or rank < 0:
             rank, next_rank = next_rank, next_rank + 1
-        cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, 0, 0, 0)  # as ingest._gather: no MPI clock sync, monotonic ns
+        cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, epoch, 0, 0)  # a rank no shim recorded: the job's epoch, no sync
         c = header["clock"]
         skew = int(c["realtime_ns"]) - int(c["monotonic_ns"])
         infos.append((header, rank, skew, cmap))
