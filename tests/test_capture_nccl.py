@@ -86,4 +86,12 @@ def test_nccl_calls_become_matched_collectives(tmp_path: Path) -> None:
     headers = [json.loads(p.read_text()) for p in (tmp_path / "run.di" / "raw").glob("nccl-*.json")]
     assert sorted(h["env_rank"] for h in headers) == [0, 1] and all(h["state"] == "exited" for h in headers)
     assert {h["nccl_path"] for h in headers} == {"preload_shim"}
+    # communicator members come from every member's record: roots are world ranks, p2p pairs are messages
+    assert per.get_column("root").to_list() == [None] * 3 + [1, None, None, None]
+    assert set(coll.get_column("group_size")) == {2}
+    msg = trace.messages.join(ev.select(pl.col("row").cast(pl.Int64).alias("send"), send_name="name"), on="send")
+    assert msg.select("src_rank", "dst_rank", "bytes", "tag").rows() == [(0, 1, 400, None)]
+    assert msg.get_column("send_name").cast(pl.String).to_list() == ["ncclSend"]
+    args = json.loads(ev.filter(pl.col("name") == "ncclBroadcast").get_column("args")[0])
+    assert args == {"peer": 1, "comm": comms[0], "count": 256, "datatype": "ncclFloat64"}
     assert trace.meta["capture"]["nccl"] == {"path": "preload_shim", "processes": {"preload_shim": 2}, "profiler_api": None}

@@ -99,6 +99,11 @@ def test_plugin_ops_become_matched_collectives_completed_by_kernel_channels(tmp_
     p2p = sorted(gpu.filter(pl.col("name").cast(pl.String).is_in(["ncclSend", "ncclRecv"])).get_column("name").cast(pl.String))
     assert p2p == ["ncclRecv", "ncclSend"]
     assert trace.meta["capture"]["nccl"] == {"path": "profiler_plugin", "processes": {"profiler_plugin": 2}, "profiler_api": [api]}
+    # the send/recv pair is a message between the two kernel executions
+    msg = trace.messages.join(ev.select(send="row", send_loc="loc"), on="send").join(ev.select(recv="row", recv_loc="loc"), on="recv")
+    assert msg.select("src_rank", "dst_rank", "bytes").rows() == [(0, 1, 400)]
+    kernel_locs = set(trace.locations.filter(pl.col("name") == "NCCL kernels").get_column("loc"))
+    assert {msg.get_column("send_loc")[0], msg.get_column("recv_loc")[0]} <= kernel_locs
     # the proxy op of another process (PXN) was not followed to its parent
     procs, _ = shard.read_raw(run / "raw")
     for p in procs:

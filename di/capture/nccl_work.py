@@ -1,4 +1,4 @@
-"""NCCL profiler plugin records at ingest: when each NCCL op really ran.
+"""NCCL records at ingest: what each call was and, from the profiler plugin, when it really ran.
 
 The plugin (:file:`shim/nccl_profiler.c`) writes an op's CALL record when NCCL has
 *enqueued* it (that event stays on the calling thread, as the LD_PRELOAD shim's does)
@@ -11,11 +11,13 @@ while the GPU works. Per op with work records this adds:
   ``proto``, ``channels``, ``gpu_ns`` (the longest kernel channel by the GPU timer)
   and ``enqueue_to_completion_ns`` (enqueue start to completion);
 * a ``flows`` row of kind ``launch`` from the enqueue event to it;
-* its ``collectives`` row points at it: ranks wait for each other inside the kernel,
-  so wait states and the critical path read entry and exit there.
+* its ``collectives`` row (and a p2p op's ``messages`` row) points at it: ranks wait
+  for each other inside the kernel, so wait states and the critical path read entry
+  and exit there.
 
-Enqueue events of the plugin get ``algo``/``proto``/``channels``/``datatype`` args,
-and collectives rows their ``dtype``. The trace meta says which NCCL path recorded
+Every NCCL enqueue event (shim and plugin) gets ``count`` and ``datatype`` args (the
+record's tag field holds the count: NCCL has no tags, so NCCL messages have none),
+the plugin's also ``algo``/``proto``/``channels``; collectives rows get their ``dtype``. The trace meta says which NCCL path recorded
 the job (``capture.nccl``). Columnar throughout: Python loops run over processes.
 """
 
@@ -66,18 +68,20 @@ def nccl_meta(procs: list[shard.ProcessShard]) -> dict[str, Any] | None:
 
 
 def _ops(cols: dict[str, np.ndarray], row_of: np.ndarray, tables: list[dict[int, str]]) -> pl.DataFrame:
-    """The plugin's ops (CALL records with an op id) with their work aggregated (null without work)."""
+    """Every NCCL call (shim and plugin: CALL records of nccl ops); the plugin's (``req`` > 0, the
+    op's id) with algorithm, protocol, channels and their work aggregated (null without work)."""
     nccl_op = np.array([n.startswith("nccl") for n in shard.op_names()])
     kind, op = cols["kind"], cols["op"]
-    c = np.flatnonzero((kind == shard.KIND_CALL) & (cols["req"] > 0) & nccl_op[op])
+    c = np.flatnonzero((kind == shard.KIND_CALL) & nccl_op[op])
     aux2 = cols["aux2"][c].astype(np.uint64)
+    plugin = cols["req"][c] > 0
     ops = pl.DataFrame({
         "source": cols["source"][c], "req": cols["req"][c].astype(np.int64), "row": row_of[c], "rank": cols["rank"][c],
-        "t0": cols["t0"][c], "dtype_id": cols["aux"][c],
+        "t0": cols["t0"][c], "dtype_id": cols["aux"][c], "count": cols["tag"][c].astype(np.int64), "plugin": plugin,
         "algo": _texts(cols["source"][c], (aux2 >> np.uint64(16)) & np.uint64(0xFFFF), tables),
         "proto": _texts(cols["source"][c], (aux2 >> np.uint64(32)) & np.uint64(0xFFFF), tables),
-        "channels": ((aux2 >> np.uint64(48)) & np.uint64(0xFF)).astype(np.int64),
-    })
+        "channels": pl.Series(((aux2 >> np.uint64(48)) & np.uint64(0xFF)).astype(np.int64)),
+    }).with_columns(channels=pl.when("plugin").then("channels"))
     w = np.flatnonzero(kind == shard.KIND_NCCL_WORK)
     work = pl.DataFrame({"source": cols["source"][w], "req": cols["req"][w].astype(np.int64), "w0": cols["t0"][w],
                          "w1": cols["t1"][w], "gpu_ns": cols["bytes"][w], "is_kernel": cols["tag"][w] == WORK_KERNEL})
@@ -98,8 +102,7 @@ def _kernel_events(ops: pl.DataFrame, trace: Trace) -> tuple[pl.DataFrame, pl.Da
         "new_loc", offset=trace.locations.height)
     ran = ran.join(keys, on=["rank", "host", "pid", "source"])
     c = pl.col
-    args = pl.struct(c("algo"), c("proto"), c("channels"), c("gpu_ns"),
-                     (c("end_ns") - c("t0")).alias("enqueue_to_completion_ns")).struct.json_encode()
+    args = _json(pl.struct(c("algo"), c("proto"), c("channels"), c("gpu_ns"), (c("end_ns") - c("t0")).alias("enqueue_to_completion_ns")))
     events = sorted_with_nesting(ran.select(
         loc=c("new_loc"), start_ns="start_ns", end_ns="end_ns", name="name", cat=pl.lit("nccl").cast(pl.Enum(list(CATS))),
         src_cat=pl.lit("nccl_kernel"), bytes="bytes", instant=pl.lit(False), args=args, cpu_row="row"))
@@ -109,7 +112,7 @@ def _kernel_events(ops: pl.DataFrame, trace: Trace) -> tuple[pl.DataFrame, pl.Da
 
 
 def add_nccl_work(trace: Trace, cols: dict[str, np.ndarray], row_of: np.ndarray, procs: list[shard.ProcessShard]) -> Trace:
-    """``trace`` with the NCCL profiler plugin's completion times (see the module docstring)."""
+    """``trace`` with its NCCL calls described and, from the profiler plugin, completed (see the module docstring)."""
     from di.capture.gpu_ingest import append_part
 
     meta = nccl_meta(procs)
@@ -121,35 +124,53 @@ def add_nccl_work(trace: Trace, cols: dict[str, np.ndarray], row_of: np.ndarray,
     if not ops.height:
         return trace
     warnings = []
-    unfinished = ops.filter(pl.col("work").is_null()).height
+    unfinished = ops.filter(pl.col("plugin") & pl.col("work").is_null()).height
     if unfinished:
-        warnings.append(f"nccl: {unfinished} of {ops.height} NCCL ops have no kernel-channel or proxy events "
-                        "(completion unknown): their collectives rows point at the enqueue")
+        warnings.append(f"nccl: {unfinished} of {ops.filter('plugin').height} NCCL ops have no kernel-channel or proxy "
+                        "events (completion unknown): their collectives rows point at the enqueue")
     events, locs = _kernel_events(ops, trace)
-    base = trace.events.height
-    moved = events.with_row_index("gpu_row", offset=base).select(pl.col("cpu_row").alias("event"),
-                                                                  pl.col("gpu_row").cast(pl.Int64))
+    moved = events.with_row_index("gpu_row", offset=trace.events.height).select(
+        pl.col("cpu_row").alias("event"), pl.col("gpu_row").cast(pl.Int64))
     trace = append_part(trace, locs, events.drop("cpu_row"), warnings=warnings)
     t = trace.tables()
-    flows = moved.select(src="event", dst="gpu_row", kind=pl.lit("launch"))
-    t["flows"] = pl.concat([trace.flows, flows], how="diagonal_relaxed")
+    t["flows"] = pl.concat([trace.flows, moved.select(src="event", dst="gpu_row", kind=pl.lit("launch"))], how="diagonal_relaxed")
     info = _info(ops)
     coll = trace.collectives.join(info.select("event", "datatype"), on="event", how="left").with_columns(
         dtype=pl.coalesce("dtype", "datatype")).drop("datatype")
-    t["collectives"] = coll.join(moved, on="event", how="left").with_columns(
-        event=pl.coalesce("gpu_row", "event")).drop("gpu_row")
-    ev = trace.events.with_row_index("event").with_columns(pl.col("event").cast(pl.Int64))
-    ev = ev.join(info, on="event", how="left", maintain_order="left")
-    enqueue_args = pl.concat_str(pl.col("args").str.strip_suffix("}"), pl.lit(","),
-                                 pl.struct("algo", "proto", "channels", "datatype").struct.json_encode().str.strip_prefix("{"))
-    t["events"] = ev.with_columns(args=pl.when(pl.col("channels").is_not_null() & pl.col("args").is_not_null())
-                                  .then(enqueue_args).otherwise(pl.col("args"))).drop("event", "algo", "proto", "channels", "datatype")
+    t["collectives"] = _moved(coll, "event", moved)
+    nccl_msg = pl.col("comm").str.starts_with("nccl:")
+    t["messages"] = _moved(_moved(trace.messages.with_columns(tag=pl.when(~nccl_msg).then("tag")), "send", moved), "recv", moved)
+    t["events"] = _enqueue_args(trace.events, info)
     return Trace.build(meta=trace.meta, **t)
 
 
+def _moved(df: pl.DataFrame, column: str, moved: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with its event references in ``column`` moved from enqueue events to their kernel events."""
+    return df.join(moved.rename({"event": column}), on=column, how="left", maintain_order="left").with_columns(
+        pl.coalesce("gpu_row", column).alias(column)).drop("gpu_row")
+
+
+def _enqueue_args(events: pl.DataFrame, info: pl.DataFrame) -> pl.DataFrame:
+    """NCCL enqueue events' args: peer and comm as ingest gave them, ``count`` (ingest's ``tag``: NCCL
+    has no tags), the datatype, and for the plugin's, algorithm, protocol and channels."""
+    c = pl.col
+    ev = events.with_row_index("event").with_columns(c("event").cast(pl.Int64)).join(info, on="event", how="left",
+                                                                                       maintain_order="left")
+    extra = _json(pl.struct("count", "datatype", "algo", "proto", "channels")).str.strip_prefix("{")
+    base = c("args").str.replace(r',?"tag":-?\d+', "").str.strip_suffix("}")
+    args = pl.concat_str(base, pl.when(base == "{").then(pl.lit("")).otherwise(pl.lit(",")), extra)
+    return ev.with_columns(args=pl.when(c("count").is_not_null() & c("args").is_not_null()).then(args).otherwise(c("args"))).drop(
+        "event", "count", "datatype", "algo", "proto", "channels")
+
+
+def _json(struct: pl.Expr) -> pl.Expr:
+    """A struct as a JSON object without its null members."""
+    return struct.struct.json_encode().str.replace_all(r'"[a-z_]+":null,?', "").str.replace(",}", "}", literal=True)
+
+
 def _info(ops: pl.DataFrame) -> pl.DataFrame:
-    """Per enqueue event row: algorithm, protocol, channels and the datatype's name."""
+    """Per enqueue event row: count, algorithm, protocol, channels and the datatype's name."""
     ids = ops.get_column("dtype_id").to_numpy()
     names = np.array([*DATATYPES, None], dtype=object)[np.where((ids >= 0) & (ids < len(DATATYPES)), ids, len(DATATYPES))]
-    return ops.select(pl.col("row").alias("event"), "algo", "proto", "channels").with_columns(
+    return ops.select(pl.col("row").alias("event"), "count", "algo", "proto", "channels").with_columns(
         datatype=pl.Series(names.tolist(), dtype=pl.String))
