@@ -12,7 +12,7 @@
 #      GPUs; one GPU shared by 2 ranks is refused by NCCL), else 1 process with a 1-rank group;
 #   3. baseline: bench/gpu_check/train.py (MLP steps with a 4 MiB host->device copy and
 #      gradient allreduces) without capture;
-#   4. the same under `di record --gpu --io --host` (CUPTI + NVML + the NCCL profiler
+#   4. the same under `di record --gpu --io --host` (--io only with a C compiler; CUPTI + NVML + the NCCL profiler
 #      plugin, or the LD_PRELOAD shim for NCCL < 2.26);
 #   5. bench/gpu_check/check.py: every kernel once with its launch flow (correlation id),
 #      memcpy bytes, NVML power/utilization series, NCCL allreduce as a matched collective
@@ -69,10 +69,11 @@ try:
 except Exception:
     try:
         import torch
-        major = (torch.version.cuda or "12").split(".")[0]
+        major, minor = (int(x) for x in (torch.version.cuda or "12.6").split(".")[:2])
     except Exception:
-        major = "12"
-    out.append(f"cupti-python>={major},<{int(major) + 1}")
+        major, minor = 12, 6
+    # the CUPTI of torch's CUDA: cupti-python 12.6.0 / 12.8.0 for CUDA 12, 13.x for CUDA 13
+    out.append(("cupti-python==12.8.0" if minor >= 8 else "cupti-python==12.6.0") if major == 12 else f"cupti-python>={major},<{major + 1}")
 print(" ".join(out))
 PYEOF
 }
@@ -124,7 +125,13 @@ say "3. baseline (no capture): ${LAUNCH[*]}"
 if timed timeout 150 "${LAUNCH[@]}" "$WORK/base"; then step baseline 1 "$LAST_S" "ok"; else step baseline 0 "$LAST_S" "exit $?"; fi
 
 say "4. under di record --gpu"
-timed timeout 200 "$PY" -m di record --gpu --io --host -o "$WORK/run.di" -- "${LAUNCH[@]}" "$WORK/rec"
+REC_OPTS=(--gpu --host)
+if command -v "${CC:-cc}" >/dev/null || command -v gcc >/dev/null; then
+  REC_OPTS+=(--io)
+else
+  echo "  no C compiler: no I/O shim and no NCCL plugin/shim (NCCL checks will fail)"
+fi
+timed timeout 200 "$PY" -m di record "${REC_OPTS[@]}" -o "$WORK/run.di" -- "${LAUNCH[@]}" "$WORK/rec"
 RC=$?
 ls "$WORK/run.di/raw" 2>/dev/null | sed 's/^/  raw: /' | head -30
 if [ "$RC" = 0 ] && [ -f "$WORK/run.di/meta.json" ]; then step record 1 "$LAST_S" "ok"; else step record 0 "$LAST_S" "exit $RC"; finish; fi

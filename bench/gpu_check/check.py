@@ -22,15 +22,16 @@ results: dict = {"checks": {}}
 T0 = time.perf_counter()
 
 
-def check(name: str, fn: Callable[[], tuple[bool, str]]) -> None:
+def check(name: str, fn: Callable[[], tuple[bool | None, str]]) -> None:
+    """Run one check: ok True (PASS), False (FAIL) or None (SKIP: this machine cannot show it, and says why)."""
     t = time.perf_counter()
     try:
         ok, detail = fn()
     except Exception as exc:  # a check that breaks is a failed check, not a failed script
         where = traceback.extract_tb(exc.__traceback__)[-1]
         ok, detail = False, f"raised {type(exc).__name__}: {exc} (check.py line {where.lineno})"
-    results["checks"][name] = {"ok": bool(ok), "detail": detail, "seconds": round(time.perf_counter() - t, 3)}
-    print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
+    results["checks"][name] = {"ok": None if ok is None else bool(ok), "detail": detail, "seconds": round(time.perf_counter() - t, 3)}
+    print(f"{'SKIP' if ok is None else 'PASS' if ok else 'FAIL'}  {name}: {detail}")
     Path(out).write_text(json.dumps(results, indent=1))  # partial results survive a timeout
 
 
@@ -94,8 +95,11 @@ def nccl_matched() -> tuple[bool, str]:
                              f"the loop made {want} allreduces per rank; path {results['nccl_path']}")
 
 
-def nccl_completion() -> tuple[bool, str]:
+def nccl_completion() -> tuple[bool | None, str]:
     path = (trace.meta.get("capture", {}).get("nccl") or {}).get("path")
+    if max((m["world"] for m in meta), default=1) == 1:
+        return None, ("a 1-rank NCCL communicator bypasses NCCL's profiler (a plain copy, no kernel channels): "
+                      f"needs 2 GPUs; NCCL recorded by {path}")
     rows = trace.collectives.filter(pl.col("comm").str.starts_with("nccl:")).join(
         ev.select(event="row", loc_name="loc_name", args="args", start_ns="start_ns", end_ns="end_ns"), on="event")
     on_kernels = rows.filter(pl.col("loc_name") == "NCCL kernels")
@@ -145,4 +149,4 @@ for name, fn in [("every kernel appears once with a correlation id", kernels_onc
 print("warnings:", *trace.meta.get("warnings", []), sep="\n  ")
 print(f"checks took {time.perf_counter() - T0:.1f} s")
 Path(out).write_text(json.dumps(results, indent=1))
-sys.exit(0 if all(c["ok"] for c in results["checks"].values()) else 1)
+sys.exit(0 if all(c["ok"] is not False for c in results["checks"].values()) else 1)
