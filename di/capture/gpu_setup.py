@@ -11,9 +11,10 @@
 * NCCL, when a driver is there and an ``nccl.h`` is found (:func:`nccl_capture`):
   the profiler plugin (:file:`shim/nccl_profiler.c`) in ``NCCL_PROFILER_PLUGIN``
   when the NCCL found is 2.26 or later (or its version is unknown), with the
-  LD_PRELOAD shim (:file:`shim/nccl.c`) as the fallback: it records only until the
+  LD_PRELOAD shim (:file:`shim/nccl.c`) as the fallback: it records until the
   plugin starts in a process, so an NCCL that refuses the plugin is still
-  recorded; older NCCL gets the shim alone. The trace meta's ``capture.nccl``
+  recorded, and after that only the calls on 1-rank communicators (which NCCL
+  runs without its profiler); older NCCL gets the shim alone. The trace meta's ``capture.nccl``
   says which path recorded each process.
 """
 
