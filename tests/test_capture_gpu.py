@@ -117,6 +117,7 @@ def test_columnar_buffer_conversion_agrees_with_one_record_at_a_time() -> None:
             names: dict[str, int] = {}
             recs_out = convert(recs, lambda k: KINDS.get(k, 0), lambda n, d=names: d.setdefault(n, len(d) + 1),
                                lambda _k, cbid: API[cbid])
+            recs_out = recs_out[np.argsort(recs_out["kind"], kind="stable")]  # grouped by kind, buffer order within
             lut = np.array([None, *names], dtype=object)
             texts.append((recs_out, lut[recs_out["name"]].tolist()))
         (want, want_names), (got, got_names) = texts

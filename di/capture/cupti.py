@@ -27,6 +27,7 @@ is columnar.
 
 from __future__ import annotations
 
+import itertools
 import json
 import operator
 import os
@@ -109,11 +110,13 @@ TEXT_MEMBERS = ("name", "cbid")  # turned into string ids, not numbers
 
 def _columns(kind: int, objs: Sequence[Any]) -> tuple[dict[str, np.ndarray], dict[str, list[Any]]]:
     """One kind's records -> (numeric members as int64 columns, name-like members as lists): one
-    attrgetter call per record and one numpy conversion, both run by C."""
+    attrgetter call per record, flattened into one ``numpy.fromiter``, all run by C."""
     first = objs[0]
     present = {f: next((n for n in names if getattr(first, n, None) is not None), None) for f, names in MEMBERS[kind].items()}
     nums = [f for f, n in present.items() if n and f not in TEXT_MEMBERS]
-    table = np.array(list(map(operator.attrgetter(*(present[f] for f in nums)), objs)), np.int64).reshape(len(objs), len(nums))
+    getter = operator.attrgetter(*(present[f] for f in nums))
+    flat = itertools.chain.from_iterable(map(getter, objs)) if len(nums) > 1 else map(getter, objs)
+    table = np.fromiter(flat, np.int64, len(objs) * len(nums)).reshape(len(objs), len(nums))
     cols = {f: table[:, i] for i, f in enumerate(nums)}
     cols.update({f: np.full(len(objs), MISSING.get(f, 0), np.int64) for f, n in present.items() if not n and f not in TEXT_MEMBERS})
     texts = {f: list(map(operator.attrgetter(n), objs)) if n else [MISSING.get(f)] * len(objs)
@@ -156,7 +159,8 @@ def _markers(activities: Iterable[Any], intern: Callable[[str], int]) -> np.ndar
 
 def to_records(activities: Iterable[Any], kind_of: Callable[[int], int], intern: Callable[[str], int],
                api_name: Callable[[int, int], str]) -> np.ndarray:
-    """CUPTI activity records -> :data:`GPU_RECORD` rows in buffer order (records of other kinds are skipped).
+    """CUPTI activity records -> :data:`GPU_RECORD` rows, grouped by our kind (ascending) and in buffer
+    order within a kind (records of other kinds are skipped; ingest sorts by time anyway).
 
     Columnar: per kind, one ``operator.attrgetter`` pass (C, no Python bytecode per record)
     collects the members and numpy converts them; names are interned once per distinct value.
@@ -173,28 +177,20 @@ def to_records(activities: Iterable[Any], kind_of: Callable[[int], int], intern:
     if not activities:
         return np.empty(0, GPU_RECORD)
     cupti_kinds = np.fromiter(map(_KIND, activities), np.int64, len(activities))
-    if cupti_kinds.min() == cupti_kinds.max():  # a buffer of one kind: no grouping
-        kind = kind_of(int(cupti_kinds[0]))
-        if not kind:
-            return np.empty(0, GPU_RECORD)
-        if kind == K_MARKER:
-            return _markers(activities, intern)
-        out = np.zeros(len(activities), GPU_RECORD)
-        _fill(out, kind, activities, intern, api_name)
-        return out
-    uniq, inverse = np.unique(cupti_kinds, return_inverse=True)
-    ours = np.array([kind_of(int(k)) for k in uniq], np.int64)[inverse.reshape(-1)]
-    out = np.zeros(len(activities), GPU_RECORD)
-    for kind in np.unique(ours[ours > 0]).tolist():
+    present = np.flatnonzero(np.bincount(cupti_kinds))  # CUPTI kinds are small integers
+    lut = np.zeros(present[-1] + 1, np.int64)
+    lut[present] = [kind_of(int(k)) for k in present]
+    ours = lut[cupti_kinds]
+    parts = []
+    for kind in sorted(set(lut[present].tolist()) - {0}):
         idx = np.flatnonzero(ours == kind)
-        objs = _pick(activities, idx)
+        objs = activities if idx.size == len(activities) else _pick(activities, idx)
         if kind == K_MARKER:
-            out[idx] = _markers(objs, intern)
+            parts.append(_markers(objs, intern))
         else:
-            part = out[idx]
-            _fill(part, kind, objs, intern, api_name)
-            out[idx] = part
-    return out[ours > 0]
+            parts.append(np.zeros(idx.size, GPU_RECORD))
+            _fill(parts[-1], kind, objs, intern, api_name)
+    return np.concatenate(parts) if parts else np.empty(0, GPU_RECORD)
 
 
 def _pick(items: list[Any], idx: np.ndarray) -> tuple[Any, ...]:

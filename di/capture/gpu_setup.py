@@ -48,7 +48,6 @@ def driver_present() -> tuple[bool, str]:
 
 def prepare(raw: Path) -> GpuSetup:
     """The environment, preload libraries and notes for a job recorded with ``--gpu``."""
-    from di.capture import build
     from di.errors import DIError
 
     setup = GpuSetup()
