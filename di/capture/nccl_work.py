@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from di.capture import shard
+from di.capture.matching import Communicators, nccl_members
 from di.trace import CATS, Trace
 
 DATATYPES = ["ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32", "ncclInt64", "ncclUint64", "ncclFloat16",
@@ -45,9 +46,9 @@ def _strings_by_source(trace: Trace, procs: list[shard.ProcessShard]) -> list[di
 
 
 def _texts(source: np.ndarray, sid: np.ndarray, tables: list[dict[int, str]]) -> pl.Series:
-    """String ids of each row's source -> texts (null for 0 or unknown); a loop over distinct pairs only."""
-    pairs, inverse = np.unique(np.stack([source.astype(np.int64), sid.astype(np.int64)]), axis=1, return_inverse=True)
-    texts = [tables[s].get(i) if 0 <= s < len(tables) and i else None for s, i in pairs.T.tolist()]
+    """String ids (< 2**32) of each row's source -> texts (null for 0 or unknown); a loop over distinct pairs only."""
+    keys, inverse = np.unique((source.astype(np.int64) << 32) | sid.astype(np.int64), return_inverse=True)
+    texts = [tables[k >> 32].get(k & 0xFFFFFFFF) if 0 <= k >> 32 < len(tables) else None for k in keys.tolist()]
     return pl.Series(texts, dtype=pl.String).gather(inverse.reshape(-1).astype(np.int64))
 
 
@@ -75,7 +76,9 @@ def _ops(cols: dict[str, np.ndarray], row_of: np.ndarray, tables: list[dict[int,
     c = np.flatnonzero((kind == shard.KIND_CALL) & nccl_op[op])
     aux2 = cols["aux2"][c].astype(np.uint64)
     plugin = cols["req"][c] > 0
+    comms = Communicators(nccl_members(cols))
     ops = pl.DataFrame({
+        "peer": comms.world_peer(cols["comm"][c], cols["peer"][c]), "comm": comms.names(cols["comm"][c]),
         "source": cols["source"][c], "req": cols["req"][c].astype(np.int64), "row": row_of[c], "rank": cols["rank"][c],
         "t0": cols["t0"][c], "dtype_id": cols["aux"][c], "count": cols["tag"][c].astype(np.int64), "plugin": plugin,
         "algo": _texts(cols["source"][c], (aux2 >> np.uint64(16)) & np.uint64(0xFFFF), tables),
@@ -102,7 +105,8 @@ def _kernel_events(ops: pl.DataFrame, trace: Trace) -> tuple[pl.DataFrame, pl.Da
         "new_loc", offset=trace.locations.height)
     ran = ran.join(keys, on=["rank", "host", "pid", "source"])
     c = pl.col
-    args = _json(pl.struct(c("algo"), c("proto"), c("channels"), c("gpu_ns"), (c("end_ns") - c("t0")).alias("enqueue_to_completion_ns")))
+    args = _json([("algo", c("algo"), True), ("proto", c("proto"), True), ("channels", c("channels"), False),
+                  ("gpu_ns", c("gpu_ns"), False), ("enqueue_to_completion_ns", c("end_ns") - c("t0"), False)])
     events = sorted_with_nesting(ran.select(
         loc=c("new_loc"), start_ns="start_ns", end_ns="end_ns", name="name", cat=pl.lit("nccl").cast(pl.Enum(list(CATS))),
         src_cat=pl.lit("nccl_kernel"), bytes="bytes", instant=pl.lit(False), args=args, cpu_row="row"))
@@ -151,26 +155,29 @@ def _moved(df: pl.DataFrame, column: str, moved: pl.DataFrame) -> pl.DataFrame:
 
 
 def _enqueue_args(events: pl.DataFrame, info: pl.DataFrame) -> pl.DataFrame:
-    """NCCL enqueue events' args: peer and comm as ingest gave them, ``count`` (ingest's ``tag``: NCCL
-    has no tags), the datatype, and for the plugin's, algorithm, protocol and channels."""
+    """NCCL enqueue events' args, made afresh: comm, peer (world rank), ``count`` (the record's tag
+    field: NCCL has no tags), the datatype, and for the plugin's, algorithm, protocol and channels."""
     c = pl.col
-    ev = events.with_row_index("event").with_columns(c("event").cast(pl.Int64)).join(info, on="event", how="left",
-                                                                                       maintain_order="left")
-    extra = _json(pl.struct("count", "datatype", "algo", "proto", "channels")).str.strip_prefix("{")
-    base = c("args").str.replace(r',?"tag":-?\d+', "").str.strip_suffix("}")
-    args = pl.concat_str(base, pl.when(base == "{").then(pl.lit("")).otherwise(pl.lit(",")), extra)
-    return ev.with_columns(args=pl.when(c("count").is_not_null() & c("args").is_not_null()).then(args).otherwise(c("args"))).drop(
-        "event", "count", "datatype", "algo", "proto", "channels")
+    args = info.select(_json([("comm", c("comm"), True), ("peer", pl.when(c("peer") >= 0).then("peer"), False),
+                              ("count", c("count"), False), ("datatype", c("datatype"), True), ("algo", c("algo"), True),
+                              ("proto", c("proto"), True), ("channels", c("channels"), False)])).to_series()
+    return events.with_columns(events.get_column("args").scatter(info.get_column("event"), args))
 
 
-def _json(struct: pl.Expr) -> pl.Expr:
-    """A struct as a JSON object without its null members."""
-    return struct.struct.json_encode().str.replace_all(r'"[a-z_]+":null,?', "").str.replace(",}", "}", literal=True)
+def _json(fields: list[tuple[str, pl.Expr, bool]]) -> pl.Expr:
+    """A JSON object of (name, value, quoted) members, a null value's member left out; values are
+    names and numbers that need no escaping."""
+    parts = []
+    for name, value, quoted in fields:
+        text = pl.concat_str(pl.lit(f'"{name}":"'), value, pl.lit('"')) if quoted else pl.concat_str(
+            pl.lit(f'"{name}":'), value.cast(pl.String))
+        parts.append(pl.when(value.is_not_null()).then(text))
+    return pl.concat_str(pl.lit("{"), pl.concat_str(parts, separator=",", ignore_nulls=True), pl.lit("}"))
 
 
 def _info(ops: pl.DataFrame) -> pl.DataFrame:
     """Per enqueue event row: count, algorithm, protocol, channels and the datatype's name."""
     ids = ops.get_column("dtype_id").to_numpy()
     names = np.array([*DATATYPES, None], dtype=object)[np.where((ids >= 0) & (ids < len(DATATYPES)), ids, len(DATATYPES))]
-    return ops.select(pl.col("row").alias("event"), "count", "algo", "proto", "channels").with_columns(
+    return ops.select(pl.col("row").alias("event"), "peer", "comm", "count", "algo", "proto", "channels").with_columns(
         datatype=pl.Series(names.tolist(), dtype=pl.String))
