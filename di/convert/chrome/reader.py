@@ -68,8 +68,10 @@ def _device_processes(syms: pl.Series) -> bool:
 
 
 def _sorted_nested(ev: pl.DataFrame) -> pl.DataFrame:
+    """Events (counter anchors left out) in nesting order, with depth and parent."""
     cols = [ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns", "idx")]
-    ev = ev[nesting_order(*cols)]
+    order = nesting_order(*cols)
+    ev = ev[order[ev.get_column("lkind").to_numpy()[order] != phases.LK_COUNTER]]
     depth, parent = nest(
         ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     )
@@ -111,13 +113,14 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     dropped: Counter[str] = raw.dropped
     base_ns = _base_ns(raw.top)
     df = phases.count_unusable(phases.frame(raw, base_ns), dropped)
-    parts = [phases.slices(df, dropped), phases.begin_end(df, dropped), phases.instants(df), phases.async_events(df, dropped)]
-    ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
     syms = _strings(raw)
     counter_rows = df.filter(pl.col("ph") == phases.COUNTER)
+    parts = [phases.slices(df, dropped), phases.begin_end(df, dropped), phases.instants(df), phases.async_events(df, dropped),
+             phases.counter_anchor(counter_rows)]
+    ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
     own = ditrace.info(raw.top)
-    ev, keys = _timelines(pl.concat([ev, phases.counter_anchor(counter_rows)], how="vertical_relaxed"), syms, own)
-    ev = _sorted_nested(ev.filter(pl.col("lkind") != phases.LK_COUNTER))
+    ev, keys = _timelines(ev, syms, own)
+    ev = _sorted_nested(ev)
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
     locations = apply_metadata(keys, df.filter(pl.col("ph") == phases.META), syms, the_rank, source)
     if own is not None:
