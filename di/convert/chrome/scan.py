@@ -91,7 +91,7 @@ KEY_OTHER, KEY_PH, KEY_S, KEY_BP, KEY_NAME, KEY_CAT, KEY_TS, KEY_DUR, KEY_PID, K
     KEY_DIFLOW, KEY_FIN, KEY_FOUT, KEY_ARGS = range(16)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _key(buf, ks, ke):
     """The code of the event key buf[ks:ke]: one length switch, then at most
     two byte comparisons."""
