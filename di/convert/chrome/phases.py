@@ -64,27 +64,35 @@ def frame(raw: Raw, base_ns: int) -> pl.DataFrame:
 
 def count_unusable(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """Drop records with a bad status or a phase di does not load; count each reason."""
-    status = df.get_column("status")
-    if (status != S.ST_OK).any():
-        for code, reason in _STATUS.items():
-            k = int((status == code).sum())
-            if k:
-                dropped[reason] += k
-        df = df.filter(pl.col("status") == S.ST_OK)
-    counts = df.group_by("ph").len()
-    for ph, k in counts.iter_rows():
-        if ph == "":
-            dropped["event without 'ph'"] += k
+    status = df.get_column("status").to_numpy()
+    sound = status == S.ST_OK
+    if not sound.all():
+        for code, k in enumerate(np.bincount(status)):
+            if code != S.ST_OK and k:
+                dropped[_STATUS[code]] += int(k)
+    code = df.get_column("ph_code").to_numpy()
+    for c, k in enumerate(np.bincount(code[sound], minlength=256)):
+        ph = chr(c) if c else ""
+        if not k or ph in KNOWN:
+            continue
+        if c == 0:
+            dropped["event without 'ph'"] += int(k)
         elif ph in UNSUPPORTED:
-            dropped[f"unsupported phase {ph!r}"] += k
-        elif ph not in KNOWN:
-            dropped[f"unknown phase {ph!r}"] += k
-    no_ts = df.filter(pl.col("ts").is_null() & (pl.col("ph") != META) & pl.col("ph").is_in(KNOWN))
-    for ph, k in no_ts.group_by("ph").len().iter_rows():
-        dropped[f"{ph!r} event without ts"] += k
-    if not no_ts.height and set(counts.get_column("ph").to_list()) <= set(KNOWN):
-        return df
-    return df.filter(pl.col("ph").is_in(KNOWN) & (pl.col("ts").is_not_null() | (pl.col("ph") == META)))
+            dropped[f"unsupported phase {ph!r}"] += int(k)
+        else:
+            dropped[f"unknown phase {ph!r}"] += int(k)
+    known = np.zeros(256, dtype=bool)
+    known[[ord(p) for p in KNOWN]] = True
+    known_code = known[code]
+    has_ts = df.get_column("ts").is_not_null().to_numpy()
+    is_meta = code == ord(META)
+    no_ts = sound & known_code & ~has_ts & ~is_meta
+    if no_ts.any():
+        for c, k in enumerate(np.bincount(code[no_ts])):
+            if k:
+                dropped[f"{chr(c)!r} event without ts"] += int(k)
+    usable = sound & known_code & (has_ts | is_meta)
+    return df if usable.all() else df.filter(pl.Series(usable))
 
 
 def _thread_key(df: pl.DataFrame) -> pl.DataFrame:
