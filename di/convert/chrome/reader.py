@@ -118,8 +118,8 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     df = phases.count_unusable(phases.frame(raw, base_ns), dropped)
     raw.cols = {}  # in df now; the big tables below are released as soon as they are used up
     syms = _strings(raw)
-    counter_rows = df.filter(pl.col("ph") == phases.COUNTER)
-    meta_rows = df.filter(pl.col("ph") == phases.META)
+    counter_rows = df.filter(phases.is_phase(phases.COUNTER))
+    meta_rows = df.filter(phases.is_phase(phases.META))
     steps = flow_steps(df)
     parts = [phases.slices(df, dropped), phases.begin_end(df, dropped), phases.instants(df), phases.async_events(df, dropped),
              phases.counter_anchor(counter_rows)]
