@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from di.convert.columns import dense_ids
+
 from di.trace import CATS
 
 COMM_KERNEL = r"(?i)^(nccl|ncclDevKernel|rccl|hccl)|nccl"
@@ -68,20 +70,23 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
     """Canonical ``events`` columns from sorted, nested intervals with symbol ids."""
     last = syms.len() - 1
     cats = syms.cast(pl.Categorical)
-    name_id = pl.col("name").cast(pl.Int64).replace(-1, last)
-    cat_id = pl.col("cat").cast(pl.Int64).replace(-1, last)
-    combos = ev.select(name_id.alias("n"), cat_id.alias("c")).unique()
+    ids = ev.select(
+        pl.col("name").cast(pl.Int64).replace(-1, last).alias("n"), pl.col("cat").cast(pl.Int64).replace(-1, last).alias("c")
+    )
+    # the canonical category of each distinct (name, cat), then per event
+    combo, first = dense_ids(ids, ["n", "c"])
+    combos = ids[first]
     strings = syms.to_list()
-    combos = combos.with_columns(
-        pl.Series("sname", [strings[i] for i in combos.get_column("n").to_list()], dtype=pl.String),
-        pl.Series("scat", [None if i == last else strings[i] for i in combos.get_column("c").to_list()], dtype=pl.String),
-    ).with_columns(canonical_cat(pl.col("scat"), pl.col("sname")).alias("canon")).select("n", "c", "canon")
-    out = ev.with_columns(name_id.alias("n"), cat_id.alias("c")).join(combos, on=["n", "c"], how="left", maintain_order="left")
-    return out.select(
+    canon = combos.select(canonical_cat(
+        pl.Series([None if i == last else strings[i] for i in combos.get_column("c").to_list()], dtype=pl.String),
+        pl.Series([strings[i] for i in combos.get_column("n").to_list()], dtype=pl.String),
+    )).to_series().gather(combo)
+    c = ids.get_column("c")
+    return ev.select(
         "loc", "start_ns", "end_ns",
-        cats.gather(out.get_column("n")).alias("name"),
-        pl.col("canon").alias("cat"),
-        pl.when(pl.col("c") == last).then(None).otherwise(cats.gather(out.get_column("c"))).alias("src_cat"),
+        cats.gather(ids.get_column("n")).alias("name"),
+        canon.alias("cat"),
+        pl.when(c == last).then(None).otherwise(cats.gather(c)).alias("src_cat"),
         "depth", "parent", "corr", "bytes", "instant", "args",
     )
 
