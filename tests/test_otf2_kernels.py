@@ -28,9 +28,11 @@ def random_records(rng: np.random.Generator, n: int, n_locs: int) -> tuple[np.nd
 @pytest.mark.parametrize("seed", range(20))
 def test_timeline_build_matches_reference(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    rows, loc = random_records(rng, int(rng.integers(0, 300)), int(rng.integers(1, 5)))
-    fast = T.build(rows, loc)
-    slow = T.build_reference(rows, loc)
+    n_locs = int(rng.integers(1, 5))
+    rows, loc = random_records(rng, int(rng.integers(0, 300)), n_locs)
+    bounds = np.searchsorted(loc, np.arange(n_locs + 1)).astype(np.int64)
+    fast = T.build(rows, bounds)
+    slow = T.build_reference(rows, bounds)
     assert len(fast) == len(slow)
     for f, s in zip(fast, slow):
         np.testing.assert_array_equal(np.asarray(f, dtype=np.int64), s)

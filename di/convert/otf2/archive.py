@@ -23,8 +23,8 @@ from di.errors import FormatError
 
 ANCHOR_MAGIC = b"OTF2"
 """Bytes 2..5 of every anchor file (after a 2-byte header)."""
-BUFFER_ROWS = 1 << 18
-"""Rows of the record buffer drained between ReadEvents calls (about 14 MiB)."""
+ATTRIBUTE_ROOM = 1.125
+"""Initial buffer rows per record the definitions announce (room for attribute and metric value rows)."""
 
 
 def is_anchor(head: bytes) -> bool:
@@ -75,16 +75,23 @@ class Records:
     """Every record of the selected locations, location after location."""
 
     rows: np.ndarray  # (n, records.WIDTH) int64
-    loc: np.ndarray  # (n,) dense location index
+    bounds: np.ndarray  # (locations + 1,): rows[bounds[i]:bounds[i+1]] are location i's
     records_read: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def loc(self) -> np.ndarray:
+        """Dense location index of every row."""
+        return np.repeat(np.arange(self.bounds.size - 1, dtype=np.int64), np.diff(self.bounds))
 
-def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True) -> Records:
+
+def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True,
+                 expected_records: int = 0) -> Records:
     """Read the event records of every location (see :mod:`records`).
 
-    ``apply_clock_offsets=False`` keeps each location's own clock (for checks).
+    ``apply_clock_offsets=False`` keeps each location's own clock (for checks);
+    ``expected_records`` (the definitions' event counts) sizes the buffer.
 
     A location whose event file is missing or unreadable keeps what was read
     before the error; a warning names it and ``dropped`` counts it.
@@ -104,12 +111,12 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
         _otf2.Reader_OpenEvtFiles(handle)
     except _otf2.Error as exc:
         raise _otf2_error(anchor, exc) from None
-    out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(0, np.int64))
+    out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(len(location_refs) + 1, np.int64))
     callbacks = records.Callbacks()
-    buf = records.new_buffer(BUFFER_ROWS)
-    parts, locs = [], []
+    buf = records.RecordBuffer(int(expected_records * ATTRIBUTE_ROOM))
     try:
         for i, ref in enumerate(location_refs):
+            out.bounds[i] = buf.rows
             if defs_open:
                 _local_definitions(_otf2, handle, ref, evt_dir, out)
             evt_file = evt_dir / f"{ref}.evt"
@@ -120,21 +127,19 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
             evt = _otf2.Reader_GetEvtReader(handle, ref)
             if not apply_clock_offsets:
                 _otf2.EvtReader_ApplyClockOffsets(evt, False)
-            rows, n, _, attrs_dropped, code = records.read_location(clib.handle(evt), callbacks, buf)
+            n, _, attrs_dropped, code = records.read_location(clib.handle(evt), callbacks, buf)
             out.records_read += n
-            if code not in (0, records.ERROR_INTERRUPTED_BY_CALLBACK):
+            if code:
                 out.warnings.append(f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({clib.error_text(code)}); the rest is dropped")
                 out.dropped["truncated_event_file"] += 1
             if attrs_dropped:
                 out.dropped["attribute"] += attrs_dropped
-            parts.append(rows)
-            locs.append(np.full(rows.shape[0], i, np.int64))
     finally:
         callbacks.close()
         if defs_open:
             _otf2.Reader_CloseDefFiles(handle)
-    if parts:
-        out.rows, out.loc = np.concatenate(parts), np.concatenate(locs)
+    out.bounds[len(location_refs)] = buf.rows
+    out.rows = buf.view()
     return out
 
 

@@ -94,6 +94,7 @@ def _locations(defs: Any) -> list[dict[str, Any]]:
             "ref": loc._ref, "name": loc.name, "kind": kind, "rank": ranks.get(group._ref, 0), "host": _host(group),
             "pid": group._ref, "tid": loc._ref, "process": group.name, "sort_index": order,
             "device": int(m.group(1)) if m else None, "stream": int(m.group(2)) if m else None, "otf2_type": typ,
+            "records": int(loc.number_of_events or 0),
         })
     return out
 

@@ -102,31 +102,34 @@ def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, r
         writers: OTF2_EvtWriter* of each output location.
         alist: an OTF2_AttributeList* (emptied by each record that uses it).
         attr_refs: refs of the attributes in ``layout.ATTRIBUTES`` order.
-        order: event rows, location after location, each in (start, -end) order.
+        order: event rows, location after location, each in (start, -end) order (empty: the rows in order).
         bounds: order[bounds[k]:bounds[k+1]] are location k's events.
         start_t, end_t: ticks of every event row; region: region ref per row.
-        nbytes, corr, args_ref: per row, NO_VALUE when absent.
+        nbytes, corr, args_ref: per row, NO_VALUE when absent (an empty array: absent everywhere).
         att, att_off: attachment records (see the module docstring).
     """
-    stack = np.empty(max(order.size, 1), np.int64)
+    stack = np.empty(max(start_t.size, 1), np.int64)
     for k in range(writers.size):
         w = writers[k]
         top = 0
         for p in range(bounds[k], bounds[k + 1]):
-            e = order[p]
+            e = order[p] if order.size else p
             s = start_t[e]
             while top > 0 and end_t[stack[top - 1]] <= s:
                 top -= 1
                 code = _leave(fns, w, alist, attr_refs, stack[top], end_t, region, att, att_off)
                 if code != 0:
                     return code
-            if nbytes[e] != NO_VALUE:
+            has_attrs = False
+            if nbytes.size and nbytes[e] != NO_VALUE:
                 clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
-            if corr[e] != NO_VALUE:
+                has_attrs = True
+            if corr.size and corr[e] != NO_VALUE:
                 clib.ccall(fns[F_ADD_I64], (alist, attr_refs[1], corr[e]))
-            if args_ref[e] != NO_VALUE:
+                has_attrs = True
+            if args_ref.size and args_ref[e] != NO_VALUE:
                 clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))
-            has_attrs = nbytes[e] != NO_VALUE or corr[e] != NO_VALUE or args_ref[e] != NO_VALUE
+                has_attrs = True
             code = clib.ccall(fns[F_ENTER], (w, alist if has_attrs else 0, s, region[e]))
             if code != 0:
                 return code

@@ -13,7 +13,8 @@
   region that holds it.
 
 Rows are sorted by (loc, start_ns, -end_ns, creation order) and nested with
-:func:`di.nesting.nest`; ``order`` maps creation index -> row.
+:func:`di.nesting.nest`; ``order`` maps creation index -> row (None when the
+creation order is already the row order, as in time-ordered archives).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from numba import njit
 
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
 from di.convert.otf2.values import as_json, ref_ids
 from di.nesting import nest
+
+NS_PER_S = 1_000_000_000
 
 OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
 """Attributes di's writer puts on Enter records -> the event column they restore."""
@@ -44,7 +48,8 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     """(ref -> region position lookup, one row per event kind: name, cat, src_cat, instant).
 
     Rows: each region on a CPU location (0..R-1), each region on a GPU location
-    (R..2R-1), then each record kind (2R + kind) for instants and RMA copies.
+    (R..2R-1), then each record kind (2R + kind) for instants and RMA copies,
+    then one row for regions the definitions lack (name ``?``).
     """
     from di import schema
 
@@ -57,6 +62,7 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     n_kinds = max(record_names) + 1
     kinds = [(record_names.get(k, "?"), "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "other",
               "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2_record", k in R.INSTANT_NAMES) for k in range(n_kinds)]
+    kinds.append(("?", "other", "otf2/undefined_region", False))
     table = pl.DataFrame({
         "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
         "cat": [r["cat"] for r in rs] + [r["cat_gpu"] for r in rs] + [k[1] for k in kinds],
@@ -66,41 +72,100 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     return lookup, table
 
 
-def events_frame(tl: tuple, ns: Any, regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
-    """(events without args sorted and nested, creation index -> row)."""
-    from di.convert.lanes import is_sorted
+@njit(cache=True)
+def _ticks_to_ns(t, offset, res, realtime):
+    """One OTF2 tick count -> int64 ns, exactly as :func:`di.convert.otf2.reader.ticks_to_ns`."""
+    d = t - offset
+    if res == NS_PER_S:
+        ns = d
+    elif res < 9_223_372_036:  # 2**63 // 1e9: q * 1e9 cannot overflow
+        q = d // res
+        ns = q * NS_PER_S + ((d - q * res) * NS_PER_S) // res
+    else:
+        ns = np.int64(np.floor(np.float64(d) * (NS_PER_S / res)))
+    return ns + realtime
 
+
+@njit(cache=True)
+def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs, instant_of, offset, res, realtime):
+    """In place: ticks -> ns (instants end where they start), ev_ref -> descriptor row; returns whether the
+    events are in (loc, start, -end) order."""
+    n_kinds_base = 2 * n_regions
+    unknown = instant_of.size - 1
+    ordered = True
+    for i in range(ev_loc.size):
+        ref = ev_ref[i]
+        if ev_type[i] == T.EV_REGION:
+            pos = lookup[ref] if ref >= 0 and ref < lookup.size else -1
+            d = unknown if pos < 0 else pos + n_regions * gpu_locs[ev_loc[i]]
+        else:
+            d = n_kinds_base + ref
+        ev_ref[i] = d
+        s = _ticks_to_ns(ev_start[i], offset, res, realtime)
+        ev_start[i] = s
+        ev_end[i] = s if instant_of[d] else _ticks_to_ns(ev_end[i], offset, res, realtime)
+        if i > 0 and ordered:
+            if ev_loc[i] == ev_loc[i - 1] and (s < ev_start[i - 1] or (s == ev_start[i - 1] and ev_end[i] > ev_end[i - 1])):
+                ordered = False
+            elif ev_loc[i] < ev_loc[i - 1]:
+                ordered = False
+    return ordered
+
+
+def nullable(values: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
+    """``values`` as a polars Series with nulls where ``valid`` is False (through an Arrow validity bitmap, no copy of ``values``)."""
+    import pyarrow as pa
+
+    if valid.all():
+        return pl.Series(name, values)
+    values = np.ascontiguousarray(values)
+    bitmap = np.packbits(valid, bitorder="little")
+    arr = pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), values.size, [pa.py_buffer(bitmap), pa.py_buffer(values)])
+    return pl.Series(name, arr)
+
+
+def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray) -> tuple[pl.DataFrame, np.ndarray | None]:
+    """(events without args sorted and nested, creation index -> row or None when they are the same).
+
+    ``clock``: (global offset ticks, timer resolution ticks/s, realtime ns added); the
+    timeline arrays of ``tl`` are converted in place.
+    """
     ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c = tl[:8]
     lookup, table = _descriptors(regions)
-    n_regions = (table.height - (max(R.INSTANT_NAMES) + 1)) // 2
-    region = ev_type == T.EV_REGION
-    pos = lookup[np.clip(ev_ref, 0, lookup.size - 1)]
-    desc = np.where(region, np.where(pos >= 0, pos + n_regions * gpu_locs[ev_loc], -1), 2 * n_regions + ev_ref)
-    unknown = desc < 0
-    desc = np.maximum(desc, 0)
-    start, end = ns(ev_start), ns(ev_end)
-    instant = table["instant"].to_numpy()[desc]
-    end = np.where(instant, start, end)
-    loc = ev_loc.astype(np.uint32)
+    n_regions = (table.height - (max(R.INSTANT_NAMES) + 2)) // 2
+    instant_of = table["instant"].to_numpy()
+    ordered = _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs.astype(np.int64), instant_of,
+                      *(np.int64(c) for c in clock))
+    desc = pl.Series(ev_ref)
+    rma = ev_type == T.EV_RMA
+    n = ev_loc.size
     df = pl.DataFrame({
-        "loc": loc, "start_ns": start, "end_ns": end, "name": table["name"].gather(desc),
+        "loc": ev_loc.astype(np.uint32), "start_ns": ev_start, "end_ns": ev_end, "name": table["name"].gather(desc),
         "cat": table["cat"].gather(desc), "src_cat": table["src_cat"].gather(desc),
-        "bytes": pl.Series(ev_c).set(pl.Series(ev_type != T.EV_RMA), None), "instant": instant,
+        "bytes": nullable(ev_c, rma, "bytes") if rma.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
+        "instant": table["instant"].gather(desc),
     })
-    if unknown.any():
-        df = df.with_columns(pl.Series("name", np.where(unknown, "?", None), dtype=pl.String).fill_null(pl.col("name").cast(pl.String)).cast(table["name"].dtype))
-    idx = np.arange(loc.size, dtype=np.int64)
-    if not is_sorted(loc, start, end):
-        perm = np.lexsort((idx, -end, start, loc))
-        df, idx = df[perm], idx[perm]
+    order = None
+    if not ordered:
+        idx = np.arange(n, dtype=np.int64)
+        perm = np.lexsort((idx, -ev_end, ev_start, ev_loc))
+        df = df[perm]
+        order = np.empty(n, np.int64)
+        order[perm] = idx
     depth, parent = nest(df["loc"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy())
-    df = df.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
-    order = np.empty(df.height, np.int64)
-    order[idx] = np.arange(df.height, dtype=np.int64)
+    df = df.with_columns(pl.Series("depth", depth), nullable(parent, parent >= 0, "parent"))
     return df, order
 
 
-def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarray, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
+def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
+    """Rows in ``events`` of events given by creation index (-1 stays -1)."""
+    created = np.asarray(created, dtype=np.int64)
+    if order is None:
+        return created
+    return np.where(created >= 0, order[np.maximum(created, 0)] if order.size else created, -1)
+
+
+def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarray | None, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
     parts: list[pl.DataFrame] = []  # (event, JSON members text "k":v,...) per source
     own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES]
@@ -119,14 +184,14 @@ def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarra
         if sel.size:
             cols = [pl.Series(col[sel]).cast(pl.String) for col in (ev_a, ev_b, ev_c)[: len(fields)]]
             text = pl.select(pl.concat_str([pl.lit(f'"{f}":') + c for f, c in zip(fields, cols)], separator=",")).to_series()
-            parts.append(pl.DataFrame({"event": order[sel], "kv": text}))
+            parts.append(pl.DataFrame({"event": rows_of(order, sel), "kv": text}))
     rma = np.flatnonzero(ev_type == T.EV_RMA)
     if rma.size:
         wins = np.unique(ev_a[rma])
         win_text = _quoted(pl.Series([defs.windows.get(int(w), str(w)) for w in wins], dtype=pl.String))
         window = pl.Series(ev_a[rma]).replace_strict(dict(zip(wins.tolist(), win_text.to_list())), return_dtype=pl.String)
         text = pl.select(pl.concat_str(pl.lit('"window":') + window, pl.lit(',"remote":') + pl.Series(ev_b[rma]).cast(pl.String))).to_series()
-        parts.append(pl.DataFrame({"event": order[rma], "kv": text}))
+        parts.append(pl.DataFrame({"event": rows_of(order, rma), "kv": text}))
     ok = coll_args.filter(pl.col("event") >= 0)
     if ok.height:
         parts.append(ok.select("event", pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received").alias("kv")))

@@ -176,13 +176,41 @@ def _dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return _first_use_ids(key, int(key.max()) + 1)
 
 
+@njit(cache=True)
+def _region_ids(a, b, c, d):
+    """(id per row numbered in order of first use, first row of each id) of the tuples (a, b, c, d) of
+    non-negative codes; None when the code space is too large for a lookup table."""
+    n = a.size
+    na, nb, nc, nd = 1, 1, 1, 1
+    for i in range(n):
+        na, nb, nc, nd = max(na, a[i] + 1), max(nb, b[i] + 1), max(nc, c[i] + 1), max(nd, d[i] + 1)
+    span = np.int64(na) * nb * nc * nd
+    if span > 4 * n + (1 << 20):
+        return None
+    slot = np.full(span, -1, np.int64)
+    ids = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    count = 0
+    for i in range(n):
+        k = ((np.int64(a[i]) * nb + b[i]) * nc + c[i]) * nd + d[i]
+        if slot[k] < 0:
+            slot[k] = count
+            first[count] = i
+            count += 1
+        ids[i] = slot[k]
+    return ids, first[:count]
+
+
 def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.ndarray]:
     """One region per distinct (name, cat, src_cat, instant), found on the columns' integer codes; region ref per event row."""
     ev = trace.events
-    codes = ev.select(*(pl.col(c).to_physical().cast(pl.Int64).fill_null(-1) + 1 for c in ("name", "cat", "src_cat")),
-                      pl.col("instant").cast(pl.Int64))
-    key = _combined_key(*(codes.to_series(i).to_numpy() for i in range(4)))
-    region, first = _dense_ids(key)
+    codes = ev.select(*((pl.col(c).to_physical().cast(pl.UInt32) + 1).fill_null(0) for c in ("name", "cat", "src_cat")),
+                      pl.col("instant").cast(pl.UInt32))
+    cols = [codes.to_series(i).to_numpy() for i in range(4)]
+    got = _region_ids(*cols)
+    if got is None:  # pragma: no cover - needs ~millions of distinct names
+        got = _dense_ids(_combined_key(*(c.astype(np.int64) for c in cols)))
+    region, first = got
     keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
     regions = []
     for name, cat, src_cat, instant in keys.iter_rows():
@@ -294,7 +322,13 @@ def _metrics(trace: Trace, shift: int, out: pl.DataFrame) -> tuple[list[dict[str
 
 
 def _optional(col: pl.Series) -> np.ndarray:
+    """int64 values with NO_VALUE for nulls."""
     return col.cast(pl.Int64).fill_null(emit.NO_VALUE).to_numpy()
+
+
+def _event_attribute(col: pl.Series) -> np.ndarray:
+    """:func:`_optional` of an events column, or an empty array when every value is null (see :func:`emit.emit_events`)."""
+    return np.zeros(0, np.int64) if col.null_count() == col.len() else _optional(col)
 
 
 def plan(trace: Trace) -> Layout:
@@ -304,9 +338,10 @@ def plan(trace: Trace) -> Layout:
         strings.ref(name)
     ev = trace.events
     loc, start, end = ev["loc"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
-    lanes = assign_lanes(loc, start, end).astype(np.int64)
-    pair, first = _dense_ids(loc.astype(np.int64) * (int(lanes.max(initial=0)) + 1) + lanes)
-    pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first]})
+    lanes = assign_lanes(loc, start, end)
+    n_lanes = int(lanes.max(initial=0)) + 1
+    pair, first = _dense_ids(loc.astype(np.int64) * n_lanes + lanes if n_lanes > 1 else loc.astype(np.int64))
+    pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first].astype(np.int64)})
     out, hosts, groups, rank_locs = _locations(trace, pairs, strings)
     ranks = [r for r, _ in groups]
     loc_rank = np.zeros(max(int(trace.locations["loc"].max() or 0) + 1, 1), np.int64)
@@ -315,7 +350,7 @@ def plan(trace: Trace) -> Layout:
     pair_ref = pairs.join(event_out, on=["loc", "lane"], how="left", maintain_order="left")["ref"].to_numpy().astype(np.int64)
     out_ref = pair_ref[pair]
     grouped = out_ref.size < 2 or bool((out_ref[1:] >= out_ref[:-1]).all())  # no lanes split a timeline
-    order = np.arange(out_ref.size, dtype=np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)
+    order = np.zeros(0, np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)  # empty: identity
     counts = np.bincount(out_ref, minlength=out.height)
     bounds = np.zeros(out.height + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
@@ -323,10 +358,11 @@ def plan(trace: Trace) -> Layout:
     comms, local = _comms(trace, loc_rank, ranks, strings)
     comm_ref = {name: i for i, name in enumerate(local)}
     att = _attachments(trace, loc_rank, comm_ref, local, strings)
-    att_off = np.searchsorted(att[:, 0], np.arange(ev.height + 1)).astype(np.int64)
+    att_off = np.zeros(ev.height + 1, np.int64)
+    np.cumsum(np.bincount(att[:, 0], minlength=ev.height), out=att_off[1:])
     records = 2 * counts + (np.bincount(out_ref[att[:, 0]], minlength=out.height) if att.size else 0)
     shift, offset, length, realtime = _clock(trace)
-    args_ref = strings.add_many(ev["args"])
+    args_ref = strings.add_many(ev["args"]) if ev["args"].null_count() < ev.height else ev["args"]
     members, metric_arrays = _metrics(trace, shift, out)
     for m in members:
         strings.ref(m["name"])
@@ -343,7 +379,8 @@ def plan(trace: Trace) -> Layout:
         f"; {flows} flows not written (OTF2 has no record for them)" if flows else "")
     lay.arrays.update(metric_arrays)
     lay.arrays.update({
-        "order": order, "bounds": bounds, "start_t": start + shift, "end_t": end + shift, "region": region,
-        "nbytes": _optional(ev["bytes"]), "corr": _optional(ev["corr"]), "args_ref": _optional(args_ref), "att": att, "att_off": att_off,
+        "order": order, "bounds": bounds, "start_t": start + shift if shift else start, "end_t": end + shift if shift else end,
+        "region": region,
+        "nbytes": _event_attribute(ev["bytes"]), "corr": _event_attribute(ev["corr"]), "args_ref": _event_attribute(args_ref), "att": att, "att_off": att_off,
     })
     return lay

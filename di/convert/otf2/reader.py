@@ -61,7 +61,8 @@ def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "
     reader = archive.open_reader(anchor)
     try:
         defs = read_definitions(reader)
-        recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor)
+        recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor,
+                                    expected_records=sum(loc["records"] for loc in defs.locations))
     finally:
         reader.close()
     return _assemble(anchor, defs, recs, source)
@@ -70,13 +71,13 @@ def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "
 def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: int) -> Trace:
     dropped: Counter[str] = Counter(recs.dropped)
     warnings = list(recs.warnings)
-    tl = T.build(recs.rows, recs.loc)
-    for name, n in zip(T.COUNT_NAMES, tl[9].tolist()):
+    tl = T.build(recs.rows, recs.bounds)
+    for name, n in zip(T.COUNT_NAMES, tl[11].tolist()):
         if n:
             dropped[name] += n
     gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
-    ev, order = events.events_frame(tl, lambda t: ticks_to_ns(t, defs), defs.regions, gpu)
-    rec = _record_frame(recs, tl[8], order, defs)
+    ev, order = events.events_frame(tl, (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu)
+    rec = _record_frame(recs, tl, order, defs)
     outside = rec.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END]) & (pl.col("event") < 0)).height
     if outside:
         dropped["mpi_record_outside_any_region"] += outside
@@ -92,8 +93,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
     if unknown_metric:
         dropped["metric_value_of_undefined_metric"] += unknown_metric
-    kinds = recs.rows[:, 0]
-    handled = int(np.count_nonzero((kinds != R.ATTRIBUTE) & (kinds != R.METRIC_VALUE)))
+    handled = recs.rows.shape[0] - rec.filter(pl.col("kind").is_in([R.ATTRIBUTE, R.METRIC_VALUE])).height
     if recs.records_read > handled:
         dropped["record_of_unsupported_type"] += recs.records_read - handled
     warnings += [f"{anchor}: {n} x {why.replace('_', ' ')}" for why, n in sorted(dropped.items()) if not why.startswith("unmatched")]
@@ -106,23 +106,20 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     )
 
 
-def _record_frame(recs: archive.Records, owner: np.ndarray, order: np.ndarray, defs: Definitions) -> pl.DataFrame:
+def _record_frame(recs: archive.Records, tl: tuple, order: np.ndarray | None, defs: Definitions) -> pl.DataFrame:
     """The records other than Enter/Leave (their events are built already), with ``event`` (row in events of
     the record's owner, see :mod:`timeline`), ``row``, ``head`` (row of the record an attribute belongs to)
     and ``after`` (that record's kind)."""
-    rows = recs.rows
-    kinds = rows[:, 0]
-    n = kinds.size
-    head = np.maximum.accumulate(np.where(kinds != R.ATTRIBUTE, np.arange(n), 0)) if n else np.zeros(0, np.int64)
-    sel = np.flatnonzero((kinds != R.ENTER) & (kinds != R.LEAVE))
-    sub = np.ascontiguousarray(rows[sel].T)
+    sel, owner, head = tl[8], tl[9], tl[10]
+    kinds = recs.rows[:, 0]
+    sub = np.ascontiguousarray(recs.rows[sel].T)
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
-    own = owner[sel]
+    loc = np.searchsorted(recs.bounds, sel, side="right") - 1
     return pl.DataFrame({
         "kind": sub[0], "ts_ns": ticks_to_ns(sub[1], defs), "a": sub[2], "b": sub[3], "c": sub[4], "d": sub[5], "e": sub[6],
-        "loc": recs.loc[sel], "rank": ranks[recs.loc[sel]] if sel.size else np.zeros(0, np.int32),
-        "event": np.where(own >= 0, order[np.maximum(own, 0)] if order.size else own, -1), "row": sel,
-        "after": kinds[head[sel]] if sel.size else np.zeros(0, np.int64), "head": head[sel],
+        "loc": loc, "rank": ranks[loc] if sel.size else np.zeros(0, np.int32),
+        "event": events.rows_of(order, owner), "row": sel,
+        "after": np.where(head >= 0, kinds[np.maximum(head, 0)] if kinds.size else 0, 0), "head": head,
     })
 
 

@@ -1,7 +1,8 @@
 """Records of each location -> events (regions, instants, RMA copies), in one numba pass.
 
 Input: the rows of :mod:`di.convert.otf2.records` of every location,
-concatenated location after location, with ``loc`` (dense location index) per row.
+concatenated location after location, and ``bounds``: ``rows[bounds[i]:bounds[i+1]]``
+are the rows of location ``i`` (dense location index).
 
 Definitions (per location, records in file order = time order):
 
@@ -15,10 +16,13 @@ Definitions (per location, records in file order = time order):
   is dropped (counted).
 * Records kept as instants (:data:`records.INSTANT_NAMES`) become events with
   ``end == start``.
-* ``owner`` of each row: the event the row belongs to. Enter/Leave: its
-  region; instants and RMA records: their own event; attribute and metric
-  value rows: the owner of the record they follow; every other record (MPI,
-  collectives, metrics): the innermost region open on its location, or -1.
+* Rows other than Enter/Leave (``rec_row``, few in most traces) get
+  ``rec_owner``: the event the row belongs to (instants and RMA records:
+  their own event; attribute and metric value rows: the owner of the record
+  they follow, an Enter's or Leave's included; every other record (MPI,
+  collectives, metrics): the innermost region open on its location, or -1),
+  and ``rec_head``: the row of the record an attribute row follows (its own
+  row for the others).
 """
 
 from __future__ import annotations
@@ -42,12 +46,13 @@ def _is_instant(kind):
 
 
 @njit(cache=True)
-def build(rows, loc):
+def build(rows, bounds):
     """Events of all locations; see the module docstring.
 
     Returns:
         (ev_loc int64, ev_start, ev_end (ticks), ev_type, ev_ref (region ref /
-        record kind), ev_a, ev_b, ev_c (record fields a..c), owner per row, counts).
+        record kind), ev_a, ev_b, ev_c (record fields a..c, 0 for regions),
+        rec_row, rec_owner, rec_head, counts).
     """
     n = rows.shape[0]
     cap = max(n, 1)
@@ -56,43 +61,47 @@ def build(rows, loc):
     ev_end = np.empty(cap, np.int64)
     ev_type = np.empty(cap, np.int8)
     ev_ref = np.empty(cap, np.int64)
-    ev_a = np.empty(cap, np.int64)
-    ev_b = np.empty(cap, np.int64)
-    ev_c = np.empty(cap, np.int64)
-    owner = np.full(n, -1, np.int64)
+    ev_a = np.zeros(cap, np.int64)  # zeroed lazily by the OS: only instants and copies write them
+    ev_b = np.zeros(cap, np.int64)
+    ev_c = np.zeros(cap, np.int64)
+    rec_row = np.empty(cap, np.int64)
+    rec_owner = np.empty(cap, np.int64)
+    rec_head = np.empty(cap, np.int64)
+    n_rec = 0
     counts = np.zeros(N_COUNTS, np.int64)
     stack = np.empty(cap, np.int64)
     rma = np.empty(cap, np.int64)  # open copies (event ids), in order
     rma_match = np.empty(cap, np.int64)  # their matching ids
     m = 0
-    i = 0
-    while i < n:
-        j = i
-        while j < n and loc[j] == loc[i]:
-            j += 1
+    for li in range(bounds.size - 1):
+        i, j = bounds[li], bounds[li + 1]
+        if i == j:
+            continue
         top = 0
         n_rma = 0
         last = -1
+        last_owner = -1
         last_t = rows[j - 1, 1]
         for k in range(i, j):
             kind = rows[k, 0]
             t = rows[k, 1]
             if kind == R.ATTRIBUTE or kind == R.METRIC_VALUE:
-                owner[k] = owner[last] if last >= 0 else -1
+                rec_row[n_rec] = k
+                rec_owner[n_rec] = last_owner
+                rec_head[n_rec] = last if kind == R.ATTRIBUTE else k
+                n_rec += 1
                 continue
             last = k
+            last_owner = -1
             if kind == R.ENTER:
-                ev_loc[m] = loc[k]
+                ev_loc[m] = li
                 ev_start[m] = t
                 ev_end[m] = t
                 ev_type[m] = EV_REGION
                 ev_ref[m] = rows[k, 2]
-                ev_a[m] = 0
-                ev_b[m] = 0
-                ev_c[m] = 0
                 stack[top] = m
                 top += 1
-                owner[k] = m
+                last_owner = m
                 m += 1
             elif kind == R.LEAVE:
                 if top == 0:
@@ -103,9 +112,9 @@ def build(rows, loc):
                 if ev_ref[e] != rows[k, 2]:
                     counts[LEAVE_MISMATCH] += 1
                 ev_end[e] = t
-                owner[k] = e
+                last_owner = e
             elif _is_instant(kind) or kind == R.RMA_PUT or kind == R.RMA_GET:
-                ev_loc[m] = loc[k]
+                ev_loc[m] = li
                 ev_start[m] = t
                 ev_end[m] = t
                 ev_type[m] = EV_INSTANT if _is_instant(kind) else EV_RMA
@@ -113,7 +122,7 @@ def build(rows, loc):
                 ev_a[m] = rows[k, 2]
                 ev_b[m] = rows[k, 3]
                 ev_c[m] = rows[k, 4]
-                owner[k] = m
+                last_owner = m
                 if kind == R.RMA_PUT or kind == R.RMA_GET:
                     rma[n_rma] = m
                     rma_match[n_rma] = rows[k, 5]
@@ -128,29 +137,35 @@ def build(rows, loc):
                         break
                 if hit < 0:
                     counts[RMA_COMPLETE_WITHOUT_OP] += 1
-                    continue
-                e = rma[hit]
-                ev_end[e] = t
-                owner[k] = e
-                for q in range(hit, n_rma - 1):
-                    rma[q] = rma[q + 1]
-                    rma_match[q] = rma_match[q + 1]
-                n_rma -= 1
+                else:
+                    e = rma[hit]
+                    ev_end[e] = t
+                    last_owner = e
+                    for q in range(hit, n_rma - 1):
+                        rma[q] = rma[q + 1]
+                        rma_match[q] = rma_match[q + 1]
+                    n_rma -= 1
             else:
-                owner[k] = stack[top - 1] if top > 0 else -1
+                last_owner = stack[top - 1] if top > 0 else -1
+            if kind != R.ENTER and kind != R.LEAVE:
+                rec_row[n_rec] = k
+                rec_owner[n_rec] = last_owner
+                rec_head[n_rec] = k
+                n_rec += 1
         counts[UNCLOSED_ENTER] += top
         for q in range(top):
             ev_end[stack[q]] = last_t
         counts[RMA_UNCOMPLETED] += n_rma
-        i = j
-    return ev_loc[:m], ev_start[:m], ev_end[:m], ev_type[:m], ev_ref[:m], ev_a[:m], ev_b[:m], ev_c[:m], owner, counts
+    return (ev_loc[:m], ev_start[:m], ev_end[:m], ev_type[:m], ev_ref[:m], ev_a[:m], ev_b[:m], ev_c[:m],
+            rec_row[:n_rec], rec_owner[:n_rec], rec_head[:n_rec], counts)
 
 
-
-def build_reference(rows: np.ndarray, loc: np.ndarray) -> tuple:
+def build_reference(rows: np.ndarray, bounds: np.ndarray) -> tuple:
     """Pure-Python reference of :func:`build` (for tests)."""
+    loc = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
     events: list[list[int]] = []  # loc, start, end, type, ref, a, b, c
     owner = [-1] * rows.shape[0]
+    head = list(range(rows.shape[0]))
     counts = [0] * N_COUNTS
     i = 0
     while i < rows.shape[0]:
@@ -164,6 +179,7 @@ def build_reference(rows: np.ndarray, loc: np.ndarray) -> tuple:
             kind, t, a, b, c, d = (int(x) for x in rows[k, :6])
             if kind in (R.ATTRIBUTE, R.METRIC_VALUE):
                 owner[k] = owner[last] if last >= 0 else -1
+                head[k] = last if kind == R.ATTRIBUTE else k
                 continue
             last = k
             if kind == R.ENTER:
@@ -199,4 +215,6 @@ def build_reference(rows: np.ndarray, loc: np.ndarray) -> tuple:
         counts[RMA_UNCOMPLETED] += len(rma)
         i = j
     cols = np.array(events, dtype=np.int64).reshape(-1, 8)
-    return (*(cols[:, q] for q in range(8)), np.array(owner, dtype=np.int64), np.array(counts, dtype=np.int64))
+    rec = np.flatnonzero((rows[:, 0] != R.ENTER) & (rows[:, 0] != R.LEAVE))
+    return (*(cols[:, q] for q in range(8)), rec, np.array(owner, dtype=np.int64)[rec], np.array(head, dtype=np.int64)[rec],
+            np.array(counts, dtype=np.int64))
