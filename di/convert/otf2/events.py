@@ -34,6 +34,8 @@ NS_PER_S = 1_000_000_000
 
 OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
 """Attributes di's writer puts on Enter records -> the event column they restore."""
+FLOWS_ATTRIBUTE = "di.flows_in"
+"""Attribute di's writer puts on the Enter of a flow's destination (see :func:`flows_frame`)."""
 
 _INSTANT_FIELDS = {
     R.PROGRAM_BEGIN: ("program", "arguments"), R.PROGRAM_END: ("exit_status",), R.THREAD_FORK: ("paradigm", "threads"),
@@ -112,6 +114,40 @@ def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_lo
     return ordered
 
 
+@njit(cache=True)
+def _sort_nearly_sorted(loc, start, end, budget):
+    """(permutation into (loc, start, -end, index) order, True) by insertion sort, which costs O(n + moves);
+    (partial permutation, False) once more than ``budget`` moves were needed."""
+    n = loc.size
+    perm = np.arange(n)
+    moves = 0
+    for i in range(1, n):
+        p = perm[i]
+        j = i
+        while j > 0:
+            q = perm[j - 1]
+            if loc[q] > loc[p] or (loc[q] == loc[p] and (start[q] > start[p] or (start[q] == start[p] and (
+                    end[q] < end[p] or (end[q] == end[p] and q > p))))):
+                perm[j] = q
+                j -= 1
+                moves += 1
+                if moves > budget:
+                    return perm, False
+            else:
+                break
+        perm[j] = p
+    return perm, True
+
+
+def sort_permutation(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Permutation that sorts events by (loc, start, -end, creation index); cheap when few are out of place
+    (equal timestamps of a coarse timer), a full sort otherwise."""
+    perm, done = _sort_nearly_sorted(loc, start, end, 8 * loc.size + 1024)
+    if done:
+        return perm
+    return np.lexsort((np.arange(loc.size), -end, start, loc))
+
+
 def nullable(values: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
     """``values`` as a polars Series with nulls where ``valid`` is False (through an Arrow validity bitmap, no copy of ``values``)."""
     import pyarrow as pa
@@ -136,24 +172,22 @@ def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict
     instant_of = table["instant"].to_numpy()
     ordered = _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs.astype(np.int64), instant_of,
                       *(np.int64(c) for c in clock))
-    desc = pl.Series(ev_ref)
-    rma = ev_type == T.EV_RMA
     n = ev_loc.size
-    df = pl.DataFrame({
-        "loc": ev_loc.astype(np.uint32), "start_ns": ev_start, "end_ns": ev_end, "name": table["name"].gather(desc),
-        "cat": table["cat"].gather(desc), "src_cat": table["src_cat"].gather(desc),
-        "bytes": nullable(ev_c, rma, "bytes") if rma.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
-        "instant": table["instant"].gather(desc),
-    })
     order = None
+    loc, start, end, desc, nbytes, rma = ev_loc, ev_start, ev_end, ev_ref, ev_c, ev_type == T.EV_RMA
     if not ordered:
-        idx = np.arange(n, dtype=np.int64)
-        perm = np.lexsort((idx, -ev_end, ev_start, ev_loc))
-        df = df[perm]
+        perm = sort_permutation(ev_loc, ev_start, ev_end)
+        loc, start, end, desc, nbytes, rma = (a[perm] for a in (loc, start, end, desc, nbytes, rma))
         order = np.empty(n, np.int64)
-        order[perm] = idx
-    depth, parent = nest(df["loc"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy())
-    df = df.with_columns(pl.Series("depth", depth), nullable(parent, parent >= 0, "parent"))
+        order[perm] = np.arange(n, dtype=np.int64)
+    depth, parent = nest(loc, start, end)
+    codes = pl.Series(desc)
+    df = pl.DataFrame({
+        "loc": loc.astype(np.uint32), "start_ns": start, "end_ns": end, "name": table["name"].gather(codes),
+        "cat": table["cat"].gather(codes), "src_cat": table["src_cat"].gather(codes),
+        "bytes": nullable(nbytes, rma, "bytes") if rma.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
+        "instant": table["instant"].gather(codes), "depth": depth, "parent": nullable(parent, parent >= 0, "parent"),
+    })
     return df, order
 
 
@@ -168,7 +202,7 @@ def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
 def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarray | None, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
     parts: list[pl.DataFrame] = []  # (event, JSON members text "k":v,...) per source
-    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES]
+    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name == FLOWS_ATTRIBUTE]
     attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & ~pl.col("a").is_in(own))
     if attrs.height:
         names = {ref: name for ref, (name, _) in defs.attributes.items()}
@@ -231,3 +265,33 @@ def _quoted(s: pl.Series) -> pl.Series:
 
 def _members(keys: pl.Series, values: pl.Series) -> pl.Series:
     return pl.select(pl.concat_str(keys, pl.lit(":"), values.fill_null("null"))).to_series()
+
+
+def flows_frame(rec: pl.DataFrame, tl: tuple, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
+    """(flows restored from the ``di.flows_in`` attributes di's writer wrote, or None; flows whose source is missing).
+
+    Each attribute holds the JSON list of the flows ending at its event, each
+    with its source as (location ref, Enter ordinal on that location); the
+    source's row is the region event created by that Enter.
+    """
+    ref = next((r for r, (name, _) in defs.attributes.items() if name == FLOWS_ATTRIBUTE), None)
+    if ref is None:
+        return None, 0
+    got = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("a") == ref) & (pl.col("event") >= 0))
+    if not got.height:
+        return None, 0
+    text = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy())).replace_strict(defs.strings, default=None, return_dtype=pl.String)
+    item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
+    items = pl.DataFrame({"dst": got["event"], "j": text.str.json_decode(pl.List(item))}).explode("j").unnest("j")
+    ev_loc, ev_type = tl[0], tl[3]
+    regions = np.flatnonzero(ev_type == T.EV_REGION)
+    dense = {loc["ref"]: i for i, loc in enumerate(defs.locations)}
+    loc = items["l"].replace_strict(dense, default=-1, return_dtype=pl.Int64).to_numpy()
+    first = np.searchsorted(ev_loc[regions], loc)
+    count = np.searchsorted(ev_loc[regions], loc, side="right") - first
+    k = items["k"].fill_null(-1).to_numpy()
+    ok = (loc >= 0) & (k >= 0) & (k < count)
+    src = rows_of(order, np.where(ok, regions[np.minimum(first + np.maximum(k, 0), max(regions.size - 1, 0))] if regions.size else -1, -1))
+    flows = items.with_columns(pl.Series("src", src)).filter(pl.Series(ok)).select(
+        "src", "dst", pl.col("t").alias("kind"), pl.col("i").alias("id"), pl.col("c").alias("src_cat"))
+    return flows.sort("src", "dst", maintain_order=True), int((~ok).sum())

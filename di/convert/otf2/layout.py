@@ -21,9 +21,9 @@ from di.convert.otf2.categories import collective_op_code, describe, region_kind
 from di.trace import Trace
 
 ATTRIBUTES = (("di.bytes", "UINT64"), ("di.corr", "INT64"), ("di.args", "STRING"), ("di.dtype", "STRING"), ("di.op", "STRING"),
-              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"))
-"""Attributes di writes (refs in this order): the first three on Enter records, the others on MpiCollectiveEnd
-(the ``collectives`` columns OTF2 has no field for, or whose OTF2 field is coarser)."""
+              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"), ("di.flows_in", "STRING"))
+"""Attributes di writes (refs in this order): the first three and the last on Enter records, the others on
+MpiCollectiveEnd (the ``collectives`` columns OTF2 has no field for, or whose OTF2 field is coarser)."""
 NULL_COMM = "\0null"
 """Stands for a null comm while planning; written as an unnamed communicator whose group name says so."""
 DEFAULT_COMM = NULL_COMM
@@ -269,8 +269,13 @@ def _attachments(trace: Trace, loc_rank: np.ndarray, comm_ref: dict[str, int], l
         tag, nb = msg["tag"].fill_null(0).to_numpy(), msg["bytes"].fill_null(0).to_numpy()
         z = np.zeros(send.size, np.int64)
         pad = np.zeros((send.size, 4), np.int64)
-        rows.append(np.column_stack([send, z, z + emit.ATT_SEND, dst_l, cref, tag, nb, z, pad]))
-        rows.append(np.column_stack([recv, z + 1, z + emit.ATT_RECV, src_l, cref, tag, nb, z, pad]))
+        request = np.arange(1, send.size + 1, dtype=np.int64)  # one request id per message, unique on every location
+        done, post = msg["send_done"].fill_null(-1).to_numpy(), msg["recv_post"].fill_null(-1).to_numpy()
+        isend, irecv = done >= 0, post >= 0
+        rows.append(np.column_stack([send, z, np.where(isend, emit.ATT_ISEND, emit.ATT_SEND), dst_l, cref, tag, nb, request, pad]))
+        rows.append(np.column_stack([recv, z + 1, np.where(irecv, emit.ATT_IRECV, emit.ATT_RECV), src_l, cref, tag, nb, request, pad]))
+        rows.append(np.column_stack([done, z + 1, z + emit.ATT_ISEND_COMPLETE, z, z, z, z, request, pad])[isend])
+        rows.append(np.column_stack([post, z, z + emit.ATT_IRECV_REQUEST, z, z, z, z, request, pad])[irecv])
     coll = trace.collectives
     if coll.height:
         args = trace.events["args"][coll["event"].to_list()]
@@ -331,6 +336,33 @@ def _event_attribute(col: pl.Series) -> np.ndarray:
     return np.zeros(0, np.int64) if col.null_count() == col.len() else _optional(col)
 
 
+def _flows_in(trace: Trace, out_ref: np.ndarray, order: np.ndarray, bounds: np.ndarray, strings: Strings) -> np.ndarray:
+    """String ref of the ``di.flows_in`` text of every event row (NO_VALUE where no flow ends), empty without flows.
+
+    A flow's source is named by its output location and Enter ordinal there
+    (its position in that location's emission order), which survive lanes.
+    """
+    fl = trace.flows
+    if not fl.height:
+        return np.zeros(0, np.int64)
+    n = out_ref.size
+    emitted = np.empty(n, np.int64)  # event row -> position in the emission order
+    if order.size:
+        emitted[order] = np.arange(n, dtype=np.int64)
+    else:
+        emitted = np.arange(n, dtype=np.int64)
+    src = fl["src"].to_numpy()
+    src_loc = out_ref[src]
+    items = pl.DataFrame({"dst": fl["dst"], "l": src_loc, "k": emitted[src] - bounds[src_loc], "t": fl["kind"].cast(pl.String),
+                          "i": fl["id"], "c": fl["src_cat"]})
+    text = items.select("dst", pl.struct("l", "k", "t", "i", "c").struct.json_encode().alias("j"))
+    per_dst = text.group_by("dst", maintain_order=True).agg(pl.format("[{}]", pl.col("j").str.join(",")).alias("text"))
+    refs = strings.add_many(per_dst["text"]).to_numpy()
+    out = np.full(n, emit.NO_VALUE, np.int64)
+    out[per_dst["dst"].to_numpy()] = refs
+    return out
+
+
 def plan(trace: Trace) -> Layout:
     """Everything the writer needs for ``trace``."""
     strings = Strings()
@@ -374,13 +406,12 @@ def plan(trace: Trace) -> Layout:
     lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations,
                  rank_locations=rank_locs, regions=regions, comms=comms, metric_members=members, global_offset=offset,
                  trace_length=length, realtime=realtime)
-    flows = trace.flows.height
-    lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)" + (
-        f"; {flows} flows not written (OTF2 has no record for them)" if flows else "")
+    lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)"
     lay.arrays.update(metric_arrays)
     lay.arrays.update({
         "order": order, "bounds": bounds, "start_t": start + shift if shift else start, "end_t": end + shift if shift else end,
         "region": region,
-        "nbytes": _event_attribute(ev["bytes"]), "corr": _event_attribute(ev["corr"]), "args_ref": _event_attribute(args_ref), "att": att, "att_off": att_off,
+        "nbytes": _event_attribute(ev["bytes"]), "corr": _event_attribute(ev["corr"]), "args_ref": _event_attribute(args_ref),
+        "flows_ref": _flows_in(trace, out_ref, order, bounds, strings), "att": att, "att_off": att_off,
     })
     return lay

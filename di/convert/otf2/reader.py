@@ -89,6 +89,9 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     collectives = matching.collectives(rec.filter((pl.col("event") >= 0) | (pl.col("kind") == R.ATTRIBUTE)), defs.comms, defs.attributes, defs.strings)
     ev = ev.with_columns(events.args_column(ev, rec, tl, order, defs, matching.collective_args(rec_in)), pl.lit(None, pl.Int64).alias("corr"))
     ev = events.own_columns(ev, rec, defs)
+    flows, lost = events.flows_frame(rec, tl, order, defs)
+    if lost:
+        dropped["flow_source_not_found"] += lost
     locations, counter_loc = _locations(defs, rec, source)
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
     if unknown_metric:
@@ -101,7 +104,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     return Trace.build(
         meta=meta, locations=locations, events=ev.select("loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent",
                                                         "corr", "bytes", "instant", "args"),
-        messages=messages, collectives=collectives, series=series if series.height else None,
+        messages=messages, collectives=collectives, flows=flows, series=series if series.height else None,
         samples=samples if samples.height else None,
     )
 
