@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -74,8 +74,8 @@ def open_reader(anchor: Path) -> Any:
 class Records:
     """Every record of the selected locations, location after location."""
 
-    rows: np.ndarray  # (n, records.WIDTH) int64
-    bounds: np.ndarray  # (locations + 1,): rows[bounds[i]:bounds[i+1]] are location i's
+    rows: np.ndarray  # (n, records.WIDTH) int64; empty when a consumer took them location by location
+    bounds: np.ndarray  # (locations + 1,): rows[bounds[i]:bounds[i+1]] are location i's (rows counted either way)
     records_read: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
@@ -87,11 +87,14 @@ class Records:
 
 
 def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True,
-                 expected_records: int = 0) -> Records:
+                 expected_records: int = 0, consume: Callable[[np.ndarray, int], None] | None = None) -> Records:
     """Read the event records of every location (see :mod:`records`).
 
     ``apply_clock_offsets=False`` keeps each location's own clock (for checks);
     ``expected_records`` (the definitions' event counts) sizes the buffer.
+    With ``consume``, each location's rows are handed to ``consume(rows, i)``
+    (i: position in ``location_refs``) once read, and the buffer is reused for
+    the next location, so only one location's records are held at a time.
 
     A location whose event file is missing or unreadable keeps what was read
     before the error; a warning names it and ``dropped`` counts it.
@@ -113,10 +116,11 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
         raise _otf2_error(anchor, exc) from None
     out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(len(location_refs) + 1, np.int64))
     callbacks = records.Callbacks()
-    buf = records.RecordBuffer(int(expected_records * ATTRIBUTE_ROOM))
+    buf = records.RecordBuffer(int(expected_records * ATTRIBUTE_ROOM) if consume is None else 1 << 16)
+    taken = 0
     try:
         for i, ref in enumerate(location_refs):
-            out.bounds[i] = buf.rows
+            out.bounds[i] = taken + buf.rows
             if defs_open:
                 _local_definitions(_otf2, handle, ref, evt_dir, out)
             evt_file = evt_dir / f"{ref}.evt"
@@ -134,12 +138,17 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
                 out.dropped["truncated_event_file"] += 1
             if attrs_dropped:
                 out.dropped["attribute"] += attrs_dropped
+            if consume is not None:
+                consume(buf.view(), i)
+                taken += buf.rows
+                buf.array[0] = 0
     finally:
         callbacks.close()
         if defs_open:
             _otf2.Reader_CloseDefFiles(handle)
-    out.bounds[len(location_refs)] = buf.rows
-    out.rows = buf.view()
+    out.bounds[len(location_refs)] = taken + buf.rows
+    if consume is None:
+        out.rows = buf.view()
     return out
 
 

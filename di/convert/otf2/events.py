@@ -90,11 +90,12 @@ def _ticks_to_ns(t, offset, res, realtime):
 
 @njit(cache=True)
 def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs, instant_of, offset, res, realtime):
-    """In place: ticks -> ns (instants end where they start), ev_ref -> descriptor row; returns whether the
-    events are in (loc, start, -end) order."""
+    """In place: ticks -> ns (instants end where they start). Returns (descriptor row of every event,
+    whether the events are in (loc, start, -end) order)."""
     n_kinds_base = 2 * n_regions
     unknown = instant_of.size - 1
     ordered = True
+    desc = np.empty(ev_loc.size, np.int64)
     for i in range(ev_loc.size):
         ref = ev_ref[i]
         if ev_type[i] == T.EV_REGION:
@@ -102,7 +103,7 @@ def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_lo
             d = unknown if pos < 0 else pos + n_regions * gpu_locs[ev_loc[i]]
         else:
             d = n_kinds_base + ref
-        ev_ref[i] = d
+        desc[i] = d
         s = _ticks_to_ns(ev_start[i], offset, res, realtime)
         ev_start[i] = s
         ev_end[i] = s if instant_of[d] else _ticks_to_ns(ev_end[i], offset, res, realtime)
@@ -111,7 +112,7 @@ def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_lo
                 ordered = False
             elif ev_loc[i] < ev_loc[i - 1]:
                 ordered = False
-    return ordered
+    return desc, ordered
 
 
 @njit(cache=True)
@@ -163,18 +164,18 @@ def nullable(values: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
 def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray) -> tuple[pl.DataFrame, np.ndarray | None]:
     """(events without args sorted and nested, creation index -> row or None when they are the same).
 
-    ``clock``: (global offset ticks, timer resolution ticks/s, realtime ns added); the
-    timeline arrays of ``tl`` are converted in place.
+    ``tl``: the :class:`timeline.Builder` arrays (ev_loc .. ev_c); ``clock``: (global offset
+    ticks, timer resolution ticks/s, realtime ns added). ev_start and ev_end are converted to ns in place.
     """
     ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c = tl[:8]
     lookup, table = _descriptors(regions)
     n_regions = (table.height - (max(R.INSTANT_NAMES) + 2)) // 2
     instant_of = table["instant"].to_numpy()
-    ordered = _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs.astype(np.int64), instant_of,
-                      *(np.int64(c) for c in clock))
+    desc, ordered = _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs.astype(np.int64), instant_of,
+                            *(np.int64(c) for c in clock))
     n = ev_loc.size
     order = None
-    loc, start, end, desc, nbytes, rma = ev_loc, ev_start, ev_end, ev_ref, ev_c, ev_type == T.EV_RMA
+    loc, start, end, nbytes, rma = ev_loc, ev_start, ev_end, ev_c, ev_type == T.EV_RMA
     if not ordered:
         perm = sort_permutation(ev_loc, ev_start, ev_end)
         loc, start, end, desc, nbytes, rma = (a[perm] for a in (loc, start, end, desc, nbytes, rma))
@@ -199,7 +200,7 @@ def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
     return np.where(created >= 0, order[np.maximum(created, 0)] if order.size else created, -1)
 
 
-def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarray | None, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
+def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
     parts: list[pl.DataFrame] = []  # (event, JSON members text "k":v,...) per source
     own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name == FLOWS_ATTRIBUTE]
@@ -211,7 +212,7 @@ def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarra
         key = attrs["a"].replace_strict(names, default=None, return_dtype=pl.String).fill_null(attrs["a"].cast(pl.String))
         key = pl.select(pl.when(attrs["after"] == R.LEAVE).then(pl.concat_str(pl.lit("leave."), key)).otherwise(key)).to_series()
         parts.append(pl.DataFrame({"event": attrs["event"], "kv": _members(_quoted(key), value)}))
-    ev_type, ev_ref, ev_a, ev_b, ev_c = tl[3], tl[4], tl[5], tl[6], tl[7]
+    ev_type, ev_ref, ev_a, ev_b, ev_c = tl.ev_type, tl.ev_ref, tl.ev_a, tl.ev_b, tl.ev_c
     instants = np.flatnonzero(ev_type == T.EV_INSTANT)
     for kind, fields in _INSTANT_FIELDS.items():
         sel = instants[ev_ref[instants] == kind]
@@ -267,7 +268,7 @@ def _members(keys: pl.Series, values: pl.Series) -> pl.Series:
     return pl.select(pl.concat_str(keys, pl.lit(":"), values.fill_null("null"))).to_series()
 
 
-def flows_frame(rec: pl.DataFrame, tl: tuple, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
+def flows_frame(rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
     """(flows restored from the ``di.flows_in`` attributes di's writer wrote, or None; flows whose source is missing).
 
     Each attribute holds the JSON list of the flows ending at its event, each
@@ -283,7 +284,7 @@ def flows_frame(rec: pl.DataFrame, tl: tuple, order: np.ndarray | None, defs: An
     text = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy())).replace_strict(defs.strings, default=None, return_dtype=pl.String)
     item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
     items = pl.DataFrame({"dst": got["event"], "j": text.str.json_decode(pl.List(item))}).explode("j").unnest("j")
-    ev_loc, ev_type = tl[0], tl[3]
+    ev_loc, ev_type = tl.ev_loc, tl.ev_type
     regions = np.flatnonzero(ev_type == T.EV_REGION)
     dense = {loc["ref"]: i for i, loc in enumerate(defs.locations)}
     loc = items["l"].replace_strict(dense, default=-1, return_dtype=pl.Int64).to_numpy()

@@ -61,22 +61,24 @@ def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "
     reader = archive.open_reader(anchor)
     try:
         defs = read_definitions(reader)
-        recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor,
-                                    expected_records=sum(loc["records"] for loc in defs.locations))
+        expected = sum(loc["records"] for loc in defs.locations)
+        builder = T.Builder(expected)
+        recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor, expected_records=expected,
+                                    consume=builder.add)
+        builder.finish()
     finally:
         reader.close()
-    return _assemble(anchor, defs, recs, source)
+    return _assemble(anchor, defs, recs, builder, source)
 
 
-def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: int) -> Trace:
+def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Builder, source: int) -> Trace:
     dropped: Counter[str] = Counter(recs.dropped)
     warnings = list(recs.warnings)
-    tl = T.build(recs.rows, recs.bounds)
-    for name, n in zip(T.COUNT_NAMES, tl[11].tolist()):
+    for name, n in zip(T.COUNT_NAMES, tl.counts.tolist()):
         if n:
             dropped[name] += n
     gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
-    ev, order = events.events_frame(tl, (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu)
+    ev, order = events.events_frame(tl.events(), (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu)
     rec = _record_frame(recs, tl, order, defs)
     outside = rec.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END]) & (pl.col("event") < 0)).height
     if outside:
@@ -96,7 +98,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
     if unknown_metric:
         dropped["metric_value_of_undefined_metric"] += unknown_metric
-    handled = recs.rows.shape[0] - rec.filter(pl.col("kind").is_in([R.ATTRIBUTE, R.METRIC_VALUE])).height
+    handled = int(recs.bounds[-1]) - rec.filter(pl.col("kind").is_in([R.ATTRIBUTE, R.METRIC_VALUE])).height
     if recs.records_read > handled:
         dropped["record_of_unsupported_type"] += recs.records_read - handled
     warnings += [f"{anchor}: {n} x {why.replace('_', ' ')}" for why, n in sorted(dropped.items()) if not why.startswith("unmatched")]
@@ -109,20 +111,17 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     )
 
 
-def _record_frame(recs: archive.Records, tl: tuple, order: np.ndarray | None, defs: Definitions) -> pl.DataFrame:
+def _record_frame(recs: archive.Records, tl: T.Builder, order: np.ndarray | None, defs: Definitions) -> pl.DataFrame:
     """The records other than Enter/Leave (their events are built already), with ``event`` (row in events of
     the record's owner, see :mod:`timeline`), ``row``, ``head`` (row of the record an attribute belongs to)
     and ``after`` (that record's kind)."""
-    sel, owner, head = tl[8], tl[9], tl[10]
-    kinds = recs.rows[:, 0]
-    sub = np.ascontiguousarray(recs.rows[sel].T)
+    sub = np.ascontiguousarray(tl.rec.T)
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
-    loc = np.searchsorted(recs.bounds, sel, side="right") - 1
+    loc = np.searchsorted(recs.bounds, tl.rec_row, side="right") - 1
     return pl.DataFrame({
         "kind": sub[0], "ts_ns": ticks_to_ns(sub[1], defs), "a": sub[2], "b": sub[3], "c": sub[4], "d": sub[5], "e": sub[6],
-        "loc": loc, "rank": ranks[loc] if sel.size else np.zeros(0, np.int32),
-        "event": events.rows_of(order, owner), "row": sel,
-        "after": np.where(head >= 0, kinds[np.maximum(head, 0)] if kinds.size else 0, 0), "head": head,
+        "loc": loc, "rank": ranks[loc] if loc.size else np.zeros(0, np.int32),
+        "event": events.rows_of(order, tl.rec_owner), "row": tl.rec_row, "after": tl.rec_after, "head": tl.rec_head,
     })
 
 

@@ -1,8 +1,8 @@
-"""Records of each location -> events (regions, instants, RMA copies), in one numba pass.
+"""Records of each location -> events (regions, instants, RMA copies), in one numba pass per location.
 
-Input: the rows of :mod:`di.convert.otf2.records` of every location,
-concatenated location after location, and ``bounds``: ``rows[bounds[i]:bounds[i+1]]``
-are the rows of location ``i`` (dense location index).
+Input: the rows of :mod:`di.convert.otf2.records` of one location at a time
+(:class:`Builder`, which the reader feeds as it reads, so the records of one
+location are held at a time), or of every location at once (:func:`build`).
 
 Definitions (per location, records in file order = time order):
 
@@ -46,118 +46,175 @@ def _is_instant(kind):
 
 
 @njit(cache=True)
-def build(rows, bounds):
-    """Events of all locations; see the module docstring.
+def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state):
+    """Events and kept records of one location (rows = its records; see the module docstring).
 
-    Returns:
-        (ev_loc int64, ev_start, ev_end (ticks), ev_type, ev_ref (region ref /
-        record kind), ev_a, ev_b, ev_c (record fields a..c, 0 for regions),
-        rec_row, rec_owner, rec_head, counts).
+    ``ev`` (cap, 8) int64 columns loc, start, end, ref, a, b, c, unused; ``rec``
+    (cap, WIDTH) copies of the rows other than Enter/Leave; ``rec_idx`` (cap, 4)
+    their (row, owner, head, kind of head), rows counted from ``base``.
+    ``state`` = [events so far, records kept so far], updated.
     """
     n = rows.shape[0]
-    cap = max(n, 1)
-    ev_loc = np.empty(cap, np.int64)
-    ev_start = np.empty(cap, np.int64)
-    ev_end = np.empty(cap, np.int64)
-    ev_type = np.empty(cap, np.int8)
-    ev_ref = np.empty(cap, np.int64)
-    ev_a = np.zeros(cap, np.int64)  # zeroed lazily by the OS: only instants and copies write them
-    ev_b = np.zeros(cap, np.int64)
-    ev_c = np.zeros(cap, np.int64)
-    rec_row = np.empty(cap, np.int64)
-    rec_owner = np.empty(cap, np.int64)
-    rec_head = np.empty(cap, np.int64)
-    n_rec = 0
-    counts = np.zeros(N_COUNTS, np.int64)
-    stack = np.empty(cap, np.int64)
-    rma = np.empty(cap, np.int64)  # open copies (event ids), in order
-    rma_match = np.empty(cap, np.int64)  # their matching ids
-    m = 0
-    for li in range(bounds.size - 1):
-        i, j = bounds[li], bounds[li + 1]
-        if i == j:
+    if n == 0:
+        return
+    m = state[0]
+    n_rec = state[1]
+    stack = np.empty(n, np.int64)
+    rma = np.empty(n, np.int64)  # open copies (event ids), in order
+    rma_match = np.empty(n, np.int64)  # their matching ids
+    top = 0
+    n_rma = 0
+    last = -1
+    last_kind = 0
+    last_owner = -1
+    last_t = rows[n - 1, 1]
+    for k in range(n):
+        kind = rows[k, 0]
+        t = rows[k, 1]
+        if kind == R.ATTRIBUTE or kind == R.METRIC_VALUE:
+            for q in range(R.WIDTH):
+                rec[n_rec, q] = rows[k, q]
+            rec_idx[n_rec, 0] = base + k
+            rec_idx[n_rec, 1] = last_owner
+            rec_idx[n_rec, 2] = (base + last if last >= 0 else -1) if kind == R.ATTRIBUTE else base + k
+            rec_idx[n_rec, 3] = last_kind if kind == R.ATTRIBUTE else kind
+            n_rec += 1
             continue
-        top = 0
-        n_rma = 0
-        last = -1
+        last = k
+        last_kind = kind
         last_owner = -1
-        last_t = rows[j - 1, 1]
-        for k in range(i, j):
-            kind = rows[k, 0]
-            t = rows[k, 1]
-            if kind == R.ATTRIBUTE or kind == R.METRIC_VALUE:
-                rec_row[n_rec] = k
-                rec_owner[n_rec] = last_owner
-                rec_head[n_rec] = last if kind == R.ATTRIBUTE else k
-                n_rec += 1
-                continue
-            last = k
-            last_owner = -1
-            if kind == R.ENTER:
-                ev_loc[m] = li
-                ev_start[m] = t
-                ev_end[m] = t
-                ev_type[m] = EV_REGION
-                ev_ref[m] = rows[k, 2]
-                stack[top] = m
-                top += 1
-                last_owner = m
-                m += 1
-            elif kind == R.LEAVE:
-                if top == 0:
-                    counts[LEAVE_WITHOUT_ENTER] += 1
-                    continue
+        if kind == R.ENTER:
+            ev[m, 0] = li
+            ev[m, 1] = t
+            ev[m, 2] = t
+            ev[m, 3] = rows[k, 2]
+            ev_type[m] = EV_REGION
+            stack[top] = m
+            top += 1
+            last_owner = m
+            m += 1
+        elif kind == R.LEAVE:
+            if top == 0:
+                counts[LEAVE_WITHOUT_ENTER] += 1
+            else:
                 top -= 1
                 e = stack[top]
-                if ev_ref[e] != rows[k, 2]:
+                if ev[e, 3] != rows[k, 2]:
                     counts[LEAVE_MISMATCH] += 1
-                ev_end[e] = t
+                ev[e, 2] = t
                 last_owner = e
-            elif _is_instant(kind) or kind == R.RMA_PUT or kind == R.RMA_GET:
-                ev_loc[m] = li
-                ev_start[m] = t
-                ev_end[m] = t
-                ev_type[m] = EV_INSTANT if _is_instant(kind) else EV_RMA
-                ev_ref[m] = kind
-                ev_a[m] = rows[k, 2]
-                ev_b[m] = rows[k, 3]
-                ev_c[m] = rows[k, 4]
-                last_owner = m
-                if kind == R.RMA_PUT or kind == R.RMA_GET:
-                    rma[n_rma] = m
-                    rma_match[n_rma] = rows[k, 5]
-                    n_rma += 1
-                m += 1
-            elif kind == R.RMA_COMPLETE:
-                hit = -1
-                for q in range(n_rma):
-                    e = rma[q]
-                    if ev_a[e] == rows[k, 2] and rma_match[q] == rows[k, 5]:
-                        hit = q
-                        break
-                if hit < 0:
-                    counts[RMA_COMPLETE_WITHOUT_OP] += 1
-                else:
-                    e = rma[hit]
-                    ev_end[e] = t
-                    last_owner = e
-                    for q in range(hit, n_rma - 1):
-                        rma[q] = rma[q + 1]
-                        rma_match[q] = rma_match[q + 1]
-                    n_rma -= 1
+        elif _is_instant(kind) or kind == R.RMA_PUT or kind == R.RMA_GET:
+            ev[m, 0] = li
+            ev[m, 1] = t
+            ev[m, 2] = t
+            ev[m, 3] = kind
+            ev[m, 4] = rows[k, 2]
+            ev[m, 5] = rows[k, 3]
+            ev[m, 6] = rows[k, 4]
+            ev_type[m] = EV_INSTANT if _is_instant(kind) else EV_RMA
+            last_owner = m
+            if kind == R.RMA_PUT or kind == R.RMA_GET:
+                rma[n_rma] = m
+                rma_match[n_rma] = rows[k, 5]
+                n_rma += 1
+            m += 1
+        elif kind == R.RMA_COMPLETE:
+            hit = -1
+            for q in range(n_rma):
+                if ev[rma[q], 4] == rows[k, 2] and rma_match[q] == rows[k, 5]:
+                    hit = q
+                    break
+            if hit < 0:
+                counts[RMA_COMPLETE_WITHOUT_OP] += 1
             else:
-                last_owner = stack[top - 1] if top > 0 else -1
-            if kind != R.ENTER and kind != R.LEAVE:
-                rec_row[n_rec] = k
-                rec_owner[n_rec] = last_owner
-                rec_head[n_rec] = k
-                n_rec += 1
-        counts[UNCLOSED_ENTER] += top
-        for q in range(top):
-            ev_end[stack[q]] = last_t
-        counts[RMA_UNCOMPLETED] += n_rma
-    return (ev_loc[:m], ev_start[:m], ev_end[:m], ev_type[:m], ev_ref[:m], ev_a[:m], ev_b[:m], ev_c[:m],
-            rec_row[:n_rec], rec_owner[:n_rec], rec_head[:n_rec], counts)
+                e = rma[hit]
+                ev[e, 2] = t
+                last_owner = e
+                for q in range(hit, n_rma - 1):
+                    rma[q] = rma[q + 1]
+                    rma_match[q] = rma_match[q + 1]
+                n_rma -= 1
+        else:
+            last_owner = stack[top - 1] if top > 0 else -1
+        if kind != R.ENTER and kind != R.LEAVE:
+            for q in range(R.WIDTH):
+                rec[n_rec, q] = rows[k, q]
+            rec_idx[n_rec, 0] = base + k
+            rec_idx[n_rec, 1] = last_owner
+            rec_idx[n_rec, 2] = base + k
+            rec_idx[n_rec, 3] = kind
+            n_rec += 1
+    counts[UNCLOSED_ENTER] += top
+    for q in range(top):
+        ev[stack[q], 2] = last_t
+    counts[RMA_UNCOMPLETED] += n_rma
+    state[0] = m
+    state[1] = n_rec
+
+
+class Builder:
+    """Builds the events of an archive location by location, so only one location's records are held at a time.
+
+    After the last :meth:`add`, the attributes hold the results: ``ev_loc``,
+    ``ev_start``, ``ev_end`` (ticks), ``ev_type``, ``ev_ref`` (region ref /
+    record kind), ``ev_a``, ``ev_b``, ``ev_c`` (record fields a..c, 0 for
+    regions); the kept records ``rec`` (n, WIDTH) with ``rec_row``,
+    ``rec_owner``, ``rec_head`` and ``rec_after`` (kind of the head record); ``counts``.
+    """
+
+    def __init__(self, expected_records: int = 0) -> None:
+        cap = max(expected_records, 1024)
+        self._ev = np.zeros((cap, 8), np.int64, order="F")  # columns contiguous; zeroed lazily by the OS
+        self._ev_type = np.empty(cap, np.int8)
+        self._rec = np.empty((cap, R.WIDTH), np.int64)
+        self._rec_idx = np.empty((cap, 4), np.int64, order="F")
+        self.counts = np.zeros(N_COUNTS, np.int64)
+        self._state = np.zeros(2, np.int64)
+        self._rows = 0
+
+    def add(self, rows: np.ndarray, li: int) -> None:
+        """Add the records of location ``li`` (rows are read only, and may be reused afterwards)."""
+        need = rows.shape[0]
+        m, n_rec = int(self._state[0]), int(self._state[1])
+        if m + need > self._ev.shape[0]:
+            self._ev, self._ev_type = _grown(self._ev, m, m + need), _grown(self._ev_type, m, m + need)
+        if n_rec + need > self._rec.shape[0]:
+            self._rec, self._rec_idx = _grown(self._rec, n_rec, n_rec + need), _grown(self._rec_idx, n_rec, n_rec + need)
+        _build_location(rows, li, self._rows, self._ev, self._ev_type, self._rec, self._rec_idx, self.counts, self._state)
+        self._rows += need
+
+    def finish(self) -> None:
+        """Expose the results as attributes (views)."""
+        m, n_rec = int(self._state[0]), int(self._state[1])
+        ev = self._ev[:m]
+        self.ev_loc, self.ev_start, self.ev_end, self.ev_ref = (ev[:, q] for q in range(4))  # contiguous columns
+        self.ev_a, self.ev_b, self.ev_c = (ev[:, q] for q in (4, 5, 6))
+        self.ev_type = self._ev_type[:m]
+        self.rec = self._rec[:n_rec]
+        self.rec_row, self.rec_owner, self.rec_head, self.rec_after = (self._rec_idx[:n_rec, q] for q in range(4))
+
+    def events(self) -> tuple:
+        """(ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c)."""
+        return self.ev_loc, self.ev_start, self.ev_end, self.ev_type, self.ev_ref, self.ev_a, self.ev_b, self.ev_c
+
+
+def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
+    out = np.zeros((max(need, 2 * a.shape[0]), *a.shape[1:]), a.dtype, order="F" if a.flags.f_contiguous else "C")
+    out[:used] = a[:used]
+    return out
+
+
+def build(rows: np.ndarray, bounds: np.ndarray) -> tuple:
+    """Events of all locations at once (rows of location i: ``rows[bounds[i]:bounds[i+1]]``).
+
+    Returns:
+        (ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c, rec_row, rec_owner, rec_head, counts).
+    """
+    b = Builder(rows.shape[0])
+    for li in range(bounds.size - 1):
+        b.add(rows[bounds[li]:bounds[li + 1]], li)
+    b.finish()
+    return (*b.events(), b.rec_row, b.rec_owner, b.rec_head, b.counts)
 
 
 def build_reference(rows: np.ndarray, bounds: np.ndarray) -> tuple:
