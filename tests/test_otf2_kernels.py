@@ -79,3 +79,38 @@ def test_sort_permutation_matches_lexsort(seed: int) -> None:
     assert done == (n * (n - 1) // 2 <= 10)  # reversed: n(n-1)/2 moves, over the budget gives up
     zeros = np.zeros(n, np.int64)
     np.testing.assert_array_equal(sort_permutation(zeros, rev_start, rev_end), np.lexsort((np.arange(n), -rev_end, rev_start, zeros)))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_instant_members_match_python_formatting(seed: int) -> None:
+    from di.convert.otf2.argtext import INSTANT_FIELDS, instant_members
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60))
+    kinds = rng.choice(sorted(INSTANT_FIELDS), n)
+    a, b, c = (rng.integers(-(2**62), 2**62, n) * (rng.random(n) < 0.7) for _ in range(3))  # zeros and negatives too
+    data, offsets = instant_members(kinds, a, b, c)
+    got = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(n)]
+    want = [",".join(f'"{f}":{v}' for f, v in zip(INSTANT_FIELDS[int(k)], (int(a[i]), int(b[i]), int(c[i])))) for i, k in enumerate(kinds)]
+    assert got == want
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_join_members_matches_python_grouping(seed: int) -> None:
+    import polars as pl
+
+    from di.convert.columns import utf8_buffers
+    from di.convert.otf2.argtext import join_members
+
+    rng = np.random.default_rng(seed)
+    n_events = int(rng.integers(1, 40))
+    parts, want = [], [[] for _ in range(n_events)]
+    for p in range(int(rng.integers(0, 4))):
+        event = rng.integers(0, n_events, int(rng.integers(0, 30)))
+        texts = [f'"k{p}":"{"é" * int(i % 3)}{i}"' for i in range(event.size)]
+        column = pl.Series(["unused", *texts], dtype=pl.String)[1:] if p % 2 else pl.Series(texts, dtype=pl.String)  # sliced too
+        parts.append((event, *utf8_buffers(column)))
+        for e, t in zip(event.tolist(), texts):
+            want[e].append(t)
+    got = join_members(n_events, parts).to_list()
+    assert got == [("{" + ",".join(w) + "}") if w else None for w in want]

@@ -87,11 +87,14 @@ class Records:
 
 
 def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True,
-                 expected_records: int = 0, consume: Callable[[np.ndarray, int], None] | None = None) -> Records:
+                 expected_records: int = 0, consume: Callable[[np.ndarray, int], None] | None = None,
+                 time_window: tuple[int, int] | None = None) -> Records:
     """Read the event records of every location (see :mod:`records`).
 
     ``apply_clock_offsets=False`` keeps each location's own clock (for checks);
     ``expected_records`` (the definitions' event counts) sizes the buffer.
+    ``time_window`` (first, last tick of the trace, from the clock properties)
+    bounds the times of a damaged location's records (see :func:`_cut_garbage`).
     With ``consume``, each location's rows are handed to ``consume(rows, i)``
     (i: position in ``location_refs``) once read, and the buffer is reused for
     the next location, so only one location's records are held at a time.
@@ -131,10 +134,14 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
             evt = _otf2.Reader_GetEvtReader(handle, ref)
             if not apply_clock_offsets:
                 _otf2.EvtReader_ApplyClockOffsets(evt, False)
-            n, _, attrs_dropped, code = records.read_location(clib.handle(evt), callbacks, buf)
+            first = buf.rows
+            n, _, attrs_dropped, code = records.read_location(clib.handle(evt), callbacks, buf, evt_file.stat().st_size + records.ROOM)
             out.records_read += n
             if code:
-                out.warnings.append(f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({clib.error_text(code)}); the rest is dropped")
+                why = "more records than the file has bytes: truncated or corrupt" if code == records.CORRUPT else clib.error_text(code)
+                garbage = _cut_garbage(buf, first, time_window if apply_clock_offsets else None)
+                out.warnings.append(f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({why}); the rest is dropped"
+                                    + (f", with {garbage} record rows decoded from the damaged part" if garbage else ""))
                 out.dropped["truncated_event_file"] += 1
             if attrs_dropped:
                 out.dropped["attribute"] += attrs_dropped
@@ -150,6 +157,26 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
     if consume is None:
         out.rows = buf.view()
     return out
+
+
+def _cut_garbage(buf: records.RecordBuffer, first: int, window: tuple[int, int] | None) -> int:
+    """Drop the rows a damaged event file yielded past its sound part; returns how many.
+
+    OTF2 requires each location's times to never decrease; the library decodes
+    the bytes past a truncated file's end as records, so the sound part ends
+    before the first row whose time goes back or leaves the trace's time window.
+    """
+    rows = buf.view()[first:]
+    t = rows[:, 1]
+    bad = np.zeros(t.size, dtype=bool)
+    bad[1:] = t[1:] < t[:-1]
+    if window is not None:
+        bad |= (t < window[0]) | (t > window[1])
+    hit = np.flatnonzero(bad)
+    if not hit.size:
+        return 0
+    buf.array[0] = first + int(hit[0])
+    return t.size - int(hit[0])
 
 
 def _local_definitions(_otf2: Any, handle: Any, ref: int, evt_dir: Path, out: Records) -> None:

@@ -34,6 +34,7 @@ class Definitions:
 
     timer_resolution: int
     global_offset: int
+    trace_length: int
     realtime_ns: int | None
     locations: list[dict[str, Any]]
     regions: dict[int, dict[str, Any]]
@@ -175,6 +176,7 @@ def read_definitions(reader: Any) -> Definitions:
     return Definitions(
         timer_resolution=int(clock.timer_resolution),
         global_offset=int(clock.global_offset),
+        trace_length=int(clock.trace_length),
         realtime_ns=int(realtime) if realtime is not None and int(realtime) < 2**63 else None,
         locations=locations,
         regions=_regions(defs),

@@ -37,13 +37,6 @@ OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
 FLOWS_ATTRIBUTE = "di.flows_in"
 """Attribute di's writer puts on the Enter of a flow's destination (see :func:`flows_frame`)."""
 
-_INSTANT_FIELDS = {
-    R.PROGRAM_BEGIN: ("program", "arguments"), R.PROGRAM_END: ("exit_status",), R.THREAD_FORK: ("paradigm", "threads"),
-    R.THREAD_JOIN: ("paradigm",), R.TEAM_BEGIN: ("team",), R.TEAM_END: ("team",), R.LOCK_ACQUIRE: ("paradigm", "lock", "order"),
-    R.LOCK_RELEASE: ("paradigm", "lock", "order"), R.MEASUREMENT_ON_OFF: ("mode",), R.BUFFER_FLUSH: ("stop_ticks",),
-    R.RMA_WIN_CREATE: ("window",), R.RMA_WIN_DESTROY: ("window",), R.PARAMETER_STRING: ("parameter", "value"),
-    R.PARAMETER_INT: ("parameter", "value"), R.PARAMETER_UINT: ("parameter", "value"),
-}
 
 
 def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.DataFrame]:
@@ -202,7 +195,14 @@ def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
 
 def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
-    parts: list[pl.DataFrame] = []  # (event, JSON members text "k":v,...) per source
+    from di.convert.columns import utf8_buffers
+    from di.convert.otf2.argtext import instant_members, join_members
+
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (event rows, members UTF-8, offsets) per source
+
+    def add(event: Any, kv: pl.Series) -> None:
+        parts.append((np.asarray(event, np.int64), *utf8_buffers(kv)))
+
     own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name == FLOWS_ATTRIBUTE]
     attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & ~pl.col("a").is_in(own))
     if attrs.height:
@@ -211,34 +211,21 @@ def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: T.Builder, order: np.nd
                         {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
         key = attrs["a"].replace_strict(names, default=None, return_dtype=pl.String).fill_null(attrs["a"].cast(pl.String))
         key = pl.select(pl.when(attrs["after"] == R.LEAVE).then(pl.concat_str(pl.lit("leave."), key)).otherwise(key)).to_series()
-        parts.append(pl.DataFrame({"event": attrs["event"], "kv": _members(_quoted(key), value)}))
+        add(attrs["event"].to_numpy(), _members(_quoted(key), value))
     ev_type, ev_ref, ev_a, ev_b, ev_c = tl.ev_type, tl.ev_ref, tl.ev_a, tl.ev_b, tl.ev_c
     instants = np.flatnonzero(ev_type == T.EV_INSTANT)
-    for kind, fields in _INSTANT_FIELDS.items():
-        sel = instants[ev_ref[instants] == kind]
-        if sel.size:
-            cols = [pl.Series(col[sel]).cast(pl.String) for col in (ev_a, ev_b, ev_c)[: len(fields)]]
-            text = pl.select(pl.concat_str([pl.lit(f'"{f}":') + c for f, c in zip(fields, cols)], separator=",")).to_series()
-            parts.append(pl.DataFrame({"event": rows_of(order, sel), "kv": text}))
+    if instants.size:
+        parts.append((rows_of(order, instants), *instant_members(ev_ref[instants], ev_a[instants], ev_b[instants], ev_c[instants])))
     rma = np.flatnonzero(ev_type == T.EV_RMA)
     if rma.size:
         wins = np.unique(ev_a[rma])
         win_text = _quoted(pl.Series([defs.windows.get(int(w), str(w)) for w in wins], dtype=pl.String))
         window = pl.Series(ev_a[rma]).replace_strict(dict(zip(wins.tolist(), win_text.to_list())), return_dtype=pl.String)
-        text = pl.select(pl.concat_str(pl.lit('"window":') + window, pl.lit(',"remote":') + pl.Series(ev_b[rma]).cast(pl.String))).to_series()
-        parts.append(pl.DataFrame({"event": rows_of(order, rma), "kv": text}))
+        add(rows_of(order, rma), pl.select(pl.concat_str(pl.lit('"window":') + window, pl.lit(',"remote":') + pl.Series(ev_b[rma]).cast(pl.String))).to_series())
     ok = coll_args.filter(pl.col("event") >= 0)
     if ok.height:
-        parts.append(ok.select("event", pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received").alias("kv")))
-    out = pl.repeat(None, ev.height, dtype=pl.String, eager=True).alias("args")
-    if not parts:
-        return out
-    kv = pl.concat([p.with_columns(pl.col("event").cast(pl.Int64)) for p in parts])
-    dup = kv["event"].is_duplicated()
-    if dup.any():
-        merged = kv.filter(dup).group_by("event", maintain_order=True).agg(pl.col("kv").str.join(","))
-        kv = pl.concat([kv.filter(~dup), merged])
-    return out.scatter(kv["event"].to_numpy(), pl.select(pl.concat_str(pl.lit("{"), kv["kv"], pl.lit("}"))).to_series())
+        add(ok["event"].to_numpy(), ok.select(pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received")).to_series())
+    return join_members(ev.height, parts)
 
 
 def own_columns(ev: pl.DataFrame, rec: pl.DataFrame, defs: Any) -> pl.DataFrame:

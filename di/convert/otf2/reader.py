@@ -64,7 +64,7 @@ def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "
         expected = sum(loc["records"] for loc in defs.locations)
         builder = T.Builder(expected)
         recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor, expected_records=expected,
-                                    consume=builder.add)
+                                    consume=builder.add, time_window=(defs.global_offset, defs.global_offset + defs.trace_length))
         builder.finish()
     finally:
         reader.close()

@@ -352,31 +352,43 @@ class RecordBuffer:
         return self.array[HEADER : HEADER + n * WIDTH].reshape(n, WIDTH)
 
 
-def read_location(evt_reader: int, callbacks: Callbacks, buf: RecordBuffer) -> tuple[int, int, int, int]:
+CORRUPT = -1
+"""read_location's code when a location yields more rows than its event file has bytes (a corrupt file read in a loop)."""
+
+
+def read_location(evt_reader: int, callbacks: Callbacks, buf: RecordBuffer, max_rows: int) -> tuple[int, int, int, int]:
     """Append every record of one location to ``buf``.
 
     Args:
         evt_reader: the location's OTF2_EvtReader* (an address).
         callbacks: the callbacks to use.
         buf: the buffer rows are appended to (grown as needed).
+        max_rows: rows this location can yield at most (every row stands for at
+            least one byte of its event file: pass the file size).
 
     Returns:
         (records read, records stored, attributes dropped, OTF2 error code
-        that ended reading early or 0).
+        that ended reading early, :data:`CORRUPT`, or 0).
     """
     lib = clib.library()
     lib.OTF2_EvtReader_SetCallbacks.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     lib.OTF2_EvtReader_ReadEvents.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
     buf.array[5] = buf.array[6] = 0
+    first = buf.rows
     total = 0
     read = ctypes.c_uint64(0)
     while True:
         code = lib.OTF2_EvtReader_SetCallbacks(evt_reader, callbacks.ptr, buf.array.ctypes.data)
         if code:
             break
+        before = buf.rows
         code = lib.OTF2_EvtReader_ReadEvents(evt_reader, clib.UNDEFINED_UINT64, ctypes.byref(read))
         total += read.value
         if code != ERROR_INTERRUPTED_BY_CALLBACK:
             break
-        buf.grow()
+        if buf.rows - first > max_rows or (buf.rows == before and read.value == 0):
+            code = CORRUPT  # a corrupt file can make the library deliver one record again and again
+            break
+        if int(buf.array[1]) - buf.rows < ROOM:
+            buf.grow()
     return total, int(buf.array[5]), int(buf.array[6]), code
