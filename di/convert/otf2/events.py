@@ -28,7 +28,7 @@ from numba import njit
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
 from di.convert.otf2.values import as_json, ref_ids
-from di.nesting import nest
+from di.nesting import nest, nesting_order
 
 NS_PER_S = 1_000_000_000
 
@@ -108,40 +108,6 @@ def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_lo
     return desc, ordered
 
 
-@njit(cache=True)
-def _sort_nearly_sorted(loc, start, end, budget):
-    """(permutation into (loc, start, -end, index) order, True) by insertion sort, which costs O(n + moves);
-    (partial permutation, False) once more than ``budget`` moves were needed."""
-    n = loc.size
-    perm = np.arange(n)
-    moves = 0
-    for i in range(1, n):
-        p = perm[i]
-        j = i
-        while j > 0:
-            q = perm[j - 1]
-            if loc[q] > loc[p] or (loc[q] == loc[p] and (start[q] > start[p] or (start[q] == start[p] and (
-                    end[q] < end[p] or (end[q] == end[p] and q > p))))):
-                perm[j] = q
-                j -= 1
-                moves += 1
-                if moves > budget:
-                    return perm, False
-            else:
-                break
-        perm[j] = p
-    return perm, True
-
-
-def sort_permutation(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Permutation that sorts events by (loc, start, -end, creation index); cheap when few are out of place
-    (equal timestamps of a coarse timer), a full sort otherwise."""
-    perm, done = _sort_nearly_sorted(loc, start, end, 8 * loc.size + 1024)
-    if done:
-        return perm
-    return np.lexsort((np.arange(loc.size), -end, start, loc))
-
-
 def nullable(values: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
     """``values`` as a polars Series with nulls where ``valid`` is False (through an Arrow validity bitmap, no copy of ``values``)."""
     import pyarrow as pa
@@ -170,7 +136,7 @@ def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict
     order = None
     loc, start, end, nbytes, rma = ev_loc, ev_start, ev_end, ev_c, ev_type == T.EV_RMA
     if not ordered:
-        perm = sort_permutation(ev_loc, ev_start, ev_end)
+        perm = nesting_order(ev_loc, ev_start, ev_end, np.arange(n, dtype=np.int64))
         loc, start, end, desc, nbytes, rma = (a[perm] for a in (loc, start, end, desc, nbytes, rma))
         order = np.empty(n, np.int64)
         order[perm] = np.arange(n, dtype=np.int64)

@@ -159,46 +159,27 @@ def _first_use_ids(key, span):
 
 @njit(cache=True)
 def _combined_key(a, b, c, d):
-    """One non-negative int64 per row from four non-negative code columns (mixed radix)."""
-    nb, nc, nd = b.max() + 1 if b.size else 1, c.max() + 1 if c.size else 1, d.max() + 1 if d.size else 1
-    out = np.empty(a.size, np.int64)
-    for i in range(a.size):
-        out[i] = ((a[i] * nb + b[i]) * nc + c[i]) * nd + d[i]
-    return out
-
-
-def _dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys."""
-    if not key.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if int(key.max()) >= 4 * key.size + (1 << 20):
-        key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
-    return _first_use_ids(key, int(key.max()) + 1)
-
-
-@njit(cache=True)
-def _region_ids(a, b, c, d):
-    """(id per row numbered in order of first use, first row of each id) of the tuples (a, b, c, d) of
-    non-negative codes; None when the code space is too large for a lookup table."""
+    """One non-negative int64 per row from four non-negative code columns (mixed radix), and the key span."""
     n = a.size
     na, nb, nc, nd = 1, 1, 1, 1
     for i in range(n):
         na, nb, nc, nd = max(na, a[i] + 1), max(nb, b[i] + 1), max(nc, c[i] + 1), max(nd, d[i] + 1)
-    span = np.int64(na) * nb * nc * nd
-    if span > 4 * n + (1 << 20):
-        return None
-    slot = np.full(span, -1, np.int64)
-    ids = np.empty(n, np.int64)
-    first = np.empty(n, np.int64)
-    count = 0
+    out = np.empty(n, np.int64)
     for i in range(n):
-        k = ((np.int64(a[i]) * nb + b[i]) * nc + c[i]) * nd + d[i]
-        if slot[k] < 0:
-            slot[k] = count
-            first[count] = i
-            count += 1
-        ids[i] = slot[k]
-    return ids, first[:count]
+        out[i] = ((np.int64(a[i]) * nb + b[i]) * nc + c[i]) * nd + d[i]
+    return out, np.int64(na) * nb * nc * nd
+
+
+def _dense_ids(key: np.ndarray, span: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys
+    (all below ``span`` when given)."""
+    if not key.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    span = int(key.max()) + 1 if span is None else span
+    if span > 4 * key.size + (1 << 20):
+        key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
+        span = int(key.max()) + 1
+    return _first_use_ids(key, span)
 
 
 def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.ndarray]:
@@ -206,11 +187,8 @@ def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.n
     ev = trace.events
     codes = ev.select(*((pl.col(c).to_physical().cast(pl.UInt32) + 1).fill_null(0) for c in ("name", "cat", "src_cat")),
                       pl.col("instant").cast(pl.UInt32))
-    cols = [codes.to_series(i).to_numpy() for i in range(4)]
-    got = _region_ids(*cols)
-    if got is None:  # pragma: no cover - needs ~millions of distinct names
-        got = _dense_ids(_combined_key(*(c.astype(np.int64) for c in cols)))
-    region, first = got
+    key, span = _combined_key(*(codes.to_series(i).to_numpy() for i in range(4)))
+    region, first = _dense_ids(key, int(span))
     keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
     regions = []
     for name, cat, src_cat, instant in keys.iter_rows():
