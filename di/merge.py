@@ -1,6 +1,6 @@
 """Merging per-rank traces into one job trace.
 
-Row references (``parent``, ``send``, ``recv``, ``event``, ``src``, ``dst``)
+Row references (``parent``, ``send``, ``recv``, ``send_done``, ``recv_post``, ``event``, ``src``, ``dst``)
 are shifted by the events that come before each part; ``loc``, ``series`` and
 ``source`` ids likewise, so timelines of different ranks never collide.
 Collective instances are matched across ranks by (communicator, sequence).
@@ -58,7 +58,7 @@ def merge(parts: Sequence[Trace]) -> Trace:
     for t in parts:
         tables["locations"].append(_shift(t.locations, ["loc"], loc_off).with_columns((pl.col("source") + len(sources)).cast(pl.Int32)))
         tables["events"].append(_shift(_shift(t.events, ["loc"], loc_off), ["parent"], ev_off))
-        tables["messages"].append(_shift(t.messages, ["send", "recv"], ev_off))
+        tables["messages"].append(_shift(t.messages, ["send", "recv", "send_done", "recv_post"], ev_off))
         tables["collectives"].append(_shift(t.collectives, ["event"], ev_off))
         tables["flows"].append(_shift(t.flows, ["src", "dst"], ev_off))
         tables["series"].append(_shift(_shift(t.series, ["series"], ser_off), ["loc"], loc_off))

@@ -117,7 +117,7 @@ class Trace:
 
 # (table, column) pairs that hold row positions in ``events``
 EVENT_REFS = (("events", "parent"), ("flows", "src"), ("flows", "dst"), ("messages", "send"),
-              ("messages", "recv"), ("collectives", "event"))
+              ("messages", "recv"), ("messages", "send_done"), ("messages", "recv_post"), ("collectives", "event"))
 
 
 def _check_invariants(trace: Trace) -> None:

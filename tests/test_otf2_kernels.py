@@ -28,9 +28,11 @@ def random_records(rng: np.random.Generator, n: int, n_locs: int) -> tuple[np.nd
 @pytest.mark.parametrize("seed", range(20))
 def test_timeline_build_matches_reference(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    rows, loc = random_records(rng, int(rng.integers(0, 300)), int(rng.integers(1, 5)))
-    fast = T.build(rows, loc)
-    slow = T.build_reference(rows, loc)
+    n_locs = int(rng.integers(1, 5))
+    rows, loc = random_records(rng, int(rng.integers(0, 300)), n_locs)
+    bounds = np.searchsorted(loc, np.arange(n_locs + 1)).astype(np.int64)
+    fast = T.build(rows, bounds)
+    slow = T.build_reference(rows, bounds)
     assert len(fast) == len(slow)
     for f, s in zip(fast, slow):
         np.testing.assert_array_equal(np.asarray(f, dtype=np.int64), s)
@@ -56,6 +58,43 @@ def test_combined_key_matches_numpy(seed: int) -> None:
     want = np.zeros(n, np.int64)
     for c in cols:
         want = want * (int(c.max()) + 1) + c
-    np.testing.assert_array_equal(_combined_key(*cols), want)
+    key, span = _combined_key(*cols)
+    np.testing.assert_array_equal(key, want)
+    assert span == np.prod([int(c.max()) + 1 for c in cols]) and key.max() < span
     # distinct code tuples give distinct keys
-    assert len(np.unique(_combined_key(*cols))) == len({tuple(r) for r in np.column_stack(cols).tolist()})
+    assert len(np.unique(key)) == len({tuple(r) for r in np.column_stack(cols).tolist()})
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_instant_members_match_python_formatting(seed: int) -> None:
+    from di.convert.otf2.argtext import INSTANT_FIELDS, instant_members
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60))
+    kinds = rng.choice(sorted(INSTANT_FIELDS), n)
+    a, b, c = (rng.integers(-(2**62), 2**62, n) * (rng.random(n) < 0.7) for _ in range(3))  # zeros and negatives too
+    data, offsets = instant_members(kinds, a, b, c)
+    got = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(n)]
+    want = [",".join(f'"{f}":{v}' for f, v in zip(INSTANT_FIELDS[int(k)], (int(a[i]), int(b[i]), int(c[i])))) for i, k in enumerate(kinds)]
+    assert got == want
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_join_members_matches_python_grouping(seed: int) -> None:
+    import polars as pl
+
+    from di.convert.columns import utf8_buffers
+    from di.convert.otf2.argtext import join_members
+
+    rng = np.random.default_rng(seed)
+    n_events = int(rng.integers(1, 40))
+    parts, want = [], [[] for _ in range(n_events)]
+    for p in range(int(rng.integers(0, 4))):
+        event = rng.integers(0, n_events, int(rng.integers(0, 30)))
+        texts = [f'"k{p}":"{"é" * int(i % 3)}{i}"' for i in range(event.size)]
+        column = pl.Series(["unused", *texts], dtype=pl.String)[1:] if p % 2 else pl.Series(texts, dtype=pl.String)  # sliced too
+        parts.append((event, *utf8_buffers(column)))
+        for e, t in zip(event.tolist(), texts):
+            want[e].append(t)
+    got = join_members(n_events, parts).to_list()
+    assert got == [("{" + ",".join(w) + "}") if w else None for w in want]

@@ -160,6 +160,9 @@ def test_attributes_are_kept_in_args() -> None:
     jacobi = di.load(otf2_archive("casita_2_jacobi_blame_cpu_015"))
     jargs = [json.loads(a) for a in jacobi.events["args"].drop_nulls().to_list()]
     assert sum("CUDA_STREAM_REF" in a or "CUDA_EVENT_REF" in a or "leave.CUDA_EVENT_REF" in a for a in jargs) > 0
+    teams = jacobi.events.filter(pl.col("name") == "ThreadTeamBegin")
+    assert teams.height == 16036 and teams["args"].null_count() == 0  # instant records keep their fields
+    assert {json.loads(a)["team"] for a in teams["args"].to_list()} == {1, 3}  # one thread team communicator per rank
 
 
 def test_categories_cover_the_paradigms() -> None:

@@ -46,6 +46,16 @@ def collectives_by_content(trace: di.Trace) -> pl.DataFrame:
     return pl.concat([coll.select(cols), where], how="horizontal").sort(cols + ["start_ns"], nulls_last=True)
 
 
+def flows_by_content(trace: di.Trace) -> pl.DataFrame:
+    """Flows with each end named by its event's content (rank, times, name) instead of its row, sorted."""
+    ev = trace.events.join(trace.locations.select("loc", "rank"), on="loc", how="left").select(
+        "rank", "start_ns", "end_ns", pl.col("name").cast(pl.String))
+    fl = trace.flows
+    ends = [ev[fl[c].to_list()].rename(lambda x, c=c: f"{c}_{x}") for c in ("src", "dst")]
+    out = pl.concat([*ends, fl.select(pl.col("kind").cast(pl.String), "id", "src_cat")], how="horizontal")
+    return out.sort(out.columns, nulls_last=True)
+
+
 def samples_by_content(trace: di.Trace) -> pl.DataFrame:
     s = trace.samples.join(trace.series.select("series", "name", "unit"), on="series", how="left")
     return s.select("name", "unit", "ts_ns", "value").sort("name", "ts_ns", "value")
@@ -81,6 +91,7 @@ def test_kineto_round_trip_keeps_every_event_and_collective(path: Path, tmp_path
     assert events_by_content(second).equals(events_by_content(first))
     assert collectives_by_content(second).equals(collectives_by_content(first))
     assert samples_by_content(second).equals(samples_by_content(first))
+    assert flows_by_content(second).equals(flows_by_content(first))
     assert second.meta["clock"]["domain"] == first.meta["clock"]["domain"]
     gpu_first = first.locations.filter(pl.col("kind") == "gpu_stream")["loc"].to_list()
     gpu_second = second.locations.filter(pl.col("kind") == "gpu_stream")["loc"].to_list()
@@ -111,7 +122,7 @@ def test_official_reader_reads_what_we_wrote(tmp_path: Path) -> None:
     write_otf2(trace, tmp_path / "c.otf2")
     counts = _official_counts(tmp_path / "c.otf2")
     assert counts["Enter"] == counts["Leave"] == trace.events.height
-    assert counts["MpiSend"] == counts["MpiRecv"] == trace.messages.height
+    assert counts["MpiSend"] + counts["MpiIsend"] == counts["MpiRecv"] + counts["MpiIrecv"] == trace.messages.height
     assert counts["MpiCollectiveBegin"] == counts["MpiCollectiveEnd"] == trace.collectives.height
     assert counts["Metric"] == trace.samples.height
     with otf2.reader.open(str(tmp_path / "c.otf2")) as tr:
@@ -120,6 +131,22 @@ def test_official_reader_reads_what_we_wrote(tmp_path: Path) -> None:
         assert tr.definitions.clock_properties.timer_resolution == 10**9
         names = {c.name for c in tr.definitions.comms}
         assert "MPI_COMM_WORLD" in names
+
+
+def test_nonblocking_messages_are_written_back_as_isend_and_irecv(tmp_path: Path) -> None:
+    first = di.load(otf2_archive("casita_2_cloverleaf_oaccregions_cudafull"))
+    msg = first.messages
+    nonblocking = msg.filter(pl.col("send_done").is_not_null() & pl.col("recv_post").is_not_null())
+    assert nonblocking.height == msg.height > 0  # CloverLeaf's halo exchange: Isend/Irecv + Waitall only
+    names = first.events["name"].cast(pl.String)
+    assert set(names.gather(msg["send"]).to_list()) == {"MPI_Isend"} and set(names.gather(msg["recv_post"]).to_list()) == {"MPI_Irecv"}
+    assert set(names.gather(msg["send_done"]).to_list()) | set(names.gather(msg["recv"]).to_list()) <= {"MPI_Wait", "MPI_Waitall", "MPI_Test"}
+    write_otf2(first, tmp_path / "nb.otf2")
+    counts = _official_counts(tmp_path / "nb.otf2")
+    assert counts["MpiSend"] == counts["MpiRecv"] == 0
+    assert counts["MpiIsend"] == counts["MpiIsendComplete"] == counts["MpiIrecvRequest"] == counts["MpiIrecv"] == msg.height
+    second = assert_valid(di.load(tmp_path / "nb.otf2"))
+    assert second.messages.equals(first.messages)
 
 
 def test_kineto_kernels_land_on_gpu_locations_and_nccl_as_collectives(tmp_path: Path) -> None:
@@ -150,19 +177,25 @@ def test_otf2_print_reads_what_we_wrote(source: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     counts = collections.Counter(line.split(None, 1)[0] for line in proc.stdout.splitlines() if line[:1].isupper())
     assert counts["ENTER"] == counts["LEAVE"] == trace.events.height
-    assert counts["MPI_SEND"] == counts["MPI_RECV"] == trace.messages.height
+    assert counts["MPI_SEND"] + counts["MPI_ISEND"] == counts["MPI_RECV"] + counts["MPI_IRECV"] == trace.messages.height
+    assert counts["MPI_ISEND"] == counts["MPI_ISEND_COMPLETE"] and counts["MPI_IRECV"] == counts["MPI_IRECV_REQUEST"]
     assert counts["MPI_COLLECTIVE_END"] == trace.collectives.height
     assert counts["METRIC"] == trace.samples.height
     defs = subprocess.run([OTF2_PRINT, "-G", str(anchor)], capture_output=True, text=True)
     assert defs.returncode == 0 and "CLOCK_PROPERTIES" in defs.stdout
 
 
-def test_flows_left_out_are_counted_in_the_archive_description(tmp_path: Path) -> None:
+def test_flows_ride_on_the_enter_of_their_destination(tmp_path: Path) -> None:
     trace = di.load(kineto_file("hta_critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
-    assert trace.flows.height > 0
+    assert trace.flows.height > 0 and trace.flows["kind"].n_unique() > 1
     write_otf2(trace, tmp_path / "f.otf2")
     with otf2.reader.open(str(tmp_path / "f.otf2")) as tr:
-        assert f"{trace.flows.height} flows not written" in _otf2_description(tr)
+        carried = [ev for _, ev in tr.events if type(ev).__name__ == "Enter" and any(a.name == "di.flows_in" for a in (ev.attributes or {}))]
+    assert len(carried) == trace.flows["dst"].n_unique()
+    back = assert_valid(di.load(tmp_path / "f.otf2"))
+    assert back.flows.height == trace.flows.height
+    assert flows_by_content(back).equals(flows_by_content(trace))
+    assert not back.meta["sources"][0]["dropped"]
 
 
 def _otf2_description(reader: object) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -23,8 +23,8 @@ from di.errors import FormatError
 
 ANCHOR_MAGIC = b"OTF2"
 """Bytes 2..5 of every anchor file (after a 2-byte header)."""
-BUFFER_ROWS = 1 << 18
-"""Rows of the record buffer drained between ReadEvents calls (about 14 MiB)."""
+ATTRIBUTE_ROOM = 1.125
+"""Initial buffer rows per record the definitions announce (room for attribute and metric value rows)."""
 
 
 def is_anchor(head: bytes) -> bool:
@@ -74,17 +74,30 @@ def open_reader(anchor: Path) -> Any:
 class Records:
     """Every record of the selected locations, location after location."""
 
-    rows: np.ndarray  # (n, records.WIDTH) int64
-    loc: np.ndarray  # (n,) dense location index
+    rows: np.ndarray  # (n, records.WIDTH) int64; empty when a consumer took them location by location
+    bounds: np.ndarray  # (locations + 1,): rows[bounds[i]:bounds[i+1]] are location i's (rows counted either way)
     records_read: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def loc(self) -> np.ndarray:
+        """Dense location index of every row."""
+        return np.repeat(np.arange(self.bounds.size - 1, dtype=np.int64), np.diff(self.bounds))
 
-def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True) -> Records:
+
+def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True,
+                 expected_records: int = 0, consume: Callable[[np.ndarray, int], None] | None = None,
+                 time_window: tuple[int, int] | None = None) -> Records:
     """Read the event records of every location (see :mod:`records`).
 
-    ``apply_clock_offsets=False`` keeps each location's own clock (for checks).
+    ``apply_clock_offsets=False`` keeps each location's own clock (for checks);
+    ``expected_records`` (the definitions' event counts) sizes the buffer.
+    ``time_window`` (first, last tick of the trace, from the clock properties)
+    bounds the times of a damaged location's records (see :func:`_cut_garbage`).
+    With ``consume``, each location's rows are handed to ``consume(rows, i)``
+    (i: position in ``location_refs``) once read, and the buffer is reused for
+    the next location, so only one location's records are held at a time.
 
     A location whose event file is missing or unreadable keeps what was read
     before the error; a warning names it and ``dropped`` counts it.
@@ -104,12 +117,13 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
         _otf2.Reader_OpenEvtFiles(handle)
     except _otf2.Error as exc:
         raise _otf2_error(anchor, exc) from None
-    out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(0, np.int64))
+    out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(len(location_refs) + 1, np.int64))
     callbacks = records.Callbacks()
-    buf = records.new_buffer(BUFFER_ROWS)
-    parts, locs = [], []
+    buf = records.RecordBuffer(int(expected_records * ATTRIBUTE_ROOM) if consume is None else 1 << 16)
+    taken = 0
     try:
         for i, ref in enumerate(location_refs):
+            out.bounds[i] = taken + buf.rows
             if defs_open:
                 _local_definitions(_otf2, handle, ref, evt_dir, out)
             evt_file = evt_dir / f"{ref}.evt"
@@ -120,22 +134,49 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
             evt = _otf2.Reader_GetEvtReader(handle, ref)
             if not apply_clock_offsets:
                 _otf2.EvtReader_ApplyClockOffsets(evt, False)
-            rows, n, _, attrs_dropped, code = records.read_location(clib.handle(evt), callbacks, buf)
+            first = buf.rows
+            n, _, attrs_dropped, code = records.read_location(clib.handle(evt), callbacks, buf, evt_file.stat().st_size + records.ROOM)
             out.records_read += n
-            if code not in (0, records.ERROR_INTERRUPTED_BY_CALLBACK):
-                out.warnings.append(f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({clib.error_text(code)}); the rest is dropped")
+            if code:
+                why = "more records than the file has bytes: truncated or corrupt" if code == records.CORRUPT else clib.error_text(code)
+                garbage = _cut_garbage(buf, first, time_window if apply_clock_offsets else None)
+                out.warnings.append(f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({why}); the rest is dropped"
+                                    + (f", with {garbage} record rows decoded from the damaged part" if garbage else ""))
                 out.dropped["truncated_event_file"] += 1
             if attrs_dropped:
                 out.dropped["attribute"] += attrs_dropped
-            parts.append(rows)
-            locs.append(np.full(rows.shape[0], i, np.int64))
+            if consume is not None:
+                consume(buf.view(), i)
+                taken += buf.rows
+                buf.array[0] = 0
     finally:
         callbacks.close()
         if defs_open:
             _otf2.Reader_CloseDefFiles(handle)
-    if parts:
-        out.rows, out.loc = np.concatenate(parts), np.concatenate(locs)
+    out.bounds[len(location_refs)] = taken + buf.rows
+    if consume is None:
+        out.rows = buf.view()
     return out
+
+
+def _cut_garbage(buf: records.RecordBuffer, first: int, window: tuple[int, int] | None) -> int:
+    """Drop the rows a damaged event file yielded past its sound part; returns how many.
+
+    OTF2 requires each location's times to never decrease; the library decodes
+    the bytes past a truncated file's end as records, so the sound part ends
+    before the first row whose time goes back or leaves the trace's time window.
+    """
+    rows = buf.view()[first:]
+    t = rows[:, 1]
+    bad = np.zeros(t.size, dtype=bool)
+    bad[1:] = t[1:] < t[:-1]
+    if window is not None:
+        bad |= (t < window[0]) | (t > window[1])
+    hit = np.flatnonzero(bad)
+    if not hit.size:
+        return 0
+    buf.array[0] = first + int(hit[0])
+    return t.size - int(hit[0])
 
 
 def _local_definitions(_otf2: Any, handle: Any, ref: int, evt_dir: Path, out: Records) -> None:

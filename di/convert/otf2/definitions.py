@@ -34,6 +34,7 @@ class Definitions:
 
     timer_resolution: int
     global_offset: int
+    trace_length: int
     realtime_ns: int | None
     locations: list[dict[str, Any]]
     regions: dict[int, dict[str, Any]]
@@ -94,6 +95,7 @@ def _locations(defs: Any) -> list[dict[str, Any]]:
             "ref": loc._ref, "name": loc.name, "kind": kind, "rank": ranks.get(group._ref, 0), "host": _host(group),
             "pid": group._ref, "tid": loc._ref, "process": group.name, "sort_index": order,
             "device": int(m.group(1)) if m else None, "stream": int(m.group(2)) if m else None, "otf2_type": typ,
+            "records": int(loc.number_of_events or 0),
         })
     return out
 
@@ -174,6 +176,7 @@ def read_definitions(reader: Any) -> Definitions:
     return Definitions(
         timer_resolution=int(clock.timer_resolution),
         global_offset=int(clock.global_offset),
+        trace_length=int(clock.trace_length),
         realtime_ns=int(realtime) if realtime is not None and int(realtime) < 2**63 else None,
         locations=locations,
         regions=_regions(defs),

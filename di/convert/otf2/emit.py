@@ -4,10 +4,10 @@
 order and writes, through OTF2_EvtWriter function addresses (:func:`clib.ccall`):
 
 * ``Enter(start)`` with the event's attributes (``di.bytes``, ``di.corr``,
-  ``di.args``), then the records attached to the event's start (MpiSend,
-  MpiCollectiveBegin);
-* before an open event is left: the records attached to its end (MpiRecv,
-  MpiCollectiveEnd), then ``Leave(end)``. An open event is left when the next
+  ``di.args``, ``di.flows_in``), then the records attached to the event's start (MpiSend or
+  MpiIsend, MpiIrecvRequest, MpiCollectiveBegin);
+* before an open event is left: the records attached to its end (MpiRecv or
+  MpiIrecv, MpiIsendComplete, MpiCollectiveEnd), then ``Leave(end)``. An open event is left when the next
   event starts at or after its end (the same rule as :mod:`di.convert.lanes`,
   whose lanes guarantee the events of one location nest).
 
@@ -16,7 +16,7 @@ order and writes, through OTF2_EvtWriter function addresses (:func:`clib.ccall`)
 Attachment records are rows of ``att`` (int64, ``ATT_WIDTH`` columns):
 ``[event, phase (0 start / 1 end), type, f1..f5, a1..a4]`` sorted by
 (event, phase), indexed by ``att_off`` (CSR over event rows). f1..f5 are the
-record's fields; a1..a4 the values of attributes 3..6 (``layout.ATTRIBUTES``:
+record's fields (f5: the request id of the non-blocking records); a1..a4 the values of attributes 3..6 (``layout.ATTRIBUTES``:
 dtype, op, group size, group ranks) that MpiCollectiveEnd carries, NO_VALUE
 when absent.
 """
@@ -30,14 +30,19 @@ from di.convert.otf2 import clib
 
 ATT_WIDTH = 12
 ATT_SEND, ATT_RECV, ATT_COLL_BEGIN, ATT_COLL_END = 1, 2, 3, 4
+ATT_ISEND, ATT_ISEND_COMPLETE, ATT_IRECV_REQUEST, ATT_IRECV = 5, 6, 7, 8
 FN_NAMES = (
     "OTF2_EvtWriter_Enter", "OTF2_EvtWriter_Leave", "OTF2_EvtWriter_MpiSend", "OTF2_EvtWriter_MpiRecv",
     "OTF2_EvtWriter_MpiCollectiveBegin", "OTF2_EvtWriter_MpiCollectiveEnd", "OTF2_EvtWriter_Metric",
     "OTF2_AttributeList_AddUint64", "OTF2_AttributeList_AddInt64", "OTF2_AttributeList_AddStringRef",
-    "OTF2_GlobalDefWriter_WriteString",
+    "OTF2_GlobalDefWriter_WriteString", "OTF2_EvtWriter_MpiIsend", "OTF2_EvtWriter_MpiIsendComplete",
+    "OTF2_EvtWriter_MpiIrecvRequest", "OTF2_EvtWriter_MpiIrecv",
 )
 """Function addresses :func:`emit_events` expects in ``fns``, in this order."""
-F_ENTER, F_LEAVE, F_SEND, F_RECV, F_CBEGIN, F_CEND, F_METRIC, F_ADD_U64, F_ADD_I64, F_ADD_STR, F_STRING = range(len(FN_NAMES))
+(F_ENTER, F_LEAVE, F_SEND, F_RECV, F_CBEGIN, F_CEND, F_METRIC, F_ADD_U64, F_ADD_I64, F_ADD_STR, F_STRING,
+ F_ISEND, F_ISEND_COMPLETE, F_IRECV_REQUEST, F_IRECV) = range(len(FN_NAMES))
+FLOWS_ATTRIBUTE = 7
+"""Position of ``di.flows_in`` in ``layout.ATTRIBUTES``."""
 NO_VALUE = np.iinfo(np.int64).min
 """Marks a missing bytes / corr / args value."""
 TYPE_DOUBLE = 10
@@ -70,6 +75,14 @@ def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
             code = clib.ccall(fns[F_SEND], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6]))
         elif kind == ATT_RECV:
             code = clib.ccall(fns[F_RECV], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6]))
+        elif kind == ATT_ISEND:
+            code = clib.ccall(fns[F_ISEND], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]))
+        elif kind == ATT_IRECV:
+            code = clib.ccall(fns[F_IRECV], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]))
+        elif kind == ATT_ISEND_COMPLETE:
+            code = clib.ccall(fns[F_ISEND_COMPLETE], (writer, 0, t, att[q, 7]))
+        elif kind == ATT_IRECV_REQUEST:
+            code = clib.ccall(fns[F_IRECV_REQUEST], (writer, 0, t, att[q, 7]))
         elif kind == ATT_COLL_BEGIN:
             code = clib.ccall(fns[F_CBEGIN], (writer, 0, t))
         else:
@@ -94,7 +107,7 @@ def _leave(fns, writer, alist, attr_refs, e, end_t, region, att, att_off):
 
 
 @njit(cache=True)
-def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, region, nbytes, corr, args_ref, att, att_off):
+def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, region, nbytes, corr, args_ref, flows_ref, att, att_off):
     """Write every location's events; returns the first OTF2 error code (0 when none).
 
     Args:
@@ -102,31 +115,38 @@ def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, r
         writers: OTF2_EvtWriter* of each output location.
         alist: an OTF2_AttributeList* (emptied by each record that uses it).
         attr_refs: refs of the attributes in ``layout.ATTRIBUTES`` order.
-        order: event rows, location after location, each in (start, -end) order.
+        order: event rows, location after location, each in (start, -end) order (empty: the rows in order).
         bounds: order[bounds[k]:bounds[k+1]] are location k's events.
         start_t, end_t: ticks of every event row; region: region ref per row.
-        nbytes, corr, args_ref: per row, NO_VALUE when absent.
+        nbytes, corr, args_ref, flows_ref: per row, NO_VALUE when absent (an empty array: absent everywhere);
+            flows_ref is the string ref of the ``di.flows_in`` attribute (:mod:`layout`).
         att, att_off: attachment records (see the module docstring).
     """
-    stack = np.empty(max(order.size, 1), np.int64)
+    stack = np.empty(max(start_t.size, 1), np.int64)
     for k in range(writers.size):
         w = writers[k]
         top = 0
         for p in range(bounds[k], bounds[k + 1]):
-            e = order[p]
+            e = order[p] if order.size else p
             s = start_t[e]
             while top > 0 and end_t[stack[top - 1]] <= s:
                 top -= 1
                 code = _leave(fns, w, alist, attr_refs, stack[top], end_t, region, att, att_off)
                 if code != 0:
                     return code
-            if nbytes[e] != NO_VALUE:
+            has_attrs = False
+            if nbytes.size and nbytes[e] != NO_VALUE:
                 clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
-            if corr[e] != NO_VALUE:
+                has_attrs = True
+            if corr.size and corr[e] != NO_VALUE:
                 clib.ccall(fns[F_ADD_I64], (alist, attr_refs[1], corr[e]))
-            if args_ref[e] != NO_VALUE:
+                has_attrs = True
+            if args_ref.size and args_ref[e] != NO_VALUE:
                 clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))
-            has_attrs = nbytes[e] != NO_VALUE or corr[e] != NO_VALUE or args_ref[e] != NO_VALUE
+                has_attrs = True
+            if flows_ref.size and flows_ref[e] != NO_VALUE:
+                clib.ccall(fns[F_ADD_STR], (alist, attr_refs[FLOWS_ATTRIBUTE], flows_ref[e]))
+                has_attrs = True
             code = clib.ccall(fns[F_ENTER], (w, alist if has_attrs else 0, s, region[e]))
             if code != 0:
                 return code

@@ -13,7 +13,8 @@
   region that holds it.
 
 Rows are sorted by (loc, start_ns, -end_ns, creation order) and nested with
-:func:`di.nesting.nest`; ``order`` maps creation index -> row.
+:func:`di.nesting.nest`; ``order`` maps creation index -> row (None when the
+creation order is already the row order, as in time-ordered archives).
 """
 
 from __future__ import annotations
@@ -22,29 +23,28 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from numba import njit
 
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
 from di.convert.otf2.values import as_json, ref_ids
-from di.nesting import nest
+from di.nesting import nest, nesting_order
+
+NS_PER_S = 1_000_000_000
 
 OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
 """Attributes di's writer puts on Enter records -> the event column they restore."""
+FLOWS_ATTRIBUTE = "di.flows_in"
+"""Attribute di's writer puts on the Enter of a flow's destination (see :func:`flows_frame`)."""
 
-_INSTANT_FIELDS = {
-    R.PROGRAM_BEGIN: ("program", "arguments"), R.PROGRAM_END: ("exit_status",), R.THREAD_FORK: ("paradigm", "threads"),
-    R.THREAD_JOIN: ("paradigm",), R.TEAM_BEGIN: ("team",), R.TEAM_END: ("team",), R.LOCK_ACQUIRE: ("paradigm", "lock", "order"),
-    R.LOCK_RELEASE: ("paradigm", "lock", "order"), R.MEASUREMENT_ON_OFF: ("mode",), R.BUFFER_FLUSH: ("stop_ticks",),
-    R.RMA_WIN_CREATE: ("window",), R.RMA_WIN_DESTROY: ("window",), R.PARAMETER_STRING: ("parameter", "value"),
-    R.PARAMETER_INT: ("parameter", "value"), R.PARAMETER_UINT: ("parameter", "value"),
-}
 
 
 def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.DataFrame]:
     """(ref -> region position lookup, one row per event kind: name, cat, src_cat, instant).
 
     Rows: each region on a CPU location (0..R-1), each region on a GPU location
-    (R..2R-1), then each record kind (2R + kind) for instants and RMA copies.
+    (R..2R-1), then each record kind (2R + kind) for instants and RMA copies,
+    then one row for regions the definitions lack (name ``?``).
     """
     from di import schema
 
@@ -57,6 +57,7 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     n_kinds = max(record_names) + 1
     kinds = [(record_names.get(k, "?"), "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "other",
               "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2_record", k in R.INSTANT_NAMES) for k in range(n_kinds)]
+    kinds.append(("?", "other", "otf2/undefined_region", False))
     table = pl.DataFrame({
         "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
         "cat": [r["cat"] for r in rs] + [r["cat_gpu"] for r in rs] + [k[1] for k in kinds],
@@ -66,44 +67,109 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     return lookup, table
 
 
-def events_frame(tl: tuple, ns: Any, regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
-    """(events without args sorted and nested, creation index -> row)."""
-    from di.convert.lanes import is_sorted
+@njit(cache=True)
+def _ticks_to_ns(t, offset, res, realtime):
+    """One OTF2 tick count -> int64 ns, exactly as :func:`di.convert.otf2.reader.ticks_to_ns`."""
+    d = t - offset
+    if res == NS_PER_S:
+        ns = d
+    elif res < 9_223_372_036:  # 2**63 // 1e9: q * 1e9 cannot overflow
+        q = d // res
+        ns = q * NS_PER_S + ((d - q * res) * NS_PER_S) // res
+    else:
+        ns = np.int64(np.floor(np.float64(d) * (NS_PER_S / res)))
+    return ns + realtime
 
+
+@njit(cache=True)
+def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs, instant_of, offset, res, realtime):
+    """In place: ticks -> ns (instants end where they start). Returns (descriptor row of every event,
+    whether the events are in (loc, start, -end) order)."""
+    n_kinds_base = 2 * n_regions
+    unknown = instant_of.size - 1
+    ordered = True
+    desc = np.empty(ev_loc.size, np.int64)
+    for i in range(ev_loc.size):
+        ref = ev_ref[i]
+        if ev_type[i] == T.EV_REGION:
+            pos = lookup[ref] if ref >= 0 and ref < lookup.size else -1
+            d = unknown if pos < 0 else pos + n_regions * gpu_locs[ev_loc[i]]
+        else:
+            d = n_kinds_base + ref
+        desc[i] = d
+        s = _ticks_to_ns(ev_start[i], offset, res, realtime)
+        ev_start[i] = s
+        ev_end[i] = s if instant_of[d] else _ticks_to_ns(ev_end[i], offset, res, realtime)
+        if i > 0 and ordered:
+            if ev_loc[i] == ev_loc[i - 1] and (s < ev_start[i - 1] or (s == ev_start[i - 1] and ev_end[i] > ev_end[i - 1])):
+                ordered = False
+            elif ev_loc[i] < ev_loc[i - 1]:
+                ordered = False
+    return desc, ordered
+
+
+def nullable(values: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
+    """``values`` as a polars Series with nulls where ``valid`` is False (through an Arrow validity bitmap, no copy of ``values``)."""
+    import pyarrow as pa
+
+    if valid.all():
+        return pl.Series(name, values)
+    values = np.ascontiguousarray(values)
+    bitmap = np.packbits(valid, bitorder="little")
+    arr = pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), values.size, [pa.py_buffer(bitmap), pa.py_buffer(values)])
+    return pl.Series(name, arr)
+
+
+def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray) -> tuple[pl.DataFrame, np.ndarray | None]:
+    """(events without args sorted and nested, creation index -> row or None when they are the same).
+
+    ``tl``: the :class:`timeline.Builder` arrays (ev_loc .. ev_c); ``clock``: (global offset
+    ticks, timer resolution ticks/s, realtime ns added). ev_start and ev_end are converted to ns in place.
+    """
     ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c = tl[:8]
     lookup, table = _descriptors(regions)
-    n_regions = (table.height - (max(R.INSTANT_NAMES) + 1)) // 2
-    region = ev_type == T.EV_REGION
-    pos = lookup[np.clip(ev_ref, 0, lookup.size - 1)]
-    desc = np.where(region, np.where(pos >= 0, pos + n_regions * gpu_locs[ev_loc], -1), 2 * n_regions + ev_ref)
-    unknown = desc < 0
-    desc = np.maximum(desc, 0)
-    start, end = ns(ev_start), ns(ev_end)
-    instant = table["instant"].to_numpy()[desc]
-    end = np.where(instant, start, end)
-    loc = ev_loc.astype(np.uint32)
+    n_regions = (table.height - (max(R.INSTANT_NAMES) + 2)) // 2
+    instant_of = table["instant"].to_numpy()
+    desc, ordered = _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs.astype(np.int64), instant_of,
+                            *(np.int64(c) for c in clock))
+    n = ev_loc.size
+    order = None
+    loc, start, end, nbytes, rma = ev_loc, ev_start, ev_end, ev_c, ev_type == T.EV_RMA
+    if not ordered:
+        perm = nesting_order(ev_loc, ev_start, ev_end, np.arange(n, dtype=np.int64))
+        loc, start, end, desc, nbytes, rma = (a[perm] for a in (loc, start, end, desc, nbytes, rma))
+        order = np.empty(n, np.int64)
+        order[perm] = np.arange(n, dtype=np.int64)
+    depth, parent = nest(loc, start, end)
+    codes = pl.Series(desc)
     df = pl.DataFrame({
-        "loc": loc, "start_ns": start, "end_ns": end, "name": table["name"].gather(desc),
-        "cat": table["cat"].gather(desc), "src_cat": table["src_cat"].gather(desc),
-        "bytes": pl.Series(ev_c).set(pl.Series(ev_type != T.EV_RMA), None), "instant": instant,
+        "loc": loc.astype(np.uint32), "start_ns": start, "end_ns": end, "name": table["name"].gather(codes),
+        "cat": table["cat"].gather(codes), "src_cat": table["src_cat"].gather(codes),
+        "bytes": nullable(nbytes, rma, "bytes") if rma.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
+        "instant": table["instant"].gather(codes), "depth": depth, "parent": nullable(parent, parent >= 0, "parent"),
     })
-    if unknown.any():
-        df = df.with_columns(pl.Series("name", np.where(unknown, "?", None), dtype=pl.String).fill_null(pl.col("name").cast(pl.String)).cast(table["name"].dtype))
-    idx = np.arange(loc.size, dtype=np.int64)
-    if not is_sorted(loc, start, end):
-        perm = np.lexsort((idx, -end, start, loc))
-        df, idx = df[perm], idx[perm]
-    depth, parent = nest(df["loc"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy())
-    df = df.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
-    order = np.empty(df.height, np.int64)
-    order[idx] = np.arange(df.height, dtype=np.int64)
     return df, order
 
 
-def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarray, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
+def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
+    """Rows in ``events`` of events given by creation index (-1 stays -1)."""
+    created = np.asarray(created, dtype=np.int64)
+    if order is None:
+        return created
+    return np.where(created >= 0, order[np.maximum(created, 0)] if order.size else created, -1)
+
+
+def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
-    parts: list[pl.DataFrame] = []  # (event, JSON members text "k":v,...) per source
-    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES]
+    from di.convert.columns import utf8_buffers
+    from di.convert.otf2.argtext import instant_members, join_members
+
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (event rows, members UTF-8, offsets) per source
+
+    def add(event: Any, kv: pl.Series) -> None:
+        parts.append((np.asarray(event, np.int64), *utf8_buffers(kv)))
+
+    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name == FLOWS_ATTRIBUTE]
     attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & ~pl.col("a").is_in(own))
     if attrs.height:
         names = {ref: name for ref, (name, _) in defs.attributes.items()}
@@ -111,34 +177,21 @@ def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: tuple, order: np.ndarra
                         {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
         key = attrs["a"].replace_strict(names, default=None, return_dtype=pl.String).fill_null(attrs["a"].cast(pl.String))
         key = pl.select(pl.when(attrs["after"] == R.LEAVE).then(pl.concat_str(pl.lit("leave."), key)).otherwise(key)).to_series()
-        parts.append(pl.DataFrame({"event": attrs["event"], "kv": _members(_quoted(key), value)}))
-    ev_type, ev_ref, ev_a, ev_b, ev_c = tl[3], tl[4], tl[5], tl[6], tl[7]
+        add(attrs["event"].to_numpy(), _members(_quoted(key), value))
+    ev_type, ev_ref, ev_a, ev_b, ev_c = tl.ev_type, tl.ev_ref, tl.ev_a, tl.ev_b, tl.ev_c
     instants = np.flatnonzero(ev_type == T.EV_INSTANT)
-    for kind, fields in _INSTANT_FIELDS.items():
-        sel = instants[ev_ref[instants] == kind]
-        if sel.size:
-            cols = [pl.Series(col[sel]).cast(pl.String) for col in (ev_a, ev_b, ev_c)[: len(fields)]]
-            text = pl.select(pl.concat_str([pl.lit(f'"{f}":') + c for f, c in zip(fields, cols)], separator=",")).to_series()
-            parts.append(pl.DataFrame({"event": order[sel], "kv": text}))
+    if instants.size:
+        parts.append((rows_of(order, instants), *instant_members(ev_ref[instants], ev_a[instants], ev_b[instants], ev_c[instants])))
     rma = np.flatnonzero(ev_type == T.EV_RMA)
     if rma.size:
         wins = np.unique(ev_a[rma])
         win_text = _quoted(pl.Series([defs.windows.get(int(w), str(w)) for w in wins], dtype=pl.String))
         window = pl.Series(ev_a[rma]).replace_strict(dict(zip(wins.tolist(), win_text.to_list())), return_dtype=pl.String)
-        text = pl.select(pl.concat_str(pl.lit('"window":') + window, pl.lit(',"remote":') + pl.Series(ev_b[rma]).cast(pl.String))).to_series()
-        parts.append(pl.DataFrame({"event": order[rma], "kv": text}))
+        add(rows_of(order, rma), pl.select(pl.concat_str(pl.lit('"window":') + window, pl.lit(',"remote":') + pl.Series(ev_b[rma]).cast(pl.String))).to_series())
     ok = coll_args.filter(pl.col("event") >= 0)
     if ok.height:
-        parts.append(ok.select("event", pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received").alias("kv")))
-    out = pl.repeat(None, ev.height, dtype=pl.String, eager=True).alias("args")
-    if not parts:
-        return out
-    kv = pl.concat([p.with_columns(pl.col("event").cast(pl.Int64)) for p in parts])
-    dup = kv["event"].is_duplicated()
-    if dup.any():
-        merged = kv.filter(dup).group_by("event", maintain_order=True).agg(pl.col("kv").str.join(","))
-        kv = pl.concat([kv.filter(~dup), merged])
-    return out.scatter(kv["event"].to_numpy(), pl.select(pl.concat_str(pl.lit("{"), kv["kv"], pl.lit("}"))).to_series())
+        add(ok["event"].to_numpy(), ok.select(pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received")).to_series())
+    return join_members(ev.height, parts)
 
 
 def own_columns(ev: pl.DataFrame, rec: pl.DataFrame, defs: Any) -> pl.DataFrame:
@@ -166,3 +219,33 @@ def _quoted(s: pl.Series) -> pl.Series:
 
 def _members(keys: pl.Series, values: pl.Series) -> pl.Series:
     return pl.select(pl.concat_str(keys, pl.lit(":"), values.fill_null("null"))).to_series()
+
+
+def flows_frame(rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
+    """(flows restored from the ``di.flows_in`` attributes di's writer wrote, or None; flows whose source is missing).
+
+    Each attribute holds the JSON list of the flows ending at its event, each
+    with its source as (location ref, Enter ordinal on that location); the
+    source's row is the region event created by that Enter.
+    """
+    ref = next((r for r, (name, _) in defs.attributes.items() if name == FLOWS_ATTRIBUTE), None)
+    if ref is None:
+        return None, 0
+    got = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("a") == ref) & (pl.col("event") >= 0))
+    if not got.height:
+        return None, 0
+    text = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy())).replace_strict(defs.strings, default=None, return_dtype=pl.String)
+    item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
+    items = pl.DataFrame({"dst": got["event"], "j": text.str.json_decode(pl.List(item))}).explode("j").unnest("j")
+    ev_loc, ev_type = tl.ev_loc, tl.ev_type
+    regions = np.flatnonzero(ev_type == T.EV_REGION)
+    dense = {loc["ref"]: i for i, loc in enumerate(defs.locations)}
+    loc = items["l"].replace_strict(dense, default=-1, return_dtype=pl.Int64).to_numpy()
+    first = np.searchsorted(ev_loc[regions], loc)
+    count = np.searchsorted(ev_loc[regions], loc, side="right") - first
+    k = items["k"].fill_null(-1).to_numpy()
+    ok = (loc >= 0) & (k >= 0) & (k < count)
+    src = rows_of(order, np.where(ok, regions[np.minimum(first + np.maximum(k, 0), max(regions.size - 1, 0))] if regions.size else -1, -1))
+    flows = items.with_columns(pl.Series("src", src)).filter(pl.Series(ok)).select(
+        "src", "dst", pl.col("t").alias("kind"), pl.col("i").alias("id"), pl.col("c").alias("src_cat"))
+    return flows.sort("src", "dst", maintain_order=True), int((~ok).sum())

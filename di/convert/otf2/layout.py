@@ -21,9 +21,9 @@ from di.convert.otf2.categories import collective_op_code, describe, region_kind
 from di.trace import Trace
 
 ATTRIBUTES = (("di.bytes", "UINT64"), ("di.corr", "INT64"), ("di.args", "STRING"), ("di.dtype", "STRING"), ("di.op", "STRING"),
-              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"))
-"""Attributes di writes (refs in this order): the first three on Enter records, the others on MpiCollectiveEnd
-(the ``collectives`` columns OTF2 has no field for, or whose OTF2 field is coarser)."""
+              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"), ("di.flows_in", "STRING"))
+"""Attributes di writes (refs in this order): the first three and the last on Enter records, the others on
+MpiCollectiveEnd (the ``collectives`` columns OTF2 has no field for, or whose OTF2 field is coarser)."""
 NULL_COMM = "\0null"
 """Stands for a null comm while planning; written as an unnamed communicator whose group name says so."""
 DEFAULT_COMM = NULL_COMM
@@ -159,30 +159,36 @@ def _first_use_ids(key, span):
 
 @njit(cache=True)
 def _combined_key(a, b, c, d):
-    """One non-negative int64 per row from four non-negative code columns (mixed radix)."""
-    nb, nc, nd = b.max() + 1 if b.size else 1, c.max() + 1 if c.size else 1, d.max() + 1 if d.size else 1
-    out = np.empty(a.size, np.int64)
-    for i in range(a.size):
-        out[i] = ((a[i] * nb + b[i]) * nc + c[i]) * nd + d[i]
-    return out
+    """One non-negative int64 per row from four non-negative code columns (mixed radix), and the key span."""
+    n = a.size
+    na, nb, nc, nd = 1, 1, 1, 1
+    for i in range(n):
+        na, nb, nc, nd = max(na, a[i] + 1), max(nb, b[i] + 1), max(nc, c[i] + 1), max(nd, d[i] + 1)
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        out[i] = ((np.int64(a[i]) * nb + b[i]) * nc + c[i]) * nd + d[i]
+    return out, np.int64(na) * nb * nc * nd
 
 
-def _dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys."""
+def _dense_ids(key: np.ndarray, span: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys
+    (all below ``span`` when given)."""
     if not key.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if int(key.max()) >= 4 * key.size + (1 << 20):
+    span = int(key.max()) + 1 if span is None else span
+    if span > 4 * key.size + (1 << 20):
         key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
-    return _first_use_ids(key, int(key.max()) + 1)
+        span = int(key.max()) + 1
+    return _first_use_ids(key, span)
 
 
 def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.ndarray]:
     """One region per distinct (name, cat, src_cat, instant), found on the columns' integer codes; region ref per event row."""
     ev = trace.events
-    codes = ev.select(*(pl.col(c).to_physical().cast(pl.Int64).fill_null(-1) + 1 for c in ("name", "cat", "src_cat")),
-                      pl.col("instant").cast(pl.Int64))
-    key = _combined_key(*(codes.to_series(i).to_numpy() for i in range(4)))
-    region, first = _dense_ids(key)
+    codes = ev.select(*((pl.col(c).to_physical().cast(pl.UInt32) + 1).fill_null(0) for c in ("name", "cat", "src_cat")),
+                      pl.col("instant").cast(pl.UInt32))
+    key, span = _combined_key(*(codes.to_series(i).to_numpy() for i in range(4)))
+    region, first = _dense_ids(key, int(span))
     keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
     regions = []
     for name, cat, src_cat, instant in keys.iter_rows():
@@ -241,8 +247,13 @@ def _attachments(trace: Trace, loc_rank: np.ndarray, comm_ref: dict[str, int], l
         tag, nb = msg["tag"].fill_null(0).to_numpy(), msg["bytes"].fill_null(0).to_numpy()
         z = np.zeros(send.size, np.int64)
         pad = np.zeros((send.size, 4), np.int64)
-        rows.append(np.column_stack([send, z, z + emit.ATT_SEND, dst_l, cref, tag, nb, z, pad]))
-        rows.append(np.column_stack([recv, z + 1, z + emit.ATT_RECV, src_l, cref, tag, nb, z, pad]))
+        request = np.arange(1, send.size + 1, dtype=np.int64)  # one request id per message, unique on every location
+        done, post = msg["send_done"].fill_null(-1).to_numpy(), msg["recv_post"].fill_null(-1).to_numpy()
+        isend, irecv = done >= 0, post >= 0
+        rows.append(np.column_stack([send, z, np.where(isend, emit.ATT_ISEND, emit.ATT_SEND), dst_l, cref, tag, nb, request, pad]))
+        rows.append(np.column_stack([recv, z + 1, np.where(irecv, emit.ATT_IRECV, emit.ATT_RECV), src_l, cref, tag, nb, request, pad]))
+        rows.append(np.column_stack([done, z + 1, z + emit.ATT_ISEND_COMPLETE, z, z, z, z, request, pad])[isend])
+        rows.append(np.column_stack([post, z, z + emit.ATT_IRECV_REQUEST, z, z, z, z, request, pad])[irecv])
     coll = trace.collectives
     if coll.height:
         args = trace.events["args"][coll["event"].to_list()]
@@ -294,7 +305,40 @@ def _metrics(trace: Trace, shift: int, out: pl.DataFrame) -> tuple[list[dict[str
 
 
 def _optional(col: pl.Series) -> np.ndarray:
+    """int64 values with NO_VALUE for nulls."""
     return col.cast(pl.Int64).fill_null(emit.NO_VALUE).to_numpy()
+
+
+def _event_attribute(col: pl.Series) -> np.ndarray:
+    """:func:`_optional` of an events column, or an empty array when every value is null (see :func:`emit.emit_events`)."""
+    return np.zeros(0, np.int64) if col.null_count() == col.len() else _optional(col)
+
+
+def _flows_in(trace: Trace, out_ref: np.ndarray, order: np.ndarray, bounds: np.ndarray, strings: Strings) -> np.ndarray:
+    """String ref of the ``di.flows_in`` text of every event row (NO_VALUE where no flow ends), empty without flows.
+
+    A flow's source is named by its output location and Enter ordinal there
+    (its position in that location's emission order), which survive lanes.
+    """
+    fl = trace.flows
+    if not fl.height:
+        return np.zeros(0, np.int64)
+    n = out_ref.size
+    emitted = np.empty(n, np.int64)  # event row -> position in the emission order
+    if order.size:
+        emitted[order] = np.arange(n, dtype=np.int64)
+    else:
+        emitted = np.arange(n, dtype=np.int64)
+    src = fl["src"].to_numpy()
+    src_loc = out_ref[src]
+    items = pl.DataFrame({"dst": fl["dst"], "l": src_loc, "k": emitted[src] - bounds[src_loc], "t": fl["kind"].cast(pl.String),
+                          "i": fl["id"], "c": fl["src_cat"]})
+    text = items.select("dst", pl.struct("l", "k", "t", "i", "c").struct.json_encode().alias("j"))
+    per_dst = text.group_by("dst", maintain_order=True).agg(pl.format("[{}]", pl.col("j").str.join(",")).alias("text"))
+    refs = strings.add_many(per_dst["text"]).to_numpy()
+    out = np.full(n, emit.NO_VALUE, np.int64)
+    out[per_dst["dst"].to_numpy()] = refs
+    return out
 
 
 def plan(trace: Trace) -> Layout:
@@ -304,9 +348,10 @@ def plan(trace: Trace) -> Layout:
         strings.ref(name)
     ev = trace.events
     loc, start, end = ev["loc"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
-    lanes = assign_lanes(loc, start, end).astype(np.int64)
-    pair, first = _dense_ids(loc.astype(np.int64) * (int(lanes.max(initial=0)) + 1) + lanes)
-    pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first]})
+    lanes = assign_lanes(loc, start, end)
+    n_lanes = int(lanes.max(initial=0)) + 1
+    pair, first = _dense_ids(loc.astype(np.int64) * n_lanes + lanes if n_lanes > 1 else loc.astype(np.int64))
+    pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first].astype(np.int64)})
     out, hosts, groups, rank_locs = _locations(trace, pairs, strings)
     ranks = [r for r, _ in groups]
     loc_rank = np.zeros(max(int(trace.locations["loc"].max() or 0) + 1, 1), np.int64)
@@ -315,7 +360,7 @@ def plan(trace: Trace) -> Layout:
     pair_ref = pairs.join(event_out, on=["loc", "lane"], how="left", maintain_order="left")["ref"].to_numpy().astype(np.int64)
     out_ref = pair_ref[pair]
     grouped = out_ref.size < 2 or bool((out_ref[1:] >= out_ref[:-1]).all())  # no lanes split a timeline
-    order = np.arange(out_ref.size, dtype=np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)
+    order = np.zeros(0, np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)  # empty: identity
     counts = np.bincount(out_ref, minlength=out.height)
     bounds = np.zeros(out.height + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
@@ -323,10 +368,11 @@ def plan(trace: Trace) -> Layout:
     comms, local = _comms(trace, loc_rank, ranks, strings)
     comm_ref = {name: i for i, name in enumerate(local)}
     att = _attachments(trace, loc_rank, comm_ref, local, strings)
-    att_off = np.searchsorted(att[:, 0], np.arange(ev.height + 1)).astype(np.int64)
+    att_off = np.zeros(ev.height + 1, np.int64)
+    np.cumsum(np.bincount(att[:, 0], minlength=ev.height), out=att_off[1:])
     records = 2 * counts + (np.bincount(out_ref[att[:, 0]], minlength=out.height) if att.size else 0)
     shift, offset, length, realtime = _clock(trace)
-    args_ref = strings.add_many(ev["args"])
+    args_ref = strings.add_many(ev["args"]) if ev["args"].null_count() < ev.height else ev["args"]
     members, metric_arrays = _metrics(trace, shift, out)
     for m in members:
         strings.ref(m["name"])
@@ -338,12 +384,12 @@ def plan(trace: Trace) -> Layout:
     lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations,
                  rank_locations=rank_locs, regions=regions, comms=comms, metric_members=members, global_offset=offset,
                  trace_length=length, realtime=realtime)
-    flows = trace.flows.height
-    lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)" + (
-        f"; {flows} flows not written (OTF2 has no record for them)" if flows else "")
+    lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)"
     lay.arrays.update(metric_arrays)
     lay.arrays.update({
-        "order": order, "bounds": bounds, "start_t": start + shift, "end_t": end + shift, "region": region,
-        "nbytes": _optional(ev["bytes"]), "corr": _optional(ev["corr"]), "args_ref": _optional(args_ref), "att": att, "att_off": att_off,
+        "order": order, "bounds": bounds, "start_t": start + shift if shift else start, "end_t": end + shift if shift else end,
+        "region": region,
+        "nbytes": _event_attribute(ev["bytes"]), "corr": _event_attribute(ev["corr"]), "args_ref": _event_attribute(args_ref),
+        "flows_ref": _flows_in(trace, out_ref, order, bounds, strings), "att": att, "att_off": att_off,
     })
     return lay

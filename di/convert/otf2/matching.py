@@ -13,7 +13,11 @@ says. Peer ranks in the records are ranks within the communicator; they are
 mapped to global ranks through the communicator's group. The send event is
 the region holding the send record (MPI_Send, MPI_Isend); the receive event
 the region holding the receive record (MPI_Recv, or the MPI_Wait/Test that
-completed an MPI_Irecv).
+completed an MPI_Irecv). Non-blocking ends are marked as the capture ingest
+marks them: ``send_done`` is the region holding the MpiIsendComplete of the
+Isend's request (the first one on its location at or after the Isend),
+``recv_post`` the region holding the Irecv's MpiIrecvRequest; both null for
+blocking calls.
 
 Collectives: one row per MpiCollectiveEnd; ``seq`` counts each rank's
 collectives per communicator in time order, and ``instance`` pairs the k-th
@@ -73,27 +77,33 @@ def messages(rec: pl.DataFrame, comms: dict[int, dict[str, Any]]) -> tuple[pl.Da
     sends = p2p.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND])).select(
         pl.col("b").alias("comm_ref"), pl.col("rank").cast(pl.Int64).alias("src"), pl.col("peer").alias("dst"),
         pl.col("c").alias("tag"), pl.col("d").alias("bytes"), pl.col("event").alias("send"), pl.col("ts_ns").alias("order_ns"),
-        pl.col("row"),
+        pl.col("row"), "loc", pl.when(pl.col("kind") == R.MPI_ISEND).then(pl.col("e")).otherwise(None).alias("req"),
     )
-    posts = rec.filter(pl.col("kind") == R.MPI_IRECV_REQUEST).select("loc", pl.col("e").alias("req"), pl.col("ts_ns").alias("post_ns")).sort("post_ns")
+    dones = rec.filter(pl.col("kind") == R.MPI_ISEND_COMPLETE).select(
+        "loc", pl.col("e").alias("req"), pl.col("ts_ns").alias("done_ns"), pl.col("event").alias("send_done")).sort("done_ns")
+    sends = sends.sort("order_ns").join_asof(dones, left_on="order_ns", right_on="done_ns", by=["loc", "req"], strategy="forward",
+                                             check_sortedness=False)
+    posts = rec.filter(pl.col("kind") == R.MPI_IRECV_REQUEST).select(
+        "loc", pl.col("e").alias("req"), pl.col("ts_ns").alias("post_ns"), pl.col("event").alias("recv_post")).sort("post_ns")
     recvs = p2p.filter(pl.col("kind").is_in([R.MPI_RECV, R.MPI_IRECV])).with_columns(
         pl.when(pl.col("kind") == R.MPI_IRECV).then(pl.col("e")).otherwise(None).alias("req")
     ).sort("ts_ns")
     if posts.height:
         recvs = recvs.join_asof(posts, left_on="ts_ns", right_on="post_ns", by=["loc", "req"], strategy="backward", check_sortedness=False)
     else:
-        recvs = recvs.with_columns(pl.lit(None, pl.Int64).alias("post_ns"))
+        recvs = recvs.with_columns(pl.lit(None, pl.Int64).alias("post_ns"), pl.lit(None, pl.Int64).alias("recv_post"))
     recvs = recvs.select(
         pl.col("b").alias("comm_ref"), pl.col("peer").alias("src"), pl.col("rank").cast(pl.Int64).alias("dst"),
         pl.col("c").alias("tag"), pl.col("event").alias("recv"), pl.col("post_ns").fill_null(pl.col("ts_ns")).alias("order_ns"),
-        pl.col("row"),
+        pl.col("row"), "recv_post",
     )
     key = ["comm_ref", "src", "dst", "tag"]
     sends = sends.sort("order_ns", "row").with_columns(pl.int_range(pl.len()).over(key).alias("k"))
     recvs = recvs.sort("order_ns", "row").with_columns(pl.int_range(pl.len()).over(key).alias("k"))
-    matched = sends.join(recvs.select(*key, "k", "recv"), on=[*key, "k"], how="inner")
+    matched = sends.join(recvs.select(*key, "k", "recv", "recv_post"), on=[*key, "k"], how="inner")
     matched = matched.join(info.select("comm_ref", "comm"), on="comm_ref", how="left")
-    out = matched.sort("send").select("send", "recv", "bytes", "tag", "comm")
+    out = matched.sort("send").select("send", "recv", "bytes", "tag", "comm",
+                                      *(pl.when(pl.col(c) >= 0).then(pl.col(c)).alias(c) for c in ("send_done", "recv_post")))
     unmatched = {"unmatched_mpi_send": sends.height - matched.height, "unmatched_mpi_recv": recvs.height - matched.height}
     return out, {k: v for k, v in unmatched.items() if v}
 

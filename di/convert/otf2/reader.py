@@ -61,22 +61,25 @@ def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "
     reader = archive.open_reader(anchor)
     try:
         defs = read_definitions(reader)
-        recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor)
+        expected = sum(loc["records"] for loc in defs.locations)
+        builder = T.Builder(expected)
+        recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor, expected_records=expected,
+                                    consume=builder.add, time_window=(defs.global_offset, defs.global_offset + defs.trace_length))
+        builder.finish()
     finally:
         reader.close()
-    return _assemble(anchor, defs, recs, source)
+    return _assemble(anchor, defs, recs, builder, source)
 
 
-def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: int) -> Trace:
+def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Builder, source: int) -> Trace:
     dropped: Counter[str] = Counter(recs.dropped)
     warnings = list(recs.warnings)
-    tl = T.build(recs.rows, recs.loc)
-    for name, n in zip(T.COUNT_NAMES, tl[9].tolist()):
+    for name, n in zip(T.COUNT_NAMES, tl.counts.tolist()):
         if n:
             dropped[name] += n
     gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
-    ev, order = events.events_frame(tl, lambda t: ticks_to_ns(t, defs), defs.regions, gpu)
-    rec = _record_frame(recs, tl[8], order, defs)
+    ev, order = events.events_frame(tl.events(), (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu)
+    rec = _record_frame(recs, tl, order, defs)
     outside = rec.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END]) & (pl.col("event") < 0)).height
     if outside:
         dropped["mpi_record_outside_any_region"] += outside
@@ -88,12 +91,14 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     collectives = matching.collectives(rec.filter((pl.col("event") >= 0) | (pl.col("kind") == R.ATTRIBUTE)), defs.comms, defs.attributes, defs.strings)
     ev = ev.with_columns(events.args_column(ev, rec, tl, order, defs, matching.collective_args(rec_in)), pl.lit(None, pl.Int64).alias("corr"))
     ev = events.own_columns(ev, rec, defs)
+    flows, lost = events.flows_frame(rec, tl, order, defs)
+    if lost:
+        dropped["flow_source_not_found"] += lost
     locations, counter_loc = _locations(defs, rec, source)
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
     if unknown_metric:
         dropped["metric_value_of_undefined_metric"] += unknown_metric
-    kinds = recs.rows[:, 0]
-    handled = int(np.count_nonzero((kinds != R.ATTRIBUTE) & (kinds != R.METRIC_VALUE)))
+    handled = int(recs.bounds[-1]) - rec.filter(pl.col("kind").is_in([R.ATTRIBUTE, R.METRIC_VALUE])).height
     if recs.records_read > handled:
         dropped["record_of_unsupported_type"] += recs.records_read - handled
     warnings += [f"{anchor}: {n} x {why.replace('_', ' ')}" for why, n in sorted(dropped.items()) if not why.startswith("unmatched")]
@@ -101,28 +106,22 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, source: in
     return Trace.build(
         meta=meta, locations=locations, events=ev.select("loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent",
                                                         "corr", "bytes", "instant", "args"),
-        messages=messages, collectives=collectives, series=series if series.height else None,
+        messages=messages, collectives=collectives, flows=flows, series=series if series.height else None,
         samples=samples if samples.height else None,
     )
 
 
-def _record_frame(recs: archive.Records, owner: np.ndarray, order: np.ndarray, defs: Definitions) -> pl.DataFrame:
+def _record_frame(recs: archive.Records, tl: T.Builder, order: np.ndarray | None, defs: Definitions) -> pl.DataFrame:
     """The records other than Enter/Leave (their events are built already), with ``event`` (row in events of
     the record's owner, see :mod:`timeline`), ``row``, ``head`` (row of the record an attribute belongs to)
     and ``after`` (that record's kind)."""
-    rows = recs.rows
-    kinds = rows[:, 0]
-    n = kinds.size
-    head = np.maximum.accumulate(np.where(kinds != R.ATTRIBUTE, np.arange(n), 0)) if n else np.zeros(0, np.int64)
-    sel = np.flatnonzero((kinds != R.ENTER) & (kinds != R.LEAVE))
-    sub = np.ascontiguousarray(rows[sel].T)
+    sub = np.ascontiguousarray(tl.rec.T)
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
-    own = owner[sel]
+    loc = np.searchsorted(recs.bounds, tl.rec_row, side="right") - 1
     return pl.DataFrame({
         "kind": sub[0], "ts_ns": ticks_to_ns(sub[1], defs), "a": sub[2], "b": sub[3], "c": sub[4], "d": sub[5], "e": sub[6],
-        "loc": recs.loc[sel], "rank": ranks[recs.loc[sel]] if sel.size else np.zeros(0, np.int32),
-        "event": np.where(own >= 0, order[np.maximum(own, 0)] if order.size else own, -1), "row": sel,
-        "after": kinds[head[sel]] if sel.size else np.zeros(0, np.int64), "head": head[sel],
+        "loc": loc, "rank": ranks[loc] if loc.size else np.zeros(0, np.int32),
+        "event": events.rows_of(order, tl.rec_owner), "row": tl.rec_row, "after": tl.rec_after, "head": tl.rec_head,
     })
 
 

@@ -14,7 +14,7 @@ Buffer layout: ``HEADER`` int64 slots, then the rows. Header slots:
 ``[rows, capacity_rows, buffer_address, fn GetNumberOfElements,
 fn GetAttributeByIndex, records_handled, attributes_dropped, 0]``. A callback
 returns OTF2_CALLBACK_INTERRUPT when fewer than ``ROOM`` rows are left, the
-caller drains the rows and resumes reading (:func:`read_location`).
+caller grows the buffer and resumes reading (:func:`read_location`).
 
 Which fields a..e hold, per kind, is listed beside each callback below; the
 meaning of each field is the OTF2 record's (see the OTF2 event records docs).
@@ -310,43 +310,85 @@ class Callbacks:
         lib.OTF2_EvtReaderCallbacks_Delete(self.ptr)
 
 
-def new_buffer(capacity_rows: int) -> np.ndarray:
-    """An empty record buffer with its header filled in."""
-    buf = np.zeros(HEADER + capacity_rows * WIDTH, dtype=np.int64)
-    buf[1] = capacity_rows
-    buf[2] = buf.ctypes.data
-    buf[3], buf[4] = clib.addresses("OTF2_AttributeList_GetNumberOfElements", "OTF2_AttributeList_GetAttributeByIndex")
-    return buf
+class RecordBuffer:
+    """One growing record buffer for every location of an archive (rows appended location after location).
+
+    ``array`` holds the header and the rows; when a callback interrupts because
+    fewer than ``ROOM`` rows are left, :func:`read_location` grows it (the rows
+    read so far are copied once, never per drain).
+    """
+
+    def __init__(self, capacity_rows: int) -> None:
+        self.array = np.zeros(0, np.int64)
+        self.fns = clib.addresses("OTF2_AttributeList_GetNumberOfElements", "OTF2_AttributeList_GetAttributeByIndex")
+        self._resize(max(capacity_rows, 2 * ROOM), 0)
+
+    def _resize(self, capacity_rows: int, rows: int) -> None:
+        old = self.array
+        buf = np.empty(HEADER + capacity_rows * WIDTH, dtype=np.int64)
+        buf[:HEADER] = 0
+        if rows:
+            buf[HEADER : HEADER + rows * WIDTH] = old[HEADER : HEADER + rows * WIDTH]
+        buf[0] = rows
+        buf[1] = capacity_rows
+        buf[2] = buf.ctypes.data
+        buf[3], buf[4] = self.fns
+        self.array = buf
+
+    def grow(self) -> None:
+        """At least double the room left (rows kept)."""
+        rows, cap = int(self.array[0]), int(self.array[1])
+        counters = self.array[5:7].copy()
+        self._resize(max(2 * cap, cap + 4 * ROOM), rows)
+        self.array[5:7] = counters
+
+    @property
+    def rows(self) -> int:
+        return int(self.array[0])
+
+    def view(self) -> np.ndarray:
+        """The rows read so far, (n, WIDTH) int64 (a view, valid until the next :meth:`grow`)."""
+        n = self.rows
+        return self.array[HEADER : HEADER + n * WIDTH].reshape(n, WIDTH)
 
 
-def read_location(evt_reader: int, callbacks: Callbacks, buf: np.ndarray) -> tuple[np.ndarray, int, int, int, int]:
-    """Every record of one location.
+CORRUPT = -1
+"""read_location's code when a location yields more rows than its event file has bytes (a corrupt file read in a loop)."""
+
+
+def read_location(evt_reader: int, callbacks: Callbacks, buf: RecordBuffer, max_rows: int) -> tuple[int, int, int, int]:
+    """Append every record of one location to ``buf``.
 
     Args:
         evt_reader: the location's OTF2_EvtReader* (an address).
         callbacks: the callbacks to use.
-        buf: a buffer from :func:`new_buffer` (reused between locations).
+        buf: the buffer rows are appended to (grown as needed).
+        max_rows: rows this location can yield at most (every row stands for at
+            least one byte of its event file: pass the file size).
 
     Returns:
-        (rows int64 (n, WIDTH), records read, records stored, attributes dropped,
-        OTF2 error code that ended reading early or 0).
+        (records read, records stored, attributes dropped, OTF2 error code
+        that ended reading early, :data:`CORRUPT`, or 0).
     """
     lib = clib.library()
     lib.OTF2_EvtReader_SetCallbacks.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     lib.OTF2_EvtReader_ReadEvents.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
-    buf[0] = buf[5] = buf[6] = 0
-    code = lib.OTF2_EvtReader_SetCallbacks(evt_reader, callbacks.ptr, buf.ctypes.data)
-    if code:
-        return np.zeros((0, WIDTH), np.int64), 0, 0, 0, code
-    parts, total = [], 0
+    buf.array[5] = buf.array[6] = 0
+    first = buf.rows
+    total = 0
     read = ctypes.c_uint64(0)
     while True:
+        code = lib.OTF2_EvtReader_SetCallbacks(evt_reader, callbacks.ptr, buf.array.ctypes.data)
+        if code:
+            break
+        before = buf.rows
         code = lib.OTF2_EvtReader_ReadEvents(evt_reader, clib.UNDEFINED_UINT64, ctypes.byref(read))
         total += read.value
-        rows = int(buf[0])
-        parts.append(buf[HEADER : HEADER + rows * WIDTH].reshape(rows, WIDTH).copy())
-        buf[0] = 0
         if code != ERROR_INTERRUPTED_BY_CALLBACK:
             break
-    out = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    return out, total, int(buf[5]), int(buf[6]), code
+        if buf.rows - first > max_rows or (buf.rows == before and read.value == 0):
+            code = CORRUPT  # a corrupt file can make the library deliver one record again and again
+            break
+        if int(buf.array[1]) - buf.rows < ROOM:
+            buf.grow()
+    return total, int(buf.array[5]), int(buf.array[6]), code

@@ -1,7 +1,8 @@
-"""Records of each location -> events (regions, instants, RMA copies), in one numba pass.
+"""Records of each location -> events (regions, instants, RMA copies), in one numba pass per location.
 
-Input: the rows of :mod:`di.convert.otf2.records` of every location,
-concatenated location after location, with ``loc`` (dense location index) per row.
+Input: the rows of :mod:`di.convert.otf2.records` of one location at a time
+(:class:`Builder`, which the reader feeds as it reads, so the records of one
+location are held at a time), or of every location at once (:func:`build`).
 
 Definitions (per location, records in file order = time order):
 
@@ -15,10 +16,13 @@ Definitions (per location, records in file order = time order):
   is dropped (counted).
 * Records kept as instants (:data:`records.INSTANT_NAMES`) become events with
   ``end == start``.
-* ``owner`` of each row: the event the row belongs to. Enter/Leave: its
-  region; instants and RMA records: their own event; attribute and metric
-  value rows: the owner of the record they follow; every other record (MPI,
-  collectives, metrics): the innermost region open on its location, or -1.
+* Rows other than Enter/Leave (``rec_row``, few in most traces) get
+  ``rec_owner``: the event the row belongs to (instants and RMA records:
+  their own event; attribute and metric value rows: the owner of the record
+  they follow, an Enter's or Leave's included; every other record (MPI,
+  collectives, metrics): the innermost region open on its location, or -1),
+  and ``rec_head``: the row of the record an attribute row follows (its own
+  row for the others).
 """
 
 from __future__ import annotations
@@ -42,115 +46,183 @@ def _is_instant(kind):
 
 
 @njit(cache=True)
-def build(rows, loc):
-    """Events of all locations; see the module docstring.
+def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state):
+    """Events and kept records of one location (rows = its records; see the module docstring).
 
-    Returns:
-        (ev_loc int64, ev_start, ev_end (ticks), ev_type, ev_ref (region ref /
-        record kind), ev_a, ev_b, ev_c (record fields a..c), owner per row, counts).
+    ``ev`` (cap, 8) int64 columns loc, start, end, ref, a, b, c, unused; ``rec``
+    (cap, WIDTH) copies of the rows other than Enter/Leave; ``rec_idx`` (cap, 4)
+    their (row, owner, head, kind of head), rows counted from ``base``.
+    ``state`` = [events so far, records kept so far], updated.
     """
     n = rows.shape[0]
-    cap = max(n, 1)
-    ev_loc = np.empty(cap, np.int64)
-    ev_start = np.empty(cap, np.int64)
-    ev_end = np.empty(cap, np.int64)
-    ev_type = np.empty(cap, np.int8)
-    ev_ref = np.empty(cap, np.int64)
-    ev_a = np.empty(cap, np.int64)
-    ev_b = np.empty(cap, np.int64)
-    ev_c = np.empty(cap, np.int64)
-    owner = np.full(n, -1, np.int64)
-    counts = np.zeros(N_COUNTS, np.int64)
-    stack = np.empty(cap, np.int64)
-    rma = np.empty(cap, np.int64)  # open copies (event ids), in order
-    rma_match = np.empty(cap, np.int64)  # their matching ids
-    m = 0
-    i = 0
-    while i < n:
-        j = i
-        while j < n and loc[j] == loc[i]:
-            j += 1
-        top = 0
-        n_rma = 0
-        last = -1
-        last_t = rows[j - 1, 1]
-        for k in range(i, j):
-            kind = rows[k, 0]
-            t = rows[k, 1]
-            if kind == R.ATTRIBUTE or kind == R.METRIC_VALUE:
-                owner[k] = owner[last] if last >= 0 else -1
-                continue
-            last = k
-            if kind == R.ENTER:
-                ev_loc[m] = loc[k]
-                ev_start[m] = t
-                ev_end[m] = t
-                ev_type[m] = EV_REGION
-                ev_ref[m] = rows[k, 2]
-                ev_a[m] = 0
-                ev_b[m] = 0
-                ev_c[m] = 0
-                stack[top] = m
-                top += 1
-                owner[k] = m
-                m += 1
-            elif kind == R.LEAVE:
-                if top == 0:
-                    counts[LEAVE_WITHOUT_ENTER] += 1
-                    continue
+    if n == 0:
+        return
+    m = state[0]
+    n_rec = state[1]
+    stack = np.empty(n, np.int64)
+    rma = np.empty(n, np.int64)  # open copies (event ids), in order
+    rma_match = np.empty(n, np.int64)  # their matching ids
+    top = 0
+    n_rma = 0
+    last = -1
+    last_kind = 0
+    last_owner = -1
+    last_t = rows[n - 1, 1]
+    for k in range(n):
+        kind = rows[k, 0]
+        t = rows[k, 1]
+        if kind == R.ATTRIBUTE or kind == R.METRIC_VALUE:
+            for q in range(R.WIDTH):
+                rec[n_rec, q] = rows[k, q]
+            rec_idx[n_rec, 0] = base + k
+            rec_idx[n_rec, 1] = last_owner
+            rec_idx[n_rec, 2] = (base + last if last >= 0 else -1) if kind == R.ATTRIBUTE else base + k
+            rec_idx[n_rec, 3] = last_kind if kind == R.ATTRIBUTE else kind
+            n_rec += 1
+            continue
+        last = k
+        last_kind = kind
+        last_owner = -1
+        if kind == R.ENTER:
+            ev[m, 0] = li
+            ev[m, 1] = t
+            ev[m, 2] = t
+            ev[m, 3] = rows[k, 2]
+            ev_type[m] = EV_REGION
+            stack[top] = m
+            top += 1
+            last_owner = m
+            m += 1
+        elif kind == R.LEAVE:
+            if top == 0:
+                counts[LEAVE_WITHOUT_ENTER] += 1
+            else:
                 top -= 1
                 e = stack[top]
-                if ev_ref[e] != rows[k, 2]:
+                if ev[e, 3] != rows[k, 2]:
                     counts[LEAVE_MISMATCH] += 1
-                ev_end[e] = t
-                owner[k] = e
-            elif _is_instant(kind) or kind == R.RMA_PUT or kind == R.RMA_GET:
-                ev_loc[m] = loc[k]
-                ev_start[m] = t
-                ev_end[m] = t
-                ev_type[m] = EV_INSTANT if _is_instant(kind) else EV_RMA
-                ev_ref[m] = kind
-                ev_a[m] = rows[k, 2]
-                ev_b[m] = rows[k, 3]
-                ev_c[m] = rows[k, 4]
-                owner[k] = m
-                if kind == R.RMA_PUT or kind == R.RMA_GET:
-                    rma[n_rma] = m
-                    rma_match[n_rma] = rows[k, 5]
-                    n_rma += 1
-                m += 1
-            elif kind == R.RMA_COMPLETE:
-                hit = -1
-                for q in range(n_rma):
-                    e = rma[q]
-                    if ev_a[e] == rows[k, 2] and rma_match[q] == rows[k, 5]:
-                        hit = q
-                        break
-                if hit < 0:
-                    counts[RMA_COMPLETE_WITHOUT_OP] += 1
-                    continue
+                ev[e, 2] = t
+                last_owner = e
+        elif _is_instant(kind) or kind == R.RMA_PUT or kind == R.RMA_GET:
+            ev[m, 0] = li
+            ev[m, 1] = t
+            ev[m, 2] = t
+            ev[m, 3] = kind
+            ev[m, 4] = rows[k, 2]
+            ev[m, 5] = rows[k, 3]
+            ev[m, 6] = rows[k, 4]
+            ev_type[m] = EV_INSTANT if _is_instant(kind) else EV_RMA
+            last_owner = m
+            if kind == R.RMA_PUT or kind == R.RMA_GET:
+                rma[n_rma] = m
+                rma_match[n_rma] = rows[k, 5]
+                n_rma += 1
+            m += 1
+        elif kind == R.RMA_COMPLETE:
+            hit = -1
+            for q in range(n_rma):
+                if ev[rma[q], 4] == rows[k, 2] and rma_match[q] == rows[k, 5]:
+                    hit = q
+                    break
+            if hit < 0:
+                counts[RMA_COMPLETE_WITHOUT_OP] += 1
+            else:
                 e = rma[hit]
-                ev_end[e] = t
-                owner[k] = e
+                ev[e, 2] = t
+                last_owner = e
                 for q in range(hit, n_rma - 1):
                     rma[q] = rma[q + 1]
                     rma_match[q] = rma_match[q + 1]
                 n_rma -= 1
-            else:
-                owner[k] = stack[top - 1] if top > 0 else -1
-        counts[UNCLOSED_ENTER] += top
-        for q in range(top):
-            ev_end[stack[q]] = last_t
-        counts[RMA_UNCOMPLETED] += n_rma
-        i = j
-    return ev_loc[:m], ev_start[:m], ev_end[:m], ev_type[:m], ev_ref[:m], ev_a[:m], ev_b[:m], ev_c[:m], owner, counts
+        else:
+            last_owner = stack[top - 1] if top > 0 else -1
+        if kind != R.ENTER and kind != R.LEAVE:
+            for q in range(R.WIDTH):
+                rec[n_rec, q] = rows[k, q]
+            rec_idx[n_rec, 0] = base + k
+            rec_idx[n_rec, 1] = last_owner
+            rec_idx[n_rec, 2] = base + k
+            rec_idx[n_rec, 3] = kind
+            n_rec += 1
+    counts[UNCLOSED_ENTER] += top
+    for q in range(top):
+        ev[stack[q], 2] = last_t
+    counts[RMA_UNCOMPLETED] += n_rma
+    state[0] = m
+    state[1] = n_rec
 
 
+class Builder:
+    """Builds the events of an archive location by location, so only one location's records are held at a time.
 
-def build_reference(rows: np.ndarray, loc: np.ndarray) -> tuple:
+    After the last :meth:`add`, the attributes hold the results: ``ev_loc``,
+    ``ev_start``, ``ev_end`` (ticks), ``ev_type``, ``ev_ref`` (region ref /
+    record kind), ``ev_a``, ``ev_b``, ``ev_c`` (record fields a..c, 0 for
+    regions); the kept records ``rec`` (n, WIDTH) with ``rec_row``,
+    ``rec_owner``, ``rec_head`` and ``rec_after`` (kind of the head record); ``counts``.
+    """
+
+    def __init__(self, expected_records: int = 0) -> None:
+        cap = max(expected_records, 1024)
+        self._ev = np.zeros((cap, 8), np.int64, order="F")  # columns contiguous; zeroed lazily by the OS
+        self._ev_type = np.empty(cap, np.int8)
+        self._rec = np.empty((cap, R.WIDTH), np.int64)
+        self._rec_idx = np.empty((cap, 4), np.int64, order="F")
+        self.counts = np.zeros(N_COUNTS, np.int64)
+        self._state = np.zeros(2, np.int64)
+        self._rows = 0
+
+    def add(self, rows: np.ndarray, li: int) -> None:
+        """Add the records of location ``li`` (rows are read only, and may be reused afterwards)."""
+        need = rows.shape[0]
+        m, n_rec = int(self._state[0]), int(self._state[1])
+        if m + need > self._ev.shape[0]:
+            self._ev, self._ev_type = _grown(self._ev, m, m + need), _grown(self._ev_type, m, m + need)
+        if n_rec + need > self._rec.shape[0]:
+            self._rec, self._rec_idx = _grown(self._rec, n_rec, n_rec + need), _grown(self._rec_idx, n_rec, n_rec + need)
+        _build_location(rows, li, self._rows, self._ev, self._ev_type, self._rec, self._rec_idx, self.counts, self._state)
+        self._rows += need
+
+    def finish(self) -> None:
+        """Expose the results as attributes (views)."""
+        m, n_rec = int(self._state[0]), int(self._state[1])
+        ev = self._ev[:m]
+        self.ev_loc, self.ev_start, self.ev_end, self.ev_ref = (ev[:, q] for q in range(4))  # contiguous columns
+        self.ev_a, self.ev_b, self.ev_c = (ev[:, q] for q in (4, 5, 6))
+        self.ev_type = self._ev_type[:m]
+        self.rec = self._rec[:n_rec]
+        self.rec_row, self.rec_owner, self.rec_head, self.rec_after = (self._rec_idx[:n_rec, q] for q in range(4))
+
+    def events(self) -> tuple:
+        """(ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c)."""
+        return self.ev_loc, self.ev_start, self.ev_end, self.ev_type, self.ev_ref, self.ev_a, self.ev_b, self.ev_c
+
+
+def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
+    out = np.zeros((max(need, 2 * a.shape[0]), *a.shape[1:]), a.dtype, order="F" if a.flags.f_contiguous else "C")
+    out[:used] = a[:used]
+    return out
+
+
+def build(rows: np.ndarray, bounds: np.ndarray) -> tuple:
+    """Events of all locations at once (rows of location i: ``rows[bounds[i]:bounds[i+1]]``).
+
+    Returns:
+        (ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c, rec_row, rec_owner, rec_head, counts).
+    """
+    b = Builder(rows.shape[0])
+    for li in range(bounds.size - 1):
+        b.add(rows[bounds[li]:bounds[li + 1]], li)
+    b.finish()
+    return (*b.events(), b.rec_row, b.rec_owner, b.rec_head, b.counts)
+
+
+def build_reference(rows: np.ndarray, bounds: np.ndarray) -> tuple:
     """Pure-Python reference of :func:`build` (for tests)."""
+    loc = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
     events: list[list[int]] = []  # loc, start, end, type, ref, a, b, c
     owner = [-1] * rows.shape[0]
+    head = list(range(rows.shape[0]))
     counts = [0] * N_COUNTS
     i = 0
     while i < rows.shape[0]:
@@ -164,6 +236,7 @@ def build_reference(rows: np.ndarray, loc: np.ndarray) -> tuple:
             kind, t, a, b, c, d = (int(x) for x in rows[k, :6])
             if kind in (R.ATTRIBUTE, R.METRIC_VALUE):
                 owner[k] = owner[last] if last >= 0 else -1
+                head[k] = last if kind == R.ATTRIBUTE else k
                 continue
             last = k
             if kind == R.ENTER:
@@ -199,4 +272,6 @@ def build_reference(rows: np.ndarray, loc: np.ndarray) -> tuple:
         counts[RMA_UNCOMPLETED] += len(rma)
         i = j
     cols = np.array(events, dtype=np.int64).reshape(-1, 8)
-    return (*(cols[:, q] for q in range(8)), np.array(owner, dtype=np.int64), np.array(counts, dtype=np.int64))
+    rec = np.flatnonzero((rows[:, 0] != R.ENTER) & (rows[:, 0] != R.LEAVE))
+    return (*(cols[:, q] for q in range(8)), rec, np.array(owner, dtype=np.int64)[rec], np.array(head, dtype=np.int64)[rec],
+            np.array(counts, dtype=np.int64))

@@ -13,7 +13,10 @@ Layout written:
 * events: Enter/Leave (instants as Enter+Leave at one time), attributes
   ``di.bytes``, ``di.corr``, ``di.args`` (the args JSON as a string);
   messages as MpiSend at the send event's start and MpiRecv at the receive
-  event's end; collectives as MpiCollectiveBegin/End inside their event, with
+  event's end, or, where ``send_done`` / ``recv_post`` mark them non-blocking,
+  MpiIsend + MpiIsendComplete (end of the ``send_done`` event) and
+  MpiIrecvRequest (start of the ``recv_post`` event) + MpiIrecv, one request
+  id per message; collectives as MpiCollectiveBegin/End inside their event, with
   ranks given within the communicator; samples as Metric records (DOUBLE);
 * communicators: ``MPI_COMM_WORLD``-style COMM_LOCATIONS group of every
   rank's first CPU location, one COMM_GROUP + Comm per communicator name
@@ -23,8 +26,12 @@ Layout written:
   offset = the first time; ``relative`` ones: ticks are the ns themselves
   (shifted when negative), so a reader gets every ns back.
 
-Flows have no OTF2 record and are not written; the archive's description
-(``otf2-print -A``) says how many were left out.
+Flows have no OTF2 record: each flow is written on the Enter of its
+destination event, as the string attribute ``di.flows_in``: a JSON list of
+``{"l": source location ref, "k": the source's Enter ordinal on that location,
+"t": kind, "i": id, "c": src_cat}``, which di's reader turns back into flow
+rows and Vampir shows with the event (with ``di.corr``, the correlation id
+that ties a kernel to its launch).
 """
 
 from __future__ import annotations
@@ -123,7 +130,7 @@ def _write(archive: object, lay: Layout, anchor: Path) -> None:
     alist = lib.OTF2_AttributeList_New()
     try:
         _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, lay.order, lay.bounds, lay.start_t, lay.end_t,
-                                lay.region, lay.nbytes, lay.corr, lay.args_ref, lay.att, lay.att_off), anchor, "events")
+                                lay.region, lay.nbytes, lay.corr, lay.args_ref, lay.flows_ref, lay.att, lay.att_off), anchor, "events")
         _check(emit.emit_metrics(fns, addrs[lay.metric_writers], lay.metric_bounds, lay.metric_ts, lay.metric_ref,
                                  lay.metric_values), anchor, "metrics")
     finally:

@@ -15,7 +15,9 @@ A TracePacket with field :data:`~di.convert.perfetto.fields.PACKET_DI_TRACE`
     uuid, loc and lane of each event track; ``series_uuid`` of each series.
 ``flows``, ``messages``
     the columns flow ids cannot carry (flows: id, src_cat; messages: bytes,
-    tag, comm), row k = the k-th edge of that table (:mod:`di.convert.perfetto.flows`).
+    tag, comm, and the rows send_done/recv_post of non-blocking ends in the
+    events order the reader rebuilds), row k = the k-th edge of that table
+    (:mod:`di.convert.perfetto.flows`).
 ``collectives``
     the whole table, ``event`` = rows in the events order the reader rebuilds.
 ``counts``
@@ -46,11 +48,20 @@ def _columns(df: pl.DataFrame) -> dict[str, list[Any]]:
             else df.get_column(c).to_list() for c in df.columns}
 
 
+def _rows(row_of: np.ndarray, refs: pl.Series) -> pl.Series:
+    """Event rows ``refs`` (nulls kept) in the events order the reader rebuilds."""
+    got = refs.fill_null(0).to_numpy()
+    return pl.Series(row_of[got]).set(refs.is_null(), None) if refs.len() else refs
+
+
 def packet(trace: Trace, layout: Layout, marks: FlowMarks, offset_ns: int, row_of: np.ndarray | None, sequence_id: int) -> bytes:
     """The di packet (a whole TracePacket field of the Trace message)."""
     collectives = trace.collectives
     if row_of is not None and collectives.height:
         collectives = collectives.with_columns(event=pl.Series(row_of[collectives.get_column("event").to_numpy()]))
+    messages = trace.messages.select("bytes", "tag", "comm", "send_done", "recv_post")
+    if row_of is not None and messages.height:
+        messages = messages.with_columns(*(pl.Series(c, _rows(row_of, messages.get_column(c))) for c in ("send_done", "recv_post")))
     tracks = layout.tracks.filter("used")
     doc = {
         "format": FORMAT,
@@ -63,7 +74,7 @@ def packet(trace: Trace, layout: Layout, marks: FlowMarks, offset_ns: int, row_o
         "series": _columns(trace.series),
         "series_uuid": layout.series.select("series", "uuid").to_dict(as_series=False),
         "flows": _columns(trace.flows.select("id", "src_cat")),
-        "messages": _columns(trace.messages.select("bytes", "tag", "comm")),
+        "messages": _columns(messages),
         "collectives": _columns(collectives),
         "counts": {"events": trace.events.height, "samples": trace.samples.height, **marks.edges},
     }

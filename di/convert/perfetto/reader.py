@@ -232,7 +232,7 @@ def _own_flows(doc: dict[str, Any], fid: np.ndarray, row: np.ndarray, term: np.n
     m_attr = ditrace.table(doc, "messages").with_row_index("e").with_columns((pl.col("e").cast(pl.Int64) + n_flows))
     m = edges.filter(pl.col("code") == CODE_MESSAGE).join(m_attr, on="e", how="left")
     messages = m.select(pl.col("src").alias("send"), pl.col("dst").alias("recv"),
-                        *[c for c in ("bytes", "tag", "comm") if c in m.columns])
+                        *[c for c in ("bytes", "tag", "comm", "send_done", "recv_post") if c in m.columns])
     return flows, messages, int(unpaired)
 
 
