@@ -21,6 +21,7 @@ from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw, decode
 from di.convert.chrome.flows import bind_id_flows, flow_events
 from di.convert.chrome.metadata import apply_metadata, counters
+from di.merge import assign_instances
 from di.nesting import nest
 from di.trace import Trace
 
@@ -122,6 +123,8 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     events = kineto.events_table(ev, syms, locations)
     flows = kineto.sync_kinds(pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations)
     collectives = kineto.collectives(events, locations, the_rank)
+    if collectives.get_column("rank").n_unique() > 1:  # a merged job file (di's own writer): match them across ranks here
+        collectives = assign_instances(collectives)
     meta = _meta(path, raw, base_ns, the_rank, rank_from, world, int(ev.height), dropped)
     if own is not None:
         meta.update({k: v for k, v in ditrace.meta(own).items() if v})
