@@ -22,7 +22,7 @@ from di.convert.chrome.decode import Raw, decode
 from di.convert.chrome.flows import bind_id_flows, flow_events
 from di.convert.chrome.metadata import apply_metadata, counters
 from di.merge import assign_instances
-from di.nesting import nest
+from di.nesting import nest, nesting_order
 from di.trace import Trace
 
 GPU_SRC_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "mtia_ccp_events")
@@ -65,7 +65,8 @@ def _device_processes(syms: pl.Series) -> bool:
 
 
 def _sorted_nested(ev: pl.DataFrame) -> pl.DataFrame:
-    ev = ev.sort(["loc", "start_ns", "end_ns", "idx"], descending=[False, False, True, False])
+    cols = [ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns", "idx")]
+    ev = ev[nesting_order(*cols)]
     depth, parent = nest(
         ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     )
