@@ -7,8 +7,8 @@ program's activity, every added part carries a mark that survives each format
 di writes:
 
 - **timelines**: ``locations.process == "di analysis"`` (:data:`PROCESS`): the
-  critical-path track, the wait-state track and the counter timelines of the
-  per-rank wait and imbalance series. The ``.di`` store, di's Perfetto packet
+  critical-path track, the worst-wait-states track and the counter timelines of
+  the per-rank wait and imbalance series. The ``.di`` store, di's Perfetto packet
   and Chrome ``diTrace`` keep the column; OTF2 archives carry these locations
   in a LOCATIONS group of that name, which the OTF2 reader maps back.
 - **their events, series and samples**: everything on those timelines.
@@ -39,6 +39,8 @@ PROCESS = "di analysis"
 """``locations.process`` of every timeline di adds from the analysis."""
 SRC_CAT = "critical_path"
 """``src_cat`` of the critical-path slices and of the flows between ranks along the path."""
+WAIT_SRC_CAT = "wait_state"
+"""``src_cat`` of the slices of the worst wait states (on their own analysis timeline)."""
 PATH_ARG = "critical_path_ns"
 """Args key on a program event: ns of its exclusive time on the critical path."""
 SOURCE_FORMAT = "di-analysis"

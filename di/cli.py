@@ -40,9 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     on_off = c.add_mutually_exclusive_group()
     on_off.add_argument("--analysis", dest="analysis", action="store_const", const=True, default=None,
                         help="add the engine's results to the output whatever its format (a .di store too); the default for "
-                        "Perfetto, Chrome JSON and OTF2 output: a critical-path track (with flows between ranks), per-rank wait and "
-                        "imbalance counters, critical_path_ns in the args of path events (OTF2: also a 'Critical path' region group "
-                        "and markers for the worst wait states)")
+                        "Perfetto, Chrome JSON and OTF2 output: a critical-path track (with flows between ranks), a track of the worst "
+                        "wait states, per-rank wait and imbalance counters, critical_path_ns in the args of path events (OTF2: also a "
+                        "'Critical path' region group and markers on the longest path segments and the worst wait states)")
     on_off.add_argument("--no-analysis", dest="analysis", action="store_const", const=False,
                         help="write the program's events only; the default for a .di store (and plugin formats), which stays raw. "
                         "Analysis tracks an input already carries are always replaced or dropped, never stacked")

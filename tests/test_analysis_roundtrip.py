@@ -22,7 +22,7 @@ from di.analysis_parts import PATH_ARG, PROCESS, has_analysis, path_args, withou
 from di.cli import main
 from di.demo import write_kineto_job
 from di.trace import Trace
-from di.viewers.analysis_tracks import TRACK, with_analysis
+from di.viewers.analysis_tracks import TRACK, WAIT_TRACK, WAITS, with_analysis
 
 TABLES = ("locations", "events", "messages", "collectives", "flows", "series", "samples")
 
@@ -155,8 +155,15 @@ def test_otf2_groups_markers_and_metrics(tmp_path):
     for rank, wait_ns in waits.iter_rows():
         got = samples.filter(pl.col("name") == f"rank {rank} wait").get_column("value").sum()
         assert got == pytest.approx(wait_ns / 1e6)
+    # the worst wait states: their own timeline (read back from the archive) and markers
+    worst = result.wait_states.filter(pl.col("wait_ns") > 0).sort("wait_ns", descending=True).head(WAITS)
+    wait_loc = back.locations.filter((pl.col("process") == PROCESS) & (pl.col("name") == WAIT_TRACK)).get_column("loc")
+    shown = back.events.filter(pl.col("loc").is_in(wait_loc.implode()))
+    assert shown.height == worst.height > 0
+    assert (shown.get_column("end_ns") - shown.get_column("start_ns")).sum() == worst.get_column("wait_ns").sum()
     printer = shutil.which("otf2-marker")
     if printer:
         text = subprocess.run([printer, str(out)], capture_output=True, text=True, check=True).stdout
-        assert text.count("MARKER ") == min(50, result.critical_path["segments"].filter(pl.col("end_ns") > pl.col("start_ns")).height)
-        assert 'Category: "critical path"' in text
+        segments = result.critical_path["segments"].filter(pl.col("end_ns") > pl.col("start_ns")).height
+        assert text.count("MARKER ") == min(50, segments) + worst.height
+        assert 'Category: "critical path"' in text and 'Category: "wait state"' in text

@@ -8,6 +8,10 @@
   and ``contrib_ns``; the slices' durations sum to the path length;
 - **flows** (kind ``user``, ``src_cat`` "critical_path") from a path event on one
   rank to the next path event on another rank;
+- a **wait states** timeline: the :data:`WAITS` longest wait states (Scalasca's
+  late sender, wait at N x N ...), one slice each from the waiting rank's entry
+  for ``wait_ns``, named ``KIND: rank R waits for rank C``, ``src_cat``
+  "wait_state", args ``rank``, ``cause_rank``, ``kind``, ``wait_ns``, ``event``;
 - per rank two **counter series** sampled at each step start: ``rank N wait``
   (ms waited in the step, wait states) and ``rank N imbalance`` (work in the step
   relative to the step mean, %);
@@ -26,10 +30,13 @@ from typing import Any
 
 import polars as pl
 
-from di.analysis_parts import META_KEY, PROCESS, SOURCE_FORMAT, SRC_CAT, path_args, without_analysis
+from di.analysis_parts import META_KEY, PROCESS, SOURCE_FORMAT, SRC_CAT, WAIT_SRC_CAT, path_args, without_analysis
 from di.trace import CATS, Trace
 
 TRACK = "critical path"
+WAIT_TRACK = "wait states"
+WAITS = 50
+"""The longest wait states shown on the wait-states timeline (the per-rank wait counters hold them all)."""
 VIEWER_FORMATS = ("perfetto", "chrome", "otf2")
 """Connectors whose output ``di convert`` gives the analysis tracks unless ``--no-analysis``;
 a ``.di`` store (and plugin formats) stays raw unless ``--analysis``."""
@@ -69,6 +76,10 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
         tables["events"] = pl.concat([tables["events"], new_events], how="diagonal_relaxed")
         if flows.height:
             tables["flows"] = pl.concat([trace.flows, flows], how="diagonal_relaxed")
+    waits = _wait_track(result, loc_next + len(new_locs), source)
+    if waits is not None:
+        new_locs.append(waits[0])
+        tables["events"] = pl.concat([tables["events"], waits[1]], how="diagonal_relaxed")
     counters = _step_counters(result, loc_next + len(new_locs), int(trace.series.get_column("series").max()) + 1 if trace.series.height else 0, source)
     if counters is not None:
         locs, series, samples = counters
@@ -89,6 +100,23 @@ def _with_path_args(events: pl.DataFrame, path_events: pl.DataFrame) -> pl.DataF
     contrib = path_events.group_by(pl.col("event").alias("_row")).agg(pl.col("contrib_ns").sum())
     idx = events.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64)).join(contrib, on="_row", how="left").sort("_row")
     return idx.with_columns(path_args(pl.col("args").cast(pl.String), pl.col("contrib_ns")).alias("args")).drop("_row", "contrib_ns")
+
+
+def _wait_track(result: Any, loc: int, source: int) -> tuple[dict[str, Any], pl.DataFrame] | None:
+    """The wait-states timeline (location row, events), or None without wait states."""
+    w = result.wait_states
+    if w is None or not w.height:
+        return None
+    top = w.filter(pl.col("wait_ns") > 0).sort("wait_ns", "rank", "start_ns", descending=[True, False, False]).head(WAITS)
+    if not top.height:
+        return None
+    worst_rank = int(top.get_column("rank")[0])
+    name = pl.format("{}: rank {} waits for rank {}", "kind", "rank", "cause_rank").fill_null(pl.format("{}: rank {} waits", "kind", "rank"))
+    events = top.sort("start_ns", "rank").select(
+        pl.lit(loc, pl.UInt32).alias("loc"), "start_ns", (pl.col("start_ns") + pl.col("wait_ns")).alias("end_ns"), name.alias("name"),
+        pl.lit("sync").alias("cat"), pl.lit(WAIT_SRC_CAT).alias("src_cat"), pl.lit(0, pl.Int32).alias("depth"), pl.lit(False).alias("instant"),
+        pl.struct("rank", "cause_rank", "kind", "wait_ns", "event").struct.json_encode().alias("args"))
+    return {"loc": loc, "rank": worst_rank, "kind": "cpu_thread", "name": WAIT_TRACK, "process": PROCESS, "source": source}, events
 
 
 def _step_counters(result: Any, loc0: int, series0: int, source: int) -> tuple[list[dict[str, Any]], pl.DataFrame, pl.DataFrame] | None:

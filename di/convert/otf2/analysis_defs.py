@@ -11,10 +11,11 @@ one by default):
   so that Vampir can filter or colour them as a function group;
 * a REGIONS group ``di analysis``: the regions of the analysis locations'
   own events (the critical-path track's slices);
-* markers (the archive's marker file, ``otf2-marker``/Vampir): one per
-  critical-path segment among the :data:`MARKERS` longest, category
-  ``critical path``, on the location the path slice lies on, with the
-  segment's event, rank and exclusive ns in its text.
+* markers (the archive's marker file, ``otf2-marker``/Vampir), group
+  ``di analysis``: category ``critical path`` for the :data:`MARKERS` longest
+  critical-path segments, category ``wait state`` (severity high) for each
+  slice of the worst-wait-states track; each on the location its slice lies
+  on, with the slice's name, rank and ms in its text.
 
 The per-rank wait and imbalance series are Metric records like any series.
 """
@@ -28,13 +29,14 @@ import numpy as np
 import orjson
 import polars as pl
 
-from di.analysis_parts import PATH_ARG, PROCESS, analysis_locs
+from di.analysis_parts import PATH_ARG, PROCESS, SRC_CAT, WAIT_SRC_CAT, analysis_locs
 
 CRITICAL_PATH_GROUP = "Critical path"
 MARKERS = 50
-"""The longest critical-path segments written as OTF2 markers (markers are for finding, not for every segment)."""
+"""At most this many markers per category, the longest slices first (markers are for finding, not for every segment)."""
 MARKER_GROUP = "di analysis"
-MARKER_CATEGORY = "critical path"
+MARKER_CATEGORIES = {SRC_CAT: (0, "critical path"), WAIT_SRC_CAT: (1, "wait state")}
+"""src_cat of an analysis slice -> (marker definition ref, category)."""
 
 
 @dataclass
@@ -71,12 +73,14 @@ def plan_analysis(trace: Any, lay: Any) -> AnalysisDefs:
     first_out = {}
     for ref, loc in enumerate(out_locs):
         first_out.setdefault(loc, ref)
-    path = ev.with_row_index("row").filter(pl.Series(own) & (pl.col("end_ns") > pl.col("start_ns")))
-    longest = path.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur")).sort("dur", "row", descending=[True, False]).head(MARKERS)
-    for loc, start, dur, name, args in longest.select("loc", "start_ns", "dur", pl.col("name").cast(pl.String), "args").iter_rows():
-        info = orjson.loads(args) if args else {}
-        text = f"{name} (rank {info.get('rank')}, {dur / 1e6:.3f} ms on the critical path)"
-        defs.markers.append({"start": int(start) + shift, "dur": int(dur), "location": first_out[int(loc)], "text": text})
+    slices = ev.filter(pl.Series(own) & (pl.col("end_ns") > pl.col("start_ns"))).with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur"), pl.col("src_cat").cast(pl.String))
+    for src_cat, (ref, _) in MARKER_CATEGORIES.items():
+        mine = slices.filter(pl.col("src_cat") == src_cat).sort("dur", "start_ns", descending=[True, False]).head(MARKERS)
+        for loc, start, dur, name, args in mine.select("loc", "start_ns", "dur", pl.col("name").cast(pl.String), "args").iter_rows():
+            info = orjson.loads(args) if args else {}
+            text = f"{name} (rank {info.get('rank')}, {dur / 1e6:.3f} ms)"
+            defs.markers.append({"def": ref, "start": int(start) + shift, "dur": int(dur), "location": first_out[int(loc)], "text": text})
     for s in (PROCESS, CRITICAL_PATH_GROUP):
         lay.strings.ref(s)
     return defs
@@ -98,9 +102,10 @@ def write_markers(o: Any, archive: Any, defs: AnalysisDefs) -> None:
     if not defs.markers:
         return
     w = o.Archive_GetMarkerWriter(archive)
-    o.MarkerWriter_WriteDefMarker(w, 0, MARKER_GROUP, MARKER_CATEGORY, o.SEVERITY_MEDIUM)
+    for ref, category in MARKER_CATEGORIES.values():
+        o.MarkerWriter_WriteDefMarker(w, ref, MARKER_GROUP, category, o.SEVERITY_HIGH if ref else o.SEVERITY_MEDIUM)
     for m in defs.markers:
-        o.MarkerWriter_WriteMarker(w, m["start"], m["dur"], 0, o.MARKER_SCOPE_LOCATION, m["location"], m["text"])
+        o.MarkerWriter_WriteMarker(w, m["start"], m["dur"], m["def"], o.MARKER_SCOPE_LOCATION, m["location"], m["text"])
     o.Archive_CloseMarkerWriter(archive, w)
 
 
