@@ -21,6 +21,7 @@ from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw, decode
 from di.convert.chrome.flows import bind_id_flows, flow_events
 from di.convert.chrome.metadata import apply_metadata, counters
+from di.convert.columns import dense_ids
 from di.merge import assign_instances
 from di.nesting import nest, nesting_order
 from di.trace import Trace
@@ -44,19 +45,22 @@ def _strings(raw: Raw) -> pl.Series:
 def _timelines(ev: pl.DataFrame, syms: pl.Series, own: dict[str, Any] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Give each event its dense ``loc``; return (events, timeline keys with kind)."""
     gpu_ids = [i for i, s in enumerate(syms.to_list()) if s in GPU_SRC_CATS]
+    ids, first = dense_ids(ev, phases.KEY)
+    gpu = np.bincount(ids, weights=ev.get_column("cat").is_in(gpu_ids).to_numpy(), minlength=first.size) > 0
     # a timeline is a device queue when it holds device activity, or when its
     # process does (MTIA's per-stream submission queues hold runtime records)
     keys = (
-        ev.group_by(phases.KEY, maintain_order=True)
-        .agg(pl.col("cat").is_in(gpu_ids).any().alias("gpu"))
+        ev[first].select(phases.KEY)
+        .with_columns(pl.Series("gpu", gpu), pl.int_range(pl.len(), dtype=pl.Int64).alias("_id"))
         .with_columns(pl.col("gpu").any().over("pid_k", "pid") & (pl.col("pid_k") != 0) if _device_processes(syms) else pl.col("gpu"))
         .sort(["lkind", "gpu", "pid_k", "pid", "tid_k", "tid"])
         .with_row_index("loc")
     )
     if own is not None:
         keys = ditrace.remap_keys(keys, own)
-    ev = ev.join(keys.select(phases.KEY + ["loc"]), on=phases.KEY, how="left", nulls_equal=True)
-    return ev, keys
+    loc_of_id = np.empty(first.size, dtype=np.uint32)
+    loc_of_id[keys.get_column("_id").to_numpy()] = keys.get_column("loc").to_numpy()
+    return ev.with_columns(pl.Series("loc", loc_of_id[ids])), keys.drop("_id")
 
 
 def _device_processes(syms: pl.Series) -> bool:
@@ -65,8 +69,10 @@ def _device_processes(syms: pl.Series) -> bool:
 
 
 def _sorted_nested(ev: pl.DataFrame) -> pl.DataFrame:
+    """Events (counter anchors left out) in nesting order, with depth and parent."""
     cols = [ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns", "idx")]
-    ev = ev[nesting_order(*cols)]
+    order = nesting_order(*cols)
+    ev = ev[order[ev.get_column("lkind").to_numpy()[order] != phases.LK_COUNTER]]
     depth, parent = nest(
         ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     )
@@ -108,13 +114,14 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     dropped: Counter[str] = raw.dropped
     base_ns = _base_ns(raw.top)
     df = phases.count_unusable(phases.frame(raw, base_ns), dropped)
-    parts = [phases.slices(df, dropped), phases.begin_end(df, dropped), phases.instants(df), phases.async_events(df, dropped)]
-    ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
     syms = _strings(raw)
     counter_rows = df.filter(pl.col("ph") == phases.COUNTER)
+    parts = [phases.slices(df, dropped), phases.begin_end(df, dropped), phases.instants(df), phases.async_events(df, dropped),
+             phases.counter_anchor(counter_rows)]
+    ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
     own = ditrace.info(raw.top)
-    ev, keys = _timelines(pl.concat([ev, phases.counter_anchor(counter_rows)], how="vertical_relaxed"), syms, own)
-    ev = _sorted_nested(ev.filter(pl.col("lkind") != phases.LK_COUNTER))
+    ev, keys = _timelines(ev, syms, own)
+    ev = _sorted_nested(ev)
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
     locations = apply_metadata(keys, df.filter(pl.col("ph") == phases.META), syms, the_rank, source)
     if own is not None:

@@ -248,6 +248,10 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     w8[B_STATUS, k] = ST_OK
     w64[I_XS, k] = 0
     w64[I_XE, k] = 0
+    w64[I_PID, k] = 0  # so that a missing pid/tid/id compares equal, not as leftover memory
+    w64[I_TID, k] = 0
+    w64[I_ID, k] = 0
+    w64[I_BIND, k] = 0
     o0 = o
     i = skip_ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
