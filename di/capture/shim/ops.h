@@ -31,7 +31,8 @@
   X(lseek) X(fsync) X(fdatasync) X(mmap) \
   X(fopen) X(fclose) X(fread) X(fwrite) X(fflush) \
   X(ncclAllReduce) X(ncclBroadcast) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter) \
-  X(ncclAlltoAll) X(ncclSend) X(ncclRecv) X(ncclCommInitRank)
+  X(ncclAlltoAll) X(ncclSend) X(ncclRecv) X(ncclCommInitRank) \
+  X(ncclGather) X(ncclScatter) X(ncclCollective)
 
 #define DI_OP_ENUM(name) OP_##name,
 enum di_op { DI_OPS(DI_OP_ENUM) OP_COUNT };
@@ -43,5 +44,6 @@ enum di_kind {
   KIND_COMM = 3,     /* a communicator: comm id, size, members (string id) */
   KIND_CLOCK = 4,    /* a clock-offset measurement to world rank 0 */
   KIND_IO = 5,       /* one I/O call: op, t0..t1, file (string id), fd, bytes, offset */
-  KIND_TICKS = 6     /* calibration: t0 = ticks, t1 = ns (CLOCK_MONOTONIC) at the same moment */
+  KIND_TICKS = 6,    /* calibration: t0 = ticks, t1 = ns (CLOCK_MONOTONIC) at the same moment */
+  KIND_NCCL_WORK = 7 /* NCCL profiler plugin: one kernel channel or proxy op of the CALL with id req */
 };

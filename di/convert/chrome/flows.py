@@ -17,7 +17,7 @@ import polars as pl
 
 from di.convert.chrome import scan as S
 from di.convert.chrome.pairing import bind_points, chain_flows
-from di.convert.chrome.phases import FLOW, LK_THREAD
+from di.convert.chrome.phases import FLOW, LK_THREAD, is_phase
 from di.convert.columns import dense_ids
 from di.nesting import nesting_order
 
@@ -51,9 +51,13 @@ def _thread_locs(steps: pl.DataFrame, keys: pl.DataFrame) -> np.ndarray:
     return np.where(owner < threads.height, thread_loc[np.minimum(owner, threads.height - 1)], -1)
 
 
-def flow_events(df: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str]) -> pl.DataFrame:
-    """Edges from s/t/f records (``ev`` sorted and nested, row = position)."""
-    steps = df.select(_STEP_COLUMNS).filter(pl.col("ph").is_in(FLOW))
+def flow_steps(df: pl.DataFrame) -> pl.DataFrame:
+    """The s/t/f records of the scanner frame, with the columns :func:`flow_events` reads."""
+    return df.filter(is_phase(*FLOW)).select(_STEP_COLUMNS)
+
+
+def flow_events(steps: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str]) -> pl.DataFrame:
+    """Edges from s/t/f records (:func:`flow_steps`; ``ev`` sorted and nested, row = position)."""
     if not steps.height:
         return empty()
     # one flow per (cat, id), its steps in (ts, file) order

@@ -36,6 +36,11 @@ KEY = ["lkind", "pid_k", "pid", "tid_k", "tid"]
 OUT = KEY + ["start_ns", "end_ns", "name", "cat", "corr", "bytes", "instant", "args", "idx", "flags", "bind_k", "bind", "di_flow"]
 
 
+def is_phase(*phases: str) -> pl.Expr:
+    """Records whose phase is one of ``phases`` (on the byte code: cheaper than the string)."""
+    return pl.col("ph_code").is_in([ord(p) for p in phases])
+
+
 def frame(raw: Raw, base_ns: int) -> pl.DataFrame:
     """The scanner columns as a frame; ``ts`` shifted by ``base_ns``; ``ph`` as a 1-char string."""
     c = raw.cols
@@ -64,27 +69,35 @@ def frame(raw: Raw, base_ns: int) -> pl.DataFrame:
 
 def count_unusable(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """Drop records with a bad status or a phase di does not load; count each reason."""
-    status = df.get_column("status")
-    if (status != S.ST_OK).any():
-        for code, reason in _STATUS.items():
-            k = int((status == code).sum())
-            if k:
-                dropped[reason] += k
-        df = df.filter(pl.col("status") == S.ST_OK)
-    counts = df.group_by("ph").len()
-    for ph, k in counts.iter_rows():
-        if ph == "":
-            dropped["event without 'ph'"] += k
+    status = df.get_column("status").to_numpy()
+    sound = status == S.ST_OK
+    if not sound.all():
+        for code, k in enumerate(np.bincount(status)):
+            if code != S.ST_OK and k:
+                dropped[_STATUS[code]] += int(k)
+    code = df.get_column("ph_code").to_numpy()
+    for c, k in enumerate(np.bincount(code[sound], minlength=256)):
+        ph = chr(c) if c else ""
+        if not k or ph in KNOWN:
+            continue
+        if c == 0:
+            dropped["event without 'ph'"] += int(k)
         elif ph in UNSUPPORTED:
-            dropped[f"unsupported phase {ph!r}"] += k
-        elif ph not in KNOWN:
-            dropped[f"unknown phase {ph!r}"] += k
-    no_ts = df.filter(pl.col("ts").is_null() & (pl.col("ph") != META) & pl.col("ph").is_in(KNOWN))
-    for ph, k in no_ts.group_by("ph").len().iter_rows():
-        dropped[f"{ph!r} event without ts"] += k
-    if not no_ts.height and set(counts.get_column("ph").to_list()) <= set(KNOWN):
-        return df
-    return df.filter(pl.col("ph").is_in(KNOWN) & (pl.col("ts").is_not_null() | (pl.col("ph") == META)))
+            dropped[f"unsupported phase {ph!r}"] += int(k)
+        else:
+            dropped[f"unknown phase {ph!r}"] += int(k)
+    known = np.zeros(256, dtype=bool)
+    known[[ord(p) for p in KNOWN]] = True
+    known_code = known[code]
+    has_ts = df.get_column("ts").is_not_null().to_numpy()
+    is_meta = code == ord(META)
+    no_ts = sound & known_code & ~has_ts & ~is_meta
+    if no_ts.any():
+        for c, k in enumerate(np.bincount(code[no_ts])):
+            if k:
+                dropped[f"{chr(c)!r} event without ts"] += int(k)
+    usable = sound & known_code & (has_ts | is_meta)
+    return df if usable.all() else df.filter(pl.Series(usable))
 
 
 def _thread_key(df: pl.DataFrame) -> pl.DataFrame:
@@ -93,7 +106,7 @@ def _thread_key(df: pl.DataFrame) -> pl.DataFrame:
 
 def slices(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """X events as intervals; negative or missing dur dropped and counted."""
-    x = df.filter(pl.col("ph") == SLICE)
+    x = df.filter(is_phase(SLICE))
     bad = x.filter(pl.col("dur").is_null() | (pl.col("dur") < 0))
     if bad.height:
         neg = int((bad.get_column("dur") < 0).sum())
@@ -146,7 +159,7 @@ def _merged_objects(a: pl.Expr, b: pl.Expr) -> pl.Expr:
 
 def begin_end(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """B/E pairs on each thread, matched LIFO in time order."""
-    be = df.filter(pl.col("ph").is_in(BEGIN_END))
+    be = df.filter(is_phase(*BEGIN_END))
     if not be.height:
         return _thread_key(be.with_columns(start_ns=pl.col("ts"), end_ns=pl.col("ts"), instant=pl.lit(False))).select(OUT)
     key = pl.struct("pid_k", "pid", "tid_k", "tid").rank("dense").cast(pl.Int64)
@@ -156,7 +169,7 @@ def begin_end(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
 def instants(df: pl.DataFrame) -> pl.DataFrame:
     """i/I/R instants: thread scope on the thread, process scope on a per-pid marker
     timeline, global scope on one marker timeline."""
-    ins = df.filter(pl.col("ph").is_in(INSTANT))
+    ins = df.filter(is_phase(*INSTANT))
     scope = pl.col("scope")
     return ins.with_columns(
         pl.when(scope.is_in([ord("p"), ord("g")])).then(pl.lit(LK_MARKER)).otherwise(pl.lit(LK_THREAD)).cast(pl.Int8).alias("lkind"),
@@ -173,7 +186,7 @@ def instants(df: pl.DataFrame) -> pl.DataFrame:
 def async_events(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """Async b/e pairs (matched by pid, cat, id and name) and n instants, one
     async timeline per (pid, cat). Legacy S/F pair like b/e, T/p are instants."""
-    a = df.filter(pl.col("ph").is_in(ASYNC)).with_columns(
+    a = df.filter(is_phase(*ASYNC)).with_columns(
         pl.col("ph").replace({"S": "b", "F": "e", "T": "n", "p": "n"}),
         pl.lit(LK_ASYNC, dtype=pl.Int8).alias("lkind"),
         pl.lit(S.K_STR, dtype=pl.UInt8).alias("tid_k"),

@@ -91,7 +91,7 @@ KEY_OTHER, KEY_PH, KEY_S, KEY_BP, KEY_NAME, KEY_CAT, KEY_TS, KEY_DUR, KEY_PID, K
     KEY_DIFLOW, KEY_FIN, KEY_FOUT, KEY_ARGS = range(16)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _key(buf, ks, ke):
     """The code of the event key buf[ks:ke]: one length switch, then at most
     two byte comparisons."""
@@ -135,7 +135,7 @@ def _key(buf, ks, ke):
     return KEY_OTHER
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _poly(buf, i, n, slots, starts, ends, count):
     """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
     c = buf[i]
