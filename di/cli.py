@@ -10,7 +10,7 @@ from typing import Any
 EXIT_INPUT = 2
 
 EXAMPLES = {
-    "convert": "examples:\n  di convert rank-*.json.gz -o job.di\n  di convert job.di -o job.json.gz\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
+    "convert": "examples:\n  di convert rank-*.json.gz -o job.di   (the store stays raw: no analysis tracks)\n  di convert job.di -o job.json.gz   (with the analysis tracks)\n  di convert job.di -o job.json.gz --no-analysis   (the program's events only)\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
     "demo": "examples:\n  di demo -o demo.di       (records the built-in 4-rank MPI job with everything available)\n  di demo --kineto -o demo/  (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
     "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n  di record --gpu -o run.di -- torchrun --nproc-per-node 2 train.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
@@ -37,7 +37,15 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("convert", help="convert traces between formats (merging per-rank files)", epilog=EXAMPLES["convert"], formatter_class=fmt)
     c.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2, .perfetto-trace, .pftrace)")
-    c.add_argument("--analysis", action="store_true", help="add the engine's results as tracks: critical path (with flows between ranks), per-rank wait and imbalance counters, critical_path_ns in the args of path events")
+    on_off = c.add_mutually_exclusive_group()
+    on_off.add_argument("--analysis", dest="analysis", action="store_const", const=True, default=None,
+                        help="add the engine's results to the output whatever its format (a .di store too); the default for "
+                        "Perfetto, Chrome JSON and OTF2 output: a critical-path track (with flows between ranks), a track of the worst "
+                        "wait states, per-rank wait and imbalance counters, critical_path_ns in the args of path events (OTF2: also a "
+                        "'Critical path' region group and markers on the longest path segments and the worst wait states)")
+    on_off.add_argument("--no-analysis", dest="analysis", action="store_const", const=False,
+                        help="write the program's events only; the default for a .di store (and plugin formats), which stays raw. "
+                        "Analysis tracks an input already carries are always replaced or dropped, never stacked")
     c.add_argument("--to", help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)")
     _rank_options(c)
     i = sub.add_parser("info", help="summarise a trace: ranks, timelines, categories, sources, drops", epilog=EXAMPLES["info"], formatter_class=fmt)
@@ -81,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--port", type=int, default=9001, help="port on 127.0.0.1 (default 9001, what ui.perfetto.dev expects; 0: any free port)")
     v.add_argument("--offline", action="store_true", help="serve a locally installed Perfetto UI too (no internet needed)")
     v.add_argument("--no-browser", action="store_true", help="only print the URL")
-    v.add_argument("--no-analysis", action="store_true", help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --analysis")
+    v.add_argument("--no-analysis", action="store_true", help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --help")
     return p
 
 
@@ -112,15 +120,33 @@ def _load(args: argparse.Namespace, console: Any) -> Any:
 def _convert(args: argparse.Namespace, console: Any) -> None:
     import di
 
-    trace = _load(args, console)
-    if args.analysis:
-        from di.viewers.analysis_tracks import with_analysis
+    from pathlib import Path
 
+    from di.analysis_parts import without_analysis
+    from di.convert.registry import writer_for
+    from di.viewers.analysis_tracks import VIEWER_FORMATS, with_analysis
+
+    add = args.analysis if args.analysis is not None else writer_for(Path(args.output), args.to).name in VIEWER_FORMATS
+    trace = _load(args, console)
+    program = without_analysis(trace)
+    if program is not trace:
+        console.print(f"[dim]the input carries di's analysis tracks: {'replaced' if add else 'left out'}[/dim]")
+    trace = program
+    if add:
         with console.status("analyzing"):
-            trace = with_analysis(trace, di.analyze(trace, per_step=True))
+            try:
+                trace = with_analysis(program, di.analyze(program, per_step=True))
+            except Exception as exc:  # the conversion itself must not fail on an analysis problem
+                from rich.markup import escape
+
+                console.print(f"[yellow]warning:[/yellow] analysis tracks not added ({type(exc).__name__}: {escape(str(exc))}); "
+                              "the program's events are written")
     with console.status(f"writing {args.output}"):
         di.save(trace, args.output, to=args.to)
-    console.print(f"wrote {args.output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, {trace.flows.height:,} flows")
+    added = trace.events.height - program.events.height
+    console.print(f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows"
+                  + (f" + analysis tracks ({added:,} critical-path slices, {trace.series.height - program.series.height} counters)"
+                     if trace is not program else ""))
     for w in trace.meta.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {w}")
 
@@ -150,7 +176,9 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
     if args.batch or _all_stores(args.inputs):
         _analyze_batch(args, window, console)
         return
-    trace = _load(args, console)
+    from di.analysis_parts import without_analysis
+
+    trace = without_analysis(_load(args, console))  # plugin analyses, too, see the program's events only
     with console.status("analyzing"):
         result = analyze(trace, window=window, per_step=args.steps)
     if args.json:

@@ -11,6 +11,8 @@ from conftest import OTF2
 import di
 from di.cli import main
 from di.demo import write_kineto_job
+from di.engine import Analysis
+from di.trace import Trace
 from di.viewers.analysis_tracks import TRACK, with_analysis
 from tests.trace_processor import WasmTraceProcessor, engine_problem
 
@@ -48,13 +50,18 @@ def test_demo_tracks_in_the_trace_processor(tp, tmp_path):
     assert [r["v"] for r in got] == pytest.approx([want.get(s, 0.0) for s in steps])
 
 
-def test_cross_rank_path_has_flows(tp, tmp_path):
+def ls_barr_with_analysis() -> tuple[Trace, Analysis, Trace]:
+    """casita_4_mpi_ls_barr (its critical path crosses ranks): (trace, its analysis, trace with the analysis tracks)."""
     archive = OTF2 / "casita_4_mpi_ls_barr" / "traces.otf2"
     if not archive.exists():
         pytest.skip("shared test data absent: otf2/casita_4_mpi_ls_barr not found under ../shared/data")
     trace = di.load(archive)
     result = di.analyze(trace)
-    tracked = with_analysis(trace, result)
+    return trace, result, with_analysis(trace, result)
+
+
+def test_cross_rank_path_has_flows(tp, tmp_path):
+    trace, result, tracked = ls_barr_with_analysis()
     tracked.validate()
     added = tracked.flows.filter(pl.col("src_cat") == "critical_path")
     ranks = tracked.locations.select("loc", "rank")

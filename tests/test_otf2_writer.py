@@ -213,10 +213,18 @@ def test_save_and_cli_write_anchor_or_directory(tmp_path: Path) -> None:
     assert anchor_for(tmp_path / "outdir") == tmp_path / "outdir" / "traces.otf2"
     assert di.load(tmp_path / "outdir").events.equals(trace.events)
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "di", "convert", str(otf2_archive("casita_4_mpi_ls_barr")), "-o", str(tmp_path / "cli.otf2")],
-                          capture_output=True, text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run([sys.executable, "-m", "di", "convert", str(otf2_archive("casita_4_mpi_ls_barr")), "-o", str(tmp_path / "cli.otf2"),
+                           "--no-analysis"], capture_output=True, text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert di.load(tmp_path / "cli.otf2").events.equals(trace.events)
+    # by default di convert adds the analysis tracks; dropping them gives the program's events back exactly
+    from di.analysis_parts import without_analysis
+    from di.cli import main
+
+    assert main(["convert", str(otf2_archive("casita_4_mpi_ls_barr")), "-o", str(tmp_path / "tracked.otf2")]) == 0
+    tracked = di.load(tmp_path / "tracked.otf2")
+    assert tracked.events.height > trace.events.height
+    assert without_analysis(tracked).events.equals(trace.events)
 
 
 def test_writer_refuses_to_overwrite_other_files(tmp_path: Path) -> None:

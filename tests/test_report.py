@@ -156,3 +156,56 @@ def test_report_of_missing_file_is_one_line_error(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nope.json"), "-o", str(tmp_path / "r.html")]) == 2
     err = capsys.readouterr().err
     assert "nope.json" in err and "Traceback" not in err
+
+
+def windowed(src: str, window: str, tmp_path: Path, capsys) -> tuple[dict, dict, dict]:
+    """(page tables, page keys, analyze --json) for one window."""
+    out = tmp_path / f"report-{abs(hash(window))}.html"
+    assert main(["report", src, "-o", str(out), "--no-plugins", "--window", window]) == 0
+    capsys.readouterr()
+    assert main(["analyze", src, "--window", window, "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    tables, keys = read_page(out.read_text(encoding="utf-8"))
+    check_against_json(tables, keys, doc)
+    return tables, keys, doc
+
+
+def gpu_union(doc: dict, state: str) -> int:
+    return sum(b["union_ns"] for r in doc["ranks"] for b in r["breakdown"]
+               if b["scope"].startswith("gpu") and b["step"] is None and b["state"] == state)
+
+
+def test_window_reaches_the_top_events(demo_job, tmp_path, capsys):
+    """The demo's kernels (and its copies/sets) never overlap on a GPU, so their summed time in a window is the
+    GPU compute (memory) time `di analyze --window` gives; the whole trace has more of both."""
+    whole, _, _ = windowed(str(demo_job), "steps=:", tmp_path, capsys)
+    tables, keys, doc = windowed(str(demo_job), "steps=1:3", tmp_path, capsys)
+    assert keys["steps"] == 2
+    kernels = sum(r["total_ns"] for r in tables["top_kernels"])
+    assert len(tables["top_kernels"]) < 25, "every kernel name is listed"
+    assert kernels == gpu_union(doc, "compute") > 0
+    assert sum(r["total_ns"] for r in tables["top_memory"]) == gpu_union(doc, "memory") > 0
+    assert kernels < sum(r["total_ns"] for r in whole["top_kernels"])
+    assert sum(r["count"] for r in tables["top_collectives"]) < sum(r["count"] for r in whole["top_collectives"])
+
+
+def test_window_reaches_io_and_counters(recorded_job, tmp_path, capsys):
+    """A time window that cuts through the job's file I/O: the page's I/O time per file sums to the ranks'
+    host io time of `di analyze --window` (each rank does its I/O on one thread), less than in the whole run."""
+    import di
+
+    trace = di.load(recorded_job)
+    t0 = trace.meta["time_range"]["start_ns"]
+    io = trace.events.filter(pl.col("cat") == "io")
+    cut = (int(io.get_column("start_ns").min()) + int(io.get_column("end_ns").max())) // 2 - t0
+    whole, whole_keys, _ = windowed(str(recorded_job), "time=0:", tmp_path, capsys)
+    tables, keys, doc = windowed(str(recorded_job), f"time=0:{cut}", tmp_path, capsys)
+    host_io = sum(b["union_ns"] for r in doc["ranks"] for b in r["breakdown"] if b["scope"] == "host" and b["step"] is None and b["state"] == "io")
+    assert keys["io.time_ns"] == host_io > 0  # all files; the table lists the 30 with most time
+    assert keys["io.time_ns"] < whole_keys["io.time_ns"]
+    assert sum(r["time_ns"] for r in tables["io_files"]) < sum(r["time_ns"] for r in whole["io_files"])
+    assert sum(r["calls"] for r in tables["io_files"]) < sum(r["calls"] for r in whole["io_files"])
+    # counters: only samples inside the window (cumulative ones become rates, which need a sample before)
+    in_window = trace.samples.filter(pl.col("ts_ns").is_between(t0, t0 + cut)).height
+    assert 0 < sum(r["samples"] for r in tables["counters"]) <= in_window
+    assert sum(r["samples"] for r in tables["counters"]) < sum(r["samples"] for r in whole["counters"])

@@ -50,3 +50,22 @@ def test_merged_ranks_round_trip(tmp_path: Path) -> None:
     assert back.events.select(EVENT_COLS).equals(job.events.select(EVENT_COLS))
     per_rank = back.locations.filter(pl.col("kind") == "gpu_stream").group_by("loc").agg(pl.col("rank").n_unique())
     assert (per_rank.get_column("rank") == 1).all()
+
+
+def test_merged_job_file_keeps_flows_collectives_and_counter_timelines(tmp_path: Path) -> None:
+    """A job di wrote as one Chrome file: correlation ids repeat on every rank, so launch flows stay within
+    a rank; each rank keeps its own collectives, matched across ranks; counter-only timelines come back
+    once (not also as a per-process counter timeline)."""
+    from di.demo import write_kineto_job
+    from di.viewers.analysis_tracks import with_analysis
+
+    write_kineto_job(tmp_path / "job", ranks=3, steps=2)
+    job = di.load(tmp_path / "job")
+    job = with_analysis(job, di.analyze(job, per_step=True))  # adds counter-only timelines (wait, imbalance)
+    di.save(job, tmp_path / "job.json")
+    back = di.load(tmp_path / "job.json")
+    key = ["src", "dst", "kind", "id"]
+    assert back.flows.sort(key).select(key).equals(job.flows.sort(key).select(key))
+    assert back.collectives.sort("event").equals(job.collectives.sort("event"))
+    assert back.locations.select("loc", "rank", "kind", "name", "process").equals(job.locations.select("loc", "rank", "kind", "name", "process"))
+    assert back.series.equals(job.series) and back.samples.equals(job.samples)

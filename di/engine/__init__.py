@@ -56,7 +56,10 @@ def analyze(trace: Trace, *, window: Window | str | None = None, per_step: bool 
     """Run analyses over one window of a trace.
 
     Args:
-        trace: the canonical trace.
+        trace: the canonical trace. Analysis tracks di added to it
+            (:mod:`di.analysis_parts`) are left out: they are not the program's
+            activity. The program's event rows keep their positions, so row
+            references in the result are valid in ``trace`` too.
         window: a :class:`di.engine.window.Window` or its text (``steps=:-1``, ``time=0:2s``).
         per_step: add one row per step (besides the window's, step null) to breakdown
             and overlap; imbalance and wait states always carry steps.
@@ -67,6 +70,7 @@ def analyze(trace: Trace, *, window: Window | str | None = None, per_step: bool 
     """
     import time
 
+    from di.analysis_parts import without_analysis
     from di.engine.window import Window, parse_window, prepare
 
     unknown = set(analyses) - set(ANALYSES)
@@ -75,7 +79,7 @@ def analyze(trace: Trace, *, window: Window | str | None = None, per_step: bool 
     win = window if isinstance(window, Window) else parse_window(window)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    frame = prepare(trace, win)
+    frame = prepare(without_analysis(trace), win)
     seconds["prepare"] = time.perf_counter() - t0
     out: dict[str, Any] = {}
     cache: dict[str, Any] = {}

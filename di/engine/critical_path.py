@@ -221,7 +221,9 @@ def _result(frame: EventFrame, g: Graph, steps: tuple[np.ndarray, ...], dropped:
     total = max(length, 1)
 
     def by(col: str) -> pl.DataFrame:
-        return seg.group_by(col).agg(pl.col("contrib_ns").sum()).with_columns((pl.col("contrib_ns") / total).alias("share")).sort("contrib_ns", descending=True)
+        out = seg.group_by(col).agg(pl.col("contrib_ns").sum()).with_columns((pl.col("contrib_ns") / total).alias("share"))
+        tie = pl.col(col).cast(pl.String) if out.schema[col] in (pl.Categorical, pl.Enum) or isinstance(out.schema[col], pl.Enum) else pl.col(col)
+        return out.sort(pl.col("contrib_ns"), tie, descending=[True, False], nulls_last=True)  # ties by name: the same order whatever the source
 
     events = seg.filter(pl.col("event").is_not_null()).group_by("event", maintain_order=True).agg(
         pl.col("rank").first(), pl.col("name").first(), pl.col("cat").first(), pl.col("start_ns").min(),

@@ -115,6 +115,26 @@ def prepare(trace: Trace, window: Window | None = None) -> EventFrame:
     rank, on_gpu, device = location_arrays(trace)
     steps = find_steps(trace)
     step = event_steps(trace, steps, rank, on_gpu)
+    selected, start, end, steps = _select(trace, window, steps, step)
+    return EventFrame(trace, rank, device, on_gpu, activities(trace), step, selected, start, end, steps, window)
+
+
+def window_events(trace: Trace, window: Window | str | None) -> pl.DataFrame:
+    """The events the analyses see in ``window``: rows of ``trace.events`` (as stored, plus ``row``, their
+    position) that the window keeps, with ``start_ns``/``end_ns`` clipped to a time window, exactly as
+    :func:`prepare` selects them for :func:`di.analyze`. ``window``: a Window, its text, or None / ``"all"``."""
+    win = window if isinstance(window, Window) else parse_window(None if window == "all" else window)
+    ev = trace.events.with_row_index("row")
+    if win.steps is None and win.t0_ns is None and win.t1_ns is None:
+        return ev
+    rank, on_gpu, _ = location_arrays(trace)
+    steps = find_steps(trace)
+    selected, start, end, _ = _select(trace, win, steps, event_steps(trace, steps, rank, on_gpu))
+    return ev.with_columns(pl.Series("start_ns", start), pl.Series("end_ns", end)).filter(pl.Series(selected))
+
+
+def _select(trace: Trace, window: Window, steps: pl.DataFrame, step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, pl.DataFrame]:
+    """(selected, start_ns, end_ns clipped to a time window, the steps inside the window)."""
     start = trace.events.get_column("start_ns").to_numpy()
     end = trace.events.get_column("end_ns").to_numpy()
     selected = np.ones(start.size, bool)
@@ -129,4 +149,4 @@ def prepare(trace: Trace, window: Window | None = None) -> EventFrame:
         selected = (end > lo) & (start < hi) | ((start == end) & (start >= lo) & (start < hi))
         start, end = np.clip(start, lo, hi), np.clip(end, lo, hi)
         steps = steps.filter((pl.col("end_ns") > lo) & (pl.col("start_ns") < hi))
-    return EventFrame(trace, rank, device, on_gpu, activities(trace), step, selected, start, end, steps, window)
+    return selected, start, end, steps

@@ -1,4 +1,4 @@
-"""The engine's results as tracks of the trace itself, for Perfetto (``di convert --analysis``).
+"""The engine's results as tracks of the trace itself, for Perfetto, Chrome JSON and Vampir (``di convert``, ``di view``).
 
 :func:`with_analysis` returns a copy of a trace with
 
@@ -8,13 +8,20 @@
   and ``contrib_ns``; the slices' durations sum to the path length;
 - **flows** (kind ``user``, ``src_cat`` "critical_path") from a path event on one
   rank to the next path event on another rank;
+- a **wait states** timeline: the :data:`WAITS` longest wait states (Scalasca's
+  late sender, wait at N x N ...), one slice each from the waiting rank's entry
+  for ``wait_ns``, named ``KIND: rank R waits for rank C``, ``src_cat``
+  "wait_state", args ``rank``, ``cause_rank``, ``kind``, ``wait_ns``, ``event``;
 - per rank two **counter series** sampled at each step start: ``rank N wait``
   (ms waited in the step, wait states) and ``rank N imbalance`` (work in the step
   relative to the step mean, %);
 - on every event of the path, ``critical_path_ns`` (its exclusive time on the
   path) added to its ``args``.
 
-The original rows keep their positions, so row references stay valid.
+The original rows keep their positions, so row references stay valid. Every
+added part carries the mark :mod:`di.analysis_parts` describes, so a reader
+tells it from the program's activity; a trace that already carries an
+analysis has it replaced, never stacked.
 """
 
 from __future__ import annotations
@@ -23,14 +30,26 @@ from typing import Any
 
 import polars as pl
 
+from di.analysis_parts import META_KEY, PROCESS, SOURCE_FORMAT, SRC_CAT, WAIT_SRC_CAT, path_args, without_analysis
 from di.trace import CATS, Trace
 
 TRACK = "critical path"
-PROCESS = "di analysis"
+WAIT_TRACK = "wait states"
+WAITS = 50
+"""The longest wait states shown on the wait-states timeline (the per-rank wait counters hold them all)."""
+VIEWER_FORMATS = ("perfetto", "chrome", "otf2")
+"""Connectors whose output ``di convert`` gives the analysis tracks unless ``--no-analysis``;
+a ``.di`` store (and plugin formats) stays raw unless ``--analysis``."""
 
 
 def with_analysis(trace: Trace, result: Any) -> Trace:
-    """A copy of ``trace`` with the analysis tracks (see the module docstring)."""
+    """A copy of ``trace`` with the analysis tracks (see the module docstring).
+
+    Args:
+        trace: the trace (an analysis it already carries is dropped first).
+        result: :func:`di.analyze` of ``without_analysis(trace)``, with ``per_step=True`` for the counters.
+    """
+    trace = without_analysis(trace)
     cp = result.critical_path or {}
     seg = cp.get("segments")
     tables = dict(trace.tables())
@@ -47,16 +66,20 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
         new_events = seg.select(
             pl.lit(loc_next, pl.UInt32).alias("loc"), "start_ns", "end_ns", name.fill_null(pl.col("category")).alias("name"),
             pl.when((pl.col("kind") == "local") & pl.col("cat").is_in(list(CATS))).then(pl.col("cat")).otherwise(pl.lit("other")).alias("cat"),
-            pl.lit("critical_path").alias("src_cat"), pl.lit(0, pl.Int32).alias("depth"), pl.lit(False).alias("instant"),
+            pl.lit(SRC_CAT).alias("src_cat"), pl.lit(0, pl.Int32).alias("depth"), pl.lit(False).alias("instant"),
             pl.struct(pl.col("rank"), pl.col("event"), pl.col("kind"), pl.col("contrib_ns")).struct.json_encode().alias("args"))
         hops = seg.select(pl.col("event").alias("src"), pl.col("rank").alias("a"), pl.col("event").shift(-1).alias("dst"),
                           pl.col("rank").shift(-1).alias("b")).filter(
             (pl.col("a") != pl.col("b")) & pl.col("src").is_not_null() & pl.col("dst").is_not_null() & (pl.col("src") < n) & (pl.col("dst") < n))
-        flows = hops.select("src", "dst", pl.lit("user").alias("kind"), pl.lit("critical_path").alias("src_cat"))
+        flows = hops.select("src", "dst", pl.lit("user").alias("kind"), pl.lit(SRC_CAT).alias("src_cat"))
         tables["events"] = _with_path_args(trace.events, cp["events"])
         tables["events"] = pl.concat([tables["events"], new_events], how="diagonal_relaxed")
         if flows.height:
             tables["flows"] = pl.concat([trace.flows, flows], how="diagonal_relaxed")
+    waits = _wait_track(result, loc_next + len(new_locs), source)
+    if waits is not None:
+        new_locs.append(waits[0])
+        tables["events"] = pl.concat([tables["events"], waits[1]], how="diagonal_relaxed")
     counters = _step_counters(result, loc_next + len(new_locs), int(trace.series.get_column("series").max()) + 1 if trace.series.height else 0, source)
     if counters is not None:
         locs, series, samples = counters
@@ -65,21 +88,35 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
         tables["samples"] = pl.concat([trace.samples, samples], how="diagonal_relaxed")
     if new_locs:
         tables["locations"] = pl.concat([trace.locations, pl.DataFrame(new_locs)], how="diagonal_relaxed")
-        meta["sources"] = [*meta.get("sources", []), {"path": "(di analyze)", "format": "di-analysis", "rank": new_locs[0]["rank"],
+        meta["sources"] = [*meta.get("sources", []), {"path": "(di analyze)", "format": SOURCE_FORMAT, "rank": new_locs[0]["rank"],
                                                        "rank_source": "single", "events": 0 if new_events is None else new_events.height, "dropped": {}}]
+        meta[META_KEY] = {"window": result.window, "critical_path_ns": int((cp.get("summary") or {}).get("length_ns") or 0),
+                          "timelines": len(new_locs)}
     return Trace.build(meta=meta, **tables)
 
 
 def _with_path_args(events: pl.DataFrame, path_events: pl.DataFrame) -> pl.DataFrame:
     """``critical_path_ns`` added into the args JSON of the events on the path."""
-    contrib = path_events.group_by("event").agg(pl.col("contrib_ns").sum())
-    idx = events.with_row_index("_row").join(contrib, left_on=pl.col("_row").cast(pl.Int64), right_on="event", how="left").sort("_row")
-    field = pl.concat_str(pl.lit('"critical_path_ns":'), pl.col("contrib_ns").cast(pl.String), pl.lit("}"))
-    args = pl.col("args").cast(pl.String)
-    merged = (pl.when(pl.col("contrib_ns").is_null()).then(args)
-              .when(args.is_null() | (args.str.strip_chars() == "{}")).then(pl.concat_str(pl.lit("{"), field))
-              .otherwise(pl.concat_str(args.str.strip_chars().str.strip_suffix("}"), pl.lit(","), field)))
-    return idx.with_columns(merged.alias("args")).drop("_row", "contrib_ns")
+    contrib = path_events.group_by(pl.col("event").alias("_row")).agg(pl.col("contrib_ns").sum())
+    idx = events.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64)).join(contrib, on="_row", how="left").sort("_row")
+    return idx.with_columns(path_args(pl.col("args").cast(pl.String), pl.col("contrib_ns")).alias("args")).drop("_row", "contrib_ns")
+
+
+def _wait_track(result: Any, loc: int, source: int) -> tuple[dict[str, Any], pl.DataFrame] | None:
+    """The wait-states timeline (location row, events), or None without wait states."""
+    w = result.wait_states
+    if w is None or not w.height:
+        return None
+    top = w.filter(pl.col("wait_ns") > 0).sort("wait_ns", "rank", "start_ns", descending=[True, False, False]).head(WAITS)
+    if not top.height:
+        return None
+    worst_rank = int(top.get_column("rank")[0])
+    name = pl.format("{}: rank {} waits for rank {}", "kind", "rank", "cause_rank").fill_null(pl.format("{}: rank {} waits", "kind", "rank"))
+    events = top.sort("start_ns", "rank").select(
+        pl.lit(loc, pl.UInt32).alias("loc"), "start_ns", (pl.col("start_ns") + pl.col("wait_ns")).alias("end_ns"), name.alias("name"),
+        pl.lit("sync").alias("cat"), pl.lit(WAIT_SRC_CAT).alias("src_cat"), pl.lit(0, pl.Int32).alias("depth"), pl.lit(False).alias("instant"),
+        pl.struct("rank", "cause_rank", "kind", "wait_ns", "event").struct.json_encode().alias("args"))
+    return {"loc": loc, "rank": worst_rank, "kind": "cpu_thread", "name": WAIT_TRACK, "process": PROCESS, "source": source}, events
 
 
 def _step_counters(result: Any, loc0: int, series0: int, source: int) -> tuple[list[dict[str, Any]], pl.DataFrame, pl.DataFrame] | None:

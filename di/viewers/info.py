@@ -35,7 +35,14 @@ def summary(trace: Trace) -> dict[str, Any]:
             {k: s.get(k) for k in ("path", "format", "rank", "rank_source", "events", "dropped")} for s in meta.get("sources", [])
         ],
         "warnings": meta.get("warnings", []),
+        "analysis_timelines": _analysis_timelines(trace),
     }
+
+
+def _analysis_timelines(trace: Trace) -> int:
+    from di.analysis_parts import analysis_locs
+
+    return analysis_locs(trace).len()
 
 
 def render(trace: Trace, console: Any) -> None:
@@ -57,6 +64,9 @@ def render(trace: Trace, console: Any) -> None:
         dropped = "; ".join(f"{v} {k}" for k, v in (x["dropped"] or {}).items()) or "nothing"
         src.add_row(str(x["path"]), x["format"], str(x["rank"]), x["rank_source"], f"{x['events']:,}", dropped)
     console.print(src)
+    if s["analysis_timelines"]:
+        console.print(f"[bold]analysis tracks[/bold] {s['analysis_timelines']} timelines added by di (process 'di analysis'); "
+                      "di analyze and di report leave them out, di convert replaces them")
 
 
 def _ranges(ranks: list[int]) -> str:

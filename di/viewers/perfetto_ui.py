@@ -67,10 +67,11 @@ def prepare_trace(path: str | Path, analysis: bool = False) -> tuple[Path, bool]
     newest = max((p.stat().st_mtime for p in inputs), default=0.0)
     if out.exists() and out.stat().st_mtime >= newest:
         return out, False
-    trace = di.load(src)
-    if analysis:
-        from di.viewers.analysis_tracks import with_analysis
+    from di.analysis_parts import without_analysis
+    from di.viewers.analysis_tracks import with_analysis
 
+    trace = without_analysis(di.load(src))
+    if analysis:
         trace = with_analysis(trace, di.analyze(trace, per_step=True))
     di.save(trace, out)
     return out, True

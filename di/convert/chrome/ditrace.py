@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.chrome import scan as S
-from di.convert.chrome.phases import LK_THREAD
+from di.convert.chrome.phases import LK_COUNTER, LK_THREAD
 
 _LOC_COLS = ("loc", "rank", "host", "kind", "device", "stream", "name", "process", "sort_index", "source")
 
@@ -54,7 +54,8 @@ def phases_key() -> list[str]:
 
 
 def locations(d: dict[str, Any], keys: pl.DataFrame, fallback: pl.DataFrame) -> pl.DataFrame:
-    """The original locations, plus the fallback rows of timelines diTrace does not name."""
+    """The original locations, plus the fallback rows of timelines diTrace does not name (but not the
+    per-process counter timelines of the series diTrace maps)."""
     rows = pl.DataFrame(d["locations"]).filter(pl.col("lane") == 0)
     known = rows.select(
         *[c for c in _LOC_COLS if c in rows.columns],
@@ -62,6 +63,10 @@ def locations(d: dict[str, Any], keys: pl.DataFrame, fallback: pl.DataFrame) -> 
         pl.col("src_tid").alias("tid"),
     ).unique("loc", keep="first")
     extra = fallback.join(known.select(pl.col("loc").cast(fallback.schema["loc"])), on="loc", how="anti")
+    series_pids = [s["pid"] for s in d.get("series", [])]
+    if series_pids:  # the counter processes of di's series: their samples go to the series' own locations
+        anchors = keys.filter((pl.col("lkind") == LK_COUNTER) & pl.col("pid").is_in(series_pids))
+        extra = extra.join(anchors.select(pl.col("loc").cast(fallback.schema["loc"])), on="loc", how="anti")
     out = pl.concat([known.cast({c: fallback.schema[c] for c in known.columns if c in fallback.schema}), extra], how="diagonal_relaxed")
     return out.sort("loc")
 

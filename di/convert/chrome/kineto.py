@@ -92,12 +92,13 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
 
 
 def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFrame) -> pl.DataFrame:
-    """Correlation-id edges CPU API call -> GPU record not already in ``known``."""
-    kinds = locations.select(pl.col("loc").cast(pl.UInt32), "kind")
+    """Correlation-id edges CPU API call -> GPU record of the same rank not already in ``known``
+    (correlation ids are per process: a merged job file repeats them on every rank)."""
+    kinds = locations.select(pl.col("loc").cast(pl.UInt32), "kind", "rank")
     rows = events.select("loc", "corr", "cat").with_row_index("row").filter(pl.col("corr").is_not_null()).join(kinds, on="loc")
     cpu = rows.filter((pl.col("kind") == "cpu_thread") & pl.col("cat").is_in(["cuda_api", "sync"]))
     gpu = rows.filter(pl.col("kind") == "gpu_stream")
-    pairs = cpu.join(gpu, on="corr", suffix="_gpu").select(
+    pairs = cpu.join(gpu, on=["corr", "rank"], suffix="_gpu").select(
         pl.col("row").cast(pl.Int64).alias("src"),
         pl.col("row_gpu").cast(pl.Int64).alias("dst"),
         pl.when(pl.col("cat_gpu") == "sync").then(pl.lit("sync")).otherwise(pl.lit("launch")).alias("kind"),
@@ -130,9 +131,9 @@ def _field(key: str, number: bool) -> pl.Expr:
 
 
 def collectives(events: pl.DataFrame, locations: pl.DataFrame, rank: int) -> pl.DataFrame:
-    """One row per collective call of this rank: its GPU kernels when they carry
-    collective args, else its ``record_param_comms`` CPU ops."""
-    kinds = locations.select(pl.col("loc").cast(pl.UInt32), "kind")
+    """One row per collective call of each rank (a merged job file holds several; ``rank`` where the
+    locations name none): its GPU kernels when they carry collective args, else its ``record_param_comms`` CPU ops."""
+    kinds = locations.select(pl.col("loc").cast(pl.UInt32), "kind", pl.col("rank").alias("loc_rank"))
     rows = (
         events.select("loc", "start_ns", "args").with_row_index("event")
         .filter(pl.col("args").str.contains('"Collective name"', literal=True))
@@ -149,11 +150,11 @@ def collectives(events: pl.DataFrame, locations: pl.DataFrame, rank: int) -> pl.
         _field("Process Group Ranks", False).alias("group_ranks"),
         _field("Root", True).cast(pl.Int32).alias("root"),
     ).sort("start_ns", maintain_order=True)
-    return rows.select(
+    return rows.with_columns(pl.col("loc_rank").fill_null(rank).cast(pl.Int32).alias("rank")).select(
         pl.col("event").cast(pl.Int64),
-        pl.lit(rank, dtype=pl.Int32).alias("rank"),
+        "rank",
         "comm",
-        pl.int_range(pl.len(), dtype=pl.Int64).over("comm").alias("seq"),
+        pl.int_range(pl.len(), dtype=pl.Int64).over("comm", "rank").alias("seq"),
         pl.col("raw_op").replace_strict(OPS, default="other", return_dtype=pl.String).alias("op"),
         "root",
         (pl.col("nelems") * pl.col("dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)).alias("bytes"),

@@ -22,6 +22,7 @@ from di.convert.chrome.decode import Raw, decode
 from di.convert.chrome.flows import bind_id_flows, flow_events, flow_steps
 from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_ids
+from di.merge import assign_instances
 from di.nesting import nest, nesting_order
 from di.trace import Trace
 
@@ -141,6 +142,8 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     del ev
     flows = kineto.sync_kinds(pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations)
     collectives = kineto.collectives(events, locations, the_rank)
+    if collectives.get_column("rank").n_unique() > 1:  # a merged job file (di's own writer): match them across ranks here
+        collectives = assign_instances(collectives)
     meta = _meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped)
     if own is not None:
         meta.update({k: v for k, v in ditrace.meta(own).items() if v})

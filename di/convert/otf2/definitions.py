@@ -11,6 +11,8 @@ events are read elsewhere through the C API). Definitions:
 * kind: CPU_THREAD -> ``cpu_thread``, GPU / ACCELERATOR_STREAM ->
   ``gpu_stream`` (device and stream parsed from Score-P's ``CUDA[d:s]``
   names where present), METRIC -> ``counter``.
+* process: the location group's name; ``di analysis`` for the members of a
+  LOCATIONS group of that name (:mod:`di.convert.otf2.analysis_defs`).
 * comm name: the communicator's name, suffixed with ``#<ref>`` when several
   communicators share a name, so it is equal on every rank and unique.
 """
@@ -84,7 +86,11 @@ def _ranks(defs: Any) -> dict[int, int]:
 
 
 def _locations(defs: Any) -> list[dict[str, Any]]:
+    from di.analysis_parts import PROCESS
+    from di.convert.otf2.analysis_defs import analysis_location_refs
+
     ranks = _ranks(defs)
+    analysis = analysis_location_refs(defs)
     out = []
     for order, loc in enumerate(defs.locations):
         typ = _name(loc.type)
@@ -93,7 +99,7 @@ def _locations(defs: Any) -> list[dict[str, Any]]:
         group = loc.group
         out.append({
             "ref": loc._ref, "name": loc.name, "kind": kind, "rank": ranks.get(group._ref, 0), "host": _host(group),
-            "pid": group._ref, "tid": loc._ref, "process": group.name, "sort_index": order,
+            "pid": group._ref, "tid": loc._ref, "process": PROCESS if loc._ref in analysis else group.name, "sort_index": order,
             "device": int(m.group(1)) if m else None, "stream": int(m.group(2)) if m else None, "otf2_type": typ,
             "records": int(loc.number_of_events or 0),
         })

@@ -379,8 +379,8 @@ def plan(trace: Trace) -> Layout:
         strings.ref(m["unit"] or "")
     if members:
         records[metric_arrays["metric_writers"]] += metric_arrays["metric_counts"]
-    out_locations = [{"name": n, "kind": k, "group": g, "records": int(r)} for n, k, g, r in
-                     zip(out["out_name"].to_list(), out["out_kind"].to_list(), out["group"].to_list(), records.tolist())]
+    out_locations = [{"name": n, "kind": k, "group": g, "records": int(r), "loc": int(lc)} for n, k, g, r, lc in
+                     zip(out["out_name"].to_list(), out["out_kind"].to_list(), out["group"].to_list(), records.tolist(), out["loc"].to_list())]
     lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations,
                  rank_locations=rank_locs, regions=regions, comms=comms, metric_members=members, global_offset=offset,
                  trace_length=length, realtime=realtime)

@@ -31,7 +31,8 @@ destination event, as the string attribute ``di.flows_in``: a JSON list of
 ``{"l": source location ref, "k": the source's Enter ordinal on that location,
 "t": kind, "i": id, "c": src_cat}``, which di's reader turns back into flow
 rows and Vampir shows with the event (with ``di.corr``, the correlation id
-that ties a kernel to its launch).
+that ties a kernel to its launch). A trace that carries di's analysis also
+gets the groups and markers of :mod:`di.convert.otf2.analysis_defs`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from di.convert.otf2 import clib, emit
+from di.convert.otf2.analysis_defs import AnalysisDefs, plan_analysis, write_groups, write_markers
 from di.convert.otf2.archive import is_anchor
 from di.convert.otf2.layout import Layout, plan
 from di.errors import FormatError
@@ -95,10 +97,11 @@ def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> None:
     anchor.parent.mkdir(parents=True, exist_ok=True)
     _clear(anchor)
     lay = plan(trace)
+    extra = plan_analysis(trace, lay)
     archive = _otf2.Archive_Open(str(anchor.parent), anchor.stem, _otf2.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS,
                                  _otf2.SUBSTRATE_POSIX, _otf2.COMPRESSION_NONE)
     try:
-        _write(archive, lay, anchor)
+        _write(archive, lay, anchor, extra)
     finally:
         _otf2.Archive_Close(archive)
 
@@ -108,7 +111,7 @@ def _check(code: int, anchor: Path, what: str) -> None:
         raise FormatError(anchor, f"OTF2 library failed writing {what}: {clib.error_text(code)}")
 
 
-def _write(archive: object, lay: Layout, anchor: Path) -> None:
+def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> None:
     import _otf2
 
     from di import __version__
@@ -143,10 +146,11 @@ def _write(archive: object, lay: Layout, anchor: Path) -> None:
     for ref in range(n_out):
         _otf2.Archive_CloseDefWriter(archive, _otf2.Archive_GetDefWriter(archive, ref))
     _otf2.Archive_CloseDefFiles(archive)
-    _global_definitions(_otf2, archive, lay, fns, anchor)
+    _global_definitions(_otf2, archive, lay, fns, anchor, extra)
+    write_markers(_otf2, archive, extra)
 
 
-def _global_definitions(_otf2: object, archive: object, lay: Layout, fns: np.ndarray, anchor: Path) -> None:
+def _global_definitions(_otf2: object, archive: object, lay: Layout, fns: np.ndarray, anchor: Path, extra: AnalysisDefs) -> None:
     o = _otf2
     g = o.Archive_GetGlobalDefWriter(archive)
     o.GlobalDefWriter_WriteClockProperties(g, 10**9, lay.global_offset, lay.trace_length, lay.realtime)
@@ -171,6 +175,7 @@ def _global_definitions(_otf2: object, archive: object, lay: Layout, fns: np.nda
     for ref, comm in enumerate(lay.comms, start=1):
         o.GlobalDefWriter_WriteGroup(g, ref, s(comm["group_name"]), o.GROUP_TYPE_COMM_GROUP, o.PARADIGM_MPI, o.GROUP_FLAG_NONE, comm["members"])
         o.GlobalDefWriter_WriteComm(g, ref - 1, s(comm["name"]), ref, undefined, o.COMM_FLAG_NONE)
+    write_groups(o, g, extra, len(lay.comms) + 1, s)
     for ref, m in enumerate(lay.metric_members):
         o.GlobalDefWriter_WriteMetricMember(g, ref, s(m["name"]), 0, o.METRIC_TYPE_OTHER, o.METRIC_ABSOLUTE_POINT, o.TYPE_DOUBLE,
                                             o.BASE_DECIMAL, 0, s(m["unit"] or ""))

@@ -16,12 +16,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from di.viewers.report.page import Cell, Section, ms, new_figure, num, pct, render_page, svg_plot, table
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from di.engine import Analysis
     from di.trace import Trace
 
@@ -33,8 +36,12 @@ __all__ = ["ReportContext", "Section", "Cell", "Panel", "build_report", "write_r
 class ReportContext:
     """What a panel reads: the canonical trace and the engine's result (run with ``per_step=True``).
 
+    Every panel shows the window the result was computed over (``--window``):
+    engine tables are already windowed; panels that read events or samples
+    take :attr:`window_events` and :attr:`window_span`.
+
     Attributes:
-        trace: the loaded trace (read it, never modify it).
+        trace: the loaded trace, without analysis tracks (read it, never modify it).
         result: :class:`di.engine.Analysis` over ``result.window``.
         inputs: the paths the trace was loaded from, as given.
     """
@@ -42,6 +49,30 @@ class ReportContext:
     trace: Trace
     result: Analysis
     inputs: tuple[str, ...]
+
+    @cached_property
+    def window_events(self) -> pl.DataFrame:
+        """The events inside ``result.window``, as the analyses selected them (times clipped to a
+        time window; column ``row``: position in ``trace.events``). Panels that read events use these."""
+        from di.engine.window import window_events
+
+        return window_events(self.trace, self.result.window)
+
+    @cached_property
+    def window_span(self) -> tuple[int, int] | None:
+        """[start, end] in ns of the window: its time range (an open end: the trace's), or from the first
+        selected step's start to the last one's end; None when the window holds nothing."""
+        from di.engine.window import parse_window
+
+        win = parse_window(None if self.result.window == "all" else self.result.window)
+        ev = self.window_events
+        if not ev.height:
+            return None
+        lo, hi = int(ev.get_column("start_ns").min()), int(ev.get_column("end_ns").max())
+        if win.steps is not None and self.result.steps.height:
+            return int(self.result.steps.get_column("start_ns").min()), int(self.result.steps.get_column("end_ns").max())
+        base = int(self.trace.meta.get("time_range", {}).get("start_ns") or lo)
+        return (lo if win.t0_ns is None else base + win.t0_ns), (hi if win.t1_ns is None else base + win.t1_ns)
 
 
 Panel = Callable[[ReportContext], "Section | None"]
@@ -67,7 +98,9 @@ def build_report(trace: Trace, result: Analysis, *, inputs: Sequence[str] = (), 
         plugins: also run the panels of installed ``di.report_panels`` plugins.
         extra_panels: more (name, panel) pairs, after the plugins'.
     """
-    ctx = ReportContext(trace=trace, result=result, inputs=tuple(inputs))
+    from di.analysis_parts import without_analysis
+
+    ctx = ReportContext(trace=without_analysis(trace), result=result, inputs=tuple(inputs))
     panels = builtin_panels()
     problems: list[str] = []
     if plugins:

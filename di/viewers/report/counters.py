@@ -7,6 +7,7 @@ first. Cumulative counters (bytes, packets or counts that never decrease, such
 as InfiniBand and network port counters or a rank's read bytes) are shown as
 rates per second (difference between samples / time between them). A table
 lists every series as plotted with its sample count, min, mean and max.
+With a ``--window``, only the samples inside the window's time span count.
 """
 
 from __future__ import annotations
@@ -59,10 +60,15 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     if not ctx.trace.samples.height:
         return None
     series, samples = as_rates(ctx.trace.series, ctx.trace.samples)
+    if ctx.result.window != "all":  # the samples inside the window's time span (rates from all samples)
+        span = ctx.window_span
+        samples = samples.filter(pl.col("ts_ns").is_between(*span)) if span else samples.clear()
+        if not samples.height:
+            return None
     stats = samples.group_by("series").agg(pl.len().alias("samples"), pl.col("value").min().alias("min"),
                                            pl.col("value").mean().alias("mean"), pl.col("value").max().alias("max"))
     info = series.join(stats, on="series").sort("series")
-    ev = ctx.trace.events
+    ev = ctx.window_events
     t0 = int(min(samples.get_column("ts_ns").min(), ev.get_column("start_ns").min() if ev.height else samples.get_column("ts_ns").min()))
     t1 = int(samples.get_column("ts_ns").max())
     bins = binned(samples, t0, t1)
@@ -77,7 +83,7 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         for name, sid in chosen:
             pts = bins.filter(pl.col("series") == sid)
             ax.plot(pts.get_column("t_s").to_list(), pts.get_column("value").to_list(), label=name, linewidth=1)
-        ax.set_xlabel("s from the trace start")
+        ax.set_xlabel("s from the trace start" if ctx.result.window == "all" else "s from the window start")
         ax.set_ylabel(u["unit"] or "value")
         ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         body += svg_plot(fig, f"counters in {u['unit'] or 'no unit'}")

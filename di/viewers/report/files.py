@@ -4,6 +4,7 @@ The file comes from the event's ``args.file`` (the I/O shim and other
 connectors put it there); events without it count under "(unknown)". Reads and
 writes are told apart by the call's name (``read``/``pread``/``fread``...,
 ``write``/``pwrite``/``fwrite``...). Only the 30 files with the most time are listed.
+The calls are those of the report's window (a time window clips their time).
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ def io_per_file(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def panel(ctx) -> Section | None:  # noqa: ANN001
-    per_file = io_per_file(ctx.trace.events)
+    per_file = io_per_file(ctx.window_events)
     if not per_file.height:
         return None
     rows = [(r["file"], num(r["calls"]), num(r["read_bytes"]), num(r["write_bytes"]), ms(r["time_ns"])) for r in per_file.head(TOP).iter_rows(named=True)]
     body = table("io_files", ["file", "calls", "read_bytes", "write_bytes", "time_ns"], rows)
-    body += f'<p class="note">{per_file.height:,} files, {int(per_file.get_column("time_ns").sum()) / 1e6:,.1f} ms in I/O calls over all ranks.</p>'
+    total = int(per_file.get_column("time_ns").sum())
+    body += (f'<p class="note"><span data-key="io.files" data-v="{per_file.height}">{per_file.height:,}</span> files, '
+             f'<span data-key="io.time_ns" data-v="{total}">{total / 1e6:,.1f}</span> ms in I/O calls over all ranks.</p>')
     hints = []
     top = per_file.row(0, named=True)
     small = top["calls"] > 1000 and (top["read_bytes"] + top["write_bytes"]) / top["calls"] < 4096

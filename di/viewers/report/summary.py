@@ -9,11 +9,11 @@ import polars as pl
 from di.viewers.report.page import Section
 
 
-def job_facts(trace, result) -> dict[str, int | str]:  # noqa: ANN001 (ReportContext parts)
+def job_facts(trace, result, events=None) -> dict[str, int | str]:  # noqa: ANN001 (ReportContext parts)
     """The summary numbers: ranks, gpus (distinct rank, device pairs), duration_ns
-    (first start to last end of all events), steps (distinct step numbers in the window),
-    events, hosts, sources."""
-    ev = trace.events
+    (first start to last end of ``events``: the window's, default all), steps (distinct
+    step numbers in the window), events (in ``events``), hosts, sources."""
+    ev = trace.events if events is None else events
     loc = trace.locations
     gpus = loc.filter(pl.col("device").is_not_null()).select("rank", "device").unique().height
     duration = int(ev.get_column("end_ns").max() - ev.get_column("start_ns").min()) if ev.height else 0
@@ -25,11 +25,13 @@ def job_facts(trace, result) -> dict[str, int | str]:  # noqa: ANN001 (ReportCon
 
 
 def panel(ctx) -> Section:  # noqa: ANN001
-    f = job_facts(ctx.trace, ctx.result)
+    f = job_facts(ctx.trace, ctx.result, ctx.window_events)
     rows = [("ranks", f["ranks"], f["ranks"]), ("GPUs", f["gpus"], f["gpus"]),
             ("duration", f"{f['duration_ns'] / 1e9:,.3f} s", f["duration_ns"]),
             ("steps", f["steps"], f["steps"]), ("events", f"{f['events']:,}", f["events"]),
             ("hosts", f["hosts"] or "—", f["hosts"]), ("sources", f["sources"], "")]
+    if ctx.result.window != "all":  # duration and events are the window's
+        rows.insert(2, ("window", ctx.result.window, ""))
     body = '<dl class="kv">' + "".join(
         f'<dt>{k}</dt><dd data-key="{k}" data-v="{html.escape(str(v))}">{html.escape(str(shown))}</dd>' for k, shown, v in rows) + "</dl>"
     hints = []

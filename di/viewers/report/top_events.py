@@ -1,11 +1,14 @@
 """Top kernels, operators and collectives by total time (sortable tables).
 
-Aggregated with polars over the whole trace (not the analysis window): per
-name, count and total/mean/max duration in ns. Totals are sums of durations,
-so nested operators count inside their parents too.
+Aggregated with polars over the events of the report's window (as the
+analyses select them; a time window clips durations): per name, count and
+total/mean/max duration in ns. Totals are sums of durations, so nested
+operators count inside their parents too.
 """
 
 from __future__ import annotations
+
+from html import escape
 
 import polars as pl
 
@@ -32,7 +35,7 @@ def top_names(events: pl.DataFrame, cats: tuple[str, ...], n: int = TOP) -> pl.D
 
 
 def panel(ctx) -> Section | None:  # noqa: ANN001
-    ev = ctx.trace.events.select("name", "cat", "start_ns", "end_ns", "instant")
+    ev = ctx.window_events.select("name", "cat", "start_ns", "end_ns", "instant")
     body, hints = "", []
     for key, title, cats in GROUPS:
         top = top_names(ev, cats)
@@ -49,4 +52,8 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
             hints.append("Most top kernels last under 10 µs: launch overhead dominates; try CUDA graphs, torch.compile or larger batches.")
     if not body:
         return None
-    return Section("top", "Top kernels, operators and collectives", body + '<p class="note">Whole trace; nested operators count in their parents too.</p>', hints)
+    return Section("top", "Top kernels, operators and collectives", body + f'<p class="note">{_scope(ctx.result.window)}; nested operators count in their parents too.</p>', hints)
+
+
+def _scope(window: str) -> str:
+    return "Whole trace" if window == "all" else f"Window {escape(window)} (durations clipped to a time window)"
