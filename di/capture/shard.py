@@ -3,8 +3,9 @@
 Per process and shim (``LIB`` = ``mpi``, ``io`` or ``nccl``) there is a header
 ``LIB-HOST-PID.json`` (schemas/capture/v1/shard-header.schema.json), a string
 table ``LIB-HOST-PID.str`` and one record file per thread ``LIB-HOST-PID-TID.bin``
-of fixed 64-byte records (:data:`RECORD`), read here with one ``numpy.fromfile``
-each: no Python loop per record. Record fields by kind (mapped to the job clock at ingest):
+of fixed 64-byte records (:data:`RECORD`): a staging area (header
+``staging_records``), then the appended records; read here with one
+``numpy.fromfile`` each, no Python loop per record. Record fields by kind (mapped to the job clock at ingest):
 
 ======== ====================================================================
 kind     fields
@@ -136,10 +137,22 @@ def read_strings(path: Path) -> dict[int, str]:
     return strings
 
 
-def read_records(path: Path) -> tuple[np.ndarray, int]:
-    """A thread file's complete records, and how many slots before the last one are empty."""
+def read_records(path: Path, staging: int = 0) -> tuple[np.ndarray, int]:
+    """A thread file's complete records, and how many slots before the last one are empty.
+
+    ``staging``: the header's ``staging_records`` (0 for files without a staging area):
+    the file starts with slot 0 (``t0`` = records appended so far) and that many
+    staging slots, then the appended records (see shim/shard.h).
+    """
     usable = path.stat().st_size // RECORD.itemsize
     recs = np.fromfile(path, dtype=RECORD, count=usable)
+    if staging:
+        if usable < staging + 1:
+            return np.empty(0, RECORD), 0
+        appended = usable - staging - 1
+        committed = int(recs["t0"][0])
+        skip = min(max(appended - committed, 0), staging)  # staged slots already appended (kill mid-append)
+        recs = np.concatenate([recs[staging + 1:], recs[1 + skip:staging + 1]])
     kind = recs["kind"]
     used = int(np.flatnonzero(kind)[-1]) + 1 if kind.any() else 0  # the zero tail is unused file space
     recs = recs[:used]
@@ -166,7 +179,7 @@ def read_raw(raw: Path) -> tuple[list[ProcessShard], dict[str, int]]:
         if not m:
             continue
         proc = procs.get((m[1], m[2], int(m[3])))
-        recs, incomplete = read_records(path)
+        recs, incomplete = read_records(path, int(proc.header.get("staging_records", 0)) if proc else 0)
         if proc is None:
             if recs.size:
                 dropped["records of processes without a header"] = dropped.get("records of processes without a header", 0) + int(recs.size)

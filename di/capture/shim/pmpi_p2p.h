@@ -69,8 +69,9 @@ static void sendrecv_recv_half(int64_t t, const MPI_Status *st) {
     if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
     int64_t t0 = di_ticks();                                                                    \
     int rc = PMPI_##NAME(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status); \
-    sendrecv_recv_half(di_ticks(), status);                                                     \
-    call(OP_MPI_##NAME, t0, comm, dest, stag, (int64_t)scount * tsize(stype), 0, 0);          \
+    int64_t t1 = di_ticks();                                                                  \
+    sendrecv_recv_half(t1, status);                                                           \
+    call_until(OP_MPI_##NAME, t0, t1, comm, dest, stag, (int64_t)scount * tsize(stype), 0, 0); \
     return rc;                                                                                \
   }
 SENDRECV(Sendrecv, int) SENDRECV(Sendrecv_c, MPI_Count)
@@ -82,8 +83,9 @@ SENDRECV(Sendrecv, int) SENDRECV(Sendrecv_c, MPI_Count)
     if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
     int64_t t0 = di_ticks();                                                                    \
     int rc = PMPI_##NAME(buf, count, dt, dest, stag, source, rtag, comm, status);             \
-    sendrecv_recv_half(di_ticks(), status);                                                     \
-    call(OP_MPI_##NAME, t0, comm, dest, stag, (int64_t)count * tsize(dt), 0, 0);              \
+    int64_t t1 = di_ticks();                                                                  \
+    sendrecv_recv_half(t1, status);                                                           \
+    call_until(OP_MPI_##NAME, t0, t1, comm, dest, stag, (int64_t)count * tsize(dt), 0, 0);    \
     return rc;                                                                                \
   }
 SENDRECV_REPLACE(Sendrecv_replace, int) SENDRECV_REPLACE(Sendrecv_replace_c, MPI_Count)
@@ -96,8 +98,9 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
   MPI_Request h = *request;
   int64_t t0 = di_ticks();
   int rc = PMPI_Wait(request, status);
-  req_done(h, status, di_ticks());
-  call(OP_MPI_Wait, t0, MPI_COMM_NULL, -1, 0, 0, 0, 1);
+  int64_t t1 = di_ticks();
+  req_done(h, status, t1);
+  call_until(OP_MPI_Wait, t0, t1, MPI_COMM_NULL, -1, 0, 0, 0, 1);
   return rc;
 }
 
@@ -107,8 +110,9 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   MPI_Request h = *request;
   int64_t t0 = di_ticks();
   int rc = PMPI_Test(request, flag, status);
-  if (*flag) req_done(h, status, di_ticks());
-  call(OP_MPI_Test, t0, MPI_COMM_NULL, -1, *flag, 0, 0, 1);
+  int64_t t1 = di_ticks();
+  if (*flag) req_done(h, status, t1);
+  call_until(OP_MPI_Test, t0, t1, MPI_COMM_NULL, -1, *flag, 0, 0, 1);
   return rc;
 }
 
@@ -135,7 +139,7 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status *statuses) {
   int rc = PMPI_Waitall(count, reqs, statuses);
   int64_t t = di_ticks();
   if (c.h) for (int i = 0; i < count; i++) req_done(c.h[i], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : NULL, t);
-  call(OP_MPI_Waitall, t0, MPI_COMM_NULL, -1, 0, 0, 0, count);
+  call_until(OP_MPI_Waitall, t0, t, MPI_COMM_NULL, -1, 0, 0, 0, count);
   free_reqs(&c);
   return rc;
 }
@@ -147,7 +151,7 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status *statuses) 
   int rc = PMPI_Testall(count, reqs, flag, statuses);
   int64_t t = di_ticks();
   if (*flag && c.h) for (int i = 0; i < count; i++) req_done(c.h[i], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : NULL, t);
-  call(OP_MPI_Testall, t0, MPI_COMM_NULL, -1, *flag, 0, 0, count);
+  call_until(OP_MPI_Testall, t0, t, MPI_COMM_NULL, -1, *flag, 0, 0, count);
   free_reqs(&c);
   return rc;
 }
@@ -159,8 +163,9 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
   copy_reqs(&c, count, reqs, &none);
   int64_t t0 = di_ticks();
   int rc = PMPI_Waitany(count, reqs, index, status);
-  if (*index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, di_ticks());
-  call(OP_MPI_Waitany, t0, MPI_COMM_NULL, -1, 1, 0, 0, count);
+  int64_t t1 = di_ticks();
+  if (*index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, t1);
+  call_until(OP_MPI_Waitany, t0, t1, MPI_COMM_NULL, -1, 1, 0, 0, count);
   free_reqs(&c);
   return rc;
 }
@@ -172,8 +177,9 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
   copy_reqs(&c, count, reqs, &none);
   int64_t t0 = di_ticks();
   int rc = PMPI_Testany(count, reqs, index, flag, status);
-  if (*flag && *index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, di_ticks());
-  call(OP_MPI_Testany, t0, MPI_COMM_NULL, -1, *flag, 0, 0, count);
+  int64_t t1 = di_ticks();
+  if (*flag && *index != MPI_UNDEFINED && c.h) req_done(c.h[*index], status, t1);
+  call_until(OP_MPI_Testany, t0, t1, MPI_COMM_NULL, -1, *flag, 0, 0, count);
   free_reqs(&c);
   return rc;
 }
@@ -188,7 +194,7 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
     if (*outcount != MPI_UNDEFINED && c.h)                                                      \
       for (int i = 0; i < *outcount; i++)                                                       \
         req_done(c.h[indices[i]], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : NULL, t);    \
-    call(OP_MPI_##NAME, t0, MPI_COMM_NULL, -1, *outcount, 0, 0, count);                         \
+    call_until(OP_MPI_##NAME, t0, t, MPI_COMM_NULL, -1, *outcount, 0, 0, count);               \
     free_reqs(&c);                                                                              \
     return rc;                                                                                  \
   }
@@ -198,8 +204,9 @@ int MPI_Request_free(MPI_Request *request) {
   MPI_Request h = *request;
   int64_t t0 = di_ticks();
   int rc = PMPI_Request_free(request);
-  req_done(h, NULL, di_ticks()); /* freed before completion: the request is over for di */
-  call(OP_MPI_Request_free, t0, MPI_COMM_NULL, -1, 0, 0, 0, 1);
+  int64_t t1 = di_ticks();
+  req_done(h, NULL, t1); /* freed before completion: the request is over for di */
+  call_until(OP_MPI_Request_free, t0, t1, MPI_COMM_NULL, -1, 0, 0, 0, 1);
   return rc;
 }
 
