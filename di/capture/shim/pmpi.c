@@ -8,9 +8,12 @@
  * of the new communicator's rank 0, broadcast to its members) and a KIND_COMM
  * record naming their member world ranks.  Both count forms are wrapped: the
  * classic int ones and MPI-4's large-count _c ones that mpi4py 4 calls. */
+#define _GNU_SOURCE /* before any header: dl_iterate_phdr */
 #define DI_LIB "mpi"
 #include <mpi.h>
 #include "shard.h"
+#include <dlfcn.h>
+#include <link.h>
 
 static int di_rank = -1, di_size = 0;
 static MPI_Comm di_sync_comm = MPI_COMM_NULL;
@@ -194,14 +197,15 @@ static inline int comm_rank(MPI_Comm c) { int n = 0; PMPI_Comm_rank(c, &n); retu
 /* Rank 0 ping-pongs with each rank in turn: at least DI_SYNC_ROUNDS rounds, then more
  * until DI_SYNC_STALE_ROUNDS rounds bring nothing faster AND the fastest round trip is
  * good (<= DI_SYNC_GOOD_RTT_NS, or within half again of the fastest any earlier rank of
- * this phase reached: the network's floor), at most DI_SYNC_MAX_NS per rank.  On a
- * loaded machine a rank often shares a core with rank 0 for a while, and round trips
- * then take a context switch; waiting for a good round beats taking the best of a bad
- * stretch.  offset = remote time - midpoint of the fastest round (error <= half its
+ * this phase reached: the network's floor), at most di_sync_max_ns per rank (20 ms,
+ * or $DI_CAPTURE_SYNC_MAX_MS).  On a loaded machine a rank often shares a core with
+ * rank 0 for a while, and round trips then take a context switch; waiting for a good
+ * round beats taking the best of a bad stretch, within that budget (the rtt kept is
+ * in the trace's meta.json, an upper bound of twice the error).  offset = remote time - midpoint of the fastest round (error <= half its
  * round trip). */
 #define DI_SYNC_STALE_ROUNDS 64
 #define DI_SYNC_GOOD_RTT_NS 10000
-#define DI_SYNC_MAX_NS 1000000000LL
+static int64_t di_sync_max_ns = 20000000LL; /* per rank and phase; DI_CAPTURE_SYNC_MAX_MS */
 /* Sleep until a message from rank 0 with this tag is there (MPI's own waits spin). */
 static void nap_until_message(int tag) {
   int ready = 0;
@@ -233,7 +237,7 @@ static void clock_sync(int phase) {
         stale++;
         if (t1 - t0 < best[1]) { best[0] = remote - (t0 + (t1 - t0) / 2); best[1] = t1 - t0; best[2] = remote; stale = 0; }
         int good = best[1] <= DI_SYNC_GOOD_RTT_NS || (floor != INT64_MAX && best[1] <= floor + floor / 2);
-        if ((k + 1 >= DI_SYNC_ROUNDS && stale >= DI_SYNC_STALE_ROUNDS && good) || t1 - began > DI_SYNC_MAX_NS) more = 0;
+        if ((k + 1 >= DI_SYNC_ROUNDS && stale >= DI_SYNC_STALE_ROUNDS && good) || t1 - began > di_sync_max_ns) more = 0;
       }
       if (best[1] < floor) floor = best[1];
       PMPI_Send(&more, 1, MPI_INT64_T, p, tag, di_sync_comm);
@@ -267,6 +271,8 @@ static void after_init(int op, int64_t t0) {
   int level = MPI_THREAD_MULTIPLE;
   PMPI_Query_thread(&level);
   di_threaded = level == MPI_THREAD_MULTIPLE;
+  const char *budget = getenv("DI_CAPTURE_SYNC_MAX_MS");
+  if (budget && atof(budget) > 0) di_sync_max_ns = (int64_t)(atof(budget) * 1e6);
   PMPI_Comm_rank(MPI_COMM_WORLD, &di_rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &di_size);
   di_write_header("running", di_rank, di_size, "");
@@ -276,7 +282,40 @@ static void after_init(int op, int64_t t0) {
   call(op, t0, MPI_COMM_WORLD, -1, 0, 0, 0, 0);
 }
 
+/* ---- binding to the MPI library ----
+ * With an MPICH-family MPI the shim is linked without libmpi (di/capture/build.py), so
+ * that processes which never load MPI (the launcher, shells, tools) do not load it either
+ * (tens of ms each).  Its PMPI_ calls then bind at first use to the MPI library in the
+ * global scope; one loaded RTLD_LOCAL (Python extension modules such as mpi4py's) is
+ * made global here, before the first PMPI_ call, which is MPI_Init's. */
+#define DI_MAX_LIBS 512
+static int di_list_lib(struct dl_phdr_info *info, size_t size, void *names) {
+  (void)size;
+  const char **list = names;
+  int n = 0;
+  while (n < DI_MAX_LIBS - 1 && list[n]) n++;
+  if (info->dlpi_name && *info->dlpi_name && n < DI_MAX_LIBS - 1) list[n] = info->dlpi_name;
+  return 0;
+}
+
+static void expose_mpi(void) {
+  static int done;
+  if (done) return;
+  done = 1;
+  static const char *names[DI_MAX_LIBS];
+  dl_iterate_phdr(di_list_lib, names); /* dlopen after the walk: never under its lock */
+  for (int i = 0; names[i]; i++) {
+    void *h = dlopen(names[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) continue;
+    int has_pmpi = dlsym(h, "PMPI_Init_thread") != NULL;
+    if (has_pmpi) dlopen(names[i], RTLD_LAZY | RTLD_NOLOAD | RTLD_GLOBAL);
+    dlclose(h);
+    if (has_pmpi) return;
+  }
+}
+
 int MPI_Init(int *argc, char ***argv) {
+  expose_mpi();
   int64_t t0 = di_ticks();
   int rc = PMPI_Init(argc, argv);
   after_init(OP_MPI_Init, t0);
@@ -284,6 +323,7 @@ int MPI_Init(int *argc, char ***argv) {
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  expose_mpi();
   int64_t t0 = di_ticks();
   int rc = PMPI_Init_thread(argc, argv, required, provided);
   after_init(OP_MPI_Init_thread, t0);
