@@ -128,3 +128,26 @@ def test_no_mpi_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     assert main(["record", "--mpi", "-o", str(tmp_path / "r.di"), "--", "true"]) == 2
     err = capsys.readouterr().err
     assert "no MPI compiler found" in err and "pip install mpich mpi4py" in err and "Traceback" not in err
+
+
+def test_probes_and_matched_receives_are_recorded_and_matched(tmp_path: Path) -> None:
+    # mpi4py's lowercase comm.recv is MPI_Mprobe + MPI_Mrecv: without those wrapped, its messages went unmatched
+    need_mpi4py()
+    run = tmp_path / "run.di"
+    proc = record_launcher(run, [sys.executable, str(PROGRAMS / "probes.py")], "--mpi", np=2)
+    assert proc.returncode == 0, proc.stderr
+    trace = di.load(run)
+    trace.validate()
+    assert not [w for w in trace.meta["warnings"] if w.startswith("messages:")]
+    ev = trace.events.with_row_index("row").join(trace.locations.select("loc", "rank"), on="loc")
+    names = Counter(base_name(n) for n in ev.filter(pl.col("rank") == 1).get_column("name").cast(pl.String))
+    assert names["MPI_Probe"] == 1 and names["MPI_Iprobe"] >= 1 and names["MPI_Improbe"] >= 1
+    assert names["MPI_Mprobe"] == 2 and names["MPI_Mrecv"] == 2 and names["MPI_Imrecv"] == 1 and names["MPI_Recv"] == 2
+    msgs = trace.messages.sort("tag")
+    assert msgs.get_column("tag").to_list() == [1, 2, 3, 4, 6]
+    assert msgs.get_column("bytes").to_list()[:4] == [80, 160, 240, 320]
+    row_name = dict(zip(ev.get_column("row").to_list(), ev.get_column("name").cast(pl.String).to_list()))
+    assert [base_name(row_name[r]) for r in msgs.get_column("recv")] == ["MPI_Recv", "MPI_Recv", "MPI_Mrecv", "MPI_Wait", "MPI_Mrecv"]
+    assert base_name(row_name[msgs.get_column("recv_post")[3]]) == "MPI_Imrecv"
+    # a probe moves no payload of its own
+    assert ev.filter(pl.col("name").cast(pl.String).str.contains("(?i)probe")).get_column("bytes").is_null().all()

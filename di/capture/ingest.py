@@ -26,7 +26,8 @@ from di.errors import FormatError
 from di.trace import Trace
 
 MPI_OTHER = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Comm_free"}
-NO_PAYLOAD = ("MPI_Init", "MPI_Finalize", "MPI_Wait", "MPI_Test", "MPI_Request_free", "MPI_Comm_", "MPI_Barrier", "MPI_Ibarrier")
+NO_PAYLOAD = ("MPI_Init", "MPI_Finalize", "MPI_Wait", "MPI_Test", "MPI_Request_free", "MPI_Comm_", "MPI_Barrier", "MPI_Ibarrier",
+              "MPI_Probe", "MPI_Iprobe", "MPI_Mprobe", "MPI_Improbe")
 """Calls that move no payload of their own: their events carry no bytes."""
 
 

@@ -58,8 +58,8 @@ def _op_sets() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     names = shard.op_names()
     bases = [base_name(n) for n in names]
     send = np.array([b in SEND_OPS or n.removesuffix("_c") in SEND_OPS for n, b in zip(names, bases)])
-    recv = np.array([n.removesuffix("_c") == "MPI_Recv" for n in names])
-    irecv = np.array([n.removesuffix("_c") == "MPI_Irecv" for n in names])
+    recv = np.array([n.removesuffix("_c") in ("MPI_Recv", "MPI_Mrecv") for n in names])
+    irecv = np.array([n.removesuffix("_c") in ("MPI_Irecv", "MPI_Imrecv") for n in names])
     coll = np.array([COLLECTIVE_OPS.get(b, "") for b in bases], dtype=object)
     return send, recv, irecv, coll
 

@@ -31,7 +31,9 @@
   X(lseek) X(fsync) X(fdatasync) X(mmap) \
   X(fopen) X(fclose) X(fread) X(fwrite) X(fflush) \
   X(ncclAllReduce) X(ncclBroadcast) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter) \
-  X(ncclAlltoAll) X(ncclSend) X(ncclRecv) X(ncclCommInitRank)
+  X(ncclAlltoAll) X(ncclSend) X(ncclRecv) X(ncclCommInitRank) \
+  X(MPI_Probe) X(MPI_Iprobe) X(MPI_Mprobe) X(MPI_Improbe) \
+  X(MPI_Mrecv) X(MPI_Mrecv_c) X(MPI_Imrecv) X(MPI_Imrecv_c)
 
 #define DI_OP_ENUM(name) OP_##name,
 enum di_op { DI_OPS(DI_OP_ENUM) OP_COUNT };

@@ -176,12 +176,17 @@ static inline int64_t tsize(MPI_Datatype t) {
   return s;
 }
 
-/* A CALL record from t0 to t1 (ticks). */
-static inline void call_until(int op, int64_t t0, int64_t t1, MPI_Comm comm, int peer, int tag, int64_t bytes, uint64_t req, int aux) {
+/* A CALL record from t0 to t1 (ticks) on the communicator with job-wide id cid. */
+static inline void call_on(int op, int64_t t0, int64_t t1, uint64_t cid, int peer, int tag, int64_t bytes, uint64_t req, int aux) {
   di_rec *r = di_slot();
   if (!r) return;
-  *r = (di_rec){0, (uint16_t)op, peer, t0, t1, bytes, comm_id(comm), tag, aux, req, 0};
+  *r = (di_rec){0, (uint16_t)op, peer, t0, t1, bytes, cid, tag, aux, req, 0};
   di_commit(r, KIND_CALL);
+}
+
+/* A CALL record from t0 to t1 (ticks). */
+static inline void call_until(int op, int64_t t0, int64_t t1, MPI_Comm comm, int peer, int tag, int64_t bytes, uint64_t req, int aux) {
+  call_on(op, t0, t1, comm_id(comm), peer, tag, bytes, req, aux);
 }
 
 /* A CALL record from t0 to now. */

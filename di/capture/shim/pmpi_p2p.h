@@ -51,6 +51,99 @@ RECV(Recv, int) RECV(Recv_c, MPI_Count)
   }
 IRECV(Irecv, int) IRECV(Irecv_c, MPI_Count)
 
+/* ---- probes and matched receives (mpi4py's comm.recv: MPI_Mprobe + MPI_Mrecv) ----
+ * A message handle from Mprobe/Improbe remembers its communicator's id until the
+ * Mrecv/Imrecv that takes it; a probe's record has the status's source, tag and bytes. */
+#define MSG_SLOTS 1024
+typedef struct { MPI_Message h; uint64_t comm; int used; } msg_slot;
+static msg_slot di_msgs[MSG_SLOTS];
+static inline uint32_t msg_hash(MPI_Message h) { return ((uint32_t)(uintptr_t)h * 2654435761u) >> 22; }
+
+static void msg_put(MPI_Message h, uint64_t cid) {
+  if (!di_enabled || h == MPI_MESSAGE_NULL || h == MPI_MESSAGE_NO_PROC) return;
+  req_lock();
+  for (uint32_t i = msg_hash(h), k = 0; k < 64; i = (i + 1) & (MSG_SLOTS - 1), k++)
+    if (!di_msgs[i].used || di_msgs[i].h == h) { di_msgs[i] = (msg_slot){h, cid, 1}; break; }
+  req_unlock();
+}
+
+static uint64_t msg_take(MPI_Message h) {
+  uint64_t cid = NONE_ID;
+  req_lock();
+  for (uint32_t i = msg_hash(h), k = 0; k < 64; i = (i + 1) & (MSG_SLOTS - 1), k++)
+    if (di_msgs[i].used && di_msgs[i].h == h) { cid = di_msgs[i].comm; di_msgs[i].used = 0; break; }
+  req_unlock();
+  return cid;
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+  MPI_Status tmp;
+  if (status == MPI_STATUS_IGNORE) status = &tmp;
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Probe(source, tag, comm, status);
+  recv_call(OP_MPI_Probe, t0, comm, status);
+  return rc;
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+  MPI_Status tmp;
+  if (status == MPI_STATUS_IGNORE) status = &tmp;
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Iprobe(source, tag, comm, flag, status);
+  if (*flag) recv_call(OP_MPI_Iprobe, t0, comm, status);
+  else call(OP_MPI_Iprobe, t0, comm, source, tag, 0, 0, 0);
+  return rc;
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
+  MPI_Status tmp;
+  if (status == MPI_STATUS_IGNORE) status = &tmp;
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Mprobe(source, tag, comm, message, status);
+  msg_put(*message, comm_id(comm));
+  recv_call(OP_MPI_Mprobe, t0, comm, status);
+  return rc;
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status) {
+  MPI_Status tmp;
+  if (status == MPI_STATUS_IGNORE) status = &tmp;
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
+  if (*flag) {
+    msg_put(*message, comm_id(comm));
+    recv_call(OP_MPI_Improbe, t0, comm, status);
+  } else {
+    call(OP_MPI_Improbe, t0, comm, source, tag, 0, 0, 0);
+  }
+  return rc;
+}
+
+#define MRECV(NAME, CT)                                                                       \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status) { \
+    MPI_Status tmp;                                                                           \
+    if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
+    MPI_Message m = *message;                                                                 \
+    int64_t t0 = di_ticks();                                                                  \
+    int rc = PMPI_##NAME(buf, count, dt, message, status);                                    \
+    int64_t t1 = di_ticks();                                                                  \
+    MPI_Count n = 0;                                                                          \
+    PMPI_Get_count_c(status, MPI_BYTE, &n);                                                   \
+    call_on(OP_MPI_##NAME, t0, t1, msg_take(m), status->MPI_SOURCE, status->MPI_TAG, (int64_t)n, 0, 0); \
+    return rc;                                                                                \
+  }
+MRECV(Mrecv, int) MRECV(Mrecv_c, MPI_Count)
+
+#define IMRECV(NAME, CT)                                                                      \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, MPI_Message *message, MPI_Request *request) { \
+    MPI_Message m = *message;                                                                 \
+    int64_t t0 = di_ticks();                                                                  \
+    int rc = PMPI_##NAME(buf, count, dt, message, request);                                   \
+    call_on(OP_MPI_##NAME, t0, di_ticks(), msg_take(m), -1, -1, (int64_t)count * tsize(dt), req_add(*request, 1), 1); \
+    return rc;                                                                                \
+  }
+IMRECV(Imrecv, int) IMRECV(Imrecv_c, MPI_Count)
+
 /* Sendrecv: one CALL for the send half (peer = dest) after one REQ_DONE-like record
  * for the receive half, written as a KIND_REQ_DONE with request id 0 and recv = 2. */
 static void sendrecv_recv_half(int64_t t, const MPI_Status *st) {
