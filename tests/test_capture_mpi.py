@@ -151,3 +151,26 @@ def test_probes_and_matched_receives_are_recorded_and_matched(tmp_path: Path) ->
     assert base_name(row_name[msgs.get_column("recv_post")[3]]) == "MPI_Imrecv"
     # a probe moves no payload of its own
     assert ev.filter(pl.col("name").cast(pl.String).str.contains("(?i)probe")).get_column("bytes").is_null().all()
+
+
+def test_persistent_requests_are_matched_at_each_start(tmp_path: Path) -> None:
+    need_mpi4py()
+    run = tmp_path / "run.di"
+    proc = record_launcher(run, [sys.executable, str(PROGRAMS / "persistent.py")], "--mpi", np=2)
+    assert proc.returncode == 0, proc.stderr
+    trace = di.load(run)
+    trace.validate()
+    assert not [w for w in trace.meta["warnings"] if w.startswith("messages:")]
+    ev = trace.events.with_row_index("row").join(trace.locations.select("loc", "rank"), on="loc")
+    for rank in (0, 1):
+        names = Counter(base_name(n).removesuffix("_c") for n in ev.filter(pl.col("rank") == rank).get_column("name").cast(pl.String))
+        assert (names["MPI_Start"], names["MPI_Startall"], names["MPI_Request_free"]) == (3, 2, 3), rank
+        assert names["MPI_Send_init"] + names["MPI_Recv_init"] == 3
+    row_name = dict(zip(ev.get_column("row").to_list(), ev.get_column("name").cast(pl.String).to_list()))
+    msgs = trace.messages.sort("tag", "send")
+    assert msgs.select("tag", "bytes", "src_rank", "dst_rank").rows() == [(7, 128, 0, 1)] * 3 + [(8, 64, 0, 1)] * 2 + [(9, 64, 1, 0)] * 2
+    # the send is the Start that posted it, the receive the Wait that completed it, its post the receiver's Start
+    assert {row_name[r] for r in msgs.get_column("send")} == {"MPI_Start", "MPI_Startall"}
+    assert {row_name[r] for r in msgs.get_column("recv")} == {"MPI_Wait", "MPI_Waitall"}
+    assert {row_name[r] for r in msgs.get_column("recv_post")} == {"MPI_Start", "MPI_Startall"}
+    assert msgs.get_column("send_done").is_not_null().all()

@@ -27,7 +27,8 @@ from di.trace import Trace
 
 MPI_OTHER = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Comm_free"}
 NO_PAYLOAD = ("MPI_Init", "MPI_Finalize", "MPI_Wait", "MPI_Test", "MPI_Request_free", "MPI_Comm_", "MPI_Barrier", "MPI_Ibarrier",
-              "MPI_Probe", "MPI_Iprobe", "MPI_Mprobe", "MPI_Improbe")
+              "MPI_Probe", "MPI_Iprobe", "MPI_Mprobe", "MPI_Improbe", "MPI_Start", "MPI_Send_init", "MPI_Ssend_init",
+              "MPI_Bsend_init", "MPI_Rsend_init", "MPI_Recv_init")
 """Calls that move no payload of their own: their events carry no bytes."""
 
 

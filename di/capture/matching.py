@@ -111,9 +111,10 @@ class Communicators:
         return f"comm:{(cid >> 32) - 1}.{cid & 0xFFFFFFFF}"
 
 
-def _completion_rows(cols: dict[str, np.ndarray], row_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each REQ_DONE record: its index and the event row of the next CALL on its thread."""
-    done = np.flatnonzero(cols["kind"] == shard.KIND_REQ_DONE)
+def _completion_rows(cols: dict[str, np.ndarray], row_of: np.ndarray, kind: int = shard.KIND_REQ_DONE) -> tuple[np.ndarray, np.ndarray]:
+    """For each record of ``kind`` (REQ_DONE, REQ_START): its index and the event row of the
+    next CALL on its thread (the call it happened in)."""
+    done = np.flatnonzero(cols["kind"] == kind)
     calls = np.flatnonzero(cols["kind"] == shard.KIND_CALL)
     nxt = np.searchsorted(calls, done)
     ok = nxt < calls.size
@@ -134,10 +135,14 @@ def messages(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicato
                                 "d_peer": cols["peer"][done], "d_tag": cols["tag"][done], "d_bytes": cols["bytes"][done],
                                 "d_aux": cols["aux"][done], "d_t": cols["t0"][done], "d_comm_thread": cols["thread"][done]})
 
+    started, start_rows = _completion_rows(cols, row_of, shard.KIND_REQ_START)  # persistent requests' posts
+    start_send = cols["aux"][started] == 1
     s = np.flatnonzero(call & send_op[op])
+    s_row = row_of[s]
+    s, s_row = np.concatenate([s, started[start_send]]), np.concatenate([s_row, start_rows[start_send]])
     sends = pl.DataFrame({"src": cols["rank"][s].astype(np.int64), "dst": comms.world_peer(cols["comm"][s], cols["peer"][s]),
                           "comm": cols["comm"][s], "tag": cols["tag"][s].astype(np.int64), "t": cols["t0"][s],
-                          "send": row_of[s], "req": cols["req"][s], "thread_src": cols["source"][s]})
+                          "send": s_row, "req": cols["req"][s], "thread_src": cols["source"][s]})
     sends = sends.join(done_by_req.filter(pl.col("req") > 0).select("thread_src", "req", send_done="done_row"),
                        on=["thread_src", "req"], how="left")
 
@@ -146,8 +151,10 @@ def messages(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicato
                              "comm": cols["comm"][r], "tag": cols["tag"][r].astype(np.int64), "t": cols["t0"][r],
                              "recv": row_of[r], "bytes": cols["bytes"][r], "recv_post": np.full(r.size, -1, np.int64)})
     ir = np.flatnonzero(call & irecv_op[op])
+    ir_row = row_of[ir]
+    ir, ir_row = np.concatenate([ir, started[~start_send]]), np.concatenate([ir_row, start_rows[~start_send]])
     posts = pl.DataFrame({"dst": cols["rank"][ir].astype(np.int64), "comm": cols["comm"][ir], "t": cols["t0"][ir],
-                          "recv_post": row_of[ir], "req": cols["req"][ir], "thread_src": cols["source"][ir]})
+                          "recv_post": ir_row, "req": cols["req"][ir], "thread_src": cols["source"][ir]})
     posts = posts.join(done_by_req, on=["thread_src", "req"], how="inner")
     post_src = comms.world_peer(posts.get_column("comm").to_numpy(), posts.get_column("d_peer").to_numpy())
     nonblocking = posts.select("dst", pl.Series("src", post_src), "comm", tag=pl.col("d_tag").cast(pl.Int64), t="t",

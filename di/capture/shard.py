@@ -16,6 +16,9 @@ CALL     op, t0..t1, comm (job-wide id), peer (comm rank; root for
 REQ_DONE a request finished inside the next CALL of the same thread: req, peer
          = status source, tag = status tag, bytes = received bytes, aux = 1
          for a receive request, 2 for the receive half of a Sendrecv (req 0)
+REQ_START a persistent request started inside the next CALL (MPI_Start/Startall) of
+         the same thread: peer, tag, comm, bytes as its *_init gave them, req (a new
+         request id, completed by a later REQ_DONE), aux = 1 send, 2 receive
 COMM     comm (id), peer (my rank in it), tag (size), req (parent comm id),
          aux2 (string id of the member world ranks, "0,2,4")
 CLOCK    t0 (local time of the measurement), bytes (local clock minus rank
@@ -57,6 +60,7 @@ RECORD = np.dtype([
 """One shard record (64 bytes, little-endian), as ``di_rec`` in shim/shard.h."""
 
 KIND_CALL, KIND_REQ_DONE, KIND_COMM, KIND_CLOCK, KIND_IO, KIND_TICKS = 1, 2, 3, 4, 5, 6
+KIND_REQ_START = 8  # 7: NCCL work records (nccl shims)
 HEADER = re.compile(r"^(mpi|io|nccl)-(.+)-(\d+)\.json$")
 THREAD = re.compile(r"^(mpi|io|nccl)-(.+)-(\d+)-(\d+)\.bin$")
 

@@ -183,6 +183,91 @@ SENDRECV(Sendrecv, int) SENDRECV(Sendrecv_c, MPI_Count)
   }
 SENDRECV_REPLACE(Sendrecv_replace, int) SENDRECV_REPLACE(Sendrecv_replace_c, MPI_Count)
 
+/* ---- persistent requests: the parameters of *_init, a post at each Start ----
+ * Every start writes a KIND_REQ_START record (peer, tag, comm, bytes, a new request id,
+ * aux 1 send / 2 receive) before the Start/Startall CALL; the request then completes
+ * in a Wait/Test like any other. */
+#define PERSIST_SLOTS 4096
+typedef struct { MPI_Request h; uint64_t cid; int32_t peer, tag; int64_t bytes; int recv, used; } persist_slot;
+static persist_slot di_persist[PERSIST_SLOTS];
+
+static void persist_put(MPI_Request h, persist_slot p) {
+  if (!di_enabled || h == MPI_REQUEST_NULL) return;
+  p.h = h;
+  p.used = 1;
+  req_lock();
+  for (uint32_t i = req_hash(h) & (PERSIST_SLOTS - 1), k = 0; k < 64; i = (i + 1) & (PERSIST_SLOTS - 1), k++)
+    if (!di_persist[i].used || di_persist[i].h == h) { di_persist[i] = p; break; }
+  req_unlock();
+}
+
+/* The slot of persistent request h (a copy; used = 0 when unknown), dropped when `drop`. */
+static persist_slot persist_find(MPI_Request h, int drop) {
+  persist_slot p = {0};
+  req_lock();
+  for (uint32_t i = req_hash(h) & (PERSIST_SLOTS - 1), k = 0; k < 64; i = (i + 1) & (PERSIST_SLOTS - 1), k++)
+    if (di_persist[i].used && di_persist[i].h == h) {
+      p = di_persist[i];
+      if (drop) di_persist[i].used = 0;
+      break;
+    }
+  req_unlock();
+  return p;
+}
+
+#define PSEND_INIT(NAME, CT)                                                                  \
+  int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, \
+                 MPI_Request *request) {                                                      \
+    int64_t t0 = di_ticks();                                                                  \
+    int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm, request);                           \
+    int64_t bytes = (int64_t)count * tsize(dt);                                               \
+    persist_put(*request, (persist_slot){0, comm_id(comm), dest, tag, bytes, 0, 0});          \
+    call(OP_MPI_##NAME, t0, comm, dest, tag, bytes, 0, 0);                                    \
+    return rc;                                                                                \
+  }
+PSEND_INIT(Send_init, int) PSEND_INIT(Send_init_c, MPI_Count) PSEND_INIT(Ssend_init, int)
+PSEND_INIT(Ssend_init_c, MPI_Count) PSEND_INIT(Bsend_init, int) PSEND_INIT(Bsend_init_c, MPI_Count)
+PSEND_INIT(Rsend_init, int) PSEND_INIT(Rsend_init_c, MPI_Count)
+
+#define PRECV_INIT(NAME, CT)                                                                  \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,    \
+                 MPI_Request *request) {                                                      \
+    int64_t t0 = di_ticks();                                                                  \
+    int rc = PMPI_##NAME(buf, count, dt, source, tag, comm, request);                         \
+    int64_t bytes = (int64_t)count * tsize(dt);                                               \
+    persist_put(*request, (persist_slot){0, comm_id(comm), source, tag, bytes, 1, 0});        \
+    call(OP_MPI_##NAME, t0, comm, source, tag, bytes, 0, 0);                                  \
+    return rc;                                                                                \
+  }
+PRECV_INIT(Recv_init, int) PRECV_INIT(Recv_init_c, MPI_Count)
+
+static void started(MPI_Request h, int64_t t) {
+  persist_slot p = persist_find(h, 0);
+  if (!p.used) return;
+  di_rec *r = di_slot();
+  if (!r) return;
+  *r = (di_rec){0, 0, p.peer, t, t, p.bytes, p.cid, p.tag, p.recv ? 2 : 1, req_add(h, p.recv), 0};
+  di_commit(r, KIND_REQ_START);
+}
+
+int MPI_Start(MPI_Request *request) {
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Start(request);
+  int64_t t1 = di_ticks();
+  started(*request, t1);
+  call_until(OP_MPI_Start, t0, t1, MPI_COMM_NULL, -1, 0, 0, 0, 1);
+  return rc;
+}
+
+int MPI_Startall(int count, MPI_Request reqs[]) {
+  int64_t t0 = di_ticks();
+  int rc = PMPI_Startall(count, reqs);
+  int64_t t1 = di_ticks();
+  for (int i = 0; i < count; i++) started(reqs[i], t1);
+  call_until(OP_MPI_Startall, t0, t1, MPI_COMM_NULL, -1, 0, 0, 0, count);
+  return rc;
+}
+
 /* ---- completion ---- */
 #define STACK_REQS 64
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
@@ -299,6 +384,7 @@ int MPI_Request_free(MPI_Request *request) {
   int rc = PMPI_Request_free(request);
   int64_t t1 = di_ticks();
   req_done(h, NULL, t1); /* freed before completion: the request is over for di */
+  persist_find(h, 1);
   call_until(OP_MPI_Request_free, t0, t1, MPI_COMM_NULL, -1, 0, 0, 0, 1);
   return rc;
 }
