@@ -130,16 +130,21 @@ def test_no_mpi_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     assert "no MPI compiler found" in err and "pip install mpich mpi4py" in err and "Traceback" not in err
 
 
-def test_probes_and_matched_receives_are_recorded_and_matched(tmp_path: Path) -> None:
-    # mpi4py's lowercase comm.recv is MPI_Mprobe + MPI_Mrecv: without those wrapped, its messages went unmatched
+def _two_rank_job(tmp_path: Path, program: str) -> tuple[di.Trace, pl.DataFrame]:
+    """Record PROGRAM on 2 ranks (MPI only): its trace, every message matched, and its events with row and rank."""
     need_mpi4py()
     run = tmp_path / "run.di"
-    proc = record_launcher(run, [sys.executable, str(PROGRAMS / "probes.py")], "--mpi", np=2)
+    proc = record_launcher(run, [sys.executable, str(PROGRAMS / program)], "--mpi", np=2)
     assert proc.returncode == 0, proc.stderr
     trace = di.load(run)
     trace.validate()
     assert not [w for w in trace.meta["warnings"] if w.startswith("messages:")]
-    ev = trace.events.with_row_index("row").join(trace.locations.select("loc", "rank"), on="loc")
+    return trace, trace.events.with_row_index("row").join(trace.locations.select("loc", "rank"), on="loc")
+
+
+def test_probes_and_matched_receives_are_recorded_and_matched(tmp_path: Path) -> None:
+    # mpi4py's lowercase comm.recv is MPI_Mprobe + MPI_Mrecv: without those wrapped, its messages went unmatched
+    trace, ev = _two_rank_job(tmp_path, "probes.py")
     names = Counter(base_name(n) for n in ev.filter(pl.col("rank") == 1).get_column("name").cast(pl.String))
     assert names["MPI_Probe"] == 1 and names["MPI_Iprobe"] >= 1 and names["MPI_Improbe"] >= 1
     assert names["MPI_Mprobe"] == 2 and names["MPI_Mrecv"] == 2 and names["MPI_Imrecv"] == 1 and names["MPI_Recv"] == 2
@@ -154,14 +159,7 @@ def test_probes_and_matched_receives_are_recorded_and_matched(tmp_path: Path) ->
 
 
 def test_persistent_requests_are_matched_at_each_start(tmp_path: Path) -> None:
-    need_mpi4py()
-    run = tmp_path / "run.di"
-    proc = record_launcher(run, [sys.executable, str(PROGRAMS / "persistent.py")], "--mpi", np=2)
-    assert proc.returncode == 0, proc.stderr
-    trace = di.load(run)
-    trace.validate()
-    assert not [w for w in trace.meta["warnings"] if w.startswith("messages:")]
-    ev = trace.events.with_row_index("row").join(trace.locations.select("loc", "rank"), on="loc")
+    trace, ev = _two_rank_job(tmp_path, "persistent.py")
     for rank in (0, 1):
         names = Counter(base_name(n).removesuffix("_c") for n in ev.filter(pl.col("rank") == rank).get_column("name").cast(pl.String))
         assert (names["MPI_Start"], names["MPI_Startall"], names["MPI_Request_free"]) == (3, 2, 3), rank

@@ -76,48 +76,34 @@ static uint64_t msg_take(MPI_Message h) {
   return cid;
 }
 
-int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
-  MPI_Status tmp;
-  if (status == MPI_STATUS_IGNORE) status = &tmp;
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Probe(source, tag, comm, status);
-  recv_call(OP_MPI_Probe, t0, comm, status);
-  return rc;
-}
-
-int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
-  MPI_Status tmp;
-  if (status == MPI_STATUS_IGNORE) status = &tmp;
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Iprobe(source, tag, comm, flag, status);
-  if (*flag) recv_call(OP_MPI_Iprobe, t0, comm, status);
-  else call(OP_MPI_Iprobe, t0, comm, source, tag, 0, 0, 0);
-  return rc;
-}
-
-int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
-  MPI_Status tmp;
-  if (status == MPI_STATUS_IGNORE) status = &tmp;
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Mprobe(source, tag, comm, message, status);
-  msg_put(*message, comm_id(comm));
-  recv_call(OP_MPI_Mprobe, t0, comm, status);
-  return rc;
-}
-
-int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status) {
-  MPI_Status tmp;
-  if (status == MPI_STATUS_IGNORE) status = &tmp;
-  int64_t t0 = di_ticks();
-  int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
-  if (*flag) {
-    msg_put(*message, comm_id(comm));
-    recv_call(OP_MPI_Improbe, t0, comm, status);
-  } else {
-    call(OP_MPI_Improbe, t0, comm, source, tag, 0, 0, 0);
+/* After a probe: when it found a message, the status's source, tag and bytes (and the
+ * message handle remembered); else the source and tag it asked for. */
+static void probed(int op, int64_t t0, MPI_Comm comm, int found, int source, int tag, const MPI_Status *st,
+                   const MPI_Message *message) {
+  if (!found) {
+    call(op, t0, comm, source, tag, 0, 0, 0);
+    return;
   }
-  return rc;
+  if (message) msg_put(*message, comm_id(comm));
+  recv_call(op, t0, comm, st);
 }
+
+#define PROBE(NAME, PARAMS, ARGS, FOUND, MESSAGE)                                             \
+  int MPI_##NAME PARAMS {                                                                     \
+    MPI_Status tmp;                                                                           \
+    if (status == MPI_STATUS_IGNORE) status = &tmp;                                           \
+    int64_t t0 = di_ticks();                                                                  \
+    int rc = PMPI_##NAME ARGS;                                                                \
+    probed(OP_MPI_##NAME, t0, comm, FOUND, source, tag, status, MESSAGE);                     \
+    return rc;                                                                                \
+  }
+PROBE(Probe, (int source, int tag, MPI_Comm comm, MPI_Status *status), (source, tag, comm, status), 1, NULL)
+PROBE(Iprobe, (int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status), (source, tag, comm, flag, status),
+      *flag, NULL)
+PROBE(Mprobe, (int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status),
+      (source, tag, comm, message, status), 1, message)
+PROBE(Improbe, (int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status),
+      (source, tag, comm, flag, message, status), *flag, message)
 
 #define MRECV(NAME, CT)                                                                       \
   int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status) { \
@@ -215,31 +201,22 @@ static persist_slot persist_find(MPI_Request h, int drop) {
   return p;
 }
 
-#define PSEND_INIT(NAME, CT)                                                                  \
-  int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, \
+/* *_init of a send (RECV 0, peer = dest) or a receive (RECV 1, peer = source). */
+#define P_INIT(NAME, CT, BUF_T, RECV)                                                         \
+  int MPI_##NAME(BUF_T buf, CT count, MPI_Datatype dt, int peer, int tag, MPI_Comm comm,      \
                  MPI_Request *request) {                                                      \
     int64_t t0 = di_ticks();                                                                  \
-    int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm, request);                           \
+    int rc = PMPI_##NAME(buf, count, dt, peer, tag, comm, request);                           \
     int64_t bytes = (int64_t)count * tsize(dt);                                               \
-    persist_put(*request, (persist_slot){0, comm_id(comm), dest, tag, bytes, 0, 0});          \
-    call(OP_MPI_##NAME, t0, comm, dest, tag, bytes, 0, 0);                                    \
+    persist_put(*request, (persist_slot){0, comm_id(comm), peer, tag, bytes, RECV, 0});       \
+    call(OP_MPI_##NAME, t0, comm, peer, tag, bytes, 0, 0);                                    \
     return rc;                                                                                \
   }
-PSEND_INIT(Send_init, int) PSEND_INIT(Send_init_c, MPI_Count) PSEND_INIT(Ssend_init, int)
-PSEND_INIT(Ssend_init_c, MPI_Count) PSEND_INIT(Bsend_init, int) PSEND_INIT(Bsend_init_c, MPI_Count)
-PSEND_INIT(Rsend_init, int) PSEND_INIT(Rsend_init_c, MPI_Count)
-
-#define PRECV_INIT(NAME, CT)                                                                  \
-  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,    \
-                 MPI_Request *request) {                                                      \
-    int64_t t0 = di_ticks();                                                                  \
-    int rc = PMPI_##NAME(buf, count, dt, source, tag, comm, request);                         \
-    int64_t bytes = (int64_t)count * tsize(dt);                                               \
-    persist_put(*request, (persist_slot){0, comm_id(comm), source, tag, bytes, 1, 0});        \
-    call(OP_MPI_##NAME, t0, comm, source, tag, bytes, 0, 0);                                  \
-    return rc;                                                                                \
-  }
-PRECV_INIT(Recv_init, int) PRECV_INIT(Recv_init_c, MPI_Count)
+P_INIT(Send_init, int, const void *, 0) P_INIT(Send_init_c, MPI_Count, const void *, 0)
+P_INIT(Ssend_init, int, const void *, 0) P_INIT(Ssend_init_c, MPI_Count, const void *, 0)
+P_INIT(Bsend_init, int, const void *, 0) P_INIT(Bsend_init_c, MPI_Count, const void *, 0)
+P_INIT(Rsend_init, int, const void *, 0) P_INIT(Rsend_init_c, MPI_Count, const void *, 0)
+P_INIT(Recv_init, int, void *, 1) P_INIT(Recv_init_c, MPI_Count, void *, 1)
 
 static void started(MPI_Request h, int64_t t) {
   persist_slot p = persist_find(h, 0);
