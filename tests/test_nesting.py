@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from di.nesting import nest, nest_reference
+from di.nesting import nest, nest_reference, nesting_order
 
 
 def sorted_events(rng: np.random.Generator, n: int, n_locs: int, horizon: int) -> tuple[np.ndarray, ...]:
@@ -76,3 +76,28 @@ def test_deep_nesting_does_not_overflow_the_stack() -> None:
     spans = [(k, 2 * n - k) for k in range(n)]
     depth, parent = run(spans)
     assert depth == list(range(n)) and parent == [-1] + list(range(n - 1))
+
+
+@pytest.mark.parametrize("shuffle", ["sorted", "few late", "reversed", "random"])
+@pytest.mark.parametrize("seed", range(4))
+def test_nesting_order_equals_lexsort(seed: int, shuffle: str) -> None:
+    """The linear-time order equals a full lexicographic sort by (loc, start, -end, idx),
+    whether the input is in time order, nearly so, reversed or random."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    loc = rng.integers(0, 5, n).astype(np.uint32)
+    start = rng.integers(0, 400, n).astype(np.int64)
+    end = start + np.where(rng.random(n) < 0.2, 0, rng.integers(1, 50, n))
+    idx = rng.permutation(n).astype(np.int64)
+    order = {
+        "sorted": np.lexsort((idx, -end, start)),
+        "few late": np.lexsort((idx, -end, start)),
+        "reversed": np.lexsort((idx, -end, start))[::-1],
+        "random": rng.permutation(n),
+    }[shuffle]
+    if shuffle == "few late":
+        late = rng.choice(n, 30, replace=False)
+        order = np.concatenate([np.delete(order, late), order[late]])
+    loc, start, end, idx = loc[order], start[order], end[order], idx[order]
+    expected = np.lexsort((idx, -end, start, loc))
+    assert np.array_equal(nesting_order(loc, start, end, idx), expected)

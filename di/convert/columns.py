@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from numba import njit
 
 
 def utf8_buffers(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -18,3 +19,59 @@ def utf8_buffers(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     _, offsets, data = arr.buffers()
     off = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
     return (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)), off
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True)
+def _dense_ids(rows):
+    """(id per column of ``rows``, first column of each id): equal columns of the
+    (k, n) int64 array get equal ids, numbered in order of first appearance."""
+    k, n = rows.shape
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    mask = np.uint64(size - 1)
+    slots = np.full(size, -1, dtype=np.int64)
+    ids = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    m = 0
+    for r in range(n):
+        h = np.uint64(0)
+        for c in range(k):
+            h = (h ^ np.uint64(rows[c, r])) * _MIX
+            h ^= h >> np.uint64(31)
+        j = h & mask
+        while True:
+            s = slots[j]
+            if s < 0:
+                slots[j] = m
+                first[m] = r
+                ids[r] = m
+                m += 1
+                break
+            f = first[s]
+            same = True
+            for c in range(k):
+                if rows[c, f] != rows[c, r]:
+                    same = False
+                    break
+            if same:
+                ids[r] = s
+                break
+            j = (j + np.uint64(1)) & mask
+    return ids, first[:m]
+
+
+def dense_ids(frame: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Dense int64 ids of the rows' values in integer ``columns`` (no nulls), numbered
+    in order of first appearance, and the first row of each id: a group-by key
+    in one linear pass, for joining a per-key table back onto many rows."""
+    rows = np.empty((len(columns), frame.height), dtype=np.int64)
+    for c, name in enumerate(columns):
+        col = frame.get_column(name)
+        if col.null_count():
+            raise ValueError(f"dense_ids: column {name!r} has nulls")
+        rows[c] = col.to_numpy()
+    return _dense_ids(rows)

@@ -63,7 +63,7 @@ def is_sorted(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> bool
                                np.asarray(end_ns, dtype=np.int64)))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _sorted_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
     for i in range(1, loc.shape[0]):
         if loc[i] != loc[i - 1]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.convert.bytewords import load_u64
+
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
@@ -43,25 +45,51 @@ def new_table(capacity: int = FIRST_CAPACITY) -> tuple[np.ndarray, np.ndarray, n
     return slots, starts, ends, count
 
 
-@njit(cache=True)
+_MIX = np.uint64(0xFF51AFD7ED558CCD)
+
+
+@njit(cache=True, _nrt=False)
 def _hash(buf, s, e):
-    h = _FNV_OFFSET
-    for k in range(s, e):
-        h = (h ^ np.uint64(buf[k])) * _FNV_PRIME
+    """A 64-bit hash of buf[s:e]: FNV-style over 8-byte words (the last word
+    overlapping the one before it), with a final mix so the low bits that pick
+    a slot depend on every byte."""
+    L = e - s
+    h = _FNV_OFFSET ^ np.uint64(L)
+    if L >= 8:
+        k = s
+        while k + 8 <= e:
+            h = (h ^ load_u64(buf, k)) * _FNV_PRIME
+            k += 8
+        if k < e:
+            h = (h ^ load_u64(buf, e - 8)) * _FNV_PRIME
+    else:
+        for k in range(s, e):
+            h = (h ^ np.uint64(buf[k])) * _FNV_PRIME
+    h ^= h >> np.uint64(32)
+    h *= _MIX
+    h ^= h >> np.uint64(29)
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _same(buf, s1, e1, s2, e2):
-    if e1 - s1 != e2 - s2:
+    L = e1 - s1
+    if e2 - s2 != L:
         return False
-    for k in range(e1 - s1):
+    if L >= 8:
+        k = 0
+        while k + 8 <= L:
+            if load_u64(buf, s1 + k) != load_u64(buf, s2 + k):
+                return False
+            k += 8
+        return k == L or load_u64(buf, e1 - 8) == load_u64(buf, e2 - 8)
+    for k in range(L):
         if buf[s1 + k] != buf[s2 + k]:
             return False
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def intern(buf, s, e, slots, starts, ends, count):
     """Id of span buf[s:e], or ``FULL`` when it is new and the table has no room."""
     mask = np.uint64(slots.size - 1)

@@ -71,7 +71,7 @@ def _cross_weights(g: Graph) -> np.ndarray:
     return np.maximum(t[g.dst] - np.maximum(t[g.src], prev_dst), 0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _local_weight(v, t, first, owner, event, activity, on_gpu, arrival):
     if first[v]:
         return 0

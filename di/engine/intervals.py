@@ -84,7 +84,7 @@ def sort_order(group: np.ndarray, time_ns: np.ndarray, *, stable: bool = False) 
     return np.lexsort((time_ns, group))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _sorted(g, s):
     for i in range(1, g.size):
         if g[i] < g[i - 1] or (g[i] == g[i - 1] and s[i] < s[i - 1]):
@@ -194,7 +194,7 @@ def group_extent(group, start, end, n_groups):
     return lo, hi
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def scatter_max(index, value, out):
     """``out[index[i]] = max(out[index[i]], value[i])`` in place; returns ``out``."""
     for i in range(index.size):

@@ -40,7 +40,10 @@ def flow_events(df: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl
         return empty()
     threads = keys.filter(pl.col("lkind") == LK_THREAD).select("pid_k", "pid", "tid_k", "tid", "loc")
     steps = steps.join(threads, on=["pid_k", "pid", "tid_k", "tid"], how="left", nulls_equal=True)
-    steps = steps.with_columns(pl.struct("cat", "id_k", "id").rank("dense").cast(pl.Int64).alias("_key")).sort(["_key", "ts", "idx"])
+    ident = ("cat", "id_k", "id")
+    steps = steps.sort([*ident, "ts", "idx"]).with_columns(
+        pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift()) for c in ident).cum_sum().cast(pl.Int64).alias("_key")
+    )
     rows = bind_points(
         _loc_first(ev, int(keys.get_column("loc").max() or 0) + 1),
         ev.get_column("start_ns").to_numpy(),

@@ -6,10 +6,13 @@ syntax (-2) where a function says so.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
+from di.convert.bytewords import load_u64, store_u64
 
-@njit(cache=True)
+
+@njit(cache=True, _nrt=False)
 def skip_ws(buf, i, n):
     while i < n:
         c = buf[i]
@@ -20,9 +23,24 @@ def skip_ws(buf, i, n):
     return i
 
 
-@njit(cache=True)
+_ONES = np.uint64(0x0101010101010101)
+_HIGHS = np.uint64(0x8080808080808080)
+_QUOTES = np.uint64(0x2222222222222222)
+_BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+
+
+@njit(cache=True, _nrt=False)
 def end_string(buf, i, n):
-    """i is just after the opening quote; returns the index of the closing quote or -1."""
+    """i is just after the opening quote; returns the index of the closing quote or -1.
+
+    Eight bytes per step while no byte is a quote or a backslash, then byte by byte."""
+    while i + 8 <= n:
+        w = load_u64(buf, i)
+        q = w ^ _QUOTES
+        b = w ^ _BACKSLASHES
+        if ((q - _ONES) & ~q & _HIGHS) | ((b - _ONES) & ~b & _HIGHS):
+            break
+        i += 8
     while i < n:
         c = buf[i]
         if c == 34:
@@ -34,7 +52,7 @@ def end_string(buf, i, n):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def skip_value(buf, i, n):
     """Index just after the JSON value starting at i, -1 if truncated, -2 on bad syntax."""
     depth = 0
@@ -74,7 +92,7 @@ def skip_value(buf, i, n):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def equals(buf, s, e, a):
     """True when buf[s:e] equals the ASCII bytes of ``a`` (a tuple of ints)."""
     if e - s != len(a):
@@ -85,16 +103,23 @@ def equals(buf, s, e, a):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def copy_raw(buf, s, e, out, o):
-    """Copy buf[s:e] to out[o:] (a loop: slice assignment compiles slowly); returns the new o."""
-    for k in range(s, e):
+    """Copy buf[s:e] to out[o:], eight bytes per step (a loop: slice assignment
+    compiles slowly); returns the new o."""
+    k = s
+    m = out.size
+    while k + 8 <= e and o + 8 <= m:
+        store_u64(out, o, load_u64(buf, k))
+        k += 8
+        o += 8
+    for k in range(k, e):
         out[o] = buf[k]
         o += 1
     return o
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def copy_minified(buf, s, e, out, o):
     """Copy buf[s:e] (a JSON value) to out[o:] without whitespace outside strings."""
     in_str = False

@@ -24,7 +24,7 @@ def us_text(ns: int) -> str:
     return f"{sign}{v // 1000}.{v % 1000:03d}"
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _put(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
     for j in range(a, b):
         out[pos] = src[j]
@@ -32,7 +32,7 @@ def _put(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
     return pos
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _put_int(out: np.ndarray, pos: int, v: int) -> int:
     if v < 0:
         out[pos] = 45  # "-"
@@ -48,7 +48,7 @@ def _put_int(out: np.ndarray, pos: int, v: int) -> int:
     return pos + digits
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _put_time(out: np.ndarray, pos: int, v: int) -> int:
     if v < 0:
         out[pos] = 45
@@ -63,7 +63,7 @@ def _put_time(out: np.ndarray, pos: int, v: int) -> int:
     return pos + 4
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _put_args(out: np.ndarray, pos: int, text: np.ndarray, a: int, b: int, corr: int, nbytes: int,
               pool: np.ndarray, pool_off: np.ndarray, key: int) -> int:
     """``,"args":`` + the args text, with "correlation"/"bytes" put first when given (not NO_TIME)."""
@@ -92,7 +92,7 @@ def _put_args(out: np.ndarray, pos: int, text: np.ndarray, a: int, b: int, corr:
     return pos + 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _assemble_kernel(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
                      pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray, out: np.ndarray) -> int:
     pos = 0

@@ -18,21 +18,21 @@ from di.convert.chrome.jsontext import end_string, skip_value
 from di.convert.columns import utf8_buffers
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _end_string(data, i, end):
     """Index of the closing quote of the string whose opening quote is at i - 1 (``end`` if none)."""
     j = end_string(data, i, end)
     return end if j < 0 else j
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _skip(data, i, end):
     """Index after the (minified) JSON value starting at i (``end`` if it does not end)."""
     j = skip_value(data, i, end)
     return end if j < 0 else j
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _scan(data, offsets, out):
     """Fill ``out`` rows (object row, key start, key length, number start, number length)
     in characters from the row's start; returns the number of members found."""

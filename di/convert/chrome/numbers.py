@@ -18,7 +18,7 @@ _POW10_I64 = np.array([10**k for k in range(19)], dtype=np.int64)
 _SCALE_MAX = np.array([(2**63 - 1) // 10**k for k in range(19)], dtype=np.int64)  # largest v with v * 10**k in int64
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def parse_number(buf, i, n, shift):
     """Parse the JSON number at i as an integer of unit 10**-shift of its value.
 
@@ -54,7 +54,7 @@ def parse_number(buf, i, n, shift):
     return _parse_general(buf, i, n, shift)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _parse_general(buf, i, n, shift):
     """The general case of :func:`parse_number`: exponents, long mantissas, overflow."""
     neg = False

@@ -58,6 +58,30 @@ def match_begin_end(key, is_begin):
     return b_out[:m], e_out[:m], lone_b[:nb], lone_e[:ne]
 
 
+@njit(cache=True, _nrt=False)
+def _first_at_or_after(values, lo, hi, x):
+    """The first k in [lo, hi) with values[k] >= x (hi when none); values sorted there."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, _nrt=False)
+def _first_after(values, lo, hi, x):
+    """The first k in [lo, hi) with values[k] > x (hi when none); values sorted there."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @njit(cache=True)
 def bind_points(loc_first, start_ns, end_ns, parent, instant, q_loc, q_ts, q_next):
     """The event each flow end point binds to, or -1.
@@ -81,13 +105,13 @@ def bind_points(loc_first, start_ns, end_ns, parent, instant, q_loc, q_ts, q_nex
         hi = loc_first[loc + 1]
         ts = q_ts[q]
         if q_next[q]:
-            k = lo + np.searchsorted(start_ns[lo:hi], ts, side="left")
+            k = _first_at_or_after(start_ns, lo, hi, ts)
             while k < hi and instant[k]:
                 k += 1
             if k < hi:
                 out[q] = k
             continue
-        k = lo + np.searchsorted(start_ns[lo:hi], ts, side="right") - 1
+        k = _first_after(start_ns, lo, hi, ts) - 1
         while k >= lo:
             if not instant[k] and start_ns[k] <= ts and (ts < end_ns[k] or ts == start_ns[k]):
                 out[q] = k

@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def prescan(buf):
     """(number of '{' bytes, whether any byte is >= 0x80): an upper bound on the
     number of event objects, and whether UTF-8 needs checking."""
@@ -23,7 +23,7 @@ def prescan(buf):
     return opens, high >= 0x80
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def fix_utf8(buf):
     """Replace each byte that is not part of valid UTF-8 by '?', in place.
 

@@ -21,7 +21,8 @@ from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw, decode
 from di.convert.chrome.flows import bind_id_flows, flow_events
 from di.convert.chrome.metadata import apply_metadata, counters
-from di.nesting import nest
+from di.convert.columns import dense_ids
+from di.nesting import nest, nesting_order
 from di.trace import Trace
 
 GPU_SRC_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "mtia_ccp_events")
@@ -43,19 +44,22 @@ def _strings(raw: Raw) -> pl.Series:
 def _timelines(ev: pl.DataFrame, syms: pl.Series, own: dict[str, Any] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Give each event its dense ``loc``; return (events, timeline keys with kind)."""
     gpu_ids = [i for i, s in enumerate(syms.to_list()) if s in GPU_SRC_CATS]
+    ids, first = dense_ids(ev, phases.KEY)
+    gpu = np.bincount(ids, weights=ev.get_column("cat").is_in(gpu_ids).to_numpy(), minlength=first.size) > 0
     # a timeline is a device queue when it holds device activity, or when its
     # process does (MTIA's per-stream submission queues hold runtime records)
     keys = (
-        ev.group_by(phases.KEY, maintain_order=True)
-        .agg(pl.col("cat").is_in(gpu_ids).any().alias("gpu"))
+        ev[first].select(phases.KEY)
+        .with_columns(pl.Series("gpu", gpu), pl.int_range(pl.len(), dtype=pl.Int64).alias("_id"))
         .with_columns(pl.col("gpu").any().over("pid_k", "pid") & (pl.col("pid_k") != 0) if _device_processes(syms) else pl.col("gpu"))
         .sort(["lkind", "gpu", "pid_k", "pid", "tid_k", "tid"])
         .with_row_index("loc")
     )
     if own is not None:
         keys = ditrace.remap_keys(keys, own)
-    ev = ev.join(keys.select(phases.KEY + ["loc"]), on=phases.KEY, how="left", nulls_equal=True)
-    return ev, keys
+    loc_of_id = np.empty(first.size, dtype=np.uint32)
+    loc_of_id[keys.get_column("_id").to_numpy()] = keys.get_column("loc").to_numpy()
+    return ev.with_columns(pl.Series("loc", loc_of_id[ids])), keys.drop("_id")
 
 
 def _device_processes(syms: pl.Series) -> bool:
@@ -64,7 +68,8 @@ def _device_processes(syms: pl.Series) -> bool:
 
 
 def _sorted_nested(ev: pl.DataFrame) -> pl.DataFrame:
-    ev = ev.sort(["loc", "start_ns", "end_ns", "idx"], descending=[False, False, True, False])
+    cols = [ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns", "idx")]
+    ev = ev[nesting_order(*cols)]
     depth, parent = nest(
         ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     )

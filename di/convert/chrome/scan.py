@@ -91,7 +91,7 @@ KEY_OTHER, KEY_PH, KEY_S, KEY_BP, KEY_NAME, KEY_CAT, KEY_TS, KEY_DUR, KEY_PID, K
     KEY_DIFLOW, KEY_FIN, KEY_FOUT, KEY_ARGS = range(16)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _key(buf, ks, ke):
     """The code of the event key buf[ks:ke]: one length switch, then at most
     two byte comparisons."""
@@ -135,7 +135,7 @@ def _key(buf, ks, ke):
     return KEY_OTHER
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _poly(buf, i, n, slots, starts, ends, count):
     """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
     c = buf[i]
@@ -163,7 +163,7 @@ def _poly(buf, i, n, slots, starts, ends, count):
     return K_NONE, 0, e
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _scan_args(buf, i, n, k, w8, w64, out, o):
     """Copy the args object at i to out[o:] minified, lifting 'correlation' and
     'bytes'; returns (index after the object or <0, new o)."""
@@ -227,7 +227,7 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
     return -1, o
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
 
@@ -248,6 +248,10 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     w8[B_STATUS, k] = ST_OK
     w64[I_XS, k] = 0
     w64[I_XE, k] = 0
+    w64[I_PID, k] = 0  # so that a missing pid/tid/id compares equal, not as leftover memory
+    w64[I_TID, k] = 0
+    w64[I_ID, k] = 0
+    w64[I_BIND, k] = 0
     o0 = o
     i = skip_ws(buf, i + 1, n)
     if i < n and buf[i] == 125:
@@ -355,12 +359,12 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     return -1, o0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _event_error(e):
     return E_TRUNCATED if e == -1 else (E_FULL if e == -3 else E_SYNTAX)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap, progress):
     """Events of the array at buf[i] == '['; returns (next index, n events, error,
     error offset, args bytes used)."""
@@ -387,7 +391,7 @@ def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap, progress):
     return n, k, E_TRUNCATED, n, o
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def scan(buf, c, slots, starts, ends, count, abuf, top, progress):
     """Scan a whole document; returns (n events, error code, error offset, array format,
     number of top-level keys, args bytes used).

@@ -66,18 +66,18 @@ _NONE = NONE
 S_TRACK, S_CURSOR, S_HEADER, S_SP = 0, 1, 2, 3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _ld(n: int) -> int:
     """Size of a length-delimited value of n bytes, without its tag."""
     return varint_size(n) + n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _interned_entry(iid: int, size: int) -> int:
     return 1 + varint_size(iid) + 1 + _ld(size)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _put_interned(out, pos, field_tag, iid, pool, a, b):
     body = 1 + varint_size(iid) + 1 + _ld(b - a)
     pos = put_varint(out, pos, field_tag)
@@ -89,7 +89,7 @@ def _put_interned(out, pos, field_tag, iid, pool, a, b):
     return put_bytes(out, pos, pool, a, b)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _packet_head(out, pos, body, ts, seq):
     """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
     pos = put_varint(out, pos, T_PACKET)
@@ -102,7 +102,7 @@ def _packet_head(out, pos, body, ts, seq):
     return put_varint(out, pos, F.SEQ_NEEDS_INCREMENTAL_STATE)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _header(out, pos, seq, uuid):
     """The first packet of a sequence: state cleared, default track uuid."""
     ev_def = 1 + varint_size(uuid)
@@ -122,7 +122,7 @@ def _header(out, pos, seq, uuid):
     return put_varint(out, pos, uuid)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _flow_size(i, at_end, fptr, fend):
     n = 0
     for m in range(fptr[i], fptr[i + 1]):
@@ -131,7 +131,7 @@ def _flow_size(i, at_end, fptr, fend):
     return n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _put_flows(out, pos, i, at_end, fptr, fid, fterm, fend):
     for m in range(fptr[i], fptr[i + 1]):
         if fend[m] == at_end:
@@ -140,7 +140,7 @@ def _put_flows(out, pos, i, at_end, fptr, fid, fterm, fend):
     return pos
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
     ev = 2 + _flow_size(i, 1, fptr, fend)
     body = 1 + varint_size(ts) + 1 + varint_size(seq) + 2 + 1 + _ld(ev)
@@ -152,7 +152,7 @@ def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
     return _put_flows(out, pos, i, 1, fptr, fid, fterm, fend)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _begin_packet(out, pos, seq, t, i, kind, ts, ev_name, ev_cat, ev_src_cat, corr, nbytes, args, args_off, args_null,
                   names, name_off, cats, cat_off, ann, ann_off, seen_name, seen_cat, seen_ann, fptr, fid, fterm, fend):
     """A BEGIN or INSTANT packet of event i (interning what sequence t has not seen)."""
@@ -245,7 +245,7 @@ def _begin_packet(out, pos, seq, t, i, kind, ts, ev_name, ev_cat, ev_src_cat, co
     return _put_flows(out, pos, i, 0, fptr, fid, fterm, fend)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def encode_events(state, stack, out, track_ptr, emit, track_seq, track_uuid, start, end, instant, ev_name, ev_cat,
                   ev_src_cat, corr, nbytes, args, args_off, args_null, names, name_off, cats, cat_off, ann, ann_off,
                   seen_name, seen_cat, seen_ann, fptr, fid, fterm, fend, begin_cost, end_cost):
@@ -297,7 +297,7 @@ def encode_events(state, stack, out, track_ptr, emit, track_seq, track_uuid, sta
     return pos
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def encode_counters(state, out, series_ptr, order, series_seq, series_uuid, ts, value_bits):
     """Write counter packets (double values, bits as uint64) of the series from ``state`` on; see :func:`encode_events`."""
     pos = 0

@@ -28,7 +28,7 @@ def tag(field: int, wire: int) -> int:
     return (field << 3) | wire
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def varint_size(v: int) -> int:
     """Bytes the varint of ``v`` takes (``v`` as uint64: negative -> 10)."""
     if v < 0:
@@ -42,7 +42,7 @@ def varint_size(v: int) -> int:
     return n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     """Write ``v`` (as uint64) as a varint at ``pos``; return the position after it."""
     if 0 <= v < 128:
@@ -57,7 +57,7 @@ def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     return pos + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def put_fixed64(out: np.ndarray, pos: int, u: np.uint64) -> int:
     """Write 8 bytes little-endian at ``pos``."""
     for k in range(8):
@@ -65,7 +65,7 @@ def put_fixed64(out: np.ndarray, pos: int, u: np.uint64) -> int:
     return pos + 8
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
     """Copy ``src[a:b]`` to ``pos``."""
     for j in range(a, b):
@@ -74,7 +74,7 @@ def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int
     return pos
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """(value as int64, new position); new position -1 when the varint runs past ``end`` or is over 10 bytes."""
     if pos < end and buf[pos] < 128:
@@ -93,7 +93,7 @@ def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     return 0, -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def read_fixed64(buf: np.ndarray, pos: int) -> np.uint64:
     """8 bytes little-endian at ``pos`` as uint64 (the caller checks the bounds)."""
     u = np.uint64(0)
@@ -102,7 +102,7 @@ def read_fixed64(buf: np.ndarray, pos: int) -> np.uint64:
     return u
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def skip_field(buf: np.ndarray, pos: int, end: int, wire: int) -> int:
     """Position after the value of a field of wire type ``wire`` at ``pos``; -1 when malformed."""
     if wire == 0:
