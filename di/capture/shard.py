@@ -149,14 +149,19 @@ def read_records(path: Path, staging: int = 0) -> tuple[np.ndarray, int]:
     staging slots, then the appended records (see shim/shard.h).
     """
     usable = path.stat().st_size // RECORD.itemsize
-    recs = np.fromfile(path, dtype=RECORD, count=usable)
-    if staging:
-        if usable < staging + 1:
-            return np.empty(0, RECORD), 0
-        appended = usable - staging - 1
-        committed = int(recs["t0"][0])
-        skip = min(max(appended - committed, 0), staging)  # staged slots already appended (kill mid-append)
-        recs = np.concatenate([recs[staging + 1:], recs[1 + skip:staging + 1]])
+    if not staging:
+        recs = np.fromfile(path, dtype=RECORD, count=usable)
+    elif usable < staging + 1:
+        return np.empty(0, RECORD), 0
+    else:
+        with open(path, "rb") as f:
+            head = np.fromfile(f, dtype=RECORD, count=staging + 1)
+            appended = usable - staging - 1
+            skip = min(max(appended - int(head["t0"][0]), 0), staging)  # staged slots already appended (kill mid-append)
+            staged = head[1 + skip:]
+            recs = np.empty(appended + staged.size, RECORD)  # appended, then staged: read in place, no second copy
+            f.readinto(recs[:appended].view(np.uint8))
+            recs[appended:] = staged
     kind = recs["kind"]
     used = int(np.flatnonzero(kind)[-1]) + 1 if kind.any() else 0  # the zero tail is unused file space
     recs = recs[:used]
