@@ -1,7 +1,8 @@
 """Ingest speed of CUPTI activity: a synthetic recording of N kernels (each with its
 launch API call) and N/4 memcpys on 4 streams, ingested with `di record --ingest`
-cold (empty numba cache) and warm; plus the in-process cost of the buffer callback's
-record conversion (:func:`di.capture.cupti.to_records`) per record.
+cold (empty numba cache) and warm; plus the in-process CPU cost of the buffer callback's
+record conversion (:func:`di.capture.cupti.to_records`) per record (``python bench/gpu_ingest.py
+callback`` measures only that).
 
 usage: python bench/gpu_ingest.py [N]   -> bench/out/gpu_ingest.json
 """
@@ -19,7 +20,7 @@ import numpy as np
 
 from di.capture import cupti
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+N = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 1_000_000
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -49,6 +50,30 @@ def ingest_time(run: Path, cache: str) -> float:
     return time.perf_counter() - t0
 
 
+def callback_cost(n: int = 100_000) -> dict[str, float]:
+    """CPU microseconds per record of the buffer callback's conversion (best of 3), for a buffer of
+    kernels only and for a mixed buffer (per kernel its launch API record, a memcpy per 4 kernels)."""
+    kinds = {10: cupti.K_KERNEL, 5: cupti.K_RUNTIME, 1: cupti.K_MEMCPY}
+    kernels = [SimpleNamespace(kind=10, start=i, end=i + 5, correlation_id=i, device_id=0, context_id=1, stream_id=7,
+                               name=f"kernel_{i % 50}", grid_x=64, grid_y=1, grid_z=1, block_x=256, block_y=1, block_z=1)
+               for i in range(n)]
+    mixed = []
+    for i, k in enumerate(kernels):
+        mixed += [SimpleNamespace(kind=5, start=i, end=i + 2, correlation_id=i, cbid=211, thread_id=7), k]
+        if i % 4 == 0:
+            mixed.append(SimpleNamespace(kind=1, start=i, end=i + 9, correlation_id=i, device_id=0, context_id=1,
+                                         stream_id=5, bytes=1 << 20, copy_kind=1))
+    out = {}
+    for label, buffer in (("kernels", kernels), ("mixed", mixed)):
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.process_time()
+            cupti.to_records(buffer, lambda k: kinds.get(k, 0), lambda s: 1, lambda k, c: "cudaLaunchKernel")
+            best = min(best, time.process_time() - t0)
+        out[f"callback_cpu_us_per_record_{label}"] = best / len(buffer) * 1e6
+    return out
+
+
 def main() -> None:
     out = {"records": int(N * 2 + N // 4)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -58,15 +83,14 @@ def main() -> None:
         out["ingest_cold_s"] = ingest_time(run, cache)
         out["ingest_warm_s"] = ingest_time(run, cache)
         out["store_bytes"] = sum(p.stat().st_size for p in run.glob("*.parquet"))
-        objs = [SimpleNamespace(kind=10, start=i, end=i + 5, correlation_id=i, device_id=0, context_id=1, stream_id=7,
-                                name="k", grid_x=1, grid_y=1, grid_z=1, block_x=1, block_y=1, block_z=1) for i in range(100_000)]
-        t0 = time.perf_counter()
-        cupti.to_records(objs, lambda k: cupti.K_KERNEL, lambda s: 1, lambda k, c: "")
-        out["callback_us_per_record"] = (time.perf_counter() - t0) / len(objs) * 1e6
+        out.update(callback_cost())
     Path(REPO / "bench" / "out").mkdir(exist_ok=True)
     (REPO / "bench" / "out" / "gpu_ingest.json").write_text(json.dumps(out, indent=1))
     print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["callback"]:
+        print(json.dumps(callback_cost(), indent=1))
+    else:
+        main()

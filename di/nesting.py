@@ -51,42 +51,75 @@ def _before(p, q, start_ns, end_ns, idx):
 
 
 @njit(cache=True)
-def _sort_run(seg, start_ns, end_ns, idx):
-    """``seg`` (event indices) sorted by (start_ns, -end_ns, idx), in O(n + m log m)
-    for m events out of order: those below the running maximum are taken out,
-    sorted, and merged back into the ordered rest."""
-    n = seg.size
+def _merge_sort(items, start_ns, end_ns, idx):
+    """``items`` (event indices) sorted by (start_ns, -end_ns, idx): bottom-up merge sort."""
+    n = items.size
+    a = items.copy()
+    b = np.empty(n, dtype=np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i, j = lo, mid
+            for k in range(lo, hi):
+                if i < mid and (j >= hi or not _before(a[j], a[i], start_ns, end_ns, idx)):
+                    b[k] = a[i]
+                    i += 1
+                else:
+                    b[k] = a[j]
+                    j += 1
+        a, b = b, a
+        width *= 2
+    return a
+
+
+@njit(cache=True)
+def _sort_run(perm, lo, hi, start_ns, end_ns, idx):
+    """Sort perm[lo:hi] (event indices) in place by (start_ns, -end_ns, idx), in
+    O(n + m log m) for m events out of order: those below the running maximum are
+    taken out, sorted, and merged back into the ordered rest."""
+    n = hi - lo
     kept = np.empty(n, dtype=np.int64)
-    out_of_order = np.empty(n, dtype=np.int64)
+    late = np.empty(n, dtype=np.int64)
     nk = 0
-    no = 0
-    for j in range(n):
-        q = seg[j]
+    nl = 0
+    for j in range(lo, hi):
+        q = perm[j]
         if nk == 0 or not _before(q, kept[nk - 1], start_ns, end_ns, idx):
             kept[nk] = q
             nk += 1
         else:
-            out_of_order[no] = q
-            no += 1
-    rest = out_of_order[:no]
-    rest = rest[np.argsort(idx[rest], kind="mergesort")]
-    rest = rest[np.argsort(-end_ns[rest], kind="mergesort")]
-    rest = rest[np.argsort(start_ns[rest], kind="mergesort")]
-    out = np.empty(n, dtype=np.int64)
+            late[nl] = q
+            nl += 1
+    late = _merge_sort(late[:nl], start_ns, end_ns, idx)
     i = 0
     j = 0
-    for k in range(n):
-        if j >= no or (i < nk and not _before(rest[j], kept[i], start_ns, end_ns, idx)):
-            out[k] = kept[i]
+    for k in range(lo, hi):
+        if j >= nl or (i < nk and not _before(late[j], kept[i], start_ns, end_ns, idx)):
+            perm[k] = kept[i]
             i += 1
         else:
-            out[k] = rest[j]
+            perm[k] = late[j]
             j += 1
-    return out
+
+
+def nesting_order(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The permutation that sorts events by (loc, start_ns, -end_ns, idx); see :func:`_nesting_order`.
+    Integer inputs of any width (one compiled kernel: all go in as int64)."""
+    return _nesting_order(*(_readonly_int64(a) for a in (loc, start_ns, end_ns, idx)))
+
+
+def _readonly_int64(a: np.ndarray) -> np.ndarray:
+    """``a`` as a read-only contiguous int64 array (a view when it is one already),
+    so that every call has the same numba signature."""
+    a = np.ascontiguousarray(a, dtype=np.int64).view()
+    a.flags.writeable = False
+    return a
 
 
 @njit(cache=True)
-def nesting_order(loc, start_ns, end_ns, idx):
+def _nesting_order(loc, start_ns, end_ns, idx):
     """The permutation that sorts events by (loc, start_ns, -end_ns, idx), the
     order :func:`nest` needs.
 
@@ -106,7 +139,9 @@ def nesting_order(loc, start_ns, end_ns, idx):
         first[loc[k] + 1] += 1
     for t in range(nloc):
         first[t + 1] += first[t]
-    fill = first[:nloc].copy()
+    fill = np.empty(nloc, dtype=np.int64)
+    for t in range(nloc):
+        fill[t] = first[t]
     perm = np.empty(n, dtype=np.int64)
     for k in range(n):
         t = loc[k]
@@ -116,9 +151,24 @@ def nesting_order(loc, start_ns, end_ns, idx):
         a, b = first[t], first[t + 1]
         for j in range(a + 1, b):
             if _before(perm[j], perm[j - 1], start_ns, end_ns, idx):
-                perm[a:b] = _sort_run(perm[a:b], start_ns, end_ns, idx)
+                if b - a <= 16:
+                    _insertion_sort(perm, a, b, start_ns, end_ns, idx)
+                else:
+                    _sort_run(perm, a, b, start_ns, end_ns, idx)
                 break
     return perm
+
+
+@njit(cache=True)
+def _insertion_sort(perm, a, b, start_ns, end_ns, idx):
+    """Sort perm[a:b] in place by (start_ns, -end_ns, idx): for short runs."""
+    for j in range(a + 1, b):
+        q = perm[j]
+        k = j
+        while k > a and _before(q, perm[k - 1], start_ns, end_ns, idx):
+            perm[k] = perm[k - 1]
+            k -= 1
+        perm[k] = q
 
 
 def nest_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from di import demo
+from di.demo import plan
 
 RANKS, STEPS, OPS, STRAGGLER = 4, 6, 40, 1
 
@@ -108,7 +109,7 @@ def test_compute_stream_runs_in_order(parsed: list[dict[str, Any]]) -> None:
     for doc in parsed:
         work = sorted((e["ts"], e["ts"] + e["dur"])
                       for cat in ("kernel", "gpu_memcpy", "gpu_memset") for e in _x(doc, cat)
-                      if e["tid"] == demo.COMPUTE_STREAM)
+                      if e["tid"] == plan.COMPUTE_STREAM)
         assert all(a[1] <= b[0] for a, b in zip(work, work[1:]))
 
 
@@ -122,15 +123,15 @@ def test_allreduce_ends_together_and_carries_collective_args(
     assert all(len(k) == STEPS for k in kernels)
     for step in range(STEPS):
         ends = [k[step]["ts"] + k[step]["dur"] for k in kernels]
-        assert max(ends) - min(ends) < demo.NCCL_END_JITTER_NS
+        assert max(ends) - min(ends) < plan.NCCL_END_JITTER_NS
     for doc, ks in zip(parsed, kernels):
         comms = _x(doc, "cpu_op", "record_param_comms")
         for e in (ks[0], comms[0]):
             args = e["args"]
             assert args["Collective name"] == "allreduce" and args["Group size"] == RANKS
             assert args["Process Group Ranks"] == str(list(range(RANKS)))
-            assert args["In msg nelems"] == args["Out msg nelems"] == demo.ALLREDUCE_NELEMS
-        assert {e["tid"] for e in ks} == {demo.NCCL_STREAM}
+            assert args["In msg nelems"] == args["Out msg nelems"] == plan.ALLREDUCE_NELEMS
+        assert {e["tid"] for e in ks} == {plan.NCCL_STREAM}
 
 
 def _arrival(doc: dict[str, Any]) -> list[int]:
@@ -158,13 +159,13 @@ def test_balanced_job_without_straggler() -> None:
 def test_kineto_metadata_and_sync_events(parsed: list[dict[str, Any]]) -> None:
     doc = parsed[0]
     meta = {(e["name"], e["pid"], e["tid"]) for e in doc["traceEvents"] if e["ph"] == "M"}
-    assert ("thread_name", 0, demo.COMPUTE_STREAM) in meta
+    assert ("thread_name", 0, plan.COMPUTE_STREAM) in meta
     assert ("process_labels", 0, 0) in meta
     names = [e["name"] for e in doc["traceEvents"] if e["ph"] in "iX" and e.get("cat") in
              (None, "Trace")]
     assert "Iteration Start: PyTorch Profiler" in names and "PyTorch Profiler (0)" in names
     syncs = _x(doc, "cuda_runtime", "cudaDeviceSynchronize")
-    assert len(syncs) == STEPS // demo.DEVICE_SYNC_EVERY
+    assert len(syncs) == STEPS // plan.DEVICE_SYNC_EVERY
     assert {e["tid"] for e in _x(doc, "cuda_sync", "Context Sync")} == {-1}
     assert all(e["args"]["bytes"] > 0 for e in _x(doc, "gpu_memcpy"))
 
@@ -188,5 +189,5 @@ def test_bad_arguments(bad: dict[str, Any]) -> None:
 
 def test_ids_restart_per_rank_like_real_traces(parsed: list[dict[str, Any]]) -> None:
     first = {_x(doc, "cuda_runtime")[0]["args"]["correlation"] for doc in parsed}
-    assert first == {demo.CORRELATION_BASE}
+    assert first == {plan.CORRELATION_BASE}
     assert {_x(doc, "kernel")[0]["pid"] for doc in parsed} == set(range(RANKS))  # device id

@@ -176,3 +176,43 @@ def nccl_shim() -> Path:
     nccl, cuda = find_nccl_include(), find_cuda_include()
     ident = _identity([cc, "--version"]) + cc + (nccl / "nccl.h").read_text(errors="replace")[:4096] + str(cuda)
     return _build("nccl", cc, ident, [SHIM_DIR / "nccl.c"], [f"-I{nccl}", f"-I{cuda}", "-ldl", "-lpthread"])
+
+
+def nccl_plugin() -> Path:
+    """The NCCL profiler plugin (:file:`shim/nccl_profiler.c`, profiler API v4-v6), built on first use
+    against the nccl.h found; NCCL loads it from ``NCCL_PROFILER_PLUGIN``."""
+    cc = find_cc()
+    nccl, cuda = find_nccl_include(), find_cuda_include()
+    ident = _identity([cc, "--version"]) + cc + (nccl / "nccl.h").read_text(errors="replace")[:4096] + str(cuda)
+    return _build("nccl_plugin", cc, ident, [SHIM_DIR / "nccl_profiler.c"], [f"-I{nccl}", f"-I{cuda}", "-ldl", "-lpthread"])
+
+
+PROFILER_PLUGIN_MIN_VERSION = 22600
+"""NCCL_VERSION_CODE of NCCL 2.26.0, the first with the v4 profiler API that di's plugin implements."""
+
+
+def nccl_version() -> tuple[int, str] | None:
+    """(NCCL_VERSION_CODE, library path) of the NCCL a job would load: the ``nvidia-nccl-cu12``/``-cu13``
+    wheel's ``libnccl.so.2``, else the system's; None when none loads (``ncclGetVersion`` through ctypes)."""
+    import ctypes
+    import ctypes.util
+
+    candidates = []
+    try:
+        import nvidia.nccl
+
+        candidates += [str(Path(p) / "lib" / "libnccl.so.2") for p in nvidia.nccl.__path__]
+    except ImportError:
+        pass
+    if os.environ.get("NCCL_HOME"):
+        candidates.append(str(Path(os.environ["NCCL_HOME"]) / "lib" / "libnccl.so.2"))
+    candidates += [c for c in (ctypes.util.find_library("nccl"), "libnccl.so.2") if c]
+    for path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+            code = ctypes.c_int(0)
+            if lib.ncclGetVersion(ctypes.byref(code)) == 0 and code.value > 0:
+                return code.value, path
+        except (OSError, AttributeError):
+            continue
+    return None

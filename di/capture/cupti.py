@@ -9,8 +9,9 @@ What a process writes into ``$DI_CAPTURE_DIR`` (the recording's ``raw/``):
 * ``cupti-HOST-PID.json``: header: pid, host, launcher rank, the clock pair
   (CLOCK_REALTIME and CLOCK_MONOTONIC ns read together), ``state``
   (``recording``, ``stopped``, ``unavailable``, ``yielded``), ``notes`` (why
-  CUPTI is unavailable, e.g. no GPU/driver or another subscriber), and
-  ``kineto_traces`` (torch.profiler traces the program exported);
+  CUPTI is unavailable, e.g. no GPU/driver or another subscriber),
+  ``kineto_traces`` (torch.profiler traces the program exported), ``records``
+  and ``callback_cpu_ns`` (CPU time the buffer callback spent converting them);
 * ``cupti-HOST-PID.bin``: fixed 96-byte records (:data:`GPU_RECORD`), appended
   per completed CUPTI buffer;
 * ``cupti-HOST-PID.str``: the string table (kernel, API and NVTX names), in the
@@ -18,18 +19,22 @@ What a process writes into ``$DI_CAPTURE_DIR`` (the recording's ``raw/``):
 
 Record times are CUPTI timestamps: ns on the host's CLOCK_REALTIME base; ingest
 (:mod:`di.capture.gpu_ingest`) maps them to the job clock with the header's pair.
-CUPTI hands records to Python one object each, so the buffer callback loops
-over them in Python (cupti-python has no bulk accessor); ingest is columnar.
+CUPTI hands records to Python one object each (cupti-python has no bulk
+accessor); the buffer callback converts them column by column with
+``operator.attrgetter`` passes that run in C (:func:`to_records`), and ingest
+is columnar.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +87,84 @@ def _thread_of(rec: Any) -> int:
     return int(_field(rec, "thread_id", "threadId"))
 
 
+_COMMON = {"t0": ("start",), "t1": ("end",), "corr": ("correlation_id", "correlationId")}
+_ON_DEVICE = {**_COMMON, "device": ("device_id", "deviceId"), "context": ("context_id", "contextId"),
+              "stream": ("stream_id", "streamId")}
+MEMBERS: dict[int, dict[str, tuple[str, ...]]] = {
+    K_KERNEL: {**_ON_DEVICE, "name": ("name",), "gx": ("grid_x", "gridX"), "gy": ("grid_y", "gridY"),
+               "gz": ("grid_z", "gridZ"), "bx": ("block_x", "blockX"), "by": ("block_y", "blockY"),
+               "bz": ("block_z", "blockZ")},
+    K_MEMCPY: {**_ON_DEVICE, "bytes": ("bytes",), "sub": ("copy_kind", "copyKind")},
+    K_MEMSET: {**_ON_DEVICE, "bytes": ("bytes",), "aux": ("value",)},
+    K_RUNTIME: {**_COMMON, "cbid": ("cbid",), "tid": ("thread_id", "threadId")},
+    K_DRIVER: {**_COMMON, "cbid": ("cbid",), "tid": ("thread_id", "threadId")},
+    K_SYNC: {**_ON_DEVICE, "sub": ("type",), "aux": ("cuda_event_id", "cudaEventId")},
+}
+"""Per kind: GPU_RECORD column (or grid/block part, name, cbid) -> the activity record's member, by
+cupti-python (snake_case) or C (camelCase) name."""
+MISSING = {"stream": -1, "name": None}  # a member a record class lacks: this value (else 0)
+
+
+TEXT_MEMBERS = ("name", "cbid")  # turned into string ids, not numbers
+
+
+def _columns(kind: int, objs: Sequence[Any]) -> tuple[dict[str, np.ndarray], dict[str, list[Any]]]:
+    """One kind's records -> (numeric members as int64 columns, name-like members as lists): one
+    attrgetter call per record, flattened into one ``numpy.fromiter``, all run by C."""
+    first = objs[0]
+    present = {f: next((n for n in names if getattr(first, n, None) is not None), None) for f, names in MEMBERS[kind].items()}
+    nums = [f for f, n in present.items() if n and f not in TEXT_MEMBERS]
+    getter = operator.attrgetter(*(present[f] for f in nums))
+    flat = itertools.chain.from_iterable(map(getter, objs)) if len(nums) > 1 else map(getter, objs)
+    table = np.fromiter(flat, np.int64, len(objs) * len(nums)).reshape(len(objs), len(nums))
+    cols = {f: table[:, i] for i, f in enumerate(nums)}
+    cols.update({f: np.full(len(objs), MISSING.get(f, 0), np.int64) for f, n in present.items() if not n and f not in TEXT_MEMBERS})
+    texts = {f: list(map(operator.attrgetter(n), objs)) if n else [MISSING.get(f)] * len(objs)
+             for f, n in present.items() if f in TEXT_MEMBERS}
+    return cols, texts
+
+
+def _ids(values: list[Any], id_of: Callable[[Any], int]) -> np.ndarray:
+    """Per-record string ids, computing id_of once per distinct value."""
+    lut = {v: id_of(v) for v in dict.fromkeys(values)}
+    return np.fromiter(map(lut.__getitem__, values), np.int64, len(values))
+
+
+def _fill(out: np.ndarray, kind: int, objs: Sequence[Any], intern: Callable[[str], int],
+          api_name: Callable[[int, int], str]) -> None:
+    """Write one kind's records (non-marker) into ``out`` (rows of GPU_RECORD, kind set)."""
+    col, texts = _columns(kind, objs)
+    out["kind"] = kind
+    for f in ("t0", "t1", "corr", "device", "context", "stream", "bytes", "sub", "aux", "tid"):
+        if f in col:
+            out[f] = col[f]
+    if kind == K_KERNEL:
+        out["name"] = _ids(texts["name"], lambda n: intern(str(n) if n is not None else "?"))
+        out["grid"] = np.stack([col["gx"], col["gy"], col["gz"]], axis=1)
+        out["block"] = np.stack([col["bx"], col["by"], col["bz"]], axis=1)
+    elif kind in (K_RUNTIME, K_DRIVER):
+        out["name"] = _ids(texts["cbid"], lambda cbid: intern(api_name(kind, int(cbid))))
+
+
+def _markers(activities: Iterable[Any], intern: Callable[[str], int]) -> np.ndarray:
+    """NVTX marker records (rare: one per range end), one Python step each."""
+    out = []
+    for a in activities:
+        t = int(_field(a, "timestamp"))
+        name = _field(a, "name", default=None)
+        out.append((K_MARKER, int(_field(a, "flags")) & 0xFF, 0, 0, t, t, int(_field(a, "correlation_id", "correlationId")),
+                    0, 0, intern(name) if name else 0, 0, NO_DIMS, NO_DIMS, _thread_of(a), int(_field(a, "id"))))
+    return np.array(out, GPU_RECORD) if out else np.empty(0, GPU_RECORD)
+
+
 def to_records(activities: Iterable[Any], kind_of: Callable[[int], int], intern: Callable[[str], int],
                api_name: Callable[[int, int], str]) -> np.ndarray:
-    """CUPTI activity records -> :data:`GPU_RECORD` rows (records of other kinds are skipped).
+    """CUPTI activity records -> :data:`GPU_RECORD` rows, grouped by our kind (ascending) and in buffer
+    order within a kind (records of other kinds are skipped; ingest sorts by time anyway).
+
+    Columnar: per kind, one ``operator.attrgetter`` pass (C, no Python bytecode per record)
+    collects the members and numpy converts them; names are interned once per distinct value.
+    NVTX markers, a few per step, take one Python step each.
 
     Args:
         activities: cupti-python activity objects (or anything with the documented members).
@@ -92,40 +172,34 @@ def to_records(activities: Iterable[Any], kind_of: Callable[[int], int], intern:
         intern: a name -> its string id (ids from 1).
         api_name: (our kind, callback id) -> the runtime/driver function's name.
     """
-    out = []  # tuples in GPU_RECORD field order: one numpy conversion per buffer
-    for a in activities:
-        k = kind_of(int(_field(a, "kind")))
-        if not k:
-            continue
-        corr = int(_field(a, "correlation_id", "correlationId"))
-        if k == K_MARKER:
-            t = int(_field(a, "timestamp"))
-            name = _field(a, "name", default=None)
-            out.append((k, int(_field(a, "flags")) & 0xFF, 0, 0, t, t, corr, 0, 0, intern(name) if name else 0, 0,
-                        NO_DIMS, NO_DIMS, _thread_of(a), int(_field(a, "id"))))
-            continue
-        t0, t1 = int(_field(a, "start")), int(_field(a, "end"))
-        if k in (K_RUNTIME, K_DRIVER):
-            out.append((k, 0, 0, 0, t0, t1, corr, 0, 0, intern(api_name(k, int(_field(a, "cbid")))), 0, NO_DIMS, NO_DIMS,
-                        int(_field(a, "thread_id", "threadId")), 0))
-            continue
-        dev, ctx = int(_field(a, "device_id", "deviceId")), int(_field(a, "context_id", "contextId"))
-        if k == K_SYNC:
-            out.append((k, int(_field(a, "type")), 0, dev, t0, t1, corr, int(_field(a, "stream_id", "streamId", default=-1)), ctx,
-                        0, 0, NO_DIMS, NO_DIMS, 0, int(_field(a, "cuda_event_id", "cudaEventId"))))
-            continue
-        stream = int(_field(a, "stream_id", "streamId"))
-        if k == K_KERNEL:
-            grid = (_field(a, "grid_x", "gridX"), _field(a, "grid_y", "gridY"), _field(a, "grid_z", "gridZ"))
-            block = (_field(a, "block_x", "blockX"), _field(a, "block_y", "blockY"), _field(a, "block_z", "blockZ"))
-            out.append((k, 0, 0, dev, t0, t1, corr, stream, ctx, intern(str(_field(a, "name", default="?"))), 0, grid, block, 0, 0))
-        elif k == K_MEMCPY:
-            out.append((k, int(_field(a, "copy_kind", "copyKind")), 0, dev, t0, t1, corr, stream, ctx, 0,
-                        int(_field(a, "bytes")), NO_DIMS, NO_DIMS, 0, 0))
-        elif k == K_MEMSET:
-            out.append((k, 0, 0, dev, t0, t1, corr, stream, ctx, 0, int(_field(a, "bytes")), NO_DIMS, NO_DIMS, 0,
-                        int(_field(a, "value"))))
-    return np.array(out, GPU_RECORD) if out else np.empty(0, GPU_RECORD)
+    if not isinstance(activities, list):
+        activities = list(activities)
+    if not activities:
+        return np.empty(0, GPU_RECORD)
+    cupti_kinds = np.fromiter(map(_KIND, activities), np.int64, len(activities))
+    present = np.flatnonzero(np.bincount(cupti_kinds))  # CUPTI kinds are small integers
+    lut = np.zeros(present[-1] + 1, np.int64)
+    lut[present] = [kind_of(int(k)) for k in present]
+    ours = lut[cupti_kinds]
+    parts = []
+    for kind in sorted(set(lut[present].tolist()) - {0}):
+        idx = np.flatnonzero(ours == kind)
+        objs = activities if idx.size == len(activities) else _pick(activities, idx)
+        if kind == K_MARKER:
+            parts.append(_markers(objs, intern))
+        else:
+            parts.append(np.zeros(idx.size, GPU_RECORD))
+            _fill(parts[-1], kind, objs, intern, api_name)
+    return np.concatenate(parts) if parts else np.empty(0, GPU_RECORD)
+
+
+def _pick(items: list[Any], idx: np.ndarray) -> tuple[Any, ...]:
+    """items[i] for i in idx, gathered by C."""
+    picked = operator.itemgetter(*idx.tolist())(items)
+    return picked if idx.size > 1 else (picked,)
+
+
+_KIND = operator.attrgetter("kind")
 
 
 class GpuCapture:
@@ -139,7 +213,7 @@ class GpuCapture:
             "format": "di-cupti", "version": 1, "host": host, "pid": os.getpid(), "record_bytes": GPU_RECORD.itemsize,
             "env_rank": _env_rank(), "clock": {"realtime_ns": time.clock_gettime_ns(time.CLOCK_REALTIME),
                                               "monotonic_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC)},
-            "state": "starting", "notes": [], "kineto_traces": [], "records": 0,
+            "state": "starting", "notes": [], "kineto_traces": [], "records": 0, "callback_cpu_ns": 0,
         }
         self._strings: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -220,7 +294,9 @@ class GpuCapture:
         return BUFFER_BYTES, 0  # size, max records (0: as many as fit)
 
     def _buffer_completed(self, activities: list[Any]) -> None:
+        t0 = time.thread_time_ns()
         self.append(to_records(activities, lambda k: self._kinds.get(k, 0), self._intern, self._api_name))
+        self.header["callback_cpu_ns"] += time.thread_time_ns() - t0
 
     def _api_name(self, kind: int, cbid: int) -> str:
         key = (kind, cbid)

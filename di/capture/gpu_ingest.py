@@ -166,7 +166,7 @@ def append_part(trace: Trace, locations: pl.DataFrame, events: pl.DataFrame, flo
     return Trace.build(meta=meta, **tables)
 
 
-def _sorted_with_nesting(df: pl.DataFrame) -> pl.DataFrame:
+def sorted_with_nesting(df: pl.DataFrame) -> pl.DataFrame:
     from di.nesting import nest
 
     df = df.sort(["loc", "start_ns", pl.col("end_ns")], descending=[False, False, True], maintain_order=True)
@@ -193,6 +193,7 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
     parts, sources, infos = [], [], []
     loc0, src0 = trace.locations.height, len(trace.meta.get("sources", []))
     next_rank = max(trace.ranks, default=-1) + 1
+    epoch = next(iter(maps.values())).epoch_ns if maps else 0  # every rank's map shares the job clock's epoch
     for path in headers:
         header, recs, strings = read_process(raw, path)
         for note in header.get("notes", []):
@@ -201,7 +202,7 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
         rank = ranks.get((host, pid), header.get("env_rank", -1))
         if rank is None or rank < 0:
             rank, next_rank = next_rank, next_rank + 1
-        cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, 0, 0, 0)  # as ingest._gather: no MPI clock sync, monotonic ns
+        cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, epoch, 0, 0)  # a rank no shim recorded: the job's epoch, no sync
         c = header["clock"]
         skew = int(c["realtime_ns"]) - int(c["monotonic_ns"])
         infos.append((header, rank, skew, cmap))
@@ -216,7 +217,7 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
                         "info": {"pid": pid, "host": host, "state": header.get("state")}})
     warnings = [f"{note}" + (f" ({n} processes)" if n > 1 else "") for note, n in notes.items()]
     if parts:
-        events = _sorted_with_nesting(pl.concat([p[0] for p in parts], how="vertical_relaxed"))
+        events = sorted_with_nesting(pl.concat([p[0] for p in parts], how="vertical_relaxed"))
         flows = launch_flows(events)
         keep = ["loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent", "corr", "bytes", "instant", "args"]
         events = events.select(keep).with_columns(pl.col("cat").cast(pl.Enum(list(CATS))))

@@ -8,8 +8,14 @@
   starts CUPTI capture (``DI_CAPTURE_GPU=1``) or only watches torch.profiler
   (``DI_CAPTURE_GPU=kineto``);
 * ``DI_KINETO_DIR``: ``raw/kineto/``, where programs may write Kineto traces;
-* the NCCL shim (:file:`shim/nccl.c`, built by :func:`di.capture.build.nccl_shim`)
-  in ``LD_PRELOAD`` when a driver is there and an ``nccl.h`` is found.
+* NCCL, when a driver is there and an ``nccl.h`` is found (:func:`nccl_capture`):
+  the profiler plugin (:file:`shim/nccl_profiler.c`) in ``NCCL_PROFILER_PLUGIN``
+  when the NCCL found is 2.26 or later (or its version is unknown), with the
+  LD_PRELOAD shim (:file:`shim/nccl.c`) as the fallback: it records until the
+  plugin starts in a process, so an NCCL that refuses the plugin is still
+  recorded, and after that only the calls on 1-rank communicators (which NCCL
+  runs without its profiler); older NCCL gets the shim alone. The trace meta's ``capture.nccl``
+  says which path recorded each process.
 """
 
 from __future__ import annotations
@@ -42,7 +48,6 @@ def driver_present() -> tuple[bool, str]:
 
 def prepare(raw: Path) -> GpuSetup:
     """The environment, preload libraries and notes for a job recorded with ``--gpu``."""
-    from di.capture import build
     from di.errors import DIError
 
     setup = GpuSetup()
@@ -57,7 +62,31 @@ def prepare(raw: Path) -> GpuSetup:
                            "the rest is recorded, torch.profiler traces are still merged")
         return setup
     try:
-        setup.libs.append(str(build.nccl_shim()))
+        env, libs, note = nccl_capture()
     except DIError as exc:
         setup.notes.append(f"NCCL calls not recorded: {exc}")
+        return setup
+    setup.env.update(env)
+    setup.libs += libs
+    if note:
+        setup.notes.append(note)
     return setup
+
+
+def nccl_capture() -> tuple[dict[str, str], list[str], str]:
+    """How NCCL calls are recorded, by the NCCL version found: (env, preload libraries, note or "").
+
+    Raises:
+        DIError: the shim or plugin cannot be built (no nccl.h, no compiler).
+    """
+    from di.capture import build
+
+    shim = str(build.nccl_shim())
+    if os.environ.get("NCCL_PROFILER_PLUGIN"):
+        return {}, [shim], (f"NCCL_PROFILER_PLUGIN is already set ({os.environ['NCCL_PROFILER_PLUGIN']}): "
+                            "di records NCCL calls with its LD_PRELOAD shim (enqueue times only)")
+    found = build.nccl_version()
+    if found is not None and found[0] < build.PROFILER_PLUGIN_MIN_VERSION:
+        return {}, [shim], (f"NCCL {found[0]} ({found[1]}) predates the profiler plugin API v4 (2.26): "
+                            "NCCL calls are recorded by the LD_PRELOAD shim (enqueue times only)")
+    return {"NCCL_PROFILER_PLUGIN": str(build.nccl_plugin())}, [shim], ""

@@ -63,7 +63,7 @@ def _assign_ranks(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[
         if p.lib == "mpi" and p.header["rank"] >= 0:
             ranks[p.key] = p.header["rank"]
     for p in procs:
-        if p.key not in ranks and p.header.get("env_rank", -1) >= 0 and p.lib in ("io", "nccl"):
+        if p.key not in ranks and p.header.get("env_rank", -1) >= 0 and p.lib in ("io", "nccl", "nccl_plugin"):
             ranks[p.key] = p.header["env_rank"]
     if not ranks:
         recorded = sorted({p.key for p in procs if p.threads}, key=lambda k: (k[0], k[1]))
@@ -342,6 +342,9 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
     trace = Trace.build(meta=meta, locations=locations, events=events, messages=messages,
                         collectives=collectives, series=series, samples=samples)
     from di.capture.gpu_ingest import add_gpu
+    from di.capture.nccl_work import add_nccl_work
+
+    trace = add_nccl_work(trace, cols, row_of, procs)
 
     return add_gpu(trace, raw, ranks, _with_default_maps(maps, raw, epoch)), files
 

@@ -28,14 +28,16 @@ import polars as pl
 from di.capture import shard
 
 SEND_OPS = {"MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend", "MPI_Issend", "MPI_Ibsend",
-            "MPI_Irsend", "MPI_Sendrecv", "MPI_Sendrecv_replace"}
+            "MPI_Irsend", "MPI_Sendrecv", "MPI_Sendrecv_replace", "ncclSend"}
+RECV_OPS = {"MPI_Recv", "MPI_Mrecv", "ncclRecv"}  # blocking receives (an NCCL receive has no tag: its `tag` is the count)
 COLLECTIVE_OPS = {  # base name (no I prefix, no _c) -> canonical op of the collectives table
     "MPI_Barrier": "barrier", "MPI_Bcast": "broadcast", "MPI_Reduce": "reduce", "MPI_Allreduce": "allreduce",
     "MPI_Allgather": "allgather", "MPI_Allgatherv": "allgather", "MPI_Alltoall": "alltoall",
     "MPI_Alltoallv": "alltoall", "MPI_Gather": "gather", "MPI_Gatherv": "gather", "MPI_Scatter": "scatter",
     "MPI_Scatterv": "scatter", "MPI_Reduce_scatter": "reduce_scatter", "MPI_Reduce_scatter_block": "reduce_scatter",
     "ncclAllReduce": "allreduce", "ncclBroadcast": "broadcast", "ncclReduce": "reduce", "ncclAllGather": "allgather",
-    "ncclReduceScatter": "reduce_scatter", "ncclAlltoAll": "alltoall",  # NCCL shim (shim/nccl.c)
+    "ncclReduceScatter": "reduce_scatter", "ncclAlltoAll": "alltoall",  # NCCL shim and profiler plugin
+    "ncclGather": "gather", "ncclScatter": "scatter", "ncclCollective": "other",
 }
 WORLD_ID = 0
 NONE_ID = (1 << 64) - 1  # MPI_COMM_NULL: calls on no communicator (Wait, Test)
@@ -58,7 +60,7 @@ def _op_sets() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     names = shard.op_names()
     bases = [base_name(n) for n in names]
     send = np.array([b in SEND_OPS or n.removesuffix("_c") in SEND_OPS for n, b in zip(names, bases)])
-    recv = np.array([n.removesuffix("_c") in ("MPI_Recv", "MPI_Mrecv") for n in names])
+    recv = np.array([n.removesuffix("_c") in RECV_OPS for n in names])
     irecv = np.array([n.removesuffix("_c") in ("MPI_Irecv", "MPI_Imrecv") for n in names])
     coll = np.array([COLLECTIVE_OPS.get(b, "") for b in bases], dtype=object)
     return send, recv, irecv, coll
@@ -80,6 +82,8 @@ class Communicators:
             text = strings[int(cols["text"][k])]
             if text:
                 members[int(cid)] = np.array([int(x) for x in text.split(",")], dtype=np.int64)
+        for cid, ranks in nccl_members(cols).items():
+            members.setdefault(cid, ranks)
         return cls(members)
 
     def world_peer(self, comm: np.ndarray, peer: np.ndarray) -> np.ndarray:
@@ -109,6 +113,25 @@ class Communicators:
         if cid & int(UNKNOWN_BIT):
             return f"local:{(cid >> 32) & 0x7FFFFFFF}.{cid & 0xFFFFFFFF:x}"
         return f"comm:{(cid >> 32) - 1}.{cid & 0xFFFFFFFF}"
+
+
+def nccl_members(cols: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
+    """NCCL communicators' member world ranks, in communicator rank order, from the COMM records
+    every member writes (peer: its rank in the communicator, tag: the size); only communicators
+    whose every member was recorded (a loop over communicators, not records)."""
+    comm = cols["comm"]
+    nccl = (comm & np.uint64(NCCL_BIT)) != 0
+    idx = np.flatnonzero((cols["kind"] == shard.KIND_COMM) & nccl & ((comm & UNKNOWN_BIT) == 0))
+    out: dict[int, np.ndarray] = {}
+    if not idx.size:
+        return out
+    recs = pl.DataFrame({"comm": comm[idx], "peer": cols["peer"][idx].astype(np.int64), "size": cols["tag"][idx].astype(np.int64),
+                         "rank": cols["rank"][idx].astype(np.int64)}).unique(["comm", "peer"], keep="first").sort("comm", "peer")
+    for (cid,), part in recs.group_by("comm"):
+        size = int(part.get_column("size").max())
+        if part.height == size and part.get_column("peer").to_list() == list(range(size)):
+            out[int(cid)] = part.get_column("rank").to_numpy()
+    return out
 
 
 def _completion_rows(cols: dict[str, np.ndarray], row_of: np.ndarray, kind: int = shard.KIND_REQ_DONE) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
 """Reading capture shards: the raw files the C shims write under ``RUN.di/raw/``.
 
-Per process and shim (``LIB`` = ``mpi``, ``io`` or ``nccl``) there is a header
+Per process and shim (``LIB`` = ``mpi``, ``io``, ``nccl`` or ``nccl_plugin``) there is a header
 ``LIB-HOST-PID.json`` (schemas/capture/v1/shard-header.schema.json), a string
 table ``LIB-HOST-PID.str`` and one record file per thread ``LIB-HOST-PID-TID.bin``
 of fixed 64-byte records (:data:`RECORD`): a staging area (header
@@ -59,10 +59,11 @@ RECORD = np.dtype([
 ])
 """One shard record (64 bytes, little-endian), as ``di_rec`` in shim/shard.h."""
 
-KIND_CALL, KIND_REQ_DONE, KIND_COMM, KIND_CLOCK, KIND_IO, KIND_TICKS = 1, 2, 3, 4, 5, 6
-KIND_REQ_START = 8  # 7: NCCL work records (nccl shims)
-HEADER = re.compile(r"^(mpi|io|nccl)-(.+)-(\d+)\.json$")
-THREAD = re.compile(r"^(mpi|io|nccl)-(.+)-(\d+)-(\d+)\.bin$")
+KIND_CALL, KIND_REQ_DONE, KIND_COMM, KIND_CLOCK, KIND_IO, KIND_TICKS, KIND_NCCL_WORK = 1, 2, 3, 4, 5, 6, 7
+KIND_REQ_START = 8
+LIBS = "mpi|io|nccl|nccl_plugin"  # nccl: the LD_PRELOAD shim; nccl_plugin: the NCCL profiler plugin
+HEADER = re.compile(rf"^({LIBS})-(.+)-(\d+)\.json$")
+THREAD = re.compile(rf"^({LIBS})-(.+)-(\d+)-(\d+)\.bin$")
 
 
 @cache

@@ -1,7 +1,8 @@
 /* One rank of a 2-rank "NCCL job" against the stand-in library: rank from $RANK.
  * 3 float allreduces of 1000 elements, a broadcast from rank 1 of 256 doubles, an
  * allgather of 10 int8 per rank, a send/recv pair, then on a communicator split
- * off the first: 2 bf16 allreduces of 64 elements. */
+ * off the first: 2 bf16 allreduces of 64 elements; then on a 1-rank communicator of its own:
+ * 2 float32 allreduces of 32 elements. */
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,12 @@ int main(void) {
   else ncclRecv(NULL, 100, ncclFloat32, 0, world, NULL);
   if (ncclCommSplit(world, 0, rank, &half, NULL) != ncclSuccess) return 1;
   for (int i = 0; i < 2; i++) ncclAllReduce(NULL, NULL, 64, ncclBfloat16, ncclSum, half, NULL);
+  ncclUniqueId solo_id; /* a 1-rank communicator of this rank alone */
+  memset(&solo_id, 0, sizeof solo_id);
+  snprintf(solo_id.internal, sizeof solo_id.internal, "di-solo-%d", rank);
+  ncclComm_t solo;
+  if (ncclCommInitRank(&solo, 1, solo_id, 0) != ncclSuccess) return 1;
+  for (int i = 0; i < 2; i++) ncclAllReduce(NULL, NULL, 32, ncclFloat32, ncclSum, solo, NULL);
   printf("rank %d done\n", rank);
   return 0;
 }

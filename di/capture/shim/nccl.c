@@ -9,7 +9,10 @@
  * A communicator id is agreed by all its members without talking: FNV-1a of the
  * ncclUniqueId for ncclCommInitRank*, of (parent id, color, n-th split) for ncclCommSplit;
  * bit 62 marks NCCL ids. One KIND_COMM record per communicator: peer = my rank,
- * tag = size. Communicators made otherwise get a process-local id (bit 63). */
+ * tag = size. Communicators made otherwise get a process-local id (bit 63).
+ * When di's NCCL profiler plugin (nccl_profiler.c) is loaded by NCCL in this process it
+ * calls di_nccl_shim_standby() at its first init; from then on this shim records only the
+ * calls on 1-rank communicators, which NCCL runs without its profiler. */
 #define DI_LIB "nccl"
 #include <dlfcn.h>
 #include "shard.h"
@@ -19,9 +22,19 @@
 #define DI_UNKNOWN_BIT (1ULL << 63)
 #define DI_MAX_COMMS 1024
 
-static struct { ncclComm_t comm; uint64_t id; uint32_t splits; } di_comms[DI_MAX_COMMS];
+static struct { ncclComm_t comm; uint64_t id; uint32_t splits; int size; } di_comms[DI_MAX_COMMS];
 static int di_ncomms;
 static pthread_mutex_t di_comm_lock = PTHREAD_MUTEX_INITIALIZER;
+static int di_standby;
+/* whether calls on a communicator of `size` ranks are ours to record: on standby only those of
+ * 1-rank communicators, which NCCL runs without its profiler (a plain copy) */
+#define DI_RECORDS(size) (di_enabled && (!__atomic_load_n(&di_standby, __ATOMIC_RELAXED) || (size) == 1))
+#define DI_PATH_SHIM "\"nccl_path\": \"preload_shim\""
+#define DI_PATH_STANDBY "\"nccl_path\": \"standby\""
+
+__attribute__((visibility("default"))) void di_nccl_shim_standby(void) {
+  if (!__atomic_exchange_n(&di_standby, 1, __ATOMIC_RELAXED)) di_write_header("started", -1, 0, DI_PATH_STANDBY);
+}
 
 static void *di_real(const char *name) {
   char p[96];
@@ -52,8 +65,9 @@ static uint64_t di_fnv(const void *p, size_t n, uint64_t h) {
 
 static void di_comm_add(ncclComm_t comm, uint64_t id, int rank, int size) {
   pthread_mutex_lock(&di_comm_lock);
-  if (di_ncomms < DI_MAX_COMMS) di_comms[di_ncomms++] = (typeof(di_comms[0])){comm, id, 0};
+  if (di_ncomms < DI_MAX_COMMS) di_comms[di_ncomms++] = (typeof(di_comms[0])){comm, id, 0, size};
   pthread_mutex_unlock(&di_comm_lock);
+  if (!DI_RECORDS(size)) return;
   di_rec *r = di_slot();
   if (!r) return;
   *r = (di_rec){0, OP_ncclCommInitRank, rank, di_ticks(), 0, 0, id, size, 0, 0, 0};
@@ -61,13 +75,16 @@ static void di_comm_add(ncclComm_t comm, uint64_t id, int rank, int size) {
   di_commit(r, KIND_COMM);
 }
 
-static uint64_t di_comm_id(ncclComm_t comm, int bump_split, uint32_t *split) {
+/* A communicator's id (and its size, -1 unknown); a split bumps the parent's split count. */
+static uint64_t di_comm_id(ncclComm_t comm, int bump_split, uint32_t *split, int *size) {
   uint64_t id = 0;
+  if (size) *size = -1;
   pthread_mutex_lock(&di_comm_lock);
   for (int i = 0; i < di_ncomms; i++)
     if (di_comms[i].comm == comm) {
       id = di_comms[i].id;
       if (split) *split = bump_split ? di_comms[i].splits++ : di_comms[i].splits;
+      if (size) *size = di_comms[i].size;
       break;
     }
   pthread_mutex_unlock(&di_comm_lock);
@@ -77,10 +94,13 @@ static uint64_t di_comm_id(ncclComm_t comm, int bump_split, uint32_t *split) {
 
 static void di_call(int op, int64_t t0, ncclComm_t comm, int peer, size_t count, ncclDataType_t type) {
   int64_t t1 = di_ticks();
+  int ranks;
+  uint64_t id = di_comm_id(comm, 0, NULL, &ranks);
+  if (!DI_RECORDS(ranks)) return;
   di_rec *r = di_slot();
   if (!r) return;
   int64_t size = di_type_size(type);
-  *r = (di_rec){0, (uint16_t)op, peer, t0, t1, (int64_t)count * size, di_comm_id(comm, 0, NULL),
+  *r = (di_rec){0, (uint16_t)op, peer, t0, t1, (int64_t)count * size, id,
                 count > 0x7fffffff ? 0x7fffffff : (int32_t)count, (int32_t)type, 0, size};
   di_commit(r, KIND_CALL);
 }
@@ -108,7 +128,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   ncclResult_t res = real_ncclCommSplit(comm, color, key, newcomm, config);
   if ((res == ncclSuccess || res == ncclInProgress) && di_enabled && newcomm && *newcomm) {
     uint32_t n = 0;
-    uint64_t parent = di_comm_id(comm, 1, &n);
+    uint64_t parent = di_comm_id(comm, 1, &n, NULL);
     uint64_t parts[3] = {parent, (uint64_t)(int64_t)color, n};
     int rank = -1, size = -1;
     ncclResult_t (*user_rank)(ncclComm_t, int *) = (ncclResult_t(*)(ncclComm_t, int *))di_real("ncclCommUserRank");
@@ -125,7 +145,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     REAL(name);                                                \
     int64_t t0 = di_ticks();                                                           \
     ncclResult_t res = real_##name args;                                               \
-    if (di_enabled) di_call(opid, t0, comm, peer_expr, count_expr, datatype);            \
+    if (di_enabled) di_call(opid, t0, comm, peer_expr, count_expr, datatype);              \
     return res;                                                                        \
   }
 
@@ -154,11 +174,13 @@ DI_WRAP(ncclRecv, OP_ncclRecv, peer, count,
         (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream),
         (recvbuff, count, datatype, peer, comm, stream))
 
-static void di_shard_child_reset(void) { di_write_header("started", -1, 0, ""); }
+static void di_shard_child_reset(void) { di_write_header("started", -1, 0, di_standby ? DI_PATH_STANDBY : DI_PATH_SHIM); }
 
 __attribute__((constructor)) static void di_nccl_start(void) {
   di_shard_init();
-  di_write_header("started", -1, 0, "");
+  di_write_header("started", -1, 0, DI_PATH_SHIM);
 }
 
-__attribute__((destructor)) static void di_nccl_stop(void) { di_write_header("exited", -1, 0, ""); }
+__attribute__((destructor)) static void di_nccl_stop(void) {
+  di_write_header("exited", -1, 0, di_standby ? DI_PATH_STANDBY : DI_PATH_SHIM);
+}

@@ -78,9 +78,20 @@ def read_bytes(path: Path) -> tuple[np.ndarray, list[str]]:
             return np.frombuffer(bytearray(fh.read()), dtype=np.uint8), []
 
 
+def _inflater() -> Any:
+    """The zlib-compatible module to gunzip with: ISA-L's (about three times as fast)
+    where installed, else the standard library's."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib
+    return isal_zlib
+
+
 def _gunzip(fh: Any, path: Path) -> tuple[bytearray, list[str]]:
+    z = _inflater()
     out = bytearray()
-    dec = zlib.decompressobj(31)
+    dec = z.decompressobj(31)
     warnings: list[str] = []
     read = 0
     while True:
@@ -92,9 +103,9 @@ def _gunzip(fh: Any, path: Path) -> tuple[bytearray, list[str]]:
             out += dec.decompress(chunk)
             while dec.eof and dec.unused_data:  # concatenated gzip members
                 rest = dec.unused_data
-                dec = zlib.decompressobj(31)
+                dec = z.decompressobj(31)
                 out += dec.decompress(rest)
-        except zlib.error as exc:
+        except z.error as exc:
             warnings.append(f"gzip data corrupt after {len(out)} decompressed bytes ({exc}); loaded what came before")
             return out, warnings
     if not dec.eof:

@@ -18,6 +18,8 @@ import polars as pl
 from di.convert.chrome import scan as S
 from di.convert.chrome.pairing import bind_points, chain_flows
 from di.convert.chrome.phases import FLOW, LK_THREAD
+from di.convert.columns import dense_ids
+from di.nesting import nesting_order
 
 LAUNCH_FLOW_CATS = ("ac2g",)
 _EMPTY = {"src": pl.Int64, "dst": pl.Int64, "kind": pl.String, "id": pl.Int64, "src_cat": pl.String}
@@ -33,41 +35,62 @@ def _loc_first(ev: pl.DataFrame, n_locs: int) -> np.ndarray:
     return np.searchsorted(locs, np.arange(n_locs + 1), side="left").astype(np.int64)
 
 
-def flow_events(df: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str]) -> pl.DataFrame:
-    """Edges from s/t/f records (``ev`` sorted and nested, row = position)."""
-    steps = df.filter(pl.col("ph").is_in(FLOW))
+_STEP_COLUMNS = ["ph", "pid_k", "pid", "tid_k", "tid", "cat", "id_k", "id", "ts", "idx", "bp", "di_flow"]
+_THREAD = ["pid_k", "pid", "tid_k", "tid"]
+
+
+def _thread_locs(steps: pl.DataFrame, keys: pl.DataFrame) -> np.ndarray:
+    """The thread timeline (``loc``) of each step, -1 where its thread has no events."""
+    threads = keys.filter(pl.col("lkind") == LK_THREAD)
+    if not threads.height:
+        return np.full(steps.height, -1, dtype=np.int64)
+    both = pl.concat([threads.select(_THREAD), steps.select(_THREAD)], how="vertical_relaxed")
+    ids, first = dense_ids(both, _THREAD)
+    owner = first[ids[threads.height :]]
+    thread_loc = threads.get_column("loc").to_numpy().astype(np.int64)
+    return np.where(owner < threads.height, thread_loc[np.minimum(owner, threads.height - 1)], -1)
+
+
+def flow_steps(df: pl.DataFrame) -> pl.DataFrame:
+    """The s/t/f records of the scanner frame, with the columns :func:`flow_events` reads."""
+    return df.select(_STEP_COLUMNS).filter(pl.col("ph").is_in(FLOW))
+
+
+def flow_events(steps: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str]) -> pl.DataFrame:
+    """Edges from s/t/f records (:func:`flow_steps`; ``ev`` sorted and nested, row = position)."""
     if not steps.height:
         return empty()
-    threads = keys.filter(pl.col("lkind") == LK_THREAD).select("pid_k", "pid", "tid_k", "tid", "loc")
-    steps = steps.join(threads, on=["pid_k", "pid", "tid_k", "tid"], how="left", nulls_equal=True)
-    ident = ("cat", "id_k", "id")
-    steps = steps.sort([*ident, "ts", "idx"]).with_columns(
-        pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift()) for c in ident).cum_sum().cast(pl.Int64).alias("_key")
-    )
+    # one flow per (cat, id), its steps in (ts, file) order
+    flow, _ = dense_ids(steps, ["cat", "id_k", "id"])
+    ts = steps.get_column("ts").to_numpy()
+    order = nesting_order(flow, ts, np.zeros_like(ts), steps.get_column("idx").to_numpy())
+    steps, flow = steps[order], flow[order]
+    ph = steps.get_column("ph")
     rows = bind_points(
         _loc_first(ev, int(keys.get_column("loc").max() or 0) + 1),
         ev.get_column("start_ns").to_numpy(),
         ev.get_column("end_ns").to_numpy(),
         ev.get_column("parent").fill_null(-1).to_numpy(),
         ev.get_column("instant").to_numpy(),
-        steps.get_column("loc").fill_null(-1).cast(pl.Int64).to_numpy(),
+        _thread_locs(steps, keys),
         steps.get_column("ts").to_numpy(),
-        ((steps.get_column("ph") == "f") & (steps.get_column("bp") != ord("e"))).to_numpy(),
+        ((ph == "f") & (steps.get_column("bp") != ord("e"))).to_numpy(),
     )
-    step = steps.get_column("ph").replace_strict({"s": 0, "t": 1, "f": 2}, return_dtype=pl.Int8).to_numpy()
-    src, dst, via, orphan, unbound = chain_flows(steps.get_column("_key").to_numpy(), step, rows)
+    step = ph.replace_strict({"s": 0, "t": 1, "f": 2}, return_dtype=pl.Int8).to_numpy()
+    src, dst, via, orphan, unbound = chain_flows(flow, step, rows)
     if unbound.size:
         dropped["flow step on no slice"] += int(unbound.size)
-    for ph, k in steps[orphan].get_column("ph").value_counts().iter_rows():
-        dropped["flow start without end" if ph == "s" else "flow end without start"] += k
+    for p, k in ph.gather(orphan).value_counts().iter_rows():
+        dropped["flow start without end" if p == "s" else "flow end without start"] += k
     ends = steps[via]
-    cat = syms.gather(ends.get_column("cat").cast(pl.Int64).replace(-1, syms.len() - 1))
+    cat_id = ends.get_column("cat").cast(pl.Int64).replace(-1, syms.len() - 1)
+    launch_ids = [i for i, name in enumerate(syms.to_list()) if name in LAUNCH_FLOW_CATS]
     edges = pl.DataFrame({
         "src": src,
         "dst": dst,
-        "kind": pl.Series(cat).is_in(LAUNCH_FLOW_CATS).replace_strict({True: "launch", False: "user"}),
+        "kind": cat_id.is_in(launch_ids).replace_strict({True: "launch", False: "user"}),
         "id": ends.select(pl.when(pl.col("id_k") == S.K_INT).then(pl.col("id")).otherwise(None)).to_series(),
-        "src_cat": cat,
+        "src_cat": syms.gather(cat_id),
     }).cast(_EMPTY)
     return with_di_flow(edges, ends.get_column("di_flow"))
 

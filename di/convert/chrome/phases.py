@@ -64,11 +64,13 @@ def frame(raw: Raw, base_ns: int) -> pl.DataFrame:
 
 def count_unusable(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """Drop records with a bad status or a phase di does not load; count each reason."""
-    for code, reason in _STATUS.items():
-        k = int((df.get_column("status") == code).sum())
-        if k:
-            dropped[reason] += k
-    df = df.filter(pl.col("status") == S.ST_OK)
+    status = df.get_column("status")
+    if (status != S.ST_OK).any():
+        for code, reason in _STATUS.items():
+            k = int((status == code).sum())
+            if k:
+                dropped[reason] += k
+        df = df.filter(pl.col("status") == S.ST_OK)
     counts = df.group_by("ph").len()
     for ph, k in counts.iter_rows():
         if ph == "":
@@ -80,6 +82,8 @@ def count_unusable(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     no_ts = df.filter(pl.col("ts").is_null() & (pl.col("ph") != META) & pl.col("ph").is_in(KNOWN))
     for ph, k in no_ts.group_by("ph").len().iter_rows():
         dropped[f"{ph!r} event without ts"] += k
+    if not no_ts.height and set(counts.get_column("ph").to_list()) <= set(KNOWN):
+        return df
     return df.filter(pl.col("ph").is_in(KNOWN) & (pl.col("ts").is_not_null() | (pl.col("ph") == META)))
 
 

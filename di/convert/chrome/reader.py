@@ -19,7 +19,7 @@ import polars as pl
 from di.convert.chrome import ditrace, kineto, phases
 from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw, decode
-from di.convert.chrome.flows import bind_id_flows, flow_events
+from di.convert.chrome.flows import bind_id_flows, flow_events, flow_steps
 from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_ids
 from di.nesting import nest, nesting_order
@@ -59,7 +59,8 @@ def _timelines(ev: pl.DataFrame, syms: pl.Series, own: dict[str, Any] | None) ->
         keys = ditrace.remap_keys(keys, own)
     loc_of_id = np.empty(first.size, dtype=np.uint32)
     loc_of_id[keys.get_column("_id").to_numpy()] = keys.get_column("loc").to_numpy()
-    return ev.with_columns(pl.Series("loc", loc_of_id[ids])), keys.drop("_id")
+    # the loc stands for the key from here on
+    return ev.drop(phases.KEY).with_columns(pl.Series("loc", loc_of_id[ids])), keys.drop("_id")
 
 
 def _device_processes(syms: pl.Series) -> bool:
@@ -67,9 +68,12 @@ def _device_processes(syms: pl.Series) -> bool:
     return bool(syms.is_in(DEVICE_PROCESS_CATS).any())
 
 
-def _sorted_nested(ev: pl.DataFrame) -> pl.DataFrame:
+def _sorted_nested(ev: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """Events (counter anchors left out) in nesting order, with depth and parent."""
     cols = [ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns", "idx")]
-    ev = ev[nesting_order(*cols)]
+    order = nesting_order(*cols)
+    counter_locs = keys.filter(pl.col("lkind") == phases.LK_COUNTER).get_column("loc").to_numpy()
+    ev = ev[order[~np.isin(cols[0][order], counter_locs)]] if counter_locs.size else ev[order]
     depth, parent = nest(
         ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     )
@@ -110,24 +114,34 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     raw = decode(path)
     dropped: Counter[str] = raw.dropped
     base_ns = _base_ns(raw.top)
+    epoch = _on_epoch(raw, base_ns)
     df = phases.count_unusable(phases.frame(raw, base_ns), dropped)
-    parts = [phases.slices(df, dropped), phases.begin_end(df, dropped), phases.instants(df), phases.async_events(df, dropped)]
-    ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
+    raw.cols = {}  # in df now; the big tables below are released as soon as they are used up
     syms = _strings(raw)
     counter_rows = df.filter(pl.col("ph") == phases.COUNTER)
+    meta_rows = df.filter(pl.col("ph") == phases.META)
+    steps = flow_steps(df)
+    parts = [phases.slices(df, dropped), phases.begin_end(df, dropped), phases.instants(df), phases.async_events(df, dropped),
+             phases.counter_anchor(counter_rows)]
+    del df
+    ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
+    del parts
     own = ditrace.info(raw.top)
-    ev, keys = _timelines(pl.concat([ev, phases.counter_anchor(counter_rows)], how="vertical_relaxed"), syms, own)
-    ev = _sorted_nested(ev.filter(pl.col("lkind") != phases.LK_COUNTER))
+    ev, keys = _timelines(ev, syms, own)
+    ev = _sorted_nested(ev, keys)
+    flows = pl.concat([flow_events(steps, ev, keys, syms, dropped), bind_id_flows(ev, dropped)], how="vertical_relaxed")
+    del steps
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
-    locations = apply_metadata(keys, df.filter(pl.col("ph") == phases.META), syms, the_rank, source)
+    locations = apply_metadata(keys, meta_rows, syms, the_rank, source)
     if own is not None:
         locations = ditrace.locations(own, keys, locations)
     series, samples = counters(counter_rows, keys, syms, dropped, ditrace.series_map(own) if own else None)
-    flows = pl.concat([flow_events(df, ev, keys, syms, dropped), bind_id_flows(ev, dropped)], how="vertical_relaxed")
+    n_events = ev.height
     events = kineto.events_table(ev, syms, locations)
+    del ev
     flows = kineto.sync_kinds(pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations)
     collectives = kineto.collectives(events, locations, the_rank)
-    meta = _meta(path, raw, base_ns, the_rank, rank_from, world, int(ev.height), dropped)
+    meta = _meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped)
     if own is not None:
         meta.update({k: v for k, v in ditrace.meta(own).items() if v})
     return Trace.build(
@@ -135,10 +149,18 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     )
 
 
-def _meta(path: Path, raw: Raw, base_ns: int, rank: int, rank_from: str, world: int | None, n: int, dropped: Counter[str]) -> dict[str, Any]:
+def _on_epoch(raw: Raw, base_ns: int) -> bool:
+    """True when the timestamps are Unix-epoch based (a base, or values beyond 10**18 ns)."""
+    if base_ns > 0:
+        return True
+    ts = raw.cols["ts"][(raw.cols["flags"] & S.F_TS) != 0]
+    return bool(ts.size and int(ts.max()) > 10**18)
+
+
+def _meta(path: Path, raw: Raw, base_ns: int, epoch: bool, rank: int, rank_from: str, world: int | None, n: int,
+          dropped: Counter[str]) -> dict[str, Any]:
     info = {k: v for k, v in raw.top.items() if k in ("traceName", "schemaVersion", "displayTimeUnit", "distributedInfo", "baseTimeNanoseconds")}
     info["top_level_keys"] = sorted(raw.top)
-    epoch = base_ns > 0 or bool(raw.n and int(np.max(raw.cols["ts"][(raw.cols["flags"] & S.F_TS) != 0], initial=0)) > 10**18)
     fmt = "kineto" if ("distributedInfo" in raw.top or "deviceProperties" in raw.top or base_ns) else "chrome"
     return {
         "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative", "sync": None},

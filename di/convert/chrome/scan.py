@@ -135,7 +135,7 @@ def _key(buf, ks, ke):
     return KEY_OTHER
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _poly(buf, i, n, slots, starts, ends, count):
     """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
     c = buf[i]
