@@ -2,7 +2,10 @@
  * Run with both shims in LD_PRELOAD and DI_CAPTURE_DIR set (bench/capture_overhead.py
  * does this): each operation is timed through its public name (MPI_X, read...: the
  * shim's wrapper) and directly (PMPI_X; libc's own symbol from dlopen("libc.so.6")),
- * alternating rounds, best round kept. Prints one JSON object per operation.
+ * alternating, over many rounds; medians over rounds (and the spread of the
+ * overhead) are printed as one JSON object per operation.  Every round writes
+ * more records than a thread's staging area holds, so the appends to the shard
+ * file are in every round's figure.
  * Usage: capture_overhead_calls ITERATIONS ROUNDS SCRATCH_FILE */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -30,21 +33,42 @@ static ssize_t (*libc_write)(int, const void *, size_t);
 static off_t (*libc_lseek)(int, off_t, int);
 static size_t (*libc_fwrite)(const void *, size_t, size_t, FILE *);
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Each round times ITERATIONS wrapped and ITERATIONS direct calls, in alternating
+ * order; the figures are medians over rounds (the overhead: of each round's
+ * difference), ns per call. */
 #define BODY(NAME, CALLS, WRAPPED, DIRECT)                                         \
   do {                                                                             \
-    double best_w = 1e30, best_d = 1e30;                                           \
+    double w[rounds], d[rounds], o[rounds];                                        \
     for (int r = 0; r < rounds; r++) {                                             \
-      double t0 = now_ns();                                                        \
-      for (long i = 0; i < iters; i++) { WRAPPED; }                                \
-      double t1 = now_ns();                                                        \
-      for (long i = 0; i < iters; i++) { DIRECT; }                                 \
-      double t2 = now_ns();                                                        \
-      if (t1 - t0 < best_w) best_w = t1 - t0;                                      \
-      if (t2 - t1 < best_d) best_d = t2 - t1;                                      \
+      double t0 = now_ns(), t1, t2;                                                \
+      if (r % 2) {                                                                 \
+        for (long i = 0; i < iters; i++) { DIRECT; }                               \
+        t1 = now_ns();                                                             \
+        for (long i = 0; i < iters; i++) { WRAPPED; }                              \
+        t2 = now_ns();                                                             \
+        d[r] = t1 - t0, w[r] = t2 - t1;                                            \
+      } else {                                                                     \
+        for (long i = 0; i < iters; i++) { WRAPPED; }                              \
+        t1 = now_ns();                                                             \
+        for (long i = 0; i < iters; i++) { DIRECT; }                               \
+        t2 = now_ns();                                                             \
+        w[r] = t1 - t0, d[r] = t2 - t1;                                            \
+      }                                                                            \
+      w[r] /= iters * (CALLS), d[r] /= iters * (CALLS), o[r] = w[r] - d[r];        \
     }                                                                              \
-    double w = best_w / iters / (CALLS), d = best_d / iters / (CALLS);             \
-    printf("{\"op\": \"%s\", \"wrapped_ns\": %.1f, \"direct_ns\": %.1f, \"overhead_ns\": %.1f}\n", \
-           NAME, w, d, w - d);                                                     \
+    double mo = median(o, rounds), lo = o[0], hi = o[rounds - 1];                  \
+    printf("{\"op\": \"%s\", \"wrapped_ns\": %.1f, \"direct_ns\": %.1f, \"overhead_ns\": %.1f, " \
+           "\"overhead_min_ns\": %.1f, \"overhead_max_ns\": %.1f, \"rounds\": %d}\n",       \
+           NAME, median(w, rounds), median(d, rounds), mo, lo, hi, rounds);        \
   } while (0)
 
 int main(int argc, char **argv) {

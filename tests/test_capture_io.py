@@ -143,3 +143,75 @@ def test_record_layout_matches_the_c_struct() -> None:
     text = (shard.SHIM_DIR / "shard.h").read_text()
     assert "_Static_assert(sizeof(di_rec) == 64" in text
     assert shard.op_names()[:3] == ("MPI_Init", "MPI_Init_thread", "MPI_Finalize") and "MPI_Isend_c" in shard.op_names()
+
+
+KILLED_WRITER = """
+import os, signal, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for i in range(int(sys.argv[2])):
+    os.write(fd, b"x" * (1 + i % 7))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_process_killed_after_thousands_of_records_keeps_every_one(tmp_path: Path) -> None:
+    # 2500 writes: two appends of the staging area (1024 records each) and the rest still staged
+    target, n = tmp_path / "out.dat", 2500
+    proc = run(di_cmd("record", "--io", "-o", str(tmp_path / "k.di"), "--", sys.executable, "-c", KILLED_WRITER, str(target), str(n)),
+               tmp_path, timeout=120)
+    assert proc.returncode == 128 + 9, proc.stderr
+    stats = read_file_stats(tmp_path / "k.di").filter(pl.col("file") == str(target)).row(0, named=True)
+    assert stats["writes"] == n and stats["bytes_written"] == target.stat().st_size == sum(1 + i % 7 for i in range(n))
+    writes = di.load(tmp_path / "k.di").events.filter(pl.col("name") == "write")
+    assert writes.get_column("start_ns").is_sorted()
+
+
+def _staged_file(path: Path, appended: np.ndarray, committed: int, staged: np.ndarray, staging: int = 8) -> None:
+    """A thread file laid out as the shim writes it: slot 0 (t0 = committed), the staging slots, the appended records."""
+    head = np.zeros(staging + 1, shard.RECORD)
+    head["t0"][0] = committed
+    head[1:1 + staged.size] = staged
+    np.concatenate([head, appended]).tofile(path)
+
+
+def test_staging_area_read_after_a_kill_at_any_point_of_an_append(tmp_path: Path) -> None:
+    recs = _io_records(12)
+    recs["t0"] = np.arange(12)
+    cases = {  # (appended, committed, staged): what a kill leaves at each step of an append of records 4..7
+        "before the pwrite": (recs[:4], 4, recs[4:8]),
+        "pwrite cut short": (recs[:6], 4, recs[4:8]),
+        "after the pwrite": (recs[:8], 4, recs[4:8]),
+        "while zeroing": (recs[:8], 4, np.concatenate([np.zeros(2, shard.RECORD), recs[6:8]])),
+        "after committed grew, staging again": (recs[:8], 8, recs[8:11]),
+    }
+    for name, (appended, committed, staged) in cases.items():
+        path = tmp_path / f"{len(name)}.bin"
+        _staged_file(path, appended, committed, staged)
+        got, holes = shard.read_records(path, 8)
+        assert holes == 0, name
+        assert got["t0"].tolist() == list(range(max(appended.size, committed + staged.size))), name
+
+
+def test_cupti_process_without_a_shim_rank_lands_on_the_unix_epoch_clock(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from di.capture import cupti
+
+    run_dir = tmp_path / "g.di"
+    proc = run(di_cmd("record", "--io", "-o", str(run_dir), "--", sys.executable, "-c", "open(__import__('os').devnull).close()"),
+               tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # a GPU process the shims did not see (another pid, no launcher rank): it gets a rank of its own
+    cap = cupti.GpuCapture(run_dir / "raw")
+    cap.stem = cap.stem.with_name(cap.stem.name.rsplit("-", 1)[0] + "-1")
+    cap.header.update(pid=1, env_rank=-1, state="stopped")
+    cap.write_header()
+    real = cap.header["clock"]["realtime_ns"]
+    kernel = SimpleNamespace(kind=10, start=real, end=real + 1000, correlation_id=1, device_id=0, context_id=1, stream_id=7,
+                             name="k", grid_x=1, grid_y=1, grid_z=1, block_x=1, block_y=1, block_z=1)
+    cap.append(cupti.to_records([kernel], lambda k: cupti.K_KERNEL if k == 10 else 0, cap._intern, lambda *_: "?"))
+    trace, _ = ingest(run_dir)
+    assert trace.meta["clock"]["domain"] == "unix_epoch"
+    start = trace.events.filter(pl.col("cat") == "kernel").get_column("start_ns").to_list()
+    # rank 0's realtime offset and the GPU process's differ only by the clocks' reading jitter
+    assert len(start) == 1 and abs(start[0] - real) < 50_000_000

@@ -128,3 +128,47 @@ def test_no_mpi_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     assert main(["record", "--mpi", "-o", str(tmp_path / "r.di"), "--", "true"]) == 2
     err = capsys.readouterr().err
     assert "no MPI compiler found" in err and "pip install mpich mpi4py" in err and "Traceback" not in err
+
+
+def _two_rank_job(tmp_path: Path, program: str) -> tuple[di.Trace, pl.DataFrame]:
+    """Record PROGRAM on 2 ranks (MPI only): its trace, every message matched, and its events with row and rank."""
+    need_mpi4py()
+    run = tmp_path / "run.di"
+    proc = record_launcher(run, [sys.executable, str(PROGRAMS / program)], "--mpi", np=2)
+    assert proc.returncode == 0, proc.stderr
+    trace = di.load(run)
+    trace.validate()
+    assert not [w for w in trace.meta["warnings"] if w.startswith("messages:")]
+    return trace, trace.events.with_row_index("row").join(trace.locations.select("loc", "rank"), on="loc")
+
+
+def test_probes_and_matched_receives_are_recorded_and_matched(tmp_path: Path) -> None:
+    # mpi4py's lowercase comm.recv is MPI_Mprobe + MPI_Mrecv: without those wrapped, its messages went unmatched
+    trace, ev = _two_rank_job(tmp_path, "probes.py")
+    names = Counter(base_name(n) for n in ev.filter(pl.col("rank") == 1).get_column("name").cast(pl.String))
+    assert names["MPI_Probe"] == 1 and names["MPI_Iprobe"] >= 1 and names["MPI_Improbe"] >= 1
+    assert names["MPI_Mprobe"] == 2 and names["MPI_Mrecv"] == 2 and names["MPI_Imrecv"] == 1 and names["MPI_Recv"] == 2
+    msgs = trace.messages.sort("tag")
+    assert msgs.get_column("tag").to_list() == [1, 2, 3, 4, 6]
+    assert msgs.get_column("bytes").to_list()[:4] == [80, 160, 240, 320]
+    row_name = dict(zip(ev.get_column("row").to_list(), ev.get_column("name").cast(pl.String).to_list()))
+    assert [base_name(row_name[r]) for r in msgs.get_column("recv")] == ["MPI_Recv", "MPI_Recv", "MPI_Mrecv", "MPI_Wait", "MPI_Mrecv"]
+    assert base_name(row_name[msgs.get_column("recv_post")[3]]) == "MPI_Imrecv"
+    # a probe moves no payload of its own
+    assert ev.filter(pl.col("name").cast(pl.String).str.contains("(?i)probe")).get_column("bytes").is_null().all()
+
+
+def test_persistent_requests_are_matched_at_each_start(tmp_path: Path) -> None:
+    trace, ev = _two_rank_job(tmp_path, "persistent.py")
+    for rank in (0, 1):
+        names = Counter(base_name(n).removesuffix("_c") for n in ev.filter(pl.col("rank") == rank).get_column("name").cast(pl.String))
+        assert (names["MPI_Start"], names["MPI_Startall"], names["MPI_Request_free"]) == (3, 2, 3), rank
+        assert names["MPI_Send_init"] + names["MPI_Recv_init"] == 3
+    row_name = dict(zip(ev.get_column("row").to_list(), ev.get_column("name").cast(pl.String).to_list()))
+    msgs = trace.messages.sort("tag", "send")
+    assert msgs.select("tag", "bytes", "src_rank", "dst_rank").rows() == [(7, 128, 0, 1)] * 3 + [(8, 64, 0, 1)] * 2 + [(9, 64, 1, 0)] * 2
+    # the send is the Start that posted it, the receive the Wait that completed it, its post the receiver's Start
+    assert {row_name[r] for r in msgs.get_column("send")} == {"MPI_Start", "MPI_Startall"}
+    assert {row_name[r] for r in msgs.get_column("recv")} == {"MPI_Wait", "MPI_Waitall"}
+    assert {row_name[r] for r in msgs.get_column("recv_post")} == {"MPI_Start", "MPI_Startall"}
+    assert msgs.get_column("send_done").is_not_null().all()

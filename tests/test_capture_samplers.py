@@ -149,3 +149,29 @@ def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
 
 def test_sample_record_is_24_bytes() -> None:
     assert SAMPLE.itemsize == 24
+
+
+def test_a_stalled_sampler_skips_the_missed_ticks_instead_of_a_burst(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from di.capture import samplers
+
+    class StallsOnce:
+        """A source whose third read takes 7 periods (a thread kept off the CPU on a loaded machine)."""
+
+        kind, series, reads = "stall", [samplers.Series("x", "count")], 0
+
+        def read(self) -> list[float]:
+            self.reads += 1
+            if self.reads == 3:
+                time.sleep(7 / RATE_HZ)
+            return [1.0]
+
+    monkeypatch.setattr(samplers, "build_sources", lambda _opts: ([StallsOnce()], []))
+    thread = samplers.SamplerThread(tmp_path, samplers.SamplerOptions(rate_hz=RATE_HZ))
+    thread.start()
+    time.sleep(14 / RATE_HZ)
+    thread.stop()
+    ts = np.fromfile(next(tmp_path.glob("samples-*.bin")), samplers.SAMPLE)["ts_ns"][:-1]  # the last: stop()'s own
+    assert ts.size >= 5
+    assert np.diff(ts).min() > 0.5e9 / RATE_HZ

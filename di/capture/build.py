@@ -73,7 +73,9 @@ def _identity(cmd: list[str]) -> str:
         return str(exc)
 
 
-def _build(name: str, compiler: str, identity: str, sources: list[Path], extra: list[str]) -> Path:
+def _build(name: str, compiler: str, identity: str, sources: list[Path], extra: list[str], linker: str | None = None) -> Path:
+    """Compile ``sources`` into a cached shared library (``linker``: compile with ``compiler``
+    and link the object with this one instead, leaving the compiler's libraries out)."""
     digest = hashlib.sha256(identity.encode())
     for src in sorted(SHIM_DIR.iterdir()):
         if src.suffix in (".c", ".h"):
@@ -84,20 +86,49 @@ def _build(name: str, compiler: str, identity: str, sources: list[Path], extra: 
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".so", dir=target.parent)
     os.close(fd)
-    cmd = [compiler, *CFLAGS, f"-I{SHIM_DIR}", "-o", tmp, *map(str, sources), *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise DIError(f"building the {name} shim with {compiler} failed: " + " | ".join(tail))
+    if linker is None:
+        steps = [[compiler, *CFLAGS, f"-I{SHIM_DIR}", "-o", tmp, *map(str, sources), *extra]]
+    else:
+        obj = tmp + ".o"
+        steps = [[compiler, *CFLAGS[:2], "-c", "-Wall", f"-I{SHIM_DIR}", "-o", obj, *map(str, sources)],
+                 [linker, "-shared", "-o", tmp, obj, *extra]]
+    try:
+        for cmd in steps:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                os.unlink(tmp)
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+                raise DIError(f"building the {name} shim with {cmd[0]} failed: " + " | ".join(tail))
+    finally:
+        if linker is not None and os.path.exists(tmp + ".o"):
+            os.unlink(tmp + ".o")
     os.replace(tmp, target)
     return target
 
 
+def _is_mpich(mpicc: str) -> bool:
+    """Whether mpi.h is MPICH's (or a derivative's: Intel MPI, MVAPICH): integer handles, so
+    the shim references no data symbol of the MPI library and can bind to it lazily."""
+    try:
+        out = subprocess.run([mpicc, "-dM", "-E", "-x", "c", "-"], input="#include <mpi.h>\n",
+                             capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "#define MPICH_VERSION" in out
+
+
 def pmpi_shim() -> Path:
-    """The PMPI shim for this Python's MPI, built on first use."""
+    """The PMPI shim for this Python's MPI, built on first use.
+
+    With an MPICH-family MPI it is compiled with ``mpicc`` but linked without the MPI
+    library (see ``expose_mpi`` in shim/pmpi.c): processes of the job that never use
+    MPI, the launcher first, then do not load it.
+    """
     mpicc = find_mpicc()
-    return _build("pmpi", mpicc, _identity([mpicc, "-show"]) + mpicc, [SHIM_DIR / "pmpi.c"], ["-lpthread"])
+    ident = _identity([mpicc, "-show"]) + mpicc
+    if _is_mpich(mpicc):
+        return _build("pmpi", mpicc, ident + " lazy", [SHIM_DIR / "pmpi.c"], ["-ldl", "-lpthread"], linker=find_cc())
+    return _build("pmpi", mpicc, ident, [SHIM_DIR / "pmpi.c"], ["-ldl", "-lpthread"])
 
 
 def io_shim() -> Path:

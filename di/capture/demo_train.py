@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("workdir")
     p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--timings", help="rank 0 writes its step boundaries here (JSON, perf_counter seconds; for bench/)")
     args = p.parse_args(argv)
+    marks = [time.perf_counter()]  # main entered, then each step's start, then the end of the loop
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     rng = np.random.default_rng(rank)
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     halo_out = np.empty(HALO_ELEMS, np.float32)
     halo_in = np.empty((2, HALO_ELEMS), np.float32)
     for step in range(args.steps):
+        marks.append(time.perf_counter())
         x = rng.standard_normal((MATRIX, MATRIX)).astype(np.float32)
         began = time.monotonic()
         for _ in range(MATMULS_PER_STEP):
@@ -77,6 +80,12 @@ def main(argv: list[str] | None = None) -> None:
             os.fsync(fd)
             os.close(fd)
     comm.Barrier()
+    marks.append(time.perf_counter())
+    if args.timings and rank == 0:
+        import json
+
+        with open(args.timings, "w") as f:
+            json.dump({"main_s": marks[0], "steps_s": marks[1:-1], "end_s": marks[-1]}, f)
 
 
 if __name__ == "__main__":

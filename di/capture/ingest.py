@@ -26,7 +26,9 @@ from di.errors import FormatError
 from di.trace import Trace
 
 MPI_OTHER = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Comm_free"}
-NO_PAYLOAD = ("MPI_Init", "MPI_Finalize", "MPI_Wait", "MPI_Test", "MPI_Request_free", "MPI_Comm_", "MPI_Barrier", "MPI_Ibarrier")
+NO_PAYLOAD = ("MPI_Init", "MPI_Finalize", "MPI_Wait", "MPI_Test", "MPI_Request_free", "MPI_Comm_", "MPI_Barrier", "MPI_Ibarrier",
+              "MPI_Probe", "MPI_Iprobe", "MPI_Mprobe", "MPI_Improbe", "MPI_Start", "MPI_Send_init", "MPI_Ssend_init",
+              "MPI_Bsend_init", "MPI_Rsend_init", "MPI_Recv_init")
 """Calls that move no payload of their own: their events carry no bytes."""
 
 
@@ -260,13 +262,20 @@ def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable) -> tu
     return df.drop("record", "io", "peer", "tag", "comm", "file", "fd", "offset"), row_of, io
 
 
-def _abnormal(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], warnings: list[str]) -> list[int]:
+def _abnormal(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], unreported: list[int],
+              warnings: list[str]) -> list[int]:
+    """Ranks whose processes did not exit normally (header state), each said in a warning.
+
+    ``unreported``: ranks whose per-rank ``di record`` had not reported an exit when the
+    recording was ingested (by a failed rank's ``di record``; the launcher then ends them).
+    """
     bad = sorted({ranks[p.key] for p in procs if p.key in ranks and p.header["state"] != "exited"})
     for rank in bad:
         states = {p.lib: p.header["state"] for p in procs if ranks.get(p.key) == rank}
         n = sum(int(r.size) for p in procs if ranks.get(p.key) == rank for r in p.threads.values())
-        warnings.append(f"rank {rank} ended abnormally (killed or crashed; last state {states}): "
-                        f"its {n} records up to that point are loaded")
+        how = ("was still running when a failed rank's di record ingested the recording (the launcher then ends it"
+               if rank in unreported else "ended abnormally (killed or crashed")
+        warnings.append(f"rank {rank} {how}; last state {states}): its {n} records up to that point are loaded")
     return bad
 
 
@@ -307,8 +316,8 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
     say("matching messages and collectives")
     messages = matching.messages(cols, row_of, comms, warnings)
     collectives = matching.collectives(cols, row_of, comms)
-    bad = _abnormal(procs, ranks, warnings)
     run_info = _run_info(run)
+    bad = _abnormal(procs, ranks, run_info.get("unreported_ranks") or [], warnings)
     series, samples, counter_locs = samplers.ingest_samples(raw, locations, maps, ranks, warnings)
     if counter_locs.height:
         locations = pl.concat([locations, counter_locs], how="diagonal_relaxed")
@@ -337,7 +346,19 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
 
     trace = add_nccl_work(trace, cols, row_of, procs)
 
-    return add_gpu(trace, raw, ranks, maps), files
+    return add_gpu(trace, raw, ranks, _with_default_maps(maps, raw, epoch)), files
+
+
+def _with_default_maps(maps: dict[int, clock.ClockMap], raw: Path, epoch: int) -> dict[int, clock.ClockMap]:
+    """``maps`` plus rank 0's realtime offset for every rank a CUPTI process may get (its launcher
+    rank, or a new one after the shims' ranks), so that its times land on the clock meta.json names."""
+    top = max([*maps, -1]) + 1 + len(list(raw.glob("cupti-*.json")))
+    for header in raw.glob("cupti-*.json"):
+        try:
+            top = max(top, int(json.loads(header.read_text()).get("env_rank", -1)) + 1)
+        except (OSError, ValueError, TypeError):
+            continue
+    return {**{r: clock.ClockMap(0, 0, 0.0, epoch, 0, 0) for r in range(top)}, **maps}
 
 
 def _run_info(run: Path) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from di.capture import shard
 
 SEND_OPS = {"MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend", "MPI_Issend", "MPI_Ibsend",
             "MPI_Irsend", "MPI_Sendrecv", "MPI_Sendrecv_replace", "ncclSend"}
-RECV_OPS = {"MPI_Recv", "ncclRecv"}  # blocking receives (an NCCL receive has no tag: its `tag` is the count)
+RECV_OPS = {"MPI_Recv", "MPI_Mrecv", "ncclRecv"}  # blocking receives (an NCCL receive has no tag: its `tag` is the count)
 COLLECTIVE_OPS = {  # base name (no I prefix, no _c) -> canonical op of the collectives table
     "MPI_Barrier": "barrier", "MPI_Bcast": "broadcast", "MPI_Reduce": "reduce", "MPI_Allreduce": "allreduce",
     "MPI_Allgather": "allgather", "MPI_Allgatherv": "allgather", "MPI_Alltoall": "alltoall",
@@ -61,7 +61,7 @@ def _op_sets() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     bases = [base_name(n) for n in names]
     send = np.array([b in SEND_OPS or n.removesuffix("_c") in SEND_OPS for n, b in zip(names, bases)])
     recv = np.array([n.removesuffix("_c") in RECV_OPS for n in names])
-    irecv = np.array([n.removesuffix("_c") == "MPI_Irecv" for n in names])
+    irecv = np.array([n.removesuffix("_c") in ("MPI_Irecv", "MPI_Imrecv") for n in names])
     coll = np.array([COLLECTIVE_OPS.get(b, "") for b in bases], dtype=object)
     return send, recv, irecv, coll
 
@@ -134,9 +134,10 @@ def nccl_members(cols: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
     return out
 
 
-def _completion_rows(cols: dict[str, np.ndarray], row_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each REQ_DONE record: its index and the event row of the next CALL on its thread."""
-    done = np.flatnonzero(cols["kind"] == shard.KIND_REQ_DONE)
+def _completion_rows(cols: dict[str, np.ndarray], row_of: np.ndarray, kind: int = shard.KIND_REQ_DONE) -> tuple[np.ndarray, np.ndarray]:
+    """For each record of ``kind`` (REQ_DONE, REQ_START): its index and the event row of the
+    next CALL on its thread (the call it happened in)."""
+    done = np.flatnonzero(cols["kind"] == kind)
     calls = np.flatnonzero(cols["kind"] == shard.KIND_CALL)
     nxt = np.searchsorted(calls, done)
     ok = nxt < calls.size
@@ -157,10 +158,14 @@ def messages(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicato
                                 "d_peer": cols["peer"][done], "d_tag": cols["tag"][done], "d_bytes": cols["bytes"][done],
                                 "d_aux": cols["aux"][done], "d_t": cols["t0"][done], "d_comm_thread": cols["thread"][done]})
 
+    started, start_rows = _completion_rows(cols, row_of, shard.KIND_REQ_START)  # persistent requests' posts
+    start_send = cols["aux"][started] == 1
     s = np.flatnonzero(call & send_op[op])
+    s_row = row_of[s]
+    s, s_row = np.concatenate([s, started[start_send]]), np.concatenate([s_row, start_rows[start_send]])
     sends = pl.DataFrame({"src": cols["rank"][s].astype(np.int64), "dst": comms.world_peer(cols["comm"][s], cols["peer"][s]),
                           "comm": cols["comm"][s], "tag": cols["tag"][s].astype(np.int64), "t": cols["t0"][s],
-                          "send": row_of[s], "req": cols["req"][s], "thread_src": cols["source"][s]})
+                          "send": s_row, "req": cols["req"][s], "thread_src": cols["source"][s]})
     sends = sends.join(done_by_req.filter(pl.col("req") > 0).select("thread_src", "req", send_done="done_row"),
                        on=["thread_src", "req"], how="left")
 
@@ -169,8 +174,10 @@ def messages(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicato
                              "comm": cols["comm"][r], "tag": cols["tag"][r].astype(np.int64), "t": cols["t0"][r],
                              "recv": row_of[r], "bytes": cols["bytes"][r], "recv_post": np.full(r.size, -1, np.int64)})
     ir = np.flatnonzero(call & irecv_op[op])
+    ir_row = row_of[ir]
+    ir, ir_row = np.concatenate([ir, started[~start_send]]), np.concatenate([ir_row, start_rows[~start_send]])
     posts = pl.DataFrame({"dst": cols["rank"][ir].astype(np.int64), "comm": cols["comm"][ir], "t": cols["t0"][ir],
-                          "recv_post": row_of[ir], "req": cols["req"][ir], "thread_src": cols["source"][ir]})
+                          "recv_post": ir_row, "req": cols["req"][ir], "thread_src": cols["source"][ir]})
     posts = posts.join(done_by_req, on=["thread_src", "req"], how="inner")
     post_src = comms.world_peer(posts.get_column("comm").to_numpy(), posts.get_column("d_peer").to_numpy())
     nonblocking = posts.select("dst", pl.Series("src", post_src), "comm", tag=pl.col("d_tag").cast(pl.Int64), t="t",

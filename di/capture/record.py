@@ -11,7 +11,12 @@ Two forms:
   it; the first rank of each node (local rank 0) runs that node's samplers;
   every rank reports its command's exit status in ``raw/exit-RANK.json`` and
   rank 0 ingests when all have reported (or ``REPORT_TIMEOUT_S`` after its own
-  command ended, saying which ranks never reported).
+  command ended, saying which ranks never reported). A rank whose command
+  failed (killed, crashed, nonzero exit) does not exit before the recording is
+  ingested: launchers end the whole job, every di record included, as soon as
+  one rank exits abnormally. It waits ``ABNORMAL_GRACE_S`` for the others'
+  reports, then ingests what there is, unless another rank is already at it
+  (one lock file beside the recording elects the ingesting rank).
 
 Either way the command's exit code is this command's exit code, and raw shards
 stay in ``run.di/raw/`` beside the canonical trace.
@@ -38,6 +43,8 @@ LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_R
 REPORT_TIMEOUT_S = 30.0  # rank 0 waits this long for other ranks' exit reports
 SETUP_TIMEOUT_S = 60.0  # other ranks wait this long for rank 0 to prepare raw/
 START_SKEW_S = 10.0  # ranks start within this of each other (stale run.json detection)
+ABNORMAL_GRACE_S = 10.0  # a rank whose command failed waits this long for the others' reports
+INGESTER_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -242,9 +249,34 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
         if sampler:
             sampler.stop()
     _write_json(raw / f"exit-{rank}.json", {"rank": rank, "exit_code": code, "host": socket.gethostname()})
-    if rank != 0:
+    if rank != 0 and code == 0:
         return code, None
-    missing = _wait_for_reports(raw, size)
+    return code, _finish_per_rank(run, size, rank, code, console)
+
+
+def _finish_per_rank(run: Path, size: int, rank: int, code: int, console: Any) -> Any:
+    """Rank 0, or a failed rank: wait for the other ranks' reports, then ingest unless another
+    rank does (then wait until it is done). The trace, or None when another rank ingested."""
+    raw = run / "raw"
+    deadline = time.monotonic() + (REPORT_TIMEOUT_S if rank == 0 and code == 0 else ABNORMAL_GRACE_S)
+    while True:
+        if _ingested(run):
+            return None
+        missing = _unreported(raw, size)
+        if missing is not None and (not missing or time.monotonic() > deadline):
+            lock = _take_ingest_lock(run)
+            if lock is not None:
+                try:
+                    if _ingested(run):
+                        return None
+                    return _ingest_per_rank(run, size, missing, code, console)
+                finally:
+                    lock.unlink(missing_ok=True)
+        time.sleep(INGESTER_POLL_S)
+
+
+def _ingest_per_rank(run: Path, size: int, missing: list[int], code: int, console: Any) -> Any:
+    raw = run / "raw"
     info = json.loads((raw / "run.json").read_text())
     codes = {}
     for r in range(size):
@@ -253,7 +285,47 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
             codes[str(r)] = json.loads(path.read_text())["exit_code"]
     worst = next((c for c in codes.values() if c), 0)
     _write_json(raw / "run.json", {**info, "exit_code": worst, "exit_codes": codes, "unreported_ranks": missing})
-    return code, _ingest_after(run, worst or code, console)
+    return _ingest_after(run, worst or code, console)
+
+
+def _lock_path(run: Path) -> Path:
+    return run.parent / f".{run.name}.ingesting"
+
+
+def _ingested(run: Path) -> bool:
+    """The recording's trace is written (and no rank is writing it)."""
+    return (run / "meta.json").exists() and (run / "raw").is_dir() and not _lock_path(run).exists()
+
+
+def _take_ingest_lock(run: Path) -> Path | None:
+    """Create the ingest lock (host and pid inside); None when another live process holds it.
+
+    A lock left by a dead process of this host is removed and taken.
+    """
+    path = _lock_path(run)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                host, pid = path.read_text().split()
+                if host == socket.gethostname() and not Path(f"/proc/{int(pid)}").exists():
+                    path.unlink(missing_ok=True)
+                    continue
+            except (OSError, ValueError):
+                pass
+            return None
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{socket.gethostname()} {os.getpid()}\n")
+        return path
+    return None
+
+
+def _unreported(raw: Path, size: int) -> list[int] | None:
+    """Ranks without an exit report; None while raw/ is away (another rank writing the trace)."""
+    if not (raw / "run.json").exists():
+        return None
+    return [r for r in range(size) if not (raw / f"exit-{r}.json").exists()]
 
 
 def _wait_for_setup(path: Path, started: float) -> None:
@@ -266,16 +338,6 @@ def _wait_for_setup(path: Path, started: float) -> None:
             pass
         time.sleep(0.01)
     raise DIError(f"{path}: rank 0's di record did not prepare the recording within {SETUP_TIMEOUT_S:.0f} s")
-
-
-def _wait_for_reports(raw: Path, size: int) -> list[int]:
-    """Wait for every rank's exit report; the ranks still missing at the timeout."""
-    deadline = time.monotonic() + REPORT_TIMEOUT_S
-    while True:
-        missing = [r for r in range(size) if not (raw / f"exit-{r}.json").exists()]
-        if not missing or time.monotonic() > deadline:
-            return missing
-        time.sleep(0.02)
 
 
 def _gpu(raw: Path, opts: RecordOptions, _console: Any) -> tuple[dict[str, str], list[str], list[str], RecordOptions]:

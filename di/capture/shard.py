@@ -3,8 +3,9 @@
 Per process and shim (``LIB`` = ``mpi``, ``io``, ``nccl`` or ``nccl_plugin``) there is a header
 ``LIB-HOST-PID.json`` (schemas/capture/v1/shard-header.schema.json), a string
 table ``LIB-HOST-PID.str`` and one record file per thread ``LIB-HOST-PID-TID.bin``
-of fixed 64-byte records (:data:`RECORD`), read here with one ``numpy.fromfile``
-each: no Python loop per record. Record fields by kind (mapped to the job clock at ingest):
+of fixed 64-byte records (:data:`RECORD`): a staging area (header
+``staging_records``), then the appended records; read here with one
+``numpy.fromfile`` each, no Python loop per record. Record fields by kind (mapped to the job clock at ingest):
 
 ======== ====================================================================
 kind     fields
@@ -15,6 +16,9 @@ CALL     op, t0..t1, comm (job-wide id), peer (comm rank; root for
 REQ_DONE a request finished inside the next CALL of the same thread: req, peer
          = status source, tag = status tag, bytes = received bytes, aux = 1
          for a receive request, 2 for the receive half of a Sendrecv (req 0)
+REQ_START a persistent request started inside the next CALL (MPI_Start/Startall) of
+         the same thread: peer, tag, comm, bytes as its *_init gave them, req (a new
+         request id, completed by a later REQ_DONE), aux = 1 send, 2 receive
 COMM     comm (id), peer (my rank in it), tag (size), req (parent comm id),
          aux2 (string id of the member world ranks, "0,2,4")
 CLOCK    t0 (local time of the measurement), bytes (local clock minus rank
@@ -56,6 +60,7 @@ RECORD = np.dtype([
 """One shard record (64 bytes, little-endian), as ``di_rec`` in shim/shard.h."""
 
 KIND_CALL, KIND_REQ_DONE, KIND_COMM, KIND_CLOCK, KIND_IO, KIND_TICKS, KIND_NCCL_WORK = 1, 2, 3, 4, 5, 6, 7
+KIND_REQ_START = 8
 LIBS = "mpi|io|nccl|nccl_plugin"  # nccl: the LD_PRELOAD shim; nccl_plugin: the NCCL profiler plugin
 HEADER = re.compile(rf"^({LIBS})-(.+)-(\d+)\.json$")
 THREAD = re.compile(rf"^({LIBS})-(.+)-(\d+)-(\d+)\.bin$")
@@ -137,10 +142,27 @@ def read_strings(path: Path) -> dict[int, str]:
     return strings
 
 
-def read_records(path: Path) -> tuple[np.ndarray, int]:
-    """A thread file's complete records, and how many slots before the last one are empty."""
+def read_records(path: Path, staging: int = 0) -> tuple[np.ndarray, int]:
+    """A thread file's complete records, and how many slots before the last one are empty.
+
+    ``staging``: the header's ``staging_records`` (0 for files without a staging area):
+    the file starts with slot 0 (``t0`` = records appended so far) and that many
+    staging slots, then the appended records (see shim/shard.h).
+    """
     usable = path.stat().st_size // RECORD.itemsize
-    recs = np.fromfile(path, dtype=RECORD, count=usable)
+    if not staging:
+        recs = np.fromfile(path, dtype=RECORD, count=usable)
+    elif usable < staging + 1:
+        return np.empty(0, RECORD), 0
+    else:
+        with open(path, "rb") as f:
+            head = np.fromfile(f, dtype=RECORD, count=staging + 1)
+            appended = usable - staging - 1
+            skip = min(max(appended - int(head["t0"][0]), 0), staging)  # staged slots already appended (kill mid-append)
+            staged = head[1 + skip:]
+            recs = np.empty(appended + staged.size, RECORD)  # appended, then staged: read in place, no second copy
+            f.readinto(recs[:appended].view(np.uint8))
+            recs[appended:] = staged
     kind = recs["kind"]
     used = int(np.flatnonzero(kind)[-1]) + 1 if kind.any() else 0  # the zero tail is unused file space
     recs = recs[:used]
@@ -167,7 +189,7 @@ def read_raw(raw: Path) -> tuple[list[ProcessShard], dict[str, int]]:
         if not m:
             continue
         proc = procs.get((m[1], m[2], int(m[3])))
-        recs, incomplete = read_records(path)
+        recs, incomplete = read_records(path, int(proc.header.get("staging_records", 0)) if proc else 0)
         if proc is None:
             if recs.size:
                 dropped["records of processes without a header"] = dropped.get("records of processes without a header", 0) + int(recs.size)

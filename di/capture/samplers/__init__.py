@@ -152,7 +152,10 @@ class SamplerThread:
         while not self._stop.is_set():
             self.tick()
             next_t += period
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
+            now = time.monotonic()
+            if next_t <= now:  # behind (the thread did not run for a while): skip the missed ticks, no burst
+                next_t += period * (int((now - next_t) / period) + 1)
+            self._stop.wait(next_t - now)
 
     def stop(self) -> None:
         self._stop.set()

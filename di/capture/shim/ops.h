@@ -32,7 +32,12 @@
   X(fopen) X(fclose) X(fread) X(fwrite) X(fflush) \
   X(ncclAllReduce) X(ncclBroadcast) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter) \
   X(ncclAlltoAll) X(ncclSend) X(ncclRecv) X(ncclCommInitRank) \
-  X(ncclGather) X(ncclScatter) X(ncclCollective)
+  X(ncclGather) X(ncclScatter) X(ncclCollective) \
+  X(MPI_Probe) X(MPI_Iprobe) X(MPI_Mprobe) X(MPI_Improbe) \
+  X(MPI_Mrecv) X(MPI_Mrecv_c) X(MPI_Imrecv) X(MPI_Imrecv_c) \
+  X(MPI_Send_init) X(MPI_Send_init_c) X(MPI_Ssend_init) X(MPI_Ssend_init_c) \
+  X(MPI_Bsend_init) X(MPI_Bsend_init_c) X(MPI_Rsend_init) X(MPI_Rsend_init_c) \
+  X(MPI_Recv_init) X(MPI_Recv_init_c) X(MPI_Start) X(MPI_Startall)
 
 #define DI_OP_ENUM(name) OP_##name,
 enum di_op { DI_OPS(DI_OP_ENUM) OP_COUNT };
@@ -45,5 +50,6 @@ enum di_kind {
   KIND_CLOCK = 4,    /* a clock-offset measurement to world rank 0 */
   KIND_IO = 5,       /* one I/O call: op, t0..t1, file (string id), fd, bytes, offset */
   KIND_TICKS = 6,    /* calibration: t0 = ticks, t1 = ns (CLOCK_MONOTONIC) at the same moment */
-  KIND_NCCL_WORK = 7 /* NCCL profiler plugin: one kernel channel or proxy op of the CALL with id req */
+  KIND_NCCL_WORK = 7, /* NCCL profiler plugin: one kernel channel or proxy op of the CALL with id req */
+  KIND_REQ_START = 8 /* a persistent request started inside the next CALL of this thread */
 };

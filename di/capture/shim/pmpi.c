@@ -8,14 +8,17 @@
  * of the new communicator's rank 0, broadcast to its members) and a KIND_COMM
  * record naming their member world ranks.  Both count forms are wrapped: the
  * classic int ones and MPI-4's large-count _c ones that mpi4py 4 calls. */
+#define _GNU_SOURCE /* before any header: dl_iterate_phdr */
 #define DI_LIB "mpi"
 #include <mpi.h>
 #include "shard.h"
+#include <dlfcn.h>
+#include <link.h>
 
 static int di_rank = -1, di_size = 0;
 static MPI_Comm di_sync_comm = MPI_COMM_NULL;
 #define DI_SYNC_ROUNDS 64 /* ping-pongs per rank and phase; the fastest is kept */
-#define DI_SYNC_NAP_NS 20000 /* a rank waiting for its turn sleeps this long between probes */
+#define DI_SYNC_NAP_NS 100000 /* a rank waiting for its turn sleeps this long between probes */
 
 /* ---- communicators: handle -> job-wide id ---- */
 #define COMM_SLOTS 4096
@@ -110,15 +113,20 @@ typedef struct { MPI_Request h; uint32_t recv; uint64_t id; } req_slot;
 static req_slot di_reqs[REQ_SLOTS];
 static volatile int di_req_lock;
 static uint64_t di_req_counter;
+static int di_threaded = 1; /* MPI_THREAD_MULTIPLE (or not yet known): the table takes a lock */
 
-static inline void req_lock(void) { while (__atomic_exchange_n(&di_req_lock, 1, __ATOMIC_ACQUIRE)) ; }
-static inline void req_unlock(void) { __atomic_store_n(&di_req_lock, 0, __ATOMIC_RELEASE); }
+/* Only under MPI_THREAD_MULTIPLE can two threads be inside MPI at once; otherwise
+ * MPI's own rules serialize the wrappers and the table needs no atomics. */
+static inline void req_lock(void) {
+  if (di_threaded) while (__atomic_exchange_n(&di_req_lock, 1, __ATOMIC_ACQUIRE)) ;
+}
+static inline void req_unlock(void) { if (di_threaded) __atomic_store_n(&di_req_lock, 0, __ATOMIC_RELEASE); }
 static inline uint32_t req_hash(MPI_Request h) { return ((uint32_t)(uintptr_t)h * 2654435761u) >> 16; }
 
 static uint64_t req_add(MPI_Request h, int recv) {
   if (!di_enabled || h == MPI_REQUEST_NULL) return 0;
-  uint64_t id = __atomic_add_fetch(&di_req_counter, 1, __ATOMIC_RELAXED);
   req_lock();
+  uint64_t id = ++di_req_counter;
   for (uint32_t i = req_hash(h), k = 0; k < 64; i = (i + 1) & (REQ_SLOTS - 1), k++) {
     if (!di_reqs[i].id || di_reqs[i].h == h) { di_reqs[i] = (req_slot){h, (uint32_t)recv, id}; break; }
   }
@@ -168,11 +176,22 @@ static inline int64_t tsize(MPI_Datatype t) {
   return s;
 }
 
-static inline void call(int op, int64_t t0, MPI_Comm comm, int peer, int tag, int64_t bytes, uint64_t req, int aux) {
+/* A CALL record from t0 to t1 (ticks) on the communicator with job-wide id cid. */
+static inline void call_on(int op, int64_t t0, int64_t t1, uint64_t cid, int peer, int tag, int64_t bytes, uint64_t req, int aux) {
   di_rec *r = di_slot();
   if (!r) return;
-  *r = (di_rec){0, (uint16_t)op, peer, t0, di_ticks(), bytes, comm_id(comm), tag, aux, req, 0};
+  *r = (di_rec){0, (uint16_t)op, peer, t0, t1, bytes, cid, tag, aux, req, 0};
   di_commit(r, KIND_CALL);
+}
+
+/* A CALL record from t0 to t1 (ticks). */
+static inline void call_until(int op, int64_t t0, int64_t t1, MPI_Comm comm, int peer, int tag, int64_t bytes, uint64_t req, int aux) {
+  call_on(op, t0, t1, comm_id(comm), peer, tag, bytes, req, aux);
+}
+
+/* A CALL record from t0 to now. */
+static inline void call(int op, int64_t t0, MPI_Comm comm, int peer, int tag, int64_t bytes, uint64_t req, int aux) {
+  call_until(op, t0, di_ticks(), comm, peer, tag, bytes, req, aux);
 }
 
 static inline int comm_size(MPI_Comm c) { int n = 0; PMPI_Comm_size(c, &n); return n; }
@@ -181,16 +200,37 @@ static inline int comm_rank(MPI_Comm c) { int n = 0; PMPI_Comm_rank(c, &n); retu
 
 /* ---- clock synchronisation ---- */
 /* Rank 0 ping-pongs with each rank in turn: at least DI_SYNC_ROUNDS rounds, then more
- * while the fastest round trip keeps improving (until DI_SYNC_STALE_ROUNDS rounds bring
- * nothing faster) and at most DI_SYNC_MAX_NS per rank.
- * offset = remote time - midpoint of the fastest round (error <= half its round trip). */
+ * until DI_SYNC_STALE_ROUNDS rounds bring nothing faster AND the fastest round trip is
+ * good (<= DI_SYNC_GOOD_RTT_NS, or within half again of the fastest any earlier rank of
+ * this phase reached: the network's floor), at most di_sync_max_ns per rank (20 ms,
+ * or $DI_CAPTURE_SYNC_MAX_MS).  On a loaded machine a rank often shares a core with
+ * rank 0 for a while, and round trips then take a context switch; waiting for a good
+ * round beats taking the best of a bad stretch, within that budget (the rtt kept is
+ * in the trace's meta.json, an upper bound of twice the error).  offset = remote time - midpoint of the fastest round (error <= half its
+ * round trip). */
 #define DI_SYNC_STALE_ROUNDS 64
-#define DI_SYNC_MAX_NS 50000000LL
+#define DI_SYNC_GOOD_RTT_NS 10000
+static int64_t di_sync_max_ns = 20000000LL; /* per rank and phase; DI_CAPTURE_SYNC_MAX_MS */
+/* Sleep until a message from rank 0 with this tag is there (MPI's own waits spin). */
+static void nap_until_message(int tag) {
+  int ready = 0;
+  struct timespec nap = {0, DI_SYNC_NAP_NS};
+  for (;;) {
+    PMPI_Iprobe(0, tag, di_sync_comm, &ready, MPI_STATUS_IGNORE);
+    if (ready) return;
+    nanosleep(&nap, NULL);
+  }
+}
+
+/* Ranks sleep while the others are measured, before their turn (so that waiting ranks
+ * leave the cores to the pair measuring) and after it, until rank 0 releases them all
+ * (measured ranks would otherwise spin in their next MPI call). */
 static void clock_sync(int phase) {
   if (!di_enabled || di_sync_comm == MPI_COMM_NULL) return;
-  const int tag = 7301;
+  const int tag = 7301, release = 7302;
   PMPI_Barrier(di_sync_comm);
   if (di_rank == 0) {
+    int64_t floor = INT64_MAX; /* fastest round trip of the ranks measured so far */
     for (int p = 1; p < di_size; p++) {
       int64_t best[3] = {0, INT64_MAX, 0}; /* offset, rtt, remote time */
       int64_t began = di_now(), more = 1, stale = 0;
@@ -201,21 +241,19 @@ static void clock_sync(int phase) {
         int64_t t1 = di_now();
         stale++;
         if (t1 - t0 < best[1]) { best[0] = remote - (t0 + (t1 - t0) / 2); best[1] = t1 - t0; best[2] = remote; stale = 0; }
-        if (k + 1 >= DI_SYNC_ROUNDS && (stale >= DI_SYNC_STALE_ROUNDS || t1 - began > DI_SYNC_MAX_NS)) more = 0;
+        int good = best[1] <= DI_SYNC_GOOD_RTT_NS || (floor != INT64_MAX && best[1] <= floor + floor / 2);
+        if ((k + 1 >= DI_SYNC_ROUNDS && stale >= DI_SYNC_STALE_ROUNDS && good) || t1 - began > di_sync_max_ns) more = 0;
       }
+      if (best[1] < floor) floor = best[1];
       PMPI_Send(&more, 1, MPI_INT64_T, p, tag, di_sync_comm);
       PMPI_Send(best, 3, MPI_INT64_T, p, tag, di_sync_comm);
     }
+    int64_t go = 1;
+    for (int p = 1; p < di_size; p++) PMPI_Send(&go, 1, MPI_INT64_T, p, release, di_sync_comm);
     di_rec *r = di_slot();
     if (r) { int64_t t = di_now(); *r = (di_rec){0, 0, 0, t, t, 0, 0, phase, 0, 0, 0}; di_commit(r, KIND_CLOCK); }
   } else {
-    /* sleep until rank 0 comes to this rank, so waiting ranks leave the cores to the pair measuring */
-    int ready = 0;
-    struct timespec nap = {0, DI_SYNC_NAP_NS};
-    while (!ready) {
-      PMPI_Iprobe(0, tag, di_sync_comm, &ready, MPI_STATUS_IGNORE);
-      if (!ready) nanosleep(&nap, NULL);
-    }
+    nap_until_message(tag);
     for (;;) {
       int64_t cmd;
       PMPI_Recv(&cmd, 1, MPI_INT64_T, 0, tag, di_sync_comm, MPI_STATUS_IGNORE);
@@ -225,6 +263,9 @@ static void clock_sync(int phase) {
     }
     int64_t best[3];
     PMPI_Recv(best, 3, MPI_INT64_T, 0, tag, di_sync_comm, MPI_STATUS_IGNORE);
+    int64_t go;
+    nap_until_message(release);
+    PMPI_Recv(&go, 1, MPI_INT64_T, 0, release, di_sync_comm, MPI_STATUS_IGNORE);
     di_rec *r = di_slot();
     if (r) { *r = (di_rec){0, 0, 0, best[2], best[2], best[0], 0, phase, 0, 0, best[1]}; di_commit(r, KIND_CLOCK); }
   }
@@ -232,6 +273,11 @@ static void clock_sync(int phase) {
 
 static void after_init(int op, int64_t t0) {
   if (!di_enabled) return;
+  int level = MPI_THREAD_MULTIPLE;
+  PMPI_Query_thread(&level);
+  di_threaded = level == MPI_THREAD_MULTIPLE;
+  const char *budget = getenv("DI_CAPTURE_SYNC_MAX_MS");
+  if (budget && atof(budget) > 0) di_sync_max_ns = (int64_t)(atof(budget) * 1e6);
   PMPI_Comm_rank(MPI_COMM_WORLD, &di_rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &di_size);
   di_write_header("running", di_rank, di_size, "");
@@ -241,7 +287,40 @@ static void after_init(int op, int64_t t0) {
   call(op, t0, MPI_COMM_WORLD, -1, 0, 0, 0, 0);
 }
 
+/* ---- binding to the MPI library ----
+ * With an MPICH-family MPI the shim is linked without libmpi (di/capture/build.py), so
+ * that processes which never load MPI (the launcher, shells, tools) do not load it either
+ * (tens of ms each).  Its PMPI_ calls then bind at first use to the MPI library in the
+ * global scope; one loaded RTLD_LOCAL (Python extension modules such as mpi4py's) is
+ * made global here, before the first PMPI_ call, which is MPI_Init's. */
+#define DI_MAX_LIBS 512
+static int di_list_lib(struct dl_phdr_info *info, size_t size, void *names) {
+  (void)size;
+  const char **list = names;
+  int n = 0;
+  while (n < DI_MAX_LIBS - 1 && list[n]) n++;
+  if (info->dlpi_name && *info->dlpi_name && n < DI_MAX_LIBS - 1) list[n] = info->dlpi_name;
+  return 0;
+}
+
+static void expose_mpi(void) {
+  static int done;
+  if (done) return;
+  done = 1;
+  static const char *names[DI_MAX_LIBS];
+  dl_iterate_phdr(di_list_lib, names); /* dlopen after the walk: never under its lock */
+  for (int i = 0; names[i]; i++) {
+    void *h = dlopen(names[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) continue;
+    int has_pmpi = dlsym(h, "PMPI_Init_thread") != NULL;
+    if (has_pmpi) dlopen(names[i], RTLD_LAZY | RTLD_NOLOAD | RTLD_GLOBAL);
+    dlclose(h);
+    if (has_pmpi) return;
+  }
+}
+
 int MPI_Init(int *argc, char ***argv) {
+  expose_mpi();
   int64_t t0 = di_ticks();
   int rc = PMPI_Init(argc, argv);
   after_init(OP_MPI_Init, t0);
@@ -249,6 +328,7 @@ int MPI_Init(int *argc, char ***argv) {
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  expose_mpi();
   int64_t t0 = di_ticks();
   int rc = PMPI_Init_thread(argc, argv, required, provided);
   after_init(OP_MPI_Init_thread, t0);

@@ -5,11 +5,19 @@
  *   LIB-HOST-PID.str         string table: records {u32 id, u32 len, len bytes}
  *   LIB-HOST-PID-TID.bin     one per thread: fixed 64-byte records (struct di_rec)
  * Record times are ticks: the CPU's invariant time-stamp counter where it has one
- * (x86 with constant_tsc and nonstop_tsc; about a third of a clock_gettime), else
- * CLOCK_MONOTONIC ns; every DI_CALIBRATE_EVERY records a KIND_TICKS record pairs a
- * tick count with CLOCK_MONOTONIC ns, and ingest fits ns = a + b * ticks per process.
- * Thread files grow by mmap'd chunks (MAP_SHARED), so records written before a
- * SIGKILL are in the page cache and survive; `kind` is stored last, so a record
+ * (x86 with constant_tsc and nonstop_tsc), else CLOCK_MONOTONIC ns; every
+ * DI_CALIBRATE_EVERY records a KIND_TICKS record pairs a tick count with
+ * CLOCK_MONOTONIC ns, and ingest fits ns = a + b * ticks per process.
+ * A thread file starts with a staging area, mapped MAP_SHARED once: slot 0 holds
+ * `committed` (in its t0), slots 1..DI_STAGE_RECS the records being written.  When
+ * the staging area is full, one pwrite appends its records after it, then the
+ * slots are zeroed, then `committed` grows by their number.  Records written
+ * before a SIGKILL are in the page cache either way (staged or appended): ingest
+ * takes the appended ones (file size), then the non-empty staging slots from
+ * index appended - committed on (the ones a kill between pwrite and the new
+ * `committed` left staged were appended already).  Writing through one mapped
+ * area and pwrite costs a fraction of faulting in fresh mapped pages of the file
+ * (ext4 takes a page_mkwrite fault per page).  `kind` is stored last, so a record
  * cut short stays 0 and ingest drops it.  The writer uses raw system calls, never
  * the wrapped libc functions, and never records its own I/O. */
 #ifndef DI_SHARD_H
@@ -47,8 +55,9 @@ typedef struct {
 } di_rec;
 _Static_assert(sizeof(di_rec) == 64, "shard record is 64 bytes");
 
-#define DI_CHUNK_RECS 16384 /* 1 MiB of records per mapped chunk */
-#define DI_CALIBRATE_EVERY 1024 /* records between tick calibrations (divides DI_CHUNK_RECS) */
+#define DI_STAGE_RECS 1024 /* records staged per thread between appends (64 KiB) */
+#define DI_STAGE_BYTES ((DI_STAGE_RECS + 1) * sizeof(di_rec)) /* slot 0: the committed count */
+#define DI_CALIBRATE_EVERY 1024 /* records between tick calibrations */
 #ifndef DI_LIB
 #error "define DI_LIB (mpi, io or nccl)"
 #endif
@@ -65,8 +74,11 @@ static int di_use_tsc;
 static pthread_mutex_t di_str_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct {
-  di_rec *base;
-  uint32_t n, chunk;
+  di_rec *stage;      /* the mapped staging area: stage[0].t0 = committed, records from stage[1] */
+  uint32_t n;         /* records staged */
+  uint32_t limit;     /* DI_STAGE_RECS, 0 when this thread records nothing (its file failed) */
+  uint64_t committed; /* records appended after the staging area */
+  uint64_t total;     /* records this thread wrote (calibration cadence) */
   int fd;
   unsigned gen;
 } di_thread_shard;
@@ -148,10 +160,10 @@ static void di_write_header(const char *state, int rank, int size, const char *e
   int len = snprintf(buf, sizeof buf,
       "{\"format\": \"di-shard\", \"version\": 1, \"lib\": \"%s\", \"host\": \"%s\", "
       "\"pid\": %d, \"ppid\": %d, \"exe\": \"%s\", \"rank\": %d, \"env_rank\": %d, "
-      "\"world_size\": %d, \"state\": \"%s\", \"record_bytes\": %d, "
+      "\"world_size\": %d, \"state\": \"%s\", \"record_bytes\": %d, \"staging_records\": %d, "
       "\"clock\": {\"id\": \"CLOCK_MONOTONIC\", \"ticks\": \"%s\", \"now_ns\": %lld, \"now_ticks\": %lld, \"realtime_ns\": %lld}%s%s}\n",
       DI_LIB, di_host, di_pid, (int)getppid(), exe, rank, di_env_rank(), size, state,
-      (int)sizeof(di_rec), di_use_tsc ? "tsc" : "ns", (long long)now_ns, (long long)now_ticks,
+      (int)sizeof(di_rec), DI_STAGE_RECS, di_use_tsc ? "tsc" : "ns", (long long)now_ns, (long long)now_ticks,
       (long long)rt.tv_sec * 1000000000LL + rt.tv_nsec, *extra ? ", " : "", extra);
   int fd = di_sys_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return;
@@ -232,36 +244,63 @@ static uint32_t di_intern_len(const char *s, size_t len) {
 static __attribute__((unused)) uint32_t di_intern(const char *s) { return s ? di_intern_len(s, strlen(s)) : 0; }
 
 /* ---- per-thread record files ---- */
-static int di_map_chunk(di_thread_shard *t) {
-  size_t bytes = (size_t)DI_CHUNK_RECS * sizeof(di_rec);
-  off_t off = (off_t)t->chunk * (off_t)bytes;
-  if (syscall(SYS_ftruncate, t->fd, off + (off_t)bytes) != 0) return -1;
-  void *p = (void *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, t->fd, off);
+static void di_calibrate(di_rec *r);
+
+/* Create this thread's file and map its staging area (its pages faulted in once, here). */
+static int di_thread_open(di_thread_shard *t) {
+  char path[3400];
+  snprintf(path, sizeof path, "%s/%s-%s-%d-%ld.bin", di_dir, DI_LIB, di_host, di_pid, (long)syscall(SYS_gettid));
+  t->fd = di_sys_open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (t->fd < 0 || syscall(SYS_ftruncate, t->fd, (off_t)DI_STAGE_BYTES) != 0) return -1;
+  void *p = (void *)syscall(SYS_mmap, NULL, DI_STAGE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, t->fd, 0);
   if (p == MAP_FAILED || ((long)p < 0 && (long)p > -4096)) return -1;
-  t->base = p;
+  t->stage = p;
+  memset(t->stage, 0, DI_STAGE_BYTES);
+  t->limit = DI_STAGE_RECS;
+  return 0;
+}
+
+/* Append the staged records to the file, then empty the staging area (see the top). */
+static int di_append_staged(di_thread_shard *t) {
+  const char *p = (const char *)(t->stage + 1);
+  size_t len = (size_t)t->n * sizeof(di_rec);
+  off_t off = (off_t)DI_STAGE_BYTES + (off_t)(t->committed * sizeof(di_rec));
+  while (len) {
+    long w = syscall(SYS_pwrite64, t->fd, p, len, off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    off += w;
+    len -= (size_t)w;
+  }
+  memset(t->stage + 1, 0, (size_t)t->n * sizeof(di_rec));
+  t->committed += t->n;
+  __atomic_store_n(&t->stage[0].t0, (int64_t)t->committed, __ATOMIC_RELEASE);
   t->n = 0;
   return 0;
 }
 
+static inline di_rec *di_take_slot(di_thread_shard *t) {
+  t->total++;
+  return &t->stage[1 + t->n++];
+}
+
+/* A slot when the fast path cannot give one: first record of the thread (or of a
+ * forked child), staging area full, or a calibration due; NULL when recording failed. */
 static di_rec *di_slot_slow(void) {
   di_thread_shard *t = &di_ts;
-  if (t->gen != di_gen) { /* first record of this thread (or of a forked child) */
+  if (t->gen != di_gen) { /* a forked child's inherited mapping is the parent's: left alone */
     memset(t, 0, sizeof *t);
-    t->fd = -1;
-    char path[3400];
-    snprintf(path, sizeof path, "%s/%s-%s-%d-%ld.bin", di_dir, DI_LIB, di_host, di_pid,
-             (long)syscall(SYS_gettid));
-    t->fd = di_sys_open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     t->gen = di_gen;
-    if (t->fd < 0 || di_map_chunk(t) != 0) { t->base = NULL; return NULL; }
-  } else if (t->base) {
-    syscall(SYS_munmap, t->base, (size_t)DI_CHUNK_RECS * sizeof(di_rec));
-    t->chunk++;
-    if (di_map_chunk(t) != 0) { t->base = NULL; return NULL; }
-  } else {
-    return NULL; /* this thread's file failed: record nothing */
+    if (di_thread_open(t) != 0) t->limit = 0;
   }
-  return &t->base[t->n++];
+  if (!t->limit) return NULL;
+  if (t->n >= t->limit && di_append_staged(t) != 0) { t->limit = 0; return NULL; }
+  if (t->total % DI_CALIBRATE_EVERY == 0) { /* a calibration first, then the record */
+    di_calibrate(di_take_slot(t));
+    if (t->n >= t->limit && di_append_staged(t) != 0) { t->limit = 0; return NULL; }
+  }
+  return di_take_slot(t);
 }
 
 static inline void di_commit(di_rec *r, uint16_t kind);
@@ -275,21 +314,17 @@ static void di_calibrate(di_rec *r) {
 
 static void di_calibrate_if_recording(void) {
   di_thread_shard *t = &di_ts;
-  if (di_enabled && t->gen == di_gen && t->base && t->n < DI_CHUNK_RECS) di_calibrate(&t->base[t->n++]);
+  if (!di_enabled || t->gen != di_gen || !t->limit) return;
+  if (t->n >= t->limit && di_append_staged(t) != 0) { t->limit = 0; return; }
+  di_calibrate(di_take_slot(t));
 }
 
 /* A slot for one record of this thread, or NULL when capture is off. */
 static inline di_rec *di_slot(void) {
   if (!di_enabled) return NULL;
   di_thread_shard *t = &di_ts;
-  if (__builtin_expect(t->gen == di_gen && t->base && t->n < DI_CHUNK_RECS && (t->n % DI_CALIBRATE_EVERY), 1))
-    return &t->base[t->n++];
-  di_rec *r = (t->gen == di_gen && t->base && t->n < DI_CHUNK_RECS) ? &t->base[t->n++] : di_slot_slow();
-  if (r && ((r - t->base) % DI_CALIBRATE_EVERY) == 0) { /* a calibration first, then the record */
-    di_calibrate(r);
-    r = &t->base[t->n++];
-  }
-  return r;
+  if (__builtin_expect(t->gen == di_gen && t->n < t->limit && t->total % DI_CALIBRATE_EVERY, 1)) return di_take_slot(t);
+  return di_slot_slow();
 }
 
 static inline void di_commit(di_rec *r, uint16_t kind) { __atomic_store_n(&r->kind, kind, __ATOMIC_RELEASE); }
