@@ -50,7 +50,9 @@ class Raw:
 
     @property
     def n(self) -> int:
-        return int(self.cols["ph"].size)
+        """Events scanned: the args column has one row each (and stays when a reader
+        releases ``cols`` early)."""
+        return self.args.len()
 
 
 def read_bytes(path: Path) -> tuple[np.ndarray, list[str]]:
