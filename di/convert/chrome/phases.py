@@ -104,23 +104,26 @@ def _thread_key(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.lit(LK_THREAD, dtype=pl.Int8).alias("lkind"))
 
 
+def found(df: pl.DataFrame) -> set[str]:
+    """The phases (1-char strings) that occur in the scanner frame."""
+    codes = np.flatnonzero(np.bincount(df.get_column("ph_code").to_numpy(), minlength=256))
+    return {chr(c) for c in codes if c}
+
+
 def slices(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
-    """X events as intervals; negative or missing dur dropped and counted."""
-    x = df.filter(is_phase(SLICE))
-    bad = x.filter(pl.col("dur").is_null() | (pl.col("dur") < 0))
-    if bad.height:
-        neg = int((bad.get_column("dur") < 0).sum())
-        if neg:
-            dropped["X event with negative dur"] += neg
-        if bad.height - neg:
-            dropped["X event without dur"] += bad.height - neg
-    x = x.filter(pl.col("dur").is_not_null() & (pl.col("dur") >= 0))
-    wraps = pl.col("ts") > pl.lit(2**63 - 1, dtype=pl.Int64) - pl.col("dur")
-    over = int(x.select(wraps.sum()).item())
-    if over:
-        dropped["ts or dur beyond int64 ns"] += over
-        x = x.filter(~wraps)
-    x = x.with_columns(pl.col("ts").alias("start_ns"), (pl.col("ts") + pl.col("dur")).alias("end_ns"), pl.lit(False).alias("instant"))
+    """X events as intervals; negative or missing dur, and ends beyond int64 ns, dropped and counted."""
+    dur = pl.col("dur")
+    wraps = pl.col("ts") > pl.lit(2**63 - 1, dtype=pl.Int64) - dur
+    x = df.filter(is_phase(SLICE)).with_columns(
+        (pl.when(dur.is_null()).then(1).when(dur < 0).then(2).when(wraps).then(3).otherwise(0)).cast(pl.Int8).alias("_bad")
+    )
+    bad = np.bincount(x.get_column("_bad").to_numpy(), minlength=4)
+    for code, what in ((1, "X event without dur"), (2, "X event with negative dur"), (3, "ts or dur beyond int64 ns")):
+        if bad[code]:
+            dropped[what] += int(bad[code])
+    if bad[1:].any():
+        x = x.filter(pl.col("_bad") == 0)
+    x = x.with_columns(pl.col("ts").alias("start_ns"), (pl.col("ts") + dur).alias("end_ns"), pl.lit(False).alias("instant"))
     return _thread_key(x).select(OUT)
 
 
