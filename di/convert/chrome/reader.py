@@ -74,12 +74,25 @@ def _sorted_nested(ev: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     """Events (counter anchors left out) in nesting order, with depth and parent."""
     cols = [ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns", "idx")]
     order = nesting_order(*cols)
+    ev = ev.drop(_unused_after_sort(ev))
     counter_locs = keys.filter(pl.col("lkind") == phases.LK_COUNTER).get_column("loc").to_numpy()
     ev = ev[order[~np.isin(cols[0][order], counter_locs)]] if counter_locs.size else ev[order]
     depth, parent = nest(
         ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     )
     return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
+
+
+def _unused_after_sort(ev: pl.DataFrame) -> list[str]:
+    """Columns the sorted events need not carry (fewer bytes to gather): the file
+    position, a ``di_flow`` column without values, and the flow v2 fields when no
+    event has flow_in/flow_out."""
+    unused = ["idx"]
+    if ev.get_column("di_flow").null_count() == ev.height:
+        unused.append("di_flow")
+    if not np.any(ev.get_column("flags").to_numpy() & (S.F_FLOW_IN | S.F_FLOW_OUT)):
+        unused += ["flags", "bind_k", "bind"]
+    return unused
 
 
 def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
