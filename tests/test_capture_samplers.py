@@ -147,6 +147,42 @@ def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
         assert got_unit == unit and np.allclose(values, per_read * np.arange(1, values.size + 1)), name
 
 
+@pytest.mark.parametrize("case", ["no NVML library", "driver not loaded"])
+def test_nvml_without_a_driver_is_said_once_and_the_rest_recorded(tmp_path: Path, case: str) -> None:
+    """The real nvidia-ml-py: without libnvidia-ml.so.1 it raises NVMLError_LibraryNotFound; with the
+    library and no kernel driver (the stand-in answering NVML_ERROR_DRIVER_NOT_LOADED), DriverNotLoaded."""
+    import ctypes
+
+    pytest.importorskip("pynvml", reason="nvidia-ml-py not installed")
+    env = {}
+    if case == "no NVML library":
+        try:
+            ctypes.CDLL("libnvidia-ml.so.1")
+            pytest.skip("an NVML library is installed here")
+        except OSError:
+            pass
+        said = "NVML Shared Library Not Found"
+    else:
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            pytest.skip("no C compiler")
+        lib = tmp_path / "lib"
+        lib.mkdir()
+        subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", str(lib / "libnvidia-ml.so.1"),
+                        str(PROGRAMS / "nvml_standin.c")], check=True, timeout=60)
+        env = {"LD_LIBRARY_PATH": str(lib), "NVML_STANDIN_INIT": "9"}
+        said = "Driver Not Loaded"
+    out = tmp_path / "n.di"
+    proc = run(di_cmd("record", "--nvml", "--host", "--rate", str(RATE_HZ), "-o", str(out), "--", *SLEEP), tmp_path,
+               timeout=120, **env)
+    assert proc.returncode == 0, proc.stderr
+    trace = di.load(out)
+    nvml = [w for w in trace.meta["warnings"] if "NVML" in w]  # prefixed "sampler on HOST: "
+    assert len(nvml) == 1 and nvml[0].endswith(f"NVML sampler skipped: no NVIDIA driver (NVML: {said})"), nvml
+    names = trace.series.get_column("name").to_list()
+    assert "cpu busy" in names and not [n for n in names if n.startswith("gpu")]
+
+
 def test_sample_record_is_24_bytes() -> None:
     assert SAMPLE.itemsize == 24
 
