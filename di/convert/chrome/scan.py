@@ -227,7 +227,7 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
     return -1, o
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
 
