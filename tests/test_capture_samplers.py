@@ -120,8 +120,8 @@ def test_missing_hardware_is_said_once_and_skipped(tmp_path: Path) -> None:
     assert "cpu busy" in di.load(out).series.get_column("name").to_list()
 
 
-def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
-    pytest.importorskip("pynvml", reason="nvidia-ml-py not installed")
+def _nvml_standin(tmp_path: Path) -> Path:
+    """The folder of a libnvidia-ml.so.1 built from tests/programs/nvml_standin.c (skips without a compiler)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler")
@@ -129,6 +129,12 @@ def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
     lib.mkdir()
     subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", str(lib / "libnvidia-ml.so.1"),
                     str(PROGRAMS / "nvml_standin.c")], check=True, timeout=60)
+    return lib
+
+
+def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
+    pytest.importorskip("pynvml", reason="nvidia-ml-py not installed")
+    lib = _nvml_standin(tmp_path)
     out = tmp_path / "g.di"
     proc = run(di_cmd("record", "--nvml", "--rate", str(RATE_HZ), "-o", str(out), "--", *SLEEP), tmp_path,
                timeout=120, LD_LIBRARY_PATH=str(lib))
@@ -163,14 +169,7 @@ def test_nvml_without_a_driver_is_said_once_and_the_rest_recorded(tmp_path: Path
             pass
         said = "NVML Shared Library Not Found"
     else:
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if not cc:
-            pytest.skip("no C compiler")
-        lib = tmp_path / "lib"
-        lib.mkdir()
-        subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", str(lib / "libnvidia-ml.so.1"),
-                        str(PROGRAMS / "nvml_standin.c")], check=True, timeout=60)
-        env = {"LD_LIBRARY_PATH": str(lib), "NVML_STANDIN_INIT": "9"}
+        env = {"LD_LIBRARY_PATH": str(_nvml_standin(tmp_path)), "NVML_STANDIN_INIT": "9"}
         said = "Driver Not Loaded"
     out = tmp_path / "n.di"
     proc = run(di_cmd("record", "--nvml", "--host", "--rate", str(RATE_HZ), "-o", str(out), "--", *SLEEP), tmp_path,

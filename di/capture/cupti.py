@@ -17,6 +17,10 @@ What a process writes into ``$DI_CAPTURE_DIR`` (the recording's ``raw/``):
 * ``cupti-HOST-PID.str``: the string table (kernel, API and NVTX names), in the
   shard string-table layout (u32 id, u32 byte length, UTF-8).
 
+At start the capture asks CUPTI for OS thread ids (as di's shims record them)
+and, unless already set, points ``NVTX_INJECTION64_PATH`` at the libcupti it
+loaded: without it CUPTI records no NVTX ranges.
+
 Record times are CUPTI timestamps: ns on the host's CLOCK_REALTIME base; ingest
 (:mod:`di.capture.gpu_ingest`) maps them to the job clock with the header's pair.
 The buffer callback converts each completed buffer with
