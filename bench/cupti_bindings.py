@@ -25,7 +25,7 @@ from cupti_fixture import API, KINDS, activity, delivered_class, make_plain, mak
 from di.capture import cupti_records as records
 
 FUNCTIONS = ("activity_register_callbacks", "activity_enable", "activity_disable", "activity_flush_all",
-             "get_callback_name", "set_thread_id_type", "finalize")
+             "get_callback_name", "set_thread_id_type", "get_timestamp", "finalize")
 
 
 def convert(make: object) -> tuple[np.ndarray, dict[str, int]]:

@@ -406,6 +406,16 @@ def get_callback_name(domain, cbid):
             165: "cudaDeviceSynchronize_v3020"}[cbid]
 
 
+CLOCK_BASE = None  # when set, get_timestamp is CLOCK_MONOTONIC + CLOCK_BASE (else the real clock)
+
+
+def get_timestamp():
+    import time
+    if CLOCK_BASE is None:
+        return time.clock_gettime_ns(time.CLOCK_REALTIME)
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) + CLOCK_BASE
+
+
 def activity_flush_all(flag):
     size, _ = _callbacks[0]()
     assert size > 0
@@ -491,3 +501,19 @@ def test_loaded_libcupti_is_read_from_the_process_maps(tmp_path: Path) -> None:
     assert cupti.loaded_libcupti(str(maps)) == "/opt/site packages/nvidia/cu13/lib/libcupti.so.13"
     maps.write_text("7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/x86_64-linux-gnu/libc.so.6\n")
     assert cupti.loaded_libcupti(str(maps)) is None
+
+
+def test_cupti_times_map_through_cuptis_own_clock(tmp_path: Path, standin_cupti) -> None:  # noqa: ANN001
+    """Records are placed with CUPTI's timestamp read beside CLOCK_MONOTONIC at start, not by assuming
+    CUPTI counts from CLOCK_REALTIME's base: here CUPTI's clock is CLOCK_MONOTONIC + BASE."""
+    standin_cupti.CLOCK_BASE = BASE
+    standin_cupti.FIXTURE = activity(make_plain)
+    run_dir = tmp_path / "run.di"
+    with cupti.GpuCapture(run_dir / "raw") as cap:
+        clock = cap.header["clock"]
+        assert abs(clock["cupti_ns"] - clock["cupti_monotonic_ns"] - BASE) < 50_000_000
+    trace, _ = ingest(run_dir)
+    starts = trace.events.filter(pl.col("cat") == "kernel").sort("start_ns").get_column("start_ns").to_list()
+    want = [8_000 + 100_000 * s for s in range(STEPS)]  # CUPTI's BASE + x is monotonic x (within the reads' gap)
+    assert all(abs(a - b) < 50_000_000 for a, b in zip(starts, want, strict=True)), (starts, want)
+    assert starts[1] - starts[0] == 100_000

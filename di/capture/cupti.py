@@ -6,8 +6,9 @@ that every Python process of the job calls :func:`start` at startup; in code,
 
 What a process writes into ``$DI_CAPTURE_DIR`` (the recording's ``raw/``):
 
-* ``cupti-HOST-PID.json``: header: pid, host, launcher rank, the clock pair
-  (CLOCK_REALTIME and CLOCK_MONOTONIC ns read together), ``state``
+* ``cupti-HOST-PID.json``: header: pid, host, launcher rank, the clock pairs
+  (CLOCK_REALTIME and CLOCK_MONOTONIC ns read together; once CUPTI runs, also
+  CUPTI's timestamp and CLOCK_MONOTONIC), ``state``
   (``recording``, ``stopped``, ``unavailable``, ``yielded``), ``notes`` (why
   CUPTI is unavailable, e.g. no GPU/driver or another subscriber),
   ``kineto_traces`` (torch.profiler traces the program exported), ``records``
@@ -22,7 +23,8 @@ and, unless already set, points ``NVTX_INJECTION64_PATH`` at the libcupti it
 loaded: without it CUPTI records no NVTX ranges.
 
 Record times are CUPTI timestamps: ns on the host's CLOCK_REALTIME base; ingest
-(:mod:`di.capture.gpu_ingest`) maps them to the job clock with the header's pair.
+(:mod:`di.capture.gpu_ingest`) maps them to the job clock with the header's
+CUPTI pair, else its CLOCK_REALTIME pair.
 The buffer callback converts each completed buffer with
 :func:`di.capture.cupti_records.to_records`; ingest is columnar.
 """
@@ -140,6 +142,7 @@ class GpuCapture:
         except Exception as exc:  # cupti-python raises NotSupportedError (no driver) and cuptiError (CUPTI's status)
             return self._unavailable(refusal(cupti, exc))
         self._cupti = cupti
+        self._read_cupti_clock()
         if unsupported:
             self.header["notes"].append(f"CUPTI capture without {', '.join(unsupported)} activity: this cupti-python "
                                         f"({_version()}) does not offer it")
@@ -147,6 +150,17 @@ class GpuCapture:
         self.header["state"] = "recording"
         self.write_header()
         return True
+
+    def _read_cupti_clock(self) -> None:
+        """CUPTI's own timestamp beside CLOCK_MONOTONIC, so ingest maps records without assuming that
+        CUPTI counts on CLOCK_REALTIME's base (it does, as seen in CUPTI's samples' output)."""
+        try:
+            m0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            ts = int(self._cupti.get_timestamp())
+            m1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        except Exception:  # noqa: BLE001  ingest falls back to the CLOCK_REALTIME pair
+            return
+        self.header["clock"].update(cupti_ns=ts, cupti_monotonic_ns=(m0 + m1) // 2)
 
     def _inject_nvtx(self) -> None:
         """Point NVTX at the libcupti this process loaded, so NVTX ranges become MARKER records (NVTX reads

@@ -12,8 +12,8 @@ Per process that ran under ``di record --gpu`` (:mod:`di.capture.cupti`):
 * an API call and the GPU activity with its correlation id (same process)
   become a ``flows`` row of kind ``launch``.
 
-CUPTI times are CLOCK_REALTIME-based ns: ``t - (realtime - monotonic)`` with the
-process header's clock pair gives CLOCK_MONOTONIC ns, which the rank's clock map
+CUPTI times are CLOCK_REALTIME-based ns: ``t - (cupti - monotonic)`` with the
+process header's CUPTI clock pair (else its CLOCK_REALTIME pair) gives CLOCK_MONOTONIC ns, which the rank's clock map
 (:mod:`di.capture.clock`) takes to the job clock like the shims' records.
 
 Kineto traces that the program exported (header ``kineto_traces``) or wrote
@@ -239,11 +239,12 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
             rank, next_rank = next_rank, next_rank + 1
         cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, epoch, 0, 0)  # a rank no shim recorded: the job's epoch, no sync
         c = header["clock"]
-        skew = int(c["realtime_ns"]) - int(c["monotonic_ns"])
+        skew = int(c["realtime_ns"]) - int(c["monotonic_ns"])  # for Kineto's Unix-epoch times too
         infos.append((header, rank, skew, cmap))
+        cupti_skew = int(c["cupti_ns"]) - int(c["cupti_monotonic_ns"]) if "cupti_ns" in c else skew
         if not recs.size:
             continue
-        df, unpaired = process_events(recs, strings, lambda t, s=skew, m=cmap: m.apply(np.asarray(t, np.int64) - s))
+        df, unpaired = process_events(recs, strings, lambda t, s=cupti_skew, m=cmap: m.apply(np.asarray(t, np.int64) - s))
         df, locs = _timelines(df, rank, host, pid, loc0, src0 + len(sources))
         loc0 += locs.height
         parts.append((df.with_columns(pid=pl.lit(pid, pl.Int64)), locs))
