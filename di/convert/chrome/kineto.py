@@ -94,6 +94,8 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
 def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFrame) -> pl.DataFrame:
     """Correlation-id edges CPU API call -> GPU record of the same rank not already in ``known``
     (correlation ids are per process: a merged job file repeats them on every rank)."""
+    if events.get_column("corr").null_count() == events.height:
+        return known.clear()
     kinds = locations.select(pl.col("loc").cast(pl.UInt32), "kind", "rank")
     rows = events.select("loc", "corr", "cat").with_row_index("row").filter(pl.col("corr").is_not_null()).join(kinds, on="loc")
     cpu = rows.filter((pl.col("kind") == "cpu_thread") & pl.col("cat").is_in(["cuda_api", "sync"]))
