@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from di.convert.bytewords import load_u64, store_u64
 
@@ -90,6 +91,48 @@ def skip_value(buf, i, n):
         if depth == 0:
             return i
     return -1
+
+
+@njit(cache=True, _nrt=False)
+def copy_string(buf, i, n, out, o):
+    """Copy the JSON string whose opening quote is at buf[i] to out[o:], quotes
+    included; returns (index of its closing quote or -1 if truncated, new o).
+
+    Eight bytes per step: a word is stored before it is looked at, so the word
+    that holds the closing quote also writes up to seven bytes beyond it, which
+    later writes overwrite (``out`` needs those bytes of room, as any buffer the
+    size of the input has)."""
+    m = out.size
+    out[o] = 34
+    o += 1
+    i += 1
+    while i + 8 <= n and o + 8 <= m:
+        w = load_u64(buf, i)
+        store_u64(out, o, w)
+        q = w ^ _QUOTES
+        b = w ^ _BACKSLASHES
+        qm = (q - _ONES) & ~q & _HIGHS
+        bm = (b - _ONES) & ~b & _HIGHS
+        if qm | bm:
+            if qm and (bm == 0 or trailing_zeros(qm) < trailing_zeros(bm)):
+                d = trailing_zeros(qm) >> 3
+                return i + d, o + d + 1
+            break
+        i += 8
+        o += 8
+    while i < n:
+        c = buf[i]
+        out[o] = c
+        o += 1
+        if c == 34:
+            return i, o
+        if c == 92 and i + 1 < n:
+            out[o] = buf[i + 1]
+            o += 1
+            i += 2
+        else:
+            i += 1
+    return -1, o
 
 
 @njit(cache=True, _nrt=False)

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from di.convert.bytewords import load_u64
-from di.convert.chrome.jsontext import copy_minified, copy_raw, end_string, skip_value, skip_ws
+from di.convert.chrome.jsontext import copy_minified, copy_raw, copy_string, end_string, skip_value, skip_ws
 from di.convert.chrome.numbers import parse_number
 from di.convert.symbols import FULL, intern
 
@@ -193,11 +193,10 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
     while i < n:
         if buf[i] != 34:
             return -2, o
-        j = end_string(buf, i + 1, n)
+        j, o = copy_string(buf, i, n, out, o)
         if j < 0:
             return -1, o
         ks, ke = i + 1, j
-        o = copy_raw(buf, i, j + 1, out, o)
         out[o] = 58
         o += 1
         i = skip_ws(buf, j + 1, n)
@@ -209,6 +208,7 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
         if i >= n:
             return -1, o
         L = ke - ks
+        copied = False
         if _is_11(buf, ks, ke, n, _CORR, _CORR_TAIL) or (L == 5 and _head(buf, ks, ke, n) == _BYTES):
             v, e, st = parse_number(buf, i, n, _AS_IS)
             if st == 0:
@@ -220,15 +220,20 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
                     w8[B_FLAGS, k] |= F_CORR
             else:
                 e = skip_value(buf, i, n)
+        elif buf[i] == 34:  # a string value: copied while it is scanned
+            copied = True
+            j, o = copy_string(buf, i, n, out, o)
+            e = j + 1 if j >= 0 else -1
         else:
             e = skip_value(buf, i, n)
         if e < 0:
             return e, o
-        c0 = buf[i]
-        if c0 == 34 or (48 <= c0 <= 57) or c0 == 45 or c0 == 116 or c0 == 102 or c0 == 110:
-            o = copy_raw(buf, i, e, out, o)
-        else:
-            o = copy_minified(buf, i, e, out, o)
+        if not copied:
+            c0 = buf[i]
+            if c0 == 34 or (48 <= c0 <= 57) or c0 == 45 or c0 == 116 or c0 == 102 or c0 == 110:
+                o = copy_raw(buf, i, e, out, o)
+            else:
+                o = copy_minified(buf, i, e, out, o)
         i = skip_ws(buf, e, n)
         if i >= n:
             return -1, o
