@@ -224,6 +224,15 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
             copied = True
             j, o = copy_string(buf, i, n, out, o)
             e = j + 1 if j >= 0 else -1
+        elif 48 <= buf[i] <= 57 or buf[i] == 45:  # a number: the same
+            copied = True
+            e = i
+            while e < n and (48 <= buf[e] <= 57 or buf[e] == 46 or buf[e] == 45 or buf[e] == 43 or buf[e] == 101 or buf[e] == 69):
+                out[o] = buf[e]
+                o += 1
+                e += 1
+            if e >= n:
+                e = -1
         else:
             e = skip_value(buf, i, n)
         if e < 0:
