@@ -34,8 +34,9 @@ _STATUS = {S.ST_BAD_TS: "ts is not a number", S.ST_BAD_DUR: "dur is not a number
 
 KEY = ["lkind", "pid_k", "pid", "tid_k", "tid"]
 OUT = KEY + ["start_ns", "end_ns", "name", "cat", "corr", "bytes", "instant", "args", "idx", "flags", "bind_k", "bind", "di_flow"]
-_CARRIED = ["pid_k", "pid", "tid_k", "tid", "name", "cat", "corr", "bytes", "args", "idx", "flags", "bind_k", "bind", "di_flow"]
-_SLICE_IN = ["ph_code", "ts", "dur", *_CARRIED]
+# the columns X slices read (selected before their filter copies them)
+_SLICE_IN = ["ph_code", "ts", "dur", "pid_k", "pid", "tid_k", "tid", "name", "cat", "corr", "bytes", "args", "idx", "flags",
+             "bind_k", "bind", "di_flow"]
 
 
 def is_phase(*phases: str) -> pl.Expr:
