@@ -75,7 +75,7 @@ def test_instant_members_match_python_formatting(seed: int) -> None:
     a, b, c = (rng.integers(-(2**62), 2**62, n) * (rng.random(n) < 0.7) for _ in range(3))  # zeros and negatives too
     data, offsets = instant_members(kinds, a, b, c)
     got = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(n)]
-    want = [",".join(f'"{f}":{v}' for f, v in zip(INSTANT_FIELDS[int(k)], (int(a[i]), int(b[i]), int(c[i])))) for i, k in enumerate(kinds)]
+    want = ["{" + ",".join(f'"{f}":{v}' for f, v in zip(INSTANT_FIELDS[int(k)], (int(a[i]), int(b[i]), int(c[i])))) + "}" for i, k in enumerate(kinds)]
     assert got == want
 
 
@@ -92,9 +92,25 @@ def test_join_members_matches_python_grouping(seed: int) -> None:
     for p in range(int(rng.integers(0, 4))):
         event = rng.integers(0, n_events, int(rng.integers(0, 30)))
         texts = [f'"k{p}":"{"é" * int(i % 3)}{i}"' for i in range(event.size)]
-        column = pl.Series(["unused", *texts], dtype=pl.String)[1:] if p % 2 else pl.Series(texts, dtype=pl.String)  # sliced too
+        objects = ["{" + t + "}" for t in texts]
+        column = pl.Series(["unused", *objects], dtype=pl.String)[1:] if p % 2 else pl.Series(objects, dtype=pl.String)  # sliced too
         parts.append((event, *utf8_buffers(column)))
         for e, t in zip(event.tolist(), texts):
             want[e].append(t)
-    got = join_members(n_events, parts).to_list()
-    assert got == [("{" + ",".join(w) + "}") if w else None for w in want]
+    expected = [("{" + ",".join(w) + "}") if w else None for w in want]
+    assert join_members(n_events, parts).to_list() == expected
+    assert join_members(n_events, parts, limit=int(rng.integers(20, 60))).to_list() == expected  # several Arrow data buffers
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_text_int_members_matches_python(seed: int) -> None:
+    from di.convert.otf2.argtext import text_int_members
+
+    rng = np.random.default_rng(seed)
+    texts = ['"w\\u00e9"', '"MPI_COMM_WORLD"', "7"][: int(rng.integers(1, 4))]
+    n = int(rng.integers(0, 50))
+    idx = rng.integers(0, len(texts), n)
+    ints = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    data, offsets = text_int_members('"window":', texts, idx, ',"remote":', ints)
+    got = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(n)]
+    assert got == ['{"window":' + texts[k] + ',"remote":' + str(v) + "}" for k, v in zip(idx.tolist(), ints.tolist())]

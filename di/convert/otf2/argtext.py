@@ -1,10 +1,13 @@
 """The ``args`` JSON text of events, assembled in numba from per-source members.
 
-A *member* is one ``"key":value`` (or several, comma-separated) text that
-belongs to one event. Sources produce members as UTF-8 bytes plus int64
-offsets (a String column's Arrow buffers, or :func:`instant_members`);
-:func:`join_members` writes each event's members, in source order, as one
-JSON object ``{m1,m2,...}``, and null for events without any.
+A *member* is one JSON object text ``{"key":value,...}`` that belongs to one
+event. Sources produce members as UTF-8 bytes plus int64 offsets (a String
+column's Arrow buffers, :func:`instant_members`, :func:`text_int_members`);
+:func:`join_members` makes the ``args`` column: each event's members, in
+source order, merged into one JSON object (``{m1,m2,...}``), and null for
+events without any. The column is an Arrow string-view array: an event with
+one member points into its source's bytes (no copy); only events with
+several get new text.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def _instant_kernel(kinds, a, b, c, pre, pre_off, first):
     for i in range(n):
         k = kinds[i]
         lo, hi = first[k], first[k + 1]
+        out[o] = 123
+        o += 1
         for f in range(lo, hi):
             if f > lo:
                 out[o] = 44
@@ -77,19 +82,104 @@ def _instant_kernel(kinds, a, b, c, pre, pre_off, first):
                 o += 1
             v = a[i] if f == lo else b[i] if f == lo + 1 else c[i]
             o = _write_int(out, o, v)
+        out[o] = 125
+        o += 1
         offsets[i + 1] = o
     return out[:o], offsets
 
 
 def instant_members(kinds: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Members ``"field":value,...`` of instant records (fields of :data:`INSTANT_FIELDS`), as UTF-8 bytes and offsets."""
+    """Members ``{"field":value,...}`` of instant records (fields of :data:`INSTANT_FIELDS`), as UTF-8 bytes and offsets."""
     pre, pre_off, first = _PREFIXES
     kinds = np.clip(np.asarray(kinds, np.int64), 0, first.size - 2)
     return _instant_kernel(kinds, *(np.ascontiguousarray(x, dtype=np.int64) for x in (a, b, c)), pre, pre_off, first)
 
 
 @njit(cache=True)
-def _join_kernel(n_events, event, data, offsets):
+def _text_int_kernel(head, texts, text_off, idx, mid, ints):
+    n = idx.size
+    widest = 0
+    for t in range(text_off.size - 1):
+        widest = max(widest, text_off[t + 1] - text_off[t])
+    out = np.empty(n * (head.size + widest + mid.size + 23) + 1, np.uint8)
+    offsets = np.zeros(n + 1, np.int64)
+    o = 0
+    for i in range(n):
+        out[o] = 123
+        o += 1
+        for q in range(head.size):
+            out[o] = head[q]
+            o += 1
+        for q in range(text_off[idx[i]], text_off[idx[i] + 1]):
+            out[o] = texts[q]
+            o += 1
+        for q in range(mid.size):
+            out[o] = mid[q]
+            o += 1
+        o = _write_int(out, o, ints[i])
+        out[o] = 125
+        o += 1
+        offsets[i + 1] = o
+    return out[:o], offsets
+
+
+def text_int_members(head: str, texts: list[str], idx: np.ndarray, mid: str, ints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Members ``{head texts[idx[i]] mid str(ints[i])}`` per row, as UTF-8 bytes and offsets (texts are
+    written as given: quote them first where they are JSON strings)."""
+    encoded = [t.encode() for t in texts]
+    text_off = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(t) for t in encoded], out=text_off[1:])
+    return _text_int_kernel(np.frombuffer(head.encode(), np.uint8), np.frombuffer(b"".join(encoded) or b"\0", np.uint8), text_off,
+                            np.ascontiguousarray(idx, np.int64), np.frombuffer(mid.encode(), np.uint8), np.ascontiguousarray(ints, np.int64))
+
+
+VIEW_BUFFER_BYTES = (1 << 31) - 1
+"""Largest data buffer one Arrow string view can point into (offsets are int32)."""
+
+
+@njit(cache=True, inline="always")
+def _put_u32(views, at, v):
+    for b in range(4):
+        views[at + b] = np.uint8((v >> (8 * b)) & 0xFF)
+
+
+@njit(cache=True)
+def _buffer_of(offsets, limit):
+    """Split member bytes into Arrow data buffers of at most ``limit`` bytes at member boundaries: (buffer of each
+    member, buffer starts + end)."""
+    m = offsets.size - 1
+    which = np.empty(m, np.int64)
+    starts = np.zeros(m + 2, np.int64)
+    n = 1
+    for q in range(m):
+        if offsets[q + 1] - starts[n - 1] > limit:
+            starts[n] = offsets[q]
+            n += 1
+        which[q] = n - 1
+    starts[n] = offsets[m]
+    return which, starts[: n + 1]
+
+
+@njit(cache=True, inline="always")
+def _view(views, e, text, lo, hi, buffer, at):
+    """Arrow string view ``e`` of ``text[lo:hi]``, which sits at byte ``at`` of data buffer ``buffer``."""
+    v = 16 * e
+    length = hi - lo
+    _put_u32(views, v, length)
+    if length <= 12:
+        for b in range(length):
+            views[v + 4 + b] = text[lo + b]
+    else:
+        for b in range(4):
+            views[v + 4 + b] = text[lo + b]
+        _put_u32(views, v + 8, buffer)
+        _put_u32(views, v + 12, at)
+
+
+@njit(cache=True)
+def _join_kernel(n_events, event, data, offsets, limit):
+    """(string views, member buffer starts, joined text, its buffer starts, validity): events with one member view
+    it in ``data`` (buffers 0..k-1), those with several view their joined text (buffers k..)."""
     start = np.zeros(n_events + 1, np.int64)  # stable counting sort of the members by event
     for p in range(event.size):
         start[event[p] + 1] += 1
@@ -100,40 +190,66 @@ def _join_kernel(n_events, event, data, offsets):
     for p in range(event.size):
         order[fill[event[p]]] = p
         fill[event[p]] += 1
+    which, data_starts = _buffer_of(offsets, limit)
+    n_data = data_starts.size - 1
     size = 0
-    for p in range(event.size):
-        size += offsets[p + 1] - offsets[p] + 1
-    out = np.empty(size + 2 * event.size + 1, np.uint8)
-    out_off = np.zeros(n_events + 1, np.int64)
+    for e in range(n_events):
+        if start[e + 1] - start[e] > 1:
+            for p in range(start[e], start[e + 1]):
+                size += offsets[order[p] + 1] - offsets[order[p]]
+    out = np.empty(size + 1, np.uint8)
+    out_starts = np.zeros(n_events + 2, np.int64)
+    n_out = 1
+    views = np.zeros(16 * n_events, np.uint8)
     valid = np.zeros(n_events, np.bool_)
     o = 0
-    p = 0
     for e in range(n_events):
-        if p < order.size and event[order[p]] == e:
-            valid[e] = True
-            out[o] = 123
-            o += 1
-            first = True
-            while p < order.size and event[order[p]] == e:
-                q = order[p]
-                if not first:
-                    out[o] = 44
-                    o += 1
-                first = False
-                for x in range(offsets[q], offsets[q + 1]):
-                    out[o] = data[x]
-                    o += 1
-                p += 1
-            out[o] = 125
-            o += 1
-        out_off[e + 1] = o
-    return out[:o], out_off, valid
+        lo, hi = start[e], start[e + 1]
+        if lo == hi:
+            continue
+        valid[e] = True
+        if hi - lo == 1:
+            q = order[lo]
+            _view(views, e, data, offsets[q], offsets[q + 1], which[q], offsets[q] - data_starts[which[q]])
+            continue
+        length = 0
+        for p in range(lo, hi):
+            length += offsets[order[p] + 1] - offsets[order[p]]
+        if o + length - out_starts[n_out - 1] > limit:
+            out_starts[n_out] = o
+            n_out += 1
+        first = o
+        out[o] = 123
+        o += 1
+        for p in range(lo, hi):
+            q = order[p]
+            if p > lo:
+                out[o] = 44
+                o += 1
+            for x in range(offsets[q] + 1, offsets[q + 1] - 1):
+                out[o] = data[x]
+                o += 1
+        out[o] = 125
+        o += 1
+        _view(views, e, out, first, o, n_data + n_out - 1, first - out_starts[n_out - 1])
+    out_starts[n_out] = o
+    return views, data_starts, out[:o], out_starts[: n_out + 1], valid
 
 
-def join_members(n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> pl.Series:
-    """The ``args`` column: each event's members ``(event rows, UTF-8 bytes, offsets)`` of every part, in order, as one JSON object."""
+def string_views(n: int, views: np.ndarray, texts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, name: str) -> pl.Series:
+    """A polars String Series from Arrow string views and their data buffers: ``texts`` holds (bytes, buffer
+    starts + end) pairs, the buffers numbered in that order (no copy of the text)."""
     import pyarrow as pa
 
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
+    chunks = [pa.py_buffer(data[starts[i]:starts[i + 1]]) for data, starts in texts for i in range(starts.size - 1)]
+    arr = pa.Array.from_buffers(pa.string_view(), n, [bitmap, pa.py_buffer(views), *chunks])
+    return pl.Series(name, arr)
+
+
+def join_members(n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], *, limit: int = VIEW_BUFFER_BYTES) -> pl.Series:
+    """The ``args`` column: each event's members ``(event rows, UTF-8 bytes, offsets)`` of every part, in order, merged into
+    one JSON object (``limit``: the most bytes of one Arrow data buffer; smaller only in tests)."""
     parts = [p for p in parts if p[0].size]
     if not parts:
         return pl.repeat(None, n_events, dtype=pl.String, eager=True).alias("args")
@@ -141,7 +257,5 @@ def join_members(n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.nda
     data = np.concatenate([p[1] for p in parts])
     base = np.cumsum([0] + [p[1].size for p in parts[:-1]])
     offsets = np.concatenate([p[2][:-1] + b for p, b in zip(parts, base)] + [np.array([data.size], np.int64)])
-    out, out_off, valid = _join_kernel(n_events, event, data, offsets)
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    arr = pa.LargeStringArray.from_buffers(n_events, pa.py_buffer(out_off), pa.py_buffer(out), bitmap)
-    return pl.Series("args", arr).cast(pl.String)
+    views, data_starts, out, out_starts, valid = _join_kernel(n_events, event, data, offsets, limit)
+    return string_views(n_events, views, [(data, data_starts), (out, out_starts)], valid, "args")

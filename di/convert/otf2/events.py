@@ -27,6 +27,7 @@ from numba import njit
 
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
+from di.convert.otf2.recordrows import RecordRows
 from di.convert.otf2.values import as_json, ref_ids
 from di.nesting import nest, nesting_order
 
@@ -141,12 +142,12 @@ def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict
         order = np.empty(n, np.int64)
         order[perm] = np.arange(n, dtype=np.int64)
     depth, parent = nest(loc, start, end)
-    codes = pl.Series(desc)
+    codes = pl.Series(desc.astype(np.uint32))  # polars' index type: no conversion per gather
     df = pl.DataFrame({
         "loc": loc.astype(np.uint32), "start_ns": start, "end_ns": end, "name": table["name"].gather(codes),
         "cat": table["cat"].gather(codes), "src_cat": table["src_cat"].gather(codes),
         "bytes": nullable(nbytes, rma, "bytes") if rma.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
-        "instant": table["instant"].gather(codes), "depth": depth, "parent": nullable(parent, parent >= 0, "parent"),
+        "instant": instant_of[desc], "depth": depth, "parent": nullable(parent, parent >= 0, "parent"),
     })
     return df, order
 
@@ -159,69 +160,63 @@ def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
     return np.where(created >= 0, order[np.maximum(created, 0)] if order.size else created, -1)
 
 
-def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
+def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: Any) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
+    import orjson
+
     from di.convert.columns import utf8_buffers
-    from di.convert.otf2.argtext import instant_members, join_members
+    from di.convert.otf2.argtext import instant_members, join_members, text_int_members
+    from di.convert.otf2.matching import collective_ops
 
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (event rows, members UTF-8, offsets) per source
-
-    def add(event: Any, kv: pl.Series) -> None:
-        parts.append((np.asarray(event, np.int64), *utf8_buffers(kv)))
-
     own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name == FLOWS_ATTRIBUTE]
-    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & ~pl.col("a").is_in(own))
-    if attrs.height:
+    got = rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0)
+    if own:
+        got &= ~np.isin(rec.a, np.array(own, np.int64))
+    if got.any():
+        attrs = rec.take(got)
+        value = as_json(attrs.b, attrs.c, defs.strings, {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
+        key = attrs.a * 2 + (attrs.after == R.LEAVE)
+        uniq, inv = np.unique(key, return_inverse=True)
         names = {ref: name for ref, (name, _) in defs.attributes.items()}
-        value = as_json(attrs["b"].to_numpy(), attrs["c"].to_numpy(), defs.strings,
-                        {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
-        key = attrs["a"].replace_strict(names, default=None, return_dtype=pl.String).fill_null(attrs["a"].cast(pl.String))
-        key = pl.select(pl.when(attrs["after"] == R.LEAVE).then(pl.concat_str(pl.lit("leave."), key)).otherwise(key)).to_series()
-        add(attrs["event"].to_numpy(), _members(_quoted(key), value))
+        keys = pl.Series([orjson.dumps(("leave." if k & 1 else "") + names.get(int(k) >> 1, str(int(k) >> 1))).decode() + ":" for k in uniq.tolist()],
+                         dtype=pl.String).gather(inv.ravel())
+        parts.append((attrs.event, *utf8_buffers(pl.select(pl.concat_str(pl.lit("{"), keys, value.fill_null("null"), pl.lit("}"))).to_series())))
     ev_type, ev_ref, ev_a, ev_b, ev_c = tl.ev_type, tl.ev_ref, tl.ev_a, tl.ev_b, tl.ev_c
     instants = np.flatnonzero(ev_type == T.EV_INSTANT)
     if instants.size:
         parts.append((rows_of(order, instants), *instant_members(ev_ref[instants], ev_a[instants], ev_b[instants], ev_c[instants])))
     rma = np.flatnonzero(ev_type == T.EV_RMA)
     if rma.size:
-        wins = np.unique(ev_a[rma])
-        win_text = _quoted(pl.Series([defs.windows.get(int(w), str(w)) for w in wins], dtype=pl.String))
-        window = pl.Series(ev_a[rma]).replace_strict(dict(zip(wins.tolist(), win_text.to_list())), return_dtype=pl.String)
-        add(rows_of(order, rma), pl.select(pl.concat_str(pl.lit('"window":') + window, pl.lit(',"remote":') + pl.Series(ev_b[rma]).cast(pl.String))).to_series())
-    ok = coll_args.filter(pl.col("event") >= 0)
-    if ok.height:
-        add(ok["event"].to_numpy(), ok.select(pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received")).to_series())
-    return join_members(ev.height, parts)
+        wins, win_idx = np.unique(ev_a[rma], return_inverse=True)
+        texts = [orjson.dumps(defs.windows.get(int(w), str(w))).decode() for w in wins.tolist()]
+        parts.append((rows_of(order, rma), *text_int_members('"window":', texts, win_idx.ravel(), ',"remote":', ev_b[rma])))
+    coll = rec.of_kind(R.COLL_END) & (rec.event >= 0)
+    if coll.any():
+        idx, names_ = collective_ops(rec.a[coll])
+        parts.append((rec.event[coll], *text_int_members('"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.e[coll])))
+    return join_members(n_events, parts)
 
 
-def own_columns(ev: pl.DataFrame, rec: pl.DataFrame, defs: Any) -> pl.DataFrame:
+def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
     """``ev`` with bytes, corr and args taken from the attributes di's writer adds (:data:`OWN_ATTRIBUTES`)."""
     refs = {name: ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES}
     if not refs:
         return ev
-    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & pl.col("a").is_in(list(refs.values())))
+    attrs = rec.take(rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0) & np.isin(rec.a, np.array(list(refs.values()), np.int64)))
     for name, column in OWN_ATTRIBUTES.items():
-        got = attrs.filter(pl.col("a") == refs.get(name, -1))
-        if not got.height:
+        got = attrs.take(attrs.a == refs.get(name, -1))
+        if not len(got):
             continue
-        values = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy()))
+        values = pl.Series(ref_ids(got.b, got.c))
         if name == "di.args":
             values = values.replace_strict(defs.strings, default=None, return_dtype=pl.String)
-        full = pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True).alias(column).scatter(got["event"].to_numpy(), values.cast(ev.schema[column]))
+        full = pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True).alias(column).scatter(got.event, values.cast(ev.schema[column]))
         ev = ev.with_columns(pl.coalesce(full, pl.col(column)).alias(column))
     return ev
 
 
-def _quoted(s: pl.Series) -> pl.Series:
-    """JSON string literals of ``s`` (escaped as JSON requires)."""
-    return pl.DataFrame({"v": s}).select(pl.struct("v").struct.json_encode()).to_series().str.slice(5).str.strip_suffix("}")
-
-
-def _members(keys: pl.Series, values: pl.Series) -> pl.Series:
-    return pl.select(pl.concat_str(keys, pl.lit(":"), values.fill_null("null"))).to_series()
-
-
-def flows_frame(rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
+def flows_frame(rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
     """(flows restored from the ``di.flows_in`` attributes di's writer wrote, or None; flows whose source is missing).
 
     Each attribute holds the JSON list of the flows ending at its event, each
@@ -231,12 +226,12 @@ def flows_frame(rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs
     ref = next((r for r, (name, _) in defs.attributes.items() if name == FLOWS_ATTRIBUTE), None)
     if ref is None:
         return None, 0
-    got = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("a") == ref) & (pl.col("event") >= 0))
-    if not got.height:
+    got = rec.take(rec.of_kind(R.ATTRIBUTE) & (rec.a == ref) & (rec.event >= 0))
+    if not len(got):
         return None, 0
-    text = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy())).replace_strict(defs.strings, default=None, return_dtype=pl.String)
+    text = pl.Series(ref_ids(got.b, got.c)).replace_strict(defs.strings, default=None, return_dtype=pl.String)
     item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
-    items = pl.DataFrame({"dst": got["event"], "j": text.str.json_decode(pl.List(item))}).explode("j").unnest("j")
+    items = pl.DataFrame({"dst": got.event, "j": text.str.json_decode(pl.List(item))}).explode("j").unnest("j")
     ev_loc, ev_type = tl.ev_loc, tl.ev_type
     regions = np.flatnonzero(ev_type == T.EV_REGION)
     dense = {loc["ref"]: i for i, loc in enumerate(defs.locations)}

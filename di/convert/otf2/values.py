@@ -9,6 +9,7 @@ the reference types (STRING, REGION, LOCATION, ...) hold a definition id.
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import polars as pl
 
 TYPE_UINT8, TYPE_UINT16, TYPE_UINT32, TYPE_UINT64 = 1, 2, 3, 4
@@ -67,7 +68,7 @@ def as_json(types: np.ndarray, raw: np.ndarray, strings: dict[int, str], regions
     for code, table in lookups.items():
         mask = types == code
         if mask.any():
-            names = pl.Series([table.get(int(v)) for v in unsigned[mask]], dtype=pl.String)
-            quoted = pl.DataFrame({"v": names}).select(pl.struct("v").struct.json_encode()).to_series().str.slice(5).str.strip_suffix("}")
-            text = text.scatter(np.flatnonzero(mask), quoted)
+            ids, inv = np.unique(uext[mask], return_inverse=True)
+            quoted = [None if (name := table.get(int(v))) is None else orjson.dumps(name).decode() for v in ids.tolist()]
+            text = text.scatter(np.flatnonzero(mask), pl.Series(quoted, dtype=pl.String).gather(inv.ravel()))
     return text.alias("value")
