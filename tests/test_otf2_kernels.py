@@ -10,7 +10,8 @@ from di.convert.otf2 import timeline as T
 from di.convert.otf2.layout import _dense_ids
 
 KINDS = [R.ENTER, R.ENTER, R.LEAVE, R.LEAVE, R.MPI_SEND, R.MPI_RECV, R.COLL_END, R.RMA_PUT, R.RMA_GET, R.RMA_COMPLETE,
-         R.RMA_COMPLETE, R.ATTRIBUTE, R.METRIC, R.METRIC_VALUE, R.THREAD_FORK, R.LOCK_ACQUIRE]
+         R.RMA_COMPLETE, R.ATTRIBUTE, R.METRIC, R.METRIC_VALUE, R.THREAD_FORK, R.LOCK_ACQUIRE, R.IO_BEGIN, R.IO_BEGIN,
+         R.IO_COMPLETE, R.IO_COMPLETE, R.IO_CANCELLED, R.IO_SEEK]
 
 
 def random_records(rng: np.random.Generator, n: int, n_locs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -21,7 +22,8 @@ def random_records(rng: np.random.Generator, n: int, n_locs: int) -> tuple[np.nd
     rows[:, 2] = rng.integers(0, 3, n)  # region / window
     rows[:, 3] = rng.integers(0, 4, n)
     rows[:, 4] = rng.integers(0, 100, n)
-    rows[:, 5] = rng.integers(0, 2, n)  # matching ids
+    rows[:, 5] = rng.integers(0, 2, n)  # RMA matching ids, I/O bytes
+    rows[:, 6] = rng.integers(0, 2, n)  # I/O matching ids
     return rows, loc
 
 
@@ -31,8 +33,9 @@ def test_timeline_build_matches_reference(seed: int) -> None:
     n_locs = int(rng.integers(1, 5))
     rows, loc = random_records(rng, int(rng.integers(0, 300)), n_locs)
     bounds = np.searchsorted(loc, np.arange(n_locs + 1)).astype(np.int64)
-    fast = T.build(rows, bounds)
-    slow = T.build_reference(rows, bounds)
+    fold_ref = int(rng.integers(-1, 3))  # attribute ref that folds I/O operation records (-1: none)
+    fast = T.build(rows, bounds, fold_ref)
+    slow = T.build_reference(rows, bounds, fold_ref)
     assert len(fast) == len(slow)
     for f, s in zip(fast, slow):
         np.testing.assert_array_equal(np.asarray(f, dtype=np.int64), s)

@@ -24,6 +24,11 @@ INSTANT_FIELDS = {
     R.LOCK_RELEASE: ("paradigm", "lock", "order"), R.MEASUREMENT_ON_OFF: ("mode",), R.BUFFER_FLUSH: ("stop_ticks",),
     R.RMA_WIN_CREATE: ("window",), R.RMA_WIN_DESTROY: ("window",), R.PARAMETER_STRING: ("parameter", "value"),
     R.PARAMETER_INT: ("parameter", "value"), R.PARAMETER_UINT: ("parameter", "value"),
+    R.IO_ISSUED: ("handle", "matching_id"), R.IO_TEST: ("handle", "matching_id"),
+    R.IO_CREATE_HANDLE: ("handle", "access_mode", "creation_flags"), R.IO_DESTROY_HANDLE: ("handle",),
+    R.IO_DUPLICATE_HANDLE: ("handle", "new_handle", "status_flags"), R.IO_SEEK: ("handle", "offset_requested", "offset_result"),
+    R.IO_CHANGE_STATUS_FLAGS: ("handle", "status_flags"), R.IO_DELETE_FILE: ("io_paradigm", "file"),
+    R.IO_ACQUIRE_LOCK: ("handle", "lock_type"), R.IO_RELEASE_LOCK: ("handle", "lock_type"), R.IO_TRY_LOCK: ("handle", "lock_type"),
 }
 """Instant record kind -> names of its fields a, b, c (as many as it has) in args."""
 

@@ -47,6 +47,9 @@ class Definitions:
     windows: dict[int, str]
     parameters: dict[int, str]
     info: dict[str, Any] = field(default_factory=dict)
+    io_handles: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """I/O handle ref -> name, file (its IoFile's name), paradigm (its IoParadigm's identification: POSIX, ISOC, MPI-IO, ...)."""
+    io_files: dict[int, str] = field(default_factory=dict)
 
 
 def _name(enum: Any) -> str:
@@ -172,6 +175,15 @@ def _metrics(defs: Any) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
+def _io_handles(defs: Any) -> dict[int, dict[str, Any]]:
+    out = {}
+    for h in defs.io_handles:
+        file, paradigm = h.file, h.io_paradigm
+        out[h._ref] = {"name": h.name or "", "file": file.name if file is not None else None,
+                       "paradigm": paradigm.identification if paradigm is not None else None}
+    return out
+
+
 def read_definitions(reader: Any) -> Definitions:
     """:class:`Definitions` from an open ``otf2.reader.Reader``."""
     defs = reader.definitions
@@ -193,4 +205,6 @@ def read_definitions(reader: Any) -> Definitions:
         windows={w._ref: w.name for w in defs.rma_wins},
         parameters={p._ref: p.name for p in defs.parameters},
         info={"creator": None},
+        io_handles=_io_handles(defs),
+        io_files={f._ref: f.name for f in defs.io_files},
     )

@@ -16,7 +16,8 @@ order and writes, through OTF2_EvtWriter function addresses (:func:`clib.ccall`)
 Attachment records are rows of ``att`` (int64, ``ATT_WIDTH`` columns):
 ``[event, phase (0 start / 1 end), type, f1..f5, a1..a4]`` sorted by
 (event, phase), indexed by ``att_off`` (CSR over event rows). f1..f5 are the
-record's fields (f5: the request id of the non-blocking records); a1..a4 the values of attributes 3..6 (``layout.ATTRIBUTES``:
+record's fields (f5: the request id of the non-blocking records; I/O operations: f1 handle, f2 mode, f3 flags, f4 bytes,
+f5 matching id); a1..a4 the values of attributes 3..6 (``layout.ATTRIBUTES``:
 dtype, op, group size, group ranks) that MpiCollectiveEnd carries, NO_VALUE
 when absent.
 """
@@ -31,18 +32,22 @@ from di.convert.otf2 import clib
 ATT_WIDTH = 12
 ATT_SEND, ATT_RECV, ATT_COLL_BEGIN, ATT_COLL_END = 1, 2, 3, 4
 ATT_ISEND, ATT_ISEND_COMPLETE, ATT_IRECV_REQUEST, ATT_IRECV = 5, 6, 7, 8
+ATT_IO_BEGIN, ATT_IO_COMPLETE, ATT_IO_CANCELLED = 9, 10, 11
 FN_NAMES = (
     "OTF2_EvtWriter_Enter", "OTF2_EvtWriter_Leave", "OTF2_EvtWriter_MpiSend", "OTF2_EvtWriter_MpiRecv",
     "OTF2_EvtWriter_MpiCollectiveBegin", "OTF2_EvtWriter_MpiCollectiveEnd", "OTF2_EvtWriter_Metric",
     "OTF2_AttributeList_AddUint64", "OTF2_AttributeList_AddInt64", "OTF2_AttributeList_AddStringRef",
     "OTF2_GlobalDefWriter_WriteString", "OTF2_EvtWriter_MpiIsend", "OTF2_EvtWriter_MpiIsendComplete",
-    "OTF2_EvtWriter_MpiIrecvRequest", "OTF2_EvtWriter_MpiIrecv",
+    "OTF2_EvtWriter_MpiIrecvRequest", "OTF2_EvtWriter_MpiIrecv", "OTF2_EvtWriter_IoOperationBegin",
+    "OTF2_EvtWriter_IoOperationComplete", "OTF2_EvtWriter_IoOperationCancelled",
 )
 """Function addresses :func:`emit_events` expects in ``fns``, in this order."""
 (F_ENTER, F_LEAVE, F_SEND, F_RECV, F_CBEGIN, F_CEND, F_METRIC, F_ADD_U64, F_ADD_I64, F_ADD_STR, F_STRING,
- F_ISEND, F_ISEND_COMPLETE, F_IRECV_REQUEST, F_IRECV) = range(len(FN_NAMES))
+ F_ISEND, F_ISEND_COMPLETE, F_IRECV_REQUEST, F_IRECV, F_IO_BEGIN, F_IO_COMPLETE, F_IO_CANCELLED) = range(len(FN_NAMES))
 FLOWS_ATTRIBUTE = 7
 """Position of ``di.flows_in`` in ``layout.ATTRIBUTES``."""
+IO_ATTRIBUTE = 8
+"""Position of ``di.io`` in ``layout.ATTRIBUTES`` (on the I/O operation records, see :mod:`iolayout`)."""
 NO_VALUE = np.iinfo(np.int64).min
 """Marks a missing bytes / corr / args value."""
 TYPE_DOUBLE = 10
@@ -85,6 +90,14 @@ def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
             code = clib.ccall(fns[F_IRECV_REQUEST], (writer, 0, t, att[q, 7]))
         elif kind == ATT_COLL_BEGIN:
             code = clib.ccall(fns[F_CBEGIN], (writer, 0, t))
+        elif kind == ATT_IO_BEGIN or kind == ATT_IO_COMPLETE or kind == ATT_IO_CANCELLED:
+            clib.ccall(fns[F_ADD_U64], (alist, attr_refs[IO_ATTRIBUTE], np.int64(1)))
+            if kind == ATT_IO_BEGIN:
+                code = clib.ccall(fns[F_IO_BEGIN], (writer, alist, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]))
+            elif kind == ATT_IO_COMPLETE:
+                code = clib.ccall(fns[F_IO_COMPLETE], (writer, alist, t, att[q, 3], att[q, 6], att[q, 7]))
+            else:
+                code = clib.ccall(fns[F_IO_CANCELLED], (writer, alist, t, att[q, 3], att[q, 7]))
         else:
             with_attrs = False
             for a in range(4):

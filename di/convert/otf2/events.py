@@ -7,6 +7,12 @@
   ``otf2_record``; their fields go to ``args``.
 * RMA copies: name ``RmaPut``/``RmaGet``, cat ``memcpy``, ``bytes`` from the
   record, window and remote in ``args``.
+* I/O operations (IoOperationBegin .. Complete): name ``read``/``write``/
+  ``flush`` (the operation mode), cat ``io``, src_cat ``otf2/io_operation``,
+  ``bytes`` = bytes transferred (null when never completed); ``args``: mode,
+  handle, file and paradigm (from the IoHandle, IoFile and IoParadigm
+  definitions), bytes requested, operation flags when set, ``cancelled``.
+  The other I/O records are instants with cat ``io``.
 * ``args``: the record's attributes (by attribute name; STRING/REGION/COMM
   values by name), the fields above, a collective's OTF2 op and bytes received.
   Attributes on a record that is not an event's own (MPI, metrics) go to the
@@ -33,6 +39,11 @@ from di.nesting import nest, nesting_order
 
 NS_PER_S = 1_000_000_000
 
+IO_MODES = ("read", "write", "flush")
+"""OTF2_IoOperationMode 0, 1, 2: the names of I/O operation events."""
+IO_OPERATIONS = (R.IO_OPERATION_READ, R.IO_OPERATION_WRITE, R.IO_OPERATION_FLUSH)
+IO_ATTRIBUTE = "di.io"
+"""Attribute di's writer puts on the I/O operation records it writes inside the I/O event they describe (no event of their own)."""
 OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
 """Attributes di's writer puts on Enter records -> the event column they restore."""
 FLOWS_ATTRIBUTE = "di.flows_in"
@@ -54,10 +65,11 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     lookup = np.full(int(refs.max()) + 1 if refs.size else 1, -1, np.int64)
     lookup[refs] = np.arange(refs.size)
     rs = list(regions.values())
-    record_names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet"}
+    record_names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet", **dict(zip(IO_OPERATIONS, IO_MODES))}
     n_kinds = max(record_names) + 1
-    kinds = [(record_names.get(k, "?"), "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "other",
-              "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2_record", k in R.INSTANT_NAMES) for k in range(n_kinds)]
+    kinds = [(record_names.get(k, "?"), "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "io" if k in R.IO_INSTANTS or k in IO_OPERATIONS else "other",
+              "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2/io_operation" if k in IO_OPERATIONS else "otf2_record",
+              k in R.INSTANT_NAMES) for k in range(n_kinds)]
     kinds.append(("?", "other", "otf2/undefined_region", False))
     table = pl.DataFrame({
         "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
@@ -127,18 +139,20 @@ def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict
     ``tl``: the :class:`timeline.Builder` arrays (ev_loc .. ev_c); ``clock``: (global offset
     ticks, timer resolution ticks/s, realtime ns added). ev_start and ev_end are converted to ns in place.
     """
-    ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c = tl[:8]
+    ev_loc, ev_start, ev_end, ev_type, ev_ref, _, _, ev_c, ev_d = tl[:9]
     lookup, table = _descriptors(regions)
-    n_regions = (table.height - (max(R.INSTANT_NAMES) + 2)) // 2
+    n_regions = len(regions)
     instant_of = table["instant"].to_numpy()
     desc, ordered = _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs.astype(np.int64), instant_of,
                             *(np.int64(c) for c in clock))
     n = ev_loc.size
     order = None
-    loc, start, end, nbytes, rma = ev_loc, ev_start, ev_end, ev_c, ev_type == T.EV_RMA
+    io = ev_type == T.EV_IO
+    loc, start, end = ev_loc, ev_start, ev_end
+    nbytes, known = (np.where(io, ev_d, ev_c), (ev_type == T.EV_RMA) | (io & (ev_d >= 0))) if io.any() else (ev_c, ev_type == T.EV_RMA)
     if not ordered:
         perm = nesting_order(ev_loc, ev_start, ev_end, np.arange(n, dtype=np.int64))
-        loc, start, end, desc, nbytes, rma = (a[perm] for a in (loc, start, end, desc, nbytes, rma))
+        loc, start, end, desc, nbytes, known = (a[perm] for a in (loc, start, end, desc, nbytes, known))
         order = np.empty(n, np.int64)
         order[perm] = np.arange(n, dtype=np.int64)
     depth, parent = nest(loc, start, end)
@@ -146,7 +160,7 @@ def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict
     df = pl.DataFrame({
         "loc": loc.astype(np.uint32), "start_ns": start, "end_ns": end, "name": table["name"].gather(codes),
         "cat": table["cat"].gather(codes), "src_cat": table["src_cat"].gather(codes),
-        "bytes": nullable(nbytes, rma, "bytes") if rma.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
+        "bytes": nullable(nbytes, known, "bytes") if known.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
         "instant": instant_of[desc], "depth": depth, "parent": nullable(parent, parent >= 0, "parent"),
     })
     return df, order
@@ -169,7 +183,7 @@ def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray
     from di.convert.otf2.matching import collective_ops
 
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (event rows, members UTF-8, offsets) per source
-    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name == FLOWS_ATTRIBUTE]
+    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name in (FLOWS_ATTRIBUTE, IO_ATTRIBUTE)]
     got = rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0)
     if own:
         got &= ~np.isin(rec.a, np.array(own, np.int64))
@@ -191,11 +205,32 @@ def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray
         wins, win_idx = np.unique(ev_a[rma], return_inverse=True)
         texts = [orjson.dumps(defs.windows.get(int(w), str(w))).decode() for w in wins.tolist()]
         parts.append((rows_of(order, rma), *text_int_members('"window":', texts, win_idx.ravel(), ',"remote":', ev_b[rma])))
+    io = np.flatnonzero(ev_type == T.EV_IO)
+    if io.size:
+        combos, idx = np.unique(np.column_stack([ev_a[io], ev_b[io]]), axis=0, return_inverse=True)
+        texts = [_io_text(int(h), int(b), defs.io_handles) for h, b in combos.tolist()]
+        parts.append((rows_of(order, io), *text_int_members("", texts, idx.ravel(), ',"bytes_requested":', ev_c[io])))
     coll = rec.of_kind(R.COLL_END) & (rec.event >= 0)
     if coll.any():
         idx, names_ = collective_ops(rec.a[coll])
         parts.append((rec.event[coll], *text_int_members('"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.e[coll])))
     return join_members(n_events, parts)
+
+
+def _io_text(handle: int, b: int, handles: dict[int, dict[str, Any]]) -> str:
+    """The args members of an I/O operation on ``handle`` whose field b is ``b`` (see :mod:`timeline`), bytes requested aside."""
+    import orjson
+
+    mode = b & 0xFF
+    members: dict[str, Any] = {"mode": IO_MODES[mode] if mode < len(IO_MODES) else mode}
+    h = handles.get(handle)
+    members.update({"handle": h["name"], "file": h["file"], "paradigm": h["paradigm"]} if h else {"handle": handle})
+    flags = (b >> T.IO_FLAGS_SHIFT) & 0xFFFFFFFF
+    if flags:
+        members["operation_flags"] = flags
+    if b & T.IO_CANCELLED_BIT:
+        members["cancelled"] = True
+    return orjson.dumps(members).decode()[1:-1]
 
 
 def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:

@@ -18,12 +18,14 @@ from numba import njit
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
+from di.convert.otf2.iolayout import IoDefs, plan_io
 from di.trace import Trace
 
 ATTRIBUTES = (("di.bytes", "UINT64"), ("di.corr", "INT64"), ("di.args", "STRING"), ("di.dtype", "STRING"), ("di.op", "STRING"),
-              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"), ("di.flows_in", "STRING"))
-"""Attributes di writes (refs in this order): the first three and the last on Enter records, the others on
-MpiCollectiveEnd (the ``collectives`` columns OTF2 has no field for, or whose OTF2 field is coarser)."""
+              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"), ("di.flows_in", "STRING"), ("di.io", "UINT64"))
+"""Attributes di writes (refs in this order): the first three and ``di.flows_in`` on Enter records, ``di.io`` on
+I/O operation records (:mod:`iolayout`), the others on MpiCollectiveEnd (the ``collectives`` columns OTF2 has no
+field for, or whose OTF2 field is coarser)."""
 NULL_COMM = "\0null"
 """Stands for a null comm while planning; written as an unnamed communicator whose group name says so."""
 DEFAULT_COMM = NULL_COMM
@@ -86,6 +88,7 @@ class Layout:
     attributes: tuple[tuple[str, str], ...] = ATTRIBUTES
     attr_refs: np.ndarray = field(default_factory=lambda: np.arange(len(ATTRIBUTES), dtype=np.int64))
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    io: IoDefs = field(default_factory=IoDefs)
 
     def __getattr__(self, name: str) -> np.ndarray:
         try:
@@ -367,7 +370,11 @@ def plan(trace: Trace) -> Layout:
     regions, region = _regions(trace, strings)
     comms, local = _comms(trace, loc_rank, ranks, strings)
     comm_ref = {name: i for i, name in enumerate(local)}
+    io_att, io_defs = plan_io(trace, strings)
     att = _attachments(trace, loc_rank, comm_ref, local, strings)
+    if io_att.size:
+        att = np.concatenate([att, io_att])
+        att = att[np.lexsort((att[:, 1], att[:, 0]))]
     att_off = np.zeros(ev.height + 1, np.int64)
     np.cumsum(np.bincount(att[:, 0], minlength=ev.height), out=att_off[1:])
     records = 2 * counts + (np.bincount(out_ref[att[:, 0]], minlength=out.height) if att.size else 0)
@@ -383,7 +390,7 @@ def plan(trace: Trace) -> Layout:
                      zip(out["out_name"].to_list(), out["out_kind"].to_list(), out["group"].to_list(), records.tolist(), out["loc"].to_list())]
     lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations,
                  rank_locations=rank_locs, regions=regions, comms=comms, metric_members=members, global_offset=offset,
-                 trace_length=length, realtime=realtime)
+                 trace_length=length, realtime=realtime, io=io_defs)
     lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)"
     lay.arrays.update(metric_arrays)
     lay.arrays.update({
