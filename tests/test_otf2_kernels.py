@@ -52,20 +52,21 @@ def test_first_use_ids_match_numpy_unique(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_combined_key_matches_numpy(seed: int) -> None:
-    from di.convert.otf2.layout import _combined_key
+def test_combined_ids_number_code_tuples_in_order_of_first_use(seed: int) -> None:
+    from di.convert.otf2.layout import _combined_ids
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 500))
-    cols = [rng.integers(0, int(rng.integers(1, 30)), n).astype(np.int64) for _ in range(4)]
-    want = np.zeros(n, np.int64)
-    for c in cols:
-        want = want * (int(c.max()) + 1) + c
-    key, span = _combined_key(*cols)
-    np.testing.assert_array_equal(key, want)
-    assert span == np.prod([int(c.max()) + 1 for c in cols]) and key.max() < span
-    # distinct code tuples give distinct keys
-    assert len(np.unique(key)) == len({tuple(r) for r in np.column_stack(cols).tolist()})
+    cols = [rng.integers(0, int(rng.integers(1, 30)), n).astype(np.int64) for _ in range(3)] + [rng.random(n) < 0.5]
+    seen: dict[tuple[int, ...], int] = {}
+    want = np.array([seen.setdefault(t, len(seen)) for t in map(tuple, np.column_stack(cols).astype(np.int64).tolist())])
+    ids, first, key = _combined_ids(*cols, 1 << 30)
+    np.testing.assert_array_equal(ids, want)
+    np.testing.assert_array_equal(ids[first], np.arange(len(seen)))
+    assert key.size == 0
+    ids, first, key = _combined_ids(*cols, 1)  # span over the limit: the mixed-radix key for the caller to number
+    assert ids.size == 0 and key.size == n
+    assert len(np.unique(key)) == len(seen)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -117,3 +118,13 @@ def test_text_int_members_matches_python(seed: int) -> None:
     data, offsets = text_int_members('"window":', texts, idx, ',"remote":', ints)
     got = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(n)]
     assert got == ['{"window":' + texts[k] + ',"remote":' + str(v) + "}" for k, v in zip(idx.tolist(), ints.tolist())]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_run_starts_match_numpy(seed: int) -> None:
+    from di.convert.otf2.layout import _run_starts
+
+    rng = np.random.default_rng(seed)
+    key = np.sort(rng.integers(0, int(rng.integers(1, 20)), int(rng.integers(0, 300)))).astype(np.int64)
+    want = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
+    np.testing.assert_array_equal(_run_starts(key), want)

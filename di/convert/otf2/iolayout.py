@@ -71,9 +71,12 @@ def plan_io(trace: Any, strings: Any) -> tuple[np.ndarray, IoDefs]:
     empty = np.zeros((0, emit.ATT_WIDTH), np.int64), IoDefs()
     if not ev.height:
         return empty
-    io = ev.with_row_index("row").filter(pl.col("cat") == "io")
-    if not io.height:
+    from di.trace import CATS
+
+    is_io = ev["cat"].to_physical().to_numpy() == CATS.index("io")  # one pass over the codes, no frame for traces without I/O
+    if not is_io.any():
         return empty
+    io = ev.with_row_index("row").filter(pl.Series(is_io))
     name = pl.col("name").cast(pl.String)
     src = pl.col("src_cat").cast(pl.String).fill_null("")
     arg = pl.col("args").str.json_path_match

@@ -136,7 +136,7 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     alist = lib.OTF2_AttributeList_New()
     try:
         _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, lay.order, lay.bounds, lay.start_t, lay.end_t,
-                                lay.region, lay.nbytes, lay.corr, lay.args_ref, lay.flows_ref, lay.att, lay.att_off), anchor, "events")
+                                lay.region, lay.nbytes, lay.corr, lay.args_ref, lay.flows_ref, lay.att, lay.att_bounds), anchor, "events")
         _check(emit.emit_metrics(fns, addrs[lay.metric_writers], lay.metric_bounds, lay.metric_ts, lay.metric_ref,
                                  lay.metric_values), anchor, "metrics")
     finally:
