@@ -7,7 +7,7 @@ import pytest
 
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
-from di.convert.otf2.layout import _dense_ids
+from di.convert.otf2.rowids import dense_ids
 
 KINDS = [R.ENTER, R.ENTER, R.LEAVE, R.LEAVE, R.MPI_SEND, R.MPI_RECV, R.COLL_END, R.RMA_PUT, R.RMA_GET, R.RMA_COMPLETE,
          R.RMA_COMPLETE, R.ATTRIBUTE, R.METRIC, R.METRIC_VALUE, R.THREAD_FORK, R.LOCK_ACQUIRE, R.IO_BEGIN, R.IO_BEGIN,
@@ -45,7 +45,7 @@ def test_timeline_build_matches_reference(seed: int) -> None:
 def test_first_use_ids_match_numpy_unique(seed: int) -> None:
     rng = np.random.default_rng(seed)
     key = rng.integers(0, int(rng.integers(1, 50)), int(rng.integers(0, 2000))).astype(np.int64)
-    ids, first = _dense_ids(key)
+    ids, first = dense_ids(key)
     assert (key[first][ids] == key).all()
     assert len(first) == len(np.unique(key))
     assert (np.diff(first) > 0).all()  # numbered in order of first use
@@ -53,18 +53,18 @@ def test_first_use_ids_match_numpy_unique(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_combined_ids_number_code_tuples_in_order_of_first_use(seed: int) -> None:
-    from di.convert.otf2.layout import _combined_ids
+    from di.convert.otf2.rowids import combined_ids
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 500))
     cols = [rng.integers(0, int(rng.integers(1, 30)), n).astype(np.int64) for _ in range(3)] + [rng.random(n) < 0.5]
     seen: dict[tuple[int, ...], int] = {}
     want = np.array([seen.setdefault(t, len(seen)) for t in map(tuple, np.column_stack(cols).astype(np.int64).tolist())])
-    ids, first, key = _combined_ids(*cols, 1 << 30)
+    ids, first, key = combined_ids(*cols, 1 << 30)
     np.testing.assert_array_equal(ids, want)
     np.testing.assert_array_equal(ids[first], np.arange(len(seen)))
     assert key.size == 0
-    ids, first, key = _combined_ids(*cols, 1)  # span over the limit: the mixed-radix key for the caller to number
+    ids, first, key = combined_ids(*cols, 1)  # span over the limit: the mixed-radix key for the caller to number
     assert ids.size == 0 and key.size == n
     assert len(np.unique(key)) == len(seen)
 
@@ -122,9 +122,9 @@ def test_text_int_members_matches_python(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_run_starts_match_numpy(seed: int) -> None:
-    from di.convert.otf2.layout import _run_starts
+    from di.convert.otf2.rowids import run_starts
 
     rng = np.random.default_rng(seed)
     key = np.sort(rng.integers(0, int(rng.integers(1, 20)), int(rng.integers(0, 300)))).astype(np.int64)
     want = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
-    np.testing.assert_array_equal(_run_starts(key), want)
+    np.testing.assert_array_equal(run_starts(key), want)

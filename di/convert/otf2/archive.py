@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from di.convert.otf2 import clib, records
+from di.convert.otf2.globaldefs import GlobalDefs, read_global_definitions
 from di.errors import FormatError
 
 ANCHOR_MAGIC = b"OTF2"
@@ -54,19 +55,38 @@ def _otf2_error(anchor: Path, exc: Exception) -> FormatError:
     return FormatError(anchor, f"OTF2 library could not open the archive ({str(exc).strip() or type(exc).__name__})")
 
 
-def open_reader(anchor: Path) -> Any:
-    """An ``otf2.reader.Reader`` with the global definitions read.
+class ArchiveReader:
+    """An open OTF2_Reader (``handle``, the ``_otf2`` pointer) with its global definitions read (``global_defs``)."""
+
+    def __init__(self, handle: Any, global_defs: GlobalDefs) -> None:
+        self.handle = handle
+        self.global_defs = global_defs
+
+    def close(self) -> None:
+        import _otf2
+
+        _otf2.Reader_Close(self.handle)
+
+
+def open_reader(anchor: Path) -> ArchiveReader:
+    """The archive opened for reading, with the global definitions read.
 
     Raises:
         FormatError: the library cannot open the archive (missing or broken definitions).
     """
-    import otf2
+    import _otf2
 
     if not anchor.with_suffix(".def").is_file():
         raise FormatError(anchor, f"global definitions {anchor.with_suffix('.def').name} missing beside the anchor file")
     try:
-        return otf2.reader.Reader(str(anchor))
+        handle = _otf2.Reader_Open(str(anchor))
+        _otf2.Reader_SetSerialCollectiveCallbacks(handle)
     except Exception as exc:  # the otf2 package raises its own error types and plain ones
+        raise _otf2_error(anchor, exc) from None
+    try:
+        return ArchiveReader(handle, read_global_definitions(clib.handle(handle)))
+    except Exception as exc:
+        _otf2.Reader_Close(handle)
         raise _otf2_error(anchor, exc) from None
 
 

@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import orjson
 import polars as pl
-from numba import njit
 
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
 from di.convert.otf2.iolayout import IoDefs, plan_io
+from di.convert.otf2.rowids import combined_ids, dense_ids, run_starts
 from di.trace import Trace
 
 ATTRIBUTES = (("di.bytes", "UINT64"), ("di.corr", "INT64"), ("di.args", "STRING"), ("di.dtype", "STRING"), ("di.op", "STRING"),
@@ -145,88 +145,6 @@ def _locations(trace: Trace, pairs: pl.DataFrame, strings: Strings) -> tuple[pl.
     return out, hosts, groups, first["ref"].to_list()
 
 
-@njit(cache=True)
-def _first_use_ids(key, span):
-    ids = np.empty(key.size, np.int64)
-    first = np.empty(key.size, np.int64)
-    slot = np.full(span, -1, np.int64)
-    count = 0
-    for i in range(key.size):
-        k = key[i]
-        if slot[k] < 0:
-            slot[k] = count
-            first[count] = i
-            count += 1
-        ids[i] = slot[k]
-    return ids, first[:count]
-
-
-@njit(cache=True)
-def _combined_ids(a, b, c, d, limit):
-    """Ids numbered in order of first use of the rows' (a, b, c, d) non-negative codes, and the first row of each id;
-    (None-like empty arrays, key) when the mixed-radix key span exceeds ``limit`` (then the caller numbers ``key``)."""
-    n = a.size
-    na, nb, nc, nd = 1, 1, 1, 1
-    for i in range(n):
-        na, nb, nc, nd = max(na, a[i] + 1), max(nb, b[i] + 1), max(nc, c[i] + 1), max(nd, d[i] + 1)
-    span = np.int64(na) * nb * nc * nd
-    if span > limit:
-        key = np.empty(n, np.int64)
-        for i in range(n):
-            key[i] = ((np.int64(a[i]) * nb + b[i]) * nc + c[i]) * nd + d[i]
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), key
-    ids = np.empty(n, np.int64)
-    first = np.empty(n, np.int64)
-    slot = np.full(span, -1, np.int64)
-    count = 0
-    for i in range(n):
-        k = ((np.int64(a[i]) * nb + b[i]) * nc + c[i]) * nd + d[i]
-        if slot[k] < 0:
-            slot[k] = count
-            first[count] = i
-            count += 1
-        ids[i] = slot[k]
-    return ids, first[:count], np.zeros(0, np.int64)
-
-
-@njit(cache=True, _nrt=False)
-def _count_runs(key):
-    count = 0
-    for i in range(key.size):
-        if i == 0 or key[i] != key[i - 1]:
-            count += 1
-    return count
-
-
-@njit(cache=True, _nrt=False)
-def _fill_run_starts(key, first):
-    count = 0
-    for i in range(key.size):
-        if i == 0 or key[i] != key[i - 1]:
-            first[count] = i
-            count += 1
-
-
-def _run_starts(key: np.ndarray) -> np.ndarray:
-    """First row of each run of equal adjacent values of ``key``."""
-    first = np.empty(_count_runs(key) if key.size else 0, np.int64)
-    if key.size:
-        _fill_run_starts(key, first)
-    return first
-
-
-def _dense_ids(key: np.ndarray, span: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys
-    (all below ``span`` when given)."""
-    if not key.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    span = int(key.max()) + 1 if span is None else span
-    if span > 4 * key.size + (1 << 20):
-        key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
-        span = int(key.max()) + 1
-    return _first_use_ids(key, span)
-
-
 def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.ndarray]:
     """One region per distinct (name, cat, src_cat, instant), found on the columns' integer codes; region ref per event row."""
     ev = trace.events
@@ -237,10 +155,10 @@ def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.n
         src_code = np.zeros(src.len(), np.uint32)
     else:
         src_code = (src.to_physical().cast(pl.Int64) + 1).fill_null(0).to_numpy()  # null apart from every category
-    region, first, key = _combined_ids(ev["name"].to_physical().to_numpy(), ev["cat"].to_physical().to_numpy(), src_code,
+    region, first, key = combined_ids(ev["name"].to_physical().to_numpy(), ev["cat"].to_physical().to_numpy(), src_code,
                                        ev["instant"].to_numpy(), 4 * ev.height + (1 << 20))
     if key.size:
-        region, first = _dense_ids(key)
+        region, first = dense_ids(key)
     keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
     regions = []
     for name, cat, src_cat, instant in keys.iter_rows():
@@ -403,9 +321,9 @@ def plan(trace: Trace) -> Layout:
     lanes = assign_lanes(loc, start, end)
     n_lanes = int(lanes.max(initial=0)) + 1
     if n_lanes > 1:
-        pair, first = _dense_ids(loc * n_lanes + lanes)
+        pair, first = dense_ids(loc * n_lanes + lanes)
     else:  # one output location per timeline, in loc order: no array per event needed (events are sorted by loc)
-        first = _run_starts(loc)
+        first = run_starts(loc)
     pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first].astype(np.int64)})
     out, hosts, groups, rank_locs = _locations(trace, pairs, strings)
     ranks = [r for r, _ in groups]
