@@ -57,6 +57,20 @@ def _is_instant(kind):
     return (kind >= R.PROGRAM_BEGIN and kind <= R.PARAMETER_UINT) or (kind >= R.IO_ISSUED and kind <= R.IO_TRY_LOCK)
 
 
+@njit(cache=True, inline="always")
+def _take(ev, open_ids, open_match, n, ref, match):
+    """The first of the ``n`` open events (``open_ids``) whose field a is ``ref`` and matching id ``match``, removed
+    from the open list (order kept; the caller decrements its count), or -1 when none is open."""
+    for q in range(n):
+        if ev[open_ids[q], 4] == ref and open_match[q] == match:
+            e = open_ids[q]
+            for r in range(q, n - 1):
+                open_ids[r] = open_ids[r + 1]
+                open_match[r] = open_match[r + 1]
+            return e
+    return -1
+
+
 @njit(cache=True)
 def _folded(rows, k, fold_ref):
     """True when record k carries attribute ``fold_ref`` (its ATTRIBUTE rows follow it)."""
@@ -160,16 +174,12 @@ def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state, fo
             n_io += 1
             m += 1
         elif (kind == R.IO_COMPLETE or kind == R.IO_CANCELLED) and not _folded(rows, k, fold_ref):
-            hit = -1
-            for q in range(n_io):
-                if ev[io[q], 4] == rows[k, 2] and io_match[q] == rows[k, 6]:
-                    hit = q
-                    break
-            if hit < 0:
+            e = _take(ev, io, io_match, n_io, rows[k, 2], rows[k, 6])
+            if e < 0:
                 counts[IO_COMPLETE_WITHOUT_BEGIN] += 1
                 last_owner = stack[top - 1] if top > 0 else -1
             else:
-                e = io[hit]
+                n_io -= 1
                 ev[e, 2] = t
                 if kind == R.IO_COMPLETE:
                     ev[e, 7] = rows[k, 5]
@@ -177,26 +187,14 @@ def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state, fo
                     ev[e, 7] = 0
                     ev[e, 5] |= IO_CANCELLED_BIT
                 last_owner = e
-                for q in range(hit, n_io - 1):
-                    io[q] = io[q + 1]
-                    io_match[q] = io_match[q + 1]
-                n_io -= 1
         elif kind == R.RMA_COMPLETE:
-            hit = -1
-            for q in range(n_rma):
-                if ev[rma[q], 4] == rows[k, 2] and rma_match[q] == rows[k, 5]:
-                    hit = q
-                    break
-            if hit < 0:
+            e = _take(ev, rma, rma_match, n_rma, rows[k, 2], rows[k, 5])
+            if e < 0:
                 counts[RMA_COMPLETE_WITHOUT_OP] += 1
             else:
-                e = rma[hit]
+                n_rma -= 1
                 ev[e, 2] = t
                 last_owner = e
-                for q in range(hit, n_rma - 1):
-                    rma[q] = rma[q + 1]
-                    rma_match[q] = rma_match[q + 1]
-                n_rma -= 1
         else:
             last_owner = stack[top - 1] if top > 0 else -1
         if kind != R.ENTER and kind != R.LEAVE:
