@@ -4,11 +4,16 @@
 # 2-3 minutes when nothing needs installing) and every step and check is reported on its own.
 #
 #   bench/gpu_check.sh            (from anywhere; PYTHON=... picks the interpreter)
+#   bench/gpu_check.sh --env-only (step 1's packages alone: runs without a GPU too)
+#
+# Without a package index (the nvidia-h200 machines have none), first make the wheels it lacks where
+# PyPI is reachable, `python bench/gpu_check/env.py download .whl --cuda 13.0 --python-version 3.12`
+# (about 54 MB), and carry .whl (or set DI_WHEELS): step 1 installs them with no index.
 #
 # Steps (each timed; a failed step is reported and the next ones still run where they can):
-#   1. environment: nvidia-smi; imports of di's dependencies, torch, cupti-python, nvidia-ml-py
-#      and the nvidia-nccl wheel; whatever is missing is pip-installed (bounded timeouts;
-#      cupti-python matched to torch's CUDA major version);
+#   1. environment: imports of di's dependencies, torch, cupti-python (pyproject's gpu extra, no newer
+#      than the driver's CUDA), nvidia-ml-py and the nvidia-nccl wheel; what is missing is installed
+#      from carried wheels, else from the package index (bounded timeouts); then nvidia-smi;
 #   2. NCCL layout: 2 processes (torchrun) with NCCL allreduce when NCCL accepts them (2+
 #      GPUs; one GPU shared by 2 ranks is refused by NCCL), else 1 process with a 1-rank group;
 #   3. baseline: bench/gpu_check/train.py (MLP steps with a 4 MiB host->device copy and
@@ -25,9 +30,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 PY=${PYTHON:-python3}
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 WORK=bench/out/gpu_check
 rm -rf "$WORK" && mkdir -p "$WORK"
+WHEELS=${DI_WHEELS:-$REPO/.whl}  # wheels carried to a machine without a package index (bench/gpu_check/env.py download)
+SITE=$REPO/$WORK/site           # where they are installed (pip --target), after the repo on PYTHONPATH
+export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 STEPS="$WORK/steps.jsonl"
 : >"$STEPS"
 export DI_CHECK_STEPS=${DI_CHECK_STEPS:-40}
@@ -47,58 +54,55 @@ finish() {
   exit $rc
 }
 
-say "1. environment"
-if timed nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader; then
-  step driver 1 "$LAST_S" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
-else
-  step driver 0 "$LAST_S" "nvidia-smi failed: no NVIDIA driver"; finish
-fi
-missing() {  # pip names of what does not import
-  "$PY" - <<'PYEOF'
-import importlib
-need = {"numpy": "numpy", "numba": "numba", "polars": "polars", "pyarrow": "pyarrow", "orjson": "orjson",
-        "jsonschema": "jsonschema", "rich": "rich", "pynvml": "nvidia-ml-py", "torch": "torch",
-        "nvidia.nccl": "nvidia-nccl-cu12"}
-out = []
-for mod, pip in need.items():
-    try:
-        importlib.import_module(mod)
-    except Exception:
-        out.append(pip)
-try:
-    from cupti import cupti  # noqa: F401
-except Exception:
-    try:
-        import torch
-        major, minor = (int(x) for x in (torch.version.cuda or "12.6").split(".")[:2])
-    except Exception:
-        major, minor = 12, 6
-    # the CUPTI of torch's CUDA: cupti-python 12.6.0 / 12.8.0 for CUDA 12, 13.x for CUDA 13
-    out.append(("cupti-python==12.8.0" if minor >= 8 else "cupti-python==12.6.0") if major == 12 else f"cupti-python>={major},<{major + 1}")
-print(" ".join(out))
-PYEOF
-}
+say "1. environment: packages, then the driver"
+missing() { "$PY" bench/gpu_check/env.py missing 2>/dev/null || echo "?"; }  # pip requirements of what does not import
 MISSING=$(missing)
 if [ -n "$MISSING" ]; then
-  echo "  missing: $MISSING; pip install (bounded to 90 s)"
-  timed timeout 90 "$PY" -m pip install --quiet --disable-pip-version-check --timeout 15 --retries 1 $MISSING
-  echo "  pip install: exit $? in ${LAST_S}s"
+  echo "  missing: $MISSING"
+  if ls "$WHEELS"/*.whl >/dev/null 2>&1; then  # carried wheels: no index needed
+    echo "  installing the wheels in $WHEELS into $SITE (no index)"
+    timed timeout 90 "$PY" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir \
+      --target "$SITE" "$WHEELS"/*.whl
+    echo "  pip install: exit $? in ${LAST_S}s"
+  else
+    echo "  no wheels in $WHEELS: pip install from the package index (bounded to 90 s)"
+    timed timeout 90 "$PY" -m pip install --quiet --disable-pip-version-check --timeout 15 --retries 1 $MISSING
+    echo "  pip install: exit $? in ${LAST_S}s"
+  fi
   MISSING=$(missing)
 fi
 "$PY" - <<'PYEOF'
 import importlib
-for m in ("torch", "cupti", "pynvml", "nvidia.nccl", "polars", "numba"):
+from importlib import metadata
+for m, dist in (("torch", "torch"), ("cupti.cupti", "cupti-python"), ("pynvml", "nvidia-ml-py"), ("nvidia.nccl", None),
+                ("polars", "polars"), ("numba", "numba")):
     try:
         mod = importlib.import_module(m)
-        print(f"  {m}: {getattr(mod, '__version__', 'ok')}")
+        version = metadata.version(dist) if dist else "ok"
+        print(f"  {m}: {version} ({getattr(mod, '__file__', None) or list(getattr(mod, '__path__', []))})")
     except Exception as exc:
         print(f"  {m}: MISSING ({type(exc).__name__}: {exc})")
+try:
+    print(f"  nvidia-cuda-cupti: {metadata.version('nvidia-cuda-cupti')}")
+except metadata.PackageNotFoundError:
+    pass
 PYEOF
 if [ -n "$MISSING" ]; then
-  step environment 0 "$(( $(date +%s) - T_START ))" "still missing after pip: $MISSING"
+  echo "  STILL MISSING: $MISSING"
+  echo "  without a package index, make the wheels on a machine with one and carry them here:"
+  echo "    python bench/gpu_check/env.py download .whl --cuda $("$PY" -c 'import sys; sys.path.insert(0, "."); from di.capture.cupti import driver_cuda_version as v; print(v().replace("?", "X.Y"))' 2>/dev/null || echo X.Y) --python-version $("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  echo "  (or point DI_WHEELS at a folder of them)"
+  step environment 0 "$(( $(date +%s) - T_START ))" "still missing: $MISSING; no wheels for them in $WHEELS and no package index"
   case " $MISSING " in *" torch "*|*" polars "*|*" numpy "*|*" numba "*) finish ;; esac
 else
   step environment 1 "$(( $(date +%s) - T_START ))" "all imports present"
+fi
+[ "${1:-}" = "--env-only" ] && finish
+if timed nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader; then
+  step driver 1 "$LAST_S" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), CUDA $(
+    "$PY" -c 'from di.capture.cupti import driver_cuda_version as v; print(v())' 2>/dev/null)"
+else
+  step driver 0 "$LAST_S" "nvidia-smi failed: no NVIDIA driver"; finish
 fi
 NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null) || NGPU=0
 echo "  GPUs visible to torch: $NGPU"

@@ -1,7 +1,7 @@
 """Ingest speed of CUPTI activity: a synthetic recording of N kernels (each with its
 launch API call) and N/4 memcpys on 4 streams, ingested with `di record --ingest`
 cold (empty numba cache) and warm; plus the in-process CPU cost of the buffer callback's
-record conversion (:func:`di.capture.cupti.to_records`) per record (``python bench/gpu_ingest.py
+record conversion (:func:`di.capture.cupti_records.to_records`) per record (``python bench/gpu_ingest.py
 callback`` measures only that).
 
 usage: python bench/gpu_ingest.py [N]   -> bench/out/gpu_ingest.json
@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from di.capture import cupti
+from di.capture import cupti_records as records
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 1_000_000
 REPO = Path(__file__).resolve().parents[1]
@@ -33,13 +34,13 @@ def synth(raw: Path, n: int) -> None:
     names = [cap._intern(f"kernel_{i}") for i in range(50)]
     api = cap._intern("cudaLaunchKernel_v7000")
     t = 1_790_000_000_000_000_000 + np.arange(n, dtype=np.int64) * 20_000
-    k = np.zeros(n, cupti.GPU_RECORD)
-    k["kind"], k["t0"], k["t1"], k["corr"] = cupti.K_KERNEL, t + 5_000, t + 15_000, np.arange(1, n + 1)
+    k = np.zeros(n, records.GPU_RECORD)
+    k["kind"], k["t0"], k["t1"], k["corr"] = records.K_KERNEL, t + 5_000, t + 15_000, np.arange(1, n + 1)
     k["stream"], k["name"], k["grid"], k["block"] = np.arange(n) % 4, np.array(names)[np.arange(n) % 50], 64, 256
-    a = np.zeros(n, cupti.GPU_RECORD)
-    a["kind"], a["t0"], a["t1"], a["corr"], a["tid"], a["name"] = cupti.K_RUNTIME, t, t + 3_000, np.arange(1, n + 1), 7, api
-    m = np.zeros(n // 4, cupti.GPU_RECORD)
-    m["kind"], m["t0"], m["t1"], m["bytes"], m["sub"], m["stream"] = cupti.K_MEMCPY, t[::4][: n // 4] + 16_000, t[::4][: n // 4] + 19_000, 1 << 20, 1, 5
+    a = np.zeros(n, records.GPU_RECORD)
+    a["kind"], a["t0"], a["t1"], a["corr"], a["tid"], a["name"] = records.K_RUNTIME, t, t + 3_000, np.arange(1, n + 1), 7, api
+    m = np.zeros(n // 4, records.GPU_RECORD)
+    m["kind"], m["t0"], m["t1"], m["bytes"], m["sub"], m["stream"] = records.K_MEMCPY, t[::4][: n // 4] + 16_000, t[::4][: n // 4] + 19_000, 1 << 20, 1, 5
     cap.append(np.concatenate([a, k, m]))
 
 
@@ -53,7 +54,7 @@ def ingest_time(run: Path, cache: str) -> float:
 def callback_cost(n: int = 100_000) -> dict[str, float]:
     """CPU microseconds per record of the buffer callback's conversion (best of 3), for a buffer of
     kernels only and for a mixed buffer (per kernel its launch API record, a memcpy per 4 kernels)."""
-    kinds = {10: cupti.K_KERNEL, 5: cupti.K_RUNTIME, 1: cupti.K_MEMCPY}
+    kinds = {10: records.K_KERNEL, 5: records.K_RUNTIME, 1: records.K_MEMCPY}
     kernels = [SimpleNamespace(kind=10, start=i, end=i + 5, correlation_id=i, device_id=0, context_id=1, stream_id=7,
                                name=f"kernel_{i % 50}", grid_x=64, grid_y=1, grid_z=1, block_x=256, block_y=1, block_z=1)
                for i in range(n)]
@@ -68,7 +69,7 @@ def callback_cost(n: int = 100_000) -> dict[str, float]:
         best = float("inf")
         for _ in range(3):
             t0 = time.process_time()
-            cupti.to_records(buffer, lambda k: kinds.get(k, 0), lambda s: 1, lambda k, c: "cudaLaunchKernel")
+            records.to_records(buffer, lambda k: kinds.get(k, 0), lambda s: 1, lambda k, c: "cudaLaunchKernel")
             best = min(best, time.process_time() - t0)
         out[f"callback_cpu_us_per_record_{label}"] = best / len(buffer) * 1e6
     return out

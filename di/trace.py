@@ -34,6 +34,8 @@ def conform(table: str, df: pl.DataFrame | dict[str, Any] | None) -> pl.DataFram
         return pl.DataFrame(schema=target)
     if isinstance(df, dict):
         df = pl.DataFrame(df)
+    if list(df.schema.items()) == list(target.items()):  # already conforming, columns in order: no new frame
+        return df
     n = df.height
     have = df.schema  # built on every access: once here
     cols = []

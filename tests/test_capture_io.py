@@ -196,6 +196,7 @@ def test_cupti_process_without_a_shim_rank_lands_on_the_unix_epoch_clock(tmp_pat
     from types import SimpleNamespace
 
     from di.capture import cupti
+    from di.capture import cupti_records as records
 
     run_dir = tmp_path / "g.di"
     proc = run(di_cmd("record", "--io", "-o", str(run_dir), "--", sys.executable, "-c", "open(__import__('os').devnull).close()"),
@@ -209,7 +210,7 @@ def test_cupti_process_without_a_shim_rank_lands_on_the_unix_epoch_clock(tmp_pat
     real = cap.header["clock"]["realtime_ns"]
     kernel = SimpleNamespace(kind=10, start=real, end=real + 1000, correlation_id=1, device_id=0, context_id=1, stream_id=7,
                              name="k", grid_x=1, grid_y=1, grid_z=1, block_x=1, block_y=1, block_z=1)
-    cap.append(cupti.to_records([kernel], lambda k: cupti.K_KERNEL if k == 10 else 0, cap._intern, lambda *_: "?"))
+    cap.append(records.to_records([kernel], lambda k: records.K_KERNEL if k == 10 else 0, cap._intern, lambda *_: "?"))
     trace, _ = ingest(run_dir)
     assert trace.meta["clock"]["domain"] == "unix_epoch"
     start = trace.events.filter(pl.col("cat") == "kernel").get_column("start_ns").to_list()

@@ -120,8 +120,8 @@ def test_missing_hardware_is_said_once_and_skipped(tmp_path: Path) -> None:
     assert "cpu busy" in di.load(out).series.get_column("name").to_list()
 
 
-def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
-    pytest.importorskip("pynvml", reason="nvidia-ml-py not installed")
+def _nvml_standin(tmp_path: Path) -> Path:
+    """The folder of a libnvidia-ml.so.1 built from tests/programs/nvml_standin.c (skips without a compiler)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler")
@@ -129,6 +129,12 @@ def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
     lib.mkdir()
     subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", str(lib / "libnvidia-ml.so.1"),
                     str(PROGRAMS / "nvml_standin.c")], check=True, timeout=60)
+    return lib
+
+
+def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
+    pytest.importorskip("pynvml", reason="nvidia-ml-py not installed")
+    lib = _nvml_standin(tmp_path)
     out = tmp_path / "g.di"
     proc = run(di_cmd("record", "--nvml", "--rate", str(RATE_HZ), "-o", str(out), "--", *SLEEP), tmp_path,
                timeout=120, LD_LIBRARY_PATH=str(lib))
@@ -145,6 +151,35 @@ def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
                                  ("gpu1 nvlink rx", "bytes", 20.0 * 1024)):
         got_unit, _, values = series[name]
         assert got_unit == unit and np.allclose(values, per_read * np.arange(1, values.size + 1)), name
+
+
+@pytest.mark.parametrize("case", ["no NVML library", "driver not loaded"])
+def test_nvml_without_a_driver_is_said_once_and_the_rest_recorded(tmp_path: Path, case: str) -> None:
+    """The real nvidia-ml-py: without libnvidia-ml.so.1 it raises NVMLError_LibraryNotFound; with the
+    library and no kernel driver (the stand-in answering NVML_ERROR_DRIVER_NOT_LOADED), DriverNotLoaded."""
+    import ctypes
+
+    pytest.importorskip("pynvml", reason="nvidia-ml-py not installed")
+    env = {}
+    if case == "no NVML library":
+        try:
+            ctypes.CDLL("libnvidia-ml.so.1")
+            pytest.skip("an NVML library is installed here")
+        except OSError:
+            pass
+        said = "NVML Shared Library Not Found"
+    else:
+        env = {"LD_LIBRARY_PATH": str(_nvml_standin(tmp_path)), "NVML_STANDIN_INIT": "9"}
+        said = "Driver Not Loaded"
+    out = tmp_path / "n.di"
+    proc = run(di_cmd("record", "--nvml", "--host", "--rate", str(RATE_HZ), "-o", str(out), "--", *SLEEP), tmp_path,
+               timeout=120, **env)
+    assert proc.returncode == 0, proc.stderr
+    trace = di.load(out)
+    nvml = [w for w in trace.meta["warnings"] if "NVML" in w]  # prefixed "sampler on HOST: "
+    assert len(nvml) == 1 and nvml[0].endswith(f"NVML sampler skipped: no NVIDIA driver (NVML: {said})"), nvml
+    names = trace.series.get_column("name").to_list()
+    assert "cpu busy" in names and not [n for n in names if n.startswith("gpu")]
 
 
 def test_sample_record_is_24_bytes() -> None:

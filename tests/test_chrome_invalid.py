@@ -205,3 +205,19 @@ def test_unknown_output_extension(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "installed" in line and not out.exists()
     with pytest.raises(di.UnknownFormatError):
         di.save(di.load(src), out)
+
+
+def test_gzip_members_and_a_short_size_trailer_lose_nothing(tmp_path: Path) -> None:
+    """Concatenated gzip members (``cat a.gz b.gz``) are one document; the size
+    trailer the reader sizes its buffer from is only the last member's, so the
+    buffer must grow past it without losing bytes."""
+    import gzip
+
+    events = [{"ph": "X", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i * 10, "dur": 5, "args": {"pad": "x" * 200}}
+              for i in range(20_000)]
+    text = json.dumps(trace_doc(*events)).encode()
+    cut = len(text) - 10  # the last member holds 10 bytes: its ISIZE says 10
+    path = write_json(tmp_path, "members.json.gz", gzip.compress(text[:cut], 1) + gzip.compress(text[cut:]))
+    t = assert_valid(di.load(path))
+    assert t.events.height == len(events) and not t.meta["warnings"]
+    assert t.events.get_column("name").to_list()[-1] == "op19999"

@@ -74,6 +74,14 @@ def memcpy() -> tuple[bool, str]:
     return got >= want > 0, f"{got:,} bytes in {htod.height} HtoD copies; the loop copied at least {want:,}"
 
 
+def nvtx() -> tuple[bool, str]:
+    """train.py wraps each step in an NVTX range: CUPTI reports them only with NVTX_INJECTION64_PATH set."""
+    steps = ev.filter((pl.col("cat") == "user") & pl.col("name").cast(pl.String).str.starts_with("step ")
+                      & (pl.col("loc_kind") == "cpu_thread"))
+    want = sum(m["steps"] for m in meta)
+    return steps.height >= want > 0, f"{steps.height} NVTX 'step N' ranges on CUDA API thread timelines; the loop ran {want} steps"
+
+
 def nvml() -> tuple[bool, str]:
     names = trace.series.get_column("name").to_list()
     nv = [n for n in names if n.startswith("gpu") and (n.endswith(" power") or n.endswith(" util"))]
@@ -141,7 +149,7 @@ def analysis() -> tuple[bool, str]:
 
 for name, fn in [("every kernel appears once with a correlation id", kernels_once),
                  ("every kernel has its launch flow", kernel_flows), ("kernels vs launch API calls", launches),
-                 ("memcpy HtoD bytes", memcpy), ("NVML power and utilization series", nvml),
+                 ("memcpy HtoD bytes", memcpy), ("NVTX step ranges", nvtx), ("NVML power and utilization series", nvml),
                  ("NCCL allreduce matched as a collective", nccl_matched),
                  ("NCCL completion from kernel channels (profiler plugin)", nccl_completion),
                  ("CUPTI buffer callback CPU cost per record (target: under 1 us)", callback_cost),

@@ -6,8 +6,9 @@ that every Python process of the job calls :func:`start` at startup; in code,
 
 What a process writes into ``$DI_CAPTURE_DIR`` (the recording's ``raw/``):
 
-* ``cupti-HOST-PID.json``: header: pid, host, launcher rank, the clock pair
-  (CLOCK_REALTIME and CLOCK_MONOTONIC ns read together), ``state``
+* ``cupti-HOST-PID.json``: header: pid, host, launcher rank, the clock pairs
+  (CLOCK_REALTIME and CLOCK_MONOTONIC ns read together; once CUPTI runs, also
+  CUPTI's timestamp and CLOCK_MONOTONIC), ``state``
   (``recording``, ``stopped``, ``unavailable``, ``yielded``), ``notes`` (why
   CUPTI is unavailable, e.g. no GPU/driver or another subscriber),
   ``kineto_traces`` (torch.profiler traces the program exported), ``records``
@@ -17,189 +18,40 @@ What a process writes into ``$DI_CAPTURE_DIR`` (the recording's ``raw/``):
 * ``cupti-HOST-PID.str``: the string table (kernel, API and NVTX names), in the
   shard string-table layout (u32 id, u32 byte length, UTF-8).
 
+At start the capture asks CUPTI for OS thread ids (as di's shims record them)
+and, unless already set, points ``NVTX_INJECTION64_PATH`` at the libcupti it
+loaded: without it CUPTI records no NVTX ranges.
+
 Record times are CUPTI timestamps: ns on the host's CLOCK_REALTIME base; ingest
-(:mod:`di.capture.gpu_ingest`) maps them to the job clock with the header's pair.
-CUPTI hands records to Python one object each (cupti-python has no bulk
-accessor); the buffer callback converts them column by column with
-``operator.attrgetter`` passes that run in C (:func:`to_records`), and ingest
-is columnar.
+(:mod:`di.capture.gpu_ingest`) maps them to the job clock with the header's
+CUPTI pair, else its CLOCK_REALTIME pair.
+The buffer callback converts each completed buffer with
+:func:`di.capture.cupti_records.to_records`; ingest is columnar.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import operator
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-GPU_RECORD = np.dtype([
-    ("kind", "u1"), ("sub", "u1"), ("pad", "<u2"), ("device", "<i4"), ("t0", "<i8"), ("t1", "<i8"),
-    ("corr", "<i8"), ("stream", "<i8"), ("context", "<u4"), ("name", "<u4"), ("bytes", "<i8"),
-    ("grid", "<i4", (3,)), ("block", "<i4", (3,)), ("tid", "<i8"), ("aux", "<i8"),
-])
-"""One GPU activity record (96 bytes, little-endian). ``sub``: copy kind (memcpy),
-marker flags (NVTX), sync type (synchronization); ``aux``: NVTX marker id,
-memset value, CUDA event id (sync); ``tid``: the calling thread (API, NVTX)."""
+from di.capture.cupti_records import (
+    CUPTI_KINDS,
+    GPU_RECORD,
+    K_RUNTIME,
+    KIND_NAMES,
+    to_records,
+)
 
-K_KERNEL, K_MEMCPY, K_MEMSET, K_RUNTIME, K_DRIVER, K_SYNC, K_MARKER = 1, 2, 3, 4, 5, 6, 7
-KIND_NAMES = {K_KERNEL: "kernel", K_MEMCPY: "memcpy", K_MEMSET: "memset", K_RUNTIME: "runtime",
-              K_DRIVER: "driver", K_SYNC: "sync", K_MARKER: "marker"}
-CUPTI_KINDS = {  # cupti.ActivityKind member -> our kind
-    "CONCURRENT_KERNEL": K_KERNEL, "MEMCPY": K_MEMCPY, "MEMSET": K_MEMSET, "RUNTIME": K_RUNTIME,
-    "DRIVER": K_DRIVER, "SYNCHRONIZATION": K_SYNC, "MARKER": K_MARKER,
-}
-COPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-              8: "DtoD", 9: "HtoH", 10: "PtoP"}
-"""CUpti_ActivityMemcpyKind values."""
-SYNC_TYPES = {0: "unknown", 1: "cudaEventSynchronize", 2: "cudaStreamWaitEvent", 3: "cudaStreamSynchronize",
-              4: "cudaDeviceSynchronize", 5: "cudaContextSynchronize"}
-"""CUpti_ActivitySynchronizationType values."""
-NO_DIMS = (0, 0, 0)
-MARKER_INSTANT, MARKER_START, MARKER_END = 1, 2, 4  # CUpti_ActivityFlag marker bits
 BUFFER_BYTES = 8 << 20
 CONFLICT_HINT = ("another CUPTI subscriber holds this process (torch.profiler, Nsight Systems or another tool): "
                  "di records no CUPTI activity here and imports that tool's trace instead where it writes one")
-
-
-def _field(rec: Any, *names: str, default: Any = 0) -> Any:
-    """A record member by its cupti-python (snake_case) or C (camelCase) name."""
-    for name in names:
-        value = getattr(rec, name, None)
-        if value is not None:
-            return value
-    return default
-
-
-def _thread_of(rec: Any) -> int:
-    """A marker's thread id (CUpti_ActivityObjectKindId.pt.threadId), or its threadId member."""
-    obj = _field(rec, "object_id", "objectId", default=None)
-    pt = _field(obj, "pt", default=None) if obj is not None else None
-    if pt is not None:
-        return int(_field(pt, "thread_id", "threadId"))
-    return int(_field(rec, "thread_id", "threadId"))
-
-
-_COMMON = {"t0": ("start",), "t1": ("end",), "corr": ("correlation_id", "correlationId")}
-_ON_DEVICE = {**_COMMON, "device": ("device_id", "deviceId"), "context": ("context_id", "contextId"),
-              "stream": ("stream_id", "streamId")}
-MEMBERS: dict[int, dict[str, tuple[str, ...]]] = {
-    K_KERNEL: {**_ON_DEVICE, "name": ("name",), "gx": ("grid_x", "gridX"), "gy": ("grid_y", "gridY"),
-               "gz": ("grid_z", "gridZ"), "bx": ("block_x", "blockX"), "by": ("block_y", "blockY"),
-               "bz": ("block_z", "blockZ")},
-    K_MEMCPY: {**_ON_DEVICE, "bytes": ("bytes",), "sub": ("copy_kind", "copyKind")},
-    K_MEMSET: {**_ON_DEVICE, "bytes": ("bytes",), "aux": ("value",)},
-    K_RUNTIME: {**_COMMON, "cbid": ("cbid",), "tid": ("thread_id", "threadId")},
-    K_DRIVER: {**_COMMON, "cbid": ("cbid",), "tid": ("thread_id", "threadId")},
-    K_SYNC: {**_ON_DEVICE, "sub": ("type",), "aux": ("cuda_event_id", "cudaEventId")},
-}
-"""Per kind: GPU_RECORD column (or grid/block part, name, cbid) -> the activity record's member, by
-cupti-python (snake_case) or C (camelCase) name."""
-MISSING = {"stream": -1, "name": None}  # a member a record class lacks: this value (else 0)
-
-
-TEXT_MEMBERS = ("name", "cbid")  # turned into string ids, not numbers
-
-
-def _columns(kind: int, objs: Sequence[Any]) -> tuple[dict[str, np.ndarray], dict[str, list[Any]]]:
-    """One kind's records -> (numeric members as int64 columns, name-like members as lists): one
-    attrgetter call per record, flattened into one ``numpy.fromiter``, all run by C."""
-    first = objs[0]
-    present = {f: next((n for n in names if getattr(first, n, None) is not None), None) for f, names in MEMBERS[kind].items()}
-    nums = [f for f, n in present.items() if n and f not in TEXT_MEMBERS]
-    getter = operator.attrgetter(*(present[f] for f in nums))
-    flat = itertools.chain.from_iterable(map(getter, objs)) if len(nums) > 1 else map(getter, objs)
-    table = np.fromiter(flat, np.int64, len(objs) * len(nums)).reshape(len(objs), len(nums))
-    cols = {f: table[:, i] for i, f in enumerate(nums)}
-    cols.update({f: np.full(len(objs), MISSING.get(f, 0), np.int64) for f, n in present.items() if not n and f not in TEXT_MEMBERS})
-    texts = {f: list(map(operator.attrgetter(n), objs)) if n else [MISSING.get(f)] * len(objs)
-             for f, n in present.items() if f in TEXT_MEMBERS}
-    return cols, texts
-
-
-def _ids(values: list[Any], id_of: Callable[[Any], int]) -> np.ndarray:
-    """Per-record string ids, computing id_of once per distinct value."""
-    lut = {v: id_of(v) for v in dict.fromkeys(values)}
-    return np.fromiter(map(lut.__getitem__, values), np.int64, len(values))
-
-
-def _fill(out: np.ndarray, kind: int, objs: Sequence[Any], intern: Callable[[str], int],
-          api_name: Callable[[int, int], str]) -> None:
-    """Write one kind's records (non-marker) into ``out`` (rows of GPU_RECORD, kind set)."""
-    col, texts = _columns(kind, objs)
-    out["kind"] = kind
-    for f in ("t0", "t1", "corr", "device", "context", "stream", "bytes", "sub", "aux", "tid"):
-        if f in col:
-            out[f] = col[f]
-    if kind == K_KERNEL:
-        out["name"] = _ids(texts["name"], lambda n: intern(str(n) if n is not None else "?"))
-        out["grid"] = np.stack([col["gx"], col["gy"], col["gz"]], axis=1)
-        out["block"] = np.stack([col["bx"], col["by"], col["bz"]], axis=1)
-    elif kind in (K_RUNTIME, K_DRIVER):
-        out["name"] = _ids(texts["cbid"], lambda cbid: intern(api_name(kind, int(cbid))))
-
-
-def _markers(activities: Iterable[Any], intern: Callable[[str], int]) -> np.ndarray:
-    """NVTX marker records (rare: one per range end), one Python step each."""
-    out = []
-    for a in activities:
-        t = int(_field(a, "timestamp"))
-        name = _field(a, "name", default=None)
-        out.append((K_MARKER, int(_field(a, "flags")) & 0xFF, 0, 0, t, t, int(_field(a, "correlation_id", "correlationId")),
-                    0, 0, intern(name) if name else 0, 0, NO_DIMS, NO_DIMS, _thread_of(a), int(_field(a, "id"))))
-    return np.array(out, GPU_RECORD) if out else np.empty(0, GPU_RECORD)
-
-
-def to_records(activities: Iterable[Any], kind_of: Callable[[int], int], intern: Callable[[str], int],
-               api_name: Callable[[int, int], str]) -> np.ndarray:
-    """CUPTI activity records -> :data:`GPU_RECORD` rows, grouped by our kind (ascending) and in buffer
-    order within a kind (records of other kinds are skipped; ingest sorts by time anyway).
-
-    Columnar: per kind, one ``operator.attrgetter`` pass (C, no Python bytecode per record)
-    collects the members and numpy converts them; names are interned once per distinct value.
-    NVTX markers, a few per step, take one Python step each.
-
-    Args:
-        activities: cupti-python activity objects (or anything with the documented members).
-        kind_of: CUPTI ActivityKind value -> our kind (0: skip).
-        intern: a name -> its string id (ids from 1).
-        api_name: (our kind, callback id) -> the runtime/driver function's name.
-    """
-    if not isinstance(activities, list):
-        activities = list(activities)
-    if not activities:
-        return np.empty(0, GPU_RECORD)
-    cupti_kinds = np.fromiter(map(_KIND, activities), np.int64, len(activities))
-    present = np.flatnonzero(np.bincount(cupti_kinds))  # CUPTI kinds are small integers
-    lut = np.zeros(present[-1] + 1, np.int64)
-    lut[present] = [kind_of(int(k)) for k in present]
-    ours = lut[cupti_kinds]
-    parts = []
-    for kind in sorted(set(lut[present].tolist()) - {0}):
-        idx = np.flatnonzero(ours == kind)
-        objs = activities if idx.size == len(activities) else _pick(activities, idx)
-        if kind == K_MARKER:
-            parts.append(_markers(objs, intern))
-        else:
-            parts.append(np.zeros(idx.size, GPU_RECORD))
-            _fill(parts[-1], kind, objs, intern, api_name)
-    return np.concatenate(parts) if parts else np.empty(0, GPU_RECORD)
-
-
-def _pick(items: list[Any], idx: np.ndarray) -> tuple[Any, ...]:
-    """items[i] for i in idx, gathered by C."""
-    picked = operator.itemgetter(*idx.tolist())(items)
-    return picked if idx.size > 1 else (picked,)
-
-
-_KIND = operator.attrgetter("kind")
 
 
 class GpuCapture:
@@ -261,27 +113,65 @@ class GpuCapture:
         """Enable CUPTI activity; False (said once in the header) when there is no GPU, driver or
         cupti-python, or another subscriber holds CUPTI. Never raises for those."""
         self.raw.mkdir(parents=True, exist_ok=True)
+        if os.environ.get("DI_CAPTURE_GPU") == "kineto":  # di record found no driver and says so once for the job
+            self.header["state"] = "unavailable"
+            self.write_header()
+            return False
         try:
             from cupti import cupti
         except ImportError as exc:
-            return self._unavailable(f"CUPTI capture skipped: cupti-python is not installed ({exc}); pip install cupti-python")
-        except OSError as exc:  # the package is there, libcupti or the driver is not
+            return self._unavailable(f"CUPTI capture skipped: cupti-python is not installed ({exc}); "
+                                     "pip install 'deepintrospect[gpu]'")
+        except OSError as exc:  # the package is there, a library it links is not
             return self._unavailable(f"CUPTI capture skipped: no GPU/driver found ({exc})")
-        self._cupti = cupti
         try:
             cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            try:  # OS thread ids (gettid), as di's shims record them; the default is pthread_self cut to 32 bits
+                cupti.set_thread_id_type(cupti.ActivityThreadIdType.SYSTEM)
+            except Exception as exc:
+                self.header["notes"].append(f"CUPTI thread ids are pthread ids, not OS thread ids ({exc})")
+            unsupported = []
             for name, ours in CUPTI_KINDS.items():
                 member = getattr(cupti.ActivityKind, name)
-                cupti.activity_enable(member)
+                try:
+                    cupti.activity_enable(member)
+                except NotImplementedError:  # the binding lacks this kind (cupti-python 12.x: RUNTIME)
+                    unsupported.append(name)
+                    continue
                 self._kinds[int(member)] = ours
-        except Exception as exc:  # cupti.cuptiError; its class name varies between releases
-            text = str(exc)
-            if "SUBSCRIBER" in text.upper() or "MULTIPLE" in text.upper():
-                return self._unavailable(f"CUPTI capture skipped: {CONFLICT_HINT} ({text})")
-            return self._unavailable(f"CUPTI capture skipped: no GPU/driver found or CUPTI refused ({text})")
+        except Exception as exc:  # cupti-python raises NotSupportedError (no driver) and cuptiError (CUPTI's status)
+            return self._unavailable(refusal(cupti, exc))
+        self._cupti = cupti
+        self._read_cupti_clock()
+        if unsupported:
+            self.header["notes"].append(f"CUPTI capture without {', '.join(unsupported)} activity: this cupti-python "
+                                        f"({_version()}) does not offer it")
+        self._inject_nvtx()
         self.header["state"] = "recording"
         self.write_header()
         return True
+
+    def _read_cupti_clock(self) -> None:
+        """CUPTI's own timestamp beside CLOCK_MONOTONIC, so ingest maps records without assuming that
+        CUPTI counts on CLOCK_REALTIME's base (it does, as seen in CUPTI's samples' output)."""
+        try:
+            m0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            ts = int(self._cupti.get_timestamp())
+            m1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        except Exception:  # noqa: BLE001  ingest falls back to the CLOCK_REALTIME pair
+            return
+        self.header["clock"].update(cupti_ns=ts, cupti_monotonic_ns=(m0 + m1) // 2)
+
+    def _inject_nvtx(self) -> None:
+        """Point NVTX at the libcupti this process loaded, so NVTX ranges become MARKER records (NVTX reads
+        ``NVTX_INJECTION64_PATH`` at its first call, which comes after this startup hook)."""
+        if os.environ.get("NVTX_INJECTION64_PATH"):
+            return
+        path = loaded_libcupti()
+        if path:
+            os.environ["NVTX_INJECTION64_PATH"] = path
+        else:
+            self.header["notes"].append("NVTX ranges not recorded: the loaded libcupti was not found in /proc/self/maps")
 
     def _unavailable(self, why: str) -> bool:
         self._cupti = None  # nothing to flush or disable at stop
@@ -295,7 +185,10 @@ class GpuCapture:
 
     def _buffer_completed(self, activities: list[Any]) -> None:
         t0 = time.thread_time_ns()
-        self.append(to_records(activities, lambda k: self._kinds.get(k, 0), self._intern, self._api_name))
+        try:
+            self.append(to_records(activities, lambda k: self._kinds.get(k, 0), self._intern, self._api_name))
+        except Exception as exc:  # raised into CUPTI's thread it would be lost: keep it in the header
+            self.note(f"CUPTI buffer of {len(activities)} records not converted: {exc!r}")
         self.header["callback_cpu_ns"] += time.thread_time_ns() - t0
 
     def _api_name(self, kind: int, cbid: int) -> str:
@@ -331,6 +224,66 @@ class GpuCapture:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def refusal(cupti: Any, exc: BaseException) -> str:
+    """The note for a CUPTI call that failed at start, by what cupti-python raised."""
+    kind = type(exc).__name__
+    status = getattr(exc, "status", None)
+    if kind == "NotSupportedError":  # cupti-python could not load libcuda: "CUDA driver is not found (...)"
+        return f"CUPTI capture skipped: no GPU/driver found ({exc})"
+    if kind == "FunctionNotFoundError":
+        return (f"CUPTI capture skipped: the libcupti loaded lacks a function cupti-python {_version()} calls ({exc}); "
+                "install the nvidia-cuda-cupti release that matches it")
+    if status is None:
+        return f"CUPTI capture skipped: {kind}: {exc}"
+    try:
+        result = cupti.Result(status).name
+    except ValueError:
+        result = f"CUPTI status {status}"
+    if result == "ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED":
+        return f"CUPTI capture skipped: {CONFLICT_HINT} ({exc})"
+    if result == "ERROR_NOT_INITIALIZED":
+        return (f"CUPTI capture skipped: CUPTI could not initialize ({exc}): no usable GPU, or a driver older than "
+                f"this CUPTI (driver for CUDA {driver_cuda_version()}, cupti-python {_version()})")
+    if "PRIVILEGES" in result:
+        return f"CUPTI capture skipped: not permitted to trace this GPU ({exc})"
+    return f"CUPTI capture skipped: CUPTI refused ({exc})"
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("cupti-python")
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def driver_cuda_version() -> str:
+    """The CUDA version the loaded driver supports ("12.4"), or "?" when libcuda does not answer."""
+    import ctypes
+
+    try:
+        value = ctypes.c_int(0)
+        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(value)) == 0:
+            return f"{value.value // 1000}.{value.value % 1000 // 10}"
+    except (OSError, AttributeError):
+        pass
+    return "?"
+
+
+def loaded_libcupti(maps: str = "/proc/self/maps") -> str | None:
+    """The path of the libcupti mapped into this process, if any."""
+    try:
+        with open(maps) as f:
+            for line in f:
+                path = line.rstrip("\n").partition("/")[2]
+                if "/libcupti.so" in f"/{path}":
+                    return "/" + path
+    except OSError:
+        pass
+    return None
 
 
 def _env_rank() -> int:

@@ -12,8 +12,8 @@ Per process that ran under ``di record --gpu`` (:mod:`di.capture.cupti`):
 * an API call and the GPU activity with its correlation id (same process)
   become a ``flows`` row of kind ``launch``.
 
-CUPTI times are CLOCK_REALTIME-based ns: ``t - (realtime - monotonic)`` with the
-process header's clock pair gives CLOCK_MONOTONIC ns, which the rank's clock map
+CUPTI times are CLOCK_REALTIME-based ns: ``t - (cupti - monotonic)`` with the
+process header's CUPTI clock pair (else its CLOCK_REALTIME pair) gives CLOCK_MONOTONIC ns, which the rank's clock map
 (:mod:`di.capture.clock`) takes to the job clock like the shims' records.
 
 Kineto traces that the program exported (header ``kineto_traces``) or wrote
@@ -33,8 +33,21 @@ import numpy as np
 import polars as pl
 
 from di.capture import clock, shard
-from di.capture.cupti import (COPY_KINDS, GPU_RECORD, K_DRIVER, K_KERNEL, K_MARKER, K_MEMCPY, K_MEMSET, K_RUNTIME,
-                              K_SYNC, MARKER_END, MARKER_INSTANT, MARKER_START, SYNC_TYPES)
+from di.capture.cupti_records import (
+    COPY_KINDS,
+    GPU_RECORD,
+    K_DRIVER,
+    K_KERNEL,
+    K_MARKER,
+    K_MEMCPY,
+    K_MEMSET,
+    K_RUNTIME,
+    K_SYNC,
+    MARKER_END,
+    MARKER_INSTANT,
+    MARKER_START,
+    SYNC_TYPES,
+)
 from di.trace import CATS, Trace
 
 HEADER = re.compile(r"^cupti-(.+)-(\d+)\.json$")
@@ -76,9 +89,26 @@ def _pair_markers(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return idx, t1, instant, np.ones(idx.size, bool), int(starts.size - paired.size)
 
 
+def devices_from_contexts(recs: np.ndarray) -> np.ndarray:
+    """Each record's device, where a record without one (synchronization: device -1) takes the device
+    of the kernels/copies of its context in the same process (0 when its context ran none)."""
+    device = recs["device"].copy()
+    unknown = device < 0
+    if unknown.any():
+        known = ~unknown & np.isin(recs["kind"], [K_KERNEL, K_MEMCPY, K_MEMSET])
+        ctx, first = np.unique(recs["context"][known], return_index=True)
+        dev = device[known][first]
+        k = np.searchsorted(ctx, recs["context"][unknown])
+        hit = (k < ctx.size) & (ctx[np.minimum(k, max(ctx.size - 1, 0))] == recs["context"][unknown]) if ctx.size else k < 0
+        device[unknown] = np.where(hit, dev[np.minimum(k, max(ctx.size - 1, 0))] if ctx.size else 0, 0)
+    return device
+
+
 def process_events(recs: np.ndarray, strings: dict[int, str], to_job: Any) -> tuple[pl.DataFrame, int]:
     """One process's records -> an events-like frame (with ``tl``: the timeline key) and the
     number of NVTX range starts without an end (dropped)."""
+    recs = recs.copy()
+    recs["device"] = devices_from_contexts(recs)
     kind = recs["kind"]
     act = np.flatnonzero(np.isin(kind, [K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC, K_RUNTIME, K_DRIVER]))
     midx, mend, minst, _, unpaired = _pair_markers(recs)
@@ -140,8 +170,10 @@ def _timelines(df: pl.DataFrame, rank: int, host: str, pid: int, loc0: int, sour
         "loc", rank=pl.lit(rank, pl.Int32), host=pl.lit(host), pid=pl.lit(pid, pl.Int64),
         tid=pl.when(pl.col("gpu")).then(None).otherwise(pl.col("tid")),
         kind=pl.when(pl.col("gpu")).then(pl.lit("gpu_stream")).otherwise(pl.lit("cpu_thread")),
-        device=pl.when(pl.col("gpu")).then(pl.col("device")), stream=pl.when(pl.col("gpu")).then(pl.col("stream")),
-        name=pl.when(pl.col("gpu")).then(pl.format("GPU {} stream {}", "device", "stream"))
+        device=pl.when(pl.col("gpu")).then(pl.col("device")),
+        stream=pl.when(pl.col("gpu") & (pl.col("stream") >= 0)).then(pl.col("stream")),
+        name=pl.when(pl.col("gpu") & (pl.col("stream") < 0)).then(pl.format("GPU {} device-wide sync", "device"))
+        .when(pl.col("gpu")).then(pl.format("GPU {} stream {}", "device", "stream"))
         .otherwise(pl.format("CUDA API thread {}", "tid")),
         process=pl.lit(f"rank {rank}"), source=pl.lit(source, pl.Int32))
     return df, locs
@@ -176,9 +208,12 @@ def sorted_with_nesting(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def launch_flows(events: pl.DataFrame) -> pl.DataFrame:
-    """API call -> GPU activity with the same correlation id in the same process (rows local)."""
-    rows = events.select("pid", "corr", "gpu").with_row_index("row").filter(pl.col("corr").is_not_null())
-    api, act = rows.filter(~pl.col("gpu")), rows.filter(pl.col("gpu"))
+    """API call -> GPU work (kernel, copy, memset) with the same correlation id in the same process (rows
+    local). A synchronization record shares its API call's id too, but that call waits, it launches nothing.
+    Where a runtime call and the driver call inside it share an id, the outer one (least depth) launches."""
+    rows = events.select("pid", "corr", "gpu", "cat", "depth").with_row_index("row").filter(pl.col("corr").is_not_null())
+    api = rows.filter(~pl.col("gpu")).sort("depth", "row").unique(["pid", "corr"], keep="first", maintain_order=True)
+    act = rows.filter(pl.col("gpu") & (pl.col("cat") != "sync"))
     pairs = api.join(act, on=["pid", "corr"], suffix="_gpu")
     return pairs.select(src=pl.col("row").cast(pl.Int64), dst=pl.col("row_gpu").cast(pl.Int64),
                         kind=pl.lit("launch"), id=pl.col("corr"), src_cat=pl.lit(None, pl.String))
@@ -204,11 +239,12 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
             rank, next_rank = next_rank, next_rank + 1
         cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, epoch, 0, 0)  # a rank no shim recorded: the job's epoch, no sync
         c = header["clock"]
-        skew = int(c["realtime_ns"]) - int(c["monotonic_ns"])
+        skew = int(c["realtime_ns"]) - int(c["monotonic_ns"])  # for Kineto's Unix-epoch times too
         infos.append((header, rank, skew, cmap))
+        cupti_skew = int(c["cupti_ns"]) - int(c["cupti_monotonic_ns"]) if "cupti_ns" in c else skew
         if not recs.size:
             continue
-        df, unpaired = process_events(recs, strings, lambda t, s=skew, m=cmap: m.apply(np.asarray(t, np.int64) - s))
+        df, unpaired = process_events(recs, strings, lambda t, s=cupti_skew, m=cmap: m.apply(np.asarray(t, np.int64) - s))
         df, locs = _timelines(df, rank, host, pid, loc0, src0 + len(sources))
         loc0 += locs.height
         parts.append((df.with_columns(pid=pl.lit(pid, pl.Int64)), locs))

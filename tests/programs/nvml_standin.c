@@ -4,7 +4,10 @@
  * Two devices; device i reports: utilization 40+10i % (memory 20 %), memory used
  * (1+i) GiB, power 250000+1000i mW, energy +1000 mJ per read, SM clock 1980 MHz,
  * memory clock 2619 MHz, 55+i C, and per nvmlDeviceGetFieldValues call PCIe
- * TX/RX +1000/+2000 bytes and NVLink TX/RX +10/+20 KiB (cumulative). */
+ * TX/RX +1000/+2000 bytes and NVLink TX/RX +10/+20 KiB (cumulative).
+ * NVML_STANDIN_INIT=9 makes initialization fail as NVML does with its library present and
+ * the kernel driver not loaded (NVML_ERROR_DRIVER_NOT_LOADED). */
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct { int index; unsigned long long energy, calls; } device;
@@ -17,10 +20,11 @@ typedef struct { unsigned fieldId, scopeId; long long timestamp, latencyUsec; in
 
 enum { PCIE_TX = 197, PCIE_RX = 198, NVLINK_TX = 138, NVLINK_RX = 139, NOT_SUPPORTED = 3, VALUE_ULL = 3 };
 
-int nvmlInitWithFlags(unsigned flags) { (void)flags; return 0; }
-int nvmlInit_v2(void) { return 0; }
+static int init_result(void) { const char *e = getenv("NVML_STANDIN_INIT"); return e ? atoi(e) : 0; }
+int nvmlInitWithFlags(unsigned flags) { (void)flags; return init_result(); }
+int nvmlInit_v2(void) { return init_result(); }
 int nvmlShutdown(void) { return 0; }
-const char *nvmlErrorString(int r) { return r ? "Not Supported" : "Success"; }
+const char *nvmlErrorString(int r) { return r == 9 ? "Driver Not Loaded" : r ? "Not Supported" : "Success"; }
 int nvmlDeviceGetCount_v2(unsigned *n) { *n = 2; return 0; }
 int nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *h) {
   if (i >= 2) return 2;

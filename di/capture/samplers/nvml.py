@@ -5,8 +5,9 @@ Per GPU ``gpuN``: ``util`` and ``mem util`` (%), ``mem used`` (bytes), ``power``
 ``mem clock`` (MHz), ``temperature`` (C), and through one
 ``nvmlDeviceGetFieldValues`` call: ``pcie tx`` / ``pcie rx`` (bytes,
 cumulative) and ``nvlink tx`` / ``nvlink rx`` (bytes, from KiB, cumulative).
-A value NVML refuses for a device is nan. No NVML library (no NVIDIA driver)
-is a :class:`MissingSource`.
+A value NVML refuses for a device is nan. No NVIDIA driver (nvidia-ml-py raises
+NVMLError_LibraryNotFound without libnvidia-ml.so.1, NVMLError_DriverNotLoaded when
+the library is there and the kernel driver is not) is a :class:`MissingSource`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class NvmlSource:
             raise MissingSource("NVML sampler skipped: nvidia-ml-py is not installed") from None
         try:
             pynvml.nvmlInit()
+        except (pynvml.NVMLError_LibraryNotFound, pynvml.NVMLError_DriverNotLoaded) as exc:
+            raise MissingSource(f"NVML sampler skipped: no NVIDIA driver (NVML: {exc})") from None
         except pynvml.NVMLError as exc:
             raise MissingSource(f"NVML sampler skipped: {exc}") from None
         self.nv = pynvml

@@ -25,7 +25,6 @@ from di.convert.symbols import FIRST_CAPACITY, decode_symbols, grown_capacity, n
 from di.errors import FormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
-_CHUNK = 1 << 24
 _TOP_KEYS = 4096
 # top-level keys whose values the reader uses; others are only listed by name
 TOP_KEYS_DECODED = frozenset({
@@ -70,8 +69,7 @@ def read_bytes(path: Path) -> tuple[np.ndarray, list[str]]:
         head = fh.read(2)
         fh.seek(0)
         if head == GZIP_MAGIC:
-            data, warnings = _gunzip(fh, path)
-            return (np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, dtype=np.uint8)), warnings
+            return _gunzip(fh, path)
         if not head:
             return np.zeros(0, dtype=np.uint8), []
         try:
@@ -90,30 +88,57 @@ def _inflater() -> Any:
     return isal_zlib
 
 
-def _gunzip(fh: Any, path: Path) -> tuple[bytearray, list[str]]:
+def _gunzip(fh: Any, path: Path) -> tuple[np.ndarray, list[str]]:
+    """Decompress a gzip file (members concatenated or not) into one numpy buffer.
+
+    The buffer is sized from the last member's ISIZE trailer (the uncompressed
+    size mod 2**32) and grows when that is short; it is filled in pieces of
+    ``_PIECE`` bytes, so no second full-size copy is made and its pages come
+    from numpy's allocator (huge pages where the kernel gives them).
+    """
     z = _inflater()
-    out = bytearray()
+    data = fh.read()
+    out = np.empty(_size_hint(data), dtype=np.uint8)
+    used = 0
     dec = z.decompressobj(31)
     warnings: list[str] = []
-    read = 0
-    while True:
-        chunk = fh.read(_CHUNK)
-        if not chunk:
-            break
-        read += len(chunk)
-        try:
-            out += dec.decompress(chunk)
-            while dec.eof and dec.unused_data:  # concatenated gzip members
+    rest = data
+    try:
+        while True:
+            piece = dec.decompress(rest, _PIECE)
+            if used + len(piece) > out.size:
+                out = _grown(out, used, used + len(piece))
+            out[used : used + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
+            used += len(piece)
+            if dec.eof:
                 rest = dec.unused_data
-                dec = z.decompressobj(31)
-                out += dec.decompress(rest)
-        except z.error as exc:
-            warnings.append(f"gzip data corrupt after {len(out)} decompressed bytes ({exc}); loaded what came before")
-            return out, warnings
-    if not dec.eof:
-        out += dec.flush()
-        warnings.append(f"gzip stream truncated: file ends after {read} compressed / {len(out)} decompressed bytes")
-    return out, warnings
+                if not rest:
+                    break
+                dec = z.decompressobj(31)  # the next gzip member
+                continue
+            rest = dec.unconsumed_tail
+            if not rest and not piece:
+                warnings.append(f"gzip stream truncated: file ends after {len(data)} compressed / {used} decompressed bytes")
+                break
+    except z.error as exc:
+        warnings.append(f"gzip data corrupt after {used} decompressed bytes ({exc}); loaded what came before")
+    return out[:used], warnings
+
+
+_PIECE = 1 << 20
+
+
+def _size_hint(data: bytes) -> int:
+    """Bytes to allocate for gunzipping ``data``: its ISIZE trailer, unless that is
+    impossibly small (a wrapped size of a file over 4 GiB, or a damaged trailer)."""
+    isize = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
+    return max(isize + 1, len(data) * 4 + _PIECE) if isize < len(data) else isize + 1
+
+
+def _grown(out: np.ndarray, used: int, need: int) -> np.ndarray:
+    bigger = np.empty(max(need, out.size + out.size // 2), dtype=np.uint8)
+    bigger[:used] = out[:used]
+    return bigger
 
 
 def _where(buf: np.ndarray, pos: int) -> str:

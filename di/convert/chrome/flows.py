@@ -35,7 +35,7 @@ def _loc_first(ev: pl.DataFrame, n_locs: int) -> np.ndarray:
     return np.searchsorted(locs, np.arange(n_locs + 1), side="left").astype(np.int64)
 
 
-_STEP_COLUMNS = ["ph", "pid_k", "pid", "tid_k", "tid", "cat", "id_k", "id", "ts", "idx", "bp", "di_flow"]
+_STEP_COLUMNS = ["ph_code", "pid_k", "pid", "tid_k", "tid", "cat", "id_k", "id", "ts", "idx", "bp", "di_flow"]
 _THREAD = ["pid_k", "pid", "tid_k", "tid"]
 
 
@@ -65,7 +65,7 @@ def flow_events(steps: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms:
     ts = steps.get_column("ts").to_numpy()
     order = nesting_order(flow, ts, np.zeros_like(ts), steps.get_column("idx").to_numpy())
     steps, flow = steps[order], flow[order]
-    ph = steps.get_column("ph")
+    ph = steps.get_column("ph_code").to_numpy()
     rows = bind_points(
         _loc_first(ev, int(keys.get_column("loc").max() or 0) + 1),
         ev.get_column("start_ns").to_numpy(),
@@ -74,25 +74,31 @@ def flow_events(steps: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms:
         ev.get_column("instant").to_numpy(),
         _thread_locs(steps, keys),
         steps.get_column("ts").to_numpy(),
-        ((ph == "f") & (steps.get_column("bp") != ord("e"))).to_numpy(),
+        (ph == ord("f")) & (steps.get_column("bp").to_numpy() != ord("e")),
     )
-    step = ph.replace_strict({"s": 0, "t": 1, "f": 2}, return_dtype=pl.Int8).to_numpy()
+    step = np.where(ph == ord("s"), 0, np.where(ph == ord("t"), 1, 2)).astype(np.int8)
     src, dst, via, orphan, unbound = chain_flows(flow, step, rows)
     if unbound.size:
         dropped["flow step on no slice"] += int(unbound.size)
-    for p, k in ph.gather(orphan).value_counts().iter_rows():
-        dropped["flow start without end" if p == "s" else "flow end without start"] += k
-    ends = steps[via]
-    cat_id = ends.get_column("cat").cast(pl.Int64).replace(-1, syms.len() - 1)
-    launch_ids = [i for i, name in enumerate(syms.to_list()) if name in LAUNCH_FLOW_CATS]
+    lone_starts = int(np.count_nonzero(ph[orphan] == ord("s")))
+    if lone_starts:
+        dropped["flow start without end"] += lone_starts
+    if orphan.size - lone_starts:
+        dropped["flow end without start"] += int(orphan.size - lone_starts)
+    last = syms.len() - 1
+    cat = steps.get_column("cat").to_numpy()[via].astype(np.int64)
+    cat[cat < 0] = last
+    launch = np.isin(cat, np.flatnonzero(syms.is_in(LAUNCH_FLOW_CATS).to_numpy()))
     edges = pl.DataFrame({
-        "src": src,
-        "dst": dst,
-        "kind": cat_id.is_in(launch_ids).replace_strict({True: "launch", False: "user"}),
-        "id": ends.select(pl.when(pl.col("id_k") == S.K_INT).then(pl.col("id")).otherwise(None)).to_series(),
-        "src_cat": syms.gather(cat_id),
-    }).cast(_EMPTY)
-    return with_di_flow(edges, ends.get_column("di_flow"))
+        "src": src, "dst": dst, "launch": launch,
+        "id": steps.get_column("id").to_numpy()[via], "int_id": steps.get_column("id_k").to_numpy()[via] == S.K_INT,
+    }).select(
+        "src", "dst",
+        pl.when(pl.col("launch")).then(pl.lit("launch")).otherwise(pl.lit("user")).alias("kind"),
+        pl.when(pl.col("int_id")).then(pl.col("id")).alias("id"),
+        syms.gather(cat).alias("src_cat"),
+    ).cast(_EMPTY)
+    return with_di_flow(edges, steps.get_column("di_flow").gather(via))
 
 
 def with_di_flow(edges: pl.DataFrame, di_flow: pl.Series) -> pl.DataFrame:
@@ -110,6 +116,10 @@ def with_di_flow(edges: pl.DataFrame, di_flow: pl.Series) -> pl.DataFrame:
 
 def bind_id_flows(ev: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """Edges from flow v2 ``bind_id`` + ``flow_out``/``flow_in`` on slices."""
+    if "flags" not in ev.columns:  # no flow_in/flow_out in the file (see the reader's sort)
+        return empty()
+    if "di_flow" not in ev.columns:
+        ev = ev.with_columns(pl.lit(None, dtype=pl.String).alias("di_flow"))
     io = S.F_FLOW_IN | S.F_FLOW_OUT
     b = ev.with_row_index("row").filter((pl.col("bind_k") != S.K_NONE) & ((pl.col("flags") & io) != 0))
     if not b.height:

@@ -93,17 +93,6 @@ def skip_value(buf, i, n):
 
 
 @njit(cache=True, _nrt=False)
-def equals(buf, s, e, a):
-    """True when buf[s:e] equals the ASCII bytes of ``a`` (a tuple of ints)."""
-    if e - s != len(a):
-        return False
-    for k in range(len(a)):
-        if buf[s + k] != a[k]:
-            return False
-    return True
-
-
-@njit(cache=True, _nrt=False)
 def copy_raw(buf, s, e, out, o):
     """Copy buf[s:e] to out[o:], eight bytes per step (a loop: slice assignment
     compiles slowly); returns the new o."""

@@ -10,12 +10,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.convert.bytewords import load_u64
+
 _MAX_MANT = np.uint64(10**18)
 _POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
 _INT64_MAX = np.uint64(2**63 - 1)
 
-_POW10_I64 = np.array([10**k for k in range(19)], dtype=np.int64)
-_SCALE_MAX = np.array([(2**63 - 1) // 10**k for k in range(19)], dtype=np.int64)  # largest v with v * 10**k in int64
+_SCALE_MAX_U64 = np.array([(2**63 - 1) // 10**k for k in range(20)], dtype=np.uint64)  # largest v with v * 10**k in int64
 
 
 @njit(cache=True, _nrt=False)
@@ -26,16 +27,25 @@ def parse_number(buf, i, n, shift):
     success, 1 when it is not a number and 3 when the value overflows int64.
     Up to 19 significant digits are exact; the next one rounds half up.
     """
-    # fast path: [-]digits[.digits], at most 18 digits, no more decimals than
-    # ``shift``, no exponent, no overflow; everything else goes to the general parser
+    # fast path: [-]digits[.digits], at most 19 digits (they fit a uint64), no more
+    # decimals than ``shift``, no exponent, no overflow; everything else goes to
+    # the general parser. Kineto's absolute epoch microseconds with 3 decimals
+    # ("1712195495519689.047") are 19 digits.
     j = i
     neg = j < n and buf[j] == 45
     if neg:
         j += 1
-    v = np.int64(0)
+    v = np.uint64(0)
     d = 0
+    while d <= 11 and j + 8 <= n:  # eight digits per step while they fit 19
+        w = load_u64(buf, j)
+        if not _all_digits(w):
+            break
+        v = v * np.uint64(100_000_000) + _eight_digits(w)
+        d += 8
+        j += 8
     while j < n and 48 <= buf[j] <= 57:
-        v = v * 10 + np.int64(buf[j] - 48)
+        v = v * np.uint64(10) + np.uint64(buf[j] - 48)
         d += 1
         j += 1
     if d > 0:
@@ -43,15 +53,33 @@ def parse_number(buf, i, n, shift):
         if j < n and buf[j] == 46:
             j += 1
             while j < n and 48 <= buf[j] <= 57:
-                v = v * 10 + np.int64(buf[j] - 48)
+                v = v * np.uint64(10) + np.uint64(buf[j] - 48)
                 f += 1
                 j += 1
             if f == 0:
                 d = 99
-        if d + f <= 18 and f <= shift and v <= _SCALE_MAX[shift - f] and not (j < n and (buf[j] == 101 or buf[j] == 69)):
-            v *= _POW10_I64[shift - f]
-            return (-v if neg else v), j, 0
+        if d + f <= 19 and f <= shift and v <= _SCALE_MAX_U64[shift - f] and not (j < n and (buf[j] == 101 or buf[j] == 69)):
+            r = np.int64(v * _POW10[shift - f])
+            return (-r if neg else r), j, 0
     return _parse_general(buf, i, n, shift)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _all_digits(w):
+    """True when all eight bytes of the word are ASCII digits."""
+    high = np.uint64(0xF0F0F0F0F0F0F0F0)
+    zeros = np.uint64(0x3030303030303030)
+    return (w & high) == zeros and ((w + np.uint64(0x0606060606060606)) & high) == zeros
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _eight_digits(w):
+    """The value of eight ASCII digits loaded little-endian (first digit in the low byte):
+    pairs, then quads, then the whole, each step one multiply-add per lane."""
+    w = w - np.uint64(0x3030303030303030)
+    w = (w * np.uint64(10) + (w >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    w = (w * np.uint64(100) + (w >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    return (w * np.uint64(10000) + (w >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
 
 
 @njit(cache=True, _nrt=False)

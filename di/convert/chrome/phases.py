@@ -34,6 +34,8 @@ _STATUS = {S.ST_BAD_TS: "ts is not a number", S.ST_BAD_DUR: "dur is not a number
 
 KEY = ["lkind", "pid_k", "pid", "tid_k", "tid"]
 OUT = KEY + ["start_ns", "end_ns", "name", "cat", "corr", "bytes", "instant", "args", "idx", "flags", "bind_k", "bind", "di_flow"]
+_CARRIED = ["pid_k", "pid", "tid_k", "tid", "name", "cat", "corr", "bytes", "args", "idx", "flags", "bind_k", "bind", "di_flow"]
+_SLICE_IN = ["ph_code", "ts", "dur", *_CARRIED]
 
 
 def is_phase(*phases: str) -> pl.Expr:
@@ -42,29 +44,24 @@ def is_phase(*phases: str) -> pl.Expr:
 
 
 def frame(raw: Raw, base_ns: int) -> pl.DataFrame:
-    """The scanner columns as a frame; ``ts`` shifted by ``base_ns``; ``ph`` as a 1-char string."""
+    """The scanner columns as a frame; ``ts`` shifted by ``base_ns``; the phase as
+    its byte code ``ph_code``."""
     c = raw.cols
-    ph_chars = np.array([chr(i) if i else "" for i in range(256)], dtype=object)
-    ph_codes = pl.Series("ph_code", c["ph"])
     df = pl.DataFrame({
         "idx": np.arange(raw.n, dtype=np.int64),
-        "ph_code": ph_codes,
+        "ph_code": c["ph"],
         "ts": c["ts"], "dur": c["dur"], "name": c["name"], "cat": c["cat"],
         "pid_k": c["pid_k"], "pid": c["pid"], "tid_k": c["tid_k"], "tid": c["tid"],
         "id_k": c["id_k"], "id": c["id"], "bind_k": c["bind_k"], "bind": c["bind"],
         "flags": c["flags"], "scope": c["scope"], "bp": c["bp"],
         "corr": c["corr"], "bytes": c["bytes"], "status": c["status"],
     }).with_columns(raw.args, raw.di_flow if raw.di_flow is not None else pl.lit(None, dtype=pl.String).alias("di_flow"))
-    used = np.unique(c["ph"])
-    mapping = {int(u): ph_chars[u] for u in used}
-    df = df.with_columns(
-        pl.col("ph_code").replace_strict(mapping, return_dtype=pl.String).alias("ph"),
+    return df.with_columns(
         pl.when((pl.col("flags") & S.F_TS) != 0).then(pl.col("ts") + base_ns).otherwise(None).alias("ts"),
         pl.when((pl.col("flags") & S.F_DUR) != 0).then(pl.col("dur")).otherwise(None).alias("dur"),
         pl.when((pl.col("flags") & S.F_CORR) != 0).then(pl.col("corr")).otherwise(None).alias("corr"),
         pl.when((pl.col("flags") & S.F_BYTES) != 0).then(pl.col("bytes")).otherwise(None).alias("bytes"),
     )
-    return df
 
 
 def count_unusable(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
@@ -104,23 +101,26 @@ def _thread_key(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.lit(LK_THREAD, dtype=pl.Int8).alias("lkind"))
 
 
+def found(df: pl.DataFrame) -> set[str]:
+    """The phases (1-char strings) that occur in the scanner frame."""
+    codes = np.flatnonzero(np.bincount(df.get_column("ph_code").to_numpy(), minlength=256))
+    return {chr(c) for c in codes if c}
+
+
 def slices(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
-    """X events as intervals; negative or missing dur dropped and counted."""
-    x = df.filter(is_phase(SLICE))
-    bad = x.filter(pl.col("dur").is_null() | (pl.col("dur") < 0))
-    if bad.height:
-        neg = int((bad.get_column("dur") < 0).sum())
-        if neg:
-            dropped["X event with negative dur"] += neg
-        if bad.height - neg:
-            dropped["X event without dur"] += bad.height - neg
-    x = x.filter(pl.col("dur").is_not_null() & (pl.col("dur") >= 0))
-    wraps = pl.col("ts") > pl.lit(2**63 - 1, dtype=pl.Int64) - pl.col("dur")
-    over = int(x.select(wraps.sum()).item())
-    if over:
-        dropped["ts or dur beyond int64 ns"] += over
-        x = x.filter(~wraps)
-    x = x.with_columns(pl.col("ts").alias("start_ns"), (pl.col("ts") + pl.col("dur")).alias("end_ns"), pl.lit(False).alias("instant"))
+    """X events as intervals; negative or missing dur, and ends beyond int64 ns, dropped and counted."""
+    dur = pl.col("dur")
+    wraps = pl.col("ts") > pl.lit(2**63 - 1, dtype=pl.Int64) - dur
+    x = df.select(*_SLICE_IN).filter(is_phase(SLICE)).with_columns(
+        (pl.when(dur.is_null()).then(1).when(dur < 0).then(2).when(wraps).then(3).otherwise(0)).cast(pl.Int8).alias("_bad")
+    )
+    bad = np.bincount(x.get_column("_bad").to_numpy(), minlength=4)
+    for code, what in ((1, "X event without dur"), (2, "X event with negative dur"), (3, "ts or dur beyond int64 ns")):
+        if bad[code]:
+            dropped[what] += int(bad[code])
+    if bad[1:].any():
+        x = x.filter(pl.col("_bad") == 0)
+    x = x.with_columns(pl.col("ts").alias("start_ns"), (pl.col("ts") + dur).alias("end_ns"), pl.lit(False).alias("instant"))
     return _thread_key(x).select(OUT)
 
 
@@ -129,7 +129,7 @@ def _pair(records: pl.DataFrame, key: pl.Expr, begin: str, dropped: Counter[str]
     the end record's args merged into its args (on a repeated key the end's value
     comes last, which JSON readers take)."""
     records = records.with_columns(key.alias("_key")).sort(["_key", "ts", "idx"])
-    is_begin = (records.get_column("ph") == begin).to_numpy()
+    is_begin = records.get_column("ph_code").to_numpy() == ord(begin)
     keys = records.get_column("_key").to_numpy()
     b, e, lone_b, lone_e = match_begin_end(keys, is_begin)
     if lone_b.size:
@@ -187,15 +187,15 @@ def async_events(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """Async b/e pairs (matched by pid, cat, id and name) and n instants, one
     async timeline per (pid, cat). Legacy S/F pair like b/e, T/p are instants."""
     a = df.filter(is_phase(*ASYNC)).with_columns(
-        pl.col("ph").replace({"S": "b", "F": "e", "T": "n", "p": "n"}),
+        pl.col("ph_code").replace({ord("S"): ord("b"), ord("F"): ord("e"), ord("T"): ord("n"), ord("p"): ord("n")}),
         pl.lit(LK_ASYNC, dtype=pl.Int8).alias("lkind"),
         pl.lit(S.K_STR, dtype=pl.UInt8).alias("tid_k"),
         pl.col("cat").cast(pl.Int64).alias("tid"),
     )
-    pairs = a.filter(pl.col("ph").is_in(["b", "e"]))
+    pairs = a.filter(is_phase("b", "e"))
     key = pl.struct("pid_k", "pid", "cat", "id_k", "id", "name").rank("dense").cast(pl.Int64)
     paired = _pair(pairs, key, "b", dropped, "async b/e").select(OUT) if pairs.height else None
-    marks = a.filter(pl.col("ph") == "n").with_columns(
+    marks = a.filter(is_phase("n")).with_columns(
         pl.col("ts").alias("start_ns"), pl.col("ts").alias("end_ns"), pl.lit(True).alias("instant")
     ).select(OUT)
     return pl.concat([f for f in (paired, marks) if f is not None], how="vertical_relaxed")

@@ -20,6 +20,7 @@ from di.convert.chrome import ditrace, kineto, phases
 from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw, decode
 from di.convert.chrome.flows import bind_id_flows, flow_events, flow_steps
+from di.convert.chrome.flows import empty as flows_empty
 from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_ids
 from di.merge import assign_instances
@@ -73,12 +74,25 @@ def _sorted_nested(ev: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     """Events (counter anchors left out) in nesting order, with depth and parent."""
     cols = [ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns", "idx")]
     order = nesting_order(*cols)
+    ev = ev.drop(_unused_after_sort(ev))
     counter_locs = keys.filter(pl.col("lkind") == phases.LK_COUNTER).get_column("loc").to_numpy()
     ev = ev[order[~np.isin(cols[0][order], counter_locs)]] if counter_locs.size else ev[order]
     depth, parent = nest(
         ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     )
     return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
+
+
+def _unused_after_sort(ev: pl.DataFrame) -> list[str]:
+    """Columns the sorted events need not carry (fewer bytes to gather): the file
+    position, a ``di_flow`` column without values, and the flow v2 fields when no
+    event has flow_in/flow_out."""
+    unused = ["idx"]
+    if ev.get_column("di_flow").null_count() == ev.height:
+        unused.append("di_flow")
+    if not np.any(ev.get_column("flags").to_numpy() & (S.F_FLOW_IN | S.F_FLOW_OUT)):
+        unused += ["flags", "bind_k", "bind"]
+    return unused
 
 
 def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
@@ -119,18 +133,27 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     df = phases.count_unusable(phases.frame(raw, base_ns), dropped)
     raw.cols = {}  # in df now; the big tables below are released as soon as they are used up
     syms = _strings(raw)
-    counter_rows = df.filter(phases.is_phase(phases.COUNTER))
-    meta_rows = df.filter(phases.is_phase(phases.META))
-    steps = flow_steps(df)
-    parts = [phases.slices(df, dropped), phases.begin_end(df, dropped), phases.instants(df), phases.async_events(df, dropped),
-             phases.counter_anchor(counter_rows)]
+    found = phases.found(df)
+    counter_rows = df.filter(phases.is_phase(phases.COUNTER)) if phases.COUNTER in found else df.clear()
+    meta_rows = df.filter(phases.is_phase(phases.META)) if phases.META in found else df.clear()
+    steps = flow_steps(df) if found & set(phases.FLOW) else None
+    parts = [phases.slices(df, dropped)]
+    if found & set(phases.BEGIN_END):
+        parts.append(phases.begin_end(df, dropped))
+    if found & set(phases.INSTANT):
+        parts.append(phases.instants(df))
+    if found & set(phases.ASYNC):
+        parts.append(phases.async_events(df, dropped))
+    if counter_rows.height:
+        parts.append(phases.counter_anchor(counter_rows))
     del df
     ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
     del parts
     own = ditrace.info(raw.top)
     ev, keys = _timelines(ev, syms, own)
     ev = _sorted_nested(ev, keys)
-    flows = pl.concat([flow_events(steps, ev, keys, syms, dropped), bind_id_flows(ev, dropped)], how="vertical_relaxed")
+    flows = pl.concat([flow_events(steps, ev, keys, syms, dropped) if steps is not None else flows_empty(),
+                       bind_id_flows(ev, dropped)], how="vertical_relaxed")
     del steps
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
     locations = apply_metadata(keys, meta_rows, syms, the_rank, source)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from di.convert.chrome.jsontext import copy_minified, copy_raw, end_string, equals, skip_value, skip_ws
+from di.convert.bytewords import load_u64
+from di.convert.chrome.jsontext import copy_minified, copy_raw, end_string, skip_value, skip_ws
 from di.convert.chrome.numbers import parse_number
 from di.convert.symbols import FULL, intern
 
@@ -66,24 +67,38 @@ _AS_IS = np.int64(0)
 _US_TO_NS = np.int64(3)
 
 
-_PH = (112, 104)
-_TS = (116, 115)
-_ID = (105, 100)
-_BP = (98, 112)
-_S = (115,)
-_PID = (112, 105, 100)
-_TID = (116, 105, 100)
-_DUR = (100, 117, 114)
-_CAT = (99, 97, 116)
-_NAME = (110, 97, 109, 101)
-_ARGS = (97, 114, 103, 115)
-_BIND = (98, 105, 110, 100, 95, 105, 100)
-_FIN = (102, 108, 111, 119, 95, 105, 110)
-_FOUT = (102, 108, 111, 119, 95, 111, 117, 116)
-_DIFLOW = (100, 105, 95, 102, 108, 111, 119)
-_CORR = (99, 111, 114, 114, 101, 108, 97, 116, 105, 111, 110)
-_BYTES = (98, 121, 116, 101, 115)
-_EVENTS = (116, 114, 97, 99, 101, 69, 118, 101, 110, 116, 115)
+def _word(text: bytes) -> np.uint64:
+    """Up to eight ASCII bytes as the little-endian word :func:`_head` loads."""
+    return np.uint64(int.from_bytes(text[:8], "little"))
+
+
+_PH, _TS, _ID, _BP = _word(b"ph"), _word(b"ts"), _word(b"id"), _word(b"bp")
+_PID, _TID, _DUR, _CAT = _word(b"pid"), _word(b"tid"), _word(b"dur"), _word(b"cat")
+_NAME, _ARGS, _BYTES = _word(b"name"), _word(b"args"), _word(b"bytes")
+_BIND, _FIN, _DIFLOW, _FOUT = _word(b"bind_id"), _word(b"flow_in"), _word(b"di_flow"), _word(b"flow_out")
+# 11-byte keys: the word of their first eight bytes and of their last eight
+_CORR, _CORR_TAIL = _word(b"correlation"), _word(b"correlation"[3:])
+_EVENTS, _EVENTS_TAIL = _word(b"traceEvents"), _word(b"traceEvents"[3:])
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _head(buf, s, e, n):
+    """The first min(e - s, 8) bytes of buf[s:e] as a little-endian word, zero above:
+    equal to :func:`_word` of a key of at most eight bytes exactly when the bytes are."""
+    L = min(e - s, 8)
+    if s + 8 <= n:
+        return load_u64(buf, s) & _BYTE_MASKS[L]
+    w = np.uint64(0)
+    for j in range(L):
+        w |= np.uint64(buf[s + j]) << np.uint64(8 * j)
+    return w
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _is_11(buf, s, e, n, head, tail):
+    """True when buf[s:e] is the 11-byte key whose words are (head, tail)."""
+    return e - s == 11 and _head(buf, s, e, n) == head and _head(buf, e - 8, e, n) == tail
 
 
 # event keys the scanner reads, as codes of _key
@@ -92,45 +107,47 @@ KEY_OTHER, KEY_PH, KEY_S, KEY_BP, KEY_NAME, KEY_CAT, KEY_TS, KEY_DUR, KEY_PID, K
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _key(buf, ks, ke):
-    """The code of the event key buf[ks:ke]: one length switch, then at most
-    two byte comparisons."""
+def _key(buf, ks, ke, n):
+    """The code of the event key buf[ks:ke]: one length switch, then word compares."""
     L = ke - ks
+    if L > 8 or L == 0:
+        return KEY_OTHER
+    w = _head(buf, ks, ke, n)
     if L == 2:
-        if equals(buf, ks, ke, _PH):
+        if w == _PH:
             return KEY_PH
-        if equals(buf, ks, ke, _TS):
+        if w == _TS:
             return KEY_TS
-        if equals(buf, ks, ke, _ID):
+        if w == _ID:
             return KEY_ID
-        if equals(buf, ks, ke, _BP):
+        if w == _BP:
             return KEY_BP
     elif L == 3:
-        if equals(buf, ks, ke, _PID):
+        if w == _PID:
             return KEY_PID
-        if equals(buf, ks, ke, _TID):
+        if w == _TID:
             return KEY_TID
-        if equals(buf, ks, ke, _DUR):
+        if w == _DUR:
             return KEY_DUR
-        if equals(buf, ks, ke, _CAT):
+        if w == _CAT:
             return KEY_CAT
     elif L == 4:
-        if equals(buf, ks, ke, _NAME):
+        if w == _NAME:
             return KEY_NAME
-        if equals(buf, ks, ke, _ARGS):
+        if w == _ARGS:
             return KEY_ARGS
     elif L == 1:
-        if buf[ks] == 115:
+        if w == 115:
             return KEY_S
     elif L == 7:
-        if equals(buf, ks, ke, _BIND):
+        if w == _BIND:
             return KEY_BIND
-        if equals(buf, ks, ke, _FIN):
+        if w == _FIN:
             return KEY_FIN
-        if equals(buf, ks, ke, _DIFLOW):
+        if w == _DIFLOW:
             return KEY_DIFLOW
     elif L == 8:
-        if equals(buf, ks, ke, _FOUT):
+        if w == _FOUT:
             return KEY_FOUT
     return KEY_OTHER
 
@@ -192,7 +209,7 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
         if i >= n:
             return -1, o
         L = ke - ks
-        if (L == 11 and equals(buf, ks, ke, _CORR)) or (L == 5 and equals(buf, ks, ke, _BYTES)):
+        if _is_11(buf, ks, ke, n, _CORR, _CORR_TAIL) or (L == 5 and _head(buf, ks, ke, n) == _BYTES):
             v, e, st = parse_number(buf, i, n, _AS_IS)
             if st == 0:
                 if L == 5:
@@ -227,7 +244,7 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
     return -1, o
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
 
@@ -273,7 +290,7 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
         if i >= n:
             return -1, o0
         v0 = buf[i]
-        key = _key(buf, ks, ke)
+        key = _key(buf, ks, ke, n)
         if v0 == 34 and (key == KEY_PH or key == KEY_S or key == KEY_BP):
             j = end_string(buf, i + 1, n)
             if j < 0:
@@ -437,7 +454,7 @@ def scan(buf, c, slots, starts, ends, count, abuf, top, progress):
         i = skip_ws(buf, i + 1, n)
         if i >= n:
             break
-        if equals(buf, ks, ke, _EVENTS) and buf[i] == 91 and not found:
+        if _is_11(buf, ks, ke, n, _EVENTS, _EVENTS_TAIL) and buf[i] == 91 and not found:
             found = True
             i, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap, progress)
             if err != E_NONE:
