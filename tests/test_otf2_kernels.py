@@ -128,3 +128,15 @@ def test_run_starts_match_numpy(seed: int) -> None:
     key = np.sort(rng.integers(0, int(rng.integers(1, 20)), int(rng.integers(0, 300)))).astype(np.int64)
     want = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
     np.testing.assert_array_equal(run_starts(key), want)
+
+
+def test_as_float_reads_integers_whose_low_bytes_look_like_signalling_nans_without_warning() -> None:
+    import warnings
+
+    from di.convert.otf2.values import TYPE_FLOAT, TYPE_UINT64, as_float
+
+    raw = np.array([0x7F800001, 0x3F800000], np.int64)  # a float32 sNaN pattern as a UINT64 value; 1.0f as a FLOAT
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = as_float(np.array([TYPE_UINT64, TYPE_FLOAT]), raw)
+    assert got.tolist() == [float(0x7F800001), 1.0]

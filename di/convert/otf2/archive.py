@@ -108,11 +108,13 @@ class Records:
 
 def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True,
                  expected_records: int = 0, consume: Callable[[np.ndarray, int], None] | None = None,
-                 time_window: tuple[int, int] | None = None) -> Records:
+                 time_window: tuple[int, int] | None = None, io_records: bool = True) -> Records:
     """Read the event records of every location (see :mod:`records`).
 
     ``apply_clock_offsets=False`` keeps each location's own clock (for checks);
     ``expected_records`` (the definitions' event counts) sizes the buffer.
+    ``io_records=False`` leaves the I/O records unread (counted as unsupported):
+    for archives without I/O definitions, which cannot hold any.
     ``time_window`` (first, last tick of the trace, from the clock properties)
     bounds the times of a damaged location's records (see :func:`_cut_garbage`).
     With ``consume``, each location's rows are handed to ``consume(rows, i)``
@@ -138,7 +140,7 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
     except _otf2.Error as exc:
         raise _otf2_error(anchor, exc) from None
     out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(len(location_refs) + 1, np.int64))
-    callbacks = records.Callbacks()
+    callbacks = records.Callbacks(io_records)
     buf = records.RecordBuffer(int(expected_records * ATTRIBUTE_ROOM) if consume is None else 1 << 16)
     taken = 0
     try:

@@ -142,7 +142,7 @@ VIEW_BUFFER_BYTES = (1 << 31) - 1
 """Largest data buffer one Arrow string view can point into (offsets are int32)."""
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _put_u32(views, at, v):
     for b in range(4):
         views[at + b] = np.uint8((v >> (8 * b)) & 0xFF)
@@ -165,7 +165,7 @@ def _buffer_of(offsets, limit):
     return which, starts[: n + 1]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _view(views, e, text, lo, hi, buffer, at):
     """Arrow string view ``e`` of ``text[lo:hi]``, which sits at byte ``at`` of data buffer ``buffer``."""
     v = 16 * e

@@ -66,7 +66,8 @@ def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "
         fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
         builder = T.Builder(expected, fold)
         recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor, expected_records=expected,
-                                    consume=builder.add, time_window=(defs.global_offset, defs.global_offset + defs.trace_length))
+                                    consume=builder.add, time_window=(defs.global_offset, defs.global_offset + defs.trace_length),
+                                    io_records=bool(defs.io_handles or defs.io_files))
         builder.finish()
     finally:
         reader.close()

@@ -301,15 +301,19 @@ CALLBACKS = {
 
 
 class Callbacks:
-    """An OTF2_EvtReaderCallbacks with every callback of :data:`CALLBACKS` and :data:`iorecords.IO_CALLBACKS` set."""
+    """An OTF2_EvtReaderCallbacks with every callback of :data:`CALLBACKS` set, and those of
+    :data:`iorecords.IO_CALLBACKS` when ``io`` (numba compiles them on first use, so archives without I/O
+    definitions, which cannot hold I/O records, do not pay for it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, io: bool = True) -> None:
         lib = clib.library()
         lib.OTF2_EvtReaderCallbacks_New.restype = ctypes.c_void_p
         self.ptr = lib.OTF2_EvtReaderCallbacks_New()
-        from di.convert.otf2.iorecords import IO_CALLBACKS
+        io_callbacks = {}
+        if io:
+            from di.convert.otf2.iorecords import IO_CALLBACKS as io_callbacks
 
-        for record, fn in {**CALLBACKS, **IO_CALLBACKS}.items():
+        for record, fn in {**CALLBACKS, **io_callbacks}.items():
             setter = getattr(lib, f"OTF2_EvtReaderCallbacks_Set{record}Callback")
             setter.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
             code = setter(self.ptr, fn.address)

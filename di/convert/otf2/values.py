@@ -31,7 +31,8 @@ def as_float(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
     out = np.where(types == TYPE_UINT64, unsigned.astype(np.float64), out)
     out = np.where(types == TYPE_DOUBLE, raw.view(np.float64), out)
     low32 = (unsigned & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    out = np.where(types == TYPE_FLOAT, low32.view(np.float32).astype(np.float64), out)
+    with np.errstate(invalid="ignore"):  # the low 4 bytes of other types can be signalling-NaN patterns; np.where drops them
+        out = np.where(types == TYPE_FLOAT, low32.view(np.float32).astype(np.float64), out)
     for code, bits in _UNSIGNED_BITS.items():
         out = np.where(types == code, (unsigned & np.uint64((1 << bits) - 1)).astype(np.float64), out)
     for code, bits in _SIGNED_BITS.items():
