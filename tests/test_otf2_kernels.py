@@ -104,6 +104,7 @@ def test_join_members_matches_python_grouping(seed: int) -> None:
     expected = [("{" + ",".join(w) + "}") if w else None for w in want]
     assert join_members(n_events, parts).to_list() == expected
     assert join_members(n_events, parts, limit=int(rng.integers(20, 60))).to_list() == expected  # several Arrow data buffers
+    assert join_members(n_events + 5000, parts).to_list() == expected + [None] * 5000  # sparse members: sorted, not counted
 
 
 @pytest.mark.parametrize("seed", range(5))

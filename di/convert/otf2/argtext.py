@@ -182,53 +182,67 @@ def _view(views, e, text, lo, hi, buffer, at):
 
 
 @njit(cache=True)
-def _join_kernel(n_events, event, data, offsets, limit):
-    """(string views, member buffer starts, joined text, its buffer starts, validity): events with one member view
-    it in ``data`` (buffers 0..k-1), those with several view their joined text (buffers k..)."""
-    start = np.zeros(n_events + 1, np.int64)  # stable counting sort of the members by event
+def _counting_order(n_events, event):
+    """The members in stable order of their event (a counting sort: for members about as many as events)."""
+    start = np.zeros(n_events + 1, np.int64)
     for p in range(event.size):
         start[event[p] + 1] += 1
     for e in range(n_events):
         start[e + 1] += start[e]
     order = np.empty(event.size, np.int64)
-    fill = start[:-1].copy()
     for p in range(event.size):
-        order[fill[event[p]]] = p
-        fill[event[p]] += 1
+        order[start[event[p]]] = p
+        start[event[p]] += 1
+    return order
+
+
+@njit(cache=True)
+def _join_kernel(event, order, data, offsets, limit, views, valid):
+    """Fill the string views (16 bytes per event, zero = null) and validity of every event with members (``order``:
+    the members in stable event order); returns (member buffer starts, joined text, its buffer starts). Events with
+    one member view it in ``data`` (buffers 0..k-1), those with several view their joined text (buffers k..).
+    Only the events that have members are touched."""
     which, data_starts = _buffer_of(offsets, limit)
     n_data = data_starts.size - 1
+    m = order.size
     size = 0
-    for e in range(n_events):
-        if start[e + 1] - start[e] > 1:
-            for p in range(start[e], start[e + 1]):
-                size += offsets[order[p] + 1] - offsets[order[p]]
+    p = 0
+    while p < m:
+        h = p
+        while h < m and event[order[h]] == event[order[p]]:
+            h += 1
+        if h - p > 1:
+            for r in range(p, h):
+                size += offsets[order[r] + 1] - offsets[order[r]]
+        p = h
     out = np.empty(size + 1, np.uint8)
-    out_starts = np.zeros(n_events + 2, np.int64)
+    out_starts = np.zeros(m + 2, np.int64)
     n_out = 1
-    views = np.zeros(16 * n_events, np.uint8)
-    valid = np.zeros(n_events, np.bool_)
     o = 0
-    for e in range(n_events):
-        lo, hi = start[e], start[e + 1]
-        if lo == hi:
-            continue
+    p = 0
+    while p < m:
+        e = event[order[p]]
+        h = p
+        while h < m and event[order[h]] == e:
+            h += 1
         valid[e] = True
-        if hi - lo == 1:
-            q = order[lo]
+        if h - p == 1:
+            q = order[p]
             _view(views, e, data, offsets[q], offsets[q + 1], which[q], offsets[q] - data_starts[which[q]])
+            p = h
             continue
         length = 0
-        for p in range(lo, hi):
-            length += offsets[order[p] + 1] - offsets[order[p]]
+        for r in range(p, h):
+            length += offsets[order[r] + 1] - offsets[order[r]]
         if o + length - out_starts[n_out - 1] > limit:
             out_starts[n_out] = o
             n_out += 1
         first = o
         out[o] = 123
         o += 1
-        for p in range(lo, hi):
-            q = order[p]
-            if p > lo:
+        for r in range(p, h):
+            q = order[r]
+            if r > p:
                 out[o] = 44
                 o += 1
             for x in range(offsets[q] + 1, offsets[q + 1] - 1):
@@ -237,8 +251,9 @@ def _join_kernel(n_events, event, data, offsets, limit):
         out[o] = 125
         o += 1
         _view(views, e, out, first, o, n_data + n_out - 1, first - out_starts[n_out - 1])
+        p = h
     out_starts[n_out] = o
-    return views, data_starts, out[:o], out_starts[: n_out + 1], valid
+    return data_starts, out[:o], out_starts[: n_out + 1]
 
 
 def string_views(n: int, views: np.ndarray, texts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, name: str) -> pl.Series:
@@ -262,5 +277,8 @@ def join_members(n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.nda
     data = np.concatenate([p[1] for p in parts])
     base = np.cumsum([0] + [p[1].size for p in parts[:-1]])
     offsets = np.concatenate([p[2][:-1] + b for p, b in zip(parts, base)] + [np.array([data.size], np.int64)])
-    views, data_starts, out, out_starts, valid = _join_kernel(n_events, event, data, offsets, limit)
+    order = _counting_order(n_events, event) if 8 * event.size >= n_events else np.argsort(event, kind="stable")
+    views = np.zeros(16 * n_events, np.uint8)  # numpy's zeros map zero pages: the null events' views are never touched
+    valid = np.zeros(n_events, np.bool_)
+    data_starts, out, out_starts = _join_kernel(event, order, data, offsets, limit, views, valid)
     return string_views(n_events, views, [(data, data_starts), (out, out_starts)], valid, "args")
