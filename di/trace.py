@@ -37,13 +37,14 @@ def conform(table: str, df: pl.DataFrame | dict[str, Any] | None) -> pl.DataFram
     if list(df.schema.items()) == list(target.items()):  # already conforming, columns in order: no new frame
         return df
     n = df.height
+    have = df.schema  # built on every access: once here
     cols = []
     for col, dtype in target.items():
-        if col in df.columns:
-            cols.append(df.get_column(col).cast(dtype) if df.schema[col] != dtype else df.get_column(col))
+        if col in have:
+            cols.append(df.get_column(col).cast(dtype) if have[col] != dtype else df.get_column(col))
         else:
             cols.append(pl.Series(col, [None] * n if n else [], dtype=dtype))
-    extra = [df.get_column(c) for c in df.columns if c not in target]
+    extra = [df.get_column(c) for c in have if c not in target]
     return pl.DataFrame(cols + extra)
 
 

@@ -216,3 +216,33 @@ def test_cupti_process_without_a_shim_rank_lands_on_the_unix_epoch_clock(tmp_pat
     start = trace.events.filter(pl.col("cat") == "kernel").get_column("start_ns").to_list()
     # rank 0's realtime offset and the GPU process's differ only by the clocks' reading jitter
     assert len(start) == 1 and abs(start[0] - real) < 50_000_000
+
+
+def test_recorded_io_survives_a_write_to_otf2(threads_fork: tuple[Path, Path], tmp_path: Path) -> None:
+    """Each recorded read/write/flush call becomes an OTF2 I/O operation (IoOperationBegin/Complete with its bytes and
+    file) inside its region, and reading the archive back gives the recorded events again."""
+    otf2 = pytest.importorskip("otf2")
+    from di.convert.otf2.iolayout import FLUSH_NAMES, READ_NAMES, WRITE_NAMES
+
+    _, run_dir = threads_fork
+    trace = di.load(run_dir)
+    ops = trace.events.filter((pl.col("cat") == "io") & pl.col("name").cast(pl.String).is_in([*READ_NAMES, *WRITE_NAMES, *FLUSH_NAMES]))
+    assert ops.height >= 8
+    out = tmp_path / "io.otf2"
+    di.save(trace, out)
+    with otf2.reader.open(str(out)) as tr:
+        records = [e for _, e in tr.events]
+        begins = [e for e in records if type(e).__name__ == "IoOperationBegin"]
+        moved = sum(e.bytes_result for e in records if type(e).__name__ == "IoOperationComplete")
+        files = {h.file.name for h in tr.definitions.io_handles}
+    assert len(begins) == ops.height
+    assert moved == ops["bytes"].fill_null(0).sum()
+    assert {json.loads(a)["file"] for a in ops["args"].to_list()} <= files
+    back = di.load(out)
+    cols = ["start_ns", "end_ns", "name", "cat", "src_cat", "bytes", "args"]
+
+    def content(t: di.Trace) -> pl.DataFrame:
+        ev = t.events.join(t.locations.select("loc", "rank"), on="loc").filter(pl.col("cat") == "io")
+        return ev.select("rank", *cols).with_columns(pl.col(pl.Categorical, pl.Enum).cast(pl.String)).sort("rank", *cols, nulls_last=True)
+
+    assert content(back).equals(content(trace))

@@ -7,10 +7,11 @@ import pytest
 
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
-from di.convert.otf2.layout import _dense_ids
+from di.convert.otf2.rowids import dense_ids
 
 KINDS = [R.ENTER, R.ENTER, R.LEAVE, R.LEAVE, R.MPI_SEND, R.MPI_RECV, R.COLL_END, R.RMA_PUT, R.RMA_GET, R.RMA_COMPLETE,
-         R.RMA_COMPLETE, R.ATTRIBUTE, R.METRIC, R.METRIC_VALUE, R.THREAD_FORK, R.LOCK_ACQUIRE]
+         R.RMA_COMPLETE, R.ATTRIBUTE, R.METRIC, R.METRIC_VALUE, R.THREAD_FORK, R.LOCK_ACQUIRE, R.IO_BEGIN, R.IO_BEGIN,
+         R.IO_COMPLETE, R.IO_COMPLETE, R.IO_CANCELLED, R.IO_SEEK]
 
 
 def random_records(rng: np.random.Generator, n: int, n_locs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -21,7 +22,8 @@ def random_records(rng: np.random.Generator, n: int, n_locs: int) -> tuple[np.nd
     rows[:, 2] = rng.integers(0, 3, n)  # region / window
     rows[:, 3] = rng.integers(0, 4, n)
     rows[:, 4] = rng.integers(0, 100, n)
-    rows[:, 5] = rng.integers(0, 2, n)  # matching ids
+    rows[:, 5] = rng.integers(0, 2, n)  # RMA matching ids, I/O bytes
+    rows[:, 6] = rng.integers(0, 2, n)  # I/O matching ids
     return rows, loc
 
 
@@ -31,8 +33,9 @@ def test_timeline_build_matches_reference(seed: int) -> None:
     n_locs = int(rng.integers(1, 5))
     rows, loc = random_records(rng, int(rng.integers(0, 300)), n_locs)
     bounds = np.searchsorted(loc, np.arange(n_locs + 1)).astype(np.int64)
-    fast = T.build(rows, bounds)
-    slow = T.build_reference(rows, bounds)
+    fold_ref = int(rng.integers(-1, 3))  # attribute ref that folds I/O operation records (-1: none)
+    fast = T.build(rows, bounds, fold_ref)
+    slow = T.build_reference(rows, bounds, fold_ref)
     assert len(fast) == len(slow)
     for f, s in zip(fast, slow):
         np.testing.assert_array_equal(np.asarray(f, dtype=np.int64), s)
@@ -42,27 +45,28 @@ def test_timeline_build_matches_reference(seed: int) -> None:
 def test_first_use_ids_match_numpy_unique(seed: int) -> None:
     rng = np.random.default_rng(seed)
     key = rng.integers(0, int(rng.integers(1, 50)), int(rng.integers(0, 2000))).astype(np.int64)
-    ids, first = _dense_ids(key)
+    ids, first = dense_ids(key)
     assert (key[first][ids] == key).all()
     assert len(first) == len(np.unique(key))
     assert (np.diff(first) > 0).all()  # numbered in order of first use
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_combined_key_matches_numpy(seed: int) -> None:
-    from di.convert.otf2.layout import _combined_key
+def test_combined_ids_number_code_tuples_in_order_of_first_use(seed: int) -> None:
+    from di.convert.otf2.rowids import combined_ids
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 500))
-    cols = [rng.integers(0, int(rng.integers(1, 30)), n).astype(np.int64) for _ in range(4)]
-    want = np.zeros(n, np.int64)
-    for c in cols:
-        want = want * (int(c.max()) + 1) + c
-    key, span = _combined_key(*cols)
-    np.testing.assert_array_equal(key, want)
-    assert span == np.prod([int(c.max()) + 1 for c in cols]) and key.max() < span
-    # distinct code tuples give distinct keys
-    assert len(np.unique(key)) == len({tuple(r) for r in np.column_stack(cols).tolist()})
+    cols = [rng.integers(0, int(rng.integers(1, 30)), n).astype(np.int64) for _ in range(3)] + [rng.random(n) < 0.5]
+    seen: dict[tuple[int, ...], int] = {}
+    want = np.array([seen.setdefault(t, len(seen)) for t in map(tuple, np.column_stack(cols).astype(np.int64).tolist())])
+    ids, first, key = combined_ids(*cols, 1 << 30)
+    np.testing.assert_array_equal(ids, want)
+    np.testing.assert_array_equal(ids[first], np.arange(len(seen)))
+    assert key.size == 0
+    ids, first, key = combined_ids(*cols, 1)  # span over the limit: the mixed-radix key for the caller to number
+    assert ids.size == 0 and key.size == n
+    assert len(np.unique(key)) == len(seen)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -75,7 +79,7 @@ def test_instant_members_match_python_formatting(seed: int) -> None:
     a, b, c = (rng.integers(-(2**62), 2**62, n) * (rng.random(n) < 0.7) for _ in range(3))  # zeros and negatives too
     data, offsets = instant_members(kinds, a, b, c)
     got = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(n)]
-    want = [",".join(f'"{f}":{v}' for f, v in zip(INSTANT_FIELDS[int(k)], (int(a[i]), int(b[i]), int(c[i])))) for i, k in enumerate(kinds)]
+    want = ["{" + ",".join(f'"{f}":{v}' for f, v in zip(INSTANT_FIELDS[int(k)], (int(a[i]), int(b[i]), int(c[i])))) + "}" for i, k in enumerate(kinds)]
     assert got == want
 
 
@@ -92,9 +96,48 @@ def test_join_members_matches_python_grouping(seed: int) -> None:
     for p in range(int(rng.integers(0, 4))):
         event = rng.integers(0, n_events, int(rng.integers(0, 30)))
         texts = [f'"k{p}":"{"é" * int(i % 3)}{i}"' for i in range(event.size)]
-        column = pl.Series(["unused", *texts], dtype=pl.String)[1:] if p % 2 else pl.Series(texts, dtype=pl.String)  # sliced too
+        objects = ["{" + t + "}" for t in texts]
+        column = pl.Series(["unused", *objects], dtype=pl.String)[1:] if p % 2 else pl.Series(objects, dtype=pl.String)  # sliced too
         parts.append((event, *utf8_buffers(column)))
         for e, t in zip(event.tolist(), texts):
             want[e].append(t)
-    got = join_members(n_events, parts).to_list()
-    assert got == [("{" + ",".join(w) + "}") if w else None for w in want]
+    expected = [("{" + ",".join(w) + "}") if w else None for w in want]
+    assert join_members(n_events, parts).to_list() == expected
+    assert join_members(n_events, parts, limit=int(rng.integers(20, 60))).to_list() == expected  # several Arrow data buffers
+    assert join_members(n_events + 5000, parts).to_list() == expected + [None] * 5000  # sparse members: sorted, not counted
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_text_int_members_matches_python(seed: int) -> None:
+    from di.convert.otf2.argtext import text_int_members
+
+    rng = np.random.default_rng(seed)
+    texts = ['"w\\u00e9"', '"MPI_COMM_WORLD"', "7"][: int(rng.integers(1, 4))]
+    n = int(rng.integers(0, 50))
+    idx = rng.integers(0, len(texts), n)
+    ints = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    data, offsets = text_int_members('"window":', texts, idx, ',"remote":', ints)
+    got = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(n)]
+    assert got == ['{"window":' + texts[k] + ',"remote":' + str(v) + "}" for k, v in zip(idx.tolist(), ints.tolist())]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_run_starts_match_numpy(seed: int) -> None:
+    from di.convert.otf2.rowids import run_starts
+
+    rng = np.random.default_rng(seed)
+    key = np.sort(rng.integers(0, int(rng.integers(1, 20)), int(rng.integers(0, 300)))).astype(np.int64)
+    want = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
+    np.testing.assert_array_equal(run_starts(key), want)
+
+
+def test_as_float_reads_integers_whose_low_bytes_look_like_signalling_nans_without_warning() -> None:
+    import warnings
+
+    from di.convert.otf2.values import TYPE_FLOAT, TYPE_UINT64, as_float
+
+    raw = np.array([0x7F800001, 0x3F800000], np.int64)  # a float32 sNaN pattern as a UINT64 value; 1.0f as a FLOAT
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = as_float(np.array([TYPE_UINT64, TYPE_FLOAT]), raw)
+    assert got.tolist() == [float(0x7F800001), 1.0]

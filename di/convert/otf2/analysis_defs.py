@@ -110,9 +110,12 @@ def write_markers(o: Any, archive: Any, defs: AnalysisDefs) -> None:
 
 
 def analysis_location_refs(defs: Any) -> set[int]:
-    """Refs of the locations in a LOCATIONS group named ``di analysis`` of an archive being read."""
+    """Refs of the locations in a LOCATIONS group named ``di analysis`` of an archive being read (``defs``: its
+    :class:`~di.convert.otf2.globaldefs.GlobalDefs`)."""
+    from di.convert.otf2.globaldefs import enum_name
+
     out: set[int] = set()
-    for grp in defs.groups:
-        if grp.name == PROCESS and type(grp.group_type)._names.get(grp.group_type.value) == "LOCATIONS":
-            out.update(m._ref for m in grp.members)
+    for name, typ, _, members in defs.groups.values():
+        if name == PROCESS and enum_name("GroupType", typ) == "LOCATIONS":
+            out.update(members)
     return out

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from di.convert.otf2 import clib, records
+from di.convert.otf2.globaldefs import GlobalDefs, read_global_definitions
 from di.errors import FormatError
 
 ANCHOR_MAGIC = b"OTF2"
@@ -54,19 +55,38 @@ def _otf2_error(anchor: Path, exc: Exception) -> FormatError:
     return FormatError(anchor, f"OTF2 library could not open the archive ({str(exc).strip() or type(exc).__name__})")
 
 
-def open_reader(anchor: Path) -> Any:
-    """An ``otf2.reader.Reader`` with the global definitions read.
+class ArchiveReader:
+    """An open OTF2_Reader (``handle``, the ``_otf2`` pointer) with its global definitions read (``global_defs``)."""
+
+    def __init__(self, handle: Any, global_defs: GlobalDefs) -> None:
+        self.handle = handle
+        self.global_defs = global_defs
+
+    def close(self) -> None:
+        import _otf2
+
+        _otf2.Reader_Close(self.handle)
+
+
+def open_reader(anchor: Path) -> ArchiveReader:
+    """The archive opened for reading, with the global definitions read.
 
     Raises:
         FormatError: the library cannot open the archive (missing or broken definitions).
     """
-    import otf2
+    import _otf2
 
     if not anchor.with_suffix(".def").is_file():
         raise FormatError(anchor, f"global definitions {anchor.with_suffix('.def').name} missing beside the anchor file")
     try:
-        return otf2.reader.Reader(str(anchor))
+        handle = _otf2.Reader_Open(str(anchor))
+        _otf2.Reader_SetSerialCollectiveCallbacks(handle)
     except Exception as exc:  # the otf2 package raises its own error types and plain ones
+        raise _otf2_error(anchor, exc) from None
+    try:
+        return ArchiveReader(handle, read_global_definitions(clib.handle(handle)))
+    except Exception as exc:
+        _otf2.Reader_Close(handle)
         raise _otf2_error(anchor, exc) from None
 
 
@@ -88,11 +108,13 @@ class Records:
 
 def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True,
                  expected_records: int = 0, consume: Callable[[np.ndarray, int], None] | None = None,
-                 time_window: tuple[int, int] | None = None) -> Records:
+                 time_window: tuple[int, int] | None = None, io_records: bool = True) -> Records:
     """Read the event records of every location (see :mod:`records`).
 
     ``apply_clock_offsets=False`` keeps each location's own clock (for checks);
     ``expected_records`` (the definitions' event counts) sizes the buffer.
+    ``io_records=False`` leaves the I/O records unread (counted as unsupported):
+    for archives without I/O definitions, which cannot hold any.
     ``time_window`` (first, last tick of the trace, from the clock properties)
     bounds the times of a damaged location's records (see :func:`_cut_garbage`).
     With ``consume``, each location's rows are handed to ``consume(rows, i)``
@@ -118,7 +140,7 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
     except _otf2.Error as exc:
         raise _otf2_error(anchor, exc) from None
     out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(len(location_refs) + 1, np.int64))
-    callbacks = records.Callbacks()
+    callbacks = records.Callbacks(io_records)
     buf = records.RecordBuffer(int(expected_records * ATTRIBUTE_ROOM) if consume is None else 1 << 16)
     taken = 0
     try:

@@ -1,10 +1,13 @@
 """The ``args`` JSON text of events, assembled in numba from per-source members.
 
-A *member* is one ``"key":value`` (or several, comma-separated) text that
-belongs to one event. Sources produce members as UTF-8 bytes plus int64
-offsets (a String column's Arrow buffers, or :func:`instant_members`);
-:func:`join_members` writes each event's members, in source order, as one
-JSON object ``{m1,m2,...}``, and null for events without any.
+A *member* is one JSON object text ``{"key":value,...}`` that belongs to one
+event. Sources produce members as UTF-8 bytes plus int64 offsets (a String
+column's Arrow buffers, :func:`instant_members`, :func:`text_int_members`);
+:func:`join_members` makes the ``args`` column: each event's members, in
+source order, merged into one JSON object (``{m1,m2,...}``), and null for
+events without any. The column is an Arrow string-view array: an event with
+one member points into its source's bytes (no copy); only events with
+several get new text.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ INSTANT_FIELDS = {
     R.LOCK_RELEASE: ("paradigm", "lock", "order"), R.MEASUREMENT_ON_OFF: ("mode",), R.BUFFER_FLUSH: ("stop_ticks",),
     R.RMA_WIN_CREATE: ("window",), R.RMA_WIN_DESTROY: ("window",), R.PARAMETER_STRING: ("parameter", "value"),
     R.PARAMETER_INT: ("parameter", "value"), R.PARAMETER_UINT: ("parameter", "value"),
+    R.IO_ISSUED: ("handle", "matching_id"), R.IO_TEST: ("handle", "matching_id"),
+    R.IO_CREATE_HANDLE: ("handle", "access_mode", "creation_flags"), R.IO_DESTROY_HANDLE: ("handle",),
+    R.IO_DUPLICATE_HANDLE: ("handle", "new_handle", "status_flags"), R.IO_SEEK: ("handle", "offset_requested", "offset_result"),
+    R.IO_CHANGE_STATUS_FLAGS: ("handle", "status_flags"), R.IO_DELETE_FILE: ("io_paradigm", "file"),
+    R.IO_ACQUIRE_LOCK: ("handle", "lock_type"), R.IO_RELEASE_LOCK: ("handle", "lock_type"), R.IO_TRY_LOCK: ("handle", "lock_type"),
 }
 """Instant record kind -> names of its fields a, b, c (as many as it has) in args."""
 
@@ -68,6 +76,8 @@ def _instant_kernel(kinds, a, b, c, pre, pre_off, first):
     for i in range(n):
         k = kinds[i]
         lo, hi = first[k], first[k + 1]
+        out[o] = 123
+        o += 1
         for f in range(lo, hi):
             if f > lo:
                 out[o] = 44
@@ -77,63 +87,189 @@ def _instant_kernel(kinds, a, b, c, pre, pre_off, first):
                 o += 1
             v = a[i] if f == lo else b[i] if f == lo + 1 else c[i]
             o = _write_int(out, o, v)
+        out[o] = 125
+        o += 1
         offsets[i + 1] = o
     return out[:o], offsets
 
 
 def instant_members(kinds: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Members ``"field":value,...`` of instant records (fields of :data:`INSTANT_FIELDS`), as UTF-8 bytes and offsets."""
+    """Members ``{"field":value,...}`` of instant records (fields of :data:`INSTANT_FIELDS`), as UTF-8 bytes and offsets."""
     pre, pre_off, first = _PREFIXES
     kinds = np.clip(np.asarray(kinds, np.int64), 0, first.size - 2)
     return _instant_kernel(kinds, *(np.ascontiguousarray(x, dtype=np.int64) for x in (a, b, c)), pre, pre_off, first)
 
 
 @njit(cache=True)
-def _join_kernel(n_events, event, data, offsets):
-    start = np.zeros(n_events + 1, np.int64)  # stable counting sort of the members by event
+def _text_int_kernel(head, texts, text_off, idx, mid, ints):
+    n = idx.size
+    widest = 0
+    for t in range(text_off.size - 1):
+        widest = max(widest, text_off[t + 1] - text_off[t])
+    out = np.empty(n * (head.size + widest + mid.size + 23) + 1, np.uint8)
+    offsets = np.zeros(n + 1, np.int64)
+    o = 0
+    for i in range(n):
+        out[o] = 123
+        o += 1
+        for q in range(head.size):
+            out[o] = head[q]
+            o += 1
+        for q in range(text_off[idx[i]], text_off[idx[i] + 1]):
+            out[o] = texts[q]
+            o += 1
+        for q in range(mid.size):
+            out[o] = mid[q]
+            o += 1
+        o = _write_int(out, o, ints[i])
+        out[o] = 125
+        o += 1
+        offsets[i + 1] = o
+    return out[:o], offsets
+
+
+def text_int_members(head: str, texts: list[str], idx: np.ndarray, mid: str, ints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Members ``{head texts[idx[i]] mid str(ints[i])}`` per row, as UTF-8 bytes and offsets (texts are
+    written as given: quote them first where they are JSON strings)."""
+    encoded = [t.encode() for t in texts]
+    text_off = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(t) for t in encoded], out=text_off[1:])
+    return _text_int_kernel(np.frombuffer(head.encode(), np.uint8), np.frombuffer(b"".join(encoded) or b"\0", np.uint8), text_off,
+                            np.ascontiguousarray(idx, np.int64), np.frombuffer(mid.encode(), np.uint8), np.ascontiguousarray(ints, np.int64))
+
+
+VIEW_BUFFER_BYTES = (1 << 31) - 1
+"""Largest data buffer one Arrow string view can point into (offsets are int32)."""
+
+
+@njit(cache=True)
+def _put_u32(views, at, v):
+    for b in range(4):
+        views[at + b] = np.uint8((v >> (8 * b)) & 0xFF)
+
+
+@njit(cache=True)
+def _buffer_of(offsets, limit):
+    """Split member bytes into Arrow data buffers of at most ``limit`` bytes at member boundaries: (buffer of each
+    member, buffer starts + end)."""
+    m = offsets.size - 1
+    which = np.empty(m, np.int64)
+    starts = np.zeros(m + 2, np.int64)
+    n = 1
+    for q in range(m):
+        if offsets[q + 1] - starts[n - 1] > limit:
+            starts[n] = offsets[q]
+            n += 1
+        which[q] = n - 1
+    starts[n] = offsets[m]
+    return which, starts[: n + 1]
+
+
+@njit(cache=True)
+def _view(views, e, text, lo, hi, buffer, at):
+    """Arrow string view ``e`` of ``text[lo:hi]``, which sits at byte ``at`` of data buffer ``buffer``."""
+    v = 16 * e
+    length = hi - lo
+    _put_u32(views, v, length)
+    if length <= 12:
+        for b in range(length):
+            views[v + 4 + b] = text[lo + b]
+    else:
+        for b in range(4):
+            views[v + 4 + b] = text[lo + b]
+        _put_u32(views, v + 8, buffer)
+        _put_u32(views, v + 12, at)
+
+
+@njit(cache=True)
+def _counting_order(n_events, event):
+    """The members in stable order of their event (a counting sort: for members about as many as events)."""
+    start = np.zeros(n_events + 1, np.int64)
     for p in range(event.size):
         start[event[p] + 1] += 1
     for e in range(n_events):
         start[e + 1] += start[e]
     order = np.empty(event.size, np.int64)
-    fill = start[:-1].copy()
     for p in range(event.size):
-        order[fill[event[p]]] = p
-        fill[event[p]] += 1
+        order[start[event[p]]] = p
+        start[event[p]] += 1
+    return order
+
+
+@njit(cache=True)
+def _join_kernel(event, order, data, offsets, limit, views, valid):
+    """Fill the string views (16 bytes per event, zero = null) and validity of every event with members (``order``:
+    the members in stable event order); returns (member buffer starts, joined text, its buffer starts). Events with
+    one member view it in ``data`` (buffers 0..k-1), those with several view their joined text (buffers k..).
+    Only the events that have members are touched."""
+    which, data_starts = _buffer_of(offsets, limit)
+    n_data = data_starts.size - 1
+    m = order.size
     size = 0
-    for p in range(event.size):
-        size += offsets[p + 1] - offsets[p] + 1
-    out = np.empty(size + 2 * event.size + 1, np.uint8)
-    out_off = np.zeros(n_events + 1, np.int64)
-    valid = np.zeros(n_events, np.bool_)
+    p = 0
+    while p < m:
+        h = p
+        while h < m and event[order[h]] == event[order[p]]:
+            h += 1
+        if h - p > 1:
+            for r in range(p, h):
+                size += offsets[order[r] + 1] - offsets[order[r]]
+        p = h
+    out = np.empty(size + 1, np.uint8)
+    out_starts = np.zeros(m + 2, np.int64)
+    n_out = 1
     o = 0
     p = 0
-    for e in range(n_events):
-        if p < order.size and event[order[p]] == e:
-            valid[e] = True
-            out[o] = 123
-            o += 1
-            first = True
-            while p < order.size and event[order[p]] == e:
-                q = order[p]
-                if not first:
-                    out[o] = 44
-                    o += 1
-                first = False
-                for x in range(offsets[q], offsets[q + 1]):
-                    out[o] = data[x]
-                    o += 1
-                p += 1
-            out[o] = 125
-            o += 1
-        out_off[e + 1] = o
-    return out[:o], out_off, valid
+    while p < m:
+        e = event[order[p]]
+        h = p
+        while h < m and event[order[h]] == e:
+            h += 1
+        valid[e] = True
+        if h - p == 1:
+            q = order[p]
+            _view(views, e, data, offsets[q], offsets[q + 1], which[q], offsets[q] - data_starts[which[q]])
+            p = h
+            continue
+        length = 0
+        for r in range(p, h):
+            length += offsets[order[r] + 1] - offsets[order[r]]
+        if o + length - out_starts[n_out - 1] > limit:
+            out_starts[n_out] = o
+            n_out += 1
+        first = o
+        out[o] = 123
+        o += 1
+        for r in range(p, h):
+            q = order[r]
+            if r > p:
+                out[o] = 44
+                o += 1
+            for x in range(offsets[q] + 1, offsets[q + 1] - 1):
+                out[o] = data[x]
+                o += 1
+        out[o] = 125
+        o += 1
+        _view(views, e, out, first, o, n_data + n_out - 1, first - out_starts[n_out - 1])
+        p = h
+    out_starts[n_out] = o
+    return data_starts, out[:o], out_starts[: n_out + 1]
 
 
-def join_members(n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> pl.Series:
-    """The ``args`` column: each event's members ``(event rows, UTF-8 bytes, offsets)`` of every part, in order, as one JSON object."""
+def string_views(n: int, views: np.ndarray, texts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, name: str) -> pl.Series:
+    """A polars String Series from Arrow string views and their data buffers: ``texts`` holds (bytes, buffer
+    starts + end) pairs, the buffers numbered in that order (no copy of the text)."""
     import pyarrow as pa
 
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
+    chunks = [pa.py_buffer(data[starts[i]:starts[i + 1]]) for data, starts in texts for i in range(starts.size - 1)]
+    arr = pa.Array.from_buffers(pa.string_view(), n, [bitmap, pa.py_buffer(views), *chunks])
+    return pl.Series(name, arr)
+
+
+def join_members(n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], *, limit: int = VIEW_BUFFER_BYTES) -> pl.Series:
+    """The ``args`` column: each event's members ``(event rows, UTF-8 bytes, offsets)`` of every part, in order, merged into
+    one JSON object (``limit``: the most bytes of one Arrow data buffer; smaller only in tests)."""
     parts = [p for p in parts if p[0].size]
     if not parts:
         return pl.repeat(None, n_events, dtype=pl.String, eager=True).alias("args")
@@ -141,7 +277,8 @@ def join_members(n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.nda
     data = np.concatenate([p[1] for p in parts])
     base = np.cumsum([0] + [p[1].size for p in parts[:-1]])
     offsets = np.concatenate([p[2][:-1] + b for p, b in zip(parts, base)] + [np.array([data.size], np.int64)])
-    out, out_off, valid = _join_kernel(n_events, event, data, offsets)
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    arr = pa.LargeStringArray.from_buffers(n_events, pa.py_buffer(out_off), pa.py_buffer(out), bitmap)
-    return pl.Series("args", arr).cast(pl.String)
+    order = _counting_order(n_events, event) if 8 * event.size >= n_events else np.argsort(event, kind="stable")
+    views = np.zeros(16 * n_events, np.uint8)  # numpy's zeros map zero pages: the null events' views are never touched
+    valid = np.zeros(n_events, np.bool_)
+    data_starts, out, out_starts = _join_kernel(event, order, data, offsets, limit, views, valid)
+    return string_views(n_events, views, [(data, data_starts), (out, out_starts)], valid, "args")

@@ -1,7 +1,7 @@
 """OTF2 global definitions -> plain Python tables the event pass and the model need.
 
-Read with the official high-level ``otf2`` reader (definitions are few; the
-events are read elsewhere through the C API). Definitions:
+Read through the OTF2 C API (:mod:`globaldefs`; the events are read
+elsewhere through the same API). Definitions:
 
 * rank of a location = position of its location group among the members of
   the MPI ``COMM_LOCATIONS`` group (the MPI rank); without MPI, the position
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from di.convert.otf2.categories import parse_description, region_cat
+from di.convert.otf2.globaldefs import GlobalDefs, enum_name
 
 _DEVICE_STREAM = re.compile(r"\[(\d+):(\d+)\]")
 _RANK_NAME = re.compile(r"MPI Rank (\d+)")
@@ -47,97 +48,112 @@ class Definitions:
     windows: dict[int, str]
     parameters: dict[int, str]
     info: dict[str, Any] = field(default_factory=dict)
+    io_handles: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """I/O handle ref -> name, file (its IoFile's name), paradigm (its IoParadigm's identification: POSIX, ISOC, MPI-IO, ...)."""
+    io_files: dict[int, str] = field(default_factory=dict)
 
 
-def _name(enum: Any) -> str:
-    """The OTF2 enum name of a value of the ``_otf2`` enum types (``PARADIGM_MPI`` -> ``"MPI"``)."""
-    return type(enum)._names.get(enum.value, str(enum.value))
-
-
-def _host(group: Any) -> str | None:
-    node = getattr(group, "system_tree_parent", None)
+def _host(g: GlobalDefs, group_ref: int) -> str | None:
+    """The nearest system-tree ancestor of a location group whose class is ``node`` (else the direct parent's name)."""
+    node = g.nodes.get(g.location_groups.get(group_ref, (None, None))[1])
     first = node
-    while node is not None:
-        if (node.class_name or "").lower() == "node":
-            return node.name
-        node = node.parent
-    return first.name if first is not None else None
+    seen = 0
+    while node is not None and seen <= len(g.nodes):
+        if (node[1] or "").lower() == "node":
+            return node[0]
+        node = g.nodes.get(node[2])
+        seen += 1
+    return first[0] if first is not None else None
 
 
-def _ranks(defs: Any) -> dict[int, int]:
+def _ranks(g: GlobalDefs) -> dict[int, int]:
     """location group ref -> rank: the number in names ``MPI Rank N`` when every group has a distinct one, else the position in MPI's COMM_LOCATIONS group."""
-    named = {lg._ref: _RANK_NAME.fullmatch(lg.name or "") for lg in defs.location_groups}
+    named = {ref: _RANK_NAME.fullmatch(lg[0] or "") for ref, lg in g.location_groups.items()}
     numbers = [int(m.group(1)) for m in named.values() if m]
     if named and len(numbers) == len(named) and len(set(numbers)) == len(numbers):
         return {ref: int(m.group(1)) for ref, m in named.items() if m}
-    for g in defs.groups:
-        if _name(g.group_type) == "COMM_LOCATIONS" and _name(g.paradigm) == "MPI":
+    group_of = {loc[0]: loc[4] for loc in g.locations}
+    for _, typ, paradigm, members in g.groups.values():
+        if enum_name("GroupType", typ) == "COMM_LOCATIONS" and enum_name("Paradigm", paradigm) == "MPI":
             ranks: dict[int, int] = {}
-            for i, loc in enumerate(g.members):
-                ranks.setdefault(loc.group._ref, i)
+            for i, loc in enumerate(members):
+                if loc in group_of:
+                    ranks.setdefault(group_of[loc], i)
             if ranks:
                 nxt = max(ranks.values()) + 1
-                for lg in defs.location_groups:
-                    if lg._ref not in ranks:
-                        ranks[lg._ref] = nxt
+                for ref in g.location_groups:
+                    if ref not in ranks:
+                        ranks[ref] = nxt
                         nxt += 1
                 return ranks
-    return {lg._ref: i for i, lg in enumerate(defs.location_groups)}
+    return {ref: i for i, ref in enumerate(g.location_groups)}
 
 
-def _locations(defs: Any) -> list[dict[str, Any]]:
+def _locations(g: GlobalDefs) -> list[dict[str, Any]]:
     from di.analysis_parts import PROCESS
     from di.convert.otf2.analysis_defs import analysis_location_refs
 
-    ranks = _ranks(defs)
-    analysis = analysis_location_refs(defs)
+    ranks = _ranks(g)
+    analysis = analysis_location_refs(g)
     out = []
-    for order, loc in enumerate(defs.locations):
-        typ = _name(loc.type)
+    for order, (ref, name, typ_code, events, group) in enumerate(g.locations):
+        typ = enum_name("LocationType", typ_code)
         kind = {"CPU_THREAD": "cpu_thread", "GPU": "gpu_stream", "ACCELERATOR_STREAM": "gpu_stream", "METRIC": "counter"}.get(typ, "cpu_thread")
-        m = _DEVICE_STREAM.search(loc.name or "") if kind == "gpu_stream" else None
-        group = loc.group
+        m = _DEVICE_STREAM.search(name or "") if kind == "gpu_stream" else None
         out.append({
-            "ref": loc._ref, "name": loc.name, "kind": kind, "rank": ranks.get(group._ref, 0), "host": _host(group),
-            "pid": group._ref, "tid": loc._ref, "process": PROCESS if loc._ref in analysis else group.name, "sort_index": order,
+            "ref": ref, "name": name, "kind": kind, "rank": ranks.get(group, 0), "host": _host(g, group),
+            "pid": group, "tid": ref, "process": PROCESS if ref in analysis else g.location_groups.get(group, (None,))[0], "sort_index": order,
             "device": int(m.group(1)) if m else None, "stream": int(m.group(2)) if m else None, "otf2_type": typ,
-            "records": int(loc.number_of_events or 0),
+            "records": int(events or 0),
         })
     return out
 
 
-def _regions(defs: Any) -> dict[int, dict[str, Any]]:
+def _regions(g: GlobalDefs) -> dict[int, dict[str, Any]]:
     """ref -> name, cat on a CPU location, cat_gpu on a GPU location, src_cat, instant, paradigm, role."""
     out = {}
-    for r in defs.regions:
-        paradigm, role = _name(r.paradigm), _name(r.region_role)
-        own = parse_description(r.description)
+    for ref, (name, description, role_code, paradigm_code) in g.regions.items():
+        paradigm, role = enum_name("Paradigm", paradigm_code), enum_name("RegionRole", role_code)
+        own = parse_description(description)
         if own is not None:
             cat = cat_gpu = own["cat"]
             src_cat, instant = own.get("src_cat"), bool(own.get("instant"))
         else:
-            cat, cat_gpu = (region_cat(paradigm, role, r.name or "", gpu) for gpu in (False, True))
+            cat, cat_gpu = (region_cat(paradigm, role, name or "", gpu) for gpu in (False, True))
             src_cat, instant = f"{paradigm}/{role}".lower(), False
-        out[r._ref] = {"name": r.name or "", "cat": cat, "cat_gpu": cat_gpu, "src_cat": src_cat, "instant": instant,
-                       "paradigm": paradigm, "role": role}
+        out[ref] = {"name": name or "", "cat": cat, "cat_gpu": cat_gpu, "src_cat": src_cat, "instant": instant,
+                    "paradigm": paradigm, "role": role}
     return out
 
 
-def _comms(defs: Any, ranks_of_group: dict[int, int]) -> dict[int, dict[str, Any]]:
-    comms = list(defs.comms)
-    names = Counter(c.name for c in comms)
+def _comm_group_locations(g: GlobalDefs) -> dict[int, list[int]]:
+    """COMM_GROUP group ref -> its members as location refs: ranks are positions in the last COMM_LOCATIONS group
+    of the same paradigm defined before it (as the official reader resolves them)."""
+    out: dict[int, list[int]] = {}
+    comm_locations: dict[int, list[int]] = {}
+    for ref, (_, typ, paradigm, members) in g.groups.items():
+        kind = enum_name("GroupType", typ)
+        if kind == "COMM_LOCATIONS":
+            comm_locations[paradigm] = members
+        elif kind == "COMM_GROUP":
+            parent = comm_locations.get(paradigm)
+            out[ref] = [parent[r] if parent is not None and r < len(parent) else -1 for r in members]
+    return out
+
+
+def _comms(g: GlobalDefs, ranks_of_group: dict[int, int]) -> dict[int, dict[str, Any]]:
+    names = Counter(name for name, _ in g.comms.values())
+    group_of = {loc[0]: loc[4] for loc in g.locations}
+    comm_group_locs = _comm_group_locations(g)
     out = {}
-    for c in comms:
-        members = []
-        group = c.group
-        if group is not None and _name(group.group_type) == "COMM_GROUP":
-            for m in group.members:
-                members.append(ranks_of_group.get(m.group._ref, -1) if hasattr(m, "group") else int(m))
-        own = _own_group(group.name if group is not None else None)
-        name = c.name or "comm"
-        out[c._ref] = {"name": None if own.get("null_comm") else name if names[c.name] == 1 and c.name else f"{name}#{c._ref}",
-                       "ranks": members, "group_ranks": own.get("group_ranks") or members,
-                       "paradigm": _name(group.paradigm) if group is not None else "UNKNOWN"}
+    for ref, (cname, group_ref) in g.comms.items():
+        group = g.groups.get(group_ref)
+        members = [ranks_of_group.get(group_of.get(loc, -1), -1) for loc in comm_group_locs.get(group_ref, [])]
+        own = _own_group(group[0] if group is not None else None)
+        name = cname or "comm"
+        out[ref] = {"name": None if own.get("null_comm") else name if names[cname] == 1 and cname else f"{name}#{ref}",
+                    "ranks": members, "group_ranks": own.get("group_ranks") or members,
+                    "paradigm": enum_name("Paradigm", group[2]) if group is not None else "UNKNOWN"}
     return out
 
 
@@ -154,43 +170,46 @@ def _own_group(name: str | None) -> dict[str, Any]:
     return got if isinstance(got, dict) else {}
 
 
-def _unit(member: Any) -> str | None:
-    unit = member.unit or None
-    exp = int(member.exponent or 0)
-    if exp:
-        base = 2 if _name(member.base) == "BINARY" else 10
-        return f"{base}^{exp} {unit or ''}".strip()
+def _unit(unit: str | None, exponent: int, base: int) -> str | None:
+    unit = unit or None
+    if exponent:
+        return f"{2 if enum_name('Base', base) == 'BINARY' else 10}^{exponent} {unit or ''}".strip()
     return unit
 
 
-def _metrics(defs: Any) -> dict[int, list[dict[str, Any]]]:
+def _metrics(g: GlobalDefs) -> dict[int, list[dict[str, Any]]]:
     out: dict[int, list[dict[str, Any]]] = {}
-    for mc in defs.metric_classes:
-        out[mc._ref] = [{"name": m.name, "unit": _unit(m), "mode": _name(m.metric_mode), "type": _name(m.value_type)} for m in mc.members]
-    for mi in defs.metric_instances:
-        out[mi._ref] = out.get(mi.metric_class._ref, [])
+    for ref, members in g.metric_classes.items():
+        rows = []
+        for m in members:
+            name, unit, exponent, base, mode, value_type = g.metric_members.get(m, (None, None, 0, 1, 0, 0))
+            rows.append({"name": name, "unit": _unit(unit, int(exponent or 0), base), "mode": enum_name("MetricMode", mode),
+                         "type": enum_name("Type", value_type)})
+        out[ref] = rows
+    for ref, cls in g.metric_instances.items():
+        out[ref] = out.get(cls, [])
     return out
 
 
 def read_definitions(reader: Any) -> Definitions:
-    """:class:`Definitions` from an open ``otf2.reader.Reader``."""
-    defs = reader.definitions
-    clock = defs.clock_properties
-    locations = _locations(defs)
-    ranks_of_group = _ranks(defs)
-    realtime = getattr(clock, "realtime_timestamp", None)
+    """:class:`Definitions` from an open :class:`archive.ArchiveReader`."""
+    g = reader.global_defs
+    resolution, offset, length, realtime = g.clock
     return Definitions(
-        timer_resolution=int(clock.timer_resolution),
-        global_offset=int(clock.global_offset),
-        trace_length=int(clock.trace_length),
-        realtime_ns=int(realtime) if realtime is not None and int(realtime) < 2**63 else None,
-        locations=locations,
-        regions=_regions(defs),
-        comms=_comms(defs, ranks_of_group),
-        metrics=_metrics(defs),
-        attributes={a._ref: (a.name, _name(a.type)) for a in defs.attributes},
-        strings={s._ref: s.name for s in defs.strings},
-        windows={w._ref: w.name for w in defs.rma_wins},
-        parameters={p._ref: p.name for p in defs.parameters},
+        timer_resolution=int(resolution),
+        global_offset=int(offset),
+        trace_length=int(length),
+        realtime_ns=int(realtime) if realtime < 2**63 else None,
+        locations=_locations(g),
+        regions=_regions(g),
+        comms=_comms(g, _ranks(g)),
+        metrics=_metrics(g),
+        attributes={ref: (name, enum_name("Type", typ)) for ref, (name, typ) in g.attributes.items()},
+        strings=dict(g.strings),
+        windows=dict(g.rma_wins),
+        parameters=dict(g.parameters),
         info={"creator": None},
+        io_handles={ref: {"name": name or "", "file": g.io_files.get(file), "paradigm": g.io_paradigms.get(paradigm)}
+                    for ref, (name, file, paradigm) in g.io_handles.items()},
+        io_files=dict(g.io_files),
     )

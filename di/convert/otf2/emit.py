@@ -15,8 +15,11 @@ order and writes, through OTF2_EvtWriter function addresses (:func:`clib.ccall`)
 
 Attachment records are rows of ``att`` (int64, ``ATT_WIDTH`` columns):
 ``[event, phase (0 start / 1 end), type, f1..f5, a1..a4]`` sorted by
-(event, phase), indexed by ``att_off`` (CSR over event rows). f1..f5 are the
-record's fields (f5: the request id of the non-blocking records); a1..a4 the values of attributes 3..6 (``layout.ATTRIBUTES``:
+(output location, event, phase), location k's rows from ``att_bounds[k]``
+to ``att_bounds[k+1]``; the loop walks them with a cursor (events of one
+location are emitted in row order). f1..f5 are the
+record's fields (f5: the request id of the non-blocking records; I/O operations: f1 handle, f2 mode, f3 flags, f4 bytes,
+f5 matching id); a1..a4 the values of attributes 3..6 (``layout.ATTRIBUTES``:
 dtype, op, group size, group ranks) that MpiCollectiveEnd carries, NO_VALUE
 when absent.
 """
@@ -31,18 +34,22 @@ from di.convert.otf2 import clib
 ATT_WIDTH = 12
 ATT_SEND, ATT_RECV, ATT_COLL_BEGIN, ATT_COLL_END = 1, 2, 3, 4
 ATT_ISEND, ATT_ISEND_COMPLETE, ATT_IRECV_REQUEST, ATT_IRECV = 5, 6, 7, 8
+ATT_IO_BEGIN, ATT_IO_COMPLETE, ATT_IO_CANCELLED = 9, 10, 11
 FN_NAMES = (
     "OTF2_EvtWriter_Enter", "OTF2_EvtWriter_Leave", "OTF2_EvtWriter_MpiSend", "OTF2_EvtWriter_MpiRecv",
     "OTF2_EvtWriter_MpiCollectiveBegin", "OTF2_EvtWriter_MpiCollectiveEnd", "OTF2_EvtWriter_Metric",
     "OTF2_AttributeList_AddUint64", "OTF2_AttributeList_AddInt64", "OTF2_AttributeList_AddStringRef",
     "OTF2_GlobalDefWriter_WriteString", "OTF2_EvtWriter_MpiIsend", "OTF2_EvtWriter_MpiIsendComplete",
-    "OTF2_EvtWriter_MpiIrecvRequest", "OTF2_EvtWriter_MpiIrecv",
+    "OTF2_EvtWriter_MpiIrecvRequest", "OTF2_EvtWriter_MpiIrecv", "OTF2_EvtWriter_IoOperationBegin",
+    "OTF2_EvtWriter_IoOperationComplete", "OTF2_EvtWriter_IoOperationCancelled",
 )
 """Function addresses :func:`emit_events` expects in ``fns``, in this order."""
 (F_ENTER, F_LEAVE, F_SEND, F_RECV, F_CBEGIN, F_CEND, F_METRIC, F_ADD_U64, F_ADD_I64, F_ADD_STR, F_STRING,
- F_ISEND, F_ISEND_COMPLETE, F_IRECV_REQUEST, F_IRECV) = range(len(FN_NAMES))
+ F_ISEND, F_ISEND_COMPLETE, F_IRECV_REQUEST, F_IRECV, F_IO_BEGIN, F_IO_COMPLETE, F_IO_CANCELLED) = range(len(FN_NAMES))
 FLOWS_ATTRIBUTE = 7
 """Position of ``di.flows_in`` in ``layout.ATTRIBUTES``."""
+IO_ATTRIBUTE = 8
+"""Position of ``di.io`` in ``layout.ATTRIBUTES`` (on the I/O operation records, see :mod:`iolayout`)."""
 NO_VALUE = np.iinfo(np.int64).min
 """Marks a missing bytes / corr / args value."""
 TYPE_DOUBLE = 10
@@ -85,6 +92,14 @@ def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
             code = clib.ccall(fns[F_IRECV_REQUEST], (writer, 0, t, att[q, 7]))
         elif kind == ATT_COLL_BEGIN:
             code = clib.ccall(fns[F_CBEGIN], (writer, 0, t))
+        elif kind == ATT_IO_BEGIN or kind == ATT_IO_COMPLETE or kind == ATT_IO_CANCELLED:
+            clib.ccall(fns[F_ADD_U64], (alist, attr_refs[IO_ATTRIBUTE], np.int64(1)))
+            if kind == ATT_IO_BEGIN:
+                code = clib.ccall(fns[F_IO_BEGIN], (writer, alist, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]))
+            elif kind == ATT_IO_COMPLETE:
+                code = clib.ccall(fns[F_IO_COMPLETE], (writer, alist, t, att[q, 3], att[q, 6], att[q, 7]))
+            else:
+                code = clib.ccall(fns[F_IO_CANCELLED], (writer, alist, t, att[q, 3], att[q, 7]))
         else:
             with_attrs = False
             for a in range(4):
@@ -98,16 +113,17 @@ def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
     return 0
 
 
-@njit(cache=True)
-def _leave(fns, writer, alist, attr_refs, e, end_t, region, att, att_off):
-    code = _attachments(fns, writer, alist, attr_refs, att, att_off[e], att_off[e + 1], 1, end_t[e])
-    if code != 0:
-        return code
+@njit(cache=True, inline="always")
+def _leave(fns, writer, alist, attr_refs, e, end_t, region, att, lo, hi):
+    if lo < hi:  # most events have no attachments: skip the call
+        code = _attachments(fns, writer, alist, attr_refs, att, lo, hi, 1, end_t[e])
+        if code != 0:
+            return code
     return clib.ccall(fns[F_LEAVE], (writer, 0, end_t[e], region[e]))
 
 
 @njit(cache=True)
-def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, region, nbytes, corr, args_ref, flows_ref, att, att_off):
+def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, region, nbytes, corr, args_ref, flows_ref, att, att_bounds):
     """Write every location's events; returns the first OTF2 error code (0 when none).
 
     Args:
@@ -120,20 +136,30 @@ def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, r
         start_t, end_t: ticks of every event row; region: region ref per row.
         nbytes, corr, args_ref, flows_ref: per row, NO_VALUE when absent (an empty array: absent everywhere);
             flows_ref is the string ref of the ``di.flows_in`` attribute (:mod:`layout`).
-        att, att_off: attachment records (see the module docstring).
+        att, att_bounds: attachment records (see the module docstring) in emission order (output location,
+            event row, phase); location k's are att[att_bounds[k]:att_bounds[k+1]].
     """
-    stack = np.empty(max(start_t.size, 1), np.int64)
+    depth = 1
+    for k in range(writers.size):
+        depth = max(depth, bounds[k + 1] - bounds[k])
+    stack = np.empty((depth, 3), np.int64)  # open event, its attachment rows lo, hi
     for k in range(writers.size):
         w = writers[k]
         top = 0
+        q = att_bounds[k]  # next attachment row of this location
         for p in range(bounds[k], bounds[k + 1]):
             e = order[p] if order.size else p
             s = start_t[e]
-            while top > 0 and end_t[stack[top - 1]] <= s:
+            while top > 0 and end_t[stack[top - 1, 0]] <= s:
                 top -= 1
-                code = _leave(fns, w, alist, attr_refs, stack[top], end_t, region, att, att_off)
+                code = _leave(fns, w, alist, attr_refs, stack[top, 0], end_t, region, att, stack[top, 1], stack[top, 2])
                 if code != 0:
                     return code
+            while q < att_bounds[k + 1] and att[q, 0] < e:
+                q += 1  # not an event of this location's emission: never the case for a planned layout
+            lo = q
+            while q < att_bounds[k + 1] and att[q, 0] == e:
+                q += 1
             has_attrs = False
             if nbytes.size and nbytes[e] != NO_VALUE:
                 clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
@@ -150,14 +176,17 @@ def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, r
             code = clib.ccall(fns[F_ENTER], (w, alist if has_attrs else 0, s, region[e]))
             if code != 0:
                 return code
-            code = _attachments(fns, w, alist, attr_refs, att, att_off[e], att_off[e + 1], 0, s)
-            if code != 0:
-                return code
-            stack[top] = e
+            if lo < q:
+                code = _attachments(fns, w, alist, attr_refs, att, lo, q, 0, s)
+                if code != 0:
+                    return code
+            stack[top, 0] = e
+            stack[top, 1] = lo
+            stack[top, 2] = q
             top += 1
         while top > 0:
             top -= 1
-            code = _leave(fns, w, alist, attr_refs, stack[top], end_t, region, att, att_off)
+            code = _leave(fns, w, alist, attr_refs, stack[top, 0], end_t, region, att, stack[top, 1], stack[top, 2])
             if code != 0:
                 return code
     return 0

@@ -7,6 +7,12 @@
   ``otf2_record``; their fields go to ``args``.
 * RMA copies: name ``RmaPut``/``RmaGet``, cat ``memcpy``, ``bytes`` from the
   record, window and remote in ``args``.
+* I/O operations (IoOperationBegin .. Complete): name ``read``/``write``/
+  ``flush`` (the operation mode), cat ``io``, src_cat ``otf2/io_operation``,
+  ``bytes`` = bytes transferred (null when never completed); ``args``: mode,
+  handle, file and paradigm (from the IoHandle, IoFile and IoParadigm
+  definitions), bytes requested, operation flags when set, ``cancelled``.
+  The other I/O records are instants with cat ``io``.
 * ``args``: the record's attributes (by attribute name; STRING/REGION/COMM
   values by name), the fields above, a collective's OTF2 op and bytes received.
   Attributes on a record that is not an event's own (MPI, metrics) go to the
@@ -27,11 +33,17 @@ from numba import njit
 
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
+from di.convert.otf2.recordrows import RecordRows
 from di.convert.otf2.values import as_json, ref_ids
 from di.nesting import nest, nesting_order
 
 NS_PER_S = 1_000_000_000
 
+IO_MODES = ("read", "write", "flush")
+"""OTF2_IoOperationMode 0, 1, 2: the names of I/O operation events."""
+IO_OPERATIONS = (R.IO_OPERATION_READ, R.IO_OPERATION_WRITE, R.IO_OPERATION_FLUSH)
+IO_ATTRIBUTE = "di.io"
+"""Attribute di's writer puts on the I/O operation records it writes inside the I/O event they describe (no event of their own)."""
 OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
 """Attributes di's writer puts on Enter records -> the event column they restore."""
 FLOWS_ATTRIBUTE = "di.flows_in"
@@ -53,10 +65,11 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     lookup = np.full(int(refs.max()) + 1 if refs.size else 1, -1, np.int64)
     lookup[refs] = np.arange(refs.size)
     rs = list(regions.values())
-    record_names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet"}
+    record_names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet", **dict(zip(IO_OPERATIONS, IO_MODES))}
     n_kinds = max(record_names) + 1
-    kinds = [(record_names.get(k, "?"), "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "other",
-              "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2_record", k in R.INSTANT_NAMES) for k in range(n_kinds)]
+    kinds = [(record_names.get(k, "?"), "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "io" if k in R.IO_INSTANTS or k in IO_OPERATIONS else "other",
+              "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2/io_operation" if k in IO_OPERATIONS else "otf2_record",
+              k in R.INSTANT_NAMES) for k in range(n_kinds)]
     kinds.append(("?", "other", "otf2/undefined_region", False))
     table = pl.DataFrame({
         "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
@@ -126,27 +139,29 @@ def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict
     ``tl``: the :class:`timeline.Builder` arrays (ev_loc .. ev_c); ``clock``: (global offset
     ticks, timer resolution ticks/s, realtime ns added). ev_start and ev_end are converted to ns in place.
     """
-    ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c = tl[:8]
+    ev_loc, ev_start, ev_end, ev_type, ev_ref, _, _, ev_c, ev_d = tl[:9]
     lookup, table = _descriptors(regions)
-    n_regions = (table.height - (max(R.INSTANT_NAMES) + 2)) // 2
+    n_regions = len(regions)
     instant_of = table["instant"].to_numpy()
     desc, ordered = _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs.astype(np.int64), instant_of,
                             *(np.int64(c) for c in clock))
     n = ev_loc.size
     order = None
-    loc, start, end, nbytes, rma = ev_loc, ev_start, ev_end, ev_c, ev_type == T.EV_RMA
+    io = ev_type == T.EV_IO
+    loc, start, end = ev_loc, ev_start, ev_end
+    nbytes, known = (np.where(io, ev_d, ev_c), (ev_type == T.EV_RMA) | (io & (ev_d >= 0))) if io.any() else (ev_c, ev_type == T.EV_RMA)
     if not ordered:
         perm = nesting_order(ev_loc, ev_start, ev_end, np.arange(n, dtype=np.int64))
-        loc, start, end, desc, nbytes, rma = (a[perm] for a in (loc, start, end, desc, nbytes, rma))
+        loc, start, end, desc, nbytes, known = (a[perm] for a in (loc, start, end, desc, nbytes, known))
         order = np.empty(n, np.int64)
         order[perm] = np.arange(n, dtype=np.int64)
     depth, parent = nest(loc, start, end)
-    codes = pl.Series(desc)
+    codes = pl.Series(desc.astype(np.uint32))  # polars' index type: no conversion per gather
     df = pl.DataFrame({
         "loc": loc.astype(np.uint32), "start_ns": start, "end_ns": end, "name": table["name"].gather(codes),
         "cat": table["cat"].gather(codes), "src_cat": table["src_cat"].gather(codes),
-        "bytes": nullable(nbytes, rma, "bytes") if rma.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
-        "instant": table["instant"].gather(codes), "depth": depth, "parent": nullable(parent, parent >= 0, "parent"),
+        "bytes": nullable(nbytes, known, "bytes") if known.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
+        "instant": instant_of[desc], "depth": depth, "parent": nullable(parent, parent >= 0, "parent"),
     })
     return df, order
 
@@ -159,69 +174,84 @@ def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
     return np.where(created >= 0, order[np.maximum(created, 0)] if order.size else created, -1)
 
 
-def args_column(ev: pl.DataFrame, rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs: Any, coll_args: pl.DataFrame) -> pl.Series:
+def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: Any) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
+    import orjson
+
     from di.convert.columns import utf8_buffers
-    from di.convert.otf2.argtext import instant_members, join_members
+    from di.convert.otf2.argtext import instant_members, join_members, text_int_members
+    from di.convert.otf2.matching import collective_ops
 
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (event rows, members UTF-8, offsets) per source
-
-    def add(event: Any, kv: pl.Series) -> None:
-        parts.append((np.asarray(event, np.int64), *utf8_buffers(kv)))
-
-    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name == FLOWS_ATTRIBUTE]
-    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & ~pl.col("a").is_in(own))
-    if attrs.height:
+    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name in (FLOWS_ATTRIBUTE, IO_ATTRIBUTE)]
+    got = rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0)
+    if own:
+        got &= ~np.isin(rec.a, np.array(own, np.int64))
+    if got.any():
+        attrs = rec.take(got)
+        value = as_json(attrs.b, attrs.c, defs.strings, {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
+        key = attrs.a * 2 + (attrs.after == R.LEAVE)
+        uniq, inv = np.unique(key, return_inverse=True)
         names = {ref: name for ref, (name, _) in defs.attributes.items()}
-        value = as_json(attrs["b"].to_numpy(), attrs["c"].to_numpy(), defs.strings,
-                        {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
-        key = attrs["a"].replace_strict(names, default=None, return_dtype=pl.String).fill_null(attrs["a"].cast(pl.String))
-        key = pl.select(pl.when(attrs["after"] == R.LEAVE).then(pl.concat_str(pl.lit("leave."), key)).otherwise(key)).to_series()
-        add(attrs["event"].to_numpy(), _members(_quoted(key), value))
+        keys = pl.Series([orjson.dumps(("leave." if k & 1 else "") + names.get(int(k) >> 1, str(int(k) >> 1))).decode() + ":" for k in uniq.tolist()],
+                         dtype=pl.String).gather(inv.ravel())
+        parts.append((attrs.event, *utf8_buffers(pl.select(pl.concat_str(pl.lit("{"), keys, value.fill_null("null"), pl.lit("}"))).to_series())))
     ev_type, ev_ref, ev_a, ev_b, ev_c = tl.ev_type, tl.ev_ref, tl.ev_a, tl.ev_b, tl.ev_c
     instants = np.flatnonzero(ev_type == T.EV_INSTANT)
     if instants.size:
         parts.append((rows_of(order, instants), *instant_members(ev_ref[instants], ev_a[instants], ev_b[instants], ev_c[instants])))
     rma = np.flatnonzero(ev_type == T.EV_RMA)
     if rma.size:
-        wins = np.unique(ev_a[rma])
-        win_text = _quoted(pl.Series([defs.windows.get(int(w), str(w)) for w in wins], dtype=pl.String))
-        window = pl.Series(ev_a[rma]).replace_strict(dict(zip(wins.tolist(), win_text.to_list())), return_dtype=pl.String)
-        add(rows_of(order, rma), pl.select(pl.concat_str(pl.lit('"window":') + window, pl.lit(',"remote":') + pl.Series(ev_b[rma]).cast(pl.String))).to_series())
-    ok = coll_args.filter(pl.col("event") >= 0)
-    if ok.height:
-        add(ok["event"].to_numpy(), ok.select(pl.format('"collective_op":"{}","bytes_received":{}', "collective_op", "bytes_received")).to_series())
-    return join_members(ev.height, parts)
+        wins, win_idx = np.unique(ev_a[rma], return_inverse=True)
+        texts = [orjson.dumps(defs.windows.get(int(w), str(w))).decode() for w in wins.tolist()]
+        parts.append((rows_of(order, rma), *text_int_members('"window":', texts, win_idx.ravel(), ',"remote":', ev_b[rma])))
+    io = np.flatnonzero(ev_type == T.EV_IO)
+    if io.size:
+        combos, idx = np.unique(np.column_stack([ev_a[io], ev_b[io]]), axis=0, return_inverse=True)
+        texts = [_io_text(int(h), int(b), defs.io_handles) for h, b in combos.tolist()]
+        parts.append((rows_of(order, io), *text_int_members("", texts, idx.ravel(), ',"bytes_requested":', ev_c[io])))
+    coll = rec.of_kind(R.COLL_END) & (rec.event >= 0)
+    if coll.any():
+        idx, names_ = collective_ops(rec.a[coll])
+        parts.append((rec.event[coll], *text_int_members('"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.e[coll])))
+    return join_members(n_events, parts)
 
 
-def own_columns(ev: pl.DataFrame, rec: pl.DataFrame, defs: Any) -> pl.DataFrame:
+def _io_text(handle: int, b: int, handles: dict[int, dict[str, Any]]) -> str:
+    """The args members of an I/O operation on ``handle`` whose field b is ``b`` (see :mod:`timeline`), bytes requested aside."""
+    import orjson
+
+    mode = b & 0xFF
+    members: dict[str, Any] = {"mode": IO_MODES[mode] if mode < len(IO_MODES) else mode}
+    h = handles.get(handle)
+    members.update({"handle": h["name"], "file": h["file"], "paradigm": h["paradigm"]} if h else {"handle": handle})
+    flags = (b >> T.IO_FLAGS_SHIFT) & 0xFFFFFFFF
+    if flags:
+        members["operation_flags"] = flags
+    if b & T.IO_CANCELLED_BIT:
+        members["cancelled"] = True
+    return orjson.dumps(members).decode()[1:-1]
+
+
+def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
     """``ev`` with bytes, corr and args taken from the attributes di's writer adds (:data:`OWN_ATTRIBUTES`)."""
     refs = {name: ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES}
     if not refs:
         return ev
-    attrs = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("event") >= 0) & pl.col("a").is_in(list(refs.values())))
+    attrs = rec.take(rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0) & np.isin(rec.a, np.array(list(refs.values()), np.int64)))
     for name, column in OWN_ATTRIBUTES.items():
-        got = attrs.filter(pl.col("a") == refs.get(name, -1))
-        if not got.height:
+        got = attrs.take(attrs.a == refs.get(name, -1))
+        if not len(got):
             continue
-        values = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy()))
+        values = pl.Series(ref_ids(got.b, got.c))
         if name == "di.args":
             values = values.replace_strict(defs.strings, default=None, return_dtype=pl.String)
-        full = pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True).alias(column).scatter(got["event"].to_numpy(), values.cast(ev.schema[column]))
+        full = pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True).alias(column).scatter(got.event, values.cast(ev.schema[column]))
         ev = ev.with_columns(pl.coalesce(full, pl.col(column)).alias(column))
     return ev
 
 
-def _quoted(s: pl.Series) -> pl.Series:
-    """JSON string literals of ``s`` (escaped as JSON requires)."""
-    return pl.DataFrame({"v": s}).select(pl.struct("v").struct.json_encode()).to_series().str.slice(5).str.strip_suffix("}")
-
-
-def _members(keys: pl.Series, values: pl.Series) -> pl.Series:
-    return pl.select(pl.concat_str(keys, pl.lit(":"), values.fill_null("null"))).to_series()
-
-
-def flows_frame(rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
+def flows_frame(rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
     """(flows restored from the ``di.flows_in`` attributes di's writer wrote, or None; flows whose source is missing).
 
     Each attribute holds the JSON list of the flows ending at its event, each
@@ -231,12 +261,12 @@ def flows_frame(rec: pl.DataFrame, tl: T.Builder, order: np.ndarray | None, defs
     ref = next((r for r, (name, _) in defs.attributes.items() if name == FLOWS_ATTRIBUTE), None)
     if ref is None:
         return None, 0
-    got = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("a") == ref) & (pl.col("event") >= 0))
-    if not got.height:
+    got = rec.take(rec.of_kind(R.ATTRIBUTE) & (rec.a == ref) & (rec.event >= 0))
+    if not len(got):
         return None, 0
-    text = pl.Series(ref_ids(got["b"].to_numpy(), got["c"].to_numpy())).replace_strict(defs.strings, default=None, return_dtype=pl.String)
+    text = pl.Series(ref_ids(got.b, got.c)).replace_strict(defs.strings, default=None, return_dtype=pl.String)
     item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
-    items = pl.DataFrame({"dst": got["event"], "j": text.str.json_decode(pl.List(item))}).explode("j").unnest("j")
+    items = pl.DataFrame({"dst": got.event, "j": text.str.json_decode(pl.List(item))}).explode("j").unnest("j")
     ev_loc, ev_type = tl.ev_loc, tl.ev_type
     regions = np.flatnonzero(ev_type == T.EV_REGION)
     dense = {loc["ref"]: i for i, loc in enumerate(defs.locations)}

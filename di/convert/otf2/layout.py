@@ -7,23 +7,26 @@ See :mod:`di.convert.otf2.writer` for the layout's definitions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
 import polars as pl
-from numba import njit
 
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
+from di.convert.otf2.iolayout import IoDefs, plan_io
+from di.convert.otf2.rowids import combined_ids, dense_ids, run_starts
 from di.trace import Trace
 
 ATTRIBUTES = (("di.bytes", "UINT64"), ("di.corr", "INT64"), ("di.args", "STRING"), ("di.dtype", "STRING"), ("di.op", "STRING"),
-              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"), ("di.flows_in", "STRING"))
-"""Attributes di writes (refs in this order): the first three and the last on Enter records, the others on
-MpiCollectiveEnd (the ``collectives`` columns OTF2 has no field for, or whose OTF2 field is coarser)."""
+              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"), ("di.flows_in", "STRING"), ("di.io", "UINT64"))
+"""Attributes di writes (refs in this order): the first three and ``di.flows_in`` on Enter records, ``di.io`` on
+I/O operation records (:mod:`iolayout`), the others on MpiCollectiveEnd (the ``collectives`` columns OTF2 has no
+field for, or whose OTF2 field is coarser)."""
 NULL_COMM = "\0null"
 """Stands for a null comm while planning; written as an unnamed communicator whose group name says so."""
 DEFAULT_COMM = NULL_COMM
@@ -86,6 +89,7 @@ class Layout:
     attributes: tuple[tuple[str, str], ...] = ATTRIBUTES
     attr_refs: np.ndarray = field(default_factory=lambda: np.arange(len(ATTRIBUTES), dtype=np.int64))
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    io: IoDefs = field(default_factory=IoDefs)
 
     def __getattr__(self, name: str) -> np.ndarray:
         try:
@@ -141,54 +145,20 @@ def _locations(trace: Trace, pairs: pl.DataFrame, strings: Strings) -> tuple[pl.
     return out, hosts, groups, first["ref"].to_list()
 
 
-@njit(cache=True)
-def _first_use_ids(key, span):
-    ids = np.empty(key.size, np.int64)
-    first = np.empty(key.size, np.int64)
-    slot = np.full(span, -1, np.int64)
-    count = 0
-    for i in range(key.size):
-        k = key[i]
-        if slot[k] < 0:
-            slot[k] = count
-            first[count] = i
-            count += 1
-        ids[i] = slot[k]
-    return ids, first[:count]
-
-
-@njit(cache=True)
-def _combined_key(a, b, c, d):
-    """One non-negative int64 per row from four non-negative code columns (mixed radix), and the key span."""
-    n = a.size
-    na, nb, nc, nd = 1, 1, 1, 1
-    for i in range(n):
-        na, nb, nc, nd = max(na, a[i] + 1), max(nb, b[i] + 1), max(nc, c[i] + 1), max(nd, d[i] + 1)
-    out = np.empty(n, np.int64)
-    for i in range(n):
-        out[i] = ((np.int64(a[i]) * nb + b[i]) * nc + c[i]) * nd + d[i]
-    return out, np.int64(na) * nb * nc * nd
-
-
-def _dense_ids(key: np.ndarray, span: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys
-    (all below ``span`` when given)."""
-    if not key.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    span = int(key.max()) + 1 if span is None else span
-    if span > 4 * key.size + (1 << 20):
-        key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
-        span = int(key.max()) + 1
-    return _first_use_ids(key, span)
-
-
 def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.ndarray]:
     """One region per distinct (name, cat, src_cat, instant), found on the columns' integer codes; region ref per event row."""
     ev = trace.events
-    codes = ev.select(*((pl.col(c).to_physical().cast(pl.UInt32) + 1).fill_null(0) for c in ("name", "cat", "src_cat")),
-                      pl.col("instant").cast(pl.UInt32))
-    key, span = _combined_key(*(codes.to_series(i).to_numpy() for i in range(4)))
-    region, first = _dense_ids(key, int(span))
+    src = ev["src_cat"]
+    if src.null_count() == 0:
+        src_code = src.to_physical().to_numpy()
+    elif src.null_count() == src.len():
+        src_code = np.zeros(src.len(), np.uint32)
+    else:
+        src_code = (src.to_physical().cast(pl.Int64) + 1).fill_null(0).to_numpy()  # null apart from every category
+    region, first, key = combined_ids(ev["name"].to_physical().to_numpy(), ev["cat"].to_physical().to_numpy(), src_code,
+                                       ev["instant"].to_numpy(), 4 * ev.height + (1 << 20))
+    if key.size:
+        region, first = dense_ids(key)
     keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
     regions = []
     for name, cat, src_cat, instant in keys.iter_rows():
@@ -314,7 +284,7 @@ def _event_attribute(col: pl.Series) -> np.ndarray:
     return np.zeros(0, np.int64) if col.null_count() == col.len() else _optional(col)
 
 
-def _flows_in(trace: Trace, out_ref: np.ndarray, order: np.ndarray, bounds: np.ndarray, strings: Strings) -> np.ndarray:
+def _flows_in(trace: Trace, out_of: Callable[[np.ndarray], np.ndarray], order: np.ndarray, bounds: np.ndarray, strings: Strings) -> np.ndarray:
     """String ref of the ``di.flows_in`` text of every event row (NO_VALUE where no flow ends), empty without flows.
 
     A flow's source is named by its output location and Enter ordinal there
@@ -323,14 +293,14 @@ def _flows_in(trace: Trace, out_ref: np.ndarray, order: np.ndarray, bounds: np.n
     fl = trace.flows
     if not fl.height:
         return np.zeros(0, np.int64)
-    n = out_ref.size
-    emitted = np.empty(n, np.int64)  # event row -> position in the emission order
+    n = trace.events.height
+    src = fl["src"].to_numpy()
     if order.size:
+        emitted = np.empty(n, np.int64)  # event row -> position in the emission order
         emitted[order] = np.arange(n, dtype=np.int64)
     else:
         emitted = np.arange(n, dtype=np.int64)
-    src = fl["src"].to_numpy()
-    src_loc = out_ref[src]
+    src_loc = out_of(src)
     items = pl.DataFrame({"dst": fl["dst"], "l": src_loc, "k": emitted[src] - bounds[src_loc], "t": fl["kind"].cast(pl.String),
                           "i": fl["id"], "c": fl["src_cat"]})
     text = items.select("dst", pl.struct("l", "k", "t", "i", "c").struct.json_encode().alias("j"))
@@ -347,10 +317,13 @@ def plan(trace: Trace) -> Layout:
     for name, _ in ATTRIBUTES:
         strings.ref(name)
     ev = trace.events
-    loc, start, end = ev["loc"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    loc, start, end = ev["loc"].to_numpy().astype(np.int64), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
     lanes = assign_lanes(loc, start, end)
     n_lanes = int(lanes.max(initial=0)) + 1
-    pair, first = _dense_ids(loc.astype(np.int64) * n_lanes + lanes if n_lanes > 1 else loc.astype(np.int64))
+    if n_lanes > 1:
+        pair, first = dense_ids(loc * n_lanes + lanes)
+    else:  # one output location per timeline, in loc order: no array per event needed (events are sorted by loc)
+        first = run_starts(loc)
     pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first].astype(np.int64)})
     out, hosts, groups, rank_locs = _locations(trace, pairs, strings)
     ranks = [r for r, _ in groups]
@@ -358,19 +331,36 @@ def plan(trace: Trace) -> Layout:
     loc_rank[trace.locations["loc"].to_numpy()] = trace.locations["rank"].to_numpy()
     event_out = out.filter(~pl.col("metric")).select(pl.col("loc").cast(pl.Int64), "lane", "ref")
     pair_ref = pairs.join(event_out, on=["loc", "lane"], how="left", maintain_order="left")["ref"].to_numpy().astype(np.int64)
-    out_ref = pair_ref[pair]
-    grouped = out_ref.size < 2 or bool((out_ref[1:] >= out_ref[:-1]).all())  # no lanes split a timeline
-    order = np.zeros(0, np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)  # empty: identity
-    counts = np.bincount(out_ref, minlength=out.height)
+    if n_lanes > 1:
+        out_ref = pair_ref[pair]
+        grouped = out_ref.size < 2 or bool((out_ref[1:] >= out_ref[:-1]).all())  # no lanes split a timeline
+        order = np.zeros(0, np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)  # empty: identity
+
+        def out_of(rows: np.ndarray) -> np.ndarray:
+            return out_ref[rows]
+        counts = np.bincount(out_ref, minlength=out.height)
+    else:
+        order = np.zeros(0, np.int64)
+
+        def out_of(rows: np.ndarray) -> np.ndarray:
+            return pair_ref[np.searchsorted(first, rows, side="right") - 1]
+        counts = np.zeros(out.height, np.int64)
+        np.add.at(counts, pair_ref, np.diff(np.r_[first, ev.height]))
     bounds = np.zeros(out.height + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
     regions, region = _regions(trace, strings)
     comms, local = _comms(trace, loc_rank, ranks, strings)
     comm_ref = {name: i for i, name in enumerate(local)}
+    io_att, io_defs = plan_io(trace, strings)
     att = _attachments(trace, loc_rank, comm_ref, local, strings)
-    att_off = np.zeros(ev.height + 1, np.int64)
-    np.cumsum(np.bincount(att[:, 0], minlength=ev.height), out=att_off[1:])
-    records = 2 * counts + (np.bincount(out_ref[att[:, 0]], minlength=out.height) if att.size else 0)
+    if io_att.size:
+        att = np.concatenate([att, io_att])
+    att_out = out_of(att[:, 0]) if att.size else np.zeros(0, np.int64)
+    by = np.lexsort((att[:, 1], att[:, 0], att_out))  # emission order: output location, event row, phase
+    att, att_counts = att[by], np.bincount(att_out, minlength=out.height)
+    att_bounds = np.zeros(out.height + 1, np.int64)
+    np.cumsum(att_counts, out=att_bounds[1:])
+    records = 2 * counts + att_counts
     shift, offset, length, realtime = _clock(trace)
     args_ref = strings.add_many(ev["args"]) if ev["args"].null_count() < ev.height else ev["args"]
     members, metric_arrays = _metrics(trace, shift, out)
@@ -383,13 +373,13 @@ def plan(trace: Trace) -> Layout:
                      zip(out["out_name"].to_list(), out["out_kind"].to_list(), out["group"].to_list(), records.tolist(), out["loc"].to_list())]
     lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations,
                  rank_locations=rank_locs, regions=regions, comms=comms, metric_members=members, global_offset=offset,
-                 trace_length=length, realtime=realtime)
+                 trace_length=length, realtime=realtime, io=io_defs)
     lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)"
     lay.arrays.update(metric_arrays)
     lay.arrays.update({
         "order": order, "bounds": bounds, "start_t": start + shift if shift else start, "end_t": end + shift if shift else end,
         "region": region,
         "nbytes": _event_attribute(ev["bytes"]), "corr": _event_attribute(ev["corr"]), "args_ref": _event_attribute(args_ref),
-        "flows_ref": _flows_in(trace, out_ref, order, bounds, strings), "att": att, "att_off": att_off,
+        "flows_ref": _flows_in(trace, out_of, order, bounds, strings), "att": att, "att_bounds": att_bounds,
     })
     return lay

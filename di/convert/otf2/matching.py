@@ -1,8 +1,9 @@
-"""MPI point-to-point matching and collective rows from OTF2 records (vectorised, polars).
+"""MPI point-to-point matching and collective rows from OTF2 records (vectorised numpy).
 
-Input: a frame of records with columns ``kind, ts_ns, a, b, c, d, e, loc,
-rank, event`` (``event`` = the row in ``events`` the record belongs to: the
-innermost region open when it was recorded, see :mod:`timeline`).
+Input: the kept records (:class:`di.convert.otf2.recordrows.RecordRows`);
+``event`` is the row in ``events`` a record belongs to (the innermost region
+open when it was recorded, see :mod:`timeline`). Records outside any region
+(``event`` -1) take no part.
 
 Messages: a send (MpiSend, MpiIsend) and a receive (MpiRecv, MpiIrecv)
 match when communicator, sender rank, receiver rank and tag are equal and
@@ -16,8 +17,8 @@ the region holding the receive record (MPI_Recv, or the MPI_Wait/Test that
 completed an MPI_Irecv). Non-blocking ends are marked as the capture ingest
 marks them: ``send_done`` is the region holding the MpiIsendComplete of the
 Isend's request (the first one on its location at or after the Isend),
-``recv_post`` the region holding the Irecv's MpiIrecvRequest; both null for
-blocking calls.
+``recv_post`` the region holding the Irecv's MpiIrecvRequest (the last one on
+its location at or before the Irecv); both null for blocking calls.
 
 Collectives: one row per MpiCollectiveEnd; ``seq`` counts each rank's
 collectives per communicator in time order, and ``instance`` pairs the k-th
@@ -26,33 +27,18 @@ of every member (:func:`di.merge.assign_instances`).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
+import numpy as np
 import orjson
 import polars as pl
 
 from di.convert.otf2 import clib
 from di.convert.otf2 import records as R
 from di.convert.otf2.categories import COLLECTIVE_OPS
+from di.convert.otf2.recordrows import RecordRows
 from di.merge import assign_instances
-
-KEY = ["comm", "src", "dst", "tag"]
-
-
-def _comm_frames(comms: dict[int, dict[str, Any]]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(comm ref -> name, size, ranks JSON), (comm ref, local rank -> global rank)."""
-    info = pl.DataFrame(
-        {
-            "comm_ref": list(comms),
-            "comm": [c["name"] for c in comms.values()],
-            "group_size": [_size(c["group_ranks"]) for c in comms.values()],
-            "group_ranks": [_text(c["group_ranks"]) for c in comms.values()],
-        },
-        schema={"comm_ref": pl.Int64, "comm": pl.String, "group_size": pl.Int32, "group_ranks": pl.String},
-    )
-    pairs = [(ref, i, r) for ref, c in comms.items() for i, r in enumerate(c["ranks"])]
-    members = pl.DataFrame(pairs, schema={"comm_ref": pl.Int64, "local": pl.Int64, "global": pl.Int64}, orient="row")
-    return info, members
 
 
 def _size(ranks: list[int] | str) -> int | None:
@@ -63,48 +49,113 @@ def _text(ranks: list[int] | str) -> str | None:
     return ranks if isinstance(ranks, str) else orjson.dumps(ranks).decode() if ranks else None
 
 
-def _global_peer(df: pl.DataFrame, members: pl.DataFrame) -> pl.DataFrame:
-    """Column ``peer``: the global rank of local rank ``a`` in communicator ``b`` (``a`` itself when unknown)."""
-    df = df.join(members, left_on=["b", "a"], right_on=["comm_ref", "local"], how="left")
-    return df.with_columns(pl.col("global").fill_null(pl.col("a")).alias("peer")).drop("global")
+def _global_rank(comm_ref: np.ndarray, local: np.ndarray, comms: dict[int, dict[str, Any]]) -> np.ndarray:
+    """Global rank of rank ``local`` within communicator ``comm_ref`` (``local`` itself where the group does not say)."""
+    pairs = [(ref, i, r) for ref, c in comms.items() for i, r in enumerate(c["ranks"])]
+    if not pairs or not comm_ref.size:
+        return local.astype(np.int64)
+    table = np.array(pairs, dtype=np.int64)
+    keys = (table[:, 0].astype(np.uint64) << np.uint64(32)) | table[:, 1].astype(np.uint64)
+    order = np.argsort(keys, kind="stable")
+    keys, glob = keys[order], table[order, 2]
+    want = (comm_ref.astype(np.uint64) << np.uint64(32)) | (local.astype(np.uint64) & np.uint64(0xFFFFFFFF))
+    at = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+    return np.where(keys[at] == want, glob[at], local.astype(np.int64))
 
 
-def messages(rec: pl.DataFrame, comms: dict[int, dict[str, Any]]) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Matched messages (send, recv, bytes, tag, comm) and the unmatched counts."""
-    info, members = _comm_frames(comms)
-    p2p = rec.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV]))
-    p2p = _global_peer(p2p, members)
-    sends = p2p.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND])).select(
-        pl.col("b").alias("comm_ref"), pl.col("rank").cast(pl.Int64).alias("src"), pl.col("peer").alias("dst"),
-        pl.col("c").alias("tag"), pl.col("d").alias("bytes"), pl.col("event").alias("send"), pl.col("ts_ns").alias("order_ns"),
-        pl.col("row"), "loc", pl.when(pl.col("kind") == R.MPI_ISEND).then(pl.col("e")).otherwise(None).alias("req"),
-    )
-    dones = rec.filter(pl.col("kind") == R.MPI_ISEND_COMPLETE).select(
-        "loc", pl.col("e").alias("req"), pl.col("ts_ns").alias("done_ns"), pl.col("event").alias("send_done")).sort("done_ns")
-    sends = sends.sort("order_ns").join_asof(dones, left_on="order_ns", right_on="done_ns", by=["loc", "req"], strategy="forward",
-                                             check_sortedness=False)
-    posts = rec.filter(pl.col("kind") == R.MPI_IRECV_REQUEST).select(
-        "loc", pl.col("e").alias("req"), pl.col("ts_ns").alias("post_ns"), pl.col("event").alias("recv_post")).sort("post_ns")
-    recvs = p2p.filter(pl.col("kind").is_in([R.MPI_RECV, R.MPI_IRECV])).with_columns(
-        pl.when(pl.col("kind") == R.MPI_IRECV).then(pl.col("e")).otherwise(None).alias("req")
-    ).sort("ts_ns")
-    if posts.height:
-        recvs = recvs.join_asof(posts, left_on="ts_ns", right_on="post_ns", by=["loc", "req"], strategy="backward", check_sortedness=False)
+def _group_ids(*cols: np.ndarray) -> np.ndarray:
+    """One dense id per distinct tuple of the int64 columns."""
+    cols = tuple(c[:, q] for c in cols for q in range(c.shape[1])) if cols[0].ndim == 2 else cols
+    n = cols[0].size
+    if not n:
+        return np.zeros(0, np.int64)
+    order = np.lexsort(cols[::-1])
+    change = np.zeros(n, bool)
+    change[0] = True
+    for c in cols:
+        s = c[order]
+        change[1:] |= s[1:] != s[:-1]
+    ids = np.empty(n, np.int64)
+    ids[order] = np.cumsum(change) - 1
+    return ids
+
+
+def _nth_in_group(group: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """For each row, how many rows of its group come before it in ``order`` (a permutation of the rows)."""
+    by_group = order[np.argsort(group[order], kind="stable")]
+    g = group[by_group]
+    first = np.zeros(g.size, np.int64)
+    if g.size:
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        first = np.repeat(starts, np.diff(np.r_[starts, g.size]))
+    out = np.empty(g.size, np.int64)
+    out[by_group] = np.arange(g.size, dtype=np.int64) - first
+    return out
+
+
+def _asof(key: np.ndarray, ts: np.ndarray, other_key: np.ndarray, other_ts: np.ndarray, forward: bool) -> np.ndarray:
+    """Index into ``other`` of, per row, the first other row with the same key at or after ``ts`` (forward), or
+    the last one at or before it (backward); -1 where none."""
+    n = len(key)
+    if not n or not len(other_key):
+        return np.full(n, -1, np.int64)
+    gid = _group_ids(np.r_[key, other_key])
+    t = np.unique(np.r_[ts, other_ts], return_inverse=True)[1].ravel().astype(np.int64)
+    span = np.int64(t.max() + 1)
+    combined = gid * span + t
+    mine, theirs = combined[: n], combined[n:]
+    order = np.argsort(theirs, kind="stable")
+    sorted_theirs = theirs[order]
+    if forward:
+        at = np.searchsorted(sorted_theirs, mine, side="left")
     else:
-        recvs = recvs.with_columns(pl.lit(None, pl.Int64).alias("post_ns"), pl.lit(None, pl.Int64).alias("recv_post"))
-    recvs = recvs.select(
-        pl.col("b").alias("comm_ref"), pl.col("peer").alias("src"), pl.col("rank").cast(pl.Int64).alias("dst"),
-        pl.col("c").alias("tag"), pl.col("event").alias("recv"), pl.col("post_ns").fill_null(pl.col("ts_ns")).alias("order_ns"),
-        pl.col("row"), "recv_post",
-    )
-    key = ["comm_ref", "src", "dst", "tag"]
-    sends = sends.sort("order_ns", "row").with_columns(pl.int_range(pl.len()).over(key).alias("k"))
-    recvs = recvs.sort("order_ns", "row").with_columns(pl.int_range(pl.len()).over(key).alias("k"))
-    matched = sends.join(recvs.select(*key, "k", "recv", "recv_post"), on=[*key, "k"], how="inner")
-    matched = matched.join(info.select("comm_ref", "comm"), on="comm_ref", how="left")
-    out = matched.sort("send").select("send", "recv", "bytes", "tag", "comm",
-                                      *(pl.when(pl.col(c) >= 0).then(pl.col(c)).alias(c) for c in ("send_done", "recv_post")))
-    unmatched = {"unmatched_mpi_send": sends.height - matched.height, "unmatched_mpi_recv": recvs.height - matched.height}
+        at = np.searchsorted(sorted_theirs, mine, side="right") - 1
+    ok = (at >= 0) & (at < theirs.size)
+    at = np.clip(at, 0, theirs.size - 1)
+    ok &= gid[n:][order[at]] == gid[: n]
+    return np.where(ok, order[at], -1)
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray, dtype: pl.DataType = pl.Int64) -> pl.Series:
+    return pl.Series(values, dtype=dtype).scatter(np.flatnonzero(~valid), None) if not valid.all() else pl.Series(values, dtype=dtype)
+
+
+def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Matched messages (send, recv, bytes, tag, comm, send_done, recv_post) and the unmatched counts."""
+    inside = rec.event >= 0
+    s = rec.take(inside & rec.of_kind(R.MPI_SEND, R.MPI_ISEND))
+    r = rec.take(inside & rec.of_kind(R.MPI_RECV, R.MPI_IRECV))
+    done = rec.take(inside & rec.of_kind(R.MPI_ISEND_COMPLETE))
+    post = rec.take(inside & rec.of_kind(R.MPI_IRECV_REQUEST))
+    s_peer, r_peer = _global_rank(s.b, s.a, comms), _global_rank(r.b, r.a, comms)
+    isend, irecv = s.kind == R.MPI_ISEND, r.kind == R.MPI_IRECV
+    at = _asof(np.column_stack([s.loc, s.e])[isend], s.ts_ns[isend], np.column_stack([done.loc, done.e]), done.ts_ns, forward=True)
+    send_done = np.full(len(s), -1, np.int64)
+    send_done[isend] = np.where(at >= 0, done.event[np.maximum(at, 0)] if len(done) else -1, -1)
+    at = _asof(np.column_stack([r.loc, r.e])[irecv], r.ts_ns[irecv], np.column_stack([post.loc, post.e]), post.ts_ns, forward=False)
+    recv_post = np.full(len(r), -1, np.int64)
+    r_order = r.ts_ns.copy()
+    if len(post):
+        recv_post[irecv] = np.where(at >= 0, post.event[np.maximum(at, 0)], -1)
+        r_order[irecv] = np.where(at >= 0, post.ts_ns[np.maximum(at, 0)], r.ts_ns[irecv])
+    n_s = len(s)
+    key = _group_ids(np.r_[s.b, r.b], np.r_[s.rank.astype(np.int64), r_peer], np.r_[s_peer, r.rank.astype(np.int64)], np.r_[s.c, r.c])
+    k_s = _nth_in_group(key[:n_s], np.lexsort((s.row, s.ts_ns)))
+    k_r = _nth_in_group(key[n_s:], np.lexsort((r.row, r_order)))
+    span = np.int64(max(n_s, len(r)) + 1)
+    _, i_s, i_r = np.intersect1d(key[:n_s] * span + k_s, key[n_s:] * span + k_r, assume_unique=True, return_indices=True)
+    by_send = np.lexsort((i_s, s.event[i_s]))
+    i_s, i_r = i_s[by_send], i_r[by_send]
+    names = {ref: c["name"] for ref, c in comms.items()}
+    comm_refs = s.b[i_s]
+    uniq, inv = np.unique(comm_refs, return_inverse=True)
+    comm = pl.Series([names.get(int(c)) for c in uniq], dtype=pl.String).gather(inv.ravel()) if uniq.size else pl.Series([], dtype=pl.String)
+    done_of, post_of = send_done[i_s], recv_post[i_r]
+    out = pl.DataFrame({
+        "send": s.event[i_s], "recv": r.event[i_r], "bytes": s.d[i_s], "tag": s.c[i_s], "comm": comm,
+        "send_done": _nullable(done_of, done_of >= 0), "recv_post": _nullable(post_of, post_of >= 0),
+    })
+    unmatched = {"unmatched_mpi_send": n_s - i_s.size, "unmatched_mpi_recv": len(r) - i_r.size}
     return out, {k: v for k, v in unmatched.items() if v}
 
 
@@ -112,39 +163,59 @@ OWN_COLLECTIVE_ATTRIBUTES = {"di.dtype": "dtype", "di.op": "op", "di.group_size"
 """Attributes di's writer puts on MpiCollectiveEnd -> the collectives column they restore."""
 
 
-def collectives(rec: pl.DataFrame, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: dict[int, str]) -> pl.DataFrame:
+def _own_values(rec: RecordRows, ref: int, head: np.ndarray, strings: dict[int, str] | None) -> pl.Series:
+    """Per row in ``head``: the value of attribute ``ref`` on that record (string refs resolved through ``strings``), or null."""
+    got = rec.of_kind(R.ATTRIBUTE) & (rec.a == ref)
+    rows, values = rec.head[got], rec.c[got]
+    order = np.argsort(rows, kind="stable")
+    rows, values = rows[order], values[order]
+    at = np.clip(np.searchsorted(rows, head), 0, max(rows.size - 1, 0))
+    found = (rows[at] == head) if rows.size else np.zeros(head.size, bool)
+    if strings is None:
+        return _nullable(values[at] if rows.size else np.zeros(head.size, np.int64), found)
+    ids = (values[at] & 0xFFFFFFFF) if rows.size else np.zeros(head.size, np.int64)
+    uniq, inv = np.unique(ids, return_inverse=True)
+    text = pl.Series([strings.get(int(i)) for i in uniq], dtype=pl.String).gather(inv.ravel())
+    return text.scatter(np.flatnonzero(~found), None) if (~found).any() else text
+
+
+def collectives(rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: dict[int, str]) -> pl.DataFrame:
     """One row per MpiCollectiveEnd (schema ``collectives``); columns di's writer stored as attributes restored from them."""
-    info, members = _comm_frames(comms)
+    sel = np.flatnonzero(rec.of_kind(R.COLL_END) & (rec.event >= 0))
+    order = sel[np.lexsort((rec.row[sel], rec.ts_ns[sel], rec.rank[sel]))]
+    c = rec.take(order)
+    n = len(c)
+    refs = np.array(list(comms), dtype=np.int64)
+    pos = np.searchsorted(np.sort(refs), c.b) if refs.size else np.zeros(n, np.int64)
+    by_ref = np.argsort(refs, kind="stable")
+    known = (pos < refs.size) & (refs[by_ref][np.minimum(pos, max(refs.size - 1, 0))] == c.b) if refs.size else np.zeros(n, bool)
+    info = [comms[int(x)] for x in refs[by_ref]] + [{"name": None, "group_ranks": []}]
+    idx = np.where(known, pos, len(info) - 1)
+    comm = pl.Series([i["name"] for i in info], dtype=pl.String).gather(idx)
+    group_size = pl.Series([_size(i["group_ranks"]) for i in info], dtype=pl.Int32).gather(idx)
+    group_ranks = pl.Series([_text(i["group_ranks"]) for i in info], dtype=pl.String).gather(idx)
+    root = _nullable(_global_rank(c.b, c.c, comms), c.c != clib.UNDEFINED_UINT32, pl.Int64).cast(pl.Int32)
+    seq = _nth_in_group(_group_ids(c.rank.astype(np.int64), np.where(known, pos, -1)), np.arange(n, dtype=np.int64))
     names = _op_names()
-    ops = pl.DataFrame({"a": list(names), "otf2_op": list(names.values())}, schema={"a": pl.Int64, "otf2_op": pl.String})
-    coll = rec.filter(pl.col("kind") == R.COLL_END).join(ops, on="a", how="left")
-    coll = coll.join(members, left_on=["b", "c"], right_on=["comm_ref", "local"], how="left")
-    coll = coll.join(info, left_on="b", right_on="comm_ref", how="left").sort("rank", "ts_ns", "row")
-    own = {ref: name for ref, (name, _) in attributes.items() if name in OWN_COLLECTIVE_ATTRIBUTES}
-    for ref, name in own.items():
-        got = rec.filter((pl.col("kind") == R.ATTRIBUTE) & (pl.col("a") == ref))
-        value = pl.col("c") if name == "di.group_size" else (pl.col("c") & 0xFFFFFFFF).replace_strict(strings, default=None, return_dtype=pl.String)
-        coll = coll.join(got.select(pl.col("head").alias("row"), value.alias(name)), on="row", how="left")
-    for name in OWN_COLLECTIVE_ATTRIBUTES:
-        if name not in coll.columns:
-            coll = coll.with_columns(pl.lit(None, pl.Int64 if name == "di.group_size" else pl.String).alias(name))
-    flag = pl.lit(bool(own))
-    out = coll.select(
-        pl.lit(None, pl.Int64).alias("instance"),
-        pl.col("event"),
-        pl.col("rank"),
-        pl.col("comm"),
-        pl.int_range(pl.len()).over("rank", "comm").cast(pl.Int64).alias("seq"),
-        pl.when(flag).then(pl.col("di.op")).otherwise(pl.col("otf2_op").replace_strict(COLLECTIVE_OPS, default="other")).alias("op"),
-        pl.when(pl.col("c") == clib.UNDEFINED_UINT32).then(None).otherwise(pl.col("global").fill_null(pl.col("c"))).cast(pl.Int32).alias("root"),
-        pl.col("d").alias("bytes"),
-        pl.col("di.dtype").alias("dtype"),
-        pl.when(flag).then(pl.col("di.group_size")).otherwise(pl.col("group_size")).cast(pl.Int32).alias("group_size"),
-        pl.when(flag).then(pl.col("di.group_ranks")).otherwise(pl.col("group_ranks")).alias("group_ranks"),
-    )
+    op_codes = np.arange(max(names, default=0) + 2)
+    canon = [COLLECTIVE_OPS.get(names.get(int(k), ""), "other") for k in op_codes]
+    op = pl.Series(canon, dtype=pl.String).gather(np.clip(c.a, 0, op_codes.size - 1))
+    own = {name: ref for ref, (name, _) in attributes.items() if name in OWN_COLLECTIVE_ATTRIBUTES}
+    dtype = pl.repeat(None, n, dtype=pl.String, eager=True)
+    if own:
+        got = {name: _own_values(rec, ref, c.row, None if name == "di.group_size" else strings) for name, ref in own.items()}
+        nulls = {name: pl.repeat(None, n, dtype=pl.Int32 if name == "di.group_size" else pl.String, eager=True) for name in OWN_COLLECTIVE_ATTRIBUTES}
+        got = {**nulls, **got}
+        op, dtype, group_ranks = got["di.op"], got["di.dtype"], got["di.group_ranks"]
+        group_size = got["di.group_size"].cast(pl.Int32)
+    out = pl.DataFrame({
+        "instance": pl.repeat(None, n, dtype=pl.Int64, eager=True), "event": c.event, "rank": c.rank, "comm": comm,
+        "seq": seq, "op": op, "root": root, "bytes": c.d, "dtype": dtype, "group_size": group_size, "group_ranks": group_ranks,
+    })
     return assign_instances(out)
 
 
+@cache
 def _op_names() -> dict[int, str]:
     """OTF2_CollectiveOp value -> its name (``11`` -> ``"ALLREDUCE"``)."""
     import _otf2
@@ -152,8 +223,8 @@ def _op_names() -> dict[int, str]:
     return {int(v.value): k[len("COLLECTIVE_OP_"):] for k, v in vars(_otf2).items() if k.startswith("COLLECTIVE_OP_")}
 
 
-def collective_args(rec: pl.DataFrame) -> pl.DataFrame:
-    """(event, otf2 op name, bytes received) of every collective, for the event's args."""
+def collective_ops(codes: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """(index into the returned names per code, names): the OTF2 CollectiveOp name of each code, ``?`` when unknown."""
     names = _op_names()
-    coll = rec.filter(pl.col("kind") == R.COLL_END)
-    return coll.select("event", pl.col("a").replace_strict(names, default="?").alias("collective_op"), pl.col("e").alias("bytes_received"))
+    table = [names.get(k, "?") for k in range(max(names, default=0) + 1)] + ["?"]
+    return np.where((codes >= 0) & (codes < len(table) - 1), codes, len(table) - 1), table

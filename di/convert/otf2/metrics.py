@@ -18,10 +18,11 @@ import numpy as np
 import polars as pl
 
 from di.convert.otf2 import records as R
+from di.convert.otf2.recordrows import RecordRows
 from di.convert.otf2.values import as_float
 
 
-def series_samples(rec: pl.DataFrame, metrics: dict[int, list[dict[str, Any]]], counter_loc: dict[int, int]) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+def series_samples(rec: RecordRows, metrics: dict[int, list[dict[str, Any]]], counter_loc: dict[int, int]) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """(series, samples, values dropped because their metric is undefined).
 
     Args:
@@ -29,9 +30,10 @@ def series_samples(rec: pl.DataFrame, metrics: dict[int, list[dict[str, Any]]], 
         metrics: metric ref -> its members (name, unit).
         counter_loc: OTF2 location index -> loc of its counter timeline.
     """
-    sel = rec.filter(pl.col("kind").is_in([R.METRIC, R.METRIC_VALUE]))
-    if not sel.height:
+    mask = rec.of_kind(R.METRIC, R.METRIC_VALUE)
+    if not mask.any():
         return pl.DataFrame(), pl.DataFrame(), 0
+    sel = rec.frame(mask)
     is_head = (sel["kind"] == R.METRIC).to_numpy()
     head_id = np.cumsum(is_head) - 1
     metric = sel["a"].to_numpy()[is_head][head_id]

@@ -25,6 +25,7 @@ from di.convert.otf2 import archive, events, matching, metrics
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
 from di.convert.otf2.definitions import Definitions, read_definitions
+from di.convert.otf2.recordrows import RecordRows
 from di.trace import Trace
 
 __all__ = ["read_otf2"]
@@ -62,9 +63,11 @@ def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "
     try:
         defs = read_definitions(reader)
         expected = sum(loc["records"] for loc in defs.locations)
-        builder = T.Builder(expected)
+        fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
+        builder = T.Builder(expected, fold)
         recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor, expected_records=expected,
-                                    consume=builder.add, time_window=(defs.global_offset, defs.global_offset + defs.trace_length))
+                                    consume=builder.add, time_window=(defs.global_offset, defs.global_offset + defs.trace_length),
+                                    io_records=bool(defs.io_handles or defs.io_files))
         builder.finish()
     finally:
         reader.close()
@@ -79,17 +82,16 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
             dropped[name] += n
     gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
     ev, order = events.events_frame(tl.events(), (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu)
-    rec = _record_frame(recs, tl, order, defs)
-    outside = rec.filter(pl.col("kind").is_in([R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END]) & (pl.col("event") < 0)).height
+    rec = _record_rows(recs, tl, order, defs)
+    outside = int((rec.of_kind(R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END) & (rec.event < 0)).sum())
     if outside:
         dropped["mpi_record_outside_any_region"] += outside
-    rec_in = rec.filter(pl.col("event") >= 0)
-    messages, unmatched = matching.messages(rec_in, defs.comms)
+    messages, unmatched = matching.messages(rec, defs.comms)
     for k, v in unmatched.items():
         dropped[k] += v
         warnings.append(f"{anchor}: {v} {k.replace('_', ' ')} record(s) left unmatched (kept as events, no message row)")
-    collectives = matching.collectives(rec.filter((pl.col("event") >= 0) | (pl.col("kind") == R.ATTRIBUTE)), defs.comms, defs.attributes, defs.strings)
-    ev = ev.with_columns(events.args_column(ev, rec, tl, order, defs, matching.collective_args(rec_in)), pl.lit(None, pl.Int64).alias("corr"))
+    collectives = matching.collectives(rec, defs.comms, defs.attributes, defs.strings)
+    ev = ev.with_columns(events.args_column(ev.height, rec, tl, order, defs), pl.repeat(None, ev.height, dtype=pl.Int64, eager=True).alias("corr"))
     ev = events.own_columns(ev, rec, defs)
     flows, lost = events.flows_frame(rec, tl, order, defs)
     if lost:
@@ -98,7 +100,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
     if unknown_metric:
         dropped["metric_value_of_undefined_metric"] += unknown_metric
-    handled = int(recs.bounds[-1]) - rec.filter(pl.col("kind").is_in([R.ATTRIBUTE, R.METRIC_VALUE])).height
+    handled = int(recs.bounds[-1]) - int(rec.of_kind(R.ATTRIBUTE, R.METRIC_VALUE).sum())
     if recs.records_read > handled:
         dropped["record_of_unsupported_type"] += recs.records_read - handled
     warnings += [f"{anchor}: {n} x {why.replace('_', ' ')}" for why, n in sorted(dropped.items()) if not why.startswith("unmatched")]
@@ -111,25 +113,21 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
     )
 
 
-def _record_frame(recs: archive.Records, tl: T.Builder, order: np.ndarray | None, defs: Definitions) -> pl.DataFrame:
-    """The records other than Enter/Leave (their events are built already), with ``event`` (row in events of
-    the record's owner, see :mod:`timeline`), ``row``, ``head`` (row of the record an attribute belongs to)
-    and ``after`` (that record's kind)."""
+def _record_rows(recs: archive.Records, tl: T.Builder, order: np.ndarray | None, defs: Definitions) -> RecordRows:
+    """The records other than Enter/Leave (their events are built already), see :mod:`recordrows`."""
     sub = np.ascontiguousarray(tl.rec.T)
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
     loc = np.searchsorted(recs.bounds, tl.rec_row, side="right") - 1
-    return pl.DataFrame({
-        "kind": sub[0], "ts_ns": ticks_to_ns(sub[1], defs), "a": sub[2], "b": sub[3], "c": sub[4], "d": sub[5], "e": sub[6],
-        "loc": loc, "rank": ranks[loc] if loc.size else np.zeros(0, np.int32),
-        "event": events.rows_of(order, tl.rec_owner), "row": tl.rec_row, "after": tl.rec_after, "head": tl.rec_head,
-    })
+    return RecordRows(kind=sub[0], ts_ns=ticks_to_ns(sub[1], defs), a=sub[2], b=sub[3], c=sub[4], d=sub[5], e=sub[6], loc=loc,
+                      rank=ranks[loc] if loc.size else np.zeros(0, np.int32), event=events.rows_of(order, tl.rec_owner),
+                      row=np.ascontiguousarray(tl.rec_row), after=np.ascontiguousarray(tl.rec_after), head=np.ascontiguousarray(tl.rec_head))
 
 
-def _locations(defs: Definitions, rec: pl.DataFrame, source: int) -> tuple[pl.DataFrame, dict[int, int]]:
+def _locations(defs: Definitions, rec: RecordRows, source: int) -> tuple[pl.DataFrame, dict[int, int]]:
     """The locations table, plus a counter timeline per thread that recorded metrics."""
     rows = [{k: loc[k] for k in ("rank", "host", "pid", "tid", "kind", "device", "stream", "name", "process", "sort_index")} for loc in defs.locations]
     counter_loc: dict[int, int] = {}
-    with_metrics = sorted(set(rec.filter(pl.col("kind") == R.METRIC)["loc"].unique().to_list()))
+    with_metrics = np.unique(rec.loc[rec.of_kind(R.METRIC)]).tolist()
     for i in with_metrics:
         if rows[i]["kind"] == "counter":
             counter_loc[i] = i

@@ -50,15 +50,25 @@ LOCK_ACQUIRE, LOCK_RELEASE = 25, 26
 MEASUREMENT_ON_OFF, BUFFER_FLUSH = 27, 28
 RMA_WIN_CREATE, RMA_WIN_DESTROY = 29, 30
 PARAMETER_STRING, PARAMETER_INT, PARAMETER_UINT = 31, 32, 33
+IO_BEGIN, IO_COMPLETE, IO_CANCELLED = 34, 35, 36
+IO_ISSUED, IO_TEST, IO_CREATE_HANDLE, IO_DESTROY_HANDLE, IO_DUPLICATE_HANDLE = 37, 38, 39, 40, 41
+IO_SEEK, IO_CHANGE_STATUS_FLAGS, IO_DELETE_FILE, IO_ACQUIRE_LOCK, IO_RELEASE_LOCK, IO_TRY_LOCK = 42, 43, 44, 45, 46, 47
+IO_OPERATION_READ, IO_OPERATION_WRITE, IO_OPERATION_FLUSH = 48, 49, 50
+"""Not record kinds: the event kinds of I/O operations (IoOperationBegin .. Complete), by OTF2_IoOperationMode 0, 1, 2."""
 
 INSTANT_NAMES = {
     PROGRAM_BEGIN: "ProgramBegin", PROGRAM_END: "ProgramEnd", THREAD_FORK: "ThreadFork", THREAD_JOIN: "ThreadJoin",
     TEAM_BEGIN: "ThreadTeamBegin", TEAM_END: "ThreadTeamEnd", LOCK_ACQUIRE: "ThreadAcquireLock",
     LOCK_RELEASE: "ThreadReleaseLock", MEASUREMENT_ON_OFF: "MeasurementOnOff", BUFFER_FLUSH: "BufferFlush",
     RMA_WIN_CREATE: "RmaWinCreate", RMA_WIN_DESTROY: "RmaWinDestroy", PARAMETER_STRING: "ParameterString",
-    PARAMETER_INT: "ParameterInt", PARAMETER_UINT: "ParameterUnsignedInt",
+    PARAMETER_INT: "ParameterInt", PARAMETER_UINT: "ParameterUnsignedInt", IO_ISSUED: "IoOperationIssued",
+    IO_TEST: "IoOperationTest", IO_CREATE_HANDLE: "IoCreateHandle", IO_DESTROY_HANDLE: "IoDestroyHandle",
+    IO_DUPLICATE_HANDLE: "IoDuplicateHandle", IO_SEEK: "IoSeek", IO_CHANGE_STATUS_FLAGS: "IoChangeStatusFlags",
+    IO_DELETE_FILE: "IoDeleteFile", IO_ACQUIRE_LOCK: "IoAcquireLock", IO_RELEASE_LOCK: "IoReleaseLock", IO_TRY_LOCK: "IoTryLock",
 }
-"""Records kept as instant events, by kind: their OTF2 record names."""
+"""Records kept as instant events, by kind: their OTF2 record names (kinds PROGRAM_BEGIN..PARAMETER_UINT and
+IO_ISSUED..IO_TRY_LOCK)."""
+IO_INSTANTS = range(IO_ISSUED, IO_TRY_LOCK + 1)
 
 _u8, _u32, _u64, _i64, _ptr = types.uint8, types.uint32, types.uint64, types.int64, types.voidptr
 _COMMON = (_u64, _u64, _u64, _ptr, _u64)  # location, time, event position, userData, attribute list
@@ -287,17 +297,23 @@ CALLBACKS = {
     "RmaWinCreate": _win_create, "RmaWinDestroy": _win_destroy, "ParameterString": _param_string,
     "ParameterInt": _param_int, "ParameterUnsignedInt": _param_uint,
 }
-"""OTF2 record name -> the cfunc that stores it."""
+"""OTF2 record name -> the cfunc that stores it (the I/O records' are in :mod:`iorecords`)."""
 
 
 class Callbacks:
-    """An OTF2_EvtReaderCallbacks with every callback of :data:`CALLBACKS` set."""
+    """An OTF2_EvtReaderCallbacks with every callback of :data:`CALLBACKS` set, and those of
+    :data:`iorecords.IO_CALLBACKS` when ``io`` (numba compiles them on first use, so archives without I/O
+    definitions, which cannot hold I/O records, do not pay for it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, io: bool = True) -> None:
         lib = clib.library()
         lib.OTF2_EvtReaderCallbacks_New.restype = ctypes.c_void_p
         self.ptr = lib.OTF2_EvtReaderCallbacks_New()
-        for record, fn in CALLBACKS.items():
+        io_callbacks = {}
+        if io:
+            from di.convert.otf2.iorecords import IO_CALLBACKS as io_callbacks
+
+        for record, fn in {**CALLBACKS, **io_callbacks}.items():
             setter = getattr(lib, f"OTF2_EvtReaderCallbacks_Set{record}Callback")
             setter.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
             code = setter(self.ptr, fn.address)

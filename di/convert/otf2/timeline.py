@@ -14,6 +14,14 @@ Definitions (per location, records in file order = time order):
   the same (window, matching id) closes (first in, first out); a copy never
   completed ends where it starts (counted); a completion without an open copy
   is dropped (counted).
+* IoOperationBegin opens an I/O operation event (kind ``IO_OPERATION_READ``
+  + its mode) that the first later IoOperationComplete or
+  IoOperationCancelled of the same (handle, matching id) closes (with the
+  bytes transferred; cancelled: 0 and bit ``IO_CANCELLED_BIT`` in field b);
+  one never completed ends where it starts (counted, bytes null); a
+  completion without an open operation is dropped (counted). Operation
+  records that carry the attribute ``fold_ref`` (di's writer marks the
+  operations it wrote inside the I/O event they describe) make no event.
 * Records kept as instants (:data:`records.INSTANT_NAMES`) become events with
   ``end == start``.
 * Rows other than Enter/Leave (``rec_row``, few in most traces) get
@@ -32,24 +40,53 @@ from numba import njit
 
 from di.convert.otf2 import records as R
 
-EV_REGION, EV_INSTANT, EV_RMA = 0, 1, 2
+EV_REGION, EV_INSTANT, EV_RMA, EV_IO = 0, 1, 2, 3
 """Event types in the ``ev_type`` output."""
-N_COUNTS = 5
-LEAVE_WITHOUT_ENTER, LEAVE_MISMATCH, UNCLOSED_ENTER, RMA_UNCOMPLETED, RMA_COMPLETE_WITHOUT_OP = range(N_COUNTS)
+N_COUNTS = 7
+(LEAVE_WITHOUT_ENTER, LEAVE_MISMATCH, UNCLOSED_ENTER, RMA_UNCOMPLETED, RMA_COMPLETE_WITHOUT_OP, IO_UNCOMPLETED,
+ IO_COMPLETE_WITHOUT_BEGIN) = range(N_COUNTS)
 COUNT_NAMES = ("leave_without_enter", "leave_region_mismatch", "enter_never_left", "rma_never_completed",
-               "rma_complete_without_op")
+               "rma_complete_without_op", "io_operation_never_completed", "io_completion_without_begin")
+IO_FLAGS_SHIFT = 8
+"""An I/O operation event's field b: mode | operation flags << 8 | cancelled << 40."""
+IO_CANCELLED_BIT = 1 << 40
 
 
 @njit(cache=True)
 def _is_instant(kind):
-    return kind >= R.PROGRAM_BEGIN and kind <= R.PARAMETER_UINT
+    return (kind >= R.PROGRAM_BEGIN and kind <= R.PARAMETER_UINT) or (kind >= R.IO_ISSUED and kind <= R.IO_TRY_LOCK)
+
+
+@njit(cache=True, inline="always")
+def _take(ev, open_ids, open_match, n, ref, match):
+    """The first of the ``n`` open events (``open_ids``) whose field a is ``ref`` and matching id ``match``, removed
+    from the open list (order kept; the caller decrements its count), or -1 when none is open."""
+    for q in range(n):
+        if ev[open_ids[q], 4] == ref and open_match[q] == match:
+            e = open_ids[q]
+            for r in range(q, n - 1):
+                open_ids[r] = open_ids[r + 1]
+                open_match[r] = open_match[r + 1]
+            return e
+    return -1
 
 
 @njit(cache=True)
-def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state):
+def _folded(rows, k, fold_ref):
+    """True when record k carries attribute ``fold_ref`` (its ATTRIBUTE rows follow it)."""
+    q = k + 1
+    while fold_ref >= 0 and q < rows.shape[0] and rows[q, 0] == R.ATTRIBUTE:
+        if rows[q, 2] == fold_ref:
+            return True
+        q += 1
+    return False
+
+
+@njit(cache=True)
+def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state, fold_ref):
     """Events and kept records of one location (rows = its records; see the module docstring).
 
-    ``ev`` (cap, 8) int64 columns loc, start, end, ref, a, b, c, unused; ``rec``
+    ``ev`` (cap, 8) int64 columns loc, start, end, ref, a, b, c, d (d: bytes an I/O operation transferred); ``rec``
     (cap, WIDTH) copies of the rows other than Enter/Leave; ``rec_idx`` (cap, 4)
     their (row, owner, head, kind of head), rows counted from ``base``.
     ``state`` = [events so far, records kept so far], updated.
@@ -62,8 +99,11 @@ def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state):
     stack = np.empty(n, np.int64)
     rma = np.empty(n, np.int64)  # open copies (event ids), in order
     rma_match = np.empty(n, np.int64)  # their matching ids
+    io = np.empty(n, np.int64)  # open I/O operations (event ids), in order
+    io_match = np.empty(n, np.int64)  # their matching ids
     top = 0
     n_rma = 0
+    n_io = 0
     last = -1
     last_kind = 0
     last_owner = -1
@@ -118,22 +158,43 @@ def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state):
                 rma_match[n_rma] = rows[k, 5]
                 n_rma += 1
             m += 1
+        elif kind == R.IO_BEGIN and not _folded(rows, k, fold_ref):
+            ev[m, 0] = li
+            ev[m, 1] = t
+            ev[m, 2] = t
+            ev[m, 3] = R.IO_OPERATION_READ + min(max(rows[k, 3], 0), 2)
+            ev[m, 4] = rows[k, 2]
+            ev[m, 5] = rows[k, 3] | (rows[k, 4] << IO_FLAGS_SHIFT)
+            ev[m, 6] = rows[k, 5]
+            ev[m, 7] = -1
+            ev_type[m] = EV_IO
+            last_owner = m
+            io[n_io] = m
+            io_match[n_io] = rows[k, 6]
+            n_io += 1
+            m += 1
+        elif (kind == R.IO_COMPLETE or kind == R.IO_CANCELLED) and not _folded(rows, k, fold_ref):
+            e = _take(ev, io, io_match, n_io, rows[k, 2], rows[k, 6])
+            if e < 0:
+                counts[IO_COMPLETE_WITHOUT_BEGIN] += 1
+                last_owner = stack[top - 1] if top > 0 else -1
+            else:
+                n_io -= 1
+                ev[e, 2] = t
+                if kind == R.IO_COMPLETE:
+                    ev[e, 7] = rows[k, 5]
+                else:
+                    ev[e, 7] = 0
+                    ev[e, 5] |= IO_CANCELLED_BIT
+                last_owner = e
         elif kind == R.RMA_COMPLETE:
-            hit = -1
-            for q in range(n_rma):
-                if ev[rma[q], 4] == rows[k, 2] and rma_match[q] == rows[k, 5]:
-                    hit = q
-                    break
-            if hit < 0:
+            e = _take(ev, rma, rma_match, n_rma, rows[k, 2], rows[k, 5])
+            if e < 0:
                 counts[RMA_COMPLETE_WITHOUT_OP] += 1
             else:
-                e = rma[hit]
+                n_rma -= 1
                 ev[e, 2] = t
                 last_owner = e
-                for q in range(hit, n_rma - 1):
-                    rma[q] = rma[q + 1]
-                    rma_match[q] = rma_match[q + 1]
-                n_rma -= 1
         else:
             last_owner = stack[top - 1] if top > 0 else -1
         if kind != R.ENTER and kind != R.LEAVE:
@@ -148,6 +209,7 @@ def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state):
     for q in range(top):
         ev[stack[q], 2] = last_t
     counts[RMA_UNCOMPLETED] += n_rma
+    counts[IO_UNCOMPLETED] += n_io
     state[0] = m
     state[1] = n_rec
 
@@ -162,7 +224,7 @@ class Builder:
     ``rec_owner``, ``rec_head`` and ``rec_after`` (kind of the head record); ``counts``.
     """
 
-    def __init__(self, expected_records: int = 0) -> None:
+    def __init__(self, expected_records: int = 0, fold_ref: int = -1) -> None:
         cap = max(expected_records, 1024)
         self._ev = np.zeros((cap, 8), np.int64, order="F")  # columns contiguous; zeroed lazily by the OS
         self._ev_type = np.empty(cap, np.int8)
@@ -171,6 +233,7 @@ class Builder:
         self.counts = np.zeros(N_COUNTS, np.int64)
         self._state = np.zeros(2, np.int64)
         self._rows = 0
+        self._fold_ref = fold_ref  # attribute marking I/O operation records that make no event (see the module docstring)
 
     def add(self, rows: np.ndarray, li: int) -> None:
         """Add the records of location ``li`` (rows are read only, and may be reused afterwards)."""
@@ -180,7 +243,7 @@ class Builder:
             self._ev, self._ev_type = _grown(self._ev, m, m + need), _grown(self._ev_type, m, m + need)
         if n_rec + need > self._rec.shape[0]:
             self._rec, self._rec_idx = _grown(self._rec, n_rec, n_rec + need), _grown(self._rec_idx, n_rec, n_rec + need)
-        _build_location(rows, li, self._rows, self._ev, self._ev_type, self._rec, self._rec_idx, self.counts, self._state)
+        _build_location(rows, li, self._rows, self._ev, self._ev_type, self._rec, self._rec_idx, self.counts, self._state, self._fold_ref)
         self._rows += need
 
     def finish(self) -> None:
@@ -188,14 +251,14 @@ class Builder:
         m, n_rec = int(self._state[0]), int(self._state[1])
         ev = self._ev[:m]
         self.ev_loc, self.ev_start, self.ev_end, self.ev_ref = (ev[:, q] for q in range(4))  # contiguous columns
-        self.ev_a, self.ev_b, self.ev_c = (ev[:, q] for q in (4, 5, 6))
+        self.ev_a, self.ev_b, self.ev_c, self.ev_d = (ev[:, q] for q in (4, 5, 6, 7))
         self.ev_type = self._ev_type[:m]
         self.rec = self._rec[:n_rec]
         self.rec_row, self.rec_owner, self.rec_head, self.rec_after = (self._rec_idx[:n_rec, q] for q in range(4))
 
     def events(self) -> tuple:
-        """(ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c)."""
-        return self.ev_loc, self.ev_start, self.ev_end, self.ev_type, self.ev_ref, self.ev_a, self.ev_b, self.ev_c
+        """(ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c, ev_d)."""
+        return self.ev_loc, self.ev_start, self.ev_end, self.ev_type, self.ev_ref, self.ev_a, self.ev_b, self.ev_c, self.ev_d
 
 
 def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
@@ -204,23 +267,23 @@ def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
     return out
 
 
-def build(rows: np.ndarray, bounds: np.ndarray) -> tuple:
+def build(rows: np.ndarray, bounds: np.ndarray, fold_ref: int = -1) -> tuple:
     """Events of all locations at once (rows of location i: ``rows[bounds[i]:bounds[i+1]]``).
 
     Returns:
-        (ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c, rec_row, rec_owner, rec_head, counts).
+        (ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c, ev_d, rec_row, rec_owner, rec_head, counts).
     """
-    b = Builder(rows.shape[0])
+    b = Builder(rows.shape[0], fold_ref)
     for li in range(bounds.size - 1):
         b.add(rows[bounds[li]:bounds[li + 1]], li)
     b.finish()
     return (*b.events(), b.rec_row, b.rec_owner, b.rec_head, b.counts)
 
 
-def build_reference(rows: np.ndarray, bounds: np.ndarray) -> tuple:
+def build_reference(rows: np.ndarray, bounds: np.ndarray, fold_ref: int = -1) -> tuple:
     """Pure-Python reference of :func:`build` (for tests)."""
     loc = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
-    events: list[list[int]] = []  # loc, start, end, type, ref, a, b, c
+    events: list[list[int]] = []  # loc, start, end, type, ref, a, b, c, d
     owner = [-1] * rows.shape[0]
     head = list(range(rows.shape[0]))
     counts = [0] * N_COUNTS
@@ -231,6 +294,7 @@ def build_reference(rows: np.ndarray, bounds: np.ndarray) -> tuple:
             j += 1
         stack: list[int] = []
         rma: list[tuple[int, int]] = []  # (event, matching id)
+        io: list[tuple[int, int]] = []  # (event, matching id)
         last = -1
         for k in range(i, j):
             kind, t, a, b, c, d = (int(x) for x in rows[k, :6])
@@ -242,7 +306,7 @@ def build_reference(rows: np.ndarray, bounds: np.ndarray) -> tuple:
             if kind == R.ENTER:
                 stack.append(len(events))
                 owner[k] = len(events)
-                events.append([int(loc[k]), t, t, EV_REGION, a, 0, 0, 0])
+                events.append([int(loc[k]), t, t, EV_REGION, a, 0, 0, 0, 0])
             elif kind == R.LEAVE:
                 if not stack:
                     counts[LEAVE_WITHOUT_ENTER] += 1
@@ -251,11 +315,27 @@ def build_reference(rows: np.ndarray, bounds: np.ndarray) -> tuple:
                 counts[LEAVE_MISMATCH] += events[e][4] != a
                 events[e][2] = t
                 owner[k] = e
-            elif R.PROGRAM_BEGIN <= kind <= R.PARAMETER_UINT or kind in (R.RMA_PUT, R.RMA_GET):
+            elif R.PROGRAM_BEGIN <= kind <= R.PARAMETER_UINT or R.IO_ISSUED <= kind <= R.IO_TRY_LOCK or kind in (R.RMA_PUT, R.RMA_GET):
                 owner[k] = len(events)
                 if kind in (R.RMA_PUT, R.RMA_GET):
                     rma.append((len(events), d))
-                events.append([int(loc[k]), t, t, EV_RMA if kind in (R.RMA_PUT, R.RMA_GET) else EV_INSTANT, kind, a, b, c])
+                events.append([int(loc[k]), t, t, EV_RMA if kind in (R.RMA_PUT, R.RMA_GET) else EV_INSTANT, kind, a, b, c, 0])
+            elif kind == R.IO_BEGIN and not _folded(rows, k, fold_ref):
+                owner[k] = len(events)
+                io.append((len(events), int(rows[k, 6])))
+                events.append([int(loc[k]), t, t, EV_IO, R.IO_OPERATION_READ + min(max(b, 0), 2), a, b | (c << IO_FLAGS_SHIFT), d, -1])
+            elif kind in (R.IO_COMPLETE, R.IO_CANCELLED) and not _folded(rows, k, fold_ref):
+                hit = next((q for q, (e, m) in enumerate(io) if events[e][5] == a and m == int(rows[k, 6])), None)
+                if hit is None:
+                    counts[IO_COMPLETE_WITHOUT_BEGIN] += 1
+                    owner[k] = stack[-1] if stack else -1
+                    continue
+                e, _ = io.pop(hit)
+                events[e][2] = t
+                events[e][8] = d if kind == R.IO_COMPLETE else 0
+                if kind == R.IO_CANCELLED:
+                    events[e][6] |= IO_CANCELLED_BIT
+                owner[k] = e
             elif kind == R.RMA_COMPLETE:
                 hit = next((q for q, (e, m) in enumerate(rma) if events[e][5] == a and m == d), None)
                 if hit is None:
@@ -270,8 +350,9 @@ def build_reference(rows: np.ndarray, bounds: np.ndarray) -> tuple:
         for e in stack:
             events[e][2] = int(rows[j - 1, 1])
         counts[RMA_UNCOMPLETED] += len(rma)
+        counts[IO_UNCOMPLETED] += len(io)
         i = j
-    cols = np.array(events, dtype=np.int64).reshape(-1, 8)
+    cols = np.array(events, dtype=np.int64).reshape(-1, 9)
     rec = np.flatnonzero((rows[:, 0] != R.ENTER) & (rows[:, 0] != R.LEAVE))
-    return (*(cols[:, q] for q in range(8)), rec, np.array(owner, dtype=np.int64)[rec], np.array(head, dtype=np.int64)[rec],
+    return (*(cols[:, q] for q in range(9)), rec, np.array(owner, dtype=np.int64)[rec], np.array(head, dtype=np.int64)[rec],
             np.array(counts, dtype=np.int64))

@@ -9,6 +9,7 @@ the reference types (STRING, REGION, LOCATION, ...) hold a definition id.
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import polars as pl
 
 TYPE_UINT8, TYPE_UINT16, TYPE_UINT32, TYPE_UINT64 = 1, 2, 3, 4
@@ -30,7 +31,8 @@ def as_float(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
     out = np.where(types == TYPE_UINT64, unsigned.astype(np.float64), out)
     out = np.where(types == TYPE_DOUBLE, raw.view(np.float64), out)
     low32 = (unsigned & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    out = np.where(types == TYPE_FLOAT, low32.view(np.float32).astype(np.float64), out)
+    with np.errstate(invalid="ignore"):  # the low 4 bytes of other types can be signalling-NaN patterns; np.where drops them
+        out = np.where(types == TYPE_FLOAT, low32.view(np.float32).astype(np.float64), out)
     for code, bits in _UNSIGNED_BITS.items():
         out = np.where(types == code, (unsigned & np.uint64((1 << bits) - 1)).astype(np.float64), out)
     for code, bits in _SIGNED_BITS.items():
@@ -67,7 +69,7 @@ def as_json(types: np.ndarray, raw: np.ndarray, strings: dict[int, str], regions
     for code, table in lookups.items():
         mask = types == code
         if mask.any():
-            names = pl.Series([table.get(int(v)) for v in unsigned[mask]], dtype=pl.String)
-            quoted = pl.DataFrame({"v": names}).select(pl.struct("v").struct.json_encode()).to_series().str.slice(5).str.strip_suffix("}")
-            text = text.scatter(np.flatnonzero(mask), quoted)
+            ids, inv = np.unique(uext[mask], return_inverse=True)
+            quoted = [None if (name := table.get(int(v))) is None else orjson.dumps(name).decode() for v in ids.tolist()]
+            text = text.scatter(np.flatnonzero(mask), pl.Series(quoted, dtype=pl.String).gather(inv.ravel()))
     return text.alias("value")

@@ -18,6 +18,8 @@ Layout written:
   MpiIrecvRequest (start of the ``recv_post`` event) + MpiIrecv, one request
   id per message; collectives as MpiCollectiveBegin/End inside their event, with
   ranks given within the communicator; samples as Metric records (DOUBLE);
+  I/O events as IoOperationBegin/Complete inside them, with IoParadigm,
+  IoRegularFile and IoHandle definitions (:mod:`di.convert.otf2.iolayout`);
 * communicators: ``MPI_COMM_WORLD``-style COMM_LOCATIONS group of every
   rank's first CPU location, one COMM_GROUP + Comm per communicator name
   (members from ``collectives.group_ranks`` where known, else the ranks that
@@ -47,6 +49,7 @@ import numpy as np
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.analysis_defs import AnalysisDefs, plan_analysis, write_groups, write_markers
 from di.convert.otf2.archive import is_anchor
+from di.convert.otf2.iolayout import write_io_definitions
 from di.convert.otf2.layout import Layout, plan
 from di.errors import FormatError
 from di.trace import Trace
@@ -133,7 +136,7 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     alist = lib.OTF2_AttributeList_New()
     try:
         _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, lay.order, lay.bounds, lay.start_t, lay.end_t,
-                                lay.region, lay.nbytes, lay.corr, lay.args_ref, lay.flows_ref, lay.att, lay.att_off), anchor, "events")
+                                lay.region, lay.nbytes, lay.corr, lay.args_ref, lay.flows_ref, lay.att, lay.att_bounds), anchor, "events")
         _check(emit.emit_metrics(fns, addrs[lay.metric_writers], lay.metric_bounds, lay.metric_ts, lay.metric_ref,
                                  lay.metric_values), anchor, "metrics")
     finally:
@@ -176,6 +179,7 @@ def _global_definitions(_otf2: object, archive: object, lay: Layout, fns: np.nda
         o.GlobalDefWriter_WriteGroup(g, ref, s(comm["group_name"]), o.GROUP_TYPE_COMM_GROUP, o.PARADIGM_MPI, o.GROUP_FLAG_NONE, comm["members"])
         o.GlobalDefWriter_WriteComm(g, ref - 1, s(comm["name"]), ref, undefined, o.COMM_FLAG_NONE)
     write_groups(o, g, extra, len(lay.comms) + 1, s)
+    write_io_definitions(o, g, lay.io, s)
     for ref, m in enumerate(lay.metric_members):
         o.GlobalDefWriter_WriteMetricMember(g, ref, s(m["name"]), 0, o.METRIC_TYPE_OTHER, o.METRIC_ABSOLUTE_POINT, o.TYPE_DOUBLE,
                                             o.BASE_DECIMAL, 0, s(m["unit"] or ""))

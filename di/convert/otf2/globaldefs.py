@@ -1,0 +1,161 @@
+"""An archive's global definitions read through the OTF2 C API: plain tables of refs and values, names resolved.
+
+The official high-level ``otf2`` reader builds an object graph for every
+definition (about 10 µs each in Python); here each definition callback is a
+ctypes function that appends one tuple, and names are resolved from the
+string table once at the end. Only the definitions :mod:`definitions` needs
+are read; enum values stay ints (their OTF2 names via :func:`enum_name`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any
+
+from di.convert.otf2 import clib
+
+_c = ctypes
+_u8, _u32, _u64, _i64, _p = _c.c_uint8, _c.c_uint32, _c.c_uint64, _c.c_int64, _c.c_void_p
+
+
+@dataclass
+class GlobalDefs:
+    """Global definitions by ref, in file order; every name is a str (None where the ref is undefined)."""
+
+    clock: tuple[int, int, int, int] = (1, 0, 0, clib.UNDEFINED_UINT64)  # resolution, global offset, length, realtime
+    strings: dict[int, str] = field(default_factory=dict)
+    nodes: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, class name, parent ref
+    location_groups: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, system tree parent ref
+    locations: list[tuple[Any, ...]] = field(default_factory=list)  # ref, name, type, events, location group ref
+    regions: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, description, role, paradigm
+    groups: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, type, paradigm, member refs
+    comms: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, group ref
+    attributes: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, type
+    rma_wins: dict[int, str] = field(default_factory=dict)
+    parameters: dict[int, str] = field(default_factory=dict)
+    metric_members: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, unit, exponent, base, mode, value type
+    metric_classes: dict[int, list[int]] = field(default_factory=dict)  # member refs
+    metric_instances: dict[int, int] = field(default_factory=dict)  # metric class ref
+    io_paradigms: dict[int, str] = field(default_factory=dict)  # identification
+    io_files: dict[int, str] = field(default_factory=dict)
+    io_handles: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, file ref, paradigm ref
+
+
+def enum_name(enum: str, value: int) -> str:
+    """The OTF2 name of an enum value (``enum_name("Paradigm", 4)`` -> ``"MPI"``)."""
+    import _otf2
+
+    return getattr(_otf2, enum)._names.get(value, str(value))
+
+
+_FIELDS = {  # record -> (argument ctypes after userData, what the callback stores)
+    "ClockProperties": (_u64, _u64, _u64, _u64),
+    "String": (_u32, _c.c_char_p),
+    "SystemTreeNode": (_u32, _u32, _u32, _u32),
+    "LocationGroup": (_u32, _u32, _u8, _u32, _u32),
+    "Location": (_u64, _u32, _u8, _u64, _u32),
+    "Region": (_u32, _u32, _u32, _u32, _u8, _u8, _u32, _u32, _u32, _u32),
+    "Group": (_u32, _u32, _u8, _u8, _u32, _u32, _c.POINTER(_u64)),
+    "Comm": (_u32, _u32, _u32, _u32, _u32),
+    "Attribute": (_u32, _u32, _u32, _u8),
+    "RmaWin": (_u32, _u32, _u32, _u32),
+    "Parameter": (_u32, _u32, _u8),
+    "MetricMember": (_u32, _u32, _u32, _u8, _u8, _u8, _u8, _i64, _u32),
+    "MetricClass": (_u32, _u8, _c.POINTER(_u32), _u8, _u8),
+    "MetricInstance": (_u32, _u32, _u64, _u8, _u64),
+    "IoParadigm": (_u8, _u32, _u32, _u8, _u32, _u8, _p, _p, _p),
+    "IoRegularFile": (_u32, _u32, _u32),
+    "IoDirectory": (_u32, _u32, _u32),
+    "IoHandle": (_u32, _u32, _u32, _u8, _u32, _u32, _u32),
+}
+
+
+def _collectors(raw: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
+    """Python callables per record: each stores its arguments (pointers copied out) and returns OTF2_CALLBACK_SUCCESS."""
+
+    def store(record: str) -> Any:
+        rows = raw.setdefault(record, [])
+        if record == "Group":
+            def fn(_: Any, ref: int, name: int, typ: int, paradigm: int, flags: int, n: int, members: Any) -> int:
+                rows.append((ref, name, typ, paradigm, [members[i] for i in range(n)]))
+                return 0
+        elif record == "MetricClass":
+            def fn(_: Any, ref: int, n: int, members: Any, *rest: int) -> int:
+                rows.append((ref, [members[i] for i in range(n)]))
+                return 0
+        elif record == "String":
+            def fn(_: Any, ref: int, text: bytes | None) -> int:
+                rows.append((ref, text.decode("utf-8", "replace") if text is not None else None))
+                return 0
+        else:
+            def fn(_: Any, *args: Any) -> int:
+                rows.append(args)
+                return 0
+        return fn
+
+    return {record: store(record) for record in _FIELDS}
+
+
+def read_global_definitions(handle: int) -> GlobalDefs:
+    """The global definitions of the open OTF2_Reader* ``handle``.
+
+    Raises:
+        RuntimeError: the library reports an error (the caller names the archive).
+    """
+    lib = clib.library()
+    raw: dict[str, list[tuple[Any, ...]]] = {}
+    keep = []  # the ctypes callbacks must outlive the read
+    lib.OTF2_GlobalDefReaderCallbacks_New.restype = _p
+    callbacks = lib.OTF2_GlobalDefReaderCallbacks_New()
+    try:
+        for record, fn in _collectors(raw).items():
+            proto = _c.CFUNCTYPE(_c.c_int32, _p, *_FIELDS[record])(fn)
+            keep.append(proto)
+            setter = getattr(lib, f"OTF2_GlobalDefReaderCallbacks_Set{record}Callback")
+            setter.argtypes = [_p, _p]
+            _raise(setter(callbacks, _c.cast(proto, _p)), f"set the {record} callback")
+        lib.OTF2_Reader_GetGlobalDefReader.restype = _p
+        lib.OTF2_Reader_GetGlobalDefReader.argtypes = [_p]
+        reader = lib.OTF2_Reader_GetGlobalDefReader(handle)
+        if not reader:
+            raise RuntimeError("no global definition reader (global definitions file missing or unreadable)")
+        lib.OTF2_Reader_RegisterGlobalDefCallbacks.argtypes = [_p, _p, _p, _p]
+        _raise(lib.OTF2_Reader_RegisterGlobalDefCallbacks(handle, reader, callbacks, None), "register callbacks")
+        read = _c.c_uint64(0)
+        lib.OTF2_Reader_ReadAllGlobalDefinitions.argtypes = [_p, _p, _c.POINTER(_c.c_uint64)]
+        _raise(lib.OTF2_Reader_ReadAllGlobalDefinitions(handle, reader, _c.byref(read)), "read the global definitions")
+        lib.OTF2_Reader_CloseGlobalDefReader.argtypes = [_p, _p]
+        lib.OTF2_Reader_CloseGlobalDefReader(handle, reader)
+    finally:
+        lib.OTF2_GlobalDefReaderCallbacks_Delete.argtypes = [_p]
+        lib.OTF2_GlobalDefReaderCallbacks_Delete(callbacks)
+    return _tables(raw)
+
+
+def _raise(code: int, what: str) -> None:
+    if code:
+        raise RuntimeError(f"could not {what}: {clib.error_text(code)}")
+
+
+def _tables(raw: dict[str, list[tuple[Any, ...]]]) -> GlobalDefs:
+    out = GlobalDefs(strings=dict(raw["String"]))
+    s = out.strings.get
+    if raw["ClockProperties"]:
+        out.clock = tuple(int(x) for x in raw["ClockProperties"][-1])  # type: ignore[assignment]
+    out.nodes = {ref: (s(name), s(cls), parent) for ref, name, cls, parent in raw["SystemTreeNode"]}
+    out.location_groups = {ref: (s(name), parent) for ref, name, _, parent, _ in raw["LocationGroup"]}
+    out.locations = [(ref, s(name), typ, events, group) for ref, name, typ, events, group in raw["Location"]]
+    out.regions = {r[0]: (s(r[1]), s(r[3]), r[4], r[5]) for r in raw["Region"]}
+    out.groups = {ref: (s(name), typ, paradigm, members) for ref, name, typ, paradigm, members in raw["Group"]}
+    out.comms = {ref: (s(name), group) for ref, name, group, _, _ in raw["Comm"]}
+    out.attributes = {ref: (s(name), typ) for ref, name, _, typ in raw["Attribute"]}
+    out.rma_wins = {ref: s(name) for ref, name, _, _ in raw["RmaWin"]}
+    out.parameters = {ref: s(name) for ref, name, _ in raw["Parameter"]}
+    out.metric_members = {m[0]: (s(m[1]), s(m[8]), m[7], m[6], m[4], m[5]) for m in raw["MetricMember"]}
+    out.metric_classes = dict(raw["MetricClass"])
+    out.metric_instances = {ref: cls for ref, cls, _, _, _ in raw["MetricInstance"]}
+    out.io_paradigms = {p[0]: s(p[1]) for p in raw["IoParadigm"]}
+    out.io_files = {ref: s(name) for ref, name, _ in raw["IoRegularFile"] + raw["IoDirectory"]}
+    out.io_handles = {h[0]: (s(h[1]), h[2], h[3]) for h in raw["IoHandle"]}
+    return out

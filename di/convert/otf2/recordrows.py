@@ -1,0 +1,62 @@
+"""The records kept beside the events (everything but Enter/Leave), as numpy columns.
+
+One row per kept record row of :mod:`di.convert.otf2.timeline` (MPI,
+collectives, RMA, instants, metrics, their ATTRIBUTE and METRIC_VALUE rows):
+
+* ``kind``, ``ts_ns`` (int64 ns on the trace clock), ``a`` .. ``e``: the
+  record row (see :mod:`di.convert.otf2.records` for the fields per kind);
+* ``loc``: dense location index; ``rank``: that location's rank;
+* ``event``: the row in ``events`` the record belongs to (-1: none);
+* ``row``: the record's row among all records of the archive; ``head``: the
+  row of the record an ATTRIBUTE row belongs to (its own row for others);
+  ``after``: that record's kind.
+
+Consumers select rows with numpy masks (cheap on any size) and turn only the
+few rows they need into polars frames (:meth:`RecordRows.frame`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import polars as pl
+
+COLUMNS = ("kind", "ts_ns", "a", "b", "c", "d", "e", "loc", "rank", "event", "row", "after", "head")
+
+
+@dataclass
+class RecordRows:
+    """Kept record rows, one numpy array per column (see the module docstring)."""
+
+    kind: np.ndarray
+    ts_ns: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    d: np.ndarray
+    e: np.ndarray
+    loc: np.ndarray
+    rank: np.ndarray
+    event: np.ndarray
+    row: np.ndarray
+    after: np.ndarray
+    head: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.kind.size)
+
+    def of_kind(self, *kinds: int) -> np.ndarray:
+        """Boolean mask of the rows whose kind is one of ``kinds``."""
+        if len(kinds) == 1:
+            return self.kind == kinds[0]
+        return np.isin(self.kind, np.array(kinds, np.int64))
+
+    def take(self, mask: np.ndarray) -> RecordRows:
+        """The rows selected by a boolean mask or an index array."""
+        return RecordRows(*(getattr(self, f.name)[mask] for f in fields(self)))
+
+    def frame(self, mask: np.ndarray | None = None) -> pl.DataFrame:
+        """The selected rows (all when None) as a polars DataFrame with :data:`COLUMNS`."""
+        cols = self if mask is None else self.take(mask)
+        return pl.DataFrame({name: getattr(cols, name) for name in COLUMNS})
