@@ -99,10 +99,14 @@ def _rank_options(p: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace, console: Any) -> Any:
+    """Load the command's inputs; progress and timing go to stderr, so that stdout
+    holds only the command's output (``--json -`` stays valid JSON)."""
+    from rich.console import Console
     from rich.progress import Progress
 
     from di.convert.registry import expand, load_paths
 
+    console = Console(stderr=True, highlight=False)
     paths = expand(args.inputs)
     started = time.monotonic()
     if len(paths) == 1:

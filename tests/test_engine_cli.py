@@ -51,6 +51,21 @@ def test_analyze_json_to_stdout_matches_python_api(demo_job, capsys):
     assert ours == [t for _, t in theirs]
 
 
+def test_a_slow_load_reports_its_time_on_stderr_not_in_the_json(demo_job, capsys, monkeypatch):
+    """Loads over a second print how long they took; that line must not land in
+    stdout, where ``--json -`` writes the result."""
+    import itertools
+
+    import di.cli
+
+    ticks = itertools.count(0.0, 5.0)  # every clock read is 5 s after the last
+    monkeypatch.setattr(di.cli.time, "monotonic", lambda: next(ticks))
+    assert main(["analyze", str(demo_job), "--json", "-"]) == 0
+    out, err = capsys.readouterr()
+    validate(json.loads(out))
+    assert "loaded" in err and "events in" in err
+
+
 def test_time_window(demo_job):
     trace = di.load(demo_job)
     full = di.analyze(trace, analyses=("breakdown",)).breakdown
