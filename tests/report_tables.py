@@ -23,7 +23,7 @@ class _Tables(HTMLParser):
         self._table: str | None = None
         self._cols: list[str] = []
         self._row: list[Any] | None = None
-        self._cell: tuple[str | None, list[str]] | None = None
+        self._cell: tuple[str | None, list[str], str | None] | None = None
         self._key: tuple[str, str | None] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -36,7 +36,7 @@ class _Tables(HTMLParser):
         elif tag == "tr" and self._table is not None:
             self._row = []
         elif tag == "td" and self._row is not None:
-            self._cell = (a.get("data-v"), [])
+            self._cell = (a.get("data-v"), [], a.get("title"))  # a long text is cut in the cell, whole in its title
         elif "data-key" in a:
             self._key = (a["data-key"] or "", a.get("data-v"))
 
@@ -46,7 +46,8 @@ class _Tables(HTMLParser):
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "td" and self._cell is not None and self._row is not None:
-            self._row.append(_value(self._cell[0], "".join(self._cell[1])))
+            v, parts, title = self._cell
+            self._row.append(_value(v, title if title is not None else "".join(parts)))
             self._cell = None
         elif tag == "tr" and self._row is not None and self._table is not None:
             if self._row:
