@@ -98,7 +98,7 @@ def _rank_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated rank per input file (overrides the ranks their content names)")
 
 
-def _load(args: argparse.Namespace, console: Any) -> Any:
+def _load(args: argparse.Namespace) -> Any:
     """Load the command's inputs; progress and timing go to stderr, so that stdout
     holds only the command's output (``--json -`` stays valid JSON)."""
     from rich.console import Console
@@ -131,7 +131,7 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
     from di.viewers.analysis_tracks import VIEWER_FORMATS, with_analysis
 
     add = args.analysis if args.analysis is not None else writer_for(Path(args.output), args.to).name in VIEWER_FORMATS
-    trace = _load(args, console)
+    trace = _load(args)
     program = without_analysis(trace)
     if program is not trace:
         console.print(f"[dim]the input carries di's analysis tracks: {'replaced' if add else 'left out'}[/dim]")
@@ -158,7 +158,7 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
 def _info(args: argparse.Namespace, console: Any) -> None:
     from di.viewers.info import render, summary
 
-    trace = _load(args, console)
+    trace = _load(args)
     if args.json:
         import json
 
@@ -182,7 +182,7 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
         return
     from di.analysis_parts import without_analysis
 
-    trace = without_analysis(_load(args, console))  # plugin analyses, too, see the program's events only
+    trace = without_analysis(_load(args))  # plugin analyses, too, see the program's events only
     with console.status("analyzing"):
         result = analyze(trace, window=window, per_step=args.steps)
     if args.json:
@@ -258,7 +258,7 @@ def _report(args: argparse.Namespace, console: Any) -> None:
     from di.viewers.report import write_report
 
     window = parse_window(args.window)
-    trace = _load(args, console)
+    trace = _load(args)
     with console.status("analyzing"):
         result = analyze(trace, window=window, per_step=True)
     with console.status(f"writing {args.output}"):

@@ -7,7 +7,7 @@ import pytest
 
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
-from di.convert.otf2.rowids import dense_ids
+from di.convert.otf2.rowids import key_ids
 
 KINDS = [R.ENTER, R.ENTER, R.LEAVE, R.LEAVE, R.MPI_SEND, R.MPI_RECV, R.COLL_END, R.RMA_PUT, R.RMA_GET, R.RMA_COMPLETE,
          R.RMA_COMPLETE, R.ATTRIBUTE, R.METRIC, R.METRIC_VALUE, R.THREAD_FORK, R.LOCK_ACQUIRE, R.IO_BEGIN, R.IO_BEGIN,
@@ -45,10 +45,18 @@ def test_timeline_build_matches_reference(seed: int) -> None:
 def test_first_use_ids_match_numpy_unique(seed: int) -> None:
     rng = np.random.default_rng(seed)
     key = rng.integers(0, int(rng.integers(1, 50)), int(rng.integers(0, 2000))).astype(np.int64)
-    ids, first = dense_ids(key)
+    ids, first = key_ids(key)
     assert (key[first][ids] == key).all()
     assert len(first) == len(np.unique(key))
     assert (np.diff(first) > 0).all()  # numbered in order of first use
+
+
+def test_key_ids_of_a_wide_key_span_take_the_hash_table() -> None:
+    key = np.random.default_rng(7).integers(0, 40, 3000).astype(np.int64) << 40  # span far above the rows
+    ids, first = key_ids(key)
+    assert (key[first][ids] == key).all()
+    assert len(first) == len(np.unique(key))
+    assert (np.diff(first) > 0).all()
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -42,6 +42,8 @@ NOT_APPLICABLE = 0xFFFFFFFF
 """CUPTI_SYNCHRONIZATION_INVALID_VALUE: a synchronization record's stream or event that does not apply."""
 NO_DIMS = (0, 0, 0)
 MARKER_INSTANT, MARKER_START, MARKER_END = 1, 2, 4  # CUpti_ActivityFlag marker bits
+
+
 def _field(rec: Any, *names: str, default: Any = 0) -> Any:
     """A record member by its cupti-python (snake_case) or C (camelCase) name."""
     for name in names:

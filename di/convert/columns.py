@@ -64,6 +64,12 @@ def _dense_ids(rows):
     return ids, first[:m]
 
 
+def dense_row_ids(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense int64 ids of the columns of a (k, n) int64 array (equal columns, equal
+    ids), numbered in order of first appearance, and the first column of each id."""
+    return _dense_ids(np.ascontiguousarray(rows, dtype=np.int64))
+
+
 def dense_ids(frame: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Dense int64 ids of the rows' values in integer ``columns`` (no nulls), numbered
     in order of first appearance, and the first row of each id: a group-by key
@@ -74,4 +80,4 @@ def dense_ids(frame: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.n
         if col.null_count():
             raise ValueError(f"dense_ids: column {name!r} has nulls")
         rows[c] = col.to_numpy()
-    return _dense_ids(rows)
+    return dense_row_ids(rows)

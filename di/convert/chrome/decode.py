@@ -69,7 +69,7 @@ def read_bytes(path: Path) -> tuple[np.ndarray, list[str]]:
         head = fh.read(2)
         fh.seek(0)
         if head == GZIP_MAGIC:
-            return _gunzip(fh, path)
+            return _gunzip(fh)
         if not head:
             return np.zeros(0, dtype=np.uint8), []
         try:
@@ -88,7 +88,7 @@ def _inflater() -> Any:
     return isal_zlib
 
 
-def _gunzip(fh: Any, path: Path) -> tuple[np.ndarray, list[str]]:
+def _gunzip(fh: Any) -> tuple[np.ndarray, list[str]]:
     """Decompress a gzip file (members concatenated or not) into one numpy buffer.
 
     The buffer is sized from the last member's ISIZE trailer (the uncompressed

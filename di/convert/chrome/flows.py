@@ -114,12 +114,17 @@ def with_di_flow(edges: pl.DataFrame, di_flow: pl.Series) -> pl.DataFrame:
     )
 
 
+BIND_FIELDS = ["flags", "bind_k", "bind", "di_flow"]
+"""The event columns :func:`bind_id_flows` reads (``di_flow``: di's own flow attributes)."""
+
+
+def has_bind_flows(ev: pl.DataFrame) -> bool:
+    """True when some event has flow_in or flow_out (else :func:`bind_id_flows` finds nothing)."""
+    return bool(np.any(ev.get_column("flags").to_numpy() & (S.F_FLOW_IN | S.F_FLOW_OUT)))
+
+
 def bind_id_flows(ev: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     """Edges from flow v2 ``bind_id`` + ``flow_out``/``flow_in`` on slices."""
-    if "flags" not in ev.columns:  # no flow_in/flow_out in the file (see the reader's sort)
-        return empty()
-    if "di_flow" not in ev.columns:
-        ev = ev.with_columns(pl.lit(None, dtype=pl.String).alias("di_flow"))
     io = S.F_FLOW_IN | S.F_FLOW_OUT
     b = ev.with_row_index("row").filter((pl.col("bind_k") != S.K_NONE) & ((pl.col("flags") & io) != 0))
     if not b.height:

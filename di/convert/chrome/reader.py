@@ -19,7 +19,7 @@ import polars as pl
 from di.convert.chrome import ditrace, kineto, phases
 from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw, decode
-from di.convert.chrome.flows import bind_id_flows, flow_events, flow_steps
+from di.convert.chrome.flows import BIND_FIELDS, bind_id_flows, flow_events, flow_steps, has_bind_flows
 from di.convert.chrome.flows import empty as flows_empty
 from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_ids
@@ -70,29 +70,18 @@ def _device_processes(syms: pl.Series) -> bool:
     return bool(syms.is_in(DEVICE_PROCESS_CATS).any())
 
 
-def _sorted_nested(ev: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
-    """Events (counter anchors left out) in nesting order, with depth and parent."""
+def _sorted_nested(ev: pl.DataFrame, keys: pl.DataFrame, unused: list[str]) -> pl.DataFrame:
+    """Events (counter anchors left out) in nesting order, with depth and parent;
+    the ``unused`` columns (and the file position) are not carried into the order."""
     cols = [ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns", "idx")]
     order = nesting_order(*cols)
-    ev = ev.drop(_unused_after_sort(ev))
+    ev = ev.drop(["idx", *unused])
     counter_locs = keys.filter(pl.col("lkind") == phases.LK_COUNTER).get_column("loc").to_numpy()
     ev = ev[order[~np.isin(cols[0][order], counter_locs)]] if counter_locs.size else ev[order]
     depth, parent = nest(
         ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     )
     return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
-
-
-def _unused_after_sort(ev: pl.DataFrame) -> list[str]:
-    """Columns the sorted events need not carry (fewer bytes to gather): the file
-    position, a ``di_flow`` column without values, and the flow v2 fields when no
-    event has flow_in/flow_out."""
-    unused = ["idx"]
-    if ev.get_column("di_flow").null_count() == ev.height:
-        unused.append("di_flow")
-    if not np.any(ev.get_column("flags").to_numpy() & (S.F_FLOW_IN | S.F_FLOW_OUT)):
-        unused += ["flags", "bind_k", "bind"]
-    return unused
 
 
 def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
@@ -151,9 +140,10 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     del parts
     own = ditrace.info(raw.top)
     ev, keys = _timelines(ev, syms, own)
-    ev = _sorted_nested(ev, keys)
+    binds = has_bind_flows(ev)
+    ev = _sorted_nested(ev, keys, [] if binds else BIND_FIELDS)
     flows = pl.concat([flow_events(steps, ev, keys, syms, dropped) if steps is not None else flows_empty(),
-                       bind_id_flows(ev, dropped)], how="vertical_relaxed")
+                       bind_id_flows(ev, dropped) if binds else flows_empty()], how="vertical_relaxed")
     del steps
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
     locations = apply_metadata(keys, meta_rows, syms, the_rank, source)

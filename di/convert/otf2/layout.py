@@ -19,7 +19,7 @@ from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
 from di.convert.otf2.iolayout import IoDefs, plan_io
-from di.convert.otf2.rowids import combined_ids, dense_ids, run_starts
+from di.convert.otf2.rowids import combined_ids, key_ids, run_starts
 from di.trace import Trace
 
 ATTRIBUTES = (("di.bytes", "UINT64"), ("di.corr", "INT64"), ("di.args", "STRING"), ("di.dtype", "STRING"), ("di.op", "STRING"),
@@ -158,7 +158,7 @@ def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.n
     region, first, key = combined_ids(ev["name"].to_physical().to_numpy(), ev["cat"].to_physical().to_numpy(), src_code,
                                        ev["instant"].to_numpy(), 4 * ev.height + (1 << 20))
     if key.size:
-        region, first = dense_ids(key)
+        region, first = key_ids(key)
     keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
     regions = []
     for name, cat, src_cat, instant in keys.iter_rows():
@@ -321,7 +321,7 @@ def plan(trace: Trace) -> Layout:
     lanes = assign_lanes(loc, start, end)
     n_lanes = int(lanes.max(initial=0)) + 1
     if n_lanes > 1:
-        pair, first = dense_ids(loc * n_lanes + lanes)
+        pair, first = key_ids(loc * n_lanes + lanes)
     else:  # one output location per timeline, in loc order: no array per event needed (events are sorted by loc)
         first = run_starts(loc)
     pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first].astype(np.int64)})

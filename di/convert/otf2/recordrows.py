@@ -22,9 +22,6 @@ from dataclasses import dataclass, fields
 import numpy as np
 import polars as pl
 
-COLUMNS = ("kind", "ts_ns", "a", "b", "c", "d", "e", "loc", "rank", "event", "row", "after", "head")
-
-
 @dataclass
 class RecordRows:
     """Kept record rows, one numpy array per column (see the module docstring)."""
@@ -57,6 +54,6 @@ class RecordRows:
         return RecordRows(*(getattr(self, f.name)[mask] for f in fields(self)))
 
     def frame(self, mask: np.ndarray | None = None) -> pl.DataFrame:
-        """The selected rows (all when None) as a polars DataFrame with :data:`COLUMNS`."""
+        """The selected rows (all when None) as a polars DataFrame, one column per field."""
         cols = self if mask is None else self.take(mask)
-        return pl.DataFrame({name: getattr(cols, name) for name in COLUMNS})
+        return pl.DataFrame({f.name: getattr(cols, f.name) for f in fields(cols)})

@@ -1,6 +1,6 @@
 """Dense ids of event rows for the OTF2 writer's plan (:mod:`di.convert.otf2.layout`), in numba.
 
-* :func:`dense_ids`: one id per distinct non-negative int64 key, numbered in
+* :func:`key_ids`: one id per distinct non-negative int64 key, numbered in
   order of first use, and the first row of each id;
 * :func:`combined_ids`: the same for tuples of four non-negative code columns
   (region = (name, cat, src_cat, instant)), without building the key when its
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from di.convert.columns import dense_row_ids
 
 
 @njit(cache=True)
@@ -34,7 +36,7 @@ def _first_use_ids(key, span):
 def combined_ids(a, b, c, d, limit):
     """(id per row, first row of each id, empty) for the rows' (a, b, c, d) non-negative codes, ids numbered in order
     of first use; (empty, empty, mixed-radix key per row) when the key span exceeds ``limit``: then the caller numbers
-    the key with :func:`dense_ids`. The key is never stored in the first case (one array per row less)."""
+    the key with :func:`key_ids`. The key is never stored in the first case (one array per row less)."""
     n = a.size
     na, nb, nc, nd = 1, 1, 1, 1
     for i in range(n):
@@ -85,13 +87,13 @@ def run_starts(key: np.ndarray) -> np.ndarray:
     return first
 
 
-def dense_ids(key: np.ndarray, span: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def key_ids(key: np.ndarray, span: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(id per row, numbered in order of first use; first row of each id) for non-negative int64 keys
-    (all below ``span`` when given)."""
+    (all below ``span`` when given): a direct-address table when the span is small, else
+    :func:`di.convert.columns.dense_row_ids`' hash table."""
     if not key.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     span = int(key.max()) + 1 if span is None else span
     if span > 4 * key.size + (1 << 20):
-        key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
-        span = int(key.max()) + 1
+        return dense_row_ids(key.reshape(1, -1))
     return _first_use_ids(key, span)
