@@ -452,3 +452,51 @@ def test_pages_released_behind_the_scanner_change_nothing(tmp_path: Path, monkey
     released = assert_valid(di.load(path))
     for table in ("events", "locations"):
         assert released.table(table).equals(whole.table(table)), table
+
+
+def test_collectives_come_from_a_top_level_collective_name_member(tmp_path: Path, load_valid) -> None:
+    coll = {"Collective name": "allreduce", "In msg nelems": 4, "dtype": "Float", "Group size": 2}
+    t = load_valid(write_json(tmp_path, "coll.json", trace_doc(
+        X("record_param_comms", 1, 0, 5, cat="cpu_op", args=coll),
+        X("nested", 1, 10, 5, cat="cpu_op", args={"meta": {"Collective name": "broadcast"}}),
+        X("in_a_string", 1, 20, 5, cat="cpu_op", args={"note": "\"Collective name\": \"gather\""}),
+        {"ph": "B", "name": "record_param_comms", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 30},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 35, "args": {**coll, "Collective name": "broadcast"}},
+    )))
+    names = t.events.get_column("name").cast(pl.String).gather(t.collectives.get_column("event")).to_list()
+    assert names == ["record_param_comms", "record_param_comms"]
+    assert t.collectives.select("op", "bytes").rows() == [("allreduce", 16), ("broadcast", 16)]
+
+
+def test_launch_flows_pair_each_api_call_with_every_gpu_record_of_its_correlation(tmp_path: Path, load_valid) -> None:
+    gpu = {"pid": 0, "cat": "kernel"}
+    t = load_valid(write_json(tmp_path, "launch.json", trace_doc(
+        X("cudaLaunchKernel", 1, 0, 2, cat="cuda_runtime", args={"correlation": 7}),
+        X("cudaGraphLaunch", 1, 3, 2, cat="cuda_runtime", args={"correlation": 8}),
+        X("aten::mm", 1, 6, 2, cat="cpu_op", args={"correlation": 8}),
+        {"ph": "X", "name": "k1", "tid": 7, "ts": 10, "dur": 1, "args": {"correlation": 7}, **gpu},
+        {"ph": "X", "name": "g1", "tid": 7, "ts": 20, "dur": 1, "args": {"correlation": 8}, **gpu},
+        {"ph": "X", "name": "g2", "tid": 8, "ts": 21, "dur": 1, "args": {"correlation": 8}, **gpu},
+        {"ph": "X", "name": "lone", "tid": 8, "ts": 30, "dur": 1, "args": {"correlation": 9}, **gpu},
+        {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 0, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 7, "pid": 0, "tid": 7, "ts": 10, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    )))
+    name = t.events.get_column("name").cast(pl.String)
+    edges = sorted((name[s], name[d], k) for s, d, k in t.flows.select("src", "dst", "kind").iter_rows())
+    assert edges == [("cudaGraphLaunch", "g1", "launch"), ("cudaGraphLaunch", "g2", "launch"), ("cudaLaunchKernel", "k1", "launch")]
+
+
+@pytest.mark.parametrize(("src_cat", "name", "cat"), [
+    ("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "nccl"), ("kernel", "void at::native::add_kernel", "kernel"),
+    ("kernel", "RCCL_ring", "nccl"), ("cuda_runtime", "cudaDeviceSynchronize", "sync"),
+    ("cuda_driver", "cuStreamWaitEvent", "sync"), ("cuda_runtime", "cudaLaunchKernel", "cuda_api"),
+    ("cpu_op", "record_param_comms", "nccl"), ("cpu_op", "aten::record_param_comms", "compute"),
+    ("user_annotation", "ProfilerStep#3", "step"), ("user_annotation", "forward", "user"),
+    ("mtia_ccp_events", "WaitForEvent", "sync"), ("io", "read", "io"), ("weird", "x", "other"), (None, "x", "other"),
+])
+def test_canonical_category_rules(src_cat: str | None, name: str, cat: str) -> None:
+    from di.convert.chrome.kineto import canonical_cat_of, canonical_cats
+
+    assert canonical_cat_of(src_cat, name) == cat
+    got = canonical_cats(pl.Series([src_cat, "cpu_op", src_cat], dtype=pl.String), pl.Series([name, "aten::mm", name]))
+    assert got.cast(pl.String).to_list() == [cat, "compute", cat]

@@ -114,8 +114,8 @@ def with_di_flow(edges: pl.DataFrame, di_flow: pl.Series) -> pl.DataFrame:
     )
 
 
-BIND_FIELDS = ["flags", "bind_k", "bind", "di_flow"]
-"""The event columns :func:`bind_id_flows` reads (``di_flow``: di's own flow attributes)."""
+BIND_FIELDS = ["bind_k", "bind", "di_flow"]
+"""The event columns only :func:`bind_id_flows` reads, with ``flags`` (``di_flow``: di's own flow attributes)."""
 
 
 def has_bind_flows(ev: pl.DataFrame) -> bool:

@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import polars as pl
 
-from di.convert.columns import dense_ids
+from di.convert.columns import dense_ids, dense_row_ids
 
 from di.trace import CATS
 
@@ -51,19 +54,37 @@ OPS = {
 }
 
 
-def canonical_cat(src_cat: pl.Expr, name: pl.Expr) -> pl.Expr:
-    """The canonical category of events from their source category and name."""
-    direct = src_cat.replace_strict(_DIRECT, default=None, return_dtype=pl.String)
-    own = pl.when(src_cat.is_in(list(CATS))).then(src_cat).otherwise(pl.lit("other"))
-    return (
-        pl.when((src_cat == "kernel") & name.str.contains(COMM_KERNEL)).then(pl.lit("nccl"))
-        .when(src_cat.is_in(["cuda_runtime", "cuda_driver", "mtia_runtime"]) & name.str.contains(SYNC_API)).then(pl.lit("sync"))
-        .when((src_cat == "mtia_ccp_events") & name.str.contains("(?i)wait")).then(pl.lit("sync"))
-        .when(src_cat.is_in(["cpu_op", "user_annotation"]) & name.str.contains(COMM_CPU)).then(pl.lit("nccl"))
-        .when((src_cat == "user_annotation") & name.str.starts_with("ProfilerStep#")).then(pl.lit("step"))
-        .otherwise(pl.coalesce(direct, own))
-        .cast(pl.Enum(list(CATS)))
-    )
+_COMM_KERNEL, _SYNC_API, _COMM_CPU = re.compile(COMM_KERNEL), re.compile(SYNC_API), re.compile(COMM_CPU)
+_WAIT = re.compile("(?i)wait")
+_CATS = frozenset(CATS)
+
+
+def canonical_cat_of(src_cat: str | None, name: str) -> str:
+    """The canonical category of an event with source category ``src_cat`` and ``name``."""
+    if src_cat == "kernel" and _COMM_KERNEL.search(name):
+        return "nccl"
+    if src_cat in ("cuda_runtime", "cuda_driver", "mtia_runtime") and _SYNC_API.search(name):
+        return "sync"
+    if src_cat == "mtia_ccp_events" and _WAIT.search(name):
+        return "sync"
+    if src_cat in ("cpu_op", "user_annotation") and _COMM_CPU.search(name):
+        return "nccl"
+    if src_cat == "user_annotation" and name.startswith("ProfilerStep#"):
+        return "step"
+    direct = _DIRECT.get(src_cat) if src_cat is not None else None
+    return direct or (src_cat if src_cat in _CATS else "other")
+
+
+def canonical_cats(src_cat: pl.Series, name: pl.Series) -> pl.Series:
+    """:func:`canonical_cat_of` per row, as the ``cat`` Enum. The rules run once per
+    distinct (src_cat, name) pair: a trace's cost is its vocabulary's, not its length's."""
+    pairs = pl.DataFrame({"c": src_cat.cast(pl.String), "n": name.cast(pl.String).fill_null("")})
+    distinct = pairs.unique(maintain_order=True)
+    cats = [canonical_cat_of(c, n) for c, n in zip(distinct.get_column("c").to_list(), distinct.get_column("n").to_list())]
+    if distinct.height == pairs.height:
+        return pl.Series("cat", cats, dtype=pl.Enum(list(CATS)))
+    distinct = distinct.with_columns(pl.Series("cat", cats, dtype=pl.Enum(list(CATS))))
+    return pairs.join(distinct, on=["c", "n"], how="left", nulls_equal=True, maintain_order="left").get_column("cat")
 
 
 def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> pl.DataFrame:
@@ -77,10 +98,10 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
     combo, first = dense_ids(ids, ["n", "c"])
     combos = ids[first]
     strings = syms.to_list()
-    canon = combos.select(canonical_cat(
+    canon = canonical_cats(
         pl.Series([None if i == last else strings[i] for i in combos.get_column("c").to_list()], dtype=pl.String),
         pl.Series([strings[i] for i in combos.get_column("n").to_list()], dtype=pl.String),
-    )).to_series().gather(combo)
+    ).gather(combo)
     c = ids.get_column("c")
     return ev.select(
         "loc", "start_ns", "end_ns",
@@ -91,37 +112,76 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
     )
 
 
+def _per_loc(locations: pl.DataFrame, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per location row) as an array indexed by ``loc``."""
+    loc = locations.get_column("loc").to_numpy().astype(np.int64)
+    out = np.zeros(int(loc.max()) + 1 if loc.size else 0, dtype=values.dtype)
+    out[loc] = values
+    return out
+
+
+def _kind_is(locations: pl.DataFrame, kind: str) -> np.ndarray:
+    return _per_loc(locations, (locations.get_column("kind") == kind).to_numpy())
+
+
+def _cat_code(cat: str) -> int:
+    return CATS.index(cat)
+
+
 def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFrame) -> pl.DataFrame:
     """Correlation-id edges CPU API call -> GPU record of the same rank not already in ``known``
-    (correlation ids are per process: a merged job file repeats them on every rank)."""
-    if events.get_column("corr").null_count() == events.height:
+    (correlation ids are per process: a merged job file repeats them on every rank).
+
+    Every API call pairs with every GPU record of its (correlation, rank); edges come
+    in the order of their source rows, then of their destination rows."""
+    corr_col = events.get_column("corr")
+    if corr_col.null_count() == events.height:
         return known.clear()
-    kinds = locations.select(pl.col("loc").cast(pl.UInt32), "kind", "rank")
-    rows = events.select("loc", "corr", "cat").with_row_index("row").filter(pl.col("corr").is_not_null()).join(kinds, on="loc")
-    cpu = rows.filter((pl.col("kind") == "cpu_thread") & pl.col("cat").is_in(["cuda_api", "sync"]))
-    gpu = rows.filter(pl.col("kind") == "gpu_stream")
-    pairs = cpu.join(gpu, on=["corr", "rank"], suffix="_gpu").select(
-        pl.col("row").cast(pl.Int64).alias("src"),
-        pl.col("row_gpu").cast(pl.Int64).alias("dst"),
-        pl.when(pl.col("cat_gpu") == "sync").then(pl.lit("sync")).otherwise(pl.lit("launch")).alias("kind"),
-        pl.col("corr").alias("id"),
-        pl.lit(None, dtype=pl.String).alias("src_cat"),
-    )
-    return pairs.join(known.select("src", "dst"), on=["src", "dst"], how="anti")
+    loc = events.get_column("loc").to_numpy()
+    has = corr_col.is_not_null().to_numpy()
+    cat = events.get_column("cat").to_physical().to_numpy()
+    api = np.isin(cat, [_cat_code("cuda_api"), _cat_code("sync")])
+    cpu = np.flatnonzero(has & _kind_is(locations, "cpu_thread")[loc] & api)
+    gpu = np.flatnonzero(has & _kind_is(locations, "gpu_stream")[loc])
+    corr = corr_col.fill_null(0).to_numpy()
+    rank = _per_loc(locations, locations.get_column("rank").fill_null(-1).to_numpy().astype(np.int64))[loc]
+    both = np.concatenate([gpu, cpu])
+    ids, first = dense_row_ids(np.stack([corr[both], rank[both]]))
+    # the GPU rows of each key, grouped; a CPU row's key matches when it was first seen on the GPU side
+    n_gpu_keys = int(np.searchsorted(first, gpu.size))
+    gpu_ids, cpu_ids = ids[: gpu.size], ids[gpu.size :]
+    by_key = gpu[np.argsort(gpu_ids, kind="stable")]
+    count = np.bincount(gpu_ids, minlength=n_gpu_keys)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    matched = cpu_ids < n_gpu_keys
+    cpu, cpu_ids = cpu[matched], cpu_ids[matched]
+    fan = count[cpu_ids]
+    src = np.repeat(cpu, fan)
+    offset = np.arange(src.size) - np.repeat(np.cumsum(fan) - fan, fan)
+    dst = by_key[np.repeat(start[cpu_ids], fan) + offset]
+    if known.height:
+        k = np.stack([known.get_column("src").to_numpy(), known.get_column("dst").to_numpy()])
+        pair_ids, pair_first = dense_row_ids(np.concatenate([k, np.stack([src, dst])], axis=1))
+        new = pair_ids[known.height :] >= int(np.searchsorted(pair_first, known.height))
+        src, dst = src[new], dst[new]
+    return pl.DataFrame({
+        "src": src.astype(np.int64), "dst": dst.astype(np.int64),
+        "kind": np.where(cat[dst] == _cat_code("sync"), "sync", "launch") if dst.size else np.zeros(0, dtype=str),
+        "id": corr[src].astype(np.int64), "src_cat": pl.Series([None] * src.size, dtype=pl.String),
+    }, schema=known.schema)
 
 
 def sync_kinds(flows: pl.DataFrame, events: pl.DataFrame, locations: pl.DataFrame) -> pl.DataFrame:
     """Launch flows by their destination: a device sync record makes a ``sync``
     edge; a record on a CPU thread (MTIA's ac2g flows between host threads) a
     ``user`` edge."""
-    dst = flows.get_column("dst")
-    dst_cat = events.get_column("cat").gather(dst)
-    kind_of = dict(zip(locations.get_column("loc").to_list(), locations.get_column("kind").cast(pl.String).to_list()))
-    on_cpu = events.get_column("loc").gather(dst).replace_strict(kind_of, return_dtype=pl.String) == "cpu_thread"
+    dst = flows.get_column("dst").to_numpy()
+    on_cpu = _kind_is(locations, "cpu_thread")[events.get_column("loc").to_numpy()[dst]]
+    to_sync = events.get_column("cat").to_physical().to_numpy()[dst] == _cat_code("sync")
     launch = pl.col("kind") == "launch"
     return flows.with_columns(
-        pl.when(launch & on_cpu).then(pl.lit("user"))
-        .when(launch & (dst_cat == "sync")).then(pl.lit("sync"))
+        pl.when(launch & pl.lit(pl.Series(on_cpu))).then(pl.lit("user"))
+        .when(launch & pl.lit(pl.Series(to_sync))).then(pl.lit("sync"))
         .otherwise(pl.col("kind")).alias("kind")
     )
 
@@ -132,15 +192,19 @@ def _field(key: str, number: bool) -> pl.Expr:
     return expr.cast(pl.Int64, strict=False) if number else expr
 
 
-def collectives(events: pl.DataFrame, locations: pl.DataFrame, rank: int) -> pl.DataFrame:
+def collectives(events: pl.DataFrame, locations: pl.DataFrame, rank: int, flagged: np.ndarray | None = None) -> pl.DataFrame:
     """One row per collective call of each rank (a merged job file holds several; ``rank`` where the
-    locations name none): its GPU kernels when they carry collective args, else its ``record_param_comms`` CPU ops."""
+    locations name none): its GPU kernels when they carry collective args, else its ``record_param_comms`` CPU ops.
+
+    ``flagged``: the rows of the events whose args have a ``"Collective name"`` member, where the
+    reader knows them already; else the args texts are searched for it."""
     kinds = locations.select(pl.col("loc").cast(pl.UInt32), "kind", pl.col("rank").alias("loc_rank"))
-    rows = (
-        events.select("loc", "start_ns", "args").with_row_index("event")
-        .filter(pl.col("args").str.contains('"Collective name"', literal=True))
-        .join(kinds, on="loc", how="left", maintain_order="left")
-    )
+    calls = events.select("loc", "start_ns", "args").with_row_index("event")
+    if flagged is None:
+        calls = calls.filter(pl.col("args").str.contains('"Collective name"', literal=True))
+    else:
+        calls = calls[flagged]
+    rows = calls.join(kinds, on="loc", how="left", maintain_order="left")
     on_gpu = rows.filter(pl.col("kind") == "gpu_stream")
     rows = on_gpu if on_gpu.height else rows
     rows = rows.with_columns(

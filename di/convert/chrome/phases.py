@@ -143,6 +143,7 @@ def _pair(records: pl.DataFrame, key: pl.Expr, begin: str, dropped: Counter[str]
         pl.col("ts").alias("start_ns"),
         ends.get_column("ts").alias("end_ns"),
         _merged_objects(pl.col("args"), pl.lit(ends.get_column("args"))).alias("args"),
+        pl.col("flags") | (ends.get_column("flags") & S.F_COLL),
         pl.lit(False).alias("instant"),
     )
 

@@ -151,10 +151,11 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
         locations = ditrace.locations(own, keys, locations)
     series, samples = counters(counter_rows, keys, syms, dropped, ditrace.series_map(own) if own else None)
     n_events = ev.height
+    coll_flags = ev.get_column("flags").to_numpy()
     events = kineto.events_table(ev, syms, locations)
     del ev
     flows = kineto.sync_kinds(pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations)
-    collectives = kineto.collectives(events, locations, the_rank)
+    collectives = kineto.collectives(events, locations, the_rank, np.flatnonzero(coll_flags & S.F_COLL))
     if collectives.get_column("rank").n_unique() > 1:  # a merged job file (di's own writer): match them across ranks here
         collectives = assign_instances(collectives)
     meta = _meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped)

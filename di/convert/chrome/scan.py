@@ -60,7 +60,10 @@ I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_CORR, I_BYTES, I_XS, I_XE, I_ARGS_OFF
 COLUMNS = U8_FIELDS + I32_FIELDS + I64_FIELDS
 
 # flags bits
-F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS = 1, 2, 4, 8, 16, 32, 64
+F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS, F_COLL = 1, 2, 4, 8, 16, 32, 64, 128
+"""Bits of the ``flags`` column: ts, dur, flow_in, flow_out, args.correlation and
+args.bytes found; args present; args has a ``"Collective name"`` member (Kineto's
+collective calls)."""
 
 # parse_number shifts; numpy scalars, not literals, so one compiled version serves both
 _AS_IS = np.int64(0)
@@ -79,6 +82,8 @@ _BIND, _FIN, _DIFLOW, _FOUT = _word(b"bind_id"), _word(b"flow_in"), _word(b"di_f
 # 11-byte keys: the word of their first eight bytes and of their last eight
 _CORR, _CORR_TAIL = _word(b"correlation"), _word(b"correlation"[3:])
 _EVENTS, _EVENTS_TAIL = _word(b"traceEvents"), _word(b"traceEvents"[3:])
+# a 15-byte args key: the words of its first and last eight bytes
+_COLL, _COLL_TAIL = _word(b"Collective name"), _word(b"Collective name"[7:])
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
 
 
@@ -209,6 +214,8 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
             return -1, o
         L = ke - ks
         copied = False
+        if L == 15 and _head(buf, ks, ke, n) == _COLL and _head(buf, ke - 8, ke, n) == _COLL_TAIL:
+            w8[B_FLAGS, k] |= F_COLL
         if _is_11(buf, ks, ke, n, _CORR, _CORR_TAIL) or (L == 5 and _head(buf, ks, ke, n) == _BYTES):
             v, e, st = parse_number(buf, i, n, _AS_IS)
             if st == 0:

@@ -186,10 +186,10 @@ def _events(begin, end_ns, instant, packet, ts, track, name, cats, corr, has_cor
     if own:
         cat, src_cat = cat0, cat1
     else:
-        from di.convert.chrome.kineto import canonical_cat
+        from di.convert.chrome.kineto import canonical_cats
 
         src_cat = pl.select(pl.when(cat1.is_not_null()).then(pl.concat_str([cat0, pl.lit(","), cat1])).otherwise(cat0)).to_series()
-        cat = pl.select(canonical_cat(pl.lit(src_cat), pl.lit(names))).to_series()
+        cat = canonical_cats(src_cat, names)
     df = pl.DataFrame({
         "loc": loc, "start_ns": ts[begin], "end_ns": end_ns, "name": names,
         "cat": cat.cast(pl.String).fill_null("other").cast(pl.Enum(list(CATS)), strict=False).fill_null("other"),
