@@ -17,7 +17,8 @@ import polars as pl
 
 from di.convert.chrome import scan as S
 from di.convert.chrome.pairing import bind_points, chain_flows
-from di.convert.chrome.phases import FLOW, LK_THREAD, is_phase
+from di.convert.chrome.decode import Raw
+from di.convert.chrome.phases import FLOW, LK_THREAD, records, rows_of
 from di.convert.columns import dense_ids
 from di.nesting import nesting_order
 
@@ -51,9 +52,9 @@ def _thread_locs(steps: pl.DataFrame, keys: pl.DataFrame) -> np.ndarray:
     return np.where(owner < threads.height, thread_loc[np.minimum(owner, threads.height - 1)], -1)
 
 
-def flow_steps(df: pl.DataFrame) -> pl.DataFrame:
-    """The s/t/f records of the scanner frame, with the columns :func:`flow_events` reads."""
-    return df.filter(is_phase(*FLOW)).select(_STEP_COLUMNS)
+def flow_steps(raw: Raw, ok: np.ndarray, ts: np.ndarray) -> pl.DataFrame:
+    """The usable s/t/f records, with the columns :func:`flow_events` reads (``ts`` in ns)."""
+    return records(raw, rows_of(raw, ok, *FLOW), ts, _STEP_COLUMNS)
 
 
 def flow_events(steps: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str]) -> pl.DataFrame:
@@ -114,13 +115,9 @@ def with_di_flow(edges: pl.DataFrame, di_flow: pl.Series) -> pl.DataFrame:
     )
 
 
-BIND_FIELDS = ["bind_k", "bind", "di_flow"]
-"""The event columns only :func:`bind_id_flows` reads, with ``flags`` (``di_flow``: di's own flow attributes)."""
-
-
-def has_bind_flows(ev: pl.DataFrame) -> bool:
-    """True when some event has flow_in or flow_out (else :func:`bind_id_flows` finds nothing)."""
-    return bool(np.any(ev.get_column("flags").to_numpy() & (S.F_FLOW_IN | S.F_FLOW_OUT)))
+def has_bind_flows(flags: np.ndarray) -> bool:
+    """True when some event's ``flags`` have flow_in or flow_out (else :func:`bind_id_flows` finds nothing)."""
+    return bool(np.any(flags & (S.F_FLOW_IN | S.F_FLOW_OUT)))
 
 
 def bind_id_flows(ev: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:

@@ -1,14 +1,19 @@
 """Chrome phases -> intervals: X, B/E, instants, async b/e/n, with drops counted.
 
-Input: the scanner's columns as one polars frame (see :func:`frame`). Output:
-one frame of intervals and instants with a timeline key
-(``lkind``, ``pid_k``, ``pid``, ``tid_k``, ``tid``) that
-:mod:`di.convert.chrome.reader` turns into locations. Times are int64 ns.
+Input: the scanner's columns (:class:`~di.convert.chrome.decode.Raw`), the
+records' timestamps in int64 ns (:func:`timestamps`) and the rows that are
+usable (:func:`usable`). Output: :class:`Intervals`, numpy columns of slices
+and instants with a timeline key (``lkind``, ``pid_k``, ``pid``, ``tid_k``,
+``tid``) that :mod:`di.convert.chrome.reader` turns into locations. Each
+interval names the scanner row its other fields come from (for a pair, the
+begin record), so nothing but those few columns is copied before the final
+order is known.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -16,6 +21,8 @@ import polars as pl
 from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw
 from di.convert.chrome.pairing import match_begin_end
+from di.convert.columns import dense_row_ids
+from di.nesting import nesting_order
 
 # timeline kinds before they become locations
 LK_THREAD, LK_ASYNC, LK_MARKER, LK_COUNTER = 0, 1, 2, 3
@@ -31,54 +38,91 @@ UNSUPPORTED = ("P", "O", "N", "D", "c", "V", "v", "(", ")")
 KNOWN = (SLICE, COUNTER, META) + BEGIN_END + INSTANT + ASYNC + FLOW
 
 _STATUS = {S.ST_BAD_TS: "ts is not a number", S.ST_BAD_DUR: "dur is not a number", S.ST_OVERFLOW: "ts or dur beyond int64 ns"}
+_INT64_MAX = np.int64(2**63 - 1)
 
 KEY = ["lkind", "pid_k", "pid", "tid_k", "tid"]
-OUT = KEY + ["start_ns", "end_ns", "name", "cat", "corr", "bytes", "instant", "args", "idx", "flags", "bind_k", "bind", "di_flow"]
-# the columns X slices read (selected before their filter copies them)
-_SLICE_IN = ["ph_code", "ts", "dur", "pid_k", "pid", "tid_k", "tid", "name", "cat", "corr", "bytes", "args", "idx", "flags",
-             "bind_k", "bind", "di_flow"]
 
 
-def is_phase(*phases: str) -> pl.Expr:
-    """Records whose phase is one of ``phases`` (on the byte code: cheaper than the string)."""
-    return pl.col("ph_code").is_in([ord(p) for p in phases])
+@dataclass
+class Intervals:
+    """Slices and instants as numpy columns, one entry each.
+
+    ``row`` is the scanner row (file order) whose name, category, args, ids and
+    flags the entry takes; ``start_ns``/``end_ns`` are int64 ns (equal for an
+    instant); ``merged_at``/``merged_args`` give the entries whose args are the
+    begin's and end's members merged (B/E and b/e pairs), which replace the
+    begin's args; ``flags`` are the begin's, plus the end's collective bit.
+    """
+
+    row: np.ndarray
+    lkind: np.ndarray
+    pid_k: np.ndarray
+    pid: np.ndarray
+    tid_k: np.ndarray
+    tid: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    instant: np.ndarray
+    flags: np.ndarray
+    merged_at: np.ndarray
+    merged_args: pl.Series
+
+    @property
+    def size(self) -> int:
+        return int(self.row.size)
+
+    def key(self) -> np.ndarray:
+        """The (5, n) int64 timeline key, in the order of :data:`KEY`."""
+        return np.stack([self.lkind, self.pid_k, self.pid, self.tid_k, self.tid]).astype(np.int64, copy=False)
 
 
-def frame(raw: Raw, base_ns: int) -> pl.DataFrame:
-    """The scanner columns as a frame; ``ts`` shifted by ``base_ns``; the phase as
-    its byte code ``ph_code``."""
+def _intervals(raw: Raw, row: np.ndarray, lkind: int, start: np.ndarray, end: np.ndarray, instant: bool, *,
+               pid_k: np.ndarray | None = None, pid: np.ndarray | None = None,
+               tid_k: np.ndarray | None = None, tid: np.ndarray | None = None) -> Intervals:
     c = raw.cols
-    df = pl.DataFrame({
-        "idx": np.arange(raw.n, dtype=np.int64),
-        "ph_code": c["ph"],
-        "ts": c["ts"], "dur": c["dur"], "name": c["name"], "cat": c["cat"],
-        "pid_k": c["pid_k"], "pid": c["pid"], "tid_k": c["tid_k"], "tid": c["tid"],
-        "id_k": c["id_k"], "id": c["id"], "bind_k": c["bind_k"], "bind": c["bind"],
-        "flags": c["flags"], "scope": c["scope"], "bp": c["bp"],
-        "corr": c["corr"], "bytes": c["bytes"], "status": c["status"],
-    }).with_columns(raw.args, raw.di_flow if raw.di_flow is not None else pl.lit(None, dtype=pl.String).alias("di_flow"))
-    return df.with_columns(
-        pl.when((pl.col("flags") & S.F_TS) != 0).then(pl.col("ts") + base_ns).otherwise(None).alias("ts"),
-        pl.when((pl.col("flags") & S.F_DUR) != 0).then(pl.col("dur")).otherwise(None).alias("dur"),
-        pl.when((pl.col("flags") & S.F_CORR) != 0).then(pl.col("corr")).otherwise(None).alias("corr"),
-        pl.when((pl.col("flags") & S.F_BYTES) != 0).then(pl.col("bytes")).otherwise(None).alias("bytes"),
+    n = row.size
+    return Intervals(
+        row=row, lkind=np.full(n, lkind, dtype=np.int8),
+        pid_k=c["pid_k"][row] if pid_k is None else pid_k, pid=c["pid"][row] if pid is None else pid,
+        tid_k=c["tid_k"][row] if tid_k is None else tid_k, tid=c["tid"][row] if tid is None else tid,
+        start_ns=start, end_ns=end, instant=np.full(n, instant), flags=c["flags"][row],
+        merged_at=np.zeros(0, dtype=np.int64), merged_args=pl.Series("args", [], dtype=pl.String),
     )
 
 
-def count_unusable(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
-    """Drop records with a bad status or a phase di does not load; count each reason."""
-    status = df.get_column("status").to_numpy()
+def concat(parts: list[Intervals]) -> Intervals:
+    """The entries of ``parts`` one after another."""
+    offsets = np.cumsum([0] + [p.size for p in parts])
+    fields = ("row", "lkind", "pid_k", "pid", "tid_k", "tid", "start_ns", "end_ns", "instant", "flags")
+    return Intervals(
+        **{f: np.concatenate([getattr(p, f) for p in parts]) for f in fields},
+        merged_at=np.concatenate([p.merged_at + o for p, o in zip(parts, offsets)]),
+        merged_args=pl.concat([p.merged_args for p in parts]),
+    )
+
+
+def timestamps(raw: Raw, base_ns: int) -> np.ndarray:
+    """Each record's ``ts`` in int64 ns plus ``base_ns`` (0 where it has none)."""
+    c = raw.cols
+    return np.where((c["flags"] & S.F_TS) != 0, c["ts"] + np.int64(base_ns), 0)
+
+
+def usable(raw: Raw, dropped: Counter[str]) -> np.ndarray:
+    """Records with a sound status, a phase di loads and a ``ts`` (M records need
+    none); every other record is counted in ``dropped`` with its reason."""
+    c = raw.cols
+    status = c["status"]
     sound = status == S.ST_OK
     if not sound.all():
         for code, k in enumerate(np.bincount(status)):
             if code != S.ST_OK and k:
                 dropped[_STATUS[code]] += int(k)
-    code = df.get_column("ph_code").to_numpy()
-    for c, k in enumerate(np.bincount(code[sound], minlength=256)):
-        ph = chr(c) if c else ""
+    code = c["ph"]
+    for ch, k in enumerate(np.bincount(code[sound], minlength=256)):
+        ph = chr(ch) if ch else ""
         if not k or ph in KNOWN:
             continue
-        if c == 0:
+        if ch == 0:
             dropped["event without 'ph'"] += int(k)
         elif ph in UNSUPPORTED:
             dropped[f"unsupported phase {ph!r}"] += int(k)
@@ -87,133 +131,165 @@ def count_unusable(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     known = np.zeros(256, dtype=bool)
     known[[ord(p) for p in KNOWN]] = True
     known_code = known[code]
-    has_ts = df.get_column("ts").is_not_null().to_numpy()
+    has_ts = (c["flags"] & S.F_TS) != 0
     is_meta = code == ord(META)
     no_ts = sound & known_code & ~has_ts & ~is_meta
     if no_ts.any():
-        for c, k in enumerate(np.bincount(code[no_ts])):
+        for ch, k in enumerate(np.bincount(code[no_ts])):
             if k:
-                dropped[f"{chr(c)!r} event without ts"] += int(k)
-    usable = sound & known_code & (has_ts | is_meta)
-    return df if usable.all() else df.filter(pl.Series(usable))
+                dropped[f"{chr(ch)!r} event without ts"] += int(k)
+    return sound & known_code & (has_ts | is_meta)
 
 
-def _thread_key(df: pl.DataFrame) -> pl.DataFrame:
-    return df.with_columns(pl.lit(LK_THREAD, dtype=pl.Int8).alias("lkind"))
-
-
-def found(df: pl.DataFrame) -> set[str]:
-    """The phases (1-char strings) that occur in the scanner frame."""
-    codes = np.flatnonzero(np.bincount(df.get_column("ph_code").to_numpy(), minlength=256))
+def found(raw: Raw, ok: np.ndarray) -> set[str]:
+    """The phases (1-char strings) of the usable records."""
+    codes = np.flatnonzero(np.bincount(raw.cols["ph"][ok], minlength=256))
     return {chr(c) for c in codes if c}
 
 
-def slices(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+def rows_of(raw: Raw, ok: np.ndarray, *phases: str) -> np.ndarray:
+    """The usable records (scanner rows, in file order) whose phase is one of ``phases``."""
+    code = raw.cols["ph"]
+    hit = code == ord(phases[0])
+    for p in phases[1:]:
+        hit |= code == ord(p)
+    return np.flatnonzero(hit & ok)
+
+
+def records(raw: Raw, rows: np.ndarray, ts: np.ndarray, columns: list[str]) -> pl.DataFrame:
+    """Scanner fields of ``rows`` as a frame: ``ts`` in ns (null where absent),
+    ``idx`` the row itself, ``ph_code`` the phase byte, ``args``/``di_flow`` texts,
+    ``corr``/``bytes`` null where absent, other names as the scanner has them."""
+    c = raw.cols
+    out: dict[str, pl.Series | np.ndarray] = {}
+    for name in columns:
+        if name == "ts":
+            out[name] = pl.Series(name, ts[rows]).set(pl.Series((c["flags"][rows] & S.F_TS) == 0), None)
+        elif name == "idx":
+            out[name] = rows.astype(np.int64)
+        elif name == "ph_code":
+            out[name] = c["ph"][rows]
+        elif name == "args":
+            out[name] = raw.args.gather(rows)
+        elif name == "di_flow":
+            out[name] = (raw.di_flow.gather(rows) if raw.di_flow is not None
+                         else pl.Series(name, [None] * rows.size, dtype=pl.String))
+        elif name in ("corr", "bytes"):
+            bit = S.F_CORR if name == "corr" else S.F_BYTES
+            out[name] = pl.Series(name, c[name][rows]).set(pl.Series((c["flags"][rows] & bit) == 0), None)
+        else:
+            out[name] = c[name][rows]
+    return pl.DataFrame(out)
+
+
+def slices(raw: Raw, ts: np.ndarray, ok: np.ndarray, dropped: Counter[str]) -> Intervals:
     """X events as intervals; negative or missing dur, and ends beyond int64 ns, dropped and counted."""
-    dur = pl.col("dur")
-    wraps = pl.col("ts") > pl.lit(2**63 - 1, dtype=pl.Int64) - dur
-    x = df.select(*_SLICE_IN).filter(is_phase(SLICE)).with_columns(
-        (pl.when(dur.is_null()).then(1).when(dur < 0).then(2).when(wraps).then(3).otherwise(0)).cast(pl.Int8).alias("_bad")
-    )
-    bad = np.bincount(x.get_column("_bad").to_numpy(), minlength=4)
-    for code, what in ((1, "X event without dur"), (2, "X event with negative dur"), (3, "ts or dur beyond int64 ns")):
-        if bad[code]:
-            dropped[what] += int(bad[code])
-    if bad[1:].any():
-        x = x.filter(pl.col("_bad") == 0)
-    x = x.with_columns(pl.col("ts").alias("start_ns"), (pl.col("ts") + dur).alias("end_ns"), pl.lit(False).alias("instant"))
-    return _thread_key(x).select(OUT)
+    c = raw.cols
+    row = rows_of(raw, ok, SLICE)
+    start, dur = ts[row], c["dur"][row]
+    no_dur = (c["flags"][row] & S.F_DUR) == 0
+    negative = ~no_dur & (dur < 0)
+    wraps = ~no_dur & ~negative & (start > _INT64_MAX - dur)
+    for bad, what in ((no_dur, "X event without dur"), (negative, "X event with negative dur"), (wraps, "ts or dur beyond int64 ns")):
+        k = int(np.count_nonzero(bad))
+        if k:
+            dropped[what] += k
+    good = ~(no_dur | negative | wraps)
+    if not good.all():
+        row, start, dur = row[good], start[good], dur[good]
+    return _intervals(raw, row, LK_THREAD, start, start + dur, False)
 
 
-def _pair(records: pl.DataFrame, key: pl.Expr, begin: str, dropped: Counter[str], what: str) -> pl.DataFrame:
-    """Pair begin/end records LIFO per key; the begin record's fields are kept and
-    the end record's args merged into its args (on a repeated key the end's value
-    comes last, which JSON readers take)."""
-    records = records.with_columns(key.alias("_key")).sort(["_key", "ts", "idx"])
-    is_begin = records.get_column("ph_code").to_numpy() == ord(begin)
-    keys = records.get_column("_key").to_numpy()
-    b, e, lone_b, lone_e = match_begin_end(keys, is_begin)
+def _pair(raw: Raw, ts: np.ndarray, row: np.ndarray, key_rows: np.ndarray, is_begin: np.ndarray,
+          dropped: Counter[str], what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The records ``row`` paired LIFO per key (the columns of ``key_rows``, one per
+    record) in (ts, file) order: (begin rows, end rows), unpaired ones counted.
+    ``is_begin`` is indexed by scanner row."""
+    key, _ = dense_row_ids(key_rows)
+    order = nesting_order(key, ts[row], np.zeros(row.size, dtype=np.int64), row)
+    b, e, lone_b, lone_e = match_begin_end(key[order], is_begin[row[order]])
     if lone_b.size:
         dropped[f"{what} begin without end"] += int(lone_b.size)
     if lone_e.size:
         dropped[f"{what} end without begin"] += int(lone_e.size)
-    begins = records[b]
-    ends = records[e]
-    return begins.with_columns(
-        pl.col("ts").alias("start_ns"),
-        ends.get_column("ts").alias("end_ns"),
-        _merged_objects(pl.col("args"), pl.lit(ends.get_column("args"))).alias("args"),
-        pl.col("flags") | (ends.get_column("flags") & S.F_COLL),
-        pl.lit(False).alias("instant"),
-    )
+    return row[order[b]], row[order[e]]
 
 
-def _merged_objects(a: pl.Expr, b: pl.Expr) -> pl.Expr:
+def _paired(raw: Raw, ts: np.ndarray, begins: np.ndarray, ends: np.ndarray, lkind: int, **key: np.ndarray) -> Intervals:
+    """Intervals from the begin's fields to the end's ts; args merged (on a repeated
+    key the end's value comes last, which JSON readers take)."""
+    out = _intervals(raw, begins, lkind, ts[begins], ts[ends], False, **key)
+    out.flags = out.flags | (raw.cols["flags"][ends] & S.F_COLL)
+    out.merged_at = np.arange(begins.size, dtype=np.int64)
+    out.merged_args = _merged_objects(raw.args.gather(begins), raw.args.gather(ends))
+    return out
+
+
+def _merged_objects(a: pl.Series, b: pl.Series) -> pl.Series:
     """The members of two minified JSON object texts in one object (null when both are)."""
-    empty_a = a.is_null() | (a == "{}")
-    empty_b = b.is_null() | (b == "{}")
-    return (
-        pl.when(empty_b).then(a)
-        .when(empty_a).then(b)
-        .otherwise(a.str.slice(0, a.str.len_chars() - 1) + "," + b.str.slice(1))
-    )
+    frame = pl.DataFrame({"a": a, "b": b})
+    x, y = pl.col("a"), pl.col("b")
+    return frame.select(
+        pl.when(y.is_null() | (y == "{}")).then(x)
+        .when(x.is_null() | (x == "{}")).then(y)
+        .otherwise(x.str.slice(0, x.str.len_chars() - 1) + "," + y.str.slice(1))
+        .alias("args")
+    ).to_series()
 
 
-def begin_end(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+def begin_end(raw: Raw, ts: np.ndarray, ok: np.ndarray, dropped: Counter[str]) -> Intervals:
     """B/E pairs on each thread, matched LIFO in time order."""
-    be = df.filter(is_phase(*BEGIN_END))
-    if not be.height:
-        return _thread_key(be.with_columns(start_ns=pl.col("ts"), end_ns=pl.col("ts"), instant=pl.lit(False))).select(OUT)
-    key = pl.struct("pid_k", "pid", "tid_k", "tid").rank("dense").cast(pl.Int64)
-    return _thread_key(_pair(be, key, "B", dropped, "B/E")).select(OUT)
+    c = raw.cols
+    row = rows_of(raw, ok, *BEGIN_END)
+    key = np.stack([c["pid_k"][row], c["pid"][row], c["tid_k"][row], c["tid"][row]]).astype(np.int64)
+    begins, ends = _pair(raw, ts, row, key, c["ph"] == ord("B"), dropped, "B/E")
+    return _paired(raw, ts, begins, ends, LK_THREAD)
 
 
-def instants(df: pl.DataFrame) -> pl.DataFrame:
+def instants(raw: Raw, ts: np.ndarray, ok: np.ndarray) -> Intervals:
     """i/I/R instants: thread scope on the thread, process scope on a per-pid marker
     timeline, global scope on one marker timeline."""
-    ins = df.filter(is_phase(*INSTANT))
-    scope = pl.col("scope")
-    return ins.with_columns(
-        pl.when(scope.is_in([ord("p"), ord("g")])).then(pl.lit(LK_MARKER)).otherwise(pl.lit(LK_THREAD)).cast(pl.Int8).alias("lkind"),
-        pl.when(scope == ord("g")).then(0).otherwise(pl.col("pid_k")).cast(pl.UInt8).alias("pid_k"),
-        pl.when(scope == ord("g")).then(0).otherwise(pl.col("pid")).alias("pid"),
-        pl.when(scope.is_in([ord("p"), ord("g")])).then(0).otherwise(pl.col("tid_k")).cast(pl.UInt8).alias("tid_k"),
-        pl.when(scope.is_in([ord("p"), ord("g")])).then(0).otherwise(pl.col("tid")).alias("tid"),
-        pl.col("ts").alias("start_ns"),
-        pl.col("ts").alias("end_ns"),
-        pl.lit(True).alias("instant"),
-    ).select(OUT)
+    c = raw.cols
+    row = rows_of(raw, ok, *INSTANT)
+    scope = c["scope"][row]
+    glob = scope == ord("g")
+    marker = glob | (scope == ord("p"))
+    out = _intervals(
+        raw, row, LK_THREAD, ts[row], ts[row], True,
+        pid_k=np.where(glob, 0, c["pid_k"][row]).astype(np.uint8), pid=np.where(glob, 0, c["pid"][row]),
+        tid_k=np.where(marker, 0, c["tid_k"][row]).astype(np.uint8), tid=np.where(marker, 0, c["tid"][row]),
+    )
+    out.lkind[marker] = LK_MARKER
+    return out
 
 
-def async_events(df: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+def async_events(raw: Raw, ts: np.ndarray, ok: np.ndarray, dropped: Counter[str]) -> Intervals:
     """Async b/e pairs (matched by pid, cat, id and name) and n instants, one
     async timeline per (pid, cat). Legacy S/F pair like b/e, T/p are instants."""
-    a = df.filter(is_phase(*ASYNC)).with_columns(
-        pl.col("ph_code").replace({ord("S"): ord("b"), ord("F"): ord("e"), ord("T"): ord("n"), ord("p"): ord("n")}),
-        pl.lit(LK_ASYNC, dtype=pl.Int8).alias("lkind"),
-        pl.lit(S.K_STR, dtype=pl.UInt8).alias("tid_k"),
-        pl.col("cat").cast(pl.Int64).alias("tid"),
-    )
-    pairs = a.filter(is_phase("b", "e"))
-    key = pl.struct("pid_k", "pid", "cat", "id_k", "id", "name").rank("dense").cast(pl.Int64)
-    paired = _pair(pairs, key, "b", dropped, "async b/e").select(OUT) if pairs.height else None
-    marks = a.filter(is_phase("n")).with_columns(
-        pl.col("ts").alias("start_ns"), pl.col("ts").alias("end_ns"), pl.lit(True).alias("instant")
-    ).select(OUT)
-    return pl.concat([f for f in (paired, marks) if f is not None], how="vertical_relaxed")
+    c = raw.cols
+    code = c["ph"]
+    pairs = rows_of(raw, ok, "b", "e", "S", "F")
+    key = np.stack([c[f][pairs] for f in ("pid_k", "pid", "cat", "id_k", "id", "name")]).astype(np.int64)
+    begins, ends = _pair(raw, ts, pairs, key, (code == ord("b")) | (code == ord("S")), dropped, "async b/e")
+    marks = rows_of(raw, ok, "n", "T", "p")
+    return concat([
+        _paired(raw, ts, begins, ends, LK_ASYNC, **_async_key(raw, begins)),
+        _intervals(raw, marks, LK_ASYNC, ts[marks], ts[marks], True, **_async_key(raw, marks)),
+    ])
 
 
-def counter_anchor(counter_rows: pl.DataFrame) -> pl.DataFrame:
-    """One pseudo-record per counter process, so counters get a timeline (never an event)."""
-    return (
-        counter_rows.with_columns(
-            pl.lit(LK_COUNTER, dtype=pl.Int8).alias("lkind"),
-            pl.lit(0, dtype=pl.UInt8).alias("tid_k"),
-            pl.lit(0, dtype=pl.Int64).alias("tid"),
-            pl.col("ts").alias("start_ns"),
-            pl.col("ts").alias("end_ns"),
-            pl.lit(True).alias("instant"),
-        )
-        .unique(subset=["pid_k", "pid"], keep="first", maintain_order=True)
-        .select(OUT)
-    )
+def _async_key(raw: Raw, row: np.ndarray) -> dict[str, np.ndarray]:
+    """The async timeline's thread part: the category's symbol id."""
+    return {"tid_k": np.full(row.size, S.K_STR, dtype=np.uint8), "tid": raw.cols["cat"][row].astype(np.int64)}
+
+
+def counter_anchors(raw: Raw, ts: np.ndarray, ok: np.ndarray) -> Intervals:
+    """One pseudo-record per counter process (its first C record), so counters get a
+    timeline (never an event)."""
+    c = raw.cols
+    row = rows_of(raw, ok, COUNTER)
+    _, first = dense_row_ids(np.stack([c["pid_k"][row], c["pid"][row]]).astype(np.int64))
+    row = row[first]
+    n = row.size
+    return _intervals(raw, row, LK_COUNTER, ts[row], ts[row], True,
+                      tid_k=np.zeros(n, dtype=np.uint8), tid=np.zeros(n, dtype=np.int64))

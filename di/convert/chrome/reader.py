@@ -19,16 +19,20 @@ import polars as pl
 from di.convert.chrome import ditrace, kineto, phases
 from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw, decode
-from di.convert.chrome.flows import BIND_FIELDS, bind_id_flows, flow_events, flow_steps, has_bind_flows
+from di.convert.chrome.flows import bind_id_flows, flow_events, flow_steps, has_bind_flows
 from di.convert.chrome.flows import empty as flows_empty
 from di.convert.chrome.metadata import apply_metadata, counters
-from di.convert.columns import dense_ids
+from di.convert.columns import dense_row_ids
 from di.merge import assign_instances
 from di.nesting import nest, nesting_order
 from di.trace import Trace
 
 GPU_SRC_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "mtia_ccp_events")
 DEVICE_PROCESS_CATS = ("mtia_ccp_events",)
+COUNTER_FIELDS = ["name", "pid_k", "pid", "id_k", "id", "ts", "args"]
+"""The fields of C records that :func:`~di.convert.chrome.metadata.counters` reads."""
+META_FIELDS = ["name", "pid_k", "pid", "tid_k", "tid", "args"]
+"""The fields of M records that :func:`~di.convert.chrome.metadata.apply_metadata` reads."""
 
 
 def _base_ns(top: dict[str, Any]) -> int:
@@ -43,16 +47,18 @@ def _strings(raw: Raw) -> pl.Series:
     return pl.Series("sym", raw.symbols + [""], dtype=pl.String)
 
 
-def _timelines(ev: pl.DataFrame, syms: pl.Series, own: dict[str, Any] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Give each event its dense ``loc``; return (events, timeline keys with kind)."""
+def _timelines(iv: phases.Intervals, raw: Raw, syms: pl.Series, own: dict[str, Any] | None) -> tuple[np.ndarray, pl.DataFrame]:
+    """Each interval's dense timeline ``loc`` (uint32), and the timeline keys with kind."""
     gpu_ids = [i for i, s in enumerate(syms.to_list()) if s in GPU_SRC_CATS]
-    ids, first = dense_ids(ev, phases.KEY)
-    gpu = np.bincount(ids, weights=ev.get_column("cat").is_in(gpu_ids).to_numpy(), minlength=first.size) > 0
+    ids, first = dense_row_ids(iv.key())
+    on_gpu = np.isin(raw.cols["cat"][iv.row], gpu_ids) if gpu_ids else np.zeros(iv.size, dtype=bool)
+    gpu = np.bincount(ids, weights=on_gpu, minlength=first.size) > 0
     # a timeline is a device queue when it holds device activity, or when its
     # process does (MTIA's per-stream submission queues hold runtime records)
     keys = (
-        ev[first].select(phases.KEY)
-        .with_columns(pl.Series("gpu", gpu), pl.int_range(pl.len(), dtype=pl.Int64).alias("_id"))
+        pl.DataFrame({"lkind": iv.lkind[first], "pid_k": iv.pid_k[first], "pid": iv.pid[first],
+                      "tid_k": iv.tid_k[first], "tid": iv.tid[first], "gpu": gpu})
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_id"))
         .with_columns(pl.col("gpu").any().over("pid_k", "pid") & (pl.col("pid_k") != 0) if _device_processes(syms) else pl.col("gpu"))
         .sort(["lkind", "gpu", "pid_k", "pid", "tid_k", "tid"])
         .with_row_index("loc")
@@ -61,8 +67,7 @@ def _timelines(ev: pl.DataFrame, syms: pl.Series, own: dict[str, Any] | None) ->
         keys = ditrace.remap_keys(keys, own)
     loc_of_id = np.empty(first.size, dtype=np.uint32)
     loc_of_id[keys.get_column("_id").to_numpy()] = keys.get_column("loc").to_numpy()
-    # the loc stands for the key from here on
-    return ev.drop(phases.KEY).with_columns(pl.Series("loc", loc_of_id[ids])), keys.drop("_id")
+    return loc_of_id[ids], keys.drop("_id")
 
 
 def _device_processes(syms: pl.Series) -> bool:
@@ -70,18 +75,38 @@ def _device_processes(syms: pl.Series) -> bool:
     return bool(syms.is_in(DEVICE_PROCESS_CATS).any())
 
 
-def _sorted_nested(ev: pl.DataFrame, keys: pl.DataFrame, unused: list[str]) -> pl.DataFrame:
-    """Events (counter anchors left out) in nesting order, with depth and parent;
-    the ``unused`` columns (and the file position) are not carried into the order."""
-    cols = [ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns", "idx")]
-    order = nesting_order(*cols)
-    ev = ev.drop(["idx", *unused])
+def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame, binds: bool) -> pl.DataFrame:
+    """The intervals (counter anchors left out) in nesting order with depth and
+    parent, and their scanner fields: the columns of the events table with symbol
+    ids, plus ``flags`` (and, with ``binds``, the flow v2 fields)."""
+    order = nesting_order(loc, iv.start_ns, iv.end_ns, iv.row)
     counter_locs = keys.filter(pl.col("lkind") == phases.LK_COUNTER).get_column("loc").to_numpy()
-    ev = ev[order[~np.isin(cols[0][order], counter_locs)]] if counter_locs.size else ev[order]
-    depth, parent = nest(
-        ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
+    if counter_locs.size:
+        order = order[~np.isin(loc[order], counter_locs)]
+    loc, start, end = loc[order], iv.start_ns[order], iv.end_ns[order]
+    depth, parent = nest(loc, start, end)
+    row = iv.row[order]
+    args = raw.args.gather(row)
+    if iv.merged_at.size:
+        at = np.full(iv.size, -1, dtype=np.int64)
+        at[order] = np.arange(order.size)
+        at = at[iv.merged_at]
+        args = args.scatter(at[at >= 0], iv.merged_args.filter(pl.Series(at >= 0)))
+    c = raw.cols
+    cols: dict[str, Any] = {
+        "loc": loc, "start_ns": start, "end_ns": end, "name": c["name"][row], "cat": c["cat"][row],
+        "corr": c["corr"][row], "bytes": c["bytes"][row], "instant": iv.instant[order], "args": args,
+        "depth": depth, "parent": parent, "flags": iv.flags[order],
+    }
+    if binds:
+        cols.update(bind_k=c["bind_k"][row], bind=c["bind"][row],
+                    di_flow=raw.di_flow.gather(row) if raw.di_flow is not None else pl.Series([None] * row.size, dtype=pl.String))
+    flags = pl.col("flags")
+    return pl.DataFrame(cols).with_columns(
+        pl.when((flags & S.F_CORR) != 0).then(pl.col("corr")).alias("corr"),
+        pl.when((flags & S.F_BYTES) != 0).then(pl.col("bytes")).alias("bytes"),
+        pl.when(pl.col("parent") >= 0).then(pl.col("parent")).alias("parent"),
     )
-    return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
 
 
 def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
@@ -119,29 +144,30 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     dropped: Counter[str] = raw.dropped
     base_ns = _base_ns(raw.top)
     epoch = _on_epoch(raw, base_ns)
-    df = phases.count_unusable(phases.frame(raw, base_ns), dropped)
-    raw.cols = {}  # in df now; the big tables below are released as soon as they are used up
+    ts = phases.timestamps(raw, base_ns)
+    ok = phases.usable(raw, dropped)
     syms = _strings(raw)
-    found = phases.found(df)
-    counter_rows = df.filter(phases.is_phase(phases.COUNTER)) if phases.COUNTER in found else df.clear()
-    meta_rows = df.filter(phases.is_phase(phases.META)) if phases.META in found else df.clear()
-    steps = flow_steps(df) if found & set(phases.FLOW) else None
-    parts = [phases.slices(df, dropped)]
+    found = phases.found(raw, ok)
+    counter_rows = phases.records(raw, phases.rows_of(raw, ok, phases.COUNTER), ts, COUNTER_FIELDS)
+    meta_rows = phases.records(raw, phases.rows_of(raw, ok, phases.META), ts, META_FIELDS)
+    steps = flow_steps(raw, ok, ts) if found & set(phases.FLOW) else None
+    parts = [phases.slices(raw, ts, ok, dropped)]
     if found & set(phases.BEGIN_END):
-        parts.append(phases.begin_end(df, dropped))
+        parts.append(phases.begin_end(raw, ts, ok, dropped))
     if found & set(phases.INSTANT):
-        parts.append(phases.instants(df))
+        parts.append(phases.instants(raw, ts, ok))
     if found & set(phases.ASYNC):
-        parts.append(phases.async_events(df, dropped))
-    if counter_rows.height:
-        parts.append(phases.counter_anchor(counter_rows))
-    del df
-    ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else parts[0]
-    del parts
+        parts.append(phases.async_events(raw, ts, ok, dropped))
+    if phases.COUNTER in found:
+        parts.append(phases.counter_anchors(raw, ts, ok))
+    iv = phases.concat(parts) if len(parts) > 1 else parts[0]
+    del parts, ts, ok
     own = ditrace.info(raw.top)
-    ev, keys = _timelines(ev, syms, own)
-    binds = has_bind_flows(ev)
-    ev = _sorted_nested(ev, keys, [] if binds else BIND_FIELDS)
+    loc, keys = _timelines(iv, raw, syms, own)
+    binds = has_bind_flows(iv.flags)
+    ev = _events(raw, iv, loc, keys, binds)
+    del iv, loc
+    raw.cols = {}  # in ev now
     flows = pl.concat([flow_events(steps, ev, keys, syms, dropped) if steps is not None else flows_empty(),
                        bind_id_flows(ev, dropped) if binds else flows_empty()], how="vertical_relaxed")
     del steps
