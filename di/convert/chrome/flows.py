@@ -11,6 +11,7 @@ binds to the next slice that starts at or after its ts. Steps chain by
 from __future__ import annotations
 
 from collections import Counter
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -18,8 +19,8 @@ import polars as pl
 from di.convert.chrome import scan as S
 from di.convert.chrome.pairing import bind_points, chain_flows
 from di.convert.chrome.decode import Raw
-from di.convert.chrome.phases import FLOW, LK_THREAD, records, rows_of
-from di.convert.columns import dense_ids
+from di.convert.chrome.phases import FLOW, LK_THREAD, rows_of
+from di.convert.columns import dense_row_ids
 from di.nesting import nesting_order
 
 LAUNCH_FLOW_CATS = ("ac2g",)
@@ -31,54 +32,64 @@ def empty() -> pl.DataFrame:
     return pl.DataFrame(schema=_EMPTY)
 
 
-def _loc_first(ev: pl.DataFrame, n_locs: int) -> np.ndarray:
-    locs = ev.get_column("loc").to_numpy().astype(np.int64)
-    return np.searchsorted(locs, np.arange(n_locs + 1), side="left").astype(np.int64)
-
-
-_STEP_COLUMNS = ["ph_code", "pid_k", "pid", "tid_k", "tid", "cat", "id_k", "id", "ts", "idx", "bp", "di_flow"]
 _THREAD = ["pid_k", "pid", "tid_k", "tid"]
 
 
-def _thread_locs(steps: pl.DataFrame, keys: pl.DataFrame) -> np.ndarray:
-    """The thread timeline (``loc``) of each step, -1 where its thread has no events."""
+class Nested(NamedTuple):
+    """Events in nesting order (sorted by loc, start_ns, -end_ns) as numpy columns:
+    what flow end points bind to. ``parent`` is -1 for none."""
+
+    loc: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    parent: np.ndarray
+    instant: np.ndarray
+
+    def loc_first(self, n_locs: int) -> np.ndarray:
+        """The row of the first event of each loc (size ``n_locs`` + 1)."""
+        return np.searchsorted(self.loc, np.arange(n_locs + 1), side="left").astype(np.int64)
+
+
+def _thread_locs(raw: Raw, rows: np.ndarray, keys: pl.DataFrame) -> np.ndarray:
+    """The thread timeline (``loc``) of each record of ``rows``, -1 where its thread has no events."""
     threads = keys.filter(pl.col("lkind") == LK_THREAD)
     if not threads.height:
-        return np.full(steps.height, -1, dtype=np.int64)
-    both = pl.concat([threads.select(_THREAD), steps.select(_THREAD)], how="vertical_relaxed")
-    ids, first = dense_ids(both, _THREAD)
+        return np.full(rows.size, -1, dtype=np.int64)
+    c = raw.cols
+    both = np.concatenate([
+        np.stack([threads.get_column(f).to_numpy() for f in _THREAD]).astype(np.int64),
+        np.stack([c[f][rows] for f in _THREAD]).astype(np.int64),
+    ], axis=1)
+    ids, first = dense_row_ids(both)
     owner = first[ids[threads.height :]]
     thread_loc = threads.get_column("loc").to_numpy().astype(np.int64)
     return np.where(owner < threads.height, thread_loc[np.minimum(owner, threads.height - 1)], -1)
 
 
-def flow_steps(raw: Raw, ok: np.ndarray, ts: np.ndarray) -> pl.DataFrame:
-    """The usable s/t/f records, with the columns :func:`flow_events` reads (``ts`` in ns)."""
-    return records(raw, rows_of(raw, ok, *FLOW), ts, _STEP_COLUMNS)
+def flow_steps(raw: Raw, ok: np.ndarray) -> np.ndarray:
+    """The usable s/t/f records (scanner rows)."""
+    return rows_of(raw, ok, *FLOW)
 
 
-def flow_events(steps: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str]) -> pl.DataFrame:
-    """Edges from s/t/f records (:func:`flow_steps`; ``ev`` sorted and nested, row = position)."""
-    if not steps.height:
+def flow_events(raw: Raw, rows: np.ndarray, ts: np.ndarray, ev: Nested, keys: pl.DataFrame, syms: pl.Series,
+                dropped: Counter[str]) -> pl.DataFrame:
+    """Edges from the s/t/f records ``rows`` (:func:`flow_steps`; ``ts``: every record's
+    ts in ns) between the events ``ev`` (row = position)."""
+    if not rows.size:
         return empty()
+    c = raw.cols
     # one flow per (cat, id), its steps in (ts, file) order
-    flow, _ = dense_ids(steps, ["cat", "id_k", "id"])
-    ts = steps.get_column("ts").to_numpy()
-    order = nesting_order(flow, ts, np.zeros_like(ts), steps.get_column("idx").to_numpy())
-    steps, flow = steps[order], flow[order]
-    ph = steps.get_column("ph_code").to_numpy()
-    rows = bind_points(
-        _loc_first(ev, int(keys.get_column("loc").max() or 0) + 1),
-        ev.get_column("start_ns").to_numpy(),
-        ev.get_column("end_ns").to_numpy(),
-        ev.get_column("parent").fill_null(-1).to_numpy(),
-        ev.get_column("instant").to_numpy(),
-        _thread_locs(steps, keys),
-        steps.get_column("ts").to_numpy(),
-        (ph == ord("f")) & (steps.get_column("bp").to_numpy() != ord("e")),
+    flow, _ = dense_row_ids(np.stack([c["cat"][rows], c["id_k"][rows], c["id"][rows]]).astype(np.int64))
+    t = ts[rows]
+    order = nesting_order(flow, t, np.zeros_like(t), rows)
+    rows, flow, t = rows[order], flow[order], t[order]
+    ph = c["ph"][rows]
+    bound = bind_points(
+        ev.loc_first(int(keys.get_column("loc").max() or 0) + 1), ev.start_ns, ev.end_ns, ev.parent, ev.instant,
+        _thread_locs(raw, rows, keys), t, (ph == ord("f")) & (c["bp"][rows] != ord("e")),
     )
     step = np.where(ph == ord("s"), 0, np.where(ph == ord("t"), 1, 2)).astype(np.int8)
-    src, dst, via, orphan, unbound = chain_flows(flow, step, rows)
+    src, dst, via, orphan, unbound = chain_flows(flow, step, bound)
     if unbound.size:
         dropped["flow step on no slice"] += int(unbound.size)
     lone_starts = int(np.count_nonzero(ph[orphan] == ord("s")))
@@ -87,19 +98,19 @@ def flow_events(steps: pl.DataFrame, ev: pl.DataFrame, keys: pl.DataFrame, syms:
     if orphan.size - lone_starts:
         dropped["flow end without start"] += int(orphan.size - lone_starts)
     last = syms.len() - 1
-    cat = steps.get_column("cat").to_numpy()[via].astype(np.int64)
+    first = rows[via]
+    cat = c["cat"][first].astype(np.int64)
     cat[cat < 0] = last
     launch = np.isin(cat, np.flatnonzero(syms.is_in(LAUNCH_FLOW_CATS).to_numpy()))
     edges = pl.DataFrame({
-        "src": src, "dst": dst, "launch": launch,
-        "id": steps.get_column("id").to_numpy()[via], "int_id": steps.get_column("id_k").to_numpy()[via] == S.K_INT,
+        "src": src, "dst": dst, "launch": launch, "id": c["id"][first], "int_id": c["id_k"][first] == S.K_INT,
     }).select(
         "src", "dst",
         pl.when(pl.col("launch")).then(pl.lit("launch")).otherwise(pl.lit("user")).alias("kind"),
         pl.when(pl.col("int_id")).then(pl.col("id")).alias("id"),
         syms.gather(cat).alias("src_cat"),
     ).cast(_EMPTY)
-    return with_di_flow(edges, steps.get_column("di_flow").gather(via))
+    return with_di_flow(edges, raw.di_flow.gather(first)) if raw.di_flow is not None else edges
 
 
 def with_di_flow(edges: pl.DataFrame, di_flow: pl.Series) -> pl.DataFrame:

@@ -19,7 +19,7 @@ import polars as pl
 from di.convert.chrome import ditrace, kineto, phases
 from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw, decode
-from di.convert.chrome.flows import bind_id_flows, flow_events, flow_steps, has_bind_flows
+from di.convert.chrome.flows import Nested, bind_id_flows, flow_events, flow_steps, has_bind_flows
 from di.convert.chrome.flows import empty as flows_empty
 from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_row_ids
@@ -75,10 +75,11 @@ def _device_processes(syms: pl.Series) -> bool:
     return bool(syms.is_in(DEVICE_PROCESS_CATS).any())
 
 
-def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame, binds: bool) -> pl.DataFrame:
+def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame, binds: bool) -> tuple[pl.DataFrame, Nested]:
     """The intervals (counter anchors left out) in nesting order with depth and
     parent, and their scanner fields: the columns of the events table with symbol
-    ids, plus ``flags`` (and, with ``binds``, the flow v2 fields)."""
+    ids, plus ``flags`` (and, with ``binds``, the flow v2 fields); and the same
+    order's times and nesting as numpy columns."""
     order = nesting_order(loc, iv.start_ns, iv.end_ns, iv.row)
     counter_locs = keys.filter(pl.col("lkind") == phases.LK_COUNTER).get_column("loc").to_numpy()
     if counter_locs.size:
@@ -106,7 +107,7 @@ def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame,
         pl.when((flags & S.F_CORR) != 0).then(pl.col("corr")).alias("corr"),
         pl.when((flags & S.F_BYTES) != 0).then(pl.col("bytes")).alias("bytes"),
         pl.when(pl.col("parent") >= 0).then(pl.col("parent")).alias("parent"),
-    )
+    ), Nested(loc, start, end, parent, cols["instant"])
 
 
 def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
@@ -150,7 +151,7 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     found = phases.found(raw, ok)
     counter_rows = phases.records(raw, phases.rows_of(raw, ok, phases.COUNTER), ts, COUNTER_FIELDS)
     meta_rows = phases.records(raw, phases.rows_of(raw, ok, phases.META), ts, META_FIELDS)
-    steps = flow_steps(raw, ok, ts) if found & set(phases.FLOW) else None
+    steps = flow_steps(raw, ok)
     parts = [phases.slices(raw, ts, ok, dropped)]
     if found & set(phases.BEGIN_END):
         parts.append(phases.begin_end(raw, ts, ok, dropped))
@@ -161,16 +162,16 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     if phases.COUNTER in found:
         parts.append(phases.counter_anchors(raw, ts, ok))
     iv = phases.concat(parts) if len(parts) > 1 else parts[0]
-    del parts, ts, ok
+    del parts, ok
     own = ditrace.info(raw.top)
     loc, keys = _timelines(iv, raw, syms, own)
     binds = has_bind_flows(iv.flags)
-    ev = _events(raw, iv, loc, keys, binds)
+    ev, nested = _events(raw, iv, loc, keys, binds)
     del iv, loc
-    raw.cols = {}  # in ev now
-    flows = pl.concat([flow_events(steps, ev, keys, syms, dropped) if steps is not None else flows_empty(),
+    flows = pl.concat([flow_events(raw, steps, ts, nested, keys, syms, dropped),
                        bind_id_flows(ev, dropped) if binds else flows_empty()], how="vertical_relaxed")
-    del steps
+    raw.cols = {}  # in ev and flows now
+    del steps, ts, nested
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
     locations = apply_metadata(keys, meta_rows, syms, the_rank, source)
     if own is not None:
