@@ -101,7 +101,7 @@ def flow_events(raw: Raw, rows: np.ndarray, ts: np.ndarray, ev: Nested, keys: pl
     first = rows[via]
     cat = c["cat"][first].astype(np.int64)
     cat[cat < 0] = last
-    launch = np.isin(cat, np.flatnonzero(syms.is_in(LAUNCH_FLOW_CATS).to_numpy()))
+    launch = np.isin(cat, [i for i, name in enumerate(raw.symbols) if name in LAUNCH_FLOW_CATS])
     edges = pl.DataFrame({
         "src": src, "dst": dst, "launch": launch, "id": c["id"][first], "int_id": c["id_k"][first] == S.K_INT,
     }).select(

@@ -18,7 +18,7 @@ import re
 import numpy as np
 import polars as pl
 
-from di.convert.columns import dense_ids, dense_row_ids
+from di.convert.columns import dense_row_ids
 
 from di.trace import CATS
 
@@ -88,26 +88,26 @@ def canonical_cats(src_cat: pl.Series, name: pl.Series) -> pl.Series:
 
 
 def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> pl.DataFrame:
-    """Canonical ``events`` columns from sorted, nested intervals with symbol ids."""
+    """Canonical ``events`` columns from sorted, nested intervals with symbol ids
+    (``name``, ``cat``; -1 for none, ``syms``' last entry is the empty string)."""
     last = syms.len() - 1
-    cats = syms.cast(pl.Categorical)
-    ids = ev.select(
-        pl.col("name").cast(pl.Int64).replace(-1, last).alias("n"), pl.col("cat").cast(pl.Int64).replace(-1, last).alias("c")
-    )
-    # the canonical category of each distinct (name, cat), then per event
-    combo, first = dense_ids(ids, ["n", "c"])
-    combos = ids[first]
     strings = syms.to_list()
-    canon = canonical_cats(
-        pl.Series([None if i == last else strings[i] for i in combos.get_column("c").to_list()], dtype=pl.String),
-        pl.Series([strings[i] for i in combos.get_column("n").to_list()], dtype=pl.String),
-    ).gather(combo)
-    c = ids.get_column("c")
+    # symbol ids -> text: ``name`` takes the empty string for none, ``src_cat`` null
+    cats = pl.concat([syms, pl.Series([None], dtype=pl.String)]).cast(pl.Categorical)
+    n = ev.get_column("name").to_numpy().astype(np.int64)
+    n[n < 0] = last
+    c = ev.get_column("cat").to_numpy().astype(np.int64)
+    c[c < 0] = last + 1
+    # the canonical category of each distinct (name, cat), then per event
+    combo, first = dense_row_ids(np.stack([n, c]))
+    canon = pl.Series("cat", [
+        canonical_cat_of(strings[ci] if ci <= last else None, strings[ni]) for ni, ci in zip(n[first].tolist(), c[first].tolist())
+    ], dtype=pl.Enum(list(CATS)))
     return ev.select(
         "loc", "start_ns", "end_ns",
-        cats.gather(ids.get_column("n")).alias("name"),
-        canon.alias("cat"),
-        pl.when(c == last).then(None).otherwise(cats.gather(c)).alias("src_cat"),
+        cats.gather(n).alias("name"),
+        canon.gather(combo).alias("cat"),
+        cats.gather(c).alias("src_cat"),
         "depth", "parent", "corr", "bytes", "instant", "args",
     )
 

@@ -47,32 +47,33 @@ def _strings(raw: Raw) -> pl.Series:
     return pl.Series("sym", raw.symbols + [""], dtype=pl.String)
 
 
-def _timelines(iv: phases.Intervals, raw: Raw, syms: pl.Series, own: dict[str, Any] | None) -> tuple[np.ndarray, pl.DataFrame]:
-    """Each interval's dense timeline ``loc`` (uint32), and the timeline keys with kind."""
-    gpu_ids = [i for i, s in enumerate(syms.to_list()) if s in GPU_SRC_CATS]
+def _symbol_ids(raw: Raw, wanted: tuple[str, ...]) -> np.ndarray:
+    """The symbol ids of the strings ``wanted`` that the file has."""
+    want = set(wanted)
+    return np.array([i for i, s in enumerate(raw.symbols) if s in want], dtype=np.int64)
+
+
+def _timelines(iv: phases.Intervals, raw: Raw, own: dict[str, Any] | None) -> tuple[np.ndarray, pl.DataFrame]:
+    """Each interval's dense timeline ``loc`` (uint32), and the timeline keys with
+    kind: ``lkind``, ``pid_k``, ``pid``, ``tid_k``, ``tid``, ``gpu`` and ``loc``,
+    sorted by (lkind, gpu, pid, tid) with loc numbering them in that order."""
     ids, first = dense_row_ids(iv.key())
-    on_gpu = np.isin(raw.cols["cat"][iv.row], gpu_ids) if gpu_ids else np.zeros(iv.size, dtype=bool)
+    gpu_ids = _symbol_ids(raw, GPU_SRC_CATS)
+    on_gpu = np.isin(raw.cols["cat"][iv.row], gpu_ids) if gpu_ids.size else np.zeros(iv.size, dtype=bool)
     gpu = np.bincount(ids, weights=on_gpu, minlength=first.size) > 0
-    # a timeline is a device queue when it holds device activity, or when its
-    # process does (MTIA's per-stream submission queues hold runtime records)
-    keys = (
-        pl.DataFrame({"lkind": iv.lkind[first], "pid_k": iv.pid_k[first], "pid": iv.pid[first],
-                      "tid_k": iv.tid_k[first], "tid": iv.tid[first], "gpu": gpu})
-        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_id"))
-        .with_columns(pl.col("gpu").any().over("pid_k", "pid") & (pl.col("pid_k") != 0) if _device_processes(syms) else pl.col("gpu"))
-        .sort(["lkind", "gpu", "pid_k", "pid", "tid_k", "tid"])
-        .with_row_index("loc")
-    )
+    key = {name: col[first] for name, col in zip(phases.KEY, (iv.lkind, iv.pid_k, iv.pid, iv.tid_k, iv.tid))}
+    if _symbol_ids(raw, DEVICE_PROCESS_CATS).size:
+        # a timeline is a device queue when it holds device activity, or when its
+        # process does (MTIA's per-stream submission queues hold runtime records)
+        process, _ = dense_row_ids(np.stack([key["pid_k"], key["pid"]]).astype(np.int64))
+        gpu = (np.bincount(process, weights=gpu)[process] > 0) & (key["pid_k"] != 0)
+    by = np.lexsort((key["tid"], key["tid_k"], key["pid"], key["pid_k"], gpu, key["lkind"]))
+    keys = pl.DataFrame({"loc": np.arange(by.size, dtype=np.uint32), **{k: v[by] for k, v in key.items()}, "gpu": gpu[by], "_id": by})
     if own is not None:
         keys = ditrace.remap_keys(keys, own)
     loc_of_id = np.empty(first.size, dtype=np.uint32)
     loc_of_id[keys.get_column("_id").to_numpy()] = keys.get_column("loc").to_numpy()
     return loc_of_id[ids], keys.drop("_id")
-
-
-def _device_processes(syms: pl.Series) -> bool:
-    """True when the file has categories whose whole process is a device (MTIA)."""
-    return bool(syms.is_in(DEVICE_PROCESS_CATS).any())
 
 
 def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame, binds: bool) -> tuple[pl.DataFrame, Nested]:
@@ -81,8 +82,9 @@ def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame,
     ids, plus ``flags`` (and, with ``binds``, the flow v2 fields); and the same
     order's times and nesting as numpy columns."""
     order = nesting_order(loc, iv.start_ns, iv.end_ns, iv.row)
-    counter_locs = keys.filter(pl.col("lkind") == phases.LK_COUNTER).get_column("loc").to_numpy()
-    if counter_locs.size:
+    lkind = keys.get_column("lkind").to_numpy()
+    if (lkind == phases.LK_COUNTER).any():
+        counter_locs = keys.get_column("loc").to_numpy()[lkind == phases.LK_COUNTER]
         order = order[~np.isin(loc[order], counter_locs)]
     loc, start, end = loc[order], iv.start_ns[order], iv.end_ns[order]
     depth, parent = nest(loc, start, end)
@@ -164,7 +166,7 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     iv = phases.concat(parts) if len(parts) > 1 else parts[0]
     del parts, ok
     own = ditrace.info(raw.top)
-    loc, keys = _timelines(iv, raw, syms, own)
+    loc, keys = _timelines(iv, raw, own)
     binds = has_bind_flows(iv.flags)
     ev, nested = _events(raw, iv, loc, keys, binds)
     del iv, loc
