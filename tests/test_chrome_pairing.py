@@ -235,3 +235,42 @@ def test_parse_number_matches_decimal(seed: int) -> None:
             assert got[2] == 3, text
         else:
             assert got == (int(want), len(text), 0), (text, shift)
+
+
+# ---- prescan: the bound on event objects ----
+
+def prescan_reference(data: bytes) -> tuple[int, bool]:
+    """'{' bytes, less those at offset >= 8 right after ':' or ': ' (the kernel's rule)."""
+    n = 0
+    for i, c in enumerate(data):
+        if c == ord("{"):
+            value = i >= 8 and (data[i - 1] == ord(":") or (data[i - 1] == ord(" ") and data[i - 2] == ord(":")))
+            n += not value
+    return n, any(c >= 0x80 for c in data)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_prescan_random(seed: int) -> None:
+    from di.convert.chrome.prepass import prescan
+
+    rng = np.random.default_rng(seed)
+    alphabet = np.frombuffer(b'{{{::  ,[]"ab\n', dtype=np.uint8)
+    for size in (0, 1, 7, 8, 9, 15, 16, 17, 64, 1000 + seed):
+        data = rng.choice(alphabet, size).astype(np.uint8)
+        if seed % 3 == 0 and size:
+            data[rng.integers(size)] = 0x80 + seed
+        got = prescan(data)
+        assert (int(got[0]), bool(got[1])) == prescan_reference(data.tobytes()), size
+
+
+@pytest.mark.parametrize("pretty", [False, True])
+def test_prescan_bounds_events_but_not_their_args(pretty: bool) -> None:
+    import json
+
+    from di.convert.chrome.prepass import prescan
+
+    events = [{"ph": "X", "name": f"e{i}", "args": {"a": {"b": [{"c": i}]}}} for i in range(50)]
+    text = json.dumps({"traceEvents": events, "meta": {"x": {}}}, indent=2 if pretty else None).encode()
+    bound = int(prescan(np.frombuffer(text, dtype=np.uint8))[0])
+    # the document, each event, and each [{"c": i}] element: neither args nor their "a" objects
+    assert bound == 1 + 50 + 50
