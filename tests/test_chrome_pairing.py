@@ -274,3 +274,18 @@ def test_prescan_bounds_events_but_not_their_args(pretty: bool) -> None:
     bound = int(prescan(np.frombuffer(text, dtype=np.uint8))[0])
     # the document, each event, and each [{"c": i}] element: neither args nor their "a" objects
     assert bound == 1 + 50 + 50
+
+
+# ---- string views over the scanner's args bytes ----
+
+@pytest.mark.parametrize("limit", [48, 60, 1 << 20])  # 48: the longest text
+def test_texts_at_offsets_view_every_text_across_buffers(limit: int) -> None:
+    from di.convert.stringviews import texts_at_offsets
+
+    texts = ["", "{}", '{"a":1}', '{"long key":"a value longer than twelve bytes"}', "x", '{"ü":"ß"}', "", "twelve bytes"]
+    valid = np.array([False, True, True, True, True, True, True, True])
+    data = b"".join(t.encode() for t in texts)
+    offsets = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)
+    got = texts_at_offsets(np.frombuffer(data, np.uint8), offsets, valid, "args", limit=limit)
+    assert got.to_list() == [t if v else None for t, v in zip(texts, valid)]
+    assert got.gather([3, 0, 5]).to_list() == [texts[3], None, texts[5]]

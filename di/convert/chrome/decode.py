@@ -21,6 +21,7 @@ import polars as pl
 
 from di.convert.chrome import scan as S
 from di.convert.chrome.prepass import fix_utf8, prescan
+from di.convert.stringviews import texts_at_offsets
 from di.convert.symbols import FIRST_CAPACITY, decode_symbols, grown_capacity, new_table
 from di.errors import FormatError
 
@@ -167,15 +168,9 @@ def _top_level(buf: np.ndarray, top: np.ndarray, ntop: int, warnings: list[str])
 
 
 def _args_column(cols: dict[str, np.ndarray], abuf: np.ndarray, used: int, n: int) -> pl.Series:
-    import pyarrow as pa
-
-    offsets = np.ascontiguousarray(cols["args_off"][: n + 1])
-    arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(abuf[:used]))
-    series = pl.Series("args", pl.from_arrow(arr))
-    has = (cols["flags"] & S.F_ARGS) != 0
-    if has.all():
-        return series
-    return pl.select(pl.when(pl.Series(has)).then(series).otherwise(None).alias("args")).to_series()
+    """The args texts the scanner copied into ``abuf`` (null for events without args),
+    as string views into ``abuf`` itself."""
+    return texts_at_offsets(abuf[:used], np.ascontiguousarray(cols["args_off"][: n + 1]), (cols["flags"] & S.F_ARGS) != 0, "args")
 
 
 def decode(path: Path) -> Raw:

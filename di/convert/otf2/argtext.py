@@ -17,6 +17,7 @@ import polars as pl
 from numba import njit
 
 from di.convert.otf2 import records as R
+from di.convert.stringviews import VIEW_BUFFER_BYTES, put_view, string_views
 
 INSTANT_FIELDS = {
     R.PROGRAM_BEGIN: ("program", "arguments"), R.PROGRAM_END: ("exit_status",), R.THREAD_FORK: ("paradigm", "threads"),
@@ -138,16 +139,6 @@ def text_int_members(head: str, texts: list[str], idx: np.ndarray, mid: str, int
                             np.ascontiguousarray(idx, np.int64), np.frombuffer(mid.encode(), np.uint8), np.ascontiguousarray(ints, np.int64))
 
 
-VIEW_BUFFER_BYTES = (1 << 31) - 1
-"""Largest data buffer one Arrow string view can point into (offsets are int32)."""
-
-
-@njit(cache=True)
-def _put_u32(views, at, v):
-    for b in range(4):
-        views[at + b] = np.uint8((v >> (8 * b)) & 0xFF)
-
-
 @njit(cache=True)
 def _buffer_of(offsets, limit):
     """Split member bytes into Arrow data buffers of at most ``limit`` bytes at member boundaries: (buffer of each
@@ -163,22 +154,6 @@ def _buffer_of(offsets, limit):
         which[q] = n - 1
     starts[n] = offsets[m]
     return which, starts[: n + 1]
-
-
-@njit(cache=True)
-def _view(views, e, text, lo, hi, buffer, at):
-    """Arrow string view ``e`` of ``text[lo:hi]``, which sits at byte ``at`` of data buffer ``buffer``."""
-    v = 16 * e
-    length = hi - lo
-    _put_u32(views, v, length)
-    if length <= 12:
-        for b in range(length):
-            views[v + 4 + b] = text[lo + b]
-    else:
-        for b in range(4):
-            views[v + 4 + b] = text[lo + b]
-        _put_u32(views, v + 8, buffer)
-        _put_u32(views, v + 12, at)
 
 
 @njit(cache=True)
@@ -228,7 +203,7 @@ def _join_kernel(event, order, data, offsets, limit, views, valid):
         valid[e] = True
         if h - p == 1:
             q = order[p]
-            _view(views, e, data, offsets[q], offsets[q + 1], which[q], offsets[q] - data_starts[which[q]])
+            put_view(views, e, data, offsets[q], offsets[q + 1], which[q], offsets[q] - data_starts[which[q]])
             p = h
             continue
         length = 0
@@ -250,21 +225,10 @@ def _join_kernel(event, order, data, offsets, limit, views, valid):
                 o += 1
         out[o] = 125
         o += 1
-        _view(views, e, out, first, o, n_data + n_out - 1, first - out_starts[n_out - 1])
+        put_view(views, e, out, first, o, n_data + n_out - 1, first - out_starts[n_out - 1])
         p = h
     out_starts[n_out] = o
     return data_starts, out[:o], out_starts[: n_out + 1]
-
-
-def string_views(n: int, views: np.ndarray, texts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, name: str) -> pl.Series:
-    """A polars String Series from Arrow string views and their data buffers: ``texts`` holds (bytes, buffer
-    starts + end) pairs, the buffers numbered in that order (no copy of the text)."""
-    import pyarrow as pa
-
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
-    chunks = [pa.py_buffer(data[starts[i]:starts[i + 1]]) for data, starts in texts for i in range(starts.size - 1)]
-    arr = pa.Array.from_buffers(pa.string_view(), n, [bitmap, pa.py_buffer(views), *chunks])
-    return pl.Series(name, arr)
 
 
 def join_members(n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], *, limit: int = VIEW_BUFFER_BYTES) -> pl.Series:

@@ -1,0 +1,80 @@
+"""Polars String columns built as Arrow string views over text di already holds.
+
+An Arrow string view is 16 bytes: the length (uint32), then the text itself
+when it has at most 12 bytes, else its first four bytes, the number of the data
+buffer that holds it and its offset there (uint32 each). A column of views
+points into existing UTF-8 bytes, so building one writes 16 bytes per row and
+copies no text; polars takes such an Arrow array without converting it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+VIEW_BUFFER_BYTES = (1 << 31) - 1
+"""Largest data buffer one Arrow string view can point into (offsets are int32)."""
+
+
+@njit(cache=True)
+def _put_u32(views, at, v):
+    for b in range(4):
+        views[at + b] = np.uint8((v >> (8 * b)) & 0xFF)
+
+
+@njit(cache=True)
+def put_view(views, e, text, lo, hi, buffer, at):
+    """Write string view ``e`` of ``text[lo:hi]``, which sits at byte ``at`` of data buffer ``buffer``."""
+    v = 16 * e
+    length = hi - lo
+    _put_u32(views, v, length)
+    if length <= 12:
+        for b in range(length):
+            views[v + 4 + b] = text[lo + b]
+    else:
+        for b in range(4):
+            views[v + 4 + b] = text[lo + b]
+        _put_u32(views, v + 8, buffer)
+        _put_u32(views, v + 12, at)
+
+
+def string_views(n: int, views: np.ndarray, texts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, name: str) -> pl.Series:
+    """A polars String Series from Arrow string views and their data buffers: ``texts`` holds (bytes, buffer
+    starts + end) pairs, the buffers numbered in that order (no copy of the text)."""
+    import pyarrow as pa
+
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
+    chunks = [pa.py_buffer(data[starts[i]:starts[i + 1]]) for data, starts in texts for i in range(starts.size - 1)]
+    arr = pa.Array.from_buffers(pa.string_view(), n, [bitmap, pa.py_buffer(views), *chunks])
+    return pl.Series(name, arr)
+
+
+@njit(cache=True)
+def _offset_views(data, offsets, limit, views):
+    """Fill the views of the texts ``data[offsets[e]:offsets[e + 1]]``; returns the
+    data buffer starts + end (a new buffer begins where a text would end beyond
+    ``limit`` bytes of the current one)."""
+    n = offsets.size - 1
+    starts = np.zeros(2 * (offsets[n] // limit) + 3, np.int64)
+    nb = 1
+    for e in range(n):
+        lo = offsets[e]
+        hi = offsets[e + 1]
+        if hi - starts[nb - 1] > limit:
+            starts[nb] = lo
+            nb += 1
+        put_view(views, e, data, lo, hi, nb - 1, lo - starts[nb - 1])
+    starts[nb] = offsets[n]
+    return starts[: nb + 1]
+
+
+def texts_at_offsets(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray, name: str, *,
+                     limit: int = VIEW_BUFFER_BYTES) -> pl.Series:
+    """A String Series of the UTF-8 texts ``data[offsets[i]:offsets[i + 1]]`` (int64
+    offsets, one more than rows), null where ``valid`` is False, viewing ``data``
+    in place (``limit``: the most bytes of one data buffer; smaller only in tests)."""
+    n = offsets.size - 1
+    views = np.zeros(16 * n, np.uint8)
+    starts = _offset_views(data, offsets, limit, views)
+    return string_views(n, views, [(data, starts)], valid, name)
