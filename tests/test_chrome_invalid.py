@@ -221,3 +221,37 @@ def test_gzip_members_and_a_short_size_trailer_lose_nothing(tmp_path: Path) -> N
     t = assert_valid(di.load(path))
     assert t.events.height == len(events) and not t.meta["warnings"]
     assert t.events.get_column("name").to_list()[-1] == "op19999"
+
+
+@pytest.mark.parametrize("backend", ["isal", "zlib"])
+def test_gunzip_members_truncation_and_corruption_with_either_decompressor(backend: str, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes gunzipping yields, and its warnings, are the same with ISA-L and the
+    standard library (where ISA-L is not installed)."""
+    import gzip
+    import io
+    import random
+    import sys
+
+    from di.convert.chrome.decode import _gunzip
+
+    if backend == "zlib":
+        monkeypatch.setitem(sys.modules, "isal", None)
+    rng = random.Random(7)
+    a = bytes(rng.getrandbits(8) for _ in range(300_000)) + b"a" * 500_000
+    b = b"b" * 2_000_000
+    whole = gzip.compress(a) + gzip.compress(b)
+
+    def run(data: bytes) -> tuple[bytes, list[str]]:
+        out, warnings = _gunzip(io.BytesIO(data))
+        return out.tobytes(), warnings
+
+    assert run(whole) == (a + b, [])
+    cut = run(whole[: len(gzip.compress(a)) + 1000])  # the second member ends early
+    assert cut[0].startswith(a) and len(cut[0]) < len(a + b)
+    assert len(cut[1]) == 1 and "gzip stream truncated" in cut[1][0]
+    bad = bytearray(whole)
+    bad[len(bad) // 4] ^= 0xFF  # inside the first member's random bytes: its CRC check fails
+    out, warnings = run(bytes(bad))
+    assert len(out) <= len(a) and sum(x != y for x, y in zip(out, a)) <= 1
+    assert len(warnings) == 1 and "gzip data corrupt" in warnings[0]
