@@ -69,6 +69,7 @@ class Intervals:
 
     @property
     def size(self) -> int:
+        """The number of entries."""
         return int(self.row.size)
 
     def key(self) -> np.ndarray:
@@ -79,6 +80,8 @@ class Intervals:
 def _intervals(raw: Raw, row: np.ndarray, lkind: int, start: np.ndarray, end: np.ndarray, instant: bool, *,
                pid_k: np.ndarray | None = None, pid: np.ndarray | None = None,
                tid_k: np.ndarray | None = None, tid: np.ndarray | None = None) -> Intervals:
+    """Entries for the scanner ``row``s on timelines of kind ``lkind``, keyed by the
+    records' own pid and tid unless given."""
     c = raw.cols
     n = row.size
     return Intervals(
