@@ -12,6 +12,8 @@ import pytest
 
 import di.convert.chrome.lines as lines
 import di.convert.chrome.writer as writer
+import di
+from conftest import assert_valid
 from di.errors import SchemaError
 from di.trace import Trace
 from di.convert.chrome.writer import us_text, write_chrome
@@ -325,3 +327,49 @@ def test_line_kernel_matches_reference(seed: int) -> None:
     got = lines.assemble(ops, lo, rows, frag, times, ints, pool, text).tobytes()
     want = lines.assemble_reference(np.array(ops), lo, rows, frag, times, ints, pool[0], pool[1], *text)
     assert got == want
+
+
+def test_messages_collectives_and_categories_read_back(tmp_path: Path) -> None:
+    """What Chrome events cannot hold travels in diTrace: MPI messages and collectives, and the
+    category of events whose written ``cat`` (their source's ``mpi``) would read back as 'other'."""
+    rows = [(0, T0, T0 + 5, "MPI_Send", "mpi_p2p"), (0, T0 + 6, T0 + 9, "MPI_Allreduce", "mpi_coll"),
+            (0, T0 + 9, T0 + 12, "MPI_Init", "other"), (2, T0 + 1, T0 + 7, "MPI_Recv", "mpi_p2p"),
+            (2, T0 + 8, T0 + 9, "MPI_Allreduce", "mpi_coll"), (2, T0 + 10, T0 + 11, "cudaDeviceSynchronize", "sync")]
+    trace = _build(
+        _events(rows, src_cat=["mpi", "mpi", "mpi", "mpi", "mpi", "cuda_runtime"]),
+        messages={"send": [0], "recv": [3], "bytes": [64], "tag": [7], "comm": ["MPI_COMM_WORLD"]},
+        collectives={"instance": [0, 0], "event": [1, 4], "rank": [0, 1], "comm": ["MPI_COMM_WORLD"] * 2, "seq": [0, 0],
+                     "op": ["allreduce"] * 2, "bytes": [8, 8]},
+    )
+    for name in ("t.json", "t.json.gz"):
+        path = tmp_path / name
+        write_chrome(trace, path)
+        back = assert_valid(di.load(path))
+        assert back.events.get_column("cat").to_list() == trace.events.get_column("cat").to_list()
+        assert back.messages.select("send", "recv", "bytes", "tag", "comm").rows() == [(0, 3, 64, 7, "MPI_COMM_WORLD")]
+        assert back.collectives.select("instance", "event", "rank", "op", "bytes").rows() == [
+            (0, 1, 0, "allreduce", 8), (0, 4, 1, "allreduce", 8)]
+        assert not back.meta["warnings"]
+    doc, _ = _write(trace, tmp_path)
+    assert doc["diTrace"]["categories"] == "ghnghf"  # a + index in the vocabulary, one per events row
+
+
+def test_categories_the_written_cat_gives_back_are_not_repeated(tmp_path: Path) -> None:
+    trace = _build(_events([(0, T0, T0 + 5, "aten::mm", "compute")], src_cat=["cpu_op"]))
+    doc, _ = _write(trace, tmp_path)
+    assert "categories" not in doc["diTrace"] and "messages" not in doc["diTrace"]
+
+
+def test_a_ditrace_message_whose_event_is_missing_is_dropped_and_counted(tmp_path: Path) -> None:
+    rows = [(0, T0, T0 + 5, "MPI_Send", "mpi_p2p"), (2, T0 + 1, T0 + 7, "MPI_Recv", "mpi_p2p")]
+    trace = _build(_events(rows, src_cat=["mpi", "mpi"]), messages={"send": [0, 0], "recv": [1, 1], "bytes": [8, 16]})
+    doc, _ = _write(trace, tmp_path)
+    doc["diTrace"]["messages"]["recv"] = [1, 99]
+    doc["diTrace"]["categories"] = "gg" + "x"  # one letter too many: ignored, with a warning
+    path = tmp_path / "edited.json"
+    path.write_bytes(orjson.dumps(doc))
+    back = assert_valid(di.load(path))
+    assert back.messages.select("send", "recv", "bytes").rows() == [(0, 1, 8)]
+    assert back.meta["sources"][0]["dropped"] == {"messages row whose event was not loaded": 1}
+    assert any("diTrace categories ignored" in w for w in back.meta["warnings"])
+    assert back.events.get_column("cat").to_list() == ["other", "other"]

@@ -3,14 +3,19 @@
 The writer moves overlapping events to extra lanes (extra tids) and renumbers
 pids per rank; ``diTrace.locations`` maps every emitted (pid, tid) back to
 its location, ``diTrace.series`` every counter back to its series, and
-``diTrace.meta.start_ns`` is the absolute ns of ``ts`` 0. With it, a trace
-written by di reads back with the same locations, series and clock.
+``diTrace.meta.start_ns`` is the absolute ns of ``ts`` 0; ``messages`` and
+``collectives`` hold those tables (event references as written rows: the
+k-th X/i line is row k) and ``categories`` each written row's canonical
+category where the written ``cat`` would not give it back. With it, a trace
+written by di reads back with the same locations, series, clock, categories,
+messages and collectives.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from di.convert.chrome import scan as S
@@ -83,3 +88,76 @@ def meta(d: dict[str, Any]) -> dict[str, Any]:
     """clock, sources and world size of the trace that was written."""
     m = d.get("meta", {})
     return {k: m[k] for k in ("clock", "sources", "world_size") if k in m}
+
+
+WRITTEN_ROW_REFS = {"messages": ("send", "recv"), "collectives": ("event",)}
+"""The columns of the diTrace tables that hold written event rows."""
+
+
+def categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> np.ndarray | None:
+    """The canonical category (index in the vocabulary) of each written event row, when
+    diTrace has them for exactly ``n_written`` rows; else None (a mismatch is warned)."""
+    from di.trace import CATS
+
+    text = d.get("categories")
+    if not isinstance(text, str):
+        return None
+    codes = np.frombuffer(text.encode("ascii", "replace"), dtype=np.uint8).astype(np.int64) - ord("a")
+    if codes.size != n_written or codes.min(initial=0) < 0 or codes.max(initial=0) >= len(CATS):
+        warnings.append(f"diTrace categories ignored: {codes.size} letters for {n_written} events, or letters out of range")
+        return None
+    return codes
+
+
+def tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:
+    """The messages and collectives tables diTrace holds, event references still written rows."""
+    out = {}
+    for name in WRITTEN_ROW_REFS:
+        cols = d.get(name)
+        if cols is None:
+            continue
+        try:
+            out[name] = pl.DataFrame(cols)
+        except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+            warnings.append(f"diTrace {name} ignored: {exc}")
+            continue
+        if not set(WRITTEN_ROW_REFS[name]) <= set(out[name].columns):
+            warnings.append(f"diTrace {name} ignored: no {', '.join(WRITTEN_ROW_REFS[name])} columns")
+            del out[name]
+    return out
+
+
+def restore(d: dict[str, Any], events: pl.DataFrame, written: np.ndarray, n_written: int, warnings: list[str],
+            dropped: Any) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+    """``events`` with the categories diTrace holds, and its messages and collectives
+    with event references turned into rows of ``events``.
+
+    ``written`` is the written row of each event (-1 for none) out of ``n_written``;
+    a table row whose event was not loaded is dropped and counted in ``dropped``."""
+    from di.trace import CATS
+
+    at = np.full(n_written, -1, dtype=np.int64)
+    ok = written >= 0
+    at[written[ok]] = np.flatnonzero(ok)
+    codes = categories(d, n_written, warnings)
+    if codes is not None:
+        cat = events.get_column("cat").to_physical().to_numpy().astype(np.int64)
+        cat[ok] = codes[written[ok]]
+        events = events.with_columns(pl.Series("cat", list(CATS), dtype=pl.Enum(list(CATS))).gather(cat))
+    out = {}
+    for name, table in tables(d, warnings).items():
+        rows = {c: _rows_of(table.get_column(c).cast(pl.Int64, strict=False).fill_null(-1).to_numpy(), at)
+                for c in WRITTEN_ROW_REFS[name]}
+        keep = np.logical_and.reduce([r >= 0 for r in rows.values()])
+        if not keep.all():
+            dropped[f"{name} row whose event was not loaded"] += int((~keep).sum())
+        out[name] = table.with_columns(pl.Series(c, r) for c, r in rows.items()).filter(pl.Series(keep))
+    return events, out
+
+
+def _rows_of(written: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The events row of each written row (``at``: by written row), -1 for none."""
+    out = np.full(written.size, -1, dtype=np.int64)
+    valid = (written >= 0) & (written < at.size)
+    out[valid] = at[written[valid]]
+    return out

@@ -76,11 +76,12 @@ def _timelines(iv: phases.Intervals, raw: Raw, own: dict[str, Any] | None) -> tu
     return loc_of_id[ids], keys.drop("_id")
 
 
-def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame, binds: bool) -> tuple[pl.DataFrame, Nested]:
+def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame, binds: bool
+            ) -> tuple[pl.DataFrame, Nested, np.ndarray]:
     """The intervals (counter anchors left out) in nesting order with depth and
     parent, and their scanner fields: the columns of the events table with symbol
-    ids, plus ``flags`` (and, with ``binds``, the flow v2 fields); and the same
-    order's times and nesting as numpy columns."""
+    ids, plus ``flags`` (and, with ``binds``, the flow v2 fields); the same
+    order's times and nesting as numpy columns; and each one's scanner row."""
     order = nesting_order(loc, iv.start_ns, iv.end_ns, iv.row)
     lkind = keys.get_column("lkind").to_numpy()
     if (lkind == phases.LK_COUNTER).any():
@@ -109,7 +110,7 @@ def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame,
         pl.when((flags & S.F_CORR) != 0).then(pl.col("corr")).alias("corr"),
         pl.when((flags & S.F_BYTES) != 0).then(pl.col("bytes")).alias("bytes"),
         pl.when(pl.col("parent") >= 0).then(pl.col("parent")).alias("parent"),
-    ), Nested(loc, start, end, parent, cols["instant"])
+    ), Nested(loc, start, end, parent, cols["instant"]), row
 
 
 def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
@@ -168,8 +169,9 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     own = ditrace.info(raw.top)
     loc, keys = _timelines(iv, raw, own)
     binds = has_bind_flows(iv.flags)
-    ev, nested = _events(raw, iv, loc, keys, binds)
+    ev, nested, row = _events(raw, iv, loc, keys, binds)
     del iv, loc
+    written, n_written = _written_rows(raw, row) if own is not None else (row, 0)
     flows = pl.concat([flow_events(raw, steps, ts, nested, keys, syms, dropped),
                        bind_id_flows(ev, dropped) if binds else flows_empty()], how="vertical_relaxed")
     raw.cols = {}  # in ev and flows now
@@ -183,16 +185,33 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     coll_flags = ev.get_column("flags").to_numpy()
     events = kineto.events_table(ev, syms, locations)
     del ev
+    restored: dict[str, pl.DataFrame] = {}
+    if own is not None:
+        events, restored = ditrace.restore(own, events, written, n_written, raw.warnings, dropped)
     flows = kineto.sync_kinds(pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations)
-    collectives = kineto.collectives(events, locations, the_rank, np.flatnonzero(coll_flags & S.F_COLL))
+    collectives = restored.get("collectives")
+    if collectives is None:
+        collectives = kineto.collectives(events, locations, the_rank, np.flatnonzero(coll_flags & S.F_COLL))
     if collectives.get_column("rank").n_unique() > 1:  # a merged job file (di's own writer): match them across ranks here
         collectives = assign_instances(collectives)
     meta = _meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped)
     if own is not None:
         meta.update({k: v for k, v in ditrace.meta(own).items() if v})
     return Trace.build(
-        meta=meta, locations=locations, events=events, flows=flows, series=series, samples=samples, collectives=collectives
+        meta=meta, locations=locations, events=events, flows=flows, series=series, samples=samples, collectives=collectives,
+        messages=restored.get("messages"),
     )
+
+
+def _written_rows(raw: Raw, row: np.ndarray) -> tuple[np.ndarray, int]:
+    """For a file di wrote: the written row of each event (its scanner ``row``'s
+    position among the file's X and i lines, which di writes one per events row;
+    -1 for another record), and the number of such lines."""
+    code = raw.cols["ph"]
+    lines = np.flatnonzero((code == ord(phases.SLICE)) | (code == ord("i")) | (code == ord("I")))
+    at = np.minimum(np.searchsorted(lines, row), max(lines.size - 1, 0))
+    found = (lines.size > 0) & (lines[at] == row) if lines.size else np.zeros(row.size, dtype=bool)
+    return np.where(found, at, -1), int(lines.size)
 
 
 def _on_epoch(raw: Raw, base_ns: int) -> bool:

@@ -15,7 +15,8 @@ File layout (one JSON object, one trace event per line)::
     {"ph":"s",...} / {"ph":"f","bp":"e",...}   flows that bind_id cannot carry
     ],
     "displayTimeUnit":"ns",
-    "diTrace":{"schema_version":1,"locations":[..],"series":[..],"meta":{..}}}
+    "diTrace":{"schema_version":1,"locations":[..],"series":[..],"meta":{..},
+               "messages":{..},"collectives":{..},"categories":"..."}}
 
 * pids: one per (rank, process): GPU streams of one device form one process,
   CPU threads group by source pid; dense from 1, ordered by rank. tids are
@@ -30,6 +31,11 @@ File layout (one JSON object, one trace event per line)::
   location (:func:`di.convert.lanes.innermost_points`). The event ending a
   flow (``f`` line, or the X line with ``flow_in``) carries
   ``"di_flow": {"kind", "id", "src_cat"}`` (absent keys = null).
+* ``diTrace`` carries what Chrome events cannot: the ``messages`` and
+  ``collectives`` tables (columns of values; event references are events
+  rows, i.e. X/i lines in order), and ``categories``, each event's canonical
+  category as one letter, when reading the written ``cat`` back would not give
+  it (e.g. an MPI call whose ``cat`` is its source's ``mpi``).
 * Lines are assembled by one numba kernel (:mod:`di.convert.chrome.lines`) from
   byte fragments (names escaped once per distinct string with orjson), never a
   Python loop per event.
@@ -464,7 +470,30 @@ def _di_trace(trace: Trace, layout: _Layout, series: list[dict[str, Any]], t0: i
     meta = trace.meta
     di_meta = {"clock": meta.get("clock"), "sources": meta.get("sources", []), "world_size": meta.get("world_size"),
                "start_ns": t0}
-    return _json({"schema_version": 1, "locations": locations, "series": series, "meta": di_meta, **counts}).encode()
+    tables = {name: _columns(getattr(trace, name)) for name in ("messages", "collectives") if getattr(trace, name).height}
+    cats = _categories(trace.events)
+    return _json({"schema_version": 1, "locations": locations, "series": series, "meta": di_meta, **counts, **tables,
+                  **({"categories": cats} if cats else {})}).encode()
+
+
+def _columns(table: pl.DataFrame) -> dict[str, list[Any]]:
+    """A table as {column: values}, for diTrace (Chrome JSON has no place for messages and collectives)."""
+    return {c: table.get_column(c).to_list() for c in table.columns}
+
+
+def _categories(ev: pl.DataFrame) -> str | None:
+    """Each event's canonical ``cat``, one letter per events row ('a' + its index in
+    the vocabulary), when reading the written ``cat`` (``src_cat``, else ``cat``)
+    and name back would give another category for some event; else None."""
+    from di.convert.chrome.kineto import canonical_cats
+
+    if not ev.height:
+        return None
+    written = ev.select(pl.coalesce(pl.col("src_cat").cast(pl.String), pl.col("cat").cast(pl.String))).to_series()
+    codes = ev.get_column("cat").to_physical().to_numpy()
+    if (canonical_cats(written, ev.get_column("name")).to_physical().to_numpy() == codes).all():
+        return None
+    return (codes.astype(np.uint8) + ord("a")).tobytes().decode("ascii")
 
 
 def _write(trace: Trace, f: IO[bytes]) -> None:
