@@ -373,3 +373,16 @@ def test_a_ditrace_message_whose_event_is_missing_is_dropped_and_counted(tmp_pat
     assert back.meta["sources"][0]["dropped"] == {"messages row whose event was not loaded": 1}
     assert any("diTrace categories ignored" in w for w in back.meta["warnings"])
     assert back.events.get_column("cat").to_list() == ["other", "other"]
+
+
+def test_messages_are_drawn_as_flows_that_read_back_as_messages_only(tmp_path: Path) -> None:
+    rows = [(0, T0, T0 + 5, "MPI_Send", "mpi_p2p"), (2, T0 + 1, T0 + 7, "MPI_Recv", "mpi_p2p"), (2, T0 + 8, T0 + 9, "k", "kernel")]
+    trace = _build(_events(rows, src_cat=["mpi", "mpi", None]), messages={"send": [0], "recv": [1], "bytes": [8]},
+                   flows={"src": [1], "dst": [2], "kind": ["user"]})
+    doc, _ = _write(trace, tmp_path)
+    lines = doc["traceEvents"]
+    kinds = sorted(e["di_flow"]["kind"] for e in lines if "di_flow" in e)
+    assert kinds == ["message", "user"]
+    back = assert_valid(di.load(tmp_path / "t.json"))
+    assert back.flows.select("src", "dst", "kind").rows() == [(1, 2, "user")]
+    assert back.messages.select("send", "recv", "bytes").rows() == [(0, 1, 8)]

@@ -174,6 +174,8 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     written, n_written = _written_rows(raw, row) if own is not None else (row, 0)
     flows = pl.concat([flow_events(raw, steps, ts, nested, keys, syms, dropped),
                        bind_id_flows(ev, dropped) if binds else flows_empty()], how="vertical_relaxed")
+    if own is not None:  # the arrows di's writer draws for messages: the messages come from diTrace
+        flows = flows.filter(pl.col("kind") != "message")
     raw.cols = {}  # in ev and flows now
     del steps, ts, nested
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)

@@ -31,6 +31,7 @@ File layout (one JSON object, one trace event per line)::
   location (:func:`di.convert.lanes.innermost_points`). The event ending a
   flow (``f`` line, or the X line with ``flow_in``) carries
   ``"di_flow": {"kind", "id", "src_cat"}`` (absent keys = null).
+* Messages are drawn as flows too (``di_flow`` kind ``message``).
 * ``diTrace`` carries what Chrome events cannot: the ``messages`` and
   ``collectives`` tables (columns of values; event references are events
   rows, i.e. X/i lines in order), and ``categories``, each event's canonical
@@ -496,8 +497,22 @@ def _categories(ev: pl.DataFrame) -> str | None:
     return (codes.astype(np.uint8) + ord("a")).tobytes().decode("ascii")
 
 
+def _drawn_flows(flows: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """The flows to write: the trace's, then one per message (send -> recv, kind
+    ``message``), so that viewers draw MPI messages as arrows. The reader takes
+    these back out: messages come from diTrace."""
+    if not messages.height:
+        return flows
+    cols = {"src": pl.Int64, "dst": pl.Int64, "kind": pl.String, "id": pl.Int64, "src_cat": pl.String}
+    drawn = messages.select(
+        pl.col("send").alias("src"), pl.col("recv").alias("dst"), pl.lit("message").alias("kind"),
+        pl.lit(None).alias("id"), pl.lit(None).alias("src_cat"),
+    )
+    return pl.concat([flows.select(list(cols)).cast(cols), drawn.cast(cols)])
+
+
 def _write(trace: Trace, f: IO[bytes]) -> None:
-    ev, flows = trace.events, trace.flows
+    ev, flows = trace.events, _drawn_flows(trace.flows, trace.messages)
     starts = [s.min() for s in (ev.get_column("start_ns"), trace.samples.get_column("ts_ns")) if len(s)]
     t0 = int(min(starts)) if starts else 0  # type: ignore[call-overload]
     ordered = _sorted_events(ev)
@@ -518,5 +533,5 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     sink.lines(_metadata_lines(layout, {s["pid"] for s in series}))
     for block in (events, counters, pairs):
         _emit(sink, block, frozen)
-    counts = {"events": ev.height, "flows": flows.height, "samples": counters.rows, "nonfinite_samples_skipped": nonfinite}
+    counts = {"events": ev.height, "flows": trace.flows.height, "samples": counters.rows, "nonfinite_samples_skipped": nonfinite}
     f.write(b'\n],\n"displayTimeUnit":"ns",\n"diTrace":' + _di_trace(trace, layout, series, t0, counts) + b"}\n")
