@@ -148,7 +148,8 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
     with console.status(f"writing {args.output}"):
         di.save(trace, args.output, to=args.to)
     added = trace.events.height - program.events.height
-    console.print(f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows"
+    also = "".join(f", {getattr(program, t).height:,} {t}" for t in ("messages", "collectives") if getattr(program, t).height)
+    console.print(f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows{also}"
                   + (f" + analysis tracks ({added:,} critical-path slices, {trace.series.height - program.series.height} counters)"
                      if trace is not program else ""))
     for w in trace.meta.get("warnings", []):
