@@ -70,14 +70,10 @@ def dense_row_ids(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return _dense_ids(np.ascontiguousarray(rows, dtype=np.int64))
 
 
-def dense_ids(frame: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Dense int64 ids of the rows' values in integer ``columns`` (no nulls), numbered
-    in order of first appearance, and the first row of each id: a group-by key
-    in one linear pass, for joining a per-key table back onto many rows."""
-    rows = np.empty((len(columns), frame.height), dtype=np.int64)
-    for c, name in enumerate(columns):
-        col = frame.get_column(name)
-        if col.null_count():
-            raise ValueError(f"dense_ids: column {name!r} has nulls")
-        rows[c] = col.to_numpy()
-    return dense_row_ids(rows)
+def match_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each column of the (k, q) int64 ``queries``, the first column of the (k, m)
+    ``table`` equal to it, or -1: a join of many rows onto a key table in one
+    hashing pass."""
+    ids, first = dense_row_ids(np.concatenate([table, queries], axis=1))
+    owner = first[ids[table.shape[1] :]]
+    return np.where(owner < table.shape[1], owner, -1)

@@ -48,6 +48,11 @@ class Raw:
     warnings: list[str] = field(default_factory=list)
     array_format: bool = False
 
+    def symbol_ids(self, wanted: tuple[str, ...]) -> np.ndarray:
+        """The symbol ids of those strings of ``wanted`` that the file has."""
+        want = set(wanted)
+        return np.array([i for i, s in enumerate(self.symbols) if s in want], dtype=np.int64)
+
     @property
     def n(self) -> int:
         """Events scanned: the args column has one row each (and stays when a reader

@@ -13,6 +13,7 @@ messages and collectives.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -128,7 +129,7 @@ def tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:
 
 
 def restore(d: dict[str, Any], events: pl.DataFrame, written: np.ndarray, n_written: int, warnings: list[str],
-            dropped: Any) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+            dropped: Counter[str]) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
     """``events`` with the categories diTrace holds, and its messages and collectives
     with event references turned into rows of ``events``.
 

@@ -20,7 +20,7 @@ from di.convert.chrome import scan as S
 from di.convert.chrome.pairing import bind_points, chain_flows
 from di.convert.chrome.decode import Raw
 from di.convert.chrome.phases import FLOW, LK_THREAD, rows_of
-from di.convert.columns import dense_row_ids
+from di.convert.columns import dense_row_ids, match_rows
 from di.nesting import nesting_order
 
 LAUNCH_FLOW_CATS = ("ac2g",)
@@ -56,14 +56,9 @@ def _thread_locs(raw: Raw, rows: np.ndarray, keys: pl.DataFrame) -> np.ndarray:
     if not threads.height:
         return np.full(rows.size, -1, dtype=np.int64)
     c = raw.cols
-    both = np.concatenate([
-        np.stack([threads.get_column(f).to_numpy() for f in _THREAD]).astype(np.int64),
-        np.stack([c[f][rows] for f in _THREAD]).astype(np.int64),
-    ], axis=1)
-    ids, first = dense_row_ids(both)
-    owner = first[ids[threads.height :]]
-    thread_loc = threads.get_column("loc").to_numpy().astype(np.int64)
-    return np.where(owner < threads.height, thread_loc[np.minimum(owner, threads.height - 1)], -1)
+    at = match_rows(np.stack([threads.get_column(f).to_numpy() for f in _THREAD]).astype(np.int64),
+                    np.stack([c[f][rows] for f in _THREAD]).astype(np.int64))
+    return np.where(at >= 0, threads.get_column("loc").to_numpy().astype(np.int64)[at], -1)
 
 
 def flow_steps(raw: Raw, ok: np.ndarray) -> np.ndarray:
@@ -101,7 +96,7 @@ def flow_events(raw: Raw, rows: np.ndarray, ts: np.ndarray, ev: Nested, keys: pl
     first = rows[via]
     cat = c["cat"][first].astype(np.int64)
     cat[cat < 0] = last
-    launch = np.isin(cat, [i for i, name in enumerate(raw.symbols) if name in LAUNCH_FLOW_CATS])
+    launch = np.isin(cat, raw.symbol_ids(LAUNCH_FLOW_CATS))
     edges = pl.DataFrame({
         "src": src, "dst": dst, "launch": launch, "id": c["id"][first], "int_id": c["id_k"][first] == S.K_INT,
     }).select(

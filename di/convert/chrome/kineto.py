@@ -18,7 +18,7 @@ import re
 import numpy as np
 import polars as pl
 
-from di.convert.columns import dense_row_ids
+from di.convert.columns import dense_row_ids, match_rows
 
 from di.trace import CATS
 
@@ -145,24 +145,19 @@ def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFr
     gpu = np.flatnonzero(has & _kind_is(locations, "gpu_stream")[loc])
     corr = corr_col.fill_null(0).to_numpy()
     rank = _per_loc(locations, locations.get_column("rank").fill_null(-1).to_numpy().astype(np.int64))[loc]
-    both = np.concatenate([gpu, cpu])
-    ids, first = dense_row_ids(np.stack([corr[both], rank[both]]))
-    # the GPU rows of each key, grouped; a CPU row's key matches when it was first seen on the GPU side
-    n_gpu_keys = int(np.searchsorted(first, gpu.size))
-    gpu_ids, cpu_ids = ids[: gpu.size], ids[gpu.size :]
+    # the GPU rows of each (correlation, rank), grouped; each API call fans out to its key's group
+    gpu_key = np.stack([corr[gpu], rank[gpu]])
+    gpu_ids, first = dense_row_ids(gpu_key)
+    key = match_rows(gpu_key[:, first], np.stack([corr[cpu], rank[cpu]]))
+    cpu, key = cpu[key >= 0], key[key >= 0]
     by_key = gpu[np.argsort(gpu_ids, kind="stable")]
-    count = np.bincount(gpu_ids, minlength=n_gpu_keys)
-    start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    matched = cpu_ids < n_gpu_keys
-    cpu, cpu_ids = cpu[matched], cpu_ids[matched]
-    fan = count[cpu_ids]
+    count = np.bincount(gpu_ids, minlength=first.size)
+    fan = count[key]
     src = np.repeat(cpu, fan)
     offset = np.arange(src.size) - np.repeat(np.cumsum(fan) - fan, fan)
-    dst = by_key[np.repeat(start[cpu_ids], fan) + offset]
+    dst = by_key[np.repeat((np.cumsum(count) - count)[key], fan) + offset]
     if known.height:
-        k = np.stack([known.get_column("src").to_numpy(), known.get_column("dst").to_numpy()])
-        pair_ids, pair_first = dense_row_ids(np.concatenate([k, np.stack([src, dst])], axis=1))
-        new = pair_ids[known.height :] >= int(np.searchsorted(pair_first, known.height))
+        new = match_rows(np.stack([known.get_column("src").to_numpy(), known.get_column("dst").to_numpy()]), np.stack([src, dst])) < 0
         src, dst = src[new], dst[new]
     return pl.DataFrame({
         "src": src.astype(np.int64), "dst": dst.astype(np.int64),
@@ -192,18 +187,14 @@ def _field(key: str, number: bool) -> pl.Expr:
     return expr.cast(pl.Int64, strict=False) if number else expr
 
 
-def collectives(events: pl.DataFrame, locations: pl.DataFrame, rank: int, flagged: np.ndarray | None = None) -> pl.DataFrame:
+def collectives(events: pl.DataFrame, locations: pl.DataFrame, rank: int, flagged: np.ndarray) -> pl.DataFrame:
     """One row per collective call of each rank (a merged job file holds several; ``rank`` where the
     locations name none): its GPU kernels when they carry collective args, else its ``record_param_comms`` CPU ops.
 
-    ``flagged``: the rows of the events whose args have a ``"Collective name"`` member, where the
-    reader knows them already; else the args texts are searched for it."""
+    ``flagged``: the rows of the events whose args have a ``"Collective name"`` member
+    (the scanner's ``F_COLL``)."""
     kinds = locations.select(pl.col("loc").cast(pl.UInt32), "kind", pl.col("rank").alias("loc_rank"))
-    calls = events.select("loc", "start_ns", "args").with_row_index("event")
-    if flagged is None:
-        calls = calls.filter(pl.col("args").str.contains('"Collective name"', literal=True))
-    else:
-        calls = calls[flagged]
+    calls = events.select("loc", "start_ns", "args").with_row_index("event")[flagged]
     rows = calls.join(kinds, on="loc", how="left", maintain_order="left")
     on_gpu = rows.filter(pl.col("kind") == "gpu_stream")
     rows = on_gpu if on_gpu.height else rows

@@ -47,22 +47,16 @@ def _strings(raw: Raw) -> pl.Series:
     return pl.Series("sym", raw.symbols + [""], dtype=pl.String)
 
 
-def _symbol_ids(raw: Raw, wanted: tuple[str, ...]) -> np.ndarray:
-    """The symbol ids of the strings ``wanted`` that the file has."""
-    want = set(wanted)
-    return np.array([i for i, s in enumerate(raw.symbols) if s in want], dtype=np.int64)
-
-
 def _timelines(iv: phases.Intervals, raw: Raw, own: dict[str, Any] | None) -> tuple[np.ndarray, pl.DataFrame]:
     """Each interval's dense timeline ``loc`` (uint32), and the timeline keys with
     kind: ``lkind``, ``pid_k``, ``pid``, ``tid_k``, ``tid``, ``gpu`` and ``loc``,
     sorted by (lkind, gpu, pid, tid) with loc numbering them in that order."""
     ids, first = dense_row_ids(iv.key())
-    gpu_ids = _symbol_ids(raw, GPU_SRC_CATS)
+    gpu_ids = raw.symbol_ids(GPU_SRC_CATS)
     on_gpu = np.isin(raw.cols["cat"][iv.row], gpu_ids) if gpu_ids.size else np.zeros(iv.size, dtype=bool)
     gpu = np.bincount(ids, weights=on_gpu, minlength=first.size) > 0
     key = {name: col[first] for name, col in zip(phases.KEY, (iv.lkind, iv.pid_k, iv.pid, iv.tid_k, iv.tid))}
-    if _symbol_ids(raw, DEVICE_PROCESS_CATS).size:
+    if raw.symbol_ids(DEVICE_PROCESS_CATS).size:
         # a timeline is a device queue when it holds device activity, or when its
         # process does (MTIA's per-stream submission queues hold runtime records)
         process, _ = dense_row_ids(np.stack([key["pid_k"], key["pid"]]).astype(np.int64))
@@ -212,7 +206,7 @@ def _written_rows(raw: Raw, row: np.ndarray) -> tuple[np.ndarray, int]:
     code = raw.cols["ph"]
     lines = np.flatnonzero((code == ord(phases.SLICE)) | (code == ord("i")) | (code == ord("I")))
     at = np.minimum(np.searchsorted(lines, row), max(lines.size - 1, 0))
-    found = (lines.size > 0) & (lines[at] == row) if lines.size else np.zeros(row.size, dtype=bool)
+    found = lines[at] == row if lines.size else np.zeros(row.size, dtype=bool)
     return np.where(found, at, -1), int(lines.size)
 
 
