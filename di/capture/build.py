@@ -73,21 +73,23 @@ def _identity(cmd: list[str]) -> str:
         return str(exc)
 
 
-def _build(name: str, compiler: str, identity: str, sources: list[Path], extra: list[str], linker: str | None = None) -> Path:
+def _build(name: str, compiler: str, identity: str, sources: list[Path], extra: list[str], linker: str | None = None,
+           flags: list[str] = CFLAGS, suffix: str = ".so") -> Path:
     """Compile ``sources`` into a cached shared library (``linker``: compile with ``compiler``
-    and link the object with this one instead, leaving the compiler's libraries out)."""
+    and link the object with this one instead, leaving the compiler's libraries out; ``flags``
+    and ``suffix`` for a program instead of a library)."""
     digest = hashlib.sha256(identity.encode())
     for src in sorted(SHIM_DIR.iterdir()):
         if src.suffix in (".c", ".h"):
             digest.update(src.name.encode() + src.read_bytes())
-    target = cache_dir() / f"{name}-{digest.hexdigest()[:16]}.so"
+    target = cache_dir() / f"{name}-{digest.hexdigest()[:16]}{suffix}"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".so", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=suffix, dir=target.parent)
     os.close(fd)
     if linker is None:
-        steps = [[compiler, *CFLAGS, f"-I{SHIM_DIR}", "-o", tmp, *map(str, sources), *extra]]
+        steps = [[compiler, *flags, f"-I{SHIM_DIR}", "-o", tmp, *map(str, sources), *extra]]
     else:
         obj = tmp + ".o"
         steps = [[compiler, *CFLAGS[:2], "-c", "-Wall", f"-I{SHIM_DIR}", "-o", obj, *map(str, sources)],
@@ -102,6 +104,7 @@ def _build(name: str, compiler: str, identity: str, sources: list[Path], extra: 
     finally:
         if linker is not None and os.path.exists(tmp + ".o"):
             os.unlink(tmp + ".o")
+    os.chmod(tmp, 0o755)  # mkstemp makes it 0600; di-exec is a program
     os.replace(tmp, target)
     return target
 
@@ -135,6 +138,18 @@ def io_shim() -> Path:
     """The POSIX-I/O shim, built on first use."""
     cc = find_cc()
     return _build("posixio", cc, _identity([cc, "--version"]) + cc, [SHIM_DIR / "posixio.c"], ["-ldl", "-lpthread"])
+
+
+def exec_wrapper() -> Path:
+    """``di-exec`` (:file:`shim/exec.c`), the program through which ``di record`` starts the
+    recorded command so that it dies with ``di record``; built on first use.
+
+    Raises:
+        MissingDependencyError: no C compiler.
+        DIError: the build failed.
+    """
+    cc = find_cc()
+    return _build("di-exec", cc, _identity([cc, "--version"]) + cc, [SHIM_DIR / "exec.c"], [], flags=["-O2", "-Wall"], suffix="")
 
 
 def find_nccl_include() -> Path:

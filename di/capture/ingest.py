@@ -262,21 +262,42 @@ def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable) -> tu
     return df.drop("record", "io", "peer", "tag", "comm", "file", "fd", "offset"), row_of, io
 
 
-def _abnormal(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], unreported: list[int],
-              warnings: list[str]) -> list[int]:
-    """Ranks whose processes did not exit normally (header state), each said in a warning.
+FIRST_END_TOL_S = 0.002  # ranks seen ending within this of the first are "first" too (one watcher wake-up)
 
-    ``unreported``: ranks whose per-rank ``di record`` had not reported an exit when the
-    recording was ingested (by a failed rank's ``di record``; the launcher then ends them).
+
+def _abnormal(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], run_info: dict[str, Any],
+              warnings: list[str]) -> tuple[list[int], list[int]]:
+    """Ranks whose processes did not exit normally (header state), each said in a warning, and
+    those of them that ended first, when that is known.
+
+    ``run_info["unreported_ranks"]``: ranks whose per-rank ``di record`` had not reported an exit
+    when the recording was ingested (by a failed rank's ``di record``; the launcher then ends them).
+    ``run_info["rank_ends"]``: when the launcher form's ``di record`` saw each rank's process end
+    (:mod:`di.capture.child`): when one rank dies the launcher kills the others moments later,
+    so the first to end is the one that failed.
     """
+    unreported = run_info.get("unreported_ranks") or []
     bad = sorted({ranks[p.key] for p in procs if p.key in ranks and p.header["state"] != "exited"})
+    ends = {int(r): e for r, e in (run_info.get("rank_ends") or {}).items() if int(r) in bad}
+    first: list[int] = []
+    if len(ends) > 1:
+        t0 = min(e["after_s"] for e in ends.values())
+        first = sorted(r for r, e in ends.items() if e["after_s"] <= t0 + FIRST_END_TOL_S)
+        first = first if len(first) < len(bad) else []
     for rank in bad:
         states = {p.lib: p.header["state"] for p in procs if ranks.get(p.key) == rank}
         n = sum(int(r.size) for p in procs if ranks.get(p.key) == rank for r in p.threads.values())
-        how = ("was still running when a failed rank's di record ingested the recording (the launcher then ends it"
-               if rank in unreported else "ended abnormally (killed or crashed")
+        end = ends.get(rank, {})
+        if rank in unreported:
+            how = "was still running when a failed rank's di record ingested the recording (the launcher then ends it"
+        elif first and rank not in first:
+            how = (f"was ended by the launcher {end['after_s'] - ends[first[0]]['after_s']:.2f} s after rank "
+                   f"{', '.join(map(str, first))} ended (no fault of its own")
+        else:
+            cause = f"signal {end['signal']}" if "signal" in end else f"exit code {end['exit_code']}" if "exit_code" in end else "killed or crashed"
+            how = f"ended abnormally{' first' if first else ''} ({cause}"
         warnings.append(f"rank {rank} {how}; last state {states}): its {n} records up to that point are loaded")
-    return bad
+    return bad, first
 
 
 def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) -> tuple[Trace, pl.DataFrame]:
@@ -294,6 +315,7 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
         raise FormatError(raw, "no raw capture shards here (record with `di record -o RUN.di -- COMMAND`)")
     say = progress or (lambda _msg: None)
     say("reading shards")
+    seen = shard.raw_fingerprint(raw)  # before reading: what changes meanwhile shows later
     procs, dropped = shard.read_raw(raw)
     warnings: list[str] = []
     ranks = _assign_ranks(procs, warnings)
@@ -317,7 +339,7 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
     messages = matching.messages(cols, row_of, comms, warnings)
     collectives = matching.collectives(cols, row_of, comms)
     run_info = _run_info(run)
-    bad = _abnormal(procs, ranks, run_info.get("unreported_ranks") or [], warnings)
+    bad, first = _abnormal(procs, ranks, run_info, warnings)
     series, samples, counter_locs = samplers.ingest_samples(raw, locations, maps, ranks, warnings)
     if counter_locs.height:
         locations = pl.concat([locations, counter_locs], how="diagonal_relaxed")
@@ -334,9 +356,10 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
                   "offsets": {str(r): m.as_meta() for r, m in sorted(maps.items())}},
         "sources": sources, "warnings": warnings, "world_size": world or None,
         "command": run_info.get("command"),
-        "capture": {"abnormal_ranks": bad, "exit_code": run_info.get("exit_code"), "options": run_info.get("options"),
+        "capture": {"abnormal_ranks": bad, "first_failed_ranks": first, "exit_code": run_info.get("exit_code"), "options": run_info.get("options"),
                     "io_files": files.height, "io_bytes_read": int(files.get_column("bytes_read").sum() or 0) if files.height else 0,
-                    "io_bytes_written": int(files.get_column("bytes_written").sum() or 0) if files.height else 0},
+                    "io_bytes_written": int(files.get_column("bytes_written").sum() or 0) if files.height else 0,
+                    "raw_files": seen},
     }
     warnings.extend(run_info.get("notes", []))
     trace = Trace.build(meta=meta, locations=locations, events=events, messages=messages,

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -35,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from di.capture import child
 from di.errors import DIError
 
 RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
@@ -43,7 +42,7 @@ LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_R
 REPORT_TIMEOUT_S = 30.0  # rank 0 waits this long for other ranks' exit reports
 SETUP_TIMEOUT_S = 60.0  # other ranks wait this long for rank 0 to prepare raw/
 START_SKEW_S = 10.0  # ranks start within this of each other (stale run.json detection)
-ABNORMAL_GRACE_S = 10.0  # a rank whose command failed waits this long for the others' reports
+ABNORMAL_GRACE_S = 1.0  # a rank whose command failed waits this long for the others' reports (ranks ending at once)
 INGESTER_POLL_S = 0.05
 
 
@@ -95,13 +94,16 @@ def _child_env(raw: Path, libs: list[str], extra: dict[str, str] | None = None) 
 
 
 def _prepare(run: Path) -> Path:
-    """Make ``run/raw`` empty; refuse to delete a directory that is not a di recording."""
-    if run.exists():
-        if not (run / "meta.json").exists() and not (run / "raw").exists() and any(run.iterdir()):
-            raise DIError(f"{run}: exists and is not a di recording; choose another -o")
-        shutil.rmtree(run)
+    """Make ``run/raw`` empty, removing only what di wrote there before (:func:`di.capture.recover.check_output`)."""
+    from di.capture.recover import check_output, remove_recording
+
+    check_output(run)
+    remove_recording(run)
     raw = run / "raw"
-    raw.mkdir(parents=True)
+    try:
+        raw.mkdir(parents=True)
+    except OSError as exc:
+        raise DIError(f"{run}: cannot create the recording here: {exc.strerror}") from None
     return raw
 
 
@@ -138,22 +140,26 @@ def _sampler(raw: Path, opts: RecordOptions) -> Any:
     return sampler
 
 
-def _run(command: list[str], env: dict[str, str]) -> int:
-    """Run the command, forwarding SIGINT/SIGTERM; its exit code (128 + signal when killed).
-
-    Inherited descriptors stay open: under mpiexec the rank reaches its launcher through them.
-    """
+def _run(command: list[str], env: dict[str, str], sampler: Any, watch: Any = None) -> child.Outcome:
+    """Run the command (:mod:`di.capture.child`), then stop the sampler; signals are blocked from
+    :func:`child.block_signals` (called before the sampler thread started) until it ended.
+    A SIGINT or SIGTERM received meanwhile makes the exit code 128 + its number, unless the
+    command still exited 0."""
     try:
-        child = subprocess.Popen(command, env=env, close_fds=False)  # keeps the launcher's PMI_FD
-    except OSError as exc:
-        raise DIError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-    forwarded = {s: signal.signal(s, lambda num, _f: child.send_signal(num)) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        code = child.wait()
+        outcome = child.run(command, env, watch=watch)
     finally:
-        for s, old in forwarded.items():
-            signal.signal(s, old)
-    return 128 - code if code < 0 else code
+        if sampler:
+            sampler.stop()
+        late = child.unblock_signals()
+    outcome.interrupted = outcome.interrupted or late
+    if outcome.interrupted and outcome.code:
+        outcome.code = 128 + outcome.interrupted
+    return outcome
+
+
+def _recorder() -> dict[str, Any]:
+    """Who records (run.json): a recording whose recorder is alive is not ingested by others."""
+    return {"recorder": {"host": socket.gethostname(), "pid": os.getpid()}}
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
@@ -215,14 +221,12 @@ def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> t
     libs = _preload(opts)
     gpu_env, gpu_libs, notes, opts = _gpu(raw, opts, console)
     _write_json(raw / "run.json", {"command": " ".join(command), "form": "launcher", "options": _options(opts),
-                                   "started_unix_s": time.time(), "notes": notes})
-    sampler = _sampler(raw, opts)
-    try:
-        code = _run(command, _child_env(raw, libs + gpu_libs, gpu_env))
-    finally:
-        if sampler:
-            sampler.stop()
-    _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "exit_code": code})
+                                   "started_unix_s": time.time(), "notes": notes, **_recorder()})
+    child.block_signals()
+    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), _sampler(raw, opts), watch=_job_pids(raw))
+    code = outcome.code
+    ends = {} if outcome.interrupted else {str(r): e for r, e in outcome.rank_ends.items()}  # interrupted: all fail at once
+    _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "exit_code": code, "rank_ends": ends})
     return code, _ingest_after(run, code, console)
 
 
@@ -233,7 +237,7 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
     if rank == 0:
         raw = _prepare(run)
         _write_json(raw / "run.json", {"command": " ".join(command), "form": "per_rank", "options": _options(opts),
-                                       "started_unix_s": started, "world_size": size})
+                                       "started_unix_s": started, "world_size": size, **_recorder()})
     else:
         raw = run / "raw"
         _wait_for_setup(raw / "run.json", started)
@@ -242,12 +246,9 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
     if rank == 0 and notes:
         _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "notes": notes})
     local = _env_int(LOCAL_RANK_VARS)
+    child.block_signals()
     sampler = _sampler(raw, opts) if (local == 0 or (local is None and rank == 0)) else None
-    try:
-        code = _run(command, _child_env(raw, libs + gpu_libs, gpu_env))
-    finally:
-        if sampler:
-            sampler.stop()
+    code = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), sampler).code
     _write_json(raw / f"exit-{rank}.json", {"rank": rank, "exit_code": code, "host": socket.gethostname()})
     if rank != 0 and code == 0:
         return code, None

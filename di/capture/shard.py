@@ -39,6 +39,7 @@ the ns side of TICKS records, which are CLOCK_MONOTONIC ns.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -64,6 +65,20 @@ KIND_REQ_START = 8
 LIBS = "mpi|io|nccl|nccl_plugin"  # nccl: the LD_PRELOAD shim; nccl_plugin: the NCCL profiler plugin
 HEADER = re.compile(rf"^({LIBS})-(.+)-(\d+)\.json$")
 THREAD = re.compile(rf"^({LIBS})-(.+)-(\d+)-(\d+)\.bin$")
+
+
+def raw_fingerprint(raw: Path) -> dict[str, int]:
+    """What raw/ holds, cheaply: its files' count, total size and latest mtime (ns); hidden
+    temporary files left out. A trace notes it (meta.json ``capture.raw_files``) to tell later
+    whether the shards changed since (:mod:`di.capture.recover`)."""
+    files = size = latest = 0
+    with os.scandir(raw) as entries:
+        for e in entries:
+            if e.name.startswith(".") or not e.is_file(follow_symlinks=False):
+                continue
+            st = e.stat(follow_symlinks=False)
+            files, size, latest = files + 1, size + st.st_size, max(latest, st.st_mtime_ns)
+    return {"files": files, "bytes": size, "mtime_ns": latest}
 
 
 @cache
