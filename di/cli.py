@@ -414,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from di.errors import DIError
 
+    argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
@@ -431,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug: one line for the user, the traceback in a log file
-        return _bug(err, args.command, exc)
+        return _bug(err, args.command, argv, exc)
     finally:
         logging.getLogger("di").removeHandler(notes)
     return code if isinstance(code, int) else 0
@@ -456,12 +457,12 @@ def _os_text(exc: OSError) -> str:
     return f"{where}: {what}" if where else what
 
 
-def _bug(err: Any, command: str, exc: Exception) -> int:
+def _bug(err: Any, command: str, argv: list[str], exc: Exception) -> int:
     import traceback
 
     from di import __version__
 
-    text = f"di {__version__}, command: di {' '.join(sys.argv[1:]) or command}\n" + "".join(traceback.format_exception(exc))
+    text = f"di {__version__}, command: di {' '.join(argv)}\n" + "".join(traceback.format_exception(exc))
     log = _write_bug_log(text)
     where = f"the traceback is in {log}" if log else "the traceback follows"
     err.print(f"di {command}: internal error (a bug in di, please report it): {type(exc).__name__}: {exc}; {where}",

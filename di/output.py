@@ -43,7 +43,7 @@ from typing import IO
 
 from di.errors import OutputError
 
-__all__ = ["claim", "atomic_write", "atomic_dir", "replace_parts", "finish_swap", "clean_leftovers", "swap_dir"]
+__all__ = ["claim", "atomic_write", "atomic_dir", "make_parent", "replace_parts", "finish_swap", "clean_leftovers", "swap_dir"]
 
 log = logging.getLogger("di")
 log.addHandler(logging.NullHandler())  # a library says, the application (di's CLI) decides where it goes
@@ -143,7 +143,7 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     later, and leaves the old ``path`` as it was.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(target)
     clean_leftovers(target)
     tmp = staged_name(target)
     try:
@@ -169,7 +169,7 @@ def atomic_dir(path: str | os.PathLike[str], *, keep: Sequence[str] = ()) -> Ite
             are never out of sight.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(target)
     clean_leftovers(target)
     tmp = staged_name(target)
     tmp.mkdir()
@@ -182,6 +182,20 @@ def atomic_dir(path: str | os.PathLike[str], *, keep: Sequence[str] = ()) -> Ite
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def make_parent(target: Path) -> None:
+    """Create the folders above ``target``.
+
+    Raises:
+        NotADirectoryError: a path above ``target`` is a file (named in the error).
+        OSError: the file system refused.
+    """
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        blocking = next((p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()), target.parent)
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(blocking)) from None
 
 
 def staged_name(target: Path, tag: str = TMP_TAG) -> Path:

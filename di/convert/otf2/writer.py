@@ -40,6 +40,7 @@ gets the groups and markers of :mod:`di.convert.otf2.analysis_defs`.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -94,10 +95,10 @@ def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> None:
     """
     import _otf2
 
-    from di.output import clean_leftovers, replace_parts, staged_name
+    from di.output import clean_leftovers, make_parent, replace_parts, staged_name
 
     anchor = anchor_for(path)
-    anchor.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(anchor)
     clean_leftovers(anchor)
     parts = _check_parts(anchor)
     lay = plan(trace)
@@ -105,20 +106,34 @@ def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> None:
     staged = staged_name(anchor)
     staged.mkdir()
     try:
-        archive = _otf2.Archive_Open(str(staged), anchor.stem, _otf2.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS,
-                                     _otf2.SUBSTRATE_POSIX, _otf2.COMPRESSION_NONE)
-        try:
-            _write(archive, lay, anchor, extra)
-        finally:
-            _otf2.Archive_Close(archive)
+        with clib.collected_errors() as errors:
+            try:
+                _write_archive(_otf2, staged, anchor, lay, extra)
+            except (_otf2.Error, FormatError) as exc:
+                raise _write_error(anchor, errors, exc) from None
         replace_parts(staged, anchor.parent, parts)
-    except _otf2.Error as exc:
-        shutil.rmtree(staged, ignore_errors=True)
-        free = shutil.disk_usage(anchor.parent).free
-        raise FormatError(anchor, f"OTF2 library failed writing the archive ({exc}); {free / 2**20:,.0f} MiB free on its file system") from None
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
+
+
+def _write_archive(_otf2: object, staged: Path, anchor: Path, lay: Layout, extra: AnalysisDefs) -> None:
+    o = _otf2
+    archive = o.Archive_Open(str(staged), anchor.stem, o.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS, o.SUBSTRATE_POSIX, o.COMPRESSION_NONE)
+    try:
+        _write(archive, lay, anchor, extra)
+    finally:
+        o.Archive_Close(archive)
+
+
+def _write_error(anchor: Path, codes: list[int], exc: Exception) -> Exception:
+    """The OS error the OTF2 library met (a full disk), else a FormatError with its own words."""
+    for code in codes:
+        name = clib.error_text(code).split(":", 1)[0]
+        number = getattr(errno, name, None) if name.startswith("E") else None  # OTF2 names errno codes as errno does
+        if isinstance(number, int):
+            return OSError(number, os.strerror(number), str(anchor))
+    return FormatError(anchor, f"OTF2 library failed writing the archive ({exc})")
 
 
 def _check_parts(anchor: Path) -> list[str]:
