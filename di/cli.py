@@ -10,6 +10,8 @@ from typing import Any
 
 EXIT_INPUT = 2
 """Bad input or an environment error (file system, port, memory): one line on stderr."""
+EXIT_PIPE = 141
+"""stdout was closed by its reader (128 + SIGPIPE, as a shell reports a command killed by it)."""
 EXIT_BUG = 70
 """An internal error of di (sysexits' EX_SOFTWARE): one line on stderr names the log holding the traceback."""
 
@@ -425,6 +427,11 @@ def main(argv: list[str] | None = None) -> int:
                 "report": _report, "plugins": _plugins}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         return _fail(err, args.command, str(exc))
+    except BrokenPipeError:  # the reader of stdout left (di info --json | head): quiet, as other tools
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
+        return EXIT_PIPE
     except OSError as exc:
         return _fail(err, args.command, _os_text(exc))
     except MemoryError:
@@ -448,11 +455,7 @@ def _fail(err: Any, command: str, text: str) -> int:
 
 def _os_text(exc: OSError) -> str:
     """``PATH: reason`` of a file-system error (both paths of a failed rename)."""
-    import errno
-
     what = exc.strerror or str(exc)
-    if exc.errno == errno.EPIPE:
-        return "output closed early (broken pipe)"
     where = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p)
     return f"{where}: {what}" if where else what
 

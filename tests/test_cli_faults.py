@@ -203,3 +203,12 @@ def test_full_disk_in_a_real_process(job: Path, mounts: Callable[..., Path], tmp
     assert "No space left on device" in line
     assert (disk / "x.pftrace").read_bytes() == before
     assert sorted(p.name for p in disk.iterdir()) == ["filler", "x.pftrace"]
+
+
+def test_a_reader_closing_stdout_early_is_quiet(job: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "di", "info", str(job), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # as `| head -0` would
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err and "error" not in err, err
