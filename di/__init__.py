@@ -18,6 +18,7 @@ from di.errors import (
     DIError,
     FormatError,
     MissingDependencyError,
+    OutputError,
     SchemaError,
     SchemaVersionError,
     UnknownFormatError,
@@ -44,6 +45,7 @@ __all__ = [
     "SchemaError",
     "SchemaVersionError",
     "MissingDependencyError",
+    "OutputError",
 ]
 
 
@@ -73,15 +75,21 @@ def load(path_or_paths: Any, **opts: Any) -> Trace:
     return load_paths(path_or_paths, **opts)
 
 
-def save(trace: Trace, path: Any, *, to: str | None = None, **opts: Any) -> None:
+def save(trace: Trace, path: Any, *, to: str | None = None, force: bool = False) -> None:
     """Write a trace; the format comes from the extension (or ``to``), as ``di convert``.
 
     ``.di`` is the canonical store; ``.json``/``.json.gz`` Chrome Trace Event JSON.
-    The trace is validated against the JSON Schemas first.
+    The trace is validated against the JSON Schemas first. The output is written
+    beside ``path`` and swapped in whole; an existing ``path`` is replaced only
+    when di wrote it (``force``: also a file di did not write; never a folder).
+
+    Raises:
+        OutputError: ``path`` is not di's to replace (or is an input, or the current directory).
+        OSError: the file system refused (full disk, permission, read-only).
     """
     from di.convert.registry import save_path
 
-    save_path(trace, path, to=to, **opts)
+    save_path(trace, path, to=to, force=force)
 
 
 def scan(path: Any) -> dict[str, pl.LazyFrame]:

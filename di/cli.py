@@ -1,4 +1,5 @@
-"""The ``di`` command line. Library errors become one line on stderr and exit code 2."""
+"""The ``di`` command line. Library and environment errors become one line on stderr and exit
+code 2; an internal error (a bug) one line naming a log file with its traceback, and exit code 70."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ import time
 from typing import Any
 
 EXIT_INPUT = 2
+"""Bad input or an environment error (file system, port, memory): one line on stderr."""
+EXIT_PIPE = 141
+"""stdout was closed by its reader (128 + SIGPIPE, as a shell reports a command killed by it)."""
+EXIT_BUG = 70
+"""An internal error of di (sysexits' EX_SOFTWARE): one line on stderr names the log holding the traceback."""
 
 EXAMPLES = {
     "convert": "examples:\n  di convert rank-*.json.gz -o job.di   (the store stays raw: no analysis tracks)\n  di convert job.di -o job.json.gz   (with the analysis tracks)\n  di convert job.di -o job.json.gz --no-analysis   (the program's events only)\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
@@ -47,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="write the program's events only; the default for a .di store (and plugin formats), which stays raw. "
                         "Analysis tracks an input already carries are always replaced or dropped, never stacked")
     c.add_argument("--to", help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)")
+    _force_option(c)
     _rank_options(c)
     i = sub.add_parser("info", help="summarise a trace: ranks, timelines, categories, sources, drops", epilog=EXAMPLES["info"], formatter_class=fmt)
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
@@ -60,12 +67,14 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--csv", metavar="DIR", help="write every result table as CSV into DIR")
     a.add_argument("--batch", action="store_true", help="analyze each input as its own trace: one row per trace and rank in DIR/per_trace_rank.csv "
                    "(the default when every input is a .di store)")
+    _force_option(a)
     _rank_options(a)
     rp = sub.add_parser("report", help="write a self-contained HTML report (summary, breakdown, imbalance, waits, critical path ...)", epilog=EXAMPLES["report"], formatter_class=fmt)
     rp.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     rp.add_argument("-o", "--output", required=True, help="the HTML file to write")
     rp.add_argument("--window", help="as for di analyze: steps=SLICE or time=T0:T1")
     rp.add_argument("--no-plugins", action="store_true", help="leave out the panels of installed di.report_panels plugins")
+    _force_option(rp)
     _rank_options(rp)
     sub.add_parser("plugins", help="list installed plugins (di.connectors, di.analyses, di.report_panels) and those that failed to load", epilog=EXAMPLES["plugins"], formatter_class=fmt)
     d = sub.add_parser("demo", help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)", epilog=EXAMPLES["demo"], formatter_class=fmt)
@@ -73,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--kineto", action="store_true", help="write the Kineto-shaped example job instead of recording one")
     d.add_argument("--ranks", type=int, default=4)
     d.add_argument("--steps", type=int, default=6)
+    _force_option(d)
     r = sub.add_parser("record", help="run a command under capture (MPI, file I/O, host/InfiniBand/network/GPU counters) and ingest it", epilog=EXAMPLES["record"], formatter_class=fmt)
     r.add_argument("-o", "--output", required=True, help="the trace directory to write (RUN.di); raw shards go to RUN.di/raw/")
     for flag, what in (("mpi", "MPI calls (PMPI shim)"), ("io", "POSIX and stdio file I/O (shim)"), ("host", "host CPU, memory and per-rank RSS/I/O counters"),
@@ -91,6 +101,11 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--no-browser", action="store_true", help="only print the URL")
     v.add_argument("--no-analysis", action="store_true", help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --help")
     return p
+
+
+def _force_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help="replace an existing output file that di did not write (an existing folder "
+                   "is replaced only when di wrote it, and the current directory or an input never)")
 
 
 def _rank_options(p: argparse.ArgumentParser) -> None:
@@ -129,10 +144,12 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
     from pathlib import Path
 
     from di.analysis_parts import without_analysis
-    from di.convert.registry import writer_for
+    from di.convert.registry import claim_output, expand, save_path
     from di.viewers.analysis_tracks import VIEWER_FORMATS, with_analysis
 
-    add = args.analysis if args.analysis is not None else writer_for(Path(args.output), args.to).name in VIEWER_FORMATS
+    inputs = expand(args.inputs)
+    writer = claim_output(args.output, to=args.to, force=args.force, inputs=inputs)  # before minutes of loading
+    add = args.analysis if args.analysis is not None else writer.name in VIEWER_FORMATS
     trace = _load(args)
     program = without_analysis(trace)
     if program is not trace:
@@ -148,7 +165,7 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
                 console.print(f"[yellow]warning:[/yellow] analysis tracks not added ({type(exc).__name__}: {escape(str(exc))}); "
                               "the program's events are written")
     with console.status(f"writing {args.output}"):
-        di.save(trace, args.output, to=args.to)
+        save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
     added = trace.events.height - program.events.height
     also = "".join(f", {getattr(program, t).height:,} {t}" for t in ("messages", "collectives") if getattr(program, t).height)
     console.print(f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows{also}"
@@ -175,9 +192,11 @@ def _info(args: argparse.Namespace, console: Any) -> None:
 def _analyze(args: argparse.Namespace, console: Any) -> None:
     import json
 
+    from di.convert.registry import expand
     from di.engine import analyze
     from di.engine.window import parse_window
-    from di.viewers.analysis import render, to_json, validate, write_csv
+    from di.output import atomic_write, claim, file_starts_with
+    from di.viewers.analysis import JSON_MARK, is_csv_folder, render, to_json, validate, write_csv
 
     window = parse_window(args.window)
     if args.batch or _all_stores(args.inputs):
@@ -185,6 +204,11 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
         return
     from di.analysis_parts import without_analysis
 
+    inputs = expand(args.inputs)
+    if args.json and args.json != "-":
+        claim(args.json, ours=file_starts_with(JSON_MARK), force=args.force, inputs=inputs, what="an analysis JSON file")
+    if args.csv:
+        claim(args.csv, ours=is_csv_folder, inputs=inputs, what="a CSV folder")
     trace = without_analysis(_load(args))  # plugin analyses, too, see the program's events only
     with console.status("analyzing"):
         result = analyze(trace, window=window, per_step=args.steps)
@@ -195,28 +219,25 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
         if args.json == "-":
             print(text)
             return
-        with open(args.json, "w") as fh:
-            fh.write(text)
+        with atomic_write(args.json) as fh:
+            fh.write(text.encode())
     if args.csv:
-        write_csv(result, args.csv)
-        _plugin_analyses(trace, result, args.csv, console)
+        write_csv(result, args.csv, extra=_plugin_analyses(trace, result, console))
     render(result, console, title=", ".join(args.inputs))
     for w in trace.meta.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {w}")
 
 
-def _plugin_analyses(trace: Any, result: Any, folder: str, console: Any) -> None:
-    from pathlib import Path
-
+def _plugin_analyses(trace: Any, result: Any, console: Any) -> dict[str, Any]:
+    """The tables of installed ``di.analyses`` plugins, by CSV name; their failures are said."""
     from rich.markup import escape
 
     from di.plugins import run_analyses
 
     frames, problems = run_analyses(trace, result)
-    for name, df in frames.items():
-        df.write_csv(Path(folder) / f"{name}.csv")
     for p in problems:
         console.print(f"[yellow]warning:[/yellow] {escape(p)}")
+    return frames
 
 
 def _all_stores(inputs: list[str]) -> bool:
@@ -237,6 +258,11 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
     if args.json or args.steps:
         raise ValueError("--json and --steps take one trace; with many traces (--batch) use --csv DIR")
     paths = [p for item in args.inputs for p in (map(str, expand(item)) if any(ch in item for ch in "*?[") else [item])]
+    if args.csv:
+        from di.output import claim
+        from di.viewers.analysis import is_csv_folder
+
+        claim(args.csv, ours=is_csv_folder, inputs=paths, what="a CSV folder")
     frames = []
     for path in paths:
         with console.status(f"analyzing {path}"):
@@ -256,11 +282,14 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
 
 
 def _report(args: argparse.Namespace, console: Any) -> None:
+    from di.convert.registry import expand
     from di.engine import analyze
     from di.engine.window import parse_window
-    from di.viewers.report import write_report
+    from di.output import claim
+    from di.viewers.report import is_own_report, write_report
 
     window = parse_window(args.window)
+    claim(args.output, ours=is_own_report, force=args.force, inputs=expand(args.inputs), what="an HTML report")
     trace = _load(args)
     with console.status("analyzing"):
         result = analyze(trace, window=window, per_step=True)
@@ -284,13 +313,16 @@ def _plugins(args: argparse.Namespace, console: Any) -> None:
 def _demo(args: argparse.Namespace, console: Any) -> int | None:
     if args.kineto:
         from di.demo import write_kineto_job
+        from di.demo.job import is_job_folder
+        from di.output import claim
 
+        claim(args.output, ours=is_job_folder, what="a Kineto demo folder")
         files = write_kineto_job(args.output, ranks=args.ranks, steps=args.steps)
         console.print(f"wrote {len(files)} files to {args.output}")
         return None
     from di.capture.demo_job import run_demo
 
-    return run_demo(args.output, ranks=args.ranks, steps=args.steps, console=console)
+    return run_demo(args.output, ranks=args.ranks, steps=args.steps, console=console, force=args.force)
 
 
 def _record(args: argparse.Namespace, console: Any) -> int:
@@ -374,23 +406,106 @@ def _view(args: argparse.Namespace, console: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``di`` console script."""
+    """Entry point of the ``di`` console script.
+
+    Exit codes: the command's own (``di record``: the recorded command's), 0 on
+    success, :data:`EXIT_INPUT` for bad input or an environment error (one line on
+    stderr), 130 on Ctrl-C, :data:`EXIT_BUG` for an internal error (one line naming
+    the log file that holds the traceback).
+    """
+    import logging
+
     from rich.console import Console
 
     from di.errors import DIError
 
+    argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
+    notes = _notes(err, args.command)
+    logging.getLogger("di").addHandler(notes)
     try:
         code = {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze, "record": _record,
                 "report": _report, "plugins": _plugins}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
-        err.print(f"di {args.command}: error: {exc}", markup=False, soft_wrap=True)
-        return EXIT_INPUT
+        return _fail(err, args.command, str(exc))
+    except BrokenPipeError:  # the reader of stdout left (di info --json | head): quiet, as other tools
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
+        return EXIT_PIPE
+    except OSError as exc:
+        return _fail(err, args.command, _os_text(exc))
+    except MemoryError:
+        return _fail(err, args.command, "out of memory (see --help for limits on input size, or use a machine with more memory)")
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: one line for the user, the traceback in a log file
+        return _bug(err, args.command, argv, exc)
+    finally:
+        logging.getLogger("di").removeHandler(notes)
     return code if isinstance(code, int) else 0
+
+
+def _fail(err: Any, command: str, text: str) -> int:
+    try:
+        err.print(f"di {command}: error: {text}", markup=False, soft_wrap=True)
+    except BrokenPipeError:
+        pass
+    return EXIT_INPUT
+
+
+def _os_text(exc: OSError) -> str:
+    """``PATH: reason`` of a file-system error (both paths of a failed rename)."""
+    what = exc.strerror or str(exc)
+    where = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p)
+    return f"{where}: {what}" if where else what
+
+
+def _bug(err: Any, command: str, argv: list[str], exc: Exception) -> int:
+    import traceback
+
+    from di import __version__
+
+    text = f"di {__version__}, command: di {' '.join(argv)}\n" + "".join(traceback.format_exception(exc))
+    log = _write_bug_log(text)
+    where = f"the traceback is in {log}" if log else "the traceback follows"
+    err.print(f"di {command}: internal error (a bug in di, please report it): {type(exc).__name__}: {exc}; {where}",
+              markup=False, soft_wrap=True)
+    if log is None:
+        print(text, file=sys.stderr)
+    return EXIT_BUG
+
+
+def _write_bug_log(text: str) -> str | None:
+    """Write ``text`` to a new file in the per-user state folder (else the temp folder); its path, or None."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "di"
+    for folder in (state, Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f"di-bug-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".log", dir=folder)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            return name
+        except OSError:
+            continue
+    return None
+
+
+def _notes(err: Any, command: str) -> Any:
+    """A logging handler: what the library says through the ``di`` logger becomes one note line on stderr."""
+    import logging
+
+    class Notes(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            err.print(f"di {command}: note: {record.getMessage()}", markup=False, soft_wrap=True)
+
+    return Notes(logging.INFO)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ __all__ = [
     "SchemaVersionError",
     "SchemaError",
     "MissingDependencyError",
+    "OutputError",
 ]
 
 
@@ -44,3 +45,13 @@ class SchemaError(DIError):
 
 class MissingDependencyError(DIError):
     """An optional dependency needed for this operation is not installed."""
+
+
+class OutputError(DIError):
+    """An output path di must not write (not di's, an input, the current directory)
+    or cannot write (its file system refused)."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")

@@ -8,16 +8,15 @@ Layout::
       events.parquet
       ...
 
-A store is written into a temporary sibling directory and renamed into place,
-so a crash never leaves a half-written store under the final name.
+A store is written into a hidden sibling folder and swapped with the old one in
+one step (:mod:`di.output`), so a killed or failed write leaves the old store or
+the new one, complete; a folder that is not di's is never replaced.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,27 +43,58 @@ def is_store(path: Path) -> bool:
     return b'"di-trace"' in head or b'"di-trace"' in meta.read_bytes()
 
 
-def write_store(trace: Trace, path: str | os.PathLike[str], *, compression_level: int = 3) -> None:
-    """Validate ``trace`` and write it as a ``.di`` store (replacing one that exists).
+def is_own_folder(path: Path) -> bool:
+    """True when the folder ``path`` is di's to replace: a store, or a recording
+    (``raw/run.json`` written by ``di record``) whose store is not written yet."""
+    return is_store(path) or (path / "raw" / "run.json").is_file()
+
+
+def write_store(trace: Trace, path: str | os.PathLike[str], *, compression_level: int = 3,
+                keep: tuple[str, ...] = (), extra: dict[str, pl.DataFrame] | None = None) -> None:
+    """Validate ``trace`` and write it as a ``.di`` store, replacing one that di wrote.
+
+    The store is written into a hidden sibling folder that is swapped with the
+    old one in one step (:mod:`di.output`), so a killed or failed write leaves
+    the old store, complete.
+
+    Args:
+        trace: the trace to write.
+        path: the store folder.
+        compression_level: zstd level of the Parquet files.
+        keep: entries of the existing store to carry over unchanged (a recording's ``raw/``).
+        extra: more tables to write beside the schema's (``NAME.parquet``), such as
+            a recording's per-file I/O statistics.
 
     Raises:
         SchemaError: the trace does not match the schema.
+        OutputError: ``path`` exists and is not a di store or recording.
+        OSError: the file system refused (full disk, permission, read-only).
     """
-    target = Path(path)
+    from di.output import atomic_dir, claim
+
+    target = claim(path, ours=is_own_folder, what="a trace store")
     trace = trace.with_meta(refresh_meta(trace))
     trace.validate()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        for name, df in trace.tables().items():
-            df.write_parquet(tmp / f"{name}.parquet", compression="zstd", compression_level=compression_level)
+    with atomic_dir(target, keep=keep) as tmp:
+        for name, df in {**trace.tables(), **(extra or {})}.items():
+            _write_parquet(df, tmp / f"{name}.parquet", compression_level)
         (tmp / META).write_text(json.dumps(trace.meta, indent=1) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_parquet(df: pl.DataFrame, file: Path, level: int) -> None:
+    """polars reports a failing write (full disk) as ComputeError with the OS error in its text."""
+    try:
+        df.write_parquet(file, compression="zstd", compression_level=level)
+    except OSError:
         raise
+    except Exception as exc:  # polars.exceptions.ComputeError and kin
+        import re
+
+        found = re.search(r"os error (\d+)", str(exc))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code), str(file)) from None
 
 
 def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -64,7 +64,7 @@ def test_layout_and_one_event_per_line(tmp_path: Path) -> None:
     trace = _build(_events([(0, T0, T0 + 500, "step"), (1, T0 + 100, T0 + 200, "kern", "kernel")]))
     doc, text = _write(trace, tmp_path)
     assert doc["displayTimeUnit"] == "ns"
-    assert set(doc) == {"traceEvents", "displayTimeUnit", "diTrace"}
+    assert set(doc) == {"diWriter", "traceEvents", "displayTimeUnit", "diTrace"} and text.startswith(b'{"diWriter":"di","traceEvents":[\n')
     assert doc["diTrace"]["schema_version"] == 1
     body = text.split(b"\n")[1 : 1 + len(doc["traceEvents"])]
     assert [orjson.loads(line.rstrip(b",")) for line in body] == doc["traceEvents"]

@@ -140,3 +140,17 @@ def test_cli_reports_a_broken_archive_on_one_line(archive: Path) -> None:
     assert proc.returncode == 2
     assert "global definitions traces.def missing" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_otf2_librarys_own_error_prints_do_not_reach_stderr(tmp_path: Path) -> None:
+    from di.demo import write_kineto_job
+
+    archive = tmp_path / "a.otf2"
+    di.save(di.load(write_kineto_job(tmp_path / "k", ranks=2, steps=2)), archive)
+    with open(archive.with_suffix(".def"), "r+b") as fh:  # a corrupt record inside the definitions
+        fh.seek(200)
+        fh.write(b"garbage")
+    proc = subprocess.run([sys.executable, "-m", "di", "info", str(archive)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "[OTF2]" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"di info: error: {archive}")

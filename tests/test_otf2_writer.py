@@ -21,7 +21,7 @@ from conftest import assert_valid, is_execution_trace, kineto_file, kineto_files
 
 import di
 from di.convert.otf2.writer import anchor_for, write_otf2
-from di.errors import FormatError
+from di.errors import OutputError
 
 otf2 = pytest.importorskip("otf2")
 
@@ -230,6 +230,7 @@ def test_save_and_cli_write_anchor_or_directory(tmp_path: Path) -> None:
 def test_writer_refuses_to_overwrite_other_files(tmp_path: Path) -> None:
     trace = di.load(otf2_archive("casita_4_mpi_ls_barr"))
     (tmp_path / "x.otf2").write_text("my notes")
-    with pytest.raises(FormatError, match="not an OTF2 anchor file; not overwriting"):
-        di.save(trace, tmp_path / "x.otf2")
+    for force in (False, True):
+        with pytest.raises(OutputError, match="not an OTF2 archive that di wrote; di replaces only its own archives"):
+            di.save(trace, tmp_path / "x.otf2", force=force)
     assert (tmp_path / "x.otf2").read_text() == "my notes"

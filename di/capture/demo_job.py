@@ -33,17 +33,32 @@ def _mpiexec() -> str:
     return found
 
 
-def run_demo(output: str | Path, *, ranks: int = 4, steps: int = 6, console: Any = None) -> int:
-    """Record, save and summarise the demo job; returns the job's exit code."""
-    import di
+def run_demo(output: str | Path, *, ranks: int = 4, steps: int = 6, console: Any = None, force: bool = False) -> int:
+    """Record, save and summarise the demo job; returns the job's exit code.
+
+    Every output is claimed before the job runs (:func:`di.output.claim`), so a
+    path that is not di's is refused at once, not after the recording.
+    """
     from di.capture.record import RecordOptions, record
-    from di.convert.registry import writer_for
+    from di.convert.registry import claim_output, save_path
+    from di.output import claim
+    from di.store import is_own_folder
 
     try:
         import mpi4py  # noqa: F401
     except ImportError:
         raise MissingDependencyError("di demo needs mpi4py (pip install mpich mpi4py)") from None
     run = Path(output)
+    claim(run, ours=is_own_folder, what="a trace store")
+    extras = []
+    stem = run.with_suffix("") if run.suffix == ".di" else run
+    for suffix, fmt in EXTRA_FORMATS:
+        target = stem.parent / (stem.name + suffix)
+        try:
+            claim_output(target, to=fmt, force=force)
+        except UnknownFormatError:
+            continue
+        extras.append((target, fmt))
     work = Path(tempfile.mkdtemp(prefix="di-demo-"))
     command = [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "di.capture.demo_train", str(work), "--steps", str(steps)]
     opts = RecordOptions(output=run, mpi=True, io=True, host=True, ib=True, net=True, nvml=True)
@@ -52,16 +67,10 @@ def run_demo(output: str | Path, *, ranks: int = 4, steps: int = 6, console: Any
     finally:
         shutil.rmtree(work, ignore_errors=True)
     written = [str(run)]
-    stem = run.with_suffix("") if run.suffix == ".di" else run
     failed = []
-    for suffix, fmt in EXTRA_FORMATS:
-        target = stem.parent / (stem.name + suffix)
+    for target, fmt in extras:
         try:
-            writer_for(target, fmt)
-        except UnknownFormatError:
-            continue
-        try:
-            di.save(trace, target, to=fmt)
+            save_path(trace, target, to=fmt, force=force)
             written.append(str(target))
         except (DIError, OSError) as exc:
             failed.append(f"{target} not written: {exc}")

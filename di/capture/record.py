@@ -179,13 +179,8 @@ def ingest_run(run: Path, console: Any = None) -> Any:
         status.start()
     try:
         trace, files = ingest(run, progress=(lambda msg: status.update(f"ingesting: {msg}")) if status else None)
-        keep = run.parent / f".{run.name}.raw-{os.getpid()}"
-        (run / "raw").rename(keep)
-        try:
-            write_store(trace, run)
-        finally:
-            keep.rename(run / "raw")
-        files.write_parquet(run / iostats.FILE)
+        # raw/ is linked into the new store before the swap: the shards never leave sight
+        write_store(trace, run, keep=("raw",), extra={iostats.FILE.removesuffix(".parquet"): files})
     finally:
         if status:
             status.stop()

@@ -33,6 +33,10 @@ class Connector:
         sniff: True when a file's first bytes (gunzipped) are this format.
         read: path, rank, rank_source, source index -> Trace (None: write-only).
         write: (trace, path) -> None (None: read-only).
+        ours: path -> True when an existing output at ``path`` was written by di in
+            this format, so it may be replaced (None: an existing output is
+            replaced only with ``force``, and only when it is a file).
+        whole: its output is a folder or a set of parts, which ``force`` never replaces.
     """
 
     name: str
@@ -40,6 +44,8 @@ class Connector:
     sniff: Callable[[Path, bytes], bool]
     read: Callable[..., Trace] | None
     write: Callable[[Trace, Path], None] | None
+    ours: Callable[[Path], bool] | None = None
+    whole: bool = False
 
 
 def _sniff_json(path: Path, head: bytes) -> bool:
@@ -56,6 +62,12 @@ def _write_chrome(trace: Trace, path: Path) -> None:
     from di.convert.chrome.writer import write_chrome
 
     write_chrome(trace, path)
+
+
+def _own_chrome(path: Path) -> bool:
+    from di.convert.chrome.writer import is_own_file
+
+    return is_own_file(path)
 
 
 def _sniff_perfetto(path: Path, head: bytes) -> bool:
@@ -76,6 +88,12 @@ def _write_perfetto(trace: Trace, path: Path) -> None:
     write_perfetto(trace, path)
 
 
+def _own_perfetto(path: Path) -> bool:
+    from di.convert.perfetto.writer import is_own_file
+
+    return is_own_file(path)
+
+
 def _read_store(path: Path, **kw: Any) -> Trace:
     from di.store import read_store
 
@@ -88,14 +106,22 @@ def _write_store(trace: Trace, path: Path) -> None:
     write_store(trace, path)
 
 
+def _own_store(path: Path) -> bool:
+    from di.store import is_own_folder
+
+    return is_own_folder(path)
+
+
 def _sniff_otf2(path: Path, head: bytes) -> bool:
     return head[2:6] == b"OTF2"
 
 
 def _read_otf2(path: Path, **kw: Any) -> Trace:
+    from di.convert.otf2.clib import collected_errors
     from di.convert.otf2.reader import read_otf2
 
-    return read_otf2(path, **kw)
+    with collected_errors():  # the reader words what went wrong; the library's own prints would bury it
+        return read_otf2(path, **kw)
 
 
 def _write_otf2(trace: Trace, path: Path) -> None:
@@ -104,11 +130,24 @@ def _write_otf2(trace: Trace, path: Path) -> None:
     write_otf2(trace, path)
 
 
+def _own_otf2(path: Path) -> bool:
+    """The anchor file of an archive di wrote, or a folder holding only such an archive's parts."""
+    from di.convert.otf2.writer import anchor_for, is_own_archive
+
+    anchor = anchor_for(path)
+    if not anchor.is_file() or not is_own_archive(anchor):
+        return False
+    if path.is_dir():
+        parts = {anchor.name, anchor.stem + ".def", anchor.stem}
+        return all(p.name in parts or p.name.startswith(".") for p in path.iterdir())
+    return True
+
+
 CONNECTORS: tuple[Connector, ...] = (
-    Connector("di", (".di",), lambda p, h: False, _read_store, _write_store),
-    Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome),
-    Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2),
-    Connector("perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto),
+    Connector("di", (".di",), lambda p, h: False, _read_store, _write_store, _own_store, whole=True),
+    Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome, _own_chrome),
+    Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2, _own_otf2, whole=True),
+    Connector("perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto, _own_perfetto),
 )
 
 
@@ -233,7 +272,38 @@ def load_paths(path_or_paths: Any, *, rank: int | None = None, ranks: list[int] 
     return merge(traces)
 
 
-def save_path(trace: Trace, path: Any, *, to: str | None = None) -> None:
-    """Write ``trace`` with the connector chosen by ``to`` or the extension."""
+OUTPUT_KINDS = {"di": "a trace store", "chrome": "a Chrome JSON trace", "otf2": "an OTF2 archive", "perfetto": "a Perfetto trace"}
+"""How an output of each built-in format is named in a refusal."""
+
+
+def claim_output(path: Any, *, to: str | None = None, force: bool = False, inputs: Iterable[Any] = ()) -> Connector:
+    """The writer of ``path``, after :func:`di.output.claim` allowed the path.
+
+    Raises:
+        UnknownFormatError: no connector writes it.
+        OutputError: the path may not be written (see :func:`di.output.claim`).
+    """
+    from di.output import claim
+
     target = Path(path)
-    writer_for(target, to).write(trace, target)  # type: ignore[misc]
+    writer = writer_for(target, to)
+    claim(target, ours=writer.ours, force=force, inputs=inputs, what=OUTPUT_KINDS.get(writer.name, f"a {writer.name} output"),
+          whole=writer.whole)
+    return writer
+
+
+def save_path(trace: Trace, path: Any, *, to: str | None = None, force: bool = False, inputs: Iterable[Any] = ()) -> None:
+    """Write ``trace`` with the connector chosen by ``to`` or the extension.
+
+    The output is claimed first (:func:`claim_output`): an existing path is
+    replaced only when di wrote it in this format (``force``: or when it is a
+    file), and never when it is the current directory, one of ``inputs`` or the
+    trace's sources, or a folder holding one.
+
+    Raises:
+        OutputError: the path may not be written.
+        OSError: the file system refused.
+    """
+    sources = [s["path"] for s in trace.meta.get("sources", []) if isinstance(s, dict) and isinstance(s.get("path"), str)]
+    writer = claim_output(path, to=to, force=force, inputs=[*inputs, *sources])
+    writer.write(trace, Path(path))  # type: ignore[misc]

@@ -42,6 +42,14 @@ def kineto_job(
                                                 render_ranks)]
 
 
+def is_job_folder(path: Path) -> bool:
+    """True when the folder ``path`` holds only ``rank-N.json[.gz]`` files, as :func:`write_kineto_job` writes."""
+    import re
+
+    name = re.compile(r"rank-\d+\.json(\.gz)?")
+    return path.is_dir() and all(name.fullmatch(p.name) for p in path.iterdir() if not p.name.startswith("."))
+
+
 def write_kineto_job(directory: str | Path, *, compress: bool = False, ranks: int = 4,
                      steps: int = 6, ops_per_step: int = 40, seed: int = 0,
                      straggler: int | None = 1,
@@ -56,12 +64,13 @@ def write_kineto_job(directory: str | Path, *, compress: bool = False, ranks: in
     Returns:
         The written paths, one per rendered rank.
     """
+    from di.output import atomic_write
+
     out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
     paths = []
     for rank, doc in _documents(ranks, steps, ops_per_step, seed, straggler, render_ranks):
         path = out / (f"rank-{rank}.json" + (".gz" if compress else ""))
-        with open(path, "wb") as raw:
+        with atomic_write(path) as raw:
             if compress:
                 with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
                     gz.write(doc)

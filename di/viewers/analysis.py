@@ -76,22 +76,37 @@ def validate(doc: dict[str, Any]) -> None:
         raise SchemaError(f"analysis JSON at {where}: {exc.message}") from None
 
 
-def write_csv(result: Analysis, folder: str | Path) -> list[Path]:
-    """One CSV per table (steps, breakdown, overlap, imbalance, wait_states, critical_path_*)."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
+JSON_MARK = b'"format": "di-analysis"'
+"""How di recognises an analysis JSON file it wrote (the document's first member, as :func:`to_json` and ``json.dumps(indent=1)`` write it)."""
+
+
+def is_csv_folder(path: Path) -> bool:
+    """True when the folder ``path`` holds only CSV files (what ``--csv`` writes), so di may replace it."""
+    return path.is_dir() and all(p.is_file() and p.name.endswith(".csv") for p in path.iterdir() if not p.name.startswith("."))
+
+
+def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
+    """One CSV per table (steps, breakdown, overlap, imbalance, wait_states, critical_path_*,
+    then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
+
+    Returns:
+        The files written, under ``folder``.
+    """
+    from di.output import atomic_dir
+
     tables = {"steps": result.steps, "breakdown": result.breakdown, "overlap": result.overlap,
               "imbalance": result.imbalance, "wait_states": result.wait_states}
     for k, v in (result.critical_path or {}).items():
         if isinstance(v, pl.DataFrame):
             tables[f"critical_path_{k}"] = v
-    written = []
-    for name, df in tables.items():
-        if df is not None:
-            path = out / f"{name}.csv"
-            df.write_csv(path)
-            written.append(path)
-    return written
+    tables.update(extra or {})
+    names = []
+    with atomic_dir(folder) as staged:
+        for name, df in tables.items():
+            if df is not None:
+                df.write_csv(staged / f"{name}.csv")
+                names.append(f"{name}.csv")
+    return [Path(folder) / n for n in names]
 
 
 def _ranks(result: Analysis) -> set[int]:

@@ -68,9 +68,9 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
 
 
 def write_table(frames: list[pl.DataFrame], folder: str | Path) -> Path:
-    """Concatenate the traces' rows and write ``FOLDER/per_trace_rank.csv``."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / FILE
-    pl.concat(frames).write_csv(path)
-    return path
+    """Concatenate the traces' rows and write ``FOLDER/per_trace_rank.csv`` (the folder written whole and swapped in)."""
+    from di.output import atomic_dir
+
+    with atomic_dir(folder) as staged:
+        pl.concat(frames).write_csv(staged / FILE)
+    return Path(folder) / FILE

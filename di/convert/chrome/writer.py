@@ -7,7 +7,7 @@ so every ns survives (``t0 + 123 ns`` -> ``0.123``).
 
 File layout (one JSON object, one trace event per line)::
 
-    {"traceEvents":[
+    {"diWriter":"di","traceEvents":[     "diWriter" first: the mark of a file di wrote, found in its head
     {"ph":"M",...}                       process/thread names and sort indices
     {"ph":"X","pid":..,"tid":..,"ts":..,"dur":..,"name":..,"cat":..,"args":{..}}
     {"ph":"i","s":"t",...}               instants (events.instant)
@@ -53,19 +53,21 @@ import numpy as np
 import orjson
 import polars as pl
 
-from di.convert.atomic import atomic_write
+from di.output import atomic_write
 from di.convert.chrome.lines import ARGS, CONST, FRAG, NO_TIME, TEXT, TIME, assemble, us_text
 from di.convert.columns import utf8_buffers
 from di.convert.lanes import NO_POINT, assign_lanes, innermost_points, is_sorted
 from di.errors import SchemaError
 from di.trace import Trace
 
-__all__ = ["write_chrome", "us_text"]
+__all__ = ["write_chrome", "us_text", "is_own_file"]
 
 CHUNK_ROWS = 1 << 20
 """Rows assembled per block; bounds memory to about CHUNK_ROWS x line length."""
 BIND_ID_BASE = 1 << 32
 """First flow-v2 bind_id: Perfetto numbers s/f flows 0, 1, ... (uint32) in the same id space."""
+WRITER_KEY = b'{"diWriter":"di",'
+"""The document's first member: how di recognises a Chrome JSON file it wrote (:func:`is_own_file`)."""
 GZIP_LEVEL = 1
 """zlib level for .gz output: level 1 keeps gzip near the assembly speed."""
 
@@ -84,11 +86,23 @@ def write_chrome(trace: Trace, path: str | os.PathLike[str], *, compress: bool |
     path = os.fspath(path)
     gz = path.endswith(".gz") if compress is None else compress
     with atomic_write(path) as raw:
-        if gz:
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as f:
+        if gz:  # the gzip header names the target, not the staged file
+            name = os.path.basename(path).removesuffix(".gz")
+            with gzip.GzipFile(filename=name, fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as f:
                 _write(trace, f)
         else:
             _write(trace, raw)
+
+
+def is_own_file(path: os.PathLike[str] | str) -> bool:
+    """True when ``path`` is a Chrome JSON file di wrote (plain or gzip): it opens with :data:`WRITER_KEY`."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if head[:2] == b"\x1f\x8b":
+        import zlib
+
+        head = zlib.decompressobj(31).decompress(head, len(WRITER_KEY))
+    return head.startswith(WRITER_KEY)
 
 
 class _Sink:
@@ -529,7 +543,7 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     counters, series, nonfinite = _counter_block(trace, layout, pool, t0)
     frozen = pool.freeze()
     sink = _Sink(f)
-    f.write(b'{"traceEvents":[')
+    f.write(WRITER_KEY + b'"traceEvents":[')
     sink.lines(_metadata_lines(layout, {s["pid"] for s in series}))
     for block in (events, counters, pairs):
         _emit(sink, block, frozen)

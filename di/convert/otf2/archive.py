@@ -36,9 +36,13 @@ def is_anchor(head: bytes) -> bool:
 def find_anchor(path: Path) -> Path:
     """The anchor file: ``path`` itself, or the one ``*.otf2`` anchor in directory ``path``.
 
+    An archive that a killed ``di`` left half replaced (:func:`di.output.replace_parts`)
+    is completed first.
+
     Raises:
         FormatError: no anchor, several, or not an OTF2 anchor file.
     """
+    _finish_replacements(path)
     if path.is_dir():
         found = sorted(p for p in path.glob("*.otf2") if p.is_file())
         if len(found) != 1:
@@ -49,6 +53,19 @@ def find_anchor(path: Path) -> Path:
         if not is_anchor(fh.read(8)):
             raise FormatError(path, "not an OTF2 anchor file (no 'OTF2' magic at byte 2)")
     return path
+
+
+def _finish_replacements(path: Path) -> None:
+    from di.output import JOURNAL_TAG, finish_swap
+
+    journals = path.glob(f".*.otf2.{JOURNAL_TAG}") if path.is_dir() else [path.with_name(f".{path.name}.{JOURNAL_TAG}")]
+    for journal in journals:
+        if journal.exists():
+            try:
+                finish_swap(journal.with_name(journal.name[1:].removesuffix("." + JOURNAL_TAG)))
+            except OSError as exc:
+                raise FormatError(journal.parent, f"an interrupted di write left this archive half replaced and it cannot be "
+                                                  f"finished here ({exc.strerror}); write the archive again") from None
 
 
 def _otf2_error(anchor: Path, exc: Exception) -> FormatError:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from llvmlite import ir
@@ -27,7 +29,7 @@ from numba.extending import intrinsic
 
 from di.errors import MissingDependencyError
 
-__all__ = ["library", "address", "addresses", "ccall", "error_text", "UNDEFINED_UINT32", "UNDEFINED_UINT64"]
+__all__ = ["library", "address", "addresses", "ccall", "error_text", "collected_errors", "UNDEFINED_UINT32", "UNDEFINED_UINT64"]
 
 UNDEFINED_UINT32 = 0xFFFFFFFF
 """OTF2_UNDEFINED_UINT32 (and every *Ref type's undefined value)."""
@@ -73,6 +75,32 @@ def error_text(code: int) -> str:
     name = (lib.OTF2_Error_GetName(code) or b"?").decode()
     desc = (lib.OTF2_Error_GetDescription(code) or b"").decode()
     return f"{name}: {desc}" if desc else name
+
+
+_ERROR_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
+                                   ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+"""OTF2_ErrorCallback: (userData, file, line, function, errorCode, msgFormatString, va_list) -> errorCode."""
+
+
+@contextmanager
+def collected_errors() -> Iterator[list[int]]:
+    """Within the block the OTF2 library's errors are collected (their codes, in order)
+    instead of printed to stderr, where they would bury di's one-line message."""
+    codes: list[int] = []
+
+    def record(_user: int, _file: bytes, _line: int, _function: bytes, code: int, _fmt: bytes, _va: int) -> int:
+        codes.append(code)
+        return code
+
+    callback = _ERROR_CALLBACK(record)
+    lib = library()
+    lib.OTF2_Error_RegisterCallback.restype = ctypes.c_void_p
+    lib.OTF2_Error_RegisterCallback.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    previous = lib.OTF2_Error_RegisterCallback(ctypes.cast(callback, ctypes.c_void_p), None)
+    try:
+        yield codes
+    finally:
+        lib.OTF2_Error_RegisterCallback(previous, None)
 
 
 def handle(ptr: object) -> int:

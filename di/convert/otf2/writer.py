@@ -40,6 +40,7 @@ gets the groups and markers of :mod:`di.convert.otf2.analysis_defs`.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -67,23 +68,20 @@ def anchor_for(path: str | os.PathLike[str]) -> Path:
     return p if p.name.endswith(".otf2") else p / "traces.otf2"
 
 
-def _clear(anchor: Path) -> None:
-    """Remove an earlier archive at ``anchor`` (anchor, .def, event directory); refuse to touch anything else."""
-    if anchor.exists():
-        with open(anchor, "rb") as fh:
-            if not is_anchor(fh.read(8)):
-                raise FormatError(anchor, "exists and is not an OTF2 anchor file; not overwriting it")
-        anchor.unlink()
-    anchor.with_suffix(".def").unlink(missing_ok=True)
-    evt_dir = anchor.with_suffix("")
-    if evt_dir.is_dir():
-        if any(not f.name.endswith((".evt", ".def")) for f in evt_dir.iterdir()):
-            raise FormatError(evt_dir, "holds files other than OTF2 .evt/.def; not overwriting it")
-        shutil.rmtree(evt_dir)
+def is_own_archive(anchor: Path) -> bool:
+    """True when ``anchor`` is the anchor file of an OTF2 archive that di wrote
+    (the anchor holds the creator string ``di VERSION``, NUL-terminated, and di's description)."""
+    with open(anchor, "rb") as fh:
+        head = fh.read(4096)
+    return is_anchor(head) and b"\x00written by di from " in head
 
 
 def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> None:
-    """Write ``trace`` as an OTF2 archive.
+    """Write ``trace`` as an OTF2 archive, replacing one that di wrote.
+
+    The archive is written into a hidden sibling folder, then its parts move into
+    place anchor last, under a journal that the next di finishes if this run is
+    killed between two moves (:func:`di.output.replace_parts`).
 
     Args:
         trace: the canonical trace.
@@ -91,22 +89,66 @@ def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> None:
             written beside it) or a directory (``traces.otf2`` inside it).
 
     Raises:
-        FormatError: the target holds something that is not an OTF2 archive,
-            or the OTF2 library reports an error.
+        OutputError: the target holds an archive (or anything else) that di did not write.
+        FormatError: the OTF2 library reports an error.
+        OSError: the file system refused (full disk, permission, read-only).
     """
     import _otf2
 
+    from di.output import clean_leftovers, make_parent, replace_parts, staged_name
+
     anchor = anchor_for(path)
-    anchor.parent.mkdir(parents=True, exist_ok=True)
-    _clear(anchor)
+    make_parent(anchor)
+    clean_leftovers(anchor)
+    parts = _check_parts(anchor)
     lay = plan(trace)
     extra = plan_analysis(trace, lay)
-    archive = _otf2.Archive_Open(str(anchor.parent), anchor.stem, _otf2.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS,
-                                 _otf2.SUBSTRATE_POSIX, _otf2.COMPRESSION_NONE)
+    staged = staged_name(anchor)
+    staged.mkdir()
+    try:
+        with clib.collected_errors() as errors:
+            try:
+                _write_archive(_otf2, staged, anchor, lay, extra)
+            except (_otf2.Error, FormatError) as exc:
+                raise _write_error(anchor, errors, exc) from None
+        replace_parts(staged, anchor.parent, parts)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+
+
+def _write_archive(_otf2: object, staged: Path, anchor: Path, lay: Layout, extra: AnalysisDefs) -> None:
+    o = _otf2
+    archive = o.Archive_Open(str(staged), anchor.stem, o.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS, o.SUBSTRATE_POSIX, o.COMPRESSION_NONE)
     try:
         _write(archive, lay, anchor, extra)
     finally:
-        _otf2.Archive_Close(archive)
+        o.Archive_Close(archive)
+
+
+def _write_error(anchor: Path, codes: list[int], exc: Exception) -> Exception:
+    """The OS error the OTF2 library met (a full disk), else a FormatError with its own words."""
+    for code in codes:
+        name = clib.error_text(code).split(":", 1)[0]
+        number = getattr(errno, name, None) if name.startswith("E") else None  # OTF2 names errno codes as errno does
+        if isinstance(number, int):
+            return OSError(number, os.strerror(number), str(anchor))
+    return FormatError(anchor, f"OTF2 library failed writing the archive ({exc})")
+
+
+def _check_parts(anchor: Path) -> list[str]:
+    """The archive's part names, anchor last; refuses parts of an archive di did not write."""
+    from di.errors import OutputError
+
+    parts = [anchor.stem, anchor.stem + ".def", anchor.name]
+    if anchor.exists() and not is_own_archive(anchor):
+        raise OutputError(anchor, "exists and is not an OTF2 archive di wrote; choose another output path")
+    evt_dir = anchor.with_suffix("")
+    if evt_dir.is_dir() and any(not f.name.endswith((".evt", ".def")) for f in evt_dir.iterdir()):
+        raise OutputError(evt_dir, "holds files other than OTF2 .evt/.def; not replacing it")
+    if not anchor.exists() and (evt_dir.exists() or anchor.with_suffix(".def").exists()):
+        raise OutputError(anchor.parent, f"holds parts of an OTF2 archive named {anchor.stem} without its anchor; not replacing them")
+    return parts
 
 
 def _check(code: int, anchor: Path, what: str) -> None:

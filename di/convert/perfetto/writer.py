@@ -25,7 +25,7 @@ from typing import IO
 import numpy as np
 import polars as pl
 
-from di.convert.atomic import atomic_write
+from di.output import atomic_write
 from di.convert.columns import utf8_buffers
 from di.convert.lanes import assign_lanes, is_sorted
 from di.convert.perfetto import ditrace, encode
@@ -33,7 +33,7 @@ from di.convert.perfetto.flows import flow_marks
 from di.convert.perfetto.layout import build_layout, descriptor_packets
 from di.trace import CATS, Trace
 
-__all__ = ["write_perfetto"]
+__all__ = ["write_perfetto", "is_own_file"]
 
 BUFFER_BYTES = 16 << 20
 """Output written per kernel call; bounds memory beyond the trace's own columns."""
@@ -52,6 +52,13 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> None:
     """
     with atomic_write(path) as f:
         _write(trace, f)
+
+
+def is_own_file(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a Perfetto trace di wrote: its first packet carries di's
+    ``{"format":"di-perfetto"`` document (:mod:`di.convert.perfetto.ditrace`)."""
+    with open(path, "rb") as fh:
+        return b'{"format":"di-perfetto"' in fh.read(64)
 
 
 def dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:

@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from di.viewers.report.page import Cell, Section, ms, new_figure, num, pct, render_page, svg_plot, table
+from di.viewers.report.page import GENERATOR, Cell, Section, ms, new_figure, num, pct, render_page, svg_plot, table
 
 if TYPE_CHECKING:
     import polars as pl
@@ -131,6 +131,16 @@ def build_report(trace: Trace, result: Analysis, *, inputs: Sequence[str] = (), 
 
 def write_report(trace: Trace, result: Analysis, path: str | Path, **kw: Any) -> list[str]:
     """Write :func:`build_report`'s page to ``path``; returns its problems."""
+    from di.output import atomic_write
+
     page, problems = build_report(trace, result, **kw)
-    Path(path).write_text(page, encoding="utf-8")
+    with atomic_write(path) as fh:
+        fh.write(page.encode("utf-8"))
     return problems
+
+
+def is_own_report(path: Path) -> bool:
+    """True when ``path`` is an HTML report di wrote (its head names di as the generator)."""
+    from di.output import file_starts_with
+
+    return file_starts_with(GENERATOR.encode())(path)

@@ -109,6 +109,8 @@ def table(name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, s
     return "".join(out)
 
 
+GENERATOR = '<meta name="generator" content="di report">'
+"""Names di in the page's head: how di recognises a report it wrote before replacing it."""
 LONG_TEXT = 110
 """Text cells longer than this (kernel names) are cut; the whole text is the cell's tooltip."""
 FOLD_ROWS = 30
@@ -155,6 +157,6 @@ def render_page(title: str, subtitle: str, sections: Sequence[Section]) -> str:
                      + (f'<ul class="hints">{hints}</ul>' if hints else "") + s.body + "</section>")
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-            f"<meta name=\"viewport\" content=\"width=device-width\"><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
+            f"{GENERATOR}<meta name=\"viewport\" content=\"width=device-width\"><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
             f"<header><h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p></header><nav>{nav}</nav><main>{''.join(parts)}</main>"
             f"<script>{SORT_JS}</script></body></html>")
