@@ -68,10 +68,8 @@ def load(path_or_paths: Any, **opts: Any) -> Trace:
         DIError: a ``di record`` recording holds shards but no complete trace (it is then
             ingested first, :mod:`di.capture.recover`) and cannot be ingested now.
     """
-    from di.capture.recover import ingest_inputs
     from di.convert.registry import load_paths
 
-    ingest_inputs(path_or_paths)
     return load_paths(path_or_paths, **opts)
 
 

@@ -119,11 +119,9 @@ def _load(args: argparse.Namespace) -> Any:
     from rich.console import Console
     from rich.progress import Progress
 
-    from di.capture.recover import ingest_inputs
     from di.convert.registry import expand, load_paths
 
     console = Console(stderr=True, highlight=False)
-    ingest_inputs(args.inputs, say=lambda msg: console.print(msg, markup=False, soft_wrap=True))  # recordings left un-ingested
     paths = expand(args.inputs)
     started = time.monotonic()
     if len(paths) == 1:
@@ -336,8 +334,7 @@ def _record(args: argparse.Namespace, console: Any) -> int:
 
         if command:
             raise ValueError("--ingest runs no command; drop what follows --")
-        trace = ingest_recording(Path(args.output), console, say=lambda msg: console.print(msg, markup=False, soft_wrap=True))
-        _report_recording(args.output, trace, console)
+        _report_recording(args.output, ingest_recording(Path(args.output), console), console)
         return 0
     if not args.rate > 0:
         raise ValueError(f"--rate must be a positive number of samples per second, not {args.rate}")

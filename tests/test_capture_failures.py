@@ -168,7 +168,7 @@ def test_wrapper_sigkilled_ends_job_and_next_info_ingests(job: Job, request: pyt
     assert not (job.run / "meta.json").exists()  # nobody was left to ingest ...
     info = _info(job.run)  # ... the next di info does, and says so
     assert info.returncode == 0, info.stderr
-    assert "holds raw capture shards but no trace; ingesting it" in info.stderr
+    assert "holds raw capture shards but no trace; ingesting it" in info.stderr, info.stderr
     assert json.loads(info.stdout)["ranks"] == list(range(NP))
     _assert_steps_recorded(job, di.load(job.run))
     again = _info(job.run)
@@ -276,7 +276,7 @@ def test_killed_ingest_is_resumed_by_info_and_ingest(recorded: Path) -> None:
     (recorded / "meta.json").unlink()
     proc = run(di_cmd("record", "--ingest", "-o", str(recorded)), recorded.parent, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "moved the shards a killed ingest had hidden" in proc.stdout
+    assert "moved the shards a killed ingest had hidden" in proc.stderr, proc.stderr
     assert not hidden.exists() and di.load(recorded).events.height == events
 
 
@@ -301,11 +301,11 @@ def test_record_refuses_a_directory_that_is_not_di(tmp_path: Path) -> None:
     (proj / "train.py").write_text("print('hi')\n")
     proc = _record(tmp_path, "proj", "true")
     assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and "proj: exists and is not a di recording" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "proj: exists and is not a di recording or store" in proc.stderr
     assert (proj / "train.py").read_text() == "print('hi')\n" and (proj / "meta.json").exists()
     for here in (".", "..", str(tmp_path)):
         proc = _record(tmp_path, here, "true")
-        assert proc.returncode == 2 and "is the current directory or holds it" in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and "is the current directory or one of its parents" in proc.stderr, proc.stderr
     (tmp_path / "afile").write_text("x")
     proc = _record(tmp_path, "afile/run.di", "true")
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "afile/run.di" in proc.stderr, proc.stderr

@@ -7,25 +7,28 @@ an ingest* (:func:`pending`) when it holds no complete trace of those shards: no
 one written from other shards than those now in ``raw/`` (``meta.json``'s
 ``capture.raw_files``, the count, total size and latest mtime of raw/'s files when they
 were read, no longer matches: a rank appended records, or reported its exit, after a
-failed rank's ``di record`` ingested). :func:`ingest_pending`, which ``di.load`` and the
-CLI's loading call, ingests such a recording under the ingest lock beside it (waiting
-for another process that holds it), unless its ``di record`` is still running. Shards
-that an older di's killed ingest left hidden beside the recording (``.RUN.di.raw-PID``)
-are moved back into ``raw/`` when it has none, else reported.
+failed rank's ``di record`` ingested). :func:`ingest_pending`, which loading calls
+(:func:`di.convert.registry.expand`, so ``di.load`` and every CLI command), ingests such
+a recording under the ingest lock beside it (waiting for another process that holds
+it), unless its ``di record`` is still running, and says so through the ``di`` logger
+(the CLI prints it as a note on stderr). Shards that an older di's killed ingest left
+hidden beside the recording (``.RUN.di.raw-PID``) are moved back into ``raw/`` when it
+has none, else reported the same way.
 
 ``di record -o RUN.di`` writes only into a directory that is absent, empty, a di store
-or a recording (:func:`check_output`), never the current directory or one that holds
-it, and replaces only what di wrote there (:func:`remove_recording`).
+or a recording (:func:`check_output`, by :func:`di.output.claim`), never the current
+directory or one that holds it, and replaces only what di wrote there
+(:func:`remove_recording`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import socket
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,7 @@ DI_FILES = ("meta.json", "io_files.parquet", "locations.parquet", "events.parque
 LOCK_WAIT_S = 600.0  # how long a load waits for another process's ingest of the same recording
 LOCK_POLL_S = 0.1
 
-Say = Callable[[str], None]
+log = logging.getLogger("di")
 
 
 def _di_raw(raw: Path) -> bool:
@@ -71,25 +74,16 @@ def check_output(run: Path) -> None:
     """Refuse an output ``di record`` must not write (the module doc says which).
 
     Raises:
-        DIError: one line naming ``run`` and why.
+        OutputError: one line naming ``run`` and why.
     """
-    target, cwd = run.resolve(), Path.cwd().resolve()
-    if target == cwd or target in cwd.parents:
-        raise DIError(f"{run}: is the current directory or holds it; give -o a new directory, e.g. -o run.di")
-    if not run.exists():
-        return
-    if not run.is_dir():
-        raise DIError(f"{run}: exists and is not a directory; choose another -o")
+    from di.errors import OutputError
+    from di.output import claim
     from di.store import is_store
 
+    claim(run, ours=lambda p: is_store(p) or is_recording(p), what="a di recording or store", whole=True)
     raw = run / "raw"
-    if is_store(run) or _di_raw(raw):
-        if raw.exists() and not _di_raw(raw) and (not raw.is_dir() or any(raw.iterdir())):
-            raise DIError(f"{raw}: is not di's raw capture directory; move it away or choose another -o")
-        return
-    if any(run.iterdir()):
-        raise DIError(f"{run}: exists and is not a di recording or store (no di meta.json, no raw/ capture shards); "
-                      "choose another -o or remove it")
+    if os.path.lexists(raw) and not _di_raw(raw) and (not raw.is_dir() or any(raw.iterdir())):
+        raise OutputError(raw, "is not di's raw capture folder; move it away or choose another -o")
 
 
 def remove_recording(run: Path) -> None:
@@ -125,7 +119,7 @@ def _alive(pid: int, needle: bytes = b"") -> bool:
         return False
 
 
-def recover_hidden(run: Path, say: Say | None = None) -> None:
+def recover_hidden(run: Path) -> None:
     """Move the newest hidden raw/ (:func:`hidden_raws`) back into a recording without one;
     say what is left hidden."""
     hidden = hidden_raws(run)
@@ -136,11 +130,9 @@ def recover_hidden(run: Path, say: Say | None = None) -> None:
             newest.rename(run / "raw")
         except OSError as exc:
             raise DIError(f"{newest}: cannot move these shards back to {run / 'raw'}: {exc.strerror}") from None
-        if say:
-            say(f"{run}: moved the shards a killed ingest had hidden in {newest.name} back to raw/")
+        log.warning("%s: moved the shards a killed ingest had hidden in %s back to raw/", run, newest.name)
     for old in hidden:
-        if say:
-            say(f"{old}: older shards hidden by a killed ingest, not used; remove the directory if they are not needed")
+        log.warning("%s: older shards hidden by a killed ingest, not used; remove the folder if they are not needed", old)
 
 
 def pending(run: Path) -> str | None:
@@ -194,7 +186,7 @@ def _lock(run: Path) -> Path:
         time.sleep(LOCK_POLL_S)
 
 
-def ingest_recording(run: Path, console: Any = None, say: Say | None = None, *, only_pending: bool = False) -> Any:
+def ingest_recording(run: Path, console: Any = None, *, only_pending: bool = False) -> Any:
     """Ingest recording ``run`` under its lock, its hidden shards recovered first; the trace
     (``only_pending``: only when :func:`pending` says it needs it, else None).
 
@@ -205,7 +197,7 @@ def ingest_recording(run: Path, console: Any = None, say: Say | None = None, *, 
     from di.capture.record import ingest_run
 
     run = Path(run)
-    recover_hidden(run, say)
+    recover_hidden(run)
     if only_pending and pending(run) is None:
         return None
     who = _recorder(run)
@@ -217,8 +209,7 @@ def ingest_recording(run: Path, console: Any = None, say: Say | None = None, *, 
         if only_pending:
             if reason is None:
                 return None
-            if say:
-                say(f"{run}: {reason}; ingesting it")
+            log.warning("%s: %s; ingesting it", run, reason)
         return ingest_run(run, console)
     except OSError as exc:
         raise DIError(f"{exc.filename or run}: cannot write the trace of this recording: {exc.strerror}") from None
@@ -226,10 +217,9 @@ def ingest_recording(run: Path, console: Any = None, say: Say | None = None, *, 
         lock.unlink(missing_ok=True)
 
 
-def ingest_pending(path: Path, say: Say | None = None) -> bool:
-    """Ingest recording ``path`` when it needs it (:func:`pending`); whether it did.
-
-    ``say`` hears what is done and why (the CLI prints it on stderr; the library says nothing).
+def ingest_pending(path: Path) -> bool:
+    """Ingest recording ``path`` when it needs it (:func:`pending`), saying so through the
+    ``di`` logger; whether it did.
 
     Raises:
         DIError: its di record is still running, or the trace cannot be written there.
@@ -237,12 +227,4 @@ def ingest_pending(path: Path, say: Say | None = None) -> bool:
     run = Path(path)
     if not run.is_dir() and not hidden_raws(run):
         return False
-    return ingest_recording(run, say=say, only_pending=True) is not None
-
-
-def ingest_inputs(path_or_paths: Any, say: Say | None = None) -> None:
-    """:func:`ingest_pending` on each directory among ``di.load``'s inputs."""
-    items = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else list(path_or_paths)
-    for item in items:
-        if isinstance(item, (str, os.PathLike)) and not any(ch in str(item) for ch in "*?["):
-            ingest_pending(Path(item), say)
+    return ingest_recording(run, only_pending=True) is not None

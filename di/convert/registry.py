@@ -213,11 +213,19 @@ def writer_for(path: Path, to: str | None = None) -> Connector:
 
 
 def expand(path_or_paths: Any) -> list[Path]:
-    """Files to load: each item a file, a store, a directory of trace files, or a glob."""
+    """Files to load: each item a file, a store, a directory of trace files, or a glob.
+
+    A ``di record`` recording that holds shards but no complete trace (its job or ingest
+    was killed) is ingested first (:func:`di.capture.recover.ingest_pending`).
+    """
     items: Iterable[Any] = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else path_or_paths
     out: list[Path] = []
     for item in items:
         p = Path(item)
+        if (p / "raw").is_dir() or not (p.exists() or any(ch in str(item) for ch in "*?[")):
+            from di.capture.recover import ingest_pending
+
+            ingest_pending(p)
         if p.is_dir() and not (p / "meta.json").exists():
             found = sorted(f for f in p.iterdir() if f.is_file() and any(f.name.endswith(e) for c in connectors() for e in c.extensions))
             if not found:
