@@ -343,10 +343,28 @@ def _record(args: argparse.Namespace, console: Any) -> int:
         chosen.update(mpi=_mpi_available(console), io=True, host=True)
     roots = {f"{k}_root": getattr(args, f"{k}_root") for k in ("proc", "ib", "net") if getattr(args, f"{k}_root")}
     opts = RecordOptions(output=Path(args.output), rate_hz=args.rate, gpu=args.gpu, **chosen, **roots)
-    code, trace = record(command, opts, console)
+    code, trace, died_by = record(command, opts, console)
     if trace is not None:
         _report_recording(args.output, trace, console)
+    if died_by is not None:
+        _end_by_signal(died_by)
     return code
+
+
+def _end_by_signal(num: int) -> None:
+    """End this process by signal ``num``, as the recorded rank ended (no core file): its
+    launcher then ends the job, as it would have without di record."""
+    import os
+    import resource
+    import signal
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if num != signal.SIGKILL:
+        signal.signal(num, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [num])
+    os.kill(os.getpid(), num)
 
 
 def _report_recording(output: str, trace: Any, console: Any) -> None:

@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from di.errors import DIError, MissingDependencyError
@@ -49,6 +50,8 @@ class Outcome:
 
     code: int
     """Its exit code; 128 + N when a signal N ended it."""
+    signal: int | None = None
+    """The signal that ended it, if one did."""
     interrupted: int | None = None
     """The first SIGINT/SIGTERM that ``di record`` received while the command ran, if any."""
     rank_ends: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -134,11 +137,14 @@ def _preexec() -> Callable[[], None] | None:
     return steps
 
 
-def run(command: list[str], env: dict[str, str], *, watch: Callable[[], dict[int, int]] | None = None) -> Outcome:
+def run(command: list[str], env: dict[str, str], *, watch: Callable[[], dict[int, int]] | None = None,
+        stopping: Path | None = None) -> Outcome:
     """Run ``command`` to its end (signals blocked by :func:`block_signals`); see the module doc.
 
     Args:
         watch: {rank: pid} of the job's rank processes on this host, called repeatedly.
+        stopping: a file created when a SIGINT or SIGTERM arrives: the PMPI shim's clock
+            sync in MPI_Finalize then stops waiting for ranks that will not come.
 
     Raises:
         DIError: the command cannot be started.
@@ -158,6 +164,8 @@ def run(command: list[str], env: dict[str, str], *, watch: Callable[[], dict[int
         if info is None or info.si_signo not in FORWARDED:
             continue
         outcome.interrupted = outcome.interrupted or info.si_signo
+        if stopping is not None:
+            _touch(stopping)
         try:
             if own_group:
                 os.killpg(child.pid, info.si_signo)
@@ -166,10 +174,17 @@ def run(command: list[str], env: dict[str, str], *, watch: Callable[[], dict[int
         except ProcessLookupError:
             pass
     code = child.returncode
-    outcome.code = 128 - code if code < 0 else code
+    outcome.code, outcome.signal = (128 - code, -code) if code < 0 else (code, None)
     if watcher is not None:
         outcome.rank_ends = watcher.stop()
     return outcome
+
+
+def _touch(path: Path) -> None:
+    try:
+        path.touch()
+    except OSError:
+        pass
 
 
 class _Watcher(threading.Thread):

@@ -63,7 +63,7 @@ def run_demo(output: str | Path, *, ranks: int = 4, steps: int = 6, console: Any
     command = [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "di.capture.demo_train", str(work), "--steps", str(steps)]
     opts = RecordOptions(output=run, mpi=True, io=True, host=True, ib=True, net=True, nvml=True)
     try:
-        code, trace = record(command, opts, console)
+        code, trace, _ = record(command, opts, console)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     written = [str(run)]

@@ -44,6 +44,7 @@ SETUP_TIMEOUT_S = 60.0  # other ranks wait this long for rank 0 to prepare raw/
 START_SKEW_S = 10.0  # ranks start within this of each other (stale run.json detection)
 ABNORMAL_GRACE_S = 1.0  # a rank whose command failed waits this long for the others' reports (ranks ending at once)
 INGESTER_POLL_S = 0.05
+STOPPING = "stopping"  # raw/STOPPING: di record got SIGINT/SIGTERM (the PMPI shim's MPI_Finalize stops waiting)
 
 
 @dataclass(frozen=True)
@@ -140,13 +141,13 @@ def _sampler(raw: Path, opts: RecordOptions) -> Any:
     return sampler
 
 
-def _run(command: list[str], env: dict[str, str], sampler: Any, watch: Any = None) -> child.Outcome:
+def _run(command: list[str], env: dict[str, str], sampler: Any, raw: Path, watch: Any = None) -> child.Outcome:
     """Run the command (:mod:`di.capture.child`), then stop the sampler; signals are blocked from
     :func:`child.block_signals` (called before the sampler thread started) until it ended.
     A SIGINT or SIGTERM received meanwhile makes the exit code 128 + its number, unless the
     command still exited 0."""
     try:
-        outcome = child.run(command, env, watch=watch)
+        outcome = child.run(command, env, watch=watch, stopping=raw / STOPPING)
     finally:
         if sampler:
             sampler.stop()
@@ -200,8 +201,15 @@ def _ingest_after(run: Path, code: int, console: Any) -> Any:
         return None
 
 
-def record(command: list[str], opts: RecordOptions, console: Any = None) -> tuple[int, Any]:
-    """Run ``command`` under capture and ingest; returns (its exit code, the trace or None on other ranks)."""
+def record(command: list[str], opts: RecordOptions, console: Any = None) -> tuple[int, Any, int | None]:
+    """Run ``command`` under capture and ingest.
+
+    Returns:
+        Its exit code (128 + N when signal N ended it); the trace, or None where another
+        rank ingested; in the per-rank form, the signal that ended the rank's command, by
+        which the caller should end too once done (the launcher tells a rank killed from
+        one that exited with a code, and ends the job only for the former).
+    """
     if not command:
         raise DIError("nothing to record: give the command after --, e.g. di record -o run.di -- python train.py")
     rank = _env_int(RANK_VARS)
@@ -218,11 +226,11 @@ def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> t
     _write_json(raw / "run.json", {"command": " ".join(command), "form": "launcher", "options": _options(opts),
                                    "started_unix_s": time.time(), "notes": notes, **_recorder()})
     child.block_signals()
-    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), _sampler(raw, opts), watch=_job_pids(raw))
+    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), _sampler(raw, opts), raw, watch=_job_pids(raw))
     code = outcome.code
     ends = {} if outcome.interrupted else {str(r): e for r, e in outcome.rank_ends.items()}  # interrupted: all fail at once
     _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "exit_code": code, "rank_ends": ends})
-    return code, _ingest_after(run, code, console)
+    return code, _ingest_after(run, code, console), None
 
 
 def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: Any) -> tuple[int, Any]:
@@ -243,11 +251,12 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
     local = _env_int(LOCAL_RANK_VARS)
     child.block_signals()
     sampler = _sampler(raw, opts) if (local == 0 or (local is None and rank == 0)) else None
-    code = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), sampler).code
+    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), sampler, raw)
+    code = outcome.code
     _write_json(raw / f"exit-{rank}.json", {"rank": rank, "exit_code": code, "host": socket.gethostname()})
     if rank != 0 and code == 0:
-        return code, None
-    return code, _finish_per_rank(run, size, rank, code, console)
+        return code, None, None
+    return code, _finish_per_rank(run, size, rank, code, console), outcome.signal
 
 
 def _finish_per_rank(run: Path, size: int, rank: int, code: int, console: Any) -> Any:

@@ -211,13 +211,74 @@ static inline int comm_rank(MPI_Comm c) { int n = 0; PMPI_Comm_rank(c, &n); retu
 #define DI_SYNC_STALE_ROUNDS 64
 #define DI_SYNC_GOOD_RTT_NS 10000
 static int64_t di_sync_max_ns = 20000000LL; /* per rank and phase; DI_CAPTURE_SYNC_MAX_MS */
-/* Sleep until a message from rank 0 with this tag is there (MPI's own waits spin). */
-static void nap_until_message(int tag) {
+/* Finalize's sync must never hang a job that is being stopped: a Ctrl-C reaches ranks in
+ * different places, and those in MPI_Finalize would wait here forever for the ones left in
+ * a collective. So phase 1 waits with a deadline (DI_SYNC_FINALIZE_WAIT_NS after it began)
+ * and gives up at once when di record has noted a SIGINT/SIGTERM ($DI_CAPTURE_DIR/stopping,
+ * looked for every DI_SYNC_LOOK_NS); given up, the phase writes no CLOCK record (ingest
+ * then has the offsets of MPI_Init only). Phase 0 (MPI_Init) waits as MPI_Init itself. */
+#define DI_SYNC_FINALIZE_WAIT_NS 60000000000LL
+#define DI_SYNC_LOOK_NS 10000000LL
+static int64_t di_sync_deadline; /* 0: wait without limit (phase 0) */
+static int64_t di_sync_next_look;
+static int di_sync_given_up;
+
+static int sync_give_up(void) {
+  if (di_sync_given_up) return 1;
+  if (!di_sync_deadline) return 0;
+  int64_t now = di_now();
+  if (now > di_sync_deadline) return di_sync_given_up = 1;
+  if (now >= di_sync_next_look) {
+    di_sync_next_look = now + DI_SYNC_LOOK_NS;
+    char path[sizeof di_dir + 16];
+    snprintf(path, sizeof path, "%s/stopping", di_dir);
+    if (syscall(SYS_faccessat, AT_FDCWD, path, F_OK, 0) == 0) return di_sync_given_up = 1;
+  }
+  return 0;
+}
+
+/* Sleep until a message from rank 0 with this tag is there (MPI's own waits spin);
+ * 0 when given up. */
+static int nap_until_message(int tag) {
   int ready = 0;
   struct timespec nap = {0, DI_SYNC_NAP_NS};
   for (;;) {
     PMPI_Iprobe(0, tag, di_sync_comm, &ready, MPI_STATUS_IGNORE);
-    if (ready) return;
+    if (ready) return 1;
+    if (sync_give_up()) return 0;
+    nanosleep(&nap, NULL);
+  }
+}
+
+/* A receive of the sync; in phase 1 it spins on a request and is cancelled when given up (0). */
+static int sync_recv(int64_t *buf, int n, int src, int tag) {
+  if (!di_sync_deadline) return PMPI_Recv(buf, n, MPI_INT64_T, src, tag, di_sync_comm, MPI_STATUS_IGNORE), 1;
+  MPI_Request req;
+  PMPI_Irecv(buf, n, MPI_INT64_T, src, tag, di_sync_comm, &req);
+  for (unsigned k = 1;; k++) {
+    int done = 0;
+    PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return 1;
+    if ((k & 255) == 0 && sync_give_up()) {
+      PMPI_Cancel(&req);
+      PMPI_Request_free(&req);
+      return 0;
+    }
+  }
+}
+
+/* Phase 0: a barrier. Phase 1: a non-blocking one, napping until it completes or is
+ * given up (then left pending: a collective's request cannot be cancelled). */
+static int sync_barrier(void) {
+  if (!di_sync_deadline) return PMPI_Barrier(di_sync_comm), 1;
+  MPI_Request req;
+  PMPI_Ibarrier(di_sync_comm, &req);
+  struct timespec nap = {0, DI_SYNC_NAP_NS};
+  for (;;) {
+    int done = 0;
+    PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return 1;
+    if (sync_give_up()) return 0;
     nanosleep(&nap, NULL);
   }
 }
@@ -228,7 +289,8 @@ static void nap_until_message(int tag) {
 static void clock_sync(int phase) {
   if (!di_enabled || di_sync_comm == MPI_COMM_NULL) return;
   const int tag = 7301, release = 7302;
-  PMPI_Barrier(di_sync_comm);
+  di_sync_deadline = phase ? di_now() + DI_SYNC_FINALIZE_WAIT_NS : 0;
+  if (!sync_barrier()) return;
   if (di_rank == 0) {
     int64_t floor = INT64_MAX; /* fastest round trip of the ranks measured so far */
     for (int p = 1; p < di_size; p++) {
@@ -237,7 +299,7 @@ static void clock_sync(int phase) {
       for (int k = 0; more; k++) {
         int64_t remote, t0 = di_now();
         PMPI_Send(&more, 1, MPI_INT64_T, p, tag, di_sync_comm);
-        PMPI_Recv(&remote, 1, MPI_INT64_T, p, tag, di_sync_comm, MPI_STATUS_IGNORE);
+        if (!sync_recv(&remote, 1, p, tag)) return;
         int64_t t1 = di_now();
         stale++;
         if (t1 - t0 < best[1]) { best[0] = remote - (t0 + (t1 - t0) / 2); best[1] = t1 - t0; best[2] = remote; stale = 0; }
@@ -253,19 +315,16 @@ static void clock_sync(int phase) {
     di_rec *r = di_slot();
     if (r) { int64_t t = di_now(); *r = (di_rec){0, 0, 0, t, t, 0, 0, phase, 0, 0, 0}; di_commit(r, KIND_CLOCK); }
   } else {
-    nap_until_message(tag);
+    if (!nap_until_message(tag)) return;
     for (;;) {
       int64_t cmd;
-      PMPI_Recv(&cmd, 1, MPI_INT64_T, 0, tag, di_sync_comm, MPI_STATUS_IGNORE);
+      if (!sync_recv(&cmd, 1, 0, tag)) return;
       if (!cmd) break;
       int64_t now = di_now();
       PMPI_Send(&now, 1, MPI_INT64_T, 0, tag, di_sync_comm);
     }
-    int64_t best[3];
-    PMPI_Recv(best, 3, MPI_INT64_T, 0, tag, di_sync_comm, MPI_STATUS_IGNORE);
-    int64_t go;
-    nap_until_message(release);
-    PMPI_Recv(&go, 1, MPI_INT64_T, 0, release, di_sync_comm, MPI_STATUS_IGNORE);
+    int64_t best[3], go;
+    if (!sync_recv(best, 3, 0, tag) || !nap_until_message(release) || !sync_recv(&go, 1, 0, release)) return;
     di_rec *r = di_slot();
     if (r) { *r = (di_rec){0, 0, 0, best[2], best[2], best[0], 0, phase, 0, 0, best[1]}; di_commit(r, KIND_CLOCK); }
   }
