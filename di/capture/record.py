@@ -4,7 +4,9 @@ Two forms:
 
 * wrapping a launcher (or any single command):
   ``di record -o run.di -- mpiexec -n 4 python train.py``. The shims go into
-  ``LD_PRELOAD`` of the whole process tree; the samplers run here, once.
+  ``LD_PRELOAD`` of the whole process tree; the samplers run here, once. A
+  thread watches the ranks' processes, so that when the launcher ends the job
+  because one rank died, the trace names the rank that ended first.
 * wrapping each rank: ``mpiexec -n 4 di record -o run.di -- python train.py``,
   detected from the launcher's environment (PMI_RANK, PMIX_RANK,
   OMPI_COMM_WORLD_RANK). Rank 0 prepares ``run.di/raw/``, the others wait for
@@ -16,10 +18,21 @@ Two forms:
   ingested: launchers end the whole job, every di record included, as soon as
   one rank exits abnormally. It waits ``ABNORMAL_GRACE_S`` for the others'
   reports, then ingests what there is, unless another rank is already at it
-  (one lock file beside the recording elects the ingesting rank).
+  (one lock file beside the recording elects the ingesting rank), and then
+  ends by the signal that ended its command, if one did, so that the launcher
+  ends the job as it would have without di.
 
-Either way the command's exit code is this command's exit code, and raw shards
-stay in ``run.di/raw/`` beside the canonical trace.
+The command runs through :mod:`di.capture.child`: it dies with ``di record``
+(``PR_SET_PDEATHSIG``), so a SIGKILLed ``di record`` leaves no orphaned rank
+and the launcher ends the job at once; and a SIGINT or SIGTERM reaches it
+exactly once (a terminal's Ctrl-C is not forwarded a second time). Either way
+the command's exit code is this command's exit code (128 + N when ``di record``
+received signal N and the command failed), and raw shards stay in
+``run.di/raw/`` beside the canonical trace. A recording nobody was left to
+ingest (its ``di record`` killed, or the ingest killed) is ingested by the next
+``di record --ingest``, ``di info`` or ``di.load`` (:mod:`di.capture.recover`).
+``-o`` must be absent, empty, or a di recording or store; only what di wrote
+there is replaced.
 """
 
 from __future__ import annotations
