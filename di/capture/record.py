@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,12 +153,16 @@ def _sampler(raw: Path, opts: RecordOptions) -> Any:
     return sampler
 
 
-def _run(command: list[str], env: dict[str, str], sampler: Any, raw: Path, watch: Any = None) -> child.Outcome:
-    """Run the command (:mod:`di.capture.child`), then stop the sampler; signals are blocked from
-    :func:`child.block_signals` (called before the sampler thread started) until it ended.
+def _run(command: list[str], env: dict[str, str], samplers: Any, raw: Path, watch: Any = None) -> child.Outcome:
+    """Start the samplers (``samplers()``: the sampler thread or None), run the command
+    (:mod:`di.capture.child`), stop the samplers. The signals the child module waits for are
+    blocked from before any thread starts (threads inherit the mask) until the command ended.
     A SIGINT or SIGTERM received meanwhile makes the exit code 128 + its number, unless the
     command still exited 0."""
+    child.block_signals()
+    sampler = None
     try:
+        sampler = samplers()
         outcome = child.run(command, env, watch=watch, stopping=raw / STOPPING)
     finally:
         if sampler:
@@ -231,22 +234,21 @@ def record(command: list[str], opts: RecordOptions, console: Any = None) -> tupl
     return _record_rank(command, opts, rank, console)
 
 
-def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> tuple[int, Any]:
+def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> tuple[int, Any, int | None]:
     run = Path(opts.output)
     raw = _prepare(run)
     libs = _preload(opts)
     gpu_env, gpu_libs, notes, opts = _gpu(raw, opts, console)
     _write_json(raw / "run.json", {"command": " ".join(command), "form": "launcher", "options": _options(opts),
                                    "started_unix_s": time.time(), "notes": notes, **_recorder()})
-    child.block_signals()
-    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), _sampler(raw, opts), raw, watch=_job_pids(raw))
+    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), lambda: _sampler(raw, opts), raw, watch=_job_pids(raw))
     code = outcome.code
     ends = {} if outcome.interrupted else {str(r): e for r, e in outcome.rank_ends.items()}  # interrupted: all fail at once
     _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "exit_code": code, "rank_ends": ends})
     return code, _ingest_after(run, code, console), None
 
 
-def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: Any) -> tuple[int, Any]:
+def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: Any) -> tuple[int, Any, int | None]:
     run = Path(opts.output)
     size = _env_int(SIZE_VARS) or 1
     started = time.time()
@@ -262,9 +264,8 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
     if rank == 0 and notes:
         _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "notes": notes})
     local = _env_int(LOCAL_RANK_VARS)
-    child.block_signals()
-    sampler = _sampler(raw, opts) if (local == 0 or (local is None and rank == 0)) else None
-    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), sampler, raw)
+    node_first = local == 0 or (local is None and rank == 0)  # runs the node's samplers
+    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), lambda: _sampler(raw, opts) if node_first else None, raw)
     code = outcome.code
     _write_json(raw / f"exit-{rank}.json", {"rank": rank, "exit_code": code, "host": socket.gethostname()})
     if rank != 0 and code == 0:
