@@ -325,3 +325,18 @@ def test_record_replaces_only_what_di_wrote(tmp_path: Path) -> None:
     assert (old / "notes.txt").read_text() == "mine"
     assert not (old / "meta.json").exists() and not (old / "events.parquet").exists()
     assert json.loads((old / "raw" / "run.json").read_text())["command"] == "no-such-command-here"
+
+
+def test_a_recording_still_being_recorded_is_not_ingested(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run.di"
+    (run_dir / "raw").mkdir(parents=True)
+    recorder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "record"])  # a live "di record"
+    try:
+        (run_dir / "raw" / "run.json").write_text(json.dumps(
+            {"form": "launcher", "recorder": {"host": os.uname().nodename, "pid": recorder.pid}}))
+        with pytest.raises(di.DIError, match="still being recorded by di record"):
+            di.load(run_dir)
+    finally:
+        recorder.kill()
+        recorder.wait()
+    assert not (run_dir / "meta.json").exists()

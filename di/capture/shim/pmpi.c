@@ -217,7 +217,7 @@ static int64_t di_sync_max_ns = 20000000LL; /* per rank and phase; DI_CAPTURE_SY
  * and gives up at once when di record has noted a SIGINT/SIGTERM ($DI_CAPTURE_DIR/stopping,
  * looked for every DI_SYNC_LOOK_NS); given up, the phase writes no CLOCK record (ingest
  * then has the offsets of MPI_Init only). Phase 0 (MPI_Init) waits as MPI_Init itself. */
-#define DI_SYNC_FINALIZE_WAIT_NS 60000000000LL
+#define DI_SYNC_FINALIZE_WAIT_NS 300000000000LL /* 5 min: ranks may reach MPI_Finalize far apart */
 #define DI_SYNC_LOOK_NS 10000000LL
 static int64_t di_sync_deadline; /* 0: wait without limit (phase 0) */
 static int64_t di_sync_next_look;
