@@ -98,7 +98,7 @@ def _resolve(command: list[str], env: dict[str, str]) -> None:
         raise DIError(f"cannot run {exe!r}: permission denied")
 
 
-def _launch(command: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str], Callable[[], None] | None]:
+def _launch(command: list[str], env: dict[str, str], own_group: bool) -> tuple[list[str], dict[str, str], Callable[[], None] | None]:
     """argv, environment and preexec_fn that start ``command`` through di-exec (or its fallback)."""
     from di.capture import build
 
@@ -114,21 +114,23 @@ def _launch(command: list[str], env: dict[str, str]) -> tuple[list[str], dict[st
                 env["LD_PRELOAD"] = os.environ["LD_PRELOAD"]
             else:
                 del env["LD_PRELOAD"]
-        return [str(wrapper), str(os.getpid()), *command], env, None
-    return command, env, _preexec()
+        return [str(wrapper), str(os.getpid()), *(["--own-group"] if own_group else []), *command], env, None
+    return command, env, _preexec(own_group)
 
 
-def _preexec() -> Callable[[], None] | None:
+def _preexec(own_group: bool) -> Callable[[], None] | None:
     """The fallback of di-exec's steps, for a machine without a C compiler (Linux only)."""
     try:
         import ctypes
 
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return None
+        return os.setpgrp if own_group else None
     parent = os.getpid()
 
     def steps() -> None:
+        if own_group:
+            os.setpgrp()
         prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:
             os._exit(128 + signal.SIGKILL)
@@ -150,11 +152,10 @@ def run(command: list[str], env: dict[str, str], *, watch: Callable[[], dict[int
         DIError: the command cannot be started.
     """
     _resolve(command, env)
-    argv, env, preexec = _launch(command, env)
     own_group = not _foreground()
+    argv, env, preexec = _launch(command, env, own_group)
     try:  # inherited descriptors stay open: under mpiexec the rank reaches its launcher through them (PMI_FD)
-        child = subprocess.Popen(argv, env=env, close_fds=False, preexec_fn=preexec,
-                                 process_group=0 if own_group else None)
+        child = subprocess.Popen(argv, env=env, close_fds=False, preexec_fn=preexec)
     except OSError as exc:
         raise DIError(f"cannot run {command[0]!r}: {exc.strerror}") from None
     watcher = _Watcher(watch) if watch is not None else None
@@ -166,18 +167,24 @@ def run(command: list[str], env: dict[str, str], *, watch: Callable[[], dict[int
         outcome.interrupted = outcome.interrupted or info.si_signo
         if stopping is not None:
             _touch(stopping)
-        try:
-            if own_group:
-                os.killpg(child.pid, info.si_signo)
-            elif info.si_code != SI_KERNEL:  # a terminal's signal reached our whole group, the command too
-                child.send_signal(info.si_signo)
-        except ProcessLookupError:
-            pass
+        if own_group:
+            _signal_group(child, info.si_signo)
+        elif info.si_code != SI_KERNEL:  # a terminal's signal reached our whole group, the command too
+            child.send_signal(info.si_signo)
     code = child.returncode
     outcome.code, outcome.signal = (128 - code, -code) if code < 0 else (code, None)
     if watcher is not None:
         outcome.rank_ends = watcher.stop()
     return outcome
+
+
+def _signal_group(child: subprocess.Popen[bytes], num: int) -> None:
+    """Send ``num`` to the command's process group (to the command alone in the moment
+    before di-exec has made that group)."""
+    try:
+        os.killpg(child.pid, num)
+    except ProcessLookupError:
+        child.send_signal(num)
 
 
 def _touch(path: Path) -> None:

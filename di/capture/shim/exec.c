@@ -1,12 +1,14 @@
 /* di-exec: how `di record` starts the recorded command, so that it dies with di record.
  *
- * Usage: di-exec PARENT_PID COMMAND ARGS...
+ * Usage: di-exec PARENT_PID [--own-group] COMMAND ARGS...
  * Before exec'ing COMMAND (searched on PATH):
  *   - PR_SET_PDEATHSIG(SIGKILL): when di record dies (SIGKILLed by an OOM killer or a
  *     user), the kernel kills the command too, so that no rank is left orphaned and the
  *     launcher sees its process end and tears the job down. The signal fires when the
  *     thread that forked us ends: di record forks from its main thread.
  *   - if di record is already gone (getppid() != PARENT_PID), exit 137 at once;
+ *   - with --own-group, become the leader of a new process group (setpgid), which
+ *     signals to di record's group do not reach (di record forwards them once);
  *   - unblock every signal (di record blocks SIGINT, SIGTERM and SIGCHLD to wait for them);
  *   - LD_PRELOAD := $DI_EXEC_LD_PRELOAD (the capture shims), so that they load into the
  *     command only, never into this wrapper. */
@@ -22,8 +24,13 @@
 #endif
 
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: di-exec PARENT_PID COMMAND [ARGS...]\n");
+  int first = 2;
+  if (argc > 2 && strcmp(argv[2], "--own-group") == 0) {
+    setpgid(0, 0);
+    first = 3;
+  }
+  if (argc <= first) {
+    fprintf(stderr, "usage: di-exec PARENT_PID [--own-group] COMMAND [ARGS...]\n");
     return 2;
   }
 #ifdef __linux__
@@ -38,7 +45,7 @@ int main(int argc, char **argv) {
     if (*preload) setenv("LD_PRELOAD", preload, 1);
     unsetenv("DI_EXEC_LD_PRELOAD");
   }
-  execvp(argv[2], argv + 2);
-  fprintf(stderr, "di record: cannot run %s: %s\n", argv[2], strerror(errno));
+  execvp(argv[first], argv + first);
+  fprintf(stderr, "di record: cannot run %s: %s\n", argv[first], strerror(errno));
   return 127;
 }
