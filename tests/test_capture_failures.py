@@ -121,6 +121,9 @@ def _running(pid: int) -> bool:
 
 
 def _kill(pid: int) -> None:
+    """SIGKILL a process of the job, if it still runs (a reused pid is left alone)."""
+    if not any(mark in _cmdline(pid) for mark in ("steps.py", "hydra_pmi_proxy", " record ")):
+        return
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
