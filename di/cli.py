@@ -318,7 +318,7 @@ def _demo(args: argparse.Namespace, console: Any) -> int | None:
         files = write_kineto_job(args.output, ranks=args.ranks, steps=args.steps)
         console.print(f"wrote {len(files)} files to {args.output}")
         return None
-    from di.capture.demo_job import run_demo
+    from di.demo.recorded import run_demo
 
     return run_demo(args.output, ranks=args.ranks, steps=args.steps, console=console, force=args.force)
 

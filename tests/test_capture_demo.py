@@ -8,7 +8,7 @@ import polars as pl
 from capture_helpers import di_cmd, need_mpi4py, run
 
 import di
-from di.capture import demo_train
+from di.demo import train as demo_train
 
 STEPS = 3
 
