@@ -96,6 +96,21 @@ def _parser() -> argparse.ArgumentParser:
 def _rank_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, help="rank of a single input (overrides the rank its content names)")
     p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated rank per input file (overrides the ranks their content names)")
+    _size_option(p)
+
+
+def _size_option(p: argparse.ArgumentParser) -> None:
+    def size(text: str) -> int:
+        from di.convert.inputsize import parse_size
+
+        try:
+            return parse_size(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    p.add_argument("--max-input-size", type=size, metavar="SIZE",
+                   help="refuse an input that is (or decompresses to) more than SIZE bytes, e.g. 4G, 500M; 0: no limit "
+                   "(default: half the memory available now)")
 
 
 def _load(args: argparse.Namespace) -> Any:
@@ -111,11 +126,12 @@ def _load(args: argparse.Namespace) -> Any:
     started = time.monotonic()
     if len(paths) == 1:
         with console.status(f"loading {paths[0]}"):
-            trace = load_paths(paths, rank=args.rank, ranks=args.ranks)
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size)
     else:
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("loading", total=len(paths))
-            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size,
+                               progress=lambda done, total: bar.update(task, completed=done))
     if time.monotonic() - started > 1:
         console.print(f"[dim]loaded {trace.events.height:,} events in {time.monotonic() - started:.1f} s[/dim]")
     return trace
@@ -238,7 +254,7 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
     frames = []
     for path in paths:
         with console.status(f"analyzing {path}"):
-            frames.append(rank_rows(path, analyze(load_paths([path], rank=args.rank), window=window)))
+            frames.append(rank_rows(path, analyze(load_paths([path], rank=args.rank, max_input_size=args.max_input_size), window=window)))
     t = Table(title=f"di analyze: {len(paths)} traces, one row per trace and rank")
     for c in ("trace", "rank", "span ms", "compute %", "comm %", "idle %", "waited ms", "crit. path ms"):
         t.add_column(c, justify="right")
