@@ -98,7 +98,9 @@ def read_bytes(path: Path, limit: int | None = None) -> tuple[np.ndarray, list[s
         try:
             return np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8), []
         except (OSError, ValueError):  # a file system or special file without mmap
-            return np.frombuffer(bytearray(fh.read() if limit is None else fh.read(limit + 1)), dtype=np.uint8), []
+            data = bytearray(fh.read() if limit is None else fh.read(limit + 1))
+            check_size(path, len(data), limit)
+            return np.frombuffer(data, dtype=np.uint8), []
 
 
 def _where(buf: np.ndarray, pos: int) -> str:

@@ -60,7 +60,9 @@ def _bytes(path: Path, limit: int | None) -> tuple[np.ndarray, list[str]]:
                 return gunzip.gunzip(fh, path=path, limit=limit)
             check_size(path, os.fstat(fh.fileno()).st_size, limit)
             fh.seek(0)
-            return np.frombuffer(fh.read(), dtype=np.uint8), []
+            data = fh.read() if limit is None else fh.read(limit + 1)  # a special file has no size to check first
+            check_size(path, len(data), limit)
+            return np.frombuffer(data, dtype=np.uint8), []
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc}") from None
 
