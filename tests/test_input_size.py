@@ -88,6 +88,14 @@ def test_head_inflates_only_the_first_bytes(tmp_path: Path) -> None:
     assert gunzip.head(broken) == b""
 
 
+def test_a_perfetto_file_is_refused_by_its_first_key() -> None:
+    from di.convert.perfetto.sniff import first_field_ok
+
+    assert first_field_ok(b"\x0a\x02\x08\x01") and first_field_ok(b"\x10\x05") and first_field_ok(b"")
+    for head in (bytes(16), b"\x0b", b"\x0e", b"\x80\x80", b"\xff" * 16):
+        assert not first_field_ok(head), head
+
+
 @pytest.mark.parametrize("name", ["bomb.json.gz", "bomb.pftrace"])
 def test_a_gzip_bomb_is_refused_at_once_with_bounded_memory(tmp_path: Path, name: str) -> None:
     """1 MB of gzip that inflates to 1 GB of zeros: before, di inflated all of it (peak RSS

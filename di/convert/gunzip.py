@@ -85,7 +85,7 @@ def gunzip(fh: Any, *, path: object = "<stream>", limit: int | None = None) -> t
         if limit is not None and used + len(piece) > limit:
             raise too_large(path, "decompresses to", limit)
         if used + len(piece) > out.size:
-            out = _grown(out, used, used + len(piece))
+            out = _grown(out, used, used + len(piece), None if limit is None else limit + 1)
         out[used : used + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
         used += len(piece)
     return out[:used], warnings
@@ -149,7 +149,9 @@ def _size_hint(data: bytes) -> int:
     return max(isize + 1, len(data) * 4 + PIECE_BYTES) if isize < len(data) else isize + 1
 
 
-def _grown(out: np.ndarray, used: int, need: int) -> np.ndarray:
-    bigger = np.empty(max(need, out.size + out.size // 2), dtype=np.uint8)
+def _grown(out: np.ndarray, used: int, need: int, cap: int | None) -> np.ndarray:
+    """A buffer of at least ``need`` bytes (half as big again as ``out``, at most ``cap``) holding ``out[:used]``."""
+    size = max(need, out.size + out.size // 2)
+    bigger = np.empty(size if cap is None else max(min(size, cap), need), dtype=np.uint8)
     bigger[:used] = out[:used]
     return bigger
