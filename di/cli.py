@@ -119,6 +119,14 @@ def _port(text: str) -> int:
     return port
 
 
+def _say(console: Any, texts: Any, kind: str = "warning") -> None:
+    """Every command's warnings and notes: one line each, the text as it is (no rich markup)."""
+    from rich.markup import escape
+
+    for text in texts:
+        console.print(f"[yellow]{kind}:[/yellow] {escape(str(text))}", soft_wrap=True)
+
+
 def _rank_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, help="rank of a single input (overrides the rank its content names)")
     p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated rank per input file (overrides the ranks their content names)")
@@ -184,11 +192,12 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
         with console.status("analyzing"):
             try:
                 trace = with_analysis(program, di.analyze(program, per_step=True))
-            except Exception as exc:  # the conversion itself must not fail on an analysis problem
-                from rich.markup import escape
+            except Exception as exc:  # the conversion itself must not fail on an analysis bug; its traceback is kept
+                import traceback
 
-                console.print(f"[yellow]warning:[/yellow] analysis tracks not added ({type(exc).__name__}: {escape(str(exc))}); "
-                              "the program's events are written")
+                log = _write_bug_log("".join(traceback.format_exception(exc)))
+                _say(console, [f"analysis tracks not added (a bug in di: {type(exc).__name__}: {exc}; traceback in {log}); "
+                               "the program's events are written"])
     with console.status(f"writing {args.output}"):
         save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
     added = trace.events.height - program.events.height
@@ -196,8 +205,7 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
     console.print(f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows{also}"
                   + (f" + analysis tracks ({added:,} critical-path slices, {trace.series.height - program.series.height} counters)"
                      if trace is not program else ""))
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _info(args: argparse.Namespace, console: Any) -> None:
@@ -210,8 +218,7 @@ def _info(args: argparse.Namespace, console: Any) -> None:
         print(json.dumps(summary(trace), indent=1))
         return
     render(trace, console)
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _analyze(args: argparse.Namespace, console: Any) -> None:
@@ -249,19 +256,15 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
     if args.csv:
         write_csv(result, args.csv, extra=_plugin_analyses(trace, result, console))
     render(result, console, title=", ".join(args.inputs))
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _plugin_analyses(trace: Any, result: Any, console: Any) -> dict[str, Any]:
     """The tables of installed ``di.analyses`` plugins, by CSV name; their failures are said."""
-    from rich.markup import escape
-
     from di.plugins import run_analyses
 
     frames, problems = run_analyses(trace, result)
-    for p in problems:
-        console.print(f"[yellow]warning:[/yellow] {escape(p)}")
+    _say(console, problems)
     return frames
 
 
@@ -321,12 +324,8 @@ def _report(args: argparse.Namespace, console: Any) -> None:
     with console.status(f"writing {args.output}"):
         problems = write_report(trace, result, args.output, inputs=list(args.inputs), plugins=not args.no_plugins)
     console.print(f"wrote {args.output}")
-    from rich.markup import escape
-
-    for p in problems:
-        console.print(f"[yellow]warning:[/yellow] {escape(p)}")
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, problems)
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _plugins(args: argparse.Namespace, console: Any) -> None:
@@ -379,8 +378,7 @@ def _record(args: argparse.Namespace, console: Any) -> int:
 def _report_recording(output: str, trace: Any, console: Any) -> None:
     console.print(f"wrote {output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, "
                   f"{trace.messages.height:,} messages, {trace.collectives.height:,} collective parts, {trace.samples.height:,} samples")
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _mpi_available(console: Any) -> bool:
@@ -391,7 +389,7 @@ def _mpi_available(console: Any) -> bool:
         find_mpicc()
         return True
     except MissingDependencyError as exc:
-        console.print(f"[yellow]note:[/yellow] MPI not recorded: {exc}")
+        _say(console, [f"MPI not recorded: {exc}"], kind="note")
         return False
 
 
