@@ -139,7 +139,7 @@ def _own_otf2(path: Path) -> bool:
     if not anchor.is_file() or not is_own_archive(anchor):
         return False
     if path.is_dir():
-        parts = {anchor.name, anchor.stem + ".def", anchor.stem}
+        parts = {anchor.name, anchor.stem + ".def", anchor.stem + ".marker", anchor.stem}
         return all(p.name in parts or p.name.startswith(".") for p in path.iterdir())
     return True
 
