@@ -173,9 +173,6 @@ def _load(args: argparse.Namespace) -> Any:
 
 def _convert(args: argparse.Namespace, console: Any) -> None:
     import di
-
-    from pathlib import Path
-
     from di.analysis_parts import without_analysis
     from di.convert.registry import claim_output, expand, save_path
     from di.viewers.analysis_tracks import VIEWER_FORMATS, with_analysis
