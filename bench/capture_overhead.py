@@ -11,7 +11,7 @@ Run on demand (not a test)::
     wrapped - direct, ns per call, the median over rounds with its min..max. A shard
     record is 64 bytes; every round writes more records than a thread's staging area
     holds, so appending them to the shard file is in every round.
-(2) The demo job (:mod:`di.capture.demo_train`, 4 ranks under mpiexec) run plain and
+(2) The demo job (:mod:`di.demo.train`, 4 ranks under mpiexec) run plain and
     with all capture on (PMPI + POSIX-I/O shims, host and network samplers at 10 Hz),
     alternating (plain first, then captured first...), ``--repeats`` times each: job
     wall seconds (launch to exit, ingest not included), the steady-state step (rank
@@ -71,7 +71,7 @@ def _demo_once(tmp: Path, steps: int, captured: bool) -> dict[str, float]:
 
     work = Path(tempfile.mkdtemp(dir=tmp))
     timings = work / "timings.json"
-    cmd = [_tool("mpiexec"), "-n", "4", sys.executable, "-m", "di.capture.demo_train", str(work), "--steps", str(steps),
+    cmd = [_tool("mpiexec"), "-n", "4", sys.executable, "-m", "di.demo.train", str(work), "--steps", str(steps),
            "--timings", str(timings)]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     sampler = None

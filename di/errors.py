@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "DIError",
     "FormatError",
+    "InputTooLargeError",
     "UnknownFormatError",
     "SchemaVersionError",
     "SchemaError",
@@ -29,6 +30,18 @@ class FormatError(DIError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+class InputTooLargeError(FormatError):
+    """An input decompresses (or a plain file reads) to more bytes than the input size limit.
+
+    Attributes:
+        limit_bytes: the limit that was passed, in bytes.
+    """
+
+    def __init__(self, path: object, problem: str, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        super().__init__(path, problem)
 
 
 class UnknownFormatError(DIError):

@@ -254,11 +254,15 @@ def replace_parts(staged: Path, parent: Path, names: Sequence[str]) -> None:
     """Move ``staged/NAME`` over ``parent/NAME`` for each of ``names``, in order, under a journal.
 
     The last name is the one readers open first (an OTF2 anchor), so it moves
-    last. Old parts go into ``staged/.old`` and are removed with ``staged``.
+    last. A name the staged output lacks (an OTF2 archive without markers) is
+    removed from ``parent``. Old parts go into ``staged/.old`` and are removed
+    with ``staged``.
     """
+    present = [n for n in names if os.path.lexists(staged / n)]
+    drop = [n for n in names if n not in present]
     journal = _journal(parent / names[-1])
-    _write_json(journal, {"staged": staged.name, "names": list(names)})
-    _move_parts(staged, parent, names)
+    _write_json(journal, {"staged": staged.name, "names": present, "drop": drop})
+    _move_parts(staged, parent, present, drop)
     shutil.rmtree(staged, ignore_errors=True)
     journal.unlink(missing_ok=True)
 
@@ -275,10 +279,11 @@ def finish_swap(last_part: Path) -> bool:
     try:
         doc = json.loads(journal.read_text())
         staged, names = last_part.parent / doc["staged"], [str(n) for n in doc["names"]]
+        drop = [str(n) for n in doc.get("drop", [])]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise OutputError(journal, f"unreadable journal of an interrupted write ({exc}); remove it and write the output again") from None
     if staged.is_dir():
-        _move_parts(staged, last_part.parent, names)
+        _move_parts(staged, last_part.parent, names, drop)
         shutil.rmtree(staged, ignore_errors=True)
     journal.unlink(missing_ok=True)
     log.warning("%s: finished replacing it, which a killed di had left half done", last_part)
@@ -289,10 +294,13 @@ def _journal(last_part: Path) -> Path:
     return last_part.with_name(f".{last_part.name}.{JOURNAL_TAG}")
 
 
-def _move_parts(staged: Path, parent: Path, names: Sequence[str]) -> None:
+def _move_parts(staged: Path, parent: Path, names: Sequence[str], drop: Sequence[str] = ()) -> None:
     """Idempotent: each step looks at what is where, so a rerun after a kill completes the moves."""
     old = staged / ".old"
     old.mkdir(exist_ok=True)
+    for name in drop:
+        if os.path.lexists(parent / name) and not os.path.lexists(old / name):
+            os.rename(parent / name, old / name)
     for name in names:
         new, dst = staged / name, parent / name
         if not os.path.lexists(new):

@@ -23,10 +23,13 @@ from typing import Any
 import polars as pl
 
 from di import schema
+from di.inputsize import check_size
 from di.errors import FormatError, SchemaVersionError
 from di.trace import Trace, refresh_meta
 
 META = "meta.json"
+META_SNIFF_BYTES = 16 << 20
+"""The most bytes of a meta.json searched for di's format marker when telling whether a directory is a store."""
 
 
 def is_store(path: Path) -> bool:
@@ -37,10 +40,10 @@ def is_store(path: Path) -> bool:
     try:
         with open(meta, "rb") as fh:
             head = fh.read(4096)
+            # di writes "format" first; any other writer's key order is checked in up to META_SNIFF_BYTES
+            return b'"di-trace"' in head or b'"di-trace"' in head + fh.read(META_SNIFF_BYTES)
     except OSError:
         return False
-    # di writes "format" first; any other writer's key order is checked in full
-    return b'"di-trace"' in head or b'"di-trace"' in meta.read_bytes()
 
 
 def is_own_folder(path: Path) -> bool:
@@ -131,23 +134,45 @@ def _table_path(store: Path, name: str) -> Path:
     return file
 
 
-def read_store(path: str | os.PathLike[str]) -> Trace:
+def read_store(path: str | os.PathLike[str], *, max_input_bytes: int | None = None) -> Trace:
     """Load a ``.di`` store into memory.
+
+    Args:
+        path: the store directory.
+        max_input_bytes: the most bytes the store may hold uncompressed (meta.json plus
+            the tables' uncompressed sizes in their Parquet footers); None: no limit.
 
     Raises:
         FormatError: a table file is missing or unreadable.
+        InputTooLargeError: the store holds more than ``max_input_bytes`` uncompressed.
         SchemaVersionError: see :func:`read_meta`.
     """
     store = Path(path)
+    if max_input_bytes is not None:
+        check_size(store / META, (store / META).stat().st_size if (store / META).is_file() else 0, max_input_bytes)
     meta = read_meta(store)
+    files = {name: _table_path(store, name) for name in schema.TABLES}
+    if max_input_bytes is not None:
+        check_size(store, sum(_uncompressed_bytes(f) for f in files.values()), max_input_bytes, "holds tables of")
     tables = {}
-    for name in schema.TABLES:
-        file = _table_path(store, name)
+    for name, file in files.items():
         try:
             tables[name] = pl.read_parquet(file)
         except Exception as exc:  # polars raises several error types for corrupt Parquet
             raise FormatError(file, f"unreadable Parquet ({type(exc).__name__}: {exc})") from None
     return Trace.build(meta=meta, **tables)
+
+
+def _uncompressed_bytes(file: Path) -> int:
+    """Uncompressed bytes of a Parquet file's row groups, from its footer (0 when the footer is unreadable:
+    reading the table then says what is wrong)."""
+    import pyarrow.parquet as pq
+
+    try:
+        md = pq.read_metadata(file)
+    except Exception:  # pyarrow raises several error types for a corrupt footer
+        return 0
+    return sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
 
 
 def scan_store(path: str | os.PathLike[str]) -> dict[str, pl.LazyFrame]:

@@ -25,7 +25,7 @@ class Job:
 
     locs: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
-    messages: list[tuple[int, int]] = field(default_factory=list)
+    messages: list[tuple[int, int, int | None]] = field(default_factory=list)
     collectives: list[tuple[int, str, str, int | None, int]] = field(default_factory=list)
     flows: list[tuple[int, int, str]] = field(default_factory=list)
     _seq: dict = field(default_factory=dict)
@@ -42,8 +42,9 @@ class Job:
         self.events.append({"loc": loc, "start_ns": round(start_ms * MS), "end_ns": round(end_ms * MS), "name": name, "cat": cat})
         return len(self.events) - 1
 
-    def message(self, send: int, recv: int) -> None:
-        self.messages.append((send, recv))
+    def message(self, send: int, recv: int, send_done: int | None = None) -> None:
+        """A matched message; ``send_done``: the call that completed a non-blocking send (its MPI_Wait)."""
+        self.messages.append((send, recv, send_done))
 
     def collective(self, members: list[int], op: str, comm: str = "world", root: int | None = None) -> None:
         for h in members:
@@ -81,7 +82,10 @@ class Job:
             meta={"sources": []},
             locations=locations,
             events=ev.drop("handle"),
-            messages={"send": [int(row[s]) for s, _ in self.messages], "recv": [int(row[r]) for _, r in self.messages]} if self.messages else None,
+            messages=pl.DataFrame({
+                "send": [int(row[s]) for s, _, _ in self.messages], "recv": [int(row[r]) for _, r, _ in self.messages],
+                "send_done": [None if d is None else int(row[d]) for *_, d in self.messages]}, schema_overrides={"send_done": pl.Int64})
+            if self.messages else None,
             collectives=coll,
             flows={"src": [int(row[s]) for s, _, _ in self.flows], "dst": [int(row[d]) for _, d, _ in self.flows],
                    "kind": [k for *_, k in self.flows]} if self.flows else None,

@@ -133,6 +133,22 @@ def test_path_args_come_back_exactly():
     assert program.locations.height == 1 and not has_analysis(program)
 
 
+def test_path_args_found_by_key_in_reformatted_json():
+    """Another tool rewrote the file: keys sorted or moved, spaces and line breaks; the mark is its key."""
+    written = ['{"a": 1, "critical_path_ns": 7}', '{"critical_path_ns": 9, "z": [1, 2]}', '{\n  "critical_path_ns": 5\n}',
+               '{"a": {"b": 1}, "critical_path_ns" : -3 , "c": "x"}', '{"critical_path_nsx": 1}', "{}"]
+    program = ['{"a": 1}', '{"z": [1, 2]}', None, '{"a": {"b": 1}, "c": "x"}', '{"critical_path_nsx": 1}', "{}"]
+    n = len(written)
+    locs = pl.DataFrame({"loc": [0, 1], "rank": [0, 0], "kind": ["cpu_thread", "cpu_thread"], "name": ["main", TRACK],
+                         "process": ["python", PROCESS], "source": [0, 0]})
+    events = pl.DataFrame({"loc": [0] * n + [1], "start_ns": list(range(n)) + [0], "end_ns": list(range(1, n + 1)) + [n],
+                           "name": ["f"] * (n + 1), "cat": ["compute"] * (n + 1), "depth": [0] * (n + 1), "instant": [False] * (n + 1),
+                           "args": written + ["{}"]})
+    back = without_analysis(Trace.build(meta={}, locations=locs, events=events)).events.get_column("args").to_list()
+    assert back == program
+    assert [json.loads(a) if a else a for a in back[:4]] == [{"a": 1}, {"z": [1, 2]}, None, {"a": {"b": 1}, "c": "x"}]
+
+
 def test_otf2_groups_markers_and_metrics(tmp_path):
     job = tmp_path / "job"
     write_kineto_job(job, ranks=2, steps=3)

@@ -8,7 +8,7 @@ import polars as pl
 from capture_helpers import di_cmd, need_mpi4py, run
 
 import di
-from di.capture import demo_train
+from di.demo import train as demo_train
 
 STEPS = 3
 
@@ -38,6 +38,18 @@ def test_demo_records_the_training_like_job(tmp_path: Path) -> None:
     assert compute.sort("ns").get_column("rank")[-1] == demo_train.STRAGGLER, compute.sort("rank").rows()
     ckpt = ev.filter((pl.col("name") == "fsync"))
     assert ckpt.height == 4 * (STEPS // demo_train.CHECKPOINT_EVERY)
+    # and every analysis says so: its work outside the calls is compute, not idle, and the path runs through it
+    result = di.analyze(trace)
+    host = result.breakdown.filter(pl.col("step").is_null() & (pl.col("scope") == "host"))
+    untraced = dict(host.filter(pl.col("state") == "untraced").select("rank", "share").iter_rows())
+    assert max(untraced, key=untraced.get) == demo_train.STRAGGLER and untraced[demo_train.STRAGGLER] > 0.5, untraced
+    work = result.imbalance.filter(pl.col("step").is_null() & (pl.col("state") == "work"))
+    assert work.get_column("max_rank").to_list() == [demo_train.STRAGGLER]
+    cp = result.critical_path
+    on_straggler = cp["by_rank"].filter(pl.col("rank") == demo_train.STRAGGLER).get_column("share").sum()
+    assert on_straggler >= 0.7, cp["by_rank"]
+    straggler_items = cp["segments"].filter(pl.col("rank") == demo_train.STRAGGLER).group_by("category").agg(pl.col("contrib_ns").sum())
+    assert straggler_items.sort("contrib_ns").get_column("category")[-1] == "untraced", straggler_items
 
 
 def test_demo_kineto_still_writes_the_generated_job(tmp_path: Path) -> None:

@@ -233,7 +233,7 @@ def test_gunzip_members_truncation_and_corruption_with_either_decompressor(backe
     import random
     import sys
 
-    from di.convert.chrome.decode import _gunzip
+    from di.convert.gunzip import gunzip as _gunzip
 
     if backend == "zlib":
         monkeypatch.setitem(sys.modules, "isal", None)

@@ -205,6 +205,6 @@ def test_longest_path_kernel_matches_reference(job):
     local_w, cross_w, arrival = weights(frame, g)
     by_dst = np.argsort(g.dst, kind="stable")
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    dist, _, _ = _longest(order, g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival,
+    dist, _, _ = _longest(order, g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival,
                           in_ptr, g.src[by_dst], cross_w[by_dst])
     assert np.array_equal(dist, longest_reference(order, g.first_of_loc, local_w, g.src, g.dst, cross_w))

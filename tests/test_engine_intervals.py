@@ -66,7 +66,7 @@ def test_breakdown_sweep_matches_reference(items, host):
     keep = e > s
     g, s, e, a = g[keep], s[keep], e[keep], a[keep]
     host_group = np.array(host)
-    frame = SimpleNamespace(start_ns=s, end_ns=e, activity=a)
+    frame = SimpleNamespace(start_ns=s, end_ns=e, activity=a, call_only=np.zeros(s.size, bool))
     got = _sweep_arrays(frame, g, np.arange(g.size), 3, host_group)
     want = sweep_reference(g, s, e, a, host_group, 3)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

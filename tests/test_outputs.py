@@ -236,3 +236,15 @@ def test_full_disk_keeps_the_old_output(traces: tuple[di.Trace, di.Trace], small
     filler.unlink()
     assert di.load(out).events.height == before
     assert _leftovers(small_disk) == []
+
+
+def test_otf2_markers_are_part_of_the_archive(traces: tuple[di.Trace, di.Trace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from di.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    di.save(traces[0], "src.di")
+    assert main(["convert", "src.di", "-o", "x.otf2"]) == 0  # with the analysis: markers
+    assert (tmp_path / "x.marker").is_file()
+    di.save(traces[1], "x.otf2")  # the program's events only: no markers, and none left behind
+    assert not (tmp_path / "x.marker").exists() and di.load("x.otf2").events.height == traces[1].events.height
+    assert _leftovers(tmp_path) == []

@@ -49,7 +49,7 @@ def sources(tmp: Path, recorded: Path) -> dict[str, str]:
     return found
 
 
-def test_reports_render_in_chromium(chromium, recorded_job, tmp_path, capsys):
+def test_reports_render_in_chromium(chromium, recorded_job, tmp_path, capsys):  # noqa: F811 (pytest passes the fixture by name)
     shots = os.environ.get("DI_REPORT_SCREENSHOTS")
     checked = []
     for name, src in sources(tmp_path, recorded_job).items():

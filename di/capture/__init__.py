@@ -7,8 +7,8 @@ on first use by :mod:`di.capture.build`) and the samplers of
 :mod:`di.capture.samplers` beside it; :mod:`di.capture.ingest` then reads the
 shards (:mod:`di.capture.shard`), synchronises clocks (:mod:`di.capture.clock`),
 matches messages and collectives (:mod:`di.capture.matching`) and computes the
-per-file I/O table (:mod:`di.capture.iostats`). ``di demo`` records
-:mod:`di.capture.demo_train` (:mod:`di.capture.demo_job`).
+per-file I/O table (:mod:`di.capture.iostats`). Capture returns the trace; what
+is done with it (``di demo``'s summary, say) belongs to the layers above.
 """
 
 

@@ -3,7 +3,7 @@
 Which traces: those a process exported under the GPU hook (its capture header's
 ``kineto_traces``, :mod:`di.capture.torch_hook`) and any file in
 ``raw/kineto/`` (``$DI_KINETO_DIR``, for programs that write there themselves).
-Each loads through :func:`di.load`, which puts Kineto times on Unix-epoch ns
+Each loads through the connectors (:func:`di.load`), which puts Kineto times on Unix-epoch ns
 (``baseTimeNanoseconds`` + ``ts``); they then go to the job clock as CUPTI times
 do: ``t - (realtime - monotonic)`` of the writing process, then its rank's
 clock map. A trace from ``raw/kineto/`` keeps the rank its content names and
@@ -40,8 +40,8 @@ def _found(raw: Path, infos: list[tuple[dict[str, Any], int, int, clock.ClockMap
 
 def merge_kineto(trace: Trace, raw: Path, infos: list[tuple[dict[str, Any], int, int, clock.ClockMap]]) -> Trace:
     """``trace`` with the recording's Kineto traces added on the job clock (see the module docstring)."""
-    import di
     from di.capture.gpu_ingest import append_part
+    from di.convert.registry import load_paths
     from di.errors import DIError
 
     by_rank = {rank: (skew, cmap) for _h, rank, skew, cmap in infos}
@@ -50,7 +50,7 @@ def merge_kineto(trace: Trace, raw: Path, infos: list[tuple[dict[str, Any], int,
             trace = trace.with_meta({**trace.meta, "warnings": [*trace.meta.get("warnings", []), f"{path}: torch.profiler trace named by the program is gone; not merged"]})
             continue
         try:
-            part = di.load(path)
+            part = load_paths(path)
         except DIError as exc:
             trace = trace.with_meta({**trace.meta, "warnings": [*trace.meta.get("warnings", []), f"{path}: not merged ({exc})"]})
             continue

@@ -31,7 +31,8 @@ class Connector:
         name: short format name (``--to`` value).
         extensions: file name endings it writes and recognises, longest first.
         sniff: True when a file's first bytes (gunzipped) are this format.
-        read: path, rank, rank_source, source index -> Trace (None: write-only).
+        read: path, rank, rank_source, source index -> Trace (None: write-only); the
+            built-in connectors also take ``max_input_bytes`` (:mod:`di.inputsize`).
         write: (trace, path) -> None (None: read-only).
         ours: path -> True when an existing output at ``path`` was written by di in
             this format, so it may be replaced (None: an existing output is
@@ -97,7 +98,7 @@ def _own_perfetto(path: Path) -> bool:
 def _read_store(path: Path, **kw: Any) -> Trace:
     from di.store import read_store
 
-    return read_store(path)
+    return read_store(path, max_input_bytes=kw.get("max_input_bytes"))
 
 
 def _write_store(trace: Trace, path: Path) -> None:
@@ -138,7 +139,7 @@ def _own_otf2(path: Path) -> bool:
     if not anchor.is_file() or not is_own_archive(anchor):
         return False
     if path.is_dir():
-        parts = {anchor.name, anchor.stem + ".def", anchor.stem}
+        parts = {anchor.name, anchor.stem + ".def", anchor.stem + ".marker", anchor.stem}
         return all(p.name in parts or p.name.startswith(".") for p in path.iterdir())
     return True
 
@@ -163,17 +164,14 @@ def installed() -> str:
     return ", ".join(f"{c.name} ({' '.join(c.extensions)})" for c in connectors())
 
 
-def _head(path: Path) -> bytes:
-    import zlib
+SNIFF_BYTES = 4096
+"""Bytes (gunzipped) a connector's ``sniff`` sees; at most 1 MiB of a gzip file is read for them."""
 
-    with open(path, "rb") as fh:
-        head = fh.read(4096)
-    if head[:2] == b"\x1f\x8b":
-        try:
-            return zlib.decompressobj(31).decompress(head, 4096)
-        except zlib.error:
-            return b""
-    return head
+
+def _head(path: Path) -> bytes:
+    from di.convert import gunzip
+
+    return gunzip.head(path, SNIFF_BYTES)
 
 
 def connector_for(path: Path) -> Connector:
@@ -253,11 +251,15 @@ def rank_hint(path: Path, position: int, ranks: list[int] | None, rank: int | No
     return position, ("single" if count == 1 else "position")
 
 
-def load_paths(path_or_paths: Any, *, rank: int | None = None, ranks: list[int] | None = None, progress: Any = None) -> Trace:
+def load_paths(path_or_paths: Any, *, rank: int | None = None, ranks: list[int] | None = None, progress: Any = None,
+               max_input_size: int | str | None = None) -> Trace:
     """Load and merge; see :func:`di.load`. Per-file failures are collected and
-    reported together."""
+    reported together. ``max_input_size`` bounds each file's (decompressed) bytes:
+    None the default limit, 0 none (:func:`di.inputsize.limit_bytes`)."""
+    from di.inputsize import limit_bytes
     from di.merge import merge
 
+    limit = limit_bytes(max_input_size)
     paths = expand(path_or_paths)
     if ranks is not None and len(ranks) != len(paths):
         raise ValueError(f"{len(ranks)} ranks given for {len(paths)} files")
@@ -266,7 +268,8 @@ def load_paths(path_or_paths: Any, *, rank: int | None = None, ranks: list[int] 
         try:
             conn = connector_for(p)
             hint, source = rank_hint(p, i, ranks, rank, len(paths))
-            traces.append(conn.read(p, rank=hint, rank_source=source, source=0) if conn.name != "di" else conn.read(p))
+            own = {"max_input_bytes": limit} if conn in CONNECTORS else {}  # plugins' readers take no limit
+            traces.append(conn.read(p, rank=hint, rank_source=source, source=0, **own) if conn.name != "di" else conn.read(p, **own))
         except (FormatError, UnknownFormatError, FileNotFoundError) as exc:
             failures.append(exc)
         if progress is not None:

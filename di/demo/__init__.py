@@ -1,4 +1,9 @@
-"""Built-in example job: PyTorch-profiler (Kineto) Chrome JSON, one document per rank.
+"""Built-in example jobs.
+
+``di demo`` records a real one, :mod:`di.demo.train` (numpy compute, halo exchange,
+gradient Allreduce, checkpoints on 4 MPI ranks; rank 1 the straggler), under
+``di record`` and prints its analysis (:mod:`di.demo.recorded`). ``di demo --kineto``
+writes the one below: PyTorch-profiler (Kineto) Chrome JSON, one document per rank.
 
 What it models
 --------------
@@ -44,6 +49,15 @@ breaks, key order, Kineto's irregular spacing in ``args``) copies real Kineto ou
 (HolisticTraceAnalysis ``tests/data/nccl_parser_config`` and ``critical_path/alexnet``).
 """
 
-from di.demo.job import kineto_job, write_kineto_job
+from typing import Any
 
 __all__ = ["kineto_job", "write_kineto_job"]
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: the recorded job's ranks import di.demo.train and need none of the Kineto writer's polars
+    if name in __all__:
+        from di.demo import job
+
+        return getattr(job, name)
+    raise AttributeError(f"module 'di.demo' has no attribute {name!r}")

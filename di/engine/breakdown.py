@@ -12,7 +12,11 @@ Definitions (all times int64 ns):
 - ``time_ns`` of a state: exclusive time, each instant of the span given to
   the first active state in priority order; GPU: compute, comm, memory, sync;
   host: sync, comm, io, cpu (a thread blocked in a sync or MPI call inside an
-  operator is waiting, not computing). ``idle`` = span - |union of all|.
+  operator is waiting, not computing). ``untraced``: on a timeline that records
+  only calls (:func:`di.engine.classify.call_only_locations`), the time from
+  its first event to its last that no event covers: the program's own work
+  between its calls, lowest in priority (a rank waiting in MPI on one thread
+  while another computes untraced is waiting). ``idle`` = span - |union of all|.
   The states' ``time_ns`` sum to the span; ``share`` = time_ns / span_ns
   (null with a reason when the span is empty).
 """
@@ -24,13 +28,16 @@ import polars as pl
 from numba import njit
 
 from di.engine import intervals as iv
-from di.engine.classify import ACTIVITIES, COMM, COMPUTE, CPU, IO, MEMORY, NONE, SYNC
+from di.engine.classify import ACTIVITIES, COMM, COMPUTE, CPU, IO, MEMORY, NONE, SYNC, UNTRACED
 from di.engine.groups import HOST, make_groups, span
 from di.engine.window import EventFrame
 
-GPU_PRIORITY = (COMPUTE, COMM, MEMORY, SYNC, CPU, IO)
-HOST_PRIORITY = (SYNC, COMM, IO, CPU, MEMORY, COMPUTE)
+GPU_PRIORITY = (COMPUTE, COMM, MEMORY, SYNC, CPU, IO, UNTRACED)
+HOST_PRIORITY = (SYNC, COMM, IO, CPU, MEMORY, COMPUTE, UNTRACED)
 STATE_NAMES = tuple(ACTIVITIES[1:]) + ("idle",)
+"""The breakdown's states, in this order everywhere (tables, JSON, CSV, report)."""
+STATE_LABELS = {"untraced": "outside traced calls"}
+"""How viewers name a state whose name alone would mislead."""
 
 
 @njit(cache=True, nogil=True)
@@ -74,11 +81,28 @@ def _sweep(order, rows, group_of, start, end, activity, n_groups, host_group, ho
 
 def _sweep_arrays(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray, n_groups: int,
                   is_host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    g = of_event[rows]
-    order = iv.sort_order(np.concatenate([g, g]), np.concatenate([frame.start_ns[rows], frame.end_ns[rows]])) if rows.size else rows
+    group, start, end, activity = _with_untraced(frame, of_event, rows)
+    rows = np.concatenate([rows, np.arange(of_event.size, group.size, dtype=rows.dtype)])
+    g = group[rows]
+    order = iv.sort_order(np.concatenate([g, g]), np.concatenate([start[rows], end[rows]])) if rows.size else rows
     del g
-    return _sweep(order, rows, of_event, frame.start_ns, frame.end_ns, frame.activity, n_groups, is_host,
+    return _sweep(order, rows, group, start, end, activity, n_groups, is_host,
                   np.asarray(HOST_PRIORITY, np.int64), np.asarray(GPU_PRIORITY, np.int64))
+
+
+def _with_untraced(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(group, start_ns, end_ns, activity) of the events, followed by one ``untraced`` interval per
+    call-only timeline and group: from its first event in the group to its last."""
+    mine = rows[frame.call_only[rows]]
+    if not mine.size:
+        return of_event, frame.start_ns, frame.end_ns, frame.activity
+    loc = frame.trace.events.get_column("loc").to_numpy()[mine]
+    extent = pl.DataFrame({"g": of_event[mine], "loc": loc, "s": frame.start_ns[mine], "e": frame.end_ns[mine]}).group_by("g", "loc").agg(
+        pl.col("s").min(), pl.col("e").max())
+    n = extent.height
+    return (np.concatenate([of_event, extent.get_column("g").to_numpy()]), np.concatenate([frame.start_ns, extent.get_column("s").to_numpy()]),
+            np.concatenate([frame.end_ns, extent.get_column("e").to_numpy()]),
+            np.concatenate([frame.activity, np.full(n, UNTRACED, frame.activity.dtype)]))
 
 
 def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:

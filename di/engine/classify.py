@@ -17,6 +17,28 @@ Activities (int8 codes, :data:`ACTIVITIES`):
 - ``io``: ``io``.
 - ``none``: annotations and containers (``user``, ``step``, ``other``),
   instants, counter and marker timelines: never busy time.
+- ``untraced``: no event has it; the analyses give it to the time *between*
+  the calls of a timeline that records only calls (below).
+
+Gaps: idle, or work that was not traced. Whether the time between a
+timeline's events means "nothing ran" depends on what its source records,
+and is decided per timeline from its events (:func:`call_only_locations`):
+
+- a CPU thread whose events are all calls (MPI, I/O, host syncs, CUDA API,
+  NCCL; annotations such as ``user`` regions allowed) and that holds at
+  least one MPI or I/O call is a *call-only* timeline: what the PMPI and
+  I/O shims of ``di record`` write, or an OTF2 location whose user regions
+  Score-P filtered out. Between its calls the program computes; that time,
+  from the thread's first event to its last, is ``untraced`` work (Scalasca's
+  reading of a trace: the time between MPI calls is computation).
+- a GPU stream's gaps are idle: CUPTI, Kineto and Nsight record every kernel,
+  copy and memset a stream runs.
+- a CPU thread that records application work (``compute`` operators or
+  ``python`` functions: Kineto's CPU ops, di's Python regions) records what
+  the host did, and its gaps are idle. This is HolisticTraceAnalysis's
+  definition too: its idle time is the time no recorded event runs (HTA
+  computes it for GPU streams from kernels; a Kineto CPU thread carries the
+  profiler's operators, so a gap there is time PyTorch did not run an op).
 """
 
 from __future__ import annotations
@@ -26,8 +48,13 @@ import polars as pl
 
 from di.trace import Trace
 
-ACTIVITIES: tuple[str, ...] = ("none", "compute", "comm", "memory", "sync", "cpu", "io")
-NONE, COMPUTE, COMM, MEMORY, SYNC, CPU, IO = range(len(ACTIVITIES))
+ACTIVITIES: tuple[str, ...] = ("none", "compute", "comm", "memory", "sync", "cpu", "io", "untraced")
+NONE, COMPUTE, COMM, MEMORY, SYNC, CPU, IO, UNTRACED = range(len(ACTIVITIES))
+
+CALL_CATS = ("mpi_p2p", "mpi_coll", "io", "sync", "cuda_api", "nccl", "user", "step", "other")
+"""Categories a call-only timeline may hold (calls and annotations)."""
+TRACED_CALL_CATS = ("mpi_p2p", "mpi_coll", "io")
+"""A call-only timeline holds at least one of these (what PMPI and I/O tracing record)."""
 
 COMM_KERNEL_NAME = r"(?i)^(nccl|ncclDevKernel|rccl|hccl)|rccl|hccl|nccl"
 """Kernel-name fallback for communication kernels (covers nccl*, ncclDevKernel*, rccl, hccl)."""
@@ -69,6 +96,26 @@ def activities(trace: Trace) -> np.ndarray:
         busy = out[members] != NONE
         out[members[busy]] = COMM
     return out
+
+
+def call_only_locations(trace: Trace) -> np.ndarray:
+    """Per loc id: True for a CPU thread that records only calls, whose gaps are untraced work
+    (see the module docstring)."""
+    ev = trace.events
+    n = _loc_kinds(trace).size
+    thread = np.zeros(n, bool)
+    locs = trace.locations
+    thread[locs.filter(pl.col("kind") == "cpu_thread").get_column("loc").to_numpy().astype(np.int64)] = True
+    if not ev.height:
+        return thread & False
+    cats = ev.schema["cat"].categories.to_list()  # type: ignore[attr-defined]
+    code = ev.get_column("cat").to_physical().to_numpy()
+    loc = ev.get_column("loc").to_numpy().astype(np.int64)
+    other = ~np.isin(code, [cats.index(c) for c in CALL_CATS])
+    traced = np.isin(code, [cats.index(c) for c in TRACED_CALL_CATS])
+    has_other = np.bincount(loc[other], minlength=n) > 0
+    has_traced = np.bincount(loc[traced], minlength=n) > 0
+    return thread & has_traced & ~has_other
 
 
 def _loc_kinds(trace: Trace) -> np.ndarray:

@@ -13,6 +13,10 @@ stream-wait, user, message and collective edges. Edge weights are the time
   a GPU stream the gap before a launched activity weighs the gap after the
   launch arrived (queued behind the previous one: HolisticTraceAnalysis's
   kernel-kernel delay); a gap before an activity with no known launch weighs 0.
+  On a timeline that records only calls (PMPI/I-O capture, an OTF2 location
+  of MPI regions only) a stretch between calls is the program's untraced
+  work and weighs like any work (Scalasca's reading), so the path runs
+  through a late sender's computation, never through its receiver's wait.
 - a cross edge u -> v: t_v - max(t_u, t_p): the time from the dependency's
   arrival to v (launch delay when the stream was idle; the transfer after
   the last member arrived in a collective; the receive after its send began;
@@ -44,20 +48,24 @@ from di.engine.critical_path_graph import EDGE_KINDS, LOCAL, Graph, build_graph
 from di.engine.window import EventFrame
 
 _MIN = np.iinfo(np.int64).min
+UNTRACED_CAT = "untraced"
+"""Category of a path segment of untraced work between the calls of a call-only timeline."""
+UNTRACED_NAME = "(outside traced calls)"
+"""Its name in ``by_name`` (no event carries it)."""
 
 
 def weights(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(local weight per node, weight per cross edge, arrival a_v per node), int64 ns."""
     arrival = _arrivals(g)
-    local = _local_weights(g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival)
+    local = _local_weights(g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
     return local, _cross_weights(g), arrival
 
 
 @njit(cache=True, nogil=True)
-def _local_weights(t, first, owner, event, activity, on_gpu, arrival):
+def _local_weights(t, first, owner, event, activity, on_gpu, call_only, arrival):
     out = np.zeros(t.size, np.int64)
     for v in range(t.size):
-        out[v] = _local_weight(v, t, first, owner, event, activity, on_gpu, arrival)
+        out[v] = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
     return out
 
 
@@ -72,18 +80,18 @@ def _cross_weights(g: Graph) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _local_weight(v, t, first, owner, event, activity, on_gpu, arrival):
+def _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival):
     if first[v]:
         return 0
     o = owner[v]
-    if (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and arrival[v] > _MIN):
+    if (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and arrival[v] > _MIN) or call_only[event[v]]:
         w = t[v] - max(t[v - 1], arrival[v])
         return w if w > 0 else 0
     return 0
 
 
 @njit(cache=True, nogil=True)
-def _longest(order, t, first, owner, event, activity, on_gpu, arrival, in_ptr, in_src, in_w):
+def _longest(order, t, first, owner, event, activity, on_gpu, call_only, arrival, in_ptr, in_src, in_w):
     # every cross edge goes to a later position in ``order`` (the caller drops the others)
     m = order.size
     dist = np.zeros(m, np.int64)
@@ -93,7 +101,7 @@ def _longest(order, t, first, owner, event, activity, on_gpu, arrival, in_ptr, i
         v = order[k]
         best = 0
         if not first[v]:
-            best = dist[v - 1] + _local_weight(v, t, first, owner, event, activity, on_gpu, arrival)
+            best = dist[v - 1] + _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
             pred[v] = v - 1
             via[v] = -2
         for e in range(in_ptr[v], in_ptr[v + 1]):
@@ -148,7 +156,7 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
     in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
     del by_dst
-    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, arrival)
+    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
     dist, pred, via = _longest(order, *args, in_ptr, in_src, in_w)
     del order
     sink = int(np.flatnonzero(dist == dist.max())[-1]) if dist.size else -1
@@ -159,7 +167,7 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
 
 
 @njit(cache=True, nogil=True)
-def _backtrack(sink, pred, via, in_w, in_kind, t, first, owner, event, activity, on_gpu, arrival):
+def _backtrack(sink, pred, via, in_w, in_kind, t, first, owner, event, activity, on_gpu, call_only, arrival):
     """The path's steps (u, v, kind, weight) from its first node to ``sink``."""
     n = 0
     v = sink
@@ -178,7 +186,7 @@ def _backtrack(sink, pred, via, in_w, in_kind, t, first, owner, event, activity,
         v_out[k] = v
         if via[v] == -2:
             kind[k] = LOCAL
-            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, arrival)
+            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
         else:
             kind[k] = in_kind[via[v]]
             w[k] = in_w[via[v]]
@@ -204,9 +212,13 @@ def _result(frame: EventFrame, g: Graph, steps: tuple[np.ndarray, ...], dropped:
     seg = seg.with_columns(
         pl.Series("cat", [None] * seg.height, pl.String) if not seg.height else cats.gather(idx.fill_null(0)).cast(pl.String).alias("cat"),
         pl.Series("name", [None] * seg.height, pl.String) if not seg.height else names.gather(idx.fill_null(0)).cast(pl.String).alias("name"),
-    ).with_columns(
-        pl.when(pl.col("event").is_null() & (pl.col("kind") == "local")).then(pl.lit("gpu_gap")).otherwise(pl.col("cat")).alias("cat"),
-        pl.when(pl.col("event").is_null()).then(pl.lit(None, pl.String)).otherwise(pl.col("name")).alias("name"),
+    )
+    on_gpu = pl.lit(pl.Series(frame.on_gpu[g.event[v]] if v.size else np.zeros(0, bool)))
+    gap = pl.col("event").is_null() & (pl.col("kind") == "local")
+    seg = seg.with_columns(
+        pl.when(gap & on_gpu).then(pl.lit("gpu_gap")).when(gap).then(pl.lit(UNTRACED_CAT)).otherwise(pl.col("cat")).alias("cat"),
+        pl.when(gap & ~on_gpu).then(pl.lit(UNTRACED_NAME)).when(pl.col("event").is_null()).then(pl.lit(None, pl.String))
+        .otherwise(pl.col("name")).alias("name"),
     )
     # a GPU gap that only began when the launch arrived is launch delay, whichever edge the path took
     if arrival is not None and v.size:

@@ -12,8 +12,15 @@ inner ones, inner ends before outer ones (nesting). Edges:
   ``sync``: the latest GPU activity of the rank (of the stream, for a
   stream sync) ending inside a host sync call -> the call's end;
   ``stream_wait`` / ``user`` flows: src end -> dst start;
-  ``message``: send start -> receive end, and receive start -> send end
-  when the send was still running then;
+  ``message``: send side -> receive end. The send side is the send call's
+  start, or for a non-blocking send whose receive completed only after the
+  sender reached the call that completed it (its ``MPI_Wait*``/``Test*``:
+  a transfer that needed the sender's progress), that call's start: the
+  edge never weighs the sender's own work between ``MPI_Isend`` and its wait.
+  The reverse edge (a late receiver) goes from where the receive was posted
+  (its ``MPI_Irecv``, or the blocking call) to the end of the call that
+  completed the send (its wait, or the blocking send), when that call was
+  still running then;
   ``collective``: the last member to enter (the root, for broadcast and
   scatter with a known root) -> every member's end.
 """
@@ -178,14 +185,30 @@ def _cross_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndar
     m = frame.trace.messages
     if m.height:
         s, r = m.get_column("send").to_numpy(), m.get_column("recv").to_numpy()
-        parts.append((g.start_node[s], g.end_node[r], MESSAGE))
-        blocked = frame.start_ns[r] < frame.end_ns[s]
-        parts.append((g.start_node[r[blocked]], g.end_node[s[blocked]], MESSAGE))
+        parts.append((g.start_node[_send_side(frame, g, m, s, r)], g.end_node[r], MESSAGE))
+        posted = _either(m, "recv_post", r)  # the receive is posted by its Irecv, or is the blocking call
+        completes = _either(m, "send_done", s)  # a send completes in its Wait, or is the blocking call
+        blocked = frame.start_ns[posted] < frame.end_ns[completes]
+        parts.append((g.start_node[posted[blocked]], g.end_node[completes[blocked]], MESSAGE))
     parts.append(_collective_edges(frame, g))
     src = np.concatenate([p[0] for p in parts]).astype(np.int64)
     dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
     kind = np.concatenate([np.full(p[0].size, p[2], np.int64) for p in parts])
     return src, dst, kind
+
+
+def _send_side(frame: EventFrame, g: Graph, m: pl.DataFrame, send: np.ndarray, recv: np.ndarray) -> np.ndarray:
+    """Per message, the event whose start makes the send side ready (see the module docstring);
+    a completing call that is no node (no duration, outside the window) leaves the send call."""
+    done = _either(m, "send_done", send)
+    later = (frame.end_ns[recv] > frame.start_ns[done]) & (g.start_node[done] >= 0)
+    return np.where(later, done, send)
+
+
+def _either(m: pl.DataFrame, column: str, fallback: np.ndarray) -> np.ndarray:
+    """The rows of a message's optional end (``send_done``, ``recv_post``), ``fallback`` where it is null."""
+    col = m.get_column(column)
+    return np.where(col.is_null().to_numpy(), fallback, col.fill_null(0).to_numpy()).astype(np.int64)
 
 
 def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:

@@ -2,8 +2,8 @@
 
 For each state of the temporal breakdown (:mod:`di.engine.breakdown`;
 GPU states summed over a rank's devices, host states from its CPU threads)
-and for ``work`` (compute + memory + cpu + io exclusive time: what a rank
-does that others may wait for), over the ranks of the job, with x_r the
+and for ``work`` (compute + memory + cpu + io + untraced exclusive time: what
+a rank does that others may wait for, its work between traced calls included), over the ranks of the job, with x_r the
 rank's time in ns:
 
 - ``imbalance`` = max/mean - 1 (0 = balanced; null when the mean is 0),
@@ -22,7 +22,8 @@ import polars as pl
 from di.engine.breakdown import breakdown
 from di.engine.window import EventFrame
 
-WORK = ("compute", "memory", "cpu", "io")
+WORK = ("compute", "memory", "cpu", "io", "untraced")
+"""The breakdown states that are a rank's own work."""
 
 
 def imbalance(frame: EventFrame, *, whole: pl.DataFrame | None = None, by_step: pl.DataFrame | None = None) -> pl.DataFrame:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from di.engine.classify import activities, location_arrays
+from di.engine.classify import activities, call_only_locations, location_arrays
 from di.engine.steps import NO_STEP, event_steps, find_steps
 from di.trace import Trace
 
@@ -89,6 +89,8 @@ class EventFrame:
         start_ns, end_ns: event times (int64 ns), clipped to a time window.
         steps: the job's steps inside the window (rank, step, label, start_ns, end_ns, source).
         window: the window applied.
+        call_only: the event's timeline records only calls, so the time between its
+            events is untraced work, not idle (:func:`~di.engine.classify.call_only_locations`).
     """
 
     trace: Trace
@@ -102,6 +104,7 @@ class EventFrame:
     end_ns: np.ndarray
     steps: pl.DataFrame
     window: Window
+    call_only: np.ndarray
 
     @property
     def ranks(self) -> list[int]:
@@ -116,7 +119,8 @@ def prepare(trace: Trace, window: Window | None = None) -> EventFrame:
     steps = find_steps(trace)
     step = event_steps(trace, steps, rank, on_gpu)
     selected, start, end, steps = _select(trace, window, steps, step)
-    return EventFrame(trace, rank, device, on_gpu, activities(trace), step, selected, start, end, steps, window)
+    call_only = call_only_locations(trace)[trace.events.get_column("loc").to_numpy().astype(np.int64)]
+    return EventFrame(trace, rank, device, on_gpu, activities(trace), step, selected, start, end, steps, window, call_only)
 
 
 def window_events(trace: Trace, window: Window | str | None) -> pl.DataFrame:

@@ -16,11 +16,11 @@ from typing import Any
 import polars as pl
 
 from di.engine import Analysis
+from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
 from di.errors import SchemaError
 
 PATH_EVENTS_IN_JSON = 1000
 """Path events listed in the JSON (the longest contributors); all go to the CSV."""
-STATES = ("compute", "comm", "memory", "sync", "cpu", "io", "idle")
 
 
 @cache
@@ -160,7 +160,7 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
     console.print(f"[bold]di analyze[/bold] {title}  window: {result.window}  steps: {result.steps.height and result.steps.get_column('step').n_unique()}")
     if result.breakdown is not None:
         t = Table(title="Temporal breakdown (% of each scope's span; states exclusive, never summed overlaps)")
-        for c in ("rank", "scope", "step", "span ms", *STATES):
+        for c in ("rank", "scope", "step", "span ms", *(STATE_LABELS.get(s, s) for s in STATES)):
             t.add_column(c, justify="right")
         wide = result.breakdown.pivot(on="state", index=["rank", "scope", "step", "span_ns"], values="share").sort("rank", "scope", "step", nulls_last=False)
         for r in wide.iter_rows(named=True):

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-STATES = ("compute", "comm", "memory", "sync", "cpu", "io", "idle")
+from di.engine.breakdown import STATE_NAMES as STATES
 PAIRS = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
 FILE = "per_trace_rank.csv"
 

@@ -8,7 +8,7 @@ the other top-level keys of the document.
 
 from __future__ import annotations
 
-import zlib
+import os
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,12 +20,16 @@ import numpy as np
 import polars as pl
 
 from di.convert.chrome import scan as S
+from di.convert import gunzip
 from di.convert.chrome.prepass import fix_utf8, prescan
 from di.convert.stringviews import texts_at_offsets
+from di.inputsize import check_size
 from di.convert.symbols import FIRST_CAPACITY, decode_symbols, grown_capacity, new_table
 from di.errors import FormatError
 
-GZIP_MAGIC = b"\x1f\x8b"
+JSON_SPACE = b" \t\r\n\xef\xbb\xbf"
+"""Bytes that may come before a JSON document's first value (whitespace and a UTF-8 BOM)."""
+NOT_JSON = "not JSON: expected '{' or '[' at the start"
 _TOP_KEYS = 4096
 # top-level keys whose values the reader uses; others are only listed by name
 TOP_KEYS_DECODED = frozenset({
@@ -60,121 +64,43 @@ class Raw:
         return self.args.len()
 
 
-def read_bytes(path: Path) -> tuple[np.ndarray, list[str]]:
+def read_bytes(path: Path, limit: int | None = None) -> tuple[np.ndarray, list[str]]:
     """The file's bytes as a writable uint8 array, gunzipped when it starts with
     the gzip magic.
 
     A plain file is memory-mapped copy-on-write: no copy of the file is made
     (its pages are the page cache's) and in-place repairs stay private. A
     truncated or corrupt gzip stream yields what decompressed cleanly and a
-    warning saying where it stopped.
+    warning saying where it stopped. The first bytes are checked before the
+    rest is read: a file that does not start like JSON is refused at once.
+
+    Args:
+        path: the file.
+        limit: the most bytes accepted (decompressed); None: no limit.
+
+    Raises:
+        FormatError: the file does not start with '{' or '[' (after whitespace).
+        InputTooLargeError: it is (or decompresses to) more than ``limit`` bytes.
     """
     import mmap
 
+    first = gunzip.head(path)
+    if first.lstrip(JSON_SPACE)[:1] not in (b"", b"{", b"["):
+        raise FormatError(path, NOT_JSON)
     with open(path, "rb") as fh:
-        head = fh.read(2)
+        magic = fh.read(2)
         fh.seek(0)
-        if head == GZIP_MAGIC:
-            return _gunzip(fh)
-        if not head:
+        if magic == gunzip.GZIP_MAGIC:
+            return gunzip.gunzip(fh, path=path, limit=limit)
+        if not magic:
             return np.zeros(0, dtype=np.uint8), []
+        check_size(path, os.fstat(fh.fileno()).st_size, limit)
         try:
             return np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8), []
         except (OSError, ValueError):  # a file system or special file without mmap
-            return np.frombuffer(bytearray(fh.read()), dtype=np.uint8), []
-
-
-def _gunzip(fh: Any) -> tuple[np.ndarray, list[str]]:
-    """Decompress a gzip file (members concatenated or not) into one numpy buffer.
-
-    The buffer is sized from the last member's ISIZE trailer (the uncompressed
-    size mod 2**32) and grows when that is short; it is filled in pieces of
-    ``_PIECE`` bytes, so no second full-size copy is made and its pages come
-    from numpy's allocator (huge pages where the kernel gives them). ISA-L
-    (about three times as fast as zlib) decompresses where installed. A
-    truncated or corrupt stream yields what came before the damage and a
-    warning that says where it stopped.
-    """
-    data = fh.read()
-    out = np.empty(_size_hint(data), dtype=np.uint8)
-    used = 0
-    warnings: list[str] = []
-    for piece in _pieces(data, warnings):
-        if used + len(piece) > out.size:
-            out = _grown(out, used, used + len(piece))
-        out[used : used + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
-        used += len(piece)
-    return out[:used], warnings
-
-
-def _pieces(data: bytes, warnings: list[str]) -> Iterator[bytes]:
-    """The decompressed bytes of the gzip members in ``data``, at most ``_PIECE`` at a
-    time; a damaged stream ends them, with a warning appended to ``warnings``."""
-    try:
-        from isal import igzip_lib
-    except ImportError:
-        yield from _zlib_pieces(data, warnings)
-        return
-    done = 0
-    try:
-        while data:
-            dec = igzip_lib.IgzipDecompressor(flag=igzip_lib.DECOMP_GZIP)
-            piece = dec.decompress(data, _PIECE)
-            while True:
-                done += len(piece)
-                yield piece
-                if dec.eof or (dec.needs_input and not piece):
-                    break
-                piece = dec.decompress(b"", _PIECE)
-            if not dec.eof:
-                warnings.append(f"gzip stream truncated: file ends after {len(data)} compressed / {done} decompressed bytes")
-                return
-            data = dec.unused_data  # the next gzip member
-    except igzip_lib.error as exc:
-        warnings.append(f"gzip data corrupt after {done} decompressed bytes ({exc}); loaded what came before")
-
-
-def _zlib_pieces(data: bytes, warnings: list[str]) -> Iterator[bytes]:
-    """:func:`_pieces` with the standard library's zlib."""
-    done = 0
-    dec = zlib.decompressobj(31)
-    rest = data
-    try:
-        while True:
-            piece = dec.decompress(rest, _PIECE)
-            done += len(piece)
-            yield piece
-            if dec.eof:
-                rest = dec.unused_data
-                if not rest:
-                    return
-                dec = zlib.decompressobj(31)  # the next gzip member
-                continue
-            rest = dec.unconsumed_tail
-            if not rest and not piece:
-                warnings.append(f"gzip stream truncated: file ends after {len(data)} compressed / {done} decompressed bytes")
-                return
-    except zlib.error as exc:
-        warnings.append(f"gzip data corrupt after {done} decompressed bytes ({exc}); loaded what came before")
-
-
-_PIECE = 124 << 10
-"""Bytes per decompressed piece: under glibc's initial 128 KiB mmap threshold, so
-each piece reuses the heap memory of the one before instead of faulting in
-fresh pages (halves the page faults of gunzipping a 15 MB trace)."""
-
-
-def _size_hint(data: bytes) -> int:
-    """Bytes to allocate for gunzipping ``data``: its ISIZE trailer, unless that is
-    impossibly small (a wrapped size of a file over 4 GiB, or a damaged trailer)."""
-    isize = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
-    return max(isize + 1, len(data) * 4 + _PIECE) if isize < len(data) else isize + 1
-
-
-def _grown(out: np.ndarray, used: int, need: int) -> np.ndarray:
-    bigger = np.empty(max(need, out.size + out.size // 2), dtype=np.uint8)
-    bigger[:used] = out[:used]
-    return bigger
+            data = bytearray(fh.read() if limit is None else fh.read(limit + 1))
+            check_size(path, len(data), limit)
+            return np.frombuffer(data, dtype=np.uint8), []
 
 
 def _where(buf: np.ndarray, pos: int) -> str:
@@ -205,14 +131,19 @@ def _args_column(cols: dict[str, np.ndarray], abuf: np.ndarray, used: int, n: in
     return texts_at_offsets(abuf[:used], np.ascontiguousarray(cols["args_off"][: n + 1]), (cols["flags"] & S.F_ARGS) != 0, "args")
 
 
-def decode(path: Path) -> Raw:
+def decode(path: Path, limit: int | None = None) -> Raw:
     """Scan one Chrome JSON file (plain or gzip) into raw columns.
+
+    Args:
+        path: the file.
+        limit: the most bytes read (decompressed); None: no limit.
 
     Raises:
         FormatError: the file is not JSON, not a trace, or empty of events
             because its very first bytes are broken.
+        InputTooLargeError: the file is (or decompresses to) more than ``limit`` bytes.
     """
-    buf, warnings = read_bytes(path)
+    buf, warnings = read_bytes(path, limit)
     dropped: Counter[str] = Counter()
     opens, high = prescan(buf)
     if high:
@@ -235,8 +166,8 @@ def decode(path: Path) -> Raw:
                 break
             capacity = grown_capacity(capacity)
     if err == S.E_NOT_TRACE:
-        if bytes(buf[:4096]).lstrip(b" \t\r\n\xef\xbb\xbf")[:1] not in (b"{", b"["):
-            raise FormatError(path, "not JSON: expected '{' or '[' at the start")
+        if bytes(buf[:4096]).lstrip(JSON_SPACE)[:1] not in (b"{", b"["):
+            raise FormatError(path, NOT_JSON)
         raise FormatError(path, "JSON but not a Chrome trace: no 'traceEvents' array and not an array of events")
     if err != S.E_NONE:
         what = "truncated" if err == S.E_TRUNCATED else "invalid JSON"

@@ -125,7 +125,8 @@ def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: lis
     return (rank if rank is not None else 0), rank_source, world
 
 
-def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0) -> Trace:
+def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
+                max_input_bytes: int | None = None) -> Trace:
     """Read one Chrome/Kineto JSON file (``.json`` or gzip) into a Trace.
 
     Args:
@@ -133,12 +134,15 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
         rank: rank to use when the file's ``distributedInfo`` has none.
         rank_source: where ``rank`` came from (recorded in meta sources).
         source: index of this file in the job's sources (locations.source).
+        max_input_bytes: the most bytes read (decompressed); None: no limit
+            (:mod:`di.inputsize`).
 
     Raises:
         FormatError: the file is not a readable trace (see :func:`decode`).
+        InputTooLargeError: the file is (or decompresses to) more than ``max_input_bytes``.
     """
     path = Path(path)
-    raw = decode(path)
+    raw = decode(path, max_input_bytes)
     dropped: Counter[str] = raw.dropped
     base_ns = _base_ns(raw.top)
     epoch = _on_epoch(raw, base_ns)

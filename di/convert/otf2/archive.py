@@ -68,6 +68,14 @@ def _finish_replacements(path: Path) -> None:
                                                   f"finished here ({exc.strerror}); write the archive again") from None
 
 
+def archive_bytes(anchor: Path) -> int:
+    """Bytes of the archive's files: the anchor, its global definitions and the files
+    of its folder (``traces.otf2`` -> ``traces.def``, ``traces/``)."""
+    folder = anchor.with_suffix("")
+    files = [anchor, anchor.with_suffix(".def")] + (list(folder.rglob("*")) if folder.is_dir() else [])
+    return sum(f.stat().st_size for f in files if f.is_file())
+
+
 def _otf2_error(anchor: Path, exc: Exception) -> FormatError:
     return FormatError(anchor, f"OTF2 library could not open the archive ({str(exc).strip() or type(exc).__name__})")
 

@@ -36,35 +36,84 @@ messages and collectives whose ``comm`` is null."""
 
 
 class Strings:
-    """The archive's string definitions: ref = insertion order, ``""`` is ref 0."""
+    """The archive's string definitions: ref = insertion order, ``""`` is ref 0.
+
+    A few hundred names (regions, locations, communicators) are looked up one
+    by one through a dict; the columns of per-event strings (args texts, a
+    million distinct ones in a real PyTorch profile) are added as polars
+    columns whose refs are consecutive, never through a Python dict or loop.
+    """
+
+    SMALL = 4096
+    """Distinct strings of one :meth:`add_many` up to which the dict takes them."""
 
     def __init__(self) -> None:
         self.refs: dict[str, int] = {"": 0}
+        self.n = 1
+        self.pieces: list[str | pl.Series] = [""]
+        """The strings in ref order: single strings, and columns of new distinct strings."""
+        self.columns: list[tuple[int, pl.Series]] = []
+        """(first ref, strings) of every column added whole."""
         self.frozen = False
 
     def ref(self, s: str) -> int:
         """Ref of ``s``, added while planning; after :meth:`buffer` only lookups."""
         got = self.refs.get(s)
+        if got is None and self.frozen:  # while planning, a string also in a column may get a second ref: OTF2 allows it
+            got = self._in_columns(s)
         if got is None:
             if self.frozen:
                 raise KeyError(f"string {s!r} was not planned")
-            got = self.refs[s] = len(self.refs)
+            got = self.refs[s] = self.n
+            self.pieces.append(s)
+            self.n += 1
         return got
 
+    def _in_columns(self, s: str) -> int | None:
+        for first, col in self.columns:
+            hit = (col == s).arg_true()
+            if hit.len():
+                self.refs[s] = first + int(hit[0])
+                return self.refs[s]
+        return None
+
     def add_many(self, values: pl.Series) -> pl.Series:
-        """Refs of a column of strings (nulls stay null), adding the new ones."""
-        uniq = values.drop_nulls().unique(maintain_order=True).to_list()
-        mapping = {v: self.ref(v) for v in uniq}
-        return values.replace_strict(mapping, default=None, return_dtype=pl.Int64)
+        """Refs (Int64) of a column of strings (nulls stay null), adding the new ones."""
+        uniq = values.drop_nulls().unique(maintain_order=True).cast(pl.String)
+        if uniq.len() <= self.SMALL:
+            mapping = {v: self.ref(v) for v in uniq.to_list()}
+            return values.replace_strict(mapping, default=None, return_dtype=pl.Int64)
+        known = uniq.is_in(pl.Series(list(self.refs), dtype=pl.String))
+        new = uniq.filter(~known)
+        refs = pl.DataFrame({"s": new, "ref": pl.int_range(self.n, self.n + new.len(), dtype=pl.Int64, eager=True)})
+        self.columns.append((self.n, new))
+        self.pieces.append(new)
+        self.n += new.len()
+        if known.any():
+            old = uniq.filter(known)
+            refs = pl.concat([refs, pl.DataFrame({"s": old, "ref": old.replace_strict(self.refs, return_dtype=pl.Int64)})])
+        return values.cast(pl.String).to_frame("s").join(refs, on="s", how="left", maintain_order="left").get_column("ref")
 
     def buffer(self) -> tuple[np.ndarray, np.ndarray]:
         """(NUL-terminated UTF-8 bytes, start offsets + end) for :func:`emit.write_strings`."""
         self.frozen = True
-        encoded = [s.encode("utf-8", "replace").replace(b"\0", b" ") + b"\0" for s in self.refs]
-        lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        parts, singles = [], []
+        for piece in self.pieces:
+            if isinstance(piece, str):
+                singles.append(piece)
+                continue
+            if singles:
+                parts.append(pl.Series(singles, dtype=pl.String))
+                singles = []
+            parts.append(piece)
+        if singles:
+            parts.append(pl.Series(singles, dtype=pl.String))
+        text = pl.concat(parts).str.replace_all("\0", " ", literal=True)
+        lengths = text.str.len_bytes().cast(pl.Int64).to_numpy() + 1
+        offsets = np.zeros(lengths.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+        data = (text.str.join("\0").item() + "\0").encode("utf-8")
+        return np.frombuffer(data, dtype=np.uint8), offsets
 
     def check_frozen(self) -> None:
         assert self.frozen

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from di.inputsize import check_size
 from di.convert.otf2 import archive, events, matching, metrics
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
@@ -47,22 +48,29 @@ def ticks_to_ns(ticks: np.ndarray, defs: Definitions) -> np.ndarray:
     return ns + np.int64(defs.realtime_ns or 0)
 
 
-def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "metadata", source: int = 0) -> Trace:
+def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "metadata", source: int = 0,
+              max_input_bytes: int | None = None) -> Trace:
     """Read an OTF2 archive into a Trace.
 
     Args:
         path: the anchor file (any name) or a directory holding exactly one.
         rank, rank_source: unused; ranks come from the archive's definitions.
         source: index of this archive in the job's sources (locations.source).
+        max_input_bytes: the most bytes the archive's files may hold together; None: no
+            limit (:mod:`di.inputsize`).
 
     Raises:
         FormatError: not an OTF2 archive, or one the OTF2 library cannot open.
+        InputTooLargeError: the archive's files hold more than ``max_input_bytes``.
     """
     anchor = archive.find_anchor(Path(path))
+    files = archive.archive_bytes(anchor)
+    check_size(anchor, files, max_input_bytes, "is an archive of")
     reader = archive.open_reader(anchor)
     try:
         defs = read_definitions(reader)
-        expected = sum(loc["records"] for loc in defs.locations)
+        # every record takes at least one byte of its event file: a definition claiming more sizes nothing
+        expected = min(sum(loc["records"] for loc in defs.locations), files)
         fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
         builder = T.Builder(expected, fold)
         recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor, expected_records=expected,

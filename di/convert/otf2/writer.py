@@ -137,10 +137,10 @@ def _write_error(anchor: Path, codes: list[int], exc: Exception) -> Exception:
 
 
 def _check_parts(anchor: Path) -> list[str]:
-    """The archive's part names, anchor last; refuses parts of an archive di did not write."""
+    """The archive's part names (events, definitions, markers), anchor last; refuses parts of an archive di did not write."""
     from di.errors import OutputError
 
-    parts = [anchor.stem, anchor.stem + ".def", anchor.name]
+    parts = [anchor.stem, anchor.stem + ".def", anchor.stem + ".marker", anchor.name]
     if anchor.exists() and not is_own_archive(anchor):
         raise OutputError(anchor, "exists and is not an OTF2 archive di wrote; choose another output path")
     evt_dir = anchor.with_suffix("")

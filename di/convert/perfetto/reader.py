@@ -18,7 +18,6 @@ counted: legacy (phase-based) events.
 
 from __future__ import annotations
 
-import gzip
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,12 +25,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from di.convert import gunzip
+from di.inputsize import check_size
 from di.convert.perfetto import ditrace
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.annotations import annotation_columns
 from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packets, decode_packets, sequence_track
 from di.convert.perfetto.flows import CODE_MESSAGE
 from di.convert.perfetto.pairing import chain_flows, pair_slices
+from di.convert.perfetto.sniff import first_field_ok
 from di.convert.perfetto.tracks import foreign_layout, parse_descriptor, sequence_thread
 from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
 from di.errors import FormatError
@@ -41,14 +43,28 @@ from di.trace import CATS, FLOW_KINDS, Trace
 __all__ = ["read_perfetto"]
 
 
-def _bytes(path: Path) -> np.ndarray:
+NOT_PERFETTO = "no TracePacket found: not a Perfetto protobuf trace (or empty)"
+
+
+def _bytes(path: Path, limit: int | None) -> tuple[np.ndarray, list[str]]:
+    """The file's bytes (gunzipped), after its first bytes were checked: a file whose
+    first field is no protobuf field is refused before the rest is read or inflated."""
+    import os
+
     try:
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-    except (OSError, EOFError) as exc:
+        if not first_field_ok(gunzip.head(path, 16)):
+            raise FormatError(path, NOT_PERFETTO)
+        with open(path, "rb") as fh:
+            if fh.read(2) == gunzip.GZIP_MAGIC:
+                fh.seek(0)
+                return gunzip.gunzip(fh, path=path, limit=limit)
+            check_size(path, os.fstat(fh.fileno()).st_size, limit)
+            fh.seek(0)
+            data = fh.read() if limit is None else fh.read(limit + 1)  # a special file has no size to check first
+            check_size(path, len(data), limit)
+            return np.frombuffer(data, dtype=np.uint8), []
+    except OSError as exc:
         raise FormatError(path, f"cannot read: {exc}") from None
-    return np.frombuffer(data, dtype=np.uint8)
 
 
 def _strings(buf: np.ndarray, sym: Any) -> list[str]:
@@ -62,7 +78,8 @@ def _take(strings: pl.Series, ids: np.ndarray) -> pl.Series:
     return strings.gather(pl.Series(ids).replace(-1, None))
 
 
-def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0) -> Trace:
+def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
+                  max_input_bytes: int | None = None) -> Trace:
     """Read one Perfetto protobuf trace (``.perfetto-trace``, ``.pftrace``, optionally gzipped).
 
     Args:
@@ -70,16 +87,21 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
         rank: rank of the timelines of a trace di did not write (di's own traces keep theirs).
         rank_source: where ``rank`` came from (recorded in meta sources).
         source: index of this file in the job's sources (locations.source).
+        max_input_bytes: the most bytes read (decompressed); None: no limit
+            (:mod:`di.inputsize`).
 
     Raises:
         FormatError: the file holds no readable TracePacket.
+        InputTooLargeError: the file is (or decompresses to) more than ``max_input_bytes``.
     """
     path = Path(path)
-    buf = _bytes(path)
+    buf, gz_warnings = _bytes(path, max_input_bytes)
     n_packets, readable = count_packets(buf)
     if n_packets == 0:
-        raise FormatError(path, "no TracePacket found: not a Perfetto protobuf trace (or empty)")
+        raise FormatError(path, NOT_PERFETTO)
     dropped: Counter[str] = Counter()
+    for w in gz_warnings:
+        dropped[f"the rest of the file: {w}"] += 1
     if readable < len(buf):
         dropped[f"unreadable bytes after offset {readable} (truncated or corrupt)"] += len(buf) - int(readable)
     capacity = FIRST_CAPACITY

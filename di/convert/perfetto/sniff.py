@@ -26,3 +26,16 @@ def looks_like_perfetto(head: bytes) -> bool:
         return False
     key = head[pos]
     return key & 7 in (0, 1, 2, 5) and key >> 3 >= 1
+
+
+def first_field_ok(head: bytes) -> bool:
+    """False when ``head`` (the file's first bytes, gunzipped) cannot start a protobuf
+    message: its first key is no varint, names field 0, or has a wire type a
+    reader cannot skip (3, 4, 6, 7). True for an empty head (an empty trace)."""
+    key, shift = 0, 0
+    for b in head[:10]:
+        key |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return key >> 3 >= 1 and key & 7 in (0, 1, 2, 5)
+    return not head

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
 from di.viewers.report.page import Section, ms, new_figure, svg_plot, table
 
-STATES = ("compute", "comm", "memory", "sync", "cpu", "io", "idle")
 COLORS = {"compute": "#2e7d32", "comm": "#1565c0", "memory": "#6a1b9a", "sync": "#c62828",
-          "cpu": "#ef6c00", "io": "#00838f", "idle": "#bdbdbd"}
+          "cpu": "#ef6c00", "io": "#00838f", "untraced": "#ffb74d", "idle": "#bdbdbd"}
 
 
 def whole_window(result) -> pl.DataFrame:  # noqa: ANN001
@@ -37,7 +37,7 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         if state not in wide.columns:
             continue
         vals = [100 * (t or 0) / s if s else 0.0 for t, s in zip(wide.get_column(state).to_list(), spans)]
-        ax.barh(labels, vals, left=left, color=COLORS[state], label=state)
+        ax.barh(labels, vals, left=left, color=COLORS[state], label=STATE_LABELS.get(state, state))
         left = [a + v for a, v in zip(left, vals)]
     ax.invert_yaxis()
     ax.set_xlabel("% of the scope's span")
@@ -46,7 +46,8 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     states = [st for st in STATES if st in wide.columns]
     rows = [(r["rank"], r["scope"], ms(r["span_ns"]), *(ms(r[st]) for st in states)) for r in wide.iter_rows(named=True)]
     body = (svg_plot(fig, "temporal breakdown per rank") +
-            '<p class="note">Exclusive states: each instant counts once, for the highest-priority activity; idle = span minus busy time.</p>'
+            '<p class="note">Exclusive states: each instant counts once, for the highest-priority activity; idle = span minus busy time; '
+            'untraced = the program\'s work between the calls of a timeline that records only calls (MPI, I/O).</p>'
             + table("breakdown", ["rank", "scope", "span_ns", *(f"{st}_ns" for st in states)], rows))
     return Section("breakdown", "Temporal breakdown per rank", body, _hints(b))
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from di.engine.imbalance import WORK
 from di.viewers.report.page import Section, ms, new_figure, pct, svg_plot, table
-
-WORK = ("compute", "memory", "cpu", "io")
 
 
 def work_per_step(result) -> tuple[str, pl.DataFrame]:  # noqa: ANN001

@@ -1,6 +1,6 @@
 """``di demo``: record the built-in demo job with everything available, then summarise it.
 
-Runs :mod:`di.capture.demo_train` on ``ranks`` MPI processes under ``di record``
+Runs :mod:`di.demo.train` on ``ranks`` MPI processes under ``di record``
 (MPI, file I/O, host counters; InfiniBand, network and NVML counters where the
 machine has them: what it lacks is said once in the trace's warnings), writes the
 trace directory and, beside it, the formats whose writers are installed
@@ -60,7 +60,7 @@ def run_demo(output: str | Path, *, ranks: int = 4, steps: int = 6, console: Any
             continue
         extras.append((target, fmt))
     work = Path(tempfile.mkdtemp(prefix="di-demo-"))
-    command = [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "di.capture.demo_train", str(work), "--steps", str(steps)]
+    command = [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "di.demo.train", str(work), "--steps", str(steps)]
     opts = RecordOptions(output=run, mpi=True, io=True, host=True, ib=True, net=True, nvml=True)
     try:
         code, trace, _ = record(command, opts, console)

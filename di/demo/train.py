@@ -8,7 +8,7 @@ Waitall), a gradient Allreduce, and every ``CHECKPOINT_EVERY`` steps a
 checkpoint of its parameters written with os.write + fsync and read back once
 at the start (a "resume"). Run by ``di demo`` under ``di record``::
 
-    mpiexec -n 4 python -m di.capture.demo_train WORKDIR --steps 6
+    mpiexec -n 4 python -m di.demo.train WORKDIR --steps 6
 """
 
 from __future__ import annotations
