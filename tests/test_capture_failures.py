@@ -335,6 +335,9 @@ def test_a_recording_still_being_recorded_is_not_ingested(tmp_path: Path) -> Non
     (run_dir / "raw").mkdir(parents=True)
     recorder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "record"])  # a live "di record"
     try:
+        deadline = time.monotonic() + 10
+        while "record" not in _cmdline(recorder.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         (run_dir / "raw" / "run.json").write_text(json.dumps(
             {"form": "launcher", "recorder": {"host": os.uname().nodename, "pid": recorder.pid}}))
         with pytest.raises(di.DIError, match="still being recorded by di record"):
