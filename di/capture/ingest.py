@@ -280,7 +280,7 @@ def _abnormal(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int]
     bad = sorted({ranks[p.key] for p in procs if p.key in ranks and p.header["state"] != "exited"})
     ends = {int(r): e for r, e in (run_info.get("rank_ends") or {}).items() if int(r) in bad}
     first: list[int] = []
-    if len(ends) > 1:
+    if len(ends) > 1 and len(ends) == len(bad):  # a rank not seen ending (gone before it was watched) may be the first
         t0 = min(e["after_s"] for e in ends.values())
         first = sorted(r for r, e in ends.items() if e["after_s"] <= t0 + FIRST_END_TOL_S)
         first = first if len(first) < len(bad) else []
