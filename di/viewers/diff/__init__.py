@@ -104,7 +104,7 @@ def diff(a: Trace, b: Trace, *, window: Window | str | None = None) -> Diff:
     coll = side_by_side(*(collectives.collective_groups(t, e) for t, e in zip(runs, evs)), ["op", "bytes"],
                         totals=["parts", "calls", "total_ns"], values=["ranks", "mean_ns", "algbw_gbps", "busbw_gbps", "busbw_factor"],
                         deltas=["total_ns", "mean_ns", "algbw_gbps", "busbw_gbps"])
-    coll = by_change(coll.rename({"delta_total_ns": "delta_ns"}).with_columns(
+    coll = by_change(with_status(coll.rename({"delta_total_ns": "delta_ns"})).with_columns(
         pl.coalesce("a_busbw_factor", "b_busbw_factor").alias("busbw_factor")).drop("a_busbw_factor", "b_busbw_factor"), "delta_ns", "op")
     return Diff(steps=results.steps_table(*res), step_times=times, breakdown=results.breakdown_table(*res),
                 overlap=results.overlap_table(*res), critical_path=summary, cp_by_category=cp_cat, cp_by_name=cp_name,
