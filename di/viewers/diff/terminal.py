@@ -44,7 +44,7 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
     if cp["a_length_ns"] is not None and cp["b_length_ns"] is not None:
         console.print(f"Critical path: {_ms(cp['a_length_ns'])} → {_ms(cp['b_length_ns'])} ms ({_signed_ms(cp['delta_ns'])} ms, {_rel(cp['a_length_ns'], cp['b_length_ns'])})")
     big = biggest_changes(d)
-    t = _table("Biggest changes (total time over all ranks; Δ = B - A)", "kind", "name", "A ms", "B ms", "Δ ms", "Δ %", "status / note")
+    t = _table("Biggest changes (total time over all ranks; Δ = B - A)", "kind", "name", "A ms", "B ms", "Δ ms", "Δ %", "status")
     for r in big.iter_rows(named=True):
         t.add_row(r["kind"], _cut(r["name"]), _ms(r["a_total_ns"]), _ms(r["b_total_ns"]), _signed_ms(r["delta_ns"]),
                   _rel(r["a_total_ns"], r["b_total_ns"]), r["status"] + (f", {_cut(r['note'], 50)}" if r["note"] else ""))
@@ -72,11 +72,11 @@ def _named(console: Any, df: pl.DataFrame, title: str) -> None:
     if not rows.height:
         console.print(f"{title}: no change")
         return
-    t = _table(f"{title}: {rows.height} changed, added or removed (largest |Δ| first)", "name", "status", "A count", "B count",
-               "A ms", "B ms", "Δ ms", "A mean µs", "B mean µs")
+    t = _table(f"{title}: {rows.height} changed, added or removed (largest |Δ| first)", "name", "status", "count A→B",
+               "A ms", "B ms", "Δ ms", "mean µs A→B")
     for r in rows.head(TOP).iter_rows(named=True):
-        t.add_row(_cut(r["name"]), str(r["status"]), str(r["a_count"]), str(r["b_count"]), _ms(r["a_total_ns"]), _ms(r["b_total_ns"]),
-                  _signed_ms(r["delta_ns"]), _us(r["a_mean_ns"]), _us(r["b_mean_ns"]))
+        t.add_row(_cut(r["name"]), str(r["status"]), f"{r['a_count']}→{r['b_count']}", _ms(r["a_total_ns"]), _ms(r["b_total_ns"]),
+                  _signed_ms(r["delta_ns"]), f"{_us(r['a_mean_ns'])}→{_us(r['b_mean_ns'])}")
     console.print(t)
 
 
@@ -108,14 +108,13 @@ def _collectives(console: Any, d: Diff) -> None:
     if not c.height:
         console.print("Collectives: none in either run")
         return
-    t = _table("Collectives by op and message size", "op", "bytes", "ranks", "A calls", "B calls", "A mean µs", "B mean µs",
-               "A algbw GB/s", "B algbw GB/s", "A busbw GB/s", "B busbw GB/s", "Δ total ms")
+    t = _table("Collectives by op and message size (A→B)", "op", "bytes", "ranks", "calls", "mean µs", "algbw GB/s", "busbw GB/s", "Δ total ms")
     for r in c.head(TOP).iter_rows(named=True):
-        t.add_row(r["op"], "—" if r["bytes"] is None else f"{r['bytes']:,}", str(r["b_ranks"] or r["a_ranks"] or "—"), str(r["a_calls"]), str(r["b_calls"]),
-                  _us(r["a_mean_ns"]), _us(r["b_mean_ns"]), _gb(r["a_algbw_gbps"]), _gb(r["b_algbw_gbps"]), _gb(r["a_busbw_gbps"]),
-                  _gb(r["b_busbw_gbps"]), _signed_ms(r["delta_ns"]))
+        t.add_row(r["op"], "—" if r["bytes"] is None else f"{r['bytes']:,}", str(r["b_ranks"] or r["a_ranks"] or "—"), f"{r['a_calls']}→{r['b_calls']}",
+                  f"{_us(r['a_mean_ns'])}→{_us(r['b_mean_ns'])}", f"{_gb(r['a_algbw_gbps'])}→{_gb(r['b_algbw_gbps'])}",
+                  f"{_gb(r['a_busbw_gbps'])}→{_gb(r['b_busbw_gbps'])}", _signed_ms(r["delta_ns"]))
     console.print(t)
-    console.print(f"[dim]{ALGBW_FORMULA}; {BUSBW_FORMULA}[/dim]")
+    console.print(f"[dim]{ALGBW_FORMULA}; {BUSBW_FORMULA}[/dim]", soft_wrap=True)
 
 
 def _breakdown(console: Any, d: Diff) -> None:
@@ -153,8 +152,9 @@ def _table(title: str, *cols: str) -> Any:
 
     t = Table(title=title, title_justify="left")
     for i, c in enumerate(cols):
-        t.add_column(c, justify="left" if i == 0 or c in ("name", "status", "state", "pair", "op", "kind", "where", "status / note") else "right",
-                     overflow="fold")
+        text = c in ("name", "A name", "B name", "launched from")
+        left = text or i == 0 or c in ("status", "state", "pair", "op", "kind", "where")
+        t.add_column(c, justify="left" if left else "right", overflow="fold", min_width=20 if text else None)
     return t
 
 
