@@ -87,13 +87,13 @@ def diff(a: Trace, b: Trace, *, window: Window | str | None = None) -> Diff:
     """
     from di.analysis_parts import without_analysis
     from di.engine import analyze
-    from di.engine.window import parse_window, window_events
+    from di.engine.window import Window, parse_window, window_events
     from di.viewers.diff import collectives, names, results
 
-    win = parse_window(window) if not hasattr(window, "text") else window
+    win = window if isinstance(window, Window) else parse_window(window)
     runs = [without_analysis(t) for t in (a, b)]
     res = [analyze(t, window=win) for t in runs]
-    evs = [window_events(t, win) for t, _ in zip(runs, res)]
+    evs = [window_events(t, win) for t in runs]
     kev = [names.kernel_events(t, e) for t, e in zip(runs, evs)]
     ops = [names.op_events(t, e) for t, e in zip(runs, evs)]
     times = pl.concat([results.step_times(r).with_columns(pl.lit(s).alias("run")) for s, r in zip("ab", res)]).select("run", pl.exclude("run"))
