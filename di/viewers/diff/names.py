@@ -2,7 +2,8 @@
 
 - **Kernels**: GPU activities (``cat`` kernel, memcpy, memset, and NCCL kernels
   on a GPU stream) on ``gpu_stream`` timelines.
-- **Operators**: CPU events (every category but step markers) on the other timelines.
+- **Operators**: CPU events on the other timelines, but step markers and
+  ``other`` (what di cannot place: a profiler's own span, metadata).
 - **Launch stack** of a kernel: its launch flow (``flows.kind == "launch"``,
   from the runtime call to the kernel) gives the call; the names of the call's
   enclosing events (``events.parent`` chain, step markers and CUDA API calls
@@ -24,8 +25,9 @@ from di.trace import Trace
 
 KERNEL_CATS = ("kernel", "memcpy", "memset", "nccl")
 """Categories that are GPU work when on a GPU stream (``sync`` and annotations are not)."""
-OP_SKIP_CATS = ("step",)
-"""CPU categories left out of the operators (step markers: their names change every step)."""
+OP_SKIP_CATS = ("step", "other")
+"""CPU categories left out of the operators (step markers: their names change every step; other: Kineto's
+"PyTorch Profiler" span over the whole trace and the like)."""
 STACK_SKIP_CATS = ("step", "cuda_api")
 """Ancestors left out of a launch stack."""
 STACK_SEP = " > "
