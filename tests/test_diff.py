@@ -173,3 +173,26 @@ def test_cli_errors_are_one_line_and_exit_2(case, stores, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("di diff: error:") and "\n" not in err, err
     assert blocker.read_text() == "user data"
+
+
+def test_page_in_chromium(stores, tmp_path, capsys):
+    """The diff page in headless Chromium (skips without one): no console errors, nothing fetched,
+    and the kernels table read off the page equals the JSON."""
+    from chromium_cdp import Browser, find_chromium
+
+    exe = find_chromium()
+    if exe is None:
+        pytest.skip("no Chromium on PATH (Debian: apt-get install chromium); the diff page was not checked in a browser")
+    a, b = stores
+    page, out = tmp_path / "d.html", tmp_path / "d.json"
+    assert main(["diff", str(a), str(b), "--html", str(page), "--json", str(out)]) == 0
+    capsys.readouterr()
+    doc = json.loads(out.read_text())
+    read = """[...document.querySelector("table[data-table=kernels]").tBodies[0].rows].map(r =>
+        [r.cells[0].textContent, Number(r.cells[7].dataset.v)])"""
+    with Browser(exe) as br:
+        url = br.open(page)
+        rows = br.evaluate(read)
+        assert br.console_problems() == []
+        assert [u for u in br.requests() if u != url and not u.startswith("data:")] == []
+    assert rows == [[k["name"], k["delta_ns"]] for k in doc["kernels"]]
