@@ -6,8 +6,8 @@
   ``other`` (what di cannot place: a profiler's own span, metadata).
 - **Launch stack** of a kernel: its launch flow (``flows.kind == "launch"``,
   from the runtime call to the kernel) gives the call; the names of the call's
-  enclosing events (``events.parent`` chain, step markers and CUDA API calls
-  left out), outermost first and joined by :data:`STACK_SEP`, are the stack.
+  enclosing events (``events.parent`` chain; step markers, CUDA API calls and
+  Python frames left out), outermost first and joined by :data:`STACK_SEP`, are the stack.
   Its innermost name is the launching ``op`` (``aten::addmm``). A kernel
   with no launch flow has the stack :data:`NO_LAUNCH`.
 
@@ -28,8 +28,9 @@ KERNEL_CATS = ("kernel", "memcpy", "memset", "nccl")
 OP_SKIP_CATS = ("step", "other")
 """CPU categories left out of the operators (step markers: their names change every step; other: Kineto's
 "PyTorch Profiler" span over the whole trace and the like)."""
-STACK_SKIP_CATS = ("step", "cuda_api")
-"""Ancestors left out of a launch stack."""
+STACK_SKIP_CATS = ("step", "cuda_api", "python")
+"""Ancestors left out of a launch stack (python: Python frames name their file and line, which any edit of
+the program moves, so that the same op would not pair up across two versions of a program)."""
 STACK_SEP = " > "
 NO_LAUNCH = "(no launch recorded)"
 NO_OP = "(launched outside any op)"
