@@ -161,18 +161,53 @@ def test_cli_summary_json_and_page(stores, tmp_path, capsys):
     validate(json.loads(capsys.readouterr().out))
 
 
-@pytest.mark.parametrize("case", ["missing_a", "missing_b", "json_under_a_file", "html_not_ours", "json_is_input", "bad_window"])
+@pytest.mark.parametrize("case", ["missing_a", "missing_b", "json_under_a_file", "html_not_ours", "json_is_input", "bad_window",
+                                  "json_is_a_folder", "json_and_html_same_file"])
 def test_cli_errors_are_one_line_and_exit_2(case, stores, tmp_path, capsys):
     a, b = (str(p) for p in stores)
     blocker = tmp_path / "file.txt"
     blocker.write_text("user data")
     args = {"missing_a": [str(tmp_path / "nope.di"), b], "missing_b": [a, str(tmp_path / "nope.json")],
             "json_under_a_file": [a, b, "--json", str(blocker / "d.json")], "html_not_ours": [a, b, "--html", str(blocker)],
-            "json_is_input": [a, b, "--json", a], "bad_window": [a, b, "--window", "steps=x"]}[case]
+            "json_is_input": [a, b, "--json", a], "bad_window": [a, b, "--window", "steps=x"],
+            "json_is_a_folder": [a, b, "--json", str(tmp_path)], "json_and_html_same_file": [a, b, "--json", str(tmp_path / "x"), "--html", str(tmp_path / "x")]}[case]
     assert main(["diff", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("di diff: error:") and "\n" not in err, err
     assert blocker.read_text() == "user data"
+    assert not (tmp_path / "x").exists()
+
+
+def test_launch_stacks_agree_with_a_plain_walk(tmp_path):
+    """The vectorized walk up the parent chain gives, for every kernel of the Kineto demo job, the stack that
+    a kernel-by-kernel walk gives (launch call -> enclosing events, step markers, CUDA API and Python left out)."""
+    from di.demo import write_kineto_job
+    from di.viewers.diff.names import NO_LAUNCH, NO_OP, STACK_SEP, STACK_SKIP_CATS, launch_stacks
+
+    write_kineto_job(tmp_path, ranks=2, steps=2, ops_per_step=6, seed=3)
+    trace = di.load(tmp_path)
+    ev = trace.events
+    parent, cats = ev.get_column("parent").to_list(), ev.get_column("cat").cast(pl.String).to_list()
+    names = ev.get_column("name").cast(pl.String).to_list()
+    launched = {d: s for s, d, k in trace.flows.select("src", "dst", pl.col("kind").cast(pl.String)).iter_rows() if k == "launch"}
+    streams = trace.locations.filter(pl.col("kind").cast(pl.String) == "gpu_stream").get_column("loc")
+    gpu = ev.with_row_index("row").filter(pl.col("cat").cast(pl.String).is_in(["kernel", "memcpy", "memset", "nccl"]) & pl.col("loc").is_in(streams.implode()))
+    rows = gpu.get_column("row").to_numpy().astype("int64")
+
+    def walk(row: int) -> str:
+        if row not in launched:
+            return NO_LAUNCH
+        chain, cur = [], parent[launched[row]]
+        while cur is not None:
+            if cats[cur] not in STACK_SKIP_CATS:
+                chain.append(names[cur])
+            cur = parent[cur]
+        return STACK_SEP.join(reversed(chain)) or NO_OP
+
+    got = launch_stacks(trace, rows)
+    assert got.get_column("stack").to_list() == [walk(int(r)) for r in rows]
+    assert "aten::linear > aten::addmm" in got.get_column("stack").to_list()
+    assert set(got.filter(pl.col("stack") == "aten::linear > aten::addmm").get_column("op")) == {"aten::addmm"}
 
 
 def test_page_in_chromium(stores, tmp_path, capsys):
