@@ -31,14 +31,14 @@ def step_ms(gemm_ms: float, dropout: bool) -> float:
     return 0.3 + gemm_ms + 1.2 + (0.4 if dropout else 0.0)
 
 
-def job(*, gemm_ms: float = 2.0, gemm_name: str = "gemm_128x128_kernel", dropout: bool = False) -> Trace:
+def job(*, gemm_ms: float = 2.0, gemm_name: str = "gemm_128x128_kernel", dropout: bool = False, steps: int = STEPS) -> Trace:
     """The job described in the module doc."""
     j = Job()
-    members: list[list[int]] = [[] for _ in range(STEPS)]
+    members: list[list[int]] = [[] for _ in range(steps)]
     for rank in range(RANKS):
         th, compute, comm = j.thread(rank), j.stream(rank, device=rank, stream=7), j.stream(rank, device=rank, stream=20)
         t = 0.0
-        for k in range(STEPS):
+        for k in range(steps):
             start = t
             j.ev(th, t, t + 0.5, "aten::linear", "compute")
             j.flow(j.ev(th, t + 0.1, t + 0.2, "cudaLaunchKernel", "cuda_api"), j.ev(compute, t + 0.3, t + 0.3 + gemm_ms, gemm_name, "kernel"))

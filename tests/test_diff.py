@@ -231,3 +231,14 @@ def test_page_in_chromium(stores, tmp_path, capsys):
         assert br.console_problems() == []
         assert [u for u in br.requests() if u != url and not u.startswith("data:")] == []
     assert rows == [[k["name"], k["delta_ns"]] for k in doc["kernels"]]
+
+
+def test_the_window_applies_to_both_runs():
+    d = diff(job(gemm_ms=2.0), job(gemm_ms=4.0, dropout=True), window="steps=1:")
+    assert d.window == "steps=1:" and d.step_stat("a", "count") == d.step_stat("b", "count") == STEPS - 1
+    assert row(d.kernels, name="gemm_128x128_kernel")["delta_ns"] == (STEPS - 1) * RANKS * ns(2.0)
+    assert row(d.collectives, op="allreduce")["a_calls"] == STEPS - 1
+    assert d.notes == []
+    uneven = diff(job(), job(steps=STEPS + 2))
+    assert len(uneven.notes) == 1 and f"A has {STEPS} steps in the window and B {STEPS + 2}" in uneven.notes[0]
+    assert uneven.step_stat("delta", "mean_ns") == 0 and row(uneven.kernels, name="gemm_128x128_kernel")["delta_mean_ns"] == 0
