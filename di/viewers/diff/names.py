@@ -68,8 +68,9 @@ def launch_stacks(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
     src = (pl.DataFrame({"dst": rows.astype(np.int64)}).join(launch, on="dst", how="left", maintain_order="left")
            .get_column("src").fill_null(-1).to_numpy())
     parent = ev.get_column("parent").fill_null(-1).to_numpy()
-    keep = ~ev.get_column("cat").cast(pl.String).is_in(STACK_SKIP_CATS).to_numpy()
-    names = ev.get_column("name").cast(pl.String)
+    cat = ev.get_column("cat")
+    keep = ~cat.is_in(pl.Series(STACK_SKIP_CATS, dtype=cat.dtype).implode()).to_numpy()
+    names = ev.get_column("name")  # categorical: cast to text only what is gathered
     levels: list[np.ndarray] = []  # innermost first: row of the ancestor at this level, or -1
     cur = np.where(src >= 0, parent[np.maximum(src, 0)], -1)
     while (cur >= 0).any() and len(levels) < ev.height:
@@ -80,7 +81,7 @@ def launch_stacks(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
                             schema={"stack": pl.String, "op": pl.String})
     frame = pl.DataFrame({f"l{i}": names.gather(np.maximum(lv, 0)) for i, lv in enumerate(levels)}
                          | {f"k{i}": lv >= 0 for i, lv in enumerate(levels)})
-    frame = frame.select(pl.when(pl.col(f"k{i}")).then(pl.col(f"l{i}")).alias(f"l{i}") for i in range(len(levels)))
+    frame = frame.select(pl.when(pl.col(f"k{i}")).then(pl.col(f"l{i}").cast(pl.String)).alias(f"l{i}") for i in range(len(levels)))
     outer_first = [f"l{i}" for i in reversed(range(len(levels)))]
     return frame.select(
         pl.concat_list(outer_first).list.drop_nulls().list.join(STACK_SEP).alias("stack"),
