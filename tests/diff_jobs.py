@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import polars as pl
-
 from engine_jobs import MS, Job
+
 from di.trace import Trace
 
 STEPS = 3

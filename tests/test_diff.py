@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import kineto_file
+from diff_jobs import ALLREDUCE_BYTES, RANKS, STEPS, job, ns, step_ms
 
 import di
-from conftest import kineto_file
 from di.cli import main
 from di.viewers.diff import diff
 from di.viewers.diff.collectives import BUSBW_FACTORS
 from di.viewers.diff.document import to_json, validate
-from diff_jobs import ALLREDUCE_BYTES, RANKS, STEPS, job, ns, step_ms
 
 
 def row(df: pl.DataFrame, **key: object) -> dict:
@@ -182,7 +181,13 @@ def test_launch_stacks_agree_with_a_plain_walk(tmp_path):
     """The vectorized walk up the parent chain gives, for every kernel of the Kineto demo job, the stack that
     a kernel-by-kernel walk gives (launch call -> enclosing events, step markers, CUDA API and Python left out)."""
     from di.demo import write_kineto_job
-    from di.viewers.diff.names import NO_LAUNCH, NO_OP, STACK_SEP, STACK_SKIP_CATS, launch_stacks
+    from di.viewers.diff.names import (
+        NO_LAUNCH,
+        NO_OP,
+        STACK_SEP,
+        STACK_SKIP_CATS,
+        launch_stacks,
+    )
 
     write_kineto_job(tmp_path, ranks=2, steps=2, ops_per_step=6, seed=3)
     trace = di.load(tmp_path)

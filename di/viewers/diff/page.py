@@ -18,7 +18,17 @@ from di.viewers.diff import Diff
 from di.viewers.diff.collectives import ALGBW_FORMULA, BUSBW_FORMULA
 from di.viewers.diff.results import breakdown_totals
 from di.viewers.diff.terminal import biggest_changes
-from di.viewers.report.page import Cell, Section, ms, new_figure, num, pct, render_page, svg_plot, table
+from di.viewers.report.page import (
+    Cell,
+    Section,
+    ms,
+    new_figure,
+    num,
+    pct,
+    render_page,
+    svg_plot,
+    table,
+)
 
 ROWS = 200
 """Rows per table at most (the JSON holds all)."""

@@ -165,15 +165,15 @@ def _cut(text: str | None, n: int = NAME_CHARS) -> str:
     return escape(text if len(text) <= n else text[:n - 1] + "…")
 
 
-def _ms(ns: int | float | None) -> str:
+def _ms(ns: float | None) -> str:
     return "—" if ns is None else f"{ns / 1e6:,.3f}"
 
 
-def _signed_ms(ns: int | float | None) -> str:
+def _signed_ms(ns: float | None) -> str:
     return "—" if ns is None else f"{ns / 1e6:+,.3f}"
 
 
-def _us(ns: int | float | None) -> str:
+def _us(ns: float | None) -> str:
     return "—" if ns is None else f"{ns / 1e3:,.1f}"
 
 
@@ -185,7 +185,7 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}"
 
 
-def _rel(a: int | float | None, b: int | float | None) -> str:
+def _rel(a: float | None, b: float | None) -> str:
     if a is None or b is None:
         return "—"
     if not a:
