@@ -365,20 +365,20 @@ def _diff(args: argparse.Namespace, console: Any) -> None:
             traces.append(load_paths([path], max_input_size=args.max_input_size))
     with err.status("comparing"):
         result = diff(*traces, window=window)
-    if args.json:
-        doc = to_json(result, inputs=(args.a, args.b))
-        validate(doc)
-        text = json.dumps(doc, indent=1)
-        if args.json == "-":
-            print(text)
-            return
-        with atomic_write(args.json) as fh:
-            fh.write(text.encode())
     if args.html:
         from di.viewers.diff.page import build_page
 
         with atomic_write(args.html) as fh:
             fh.write(build_page(result, names=(args.a, args.b)).encode("utf-8"))
+    if args.json:
+        doc = to_json(result, inputs=(args.a, args.b))
+        validate(doc)
+        text = json.dumps(doc, indent=1)
+        if args.json == "-":  # stdout holds the JSON only
+            print(text)
+            return
+        with atomic_write(args.json) as fh:
+            fh.write(text.encode())
     from di.viewers.diff.terminal import render
 
     render(result, console, names=(args.a, args.b))

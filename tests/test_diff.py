@@ -156,8 +156,10 @@ def test_cli_summary_json_and_page(stores, tmp_path, capsys):
     assert f'data-v="{STEPS * RANKS * ns(2.0)}"' in text, "the kernel's delta, exact in data-v"
     assert main(["diff", str(a), str(b), "--json", str(out)]) == 0, "di replaces its own JSON"
     capsys.readouterr()
-    assert main(["diff", str(a), str(b), "--json", "-"]) == 0
+    page.unlink()
+    assert main(["diff", str(a), str(b), "--json", "-", "--html", str(page)]) == 0
     validate(json.loads(capsys.readouterr().out))
+    assert page.is_file()
 
 
 @pytest.mark.parametrize("case", ["missing_a", "missing_b", "json_under_a_file", "html_not_ours", "json_is_input", "bad_window",
