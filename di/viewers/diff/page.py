@@ -44,13 +44,15 @@ def build_page(d: Diff, *, names: tuple[str, str] = ("A", "B")) -> str:
 
 
 def _summary(d: Diff, names: tuple[str, str]) -> Section:
-    rows = [(s, _cell(s, d.step_stat("a", s)), _cell(s, d.step_stat("b", s)), _cell(s, d.step_stat("delta", s)), pct(_ratio(d, s)))
-            for s in ("count", "mean_ns", "p50_ns", "p90_ns", "min_ns", "max_ns")]
+    label = {"count": "steps", "mean_ns": "mean step (ms)", "p50_ns": "p50 step (ms)", "p90_ns": "p90 step (ms)", "min_ns": "shortest step (ms)",
+             "max_ns": "longest step (ms)"}
+    rows = [(label[s], _cell(s, d.step_stat("a", s)), _cell(s, d.step_stat("b", s)), _cell(s, d.step_stat("delta", s)), pct(_ratio(d, s)))
+            for s in label]
     cp = d.critical_path
-    rows.append(("critical path length_ns", ms(cp["a_length_ns"]), ms(cp["b_length_ns"]), ms(cp["delta_ns"]),
+    rows.append(("critical path (ms)", ms(cp["a_length_ns"]), ms(cp["b_length_ns"]), ms(cp["delta_ns"]),
                  pct(None if not cp["a_length_ns"] or cp["b_length_ns"] is None else cp["b_length_ns"] / cp["a_length_ns"] - 1)))
     body = f'<p class="note">A = {html.escape(names[0])}; B = {html.escape(names[1])}. A step\'s time: from the first rank\'s start to the last rank\'s end.</p>'
-    body += table("steps", ["stat", "a", "b", "delta", "change"], rows, sortable=False)
+    body += table("steps", ["stat", "A", "B", "delta", "change %"], rows, sortable=False)
     times = d.step_times
     if times.height:
         fig = new_figure(9, 2.6)
