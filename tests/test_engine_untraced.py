@@ -118,3 +118,21 @@ def test_the_edge_never_weighs_the_senders_work_after_isend() -> None:
     sender_work = seg.filter((pl.col("rank") == 0) & (pl.col("category") == UNTRACED_CAT)).get_column("contrib_ns").sum()
     assert sender_work == round((1 + 47.9) * MS)  # 1..2 and 2.1..50 ms: its computation lies on the path
     assert cp["summary"]["length_ns"] == 60 * MS
+
+
+def test_steps_of_a_call_only_job_come_from_its_recurring_collective() -> None:
+    """A long MPI_Waitall is no step function, and a one-off Bcast does not hide the per-step allreduce."""
+    job = Job()
+    th = [job.thread(r) for r in range(3)]
+    job.collective([job.ev(th[r], 0, 1, "MPI_Bcast", "mpi_coll") for r in range(3)], "broadcast")
+    t = 1.0
+    for _ in range(3):
+        arrive = [t + (20 if r == STRAGGLER else 10) for r in range(3)]
+        for r in range(3):
+            if r != STRAGGLER:  # the others wait most of the step in MPI_Waitall
+                job.ev(th[r], arrive[r] - 9, arrive[r], "MPI_Waitall", "mpi_p2p")
+        job.collective([job.ev(th[r], arrive[r], max(arrive) + 1, "MPI_Allreduce", "mpi_coll") for r in range(3)], "allreduce")
+        t = max(arrive) + 1
+    steps = di.analyze(job.build(), per_step=True).steps
+    assert steps.group_by("rank").agg(pl.col("label").sort_by("step")).sort("rank").get_column("label").to_list() == [
+        ["allreduce #0", "allreduce #1", "allreduce #2"]] * 3

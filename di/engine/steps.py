@@ -8,10 +8,12 @@ Steps come, in this order of preference, per rank, from:
 3. ``detected``, from the repeating pattern: on the rank's busiest CPU
    timeline, the depth-0 (else depth-1) region name that occurs at least
    twice and covers at least :data:`DETECT_COVERAGE` of the timeline's span
-   (largest total duration first), else the rank's collectives: each call
-   with the same communicator, operation and size as its first collective.
-   Each occurrence starts a step, which lasts until the next one (the last
-   one to the end of that activity).
+   (largest total duration first; a call such as ``MPI_Waitall`` is never a
+   step, however long a rank waits in it), else the rank's collectives: each
+   call with the communicator, operation and size that recurs most often
+   (the gradient allreduce of a training loop; every rank of a communicator
+   makes the same calls, so the ranks agree). Each occurrence starts a step,
+   which lasts until the next one (the last one to the end of that activity).
 
 Steps are matched across ranks by their id. An event belongs to the step
 whose CPU time range holds its start; a GPU event belongs to the step of the
@@ -27,6 +29,8 @@ import polars as pl
 from di.trace import Trace
 
 NO_STEP = -1
+CALL_CATS = ("mpi_p2p", "mpi_coll", "io", "sync", "cuda_api", "nccl")
+"""Categories of calls: never a step region, however long a rank spends in them."""
 DETECT_COVERAGE = 0.5
 """Share of the busiest CPU timeline's span a repeating region must cover to mark steps
 (a training-step function does; a frequent small operator does not)."""
@@ -73,7 +77,7 @@ def find_steps(trace: Trace) -> pl.DataFrame:
 
 def _rows(ev: pl.DataFrame, mask: np.ndarray, rank_of: np.ndarray) -> pl.DataFrame:
     idx = np.flatnonzero(mask)
-    part = ev.select("loc", "start_ns", "end_ns", "name", "depth")[idx]
+    part = ev.select("loc", "start_ns", "end_ns", "name", "depth", "cat")[idx]
     return part.with_columns(pl.Series("rank", rank_of[part.get_column("loc").to_numpy()]))
 
 
@@ -90,8 +94,9 @@ def _from_marks(marks: pl.DataFrame, rank: int, source: str) -> pl.DataFrame:
 def _detected(part: pl.DataFrame, rank: int, coll: pl.DataFrame) -> pl.DataFrame:
     if part.height:
         span = int(part.get_column("end_ns").max()) - int(part.get_column("start_ns").min())
+        regions = part.filter(~pl.col("cat").cast(pl.String).is_in(CALL_CATS))
         for depth in (0, 1):
-            top = part.filter(pl.col("depth") == depth)
+            top = regions.filter(pl.col("depth") == depth)
             stats = (
                 top.group_by("name").agg(pl.len().alias("n"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy"))
                 .filter((pl.col("n") >= 2) & (pl.col("busy") >= DETECT_COVERAGE * span)).sort("busy", "n", descending=True)
@@ -102,10 +107,12 @@ def _detected(part: pl.DataFrame, rank: int, coll: pl.DataFrame) -> pl.DataFrame
                 return _spans(rank, starts, int(part.get_column("end_ns").max()), str(name))
     mine = coll.filter(pl.col("rank") == rank).sort("start_ns")
     if mine.height >= 2:
-        first = mine.row(0, named=True)
-        same = mine.filter((pl.col("op") == first["op"]) & (pl.col("comm").eq_missing(first["comm"])) & (pl.col("bytes").eq_missing(first["bytes"])))
+        key = ["op", "comm", "bytes"]
+        counts = mine.with_row_index("first").group_by(key, maintain_order=True).agg(pl.len().alias("n"), pl.col("first").min())
+        top = counts.sort(["n", "first"], descending=[True, False]).head(1)
+        same = mine.join(top.select(key), on=key, how="semi", nulls_equal=True)
         if same.height >= 2:
-            return _spans(rank, same.get_column("start_ns").to_numpy(), int(mine.get_column("end_ns").max()), str(first["op"]))
+            return _spans(rank, same.get_column("start_ns").to_numpy(), int(mine.get_column("end_ns").max()), str(top.item(0, "op")))
     return pl.DataFrame(schema=_STEP_SCHEMA)
 
 
