@@ -1,0 +1,165 @@
+"""Speed on a trace shaped like a real PyTorch profile (issue 16), not one that is kind to the code.
+
+    python bench/realshape.py [--events 1200000] [--keep DIR] [--threads 1]
+
+The input is a Kineto JSON file written here the way the PyTorch profiler
+writes one (not by di's writer, whose files di reads through its own fast
+path): CPU ops (``cpu_op``) nested under ``ProfilerStep#N``, Python function
+events (``python_function``), CUDA runtime calls with a correlation id, and
+their kernels and copies on two streams, each event with args as Kineto
+writes them (External id, correlation, ``Input Dims``/``Input type``/
+``Input Strides``, grid/block for kernels), so nearly every args text is
+distinct; kernel names are many (Triton- and CUTLASS-style, one per shape).
+Each step is timed in a fresh process (warm: numba's cache filled first by a
+small run), with ``POLARS_MAX_THREADS`` set to ``--threads``: CPU seconds,
+events per CPU second and the peak RSS over the process's start, for
+``di.load`` of the JSON, ``di.save`` to ``.di``, OTF2 and Perfetto, and
+``di.load`` of the ``.di`` store. The input's event count, distinct names
+and distinct args texts are printed with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+STEP = r"""
+import json, resource, sys, time
+import di
+
+def peak_kb():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+
+what, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]
+trace = di.load(src) if what != "load_json" else None
+base, base_kb = resource.getrusage(resource.RUSAGE_SELF), peak_kb()
+t = time.perf_counter()
+if what in ("load_json", "load_di"):
+    trace = di.load(src)
+else:
+    di.save(trace, dst, force=True)
+wall = time.perf_counter() - t
+after = resource.getrusage(resource.RUSAGE_SELF)
+cpu = after.ru_utime - base.ru_utime + after.ru_stime - base.ru_stime
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_kb": peak_kb(), "base_kb": base_kb, "events": trace.events.height}))
+"""
+
+OPS = ("aten::linear", "aten::addmm", "aten::matmul", "aten::mm", "aten::layer_norm", "aten::native_layer_norm", "aten::gelu",
+       "aten::softmax", "aten::_softmax", "aten::dropout", "aten::add", "aten::mul", "aten::copy_", "aten::to", "aten::view",
+       "aten::transpose", "aten::contiguous", "aten::empty", "aten::bmm", "aten::baddbmm")
+
+
+def kernel_name(op: int, shape: int) -> str:
+    """Triton- and CUTLASS-style names: one per op and tile shape, as autotuned kernels are."""
+    if op % 3 == 0:
+        return f"triton_poi_fused_{OPS[op % len(OPS)].split('::')[1]}_{shape}_{op}"
+    if op % 3 == 1:
+        return f"sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize{64 * (1 + shape % 4)}x{128 * (1 + shape % 2)}x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+    return f"void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_f16_{64 * (1 + shape % 4)}x64_64x3_tn_align8>(Params_{op}_{shape})"
+
+
+def write_trace(path: Path, events: int) -> dict[str, int]:
+    """A Kineto-shaped JSON file with about ``events`` events; returns its counts."""
+    import random
+
+    rng = random.Random(0)
+    out = ['{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8}, '
+           '"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],\n"traceEvents": [\n']
+    t, ext, corr, n, step = 1_000_000.0, 0, 0, 0, 0
+    names, args = set(), 0
+    lines: list[str] = []
+    while n < events:
+        step_start = t
+        step_lines: list[str] = []
+        for k in range(400):
+            op = rng.randrange(len(OPS) * 8)
+            shape = rng.randrange(12)
+            dims = [rng.choice((1, 8, 16, 32)), rng.choice((128, 512, 1024, 2048)), rng.choice((768, 1024, 4096))]
+            ext += 1
+            corr += 1
+            dur = 5 + rng.random() * 40
+            py = f'{{"ph":"X","cat":"python_function","name":"nn.Module: Layer_{k % 48}","pid":1,"tid":1,"ts":{t:.3f},"dur":{dur + 4:.3f},"args":{{"Python id":{ext},"Python parent id":{ext - 1},"Python thread":0}}}}'
+            opname = OPS[op % len(OPS)]
+            cpu = (f'{{"ph":"X","cat":"cpu_op","name":"{opname}","pid":1,"tid":1,"ts":{t + 1:.3f},"dur":{dur:.3f},'
+                   f'"args":{{"External id":{ext},"Sequence number":{ext * 3},"Fwd thread id":0,"Record function id":0,'
+                   f'"Input Dims":[{dims},{dims[1:]}],"Input type":["c10::Half","c10::Half"],"Input Strides":[[{dims[1] * dims[2]},{dims[2]},1],[{dims[2]},1]],'
+                   f'"Ev Idx":{ext * 2}}}}}')
+            api = (f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{t + 2:.3f},"dur":3.5,'
+                   f'"args":{{"External id":{ext},"cbid":211,"correlation":{corr}}}}}')
+            kname = kernel_name(op, shape)
+            names.add(kname)
+            kern = (f'{{"ph":"X","cat":"kernel","name":"{kname}","pid":0,"tid":7,"ts":{t + 8:.3f},"dur":{dur * 0.8:.3f},'
+                    f'"args":{{"External id":{ext},"queued":0,"device":0,"context":1,"stream":7,"correlation":{corr},'
+                    f'"registers per thread":{rng.choice((32, 64, 128, 168))},"shared memory":{rng.choice((0, 16384, 49152))},'
+                    f'"blocks per SM":{rng.random() * 4:.6f},"warps per SM":{rng.random() * 32:.6f},'
+                    f'"grid":[{rng.randrange(1, 4096)},1,1],"block":[128,1,1],"est. achieved occupancy %":{rng.randrange(100)}}}}}')
+            flow = (f'{{"ph":"s","id":{corr},"pid":1,"tid":1,"ts":{t + 2:.3f},"cat":"ac2g","name":"ac2g"}},\n'
+                    f'{{"ph":"f","id":{corr},"pid":0,"tid":7,"ts":{t + 8:.3f},"cat":"ac2g","name":"ac2g","bp":"e"}}')
+            step_lines += [py, cpu, api, kern, flow]
+            n += 4
+            args += 4
+            t += dur + 6
+        step_lines.insert(0, f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{step}","pid":1,"tid":1,"ts":{step_start - 0.5:.3f},'
+                             f'"dur":{t - step_start + 1:.3f},"args":{{"External id":{ext + 1}}}}}')
+        ext += 1
+        n += 1
+        step += 1
+        lines.append(",\n".join(step_lines))
+    names.update(OPS)
+    path.write_text(out[0] + ",\n".join(lines) + '\n],\n"displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}\n')
+    return {"events": n, "distinct_names": len(names) + 2, "distinct_args_about": args}
+
+
+def run_step(what: str, src: Path, dst: Path, threads: int) -> dict[str, Any]:
+    env = {**os.environ, "POLARS_MAX_THREADS": str(threads)}
+    done = subprocess.run([sys.executable, "-c", STEP, what, str(src), str(dst)], capture_output=True, text=True, env=env, check=False)
+    if done.returncode:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--events", type=int, default=1_200_000)
+    p.add_argument("--keep", help="folder for the input and outputs (default: a temporary one)")
+    p.add_argument("--threads", type=int, default=1, help="POLARS_MAX_THREADS of the measured processes")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="di-realshape-") as tmp:
+        where = Path(args.keep) if args.keep else Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        src = where / "real-shaped.json"
+        counts = write_trace(src, args.events)
+        small = where / "warm.json"
+        write_trace(small, 2_000)
+        for what, dst in (("load_json", None), ("save_di", "w.di"), ("save_otf2", "w.otf2"), ("save_pftrace", "w.pftrace")):
+            run_step(what, small, where / (dst or "none"), args.threads)  # fills numba's cache: the figures below are warm
+        import di
+
+        trace = di.load(src)
+        counts.update(events=trace.events.height, distinct_names=trace.events.get_column("name").n_unique(),
+                      distinct_args=trace.events.get_column("args").n_unique())
+        del trace
+        size = src.stat().st_size
+        print(json.dumps({"input": counts, "json_bytes": size}))
+        print(f"{'step':<14}{'cpu s':>8}{'M ev/cpu-s':>12}{'peak MB':>9}{'peak/input':>11}")
+        for what, dst in (("load_json", None), ("save_di", "x.di"), ("load_di", None), ("save_otf2", "x.otf2"), ("save_pftrace", "x.pftrace")):
+            source = where / "x.di" if what == "load_di" else src
+            got = run_step(what, source, where / (dst or "none"), args.threads)
+            if "error" in got:
+                print(f"{what:<14} failed: {got['error']}")
+                continue
+            rate = got["events"] / got["cpu_s"] / 1e6 if got["cpu_s"] else float("inf")
+            peak_mb = (got["peak_kb"] - got["base_kb"]) / 1024
+            print(f"{what:<14}{got['cpu_s']:>8.2f}{rate:>12.2f}{peak_mb:>9.0f}{peak_mb * 2**20 / size:>11.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
