@@ -1,0 +1,202 @@
+"""Nsight Systems SQLite export (``nsys export --type sqlite``) -> canonical Trace.
+
+Pipeline: open read-only and check it is an export (:mod:`.report`) -> one
+frame per known table, integer columns read by a numba loop over the SQLite C
+API (:mod:`.scan`), strings resolved through ``StringIds`` (:mod:`.activity`)
+-> timelines (CPU threads from ``globalTid``, GPU streams from device and
+stream ids, named from ``ThreadNames``, ``PROCESSES``, ``TARGET_INFO_GPU``)
+-> events sorted and nested -> launch/sync flows from correlation ids, as for
+Kineto. Times are made absolute (ns since the Unix epoch) by adding
+``TARGET_INFO_SESSION_START_TIME``, so the reports of one job merge on one clock.
+
+Schema drift: tables and columns are found by name; a missing table is
+skipped, and the reader says once which of the tables it reads were absent;
+a table lacking a column it needs is skipped with a warning; an export
+schema version di has not seen loads what it can and warns. Not read (listed
+in the source's ``info``): CUDA graph definitions (graph-launched kernels keep
+their graph and node ids in ``args``), MPI_* tables, scheduling and sampling.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.convert.chrome.kineto import launch_flows
+from di.convert.nsys import activity, ranks
+from di.convert.nsys.report import Report, open_report, pid_of, tid_of
+from di.errors import FormatError
+from di.inputsize import check_size
+from di.nesting import nest
+from di.trace import CATS, Trace
+
+__all__ = ["read_nsys", "KNOWN_SCHEMA_MAJORS"]
+
+KNOWN_SCHEMA_MAJORS = (2, 3)
+"""EXPORT_SCHEMA_VERSION_MAJOR values di was written against (nsys 2021.x .. 2025.x)."""
+EXPECTED = (activity.KERNEL, activity.MEMCPY, activity.RUNTIME, activity.SYNC, activity.NVTX, activity.OSRT, activity.MEMSET)
+"""Tables a CUDA report usually has; the absent ones are said once (the driver table is optional everywhere)."""
+NOT_READ = ("CUDA_GRAPH_EVENTS", "MPI_P2P_EVENTS", "MPI_COLLECTIVES_EVENTS", "MPI_START_WAIT_EVENTS", "MPI_OTHER_EVENTS",
+            "SCHED_EVENTS", "COMPOSITE_EVENTS", "CUDA_GPU_MEMORY_USAGE_EVENTS", "GPU_METRICS")
+
+
+def read_nsys(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
+              max_input_bytes: int | None = None, native: bool = True) -> Trace:
+    """Read one Nsight Systems SQLite export.
+
+    Args:
+        path: the ``.sqlite`` file.
+        rank: rank of the report; kept when ``rank_source`` is ``option`` or ``file_name``,
+            else the file name ``report.N`` or the recorded environment (``OMPI_COMM_WORLD_RANK``,
+            ``PMI_RANK``, ``SLURM_PROCID``, ...) decide, then ``rank``.
+        rank_source: where ``rank`` came from (meta sources).
+        source: index of this file in the job's sources (locations.source).
+        max_input_bytes: refuse a file larger than this (None: no limit).
+        native: read integer columns through the SQLite C library (False: Python's fetchall).
+
+    Raises:
+        FormatError: not an SQLite file, corrupt, or no nsys export.
+        InputTooLargeError: the file is larger than ``max_input_bytes``.
+    """
+    path = Path(path)
+    try:
+        check_size(path, os.path.getsize(path), max_input_bytes)
+    except OSError as exc:
+        raise FormatError(path, f"cannot read: {exc}") from None
+    report = open_report(path, native=native)
+    try:
+        return _read(report, rank, rank_source, source)
+    except sqlite3.Error as exc:
+        raise FormatError(path, f"corrupt or truncated SQLite database ({exc})") from None
+    finally:
+        report.con.close()
+
+
+def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Trace:
+    path = report.path
+    dropped: Counter[str] = Counter()
+    warnings: list[str] = []
+    version = dict(report.pairs("META_DATA_EXPORT", "name", "value") or report.pairs("EXPORT_META_DATA", "name", "value"))
+    major = version.get("EXPORT_SCHEMA_VERSION_MAJOR") or version.get("EXPORT_SCHEMA_VERSION", "").split(".")[0]
+    if not major.isdigit() or int(major) not in KNOWN_SCHEMA_MAJORS:
+        warnings.append(f"{path}: export schema version {version.get('EXPORT_SCHEMA_VERSION') or 'unknown'} was never seen by di; "
+                        "loaded what could be read")
+    missing = [t for t in EXPECTED if t not in report.tables]
+    if missing:
+        warnings.append(f"{path}: no {', '.join(missing)} table{'s' if len(missing) > 1 else ''} in this report (not traced, or "
+                        "another nsys version): skipped")
+    start = report.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME") \
+        if "utcEpochNs" in report.columns("TARGET_INFO_SESSION_START_TIME") else None
+    offset = int(start) if isinstance(start, int) else 0
+    if not offset:
+        warnings.append(f"{path}: no TARGET_INFO_SESSION_START_TIME: times stay relative to the session start")
+    frames, read = activity.frames(report, dropped, warnings)
+    env = ranks.environment(report)
+    rank, rank_source, info = _rank(path, env, rank, rank_source, warnings)
+    host = ranks.host_of(report, env)
+    ev = pl.concat(frames, how="vertical_relaxed") if frames else activity._frame(0, {})
+    ev = ev.with_columns(pl.col("start_ns") + offset, pl.col("end_ns") + offset)
+    bad = ev.get_column("end_ns") < ev.get_column("start_ns")
+    if bad.any():
+        dropped["events that end before they start"] += int(bad.sum())
+        ev = ev.filter(~bad)
+    locations, ev = _locations(report, ev, rank, host, source)
+    events = _events(ev)
+    flows = launch_flows(events, locations, pl.DataFrame(schema={"src": pl.Int64, "dst": pl.Int64, "kind": pl.String,
+                                                                 "id": pl.Int64, "src_cat": pl.String}))
+    info.update({"nsys_version": version.get("EXPORT_PRODUCT_VERSION"), "export_schema": version.get("EXPORT_SCHEMA_VERSION"),
+                 "tables_read": read, "tables_not_read": [t for t in NOT_READ if t in report.tables]})
+    meta = {
+        "clock": {"unit": "ns", "domain": "unix_epoch" if offset else "relative", "sync": None},
+        "sources": [{"path": str(path), "format": "nsys", "rank": rank, "rank_source": rank_source, "events": events.height,
+                     "dropped": dict(sorted(dropped.items())), "info": info}],
+        "warnings": warnings + [f"{path}: dropped {k} ({n})" for k, n in sorted(dropped.items())],
+        "world_size": info.get("world_size"),
+        "command": _command(report),
+    }
+    return Trace.build(meta=meta, locations=locations, events=events, flows=flows)
+
+
+def _rank(path: Path, env: dict[str, str], rank: int | None, rank_source: str, warnings: list[str]
+          ) -> tuple[int, str, dict[str, Any]]:
+    """The rank: option > file name (``rank-N``, ``report.N``) > recorded environment > position."""
+    env_rank, var, size = ranks.rank_of_env(env)
+    info: dict[str, Any] = {"world_size": size} if size else {}
+    if var:
+        info["rank_variable"] = var
+    if rank_source not in ("option", "file_name"):
+        named = ranks.rank_of_name(path)
+        if named is not None:
+            rank, rank_source = named, "file_name"
+        elif env_rank is not None:
+            rank, rank_source = env_rank, "metadata"
+    if env_rank is not None and rank is not None and rank_source != "metadata" and env_rank != rank:
+        warnings.append(f"{path}: rank {rank} ({rank_source}) differs from {var}={env_rank} in the recorded environment")
+    return (rank if rank is not None else 0), rank_source, info
+
+
+def _command(report: Report) -> str | None:
+    pairs = report.pairs("META_DATA_CAPTURE", "name", "value")
+    cmd = [v for k, v in pairs if k == "PROCESS_0:COMMAND"]
+    args = [v for k, v in pairs if k.startswith("PROCESS_0:ARGUMENT_")]
+    return " ".join(cmd + args) if cmd else None
+
+
+def _names(report: Report) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, str]]:
+    """Thread names (pid, tid, name), process names (pid, process), GPU names by device id."""
+    t = report.ints("ThreadNames", {"name": "nameId", "gtid": "globalTid"}) if "ThreadNames" in report.tables else None
+    threads = pl.DataFrame({"pid": pid_of(t["gtid"]), "tid": tid_of(t["gtid"]), "tname": report.text(t["name"], t["name_null"])}
+                           ).unique(["pid", "tid"], keep="last") if t is not None else \
+        pl.DataFrame(schema={"pid": pl.Int64, "tid": pl.Int64, "tname": pl.String})
+    procs = report.pairs("PROCESSES", "pid", "name")
+    processes = pl.DataFrame({"pid": [int(p) for p, _ in procs if p.lstrip("-").isdigit()],
+                              "process": [n for p, n in procs if p.lstrip("-").isdigit()]}, schema={"pid": pl.Int64, "process": pl.String}
+                             ).unique("pid", keep="last")
+    gpus = {int(i): str(n) for i, n in report.pairs("TARGET_INFO_GPU", "id", "name") if i.lstrip("-").isdigit()}
+    return threads, processes, gpus
+
+
+def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One location per (kind, pid, tid, device, stream, domain); ``ev`` gains ``loc``."""
+    keys = ["kind", "pid", "tid", "device", "stream", "domain"]
+    locs = ev.select(keys).unique().with_columns(pl.col("domain").fill_null("")).unique()
+    locs = locs.sort(pl.col("kind").replace_strict({"cpu_thread": 0, "async": 1, "gpu_stream": 2}, return_dtype=pl.Int8),
+                     "pid", "tid", "device", "stream", "domain", nulls_last=True)
+    threads, processes, gpus = _names(report)
+    locs = locs.join(threads, on=["pid", "tid"], how="left", maintain_order="left").join(processes, on="pid", how="left",
+                                                                                         maintain_order="left")
+    gpu_name = pl.col("device").replace_strict(gpus, default=None, return_dtype=pl.String) if gpus else pl.lit(None, pl.String)
+    locs = locs.with_row_index("loc").with_columns(
+        pl.lit(rank, pl.Int32).alias("rank"), pl.lit(host, pl.String).alias("host"),
+        pl.when(pl.col("kind") == "gpu_stream").then(
+            pl.when(pl.col("stream") < 0).then(pl.format("GPU {} device-wide", "device")).otherwise(pl.format("GPU {} stream {}", "device", "stream")))
+        .when(pl.col("kind") == "async").then(pl.concat_str(pl.lit("NVTX start/end ranges"), pl.when(pl.col("domain") != "")
+                                                            .then(pl.concat_str(pl.lit(" ("), "domain", pl.lit(")"))).otherwise(pl.lit(""))))
+        .otherwise(pl.col("tname")).alias("name"),
+        pl.when(pl.col("kind") == "gpu_stream").then(gpu_name).alias("gpu_model"),
+        pl.lit(source, pl.Int32).alias("source"),
+    )
+    ev = ev.with_columns(pl.col("domain").fill_null("").alias("_dom")).join(
+        locs.select(*keys[:-1], pl.col("domain").alias("_dom"), "loc"), on=[*keys[:-1], "_dom"], how="left", nulls_equal=True,
+        maintain_order="left").drop("_dom")
+    out = locs.select("loc", "rank", "host", "pid", pl.when(pl.col("kind") == "cpu_thread").then("tid").alias("tid"), "kind",
+                      "device", "stream", "name", "process", pl.lit(None, pl.Int32).alias("sort_index"), "source", "gpu_model")
+    return out, ev
+
+
+def _events(ev: pl.DataFrame) -> pl.DataFrame:
+    ev = ev.sort(["loc", "start_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
+    depth, parent = nest(ev.get_column("loc").to_numpy().astype(np.int64), ev.get_column("start_ns").to_numpy(),
+                         ev.get_column("end_ns").to_numpy())
+    return ev.select(
+        pl.col("loc").cast(pl.UInt32), "start_ns", "end_ns", pl.col("name").cast(pl.Categorical),
+        pl.col("cat").cast(pl.Enum(list(CATS))), pl.col("src_cat").cast(pl.Categorical),
+        pl.Series("depth", depth).cast(pl.Int32), pl.Series("parent", parent).replace(-1, None).cast(pl.Int64),
+        "corr", "bytes", "instant", "args",
+    )
