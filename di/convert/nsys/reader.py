@@ -165,7 +165,8 @@ def _names(report: Report) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, str]]:
 def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One location per (kind, pid, tid, device, stream, domain); ``ev`` gains ``loc``."""
     keys = ["kind", "pid", "tid", "device", "stream", "domain"]
-    locs = ev.select(keys).unique().with_columns(pl.col("domain").fill_null("")).unique()
+    ev = ev.with_columns(pl.when(pl.col("kind") == "async").then(pl.col("domain").fill_null("")).otherwise(pl.lit("")).alias("domain"))
+    locs = ev.select(keys).unique()
     locs = locs.sort(pl.col("kind").replace_strict({"cpu_thread": 0, "async": 1, "gpu_stream": 2}, return_dtype=pl.Int8),
                      "pid", "tid", "device", "stream", "domain", nulls_last=True)
     threads, processes, gpus = _names(report)
@@ -182,9 +183,7 @@ def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, so
         pl.when(pl.col("kind") == "gpu_stream").then(gpu_name).alias("gpu_model"),
         pl.lit(source, pl.Int32).alias("source"),
     )
-    ev = ev.with_columns(pl.col("domain").fill_null("").alias("_dom")).join(
-        locs.select(*keys[:-1], pl.col("domain").alias("_dom"), "loc"), on=[*keys[:-1], "_dom"], how="left", nulls_equal=True,
-        maintain_order="left").drop("_dom")
+    ev = ev.join(locs.select(*keys, "loc"), on=keys, how="left", nulls_equal=True, maintain_order="left")
     out = locs.select("loc", "rank", "host", "pid", pl.when(pl.col("kind") == "cpu_thread").then("tid").alias("tid"), "kind",
                       "device", "stream", "name", "process", pl.lit(None, pl.Int32).alias("sort_index"), "source", "gpu_model")
     return out, ev
