@@ -72,7 +72,7 @@ def read_nsys(path: str | Path, *, rank: int | None = None, rank_source: str = "
     report = open_report(path, native=native)
     try:
         return _read(report, rank, rank_source, source)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
         raise FormatError(path, f"corrupt or truncated SQLite database ({exc})") from None
     finally:
         report.con.close()

@@ -110,6 +110,10 @@ class Report:
         return row[0] if row else None
 
 
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
 def open_report(path: Path, *, native: bool = True) -> Report:
     """Open ``path`` read-only and check that it is an nsys export.
 
@@ -126,8 +130,9 @@ def open_report(path: Path, *, native: bool = True) -> Report:
     uri = "file:" + str(path.resolve()).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
     try:
         con = sqlite3.connect(uri, uri=True)
+        con.text_factory = _text  # a corrupt page may hold bytes that are no UTF-8
         report = Report(path, con, native)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
         raise FormatError(path, f"corrupt SQLite database ({exc})") from None
     if "StringIds" not in report.tables or not report.tables.intersection(NSYS_MARKERS[1:]):
         con.close()
