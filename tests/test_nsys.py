@@ -13,6 +13,8 @@ import os
 import shutil
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +180,40 @@ def test_table_lacking_a_needed_column_is_skipped_with_a_warning(tmp_path: Path)
     t = assert_valid(di.load(cases.build(tmp_path / "x.sqlite", kernel_cols=("streamId",))))
     assert t.events.filter(pl.col("cat").is_in(["kernel", "nccl"]) & (pl.col("src_cat") == "kernel")).height == 0
     assert any("CUPTI_ACTIVITY_KIND_KERNEL lacks streamId" in w for w in t.meta["warnings"])
+
+
+# --- round trip through the viewers' formats --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ext", [".pftrace", ".otf2", ".di"])
+def test_convert_and_load_back_with_equal_counts(clover: Path, clover_trace: di.Trace, tmp_path: Path, ext: str) -> None:
+    out = tmp_path / f"x{ext}"
+    done = subprocess.run([sys.executable, "-m", "di", "convert", str(clover), "-o", str(out), "--no-analysis"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    back = assert_valid(di.load(out))
+    assert back.events.height == clover_trace.events.height and back.flows.height == clover_trace.flows.height
+    for col in ("start_ns", "end_ns"):
+        assert back.events.get_column(col).sort().equals(clover_trace.events.get_column(col).sort())
+    assert dict(back.events.group_by("cat").len().iter_rows()) == dict(clover_trace.events.group_by("cat").len().iter_rows())
+
+
+def test_perfetto_trace_processor_imports_the_export_exactly(clover: Path, clover_trace: di.Trace, tmp_path: Path) -> None:
+    from tests.trace_processor import WasmTraceProcessor, engine_problem
+
+    if engine_problem() is not None:
+        pytest.skip(engine_problem() or "")
+    from tests.test_perfetto_processor import check_imported
+
+    out = tmp_path / "x.pftrace"
+    di.save(clover_trace, out)
+    with WasmTraceProcessor() as tp:
+        check_imported(tp, clover_trace, out)
+
+
+@pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print not installed (Debian package otf2-tools)")
+def test_otf2_print_reads_the_archive(clover_trace: di.Trace, tmp_path: Path) -> None:
+    di.save(clover_trace, tmp_path / "x.otf2")
+    done = subprocess.run(["otf2-print", str(tmp_path / "x.otf2")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]
+    enters = sum(1 for line in done.stdout.splitlines() if line.startswith("ENTER "))
+    assert enters == clover_trace.events.filter(~pl.col("instant")).height
