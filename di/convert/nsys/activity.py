@@ -53,13 +53,35 @@ IO_CALLS = (r"^(open|open64|openat|openat64|creat|close|read|pread|pread64|readv
 STEP_TEXT = r"(?i)^(ProfilerStep#\d+|(train[ _-]?)?(step|iteration|iter)[ #_:-]*\d+)$"
 API_VERSION = r"_v\d+$"
 
+KIND = pl.Enum(["cpu_thread", "async", "gpu_stream"])
+"""Timeline kinds of event rows, in the order their locations are numbered."""
+
 TABLES = (KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, DRIVER, NVTX, OSRT)
 
 
-def _json_args(fields: dict[str, pl.Series | np.ndarray]) -> pl.Series:
-    """One JSON object text per row from named columns (a null value is written as null)."""
-    df = pl.DataFrame([pl.Series(k, v) for k, v in fields.items()])
-    return df.select(pl.struct(pl.all()).struct.json_encode().alias("args")).to_series()
+def _num(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
+    """Integers as JSON number texts ("null" where ``null``)."""
+    s = pl.Series(values).cast(pl.String)
+    return (s.set(pl.Series(null), None) if null is not None and null.any() else s).fill_null("null")
+
+
+def _json_strings(values: pl.Series) -> pl.Series:
+    """Strings as JSON string texts ("null" for null)."""
+    enc = pl.DataFrame({"s": values}).select(pl.struct("s").struct.json_encode()).to_series()
+    return enc.str.slice(5).str.strip_suffix("}")
+
+
+def _args(fields: dict[str, pl.Series]) -> pl.Series:
+    """One JSON object text per row from JSON value texts (:func:`_num`, :func:`_json_strings`)."""
+    parts: list[pl.Expr] = []
+    for i, (key, value) in enumerate(fields.items()):
+        parts += [pl.lit(("{" if i == 0 else ",") + '"' + key + '":'), pl.lit(value)]
+    return pl.select(pl.concat_str(*parts, pl.lit("}")).alias("args")).to_series()
+
+
+def _enum_text(values: np.ndarray, null: np.ndarray, names: dict[int, str], default: str = "Unknown") -> pl.Series:
+    s = pl.Series(values).replace_strict(names, default=default, return_dtype=pl.String)
+    return s.set(pl.Series(null), None) if null.any() else s
 
 
 def _base(n: int, **cols: object) -> dict[str, object]:
@@ -70,7 +92,7 @@ def _base(n: int, **cols: object) -> dict[str, object]:
 
 
 def _frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
-    schema = {"kind": pl.String, "pid": pl.Int64, "tid": pl.Int64, "device": pl.Int32, "stream": pl.Int64, "start_ns": pl.Int64,
+    schema = {"kind": KIND, "pid": pl.Int64, "tid": pl.Int64, "device": pl.Int32, "stream": pl.Int64, "start_ns": pl.Int64,
               "end_ns": pl.Int64, "name": pl.String, "src_cat": pl.String, "cat": pl.String, "corr": pl.Int64, "bytes": pl.Int64,
               "instant": pl.Boolean, "args": pl.String, "domain": pl.String}
     series = []
@@ -100,60 +122,64 @@ def _gpu_cols(c: dict[str, np.ndarray]) -> dict[str, object]:
             "start_ns": c["start"], "end_ns": c["end"], "corr": _nullable(c, "corr")}
 
 
+def _flag(report: Report, key: str, pattern: str, pos: pl.Series, yes: str, no: str) -> pl.Series:
+    """``yes`` where the string at ``pos`` matches ``pattern`` (tested once per distinct string), else ``no``."""
+    matches = report.derived(key, lambda v: v.fill_null("").str.contains(pattern))
+    return matches.gather(pos).fill_null(False).replace_strict({True: yes, False: no}, return_dtype=pl.String)
+
+
 def kernels(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    have = set(report.columns(KERNEL))
+    smem = " + ".join(f'coalesce("{c}", 0)' for c in ("staticSharedMemory", "dynamicSharedMemory") if c in have) or None
     c = _gpu(report, KERNEL, {"demangled": "demangledName", "short": "shortName", "gx": "gridX", "gy": "gridY", "gz": "gridZ",
-                              "bx": "blockX", "by": "blockY", "bz": "blockZ", "regs": "registersPerThread",
-                              "smem": "staticSharedMemory", "dmem": "dynamicSharedMemory", "graph_node": "graphNodeId",
-                              "graph": "graphId"})
+                              "bx": "blockX", "by": "blockY", "bz": "blockZ", "regs": "registersPerThread", "smem": smem,
+                              "graph_node": "graphNodeId", "graph": "graphId"})
     n = c["start"].size
-    name = report.text(c["demangled"], c["demangled_null"])
-    short = report.text(c["short"], c["short_null"])
-    name = name.fill_null(short).fill_null("")
-    args = _json_args({
-        "short_name": short, "grid": _triple(c, "gx", "gy", "gz"),
-        "block": _triple(c, "bx", "by", "bz"), "registers per thread": _nullable(c, "regs"),
-        "shared memory": pl.Series(c["smem"] + c["dmem"]).set(pl.Series(c["smem_null"] & c["dmem_null"]), None),
-        "graph node": _nullable(c, "graph_node"), "graph": _nullable(c, "graph"),
-    })
-    cat = pl.Series(name).str.contains(COMM_KERNEL).replace_strict({True: "nccl", False: "kernel"}, return_dtype=pl.String)
-    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="kernel", cat=cat, args=args))
-
-
-def _triple(c: dict[str, np.ndarray], a: str, b: str, z: str) -> pl.Series:
-    """[x, y, z] lists, null where x is."""
-    s = pl.DataFrame({"a": c[a], "b": c[b], "z": c[z]}).select(pl.concat_list("a", "b", "z")).to_series()
-    return s.set(pl.Series(c[a + "_null"]), None) if c[a + "_null"].any() else s
+    pos_short = report.positions(c["short"], c["short_null"])
+    pos = report.positions(c["demangled"], c["demangled_null"]).fill_null(pos_short)
+    name = report.derived("text", lambda v: v).gather(pos).fill_null("")
+    short = report.derived("json", _json_strings).gather(pos_short).fill_null("null")
+    grid = pl.concat_str(pl.lit("["), pl.lit(_num(c["gx"])), pl.lit(","), pl.lit(_num(c["gy"])), pl.lit(","), pl.lit(_num(c["gz"])),
+                         pl.lit("]"))
+    block = pl.concat_str(pl.lit("["), pl.lit(_num(c["bx"])), pl.lit(","), pl.lit(_num(c["by"])), pl.lit(","), pl.lit(_num(c["bz"])),
+                          pl.lit("]"))
+    fields = {"short_name": short, "grid": pl.select(grid).to_series(), "block": pl.select(block).to_series(),
+              "registers per thread": _num(c["regs"], c["regs_null"]), "shared memory": _num(c["smem"], c["smem_null"])}
+    if not c["graph_node_null"].all():
+        fields["graph node"] = _num(c["graph_node"], c["graph_node_null"])
+    if not c["graph_null"].all():
+        fields["graph"] = _num(c["graph"], c["graph_null"])
+    cat = _flag(report, "nccl_kernel", COMM_KERNEL, pos, "nccl", "kernel")
+    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="kernel", cat=cat, args=_args(fields)))
 
 
 def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     c = _gpu(report, MEMCPY, {"bytes": "bytes", "kind": "copyKind", "src": "srcKind", "dst": "dstKind"})
     n = c["start"].size
-    kind = pl.Series(c["kind"]).replace_strict(COPY_KINDS, default="Unknown", return_dtype=pl.String)
-    src = pl.Series(c["src"]).replace_strict(MEM_KINDS, default="Unknown", return_dtype=pl.String).set(pl.Series(c["src_null"]), None)
-    dst = pl.Series(c["dst"]).replace_strict(MEM_KINDS, default="Unknown", return_dtype=pl.String).set(pl.Series(c["dst_null"]), None)
-    df = pl.DataFrame({"k": kind, "s": src, "d": dst})
+    kind = _enum_text(c["kind"], c["kind_null"], COPY_KINDS)
+    src, dst = _enum_text(c["src"], c["src_null"], MEM_KINDS), _enum_text(c["dst"], c["dst_null"], MEM_KINDS)
+    df = pl.DataFrame({"k": kind.fill_null("Unknown"), "s": src, "d": dst})
     name = df.select(pl.when(pl.col("s").is_not_null() & pl.col("d").is_not_null())
                      .then(pl.format("Memcpy {} ({} -> {})", "k", "s", "d")).otherwise(pl.format("Memcpy {}", "k"))).to_series()
-    args = _json_args({"copy kind": kind, "src kind": src, "dst kind": dst})
-    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memcpy", cat="memcpy", bytes=c["bytes"], args=args))
+    args = _args({"copy kind": _json_strings(kind), "src kind": _json_strings(src), "dst kind": _json_strings(dst)})
+    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memcpy", cat="memcpy", bytes=_nullable(c, "bytes"), args=args))
 
 
 def memsets(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     c = _gpu(report, MEMSET, {"bytes": "bytes", "value": "value", "mem": "memKind"})
     n = c["start"].size
-    mem = pl.Series(c["mem"]).replace_strict(MEM_KINDS, default="Unknown", return_dtype=pl.String).set(pl.Series(c["mem_null"]), None)
+    mem = _enum_text(c["mem"], c["mem_null"], MEM_KINDS)
     name = pl.DataFrame({"m": mem}).select(pl.when(pl.col("m").is_not_null()).then(pl.format("Memset ({})", "m"))
                                            .otherwise(pl.lit("Memset"))).to_series()
-    args = _json_args({"value": _nullable(c, "value"), "mem kind": mem})
-    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=c["bytes"], args=args))
+    args = _args({"value": _num(c["value"], c["value_null"]), "mem kind": _json_strings(mem)})
+    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=_nullable(c, "bytes"), args=args))
 
 
 def syncs(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     c = _gpu(report, SYNC, {"type": "syncType", "event": "eventId"})
     n = c["start"].size
-    name = pl.Series(c["type"]).replace_strict(SYNC_TYPES, default="Unknown Sync", return_dtype=pl.String)
-    event = pl.Series(c["event"]).set(pl.Series(c["event_null"] | (c["event"] == NO_STREAM)), None)
-    args = _json_args({"cuda_sync_kind": name, "event": event})
+    name = _enum_text(c["type"], c["type_null"], SYNC_TYPES, "Unknown Sync").fill_null("Unknown Sync")
+    args = _args({"cuda_sync_kind": _json_strings(name), "event": _num(c["event"], c["event_null"] | (c["event"] == NO_STREAM))})
     return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="cuda_sync", cat="sync", args=args))
 
 
@@ -165,12 +191,13 @@ def _api(report: Report, table: str, dropped: Counter[str]) -> pl.DataFrame:
     c = report.ints(table, {"start": "start", "end": "end", "gtid": "globalTid", "corr": "correlationId", "name": "nameId",
                             "ret": "returnValue", "cls": "eventClass"})
     n = c["start"].size
-    raw = report.text(c["name"], c["name_null"]).fill_null("")
-    name = raw.str.replace(API_VERSION, "")
+    pos = report.positions(c["name"], c["name_null"])
+    name = report.derived("api_name", lambda v: v.str.replace(API_VERSION, "")).gather(pos).fill_null("")
     driver = (c["cls"] == EVENT_CLASS_DRIVER) & ~c["cls_null"] if table == RUNTIME else np.ones(n, np.bool_)
     src_cat = pl.Series(driver).replace_strict({True: "cuda_driver", False: "cuda_runtime"}, return_dtype=pl.String)
-    cat = name.str.contains(SYNC_API).replace_strict({True: "sync", False: "cuda_api"}, return_dtype=pl.String)
-    args = _json_args({"function": raw, "return value": _nullable(c, "ret")})
+    cat = _flag(report, "sync_api", SYNC_API, pos, "sync", "cuda_api")
+    args = _args({"function": report.derived("json", _json_strings).gather(pos).fill_null("null"),
+                  "return value": _num(c["ret"], c["ret_null"])})
     return _frame(n, _base(n, **_thread(c), name=name, src_cat=src_cat, cat=cat, corr=_nullable(c, "corr"), args=args))
 
 
@@ -183,12 +210,12 @@ def driver(report: Report, dropped: Counter[str]) -> pl.DataFrame:
 
 
 def osrt(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    c = report.ints(OSRT, {"start": "start", "end": "end", "gtid": "globalTid", "name": "nameId", "ret": "returnValue",
-                           "nest": "nestingLevel"})
+    c = report.ints(OSRT, {"start": "start", "end": "end", "gtid": "globalTid", "name": "nameId", "ret": "returnValue"})
     n = c["start"].size
-    name = report.text(c["name"], c["name_null"]).fill_null("")
-    cat = name.str.contains(IO_CALLS).replace_strict({True: "io", False: "other"}, return_dtype=pl.String)
-    args = _json_args({"return value": _nullable(c, "ret")})
+    pos = report.positions(c["name"], c["name_null"])
+    name = report.derived("text", lambda v: v).gather(pos).fill_null("")
+    cat = _flag(report, "io_call", IO_CALLS, pos, "io", "other")
+    args = _args({"return value": _num(c["ret"], c["ret_null"])})
     return _frame(n, _base(n, **_thread(c), name=name, src_cat="osrt", cat=cat, args=args))
 
 
@@ -219,7 +246,8 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     cat = pl.DataFrame({"t": text.fill_null(""), "d": domain}).select(
         pl.when(pl.col("d") == "NCCL").then(pl.lit("nccl")).when(pl.col("t").str.contains(STEP_TEXT)).then(pl.lit("step"))
         .otherwise(pl.lit("user"))).to_series()
-    args = _json_args({"domain": domain, "category": _nullable(c, "category"), "range id": _nullable(c, "range")})
+    args = _args({"domain": _json_strings(domain), "category": _num(c["category"], c["category_null"]),
+                  "range id": _num(c["range"], c["range_null"])})
     kind = np.where(startend, "async", "cpu_thread")
     frame = _frame(c["start"].size, _base(
         c["start"].size, kind=kind, pid=pid_of(c["gtid"]), tid=np.where(startend, -1, tid_of(c["gtid"])), start_ns=c["start"],

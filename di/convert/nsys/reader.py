@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.convert.chrome.kineto import launch_flows
+from di.convert.columns import dense_row_ids
 from di.convert.nsys import activity, ranks
 from di.convert.nsys.report import Report, open_report, pid_of, tid_of
 from di.errors import FormatError
 from di.inputsize import check_size
-from di.nesting import nest
+from di.nesting import nest, nesting_order
 from di.trace import CATS, Trace
 
 __all__ = ["read_nsys", "KNOWN_SCHEMA_MAJORS"]
@@ -106,10 +106,8 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     if bad.any():
         dropped["events that end before they start"] += int(bad.sum())
         ev = ev.filter(~bad)
-    locations, ev = _locations(report, ev, rank, host, source)
-    events = _events(ev)
-    flows = launch_flows(events, locations, pl.DataFrame(schema={"src": pl.Int64, "dst": pl.Int64, "kind": pl.String,
-                                                                 "id": pl.Int64, "src_cat": pl.String}))
+    locations, loc = _locations(report, ev, rank, host, source)
+    events, flows = _events(ev, loc)
     info.update({"nsys_version": version.get("EXPORT_PRODUCT_VERSION"), "export_schema": version.get("EXPORT_SCHEMA_VERSION"),
                  "tables_read": read, "tables_not_read": [t for t in NOT_READ if t in report.tables]})
     meta = {
@@ -162,13 +160,20 @@ def _names(report: Report) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, str]]:
     return threads, processes, gpus
 
 
-def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One location per (kind, pid, tid, device, stream, domain); ``ev`` gains ``loc``."""
-    keys = ["kind", "pid", "tid", "device", "stream", "domain"]
-    ev = ev.with_columns(pl.when(pl.col("kind") == "async").then(pl.col("domain").fill_null("")).otherwise(pl.lit("")).alias("domain"))
-    locs = ev.select(keys).unique()
-    locs = locs.sort(pl.col("kind").replace_strict({"cpu_thread": 0, "async": 1, "gpu_stream": 2}, return_dtype=pl.Int8),
-                     "pid", "tid", "device", "stream", "domain", nulls_last=True)
+def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int) -> tuple[pl.DataFrame, np.ndarray]:
+    """One location per (kind, pid, tid, device, stream, NVTX domain of start/end ranges), numbered in that
+    order; and the location of each row of ``ev``."""
+    dom = ev.select(pl.when(pl.col("kind") == "async").then(pl.col("domain").fill_null("")).otherwise(pl.lit(""))
+                    .cast(pl.Categorical).to_physical()).to_series()
+    keys = np.stack([ev.get_column("kind").to_physical().to_numpy().astype(np.int64)]
+                    + [ev.get_column(c).fill_null(fill).to_numpy().astype(np.int64)
+                       for c, fill in (("pid", -1), ("tid", -1), ("device", -1), ("stream", -2))]
+                    + [dom.to_numpy().astype(np.int64)])
+    ids, first = dense_row_ids(keys)
+    locs = ev[first].select("kind", "pid", "tid", "device", "stream", pl.when(pl.col("kind") == "async").then("domain").alias("domain"))
+    locs = locs.with_row_index("_id").sort("kind", "pid", "tid", "device", "stream", "domain", nulls_last=True)
+    loc_of = np.empty(len(first), np.int64)
+    loc_of[locs.get_column("_id").to_numpy()] = np.arange(len(first))
     threads, processes, gpus = _names(report)
     locs = locs.join(threads, on=["pid", "tid"], how="left", maintain_order="left").join(processes, on="pid", how="left",
                                                                                          maintain_order="left")
@@ -177,25 +182,38 @@ def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, so
         pl.lit(rank, pl.Int32).alias("rank"), pl.lit(host, pl.String).alias("host"),
         pl.when(pl.col("kind") == "gpu_stream").then(
             pl.when(pl.col("stream") < 0).then(pl.format("GPU {} device-wide", "device")).otherwise(pl.format("GPU {} stream {}", "device", "stream")))
-        .when(pl.col("kind") == "async").then(pl.concat_str(pl.lit("NVTX start/end ranges"), pl.when(pl.col("domain") != "")
+        .when(pl.col("kind") == "async").then(pl.concat_str(pl.lit("NVTX start/end ranges"), pl.when(pl.col("domain").fill_null("") != "")
                                                             .then(pl.concat_str(pl.lit(" ("), "domain", pl.lit(")"))).otherwise(pl.lit(""))))
         .otherwise(pl.col("tname")).alias("name"),
         pl.when(pl.col("kind") == "gpu_stream").then(gpu_name).alias("gpu_model"),
         pl.lit(source, pl.Int32).alias("source"),
     )
-    ev = ev.join(locs.select(*keys, "loc"), on=keys, how="left", nulls_equal=True, maintain_order="left")
-    out = locs.select("loc", "rank", "host", "pid", pl.when(pl.col("kind") == "cpu_thread").then("tid").alias("tid"), "kind",
-                      "device", "stream", "name", "process", pl.lit(None, pl.Int32).alias("sort_index"), "source", "gpu_model")
-    return out, ev
+    out = locs.select("loc", "rank", "host", "pid", pl.when(pl.col("kind") == "cpu_thread").then("tid").alias("tid"),
+                      pl.col("kind").cast(pl.String), "device", "stream", "name", "process", pl.lit(None, pl.Int32).alias("sort_index"),
+                      "source", "gpu_model")
+    return out, loc_of[ids]
 
 
-def _events(ev: pl.DataFrame) -> pl.DataFrame:
-    ev = ev.sort(["loc", "start_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
-    depth, parent = nest(ev.get_column("loc").to_numpy().astype(np.int64), ev.get_column("start_ns").to_numpy(),
-                         ev.get_column("end_ns").to_numpy())
-    return ev.select(
-        pl.col("loc").cast(pl.UInt32), "start_ns", "end_ns", pl.col("name").cast(pl.Categorical),
+def _events(ev: pl.DataFrame, loc: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Events sorted by (loc, start_ns, -end_ns) and nested; and the launch/sync flows between them: each API call
+    (cuda_api or sync, on a CPU thread) -> every GPU record of the same process with its correlation id."""
+    start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
+    order = nesting_order(loc, start, end, np.arange(loc.size))
+    ev = ev[order]
+    loc = loc[order]
+    depth, parent = nest(loc, ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy())
+    rows = ev.select("kind", "pid", "corr", "cat").with_row_index("row").filter(pl.col("corr").is_not_null())
+    calls = rows.filter((pl.col("kind") == "cpu_thread") & pl.col("cat").is_in(["cuda_api", "sync"]))
+    gpu = rows.filter(pl.col("kind") == "gpu_stream")
+    edges = calls.select("row", "pid", "corr").join(gpu.select(pl.col("row").alias("dst"), "pid", "corr", "cat"), on=["pid", "corr"],
+                                                     how="inner").sort("row", "dst")
+    flows = edges.select(pl.col("row").cast(pl.Int64).alias("src"), pl.col("dst").cast(pl.Int64),
+                         pl.when(pl.col("cat") == "sync").then(pl.lit("sync")).otherwise(pl.lit("launch")).alias("kind"),
+                         pl.col("corr").alias("id"), pl.lit(None, pl.String).alias("src_cat"))
+    events = ev.select(
+        pl.Series("loc", loc).cast(pl.UInt32), "start_ns", "end_ns", pl.col("name").cast(pl.Categorical),
         pl.col("cat").cast(pl.Enum(list(CATS))), pl.col("src_cat").cast(pl.Categorical),
         pl.Series("depth", depth).cast(pl.Int32), pl.Series("parent", parent).replace(-1, None).cast(pl.Int64),
         "corr", "bytes", "instant", "args",
     )
+    return events, flows

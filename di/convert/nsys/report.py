@@ -11,6 +11,7 @@ bits 0..23 (Nsight Systems' "Serialized GlobalId").
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,14 +50,18 @@ class Report:
         rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         self.tables = frozenset(r[0] for r in rows)
         self._columns: dict[str, tuple[str, ...]] = {}
+        self._not_null: dict[str, frozenset[str]] = {}
         self._strings: tuple[np.ndarray, pl.Series] | None = None
+        self._derived: dict[str, pl.Series] = {}
 
     def columns(self, table: str) -> tuple[str, ...]:
         """Column names of ``table`` (empty when it is absent)."""
         if table not in self.tables:
             return ()
         if table not in self._columns:
-            self._columns[table] = tuple(r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")').fetchall())
+            info = self.con.execute(f'PRAGMA table_info("{table}")').fetchall()
+            self._columns[table] = tuple(r[1] for r in info)
+            self._not_null[table] = frozenset(r[1] for r in info if r[3])
         return self._columns[table]
 
     def ints(self, table: str, wanted: dict[str, str | None]) -> dict[str, np.ndarray]:
@@ -64,15 +69,16 @@ class Report:
         (or an SQL expression over columns known to exist); a column the table lacks, or
         None, gives a column of nulls. Each output comes with ``NAME_null`` (bool mask)."""
         have = set(self.columns(table))
-        exprs, names = [], []
+        exprs, names, not_null = [], [], []
         for out, col in wanted.items():
             if col is not None and (col in have or not col.isidentifier()):
                 exprs.append(col if not col.isidentifier() else f'"{col}"')
                 names.append(out)
+                not_null.append(col in self._not_null.get(table, ()))
         n = None
         result: dict[str, np.ndarray] = {}
         if exprs:
-            values, null = int_columns(self.con, self.path, table, exprs, native=self.native)
+            values, null = int_columns(self.con, self.path, table, exprs, native=self.native, not_null=not_null)
             n = values.shape[0]
             for j, out in enumerate(names):
                 result[out], result[out + "_null"] = values[:, j], null[:, j]
@@ -90,14 +96,27 @@ class Report:
             self._strings = (np.array([r[0] for r in rows], dtype=np.int64), pl.Series([r[1] for r in rows], dtype=pl.String))
         return self._strings
 
-    def text(self, ids: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
-        """Strings of ``ids`` (null where ``null`` or an id is not in StringIds)."""
-        known, values = self.strings()
-        at = np.minimum(np.searchsorted(known, ids), max(known.size - 1, 0))
-        ok = known[at] == ids if known.size else np.zeros(ids.size, np.bool_)
+    def positions(self, ids: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
+        """Positions in :meth:`strings` of ``ids`` (null where ``null`` or an id is not in StringIds)."""
+        known, _ = self.strings()
+        if not known.size:
+            return pl.Series([None] * ids.size, dtype=pl.Int64)
+        at = np.minimum(np.searchsorted(known, ids), known.size - 1)
+        ok = known[at] == ids
         if null is not None:
             ok &= ~null
-        return values.gather(pl.Series(np.where(ok, at, -1)).replace(-1, None)) if known.size else pl.Series([None] * ids.size, dtype=pl.String)
+        pos = pl.Series(at)
+        return pos if ok.all() else pos.set(pl.Series(~ok), None)
+
+    def text(self, ids: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
+        """Strings of ``ids`` (null where ``null`` or an id is not in StringIds)."""
+        return self.derived("text", lambda v: v).gather(self.positions(ids, null))
+
+    def derived(self, key: str, fn: Callable[[pl.Series], pl.Series]) -> pl.Series:
+        """``fn`` of every string of StringIds, computed once per report (per string, not per event)."""
+        if key not in self._derived:
+            self._derived[key] = fn(self.strings()[1])
+        return self._derived[key]
 
     def pairs(self, table: str, key: str, value: str) -> list[tuple[str, str]]:
         """(key, value) rows of a name/value metadata table, [] when it or a column is absent."""

@@ -91,8 +91,9 @@ def _call(typingctx, fn, args):
 
 
 @numba.njit(cache=True)
-def _step_rows(stmt, fns, out, null):  # pragma: no cover - compiled
-    """Step ``stmt`` into ``out`` (rows x columns); returns (rows read, last step code)."""
+def _step_rows(stmt, fns, nullable, out, null):  # pragma: no cover - compiled
+    """Step ``stmt`` into ``out`` (rows x columns); a column's NULLs are looked for only where
+    ``nullable`` (a NOT NULL column is read without the type check); returns (rows read, last step code)."""
     step, col_int64, col_type = fns[0], fns[1], fns[2]
     n, k = out.shape
     i = 0
@@ -101,7 +102,7 @@ def _step_rows(stmt, fns, out, null):  # pragma: no cover - compiled
         if rc != SQLITE_ROW:
             return i, rc
         for j in range(k):
-            if (_call(col_type, (stmt, j)) & 0xFF) == SQLITE_NULL:
+            if nullable[j] and (_call(col_type, (stmt, j)) & 0xFF) == SQLITE_NULL:
                 null[i, j] = True
             else:
                 out[i, j] = _call(col_int64, (stmt, j))
@@ -110,7 +111,7 @@ def _step_rows(stmt, fns, out, null):  # pragma: no cover - compiled
     return i, rc
 
 
-def _native(path: Path, sql: str, n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+def _native(path: Path, sql: str, n_rows: int, nullable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lib = _library()
     assert lib is not None
     db, stmt = ctypes.c_void_p(), ctypes.c_void_p()
@@ -121,11 +122,11 @@ def _native(path: Path, sql: str, n_rows: int, n_cols: int) -> tuple[np.ndarray,
             raise sqlite3.DatabaseError(f"cannot open: SQLite error {rc}")
         if lib.sqlite3_prepare_v2(db, sql.encode(), -1, ctypes.byref(stmt), None) != 0:
             raise sqlite3.DatabaseError((lib.sqlite3_errmsg(db) or b"?").decode("utf-8", "replace"))
-        out = np.zeros((n_rows, n_cols), dtype=np.int64)
-        null = np.zeros((n_rows, n_cols), dtype=np.bool_)
+        out = np.zeros((n_rows, nullable.size), dtype=np.int64)
+        null = np.zeros((n_rows, nullable.size), dtype=np.bool_)
         fns = np.array([_address(lib, s) for s in ("sqlite3_step", "sqlite3_column_int64", "sqlite3_column_type")],
                        dtype=np.int64)
-        got, code = _step_rows(stmt.value or 0, fns, out, null)
+        got, code = _step_rows(stmt.value or 0, fns, nullable, out, null)
         if code not in (SQLITE_ROW, SQLITE_DONE):
             raise sqlite3.DatabaseError((lib.sqlite3_errmsg(db) or b"?").decode("utf-8", "replace"))
         return out[:got], null[:got]
@@ -145,9 +146,10 @@ def _fetchall(con: sqlite3.Connection, sql: str, n_cols: int) -> tuple[np.ndarra
     return obj.astype(np.int64), null
 
 
-def int_columns(con: sqlite3.Connection, path: Path, table: str, exprs: list[str], *, native: bool = True
-                ) -> tuple[np.ndarray, np.ndarray]:
+def int_columns(con: sqlite3.Connection, path: Path, table: str, exprs: list[str], *, native: bool = True,
+                not_null: list[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``SELECT exprs FROM table`` (in rowid order) as int64 values and a null mask, rows x len(exprs).
+    ``not_null``: the expressions that cannot be NULL (NOT NULL columns), read without a type check.
 
     Raises:
         sqlite3.DatabaseError: the database is corrupt or the query fails.
@@ -155,5 +157,6 @@ def int_columns(con: sqlite3.Connection, path: Path, table: str, exprs: list[str
     sql = f'SELECT {", ".join(exprs)} FROM "{table}"'
     if native and _library() is not None:
         n_rows = int(con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
-        return _native(path, sql, n_rows, len(exprs))
+        nullable = np.array([not x for x in not_null] if not_null else [True] * len(exprs), dtype=np.bool_)
+        return _native(path, sql, n_rows, nullable)
     return _fetchall(con, sql, len(exprs))
