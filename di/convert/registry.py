@@ -159,7 +159,7 @@ CONNECTORS: tuple[Connector, ...] = (
     Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome, _own_chrome),
     Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2, _own_otf2, whole=True),
     Connector("perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto, _own_perfetto),
-    Connector("nsys", (".nsys-rep", ".sqlite"), _sniff_nsys, _read_nsys, None),
+    Connector("nsys", (".nsys-rep", ".qdrep", ".sqlite"), _sniff_nsys, _read_nsys, None),
 )
 
 
