@@ -217,3 +217,11 @@ def test_otf2_print_reads_the_archive(clover_trace: di.Trace, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr[-500:]
     enters = sum(1 for line in done.stdout.splitlines() if line.startswith("ENTER "))
     assert enters == clover_trace.events.filter(~pl.col("instant")).height
+
+
+def test_gpu_records_without_global_pid_still_get_their_launch_flows(tmp_path: Path) -> None:
+    path = cases.build(tmp_path / "nopid.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL")
+    t = assert_valid(di.load(path))
+    assert dict(t.flows.group_by("kind").len().iter_rows()) == {"launch": 3, "sync": 1}

@@ -118,7 +118,8 @@ def _gpu(report: Report, table: str, extra: dict[str, str | None]) -> dict[str, 
 
 def _gpu_cols(c: dict[str, np.ndarray]) -> dict[str, object]:
     stream = np.where(c["stream"] == NO_STREAM, -1, c["stream"])
-    return {"kind": "gpu_stream", "pid": pid_of(c["gpid"]), "tid": None, "device": c["device"], "stream": stream,
+    pid = pl.Series(pid_of(c["gpid"]))
+    return {"kind": "gpu_stream", "pid": pid.set(pl.Series(c["gpid_null"]), None) if c["gpid_null"].any() else pid, "tid": None, "device": c["device"], "stream": stream,
             "start_ns": c["start"], "end_ns": c["end"], "corr": _nullable(c, "corr")}
 
 

@@ -205,8 +205,12 @@ def _events(ev: pl.DataFrame, loc: np.ndarray) -> tuple[pl.DataFrame, pl.DataFra
     rows = ev.select("kind", "pid", "corr", "cat").with_row_index("row").filter(pl.col("corr").is_not_null())
     calls = rows.filter((pl.col("kind") == "cpu_thread") & pl.col("cat").is_in(["cuda_api", "sync"]))
     gpu = rows.filter(pl.col("kind") == "gpu_stream")
-    edges = calls.select("row", "pid", "corr").join(gpu.select(pl.col("row").alias("dst"), "pid", "corr", "cat"), on=["pid", "corr"],
-                                                     how="inner").sort("row", "dst")
+    gpu = gpu.select(pl.col("row").alias("dst"), "pid", "corr", "cat")
+    edges = calls.select("row", "pid", "corr").join(gpu.drop_nulls("pid"), on=["pid", "corr"], how="inner")
+    if gpu.get_column("pid").null_count():  # an export without globalPid on GPU records: by correlation id alone
+        edges = pl.concat([edges, calls.select("row", "pid", "corr").join(gpu.filter(pl.col("pid").is_null()).drop("pid"),
+                                                                          on="corr", how="inner")], how="vertical_relaxed")
+    edges = edges.sort("row", "dst")
     flows = edges.select(pl.col("row").cast(pl.Int64).alias("src"), pl.col("dst").cast(pl.Int64),
                          pl.when(pl.col("cat") == "sync").then(pl.lit("sync")).otherwise(pl.lit("launch")).alias("kind"),
                          pl.col("corr").alias("id"), pl.lit(None, pl.String).alias("src_cat"))
