@@ -111,7 +111,7 @@ def whole_reader(path: Path, rows: int, repeats: int) -> dict[str, dict[str, flo
     from di.convert.nsys.reader import read_nsys
 
     read_nsys(path)  # warm-up
-    return {f"read_nsys ({'numba loop' if native else 'fetchall'})": rates(rows, best(lambda: read_nsys(path, native=native), repeats))
+    return {f"read_nsys ({'numba loop' if native else 'fetchall'})": rates(rows, best(lambda native=native: read_nsys(path, native=native), repeats))
             for native in (True, False)}
 
 

@@ -9,10 +9,8 @@ lacks (NVTX, memset, driver API, NCCL domain, graph nodes), schema drift and ran
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +18,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from conftest import DATA, assert_valid
 
 import di
-from conftest import DATA, assert_valid
 from di.convert.nsys.reader import read_nsys
-from di.errors import FormatError
 from tests import nsys_cases as cases
 
 CLOVER = DATA / "nsys" / "cloverleaf" / "perlmutter-cloverleaf-cuda.sqlite"
@@ -188,7 +185,7 @@ def test_table_lacking_a_needed_column_is_skipped_with_a_warning(tmp_path: Path)
 def test_convert_and_load_back_with_equal_counts(clover: Path, clover_trace: di.Trace, tmp_path: Path, ext: str) -> None:
     out = tmp_path / f"x{ext}"
     done = subprocess.run([sys.executable, "-m", "di", "convert", str(clover), "-o", str(out), "--no-analysis"], capture_output=True,
-                          text=True)
+                          text=True, check=False)
     assert done.returncode == 0, done.stderr
     back = assert_valid(di.load(out))
     assert back.events.height == clover_trace.events.height and back.flows.height == clover_trace.flows.height
@@ -213,7 +210,7 @@ def test_perfetto_trace_processor_imports_the_export_exactly(clover: Path, clove
 @pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print not installed (Debian package otf2-tools)")
 def test_otf2_print_reads_the_archive(clover_trace: di.Trace, tmp_path: Path) -> None:
     di.save(clover_trace, tmp_path / "x.otf2")
-    done = subprocess.run(["otf2-print", str(tmp_path / "x.otf2")], capture_output=True, text=True)
+    done = subprocess.run(["otf2-print", str(tmp_path / "x.otf2")], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-500:]
     enters = sum(1 for line in done.stdout.splitlines() if line.startswith("ENTER "))
     assert enters == clover_trace.events.filter(~pl.col("instant")).height
@@ -225,3 +222,14 @@ def test_gpu_records_without_global_pid_still_get_their_launch_flows(tmp_path: P
         con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL")
     t = assert_valid(di.load(path))
     assert dict(t.flows.group_by("kind").len().iter_rows()) == {"launch": 3, "sync": 1}
+
+
+def test_nvtx_without_event_type_column_reads_ranges_and_marks_by_their_end(tmp_path: Path) -> None:
+    path = cases.build(tmp_path / "bare.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("DELETE FROM NVTX_EVENTS WHERE eventType = 75 OR end IS NULL AND eventType = 59")
+        con.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN eventType")
+    t = assert_valid(di.load(path))
+    nvtx = t.events.filter(pl.col("src_cat") == "nvtx").with_columns(pl.col("name").cast(pl.String))
+    assert sorted(nvtx.get_column("name").to_list()) == ["ProfilerStep#7", "checkpoint", "epoch", "forward", "ncclAllReduce"]
+    assert nvtx.filter(pl.col("instant")).get_column("name").to_list() == ["checkpoint"]

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import assert_valid
 
 import di
-from conftest import assert_valid
 from di.errors import FormatError
 from tests import nsys_cases as cases
 
@@ -30,7 +30,7 @@ def _one_line_error(path: Path, match: str) -> None:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "di", *args], capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, "-m", "di", *args], capture_output=True, text=True, env=env, check=False)
 
 
 def test_not_sqlite_and_empty_files(tmp_path: Path) -> None:

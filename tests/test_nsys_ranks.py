@@ -14,9 +14,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import DATA, assert_valid
 
 import di
-from conftest import DATA, assert_valid
 from di.errors import FormatError
 from tests import nsys_cases as cases
 

@@ -27,7 +27,7 @@ import polars as pl
 from di.convert.chrome.kineto import COMM_KERNEL, SYNC_API
 from di.convert.nsys.report import Report, pid_of, tid_of
 
-__all__ = ["TABLES", "KERNEL", "frames"]
+__all__ = ["KERNEL", "TABLES", "frames"]
 
 KERNEL, MEMCPY, MEMSET, SYNC = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
@@ -43,6 +43,8 @@ EVENT_CLASS_DRIVER = 1
 """ENUM_NSYS_EVENT_CLASS: TRACE_PROCESS_EVENT_CUDA_DRIVER (0 is the runtime)."""
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN = 34, 59, 60, 75
 """ENUM_NSYS_EVENT_TYPE: NvtxMark, NvtxPushPopRange, NvtxStartEndRange, NvtxDomainCreate."""
+NVTX_MARKS, NVTX_PUSHPOPS, NVTX_STARTENDS = (34, 65), (59, 70), (60, 71)
+"""With the NVTXT (text-file NVTX) variants: NvtxtMark 65, NvtxtPushPopRange 70, NvtxtStartEndRange 71."""
 NO_STREAM = 0xFFFFFFFF
 """streamId of a device-wide record (CUPTI's CUPTI_SYNCHRONIZATION_INVALID_VALUE); stored as stream -1, as Kineto does."""
 
@@ -228,13 +230,16 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     inline = pl.Series([r[0] for r in report.con.execute(f'SELECT text FROM "{NVTX}"')], dtype=pl.String) if has_text \
         else pl.Series([None] * c["start"].size, dtype=pl.String)
     text = inline.fill_null(report.text(c["text_id"], c["text_id_null"]))
+    t = c["type"] if not c["type_null"].all() else np.where(c["end_null"], NVTX_MARK, NVTX_PUSHPOP)  # no eventType: by the end
+    pid = pid_of(c["gtid"])
     dom = c["domain"]
-    is_domain = c["type"] == NVTX_DOMAIN
-    names = pl.DataFrame({"id": dom[is_domain], "d": text.filter(pl.Series(is_domain))}).unique("id", keep="last")
-    domain = pl.DataFrame({"id": dom}).join(names, on="id", how="left", maintain_order="left").get_column("d")
+    is_domain = t == NVTX_DOMAIN
+    # domain ids are per process: the NvtxDomainCreate record of (process, id) names it
+    names = pl.DataFrame({"pid": pid[is_domain], "id": dom[is_domain], "d": text.filter(pl.Series(is_domain))}).unique(["pid", "id"], keep="last")
+    domain = pl.DataFrame({"pid": pid, "id": dom}).join(names, on=["pid", "id"], how="left", maintain_order="left").get_column("d")
     domain = domain.set(pl.Series(c["domain_null"] | (dom == 0)), None)
-    t = c["type"]
-    mark, pushpop, startend = t == NVTX_MARK, t == NVTX_PUSHPOP, t == NVTX_STARTEND
+    mark = np.isin(t, NVTX_MARKS)
+    pushpop, startend = np.isin(t, NVTX_PUSHPOPS), np.isin(t, NVTX_STARTENDS)
     ranges = pushpop | startend
     open_end = ranges & c["end_null"]
     if open_end.any():
@@ -251,7 +256,7 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
                   "range id": _num(c["range"], c["range_null"])})
     kind = np.where(startend, "async", "cpu_thread")
     frame = _frame(c["start"].size, _base(
-        c["start"].size, kind=kind, pid=pid_of(c["gtid"]), tid=np.where(startend, -1, tid_of(c["gtid"])), start_ns=c["start"],
+        c["start"].size, kind=kind, pid=pid, tid=np.where(startend, -1, tid_of(c["gtid"])), start_ns=c["start"],
         end_ns=end, name=text.fill_null(""), src_cat="nvtx", cat=cat, instant=mark, args=args, domain=domain))
     return frame.filter(pl.Series(keep))
 
@@ -261,7 +266,7 @@ READERS: dict[str, Callable[[Report, Counter[str]], pl.DataFrame]] = {
 }
 REQUIRED = {KERNEL: ("start", "end", "streamId"), MEMCPY: ("start", "end", "streamId"), MEMSET: ("start", "end", "streamId"),
             SYNC: ("start", "end", "streamId"), RUNTIME: ("start", "end", "globalTid"), DRIVER: ("start", "end", "globalTid"),
-            NVTX: ("start", "eventType"), OSRT: ("start", "end", "globalTid")}
+            NVTX: ("start",), OSRT: ("start", "end", "globalTid")}
 """Columns without which a table cannot be placed on a timeline."""
 
 

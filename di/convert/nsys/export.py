@@ -17,7 +17,7 @@ from di.convert.nsys.reader import read_nsys
 from di.errors import FormatError
 from di.trace import Trace
 
-__all__ = ["read_report", "REP_EXTENSIONS"]
+__all__ = ["REP_EXTENSIONS", "read_report"]
 
 REP_EXTENSIONS = (".nsys-rep", ".qdrep")
 """Nsight Systems' report files (``.qdrep`` before 2021.4)."""

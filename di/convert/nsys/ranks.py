@@ -13,7 +13,7 @@ from pathlib import Path
 
 from di.convert.nsys.report import Report
 
-__all__ = ["environment", "rank_of_env", "rank_of_name", "host_of"]
+__all__ = ["environment", "host_of", "rank_of_env", "rank_of_name"]
 
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID", "PALS_RANKID", "RANK")
 """Launchers' rank variables, most specific first (Open MPI, PMIx, MPICH/PMI, MVAPICH, Slurm, Cray PALS, torchrun)."""

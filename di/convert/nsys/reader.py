@@ -36,7 +36,7 @@ from di.inputsize import check_size
 from di.nesting import nest, nesting_order
 from di.trace import CATS, Trace
 
-__all__ = ["read_nsys", "KNOWN_SCHEMA_MAJORS"]
+__all__ = ["KNOWN_SCHEMA_MAJORS", "read_nsys"]
 
 KNOWN_SCHEMA_MAJORS = (2, 3)
 """EXPORT_SCHEMA_VERSION_MAJOR values di was written against (nsys 2021.x .. 2025.x)."""

@@ -20,7 +20,7 @@ import polars as pl
 from di.convert.nsys.scan import int_columns
 from di.errors import FormatError
 
-__all__ = ["Report", "open_report", "pid_of", "tid_of", "SQLITE_MAGIC"]
+__all__ = ["SQLITE_MAGIC", "Report", "open_report", "pid_of", "tid_of"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html)."""

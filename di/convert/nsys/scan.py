@@ -141,7 +141,7 @@ def _fetchall(con: sqlite3.Connection, sql: str, n_cols: int) -> tuple[np.ndarra
     if not rows:
         return np.zeros((0, n_cols), np.int64), np.zeros((0, n_cols), np.bool_)
     obj = np.array(rows, dtype=object).reshape(len(rows), n_cols)
-    null = obj == None  # noqa: E711 - element-wise
+    null = obj == None
     obj[null] = 0
     return obj.astype(np.int64), null
 
