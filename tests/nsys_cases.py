@@ -80,3 +80,27 @@ def build(path: Path, *, meta_table: str = "META_DATA_EXPORT", schema_version: s
     con.commit()
     con.close()
     return path
+
+
+PID2, TID2 = 5151, 5151
+GTID2 = (PID2 << 24) | TID2
+MPI_STRINGS = {20: "MPI_Send", 21: "MPI_Recv", 22: "MPI_Allreduce", 23: "MPI_Wait"}
+
+
+def add_mpi(path: Path, ranks: dict[int, int]) -> Path:
+    """Add what ``nsys profile --trace=mpi`` writes to an export of :func:`build`: MPI_RANKS
+    (``ranks``: globalTid -> rank), a send, a receive, a wait and an allreduce of 4096 bytes."""
+    con = sqlite3.connect(path)
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(MPI_STRINGS.items()))
+    _table(con, "MPI_RANKS", ["rank INTEGER", "globalTid INTEGER"], [(r, g) for g, r in ranks.items()])
+    _table(con, "MPI_P2P_EVENTS", ["start INTEGER", "end INTEGER", "globalTid INTEGER", "textId INTEGER", "commHandle INTEGER",
+                                   "tag INTEGER", "remoteRank INTEGER", "size INTEGER"],
+           [(9300, 9400, GTID, 20, 1, 7, 1, 1024), (9300, 9500, GTID2, 21, 1, 7, 0, 1024)])
+    _table(con, "MPI_START_WAIT_EVENTS", ["start INTEGER", "end INTEGER", "globalTid INTEGER", "textId INTEGER"],
+           [(9510, 9520, GTID2, 23)])
+    _table(con, "MPI_COLLECTIVES_EVENTS", ["start INTEGER", "end INTEGER", "globalTid INTEGER", "textId INTEGER", "commHandle INTEGER",
+                                           "rootRank INTEGER", "size INTEGER", "collSendSize INTEGER", "collRecvSize INTEGER"],
+           [(9600, 9700, GTID, 22, 1, None, None, 4096, 4096), (9600, 9750, GTID2, 22, 1, None, None, 4096, 4096)])
+    con.commit()
+    con.close()
+    return path

@@ -81,3 +81,25 @@ def test_convert_a_folder_of_reports(tmp_path: Path) -> None:
         cases.build(tmp_path / f"report.{r}.sqlite")
     job = assert_valid(di.load(tmp_path))
     assert job.ranks == [0, 1, 2]
+
+
+def test_one_report_of_a_whole_mpirun_gives_each_process_its_mpi_rank(tmp_path: Path) -> None:
+    path = cases.add_mpi(cases.build(tmp_path / "report.7.sqlite"), {cases.GTID: 0, cases.GTID2: 1})
+    t = assert_valid(di.load(path))
+    assert t.ranks == [0, 1] and t.meta["sources"][0]["rank_source"] == "metadata"  # MPI_RANKS before the file name
+    assert t.meta["sources"][0]["info"]["rank_variable"] == "MPI_RANKS"
+    by_pid = dict(t.locations.select("pid", "rank").unique().iter_rows())
+    assert by_pid == {cases.PID: 0, cases.PID2: 1}
+    mpi = t.events.filter(pl.col("src_cat") == "mpi").with_columns(pl.col("name").cast(pl.String)).sort("name", "loc")
+    assert mpi.select("name", "cat", "bytes").rows() == [("MPI_Allreduce", "mpi_coll", 4096), ("MPI_Allreduce", "mpi_coll", 4096),
+                                                         ("MPI_Recv", "mpi_p2p", 1024), ("MPI_Send", "mpi_p2p", 1024),
+                                                         ("MPI_Wait", "mpi_p2p", None)]
+    send = mpi.filter(pl.col("name") == "MPI_Send").get_column("args").item()
+    assert '"tag":7' in send and '"remote rank":1' in send
+
+
+def test_mpi_ranks_of_one_process_per_report_merge(tmp_path: Path) -> None:
+    a = cases.add_mpi(cases.build(tmp_path / "a.sqlite"), {cases.GTID: 2})
+    b = cases.add_mpi(cases.build(tmp_path / "b.sqlite"), {cases.GTID: 3})
+    job = assert_valid(di.load([a, b]))
+    assert job.ranks == [2, 3]

@@ -9,6 +9,7 @@
 | CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER | cuda_api (synchronising calls: sync) | CPU thread |
 | NVTX_EVENTS push/pop, start/end, marks | user, step (ProfilerStep#N, "step N", ...), nccl (domain NCCL) | CPU thread; start/end ranges an async track per process and domain |
 | OSRT_API | io (file and socket calls), else other | CPU thread |
+| MPI_P2P_EVENTS, MPI_START_WAIT_EVENTS / MPI_COLLECTIVES_EVENTS / MPI_OTHER_EVENTS | mpi_p2p / mpi_coll / other, bytes, tag, peer and root in args | CPU thread |
 
 Every frame has: ``kind``, ``pid``, ``tid``, ``device``, ``stream``, ``start_ns``,
 ``end_ns`` (on the report's clock, ns), ``name``, ``src_cat``, ``cat``, ``corr``,
@@ -32,6 +33,7 @@ __all__ = ["KERNEL", "TABLES", "frames"]
 KERNEL, MEMCPY, MEMSET, SYNC = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
 RUNTIME, DRIVER, NVTX, OSRT = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "NVTX_EVENTS", "OSRT_API"
+MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER = "MPI_P2P_EVENTS", "MPI_COLLECTIVES_EVENTS", "MPI_START_WAIT_EVENTS", "MPI_OTHER_EVENTS"
 
 # CUPTI enums (cupti_activity.h; the export's ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND, ENUM_CUPTI_SYNC_TYPE hold the same)
 COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
@@ -58,7 +60,7 @@ API_VERSION = r"_v\d+$"
 KIND = pl.Enum(["cpu_thread", "async", "gpu_stream"])
 """Timeline kinds of event rows, in the order their locations are numbered."""
 
-TABLES = (KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, DRIVER, NVTX, OSRT)
+TABLES = (KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, DRIVER, NVTX, OSRT, MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER)
 
 
 def _num(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
@@ -261,12 +263,46 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     return frame.filter(pl.Series(keep))
 
 
+def _mpi(report: Report, table: str, cat: str) -> pl.DataFrame:
+    """MPI calls as nsys traces them (``--trace=mpi``): on their thread, name from ``textId``, bytes and peers in args."""
+    c = report.ints(table, {"start": "start", "end": "end", "gtid": "globalTid", "name": "textId", "size": "size",
+                            "send": "collSendSize", "recv": "collRecvSize", "tag": "tag", "remote": "remoteRank",
+                            "root": "rootRank"})
+    n = c["start"].size
+    pos = report.positions(c["name"], c["name_null"])
+    name = report.derived("text", lambda v: v).gather(pos).fill_null("")
+    nbytes = pl.Series(np.where(c["size_null"], c["send"], c["size"])).set(pl.Series(c["size_null"] & c["send_null"]), None)
+    fields = {k: _num(c[col], c[col + "_null"]) for k, col in (("tag", "tag"), ("remote rank", "remote"), ("root", "root"),
+                                                                ("send bytes", "send"), ("recv bytes", "recv"))
+              if not c[col + "_null"].all()}
+    return _frame(n, _base(n, **_thread(c), name=name, src_cat="mpi", cat=cat, bytes=nbytes,
+                           args=_args(fields) if fields else None))
+
+
+def mpi_p2p(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    return _mpi(report, MPI_P2P, "mpi_p2p")
+
+
+def mpi_coll(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    return _mpi(report, MPI_COLL, "mpi_coll")
+
+
+def mpi_wait(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    return _mpi(report, MPI_WAIT, "mpi_p2p")
+
+
+def mpi_other(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    return _mpi(report, MPI_OTHER, "other")
+
+
 READERS: dict[str, Callable[[Report, Counter[str]], pl.DataFrame]] = {
     KERNEL: kernels, MEMCPY: memcpys, MEMSET: memsets, SYNC: syncs, RUNTIME: runtime, DRIVER: driver, NVTX: nvtx, OSRT: osrt,
+    MPI_P2P: mpi_p2p, MPI_COLL: mpi_coll, MPI_WAIT: mpi_wait, MPI_OTHER: mpi_other,
 }
 REQUIRED = {KERNEL: ("start", "end", "streamId"), MEMCPY: ("start", "end", "streamId"), MEMSET: ("start", "end", "streamId"),
             SYNC: ("start", "end", "streamId"), RUNTIME: ("start", "end", "globalTid"), DRIVER: ("start", "end", "globalTid"),
-            NVTX: ("start",), OSRT: ("start", "end", "globalTid")}
+            NVTX: ("start",), OSRT: ("start", "end", "globalTid"),
+            **{t: ("start", "end", "globalTid") for t in (MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER)}}
 """Columns without which a table cannot be placed on a timeline."""
 
 

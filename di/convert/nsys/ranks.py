@@ -1,4 +1,4 @@
-"""Rank, world size and host of a report from its recorded environment and file name.
+"""Rank, world size and host of a report from MPI_RANKS, its recorded environment and file name.
 
 ``nsys profile -o report.%q{OMPI_COMM_WORLD_RANK}`` (or ``%q{SLURM_PROCID}``) names
 each rank's report ``report.N.nsys-rep``; the profiled process's environment is kept in
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from di.convert.nsys.report import Report
+from di.convert.nsys.report import Report, pid_of
 
 __all__ = ["environment", "host_of", "rank_of_env", "rank_of_name"]
 
@@ -21,6 +21,15 @@ SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SI
 RANK_SUFFIX = re.compile(r"(?:^|[._-])(\d+)$")
 """``report.3`` / ``job-3`` / ``prof_3`` before the extension; not ``report3`` (nsys's own numbering of reports)."""
 EXTENSIONS = (".nsys-rep", ".sqlite", ".qdrep")
+
+
+def mpi_ranks(report: Report) -> dict[int, int]:
+    """Process id -> MPI rank from ``MPI_RANKS`` (written when MPI was traced), {} when absent."""
+    if not {"globalTid", "rank"} <= set(report.columns("MPI_RANKS")):
+        return {}
+    c = report.ints("MPI_RANKS", {"gtid": "globalTid", "rank": "rank"})
+    ok = ~(c["gtid_null"] | c["rank_null"]) & (c["rank"] >= 0)
+    return {int(p): int(r) for p, r in zip(pid_of(c["gtid"][ok]).tolist(), c["rank"][ok].tolist())}
 
 
 def environment(report: Report) -> dict[str, str]:

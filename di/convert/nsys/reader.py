@@ -14,7 +14,10 @@ skipped, and the reader says once which of the tables it reads were absent;
 a table lacking a column it needs is skipped with a warning; an export
 schema version di has not seen loads what it can and warns. Not read (listed
 in the source's ``info``): CUDA graph definitions (graph-launched kernels keep
-their graph and node ids in ``args``), MPI_* tables, scheduling and sampling.
+their graph and node ids in ``args``), MPI RMA and I/O tables, scheduling and
+sampling. MPI calls (``nsys profile --trace=mpi``) become events, not yet
+matched ``messages`` and ``collectives``. ``MPI_RANKS`` gives each process its
+MPI rank, so a report of a whole ``mpirun`` holds every rank.
 """
 
 from __future__ import annotations
@@ -42,8 +45,7 @@ KNOWN_SCHEMA_MAJORS = (2, 3)
 """EXPORT_SCHEMA_VERSION_MAJOR values di was written against (nsys 2021.x .. 2025.x)."""
 EXPECTED = (activity.KERNEL, activity.MEMCPY, activity.RUNTIME, activity.SYNC, activity.NVTX, activity.OSRT, activity.MEMSET)
 """Tables a CUDA report usually has; the absent ones are said once (the driver table is optional everywhere)."""
-NOT_READ = ("CUDA_GRAPH_EVENTS", "MPI_P2P_EVENTS", "MPI_COLLECTIVES_EVENTS", "MPI_START_WAIT_EVENTS", "MPI_OTHER_EVENTS",
-            "SCHED_EVENTS", "COMPOSITE_EVENTS", "CUDA_GPU_MEMORY_USAGE_EVENTS", "GPU_METRICS")
+NOT_READ = ("CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS", "MPI_RMA_EVENTS", "MPI_IO_EVENTS", "SCHED_EVENTS", "COMPOSITE_EVENTS", "CUDA_GPU_MEMORY_USAGE_EVENTS", "GPU_METRICS")
 
 
 def read_nsys(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
@@ -98,7 +100,10 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
         warnings.append(f"{path}: no TARGET_INFO_SESSION_START_TIME: times stay relative to the session start")
     frames, read = activity.frames(report, dropped, warnings)
     env = ranks.environment(report)
-    rank, rank_source, info = _rank(path, env, rank, rank_source, warnings)
+    mpi_ranks = ranks.mpi_ranks(report)
+    rank, rank_source, info = _rank(path, env, mpi_ranks, rank, rank_source, warnings)
+    if rank_source == "option":
+        mpi_ranks = {}
     host = ranks.host_of(report, env)
     ev = pl.concat(frames, how="vertical_relaxed") if frames else activity._frame(0, {})
     ev = ev.with_columns(pl.col("start_ns") + offset, pl.col("end_ns") + offset)
@@ -106,7 +111,7 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     if bad.any():
         dropped["events that end before they start"] += int(bad.sum())
         ev = ev.filter(~bad)
-    locations, loc = _locations(report, ev, rank, host, source)
+    locations, loc = _locations(report, ev, rank, host, source, mpi_ranks)
     events, flows = _events(ev, loc)
     info.update({"nsys_version": version.get("EXPORT_PRODUCT_VERSION"), "export_schema": version.get("EXPORT_SCHEMA_VERSION"),
                  "tables_read": read, "tables_not_read": [t for t in NOT_READ if t in report.tables]})
@@ -121,13 +126,18 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     return Trace.build(meta=meta, locations=locations, events=events, flows=flows)
 
 
-def _rank(path: Path, env: dict[str, str], rank: int | None, rank_source: str, warnings: list[str]
+def _rank(path: Path, env: dict[str, str], mpi_ranks: dict[int, int], rank: int | None, rank_source: str, warnings: list[str]
           ) -> tuple[int, str, dict[str, Any]]:
-    """The rank: option > file name (``rank-N``, ``report.N``) > recorded environment > position."""
+    """The rank: option > MPI_RANKS > file name (``rank-N``, ``report.N``) > recorded environment > position."""
     env_rank, var, size = ranks.rank_of_env(env)
     info: dict[str, Any] = {"world_size": size} if size else {}
     if var:
         info["rank_variable"] = var
+    if mpi_ranks and rank_source != "option":
+        info["rank_variable"] = "MPI_RANKS"
+        if len(set(mpi_ranks.values())) > 1:
+            info["ranks_by_pid"] = {str(p): r for p, r in sorted(mpi_ranks.items())}
+        return min(mpi_ranks.values()), "metadata", info
     if rank_source not in ("option", "file_name"):
         named = ranks.rank_of_name(path)
         if named is not None:
@@ -160,7 +170,8 @@ def _names(report: Report) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, str]]:
     return threads, processes, gpus
 
 
-def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int) -> tuple[pl.DataFrame, np.ndarray]:
+def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int, mpi_ranks: dict[int, int]
+               ) -> tuple[pl.DataFrame, np.ndarray]:
     """One location per (kind, pid, tid, device, stream, NVTX domain of start/end ranges), numbered in that
     order; and the location of each row of ``ev``."""
     dom = ev.select(pl.when(pl.col("kind") == "async").then(pl.col("domain").fill_null("")).otherwise(pl.lit(""))
@@ -179,7 +190,8 @@ def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, so
                                                                                          maintain_order="left")
     gpu_name = pl.col("device").replace_strict(gpus, default=None, return_dtype=pl.String) if gpus else pl.lit(None, pl.String)
     locs = locs.with_row_index("loc").with_columns(
-        pl.lit(rank, pl.Int32).alias("rank"), pl.lit(host, pl.String).alias("host"),
+        pl.col("pid").replace_strict(mpi_ranks, default=rank, return_dtype=pl.Int32).alias("rank") if mpi_ranks
+        else pl.lit(rank, pl.Int32).alias("rank"), pl.lit(host, pl.String).alias("host"),
         pl.when(pl.col("kind") == "gpu_stream").then(
             pl.when(pl.col("stream") < 0).then(pl.format("GPU {} device-wide", "device")).otherwise(pl.format("GPU {} stream {}", "device", "stream")))
         .when(pl.col("kind") == "async").then(pl.concat_str(pl.lit("NVTX start/end ranges"), pl.when(pl.col("domain").fill_null("") != "")
