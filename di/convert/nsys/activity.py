@@ -27,6 +27,7 @@ import polars as pl
 
 from di.convert.chrome.kineto import COMM_KERNEL, SYNC_API
 from di.convert.nsys.report import Report, pid_of, tid_of
+from di.trace import CATS
 
 __all__ = ["KERNEL", "TABLES", "frames"]
 
@@ -97,7 +98,7 @@ def _base(n: int, **cols: object) -> dict[str, object]:
 
 def _frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
     schema = {"kind": KIND, "pid": pl.Int64, "tid": pl.Int64, "device": pl.Int32, "stream": pl.Int64, "start_ns": pl.Int64,
-              "end_ns": pl.Int64, "name": pl.String, "src_cat": pl.String, "cat": pl.String, "corr": pl.Int64, "bytes": pl.Int64,
+              "end_ns": pl.Int64, "name": pl.Categorical, "src_cat": pl.Categorical, "cat": pl.Enum(list(CATS)), "corr": pl.Int64, "bytes": pl.Int64,
               "instant": pl.Boolean, "args": pl.String, "domain": pl.String}
     series = []
     for k, dtype in schema.items():
@@ -105,7 +106,7 @@ def _frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
         if v is None:
             series.append(pl.Series(k, [None] * n, dtype=dtype))
         elif isinstance(v, str):
-            series.append(pl.Series(k, [v], dtype=dtype).extend_constant(v, n - 1) if n else pl.Series(k, [], dtype=dtype))
+            series.append(pl.select(pl.repeat(v, n, dtype=pl.String).cast(dtype).alias(k)).to_series() if n else pl.Series(k, [], dtype=dtype))
         else:
             series.append(pl.Series(k, v).cast(dtype))
     return pl.DataFrame(series)
@@ -127,10 +128,14 @@ def _gpu_cols(c: dict[str, np.ndarray]) -> dict[str, object]:
             "start_ns": c["start"], "end_ns": c["end"], "corr": _nullable(c, "corr")}
 
 
+def _names(values: pl.Series) -> pl.Series:
+    return values.cast(pl.Categorical)
+
+
 def _flag(report: Report, key: str, pattern: str, pos: pl.Series, yes: str, no: str) -> pl.Series:
     """``yes`` where the string at ``pos`` matches ``pattern`` (tested once per distinct string), else ``no``."""
     matches = report.derived(key, lambda v: v.fill_null("").str.contains(pattern))
-    return matches.gather(pos).fill_null(False).replace_strict({True: yes, False: no}, return_dtype=pl.String)
+    return matches.gather(pos).fill_null(False).replace_strict({True: yes, False: no}, return_dtype=pl.Enum(list(CATS)))
 
 
 def kernels(report: Report, dropped: Counter[str]) -> pl.DataFrame:
@@ -142,7 +147,7 @@ def kernels(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     n = c["start"].size
     pos_short = report.positions(c["short"], c["short_null"])
     pos = report.positions(c["demangled"], c["demangled_null"]).fill_null(pos_short)
-    name = report.derived("text", lambda v: v).gather(pos).fill_null("")
+    name = report.derived("name", _names).gather(pos).fill_null("")
     short = report.derived("json", _json_strings).gather(pos_short).fill_null("null")
     grid = pl.concat_str(pl.lit("["), pl.lit(_num(c["gx"])), pl.lit(","), pl.lit(_num(c["gy"])), pl.lit(","), pl.lit(_num(c["gz"])),
                          pl.lit("]"))
@@ -197,7 +202,7 @@ def _api(report: Report, table: str, dropped: Counter[str]) -> pl.DataFrame:
                             "ret": "returnValue", "cls": "eventClass"})
     n = c["start"].size
     pos = report.positions(c["name"], c["name_null"])
-    name = report.derived("api_name", lambda v: v.str.replace(API_VERSION, "")).gather(pos).fill_null("")
+    name = report.derived("api_name", lambda v: v.str.replace(API_VERSION, "").cast(pl.Categorical)).gather(pos).fill_null("")
     driver = (c["cls"] == EVENT_CLASS_DRIVER) & ~c["cls_null"] if table == RUNTIME else np.ones(n, np.bool_)
     src_cat = pl.Series(driver).replace_strict({True: "cuda_driver", False: "cuda_runtime"}, return_dtype=pl.String)
     cat = _flag(report, "sync_api", SYNC_API, pos, "sync", "cuda_api")
@@ -218,7 +223,7 @@ def osrt(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     c = report.ints(OSRT, {"start": "start", "end": "end", "gtid": "globalTid", "name": "nameId", "ret": "returnValue"})
     n = c["start"].size
     pos = report.positions(c["name"], c["name_null"])
-    name = report.derived("text", lambda v: v).gather(pos).fill_null("")
+    name = report.derived("name", _names).gather(pos).fill_null("")
     cat = _flag(report, "io_call", IO_CALLS, pos, "io", "other")
     args = _args({"return value": _num(c["ret"], c["ret_null"])})
     return _frame(n, _base(n, **_thread(c), name=name, src_cat="osrt", cat=cat, args=args))
@@ -270,7 +275,7 @@ def _mpi(report: Report, table: str, cat: str) -> pl.DataFrame:
                             "root": "rootRank"})
     n = c["start"].size
     pos = report.positions(c["name"], c["name_null"])
-    name = report.derived("text", lambda v: v).gather(pos).fill_null("")
+    name = report.derived("name", _names).gather(pos).fill_null("")
     nbytes = pl.Series(np.where(c["size_null"], c["send"], c["size"])).set(pl.Series(c["size_null"] & c["send_null"]), None)
     fields = {k: _num(c[col], c[col + "_null"]) for k, col in (("tag", "tag"), ("remote rank", "remote"), ("root", "root"),
                                                                 ("send bytes", "send"), ("recv bytes", "recv"))
