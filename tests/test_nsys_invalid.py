@@ -120,3 +120,8 @@ def test_nsys_rep_whose_export_fails(tmp_path: Path, monkeypatch: pytest.MonkeyP
     rep.write_bytes(b"x")
     monkeypatch.setenv("PATH", f"{_fake_nsys(tmp_path / 'bin', works=False)}{os.pathsep}{os.environ['PATH']}")
     _one_line_error(rep, r"nsys export failed \(exit 1\): nsys: cannot open report")
+
+
+def test_file_names_with_uri_characters(tmp_path: Path) -> None:
+    path = cases.build(tmp_path / "run%20#1?.sqlite")
+    assert assert_valid(di.load(path)).events.height > 0

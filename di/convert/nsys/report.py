@@ -146,7 +146,7 @@ def open_report(path: Path, *, native: bool = True) -> Report:
         raise FormatError(path, f"cannot read: {exc}") from None
     if not head.startswith(SQLITE_MAGIC):
         raise FormatError(path, "not an SQLite database (an nsys report must be exported: nsys export --type sqlite)")
-    uri = "file:" + str(path.resolve()).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+    uri = "file:" + str(path.resolve()).replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
     try:
         con = sqlite3.connect(uri, uri=True)
         con.text_factory = _text  # a corrupt page may hold bytes that are no UTF-8

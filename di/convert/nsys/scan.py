@@ -115,7 +115,7 @@ def _native(path: Path, sql: str, n_rows: int, nullable: np.ndarray) -> tuple[np
     lib = _library()
     assert lib is not None
     db, stmt = ctypes.c_void_p(), ctypes.c_void_p()
-    uri = "file:" + str(path.resolve()).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+    uri = "file:" + str(path.resolve()).replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
     rc = lib.sqlite3_open_v2(uri.encode(), ctypes.byref(db), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, None)
     try:
         if rc != 0:
