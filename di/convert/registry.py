@@ -144,11 +144,22 @@ def _own_otf2(path: Path) -> bool:
     return True
 
 
+def _sniff_nsys(path: Path, head: bytes) -> bool:
+    return head.startswith(b"SQLite format 3\x00")
+
+
+def _read_nsys(path: Path, **kw: Any) -> Trace:
+    from di.convert.nsys.export import read_report
+
+    return read_report(path, **kw)
+
+
 CONNECTORS: tuple[Connector, ...] = (
     Connector("di", (".di",), lambda p, h: False, _read_store, _write_store, _own_store, whole=True),
     Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome, _own_chrome),
     Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2, _own_otf2, whole=True),
     Connector("perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto, _own_perfetto),
+    Connector("nsys", (".nsys-rep", ".qdrep", ".sqlite"), _sniff_nsys, _read_nsys, None),
 )
 
 
