@@ -14,7 +14,8 @@ inner ones, inner ends before outer ones (nesting). Edges:
   (:mod:`di.engine.inferred_edges`);
   ``sync``: the latest GPU activity of the rank (of the stream, for a
   stream or event sync) ending inside a host call that waits for the device
-  -> the call's end; ``sync_inferred`` where no ``sync`` flow records the call
+  -> the call's first node from then on (its end, or the start of a record
+  nested in it after the device finished); ``sync_inferred`` where no ``sync`` flow records the call
   (which calls wait, and for which stream: :mod:`di.engine.inferred_edges`);
   ``stream_wait`` / ``user`` flows: src end -> dst start;
   ``message``: send side -> receive end. The send side is the send call's
@@ -243,7 +244,23 @@ def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> list[tuple[np.
     inside = frame.end_ns[gev] > hit.get_column("lo").to_numpy()
     call, rec = hit.get_column("call").to_numpy()[inside], hit.get_column("rec").to_numpy()[inside]
     gev = gev[inside]
-    return [(g.end_node[gev[rec]], g.end_node[call[rec]], SYNC_EDGE), (g.end_node[gev[~rec]], g.end_node[call[~rec]], SYNC_INFERRED)]
+    dst = _first_node_from(g, loc, loc[call], frame.end_ns[gev], g.end_node[call])
+    return [(g.end_node[gev[rec]], dst[rec], SYNC_EDGE), (g.end_node[gev[~rec]], dst[~rec], SYNC_INFERRED)]
+
+
+def _first_node_from(g: Graph, ev_loc: np.ndarray, loc: np.ndarray, t: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Per query, the first node of timeline ``loc`` at or after time ``t``, at most ``last`` (the waiting call's
+    end): a call that waits can hold nested records (Score-P's cuMemcpy* around cuCtxGetCurrent), and the wait
+    must reach the first of them that comes after the device finished, not only the call's end."""
+    if not t.size:
+        return last
+    node_loc = ev_loc[g.event]
+    nodes = np.flatnonzero(np.isin(node_loc, np.unique(loc)))
+    right = pl.DataFrame({"loc": node_loc[nodes], "t": g.time_ns[nodes], "node": nodes.astype(np.int64)}).sort("t", "node")
+    q = pl.DataFrame({"i": np.arange(t.size), "loc": loc, "t": t}).sort("t")
+    hit = q.join_asof(right, on="t", by="loc", strategy="forward", check_sortedness=False).sort("i")
+    node = hit.get_column("node").fill_null(-1).to_numpy()
+    return np.where((node >= 0) & (node <= last), node, last)
 
 
 def _collective_edges(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, int]:
