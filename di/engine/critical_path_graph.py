@@ -11,7 +11,8 @@ inner ones, inner ends before outer ones (nesting). Edges:
   ``launch`` (launch flow): API call start -> GPU activity start;
   ``launch_inferred``: the same for a rank whose GPU activity has no launch
   flow, launches matched to kernels per stream in order
-  (:mod:`di.engine.inferred_edges`);
+  (:mod:`di.engine.inferred_edges`); a kernel that leads its launch by
+  device clock skew hangs on the launching thread's last node before it;
   ``sync``: the latest GPU activity of the rank (of the stream, for a
   stream or event sync) ending inside a host call that waits for the device
   -> the call's first node from then on (its end, or the start of a record
@@ -190,8 +191,7 @@ def _cross_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndar
         f = fl.filter(pl.col("kind") == name)
         if f.height:
             parts.append((src_at[f.get_column("src").to_numpy()], dst_at[f.get_column("dst").to_numpy()], code))
-    launches, kernels = launch_edges(frame)
-    parts.append((g.start_node[launches], g.start_node[kernels], LAUNCH_INFERRED))
+    parts.append(_inferred_launches(frame, g))
     parts.extend(_sync_edges(frame, g, keep))
     m = frame.trace.messages
     if m.height:
@@ -248,19 +248,40 @@ def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> list[tuple[np.
     return [(g.end_node[gev[rec]], dst[rec], SYNC_EDGE), (g.end_node[gev[~rec]], dst[~rec], SYNC_INFERRED)]
 
 
+def _inferred_launches(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, int]:
+    """Inferred launch -> kernel start edges; a kernel that leads its launch (device clock skew, within
+    :data:`~di.engine.inferred_edges.CLOCK_SKEW_NS`) depends on the last node of the launching thread at or
+    before its start, so the edge still points forward in time."""
+    launches, kernels = launch_edges(frame)
+    src, dst = g.start_node[launches], g.start_node[kernels]
+    lead = np.flatnonzero((src >= 0) & (dst >= 0) & (frame.start_ns[kernels] < frame.start_ns[launches]))
+    if lead.size:
+        loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)
+        src[lead] = _node_at(g, loc, loc[launches[lead]], frame.start_ns[kernels[lead]], src[lead], "backward")
+    return src, dst, LAUNCH_INFERRED
+
+
+def _node_at(g: Graph, ev_loc: np.ndarray, loc: np.ndarray, t: np.ndarray, fallback: np.ndarray, strategy: str) -> np.ndarray:
+    """Per query, the first node of timeline ``loc`` at or after time ``t`` (``strategy="forward"``) or the last
+    at or before it (``"backward"``); ``fallback`` where there is none."""
+    if not t.size:
+        return fallback
+    node_loc = ev_loc[g.event]
+    nodes = np.flatnonzero(np.isin(node_loc, np.unique(loc)))
+    # ties in time: forward takes the first node in program order, backward the last
+    right = pl.DataFrame({"loc": node_loc[nodes], "t": g.time_ns[nodes], "node": nodes.astype(np.int64)}).sort("t", "node")
+    q = pl.DataFrame({"i": np.arange(t.size), "loc": loc, "t": t}).sort("t")
+    hit = q.join_asof(right, on="t", by="loc", strategy=strategy, check_sortedness=False).sort("i")  # type: ignore[arg-type]
+    node = hit.get_column("node").fill_null(-1).to_numpy()
+    return np.where(node >= 0, node, fallback)
+
+
 def _first_node_from(g: Graph, ev_loc: np.ndarray, loc: np.ndarray, t: np.ndarray, last: np.ndarray) -> np.ndarray:
     """Per query, the first node of timeline ``loc`` at or after time ``t``, at most ``last`` (the waiting call's
     end): a call that waits can hold nested records (Score-P's cuMemcpy* around cuCtxGetCurrent), and the wait
     must reach the first of them that comes after the device finished, not only the call's end."""
-    if not t.size:
-        return last
-    node_loc = ev_loc[g.event]
-    nodes = np.flatnonzero(np.isin(node_loc, np.unique(loc)))
-    right = pl.DataFrame({"loc": node_loc[nodes], "t": g.time_ns[nodes], "node": nodes.astype(np.int64)}).sort("t", "node")
-    q = pl.DataFrame({"i": np.arange(t.size), "loc": loc, "t": t}).sort("t")
-    hit = q.join_asof(right, on="t", by="loc", strategy="forward", check_sortedness=False).sort("i")
-    node = hit.get_column("node").fill_null(-1).to_numpy()
-    return np.where((node >= 0) & (node <= last), node, last)
+    node = _node_at(g, ev_loc, loc, t, last, "forward")
+    return np.where(node <= last, node, last)
 
 
 def _collective_edges(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, int]:
