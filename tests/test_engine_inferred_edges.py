@@ -6,17 +6,29 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from conftest import otf2_archive
+from engine_jobs import MS, Job
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_engine_critical_path import two_rank_job
 
 import di
-from conftest import otf2_archive
 from di.engine import analyze
-from di.engine.critical_path_graph import EDGE_KINDS, LAUNCH_INFERRED, SYNC_INFERRED, build_graph
-from di.engine.inferred_edges import CLOCK_SKEW_NS, LOST_KERNEL_NS, _queue, launch_edges, queue_reference, sync_calls
+from di.engine.critical_path_graph import (
+    EDGE_KINDS,
+    LAUNCH_INFERRED,
+    SYNC_INFERRED,
+    build_graph,
+)
+from di.engine.inferred_edges import (
+    CLOCK_SKEW_NS,
+    LOST_KERNEL_NS,
+    _queue,
+    launch_edges,
+    queue_reference,
+    sync_calls,
+)
 from di.engine.window import prepare
-from engine_jobs import MS, Job
-from test_engine_critical_path import two_rank_job
 
 
 def _cp(trace):
@@ -181,7 +193,7 @@ def test_casita_cuda_launches_match_in_order(cuda_trace):
     """Every kernel of these traces gets its launch (cuLaunchKernel with CUDA_STREAM_REF), k-th to k-th per
     stream: launch order is kernel order; a kernel leads its launch by clock skew at most; the graph keeps
     only edges forward in time."""
-    name, trace = cuda_trace
+    _, trace = cuda_trace
     frame = prepare(trace)
     launches, kernels = launch_edges(frame)
     ev = trace.events
