@@ -2,7 +2,10 @@
 
 The graph is :mod:`di.engine.critical_path_graph`'s: start/end nodes of
 every event, program order on each timeline (with nesting), launch, sync,
-stream-wait, user, message and collective edges. Edge weights are the time
+stream-wait, user, message and collective edges, and the launch and sync
+edges inferred where the trace records none (kinds ``launch_inferred`` and
+``sync_inferred``, which segments, ``by_category`` and ``waits`` keep, so an
+inferred dependency is never mistaken for a recorded one). Edge weights are the time
 (int64 ns) that the edge puts on a path:
 
 - a local edge into node v (time t_v) from its predecessor p (t_p): the time
