@@ -238,3 +238,21 @@ def test_casita_cuda_path_runs_through_the_device(cuda_trace):
         i = np.searchsorted(g_end, e["end_ns"], side="right") - 1
         explained = g_end[i] if i >= 0 and g_end[i] > e["start_ns"] else e["start_ns"]
         assert row["contrib_ns"] <= e["end_ns"] - explained, row
+
+
+def test_hip_event_sync_weighs_nothing_the_kernel_explains():
+    """The MI300 shape: the host launches a long kernel and waits in hipEventSynchronize; no flows. The wait
+    is not on the path: the launch (from the call's start to the kernel's, 0-0.15 ms), the kernel (0.15-9.9 ms)
+    and the sync's return (9.9-10 ms); the 9.7 ms the host waited are charged to the kernel."""
+    job = Job()
+    cpu, gpu = job.thread(0), job.stream(0, tid=9)
+    job.ev(cpu, 0, 0.1, "hipLaunchKernel", "cuda_api", args='{"HIP_STREAM_REF":9}')
+    job.ev(cpu, 0.12, 0.14, "hipEventRecord", "cuda_api", args='{"HIP_STREAM_REF":9,"HIP_EVENT_REF":1}')
+    sync = job.ev(cpu, 0.2, 10, "hipEventSynchronize", "sync", args='{"HIP_EVENT_REF":1}')
+    k = job.ev(gpu, 0.15, 9.9, "gemm", "kernel")
+    cp = _cp(job.build())
+    cats = dict(cp["by_category"].select("category", "contrib_ns").iter_rows())
+    assert cats == {"launch_inferred": round(0.15 * MS), "kernel": round(9.75 * MS), "sync_inferred": round(0.1 * MS)}
+    assert "sync" not in cats and cp["summary"]["length_ns"] == 10 * MS
+    waits = cp["waits"].select("kind", "event", "cause_event", "wait_ns").rows()
+    assert waits == [("sync_inferred", job.row[sync], job.row[k], round(9.7 * MS))]
