@@ -34,12 +34,15 @@ class Job:
         self.locs.append({"rank": rank, "kind": "cpu_thread", "device": None, "stream": None})
         return len(self.locs) - 1
 
-    def stream(self, rank: int, device: int = 0, stream: int = 7) -> int:
-        self.locs.append({"rank": rank, "kind": "gpu_stream", "device": device, "stream": stream})
+    def stream(self, rank: int, device: int = 0, stream: int = 7, tid: int | None = None) -> int:
+        """A GPU stream; ``tid``: its id in the source (an OTF2 location ref, what a ``CUDA_STREAM_REF`` names)."""
+        self.locs.append({"rank": rank, "kind": "gpu_stream", "device": device, "stream": stream, "tid": tid})
         return len(self.locs) - 1
 
-    def ev(self, loc: int, start_ms: float, end_ms: float, name: str, cat: str) -> int:
-        self.events.append({"loc": loc, "start_ns": round(start_ms * MS), "end_ns": round(end_ms * MS), "name": name, "cat": cat})
+    def ev(self, loc: int, start_ms: float, end_ms: float, name: str, cat: str, args: str | None = None) -> int:
+        """An event; ``args``: its JSON args text (e.g. Score-P's ``{"CUDA_STREAM_REF":N}``)."""
+        self.events.append({"loc": loc, "start_ns": round(start_ms * MS), "end_ns": round(end_ms * MS), "name": name, "cat": cat,
+                            "args": args})
         return len(self.events) - 1
 
     def message(self, send: int, recv: int, send_done: int | None = None) -> None:
@@ -63,9 +66,10 @@ class Job:
             "kind": [x["kind"] for x in self.locs],
             "device": [x["device"] for x in self.locs],
             "stream": [x["stream"] for x in self.locs],
+            "tid": [x.get("tid") for x in self.locs],
             "source": [0] * len(self.locs),
-        }, schema_overrides={"device": pl.Int32, "stream": pl.Int64})
-        ev = pl.DataFrame(self.events).with_row_index("handle").with_columns(pl.col("loc").cast(pl.UInt32))
+        }, schema_overrides={"device": pl.Int32, "stream": pl.Int64, "tid": pl.Int64})
+        ev = pl.DataFrame(self.events, schema_overrides={"args": pl.String}).with_row_index("handle").with_columns(pl.col("loc").cast(pl.UInt32))
         ev = ev.sort("loc", "start_ns", pl.col("end_ns"), descending=[False, False, True], maintain_order=True)
         depth, parent = nest(ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy())
         ev = ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None),

@@ -69,18 +69,18 @@ def test_two_rank_path_known_by_construction():
         ("local", "opB", 1, 47, 60),
         ("launch", "gemm1", 1, 60, 61),
         ("local", "gemm1", 1, 61, 80),
-        ("sync", "cudaDeviceSynchronize", 1, 80, 81),
+        ("sync_inferred", "cudaDeviceSynchronize", 1, 80, 81),  # no sync flow records it: the GPU end inside it
         ("local", "MPI_Allreduce", 1, 82, 90),
     ]
     assert cp["summary"]["length_ns"] == 53 * MS == seg.get_column("contrib_ns").sum()
     assert dict(cp["by_rank"].select("rank", "contrib_ns").iter_rows()) == {0: 10 * MS, 1: 43 * MS}
     cats = dict(cp["by_category"].select("category", "contrib_ns").iter_rows())
     assert cats == {"compute": 22 * MS, "cuda_api": 1 * MS, "message": 1 * MS, "launch": 1 * MS, "kernel": 19 * MS,
-                    "sync": 1 * MS, "mpi_coll": 8 * MS}
+                    "sync_inferred": 1 * MS, "mpi_coll": 8 * MS}
     # waits on the path, charged to what caused them
     waits = {(r["kind"], r["rank"]): (r["wait_ns"], r["cause_event"]) for r in cp["waits"].iter_rows(named=True)}
     row = job.row
-    assert waits == {("message", 1): (39 * MS, row[h["A"]]), ("sync", 1): (15 * MS, row[h["K1"]])}
+    assert waits == {("message", 1): (39 * MS, row[h["A"]]), ("sync_inferred", 1): (15 * MS, row[h["K1"]])}
     assert row[h["K0"]] not in set(cp["events"].get_column("event"))
 
 
@@ -91,8 +91,8 @@ HTA_CP = {
     "alexnet": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", (1695835585827782, 1695835585864138), 35834, 32042, 3712 + 50 + 30),
     "cuda_event_sync": ("ProfilerStep", (1707417525509335, 1707417525512489), 2401, 2335, 38 + 28),
 }
-HOST_CATS = ("compute", "cuda_api", "python", "sync", "user")
-GPU_CATS = ("kernel", "memcpy", "memset", "nccl", "launch", "gpu_gap")
+HOST_CATS = ("compute", "cuda_api", "python", "sync", "sync_inferred", "user")
+GPU_CATS = ("kernel", "memcpy", "memset", "nccl", "launch", "launch_inferred", "gpu_gap")
 
 
 @pytest.mark.parametrize("name", sorted(HTA_CP))

@@ -10,7 +10,8 @@ together; the modules hold the definitions:
 - :mod:`di.engine.steps`, :mod:`di.engine.window`: steps and ``--window``.
 - :mod:`di.engine.breakdown`, :mod:`di.engine.overlap`,
   :mod:`di.engine.imbalance`, :mod:`di.engine.waitstates`,
-  :mod:`di.engine.critical_path`.
+  :mod:`di.engine.critical_path` (its graph in :mod:`di.engine.critical_path_graph`,
+  launch and sync edges a trace does not record in :mod:`di.engine.inferred_edges`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 The graph is :mod:`di.engine.critical_path_graph`'s: start/end nodes of
 every event, program order on each timeline (with nesting), launch, sync,
-stream-wait, user, message and collective edges. Edge weights are the time
+stream-wait, user, message and collective edges, and the launch and sync
+edges inferred where the trace records none (kinds ``launch_inferred`` and
+``sync_inferred``, which segments, ``by_category`` and ``waits`` keep, so an
+inferred dependency is never mistaken for a recorded one). Edge weights are the time
 (int64 ns) that the edge puts on a path:
 
 - a local edge into node v (time t_v) from its predecessor p (t_p): the time
@@ -44,7 +47,7 @@ from numba import njit
 
 from di.engine.classify import NONE
 from di.engine.intervals import scatter_max
-from di.engine.critical_path_graph import EDGE_KINDS, LOCAL, Graph, build_graph
+from di.engine.critical_path_graph import EDGE_KINDS, LAUNCH_INFERRED, LOCAL, Graph, build_graph
 from di.engine.window import EventFrame
 
 _MIN = np.iinfo(np.int64).min
@@ -223,10 +226,12 @@ def _result(frame: EventFrame, g: Graph, steps: tuple[np.ndarray, ...], dropped:
     # a GPU gap that only began when the launch arrived is launch delay, whichever edge the path took
     if arrival is not None and v.size:
         after_launch = (kind == LOCAL) & ~g.first_of_loc[v] & (arrival[v] > g.time_ns[np.maximum(v - 1, 0)])
+        inferred = _arrival_kinds(g)[v] == LAUNCH_INFERRED
     else:
-        after_launch = np.zeros(v.size, bool)
+        after_launch = inferred = np.zeros(v.size, bool)
     seg = seg.with_columns(
-        pl.when(pl.Series(after_launch) & (pl.col("cat") == "gpu_gap")).then(pl.lit("launch"))
+        pl.when(pl.Series(after_launch) & (pl.col("cat") == "gpu_gap"))
+        .then(pl.when(pl.Series(inferred)).then(pl.lit("launch_inferred")).otherwise(pl.lit("launch")))
         .when(pl.col("kind") == "local").then(pl.col("cat")).otherwise(pl.col("kind")).alias("category")
     ).filter(pl.col("contrib_ns") > 0)
     waits = _waits(frame, g, u, v, kind, w, arrival, event) if arrival is not None else _waits_empty()
@@ -250,6 +255,17 @@ def _result(frame: EventFrame, g: Graph, steps: tuple[np.ndarray, ...], dropped:
     }
     return {"summary": summary, "segments": seg, "events": events, "by_category": by("category"), "by_rank": by("rank"),
             "by_name": by("name"), "waits": waits}
+
+
+def _arrival_kinds(g: Graph) -> np.ndarray:
+    """Per node, the kind of the cross edge whose source is latest (the one that decides its arrival; -1: none)."""
+    out = np.full(g.time_ns.size, -1, np.int64)
+    if g.src.size:
+        o = np.lexsort((g.time_ns[g.src], g.dst))
+        d = g.dst[o]
+        last = np.r_[d[1:] != d[:-1], True]
+        out[d[last]] = g.kind[o][last]
+    return out
 
 
 def _waits_empty() -> pl.DataFrame:

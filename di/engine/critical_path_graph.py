@@ -9,8 +9,15 @@ inner ones, inner ends before outer ones (nesting). Edges:
 - local: each node from the previous node on its timeline;
 - cross, src -> dst, only where src is not later than dst:
   ``launch`` (launch flow): API call start -> GPU activity start;
+  ``launch_inferred``: the same for a rank whose GPU activity has no launch
+  flow, launches matched to kernels per stream in order
+  (:mod:`di.engine.inferred_edges`); a kernel that leads its launch by
+  device clock skew hangs on the launching thread's last node before it;
   ``sync``: the latest GPU activity of the rank (of the stream, for a
-  stream sync) ending inside a host sync call -> the call's end;
+  stream or event sync) ending inside a host call that waits for the device
+  -> the call's first node from then on (its end, or the start of a record
+  nested in it after the device finished); ``sync_inferred`` where no ``sync`` flow records the call
+  (which calls wait, and for which stream: :mod:`di.engine.inferred_edges`);
   ``stream_wait`` / ``user`` flows: src end -> dst start;
   ``message``: send side -> receive end. The send side is the send call's
   start, or for a non-blocking send whose receive completed only after the
@@ -34,11 +41,14 @@ import polars as pl
 from numba import njit
 
 from di.engine.classify import NONE, SYNC
+from di.engine.inferred_edges import launch_edges, sync_calls
 from di.engine.intervals import sort_order
 from di.engine.window import EventFrame
 
-EDGE_KINDS = ("local", "launch", "sync", "stream_wait", "user", "message", "collective")
-LOCAL, LAUNCH, SYNC_EDGE, STREAM_WAIT, USER, MESSAGE, COLLECTIVE = range(len(EDGE_KINDS))
+EDGE_KINDS = ("local", "launch", "sync", "stream_wait", "user", "message", "collective", "launch_inferred", "sync_inferred")
+LOCAL, LAUNCH, SYNC_EDGE, STREAM_WAIT, USER, MESSAGE, COLLECTIVE, LAUNCH_INFERRED, SYNC_INFERRED = range(len(EDGE_KINDS))
+INFERRED = {LAUNCH_INFERRED: LAUNCH, SYNC_INFERRED: SYNC_EDGE}
+"""Inferred edge kinds and the recorded kind each stands for."""
 
 
 @dataclass(frozen=True)
@@ -181,7 +191,8 @@ def _cross_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndar
         f = fl.filter(pl.col("kind") == name)
         if f.height:
             parts.append((src_at[f.get_column("src").to_numpy()], dst_at[f.get_column("dst").to_numpy()], code))
-    parts.append(_sync_edges(frame, g, keep))
+    parts.append(_inferred_launches(frame, g))
+    parts.extend(_sync_edges(frame, g, keep))
     m = frame.trace.messages
     if m.height:
         s, r = m.get_column("send").to_numpy(), m.get_column("recv").to_numpy()
@@ -211,23 +222,18 @@ def _either(m: pl.DataFrame, column: str, fallback: np.ndarray) -> np.ndarray:
     return np.where(col.is_null().to_numpy(), fallback, col.fill_null(0).to_numpy()).astype(np.int64)
 
 
-def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Latest GPU end inside each host sync call (of the synced stream when the call's record names one)."""
+def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    """Latest GPU end inside each host call that waits for the device (of the stream it waits for, where known):
+    ``sync`` edges for calls a sync flow records, ``sync_inferred`` for the others."""
     loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)
-    calls = np.flatnonzero(keep & ~frame.on_gpu & (frame.activity == SYNC))
+    calls, stream, recorded = sync_calls(frame, keep)
     gpu = np.flatnonzero(keep & frame.on_gpu)
     if not calls.size or not gpu.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), SYNC_EDGE
-    stream_of = np.full(frame.rank.size, -1, np.int64)
-    f = frame.trace.flows.filter(pl.col("kind") == "sync")
-    if f.height:
-        names = frame.trace.events.get_column("name").gather(f.get_column("dst")).cast(pl.String).str.contains("(?i)stream")
-        f = f.filter(names)
-        stream_of[f.get_column("src").to_numpy()] = loc[f.get_column("dst").to_numpy()]
+        return []
     # key: per rank (device-wide) or per stream; rank keys are negative to keep the two apart
     rank = frame.rank.astype(np.int64)
-    call_key = np.where(stream_of[calls] >= 0, stream_of[calls], -1 - rank[calls])
-    left = pl.DataFrame({"key": call_key, "t": frame.end_ns[calls], "lo": frame.start_ns[calls], "call": calls}).sort("t")
+    call_key = np.where(stream >= 0, stream, -1 - rank[calls])
+    left = pl.DataFrame({"key": call_key, "t": frame.end_ns[calls], "lo": frame.start_ns[calls], "call": calls, "rec": recorded}).sort("t")
     right = pl.concat([
         pl.DataFrame({"key": -1 - rank[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
         pl.DataFrame({"key": loc[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
@@ -235,9 +241,47 @@ def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndarr
     hit = left.join_asof(right, on="t", by="key", strategy="backward", check_sortedness=False)
     hit = hit.filter(pl.col("gev").is_not_null())
     gev = hit.get_column("gev").to_numpy()
-    ends = frame.end_ns[gev]
-    inside = ends > hit.get_column("lo").to_numpy()
-    return g.end_node[gev[inside]], g.end_node[hit.get_column("call").to_numpy()[inside]], SYNC_EDGE
+    inside = frame.end_ns[gev] > hit.get_column("lo").to_numpy()
+    call, rec = hit.get_column("call").to_numpy()[inside], hit.get_column("rec").to_numpy()[inside]
+    gev = gev[inside]
+    dst = _first_node_from(g, loc, loc[call], frame.end_ns[gev], g.end_node[call])
+    return [(g.end_node[gev[rec]], dst[rec], SYNC_EDGE), (g.end_node[gev[~rec]], dst[~rec], SYNC_INFERRED)]
+
+
+def _inferred_launches(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, int]:
+    """Inferred launch -> kernel start edges; a kernel that leads its launch (device clock skew, within
+    :data:`~di.engine.inferred_edges.CLOCK_SKEW_NS`) depends on the last node of the launching thread at or
+    before its start, so the edge still points forward in time."""
+    launches, kernels = launch_edges(frame)
+    src, dst = g.start_node[launches], g.start_node[kernels]
+    lead = np.flatnonzero((src >= 0) & (dst >= 0) & (frame.start_ns[kernels] < frame.start_ns[launches]))
+    if lead.size:
+        loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)
+        src[lead] = _node_at(g, loc, loc[launches[lead]], frame.start_ns[kernels[lead]], src[lead], "backward")
+    return src, dst, LAUNCH_INFERRED
+
+
+def _node_at(g: Graph, ev_loc: np.ndarray, loc: np.ndarray, t: np.ndarray, fallback: np.ndarray, strategy: str) -> np.ndarray:
+    """Per query, the first node of timeline ``loc`` at or after time ``t`` (``strategy="forward"``) or the last
+    at or before it (``"backward"``); ``fallback`` where there is none."""
+    if not t.size:
+        return fallback
+    node_loc = ev_loc[g.event]
+    nodes = np.flatnonzero(np.isin(node_loc, np.unique(loc)))
+    # ties in time: forward takes the first node in program order, backward the last
+    right = pl.DataFrame({"loc": node_loc[nodes], "t": g.time_ns[nodes], "node": nodes.astype(np.int64)}).sort("t", "node")
+    q = pl.DataFrame({"i": np.arange(t.size), "loc": loc, "t": t}).sort("t")
+    hit = q.join_asof(right, on="t", by="loc", strategy=strategy, check_sortedness=False).sort("i")  # type: ignore[arg-type]
+    node = hit.get_column("node").fill_null(-1).to_numpy()
+    return np.where(node >= 0, node, fallback)
+
+
+def _first_node_from(g: Graph, ev_loc: np.ndarray, loc: np.ndarray, t: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Per query, the first node of timeline ``loc`` at or after time ``t``, at most ``last`` (the waiting call's
+    end): a call that waits can hold nested records (Score-P's cuMemcpy* around cuCtxGetCurrent), and the wait
+    must reach the first of them that comes after the device finished, not only the call's end."""
+    node = _node_at(g, ev_loc, loc, t, last, "forward")
+    return np.where(node <= last, node, last)
 
 
 def _collective_edges(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, int]:

@@ -67,11 +67,29 @@ def _host(g: GlobalDefs, group_ref: int) -> str | None:
 
 
 def _ranks(g: GlobalDefs) -> dict[int, int]:
-    """location group ref -> rank: the number in names ``MPI Rank N`` when every group has a distinct one, else the position in MPI's COMM_LOCATIONS group."""
-    named = {ref: _RANK_NAME.fullmatch(lg[0] or "") for ref, lg in g.location_groups.items()}
+    """location group ref -> rank (see :func:`_own_ranks`); a group created by another (OTF2 3's creating
+    location group: Score-P 8+ puts a process's CUDA/HIP streams in an ACCELERATOR group it creates) takes its
+    creator's rank, so a rank's device activity stays with the rank that launched it."""
+    creator = {ref: lg[2] for ref, lg in g.location_groups.items()
+               if len(lg) > 2 and lg[2] in g.location_groups and lg[2] != ref}
+    ranks = _own_ranks(g, set(creator))
+    for ref in creator:
+        root, seen = ref, 0
+        while root in creator and seen <= len(creator):
+            root, seen = creator[root], seen + 1
+        ranks[ref] = ranks.get(root, ranks.get(ref, 0))
+    return ranks
+
+
+def _own_ranks(g: GlobalDefs, created: set[int]) -> dict[int, int]:
+    """location group ref -> rank: the number in names ``MPI Rank N`` when every group (but those ``created`` by
+    another) has a distinct one, else the position in MPI's COMM_LOCATIONS group."""
+    named = {ref: _RANK_NAME.fullmatch(lg[0] or "") for ref, lg in g.location_groups.items() if ref not in created}
     numbers = [int(m.group(1)) for m in named.values() if m]
     if named and len(numbers) == len(named) and len(set(numbers)) == len(numbers):
-        return {ref: int(m.group(1)) for ref, m in named.items() if m}
+        out = {ref: int(m.group(1)) for ref, m in named.items() if m}
+        nxt = max(out.values()) + 1
+        return {**out, **{ref: nxt for ref in created}}  # placeholders: the caller gives them their creator's rank
     group_of = {loc[0]: loc[4] for loc in g.locations}
     for _, typ, paradigm, members in g.groups.values():
         if enum_name("GroupType", typ) == "COMM_LOCATIONS" and enum_name("Paradigm", paradigm) == "MPI":
@@ -82,11 +100,12 @@ def _ranks(g: GlobalDefs) -> dict[int, int]:
             if ranks:
                 nxt = max(ranks.values()) + 1
                 for ref in g.location_groups:
-                    if ref not in ranks:
+                    if ref not in ranks and ref not in created:
                         ranks[ref] = nxt
                         nxt += 1
-                return ranks
-    return {ref: i for i, ref in enumerate(g.location_groups)}
+                return {**{ref: nxt for ref in created}, **ranks}
+    own = [ref for ref in g.location_groups if ref not in created]
+    return {**{ref: len(own) for ref in created}, **{ref: i for i, ref in enumerate(own)}}
 
 
 def _locations(g: GlobalDefs) -> list[dict[str, Any]]:

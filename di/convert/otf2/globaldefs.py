@@ -26,7 +26,7 @@ class GlobalDefs:
     clock: tuple[int, int, int, int] = (1, 0, 0, clib.UNDEFINED_UINT64)  # resolution, global offset, length, realtime
     strings: dict[int, str] = field(default_factory=dict)
     nodes: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, class name, parent ref
-    location_groups: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, system tree parent ref
+    location_groups: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, system tree parent ref, creating group ref
     locations: list[tuple[Any, ...]] = field(default_factory=list)  # ref, name, type, events, location group ref
     regions: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, description, role, paradigm
     groups: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, type, paradigm, member refs
@@ -144,7 +144,7 @@ def _tables(raw: dict[str, list[tuple[Any, ...]]]) -> GlobalDefs:
     if raw["ClockProperties"]:
         out.clock = tuple(int(x) for x in raw["ClockProperties"][-1])  # type: ignore[assignment]
     out.nodes = {ref: (s(name), s(cls), parent) for ref, name, cls, parent in raw["SystemTreeNode"]}
-    out.location_groups = {ref: (s(name), parent) for ref, name, _, parent, _ in raw["LocationGroup"]}
+    out.location_groups = {ref: (s(name), parent, creator) for ref, name, _, parent, creator in raw["LocationGroup"]}
     out.locations = [(ref, s(name), typ, events, group) for ref, name, typ, events, group in raw["Location"]]
     out.regions = {r[0]: (s(r[1]), s(r[3]), r[4], r[5]) for r in raw["Region"]}
     out.groups = {ref: (s(name), typ, paradigm, members) for ref, name, typ, paradigm, members in raw["Group"]}

@@ -41,6 +41,10 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
                   "cuda_api": "the host spends the path in CUDA API calls: remove synchronizations", "io": "the path waits on file I/O: prefetch",
                   "message": "ranks wait for messages from others on the path: see the wait states for who sends late",
                   "collective": "collectives are on the path: see the wait states for the late rank",
-                  "sync": "synchronizations stall the path: remove .item()/.cpu() calls in the loop"}.get(top["category"], "start there")
+                  "sync": "synchronizations stall the path: remove .item()/.cpu() calls in the loop",
+                  "launch_inferred": "the GPU waits for the host to launch work (launches matched to kernels in stream order, "
+                                     "the trace records no launch edges): CUDA graphs or fewer, larger kernels",
+                  "sync_inferred": "the host returns late from waiting for the device (the wait linked by stream and time, "
+                                   "the trace records no sync edges): synchronize less often"}.get(top["category"], "start there")
         hints.append(f"{100 * top['share']:.0f} % of the critical path is {top['category']}: {advice}.")
     return Section("critical_path", "Critical path", body, hints)
