@@ -355,3 +355,41 @@ def test_sequence_thread_descriptor_gives_the_thread_of_trackless_events(tmp_pat
             rows = tp.query("select t.tid, s.ts, s.dur from slice s join thread_track tt on s.track_id = tt.id "
                             "join thread t using(utid) order by t.tid, s.ts")
         assert [(r["tid"], r["ts"], r["ts"] + r["dur"]) for r in rows] == ev.select("tid", "start_ns", "end_ns").rows()
+
+
+# Found by fuzzing (tests/test_fuzz.py, bench/fuzz.py)
+
+
+def test_flow_ids_without_any_slice_are_not_a_crash(tmp_path: Path) -> None:
+    """Flow ids on events that pair into no slice at all (fuzz: IndexError in read_perfetto)."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 1
+    p.timestamp = 10
+    p.track_event.type = END  # an end without a begin: no slice
+    p.track_event.track_uuid = 5
+    p.track_event.flow_ids.append(9)
+    path = tmp_path / "flow_only.pftrace"
+    path.write_bytes(b.serialize())
+    t = di.load(path)
+    t.validate()
+    assert t.events.height == 0 and t.flows.height == 0
+    assert any("slice ends without an open slice" in w for w in t.meta["warnings"])
+
+
+def test_di_packet_meta_that_breaks_the_schema_is_left_out(tmp_path: Path) -> None:
+    """A di packet whose meta does not match meta.json's schema (fuzz: an invalid trace returned)."""
+    from tests.perfetto_cases import generated_job
+
+    di.save(generated_job(tmp_path / "job", ranks=2, steps=1), tmp_path / "job.pftrace")
+    data = (tmp_path / "job.pftrace").read_bytes()
+    assert data.count(b'"dropped":') >= 1 and data.count(b'"unit":"ns"') == 1
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(data.replace(b'"dropped":', b'"droppXd":', 1).replace(b'"unit":"ns"', b'"unit":"us"'))
+    t = di.load(bad)
+    t.validate()
+    assert t.events.height > 0
+    warnings = " ".join(t.meta["warnings"])
+    assert "di packet meta sources ignored" in warnings and "di packet meta clock ignored" in warnings

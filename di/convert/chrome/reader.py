@@ -161,6 +161,8 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     iv = phases.concat(parts) if len(parts) > 1 else parts[0]
     del parts, ok
     own = ditrace.info(raw.top)
+    if own is None and "diTrace" in raw.top:
+        raw.warnings.append(f"diTrace ignored ({ditrace.problem(raw.top['diTrace'])}): read as any Chrome trace")
     loc, keys = _timelines(iv, raw, own)
     binds = has_bind_flows(iv.flags)
     ev, nested, row = _events(raw, iv, loc, keys, binds)
@@ -190,9 +192,9 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
         collectives = kineto.collectives(events, locations, the_rank, np.flatnonzero(coll_flags & S.F_COLL))
     if collectives.get_column("rank").n_unique() > 1:  # a merged job file (di's own writer): match them across ranks here
         collectives = assign_instances(collectives)
+    written_meta = ditrace.meta(own, raw.warnings) if own is not None else {}
     meta = _meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped)
-    if own is not None:
-        meta.update({k: v for k, v in ditrace.meta(own).items() if v})
+    meta.update({k: v for k, v in written_meta.items() if v})
     return Trace.build(
         meta=meta, locations=locations, events=events, flows=flows, series=series, samples=samples, collectives=collectives,
         messages=restored.get("messages"),

@@ -137,7 +137,8 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
         dropped["slices still open at the end of the trace (ended at the last timestamp)"] += int(unclosed)
 
     mark_slice = slice_of[fl_ev] if len(fl_ev) else np.zeros(0, np.int64)
-    mark_row = np.where(mark_slice >= 0, slice_row[np.maximum(mark_slice, 0)], -1)
+    mark_row = (np.where(mark_slice >= 0, slice_row[np.maximum(mark_slice, 0)], -1) if len(slice_row)
+                else np.full(len(mark_slice), -1, np.int64))  # flow marks but no slice to bind them to
     if doc is not None:
         flows, messages, unpaired = _own_flows(doc, fl_id, mark_row, fl_term)
         collectives = ditrace.table(doc, "collectives")
@@ -254,8 +255,11 @@ def _samples(counters: np.ndarray, ts: np.ndarray, track: np.ndarray, value: np.
 def _meta(path: Path, doc: dict[str, Any] | None, rank: int, rank_source: str, n: int, dropped: Counter[str]) -> dict[str, Any]:
     warnings = [f"{path}: dropped {k} ({r})" for r, k in sorted(dropped.items())]
     if doc is not None:
-        meta = {k: v for k, v in doc["meta"].items() if k in ("clock", "sources", "world_size", "command", "hosts")}
-        meta["warnings"] = list(doc["meta"].get("warnings", [])) + warnings
+        from di.schema import valid_meta_fields
+
+        meta = valid_meta_fields(doc.get("meta"), ("clock", "sources", "world_size", "command", "hosts", "warnings"), warnings,
+                                 f"{path}: di packet meta")
+        meta["warnings"] = meta.get("warnings", []) + warnings
         return meta
     return {
         "clock": {"unit": "ns", "domain": "relative", "sync": None},
