@@ -324,7 +324,7 @@ def _parquet_edit(rng: random.Random, data: bytes, files: dict[str, bytes], tabl
         return files.get(other, data)
     try:
         df = pl.read_parquet(io.BytesIO(data))
-    except Exception:  # noqa: BLE001  corrupted by an earlier mutation
+    except (Exception, pl.exceptions.PanicException):  # noqa: BLE001  corrupted by an earlier mutation
         return data
     if not df.width:
         return data
@@ -336,7 +336,7 @@ def _parquet_edit(rng: random.Random, data: bytes, files: dict[str, bytes], tabl
     elif pick < 0.6:
         df = df.with_columns(pl.lit(None).alias(col))
     elif pick < 0.75 and df.schema[col].is_integer():
-        df = df.with_columns((-pl.col(col) - rng.choice((1, 2**40))).alias(col))
+        df = df.with_columns((-pl.col(col).cast(pl.Int64) - rng.choice((1, 2**40))).alias(col))
     elif pick < 0.85:
         df = df.sample(fraction=1.0, shuffle=True, seed=rng.randrange(2**32))
     else:
@@ -386,7 +386,9 @@ def check(path: Path, case_dir: Path) -> Outcome:
         if "\n" in text.strip():
             return Outcome(FAILURE, f"{type(exc).__name__} of several lines at {innermost_di_frame(exc)}", text[:300])
         return Outcome(ERROR, type(exc).__name__, text[:300])
-    except Exception as exc:  # noqa: BLE001  anything else is the bug this looks for
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001  anything else is the bug this looks for (polars panics are BaseExceptions)
         return Outcome(FAILURE, f"{type(exc).__name__} at {innermost_di_frame(exc)}", str(exc)[:300])
     try:
         trace.validate()
