@@ -17,8 +17,10 @@ function used here takes a floating-point value by value.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 from llvmlite import ir
@@ -27,7 +29,7 @@ from numba.extending import intrinsic
 
 from di.errors import MissingDependencyError
 
-__all__ = ["library", "address", "addresses", "ccall", "error_text", "UNDEFINED_UINT32", "UNDEFINED_UINT64"]
+__all__ = ["library", "address", "addresses", "ccall", "error_text", "quiet_errors", "UNDEFINED_UINT32", "UNDEFINED_UINT64"]
 
 UNDEFINED_UINT32 = 0xFFFFFFFF
 """OTF2_UNDEFINED_UINT32 (and every *Ref type's undefined value)."""
@@ -102,3 +104,27 @@ def ccall(typingctx, fn, args):
         return builder.call(target, values)
 
     return sig, codegen
+
+
+# OTF2_ErrorCallback: (userData, file, line, function, errorCode, msgFormatString, va_list) -> OTF2_ErrorCode;
+# a va_list reaches the callee as a pointer on x86-64 and AArch64
+_ERROR_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
+                                   ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+_SILENT = _ERROR_CALLBACK(lambda user, file, line, function, code, fmt, va: code)
+
+
+@contextlib.contextmanager
+def quiet_errors() -> Iterator[None]:
+    """Within the block, the OTF2 library does not print the errors it meets to stderr (its
+    default: one ``[OTF2] file:line: error: ...`` line each). The reader reports what it could
+    not read itself, in one FormatError or in the trace's warnings; a command's stderr keeps
+    one line. The previous handler is restored after."""
+    lib = library()
+    register = lib.OTF2_Error_RegisterCallback
+    register.restype = ctypes.c_void_p
+    register.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    previous = register(ctypes.cast(_SILENT, ctypes.c_void_p), None)
+    try:
+        yield
+    finally:
+        register(previous, None)
