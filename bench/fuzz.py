@@ -23,7 +23,8 @@ Reported per reader: clean loads, loads with warnings or drops, clean
 errors (DIError, FileNotFoundError naming the file), failures (any other
 exception, an invalid trace, a hang, a crash, memory) deduplicated by
 exception type and innermost di frame with the seeds to replay, CLI checks,
-and inputs/s. A table goes to stdout, everything to ``bench/out/fuzz.json``.
+inputs skipped because a mutation itself raised (a bug of the fuzzer), and
+inputs/s per second of one worker. A table goes to stdout, everything to ``bench/out/fuzz.json``.
 """
 
 from __future__ import annotations
@@ -78,8 +79,12 @@ def worker(conn: Connection, corpus_dir: str, readers: list[str]) -> None:
         folder = scratch / f"case-{case_seed}"
         folder.mkdir(parents=True)
         started = time.perf_counter()
-        path = C.write_case(corpus, reader, case_seed, folder)
-        outcome = C.check(path, folder)
+        try:
+            path = C.write_case(corpus, reader, case_seed, folder)
+        except Exception as exc:  # noqa: BLE001  a bug of the mutations, not of di: counted apart
+            outcome, cli = C.Outcome("skipped", f"mutation raised {type(exc).__name__}: {exc}"[:200]), False
+        else:
+            outcome = C.check(path, folder)
         cli_problem = C.cli_problem(path, REPO) if cli else None
         shutil.rmtree(folder, ignore_errors=True)
         conn.send({"kind": outcome.kind, "key": outcome.key, "message": outcome.message, "cli": cli,
@@ -180,7 +185,7 @@ class Tally:
         reader, seed, _ = job
         self.counts[reader][result["kind"]] += 1
         self.seconds[reader] += result["seconds"]
-        if result["kind"] == "failure":
+        if result["kind"] in ("failure", "skipped"):
             entry = self.failures[reader].setdefault(result["key"], {"count": 0, "seeds": [], "message": result["message"]})
             entry["count"] += 1
             if len(entry["seeds"]) < 5:
@@ -201,18 +206,23 @@ def replay(corpus_dir: str, reader: str, case_seed: int, keep: Path | None) -> i
     from tests import fuzz_cases as C
 
     corpus = C.load_corpus(Path(corpus_dir))
-    folder = (keep or Path(tempfile.mkdtemp(prefix="di-fuzz-"))) / f"case-{case_seed}"
+    root = keep or Path(tempfile.mkdtemp(prefix="di-fuzz-"))
+    folder = root / f"case-{case_seed}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    path = C.write_case(corpus, reader, case_seed, folder)
-    print(f"input: {path}")
-    outcome = C.check(path, folder)
-    print(f"outcome: {outcome.kind} {outcome.key} {outcome.message}")
-    print(f"CLI: {C.cli_problem(path, REPO) or 'ok'}")
-    if outcome.kind == C.FAILURE:
-        import di
+    try:
+        path = C.write_case(corpus, reader, case_seed, folder)
+        print(f"input: {path}" + ("" if keep else " (removed at the end; --keep DIR keeps it)"))
+        outcome = C.check(path, folder)
+        print(f"outcome: {outcome.kind} {outcome.key} {outcome.message}")
+        print(f"CLI: {C.cli_problem(path, REPO) or 'ok'}")
+        if outcome.kind == C.FAILURE:
+            import di
 
-        di.load(path).validate()  # the traceback
+            di.load(path).validate()  # the traceback
+    finally:
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
     return 1 if outcome.kind == C.FAILURE else 0
 
 
@@ -260,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print(args: argparse.Namespace, readers: list[str], tally: Tally, wall: float, n: int, seeds: dict[str, list[str]]) -> int:
-    kinds = ("clean", "warnings", "error", "failure")
+    kinds = ("clean", "warnings", "error", "failure", "skipped")
     print(f"fuzz: {n:,} inputs, seed {args.seed}, {args.workers} worker(s), {wall:.0f} s wall, {n / wall:.1f} inputs/s")
     print(f"{'reader':10}{'inputs':>9}" + "".join(f"{k:>10}" for k in kinds) + f"{'CLI ok':>8}{'CLI bad':>8}{'inputs/s':>10}")
     rows = {}
@@ -273,7 +283,7 @@ def _print(args: argparse.Namespace, readers: list[str], tally: Tally, wall: flo
               + f"{tally.cli[r]['ok']:>8}{tally.cli[r]['failure']:>8}{rate:>10.1f}")
     for r in readers:
         for key, f in sorted(tally.failures[r].items(), key=lambda kv: -kv[1]["count"]):
-            print(f"FAIL {r}: {f['count']} x {key}\n     {f['message'][:200]!r}\n     replay: python bench/fuzz.py --reader {r} --replay {f['seeds'][0]}"
+            print(f"{'SKIP' if key.startswith('mutation raised') else 'FAIL'} {r}: {f['count']} x {key}\n     {f['message'][:200]!r}\n     replay: python bench/fuzz.py --reader {r} --replay {f['seeds'][0]}"
                   f"   (seeds {', '.join(map(str, f['seeds']))})")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"count": n, "seed": args.seed, "workers": args.workers, "wall_s": round(wall, 1),

@@ -123,8 +123,10 @@ def read_store(path: str | os.PathLike[str]) -> Trace:
             raise FormatError(file, f"unreadable Parquet or not table {name!r} ({type(exc).__name__}: {_first_line(exc)})") from None
         except (Exception, pl.exceptions.PanicException) as exc:  # polars panics (a BaseException) on some corrupt files
             raise FormatError(file, f"unreadable Parquet ({type(exc).__name__}: {_first_line(exc)})") from None
-    trace = Trace.build(meta=meta, **tables)
     try:
+        for name, df in tables.items():  # first the columns, which building the trace relies on (a start_ns all null)
+            schema.validate_table(name, df)
+        trace = Trace.build(meta=meta, **tables)
         trace.validate()
     except SchemaError as exc:
         text = str(exc)

@@ -285,7 +285,7 @@ def _store(rng: random.Random, seed: Seed, donor: Seed, files: dict[str, bytes])
 def _meta_edit(rng: random.Random, text: bytes) -> bytes:
     try:
         meta = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # broken, or nested deep by an earlier mutation
         return M.mutate_bytes(rng, text)
     if not isinstance(meta, dict):
         return M.mutate_bytes(rng, text)

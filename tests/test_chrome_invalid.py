@@ -304,3 +304,15 @@ def test_damaged_ditrace_is_ignored_and_said(di_written: Path, damage: tuple[str
     t = assert_valid(di.load(write_json(di_written.parent, "bad.json", text.replace(damage[0], damage[1], 1))))
     assert t.events.height > 0
     assert any("diTrace" in w and "ignored" in w for w in t.meta["warnings"])
+
+
+def test_sort_index_and_device_beyond_int32(tmp_path: Path) -> None:
+    """Metadata with a sort index or a GPU pid no Int32 column holds (fuzz: ComputeError in apply_metadata)."""
+    doc = trace_doc(
+        {"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": 1, "args": {"sort_index": 2**53 + 1}},
+        {"ph": "M", "name": "process_sort_index", "pid": 1, "args": {"sort_index": -(2**40)}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 2**40, "tid": 7, "ts": 5, "dur": 1},
+        OK_EVENT,
+    )
+    t = assert_valid(di.load(write_json(tmp_path, "big.json", doc)))
+    assert t.events.height == 2 and t.locations.get_column("sort_index").null_count() == t.locations.height

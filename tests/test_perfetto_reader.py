@@ -393,3 +393,40 @@ def test_di_packet_meta_that_breaks_the_schema_is_left_out(tmp_path: Path) -> No
     assert t.events.height > 0
     warnings = " ".join(t.meta["warnings"])
     assert "di packet meta sources ignored" in warnings and "di packet meta clock ignored" in warnings
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    (b'"lane":[0,', b'"lane":[0,0,'),  # fuzz: ShapeError in ditrace.table (columns of unequal length)
+    (b'"tracks":{"uuid":[', b'"tracks":{"uuid":[1,'),
+    (b'"loc":[0,1,', b'"loc":[7,1,'),  # fuzz: a trace with events on unknown locations returned
+    (b'"kind":["cpu_thread"', b'"kind":["martian"'),
+    (b'"offset_ns":0', b'"offset_ns":"x"'),
+], ids=["column-lengths", "track-lengths", "unknown-location", "location-kind", "offset-type"])
+def test_damaged_di_packet_reads_as_a_foreign_trace(tmp_path: Path, old: bytes, new: bytes) -> None:
+    """A di packet that is valid JSON but not what di wrote: ignored and said, the trace read from its TrackEvents."""
+    from tests.perfetto_cases import generated_job
+
+    di.save(generated_job(tmp_path / "job", ranks=2, steps=1), tmp_path / "job.pftrace")
+    data = (tmp_path / "job.pftrace").read_bytes()
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(_replace_in_di_packet(data, old, new))
+    t = di.load(bad)
+    t.validate()
+    assert t.events.height > 0
+    assert any("di's packet ignored" in w for w in t.meta["warnings"])
+
+
+def _replace_in_di_packet(data: bytes, old: bytes, new: bytes) -> bytes:
+    """``data`` with ``old`` replaced by ``new`` in the JSON of di's packet, its length prefixes rewritten."""
+    from tests.fuzz_mutators import parse_message, serialize, split_packets
+
+    out = []
+    for packet in split_packets(data):
+        if old in packet:
+            (outer,) = parse_message(packet)
+            for f in outer.value:
+                if isinstance(f.value, bytes):
+                    f.value = f.value.replace(old, new, 1)
+            packet = serialize([outer])
+        out.append(packet)
+    return b"".join(out)

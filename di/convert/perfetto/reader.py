@@ -34,7 +34,7 @@ from di.convert.perfetto.flows import CODE_MESSAGE
 from di.convert.perfetto.pairing import chain_flows, pair_slices
 from di.convert.perfetto.tracks import foreign_layout, parse_descriptor, sequence_thread
 from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
-from di.errors import FormatError
+from di.errors import FormatError, SchemaError
 from di.nesting import nest
 from di.trace import CATS, FLOW_KINDS, Trace
 
@@ -62,7 +62,8 @@ def _take(strings: pl.Series, ids: np.ndarray) -> pl.Series:
     return strings.gather(pl.Series(ids).replace(-1, None))
 
 
-def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0) -> Trace:
+def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
+                  di_packet: bool = True) -> Trace:
     """Read one Perfetto protobuf trace (``.perfetto-trace``, ``.pftrace``, optionally gzipped).
 
     Args:
@@ -70,6 +71,8 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
         rank: rank of the timelines of a trace di did not write (di's own traces keep theirs).
         rank_source: where ``rank`` came from (recorded in meta sources).
         source: index of this file in the job's sources (locations.source).
+        di_packet: read di's own packet when the trace has one; a damaged one is ignored
+            (the trace then reads as any other producer's) and said in the warnings.
 
     Raises:
         FormatError: the file holds no readable TracePacket.
@@ -99,12 +102,14 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     for kind, a, b, seq in spans.tolist():
         data = buf[a:b].tobytes()
         if kind == 1:
-            doc = ditrace.parse(data) or doc
+            doc = (ditrace.parse(data) if di_packet else None) or doc
             continue
         try:
             descriptors.append(parse_descriptor(data) if kind == 0 else sequence_thread(data, sequence_track(seq)))
         except ValueError:
             dropped["malformed track descriptors"] += 1
+    if doc is not None and (why := ditrace.problem(doc)):
+        return _without_di_packet(path, why, rank=rank, rank_source=rank_source, source=source)
     ts = ts + (int(doc["offset_ns"]) if doc else 0)
 
     is_slice = np.flatnonzero(etype != F.TYPE_COUNTER)
@@ -157,8 +162,21 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
     meta = _meta(path, doc, rank if rank is not None else 0, rank_source, events.height, dropped)
-    return Trace.build(meta=meta, locations=locations, events=events, flows=flows, messages=messages,
-                       collectives=collectives, series=series, samples=samples)
+    trace = Trace.build(meta=meta, locations=locations, events=events, flows=flows, messages=messages,
+                        collectives=collectives, series=series, samples=samples)
+    if doc is not None:  # di's packet passed its checks; what it restored must fit the events read
+        try:
+            trace.validate()
+        except SchemaError as exc:
+            return _without_di_packet(path, str(exc)[:200], rank=rank, rank_source=rank_source, source=source)
+    return trace
+
+
+def _without_di_packet(path: Path, why: str, **kw: Any) -> Trace:
+    """The trace read as any producer's, with a warning that di's packet was damaged."""
+    trace = read_perfetto(path, di_packet=False, **kw)
+    warning = f"{path}: di's packet ignored ({why}); read as a trace of another producer"
+    return trace.with_meta({**trace.meta, "warnings": [*trace.meta.get("warnings", []), warning]})
 
 
 def _own_layout(doc: dict[str, Any]) -> tuple[pl.DataFrame, dict[int, int], pl.DataFrame, dict[int, int]]:
