@@ -316,3 +316,12 @@ def test_sort_index_and_device_beyond_int32(tmp_path: Path) -> None:
     )
     t = assert_valid(di.load(write_json(tmp_path, "big.json", doc)))
     assert t.events.height == 2 and t.locations.get_column("sort_index").null_count() == t.locations.height
+
+
+@pytest.mark.parametrize("rank", [-5, 2**40, 1.5, "3"])
+def test_distributed_info_rank_that_is_not_a_rank(tmp_path: Path, rank: Any) -> None:
+    """fuzz: a negative or huge distributedInfo rank raised ComputeError (rank is an Int32 column)."""
+    path = write_json(tmp_path, "rank-4.json", trace_doc(OK_EVENT, distributedInfo={"rank": rank, "world_size": -2}))
+    t = assert_valid(di.load(path))
+    assert t.ranks == [4] and t.meta["sources"][0]["rank_source"] == "file_name"
+    assert any("distributedInfo rank" in w and "ignored" in w for w in t.meta["warnings"])

@@ -113,9 +113,11 @@ def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: lis
     info = top.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
     ws = info.get("world_size")
-    world = ws if isinstance(ws, int) and not isinstance(ws, bool) else None
+    world = ws if isinstance(ws, int) and not isinstance(ws, bool) and 0 < ws < 2**31 else None
     own = info.get("rank")
-    own = own if isinstance(own, int) and not isinstance(own, bool) else None
+    if own is not None and not (isinstance(own, int) and not isinstance(own, bool) and 0 <= own < 2**31):
+        warnings.append(f"distributedInfo rank {str(own)[:40]} ignored: not a rank")
+        own = None
     if rank_source == "option" and rank is not None:
         if own is not None and own != rank:
             warnings.append(f"rank {rank} from the options overrides rank {own} of distributedInfo")
