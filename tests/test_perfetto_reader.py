@@ -7,6 +7,7 @@ reading of them is compared with the trace processor's.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -401,8 +402,9 @@ def test_di_packet_meta_that_breaks_the_schema_is_left_out(tmp_path: Path) -> No
     (b'"loc":[0,1,', b'"loc":[7,1,'),  # fuzz: a trace with events on unknown locations returned
     (b'"kind":["cpu_thread"', b'"kind":["martian"'),
     (b'"offset_ns":0', b'"offset_ns":"x"'),
-], ids=["column-lengths", "track-lengths", "unknown-location", "location-kind", "offset-type"])
-def test_damaged_di_packet_reads_as_a_foreign_trace(tmp_path: Path, old: bytes, new: bytes) -> None:
+    (re.compile(rb'("counts":\{[^}]*)"flows":'), rb'\1"flowz":'),  # fuzz: KeyError in _own_flows
+], ids=["column-lengths", "track-lengths", "unknown-location", "location-kind", "offset-type", "counts-without-flows"])
+def test_damaged_di_packet_reads_as_a_foreign_trace(tmp_path: Path, old: bytes | re.Pattern[bytes], new: bytes) -> None:
     """A di packet that is valid JSON but not what di wrote: ignored and said, the trace read from its TrackEvents."""
     from tests.perfetto_cases import generated_job
 
@@ -416,17 +418,21 @@ def test_damaged_di_packet_reads_as_a_foreign_trace(tmp_path: Path, old: bytes, 
     assert any("di's packet ignored" in w for w in t.meta["warnings"])
 
 
-def _replace_in_di_packet(data: bytes, old: bytes, new: bytes) -> bytes:
-    """``data`` with ``old`` replaced by ``new`` in the JSON of di's packet, its length prefixes rewritten."""
+def _replace_in_di_packet(data: bytes, old: bytes | re.Pattern[bytes], new: bytes) -> bytes:
+    """``data`` with the first ``old`` (bytes or a pattern) replaced by ``new`` in the JSON of di's packet,
+    its length prefixes rewritten."""
     from tests.fuzz_mutators import parse_message, serialize, split_packets
 
-    out = []
+    pattern, repl = (old, new) if isinstance(old, re.Pattern) else (re.compile(re.escape(old)), lambda m: new)
+    out, replaced = [], 0
     for packet in split_packets(data):
-        if old in packet:
+        if pattern.search(packet):
             (outer,) = parse_message(packet)
             for f in outer.value:
                 if isinstance(f.value, bytes):
-                    f.value = f.value.replace(old, new, 1)
+                    f.value, n = pattern.subn(repl, f.value, 1)
+                    replaced += n
             packet = serialize([outer])
         out.append(packet)
+    assert replaced == 1
     return b"".join(out)

@@ -115,7 +115,7 @@ def problem(doc: dict[str, Any]) -> str | None:
     from di.trace import conform
 
     counts = doc.get("counts")
-    if not _is_int(doc.get("offset_ns", 0)) or not isinstance(counts, dict) or not all(_is_int(counts.get(k, 0)) for k in ("events", "flows")):
+    if not _is_int(doc.get("offset_ns", 0)) or not isinstance(counts, dict) or not all(_is_int(counts.get(k)) for k in ("events", "flows")):
         return "offset_ns or counts are not integers"
     if not _int_lists(doc.get("tracks"), ("uuid", "loc", "lane")) or not _int_lists(doc.get("series_uuid"), ("uuid", "series")):
         return "tracks or series_uuid are not lists of integers of one length"
