@@ -97,3 +97,24 @@ def validate_meta(meta: dict[str, Any]) -> None:
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
         raise SchemaError(f"meta.json at {where}: {exc.message}") from None
+
+
+def valid_meta_fields(meta: Any, keys: tuple[str, ...], warnings: list[str], what: str) -> dict[str, Any]:
+    """The ``keys`` of ``meta`` (a trace's meta.json content stored in a file di wrote) whose values
+    match the meta.json schema; each one that does not is left out and said in ``warnings``
+    (``what`` names where it was stored)."""
+    import jsonschema
+
+    if not isinstance(meta, dict):
+        warnings.append(f"{what} ignored: not an object")
+        return {}
+    props, out = json_schema("meta")["properties"], {}
+    for k in keys:
+        if k not in meta:
+            continue
+        try:
+            jsonschema.validate(meta[k], props[k])
+            out[k] = meta[k]
+        except jsonschema.ValidationError as exc:
+            warnings.append(f"{what} {k} ignored: {exc.message[:120]}")
+    return out

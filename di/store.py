@@ -25,7 +25,7 @@ import polars as pl
 from di import schema
 from di.inputsize import check_size
 from di.errors import FormatError, SchemaVersionError
-from di.trace import Trace, refresh_meta
+from di.trace import Trace, conform, refresh_meta
 
 META = "meta.json"
 META_SNIFF_BYTES = 16 << 20
@@ -112,7 +112,7 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
         meta = json.loads((store / META).read_text())
     except FileNotFoundError:
         raise FormatError(store, f"not a di store: {META} is missing") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise FormatError(store / META, f"not valid JSON ({exc})") from None
     version = meta.get("schema_version") if isinstance(meta, dict) else None
     if not isinstance(version, int):
@@ -143,10 +143,14 @@ def read_store(path: str | os.PathLike[str], *, max_input_bytes: int | None = No
             the tables' uncompressed sizes in their Parquet footers); None: no limit.
 
     Raises:
-        FormatError: a table file is missing or unreadable.
+        FormatError: a table file is missing or unreadable, or the store does not match the
+            schema (a column of another type, a row reference out of range, a meta.json field
+            of the wrong type): it was not written by di, or was damaged since.
         InputTooLargeError: the store holds more than ``max_input_bytes`` uncompressed.
         SchemaVersionError: see :func:`read_meta`.
     """
+    from di.errors import SchemaError
+
     store = Path(path)
     if max_input_bytes is not None:
         check_size(store / META, (store / META).stat().st_size if (store / META).is_file() else 0, max_input_bytes)
@@ -157,10 +161,26 @@ def read_store(path: str | os.PathLike[str], *, max_input_bytes: int | None = No
     tables = {}
     for name, file in files.items():
         try:
-            tables[name] = pl.read_parquet(file)
-        except Exception as exc:  # polars raises several error types for corrupt Parquet
-            raise FormatError(file, f"unreadable Parquet ({type(exc).__name__}: {exc})") from None
-    return Trace.build(meta=meta, **tables)
+            tables[name] = conform(name, pl.read_parquet(file, use_pyarrow=True))  # pyarrow raises on corrupt files where polars panics
+        except pl.exceptions.PolarsError as exc:  # corrupt Parquet, or a column that does not cast to the schema's type
+            raise FormatError(file, f"unreadable Parquet or not table {name!r} ({type(exc).__name__}: {_first_line(exc)})") from None
+        except (Exception, pl.exceptions.PanicException) as exc:  # polars panics (a BaseException) on some corrupt files
+            raise FormatError(file, f"unreadable Parquet ({type(exc).__name__}: {_first_line(exc)})") from None
+    try:
+        for name, df in tables.items():  # first the columns, which building the trace relies on (a start_ns all null)
+            schema.validate_table(name, df)
+        trace = Trace.build(meta=meta, **tables)
+        trace.validate()
+    except SchemaError as exc:
+        text = str(exc)
+        table = next((t for t in schema.TABLES if text.startswith(f"table {t!r}")), None)
+        where = store / f"{table}.parquet" if table else store / META if text.startswith("meta.json") else store
+        raise FormatError(where, f"does not match the trace schema: {text}") from None
+    return trace
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 def _uncompressed_bytes(file: Path) -> int:

@@ -255,3 +255,73 @@ def test_gunzip_members_truncation_and_corruption_with_either_decompressor(backe
     out, warnings = run(bytes(bad))
     assert len(out) <= len(a) and sum(x != y for x, y in zip(out, a)) <= 1
     assert len(warnings) == 1 and "gzip data corrupt" in warnings[0]
+
+
+# Found by fuzzing (tests/test_fuzz.py, bench/fuzz.py): each the smallest input that raised a bare exception.
+
+
+def test_escapes_orjson_refuses_are_kept_not_a_crash(tmp_path: Path) -> None:
+    """A lone surrogate and an invalid escape in a name (fuzz: JSONDecodeError in decode_symbols)."""
+    raw = rb'{"traceEvents":[{"ph":"X","name":"a\ud800b","pid":1,"tid":1,"ts":5,"dur":1},' \
+          rb'{"ph":"X","name":"c\x41","pid":1,"tid":1,"ts":7,"dur":1}]}'
+    t = assert_valid(di.load(write_json(tmp_path, "esc.json", raw)))
+    assert t.events.get_column("name").cast(str).to_list() == ["a?b", "c\\x41"]
+
+
+@pytest.fixture
+def di_written(tmp_path: Path) -> Path:
+    """A 1-rank demo trace written by di's Chrome writer: it has diTrace and di_flow objects."""
+    from di.demo import write_kineto_job
+
+    paths = write_kineto_job(tmp_path / "job", ranks=1, steps=1, ops_per_step=3, straggler=None)
+    di.save(di.load(paths[0]), tmp_path / "written.json")
+    return tmp_path / "written.json"
+
+
+def test_broken_di_flow_objects_restore_nothing(di_written: Path) -> None:
+    """di_flow objects the scanner skips but that are not JSON, or hold a wrong type or a kind outside the
+    vocabulary (fuzz: ComputeError / InvalidOperationError in with_di_flow): those flows keep what the
+    reader finds itself."""
+    text = di_written.read_text()
+    whole = di.load(di_written)
+    assert text.count('"di_flow":{"kind":"launch","id":') > 3
+    for bad in ('"kind":"launch","id":4000R', '"kind":"launch","id":NaN', '"kind":"launch","id":"x"', '"kind":"bogus","id":7'):
+        text = text.replace('"di_flow":{"kind":"launch","id":', '"di_flow":{' + bad + ',"was":', 1)
+    t = assert_valid(di.load(write_json(di_written.parent, "bad_flow.json", text)))
+    assert t.flows.height == whole.flows.height and t.flows.get_column("kind").null_count() == 0
+
+
+@pytest.mark.parametrize("damage", [
+    ('"locations":[{"pid":', '"locations":[{"pid":0.5,"x":'),  # fuzz: TypeError in ditrace.locations
+    ('"series":[]', '"series":1.5'),
+    ('"kind":"cpu_thread"', '"kind":"martian"'),
+    ('"unit":"ns"', '"unit":"us"'),  # fuzz: an invalid trace (meta.json clock) returned
+    ('"rank_source":"distributedInfo"', '"rank_source":7'),
+], ids=["float-pid", "series-not-a-list", "unknown-location-kind", "clock-unit", "rank-source"])
+def test_damaged_ditrace_is_ignored_and_said(di_written: Path, damage: tuple[str, str]) -> None:
+    text = di_written.read_text()
+    assert damage[0] in text
+    t = assert_valid(di.load(write_json(di_written.parent, "bad.json", text.replace(damage[0], damage[1], 1))))
+    assert t.events.height > 0
+    assert any("diTrace" in w and "ignored" in w for w in t.meta["warnings"])
+
+
+def test_sort_index_and_device_beyond_int32(tmp_path: Path) -> None:
+    """Metadata with a sort index or a GPU pid no Int32 column holds (fuzz: ComputeError in apply_metadata)."""
+    doc = trace_doc(
+        {"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": 1, "args": {"sort_index": 2**53 + 1}},
+        {"ph": "M", "name": "process_sort_index", "pid": 1, "args": {"sort_index": -(2**40)}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 2**40, "tid": 7, "ts": 5, "dur": 1},
+        OK_EVENT,
+    )
+    t = assert_valid(di.load(write_json(tmp_path, "big.json", doc)))
+    assert t.events.height == 2 and t.locations.get_column("sort_index").null_count() == t.locations.height
+
+
+@pytest.mark.parametrize("rank", [-5, 2**40, 1.5, "3"])
+def test_distributed_info_rank_that_is_not_a_rank(tmp_path: Path, rank: Any) -> None:
+    """fuzz: a negative or huge distributedInfo rank raised ComputeError (rank is an Int32 column)."""
+    path = write_json(tmp_path, "rank-4.json", trace_doc(OK_EVENT, distributedInfo={"rank": rank, "world_size": -2}))
+    t = assert_valid(di.load(path))
+    assert t.ranks == [4] and t.meta["sources"][0]["rank_source"] == "file_name"
+    assert any("distributedInfo rank" in w and "ignored" in w for w in t.meta["warnings"])

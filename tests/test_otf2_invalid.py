@@ -154,3 +154,90 @@ def test_the_otf2_librarys_own_error_prints_do_not_reach_stderr(tmp_path: Path) 
     assert proc.returncode == 2
     assert "[OTF2]" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith(f"di info: error: {archive}")
+
+
+# Found by fuzzing (tests/test_fuzz.py, bench/fuzz.py)
+
+
+def test_anchor_declaring_more_properties_than_it_holds_is_refused_at_once(archive: Path) -> None:
+    """The OTF2 library allocated and walked 2**30 property slots for 10-60 s before failing (fuzz: a near-hang)."""
+    import time
+
+    from di.convert.otf2.archive import anchor_problem
+
+    data = archive.read_bytes()
+    assert anchor_problem(data) is None
+    at = data.index(b"\0", data.index(b"\0", data.index(b"\0", data.index(b"\0", 2) + 1 + 39) + 1) + 1) + 1  # after 3 strings
+    archive.write_bytes(data[:at] + (1 << 30).to_bytes(4, "little") + data[at + 4:])
+    started = time.perf_counter()
+    with pytest.raises(FormatError, match=r"traces\.otf2: damaged OTF2 anchor file: it declares 1,073,741,824 properties"):
+        di.load(archive)
+    assert time.perf_counter() - started < 5
+
+
+def test_damaged_definitions_leave_one_line_on_stderr(archive: Path) -> None:
+    """The OTF2 library printed one '[OTF2] ... error' line per problem to stderr: di info's error was not one line."""
+    defs = archive.with_suffix(".def")
+    data = bytearray(defs.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 8] = b"\xff" * 8
+    defs.write_bytes(bytes(data))
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "di", "info", str(archive)], capture_output=True, text=True, cwd=root,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode in (0, 2) and "[OTF2]" not in proc.stderr
+    assert proc.returncode == 0 or len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def di_archive(tmp_path: Path) -> Path:
+    """A 1-rank demo job written by di's OTF2 writer: di.flows_in and di.op attributes."""
+    from di.demo import write_kineto_job
+
+    paths = write_kineto_job(tmp_path / "job", ranks=1, steps=2, ops_per_step=3, straggler=None)
+    di.save(di.load(paths[0]), tmp_path / "out" / "job.otf2")
+    return tmp_path / "out" / "job.otf2"
+
+
+def _edit_def(anchor: Path, old: bytes, new: bytes) -> None:
+    defs = anchor.with_suffix(".def")
+    data = defs.read_bytes()
+    assert len(old) == len(new) and old in data
+    defs.write_bytes(data.replace(old, new))
+
+
+def test_flows_in_attribute_that_is_not_json(di_archive: Path) -> None:
+    """fuzz: ComputeError from json_decode in flows_frame."""
+    whole = di.load(di_archive)
+    _edit_def(di_archive, b'[{"l":0,"k":7,', b'[{"l":0,"k":7R')
+    _edit_def(di_archive, b'"t":"launch","i":4001', b'"t":"bogus!","i":4001')
+    t = assert_valid(di.load(di_archive))
+    assert 0 < t.flows.height == whole.flows.height - 2
+    assert t.meta["sources"][0]["dropped"]["flow_source_not_found"] == 2
+
+
+def test_collective_op_attribute_missing(di_archive: Path) -> None:
+    """The di.op attribute's definition renamed: the ops come from the records (fuzz: nulls in collectives.op)."""
+    _edit_def(di_archive, b"di.op", b"di.oq")
+    t = assert_valid(di.load(di_archive))
+    assert t.collectives.get_column("op").to_list() == ["allreduce", "allreduce"]
+
+
+def test_leave_before_its_enter(tmp_path: Path) -> None:
+    """Damaged timestamps: a Leave earlier than its Enter (fuzz: a trace with end_ns < start_ns returned).
+    The writer refuses time going backwards, so the Leave's timestamp record is patched in the event file."""
+    with otf2.writer.open(str(tmp_path / "back"), timer_resolution=10**9) as w:
+        root = w.definitions.system_tree_node("node")
+        group = w.definitions.location_group("rank 0", system_tree_parent=root)
+        work = w.definitions.region("work")
+        ev = w.event_writer("thread", group=group)
+        for enter, leave in ((50, 60), (70, 80)):
+            ev.enter(enter, work)
+            ev.leave(leave, work)
+    (evt,) = (tmp_path / "back" / "traces").glob("*.evt")
+    stamp = b"\x05" + (80).to_bytes(8, "little")  # OTF2's timestamp record: 0x05, then 8 bytes
+    assert evt.read_bytes().count(stamp) == 1
+    evt.write_bytes(evt.read_bytes().replace(stamp, b"\x05" + (65).to_bytes(8, "little")))
+    t = assert_valid(di.load(tmp_path / "back" / "traces.otf2"))
+    (s0, _), *_ = rows = t.events.select("start_ns", "end_ns").rows()
+    assert [(s - s0, e - s0) for s, e in rows] == [(0, 10), (20, 20)]
+    assert t.meta["sources"][0]["dropped"]["event_ending_before_its_start_(end_set_to_start)"] == 1

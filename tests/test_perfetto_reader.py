@@ -7,6 +7,7 @@ reading of them is compared with the trace processor's.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -355,3 +356,83 @@ def test_sequence_thread_descriptor_gives_the_thread_of_trackless_events(tmp_pat
             rows = tp.query("select t.tid, s.ts, s.dur from slice s join thread_track tt on s.track_id = tt.id "
                             "join thread t using(utid) order by t.tid, s.ts")
         assert [(r["tid"], r["ts"], r["ts"] + r["dur"]) for r in rows] == ev.select("tid", "start_ns", "end_ns").rows()
+
+
+# Found by fuzzing (tests/test_fuzz.py, bench/fuzz.py)
+
+
+def test_flow_ids_without_any_slice_are_not_a_crash(tmp_path: Path) -> None:
+    """Flow ids on events that pair into no slice at all (fuzz: IndexError in read_perfetto)."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 1
+    p.timestamp = 10
+    p.track_event.type = END  # an end without a begin: no slice
+    p.track_event.track_uuid = 5
+    p.track_event.flow_ids.append(9)
+    path = tmp_path / "flow_only.pftrace"
+    path.write_bytes(b.serialize())
+    t = di.load(path)
+    t.validate()
+    assert t.events.height == 0 and t.flows.height == 0
+    assert any("slice ends without an open slice" in w for w in t.meta["warnings"])
+
+
+def test_di_packet_meta_that_breaks_the_schema_is_left_out(tmp_path: Path) -> None:
+    """A di packet whose meta does not match meta.json's schema (fuzz: an invalid trace returned)."""
+    from tests.perfetto_cases import generated_job
+
+    di.save(generated_job(tmp_path / "job", ranks=2, steps=1), tmp_path / "job.pftrace")
+    data = (tmp_path / "job.pftrace").read_bytes()
+    assert data.count(b'"dropped":') >= 1 and data.count(b'"unit":"ns"') == 1
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(data.replace(b'"dropped":', b'"droppXd":', 1).replace(b'"unit":"ns"', b'"unit":"us"'))
+    t = di.load(bad)
+    t.validate()
+    assert t.events.height > 0
+    warnings = " ".join(t.meta["warnings"])
+    assert "di packet meta sources ignored" in warnings and "di packet meta clock ignored" in warnings
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    (b'"lane":[0,', b'"lane":[0,0,'),  # fuzz: ShapeError in ditrace.table (columns of unequal length)
+    (b'"tracks":{"uuid":[', b'"tracks":{"uuid":[1,'),
+    (b'"loc":[0,1,', b'"loc":[7,1,'),  # fuzz: a trace with events on unknown locations returned
+    (b'"kind":["cpu_thread"', b'"kind":["martian"'),
+    (b'"offset_ns":0', b'"offset_ns":"x"'),
+    (re.compile(rb'("counts":\{[^}]*)"flows":'), rb'\1"flowz":'),  # fuzz: KeyError in _own_flows
+], ids=["column-lengths", "track-lengths", "unknown-location", "location-kind", "offset-type", "counts-without-flows"])
+def test_damaged_di_packet_reads_as_a_foreign_trace(tmp_path: Path, old: bytes | re.Pattern[bytes], new: bytes) -> None:
+    """A di packet that is valid JSON but not what di wrote: ignored and said, the trace read from its TrackEvents."""
+    from tests.perfetto_cases import generated_job
+
+    di.save(generated_job(tmp_path / "job", ranks=2, steps=1), tmp_path / "job.pftrace")
+    data = (tmp_path / "job.pftrace").read_bytes()
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(_replace_in_di_packet(data, old, new))
+    t = di.load(bad)
+    t.validate()
+    assert t.events.height > 0
+    assert any("di's packet ignored" in w for w in t.meta["warnings"])
+
+
+def _replace_in_di_packet(data: bytes, old: bytes | re.Pattern[bytes], new: bytes) -> bytes:
+    """``data`` with the first ``old`` (bytes or a pattern) replaced by ``new`` in the JSON of di's packet,
+    its length prefixes rewritten."""
+    from tests.fuzz_mutators import parse_message, serialize, split_packets
+
+    pattern, repl = (old, new) if isinstance(old, re.Pattern) else (re.compile(re.escape(old)), lambda m: new)
+    out, replaced = [], 0
+    for packet in split_packets(data):
+        if pattern.search(packet):
+            (outer,) = parse_message(packet)
+            for f in outer.value:
+                if isinstance(f.value, bytes):
+                    f.value, n = pattern.subn(repl, f.value, 1)
+                    replaced += n
+            packet = serialize([outer])
+        out.append(packet)
+    assert replaced == 1
+    return b"".join(out)

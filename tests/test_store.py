@@ -192,3 +192,49 @@ def test_invariants_the_schemas_cannot_state() -> None:
         di.Trace.build(meta={}, locations=locations, events=events).validate()
     for problem in ("1 events end before they start", "1 events out of (loc, start_ns) order", "1 events.parent values"):
         assert problem in str(err.value)
+
+
+# Found by fuzzing (tests/test_fuzz.py, bench/fuzz.py): a damaged store is a FormatError naming the file, never
+# another exception and never a trace that does not validate.
+
+
+def test_deeply_nested_meta_json(store: Path) -> None:
+    """fuzz: RecursionError from json.loads."""
+    (store / "meta.json").write_text('{"format": "di-trace", "schema_version": 1, "command": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(di.FormatError, match=r"meta\.json: not valid JSON"):
+        di.load(store)
+
+
+@pytest.mark.parametrize(("key", "value"), [("clock", 1.5), ("sources", [-1]), ("warnings", "x"), ("hosts", [None])])
+def test_meta_field_of_the_wrong_type(store: Path, key: str, value: object) -> None:
+    """fuzz: the trace came back and failed validate()."""
+    meta = json.loads((store / "meta.json").read_text())
+    meta[key] = value
+    (store / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(di.FormatError, match=rf"meta\.json: does not match the trace schema: meta\.json at {key}"):
+        di.load(store)
+
+
+@pytest.mark.parametrize(("table", "column", "value", "problem"), [
+    ("locations", "kind", None, "nulls"),  # fuzz: the trace came back and failed validate()
+    ("events", "start_ns", "soon", "not table 'events'"),  # fuzz: InvalidOperationError from Trace.build
+    ("events", "loc", 2**31, "not rows of|unknown locations"),
+    ("events", "start_ns", None, "nulls"),  # fuzz: TypeError in refresh_meta (the time range of a null column)
+])
+def test_table_that_does_not_fit_the_schema(store: Path, table: str, column: str, value: object, problem: str) -> None:
+    df = pl.read_parquet(store / f"{table}.parquet")
+    df.with_columns(pl.lit(value).alias(column)).write_parquet(store / f"{table}.parquet")
+    with pytest.raises(di.FormatError, match=problem) as info:
+        di.load(store)
+    assert str(store) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_parquet_with_a_duplicated_chunk(store: Path) -> None:
+    """fuzz: polars panicked (PanicException, a BaseException) on a copy of 64 bytes inside a column chunk."""
+    data = (store / "events.parquet").read_bytes()
+    for at in range(64, len(data) - 8, max(1, len(data) // 40)):
+        (store / "events.parquet").write_bytes(data[:at] + data[at - 64:at] + data[at:])
+        try:
+            assert_valid(di.load(store))
+        except di.FormatError as exc:
+            assert "events.parquet" in str(exc)

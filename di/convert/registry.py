@@ -118,11 +118,9 @@ def _sniff_otf2(path: Path, head: bytes) -> bool:
 
 
 def _read_otf2(path: Path, **kw: Any) -> Trace:
-    from di.convert.otf2.clib import collected_errors
     from di.convert.otf2.reader import read_otf2
 
-    with collected_errors():  # the reader words what went wrong; the library's own prints would bury it
-        return read_otf2(path, **kw)
+    return read_otf2(path, **kw)
 
 
 def _write_otf2(trace: Trace, path: Path) -> None:

@@ -119,5 +119,24 @@ def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count:
     out = []
     for sid in range(count):
         b = bytes(raw[starts[sid] : ends[sid]])
-        out.append(orjson.loads(b'"' + b + b'"') if b"\\" in b else b.decode("utf-8", "replace"))
+        if b"\\" not in b:
+            out.append(b.decode("utf-8", "replace"))
+            continue
+        try:
+            out.append(orjson.loads(b'"' + b + b'"'))
+        except orjson.JSONDecodeError:
+            out.append(_unescape_leniently(b))
     return out
+
+
+def _unescape_leniently(b: bytes) -> str:
+    """A string whose escapes orjson refuses: a lone surrogate (``\\ud800``) becomes "?"; an
+    invalid escape (``\\x41``, a cut ``\\u00``) is kept as written."""
+    import json
+
+    text = b.decode("utf-8", "replace")
+    try:
+        decoded = json.loads(f'"{text}"', strict=False)
+    except ValueError:
+        return text
+    return decoded.encode("utf-8", "replace").decode("utf-8")

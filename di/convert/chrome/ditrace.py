@@ -26,10 +26,50 @@ _LOC_COLS = ("loc", "rank", "host", "kind", "device", "stream", "name", "process
 
 
 def info(top: dict[str, Any]) -> dict[str, Any] | None:
-    """The diTrace object when the file has a well-formed one."""
+    """The diTrace object when the file has a well-formed one (see :func:`problem`)."""
     d = top.get("diTrace")
-    if isinstance(d, dict) and d.get("schema_version") == 1 and isinstance(d.get("locations"), list):
-        return d
+    return d if problem(d) is None else None
+
+
+def _is_int(v: Any, lo: int = -(2**63), hi: int = 2**63 - 1) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+# what each field of a diTrace location and series must be: int (int64), u32, nonneg, str, or None where allowed
+_LOC_FIELDS = {"pid": "int", "tid": "int", "loc": "u32", "lane": "int", "rank": "nonneg", "kind": "kind", "device": "int?",
+               "stream": "int?", "name": "str?", "process": "str?", "host": "str?", "src_pid": "int?", "src_tid": "int?",
+               "sort_index": "int?", "source": "nonneg"}
+_SERIES_FIELDS = {"pid": "int", "counter": "str", "loc": "u32", "name": "str", "unit": "str?"}
+
+
+def _fits(v: Any, kind: str) -> bool:
+    from di.trace import LOCATION_KINDS
+
+    if kind.endswith("?"):
+        return v is None or _fits(v, kind[:-1])
+    return {"int": _is_int(v), "u32": _is_int(v, 0, 2**32 - 1), "nonneg": _is_int(v, 0), "str": isinstance(v, str),
+            "kind": v in LOCATION_KINDS}[kind]
+
+
+def problem(d: Any) -> str | None:
+    """What makes ``d`` not a diTrace di's writer wrote (None: it is one). A damaged one is ignored
+    whole: the file then reads as any Chrome trace."""
+    if d is None:
+        return "none"
+    if not isinstance(d, dict) or d.get("schema_version") != 1:
+        return "not an object with schema_version 1"
+    for name, fields in (("locations", _LOC_FIELDS), ("series", _SERIES_FIELDS)):
+        rows = d.get(name, [])
+        if not isinstance(rows, list) or (name == "locations" and not rows):
+            return f"{name} is not a list"
+        for i, row in enumerate(rows):
+            bad = [k for k, kind in fields.items() if not isinstance(row, dict) or (k in row or not kind.endswith("?"))
+                   and not _fits(row.get(k) if isinstance(row, dict) else None, kind)]
+            if bad:
+                return f"{name}[{i}] has no valid {', '.join(bad)}"
+    m = d.get("meta", {})
+    if not isinstance(m, dict) or not _is_int(m.get("start_ns", 0)):
+        return "meta is not an object with an integer start_ns"
     return None
 
 
@@ -85,10 +125,11 @@ def series_map(d: dict[str, Any]) -> dict[tuple[int, str], tuple[int, str, str |
     return out
 
 
-def meta(d: dict[str, Any]) -> dict[str, Any]:
-    """clock, sources and world size of the trace that was written."""
-    m = d.get("meta", {})
-    return {k: m[k] for k in ("clock", "sources", "world_size") if k in m}
+def meta(d: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """clock, sources and world size of the trace that was written (those that match the meta.json schema)."""
+    from di.schema import valid_meta_fields
+
+    return valid_meta_fields(d.get("meta", {}), ("clock", "sources", "world_size"), warnings, "diTrace meta")
 
 
 WRITTEN_ROW_REFS = {"messages": ("send", "recv"), "collectives": ("event",)}
@@ -112,6 +153,8 @@ def categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> np.nda
 
 def tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:
     """The messages and collectives tables diTrace holds, event references still written rows."""
+    from di.schema import polars_schema
+
     out = {}
     for name in WRITTEN_ROW_REFS:
         cols = d.get(name)
@@ -124,6 +167,13 @@ def tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:
             continue
         if not set(WRITTEN_ROW_REFS[name]) <= set(out[name].columns):
             warnings.append(f"diTrace {name} ignored: no {', '.join(WRITTEN_ROW_REFS[name])} columns")
+            del out[name]
+            continue
+        try:  # the types the table's schema gives them
+            out[name] = out[name].cast({c: t for c, t in polars_schema(name).items() if c in out[name].columns and
+                                        c not in WRITTEN_ROW_REFS[name]})
+        except pl.exceptions.PolarsError as exc:
+            warnings.append(f"diTrace {name} ignored: {str(exc).splitlines()[0][:120]}")
             del out[name]
     return out
 

@@ -112,13 +112,35 @@ def with_di_flow(edges: pl.DataFrame, di_flow: pl.Series) -> pl.DataFrame:
     """Restore kind, id and src_cat that di's own writer stored in ``di_flow``."""
     if di_flow.null_count() == di_flow.len():
         return edges
-    d = di_flow.str.json_decode(pl.Struct({"kind": pl.String, "id": pl.Int64, "src_cat": pl.String}))
-    has = di_flow.is_not_null()
+    shape = pl.Struct({"kind": pl.String, "id": pl.Int64, "src_cat": pl.String})
+    try:
+        d = di_flow.str.json_decode(shape)
+    except pl.exceptions.PolarsError:  # a damaged file: keep the objects that read, the others restore nothing
+        d = pl.Series([_di_flow_or_none(text) for text in di_flow.to_list()], dtype=shape)
+    from di.trace import FLOW_KINDS
+
+    has = d.is_not_null() & d.struct.field("kind").is_in(FLOW_KINDS).fill_null(False)
     return edges.with_columns(
         pl.when(has).then(d.struct.field("kind")).otherwise(pl.col("kind")).alias("kind"),
         pl.when(has).then(d.struct.field("id")).otherwise(pl.col("id")).alias("id"),
         pl.when(has).then(d.struct.field("src_cat")).otherwise(pl.col("src_cat")).alias("src_cat"),
     )
+
+
+def _di_flow_or_none(text: str | None) -> dict[str, object] | None:
+    """One ``di_flow`` object with its fields' types checked; None when it is not one."""
+    import orjson
+
+    try:
+        got = orjson.loads(text) if text is not None else None
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(got, dict):
+        return None
+    fid = got.get("id")
+    ok_id = isinstance(fid, int) and not isinstance(fid, bool) and -(2**63) <= fid < 2**63
+    return {"kind": got["kind"] if isinstance(got.get("kind"), str) else None, "id": fid if ok_id else None,
+            "src_cat": got["src_cat"] if isinstance(got.get("src_cat"), str) else None}
 
 
 def has_bind_flows(flags: np.ndarray) -> bool:

@@ -68,13 +68,18 @@ def apply_metadata(keys: pl.DataFrame, meta_rows: pl.DataFrame, syms: pl.Series,
             name = f"stream {t}"
         rows.append({
             "loc": loc, "rank": rank, "pid": pid, "tid": tid, "kind": kind,
-            "device": pid if kind == "gpu_stream" else None, "stream": tid if kind == "gpu_stream" else None,
+            "device": _int32(pid) if kind == "gpu_stream" else None, "stream": tid if kind == "gpu_stream" else None,
             "name": name, "process": process,
-            "sort_index": thread_sort.get((pk, p, tk, t), proc_sort.get((pk, p))), "source": source,
+            "sort_index": _int32(thread_sort.get((pk, p, tk, t), proc_sort.get((pk, p)))), "source": source,
         })
     schema = {"loc": pl.UInt32, "rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "kind": pl.String, "device": pl.Int32,
               "stream": pl.Int64, "name": pl.String, "process": pl.String, "sort_index": pl.Int32, "source": pl.Int32}
     return pl.DataFrame(rows, schema=schema)
+
+
+def _int32(v: int | None) -> int | None:
+    """``v`` when it fits the Int32 column, else None (a sort index or device id no real file has)."""
+    return v if v is not None and -(2**31) <= v < 2**31 else None
 
 
 def counters(

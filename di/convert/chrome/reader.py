@@ -113,9 +113,11 @@ def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: lis
     info = top.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
     ws = info.get("world_size")
-    world = ws if isinstance(ws, int) and not isinstance(ws, bool) else None
+    world = ws if isinstance(ws, int) and not isinstance(ws, bool) and 0 < ws < 2**31 else None
     own = info.get("rank")
-    own = own if isinstance(own, int) and not isinstance(own, bool) else None
+    if own is not None and not (isinstance(own, int) and not isinstance(own, bool) and 0 <= own < 2**31):
+        warnings.append(f"distributedInfo rank {str(own)[:40]} ignored: not a rank")
+        own = None
     if rank_source == "option" and rank is not None:
         if own is not None and own != rank:
             warnings.append(f"rank {rank} from the options overrides rank {own} of distributedInfo")
@@ -165,6 +167,8 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     iv = phases.concat(parts) if len(parts) > 1 else parts[0]
     del parts, ok
     own = ditrace.info(raw.top)
+    if own is None and "diTrace" in raw.top:
+        raw.warnings.append(f"diTrace ignored ({ditrace.problem(raw.top['diTrace'])}): read as any Chrome trace")
     loc, keys = _timelines(iv, raw, own)
     binds = has_bind_flows(iv.flags)
     ev, nested, row = _events(raw, iv, loc, keys, binds)
@@ -194,9 +198,9 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
         collectives = kineto.collectives(events, locations, the_rank, np.flatnonzero(coll_flags & S.F_COLL))
     if collectives.get_column("rank").n_unique() > 1:  # a merged job file (di's own writer): match them across ranks here
         collectives = assign_instances(collectives)
+    written_meta = ditrace.meta(own, raw.warnings) if own is not None else {}
     meta = _meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped)
-    if own is not None:
-        meta.update({k: v for k, v in ditrace.meta(own).items() if v})
+    meta.update({k: v for k, v in written_meta.items() if v})
     return Trace.build(
         meta=meta, locations=locations, events=events, flows=flows, series=series, samples=samples, collectives=collectives,
         messages=restored.get("messages"),

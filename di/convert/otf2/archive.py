@@ -50,8 +50,12 @@ def find_anchor(path: Path) -> Path:
             raise FormatError(path, f"directory holds {what}")
         path = found[0]
     with open(path, "rb") as fh:
-        if not is_anchor(fh.read(8)):
-            raise FormatError(path, "not an OTF2 anchor file (no 'OTF2' magic at byte 2)")
+        head = fh.read(ANCHOR_READ_BYTES)
+    if not is_anchor(head):
+        raise FormatError(path, "not an OTF2 anchor file (no 'OTF2' magic at byte 2)")
+    problem = anchor_problem(head)
+    if problem:
+        raise FormatError(path, f"damaged OTF2 anchor file: {problem}")
     return path
 
 
@@ -74,6 +78,47 @@ def archive_bytes(anchor: Path) -> int:
     folder = anchor.with_suffix("")
     files = [anchor, anchor.with_suffix(".def")] + (list(folder.rglob("*")) if folder.is_dir() else [])
     return sum(f.stat().st_size for f in files if f.is_file())
+
+
+ANCHOR_READ_BYTES = 1 << 20
+"""Bytes of an anchor file checked before the OTF2 library opens it (Score-P's are under 1 KiB)."""
+
+
+def anchor_problem(data: bytes) -> str | None:
+    """What in an anchor file's header cannot be right, else None (the OTF2 library judges the rest).
+
+    The library allocates and walks as many property entries as the header
+    declares (up to 2**32, a minute or more) before it finds the file too short;
+    each property is two NUL-terminated strings, so it cannot declare more than
+    half the bytes that follow. Layout: endianness byte, "OTF2" string, anchor
+    format, 38 bytes of versions, chunk sizes and counts, three strings
+    (machine, creator, description), then from anchor format 2 on a uint32
+    property count.
+    """
+    if len(data) < 8 or data[1] not in (ENDIAN_LITTLE, ENDIAN_BIG):
+        return None
+    pos = data.find(b"\0", 2) + 1
+    if pos == 0:
+        return "it ends inside its magic string"
+    anchor_format = data[pos] if pos < len(data) else 0
+    pos += 1 + 38
+    for _ in range(3):
+        end = data.find(b"\0", pos)
+        if end < 0:
+            return "it ends before its machine, creator and description strings"
+        pos = end + 1
+    if anchor_format < 2:
+        return None
+    if pos + 4 > len(data):
+        return "it ends before its property count"
+    count = int.from_bytes(data[pos:pos + 4], "little" if data[1] == ENDIAN_LITTLE else "big")
+    if 2 * count > len(data) - pos - 4:
+        return f"it declares {count:,} properties in {len(data) - pos - 4} bytes"
+    return None
+
+
+ENDIAN_LITTLE, ENDIAN_BIG = 0x42, 0x23
+"""OTF2_LITTLE_ENDIAN and OTF2_BIG_ENDIAN, byte 1 of an anchor file."""
 
 
 def _otf2_error(anchor: Path, exc: Exception) -> FormatError:

@@ -192,7 +192,7 @@ def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray
         value = as_json(attrs.b, attrs.c, defs.strings, {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
         key = attrs.a * 2 + (attrs.after == R.LEAVE)
         uniq, inv = np.unique(key, return_inverse=True)
-        names = {ref: name for ref, (name, _) in defs.attributes.items()}
+        names = {ref: name for ref, (name, _) in defs.attributes.items() if isinstance(name, str)}  # a damaged definition may have none
         keys = pl.Series([orjson.dumps(("leave." if k & 1 else "") + names.get(int(k) >> 1, str(int(k) >> 1))).decode() + ":" for k in uniq.tolist()],
                          dtype=pl.String).gather(inv.ravel())
         parts.append((attrs.event, *utf8_buffers(pl.select(pl.concat_str(pl.lit("{"), keys, value.fill_null("null"), pl.lit("}"))).to_series())))
@@ -266,7 +266,11 @@ def flows_frame(rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: 
         return None, 0
     text = pl.Series(ref_ids(got.b, got.c)).replace_strict(defs.strings, default=None, return_dtype=pl.String)
     item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
-    items = pl.DataFrame({"dst": got.event, "j": text.str.json_decode(pl.List(item))}).explode("j").unnest("j")
+    try:
+        lists = text.str.json_decode(pl.List(item))
+    except pl.exceptions.PolarsError:  # a damaged archive: keep the items that read (the others count as missing sources)
+        lists = pl.Series([_flow_items(t) for t in text.to_list()], dtype=pl.List(item))
+    items = pl.DataFrame({"dst": got.event, "j": lists}).explode("j").unnest("j")
     ev_loc, ev_type = tl.ev_loc, tl.ev_type
     regions = np.flatnonzero(ev_type == T.EV_REGION)
     dense = {loc["ref"]: i for i, loc in enumerate(defs.locations)}
@@ -274,8 +278,30 @@ def flows_frame(rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: 
     first = np.searchsorted(ev_loc[regions], loc)
     count = np.searchsorted(ev_loc[regions], loc, side="right") - first
     k = items["k"].fill_null(-1).to_numpy()
-    ok = (loc >= 0) & (k >= 0) & (k < count)
+    from di.trace import FLOW_KINDS
+
+    ok = (loc >= 0) & (k >= 0) & (k < count) & items["t"].is_in(FLOW_KINDS).fill_null(False).to_numpy()
     src = rows_of(order, np.where(ok, regions[np.minimum(first + np.maximum(k, 0), max(regions.size - 1, 0))] if regions.size else -1, -1))
     flows = items.with_columns(pl.Series("src", src)).filter(pl.Series(ok)).select(
         "src", "dst", pl.col("t").alias("kind"), pl.col("i").alias("id"), pl.col("c").alias("src_cat"))
     return flows.sort("src", "dst", maintain_order=True), int((~ok).sum())
+
+
+def _flow_items(text: str | None) -> list[dict[str, Any]] | None:
+    """One ``di.flows_in`` value's items with their fields' types checked (a bad field reads as null)."""
+    import orjson
+
+    try:
+        got = orjson.loads(text) if text is not None else None
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(got, list):
+        return None
+
+    def ok(v: Any, kind: type) -> Any:
+        if kind is int:
+            return v if isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 else None
+        return v if isinstance(v, kind) else None
+
+    types = {"l": int, "k": int, "t": str, "i": int, "c": str}
+    return [{f: ok(x.get(f), kind) for f, kind in types.items()} for x in got if isinstance(x, dict)]

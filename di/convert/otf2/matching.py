@@ -206,7 +206,8 @@ def collectives(rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: d
         got = {name: _own_values(rec, ref, c.row, None if name == "di.group_size" else strings) for name, ref in own.items()}
         nulls = {name: pl.repeat(None, n, dtype=pl.Int32 if name == "di.group_size" else pl.String, eager=True) for name in OWN_COLLECTIVE_ATTRIBUTES}
         got = {**nulls, **got}
-        op, dtype, group_ranks = got["di.op"], got["di.dtype"], got["di.group_ranks"]
+        op = pl.select(pl.coalesce(got["di.op"], op)).to_series()  # the record's own op where the attribute is missing (a damaged archive)
+        dtype, group_ranks = got["di.dtype"], got["di.group_ranks"]
         group_size = got["di.group_size"].cast(pl.Int32)
     out = pl.DataFrame({
         "instance": pl.repeat(None, n, dtype=pl.Int64, eager=True), "event": c.event, "rank": c.rank, "comm": comm,

@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from di.inputsize import check_size
-from di.convert.otf2 import archive, events, matching, metrics
+from di.convert.otf2 import archive, clib, events, matching, metrics
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
 from di.convert.otf2.definitions import Definitions, read_definitions
@@ -66,19 +66,20 @@ def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "
     anchor = archive.find_anchor(Path(path))
     files = archive.archive_bytes(anchor)
     check_size(anchor, files, max_input_bytes, "is an archive of")
-    reader = archive.open_reader(anchor)
-    try:
-        defs = read_definitions(reader)
-        # every record takes at least one byte of its event file: a definition claiming more sizes nothing
-        expected = min(sum(loc["records"] for loc in defs.locations), files)
-        fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
-        builder = T.Builder(expected, fold)
-        recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor, expected_records=expected,
-                                    consume=builder.add, time_window=(defs.global_offset, defs.global_offset + defs.trace_length),
-                                    io_records=bool(defs.io_handles or defs.io_files))
-        builder.finish()
-    finally:
-        reader.close()
+    with clib.collected_errors():  # di words what it could not read; the library's own prints would bury it
+        reader = archive.open_reader(anchor)
+        try:
+            defs = read_definitions(reader)
+            # every record takes at least one byte of its event file: a definition claiming more sizes nothing
+            expected = min(sum(loc["records"] for loc in defs.locations), files)
+            fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
+            builder = T.Builder(expected, fold)
+            recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor, expected_records=expected,
+                                        consume=builder.add, time_window=(defs.global_offset, defs.global_offset + defs.trace_length),
+                                        io_records=bool(defs.io_handles or defs.io_files))
+            builder.finish()
+        finally:
+            reader.close()
     return _assemble(anchor, defs, recs, builder, source)
 
 
@@ -108,6 +109,10 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
     if unknown_metric:
         dropped["metric_value_of_undefined_metric"] += unknown_metric
+    backwards = ev.get_column("end_ns") < ev.get_column("start_ns")  # damaged timestamps: a Leave before its Enter
+    if backwards.any():
+        dropped["event_ending_before_its_start_(end_set_to_start)"] += int(backwards.sum())
+        ev = ev.with_columns(pl.when(backwards).then(pl.col("start_ns")).otherwise(pl.col("end_ns")).alias("end_ns"))
     handled = int(recs.bounds[-1]) - int(rec.of_kind(R.ATTRIBUTE, R.METRIC_VALUE).sum())
     if recs.records_read > handled:
         dropped["record_of_unsupported_type"] += recs.records_read - handled

@@ -97,3 +97,42 @@ def table(doc: dict[str, Any], name: str) -> pl.DataFrame:
     """One column-wise table of the packet as a DataFrame (columns as stored; Trace.build casts them)."""
     cols = doc.get(name) or {}
     return pl.DataFrame({c: pl.Series(c, v, strict=False) for c, v in cols.items()})
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63
+
+
+def _int_lists(d: Any, cols: tuple[str, ...]) -> bool:
+    return (isinstance(d, dict) and all(isinstance(d.get(c), list) and all(_is_int(v) for v in d[c]) for c in cols)
+            and len({len(d[c]) for c in cols}) == 1)
+
+
+def problem(doc: dict[str, Any]) -> str | None:
+    """What makes a parsed di packet unusable (None: it reads back): fields of the wrong type, columns
+    of unequal length or of values their table's schema refuses, tracks or series on no location."""
+    from di.schema import validate_table
+    from di.trace import conform
+
+    counts = doc.get("counts")
+    if not _is_int(doc.get("offset_ns", 0)) or not isinstance(counts, dict) or not all(_is_int(counts.get(k)) for k in ("events", "flows")):
+        return "offset_ns or counts are not integers"
+    if not _int_lists(doc.get("tracks"), ("uuid", "loc", "lane")) or not _int_lists(doc.get("series_uuid"), ("uuid", "series")):
+        return "tracks or series_uuid are not lists of integers of one length"
+    tables = {}
+    for name in ("locations", "series", "flows", "messages", "collectives"):
+        cols = doc.get(name) or {}
+        if not isinstance(cols, dict) or not all(isinstance(v, list) for v in cols.values()) or len({len(v) for v in cols.values()}) > 1:
+            return f"{name} is not columns of one length"
+        try:
+            tables[name] = conform(name, table(doc, name))
+            if name in ("locations", "series", "collectives"):
+                validate_table(name, tables[name])
+        except Exception as exc:  # noqa: BLE001  polars and the schema check raise several types
+            return f"{name}: {str(exc).splitlines()[0][:120]}"
+    locs = set(tables["locations"].get_column("loc").to_list())
+    if not set(doc["tracks"]["loc"]) <= locs or not set(tables["series"].get_column("loc").to_list()) <= locs:
+        return "tracks or series on locations it does not define"
+    if not set(doc["series_uuid"]["series"]) <= set(tables["series"].get_column("series").to_list()):
+        return "series tracks of series it does not define"
+    return None

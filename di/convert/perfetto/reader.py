@@ -36,7 +36,7 @@ from di.convert.perfetto.pairing import chain_flows, pair_slices
 from di.convert.perfetto.sniff import first_field_ok
 from di.convert.perfetto.tracks import foreign_layout, parse_descriptor, sequence_thread
 from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
-from di.errors import FormatError
+from di.errors import FormatError, SchemaError
 from di.nesting import nest
 from di.trace import CATS, FLOW_KINDS, Trace
 
@@ -79,7 +79,7 @@ def _take(strings: pl.Series, ids: np.ndarray) -> pl.Series:
 
 
 def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
-                  max_input_bytes: int | None = None) -> Trace:
+                  max_input_bytes: int | None = None, di_packet: bool = True) -> Trace:
     """Read one Perfetto protobuf trace (``.perfetto-trace``, ``.pftrace``, optionally gzipped).
 
     Args:
@@ -89,6 +89,8 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
         source: index of this file in the job's sources (locations.source).
         max_input_bytes: the most bytes read (decompressed); None: no limit
             (:mod:`di.inputsize`).
+        di_packet: read di's own packet when the trace has one; a damaged one is ignored
+            (the trace then reads as any other producer's) and said in the warnings.
 
     Raises:
         FormatError: the file holds no readable TracePacket.
@@ -121,12 +123,14 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     for kind, a, b, seq in spans.tolist():
         data = buf[a:b].tobytes()
         if kind == 1:
-            doc = ditrace.parse(data) or doc
+            doc = (ditrace.parse(data) if di_packet else None) or doc
             continue
         try:
             descriptors.append(parse_descriptor(data) if kind == 0 else sequence_thread(data, sequence_track(seq)))
         except ValueError:
             dropped["malformed track descriptors"] += 1
+    if doc is not None and (why := ditrace.problem(doc)):
+        return _without_di_packet(path, why, rank=rank, rank_source=rank_source, source=source, max_input_bytes=max_input_bytes)
     ts = ts + (int(doc["offset_ns"]) if doc else 0)
 
     is_slice = np.flatnonzero(etype != F.TYPE_COUNTER)
@@ -159,7 +163,8 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
         dropped["slices still open at the end of the trace (ended at the last timestamp)"] += int(unclosed)
 
     mark_slice = slice_of[fl_ev] if len(fl_ev) else np.zeros(0, np.int64)
-    mark_row = np.where(mark_slice >= 0, slice_row[np.maximum(mark_slice, 0)], -1)
+    mark_row = (np.where(mark_slice >= 0, slice_row[np.maximum(mark_slice, 0)], -1) if len(slice_row)
+                else np.full(len(mark_slice), -1, np.int64))  # flow marks but no slice to bind them to
     if doc is not None:
         flows, messages, unpaired = _own_flows(doc, fl_id, mark_row, fl_term)
         collectives = ditrace.table(doc, "collectives")
@@ -178,8 +183,21 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
     meta = _meta(path, doc, rank if rank is not None else 0, rank_source, events.height, dropped)
-    return Trace.build(meta=meta, locations=locations, events=events, flows=flows, messages=messages,
-                       collectives=collectives, series=series, samples=samples)
+    trace = Trace.build(meta=meta, locations=locations, events=events, flows=flows, messages=messages,
+                        collectives=collectives, series=series, samples=samples)
+    if doc is not None:  # di's packet passed its checks; what it restored must fit the events read
+        try:
+            trace.validate()
+        except SchemaError as exc:
+            return _without_di_packet(path, str(exc)[:200], rank=rank, rank_source=rank_source, source=source, max_input_bytes=max_input_bytes)
+    return trace
+
+
+def _without_di_packet(path: Path, why: str, **kw: Any) -> Trace:
+    """The trace read as any producer's, with a warning that di's packet was damaged."""
+    trace = read_perfetto(path, di_packet=False, **kw)
+    warning = f"{path}: di's packet ignored ({why}); read as a trace of another producer"
+    return trace.with_meta({**trace.meta, "warnings": [*trace.meta.get("warnings", []), warning]})
 
 
 def _own_layout(doc: dict[str, Any]) -> tuple[pl.DataFrame, dict[int, int], pl.DataFrame, dict[int, int]]:
@@ -276,8 +294,11 @@ def _samples(counters: np.ndarray, ts: np.ndarray, track: np.ndarray, value: np.
 def _meta(path: Path, doc: dict[str, Any] | None, rank: int, rank_source: str, n: int, dropped: Counter[str]) -> dict[str, Any]:
     warnings = [f"{path}: dropped {k} ({r})" for r, k in sorted(dropped.items())]
     if doc is not None:
-        meta = {k: v for k, v in doc["meta"].items() if k in ("clock", "sources", "world_size", "command", "hosts")}
-        meta["warnings"] = list(doc["meta"].get("warnings", [])) + warnings
+        from di.schema import valid_meta_fields
+
+        meta = valid_meta_fields(doc.get("meta"), ("clock", "sources", "world_size", "command", "hosts", "warnings"), warnings,
+                                 f"{path}: di packet meta")
+        meta["warnings"] = meta.get("warnings", []) + warnings
         return meta
     return {
         "clock": {"unit": "ns", "domain": "relative", "sync": None},
