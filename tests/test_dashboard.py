@@ -146,7 +146,7 @@ class Client:
         self.port = port
 
     def get(self, path: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)  # a first conversion compiles the Perfetto writer
         try:
             c.request(method, path, headers=headers or {})
             r = c.getresponse()
