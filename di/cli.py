@@ -419,8 +419,9 @@ def _dashboard(args: argparse.Namespace, console: Any) -> None:
             raise
         raise ValueError(f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); try --port 0") from None
     server.start()
-    console.print(f"serving the runs of {args.folder} on {server.url} (Ctrl-C to stop)", markup=False)
-    console.print(f"[dim]from another machine: {server.ssh_line()}, then open the URL there[/dim]")
+    console.print(f"serving the runs of {args.folder} on 127.0.0.1:{server.port} (Ctrl-C to stop)", markup=False)
+    console.print(f"open: {server.url}", soft_wrap=True, markup=False)
+    console.print(f"[dim]from another machine: {server.ssh_line()}, then open the URL there[/dim]", soft_wrap=True)
     if not args.no_browser and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")):
         webbrowser.open(server.url)
     try:
