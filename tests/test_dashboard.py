@@ -190,7 +190,7 @@ def test_requests_must_name_this_server_and_come_from_its_own_pages(served):
 
 
 def test_runs_are_listed_with_a_broken_one_and_new_ones_appear(served, job):
-    server, c, folder = served
+    _, c, folder = served
     doc = c.runs()
     runs = {r["name"]: r for r in doc["runs"]}
     assert set(runs) == {"broken.di", "kineto", "runA.di", "runB.di"} and doc["pending"] == 0

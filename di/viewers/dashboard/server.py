@@ -39,7 +39,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from di.viewers.dashboard.pages import PageCache, diff_page, error_page, report_page
 from di.viewers.dashboard.runs import RunIndex
-from di.viewers.perfetto_ui import CLIENT_GONE, DEFAULT_PORT as PERFETTO_PORT, HOST, LOCAL_NAMES
+from di.viewers.perfetto_ui import CLIENT_GONE, HOST, LOCAL_NAMES
+from di.viewers.perfetto_ui import DEFAULT_PORT as PERFETTO_PORT
 
 DEFAULT_PORT = 8765
 """The dashboard's default port on 127.0.0.1."""
@@ -52,7 +53,7 @@ SAME_SITE = ("same-origin", "none")
 class _Handler(BaseHTTPRequestHandler):
     server: DashboardServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (library code never prints)
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
     def _allowed(self) -> HTTPStatus | None:
@@ -88,10 +89,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: HTTPStatus, doc: Any, head: bool = False) -> None:
         self._send(status, json.dumps(doc).encode(), "application/json", head=head)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._get(head=True)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._get(head=False)
 
     def _get(self, *, head: bool) -> None:
@@ -130,7 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._html(HTTPStatus.UNPROCESSABLE_ENTITY, error_page(f"di dashboard: {what}", f"{type(exc).__name__}: {exc}"), head)
         self._html(HTTPStatus.OK, page, head)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         refused = self._allowed()
         if refused is not None:
             return self._send(refused, b"", "text/plain")
@@ -146,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _not_allowed(self) -> None:
         self._send(HTTPStatus.METHOD_NOT_ALLOWED, b"", "text/plain")
 
-    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
 
 
 class DashboardServer(ThreadingHTTPServer):

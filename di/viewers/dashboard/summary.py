@@ -114,7 +114,7 @@ def summarize(path: Path, *, max_input_size: Any = None) -> dict[str, Any]:
         return {**_base(path, None), **facts(trace, result, path)}
     except (di.DIError, OSError, ValueError, MemoryError) as exc:
         return {**_base(path, _one_line(exc))}
-    except Exception as exc:  # a bug in a reader must not take the dashboard down: the run shows it
+    except Exception as exc:  # noqa: BLE001 (a bug in a reader must not take the dashboard down: the run shows it)
         return {**_base(path, f"internal error: {_one_line(exc)}")}
 
 
