@@ -53,7 +53,7 @@ SAME_SITE = ("same-origin", "none")
 class _Handler(BaseHTTPRequestHandler):
     server: DashboardServer
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: Any) -> None:  # library code never prints
         return
 
     def _allowed(self) -> HTTPStatus | None:
