@@ -38,6 +38,7 @@ button:hover{background:#dde3ee}button:disabled{opacity:.5;cursor:default}
 table{border-collapse:collapse;font-size:12.5px;width:100%}th,td{padding:4px 8px;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:top}
 th{background:#f0f2f5;cursor:pointer;white-space:nowrap;user-select:none}th[data-dir=asc]:after{content:" \\25B2"}th[data-dir=desc]:after{content:" \\25BC"}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.cmd{font-family:ui-monospace,monospace;font-size:11.5px;max-width:28em;overflow-wrap:anywhere}
+td.pick,td.time,td.actions{white-space:nowrap}td.err{min-width:16em;max-width:36em;overflow-wrap:anywhere}
 tr.error td{color:#a00}tr.pending td{color:#8a93a5}tr.sel td{background:#eef3ff}
 .note{color:#5b6475;font-size:12px;margin:4px 0}.err{color:#a00}
 .trends{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:12px}
@@ -121,6 +122,7 @@ function runRow(r) {
     var td = el("td");
     if (c.wide) td.className = "wide";
     if (c.num) td.className += " n";
+    if (c.key === "pick" || c.key === "time" || c.key === "actions") td.className += " " + c.key;
     if (c.key === "pick") { td.appendChild(pickBox(r, "a")); td.appendChild(pickBox(r, "b")); }
     else if (c.key === "name") { td.textContent = r.name; td.title = r.path || ""; }
     else if (c.key === "time") td.textContent = (r.time || "").replace("T", " ").replace("+00:00", " UTC");
@@ -129,7 +131,8 @@ function runRow(r) {
       td.textContent = r.step_ns ? ms(r.step_ns.mean) : "—";
       if (r.step_ns) { td.title = "p50 " + ms(r.step_ns.p50) + " ms, p90 " + ms(r.step_ns.p90) + " ms"; td.dataset.v = r.step_ns.mean; }
     } else if (c.key === "bottleneck") {
-      if (r.state === "error") { td.className = "err"; td.textContent = "error: " + r.error; }
+      if (r.state === "error") { td.className += " err"; td.title = r.error;
+        td.textContent = "error: " + (r.error.length > 140 ? r.error.slice(0, 139) + "…" : r.error); }
       else if (r.state === "pending") td.textContent = "summarising…";
       else td.textContent = r.bottleneck ? r.bottleneck.state + " " + pct(r.bottleneck.share) + " of " + (r.breakdown ? r.breakdown.scope : "") + " time" : "—";
     } else if (c.key === "cp") td.textContent = r.cp_top ? r.cp_top.category + " " + pct(r.cp_top.share) : "—";
