@@ -30,6 +30,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -129,6 +130,9 @@ class _Handler(BaseHTTPRequestHandler):
             page = self.server.pages.get(key, render)
         except (di.DIError, OSError, ValueError, MemoryError) as exc:
             return self._html(HTTPStatus.UNPROCESSABLE_ENTITY, error_page(f"di dashboard: {what}", f"{type(exc).__name__}: {exc}"), head)
+        except Exception as exc:  # noqa: BLE001 (a bug in a viewer or a plugin: the page says so, the server goes on)
+            text = f"internal error (a bug in di, please report it): {type(exc).__name__}: {exc}"
+            return self._html(HTTPStatus.INTERNAL_SERVER_ERROR, error_page(f"di dashboard: {what}", text), head)
         self._html(HTTPStatus.OK, page, head)
 
     def do_POST(self) -> None:
@@ -173,6 +177,7 @@ class DashboardServer(ThreadingHTTPServer):
         self.pages = PageCache()
         self.perfetto_port, self.ui_root, self.on_error = perfetto_port, ui_root, on_error
         self._perfetto: Any = None
+        self._perfetto_stop = threading.Event()
         self._perfetto_lock = threading.Lock()
         try:
             super().__init__((HOST, port), _Handler)
@@ -218,25 +223,37 @@ class DashboardServer(ThreadingHTTPServer):
         except (di.DIError, OSError, ValueError, MemoryError) as exc:
             return {"error": f"cannot convert {path.name}: {exc}", "command": command}
         with self._perfetto_lock:
-            if self._perfetto is not None:
-                self._perfetto.close()
-                self._perfetto = None
+            self._stop_perfetto()
             try:
                 srv = TraceServer(trace, port=self.perfetto_port, ui_root=self.ui_root, on_error=self.on_error)
             except OSError as exc:
                 return {"error": f"cannot listen on 127.0.0.1:{self.perfetto_port} ({exc.strerror}); is di view running? "
                                  "Stop it, or run the command", "command": command}
             srv.start()
-            self._perfetto = srv
-        threading.Thread(target=self._end_perfetto, args=(srv,), name="di-dashboard-perfetto", daemon=True).start()
+            stop = threading.Event()
+            self._perfetto, self._perfetto_stop = srv, stop
+        threading.Thread(target=self._end_perfetto, args=(srv, stop), name="di-dashboard-perfetto", daemon=True).start()
         return {"url": srv.ui_url, "command": command}
 
-    def _end_perfetto(self, srv: Any) -> None:
-        srv.wait(timeout_s=PERFETTO_LINGER_S)
+    def _end_perfetto(self, srv: Any, stop: threading.Event) -> None:
+        """Close ``srv`` once the UI has fetched the trace (as ``di view`` ends), after
+        :data:`PERFETTO_LINGER_S` without a fetch, or when another run replaces it."""
+        deadline = time.monotonic() + PERFETTO_LINGER_S
+        while not srv.fetched.wait(0.2):
+            if stop.is_set() or time.monotonic() > deadline:
+                break
+        if srv.fetched.is_set() and not stop.is_set():
+            srv.wait(timeout_s=60)
         with self._perfetto_lock:
             if self._perfetto is srv:
-                srv.close()
-                self._perfetto = None
+                self._stop_perfetto()
+
+    def _stop_perfetto(self) -> None:
+        """Close the Perfetto server (the caller holds ``_perfetto_lock``)."""
+        if self._perfetto is not None:
+            self._perfetto_stop.set()
+            self._perfetto.close()
+            self._perfetto = None
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
@@ -255,7 +272,5 @@ class DashboardServer(ThreadingHTTPServer):
             self._thread.join()
         self.server_close()
         with self._perfetto_lock:
-            if self._perfetto is not None:
-                self._perfetto.close()
-                self._perfetto = None
+            self._stop_perfetto()
         self.index.close()
