@@ -15,6 +15,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -196,16 +197,19 @@ def test_runs_are_listed_with_a_broken_one_and_new_ones_appear(served, job):
     assert set(runs) == {"broken.di", "kineto", "runA.di", "runB.di"} and doc["pending"] == 0
     assert runs["broken.di"]["state"] == "error" and "broken.di" in runs["broken.di"]["error"]
     assert runs["runA.di"]["state"] == "ok" and runs["runA.di"]["ranks"] == 2 and runs["runA.di"]["step_ns"]["mean"] > 0
-    shutil.copytree(job / "runK.di", folder / "runNew.di")  # while the server runs
+    name = "new run & #1 ü.di"  # while the server runs; a name that needs quoting in a URL
+    shutil.copytree(job / "runK.di", folder / name)
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
-        new = {r["name"]: r for r in c.runs()["runs"]}.get("runNew.di")
+        new = {r["name"]: r for r in c.runs()["runs"]}.get(name)
         if new is not None and new["state"] != "pending":
             break
         time.sleep(0.2)
     assert new["state"] == "ok" and new["step_ns"] == runs["runA.di"]["step_ns"]
-    shutil.rmtree(folder / "runNew.di")
-    assert "runNew.di" not in {r["name"] for r in c.runs()["runs"]}
+    status, _, body = c.get("/report?run=" + quote(name, safe=""))
+    assert status == 200 and "di report: new run &amp; #1 ü.di" in body.decode()
+    shutil.rmtree(folder / name)
+    assert name not in {r["name"] for r in c.runs()["runs"]}
 
 
 def test_report_of_a_run_has_the_panels_and_the_plugins(served, example_plugin):
