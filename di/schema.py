@@ -93,7 +93,7 @@ def validate_meta(meta: dict[str, Any]) -> None:
     import jsonschema
 
     try:
-        jsonschema.validate(meta, json_schema("meta"))
+        _meta_validator().validate(meta)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
         raise SchemaError(f"meta.json at {where}: {exc.message}") from None
@@ -118,3 +118,12 @@ def valid_meta_fields(meta: Any, keys: tuple[str, ...], warnings: list[str], wha
         except jsonschema.ValidationError as exc:
             warnings.append(f"{what} {k} ignored: {exc.message[:120]}")
     return out
+
+
+@cache
+def _meta_validator() -> Any:
+    """The meta.json validator, built once (``jsonschema.validate`` checks the schema itself on every call)."""
+    import jsonschema
+
+    schema = json_schema("meta")
+    return jsonschema.validators.validator_for(schema)(schema)
