@@ -495,7 +495,7 @@ def test_launch_flows_pair_each_api_call_with_every_gpu_record_of_its_correlatio
     ("mtia_ccp_events", "WaitForEvent", "sync"), ("io", "read", "io"), ("weird", "x", "other"), (None, "x", "other"),
 ])
 def test_canonical_category_rules(src_cat: str | None, name: str, cat: str) -> None:
-    from di.convert.chrome.kineto import canonical_cat_of, canonical_cats
+    from di.convert.categories import canonical_cat_of, canonical_cats
 
     assert canonical_cat_of(src_cat, name) == cat
     got = canonical_cats(pl.Series([src_cat, "cpu_op", src_cat], dtype=pl.String), pl.Series([name, "aten::mm", name]))

@@ -119,7 +119,8 @@ def with_di_flow(edges: pl.DataFrame, di_flow: pl.Series) -> pl.DataFrame:
         d = pl.Series([_di_flow_or_none(text) for text in di_flow.to_list()], dtype=shape)
     from di.trace import FLOW_KINDS
 
-    has = d.is_not_null() & d.struct.field("kind").is_in(FLOW_KINDS).fill_null(False)
+    # a flows kind, or "message": the arrows di draws for messages, which the reader drops (messages come from diTrace)
+    has = d.is_not_null() & d.struct.field("kind").is_in([*FLOW_KINDS, "message"]).fill_null(False)
     return edges.with_columns(
         pl.when(has).then(d.struct.field("kind")).otherwise(pl.col("kind")).alias("kind"),
         pl.when(has).then(d.struct.field("id")).otherwise(pl.col("id")).alias("id"),

@@ -1,9 +1,7 @@
 """What Kineto (the PyTorch profiler) means by its categories and args.
 
-- ``cat`` mapping to the canonical vocabulary, from the source category and,
-  where the category is not enough, the name (NCCL kernels are ``nccl``,
-  ``cudaDeviceSynchronize``-like runtime calls are ``sync``, ``ProfilerStep#N``
-  is ``step``).
+- ``cat`` mapping to the canonical vocabulary: :mod:`di.convert.categories`,
+  which every connector of CUDA-profiler data shares.
 - ``correlation`` ids -> ``flows`` of kind ``launch`` (API call -> GPU
   activity) or ``sync`` (sync call -> ``cuda_sync`` GPU record), where the
   file's own ``ac2g`` flows did not already give the edge.
@@ -13,26 +11,13 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import polars as pl
 
+from di.convert.categories import canonical_cat_of
 from di.convert.columns import dense_row_ids, match_rows
-
 from di.trace import CATS
 
-COMM_KERNEL = r"(?i)^(nccl|ncclDevKernel|rccl|hccl)|nccl"
-SYNC_API = r"(?i)synchronize|StreamWaitEvent|EventQuery|StreamQuery|waitOnEvent"
-COMM_CPU = r"^(record_param_comms|c10d::|nccl:|gloo:)"
-
-_DIRECT = {
-    "kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_runtime": "cuda_api",
-    "cuda_driver": "cuda_api", "cuda_sync": "sync", "cpu_op": "compute", "user_annotation": "user",
-    "gpu_user_annotation": "user", "python_function": "python", "cpu_instant_event": "other", "Trace": "other",
-    # Meta's MTIA accelerator: its runtime API and the device's command processor events
-    "mtia_runtime": "cuda_api", "mtia_ccp_events": "kernel",
-}
 
 # bytes per element for the dtype names Kineto writes (c10 ScalarType names) and torch's
 DTYPE_BYTES = {
@@ -52,39 +37,6 @@ OPS = {
     "all_to_allv": "alltoall", "alltoall_base": "alltoall", "gather": "gather", "scatter": "scatter",
     "barrier": "barrier", "send": "send", "recv": "recv", "recvAnySource": "recv",
 }
-
-
-_COMM_KERNEL, _SYNC_API, _COMM_CPU = re.compile(COMM_KERNEL), re.compile(SYNC_API), re.compile(COMM_CPU)
-_WAIT = re.compile("(?i)wait")
-_CATS = frozenset(CATS)
-
-
-def canonical_cat_of(src_cat: str | None, name: str) -> str:
-    """The canonical category of an event with source category ``src_cat`` and ``name``."""
-    if src_cat == "kernel" and _COMM_KERNEL.search(name):
-        return "nccl"
-    if src_cat in ("cuda_runtime", "cuda_driver", "mtia_runtime") and _SYNC_API.search(name):
-        return "sync"
-    if src_cat == "mtia_ccp_events" and _WAIT.search(name):
-        return "sync"
-    if src_cat in ("cpu_op", "user_annotation") and _COMM_CPU.search(name):
-        return "nccl"
-    if src_cat == "user_annotation" and name.startswith("ProfilerStep#"):
-        return "step"
-    direct = _DIRECT.get(src_cat) if src_cat is not None else None
-    return direct or (src_cat if src_cat in _CATS else "other")
-
-
-def canonical_cats(src_cat: pl.Series, name: pl.Series) -> pl.Series:
-    """:func:`canonical_cat_of` per row, as the ``cat`` Enum. The rules run once per
-    distinct (src_cat, name) pair: a trace's cost is its vocabulary's, not its length's."""
-    pairs = pl.DataFrame({"c": src_cat.cast(pl.String), "n": name.cast(pl.String).fill_null("")})
-    distinct = pairs.unique(maintain_order=True)
-    cats = [canonical_cat_of(c, n) for c, n in zip(distinct.get_column("c").to_list(), distinct.get_column("n").to_list())]
-    if distinct.height == pairs.height:
-        return pl.Series("cat", cats, dtype=pl.Enum(list(CATS)))
-    distinct = distinct.with_columns(pl.Series("cat", cats, dtype=pl.Enum(list(CATS))))
-    return pairs.join(distinct, on=["c", "n"], how="left", nulls_equal=True, maintain_order="left").get_column("cat")
 
 
 def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> pl.DataFrame:

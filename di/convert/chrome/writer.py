@@ -500,7 +500,7 @@ def _categories(ev: pl.DataFrame) -> str | None:
     """Each event's canonical ``cat``, one letter per events row ('a' + its index in
     the vocabulary), when reading the written ``cat`` (``src_cat``, else ``cat``)
     and name back would give another category for some event; else None."""
-    from di.convert.chrome.kineto import canonical_cats
+    from di.convert.categories import canonical_cats
 
     if not ev.height:
         return None

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from di.convert.chrome.kineto import COMM_KERNEL, SYNC_API
+from di.convert.categories import COMM_KERNEL, SYNC_API
 from di.convert.nsys.report import Report, pid_of, tid_of
 from di.trace import CATS
 

@@ -226,7 +226,7 @@ def _events(begin, end_ns, instant, packet, ts, track, name, cats, corr, has_cor
     if own:
         cat, src_cat = cat0, cat1
     else:
-        from di.convert.chrome.kineto import canonical_cats
+        from di.convert.categories import canonical_cats
 
         src_cat = pl.select(pl.when(cat1.is_not_null()).then(pl.concat_str([cat0, pl.lit(","), cat1])).otherwise(cat0)).to_series()
         cat = canonical_cats(src_cat, names)
