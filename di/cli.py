@@ -7,6 +7,8 @@ import sys
 import time
 from typing import Any
 
+from di import warmup
+
 EXIT_INPUT = 2
 
 EXAMPLES = {
@@ -90,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--offline", action="store_true", help="serve a locally installed Perfetto UI too (no internet needed)")
     v.add_argument("--no-browser", action="store_true", help="only print the URL")
     v.add_argument("--no-analysis", action="store_true", help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --help")
+    warmup.add_parser(sub, fmt)
     return p
 
 
@@ -381,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False)
     try:
         code = {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze, "record": _record,
-                "report": _report, "plugins": _plugins}[args.command](args, console)
+                "report": _report, "plugins": _plugins, "warmup": warmup.main}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         err.print(f"di {args.command}: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_INPUT

@@ -16,6 +16,12 @@ fills one numpy column per field the reader needs:
 
 The scanner stops at the first syntax error and reports its byte offset;
 everything before it is kept. No Python object is created per event.
+
+Compile hygiene (see :mod:`di.convert.perfetto.encode`): only the leaf
+``_head`` is ``inline="always"``; the key switch, the value parsers and the
+per-event parser are plain calls (inlined into ``_scan_array`` they cost ~12
+s of numba compile; LLVM inlines them anyway), and positions passed to them
+are typed (``_ZERO``), never a literal ``0``.
 """
 
 from __future__ import annotations
@@ -68,6 +74,8 @@ collective calls)."""
 # parse_number shifts; numpy scalars, not literals, so one compiled version serves both
 _AS_IS = np.int64(0)
 _US_TO_NS = np.int64(3)
+_ZERO = np.int64(0)
+"""The first byte offset, typed: a literal 0 would compile skip_ws once more."""
 
 
 def _word(text: bytes) -> np.uint64:
@@ -100,7 +108,7 @@ def _head(buf, s, e, n):
     return w
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _is_11(buf, s, e, n, head, tail):
     """True when buf[s:e] is the 11-byte key whose words are (head, tail)."""
     return e - s == 11 and _head(buf, s, e, n) == head and _head(buf, e - 8, e, n) == tail
@@ -111,7 +119,7 @@ KEY_OTHER, KEY_PH, KEY_S, KEY_BP, KEY_NAME, KEY_CAT, KEY_TS, KEY_DUR, KEY_PID, K
     KEY_DIFLOW, KEY_FIN, KEY_FOUT, KEY_ARGS = range(16)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _key(buf, ks, ke, n):
     """The code of the event key buf[ks:ke]: one length switch, then word compares."""
     L = ke - ks
@@ -157,7 +165,7 @@ def _key(buf, ks, ke, n):
     return KEY_OTHER
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _poly(buf, i, n, slots, starts, ends, count):
     """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
     c = buf[i]
@@ -265,7 +273,7 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
     return -1, o
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
 
@@ -442,7 +450,7 @@ def scan(buf, c, slots, starts, ends, count, abuf, top, progress):
     """
     n = buf.size
     cap = c[0].shape[1]
-    i = skip_ws(buf, 0, n)
+    i = skip_ws(buf, _ZERO, n)
     if i + 2 < n and buf[i] == 0xEF and buf[i + 1] == 0xBB and buf[i + 2] == 0xBF:
         i = skip_ws(buf, i + 3, n)
     if i >= n:
