@@ -25,7 +25,7 @@ from di.convert.inttable import NO_KEY, claim, find
 from di.convert.perfetto.protobuf import read_varint, skip_field
 
 C_INCREMENTAL, C_MULT, C_AT_SNAPSHOT, C_TRACE_AT_SNAPSHOT, C_LAST = range(5)
-CLOCK_WIDTH = 5
+CLOCK_WIDTH = np.int64(5)
 """Values per clock: incremental, unit multiplier ns, value at snapshot, trace ns at snapshot, last value."""
 MAX_CLOCKS = 64
 

@@ -46,6 +46,7 @@ K_NAME, K_CAT, K_ANN, K_STR = np.int64(1), np.int64(2), np.int64(3), np.int64(4)
 # columns of the per-sequence table: generation (incremental state resets), default track uuid,
 # default timestamp clock, 1 when a ThreadDescriptor named the sequence's thread
 Q_GEN, Q_TRACK, Q_CLOCK, Q_THREAD = 0, 1, 2, 3
+_SEQ_WIDTH = np.int64(4)
 _ZERO, _ONE = np.int64(0), np.int64(1)
 
 
@@ -58,7 +59,7 @@ def sequence_track(seq: int) -> int:
 @njit(cache=True)
 def count_packets(buf: np.ndarray) -> tuple[int, int]:
     """(number of complete TracePackets, byte offset where the readable part ends)."""
-    pos, end, n = 0, buf.shape[0], 0
+    pos, end, n = _ZERO, buf.shape[0], _ZERO  # typed: a literal 0 compiles read_varint twice
     while pos < end:
         key, p = read_varint(buf, pos, end)
         if p < 0 or key >> 3 == 0:
@@ -278,8 +279,8 @@ def _ids(buf, pos, b, wire, out_id, out_ev, out_term, nf, k, term):
 def decode_packets(buf, n_packets, sym, stats):
     """Decode every TracePacket; see the module docstring. Returns a tuple of arrays (see :func:`decoded`)."""
     slots = sym[0].shape[0]  # a power of two, twice the symbol capacity
-    interned = new_table(slots, 1)
-    seqs = new_table(max(slots // 16, 16), 4)
+    interned = new_table(slots, _ONE)
+    seqs = new_table(max(slots // 16, 16), _SEQ_WIDTH)
     clocks = new_table(max(slots // 16, 16), CLOCK_WIDTH)
     primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
     ev_packet = np.empty(n_packets, np.int64)
@@ -297,7 +298,7 @@ def decode_packets(buf, n_packets, sym, stats):
     spans = np.empty((n_packets, 4), np.int64)  # kind (0 track descriptor, 1 di packet, 2 thread descriptor), start, end, sequence
     ne, nf, na, ns = _ZERO, _ZERO, _ZERO, _ZERO  # typed: literal 0 counters compile their callees twice
     cur_seq, cur_gen, cur_track, cur_clock = -_ONE, _ZERO, _ZERO, _ZERO
-    pos, end, p = 0, buf.shape[0], 0
+    pos, end, p = _ZERO, buf.shape[0], _ZERO
     while p < n_packets:
         key, pos = read_varint(buf, pos, end)
         if key != 10:

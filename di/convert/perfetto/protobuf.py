@@ -11,13 +11,12 @@ The numba functions write into / read from uint8 arrays at a position and
 return the new position; the plain-Python ones build the bytes of the few
 messages written once per track.
 
-Compile hygiene (for every numba module of di): the writers (``put_*``,
-``varint_size``) are plain calls, never ``inline="always"``: the encoder
-calls them ~200 times and numba's IR inliner grows quadratically with inlined
-bodies (LLVM still inlines them where it pays), so callers pass ``np.int64``
-values, never Python int literals, which numba would compile one version of
-each function for. The readers (``read_*``) are leaves, inlined into the
-decoder's loops.
+Compile hygiene (for every numba module of di): these functions are plain
+calls, never ``inline="always"``: the encoder calls the writers ~200 times and
+the decoder the readers ~60 times, and numba's IR inliner grows quadratically
+with inlined bodies (a reader inlined six times cost ~2 s; LLVM still inlines
+them where it pays, after numba's typing). Callers pass ``np.int64`` values,
+never Python int literals, which numba would compile one version for each.
 """
 
 from __future__ import annotations
@@ -82,7 +81,7 @@ def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int
     return pos
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """(value as int64, new position); new position -1 when the varint runs past ``end`` or is over 10 bytes."""
     if pos < end and buf[pos] < 128:
@@ -101,7 +100,7 @@ def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     return 0, -1
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def read_fixed64(buf: np.ndarray, pos: int) -> np.uint64:
     """8 bytes little-endian at ``pos`` as uint64 (the caller checks the bounds)."""
     u = np.uint64(0)

@@ -19,7 +19,6 @@ counted: legacy (phase-based) events.
 from __future__ import annotations
 
 import gzip
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -43,18 +42,13 @@ __all__ = ["read_perfetto"]
 
 
 def _bytes(path: Path) -> np.ndarray:
-    """The file's bytes (gunzipped) in a writable array: the kernels this reader shares with the
-    Chrome scanner (:mod:`di.convert.symbols`) then compile once, not once more for a read-only buffer."""
     try:
-        with open(path, "rb") as fh:
-            if fh.read(2) == b"\x1f\x8b":
-                fh.seek(0)
-                return np.frombuffer(bytearray(gzip.decompress(fh.read())), dtype=np.uint8)
-            buf = np.empty(os.fstat(fh.fileno()).st_size, dtype=np.uint8)
-            fh.seek(0)
-            return buf[: fh.readinto(buf)]
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
     except (OSError, EOFError) as exc:
         raise FormatError(path, f"cannot read: {exc}") from None
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 def _strings(buf: np.ndarray, sym: Any) -> list[str]:

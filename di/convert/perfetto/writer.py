@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.atomic import atomic_write
-from di.convert.columns import utf8_buffers
+from di.convert.columns import readonly, utf8_buffers
 from di.convert.lanes import assign_lanes, is_sorted
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
@@ -134,6 +134,7 @@ def _events(f: IO[bytes], out: np.ndarray, ev: pl.DataFrame, layout, marks, star
     cat_pool, cat_off = utf8_pool(list(CATS) + src_values)
     ann_pool, ann_off = utf8_pool(list(encode.ANNOTATION_NAMES))
     args, args_off, args_null = _utf8_column(ev.get_column("args"))
+    name_pool, cat_pool, ann_pool, args = (readonly(a) for a in (name_pool, cat_pool, ann_pool, args))
 
     tracks = layout.tracks
     counts = np.bincount(layout.track_of_event, minlength=tracks.height)
