@@ -4,14 +4,18 @@ Every kernel is ``@njit(cache=True)``: numba writes its machine code to an
 index and data file per function and loads them in later processes instead of
 compiling again. By default numba puts them in ``__pycache__`` beside each
 module. When that directory is not writable (a system or image install, a
-read-only cluster module), numba (0.68, checked) silently falls back to
-``~/.cache/numba/`` (its ``UserWideCacheLocator``, found by trying to create
-a file in each candidate), a choice made per function and nowhere reported.
+read-only cluster module), numba (0.68, checked on a read-only mount) falls
+back, per function and silently, to its user-wide cache
+``$XDG_CACHE_HOME/numba/`` (``UserWideCacheLocator``, chosen after trying to
+create a file in each candidate directory), so the compile is kept, but where
+is nowhere said and depends on which directories a try happened to write.
 
 :func:`configure` makes that choice once and explicitly: when the user has
 not set ``NUMBA_CACHE_DIR`` and di's package directory is not writable, it
 sets ``NUMBA_CACHE_DIR`` to :func:`user_cache_dir` (``$XDG_CACHE_HOME/di/numba``,
-``~/.cache/di/numba`` by default) in ``os.environ``. ``import di`` calls it,
+``~/.cache/di/numba`` by default) in ``os.environ``, so that the place is
+fixed, named by ``di warmup`` and inherited by the processes di starts (the
+ranks of ``di record``). ``import di`` calls it,
 before any kernel module imports numba. Side effects, on read-only installs
 only: numba code of other packages in the same process (and its children,
 which inherit the variable) caches under that directory too, and a process
