@@ -29,15 +29,28 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from di.errors import DIError
+
+
+COUNTERS = b"""{"traceEvents": [
+ {"ph": "X", "name": "step", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+ {"ph": "C", "name": "memory", "pid": 1, "ts": 5, "args": {"allocated": 5, "freed": 2.5}}]}"""
+"""A Chrome document with a counter: the kernels of counter samples (the demo job has none)."""
+
+SAVED = ("analysed", "counters")
+"""The stores (``NAME.di``) each writer task writes in its format and reads back."""
+
 
 def _load_kineto(work: Path) -> None:
-    """Chrome/Kineto JSON in (scanner, pairing, nesting), the ``.di`` store out and in."""
+    """Chrome/Kineto JSON in (scanner, pairing, nesting, counters), the ``.di`` store out and in."""
     import di
     from di.demo.job import write_kineto_job
 
     write_kineto_job(work / "kineto", ranks=2, steps=2, ops_per_step=8)
     di.save(di.load(work / "kineto"), work / "job.di")
     di.load(work / "job.di")
+    (work / "counters.json").write_bytes(COUNTERS)
+    di.save(di.load(work / "counters.json"), work / "counters.di")
 
 
 def _analyze(work: Path) -> None:
@@ -53,8 +66,9 @@ def _perfetto(work: Path) -> None:
     """The Perfetto protobuf writer and reader."""
     import di
 
-    di.save(di.load(work / "analysed.di"), work / "job.pftrace")
-    di.load(work / "job.pftrace")
+    for name in SAVED:
+        di.save(di.load(work / f"{name}.di"), work / f"{name}.pftrace")
+        di.load(work / f"{name}.pftrace")
 
 
 def _otf2(work: Path) -> None:
@@ -62,19 +76,25 @@ def _otf2(work: Path) -> None:
     import di
     from di.errors import MissingDependencyError
 
-    try:
-        di.save(di.load(work / "analysed.di"), work / "job.otf2")
-    except MissingDependencyError:
-        return
-    di.load(work / "job.otf2")
+    for name in SAVED:
+        try:
+            di.save(di.load(work / f"{name}.di"), work / f"{name}.otf2")
+        except MissingDependencyError:
+            return
+        di.load(work / f"{name}.otf2")
 
 
 def _chrome(work: Path) -> None:
     """The Chrome JSON writer, and the reader of di's own JSON (diTrace)."""
     import di
 
-    di.save(di.load(work / "analysed.di"), work / "job.json.gz")
-    di.load(work / "job.json.gz")
+    for name in SAVED:
+        di.save(di.load(work / f"{name}.di"), work / f"{name}.json.gz")
+        di.load(work / f"{name}.json.gz")
+
+
+class WarmupError(DIError):
+    """A warmup task failed (the message names the task and its error)."""
 
 
 TASKS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
@@ -95,7 +115,10 @@ def run_tasks(work: Path, names: list[str] | None = None) -> None:
 
 def _timed(name: str, work: str) -> float:
     t = time.perf_counter()
-    TASKS[name][0](Path(work))
+    try:
+        TASKS[name][0](Path(work))
+    except Exception as exc:  # not every exception pickles back from a worker: send its text
+        raise WarmupError(f"di warmup: task {name!r} failed: {type(exc).__name__}: {exc}") from None
     return time.perf_counter() - t
 
 
@@ -110,7 +133,7 @@ def warmup(*, jobs: int | None = None, report: Callable[[str, float], Any] | Non
         Wall seconds per task.
 
     Raises:
-        Whatever a task raised (the first failure, after the running ones end).
+        WarmupError: a task failed (the first failure, after the running ones end).
     """
     jobs = jobs or len(os.sched_getaffinity(0))
     done: dict[str, float] = {}

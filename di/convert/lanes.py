@@ -143,9 +143,7 @@ def innermost_points(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, 
         int64 ns per query, or :data:`NO_POINT` where every time from the bound
         to the event's end is covered by another event.
     """
-    return _points_kernel(np.asarray(loc, dtype=np.int64), np.asarray(start_ns, dtype=np.int64),
-                          np.asarray(end_ns, dtype=np.int64), np.asarray(rows, dtype=np.int64),
-                          np.asarray(lower_ns, dtype=np.int64))
+    return _points_kernel(*(readonly_int64(a) for a in (loc, start_ns, end_ns, rows, lower_ns)))
 
 
 @njit(cache=True)

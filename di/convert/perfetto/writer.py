@@ -184,7 +184,7 @@ def _counters(f: IO[bytes], out: np.ndarray, samples: pl.DataFrame, layout, offs
     ptr = np.zeros(len(used) + 1, dtype=np.int64)
     np.cumsum(counts[used], out=ptr[1:])
     ts = samples.get_column("ts_ns").to_numpy() - offset
-    bits = np.ascontiguousarray(samples.get_column("value").to_numpy(), dtype=np.float64).view(np.uint64)
+    bits = readonly(np.ascontiguousarray(samples.get_column("value").to_numpy(), dtype=np.float64).view(np.uint64))
     state = np.zeros(4, dtype=np.int64)
     uuid = series.get_column("uuid").to_numpy().astype(np.int64)[used]
     while state[encode.S_TRACK] < len(used):
