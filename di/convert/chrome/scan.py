@@ -17,11 +17,13 @@ fills one numpy column per field the reader needs:
 The scanner stops at the first syntax error and reports its byte offset;
 everything before it is kept. No Python object is created per event.
 
-Compile hygiene (see :mod:`di.convert.perfetto.encode`): only the leaf
-``_head`` is ``inline="always"``; the key switch, the value parsers and the
-per-event parser are plain calls (inlined into ``_scan_array`` they cost ~12
-s of numba compile; LLVM inlines them anyway), and positions passed to them
-are typed (``_ZERO``), never a literal ``0``.
+Compile hygiene (see :mod:`di.convert.perfetto.encode`), with one measured
+exception: the per-event parser and what it calls (``_scan_event``, ``_key``,
+``_is_11``, ``_poly``, ``_head``) stay ``inline="always"`` although they
+inline each other. As plain calls they compile faster, but LLVM then
+leaves the large ones out of line and the scan runs 25-35 % slower (issue 15
+allows 5 %). Positions passed to helpers are typed (``_ZERO``), never a
+literal ``0``.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def _head(buf, s, e, n):
     return w
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _is_11(buf, s, e, n, head, tail):
     """True when buf[s:e] is the 11-byte key whose words are (head, tail)."""
     return e - s == 11 and _head(buf, s, e, n) == head and _head(buf, e - 8, e, n) == tail
@@ -119,7 +121,7 @@ KEY_OTHER, KEY_PH, KEY_S, KEY_BP, KEY_NAME, KEY_CAT, KEY_TS, KEY_DUR, KEY_PID, K
     KEY_DIFLOW, KEY_FIN, KEY_FOUT, KEY_ARGS = range(16)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _key(buf, ks, ke, n):
     """The code of the event key buf[ks:ke]: one length switch, then word compares."""
     L = ke - ks
@@ -165,7 +167,7 @@ def _key(buf, ks, ke, n):
     return KEY_OTHER
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _poly(buf, i, n, slots, starts, ends, count):
     """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
     c = buf[i]
@@ -273,7 +275,7 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
     return -1, o
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
 
