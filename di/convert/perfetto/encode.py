@@ -15,13 +15,18 @@ The kernels are resumable: they stop when the next packet might not fit in
 ``out`` and return, the caller flushes the bytes and calls again with the
 same state array, so memory stays bounded whatever the trace size.
 
-Compile hygiene (numba's cold compile, issue 15): the packet writers are plain
-calls into each other and into :mod:`~di.convert.perfetto.protobuf`; only leaf
-helpers that inline nothing themselves (``_ld``, ``_interned_entry``,
-``_flow_size``) are ``inline="always"`` (chains of inlined helpers made numba's
-IR inliner quadratic: ~90 s for :func:`encode_events`). Every integer passed to
-a helper is an ``np.int64`` (the ``T_*`` tags and the other module constants
-below), never a Python int literal, so each helper compiles once.
+Compile hygiene (numba's cold compile, issue 15): the protobuf writers
+(:mod:`~di.convert.perfetto.protobuf`) and the size helpers are plain calls;
+chains of inlined helpers (``put_varint`` -> ``_put_interned`` ->
+``_begin_packet``, 206 inlined bodies) made numba's IR inliner quadratic:
+~90 s for :func:`encode_events`, now ~3 s. Two inline levels are kept, measured:
+``_begin_packet`` and ``_end_packet`` (one call per packet, with ~30 array
+arguments that an out-of-line call passes field by field) are
+``inline="always"``, and so are the small per-packet helpers they call
+(``_packet_head``, ``_flow_size``, ``_put_flows``); out of line they made the
+writer 30-50 % slower. Every integer passed to a helper is an ``np.int64``
+(the ``T_*`` tags and the other module constants below), never a Python int
+literal, so each helper compiles once.
 """
 
 from __future__ import annotations
@@ -84,13 +89,13 @@ _COUNTER_EVENT = np.int64(2 + 2 + 8)
 """Bytes of a counter TrackEvent: type, double value tag, 8 value bytes."""
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def _ld(n: int) -> int:
     """Size of a length-delimited value of n bytes, without its tag."""
     return varint_size(n) + n
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def _interned_entry(iid: int, size: int) -> int:
     return 1 + varint_size(iid) + 1 + varint_size(size) + size
 
@@ -107,7 +112,7 @@ def _put_interned(out, pos, field_tag, iid, pool, a, b):
     return put_bytes(out, pos, pool, a, b)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, inline="always", _nrt=False)
 def _packet_head(out, pos, body, ts, seq):
     """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
     pos = put_varint(out, pos, T_PACKET)
@@ -149,7 +154,7 @@ def _flow_size(i, at_end, fptr, fend):
     return n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, inline="always", _nrt=False)
 def _put_flows(out, pos, i, at_end, fptr, fid, fterm, fend):
     for m in range(fptr[i], fptr[i + 1]):
         if fend[m] == at_end:
@@ -158,7 +163,7 @@ def _put_flows(out, pos, i, at_end, fptr, fid, fterm, fend):
     return pos
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, inline="always", _nrt=False)
 def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
     ev = 2 + _flow_size(i, _AT_END, fptr, fend)
     body = 1 + varint_size(ts) + 1 + varint_size(seq) + 2 + 1 + _ld(ev)
@@ -170,7 +175,7 @@ def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
     return _put_flows(out, pos, i, _AT_END, fptr, fid, fterm, fend)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, inline="always", _nrt=False)
 def _begin_packet(out, pos, seq, t, i, kind, ts, ev_name, ev_cat, ev_src_cat, corr, nbytes, args, args_off, args_null,
                   names, name_off, cats, cat_off, ann, ann_off, seen_name, seen_cat, seen_ann, fptr, fid, fterm, fend):
     """A BEGIN or INSTANT packet of event i (interning what sequence t has not seen)."""
