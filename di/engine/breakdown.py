@@ -27,6 +27,7 @@ from di.engine import intervals as iv
 from di.engine.classify import ACTIVITIES, COMM, COMPUTE, CPU, IO, MEMORY, NONE, SYNC
 from di.engine.groups import HOST, make_groups, span
 from di.engine.window import EventFrame
+from di.nesting import readonly_int64
 
 GPU_PRIORITY = (COMPUTE, COMM, MEMORY, SYNC, CPU, IO)
 HOST_PRIORITY = (SYNC, COMM, IO, CPU, MEMORY, COMPUTE)
@@ -77,7 +78,7 @@ def _sweep_arrays(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray, n_g
     g = of_event[rows]
     order = iv.sort_order(np.concatenate([g, g]), np.concatenate([frame.start_ns[rows], frame.end_ns[rows]])) if rows.size else rows
     del g
-    return _sweep(order, rows, of_event, frame.start_ns, frame.end_ns, frame.activity, n_groups, is_host,
+    return _sweep(order, rows, of_event, readonly_int64(frame.start_ns), readonly_int64(frame.end_ns), frame.activity, n_groups, is_host,
                   np.asarray(HOST_PRIORITY, np.int64), np.asarray(GPU_PRIORITY, np.int64))
 
 

@@ -134,7 +134,7 @@ def _events(f: IO[bytes], out: np.ndarray, ev: pl.DataFrame, layout, marks, star
     cat_pool, cat_off = utf8_pool(list(CATS) + src_values)
     ann_pool, ann_off = utf8_pool(list(encode.ANNOTATION_NAMES))
     args, args_off, args_null = _utf8_column(ev.get_column("args"))
-    name_pool, cat_pool, ann_pool, args = (readonly(a) for a in (name_pool, cat_pool, ann_pool, args))
+    name_pool, cat_pool, ann_pool, args, args_off = (readonly(a) for a in (name_pool, cat_pool, ann_pool, args, args_off))
 
     tracks = layout.tracks
     counts = np.bincount(layout.track_of_event, minlength=tracks.height)
