@@ -19,7 +19,7 @@ is reported.
 ``--repo`` points the child processes at another checkout (``PYTHONPATH``),
 e.g. an export of ``main`` to measure the code before a change::
 
-    git archive main | tar -x -C /tmp/di-main && python bench/cold_start.py --repo /tmp/di-main --label before
+    mkdir ../di-main && git archive main | tar -x -C ../di-main && python bench/cold_start.py --repo ../di-main --label before
 
 Targets (issue 15): every first run at most 8 CPU-seconds above its warm run;
 the six commands in sequence from an empty cache under 40 s; peak RSS of any
