@@ -27,6 +27,12 @@ from di.errors import (
 
 __version__ = "0.1.0"
 
+# numba's cache of di's kernels goes to a per-user directory when this package
+# is read-only (sets NUMBA_CACHE_DIR then; see di.jitcache), before numba loads
+from di.jitcache import configure as _configure_jit_cache
+
+_configure_jit_cache()
+
 if TYPE_CHECKING:
     import polars as pl
 

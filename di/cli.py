@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from di import warmup
+
 EXIT_INPUT = 2
 """Bad input or an environment error (file system, port, memory): one line on stderr."""
 EXIT_PIPE = 141
@@ -118,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--no-browser", action="store_true", help="only print the URL")
     v.add_argument("--no-analysis", action="store_true", help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --help")
     _size_option(v)
+    warmup.add_parser(sub, fmt)
     return p
 
 
@@ -578,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("di").addHandler(notes)
     try:
         code = {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze, "record": _record,
-                "report": _report, "diff": _diff, "dashboard": _dashboard, "plugins": _plugins}[args.command](args, console)
+                "report": _report, "diff": _diff, "dashboard": _dashboard, "plugins": _plugins,
+                "warmup": warmup.main}[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         return _fail(err, args.command, str(exc))
     except BrokenPipeError:  # the reader of stdout left (di info --json | head): quiet, as other tools

@@ -15,9 +15,15 @@ import numpy as np
 from numba import njit
 
 
+def nest(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (depth int32, parent int64 with -1 for none) for sorted events.
+    Integer inputs of any width (one compiled kernel: all go in as read-only int64)."""
+    return _nest(*(readonly_int64(a) for a in (loc, start_ns, end_ns)))
+
+
 @njit(cache=True)
-def nest(loc, start_ns, end_ns):
-    """Return (depth int32, parent int64 with -1 for none) for sorted events."""
+def _nest(loc, start_ns, end_ns):
+    """:func:`nest` on read-only int64 arrays."""
     n = loc.size
     depth = np.zeros(n, dtype=np.int32)
     parent = np.full(n, -1, dtype=np.int64)
@@ -107,10 +113,10 @@ def _sort_run(perm, lo, hi, start_ns, end_ns, idx):
 def nesting_order(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """The permutation that sorts events by (loc, start_ns, -end_ns, idx); see :func:`_nesting_order`.
     Integer inputs of any width (one compiled kernel: all go in as int64)."""
-    return _nesting_order(*(_readonly_int64(a) for a in (loc, start_ns, end_ns, idx)))
+    return _nesting_order(*(readonly_int64(a) for a in (loc, start_ns, end_ns, idx)))
 
 
-def _readonly_int64(a: np.ndarray) -> np.ndarray:
+def readonly_int64(a: np.ndarray) -> np.ndarray:
     """``a`` as a read-only contiguous int64 array (a view when it is one already),
     so that every call has the same numba signature."""
     a = np.ascontiguousarray(a, dtype=np.int64).view()

@@ -436,3 +436,19 @@ def _replace_in_di_packet(data: bytes, old: bytes | re.Pattern[bytes], new: byte
         out.append(packet)
     assert replaced == 1
     return b"".join(out)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_chain_flows_agrees_with_its_reference(seed: int) -> None:
+    from di.convert.perfetto.pairing import chain_flows, chain_flows_reference
+
+    rng = np.random.default_rng(seed)
+    n, slices = 300, 60
+    fid = rng.choice(np.array([1, 7, 2**63 + 5, 2**64 - 1, 42], dtype=np.uint64), size=n)
+    slice_id = rng.integers(-1, slices, size=n).astype(np.int64)
+    terminating = (rng.random(n) < 0.2).astype(np.uint8)
+    order = rng.permutation(n).astype(np.int64)
+    slice_start = rng.integers(0, 1000, size=slices).astype(np.int64)
+    src, dst, ids = chain_flows(fid, slice_id, terminating, order, slice_start)
+    ref = chain_flows_reference(fid, slice_id, terminating, order, slice_start)
+    assert (src.tolist(), dst.tolist(), ids.tolist()) == ref

@@ -21,6 +21,14 @@ def utf8_buffers(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)), off
 
 
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``. Byte buffers from polars and from ``bytes`` are read-only and
+    numba compiles a kernel once more for a writable one: kernels take read-only buffers."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 

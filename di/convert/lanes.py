@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.nesting import readonly_int64
+
 __all__ = ["assign_lanes", "assign_lanes_reference", "innermost_points", "innermost_points_reference", "is_sorted"]
 
 NO_POINT = np.iinfo(np.int64).min
@@ -48,19 +50,15 @@ def assign_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> n
         raise ValueError(f"assign_lanes: arrays differ in length ({n}, {len(start_ns)}, {len(end_ns)})")
     if n == 0:
         return np.zeros(0, dtype=np.int32)
-    return _lanes_kernel(
-        np.ascontiguousarray(loc, dtype=np.int64),
-        np.ascontiguousarray(start_ns, dtype=np.int64),
-        np.ascontiguousarray(end_ns, dtype=np.int64),
-    )
+    return _lanes_kernel(*(readonly_int64(a) for a in (loc, start_ns, end_ns)))  # one signature whatever the caller has
 
 
 def is_sorted(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> bool:
     """True when the events are in (loc, start_ns, -end_ns) order, as :func:`assign_lanes` needs."""
     if len(loc) < 2:
         return True
-    return bool(_sorted_kernel(np.asarray(loc, dtype=np.int64), np.asarray(start_ns, dtype=np.int64),
-                               np.asarray(end_ns, dtype=np.int64)))
+    return bool(_sorted_kernel(readonly_int64(loc), readonly_int64(start_ns),
+                               readonly_int64(end_ns)))
 
 
 @njit(cache=True, _nrt=False)
@@ -145,9 +143,7 @@ def innermost_points(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, 
         int64 ns per query, or :data:`NO_POINT` where every time from the bound
         to the event's end is covered by another event.
     """
-    return _points_kernel(np.asarray(loc, dtype=np.int64), np.asarray(start_ns, dtype=np.int64),
-                          np.asarray(end_ns, dtype=np.int64), np.asarray(rows, dtype=np.int64),
-                          np.asarray(lower_ns, dtype=np.int64))
+    return _points_kernel(*(readonly_int64(a) for a in (loc, start_ns, end_ns, rows, lower_ns)))
 
 
 @njit(cache=True)

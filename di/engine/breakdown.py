@@ -31,6 +31,7 @@ from di.engine import intervals as iv
 from di.engine.classify import ACTIVITIES, COMM, COMPUTE, CPU, IO, MEMORY, NONE, SYNC, UNTRACED
 from di.engine.groups import HOST, make_groups, span
 from di.engine.window import EventFrame
+from di.nesting import readonly_int64
 
 GPU_PRIORITY = (COMPUTE, COMM, MEMORY, SYNC, CPU, IO, UNTRACED)
 HOST_PRIORITY = (SYNC, COMM, IO, CPU, MEMORY, COMPUTE, UNTRACED)
@@ -86,7 +87,7 @@ def _sweep_arrays(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray, n_g
     g = group[rows]
     order = iv.sort_order(np.concatenate([g, g]), np.concatenate([start[rows], end[rows]])) if rows.size else rows
     del g
-    return _sweep(order, rows, group, start, end, activity, n_groups, is_host,
+    return _sweep(order, rows, group, readonly_int64(start), readonly_int64(end), activity, n_groups, is_host,
                   np.asarray(HOST_PRIORITY, np.int64), np.asarray(GPU_PRIORITY, np.int64))
 
 

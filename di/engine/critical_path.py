@@ -101,7 +101,7 @@ def _longest(order, t, first, owner, event, activity, on_gpu, call_only, arrival
     pred = np.full(m, -1, np.int32)
     via = np.full(m, -1, np.int32)  # -1 none, -2 local, e >= 0 cross edge e (CSR position)
     for k in range(m):
-        v = order[k]
+        v = np.int64(order[k])  # as the other callers of _local_weight pass it: one compiled version
         best = 0
         if not first[v]:
             best = dist[v - 1] + _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)

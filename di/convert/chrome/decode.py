@@ -158,10 +158,12 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
     capacity = FIRST_CAPACITY
     progress = np.zeros(1, dtype=np.int64)
+    text = buf.view()  # read-only, as the buffers of the Perfetto reader and of JSON text from polars are:
+    text.flags.writeable = False  # the kernels they share (symbols, jsontext) then compile once
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
         while True:
             slots, starts, ends, count = new_table(capacity)
-            n, err, pos, array_format, ntop, used = S.scan(buf, cols_t, slots, starts, ends, count, abuf, top, progress)
+            n, err, pos, array_format, ntop, used = S.scan(text, cols_t, slots, starts, ends, count, abuf, top, progress)
             if err != S.E_FULL:
                 break
             capacity = grown_capacity(capacity)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.convert.columns import readonly
+
 NO_TIME = np.iinfo(np.int64).min  # a time cell that writes nothing
 FRAG, TIME, TEXT, CONST, ARGS = 0, 1, 2, 3, 4  # template ops: fragment column, time column, text, fixed fragment, args
 _TIME_CHARS = 22  # most characters one time cell can take ("-" + 16 digits + ".nnn")
@@ -161,6 +163,6 @@ def assemble(ops: list[tuple[int, int]], lo: int, hi: int, frag: np.ndarray, tim
         elif op in (CONST, ARGS):
             size += n * (int(flen[c]) if op == CONST else int(flen[c : c + 3].sum()) + 2 * _TIME_CHARS + 3)
     out = out if out is not None and len(out) >= size else np.empty(size, dtype=np.uint8)
-    end = _assemble_kernel(np.array(ops, dtype=np.int64).reshape(-1, 2), lo, hi, frag, times, ints, pool[0], pool[1],
-                           text_data, text_off, out)
+    texts = (readonly(a) for a in (pool[0], pool[1], text_data, text_off))  # one signature: see di.convert.columns
+    end = _assemble_kernel(np.array(ops, dtype=np.int64).reshape(-1, 2), lo, hi, frag, times, ints, *texts, out)
     return out[:end]

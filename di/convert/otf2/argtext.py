@@ -73,7 +73,7 @@ def _instant_kernel(kinds, a, b, c, pre, pre_off, first):
     n = kinds.size
     out = np.empty(n * (pre.size + 3 * 21 + 3) + 1, np.uint8)
     offsets = np.zeros(n + 1, np.int64)
-    o = 0
+    o = np.int64(0)  # typed: a literal 0 compiles put_view once more
     for i in range(n):
         k = kinds[i]
         lo, hi = first[k], first[k + 1]
@@ -109,7 +109,7 @@ def _text_int_kernel(head, texts, text_off, idx, mid, ints):
         widest = max(widest, text_off[t + 1] - text_off[t])
     out = np.empty(n * (head.size + widest + mid.size + 23) + 1, np.uint8)
     offsets = np.zeros(n + 1, np.int64)
-    o = 0
+    o = np.int64(0)  # typed: a literal 0 compiles put_view once more
     for i in range(n):
         out[o] = 123
         o += 1
@@ -193,7 +193,7 @@ def _join_kernel(event, order, data, offsets, limit, views, valid):
     out = np.empty(size + 1, np.uint8)
     out_starts = np.zeros(m + 2, np.int64)
     n_out = 1
-    o = 0
+    o = np.int64(0)  # typed: a literal 0 compiles put_view once more
     p = 0
     while p < m:
         e = event[order[p]]

@@ -51,6 +51,8 @@ FLOWS_ATTRIBUTE = 7
 IO_ATTRIBUTE = 8
 """Position of ``di.io`` in ``layout.ATTRIBUTES`` (on the I/O operation records, see :mod:`iolayout`)."""
 NO_VALUE = np.iinfo(np.int64).min
+_AT_ENTER, _AT_LEAVE = np.int64(0), np.int64(1)
+"""Phases of an attachment (``att[:, 1]``), typed: a literal would compile :func:`_attachments` twice."""
 """Marks a missing bytes / corr / args value."""
 TYPE_DOUBLE = 10
 
@@ -116,7 +118,7 @@ def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
 @njit(cache=True, inline="always")
 def _leave(fns, writer, alist, attr_refs, e, end_t, region, att, lo, hi):
     if lo < hi:  # most events have no attachments: skip the call
-        code = _attachments(fns, writer, alist, attr_refs, att, lo, hi, 1, end_t[e])
+        code = _attachments(fns, writer, alist, attr_refs, att, lo, hi, _AT_LEAVE, end_t[e])
         if code != 0:
             return code
     return clib.ccall(fns[F_LEAVE], (writer, 0, end_t[e], region[e]))
@@ -177,7 +179,7 @@ def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, r
             if code != 0:
                 return code
             if lo < q:
-                code = _attachments(fns, w, alist, attr_refs, att, lo, q, 0, s)
+                code = _attachments(fns, w, alist, attr_refs, att, lo, q, _AT_ENTER, s)
                 if code != 0:
                     return code
             stack[top, 0] = e

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from di.convert.columns import readonly
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.analysis_defs import AnalysisDefs, plan_analysis, write_groups, write_markers
 from di.convert.otf2.archive import is_anchor
@@ -177,10 +178,11 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     lib.OTF2_AttributeList_New.restype = ctypes.c_void_p
     alist = lib.OTF2_AttributeList_New()
     try:
-        _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, lay.order, lay.bounds, lay.start_t, lay.end_t,
-                                lay.region, lay.nbytes, lay.corr, lay.args_ref, lay.flows_ref, lay.att, lay.att_bounds), anchor, "events")
-        _check(emit.emit_metrics(fns, addrs[lay.metric_writers], lay.metric_bounds, lay.metric_ts, lay.metric_ref,
-                                 lay.metric_values), anchor, "metrics")
+        columns = (lay.order, lay.bounds, lay.start_t, lay.end_t, lay.region, lay.nbytes, lay.corr, lay.args_ref,
+                   lay.flows_ref, lay.att, lay.att_bounds)  # read-only, whether polars copied them or not: one signature
+        _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, *(readonly(a) for a in columns)), anchor, "events")
+        metrics = (lay.metric_bounds, lay.metric_ts, lay.metric_ref, lay.metric_values)
+        _check(emit.emit_metrics(fns, addrs[lay.metric_writers], *(readonly(a) for a in metrics)), anchor, "metrics")
     finally:
         lib.OTF2_AttributeList_Delete.argtypes = [ctypes.c_void_p]
         lib.OTF2_AttributeList_Delete(alist)

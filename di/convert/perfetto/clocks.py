@@ -8,25 +8,32 @@ from the latest snapshot holding that clock. Clock ids 64-127 belong to their
 sequence; an incremental one carries deltas from the sequence's previous
 timestamp on that clock (what the Perfetto SDK writes for TrackEvents).
 Timestamps on a clock no snapshot defines are kept as they are (counted).
+
+The clocks are an array hash table (:mod:`di.convert.inttable`) keyed by
+(scope: the sequence for its own clocks, else -1; clock id), one row of
+:data:`CLOCK_WIDTH` values each, not a numba typed Dict (see
+:mod:`di.convert.perfetto.decode`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import njit
 
 from di.convert.perfetto import fields as F
+from di.convert.inttable import NO_KEY, claim, find
 from di.convert.perfetto.protobuf import read_varint, skip_field
 
-CLOCK_KEY = types.UniTuple(types.int64, 2)
-CLOCK_STATE = types.UniTuple(types.int64, 5)
-"""(incremental, unit multiplier ns, value at snapshot, trace ns at snapshot, last value)."""
+C_INCREMENTAL, C_MULT, C_AT_SNAPSHOT, C_TRACE_AT_SNAPSHOT, C_LAST = range(5)
+CLOCK_WIDTH = np.int64(5)
+"""Values per clock: incremental, unit multiplier ns, value at snapshot, trace ns at snapshot, last value."""
 MAX_CLOCKS = 64
 
 
 @njit(cache=True)
 def read_snapshot(buf, a, b, seq, clocks, primary):
-    """Record the clocks of a ClockSnapshot (buf[a:b]); ``primary[0]`` is the trace clock id."""
+    """Record the clocks of a ClockSnapshot (buf[a:b]) in ``clocks`` (keys, count, values); ``primary[0]``
+    is the trace clock id. False when the clock table is full (decode again with a bigger one)."""
     ids = np.zeros(MAX_CLOCKS, np.int64)
     values = np.zeros(MAX_CLOCKS, np.int64)
     incremental = np.zeros(MAX_CLOCKS, np.int64)
@@ -36,7 +43,7 @@ def read_snapshot(buf, a, b, seq, clocks, primary):
     while pos < b:
         key, pos = read_varint(buf, pos, b)
         if pos < 0:
-            return
+            return True
         if key == (F.SNAPSHOT_PRIMARY_CLOCK << 3):
             v, pos = read_varint(buf, pos, b)
             primary[0] = v
@@ -65,17 +72,23 @@ def read_snapshot(buf, a, b, seq, clocks, primary):
         else:
             pos = skip_field(buf, pos, b, key & 7)
             if pos < 0:
-                return
+                return True
     anchor = -1
     for k in range(n):
         if ids[k] == primary[0]:
             anchor = k
     if anchor < 0:
-        return
+        return True
     trace_ns = values[anchor] * mult[anchor]
     for k in range(n):
         scope = seq if ids[k] >= F.FIRST_SEQUENCE_CLOCK else -1
-        clocks[(scope, ids[k])] = (incremental[k], mult[k], values[k], trace_ns, values[k])
+        h = claim(clocks[0], clocks[1], scope, ids[k], NO_KEY)
+        if h < 0:
+            return False
+        row = clocks[2][h]
+        row[C_INCREMENTAL], row[C_MULT], row[C_AT_SNAPSHOT] = incremental[k], mult[k], values[k]
+        row[C_TRACE_AT_SNAPSHOT], row[C_LAST] = trace_ns, values[k]
+    return True
 
 
 @njit(cache=True)
@@ -83,11 +96,12 @@ def to_trace_ns(clocks, primary, seq, clock_id, ts):
     """(trace ns, True) for a timestamp on ``clock_id``; (ts, False) when no snapshot defines that clock."""
     if clock_id == 0 or clock_id == primary[0]:
         return ts, True
-    key = (seq if clock_id >= F.FIRST_SEQUENCE_CLOCK else -1, clock_id)
-    if key not in clocks:
+    h = find(clocks[0], seq if clock_id >= F.FIRST_SEQUENCE_CLOCK else -1, clock_id, NO_KEY)
+    if h < 0:
         return ts, False
-    inc, mult, at_snap, trace_at_snap, last = clocks[key]
-    value = last + ts if inc else ts
-    if inc:
-        clocks[key] = (inc, mult, at_snap, trace_at_snap, value)
-    return trace_at_snap + (value - at_snap) * mult, True
+    row = clocks[2][h]
+    value = ts
+    if row[C_INCREMENTAL]:
+        value = row[C_LAST] + ts
+        row[C_LAST] = value
+    return row[C_TRACE_AT_SNAPSHOT] + (value - row[C_AT_SNAPSHOT]) * row[C_MULT], True

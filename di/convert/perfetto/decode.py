@@ -11,20 +11,26 @@ TrackDescriptors and di's own packet are returned as spans for Python.
 
 Dropped, and counted in ``stats``: packets with TrackEvents that have no
 timestamp, legacy events (``legacy_event`` phases), events of unknown type.
+
+The per-sequence state (interned entries, generation, default track and
+clock, thread sequences) and the clocks are array hash tables
+(:mod:`di.convert.inttable`), not numba typed Dicts, which cost ~55 compiles;
+they are sized from the symbol table and, like it, make the caller decode
+again with bigger ones when they fill up. Counters and ids passed to helpers
+are ``np.int64`` (``_ZERO``, the ``K_*`` kinds), never literal ints, so that
+each helper compiles once (see :mod:`di.convert.perfetto.encode`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict
+from numba import njit
 
 from di.convert.perfetto import fields as F
-from di.convert.perfetto.clocks import CLOCK_KEY, CLOCK_STATE, read_snapshot, to_trace_ns
+from di.convert.inttable import NO_KEY, claim, find, new_table
+from di.convert.perfetto.clocks import CLOCK_WIDTH, read_snapshot, to_trace_ns
 from di.convert.perfetto.protobuf import read_fixed64, read_varint, skip_field
 from di.convert.symbols import FULL, intern
-
-KEY3 = types.UniTuple(types.int64, 3)
 
 # annotation value types
 A_NONE, A_BOOL, A_UINT, A_INT, A_DOUBLE, A_STRING, A_JSON, A_POINTER, A_ISTRING, A_NESTED = range(10)
@@ -33,9 +39,15 @@ ST_NO_TIMESTAMP, ST_LEGACY, ST_BAD_TYPE, ST_CLOCK_ID, ST_MALFORMED, ST_UNRESOLVE
 STAT_NAMES = ("events without a timestamp", "legacy (phase-based) events", "events of unknown type",
               "packets on clocks no snapshot defines (timestamps kept as they are)", "malformed packets",
               "interned names not found")
-"""Reasons for the first stats slots; the last slot (ST_SYMBOLS_FULL) asks the caller to retry with a bigger symbol table."""
-# kinds of interned tables (for the lookup key)
-K_NAME, K_CAT, K_ANN, K_STR = 1, 2, 3, 4
+"""Reasons for the first stats slots; the last slot (ST_SYMBOLS_FULL) asks the caller to retry with a bigger
+symbol table (and with it bigger hash tables)."""
+# kinds of interned tables (for the lookup key), typed
+K_NAME, K_CAT, K_ANN, K_STR = np.int64(1), np.int64(2), np.int64(3), np.int64(4)
+# columns of the per-sequence table: generation (incremental state resets), default track uuid,
+# default timestamp clock, 1 when a ThreadDescriptor named the sequence's thread
+Q_GEN, Q_TRACK, Q_CLOCK, Q_THREAD = 0, 1, 2, 3
+_SEQ_WIDTH = np.int64(4)
+_ZERO, _ONE = np.int64(0), np.int64(1)
 
 
 @njit(cache=True, inline="always")
@@ -47,7 +59,7 @@ def sequence_track(seq: int) -> int:
 @njit(cache=True)
 def count_packets(buf: np.ndarray) -> tuple[int, int]:
     """(number of complete TracePackets, byte offset where the readable part ends)."""
-    pos, end, n = 0, buf.shape[0], 0
+    pos, end, n = _ZERO, buf.shape[0], _ZERO  # typed: a literal 0 compiles read_varint twice
     while pos < end:
         key, p = read_varint(buf, pos, end)
         if p < 0 or key >> 3 == 0:
@@ -79,40 +91,40 @@ def _grow_rows(a: np.ndarray, n: int) -> np.ndarray:
     return b
 
 
-CACHE_SLOTS = 1 << 12
-"""Direct-mapped cache in front of the interning dict (a typed Dict lookup costs far more than an array probe)."""
+@njit(cache=True)
+def _remember(interned, seq, gen, kind, iid, value, stats):
+    """Store an interned entry in ``interned`` (an :mod:`~di.convert.inttable` table)."""
+    h = claim(interned[0], interned[1], seq * 8 + kind, gen, iid)
+    if h < 0:
+        stats[ST_SYMBOLS_FULL] = 1
+    else:
+        interned[2][h, 0] = value
 
 
-@njit(cache=True, inline="always")
-def _slot(a, gen, iid):
-    return (a * 0x9E3779B1 + gen * 0x85EBCA77 + iid * 0xC2B2AE3D) & (CACHE_SLOTS - 1)
-
-
-@njit(cache=True, inline="always")
-def _remember(interned, seq, gen, kind, iid, value):
-    """Store an interned entry: ``interned`` = (dict, cache keys, cache values)."""
-    a = seq * 8 + kind
-    interned[0][(a, gen, iid)] = value
-    h = _slot(a, gen, iid)
-    interned[1][h, 0], interned[1][h, 1], interned[1][h, 2] = a, gen, iid
-    interned[2][h] = value
-
-
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lookup(interned, seq, gen, kind, iid, stats):
-    a = seq * 8 + kind
-    h = _slot(a, gen, iid)
-    keys = interned[1]
-    if keys[h, 0] == a and keys[h, 1] == gen and keys[h, 2] == iid:
-        return interned[2][h]
-    key = (a, gen, iid)
-    if key in interned[0]:
-        value = interned[0][key]
-        keys[h, 0], keys[h, 1], keys[h, 2] = a, gen, iid
-        interned[2][h] = value
-        return value
-    stats[ST_UNRESOLVED_IID] += 1
-    return -1
+    """The symbol of an interned entry; -1 (counted) when the sequence never interned it."""
+    h = find(interned[0], seq * 8 + kind, gen, iid)
+    if h < 0:
+        stats[ST_UNRESOLVED_IID] += 1
+        return -1
+    return interned[2][h, 0]
+
+
+@njit(cache=True)
+def _seq_row(seqs, seq, stats):
+    """The row of sequence ``seq`` in the per-sequence table, taken when new; -1 when the table is full."""
+    h = claim(seqs[0], seqs[1], seq, NO_KEY, NO_KEY)
+    if h < 0:
+        stats[ST_SYMBOLS_FULL] = 1
+    return h
+
+
+@njit(cache=True)
+def _thread_sequence(seqs, seq):
+    """Whether a ThreadDescriptor named the thread of sequence ``seq``."""
+    h = find(seqs[0], seq, NO_KEY, NO_KEY)
+    return h >= 0 and seqs[2][h, Q_THREAD] == 1
 
 
 @njit(cache=True)
@@ -157,7 +169,7 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
                 if q < 0:
                     break
             if s0 >= 0 and s1 <= qe:
-                _remember(interned, seq, gen, kind, iid, _sym(buf, s0, s1, sym, stats))
+                _remember(interned, seq, gen, kind, iid, _sym(buf, s0, s1, sym, stats), stats)
             pos += n
         else:
             pos = skip_field(buf, pos, b, wire)
@@ -266,12 +278,10 @@ def _ids(buf, pos, b, wire, out_id, out_ev, out_term, nf, k, term):
 @njit(cache=True)
 def decode_packets(buf, n_packets, sym, stats):
     """Decode every TracePacket; see the module docstring. Returns a tuple of arrays (see :func:`decoded`)."""
-    interned = (Dict.empty(key_type=KEY3, value_type=types.int64), np.full((CACHE_SLOTS, 3), -1, np.int64),
-                np.empty(CACHE_SLOTS, np.int64))
-    gens = Dict.empty(key_type=types.int64, value_type=types.int64)
-    defaults = Dict.empty(key_type=types.int64, value_type=types.int64)
-    default_clock = Dict.empty(key_type=types.int64, value_type=types.int64)
-    clocks = Dict.empty(key_type=CLOCK_KEY, value_type=CLOCK_STATE)
+    slots = sym[0].shape[0]  # a power of two, twice the symbol capacity
+    interned = new_table(slots, _ONE)
+    seqs = new_table(max(slots // 16, 16), _SEQ_WIDTH)
+    clocks = new_table(max(slots // 16, 16), CLOCK_WIDTH)
     primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
     ev_packet = np.empty(n_packets, np.int64)
     ev_ts = np.empty(n_packets, np.int64)
@@ -286,10 +296,9 @@ def decode_packets(buf, n_packets, sym, stats):
     an = np.empty((16, 6), np.int64)
     an_dbl = np.empty(16, np.float64)
     spans = np.empty((n_packets, 4), np.int64)  # kind (0 track descriptor, 1 di packet, 2 thread descriptor), start, end, sequence
-    thread_seq = Dict.empty(key_type=types.int64, value_type=types.int64)
-    ne = nf = na = ns = 0
-    cur_seq, cur_gen, cur_track, cur_clock = -1, 0, 0, 0
-    pos, end, p = 0, buf.shape[0], 0
+    ne, nf, na, ns = _ZERO, _ZERO, _ZERO, _ZERO  # typed: literal 0 counters compile their callees twice
+    cur_seq, cur_gen, cur_track, cur_clock = -_ONE, _ZERO, _ZERO, _ZERO
+    pos, end, p = _ZERO, buf.shape[0], _ZERO
     while p < n_packets:
         key, pos = read_varint(buf, pos, end)
         if key != 10:
@@ -347,21 +356,34 @@ def decode_packets(buf, n_packets, sym, stats):
         for k in range(ns0, ns):  # the packet's sequence id may come after its descriptor
             spans[k, 3] = seq
             if spans[k, 0] == 2:
-                thread_seq[seq] = 1
+                h = _seq_row(seqs, seq, stats)
+                if h >= 0:
+                    seqs[2][h, Q_THREAD] = 1
         if seq != cur_seq:  # the sequence's state, kept in locals while its packets follow each other
-            cur_seq, cur_gen, cur_track, cur_clock = seq, gens.get(seq, 0), defaults.get(seq, 0), default_clock.get(seq, 0)
+            h = find(seqs[0], seq, NO_KEY, NO_KEY)
+            cur_seq = seq
+            if h >= 0:
+                cur_gen, cur_track, cur_clock = seqs[2][h, Q_GEN], seqs[2][h, Q_TRACK], seqs[2][h, Q_CLOCK]
+            else:
+                cur_gen, cur_track, cur_clock = _ZERO, _ZERO, _ZERO
         if flags & F.SEQ_INCREMENTAL_STATE_CLEARED:
-            cur_gen, cur_track, cur_clock = cur_gen + 1, 0, 0
-            gens[seq], defaults[seq], default_clock[seq] = cur_gen, 0, 0
+            cur_gen, cur_track, cur_clock = cur_gen + 1, _ZERO, _ZERO
+            h = _seq_row(seqs, seq, stats)
+            if h >= 0:
+                seqs[2][h, Q_GEN], seqs[2][h, Q_TRACK], seqs[2][h, Q_CLOCK] = cur_gen, 0, 0
         gen = cur_gen
-        if cs0 >= 0:
-            read_snapshot(buf, cs0, cs1, seq, clocks, primary)
+        if cs0 >= 0 and not read_snapshot(buf, cs0, cs1, seq, clocks, primary):
+            stats[ST_SYMBOLS_FULL] = 1
         if df0 >= 0:
             uuid, dclock = _defaults(buf, df0, df1)
             if uuid >= 0:
-                cur_track = defaults[seq] = uuid
+                cur_track = uuid
             if dclock >= 0:
-                cur_clock = default_clock[seq] = dclock
+                cur_clock = dclock
+            if uuid >= 0 or dclock >= 0:
+                h = _seq_row(seqs, seq, stats)
+                if h >= 0:
+                    seqs[2][h, Q_TRACK], seqs[2][h, Q_CLOCK] = cur_track, cur_clock
         if has_ts and cs0 < 0:  # a snapshot packet's own timestamp does not advance its clocks (as in the trace processor)
             ts, known = to_trace_ns(clocks, primary, seq, clock if clock >= 0 else cur_clock, ts)
             if not known:
@@ -455,7 +477,8 @@ def decode_packets(buf, n_packets, sym, stats):
             stats[ST_BAD_TYPE] += 1
         else:
             ev_packet[ne], ev_ts[ne], ev_type[ne] = p - 1, ts, etype
-            ev_track[ne] = track if has_track else cur_track if cur_track != 0 or seq not in thread_seq else sequence_track(seq)
+            ev_track[ne] = track if has_track else cur_track if cur_track != 0 or not _thread_sequence(seqs, seq) \
+                else sequence_track(seq)
             ev_name[ne], ev_cat[ne, 0], ev_cat[ne, 1] = name, c0, c1
             ev_corr[ne], ev_has_corr[ne], ev_value[ne] = corr, has_corr, value
             ne += 1

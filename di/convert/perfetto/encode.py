@@ -14,6 +14,19 @@ once; instants one INSTANT packet.
 The kernels are resumable: they stop when the next packet might not fit in
 ``out`` and return, the caller flushes the bytes and calls again with the
 same state array, so memory stays bounded whatever the trace size.
+
+Compile hygiene (numba's cold compile, issue 15): the protobuf writers
+(:mod:`~di.convert.perfetto.protobuf`) and the size helpers are plain calls;
+chains of inlined helpers (``put_varint`` -> ``_put_interned`` ->
+``_begin_packet``, 206 inlined bodies) made numba's IR inliner quadratic:
+~90 s for :func:`encode_events`, now ~3 s. Two inline levels are kept, measured:
+``_begin_packet`` and ``_end_packet`` (one call per packet, with ~30 array
+arguments that an out-of-line call passes field by field) are
+``inline="always"``, and so are the small per-packet helpers they call
+(``_packet_head``, ``_flow_size``, ``_put_flows``); out of line they made the
+writer 30-50 % slower. Every integer passed to a helper is an ``np.int64``
+(the ``T_*`` tags and the other module constants below), never a Python int
+literal, so each helper compiles once.
 """
 
 from __future__ import annotations
@@ -24,34 +37,34 @@ from numba import njit
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_bytes, put_fixed64, put_varint, tag, varint_size
 
-# tags as varint values, and their sizes
-T_PACKET = tag(F.TRACE_PACKET, LEN)
-T_TS = tag(F.PACKET_TIMESTAMP, VARINT)
-T_SEQ = tag(F.PACKET_SEQUENCE_ID, VARINT)
-T_FLAGS = tag(F.PACKET_SEQUENCE_FLAGS, VARINT)
-T_EVENT = tag(F.PACKET_TRACK_EVENT, LEN)
-T_INTERNED = tag(F.PACKET_INTERNED_DATA, LEN)
-T_DEFAULTS = tag(F.PACKET_DEFAULTS, LEN)
-T_DEF_EVENT = tag(F.DEFAULTS_TRACK_EVENT, LEN)
-T_DEF_UUID = tag(F.EVENT_DEFAULTS_TRACK_UUID, VARINT)
-T_TYPE = tag(F.EVENT_TYPE, VARINT)
-T_NAME_IID = tag(F.EVENT_NAME_IID, VARINT)
-T_CAT_IID = tag(F.EVENT_CATEGORY_IIDS, VARINT)
-T_CORR = tag(F.EVENT_CORRELATION_ID, VARINT)
-T_ANN = tag(F.EVENT_DEBUG_ANNOTATIONS, LEN)
-T_FLOW = tag(F.EVENT_FLOW_IDS, FIXED64)
-T_TERM = tag(F.EVENT_TERMINATING_FLOW_IDS, FIXED64)
-T_DOUBLE = tag(F.EVENT_DOUBLE_COUNTER_VALUE, FIXED64)
-T_I_NAMES = tag(F.INTERNED_EVENT_NAMES, LEN)
-T_I_CATS = tag(F.INTERNED_EVENT_CATEGORIES, LEN)
-T_I_ANN = tag(F.INTERNED_ANNOTATION_NAMES, LEN)
-T_I_IID = tag(F.INTERNED_IID, VARINT)
-T_I_NAME = tag(F.INTERNED_NAME, LEN)
-T_A_NAME_IID = tag(F.ANNOTATION_NAME_IID, VARINT)
-T_A_INT = tag(F.ANNOTATION_INT, VARINT)
-T_A_JSON = tag(F.ANNOTATION_LEGACY_JSON, LEN)
+# tags as varint values (np.int64: typed constants, see the module docstring)
+T_PACKET = np.int64(tag(F.TRACE_PACKET, LEN))
+T_TS = np.int64(tag(F.PACKET_TIMESTAMP, VARINT))
+T_SEQ = np.int64(tag(F.PACKET_SEQUENCE_ID, VARINT))
+T_FLAGS = np.int64(tag(F.PACKET_SEQUENCE_FLAGS, VARINT))
+T_EVENT = np.int64(tag(F.PACKET_TRACK_EVENT, LEN))
+T_INTERNED = np.int64(tag(F.PACKET_INTERNED_DATA, LEN))
+T_DEFAULTS = np.int64(tag(F.PACKET_DEFAULTS, LEN))
+T_DEF_EVENT = np.int64(tag(F.DEFAULTS_TRACK_EVENT, LEN))
+T_DEF_UUID = np.int64(tag(F.EVENT_DEFAULTS_TRACK_UUID, VARINT))
+T_TYPE = np.int64(tag(F.EVENT_TYPE, VARINT))
+T_NAME_IID = np.int64(tag(F.EVENT_NAME_IID, VARINT))
+T_CAT_IID = np.int64(tag(F.EVENT_CATEGORY_IIDS, VARINT))
+T_CORR = np.int64(tag(F.EVENT_CORRELATION_ID, VARINT))
+T_ANN = np.int64(tag(F.EVENT_DEBUG_ANNOTATIONS, LEN))
+T_FLOW = np.int64(tag(F.EVENT_FLOW_IDS, FIXED64))
+T_TERM = np.int64(tag(F.EVENT_TERMINATING_FLOW_IDS, FIXED64))
+T_DOUBLE = np.int64(tag(F.EVENT_DOUBLE_COUNTER_VALUE, FIXED64))
+T_I_NAMES = np.int64(tag(F.INTERNED_EVENT_NAMES, LEN))
+T_I_CATS = np.int64(tag(F.INTERNED_EVENT_CATEGORIES, LEN))
+T_I_ANN = np.int64(tag(F.INTERNED_ANNOTATION_NAMES, LEN))
+T_I_IID = np.int64(tag(F.INTERNED_IID, VARINT))
+T_I_NAME = np.int64(tag(F.INTERNED_NAME, LEN))
+T_A_NAME_IID = np.int64(tag(F.ANNOTATION_NAME_IID, VARINT))
+T_A_INT = np.int64(tag(F.ANNOTATION_INT, VARINT))
+T_A_JSON = np.int64(tag(F.ANNOTATION_LEGACY_JSON, LEN))
 
-ANN_ARGS, ANN_BYTES = 1, 2
+ANN_ARGS, ANN_BYTES = np.int64(1), np.int64(2)
 """Interned debug-annotation names: iid 1 = "args" (the event's args JSON text), 2 = "bytes"."""
 ANNOTATION_NAMES = ("args", "bytes")
 
@@ -65,19 +78,29 @@ _NONE = NONE
 # state array slots
 S_TRACK, S_CURSOR, S_HEADER, S_SP = 0, 1, 2, 3
 
+# field values the kernels write, typed (see the module docstring)
+_NEEDS_STATE = np.int64(F.SEQ_NEEDS_INCREMENTAL_STATE)
+_STATE_CLEARED = np.int64(F.SEQ_INCREMENTAL_STATE_CLEARED)
+_SLICE_BEGIN, _SLICE_END = np.int64(F.TYPE_SLICE_BEGIN), np.int64(F.TYPE_SLICE_END)
+_INSTANT, _COUNTER = np.int64(F.TYPE_INSTANT), np.int64(F.TYPE_COUNTER)
+_AT_BEGIN, _AT_END = np.int64(0), np.int64(1)
+"""Which flow ids an event packet carries: those of the slice's start, or of its end."""
+_COUNTER_EVENT = np.int64(2 + 2 + 8)
+"""Bytes of a counter TrackEvent: type, double value tag, 8 value bytes."""
 
-@njit(cache=True, inline="always", _nrt=False)
+
+@njit(cache=True, _nrt=False)
 def _ld(n: int) -> int:
     """Size of a length-delimited value of n bytes, without its tag."""
     return varint_size(n) + n
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def _interned_entry(iid: int, size: int) -> int:
-    return 1 + varint_size(iid) + 1 + _ld(size)
+    return 1 + varint_size(iid) + 1 + varint_size(size) + size
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def _put_interned(out, pos, field_tag, iid, pool, a, b):
     body = 1 + varint_size(iid) + 1 + _ld(b - a)
     pos = put_varint(out, pos, field_tag)
@@ -99,10 +122,10 @@ def _packet_head(out, pos, body, ts, seq):
     pos = put_varint(out, pos, T_SEQ)
     pos = put_varint(out, pos, seq)
     pos = put_varint(out, pos, T_FLAGS)
-    return put_varint(out, pos, F.SEQ_NEEDS_INCREMENTAL_STATE)
+    return put_varint(out, pos, _NEEDS_STATE)
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def _header(out, pos, seq, uuid):
     """The first packet of a sequence: state cleared, default track uuid."""
     ev_def = 1 + varint_size(uuid)
@@ -113,7 +136,7 @@ def _header(out, pos, seq, uuid):
     pos = put_varint(out, pos, T_SEQ)
     pos = put_varint(out, pos, seq)
     pos = put_varint(out, pos, T_FLAGS)
-    pos = put_varint(out, pos, F.SEQ_INCREMENTAL_STATE_CLEARED)
+    pos = put_varint(out, pos, _STATE_CLEARED)
     pos = put_varint(out, pos, T_DEFAULTS)
     pos = put_varint(out, pos, defaults)
     pos = put_varint(out, pos, T_DEF_EVENT)
@@ -142,14 +165,14 @@ def _put_flows(out, pos, i, at_end, fptr, fid, fterm, fend):
 
 @njit(cache=True, inline="always", _nrt=False)
 def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
-    ev = 2 + _flow_size(i, 1, fptr, fend)
+    ev = 2 + _flow_size(i, _AT_END, fptr, fend)
     body = 1 + varint_size(ts) + 1 + varint_size(seq) + 2 + 1 + _ld(ev)
     pos = _packet_head(out, pos, body, ts, seq)
     pos = put_varint(out, pos, T_EVENT)
     pos = put_varint(out, pos, ev)
     pos = put_varint(out, pos, T_TYPE)
-    pos = put_varint(out, pos, F.TYPE_SLICE_END)
-    return _put_flows(out, pos, i, 1, fptr, fid, fterm, fend)
+    pos = put_varint(out, pos, _SLICE_END)
+    return _put_flows(out, pos, i, _AT_END, fptr, fid, fterm, fend)
 
 
 @njit(cache=True, inline="always", _nrt=False)
@@ -182,7 +205,7 @@ def _begin_packet(out, pos, seq, t, i, kind, ts, ev_name, ev_cat, ev_src_cat, co
         interned += 1 + _ld(_interned_entry(ANN_BYTES, ann_off[2] - ann_off[1]))
     ann_args = 2 + 1 + _ld(a1 - a0)
     ann_bytes = 2 + 1 + varint_size(nbytes[i])
-    ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + _flow_size(i, 0, fptr, fend)
+    ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + _flow_size(i, _AT_BEGIN, fptr, fend)
     if src_iid > 0:
         ev += 1 + varint_size(src_iid)
     if has_corr:
@@ -242,7 +265,7 @@ def _begin_packet(out, pos, seq, t, i, kind, ts, ev_name, ev_cat, ev_src_cat, co
         pos = put_varint(out, pos, ANN_BYTES)
         pos = put_varint(out, pos, T_A_INT)
         pos = put_varint(out, pos, nbytes[i])
-    return _put_flows(out, pos, i, 0, fptr, fid, fterm, fend)
+    return _put_flows(out, pos, i, _AT_BEGIN, fptr, fid, fterm, fend)
 
 
 @njit(cache=True, _nrt=False)
@@ -255,7 +278,7 @@ def encode_events(state, stack, out, track_ptr, emit, track_seq, track_uuid, sta
     order; ``state`` = [track, cursor in track, header written, stack size], updated in place; ``stack``
     holds the open slices. Times are ns >= 0; ``corr``/``nbytes`` are NONE where absent.
     """
-    pos = 0
+    pos = np.int64(0)  # typed: a literal 0 would compile the helpers it is passed to once more
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
     ntracks = track_ptr.shape[0] - 1
@@ -282,7 +305,7 @@ def encode_events(state, stack, out, track_ptr, emit, track_seq, track_uuid, sta
             continue
         if pos + begin_cost[i] + end_cost[i] > cap:
             break
-        kind = F.TYPE_INSTANT if instant[i] else F.TYPE_SLICE_BEGIN
+        kind = _INSTANT if instant[i] else _SLICE_BEGIN
         pos = _begin_packet(out, pos, seq, t, i, kind, start[i], ev_name, ev_cat, ev_src_cat, corr, nbytes, args, args_off,
                             args_null, names, name_off, cats, cat_off, ann, ann_off, seen_name, seen_cat, seen_ann,
                             fptr, fid, fterm, fend)
@@ -300,7 +323,7 @@ def encode_events(state, stack, out, track_ptr, emit, track_seq, track_uuid, sta
 @njit(cache=True, _nrt=False)
 def encode_counters(state, out, series_ptr, order, series_seq, series_uuid, ts, value_bits):
     """Write counter packets (double values, bits as uint64) of the series from ``state`` on; see :func:`encode_events`."""
-    pos = 0
+    pos = np.int64(0)
     cap = out.shape[0]
     t, k, header = state[S_TRACK], state[S_CURSOR], state[S_HEADER]
     nseries = series_ptr.shape[0] - 1
@@ -317,12 +340,12 @@ def encode_counters(state, out, series_ptr, order, series_seq, series_uuid, ts, 
             header = 0
             continue
         j = order[series_ptr[t] + k]
-        body = 1 + varint_size(ts[j]) + 1 + varint_size(seq) + 2 + 1 + _ld(2 + 2 + 8)
+        body = 1 + varint_size(ts[j]) + 1 + varint_size(seq) + 2 + 1 + _ld(_COUNTER_EVENT)
         pos = _packet_head(out, pos, body, ts[j], seq)
         pos = put_varint(out, pos, T_EVENT)
-        pos = put_varint(out, pos, 12)
+        pos = put_varint(out, pos, _COUNTER_EVENT)
         pos = put_varint(out, pos, T_TYPE)
-        pos = put_varint(out, pos, F.TYPE_COUNTER)
+        pos = put_varint(out, pos, _COUNTER)
         pos = put_varint(out, pos, T_DOUBLE)
         pos = put_fixed64(out, pos, value_bits[j])
         k += 1

@@ -15,8 +15,7 @@ slice that starts earlier to the one that starts later (ties: the earlier mark).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict
+from numba import njit
 
 from di.convert.perfetto import fields as F
 
@@ -97,10 +96,19 @@ def pair_slices_reference(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, 
     return (np.array(begin, np.int64), np.array(end_ns, np.int64), np.array(instant, np.uint8), slice_of, unmatched, unclosed)
 
 
+def chain_flows(fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray,
+                slice_start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src slice, dst slice, flow id) of every edge the marks in ``order`` form; see the module docstring.
+
+    Flow ids become dense codes first, so the kernel keeps each id's current slice in an array
+    (no numba typed Dict: see :mod:`di.convert.inttable`)."""
+    ids, code = np.unique(fid, return_inverse=True)
+    return _chain_flows(fid, code.astype(np.int64).ravel(), np.int64(ids.size), slice_id, terminating, order, slice_start)
+
+
 @njit(cache=True)
-def chain_flows(fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray, slice_start: np.ndarray):
-    """(src slice, dst slice, flow id) of every edge the marks in ``order`` form; see the module docstring."""
-    active = Dict.empty(key_type=types.uint64, value_type=types.int64)
+def _chain_flows(fid, code, n_codes, slice_id, terminating, order, slice_start):
+    active = np.full(n_codes, -1, np.int64)  # the current slice of each flow id (code), -1 when none
     n = order.shape[0]
     src = np.empty(n, np.int64)
     dst = np.empty(n, np.int64)
@@ -111,19 +119,39 @@ def chain_flows(fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, 
         s = slice_id[k]
         if s < 0:
             continue
-        f = fid[k]
-        if f in active:
-            prev = active[f]
+        f = code[k]
+        prev = active[f]
+        if prev >= 0:
             if slice_start[prev] > slice_start[s]:
                 src[m], dst[m] = s, prev
             else:
                 src[m], dst[m] = prev, s
-            ids[m] = f
+            ids[m] = fid[k]
             m += 1
-            if terminating[k]:
-                del active[f]
-            else:
-                active[f] = s
+            active[f] = -1 if terminating[k] else s
         elif not terminating[k]:
             active[f] = s
     return src[:m], dst[:m], ids[:m]
+
+
+def chain_flows_reference(fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray,
+                          slice_start: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+    """Pure-Python :func:`chain_flows` (a dict of active ids), for tests."""
+    active: dict[int, int] = {}
+    src, dst, ids = [], [], []
+    for k in order.tolist():
+        s = int(slice_id[k])
+        if s < 0:
+            continue
+        f = int(fid[k])
+        if f in active:
+            prev = active.pop(f)
+            a, b = (s, prev) if slice_start[prev] > slice_start[s] else (prev, s)
+            src.append(a)
+            dst.append(b)
+            ids.append(f)
+            if not terminating[k]:
+                active[f] = s
+        elif not terminating[k]:
+            active[f] = s
+    return src, dst, ids

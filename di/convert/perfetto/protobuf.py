@@ -10,6 +10,13 @@ the last; negative int64 values take 10 bytes (two's complement as uint64).
 The numba functions write into / read from uint8 arrays at a position and
 return the new position; the plain-Python ones build the bytes of the few
 messages written once per track.
+
+Compile hygiene (for every numba module of di): these functions are plain
+calls, never ``inline="always"``: the encoder calls the writers ~200 times and
+the decoder the readers ~60 times, and numba's IR inliner grows quadratically
+with inlined bodies (a reader inlined six times cost ~2 s; LLVM still inlines
+them where it pays, after numba's typing). Callers pass ``np.int64`` values,
+never Python int literals, which numba would compile one version for each.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ def tag(field: int, wire: int) -> int:
     return (field << 3) | wire
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def varint_size(v: int) -> int:
     """Bytes the varint of ``v`` takes (``v`` as uint64: negative -> 10)."""
     if v < 0:
@@ -42,7 +49,7 @@ def varint_size(v: int) -> int:
     return n
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     """Write ``v`` (as uint64) as a varint at ``pos``; return the position after it."""
     if 0 <= v < 128:
@@ -57,7 +64,7 @@ def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     return pos + 1
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def put_fixed64(out: np.ndarray, pos: int, u: np.uint64) -> int:
     """Write 8 bytes little-endian at ``pos``."""
     for k in range(8):
@@ -65,7 +72,7 @@ def put_fixed64(out: np.ndarray, pos: int, u: np.uint64) -> int:
     return pos + 8
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
     """Copy ``src[a:b]`` to ``pos``."""
     for j in range(a, b):
@@ -74,7 +81,7 @@ def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int
     return pos
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """(value as int64, new position); new position -1 when the varint runs past ``end`` or is over 10 bytes."""
     if pos < end and buf[pos] < 128:
@@ -93,7 +100,7 @@ def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     return 0, -1
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False)
 def read_fixed64(buf: np.ndarray, pos: int) -> np.uint64:
     """8 bytes little-endian at ``pos`` as uint64 (the caller checks the bounds)."""
     u = np.uint64(0)

@@ -25,12 +25,12 @@ from typing import IO
 import numpy as np
 import polars as pl
 
-from di.output import atomic_write
-from di.convert.columns import utf8_buffers
+from di.convert.columns import readonly, utf8_buffers
 from di.convert.lanes import assign_lanes, is_sorted
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
 from di.convert.perfetto.layout import build_layout, descriptor_packets
+from di.output import atomic_write
 from di.trace import CATS, Trace
 
 __all__ = ["write_perfetto", "is_own_file"]
@@ -141,6 +141,7 @@ def _events(f: IO[bytes], out: np.ndarray, ev: pl.DataFrame, layout, marks, star
     cat_pool, cat_off = utf8_pool(list(CATS) + src_values)
     ann_pool, ann_off = utf8_pool(list(encode.ANNOTATION_NAMES))
     args, args_off, args_null = _utf8_column(ev.get_column("args"))
+    name_pool, cat_pool, ann_pool, args, args_off = (readonly(a) for a in (name_pool, cat_pool, ann_pool, args, args_off))
 
     tracks = layout.tracks
     counts = np.bincount(layout.track_of_event, minlength=tracks.height)
@@ -190,7 +191,7 @@ def _counters(f: IO[bytes], out: np.ndarray, samples: pl.DataFrame, layout, offs
     ptr = np.zeros(len(used) + 1, dtype=np.int64)
     np.cumsum(counts[used], out=ptr[1:])
     ts = samples.get_column("ts_ns").to_numpy() - offset
-    bits = np.ascontiguousarray(samples.get_column("value").to_numpy(), dtype=np.float64).view(np.uint64)
+    bits = readonly(np.ascontiguousarray(samples.get_column("value").to_numpy(), dtype=np.float64).view(np.uint64))
     state = np.zeros(4, dtype=np.int64)
     uuid = series.get_column("uuid").to_numpy().astype(np.int64)[used]
     while state[encode.S_TRACK] < len(used):

@@ -1,0 +1,79 @@
+"""Where numba caches di's compiled kernels, also when the install is read-only.
+
+Every kernel is ``@njit(cache=True)``: numba writes its machine code to an
+index and data file per function and loads them in later processes instead of
+compiling again. By default numba puts them in ``__pycache__`` beside each
+module. When that directory is not writable (a system or image install, a
+read-only cluster module), numba (0.68, checked on a read-only mount) falls
+back, per function and silently, to its user-wide cache
+``$XDG_CACHE_HOME/numba/`` (``UserWideCacheLocator``, chosen after trying to
+create a file in each candidate directory), so the compile is kept, but where
+is nowhere said and depends on which directories a try happened to write.
+
+:func:`configure` makes that choice once and explicitly: when the user has
+not set ``NUMBA_CACHE_DIR`` and di's package directory is not writable, it
+sets ``NUMBA_CACHE_DIR`` to :func:`user_cache_dir` (``$XDG_CACHE_HOME/di/numba``,
+``~/.cache/di/numba`` by default) in ``os.environ``, so that the place is
+fixed, named by ``di warmup`` and inherited by the processes di starts (the
+ranks of ``di record``). ``import di`` calls it,
+before any kernel module imports numba. Side effects, on read-only installs
+only: numba code of other packages in the same process (and its children,
+which inherit the variable) caches under that directory too, and a process
+that imported numba before di gets ``numba.config.CACHE_DIR`` set as well.
+A writable install (``pip install -e .``, a virtualenv) is left exactly as
+numba does it. ``di warmup`` fills whichever directory this picks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ENV = "NUMBA_CACHE_DIR"
+"""numba's variable: the root of its cache, instead of ``__pycache__`` beside each module."""
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def user_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/di/numba`` (``~/.cache/di/numba`` when XDG_CACHE_HOME is unset)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "di" / "numba"
+
+
+def package_writable(package_dir: Path = PACKAGE_DIR) -> bool:
+    """Whether numba can write its cache beside di's modules (``__pycache__``, or the package to create it in).
+
+    ``os.access`` reports a read-only file system as not writable even to root,
+    and a directory without write permission as not writable to other users.
+    """
+    pycache = package_dir / "__pycache__"
+    return os.access(pycache if pycache.is_dir() else package_dir, os.W_OK)
+
+
+def configure(environ: dict[str, str] | None = None, *, package_dir: Path = PACKAGE_DIR) -> str | None:
+    """Point numba's cache at :func:`user_cache_dir` when di's package is read-only; see the module docstring.
+
+    Args:
+        environ: the environment to read and set (default ``os.environ``).
+        package_dir: di's package directory (a test may point it elsewhere).
+
+    Returns:
+        The directory set, or None when nothing was set (the user's own
+        ``NUMBA_CACHE_DIR``, or a writable package: numba's ``__pycache__``).
+    """
+    env = os.environ if environ is None else environ
+    if env.get(ENV) or package_writable(package_dir):
+        return None
+    path = str(user_cache_dir())
+    env[ENV] = path
+    config = sys.modules.get("numba.core.config")
+    if config is not None and environ is None:  # numba read the environment already
+        config.CACHE_DIR = path  # type: ignore[attr-defined]
+    return path
+
+
+def cache_dir() -> str:
+    """Where di's kernels are cached in this process, in words."""
+    return os.environ.get(ENV) or str(PACKAGE_DIR / "**" / "__pycache__")
