@@ -129,7 +129,7 @@ def main() -> None:
 def _report(results: dict) -> None:
     print(f"\nload average {results['load_avg_start'][0]:.1f} .. {results['load_avg_end'][0]:.1f} on {results['cpus']} CPUs "
           "(wall seconds include waiting for a CPU; compare CPU seconds)")
-    print(f"| command | cold CPU s | warm CPU s | cold - warm | cold wall s | warm wall s | cold RSS MB | warm RSS MB |")
+    print("| command | cold CPU s | warm CPU s | cold - warm | cold wall s | warm wall s | cold RSS MB | warm RSS MB |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, row in results["commands"].items():
         c, w = row["cold"], row["warm"]
