@@ -175,24 +175,3 @@ def _insertion_sort(perm, a, b, start_ns, end_ns, idx):
             perm[k] = perm[k - 1]
             k -= 1
         perm[k] = q
-
-
-def nest_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pure-Python reference of :func:`nest` (for tests)."""
-    depth = np.zeros(loc.size, dtype=np.int32)
-    parent = np.full(loc.size, -1, dtype=np.int64)
-    stack: list[int] = []
-    for k in range(loc.size):
-        if k and loc[k] != loc[k - 1]:
-            stack = []
-        s = start_ns[k]
-        while stack:
-            p = stack[-1]
-            if s < end_ns[p] or (s == start_ns[p] and (end_ns[k] == s or end_ns[p] == start_ns[p])):
-                break
-            stack.pop()
-        if stack:
-            parent[k] = stack[-1]
-        depth[k] = len(stack)
-        stack.append(k)
-    return depth, parent

@@ -20,7 +20,7 @@ import pytest
 
 import di
 from conftest import KINETO, NO_DATA, assert_valid, is_execution_trace, kineto_files, kineto_id, trace_doc, write_json
-from di.nesting import nest_reference
+from oracles import nest_reference
 
 FLOW_DROPS = ("flow start without end", "flow end without start", "flow step on no slice")
 

@@ -10,6 +10,8 @@ import numpy as np
 import orjson
 import pytest
 
+import oracles
+
 import di.convert.chrome.lines as lines
 import di.convert.chrome.writer as writer
 import di
@@ -325,7 +327,7 @@ def test_line_kernel_matches_reference(seed: int) -> None:
     ops = [(lines.FRAG, 0), (lines.TIME, 0), (lines.CONST, 2), (lines.TIME, 1), (lines.FRAG, 2),
            (lines.TEXT, 0), (lines.ARGS, 1), (lines.FRAG, 1), (lines.CONST, 0)]
     got = lines.assemble(ops, lo, rows, frag, times, ints, pool, text).tobytes()
-    want = lines.assemble_reference(np.array(ops), lo, rows, frag, times, ints, pool[0], pool[1], *text)
+    want = oracles.assemble_reference(np.array(ops), lo, rows, frag, times, ints, pool[0], pool[1], *text)
     assert got == want
 
 

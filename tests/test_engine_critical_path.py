@@ -191,7 +191,9 @@ def test_properties(job):
 def test_longest_path_kernel_matches_reference(job):
     from dataclasses import replace
 
-    from di.engine.critical_path import _longest, longest_reference, weights
+    from oracles import longest_reference
+
+    from di.engine.critical_path import _longest, weights
     from di.engine.critical_path_graph import build_graph
     from di.engine.window import prepare
 

@@ -10,6 +10,7 @@ from conftest import otf2_archive
 from engine_jobs import MS, Job
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import queue_reference
 from test_engine_critical_path import two_rank_job
 
 import di
@@ -25,7 +26,6 @@ from di.engine.inferred_edges import (
     LOST_KERNEL_NS,
     _queue,
     launch_edges,
-    queue_reference,
     sync_calls,
 )
 from di.engine.window import prepare

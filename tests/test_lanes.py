@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from di.convert.lanes import NO_POINT, assign_lanes, assign_lanes_reference, innermost_points, innermost_points_reference, is_sorted
+from oracles import assign_lanes_reference, innermost_points_reference
+
+from di.convert.lanes import NO_POINT, assign_lanes, innermost_points, is_sorted
 
 
 def _lanes(rows: list[tuple[int, int, int]]) -> list[int]:

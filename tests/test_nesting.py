@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from di.nesting import nest, nest_reference, nesting_order
+from oracles import nest_reference
+
+from di.nesting import nest, nesting_order
 
 
 def sorted_events(rng: np.random.Generator, n: int, n_locs: int, horizon: int) -> tuple[np.ndarray, ...]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import oracles
+
 from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
 from di.convert.otf2.rowids import key_ids
@@ -35,7 +37,7 @@ def test_timeline_build_matches_reference(seed: int) -> None:
     bounds = np.searchsorted(loc, np.arange(n_locs + 1)).astype(np.int64)
     fold_ref = int(rng.integers(-1, 3))  # attribute ref that folds I/O operation records (-1: none)
     fast = T.build(rows, bounds, fold_ref)
-    slow = T.build_reference(rows, bounds, fold_ref)
+    slow = oracles.build_reference(rows, bounds, fold_ref)
     assert len(fast) == len(slow)
     for f, s in zip(fast, slow):
         np.testing.assert_array_equal(np.asarray(f, dtype=np.int64), s)

@@ -18,7 +18,9 @@ import polars as pl
 import pytest
 
 import di
-from di.convert.perfetto.pairing import pair_slices, pair_slices_reference
+from oracles import pair_slices_reference
+
+from di.convert.perfetto.pairing import pair_slices
 from di.errors import FormatError
 from tests.trace_processor import WasmTraceProcessor, engine_problem
 
@@ -440,7 +442,9 @@ def _replace_in_di_packet(data: bytes, old: bytes | re.Pattern[bytes], new: byte
 
 @pytest.mark.parametrize("seed", range(5))
 def test_chain_flows_agrees_with_its_reference(seed: int) -> None:
-    from di.convert.perfetto.pairing import chain_flows, chain_flows_reference
+    from oracles import chain_flows_reference
+
+    from di.convert.perfetto.pairing import chain_flows
 
     rng = np.random.default_rng(seed)
     n, slices = 300, 60

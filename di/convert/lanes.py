@@ -26,7 +26,7 @@ from numba import njit
 
 from di.nesting import readonly_int64
 
-__all__ = ["assign_lanes", "assign_lanes_reference", "innermost_points", "innermost_points_reference", "is_sorted"]
+__all__ = ["assign_lanes", "innermost_points", "is_sorted"]
 
 NO_POINT = np.iinfo(np.int64).min
 """What :func:`innermost_points` returns for an event that is never the innermost one after the bound."""
@@ -103,28 +103,6 @@ def _lanes_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nda
     return lane
 
 
-def assign_lanes_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
-    """Pure-Python version of :func:`assign_lanes`, for tests (same rule, lists as stacks)."""
-    lanes = np.zeros(len(loc), dtype=np.int32)
-    stacks: list[list[int]] = []  # per lane: ends of the open events, innermost last
-    for i, (where, s, e) in enumerate(zip(loc.tolist(), start_ns.tolist(), end_ns.tolist())):
-        if i == 0 or where != loc[i - 1]:
-            stacks = []
-        k = 0
-        while True:
-            if k == len(stacks):
-                stacks.append([])
-            stack = stacks[k]
-            while stack and stack[-1] <= s:
-                stack.pop()
-            if not stack or stack[-1] >= e:
-                stack.append(e)
-                lanes[i] = k
-                break
-            k += 1
-    return lanes
-
-
 def innermost_points(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rows: np.ndarray,
                      lower_ns: np.ndarray) -> np.ndarray:
     """For each queried event, the first time at or after a bound when it is the innermost open event of its location.
@@ -162,20 +140,3 @@ def _points_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np
             j += 1
         out[q] = t if t < end[r] or (zero and t == start[r]) else NO_POINT
     return out
-
-
-def innermost_points_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rows: np.ndarray,
-                               lower_ns: np.ndarray) -> np.ndarray:
-    """Pure-Python version of :func:`innermost_points`: tries every ns from the bound to the event's end."""
-    out = []
-    for r, t in zip(rows.tolist(), lower_ns.tolist()):
-        later = [j for j in range(r + 1, len(loc)) if loc[j] == loc[r]]
-        last = max(int(end_ns[r]), t)
-        found = NO_POINT
-        for cand in range(t, last + 1):
-            inside = cand < end_ns[r] or cand == start_ns[r] == end_ns[r]
-            if inside and not any(start_ns[j] <= cand and (cand < end_ns[j] or cand == start_ns[j]) for j in later):
-                found = cand
-                break
-        out.append(found)
-    return np.array(out, dtype=np.int64)

@@ -139,23 +139,3 @@ def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
         pl.when(pl.col("scope") == HOST).then(None).otherwise(pl.col("scope")).alias("device"),
         "step", "state", "time_ns", "union_ns", "span_ns", "share", "reason",
     ).sort("rank", "scope", "step", "state", nulls_last=False)
-
-
-def sweep_reference(group, start, end, act, host_group, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pure-Python reference of :func:`_sweep` by sampling every ns (small inputs, tests only)."""
-    n_act = len(ACTIVITIES)
-    excl = np.zeros((n_groups, n_act), np.int64)
-    union = np.zeros((n_groups, n_act), np.int64)
-    for g in range(n_groups):
-        mine = [(int(s), int(e), int(a)) for gg, s, e, a in zip(group, start, end, act) if gg == g]
-        if not mine:
-            continue
-        prio = HOST_PRIORITY if host_group[g] else GPU_PRIORITY
-        for t in range(min(s for s, _, _ in mine), max(e for _, e, _ in mine)):
-            active = {a for s, e, a in mine if s <= t < e}
-            for a in active:
-                union[g, a] += 1
-            top = next((a for a in prio if a in active), None)
-            if top is not None:
-                excl[g, top] += 1
-    return excl, union

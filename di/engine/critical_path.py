@@ -118,19 +118,6 @@ def _longest(order, t, first, owner, event, activity, on_gpu, call_only, arrival
     return dist, pred, via
 
 
-def longest_reference(order, first_of_loc, local_w, src, dst, cross_w) -> np.ndarray:
-    """Pure-Python reference of :func:`_longest`'s distances (tests only)."""
-    pos = {int(v): k for k, v in enumerate(order)}
-    dist = [0] * len(order)
-    for v in map(int, order):
-        best = 0 if first_of_loc[v] else dist[v - 1] + int(local_w[v])
-        for u, d, w in zip(src, dst, cross_w):
-            if d == v and pos[int(u)] < pos[v]:
-                best = max(best, dist[int(u)] + int(w))
-        dist[v] = best
-    return np.asarray(dist, np.int64)
-
-
 def critical_path(frame: EventFrame) -> dict[str, Any]:
     """The job's critical path.
 

@@ -196,22 +196,6 @@ def _queue(call_ptr, call_t, kern_ptr, kern_t, kern_end, skew_ns, lost_ns):
     return out
 
 
-def queue_reference(call_t: list[int], kern_t: list[int], kern_end: list[int], skew_ns: int, lost_ns: int) -> list[int]:
-    """Pure-Python reference of :func:`_queue` for one group (tests only)."""
-    out, j, prev_end = [], 0, None
-    for t, end in zip(kern_t, kern_end):
-        while (j + 1 < len(call_t) and abs(call_t[j + 1] - t) <= skew_ns and t - call_t[j] > lost_ns
-               and (prev_end is None or prev_end <= call_t[j])):
-            j += 1
-        if j < len(call_t) and call_t[j] <= t + skew_ns:
-            out.append(j)
-            j += 1
-        else:
-            out.append(-1)
-        prev_end = end if prev_end is None else max(prev_end, end)
-    return out
-
-
 def sync_calls(frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(host call rows that wait for the device, the stream loc each waits for or -1 for its whole rank,
     whether a ``sync`` flow records it), see the module docstring."""

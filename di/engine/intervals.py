@@ -8,7 +8,7 @@ returns a normal set. ``union`` sorts once (O(n log n)); intersection and
 difference of normal sets are linear merges (O(n + m)). Empty intervals
 (``end <= start``) are dropped.
 
-Each numba kernel has a pure-Python reference (``*_reference``) used by the
+Each numba kernel has a pure-Python reference in ``tests/oracles.py`` used by the
 tests to check the kernels on random inputs.
 """
 
@@ -209,21 +209,3 @@ def clip(s: IntervalSet, lo_ns: np.ndarray, hi_ns: np.ndarray) -> IntervalSet:
     en = np.minimum(s.end_ns, hi_ns[s.group])
     keep = en > st
     return IntervalSet(s.group[keep], st[keep], en[keep])
-
-
-def union_reference(group, start_ns, end_ns) -> list[tuple[int, int, int]]:
-    """Pure-Python reference of :func:`union` as (group, start, end) tuples."""
-    out: list[list[int]] = []
-    for g, s, e in sorted(zip(map(int, group), map(int, start_ns), map(int, end_ns))):
-        if e <= s:
-            continue
-        if out and out[-1][0] == g and s <= out[-1][2]:
-            out[-1][2] = max(out[-1][2], e)
-        else:
-            out.append([g, s, e])
-    return [tuple(x) for x in out]  # type: ignore[misc]
-
-
-def points_reference(tuples: list[tuple[int, int, int]]) -> set[tuple[int, int]]:
-    """Every covered (group, ns) point of small reference sets (tests only)."""
-    return {(g, t) for g, s, e in tuples for t in range(s, e)}

@@ -119,34 +119,6 @@ def _assemble_kernel(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times:
     return pos
 
 
-def _args_reference(text: bytes, corr: int, nbytes: int, key: bytes, corr_key: bytes, bytes_key: bytes) -> bytes:
-    if corr == NO_TIME and nbytes == NO_TIME:
-        return key + text if text else b""
-    adds = ([corr_key + b"%d" % corr] if corr != NO_TIME else []) + ([bytes_key + b"%d" % nbytes] if nbytes != NO_TIME else [])
-    body = text.lstrip(b"{ \t\r\n")
-    return key + b"{" + b",".join(adds) + (b"," + body if body and not body.startswith(b"}") else b"}")
-
-
-def assemble_reference(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
-                        pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray) -> bytes:
-    """Pure-Python version of :func:`_assemble_kernel`, for tests."""
-    out = bytearray()
-    frags = [pool[pool_off[f] : pool_off[f + 1]].tobytes() for f in range(len(pool_off) - 1)]
-    for i in range(lo, hi):
-        out += b",\n"
-        row_text = text[text_off[i - lo] : text_off[i - lo + 1]].tobytes()
-        for op, c in ops.tolist():
-            if op == TIME:
-                out += us_text(int(times[c, i])).encode() if times[c, i] != NO_TIME else b""
-            elif op == TEXT:
-                out += row_text
-            elif op == ARGS:
-                out += _args_reference(row_text, int(ints[0, i]), int(ints[1, i]), *frags[c : c + 3])
-            elif (f := frag[c, i] if op == FRAG else c) >= 0:
-                out += frags[f]
-    return bytes(out)
-
-
 def assemble(ops: list[tuple[int, int]], lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
               pool: tuple[np.ndarray, np.ndarray], text: tuple[np.ndarray, np.ndarray] | None, out: np.ndarray | None = None) -> np.ndarray:
     """Comma-first JSON lines of rows lo..hi, following the template ``ops``.

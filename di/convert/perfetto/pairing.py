@@ -66,36 +66,6 @@ def pair_slices(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, order: np.
     return begin[:ns], end_ns[:ns], instant[:ns], slice_of, unmatched, unclosed
 
 
-def pair_slices_reference(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, order: np.ndarray, last_ns: int):
-    """Pure-Python version of :func:`pair_slices`, for tests."""
-    begin, end_ns, instant = [], [], []
-    slice_of = np.full(len(track), -1, np.int64)
-    stacks: dict[int, list[int]] = {}
-    unmatched = 0
-    for i in order.tolist():
-        stack = stacks.setdefault(int(track[i]), [])
-        if etype[i] == F.TYPE_SLICE_END:
-            if not stack:
-                unmatched += 1
-                continue
-            s = stack.pop()
-            end_ns[s] = int(ts[i])
-            slice_of[i] = s
-            continue
-        slice_of[i] = len(begin)
-        begin.append(i)
-        end_ns.append(int(ts[i]))
-        instant.append(int(etype[i] == F.TYPE_INSTANT))
-        if etype[i] != F.TYPE_INSTANT:
-            stack.append(len(begin) - 1)
-    unclosed = 0
-    for stack in stacks.values():
-        for s in stack:
-            end_ns[s] = last_ns
-            unclosed += 1
-    return (np.array(begin, np.int64), np.array(end_ns, np.int64), np.array(instant, np.uint8), slice_of, unmatched, unclosed)
-
-
 def chain_flows(fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray,
                 slice_start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(src slice, dst slice, flow id) of every edge the marks in ``order`` form; see the module docstring.
@@ -132,26 +102,3 @@ def _chain_flows(fid, code, n_codes, slice_id, terminating, order, slice_start):
         elif not terminating[k]:
             active[f] = s
     return src[:m], dst[:m], ids[:m]
-
-
-def chain_flows_reference(fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray,
-                          slice_start: np.ndarray) -> tuple[list[int], list[int], list[int]]:
-    """Pure-Python :func:`chain_flows` (a dict of active ids), for tests."""
-    active: dict[int, int] = {}
-    src, dst, ids = [], [], []
-    for k in order.tolist():
-        s = int(slice_id[k])
-        if s < 0:
-            continue
-        f = int(fid[k])
-        if f in active:
-            prev = active.pop(f)
-            a, b = (s, prev) if slice_start[prev] > slice_start[s] else (prev, s)
-            src.append(a)
-            dst.append(b)
-            ids.append(f)
-            if not terminating[k]:
-                active[f] = s
-        elif not terminating[k]:
-            active[f] = s
-    return src, dst, ids
