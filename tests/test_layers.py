@@ -12,8 +12,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "di"
 MODEL, PRODUCERS, ENGINE, VIEWERS, TOP = range(5)
 LAYER_NAMES = {MODEL: "model", PRODUCERS: "capture/convert", ENGINE: "engine", VIEWERS: "viewers", TOP: "commands/demo"}
 SUBPACKAGES = {"capture": PRODUCERS, "convert": PRODUCERS, "engine": ENGINE, "viewers": VIEWERS, "demo": TOP}
-MODULES = {"cli": TOP, "__main__": TOP, "plugins": PRODUCERS}
-"""Modules at the package's top level belong to the model unless named here (plugins: the
+MODULES = {"cli": TOP, "__main__": TOP, "warmup": TOP, "plugins": PRODUCERS}
+"""Modules at the package's top level belong to the model unless named here (warmup: a command that runs every
+layer's kernels; plugins: the
 registry of connectors, analyses and panels, which knows the Connector type)."""
 API = {"load": PRODUCERS, "save": PRODUCERS, "scan": PRODUCERS, "analyze": ENGINE}
 """What ``from di import NAME`` reaches through the public API; other names are the model's."""
