@@ -69,6 +69,8 @@ def test_nvtx_ranges_of_a_c_program(tmp_path: Path) -> None:
     worker = ev.filter(pl.col("name") == "worker").row(0, named=True)
     assert load["loc"] == job["loc"] != worker["loc"] and load["pid"] == worker["pid"]
     assert load["start_ns"] < worker["start_ns"] < worker["end_ns"] <= load["end_ns"] <= job["end_ns"]
+    names = dict(di.load(out).locations.select("loc", "name").iter_rows())
+    assert names[worker["loc"]] == "loader thread" and names[job["loc"]] == "main thread"
 
 
 def test_nvtx_ranges_of_an_mpi_job_nest_with_its_calls(tmp_path: Path) -> None:

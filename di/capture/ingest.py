@@ -342,6 +342,7 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
         cols["t0"], cols["t1"] = cols["t0"].copy(), cols["t1"].copy()
     comms = matching.Communicators.from_records(cols, strings.text)
     events, row_of, io = _events(cols, comms, strings, warnings)
+    locations = user_events.name_threads(locations, cols, strings)
     say("matching messages and collectives")
     messages = matching.messages(cols, row_of, comms, warnings)
     collectives = matching.collectives(cols, row_of, comms)

@@ -4,8 +4,9 @@ Started in every Python process of the job by the startup hook (:mod:`di.capture
 ``DI_CAPTURE_PYTHON`` = the minimum duration in ns). A call is recorded when
 
 * its function lives in one of the program's own files: not the standard library, not
-  site-packages (nor any other install directory of this Python), not di itself, not
-  frozen or generated code (``<string>``); decided once per code object;
+  site-packages (nor any other install directory of this Python), not di itself (but
+  its demo job, :mod:`di.demo.train`), not frozen or generated code (``<string>``);
+  decided once per code object;
 * it lasted at least the minimum duration (``RecordOptions.python_min_ns``): the many
   short calls of a program cost the callback but write nothing.
 
@@ -57,6 +58,7 @@ class Recorder:
         self.lib = lib
         self.min_ns = min_ns
         self.skip = _library_dirs()
+        self.demo = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "demo", "")
         self.ids: dict[CodeType, tuple[int, int, int] | None] = {}
         self.local = threading.local()
 
@@ -67,7 +69,8 @@ class Recorder:
         except KeyError:
             pass
         path = code.co_filename
-        own = not path.startswith("<") and not os.path.realpath(path).startswith(self.skip)
+        real = os.path.realpath(path)
+        own = not path.startswith("<") and (not real.startswith(self.skip) or real.startswith(self.demo))
         name = getattr(code, "co_qualname", code.co_name)
         got = (name_id(name), name_id(path), code.co_firstlineno) if own else None
         self.ids[code] = got

@@ -11,7 +11,8 @@ thread's MPI and I/O calls), on the job clock:
   range id within the process; the event sits on the starting thread. A start without an
   end is dropped and counted;
 * NVTX marks: instants, cat ``user``;
-* Python calls: cat ``python`` (``src_cat`` ``python``), with file and line in args.
+* Python calls: cat ``python`` (``src_cat`` ``python``), with file and line in args;
+* ``nvtxNameOsThread``: the name of that thread's timeline (:func:`name_threads`).
 
 ``args`` carry what NVTX knows beyond the name: ``domain`` (absent for the default domain),
 ``category`` and its ``category_name`` (from ``nvtxNameCategory``), ``color`` (``#rrggbb``)
@@ -104,3 +105,16 @@ def user_events(cols: dict[str, np.ndarray], strings: Any, warnings: list[str]) 
     df = df.with_columns(args=pl.when(pl.col("args") != "{}").then(pl.col("args")))
     return df.select("record", "loc", "start_ns", "end_ns", pl.col("name").cast(pl.Categorical), "cat", "src_cat",
                      "instant", "args")
+
+
+def name_threads(locations: pl.DataFrame, cols: dict[str, np.ndarray], strings: Any) -> pl.DataFrame:
+    """Thread timelines renamed as ``nvtxNameOsThread`` named them (the last naming wins)."""
+    t = np.flatnonzero((cols["kind"] == shard.KIND_USER) & (cols["op"] == USER_THREAD)) if cols else np.empty(0, np.int64)
+    if not t.size or not locations.height:
+        return locations
+    names = pl.DataFrame({
+        "source": cols["source"][t], "tid": cols["peer"][t].astype(np.int64),
+        "nvtx_name": strings.column(cols["text"][t], "nvtx_name"),
+    }).unique(["source", "tid"], keep="last").cast({"source": locations.schema["source"], "tid": locations.schema["tid"]})
+    return (locations.join(names, on=["source", "tid"], how="left", maintain_order="left")
+            .with_columns(name=pl.coalesce("nvtx_name", "name")).drop("nvtx_name"))

@@ -1,11 +1,13 @@
 /* NVTX v3 calls for tests/test_capture_nvtx.py: push/pop nesting in the default domain and
  * in a domain "trainer" (with a registered string, a category name and a colour), a
- * start/end range that ends on another thread, a mark, and a second thread's own range.
+ * start/end range that ends on another thread, a mark, and a second thread's own range
+ * (the thread named with nvtxNameOsThreadA).
  * With MPI (argv[1] == "mpi") each rank wraps its part in "rank R" and does a barrier. */
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #ifdef WITH_MPI
 #include <mpi.h>
@@ -15,6 +17,7 @@ static nvtxRangeId_t pending;
 
 static void *worker(void *arg) {
   (void)arg;
+  nvtxNameOsThreadA((uint32_t)syscall(SYS_gettid), "loader thread");
   nvtxRangePushA("worker");
   usleep(2000);
   nvtxRangePop();
