@@ -141,3 +141,21 @@ def test_nvtx_python_package(tmp_path: Path) -> None:
     inner = nv.filter(pl.col("name") == "nvtx inner").row(0, named=True)
     assert parent_name(ev, inner) == "nvtx outer" and '"domain":"pkg"' in outer["args"] and '"color":"#' in outer["args"]
     assert nv.filter(pl.col("name") == "nvtx mark").get_column("instant").all()
+
+
+def test_nvtx_ranges_have_one_source_with_cupti(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """di record puts its library in NVTX's one injection slot; CUPTI's capture (--gpu) leaves it
+    there, so CUPTI never sees an NVTX call; a tool already in the slot keeps it, and the trace says so."""
+    from di.capture import build, record
+    from di.capture.cupti import GpuCapture
+
+    monkeypatch.delenv("NVTX_INJECTION64_PATH", raising=False)
+    env, notes = record._application(record.RecordOptions(output=tmp_path / "r.di", gpu=True))
+    lib = str(build.nvtx_lib())
+    assert env["NVTX_INJECTION64_PATH"] == env["DI_NVTX_LIB"] == lib and not notes
+    monkeypatch.setenv("NVTX_INJECTION64_PATH", lib)
+    GpuCapture(tmp_path)._inject_nvtx()
+    assert os.environ["NVTX_INJECTION64_PATH"] == lib
+    monkeypatch.setenv("NVTX_INJECTION64_PATH", "/opt/other-tool/libToolsInjection64.so")
+    env, notes = record._application(record.RecordOptions(output=tmp_path / "r.di"))
+    assert "NVTX_INJECTION64_PATH" not in env and env["DI_NVTX_LIB"] == lib and "already set" in notes[0]
