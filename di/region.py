@@ -65,20 +65,20 @@ def name_id(name: str) -> int:
     return sid
 
 
-class region:  # noqa: N801  (used like a function: di.region("forward"))
+class region:  # a lower-case name: used like a function, di.region("forward")
     """A named region of the program: ``with di.region("forward"): ...`` or ``@di.region("forward")``.
 
     Args:
         name: the event's name (``step N`` marks training step N).
     """
 
-    __slots__ = ("name", "_id")
+    __slots__ = ("_id", "name")
 
     def __init__(self, name: str) -> None:
         self.name = str(name)
         self._id = -1
 
-    def __enter__(self) -> region:
+    def __enter__(self) -> region:  # noqa: PYI034  (typing.Self needs Python 3.11)
         if _lib is not False:  # False: looked, nothing records this process
             lib = recorder()
             if lib:

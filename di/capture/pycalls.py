@@ -44,7 +44,7 @@ def _library_dirs() -> tuple[str, ...]:
         path = sysconfig.get_paths().get(key)
         if path:
             dirs.add(path)
-    dirs.update(getattr(site, "getsitepackages", lambda: [])())
+    dirs.update(getattr(site, "getsitepackages", list)())
     dirs.add(getattr(site, "getusersitepackages", lambda: "")() or "")
     dirs.update(p for p in sys.path if p.rstrip(os.sep).endswith(("site-packages", "dist-packages")))
     dirs.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # di itself

@@ -29,7 +29,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402  (after the thread settings)
 
-from di.region import region  # noqa: E402
+from di.region import region
 
 MATRIX = 192  # side of the compute matrices
 MATMULS_PER_STEP = 6  # forward a third, backward two thirds

@@ -53,7 +53,7 @@ def _start_python() -> None:
         from di.capture import pycalls
 
         pycalls.start(int(min_ns))
-    except Exception as exc:  # capture must never break the program
+    except Exception as exc:  # noqa: BLE001  capture must never break the program
         sys.stderr.write(f"di record --python: Python calls not recorded: {exc!r}\n")
 
 
