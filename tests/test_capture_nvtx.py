@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from capture_helpers import PROGRAMS, di_cmd, record_launcher, run, tool
+from capture_helpers import PROGRAMS, di_cmd, record_launcher, record_per_rank, run, tool
 
 import di
 
@@ -73,10 +73,11 @@ def test_nvtx_ranges_of_a_c_program(tmp_path: Path) -> None:
     assert names[worker["loc"]] == "loader thread" and names[job["loc"]] == "main thread"
 
 
-def test_nvtx_ranges_of_an_mpi_job_nest_with_its_calls(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", ["launcher", "per_rank"])
+def test_nvtx_ranges_of_an_mpi_job_nest_with_its_calls(tmp_path: Path, form: str) -> None:
     exe = build(tmp_path, mpi=True)
     out = tmp_path / "mpi.di"
-    proc = record_launcher(out, [str(exe)], np=2)
+    proc = (record_launcher if form == "launcher" else record_per_rank)(out, [str(exe)], np=2)
     assert proc.returncode == 0, proc.stderr
     ev = events(out)
     for rank in (0, 1):
