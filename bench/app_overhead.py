@@ -13,9 +13,10 @@ Run on demand (not a test)::
     recording and not (outside di record); and ``di record --python``'s cost per call of a
     trivial function of the program: with the minimum duration above every call (the
     callback's cost alone) and at 0 (every call written), against no profiler.
-(3) The demo job (4 ranks, its di.region annotations) under all capture (PMPI + I/O shims,
-    NVTX library), without and with ``--python``, alternating, ``--repeats`` times each:
-    median job wall seconds and steady-state step; the slowdown ``--python`` adds.
+(3) The demo job (4 ranks, annotated with di.region) under the PMPI and I/O shims alone
+    (its regions then do nothing), with di's NVTX library (regions recorded), and with
+    ``--python`` too, rotating the order, ``--repeats`` times each: median job wall seconds
+    and steady-state step, and each one's slowdown against the shims alone.
 A table goes to stdout and the numbers to ``bench/out/app_overhead.json``.
 """
 
@@ -124,33 +125,39 @@ def python(tmp: Path, iterations: int, rounds: int) -> dict[str, object]:
     return out
 
 
+CONFIGS = ("shims", "shims+regions", "shims+regions+python")
+"""Demo configurations: the PMPI and I/O shims alone (its di.region calls do nothing), with di's
+NVTX library (its regions recorded), and with ``--python`` too."""
+
+
 def demo(tmp: Path, steps: int, repeats: int) -> dict[str, object]:
-    """The demo under all capture, without and with --python (default minimum), alternating."""
+    """The demo under each configuration, rotating the order, ``repeats`` times each (after one warm-up round)."""
     import capture_overhead as co  # bench/capture_overhead.py: one demo run
 
     from di.capture import build
 
-    runs: dict[str, list[dict[str, float]]] = {"capture": [], "capture+python": []}
-    base = {"NVTX_INJECTION64_PATH": str(build.nvtx_lib()), "DI_NVTX_LIB": str(build.nvtx_lib())}
-    hook = os.pathsep.join([str(REPO / "di" / "capture" / "gpu_hook"), str(REPO)])
+    lib = str(build.nvtx_lib())
+    extra = {"shims": {}, "shims+regions": {"NVTX_INJECTION64_PATH": lib, "DI_NVTX_LIB": lib},
+             "shims+regions+python": {"NVTX_INJECTION64_PATH": lib, "DI_NVTX_LIB": lib, "DI_CAPTURE_PYTHON": "50000",
+                                      "PYTHONPATH": os.pathsep.join([str(REPO / "di" / "capture" / "gpu_hook"), str(REPO)])}}
+    runs: dict[str, list[dict[str, float]]] = {c: [] for c in CONFIGS}
     saved = dict(os.environ)
     try:
         for i in range(repeats + 1):
-            for label in (("capture", "capture+python") if i % 2 == 0 else ("capture+python", "capture")):
+            for label in CONFIGS[i % 3:] + CONFIGS[:i % 3]:
                 os.environ.clear()
-                os.environ.update(saved | base)
-                if label == "capture+python":
-                    os.environ.update(DI_CAPTURE_PYTHON="50000", PYTHONPATH=hook)
+                os.environ.update({k: v for k, v in saved.items() if k not in ("NVTX_INJECTION64_PATH", "DI_NVTX_LIB")} | extra[label])
                 one = co._demo_once(tmp, steps, True)
-                if i:  # the first pair warms up
+                if i:  # the first round warms up
                     runs[label].append(one)
     finally:
         os.environ.clear()
         os.environ.update(saved)
     med = {k: {key: statistics.median(r[key] for r in v) for key in ("wall_s", "step_s")} for k, v in runs.items()}
+    base = med["shims"]
     return {"steps": steps, "repeats": repeats, "median": med, "runs": runs,
-            "python_slowdown_total": med["capture+python"]["wall_s"] / med["capture"]["wall_s"] - 1,
-            "python_slowdown_steady_step": med["capture+python"]["step_s"] / med["capture"]["step_s"] - 1}
+            "slowdown": {k: {"total": med[k]["wall_s"] / base["wall_s"] - 1, "steady_step": med[k]["step_s"] / base["step_s"] - 1}
+                         for k in CONFIGS[1:]}}
 
 
 def main() -> None:
@@ -176,9 +183,11 @@ def main() -> None:
           f"+{py['python_call_callback_only_ns']:.0f} ns below the minimum, +{py['python_call_recorded_ns']:.0f} ns written")
     if "demo" in res:
         dm = res["demo"]
-        print(f"demo ({dm['steps']} steps, 4 ranks, {dm['repeats']} runs each): wall {dm['median']['capture']['wall_s']:.2f} s -> "
-              f"{dm['median']['capture+python']['wall_s']:.2f} s with --python ({100 * dm['python_slowdown_total']:+.1f} %), "
-              f"steady step {100 * dm['python_slowdown_steady_step']:+.1f} %")
+        print(f"demo ({dm['steps']} steps, 4 ranks, {dm['repeats']} runs each, medians; vs the shims alone, "
+              f"wall {dm['median']['shims']['wall_s']:.2f} s, step {1000 * dm['median']['shims']['step_s']:.0f} ms):")
+        for k, v in dm["slowdown"].items():
+            print(f"  {k:22} wall {dm['median'][k]['wall_s']:.2f} s ({100 * v['total']:+.1f} %), "
+                  f"steady step {1000 * dm['median'][k]['step_s']:.0f} ms ({100 * v['steady_step']:+.1f} %)")
     res.update(machine=platform.platform(), cpus=os.cpu_count(), load_average=os.getloadavg(), target_push_pop_ns=TARGET_PUSH_POP_NS)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(res, indent=1))
