@@ -71,6 +71,10 @@ def test_nvtx_ranges_of_a_c_program(tmp_path: Path) -> None:
     assert load["start_ns"] < worker["start_ns"] < worker["end_ns"] <= load["end_ns"] <= job["end_ns"]
     names = dict(di.load(out).locations.select("loc", "name").iter_rows())
     assert names[worker["loc"]] == "loader thread" and names[job["loc"]] == "main thread"
+    left = ev.filter(pl.col("name") == "left open").row(0, named=True)  # still pushed at exit: ends there
+    assert left["args"] == '{"unclosed":true}' and left["start_ns"] > job["end_ns"] and left["end_ns"] >= left["start_ns"]
+    assert ev.filter(pl.col("name") == "never ended").height == 0
+    assert "1 NVTX start/end ranges without an end dropped" in di.load(out).meta["warnings"]
 
 
 @pytest.mark.parametrize("form", ["launcher", "per_rank"])

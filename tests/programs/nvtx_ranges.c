@@ -1,7 +1,8 @@
 /* NVTX v3 calls for tests/test_capture_nvtx.py: push/pop nesting in the default domain and
  * in a domain "trainer" (with a registered string, a category name and a colour), a
  * start/end range that ends on another thread, a mark, and a second thread's own range
- * (the thread named with nvtxNameOsThreadA).
+ * (the thread named with nvtxNameOsThreadA), a start/end range never ended and a push
+ * never popped.
  * With MPI (argv[1] == "mpi") each rank wraps its part in "rank R" and does a barrier. */
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
@@ -64,6 +65,8 @@ int main(int argc, char **argv) {
   MPI_Barrier(MPI_COMM_WORLD);
 #endif
   nvtxRangePop();
+  nvtxRangeStartA("never ended"); /* dropped at ingest, and counted */
+  nvtxRangePushA("left open");    /* ends at the exit */
 #ifdef WITH_MPI
   MPI_Finalize();
 #endif
