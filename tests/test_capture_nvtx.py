@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -92,9 +93,9 @@ def test_nvtx_ranges_of_an_mpi_job_nest_with_its_calls(tmp_path: Path, form: str
         assert mine.filter(pl.col("name") == "forward").height == 3
 
 
-def _record_regions(tmp_path: Path, *flags: str, arg: str = "", **env: str) -> pl.DataFrame:
+def _record_regions(tmp_path: Path, *flags: str, arg: str = "", python: str = sys.executable, **env: str) -> pl.DataFrame:
     out = tmp_path / "py.di"
-    proc = run(di_cmd("record", "--io", *flags, "-o", str(out), "--", sys.executable, str(PROGRAMS / "regions_job.py"),
+    proc = run(di_cmd("record", "--io", *flags, "-o", str(out), "--", python, str(PROGRAMS / "regions_job.py"),
                       *([arg] if arg else [])), tmp_path, timeout=120, **env)
     assert proc.returncode == 0, proc.stderr
     return events(out)
@@ -125,8 +126,22 @@ def test_di_region_outside_di_record_is_a_no_op() -> None:
     assert int(proc.stdout) < 5_000  # ns per enter+exit: nothing but two method calls
 
 
-def test_python_calls_of_the_program_only_above_the_minimum(tmp_path: Path) -> None:
-    ev = _record_regions(tmp_path, "--python", "1000")  # 1 ms
+def _interpreters() -> list[str]:
+    """This Python, and one with sys.monitoring (3.12+) when this one lacks it and one is on PATH
+    (the recorded job needs nothing beyond the standard library and di)."""
+    found = [sys.executable]
+    if sys.version_info < (3, 12):
+        found += [p for p in (shutil.which("python3.13"), shutil.which("python3.12")) if p][:1]
+    return found
+
+
+@pytest.mark.parametrize("python", _interpreters(), ids=lambda p: "this python" if p == sys.executable else Path(p).name)
+def test_python_calls_of_the_program_only_above_the_minimum(tmp_path: Path, python: str) -> None:
+    probe = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 12))"], capture_output=True, text=True,
+                           timeout=60, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"{python} does not run")
+    ev = _record_regions(tmp_path, "--python", "1000", python=python)  # 1 ms
     calls = ev.filter(pl.col("cat") == "python")
     names = set(calls.get_column("name").to_list())
     assert {"slow_helper", "failing", "checkpoint", "main", "worker"} <= names
