@@ -13,7 +13,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from capture_helpers import PROGRAMS, di_cmd, record_launcher, record_per_rank, run, tool
+from capture_helpers import (
+    PROGRAMS,
+    di_cmd,
+    record_launcher,
+    record_per_rank,
+    run,
+    tool,
+)
 
 import di
 
