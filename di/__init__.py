@@ -6,6 +6,7 @@ Public API::
     di.save(trace, "job.di")              # format from the extension, as `di convert`
     events = di.scan("job.di")["events"]  # polars LazyFrames for batch scripts
     result = di.analyze(trace, window="steps=:-1")  # breakdown, overlap, imbalance, waits, critical path
+    with di.region("forward"): ...        # a user event under `di record` (a no-op elsewhere)
 
 ``import di`` stays light: numba, polars and the connectors load on first use.
 """
@@ -24,6 +25,7 @@ from di.errors import (
     SchemaVersionError,
     UnknownFormatError,
 )
+from di.region import region
 
 __version__ = "0.1.0"
 
@@ -45,6 +47,7 @@ __all__ = [
     "save",
     "scan",
     "analyze",
+    "region",
     "Trace",
     "DIError",
     "FormatError",

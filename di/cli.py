@@ -108,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
                        ("ib", "InfiniBand port counters"), ("net", "network interface counters"), ("nvml", "GPU counters through NVML")):
         r.add_argument(f"--{flag}", action="store_true", help=f"record {what}")
     r.add_argument("--gpu", action="store_true", help="also record GPU activity: CUPTI in Python processes, NCCL calls, NVML counters, torch.profiler traces")
+    r.add_argument("--python", nargs="?", type=float, const=50.0, default=None, metavar="MIN_US",
+                   help="also record the calls of the program's own Python functions that last at least MIN_US microseconds (default 50)")
     r.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampler rate in Hz (default 10)")
     r.add_argument("--ingest", action="store_true", help="run no command: ingest RUN.di/raw again (e.g. after a job whose rank 0 was killed)")
     for root in ("proc-root", "ib-root", "net-root"):
@@ -474,7 +476,8 @@ def _record(args: argparse.Namespace, console: Any) -> int:
     if not any(chosen.values()):
         chosen.update(mpi=_mpi_available(console), io=True, host=True)
     roots = {f"{k}_root": getattr(args, f"{k}_root") for k in ("proc", "ib", "net") if getattr(args, f"{k}_root")}
-    opts = RecordOptions(output=Path(args.output), rate_hz=args.rate, gpu=args.gpu, **chosen, **roots)
+    python = {} if args.python is None else {"python": True, "python_min_ns": int(args.python * 1000)}
+    opts = RecordOptions(output=Path(args.output), rate_hz=args.rate, gpu=args.gpu, **python, **chosen, **roots)
     code, trace, died_by = record(command, opts, console)
     if trace is not None:
         _report_recording(args.output, trace, console)

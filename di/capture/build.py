@@ -140,6 +140,13 @@ def io_shim() -> Path:
     return _build("posixio", cc, _identity([cc, "--version"]) + cc, [SHIM_DIR / "posixio.c"], ["-ldl", "-lpthread"])
 
 
+def nvtx_lib() -> Path:
+    """di's NVTX injection library (:file:`shim/nvtx.c`; also di.region and Python calls), built on
+    first use with ``cc``: NVTX loads it from ``NVTX_INJECTION64_PATH``."""
+    cc = find_cc()
+    return _build("nvtx", cc, _identity([cc, "--version"]) + cc, [SHIM_DIR / "nvtx.c"], ["-ldl", "-lpthread"])
+
+
 def exec_wrapper() -> Path:
     """``di-exec`` (:file:`shim/exec.c`), the program through which ``di record`` starts the
     recorded command so that it dies with ``di record``; built on first use.

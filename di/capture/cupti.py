@@ -20,7 +20,9 @@ What a process writes into ``$DI_CAPTURE_DIR`` (the recording's ``raw/``):
 
 At start the capture asks CUPTI for OS thread ids (as di's shims record them)
 and, unless already set, points ``NVTX_INJECTION64_PATH`` at the libcupti it
-loaded: without it CUPTI records no NVTX ranges.
+loaded: without it CUPTI records no NVTX ranges. Under ``di record`` it is already
+set, to di's own NVTX library (:file:`shim/nvtx.c`), which records the ranges of every
+process into the shards; CUPTI then sees no NVTX call, so no range is recorded twice.
 
 Record times are CUPTI timestamps: ns on the host's CLOCK_REALTIME base; ingest
 (:mod:`di.capture.gpu_ingest`) maps them to the job clock with the header's

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.capture import clock, shard
+from di.capture import clock, shard, user_events
 from di.errors import FormatError
 from di.trace import Trace
 
@@ -63,7 +63,7 @@ def _assign_ranks(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[
         if p.lib == "mpi" and p.header["rank"] >= 0:
             ranks[p.key] = p.header["rank"]
     for p in procs:
-        if p.key not in ranks and p.header.get("env_rank", -1) >= 0 and p.lib in ("io", "nccl", "nccl_plugin"):
+        if p.key not in ranks and p.header.get("env_rank", -1) >= 0 and p.lib in ("io", "nccl", "nccl_plugin", "nvtx"):
             ranks[p.key] = p.header["env_rank"]
     if not ranks:
         recorded = sorted({p.key for p in procs if p.threads}, key=lambda k: (k[0], k[1]))
@@ -183,18 +183,21 @@ def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], 
             if not recs.size:
                 continue
             loc = loc_of.setdefault((rank, p.host, p.pid, tid), len(loc_of))
-            is_ns = recs["kind"] == shard.KIND_CLOCK  # clock-sync records are stamped in ns already
+            # clock-sync records and Python calls are stamped in ns already
+            is_ns = (recs["kind"] == shard.KIND_CLOCK) | user_events.ns_times(recs)
             n = recs.size
             count += n
             kind = recs["kind"]
-            text_ids = np.where(kind == shard.KIND_IO, recs["comm"].astype(np.int64),
+            user = kind == shard.KIND_USER
+            text_ids = np.where((kind == shard.KIND_IO) | user, recs["comm"].astype(np.int64),
                                 np.where(kind == shard.KIND_COMM, recs["aux2"], 0))
             names = strings.global_ids(p, text_ids)
+            text2 = strings.global_ids(p, np.where(user, recs["aux2"], 0))  # NVTX domain, Python call's file
             parts.append({
                 "kind": recs["kind"], "op": recs["op"], "peer": recs["peer"],
                 "t0": cmap.apply(np.where(is_ns, recs["t0"], tmap.apply(recs["t0"]))),
                 "t1": cmap.apply(np.where(is_ns, recs["t1"], tmap.apply(recs["t1"]))), "bytes": recs["bytes"], "comm": recs["comm"], "tag": recs["tag"],
-                "aux": recs["aux"], "req": recs["req"], "aux2": recs["aux2"], "text": names,
+                "aux": recs["aux"], "req": recs["req"], "aux2": recs["aux2"], "text": names, "text2": text2,
                 "loc": np.full(n, loc, np.uint32), "rank": np.full(n, rank, np.int32),
                 "thread": np.full(n, len(parts), np.int64), "source": np.full(n, src, np.int32),
             })
@@ -216,8 +219,9 @@ def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], 
     return cols, locations, sources
 
 
-def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
-    """Events of CALL and IO records, sorted; record index -> event row (-1 none); the I/O events."""
+def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable,
+            warnings: list[str]) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+    """Events of CALL, IO and USER records, sorted; record index -> event row (-1 none); the I/O events."""
     names, cats = _op_tables()
     ev = np.flatnonzero((cols["kind"] == shard.KIND_CALL) | (cols["kind"] == shard.KIND_IO))
     op = cols["op"][ev]
@@ -247,9 +251,12 @@ def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable) -> tu
         .then(pl.concat_str(pl.lit('{"comm":"'), comm, pl.lit('"}'))))
     io_args = pl.struct(pl.col("file"), pl.col("fd"), pl.when(pl.col("offset") >= 0).then(pl.col("offset")).alias("offset")).struct.json_encode()
     df = pl.concat([df.filter(~pl.col("io")).with_columns(args=mpi_args), df.filter(pl.col("io")).with_columns(args=io_args)])
+    df = df.with_columns(instant=pl.lit(False))
+    user = user_events.user_events(cols, strings, warnings)
+    if user is not None:
+        df = pl.concat([df, user.with_columns(io=pl.lit(False))], how="diagonal_relaxed")
     df = df.with_columns(
         bytes=pl.when(pl.col("bytes") >= 0).then(pl.col("bytes")),
-        instant=pl.lit(False),
     ).sort(["loc", "start_ns", pl.col("end_ns")], descending=[False, False, True], maintain_order=True)
     row_of = np.full(cols["kind"].size, -1, np.int64)
     row_of[df.get_column("record").to_numpy()] = np.arange(df.height)
@@ -330,11 +337,12 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
         raise FormatError(raw, "the recording holds no records (did the command run MPI or file I/O under capture?)")
     if not cols:
         cols = {name: np.empty(0, shard.RECORD[name]) for name in shard.RECORD.names}
-        cols.update(text=np.empty(0, np.int64), loc=np.empty(0, np.uint32), rank=np.empty(0, np.int32),
+        cols.update(text=np.empty(0, np.int64), text2=np.empty(0, np.int64), loc=np.empty(0, np.uint32), rank=np.empty(0, np.int32),
                     thread=np.empty(0, np.int64), source=np.empty(0, np.int32))
         cols["t0"], cols["t1"] = cols["t0"].copy(), cols["t1"].copy()
     comms = matching.Communicators.from_records(cols, strings.text)
-    events, row_of, io = _events(cols, comms, strings)
+    events, row_of, io = _events(cols, comms, strings, warnings)
+    locations = user_events.name_threads(locations, cols, strings)
     say("matching messages and collectives")
     messages = matching.messages(cols, row_of, comms, warnings)
     collectives = matching.collectives(cols, row_of, comms)

@@ -72,6 +72,12 @@ class RecordOptions:
     nvml: bool = False
     gpu: bool = False
     """CUPTI activity in Python processes, NCCL calls, torch.profiler traces (:mod:`di.capture.gpu_setup`)."""
+    nvtx: bool = True
+    """NVTX ranges and marks of every process, through di's NVTX injection library (:file:`shim/nvtx.c`)."""
+    python: bool = False
+    """The calls of the program's own Python functions (:mod:`di.capture.pycalls`)."""
+    python_min_ns: int = 50_000
+    """Shortest Python call recorded with ``python`` (ns)."""
     rate_hz: float = 10.0
     proc_root: str = "/proc"
     ib_root: str = "/sys/class/infiniband"
@@ -95,6 +101,30 @@ def _preload(opts: RecordOptions) -> list[str]:
     if opts.io:
         libs.append(str(build.io_shim()))
     return libs
+
+
+def _application(opts: RecordOptions) -> tuple[dict[str, str], list[str]]:
+    """The application layer: (child env, notes). di's NVTX library goes into ``NVTX_INJECTION64_PATH``
+    (NVTX's one injection slot per process: with it set, CUPTI never sees NVTX calls, so
+    ranges come from one source, whether or not ``--gpu`` runs CUPTI) and ``DI_NVTX_LIB``
+    (:mod:`di.region`); ``python`` adds the startup hook that records Python calls."""
+    from di.capture import build
+    from di.capture.gpu_setup import HOOK_DIR, PACKAGE_ROOT
+
+    try:
+        lib = str(build.nvtx_lib())
+    except DIError as exc:
+        return {}, [f"NVTX ranges, di.region and Python calls not recorded: {exc}"]
+    env, notes = {"DI_NVTX_LIB": lib}, []
+    current = os.environ.get("NVTX_INJECTION64_PATH")
+    if opts.nvtx and current and current != lib:
+        notes.append(f"NVTX_INJECTION64_PATH was already set ({current}): NVTX ranges go to that tool, not into the trace")
+    elif opts.nvtx:
+        env["NVTX_INJECTION64_PATH"] = lib
+    if opts.python:
+        env["DI_CAPTURE_PYTHON"] = str(max(int(opts.python_min_ns), 0))
+        env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return env, notes
 
 
 def _child_env(raw: Path, libs: list[str], extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -238,10 +268,12 @@ def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> t
     run = Path(opts.output)
     raw = _prepare(run)
     libs = _preload(opts)
-    gpu_env, gpu_libs, notes, opts = _gpu(raw, opts, console)
+    app_env, notes = _application(opts)
+    gpu_env, gpu_libs, gpu_notes, opts = _gpu(raw, opts, console)
+    notes += gpu_notes
     _write_json(raw / "run.json", {"command": " ".join(command), "form": "launcher", "options": _options(opts),
                                    "started_unix_s": time.time(), "notes": notes, **_recorder()})
-    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), lambda: _sampler(raw, opts), raw, watch=_job_pids(raw))
+    outcome = _run(command, _child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}), lambda: _sampler(raw, opts), raw, watch=_job_pids(raw))
     code = outcome.code
     ends = {} if outcome.interrupted else {str(r): e for r, e in outcome.rank_ends.items()}  # interrupted: all fail at once
     _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "exit_code": code, "rank_ends": ends})
@@ -260,12 +292,14 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
         raw = run / "raw"
         _wait_for_setup(raw / "run.json", started)
     libs = _preload(opts)
-    gpu_env, gpu_libs, notes, opts = _gpu(raw, opts, console if rank == 0 else None)
+    app_env, notes = _application(opts)
+    gpu_env, gpu_libs, gpu_notes, opts = _gpu(raw, opts, console if rank == 0 else None)
+    notes += gpu_notes
     if rank == 0 and notes:
         _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "notes": notes})
     local = _env_int(LOCAL_RANK_VARS)
     node_first = local == 0 or (local is None and rank == 0)  # runs the node's samplers
-    outcome = _run(command, _child_env(raw, libs + gpu_libs, gpu_env), lambda: _sampler(raw, opts) if node_first else None, raw)
+    outcome = _run(command, _child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}), lambda: _sampler(raw, opts) if node_first else None, raw)
     code = outcome.code
     _write_json(raw / f"exit-{rank}.json", {"rank": rank, "exit_code": code, "host": socket.gethostname()})
     if rank != 0 and code == 0:
@@ -372,4 +406,4 @@ def _gpu(raw: Path, opts: RecordOptions, _console: Any) -> tuple[dict[str, str],
 
 
 def _options(opts: RecordOptions) -> dict[str, Any]:
-    return {k: getattr(opts, k) for k in ("mpi", "io", "host", "ib", "net", "nvml", "gpu", "rate_hz")}
+    return {k: getattr(opts, k) for k in ("mpi", "io", "host", "ib", "net", "nvml", "gpu", "nvtx", "python", "python_min_ns", "rate_hz")}

@@ -27,6 +27,10 @@ CLOCK    t0 (local time of the measurement), bytes (local clock minus rank
 IO       op, t0..t1, comm (string id of the file name, 0 unknown), aux (fd),
          bytes (returned count; -1 on error), aux2 (file offset or -1)
 TICKS    t0 (ticks), t1 (CLOCK_MONOTONIC ns at the same moment): calibration
+USER     (lib ``nvtx``, :mod:`di.capture.user_events`) op (shim/nvtx.c ``di_user_op``), t0..t1,
+         comm (message string id), aux2 (domain string id; Python calls: file), tag
+         (category; Python calls: line), aux (ARGB colour), peer (colour type), req
+         (start/end range id; push ranges: 1 when still open at exit), bytes (payload)
 NCCL     (lib ``nccl``, kind CALL) op, t0..t1 (enqueue), comm (NCCL communicator id,
          bit 62), peer (root or peer), bytes, aux (ncclDataType_t), aux2
          (datatype size), tag (count); kind COMM: peer (my rank), tag (size)
@@ -61,8 +65,8 @@ RECORD = np.dtype([
 """One shard record (64 bytes, little-endian), as ``di_rec`` in shim/shard.h."""
 
 KIND_CALL, KIND_REQ_DONE, KIND_COMM, KIND_CLOCK, KIND_IO, KIND_TICKS, KIND_NCCL_WORK = 1, 2, 3, 4, 5, 6, 7
-KIND_REQ_START = 8
-LIBS = "mpi|io|nccl|nccl_plugin"  # nccl: the LD_PRELOAD shim; nccl_plugin: the NCCL profiler plugin
+KIND_REQ_START, KIND_USER = 8, 9
+LIBS = "mpi|io|nccl|nccl_plugin|nvtx"  # nccl: the LD_PRELOAD shim; nccl_plugin: the NCCL profiler plugin; nvtx: shim/nvtx.c
 HEADER = re.compile(rf"^({LIBS})-(.+)-(\d+)\.json$")
 THREAD = re.compile(rf"^({LIBS})-(.+)-(\d+)-(\d+)\.bin$")
 

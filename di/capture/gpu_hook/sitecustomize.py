@@ -1,4 +1,7 @@
-"""Startup hook that ``di record --gpu`` puts first on the job's PYTHONPATH.
+"""Startup hook that ``di record --gpu`` and ``di record --python`` put first on the job's PYTHONPATH.
+
+With ``DI_CAPTURE_PYTHON`` (``--python``: the minimum call duration in ns) it starts
+recording the program's own Python calls (:mod:`di.capture.pycalls`).
 
 Python imports ``sitecustomize`` at startup; this one starts CUPTI capture
 (:mod:`di.capture.cupti`) in every Python process of the job, stops it at exit,
@@ -42,5 +45,18 @@ def _start() -> None:
     atexit.register(capture.stop)
 
 
+def _start_python() -> None:
+    min_ns = os.environ.get("DI_CAPTURE_PYTHON")
+    if not os.environ.get("DI_CAPTURE_DIR") or not min_ns:
+        return
+    try:
+        from di.capture import pycalls
+
+        pycalls.start(int(min_ns))
+    except Exception as exc:  # noqa: BLE001  capture must never break the program
+        sys.stderr.write(f"di record --python: Python calls not recorded: {exc!r}\n")
+
+
 _start()
+_start_python()
 _chain_shadowed()

@@ -51,5 +51,6 @@ enum di_kind {
   KIND_IO = 5,       /* one I/O call: op, t0..t1, file (string id), fd, bytes, offset */
   KIND_TICKS = 6,    /* calibration: t0 = ticks, t1 = ns (CLOCK_MONOTONIC) at the same moment */
   KIND_NCCL_WORK = 7, /* NCCL profiler plugin: one kernel channel or proxy op of the CALL with id req */
-  KIND_REQ_START = 8 /* a persistent request started inside the next CALL of this thread */
+  KIND_REQ_START = 8, /* a persistent request started inside the next CALL of this thread */
+  KIND_USER = 9      /* NVTX range or mark, di.region, Python call (shim/nvtx.c): op = enum di_user_op */
 };

@@ -82,7 +82,10 @@ typedef struct {
   int fd;
   unsigned gen;
 } di_thread_shard;
-static __thread di_thread_shard di_ts __attribute__((tls_model("initial-exec")));
+#ifndef DI_TLS_MODEL
+#define DI_TLS_MODEL "initial-exec" /* LD_PRELOADed shims; a dlopened one (nvtx.c) needs global-dynamic */
+#endif
+static __thread di_thread_shard di_ts __attribute__((tls_model(DI_TLS_MODEL)));
 
 static inline int64_t di_raw_now(void) {
   struct timespec ts;
