@@ -17,6 +17,7 @@ import polars as pl
 
 from di.engine import Analysis
 from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
+from di.engine.imbalance import WORK
 from di.errors import SchemaError
 
 PATH_EVENTS_IN_JSON = 1000
@@ -186,7 +187,7 @@ def _render_imbalance(result: Analysis, console: Any) -> None:
     imb = result.imbalance
     if imb is None or not imb.height:
         return
-    t = Table(title="Imbalance across ranks (work = compute + memory + cpu + io; max rank of work = straggler)")
+    t = Table(title=f"Imbalance across ranks (work = {' + '.join(STATE_LABELS.get(w, w) for w in WORK)}; max rank of work = straggler)")
     for c in ("step", "side", "state", "max ms", "mean ms", "max/mean-1 %", "(max-mean)/max %", "max rank"):
         t.add_column(c, justify="right")
     rows = imb.filter(pl.col("max_ns") > 0).sort("step", "side", "state", nulls_last=False)
