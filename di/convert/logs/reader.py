@@ -1,0 +1,93 @@
+"""Sniffing a log's families and reading every family it holds into one trace.
+
+:func:`families_in` looks at a file's first lines; :func:`read_log` reads the
+whole file once (:func:`di.convert.logs.text.read_lines`), runs each family's
+parser over it, and counts every non-blank line no family understood as
+``unknown lines`` (dropped, never silently). A file in which no family finds
+anything is refused with one :class:`~di.errors.UnknownFormatError` line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from di.convert.logs import nccl
+from di.convert.logs.build import Parts, build_trace
+from di.convert.logs.text import head_lines, read_lines
+from di.errors import UnknownFormatError
+from di.trace import Trace
+
+__all__ = ["FAMILIES", "families_in", "read_log"]
+
+
+def _training(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.training import parse_training
+
+    return parse_training(lines)
+
+
+def _smi(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.smi import parse_smi
+
+    return parse_smi(lines)
+
+
+def _sniff_training(lines: list[str]) -> bool:
+    from di.convert.logs.training import SNIFF_RE
+
+    return any(re.search(SNIFF_RE, ln) for ln in lines)
+
+
+def _sniff_smi(lines: list[str]) -> bool:
+    from di.convert.logs.smi import sniff_smi
+
+    return sniff_smi(lines)
+
+
+FAMILIES: dict[str, tuple[Callable[[list[str]], bool], Callable[[pl.DataFrame], Parts]]] = {
+    "nccl": (lambda ls: any(re.search(nccl.SNIFF_RE, ln) or "NCCL version" in ln for ln in ls), nccl.parse_nccl),
+    "training": (_sniff_training, _training),
+    "nvidia_smi": (_sniff_smi, _smi),
+}
+"""Family name -> (sniff over the first cleaned lines, parser of the whole file)."""
+
+
+def families_in(head: bytes) -> list[str]:
+    """The families whose lines appear in a file's first bytes (gunzipped); [] for binary data."""
+    if b"\x00" in head[:1024]:
+        return []
+    lines = head_lines(head)
+    return [name for name, (sniff, _) in FAMILIES.items() if sniff(lines)]
+
+
+def read_log(path: Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
+             max_input_bytes: int | None = None, **_: Any) -> Trace:
+    """Read a text log of any family (see :mod:`di.convert.logs`).
+
+    Every family runs over the whole file (a family first seen past the head is still
+    found); lines no family understood are counted in the source's ``dropped``.
+
+    Raises:
+        UnknownFormatError: no family found anything in the file (one line, naming the connectors installed).
+        InputTooLargeError: over ``max_input_bytes``.
+    """
+    path = Path(path)
+    text = read_lines(path, max_input_bytes=max_input_bytes)
+    lines = text.lines
+    parts = [parse(lines) for _, parse in FAMILIES.values()]
+    parts = [p for p in parts if p.events.height or p.samples.height or p.info]
+    if not parts:
+        from di.convert.registry import installed
+
+        raise UnknownFormatError(f"{path}: no connector recognised this file (a text file in which no log family "
+                                 f"was found: NCCL debug, training log, nvidia-smi); installed: {installed()}")
+    claimed = pl.concat([p.claimed.cast(pl.UInt32) for p in parts]).unique()
+    unknown = int(lines.filter(~pl.col("line").is_in(claimed.implode()) & (pl.col("text").str.strip_chars() != "")).height)
+    fmt = "log:" + "+".join(p.family for p in parts)
+    return build_trace(path, parts, rank=0 if rank is None else rank, rank_source=rank_source, source=source, fmt=fmt,
+                       unknown={"unknown lines (no log family understood them)": unknown}, garbled=text.garbled)
