@@ -155,9 +155,9 @@ def _read_nsys(path: Path, **kw: Any) -> Trace:
 
 
 def _sniff_log(path: Path, head: bytes) -> bool:
-    from di.convert.logs.reader import families_in
+    from di.convert.logs.reader import is_log
 
-    return bool(families_in(head))
+    return is_log(path, head)
 
 
 def _read_log(path: Path, **kw: Any) -> Trace:

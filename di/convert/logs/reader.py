@@ -22,7 +22,7 @@ from di.convert.logs.text import head_lines, read_lines
 from di.errors import UnknownFormatError
 from di.trace import Trace
 
-__all__ = ["FAMILIES", "families_in", "read_log"]
+__all__ = ["FAMILIES", "families_in", "is_log", "read_log"]
 
 
 def _training(lines: pl.DataFrame) -> Parts:
@@ -55,6 +55,20 @@ FAMILIES: dict[str, tuple[Callable[[list[str]], bool], Callable[[pl.DataFrame], 
     "nvidia_smi": (_sniff_smi, _smi),
 }
 """Family name -> (sniff over the first cleaned lines, parser of the whole file)."""
+
+
+LOG_EXTENSIONS = (".log", ".log.gz", ".out", ".err")
+"""File names read as logs when their head is text but shows no family yet (launcher chatter first)."""
+JSON_START = re.compile(rb"^\s*(?:\{\s*[\"}]|\[\s*[\[{\"\]])")
+
+
+def is_log(path: Path, head: bytes) -> bool:
+    """True when ``head`` shows a log family, or ``path`` is named like a log and its head is text but not JSON."""
+    if families_in(head):
+        return True
+    if not path.name.endswith(LOG_EXTENSIONS) or b"\x00" in head[:1024] or JSON_START.match(head):
+        return False
+    return head.decode("utf-8", errors="replace").count("\ufffd") < len(head) // 100 + 1
 
 
 def families_in(head: bytes) -> list[str]:
