@@ -38,14 +38,15 @@ from di.convert.logs.build import Parts
 __all__ = ["parse_nccl", "SNIFF_RE", "DTYPES", "OPS"]
 
 SNIFF_RE = r"\S+:\d+:\d+ \[\d+\] (?:[\d.]+ \S+:\d+ )?NCCL (?:INFO|WARN|TRACE)"
-PREFIX_RE = (r"(?:\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] ?)?"
-             r"(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-             r"(?:(?P<ms>\d+\.\d+) \S+:\d+ )?NCCL (?P<level>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)")
 INIT_RE = (r"comm (?P<comm>0x[0-9a-f]+) rank (?P<crank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cudadev>\d+)"
            r"(?: nvmlDev \d+)? busId (?P<busid>[0-9a-fA-F]+)(?: commId (?P<commid>0x[0-9a-f]+))?.*- Init (?P<state>START|COMPLETE)")
 COLL_RE = (r"^(?P<opname>[A-Za-z]+): opCount (?P<opcount>[0-9a-f]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) "
            r"datatype (?P<dt>\d+) op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-f]+|\(nil\))"
            r"(?: \[nranks=(?P<nranks>\d+)\])? stream (?P<stream>\S+)")
+COLL_FIELDS = {"opname": r"^([A-Za-z]+): opCount", "opcount": r"opCount ([0-9a-f]+)", "count": r" count (\d+)",
+               "dt": r" datatype (\d+)", "redop": r" op (\d+)", "root": r" root (-?\d+)", "comm": r" comm (0x[0-9a-f]+|\(nil\))",
+               "nranks": r"\[nranks=(\d+)\]", "stream": r" stream (\S+)"}
+"""The fields of a COLL line (COLL_RE's), each on its own."""
 TUNE_RE = r"^(?P<opname>[A-Za-z]+): (?P<tbytes>\d+) Bytes -> Algo (?P<algo>\S+) proto (?P<proto>\S+)"
 LINK_RE = (r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
            r"(?: \[(?:send|receive)\])? via (?P<transport>.+?)(?: comm 0x.*)?$")
@@ -68,10 +69,20 @@ def _ts_ns(col: str) -> pl.Expr:
             .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns"))
 
 
+HEAD_RE = (r"(?:\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] ?)?(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) "
+           r"\[(?P<dev>\d+)\](?: (?P<ms>\d+\.\d+) \S+:\d+)?$")
+"""What comes before `` NCCL LEVEL `` (found with a literal search, so the regex runs on these few bytes only)."""
+
+
 def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
-    lines = lines.filter(pl.col("text").str.contains("NCCL ", literal=True))
-    found = lines.with_columns(pl.col("text").str.extract_groups(PREFIX_RE).alias("g")).unnest("g")
-    found = found.filter(pl.col("level").is_not_null())
+    pos = pl.col("text").str.find(" NCCL ", literal=True)
+    found = lines.with_columns(pos.alias("pos")).filter(pl.col("pos").is_not_null())
+    head = pl.col("text").str.slice(0, pl.col("pos"))
+    rest = pl.col("text").str.slice(pl.col("pos") + 6)
+    level = rest.str.slice(0, 5).str.strip_chars_end()
+    found = found.with_columns(head.str.extract_groups(HEAD_RE).alias("g"), level.alias("level"), rest.alias("rest")).unnest("g")
+    found = found.filter(pl.col("host").is_not_null() & pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
+    found = found.with_columns(pl.col("rest").str.slice(pl.col("level").str.len_chars() + 1).alias("msg")).drop("rest", "pos")
     # a glued line's host may carry the tail of the line before it ("...N/A   0mew0:..."): the known host it ends with
     known = set(found.filter(pl.col("text").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null()).get_column("host").unique())
     fix = {h: max((k for k in known if h.endswith(k)), key=len, default=h) for h in found.get_column("host").unique() if h not in known}
@@ -104,8 +115,11 @@ def _ranks(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
 
 
 def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    c = (p.filter(pl.col("msg").str.contains(": opCount ", literal=True))
-         .with_columns(pl.col("msg").str.extract_groups(COLL_RE).alias("g")).unnest("g").drop_nulls("opname"))
+    # one small regex per field: each finds its literal first and captures over a few bytes (one regex of all
+    # fields runs the capturing engine over the whole line, several times slower)
+    m = pl.col("msg")
+    c = p.filter(m.str.contains(": opCount ", literal=True)).with_columns(
+        **{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()}).drop_nulls(["opname", "count", "dt", "comm"])
     tune = (p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
             .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g")).unnest("g").drop_nulls("algo")
             .select("host", "pid", "tid", "line", "algo", "proto"))

@@ -68,6 +68,7 @@ def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    lines = lines.filter(pl.col("text").str.contains(", ", literal=True))  # a literal test first: the regexes see CSV lines only
     t = pl.col("text").str.strip_chars_end()
     header = t.str.contains(HEADER_RE) & (t.str.split(", ").list.first().str.contains(r"\.") | t.str.starts_with("timestamp")
                                           | t.str.starts_with("index"))
@@ -103,11 +104,15 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 
 
 def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
-    t = pl.col("text").str.strip_chars()
-    df = lines.with_columns(t.str.contains(DMON_RE).alias("is_h"), t.alias("t"))
-    df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
-    if not df.get_column("is_h").any():
+    marks = lines.filter(pl.col("text").str.contains(r"^\s*#"))  # headers and unit lines: literal-led, few
+    hdr = marks.filter(pl.col("text").str.strip_chars().str.contains(DMON_RE)).select("line", pl.lit(True).alias("is_h"))
+    if not hdr.height:
         return pl.DataFrame()
+    # data rows: a gpu index (or dmon -o DT's date) first, after the first header
+    cand = lines.filter((pl.col("line") >= hdr.get_column("line").min()) & pl.col("text").str.contains(r"^\s*(?:\d|#)"))
+    t = pl.col("text").str.strip_chars()
+    df = cand.join(hdr, on="line", how="left").with_columns(pl.col("is_h").fill_null(False), t.alias("t"))
+    df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
     heads = df.filter(pl.col("is_h")).select("block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("fields"), "line")
     tool = heads.with_columns(pl.when(pl.col("fields").list.contains("pid")).then(pl.lit("pmon")).otherwise(pl.lit("dmon")).alias("tool"))
     units = (df.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b"))
@@ -134,10 +139,14 @@ def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
 
 def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("text")
-    df = lines.with_columns(t.str.contains(QLOG_RE).cum_sum().alias("report"))
-    df = df.filter(pl.col("report") > 0)
-    if not df.height:
+    starts = lines.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line")
+    if not starts.len():
         return pl.DataFrame()
+    # a report runs from its banner to the next banner, or a '#' line (a capture's section rule)
+    df = lines.filter(pl.col("line") >= starts.min()).with_columns(
+        pl.col("line").is_in(starts.implode()).alias("is_h"), t.str.starts_with("#").alias("is_end"))
+    df = df.with_columns(pl.col("is_h").cum_sum().alias("report"), (pl.col("is_h") | pl.col("is_end")).cum_sum().alias("seg"))
+    df = df.filter(pl.col("seg").is_in(df.filter(pl.col("is_h")).get_column("seg").implode()))
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
     df = df.with_columns(kv.alias("g")).unnest("g").with_columns(
         pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
