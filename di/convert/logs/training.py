@@ -50,8 +50,6 @@ TS_RE = r"^(?:\[[^\]]*\]\s*){0,3}\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+
 """A timestamp at the start of a line, maybe after ``[rank0]:[titan]``-like tags (HF: ``[INFO|trainer.py:1143] 2021-05-25 06:38:26,284``)."""
 PAIR_RE = (r"[A-Za-z_][\w \-/().]*?['\"]?\s*[:=]\s*\[?(?:[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
            r"(?:%|[KMGT]i?B|ms\b|s\b)?")
-SPLIT_RE = (r"^(?P<k>[A-Za-z_][\w \-/().]*?)['\"]?\s*[:=]\s*\[?(?P<v>[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
-            r"(?P<u>%|[KMGT]i?B|ms|s)?$")
 ERROR_RE = (r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)(?::\s|$)|CUDA out of memory|slurmstepd: error:|ChildFailedError"
             r"|^Traceback \(most recent call last\)|exits with return code = [1-9]|Segmentation fault|core dumped")
 STEP_KEYS = ("iteration", "global_step", "step", "global_steps", "_step", "train_step", "it")
@@ -88,17 +86,31 @@ def _ts(col: str) -> pl.Expr:
             .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns"))
 
 
+HINT_RE = r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{"
+"""Literals one of which every KINDS line holds: one fast search picks the lines the KINDS regexes then test."""
+
+
 def _classify(lines: pl.DataFrame) -> pl.DataFrame:
+    lines = lines.with_columns(pl.col("text").str.contains(HINT_RE).alias("hint"))
+    cand = lines.filter("hint")
     kind = pl.lit(None, pl.String)
     for name, rx in reversed(KINDS.items()):
         kind = pl.when(pl.col("text").str.contains(rx)).then(pl.lit(name)).otherwise(kind)
-    return lines.with_columns(kind.alias("kind"), _ts("ts_text").alias("line_ts") if "ts_text" in lines.columns else pl.lit(None))
+    kinds = cand.select("line", kind.alias("kind"))
+    return lines.drop("hint").join(kinds, on="line", how="left", maintain_order="left").with_columns(_ts("ts_text").alias("line_ts"))
 
 
 def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
     body = pl.col("text").str.replace(r"^(?:\[[^\]]*\]:?\s*)+", "").str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
     p = (rows.filter(pl.col("kind") != "mllog").with_columns(body.str.extract_all(PAIR_RE).alias("pair"))
-         .explode("pair").drop_nulls("pair").with_columns(pl.col("pair").str.extract_groups(SPLIT_RE).alias("g")).unnest("g"))
+         .explode("pair").drop_nulls("pair"))
+    # a pair matched PAIR_RE: cut it at its first ':' or '=' (a find, no capturing regex), the unit is what follows the number
+    pos = pl.col("pair").str.find(r"[:=]")
+    rest = pl.col("pair").str.slice(pos + 1).str.strip_chars_start(" [")
+    num = rest.str.strip_chars_end("%KMGTiBms")
+    p = p.with_columns(pl.col("pair").str.slice(0, pos).str.strip_chars(" '\"").alias("k"), num.alias("v"),
+                       rest.str.slice(num.str.len_bytes()).alias("u"))
+    p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
     p = p.drop_nulls("v").with_columns(_norm("k").alias("key"), pl.col("v").str.replace_all(",", "").cast(pl.Float64, strict=False).alias("value"))
     ml = rows.filter(pl.col("kind") == "mllog").with_columns(
         pl.col("text").str.extract(r"\"key\":\s*\"([^\"]+)\"").alias("key"),
