@@ -116,6 +116,9 @@ def test_real_megatron_deepspeed_log_has_steps_series_and_nccl() -> None:
     assert s["loss"][1][0] == pytest.approx(10.69112)
     assert trace.events.filter(pl.col("cat") == "step").get_column("name").cast(pl.String).str.starts_with("iteration").all()
     assert len(src["info"]["nccl"]["comms"]) > 0
+    # NCCL's lines take the time of the nearest timestamped line, so both families share the epoch clock
+    assert trace.meta["clock"]["domain"] == "unix_epoch" and src["info"]["nccl"]["time"] == "nearest_line_timestamp"
+    assert trace.meta["time_range"]["end_ns"] - trace.meta["time_range"]["start_ns"] < 86_400 * 10**9
 
 
 @pytest.mark.parametrize("name", ["deepspeed_chat_sft_opt1.3b_2023.log", "deepspeed_dpo_ds0.16.2_8gpu_2025.log",

@@ -24,7 +24,10 @@ milliseconds since start. What it maps to:
   errors): instant events ``NCCL WARN``/``NCCL error``.
 
 Times: the line's timestamp where every placed line has one (``unix_epoch``); else
-the line number in ns (``relative``, ``info.time = "line_order"``).
+TRACE's ms since start; else the nearest timestamped line of the file (another
+library's print: ``unix_epoch``, ``info.time = "nearest_line_timestamp"``, lines of
+one second 1 ns apart in line order); else the line number in ns (``relative``,
+``info.time = "line_order"``).
 """
 
 from __future__ import annotations
@@ -201,12 +204,18 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     ev = pl.concat([coll.select(cols + extra), inits.select(cols), inst.select(cols)], how="diagonal_relaxed")
     timed = ev.get_column("ts_ns").is_not_null().all()
     trace_ms = not timed and ev.get_column("ms_ns").is_not_null().all()
-    t = pl.col("ts_ns") if timed else (pl.col("ms_ns") if trace_ms else pl.col("line").cast(pl.Int64))
+    # else the time of the nearest timestamped line of the file (another library's, a training log's), kept in line order
+    near = not timed and not trace_ms and "line_ts" in lines.columns and lines.get_column("line_ts").is_not_null().any()
+    if near:
+        ev = ev.join(lines.select("line", "line_ts"), on="line", how="left")
+        t = pl.col("line_ts") + (pl.col("line").cast(pl.Int64) - pl.col("line").cast(pl.Int64).min().over("line_ts"))
+    else:
+        t = pl.col("ts_ns") if timed else (pl.col("ms_ns") if trace_ms else pl.col("line").cast(pl.Int64))
     ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track"))
     links = _links(p, comms)
     info: dict[str, Any] = {"nccl": {
         "versions": versions,
-        "time": "timestamps" if timed else ("trace_ms_since_start" if trace_ms else "line_order"),
+        "time": "timestamps" if timed else ("trace_ms_since_start" if trace_ms else ("nearest_line_timestamp" if near else "line_order")),
         "comms": comms.select(pl.col("comm_key").alias("comm"), pl.col("comm").alias("comm_ptr"), pl.col("grank").alias("rank"),
                               pl.col("crank").alias("comm_rank"), "nranks", "host", "pid", pl.col("cudadev").alias("device"),
                               pl.col("busid").alias("busId"), "version", "state").to_dicts(),
@@ -218,4 +227,4 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     if bad_coll:
         dropped["COLL lines in an unknown layout"] = bad_coll
     claimed = pl.concat([p.get_column("line"), lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line")])
-    return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed)
+    return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near)

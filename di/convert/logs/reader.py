@@ -18,7 +18,7 @@ import polars as pl
 
 from di.convert.logs import nccl
 from di.convert.logs.build import Parts, build_trace
-from di.convert.logs.text import head_lines, read_lines
+from di.convert.logs.text import head_lines, line_times, read_lines
 from di.errors import UnknownFormatError
 from di.trace import Trace
 
@@ -64,6 +64,8 @@ JSON_START = re.compile(rb"^\s*(?:\{\s*[\"}]|\[\s*[\[{\"\]])")
 
 def is_log(path: Path, head: bytes) -> bool:
     """True when ``head`` shows a log family, or ``path`` is named like a log and its head is text but not JSON."""
+    if JSON_START.match(head) and (b'"traceEvents"' in head or b'"schemaVersion"' in head):
+        return False  # a Chrome / Kineto trace, however its events look
     if families_in(head):
         return True
     if not path.name.endswith(LOG_EXTENSIONS) or b"\x00" in head[:1024] or JSON_START.match(head):
@@ -92,7 +94,7 @@ def read_log(path: Path, *, rank: int | None = None, rank_source: str = "single"
     """
     path = Path(path)
     text = read_lines(path, max_input_bytes=max_input_bytes)
-    lines = text.lines
+    lines = text.lines.with_columns(line_times(text.lines))
     parts = [parse(lines) for _, parse in FAMILIES.values()]
     parts = [p for p in parts if p.events.height or p.samples.height or p.info]
     if not parts:

@@ -19,12 +19,14 @@ import polars as pl
 from di.convert import gunzip
 from di.inputsize import check_size
 
-__all__ = ["LogText", "read_lines", "clean_lines", "head_lines"]
+__all__ = ["LogText", "read_lines", "clean_lines", "head_lines", "line_times", "LINE_TS_RE"]
 
 ANSI_RE = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]"
 """ECMA-48 CSI sequences (colours, cursor moves) and charset selections."""
 PREFIX_RE = r"^(?:\s{0,8}(\d{1,7}): |\[rank(\d{1,7})\]:\s?|\[\d{1,7},(\d{1,7})\]<std(?:out|err)>:\s?)"
 """srun -l (``12: ``), torchrun --local-ranks-filter / tee (``[rank3]:``), Open MPI --tag-output (``[1,3]<stdout>:``)."""
+LINE_TS_RE = r"^(?:\[[^\]]*\]\s*){0,3}\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
+"""A timestamp at the start of a line, maybe after ``[rank0]:[titan]``-like tags (HF: ``[INFO|trainer.py:1143] 2021-05-25 06:38:26,284``)."""
 _PREFIX = re.compile(PREFIX_RE)
 _ANSI = re.compile(ANSI_RE)
 
@@ -95,3 +97,11 @@ def head_lines(head: bytes) -> list[str]:
     """The first lines of a file's head, cleaned like :func:`read_lines` (for sniffing; the last, maybe cut, line is kept)."""
     text = head.decode("utf-8", errors="replace")
     return [_PREFIX.sub("", _ANSI.sub("", ln.rstrip("\r")), count=1) for ln in text.split("\n")]
+
+
+def line_times(lines: pl.DataFrame) -> pl.Series:
+    """Per line: the ns since the epoch of its own leading timestamp, else of the nearest one before (after, for
+    the first lines); all null when no line has one. Zone-less times are read as UTC."""
+    ts = (pl.col("text").str.extract(LINE_TS_RE).str.replace(",", ".").str.replace("T", " ")
+          .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns"))
+    return lines.select(ts.forward_fill().backward_fill().alias("line_ts")).to_series()

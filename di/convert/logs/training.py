@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
+from di.convert.logs.text import LINE_TS_RE
 
 __all__ = ["parse_training", "SNIFF_RE", "KEYS"]
 
@@ -42,12 +43,11 @@ KINDS = {
     "torchtitan": r"\bstep:\s*\d+\s+loss:",
     "epoch_step": r"^epoch: \d+\|step: \d+\|",
     "hf": r"^\{'\w+': [-+\d.]",
-    "jsonl": r"^\{\"\w+\":",
+    "jsonl": r"^\{\".*\"(?:loss|train_loss|lm_loss|step|global_step|iteration|lr|learning_rate)\":\s*[-+\d.]",
 }
 """Line kinds and the regex that marks each (first match wins)."""
 SNIFF_RE = "|".join(f"(?:{r})" for r in KINDS.values())
-TS_RE = r"^(?:\[[^\]]*\]\s*){0,3}\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
-"""A timestamp at the start of a line, maybe after ``[rank0]:[titan]``-like tags (HF: ``[INFO|trainer.py:1143] 2021-05-25 06:38:26,284``)."""
+TS_RE = LINE_TS_RE
 PAIR_RE = (r"[A-Za-z_][\w \-/().]*?['\"]?\s*[:=]\s*\[?(?:[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
            r"(?:%|[KMGT]i?B|ms\b|s\b)?")
 ERROR_RE = (r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)(?::\s|$)|CUDA out of memory|slurmstepd: error:|ChildFailedError"
