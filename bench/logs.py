@@ -10,7 +10,7 @@ warm-up:
 
 - ``lines``: :func:`di.convert.logs.text.read_lines` (read, decode, split, ANSI and
   rank prefixes stripped, garbled lines counted), MB/s of file bytes;
-- each parser (``nccl``, ``training``, ``nvidia_smi``) over the cleaned lines;
+- each parser (``nccl``, ``nccl_tests``, ``training``, ``nvidia_smi``) over the cleaned lines;
 - ``read_log``: the whole connector (all families, trace built), MB/s.
 
 Rates are per wall second and per CPU second of the process (all threads): on a
@@ -37,6 +37,7 @@ DATA = ROOT.parent / "shared" / "data" / "logs"
 
 SAMPLES = {
     "nccl": ["nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log", "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log"],
+    "nccl_tests": ["nccl/nccltests2.17.8_nccl2.29.2_h100_10node_80rank.log", "nccl/nccltests_h100_2node_alltoall_sendrecv_pair.log"],
     "training": ["training/megatron_deepspeed_ds0.7.3_gpt3moe_nccl2.10.3_2022.log", "training/deepspeed_chat_sft_opt1.3b_2023.log",
                  "training/megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out"],
     "nvidia_smi": ["nvidia-smi/query_gpu_timeseries_noheader_nounits_4gpu.csv", "nvidia-smi/capture_linux_h100_80gb_hbm3_drv590.48.01.txt"],

@@ -144,3 +144,43 @@ def test_real_nccl_2_10_multinode_log() -> None:
     assert {t["transport"].split("/")[0] for t in info["transports"]} == {"NET", "P2P"}
     assert trace.ranks == list(range(32))
     assert trace.meta["sources"][0]["dropped"]["unknown lines (no log family understood them)"] > 0
+
+
+def nccl_tests_series(trace: di.Trace) -> dict[str, tuple[str, list[float]]]:
+    s = trace.series.join(trace.samples, on="series").sort("series", "ts_ns")
+    return {n: (g.get_column("unit")[0], g.get_column("value").to_list()) for (n,), g in s.group_by("name", maintain_order=True)}
+
+
+def test_nccl_tests_rows_cut_by_nccl_lines_are_put_back_together(tmp_path: Path) -> None:
+    text = ("# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid   7 on  nodeA device  0 [0000:17:00] NVIDIA A100\n"
+            "     1024   256   float   sum   -1nodeA:7:7 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 256 "
+            "datatype 7 op 0 root 0 comm 0xa [nranks=1] stream 0x3\n"
+            "nodeA:7:7 [0] NCCL INFO comm 0xa rank 0 nranks 1 cudaDev 0 busId 17000 - Init COMPLETE\n"
+            "    10.5   0.10   0.10      0    9.5   0.11   0.11      0\n"
+            "     2048   512   float   sum   -1    11.0   0.19   0.19      0   10.0   0.20   0.20    N/A\n"
+            "# Avg bus bandwidth    : 0.15\n"
+            "# Collective test starting: alltoall_perf\n"
+            "     4096  1024  float  none   -1    20.0   0.20   0.15      0   21.0   0.19   0.14    N/A\n")
+    trace = di.load(write(tmp_path, "bench.log", text))
+    trace.validate()
+    s = nccl_tests_series(trace)
+    assert s["nccl-tests.all_reduce.size"] == ("bytes", [1024.0, 2048.0])
+    assert s["nccl-tests.all_reduce.busbw.out-of-place"] == ("GB/s", [0.10, 0.19])
+    assert s["nccl-tests.all_reduce.time.in-place"] == ("us", [9.5, 10.0])
+    assert s["nccl-tests.alltoall.algbw.in-place"] == ("GB/s", [0.19])
+    info = trace.meta["sources"][0]["info"]["nccl_tests"]
+    assert info["tests"] == ["all_reduce_perf", "alltoall_perf"] and info["avg_busbw_GBps"] == {"all_reduce_perf": 0.15}
+    assert info["ranks"] == [{"rank": 0, "pid": 7, "host": "nodeA", "device": 0, "bus": "0000:17:00", "gpu": "NVIDIA A100"}]
+    assert trace.collectives.height == 1
+
+
+def test_real_nccl_tests_logs_healthy_and_degraded() -> None:
+    good = di.load(need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"))
+    bad = di.load(need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_nvlink_fault.log"))
+    peak = {name: max(nccl_tests_series(t)["nccl-tests.all_reduce.busbw.out-of-place"][1]) for name, t in (("good", good), ("bad", bad))}
+    assert len(nccl_tests_series(good)["nccl-tests.all_reduce.size"][1]) == 11  # every size, rows cut by NCCL lines too
+    assert peak["good"] > 150 > 50 > peak["bad"]
+    many = di.load(need("nccl/nccltests2.17.8_nccl2.29.2_h100_10node_80rank.log"))
+    info = many.meta["sources"][0]["info"]["nccl_tests"]
+    assert info["version"] == "2.17.8" and len(info["tests"]) == 5 and len(info["ranks"]) == 80
+    assert info["rows"] == 50 and many.meta["sources"][0]["dropped"] == {}

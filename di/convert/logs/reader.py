@@ -49,8 +49,21 @@ def _sniff_smi(lines: list[str]) -> bool:
     return sniff_smi(lines)
 
 
+def _nccl_tests(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.nccltests import parse_nccl_tests
+
+    return parse_nccl_tests(lines)
+
+
+def _sniff_nccl_tests(lines: list[str]) -> bool:
+    from di.convert.logs.nccltests import SNIFF_RE
+
+    return any(re.search(SNIFF_RE, ln) for ln in lines)
+
+
 FAMILIES: dict[str, tuple[Callable[[list[str]], bool], Callable[[pl.DataFrame], Parts]]] = {
     "nccl": (lambda ls: any(re.search(nccl.SNIFF_RE, ln) or "NCCL version" in ln for ln in ls), nccl.parse_nccl),
+    "nccl_tests": (_sniff_nccl_tests, _nccl_tests),
     "training": (_sniff_training, _training),
     "nvidia_smi": (_sniff_smi, _smi),
 }
