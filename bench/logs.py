@@ -76,7 +76,8 @@ def main() -> None:
             mb = len(data) / 1e6
             lines = read_lines(path).lines
             parse = reader.FAMILIES[family][1]
-            steps = {"lines": lambda: read_lines(path), family: lambda: parse(lines), "read_log": lambda: reader.read_log(path)}
+            steps = {"lines": lambda path=path: read_lines(path), family: lambda parse=parse, lines=lines: parse(lines),
+                     "read_log": lambda path=path: reader.read_log(path)}
             out = {}
             for step, fn in steps.items():
                 wall, cpu = best(fn, args.repeats)

@@ -179,7 +179,7 @@ def test_real_nccl_tests_logs_healthy_and_degraded() -> None:
     bad = di.load(need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_nvlink_fault.log"))
     peak = {name: max(nccl_tests_series(t)["nccl-tests.all_reduce.busbw.out-of-place"][1]) for name, t in (("good", good), ("bad", bad))}
     assert len(nccl_tests_series(good)["nccl-tests.all_reduce.size"][1]) == 11  # every size, rows cut by NCCL lines too
-    assert peak["good"] > 150 > 50 > peak["bad"]
+    assert peak["good"] > 150 and peak["bad"] < 50  # 24 NVLink channels vs 2
     many = di.load(need("nccl/nccltests2.17.8_nccl2.29.2_h100_10node_80rank.log"))
     info = many.meta["sources"][0]["info"]["nccl_tests"]
     assert info["version"] == "2.17.8" and len(info["tests"]) == 5 and len(info["ranks"]) == 80

@@ -19,7 +19,7 @@ import polars as pl
 
 from di.trace import Trace
 
-__all__ = ["Parts", "EVENT_COLUMNS", "SAMPLE_COLUMNS", "build_trace", "empty_events", "empty_samples"]
+__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples"]
 
 EVENT_COLUMNS: dict[str, Any] = {
     "rank": pl.Int64, "host": pl.String, "pid": pl.Int64, "track": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,

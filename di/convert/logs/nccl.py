@@ -38,7 +38,7 @@ import polars as pl
 
 from di.convert.logs.build import Parts
 
-__all__ = ["parse_nccl", "SNIFF_RE", "DTYPES", "OPS"]
+__all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
 SNIFF_RE = r"\S+:\d+:\d+ \[\d+\] (?:[\d.]+ \S+:\d+ )?NCCL (?:INFO|WARN|TRACE)"
 INIT_RE = (r"comm (?P<comm>0x[0-9a-f]+) rank (?P<crank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cudadev>\d+)"

@@ -22,7 +22,7 @@ import polars as pl
 
 from di.convert.logs.build import Parts
 
-__all__ = ["parse_nccl_tests", "SNIFF_RE"]
+__all__ = ["SNIFF_RE", "parse_nccl_tests"]
 
 SNIFF_RE = r"^# (?:Collective test starting:|nThread \d+ nGpus|nccl-tests version)"
 TEST_MARK = "\x01"

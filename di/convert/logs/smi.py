@@ -27,7 +27,7 @@ import polars as pl
 
 from di.convert.logs.build import Parts
 
-__all__ = ["parse_smi", "sniff_smi", "UNITS"]
+__all__ = ["UNITS", "parse_smi", "sniff_smi"]
 
 FIELD = r"[a-z_][\w.]*(?: \[[^\]]+\])?"
 HEADER_RE = rf"^{FIELD}(?:, {FIELD})+\s*$"

@@ -19,7 +19,7 @@ import polars as pl
 from di.convert import gunzip
 from di.inputsize import check_size
 
-__all__ = ["LogText", "read_lines", "clean_lines", "head_lines", "line_times", "LINE_TS_RE"]
+__all__ = ["LINE_TS_RE", "LogText", "clean_lines", "head_lines", "line_times", "read_lines"]
 
 ANSI_RE = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]"
 """ECMA-48 CSI sequences (colours, cursor moves) and charset selections."""

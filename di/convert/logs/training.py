@@ -33,7 +33,7 @@ import polars as pl
 from di.convert.logs.build import Parts
 from di.convert.logs.text import LINE_TS_RE
 
-__all__ = ["parse_training", "SNIFF_RE", "KEYS"]
+__all__ = ["KEYS", "SNIFF_RE", "parse_training"]
 
 MEGATRON_RE = r"\biteration\s+(\d+)/\s*\d+\s*\|"
 KINDS = {
