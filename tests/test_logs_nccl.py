@@ -184,3 +184,12 @@ def test_real_nccl_tests_logs_healthy_and_degraded() -> None:
     info = many.meta["sources"][0]["info"]["nccl_tests"]
     assert info["version"] == "2.17.8" and len(info["tests"]) == 5 and len(info["ranks"]) == 80
     assert info["rows"] == 50 and many.meta["sources"][0]["dropped"] == {}
+
+
+def test_a_log_merges_with_a_trace_of_the_same_ranks(tmp_path: Path) -> None:
+    trace_file = tmp_path / "rank0.json"
+    trace_file.write_text(json.dumps({"traceEvents": [{"name": "k", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}))
+    job = di.load([trace_file, write(tmp_path, "job.log", NEW)])
+    job.validate()
+    assert job.ranks == [0, 1] and job.collectives.height == 4
+    assert [s["format"] for s in job.meta["sources"]] == ["chrome", "log:nccl"]
