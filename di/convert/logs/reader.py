@@ -61,11 +61,24 @@ def _sniff_nccl_tests(lines: list[str]) -> bool:
     return any(re.search(SNIFF_RE, ln) for ln in lines)
 
 
+def _slurm(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.slurm import parse_slurm
+
+    return parse_slurm(lines)
+
+
+def _sniff_slurm(lines: list[str]) -> bool:
+    from di.convert.logs.slurm import SNIFF_RE
+
+    return any(re.search(SNIFF_RE, ln) for ln in lines)
+
+
 FAMILIES: dict[str, tuple[Callable[[list[str]], bool], Callable[[pl.DataFrame], Parts]]] = {
     "nccl": (lambda ls: any(re.search(nccl.SNIFF_RE, ln) or "NCCL version" in ln for ln in ls), nccl.parse_nccl),
     "nccl_tests": (_sniff_nccl_tests, _nccl_tests),
     "training": (_sniff_training, _training),
     "nvidia_smi": (_sniff_smi, _smi),
+    "slurm": (_sniff_slurm, _slurm),
 }
 """Family name -> (sniff over the first cleaned lines, parser of the whole file)."""
 
@@ -114,7 +127,7 @@ def read_log(path: Path, *, rank: int | None = None, rank_source: str = "single"
         from di.convert.registry import installed
 
         raise UnknownFormatError(f"{path}: no connector recognised this file (a text file in which no log family "
-                                 f"was found: NCCL debug, training log, nvidia-smi); installed: {installed()}")
+                                 f"was found: NCCL debug, nccl-tests, training log, nvidia-smi, Slurm); installed: {installed()}")
     claimed = pl.concat([p.claimed.cast(pl.UInt32) for p in parts]).unique()
     unknown = int(lines.filter(~pl.col("line").is_in(claimed.implode()) & (pl.col("text").str.strip_chars() != "")).height)
     fmt = "log:" + "+".join(p.family for p in parts)
