@@ -81,11 +81,11 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     pos = pl.col("text").str.find(" NCCL ", literal=True)
     found = lines.with_columns(pos.alias("pos")).filter(pl.col("pos").is_not_null())
     head = pl.col("text").str.slice(0, pl.col("pos"))
-    rest = pl.col("text").str.slice(pl.col("pos") + 6)
-    level = rest.str.slice(0, 5).str.strip_chars_end()
-    found = found.with_columns(head.str.extract_groups(HEAD_RE).alias("g"), level.alias("level"), rest.alias("rest")).unnest("g")
+    level = pl.col("text").str.slice(pl.col("pos") + 6, 5).str.strip_chars_end()
+    found = found.with_columns(head.str.extract_groups(HEAD_RE).alias("g"), level.alias("level")).unnest("g")
     found = found.filter(pl.col("host").is_not_null() & pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
-    found = found.with_columns(pl.col("rest").str.slice(pl.col("level").str.len_chars() + 1).alias("msg")).drop("rest", "pos")
+    # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first)
+    found = found.with_columns(pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")).drop("pos")
     # a glued line's host may carry the tail of the line before it ("...N/A   0mew0:..."): the known host it ends with
     known = set(found.filter(pl.col("text").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null()).get_column("host").unique())
     fix = {h: max((k for k in known if h.endswith(k)), key=len, default=h) for h in found.get_column("host").unique() if h not in known}

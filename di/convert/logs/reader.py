@@ -99,6 +99,15 @@ def is_log(path: Path, head: bytes) -> bool:
     return head.decode("utf-8", errors="replace").count("\ufffd") < len(head) // 100 + 1
 
 
+GATES = {
+    "nccl": r" NCCL |CCL version",
+    "nccl_tests": r"^# Collective test starting",
+    "training": r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{|Error|error|Exception|Traceback|OVERFLOW|CUDA out of memory|Segmentation",
+    "slurm": r"[|\x1f]|JobID",
+}
+"""A cheap search per family over the whole file: a family whose literals appear nowhere is not run."""
+
+
 def families_in(head: bytes) -> list[str]:
     """The families whose lines appear in a file's first bytes (gunzipped); [] for binary data."""
     if b"\x00" in head[:1024]:
@@ -121,7 +130,8 @@ def read_log(path: Path, *, rank: int | None = None, rank_source: str = "single"
     path = Path(path)
     text = read_lines(path, max_input_bytes=max_input_bytes)
     lines = text.lines.with_columns(line_times(text.lines))
-    parts = [parse(lines) for _, parse in FAMILIES.values()]
+    present = lines.select(**{name: pl.col("text").str.contains(rx).any() for name, rx in GATES.items()}).row(0, named=True)
+    parts = [parse(lines) for name, (_, parse) in FAMILIES.items() if present.get(name, True)]
     parts = [p for p in parts if p.events.height or p.samples.height or p.info]
     if not parts:
         from di.convert.registry import installed

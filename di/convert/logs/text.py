@@ -79,7 +79,7 @@ def read_lines(path: Path, *, max_input_bytes: int | None = None) -> LogText:
     data = _read_bytes(Path(path), max_input_bytes)
     garbled: dict[str, int] = {}
     text = data.decode("utf-8", errors="replace")
-    raw = pl.Series("text", text.split("\n"))
+    raw = pl.Series("text", [text]).str.split("\n").explode()  # no Python string per line
     if raw.len() and raw[-1] == "":
         raw = raw.head(raw.len() - 1)
     out = clean_lines(raw)
