@@ -40,10 +40,11 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     test = t.str.extract(r"^# Collective test starting: (\w+)")
     if not lines.select(test.is_not_null().any()).item():
         return Parts("nccl_tests")
-    frag = (pl.when(test.is_not_null()).then(pl.lit(TEST_MARK) + test)
-            .when(t.str.contains(r"^\s*[\d.]")).then(t.str.replace(NCCL_TAIL_RE, ""))
-            .when(t.str.contains(" NCCL ", literal=True)).then(t.str.replace(NCCL_TAIL_RE, "")))
-    used = lines.select("line", frag.alias("frag")).drop_nulls("frag")
+    # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line) and test headers;
+    # picked first, so the NCCL tail is cut on these few lines only
+    cand = lines.filter(t.str.contains(r"^\s*[\d.]|^# Collective test starting: "))
+    frag = pl.when(test.is_not_null()).then(pl.lit(TEST_MARK) + test).otherwise(t.str.replace(NCCL_TAIL_RE, ""))
+    used = cand.select("line", frag.alias("frag")).drop_nulls("frag")
     stream = used.select(pl.col("frag").str.join(" ")).item()
     found = pl.Series("m", [stream]).str.extract_all(ROW_RE).explode().drop_nulls().to_frame()
     found = found.with_columns(pl.col("m").str.starts_with(TEST_MARK).alias("is_test")).with_columns(

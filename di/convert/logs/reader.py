@@ -103,7 +103,7 @@ GATES = {
     "nccl": r" NCCL |CCL version",
     "nccl_tests": r"^# Collective test starting",
     "training": r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{|Error|error|Exception|Traceback|OVERFLOW|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
-    "slurm": r"[|\x1f]|JobID",
+    "slurm": r"(?i)job_?id",
 }
 """A cheap search per family over the whole file: a family whose literals appear nowhere is not run."""
 
