@@ -134,6 +134,7 @@ def test_real_nccl_2_27_log_with_glued_lines() -> None:
     info = trace.meta["sources"][0]["info"]["nccl"]
     assert {c["state"] for c in info["comms"]} == {"COMPLETE"}
     assert {t["transport"] for t in info["transports"]} == {"P2P/direct pointer/read"}
+    assert len(info["rings"]) == 24 and info["rings"][0]["order"] == [0, 1]
 
 
 def test_real_nccl_2_10_multinode_log() -> None:
@@ -143,6 +144,9 @@ def test_real_nccl_2_10_multinode_log() -> None:
     assert sorted(c["rank"] for c in info["comms"]) == list(range(32))
     assert {t["transport"].split("/")[0] for t in info["transports"]} == {"NET", "P2P"}
     assert trace.ranks == list(range(32))
+    assert {(r["comm"], r["nchannels"]) for r in info["rings"]} == {("n32#0", 2)}
+    tree = {(t["channel"], t["rank"]): (t["parent"], t["children"]) for t in info["trees"]}
+    assert len(tree) == 64 and tree[(0, 0)] == (-1, [1, 16]) and tree[(1, 0)] == (8, [1])
     assert trace.meta["sources"][0]["dropped"]["unknown lines (no log family understood them)"] > 0
 
 

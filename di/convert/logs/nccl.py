@@ -13,8 +13,9 @@ milliseconds since start. What it maps to:
   COLL line is the commId where NCCL prints it (2.19+), else ``n<nranks>#<k>``: the
   k-th communicator of that size each process made (ranks create them in one order).
 - ``Channel NN[/MM] : a[bus] -> b[bus] [send|receive] via TRANSPORT``: one entry of
-  ``info.nccl.links`` (comm, channel, src_rank, dst_rank, transport); ring and
-  tree lines give ``info.nccl.rings``/``trees`` per comm.
+  ``info.nccl.links`` (comm, channel, src_rank, dst_rank, transport); ``Channel NN/MM :
+  r0 r1 ...`` lines give ``info.nccl.rings`` (comm, channel, nchannels, order) and
+  ``Trees [c] a/b/c->me->parent`` lines ``info.nccl.trees`` (comm, channel, rank, parent, children).
 - COLL lines (``AllReduce: opCount N sendbuff .. count N datatype D op O root R comm 0x..
   [nranks=N] stream 0x..``): an event (cat ``nccl``) and a ``collectives`` row;
   ``seq`` is the call's position per (rank, comm) in line order, never ``opCount``
@@ -53,6 +54,8 @@ COLL_FIELDS = {"opname": r"^([A-Za-z]+): opCount", "opcount": r"opCount ([0-9a-f
 TUNE_RE = r"^(?P<opname>[A-Za-z]+): (?P<tbytes>\d+) Bytes -> Algo (?P<algo>\S+) proto (?P<proto>\S+)"
 LINK_RE = (r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
            r"(?: \[(?:send|receive)\])? via (?P<transport>.+?)(?: comm 0x.*)?$")
+RING_RE = r"^Channel (?P<channel>\d+)/(?P<nchannels>\d+) :(?P<order>(?:\s+\d+)+)\s*$"
+TREE_RE = r"\[(?P<channel>\d+)\] (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)->(?P<me>-?\d+)->(?P<parent>-?\d+)"
 VERSION_RE = r"NCCL version (\d+\.\d+\.\d+\S*)|RCCL version (\d+\.\d+\.\d+\S*)"
 ERROR_RE = (r"(?i)NCCL error|nccl(?:System|Internal|Remote|InvalidUsage|Unhandled\w*)Error|Watchdog caught collective operation timeout"
             r"|IBV_WC_\w+ ERR|ibv_\w+ failed|Call to ibv_\w+ failed|NCCL communicator was aborted")
@@ -157,17 +160,41 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
                   "dev", "line").struct.json_encode().alias("args"))
 
 
+def _with_comm(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    """``comm_key`` of topology lines: they come before their communicator's Init COMPLETE on the same device
+    (or after it: lazy connections, 2.22+)."""
+    inits = comms.select("host", "pid", "dev", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
+    df = df.sort("line")
+    nxt = df.join_asof(inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy="forward", check_sortedness=False)
+    prv = df.join_asof(inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy="backward", check_sortedness=False)
+    return nxt.with_columns(pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
+
+
 def _links(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     lk = (p.filter(pl.col("msg").str.contains(" via ", literal=True))
           .with_columns(pl.col("msg").str.extract_groups(LINK_RE).alias("g")).unnest("g").drop_nulls("transport"))
-    # a link line comes before its communicator's Init COMPLETE on the same device (or after it: lazy connections, 2.22+)
-    inits = comms.select("host", "pid", "dev", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
-    lk = lk.sort("line")
-    nxt = lk.join_asof(inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy="forward", check_sortedness=False)
-    prv = lk.join_asof(inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy="backward", check_sortedness=False)
-    lk = nxt.with_columns(pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
-    return lk.select(pl.col("comm_key").alias("comm"), pl.col("channel").cast(pl.Int64), pl.col("src").cast(pl.Int64).alias("src_rank"),
-                     pl.col("dst").cast(pl.Int64).alias("dst_rank"), "transport").unique(maintain_order=True)
+    return _with_comm(lk, comms).select(
+        pl.col("comm_key").alias("comm"), pl.col("channel").cast(pl.Int64), pl.col("src").cast(pl.Int64).alias("src_rank"),
+        pl.col("dst").cast(pl.Int64).alias("dst_rank"), "transport").unique(maintain_order=True)
+
+
+def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    """``Channel 00/24 : 0 1 2 3`` (the ring order, printed once per channel by the comm's rank 0)."""
+    r = p.filter(pl.col("msg").str.starts_with("Channel ")).with_columns(
+        pl.col("msg").str.extract_groups(RING_RE).alias("g")).unnest("g").drop_nulls("order")
+    return _with_comm(r, comms).select(
+        pl.col("comm_key").alias("comm"), pl.col("channel").cast(pl.Int64), pl.col("nchannels").cast(pl.Int64),
+        pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64)).alias("order")).unique(["comm", "channel"], maintain_order=True)
+
+
+def _trees(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    """``Trees [0] 1/-1/-1->0->-1 [1] ...``: per channel, this rank's children and parent (-1: none)."""
+    t = p.filter(pl.col("msg").str.starts_with("Trees ")).with_columns(pl.col("msg").str.extract_all(TREE_RE).alias("t")).explode("t")
+    t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
+    return _with_comm(t, comms).select(
+        pl.col("comm_key").alias("comm"), pl.col("channel").cast(pl.Int64), pl.col("me").cast(pl.Int64).alias("rank"),
+        pl.col("parent").cast(pl.Int64), pl.concat_list(pl.col("c1", "c2", "c3").cast(pl.Int64)).list.eval(
+            pl.element().filter(pl.element() >= 0)).alias("children"))
 
 
 def _instants(p: pl.DataFrame) -> pl.DataFrame:
@@ -220,6 +247,8 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
                               pl.col("crank").alias("comm_rank"), "nranks", "host", "pid", pl.col("cudadev").alias("device"),
                               pl.col("busid").alias("busId"), "version", "state").to_dicts(),
         "links": links.to_dicts(),
+        "rings": _rings(p, comms).to_dicts(),
+        "trees": _trees(p, comms).to_dicts(),
         "transports": links.group_by("comm", "transport").len().sort("comm", "transport").to_dicts(),
     }}
     dropped = {}
