@@ -73,12 +73,25 @@ def _sniff_slurm(lines: list[str]) -> bool:
     return any(re.search(SNIFF_RE, ln) for ln in lines)
 
 
+def _darshan(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.darshan_text import parse_darshan_text
+
+    return parse_darshan_text(lines)
+
+
+def _sniff_darshan(lines: list[str]) -> bool:
+    from di.convert.logs.darshan_text import SNIFF_RE
+
+    return any(re.search(SNIFF_RE, ln) for ln in lines)
+
+
 FAMILIES: dict[str, tuple[Callable[[list[str]], bool], Callable[[pl.DataFrame], Parts]]] = {
     "nccl": (lambda ls: any(re.search(nccl.SNIFF_RE, ln) or "NCCL version" in ln for ln in ls), nccl.parse_nccl),
     "nccl_tests": (_sniff_nccl_tests, _nccl_tests),
     "training": (_sniff_training, _training),
     "nvidia_smi": (_sniff_smi, _smi),
     "slurm": (_sniff_slurm, _slurm),
+    "darshan": (_sniff_darshan, _darshan),
 }
 """Family name -> (sniff over the first cleaned lines, parser of the whole file)."""
 
@@ -104,6 +117,7 @@ GATES = {
     "nccl_tests": r"^# Collective test starting",
     "training": r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{|Error|error|Exception|Traceback|OVERFLOW|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
     "slurm": r"(?i)job_?id",
+    "darshan": r"^# darshan log version",
 }
 """A cheap search per family over the whole file: a family whose literals appear nowhere is not run."""
 
@@ -137,7 +151,7 @@ def read_log(path: Path, *, rank: int | None = None, rank_source: str = "single"
         from di.convert.registry import installed
 
         raise UnknownFormatError(f"{path}: no connector recognised this file (a text file in which no log family "
-                                 f"was found: NCCL debug, nccl-tests, training log, nvidia-smi, Slurm); installed: {installed()}")
+                                 f"was found: NCCL debug, nccl-tests, training log, nvidia-smi, Slurm, Darshan text); installed: {installed()}")
     claimed = pl.concat([p.claimed.cast(pl.UInt32) for p in parts]).unique()
     unknown = int(lines.filter(~pl.col("line").is_in(claimed.implode()) & (pl.col("text").str.strip_chars() != "")).height)
     fmt = "log:" + "+".join(p.family for p in parts)
