@@ -109,7 +109,8 @@ def build_trace(path: Path, parts: list[Parts], *, rank: int, rank_source: str, 
         for k, n in p.dropped.items():
             dropped[f"{p.family}: {k}"] = dropped.get(f"{p.family}: {k}", 0) + n
     dropped.update({k: n for k, n in unknown.items() if n})
-    epoch = bool(parts) and all(p.epoch for p in parts if p.events.height or p.samples.height)
+    timed = [p.epoch for p in parts if p.events.height or p.samples.height]
+    epoch = bool(timed) and all(timed)
     info: dict[str, Any] = {"families": [p.family for p in parts if p.events.height or p.samples.height or p.info]}
     for p in parts:
         info.update(p.info)
@@ -117,7 +118,7 @@ def build_trace(path: Path, parts: list[Parts], *, rank: int, rank_source: str, 
         info["garbled_lines"] = dict(garbled)
     warnings = [f"{path}: dropped {k} ({n})" for k, n in sorted(dropped.items())]
     warnings += [f"{path}: {k} ({n}), kept" for k, n in sorted(garbled.items())]
-    if not epoch:
+    if timed and not epoch:
         warnings.append(f"{path}: no absolute timestamps in this log: times are relative (see sources[].info.time)")
     meta = {
         "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative", "sync": None},
