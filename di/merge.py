@@ -25,6 +25,8 @@ def _check_ranks(parts: Sequence[Trace]) -> None:
     seen: dict[int, str] = {}
     for t in parts:
         srcs = t.meta.get("sources") or [{"path": "?", "rank_source": "?"}]
+        if all(str(s.get("format", "")).startswith("log:") for s in srcs):
+            continue  # a text log (NCCL, training, nvidia-smi) describes the ranks that the job's traces hold too
         for r in t.ranks:
             if r in seen:
                 raise FormatError(
@@ -48,7 +50,7 @@ def merge(parts: Sequence[Trace]) -> Trace:
     """One job trace from per-rank (or per-file) traces.
 
     Raises:
-        FormatError: two parts claim the same rank.
+        FormatError: two parts claim the same rank (text logs excepted: they sit beside the traces of their ranks).
     """
     _check_ranks(parts)
     tables: dict[str, list[pl.DataFrame]] = {k: [] for k in ("locations", "events", "messages", "collectives", "flows", "series", "samples")}

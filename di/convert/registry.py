@@ -152,8 +152,22 @@ def _read_nsys(path: Path, **kw: Any) -> Trace:
     return read_report(path, **kw)
 
 
+def _sniff_log(path: Path, head: bytes) -> bool:
+    from di.convert.logs.reader import is_log
+
+    return is_log(path, head)
+
+
+def _read_log(path: Path, **kw: Any) -> Trace:
+    from di.convert.logs.reader import read_log
+
+    return read_log(path, **kw)
+
+
 CONNECTORS: tuple[Connector, ...] = (
     Connector("di", (".di",), lambda p, h: False, _read_store, _write_store, _own_store, whole=True),
+    # before chrome: a log line may start with "[rank0]:" or be JSON Lines; .txt, .csv, .jsonl only when sniffed
+    Connector("log", (".log.gz", ".log", ".out", ".err"), _sniff_log, _read_log, None),
     Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome, _own_chrome),
     Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2, _own_otf2, whole=True),
     Connector("perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto, _own_perfetto),

@@ -1,0 +1,94 @@
+"""Text-log parsing speed: MB/s of log text per family parser, and of the whole read.
+
+Run on demand (not a test)::
+
+    python bench/logs.py [--mb 64] [--repeats 3]
+
+Each family's samples from ``../shared/data/logs`` are repeated to about ``--mb`` MB
+of text (in memory and in a temporary file). Then, best of ``--repeats`` after a
+warm-up:
+
+- ``lines``: :func:`di.convert.logs.text.read_lines` (read, decode, split, ANSI and
+  rank prefixes stripped, garbled lines counted), MB/s of file bytes;
+- each parser (``nccl``, ``nccl_tests``, ``training``, ``nvidia_smi``) over the cleaned lines;
+- ``read_log``: the whole connector (all families, trace built), MB/s.
+
+Rates are per wall second and per CPU second of the process (all threads): on a
+shared machine the wall figure says how busy it was, the CPU one what the parser
+costs. Target from the issue: >= 200 MB/s per parser. A table goes to stdout and
+the numbers to ``bench/out/logs.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DATA = ROOT.parent / "shared" / "data" / "logs"
+
+SAMPLES = {
+    "nccl": ["nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log", "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log"],
+    "nccl_tests": ["nccl/nccltests2.17.8_nccl2.29.2_h100_10node_80rank.log", "nccl/nccltests_h100_2node_alltoall_sendrecv_pair.log"],
+    "training": ["training/megatron_deepspeed_ds0.7.3_gpt3moe_nccl2.10.3_2022.log", "training/deepspeed_chat_sft_opt1.3b_2023.log",
+                 "training/megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out"],
+    "nvidia_smi": ["nvidia-smi/query_gpu_timeseries_noheader_nounits_4gpu.csv", "nvidia-smi/capture_linux_h100_80gb_hbm3_drv590.48.01.txt"],
+}
+
+
+def best(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
+    """(wall s, CPU s) of the fastest of ``repeats`` runs after one warm-up."""
+    fn()
+    runs = []
+    for _ in range(repeats):
+        w0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        runs.append((time.perf_counter() - w0, time.process_time() - c0))
+    return min(runs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mb", type=float, default=64.0, help="MB of log text per family (default 64)")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    if not DATA.is_dir():
+        sys.exit(f"shared log samples absent: {DATA.name}/ not found under ../shared/data")
+    from di.convert.logs import reader
+    from di.convert.logs.text import read_lines
+
+    results: dict[str, Any] = {"mb_per_family": args.mb, "cpus": os.cpu_count(), "loadavg": os.getloadavg()[0], "families": {}}
+    print(f"{'family':12} {'step':10} {'MB':>7} {'MB/s wall':>10} {'MB/s CPU':>10}")
+    with tempfile.TemporaryDirectory(prefix="di-bench-logs-") as tmp:
+        for family, files in SAMPLES.items():
+            text = b"".join((DATA / f).read_bytes().rstrip(b"\n") + b"\n" for f in files)
+            data = text * max(1, int(args.mb * 1e6 / len(text)))
+            path = Path(tmp) / f"{family}.log"
+            path.write_bytes(data)
+            mb = len(data) / 1e6
+            lines = read_lines(path).lines
+            parse = reader.FAMILIES[family][1]
+            steps = {"lines": lambda path=path: read_lines(path), family: lambda parse=parse, lines=lines: parse(lines),
+                     "read_log": lambda path=path: reader.read_log(path)}
+            out = {}
+            for step, fn in steps.items():
+                wall, cpu = best(fn, args.repeats)
+                out[step] = {"mb_per_s_wall": round(mb / wall, 1), "mb_per_s_cpu": round(mb / cpu, 1) if cpu else None}
+                print(f"{family:12} {step:10} {mb:7.1f} {mb / wall:10.1f} {mb / cpu if cpu else float('nan'):10.1f}")
+            results["families"][family] = {"mb": round(mb, 1), **out}
+            path.unlink()
+    out_dir = ROOT / "bench" / "out"
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / "logs.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

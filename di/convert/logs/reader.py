@@ -1,0 +1,159 @@
+"""Sniffing a log's families and reading every family it holds into one trace.
+
+:func:`families_in` looks at a file's first lines; :func:`read_log` reads the
+whole file once (:func:`di.convert.logs.text.read_lines`), runs each family's
+parser over it, and counts every non-blank line no family understood as
+``unknown lines`` (dropped, never silently). A file in which no family finds
+anything is refused with one :class:`~di.errors.UnknownFormatError` line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from di.convert.logs import nccl
+from di.convert.logs.build import Parts, build_trace
+from di.convert.logs.text import head_lines, line_times, read_lines
+from di.errors import UnknownFormatError
+from di.trace import Trace
+
+__all__ = ["FAMILIES", "families_in", "is_log", "read_log"]
+
+
+def _training(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.training import parse_training
+
+    return parse_training(lines)
+
+
+def _smi(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.smi import parse_smi
+
+    return parse_smi(lines)
+
+
+def _sniff_training(lines: list[str]) -> bool:
+    from di.convert.logs.training import SNIFF_RE
+
+    return any(re.search(SNIFF_RE, ln) for ln in lines)
+
+
+def _sniff_smi(lines: list[str]) -> bool:
+    from di.convert.logs.smi import sniff_smi
+
+    return sniff_smi(lines)
+
+
+def _nccl_tests(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.nccltests import parse_nccl_tests
+
+    return parse_nccl_tests(lines)
+
+
+def _sniff_nccl_tests(lines: list[str]) -> bool:
+    from di.convert.logs.nccltests import SNIFF_RE
+
+    return any(re.search(SNIFF_RE, ln) for ln in lines)
+
+
+def _slurm(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.slurm import parse_slurm
+
+    return parse_slurm(lines)
+
+
+def _sniff_slurm(lines: list[str]) -> bool:
+    from di.convert.logs.slurm import SNIFF_RE
+
+    return any(re.search(SNIFF_RE, ln) for ln in lines)
+
+
+def _darshan(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.darshan_text import parse_darshan_text
+
+    return parse_darshan_text(lines)
+
+
+def _sniff_darshan(lines: list[str]) -> bool:
+    from di.convert.logs.darshan_text import SNIFF_RE
+
+    return any(re.search(SNIFF_RE, ln) for ln in lines)
+
+
+FAMILIES: dict[str, tuple[Callable[[list[str]], bool], Callable[[pl.DataFrame], Parts]]] = {
+    "nccl": (lambda ls: any(re.search(nccl.SNIFF_RE, ln) or "NCCL version" in ln for ln in ls), nccl.parse_nccl),
+    "nccl_tests": (_sniff_nccl_tests, _nccl_tests),
+    "training": (_sniff_training, _training),
+    "nvidia_smi": (_sniff_smi, _smi),
+    "slurm": (_sniff_slurm, _slurm),
+    "darshan": (_sniff_darshan, _darshan),
+}
+"""Family name -> (sniff over the first cleaned lines, parser of the whole file)."""
+
+
+LOG_EXTENSIONS = (".log", ".log.gz", ".out", ".err")
+"""File names read as logs when their head is text but shows no family yet (launcher chatter first)."""
+JSON_START = re.compile(rb"^\s*(?:\{\s*[\"}]|\[\s*[\[{\"\]])")
+
+
+def is_log(path: Path, head: bytes) -> bool:
+    """True when ``head`` shows a log family, or ``path`` is named like a log and its head is text but not JSON."""
+    if JSON_START.match(head) and (b'"traceEvents"' in head or b'"schemaVersion"' in head):
+        return False  # a Chrome / Kineto trace, however its events look
+    if families_in(head):
+        return True
+    if not path.name.endswith(LOG_EXTENSIONS) or b"\x00" in head[:1024] or JSON_START.match(head):
+        return False
+    return head.decode("utf-8", errors="replace").count("\ufffd") < len(head) // 100 + 1
+
+
+GATES = {
+    "nccl": r" NCCL |CCL version",
+    "nccl_tests": r"^# Collective test starting",
+    "training": r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{|Error|error|Exception|Traceback|OVERFLOW|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
+    "slurm": r"(?i)job_?id",
+    "darshan": r"^# darshan log version",
+}
+"""A cheap search per family over the whole file: a family whose literals appear nowhere is not run."""
+
+
+def families_in(head: bytes) -> list[str]:
+    """The families whose lines appear in a file's first bytes (gunzipped); [] for binary data."""
+    if b"\x00" in head[:1024]:
+        return []
+    lines = head_lines(head)
+    return [name for name, (sniff, _) in FAMILIES.items() if sniff(lines)]
+
+
+def read_log(path: Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
+             max_input_bytes: int | None = None, **_: Any) -> Trace:
+    """Read a text log of any family (see :mod:`di.convert.logs`).
+
+    Every family runs over the whole file (a family first seen past the head is still
+    found); lines no family understood are counted in the source's ``dropped``.
+
+    Raises:
+        UnknownFormatError: no family found anything in the file (one line, naming the connectors installed).
+        InputTooLargeError: over ``max_input_bytes``.
+    """
+    path = Path(path)
+    text = read_lines(path, max_input_bytes=max_input_bytes)
+    lines = text.lines.with_columns(line_times(text.lines))
+    present = lines.select(**{name: pl.col("text").str.contains(rx).any() for name, rx in GATES.items()}).row(0, named=True)
+    parts = [parse(lines) for name, (_, parse) in FAMILIES.items() if present.get(name, True)]
+    parts = [p for p in parts if p.events.height or p.samples.height or p.info]
+    if not parts:
+        from di.convert.registry import installed
+
+        raise UnknownFormatError(f"{path}: no connector recognised this file (a text file in which no log family "
+                                 f"was found: NCCL debug, nccl-tests, training log, nvidia-smi, Slurm, Darshan text); installed: {installed()}")
+    claimed = pl.concat([p.claimed.cast(pl.UInt32) for p in parts]).unique()
+    unknown = int(lines.filter(~pl.col("line").is_in(claimed.implode()) & (pl.col("text").str.strip_chars() != "")).height)
+    fmt = "log:" + "+".join(p.family for p in parts)
+    return build_trace(path, parts, rank=0 if rank is None else rank, rank_source=rank_source, source=source, fmt=fmt,
+                       unknown={"unknown lines (no log family understood them)": unknown}, garbled=text.garbled)

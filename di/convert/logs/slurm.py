@@ -1,0 +1,110 @@
+"""Slurm job tables: ``sacct -P`` / ``--parsable2`` (``|``), ``squeue``/``sacct`` with ``\\x1f`` separators, and
+``sacct``'s default fixed-width table (columns cut at its dashed rule).
+
+The header names the columns (case folded: ``JobID``, ``JOBID``); each row is one
+job or job step. What it maps to:
+
+- ``info.slurm.jobs``: one dict per row with the columns it has (job id, name,
+  state, exit code, nodes, node list, start, end, elapsed...); ``+`` marks a field
+  sacct truncated (``info.slurm.truncated`` counts them).
+- rows with a start and an end (``Start``/``End``, ``START_TIME``/``END_TIME``, ISO
+  times, read as UTC) become ``step`` events (``slurm <jobid>``) on a ``slurm`` timeline,
+  with the row in args; FAILED/CANCELLED/TIMEOUT/OUT_OF_MEMORY/NODE_FAIL rows are also
+  instants ``slurm <STATE>`` at their end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from di.convert.logs.build import Parts
+
+__all__ = ["SNIFF_RE", "parse_slurm"]
+
+KEYS = r"(?i:jobid|job_id)"
+SNIFF_RE = rf"(?:^|[|\x1f])\s*{KEYS}\s*[|\x1f]|[|\x1f]\s*{KEYS}\s*$|^\s*JobID\s+JobName\s"
+BAD_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+START = ("start", "start_time")
+END = ("end", "end_time")
+
+
+def _iso(col: str) -> pl.Expr:
+    return pl.col(col).str.to_datetime("%Y-%m-%dT%H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns")
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Column names made unique (squeue may print one field twice): the second ``jobid`` is ``jobid_2``."""
+    out: list[str] = []
+    for n in names:
+        out.append(n if n not in out else f"{n}_{sum(o == n or o.startswith(n + '_') for o in out) + 1}")
+    return out
+
+
+def _delimited(lines: pl.DataFrame) -> list[pl.DataFrame]:
+    """One frame of string columns per header line (``|`` or ``\\x1f`` separated) and the rows after it."""
+    t = pl.col("text")
+    heads = lines.filter(t.str.contains(rf"(?:^|[|\x1f])\s*{KEYS}\s*(?:[|\x1f]|$)") & t.str.contains(r"[|\x1f]"))
+    out = []
+    bounds = heads.get_column("line").to_list() + [None]
+    for k, (h, sep) in enumerate(zip(heads.get_column("line").to_list(),
+                                     ["\x1f" if "\x1f" in x else "|" for x in heads.get_column("text").to_list()])):
+        names = _unique([n.strip().lower() for n in heads.filter(pl.col("line") == h).get_column("text")[0].split(sep)])
+        nxt = bounds[k + 1]
+        rows = lines.filter((pl.col("line") > h) & (pl.col("line") < nxt if nxt is not None else pl.lit(True))
+                            & (t.str.count_matches(sep, literal=True) == len(names) - 1))
+        cells = rows.select("line", t.str.split(sep).list.to_struct(fields=names).alias("s")).unnest("s")
+        out.append(cells.with_columns(pl.col(n).str.strip_chars() for n in names))
+    return out
+
+
+def _fixed(lines: pl.DataFrame) -> list[pl.DataFrame]:
+    """sacct's default table: the dashed rule under the header gives the column spans."""
+    t = pl.col("text")
+    rules = lines.filter(t.str.contains(r"^-+(?: -+)+\s*$"))
+    out = []
+    for r in rules.get_column("line").to_list():
+        head = lines.filter(pl.col("line") == r - 1).get_column("text")
+        rule = lines.filter(pl.col("line") == r).get_column("text")[0].rstrip()
+        if not head.len():
+            continue
+        spans, i = [], 0
+        for dash in rule.split(" "):
+            spans.append((i, len(dash)))
+            i += len(dash) + 1
+        names = [head[0][a:a + n].strip().lower() for a, n in spans]
+        rows = lines.filter((pl.col("line") > r) & t.str.contains(r"^\s*\d"))
+        out.append(rows.select("line", *[t.str.slice(a, n).str.strip_chars().alias(name) for (a, n), name in zip(spans, names)]))
+    return out
+
+
+def parse_slurm(lines: pl.DataFrame) -> Parts:
+    """Slurm tables of a log as :class:`Parts` (see the module docstring)."""
+    frames = [f for f in _delimited(lines) + _fixed(lines) if f.height]
+    if not frames:
+        return Parts("slurm")
+    jobs = pl.concat(frames, how="diagonal_relaxed").sort("line")
+    jobid = next(c for c in jobs.columns if c.rstrip("_0123456789") in ("jobid", "job_id"))
+    start = next((c for c in jobs.columns if c in START), None)
+    end = next((c for c in jobs.columns if c in END), None)
+    state = next((c for c in jobs.columns if c in ("state", "st")), None)
+    ev = []
+    args = pl.struct(pl.all().exclude("line")).struct.json_encode()
+    if start and end:
+        timed = jobs.with_columns(_iso(start).alias("s_ns"), _iso(end).alias("e_ns"), args.alias("args")).filter(
+            pl.col("s_ns").is_not_null() & pl.col("e_ns").is_not_null() & (pl.col("e_ns") >= pl.col("s_ns")))
+        ev.append(timed.select(pl.col("s_ns").alias("start_ns"), pl.col("e_ns").alias("end_ns"),
+                               pl.format("slurm {}", jobid).alias("name"), pl.lit("step").alias("cat"), pl.lit(False).alias("instant"), "args"))
+        if state:
+            bad = timed.filter(pl.col(state).str.split(" ").list.first().is_in(BAD_STATES))
+            ev.append(bad.select(pl.col("e_ns").alias("start_ns"), pl.col("e_ns").alias("end_ns"),
+                                 pl.format("slurm {}", pl.col(state).str.split(" ").list.first()).alias("name"),
+                                 pl.lit("other").alias("cat"), pl.lit(True).alias("instant"), "args"))
+    events = pl.concat(ev).with_columns(pl.lit("slurm").alias("track")) if ev else None
+    truncated = int(jobs.select(pl.sum_horizontal(pl.col(pl.String).str.ends_with("+").cast(pl.Int64))).to_series().sum())
+    info: dict[str, Any] = {"slurm": {"jobs": jobs.drop("line").to_dicts(), "truncated": truncated}}
+    kw: dict[str, Any] = {"events": events} if events is not None and events.height else {}
+    header_lines = lines.filter(pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(r"^-+(?: -+)+\s*$")).get_column("line")
+    return Parts("slurm", claimed=pl.concat([jobs.get_column("line"), header_lines]), info=info,
+                 epoch=bool(kw), **kw)

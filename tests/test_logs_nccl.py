@@ -1,0 +1,199 @@
+"""Text logs: the reading layer (prefixes, colours, gzip, refusal) and NCCL debug logs.
+
+Hand-built logs whose answer is known by construction, then the real NCCL logs
+of ../shared/data/logs (skipped when absent).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import DATA
+
+import di
+from di.convert.logs.reader import families_in
+from di.convert.logs.text import clean_lines
+from di.convert.registry import connector_for
+from di.errors import UnknownFormatError
+
+LOGS = DATA / "logs"
+
+
+def need(rel: str) -> Path:
+    path = LOGS / rel
+    if not path.is_file():
+        pytest.skip(f"shared test data absent: logs/{rel} not found under ../shared/data")
+    return path
+
+
+NEW = """\
+[rank1]: \x1b[32mhostb:200:201 [0] NCCL INFO ncclCommInitRankConfig comm 0xb1 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0xfeed - Init START\x1b[0m
+[rank0]: hosta:100:101 [0] NCCL INFO NCCL version 2.27.7+cuda12.9
+[rank0]: hosta:100:101 [0] NCCL INFO ncclCommInitRankConfig comm 0xa1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0xfeed - Init START
+[rank0]: hosta:100:105 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0
+[rank1]: hostb:200:205 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0
+[rank0]: hosta:100:101 [0] NCCL INFO ncclCommInitRankConfig comm 0xa1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0xfeed - Init COMPLETE
+[rank1]: hostb:200:201 [0] NCCL INFO ncclCommInitRankConfig comm 0xb1 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0xfeed - Init COMPLETE
+[rank0]: hosta:100:101 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 1024 datatype 7 op 0 root 0 comm 0xa1 [nranks=2] stream 0x9
+[rank0]: hosta:100:101 [0] NCCL INFO AllReduce: 4096 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..1}
+[rank1]: hostb:200:201 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 1024 datatype 7 op 0 root 0 comm 0xb1 [nranks=2] stream 0x9
+[rank1]: some other library's print
+[rank0]: hosta:100:101 [0] NCCL INFO Broadcast: opCount 0 sendbuff 0x1 recvbuff 0x2 count 10 datatype 9 op 0 root 1 comm 0xa1 [nranks=2] stream 0x9
+[rank1]: hostb:200:201 [0] NCCL INFO Broadcast: opCount 0 sendbuff 0x1 recvbuff 0x2 count 10 datatype 9 op 0 root 1 comm 0xb1 [nranks=2] stream 0x9
+[rank1]: hostb:200:209 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.1<1234> with status=IBV_WC_RETRY_EXC_ERR(12)
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_prefixes_and_colours_are_stripped_vectorised() -> None:
+    out = clean_lines(pl.Series(["0: a", "[rank3]: \x1b[31mred\x1b[0m", "[1,2]<stdout>:b", "  12: c\r", "x 1: y"]))
+    assert out.get_column("prefix_rank").to_list() == [0, 3, 2, 12, None]
+    assert out.get_column("text").to_list() == ["a", "red", "b", "c", "x 1: y"]
+
+
+def test_sniffing_finds_nccl_and_nothing_in_other_text() -> None:
+    assert families_in(NEW.encode()) == ["nccl"]
+    assert families_in(b"hello\nworld\n") == []
+    assert families_in(b"\x00\x01binary") == []
+
+
+def test_new_nccl_log_gives_comms_links_collectives_and_warnings(tmp_path: Path) -> None:
+    trace = di.load(write(tmp_path, "job.log", NEW))
+    trace.validate()
+    src = trace.meta["sources"][0]
+    assert src["format"] == "log:nccl"
+    nccl = src["info"]["nccl"]
+    assert nccl["versions"] == ["2.27.7+cuda12.9"]
+    assert {(c["comm"], c["rank"], c["host"], c["pid"], c["device"], c["busId"], c["state"]) for c in nccl["comms"]} == {
+        ("0xfeed", 0, "hosta", 100, 0, "1b000", "COMPLETE"), ("0xfeed", 1, "hostb", 200, 0, "1b000", "COMPLETE")}
+    assert {(lk["comm"], lk["src_rank"], lk["dst_rank"], lk["transport"]) for lk in nccl["links"]} == {
+        ("0xfeed", 0, 1, "NET/IB/0"), ("0xfeed", 1, 0, "NET/IB/0")}
+    coll = trace.collectives.sort("rank", "seq")
+    # opCount is 0 on every call: order comes from the lines, per (rank, comm)
+    assert coll.select("rank", "seq", "op", "bytes", "dtype", "root", "group_size").rows() == [
+        (0, 0, "allreduce", 4096, "float32", 0, 2), (0, 1, "broadcast", 20, "bfloat16", 1, 2),
+        (1, 0, "allreduce", 4096, "float32", 0, 2), (1, 1, "broadcast", 20, "bfloat16", 1, 2)]
+    # the same call on both ranks is one instance
+    assert coll.group_by("instance").len().get_column("len").to_list() == [2, 2]
+    ev = trace.events
+    args = json.loads(ev.row(int(coll.row(0, named=True)["event"]), named=True)["args"])
+    assert (args["algo"], args["proto"], args["stream"]) == ("RING", "LL", "0x9")
+    warn = ev.filter(pl.col("name") == "NCCL WARN")
+    assert warn.height == 1 and warn.get_column("instant").all()
+    assert "IBV_WC_RETRY_EXC_ERR" in warn.get_column("args")[0]
+    assert src["dropped"] == {"unknown lines (no log family understood them)": 1}
+    assert trace.meta["clock"]["domain"] == "relative"
+
+
+def test_timestamps_place_lines_in_time_and_old_inits_pair_by_order(tmp_path: Path) -> None:
+    text = "".join(
+        f"[2025-01-02 03:04:0{i}.500] h:1:1 [{r}] NCCL INFO comm 0x{r}0 rank {r} nranks 2 cudaDev {r} busId {r}000 - Init COMPLETE\n"
+        for i, r in enumerate((0, 1)))
+    text += "".join(
+        f"[2025-01-02 03:04:1{i}.000] h:1:1 [{r}] NCCL INFO AllGather: opCount {i} sendbuff 0x1 recvbuff 0x2 count 8 datatype 4 op 0 root 0 "
+        f"comm 0x{r}0 [nranks=2] stream 0x5\n" for i, r in enumerate((1, 0)))
+    trace = di.load(_gz(tmp_path / "old.log.gz", text))
+    assert trace.meta["clock"]["domain"] == "unix_epoch"
+    coll = trace.collectives.sort("rank")
+    assert coll.get_column("comm").to_list() == ["n2#0", "n2#0"] and coll.get_column("instance").n_unique() == 1
+    starts = trace.events.filter(pl.col("name") == "AllGather").sort("start_ns").get_column("start_ns").to_list()
+    assert starts[1] - starts[0] == 1_000_000_000
+
+
+def _gz(path: Path, text: str) -> Path:
+    path.write_bytes(gzip.compress(text.encode()))
+    return path
+
+
+def test_a_text_file_of_no_family_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "notes.log", "just some words\nnothing to see\n")
+    with pytest.raises(UnknownFormatError) as err:
+        di.load(path)
+    assert "no log family" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_real_nccl_2_27_log_with_glued_lines() -> None:
+    path = need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log")
+    assert connector_for(path).name == "log"
+    trace = di.load(path)
+    trace.validate()
+    coll = trace.collectives
+    assert coll.height == 990  # every COLL line, those glued to a table row too
+    assert coll.get_column("comm").unique().to_list() == ["0x54fe282d32a87d85"]
+    assert sorted(coll.group_by("rank").len().get_column("len").to_list()) == [495, 495]
+    assert coll.get_column("instance").n_unique() == 495
+    info = trace.meta["sources"][0]["info"]["nccl"]
+    assert {c["state"] for c in info["comms"]} == {"COMPLETE"}
+    assert {t["transport"] for t in info["transports"]} == {"P2P/direct pointer/read"}
+    assert len(info["rings"]) == 24 and info["rings"][0]["order"] == [0, 1]
+
+
+def test_real_nccl_2_10_multinode_log() -> None:
+    trace = di.load(need("nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log"))
+    info = trace.meta["sources"][0]["info"]["nccl"]
+    assert len(info["comms"]) == 32 and {c["nranks"] for c in info["comms"]} == {32}
+    assert sorted(c["rank"] for c in info["comms"]) == list(range(32))
+    assert {t["transport"].split("/")[0] for t in info["transports"]} == {"NET", "P2P"}
+    assert trace.ranks == list(range(32))
+    assert {(r["comm"], r["nchannels"]) for r in info["rings"]} == {("n32#0", 2)}
+    tree = {(t["channel"], t["rank"]): (t["parent"], t["children"]) for t in info["trees"]}
+    assert len(tree) == 64 and tree[(0, 0)] == (-1, [1, 16]) and tree[(1, 0)] == (8, [1])
+    assert trace.meta["sources"][0]["dropped"]["unknown lines (no log family understood them)"] > 0
+
+
+def nccl_tests_series(trace: di.Trace) -> dict[str, tuple[str, list[float]]]:
+    s = trace.series.join(trace.samples, on="series").sort("series", "ts_ns")
+    return {n: (g.get_column("unit")[0], g.get_column("value").to_list()) for (n,), g in s.group_by("name", maintain_order=True)}
+
+
+def test_nccl_tests_rows_cut_by_nccl_lines_are_put_back_together(tmp_path: Path) -> None:
+    text = ("# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid   7 on  nodeA device  0 [0000:17:00] NVIDIA A100\n"
+            "     1024   256   float   sum   -1nodeA:7:7 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 256 "
+            "datatype 7 op 0 root 0 comm 0xa [nranks=1] stream 0x3\n"
+            "nodeA:7:7 [0] NCCL INFO comm 0xa rank 0 nranks 1 cudaDev 0 busId 17000 - Init COMPLETE\n"
+            "    10.5   0.10   0.10      0    9.5   0.11   0.11      0\n"
+            "     2048   512   float   sum   -1    11.0   0.19   0.19      0   10.0   0.20   0.20    N/A\n"
+            "# Avg bus bandwidth    : 0.15\n"
+            "# Collective test starting: alltoall_perf\n"
+            "     4096  1024  float  none   -1    20.0   0.20   0.15      0   21.0   0.19   0.14    N/A\n")
+    trace = di.load(write(tmp_path, "bench.log", text))
+    trace.validate()
+    s = nccl_tests_series(trace)
+    assert s["nccl-tests.all_reduce.size"] == ("bytes", [1024.0, 2048.0])
+    assert s["nccl-tests.all_reduce.busbw.out-of-place"] == ("GB/s", [0.10, 0.19])
+    assert s["nccl-tests.all_reduce.time.in-place"] == ("us", [9.5, 10.0])
+    assert s["nccl-tests.alltoall.algbw.in-place"] == ("GB/s", [0.19])
+    info = trace.meta["sources"][0]["info"]["nccl_tests"]
+    assert info["tests"] == ["all_reduce_perf", "alltoall_perf"] and info["avg_busbw_GBps"] == {"all_reduce_perf": 0.15}
+    assert info["ranks"] == [{"rank": 0, "pid": 7, "host": "nodeA", "device": 0, "bus": "0000:17:00", "gpu": "NVIDIA A100"}]
+    assert trace.collectives.height == 1
+
+
+def test_real_nccl_tests_logs_healthy_and_degraded() -> None:
+    good = di.load(need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"))
+    bad = di.load(need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_nvlink_fault.log"))
+    peak = {name: max(nccl_tests_series(t)["nccl-tests.all_reduce.busbw.out-of-place"][1]) for name, t in (("good", good), ("bad", bad))}
+    assert len(nccl_tests_series(good)["nccl-tests.all_reduce.size"][1]) == 11  # every size, rows cut by NCCL lines too
+    assert peak["good"] > 150 and peak["bad"] < 50  # 24 NVLink channels vs 2
+    many = di.load(need("nccl/nccltests2.17.8_nccl2.29.2_h100_10node_80rank.log"))
+    info = many.meta["sources"][0]["info"]["nccl_tests"]
+    assert info["version"] == "2.17.8" and len(info["tests"]) == 5 and len(info["ranks"]) == 80
+    assert info["rows"] == 50 and many.meta["sources"][0]["dropped"] == {}
+
+
+def test_a_log_merges_with_a_trace_of_the_same_ranks(tmp_path: Path) -> None:
+    trace_file = tmp_path / "rank0.json"
+    trace_file.write_text(json.dumps({"traceEvents": [{"name": "k", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}))
+    job = di.load([trace_file, write(tmp_path, "job.log", NEW)])
+    job.validate()
+    assert job.ranks == [0, 1] and job.collectives.height == 4
+    assert [s["format"] for s in job.meta["sources"]] == ["chrome", "log:nccl"]
