@@ -41,8 +41,13 @@ TARGET_PUSH_POP_NS = 200.0  # from the issue
 
 
 def nvtx_include() -> str | None:
-    roots = [os.environ.get("NVTX_INCLUDE", ""), os.path.join(os.environ.get("CUDA_HOME", ""), "include"),
-             "/usr/local/cuda/include", *sorted(glob.glob("/usr/local/cuda-*/include"), reverse=True), "/usr/include"]
+    roots = [
+        os.environ.get("NVTX_INCLUDE", ""),
+        os.path.join(os.environ.get("CUDA_HOME", ""), "include"),
+        "/usr/local/cuda/include",
+        *sorted(glob.glob("/usr/local/cuda-*/include"), reverse=True),
+        "/usr/include",
+    ]
     return next((r for r in roots if r and os.path.isfile(os.path.join(r, "nvtx3", "nvToolsExt.h"))), None)
 
 
@@ -53,13 +58,21 @@ def nvtx(tmp: Path, iterations: int, rounds: int) -> dict[str, object]:
     if inc is None:
         return {"skipped": "no NVTX v3 headers (set NVTX_INCLUDE)"}
     exe = tmp / "nvtx_overhead"
-    subprocess.run([build.find_cc(), "-O2", f"-I{inc}", "-o", str(exe), str(REPO / "bench" / "nvtx_overhead.c"), "-ldl"], check=True)
+    subprocess.run(
+        [build.find_cc(), "-O2", f"-I{inc}", "-o", str(exe), str(REPO / "bench" / "nvtx_overhead.c"), "-ldl"],
+        check=True,
+    )
     raw = tmp / "nvtx.di" / "raw"
     raw.mkdir(parents=True)
     out = {}
-    for label, extra in (("no_tool", {}), ("di", {"DI_CAPTURE_DIR": str(raw), "NVTX_INJECTION64_PATH": str(build.nvtx_lib())})):
+    for label, extra in (
+        ("no_tool", {}),
+        ("di", {"DI_CAPTURE_DIR": str(raw), "NVTX_INJECTION64_PATH": str(build.nvtx_lib())}),
+    ):
         env = {k: v for k, v in os.environ.items() if k != "NVTX_INJECTION64_PATH"} | extra
-        res = subprocess.run([str(exe), str(iterations), str(rounds)], env=env, check=True, capture_output=True, text=True)
+        res = subprocess.run(
+            [str(exe), str(iterations), str(rounds)], env=env, check=True, capture_output=True, text=True
+        )
         out[label] = json.loads(res.stdout.strip().splitlines()[-1])
     return out
 
@@ -106,15 +119,24 @@ def python(tmp: Path, iterations: int, rounds: int) -> dict[str, object]:
     script = tmp / "py_bench.py"  # a file of the program's own (not di's), as --python records
     script.write_text(PY_CODE)
     rec = {"DI_CAPTURE_DIR": str(raw), "DI_NVTX_LIB": str(build.nvtx_lib()), "PYTHONPATH": str(REPO)}
-    plain = {k: v for k, v in os.environ.items() if k not in ("DI_CAPTURE_DIR", "DI_NVTX_LIB")} | {"PYTHONPATH": str(REPO)}
+    plain = {k: v for k, v in os.environ.items() if k not in ("DI_CAPTURE_DIR", "DI_NVTX_LIB")} | {
+        "PYTHONPATH": str(REPO)
+    }
 
     def go(mode: str, env: dict[str, str]) -> dict[str, float]:
-        res = subprocess.run([sys.executable, str(script), str(iterations), str(rounds), mode], env=env,
-                             check=True, capture_output=True, text=True)
+        res = subprocess.run(
+            [sys.executable, str(script), str(iterations), str(rounds), mode],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return json.loads(res.stdout.strip().splitlines()[-1])
 
-    out = {"region_recorded_ns": go("region", os.environ | rec)["region_ns"],
-           "region_not_recording_ns": go("region", plain)["region_ns"]}
+    out = {
+        "region_recorded_ns": go("region", os.environ | rec)["region_ns"],
+        "region_not_recording_ns": go("region", plain)["region_ns"],
+    }
     skipped = go(str(10**12), os.environ | rec)  # every call shorter than the minimum: the callback alone
     written = go("0", os.environ | rec)  # every call written
     out["python_call_plain_ns"] = skipped["plain_call_ns"]
@@ -137,16 +159,25 @@ def demo(tmp: Path, steps: int, repeats: int) -> dict[str, object]:
     from di.capture import build
 
     lib = str(build.nvtx_lib())
-    extra = {"shims": {}, "shims+regions": {"NVTX_INJECTION64_PATH": lib, "DI_NVTX_LIB": lib},
-             "shims+regions+python": {"NVTX_INJECTION64_PATH": lib, "DI_NVTX_LIB": lib, "DI_CAPTURE_PYTHON": "50000",
-                                      "PYTHONPATH": os.pathsep.join([str(REPO / "di" / "capture" / "gpu_hook"), str(REPO)])}}
+    extra = {
+        "shims": {},
+        "shims+regions": {"NVTX_INJECTION64_PATH": lib, "DI_NVTX_LIB": lib},
+        "shims+regions+python": {
+            "NVTX_INJECTION64_PATH": lib,
+            "DI_NVTX_LIB": lib,
+            "DI_CAPTURE_PYTHON": "50000",
+            "PYTHONPATH": os.pathsep.join([str(REPO / "di" / "capture" / "gpu_hook"), str(REPO)]),
+        },
+    }
     runs: dict[str, list[dict[str, float]]] = {c: [] for c in CONFIGS}
     saved = dict(os.environ)
     try:
         for i in range(repeats + 1):
-            for label in CONFIGS[i % 3:] + CONFIGS[:i % 3]:
+            for label in CONFIGS[i % 3 :] + CONFIGS[: i % 3]:
                 os.environ.clear()
-                os.environ.update({k: v for k, v in saved.items() if k not in ("NVTX_INJECTION64_PATH", "DI_NVTX_LIB")} | extra[label])
+                os.environ.update(
+                    {k: v for k, v in saved.items() if k not in ("NVTX_INJECTION64_PATH", "DI_NVTX_LIB")} | extra[label]
+                )
                 one = co._demo_once(tmp, steps, True)
                 if i:  # the first round warms up
                     runs[label].append(one)
@@ -155,9 +186,16 @@ def demo(tmp: Path, steps: int, repeats: int) -> dict[str, object]:
         os.environ.update(saved)
     med = {k: {key: statistics.median(r[key] for r in v) for key in ("wall_s", "step_s")} for k, v in runs.items()}
     base = med["shims"]
-    return {"steps": steps, "repeats": repeats, "median": med, "runs": runs,
-            "slowdown": {k: {"total": med[k]["wall_s"] / base["wall_s"] - 1, "steady_step": med[k]["step_s"] / base["step_s"] - 1}
-                         for k in CONFIGS[1:]}}
+    return {
+        "steps": steps,
+        "repeats": repeats,
+        "median": med,
+        "runs": runs,
+        "slowdown": {
+            k: {"total": med[k]["wall_s"] / base["wall_s"] - 1, "steady_step": med[k]["step_s"] / base["step_s"] - 1}
+            for k in CONFIGS[1:]
+        },
+    }
 
 
 def main() -> None:
@@ -170,25 +208,43 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        res = {"nvtx": nvtx(tmp, args.iterations, args.rounds), "python": python(tmp, args.iterations // 4, args.rounds)}
+        res = {
+            "nvtx": nvtx(tmp, args.iterations, args.rounds),
+            "python": python(tmp, args.iterations // 4, args.rounds),
+        }
         if not args.no_demo:
             res["demo"] = demo(tmp, args.steps, args.repeats)
     n, py = res["nvtx"], res["python"]
     if "di" in n:
-        print(f"NVTX push+pop (median of {args.rounds} rounds): pushA/pop {n['di']['push_pop_ascii_ns']:.0f} ns, "
-              f"domain pushEx (registered)/pop {n['di']['push_pop_domain_registered_ns']:.0f} ns with di "
-              f"(no tool: {n['no_tool']['push_pop_ascii_ns']:.1f} ns); target {TARGET_PUSH_POP_NS:.0f} ns")
-    print(f"di.region enter+exit: {py['region_recorded_ns']:.0f} ns recording, {py['region_not_recording_ns']:.0f} ns outside di record")
-    print(f"--python ({py['mechanism']}, Python {py['python']}), per call of a trivial function ({py['python_call_plain_ns']:.0f} ns plain): "
-          f"+{py['python_call_callback_only_ns']:.0f} ns below the minimum, +{py['python_call_recorded_ns']:.0f} ns written")
+        print(
+            f"NVTX push+pop (median of {args.rounds} rounds): pushA/pop {n['di']['push_pop_ascii_ns']:.0f} ns, "
+            f"domain pushEx (registered)/pop {n['di']['push_pop_domain_registered_ns']:.0f} ns with di "
+            f"(no tool: {n['no_tool']['push_pop_ascii_ns']:.1f} ns); target {TARGET_PUSH_POP_NS:.0f} ns"
+        )
+    print(
+        f"di.region enter+exit: {py['region_recorded_ns']:.0f} ns recording, {py['region_not_recording_ns']:.0f} ns outside di record"
+    )
+    print(
+        f"--python ({py['mechanism']}, Python {py['python']}), per call of a trivial function ({py['python_call_plain_ns']:.0f} ns plain): "
+        f"+{py['python_call_callback_only_ns']:.0f} ns below the minimum, +{py['python_call_recorded_ns']:.0f} ns written"
+    )
     if "demo" in res:
         dm = res["demo"]
-        print(f"demo ({dm['steps']} steps, 4 ranks, {dm['repeats']} runs each, medians; vs the shims alone, "
-              f"wall {dm['median']['shims']['wall_s']:.2f} s, step {1000 * dm['median']['shims']['step_s']:.0f} ms):")
+        print(
+            f"demo ({dm['steps']} steps, 4 ranks, {dm['repeats']} runs each, medians; vs the shims alone, "
+            f"wall {dm['median']['shims']['wall_s']:.2f} s, step {1000 * dm['median']['shims']['step_s']:.0f} ms):"
+        )
         for k, v in dm["slowdown"].items():
-            print(f"  {k:22} wall {dm['median'][k]['wall_s']:.2f} s ({100 * v['total']:+.1f} %), "
-                  f"steady step {1000 * dm['median'][k]['step_s']:.0f} ms ({100 * v['steady_step']:+.1f} %)")
-    res.update(machine=platform.platform(), cpus=os.cpu_count(), load_average=os.getloadavg(), target_push_pop_ns=TARGET_PUSH_POP_NS)
+            print(
+                f"  {k:22} wall {dm['median'][k]['wall_s']:.2f} s ({100 * v['total']:+.1f} %), "
+                f"steady step {1000 * dm['median'][k]['step_s']:.0f} ms ({100 * v['steady_step']:+.1f} %)"
+            )
+    res.update(
+        machine=platform.platform(),
+        cpus=os.cpu_count(),
+        load_average=os.getloadavg(),
+        target_push_pop_ns=TARGET_PUSH_POP_NS,
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(res, indent=1))
     print(f"numbers in {OUT.relative_to(REPO)}")

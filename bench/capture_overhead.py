@@ -54,12 +54,20 @@ def per_call(tmp: Path, iterations: int, rounds: int) -> list[dict[str, float]]:
     from di.capture import build
 
     exe = tmp / "calls"
-    subprocess.run([_tool("mpicc"), "-O2", "-o", str(exe), str(REPO / "bench" / "capture_overhead_calls.c"), "-ldl"], check=True)
+    subprocess.run(
+        [_tool("mpicc"), "-O2", "-o", str(exe), str(REPO / "bench" / "capture_overhead_calls.c"), "-ldl"], check=True
+    )
     raw = tmp / "calls.di" / "raw"
     raw.mkdir(parents=True)
     env = dict(os.environ, DI_CAPTURE_DIR=str(raw), LD_PRELOAD=f"{build.pmpi_shim()} {build.io_shim()}")
-    out = subprocess.run([str(exe), str(iterations), str(rounds), str(tmp / "scratch")], env=env, check=True,
-                         capture_output=True, text=True, timeout=600).stdout
+    out = subprocess.run(
+        [str(exe), str(iterations), str(rounds), str(tmp / "scratch")],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
@@ -71,8 +79,19 @@ def _demo_once(tmp: Path, steps: int, captured: bool) -> dict[str, float]:
 
     work = Path(tempfile.mkdtemp(dir=tmp))
     timings = work / "timings.json"
-    cmd = [_tool("mpiexec"), "-n", "4", sys.executable, "-m", "di.demo.train", str(work), "--steps", str(steps),
-           "--timings", str(timings)]
+    cmd = [
+        _tool("mpiexec"),
+        "-n",
+        "4",
+        sys.executable,
+        "-m",
+        "di.demo.train",
+        str(work),
+        "--steps",
+        str(steps),
+        "--timings",
+        str(timings),
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     sampler = None
     if captured:
@@ -91,7 +110,11 @@ def _demo_once(tmp: Path, steps: int, captured: bool) -> dict[str, float]:
     bounds = [*t["steps_s"], t["end_s"]]
     step = [b - a for a, b in zip(bounds, bounds[1:])]
     shutil.rmtree(work, ignore_errors=True)
-    return {"wall_s": wall, "step_s": statistics.median(step[1:] or step), "outside_loop_s": wall - (t["end_s"] - t["steps_s"][0])}
+    return {
+        "wall_s": wall,
+        "step_s": statistics.median(step[1:] or step),
+        "outside_loop_s": wall - (t["end_s"] - t["steps_s"][0]),
+    }
 
 
 def demo_slowdown(tmp: Path, steps: int, repeats: int) -> dict[str, object]:
@@ -100,14 +123,18 @@ def demo_slowdown(tmp: Path, steps: int, repeats: int) -> dict[str, object]:
     _demo_once(tmp, 1, False)  # warm the page cache and the shim builds
     _demo_once(tmp, 1, True)
     for i in range(repeats):
-        for captured in ((False, True) if i % 2 == 0 else (True, False)):
+        for captured in (False, True) if i % 2 == 0 else (True, False):
             runs[captured].append(_demo_once(tmp, steps, captured))
 
     def stats(captured: bool, key: str) -> dict[str, float]:
         v = [r[key] for r in runs[captured]]
         return {"median": statistics.median(v), "min": min(v), "max": max(v)}
 
-    out: dict[str, object] = {"steps": steps, "repeats": repeats, "runs": {"plain": runs[False], "captured": runs[True]}}
+    out: dict[str, object] = {
+        "steps": steps,
+        "repeats": repeats,
+        "runs": {"plain": runs[False], "captured": runs[True]},
+    }
     for key in ("wall_s", "step_s", "outside_loop_s"):
         out[key] = {"plain": stats(False, key), "captured": stats(True, key)}
     med = {k: (out[k]["plain"]["median"], out[k]["captured"]["median"]) for k in ("wall_s", "step_s", "outside_loop_s")}
@@ -118,8 +145,10 @@ def demo_slowdown(tmp: Path, steps: int, repeats: int) -> dict[str, object]:
 
 
 def ingest_times(run: Path) -> dict[str, float]:
-    code = (f"import time; t = time.perf_counter(); from di.capture.ingest import ingest; tr, _ = ingest({str(run)!r}); "
-            "print(time.perf_counter() - t, tr.events.height)")
+    code = (
+        f"import time; t = time.perf_counter(); from di.capture.ingest import ingest; tr, _ = ingest({str(run)!r}); "
+        "print(time.perf_counter() - t, tr.events.height)"
+    )
     out = {}
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(REPO))
@@ -144,10 +173,15 @@ def main() -> None:
         demo = demo_slowdown(tmp, args.steps, args.repeats)
         ingest = ingest_times(tmp / "demo-run.di")
         ingest_calls = ingest_times(tmp / "calls.di")
-    print(f"{'operation (medians of ' + str(args.rounds) + ' rounds)':40} {'wrapped ns':>11} {'direct ns':>10} {'overhead ns':>12}  spread")
+    print(
+        f"{'operation (medians of ' + str(args.rounds) + ' rounds)':40} {'wrapped ns':>11} {'direct ns':>10} {'overhead ns':>12}  spread"
+    )
     for c in calls:
-        print(f"{c['op']:40} {c['wrapped_ns']:11.1f} {c['direct_ns']:10.1f} {c['overhead_ns']:12.1f}  "
-              f"{c['overhead_min_ns']:.0f}..{c['overhead_max_ns']:.0f}")
+        print(
+            f"{c['op']:40} {c['wrapped_ns']:11.1f} {c['direct_ns']:10.1f} {c['overhead_ns']:12.1f}  "
+            f"{c['overhead_min_ns']:.0f}..{c['overhead_max_ns']:.0f}"
+        )
+
     def spread(key: str, which: str) -> str:
         d = demo[key][which]
         return f"{d['median']:.3f} s ({d['min']:.3f}..{d['max']:.3f})"
@@ -155,17 +189,36 @@ def main() -> None:
     print(f"demo ({args.steps} steps, 4 ranks, {args.repeats} runs each, alternating): median (min..max)")
     for key, label in (("wall_s", "job wall"), ("step_s", "steady step"), ("outside_loop_s", "outside the step loop")):
         print(f"  {label:22} plain {spread(key, 'plain')}   captured {spread(key, 'captured')}")
-    print(f"  slowdown: total {100 * demo['slowdown_total']:.1f} %, steady-state step {100 * demo['slowdown_steady_step']:.1f} %, "
-          f"fixed cost {1000 * demo['fixed_cost_s']:.0f} ms (target {100 * TARGET_SLOWDOWN:.0f} %)")
-    print(f"ingest of the captured demo: cold {ingest['cold_s']:.2f} s, warm {ingest['warm_s']:.2f} s, "
-          f"{ingest['events']:,} events")
-    print(f"ingest of the per-call run ({ingest_calls['events']:,} events, 1 rank): cold {ingest_calls['cold_s']:.2f} s, "
-          f"warm {ingest_calls['warm_s']:.2f} s = {ingest_calls['events'] / ingest_calls['warm_s']:,.0f} events/s warm")
+    print(
+        f"  slowdown: total {100 * demo['slowdown_total']:.1f} %, steady-state step {100 * demo['slowdown_steady_step']:.1f} %, "
+        f"fixed cost {1000 * demo['fixed_cost_s']:.0f} ms (target {100 * TARGET_SLOWDOWN:.0f} %)"
+    )
+    print(
+        f"ingest of the captured demo: cold {ingest['cold_s']:.2f} s, warm {ingest['warm_s']:.2f} s, "
+        f"{ingest['events']:,} events"
+    )
+    print(
+        f"ingest of the per-call run ({ingest_calls['events']:,} events, 1 rank): cold {ingest_calls['cold_s']:.2f} s, "
+        f"warm {ingest_calls['warm_s']:.2f} s = {ingest_calls['events'] / ingest_calls['warm_s']:,.0f} events/s warm"
+    )
     load = os.getloadavg()
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"per_call": calls, "demo": demo, "ingest": ingest, "ingest_per_call_run": ingest_calls, "target_call_ns": TARGET_CALL_NS,
-                               "target_slowdown": TARGET_SLOWDOWN, "machine": platform.platform(),
-                               "cpus": os.cpu_count(), "load_average": load}, indent=1))
+    OUT.write_text(
+        json.dumps(
+            {
+                "per_call": calls,
+                "demo": demo,
+                "ingest": ingest,
+                "ingest_per_call_run": ingest_calls,
+                "target_call_ns": TARGET_CALL_NS,
+                "target_slowdown": TARGET_SLOWDOWN,
+                "machine": platform.platform(),
+                "cpus": os.cpu_count(),
+                "load_average": load,
+            },
+            indent=1,
+        )
+    )
     print(f"load average during the run: {load}; numbers in {OUT.relative_to(REPO)}")
 
 

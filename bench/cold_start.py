@@ -62,16 +62,27 @@ def _commands(trace: str, work: str) -> dict[str, list[str]]:
         "convert otf2": ["convert", trace, "-o", f"{work}/x.otf2"],
         "report html": ["report", trace, "-o", f"{work}/x.html"],
         "demo": ["demo", "-o", f"{work}/demo.di"],
-        "record mpi": ["record", "--mpi", "-o", f"{work}/rec.di", "--", os.path.join(bindir, "mpiexec"), "-n", "2",
-                       sys.executable, job],
+        "record mpi": [
+            "record",
+            "--mpi",
+            "-o",
+            f"{work}/rec.di",
+            "--",
+            os.path.join(bindir, "mpiexec"),
+            "-n",
+            "2",
+            sys.executable,
+            job,
+        ],
     }
 
 
 def _measure(argv: list[str], env: dict[str, str], cwd: str) -> dict[str, float]:
     """Run ``python -m di ARGV``; CPU s (user+sys), wall s and peak RSS (MB) of it and its children."""
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "di", *argv], env=env, cwd=cwd,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "di", *argv], env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     err = proc.stderr.read() if proc.stderr else b""
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
@@ -94,7 +105,12 @@ def main() -> None:
     ap.add_argument("--no-sequence", action="store_true", help="skip the six commands in sequence from one empty cache")
     ap.add_argument("--label", default="", help="suffix of the JSON file, e.g. before / after")
     args = ap.parse_args()
-    results: dict[str, object] = {"repo": args.repo.name, "cpus": os.cpu_count(), "load_avg_start": os.getloadavg(), "commands": {}}
+    results: dict[str, object] = {
+        "repo": args.repo.name,
+        "cpus": os.cpu_count(),
+        "load_avg_start": os.getloadavg(),
+        "commands": {},
+    }
     with tempfile.TemporaryDirectory(prefix="di-cold-") as work:
         commands = _commands(args.trace, work)
         names = args.only.split(",") if args.only else list(commands)
@@ -111,13 +127,19 @@ def main() -> None:
                 row[label] = _measure(commands[name], _env(args.repo, cache), work)
             results["commands"][name] = row  # type: ignore[index]
             c, w = row["cold"], row["warm"]
-            print(f"  {name:16} cold {c['cpu_s']:6.1f} cpu-s {c['wall_s']:6.1f} s {c['rss_mb']:5.0f} MB | "
-                  f"warm {w['cpu_s']:5.1f} cpu-s {w['wall_s']:5.1f} s {w['rss_mb']:5.0f} MB", flush=True)
+            print(
+                f"  {name:16} cold {c['cpu_s']:6.1f} cpu-s {c['wall_s']:6.1f} s {c['rss_mb']:5.0f} MB | "
+                f"warm {w['cpu_s']:5.1f} cpu-s {w['wall_s']:5.1f} s {w['rss_mb']:5.0f} MB",
+                flush=True,
+            )
         if not args.no_sequence:
             cache = f"{work}/cache-sequence"
             seq = [_measure(commands[name], _env(args.repo, cache), work) for name in list(commands)[:6]]
-            results["sequence"] = {"cpu_s": sum(r["cpu_s"] for r in seq), "wall_s": sum(r["wall_s"] for r in seq),
-                                   "rss_mb": max(r["rss_mb"] for r in seq)}
+            results["sequence"] = {
+                "cpu_s": sum(r["cpu_s"] for r in seq),
+                "wall_s": sum(r["wall_s"] for r in seq),
+                "rss_mb": max(r["rss_mb"] for r in seq),
+            }
     results["load_avg_end"] = os.getloadavg()
     _report(results)
     out = REPO / "bench" / "out" / f"cold_start{'-' + args.label if args.label else ''}.json"
@@ -127,24 +149,32 @@ def main() -> None:
 
 
 def _report(results: dict) -> None:
-    print(f"\nload average {results['load_avg_start'][0]:.1f} .. {results['load_avg_end'][0]:.1f} on {results['cpus']} CPUs "
-          "(wall seconds include waiting for a CPU; compare CPU seconds)")
+    print(
+        f"\nload average {results['load_avg_start'][0]:.1f} .. {results['load_avg_end'][0]:.1f} on {results['cpus']} CPUs "
+        "(wall seconds include waiting for a CPU; compare CPU seconds)"
+    )
     print("| command | cold CPU s | warm CPU s | cold - warm | cold wall s | warm wall s | cold RSS MB | warm RSS MB |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, row in results["commands"].items():
         c, w = row["cold"], row["warm"]
         extra = c["cpu_s"] - w["cpu_s"]
         flag = "" if extra <= TARGET_EXTRA_CPU_S and c["rss_mb"] <= TARGET_RSS_MB else " (!)"
-        print(f"| di {name} | {c['cpu_s']:.1f} | {w['cpu_s']:.1f} | {extra:.1f}{flag} | {c['wall_s']:.1f} | "
-              f"{w['wall_s']:.1f} | {c['rss_mb']:.0f} | {w['rss_mb']:.0f} |")
+        print(
+            f"| di {name} | {c['cpu_s']:.1f} | {w['cpu_s']:.1f} | {extra:.1f}{flag} | {c['wall_s']:.1f} | "
+            f"{w['wall_s']:.1f} | {c['rss_mb']:.0f} | {w['rss_mb']:.0f} |"
+        )
     if "sequence" in results:
         s = results["sequence"]
-        print(f"six commands in sequence from one empty cache: {s['cpu_s']:.1f} CPU s, {s['wall_s']:.1f} s wall, "
-              f"peak {s['rss_mb']:.0f} MB (target < {TARGET_SEQUENCE_S:.0f} s)")
+        print(
+            f"six commands in sequence from one empty cache: {s['cpu_s']:.1f} CPU s, {s['wall_s']:.1f} s wall, "
+            f"peak {s['rss_mb']:.0f} MB (target < {TARGET_SEQUENCE_S:.0f} s)"
+        )
     info = results["commands"].get("info json")
     if info:
-        print(f"warm di info (10 k events): {info['warm']['wall_s']:.2f} s wall, {info['warm']['cpu_s']:.2f} CPU s "
-              f"(target < {TARGET_WARM_INFO_S:.0f} s)")
+        print(
+            f"warm di info (10 k events): {info['warm']['wall_s']:.2f} s wall, {info['warm']['cpu_s']:.2f} CPU s "
+            f"(target < {TARGET_WARM_INFO_S:.0f} s)"
+        )
 
 
 if __name__ == "__main__":

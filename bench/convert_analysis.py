@@ -37,7 +37,12 @@ def run_convert(src: Path, out: Path, cache: str, *flags: str) -> dict[str, floa
     env = dict(os.environ, PYTHONPATH=str(REPO), NUMBA_CACHE_DIR=cache)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "di", "convert", str(src), "-o", str(out), *flags], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "di", "convert", str(src), "-o", str(out), *flags],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -71,9 +76,15 @@ def main(argv: list[str] | None = None) -> int:
             cache = tempfile.mkdtemp(prefix="numba-", dir=tmp)
             row: dict[str, object] = {"events": di.load(src).events.height}
             row["cold_perfetto_analysis"] = run_convert(src, Path(tmp) / f"{name}.pftrace", cache)
-            modes = {f"{fmt}_{label}": (Path(tmp) / f"{name}-{label}.{ext}", flags) for fmt, ext in (("perfetto", "pftrace"), ("otf2", "otf2"))
-                     for label, flags in (("analysis", ()), ("no_analysis", ("--no-analysis",)))}
-            for key, (out, flags) in modes.items():  # first run of each: its own kernels compile (types differ per mode)
+            modes = {
+                f"{fmt}_{label}": (Path(tmp) / f"{name}-{label}.{ext}", flags)
+                for fmt, ext in (("perfetto", "pftrace"), ("otf2", "otf2"))
+                for label, flags in (("analysis", ()), ("no_analysis", ("--no-analysis",)))
+            }
+            for key, (
+                out,
+                flags,
+            ) in modes.items():  # first run of each: its own kernels compile (types differ per mode)
                 row[f"first_{key}"] = run_convert(src, out, cache, *flags)
             for key, (out, flags) in modes.items():
                 row[f"warm_{key}"] = run_convert(src, out, cache, *flags)

@@ -24,25 +24,39 @@ from cupti_fixture import API, KINDS, activity, delivered_class, make_plain, mak
 
 from di.capture import cupti_records as records
 
-FUNCTIONS = ("activity_register_callbacks", "activity_enable", "activity_disable", "activity_flush_all",
-             "get_callback_name", "set_thread_id_type", "get_timestamp", "finalize")
+FUNCTIONS = (
+    "activity_register_callbacks",
+    "activity_enable",
+    "activity_disable",
+    "activity_flush_all",
+    "get_callback_name",
+    "set_thread_id_type",
+    "get_timestamp",
+    "finalize",
+)
 
 
 def convert(make: object) -> tuple[np.ndarray, dict[str, int]]:
     names: dict[str, int] = {}
-    out = records.to_records(activity(make), lambda k: KINDS.get(k, 0), lambda n: names.setdefault(n, len(names) + 1),
-                             lambda _k, cbid: API[cbid])
+    out = records.to_records(
+        activity(make),
+        lambda k: KINDS.get(k, 0),
+        lambda n: names.setdefault(n, len(names) + 1),
+        lambda _k, cbid: API[cbid],
+    )
     return out, names
 
 
 def main() -> int:
     version = metadata.version("cupti-python")
-    report: dict = {"cupti_python": version,
-                    "functions_missing": [f for f in FUNCTIONS if not hasattr(cupti, f)],
-                    "kinds": {k: int(getattr(cupti.ActivityKind, k)) for k in records.CUPTI_KINDS},
-                    "classes": sorted({delivered_class(k).__name__ for k in KINDS}),
-                    "thread_id_type_system": int(cupti.ActivityThreadIdType.SYSTEM),
-                    "multiple_subscribers": int(cupti.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)}
+    report: dict = {
+        "cupti_python": version,
+        "functions_missing": [f for f in FUNCTIONS if not hasattr(cupti, f)],
+        "kinds": {k: int(getattr(cupti.ActivityKind, k)) for k in records.CUPTI_KINDS},
+        "classes": sorted({delivered_class(k).__name__ for k in KINDS}),
+        "thread_id_type_system": int(cupti.ActivityThreadIdType.SYSTEM),
+        "multiple_subscribers": int(cupti.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED),
+    }
     (plain, plain_names), (real, real_names) = convert(make_plain), convert(make_real)
     report["records"] = int(plain.size)
     report["differing_columns"] = [f for f in plain.dtype.names if not np.array_equal(plain[f], real[f])]

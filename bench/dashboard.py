@@ -72,8 +72,13 @@ def open_dashboard(folder: Path, cache: Path) -> dict[str, float]:
     """Start di dashboard, time its first answers and the end of its summaries, stop it."""
     env = dict(os.environ, PYTHONPATH=str(REPO), XDG_CACHE_HOME=str(cache), COLUMNS="200")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "di", "dashboard", str(folder), "--port", "0", "--no-browser"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "di", "dashboard", str(folder), "--port", "0", "--no-browser"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         port = None
         while port is None:
@@ -123,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     (OUT / "dashboard.json").write_text(json.dumps(results, indent=1) + "\n")
     for k in ("cold", "warm"):
         r = results[k]
-        print(f"{k}: page {r['page_s']:.2f} s, runs listed {r['first_runs_s']:.2f} s ({r['pending_at_first']} pending), "
-              f"every summary {r['all_summaries_s']:.2f} s, {r['runs']} runs ({r['errors']} unreadable), rescan {1000 * r['rescan_median_s']:.0f} ms")
+        print(
+            f"{k}: page {r['page_s']:.2f} s, runs listed {r['first_runs_s']:.2f} s ({r['pending_at_first']} pending), "
+            f"every summary {r['all_summaries_s']:.2f} s, {r['runs']} runs ({r['errors']} unreadable), rescan {1000 * r['rescan_median_s']:.0f} ms"
+        )
     return 0
 
 

@@ -125,36 +125,74 @@ def generate(ranks: int, steps: int, ops: int, seed: int = 0) -> Any:
     offsets = np.cumsum([0] + [p[1].size for p in parts])
     loc, start, end, kind = loc[order], start[order], end[order], kind[order]
     depth, parent = nest(loc, start, end)
-    names = ["ProfilerStep", "aten::mm", "cudaLaunchKernel", "gemm_kernel", "Memcpy HtoD", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "MPI_Send", "MPI_Recv", "cudaLaunchKernel"]
+    names = [
+        "ProfilerStep",
+        "aten::mm",
+        "cudaLaunchKernel",
+        "gemm_kernel",
+        "Memcpy HtoD",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        "MPI_Send",
+        "MPI_Recv",
+        "cudaLaunchKernel",
+    ]
     cats = ["step", "compute", "cuda_api", "kernel", "memcpy", "nccl", "mpi_p2p", "mpi_p2p", "cuda_api"]
-    events = pl.DataFrame({
-        "loc": loc.astype(np.uint32), "start_ns": start, "end_ns": end,
-        "name": pl.Series(names, dtype=pl.Categorical).gather(kind.astype(np.int64)),
-        "cat": pl.Series(cats, dtype=pl.String).gather(kind.astype(np.int64)),
-        "depth": depth, "parent": pl.Series(parent).replace(-1, None), "instant": np.zeros(loc.size, bool),
-    })
-    flows = {"src": np.concatenate([row_of[offsets[2]:offsets[3]], row_of[offsets[8]:offsets[9]]]),
-             "dst": np.concatenate([row_of[offsets[3]:offsets[4]], row_of[offsets[5]:offsets[6]]]), "kind": "launch"}
+    events = pl.DataFrame(
+        {
+            "loc": loc.astype(np.uint32),
+            "start_ns": start,
+            "end_ns": end,
+            "name": pl.Series(names, dtype=pl.Categorical).gather(kind.astype(np.int64)),
+            "cat": pl.Series(cats, dtype=pl.String).gather(kind.astype(np.int64)),
+            "depth": depth,
+            "parent": pl.Series(parent).replace(-1, None),
+            "instant": np.zeros(loc.size, bool),
+        }
+    )
+    flows = {
+        "src": np.concatenate([row_of[offsets[2] : offsets[3]], row_of[offsets[8] : offsets[9]]]),
+        "dst": np.concatenate([row_of[offsets[3] : offsets[4]], row_of[offsets[5] : offsets[6]]]),
+        "kind": "launch",
+    }
     n_rs = ranks * steps
-    messages = {"send": row_of[offsets[6]:offsets[7]], "recv": row_of[offsets[7]:offsets[8]].reshape(ranks, steps)[np.r_[1:ranks, 0]].ravel()}
+    messages = {
+        "send": row_of[offsets[6] : offsets[7]],
+        "recv": row_of[offsets[7] : offsets[8]].reshape(ranks, steps)[np.r_[1:ranks, 0]].ravel(),
+    }
     collectives = {
-        "instance": np.tile(np.arange(steps, dtype=np.int64), ranks), "event": row_of[offsets[5]:offsets[6]],
-        "rank": np.repeat(np.arange(ranks, dtype=np.int32), steps), "comm": ["world"] * n_rs,
-        "seq": np.tile(np.arange(steps, dtype=np.int64), ranks), "op": ["allreduce"] * n_rs, "group_size": [ranks] * n_rs,
+        "instance": np.tile(np.arange(steps, dtype=np.int64), ranks),
+        "event": row_of[offsets[5] : offsets[6]],
+        "rank": np.repeat(np.arange(ranks, dtype=np.int32), steps),
+        "comm": ["world"] * n_rs,
+        "seq": np.tile(np.arange(steps, dtype=np.int64), ranks),
+        "op": ["allreduce"] * n_rs,
+        "group_size": [ranks] * n_rs,
     }
     locations = {
-        "loc": np.arange(3 * ranks, dtype=np.uint32), "rank": np.repeat(np.arange(ranks, dtype=np.int32), 3),
+        "loc": np.arange(3 * ranks, dtype=np.uint32),
+        "rank": np.repeat(np.arange(ranks, dtype=np.int32), 3),
         "kind": ["cpu_thread", "gpu_stream", "gpu_stream"] * ranks,
-        "device": np.where(np.arange(3 * ranks) % 3 == 0, -1, np.repeat(np.arange(ranks), 3)), "source": [0] * (3 * ranks),
+        "device": np.where(np.arange(3 * ranks) % 3 == 0, -1, np.repeat(np.arange(ranks), 3)),
+        "source": [0] * (3 * ranks),
     }
-    locs = pl.DataFrame(locations).with_columns(pl.when(pl.col("device") < 0).then(None).otherwise(pl.col("device")).alias("device"))
-    return Trace.build(meta={"command": "bench/engine.py generated job"}, locations=locs, events=events, flows=flows,
-                       messages=messages, collectives=collectives)
+    locs = pl.DataFrame(locations).with_columns(
+        pl.when(pl.col("device") < 0).then(None).otherwise(pl.col("device")).alias("device")
+    )
+    return Trace.build(
+        meta={"command": "bench/engine.py generated job"},
+        locations=locs,
+        events=events,
+        flows=flows,
+        messages=messages,
+        collectives=collectives,
+    )
 
 
 def _child(which: str, store: Path, env: dict[str, str]) -> dict[str, Any]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, which, str(store)], capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, which, str(store)], capture_output=True, text=True, env=env, check=False
+    )
     if proc.returncode:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else f"exit {proc.returncode}"}
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -163,10 +201,17 @@ def _child(which: str, store: Path, env: dict[str, str]) -> dict[str, Any]:
 
 
 def _cli(store: Path, cache: str, env: dict[str, str], out: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-c", "import os,sys,runpy; os.sched_setaffinity(0,{min(os.sched_getaffinity(0))}); sys.argv=['di']+sys.argv[1:]; "
-           "import di.cli; rc=di.cli.main(); "
-           "print('VmHWM', next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')), file=sys.stderr); sys.exit(rc)",
-           "analyze", str(store), "--json", str(out)]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import os,sys,runpy; os.sched_setaffinity(0,{min(os.sched_getaffinity(0))}); sys.argv=['di']+sys.argv[1:]; "
+        "import di.cli; rc=di.cli.main(); "
+        "print('VmHWM', next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')), file=sys.stderr); sys.exit(rc)",
+        "analyze",
+        str(store),
+        "--json",
+        str(out),
+    ]
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -184,7 +229,9 @@ def _hta(python: str) -> dict[str, Any]:
     import di
     from di.engine import analyze
 
-    proc = subprocess.run([python, str(REPO / "bench" / "hta_compare.py"), str(KINETO)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [python, str(REPO / "bench" / "hta_compare.py"), str(KINETO)], capture_output=True, text=True, check=False
+    )
     if proc.returncode:
         return {"error": proc.stderr.strip().splitlines()[-1]}
     hta = json.loads(proc.stdout)
@@ -195,7 +242,12 @@ def _hta(python: str) -> dict[str, Any]:
         res = analyze(trace, analyses=analyses)
         ours = sum(res.seconds.values())
         theirs = sum(v for k, v in h["seconds"].items() if k != "load")
-        rows[name] = {"hta_s": theirs, "di_s": ours, "hta_over_di": theirs / ours if ours else None, "analyses": analyses}
+        rows[name] = {
+            "hta_s": theirs,
+            "di_s": ours,
+            "hta_over_di": theirs / ours if ours else None,
+            "analyses": analyses,
+        }
     return rows
 
 
@@ -248,8 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         result["hta"] = _hta(args.hta_python)
         print(json.dumps(result["hta"], indent=1))
     all_ = result.get("all", {})
-    result["targets"] = {"all_s": all_.get("seconds"), "all_cpu_s": all_.get("cpu_s"), "target_s": TARGET_S, "peak_rss_gb": (all_.get("peak_rss_mb") or 0) / 1024,
-                         "target_rss_gb": TARGET_RSS_GB}
+    result["targets"] = {
+        "all_s": all_.get("seconds"),
+        "all_cpu_s": all_.get("cpu_s"),
+        "target_s": TARGET_S,
+        "peak_rss_gb": (all_.get("peak_rss_mb") or 0) / 1024,
+        "target_rss_gb": TARGET_RSS_GB,
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1))
     print(f"wrote {OUT.relative_to(REPO)}")

@@ -87,8 +87,16 @@ def worker(conn: Connection, corpus_dir: str, readers: list[str]) -> None:
             outcome = C.check(path, folder)
         cli_problem = C.cli_problem(path, REPO) if cli else None
         shutil.rmtree(folder, ignore_errors=True)
-        conn.send({"kind": outcome.kind, "key": outcome.key, "message": outcome.message, "cli": cli,
-                   "cli_problem": cli_problem, "seconds": time.perf_counter() - started})
+        conn.send(
+            {
+                "kind": outcome.kind,
+                "key": outcome.key,
+                "message": outcome.message,
+                "cli": cli,
+                "cli_problem": cli_problem,
+                "seconds": time.perf_counter() - started,
+            }
+        )
 
 
 def _rss_mb(pid: int) -> float:
@@ -131,8 +139,15 @@ class Slot:
         self.proc.join()
 
 
-def run(jobs: list[tuple[str, int, bool]], corpus_dir: str, readers: list[str], workers: int, timeout_s: float,
-        max_rss_mb: float, report: Any) -> None:
+def run(
+    jobs: list[tuple[str, int, bool]],
+    corpus_dir: str,
+    readers: list[str],
+    workers: int,
+    timeout_s: float,
+    max_rss_mb: float,
+    report: Any,
+) -> None:
     """Feed ``jobs`` to the workers; ``report(job, result)`` gets every result (dicts as :func:`worker` sends)."""
     from tests.fuzz_cases import CLI_TIMEOUT_S
 
@@ -154,7 +169,10 @@ def run(jobs: list[tuple[str, int, bool]], corpus_dir: str, readers: list[str], 
                     s.job = None
                 except (EOFError, OSError):
                     s.proc.join(5)
-                    failure = {"kind": "failure", "key": f"worker died (exit code {s.proc.exitcode}: a crash in native code)"}
+                    failure = {
+                        "kind": "failure",
+                        "key": f"worker died (exit code {s.proc.exitcode}: a crash in native code)",
+                    }
             elif time.monotonic() - s.since > timeout_s + (CLI_TIMEOUT_S if s.job[2] else 0):
                 failure = {"kind": "failure", "key": f"hang: no answer within {timeout_s:g} s"}
             elif _rss_mb(s.proc.pid) > max_rss_mb:
@@ -163,8 +181,16 @@ def run(jobs: list[tuple[str, int, bool]], corpus_dir: str, readers: list[str], 
                 job = s.job
                 s.proc.kill()
                 s.proc.join()
-                report(job, {**failure, "message": "", "cli": False, "cli_problem": None,
-                             "seconds": time.monotonic() - s.since})
+                report(
+                    job,
+                    {
+                        **failure,
+                        "message": "",
+                        "cli": False,
+                        "cli_problem": None,
+                        "seconds": time.monotonic() - s.since,
+                    },
+                )
                 s.__init__(ctx, corpus_dir, readers)  # a fresh worker
             if not s.job and todo:
                 s.start(todo.pop())
@@ -186,7 +212,9 @@ class Tally:
         self.counts[reader][result["kind"]] += 1
         self.seconds[reader] += result["seconds"]
         if result["kind"] in ("failure", "skipped"):
-            entry = self.failures[reader].setdefault(result["key"], {"count": 0, "seeds": [], "message": result["message"]})
+            entry = self.failures[reader].setdefault(
+                result["key"], {"count": 0, "seeds": [], "message": result["message"]}
+            )
             entry["count"] += 1
             if len(entry["seeds"]) < 5:
                 entry["seeds"].append(seed)
@@ -230,11 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=100_000, help="inputs in all, shared evenly among the readers")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--reader", default="kineto,chrome,perfetto,otf2,di", help="comma-separated: kineto, chrome, perfetto, otf2, di")
+    p.add_argument(
+        "--reader", default="kineto,chrome,perfetto,otf2,di", help="comma-separated: kineto, chrome, perfetto, otf2, di"
+    )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds an input may take before it counts as a hang")
     p.add_argument("--max-rss-mb", type=float, default=2048.0)
-    p.add_argument("--cli-every", type=int, default=500, help="every Nth input also through `python -m di info` (0: never)")
+    p.add_argument(
+        "--cli-every", type=int, default=500, help="every Nth input also through `python -m di info` (0: never)"
+    )
     p.add_argument("--replay", type=int, metavar="SEED", help="run the input of one case seed in this process")
     p.add_argument("--keep", type=Path, help="with --replay: write the input under this directory")
     p.add_argument("--json", type=Path, default=OUT / "fuzz.json")
@@ -251,8 +283,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.replay is not None:
             return replay(corpus_dir, readers[0], args.replay, args.keep)
         per = max(1, args.count // len(readers))
-        jobs = [(r, args.seed * SEEDS_PER_RUN + i, bool(args.cli_every) and i % args.cli_every == args.cli_every - 1)
-                for i in range(per) for r in readers]
+        jobs = [
+            (r, args.seed * SEEDS_PER_RUN + i, bool(args.cli_every) and i % args.cli_every == args.cli_every - 1)
+            for i in range(per)
+            for r in readers
+        ]
         tally = Tally()
         done = [0]
         started = time.monotonic()
@@ -261,7 +296,11 @@ def main(argv: list[str] | None = None) -> int:
             tally.add(job, result)
             done[0] += 1
             if done[0] % 1000 == 0:
-                print(f"  {done[0]:,}/{len(jobs):,} inputs, {done[0] / (time.monotonic() - started):.1f}/s", file=sys.stderr, flush=True)
+                print(
+                    f"  {done[0]:,}/{len(jobs):,} inputs, {done[0] / (time.monotonic() - started):.1f}/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         run(jobs, corpus_dir, readers, args.workers, args.timeout, args.max_rss_mb, report)
         wall = time.monotonic() - started
@@ -269,25 +308,54 @@ def main(argv: list[str] | None = None) -> int:
     return _print(args, readers, tally, wall, len(jobs), seeds)
 
 
-def _print(args: argparse.Namespace, readers: list[str], tally: Tally, wall: float, n: int, seeds: dict[str, list[str]]) -> int:
+def _print(
+    args: argparse.Namespace, readers: list[str], tally: Tally, wall: float, n: int, seeds: dict[str, list[str]]
+) -> int:
     kinds = ("clean", "warnings", "error", "failure", "skipped")
     print(f"fuzz: {n:,} inputs, seed {args.seed}, {args.workers} worker(s), {wall:.0f} s wall, {n / wall:.1f} inputs/s")
-    print(f"{'reader':10}{'inputs':>9}" + "".join(f"{k:>10}" for k in kinds) + f"{'CLI ok':>8}{'CLI bad':>8}{'inputs/s':>10}")
+    print(
+        f"{'reader':10}{'inputs':>9}"
+        + "".join(f"{k:>10}" for k in kinds)
+        + f"{'CLI ok':>8}{'CLI bad':>8}{'inputs/s':>10}"
+    )
     rows = {}
     for r in readers:
         c, total = tally.counts[r], sum(tally.counts[r].values())
         rate = total / tally.seconds[r] if tally.seconds[r] else 0.0  # per second of one worker
-        rows[r] = {"inputs": total, **{k: c[k] for k in kinds}, "cli": dict(tally.cli[r]), "inputs_per_s": round(rate, 1),
-                   "failures": tally.failures[r], "seeds": seeds[r]}
-        print(f"{r:10}{total:>9,}" + "".join(f"{c[k]:>10,}" for k in kinds)
-              + f"{tally.cli[r]['ok']:>8}{tally.cli[r]['failure']:>8}{rate:>10.1f}")
+        rows[r] = {
+            "inputs": total,
+            **{k: c[k] for k in kinds},
+            "cli": dict(tally.cli[r]),
+            "inputs_per_s": round(rate, 1),
+            "failures": tally.failures[r],
+            "seeds": seeds[r],
+        }
+        print(
+            f"{r:10}{total:>9,}"
+            + "".join(f"{c[k]:>10,}" for k in kinds)
+            + f"{tally.cli[r]['ok']:>8}{tally.cli[r]['failure']:>8}{rate:>10.1f}"
+        )
     for r in readers:
         for key, f in sorted(tally.failures[r].items(), key=lambda kv: -kv[1]["count"]):
-            print(f"{'SKIP' if key.startswith('mutation raised') else 'FAIL'} {r}: {f['count']} x {key}\n     {f['message'][:200]!r}\n     replay: python bench/fuzz.py --reader {r} --replay {f['seeds'][0]}"
-                  f"   (seeds {', '.join(map(str, f['seeds']))})")
+            print(
+                f"{'SKIP' if key.startswith('mutation raised') else 'FAIL'} {r}: {f['count']} x {key}\n     {f['message'][:200]!r}\n     replay: python bench/fuzz.py --reader {r} --replay {f['seeds'][0]}"
+                f"   (seeds {', '.join(map(str, f['seeds']))})"
+            )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"count": n, "seed": args.seed, "workers": args.workers, "wall_s": round(wall, 1),
-                                     "timeout_s": args.timeout, "max_rss_mb": args.max_rss_mb, "readers": rows}, indent=1))
+    args.json.write_text(
+        json.dumps(
+            {
+                "count": n,
+                "seed": args.seed,
+                "workers": args.workers,
+                "wall_s": round(wall, 1),
+                "timeout_s": args.timeout,
+                "max_rss_mb": args.max_rss_mb,
+                "readers": rows,
+            },
+            indent=1,
+        )
+    )
     return 1 if any(tally.failures[r] for r in readers) else 0
 
 

@@ -38,16 +38,32 @@ def synth(raw: Path, n: int) -> None:
     k["kind"], k["t0"], k["t1"], k["corr"] = records.K_KERNEL, t + 5_000, t + 15_000, np.arange(1, n + 1)
     k["stream"], k["name"], k["grid"], k["block"] = np.arange(n) % 4, np.array(names)[np.arange(n) % 50], 64, 256
     a = np.zeros(n, records.GPU_RECORD)
-    a["kind"], a["t0"], a["t1"], a["corr"], a["tid"], a["name"] = records.K_RUNTIME, t, t + 3_000, np.arange(1, n + 1), 7, api
+    a["kind"], a["t0"], a["t1"], a["corr"], a["tid"], a["name"] = (
+        records.K_RUNTIME,
+        t,
+        t + 3_000,
+        np.arange(1, n + 1),
+        7,
+        api,
+    )
     m = np.zeros(n // 4, records.GPU_RECORD)
-    m["kind"], m["t0"], m["t1"], m["bytes"], m["sub"], m["stream"] = records.K_MEMCPY, t[::4][: n // 4] + 16_000, t[::4][: n // 4] + 19_000, 1 << 20, 1, 5
+    m["kind"], m["t0"], m["t1"], m["bytes"], m["sub"], m["stream"] = (
+        records.K_MEMCPY,
+        t[::4][: n // 4] + 16_000,
+        t[::4][: n // 4] + 19_000,
+        1 << 20,
+        1,
+        5,
+    )
     cap.append(np.concatenate([a, k, m]))
 
 
 def ingest_time(run: Path, cache: str) -> float:
     env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": cache}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "di", "record", "--ingest", "-o", str(run)], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "di", "record", "--ingest", "-o", str(run)], env=env, check=True, capture_output=True
+    )
     return time.perf_counter() - t0
 
 
@@ -55,15 +71,42 @@ def callback_cost(n: int = 100_000) -> dict[str, float]:
     """CPU microseconds per record of the buffer callback's conversion (best of 3), for a buffer of
     kernels only and for a mixed buffer (per kernel its launch API record, a memcpy per 4 kernels)."""
     kinds = {10: records.K_KERNEL, 5: records.K_RUNTIME, 1: records.K_MEMCPY}
-    kernels = [SimpleNamespace(kind=10, start=i, end=i + 5, correlation_id=i, device_id=0, context_id=1, stream_id=7,
-                               name=f"kernel_{i % 50}", grid_x=64, grid_y=1, grid_z=1, block_x=256, block_y=1, block_z=1)
-               for i in range(n)]
+    kernels = [
+        SimpleNamespace(
+            kind=10,
+            start=i,
+            end=i + 5,
+            correlation_id=i,
+            device_id=0,
+            context_id=1,
+            stream_id=7,
+            name=f"kernel_{i % 50}",
+            grid_x=64,
+            grid_y=1,
+            grid_z=1,
+            block_x=256,
+            block_y=1,
+            block_z=1,
+        )
+        for i in range(n)
+    ]
     mixed = []
     for i, k in enumerate(kernels):
         mixed += [SimpleNamespace(kind=5, start=i, end=i + 2, correlation_id=i, cbid=211, thread_id=7), k]
         if i % 4 == 0:
-            mixed.append(SimpleNamespace(kind=1, start=i, end=i + 9, correlation_id=i, device_id=0, context_id=1,
-                                         stream_id=5, bytes=1 << 20, copy_kind=1))
+            mixed.append(
+                SimpleNamespace(
+                    kind=1,
+                    start=i,
+                    end=i + 9,
+                    correlation_id=i,
+                    device_id=0,
+                    context_id=1,
+                    stream_id=5,
+                    bytes=1 << 20,
+                    copy_kind=1,
+                )
+            )
     out = {}
     for label, buffer in (("kernels", kernels), ("mixed", mixed)):
         best = float("inf")

@@ -41,8 +41,11 @@ def main(root: Path) -> dict:
         t0 = time.perf_counter()
         ov = ta.get_comm_comp_overlap(visualize=False)
         t_ov = time.perf_counter() - t0
-        out[name] = {"seconds": {"load": load, "temporal_breakdown": t_tb, "comm_comp_overlap": t_ov},
-                     "temporal_breakdown": tb.to_dict(orient="records"), "comm_comp_overlap": ov.to_dict(orient="records")}
+        out[name] = {
+            "seconds": {"load": load, "temporal_breakdown": t_tb, "comm_comp_overlap": t_ov},
+            "temporal_breakdown": tb.to_dict(orient="records"),
+            "comm_comp_overlap": ov.to_dict(orient="records"),
+        }
     for name, (annotation, instance) in CRITICAL.items():
         t0 = time.perf_counter()
         ta = TraceAnalysis(trace_dir=str(root / name))
@@ -53,10 +56,17 @@ def main(root: Path) -> dict:
         edf = cp.get_critical_path_breakdown()
         df = ta.t.get_trace(0)
         sym = ta.t.symbol_table.get_sym_id_map()
-        ann = df[df["name"] == sym[annotation]] if annotation in sym else df[df["name"].isin([v for k, v in sym.items() if annotation in k])]
+        ann = (
+            df[df["name"] == sym[annotation]]
+            if annotation in sym
+            else df[df["name"].isin([v for k, v in sym.items() if annotation in k])]
+        )
         row = ann.sort_values("ts").iloc[instance]
         out[name] = {
-            "seconds": {"load": load, "critical_path": t_cp}, "ok": bool(ok), "annotation": annotation, "instance": instance,
+            "seconds": {"load": load, "critical_path": t_cp},
+            "ok": bool(ok),
+            "annotation": annotation,
+            "instance": instance,
             "window_us": [int(row["ts"] + ta.t.min_ts), int(row["ts"] + row["dur"] + ta.t.min_ts)],
             "length_us": int(edf.duration.sum()),
             "by_bound": {k: int(v) for k, v in edf.groupby("bound_by").duration.sum().items()},

@@ -50,12 +50,16 @@ print(json.dumps({"analyze_s": dt, "critical_path_s": a.seconds["critical_path"]
 def _run(root: Path, archive: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root)}
     # cwd=root too: ``python -c`` and ``-m`` put the working directory before PYTHONPATH
-    out = subprocess.run([sys.executable, "-c", CHILD, str(archive)], env=env, cwd=root, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(archive)], env=env, cwd=root, capture_output=True, text=True, check=True
+    )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "di", "analyze", str(archive)], env=env, cwd=root, capture_output=True, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "di", "analyze", str(archive)], env=env, cwd=root, capture_output=True, check=True
+        )
         best = min(best, time.perf_counter() - t0)
     return {**got, "cli_s": best}
 
@@ -78,9 +82,11 @@ def main() -> None:
                 continue
             before, after = _run(base, archive), _run(REPO, archive)
             results[name] = {"base": before, "this": after}
-            print(f"== {name}: length {before['length_ns'] / 1e6:.1f} -> {after['length_ns'] / 1e6:.1f} ms, dropped edges "
-                  f"{before['dropped_edges']} -> {after['dropped_edges']}, analyze {before['analyze_s']:.2f} -> "
-                  f"{after['analyze_s']:.2f} s (critical path {before['critical_path_s']:.3f} -> {after['critical_path_s']:.3f} s), di analyze (CLI, best of 3) {before['cli_s']:.2f} -> {after['cli_s']:.2f} s")
+            print(
+                f"== {name}: length {before['length_ns'] / 1e6:.1f} -> {after['length_ns'] / 1e6:.1f} ms, dropped edges "
+                f"{before['dropped_edges']} -> {after['dropped_edges']}, analyze {before['analyze_s']:.2f} -> "
+                f"{after['analyze_s']:.2f} s (critical path {before['critical_path_s']:.3f} -> {after['critical_path_s']:.3f} s), di analyze (CLI, best of 3) {before['cli_s']:.2f} -> {after['cli_s']:.2f} s"
+            )
             for cat in sorted(set(before["pct"]) | set(after["pct"]), key=lambda c: -after["pct"].get(c, 0)):
                 print(f"   {cat:16s} {before['pct'].get(cat, 0):6.2f} % -> {after['pct'].get(cat, 0):6.2f} %")
     out = REPO / "bench" / "out" / "hybrid_critical_path.json"

@@ -65,7 +65,9 @@ def peak_kb():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 """
 
-LOAD = PEAK + r"""
+LOAD = (
+    PEAK
+    + r"""
 import json, resource, sys, time
 import di
 from di.demo import write_kineto_job
@@ -82,6 +84,7 @@ print(json.dumps({"wall_s": wall, "cpu_s": user + system, "user_s": user, "sys_s
                   "page_faults": after.ru_minflt - base.ru_minflt, "max_rss_kb": peak_kb(),
                   "base_rss_kb": base_kb, "ru_maxrss_kb": after.ru_maxrss, "events_loaded": events}))
 """
+)
 
 GENERATE = r"""
 import json, math, sys, time
@@ -107,28 +110,40 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="di-bench-") as tmp:
         where = Path(args.keep) if args.keep else Path(tmp)
         path, gen_s = _generated(where, args.events)
-        inputs.append({"name": "generated (di.demo rank 0)", "path": path,
-                       "generate_s": gen_s})
+        inputs.append({"name": "generated (di.demo rank 0)", "path": path, "generate_s": gen_s})
         results = [_measure(i, skip_gzip=args.skip_gzip, repeat=args.repeat) for i in inputs]
     _report(results)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"machine": _machine(), "targets": {
-        "events_per_core_s": TARGET_EVENTS_PER_CORE_S, "rss_ratio": TARGET_RSS_RATIO},
-        "results": results}, indent=1, default=str))
+    OUT.write_text(
+        json.dumps(
+            {
+                "machine": _machine(),
+                "targets": {"events_per_core_s": TARGET_EVENTS_PER_CORE_S, "rss_ratio": TARGET_RSS_RATIO},
+                "results": results,
+            },
+            indent=1,
+            default=str,
+        )
+    )
     print(f"wrote {OUT.relative_to(REPO)}")
     return 0 if all(r.get("error") is None for r in results) else 1
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--events", type=int, default=5_000_000,
-                   help="minimum events of the generated trace (default 5,000,000)")
-    p.add_argument("--keep", metavar="DIR",
-                   help="write the generated trace to DIR and keep it; reused when present")
-    p.add_argument("--repeat", type=int, default=3,
-                   help="fresh-process loads per input; the one with the least CPU time is reported, all are kept (default 3)")
-    p.add_argument("--skip-gzip", action="store_true",
-                   help="do not gzip the generated trace to report its compressed size")
+    p.add_argument(
+        "--events", type=int, default=5_000_000, help="minimum events of the generated trace (default 5,000,000)"
+    )
+    p.add_argument("--keep", metavar="DIR", help="write the generated trace to DIR and keep it; reused when present")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="fresh-process loads per input; the one with the least CPU time is reported, all are kept (default 3)",
+    )
+    p.add_argument(
+        "--skip-gzip", action="store_true", help="do not gzip the generated trace to report its compressed size"
+    )
     return p.parse_args(argv)
 
 
@@ -156,7 +171,7 @@ def _count_events(path: Path) -> int:
         while chunk := f.read(CHUNK_BYTES):
             data = carry + chunk
             count += data.count(PH)
-            carry = data[-(len(PH) - 1):]
+            carry = data[-(len(PH) - 1) :]
     return count
 
 
@@ -178,8 +193,7 @@ def _generated(where: Path, events: int) -> tuple[Path, float | None]:
         print(f"reusing {path}")
         return path, None
     print(f"generating {path} ({events:,}+ events) ...")
-    cmd = [sys.executable, "-c", GENERATE, str(where), str(events), str(GEN_RANKS),
-           str(GEN_OPS_PER_STEP)]
+    cmd = [sys.executable, "-c", GENERATE, str(where), str(events), str(GEN_RANKS), str(GEN_OPS_PER_STEP)]
     _, done = _run(cmd, {**os.environ, "PYTHONPATH": str(REPO)})
     if done.returncode != 0:
         raise SystemExit(f"generating the trace failed:\n{done.stderr}")
@@ -196,17 +210,23 @@ def _measure(item: dict[str, Any], *, skip_gzip: bool, repeat: int) -> dict[str,
     path: Path = item["path"]
     plain = _plain_size(path)
     gz = path.stat().st_size if path.suffix == ".gz" else None if skip_gzip else _gzip_size(path)
-    res: dict[str, Any] = {"name": item["name"], "json_bytes": plain,
-                           "gzip_bytes": gz, "events": _count_events(path),
-                           "generate_s": item.get("generate_s"), "error": None}
+    res: dict[str, Any] = {
+        "name": item["name"],
+        "json_bytes": plain,
+        "gzip_bytes": gz,
+        "events": _count_events(path),
+        "generate_s": item.get("generate_s"),
+        "error": None,
+    }
     print(f"measuring {item['name']} ({plain / 1e6:,.1f} MB, {res['events']:,} events) ...")
     with tempfile.TemporaryDirectory(prefix="di-numba-") as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(REPO)}
         info = [sys.executable, "-m", "di", "info", str(path)]
         res["info_cold_s"], cold = _run(info, env)
         res["info_warm_s"], warm = _run(info, env)
-        loads = [_run([sys.executable, "-c", LOAD, str(path), str(Path(cache) / "warmup")], env)[1]
-                 for _ in range(repeat)]
+        loads = [
+            _run([sys.executable, "-c", LOAD, str(path), str(Path(cache) / "warmup")], env)[1] for _ in range(repeat)
+        ]
     for what, done in (("di info (cold)", cold), ("di info (warm)", warm), *(("di.load", d) for d in loads)):
         if done.returncode != 0:
             res["error"] = f"{what} exited {done.returncode}: {done.stderr.strip()[-2000:]}"
@@ -226,31 +246,61 @@ def _measure(item: dict[str, Any], *, skip_gzip: bool, repeat: int) -> dict[str,
 
 
 def _report(results: list[dict[str, Any]]) -> None:
-    rows = [("input", "json MB", "gzip MB", "events", "load s", "Mev/s", "Mev/core-s",
-             "cores", "peak RSS MB", "RSS/json", "(RSS-base)/json", "info cold s",
-             "info warm s")]
+    rows = [
+        (
+            "input",
+            "json MB",
+            "gzip MB",
+            "events",
+            "load s",
+            "Mev/s",
+            "Mev/core-s",
+            "cores",
+            "peak RSS MB",
+            "RSS/json",
+            "(RSS-base)/json",
+            "info cold s",
+            "info warm s",
+        )
+    ]
     for r in results:
         if r.get("error"):
             print(f"{r['name']}: FAILED: {r['error']}")
             continue
         gz = "-" if r["gzip_bytes"] is None else f"{r['gzip_bytes'] / 1e6:,.1f}"
-        rows.append((r["name"], f"{r['json_bytes'] / 1e6:,.1f}", gz, f"{r['events']:,}",
-                     f"{r['wall_s']:.2f}", f"{r['events_per_s'] / 1e6:.2f}",
-                     f"{r['events_per_core_s'] / 1e6:.2f}", f"{r['cores_used']:.1f}",
-                     f"{r['peak_rss_mb']:,.0f}", f"{r['rss_ratio']:.2f}",
-                     f"{r['rss_ratio_over_base']:.2f}",
-                     f"{r['info_cold_s']:.1f}", f"{r['info_warm_s']:.1f}"))
+        rows.append(
+            (
+                r["name"],
+                f"{r['json_bytes'] / 1e6:,.1f}",
+                gz,
+                f"{r['events']:,}",
+                f"{r['wall_s']:.2f}",
+                f"{r['events_per_s'] / 1e6:.2f}",
+                f"{r['events_per_core_s'] / 1e6:.2f}",
+                f"{r['cores_used']:.1f}",
+                f"{r['peak_rss_mb']:,.0f}",
+                f"{r['rss_ratio']:.2f}",
+                f"{r['rss_ratio_over_base']:.2f}",
+                f"{r['info_cold_s']:.1f}",
+                f"{r['info_warm_s']:.1f}",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                        for i, (c, w) in enumerate(zip(row, widths))))
-    print(f"targets: >= {TARGET_EVENTS_PER_CORE_S / 1e6:g} M events/s per core, "
-          f"peak RSS <= {TARGET_RSS_RATIO:g}x uncompressed JSON")
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    print(
+        f"targets: >= {TARGET_EVENTS_PER_CORE_S / 1e6:g} M events/s per core, "
+        f"peak RSS <= {TARGET_RSS_RATIO:g}x uncompressed JSON"
+    )
 
 
 def _machine() -> dict[str, Any]:
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 if __name__ == "__main__":

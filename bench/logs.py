@@ -36,11 +36,23 @@ sys.path.insert(0, str(ROOT))
 DATA = ROOT.parent / "shared" / "data" / "logs"
 
 SAMPLES = {
-    "nccl": ["nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log", "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log"],
-    "nccl_tests": ["nccl/nccltests2.17.8_nccl2.29.2_h100_10node_80rank.log", "nccl/nccltests_h100_2node_alltoall_sendrecv_pair.log"],
-    "training": ["training/megatron_deepspeed_ds0.7.3_gpt3moe_nccl2.10.3_2022.log", "training/deepspeed_chat_sft_opt1.3b_2023.log",
-                 "training/megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out"],
-    "nvidia_smi": ["nvidia-smi/query_gpu_timeseries_noheader_nounits_4gpu.csv", "nvidia-smi/capture_linux_h100_80gb_hbm3_drv590.48.01.txt"],
+    "nccl": [
+        "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log",
+        "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log",
+    ],
+    "nccl_tests": [
+        "nccl/nccltests2.17.8_nccl2.29.2_h100_10node_80rank.log",
+        "nccl/nccltests_h100_2node_alltoall_sendrecv_pair.log",
+    ],
+    "training": [
+        "training/megatron_deepspeed_ds0.7.3_gpt3moe_nccl2.10.3_2022.log",
+        "training/deepspeed_chat_sft_opt1.3b_2023.log",
+        "training/megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out",
+    ],
+    "nvidia_smi": [
+        "nvidia-smi/query_gpu_timeseries_noheader_nounits_4gpu.csv",
+        "nvidia-smi/capture_linux_h100_80gb_hbm3_drv590.48.01.txt",
+    ],
 }
 
 
@@ -65,7 +77,12 @@ def main() -> None:
     from di.convert.logs import reader
     from di.convert.logs.text import read_lines
 
-    results: dict[str, Any] = {"mb_per_family": args.mb, "cpus": os.cpu_count(), "loadavg": os.getloadavg()[0], "families": {}}
+    results: dict[str, Any] = {
+        "mb_per_family": args.mb,
+        "cpus": os.cpu_count(),
+        "loadavg": os.getloadavg()[0],
+        "families": {},
+    }
     print(f"{'family':12} {'step':10} {'MB':>7} {'MB/s wall':>10} {'MB/s CPU':>10}")
     with tempfile.TemporaryDirectory(prefix="di-bench-logs-") as tmp:
         for family, files in SAMPLES.items():
@@ -76,8 +93,11 @@ def main() -> None:
             mb = len(data) / 1e6
             lines = read_lines(path).lines
             parse = reader.FAMILIES[family][1]
-            steps = {"lines": lambda path=path: read_lines(path), family: lambda parse=parse, lines=lines: parse(lines),
-                     "read_log": lambda path=path: reader.read_log(path)}
+            steps = {
+                "lines": lambda path=path: read_lines(path),
+                family: lambda parse=parse, lines=lines: parse(lines),
+                "read_log": lambda path=path: reader.read_log(path),
+            }
             out = {}
             for step, fn in steps.items():
                 wall, cpu = best(fn, args.repeats)

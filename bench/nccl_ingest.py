@@ -30,23 +30,54 @@ def shards(raw: Path, n: int) -> None:
     host = socket.gethostname().replace("-", "_")
     for rank in (0, 1):
         pid, proxy = 1000 + rank, 2000 + rank
-        header = {"format": "di-shard", "version": 1, "lib": "nccl_plugin", "host": host, "pid": pid, "rank": -1,
-                  "env_rank": rank, "world_size": 0, "state": "exited", "record_bytes": 64, "nccl_path": "profiler_plugin",
-                  "profiler_api": 5, "clock": {"id": "CLOCK_MONOTONIC", "ticks": "ns", "now_ns": 0, "now_ticks": 0,
-                                               "realtime_ns": 1_790_000_000_000_000_000}}
+        header = {
+            "format": "di-shard",
+            "version": 1,
+            "lib": "nccl_plugin",
+            "host": host,
+            "pid": pid,
+            "rank": -1,
+            "env_rank": rank,
+            "world_size": 0,
+            "state": "exited",
+            "record_bytes": 64,
+            "nccl_path": "profiler_plugin",
+            "profiler_api": 5,
+            "clock": {
+                "id": "CLOCK_MONOTONIC",
+                "ticks": "ns",
+                "now_ns": 0,
+                "now_ticks": 0,
+                "realtime_ns": 1_790_000_000_000_000_000,
+            },
+        }
         (raw / f"nccl_plugin-{host}-{pid}.json").write_text(json.dumps(header))
-        (raw / f"nccl_plugin-{host}-{pid}.str").write_bytes(b"".join(
-            np.array([i, len(s)], "<u4").tobytes() + s for i, s in ((1, b"Ring"), (2, b"Simple"))))
+        (raw / f"nccl_plugin-{host}-{pid}.str").write_bytes(
+            b"".join(np.array([i, len(s)], "<u4").tobytes() + s for i, s in ((1, b"Ring"), (2, b"Simple")))
+        )
         t = np.arange(n, dtype=np.int64) * 50_000 + 1_000_000 + rank * 3_000
         calls = np.zeros(n + 1, shard.RECORD)
         calls["kind"][0], calls["comm"][0], calls["peer"][0], calls["tag"][0] = shard.KIND_COMM, COMM, rank, 2
         c = calls[1:]
-        c["kind"], c["op"], c["peer"], c["t0"], c["t1"], c["bytes"], c["comm"] = shard.KIND_CALL, OP, -1, t, t + 4_000, 4096, COMM
+        c["kind"], c["op"], c["peer"], c["t0"], c["t1"], c["bytes"], c["comm"] = (
+            shard.KIND_CALL,
+            OP,
+            -1,
+            t,
+            t + 4_000,
+            4096,
+            COMM,
+        )
         c["tag"], c["aux"], c["req"] = 1024, 7, np.arange(1, n + 1)
         c["aux2"] = 4 | (1 << 16) | (2 << 32) | (2 << 48)
         calls.tofile(raw / f"nccl_plugin-{host}-{pid}-{pid}.bin")
         work = np.zeros(2 * n, shard.RECORD)
-        work["kind"], work["op"], work["comm"], work["req"] = shard.KIND_NCCL_WORK, OP, COMM, np.repeat(np.arange(1, n + 1), 2)
+        work["kind"], work["op"], work["comm"], work["req"] = (
+            shard.KIND_NCCL_WORK,
+            OP,
+            COMM,
+            np.repeat(np.arange(1, n + 1), 2),
+        )
         work["peer"] = np.tile([0, 1], n)
         work["t0"], work["t1"] = np.repeat(t + 10_000, 2), np.repeat(t + 40_000, 2)
         work["bytes"], work["aux2"] = 25_000, np.repeat(t, 2)
@@ -57,7 +88,9 @@ def ingest_time(run: Path, cache: str) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": cache}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "di", "record", "--ingest", "-o", str(run)], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "di", "record", "--ingest", "-o", str(run)], env=env, check=True, capture_output=True
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)

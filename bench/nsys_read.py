@@ -46,8 +46,13 @@ sys.path.insert(0, str(REPO))
 OUT = REPO / "bench" / "out" / "nsys_read.json"
 CLOVER = REPO.parent / "shared" / "data" / "nsys" / "cloverleaf" / "perlmutter-cloverleaf-cuda.sqlite"
 TARGET_ROWS_PER_S = 1_000_000  # from the issue
-TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-          "CUPTI_ACTIVITY_KIND_RUNTIME", "OSRT_API")
+TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "OSRT_API",
+)
 KERNEL_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName", "shortName"]
 
 
@@ -60,10 +65,15 @@ def grow(src: Path, dst: Path, copies: int) -> int:
     rows = 0
     for table in TABLES:
         cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
-        shifted = [f"{c} + k * {span}" if c in ("start", "end") else f"{c} + k * {corr}" if c == "correlationId" else c for c in cols]
+        shifted = [
+            f"{c} + k * {span}" if c in ("start", "end") else f"{c} + k * {corr}" if c == "correlationId" else c
+            for c in cols
+        ]
         con.execute(f"CREATE TEMP TABLE base AS SELECT * FROM {table}")
-        con.execute(f"WITH RECURSIVE n(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM n WHERE k < {copies}) "
-                    f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(shifted)} FROM base, n")
+        con.execute(
+            f"WITH RECURSIVE n(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM n WHERE k < {copies}) "
+            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(shifted)} FROM base, n"
+        )
         con.execute("DROP TABLE base")
         rows += con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     con.commit()
@@ -96,11 +106,20 @@ def fetch_methods(path: Path, repeats: int) -> dict[str, dict[str, float]]:
     int_columns(con, path, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLS)  # compile / load numba's cache
     methods: dict[str, Callable[[], object]] = {
         "fetchall -> np.array": lambda: np.array(con.execute(sql).fetchall(), dtype=np.int64),
-        "fetchall -> pl.DataFrame(orient=row)": lambda: pl.DataFrame(con.execute(sql).fetchall(), schema=KERNEL_COLS, orient="row"),
+        "fetchall -> pl.DataFrame(orient=row)": lambda: pl.DataFrame(
+            con.execute(sql).fetchall(), schema=KERNEL_COLS, orient="row"
+        ),
         "pl.read_database": lambda: pl.read_database(sql, con),
-        "per-column np.fromiter": lambda: [np.fromiter(itertools.chain.from_iterable(
-            con.execute(f"SELECT {c} FROM CUPTI_ACTIVITY_KIND_KERNEL")), dtype=np.int64) for c in KERNEL_COLS],
-        "numba loop over the SQLite C API (di)": lambda: int_columns(con, path, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLS),
+        "per-column np.fromiter": lambda: [
+            np.fromiter(
+                itertools.chain.from_iterable(con.execute(f"SELECT {c} FROM CUPTI_ACTIVITY_KIND_KERNEL")),
+                dtype=np.int64,
+            )
+            for c in KERNEL_COLS
+        ],
+        "numba loop over the SQLite C API (di)": lambda: int_columns(
+            con, path, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLS
+        ),
     }
     out = {name: rates(n, best(fn, repeats)) for name, fn in methods.items()}
     con.close()
@@ -111,8 +130,12 @@ def whole_reader(path: Path, rows: int, repeats: int) -> dict[str, dict[str, flo
     from di.convert.nsys.reader import read_nsys
 
     read_nsys(path)  # warm-up
-    return {f"read_nsys ({'numba loop' if native else 'fetchall'})": rates(rows, best(lambda native=native: read_nsys(path, native=native), repeats))
-            for native in (True, False)}
+    return {
+        f"read_nsys ({'numba loop' if native else 'fetchall'})": rates(
+            rows, best(lambda native=native: read_nsys(path, native=native), repeats)
+        )
+        for native in (True, False)
+    }
 
 
 def main() -> None:
@@ -131,15 +154,30 @@ def main() -> None:
         reader = whole_reader(big, rows, args.repeats)
     print(f"export: {rows:,} event rows ({kernels:,} kernels), {args.copies} copies of the CloverLeaf rows")
     load = os.getloadavg()[0]
-    print(f"{'method':48s} {'rows/s (wall)':>14s} {'rows/s (CPU)':>14s}   load average {load:.1f} on {os.cpu_count()} cores")
+    print(
+        f"{'method':48s} {'rows/s (wall)':>14s} {'rows/s (CPU)':>14s}   load average {load:.1f} on {os.cpu_count()} cores"
+    )
     for name, r in {**fetch, **reader}.items():
         print(f"{name:48s} {r['wall']:14,.0f} {r['cpu']:14,.0f}")
     fastest = max(fetch, key=lambda k: fetch[k]["wall"])
     second = max((r["wall"] for k, r in fetch.items() if k != fastest), default=0.0)
-    print(f"fastest fetch: {fastest}, {fetch[fastest]['wall'] / second:.1f}x the next; target {TARGET_ROWS_PER_S:,} rows/s")
+    print(
+        f"fastest fetch: {fastest}, {fetch[fastest]['wall'] / second:.1f}x the next; target {TARGET_ROWS_PER_S:,} rows/s"
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"rows": rows, "kernels": kernels, "load_average": load, "fetch_rows_per_s": fetch,
-                               "reader_rows_per_s": reader, "target_rows_per_s": TARGET_ROWS_PER_S}, indent=1))
+    OUT.write_text(
+        json.dumps(
+            {
+                "rows": rows,
+                "kernels": kernels,
+                "load_average": load,
+                "fetch_rows_per_s": fetch,
+                "reader_rows_per_s": reader,
+                "target_rows_per_s": TARGET_ROWS_PER_S,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

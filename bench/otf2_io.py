@@ -88,11 +88,18 @@ def read_jacobi() -> dict[str, Any]:
 
     official_s = _best(official, repeat=1)
     return {
-        "archive": JACOBI.parent.name, "records": records, "events": trace.events.height,
-        "load_s": load_s, "load_records_per_s": records / load_s, "load_events_per_s": trace.events.height / load_s,
-        "load_cpu_s": load_cpu_s, "load_events_per_cpu_s": trace.events.height / load_cpu_s,
-        "record_phase_s": records_s, "record_phase_records_per_s": records / records_s,
-        "official_reader_s": official_s, "official_reader_records_per_s": records / official_s,
+        "archive": JACOBI.parent.name,
+        "records": records,
+        "events": trace.events.height,
+        "load_s": load_s,
+        "load_records_per_s": records / load_s,
+        "load_events_per_s": trace.events.height / load_s,
+        "load_cpu_s": load_cpu_s,
+        "load_events_per_cpu_s": trace.events.height / load_cpu_s,
+        "record_phase_s": records_s,
+        "record_phase_records_per_s": records / records_s,
+        "official_reader_s": official_s,
+        "official_reader_records_per_s": records / official_s,
     }
 
 
@@ -122,24 +129,44 @@ def generated_trace(n_events: int, ranks: int) -> Any:
     coll = np.tile((np.arange(per_loc) % (2 * COLLECTIVE_EVERY)) == 0, n_locs) & ~gpu
     code = np.where(gpu, np.where(inner, 4, 3), np.where(coll, 2, np.where(inner, 1, 0)))
     depth, parent = nest(loc, starts, ends)
-    events = pl.DataFrame({
-        "loc": loc, "start_ns": starts, "end_ns": ends, "name": names[code], "cat": cats[code],
-        "depth": depth, "parent": pl.Series(parent).replace(-1, None), "instant": np.zeros(loc.size, bool),
-    })
+    events = pl.DataFrame(
+        {
+            "loc": loc,
+            "start_ns": starts,
+            "end_ns": ends,
+            "name": names[code],
+            "cat": cats[code],
+            "depth": depth,
+            "parent": pl.Series(parent).replace(-1, None),
+            "instant": np.zeros(loc.size, bool),
+        }
+    )
     rows = np.flatnonzero(coll)
     rank_of = rows // per_loc // 2
-    collectives = pl.DataFrame({
-        "event": rows, "rank": rank_of.astype(np.int32), "comm": ["MPI_COMM_WORLD"] * rows.size,
-        "seq": np.tile(np.arange(rows.size // ranks), ranks), "op": ["allreduce"] * rows.size, "bytes": np.full(rows.size, 4096),
-    })
+    collectives = pl.DataFrame(
+        {
+            "event": rows,
+            "rank": rank_of.astype(np.int32),
+            "comm": ["MPI_COMM_WORLD"] * rows.size,
+            "seq": np.tile(np.arange(rows.size // ranks), ranks),
+            "op": ["allreduce"] * rows.size,
+            "bytes": np.full(rows.size, 4096),
+        }
+    )
     from di.merge import assign_instances
 
-    locations = pl.DataFrame({
-        "loc": np.arange(n_locs, dtype=np.uint32), "rank": np.arange(n_locs, dtype=np.int32) // 2,
-        "host": [f"node{r // 4}" for r in range(n_locs // 2) for _ in (0, 1)],
-        "kind": ["cpu_thread", "gpu_stream"] * ranks, "name": ["main thread", "stream 7"] * ranks,
-        "device": [None, 0] * ranks, "stream": [None, 7] * ranks, "source": np.zeros(n_locs, np.int32),
-    })
+    locations = pl.DataFrame(
+        {
+            "loc": np.arange(n_locs, dtype=np.uint32),
+            "rank": np.arange(n_locs, dtype=np.int32) // 2,
+            "host": [f"node{r // 4}" for r in range(n_locs // 2) for _ in (0, 1)],
+            "kind": ["cpu_thread", "gpu_stream"] * ranks,
+            "name": ["main thread", "stream 7"] * ranks,
+            "device": [None, 0] * ranks,
+            "stream": [None, 7] * ranks,
+            "source": np.zeros(n_locs, np.int32),
+        }
+    )
     meta = {"clock": {"unit": "ns", "domain": "relative", "sync": None}, "sources": [], "warnings": []}
     return Trace.build(meta=meta, locations=locations, events=events, collectives=assign_instances(collectives))
 
@@ -167,7 +194,9 @@ def write_read_generated(n_events: int, ranks: int, tmp: Path) -> dict[str, Any]
         writes.append((time.perf_counter() - t0, time.process_time() - c0))
     write_s, write_cpu_s = min(w for w, _ in writes), min(c for _, c in writes)
     n = trace.events.height
-    size = sum(f.stat().st_size for f in tmp.glob("gen*") if f.is_file()) + sum(f.stat().st_size for f in (tmp / "gen").iterdir())
+    size = sum(f.stat().st_size for f in tmp.glob("gen*") if f.is_file()) + sum(
+        f.stat().st_size for f in (tmp / "gen").iterdir()
+    )
     del trace
     reads = []
     for _ in range(REPEAT):
@@ -179,11 +208,22 @@ def write_read_generated(n_events: int, ranks: int, tmp: Path) -> dict[str, Any]
         del back
     read_s, read_cpu_s = min(w for w, _ in reads), min(c for _, c in reads)
     return {
-        "events": n, "ranks": ranks, "locations": 2 * ranks, "records": records, "archive_bytes": size, "generate_s": gen_s,
-        "write_s": write_s, "write_events_per_s": n / write_s, "write_records_per_s": records / write_s,
-        "read_s": read_s, "read_events_per_s": n / read_s, "read_records_per_s": records / read_s,
-        "write_cpu_s": write_cpu_s, "write_events_per_cpu_s": n / write_cpu_s,
-        "read_cpu_s": read_cpu_s, "read_events_per_cpu_s": n / read_cpu_s,
+        "events": n,
+        "ranks": ranks,
+        "locations": 2 * ranks,
+        "records": records,
+        "archive_bytes": size,
+        "generate_s": gen_s,
+        "write_s": write_s,
+        "write_events_per_s": n / write_s,
+        "write_records_per_s": records / write_s,
+        "read_s": read_s,
+        "read_events_per_s": n / read_s,
+        "read_records_per_s": records / read_s,
+        "write_cpu_s": write_cpu_s,
+        "write_events_per_cpu_s": n / write_cpu_s,
+        "read_cpu_s": read_cpu_s,
+        "read_events_per_cpu_s": n / read_cpu_s,
     }
 
 
@@ -192,7 +232,10 @@ def cli_cold_warm(tmp: Path) -> dict[str, float]:
     cache (cold: JIT compiles what the command needs) and again with the cache it left (warm); wall seconds
     and the CPU seconds of the child process."""
     out = {}
-    commands = {"convert": ["convert", str(JACOBI), "-o", str(tmp / "cli.otf2")], "info": ["info", str(tmp / "cli.otf2")]}
+    commands = {
+        "convert": ["convert", str(JACOBI), "-o", str(tmp / "cli.otf2")],
+        "info": ["info", str(tmp / "cli.otf2")],
+    }
     for name, args in commands.items():
         env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp / f"numba-cache-{name}"), PYTHONPATH=str(REPO))
         for label in ("cold", "warm"):
@@ -201,7 +244,9 @@ def cli_cold_warm(tmp: Path) -> dict[str, float]:
             subprocess.run([sys.executable, "-m", "di", *args], check=True, env=env, cwd=REPO, capture_output=True)
             out[f"{name}_{label}_s"] = time.perf_counter() - t0
             after = os.times()
-            out[f"{name}_{label}_cpu_s"] = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+            out[f"{name}_{label}_cpu_s"] = (after.children_user - before.children_user) + (
+                after.children_system - before.children_system
+            )
     return out
 
 
@@ -211,7 +256,9 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--skip-generated", action="store_true")
     args = ap.parse_args()
-    result: dict[str, Any] = {"targets": {"read_events_per_s": TARGET_READ_EVENTS_S, "write_events_per_s": TARGET_WRITE_EVENTS_S}}
+    result: dict[str, Any] = {
+        "targets": {"read_events_per_s": TARGET_READ_EVENTS_S, "write_events_per_s": TARGET_WRITE_EVENTS_S}
+    }
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if JACOBI.exists():
@@ -225,8 +272,14 @@ def main() -> None:
     OUT.write_text(json.dumps(result, indent=2))
     for section, values in result.items():
         print(f"[{section}]")
-        for k, v in (values.items() if isinstance(values, dict) else [("", values)]):
-            print(f"  {k:32s} {v:,.3f}" if isinstance(v, float) else f"  {k:32s} {v:,}" if isinstance(v, int) else f"  {k:32s} {v}")
+        for k, v in values.items() if isinstance(values, dict) else [("", values)]:
+            print(
+                f"  {k:32s} {v:,.3f}"
+                if isinstance(v, float)
+                else f"  {k:32s} {v:,}"
+                if isinstance(v, int)
+                else f"  {k:32s} {v}"
+            )
     print(f"wrote {OUT.relative_to(REPO)}")
 
 

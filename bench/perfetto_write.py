@@ -71,7 +71,9 @@ def build(n_slices):
     return Trace.build(meta={}, locations=locs, events=ev, flows=flows)
 """
 
-WRITE = BUILD + r"""
+WRITE = (
+    BUILD
+    + r"""
 import json, os, sys, time
 from di.convert.perfetto.writer import write_perfetto
 trace = build(int(sys.argv[1]))
@@ -84,15 +86,21 @@ for _ in range(2):
 print(json.dumps({"slices": trace.events.height, "flows": trace.flows.height, "first_s": times[0], "warm_s": times[1],
                   "first_cpu_s": cpus[0], "warm_cpu_s": cpus[1], "bytes": os.path.getsize(sys.argv[2])}))
 """
+)
 
-STORE = BUILD + r"""
+STORE = (
+    BUILD
+    + r"""
 import sys, di
 di.save(build(int(sys.argv[1])), sys.argv[2])
 """
+)
 
 
 def _run(code: str, *args: str, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=REPO, check=False
+    )
     if proc.returncode:
         raise SystemExit(proc.stderr)
     return proc.stdout
@@ -107,14 +115,21 @@ def main() -> None:
     ap.add_argument("--slices", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--skip-cli", action="store_true", help="skip the cold/warm di convert runs")
     args = ap.parse_args()
-    results: dict[str, object] = {"targets": {"slices_per_s": TARGET_SLICES_PER_S, "bytes_per_slice": TARGET_BYTES_PER_SLICE},
-                                  "cpus": os.cpu_count(), "load_avg": os.getloadavg()}
+    results: dict[str, object] = {
+        "targets": {"slices_per_s": TARGET_SLICES_PER_S, "bytes_per_slice": TARGET_BYTES_PER_SLICE},
+        "cpus": os.cpu_count(),
+        "load_avg": os.getloadavg(),
+    }
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.slices:
             r = json.loads(_run(WRITE, str(n), os.path.join(tmp, "t.pftrace"), env=_env()))
-            r.update(first_slices_per_s=r["slices"] / r["first_s"], warm_slices_per_s=r["slices"] / r["warm_s"],
-                     warm_slices_per_cpu_s=r["slices"] / r["warm_cpu_s"], bytes_per_slice=r["bytes"] / r["slices"])
+            r.update(
+                first_slices_per_s=r["slices"] / r["first_s"],
+                warm_slices_per_s=r["slices"] / r["warm_s"],
+                warm_slices_per_cpu_s=r["slices"] / r["warm_cpu_s"],
+                bytes_per_slice=r["bytes"] / r["slices"],
+            )
             rows.append(r)
             os.remove(os.path.join(tmp, "t.pftrace"))
         results["write"] = rows
@@ -128,8 +143,14 @@ def main() -> None:
                 cache = os.path.join(tmp, f"numba_cache_{key}")
                 for label in ("cold", "warm"):
                     t = time.perf_counter()
-                    proc = subprocess.run([sys.executable, "-m", "di", *command], capture_output=True, text=True,
-                                          env=_env(NUMBA_CACHE_DIR=cache), cwd=REPO, check=False)
+                    proc = subprocess.run(
+                        [sys.executable, "-m", "di", *command],
+                        capture_output=True,
+                        text=True,
+                        env=_env(NUMBA_CACHE_DIR=cache),
+                        cwd=REPO,
+                        check=False,
+                    )
                     if proc.returncode:
                         raise SystemExit(proc.stderr)
                     cli[f"{label}_s"] = time.perf_counter() - t
@@ -137,10 +158,14 @@ def main() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=1))
     print(f"load average {results['load_avg'][0]:.1f} on {results['cpus']} CPUs (wall times include waiting for a CPU)")
-    print(f"{'slices':>12} {'first s':>8} {'warm s':>8} {'warm cpu s':>10} {'M slices/s':>10} {'M/cpu-s':>8} {'bytes/slice':>12}")
+    print(
+        f"{'slices':>12} {'first s':>8} {'warm s':>8} {'warm cpu s':>10} {'M slices/s':>10} {'M/cpu-s':>8} {'bytes/slice':>12}"
+    )
     for r in rows:
-        print(f"{r['slices']:>12,} {r['first_s']:>8.2f} {r['warm_s']:>8.2f} {r['warm_cpu_s']:>10.2f} "
-              f"{r['warm_slices_per_s'] / 1e6:>10.2f} {r['warm_slices_per_cpu_s'] / 1e6:>8.2f} {r['bytes_per_slice']:>12.1f}")
+        print(
+            f"{r['slices']:>12,} {r['first_s']:>8.2f} {r['warm_s']:>8.2f} {r['warm_cpu_s']:>10.2f} "
+            f"{r['warm_slices_per_s'] / 1e6:>10.2f} {r['warm_slices_per_cpu_s'] / 1e6:>8.2f} {r['bytes_per_slice']:>12.1f}"
+        )
     for key, what in (("cli_convert", "di convert STORE.di -o OUT.pftrace"), ("cli_info", "di info OUT.pftrace")):
         if key in results:
             c = results[key]

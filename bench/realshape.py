@@ -51,9 +51,28 @@ cpu = after.ru_utime - base.ru_utime + after.ru_stime - base.ru_stime
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_kb": peak_kb(), "base_kb": base_kb, "events": trace.events.height}))
 """
 
-OPS = ("aten::linear", "aten::addmm", "aten::matmul", "aten::mm", "aten::layer_norm", "aten::native_layer_norm", "aten::gelu",
-       "aten::softmax", "aten::_softmax", "aten::dropout", "aten::add", "aten::mul", "aten::copy_", "aten::to", "aten::view",
-       "aten::transpose", "aten::contiguous", "aten::empty", "aten::bmm", "aten::baddbmm")
+OPS = (
+    "aten::linear",
+    "aten::addmm",
+    "aten::matmul",
+    "aten::mm",
+    "aten::layer_norm",
+    "aten::native_layer_norm",
+    "aten::gelu",
+    "aten::softmax",
+    "aten::_softmax",
+    "aten::dropout",
+    "aten::add",
+    "aten::mul",
+    "aten::copy_",
+    "aten::to",
+    "aten::view",
+    "aten::transpose",
+    "aten::contiguous",
+    "aten::empty",
+    "aten::bmm",
+    "aten::baddbmm",
+)
 
 
 def kernel_name(op: int, shape: int) -> str:
@@ -70,8 +89,10 @@ def write_trace(path: Path, events: int) -> dict[str, int]:
     import random
 
     rng = random.Random(0)
-    out = ['{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8}, '
-           '"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],\n"traceEvents": [\n']
+    out = [
+        '{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8}, '
+        '"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],\n"traceEvents": [\n'
+    ]
     t, ext, corr, n, step = 1_000_000.0, 0, 0, 0, 0
     names, args = set(), 0
     lines: list[str] = []
@@ -87,39 +108,54 @@ def write_trace(path: Path, events: int) -> dict[str, int]:
             dur = 5 + rng.random() * 40
             py = f'{{"ph":"X","cat":"python_function","name":"nn.Module: Layer_{k % 48}","pid":1,"tid":1,"ts":{t:.3f},"dur":{dur + 4:.3f},"args":{{"Python id":{ext},"Python parent id":{ext - 1},"Python thread":0}}}}'
             opname = OPS[op % len(OPS)]
-            cpu = (f'{{"ph":"X","cat":"cpu_op","name":"{opname}","pid":1,"tid":1,"ts":{t + 1:.3f},"dur":{dur:.3f},'
-                   f'"args":{{"External id":{ext},"Sequence number":{ext * 3},"Fwd thread id":0,"Record function id":0,'
-                   f'"Input Dims":[{dims},{dims[1:]}],"Input type":["c10::Half","c10::Half"],"Input Strides":[[{dims[1] * dims[2]},{dims[2]},1],[{dims[2]},1]],'
-                   f'"Ev Idx":{ext * 2}}}}}')
-            api = (f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{t + 2:.3f},"dur":3.5,'
-                   f'"args":{{"External id":{ext},"cbid":211,"correlation":{corr}}}}}')
+            cpu = (
+                f'{{"ph":"X","cat":"cpu_op","name":"{opname}","pid":1,"tid":1,"ts":{t + 1:.3f},"dur":{dur:.3f},'
+                f'"args":{{"External id":{ext},"Sequence number":{ext * 3},"Fwd thread id":0,"Record function id":0,'
+                f'"Input Dims":[{dims},{dims[1:]}],"Input type":["c10::Half","c10::Half"],"Input Strides":[[{dims[1] * dims[2]},{dims[2]},1],[{dims[2]},1]],'
+                f'"Ev Idx":{ext * 2}}}}}'
+            )
+            api = (
+                f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{t + 2:.3f},"dur":3.5,'
+                f'"args":{{"External id":{ext},"cbid":211,"correlation":{corr}}}}}'
+            )
             kname = kernel_name(op, shape)
             names.add(kname)
-            kern = (f'{{"ph":"X","cat":"kernel","name":"{kname}","pid":0,"tid":7,"ts":{t + 8:.3f},"dur":{dur * 0.8:.3f},'
-                    f'"args":{{"External id":{ext},"queued":0,"device":0,"context":1,"stream":7,"correlation":{corr},'
-                    f'"registers per thread":{rng.choice((32, 64, 128, 168))},"shared memory":{rng.choice((0, 16384, 49152))},'
-                    f'"blocks per SM":{rng.random() * 4:.6f},"warps per SM":{rng.random() * 32:.6f},'
-                    f'"grid":[{rng.randrange(1, 4096)},1,1],"block":[128,1,1],"est. achieved occupancy %":{rng.randrange(100)}}}}}')
-            flow = (f'{{"ph":"s","id":{corr},"pid":1,"tid":1,"ts":{t + 2:.3f},"cat":"ac2g","name":"ac2g"}},\n'
-                    f'{{"ph":"f","id":{corr},"pid":0,"tid":7,"ts":{t + 8:.3f},"cat":"ac2g","name":"ac2g","bp":"e"}}')
+            kern = (
+                f'{{"ph":"X","cat":"kernel","name":"{kname}","pid":0,"tid":7,"ts":{t + 8:.3f},"dur":{dur * 0.8:.3f},'
+                f'"args":{{"External id":{ext},"queued":0,"device":0,"context":1,"stream":7,"correlation":{corr},'
+                f'"registers per thread":{rng.choice((32, 64, 128, 168))},"shared memory":{rng.choice((0, 16384, 49152))},'
+                f'"blocks per SM":{rng.random() * 4:.6f},"warps per SM":{rng.random() * 32:.6f},'
+                f'"grid":[{rng.randrange(1, 4096)},1,1],"block":[128,1,1],"est. achieved occupancy %":{rng.randrange(100)}}}}}'
+            )
+            flow = (
+                f'{{"ph":"s","id":{corr},"pid":1,"tid":1,"ts":{t + 2:.3f},"cat":"ac2g","name":"ac2g"}},\n'
+                f'{{"ph":"f","id":{corr},"pid":0,"tid":7,"ts":{t + 8:.3f},"cat":"ac2g","name":"ac2g","bp":"e"}}'
+            )
             step_lines += [py, cpu, api, kern, flow]
             n += 4
             args += 4
             t += dur + 6
-        step_lines.insert(0, f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{step}","pid":1,"tid":1,"ts":{step_start - 0.5:.3f},'
-                             f'"dur":{t - step_start + 1:.3f},"args":{{"External id":{ext + 1}}}}}')
+        step_lines.insert(
+            0,
+            f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{step}","pid":1,"tid":1,"ts":{step_start - 0.5:.3f},'
+            f'"dur":{t - step_start + 1:.3f},"args":{{"External id":{ext + 1}}}}}',
+        )
         ext += 1
         n += 1
         step += 1
         lines.append(",\n".join(step_lines))
     names.update(OPS)
-    path.write_text(out[0] + ",\n".join(lines) + '\n],\n"displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}\n')
+    path.write_text(
+        out[0] + ",\n".join(lines) + '\n],\n"displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}\n'
+    )
     return {"events": n, "distinct_names": len(names) + 2, "distinct_args_about": args}
 
 
 def run_step(what: str, src: Path, dst: Path, threads: int) -> dict[str, Any]:
     env = {**os.environ, "POLARS_MAX_THREADS": str(threads)}
-    done = subprocess.run([sys.executable, "-c", STEP, what, str(src), str(dst)], capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", STEP, what, str(src), str(dst)], capture_output=True, text=True, env=env, check=False
+    )
     if done.returncode:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -138,18 +174,34 @@ def main(argv: list[str] | None = None) -> int:
         counts = write_trace(src, args.events)
         small = where / "warm.json"
         write_trace(small, 2_000)
-        for what, dst in (("load_json", None), ("save_di", "w.di"), ("save_otf2", "w.otf2"), ("save_pftrace", "w.pftrace")):
-            run_step(what, small, where / (dst or "none"), args.threads)  # fills numba's cache: the figures below are warm
+        for what, dst in (
+            ("load_json", None),
+            ("save_di", "w.di"),
+            ("save_otf2", "w.otf2"),
+            ("save_pftrace", "w.pftrace"),
+        ):
+            run_step(
+                what, small, where / (dst or "none"), args.threads
+            )  # fills numba's cache: the figures below are warm
         import di
 
         trace = di.load(src)
-        counts.update(events=trace.events.height, distinct_names=trace.events.get_column("name").n_unique(),
-                      distinct_args=trace.events.get_column("args").n_unique())
+        counts.update(
+            events=trace.events.height,
+            distinct_names=trace.events.get_column("name").n_unique(),
+            distinct_args=trace.events.get_column("args").n_unique(),
+        )
         del trace
         size = src.stat().st_size
         print(json.dumps({"input": counts, "json_bytes": size}))
         print(f"{'step':<14}{'cpu s':>8}{'M ev/cpu-s':>12}{'peak MB':>9}{'peak/input':>11}")
-        for what, dst in (("load_json", None), ("save_di", "x.di"), ("load_di", None), ("save_otf2", "x.otf2"), ("save_pftrace", "x.pftrace")):
+        for what, dst in (
+            ("load_json", None),
+            ("save_di", "x.di"),
+            ("load_di", None),
+            ("save_otf2", "x.otf2"),
+            ("save_pftrace", "x.pftrace"),
+        ):
             source = where / "x.di" if what == "load_di" else src
             got = run_step(what, source, where / (dst or "none"), args.threads)
             if "error" in got:

@@ -31,7 +31,12 @@ KINETO = REPO.parent / "shared" / "data" / "kineto"
 def run_report(src: Path, page: Path, cache: str) -> float:
     env = dict(os.environ, PYTHONPATH=str(REPO), NUMBA_CACHE_DIR=cache)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "di", "report", str(src), "-o", str(page), "--no-plugins"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "di", "report", str(src), "-o", str(page), "--no-plugins"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return time.perf_counter() - t0
 
 
@@ -53,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         trace = generate(args.ranks, args.steps, args.ops)
         di.save(trace, store)
         sources = {"generated": (store, trace.events.height)}
-        files = sorted((f for f in KINETO.rglob("*.json*") if "_et." not in f.name), key=lambda f: f.stat().st_size) if KINETO.is_dir() else []
+        files = (
+            sorted((f for f in KINETO.rglob("*.json*") if "_et." not in f.name), key=lambda f: f.stat().st_size)
+            if KINETO.is_dir()
+            else []
+        )
         if files:
             sources["largest_kineto"] = (files[-1], di.load(files[-1]).events.height)
         for name, (src, events) in sources.items():
@@ -61,8 +70,13 @@ def main(argv: list[str] | None = None) -> int:
             cache = tempfile.mkdtemp(prefix="numba-", dir=tmp)
             cold = run_report(src, page, cache)
             warm = run_report(src, page, cache)
-            results[name] = {"source": src.name, "events": events, "cold_s": round(cold, 2), "warm_s": round(warm, 2),
-                             "page_bytes": page.stat().st_size}
+            results[name] = {
+                "source": src.name,
+                "events": events,
+                "cold_s": round(cold, 2),
+                "warm_s": round(warm, 2),
+                "page_bytes": page.stat().st_size,
+            }
             print(name, results[name])
     (OUT / "report.json").write_text(json.dumps(results, indent=1))
     return 0

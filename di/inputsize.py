@@ -68,7 +68,9 @@ def parse_size(text: str) -> int:
     """
     m = _SIZE.fullmatch(text)
     if m is None:
-        raise ValueError(f"{text!r} is not a size: write bytes or a number with K, M, G or T (e.g. 4G, 500M; 0: no limit)")
+        raise ValueError(
+            f"{text!r} is not a size: write bytes or a number with K, M, G or T (e.g. 4G, 500M; 0: no limit)"
+        )
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
@@ -98,8 +100,9 @@ def size_text(n: int) -> str:
 def too_large(path: object, what: str, limit: int) -> InputTooLargeError:
     """The error for ``path``, which ``what`` (e.g. "decompresses to") more than ``limit`` bytes."""
     twice = f"{max(2 * limit >> 30, 1)}G" if limit >= 1 << 29 else f"{max(2 * limit >> 20, 1)}M"
-    return InputTooLargeError(path, f"{what} more than {size_text(limit)}, the input size limit; {RAISE_HINT.format(twice=twice)}",
-                              limit)
+    return InputTooLargeError(
+        path, f"{what} more than {size_text(limit)}, the input size limit; {RAISE_HINT.format(twice=twice)}", limit
+    )
 
 
 def check_size(path: object, size_bytes: int, limit: int | None, what: str = "is") -> None:

@@ -53,12 +53,16 @@ def merge(parts: Sequence[Trace]) -> Trace:
         FormatError: two parts claim the same rank (text logs excepted: they sit beside the traces of their ranks).
     """
     _check_ranks(parts)
-    tables: dict[str, list[pl.DataFrame]] = {k: [] for k in ("locations", "events", "messages", "collectives", "flows", "series", "samples")}
+    tables: dict[str, list[pl.DataFrame]] = {
+        k: [] for k in ("locations", "events", "messages", "collectives", "flows", "series", "samples")
+    }
     sources: list[dict[str, Any]] = []
     warnings: list[str] = []
     ev_off = loc_off = ser_off = 0
     for t in parts:
-        tables["locations"].append(_shift(t.locations, ["loc"], loc_off).with_columns((pl.col("source") + len(sources)).cast(pl.Int32)))
+        tables["locations"].append(
+            _shift(t.locations, ["loc"], loc_off).with_columns((pl.col("source") + len(sources)).cast(pl.Int32))
+        )
         tables["events"].append(_shift(_shift(t.events, ["loc"], loc_off), ["parent"], ev_off))
         tables["messages"].append(_shift(t.messages, ["send", "recv", "send_done", "recv_post"], ev_off))
         tables["collectives"].append(_shift(t.collectives, ["event"], ev_off))

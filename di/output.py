@@ -43,7 +43,16 @@ from typing import IO
 
 from di.errors import OutputError
 
-__all__ = ["claim", "atomic_write", "atomic_dir", "make_parent", "replace_parts", "finish_swap", "clean_leftovers", "swap_dir"]
+__all__ = [
+    "claim",
+    "atomic_write",
+    "atomic_dir",
+    "make_parent",
+    "replace_parts",
+    "finish_swap",
+    "clean_leftovers",
+    "swap_dir",
+]
 
 log = logging.getLogger("di")
 log.addHandler(logging.NullHandler())  # a library says, the application (di's CLI) decides where it goes
@@ -62,8 +71,15 @@ AT_FDCWD = -100
 _HOST = socket.gethostname().replace(".", "_")
 
 
-def claim(path: str | os.PathLike[str], *, ours: Callable[[Path], bool] | None, force: bool = False,
-          inputs: Iterable[str | os.PathLike[str]] = (), what: str = "an output", whole: bool = False) -> Path:
+def claim(
+    path: str | os.PathLike[str],
+    *,
+    ours: Callable[[Path], bool] | None,
+    force: bool = False,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    what: str = "an output",
+    whole: bool = False,
+) -> Path:
     """Check that di may write ``path``; returns it as a Path.
 
     Args:
@@ -99,11 +115,16 @@ def claim(path: str | os.PathLike[str], *, ours: Callable[[Path], bool] | None, 
     if (target.is_dir() and not target.is_symlink()) or whole:
         if target.is_dir() and not any(target.iterdir()):
             return target
-        raise OutputError(target, f"exists and is not {what} that di wrote; di replaces only its own "
-                                  f"{'folders' if target.is_dir() else 'archives'} (not even with --force): choose another output path")
+        raise OutputError(
+            target,
+            f"exists and is not {what} that di wrote; di replaces only its own "
+            f"{'folders' if target.is_dir() else 'archives'} (not even with --force): choose another output path",
+        )
     if force:
         return target
-    raise OutputError(target, f"exists and is not {what} that di wrote; choose another output path, or pass --force to replace it")
+    raise OutputError(
+        target, f"exists and is not {what} that di wrote; choose another output path, or pass --force to replace it"
+    )
 
 
 def _resolved(path: Path) -> Path:
@@ -194,7 +215,9 @@ def make_parent(target: Path) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        blocking = next((p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()), target.parent)
+        blocking = next(
+            (p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()), target.parent
+        )
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(blocking)) from None
 
 
@@ -281,7 +304,9 @@ def finish_swap(last_part: Path) -> bool:
         staged, names = last_part.parent / doc["staged"], [str(n) for n in doc["names"]]
         drop = [str(n) for n in doc.get("drop", [])]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise OutputError(journal, f"unreadable journal of an interrupted write ({exc}); remove it and write the output again") from None
+        raise OutputError(
+            journal, f"unreadable journal of an interrupted write ({exc}); remove it and write the output again"
+        ) from None
     if staged.is_dir():
         _move_parts(staged, last_part.parent, names, drop)
         shutil.rmtree(staged, ignore_errors=True)
@@ -336,7 +361,7 @@ def clean_leftovers(target: Path) -> list[Path]:
     except OSError:
         return removed
     for p in siblings:
-        tag, host, pid = _parse_leftover(p.name[len(prefix):])
+        tag, host, pid = _parse_leftover(p.name[len(prefix) :])
         if tag is None or host != _HOST or _alive(pid):
             continue
         if tag == OLD_TAG and not os.path.lexists(target):
@@ -346,7 +371,12 @@ def clean_leftovers(target: Path) -> list[Path]:
         shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
         removed.append(p)
     if removed:
-        log.warning("%s: removed %d leftover temporar%s of a killed di run", target, len(removed), "y" if len(removed) == 1 else "ies")
+        log.warning(
+            "%s: removed %d leftover temporar%s of a killed di run",
+            target,
+            len(removed),
+            "y" if len(removed) == 1 else "ies",
+        )
     return removed
 
 

@@ -47,7 +47,13 @@ def recorder() -> Any:
                 lib = ctypes.CDLL(path)
                 lib.di_intern_name.argtypes = [ctypes.c_char_p]
                 lib.di_intern_name.restype = ctypes.c_uint32
-                lib.di_py_call.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_int32, ctypes.c_int64, ctypes.c_int64]
+                lib.di_py_call.argtypes = [
+                    ctypes.c_uint32,
+                    ctypes.c_uint32,
+                    ctypes.c_int32,
+                    ctypes.c_int64,
+                    ctypes.c_int64,
+                ]
                 lib.di_py_call.restype = None
                 if lib.di_nvtx_enabled():
                     _lib = lib

@@ -54,8 +54,14 @@ def is_own_folder(path: Path) -> bool:
     return is_store(path) or (path / "raw" / "run.json").is_file()
 
 
-def write_store(trace: Trace, path: str | os.PathLike[str], *, compression_level: int = 3,
-                keep: tuple[str, ...] = (), extra: dict[str, pl.DataFrame] | None = None) -> None:
+def write_store(
+    trace: Trace,
+    path: str | os.PathLike[str],
+    *,
+    compression_level: int = 3,
+    keep: tuple[str, ...] = (),
+    extra: dict[str, pl.DataFrame] | None = None,
+) -> None:
     """Validate ``trace`` and write it as a ``.di`` store, replacing one that di wrote.
 
     The store is written into a hidden sibling folder that is swapped with the
@@ -165,8 +171,13 @@ def read_store(path: str | os.PathLike[str], *, max_input_bytes: int | None = No
         try:
             tables[name] = conform(name, _read_parquet(file))
         except pl.exceptions.PolarsError as exc:  # corrupt Parquet, or a column that does not cast to the schema's type
-            raise FormatError(file, f"unreadable Parquet or not table {name!r} ({type(exc).__name__}: {_first_line(exc)})") from None
-        except (Exception, pl.exceptions.PanicException) as exc:  # polars panics (a BaseException) on some corrupt files
+            raise FormatError(
+                file, f"unreadable Parquet or not table {name!r} ({type(exc).__name__}: {_first_line(exc)})"
+            ) from None
+        except (
+            Exception,
+            pl.exceptions.PanicException,
+        ) as exc:  # polars panics (a BaseException) on some corrupt files
             raise FormatError(file, f"unreadable Parquet ({type(exc).__name__}: {_first_line(exc)})") from None
     try:
         for name, df in tables.items():  # first the columns, which building the trace relies on (a start_ns all null)

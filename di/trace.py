@@ -119,8 +119,16 @@ class Trace:
 
 
 # (table, column) pairs that hold row positions in ``events``
-EVENT_REFS = (("events", "parent"), ("flows", "src"), ("flows", "dst"), ("messages", "send"),
-              ("messages", "recv"), ("messages", "send_done"), ("messages", "recv_post"), ("collectives", "event"))
+EVENT_REFS = (
+    ("events", "parent"),
+    ("flows", "src"),
+    ("flows", "dst"),
+    ("messages", "send"),
+    ("messages", "recv"),
+    ("messages", "send_done"),
+    ("messages", "recv_post"),
+    ("collectives", "event"),
+)
 
 
 def _check_invariants(trace: Trace) -> None:
@@ -133,10 +141,18 @@ def _check_invariants(trace: Trace) -> None:
     if ev.height:
         checks = ev.select(
             (pl.col("end_ns") < pl.col("start_ns")).sum().alias("events end before they start"),
-            (pl.col("instant") & (pl.col("end_ns") != pl.col("start_ns"))).sum().alias("instants with end_ns != start_ns"),
-            ((pl.col("loc") < pl.col("loc").shift(1)) | ((pl.col("loc") == pl.col("loc").shift(1)) & (pl.col("start_ns") < pl.col("start_ns").shift(1))))
-            .sum().alias("events out of (loc, start_ns) order"),
-            (~pl.col("loc").is_in(trace.locations.get_column("loc").implode())).sum().alias("events on unknown locations"),
+            (pl.col("instant") & (pl.col("end_ns") != pl.col("start_ns")))
+            .sum()
+            .alias("instants with end_ns != start_ns"),
+            (
+                (pl.col("loc") < pl.col("loc").shift(1))
+                | ((pl.col("loc") == pl.col("loc").shift(1)) & (pl.col("start_ns") < pl.col("start_ns").shift(1)))
+            )
+            .sum()
+            .alias("events out of (loc, start_ns) order"),
+            (~pl.col("loc").is_in(trace.locations.get_column("loc").implode()))
+            .sum()
+            .alias("events on unknown locations"),
         ).row(0, named=True)
         problems += [f"{n} {what}" for what, n in checks.items() if n]
     for table, col in EVENT_REFS:
@@ -163,7 +179,10 @@ def refresh_meta(trace: Trace) -> dict[str, Any]:
     meta["ranks"] = trace.ranks
     ev = trace.events
     if ev.height:
-        meta["time_range"] = {"start_ns": int(ev.get_column("start_ns").min()), "end_ns": int(ev.get_column("end_ns").max())}
+        meta["time_range"] = {
+            "start_ns": int(ev.get_column("start_ns").min()),
+            "end_ns": int(ev.get_column("end_ns").max()),
+        }
     else:
         meta["time_range"] = {"start_ns": None, "end_ns": None}
     return meta

@@ -137,8 +137,10 @@ def warmup(*, jobs: int | None = None, report: Callable[[str, float], Any] | Non
     """
     jobs = jobs or len(os.sched_getaffinity(0))
     done: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="di-warmup-") as work, \
-            ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=get_context("spawn")) as pool:
+    with (
+        tempfile.TemporaryDirectory(prefix="di-warmup-") as work,
+        ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=get_context("spawn")) as pool,
+    ):
         running: dict[Future[float], str] = {}
         while len(done) < len(TASKS):
             for name, (_, deps) in TASKS.items():
@@ -155,9 +157,13 @@ def warmup(*, jobs: int | None = None, report: Callable[[str, float], Any] | Non
 
 def add_parser(sub: Any, formatter_class: Any) -> None:
     """The ``di warmup`` subcommand (called by :mod:`di.cli`)."""
-    w = sub.add_parser("warmup", help="compile every numba kernel now (for images and cluster installs), in parallel",
-                       epilog="examples:\n  di warmup            (once after pip install, e.g. RUN di warmup in a Dockerfile)\n"
-                              "  di warmup --jobs 4", formatter_class=formatter_class)
+    w = sub.add_parser(
+        "warmup",
+        help="compile every numba kernel now (for images and cluster installs), in parallel",
+        epilog="examples:\n  di warmup            (once after pip install, e.g. RUN di warmup in a Dockerfile)\n"
+        "  di warmup --jobs 4",
+        formatter_class=formatter_class,
+    )
     w.add_argument("--jobs", type=int, help="worker processes (default: the CPUs available)")
 
 

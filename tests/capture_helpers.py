@@ -55,14 +55,22 @@ def run(argv: list[str], cwd: Path, timeout: int = RUN_TIMEOUT_S, **extra_env: s
         pytest.fail(f"timed out after {timeout} s: {' '.join(argv)}\n{exc.stdout}\n{exc.stderr}")
 
 
-def record_launcher(out: Path, job: list[str], *flags: str, np: int = 4, **extra_env: str) -> subprocess.CompletedProcess[str]:
+def record_launcher(
+    out: Path, job: list[str], *flags: str, np: int = 4, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     """``di record FLAGS -o out -- mpiexec -n NP JOB``."""
-    return run(di_cmd("record", *flags, "-o", str(out), "--", tool("mpiexec"), "-n", str(np), *job), out.parent, **extra_env)
+    return run(
+        di_cmd("record", *flags, "-o", str(out), "--", tool("mpiexec"), "-n", str(np), *job), out.parent, **extra_env
+    )
 
 
-def record_per_rank(out: Path, job: list[str], *flags: str, np: int = 4, **extra_env: str) -> subprocess.CompletedProcess[str]:
+def record_per_rank(
+    out: Path, job: list[str], *flags: str, np: int = 4, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     """``mpiexec -n NP di record FLAGS -o out -- JOB``."""
-    return run([tool("mpiexec"), "-n", str(np), *di_cmd("record", *flags, "-o", str(out), "--", *job)], out.parent, **extra_env)
+    return run(
+        [tool("mpiexec"), "-n", str(np), *di_cmd("record", *flags, "-o", str(out), "--", *job)], out.parent, **extra_env
+    )
 
 
 def build_c_program(name: str, dest: Path) -> Path:

@@ -34,12 +34,25 @@ class Browser:
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
         self._profile = tempfile.TemporaryDirectory(prefix="di-chromium-")
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={self._profile.name}", "--window-size=1280,900"]
+        flags = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--remote-debugging-pipe",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={self._profile.name}",
+            "--window-size=1280,900",
+        ]
         cmd = " ".join([f"exec {exe}", *flags, f"3<&{to_chrome_r}", f"4>&{from_chrome_w}"])
-        self.proc = subprocess.Popen(["bash", "-c", cmd], pass_fds=(to_chrome_r, from_chrome_w),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            ["bash", "-c", cmd],
+            pass_fds=(to_chrome_r, from_chrome_w),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._next = 0
@@ -126,7 +139,13 @@ class Browser:
     def screenshot(self, out: Path) -> None:
         """A full-page PNG."""
         height = int(self.evaluate("document.documentElement.scrollHeight"))
-        self.call("Emulation.setDeviceMetricsOverride", width=1280, height=min(height, 16000), deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=min(height, 16000),
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
         out.write_bytes(base64.b64decode(data))
 

@@ -31,22 +31,34 @@ def step_ms(gemm_ms: float, dropout: bool) -> float:
     return 0.3 + gemm_ms + 1.2 + (0.4 if dropout else 0.0)
 
 
-def job(*, gemm_ms: float = 2.0, gemm_name: str = "gemm_128x128_kernel", dropout: bool = False, steps: int = STEPS) -> Trace:
+def job(
+    *, gemm_ms: float = 2.0, gemm_name: str = "gemm_128x128_kernel", dropout: bool = False, steps: int = STEPS
+) -> Trace:
     """The job described in the module doc."""
     j = Job()
     members: list[list[int]] = [[] for _ in range(steps)]
     for rank in range(RANKS):
-        th, compute, comm = j.thread(rank), j.stream(rank, device=rank, stream=7), j.stream(rank, device=rank, stream=20)
+        th, compute, comm = (
+            j.thread(rank),
+            j.stream(rank, device=rank, stream=7),
+            j.stream(rank, device=rank, stream=20),
+        )
         t = 0.0
         for k in range(steps):
             start = t
             j.ev(th, t, t + 0.5, "aten::linear", "compute")
-            j.flow(j.ev(th, t + 0.1, t + 0.2, "cudaLaunchKernel", "cuda_api"), j.ev(compute, t + 0.3, t + 0.3 + gemm_ms, gemm_name, "kernel"))
+            j.flow(
+                j.ev(th, t + 0.1, t + 0.2, "cudaLaunchKernel", "cuda_api"),
+                j.ev(compute, t + 0.3, t + 0.3 + gemm_ms, gemm_name, "kernel"),
+            )
             j.ev(th, t + 0.5, t + 0.3 + gemm_ms, "cudaStreamSynchronize", "sync")
             t += 0.3 + gemm_ms
             if dropout:
                 j.ev(th, t, t + 0.4, "aten::dropout", "compute")
-                j.flow(j.ev(th, t + 0.1, t + 0.2, "cudaLaunchKernel", "cuda_api"), j.ev(compute, t + 0.25, t + 0.35, "dropout_kernel", "kernel"))
+                j.flow(
+                    j.ev(th, t + 0.1, t + 0.2, "cudaLaunchKernel", "cuda_api"),
+                    j.ev(compute, t + 0.25, t + 0.35, "dropout_kernel", "kernel"),
+                )
                 t += 0.4
             j.ev(th, t, t + 0.2, "nccl:all_reduce", "nccl")
             kernel = j.ev(comm, t + 0.15, t + 1.15, "ncclAllReduceKernel", "nccl")
@@ -57,7 +69,9 @@ def job(*, gemm_ms: float = 2.0, gemm_name: str = "gemm_128x128_kernel", dropout
     for m in members:
         j.collective(m, "allreduce")
     trace = j.build()
-    coll = trace.collectives.with_columns(pl.lit(ALLREDUCE_BYTES, pl.Int64).alias("bytes"), pl.lit(RANKS, pl.Int32).alias("group_size"))
+    coll = trace.collectives.with_columns(
+        pl.lit(ALLREDUCE_BYTES, pl.Int64).alias("bytes"), pl.lit(RANKS, pl.Int32).alias("group_size")
+    )
     return replace(trace, collectives=coll)
 
 

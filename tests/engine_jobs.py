@@ -41,8 +41,16 @@ class Job:
 
     def ev(self, loc: int, start_ms: float, end_ms: float, name: str, cat: str, args: str | None = None) -> int:
         """An event; ``args``: its JSON args text (e.g. Score-P's ``{"CUDA_STREAM_REF":N}``)."""
-        self.events.append({"loc": loc, "start_ns": round(start_ms * MS), "end_ns": round(end_ms * MS), "name": name, "cat": cat,
-                            "args": args})
+        self.events.append(
+            {
+                "loc": loc,
+                "start_ns": round(start_ms * MS),
+                "end_ns": round(end_ms * MS),
+                "name": name,
+                "cat": cat,
+                "args": args,
+            }
+        )
         return len(self.events) - 1
 
     def message(self, send: int, recv: int, send_done: int | None = None) -> None:
@@ -60,39 +68,69 @@ class Job:
         self.flows.append((src, dst, kind))
 
     def build(self) -> Trace:
-        locations = pl.DataFrame({
-            "loc": np.arange(len(self.locs), dtype=np.uint32),
-            "rank": [x["rank"] for x in self.locs],
-            "kind": [x["kind"] for x in self.locs],
-            "device": [x["device"] for x in self.locs],
-            "stream": [x["stream"] for x in self.locs],
-            "tid": [x.get("tid") for x in self.locs],
-            "source": [0] * len(self.locs),
-        }, schema_overrides={"device": pl.Int32, "stream": pl.Int64, "tid": pl.Int64})
-        ev = pl.DataFrame(self.events, schema_overrides={"args": pl.String}).with_row_index("handle").with_columns(pl.col("loc").cast(pl.UInt32))
+        locations = pl.DataFrame(
+            {
+                "loc": np.arange(len(self.locs), dtype=np.uint32),
+                "rank": [x["rank"] for x in self.locs],
+                "kind": [x["kind"] for x in self.locs],
+                "device": [x["device"] for x in self.locs],
+                "stream": [x["stream"] for x in self.locs],
+                "tid": [x.get("tid") for x in self.locs],
+                "source": [0] * len(self.locs),
+            },
+            schema_overrides={"device": pl.Int32, "stream": pl.Int64, "tid": pl.Int64},
+        )
+        ev = (
+            pl.DataFrame(self.events, schema_overrides={"args": pl.String})
+            .with_row_index("handle")
+            .with_columns(pl.col("loc").cast(pl.UInt32))
+        )
         ev = ev.sort("loc", "start_ns", pl.col("end_ns"), descending=[False, False, True], maintain_order=True)
-        depth, parent = nest(ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy())
-        ev = ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None),
-                             pl.lit(False).alias("instant"))
+        depth, parent = nest(
+            ev.get_column("loc").to_numpy(), ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
+        )
+        ev = ev.with_columns(
+            pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None), pl.lit(False).alias("instant")
+        )
         row = np.empty(ev.height, np.int64)
         row[ev.get_column("handle").to_numpy()] = np.arange(ev.height)
-        coll = pl.DataFrame({
-            "event": [int(row[h]) for h, *_ in self.collectives],
-            "rank": [self.locs[self.events[h]["loc"]]["rank"] for h, *_ in self.collectives],
-            "op": [c[1] for c in self.collectives], "comm": [c[2] for c in self.collectives],
-            "root": [c[3] for c in self.collectives], "seq": [c[4] for c in self.collectives],
-        }, schema_overrides={"root": pl.Int32, "rank": pl.Int32, "event": pl.Int64, "seq": pl.Int64}) if self.collectives else None
+        coll = (
+            pl.DataFrame(
+                {
+                    "event": [int(row[h]) for h, *_ in self.collectives],
+                    "rank": [self.locs[self.events[h]["loc"]]["rank"] for h, *_ in self.collectives],
+                    "op": [c[1] for c in self.collectives],
+                    "comm": [c[2] for c in self.collectives],
+                    "root": [c[3] for c in self.collectives],
+                    "seq": [c[4] for c in self.collectives],
+                },
+                schema_overrides={"root": pl.Int32, "rank": pl.Int32, "event": pl.Int64, "seq": pl.Int64},
+            )
+            if self.collectives
+            else None
+        )
         trace = Trace.build(
             meta={"sources": []},
             locations=locations,
             events=ev.drop("handle"),
-            messages=pl.DataFrame({
-                "send": [int(row[s]) for s, _, _ in self.messages], "recv": [int(row[r]) for _, r, _ in self.messages],
-                "send_done": [None if d is None else int(row[d]) for *_, d in self.messages]}, schema_overrides={"send_done": pl.Int64})
-            if self.messages else None,
+            messages=pl.DataFrame(
+                {
+                    "send": [int(row[s]) for s, _, _ in self.messages],
+                    "recv": [int(row[r]) for _, r, _ in self.messages],
+                    "send_done": [None if d is None else int(row[d]) for *_, d in self.messages],
+                },
+                schema_overrides={"send_done": pl.Int64},
+            )
+            if self.messages
+            else None,
             collectives=coll,
-            flows={"src": [int(row[s]) for s, _, _ in self.flows], "dst": [int(row[d]) for _, d, _ in self.flows],
-                   "kind": [k for *_, k in self.flows]} if self.flows else None,
+            flows={
+                "src": [int(row[s]) for s, _, _ in self.flows],
+                "dst": [int(row[d]) for _, d, _ in self.flows],
+                "kind": [k for *_, k in self.flows],
+            }
+            if self.flows
+            else None,
         )
         trace = type(trace)(**{**trace.tables(), "collectives": assign_instances(trace.collectives)}, meta=trace.meta)
         trace.validate()

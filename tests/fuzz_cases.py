@@ -31,14 +31,21 @@ from typing import Any
 from tests import fuzz_mutators as M
 
 READERS = ("kineto", "chrome", "perfetto", "otf2", "di")
-SHARED_KINETO = ("hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
-                 "hta_critical_path/cuda_event_sync/event_sync_trace.json.gz",
-                 "hta_triton_example/triton_example.json.gz",
-                 "hta_amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-                 "hta_large_integer_trace/rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz",
-                 "hta_call_stack/backward_thread.json")
-SHARED_OTF2 = ("casita_4_mpi_ls_barr", "pipit_ping-pong-otf2", "pipit_ping-pong-otf2-papi", "casita_1_ocl_deps",
-               "casita_1_scorep-ompt-host-nested")
+SHARED_KINETO = (
+    "hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "hta_critical_path/cuda_event_sync/event_sync_trace.json.gz",
+    "hta_triton_example/triton_example.json.gz",
+    "hta_amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "hta_large_integer_trace/rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz",
+    "hta_call_stack/backward_thread.json",
+)
+SHARED_OTF2 = (
+    "casita_4_mpi_ls_barr",
+    "pipit_ping-pong-otf2",
+    "pipit_ping-pong-otf2-papi",
+    "casita_1_ocl_deps",
+    "casita_1_scorep-ompt-host-nested",
+)
 
 
 @dataclass
@@ -121,7 +128,9 @@ def build_corpus(root: Path, shared: Path | None) -> Path:
         for name in SHARED_OTF2:
             src = shared / "otf2" / name
             if (src / "traces.otf2").exists():
-                archive = {k: v for k, v in _tree(src, "").items() if k == "traces.otf2" or k.endswith((".def", ".evt"))}
+                archive = {
+                    k: v for k, v in _tree(src, "").items() if k == "traces.otf2" or k.endswith((".def", ".evt"))
+                }
                 _put(root / "otf2" / name, archive)
                 if name == "casita_4_mpi_ls_barr":
                     otf2_trace = di.load(src / "traces.otf2")
@@ -142,8 +151,11 @@ def _foreign_perfetto() -> bytes | None:
 
 
 def _tree(folder: Path, prefix: str) -> dict[str, bytes]:
-    return {str(Path(prefix) / p.relative_to(folder)) if prefix else str(p.relative_to(folder)): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(Path(prefix) / p.relative_to(folder)) if prefix else str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _put(folder: Path, files: dict[str, bytes]) -> None:
@@ -188,7 +200,8 @@ def write_case(corpus: dict[str, list[Seed]], reader: str, case_seed: int, folde
     donor = rng.choice(seeds)
     files = dict(seed.files)
     entry = {"kineto": _chrome, "chrome": _chrome, "perfetto": _perfetto, "otf2": _otf2, "di": _store}[reader](
-        rng, seed, donor, files)
+        rng, seed, donor, files
+    )
     _put(folder, files)
     return folder / entry
 
@@ -233,8 +246,12 @@ def _perfetto(rng: random.Random, seed: Seed, donor: Seed, files: dict[str, byte
 def _otf2(rng: random.Random, seed: Seed, donor: Seed, files: dict[str, bytes]) -> str:
     """Corrupt bytes in the anchor, the global or local definitions and the event files; remove or swap files."""
     names = sorted(files)
-    kinds = {"anchor": [seed.entry], "global": [n for n in names if n.endswith(".def") and "/" not in n],
-             "local": [n for n in names if n.endswith(".def") and "/" in n], "events": [n for n in names if n.endswith(".evt")]}
+    kinds = {
+        "anchor": [seed.entry],
+        "global": [n for n in names if n.endswith(".def") and "/" not in n],
+        "local": [n for n in names if n.endswith(".def") and "/" in n],
+        "events": [n for n in names if n.endswith(".evt")],
+    }
     donors = [v for k, v in sorted(donor.files.items()) if k.endswith((".def", ".evt"))]
     for _ in range(rng.randint(1, 3)):
         kind = rng.choices(("anchor", "global", "local", "events"), (2, 3, 1, 4))[0]
@@ -254,8 +271,20 @@ def _otf2(rng: random.Random, seed: Seed, donor: Seed, files: dict[str, bytes]) 
     return seed.entry
 
 
-META_KEYS = ("format", "schema_version", "di_version", "clock", "sources", "warnings", "hosts", "tables", "ranks",
-             "time_range", "command", "capture")
+META_KEYS = (
+    "format",
+    "schema_version",
+    "di_version",
+    "clock",
+    "sources",
+    "warnings",
+    "hosts",
+    "tables",
+    "ranks",
+    "time_range",
+    "command",
+    "capture",
+)
 VERSIONS = (0, 2, 99, -1, "1", 1.0, None, True, 2**70, [1], {"v": 1})
 
 
@@ -382,7 +411,9 @@ def check(path: Path, case_dir: Path) -> Outcome:
     except (DIError, FileNotFoundError) as exc:
         text = str(exc)
         if case_dir.name not in text:
-            return Outcome(FAILURE, f"{type(exc).__name__} not naming the file at {innermost_di_frame(exc)}", text[:300])
+            return Outcome(
+                FAILURE, f"{type(exc).__name__} not naming the file at {innermost_di_frame(exc)}", text[:300]
+            )
         if "\n" in text.strip():
             return Outcome(FAILURE, f"{type(exc).__name__} of several lines at {innermost_di_frame(exc)}", text[:300])
         return Outcome(ERROR, type(exc).__name__, text[:300])

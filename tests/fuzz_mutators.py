@@ -84,7 +84,7 @@ def splice(rng: random.Random, data: bytes, other: bytes | None = None) -> bytes
     a, b = _span(rng, len(donor))
     at = rng.randrange(len(data) + 1)
     if rng.random() < 0.5:
-        return data[:at] + donor[a:b] + data[at + (b - a):]
+        return data[:at] + donor[a:b] + data[at + (b - a) :]
     return data[:at] + donor[a:b] + data[at:]
 
 
@@ -94,7 +94,14 @@ def insert_random(rng: random.Random, data: bytes) -> bytes:
 
 
 BYTE_MUTATORS: tuple[Callable[[random.Random, bytes], bytes], ...] = (
-    flip_bits, set_bytes, truncate, delete_chunk, duplicate_chunk, splice, insert_random)
+    flip_bits,
+    set_bytes,
+    truncate,
+    delete_chunk,
+    duplicate_chunk,
+    splice,
+    insert_random,
+)
 
 
 def mutate_bytes(rng: random.Random, data: bytes, other: bytes | None = None) -> bytes:
@@ -140,12 +147,55 @@ def deep(rng: random.Random) -> Raw:
     return Raw(open_ * n + "1" + close * n)
 
 
-JUNK_TEXT = ("", " ", "\u0000", "\ud800", "\udfff\ud800", "\u202e\u200b", "\U0001f600" * 3, "é" * 50, "\\", '"',
-             "x" * 70_000, "ProfilerStep#", "ProfilerStep#-1", "ProfilerStep#99999999999999999999", "nccl:all_reduce",
-             "ncclDevKernel_AllReduce", "Memcpy HtoD", "cudaLaunchKernel", "gpu_memcpy", "kernel", "ac2g", "\n")
-RAW_NUMBERS = ("NaN", "-NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1E-400", "-0", "0.0000001", "1e18",
-               "9223372036854775807", "9223372036854775808", "-9223372036854775809", "18446744073709551616",
-               "123456789012345678901234567890", "1.5e308", "4.9e-324", "00012", "0x10", "+5", ".5", "5.", "1e")
+JUNK_TEXT = (
+    "",
+    " ",
+    "\u0000",
+    "\ud800",
+    "\udfff\ud800",
+    "\u202e\u200b",
+    "\U0001f600" * 3,
+    "é" * 50,
+    "\\",
+    '"',
+    "x" * 70_000,
+    "ProfilerStep#",
+    "ProfilerStep#-1",
+    "ProfilerStep#99999999999999999999",
+    "nccl:all_reduce",
+    "ncclDevKernel_AllReduce",
+    "Memcpy HtoD",
+    "cudaLaunchKernel",
+    "gpu_memcpy",
+    "kernel",
+    "ac2g",
+    "\n",
+)
+RAW_NUMBERS = (
+    "NaN",
+    "-NaN",
+    "Infinity",
+    "-Infinity",
+    "1e999",
+    "-1e999",
+    "1E-400",
+    "-0",
+    "0.0000001",
+    "1e18",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "18446744073709551616",
+    "123456789012345678901234567890",
+    "1.5e308",
+    "4.9e-324",
+    "00012",
+    "0x10",
+    "+5",
+    ".5",
+    "5.",
+    "1e",
+)
 
 
 def weird_value(rng: random.Random) -> Any:
@@ -158,25 +208,59 @@ def weird_value(rng: random.Random) -> Any:
     if pick == 2:
         return Raw(rng.choice(RAW_NUMBERS))
     if pick == 3:
-        return rng.choice((0, -1, 1, 2**31, 2**32, -2**31, 2**53 + 1, 2**63 - 1, -2**63, 2**64 - 1, 2**64, -2**64))
+        return rng.choice(
+            (0, -1, 1, 2**31, 2**32, -(2**31), 2**53 + 1, 2**63 - 1, -(2**63), 2**64 - 1, 2**64, -(2**64))
+        )
     if pick == 4:
         return rng.choice((0.5, -0.5, 1e-9, -1e300, 1e300, 3.999999, float("nan"), float("inf"), -float("inf")))
     if pick == 5:
         return deep(rng)
     if pick == 6:
-        return str(rng.randint(-10**6, 10**6))
+        return str(rng.randint(-(10**6), 10**6))
     if pick == 7:
         return Raw('"' + rng.choice(("\\ud800", "\\u00", "\\x41", "\\", "\\uD83D\\u0041", "\\u0000")) + '"')
     if pick == 8:
-        return rng.randint(-10**12, 10**12)
+        return rng.randint(-(10**12), 10**12)
     return rng.uniform(-1e12, 1e12)
 
 
 EVENT_KEYS = ("ts", "dur", "pid", "tid", "args", "ph", "name", "cat", "id", "bp", "s", "tts", "id2", "scope")
-PHASES = ("X", "B", "E", "i", "I", "C", "s", "t", "f", "M", "b", "e", "n", "P", "O", "N", "D", "R", "(", ")", "",
-          "XX", "x")
-TOP_KEYS = ("traceEvents", "displayTimeUnit", "baseTimeNanoseconds", "distributedInfo", "deviceProperties",
-            "schemaVersion", "diTrace", "otherData", "traceName")
+PHASES = (
+    "X",
+    "B",
+    "E",
+    "i",
+    "I",
+    "C",
+    "s",
+    "t",
+    "f",
+    "M",
+    "b",
+    "e",
+    "n",
+    "P",
+    "O",
+    "N",
+    "D",
+    "R",
+    "(",
+    ")",
+    "",
+    "XX",
+    "x",
+)
+TOP_KEYS = (
+    "traceEvents",
+    "displayTimeUnit",
+    "baseTimeNanoseconds",
+    "distributedInfo",
+    "deviceProperties",
+    "schemaVersion",
+    "diTrace",
+    "otherData",
+    "traceName",
+)
 
 
 def mutate_event(rng: random.Random, ev: Any) -> Any:
@@ -210,7 +294,9 @@ def mutate_events(rng: random.Random, events: list[Any]) -> list[Any]:
     for _ in range(rng.randint(1, 6)):
         pick = rng.randrange(6)
         if not events or pick == 0:
-            events.insert(rng.randrange(len(events) + 1), rng.choice(({}, weird_value(rng), {"ph": rng.choice(PHASES)})))
+            events.insert(
+                rng.randrange(len(events) + 1), rng.choice(({}, weird_value(rng), {"ph": rng.choice(PHASES)}))
+            )
             continue
         i = rng.randrange(len(events))
         if pick == 1:
@@ -276,7 +362,10 @@ class JsonDoc:
         body = "[" + ",".join(self.texts[self.index[id(e)]] if id(e) in self.index else dumps(e) for e in events) + "]"
         if self.array:
             return body.encode()
-        parts = [f"{json.dumps(k)}:{body if k == 'traceEvents' and v is self.top.get(k) else dumps(v)}" for k, v in top.items()]
+        parts = [
+            f"{json.dumps(k)}:{body if k == 'traceEvents' and v is self.top.get(k) else dumps(v)}"
+            for k, v in top.items()
+        ]
         if "traceEvents" not in top and rng.random() < 0.5:
             parts.append(f'"traceEvents":{body}')
         return ("{" + ",".join(parts) + "}").encode()
@@ -339,13 +428,13 @@ def parse_message(data: bytes, depth: int = 0) -> list[Field] | None:
             width = 8 if wire == 1 else 4
             if pos + width > len(data):
                 return None
-            value, pos = data[pos:pos + width], pos + width
+            value, pos = data[pos : pos + width], pos + width
         elif wire == 2:
             got = _read_varint(data, pos)
             if got is None or got[1] + got[0] > len(data):
                 return None
             length, pos = got
-            value, pos = data[pos:pos + length], pos + length
+            value, pos = data[pos : pos + length], pos + length
             sub = parse_message(value, depth + 1) if value and depth < 12 else None
             value = sub if sub is not None else value
         else:
@@ -390,7 +479,11 @@ def mutate_field(rng: random.Random, fields: list[Field]) -> None:
     f = parent[i]
     pick = rng.randrange(10)
     if pick == 0 and f.wire == 0:
-        f.value = rng.choice(VARINTS) if rng.random() < 0.7 else rng.choice((f.value + 1, f.value - 1, f.value * 1000, rng.getrandbits(64)))
+        f.value = (
+            rng.choice(VARINTS)
+            if rng.random() < 0.7
+            else rng.choice((f.value + 1, f.value - 1, f.value * 1000, rng.getrandbits(64)))
+        )
     elif pick == 1 and f.wire == 0:  # overlong (up to 10 bytes is legal) or unterminated
         enc = bytearray(varint(f.value))
         enc[-1] |= 0x80
@@ -406,7 +499,9 @@ def mutate_field(rng: random.Random, fields: list[Field]) -> None:
     elif pick == 6:
         f.num = rng.choice((1, 2, 3, 8, 9, 10, 11, 12, 15, 16, 23, 24, 36, 41, 43, 44, 2**29 - 1, rng.randint(1, 200)))
     elif pick == 7 and f.wire == 2 and not isinstance(f.value, list):
-        f.value = rng.choice((b"", b"\xff\xfe", b"\xc0\x80", "\ud800".encode("utf-8", "surrogatepass"), b"x" * 70_000, b"\x00"))
+        f.value = rng.choice(
+            (b"", b"\xff\xfe", b"\xc0\x80", "\ud800".encode("utf-8", "surrogatepass"), b"x" * 70_000, b"\x00")
+        )
     elif pick == 8:  # move the field under another message
         targets = [s for s in sites if isinstance(s[0][s[1]].value, list)]
         if targets:
@@ -425,7 +520,7 @@ def split_packets(data: bytes) -> list[bytes]:
         if got is None or got[1] + got[0] > len(data):
             out.append(data[pos:])
             break
-        out.append(data[pos:got[1] + got[0]])
+        out.append(data[pos : got[1] + got[0]])
         pos = got[1] + got[0]
     return out
 

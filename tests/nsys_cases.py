@@ -16,9 +16,18 @@ PID, TID = 4242, 4243
 GTID = (PID << 24) | TID
 GPID = PID << 24
 
-STRINGS = {1: "cudaLaunchKernel_v7000", 2: "cudaStreamSynchronize_v3020", 3: "gemm_kernel", 4: "void gemm_kernel<float>(float*)",
-           5: "cuLaunchKernel", 6: "ProfilerStep#7", 7: "main thread", 8: "read", 9: "ncclDevKernel_AllReduce_Sum_f32",
-           10: "forward"}
+STRINGS = {
+    1: "cudaLaunchKernel_v7000",
+    2: "cudaStreamSynchronize_v3020",
+    3: "gemm_kernel",
+    4: "void gemm_kernel<float>(float*)",
+    5: "cuLaunchKernel",
+    6: "ProfilerStep#7",
+    7: "main thread",
+    8: "read",
+    9: "ncclDevKernel_AllReduce_Sum_f32",
+    10: "forward",
+}
 
 
 def _table(con: sqlite3.Connection, name: str, cols: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -27,52 +36,159 @@ def _table(con: sqlite3.Connection, name: str, cols: list[str], rows: list[tuple
         con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(cols))})', rows)
 
 
-def build(path: Path, *, meta_table: str = "META_DATA_EXPORT", schema_version: str = "3.13.2", env: dict[str, str] | None = None,
-          drop: tuple[str, ...] = (), kernel_cols: tuple[str, ...] = ()) -> Path:
+def build(
+    path: Path,
+    *,
+    meta_table: str = "META_DATA_EXPORT",
+    schema_version: str = "3.13.2",
+    env: dict[str, str] | None = None,
+    drop: tuple[str, ...] = (),
+    kernel_cols: tuple[str, ...] = (),
+) -> Path:
     """Write a small export to ``path``: 2 kernels (one NCCL, one a graph node), 1 memset, 3 runtime calls,
     1 driver call, 1 stream sync record, NVTX (a push/pop range, a step range, a start/end range, a mark,
     an NCCL-domain range, one range never ended), 1 OSRT read. ``drop``: tables left out;
     ``kernel_cols``: kernel columns left out."""
     con = sqlite3.connect(path)
     _table(con, "StringIds", ["id INTEGER PRIMARY KEY", "value TEXT"], list(STRINGS.items()))
-    _table(con, meta_table, ["name TEXT", "value TEXT"], [("EXPORT_PRODUCT_VERSION", "2099.1"), ("EXPORT_SCHEMA_VERSION", schema_version)])
-    _table(con, "TARGET_INFO_SESSION_START_TIME", ["utcEpochNs INTEGER", "utcTime TEXT", "localTime TEXT"], [(SESSION_START_NS, "", "")])
-    _table(con, "TARGET_INFO_SYSTEM_ENV", ["globalVid INTEGER", "devStateName TEXT", "name TEXT", "nameEnum INTEGER", "value TEXT"],
-           [(0, "Local", "Hostname", 619, "node7")])
-    _table(con, "META_DATA_CAPTURE", ["name TEXT", "value TEXT"],
-           [("PROCESS_0:COMMAND", "train"), *[("PROCESS_0:ENVIRONMENT_VARIABLE", f'{k}="{v}"') for k, v in (env or {}).items()]])
+    _table(
+        con,
+        meta_table,
+        ["name TEXT", "value TEXT"],
+        [("EXPORT_PRODUCT_VERSION", "2099.1"), ("EXPORT_SCHEMA_VERSION", schema_version)],
+    )
+    _table(
+        con,
+        "TARGET_INFO_SESSION_START_TIME",
+        ["utcEpochNs INTEGER", "utcTime TEXT", "localTime TEXT"],
+        [(SESSION_START_NS, "", "")],
+    )
+    _table(
+        con,
+        "TARGET_INFO_SYSTEM_ENV",
+        ["globalVid INTEGER", "devStateName TEXT", "name TEXT", "nameEnum INTEGER", "value TEXT"],
+        [(0, "Local", "Hostname", 619, "node7")],
+    )
+    _table(
+        con,
+        "META_DATA_CAPTURE",
+        ["name TEXT", "value TEXT"],
+        [
+            ("PROCESS_0:COMMAND", "train"),
+            *[("PROCESS_0:ENVIRONMENT_VARIABLE", f'{k}="{v}"') for k, v in (env or {}).items()],
+        ],
+    )
     _table(con, "PROCESSES", ["globalPid INTEGER", "pid INTEGER", "name TEXT"], [(GPID, PID, "python")])
     _table(con, "ThreadNames", ["nameId INTEGER", "priority INTEGER", "globalTid INTEGER"], [(7, 0, GTID)])
     _table(con, "TARGET_INFO_GPU", ["vmId INTEGER", "id INTEGER", "name TEXT"], [(0, 0, "NVIDIA H100")])
-    kcols = [c for c in ("start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "demangledName",
-                         "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
-                         "staticSharedMemory", "dynamicSharedMemory", "graphNodeId") if c not in kernel_cols]
-    full = {"start": [1000, 3000], "end": [2000, 5000], "deviceId": [0, 0], "contextId": [1, 1], "streamId": [7, 13],
-            "correlationId": [11, 12], "globalPid": [GPID, GPID], "demangledName": [4, 9], "shortName": [3, 9], "gridX": [2, 1],
-            "gridY": [1, 1], "gridZ": [1, 1], "blockX": [128, 64], "blockY": [1, 1], "blockZ": [1, 1], "registersPerThread": [32, 40],
-            "staticSharedMemory": [0, 16], "dynamicSharedMemory": [1024, 0], "graphNodeId": [None, 99]}
+    kcols = [
+        c
+        for c in (
+            "start",
+            "end",
+            "deviceId",
+            "contextId",
+            "streamId",
+            "correlationId",
+            "globalPid",
+            "demangledName",
+            "shortName",
+            "gridX",
+            "gridY",
+            "gridZ",
+            "blockX",
+            "blockY",
+            "blockZ",
+            "registersPerThread",
+            "staticSharedMemory",
+            "dynamicSharedMemory",
+            "graphNodeId",
+        )
+        if c not in kernel_cols
+    ]
+    full = {
+        "start": [1000, 3000],
+        "end": [2000, 5000],
+        "deviceId": [0, 0],
+        "contextId": [1, 1],
+        "streamId": [7, 13],
+        "correlationId": [11, 12],
+        "globalPid": [GPID, GPID],
+        "demangledName": [4, 9],
+        "shortName": [3, 9],
+        "gridX": [2, 1],
+        "gridY": [1, 1],
+        "gridZ": [1, 1],
+        "blockX": [128, 64],
+        "blockY": [1, 1],
+        "blockZ": [1, 1],
+        "registersPerThread": [32, 40],
+        "staticSharedMemory": [0, 16],
+        "dynamicSharedMemory": [1024, 0],
+        "graphNodeId": [None, 99],
+    }
     tables = {
         "CUPTI_ACTIVITY_KIND_KERNEL": (kcols, list(zip(*[full[c] for c in kcols]))),
-        "CUPTI_ACTIVITY_KIND_MEMSET": (["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "value",
-                                        "bytes", "memKind"], [(5500, 5600, 0, 1, 7, 14, GPID, 0, 4096, 2)]),
-        "CUPTI_ACTIVITY_KIND_RUNTIME": (["start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue"],
-                                        [(500, 900, 0, GTID, 11, 1, 0), (2500, 2900, 0, GTID, 12, 1, 0), (5200, 5300, 0, GTID, 14, 1, 0),
-                                         (6000, 8000, 0, GTID, 13, 2, 0)]),
-        "CUPTI_ACTIVITY_KIND_DRIVER": (["start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue"],
-                                       [(8100, 8200, 1, GTID, 15, 5, 0)]),
-        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
-                                                 "syncType", "eventId"], [(6000, 7900, 0, 1, 13, 13, GPID, 3, 4294967295)]),
-        "NVTX_EVENTS": (["start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid", "textId",
-                         "domainId"],
-                        [(400, 9000, 59, None, None, None, None, GTID, None, 6, 0), (450, 5400, 59, None, None, None, "forward", GTID,
-                                                                                     None, None, 0),
-                         (600, None, 34, None, None, None, "checkpoint", GTID, None, None, 0),
-                         (100, 100, 75, None, None, None, "NCCL", GTID, None, None, 5),
-                         (2950, 4000, 59, None, None, None, "ncclAllReduce", GTID, None, None, 5),
-                         (300, 9500, 60, 1, None, None, "epoch", GTID, GTID, None, 0),
-                         (9600, None, 59, None, None, None, "never ended", GTID, None, None, 0)]),
-        "OSRT_API": (["start", "end", "eventClass", "globalTid", "nameId", "returnValue", "nestingLevel", "callchainId"],
-                     [(9100, 9200, 27, GTID, 8, 64, 0, 0)]),
+        "CUPTI_ACTIVITY_KIND_MEMSET": (
+            [
+                "start",
+                "end",
+                "deviceId",
+                "contextId",
+                "streamId",
+                "correlationId",
+                "globalPid",
+                "value",
+                "bytes",
+                "memKind",
+            ],
+            [(5500, 5600, 0, 1, 7, 14, GPID, 0, 4096, 2)],
+        ),
+        "CUPTI_ACTIVITY_KIND_RUNTIME": (
+            ["start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue"],
+            [
+                (500, 900, 0, GTID, 11, 1, 0),
+                (2500, 2900, 0, GTID, 12, 1, 0),
+                (5200, 5300, 0, GTID, 14, 1, 0),
+                (6000, 8000, 0, GTID, 13, 2, 0),
+            ],
+        ),
+        "CUPTI_ACTIVITY_KIND_DRIVER": (
+            ["start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue"],
+            [(8100, 8200, 1, GTID, 15, 5, 0)],
+        ),
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (
+            ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "syncType", "eventId"],
+            [(6000, 7900, 0, 1, 13, 13, GPID, 3, 4294967295)],
+        ),
+        "NVTX_EVENTS": (
+            [
+                "start",
+                "end",
+                "eventType",
+                "rangeId",
+                "category",
+                "color",
+                "text",
+                "globalTid",
+                "endGlobalTid",
+                "textId",
+                "domainId",
+            ],
+            [
+                (400, 9000, 59, None, None, None, None, GTID, None, 6, 0),
+                (450, 5400, 59, None, None, None, "forward", GTID, None, None, 0),
+                (600, None, 34, None, None, None, "checkpoint", GTID, None, None, 0),
+                (100, 100, 75, None, None, None, "NCCL", GTID, None, None, 5),
+                (2950, 4000, 59, None, None, None, "ncclAllReduce", GTID, None, None, 5),
+                (300, 9500, 60, 1, None, None, "epoch", GTID, GTID, None, 0),
+                (9600, None, 59, None, None, None, "never ended", GTID, None, None, 0),
+            ],
+        ),
+        "OSRT_API": (
+            ["start", "end", "eventClass", "globalTid", "nameId", "returnValue", "nestingLevel", "callchainId"],
+            [(9100, 9200, 27, GTID, 8, 64, 0, 0)],
+        ),
     }
     for name, (cols, rows) in tables.items():
         if name not in drop:
@@ -93,14 +209,43 @@ def add_mpi(path: Path, ranks: dict[int, int]) -> Path:
     con = sqlite3.connect(path)
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(MPI_STRINGS.items()))
     _table(con, "MPI_RANKS", ["rank INTEGER", "globalTid INTEGER"], [(r, g) for g, r in ranks.items()])
-    _table(con, "MPI_P2P_EVENTS", ["start INTEGER", "end INTEGER", "globalTid INTEGER", "textId INTEGER", "commHandle INTEGER",
-                                   "tag INTEGER", "remoteRank INTEGER", "size INTEGER"],
-           [(9300, 9400, GTID, 20, 1, 7, 1, 1024), (9300, 9500, GTID2, 21, 1, 7, 0, 1024)])
-    _table(con, "MPI_START_WAIT_EVENTS", ["start INTEGER", "end INTEGER", "globalTid INTEGER", "textId INTEGER"],
-           [(9510, 9520, GTID2, 23)])
-    _table(con, "MPI_COLLECTIVES_EVENTS", ["start INTEGER", "end INTEGER", "globalTid INTEGER", "textId INTEGER", "commHandle INTEGER",
-                                           "rootRank INTEGER", "size INTEGER", "collSendSize INTEGER", "collRecvSize INTEGER"],
-           [(9600, 9700, GTID, 22, 1, None, None, 4096, 4096), (9600, 9750, GTID2, 22, 1, None, None, 4096, 4096)])
+    _table(
+        con,
+        "MPI_P2P_EVENTS",
+        [
+            "start INTEGER",
+            "end INTEGER",
+            "globalTid INTEGER",
+            "textId INTEGER",
+            "commHandle INTEGER",
+            "tag INTEGER",
+            "remoteRank INTEGER",
+            "size INTEGER",
+        ],
+        [(9300, 9400, GTID, 20, 1, 7, 1, 1024), (9300, 9500, GTID2, 21, 1, 7, 0, 1024)],
+    )
+    _table(
+        con,
+        "MPI_START_WAIT_EVENTS",
+        ["start INTEGER", "end INTEGER", "globalTid INTEGER", "textId INTEGER"],
+        [(9510, 9520, GTID2, 23)],
+    )
+    _table(
+        con,
+        "MPI_COLLECTIVES_EVENTS",
+        [
+            "start INTEGER",
+            "end INTEGER",
+            "globalTid INTEGER",
+            "textId INTEGER",
+            "commHandle INTEGER",
+            "rootRank INTEGER",
+            "size INTEGER",
+            "collSendSize INTEGER",
+            "collRecvSize INTEGER",
+        ],
+        [(9600, 9700, GTID, 22, 1, None, None, 4096, 4096), (9600, 9750, GTID2, 22, 1, None, None, 4096, 4096)],
+    )
     con.commit()
     con.close()
     return path

@@ -13,12 +13,24 @@ from di.convert.perfetto import fields as F
 from di.engine.classify import ACTIVITIES
 from di.convert.lanes import NO_POINT
 from di.convert.otf2.timeline import (
-    EV_INSTANT, EV_IO, EV_REGION, EV_RMA, IO_CANCELLED_BIT, IO_COMPLETE_WITHOUT_BEGIN, IO_FLAGS_SHIFT, IO_UNCOMPLETED, LEAVE_MISMATCH,
-    LEAVE_WITHOUT_ENTER, N_COUNTS, RMA_COMPLETE_WITHOUT_OP, RMA_UNCOMPLETED, UNCLOSED_ENTER, _folded,
+    EV_INSTANT,
+    EV_IO,
+    EV_REGION,
+    EV_RMA,
+    IO_CANCELLED_BIT,
+    IO_COMPLETE_WITHOUT_BEGIN,
+    IO_FLAGS_SHIFT,
+    IO_UNCOMPLETED,
+    LEAVE_MISMATCH,
+    LEAVE_WITHOUT_ENTER,
+    N_COUNTS,
+    RMA_COMPLETE_WITHOUT_OP,
+    RMA_UNCOMPLETED,
+    UNCLOSED_ENTER,
+    _folded,
 )
 from di.convert.chrome.lines import ARGS, FRAG, NO_TIME, TEXT, TIME, us_text
 from di.engine.breakdown import GPU_PRIORITY, HOST_PRIORITY
-
 
 
 # di.nesting
@@ -41,7 +53,6 @@ def nest_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) ->
         depth[k] = len(stack)
         stack.append(k)
     return depth, parent
-
 
 
 # di.convert.lanes
@@ -67,10 +78,10 @@ def assign_lanes_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.nda
     return lanes
 
 
-
 # di.convert.lanes
-def innermost_points_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rows: np.ndarray,
-                               lower_ns: np.ndarray) -> np.ndarray:
+def innermost_points_reference(
+    loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rows: np.ndarray, lower_ns: np.ndarray
+) -> np.ndarray:
     """Pure-Python version of :func:`innermost_points`: tries every ns from the bound to the event's end."""
     out = []
     for r, t in zip(rows.tolist(), lower_ns.tolist()):
@@ -84,7 +95,6 @@ def innermost_points_reference(loc: np.ndarray, start_ns: np.ndarray, end_ns: np
                 break
         out.append(found)
     return np.array(out, dtype=np.int64)
-
 
 
 # di.convert.otf2.timeline
@@ -123,15 +133,33 @@ def build_reference(rows: np.ndarray, bounds: np.ndarray, fold_ref: int = -1) ->
                 counts[LEAVE_MISMATCH] += events[e][4] != a
                 events[e][2] = t
                 owner[k] = e
-            elif R.PROGRAM_BEGIN <= kind <= R.PARAMETER_UINT or R.IO_ISSUED <= kind <= R.IO_TRY_LOCK or kind in (R.RMA_PUT, R.RMA_GET):
+            elif (
+                R.PROGRAM_BEGIN <= kind <= R.PARAMETER_UINT
+                or R.IO_ISSUED <= kind <= R.IO_TRY_LOCK
+                or kind in (R.RMA_PUT, R.RMA_GET)
+            ):
                 owner[k] = len(events)
                 if kind in (R.RMA_PUT, R.RMA_GET):
                     rma.append((len(events), d))
-                events.append([int(loc[k]), t, t, EV_RMA if kind in (R.RMA_PUT, R.RMA_GET) else EV_INSTANT, kind, a, b, c, 0])
+                events.append(
+                    [int(loc[k]), t, t, EV_RMA if kind in (R.RMA_PUT, R.RMA_GET) else EV_INSTANT, kind, a, b, c, 0]
+                )
             elif kind == R.IO_BEGIN and not _folded(rows, k, fold_ref):
                 owner[k] = len(events)
                 io.append((len(events), int(rows[k, 6])))
-                events.append([int(loc[k]), t, t, EV_IO, R.IO_OPERATION_READ + min(max(b, 0), 2), a, b | (c << IO_FLAGS_SHIFT), d, -1])
+                events.append(
+                    [
+                        int(loc[k]),
+                        t,
+                        t,
+                        EV_IO,
+                        R.IO_OPERATION_READ + min(max(b, 0), 2),
+                        a,
+                        b | (c << IO_FLAGS_SHIFT),
+                        d,
+                        -1,
+                    ]
+                )
             elif kind in (R.IO_COMPLETE, R.IO_CANCELLED) and not _folded(rows, k, fold_ref):
                 hit = next((q for q, (e, m) in enumerate(io) if events[e][5] == a and m == int(rows[k, 6])), None)
                 if hit is None:
@@ -162,24 +190,39 @@ def build_reference(rows: np.ndarray, bounds: np.ndarray, fold_ref: int = -1) ->
         i = j
     cols = np.array(events, dtype=np.int64).reshape(-1, 9)
     rec = np.flatnonzero((rows[:, 0] != R.ENTER) & (rows[:, 0] != R.LEAVE))
-    return (*(cols[:, q] for q in range(9)), rec, np.array(owner, dtype=np.int64)[rec], np.array(head, dtype=np.int64)[rec],
-            np.array(counts, dtype=np.int64))
-
+    return (
+        *(cols[:, q] for q in range(9)),
+        rec,
+        np.array(owner, dtype=np.int64)[rec],
+        np.array(head, dtype=np.int64)[rec],
+        np.array(counts, dtype=np.int64),
+    )
 
 
 # di.convert.chrome.lines
 def _args_reference(text: bytes, corr: int, nbytes: int, key: bytes, corr_key: bytes, bytes_key: bytes) -> bytes:
     if corr == NO_TIME and nbytes == NO_TIME:
         return key + text if text else b""
-    adds = ([corr_key + b"%d" % corr] if corr != NO_TIME else []) + ([bytes_key + b"%d" % nbytes] if nbytes != NO_TIME else [])
+    adds = ([corr_key + b"%d" % corr] if corr != NO_TIME else []) + (
+        [bytes_key + b"%d" % nbytes] if nbytes != NO_TIME else []
+    )
     body = text.lstrip(b"{ \t\r\n")
     return key + b"{" + b",".join(adds) + (b"," + body if body and not body.startswith(b"}") else b"}")
 
 
-
 # di.convert.chrome.lines
-def assemble_reference(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
-                        pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray) -> bytes:
+def assemble_reference(
+    ops: np.ndarray,
+    lo: int,
+    hi: int,
+    frag: np.ndarray,
+    times: np.ndarray,
+    ints: np.ndarray,
+    pool: np.ndarray,
+    pool_off: np.ndarray,
+    text: np.ndarray,
+    text_off: np.ndarray,
+) -> bytes:
     """Pure-Python version of :func:`_assemble_kernel`, for tests."""
     out = bytearray()
     frags = [pool[pool_off[f] : pool_off[f + 1]].tobytes() for f in range(len(pool_off) - 1)]
@@ -196,7 +239,6 @@ def assemble_reference(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, time
             elif (f := frag[c, i] if op == FRAG else c) >= 0:
                 out += frags[f]
     return bytes(out)
-
 
 
 # di.convert.perfetto.pairing
@@ -227,13 +269,20 @@ def pair_slices_reference(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, 
         for s in stack:
             end_ns[s] = last_ns
             unclosed += 1
-    return (np.array(begin, np.int64), np.array(end_ns, np.int64), np.array(instant, np.uint8), slice_of, unmatched, unclosed)
-
+    return (
+        np.array(begin, np.int64),
+        np.array(end_ns, np.int64),
+        np.array(instant, np.uint8),
+        slice_of,
+        unmatched,
+        unclosed,
+    )
 
 
 # di.convert.perfetto.pairing
-def chain_flows_reference(fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray,
-                          slice_start: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+def chain_flows_reference(
+    fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray, slice_start: np.ndarray
+) -> tuple[list[int], list[int], list[int]]:
     """Pure-Python :func:`chain_flows` (a dict of active ids), for tests."""
     active: dict[int, int] = {}
     src, dst, ids = [], [], []
@@ -253,7 +302,6 @@ def chain_flows_reference(fid: np.ndarray, slice_id: np.ndarray, terminating: np
         elif not terminating[k]:
             active[f] = s
     return src, dst, ids
-
 
 
 # di.engine.breakdown
@@ -277,7 +325,6 @@ def sweep_reference(group, start, end, act, host_group, n_groups: int) -> tuple[
     return excl, union
 
 
-
 # di.engine.intervals
 def union_reference(group, start_ns, end_ns) -> list[tuple[int, int, int]]:
     """Pure-Python reference of :func:`union` as (group, start, end) tuples."""
@@ -292,12 +339,10 @@ def union_reference(group, start_ns, end_ns) -> list[tuple[int, int, int]]:
     return [tuple(x) for x in out]  # type: ignore[misc]
 
 
-
 # di.engine.intervals
 def points_reference(tuples: list[tuple[int, int, int]]) -> set[tuple[int, int]]:
     """Every covered (group, ns) point of small reference sets (tests only)."""
     return {(g, t) for g, s, e in tuples for t in range(s, e)}
-
 
 
 # di.engine.critical_path
@@ -314,14 +359,17 @@ def longest_reference(order, first_of_loc, local_w, src, dst, cross_w) -> np.nda
     return np.asarray(dist, np.int64)
 
 
-
 # di.engine.inferred_edges
 def queue_reference(call_t: list[int], kern_t: list[int], kern_end: list[int], skew_ns: int, lost_ns: int) -> list[int]:
     """Pure-Python reference of :func:`_queue` for one group (tests only)."""
     out, j, prev_end = [], 0, None
     for t, end in zip(kern_t, kern_end):
-        while (j + 1 < len(call_t) and abs(call_t[j + 1] - t) <= skew_ns and t - call_t[j] > lost_ns
-               and (prev_end is None or prev_end <= call_t[j])):
+        while (
+            j + 1 < len(call_t)
+            and abs(call_t[j + 1] - t) <= skew_ns
+            and t - call_t[j] > lost_ns
+            and (prev_end is None or prev_end <= call_t[j])
+        ):
             j += 1
         if j < len(call_t) and call_t[j] <= t + skew_ns:
             out.append(j)

@@ -50,8 +50,16 @@ def generated_job(directory: Path, ranks: int = 8, steps: int = 3) -> Trace:
     job = di.load(directory)
     start, end = job.meta["time_range"]["start_ns"], job.meta["time_range"]["end_ns"]
     first_loc = int(job.locations.get_column("loc").max()) + 1
-    locs = pl.DataFrame({"loc": np.arange(first_loc, first_loc + ranks), "rank": job.ranks, "kind": ["counter"] * ranks,
-                         "device": np.arange(ranks) % 8, "name": ["GPU counters"] * ranks, "source": [0] * ranks})
+    locs = pl.DataFrame(
+        {
+            "loc": np.arange(first_loc, first_loc + ranks),
+            "rank": job.ranks,
+            "kind": ["counter"] * ranks,
+            "device": np.arange(ranks) % 8,
+            "name": ["GPU counters"] * ranks,
+            "source": [0] * ranks,
+        }
+    )
     ts = np.arange(start, end, SAMPLE_PERIOD_NS, dtype=np.int64)
     series, samples = [], []
     for r in range(ranks):
@@ -61,17 +69,33 @@ def generated_job(directory: Path, ranks: int = 8, steps: int = 3) -> Trace:
             wave = np.sin(np.arange(len(ts)) / 7.0 + r + k)
             samples.append(pl.DataFrame({"series": sid, "ts_ns": ts, "value": 100.0 * (k + 1) * (1.5 + wave)}))
     ev = job.events.with_row_index("row")
-    nccl = ev.filter(pl.col("cat") == "nccl").join(job.locations.select("loc", "rank", "kind"), on="loc") \
-        .filter(pl.col("kind") == "gpu_stream").sort("rank", "start_ns")
+    nccl = (
+        ev.filter(pl.col("cat") == "nccl")
+        .join(job.locations.select("loc", "rank", "kind"), on="loc")
+        .filter(pl.col("kind") == "gpu_stream")
+        .sort("rank", "start_ns")
+    )
     per_rank = [nccl.filter(pl.col("rank") == r).get_column("row").to_numpy() for r in job.ranks]
     calls = min(len(rows) for rows in per_rank)
     send = np.concatenate([per_rank[r][:calls] for r in range(ranks)])
     recv = np.concatenate([per_rank[(r + 1) % ranks][:calls] for r in range(ranks)])
-    messages = pl.DataFrame({"send": send, "recv": recv, "bytes": np.full(len(send), 1 << 20), "tag": np.arange(len(send)),
-                             "comm": ["ring"] * len(send)})
+    messages = pl.DataFrame(
+        {
+            "send": send,
+            "recv": recv,
+            "bytes": np.full(len(send), 1 << 20),
+            "tag": np.arange(len(send)),
+            "comm": ["ring"] * len(send),
+        }
+    )
     return Trace.build(
-        meta=job.meta, locations=pl.concat([job.locations, locs], how="diagonal_relaxed"), events=job.events,
-        flows=job.flows, messages=messages, collectives=job.collectives, series=pl.DataFrame(series),
+        meta=job.meta,
+        locations=pl.concat([job.locations, locs], how="diagonal_relaxed"),
+        events=job.events,
+        flows=job.flows,
+        messages=messages,
+        collectives=job.collectives,
+        series=pl.DataFrame(series),
         samples=pl.concat(samples),
     )
 
@@ -100,16 +124,28 @@ def expected(trace: Trace) -> Expected:
     tracks = pl.DataFrame({"loc": loc, "lane": lanes}).unique()
     used_series = trace.samples.get_column("series").unique()
     ranks = set(trace.locations.join(tracks.select("loc").unique(), on="loc").get_column("rank").to_list())
-    ranks |= set(trace.series.filter(pl.col("series").is_in(used_series.implode())).join(trace.locations, on="loc")
-                 .get_column("rank").to_list())
+    ranks |= set(
+        trace.series.filter(pl.col("series").is_in(used_series.implode()))
+        .join(trace.locations, on="loc")
+        .get_column("rank")
+        .to_list()
+    )
     all_start = trace.events.get_column("start_ns").to_numpy()
     cs, cd = collective_edges(trace.collectives, all_start)
-    src = np.concatenate([trace.flows.get_column("src").to_numpy(), trace.messages.get_column("send").to_numpy(), cs]).astype(np.int64)
-    dst = np.concatenate([trace.flows.get_column("dst").to_numpy(), trace.messages.get_column("recv").to_numpy(), cd]).astype(np.int64)
+    src = np.concatenate(
+        [trace.flows.get_column("src").to_numpy(), trace.messages.get_column("send").to_numpy(), cs]
+    ).astype(np.int64)
+    dst = np.concatenate(
+        [trace.flows.get_column("dst").to_numpy(), trace.messages.get_column("recv").to_numpy(), cd]
+    ).astype(np.int64)
     pairs = np.stack([np.minimum(all_start[src], all_start[dst]), np.maximum(all_start[src], all_start[dst])], axis=1)
     times = np.stack([start, end - start], axis=1)
     return Expected(
-        slices=trace.events.height, samples=trace.samples.height, flows=len(src),
-        data_tracks=tracks.height + used_series.len(), processes=len(ranks),
-        slice_times=times[np.lexsort(times.T[::-1])], flow_starts=pairs[np.lexsort(pairs.T[::-1])],
+        slices=trace.events.height,
+        samples=trace.samples.height,
+        flows=len(src),
+        data_tracks=tracks.height + used_series.len(),
+        processes=len(ranks),
+        slice_times=times[np.lexsort(times.T[::-1])],
+        flow_starts=pairs[np.lexsort(pairs.T[::-1])],
     )

@@ -118,15 +118,38 @@ def test_path_args_come_back_exactly():
     args = pl.Series("args", [None, "{}", '{"a":1}', '{"b": [1, 2]}', None, "not json"], dtype=pl.String)
     contrib = pl.Series("c", [5, 6, 7, 8, None, 9], dtype=pl.Int64)
     added = pl.DataFrame({"args": args, "c": contrib}).select(path_args(pl.col("args"), pl.col("c"))).to_series()
-    assert added.to_list() == ['{"critical_path_ns":5}', '{ "critical_path_ns":6}', '{"a":1,"critical_path_ns":7}',
-                               '{"b": [1, 2],"critical_path_ns":8}', None, "not json"]
+    assert added.to_list() == [
+        '{"critical_path_ns":5}',
+        '{ "critical_path_ns":6}',
+        '{"a":1,"critical_path_ns":7}',
+        '{"b": [1, 2],"critical_path_ns":8}',
+        None,
+        "not json",
+    ]
     assert all(json.loads(a)[PATH_ARG] == c for a, c in zip(added.to_list()[:4], [5, 6, 7, 8]))
-    locs = pl.DataFrame({"loc": [0, 1], "rank": [0, 0], "kind": ["cpu_thread", "cpu_thread"], "name": ["main", TRACK],
-                         "process": ["python", PROCESS], "source": [0, 0]})
+    locs = pl.DataFrame(
+        {
+            "loc": [0, 1],
+            "rank": [0, 0],
+            "kind": ["cpu_thread", "cpu_thread"],
+            "name": ["main", TRACK],
+            "process": ["python", PROCESS],
+            "source": [0, 0],
+        }
+    )
     n = args.len()
-    events = pl.DataFrame({"loc": [0] * n + [1], "start_ns": list(range(n)) + [0], "end_ns": list(range(1, n + 1)) + [n],
-                           "name": ["f"] * n + ["f"], "cat": ["compute"] * (n + 1), "depth": [0] * (n + 1), "instant": [False] * (n + 1),
-                           "args": added.to_list() + ["{}"]})
+    events = pl.DataFrame(
+        {
+            "loc": [0] * n + [1],
+            "start_ns": list(range(n)) + [0],
+            "end_ns": list(range(1, n + 1)) + [n],
+            "name": ["f"] * n + ["f"],
+            "cat": ["compute"] * (n + 1),
+            "depth": [0] * (n + 1),
+            "instant": [False] * (n + 1),
+            "args": added.to_list() + ["{}"],
+        }
+    )
     trace = Trace.build(meta={}, locations=locs, events=events)
     program = without_analysis(trace)
     assert program.events.get_column("args").to_list() == args.to_list()
@@ -135,15 +158,38 @@ def test_path_args_come_back_exactly():
 
 def test_path_args_found_by_key_in_reformatted_json():
     """Another tool rewrote the file: keys sorted or moved, spaces and line breaks; the mark is its key."""
-    written = ['{"a": 1, "critical_path_ns": 7}', '{"critical_path_ns": 9, "z": [1, 2]}', '{\n  "critical_path_ns": 5\n}',
-               '{"a": {"b": 1}, "critical_path_ns" : -3 , "c": "x"}', '{"critical_path_nsx": 1}', "{}"]
+    written = [
+        '{"a": 1, "critical_path_ns": 7}',
+        '{"critical_path_ns": 9, "z": [1, 2]}',
+        '{\n  "critical_path_ns": 5\n}',
+        '{"a": {"b": 1}, "critical_path_ns" : -3 , "c": "x"}',
+        '{"critical_path_nsx": 1}',
+        "{}",
+    ]
     program = ['{"a": 1}', '{"z": [1, 2]}', None, '{"a": {"b": 1}, "c": "x"}', '{"critical_path_nsx": 1}', "{}"]
     n = len(written)
-    locs = pl.DataFrame({"loc": [0, 1], "rank": [0, 0], "kind": ["cpu_thread", "cpu_thread"], "name": ["main", TRACK],
-                         "process": ["python", PROCESS], "source": [0, 0]})
-    events = pl.DataFrame({"loc": [0] * n + [1], "start_ns": list(range(n)) + [0], "end_ns": list(range(1, n + 1)) + [n],
-                           "name": ["f"] * (n + 1), "cat": ["compute"] * (n + 1), "depth": [0] * (n + 1), "instant": [False] * (n + 1),
-                           "args": written + ["{}"]})
+    locs = pl.DataFrame(
+        {
+            "loc": [0, 1],
+            "rank": [0, 0],
+            "kind": ["cpu_thread", "cpu_thread"],
+            "name": ["main", TRACK],
+            "process": ["python", PROCESS],
+            "source": [0, 0],
+        }
+    )
+    events = pl.DataFrame(
+        {
+            "loc": [0] * n + [1],
+            "start_ns": list(range(n)) + [0],
+            "end_ns": list(range(1, n + 1)) + [n],
+            "name": ["f"] * (n + 1),
+            "cat": ["compute"] * (n + 1),
+            "depth": [0] * (n + 1),
+            "instant": [False] * (n + 1),
+            "args": written + ["{}"],
+        }
+    )
     back = without_analysis(Trace.build(meta={}, locations=locs, events=events)).events.get_column("args").to_list()
     assert back == program
     assert [json.loads(a) if a else a for a in back[:4]] == [{"a": 1}, {"z": [1, 2]}, None, {"a": {"b": 1}, "c": "x"}]
@@ -158,7 +204,12 @@ def test_otf2_groups_markers_and_metrics(tmp_path):
 
     trace = di.load(job)
     result = di.analyze(trace, per_step=True)
-    path_names = set(trace.events.get_column("name").cast(pl.String).gather(result.critical_path["events"].get_column("event")).to_list())
+    path_names = set(
+        trace.events.get_column("name")
+        .cast(pl.String)
+        .gather(result.critical_path["events"].get_column("event"))
+        .to_list()
+    )
     with otf2.reader.open(str(out)) as reader:
         groups = {(g.name, str(g.group_type).rsplit(".", 1)[-1]): g for g in reader.definitions.groups}
         on_path = {r.name for r in groups[("Critical path", "REGIONS")].members}

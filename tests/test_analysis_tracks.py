@@ -16,8 +16,10 @@ from di.trace import Trace
 from di.viewers.analysis_tracks import TRACK, with_analysis
 from tests.trace_processor import WasmTraceProcessor, engine_problem
 
-PATH_SLICES = ("select count(*) as n, sum(s.dur) as total from slice s join thread_track tt on s.track_id = tt.id "
-               f"join thread th using(utid) where th.name = '{TRACK}'")
+PATH_SLICES = (
+    "select count(*) as n, sum(s.dur) as total from slice s join thread_track tt on s.track_id = tt.id "
+    f"join thread th using(utid) where th.name = '{TRACK}'"
+)
 ERRORS = "select name from stats where value > 0 and severity in ('error', 'data_loss')"
 
 
@@ -41,10 +43,15 @@ def test_demo_tracks_in_the_trace_processor(tp, tmp_path):
     row = tp.query(PATH_SLICES)[0]
     assert row["total"] == result.critical_path["summary"]["length_ns"] > 0
     assert row["n"] == result.critical_path["segments"].filter(pl.col("end_ns") > pl.col("start_ns")).height
-    assert tp.scalar("select count(*) from args where key like '%critical_path_ns%'") == result.critical_path["events"].height
+    assert (
+        tp.scalar("select count(*) from args where key like '%critical_path_ns%'")
+        == result.critical_path["events"].height
+    )
     # rank 1 is the demo's straggler: it waits least; the wait counter per step equals the wait states
     waits = result.wait_states.filter(pl.col("rank") == 3).group_by("step").agg(pl.col("wait_ns").sum()).sort("step")
-    got = tp.query("select c.value as v from counter c join counter_track t on c.track_id = t.id where t.name = 'rank 3 wait' order by c.ts")
+    got = tp.query(
+        "select c.value as v from counter c join counter_track t on c.track_id = t.id where t.name = 'rank 3 wait' order by c.ts"
+    )
     want = {s: w / 1e6 for s, w in waits.iter_rows()}
     steps = sorted(result.steps.filter(pl.col("rank") == 3).get_column("step").to_list())
     assert [r["v"] for r in got] == pytest.approx([want.get(s, 0.0) for s in steps])
@@ -126,5 +133,9 @@ def test_otf2_for_vampir_carries_the_path_and_the_metrics(tmp_path):
     loc = back.locations.filter(pl.col("name") == TRACK).get_column("loc")
     assert loc.len() == 1
     path = back.events.filter(pl.col("loc") == loc[0])
-    assert (path.get_column("end_ns") - path.get_column("start_ns")).sum() == result.critical_path["summary"]["length_ns"]
-    assert {"rank 0 wait", "rank 1 wait", "rank 0 imbalance", "rank 1 imbalance"} <= set(back.series.get_column("name").to_list())
+    assert (path.get_column("end_ns") - path.get_column("start_ns")).sum() == result.critical_path["summary"][
+        "length_ns"
+    ]
+    assert {"rank 0 wait", "rank 1 wait", "rank 0 imbalance", "rank 1 imbalance"} <= set(
+        back.series.get_column("name").to_list()
+    )

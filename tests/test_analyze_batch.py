@@ -26,7 +26,9 @@ def test_many_stores_give_one_row_per_trace_and_rank(runs, tmp_path, capsys):
     assert main(["analyze", str(runs / "*.di"), "--csv", str(tmp_path)]) == 0
     assert "one row per trace and rank" in capsys.readouterr().out
     table = pl.read_csv(tmp_path / FILE)
-    assert table.select("trace", "rank").rows() == [(str(runs / "job2.di"), r) for r in range(2)] + [(str(runs / "job4.di"), r) for r in range(4)]
+    assert table.select("trace", "rank").rows() == [(str(runs / "job2.di"), r) for r in range(2)] + [
+        (str(runs / "job4.di"), r) for r in range(4)
+    ]
     result = di.analyze(di.load(runs / "job4.di"))
     b = result.breakdown.filter((pl.col("rank") == 3) & (pl.col("scope") != "host"))
     row = table.filter((pl.col("trace") == str(runs / "job4.di")) & (pl.col("rank") == 3)).row(0, named=True)

@@ -29,20 +29,30 @@ def test_demo_records_the_training_like_job(tmp_path: Path) -> None:
     assert trace.series.height > 0 and trace.samples.height > 0
     # the straggler computes longest outside MPI and I/O calls (the others wait inside MPI)
     ev = trace.events.join(trace.locations.select("loc", "rank"), on="loc")
-    mpi = ev.filter(pl.col("cat").is_in(["mpi_p2p", "mpi_coll"]) & ~pl.col("name").cast(pl.String).str.starts_with("MPI_Bcast"))
+    mpi = ev.filter(
+        pl.col("cat").is_in(["mpi_p2p", "mpi_coll"]) & ~pl.col("name").cast(pl.String).str.starts_with("MPI_Bcast")
+    )
     span = mpi.group_by("rank").agg(first=pl.col("start_ns").min(), last=pl.col("end_ns").max())
-    inside = ev.join(span, on="rank").filter((pl.col("start_ns") >= pl.col("first"))
-                                              & (pl.col("end_ns") <= pl.col("last")) & pl.col("cat").is_in(["mpi_p2p", "mpi_coll", "io"]))
+    inside = ev.join(span, on="rank").filter(
+        (pl.col("start_ns") >= pl.col("first"))
+        & (pl.col("end_ns") <= pl.col("last"))
+        & pl.col("cat").is_in(["mpi_p2p", "mpi_coll", "io"])
+    )
     compute = inside.group_by("rank").agg(
-        ((pl.col("last").first() - pl.col("first").first()) - (pl.col("end_ns") - pl.col("start_ns")).sum()).alias("ns"))
+        ((pl.col("last").first() - pl.col("first").first()) - (pl.col("end_ns") - pl.col("start_ns")).sum()).alias("ns")
+    )
     assert compute.sort("ns").get_column("rank")[-1] == demo_train.STRAGGLER, compute.sort("rank").rows()
     ckpt = ev.filter((pl.col("name") == "fsync"))
     assert ckpt.height == 4 * (STEPS // demo_train.CHECKPOINT_EVERY)
     # the job's di.region annotations: each phase on every rank, and the steps come from them
     regions = ev.filter(pl.col("src_cat") == "di_region").group_by("name").agg(pl.len()).sort("name")
-    assert dict(regions.iter_rows()) == {"backward": 4 * STEPS, "checkpoint": 4 * (STEPS // demo_train.CHECKPOINT_EVERY),
-                                         "forward": 4 * STEPS, "optimizer": 4 * STEPS,
-                                         **{f"step {k}": 4 for k in range(STEPS)}}
+    assert dict(regions.iter_rows()) == {
+        "backward": 4 * STEPS,
+        "checkpoint": 4 * (STEPS // demo_train.CHECKPOINT_EVERY),
+        "forward": 4 * STEPS,
+        "optimizer": 4 * STEPS,
+        **{f"step {k}": 4 for k in range(STEPS)},
+    }
     from di.engine.steps import find_steps
 
     steps = find_steps(trace)
@@ -59,8 +69,14 @@ def test_demo_records_the_training_like_job(tmp_path: Path) -> None:
     # `di demo`'s 6 steps put >= 70 % of the whole path on the straggler, these 3 on a loaded machine about 55 %)
     assert cp["by_rank"].sort("contrib_ns").get_column("rank")[-1] == demo_train.STRAGGLER, cp["by_rank"]
     # its largest item is its computation: untraced work, which the engine names after the di.region holding it
-    straggler_items = cp["segments"].filter(pl.col("rank") == demo_train.STRAGGLER).group_by("name").agg(pl.col("contrib_ns").sum())
-    assert straggler_items.sort("contrib_ns").get_column("name")[-1] in ("backward", "forward", "(outside traced calls)"), straggler_items
+    straggler_items = (
+        cp["segments"].filter(pl.col("rank") == demo_train.STRAGGLER).group_by("name").agg(pl.col("contrib_ns").sum())
+    )
+    assert straggler_items.sort("contrib_ns").get_column("name")[-1] in (
+        "backward",
+        "forward",
+        "(outside traced calls)",
+    ), straggler_items
 
 
 def test_demo_kineto_still_writes_the_generated_job(tmp_path: Path) -> None:

@@ -40,9 +40,14 @@ class Job:
         mpiexec = [tool("mpiexec"), "-n", str(NP)]
         argv = [*rec, *mpiexec, *job] if form == "launcher" else [*mpiexec, *rec, *job]
         self.log = open(tmp / "job.log", "w")  # a file, not a pipe: nothing waits on an orphan's pipe
-        io = dict(stdin=tty, stdout=tty, stderr=tty) if tty is not None else dict(stdout=self.log, stderr=subprocess.STDOUT)
-        self.proc = subprocess.Popen(argv, cwd=tmp, env=env(), start_new_session=True,
-                                     preexec_fn=_take_tty if tty is not None else None, **io)
+        io = (
+            dict(stdin=tty, stdout=tty, stderr=tty)
+            if tty is not None
+            else dict(stdout=self.log, stderr=subprocess.STDOUT)
+        )
+        self.proc = subprocess.Popen(
+            argv, cwd=tmp, env=env(), start_new_session=True, preexec_fn=_take_tty if tty is not None else None, **io
+        )
         self.ranks: dict[int, int] = {}
         self.wrappers: dict[int, int] = {}
 
@@ -145,8 +150,9 @@ def job(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Job]:
 def _assert_steps_recorded(j: Job, trace: di.Trace) -> None:
     """Every rank is in the trace with each step it completed (its steps file) as one Allreduce."""
     ev = trace.events.join(trace.locations.select("loc", "rank"), on="loc")
-    calls = (ev.filter(pl.col("name").cast(pl.String).str.starts_with("MPI_Allreduce"))
-             .group_by("rank").len().sort("rank"))
+    calls = (
+        ev.filter(pl.col("name").cast(pl.String).str.starts_with("MPI_Allreduce")).group_by("rank").len().sort("rank")
+    )
     got = dict(zip(calls.get_column("rank").to_list(), calls.get_column("len").to_list()))
     done = {r: int((j.dir / f"steps-{r}").read_text()) for r in range(NP)}
     assert sorted(got) == list(range(NP)), got
@@ -166,8 +172,11 @@ def test_wrapper_sigkilled_ends_job_and_next_info_ingests(job: Job, request: pyt
     launcher = job.launcher_pid()
     victim = job.proc.pid if form == "launcher" else job.wrappers[2]
     os.kill(victim, signal.SIGKILL)  # as the OOM killer would
-    took = job.wait_end([launcher, *job.ranks.values(), *job.wrappers.values()] if form == "per_rank"
-                        else [launcher, *job.ranks.values()])
+    took = job.wait_end(
+        [launcher, *job.ranks.values(), *job.wrappers.values()]
+        if form == "per_rank"
+        else [launcher, *job.ranks.values()]
+    )
     print(f"{form}: job ended {took:.2f} s after its di record was SIGKILLed")
     assert not (job.run / "meta.json").exists()  # nobody was left to ingest ...
     info = _info(job.run)  # ... the next di info does, and says so
@@ -338,8 +347,9 @@ def test_a_recording_still_being_recorded_is_not_ingested(tmp_path: Path) -> Non
         deadline = time.monotonic() + 10
         while "record" not in _cmdline(recorder.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
-        (run_dir / "raw" / "run.json").write_text(json.dumps(
-            {"form": "launcher", "recorder": {"host": os.uname().nodename, "pid": recorder.pid}}))
+        (run_dir / "raw" / "run.json").write_text(
+            json.dumps({"form": "launcher", "recorder": {"host": os.uname().nodename, "pid": recorder.pid}})
+        )
         with pytest.raises(di.DIError, match="still being recorded by di record"):
             di.load(run_dir)
     finally:

@@ -78,23 +78,126 @@ def _reference(activities: list, kind_of, intern, api_name) -> np.ndarray:  # no
     for a in activities:
         k = kind_of(a.kind)
         if k == records.K_MARKER:
-            out.append((k, a.flags_ & 0xFF, 0, 0, a.timestamp, a.timestamp, 0, 0, 0, intern(a.name) if a.name else 0,
-                        0, dims, dims, a.object_id.pt.thread_id, a.id))
+            out.append(
+                (
+                    k,
+                    a.flags_ & 0xFF,
+                    0,
+                    0,
+                    a.timestamp,
+                    a.timestamp,
+                    0,
+                    0,
+                    0,
+                    intern(a.name) if a.name else 0,
+                    0,
+                    dims,
+                    dims,
+                    a.object_id.pt.thread_id,
+                    a.id,
+                )
+            )
         elif k in (records.K_RUNTIME, records.K_DRIVER):
-            out.append((k, 0, 0, 0, a.start, a.end, a.correlation_id, 0, 0, intern(api_name(k, a.cbid)), 0, dims, dims, a.thread_id, 0))
+            out.append(
+                (
+                    k,
+                    0,
+                    0,
+                    0,
+                    a.start,
+                    a.end,
+                    a.correlation_id,
+                    0,
+                    0,
+                    intern(api_name(k, a.cbid)),
+                    0,
+                    dims,
+                    dims,
+                    a.thread_id,
+                    0,
+                )
+            )
         elif k == records.K_SYNC:  # no device member; a device-wide sync has no stream
             stream = -1 if a.stream_id == NOT_APPLICABLE else a.stream_id
-            out.append((k, a.type, 0, -1, a.start, a.end, a.correlation_id, stream, a.context_id, 0, 0, dims, dims, 0,
-                        a.cuda_event_id))
+            out.append(
+                (
+                    k,
+                    a.type,
+                    0,
+                    -1,
+                    a.start,
+                    a.end,
+                    a.correlation_id,
+                    stream,
+                    a.context_id,
+                    0,
+                    0,
+                    dims,
+                    dims,
+                    0,
+                    a.cuda_event_id,
+                )
+            )
         elif k == records.K_KERNEL:
-            out.append((k, 0, 0, a.device_id, a.start, a.end, a.correlation_id, a.stream_id, a.context_id, intern(a.name), 0,
-                        (a.grid_x, a.grid_y, a.grid_z), (a.block_x, a.block_y, a.block_z), 0, 0))
+            out.append(
+                (
+                    k,
+                    0,
+                    0,
+                    a.device_id,
+                    a.start,
+                    a.end,
+                    a.correlation_id,
+                    a.stream_id,
+                    a.context_id,
+                    intern(a.name),
+                    0,
+                    (a.grid_x, a.grid_y, a.grid_z),
+                    (a.block_x, a.block_y, a.block_z),
+                    0,
+                    0,
+                )
+            )
         elif k == records.K_MEMCPY:
-            out.append((k, a.copy_kind, 0, a.device_id, a.start, a.end, a.correlation_id, a.stream_id, a.context_id, 0, a.bytes,
-                        dims, dims, 0, 0))
+            out.append(
+                (
+                    k,
+                    a.copy_kind,
+                    0,
+                    a.device_id,
+                    a.start,
+                    a.end,
+                    a.correlation_id,
+                    a.stream_id,
+                    a.context_id,
+                    0,
+                    a.bytes,
+                    dims,
+                    dims,
+                    0,
+                    0,
+                )
+            )
         elif k == records.K_MEMSET:
-            out.append((k, 0, 0, a.device_id, a.start, a.end, a.correlation_id, a.stream_id, a.context_id, 0, a.bytes, dims, dims,
-                        0, a.value))
+            out.append(
+                (
+                    k,
+                    0,
+                    0,
+                    a.device_id,
+                    a.start,
+                    a.end,
+                    a.correlation_id,
+                    a.stream_id,
+                    a.context_id,
+                    0,
+                    a.bytes,
+                    dims,
+                    dims,
+                    0,
+                    a.value,
+                )
+            )
     return np.array(out, records.GPU_RECORD)
 
 
@@ -108,8 +211,12 @@ def test_columnar_buffer_conversion_agrees_with_one_record_at_a_time(make: Make)
         texts = []  # string ids are given in another order: compare the names they stand for
         for convert in (_reference, records.to_records):
             names: dict[str, int] = {}
-            recs_out = convert(recs, lambda k: KINDS.get(k, 0), lambda n, d=names: d.setdefault(n, len(d) + 1),
-                               lambda _k, cbid: API[cbid])
+            recs_out = convert(
+                recs,
+                lambda k: KINDS.get(k, 0),
+                lambda n, d=names: d.setdefault(n, len(d) + 1),
+                lambda _k, cbid: API[cbid],
+            )
             recs_out = recs_out[np.argsort(recs_out["kind"], kind="stable")]  # grouped by kind, buffer order within
             lut = np.array([None, *names], dtype=object)
             texts.append((recs_out, lut[recs_out["name"]].tolist()))
@@ -129,8 +236,14 @@ def test_cupti_records_to_canonical_trace(tmp_path: Path, make: Make) -> None:
     kernels = ev.filter(pl.col("cat") == "kernel")
     assert kernels.height == STEPS
     assert kernels.get_column("name").unique().to_list() == ["ampere_sgemm_128x64_nn"]
-    assert json.loads(kernels.get_column("args")[0]) == {"device": DEVICE, "context": CONTEXT, "stream": 7, "correlation": 100,
-                                                           "grid": [64, 2, 1], "block": [256, 1, 1]}
+    assert json.loads(kernels.get_column("args")[0]) == {
+        "device": DEVICE,
+        "context": CONTEXT,
+        "stream": 7,
+        "correlation": 100,
+        "grid": [64, 2, 1],
+        "block": [256, 1, 1],
+    }
     # CUPTI realtime ns -> monotonic ns (no MPI clock map): t - (realtime - monotonic)
     assert kernels.get_column("start_ns").to_list() == [8_000 + 100_000 * s for s in range(STEPS)]
     memcpy = ev.filter(pl.col("cat") == "memcpy")
@@ -141,13 +254,16 @@ def test_cupti_records_to_canonical_trace(tmp_path: Path, make: Make) -> None:
     assert sorted(sync.get_column("name").unique().to_list()) == ["cudaDeviceSynchronize", "cudaStreamSynchronize"]
     # synchronization records carry no device: it comes from their context's kernels and copies
     assert sync.select("name", "device", "stream").unique().sort("name").rows() == [
-        ("cudaDeviceSynchronize", DEVICE, None), ("cudaStreamSynchronize", DEVICE, 7)]
+        ("cudaDeviceSynchronize", DEVICE, None),
+        ("cudaStreamSynchronize", DEVICE, 7),
+    ]
     api = ev.filter(pl.col("cat") == "cuda_api")
     assert sorted(api.get_column("name").unique().to_list()) == sorted(API.values())
     # NVTX ranges paired by id, the mark an instant, all on the API thread's timeline
     user = ev.filter(pl.col("cat") == "user")
     assert user.filter(~pl.col("instant")).select("name", "start_ns", "end_ns").rows() == [
-        (f"step {s}", 100_000 * s, 100_000 * s + 73_000) for s in range(STEPS)]
+        (f"step {s}", 100_000 * s, 100_000 * s + 73_000) for s in range(STEPS)
+    ]
     assert user.filter(pl.col("instant")).get_column("name").to_list() == ["done"]
     assert set(user.get_column("loc").to_list()) == set(api.get_column("loc").to_list())
     # API calls nest inside the NVTX range on their thread
@@ -157,8 +273,9 @@ def test_cupti_records_to_canonical_trace(tmp_path: Path, make: Make) -> None:
     assert gpu.select("device", "stream").rows() == [(DEVICE, 7), (DEVICE, 8), (DEVICE, None)]
     assert locs.filter(pl.col("kind") == "cpu_thread").get_column("tid").to_list() == [TID]
     # every kernel/memcpy/memset has its launch flow from the API call with its correlation id; syncs have none
-    flows = trace.flows.join(ev.select(pl.col("row").cast(pl.Int64).alias("src"), api_corr="corr"), on="src") \
-        .join(ev.select(pl.col("row").cast(pl.Int64).alias("dst"), gpu_corr="corr", gpu_cat="cat"), on="dst")
+    flows = trace.flows.join(ev.select(pl.col("row").cast(pl.Int64).alias("src"), api_corr="corr"), on="src").join(
+        ev.select(pl.col("row").cast(pl.Int64).alias("dst"), gpu_corr="corr", gpu_cat="cat"), on="dst"
+    )
     assert flows.height == 3 * STEPS
     assert (flows.get_column("kind") == "launch").all()
     assert (flows.get_column("api_corr") == flows.get_column("gpu_corr")).all()
@@ -173,19 +290,31 @@ def test_a_driver_call_inside_the_runtime_call_does_not_launch_twice(tmp_path: P
 
     recs = activity(make_plain)
     launches = [r for r in recs if r.kind == RUNTIME and r.cbid == 211]
-    recs += [make_plain(DRIVER, start=r.start + 500, end=r.end - 500, correlation_id=r.correlation_id, cbid=307,
-                        thread_id=TID) for r in launches]
+    recs += [
+        make_plain(
+            DRIVER, start=r.start + 500, end=r.end - 500, correlation_id=r.correlation_id, cbid=307, thread_id=TID
+        )
+        for r in launches
+    ]
     run_dir = tmp_path / "run.di"
     cap = cupti.GpuCapture(run_dir / "raw")
     cap.header["clock"] = {"realtime_ns": BASE, "monotonic_ns": 0}
     cap.raw.mkdir(parents=True)
     cap.write_header()
-    cap.append(records.to_records(recs, lambda k: KINDS.get(k, 0), cap._intern,
-                                  lambda k, cbid: "cuLaunchKernel" if k == records.K_DRIVER else API[cbid]))
+    cap.append(
+        records.to_records(
+            recs,
+            lambda k: KINDS.get(k, 0),
+            cap._intern,
+            lambda k, cbid: "cuLaunchKernel" if k == records.K_DRIVER else API[cbid],
+        )
+    )
     trace, _ = ingest(run_dir)
     ev = trace.events.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     kern = ev.filter(pl.col("cat") == "kernel").get_column("row")
-    flows = trace.flows.filter(pl.col("dst").is_in(kern.implode())).join(ev.select(src="row", src_name="name"), on="src")
+    flows = trace.flows.filter(pl.col("dst").is_in(kern.implode())).join(
+        ev.select(src="row", src_name="name"), on="src"
+    )
     assert flows.height == STEPS and flows.get_column("src_name").to_list() == ["cudaLaunchKernel_v7000"] * STEPS
     assert ev.filter(pl.col("name") == "cuLaunchKernel").height == STEPS
 
@@ -197,8 +326,9 @@ def test_cupti_process_of_a_rank_no_shim_recorded_is_on_the_job_clock(tmp_path: 
 
     _write_fixture(tmp_path / "raw")  # skew = BASE: CUPTI's BASE + x is monotonic x
     epoch = 1_700_000_000_000_000_000  # the job clock's Unix-epoch offset (rank 0's, from its shim header)
-    empty = Trace.build(meta={"format": "di-trace", "clock": {"unit": "ns", "domain": "unix_epoch"}},
-                        locations=None, events=None)
+    empty = Trace.build(
+        meta={"format": "di-trace", "clock": {"unit": "ns", "domain": "unix_epoch"}}, locations=None, events=None
+    )
     trace = add_gpu(empty, tmp_path / "raw", {}, {0: clock.ClockMap(0, 0, 0.0, epoch, 0, 0)})
     kern = trace.events.filter(pl.col("cat") == "kernel").sort("start_ns")
     assert kern.get_column("start_ns").to_list()[0] == epoch + 8_000  # monotonic 8 us, on the job's epoch
@@ -211,7 +341,10 @@ def test_analyze_sees_the_cupti_trace(tmp_path: Path) -> None:
     _write_fixture(run_dir / "raw")
     trace, _ = ingest(run_dir)
     result = analyze(trace)
-    gpu = {r["state"]: r["time_ns"] for r in result.breakdown.filter(pl.col("scope") == f"gpu{DEVICE}").iter_rows(named=True)}
+    gpu = {
+        r["state"]: r["time_ns"]
+        for r in result.breakdown.filter(pl.col("scope") == f"gpu{DEVICE}").iter_rows(named=True)
+    }
     assert gpu["compute"] == STEPS * 50_000  # the kernels
     path = dict(result.critical_path["by_category"].select("category", "contrib_ns").rows())
     assert path["kernel"] == STEPS * 50_000 and path["memcpy"] == STEPS * 10_000
@@ -259,9 +392,11 @@ def test_record_gpu_on_a_cpu_machine_says_so_once(tmp_path: Path) -> None:
     if driver_present()[0]:
         pytest.skip("a CUDA driver is present: this test is for machines without one")
     prog = tmp_path / "prog.py"
-    prog.write_text("import sys\nimport di.capture\n"  # in-code capture too: it must not say it again
-                    "with di.capture.gpu():\n    for i in range(20):\n        open('out.txt', 'w').write('x' * 100 * i)\n"
-                    "print('ok', file=sys.stderr)\n")
+    prog.write_text(
+        "import sys\nimport di.capture\n"  # in-code capture too: it must not say it again
+        "with di.capture.gpu():\n    for i in range(20):\n        open('out.txt', 'w').write('x' * 100 * i)\n"
+        "print('ok', file=sys.stderr)\n"
+    )
     out = tmp_path / "run.di"
     proc = run(di_cmd("record", "--gpu", "-o", str(out), "--", _python(), str(prog)), tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -300,7 +435,9 @@ p.export_chrome_trace("trace.json")
 
 
 def test_record_merges_torch_profiler_trace(tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="torch not installed (CI has none): the Kineto merge needs a real torch.profiler run")
+    pytest.importorskip(
+        "torch", reason="torch not installed (CI has none): the Kineto merge needs a real torch.profiler run"
+    )
     prog = tmp_path / "train.py"
     prog.write_text(TORCH_PROGRAM)
     out = tmp_path / "run.di"
@@ -447,7 +584,9 @@ def test_cupti_subscriber_conflict_is_reported_not_raised(tmp_path: Path, standi
     cap.stop()
     header = json.loads(next((run_dir / "raw").glob("cupti-*.json")).read_text())
     assert header["state"] == "unavailable"
-    assert header["notes"] == [f"CUPTI capture skipped: {cupti.CONFLICT_HINT} (ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39))"]
+    assert header["notes"] == [
+        f"CUPTI capture skipped: {cupti.CONFLICT_HINT} (ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39))"
+    ]
     trace, _ = ingest(run_dir)
     assert sum("another CUPTI subscriber" in w for w in trace.meta["warnings"]) == 1
 
@@ -467,10 +606,14 @@ def test_cupti_capture_start_flush_stop(tmp_path: Path, standin_cupti, monkeypat
     run_dir = tmp_path / "run.di"
     with cupti.GpuCapture(run_dir / "raw") as cap:
         assert cap.header["state"] == "recording"
-        assert sorted(standin_cupti.enabled) == sorted(int(getattr(standin_cupti.ActivityKind, n)) for n in records.CUPTI_KINDS)
+        assert sorted(standin_cupti.enabled) == sorted(
+            int(getattr(standin_cupti.ActivityKind, n)) for n in records.CUPTI_KINDS
+        )
     assert standin_cupti.enabled == []  # disabled at stop
     header = json.loads(next((run_dir / "raw").glob("cupti-*.json")).read_text())
-    assert header["state"] == "stopped" and header["records"] == len(standin_cupti.FIXTURE) - 1  # the deprecated KERNEL kind skipped
+    assert (
+        header["state"] == "stopped" and header["records"] == len(standin_cupti.FIXTURE) - 1
+    )  # the deprecated KERNEL kind skipped
     assert header["callback_cpu_ns"] > 0  # the buffer callback's cost is kept (bench/gpu_check reports it per record)
     trace, _ = ingest(run_dir)
     assert trace.events.filter(pl.col("cat") == "kernel").height == STEPS
@@ -495,9 +638,11 @@ def test_cupti_binding_without_runtime_kind_records_the_rest(tmp_path: Path, sta
 
 def test_loaded_libcupti_is_read_from_the_process_maps(tmp_path: Path) -> None:
     maps = tmp_path / "maps"
-    maps.write_text("7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
-                    "7f20-7f30 r-xp 00000000 08:01 13 /opt/site packages/nvidia/cu13/lib/libcupti.so.13\n"
-                    "7f40-7f50 rw-p 00000000 00:00 0 [heap]\n")
+    maps.write_text(
+        "7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+        "7f20-7f30 r-xp 00000000 08:01 13 /opt/site packages/nvidia/cu13/lib/libcupti.so.13\n"
+        "7f40-7f50 rw-p 00000000 00:00 0 [heap]\n"
+    )
     assert cupti.loaded_libcupti(str(maps)) == "/opt/site packages/nvidia/cu13/lib/libcupti.so.13"
     maps.write_text("7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/x86_64-linux-gnu/libc.so.6\n")
     assert cupti.loaded_libcupti(str(maps)) is None

@@ -25,8 +25,13 @@ def threads_fork(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     out = tmp_path_factory.mktemp("io")
     run_dir = out / "io.di"
     before = time.time_ns()
-    proc = run(di_cmd("record", "--io", "-o", str(run_dir), "--", sys.executable, str(PROGRAMS / "io_threads_fork.py"), str(out)),
-               out, timeout=120)
+    proc = run(
+        di_cmd(
+            "record", "--io", "-o", str(run_dir), "--", sys.executable, str(PROGRAMS / "io_threads_fork.py"), str(out)
+        ),
+        out,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     (out / "window.json").write_text(json.dumps([before, time.time_ns()]))
     return out, run_dir
@@ -78,24 +83,49 @@ def test_raw_shards_can_be_ingested_again(threads_fork: tuple[Path, Path]) -> No
 
 
 def test_exit_code_is_passed_through(tmp_path: Path) -> None:
-    proc = run(di_cmd("record", "--io", "-o", str(tmp_path / "x.di"), "--", sys.executable, "-c",
-                      "open(__import__('os').devnull).close(); raise SystemExit(7)"), tmp_path, timeout=120)
+    proc = run(
+        di_cmd(
+            "record",
+            "--io",
+            "-o",
+            str(tmp_path / "x.di"),
+            "--",
+            sys.executable,
+            "-c",
+            "open(__import__('os').devnull).close(); raise SystemExit(7)",
+        ),
+        tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 7, proc.stderr
     assert json.loads((tmp_path / "x.di" / "raw" / "run.json").read_text())["exit_code"] == 7
 
 
 def test_failed_command_without_records_keeps_its_exit_code(tmp_path: Path) -> None:
-    proc = run(di_cmd("record", "--io", "-o", str(tmp_path / "y.di"), "--", "/bin/sh", "-c", "exit 3"), tmp_path, timeout=120)
+    proc = run(
+        di_cmd("record", "--io", "-o", str(tmp_path / "y.di"), "--", "/bin/sh", "-c", "exit 3"), tmp_path, timeout=120
+    )
     assert proc.returncode == 3, proc.stderr
     assert "no trace written" in proc.stdout and "Traceback" not in proc.stderr
 
 
 def _fake_raw(raw: Path, records: np.ndarray, header: dict | None = None) -> None:
     raw.mkdir(parents=True)
-    h = {"format": "di-shard", "version": 1, "lib": "io", "host": "h", "pid": 5, "rank": -1, "state": "exited",
-         "record_bytes": 64, "clock": {"id": "CLOCK_MONOTONIC", "now_ns": 0, "realtime_ns": 0}}
+    h = {
+        "format": "di-shard",
+        "version": 1,
+        "lib": "io",
+        "host": "h",
+        "pid": 5,
+        "rank": -1,
+        "state": "exited",
+        "record_bytes": 64,
+        "clock": {"id": "CLOCK_MONOTONIC", "now_ns": 0, "realtime_ns": 0},
+    }
     (raw / "io-h-5.json").write_text(json.dumps(header or h))
-    (raw / "io-h-5.str").write_bytes(np.array([1, 3], "<u4").tobytes() + b"/f1" + np.array([2, 50], "<u4").tobytes() + b"cut")
+    (raw / "io-h-5.str").write_bytes(
+        np.array([1, 3], "<u4").tobytes() + b"/f1" + np.array([2, 50], "<u4").tobytes() + b"cut"
+    )
     records.tofile(raw / "io-h-5-5.bin")
 
 
@@ -157,8 +187,22 @@ os.kill(os.getpid(), signal.SIGKILL)
 def test_process_killed_after_thousands_of_records_keeps_every_one(tmp_path: Path) -> None:
     # 2500 writes: two appends of the staging area (1024 records each) and the rest still staged
     target, n = tmp_path / "out.dat", 2500
-    proc = run(di_cmd("record", "--io", "-o", str(tmp_path / "k.di"), "--", sys.executable, "-c", KILLED_WRITER, str(target), str(n)),
-               tmp_path, timeout=120)
+    proc = run(
+        di_cmd(
+            "record",
+            "--io",
+            "-o",
+            str(tmp_path / "k.di"),
+            "--",
+            sys.executable,
+            "-c",
+            KILLED_WRITER,
+            str(target),
+            str(n),
+        ),
+        tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 128 + 9, proc.stderr
     stats = read_file_stats(tmp_path / "k.di").filter(pl.col("file") == str(target)).row(0, named=True)
     assert stats["writes"] == n and stats["bytes_written"] == target.stat().st_size == sum(1 + i % 7 for i in range(n))
@@ -170,7 +214,7 @@ def _staged_file(path: Path, appended: np.ndarray, committed: int, staged: np.nd
     """A thread file laid out as the shim writes it: slot 0 (t0 = committed), the staging slots, the appended records."""
     head = np.zeros(staging + 1, shard.RECORD)
     head["t0"][0] = committed
-    head[1:1 + staged.size] = staged
+    head[1 : 1 + staged.size] = staged
     np.concatenate([head, appended]).tofile(path)
 
 
@@ -199,8 +243,13 @@ def test_cupti_process_without_a_shim_rank_lands_on_the_unix_epoch_clock(tmp_pat
     from di.capture import cupti_records as records
 
     run_dir = tmp_path / "g.di"
-    proc = run(di_cmd("record", "--io", "-o", str(run_dir), "--", sys.executable, "-c", "open(__import__('os').devnull).close()"),
-               tmp_path, timeout=120)
+    proc = run(
+        di_cmd(
+            "record", "--io", "-o", str(run_dir), "--", sys.executable, "-c", "open(__import__('os').devnull).close()"
+        ),
+        tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     # a GPU process the shims did not see (another pid, no launcher rank): it gets a rank of its own
     cap = cupti.GpuCapture(run_dir / "raw")
@@ -208,8 +257,22 @@ def test_cupti_process_without_a_shim_rank_lands_on_the_unix_epoch_clock(tmp_pat
     cap.header.update(pid=1, env_rank=-1, state="stopped")
     cap.write_header()
     real = cap.header["clock"]["realtime_ns"]
-    kernel = SimpleNamespace(kind=10, start=real, end=real + 1000, correlation_id=1, device_id=0, context_id=1, stream_id=7,
-                             name="k", grid_x=1, grid_y=1, grid_z=1, block_x=1, block_y=1, block_z=1)
+    kernel = SimpleNamespace(
+        kind=10,
+        start=real,
+        end=real + 1000,
+        correlation_id=1,
+        device_id=0,
+        context_id=1,
+        stream_id=7,
+        name="k",
+        grid_x=1,
+        grid_y=1,
+        grid_z=1,
+        block_x=1,
+        block_y=1,
+        block_z=1,
+    )
     cap.append(records.to_records([kernel], lambda k: records.K_KERNEL if k == 10 else 0, cap._intern, lambda *_: "?"))
     trace, _ = ingest(run_dir)
     assert trace.meta["clock"]["domain"] == "unix_epoch"
@@ -226,7 +289,9 @@ def test_recorded_io_survives_a_write_to_otf2(threads_fork: tuple[Path, Path], t
 
     _, run_dir = threads_fork
     trace = di.load(run_dir)
-    ops = trace.events.filter((pl.col("cat") == "io") & pl.col("name").cast(pl.String).is_in([*READ_NAMES, *WRITE_NAMES, *FLUSH_NAMES]))
+    ops = trace.events.filter(
+        (pl.col("cat") == "io") & pl.col("name").cast(pl.String).is_in([*READ_NAMES, *WRITE_NAMES, *FLUSH_NAMES])
+    )
     assert ops.height >= 8
     out = tmp_path / "io.otf2"
     di.save(trace, out)
@@ -243,6 +308,10 @@ def test_recorded_io_survives_a_write_to_otf2(threads_fork: tuple[Path, Path], t
 
     def content(t: di.Trace) -> pl.DataFrame:
         ev = t.events.join(t.locations.select("loc", "rank"), on="loc").filter(pl.col("cat") == "io")
-        return ev.select("rank", *cols).with_columns(pl.col(pl.Categorical, pl.Enum).cast(pl.String)).sort("rank", *cols, nulls_last=True)
+        return (
+            ev.select("rank", *cols)
+            .with_columns(pl.col(pl.Categorical, pl.Enum).cast(pl.String))
+            .sort("rank", *cols, nulls_last=True)
+        )
 
     assert content(back).equals(content(trace))

@@ -22,17 +22,36 @@ from di.capture.matching import base_name
 
 RANKS = 4
 OTHERS = {  # calls every rank makes besides its sends and receives (base names, no _c)
-    "MPI_Allreduce": 2, "MPI_Bcast": 1, "MPI_Isend": 1, "MPI_Irecv": 1, "MPI_Waitall": 1,
-    "MPI_Barrier": 2, "MPI_Comm_split": 1, "MPI_Finalize": 1,
+    "MPI_Allreduce": 2,
+    "MPI_Bcast": 1,
+    "MPI_Isend": 1,
+    "MPI_Irecv": 1,
+    "MPI_Waitall": 1,
+    "MPI_Barrier": 2,
+    "MPI_Comm_split": 1,
+    "MPI_Finalize": 1,
 }
-P2P = {0: {"MPI_Send": 1, "MPI_Recv": 3}, 1: {"MPI_Recv": 1, "MPI_Send": 1},
-       2: {"MPI_Send": 2}, 3: {"MPI_Recv": 1, "MPI_Send": 1}}
-MESSAGES = sorted([(0, 1, 11, 1000), (2, 3, 12, 24), (1, 0, 21, 8), (2, 0, 22, 16), (3, 0, 23, 24)]
-                  + [(r, (r + 1) % RANKS, 30, 512) for r in range(RANKS)])
-COLLECTIVES = sorted([("allreduce", (0, 1, 2, 3), None, 800), ("broadcast", (0, 1, 2, 3), 2, 200),
-                      ("barrier", (0, 1, 2, 3), None, None), ("barrier", (0, 1, 2, 3), None, None),
-                      ("allreduce", (0, 2), None, 40),
-                      ("allreduce", (1, 3), None, 40)], key=str)
+P2P = {
+    0: {"MPI_Send": 1, "MPI_Recv": 3},
+    1: {"MPI_Recv": 1, "MPI_Send": 1},
+    2: {"MPI_Send": 2},
+    3: {"MPI_Recv": 1, "MPI_Send": 1},
+}
+MESSAGES = sorted(
+    [(0, 1, 11, 1000), (2, 3, 12, 24), (1, 0, 21, 8), (2, 0, 22, 16), (3, 0, 23, 24)]
+    + [(r, (r + 1) % RANKS, 30, 512) for r in range(RANKS)]
+)
+COLLECTIVES = sorted(
+    [
+        ("allreduce", (0, 1, 2, 3), None, 800),
+        ("broadcast", (0, 1, 2, 3), 2, 200),
+        ("barrier", (0, 1, 2, 3), None, None),
+        ("barrier", (0, 1, 2, 3), None, None),
+        ("allreduce", (0, 2), None, 40),
+        ("allreduce", (1, 3), None, 40),
+    ],
+    key=str,
+)
 
 
 def expected_calls(rank: int, init: str) -> Counter[str]:
@@ -52,8 +71,10 @@ def _check_trace(run: Path, out: Path, init: str, large_count: bool, stdio: bool
         assert any(n.endswith("_c") for n in names) == large_count
 
     rank_of = dict(zip(ev.get_column("row").to_list(), ev.get_column("rank").to_list()))
-    got = sorted((rank_of[s], rank_of[r], t, b) for s, r, t, b in
-                 trace.messages.select("send", "recv", "tag", "bytes").iter_rows())
+    got = sorted(
+        (rank_of[s], rank_of[r], t, b)
+        for s, r, t, b in trace.messages.select("send", "recv", "tag", "bytes").iter_rows()
+    )
     assert got == MESSAGES
     names = ev.get_column("name").cast(pl.String).to_list()
     for send, recv, post in trace.messages.select("send", "recv", "recv_post").iter_rows():
@@ -62,11 +83,21 @@ def _check_trace(run: Path, out: Path, init: str, large_count: bool, stdio: bool
             assert base_name(names[post]) == "MPI_Irecv" and base_name(names[recv]) == "MPI_Waitall"
 
     inst = trace.collectives.group_by("instance").agg(
-        pl.col("op").first(), pl.col("rank").sort(), pl.col("root").first(), pl.col("bytes").max(),
-        pl.col("op").n_unique().alias("ops"), pl.col("group_size").first())
+        pl.col("op").first(),
+        pl.col("rank").sort(),
+        pl.col("root").first(),
+        pl.col("bytes").max(),
+        pl.col("op").n_unique().alias("ops"),
+        pl.col("group_size").first(),
+    )
     assert (inst.get_column("ops") == 1).all()
-    got_c = sorted(((op, tuple(ranks), root, None if op == "barrier" else b)
-                    for op, ranks, root, b in inst.select("op", "rank", "root", "bytes").iter_rows()), key=str)
+    got_c = sorted(
+        (
+            (op, tuple(ranks), root, None if op == "barrier" else b)
+            for op, ranks, root, b in inst.select("op", "rank", "root", "bytes").iter_rows()
+        ),
+        key=str,
+    )
     assert got_c == COLLECTIVES
     assert (inst.get_column("group_size") == inst.get_column("rank").list.len()).all()
 
@@ -116,7 +147,9 @@ def test_c_job_built_with_mpicc(tmp_path: Path) -> None:
     _check_trace(run, tmp_path, "MPI_Init", large_count=False, stdio=True)
 
 
-def test_no_mpi_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_mpi_compiler_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from di.capture import build
     from di.cli import main
 
@@ -152,7 +185,13 @@ def test_probes_and_matched_receives_are_recorded_and_matched(tmp_path: Path) ->
     assert msgs.get_column("tag").to_list() == [1, 2, 3, 4, 6]
     assert msgs.get_column("bytes").to_list()[:4] == [80, 160, 240, 320]
     row_name = dict(zip(ev.get_column("row").to_list(), ev.get_column("name").cast(pl.String).to_list()))
-    assert [base_name(row_name[r]) for r in msgs.get_column("recv")] == ["MPI_Recv", "MPI_Recv", "MPI_Mrecv", "MPI_Wait", "MPI_Mrecv"]
+    assert [base_name(row_name[r]) for r in msgs.get_column("recv")] == [
+        "MPI_Recv",
+        "MPI_Recv",
+        "MPI_Mrecv",
+        "MPI_Wait",
+        "MPI_Mrecv",
+    ]
     assert base_name(row_name[msgs.get_column("recv_post")[3]]) == "MPI_Imrecv"
     # a probe moves no payload of its own
     assert ev.filter(pl.col("name").cast(pl.String).str.contains("(?i)probe")).get_column("bytes").is_null().all()
@@ -161,12 +200,18 @@ def test_probes_and_matched_receives_are_recorded_and_matched(tmp_path: Path) ->
 def test_persistent_requests_are_matched_at_each_start(tmp_path: Path) -> None:
     trace, ev = _two_rank_job(tmp_path, "persistent.py")
     for rank in (0, 1):
-        names = Counter(base_name(n).removesuffix("_c") for n in ev.filter(pl.col("rank") == rank).get_column("name").cast(pl.String))
+        names = Counter(
+            base_name(n).removesuffix("_c")
+            for n in ev.filter(pl.col("rank") == rank).get_column("name").cast(pl.String)
+        )
         assert (names["MPI_Start"], names["MPI_Startall"], names["MPI_Request_free"]) == (3, 2, 3), rank
         assert names["MPI_Send_init"] + names["MPI_Recv_init"] == 3
     row_name = dict(zip(ev.get_column("row").to_list(), ev.get_column("name").cast(pl.String).to_list()))
     msgs = trace.messages.sort("tag", "send")
-    assert msgs.select("tag", "bytes", "src_rank", "dst_rank").rows() == [(7, 128, 0, 1)] * 3 + [(8, 64, 0, 1)] * 2 + [(9, 64, 1, 0)] * 2
+    assert (
+        msgs.select("tag", "bytes", "src_rank", "dst_rank").rows()
+        == [(7, 128, 0, 1)] * 3 + [(8, 64, 0, 1)] * 2 + [(9, 64, 1, 0)] * 2
+    )
     # the send is the Start that posted it, the receive the Wait that completed it, its post the receiver's Start
     assert {row_name[r] for r in msgs.get_column("send")} == {"MPI_Start", "MPI_Startall"}
     assert {row_name[r] for r in msgs.get_column("recv")} == {"MPI_Wait", "MPI_Waitall"}

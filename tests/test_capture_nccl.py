@@ -44,16 +44,40 @@ def test_nccl_shim_compiles_against_nccl_h() -> None:
     lib = build.nccl_shim()
     assert lib.is_file()
     out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
-    for sym in ("ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter", "ncclAlltoAll",
-                "ncclSend", "ncclRecv", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommSplit"):
+    for sym in (
+        "ncclAllReduce",
+        "ncclBroadcast",
+        "ncclReduce",
+        "ncclAllGather",
+        "ncclReduceScatter",
+        "ncclAlltoAll",
+        "ncclSend",
+        "ncclRecv",
+        "ncclCommInitRank",
+        "ncclCommInitRankConfig",
+        "ncclCommSplit",
+    ):
         assert f" T {sym}\n" in out, sym
 
 
 def test_nccl_shim_compiles_with_the_cuda_stand_in_headers(tmp_path: Path) -> None:
     nccl, _cuda = _headers()
-    proc = subprocess.run([build.find_cc(), *build.CFLAGS, f"-I{build.SHIM_DIR}", f"-I{nccl}",
-                           f"-I{build.SHIM_DIR / 'cuda_standin'}", "-o", str(tmp_path / "s.so"),
-                           str(build.SHIM_DIR / "nccl.c"), "-ldl", "-lpthread"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            build.find_cc(),
+            *build.CFLAGS,
+            f"-I{build.SHIM_DIR}",
+            f"-I{nccl}",
+            f"-I{build.SHIM_DIR / 'cuda_standin'}",
+            "-o",
+            str(tmp_path / "s.so"),
+            str(build.SHIM_DIR / "nccl.c"),
+            "-ldl",
+            "-lpthread",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -62,18 +86,49 @@ def _job(tmp_path: Path, env: dict[str, str] | None = None) -> Path:
     cc = build.find_cc()
     inc = [f"-I{nccl}", f"-I{cuda}"]
     standin = tmp_path / "libnccl.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", f"-I{build.SHIM_DIR}", *inc, "-o", str(standin), str(PROGRAMS / "nccl_standin.c"),
-                    "-ldl"], check=True)
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O1",
+            f"-I{build.SHIM_DIR}",
+            *inc,
+            "-o",
+            str(standin),
+            str(PROGRAMS / "nccl_standin.c"),
+            "-ldl",
+        ],
+        check=True,
+    )
     driver = tmp_path / "driver"
-    subprocess.run([cc, "-O1", *inc, "-o", str(driver), str(PROGRAMS / "nccl_driver.c"), f"-L{tmp_path}", "-lnccl",
-                    f"-Wl,-rpath,{tmp_path}"], check=True)
+    subprocess.run(
+        [
+            cc,
+            "-O1",
+            *inc,
+            "-o",
+            str(driver),
+            str(PROGRAMS / "nccl_driver.c"),
+            f"-L{tmp_path}",
+            "-lnccl",
+            f"-Wl,-rpath,{tmp_path}",
+        ],
+        check=True,
+    )
     run = tmp_path / "run.di"
     raw = run / "raw"
     raw.mkdir(parents=True)
     shim = build.nccl_shim()
-    procs = [subprocess.Popen([str(driver)], env={**os.environ, **(env or {}), "RANK": str(r), "DI_CAPTURE_DIR": str(raw),
-                                                  "LD_PRELOAD": str(shim)},
-                              stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [str(driver)],
+            env={**os.environ, **(env or {}), "RANK": str(r), "DI_CAPTURE_DIR": str(raw), "LD_PRELOAD": str(shim)},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
     for p in procs:
         out, _ = p.communicate(timeout=60)
         assert p.returncode == 0 and "done" in out
@@ -84,8 +139,18 @@ def _instances(trace: Any) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Events with their row, collectives rows with their event's name/start/loc, and one row per instance."""
     ev = trace.events.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     coll = trace.collectives.join(ev.select(event="row", name="name", start_ns="start_ns", loc="loc"), on="event")
-    per = coll.group_by("instance").agg(pl.col("rank").sort(), pl.col("op").first(), pl.col("bytes").first(),
-                                        pl.col("comm").first(), pl.col("root").first(), pl.col("start_ns").min()).sort("start_ns")
+    per = (
+        coll.group_by("instance")
+        .agg(
+            pl.col("rank").sort(),
+            pl.col("op").first(),
+            pl.col("bytes").first(),
+            pl.col("comm").first(),
+            pl.col("root").first(),
+            pl.col("start_ns").min(),
+        )
+        .sort("start_ns")
+    )
     return ev, coll, per
 
 
@@ -118,7 +183,11 @@ def test_nccl_calls_become_matched_collectives(tmp_path: Path) -> None:
     assert msg.get_column("send_name").cast(pl.String).to_list() == ["ncclSend"]
     args = json.loads(ev.filter(pl.col("name") == "ncclBroadcast").get_column("args")[0])
     assert args == {"peer": 1, "comm": comms[0], "count": 256, "datatype": "ncclFloat64"}
-    assert trace.meta["capture"]["nccl"] == {"path": "preload_shim", "processes": {"preload_shim": 2}, "profiler_api": None}
+    assert trace.meta["capture"]["nccl"] == {
+        "path": "preload_shim",
+        "processes": {"preload_shim": 2},
+        "profiler_api": None,
+    }
 
 
 def test_shim_stands_by_for_the_plugin_but_keeps_one_rank_communicators(tmp_path: Path) -> None:
@@ -138,8 +207,11 @@ def test_shim_stands_by_for_the_plugin_but_keeps_one_rank_communicators(tmp_path
     assert one.height == 4 and not set(one.get_column("loc")) & kernels  # shim: the enqueue call
     headers = [json.loads(p.read_text()) for p in (tmp_path / "run.di" / "raw").glob("nccl-*.json")]
     assert {h["nccl_path"] for h in headers} == {"standby"}
-    assert trace.meta["capture"]["nccl"] == {"path": "mixed", "processes": {"preload_shim": 2, "profiler_plugin": 2},
-                                             "profiler_api": [5]}
+    assert trace.meta["capture"]["nccl"] == {
+        "path": "mixed",
+        "processes": {"preload_shim": 2, "profiler_plugin": 2},
+        "profiler_api": [5],
+    }
 
 
 def test_plugin_compiles_against_nccl_h_and_exports_the_profiler_structs() -> None:
@@ -153,8 +225,21 @@ def test_plugin_compiles_against_nccl_h_and_exports_the_profiler_structs() -> No
 def _plugin_driver(tmp_path: Path) -> Path:
     nccl, cuda = _headers()
     driver = tmp_path / "driver"
-    subprocess.run([build.find_cc(), "-O1", f"-I{build.SHIM_DIR}", f"-I{nccl}", f"-I{cuda}", "-o", str(driver),
-                    str(PROGRAMS / "nccl_profiler_driver.c"), "-ldl", "-lpthread"], check=True)
+    subprocess.run(
+        [
+            build.find_cc(),
+            "-O1",
+            f"-I{build.SHIM_DIR}",
+            f"-I{nccl}",
+            f"-I{cuda}",
+            "-o",
+            str(driver),
+            str(PROGRAMS / "nccl_profiler_driver.c"),
+            "-ldl",
+            "-lpthread",
+        ],
+        check=True,
+    )
     return driver
 
 
@@ -165,8 +250,15 @@ def _plugin_job(tmp_path: Path, api: int, preload: str = "", rounds: int = 1) ->
     env = {**os.environ, "DI_CAPTURE_DIR": str(run / "raw")}
     if preload:
         env["LD_PRELOAD"] = preload
-    procs = [subprocess.Popen([str(driver), str(plugin), str(api), str(rounds)], env={**env, "RANK": str(r)}, stdout=subprocess.PIPE,
-                              text=True) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [str(driver), str(plugin), str(api), str(rounds)],
+            env={**env, "RANK": str(r)},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
     for p in procs:
         out, _ = p.communicate(timeout=60)
         assert p.returncode == 0 and "done" in out, out
@@ -181,10 +273,23 @@ def test_plugin_ops_become_matched_collectives_completed_by_kernel_channels(tmp_
     trace.validate()
     ev = trace.events.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     locs = trace.locations.select("loc", "kind", loc_name="name")
-    coll = (trace.collectives.join(ev.select(event="row", loc="loc", start_ns="start_ns", end_ns="end_ns", name="name",
-                                             src_cat="src_cat", args="args"), on="event").join(locs, on="loc"))
-    per = coll.group_by("instance").agg(pl.col("rank").sort(), pl.col("op").first(), pl.col("bytes").first(),
-                                        pl.col("dtype").first(), pl.col("start_ns").min()).sort("start_ns")
+    coll = trace.collectives.join(
+        ev.select(
+            event="row", loc="loc", start_ns="start_ns", end_ns="end_ns", name="name", src_cat="src_cat", args="args"
+        ),
+        on="event",
+    ).join(locs, on="loc")
+    per = (
+        coll.group_by("instance")
+        .agg(
+            pl.col("rank").sort(),
+            pl.col("op").first(),
+            pl.col("bytes").first(),
+            pl.col("dtype").first(),
+            pl.col("start_ns").min(),
+        )
+        .sort("start_ns")
+    )
     assert per.get_column("rank").to_list() == [[0, 1]] * 5  # matched across both ranks
     assert per.get_column("op").to_list() == ["allreduce"] * 3 + ["broadcast", "allgather"]
     assert per.get_column("bytes").to_list() == [4000] * 3 + [2048, 10]
@@ -194,8 +299,9 @@ def test_plugin_ops_become_matched_collectives_completed_by_kernel_channels(tmp_
     assert (coll.get_column("src_cat").cast(pl.String) == "nccl_kernel").all()
     # completion comes from the kernel channels: the enqueue (flow source) ended at least a
     # kernel's run before, and the GPU timer's duration is kept
-    flows = trace.flows.filter(pl.col("kind") == "launch").join(ev.select(src="row", enq_start="start_ns", enq_end="end_ns",
-                                                                          enq_name="name", enq_args="args"), on="src")
+    flows = trace.flows.filter(pl.col("kind") == "launch").join(
+        ev.select(src="row", enq_start="start_ns", enq_end="end_ns", enq_name="name", enq_args="args"), on="src"
+    )
     gpu = ev.join(flows, left_on="row", right_on="dst").filter(pl.col("src_cat") == "nccl_kernel")
     assert gpu.height == 2 * 6  # 5 collectives and the p2p, per rank
     assert (gpu.get_column("name") == gpu.get_column("enq_name")).all()
@@ -203,14 +309,24 @@ def test_plugin_ops_become_matched_collectives_completed_by_kernel_channels(tmp_
     assert (gpu.get_column("end_ns") - gpu.get_column("start_ns") >= KERNEL_NS).all()
     args = [json.loads(a) for a in gpu.get_column("args")]
     assert {a["gpu_ns"] for a in args} == {GPU_NS}
-    assert [a["enqueue_to_completion_ns"] for a in args] == (gpu.get_column("end_ns") - gpu.get_column("enq_start")).to_list()
+    assert [a["enqueue_to_completion_ns"] for a in args] == (
+        gpu.get_column("end_ns") - gpu.get_column("enq_start")
+    ).to_list()
     enq = [json.loads(a) for a in gpu.filter(pl.col("name") == "ncclAllReduce").get_column("enq_args")]
     assert all(a["algo"] == "Ring" and a["proto"] == "Simple" and a["channels"] == 2 for a in enq)
-    p2p = sorted(gpu.filter(pl.col("name").cast(pl.String).is_in(["ncclSend", "ncclRecv"])).get_column("name").cast(pl.String))
+    p2p = sorted(
+        gpu.filter(pl.col("name").cast(pl.String).is_in(["ncclSend", "ncclRecv"])).get_column("name").cast(pl.String)
+    )
     assert p2p == ["ncclRecv", "ncclSend"]
-    assert trace.meta["capture"]["nccl"] == {"path": "profiler_plugin", "processes": {"profiler_plugin": 2}, "profiler_api": [api]}
+    assert trace.meta["capture"]["nccl"] == {
+        "path": "profiler_plugin",
+        "processes": {"profiler_plugin": 2},
+        "profiler_api": [api],
+    }
     # the send/recv pair is a message between the two kernel executions
-    msg = trace.messages.join(ev.select(send="row", send_loc="loc"), on="send").join(ev.select(recv="row", recv_loc="loc"), on="recv")
+    msg = trace.messages.join(ev.select(send="row", send_loc="loc"), on="send").join(
+        ev.select(recv="row", recv_loc="loc"), on="recv"
+    )
     assert msg.select("src_rank", "dst_rank", "bytes").rows() == [(0, 1, 400)]
     kernel_locs = set(trace.locations.filter(pl.col("name") == "NCCL kernels").get_column("loc"))
     assert {msg.get_column("send_loc")[0], msg.get_column("recv_loc")[0]} <= kernel_locs
@@ -256,7 +372,9 @@ def test_ops_without_kernel_channel_events_are_counted_and_keep_their_enqueue(tm
     trace, _ = ingest(run)
     trace.validate()
     assert trace.collectives.height == 10
-    assert any(w.startswith("nccl: 12 of 12 NCCL ops have no kernel-channel") for w in trace.meta["warnings"]), trace.meta["warnings"]
+    assert any(w.startswith("nccl: 12 of 12 NCCL ops have no kernel-channel") for w in trace.meta["warnings"]), (
+        trace.meta["warnings"]
+    )
     rows = trace.events[trace.collectives.get_column("event").to_list()]
     assert (rows.get_column("src_cat").cast(pl.String) == "nccl").all()  # the enqueue events, on the calling threads
     assert not trace.locations.filter(pl.col("name") == "NCCL kernels").height

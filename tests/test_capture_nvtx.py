@@ -27,8 +27,13 @@ import di
 
 def nvtx_include() -> Path:
     """A directory holding NVTX v3's ``nvtx3/nvToolsExt.h`` (CUDA's, or $NVTX_INCLUDE); skips without one."""
-    roots = [os.environ.get("NVTX_INCLUDE", ""), os.path.join(os.environ.get("CUDA_HOME", ""), "include"),
-             "/usr/local/cuda/include", *sorted(glob.glob("/usr/local/cuda-*/include"), reverse=True), "/usr/include"]
+    roots = [
+        os.environ.get("NVTX_INCLUDE", ""),
+        os.path.join(os.environ.get("CUDA_HOME", ""), "include"),
+        "/usr/local/cuda/include",
+        *sorted(glob.glob("/usr/local/cuda-*/include"), reverse=True),
+        "/usr/include",
+    ]
     for root in filter(None, roots):
         if (Path(root) / "nvtx3" / "nvToolsExt.h").is_file():
             return Path(root)
@@ -38,8 +43,21 @@ def nvtx_include() -> Path:
 def build(dest: Path, mpi: bool) -> Path:
     exe = dest / ("nvtx_mpi" if mpi else "nvtx_ranges")
     cc = tool("mpicc") if mpi else os.environ.get("CC", "cc")
-    subprocess.run([cc, "-O1", *(["-DWITH_MPI"] if mpi else []), f"-I{nvtx_include()}", "-o", str(exe),
-                    str(PROGRAMS / "nvtx_ranges.c"), "-ldl", "-lpthread"], check=True, timeout=120)
+    subprocess.run(
+        [
+            cc,
+            "-O1",
+            *(["-DWITH_MPI"] if mpi else []),
+            f"-I{nvtx_include()}",
+            "-o",
+            str(exe),
+            str(PROGRAMS / "nvtx_ranges.c"),
+            "-ldl",
+            "-lpthread",
+        ],
+        check=True,
+        timeout=120,
+    )
     return exe
 
 
@@ -47,7 +65,9 @@ def events(run_dir: Path) -> pl.DataFrame:
     trace = di.load(run_dir)
     trace.validate()
     ev = trace.events.with_row_index("row").join(trace.locations.select("loc", "rank", "tid", "pid"), on="loc")
-    return ev.with_columns(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String))
+    return ev.with_columns(
+        pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String)
+    )
 
 
 def parent_name(ev: pl.DataFrame, row: dict) -> str | None:
@@ -65,7 +85,9 @@ def test_nvtx_ranges_of_a_c_program(tmp_path: Path) -> None:
     assert (ev.get_column("cat") == "user").all()
     fwd = ev.filter(pl.col("name") == "forward")
     assert fwd.height == 3  # registered string in domain "trainer", category 7 named "model", green
-    assert fwd.get_column("args").unique().to_list() == ['{"domain":"trainer","category":7,"category_name":"model","color":"#00ff00"}']
+    assert fwd.get_column("args").unique().to_list() == [
+        '{"domain":"trainer","category":7,"category_name":"model","color":"#00ff00"}'
+    ]
     for row in ev.filter(pl.col("name") == "matmul").iter_rows(named=True):  # default-domain push inside a domain push
         assert parent_name(ev, row) == "forward" and row["depth"] == 2
     for row in fwd.iter_rows(named=True):
@@ -80,7 +102,9 @@ def test_nvtx_ranges_of_a_c_program(tmp_path: Path) -> None:
     names = dict(di.load(out).locations.select("loc", "name").iter_rows())
     assert names[worker["loc"]] == "loader thread" and names[job["loc"]] == "main thread"
     left = ev.filter(pl.col("name") == "left open").row(0, named=True)  # still pushed at exit: ends there
-    assert left["args"] == '{"unclosed":true}' and left["start_ns"] > job["end_ns"] and left["end_ns"] >= left["start_ns"]
+    assert (
+        left["args"] == '{"unclosed":true}' and left["start_ns"] > job["end_ns"] and left["end_ns"] >= left["start_ns"]
+    )
     assert ev.filter(pl.col("name") == "never ended").height == 0
     assert "1 NVTX start/end ranges without an end dropped" in di.load(out).meta["warnings"]
 
@@ -100,10 +124,26 @@ def test_nvtx_ranges_of_an_mpi_job_nest_with_its_calls(tmp_path: Path, form: str
         assert mine.filter(pl.col("name") == "forward").height == 3
 
 
-def _record_regions(tmp_path: Path, *flags: str, arg: str = "", python: str = sys.executable, **env: str) -> pl.DataFrame:
+def _record_regions(
+    tmp_path: Path, *flags: str, arg: str = "", python: str = sys.executable, **env: str
+) -> pl.DataFrame:
     out = tmp_path / "py.di"
-    proc = run(di_cmd("record", "--io", *flags, "-o", str(out), "--", python, str(PROGRAMS / "regions_job.py"),
-                      *([arg] if arg else [])), tmp_path, timeout=120, **env)
+    proc = run(
+        di_cmd(
+            "record",
+            "--io",
+            *flags,
+            "-o",
+            str(out),
+            "--",
+            python,
+            str(PROGRAMS / "regions_job.py"),
+            *([arg] if arg else []),
+        ),
+        tmp_path,
+        timeout=120,
+        **env,
+    )
     assert proc.returncode == 0, proc.stderr
     return events(out)
 
@@ -111,7 +151,14 @@ def _record_regions(tmp_path: Path, *flags: str, arg: str = "", python: str = sy
 def test_di_region_records_user_events_with_nesting_and_threads(tmp_path: Path) -> None:
     ev = _record_regions(tmp_path)
     reg = ev.filter(pl.col("src_cat") == "di_region")
-    assert sorted(reg.get_column("name").unique().to_list()) == ["backward", "checkpoint", "forward", "loader", "step 0", "step 1"]
+    assert sorted(reg.get_column("name").unique().to_list()) == [
+        "backward",
+        "checkpoint",
+        "forward",
+        "loader",
+        "step 0",
+        "step 1",
+    ]
     assert (reg.get_column("cat") == "user").all()
     for row in reg.filter(pl.col("name").is_in(["forward", "backward", "checkpoint"])).iter_rows(named=True):
         assert parent_name(ev, row) in ("step 0", "step 1")
@@ -121,14 +168,18 @@ def test_di_region_records_user_events_with_nesting_and_threads(tmp_path: Path) 
 
 
 def test_di_region_outside_di_record_is_a_no_op() -> None:
-    code = ("import di, time; r = di.region('x')\n"
-            "with r: pass\n"
-            "t = time.perf_counter_ns()\n"
-            "for _ in range(10000):\n    with r: pass\n"
-            "print((time.perf_counter_ns() - t) // 10000)")
+    code = (
+        "import di, time; r = di.region('x')\n"
+        "with r: pass\n"
+        "t = time.perf_counter_ns()\n"
+        "for _ in range(10000):\n    with r: pass\n"
+        "print((time.perf_counter_ns() - t) // 10000)"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("DI_CAPTURE_DIR", "DI_NVTX_LIB")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) < 5_000  # ns per enter+exit: nothing but two method calls
 
@@ -142,10 +193,17 @@ def _interpreters() -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("python", _interpreters(), ids=lambda p: "this python" if p == sys.executable else Path(p).name)
+@pytest.mark.parametrize(
+    "python", _interpreters(), ids=lambda p: "this python" if p == sys.executable else Path(p).name
+)
 def test_python_calls_of_the_program_only_above_the_minimum(tmp_path: Path, python: str) -> None:
-    probe = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 12))"], capture_output=True, text=True,
-                           timeout=60, check=False)
+    probe = subprocess.run(
+        [python, "-c", "import sys; print(sys.version_info >= (3, 12))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     if probe.returncode != 0:
         pytest.skip(f"{python} does not run")
     ev = _record_regions(tmp_path, "--python", "1000", python=python)  # 1 ms
@@ -155,7 +213,11 @@ def test_python_calls_of_the_program_only_above_the_minimum(tmp_path: Path, pyth
     assert "quick_helper" not in names  # shorter than the minimum
     assert not any(n.startswith(("dumps", "JSONEncoder", "Thread", "sleep")) for n in names)  # stdlib
     slow = calls.filter(pl.col("name") == "slow_helper").row(0, named=True)
-    assert slow["end_ns"] - slow["start_ns"] >= 4_000_000 and '"line":' in slow["args"] and "regions_job.py" in slow["args"]
+    assert (
+        slow["end_ns"] - slow["start_ns"] >= 4_000_000
+        and '"line":' in slow["args"]
+        and "regions_job.py" in slow["args"]
+    )
     assert parent_name(ev, slow) == "forward"  # inside the region that called it
     assert calls.filter(pl.col("name") == "failing").height == 1  # a call that raised still ends
 
@@ -166,7 +228,9 @@ def test_nvtx_python_package(tmp_path: Path) -> None:
     nv = ev.filter(pl.col("src_cat") == "nvtx")
     outer = nv.filter(pl.col("name") == "nvtx outer").row(0, named=True)
     inner = nv.filter(pl.col("name") == "nvtx inner").row(0, named=True)
-    assert parent_name(ev, inner) == "nvtx outer" and '"domain":"pkg"' in outer["args"] and '"color":"#' in outer["args"]
+    assert (
+        parent_name(ev, inner) == "nvtx outer" and '"domain":"pkg"' in outer["args"] and '"color":"#' in outer["args"]
+    )
     assert nv.filter(pl.col("name") == "nvtx mark").get_column("instant").all()
 
 

@@ -43,28 +43,42 @@ def _net_tree(root: Path, rx: int) -> None:
 
 
 def test_host_source_busy_percent_and_memory(tmp_path: Path) -> None:
-    _write(tmp_path / "stat", "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\ncpu1 50 0 50 400 0 0 0 0 0 0\nintr 1\n")
+    _write(
+        tmp_path / "stat",
+        "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\ncpu1 50 0 50 400 0 0 0 0 0 0\nintr 1\n",
+    )
     _write(tmp_path / "meminfo", "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    400 kB\n")
     _write(tmp_path / "42" / "status", "Name: x\nVmRSS:      2048 kB\n")
     _write(tmp_path / "42" / "io", "rchar: 1\nread_bytes: 4096\nwrite_bytes: 8192\n")
     src = HostSource(str(tmp_path), lambda: {0: 42})
     # cpu0: +30 busy of +100; cpu1: +100 busy of +100; total: +130 of +200
-    _write(tmp_path / "stat", "cpu  230 0 100 870 0 0 0 0 0 0\ncpu0 80 0 50 470 0 0 0 0 0 0\ncpu1 150 0 50 400 0 0 0 0 0 0\n")
+    _write(
+        tmp_path / "stat",
+        "cpu  230 0 100 870 0 0 0 0 0 0\ncpu0 80 0 50 470 0 0 0 0 0 0\ncpu1 150 0 50 400 0 0 0 0 0 0\n",
+    )
     read = src.read()  # the first read also adds the series of the ranks it found
     values = dict(zip([s.name for s in src.series], read))
     units = {s.name: s.unit for s in src.series}
     assert values["cpu0 busy"] == pytest.approx(30.0) and values["cpu1 busy"] == pytest.approx(100.0)
     assert values["cpu busy"] == pytest.approx(65.0) and units["cpu busy"] == "%"
     assert values["mem used"] == 600 * 1024 and values["mem available"] == 400 * 1024 and units["mem used"] == "bytes"
-    assert (values["rank 0 rss"], values["rank 0 read_bytes"], values["rank 0 write_bytes"]) == (2048 * 1024, 4096, 8192)
+    assert (values["rank 0 rss"], values["rank 0 read_bytes"], values["rank 0 write_bytes"]) == (
+        2048 * 1024,
+        4096,
+        8192,
+    )
 
 
 def test_infiniband_counts_4_byte_words_and_rereads_open_files(tmp_path: Path) -> None:
     _ib_tree(tmp_path, 1000)
     src = InfiniBandSource(str(tmp_path))
     got = dict(zip([(s.name, s.unit) for s in src.series], src.read()))
-    assert got == {("mlx5_0/1 port_rcv_data", "bytes"): 8000.0, ("mlx5_0/1 port_xmit_data", "bytes"): 4000.0,
-                   ("mlx5_0/1 port_xmit_packets", "packets"): 77.0, ("mlx5_0/1 out_of_buffer", "count"): 3.0}
+    assert got == {
+        ("mlx5_0/1 port_rcv_data", "bytes"): 8000.0,
+        ("mlx5_0/1 port_xmit_data", "bytes"): 4000.0,
+        ("mlx5_0/1 port_xmit_packets", "packets"): 77.0,
+        ("mlx5_0/1 out_of_buffer", "count"): 3.0,
+    }
     _ib_tree(tmp_path, 2500)  # rewritten in place: the open descriptors see the new values
     assert src.read()[1] == 2500 * 4
     src.close()
@@ -73,7 +87,11 @@ def test_infiniband_counts_4_byte_words_and_rereads_open_files(tmp_path: Path) -
 def test_network_interface_counters(tmp_path: Path) -> None:
     _net_tree(tmp_path, 123)
     src = NetworkSource(str(tmp_path))
-    assert [(s.name, s.unit) for s in src.series] == [("eth0 rx_bytes", "bytes"), ("eth0 tx_bytes", "bytes"), ("eth0 rx_packets", "packets")]
+    assert [(s.name, s.unit) for s in src.series] == [
+        ("eth0 rx_bytes", "bytes"),
+        ("eth0 tx_bytes", "bytes"),
+        ("eth0 rx_packets", "packets"),
+    ]
     assert src.read() == [123.0, 246.0, 5.0]
 
 
@@ -96,8 +114,25 @@ def test_record_samples_stand_in_sysfs_at_the_rate(tmp_path: Path) -> None:
     _ib_tree(ib, 1000)
     _net_tree(net, 10)
     out = tmp_path / "s.di"
-    proc = run(di_cmd("record", "--ib", "--net", "--rate", str(RATE_HZ), "--ib-root", str(ib), "--net-root", str(net),
-                      "-o", str(out), "--", *SLEEP), tmp_path, timeout=120)
+    proc = run(
+        di_cmd(
+            "record",
+            "--ib",
+            "--net",
+            "--rate",
+            str(RATE_HZ),
+            "--ib-root",
+            str(ib),
+            "--net-root",
+            str(net),
+            "-o",
+            str(out),
+            "--",
+            *SLEEP,
+        ),
+        tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     trace = di.load(out)
     series = _series(trace)
@@ -112,8 +147,11 @@ def test_record_samples_stand_in_sysfs_at_the_rate(tmp_path: Path) -> None:
 def test_missing_hardware_is_said_once_and_skipped(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     out = tmp_path / "m.di"
-    proc = run(di_cmd("record", "--ib", "--host", "--ib-root", str(tmp_path / "empty"), "-o", str(out), "--", *SLEEP),
-               tmp_path, timeout=120)
+    proc = run(
+        di_cmd("record", "--ib", "--host", "--ib-root", str(tmp_path / "empty"), "-o", str(out), "--", *SLEEP),
+        tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     warnings = di.load(out).meta["warnings"]
     assert len([w for w in warnings if "InfiniBand sampler skipped" in w]) == 1
@@ -127,8 +165,19 @@ def _nvml_standin(tmp_path: Path) -> Path:
         pytest.skip("no C compiler")
     lib = tmp_path / "lib"
     lib.mkdir()
-    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", str(lib / "libnvidia-ml.so.1"),
-                    str(PROGRAMS / "nvml_standin.c")], check=True, timeout=60)
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libnvidia-ml.so.1",
+            "-o",
+            str(lib / "libnvidia-ml.so.1"),
+            str(PROGRAMS / "nvml_standin.c"),
+        ],
+        check=True,
+        timeout=60,
+    )
     return lib
 
 
@@ -136,19 +185,34 @@ def test_nvml_sampler_reads_a_stand_in_library(tmp_path: Path) -> None:
     pytest.importorskip("pynvml", reason="nvidia-ml-py not installed")
     lib = _nvml_standin(tmp_path)
     out = tmp_path / "g.di"
-    proc = run(di_cmd("record", "--nvml", "--rate", str(RATE_HZ), "-o", str(out), "--", *SLEEP), tmp_path,
-               timeout=120, LD_LIBRARY_PATH=str(lib))
+    proc = run(
+        di_cmd("record", "--nvml", "--rate", str(RATE_HZ), "-o", str(out), "--", *SLEEP),
+        tmp_path,
+        timeout=120,
+        LD_LIBRARY_PATH=str(lib),
+    )
     assert proc.returncode == 0, proc.stderr
     series = _series(di.load(out))
-    expect = {"gpu0 util": ("%", 40.0), "gpu1 util": ("%", 50.0), "gpu1 mem used": ("bytes", 2.0 * 2**30),
-              "gpu0 power": ("W", 250.0), "gpu1 power": ("W", 251.0), "gpu0 sm clock": ("MHz", 1980.0),
-              "gpu0 mem clock": ("MHz", 2619.0), "gpu1 temperature": ("C", 56.0)}
+    expect = {
+        "gpu0 util": ("%", 40.0),
+        "gpu1 util": ("%", 50.0),
+        "gpu1 mem used": ("bytes", 2.0 * 2**30),
+        "gpu0 power": ("W", 250.0),
+        "gpu1 power": ("W", 251.0),
+        "gpu0 sm clock": ("MHz", 1980.0),
+        "gpu0 mem clock": ("MHz", 2619.0),
+        "gpu1 temperature": ("C", 56.0),
+    }
     for name, (unit, value) in expect.items():
         assert series[name][0] == unit and (series[name][2] == value).all(), name
     _assert_rate(series["gpu0 power"][1])
-    for name, unit, per_read in (("gpu0 energy", "J", 1.0), ("gpu0 pcie tx", "bytes", 1000.0),
-                                 ("gpu0 pcie rx", "bytes", 2000.0), ("gpu0 nvlink tx", "bytes", 10.0 * 1024),
-                                 ("gpu1 nvlink rx", "bytes", 20.0 * 1024)):
+    for name, unit, per_read in (
+        ("gpu0 energy", "J", 1.0),
+        ("gpu0 pcie tx", "bytes", 1000.0),
+        ("gpu0 pcie rx", "bytes", 2000.0),
+        ("gpu0 nvlink tx", "bytes", 10.0 * 1024),
+        ("gpu1 nvlink rx", "bytes", 20.0 * 1024),
+    ):
         got_unit, _, values = series[name]
         assert got_unit == unit and np.allclose(values, per_read * np.arange(1, values.size + 1)), name
 
@@ -172,8 +236,12 @@ def test_nvml_without_a_driver_is_said_once_and_the_rest_recorded(tmp_path: Path
         env = {"LD_LIBRARY_PATH": str(_nvml_standin(tmp_path)), "NVML_STANDIN_INIT": "9"}
         said = "Driver Not Loaded"
     out = tmp_path / "n.di"
-    proc = run(di_cmd("record", "--nvml", "--host", "--rate", str(RATE_HZ), "-o", str(out), "--", *SLEEP), tmp_path,
-               timeout=120, **env)
+    proc = run(
+        di_cmd("record", "--nvml", "--host", "--rate", str(RATE_HZ), "-o", str(out), "--", *SLEEP),
+        tmp_path,
+        timeout=120,
+        **env,
+    )
     assert proc.returncode == 0, proc.stderr
     trace = di.load(out)
     nvml = [w for w in trace.meta["warnings"] if "NVML" in w]  # prefixed "sampler on HOST: "
@@ -186,7 +254,9 @@ def test_sample_record_is_24_bytes() -> None:
     assert SAMPLE.itemsize == 24
 
 
-def test_a_stalled_sampler_skips_the_missed_ticks_instead_of_a_burst(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stalled_sampler_skips_the_missed_ticks_instead_of_a_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import time
 
     from di.capture import samplers

@@ -30,10 +30,15 @@ def _injected_offset(local_ns: int, rank: int) -> float:
 def test_shifted_clocks_come_out_aligned(tmp_path: Path) -> None:
     need_mpi4py()
     run = tmp_path / "run.di"
-    proc = record_launcher(run, [sys.executable, str(PROGRAMS / "known_calls.py"), str(tmp_path)], "--mpi", "--io",
-                           DI_CAPTURE_TEST_CLOCK_OFFSETS_NS=",".join(map(str, OFFSETS_NS)),
-                           DI_CAPTURE_TEST_CLOCK_DRIFT_PPM=",".join(map(str, DRIFT_PPM)),
-                           DI_CAPTURE_SYNC_MAX_MS=str(SYNC_BUDGET_MS))
+    proc = record_launcher(
+        run,
+        [sys.executable, str(PROGRAMS / "known_calls.py"), str(tmp_path)],
+        "--mpi",
+        "--io",
+        DI_CAPTURE_TEST_CLOCK_OFFSETS_NS=",".join(map(str, OFFSETS_NS)),
+        DI_CAPTURE_TEST_CLOCK_DRIFT_PPM=",".join(map(str, DRIFT_PPM)),
+        DI_CAPTURE_SYNC_MAX_MS=str(SYNC_BUDGET_MS),
+    )
     assert proc.returncode == 0, proc.stderr
     trace = di.load(run)
     offsets = trace.meta["clock"]["offsets"]

@@ -117,7 +117,9 @@ def test_unusable_event_is_dropped_and_counted(tmp_path: Path, event: dict[str, 
 
 
 def test_events_without_ph_are_counted_not_a_syntax_error(tmp_path: Path) -> None:
-    t = assert_valid(di.load(write_json(tmp_path, "noph.json", trace_doc({"name": "a", "ts": 1}, {}, {"name": "c"}, OK_EVENT))))
+    t = assert_valid(
+        di.load(write_json(tmp_path, "noph.json", trace_doc({"name": "a", "ts": 1}, {}, {"name": "c"}, OK_EVENT)))
+    )
     assert t.events.get_column("name").cast(str).to_list() == ["ok"]
     assert dropped(t) == {"event without 'ph'": 3}
 
@@ -127,7 +129,9 @@ def counter(ts: int, args: Any) -> dict[str, Any]:
 
 
 def test_counter_without_numeric_value_is_counted(tmp_path: Path) -> None:
-    t = assert_valid(di.load(write_json(tmp_path, "c.json", trace_doc(counter(1, {"a": "x"}), counter(2, {}), counter(3, {"a": 3})))))
+    t = assert_valid(
+        di.load(write_json(tmp_path, "c.json", trace_doc(counter(1, {"a": "x"}), counter(2, {}), counter(3, {"a": 3}))))
+    )
     assert t.samples.rows() == [(0, 3000, 3.0)]
     assert dropped(t) == {"counter event without numeric value": 2}
 
@@ -152,20 +156,31 @@ def test_ids_beyond_int64(tmp_path: Path) -> None:
     assert '{"Comms Id":10159970886766084423}' in t.events.get_column("args").to_list()
     big = 2**64 - 1
     flow = {"cat": "c", "name": "f", "pid": 1}
-    t = assert_valid(di.load(write_json(tmp_path, "ids.json", trace_doc(
-        {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
-        {"ph": "X", "name": "b", "pid": 1, "tid": 2, "ts": 20, "dur": 10},
-        {"ph": "s", "id": big, "tid": 1, "ts": 6, **flow},
-        {"ph": "f", "bp": "e", "id": big, "tid": 2, "ts": 21, **flow},
-        {"ph": "s", "id": big - 1, "tid": 1, "ts": 7, **flow},  # a different flow: must not pair
-    ))))
+    t = assert_valid(
+        di.load(
+            write_json(
+                tmp_path,
+                "ids.json",
+                trace_doc(
+                    {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
+                    {"ph": "X", "name": "b", "pid": 1, "tid": 2, "ts": 20, "dur": 10},
+                    {"ph": "s", "id": big, "tid": 1, "ts": 6, **flow},
+                    {"ph": "f", "bp": "e", "id": big, "tid": 2, "ts": 21, **flow},
+                    {"ph": "s", "id": big - 1, "tid": 1, "ts": 7, **flow},  # a different flow: must not pair
+                ),
+            )
+        )
+    )
     assert t.flows.select("src", "dst", "id", "src_cat").rows() == [(0, 1, None, "c")]
     assert dropped(t) == {"flow start without end": 1}
 
 
 def test_ts_beyond_int64_ns(tmp_path: Path) -> None:
-    text = json.dumps(trace_doc(OK_EVENT)).replace("]", ', {"ph":"X","name":"far","pid":1,"tid":1,"ts":99999999999999999,"dur":1},'
-                                                        ' {"ph":"X","name":"long","pid":1,"tid":1,"ts":5,"dur":1e30}]')
+    text = json.dumps(trace_doc(OK_EVENT)).replace(
+        "]",
+        ', {"ph":"X","name":"far","pid":1,"tid":1,"ts":99999999999999999,"dur":1},'
+        ' {"ph":"X","name":"long","pid":1,"tid":1,"ts":5,"dur":1e30}]',
+    )
     t = assert_valid(di.load(write_json(tmp_path, "far.json", text)))
     assert t.events.get_column("name").cast(str).to_list() == ["ok"]
     assert dropped(t) == {"ts or dur beyond int64 ns": 2}
@@ -213,8 +228,10 @@ def test_gzip_members_and_a_short_size_trailer_lose_nothing(tmp_path: Path) -> N
     buffer must grow past it without losing bytes."""
     import gzip
 
-    events = [{"ph": "X", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i * 10, "dur": 5, "args": {"pad": "x" * 200}}
-              for i in range(20_000)]
+    events = [
+        {"ph": "X", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i * 10, "dur": 5, "args": {"pad": "x" * 200}}
+        for i in range(20_000)
+    ]
     text = json.dumps(trace_doc(*events)).encode()
     cut = len(text) - 10  # the last member holds 10 bytes: its ISIZE says 10
     path = write_json(tmp_path, "members.json.gz", gzip.compress(text[:cut], 1) + gzip.compress(text[cut:]))
@@ -224,8 +241,9 @@ def test_gzip_members_and_a_short_size_trailer_lose_nothing(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("backend", ["isal", "zlib"])
-def test_gunzip_members_truncation_and_corruption_with_either_decompressor(backend: str, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gunzip_members_truncation_and_corruption_with_either_decompressor(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The bytes gunzipping yields, and its warnings, are the same with ISA-L and the
     standard library (where ISA-L is not installed)."""
     import gzip
@@ -262,8 +280,10 @@ def test_gunzip_members_truncation_and_corruption_with_either_decompressor(backe
 
 def test_escapes_orjson_refuses_are_kept_not_a_crash(tmp_path: Path) -> None:
     """A lone surrogate and an invalid escape in a name (fuzz: JSONDecodeError in decode_symbols)."""
-    raw = rb'{"traceEvents":[{"ph":"X","name":"a\ud800b","pid":1,"tid":1,"ts":5,"dur":1},' \
-          rb'{"ph":"X","name":"c\x41","pid":1,"tid":1,"ts":7,"dur":1}]}'
+    raw = (
+        rb'{"traceEvents":[{"ph":"X","name":"a\ud800b","pid":1,"tid":1,"ts":5,"dur":1},'
+        rb'{"ph":"X","name":"c\x41","pid":1,"tid":1,"ts":7,"dur":1}]}'
+    )
     t = assert_valid(di.load(write_json(tmp_path, "esc.json", raw)))
     assert t.events.get_column("name").cast(str).to_list() == ["a?b", "c\\x41"]
 
@@ -285,19 +305,28 @@ def test_broken_di_flow_objects_restore_nothing(di_written: Path) -> None:
     text = di_written.read_text()
     whole = di.load(di_written)
     assert text.count('"di_flow":{"kind":"launch","id":') > 3
-    for bad in ('"kind":"launch","id":4000R', '"kind":"launch","id":NaN', '"kind":"launch","id":"x"', '"kind":"bogus","id":7'):
+    for bad in (
+        '"kind":"launch","id":4000R',
+        '"kind":"launch","id":NaN',
+        '"kind":"launch","id":"x"',
+        '"kind":"bogus","id":7',
+    ):
         text = text.replace('"di_flow":{"kind":"launch","id":', '"di_flow":{' + bad + ',"was":', 1)
     t = assert_valid(di.load(write_json(di_written.parent, "bad_flow.json", text)))
     assert t.flows.height == whole.flows.height and t.flows.get_column("kind").null_count() == 0
 
 
-@pytest.mark.parametrize("damage", [
-    ('"locations":[{"pid":', '"locations":[{"pid":0.5,"x":'),  # fuzz: TypeError in ditrace.locations
-    ('"series":[]', '"series":1.5'),
-    ('"kind":"cpu_thread"', '"kind":"martian"'),
-    ('"unit":"ns"', '"unit":"us"'),  # fuzz: an invalid trace (meta.json clock) returned
-    ('"rank_source":"distributedInfo"', '"rank_source":7'),
-], ids=["float-pid", "series-not-a-list", "unknown-location-kind", "clock-unit", "rank-source"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        ('"locations":[{"pid":', '"locations":[{"pid":0.5,"x":'),  # fuzz: TypeError in ditrace.locations
+        ('"series":[]', '"series":1.5'),
+        ('"kind":"cpu_thread"', '"kind":"martian"'),
+        ('"unit":"ns"', '"unit":"us"'),  # fuzz: an invalid trace (meta.json clock) returned
+        ('"rank_source":"distributedInfo"', '"rank_source":7'),
+    ],
+    ids=["float-pid", "series-not-a-list", "unknown-location-kind", "clock-unit", "rank-source"],
+)
 def test_damaged_ditrace_is_ignored_and_said(di_written: Path, damage: tuple[str, str]) -> None:
     text = di_written.read_text()
     assert damage[0] in text

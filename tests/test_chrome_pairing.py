@@ -18,6 +18,7 @@ SEEDS = range(30)
 
 # ---- match_begin_end: LIFO per key ----
 
+
 def match_reference(key: np.ndarray, is_begin: np.ndarray) -> tuple[list[int], ...]:
     stacks: dict[int, list[int]] = {}
     b, e, lone_e = [], [], []
@@ -55,6 +56,7 @@ def test_match_begin_end_hand() -> None:
 
 
 # ---- bind_points: the slice a flow point lands on ----
+
 
 def bind_reference(loc_first, start, end, instant, q_loc, q_ts, q_next) -> list[int]:
     out = []
@@ -110,6 +112,7 @@ def test_bind_points_hand() -> None:
 
 
 # ---- chain_flows: steps -> edges ----
+
 
 def chain_reference(key: np.ndarray, step: np.ndarray, row: np.ndarray) -> tuple[list[int], ...]:
     """Edges from each bound step to the next one of its flow; a start ('s') that
@@ -185,6 +188,7 @@ def test_chain_flows_counts_a_start_lost_to_an_unbound_start() -> None:
 
 # ---- parse_number: decimal text -> integer of 10**-shift units ----
 
+
 def parse(text: str, shift: int = 3) -> tuple[int, int, int]:
     buf = np.frombuffer(text.encode(), np.uint8)
     value, end, status = parse_number(buf, 0, len(buf), shift)
@@ -194,10 +198,22 @@ def parse(text: str, shift: int = 3) -> tuple[int, int, int]:
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("123", 123000), ("123.4567", 123457), ("1712168098012345.678", 1712168098012345678),
-        ("-0.5", -500), ("1e3", 1000000), ("1.5e-3", 2), ("0.0004", 0), ("0.0005", 1), ("1E+2", 100000),
-        ("0", 0), ("-0", 0), ("9223372036854775.807", 2**63 - 1), ("1e-400", 0), ("0e999", 0),
-        ("-9223372036854775.807", -(2**63 - 1)), ("1712195495519689.047", 1712195495519689047),
+        ("123", 123000),
+        ("123.4567", 123457),
+        ("1712168098012345.678", 1712168098012345678),
+        ("-0.5", -500),
+        ("1e3", 1000000),
+        ("1.5e-3", 2),
+        ("0.0004", 0),
+        ("0.0005", 1),
+        ("1E+2", 100000),
+        ("0", 0),
+        ("-0", 0),
+        ("9223372036854775.807", 2**63 - 1),
+        ("1e-400", 0),
+        ("0e999", 0),
+        ("-9223372036854775.807", -(2**63 - 1)),
+        ("1712195495519689.047", 1712195495519689047),
     ],
 )
 def test_parse_number_values(text: str, value: int) -> None:
@@ -206,7 +222,16 @@ def test_parse_number_values(text: str, value: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "status"),
-    [("99999999999999999999", 3), ("9223372036854775.808", 3), ("9999999999999999.999", 3), ("1e30", 3), ("abc", 1), ("-", 1), ("1e", 1), ("", 1)],
+    [
+        ("99999999999999999999", 3),
+        ("9223372036854775.808", 3),
+        ("9999999999999999.999", 3),
+        ("1e30", 3),
+        ("abc", 1),
+        ("-", 1),
+        ("1e", 1),
+        ("", 1),
+    ],
 )
 def test_parse_number_errors(text: str, status: int) -> None:
     assert parse(text)[2] == status
@@ -238,6 +263,7 @@ def test_parse_number_matches_decimal(seed: int) -> None:
 
 
 # ---- prescan: the bound on event objects ----
+
 
 def prescan_reference(data: bytes) -> tuple[int, bool]:
     """'{' bytes, less those at offset >= 8 right after ':' or ': ' (the kernel's rule)."""
@@ -278,11 +304,21 @@ def test_prescan_bounds_events_but_not_their_args(pretty: bool) -> None:
 
 # ---- string views over the scanner's args bytes ----
 
+
 @pytest.mark.parametrize("limit", [48, 60, 1 << 20])  # 48: the longest text
 def test_texts_at_offsets_view_every_text_across_buffers(limit: int) -> None:
     from di.convert.stringviews import texts_at_offsets
 
-    texts = ["", "{}", '{"a":1}', '{"long key":"a value longer than twelve bytes"}', "x", '{"ü":"ß"}', "", "twelve bytes"]
+    texts = [
+        "",
+        "{}",
+        '{"a":1}',
+        '{"long key":"a value longer than twelve bytes"}',
+        "x",
+        '{"ü":"ß"}',
+        "",
+        "twelve bytes",
+    ]
     valid = np.array([False, True, True, True, True, True, True, True])
     data = b"".join(t.encode() for t in texts)
     offsets = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)

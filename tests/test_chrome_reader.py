@@ -128,7 +128,8 @@ def test_counts_match_an_independent_reading(path: Path, load_valid) -> None:
     assert ev.filter(pl.col("instant")).height - ph["n"] == ph["i"] + ph["I"]
     c_values = sum(
         sum(isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in e.get("args", {}).values())
-        for e in events if e.get("ph") == "C"
+        for e in events
+        if e.get("ph") == "C"
     )
     assert trace.samples.height == c_values
     pairs, records = flow_pairs(events)
@@ -156,7 +157,9 @@ def test_base_time_nanoseconds_plus_relative_ts_is_exact(load_valid) -> None:
     top, events = doc_events(path)
     base = top["baseTimeNanoseconds"]
     assert isinstance(base, int) and base > 10**18
-    want = Counter((e["name"], base + ns(e["ts"]), base + ns(e["ts"]) + ns(e["dur"])) for e in events if e.get("ph") == "X")
+    want = Counter(
+        (e["name"], base + ns(e["ts"]), base + ns(e["ts"]) + ns(e["dur"])) for e in events if e.get("ph") == "X"
+    )
     trace = load_valid(path)
     assert _named_rows(trace) == want
     assert trace.meta["clock"]["domain"] == "unix_epoch"
@@ -175,7 +178,10 @@ def test_two_ranks_loaded_together(form: str, kineto: Path, load_valid) -> None:
     assert loc.get_column("rank").to_list() == [src_rank[s] for s in loc.get_column("source").to_list()]
     gpu = loc.filter(pl.col("kind") == "gpu_stream")
     assert gpu.height and gpu.select("device", "stream").n_unique() == gpu.height
-    assert gpu.group_by("device").agg(pl.col("rank").n_unique()).get_column("rank").to_list() == [1] * gpu.select("device").n_unique()
+    assert (
+        gpu.group_by("device").agg(pl.col("rank").n_unique()).get_column("rank").to_list()
+        == [1] * gpu.select("device").n_unique()
+    )
     ev = trace.events.with_row_index("row").join(loc.select("loc", "rank"), on="loc", maintain_order="left")
     locs = {r: set(ev.filter(pl.col("rank") == r).get_column("loc").to_list()) for r in (0, 1)}
     assert locs[0] and locs[1] and not locs[0] & locs[1]
@@ -214,7 +220,11 @@ def test_nccl_collectives(load_valid) -> None:
     path = one_file("hta_nccl_parser_config")
     top, events = doc_events(path)
     base = top["baseTimeNanoseconds"]
-    kernels = {base + ns(e["ts"]): e["args"] for e in events if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})}
+    kernels = {
+        base + ns(e["ts"]): e["args"]
+        for e in events
+        if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})
+    }
     trace = load_valid(path)
     coll = trace.collectives
     assert coll.height == len(kernels) > 0
@@ -294,51 +304,82 @@ def rows(trace: di.Trace) -> list[tuple[Any, ...]]:
 
 
 def test_begin_end_nesting_and_metadata_names(tmp_path: Path, load_valid) -> None:
-    t = load_valid(write_json(tmp_path, "be.json", trace_doc(
-        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "trainer"}},
-        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
-        {"ph": "B", "name": "outer", "cat": "user_annotation", "pid": 1, "tid": 2, "ts": 1},
-        {"ph": "B", "name": "inner", "pid": 1, "tid": 2, "ts": 2, "args": {"a": 1}},
-        {"ph": "E", "pid": 1, "tid": 2, "ts": 3},
-        {"ph": "E", "pid": 1, "tid": 2, "ts": 10},
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "be.json",
+            trace_doc(
+                {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "trainer"}},
+                {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
+                {"ph": "B", "name": "outer", "cat": "user_annotation", "pid": 1, "tid": 2, "ts": 1},
+                {"ph": "B", "name": "inner", "pid": 1, "tid": 2, "ts": 2, "args": {"a": 1}},
+                {"ph": "E", "pid": 1, "tid": 2, "ts": 3},
+                {"ph": "E", "pid": 1, "tid": 2, "ts": 10},
+            ),
+        )
+    )
     assert rows(t) == [(0, 1000, 10000, "outer", 0, None, False), (0, 2000, 3000, "inner", 1, 0, False)]
     assert t.events.get_column("cat").cast(pl.String).to_list() == ["user", "other"]
     assert t.events.get_column("args").to_list() == [None, '{"a":1}']
-    assert t.locations.select("pid", "tid", "kind", "name", "process").rows() == [(1, 2, "cpu_thread", "main", "trainer")]
+    assert t.locations.select("pid", "tid", "kind", "name", "process").rows() == [
+        (1, 2, "cpu_thread", "main", "trainer")
+    ]
 
 
 def test_begin_end_args_are_merged(tmp_path: Path, load_valid) -> None:
-    t = load_valid(write_json(tmp_path, "args.json", trace_doc(
-        {"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 0, "args": {"x": 1}},
-        {"ph": "E", "pid": 1, "tid": 1, "ts": 5, "args": {"y": 2}},
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "args.json",
+            trace_doc(
+                {"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 0, "args": {"x": 1}},
+                {"ph": "E", "pid": 1, "tid": 1, "ts": 5, "args": {"y": 2}},
+            ),
+        )
+    )
     assert json.loads(t.events.get_column("args")[0]) == {"x": 1, "y": 2}
 
 
 def test_instant_scopes(tmp_path: Path, load_valid) -> None:
-    t = load_valid(write_json(tmp_path, "i.json", trace_doc(
-        X("span", 2, 0, 100),
-        {"ph": "i", "name": "g", "pid": 1, "tid": 2, "ts": 4, "s": "g"},
-        {"ph": "i", "name": "p", "pid": 1, "tid": 2, "ts": 5, "s": "p"},
-        {"ph": "i", "name": "t", "pid": 1, "tid": 2, "ts": 6, "s": "t"},
-        {"ph": "I", "name": "old", "pid": 1, "tid": 2, "ts": 7},
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "i.json",
+            trace_doc(
+                X("span", 2, 0, 100),
+                {"ph": "i", "name": "g", "pid": 1, "tid": 2, "ts": 4, "s": "g"},
+                {"ph": "i", "name": "p", "pid": 1, "tid": 2, "ts": 5, "s": "p"},
+                {"ph": "i", "name": "t", "pid": 1, "tid": 2, "ts": 6, "s": "t"},
+                {"ph": "I", "name": "old", "pid": 1, "tid": 2, "ts": 7},
+            ),
+        )
+    )
     assert t.locations.select("pid", "tid", "kind", "name").rows() == [
-        (1, 2, "cpu_thread", None), (None, None, "marker", "global markers"), (1, None, "marker", "process markers"),
+        (1, 2, "cpu_thread", None),
+        (None, None, "marker", "global markers"),
+        (1, None, "marker", "process markers"),
     ]
     assert rows(t) == [
-        (0, 0, 100000, "span", 0, None, False), (0, 6000, 6000, "t", 1, 0, True), (0, 7000, 7000, "old", 1, 0, True),
-        (1, 4000, 4000, "g", 0, None, True), (2, 5000, 5000, "p", 0, None, True),
+        (0, 0, 100000, "span", 0, None, False),
+        (0, 6000, 6000, "t", 1, 0, True),
+        (0, 7000, 7000, "old", 1, 0, True),
+        (1, 4000, 4000, "g", 0, None, True),
+        (2, 5000, 5000, "p", 0, None, True),
     ]
 
 
 def test_counters_with_two_keys_and_a_unit(tmp_path: Path, load_valid) -> None:
-    t = load_valid(write_json(tmp_path, "c.json", trace_doc(
-        {"ph": "C", "name": "mem", "pid": 1, "ts": 1, "args": {"alloc": 5, "free": 7.5}},
-        {"ph": "C", "name": "mem", "pid": 1, "ts": 2, "args": {"alloc": 6, "free": 8}},
-        {"ph": "C", "name": "power [W]", "pid": 1, "ts": 2, "args": {"value": 100}},
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "c.json",
+            trace_doc(
+                {"ph": "C", "name": "mem", "pid": 1, "ts": 1, "args": {"alloc": 5, "free": 7.5}},
+                {"ph": "C", "name": "mem", "pid": 1, "ts": 2, "args": {"alloc": 6, "free": 8}},
+                {"ph": "C", "name": "power [W]", "pid": 1, "ts": 2, "args": {"value": 100}},
+            ),
+        )
+    )
     assert t.events.height == 0
     assert t.locations.select("loc", "pid", "kind").rows() == [(0, 1, "counter")]
     assert t.series.rows() == [(0, 0, "mem alloc", None), (1, 0, "mem free", None), (2, 0, "power", "W")]
@@ -347,7 +388,9 @@ def test_counters_with_two_keys_and_a_unit(tmp_path: Path, load_valid) -> None:
 
 def test_counter_id_makes_its_own_series(tmp_path: Path, load_valid) -> None:
     c = {"ph": "C", "name": "ctr", "pid": 1, "ts": 1}
-    t = load_valid(write_json(tmp_path, "cid.json", trace_doc({**c, "id": 3, "args": {"a": 1}}, {**c, "id": 4, "args": {"a": 2}})))
+    t = load_valid(
+        write_json(tmp_path, "cid.json", trace_doc({**c, "id": 3, "args": {"a": 1}}, {**c, "id": 4, "args": {"a": 2}}))
+    )
     assert t.series.height == 2 and t.samples.height == 2
 
 
@@ -355,9 +398,19 @@ def test_async_begin_end_and_instant(tmp_path: Path, load_valid) -> None:
     def a(ph: str, ts: int, id_: int, name: str = "req") -> dict[str, Any]:
         return {"ph": ph, "name": name, "cat": "net", "id": id_, "pid": 1, "tid": 9, "ts": ts}
 
-    t = load_valid(write_json(tmp_path, "a.json", trace_doc(
-        a("b", 1, 7), a("n", 2, 7), a("e", 5, 7), a("e", 6, 8, "lonely"), a("b", 8, 9, "open"),
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "a.json",
+            trace_doc(
+                a("b", 1, 7),
+                a("n", 2, 7),
+                a("e", 5, 7),
+                a("e", 6, 8, "lonely"),
+                a("b", 8, 9, "open"),
+            ),
+        )
+    )
     assert t.locations.select("pid", "tid", "kind", "name").rows() == [(1, None, "async", "net")]
     assert rows(t) == [(0, 1000, 5000, "req", 0, None, False), (0, 2000, 2000, "req", 1, 0, True)]
     assert t.meta["sources"][0]["dropped"] == {"async b/e begin without end": 1, "async b/e end without begin": 1}
@@ -367,27 +420,49 @@ def test_flow_steps_with_and_without_binding_point(tmp_path: Path, load_valid) -
     def step(ph: str, cat: str, tid: int, ts: int, **kw: Any) -> dict[str, Any]:
         return {"ph": ph, "name": "fl", "cat": cat, "id": 1, "pid": 1, "tid": tid, "ts": ts, **kw}
 
-    t = load_valid(write_json(tmp_path, "f.json", trace_doc(
-        X("A", 1, 0, 10), X("B", 2, 20, 10), X("C", 3, 40, 10), X("D", 3, 60, 10),
-        step("s", "c1", 1, 5), step("t", "c1", 2, 25), step("f", "c1", 3, 45, bp="e"),  # A -> B -> C
-        step("s", "c2", 1, 5), step("f", "c2", 3, 55),  # no bp: the next slice, D
-        step("s", "c3", 1, 5), step("f", "c3", 3, 55, bp="e"),  # bp e at 55: no enclosing slice
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "f.json",
+            trace_doc(
+                X("A", 1, 0, 10),
+                X("B", 2, 20, 10),
+                X("C", 3, 40, 10),
+                X("D", 3, 60, 10),
+                step("s", "c1", 1, 5),
+                step("t", "c1", 2, 25),
+                step("f", "c1", 3, 45, bp="e"),  # A -> B -> C
+                step("s", "c2", 1, 5),
+                step("f", "c2", 3, 55),  # no bp: the next slice, D
+                step("s", "c3", 1, 5),
+                step("f", "c3", 3, 55, bp="e"),  # bp e at 55: no enclosing slice
+            ),
+        )
+    )
     assert t.flows.select("src", "dst", pl.col("kind").cast(pl.String), "id", "src_cat").rows() == [
-        (0, 1, "user", 1, "c1"), (1, 2, "user", 1, "c1"), (0, 3, "user", 1, "c2"),
+        (0, 1, "user", 1, "c1"),
+        (1, 2, "user", 1, "c1"),
+        (0, 3, "user", 1, "c2"),
     ]
     assert t.meta["sources"][0]["dropped"] == {"flow start without end": 1, "flow step on no slice": 1}
 
 
 def test_flow_v2_bind_id(tmp_path: Path, load_valid) -> None:
-    t = load_valid(write_json(tmp_path, "v2.json", trace_doc(
-        X("P", 1, 0, 1, bind_id=42, flow_out=True),
-        X("Q", 2, 3, 1, bind_id=42, flow_in=True, flow_out=True),
-        X("R", 3, 6, 1, bind_id=42, flow_in=True),
-        X("S", 4, 9, 1, bind_id="x", flow_in=True),
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "v2.json",
+            trace_doc(
+                X("P", 1, 0, 1, bind_id=42, flow_out=True),
+                X("Q", 2, 3, 1, bind_id=42, flow_in=True, flow_out=True),
+                X("R", 3, 6, 1, bind_id=42, flow_in=True),
+                X("S", 4, 9, 1, bind_id="x", flow_in=True),
+            ),
+        )
+    )
     assert t.flows.select("src", "dst", pl.col("kind").cast(pl.String), "id", "src_cat").rows() == [
-        (0, 1, "user", 42, None), (1, 2, "user", 42, None),
+        (0, 1, "user", 42, None),
+        (1, 2, "user", 42, None),
     ]
     assert t.meta["sources"][0]["dropped"] == {"flow_in without flow_out": 1}
 
@@ -399,18 +474,27 @@ def test_array_format_without_closing_bracket_and_string_pid(tmp_path: Path, loa
     )
     t = load_valid(write_json(tmp_path, "arr.json", text))
     assert t.locations.select("pid", "tid", "kind", "name", "process").rows() == [
-        (3, 4, "cpu_thread", None, None), (None, None, "cpu_thread", "PyTorch Profiler", "Spans"),
+        (3, 4, "cpu_thread", None, None),
+        (None, None, "cpu_thread", "PyTorch Profiler", "Spans"),
     ]
     assert rows(t) == [(0, 1, 1001, "B", 0, None, False), (1, 1500, 3750, "A", 0, None, False)]
     assert t.meta["warnings"] == [] and t.meta["sources"][0]["dropped"] == {}
 
 
 def test_flow_binds_to_a_slice_not_an_instant(tmp_path: Path, load_valid) -> None:
-    t = load_valid(write_json(tmp_path, "fi.json", trace_doc(
-        X("A", 1, 0, 10), {"ph": "i", "s": "t", "name": "mark", "pid": 1, "tid": 1, "ts": 5}, X("B", 2, 0, 10),
-        {"ph": "s", "id": 1, "cat": "c", "name": "f", "pid": 1, "tid": 1, "ts": 5},
-        {"ph": "f", "bp": "e", "id": 1, "cat": "c", "name": "f", "pid": 1, "tid": 2, "ts": 5},
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "fi.json",
+            trace_doc(
+                X("A", 1, 0, 10),
+                {"ph": "i", "s": "t", "name": "mark", "pid": 1, "tid": 1, "ts": 5},
+                X("B", 2, 0, 10),
+                {"ph": "s", "id": 1, "cat": "c", "name": "f", "pid": 1, "tid": 1, "ts": 5},
+                {"ph": "f", "bp": "e", "id": 1, "cat": "c", "name": "f", "pid": 1, "tid": 2, "ts": 5},
+            ),
+        )
+    )
     assert t.flows.select("src", "dst").rows() == [(0, 2)]  # A -> B; row 1 is the instant
 
 
@@ -418,9 +502,19 @@ def test_every_flow_record_is_accounted_for(tmp_path: Path, load_valid) -> None:
     def step(ph: str, tid: int, ts: int, **kw: Any) -> dict[str, Any]:
         return {"ph": ph, "name": "fl", "cat": "c", "id": 1, "pid": 1, "tid": tid, "ts": ts, **kw}
 
-    t = load_valid(write_json(tmp_path, "acc.json", trace_doc(
-        X("A", 1, 0, 10), X("B", 2, 0, 100), step("s", 1, 1), step("s", 1, 20), step("f", 2, 30, bp="e"),
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "acc.json",
+            trace_doc(
+                X("A", 1, 0, 10),
+                X("B", 2, 0, 100),
+                step("s", 1, 1),
+                step("s", 1, 20),
+                step("f", 2, 30, bp="e"),
+            ),
+        )
+    )
     assert t.flows.height == 0
     dropped = t.meta["sources"][0]["dropped"]
     assert sum(dropped.get(k, 0) for k in FLOW_DROPS) == 3, dropped
@@ -443,8 +537,19 @@ def test_pages_released_behind_the_scanner_change_nothing(tmp_path: Path, monkey
     from the page cache."""
     from di.convert.chrome import decode
 
-    events = [{"ph": "X", "name": f"op{i % 997}", "cat": "cpu_op", "pid": 1, "tid": 1 + i % 3, "ts": i, "dur": 1,
-               "args": {"i": i, "pad": "x" * 40}} for i in range(150_000)]
+    events = [
+        {
+            "ph": "X",
+            "name": f"op{i % 997}",
+            "cat": "cpu_op",
+            "pid": 1,
+            "tid": 1 + i % 3,
+            "ts": i,
+            "dur": 1,
+            "args": {"i": i, "pad": "x" * 40},
+        }
+        for i in range(150_000)
+    ]
     path = write_json(tmp_path, "big.json", trace_doc(*events))
     whole = di.load(path)
     monkeypatch.setattr(decode, "RELEASE_MIN_BYTES", 0)
@@ -456,13 +561,19 @@ def test_pages_released_behind_the_scanner_change_nothing(tmp_path: Path, monkey
 
 def test_collectives_come_from_a_top_level_collective_name_member(tmp_path: Path, load_valid) -> None:
     coll = {"Collective name": "allreduce", "In msg nelems": 4, "dtype": "Float", "Group size": 2}
-    t = load_valid(write_json(tmp_path, "coll.json", trace_doc(
-        X("record_param_comms", 1, 0, 5, cat="cpu_op", args=coll),
-        X("nested", 1, 10, 5, cat="cpu_op", args={"meta": {"Collective name": "broadcast"}}),
-        X("in_a_string", 1, 20, 5, cat="cpu_op", args={"note": "\"Collective name\": \"gather\""}),
-        {"ph": "B", "name": "record_param_comms", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 30},
-        {"ph": "E", "pid": 1, "tid": 1, "ts": 35, "args": {**coll, "Collective name": "broadcast"}},
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "coll.json",
+            trace_doc(
+                X("record_param_comms", 1, 0, 5, cat="cpu_op", args=coll),
+                X("nested", 1, 10, 5, cat="cpu_op", args={"meta": {"Collective name": "broadcast"}}),
+                X("in_a_string", 1, 20, 5, cat="cpu_op", args={"note": '"Collective name": "gather"'}),
+                {"ph": "B", "name": "record_param_comms", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 30},
+                {"ph": "E", "pid": 1, "tid": 1, "ts": 35, "args": {**coll, "Collective name": "broadcast"}},
+            ),
+        )
+    )
     names = t.events.get_column("name").cast(pl.String).gather(t.collectives.get_column("event")).to_list()
     assert names == ["record_param_comms", "record_param_comms"]
     assert t.collectives.select("op", "bytes").rows() == [("allreduce", 16), ("broadcast", 16)]
@@ -470,30 +581,51 @@ def test_collectives_come_from_a_top_level_collective_name_member(tmp_path: Path
 
 def test_launch_flows_pair_each_api_call_with_every_gpu_record_of_its_correlation(tmp_path: Path, load_valid) -> None:
     gpu = {"pid": 0, "cat": "kernel"}
-    t = load_valid(write_json(tmp_path, "launch.json", trace_doc(
-        X("cudaLaunchKernel", 1, 0, 2, cat="cuda_runtime", args={"correlation": 7}),
-        X("cudaGraphLaunch", 1, 3, 2, cat="cuda_runtime", args={"correlation": 8}),
-        X("aten::mm", 1, 6, 2, cat="cpu_op", args={"correlation": 8}),
-        {"ph": "X", "name": "k1", "tid": 7, "ts": 10, "dur": 1, "args": {"correlation": 7}, **gpu},
-        {"ph": "X", "name": "g1", "tid": 7, "ts": 20, "dur": 1, "args": {"correlation": 8}, **gpu},
-        {"ph": "X", "name": "g2", "tid": 8, "ts": 21, "dur": 1, "args": {"correlation": 8}, **gpu},
-        {"ph": "X", "name": "lone", "tid": 8, "ts": 30, "dur": 1, "args": {"correlation": 9}, **gpu},
-        {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 0, "cat": "ac2g", "name": "ac2g"},
-        {"ph": "f", "id": 7, "pid": 0, "tid": 7, "ts": 10, "cat": "ac2g", "name": "ac2g", "bp": "e"},
-    )))
+    t = load_valid(
+        write_json(
+            tmp_path,
+            "launch.json",
+            trace_doc(
+                X("cudaLaunchKernel", 1, 0, 2, cat="cuda_runtime", args={"correlation": 7}),
+                X("cudaGraphLaunch", 1, 3, 2, cat="cuda_runtime", args={"correlation": 8}),
+                X("aten::mm", 1, 6, 2, cat="cpu_op", args={"correlation": 8}),
+                {"ph": "X", "name": "k1", "tid": 7, "ts": 10, "dur": 1, "args": {"correlation": 7}, **gpu},
+                {"ph": "X", "name": "g1", "tid": 7, "ts": 20, "dur": 1, "args": {"correlation": 8}, **gpu},
+                {"ph": "X", "name": "g2", "tid": 8, "ts": 21, "dur": 1, "args": {"correlation": 8}, **gpu},
+                {"ph": "X", "name": "lone", "tid": 8, "ts": 30, "dur": 1, "args": {"correlation": 9}, **gpu},
+                {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 0, "cat": "ac2g", "name": "ac2g"},
+                {"ph": "f", "id": 7, "pid": 0, "tid": 7, "ts": 10, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+            ),
+        )
+    )
     name = t.events.get_column("name").cast(pl.String)
     edges = sorted((name[s], name[d], k) for s, d, k in t.flows.select("src", "dst", "kind").iter_rows())
-    assert edges == [("cudaGraphLaunch", "g1", "launch"), ("cudaGraphLaunch", "g2", "launch"), ("cudaLaunchKernel", "k1", "launch")]
+    assert edges == [
+        ("cudaGraphLaunch", "g1", "launch"),
+        ("cudaGraphLaunch", "g2", "launch"),
+        ("cudaLaunchKernel", "k1", "launch"),
+    ]
 
 
-@pytest.mark.parametrize(("src_cat", "name", "cat"), [
-    ("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "nccl"), ("kernel", "void at::native::add_kernel", "kernel"),
-    ("kernel", "RCCL_ring", "nccl"), ("cuda_runtime", "cudaDeviceSynchronize", "sync"),
-    ("cuda_driver", "cuStreamWaitEvent", "sync"), ("cuda_runtime", "cudaLaunchKernel", "cuda_api"),
-    ("cpu_op", "record_param_comms", "nccl"), ("cpu_op", "aten::record_param_comms", "compute"),
-    ("user_annotation", "ProfilerStep#3", "step"), ("user_annotation", "forward", "user"),
-    ("mtia_ccp_events", "WaitForEvent", "sync"), ("io", "read", "io"), ("weird", "x", "other"), (None, "x", "other"),
-])
+@pytest.mark.parametrize(
+    ("src_cat", "name", "cat"),
+    [
+        ("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "nccl"),
+        ("kernel", "void at::native::add_kernel", "kernel"),
+        ("kernel", "RCCL_ring", "nccl"),
+        ("cuda_runtime", "cudaDeviceSynchronize", "sync"),
+        ("cuda_driver", "cuStreamWaitEvent", "sync"),
+        ("cuda_runtime", "cudaLaunchKernel", "cuda_api"),
+        ("cpu_op", "record_param_comms", "nccl"),
+        ("cpu_op", "aten::record_param_comms", "compute"),
+        ("user_annotation", "ProfilerStep#3", "step"),
+        ("user_annotation", "forward", "user"),
+        ("mtia_ccp_events", "WaitForEvent", "sync"),
+        ("io", "read", "io"),
+        ("weird", "x", "other"),
+        (None, "x", "other"),
+    ],
+)
 def test_canonical_category_rules(src_cat: str | None, name: str, cat: str) -> None:
     from di.convert.categories import canonical_cat_of, canonical_cats
 

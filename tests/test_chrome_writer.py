@@ -23,9 +23,15 @@ from di.convert.chrome.writer import us_text, write_chrome
 T0 = 1_000_000_000  # ns; the first event of most traces below starts here
 
 LOCATIONS = {  # rank 0: CPU thread + GPU 0 stream 7; rank 1: the same source pid, tid and device
-    "loc": [0, 1, 2, 3], "rank": [0, 0, 1, 1], "pid": [100, 0, 100, 0], "tid": [101, 7, 101, 7],
-    "kind": ["cpu_thread", "gpu_stream", "cpu_thread", "gpu_stream"], "device": [None, 0, None, 0],
-    "stream": [None, 7, None, 7], "name": ["main", None, "main", None], "process": ["python", None, "python", None],
+    "loc": [0, 1, 2, 3],
+    "rank": [0, 0, 1, 1],
+    "pid": [100, 0, 100, 0],
+    "tid": [101, 7, 101, 7],
+    "kind": ["cpu_thread", "gpu_stream", "cpu_thread", "gpu_stream"],
+    "device": [None, 0, None, 0],
+    "stream": [None, 7, None, 7],
+    "name": ["main", None, "main", None],
+    "process": ["python", None, "python", None],
     "source": [0, 0, 0, 0],
 }
 
@@ -66,7 +72,9 @@ def test_layout_and_one_event_per_line(tmp_path: Path) -> None:
     trace = _build(_events([(0, T0, T0 + 500, "step"), (1, T0 + 100, T0 + 200, "kern", "kernel")]))
     doc, text = _write(trace, tmp_path)
     assert doc["displayTimeUnit"] == "ns"
-    assert set(doc) == {"diWriter", "traceEvents", "displayTimeUnit", "diTrace"} and text.startswith(b'{"diWriter":"di","traceEvents":[\n')
+    assert set(doc) == {"diWriter", "traceEvents", "displayTimeUnit", "diTrace"} and text.startswith(
+        b'{"diWriter":"di","traceEvents":[\n'
+    )
     assert doc["diTrace"]["schema_version"] == 1
     body = text.split(b"\n")[1 : 1 + len(doc["traceEvents"])]
     assert [orjson.loads(line.rstrip(b",")) for line in body] == doc["traceEvents"]
@@ -77,7 +85,9 @@ def test_layout_and_one_event_per_line(tmp_path: Path) -> None:
 
 
 def test_pids_unique_per_rank_and_process(tmp_path: Path) -> None:
-    trace = _build(_events([(0, T0, T0 + 10, "a"), (1, T0, T0 + 10, "b"), (2, T0, T0 + 10, "c"), (3, T0, T0 + 10, "d")]))
+    trace = _build(
+        _events([(0, T0, T0 + 10, "a"), (1, T0, T0 + 10, "b"), (2, T0, T0 + 10, "c"), (3, T0, T0 + 10, "d")])
+    )
     doc, _ = _write(trace, tmp_path)
     names = {e["pid"]: e["args"]["name"] for e in _phase(doc, "M") if e["name"] == "process_name"}
     assert sorted(names.values()) == ["rank 0 / GPU 0", "rank 0 / python", "rank 1 / GPU 0", "rank 1 / python"]
@@ -95,16 +105,32 @@ def test_pids_unique_per_rank_and_process(tmp_path: Path) -> None:
 
 def test_timestamps_are_exact_ns_text(tmp_path: Path) -> None:
     big = 1_700_000_000_123_456_789  # unix-epoch ns: too many digits for a float to keep
-    trace = Trace.build(meta={}, locations=LOCATIONS, events=_events(
-        [(0, big, big + 1_000_001, "a"), (0, big + 123, big + 123, "i"), (1, big + 999_999_999, big + 1_000_000_000, "b")],
-    ) | {"instant": [False, True, False]})
+    trace = Trace.build(
+        meta={},
+        locations=LOCATIONS,
+        events=_events(
+            [
+                (0, big, big + 1_000_001, "a"),
+                (0, big + 123, big + 123, "i"),
+                (1, big + 999_999_999, big + 1_000_000_000, "b"),
+            ],
+        )
+        | {"instant": [False, True, False]},
+    )
     doc, text = _write(trace, tmp_path)
     assert b'"ts":0.000,"dur":1000.001,' in text and b'"ts":0.123,' in text and b'"ts":999999.999,"dur":0.001,' in text
     assert doc["diTrace"]["meta"]["start_ns"] == big
     (instant,) = _phase(doc, "i")
     assert instant["s"] == "t" and "dur" not in instant
     assert [us_text(v) for v in (0, 5, 123, 1000, 1_234_567, -5, -1234)] == [
-        "0.000", "0.005", "0.123", "1.000", "1234.567", "-0.005", "-1.234"]
+        "0.000",
+        "0.005",
+        "0.123",
+        "1.000",
+        "1234.567",
+        "-0.005",
+        "-1.234",
+    ]
 
 
 def test_every_slice_once_in_row_order(tmp_path: Path) -> None:
@@ -126,7 +152,11 @@ def test_non_nested_overlap_goes_to_a_lane(tmp_path: Path) -> None:
 
 
 def test_unsorted_events_still_get_lanes(tmp_path: Path) -> None:
-    trace = Trace.build(meta={"world_size": 2}, locations=LOCATIONS, events=_events([(0, T0 + 50, T0 + 150, "b"), (0, T0, T0 + 100, "a")]))
+    trace = Trace.build(
+        meta={"world_size": 2},
+        locations=LOCATIONS,
+        events=_events([(0, T0 + 50, T0 + 150, "b"), (0, T0, T0 + 100, "a")]),
+    )
     with pytest.raises(SchemaError, match="out of"):
         trace.validate()  # not a valid model, yet the writer copes
     doc, _ = _write(trace, tmp_path)
@@ -152,13 +182,18 @@ def test_location_names_round_trip(tmp_path: Path) -> None:
     meta = {e["name"]: [] for e in _phase(doc, "M")}
     for e in _phase(doc, "M"):
         meta[e["name"]].append(e["args"].get("name"))
-    assert meta["thread_name"] == [NASTY[0], NASTY[-1]] and meta["process_name"] == ["rank 0 / " + NASTY[2], "rank 1 / p"]
+    assert meta["thread_name"] == [NASTY[0], NASTY[-1]] and meta["process_name"] == [
+        "rank 0 / " + NASTY[2],
+        "rank 1 / p",
+    ]
     assert [t["name"] for t in doc["diTrace"]["locations"]] == locations["name"]
     assert b"\x7f" not in text
 
 
 def test_category_falls_back_to_canonical_cat(tmp_path: Path) -> None:
-    trace = _build(_events([(0, T0, T0 + 5, "a", "mpi_coll"), (0, T0 + 5, T0 + 9, "b", "io")], src_cat=["cpu_op", None]))
+    trace = _build(
+        _events([(0, T0, T0 + 5, "a", "mpi_coll"), (0, T0 + 5, T0 + 9, "b", "io")], src_cat=["cpu_op", None])
+    )
     doc, _ = _write(trace, tmp_path)
     assert [e["cat"] for e in _phase(doc, "X")] == ["cpu_op", "io"]
 
@@ -192,13 +227,19 @@ def _flows_written(doc: dict[str, Any]) -> list[tuple[int, int, dict[str, Any]]]
         rows.sort(key=lambda r: events[r]["ts"])
         assert "flow_in" not in events[rows[0]] and "flow_out" not in events[rows[-1]]
         out += [(a, b, events[b]["di_flow"]) for a, b in zip(rows, rows[1:])]
+
     def ns(us: float) -> int:
         return round(us * 1000)
 
     def bound(marker: dict[str, Any]) -> int:  # the innermost event of the track enclosing the marker
         t = ns(marker["ts"])
-        inside = [(ns(e["ts"]), row) for row, e in enumerate(events) if (e["pid"], e["tid"]) == (marker["pid"], marker["tid"])
-                  and ns(e["ts"]) <= t and (t < ns(e["ts"]) + ns(e.get("dur", 0)) or t == ns(e["ts"]))]
+        inside = [
+            (ns(e["ts"]), row)
+            for row, e in enumerate(events)
+            if (e["pid"], e["tid"]) == (marker["pid"], marker["tid"])
+            and ns(e["ts"]) <= t
+            and (t < ns(e["ts"]) + ns(e.get("dur", 0)) or t == ns(e["ts"]))
+        ]
         return max(inside)[1]
 
     starts = {e["id"]: e for e in _phase(doc, "s")}
@@ -211,12 +252,21 @@ def _flows_written(doc: dict[str, Any]) -> list[tuple[int, int, dict[str, Any]]]
 
 
 def test_flows_written_exactly_once(tmp_path: Path) -> None:
-    rows = [(0, T0, T0 + 10, "launch"), (0, T0 + 20, T0 + 30, "launch2"), (0, T0 + 40, T0 + 40, "mark"),
-            (1, T0 + 15, T0 + 25, "k1"), (1, T0 + 26, T0 + 35, "k2"), (1, T0 + 50, T0 + 60, "k3"), (3, T0 + 1, T0 + 2, "r")]
+    rows = [
+        (0, T0, T0 + 10, "launch"),
+        (0, T0 + 20, T0 + 30, "launch2"),
+        (0, T0 + 40, T0 + 40, "mark"),
+        (1, T0 + 15, T0 + 25, "k1"),
+        (1, T0 + 26, T0 + 35, "k2"),
+        (1, T0 + 50, T0 + 60, "k3"),
+        (3, T0 + 1, T0 + 2, "r"),
+    ]
     flows = {  # 0->3 binds; 3 fans out to 4 and 2 (an instant); 1 fans out to 4 and 5; 6->0 runs backwards in time
-        "src": [0, 3, 1, 1, 3, 6], "dst": [3, 4, 4, 5, 2, 0],
+        "src": [0, 3, 1, 1, 3, 6],
+        "dst": [3, 4, 4, 5, 2, 0],
         "kind": ["launch", "stream_wait", "launch", "launch", "sync", "user"],
-        "id": [11, None, 12, 12, None, 99], "src_cat": ["ac2g", None, "ac2g", "ac2g", None, 'we"ird'],
+        "id": [11, None, 12, 12, None, 99],
+        "src_cat": ["ac2g", None, "ac2g", "ac2g", None, 'we"ird'],
     }
     trace = _build(_events(rows, instant=[False, False, True, False, False, False, False]), flows=flows)
     doc, _ = _write(trace, tmp_path)
@@ -240,10 +290,20 @@ def test_flow_chain_shares_one_bind_id(tmp_path: Path) -> None:
 
 
 def test_equal_start_flows_bind_to_the_right_events(tmp_path: Path) -> None:
-    rows = [(0, T0, T0 + 100, "outer"), (0, T0, T0, "zero parent"), (0, T0, T0, "zero child"), (0, T0 + 10, T0 + 20, "inner"),
-            (1, T0, T0, "wait"), (1, T0 + 5, T0 + 90, "long"), (1, T0 + 30, T0 + 40, "k")]
+    rows = [
+        (0, T0, T0 + 100, "outer"),
+        (0, T0, T0, "zero parent"),
+        (0, T0, T0, "zero child"),
+        (0, T0 + 10, T0 + 20, "inner"),
+        (1, T0, T0, "wait"),
+        (1, T0 + 5, T0 + 90, "long"),
+        (1, T0 + 30, T0 + 40, "k"),
+    ]
     flows = {  # 1->4: equal zero-length starts; 0->6 and 0->5: outer has children from its first ns; 6->0: back in time
-        "src": [1, 0, 0, 6], "dst": [4, 6, 5, 0], "kind": ["sync", "user", "user", "user"]}
+        "src": [1, 0, 0, 6],
+        "dst": [4, 6, 5, 0],
+        "kind": ["sync", "user", "user", "user"],
+    }
     doc, _ = _write(_build(_events(rows), flows=flows), tmp_path)
     x = _phase(doc, "X")
     assert x[1]["bind_id"] == x[4]["bind_id"] and "bind_id" not in x[2]  # v2 names the parent, not its twin child
@@ -252,12 +312,19 @@ def test_equal_start_flows_bind_to_the_right_events(tmp_path: Path) -> None:
 
 def test_counters(tmp_path: Path) -> None:
     series = {"series": [0, 1, 2], "loc": [1, 1, 2], "name": ["power", "power", "mem"], "unit": ["W", "W", None]}
-    samples = {"series": [0, 0, 1, 2, 2], "ts_ns": [T0 - 100, T0 + 5, T0 + 5, T0, T0 + 1],
-               "value": [300.5, float("nan"), 1e-7, 12.0, 1 / 3]}
+    samples = {
+        "series": [0, 0, 1, 2, 2],
+        "ts_ns": [T0 - 100, T0 + 5, T0 + 5, T0, T0 + 1],
+        "value": [300.5, float("nan"), 1e-7, 12.0, 1 / 3],
+    }
     doc, text = _write(_build(_events([(0, T0, T0 + 10, "a")]), series=series, samples=samples), tmp_path)
     c = _phase(doc, "C")
     assert [(e["name"], e["args"]) for e in c] == [
-        ("power [W]", {"power": 300.5}), ("power [W] #1", {"power": 1e-7}), ("mem", {"mem": 12.0}), ("mem", {"mem": 1 / 3})]
+        ("power [W]", {"power": 300.5}),
+        ("power [W] #1", {"power": 1e-7}),
+        ("mem", {"mem": 12.0}),
+        ("mem", {"mem": 1 / 3}),
+    ]
     assert b'"ts":0.000' in text and doc["diTrace"]["meta"]["start_ns"] == T0 - 100  # samples count for t0
     pids = {t["loc"]: t["pid"] for t in doc["diTrace"]["locations"]}
     assert [e["pid"] for e in c] == [pids[1], pids[1], pids[2], pids[2]]
@@ -272,11 +339,19 @@ def test_di_trace_locations_and_meta(tmp_path: Path) -> None:
     assert [(t["loc"], t["lane"]) for t in di["locations"]] == [(0, 0), (1, 0), (2, 0), (3, 0)]
     first = di["locations"][0]
     assert {k: first[k] for k in ("rank", "kind", "name", "process", "src_pid", "src_tid")} == {
-        "rank": 0, "kind": "cpu_thread", "name": "main", "process": "python", "src_pid": 100, "src_tid": 101}
+        "rank": 0,
+        "kind": "cpu_thread",
+        "name": "main",
+        "process": "python",
+        "src_pid": 100,
+        "src_tid": 101,
+    }
     assert di["meta"] == {"clock": trace.meta["clock"], "sources": [], "world_size": 2, "start_ns": T0}
 
 
-@pytest.mark.parametrize(("name", "compress", "gz"), [("t.json.gz", None, True), ("t.json", True, True), ("t.json.gz", False, False)])
+@pytest.mark.parametrize(
+    ("name", "compress", "gz"), [("t.json.gz", None, True), ("t.json", True, True), ("t.json.gz", False, False)]
+)
 def test_gzip(tmp_path: Path, name: str, compress: bool | None, gz: bool) -> None:
     doc, _ = _write(_build(_events([(0, T0, T0 + 10, "a")])), tmp_path, name, compress=compress)
     assert ((tmp_path / name).read_bytes()[:2] == b"\x1f\x8b") == gz
@@ -294,7 +369,9 @@ def test_empty_trace(tmp_path: Path) -> None:
 def test_small_chunks_give_the_same_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [(i % 2, T0 + i, T0 + i + 3, f"e{i % 3}") for i in range(40)]
     rows.sort(key=lambda r: (r[0], r[1]))
-    trace = _build(_events(rows, corr=list(range(40))), flows={"src": [0, 1], "dst": [30, 30], "kind": ["user", "user"]})
+    trace = _build(
+        _events(rows, corr=list(range(40))), flows={"src": [0, 1], "dst": [30, 30], "kind": ["user", "user"]}
+    )
     _, whole = _write(trace, tmp_path, "a.json")
     monkeypatch.setattr(writer, "CHUNK_ROWS", 3)
     _, chunked = _write(trace, tmp_path, "b.json")
@@ -302,8 +379,12 @@ def test_small_chunks_give_the_same_file(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_bad_references_raise(tmp_path: Path) -> None:
-    trace = Trace.build(meta={"world_size": 2}, locations=LOCATIONS, events=_events([(0, T0, T0 + 10, "a")]),
-                        flows={"src": [0], "dst": [5], "kind": ["user"]})
+    trace = Trace.build(
+        meta={"world_size": 2},
+        locations=LOCATIONS,
+        events=_events([(0, T0, T0 + 10, "a")]),
+        flows={"src": [0], "dst": [5], "kind": ["user"]},
+    )
     with pytest.raises(SchemaError, match="flows.dst"):
         trace.validate()
     with pytest.raises(SchemaError, match="flows.dst"):
@@ -321,11 +402,20 @@ def test_line_kernel_matches_reference(seed: int) -> None:
     text = writer._utf8(writer.pl.Series([texts[i] for i in rng.integers(0, len(texts), n)]))
     rows = lo + n
     frag = rng.integers(-1, len(pieces), (3, rows)).astype(np.int32)
-    times = rng.integers(-10**15, 10**15, (2, rows))
+    times = rng.integers(-(10**15), 10**15, (2, rows))
     times[rng.random((2, rows)) < 0.2] = lines.NO_TIME
-    ints = np.where(rng.random((2, rows)) < 0.5, lines.NO_TIME, rng.integers(-10**6, 10**12, (2, rows)))
-    ops = [(lines.FRAG, 0), (lines.TIME, 0), (lines.CONST, 2), (lines.TIME, 1), (lines.FRAG, 2),
-           (lines.TEXT, 0), (lines.ARGS, 1), (lines.FRAG, 1), (lines.CONST, 0)]
+    ints = np.where(rng.random((2, rows)) < 0.5, lines.NO_TIME, rng.integers(-(10**6), 10**12, (2, rows)))
+    ops = [
+        (lines.FRAG, 0),
+        (lines.TIME, 0),
+        (lines.CONST, 2),
+        (lines.TIME, 1),
+        (lines.FRAG, 2),
+        (lines.TEXT, 0),
+        (lines.ARGS, 1),
+        (lines.FRAG, 1),
+        (lines.CONST, 0),
+    ]
     got = lines.assemble(ops, lo, rows, frag, times, ints, pool, text).tobytes()
     want = oracles.assemble_reference(np.array(ops), lo, rows, frag, times, ints, pool[0], pool[1], *text)
     assert got == want
@@ -334,14 +424,26 @@ def test_line_kernel_matches_reference(seed: int) -> None:
 def test_messages_collectives_and_categories_read_back(tmp_path: Path) -> None:
     """What Chrome events cannot hold travels in diTrace: MPI messages and collectives, and the
     category of events whose written ``cat`` (their source's ``mpi``) would read back as 'other'."""
-    rows = [(0, T0, T0 + 5, "MPI_Send", "mpi_p2p"), (0, T0 + 6, T0 + 9, "MPI_Allreduce", "mpi_coll"),
-            (0, T0 + 9, T0 + 12, "MPI_Init", "other"), (2, T0 + 1, T0 + 7, "MPI_Recv", "mpi_p2p"),
-            (2, T0 + 8, T0 + 9, "MPI_Allreduce", "mpi_coll"), (2, T0 + 10, T0 + 11, "cudaDeviceSynchronize", "sync")]
+    rows = [
+        (0, T0, T0 + 5, "MPI_Send", "mpi_p2p"),
+        (0, T0 + 6, T0 + 9, "MPI_Allreduce", "mpi_coll"),
+        (0, T0 + 9, T0 + 12, "MPI_Init", "other"),
+        (2, T0 + 1, T0 + 7, "MPI_Recv", "mpi_p2p"),
+        (2, T0 + 8, T0 + 9, "MPI_Allreduce", "mpi_coll"),
+        (2, T0 + 10, T0 + 11, "cudaDeviceSynchronize", "sync"),
+    ]
     trace = _build(
         _events(rows, src_cat=["mpi", "mpi", "mpi", "mpi", "mpi", "cuda_runtime"]),
         messages={"send": [0], "recv": [3], "bytes": [64], "tag": [7], "comm": ["MPI_COMM_WORLD"]},
-        collectives={"instance": [0, 0], "event": [1, 4], "rank": [0, 1], "comm": ["MPI_COMM_WORLD"] * 2, "seq": [0, 0],
-                     "op": ["allreduce"] * 2, "bytes": [8, 8]},
+        collectives={
+            "instance": [0, 0],
+            "event": [1, 4],
+            "rank": [0, 1],
+            "comm": ["MPI_COMM_WORLD"] * 2,
+            "seq": [0, 0],
+            "op": ["allreduce"] * 2,
+            "bytes": [8, 8],
+        },
     )
     for name in ("t.json", "t.json.gz"):
         path = tmp_path / name
@@ -350,7 +452,9 @@ def test_messages_collectives_and_categories_read_back(tmp_path: Path) -> None:
         assert back.events.get_column("cat").to_list() == trace.events.get_column("cat").to_list()
         assert back.messages.select("send", "recv", "bytes", "tag", "comm").rows() == [(0, 3, 64, 7, "MPI_COMM_WORLD")]
         assert back.collectives.select("instance", "event", "rank", "op", "bytes").rows() == [
-            (0, 1, 0, "allreduce", 8), (0, 4, 1, "allreduce", 8)]
+            (0, 1, 0, "allreduce", 8),
+            (0, 4, 1, "allreduce", 8),
+        ]
         assert not back.meta["warnings"]
     doc, _ = _write(trace, tmp_path)
     assert doc["diTrace"]["categories"] == "ghnghf"  # a + index in the vocabulary, one per events row
@@ -378,9 +482,16 @@ def test_a_ditrace_message_whose_event_is_missing_is_dropped_and_counted(tmp_pat
 
 
 def test_messages_are_drawn_as_flows_that_read_back_as_messages_only(tmp_path: Path) -> None:
-    rows = [(0, T0, T0 + 5, "MPI_Send", "mpi_p2p"), (2, T0 + 1, T0 + 7, "MPI_Recv", "mpi_p2p"), (2, T0 + 8, T0 + 9, "k", "kernel")]
-    trace = _build(_events(rows, src_cat=["mpi", "mpi", None]), messages={"send": [0], "recv": [1], "bytes": [8]},
-                   flows={"src": [1], "dst": [2], "kind": ["user"]})
+    rows = [
+        (0, T0, T0 + 5, "MPI_Send", "mpi_p2p"),
+        (2, T0 + 1, T0 + 7, "MPI_Recv", "mpi_p2p"),
+        (2, T0 + 8, T0 + 9, "k", "kernel"),
+    ]
+    trace = _build(
+        _events(rows, src_cat=["mpi", "mpi", None]),
+        messages={"send": [0], "recv": [1], "bytes": [8]},
+        flows={"src": [1], "dst": [2], "kind": ["user"]},
+    )
     doc, _ = _write(trace, tmp_path)
     lines = doc["traceEvents"]
     kinds = sorted(e["di_flow"]["kind"] for e in lines if "di_flow" in e)

@@ -35,8 +35,11 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _mount(where: Path, *options: str) -> None:
     where.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(("size=2m", *options)), "tmpfs", str(where)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(("size=2m", *options)), "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         pytest.skip(f"cannot mount a tmpfs for this fault: {done.stderr.strip() or 'mount failed'}")
 
@@ -106,12 +109,18 @@ def _one_error_line(err: str, command: str) -> str:
 
 
 @pytest.mark.parametrize(("command", "fault"), list(_cases()))
-def test_output_fault_is_one_line_and_exit_2(command: str, fault: str, job: Path, tmp_path: Path, mounts: Callable[..., Path],
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_output_fault_is_one_line_and_exit_2(
+    command: str, fault: str, job: Path, tmp_path: Path, mounts: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     base = tmp_path / "work"
     base.mkdir()
-    expect = {"read_only": "Read-only file system", "full_disk": "No space left on device", "under_a_file": "Not a directory",
-              "not_di": "that di wrote|not a di recording", "folder_for_file": "Is a directory"}[fault]
+    expect = {
+        "read_only": "Read-only file system",
+        "full_disk": "No space left on device",
+        "under_a_file": "Not a directory",
+        "not_di": "that di wrote|not a di recording",
+        "folder_for_file": "Is a directory",
+    }[fault]
     if fault == "read_only":
         out = str(mounts("ro", "ro") / "out")
     elif fault == "full_disk":
@@ -149,16 +158,22 @@ def test_output_fault_is_one_line_and_exit_2(command: str, fault: str, job: Path
 @pytest.mark.parametrize("command", ["convert", "info", "analyze", "report", "view"])
 def test_missing_input_is_one_line_and_exit_2(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = str(tmp_path / "nope.json")
-    argv = {"convert": ["convert", missing, "-o", str(tmp_path / "x.di")], "info": ["info", missing], "analyze": ["analyze", missing],
-            "report": ["report", missing, "-o", str(tmp_path / "r.html")], "view": ["view", missing, "--no-browser"]}[command]
+    argv = {
+        "convert": ["convert", missing, "-o", str(tmp_path / "x.di")],
+        "info": ["info", missing],
+        "analyze": ["analyze", missing],
+        "report": ["report", missing, "-o", str(tmp_path / "r.html")],
+        "view": ["view", missing, "--no-browser"],
+    }[command]
     assert main(argv) == EXIT_INPUT
     line = _one_error_line(capsys.readouterr().err, command)
     assert "nope.json" in line
     assert not (tmp_path / "x.di").exists() and not (tmp_path / "r.html").exists()
 
 
-def test_a_bug_is_one_line_naming_the_log_with_its_traceback(job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bug_is_one_line_naming_the_log_with_its_traceback(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import di.engine
 
     def broken(*args: object, **kw: object) -> None:
@@ -176,8 +191,9 @@ def test_a_bug_is_one_line_naming_the_log_with_its_traceback(job: Path, tmp_path
     assert "Traceback (most recent call last)" in text and "in broken" in text and f"command: di analyze {job}" in text
 
 
-def test_a_bug_log_falls_back_when_the_state_folder_is_unwritable(job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bug_log_falls_back_when_the_state_folder_is_unwritable(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import di.engine
 
     monkeypatch.setattr(di.engine, "analyze", lambda *a, **k: 1 / 0)
@@ -199,8 +215,12 @@ def test_full_disk_in_a_real_process(job: Path, mounts: Callable[..., Path], tmp
     di.save(di.load(job), disk / "x.pftrace")
     before = (disk / "x.pftrace").read_bytes()
     _fill(disk)
-    proc = subprocess.run([sys.executable, "-m", "di", "convert", str(job), "-o", str(disk / "x.pftrace")],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "di", "convert", str(job), "-o", str(disk / "x.pftrace")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == EXIT_INPUT, proc.stderr
     line = _one_error_line(proc.stderr, "convert")
     assert "No space left on device" in line
@@ -209,7 +229,9 @@ def test_full_disk_in_a_real_process(job: Path, mounts: Callable[..., Path], tmp
 
 
 def test_a_reader_closing_stdout_early_is_quiet(job: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "di", "info", str(job), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "di", "info", str(job), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # as `| head -0` would
     err = proc.stderr.read().decode()

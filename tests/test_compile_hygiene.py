@@ -23,8 +23,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 ALLOWED = {
     # name: (count, why)
-    "di.convert.perfetto.decode._grow_i": (4, "grows the decoder's 1-D outputs, one per dtype: flow ids (uint64), "
-                                              "flow events (int64), terminating flags (uint8), annotation doubles (float64)"),
+    "di.convert.perfetto.decode._grow_i": (
+        4,
+        "grows the decoder's 1-D outputs, one per dtype: flow ids (uint64), "
+        "flow events (int64), terminating flags (uint8), annotation doubles (float64)",
+    ),
 }
 """Dispatchers that may have more than one signature on the main paths, with the reason."""
 
@@ -49,17 +52,27 @@ print(json.dumps(found))
 def dispatchers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     # an empty numba cache: kernels called only from other kernels get no signature when their caller is
     # loaded from the cache, so a warm run would hide them (this costs one cold compile, ~40 CPU-s)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "NUMBA_CACHE_DIR": str(tmp_path_factory.mktemp("numba-cache"))}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path_factory.mktemp("warmup"))], env=env,
-                         capture_output=True, text=True, check=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "NUMBA_CACHE_DIR": str(tmp_path_factory.mktemp("numba-cache")),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path_factory.mktemp("warmup"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_main_paths_compile_each_kernel_once(dispatchers: dict[str, list[str]]) -> None:
     over = {name: sigs for name, sigs in dispatchers.items() if len(sigs) > ALLOWED.get(name, (1, ""))[0]}
-    assert not over, "kernels compiled more than once (pass np.int64 values, not literals; agree on dtypes):\n" + \
-        "\n".join(f"{name}: {sigs}" for name, sigs in over.items())
+    assert not over, (
+        "kernels compiled more than once (pass np.int64 values, not literals; agree on dtypes):\n"
+        + "\n".join(f"{name}: {sigs}" for name, sigs in over.items())
+    )
 
 
 def test_allow_list_is_current(dispatchers: dict[str, list[str]]) -> None:

@@ -76,6 +76,7 @@ def example_plugin(tmp_path, monkeypatch):
 
 # --- the index and the cache, in-process -------------------------------------------------------
 
+
 def test_find_runs_keeps_runs_and_leaves_out_the_rest(job, tmp_path):
     folder = make_runs(job, tmp_path / "runs")
     shutil.copy(job / "kineto" / "rank-0.json", folder / "single.json")
@@ -87,7 +88,14 @@ def test_find_runs_keeps_runs_and_leaves_out_the_rest(job, tmp_path):
     (folder / "job.otf2").write_bytes(b"x")
     (folder / "job.def").write_bytes(b"x")
     (folder / "job").mkdir()
-    assert [p.name for p in find_runs(folder)] == ["broken.di", "job.otf2", "kineto", "runA.di", "runB.di", "single.json"]
+    assert [p.name for p in find_runs(folder)] == [
+        "broken.di",
+        "job.otf2",
+        "kineto",
+        "runA.di",
+        "runB.di",
+        "single.json",
+    ]
 
 
 def test_summaries_are_cached_per_run_and_recomputed_only_when_it_changes(job, tmp_path, cache):
@@ -140,14 +148,19 @@ def test_a_stale_or_foreign_cache_file_is_not_used(job, tmp_path, cache):
 
 # --- the HTTP server ---------------------------------------------------------------------------
 
+
 class Client:
     """Bounded requests to the dashboard (every one with a timeout)."""
 
     def __init__(self, port: int) -> None:
         self.port = port
 
-    def get(self, path: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)  # a first conversion compiles the Perfetto writer
+    def get(
+        self, path: str, headers: dict[str, str] | None = None, method: str = "GET"
+    ) -> tuple[int, dict[str, str], bytes]:
+        c = http.client.HTTPConnection(
+            "127.0.0.1", self.port, timeout=600
+        )  # a first conversion compiles the Perfetto writer
         try:
             c.request(method, path, headers=headers or {})
             r = c.getresponse()
@@ -180,10 +193,20 @@ def test_requests_must_name_this_server_and_come_from_its_own_pages(served):
         assert c.get(path, {"Host": "127.0.0.1:1"})[0] == 421
         assert c.get(path, {"Origin": "https://evil.example"})[0] == 403
         assert c.get(path, {"Sec-Fetch-Site": "cross-site"})[0] == 403
-    status, headers, body = c.get("/", {"Host": f"localhost:{server.port}", "Origin": f"http://localhost:{server.port}", "Sec-Fetch-Site": "same-origin"})
+    status, headers, body = c.get(
+        "/",
+        {
+            "Host": f"localhost:{server.port}",
+            "Origin": f"http://localhost:{server.port}",
+            "Sec-Fetch-Site": "same-origin",
+        },
+    )
     assert status == 200 and b"di dashboard" in body
     assert not any(h.startswith("access-control-") for h in headers)  # no CORS: no other origin reads an answer
-    assert "frame-ancestors 'self'" in headers["content-security-policy"] and headers["x-content-type-options"] == "nosniff"
+    assert (
+        "frame-ancestors 'self'" in headers["content-security-policy"]
+        and headers["x-content-type-options"] == "nosniff"
+    )
     assert b"http://" not in body.replace(b"http://www.w3.org/2000/svg", b"")  # nothing fetched from the network
     assert c.get("/api/runs", method="PUT")[0] == 405
     assert c.get("/nothing")[0] == 404
@@ -239,10 +262,16 @@ def test_open_in_perfetto_serves_the_run_as_di_view_does(served):
     assert status == 403
     status, _, body = c.get("/api/perfetto?run=runA.di", method="POST")
     doc = json.loads(body)
-    assert status == 200 and doc["url"].startswith("https://ui.perfetto.dev/#!/?url=") and doc["command"].startswith("di view ")
+    assert (
+        status == 200
+        and doc["url"].startswith("https://ui.perfetto.dev/#!/?url=")
+        and doc["command"].startswith("di view ")
+    )
     trace = server._perfetto
     t = http.client.HTTPConnection("127.0.0.1", trace.port, timeout=60)
-    t.request("GET", "/" + trace.trace_name, headers={"Host": f"127.0.0.1:{trace.port}", "Origin": "https://ui.perfetto.dev"})
+    t.request(
+        "GET", "/" + trace.trace_name, headers={"Host": f"127.0.0.1:{trace.port}", "Origin": "https://ui.perfetto.dev"}
+    )
     r = t.getresponse()
     assert r.status == 200 and len(r.read()) > 1000
     t.close()
@@ -277,15 +306,20 @@ def test_the_page_in_chromium_lists_runs_opens_a_report_and_a_diff(served, examp
 
     exe = find_chromium()
     if exe is None:
-        pytest.skip("no Chromium on PATH (Debian: apt-get install chromium); the dashboard was not checked in a browser")
+        pytest.skip(
+            "no Chromium on PATH (Debian: apt-get install chromium); the dashboard was not checked in a browser"
+        )
     server, _, _ = served
     with Browser(exe) as b:
         b.call("Page.navigate", url=server.url)
         b.wait_for("Page.loadEventFired")
-        names = wait_until(b, '(document.querySelectorAll("#runs tbody tr").length === 4 && !document.querySelector("#runs tr.pending")) && '
-                              '[...document.querySelectorAll("#runs tbody tr")].map(r => r.dataset.run)')
+        names = wait_until(
+            b,
+            '(document.querySelectorAll("#runs tbody tr").length === 4 && !document.querySelector("#runs tr.pending")) && '
+            '[...document.querySelectorAll("#runs tbody tr")].map(r => r.dataset.run)',
+        )
         assert sorted(names) == ["broken.di", "kineto", "runA.di", "runB.di"]
-        assert "error" in b.evaluate('document.querySelector("tr[data-run=\'broken.di\']").className')
+        assert "error" in b.evaluate("document.querySelector(\"tr[data-run='broken.di']\").className")
         assert "memcpy_bandwidth" in b.evaluate('document.getElementById("plugins").textContent')
         assert b.evaluate('document.querySelectorAll("svg[data-plot=step] circle").length') == 3
         assert b.evaluate('document.querySelectorAll("svg[data-plot=breakdown] rect").length') > 3
@@ -296,17 +330,23 @@ def test_the_page_in_chromium_lists_runs_opens_a_report_and_a_diff(served, examp
         assert b.evaluate('[...document.querySelectorAll("#runs tbody tr")].map(r => r.dataset.run)') == ["runB.di"]
         b.evaluate('const g = document.getElementById("filter"); g.value = ""; g.dispatchEvent(new Event("input"))')
         # a report, loaded on demand into the frame, with the plugin's panel
-        b.evaluate('document.querySelector("tr[data-run=\'runA.di\'] button[data-action=report]").click()')
-        sections = wait_until(b, 'document.getElementById("frame").contentDocument.querySelector("section#summary") && '
-                                 '[...document.getElementById("frame").contentDocument.querySelectorAll("section")].map(s => s.id)')
+        b.evaluate("document.querySelector(\"tr[data-run='runA.di'] button[data-action=report]\").click()")
+        sections = wait_until(
+            b,
+            'document.getElementById("frame").contentDocument.querySelector("section#summary") && '
+            '[...document.getElementById("frame").contentDocument.querySelectorAll("section")].map(s => s.id)',
+        )
         assert {"summary", "breakdown", "memcpy_bandwidth"} <= set(sections)
         # a diff of two runs picked as A and B
-        b.evaluate('document.querySelector("tr[data-run=\'runA.di\'] input[data-pick=a]").click()')
-        b.evaluate('document.querySelector("tr[data-run=\'kineto\'] input[data-pick=b]").click()')
+        b.evaluate("document.querySelector(\"tr[data-run='runA.di'] input[data-pick=a]\").click()")
+        b.evaluate("document.querySelector(\"tr[data-run='kineto'] input[data-pick=b]\").click()")
         assert b.evaluate('document.getElementById("compare").disabled') is False
         b.evaluate('document.getElementById("compare").click()')
-        title = wait_until(b, 'document.getElementById("frame").contentDocument.querySelector("table[data-table=steps]") && '
-                              'document.getElementById("frame").contentDocument.title')
+        title = wait_until(
+            b,
+            'document.getElementById("frame").contentDocument.querySelector("table[data-table=steps]") && '
+            'document.getElementById("frame").contentDocument.title',
+        )
         assert title == "di diff: runA.di → kineto"
         assert b.console_problems() == []
         own = f"http://127.0.0.1:{server.port}/"

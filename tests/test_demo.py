@@ -17,14 +17,12 @@ RANKS, STEPS, OPS, STRAGGLER = 4, 6, 40, 1
 
 @pytest.fixture(scope="module")
 def docs() -> list[bytes]:
-    return demo.kineto_job(ranks=RANKS, steps=STEPS, ops_per_step=OPS, seed=7,
-                           straggler=STRAGGLER)
+    return demo.kineto_job(ranks=RANKS, steps=STEPS, ops_per_step=OPS, seed=7, straggler=STRAGGLER)
 
 
 def _exact(doc: bytes) -> dict[str, Any]:
     """Parse with ``ts``/``dur`` turned into exact integer nanoseconds."""
-    exact = re.sub(rb'"(ts|dur)": (\d+)\.(\d{3})',
-                   lambda m: b'"%s": %d' % (m[1], int(m[2] + m[3])), doc)
+    exact = re.sub(rb'"(ts|dur)": (\d+)\.(\d{3})', lambda m: b'"%s": %d' % (m[1], int(m[2] + m[3])), doc)
     return orjson.loads(exact)
 
 
@@ -34,13 +32,15 @@ def parsed(docs: list[bytes]) -> list[dict[str, Any]]:
 
 
 def _x(doc: dict[str, Any], cat: str, name: str | None = None) -> list[dict[str, Any]]:
-    return [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == cat
-            and (name is None or e["name"] == name)]
+    return [
+        e
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and e.get("cat") == cat and (name is None or e["name"] == name)
+    ]
 
 
 def test_deterministic_for_a_seed(docs: list[bytes]) -> None:
-    again = demo.kineto_job(ranks=RANKS, steps=STEPS, ops_per_step=OPS, seed=7,
-                            straggler=STRAGGLER)
+    again = demo.kineto_job(ranks=RANKS, steps=STEPS, ops_per_step=OPS, seed=7, straggler=STRAGGLER)
     assert again == docs
     assert demo.kineto_job(ranks=RANKS, steps=STEPS, ops_per_step=OPS, seed=8) != docs
 
@@ -55,7 +55,8 @@ def test_one_document_per_rank_with_its_distributed_info(parsed: list[dict[str, 
         assert list(doc)[-1] == "baseTimeNanoseconds"  # Kineto writes it last
         steps = _x(doc, "user_annotation")
         assert [e["name"] for e in steps if e["name"].startswith("ProfilerStep#")] == [
-            f"ProfilerStep#{s}" for s in range(STEPS)]
+            f"ProfilerStep#{s}" for s in range(STEPS)
+        ]
 
 
 def test_default_job_size() -> None:
@@ -76,8 +77,7 @@ def test_every_flow_start_has_an_end(parsed: list[dict[str, Any]]) -> None:
 def test_device_activity_correlates_with_a_runtime_call(parsed: list[dict[str, Any]]) -> None:
     for doc in parsed:
         calls = {e["args"]["correlation"]: e for e in _x(doc, "cuda_runtime")}
-        device = [e for cat in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
-                  for e in _x(doc, cat)]
+        device = [e for cat in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync") for e in _x(doc, cat)]
         assert len(device) == len(calls)
         for e in device:
             call = calls[e["args"]["correlation"]]
@@ -94,8 +94,9 @@ def test_timestamps_are_printed_with_three_decimals(docs: list[bytes]) -> None:
 
 def test_cpu_slices_nest_on_the_main_thread(parsed: list[dict[str, Any]]) -> None:
     for doc in parsed:
-        cpu = [e for e in doc["traceEvents"] if e.get("ph") == "X" and isinstance(e["pid"], int)
-               and e["pid"] == e["tid"]]
+        cpu = [
+            e for e in doc["traceEvents"] if e.get("ph") == "X" and isinstance(e["pid"], int) and e["pid"] == e["tid"]
+        ]
         spans = sorted((e["ts"], -e["dur"]) for e in cpu)
         stack: list[int] = []
         for start, neg in spans:
@@ -107,9 +108,12 @@ def test_cpu_slices_nest_on_the_main_thread(parsed: list[dict[str, Any]]) -> Non
 
 def test_compute_stream_runs_in_order(parsed: list[dict[str, Any]]) -> None:
     for doc in parsed:
-        work = sorted((e["ts"], e["ts"] + e["dur"])
-                      for cat in ("kernel", "gpu_memcpy", "gpu_memset") for e in _x(doc, cat)
-                      if e["tid"] == plan.COMPUTE_STREAM)
+        work = sorted(
+            (e["ts"], e["ts"] + e["dur"])
+            for cat in ("kernel", "gpu_memcpy", "gpu_memset")
+            for e in _x(doc, cat)
+            if e["tid"] == plan.COMPUTE_STREAM
+        )
         assert all(a[1] <= b[0] for a, b in zip(work, work[1:]))
 
 
@@ -117,8 +121,7 @@ def _nccl(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for e in _x(doc, "kernel") if e["name"].startswith("ncclDevKernel_AllReduce")]
 
 
-def test_allreduce_ends_together_and_carries_collective_args(
-        parsed: list[dict[str, Any]]) -> None:
+def test_allreduce_ends_together_and_carries_collective_args(parsed: list[dict[str, Any]]) -> None:
     kernels = [_nccl(doc) for doc in parsed]
     assert all(len(k) == STEPS for k in kernels)
     for step in range(STEPS):
@@ -161,8 +164,7 @@ def test_kineto_metadata_and_sync_events(parsed: list[dict[str, Any]]) -> None:
     meta = {(e["name"], e["pid"], e["tid"]) for e in doc["traceEvents"] if e["ph"] == "M"}
     assert ("thread_name", 0, plan.COMPUTE_STREAM) in meta
     assert ("process_labels", 0, 0) in meta
-    names = [e["name"] for e in doc["traceEvents"] if e["ph"] in "iX" and e.get("cat") in
-             (None, "Trace")]
+    names = [e["name"] for e in doc["traceEvents"] if e["ph"] in "iX" and e.get("cat") in (None, "Trace")]
     assert "Iteration Start: PyTorch Profiler" in names and "PyTorch Profiler (0)" in names
     syncs = _x(doc, "cuda_runtime", "cudaDeviceSynchronize")
     assert len(syncs) == STEPS // plan.DEVICE_SYNC_EVERY
@@ -180,8 +182,9 @@ def test_render_ranks_and_files_match_the_job(docs: list[bytes], tmp_path: Any) 
     assert plain[0].read_bytes() == docs[3]
 
 
-@pytest.mark.parametrize("bad", [dict(ranks=0), dict(steps=0), dict(ops_per_step=0),
-                                 dict(ranks=2, straggler=2), dict(render_ranks=[4])])
+@pytest.mark.parametrize(
+    "bad", [dict(ranks=0), dict(steps=0), dict(ops_per_step=0), dict(ranks=2, straggler=2), dict(render_ranks=[4])]
+)
 def test_bad_arguments(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         demo.kineto_job(**bad)

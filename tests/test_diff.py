@@ -49,7 +49,13 @@ def test_the_slower_kernel_is_the_biggest_change_with_its_size(slower):
 
 def test_the_added_op_and_its_kernel_are_added(slower):
     op = row(slower.ops, name="aten::dropout")
-    assert (op["status"], op["a_count"], op["b_count"], op["a_total_ns"], op["b_total_ns"]) == ("added", 0, STEPS * RANKS, 0, STEPS * RANKS * ns(0.4))
+    assert (op["status"], op["a_count"], op["b_count"], op["a_total_ns"], op["b_total_ns"]) == (
+        "added",
+        0,
+        STEPS * RANKS,
+        0,
+        STEPS * RANKS * ns(0.4),
+    )
     assert op["a_mean_ns"] is None and op["b_mean_ns"] == ns(0.4)
     ker = row(slower.kernels, name="dropout_kernel")
     assert (ker["status"], ker["delta_ns"], ker["match"]) == ("added", STEPS * RANKS * ns(0.1), None)
@@ -86,7 +92,12 @@ def test_collectives_by_op_and_size_with_nccl_tests_bandwidths(slower):
 def test_a_renamed_kernel_under_the_same_op_pairs_up():
     d = diff(job(), job(gemm_name="gemm_256x64_kernel"))
     old, new = row(d.kernels, name="gemm_128x128_kernel"), row(d.kernels, name="gemm_256x64_kernel")
-    assert (old["status"], old["match"], old["matched_name"], old["match_stack"]) == ("removed", "op", "gemm_256x64_kernel", "aten::linear")
+    assert (old["status"], old["match"], old["matched_name"], old["match_stack"]) == (
+        "removed",
+        "op",
+        "gemm_256x64_kernel",
+        "aten::linear",
+    )
     assert (new["status"], new["match"], new["matched_name"]) == ("added", "op", "gemm_128x128_kernel")
     assert row(d.kernel_stacks, stack="aten::linear")["status"] == "same", "the same GPU time under the same op"
 
@@ -103,7 +114,9 @@ def test_json_validates_and_lists_kernels_by_abs_delta(slower):
     doc = to_json(slower, inputs=("a", "b"))
     validate(doc)
     doc = json.loads(json.dumps(doc))
-    assert doc["steps"]["a"]["mean_ns"] == ns(step_ms(2.0, False)) and doc["steps"]["b"]["mean_ns"] == ns(step_ms(4.0, True))
+    assert doc["steps"]["a"]["mean_ns"] == ns(step_ms(2.0, False)) and doc["steps"]["b"]["mean_ns"] == ns(
+        step_ms(4.0, True)
+    )
     deltas = [abs(k["delta_ns"]) for k in doc["kernels"]]
     assert deltas == sorted(deltas, reverse=True)
     first = doc["kernels"][0]
@@ -120,7 +133,10 @@ def test_hta_trace_compare_pair():
     assert d.step_stat("a", "count") == 2 and d.step_stat("delta", "mean_ns") == 0
     added = d.ops.filter(pl.col("status") == "added")
     assert dict(zip(added.get_column("name"), added.get_column("b_total_ns"))) == {
-        "All2All_Pooled_Req": 311_000, "AddmmBackward0": 207_000, "CatBackward0": 11_000}
+        "All2All_Pooled_Req": 311_000,
+        "AddmmBackward0": 207_000,
+        "CatBackward0": 11_000,
+    }
     nccl = row(d.ops, name="nccl:all_reduce")
     assert (nccl["a_count"], nccl["b_count"], nccl["delta_ns"]) == (2, 1, -67_000)
     changed = d.kernels.filter(pl.col("status") != "same")
@@ -152,7 +168,12 @@ def test_cli_summary_json_and_page(stores, tmp_path, capsys):
     validate(doc)
     assert doc["inputs"] == {"a": str(a), "b": str(b)} and doc["kernels"][0]["name"] == "gemm_128x128_kernel"
     text = page.read_text()
-    assert 'data-table="kernels"' in text and 'data-table="collectives"' in text and "<script src" not in text and "<link" not in text
+    assert (
+        'data-table="kernels"' in text
+        and 'data-table="collectives"' in text
+        and "<script src" not in text
+        and "<link" not in text
+    )
     assert f'data-v="{STEPS * RANKS * ns(2.0)}"' in text, "the kernel's delta, exact in data-v"
     assert main(["diff", str(a), str(b), "--json", str(out)]) == 0, "di replaces its own JSON"
     capsys.readouterr()
@@ -162,16 +183,33 @@ def test_cli_summary_json_and_page(stores, tmp_path, capsys):
     assert page.is_file()
 
 
-@pytest.mark.parametrize("case", ["missing_a", "missing_b", "json_under_a_file", "html_not_ours", "json_is_input", "bad_window",
-                                  "json_is_a_folder", "json_and_html_same_file"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing_a",
+        "missing_b",
+        "json_under_a_file",
+        "html_not_ours",
+        "json_is_input",
+        "bad_window",
+        "json_is_a_folder",
+        "json_and_html_same_file",
+    ],
+)
 def test_cli_errors_are_one_line_and_exit_2(case, stores, tmp_path, capsys):
     a, b = (str(p) for p in stores)
     blocker = tmp_path / "file.txt"
     blocker.write_text("user data")
-    args = {"missing_a": [str(tmp_path / "nope.di"), b], "missing_b": [a, str(tmp_path / "nope.json")],
-            "json_under_a_file": [a, b, "--json", str(blocker / "d.json")], "html_not_ours": [a, b, "--html", str(blocker)],
-            "json_is_input": [a, b, "--json", a], "bad_window": [a, b, "--window", "steps=x"],
-            "json_is_a_folder": [a, b, "--json", str(tmp_path)], "json_and_html_same_file": [a, b, "--json", str(tmp_path / "x"), "--html", str(tmp_path / "x")]}[case]
+    args = {
+        "missing_a": [str(tmp_path / "nope.di"), b],
+        "missing_b": [a, str(tmp_path / "nope.json")],
+        "json_under_a_file": [a, b, "--json", str(blocker / "d.json")],
+        "html_not_ours": [a, b, "--html", str(blocker)],
+        "json_is_input": [a, b, "--json", a],
+        "bad_window": [a, b, "--window", "steps=x"],
+        "json_is_a_folder": [a, b, "--json", str(tmp_path)],
+        "json_and_html_same_file": [a, b, "--json", str(tmp_path / "x"), "--html", str(tmp_path / "x")],
+    }[case]
     assert main(["diff", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("di diff: error:") and "\n" not in err, err
@@ -196,9 +234,16 @@ def test_launch_stacks_agree_with_a_plain_walk(tmp_path):
     ev = trace.events
     parent, cats = ev.get_column("parent").to_list(), ev.get_column("cat").cast(pl.String).to_list()
     names = ev.get_column("name").cast(pl.String).to_list()
-    launched = {d: s for s, d, k in trace.flows.select("src", "dst", pl.col("kind").cast(pl.String)).iter_rows() if k == "launch"}
+    launched = {
+        d: s
+        for s, d, k in trace.flows.select("src", "dst", pl.col("kind").cast(pl.String)).iter_rows()
+        if k == "launch"
+    }
     streams = trace.locations.filter(pl.col("kind").cast(pl.String) == "gpu_stream").get_column("loc")
-    gpu = ev.with_row_index("row").filter(pl.col("cat").cast(pl.String).is_in(["kernel", "memcpy", "memset", "nccl"]) & pl.col("loc").is_in(streams.implode()))
+    gpu = ev.with_row_index("row").filter(
+        pl.col("cat").cast(pl.String).is_in(["kernel", "memcpy", "memset", "nccl"])
+        & pl.col("loc").is_in(streams.implode())
+    )
     rows = gpu.get_column("row").to_numpy().astype("int64")
 
     def walk(row: int) -> str:
@@ -224,7 +269,9 @@ def test_page_in_chromium(stores, tmp_path, capsys):
 
     exe = find_chromium()
     if exe is None:
-        pytest.skip("no Chromium on PATH (Debian: apt-get install chromium); the diff page was not checked in a browser")
+        pytest.skip(
+            "no Chromium on PATH (Debian: apt-get install chromium); the diff page was not checked in a browser"
+        )
     a, b = stores
     page, out = tmp_path / "d.html", tmp_path / "d.json"
     assert main(["diff", str(a), str(b), "--html", str(page), "--json", str(out)]) == 0
@@ -248,4 +295,7 @@ def test_the_window_applies_to_both_runs():
     assert d.notes == []
     uneven = diff(job(), job(steps=STEPS + 2))
     assert len(uneven.notes) == 1 and f"A has {STEPS} steps in the window and B {STEPS + 2}" in uneven.notes[0]
-    assert uneven.step_stat("delta", "mean_ns") == 0 and row(uneven.kernels, name="gemm_128x128_kernel")["delta_mean_ns"] == 0
+    assert (
+        uneven.step_stat("delta", "mean_ns") == 0
+        and row(uneven.kernels, name="gemm_128x128_kernel")["delta_mean_ns"] == 0
+    )

@@ -22,7 +22,22 @@ def demo_job(tmp_path_factory):
 
 def test_analyze_json_csv_and_summary(demo_job, tmp_path, capsys):
     out = tmp_path / "result.json"
-    assert main(["analyze", str(demo_job), "--window", "steps=:-1", "--steps", "--json", str(out), "--csv", str(tmp_path / "csv")]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                str(demo_job),
+                "--window",
+                "steps=:-1",
+                "--steps",
+                "--json",
+                str(out),
+                "--csv",
+                str(tmp_path / "csv"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "Temporal breakdown" in printed and "Critical path" in printed and "Wait states" in printed
     doc = json.loads(out.read_text())
@@ -36,7 +51,15 @@ def test_analyze_json_csv_and_summary(demo_job, tmp_path, capsys):
     steps_in_breakdown = {b["step"] for r in doc["ranks"] for b in r["breakdown"]}
     assert None in steps_in_breakdown and len(steps_in_breakdown) == 4
     assert doc["critical_path"]["summary"]["length_ns"] <= doc["critical_path"]["summary"]["window_span_ns"]
-    for name in ("breakdown", "overlap", "imbalance", "wait_states", "steps", "critical_path_segments", "critical_path_by_rank"):
+    for name in (
+        "breakdown",
+        "overlap",
+        "imbalance",
+        "wait_states",
+        "steps",
+        "critical_path_segments",
+        "critical_path_by_rank",
+    ):
         assert pl.read_csv(tmp_path / "csv" / f"{name}.csv").height >= 0
     assert pl.read_csv(tmp_path / "csv" / "breakdown.csv").height > 0
 
@@ -46,7 +69,12 @@ def test_analyze_json_to_stdout_matches_python_api(demo_job, capsys):
     doc = json.loads(capsys.readouterr().out)
     validate(doc)
     result = di.analyze(di.load(demo_job))
-    ours = result.breakdown.filter((pl.col("rank") == 2) & (pl.col("state") == "idle")).sort("scope").get_column("time_ns").to_list()
+    ours = (
+        result.breakdown.filter((pl.col("rank") == 2) & (pl.col("state") == "idle"))
+        .sort("scope")
+        .get_column("time_ns")
+        .to_list()
+    )
     theirs = sorted((b["scope"], b["time_ns"]) for b in doc["ranks"][2]["breakdown"] if b["state"] == "idle")
     assert ours == [t for _, t in theirs]
 

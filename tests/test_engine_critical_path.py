@@ -64,7 +64,9 @@ def test_two_rank_path_known_by_construction():
     seg = cp["segments"]
     got = [(r["kind"], r["name"], r["rank"], r["start_ns"] / MS, r["end_ns"] / MS) for r in seg.iter_rows(named=True)]
     assert got == [
-        ("local", "opA", 0, 0, 2), ("local", "cudaLaunchKernel", 0, 2, 3), ("local", "opA", 0, 3, 10),
+        ("local", "opA", 0, 0, 2),
+        ("local", "cudaLaunchKernel", 0, 2, 3),
+        ("local", "opA", 0, 3, 10),
         ("message", "MPI_Recv", 1, 45, 46),
         ("local", "opB", 1, 47, 60),
         ("launch", "gemm1", 1, 60, 61),
@@ -75,8 +77,15 @@ def test_two_rank_path_known_by_construction():
     assert cp["summary"]["length_ns"] == 53 * MS == seg.get_column("contrib_ns").sum()
     assert dict(cp["by_rank"].select("rank", "contrib_ns").iter_rows()) == {0: 10 * MS, 1: 43 * MS}
     cats = dict(cp["by_category"].select("category", "contrib_ns").iter_rows())
-    assert cats == {"compute": 22 * MS, "cuda_api": 1 * MS, "message": 1 * MS, "launch": 1 * MS, "kernel": 19 * MS,
-                    "sync_inferred": 1 * MS, "mpi_coll": 8 * MS}
+    assert cats == {
+        "compute": 22 * MS,
+        "cuda_api": 1 * MS,
+        "message": 1 * MS,
+        "launch": 1 * MS,
+        "kernel": 19 * MS,
+        "sync_inferred": 1 * MS,
+        "mpi_coll": 8 * MS,
+    }
     # waits on the path, charged to what caused them
     waits = {(r["kind"], r["rank"]): (r["wait_ns"], r["cause_event"]) for r in cp["waits"].iter_rows(named=True)}
     row = job.row
@@ -87,8 +96,20 @@ def test_two_rank_path_known_by_construction():
 # HTA 0.5.0 on the same windows (bench/hta_compare.py): critical path length (us)
 # and its split: CPU-bound vs GPU (compute + kernel-kernel + launch overhead).
 HTA_CP = {
-    "simple_add": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", (1694040009854190, 1694040010097541), 241724, 241190, 508 + 9 + 17),
-    "alexnet": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", (1695835585827782, 1695835585864138), 35834, 32042, 3712 + 50 + 30),
+    "simple_add": (
+        "[param|pytorch.model.alex_net|0|0|0|measure|forward]",
+        (1694040009854190, 1694040010097541),
+        241724,
+        241190,
+        508 + 9 + 17,
+    ),
+    "alexnet": (
+        "[param|pytorch.model.alex_net|0|0|0|measure|forward]",
+        (1695835585827782, 1695835585864138),
+        35834,
+        32042,
+        3712 + 50 + 30,
+    ),
     "cuda_event_sync": ("ProfilerStep", (1707417525509335, 1707417525512489), 2401, 2335, 38 + 28),
 }
 HOST_CATS = ("compute", "cuda_api", "python", "sync", "sync_inferred", "user")
@@ -153,7 +174,9 @@ def random_jobs(draw):
         elif what == "allreduce":
             enters = [t[q] + draw(st.integers(0, 5)) for q in range(n_ranks)]
             end = max(enters) + draw(st.integers(1, 3))
-            job.collective([job.ev(cpu[q], enters[q], end, "allreduce", "mpi_coll") for q in range(n_ranks)], "allreduce")
+            job.collective(
+                [job.ev(cpu[q], enters[q], end, "allreduce", "mpi_coll") for q in range(n_ranks)], "allreduce"
+            )
             t = [end] * n_ranks
     if not job.events:
         job.ev(cpu[0], 0, 1, "op", "compute")
@@ -173,7 +196,9 @@ def test_properties(job):
     span = int(ev.get_column("end_ns").max() - ev.get_column("start_ns").min())
     assert 0 <= cp["summary"]["length_ns"] <= span
     loc = ev.get_column("loc").to_numpy().astype(np.int64)
-    busy = iv.measure(iv.union(loc, ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()), int(loc.max()) + 1)
+    busy = iv.measure(
+        iv.union(loc, ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()), int(loc.max()) + 1
+    )
     waited = np.zeros_like(busy)
     w = res.wait_states
     if w.height:
@@ -207,6 +232,18 @@ def test_longest_path_kernel_matches_reference(job):
     local_w, cross_w, arrival = weights(frame, g)
     by_dst = np.argsort(g.dst, kind="stable")
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    dist, _, _ = _longest(order, g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival,
-                          in_ptr, g.src[by_dst], cross_w[by_dst])
+    dist, _, _ = _longest(
+        order,
+        g.time_ns,
+        g.first_of_loc,
+        g.owner,
+        g.event,
+        frame.activity,
+        frame.on_gpu,
+        frame.call_only,
+        arrival,
+        in_ptr,
+        g.src[by_dst],
+        cross_w[by_dst],
+    )
     assert np.array_equal(dist, longest_reference(order, g.first_of_loc, local_w, g.src, g.dst, cross_w))

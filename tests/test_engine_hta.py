@@ -23,7 +23,10 @@ from di.engine.window import parse_window
 
 # rank -> (idle %, compute %, non-compute %, comm/comp overlap %, overlap us, comm us), HTA 0.5.0
 HTA = {
-    "hta_trace_filter": {0: (53.56, 17.71, 28.74, 11.81, 23068, 195327), 1: (54.72, 22.57, 22.72, 20.05, 33691, 168027)},
+    "hta_trace_filter": {
+        0: (53.56, 17.71, 28.74, 11.81, 23068, 195327),
+        1: (54.72, 22.57, 22.72, 20.05, 33691, 168027),
+    },
     "hta_nccl_parser_config": {0: (77.78, 17.26, 4.97, 14.31, 3473, 24278)},
 }
 PP = 0.5
@@ -39,10 +42,13 @@ def _overlap(result, rank: int):
     return result.overlap.filter((pl.col("rank") == rank) & (pl.col("pair") == "comm_compute")).row(0, named=True)
 
 
-@pytest.mark.parametrize("name,path", [
-    ("hta_trace_filter", "hta_trace_filter"),
-    ("hta_nccl_parser_config", "hta_nccl_parser_config/nccl_data.json.gz"),
-])
+@pytest.mark.parametrize(
+    "name,path",
+    [
+        ("hta_trace_filter", "hta_trace_filter"),
+        ("hta_nccl_parser_config", "hta_nccl_parser_config/nccl_data.json.gz"),
+    ],
+)
 def test_agrees_with_hta(name, path, load_valid):
     trace = load_valid(kineto_file(path))
     result = analyze(trace, window=parse_window("steps=:-1"), analyses=("breakdown", "overlap"))
@@ -81,7 +87,10 @@ def test_difference_ns_resolution_vs_hta_rounding(load_valid):
     rel_e = ev.get_column("end_ns").to_numpy() - base
     s = -(-rel_s // 1000) * 1000 + base
     e = np.maximum(rel_e // 1000 * 1000 + base, s)
-    rounded = type(trace)(**{**trace.tables(), "events": ev.with_columns(pl.Series("start_ns", s), pl.Series("end_ns", e))}, meta=trace.meta)
+    rounded = type(trace)(
+        **{**trace.tables(), "events": ev.with_columns(pl.Series("start_ns", s), pl.Series("end_ns", e))},
+        meta=trace.meta,
+    )
     hta_like = analyze(rounded, window=parse_window("steps=:-1"), analyses=("breakdown", "overlap"))
     idle, compute, _, overlap_pct, _, _ = HTA["hta_nccl_parser_config"][0]
     ours, emulated = _gpu_shares(exact, 0), _gpu_shares(hta_like, 0)

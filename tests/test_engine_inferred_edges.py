@@ -51,7 +51,9 @@ def test_job_without_launch_flows_gives_the_same_path():
     assert without["segments"].select(cols).equals(with_flows["segments"].select(cols))
     assert without["summary"]["length_ns"] == with_flows["summary"]["length_ns"] == 53 * MS
     kinds = without["segments"].get_column("kind").to_list()
-    assert kinds == [k.replace("launch", "launch_inferred") for k in with_flows["segments"].get_column("kind").to_list()]
+    assert kinds == [
+        k.replace("launch", "launch_inferred") for k in with_flows["segments"].get_column("kind").to_list()
+    ]
     assert dict(without["by_category"].select("category", "contrib_ns").iter_rows())["launch_inferred"] == 1 * MS
 
 
@@ -73,7 +75,12 @@ def _two_streams() -> tuple[Job, dict[str, int]]:
 def test_launches_match_per_stream_in_order():
     job, h = _two_streams()
     trace = job.build()
-    assert _pairs(job, trace) == {(h["L0A"], h["KA0"]), (h["L2A"], h["KA1"]), (h["L1B"], h["KB0"]), (h["L3B"], h["KB1"])}
+    assert _pairs(job, trace) == {
+        (h["L0A"], h["KA0"]),
+        (h["L2A"], h["KA1"]),
+        (h["L1B"], h["KB0"]),
+        (h["L3B"], h["KB1"]),
+    }
 
 
 def test_stream_sync_links_the_synced_stream_only():
@@ -166,14 +173,24 @@ def test_launch_flows_win():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 2_000), min_size=0, max_size=12), st.lists(st.tuples(st.integers(0, 2_000), st.integers(1, 300)), max_size=12))
+@given(
+    st.lists(st.integers(0, 2_000), min_size=0, max_size=12),
+    st.lists(st.tuples(st.integers(0, 2_000), st.integers(1, 300)), max_size=12),
+)
 def test_queue_kernel_matches_reference(calls, kernels):
     call_t = np.sort(np.asarray(calls, np.int64)) * 1_000
     ks = sorted(kernels)
     kern_t = np.asarray([s for s, _ in ks], np.int64) * 1_000
     kern_end = kern_t + np.asarray([d for _, d in ks], np.int64) * 1_000
-    got = _queue(np.array([0, call_t.size], np.int64), call_t, np.array([0, kern_t.size], np.int64), kern_t, kern_end,
-                 np.int64(CLOCK_SKEW_NS), np.int64(LOST_KERNEL_NS))
+    got = _queue(
+        np.array([0, call_t.size], np.int64),
+        call_t,
+        np.array([0, kern_t.size], np.int64),
+        kern_t,
+        kern_end,
+        np.int64(CLOCK_SKEW_NS),
+        np.int64(LOST_KERNEL_NS),
+    )
     want = queue_reference(call_t.tolist(), kern_t.tolist(), kern_end.tolist(), CLOCK_SKEW_NS, LOST_KERNEL_NS)
     assert got.tolist() == want
     taken = got[got >= 0]
@@ -210,7 +227,9 @@ def test_casita_cuda_launches_match_in_order(cuda_trace):
     g, _ = build_graph(frame)
     inferred = np.isin(g.kind, [LAUNCH_INFERRED, SYNC_INFERRED])
     assert inferred.any() and (g.time_ns[g.src[inferred]] <= g.time_ns[g.dst[inferred]]).all()
-    assert not np.isin(g.kind, [EDGE_KINDS.index("launch"), EDGE_KINDS.index("sync")]).any(), "no flows: nothing recorded"
+    assert not np.isin(g.kind, [EDGE_KINDS.index("launch"), EDGE_KINDS.index("sync")]).any(), (
+        "no flows: nothing recorded"
+    )
 
 
 def test_casita_cuda_path_runs_through_the_device(cuda_trace):
@@ -230,7 +249,9 @@ def test_casita_cuda_path_runs_through_the_device(cuda_trace):
     local = cp["segments"].filter((pl.col("kind") == "local") & pl.col("event").is_in(calls.tolist()))
     on_path = local.group_by("event").agg(pl.col("contrib_ns").sum())
     ev = trace.events
-    work = frame.on_gpu & (ev.get_column("cat").cast(pl.String).is_in(["kernel", "memcpy", "memset", "nccl"]).to_numpy())
+    work = frame.on_gpu & (
+        ev.get_column("cat").cast(pl.String).is_in(["kernel", "memcpy", "memset", "nccl"]).to_numpy()
+    )
     ends = {r: np.sort(ev.get_column("end_ns").to_numpy()[work & (frame.rank == r)]) for r in np.unique(frame.rank)}
     for row in on_path.iter_rows(named=True):
         e = ev.row(row["event"], named=True)

@@ -73,11 +73,16 @@ def test_casita_late_sender_and_barrier():
     trace = _load()
     waits = di.analyze(trace, analyses=("wait_states",)).wait_states
     got = {(k, r): (w, c) for k, r, w, c in waits.select("kind", "rank", "wait_ns", "cause_rank").iter_rows()}
-    ev = trace.events.with_row_index("row").join(trace.locations.select(pl.col("loc").cast(pl.UInt32), "rank"), on="loc")
+    ev = trace.events.with_row_index("row").join(
+        trace.locations.select(pl.col("loc").cast(pl.UInt32), "rank"), on="loc"
+    )
     loaded = {}
-    for rank, name, s, e in ev.filter(pl.col("name").cast(pl.String).is_in(["MPI_Send", "MPI_Recv", "MPI_Barrier"])).sort("start_ns").select(
-        "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns"
-    ).iter_rows():
+    for rank, name, s, e in (
+        ev.filter(pl.col("name").cast(pl.String).is_in(["MPI_Send", "MPI_Recv", "MPI_Barrier"]))
+        .sort("start_ns")
+        .select("rank", pl.col("name").cast(pl.String), "start_ns", "end_ns")
+        .iter_rows()
+    ):
         loaded.setdefault((rank, name), (s, e))
     assert got == _expected(loaded)
     assert {k for k, _ in got} == {"late_sender", "wait_barrier"}

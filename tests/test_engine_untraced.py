@@ -40,14 +40,22 @@ def ring_then_allreduce() -> Job:
     for r in range(3):
         job.message(sends[(r - 1) % 3], waits[r], send_done=waits[(r - 1) % 3])
     last = max(waitall_end)
-    job.collective([job.ev(th[r], waitall_end[r], last + 1, "MPI_Allreduce", "mpi_coll") for r in range(3)], "allreduce")
+    job.collective(
+        [job.ev(th[r], waitall_end[r], last + 1, "MPI_Allreduce", "mpi_coll") for r in range(3)], "allreduce"
+    )
     job.collective([job.ev(th[r], last + 1, last + 1.5, "MPI_Finalize", "mpi_coll") for r in range(3)], "barrier")
     return job
 
 
 def test_call_only_timelines_are_told_from_the_events() -> None:
     job = Job()
-    mpi_only, with_region, kineto_like, annotations, stream = job.thread(0), job.thread(0), job.thread(1), job.thread(1), job.stream(1)
+    mpi_only, with_region, kineto_like, annotations, stream = (
+        job.thread(0),
+        job.thread(0),
+        job.thread(1),
+        job.thread(1),
+        job.stream(1),
+    )
     job.ev(mpi_only, 0, 1, "MPI_Send", "mpi_p2p")
     job.ev(with_region, 0, 5, "forward", "user")
     job.ev(with_region, 1, 2, "read", "io")
@@ -70,9 +78,15 @@ def test_breakdown_imbalance_waits_and_path_name_the_straggler() -> None:
     assert work.get_column("max_rank").to_list() == [STRAGGLER]
     waits = result.wait_states.filter(pl.col("step").is_null())
     late = waits.filter(pl.col("kind") == "late_sender").row(0, named=True)
-    assert (late["rank"], late["cause_rank"], late["wait_ns"]) == (0, STRAGGLER, round(9.8 * MS))  # rank 0 waits for the straggler's data
+    assert (late["rank"], late["cause_rank"], late["wait_ns"]) == (
+        0,
+        STRAGGLER,
+        round(9.8 * MS),
+    )  # rank 0 waits for the straggler's data
     waited = dict(waits.group_by("rank").agg(pl.col("wait_ns").sum()).iter_rows())
-    assert waited.get(STRAGGLER, 0) < min(v for r, v in waited.items() if r != STRAGGLER)  # and the straggler waits least
+    assert waited.get(STRAGGLER, 0) < min(
+        v for r, v in waited.items() if r != STRAGGLER
+    )  # and the straggler waits least
     cp = result.critical_path
     by_rank = dict(cp["by_rank"].select("rank", "share").iter_rows())
     assert max(by_rank, key=by_rank.get) == STRAGGLER and by_rank[STRAGGLER] > 0.8
@@ -80,7 +94,9 @@ def test_breakdown_imbalance_waits_and_path_name_the_straggler() -> None:
     assert top["category"] == UNTRACED_CAT and top["contrib_ns"] == round(COMPUTE_MS[STRAGGLER] * MS)
     names = dict(cp["by_name"].select("name", "contrib_ns").iter_rows())
     assert names[UNTRACED_NAME] == top["contrib_ns"]
-    assert names.get("MPI_Waitall", 0) <= 0.3 * MS  # waiting never lies on the path; only the transfer after the send does
+    assert (
+        names.get("MPI_Waitall", 0) <= 0.3 * MS
+    )  # waiting never lies on the path; only the transfer after the send does
     # the path runs from the start to the end of the job: Init, the straggler's work, transfer, allreduce, finalize
     assert cp["summary"]["length_ns"] == cp["summary"]["window_span_ns"]
 
@@ -115,7 +131,9 @@ def test_the_edge_never_weighs_the_senders_work_after_isend() -> None:
     seg = cp["segments"]
     message = seg.filter(pl.col("kind") == "message").get_column("contrib_ns").sum()
     assert message == round(0.5 * MS)  # from the sender's MPI_Wait at 50 ms to the receive's end
-    sender_work = seg.filter((pl.col("rank") == 0) & (pl.col("category") == UNTRACED_CAT)).get_column("contrib_ns").sum()
+    sender_work = (
+        seg.filter((pl.col("rank") == 0) & (pl.col("category") == UNTRACED_CAT)).get_column("contrib_ns").sum()
+    )
     assert sender_work == round((1 + 47.9) * MS)  # 1..2 and 2.1..50 ms: its computation lies on the path
     assert cp["summary"]["length_ns"] == 60 * MS
 
@@ -131,8 +149,12 @@ def test_steps_of_a_call_only_job_come_from_its_recurring_collective() -> None:
         for r in range(3):
             if r != STRAGGLER:  # the others wait most of the step in MPI_Waitall
                 job.ev(th[r], arrive[r] - 9, arrive[r], "MPI_Waitall", "mpi_p2p")
-        job.collective([job.ev(th[r], arrive[r], max(arrive) + 1, "MPI_Allreduce", "mpi_coll") for r in range(3)], "allreduce")
+        job.collective(
+            [job.ev(th[r], arrive[r], max(arrive) + 1, "MPI_Allreduce", "mpi_coll") for r in range(3)], "allreduce"
+        )
         t = max(arrive) + 1
     steps = di.analyze(job.build(), per_step=True).steps
-    assert steps.group_by("rank").agg(pl.col("label").sort_by("step")).sort("rank").get_column("label").to_list() == [
-        ["allreduce #0", "allreduce #1", "allreduce #2"]] * 3
+    assert (
+        steps.group_by("rank").agg(pl.col("label").sort_by("step")).sort("rank").get_column("label").to_list()
+        == [["allreduce #0", "allreduce #1", "allreduce #2"]] * 3
+    )

@@ -28,13 +28,21 @@ def test_barrier_and_rooted_collectives():
     # barrier: enters at 0, 5, 20; all leave at 21
     job.collective([job.ev(th[r], e, 21, "MPI_Barrier", "mpi_coll") for r, e in enumerate((0, 5, 20))], "barrier")
     # broadcast from root 1 entering at 40; others enter at 30 and 35 and leave at 42
-    job.collective([job.ev(th[r], e, 42, "MPI_Bcast", "mpi_coll") for r, e in enumerate((30, 40, 35))], "broadcast", root=1)
+    job.collective(
+        [job.ev(th[r], e, 42, "MPI_Bcast", "mpi_coll") for r, e in enumerate((30, 40, 35))], "broadcast", root=1
+    )
     # reduce to root 0 entering at 50; others enter at 58 and 60; all leave at 61
-    job.collective([job.ev(th[r], e, 61, "MPI_Reduce", "mpi_coll") for r, e in enumerate((50, 58, 60))], "reduce", root=0)
-    got = {(k, r): (w, c) for k, r, w, c in _waits(job.build()).select("kind", "rank", "wait_ns", "cause_rank").iter_rows()}
+    job.collective(
+        [job.ev(th[r], e, 61, "MPI_Reduce", "mpi_coll") for r, e in enumerate((50, 58, 60))], "reduce", root=0
+    )
+    got = {
+        (k, r): (w, c) for k, r, w, c in _waits(job.build()).select("kind", "rank", "wait_ns", "cause_rank").iter_rows()
+    }
     assert got == {
-        ("wait_barrier", 0): (20 * MS, 2), ("wait_barrier", 1): (15 * MS, 2),
-        ("late_broadcast", 0): (10 * MS, 1), ("late_broadcast", 2): (5 * MS, 1),
+        ("wait_barrier", 0): (20 * MS, 2),
+        ("wait_barrier", 1): (15 * MS, 2),
+        ("late_broadcast", 0): (10 * MS, 1),
+        ("late_broadcast", 2): (5 * MS, 1),
         ("early_reduce", 0): (8 * MS, 1),
     }
 
@@ -44,7 +52,9 @@ def test_late_sender():
     a, b = job.thread(0), job.thread(1)
     job.message(job.ev(a, 50, 55, "MPI_Send", "mpi_p2p"), job.ev(b, 20, 56, "MPI_Recv", "mpi_p2p"))
     waits = _waits(job.build())
-    assert waits.select("kind", "rank", "cause_rank", "wait_ns", "start_ns").rows() == [("late_sender", 1, 0, 30 * MS, 20 * MS)]
+    assert waits.select("kind", "rank", "cause_rank", "wait_ns", "start_ns").rows() == [
+        ("late_sender", 1, 0, 30 * MS, 20 * MS)
+    ]
 
 
 def test_late_receiver():
@@ -61,7 +71,9 @@ def test_late_receiver():
 def test_per_step_waits_and_window():
     trace = late_allreduce(late_rank=1, late_ms=30, steps=3).build()
     waits = _waits(trace)
-    assert waits.group_by("step").agg(pl.col("wait_ns").sum()).sort("step").rows() == [(s, 3 * 30 * MS) for s in range(3)]
+    assert waits.group_by("step").agg(pl.col("wait_ns").sum()).sort("step").rows() == [
+        (s, 3 * 30 * MS) for s in range(3)
+    ]
     last_dropped = _waits(trace, window="steps=:-1")
     assert sorted(set(last_dropped.get_column("step"))) == [0, 1]
 
@@ -102,7 +114,9 @@ def test_steps_detected_from_regions_then_collectives():
         job.collective(members, "allreduce")
     trace = job.build()
     steps = analyze(trace, analyses=()).steps
-    assert steps.filter(pl.col("rank") == 0).select("step", "start_ns").rows() == [(k, (100 * k + 80) * MS) for k in range(3)]
+    assert steps.filter(pl.col("rank") == 0).select("step", "start_ns").rows() == [
+        (k, (100 * k + 80) * MS) for k in range(3)
+    ]
     assert set(steps.get_column("label")) == {f"allreduce #{k}" for k in range(3)}
     waits = analyze(trace, window="steps=:-1", analyses=("wait_states",)).wait_states
     assert waits.select("rank", "step", "wait_ns").rows() == [(0, 0, 10 * MS), (0, 1, 10 * MS)]

@@ -62,7 +62,9 @@ def run_inputs(corpus: dict[str, list[C.Seed]], reader: str, seeds: range, tmp: 
 
 
 @pytest.mark.parametrize("reader", C.READERS)
-def test_reader_keeps_its_contract_on_mutated_inputs(reader: str, corpus: dict[str, list[C.Seed]], tmp_path: Path) -> None:
+def test_reader_keeps_its_contract_on_mutated_inputs(
+    reader: str, corpus: dict[str, list[C.Seed]], tmp_path: Path
+) -> None:
     failures = run_inputs(corpus, reader, range(INPUTS[reader]), tmp_path)
     assert not failures, f"replay with: python bench/fuzz.py --reader {reader} --replay SEED\n" + "\n".join(failures)
 
@@ -87,11 +89,18 @@ def test_cli_answers_mutated_inputs_without_a_traceback(corpus: dict[str, list[C
             folder.mkdir()
             paths.append(C.write_case(corpus, reader, seed, folder))
     problems = []
-    for pair in (paths[i:i + 2] for i in range(0, len(paths), 2)):
+    for pair in (paths[i : i + 2] for i in range(0, len(paths), 2)):
         procs = []
         for path in pair:
             argv, env = C.cli_command(path, REPO)
-            procs.append((path, subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+            procs.append(
+                (
+                    path,
+                    subprocess.Popen(
+                        argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                    ),
+                )
+            )
         for path, proc in procs:
             out, err = proc.communicate(timeout=C.CLI_TIMEOUT_S)
             verdict = C.cli_verdict(proc.returncode, out, err)

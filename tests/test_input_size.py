@@ -45,12 +45,16 @@ def _bomb(path: Path, prefix: bytes, filler: bytes, compressed_bytes: int = 1_00
 def _run_di(*args: str) -> tuple[int, str, float, int]:
     """``python -m di ARGS`` in a fresh process: exit code, stderr, seconds, and its peak RSS in bytes
     (measured by a wrapper process whose only child it is)."""
-    wrapper = ("import resource, subprocess, sys, time; t = time.monotonic(); "
-               "p = subprocess.run([sys.executable, '-m', 'di', *sys.argv[1:]], capture_output=True, text=True); "
-               "sys.stdout.write(f'{p.returncode} {time.monotonic() - t} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n'); "
-               "sys.stdout.write(p.stderr)")
+    wrapper = (
+        "import resource, subprocess, sys, time; t = time.monotonic(); "
+        "p = subprocess.run([sys.executable, '-m', 'di', *sys.argv[1:]], capture_output=True, text=True); "
+        "sys.stdout.write(f'{p.returncode} {time.monotonic() - t} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n'); "
+        "sys.stdout.write(p.stderr)"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"}
-    out = subprocess.run([sys.executable, "-c", wrapper, *args], capture_output=True, text=True, env=env, timeout=300).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", wrapper, *args], capture_output=True, text=True, env=env, timeout=300
+    ).stdout
     first, _, stderr = out.partition("\n")
     code, seconds, maxrss_kib = first.split()
     return int(code), stderr, float(seconds), int(maxrss_kib) * 1024
@@ -73,7 +77,11 @@ def test_sizes_parse_and_the_default_comes_from_meminfo(tmp_path: Path) -> None:
     assert default_limit_bytes(str(meminfo)) == MIN_DEFAULT_LIMIT_BYTES
     missing = str(tmp_path / "absent")
     assert available_bytes(missing) is None
-    assert MIN_DEFAULT_LIMIT_BYTES <= default_limit_bytes(missing) <= max(FALLBACK_LIMIT_BYTES, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    assert (
+        MIN_DEFAULT_LIMIT_BYTES
+        <= default_limit_bytes(missing)
+        <= max(FALLBACK_LIMIT_BYTES, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    )
     assert limit_bytes(None) == default_limit_bytes()
 
 

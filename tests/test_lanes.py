@@ -100,5 +100,6 @@ def test_innermost_points_match_reference(seed: int) -> None:
     loc, start, end = _random_events(rng, int(rng.integers(1, 60)), 30)
     rows = rng.integers(0, len(loc), 40)
     lower = start[rows] + rng.integers(0, 5, 40)
-    np.testing.assert_array_equal(innermost_points(loc, start, end, rows, lower),
-                                  innermost_points_reference(loc, start, end, rows, lower))
+    np.testing.assert_array_equal(
+        innermost_points(loc, start, end, rows, lower), innermost_points_reference(loc, start, end, rows, lower)
+    )

@@ -63,5 +63,10 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 
 def test_the_check_sees_a_violation() -> None:
     tree = ast.parse("from di.viewers.info import render\nimport di\nfrom di import analyze, schema")
-    assert _imports(tree) == [("di.viewers.info", VIEWERS), ("di", ENGINE), ("di.analyze", ENGINE), ("di.schema", MODEL)]
+    assert _imports(tree) == [
+        ("di.viewers.info", VIEWERS),
+        ("di", ENGINE),
+        ("di.analyze", ENGINE),
+        ("di.schema", MODEL),
+    ]
     assert layer_of("di.capture.record") == PRODUCERS < layer_of("di.viewers.report.page") == VIEWERS

@@ -21,6 +21,11 @@ def _ruff() -> list[str]:
 
 
 def test_ruff_check_finds_nothing() -> None:
-    done = subprocess.run([*_ruff(), "check", "--no-cache", "di", "tests", "bench", "examples"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [*_ruff(), "check", "--no-cache", "di", "tests", "bench", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr

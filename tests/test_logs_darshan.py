@@ -34,7 +34,9 @@ def test_dxt_segments_are_io_events_per_rank_in_epoch_time() -> None:
 
 def test_parser_counters_and_totals() -> None:
     info = di.load(need("darshan/pydarshan_ior_hdf5_example.darshan-parser.txt")).meta["sources"][0]["info"]["darshan"]
-    shared = [f for f in info["files"] if f["module"] == "POSIX" and f["rank"] == -1 and f["file"].endswith("test123.h5")]
+    shared = [
+        f for f in info["files"] if f["module"] == "POSIX" and f["rank"] == -1 and f["file"].endswith("test123.h5")
+    ]
     assert shared and shared[0]["bytes_written"] == 4195800 and shared[0]["opens"] == 22
     total = di.load(need("darshan/release_mpi-io-test-x86_64-3.4.0.darshan-parser-total.txt")).meta["sources"][0]
     assert total["info"]["darshan"]["totals"]["POSIX_BYTES_WRITTEN"] == 67108864

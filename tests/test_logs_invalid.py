@@ -29,7 +29,9 @@ def test_json_trace_is_not_taken_for_a_log(tmp_path: Path) -> None:
 
 def test_non_utf8_and_garbled_lines_are_kept_and_counted(tmp_path: Path) -> None:
     path = tmp_path / "x.log"
-    path.write_bytes(NCCL_LINE.encode() + b"job name \xff\xfe broken\n" + b"h:1:1 [0] NCCL INFO AllReduce: opCount garbled\n")
+    path.write_bytes(
+        NCCL_LINE.encode() + b"job name \xff\xfe broken\n" + b"h:1:1 [0] NCCL INFO AllReduce: opCount garbled\n"
+    )
     trace = di.load(path)
     src = trace.meta["sources"][0]
     assert src["info"]["garbled_lines"] == {"lines with bytes that are not UTF-8": 1}

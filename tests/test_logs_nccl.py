@@ -73,15 +73,21 @@ def test_new_nccl_log_gives_comms_links_collectives_and_warnings(tmp_path: Path)
     assert src["format"] == "log:nccl"
     nccl = src["info"]["nccl"]
     assert nccl["versions"] == ["2.27.7+cuda12.9"]
-    assert {(c["comm"], c["rank"], c["host"], c["pid"], c["device"], c["busId"], c["state"]) for c in nccl["comms"]} == {
-        ("0xfeed", 0, "hosta", 100, 0, "1b000", "COMPLETE"), ("0xfeed", 1, "hostb", 200, 0, "1b000", "COMPLETE")}
+    assert {
+        (c["comm"], c["rank"], c["host"], c["pid"], c["device"], c["busId"], c["state"]) for c in nccl["comms"]
+    } == {("0xfeed", 0, "hosta", 100, 0, "1b000", "COMPLETE"), ("0xfeed", 1, "hostb", 200, 0, "1b000", "COMPLETE")}
     assert {(lk["comm"], lk["src_rank"], lk["dst_rank"], lk["transport"]) for lk in nccl["links"]} == {
-        ("0xfeed", 0, 1, "NET/IB/0"), ("0xfeed", 1, 0, "NET/IB/0")}
+        ("0xfeed", 0, 1, "NET/IB/0"),
+        ("0xfeed", 1, 0, "NET/IB/0"),
+    }
     coll = trace.collectives.sort("rank", "seq")
     # opCount is 0 on every call: order comes from the lines, per (rank, comm)
     assert coll.select("rank", "seq", "op", "bytes", "dtype", "root", "group_size").rows() == [
-        (0, 0, "allreduce", 4096, "float32", 0, 2), (0, 1, "broadcast", 20, "bfloat16", 1, 2),
-        (1, 0, "allreduce", 4096, "float32", 0, 2), (1, 1, "broadcast", 20, "bfloat16", 1, 2)]
+        (0, 0, "allreduce", 4096, "float32", 0, 2),
+        (0, 1, "broadcast", 20, "bfloat16", 1, 2),
+        (1, 0, "allreduce", 4096, "float32", 0, 2),
+        (1, 1, "broadcast", 20, "bfloat16", 1, 2),
+    ]
     # the same call on both ranks is one instance
     assert coll.group_by("instance").len().get_column("len").to_list() == [2, 2]
     ev = trace.events
@@ -97,10 +103,13 @@ def test_new_nccl_log_gives_comms_links_collectives_and_warnings(tmp_path: Path)
 def test_timestamps_place_lines_in_time_and_old_inits_pair_by_order(tmp_path: Path) -> None:
     text = "".join(
         f"[2025-01-02 03:04:0{i}.500] h:1:1 [{r}] NCCL INFO comm 0x{r}0 rank {r} nranks 2 cudaDev {r} busId {r}000 - Init COMPLETE\n"
-        for i, r in enumerate((0, 1)))
+        for i, r in enumerate((0, 1))
+    )
     text += "".join(
         f"[2025-01-02 03:04:1{i}.000] h:1:1 [{r}] NCCL INFO AllGather: opCount {i} sendbuff 0x1 recvbuff 0x2 count 8 datatype 4 op 0 root 0 "
-        f"comm 0x{r}0 [nranks=2] stream 0x5\n" for i, r in enumerate((1, 0)))
+        f"comm 0x{r}0 [nranks=2] stream 0x5\n"
+        for i, r in enumerate((1, 0))
+    )
     trace = di.load(_gz(tmp_path / "old.log.gz", text))
     assert trace.meta["clock"]["domain"] == "unix_epoch"
     coll = trace.collectives.sort("rank")
@@ -152,19 +161,24 @@ def test_real_nccl_2_10_multinode_log() -> None:
 
 def nccl_tests_series(trace: di.Trace) -> dict[str, tuple[str, list[float]]]:
     s = trace.series.join(trace.samples, on="series").sort("series", "ts_ns")
-    return {n: (g.get_column("unit")[0], g.get_column("value").to_list()) for (n,), g in s.group_by("name", maintain_order=True)}
+    return {
+        n: (g.get_column("unit")[0], g.get_column("value").to_list())
+        for (n,), g in s.group_by("name", maintain_order=True)
+    }
 
 
 def test_nccl_tests_rows_cut_by_nccl_lines_are_put_back_together(tmp_path: Path) -> None:
-    text = ("# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid   7 on  nodeA device  0 [0000:17:00] NVIDIA A100\n"
-            "     1024   256   float   sum   -1nodeA:7:7 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 256 "
-            "datatype 7 op 0 root 0 comm 0xa [nranks=1] stream 0x3\n"
-            "nodeA:7:7 [0] NCCL INFO comm 0xa rank 0 nranks 1 cudaDev 0 busId 17000 - Init COMPLETE\n"
-            "    10.5   0.10   0.10      0    9.5   0.11   0.11      0\n"
-            "     2048   512   float   sum   -1    11.0   0.19   0.19      0   10.0   0.20   0.20    N/A\n"
-            "# Avg bus bandwidth    : 0.15\n"
-            "# Collective test starting: alltoall_perf\n"
-            "     4096  1024  float  none   -1    20.0   0.20   0.15      0   21.0   0.19   0.14    N/A\n")
+    text = (
+        "# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid   7 on  nodeA device  0 [0000:17:00] NVIDIA A100\n"
+        "     1024   256   float   sum   -1nodeA:7:7 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 256 "
+        "datatype 7 op 0 root 0 comm 0xa [nranks=1] stream 0x3\n"
+        "nodeA:7:7 [0] NCCL INFO comm 0xa rank 0 nranks 1 cudaDev 0 busId 17000 - Init COMPLETE\n"
+        "    10.5   0.10   0.10      0    9.5   0.11   0.11      0\n"
+        "     2048   512   float   sum   -1    11.0   0.19   0.19      0   10.0   0.20   0.20    N/A\n"
+        "# Avg bus bandwidth    : 0.15\n"
+        "# Collective test starting: alltoall_perf\n"
+        "     4096  1024  float  none   -1    20.0   0.20   0.15      0   21.0   0.19   0.14    N/A\n"
+    )
     trace = di.load(write(tmp_path, "bench.log", text))
     trace.validate()
     s = nccl_tests_series(trace)
@@ -174,14 +188,19 @@ def test_nccl_tests_rows_cut_by_nccl_lines_are_put_back_together(tmp_path: Path)
     assert s["nccl-tests.alltoall.algbw.in-place"] == ("GB/s", [0.19])
     info = trace.meta["sources"][0]["info"]["nccl_tests"]
     assert info["tests"] == ["all_reduce_perf", "alltoall_perf"] and info["avg_busbw_GBps"] == {"all_reduce_perf": 0.15}
-    assert info["ranks"] == [{"rank": 0, "pid": 7, "host": "nodeA", "device": 0, "bus": "0000:17:00", "gpu": "NVIDIA A100"}]
+    assert info["ranks"] == [
+        {"rank": 0, "pid": 7, "host": "nodeA", "device": 0, "bus": "0000:17:00", "gpu": "NVIDIA A100"}
+    ]
     assert trace.collectives.height == 1
 
 
 def test_real_nccl_tests_logs_healthy_and_degraded() -> None:
     good = di.load(need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"))
     bad = di.load(need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_nvlink_fault.log"))
-    peak = {name: max(nccl_tests_series(t)["nccl-tests.all_reduce.busbw.out-of-place"][1]) for name, t in (("good", good), ("bad", bad))}
+    peak = {
+        name: max(nccl_tests_series(t)["nccl-tests.all_reduce.busbw.out-of-place"][1])
+        for name, t in (("good", good), ("bad", bad))
+    }
     assert len(nccl_tests_series(good)["nccl-tests.all_reduce.size"][1]) == 11  # every size, rows cut by NCCL lines too
     assert peak["good"] > 150 and peak["bad"] < 50  # 24 NVLink channels vs 2
     many = di.load(need("nccl/nccltests2.17.8_nccl2.29.2_h100_10node_80rank.log"))
@@ -192,7 +211,9 @@ def test_real_nccl_tests_logs_healthy_and_degraded() -> None:
 
 def test_a_log_merges_with_a_trace_of_the_same_ranks(tmp_path: Path) -> None:
     trace_file = tmp_path / "rank0.json"
-    trace_file.write_text(json.dumps({"traceEvents": [{"name": "k", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}))
+    trace_file.write_text(
+        json.dumps({"traceEvents": [{"name": "k", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]})
+    )
     job = di.load([trace_file, write(tmp_path, "job.log", NEW)])
     job.validate()
     assert job.ranks == [0, 1] and job.collectives.height == 4

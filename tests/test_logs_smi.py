@@ -25,10 +25,15 @@ def need(rel: str) -> Path:
 
 
 def by_gpu(trace: di.Trace) -> dict[tuple[str, str], tuple[str | None, list[float]]]:
-    s = (trace.series.join(trace.locations.select("loc", pl.col("name").alias("gpu")), on="loc")
-         .join(trace.samples, on="series").sort("series", "ts_ns"))
-    return {(g, n): (grp.get_column("unit")[0], grp.get_column("value").to_list())
-            for (g, n), grp in s.group_by("gpu", "name", maintain_order=True)}
+    s = (
+        trace.series.join(trace.locations.select("loc", pl.col("name").alias("gpu")), on="loc")
+        .join(trace.samples, on="series")
+        .sort("series", "ts_ns")
+    )
+    return {
+        (g, n): (grp.get_column("unit")[0], grp.get_column("value").to_list())
+        for (g, n), grp in s.group_by("gpu", "name", maintain_order=True)
+    }
 
 
 def load(tmp_path: Path, name: str, text: str) -> di.Trace:
@@ -40,10 +45,12 @@ def load(tmp_path: Path, name: str, text: str) -> di.Trace:
 
 
 def test_query_gpu_csv_with_header_units_and_na(tmp_path: Path) -> None:
-    text = ("timestamp, index, name, power.draw [W], utilization.gpu [%], clocks.sm [MHz], fan.speed [%]\n"
-            "2025/01/02 03:04:05.000, 0, NVIDIA H100, 120.50 W, 97 %, 1980 MHz, [N/A]\n"
-            "2025/01/02 03:04:05.001, 1, NVIDIA H100, 99.00 W, 3 %, 1410 MHz, [N/A]\n"
-            "2025/01/02 03:04:06.000, 0, NVIDIA H100, 121.00 W, 98 %, 1980 MHz, [N/A]\n")
+    text = (
+        "timestamp, index, name, power.draw [W], utilization.gpu [%], clocks.sm [MHz], fan.speed [%]\n"
+        "2025/01/02 03:04:05.000, 0, NVIDIA H100, 120.50 W, 97 %, 1980 MHz, [N/A]\n"
+        "2025/01/02 03:04:05.001, 1, NVIDIA H100, 99.00 W, 3 %, 1410 MHz, [N/A]\n"
+        "2025/01/02 03:04:06.000, 0, NVIDIA H100, 121.00 W, 98 %, 1980 MHz, [N/A]\n"
+    )
     trace = load(tmp_path, "smi.csv", text)
     s = by_gpu(trace)
     assert s[("GPU 0", "power.draw")] == ("W", [120.5, 121.0]) and s[("GPU 1", "utilization.gpu")] == ("%", [3.0])
@@ -63,15 +70,21 @@ def test_query_gpu_csv_nounits_header_takes_units_from_the_field(tmp_path: Path)
 def test_noheader_rows_take_the_gpu_from_their_place_in_the_sample(tmp_path: Path) -> None:
     text = "".join(f"2025/09/08 14:14:{37 + k}.12{g}, {10 * g}, {1000 + k}\n" for k in range(3) for g in range(2))
     s = by_gpu(load(tmp_path, "gpu.csv", text))
-    assert s[("GPU 1", "field_1")] == (None, [10.0, 10.0, 10.0]) and s[("GPU 0", "field_2")][1] == [1000.0, 1001.0, 1002.0]
+    assert s[("GPU 1", "field_1")] == (None, [10.0, 10.0, 10.0]) and s[("GPU 0", "field_2")][1] == [
+        1000.0,
+        1001.0,
+        1002.0,
+    ]
 
 
 def test_dmon_and_pmon_tables(tmp_path: Path) -> None:
-    text = ("# gpu    pwr  gtemp  mtemp     sm    mem   mclk   pclk \n# Idx      W      C      C      %      %    MHz    MHz \n"
-            "    0     69     41     47      0      0   2619    345 \n    1     70     40     46      5      1   2619    345 \n"
-            "    0     80     42     47     50      9   2619   1980 \n    1     71     40     46      -      1   2619    345 \n"
-            "# gpu         pid   type     sm    mem    command \n# Idx           #    C/G      %      %    name \n"
-            "    0       1234     C      90     10    python \n")
+    text = (
+        "# gpu    pwr  gtemp  mtemp     sm    mem   mclk   pclk \n# Idx      W      C      C      %      %    MHz    MHz \n"
+        "    0     69     41     47      0      0   2619    345 \n    1     70     40     46      5      1   2619    345 \n"
+        "    0     80     42     47     50      9   2619   1980 \n    1     71     40     46      -      1   2619    345 \n"
+        "# gpu         pid   type     sm    mem    command \n# Idx           #    C/G      %      %    name \n"
+        "    0       1234     C      90     10    python \n"
+    )
     trace = load(tmp_path, "dmon.log", text)
     s = by_gpu(trace)
     assert s[("GPU 0", "dmon.pwr")] == ("W", [69.0, 80.0]) and s[("GPU 1", "dmon.sm")] == ("%", [5.0])
@@ -81,11 +94,13 @@ def test_dmon_and_pmon_tables(tmp_path: Path) -> None:
 
 
 def test_q_report_sections(tmp_path: Path) -> None:
-    text = ("==============NVSMI LOG==============\n\nTimestamp                 : Tue Jul 14 08:12:38 2026\n"
-            "Attached GPUs             : 2\nGPU 00000000:00:09.0\n    Product Name          : NVIDIA H100\n"
-            "    GPU Power Readings\n        Average Power Draw    : 69.85 W\n        Instantaneous Power Draw : N/A\n"
-            "    Temperature\n        GPU Current Temp      : 41 C\n"
-            "GPU 00000000:00:0A.0\n    GPU Power Readings\n        Average Power Draw    : 70.00 W\n")
+    text = (
+        "==============NVSMI LOG==============\n\nTimestamp                 : Tue Jul 14 08:12:38 2026\n"
+        "Attached GPUs             : 2\nGPU 00000000:00:09.0\n    Product Name          : NVIDIA H100\n"
+        "    GPU Power Readings\n        Average Power Draw    : 69.85 W\n        Instantaneous Power Draw : N/A\n"
+        "    Temperature\n        GPU Current Temp      : 41 C\n"
+        "GPU 00000000:00:0A.0\n    GPU Power Readings\n        Average Power Draw    : 70.00 W\n"
+    )
     s = by_gpu(load(tmp_path, "q.txt", text))
     assert s[("GPU 0", "q.GPU Power Readings.Average Power Draw")] == ("W", [69.85])
     assert s[("GPU 0", "q.Temperature.GPU Current Temp")] == ("C", [41.0])
@@ -100,8 +115,15 @@ def test_real_noheader_timeseries() -> None:
     assert trace.meta["sources"][0]["dropped"] == {}
 
 
-@pytest.mark.parametrize("name", ["capture_linux_h100_80gb_hbm3_drv590.48.01.txt", "capture_linux_h100_mig_drv590.48.01.txt",
-                                  "capture_windows_rtx2080super_drv610.62.txt", "capture_linux_l40s_drv595.80.txt"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "capture_linux_h100_80gb_hbm3_drv590.48.01.txt",
+        "capture_linux_h100_mig_drv590.48.01.txt",
+        "capture_windows_rtx2080super_drv610.62.txt",
+        "capture_linux_l40s_drv595.80.txt",
+    ],
+)
 def test_real_captures_give_query_dmon_and_q_series(name: str) -> None:
     trace = di.load(need(f"nvidia-smi/{name}"))
     trace.validate()

@@ -27,8 +27,10 @@ def need(rel: str) -> Path:
 
 def series(trace: di.Trace) -> dict[str, tuple[str | None, list[float]]]:
     s = trace.series.join(trace.samples, on="series").sort("series", "ts_ns")
-    return {name: (g.get_column("unit")[0], g.get_column("value").to_list())
-            for (name,), g in s.group_by("name", maintain_order=True)}
+    return {
+        name: (g.get_column("unit")[0], g.get_column("value").to_list())
+        for (name,), g in s.group_by("name", maintain_order=True)
+    }
 
 
 def load(tmp_path: Path, name: str, text: str) -> di.Trace:
@@ -57,7 +59,9 @@ def test_megatron_iterations_without_timestamps_and_the_error(tmp_path: Path) ->
     steps = trace.events.filter(pl.col("cat") == "step").sort("start_ns")
     # 10 iterations of 2 s, then 10 of 1 s, back to back from 0
     assert steps.select("name", "start_ns", "end_ns").rows() == [
-        ("iteration 10", 0, 20_000_000_000), ("iteration 20", 20_000_000_000, 30_000_000_000)]
+        ("iteration 10", 0, 20_000_000_000),
+        ("iteration 20", 20_000_000_000, 30_000_000_000),
+    ]
     errors = trace.events.filter(pl.col("instant") & (pl.col("cat") == "other")).get_column("name").to_list()
     assert "OutOfMemoryError" in errors and "Traceback" in errors
     assert trace.meta["clock"]["domain"] == "relative"
@@ -69,7 +73,8 @@ def test_deepspeed_step_lines_with_timestamps_give_timed_steps_and_units(tmp_pat
         f"[2023-04-18 01:46:{s:02d},000] [INFO] [logging.py:96:log_dist] [Rank 0] step={10 * k}, skipped=0, lr=[1e-05, 1e-05], mom=[(0.9, 0.95)]\n"
         f"[2023-04-18 01:46:{s:02d},100] [INFO] [timer.py:199:stop] epoch=0/micro_step={20 * k}/global_step={10 * k}, "
         f"RunningAvgSamplesPerSec=170.5, CurrSamplesPerSec=171.0, MemAllocated=3.96GB, MaxMemAllocated=22.95GB\n"
-        for k, s in ((1, 0), (2, 10), (3, 30)))
+        for k, s in ((1, 0), (2, 10), (3, 30))
+    )
     text += "[2023-04-18 01:46:31,000] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step.\n"
     trace = load(tmp_path, "ds.log", "\x1b[32m" + text)
     assert trace.meta["clock"]["domain"] == "unix_epoch"
@@ -83,11 +88,17 @@ def test_deepspeed_step_lines_with_timestamps_give_timed_steps_and_units(tmp_pat
 
 
 def test_hf_titan_jsonl_and_mllog_lines(tmp_path: Path) -> None:
-    hf = "{'loss': 2.5, 'learning_rate': 5e-05, 'epoch': 0.1}\n" * 2 + "{'train_runtime': 919.1, 'train_samples_per_second': 1.088}\n"
+    hf = (
+        "{'loss': 2.5, 'learning_rate': 5e-05, 'epoch': 0.1}\n" * 2
+        + "{'train_runtime': 919.1, 'train_samples_per_second': 1.088}\n"
+    )
     s = series(load(tmp_path, "hf.out", hf))
     assert s["loss"] == (None, [2.5]) and s["train_runtime"] == ("s", [919.1])  # once per rank printed, once kept
-    titan = "".join(f"[rank0]:[titan] 2025-01-01 12:00:0{k},000 - root - INFO - \x1b[31mstep: {k}  \x1b[32mloss:  {9 - k}.5  \x1b[33m"
-                    f"memory: 41.2GiB(52.1%)  tps: 1,234  tflops: 98.7  mfu: 31.6%\x1b[39m\n" for k in (1, 2))
+    titan = "".join(
+        f"[rank0]:[titan] 2025-01-01 12:00:0{k},000 - root - INFO - \x1b[31mstep: {k}  \x1b[32mloss:  {9 - k}.5  \x1b[33m"
+        f"memory: 41.2GiB(52.1%)  tps: 1,234  tflops: 98.7  mfu: 31.6%\x1b[39m\n"
+        for k in (1, 2)
+    )
     t = load(tmp_path, "titan.log", titan)
     s = series(t)
     assert s["tokens_per_s"] == ("tokens/s", [1234.0, 1234.0]) and s["mfu"] == ("%", [31.6, 31.6])
@@ -96,10 +107,17 @@ def test_hf_titan_jsonl_and_mllog_lines(tmp_path: Path) -> None:
     jl = "".join(json.dumps({"step": k, "loss": 3.0 - k, "tokens_per_second": 100.0 * k}) + "\n" for k in (1, 2, 3))
     s = series(load(tmp_path, "metrics.log", jl))
     assert s["loss"][1] == [2.0, 1.0, 0.0] and s["tokens_per_s"][0] == "tokens/s"
-    ml = "".join(f':::MLLOG {{"namespace": "", "time_ms": {1000 + 500 * i}, "event_type": "{e}", "key": "{key}", "value": {v}, '
-                 f'"metadata": {{"file": "t.py", "lineno": 1, "epoch_num": 1}}}}\n'
-                 for i, (e, key, v) in enumerate((("INTERVAL_START", "epoch_start", "null"), ("POINT_IN_TIME", "eval_accuracy", 0.75),
-                                                  ("INTERVAL_END", "epoch_stop", "null"))))
+    ml = "".join(
+        f':::MLLOG {{"namespace": "", "time_ms": {1000 + 500 * i}, "event_type": "{e}", "key": "{key}", "value": {v}, '
+        f'"metadata": {{"file": "t.py", "lineno": 1, "epoch_num": 1}}}}\n'
+        for i, (e, key, v) in enumerate(
+            (
+                ("INTERVAL_START", "epoch_start", "null"),
+                ("POINT_IN_TIME", "eval_accuracy", 0.75),
+                ("INTERVAL_END", "epoch_stop", "null"),
+            )
+        )
+    )
     t = load(tmp_path, "mlperf.log", ml)
     assert series(t)["eval_accuracy"][1] == [0.75]
     step = t.events.filter(pl.col("cat") == "step")
@@ -114,16 +132,29 @@ def test_real_megatron_deepspeed_log_has_steps_series_and_nccl() -> None:
     s = series(trace)
     assert s["step_time"][0] == "ms" and len(s["step_time"][1]) >= 10
     assert s["loss"][1][0] == pytest.approx(10.69112)
-    assert trace.events.filter(pl.col("cat") == "step").get_column("name").cast(pl.String).str.starts_with("iteration").all()
+    assert (
+        trace.events.filter(pl.col("cat") == "step")
+        .get_column("name")
+        .cast(pl.String)
+        .str.starts_with("iteration")
+        .all()
+    )
     assert len(src["info"]["nccl"]["comms"]) > 0
     # NCCL's lines take the time of the nearest timestamped line, so both families share the epoch clock
     assert trace.meta["clock"]["domain"] == "unix_epoch" and src["info"]["nccl"]["time"] == "nearest_line_timestamp"
     assert trace.meta["time_range"]["end_ns"] - trace.meta["time_range"]["start_ns"] < 86_400 * 10**9
 
 
-@pytest.mark.parametrize("name", ["deepspeed_chat_sft_opt1.3b_2023.log", "deepspeed_dpo_ds0.16.2_8gpu_2025.log",
-                                  "deepspeed_chat_rlhf_step3_custom_e2e_2023.log", "hf_trainer_deepspeed0.3.17_gpt2_4node_2021.out",
-                                  "megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "deepspeed_chat_sft_opt1.3b_2023.log",
+        "deepspeed_dpo_ds0.16.2_8gpu_2025.log",
+        "deepspeed_chat_rlhf_step3_custom_e2e_2023.log",
+        "hf_trainer_deepspeed0.3.17_gpt2_4node_2021.out",
+        "megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out",
+    ],
+)
 def test_real_training_logs_load_with_series(name: str) -> None:
     trace = di.load(need(f"training/{name}"))
     trace.validate()

@@ -21,7 +21,9 @@ def sorted_events(rng: np.random.Generator, n: int, n_locs: int, horizon: int) -
     return loc[order], start[order], end[order]
 
 
-def check_definition(loc: np.ndarray, start: np.ndarray, end: np.ndarray, depth: np.ndarray, parent: np.ndarray) -> None:
+def check_definition(
+    loc: np.ndarray, start: np.ndarray, end: np.ndarray, depth: np.ndarray, parent: np.ndarray
+) -> None:
     """Every parent is an earlier event on the same timeline, open at the child's start."""
     for k, p in enumerate(parent):
         if p < 0:

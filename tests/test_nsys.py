@@ -57,30 +57,56 @@ def _events(trace: di.Trace, src_cat: str | tuple[str, ...]) -> pl.DataFrame:
 
 # --- exactness on the real export -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("table, src_cat", [("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy"),
-                                            ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "cuda_sync"),
-                                            ("CUPTI_ACTIVITY_KIND_RUNTIME", ("cuda_runtime", "cuda_driver")), ("OSRT_API", "osrt")])
-def test_every_row_of_every_table_is_an_event_with_its_ns_times(clover: Path, clover_trace: di.Trace, table: str, src_cat) -> None:
-    want = _sorted(_rows(clover, f"SELECT start + {SESSION}, end + {SESSION}, coalesce(correlationId, -1) FROM {table}")
-                   if table != "OSRT_API" else _rows(clover, f"SELECT start + {SESSION}, end + {SESSION}, -1 FROM {table}"))
+
+@pytest.mark.parametrize(
+    "table, src_cat",
+    [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy"),
+        ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "cuda_sync"),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", ("cuda_runtime", "cuda_driver")),
+        ("OSRT_API", "osrt"),
+    ],
+)
+def test_every_row_of_every_table_is_an_event_with_its_ns_times(
+    clover: Path, clover_trace: di.Trace, table: str, src_cat
+) -> None:
+    want = _sorted(
+        _rows(clover, f"SELECT start + {SESSION}, end + {SESSION}, coalesce(correlationId, -1) FROM {table}")
+        if table != "OSRT_API"
+        else _rows(clover, f"SELECT start + {SESSION}, end + {SESSION}, -1 FROM {table}")
+    )
     ev = _events(clover_trace, src_cat)
     got = _sorted(ev.select("start_ns", "end_ns", pl.col("corr").fill_null(-1)).to_numpy().astype(np.int64))
     assert got.shape == want.shape and np.array_equal(got, want)
 
 
 def test_memcpy_bytes_and_copy_kinds_equal_the_table(clover: Path, clover_trace: di.Trace) -> None:
-    want = _rows(clover, "SELECT copyKind, count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY copyKind ORDER BY copyKind")
-    ev = _events(clover_trace, "gpu_memcpy").with_columns(pl.col("args").str.json_path_match("$['copy kind']").alias("k"))
+    want = _rows(
+        clover,
+        "SELECT copyKind, count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY copyKind ORDER BY copyKind",
+    )
+    ev = _events(clover_trace, "gpu_memcpy").with_columns(
+        pl.col("args").str.json_path_match("$['copy kind']").alias("k")
+    )
     got = ev.group_by("k").agg(pl.len(), pl.col("bytes").sum()).sort("k")
     assert got.rows() == [("DtoH", int(want[1, 1]), int(want[1, 2])), ("HtoD", int(want[0, 1]), int(want[0, 2]))]
-    assert set(ev.get_column("name").cast(pl.String).unique()) == {"Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)"}
+    assert set(ev.get_column("name").cast(pl.String).unique()) == {
+        "Memcpy HtoD (Pageable -> Device)",
+        "Memcpy DtoH (Device -> Pageable)",
+    }
 
 
 def test_the_csvs_pipit_derived_agree(clover: Path, clover_trace: di.Trace) -> None:
     """Every kernel/memcpy and API call of pipit's CSVs (Enter/Leave rows, ns since the session start) is one event."""
-    for csv, cats in (("cloverleaf_gpu_trace.csv", ("kernel", "gpu_memcpy")), ("cloverleaf-cuda_api_trace.csv", ("cuda_runtime", "cuda_driver"))):
+    for csv, cats in (
+        ("cloverleaf_gpu_trace.csv", ("kernel", "gpu_memcpy")),
+        ("cloverleaf-cuda_api_trace.csv", ("cuda_runtime", "cuda_driver")),
+    ):
         df = pl.read_csv(clover.parent / csv)
-        enter = df.filter(pl.col("Event Type") == "Enter").select(pl.col("Timestamp (ns)").alias("s"), pl.col("_matching_timestamp").alias("e"))
+        enter = df.filter(pl.col("Event Type") == "Enter").select(
+            pl.col("Timestamp (ns)").alias("s"), pl.col("_matching_timestamp").alias("e")
+        )
         want = _sorted(enter.to_numpy().astype(np.int64))
         ev = _events(clover_trace, cats)
         got = _sorted(ev.select(pl.col("start_ns") - SESSION, pl.col("end_ns") - SESSION).to_numpy())
@@ -98,7 +124,9 @@ def test_locations_categories_flows_and_meta(clover_trace: di.Trace) -> None:
     assert sorted(gpu.get_column("stream").to_list()) == [-1, 7]  # stream 7 and the device-wide sync records
     assert set(gpu.get_column("gpu_model").to_list()) == {"NVIDIA A100-SXM4-80GB"}
     cpu = loc.filter(pl.col("kind") == "cpu_thread")
-    assert set(cpu.get_column("pid").to_list()) == {1701896} and set(cpu.get_column("process").to_list()) == {"cuda-cloverleaf"}
+    assert set(cpu.get_column("pid").to_list()) == {1701896} and set(cpu.get_column("process").to_list()) == {
+        "cuda-cloverleaf"
+    }
     assert 1701896 in cpu.get_column("tid").to_list()  # the main thread: globalTid & 0xFFFFFF
     cats = dict(t.events.group_by("cat").len().iter_rows())
     assert cats["kernel"] == 1312 and cats["memcpy"] == 279
@@ -113,7 +141,11 @@ def test_locations_categories_flows_and_meta(clover_trace: di.Trace) -> None:
     assert (ev.get_column("start_ns").to_numpy()[src] <= ev.get_column("start_ns").to_numpy()[dst]).all()
     src_meta = t.meta["sources"][0]
     assert t.meta["clock"]["domain"] == "unix_epoch" and t.meta["hosts"] == ["nid008553"]
-    assert src_meta["format"] == "nsys" and src_meta["rank_source"] == "metadata" and src_meta["info"]["export_schema"] == "3.13.2"
+    assert (
+        src_meta["format"] == "nsys"
+        and src_meta["rank_source"] == "metadata"
+        and src_meta["info"]["export_schema"] == "3.13.2"
+    )
     assert t.meta["time_range"]["start_ns"] > SESSION
     missing = [w for w in t.meta["warnings"] if "NVTX_EVENTS" in w]
     assert len(missing) == 1 and "CUPTI_ACTIVITY_KIND_MEMSET" in missing[0]
@@ -125,6 +157,7 @@ def test_native_and_fetchall_reads_agree(clover: Path, clover_trace: di.Trace) -
 
 
 # --- hand-built exports: the tables CloverLeaf lacks --------------------------------------------------------------------
+
 
 def test_hand_built_export_maps_every_table(tmp_path: Path) -> None:
     t = assert_valid(di.load(cases.build(tmp_path / "job.sqlite")))
@@ -140,7 +173,10 @@ def test_hand_built_export_maps_every_table(tmp_path: Path) -> None:
     assert by["ProfilerStep#7"]["cat"] == "step" and by["forward"]["cat"] == "user" and by["epoch"]["cat"] == "user"
     assert by["checkpoint"]["instant"] and by["checkpoint"]["s"] == 600
     assert by["ncclAllReduce"]["cat"] == "nccl" and json.loads(by["ncclAllReduce"]["args"])["domain"] == "NCCL"
-    assert by["read"]["cat"] == "io" and (by["read"]["s"], by["read"]["end_ns"] - cases.SESSION_START_NS) == (9100, 9200)
+    assert by["read"]["cat"] == "io" and (by["read"]["s"], by["read"]["end_ns"] - cases.SESSION_START_NS) == (
+        9100,
+        9200,
+    )
     assert "never ended" not in by
     assert t.meta["sources"][0]["dropped"] == {"NVTX ranges without an end": 1}
     kinds = dict(t.flows.group_by("kind").len().iter_rows())
@@ -156,9 +192,15 @@ def test_hand_built_export_maps_every_table(tmp_path: Path) -> None:
 
 # --- schema drift ---------------------------------------------------------------------------------------------------------
 
+
 def test_old_metadata_table_missing_tables_and_columns(tmp_path: Path) -> None:
-    path = cases.build(tmp_path / "old.sqlite", meta_table="EXPORT_META_DATA", schema_version="2.7.1",
-                       drop=("NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_MEMSET"), kernel_cols=("demangledName", "gridX", "graphNodeId"))
+    path = cases.build(
+        tmp_path / "old.sqlite",
+        meta_table="EXPORT_META_DATA",
+        schema_version="2.7.1",
+        drop=("NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_MEMSET"),
+        kernel_cols=("demangledName", "gridX", "graphNodeId"),
+    )
     t = assert_valid(di.load(path))
     assert t.meta["sources"][0]["info"]["export_schema"] == "2.7.1"
     said = [w for w in t.meta["warnings"] if "NVTX_EVENTS" in w]
@@ -181,20 +223,31 @@ def test_table_lacking_a_needed_column_is_skipped_with_a_warning(tmp_path: Path)
 
 # --- round trip through the viewers' formats --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("ext", [".pftrace", ".otf2", ".di"])
-def test_convert_and_load_back_with_equal_counts(clover: Path, clover_trace: di.Trace, tmp_path: Path, ext: str) -> None:
+def test_convert_and_load_back_with_equal_counts(
+    clover: Path, clover_trace: di.Trace, tmp_path: Path, ext: str
+) -> None:
     out = tmp_path / f"x{ext}"
-    done = subprocess.run([sys.executable, "-m", "di", "convert", str(clover), "-o", str(out), "--no-analysis"], capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "di", "convert", str(clover), "-o", str(out), "--no-analysis"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     back = assert_valid(di.load(out))
     assert back.events.height == clover_trace.events.height and back.flows.height == clover_trace.flows.height
     for col in ("start_ns", "end_ns"):
         assert back.events.get_column(col).sort().equals(clover_trace.events.get_column(col).sort())
-    assert dict(back.events.group_by("cat").len().iter_rows()) == dict(clover_trace.events.group_by("cat").len().iter_rows())
+    assert dict(back.events.group_by("cat").len().iter_rows()) == dict(
+        clover_trace.events.group_by("cat").len().iter_rows()
+    )
 
 
-def test_perfetto_trace_processor_imports_the_export_exactly(clover: Path, clover_trace: di.Trace, tmp_path: Path) -> None:
+def test_perfetto_trace_processor_imports_the_export_exactly(
+    clover: Path, clover_trace: di.Trace, tmp_path: Path
+) -> None:
     from tests.trace_processor import WasmTraceProcessor, engine_problem
 
     if engine_problem() is not None:
@@ -231,5 +284,11 @@ def test_nvtx_without_event_type_column_reads_ranges_and_marks_by_their_end(tmp_
         con.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN eventType")
     t = assert_valid(di.load(path))
     nvtx = t.events.filter(pl.col("src_cat") == "nvtx").with_columns(pl.col("name").cast(pl.String))
-    assert sorted(nvtx.get_column("name").to_list()) == ["ProfilerStep#7", "checkpoint", "epoch", "forward", "ncclAllReduce"]
+    assert sorted(nvtx.get_column("name").to_list()) == [
+        "ProfilerStep#7",
+        "checkpoint",
+        "epoch",
+        "forward",
+        "ncclAllReduce",
+    ]
     assert nvtx.filter(pl.col("instant")).get_column("name").to_list() == ["checkpoint"]

@@ -90,9 +90,15 @@ def _fake_nsys(folder: Path, works: bool = True) -> Path:
     """An ``nsys`` that 'exports' by copying the SQLite file stored beside the .nsys-rep (REP.sqlite-src)."""
     folder.mkdir()
     script = folder / "nsys"
-    body = ('out=""; while [ $# -gt 1 ]; do case "$1" in --output) out="$2"; shift 2;; *) shift;; esac; done\n'
-            'cp "$1.sqlite-src" "$out"\n') if works else 'echo "nsys: cannot open report" >&2; exit 1\n'
-    script.write_text("#!/bin/sh\n[ \"$1\" = export ] || exit 3\n" + body)
+    body = (
+        (
+            'out=""; while [ $# -gt 1 ]; do case "$1" in --output) out="$2"; shift 2;; *) shift;; esac; done\n'
+            'cp "$1.sqlite-src" "$out"\n'
+        )
+        if works
+        else 'echo "nsys: cannot open report" >&2; exit 1\n'
+    )
+    script.write_text('#!/bin/sh\n[ "$1" = export ] || exit 3\n' + body)
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return folder
 
@@ -105,7 +111,11 @@ def test_nsys_rep_is_exported_with_nsys_first(tmp_path: Path, monkeypatch: pytes
     t = assert_valid(di.load(rep))
     assert t.ranks == [3] and t.events.height > 0
     assert t.meta["sources"][0]["path"] == str(rep)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "report.3.nsys-rep", "report.3.nsys-rep.sqlite-src"]  # nothing left beside
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bin",
+        "report.3.nsys-rep",
+        "report.3.nsys-rep.sqlite-src",
+    ]  # nothing left beside
 
 
 def test_nsys_rep_without_nsys_says_how_to_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -72,7 +72,9 @@ def test_rank_option_wins_and_same_rank_twice_is_refused(tmp_path: Path) -> None
 def test_di_info_says_where_each_rank_came_from(tmp_path: Path) -> None:
     a = cases.build(tmp_path / "report.0.sqlite")
     b = cases.build(tmp_path / "x.sqlite", env={"PMI_RANK": "1"})
-    out = subprocess.run([sys.executable, "-m", "di", "info", str(a), str(b)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "di", "info", str(a), str(b)], capture_output=True, text=True, check=True
+    ).stdout
     assert "file_name" in out and "metadata" in out
 
 
@@ -91,9 +93,13 @@ def test_one_report_of_a_whole_mpirun_gives_each_process_its_mpi_rank(tmp_path: 
     by_pid = dict(t.locations.select("pid", "rank").unique().iter_rows())
     assert by_pid == {cases.PID: 0, cases.PID2: 1}
     mpi = t.events.filter(pl.col("src_cat") == "mpi").with_columns(pl.col("name").cast(pl.String)).sort("name", "loc")
-    assert mpi.select("name", "cat", "bytes").rows() == [("MPI_Allreduce", "mpi_coll", 4096), ("MPI_Allreduce", "mpi_coll", 4096),
-                                                         ("MPI_Recv", "mpi_p2p", 1024), ("MPI_Send", "mpi_p2p", 1024),
-                                                         ("MPI_Wait", "mpi_p2p", None)]
+    assert mpi.select("name", "cat", "bytes").rows() == [
+        ("MPI_Allreduce", "mpi_coll", 4096),
+        ("MPI_Allreduce", "mpi_coll", 4096),
+        ("MPI_Recv", "mpi_p2p", 1024),
+        ("MPI_Send", "mpi_p2p", 1024),
+        ("MPI_Wait", "mpi_p2p", None),
+    ]
     send = mpi.filter(pl.col("name") == "MPI_Send").get_column("args").item()
     assert '"tag":7' in send and '"remote rank":1' in send
 

@@ -13,10 +13,15 @@ from di.convert.otf2.globaldefs import GlobalDefs
 
 @pytest.mark.parametrize("names", [("MPI Rank 1", "MPI Rank 0"), ("Process", "Process")])
 def test_accelerator_groups_take_their_creators_rank(names):
-    g = GlobalDefs(location_groups={
-        10: (names[0], 1, UNDEFINED_UINT32), 11: (names[1], 1, UNDEFINED_UINT32),
-        12: ("HIP Context 1", 1, 11), 13: ("HIP Context 1", 1, 10), 14: ("nested", 1, 13),
-    })
+    g = GlobalDefs(
+        location_groups={
+            10: (names[0], 1, UNDEFINED_UINT32),
+            11: (names[1], 1, UNDEFINED_UINT32),
+            12: ("HIP Context 1", 1, 11),
+            13: ("HIP Context 1", 1, 10),
+            14: ("nested", 1, 13),
+        }
+    )
     ranks = _ranks(g)
     own = {10: ranks[10], 11: ranks[11]}
     assert sorted(own.values()) == [0, 1]

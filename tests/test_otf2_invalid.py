@@ -56,7 +56,9 @@ def test_missing_local_definitions_loads_without_clock_offsets_and_says_so(archi
     (archive.parent / "traces" / "1.def").unlink()
     trace = assert_valid(di.load(archive))
     assert _dropped(trace)["location_without_local_definitions"] == 1
-    assert any("1.def: local definitions missing; clock offsets of location 1 not applied" in w for w in trace.meta["warnings"])
+    assert any(
+        "1.def: local definitions missing; clock offsets of location 1 not applied" in w for w in trace.meta["warnings"]
+    )
     assert trace.events.height == 48
 
 
@@ -135,8 +137,13 @@ def test_unbalanced_enter_leave_is_counted(tmp_path: Path) -> None:
 def test_cli_reports_a_broken_archive_on_one_line(archive: Path) -> None:
     archive.with_suffix(".def").unlink()
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "di", "info", str(archive)], capture_output=True, text=True, cwd=root,
-                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "di", "info", str(archive)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 2
     assert "global definitions traces.def missing" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -167,10 +174,14 @@ def test_anchor_declaring_more_properties_than_it_holds_is_refused_at_once(archi
 
     data = archive.read_bytes()
     assert anchor_problem(data) is None
-    at = data.index(b"\0", data.index(b"\0", data.index(b"\0", data.index(b"\0", 2) + 1 + 39) + 1) + 1) + 1  # after 3 strings
-    archive.write_bytes(data[:at] + (1 << 30).to_bytes(4, "little") + data[at + 4:])
+    at = (
+        data.index(b"\0", data.index(b"\0", data.index(b"\0", data.index(b"\0", 2) + 1 + 39) + 1) + 1) + 1
+    )  # after 3 strings
+    archive.write_bytes(data[:at] + (1 << 30).to_bytes(4, "little") + data[at + 4 :])
     started = time.perf_counter()
-    with pytest.raises(FormatError, match=r"traces\.otf2: damaged OTF2 anchor file: it declares 1,073,741,824 properties"):
+    with pytest.raises(
+        FormatError, match=r"traces\.otf2: damaged OTF2 anchor file: it declares 1,073,741,824 properties"
+    ):
         di.load(archive)
     assert time.perf_counter() - started < 5
 
@@ -182,8 +193,13 @@ def test_damaged_definitions_leave_one_line_on_stderr(archive: Path) -> None:
     data[len(data) // 2 : len(data) // 2 + 8] = b"\xff" * 8
     defs.write_bytes(bytes(data))
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "di", "info", str(archive)], capture_output=True, text=True, cwd=root,
-                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "di", "info", str(archive)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode in (0, 2) and "[OTF2]" not in proc.stderr
     assert proc.returncode == 0 or len(proc.stderr.strip().splitlines()) == 1
 

@@ -90,7 +90,13 @@ def test_io_records_become_io_events_with_bytes_mode_and_file(tmp_path: Path) ->
     rows = {r["start_ns"] - t0 + 10: {**r, "end_ns": r["end_ns"] - t0 + 10} for r in ops.iter_rows(named=True)}
     write = rows[21]
     assert (write["name"], write["end_ns"], write["bytes"]) == ("write", 29, 4000)  # bytes transferred
-    assert json.loads(write["args"]) == {"mode": "write", "handle": "out.dat", "file": FILE, "paradigm": "ISOC", "bytes_requested": 4096}
+    assert json.loads(write["args"]) == {
+        "mode": "write",
+        "handle": "out.dat",
+        "file": FILE,
+        "paradigm": "ISOC",
+        "bytes_requested": 4096,
+    }
     read = rows[41]
     assert (read["name"], read["end_ns"], read["bytes"]) == ("read", 48, 100)
     assert json.loads(read["args"])["operation_flags"] == 1  # NON_BLOCKING
@@ -115,7 +121,9 @@ def test_io_records_become_io_events_with_bytes_mode_and_file(tmp_path: Path) ->
 
 
 def _table_dump(trace: Trace) -> dict[str, pl.DataFrame]:
-    return {name: df.with_columns(pl.col(pl.Categorical, pl.Enum).cast(pl.String)) for name, df in trace.tables().items()}
+    return {
+        name: df.with_columns(pl.col(pl.Categorical, pl.Enum).cast(pl.String)) for name, df in trace.tables().items()
+    }
 
 
 def test_io_round_trip_otf2_di_otf2_di_keeps_every_event(tmp_path: Path) -> None:
@@ -123,7 +131,11 @@ def test_io_round_trip_otf2_di_otf2_di_keeps_every_event(tmp_path: Path) -> None
     out = tmp_path / "rt.otf2"
     write_otf2(first, out)
     official = _official_counts(out)
-    assert official["IoOperationBegin"] == 4 and official["IoOperationComplete"] == 3 and official["IoOperationCancelled"] == 1
+    assert (
+        official["IoOperationBegin"] == 4
+        and official["IoOperationComplete"] == 3
+        and official["IoOperationCancelled"] == 1
+    )
     again = assert_valid(di.load(out))
     for name, df in _table_dump(first).items():
         if name != "locations":
@@ -136,13 +148,31 @@ def _captured_io() -> Trace:
     names = ["main", "open", "write", "pread", "fwrite", "fflush", "close"]
     n = len(names)
     args = [None] + [json.dumps({"file": FILE if i % 2 else "/tmp/b.txt", "fd": 3}) for i in range(1, n)]
-    ev = pl.DataFrame({
-        "loc": np.zeros(n, np.uint32), "start_ns": [0, 10, 20, 30, 40, 50, 60], "end_ns": [100, 15, 25, 35, 45, 55, 65],
-        "name": names, "cat": ["user"] + ["io"] * (n - 1), "src_cat": [None] + ["posix_io"] * (n - 1),
-        "depth": [0] + [1] * (n - 1), "parent": [None] + [0] * (n - 1), "bytes": [None, None, 512, 64, 10, None, None],
-        "instant": [False] * n, "args": args,
-    })
-    loc = pl.DataFrame({"loc": np.zeros(1, np.uint32), "rank": [0], "host": ["h"], "kind": ["cpu_thread"], "name": ["main thread"], "source": [0]})
+    ev = pl.DataFrame(
+        {
+            "loc": np.zeros(n, np.uint32),
+            "start_ns": [0, 10, 20, 30, 40, 50, 60],
+            "end_ns": [100, 15, 25, 35, 45, 55, 65],
+            "name": names,
+            "cat": ["user"] + ["io"] * (n - 1),
+            "src_cat": [None] + ["posix_io"] * (n - 1),
+            "depth": [0] + [1] * (n - 1),
+            "parent": [None] + [0] * (n - 1),
+            "bytes": [None, None, 512, 64, 10, None, None],
+            "instant": [False] * n,
+            "args": args,
+        }
+    )
+    loc = pl.DataFrame(
+        {
+            "loc": np.zeros(1, np.uint32),
+            "rank": [0],
+            "host": ["h"],
+            "kind": ["cpu_thread"],
+            "name": ["main thread"],
+            "source": [0],
+        }
+    )
     return Trace.build(meta={"clock": {"unit": "ns", "domain": "relative", "sync": None}}, locations=loc, events=ev)
 
 
@@ -162,7 +192,10 @@ def test_captured_io_is_written_as_io_operations_and_reads_back_unchanged(tmp_pa
     assert _table_dump(back)["events"].equals(_table_dump(trace)["events"])
 
 
-@pytest.mark.skipif(OTF2_PRINT is None, reason="otf2-print not installed (Debian package otf2-tools); the official Python reader checks instead")
+@pytest.mark.skipif(
+    OTF2_PRINT is None,
+    reason="otf2-print not installed (Debian package otf2-tools); the official Python reader checks instead",
+)
 def test_otf2_print_reads_the_io_records_we_wrote(tmp_path: Path) -> None:
     out = tmp_path / "cap.otf2"
     write_otf2(_captured_io(), out)

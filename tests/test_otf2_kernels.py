@@ -11,9 +11,30 @@ from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
 from di.convert.otf2.rowids import key_ids
 
-KINDS = [R.ENTER, R.ENTER, R.LEAVE, R.LEAVE, R.MPI_SEND, R.MPI_RECV, R.COLL_END, R.RMA_PUT, R.RMA_GET, R.RMA_COMPLETE,
-         R.RMA_COMPLETE, R.ATTRIBUTE, R.METRIC, R.METRIC_VALUE, R.THREAD_FORK, R.LOCK_ACQUIRE, R.IO_BEGIN, R.IO_BEGIN,
-         R.IO_COMPLETE, R.IO_COMPLETE, R.IO_CANCELLED, R.IO_SEEK]
+KINDS = [
+    R.ENTER,
+    R.ENTER,
+    R.LEAVE,
+    R.LEAVE,
+    R.MPI_SEND,
+    R.MPI_RECV,
+    R.COLL_END,
+    R.RMA_PUT,
+    R.RMA_GET,
+    R.RMA_COMPLETE,
+    R.RMA_COMPLETE,
+    R.ATTRIBUTE,
+    R.METRIC,
+    R.METRIC_VALUE,
+    R.THREAD_FORK,
+    R.LOCK_ACQUIRE,
+    R.IO_BEGIN,
+    R.IO_BEGIN,
+    R.IO_COMPLETE,
+    R.IO_COMPLETE,
+    R.IO_CANCELLED,
+    R.IO_SEEK,
+]
 
 
 def random_records(rng: np.random.Generator, n: int, n_locs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,7 +90,9 @@ def test_combined_ids_number_code_tuples_in_order_of_first_use(seed: int) -> Non
     n = int(rng.integers(1, 500))
     cols = [rng.integers(0, int(rng.integers(1, 30)), n).astype(np.int64) for _ in range(3)] + [rng.random(n) < 0.5]
     seen: dict[tuple[int, ...], int] = {}
-    want = np.array([seen.setdefault(t, len(seen)) for t in map(tuple, np.column_stack(cols).astype(np.int64).tolist())])
+    want = np.array(
+        [seen.setdefault(t, len(seen)) for t in map(tuple, np.column_stack(cols).astype(np.int64).tolist())]
+    )
     ids, first, key = combined_ids(*cols, 1 << 30)
     np.testing.assert_array_equal(ids, want)
     np.testing.assert_array_equal(ids[first], np.arange(len(seen)))
@@ -88,8 +111,11 @@ def test_instant_members_match_python_formatting(seed: int) -> None:
     kinds = rng.choice(sorted(INSTANT_FIELDS), n)
     a, b, c = (rng.integers(-(2**62), 2**62, n) * (rng.random(n) < 0.7) for _ in range(3))  # zeros and negatives too
     data, offsets = instant_members(kinds, a, b, c)
-    got = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(n)]
-    want = ["{" + ",".join(f'"{f}":{v}' for f, v in zip(INSTANT_FIELDS[int(k)], (int(a[i]), int(b[i]), int(c[i])))) + "}" for i, k in enumerate(kinds)]
+    got = [bytes(data[offsets[i] : offsets[i + 1]]).decode() for i in range(n)]
+    want = [
+        "{" + ",".join(f'"{f}":{v}' for f, v in zip(INSTANT_FIELDS[int(k)], (int(a[i]), int(b[i]), int(c[i])))) + "}"
+        for i, k in enumerate(kinds)
+    ]
     assert got == want
 
 
@@ -107,14 +133,20 @@ def test_join_members_matches_python_grouping(seed: int) -> None:
         event = rng.integers(0, n_events, int(rng.integers(0, 30)))
         texts = [f'"k{p}":"{"é" * int(i % 3)}{i}"' for i in range(event.size)]
         objects = ["{" + t + "}" for t in texts]
-        column = pl.Series(["unused", *objects], dtype=pl.String)[1:] if p % 2 else pl.Series(objects, dtype=pl.String)  # sliced too
+        column = (
+            pl.Series(["unused", *objects], dtype=pl.String)[1:] if p % 2 else pl.Series(objects, dtype=pl.String)
+        )  # sliced too
         parts.append((event, *utf8_buffers(column)))
         for e, t in zip(event.tolist(), texts):
             want[e].append(t)
     expected = [("{" + ",".join(w) + "}") if w else None for w in want]
     assert join_members(n_events, parts).to_list() == expected
-    assert join_members(n_events, parts, limit=int(rng.integers(20, 60))).to_list() == expected  # several Arrow data buffers
-    assert join_members(n_events + 5000, parts).to_list() == expected + [None] * 5000  # sparse members: sorted, not counted
+    assert (
+        join_members(n_events, parts, limit=int(rng.integers(20, 60))).to_list() == expected
+    )  # several Arrow data buffers
+    assert (
+        join_members(n_events + 5000, parts).to_list() == expected + [None] * 5000
+    )  # sparse members: sorted, not counted
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -127,7 +159,7 @@ def test_text_int_members_matches_python(seed: int) -> None:
     idx = rng.integers(0, len(texts), n)
     ints = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
     data, offsets = text_int_members('"window":', texts, idx, ',"remote":', ints)
-    got = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(n)]
+    got = [bytes(data[offsets[i] : offsets[i + 1]]).decode() for i in range(n)]
     assert got == ['{"window":' + texts[k] + ',"remote":' + str(v) + "}" for k, v in zip(idx.tolist(), ints.tolist())]
 
 

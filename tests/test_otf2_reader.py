@@ -87,7 +87,10 @@ def test_every_message_is_matched(name: str) -> None:
     recvs = ev[trace.messages["recv"].to_list()]
     assert trace.messages.height > 0
     assert trace.meta["sources"][0]["dropped"] == {}
-    assert all(n.startswith(("MPI_Send", "MPI_Isend", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Sendrecv")) for n in sends["name"].to_list())
+    assert all(
+        n.startswith(("MPI_Send", "MPI_Isend", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Sendrecv"))
+        for n in sends["name"].to_list()
+    )
     assert all(n.startswith(("MPI_Recv", "MPI_Wait", "MPI_Test", "MPI_Sendrecv")) for n in recvs["name"].to_list())
     assert all(loc_rank[a] != loc_rank[b] for a, b in zip(sends["loc"].to_list(), recvs["loc"].to_list()))
     # a message is received after it was sent started (one clock after offsets)
@@ -112,9 +115,22 @@ def test_collective_instances_pair_all_members() -> None:
     trace = assert_valid(di.load(otf2_archive("casita_2_jacobi_blame_cpu_015")))
     coll = trace.collectives
     assert coll.height == 2004
-    per = coll.group_by("instance").agg(pl.len(), pl.col("op").n_unique().alias("ops"), pl.col("rank").n_unique().alias("ranks"))
+    per = coll.group_by("instance").agg(
+        pl.len(), pl.col("op").n_unique().alias("ops"), pl.col("rank").n_unique().alias("ranks")
+    )
     assert (per["len"] == 2).all() and (per["ops"] == 1).all() and (per["ranks"] == 2).all()
-    assert set(coll["op"].unique().to_list()) <= {"barrier", "allreduce", "broadcast", "reduce", "allgather", "gather", "scatter", "alltoall", "reduce_scatter", "other"}
+    assert set(coll["op"].unique().to_list()) <= {
+        "barrier",
+        "allreduce",
+        "broadcast",
+        "reduce",
+        "allgather",
+        "gather",
+        "scatter",
+        "alltoall",
+        "reduce_scatter",
+        "other",
+    }
     ev = trace.events[coll["event"].to_list()]
     assert (ev["cat"] == "mpi_coll").all()
 
@@ -128,7 +144,13 @@ def test_locations_ranks_hosts_and_gpu_streams() -> None:
     gpu = locs.filter(pl.col("kind") == "gpu_stream")
     assert gpu.height == 2 and gpu["device"].to_list() == [0, 0] and gpu["stream"].to_list() == [2, 2]
     kernels = trace.events.filter(pl.col("loc").is_in(gpu["loc"].to_list()) & (pl.col("src_cat") != "otf2/rma"))
-    assert kernels.height > 0 and set(kernels["cat"].unique().to_list()) <= {"kernel", "sync", "other", "memcpy", "memset"}
+    assert kernels.height > 0 and set(kernels["cat"].unique().to_list()) <= {
+        "kernel",
+        "sync",
+        "other",
+        "memcpy",
+        "memset",
+    }
     assert (kernels["cat"] == "kernel").any()
 
 
@@ -167,7 +189,12 @@ def test_attributes_are_kept_in_args() -> None:
 
 def test_categories_cover_the_paradigms() -> None:
     cats: set[str] = set()
-    for name in ("casita_2_cloverleaf_oaccregions_cudafull", "casita_1_scorep-ompt-host-nested", "casita_4_mpi_ls_barr", "casita_1_ocl_deps"):
+    for name in (
+        "casita_2_cloverleaf_oaccregions_cudafull",
+        "casita_1_scorep-ompt-host-nested",
+        "casita_4_mpi_ls_barr",
+        "casita_1_ocl_deps",
+    ):
         cats |= set(di.load(otf2_archive(name)).events["cat"].unique().to_list())
     assert {"mpi_p2p", "mpi_coll", "kernel", "cuda_api", "compute", "sync", "memcpy"} <= cats
 

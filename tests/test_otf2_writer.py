@@ -17,7 +17,17 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import assert_valid, is_execution_trace, kineto_file, kineto_files, kineto_id, otf2_archive, otf2_archives, trace_doc, write_json
+from conftest import (
+    assert_valid,
+    is_execution_trace,
+    kineto_file,
+    kineto_files,
+    kineto_id,
+    otf2_archive,
+    otf2_archives,
+    trace_doc,
+    write_json,
+)
 
 import di
 from di.convert.otf2.writer import anchor_for, write_otf2
@@ -34,7 +44,9 @@ EVENT_COLUMNS = ["rank", "start_ns", "end_ns", "name", "cat", "src_cat", "bytes"
 def events_by_content(trace: di.Trace) -> pl.DataFrame:
     """Events with their rank instead of their timeline, sorted: equal for equal content whatever the timelines."""
     ev = trace.events.join(trace.locations.select("loc", "rank"), on="loc", how="left")
-    ev = ev.with_columns(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String))
+    ev = ev.with_columns(
+        pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String)
+    )
     return ev.select(EVENT_COLUMNS).sort(EVENT_COLUMNS, nulls_last=True)
 
 
@@ -49,7 +61,8 @@ def collectives_by_content(trace: di.Trace) -> pl.DataFrame:
 def flows_by_content(trace: di.Trace) -> pl.DataFrame:
     """Flows with each end named by its event's content (rank, times, name) instead of its row, sorted."""
     ev = trace.events.join(trace.locations.select("loc", "rank"), on="loc", how="left").select(
-        "rank", "start_ns", "end_ns", pl.col("name").cast(pl.String))
+        "rank", "start_ns", "end_ns", pl.col("name").cast(pl.String)
+    )
     fl = trace.flows
     ends = [ev[fl[c].to_list()].rename(lambda x, c=c: f"{c}_{x}") for c in ("src", "dst")]
     out = pl.concat([*ends, fl.select(pl.col("kind").cast(pl.String), "id", "src_cat")], how="horizontal")
@@ -95,7 +108,10 @@ def test_kineto_round_trip_keeps_every_event_and_collective(path: Path, tmp_path
     assert second.meta["clock"]["domain"] == first.meta["clock"]["domain"]
     gpu_first = first.locations.filter(pl.col("kind") == "gpu_stream")["loc"].to_list()
     gpu_second = second.locations.filter(pl.col("kind") == "gpu_stream")["loc"].to_list()
-    assert first.events.filter(pl.col("loc").is_in(gpu_first)).height == second.events.filter(pl.col("loc").is_in(gpu_second)).height
+    assert (
+        first.events.filter(pl.col("loc").is_in(gpu_first)).height
+        == second.events.filter(pl.col("loc").is_in(gpu_second)).height
+    )
 
 
 def test_counters_round_trip_with_units(tmp_path: Path) -> None:
@@ -127,7 +143,9 @@ def test_official_reader_reads_what_we_wrote(tmp_path: Path) -> None:
     assert counts["Metric"] == trace.samples.height
     with otf2.reader.open(str(tmp_path / "c.otf2")) as tr:
         kinds = {str(loc.type) for loc in tr.definitions.locations}
-        assert {"LocationType.CPU_THREAD", "LocationType.METRIC"} <= kinds and ("LocationType.GPU" in kinds or "LocationType.ACCELERATOR_STREAM" in kinds)
+        assert {"LocationType.CPU_THREAD", "LocationType.METRIC"} <= kinds and (
+            "LocationType.GPU" in kinds or "LocationType.ACCELERATOR_STREAM" in kinds
+        )
         assert tr.definitions.clock_properties.timer_resolution == 10**9
         names = {c.name for c in tr.definitions.comms}
         assert "MPI_COMM_WORLD" in names
@@ -139,12 +157,24 @@ def test_nonblocking_messages_are_written_back_as_isend_and_irecv(tmp_path: Path
     nonblocking = msg.filter(pl.col("send_done").is_not_null() & pl.col("recv_post").is_not_null())
     assert nonblocking.height == msg.height > 0  # CloverLeaf's halo exchange: Isend/Irecv + Waitall only
     names = first.events["name"].cast(pl.String)
-    assert set(names.gather(msg["send"]).to_list()) == {"MPI_Isend"} and set(names.gather(msg["recv_post"]).to_list()) == {"MPI_Irecv"}
-    assert set(names.gather(msg["send_done"]).to_list()) | set(names.gather(msg["recv"]).to_list()) <= {"MPI_Wait", "MPI_Waitall", "MPI_Test"}
+    assert set(names.gather(msg["send"]).to_list()) == {"MPI_Isend"} and set(
+        names.gather(msg["recv_post"]).to_list()
+    ) == {"MPI_Irecv"}
+    assert set(names.gather(msg["send_done"]).to_list()) | set(names.gather(msg["recv"]).to_list()) <= {
+        "MPI_Wait",
+        "MPI_Waitall",
+        "MPI_Test",
+    }
     write_otf2(first, tmp_path / "nb.otf2")
     counts = _official_counts(tmp_path / "nb.otf2")
     assert counts["MpiSend"] == counts["MpiRecv"] == 0
-    assert counts["MpiIsend"] == counts["MpiIsendComplete"] == counts["MpiIrecvRequest"] == counts["MpiIrecv"] == msg.height
+    assert (
+        counts["MpiIsend"]
+        == counts["MpiIsendComplete"]
+        == counts["MpiIrecvRequest"]
+        == counts["MpiIrecv"]
+        == msg.height
+    )
     second = assert_valid(di.load(tmp_path / "nb.otf2"))
     assert second.messages.equals(first.messages)
 
@@ -153,7 +183,11 @@ def test_kineto_kernels_land_on_gpu_locations_and_nccl_as_collectives(tmp_path: 
     trace = di.load(kineto_file("hta_nccl_parser_config/nccl_data.json.gz"))
     write_otf2(trace, tmp_path / "k.otf2")
     with otf2.reader.open(str(tmp_path / "k.otf2")) as tr:
-        gpu = {loc._ref for loc in tr.definitions.locations if str(loc.type) in ("LocationType.GPU", "LocationType.ACCELERATOR_STREAM")}
+        gpu = {
+            loc._ref
+            for loc in tr.definitions.locations
+            if str(loc.type) in ("LocationType.GPU", "LocationType.ACCELERATOR_STREAM")
+        }
         kernel_regions = {r for r in tr.definitions.regions if str(r.region_role) == "RegionRole.KERNEL"}
         assert gpu and kernel_regions
         on_gpu = collections.Counter()
@@ -166,8 +200,18 @@ def test_kineto_kernels_land_on_gpu_locations_and_nccl_as_collectives(tmp_path: 
         assert on_gpu["collective"] == trace.collectives.height > 0
 
 
-@pytest.mark.skipif(OTF2_PRINT is None, reason="otf2-print not installed (Debian package otf2-tools); the official Python reader checks instead")
-@pytest.mark.parametrize("source", ["otf2:casita_2_jacobi_blame_cpu_015", "otf2:pipit_ping-pong-otf2-papi", "kineto:hta_nccl_parser_config/nccl_data.json.gz"])
+@pytest.mark.skipif(
+    OTF2_PRINT is None,
+    reason="otf2-print not installed (Debian package otf2-tools); the official Python reader checks instead",
+)
+@pytest.mark.parametrize(
+    "source",
+    [
+        "otf2:casita_2_jacobi_blame_cpu_015",
+        "otf2:pipit_ping-pong-otf2-papi",
+        "kineto:hta_nccl_parser_config/nccl_data.json.gz",
+    ],
+)
 def test_otf2_print_reads_what_we_wrote(source: str, tmp_path: Path) -> None:
     kind, name = source.split(":")
     trace = di.load(otf2_archive(name) if kind == "otf2" else kineto_file(name))
@@ -190,7 +234,11 @@ def test_flows_ride_on_the_enter_of_their_destination(tmp_path: Path) -> None:
     assert trace.flows.height > 0 and trace.flows["kind"].n_unique() > 1
     write_otf2(trace, tmp_path / "f.otf2")
     with otf2.reader.open(str(tmp_path / "f.otf2")) as tr:
-        carried = [ev for _, ev in tr.events if type(ev).__name__ == "Enter" and any(a.name == "di.flows_in" for a in (ev.attributes or {}))]
+        carried = [
+            ev
+            for _, ev in tr.events
+            if type(ev).__name__ == "Enter" and any(a.name == "di.flows_in" for a in (ev.attributes or {}))
+        ]
     assert len(carried) == trace.flows["dst"].n_unique()
     back = assert_valid(di.load(tmp_path / "f.otf2"))
     assert back.flows.height == trace.flows.height
@@ -213,8 +261,22 @@ def test_save_and_cli_write_anchor_or_directory(tmp_path: Path) -> None:
     assert anchor_for(tmp_path / "outdir") == tmp_path / "outdir" / "traces.otf2"
     assert di.load(tmp_path / "outdir").events.equals(trace.events)
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "di", "convert", str(otf2_archive("casita_4_mpi_ls_barr")), "-o", str(tmp_path / "cli.otf2"),
-                           "--no-analysis"], capture_output=True, text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "di",
+            "convert",
+            str(otf2_archive("casita_4_mpi_ls_barr")),
+            "-o",
+            str(tmp_path / "cli.otf2"),
+            "--no-analysis",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert di.load(tmp_path / "cli.otf2").events.equals(trace.events)
     # by default di convert adds the analysis tracks; dropping them gives the program's events back exactly

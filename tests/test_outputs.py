@@ -33,12 +33,15 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> tuple[di.Trace, di.Trace
 
 
 def _leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if ".di-tmp." in p.name or ".di-old." in p.name or p.name.endswith(".di-swap"))
+    return sorted(
+        p.name for p in folder.iterdir() if ".di-tmp." in p.name or ".di-old." in p.name or p.name.endswith(".di-swap")
+    )
 
 
 @pytest.mark.parametrize("name", FORMATS)
-def test_di_replaces_its_own_output_and_nothing_else(traces: tuple[di.Trace, di.Trace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     name: str) -> None:
+def test_di_replaces_its_own_output_and_nothing_else(
+    traces: tuple[di.Trace, di.Trace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     a, b = traces
     monkeypatch.chdir(tmp_path)
     di.save(a, name)
@@ -55,7 +58,9 @@ def test_di_replaces_its_own_output_and_nothing_else(traces: tuple[di.Trace, di.
         user.write_bytes(b'{"traceEvents":[]}' if ".json" in name else b"user data")
     with pytest.raises(OutputError, match="not .* that di wrote"):
         di.save(a, user)
-    assert sorted(p.name for p in user.parent.rglob("*")) == sorted([user.name] + (["thesis.txt"] if user.is_dir() else []))
+    assert sorted(p.name for p in user.parent.rglob("*")) == sorted(
+        [user.name] + (["thesis.txt"] if user.is_dir() else [])
+    )
     if name.endswith((".di", ".otf2")):
         with pytest.raises(OutputError, match="not even with --force"):  # never a folder or an archive ...
             di.save(a, user, force=True)
@@ -65,8 +70,9 @@ def test_di_replaces_its_own_output_and_nothing_else(traces: tuple[di.Trace, di.
         assert di.load(user).events.height == a.events.height
 
 
-def test_never_the_current_directory_an_input_or_a_folder_holding_one(traces: tuple[di.Trace, di.Trace], tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_never_the_current_directory_an_input_or_a_folder_holding_one(
+    traces: tuple[di.Trace, di.Trace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, _ = traces
     work = tmp_path / "s" / "i"
     work.mkdir(parents=True)
@@ -122,7 +128,9 @@ def test_atomic_dir_keeps_entries_visible_and_swaps(tmp_path: Path) -> None:
 
 def test_leftovers_of_dead_runs_are_removed_and_an_old_output_moved_aside_is_put_back(tmp_path: Path) -> None:
     target = tmp_path / "x.json.gz"
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     staged = staged_name(target).with_name(staged_name(target).name.rsplit(".", 1)[0] + f".{dead}")
     staged.write_bytes(b"half")
     mine = staged_name(target)
@@ -159,7 +167,9 @@ def test_replace_parts_finishes_after_a_kill_between_moves(tmp_path: Path) -> No
     for n in names:
         (staged / n).write_text("newer")
     replace_parts(staged, tmp_path, names)
-    assert [(tmp_path / n).read_text() for n in names] == ["newer"] * 3 and sorted(p.name for p in tmp_path.iterdir()) == names
+    assert [(tmp_path / n).read_text() for n in names] == ["newer"] * 3 and sorted(
+        p.name for p in tmp_path.iterdir()
+    ) == names
 
 
 def test_atomic_write_leaves_the_old_file_when_the_writer_fails(tmp_path: Path) -> None:
@@ -182,7 +192,9 @@ while True:
 
 
 @pytest.mark.parametrize("name", FORMATS)
-def test_writer_killed_at_random_points_leaves_old_or_new_output(traces: tuple[di.Trace, di.Trace], tmp_path: Path, name: str) -> None:
+def test_writer_killed_at_random_points_leaves_old_or_new_output(
+    traces: tuple[di.Trace, di.Trace], tmp_path: Path, name: str
+) -> None:
     a, b = traces
     sa, sb = tmp_path / "a.di", tmp_path / "b.di"
     di.save(a, sa)
@@ -192,7 +204,9 @@ def test_writer_killed_at_random_points_leaves_old_or_new_output(traces: tuple[d
     heights = {a.events.height, b.events.height}
     rng = random.Random(f"kill-{name}")
     for _ in range(4):
-        proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(sa), str(sb), str(out)], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILLED_WRITER, str(sa), str(sb), str(out)], stdout=subprocess.PIPE, text=True
+        )
         try:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
             time.sleep(rng.uniform(0.0, 1.5))
@@ -238,7 +252,9 @@ def test_full_disk_keeps_the_old_output(traces: tuple[di.Trace, di.Trace], small
     assert _leftovers(small_disk) == []
 
 
-def test_otf2_markers_are_part_of_the_archive(traces: tuple[di.Trace, di.Trace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_otf2_markers_are_part_of_the_archive(
+    traces: tuple[di.Trace, di.Trace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from di.cli import main
 
     monkeypatch.chdir(tmp_path)

@@ -50,8 +50,12 @@ def check_imported(tp: WasmTraceProcessor, trace: Trace, path: Path) -> None:
     assert tp.scalar("select count(*) from process where pid > 0") == want.processes
     times = _rows(tp, "select ts, dur from slice order by ts, dur", ("ts", "dur"))
     assert np.array_equal(times, want.slice_times)
-    flows = _rows(tp, "select o.ts as a, i.ts as b from flow f join slice o on f.slice_out = o.id "
-                      "join slice i on f.slice_in = i.id order by a, b", ("a", "b"))
+    flows = _rows(
+        tp,
+        "select o.ts as a, i.ts as b from flow f join slice o on f.slice_out = o.id "
+        "join slice i on f.slice_in = i.id order by a, b",
+        ("a", "b"),
+    )
     assert np.array_equal(flows, want.flow_starts)
 
 

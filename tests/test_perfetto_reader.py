@@ -24,7 +24,9 @@ from di.convert.perfetto.pairing import pair_slices
 from di.errors import FormatError
 from tests.trace_processor import WasmTraceProcessor, engine_problem
 
-pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2", reason="the perfetto package is not installed")
+pb = pytest.importorskip(
+    "perfetto.protos.perfetto.trace.perfetto_trace_pb2", reason="the perfetto package is not installed"
+)
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 
 
@@ -117,8 +119,10 @@ def test_foreign_trace_reads_slices_counters_flows(foreign: Path) -> None:
     ev = t.events.join(t.locations.select("loc", "name", "tid", "pid", "process"), on="loc", suffix="_loc")
     rows = ev.select("name", "name_loc", "tid", "start_ns", "end_ns", "instant", "depth").rows()
     assert rows == [
-        ("step", "main", 43, 1000, 2000, False, 0), ("forward", "main", 43, 1100, 1500, False, 1),
-        ("batch ready", "loader", 44, 1200, 1200, True, 0), ("load", "loader", 44, 1300, 1800, False, 0),
+        ("step", "main", 43, 1000, 2000, False, 0),
+        ("forward", "main", 43, 1100, 1500, False, 1),
+        ("batch ready", "loader", 44, 1200, 1200, True, 0),
+        ("load", "loader", 44, 1300, 1800, False, 0),
     ]
     assert set(ev.get_column("process").to_list()) == {"trainer"} and t.ranks == [2]
     assert ev.get_column("cat").to_list() == ["user", "compute", "other", "other"]
@@ -165,7 +169,10 @@ def test_unmatched_end_and_unclosed_slice_are_counted(tmp_path: Path) -> None:
 
 
 def test_empty_and_garbage_files_are_format_errors(tmp_path: Path) -> None:
-    for name, data in (("empty.pftrace", b""), ("garbage.pftrace", b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")):
+    for name, data in (
+        ("empty.pftrace", b""),
+        ("garbage.pftrace", b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),
+    ):
         path = tmp_path / name
         path.write_bytes(data)
         with pytest.raises(FormatError, match="no TracePacket"):
@@ -288,11 +295,17 @@ def test_incremental_sequence_clock_is_converted_to_trace_time(tmp_path: Path) -
     t = di.load(path)
     # clock 64 counts us from 1000 at boottime 5 ms: deltas 5, 10, 0, 20, 1 us
     assert t.events.select("name", "start_ns", "end_ns").rows() == [
-        ("e5", 5_005_000, 5_035_000), ("e10", 5_015_000, 5_015_000), ("e1", 5_036_000, 5_036_000)]
+        ("e5", 5_005_000, 5_035_000),
+        ("e10", 5_015_000, 5_015_000),
+        ("e1", 5_036_000, 5_036_000),
+    ]
     if engine_problem() is None:
         with WasmTraceProcessor() as tp:
             tp.load(path)
-            rows = [(r["name"], r["ts"], r["ts"] + r["dur"]) for r in tp.query("select name, ts, dur from slice order by ts")]
+            rows = [
+                (r["name"], r["ts"], r["ts"] + r["dur"])
+                for r in tp.query("select name, ts, dur from slice order by ts")
+            ]
         assert rows == t.events.sort("start_ns").select("name", "start_ns", "end_ns").rows()
 
 
@@ -348,15 +361,22 @@ def test_sequence_thread_descriptor_gives_the_thread_of_trackless_events(tmp_pat
     path = tmp_path / "legacy_threads.pftrace"
     path.write_bytes(b.serialize())
     t = di.load(path)
-    ev = t.events.join(t.locations.select("loc", "tid", "name", "kind"), on="loc", suffix="_loc").sort("tid", "start_ns")
+    ev = t.events.join(t.locations.select("loc", "tid", "name", "kind"), on="loc", suffix="_loc").sort(
+        "tid", "start_ns"
+    )
     assert ev.select("tid", "name_loc", "start_ns", "end_ns", "depth").rows() == [
-        (11, "worker 11", 111, 300, 0), (11, "worker 11", 150, 160, 1),
-        (12, "worker 12", 112, 300, 0), (12, "worker 12", 150, 160, 1)]
+        (11, "worker 11", 111, 300, 0),
+        (11, "worker 11", 150, 160, 1),
+        (12, "worker 12", 112, 300, 0),
+        (12, "worker 12", 150, 160, 1),
+    ]
     if engine_problem() is None:
         with WasmTraceProcessor() as tp:
             tp.load(path)
-            rows = tp.query("select t.tid, s.ts, s.dur from slice s join thread_track tt on s.track_id = tt.id "
-                            "join thread t using(utid) order by t.tid, s.ts")
+            rows = tp.query(
+                "select t.tid, s.ts, s.dur from slice s join thread_track tt on s.track_id = tt.id "
+                "join thread t using(utid) order by t.tid, s.ts"
+            )
         assert [(r["tid"], r["ts"], r["ts"] + r["dur"]) for r in rows] == ev.select("tid", "start_ns", "end_ns").rows()
 
 
@@ -398,14 +418,18 @@ def test_di_packet_meta_that_breaks_the_schema_is_left_out(tmp_path: Path) -> No
     assert "di packet meta sources ignored" in warnings and "di packet meta clock ignored" in warnings
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    (b'"lane":[0,', b'"lane":[0,0,'),  # fuzz: ShapeError in ditrace.table (columns of unequal length)
-    (b'"tracks":{"uuid":[', b'"tracks":{"uuid":[1,'),
-    (b'"loc":[0,1,', b'"loc":[7,1,'),  # fuzz: a trace with events on unknown locations returned
-    (b'"kind":["cpu_thread"', b'"kind":["martian"'),
-    (b'"offset_ns":0', b'"offset_ns":"x"'),
-    (re.compile(rb'("counts":\{[^}]*)"flows":'), rb'\1"flowz":'),  # fuzz: KeyError in _own_flows
-], ids=["column-lengths", "track-lengths", "unknown-location", "location-kind", "offset-type", "counts-without-flows"])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b'"lane":[0,', b'"lane":[0,0,'),  # fuzz: ShapeError in ditrace.table (columns of unequal length)
+        (b'"tracks":{"uuid":[', b'"tracks":{"uuid":[1,'),
+        (b'"loc":[0,1,', b'"loc":[7,1,'),  # fuzz: a trace with events on unknown locations returned
+        (b'"kind":["cpu_thread"', b'"kind":["martian"'),
+        (b'"offset_ns":0', b'"offset_ns":"x"'),
+        (re.compile(rb'("counts":\{[^}]*)"flows":'), rb'\1"flowz":'),  # fuzz: KeyError in _own_flows
+    ],
+    ids=["column-lengths", "track-lengths", "unknown-location", "location-kind", "offset-type", "counts-without-flows"],
+)
 def test_damaged_di_packet_reads_as_a_foreign_trace(tmp_path: Path, old: bytes | re.Pattern[bytes], new: bytes) -> None:
     """A di packet that is valid JSON but not what di wrote: ignored and said, the trace read from its TrackEvents."""
     from tests.perfetto_cases import generated_job

@@ -12,7 +12,20 @@ import di
 from di.trace import Trace
 from tests.perfetto_cases import generated_job, shared_cases
 
-EVENT_COLS = ["loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent", "corr", "bytes", "instant", "args"]
+EVENT_COLS = [
+    "loc",
+    "start_ns",
+    "end_ns",
+    "name",
+    "cat",
+    "src_cat",
+    "depth",
+    "parent",
+    "corr",
+    "bytes",
+    "instant",
+    "args",
+]
 FLOW_KEY = ["src", "dst", "kind", "id", "src_cat"]
 
 
@@ -51,21 +64,35 @@ def test_generated_job_round_trip(tmp_path: Path) -> None:
 
 def _small(events: list[tuple[int, int, int, str]], **tables: object) -> Trace:
     """A one-rank trace: (loc, start_ns, end_ns, name) events on two CPU threads."""
-    locs = pl.DataFrame({"loc": [0, 1], "rank": [0, 0], "kind": ["cpu_thread", "cpu_thread"], "tid": [10, 11], "source": [0, 0]})
+    locs = pl.DataFrame(
+        {"loc": [0, 1], "rank": [0, 0], "kind": ["cpu_thread", "cpu_thread"], "tid": [10, 11], "source": [0, 0]}
+    )
     from di.nesting import nest
 
-    ev = pl.DataFrame(events, schema=["loc", "start_ns", "end_ns", "name"], orient="row").with_columns(
-        cat=pl.lit("compute"), instant=pl.col("start_ns") == pl.col("end_ns"),
-    ).sort(["loc", "start_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
+    ev = (
+        pl.DataFrame(events, schema=["loc", "start_ns", "end_ns", "name"], orient="row")
+        .with_columns(
+            cat=pl.lit("compute"),
+            instant=pl.col("start_ns") == pl.col("end_ns"),
+        )
+        .sort(["loc", "start_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
+    )
     depth, parent = nest(*(ev.get_column(c).to_numpy().astype(np.int64) for c in ("loc", "start_ns", "end_ns")))
     ev = ev.with_columns(depth=pl.Series(depth), parent=pl.Series(parent).replace(-1, None))
     return Trace.build(meta={}, locations=locs, events=ev, **tables)  # type: ignore[arg-type]
 
 
 def test_negative_times_and_overlaps_come_back(tmp_path: Path) -> None:
-    t = _small([(0, -5_000, 1_000, "a"), (0, -4_000, 2_000, "overlaps a"), (0, -3_000, -3_000, "instant"),
-                (0, 2_000, 2_000, "at a's end"), (1, -10, 10, "b")],
-               flows=pl.DataFrame({"src": [1], "dst": [4], "kind": ["user"], "id": [7]}))
+    t = _small(
+        [
+            (0, -5_000, 1_000, "a"),
+            (0, -4_000, 2_000, "overlaps a"),
+            (0, -3_000, -3_000, "instant"),
+            (0, 2_000, 2_000, "at a's end"),
+            (1, -10, 10, "b"),
+        ],
+        flows=pl.DataFrame({"src": [1], "dst": [4], "kind": ["user"], "id": [7]}),
+    )
     back = round_trip(t, tmp_path)
     assert_same(t, back)
     assert back.events.get_column("start_ns").to_list() == [-5_000, -4_000, -3_000, 2_000, -10]
@@ -73,8 +100,14 @@ def test_negative_times_and_overlaps_come_back(tmp_path: Path) -> None:
 
 def test_unsorted_events_are_written_in_canonical_order(tmp_path: Path) -> None:
     t = _small([(0, 0, 100, "a"), (0, 10, 20, "b")], flows=pl.DataFrame({"src": [0], "dst": [1], "kind": ["sync"]}))
-    shuffled = Trace(**{**t.tables(), "events": t.events.reverse(),
-                        "flows": t.flows.with_columns(src=pl.lit(1, pl.Int64), dst=pl.lit(0, pl.Int64))}, meta=t.meta)
+    shuffled = Trace(
+        **{
+            **t.tables(),
+            "events": t.events.reverse(),
+            "flows": t.flows.with_columns(src=pl.lit(1, pl.Int64), dst=pl.lit(0, pl.Int64)),
+        },
+        meta=t.meta,
+    )
     back = round_trip(shuffled, tmp_path)
     assert back.events.get_column("name").to_list() == ["a", "b"]
     assert back.flows.select("src", "dst", "kind").rows() == [(0, 1, "sync")]
@@ -83,9 +116,18 @@ def test_unsorted_events_are_written_in_canonical_order(tmp_path: Path) -> None:
 def test_strings_survive_exactly(tmp_path: Path) -> None:
     names = ["ünïcødé ✓", 'quote " and \\ backslash', "tab\tnew\nline", "\x7f"]
     t = _small([(0, i * 10, i * 10 + 5, n) for i, n in enumerate(names)])
-    t = Trace(**{**t.tables(), "events": t.events.with_columns(
-        args=pl.Series(['{"k": "v"}', None, "{}", '{"x":[1,2.5e300,null]}']), corr=pl.Series([None, -3, 2**62, 0]),
-        bytes=pl.Series([0, None, 7, 1 << 40]), src_cat=pl.Series(["x", None, "cpu_op", "x"]).cast(pl.Categorical))}, meta=t.meta)
+    t = Trace(
+        **{
+            **t.tables(),
+            "events": t.events.with_columns(
+                args=pl.Series(['{"k": "v"}', None, "{}", '{"x":[1,2.5e300,null]}']),
+                corr=pl.Series([None, -3, 2**62, 0]),
+                bytes=pl.Series([0, None, 7, 1 << 40]),
+                src_cat=pl.Series(["x", None, "cpu_op", "x"]).cast(pl.Categorical),
+            ),
+        },
+        meta=t.meta,
+    )
     assert_same(t, round_trip(t, tmp_path))
 
 

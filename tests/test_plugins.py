@@ -31,7 +31,9 @@ def _write_broken_plugin(site: Path) -> None:
     info = site / "di_broken_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: di-broken-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[di.report_panels]\nbroken = di_broken_plugin:panel\n\n[di.connectors]\nwrong = di_wrong_kind:connector\n")
+    (info / "entry_points.txt").write_text(
+        "[di.report_panels]\nbroken = di_broken_plugin:panel\n\n[di.connectors]\nwrong = di_wrong_kind:connector\n"
+    )
 
 
 TOY_PLUGIN = """
@@ -69,7 +71,9 @@ def _write_toy_plugin(site: Path) -> None:
     info = site / "di_toy_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: di-toy-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[di.connectors]\ntoy = di_toy_plugin:connector\n\n[di.analyses]\nlongest = di_toy_plugin:longest\n")
+    (info / "entry_points.txt").write_text(
+        "[di.connectors]\ntoy = di_toy_plugin:connector\n\n[di.analyses]\nlongest = di_toy_plugin:longest\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +83,24 @@ def site(tmp_path_factory) -> Path:
     src = tmp / "src"
     shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("*.egg-info", "build"))
     target = tmp / "site"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
-                           "--target", str(target), str(src)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--quiet",
+            "--target",
+            str(target),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     _write_broken_plugin(target)
     _write_toy_plugin(target)
@@ -131,7 +151,9 @@ def test_connector_and_analysis_plugins_run_in_di_analyze(site, tmp_path):
     assert pl.read_csv(tmp_path / "out" / "breakdown.csv").get_column("rank").unique().sort().to_list() == [0, 1]
     (tmp_path / "nothing.unknown").write_text("not a trace\n")
     proc = di_run(site, "info", str(tmp_path / "nothing.unknown"))
-    assert proc.returncode == 2 and "toy (.toytrace)" in proc.stderr, "the plugin's format is listed among the installed ones"
+    assert proc.returncode == 2 and "toy (.toytrace)" in proc.stderr, (
+        "the plugin's format is listed among the installed ones"
+    )
 
 
 def test_a_panel_that_raises_at_run_time_is_reported_on_the_page(tmp_path):
@@ -144,7 +166,9 @@ def test_a_panel_that_raises_at_run_time_is_reported_on_the_page(tmp_path):
     def crashes(ctx):
         raise ZeroDivisionError("panel bug")
 
-    page, problems = build_report(trace, di.analyze(trace, per_step=True), plugins=False, extra_panels=[("crashes", crashes)])
+    page, problems = build_report(
+        trace, di.analyze(trace, per_step=True), plugins=False, extra_panels=[("crashes", crashes)]
+    )
     assert problems == ["panel crashes failed: ZeroDivisionError: panel bug"]
     assert "panel bug" in page and read_page(page)[0]["breakdown"]
 

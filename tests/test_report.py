@@ -33,7 +33,9 @@ def recorded_job(tmp_path_factory) -> Path:
     need_mpi4py()
     folder = tmp_path_factory.mktemp("recorded")
     run = folder / "run.di"
-    proc = record_launcher(run, [sys.executable, str(PROGRAMS / "known_calls.py"), str(folder)], "--mpi", "--io", "--host", "--rate", "50")
+    proc = record_launcher(
+        run, [sys.executable, str(PROGRAMS / "known_calls.py"), str(folder)], "--mpi", "--io", "--host", "--rate", "50"
+    )
     assert proc.returncode == 0, proc.stderr
     return run
 
@@ -59,7 +61,9 @@ def check_against_json(tables: dict, keys: dict, doc: dict) -> None:
     assert keys["steps"] == len({s["step"] for s in doc["steps"]})
     shown = 0
     for row in tables.get("breakdown", []):
-        want = {b["state"]: b for b in ranks[row["rank"]]["breakdown"] if b["scope"] == row["scope"] and b["step"] is None}
+        want = {
+            b["state"]: b for b in ranks[row["rank"]]["breakdown"] if b["scope"] == row["scope"] and b["step"] is None
+        }
         assert row["span_ns"] == next(iter(want.values()))["span_ns"]
         for col, v in row.items():
             if col.endswith("_ns") and col != "span_ns":
@@ -67,21 +71,33 @@ def check_against_json(tables: dict, keys: dict, doc: dict) -> None:
                 shown += 1
     for row in tables.get("overlap", []):
         want = next(o for o in ranks[row["rank"]]["overlap"] if o["pair"] == row["pair"] and o["step"] is None)
-        assert (row["numerator_ns"], row["denominator_ns"], row["ratio"]) == (want["numerator_ns"], want["denominator_ns"], want["ratio"])
+        assert (row["numerator_ns"], row["denominator_ns"], row["ratio"]) == (
+            want["numerator_ns"],
+            want["denominator_ns"],
+            want["ratio"],
+        )
         shown += 1
     for row in tables.get("wait_states", []):
         w = ranks[row["rank"]]["wait_states"]
-        assert row["waited_ns"] == w["waited_ns"].get(row["kind"], 0) and row["caused_ns"] == w["caused_ns"].get(row["kind"], 0)
+        assert row["waited_ns"] == w["waited_ns"].get(row["kind"], 0) and row["caused_ns"] == w["caused_ns"].get(
+            row["kind"], 0
+        )
         shown += 1
     for row in tables.get("imbalance", []):
-        want = next(i for i in doc["imbalance"] if i["step"] is None and i["side"] == row["side"] and i["state"] == row["state"])
+        want = next(
+            i for i in doc["imbalance"] if i["step"] is None and i["side"] == row["side"] and i["state"] == row["state"]
+        )
         assert (row["max_ns"], row["max_rank"], row["mean_ns"]) == (want["max_ns"], want["max_rank"], want["mean_ns"])
         shown += 1
     cp = doc["critical_path"]
     if cp["summary"]["length_ns"]:
         assert keys["cp.length_ns"] == cp["summary"]["length_ns"]
-        assert {r["category"]: r["contrib_ns"] for r in tables["cp_by_category"]} == {c["category"]: c["contrib_ns"] for c in cp["by_category"]}
-        assert {r["rank"]: r["contrib_ns"] for r in tables["cp_by_rank"]} == {r["rank"]: r["critical_path"]["contrib_ns"] for r in doc["ranks"] if r["critical_path"]["contrib_ns"]}
+        assert {r["category"]: r["contrib_ns"] for r in tables["cp_by_category"]} == {
+            c["category"]: c["contrib_ns"] for c in cp["by_category"]
+        }
+        assert {r["rank"]: r["contrib_ns"] for r in tables["cp_by_rank"]} == {
+            r["rank"]: r["critical_path"]["contrib_ns"] for r in doc["ranks"] if r["critical_path"]["contrib_ns"]
+        }
     assert shown > 0
 
 
@@ -123,8 +139,12 @@ def test_recorded_job_report_has_io_and_counters(recorded_job, tmp_path, capsys)
     import di
 
     per_file: dict[str, list[int]] = {}
-    for name, nbytes, args, start, end in di.load(recorded_job).events.filter(pl.col("cat") == "io").select(
-            pl.col("name").cast(pl.String), "bytes", "args", "start_ns", "end_ns").iter_rows():
+    for name, nbytes, args, start, end in (
+        di.load(recorded_job)
+        .events.filter(pl.col("cat") == "io")
+        .select(pl.col("name").cast(pl.String), "bytes", "args", "start_ns", "end_ns")
+        .iter_rows()
+    ):
         f = per_file.setdefault(json.loads(args).get("file") or "(unknown)" if args else "(unknown)", [0, 0, 0, 0])
         f[0] += 1
         f[1] += max(nbytes or 0, 0) if "read" in name else 0
@@ -133,7 +153,7 @@ def test_recorded_job_report_has_io_and_counters(recorded_job, tmp_path, capsys)
     rows = tables["io_files"]
     assert len(rows) == min(30, len(per_file))
     assert all([r["calls"], r["read_bytes"], r["write_bytes"], r["time_ns"]] == per_file[r["file"]] for r in rows)
-    assert [r["time_ns"] for r in rows] == sorted((v[3] for v in per_file.values()), reverse=True)[:len(rows)]
+    assert [r["time_ns"] for r in rows] == sorted((v[3] for v in per_file.values()), reverse=True)[: len(rows)]
     assert any(r["series"] == "cpu busy" and r["samples"] > 0 for r in tables["counters"])
     rates = [r for r in tables["counters"] if r["unit"].endswith("/s")]
     assert rates and all(r["min"] >= 0 for r in rates), "cumulative counters are shown as rates"
@@ -144,8 +164,12 @@ def test_cumulative_counters_become_rates():
 
     from di.viewers.report.counters import as_rates
 
-    series = pl.DataFrame({"series": [0, 1], "loc": [0, 0], "name": ["mlx5_0/1 port_rcv_data", "mem used"], "unit": ["bytes", "bytes"]})
-    samples = pl.DataFrame({"series": [0, 0, 0, 1, 1, 1], "ts_ns": [0, 10**9, 3 * 10**9] * 2, "value": [0.0, 100.0, 500.0, 5.0, 9.0, 12.0]})
+    series = pl.DataFrame(
+        {"series": [0, 1], "loc": [0, 0], "name": ["mlx5_0/1 port_rcv_data", "mem used"], "unit": ["bytes", "bytes"]}
+    )
+    samples = pl.DataFrame(
+        {"series": [0, 0, 0, 1, 1, 1], "ts_ns": [0, 10**9, 3 * 10**9] * 2, "value": [0.0, 100.0, 500.0, 5.0, 9.0, 12.0]}
+    )
     units, rates = as_rates(series, samples)
     assert units.get_column("unit").to_list() == ["bytes/s", "bytes"]
     assert rates.filter(pl.col("series") == 0).get_column("value").to_list() == [100.0, 200.0]
@@ -171,8 +195,12 @@ def windowed(src: str, window: str, tmp_path: Path, capsys) -> tuple[dict, dict,
 
 
 def gpu_union(doc: dict, state: str) -> int:
-    return sum(b["union_ns"] for r in doc["ranks"] for b in r["breakdown"]
-               if b["scope"].startswith("gpu") and b["step"] is None and b["state"] == state)
+    return sum(
+        b["union_ns"]
+        for r in doc["ranks"]
+        for b in r["breakdown"]
+        if b["scope"].startswith("gpu") and b["step"] is None and b["state"] == state
+    )
 
 
 def test_window_reaches_the_top_events(demo_job, tmp_path, capsys):
@@ -200,7 +228,12 @@ def test_window_reaches_io_and_counters(recorded_job, tmp_path, capsys):
     cut = (int(io.get_column("start_ns").min()) + int(io.get_column("end_ns").max())) // 2 - t0
     whole, whole_keys, _ = windowed(str(recorded_job), "time=0:", tmp_path, capsys)
     tables, keys, doc = windowed(str(recorded_job), f"time=0:{cut}", tmp_path, capsys)
-    host_io = sum(b["union_ns"] for r in doc["ranks"] for b in r["breakdown"] if b["scope"] == "host" and b["step"] is None and b["state"] == "io")
+    host_io = sum(
+        b["union_ns"]
+        for r in doc["ranks"]
+        for b in r["breakdown"]
+        if b["scope"] == "host" and b["step"] is None and b["state"] == "io"
+    )
     assert keys["io.time_ns"] == host_io > 0  # all files; the table lists the 30 with most time
     assert keys["io.time_ns"] < whole_keys["io.time_ns"]
     assert sum(r["time_ns"] for r in tables["io_files"]) < sum(r["time_ns"] for r in whole["io_files"])

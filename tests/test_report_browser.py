@@ -63,14 +63,20 @@ def test_reports_render_in_chromium(chromium, recorded_job, tmp_path, capsys):  
             got = b.evaluate(READ_TABLES)
             assert b.console_problems() == [], name
             # data: URLs (the heat maps' inline PNGs) are decoded in place, not fetched
-            assert [u for u in b.requests() if u != url and not u.startswith("data:")] == [], f"{name}: the page fetched something"
+            assert [u for u in b.requests() if u != url and not u.startswith("data:")] == [], (
+                f"{name}: the page fetched something"
+            )
             check_against_json(got["tables"], got["keys"], doc)
             # sorting: click a numeric header twice (ascending, then descending)
             table = "breakdown"
             b.evaluate(f'document.querySelector("table[data-table={table}] th[data-col=span_ns]").click()')
-            asc = b.evaluate(f'[...document.querySelector("table[data-table={table}]").tBodies[0].rows].map(r => Number(r.cells[2].dataset.v))')
+            asc = b.evaluate(
+                f'[...document.querySelector("table[data-table={table}]").tBodies[0].rows].map(r => Number(r.cells[2].dataset.v))'
+            )
             b.evaluate(f'document.querySelector("table[data-table={table}] th[data-col=span_ns]").click()')
-            desc = b.evaluate(f'[...document.querySelector("table[data-table={table}]").tBodies[0].rows].map(r => Number(r.cells[2].dataset.v))')
+            desc = b.evaluate(
+                f'[...document.querySelector("table[data-table={table}]").tBodies[0].rows].map(r => Number(r.cells[2].dataset.v))'
+            )
             assert asc == sorted(asc) and desc == sorted(desc, reverse=True)
             assert b.console_problems() == []
             if shots:
@@ -83,7 +89,9 @@ def test_reports_render_in_chromium(chromium, recorded_job, tmp_path, capsys):  
 def test_the_browser_check_sees_errors_and_requests(chromium, tmp_path):
     """The harness itself: a page that logs an error, throws and fetches an image is caught on all three."""
     bad = tmp_path / "bad.html"
-    bad.write_text('<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/x.png"><script>console.error("boom"); null.x;</script></body></html>')
+    bad.write_text(
+        '<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/x.png"><script>console.error("boom"); null.x;</script></body></html>'
+    )
     with Browser(chromium) as b:
         url = b.open(bad)
         problems = b.console_problems()

@@ -67,5 +67,7 @@ def test_merged_job_file_keeps_flows_collectives_and_counter_timelines(tmp_path:
     key = ["src", "dst", "kind", "id"]
     assert back.flows.sort(key).select(key).equals(job.flows.sort(key).select(key))
     assert back.collectives.sort("event").equals(job.collectives.sort("event"))
-    assert back.locations.select("loc", "rank", "kind", "name", "process").equals(job.locations.select("loc", "rank", "kind", "name", "process"))
+    assert back.locations.select("loc", "rank", "kind", "name", "process").equals(
+        job.locations.select("loc", "rank", "kind", "name", "process")
+    )
     assert back.series.equals(job.series) and back.samples.equals(job.samples)

@@ -21,8 +21,26 @@ def hand_rank(rank: int) -> dict:
     """A small Kineto-shaped rank: a launch, its kernel (a collective), a flow, a counter."""
     args = {"Collective name": "allreduce", "In msg nelems": 4, "dtype": "Float", "Process Group Name": "0"}
     return trace_doc(
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 1, "dur": 2, "args": {"correlation": 5}},
-        {"ph": "X", "cat": "kernel", "name": "ncclKernel", "pid": rank, "tid": 7, "ts": 4, "dur": 3, "args": {"correlation": 5, **args}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 9,
+            "tid": 9,
+            "ts": 1,
+            "dur": 2,
+            "args": {"correlation": 5},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ncclKernel",
+            "pid": rank,
+            "tid": 7,
+            "ts": 4,
+            "dur": 3,
+            "args": {"correlation": 5, **args},
+        },
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 9, "tid": 9, "ts": 1},
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": rank, "tid": 7, "ts": 4, "bp": "e"},
         {"ph": "C", "name": "mem", "pid": 9, "ts": 2, "args": {"used": 3 + rank}},
@@ -149,7 +167,9 @@ def test_every_table_is_zstd_parquet(store: Path) -> None:
     assert sorted(p.name for p in store.iterdir()) == sorted([f"{t}.parquet" for t in schema.TABLES] + ["meta.json"])
     for name in schema.TABLES:
         meta = pq.ParquetFile(store / f"{name}.parquet").metadata
-        codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+        codecs = {
+            meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+        }
         assert codecs == {"ZSTD"} or (meta.num_row_groups == 0 and meta.num_rows == 0), (name, codecs)
 
 
@@ -158,7 +178,9 @@ def test_meta_json_validates_against_its_schema(store: Path) -> None:
 
     meta = json.loads((store / "meta.json").read_text())
     jsonschema.validate(meta, schema.json_schema("meta"))
-    spec = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "trace" / "v1" / "meta.schema.json").read_text())
+    spec = json.loads(
+        (Path(__file__).resolve().parents[1] / "schemas" / "trace" / "v1" / "meta.schema.json").read_text()
+    )
     jsonschema.validate(meta, spec)
     assert meta["format"] == "di-trace" and meta["schema_version"] == schema.SCHEMA_VERSION
     assert meta["tables"]["events"] == pl.read_parquet(store / "events.parquet").height
@@ -177,7 +199,15 @@ def test_saving_over_an_existing_store_replaces_it(loaded: di.Trace, store: Path
 def test_store_with_a_large_meta_is_recognised(tmp_path: Path) -> None:
     """A source whose info fills more than the first 4 KiB of meta.json (hta_cpu_only's
     300-rank process-group config did) must still be recognised as a store."""
-    source = {"path": "x", "format": "chrome", "rank": 0, "rank_source": "single", "events": 0, "dropped": {}, "info": {"pad": "p" * 20_000}}
+    source = {
+        "path": "x",
+        "format": "chrome",
+        "rank": 0,
+        "rank_source": "single",
+        "events": 0,
+        "dropped": {},
+        "info": {"pad": "p" * 20_000},
+    }
     trace = di.Trace.build(meta={"sources": [source]})
     di.save(trace, tmp_path / "big.di")
     assert (tmp_path / "big.di" / "meta.json").read_bytes().index(b'"di-trace"') < 100
@@ -186,11 +216,23 @@ def test_store_with_a_large_meta_is_recognised(tmp_path: Path) -> None:
 
 def test_invariants_the_schemas_cannot_state() -> None:
     locations = {"loc": [0], "rank": [0], "kind": ["cpu_thread"], "source": [0]}
-    events = {"loc": [0, 0], "start_ns": [10, 5], "end_ns": [4, 5], "name": ["a", "b"], "cat": ["other", "other"],
-              "depth": [0, 0], "instant": [False, False], "parent": [None, 7]}
+    events = {
+        "loc": [0, 0],
+        "start_ns": [10, 5],
+        "end_ns": [4, 5],
+        "name": ["a", "b"],
+        "cat": ["other", "other"],
+        "depth": [0, 0],
+        "instant": [False, False],
+        "parent": [None, 7],
+    }
     with pytest.raises(di.SchemaError) as err:
         di.Trace.build(meta={}, locations=locations, events=events).validate()
-    for problem in ("1 events end before they start", "1 events out of (loc, start_ns) order", "1 events.parent values"):
+    for problem in (
+        "1 events end before they start",
+        "1 events out of (loc, start_ns) order",
+        "1 events.parent values",
+    ):
         assert problem in str(err.value)
 
 
@@ -200,7 +242,9 @@ def test_invariants_the_schemas_cannot_state() -> None:
 
 def test_deeply_nested_meta_json(store: Path) -> None:
     """fuzz: RecursionError from json.loads."""
-    (store / "meta.json").write_text('{"format": "di-trace", "schema_version": 1, "command": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    (store / "meta.json").write_text(
+        '{"format": "di-trace", "schema_version": 1, "command": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    )
     with pytest.raises(di.FormatError, match=r"meta\.json: not valid JSON"):
         di.load(store)
 
@@ -215,12 +259,15 @@ def test_meta_field_of_the_wrong_type(store: Path, key: str, value: object) -> N
         di.load(store)
 
 
-@pytest.mark.parametrize(("table", "column", "value", "problem"), [
-    ("locations", "kind", None, "nulls"),  # fuzz: the trace came back and failed validate()
-    ("events", "start_ns", "soon", "not table 'events'"),  # fuzz: InvalidOperationError from Trace.build
-    ("events", "loc", 2**31, "not rows of|unknown locations"),
-    ("events", "start_ns", None, "nulls"),  # fuzz: TypeError in refresh_meta (the time range of a null column)
-])
+@pytest.mark.parametrize(
+    ("table", "column", "value", "problem"),
+    [
+        ("locations", "kind", None, "nulls"),  # fuzz: the trace came back and failed validate()
+        ("events", "start_ns", "soon", "not table 'events'"),  # fuzz: InvalidOperationError from Trace.build
+        ("events", "loc", 2**31, "not rows of|unknown locations"),
+        ("events", "start_ns", None, "nulls"),  # fuzz: TypeError in refresh_meta (the time range of a null column)
+    ],
+)
 def test_table_that_does_not_fit_the_schema(store: Path, table: str, column: str, value: object, problem: str) -> None:
     df = pl.read_parquet(store / f"{table}.parquet")
     df.with_columns(pl.lit(value).alias(column)).write_parquet(store / f"{table}.parquet")
@@ -234,7 +281,7 @@ def test_parquet_with_a_duplicated_chunk(store: Path, capfd: pytest.CaptureFixtu
     printing a Rust backtrace to stderr: a FormatError now, and stderr stays empty."""
     data = (store / "events.parquet").read_bytes()
     for at in range(64, len(data) - 8, max(1, len(data) // 40)):
-        (store / "events.parquet").write_bytes(data[:at] + data[at - 64:at] + data[at:])
+        (store / "events.parquet").write_bytes(data[:at] + data[at - 64 : at] + data[at:])
         try:
             assert_valid(di.load(store))
         except di.FormatError as exc:

@@ -24,7 +24,9 @@ def demo_file(tmp_path: Path) -> Path:
     return write_kineto_job(tmp_path / "demo", ranks=2, steps=2)[0]
 
 
-def _get(server: TraceServer, path: str, origin: str | None = PERFETTO_UI, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+def _get(
+    server: TraceServer, path: str, origin: str | None = PERFETTO_UI, method: str = "GET"
+) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     conn.request(method, path, headers={"Origin": origin} if origin else {})
     resp = conn.getresponse()
@@ -70,8 +72,15 @@ def test_serves_the_trace_to_the_perfetto_ui_only(demo_file: Path) -> None:
         assert headers["access-control-allow-origin"] == PERFETTO_UI
         assert server.fetched.wait(5)
         assert _get(server, "/" + path.name, method="POST")[0] == 405
-        for bad in ("/", "/index.html", "/../" + path.name, "/%2e%2e/" + demo_file.name, "/" + demo_file.name,
-                    "/etc/passwd", "//etc/passwd"):
+        for bad in (
+            "/",
+            "/index.html",
+            "/../" + path.name,
+            "/%2e%2e/" + demo_file.name,
+            "/" + demo_file.name,
+            "/etc/passwd",
+            "//etc/passwd",
+        ):
             assert _get(server, bad)[0] == 404, bad
         assert server.wait(linger_s=0.1, timeout_s=5)
     finally:
@@ -94,8 +103,12 @@ def test_offline_serves_the_ui_and_nothing_outside_it(demo_file: Path) -> None:
         assert _get(server, "/" + bundle.relative_to(ui).as_posix(), origin=own)[0] == 200
         status, headers, _ = _get(server, "/" + path.name, origin=own)
         assert status == 200 and headers["access-control-allow-origin"] == own
-        for bad in ("/../__init__.py", "/%2e%2e/%2e%2e/etc/passwd", f"/{bundle.parent.name}/../../__init__.py",
-                    "/" + str(path)):
+        for bad in (
+            "/../__init__.py",
+            "/%2e%2e/%2e%2e/etc/passwd",
+            f"/{bundle.parent.name}/../../__init__.py",
+            "/" + str(path),
+        ):
             assert _get(server, bad, origin=own)[0] == 404, bad
         assert _get(server, "/index.html", origin="https://evil.example")[0] == 403
     finally:
@@ -105,13 +118,20 @@ def test_offline_serves_the_ui_and_nothing_outside_it(demo_file: Path) -> None:
 def test_cli_view_prints_the_url_and_exits_after_the_fetch(demo_file: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     env.pop("DISPLAY", None)
-    proc = subprocess.Popen([sys.executable, "-m", "di", "view", str(demo_file), "--port", "0", "--no-browser"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "di", "view", str(demo_file), "--port", "0", "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         url = _printed_trace_url(proc)
         conn = http.client.HTTPConnection("127.0.0.1", url.port, timeout=10)
         conn.request("GET", url.path, headers={"Origin": PERFETTO_UI})
-        assert conn.getresponse().read() == cached_trace(demo_file, analysis=True).read_bytes()  # di view adds the analysis tracks
+        assert (
+            conn.getresponse().read() == cached_trace(demo_file, analysis=True).read_bytes()
+        )  # di view adds the analysis tracks
         assert proc.wait(timeout=30) == 0, proc.stderr.read()  # type: ignore[union-attr]
         out = proc.stdout.read()  # type: ignore[union-attr]
         assert "ssh -L" in out and "fetched" in out
@@ -177,9 +197,23 @@ def test_offline_ui_loads_its_files_and_the_trace_without_origin(demo_file: Path
         own = f"http://127.0.0.1:{server.port}"
         bundle = "/" + next(ui.glob("v*/frontend_bundle.js")).relative_to(ui).as_posix()
         assert _request(server, "/index.html", {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}) == 200
-        assert _request(server, bundle, {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "no-cors", "Referer": own + "/index.html"}) == 200
+        assert (
+            _request(
+                server,
+                bundle,
+                {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "no-cors", "Referer": own + "/index.html"},
+            )
+            == 200
+        )
         name = "/" + path.name
-        assert _request(server, name, {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Referer": "https://evil.example/"}) == 403
+        assert (
+            _request(
+                server,
+                name,
+                {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Referer": "https://evil.example/"},
+            )
+            == 403
+        )
         assert _request(server, name, {"Referer": "https://evil.example/"}) == 403
         assert _request(server, name, {}) == 403
         assert _request(server, bundle, {"Origin": "https://evil.example"}) == 403
@@ -192,7 +226,9 @@ def test_offline_ui_loads_its_files_and_the_trace_without_origin(demo_file: Path
         server.close()
 
 
-def test_a_client_gone_mid_transfer_is_counted_not_a_traceback(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_client_gone_mid_transfer_is_counted_not_a_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     import socket
     import struct
 
@@ -203,7 +239,9 @@ def test_a_client_gone_mid_transfer_is_counted_not_a_traceback(tmp_path: Path, c
     server.start()
     try:
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-        sock.sendall(f"GET /{path.name} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nOrigin: {PERFETTO_UI}\r\n\r\n".encode())
+        sock.sendall(
+            f"GET /{path.name} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nOrigin: {PERFETTO_UI}\r\n\r\n".encode()
+        )
         assert sock.recv(65536).startswith(b"HTTP/1.0 200")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
         sock.close()
@@ -242,15 +280,25 @@ def test_cli_view_fetches_a_name_that_needs_encoding(tmp_path: Path) -> None:
 def _view_process(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "COLUMNS": "400", **(env or {})}
     env.pop("DISPLAY", None)
-    return subprocess.Popen([sys.executable, "-m", "di", "view", *args, "--port", "0", "--no-browser"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "di", "view", *args, "--port", "0", "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 @pytest.mark.parametrize("port", ["80000", "-1", "http"])
 def test_cli_view_refuses_a_port_out_of_range(port: str, demo_file: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run([sys.executable, "-m", "di", "view", str(demo_file), "--port", port, "--no-browser"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "di", "view", str(demo_file), "--port", port, "--no-browser"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "not a TCP port" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
@@ -270,8 +318,9 @@ def read_only_dir(tmp_path: Path, demo_file: Path):
         subprocess.run(["umount", str(mnt)], capture_output=True)
 
 
-def test_a_trace_in_a_read_only_folder_is_cached_per_user(read_only_dir: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trace_in_a_read_only_folder_is_cached_per_user(
+    read_only_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from di.viewers.perfetto_ui import user_cached_trace
 
     cache = tmp_path / "cache"

@@ -78,7 +78,9 @@ class WasmTraceProcessor:
         self.seq = 0
         self.proc = subprocess.Popen(
             ["node", str(HARNESS), str(engine_dir())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
 
     def __enter__(self) -> WasmTraceProcessor:
@@ -162,7 +164,10 @@ class WasmTraceProcessor:
 
     def reset(self) -> None:
         """Drop the loaded trace, ready for the next one (cheaper than a new engine)."""
-        self._request("TPM_RESET_TRACE_PROCESSOR", reset_trace_processor_args=self.protos.TraceProcessorRpc().reset_trace_processor_args)
+        self._request(
+            "TPM_RESET_TRACE_PROCESSOR",
+            reset_trace_processor_args=self.protos.TraceProcessorRpc().reset_trace_processor_args,
+        )
 
     def query(self, sql: str) -> list[dict[str, Any]]:
         """Rows of one SQL query as dicts."""

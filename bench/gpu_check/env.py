@@ -23,16 +23,39 @@ from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-NEEDED = {"numpy": "numpy", "numba": "numba", "polars": "polars", "pyarrow": "pyarrow", "orjson": "orjson",
-          "jsonschema": "jsonschema", "rich": "rich", "pynvml": "nvidia-ml-py", "torch": "torch",
-          "nvidia.nccl": "nvidia-nccl-cu{major}"}
+NEEDED = {
+    "numpy": "numpy",
+    "numba": "numba",
+    "polars": "polars",
+    "pyarrow": "pyarrow",
+    "orjson": "orjson",
+    "jsonschema": "jsonschema",
+    "rich": "rich",
+    "pynvml": "nvidia-ml-py",
+    "torch": "torch",
+    "nvidia.nccl": "nvidia-nccl-cu{major}",
+}
 """Module -> pip name of what the check imports (di record/ingest/analyze, the training loop, NCCL's
 nccl.h for the plugin; {major}: the driver's CUDA major version)."""
-CARRIED = ("polars", "polars-runtime-32", "orjson", "jsonschema", "jsonschema-specifications", "referencing",
-           "rpds-py", "isal")
+CARRIED = (
+    "polars",
+    "polars-runtime-32",
+    "orjson",
+    "jsonschema",
+    "jsonschema-specifications",
+    "referencing",
+    "rpds-py",
+    "isal",
+)
 """What a PyTorch image (nvidia-h200's, 2026-11) lacks of di's needs: about 54 MB of wheels with cupti-python."""
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux1_x86_64")
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
 
 
 def gpu_extra() -> list[str]:
@@ -90,12 +113,28 @@ def download(dest: str, cuda: str | None, python_version: str) -> int:
         except metadata.PackageNotFoundError:
             pinned.append(name)
     wanted = pinned + [r for r in cupti_requirements(cuda) if r.startswith("cupti-python")]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", python_version,
-           "--implementation", "cp", *(f"--platform={p}" for p in PLATFORMS), "-d", dest, *wanted]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        python_version,
+        "--implementation",
+        "cp",
+        *(f"--platform={p}" for p in PLATFORMS),
+        "-d",
+        dest,
+        *wanted,
+    ]
     print("  ".join(wanted), flush=True)
     rc = subprocess.call(cmd)
     size = sum(p.stat().st_size for p in Path(dest).glob("*.whl"))
-    print(f"{dest}: {len(list(Path(dest).glob('*.whl')))} wheels, {size / 2**20:.1f} MiB (for CUDA {cuda}, Python {python_version})")
+    print(
+        f"{dest}: {len(list(Path(dest).glob('*.whl')))} wheels, {size / 2**20:.1f} MiB (for CUDA {cuda}, Python {python_version})"
+    )
     return rc
 
 

@@ -14,8 +14,12 @@ try:
 except (OSError, ValueError) as exc:
     checks = {"checks": {}, "error": f"no checks: {exc}"}
 summary = {"total_seconds": float(total), "steps": steps, **checks}
-summary["passed"] = bool(steps) and all(s["ok"] for s in steps) and bool(checks.get("checks")) and all(
-    c["ok"] is not False for c in checks["checks"].values())  # ok None: skipped, with the reason in detail
+summary["passed"] = (
+    bool(steps)
+    and all(s["ok"] for s in steps)
+    and bool(checks.get("checks"))
+    and all(c["ok"] is not False for c in checks["checks"].values())
+)  # ok None: skipped, with the reason in detail
 summary["skipped"] = [name for name, c in checks.get("checks", {}).items() if c["ok"] is None]
 Path(out).write_text(json.dumps(summary, indent=1))
 for s in steps:

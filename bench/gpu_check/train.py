@@ -42,5 +42,15 @@ elapsed = time.perf_counter() - t0
 if use_nccl:
     dist.destroy_process_group()
 with open(f"{out}.rank{rank}.json", "w") as f:
-    json.dump({"rank": rank, "world": world, "steps": STEPS, "seconds": elapsed, "batch_bytes": BATCH_BYTES,
-               "nccl": use_nccl, "allreduces": STEPS * len(list(model.parameters())) if use_nccl else 0}, f)
+    json.dump(
+        {
+            "rank": rank,
+            "world": world,
+            "steps": STEPS,
+            "seconds": elapsed,
+            "batch_bytes": BATCH_BYTES,
+            "nccl": use_nccl,
+            "allreduces": STEPS * len(list(model.parameters())) if use_nccl else 0,
+        },
+        f,
+    )

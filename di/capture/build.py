@@ -53,8 +53,10 @@ def find_mpicc() -> str:
     found = shutil.which("mpicc")
     if found:
         return found
-    raise MissingDependencyError("no MPI compiler found for the PMPI shim: mpi4py names none, and there is no "
-                                 "mpicc beside this Python or on PATH (pip install mpich mpi4py, or load your MPI module)")
+    raise MissingDependencyError(
+        "no MPI compiler found for the PMPI shim: mpi4py names none, and there is no "
+        "mpicc beside this Python or on PATH (pip install mpich mpi4py, or load your MPI module)"
+    )
 
 
 def find_cc() -> str:
@@ -73,8 +75,16 @@ def _identity(cmd: list[str]) -> str:
         return str(exc)
 
 
-def _build(name: str, compiler: str, identity: str, sources: list[Path], extra: list[str], linker: str | None = None,
-           flags: list[str] = CFLAGS, suffix: str = ".so") -> Path:
+def _build(
+    name: str,
+    compiler: str,
+    identity: str,
+    sources: list[Path],
+    extra: list[str],
+    linker: str | None = None,
+    flags: list[str] = CFLAGS,
+    suffix: str = ".so",
+) -> Path:
     """Compile ``sources`` into a cached shared library (``linker``: compile with ``compiler``
     and link the object with this one instead, leaving the compiler's libraries out; ``flags``
     and ``suffix`` for a program instead of a library)."""
@@ -92,8 +102,10 @@ def _build(name: str, compiler: str, identity: str, sources: list[Path], extra: 
         steps = [[compiler, *flags, f"-I{SHIM_DIR}", "-o", tmp, *map(str, sources), *extra]]
     else:
         obj = tmp + ".o"
-        steps = [[compiler, *CFLAGS[:2], "-c", "-Wall", f"-I{SHIM_DIR}", "-o", obj, *map(str, sources)],
-                 [linker, "-shared", "-o", tmp, obj, *extra]]
+        steps = [
+            [compiler, *CFLAGS[:2], "-c", "-Wall", f"-I{SHIM_DIR}", "-o", obj, *map(str, sources)],
+            [linker, "-shared", "-o", tmp, obj, *extra],
+        ]
     try:
         for cmd in steps:
             proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -113,8 +125,9 @@ def _is_mpich(mpicc: str) -> bool:
     """Whether mpi.h is MPICH's (or a derivative's: Intel MPI, MVAPICH): integer handles, so
     the shim references no data symbol of the MPI library and can bind to it lazily."""
     try:
-        out = subprocess.run([mpicc, "-dM", "-E", "-x", "c", "-"], input="#include <mpi.h>\n",
-                             capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run(
+            [mpicc, "-dM", "-E", "-x", "c", "-"], input="#include <mpi.h>\n", capture_output=True, text=True, timeout=60
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return False
     return "#define MPICH_VERSION" in out
@@ -156,7 +169,9 @@ def exec_wrapper() -> Path:
         DIError: the build failed.
     """
     cc = find_cc()
-    return _build("di-exec", cc, _identity([cc, "--version"]) + cc, [SHIM_DIR / "exec.c"], [], flags=["-O2", "-Wall"], suffix="")
+    return _build(
+        "di-exec", cc, _identity([cc, "--version"]) + cc, [SHIM_DIR / "exec.c"], [], flags=["-O2", "-Wall"], suffix=""
+    )
 
 
 def find_nccl_include() -> Path:
@@ -185,7 +200,11 @@ def find_nccl_include() -> Path:
 def find_cuda_include() -> Path:
     """CUDA's headers (``$CUDA_HOME/include``, /usr/local/cuda*/include), else di's stand-in
     (nccl.h needs only ``cudaStream_t`` from them for what the shim uses)."""
-    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *sorted(map(str, Path("/usr/local").glob("cuda-*")), reverse=True)]
+    roots = [
+        os.environ.get("CUDA_HOME", ""),
+        "/usr/local/cuda",
+        *sorted(map(str, Path("/usr/local").glob("cuda-*")), reverse=True),
+    ]
     for root in filter(None, roots):
         if (Path(root) / "include" / "cuda_runtime.h").is_file():
             return Path(root) / "include"
@@ -206,7 +225,9 @@ def nccl_plugin() -> Path:
     cc = find_cc()
     nccl, cuda = find_nccl_include(), find_cuda_include()
     ident = _identity([cc, "--version"]) + cc + (nccl / "nccl.h").read_text(errors="replace")[:4096] + str(cuda)
-    return _build("nccl_plugin", cc, ident, [SHIM_DIR / "nccl_profiler.c"], [f"-I{nccl}", f"-I{cuda}", "-ldl", "-lpthread"])
+    return _build(
+        "nccl_plugin", cc, ident, [SHIM_DIR / "nccl_profiler.c"], [f"-I{nccl}", f"-I{cuda}", "-ldl", "-lpthread"]
+    )
 
 
 PROFILER_PLUGIN_MIN_VERSION = 22600

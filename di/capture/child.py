@@ -98,7 +98,9 @@ def _resolve(command: list[str], env: dict[str, str]) -> None:
         raise DIError(f"cannot run {exe!r}: permission denied")
 
 
-def _launch(command: list[str], env: dict[str, str], own_group: bool) -> tuple[list[str], dict[str, str], Callable[[], None] | None]:
+def _launch(
+    command: list[str], env: dict[str, str], own_group: bool
+) -> tuple[list[str], dict[str, str], Callable[[], None] | None]:
     """argv, environment and preexec_fn that start ``command`` through di-exec (or its fallback)."""
     from di.capture import build
 
@@ -139,8 +141,13 @@ def _preexec(own_group: bool) -> Callable[[], None] | None:
     return steps
 
 
-def run(command: list[str], env: dict[str, str], *, watch: Callable[[], dict[int, int]] | None = None,
-        stopping: Path | None = None) -> Outcome:
+def run(
+    command: list[str],
+    env: dict[str, str],
+    *,
+    watch: Callable[[], dict[int, int]] | None = None,
+    stopping: Path | None = None,
+) -> Outcome:
     """Run ``command`` to its end (signals blocked by :func:`block_signals`); see the module doc.
 
     Args:

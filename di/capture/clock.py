@@ -73,7 +73,13 @@ class ClockMap:
         return t - self.offset0_ns - drift + self.epoch_ns
 
     def as_meta(self) -> dict[str, float | int]:
-        return {"offset_ns": self.offset0_ns, "at_ns": self.at0_ns, "drift_ppm": self.slope * 1e6, "rtt_ns": self.rtt_ns, "measurements": self.points}
+        return {
+            "offset_ns": self.offset0_ns,
+            "at_ns": self.at0_ns,
+            "drift_ppm": self.slope * 1e6,
+            "rtt_ns": self.rtt_ns,
+            "measurements": self.points,
+        }
 
 
 def fit(at_ns: np.ndarray, offset_ns: np.ndarray, rtt_ns: np.ndarray, epoch_ns: int) -> ClockMap:

@@ -52,8 +52,10 @@ from di.capture.cupti_records import (
 )
 
 BUFFER_BYTES = 8 << 20
-CONFLICT_HINT = ("another CUPTI subscriber holds this process (torch.profiler, Nsight Systems or another tool): "
-                 "di records no CUPTI activity here and imports that tool's trace instead where it writes one")
+CONFLICT_HINT = (
+    "another CUPTI subscriber holds this process (torch.profiler, Nsight Systems or another tool): "
+    "di records no CUPTI activity here and imports that tool's trace instead where it writes one"
+)
 
 
 class GpuCapture:
@@ -64,10 +66,21 @@ class GpuCapture:
         host = socket.gethostname().replace("-", "_")
         self.stem = self.raw / f"cupti-{host}-{os.getpid()}"
         self.header: dict[str, Any] = {
-            "format": "di-cupti", "version": 1, "host": host, "pid": os.getpid(), "record_bytes": GPU_RECORD.itemsize,
-            "env_rank": _env_rank(), "clock": {"realtime_ns": time.clock_gettime_ns(time.CLOCK_REALTIME),
-                                              "monotonic_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC)},
-            "state": "starting", "notes": [], "kineto_traces": [], "records": 0, "callback_cpu_ns": 0,
+            "format": "di-cupti",
+            "version": 1,
+            "host": host,
+            "pid": os.getpid(),
+            "record_bytes": GPU_RECORD.itemsize,
+            "env_rank": _env_rank(),
+            "clock": {
+                "realtime_ns": time.clock_gettime_ns(time.CLOCK_REALTIME),
+                "monotonic_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC),
+            },
+            "state": "starting",
+            "notes": [],
+            "kineto_traces": [],
+            "records": 0,
+            "callback_cpu_ns": 0,
         }
         self._strings: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -122,8 +135,9 @@ class GpuCapture:
         try:
             from cupti import cupti
         except ImportError as exc:
-            return self._unavailable(f"CUPTI capture skipped: cupti-python is not installed ({exc}); "
-                                     "pip install 'deepintrospect[gpu]'")
+            return self._unavailable(
+                f"CUPTI capture skipped: cupti-python is not installed ({exc}); pip install 'deepintrospect[gpu]'"
+            )
         except OSError as exc:  # the package is there, a library it links is not
             return self._unavailable(f"CUPTI capture skipped: no GPU/driver found ({exc})")
         try:
@@ -146,8 +160,10 @@ class GpuCapture:
         self._cupti = cupti
         self._read_cupti_clock()
         if unsupported:
-            self.header["notes"].append(f"CUPTI capture without {', '.join(unsupported)} activity: this cupti-python "
-                                        f"({_version()}) does not offer it")
+            self.header["notes"].append(
+                f"CUPTI capture without {', '.join(unsupported)} activity: this cupti-python "
+                f"({_version()}) does not offer it"
+            )
         self._inject_nvtx()
         self.header["state"] = "recording"
         self.write_header()
@@ -173,7 +189,9 @@ class GpuCapture:
         if path:
             os.environ["NVTX_INJECTION64_PATH"] = path
         else:
-            self.header["notes"].append("NVTX ranges not recorded: the loaded libcupti was not found in /proc/self/maps")
+            self.header["notes"].append(
+                "NVTX ranges not recorded: the loaded libcupti was not found in /proc/self/maps"
+            )
 
     def _unavailable(self, why: str) -> bool:
         self._cupti = None  # nothing to flush or disable at stop
@@ -209,7 +227,9 @@ class GpuCapture:
         cupti = self._cupti
         if cupti is not None:
             try:
-                cupti.activity_flush_all(1)  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED; completes buffers through our callback
+                cupti.activity_flush_all(
+                    1
+                )  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED; completes buffers through our callback
                 for member in self._kinds:
                     cupti.activity_disable(member)
                 if state == "yielded" and hasattr(cupti, "finalize"):
@@ -235,8 +255,10 @@ def refusal(cupti: Any, exc: BaseException) -> str:
     if kind == "NotSupportedError":  # cupti-python could not load libcuda: "CUDA driver is not found (...)"
         return f"CUPTI capture skipped: no GPU/driver found ({exc})"
     if kind == "FunctionNotFoundError":
-        return (f"CUPTI capture skipped: the libcupti loaded lacks a function cupti-python {_version()} calls ({exc}); "
-                "install the nvidia-cuda-cupti release that matches it")
+        return (
+            f"CUPTI capture skipped: the libcupti loaded lacks a function cupti-python {_version()} calls ({exc}); "
+            "install the nvidia-cuda-cupti release that matches it"
+        )
     if status is None:
         return f"CUPTI capture skipped: {kind}: {exc}"
     try:
@@ -246,8 +268,10 @@ def refusal(cupti: Any, exc: BaseException) -> str:
     if result == "ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED":
         return f"CUPTI capture skipped: {CONFLICT_HINT} ({exc})"
     if result == "ERROR_NOT_INITIALIZED":
-        return (f"CUPTI capture skipped: CUPTI could not initialize ({exc}): no usable GPU, or a driver older than "
-                f"this CUPTI (driver for CUDA {driver_cuda_version()}, cupti-python {_version()})")
+        return (
+            f"CUPTI capture skipped: CUPTI could not initialize ({exc}): no usable GPU, or a driver older than "
+            f"this CUPTI (driver for CUDA {driver_cuda_version()}, cupti-python {_version()})"
+        )
     if "PRIVILEGES" in result:
         return f"CUPTI capture skipped: not permitted to trace this GPU ({exc})"
     return f"CUPTI capture skipped: CUPTI refused ({exc})"

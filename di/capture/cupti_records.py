@@ -16,27 +16,69 @@ from typing import Any
 
 import numpy as np
 
-GPU_RECORD = np.dtype([
-    ("kind", "u1"), ("sub", "u1"), ("pad", "<u2"), ("device", "<i4"), ("t0", "<i8"), ("t1", "<i8"),
-    ("corr", "<i8"), ("stream", "<i8"), ("context", "<u4"), ("name", "<u4"), ("bytes", "<i8"),
-    ("grid", "<i4", (3,)), ("block", "<i4", (3,)), ("tid", "<i8"), ("aux", "<i8"),
-])
+GPU_RECORD = np.dtype(
+    [
+        ("kind", "u1"),
+        ("sub", "u1"),
+        ("pad", "<u2"),
+        ("device", "<i4"),
+        ("t0", "<i8"),
+        ("t1", "<i8"),
+        ("corr", "<i8"),
+        ("stream", "<i8"),
+        ("context", "<u4"),
+        ("name", "<u4"),
+        ("bytes", "<i8"),
+        ("grid", "<i4", (3,)),
+        ("block", "<i4", (3,)),
+        ("tid", "<i8"),
+        ("aux", "<i8"),
+    ]
+)
 """One GPU activity record (96 bytes, little-endian). ``sub``: copy kind (memcpy),
 marker flags (NVTX), sync type (synchronization); ``aux``: NVTX marker id,
 memset value, CUDA event id (sync); ``tid``: the calling thread (API, NVTX)."""
 
 K_KERNEL, K_MEMCPY, K_MEMSET, K_RUNTIME, K_DRIVER, K_SYNC, K_MARKER = 1, 2, 3, 4, 5, 6, 7
-KIND_NAMES = {K_KERNEL: "kernel", K_MEMCPY: "memcpy", K_MEMSET: "memset", K_RUNTIME: "runtime",
-              K_DRIVER: "driver", K_SYNC: "sync", K_MARKER: "marker"}
-CUPTI_KINDS = {  # cupti.ActivityKind member -> our kind
-    "CONCURRENT_KERNEL": K_KERNEL, "MEMCPY": K_MEMCPY, "MEMSET": K_MEMSET, "RUNTIME": K_RUNTIME,
-    "DRIVER": K_DRIVER, "SYNCHRONIZATION": K_SYNC, "MARKER": K_MARKER,
+KIND_NAMES = {
+    K_KERNEL: "kernel",
+    K_MEMCPY: "memcpy",
+    K_MEMSET: "memset",
+    K_RUNTIME: "runtime",
+    K_DRIVER: "driver",
+    K_SYNC: "sync",
+    K_MARKER: "marker",
 }
-COPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-              8: "DtoD", 9: "HtoH", 10: "PtoP"}
+CUPTI_KINDS = {  # cupti.ActivityKind member -> our kind
+    "CONCURRENT_KERNEL": K_KERNEL,
+    "MEMCPY": K_MEMCPY,
+    "MEMSET": K_MEMSET,
+    "RUNTIME": K_RUNTIME,
+    "DRIVER": K_DRIVER,
+    "SYNCHRONIZATION": K_SYNC,
+    "MARKER": K_MARKER,
+}
+COPY_KINDS = {
+    0: "unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
 """CUpti_ActivityMemcpyKind values."""
-SYNC_TYPES = {0: "unknown", 1: "cudaEventSynchronize", 2: "cudaStreamWaitEvent", 3: "cudaStreamSynchronize",
-              4: "cudaDeviceSynchronize"}
+SYNC_TYPES = {
+    0: "unknown",
+    1: "cudaEventSynchronize",
+    2: "cudaStreamWaitEvent",
+    3: "cudaStreamSynchronize",
+    4: "cudaDeviceSynchronize",
+}
 """CUpti_ActivitySynchronizationType values (4 is CONTEXT_SYNCHRONIZE: cudaDeviceSynchronize, cuCtxSynchronize)."""
 NOT_APPLICABLE = 0xFFFFFFFF
 """CUPTI_SYNCHRONIZATION_INVALID_VALUE: a synchronization record's stream or event that does not apply."""
@@ -77,9 +119,16 @@ _COMMON = {"t0": ("start",), "t1": ("end",), "corr": ("correlation_id", "correla
 _IN_CONTEXT = {**_COMMON, "context": ("context_id", "contextId"), "stream": ("stream_id", "streamId")}
 _ON_DEVICE = {**_IN_CONTEXT, "device": ("device_id", "deviceId")}
 MEMBERS: dict[int, dict[str, tuple[str, ...]]] = {
-    K_KERNEL: {**_ON_DEVICE, "name": ("name",), "gx": ("grid_x", "gridX"), "gy": ("grid_y", "gridY"),
-               "gz": ("grid_z", "gridZ"), "bx": ("block_x", "blockX"), "by": ("block_y", "blockY"),
-               "bz": ("block_z", "blockZ")},
+    K_KERNEL: {
+        **_ON_DEVICE,
+        "name": ("name",),
+        "gx": ("grid_x", "gridX"),
+        "gy": ("grid_y", "gridY"),
+        "gz": ("grid_z", "gridZ"),
+        "bx": ("block_x", "blockX"),
+        "by": ("block_y", "blockY"),
+        "bz": ("block_z", "blockZ"),
+    },
     K_MEMCPY: {**_ON_DEVICE, "bytes": ("bytes",), "sub": ("copy_kind", "copyKind")},
     K_MEMSET: {**_ON_DEVICE, "bytes": ("bytes",), "aux": ("value",)},
     K_RUNTIME: {**_COMMON, "cbid": ("cbid",), "tid": ("thread_id", "threadId")},
@@ -102,15 +151,26 @@ def _columns(kind: int, objs: Sequence[Any]) -> tuple[dict[str, np.ndarray], dic
     """One kind's records -> (numeric members as int64 columns, name-like members as lists): one
     attrgetter call per record, flattened into one ``numpy.fromiter``, all run by C."""
     first = objs[0]
-    present = {f: next((n for n in names if getattr(first, n, None) is not None), None) for f, names in MEMBERS[kind].items()}
+    present = {
+        f: next((n for n in names if getattr(first, n, None) is not None), None) for f, names in MEMBERS[kind].items()
+    }
     nums = [f for f, n in present.items() if n and f not in TEXT_MEMBERS]
     getter = operator.attrgetter(*(present[f] for f in nums))
     flat = itertools.chain.from_iterable(map(getter, objs)) if len(nums) > 1 else map(getter, objs)
     table = np.fromiter(flat, np.int64, len(objs) * len(nums)).reshape(len(objs), len(nums))
     cols = {f: table[:, i] for i, f in enumerate(nums)}
-    cols.update({f: np.full(len(objs), MISSING.get(f, 0), np.int64) for f, n in present.items() if not n and f not in TEXT_MEMBERS})
-    texts = {f: list(map(operator.attrgetter(n), objs)) if n else [MISSING.get(f)] * len(objs)
-             for f, n in present.items() if f in TEXT_MEMBERS}
+    cols.update(
+        {
+            f: np.full(len(objs), MISSING.get(f, 0), np.int64)
+            for f, n in present.items()
+            if not n and f not in TEXT_MEMBERS
+        }
+    )
+    texts = {
+        f: list(map(operator.attrgetter(n), objs)) if n else [MISSING.get(f)] * len(objs)
+        for f, n in present.items()
+        if f in TEXT_MEMBERS
+    }
     return cols, texts
 
 
@@ -120,8 +180,9 @@ def _ids(values: list[Any], id_of: Callable[[Any], int]) -> np.ndarray:
     return np.fromiter(map(lut.__getitem__, values), np.int64, len(values))
 
 
-def _fill(out: np.ndarray, kind: int, objs: Sequence[Any], intern: Callable[[str], int],
-          api_name: Callable[[int, int], str]) -> None:
+def _fill(
+    out: np.ndarray, kind: int, objs: Sequence[Any], intern: Callable[[str], int], api_name: Callable[[int, int], str]
+) -> None:
     """Write one kind's records (non-marker) into ``out`` (rows of GPU_RECORD, kind set)."""
     col, texts = _columns(kind, objs)
     out["kind"] = kind
@@ -145,13 +206,34 @@ def _markers(activities: Iterable[Any], intern: Callable[[str], int]) -> np.ndar
     for a in activities:
         t = int(_field(a, "timestamp"))
         name = _field(a, "name", default=None)
-        out.append((K_MARKER, int(_field(a, "flags_", "flags")) & 0xFF, 0, 0, t, t, 0,
-                    0, 0, intern(name) if name else 0, 0, NO_DIMS, NO_DIMS, _thread_of(a), int(_field(a, "id"))))
+        out.append(
+            (
+                K_MARKER,
+                int(_field(a, "flags_", "flags")) & 0xFF,
+                0,
+                0,
+                t,
+                t,
+                0,
+                0,
+                0,
+                intern(name) if name else 0,
+                0,
+                NO_DIMS,
+                NO_DIMS,
+                _thread_of(a),
+                int(_field(a, "id")),
+            )
+        )
     return np.array(out, GPU_RECORD) if out else np.empty(0, GPU_RECORD)
 
 
-def to_records(activities: Iterable[Any], kind_of: Callable[[int], int], intern: Callable[[str], int],
-               api_name: Callable[[int, int], str]) -> np.ndarray:
+def to_records(
+    activities: Iterable[Any],
+    kind_of: Callable[[int], int],
+    intern: Callable[[str], int],
+    api_name: Callable[[int, int], str],
+) -> np.ndarray:
     """CUPTI activity records -> :data:`GPU_RECORD` rows, grouped by our kind (ascending) and in buffer
     order within a kind (records of other kinds are skipped; ingest sorts by time anyway).
 

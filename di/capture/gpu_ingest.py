@@ -52,10 +52,24 @@ from di.trace import CATS, Trace
 
 HEADER = re.compile(r"^cupti-(.+)-(\d+)\.json$")
 KINETO_DIR = "kineto"
-CAT_OF = {K_KERNEL: "kernel", K_MEMCPY: "memcpy", K_MEMSET: "memset", K_SYNC: "sync", K_RUNTIME: "cuda_api",
-          K_DRIVER: "cuda_api", K_MARKER: "user"}
-SRC_CAT = {K_KERNEL: "cupti_kernel", K_MEMCPY: "cupti_memcpy", K_MEMSET: "cupti_memset", K_SYNC: "cupti_sync",
-           K_RUNTIME: "cupti_runtime", K_DRIVER: "cupti_driver", K_MARKER: "nvtx"}
+CAT_OF = {
+    K_KERNEL: "kernel",
+    K_MEMCPY: "memcpy",
+    K_MEMSET: "memset",
+    K_SYNC: "sync",
+    K_RUNTIME: "cuda_api",
+    K_DRIVER: "cuda_api",
+    K_MARKER: "user",
+}
+SRC_CAT = {
+    K_KERNEL: "cupti_kernel",
+    K_MEMCPY: "cupti_memcpy",
+    K_MEMSET: "cupti_memset",
+    K_SYNC: "cupti_sync",
+    K_RUNTIME: "cupti_runtime",
+    K_DRIVER: "cupti_driver",
+    K_MARKER: "nvtx",
+}
 
 
 def read_process(raw: Path, header_path: Path) -> tuple[dict[str, Any], np.ndarray, dict[int, str]]:
@@ -63,7 +77,11 @@ def read_process(raw: Path, header_path: Path) -> tuple[dict[str, Any], np.ndarr
     header = json.loads(header_path.read_text())
     stem = header_path.with_suffix("")
     binp = stem.with_suffix(".bin")
-    recs = np.fromfile(binp, GPU_RECORD, count=binp.stat().st_size // GPU_RECORD.itemsize) if binp.is_file() else np.empty(0, GPU_RECORD)
+    recs = (
+        np.fromfile(binp, GPU_RECORD, count=binp.stat().st_size // GPU_RECORD.itemsize)
+        if binp.is_file()
+        else np.empty(0, GPU_RECORD)
+    )
     return header, recs, shard.read_strings(stem.with_suffix(".str"))
 
 
@@ -80,7 +98,12 @@ def _pair_markers(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     order = np.argsort(recs["aux"][ends], kind="stable")
     ends_sorted = ends[order]
     k = np.searchsorted(recs["aux"][ends_sorted], recs["aux"][starts])
-    found = (k < ends_sorted.size) & (recs["aux"][ends_sorted[np.minimum(k, max(ends_sorted.size - 1, 0))]] == recs["aux"][starts]) if ends_sorted.size else np.zeros(starts.size, bool)
+    found = (
+        (k < ends_sorted.size)
+        & (recs["aux"][ends_sorted[np.minimum(k, max(ends_sorted.size - 1, 0))]] == recs["aux"][starts])
+        if ends_sorted.size
+        else np.zeros(starts.size, bool)
+    )
     paired = starts[found]
     end_t = recs["t0"][ends_sorted[k[found]]]
     idx = np.concatenate([paired, inst])
@@ -99,7 +122,11 @@ def devices_from_contexts(recs: np.ndarray) -> np.ndarray:
         ctx, first = np.unique(recs["context"][known], return_index=True)
         dev = device[known][first]
         k = np.searchsorted(ctx, recs["context"][unknown])
-        hit = (k < ctx.size) & (ctx[np.minimum(k, max(ctx.size - 1, 0))] == recs["context"][unknown]) if ctx.size else k < 0
+        hit = (
+            (k < ctx.size) & (ctx[np.minimum(k, max(ctx.size - 1, 0))] == recs["context"][unknown])
+            if ctx.size
+            else k < 0
+        )
         device[unknown] = np.where(hit, dev[np.minimum(k, max(ctx.size - 1, 0))] if ctx.size else 0, 0)
     return device
 
@@ -121,31 +148,86 @@ def process_events(recs: np.ndarray, strings: dict[int, str], to_job: Any) -> tu
     top = max(strings, default=0)
     names = pl.Series("name", [None, *[strings.get(i) for i in range(1, top + 1)], None], dtype=pl.String)
     name = names.gather(np.where((r["name"] > 0) & (r["name"] <= top), r["name"], top + 1).astype(np.int64))
-    kind_text = pl.Series([""] * 8).scatter([K_MEMCPY], ["memcpy"]).scatter([K_MEMSET], ["memset"]).scatter([K_SYNC], ["sync"])
+    kind_text = (
+        pl.Series([""] * 8).scatter([K_MEMCPY], ["memcpy"]).scatter([K_MEMSET], ["memset"]).scatter([K_SYNC], ["sync"])
+    )
     copy = pl.Series("copy", [COPY_KINDS.get(i, "unknown") for i in range(256)]).gather(r["sub"].astype(np.int64))
     sync = pl.Series("sync", [SYNC_TYPES.get(i, "unknown") for i in range(256)]).gather(r["sub"].astype(np.int64))
-    df = pl.DataFrame({
-        "kind": k, "gpu": on_gpu, "device": r["device"], "stream": r["stream"], "context": r["context"], "tid": r["tid"],
-        "start_ns": to_job(r["t0"]), "end_ns": to_job(t1), "corr": r["corr"], "bytes": r["bytes"], "instant": instant,
-        "name": name, "copy": copy, "sync": sync, "kind_text": kind_text.gather(k),
-        "gx": r["grid"][:, 0], "gy": r["grid"][:, 1], "gz": r["grid"][:, 2],
-        "bx": r["block"][:, 0], "by": r["block"][:, 1], "bz": r["block"][:, 2],
-    })
+    df = pl.DataFrame(
+        {
+            "kind": k,
+            "gpu": on_gpu,
+            "device": r["device"],
+            "stream": r["stream"],
+            "context": r["context"],
+            "tid": r["tid"],
+            "start_ns": to_job(r["t0"]),
+            "end_ns": to_job(t1),
+            "corr": r["corr"],
+            "bytes": r["bytes"],
+            "instant": instant,
+            "name": name,
+            "copy": copy,
+            "sync": sync,
+            "kind_text": kind_text.gather(k),
+            "gx": r["grid"][:, 0],
+            "gy": r["grid"][:, 1],
+            "gz": r["grid"][:, 2],
+            "bx": r["block"][:, 0],
+            "by": r["block"][:, 1],
+            "bz": r["block"][:, 2],
+        }
+    )
     c = pl.col
-    gpu_args = pl.concat_str(pl.lit('{"device":'), c("device").cast(pl.String), pl.lit(',"context":'), c("context").cast(pl.String),
-                             pl.lit(',"stream":'), c("stream").cast(pl.String), pl.lit(',"correlation":'), c("corr").cast(pl.String))
-    extra = (pl.when(c("kind") == K_KERNEL).then(pl.concat_str(
-        pl.lit(',"grid":['), c("gx").cast(pl.String), pl.lit(","), c("gy").cast(pl.String), pl.lit(","), c("gz").cast(pl.String),
-        pl.lit('],"block":['), c("bx").cast(pl.String), pl.lit(","), c("by").cast(pl.String), pl.lit(","), c("bz").cast(pl.String), pl.lit("]}")))
-        .when(c("kind") == K_MEMCPY).then(pl.concat_str(pl.lit(',"copy_kind":"'), c("copy"), pl.lit('"}')))
-        .when(c("kind") == K_SYNC).then(pl.concat_str(pl.lit(',"sync_type":"'), c("sync"), pl.lit('"}')))
-        .otherwise(pl.lit("}")))
+    gpu_args = pl.concat_str(
+        pl.lit('{"device":'),
+        c("device").cast(pl.String),
+        pl.lit(',"context":'),
+        c("context").cast(pl.String),
+        pl.lit(',"stream":'),
+        c("stream").cast(pl.String),
+        pl.lit(',"correlation":'),
+        c("corr").cast(pl.String),
+    )
+    extra = (
+        pl.when(c("kind") == K_KERNEL)
+        .then(
+            pl.concat_str(
+                pl.lit(',"grid":['),
+                c("gx").cast(pl.String),
+                pl.lit(","),
+                c("gy").cast(pl.String),
+                pl.lit(","),
+                c("gz").cast(pl.String),
+                pl.lit('],"block":['),
+                c("bx").cast(pl.String),
+                pl.lit(","),
+                c("by").cast(pl.String),
+                pl.lit(","),
+                c("bz").cast(pl.String),
+                pl.lit("]}"),
+            )
+        )
+        .when(c("kind") == K_MEMCPY)
+        .then(pl.concat_str(pl.lit(',"copy_kind":"'), c("copy"), pl.lit('"}')))
+        .when(c("kind") == K_SYNC)
+        .then(pl.concat_str(pl.lit(',"sync_type":"'), c("sync"), pl.lit('"}')))
+        .otherwise(pl.lit("}"))
+    )
     api_args = pl.concat_str(pl.lit('{"correlation":'), c("corr").cast(pl.String), pl.lit("}"))
     df = df.with_columns(
-        name=pl.when(c("kind") == K_MEMCPY).then(pl.concat_str(pl.lit("Memcpy "), c("copy")))
-        .when(c("kind") == K_MEMSET).then(pl.lit("Memset")).when(c("kind") == K_SYNC).then(c("sync"))
+        name=pl.when(c("kind") == K_MEMCPY)
+        .then(pl.concat_str(pl.lit("Memcpy "), c("copy")))
+        .when(c("kind") == K_MEMSET)
+        .then(pl.lit("Memset"))
+        .when(c("kind") == K_SYNC)
+        .then(c("sync"))
         .otherwise(c("name").fill_null("?")),
-        args=pl.when(c("gpu")).then(pl.concat_str(gpu_args, extra)).when(c("kind") == K_MARKER).then(None).otherwise(api_args),
+        args=pl.when(c("gpu"))
+        .then(pl.concat_str(gpu_args, extra))
+        .when(c("kind") == K_MARKER)
+        .then(None)
+        .otherwise(api_args),
         corr=pl.when(c("corr") > 0).then(c("corr")),
         bytes=pl.when(c("kind").is_in([K_MEMCPY, K_MEMSET])).then(c("bytes")),
         cat=pl.Series([CAT_OF.get(i, "other") for i in range(8)]).gather(k),
@@ -154,34 +236,56 @@ def process_events(recs: np.ndarray, strings: dict[int, str], to_job: Any) -> tu
     return df.drop("copy", "sync", "kind_text", "gx", "gy", "gz", "bx", "by", "bz"), unpaired
 
 
-def _timelines(df: pl.DataFrame, rank: int, host: str, pid: int, loc0: int, source: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _timelines(
+    df: pl.DataFrame, rank: int, host: str, pid: int, loc0: int, source: int
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Give each event its loc (per GPU stream, per API thread); the new locations rows."""
-    keys = (df.select("gpu", "device", "stream", "tid")
-            .with_columns(device=pl.when(pl.col("gpu")).then(pl.col("device")).otherwise(-1),
-                          stream=pl.when(pl.col("gpu")).then(pl.col("stream")).otherwise(-1),
-                          tid=pl.when(pl.col("gpu")).then(0).otherwise(pl.col("tid")))
-            .unique().sort("gpu", "device", "stream", "tid", descending=[True, False, False, False])
-            .with_row_index("loc", offset=loc0))
-    df = df.with_columns(device=pl.when(pl.col("gpu")).then(pl.col("device")).otherwise(-1),
-                         stream=pl.when(pl.col("gpu")).then(pl.col("stream")).otherwise(-1),
-                         tl_tid=pl.when(pl.col("gpu")).then(0).otherwise(pl.col("tid")))
+    keys = (
+        df.select("gpu", "device", "stream", "tid")
+        .with_columns(
+            device=pl.when(pl.col("gpu")).then(pl.col("device")).otherwise(-1),
+            stream=pl.when(pl.col("gpu")).then(pl.col("stream")).otherwise(-1),
+            tid=pl.when(pl.col("gpu")).then(0).otherwise(pl.col("tid")),
+        )
+        .unique()
+        .sort("gpu", "device", "stream", "tid", descending=[True, False, False, False])
+        .with_row_index("loc", offset=loc0)
+    )
+    df = df.with_columns(
+        device=pl.when(pl.col("gpu")).then(pl.col("device")).otherwise(-1),
+        stream=pl.when(pl.col("gpu")).then(pl.col("stream")).otherwise(-1),
+        tl_tid=pl.when(pl.col("gpu")).then(0).otherwise(pl.col("tid")),
+    )
     df = df.join(keys.rename({"tid": "tl_tid"}), on=["gpu", "device", "stream", "tl_tid"], how="left").drop("tl_tid")
     locs = keys.select(
-        "loc", rank=pl.lit(rank, pl.Int32), host=pl.lit(host), pid=pl.lit(pid, pl.Int64),
+        "loc",
+        rank=pl.lit(rank, pl.Int32),
+        host=pl.lit(host),
+        pid=pl.lit(pid, pl.Int64),
         tid=pl.when(pl.col("gpu")).then(None).otherwise(pl.col("tid")),
         kind=pl.when(pl.col("gpu")).then(pl.lit("gpu_stream")).otherwise(pl.lit("cpu_thread")),
         device=pl.when(pl.col("gpu")).then(pl.col("device")),
         stream=pl.when(pl.col("gpu") & (pl.col("stream") >= 0)).then(pl.col("stream")),
-        name=pl.when(pl.col("gpu") & (pl.col("stream") < 0)).then(pl.format("GPU {} device-wide sync", "device"))
-        .when(pl.col("gpu")).then(pl.format("GPU {} stream {}", "device", "stream"))
+        name=pl.when(pl.col("gpu") & (pl.col("stream") < 0))
+        .then(pl.format("GPU {} device-wide sync", "device"))
+        .when(pl.col("gpu"))
+        .then(pl.format("GPU {} stream {}", "device", "stream"))
         .otherwise(pl.format("CUDA API thread {}", "tid")),
-        process=pl.lit(f"rank {rank}"), source=pl.lit(source, pl.Int32))
+        process=pl.lit(f"rank {rank}"),
+        source=pl.lit(source, pl.Int32),
+    )
     return df, locs
 
 
-def append_part(trace: Trace, locations: pl.DataFrame, events: pl.DataFrame, flows: pl.DataFrame | None = None,
-                collectives: pl.DataFrame | None = None, sources: list[dict[str, Any]] | None = None,
-                warnings: list[str] | None = None) -> Trace:
+def append_part(
+    trace: Trace,
+    locations: pl.DataFrame,
+    events: pl.DataFrame,
+    flows: pl.DataFrame | None = None,
+    collectives: pl.DataFrame | None = None,
+    sources: list[dict[str, Any]] | None = None,
+    warnings: list[str] | None = None,
+) -> Trace:
     """``trace`` plus timelines of its own (``loc`` >= trace's, events sorted within, row refs local)."""
     shift = trace.events.height
     tables = trace.tables()
@@ -189,9 +293,13 @@ def append_part(trace: Trace, locations: pl.DataFrame, events: pl.DataFrame, flo
     ev = events.with_columns(parent=pl.col("parent") + shift) if "parent" in events.columns else events
     tables["events"] = pl.concat([trace.events, ev], how="diagonal_relaxed")
     if flows is not None and flows.height:
-        tables["flows"] = pl.concat([trace.flows, flows.with_columns(pl.col("src") + shift, pl.col("dst") + shift)], how="diagonal_relaxed")
+        tables["flows"] = pl.concat(
+            [trace.flows, flows.with_columns(pl.col("src") + shift, pl.col("dst") + shift)], how="diagonal_relaxed"
+        )
     if collectives is not None and collectives.height:
-        tables["collectives"] = pl.concat([trace.collectives, collectives.with_columns(pl.col("event") + shift)], how="diagonal_relaxed")
+        tables["collectives"] = pl.concat(
+            [trace.collectives, collectives.with_columns(pl.col("event") + shift)], how="diagonal_relaxed"
+        )
     meta = dict(trace.meta)
     meta["sources"] = [*meta.get("sources", []), *(sources or [])]
     meta["warnings"] = [*meta.get("warnings", []), *(warnings or [])]
@@ -202,21 +310,31 @@ def sorted_with_nesting(df: pl.DataFrame) -> pl.DataFrame:
     from di.nesting import nest
 
     df = df.sort(["loc", "start_ns", pl.col("end_ns")], descending=[False, False, True], maintain_order=True)
-    depth, parent = nest(df.get_column("loc").to_numpy(), df.get_column("start_ns").to_numpy(), df.get_column("end_ns").to_numpy())
+    depth, parent = nest(
+        df.get_column("loc").to_numpy(), df.get_column("start_ns").to_numpy(), df.get_column("end_ns").to_numpy()
+    )
     return df.with_columns(depth=pl.Series(depth), parent=pl.Series(parent)).with_columns(
-        parent=pl.when(pl.col("parent") >= 0).then(pl.col("parent")))
+        parent=pl.when(pl.col("parent") >= 0).then(pl.col("parent"))
+    )
 
 
 def launch_flows(events: pl.DataFrame) -> pl.DataFrame:
     """API call -> GPU work (kernel, copy, memset) with the same correlation id in the same process (rows
     local). A synchronization record shares its API call's id too, but that call waits, it launches nothing.
     Where a runtime call and the driver call inside it share an id, the outer one (least depth) launches."""
-    rows = events.select("pid", "corr", "gpu", "cat", "depth").with_row_index("row").filter(pl.col("corr").is_not_null())
+    rows = (
+        events.select("pid", "corr", "gpu", "cat", "depth").with_row_index("row").filter(pl.col("corr").is_not_null())
+    )
     api = rows.filter(~pl.col("gpu")).sort("depth", "row").unique(["pid", "corr"], keep="first", maintain_order=True)
     act = rows.filter(pl.col("gpu") & (pl.col("cat") != "sync"))
     pairs = api.join(act, on=["pid", "corr"], suffix="_gpu")
-    return pairs.select(src=pl.col("row").cast(pl.Int64), dst=pl.col("row_gpu").cast(pl.Int64),
-                        kind=pl.lit("launch"), id=pl.col("corr"), src_cat=pl.lit(None, pl.String))
+    return pairs.select(
+        src=pl.col("row").cast(pl.Int64),
+        dst=pl.col("row_gpu").cast(pl.Int64),
+        kind=pl.lit("launch"),
+        id=pl.col("corr"),
+        src_cat=pl.lit(None, pl.String),
+    )
 
 
 def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: dict[int, clock.ClockMap]) -> Trace:
@@ -237,28 +355,59 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
         rank = ranks.get((host, pid), header.get("env_rank", -1))
         if rank is None or rank < 0:
             rank, next_rank = next_rank, next_rank + 1
-        cmap = maps.get(rank) or clock.ClockMap(0, 0, 0.0, epoch, 0, 0)  # a rank no shim recorded: the job's epoch, no sync
+        cmap = maps.get(rank) or clock.ClockMap(
+            0, 0, 0.0, epoch, 0, 0
+        )  # a rank no shim recorded: the job's epoch, no sync
         c = header["clock"]
         skew = int(c["realtime_ns"]) - int(c["monotonic_ns"])  # for Kineto's Unix-epoch times too
         infos.append((header, rank, skew, cmap))
         cupti_skew = int(c["cupti_ns"]) - int(c["cupti_monotonic_ns"]) if "cupti_ns" in c else skew
         if not recs.size:
             continue
-        df, unpaired = process_events(recs, strings, lambda t, s=cupti_skew, m=cmap: m.apply(np.asarray(t, np.int64) - s))
+        df, unpaired = process_events(
+            recs, strings, lambda t, s=cupti_skew, m=cmap: m.apply(np.asarray(t, np.int64) - s)
+        )
         df, locs = _timelines(df, rank, host, pid, loc0, src0 + len(sources))
         loc0 += locs.height
         parts.append((df.with_columns(pid=pl.lit(pid, pl.Int64)), locs))
-        sources.append({"path": f"raw/{path.name}", "format": "di-capture-cupti", "rank": rank, "rank_source": "metadata",
-                        "events": df.height, "dropped": {"NVTX range starts without an end": unpaired} if unpaired else {},
-                        "info": {"pid": pid, "host": host, "state": header.get("state")}})
+        sources.append(
+            {
+                "path": f"raw/{path.name}",
+                "format": "di-capture-cupti",
+                "rank": rank,
+                "rank_source": "metadata",
+                "events": df.height,
+                "dropped": {"NVTX range starts without an end": unpaired} if unpaired else {},
+                "info": {"pid": pid, "host": host, "state": header.get("state")},
+            }
+        )
     warnings = [f"{note}" + (f" ({n} processes)" if n > 1 else "") for note, n in notes.items()]
     if parts:
         events = sorted_with_nesting(pl.concat([p[0] for p in parts], how="vertical_relaxed"))
         flows = launch_flows(events)
-        keep = ["loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent", "corr", "bytes", "instant", "args"]
+        keep = [
+            "loc",
+            "start_ns",
+            "end_ns",
+            "name",
+            "cat",
+            "src_cat",
+            "depth",
+            "parent",
+            "corr",
+            "bytes",
+            "instant",
+            "args",
+        ]
         events = events.select(keep).with_columns(pl.col("cat").cast(pl.Enum(list(CATS))))
-        trace = append_part(trace, pl.concat([p[1] for p in parts], how="diagonal_relaxed"), events, flows,
-                            sources=sources, warnings=warnings)
+        trace = append_part(
+            trace,
+            pl.concat([p[1] for p in parts], how="diagonal_relaxed"),
+            events,
+            flows,
+            sources=sources,
+            warnings=warnings,
+        )
     elif warnings:
         trace = trace.with_meta({**trace.meta, "warnings": [*trace.meta.get("warnings", []), *warnings]})
     from di.capture.kineto_merge import merge_kineto

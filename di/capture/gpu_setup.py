@@ -55,11 +55,16 @@ def prepare(raw: Path) -> GpuSetup:
     kineto = raw / "kineto"
     kineto.mkdir(parents=True, exist_ok=True)
     path = [str(HOOK_DIR), str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    setup.env = {"PYTHONPATH": os.pathsep.join(path), "DI_CAPTURE_GPU": "1" if setup.driver else "kineto",
-                 "DI_KINETO_DIR": str(kineto.resolve())}
+    setup.env = {
+        "PYTHONPATH": os.pathsep.join(path),
+        "DI_CAPTURE_GPU": "1" if setup.driver else "kineto",
+        "DI_KINETO_DIR": str(kineto.resolve()),
+    }
     if not setup.driver:
-        setup.notes.append(f"no GPU/driver found ({why}): CUPTI, NCCL and NVML capture skipped; "
-                           "the rest is recorded, torch.profiler traces are still merged")
+        setup.notes.append(
+            f"no GPU/driver found ({why}): CUPTI, NCCL and NVML capture skipped; "
+            "the rest is recorded, torch.profiler traces are still merged"
+        )
         return setup
     try:
         env, libs, note = nccl_capture()
@@ -83,10 +88,22 @@ def nccl_capture() -> tuple[dict[str, str], list[str], str]:
 
     shim = str(build.nccl_shim())
     if os.environ.get("NCCL_PROFILER_PLUGIN"):
-        return {}, [shim], (f"NCCL_PROFILER_PLUGIN is already set ({os.environ['NCCL_PROFILER_PLUGIN']}): "
-                            "di records NCCL calls with its LD_PRELOAD shim (enqueue times only)")
+        return (
+            {},
+            [shim],
+            (
+                f"NCCL_PROFILER_PLUGIN is already set ({os.environ['NCCL_PROFILER_PLUGIN']}): "
+                "di records NCCL calls with its LD_PRELOAD shim (enqueue times only)"
+            ),
+        )
     found = build.nccl_version()
     if found is not None and found[0] < build.PROFILER_PLUGIN_MIN_VERSION:
-        return {}, [shim], (f"NCCL {found[0]} ({found[1]}) predates the profiler plugin API v4 (2.26): "
-                            "NCCL calls are recorded by the LD_PRELOAD shim (enqueue times only)")
+        return (
+            {},
+            [shim],
+            (
+                f"NCCL {found[0]} ({found[1]}) predates the profiler plugin API v4 (2.26): "
+                "NCCL calls are recorded by the LD_PRELOAD shim (enqueue times only)"
+            ),
+        )
     return {"NCCL_PROFILER_PLUGIN": str(build.nccl_plugin())}, [shim], ""

@@ -26,9 +26,26 @@ from di.errors import FormatError
 from di.trace import Trace
 
 MPI_OTHER = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Comm_free"}
-NO_PAYLOAD = ("MPI_Init", "MPI_Finalize", "MPI_Wait", "MPI_Test", "MPI_Request_free", "MPI_Comm_", "MPI_Barrier", "MPI_Ibarrier",
-              "MPI_Probe", "MPI_Iprobe", "MPI_Mprobe", "MPI_Improbe", "MPI_Start", "MPI_Send_init", "MPI_Ssend_init",
-              "MPI_Bsend_init", "MPI_Rsend_init", "MPI_Recv_init")
+NO_PAYLOAD = (
+    "MPI_Init",
+    "MPI_Finalize",
+    "MPI_Wait",
+    "MPI_Test",
+    "MPI_Request_free",
+    "MPI_Comm_",
+    "MPI_Barrier",
+    "MPI_Ibarrier",
+    "MPI_Probe",
+    "MPI_Iprobe",
+    "MPI_Mprobe",
+    "MPI_Improbe",
+    "MPI_Start",
+    "MPI_Send_init",
+    "MPI_Ssend_init",
+    "MPI_Bsend_init",
+    "MPI_Rsend_init",
+    "MPI_Recv_init",
+)
 """Calls that move no payload of their own: their events carry no bytes."""
 
 
@@ -45,7 +62,12 @@ def _op_tables() -> tuple[np.ndarray, np.ndarray]:
             cats.append("io")
         elif name in MPI_OTHER:
             cats.append("other")
-        elif name.startswith("MPI_Comm_") or name.startswith("MPI_Barrier") or name.startswith("MPI_Ibarrier") or base_name(name) in COLLECTIVE_OPS:
+        elif (
+            name.startswith("MPI_Comm_")
+            or name.startswith("MPI_Barrier")
+            or name.startswith("MPI_Ibarrier")
+            or base_name(name) in COLLECTIVE_OPS
+        ):
             cats.append("mpi_coll")
         else:
             cats.append("mpi_p2p")
@@ -72,7 +94,9 @@ def _assign_ranks(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[
     if skipped:
         n = sum(int(r.size) for p in skipped for r in p.threads.values())
         names = sorted({Path(p.header.get("exe", "?")).name for p in skipped})
-        warnings.append(f"{len(skipped)} processes without an MPI rank (launcher: {', '.join(names)}) skipped with their {n} records")
+        warnings.append(
+            f"{len(skipped)} processes without an MPI rank (launcher: {', '.join(names)}) skipped with their {n} records"
+        )
     return ranks
 
 
@@ -85,7 +109,9 @@ def _epoch(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int]) -
     return 0
 
 
-def _clock_maps(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], epoch: int) -> dict[int, clock.ClockMap]:
+def _clock_maps(
+    procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], epoch: int
+) -> dict[int, clock.ClockMap]:
     maps: dict[int, clock.ClockMap] = {}
     for p in procs:
         if p.lib != "mpi" or p.key not in ranks:
@@ -135,7 +161,9 @@ def _tick_maps(procs: list[shard.ProcessShard], warnings: list[str]) -> dict[tup
         else:
             m = clock.fit_ticks(ticks, ns, None)
         if m is None:
-            warnings.append(f"{key[0]} shard of pid {key[2]} on {key[1]}: its tick clock could not be calibrated; its records are dropped")
+            warnings.append(
+                f"{key[0]} shard of pid {key[2]} on {key[1]}: its tick clock could not be calibrated; its records are dropped"
+            )
         else:
             maps[key] = m
     return maps
@@ -164,8 +192,13 @@ class StringTable:
         return lut.gather(ids)
 
 
-def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], maps: dict[int, clock.ClockMap],
-            ticks: dict[tuple[str, str, int], clock.TickMap], strings: StringTable) -> tuple[dict[str, np.ndarray], pl.DataFrame, list[dict[str, Any]]]:
+def _gather(
+    procs: list[shard.ProcessShard],
+    ranks: dict[tuple[str, int], int],
+    maps: dict[int, clock.ClockMap],
+    ticks: dict[tuple[str, str, int], clock.TickMap],
+    strings: StringTable,
+) -> tuple[dict[str, np.ndarray], pl.DataFrame, list[dict[str, Any]]]:
     """All records of ranked processes (less calibrations) as columns, with loc, rank and job-clock times."""
     loc_of: dict[tuple[int, str, int, int], int] = {}
     parts: list[dict[str, np.ndarray]] = []
@@ -189,38 +222,68 @@ def _gather(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], 
             count += n
             kind = recs["kind"]
             user = kind == shard.KIND_USER
-            text_ids = np.where((kind == shard.KIND_IO) | user, recs["comm"].astype(np.int64),
-                                np.where(kind == shard.KIND_COMM, recs["aux2"], 0))
+            text_ids = np.where(
+                (kind == shard.KIND_IO) | user,
+                recs["comm"].astype(np.int64),
+                np.where(kind == shard.KIND_COMM, recs["aux2"], 0),
+            )
             names = strings.global_ids(p, text_ids)
             text2 = strings.global_ids(p, np.where(user, recs["aux2"], 0))  # NVTX domain, Python call's file
-            parts.append({
-                "kind": recs["kind"], "op": recs["op"], "peer": recs["peer"],
-                "t0": cmap.apply(np.where(is_ns, recs["t0"], tmap.apply(recs["t0"]))),
-                "t1": cmap.apply(np.where(is_ns, recs["t1"], tmap.apply(recs["t1"]))), "bytes": recs["bytes"], "comm": recs["comm"], "tag": recs["tag"],
-                "aux": recs["aux"], "req": recs["req"], "aux2": recs["aux2"], "text": names, "text2": text2,
-                "loc": np.full(n, loc, np.uint32), "rank": np.full(n, rank, np.int32),
-                "thread": np.full(n, len(parts), np.int64), "source": np.full(n, src, np.int32),
-            })
-        sources.append({"path": f"raw/{p.lib}-{p.host}-{p.pid}.json", "format": f"di-capture-{p.lib}", "rank": rank,
-                        "rank_source": "metadata", "events": count,
-                        "dropped": {"incomplete records": p.incomplete} if p.incomplete else {},
-                        "info": {"pid": p.pid, "host": p.host, "state": p.header["state"], "exe": p.header.get("exe")}})
+            parts.append(
+                {
+                    "kind": recs["kind"],
+                    "op": recs["op"],
+                    "peer": recs["peer"],
+                    "t0": cmap.apply(np.where(is_ns, recs["t0"], tmap.apply(recs["t0"]))),
+                    "t1": cmap.apply(np.where(is_ns, recs["t1"], tmap.apply(recs["t1"]))),
+                    "bytes": recs["bytes"],
+                    "comm": recs["comm"],
+                    "tag": recs["tag"],
+                    "aux": recs["aux"],
+                    "req": recs["req"],
+                    "aux2": recs["aux2"],
+                    "text": names,
+                    "text2": text2,
+                    "loc": np.full(n, loc, np.uint32),
+                    "rank": np.full(n, rank, np.int32),
+                    "thread": np.full(n, len(parts), np.int64),
+                    "source": np.full(n, src, np.int32),
+                }
+            )
+        sources.append(
+            {
+                "path": f"raw/{p.lib}-{p.host}-{p.pid}.json",
+                "format": f"di-capture-{p.lib}",
+                "rank": rank,
+                "rank_source": "metadata",
+                "events": count,
+                "dropped": {"incomplete records": p.incomplete} if p.incomplete else {},
+                "info": {"pid": p.pid, "host": p.host, "state": p.header["state"], "exe": p.header.get("exe")},
+            }
+        )
     cols = {k: np.concatenate([q[k] for q in parts]) for k in parts[0]} if parts else {}
     keys = sorted(loc_of.items(), key=lambda kv: kv[1])
     src_of = {(s["info"]["host"], s["info"]["pid"]): i for i, s in enumerate(sources)}
-    locations = pl.DataFrame({
-        "loc": [v for _, v in keys], "rank": [k[0] for k, _ in keys], "host": [k[1] for k, _ in keys],
-        "pid": [k[2] for k, _ in keys], "tid": [k[3] for k, _ in keys],
-        "kind": ["cpu_thread"] * len(keys),
-        "name": [("main thread" if k[3] == k[2] else f"thread {k[3]}") for k, _ in keys],
-        "process": [f"rank {k[0]}" for k, _ in keys],
-        "source": [src_of[(k[1], k[2])] for k, _ in keys],
-    }, schema_overrides={"loc": pl.UInt32, "rank": pl.Int32, "source": pl.Int32})
+    locations = pl.DataFrame(
+        {
+            "loc": [v for _, v in keys],
+            "rank": [k[0] for k, _ in keys],
+            "host": [k[1] for k, _ in keys],
+            "pid": [k[2] for k, _ in keys],
+            "tid": [k[3] for k, _ in keys],
+            "kind": ["cpu_thread"] * len(keys),
+            "name": [("main thread" if k[3] == k[2] else f"thread {k[3]}") for k, _ in keys],
+            "process": [f"rank {k[0]}" for k, _ in keys],
+            "source": [src_of[(k[1], k[2])] for k, _ in keys],
+        },
+        schema_overrides={"loc": pl.UInt32, "rank": pl.Int32, "source": pl.Int32},
+    )
     return cols, locations, sources
 
 
-def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable,
-            warnings: list[str]) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+def _events(
+    cols: dict[str, np.ndarray], comms: Any, strings: StringTable, warnings: list[str]
+) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
     """Events of CALL, IO and USER records, sorted; record index -> event row (-1 none); the I/O events."""
     names, cats = _op_tables()
     ev = np.flatnonzero((cols["kind"] == shard.KIND_CALL) | (cols["kind"] == shard.KIND_IO))
@@ -233,24 +296,53 @@ def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable,
     name_lut = pl.Series("name", list(names), dtype=pl.Enum(list(dict.fromkeys(names))))
     cat_lut = pl.Series("cat", list(cats), dtype=pl.Enum(list(CATS)))
     nbytes = np.where(_no_payload()[op] & ~is_io, -1, cols["bytes"][ev])
-    df = pl.DataFrame({
-        "record": ev, "loc": cols["loc"][ev], "start_ns": cols["t0"][ev], "end_ns": cols["t1"][ev],
-        "name": name_lut.gather(op).cast(pl.Categorical), "cat": cat_lut.gather(op),
-        "src_cat": pl.Series("src_cat", ["mpi", "posix_io", "nccl"], dtype=pl.Categorical).gather(
-            np.where(cats[op] == "nccl", 2, is_io.astype(np.int64))),
-        "bytes": np.where(nbytes >= 0, nbytes, -1), "io": is_io,
-        "peer": world_peer, "tag": cols["tag"][ev], "comm": comm_name,
-        "file": strings.column(cols["text"][ev], "file"), "fd": cols["aux"][ev], "offset": cols["aux2"][ev],
-    }, strict=False)
+    df = pl.DataFrame(
+        {
+            "record": ev,
+            "loc": cols["loc"][ev],
+            "start_ns": cols["t0"][ev],
+            "end_ns": cols["t1"][ev],
+            "name": name_lut.gather(op).cast(pl.Categorical),
+            "cat": cat_lut.gather(op),
+            "src_cat": pl.Series("src_cat", ["mpi", "posix_io", "nccl"], dtype=pl.Categorical).gather(
+                np.where(cats[op] == "nccl", 2, is_io.astype(np.int64))
+            ),
+            "bytes": np.where(nbytes >= 0, nbytes, -1),
+            "io": is_io,
+            "peer": world_peer,
+            "tag": cols["tag"][ev],
+            "comm": comm_name,
+            "file": strings.column(cols["text"][ev], "file"),
+            "fd": cols["aux"][ev],
+            "offset": cols["aux2"][ev],
+        },
+        strict=False,
+    )
     # args: MPI ones by concatenation (communicator names need no escaping), I/O ones
     # through json_encode (file names may); each on its own rows
     peer, comm = pl.col("peer"), pl.col("comm")
-    mpi_args = (pl.when(peer >= 0).then(pl.concat_str(
-        pl.lit('{"peer":'), peer.cast(pl.String), pl.lit(',"tag":'), pl.col("tag").cast(pl.String),
-        pl.lit(',"comm":"'), comm, pl.lit('"}'))).when(comm.is_not_null())
-        .then(pl.concat_str(pl.lit('{"comm":"'), comm, pl.lit('"}'))))
-    io_args = pl.struct(pl.col("file"), pl.col("fd"), pl.when(pl.col("offset") >= 0).then(pl.col("offset")).alias("offset")).struct.json_encode()
-    df = pl.concat([df.filter(~pl.col("io")).with_columns(args=mpi_args), df.filter(pl.col("io")).with_columns(args=io_args)])
+    mpi_args = (
+        pl.when(peer >= 0)
+        .then(
+            pl.concat_str(
+                pl.lit('{"peer":'),
+                peer.cast(pl.String),
+                pl.lit(',"tag":'),
+                pl.col("tag").cast(pl.String),
+                pl.lit(',"comm":"'),
+                comm,
+                pl.lit('"}'),
+            )
+        )
+        .when(comm.is_not_null())
+        .then(pl.concat_str(pl.lit('{"comm":"'), comm, pl.lit('"}')))
+    )
+    io_args = pl.struct(
+        pl.col("file"), pl.col("fd"), pl.when(pl.col("offset") >= 0).then(pl.col("offset")).alias("offset")
+    ).struct.json_encode()
+    df = pl.concat(
+        [df.filter(~pl.col("io")).with_columns(args=mpi_args), df.filter(pl.col("io")).with_columns(args=io_args)]
+    )
     df = df.with_columns(instant=pl.lit(False))
     user = user_events.user_events(cols, strings, warnings)
     if user is not None:
@@ -262,9 +354,12 @@ def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable,
     row_of[df.get_column("record").to_numpy()] = np.arange(df.height)
     from di.nesting import nest
 
-    depth, parent = nest(df.get_column("loc").to_numpy(), df.get_column("start_ns").to_numpy(), df.get_column("end_ns").to_numpy())
+    depth, parent = nest(
+        df.get_column("loc").to_numpy(), df.get_column("start_ns").to_numpy(), df.get_column("end_ns").to_numpy()
+    )
     df = df.with_columns(depth=pl.Series(depth), parent=pl.Series(parent)).with_columns(
-        parent=pl.when(pl.col("parent") >= 0).then(pl.col("parent")))
+        parent=pl.when(pl.col("parent") >= 0).then(pl.col("parent"))
+    )
     io = df.filter(pl.col("io")).select("loc", "name", "start_ns", "end_ns", "bytes", "file")
     return df.drop("record", "io", "peer", "tag", "comm", "file", "fd", "offset"), row_of, io
 
@@ -272,8 +367,9 @@ def _events(cols: dict[str, np.ndarray], comms: Any, strings: StringTable,
 FIRST_END_TOL_S = 0.002  # ranks seen ending within this of the first are "first" too (one watcher wake-up)
 
 
-def _abnormal(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], run_info: dict[str, Any],
-              warnings: list[str]) -> tuple[list[int], list[int]]:
+def _abnormal(
+    procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int], run_info: dict[str, Any], warnings: list[str]
+) -> tuple[list[int], list[int]]:
     """Ranks whose processes did not exit normally (header state), each said in a warning, and
     those of them that ended first, when that is known.
 
@@ -298,10 +394,18 @@ def _abnormal(procs: list[shard.ProcessShard], ranks: dict[tuple[str, int], int]
         if rank in unreported:
             how = "was still running when a failed rank's di record ingested the recording (the launcher then ends it"
         elif first and rank not in first:
-            how = (f"was ended by the launcher {end['after_s'] - ends[first[0]]['after_s']:.2f} s after rank "
-                   f"{', '.join(map(str, first))} ended (no fault of its own")
+            how = (
+                f"was ended by the launcher {end['after_s'] - ends[first[0]]['after_s']:.2f} s after rank "
+                f"{', '.join(map(str, first))} ended (no fault of its own"
+            )
         else:
-            cause = f"signal {end['signal']}" if "signal" in end else f"exit code {end['exit_code']}" if "exit_code" in end else "killed or crashed"
+            cause = (
+                f"signal {end['signal']}"
+                if "signal" in end
+                else f"exit code {end['exit_code']}"
+                if "exit_code" in end
+                else "killed or crashed"
+            )
             how = f"ended abnormally{' first' if first else ''} ({cause}"
         warnings.append(f"rank {rank} {how}; last state {states}): its {n} records up to that point are loaded")
     return bad, first
@@ -337,8 +441,14 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
         raise FormatError(raw, "the recording holds no records (did the command run MPI or file I/O under capture?)")
     if not cols:
         cols = {name: np.empty(0, shard.RECORD[name]) for name in shard.RECORD.names}
-        cols.update(text=np.empty(0, np.int64), text2=np.empty(0, np.int64), loc=np.empty(0, np.uint32), rank=np.empty(0, np.int32),
-                    thread=np.empty(0, np.int64), source=np.empty(0, np.int32))
+        cols.update(
+            text=np.empty(0, np.int64),
+            text2=np.empty(0, np.int64),
+            loc=np.empty(0, np.uint32),
+            rank=np.empty(0, np.int32),
+            thread=np.empty(0, np.int64),
+            source=np.empty(0, np.int32),
+        )
         cols["t0"], cols["t1"] = cols["t0"].copy(), cols["t1"].copy()
     comms = matching.Communicators.from_records(cols, strings.text)
     events, row_of, io = _events(cols, comms, strings, warnings)
@@ -359,19 +469,37 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
         warnings.append(f"ranks {run_info['unreported_ranks']}: their di record never reported an exit status")
     meta = {
         "format": "di-trace",
-        "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative",
-                  "sync": "mpi_ping_pong_linear" if any(m.points for m in maps.values()) else None,
-                  "offsets": {str(r): m.as_meta() for r, m in sorted(maps.items())}},
-        "sources": sources, "warnings": warnings, "world_size": world or None,
+        "clock": {
+            "unit": "ns",
+            "domain": "unix_epoch" if epoch else "relative",
+            "sync": "mpi_ping_pong_linear" if any(m.points for m in maps.values()) else None,
+            "offsets": {str(r): m.as_meta() for r, m in sorted(maps.items())},
+        },
+        "sources": sources,
+        "warnings": warnings,
+        "world_size": world or None,
         "command": run_info.get("command"),
-        "capture": {"abnormal_ranks": bad, "first_failed_ranks": first, "exit_code": run_info.get("exit_code"), "options": run_info.get("options"),
-                    "io_files": files.height, "io_bytes_read": int(files.get_column("bytes_read").sum() or 0) if files.height else 0,
-                    "io_bytes_written": int(files.get_column("bytes_written").sum() or 0) if files.height else 0,
-                    "raw_files": seen},
+        "capture": {
+            "abnormal_ranks": bad,
+            "first_failed_ranks": first,
+            "exit_code": run_info.get("exit_code"),
+            "options": run_info.get("options"),
+            "io_files": files.height,
+            "io_bytes_read": int(files.get_column("bytes_read").sum() or 0) if files.height else 0,
+            "io_bytes_written": int(files.get_column("bytes_written").sum() or 0) if files.height else 0,
+            "raw_files": seen,
+        },
     }
     warnings.extend(run_info.get("notes", []))
-    trace = Trace.build(meta=meta, locations=locations, events=events, messages=messages,
-                        collectives=collectives, series=series, samples=samples)
+    trace = Trace.build(
+        meta=meta,
+        locations=locations,
+        events=events,
+        messages=messages,
+        collectives=collectives,
+        series=series,
+        samples=samples,
+    )
     from di.capture.gpu_ingest import add_gpu
     from di.capture.nccl_work import add_nccl_work
 

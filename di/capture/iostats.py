@@ -40,24 +40,42 @@ def file_stats(io: pl.DataFrame, locations: pl.DataFrame) -> pl.DataFrame:
     if not io.height:
         return pl.DataFrame({"rank": [], "file": []}, schema={"rank": pl.Int32, "file": pl.String})
     df = io.join(locations.select("loc", "rank"), on="loc").with_columns(
-        dur=pl.col("end_ns") - pl.col("start_ns"), name=pl.col("name").cast(pl.String),
-        size_bin=pl.Series(np.searchsorted(SIZE_EDGES, io.get_column("bytes").fill_null(0).to_numpy(), side="right")))
+        dur=pl.col("end_ns") - pl.col("start_ns"),
+        name=pl.col("name").cast(pl.String),
+        size_bin=pl.Series(np.searchsorted(SIZE_EDGES, io.get_column("bytes").fill_null(0).to_numpy(), side="right")),
+    )
     is_read, is_write = pl.col("name").is_in(READS), pl.col("name").is_in(WRITES)
-    hist = [pl.col("size_bin").filter(sel).value_counts(sort=False).alias(alias) for sel, alias in ((is_read, "rh"), (is_write, "wh"))]
-    stats = df.filter(pl.col("file").is_not_null()).group_by("rank", "file").agg(
-        opens=pl.col("name").is_in(OPENS).sum(), reads=is_read.sum(), writes=is_write.sum(),
-        seeks=(pl.col("name") == "lseek").sum(), syncs=pl.col("name").is_in(["fsync", "fdatasync"]).sum(),
-        mmaps=(pl.col("name") == "mmap").sum(),
-        bytes_read=pl.col("bytes").filter(is_read).sum(), bytes_written=pl.col("bytes").filter(is_write).sum(),
-        read_time_ns=pl.col("dur").filter(is_read).sum(), write_time_ns=pl.col("dur").filter(is_write).sum(),
-        meta_time_ns=pl.col("dur").filter(pl.col("name").is_in(META)).sum(), *hist,
-    ).sort("rank", "file")
+    hist = [
+        pl.col("size_bin").filter(sel).value_counts(sort=False).alias(alias)
+        for sel, alias in ((is_read, "rh"), (is_write, "wh"))
+    ]
+    stats = (
+        df.filter(pl.col("file").is_not_null())
+        .group_by("rank", "file")
+        .agg(
+            opens=pl.col("name").is_in(OPENS).sum(),
+            reads=is_read.sum(),
+            writes=is_write.sum(),
+            seeks=(pl.col("name") == "lseek").sum(),
+            syncs=pl.col("name").is_in(["fsync", "fdatasync"]).sum(),
+            mmaps=(pl.col("name") == "mmap").sum(),
+            bytes_read=pl.col("bytes").filter(is_read).sum(),
+            bytes_written=pl.col("bytes").filter(is_write).sum(),
+            read_time_ns=pl.col("dur").filter(is_read).sum(),
+            write_time_ns=pl.col("dur").filter(is_write).sum(),
+            meta_time_ns=pl.col("dur").filter(pl.col("name").is_in(META)).sum(),
+            *hist,
+        )
+        .sort("rank", "file")
+    )
     for h, name in (("rh", "read_sizes"), ("wh", "write_sizes")):
         counts = np.zeros((stats.height, len(SIZE_BINS)), np.int64)
         for i, items in enumerate(stats.get_column(h).to_list()):  # one per file, not per event
             for item in items:
                 counts[i, item["size_bin"]] = item["count"]
-        stats = stats.drop(h).with_columns(pl.struct([pl.Series(b, counts[:, k]) for k, b in enumerate(SIZE_BINS)]).alias(name))
+        stats = stats.drop(h).with_columns(
+            pl.struct([pl.Series(b, counts[:, k]) for k, b in enumerate(SIZE_BINS)]).alias(name)
+        )
     return stats
 
 

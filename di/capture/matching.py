@@ -27,17 +27,48 @@ import polars as pl
 
 from di.capture import shard
 
-SEND_OPS = {"MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend", "MPI_Issend", "MPI_Ibsend",
-            "MPI_Irsend", "MPI_Sendrecv", "MPI_Sendrecv_replace", "ncclSend"}
-RECV_OPS = {"MPI_Recv", "MPI_Mrecv", "ncclRecv"}  # blocking receives (an NCCL receive has no tag: its `tag` is the count)
+SEND_OPS = {
+    "MPI_Send",
+    "MPI_Ssend",
+    "MPI_Bsend",
+    "MPI_Rsend",
+    "MPI_Isend",
+    "MPI_Issend",
+    "MPI_Ibsend",
+    "MPI_Irsend",
+    "MPI_Sendrecv",
+    "MPI_Sendrecv_replace",
+    "ncclSend",
+}
+RECV_OPS = {
+    "MPI_Recv",
+    "MPI_Mrecv",
+    "ncclRecv",
+}  # blocking receives (an NCCL receive has no tag: its `tag` is the count)
 COLLECTIVE_OPS = {  # base name (no I prefix, no _c) -> canonical op of the collectives table
-    "MPI_Barrier": "barrier", "MPI_Bcast": "broadcast", "MPI_Reduce": "reduce", "MPI_Allreduce": "allreduce",
-    "MPI_Allgather": "allgather", "MPI_Allgatherv": "allgather", "MPI_Alltoall": "alltoall",
-    "MPI_Alltoallv": "alltoall", "MPI_Gather": "gather", "MPI_Gatherv": "gather", "MPI_Scatter": "scatter",
-    "MPI_Scatterv": "scatter", "MPI_Reduce_scatter": "reduce_scatter", "MPI_Reduce_scatter_block": "reduce_scatter",
-    "ncclAllReduce": "allreduce", "ncclBroadcast": "broadcast", "ncclReduce": "reduce", "ncclAllGather": "allgather",
-    "ncclReduceScatter": "reduce_scatter", "ncclAlltoAll": "alltoall",  # NCCL shim and profiler plugin
-    "ncclGather": "gather", "ncclScatter": "scatter", "ncclCollective": "other",
+    "MPI_Barrier": "barrier",
+    "MPI_Bcast": "broadcast",
+    "MPI_Reduce": "reduce",
+    "MPI_Allreduce": "allreduce",
+    "MPI_Allgather": "allgather",
+    "MPI_Allgatherv": "allgather",
+    "MPI_Alltoall": "alltoall",
+    "MPI_Alltoallv": "alltoall",
+    "MPI_Gather": "gather",
+    "MPI_Gatherv": "gather",
+    "MPI_Scatter": "scatter",
+    "MPI_Scatterv": "scatter",
+    "MPI_Reduce_scatter": "reduce_scatter",
+    "MPI_Reduce_scatter_block": "reduce_scatter",
+    "ncclAllReduce": "allreduce",
+    "ncclBroadcast": "broadcast",
+    "ncclReduce": "reduce",
+    "ncclAllGather": "allgather",
+    "ncclReduceScatter": "reduce_scatter",
+    "ncclAlltoAll": "alltoall",  # NCCL shim and profiler plugin
+    "ncclGather": "gather",
+    "ncclScatter": "scatter",
+    "ncclCollective": "other",
 }
 WORLD_ID = 0
 NONE_ID = (1 << 64) - 1  # MPI_COMM_NULL: calls on no communicator (Wait, Test)
@@ -125,8 +156,18 @@ def nccl_members(cols: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
     out: dict[int, np.ndarray] = {}
     if not idx.size:
         return out
-    recs = pl.DataFrame({"comm": comm[idx], "peer": cols["peer"][idx].astype(np.int64), "size": cols["tag"][idx].astype(np.int64),
-                         "rank": cols["rank"][idx].astype(np.int64)}).unique(["comm", "peer"], keep="first").sort("comm", "peer")
+    recs = (
+        pl.DataFrame(
+            {
+                "comm": comm[idx],
+                "peer": cols["peer"][idx].astype(np.int64),
+                "size": cols["tag"][idx].astype(np.int64),
+                "rank": cols["rank"][idx].astype(np.int64),
+            }
+        )
+        .unique(["comm", "peer"], keep="first")
+        .sort("comm", "peer")
+    )
     for (cid,), part in recs.group_by("comm"):
         size = int(part.get_column("size").max())
         if part.height == size and part.get_column("peer").to_list() == list(range(size)):
@@ -134,7 +175,9 @@ def nccl_members(cols: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
     return out
 
 
-def _completion_rows(cols: dict[str, np.ndarray], row_of: np.ndarray, kind: int = shard.KIND_REQ_DONE) -> tuple[np.ndarray, np.ndarray]:
+def _completion_rows(
+    cols: dict[str, np.ndarray], row_of: np.ndarray, kind: int = shard.KIND_REQ_DONE
+) -> tuple[np.ndarray, np.ndarray]:
     """For each record of ``kind`` (REQ_DONE, REQ_START): its index and the event row of the
     next CALL on its thread (the call it happened in)."""
     done = np.flatnonzero(cols["kind"] == kind)
@@ -148,50 +191,111 @@ def _completion_rows(cols: dict[str, np.ndarray], row_of: np.ndarray, kind: int 
     return done, rows
 
 
-def messages(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicators, warnings: list[str]) -> pl.DataFrame:
+def messages(
+    cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicators, warnings: list[str]
+) -> pl.DataFrame:
     """Matched point-to-point messages (see the module docstring)."""
     send_op, recv_op, irecv_op, _ = _op_sets()
     kind, op = cols["kind"], cols["op"]
     call = kind == shard.KIND_CALL
     done, done_rows = _completion_rows(cols, row_of)
-    done_by_req = pl.DataFrame({"thread_src": cols["source"][done], "req": cols["req"][done], "done_row": done_rows,
-                                "d_peer": cols["peer"][done], "d_tag": cols["tag"][done], "d_bytes": cols["bytes"][done],
-                                "d_aux": cols["aux"][done], "d_t": cols["t0"][done], "d_comm_thread": cols["thread"][done]})
+    done_by_req = pl.DataFrame(
+        {
+            "thread_src": cols["source"][done],
+            "req": cols["req"][done],
+            "done_row": done_rows,
+            "d_peer": cols["peer"][done],
+            "d_tag": cols["tag"][done],
+            "d_bytes": cols["bytes"][done],
+            "d_aux": cols["aux"][done],
+            "d_t": cols["t0"][done],
+            "d_comm_thread": cols["thread"][done],
+        }
+    )
 
     started, start_rows = _completion_rows(cols, row_of, shard.KIND_REQ_START)  # persistent requests' posts
     start_send = cols["aux"][started] == 1
     s = np.flatnonzero(call & send_op[op])
     s_row = row_of[s]
     s, s_row = np.concatenate([s, started[start_send]]), np.concatenate([s_row, start_rows[start_send]])
-    sends = pl.DataFrame({"src": cols["rank"][s].astype(np.int64), "dst": comms.world_peer(cols["comm"][s], cols["peer"][s]),
-                          "comm": cols["comm"][s], "tag": cols["tag"][s].astype(np.int64), "t": cols["t0"][s],
-                          "send": s_row, "req": cols["req"][s], "thread_src": cols["source"][s]})
-    sends = sends.join(done_by_req.filter(pl.col("req") > 0).select("thread_src", "req", send_done="done_row"),
-                       on=["thread_src", "req"], how="left")
+    sends = pl.DataFrame(
+        {
+            "src": cols["rank"][s].astype(np.int64),
+            "dst": comms.world_peer(cols["comm"][s], cols["peer"][s]),
+            "comm": cols["comm"][s],
+            "tag": cols["tag"][s].astype(np.int64),
+            "t": cols["t0"][s],
+            "send": s_row,
+            "req": cols["req"][s],
+            "thread_src": cols["source"][s],
+        }
+    )
+    sends = sends.join(
+        done_by_req.filter(pl.col("req") > 0).select("thread_src", "req", send_done="done_row"),
+        on=["thread_src", "req"],
+        how="left",
+    )
 
     r = np.flatnonzero(call & recv_op[op])
-    blocking = pl.DataFrame({"dst": cols["rank"][r].astype(np.int64), "src": comms.world_peer(cols["comm"][r], cols["peer"][r]),
-                             "comm": cols["comm"][r], "tag": cols["tag"][r].astype(np.int64), "t": cols["t0"][r],
-                             "recv": row_of[r], "bytes": cols["bytes"][r], "recv_post": np.full(r.size, -1, np.int64)})
+    blocking = pl.DataFrame(
+        {
+            "dst": cols["rank"][r].astype(np.int64),
+            "src": comms.world_peer(cols["comm"][r], cols["peer"][r]),
+            "comm": cols["comm"][r],
+            "tag": cols["tag"][r].astype(np.int64),
+            "t": cols["t0"][r],
+            "recv": row_of[r],
+            "bytes": cols["bytes"][r],
+            "recv_post": np.full(r.size, -1, np.int64),
+        }
+    )
     ir = np.flatnonzero(call & irecv_op[op])
     ir_row = row_of[ir]
     ir, ir_row = np.concatenate([ir, started[~start_send]]), np.concatenate([ir_row, start_rows[~start_send]])
-    posts = pl.DataFrame({"dst": cols["rank"][ir].astype(np.int64), "comm": cols["comm"][ir], "t": cols["t0"][ir],
-                          "recv_post": ir_row, "req": cols["req"][ir], "thread_src": cols["source"][ir]})
+    posts = pl.DataFrame(
+        {
+            "dst": cols["rank"][ir].astype(np.int64),
+            "comm": cols["comm"][ir],
+            "t": cols["t0"][ir],
+            "recv_post": ir_row,
+            "req": cols["req"][ir],
+            "thread_src": cols["source"][ir],
+        }
+    )
     posts = posts.join(done_by_req, on=["thread_src", "req"], how="inner")
     post_src = comms.world_peer(posts.get_column("comm").to_numpy(), posts.get_column("d_peer").to_numpy())
-    nonblocking = posts.select("dst", pl.Series("src", post_src), "comm", tag=pl.col("d_tag").cast(pl.Int64), t="t",
-                               recv="done_row", bytes="d_bytes", recv_post="recv_post")
+    nonblocking = posts.select(
+        "dst",
+        pl.Series("src", post_src),
+        "comm",
+        tag=pl.col("d_tag").cast(pl.Int64),
+        t="t",
+        recv="done_row",
+        bytes="d_bytes",
+        recv_post="recv_post",
+    )
     # the receive half of Sendrecv: a REQ_DONE with aux 2 right before the Sendrecv call
     sr = done_by_req.with_row_index("k").filter(pl.col("d_aux") == 2)
     sr_idx = done[sr.get_column("k").to_numpy()]
     sr_call = np.searchsorted(np.flatnonzero(call), sr_idx)
     call_idx = np.flatnonzero(call)
-    sr_comm = cols["comm"][call_idx[np.minimum(sr_call, max(call_idx.size - 1, 0))]] if call_idx.size else np.empty(0, np.uint64)
-    halves = pl.DataFrame({"dst": cols["rank"][sr_idx].astype(np.int64), "src": comms.world_peer(sr_comm, cols["peer"][sr_idx]),
-                           "comm": sr_comm, "tag": cols["tag"][sr_idx].astype(np.int64), "t": cols["t0"][sr_idx],
-                           "recv": sr.get_column("done_row").to_numpy(), "bytes": cols["bytes"][sr_idx],
-                           "recv_post": np.full(sr_idx.size, -1, np.int64)})
+    sr_comm = (
+        cols["comm"][call_idx[np.minimum(sr_call, max(call_idx.size - 1, 0))]]
+        if call_idx.size
+        else np.empty(0, np.uint64)
+    )
+    halves = pl.DataFrame(
+        {
+            "dst": cols["rank"][sr_idx].astype(np.int64),
+            "src": comms.world_peer(sr_comm, cols["peer"][sr_idx]),
+            "comm": sr_comm,
+            "tag": cols["tag"][sr_idx].astype(np.int64),
+            "t": cols["t0"][sr_idx],
+            "recv": sr.get_column("done_row").to_numpy(),
+            "bytes": cols["bytes"][sr_idx],
+            "recv_post": np.full(sr_idx.size, -1, np.int64),
+        }
+    )
     recvs = pl.concat([blocking, nonblocking, halves], how="vertical_relaxed")
 
     key = ["src", "dst", "comm", "tag"]
@@ -200,13 +304,22 @@ def messages(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicato
     matched = sends.join(recvs, on=[*key, "k"], how="inner")
     unmatched_s, unmatched_r = sends.height - matched.height, recvs.height - matched.height
     if unmatched_s or unmatched_r:
-        warnings.append(f"messages: {unmatched_s} sends and {unmatched_r} receives without a partner (job cut short, "
-                        "PROC_NULL peers, or a communicator created outside the wrapped calls)")
+        warnings.append(
+            f"messages: {unmatched_s} sends and {unmatched_r} receives without a partner (job cut short, "
+            "PROC_NULL peers, or a communicator created outside the wrapped calls)"
+        )
     matched = matched.with_columns(comms.names(matched.get_column("comm").to_numpy(), "comm_name"))
     return matched.sort("send").select(
-        "send", "recv", "bytes", "tag", comm="comm_name",
-        send_done=pl.col("send_done"), recv_post=pl.when(pl.col("recv_post") >= 0).then(pl.col("recv_post")),
-        src_rank="src", dst_rank="dst")
+        "send",
+        "recv",
+        "bytes",
+        "tag",
+        comm="comm_name",
+        send_done=pl.col("send_done"),
+        recv_post=pl.when(pl.col("recv_post") >= 0).then(pl.col("recv_post")),
+        src_rank="src",
+        dst_rank="dst",
+    )
 
 
 def collectives(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicators) -> pl.DataFrame:
@@ -216,19 +329,39 @@ def collectives(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communic
     c = np.flatnonzero((cols["kind"] == shard.KIND_CALL) & (coll[op] != ""))
     cid = cols["comm"][c]
     uniq, inverse = np.unique(cid, return_inverse=True)  # per communicator, not per call
-    size = np.array([comms.members[int(x)].size if int(x) in comms.members else -1 for x in uniq], dtype=np.int64)[inverse]
-    ranks_text = np.array([json.dumps(comms.members[int(x)].tolist()) if int(x) in comms.members else None
-                           for x in uniq] + [None], dtype=object)[:-1][inverse]
-    df = pl.DataFrame({
-        "event": row_of[c], "rank": cols["rank"][c], "comm_id": cid, "t": cols["t0"][c],
-        "op": coll[op[c]].astype(str), "root": comms.world_peer(cid, cols["peer"][c]),
-        "bytes": cols["bytes"][c], "group_size": size,
-        "comm": comms.names(cid),
-        "group_ranks": pl.Series(ranks_text, dtype=pl.String),
-    }, strict=False)
+    size = np.array([comms.members[int(x)].size if int(x) in comms.members else -1 for x in uniq], dtype=np.int64)[
+        inverse
+    ]
+    ranks_text = np.array(
+        [json.dumps(comms.members[int(x)].tolist()) if int(x) in comms.members else None for x in uniq] + [None],
+        dtype=object,
+    )[:-1][inverse]
+    df = pl.DataFrame(
+        {
+            "event": row_of[c],
+            "rank": cols["rank"][c],
+            "comm_id": cid,
+            "t": cols["t0"][c],
+            "op": coll[op[c]].astype(str),
+            "root": comms.world_peer(cid, cols["peer"][c]),
+            "bytes": cols["bytes"][c],
+            "group_size": size,
+            "comm": comms.names(cid),
+            "group_ranks": pl.Series(ranks_text, dtype=pl.String),
+        },
+        strict=False,
+    )
     df = df.sort("t").with_columns(seq=pl.int_range(pl.len()).over(["rank", "comm_id"]))
     df = df.with_columns(instance=pl.struct("comm_id", "seq").rank("dense").cast(pl.Int64) - 1)
     return df.sort("event").select(
-        "instance", "event", "rank", "comm", "seq", "op",
-        root=pl.when(pl.col("root") >= 0).then(pl.col("root")), bytes="bytes",
-        group_size=pl.when(pl.col("group_size") >= 0).then(pl.col("group_size")), group_ranks="group_ranks")
+        "instance",
+        "event",
+        "rank",
+        "comm",
+        "seq",
+        "op",
+        root=pl.when(pl.col("root") >= 0).then(pl.col("root")),
+        bytes="bytes",
+        group_size=pl.when(pl.col("group_size") >= 0).then(pl.col("group_size")),
+        group_ranks="group_ranks",
+    )

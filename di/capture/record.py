@@ -118,12 +118,16 @@ def _application(opts: RecordOptions) -> tuple[dict[str, str], list[str]]:
     env, notes = {"DI_NVTX_LIB": lib}, []
     current = os.environ.get("NVTX_INJECTION64_PATH")
     if opts.nvtx and current and current != lib:
-        notes.append(f"NVTX_INJECTION64_PATH was already set ({current}): NVTX ranges go to that tool, not into the trace")
+        notes.append(
+            f"NVTX_INJECTION64_PATH was already set ({current}): NVTX ranges go to that tool, not into the trace"
+        )
     elif opts.nvtx:
         env["NVTX_INJECTION64_PATH"] = lib
     if opts.python:
         env["DI_CAPTURE_PYTHON"] = str(max(int(opts.python_min_ns), 0))
-        env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(HOOK_DIR), str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
     return env, notes
 
 
@@ -173,9 +177,17 @@ def _job_pids(raw: Path) -> Any:
 def _sampler(raw: Path, opts: RecordOptions) -> Any:
     from di.capture.samplers import SamplerOptions, SamplerThread
 
-    sopts = SamplerOptions(host=opts.host, ib=opts.ib, net=opts.net, nvml=opts.nvml, rate_hz=opts.rate_hz,
-                           proc_root=opts.proc_root, ib_root=opts.ib_root, net_root=opts.net_root,
-                           job_pids=_job_pids(raw))
+    sopts = SamplerOptions(
+        host=opts.host,
+        ib=opts.ib,
+        net=opts.net,
+        nvml=opts.nvml,
+        rate_hz=opts.rate_hz,
+        proc_root=opts.proc_root,
+        ib_root=opts.ib_root,
+        net_root=opts.net_root,
+        job_pids=_job_pids(raw),
+    )
     if not sopts.any():
         return None
     sampler = SamplerThread(raw, sopts)
@@ -271,11 +283,28 @@ def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> t
     app_env, notes = _application(opts)
     gpu_env, gpu_libs, gpu_notes, opts = _gpu(raw, opts, console)
     notes += gpu_notes
-    _write_json(raw / "run.json", {"command": " ".join(command), "form": "launcher", "options": _options(opts),
-                                   "started_unix_s": time.time(), "notes": notes, **_recorder()})
-    outcome = _run(command, _child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}), lambda: _sampler(raw, opts), raw, watch=_job_pids(raw))
+    _write_json(
+        raw / "run.json",
+        {
+            "command": " ".join(command),
+            "form": "launcher",
+            "options": _options(opts),
+            "started_unix_s": time.time(),
+            "notes": notes,
+            **_recorder(),
+        },
+    )
+    outcome = _run(
+        command,
+        _child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}),
+        lambda: _sampler(raw, opts),
+        raw,
+        watch=_job_pids(raw),
+    )
     code = outcome.code
-    ends = {} if outcome.interrupted else {str(r): e for r, e in outcome.rank_ends.items()}  # interrupted: all fail at once
+    ends = (
+        {} if outcome.interrupted else {str(r): e for r, e in outcome.rank_ends.items()}
+    )  # interrupted: all fail at once
     _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "exit_code": code, "rank_ends": ends})
     return code, _ingest_after(run, code, console), None
 
@@ -286,8 +315,17 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
     started = time.time()
     if rank == 0:
         raw = _prepare(run)
-        _write_json(raw / "run.json", {"command": " ".join(command), "form": "per_rank", "options": _options(opts),
-                                       "started_unix_s": started, "world_size": size, **_recorder()})
+        _write_json(
+            raw / "run.json",
+            {
+                "command": " ".join(command),
+                "form": "per_rank",
+                "options": _options(opts),
+                "started_unix_s": started,
+                "world_size": size,
+                **_recorder(),
+            },
+        )
     else:
         raw = run / "raw"
         _wait_for_setup(raw / "run.json", started)
@@ -299,7 +337,12 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
         _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "notes": notes})
     local = _env_int(LOCAL_RANK_VARS)
     node_first = local == 0 or (local is None and rank == 0)  # runs the node's samplers
-    outcome = _run(command, _child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}), lambda: _sampler(raw, opts) if node_first else None, raw)
+    outcome = _run(
+        command,
+        _child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}),
+        lambda: _sampler(raw, opts) if node_first else None,
+        raw,
+    )
     code = outcome.code
     _write_json(raw / f"exit-{rank}.json", {"rank": rank, "exit_code": code, "host": socket.gethostname()})
     if rank != 0 and code == 0:
@@ -406,4 +449,7 @@ def _gpu(raw: Path, opts: RecordOptions, _console: Any) -> tuple[dict[str, str],
 
 
 def _options(opts: RecordOptions) -> dict[str, Any]:
-    return {k: getattr(opts, k) for k in ("mpi", "io", "host", "ib", "net", "nvml", "gpu", "nvtx", "python", "python_min_ns", "rate_hz")}
+    return {
+        k: getattr(opts, k)
+        for k in ("mpi", "io", "host", "ib", "net", "nvml", "gpu", "nvtx", "python", "python_min_ns", "rate_hz")
+    }

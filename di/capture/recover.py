@@ -35,8 +35,17 @@ from typing import Any
 from di.capture import shard
 from di.errors import DIError
 
-DI_FILES = ("meta.json", "io_files.parquet", "locations.parquet", "events.parquet", "messages.parquet",
-            "collectives.parquet", "flows.parquet", "series.parquet", "samples.parquet")
+DI_FILES = (
+    "meta.json",
+    "io_files.parquet",
+    "locations.parquet",
+    "events.parquet",
+    "messages.parquet",
+    "collectives.parquet",
+    "flows.parquet",
+    "series.parquet",
+    "samples.parquet",
+)
 """The files of a recording's store that di writes (di.schema.TABLES, meta.json, the I/O table)."""
 LOCK_WAIT_S = 600.0  # how long a load waits for another process's ingest of the same recording
 LOCK_POLL_S = 0.1
@@ -132,7 +141,9 @@ def recover_hidden(run: Path) -> None:
             raise DIError(f"{newest}: cannot move these shards back to {run / 'raw'}: {exc.strerror}") from None
         log.warning("%s: moved the shards a killed ingest had hidden in %s back to raw/", run, newest.name)
     for old in hidden:
-        log.warning("%s: older shards hidden by a killed ingest, not used; remove the folder if they are not needed", old)
+        log.warning(
+            "%s: older shards hidden by a killed ingest, not used; remove the folder if they are not needed", old
+        )
 
 
 def pending(run: Path) -> str | None:
@@ -181,8 +192,10 @@ def _lock(run: Path) -> Path:
         if lock is not None:
             return lock
         if time.monotonic() > deadline:
-            raise DIError(f"{_lock_path(run)}: another di has been ingesting {run} for {LOCK_WAIT_S:.0f} s; "
-                          "remove this file if that process is gone")
+            raise DIError(
+                f"{_lock_path(run)}: another di has been ingesting {run} for {LOCK_WAIT_S:.0f} s; "
+                "remove this file if that process is gone"
+            )
         time.sleep(LOCK_POLL_S)
 
 

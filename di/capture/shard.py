@@ -57,11 +57,21 @@ from di.errors import FormatError
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 SHARD_VERSION = 1
 
-RECORD = np.dtype([
-    ("kind", "<u2"), ("op", "<u2"), ("peer", "<i4"), ("t0", "<i8"), ("t1", "<i8"),
-    ("bytes", "<i8"), ("comm", "<u8"), ("tag", "<i4"), ("aux", "<i4"), ("req", "<u8"),
-    ("aux2", "<i8"),
-])
+RECORD = np.dtype(
+    [
+        ("kind", "<u2"),
+        ("op", "<u2"),
+        ("peer", "<i4"),
+        ("t0", "<i8"),
+        ("t1", "<i8"),
+        ("bytes", "<i8"),
+        ("comm", "<u8"),
+        ("tag", "<i4"),
+        ("aux", "<i4"),
+        ("req", "<u8"),
+        ("aux2", "<i8"),
+    ]
+)
 """One shard record (64 bytes, little-endian), as ``di_rec`` in shim/shard.h."""
 
 KIND_CALL, KIND_REQ_DONE, KIND_COMM, KIND_CLOCK, KIND_IO, KIND_TICKS, KIND_NCCL_WORK = 1, 2, 3, 4, 5, 6, 7
@@ -89,7 +99,7 @@ def raw_fingerprint(raw: Path) -> dict[str, int]:
 def op_names() -> tuple[str, ...]:
     """Operation names by op id, read from shim/ops.h (the one list C and Python share)."""
     text = (SHIM_DIR / "ops.h").read_text()
-    body = text[text.index("#define DI_OPS(X)"):text.index("#define DI_OP_ENUM")]
+    body = text[text.index("#define DI_OPS(X)") : text.index("#define DI_OP_ENUM")]
     return tuple(re.findall(r"X\((\w+)\)", body))
 
 
@@ -156,7 +166,7 @@ def read_strings(path: Path) -> dict[int, str]:
         end = pos + 8 + int(length)
         if end > len(data):
             break
-        strings[int(sid)] = data[pos + 8:end].decode("utf-8", "replace")
+        strings[int(sid)] = data[pos + 8 : end].decode("utf-8", "replace")
         pos = end
     return strings
 
@@ -177,8 +187,10 @@ def read_records(path: Path, staging: int = 0) -> tuple[np.ndarray, int]:
         with open(path, "rb") as f:
             head = np.fromfile(f, dtype=RECORD, count=staging + 1)
             appended = usable - staging - 1
-            skip = min(max(appended - int(head["t0"][0]), 0), staging)  # staged slots already appended (kill mid-append)
-            staged = head[1 + skip:]
+            skip = min(
+                max(appended - int(head["t0"][0]), 0), staging
+            )  # staged slots already appended (kill mid-append)
+            staged = head[1 + skip :]
             recs = np.empty(appended + staged.size, RECORD)  # appended, then staged: read in place, no second copy
             f.readinto(recs[:appended].view(np.uint8))
             recs[appended:] = staged
@@ -201,8 +213,9 @@ def read_raw(raw: Path) -> tuple[list[ProcessShard], dict[str, int]]:
         m = HEADER.match(path.name)
         if m:
             lib, host, pid = m[1], m[2], int(m[3])
-            procs[(lib, host, pid)] = ProcessShard(lib, host, pid, read_header(path),
-                                                   read_strings(raw / f"{lib}-{host}-{pid}.str"))
+            procs[(lib, host, pid)] = ProcessShard(
+                lib, host, pid, read_header(path), read_strings(raw / f"{lib}-{host}-{pid}.str")
+            )
     for path in sorted(raw.iterdir()):
         m = THREAD.match(path.name)
         if not m:
@@ -211,7 +224,9 @@ def read_raw(raw: Path) -> tuple[list[ProcessShard], dict[str, int]]:
         recs, incomplete = read_records(path, int(proc.header.get("staging_records", 0)) if proc else 0)
         if proc is None:
             if recs.size:
-                dropped["records of processes without a header"] = dropped.get("records of processes without a header", 0) + int(recs.size)
+                dropped["records of processes without a header"] = dropped.get(
+                    "records of processes without a header", 0
+                ) + int(recs.size)
             continue
         proc.incomplete += incomplete
         if recs.size:

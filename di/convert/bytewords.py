@@ -37,8 +37,12 @@ def load_u64(typingctx, buf, i):
 @intrinsic
 def store_u64(typingctx, out, o, w):
     """Write the uint64 ``w`` to bytes out[o:o+8]."""
-    if not (isinstance(out, types.Array) and out.dtype == types.uint8 and isinstance(o, types.Integer)
-            and isinstance(w, types.Integer)):
+    if not (
+        isinstance(out, types.Array)
+        and out.dtype == types.uint8
+        and isinstance(o, types.Integer)
+        and isinstance(w, types.Integer)
+    ):
         return None
 
     def codegen(context, builder, sig, args):

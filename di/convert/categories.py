@@ -22,11 +22,21 @@ SYNC_API = r"(?i)synchronize|StreamWaitEvent|EventQuery|StreamQuery|waitOnEvent"
 COMM_CPU = r"^(record_param_comms|c10d::|nccl:|gloo:)"
 
 SOURCE_CATEGORIES = {
-    "kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_runtime": "cuda_api",
-    "cuda_driver": "cuda_api", "cuda_sync": "sync", "cpu_op": "compute", "user_annotation": "user",
-    "gpu_user_annotation": "user", "python_function": "python", "cpu_instant_event": "other", "Trace": "other",
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "cuda_runtime": "cuda_api",
+    "cuda_driver": "cuda_api",
+    "cuda_sync": "sync",
+    "cpu_op": "compute",
+    "user_annotation": "user",
+    "gpu_user_annotation": "user",
+    "python_function": "python",
+    "cpu_instant_event": "other",
+    "Trace": "other",
     # Meta's MTIA accelerator: its runtime API and the device's command processor events
-    "mtia_runtime": "cuda_api", "mtia_ccp_events": "kernel",
+    "mtia_runtime": "cuda_api",
+    "mtia_ccp_events": "kernel",
 }
 """Kineto source categories that map to one canonical category whatever the name."""
 
@@ -57,10 +67,10 @@ def canonical_cats(src_cat: pl.Series, name: pl.Series) -> pl.Series:
     distinct (src_cat, name) pair: a trace's cost is its vocabulary's, not its length's."""
     pairs = pl.DataFrame({"c": src_cat.cast(pl.String), "n": name.cast(pl.String).fill_null("")})
     distinct = pairs.unique(maintain_order=True)
-    cats = [canonical_cat_of(c, n) for c, n in zip(distinct.get_column("c").to_list(), distinct.get_column("n").to_list())]
+    cats = [
+        canonical_cat_of(c, n) for c, n in zip(distinct.get_column("c").to_list(), distinct.get_column("n").to_list())
+    ]
     if distinct.height == pairs.height:
         return pl.Series("cat", cats, dtype=pl.Enum(list(CATS)))
     distinct = distinct.with_columns(pl.Series("cat", cats, dtype=pl.Enum(list(CATS))))
     return pairs.join(distinct, on=["c", "n"], how="left", nulls_equal=True, maintain_order="left").get_column("cat")
-
-

@@ -111,7 +111,9 @@ def _pieces(data: bytes, warnings: list[str]) -> Iterator[bytes]:
                     break
                 piece = dec.decompress(b"", PIECE_BYTES)
             if not dec.eof:
-                warnings.append(f"gzip stream truncated: file ends after {len(data)} compressed / {done} decompressed bytes")
+                warnings.append(
+                    f"gzip stream truncated: file ends after {len(data)} compressed / {done} decompressed bytes"
+                )
                 return
             data = dec.unused_data  # the next gzip member
     except igzip_lib.error as exc:
@@ -136,7 +138,9 @@ def _zlib_pieces(data: bytes, warnings: list[str]) -> Iterator[bytes]:
                 continue
             rest = dec.unconsumed_tail
             if not rest and not piece:
-                warnings.append(f"gzip stream truncated: file ends after {len(data)} compressed / {done} decompressed bytes")
+                warnings.append(
+                    f"gzip stream truncated: file ends after {len(data)} compressed / {done} decompressed bytes"
+                )
                 return
     except zlib.error as exc:
         warnings.append(f"gzip data corrupt after {done} decompressed bytes ({exc}); loaded what came before")

@@ -33,8 +33,11 @@ def new_table(slots, width):
 @njit(cache=True, _nrt=False, inline="always")
 def _start(keys, a, b, c):
     """First slot to probe for key (a, b, c): a multiplicative mix of the three parts."""
-    h = np.uint64(a) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(b) * np.uint64(0xC2B2AE3D27D4EB4F) \
+    h = (
+        np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)
+        ^ np.uint64(b) * np.uint64(0xC2B2AE3D27D4EB4F)
         ^ np.uint64(c) * np.uint64(0x165667B19E3779F9)
+    )
     return np.int64((h ^ (h >> np.uint64(29))) & np.uint64(keys.shape[0] - 1))
 
 
@@ -65,4 +68,3 @@ def claim(keys, count, a, b, c):
     keys[h, 0], keys[h, 1], keys[h, 2], keys[h, 3] = 1, a, b, c
     count[0] += 1
     return h
-

@@ -57,8 +57,7 @@ def is_sorted(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> bool
     """True when the events are in (loc, start_ns, -end_ns) order, as :func:`assign_lanes` needs."""
     if len(loc) < 2:
         return True
-    return bool(_sorted_kernel(readonly_int64(loc), readonly_int64(start_ns),
-                               readonly_int64(end_ns)))
+    return bool(_sorted_kernel(readonly_int64(loc), readonly_int64(start_ns), readonly_int64(end_ns)))
 
 
 @njit(cache=True, _nrt=False)
@@ -103,8 +102,9 @@ def _lanes_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nda
     return lane
 
 
-def innermost_points(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rows: np.ndarray,
-                     lower_ns: np.ndarray) -> np.ndarray:
+def innermost_points(
+    loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rows: np.ndarray, lower_ns: np.ndarray
+) -> np.ndarray:
     """For each queried event, the first time at or after a bound when it is the innermost open event of its location.
 
     A point in time binds to an event the way Perfetto and di's reader bind a
@@ -125,7 +125,9 @@ def innermost_points(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, 
 
 
 @njit(cache=True)
-def _points_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray, lower: np.ndarray) -> np.ndarray:
+def _points_kernel(
+    loc: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray, lower: np.ndarray
+) -> np.ndarray:
     out = np.empty(rows.shape[0], dtype=np.int64)
     for q in range(rows.shape[0]):
         r = rows[q]

@@ -170,7 +170,9 @@ CONNECTORS: tuple[Connector, ...] = (
     Connector("log", (".log.gz", ".log", ".out", ".err"), _sniff_log, _read_log, None),
     Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome, _own_chrome),
     Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2, _own_otf2, whole=True),
-    Connector("perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto, _own_perfetto),
+    Connector(
+        "perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto, _own_perfetto
+    ),
     Connector("nsys", (".nsys-rep", ".qdrep", ".sqlite"), _sniff_nsys, _read_nsys, None),
 )
 
@@ -248,7 +250,11 @@ def expand(path_or_paths: Any) -> list[Path]:
 
             ingest_pending(p)
         if p.is_dir() and not (p / "meta.json").exists():
-            found = sorted(f for f in p.iterdir() if f.is_file() and any(f.name.endswith(e) for c in connectors() for e in c.extensions))
+            found = sorted(
+                f
+                for f in p.iterdir()
+                if f.is_file() and any(f.name.endswith(e) for c in connectors() for e in c.extensions)
+            )
             if not found:
                 raise UnknownFormatError(f"{p}: directory holds no trace files; installed: {installed()}")
             out.extend(found)
@@ -262,7 +268,9 @@ def expand(path_or_paths: Any) -> list[Path]:
     return out
 
 
-def rank_hint(path: Path, position: int, ranks: list[int] | None, rank: int | None, count: int) -> tuple[int | None, str]:
+def rank_hint(
+    path: Path, position: int, ranks: list[int] | None, rank: int | None, count: int
+) -> tuple[int | None, str]:
     """Fallback rank of a file whose content names none: option, file name, position."""
     if ranks is not None:
         return ranks[position], "option"
@@ -274,8 +282,14 @@ def rank_hint(path: Path, position: int, ranks: list[int] | None, rank: int | No
     return position, ("single" if count == 1 else "position")
 
 
-def load_paths(path_or_paths: Any, *, rank: int | None = None, ranks: list[int] | None = None, progress: Any = None,
-               max_input_size: int | str | None = None) -> Trace:
+def load_paths(
+    path_or_paths: Any,
+    *,
+    rank: int | None = None,
+    ranks: list[int] | None = None,
+    progress: Any = None,
+    max_input_size: int | str | None = None,
+) -> Trace:
     """Load and merge; see :func:`di.load`. Per-file failures are collected and
     reported together. ``max_input_size`` bounds each file's (decompressed) bytes:
     None the default limit, 0 none (:func:`di.inputsize.limit_bytes`)."""
@@ -292,7 +306,11 @@ def load_paths(path_or_paths: Any, *, rank: int | None = None, ranks: list[int] 
             conn = connector_for(p)
             hint, source = rank_hint(p, i, ranks, rank, len(paths))
             own = {"max_input_bytes": limit} if conn in CONNECTORS else {}  # plugins' readers take no limit
-            traces.append(conn.read(p, rank=hint, rank_source=source, source=0, **own) if conn.name != "di" else conn.read(p, **own))
+            traces.append(
+                conn.read(p, rank=hint, rank_source=source, source=0, **own)
+                if conn.name != "di"
+                else conn.read(p, **own)
+            )
         except (FormatError, UnknownFormatError, FileNotFoundError) as exc:
             failures.append(exc)
         if progress is not None:
@@ -306,7 +324,12 @@ def load_paths(path_or_paths: Any, *, rank: int | None = None, ranks: list[int] 
     return merge(traces)
 
 
-OUTPUT_KINDS = {"di": "a trace store", "chrome": "a Chrome JSON trace", "otf2": "an OTF2 archive", "perfetto": "a Perfetto trace"}
+OUTPUT_KINDS = {
+    "di": "a trace store",
+    "chrome": "a Chrome JSON trace",
+    "otf2": "an OTF2 archive",
+    "perfetto": "a Perfetto trace",
+}
 """How an output of each built-in format is named in a refusal."""
 
 
@@ -321,12 +344,20 @@ def claim_output(path: Any, *, to: str | None = None, force: bool = False, input
 
     target = Path(path)
     writer = writer_for(target, to)
-    claim(target, ours=writer.ours, force=force, inputs=inputs, what=OUTPUT_KINDS.get(writer.name, f"a {writer.name} output"),
-          whole=writer.whole)
+    claim(
+        target,
+        ours=writer.ours,
+        force=force,
+        inputs=inputs,
+        what=OUTPUT_KINDS.get(writer.name, f"a {writer.name} output"),
+        whole=writer.whole,
+    )
     return writer
 
 
-def save_path(trace: Trace, path: Any, *, to: str | None = None, force: bool = False, inputs: Iterable[Any] = ()) -> None:
+def save_path(
+    trace: Trace, path: Any, *, to: str | None = None, force: bool = False, inputs: Iterable[Any] = ()
+) -> None:
     """Write ``trace`` with the connector chosen by ``to`` or the extension.
 
     The output is claimed first (:func:`claim_output`): an existing path is
@@ -338,6 +369,8 @@ def save_path(trace: Trace, path: Any, *, to: str | None = None, force: bool = F
         OutputError: the path may not be written.
         OSError: the file system refused.
     """
-    sources = [s["path"] for s in trace.meta.get("sources", []) if isinstance(s, dict) and isinstance(s.get("path"), str)]
+    sources = [
+        s["path"] for s in trace.meta.get("sources", []) if isinstance(s, dict) and isinstance(s.get("path"), str)
+    ]
     writer = claim_output(path, to=to, force=force, inputs=[*inputs, *sources])
     writer.write(trace, Path(path))  # type: ignore[misc]

@@ -39,13 +39,15 @@ def put_view(views, e, text, lo, hi, buffer, at):
         _put_u32(views, v + 12, at)
 
 
-def string_views(n: int, views: np.ndarray, texts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, name: str) -> pl.Series:
+def string_views(
+    n: int, views: np.ndarray, texts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, name: str
+) -> pl.Series:
     """A polars String Series from Arrow string views and their data buffers: ``texts`` holds (bytes, buffer
     starts + end) pairs, the buffers numbered in that order (no copy of the text)."""
     import pyarrow as pa
 
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
-    chunks = [pa.py_buffer(data[starts[i]:starts[i + 1]]) for data, starts in texts for i in range(starts.size - 1)]
+    chunks = [pa.py_buffer(data[starts[i] : starts[i + 1]]) for data, starts in texts for i in range(starts.size - 1)]
     arr = pa.Array.from_buffers(pa.string_view(), n, [bitmap, pa.py_buffer(views), *chunks])
     return pl.Series(name, arr)
 
@@ -69,8 +71,9 @@ def _offset_views(data, offsets, limit, views):
     return starts[: nb + 1]
 
 
-def texts_at_offsets(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray, name: str, *,
-                     limit: int = VIEW_BUFFER_BYTES) -> pl.Series:
+def texts_at_offsets(
+    data: np.ndarray, offsets: np.ndarray, valid: np.ndarray, name: str, *, limit: int = VIEW_BUFFER_BYTES
+) -> pl.Series:
     """A String Series of the UTF-8 texts ``data[offsets[i]:offsets[i + 1]]`` (int64
     offsets, one more than rows), null where ``valid`` is False, viewing ``data``
     in place (``limit``: the most bytes of one data buffer; smaller only in tests)."""

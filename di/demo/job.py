@@ -38,8 +38,7 @@ def kineto_job(
     Raises:
         ValueError: a count is below 1, or ``straggler``/``render_ranks`` is no rank.
     """
-    return [bytes(doc) for _, doc in _documents(ranks, steps, ops_per_step, seed, straggler,
-                                                render_ranks)]
+    return [bytes(doc) for _, doc in _documents(ranks, steps, ops_per_step, seed, straggler, render_ranks)]
 
 
 def is_job_folder(path: Path) -> bool:
@@ -50,10 +49,17 @@ def is_job_folder(path: Path) -> bool:
     return path.is_dir() and all(name.fullmatch(p.name) for p in path.iterdir() if not p.name.startswith("."))
 
 
-def write_kineto_job(directory: str | Path, *, compress: bool = False, ranks: int = 4,
-                     steps: int = 6, ops_per_step: int = 40, seed: int = 0,
-                     straggler: int | None = 1,
-                     render_ranks: list[int] | None = None) -> list[Path]:
+def write_kineto_job(
+    directory: str | Path,
+    *,
+    compress: bool = False,
+    ranks: int = 4,
+    steps: int = 6,
+    ops_per_step: int = 40,
+    seed: int = 0,
+    straggler: int | None = 1,
+    render_ranks: list[int] | None = None,
+) -> list[Path]:
     """Write the documents of :func:`kineto_job` (same arguments) as ``rank-N.json``.
 
     Args:
@@ -80,8 +86,9 @@ def write_kineto_job(directory: str | Path, *, compress: bool = False, ranks: in
     return paths
 
 
-def _documents(ranks: int, steps: int, ops: int, seed: int, straggler: int | None,
-               render: list[int] | None) -> Iterator[tuple[int, memoryview]]:
+def _documents(
+    ranks: int, steps: int, ops: int, seed: int, straggler: int | None, render: list[int] | None
+) -> Iterator[tuple[int, memoryview]]:
     _check(ranks, steps, ops, straggler, render)
     plan = build_plan(ops, ranks)
     tl = simulate(plan, ranks, steps, seed, straggler)
@@ -89,8 +96,7 @@ def _documents(ranks: int, steps: int, ops: int, seed: int, straggler: int | Non
         yield r, render_rank(plan, tl, r)
 
 
-def _check(ranks: int, steps: int, ops: int, straggler: int | None,
-           render: list[int] | None) -> None:
+def _check(ranks: int, steps: int, ops: int, straggler: int | None, render: list[int] | None) -> None:
     for name, value in (("ranks", ranks), ("steps", steps), ("ops_per_step", ops)):
         if value < 1:
             raise ValueError(f"kineto_job: {name} must be >= 1, got {value}")
@@ -99,4 +105,3 @@ def _check(ranks: int, steps: int, ops: int, straggler: int | None,
     bad = [r for r in render or [] if not 0 <= r < ranks]
     if bad:
         raise ValueError(f"kineto_job: render_ranks {bad} are not ranks in 0..{ranks - 1}")
-

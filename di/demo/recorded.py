@@ -28,8 +28,9 @@ def _mpiexec() -> str:
     beside = Path(sys.executable).parent / "mpiexec"
     found = str(beside) if beside.is_file() else shutil.which("mpiexec")
     if not found:
-        raise MissingDependencyError("di demo needs an MPI launcher: no mpiexec beside this Python or on PATH "
-                                     "(pip install mpich mpi4py)")
+        raise MissingDependencyError(
+            "di demo needs an MPI launcher: no mpiexec beside this Python or on PATH (pip install mpich mpi4py)"
+        )
     return found
 
 

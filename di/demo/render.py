@@ -36,8 +36,7 @@ from di.demo.simulate import Timeline, share
 def _us(col: str | pl.Expr) -> pl.Expr:
     """Integer ns -> Kineto's microsecond text with exactly three decimals."""
     ns = pl.col(col) if isinstance(col, str) else col
-    return pl.concat_str([(ns // 1000).cast(pl.String), pl.lit("."),
-                          (ns % 1000 + 1000).cast(pl.String).str.slice(1)])
+    return pl.concat_str([(ns // 1000).cast(pl.String), pl.lit("."), (ns % 1000 + 1000).cast(pl.String).str.slice(1)])
 
 
 def _text(df: pl.DataFrame, *pieces: str | pl.Expr) -> pl.DataFrame:
@@ -52,8 +51,7 @@ def _ints(col: str | pl.Expr) -> pl.Expr:
 
 
 def _x_head(cat: str, name: str, pid: int, tid: int) -> str:
-    return (f'  {{\n    "ph": "X", "cat": "{cat}", "name": {json.dumps(name)}, "pid": {pid}, '
-            f'"tid": {tid},\n    "ts": ')
+    return f'  {{\n    "ph": "X", "cat": "{cat}", "name": {json.dumps(name)}, "pid": {pid}, "tid": {tid},\n    "ts": '
 
 
 _X_MID = ', "dur": '
@@ -76,21 +74,44 @@ def _cpu_frames(plan: Plan, tl: Timeline, r: int, pid: int) -> list[pl.DataFrame
     per = plan.cpu_block.size + 1
     g = _grid(plan.cpu_block, tl.t0.shape[1])
     ev = g["step"] * per + g["node"] + 1
-    df = pl.DataFrame({"key": ev, "kind": np.tile(plan.cpu_kind, tl.t0.shape[1]),
-                       "ts": start.ravel(), "dur": (end - start).ravel()})
+    df = pl.DataFrame(
+        {"key": ev, "kind": np.tile(plan.cpu_kind, tl.t0.shape[1]), "ts": start.ravel(), "dur": (end - start).ravel()}
+    )
     frames = []
     for (kind,), part in df.partition_by("kind", as_dict=True).items():
         cat, name = plan.cpu_kinds[kind]
         mid, tail = _comms_args(plan.ranks) if name == "record_param_comms" else ("", "")
-        frames.append(_text(part, _x_head(cat, name, pid, pid), _us("ts"), _X_MID, _us("dur"),
-                            *_record_ids(), f', {mid}"Ev Idx": ', _ints("key"), tail, _END))
+        frames.append(
+            _text(
+                part,
+                _x_head(cat, name, pid, pid),
+                _us("ts"),
+                _X_MID,
+                _us("dur"),
+                *_record_ids(),
+                f', {mid}"Ev Idx": ',
+                _ints("key"),
+                tail,
+                _END,
+            )
+        )
     steps = np.arange(tl.t0.shape[1])
-    roots = pl.DataFrame({"key": steps * per, "step": steps, "ts": tl.t0[r],
-                          "dur": tl.step_end[r] - tl.t0[r]})
-    frames.append(_text(roots, '  {\n    "ph": "X", "cat": "user_annotation", "name": '
-                        '"ProfilerStep#', _ints("step"), f'", "pid": {pid}, "tid": {pid},\n'
-                        '    "ts": ', _us("ts"), _X_MID, _us("dur"), *_record_ids(),
-                        ', "Ev Idx": ', _ints("key"), _END))
+    roots = pl.DataFrame({"key": steps * per, "step": steps, "ts": tl.t0[r], "dur": tl.step_end[r] - tl.t0[r]})
+    frames.append(
+        _text(
+            roots,
+            '  {\n    "ph": "X", "cat": "user_annotation", "name": "ProfilerStep#',
+            _ints("step"),
+            f'", "pid": {pid}, "tid": {pid},\n    "ts": ',
+            _us("ts"),
+            _X_MID,
+            _us("dur"),
+            *_record_ids(),
+            ', "Ev Idx": ',
+            _ints("key"),
+            _END,
+        )
+    )
     return frames
 
 
@@ -102,21 +123,27 @@ def _record_ids() -> tuple[str | pl.Expr, ...]:
 def _comms_args(ranks: int) -> tuple[str, str]:
     """record_param_comms args around its "Ev Idx", in Kineto's order."""
     n, rank_list = ALLREDUCE_NELEMS, json.dumps(list(range(ranks)))
-    mid = (f'"Process Group Name": "0", "Global rank stride": 1, "Out msg nelems": {n}, '
-           f'"Process Group Ranks": "{rank_list}", "Group size": {ranks}, '
-           '"Global rank start": 0, ')
-    tail = (f', "In msg nelems": {n}, "In split size": "[]", "Out split size": "[]", '
-            '"dtype": "Float", "Process Group Description": "default_pg", '
-            '"Collective name": "allreduce"')
+    mid = (
+        f'"Process Group Name": "0", "Global rank stride": 1, "Out msg nelems": {n}, '
+        f'"Process Group Ranks": "{rank_list}", "Group size": {ranks}, '
+        '"Global rank start": 0, '
+    )
+    tail = (
+        f', "In msg nelems": {n}, "In split size": "[]", "Out split size": "[]", '
+        '"dtype": "Float", "Process Group Description": "default_pg", '
+        '"Collective name": "allreduce"'
+    )
     return mid, tail
 
 
 def _collective_kernel_args(ranks: int) -> str:
     n = ALLREDUCE_NELEMS
-    return (f', "Collective name": "allreduce", "In msg nelems": {n}, "Out msg nelems": {n}, '
-            f'"Group size": {ranks}, "dtype": "Float", "In split size": "[]", '
-            '"Out split size": "[]", "Process Group Name": "0", "Process Group Description": '
-            f'"default_pg", "Process Group Ranks": "{json.dumps(list(range(ranks)))}"')
+    return (
+        f', "Collective name": "allreduce", "In msg nelems": {n}, "Out msg nelems": {n}, '
+        f'"Group size": {ranks}, "dtype": "Float", "In split size": "[]", '
+        '"Out split size": "[]", "Process Group Name": "0", "Process Group Description": '
+        f'"default_pg", "Process Group Ranks": "{json.dumps(list(range(ranks)))}"'
+    )
 
 
 def _device_times(plan: Plan, tl: Timeline, r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -126,8 +153,7 @@ def _device_times(plan: Plan, tl: Timeline, r: int) -> tuple[np.ndarray, np.ndar
     end = np.zeros_like(start)
     ops = plan.rt_role == ROLE_STREAM
     start[:, ops], end[:, ops] = t0 + tl.op_gpu_start[r], t0 + tl.op_gpu_end[r]
-    for role, a, b in ((ROLE_NCCL, tl.nccl_start, tl.nccl_end),
-                       (ROLE_OPT, tl.opt_start, tl.opt_end)):
+    for role, a, b in ((ROLE_NCCL, tl.nccl_start, tl.nccl_end), (ROLE_OPT, tl.opt_start, tl.opt_end)):
         cols = plan.rt_role == role
         start[:, cols], end[:, cols] = a[r, :, None], b[r, :, None]
     sync = plan.rt_role == ROLE_HOST_SYNC
@@ -149,12 +175,18 @@ def _runtime_frame(plan: Plan, tl: Timeline, r: int) -> pl.DataFrame:
     g = _grid(plan.rt_block, steps)
     n = plan.rt_block.size
     device_sync = (g["step"] % DEVICE_SYNC_EVERY == DEVICE_SYNC_EVERY - 1) & sync[g["node"]]
-    return pl.DataFrame({
-        "corr": CORRELATION_BASE + g["step"] * n + g["node"],
-        "ext": g["step"] * (plan.cpu_block.size + 1) + plan.rt_parent[g["node"]] + 1,
-        "gpu": plan.rt_gpu[g["node"]], "device_sync": device_sync,
-        "ts": start.ravel(), "dur": (end - start).ravel(),
-        "gts": g_start.ravel(), "gdur": (g_end - g_start).ravel()})
+    return pl.DataFrame(
+        {
+            "corr": CORRELATION_BASE + g["step"] * n + g["node"],
+            "ext": g["step"] * (plan.cpu_block.size + 1) + plan.rt_parent[g["node"]] + 1,
+            "gpu": plan.rt_gpu[g["node"]],
+            "device_sync": device_sync,
+            "ts": start.ravel(),
+            "dur": (end - start).ravel(),
+            "gts": g_start.ravel(),
+            "gdur": (g_end - g_start).ravel(),
+        }
+    )
 
 
 def _runtime_texts(rt: pl.DataFrame, pid: int) -> list[pl.DataFrame]:
@@ -163,18 +195,40 @@ def _runtime_texts(rt: pl.DataFrame, pid: int) -> list[pl.DataFrame]:
     frames = []
     for (gpu, dsync), part in rt.partition_by("gpu", "device_sync", as_dict=True).items():
         name = _call_name(GPU_KEYS[gpu], dsync)
-        frames.append(_text(part, _x_head("cuda_runtime", name, pid, pid), _us("ts"), _X_MID,
-                            _us("dur"), _ARGS, _ints("ext"), f',      "cbid": {CBID[name]}, '
-                            '"correlation": ', _ints("corr"), _END))
+        frames.append(
+            _text(
+                part,
+                _x_head("cuda_runtime", name, pid, pid),
+                _us("ts"),
+                _X_MID,
+                _us("dur"),
+                _ARGS,
+                _ints("ext"),
+                f',      "cbid": {CBID[name]}, "correlation": ',
+                _ints("corr"),
+                _END,
+            )
+        )
     flows = rt.with_columns(key=pl.col("key") + 1)
-    frames.append(_text(flows, '  {\n    "ph": "s", "id": ', _ints("corr"), f', "pid": {pid}, '
-                        f'"tid": {pid}, "ts": ', _us("ts"), ',\n    "cat": "ac2g", "name": '
-                        '"ac2g"\n  }'))
+    frames.append(
+        _text(
+            flows,
+            '  {\n    "ph": "s", "id": ',
+            _ints("corr"),
+            f', "pid": {pid}, "tid": {pid}, "ts": ',
+            _us("ts"),
+            ',\n    "cat": "ac2g", "name": "ac2g"\n  }',
+        )
+    )
     return frames
 
 
-_CALL_NAMES = {"copy": "cudaMemcpyAsync", "zero": "cudaMemsetAsync",
-               "nccl": "cudaLaunchKernelExC", "sync": "cudaStreamSynchronize"}
+_CALL_NAMES = {
+    "copy": "cudaMemcpyAsync",
+    "zero": "cudaMemsetAsync",
+    "nccl": "cudaLaunchKernelExC",
+    "sync": "cudaStreamSynchronize",
+}
 
 
 def _call_name(gpu_key: str, device_sync: bool) -> str:
@@ -193,27 +247,39 @@ def _device_texts(rt: pl.DataFrame, dev: int, ranks: int) -> list[pl.DataFrame]:
         tid = -1 if dsync else NCCL_STREAM if key == "nccl" else COMPUTE_STREAM
         if cat == "cuda_sync":
             name = "Context Sync" if dsync else "Stream Sync"
-        head = (_x_head(cat, name, dev, tid), _us("gts"), _X_MID, _us("gdur"), _ARGS,
-                _ints("ext"))
+        head = (_x_head(cat, name, dev, tid), _us("gts"), _X_MID, _us("gdur"), _ARGS, _ints("ext"))
         frames.append(_text(part, *head, *_device_args(cat, name, key, dev, tid, static, ranks)))
-        frames.append(_text(part.with_columns(key=pl.col("key") + 1),
-                            '  {\n    "ph": "f", "id": ', _ints("corr"), f', "pid": {dev}, '
-                            f'"tid": {tid}, "ts": ', _us("gts"), ',\n    "cat": "ac2g", '
-                            '"name": "ac2g", "bp": "e"\n  }'))
+        frames.append(
+            _text(
+                part.with_columns(key=pl.col("key") + 1),
+                '  {\n    "ph": "f", "id": ',
+                _ints("corr"),
+                f', "pid": {dev}, "tid": {tid}, "ts": ',
+                _us("gts"),
+                ',\n    "cat": "ac2g", "name": "ac2g", "bp": "e"\n  }',
+            )
+        )
     return frames
 
 
-def _device_args(cat: str, name: str, key: str, dev: int, tid: int, static: str | int,
-                 ranks: int) -> list[str | pl.Expr]:
+def _device_args(
+    cat: str, name: str, key: str, dev: int, tid: int, static: str | int, ranks: int
+) -> list[str | pl.Expr]:
     """The args text after ``"External id": N`` of one kind of device activity."""
     if cat == "cuda_sync":
         stream = 4294967295 if tid == -1 else tid
-        return [f',\n      "cuda_sync_kind": "{name}",\n      "stream": {stream}, '
-                '"correlation": ', _ints("corr"), f',\n      "device": {dev}, "context": 1',
-                _END]
-    ids = [',      "queued": 0, ' if cat == "kernel" else ",      ",
-           f'"device": {dev}, "context": 1,      "stream": {tid}, "correlation": ',
-           _ints("corr"), ",      "]
+        return [
+            f',\n      "cuda_sync_kind": "{name}",\n      "stream": {stream}, "correlation": ',
+            _ints("corr"),
+            f',\n      "device": {dev}, "context": 1',
+            _END,
+        ]
+    ids = [
+        ',      "queued": 0, ' if cat == "kernel" else ",      ",
+        f'"device": {dev}, "context": 1,      "stream": {tid}, "correlation": ',
+        _ints("corr"),
+        ",      ",
+    ]
     if cat == "kernel":
         extra = _collective_kernel_args(ranks) if key == "nccl" else ""
         return [*ids, f"{static}{extra}", _END]
@@ -226,12 +292,27 @@ def _gpu_step_frame(plan: Plan, tl: Timeline, r: int, dev: int) -> pl.DataFrame:
     steps = np.arange(tl.t0.shape[1])
     first = tl.t0[r] + (tl.op_gpu_start[r][:, 0] if tl.op_gpu_start.shape[-1] else 0)
     first = np.minimum(first, tl.opt_start[r])
-    df = pl.DataFrame({"key": SECTION_GPU_ANNOTATION + steps, "step": steps, "ts": first,
-                       "dur": tl.opt_end[r] - first,
-                       "ext": steps * (plan.cpu_block.size + 1) + 1})
-    return _text(df, '  {\n    "ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#',
-                 _ints("step"), f'", "pid": {dev}, "tid": {COMPUTE_STREAM},\n    "ts": ',
-                 _us("ts"), _X_MID, _us("dur"), _ARGS, _ints("ext"), "\n    }\n  }")
+    df = pl.DataFrame(
+        {
+            "key": SECTION_GPU_ANNOTATION + steps,
+            "step": steps,
+            "ts": first,
+            "dur": tl.opt_end[r] - first,
+            "ext": steps * (plan.cpu_block.size + 1) + 1,
+        }
+    )
+    return _text(
+        df,
+        '  {\n    "ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#',
+        _ints("step"),
+        f'", "pid": {dev}, "tid": {COMPUTE_STREAM},\n    "ts": ',
+        _us("ts"),
+        _X_MID,
+        _us("dur"),
+        _ARGS,
+        _ints("ext"),
+        "\n    }\n  }",
+    )
 
 
 def render_rank(plan: Plan, tl: Timeline, r: int) -> memoryview:
@@ -246,10 +327,14 @@ def render_rank(plan: Plan, tl: Timeline, r: int) -> memoryview:
     end = int(tl.step_end[r].max()) + 1_000_000
     tail = _metadata(pid, dev, plan.ranks, TRACE_START_REL_NS, steps)
     tail += _span(TRACE_START_REL_NS, end)
-    frames = [pl.DataFrame({"key": [-1], "text": [_header(r, plan.ranks)]}),
-              *_cpu_frames(plan, tl, r, pid), *_runtime_texts(rt, pid),
-              *_device_texts(rt, dev, plan.ranks), _gpu_step_frame(plan, tl, r, dev),
-              pl.DataFrame({"key": [1 << 62], "text": [",\n".join(tail) + _footer(r)]})]
+    frames = [
+        pl.DataFrame({"key": [-1], "text": [_header(r, plan.ranks)]}),
+        *_cpu_frames(plan, tl, r, pid),
+        *_runtime_texts(rt, pid),
+        *_device_texts(rt, dev, plan.ranks),
+        _gpu_step_frame(plan, tl, r, dev),
+        pl.DataFrame({"key": [1 << 62], "text": [",\n".join(tail) + _footer(r)]}),
+    ]
     text = pl.concat(frames).sort("key")["text"]
     arrow = text.to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string
     offsets = np.frombuffer(arrow.buffers()[1], np.int64)
@@ -268,38 +353,59 @@ def _header(r: int, ranks: int) -> str:
         '1024, "maxThreadsPerMultiprocessor": 2048,\n      "regsPerBlock": 65536, "warpSize": '
         f'32,\n      "sharedMemPerBlock": 49152, "numSms": {NUM_SMS}\n    , '
         '"regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 232448, '
-        '"sharedMemPerMultiprocessor": 233472\n    }' for d in range(min(ranks, GPUS_PER_NODE)))
+        '"sharedMemPerMultiprocessor": 233472\n    }'
+        for d in range(min(ranks, GPUS_PER_NODE))
+    )
     members = list(range(ranks))
-    info = {"backend": "nccl", "rank": r, "world_size": ranks, "pg_count": 1,
-            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                           "pg_size": ranks, "ranks": members}], "nccl_version": "2.21.5"}
-    return (f'\n{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n{devices}\n  ],\n'
-            f'  "distributedInfo": {json.dumps(info)},\n  "traceEvents": [\n')
+    info = {
+        "backend": "nccl",
+        "rank": r,
+        "world_size": ranks,
+        "pg_count": 1,
+        "pg_config": [
+            {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": ranks, "ranks": members}
+        ],
+        "nccl_version": "2.21.5",
+    }
+    return (
+        f'\n{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n{devices}\n  ],\n'
+        f'  "distributedInfo": {json.dumps(info)},\n  "traceEvents": [\n'
+    )
 
 
 def _meta(name: str, ts: str, pid: int | str, tid: int, key: str, value: Any) -> str:
-    return (f'  {{\n    "name": "{name}", "ph": "M", "ts": {ts}, "pid": {json.dumps(pid)}, '
-            f'"tid": {tid},\n    "args": {{\n      "{key}": {json.dumps(value)}\n    }}\n  }}')
+    return (
+        f'  {{\n    "name": "{name}", "ph": "M", "ts": {ts}, "pid": {json.dumps(pid)}, '
+        f'"tid": {tid},\n    "args": {{\n      "{key}": {json.dumps(value)}\n    }}\n  }}'
+    )
 
 
 def _metadata(pid: int, dev: int, ranks: int, start: int, steps: int) -> list[str]:
     """process/thread names, labels and sort indices, as Kineto lists them."""
     ts = _fmt(start + 28_362_646)
-    out = [_meta("process_name", ts, pid, 0, "name", "python3.10"),
-           _meta("process_labels", ts, pid, 0, "labels", "CPU"),
-           _meta("process_sort_index", ts, pid, 0, "sort_index", pid)]
+    out = [
+        _meta("process_name", ts, pid, 0, "name", "python3.10"),
+        _meta("process_labels", ts, pid, 0, "labels", "CPU"),
+        _meta("process_sort_index", ts, pid, 0, "sort_index", pid),
+    ]
     for d in range(min(ranks, GPUS_PER_NODE)):
-        out += [_meta("process_name", ts, d, 0, "name", "python3.10"),
-                _meta("process_labels", ts, d, 0, "labels", f"GPU {d}"),
-                _meta("process_sort_index", ts, d, 0, "sort_index", 16_777_216 + d)]
+        out += [
+            _meta("process_name", ts, d, 0, "name", "python3.10"),
+            _meta("process_labels", ts, d, 0, "labels", f"GPU {d}"),
+            _meta("process_sort_index", ts, d, 0, "sort_index", 16_777_216 + d),
+        ]
     threads = [(tid, f"stream {tid} ") for tid in (COMPUTE_STREAM, NCCL_STREAM)]
     if steps >= DEVICE_SYNC_EVERY:
         threads.insert(0, (-1, f"Device {dev}"))
     for tid, name in threads:
-        out += [_meta("thread_name", ts, dev, tid, "name", name),
-                _meta("thread_sort_index", ts, dev, tid, "sort_index", tid)]
-    out += [_meta("thread_name", ts, pid, pid, "name", f"thread {pid} (pt_main_thread)"),
-            _meta("thread_sort_index", ts, pid, pid, "sort_index", pid)]
+        out += [
+            _meta("thread_name", ts, dev, tid, "name", name),
+            _meta("thread_sort_index", ts, dev, tid, "sort_index", tid),
+        ]
+    out += [
+        _meta("thread_name", ts, pid, pid, "name", f"thread {pid} (pt_main_thread)"),
+        _meta("thread_sort_index", ts, pid, pid, "sort_index", pid),
+    ]
     return out
 
 
@@ -311,13 +417,17 @@ def _span(start: int, end: int) -> list[str]:
         '    "pid": "Spans", "tid": "PyTorch Profiler",\n    "name": "PyTorch Profiler (0)",\n'
         '    "args": {\n      "Op count": 0\n    }\n  }',
         _meta("process_sort_index", ts, "Spans", 0, "sort_index", 536_870_912).replace(
-            f'"ts": {ts}, "pid"', f'"ts": {ts},\n    "pid"'),
+            f'"ts": {ts}, "pid"', f'"ts": {ts},\n    "pid"'
+        ),
         '  {\n    "name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g",\n'
         f'    "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": {ts}\n  }}',
         '  {\n    "name": "Record Window End", "ph": "i", "s": "g",\n'
-        f'    "pid": "", "tid": "", "ts": {_fmt(end + 3_141)}\n  }}']
+        f'    "pid": "", "tid": "", "ts": {_fmt(end + 3_141)}\n  }}',
+    ]
 
 
 def _footer(r: int) -> str:
-    return (f'\n  ],\n  "traceName": "rank-{r}.pt.trace.json",\n  "displayTimeUnit": "ms",\n'
-            f'  "baseTimeNanoseconds": {BASE_TIME_NS}\n}}')
+    return (
+        f'\n  ],\n  "traceName": "rank-{r}.pt.trace.json",\n  "displayTimeUnit": "ms",\n'
+        f'  "baseTimeNanoseconds": {BASE_TIME_NS}\n}}'
+    )

@@ -60,8 +60,7 @@ _PER_STEP = [f.name for f in fields(Timeline)][5:]
 
 def _draw(rng: np.random.Generator, median_ns: Any, shape: tuple[int, ...]) -> np.ndarray:
     """Log-normal durations (int64 ns, >= 1) around ``median_ns``."""
-    return np.maximum(1, median_ns * rng.lognormal(0.0, DURATION_SIGMA, size=shape)).astype(
-        np.int64)
+    return np.maximum(1, median_ns * rng.lognormal(0.0, DURATION_SIGMA, size=shape)).astype(np.int64)
 
 
 def _fifo(ready: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,8 +87,9 @@ def simulate(plan: Plan, ranks: int, steps: int, seed: int, straggler: int | Non
     dur = _draw(rng, plan.block_ns, (ranks, steps, plan.block_ns.size))
     if straggler is not None:
         role = plan.block_role
-        factor = np.where(role == ROLE_LOADER, STRAGGLER_LOADER_FACTOR,
-                          np.where(role == ROLE_OP, STRAGGLER_CPU_FACTOR, 1.0))
+        factor = np.where(
+            role == ROLE_LOADER, STRAGGLER_LOADER_FACTOR, np.where(role == ROLE_OP, STRAGGLER_CPU_FACTOR, 1.0)
+        )
         dur[straggler] = (dur[straggler] * factor).astype(np.int64)
     span = dur + rng.integers(*BLOCK_GAP_NS, size=dur.shape)
     start = STEP_LEAD_NS + np.cumsum(span, axis=-1) - span
@@ -99,14 +99,12 @@ def simulate(plan: Plan, ranks: int, steps: int, seed: int, straggler: int | Non
     ops = plan.rt_role == ROLE_STREAM
     g_start, g_end = _fifo(ready[..., ops], gdur[..., ops])
     pid = rng.integers(100_000, 4_000_000, size=ranks)
-    tl = Timeline(start, dur, g_start, g_end, pid,
-                  **{k: np.zeros((ranks, steps), np.int64) for k in _PER_STEP})
+    tl = Timeline(start, dur, g_start, g_end, pid, **{k: np.zeros((ranks, steps), np.int64) for k in _PER_STEP})
     _couple_steps(plan, tl, rng, ready, gdur)
     return tl
 
 
-def _couple_steps(plan: Plan, tl: Timeline, rng: np.random.Generator, ready: np.ndarray,
-                  gdur: np.ndarray) -> None:
+def _couple_steps(plan: Plan, tl: Timeline, rng: np.random.Generator, ready: np.ndarray, gdur: np.ndarray) -> None:
     """Place steps on the job clock: a step starts after the previous one's sync, an
     allreduce ends after its last rank arrived. Loops over steps, vectorized over ranks."""
     ranks, steps = tl.t0.shape
@@ -135,4 +133,3 @@ def _couple_steps(plan: Plan, tl: Timeline, rng: np.random.Generator, ready: np.
         values = (t0, prev, arrive, done, opt_start, opt_end, call0, call1)
         for name, value in zip(_PER_STEP, values):
             getattr(tl, name)[:, s] = value
-

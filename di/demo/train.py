@@ -85,8 +85,12 @@ def main(argv: list[str] | None = None) -> None:
                 x = compute(x, weights, fwd, slow, STRAGGLER_EXTRA_S / 3)
                 halo_out[:] = x.ravel()[:HALO_ELEMS]
                 left, right = (rank - 1) % size, (rank + 1) % size
-                reqs = [comm.Irecv(halo_in[0], source=left, tag=step), comm.Irecv(halo_in[1], source=right, tag=step),
-                        comm.Isend(halo_out, dest=left, tag=step), comm.Isend(halo_out, dest=right, tag=step)]
+                reqs = [
+                    comm.Irecv(halo_in[0], source=left, tag=step),
+                    comm.Irecv(halo_in[1], source=right, tag=step),
+                    comm.Isend(halo_out, dest=left, tag=step),
+                    comm.Isend(halo_out, dest=right, tag=step),
+                ]
                 MPI.Request.Waitall(reqs)
             with region("backward"):
                 x = compute(x, weights, MATMULS_PER_STEP - fwd, slow, STRAGGLER_EXTRA_S * 2 / 3)
@@ -110,7 +114,7 @@ def checkpoint(path: str, weights: np.ndarray) -> None:
     data = weights.tobytes()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     for k in range(0, len(data), CHECKPOINT_CHUNK):
-        os.write(fd, data[k:k + CHECKPOINT_CHUNK])
+        os.write(fd, data[k : k + CHECKPOINT_CHUNK])
     os.fsync(fd)
     os.close(fd)
 

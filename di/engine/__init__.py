@@ -52,8 +52,9 @@ class Analysis:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def analyze(trace: Trace, *, window: Window | str | None = None, per_step: bool = False,
-            analyses: tuple[str, ...] = ANALYSES) -> Analysis:
+def analyze(
+    trace: Trace, *, window: Window | str | None = None, per_step: bool = False, analyses: tuple[str, ...] = ANALYSES
+) -> Analysis:
     """Run analyses over one window of a trace.
 
     Args:

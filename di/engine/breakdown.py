@@ -80,15 +80,26 @@ def _sweep(order, rows, group_of, start, end, activity, n_groups, host_group, ho
     return excl, union
 
 
-def _sweep_arrays(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray, n_groups: int,
-                  is_host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sweep_arrays(
+    frame: EventFrame, of_event: np.ndarray, rows: np.ndarray, n_groups: int, is_host: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     group, start, end, activity = _with_untraced(frame, of_event, rows)
     rows = np.concatenate([rows, np.arange(of_event.size, group.size, dtype=rows.dtype)])
     g = group[rows]
     order = iv.sort_order(np.concatenate([g, g]), np.concatenate([start[rows], end[rows]])) if rows.size else rows
     del g
-    return _sweep(order, rows, group, readonly_int64(start), readonly_int64(end), activity, n_groups, is_host,
-                  np.asarray(HOST_PRIORITY, np.int64), np.asarray(GPU_PRIORITY, np.int64))
+    return _sweep(
+        order,
+        rows,
+        group,
+        readonly_int64(start),
+        readonly_int64(end),
+        activity,
+        n_groups,
+        is_host,
+        np.asarray(HOST_PRIORITY, np.int64),
+        np.asarray(GPU_PRIORITY, np.int64),
+    )
 
 
 def _with_untraced(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -98,12 +109,18 @@ def _with_untraced(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray) ->
     if not mine.size:
         return of_event, frame.start_ns, frame.end_ns, frame.activity
     loc = frame.trace.events.get_column("loc").to_numpy()[mine]
-    extent = pl.DataFrame({"g": of_event[mine], "loc": loc, "s": frame.start_ns[mine], "e": frame.end_ns[mine]}).group_by("g", "loc").agg(
-        pl.col("s").min(), pl.col("e").max())
+    extent = (
+        pl.DataFrame({"g": of_event[mine], "loc": loc, "s": frame.start_ns[mine], "e": frame.end_ns[mine]})
+        .group_by("g", "loc")
+        .agg(pl.col("s").min(), pl.col("e").max())
+    )
     n = extent.height
-    return (np.concatenate([of_event, extent.get_column("g").to_numpy()]), np.concatenate([frame.start_ns, extent.get_column("s").to_numpy()]),
-            np.concatenate([frame.end_ns, extent.get_column("e").to_numpy()]),
-            np.concatenate([frame.activity, np.full(n, UNTRACED, frame.activity.dtype)]))
+    return (
+        np.concatenate([of_event, extent.get_column("g").to_numpy()]),
+        np.concatenate([frame.start_ns, extent.get_column("s").to_numpy()]),
+        np.concatenate([frame.end_ns, extent.get_column("e").to_numpy()]),
+        np.concatenate([frame.activity, np.full(n, UNTRACED, frame.activity.dtype)]),
+    )
 
 
 def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
@@ -124,18 +141,41 @@ def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
     busy_ns = excl.sum(axis=1)
     rows = []
     for a in range(1, len(ACTIVITIES)):
-        rows.append(groups.keys.with_columns(pl.lit(ACTIVITIES[a]).alias("state"), pl.Series("time_ns", excl[:, a]),
-                                             pl.Series("union_ns", union[:, a], dtype=pl.Int64), pl.Series("span_ns", span_ns)))
-    rows.append(groups.keys.with_columns(pl.lit("idle").alias("state"), pl.Series("time_ns", span_ns - busy_ns),
-                                         pl.lit(None, pl.Int64).alias("union_ns"), pl.Series("span_ns", span_ns)))
+        rows.append(
+            groups.keys.with_columns(
+                pl.lit(ACTIVITIES[a]).alias("state"),
+                pl.Series("time_ns", excl[:, a]),
+                pl.Series("union_ns", union[:, a], dtype=pl.Int64),
+                pl.Series("span_ns", span_ns),
+            )
+        )
+    rows.append(
+        groups.keys.with_columns(
+            pl.lit("idle").alias("state"),
+            pl.Series("time_ns", span_ns - busy_ns),
+            pl.lit(None, pl.Int64).alias("union_ns"),
+            pl.Series("span_ns", span_ns),
+        )
+    )
     out = pl.concat(rows)
     scope = pl.when(pl.col("scope") == HOST).then(pl.lit("host")).otherwise(pl.format("gpu{}", pl.col("scope")))
-    return out.with_columns(
-        scope.alias("scope_name"),
-        pl.when(pl.col("span_ns") > 0).then(pl.col("time_ns") / pl.col("span_ns")).otherwise(None).alias("share"),
-        pl.when(pl.col("span_ns") > 0).then(None).otherwise(pl.lit("no busy events in this scope")).alias("reason"),
-    ).select(
-        "rank", pl.col("scope_name").alias("scope"),
-        pl.when(pl.col("scope") == HOST).then(None).otherwise(pl.col("scope")).alias("device"),
-        "step", "state", "time_ns", "union_ns", "span_ns", "share", "reason",
-    ).sort("rank", "scope", "step", "state", nulls_last=False)
+    return (
+        out.with_columns(
+            scope.alias("scope_name"),
+            pl.when(pl.col("span_ns") > 0).then(pl.col("time_ns") / pl.col("span_ns")).otherwise(None).alias("share"),
+            pl.when(pl.col("span_ns") > 0).then(None).otherwise(pl.lit("no busy events in this scope")).alias("reason"),
+        )
+        .select(
+            "rank",
+            pl.col("scope_name").alias("scope"),
+            pl.when(pl.col("scope") == HOST).then(None).otherwise(pl.col("scope")).alias("device"),
+            "step",
+            "state",
+            "time_ns",
+            "union_ns",
+            "span_ns",
+            "share",
+            "reason",
+        )
+        .sort("rank", "scope", "step", "state", nulls_last=False)
+    )

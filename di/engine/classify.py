@@ -60,8 +60,17 @@ COMM_KERNEL_NAME = r"(?i)^(nccl|ncclDevKernel|rccl|hccl)|rccl|hccl|nccl"
 """Kernel-name fallback for communication kernels (covers nccl*, ncclDevKernel*, rccl, hccl)."""
 
 _BY_CAT = {
-    "kernel": COMPUTE, "nccl": COMM, "mpi_p2p": COMM, "mpi_coll": COMM, "memcpy": MEMORY, "memset": MEMORY,
-    "sync": SYNC, "compute": CPU, "cuda_api": CPU, "python": CPU, "io": IO,
+    "kernel": COMPUTE,
+    "nccl": COMM,
+    "mpi_p2p": COMM,
+    "mpi_coll": COMM,
+    "memcpy": MEMORY,
+    "memset": MEMORY,
+    "sync": SYNC,
+    "compute": CPU,
+    "cuda_api": CPU,
+    "python": CPU,
+    "io": IO,
 }
 
 
@@ -87,11 +96,13 @@ def activities(trace: Trace) -> np.ndarray:
     host_cat = np.isin(cat_code, [cats.index(c) for c in ("compute", "cuda_api", "python")])
     out[host_cat & (kind == 1)] = COMPUTE
     out[(kind == 0) | ev.get_column("instant").to_numpy()] = NONE
-    members = np.concatenate([
-        trace.collectives.get_column("event").to_numpy(),
-        trace.messages.get_column("send").to_numpy(),
-        trace.messages.get_column("recv").to_numpy(),
-    ]).astype(np.int64)
+    members = np.concatenate(
+        [
+            trace.collectives.get_column("event").to_numpy(),
+            trace.messages.get_column("send").to_numpy(),
+            trace.messages.get_column("recv").to_numpy(),
+        ]
+    ).astype(np.int64)
     if members.size:
         busy = out[members] != NONE
         out[members[busy]] = COMM
@@ -121,8 +132,10 @@ def call_only_locations(trace: Trace) -> np.ndarray:
 def _loc_kinds(trace: Trace) -> np.ndarray:
     """Per loc id: 0 not an activity timeline, 1 GPU stream, 2 CPU thread or async track."""
     locs = trace.locations
-    n = max(int(locs.get_column("loc").max() or 0) + 1 if locs.height else 0,
-            int(trace.events.get_column("loc").max() or 0) + 1 if trace.events.height else 0)
+    n = max(
+        int(locs.get_column("loc").max() or 0) + 1 if locs.height else 0,
+        int(trace.events.get_column("loc").max() or 0) + 1 if trace.events.height else 0,
+    )
     out = np.zeros(n, np.int8)
     li = locs.get_column("loc").to_numpy().astype(np.int64)
     kind = locs.get_column("kind").cast(pl.String).to_numpy()

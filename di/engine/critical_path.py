@@ -60,7 +60,9 @@ UNTRACED_NAME = "(outside traced calls)"
 def weights(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(local weight per node, weight per cross edge, arrival a_v per node), int64 ns."""
     arrival = _arrivals(g)
-    local = _local_weights(g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
+    local = _local_weights(
+        g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival
+    )
     return local, _cross_weights(g), arrival
 
 
@@ -185,30 +187,57 @@ def _backtrack(sink, pred, via, in_w, in_kind, t, first, owner, event, activity,
     return u_out, v_out, kind, w
 
 
-def _result(frame: EventFrame, g: Graph, steps: tuple[np.ndarray, ...], dropped: int, length: int, arrival: np.ndarray | None = None) -> dict[str, Any]:
+def _result(
+    frame: EventFrame,
+    g: Graph,
+    steps: tuple[np.ndarray, ...],
+    dropped: int,
+    length: int,
+    arrival: np.ndarray | None = None,
+) -> dict[str, Any]:
     ev = frame.trace.events
     names = ev.get_column("name")
     cats = ev.get_column("cat")
     u, v, kind, w = steps
     event = np.where(kind == LOCAL, g.owner[v] if v.size else v, g.event[v] if v.size else v)
     has = event >= 0
-    seg = pl.DataFrame({
-        "start_ns": g.time_ns[v] - w if v.size else w, "end_ns": g.time_ns[v] if v.size else w, "contrib_ns": w,
-        "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(kind),
-        "event": pl.Series(np.where(has, event, 0)).set(pl.Series(~has), None) if v.size else pl.Series([], dtype=pl.Int64),
-        "rank": frame.rank[g.event[v]].astype(np.int32) if v.size else np.zeros(0, np.int32),
-    }, schema_overrides={"event": pl.Int64})
+    seg = pl.DataFrame(
+        {
+            "start_ns": g.time_ns[v] - w if v.size else w,
+            "end_ns": g.time_ns[v] if v.size else w,
+            "contrib_ns": w,
+            "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(kind),
+            "event": pl.Series(np.where(has, event, 0)).set(pl.Series(~has), None)
+            if v.size
+            else pl.Series([], dtype=pl.Int64),
+            "rank": frame.rank[g.event[v]].astype(np.int32) if v.size else np.zeros(0, np.int32),
+        },
+        schema_overrides={"event": pl.Int64},
+    )
     idx = seg.get_column("event")
     seg = seg.with_columns(
-        pl.Series("cat", [None] * seg.height, pl.String) if not seg.height else cats.gather(idx.fill_null(0)).cast(pl.String).alias("cat"),
-        pl.Series("name", [None] * seg.height, pl.String) if not seg.height else names.gather(idx.fill_null(0)).cast(pl.String).alias("name"),
+        pl.Series("cat", [None] * seg.height, pl.String)
+        if not seg.height
+        else cats.gather(idx.fill_null(0)).cast(pl.String).alias("cat"),
+        pl.Series("name", [None] * seg.height, pl.String)
+        if not seg.height
+        else names.gather(idx.fill_null(0)).cast(pl.String).alias("name"),
     )
     on_gpu = pl.lit(pl.Series(frame.on_gpu[g.event[v]] if v.size else np.zeros(0, bool)))
     gap = pl.col("event").is_null() & (pl.col("kind") == "local")
     seg = seg.with_columns(
-        pl.when(gap & on_gpu).then(pl.lit("gpu_gap")).when(gap).then(pl.lit(UNTRACED_CAT)).otherwise(pl.col("cat")).alias("cat"),
-        pl.when(gap & ~on_gpu).then(pl.lit(UNTRACED_NAME)).when(pl.col("event").is_null()).then(pl.lit(None, pl.String))
-        .otherwise(pl.col("name")).alias("name"),
+        pl.when(gap & on_gpu)
+        .then(pl.lit("gpu_gap"))
+        .when(gap)
+        .then(pl.lit(UNTRACED_CAT))
+        .otherwise(pl.col("cat"))
+        .alias("cat"),
+        pl.when(gap & ~on_gpu)
+        .then(pl.lit(UNTRACED_NAME))
+        .when(pl.col("event").is_null())
+        .then(pl.lit(None, pl.String))
+        .otherwise(pl.col("name"))
+        .alias("name"),
     )
     # a GPU gap that only began when the launch arrived is launch delay, whichever edge the path took
     if arrival is not None and v.size:
@@ -219,29 +248,62 @@ def _result(frame: EventFrame, g: Graph, steps: tuple[np.ndarray, ...], dropped:
     seg = seg.with_columns(
         pl.when(pl.Series(after_launch) & (pl.col("cat") == "gpu_gap"))
         .then(pl.when(pl.Series(inferred)).then(pl.lit("launch_inferred")).otherwise(pl.lit("launch")))
-        .when(pl.col("kind") == "local").then(pl.col("cat")).otherwise(pl.col("kind")).alias("category")
+        .when(pl.col("kind") == "local")
+        .then(pl.col("cat"))
+        .otherwise(pl.col("kind"))
+        .alias("category")
     ).filter(pl.col("contrib_ns") > 0)
     waits = _waits(frame, g, u, v, kind, w, arrival, event) if arrival is not None else _waits_empty()
     total = max(length, 1)
 
     def by(col: str) -> pl.DataFrame:
-        out = seg.group_by(col).agg(pl.col("contrib_ns").sum()).with_columns((pl.col("contrib_ns") / total).alias("share"))
-        tie = pl.col(col).cast(pl.String) if out.schema[col] in (pl.Categorical, pl.Enum) or isinstance(out.schema[col], pl.Enum) else pl.col(col)
-        return out.sort(pl.col("contrib_ns"), tie, descending=[True, False], nulls_last=True)  # ties by name: the same order whatever the source
+        out = (
+            seg.group_by(col)
+            .agg(pl.col("contrib_ns").sum())
+            .with_columns((pl.col("contrib_ns") / total).alias("share"))
+        )
+        tie = (
+            pl.col(col).cast(pl.String)
+            if out.schema[col] in (pl.Categorical, pl.Enum) or isinstance(out.schema[col], pl.Enum)
+            else pl.col(col)
+        )
+        return out.sort(
+            pl.col("contrib_ns"), tie, descending=[True, False], nulls_last=True
+        )  # ties by name: the same order whatever the source
 
-    events = seg.filter(pl.col("event").is_not_null()).group_by("event", maintain_order=True).agg(
-        pl.col("rank").first(), pl.col("name").first(), pl.col("cat").first(), pl.col("start_ns").min(),
-        pl.col("end_ns").max(), pl.col("contrib_ns").sum()
-    ).sort("start_ns")
+    events = (
+        seg.filter(pl.col("event").is_not_null())
+        .group_by("event", maintain_order=True)
+        .agg(
+            pl.col("rank").first(),
+            pl.col("name").first(),
+            pl.col("cat").first(),
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.col("contrib_ns").sum(),
+        )
+        .sort("start_ns")
+    )
     lo = int(frame.start_ns[frame.selected].min()) if frame.selected.any() else 0
     hi = int(frame.end_ns[frame.selected].max()) if frame.selected.any() else 0
     summary = {
-        "length_ns": length, "start_ns": int(seg.get_column("start_ns").min()) if seg.height else None,
-        "end_ns": int(seg.get_column("end_ns").max()) if seg.height else None, "window_span_ns": hi - lo,
-        "segments": seg.height, "events": events.height, "dropped_edges": dropped,
+        "length_ns": length,
+        "start_ns": int(seg.get_column("start_ns").min()) if seg.height else None,
+        "end_ns": int(seg.get_column("end_ns").max()) if seg.height else None,
+        "window_span_ns": hi - lo,
+        "segments": seg.height,
+        "events": events.height,
+        "dropped_edges": dropped,
     }
-    return {"summary": summary, "segments": seg, "events": events, "by_category": by("category"), "by_rank": by("rank"),
-            "by_name": by("name"), "waits": waits}
+    return {
+        "summary": summary,
+        "segments": seg,
+        "events": events,
+        "by_category": by("category"),
+        "by_rank": by("rank"),
+        "by_name": by("name"),
+        "waits": waits,
+    }
 
 
 def _arrival_kinds(g: Graph) -> np.ndarray:
@@ -256,8 +318,16 @@ def _arrival_kinds(g: Graph) -> np.ndarray:
 
 
 def _waits_empty() -> pl.DataFrame:
-    return pl.DataFrame(schema={"rank": pl.Int32, "event": pl.Int64, "kind": pl.String, "wait_ns": pl.Int64,
-                                "cause_rank": pl.Int32, "cause_event": pl.Int64})
+    return pl.DataFrame(
+        schema={
+            "rank": pl.Int32,
+            "event": pl.Int64,
+            "kind": pl.String,
+            "wait_ns": pl.Int64,
+            "cause_rank": pl.Int32,
+            "cause_event": pl.Int64,
+        }
+    )
 
 
 def _waits(frame: EventFrame, g: Graph, u, v, kind, w, arrival, event) -> pl.DataFrame:
@@ -273,9 +343,14 @@ def _waits(frame: EventFrame, g: Graph, u, v, kind, w, arrival, event) -> pl.Dat
     last = np.maximum.accumulate(worked) if worked.size else worked
     before = np.where(cross > 0, last[np.maximum(cross - 1, 0)], -1)
     cause = np.where(before >= 0, event[np.maximum(before, 0)], g.event[u[cross]])
-    out = pl.DataFrame({
-        "rank": frame.rank[g.event[vv]].astype(np.int32), "event": g.event[vv].astype(np.int64),
-        "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(kind[cross]), "wait_ns": wait,
-        "cause_rank": frame.rank[cause].astype(np.int32), "cause_event": cause.astype(np.int64),
-    })
+    out = pl.DataFrame(
+        {
+            "rank": frame.rank[g.event[vv]].astype(np.int32),
+            "event": g.event[vv].astype(np.int64),
+            "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(kind[cross]),
+            "wait_ns": wait,
+            "cause_rank": frame.rank[cause].astype(np.int32),
+            "cause_event": cause.astype(np.int64),
+        }
+    )
     return out.filter(pl.col("wait_ns") > 0)

@@ -45,8 +45,20 @@ from di.engine.inferred_edges import launch_edges, sync_calls
 from di.engine.intervals import sort_order
 from di.engine.window import EventFrame
 
-EDGE_KINDS = ("local", "launch", "sync", "stream_wait", "user", "message", "collective", "launch_inferred", "sync_inferred")
-LOCAL, LAUNCH, SYNC_EDGE, STREAM_WAIT, USER, MESSAGE, COLLECTIVE, LAUNCH_INFERRED, SYNC_INFERRED = range(len(EDGE_KINDS))
+EDGE_KINDS = (
+    "local",
+    "launch",
+    "sync",
+    "stream_wait",
+    "user",
+    "message",
+    "collective",
+    "launch_inferred",
+    "sync_inferred",
+)
+LOCAL, LAUNCH, SYNC_EDGE, STREAM_WAIT, USER, MESSAGE, COLLECTIVE, LAUNCH_INFERRED, SYNC_INFERRED = range(
+    len(EDGE_KINDS)
+)
 INFERRED = {LAUNCH_INFERRED: LAUNCH, SYNC_INFERRED: SYNC_EDGE}
 """Inferred edge kinds and the recorded kind each stands for."""
 
@@ -186,8 +198,11 @@ def _empty_edges() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _cross_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     parts: list[tuple[np.ndarray, np.ndarray, int]] = []
     fl = frame.trace.flows
-    for name, code, src_at, dst_at in (("launch", LAUNCH, g.start_node, g.start_node), ("stream_wait", STREAM_WAIT, g.end_node, g.start_node),
-                                       ("user", USER, g.end_node, g.start_node)):
+    for name, code, src_at, dst_at in (
+        ("launch", LAUNCH, g.start_node, g.start_node),
+        ("stream_wait", STREAM_WAIT, g.end_node, g.start_node),
+        ("user", USER, g.end_node, g.start_node),
+    ):
         f = fl.filter(pl.col("kind") == name)
         if f.height:
             parts.append((src_at[f.get_column("src").to_numpy()], dst_at[f.get_column("dst").to_numpy()], code))
@@ -233,11 +248,15 @@ def _sync_edges(frame: EventFrame, g: Graph, keep: np.ndarray) -> list[tuple[np.
     # key: per rank (device-wide) or per stream; rank keys are negative to keep the two apart
     rank = frame.rank.astype(np.int64)
     call_key = np.where(stream >= 0, stream, -1 - rank[calls])
-    left = pl.DataFrame({"key": call_key, "t": frame.end_ns[calls], "lo": frame.start_ns[calls], "call": calls, "rec": recorded}).sort("t")
-    right = pl.concat([
-        pl.DataFrame({"key": -1 - rank[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
-        pl.DataFrame({"key": loc[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
-    ]).sort("t")
+    left = pl.DataFrame(
+        {"key": call_key, "t": frame.end_ns[calls], "lo": frame.start_ns[calls], "call": calls, "rec": recorded}
+    ).sort("t")
+    right = pl.concat(
+        [
+            pl.DataFrame({"key": -1 - rank[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
+            pl.DataFrame({"key": loc[gpu], "t": frame.end_ns[gpu], "gev": gpu}),
+        ]
+    ).sort("t")
     hit = left.join_asof(right, on="t", by="key", strategy="backward", check_sortedness=False)
     hit = hit.filter(pl.col("gev").is_not_null())
     gev = hit.get_column("gev").to_numpy()
@@ -261,7 +280,9 @@ def _inferred_launches(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndar
     return src, dst, LAUNCH_INFERRED
 
 
-def _node_at(g: Graph, ev_loc: np.ndarray, loc: np.ndarray, t: np.ndarray, fallback: np.ndarray, strategy: str) -> np.ndarray:
+def _node_at(
+    g: Graph, ev_loc: np.ndarray, loc: np.ndarray, t: np.ndarray, fallback: np.ndarray, strategy: str
+) -> np.ndarray:
     """Per query, the first node of timeline ``loc`` at or after time ``t`` (``strategy="forward"``) or the last
     at or before it (``"backward"``); ``fallback`` where there is none."""
     if not t.size:
@@ -269,7 +290,9 @@ def _node_at(g: Graph, ev_loc: np.ndarray, loc: np.ndarray, t: np.ndarray, fallb
     node_loc = ev_loc[g.event]
     nodes = np.flatnonzero(np.isin(node_loc, np.unique(loc)))
     # ties in time: forward takes the first node in program order, backward the last
-    right = pl.DataFrame({"loc": node_loc[nodes], "t": g.time_ns[nodes], "node": nodes.astype(np.int64)}).sort("t", "node")
+    right = pl.DataFrame({"loc": node_loc[nodes], "t": g.time_ns[nodes], "node": nodes.astype(np.int64)}).sort(
+        "t", "node"
+    )
     q = pl.DataFrame({"i": np.arange(t.size), "loc": loc, "t": t}).sort("t")
     hit = q.join_asof(right, on="t", by="loc", strategy=strategy, check_sortedness=False).sort("i")  # type: ignore[arg-type]
     node = hit.get_column("node").fill_null(-1).to_numpy()
@@ -289,9 +312,13 @@ def _collective_edges(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarr
     if not c.height:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), COLLECTIVE
     ev = c.get_column("event").to_numpy()
-    c = c.select("instance", "event", "op", "root").with_columns(pl.Series("rank", frame.rank[ev], dtype=pl.Int32), pl.Series("E", frame.start_ns[ev]))
+    c = c.select("instance", "event", "op", "root").with_columns(
+        pl.Series("rank", frame.rank[ev], dtype=pl.Int32), pl.Series("E", frame.start_ns[ev])
+    )
     last = c.sort("E", "rank").group_by("instance").agg(pl.col("event").last().alias("src_event"))
-    root = c.filter((pl.col("rank") == pl.col("root")) & pl.col("op").is_in(["broadcast", "scatter"])).select("instance", pl.col("event").alias("root_event"))
+    root = c.filter((pl.col("rank") == pl.col("root")) & pl.col("op").is_in(["broadcast", "scatter"])).select(
+        "instance", pl.col("event").alias("root_event")
+    )
     c = c.join(last, on="instance", how="left").join(root, on="instance", how="left")
     src = c.select(pl.coalesce("root_event", "src_event")).to_series().to_numpy()
     return g.start_node[src], g.end_node[c.get_column("event").to_numpy()], COLLECTIVE

@@ -58,11 +58,21 @@ def make_groups(frame: EventFrame, *, by_scope: bool, by_step: bool, include: np
     if int(r.max()).bit_length() + bs + bt <= 62 and int(st.min()) >= 0:
         uniq, inverse = np.unique((((r << bs) | sc) << bt) | st, return_inverse=True)
         of[keep] = inverse
-        keys = pl.DataFrame({"rank": uniq >> (bs + bt), "scope": ((uniq >> bt) & ((1 << bs) - 1)) - 1, "step": (uniq & ((1 << bt) - 1)) - 1})
+        keys = pl.DataFrame(
+            {
+                "rank": uniq >> (bs + bt),
+                "scope": ((uniq >> bt) & ((1 << bs) - 1)) - 1,
+                "step": (uniq & ((1 << bt) - 1)) - 1,
+            }
+        )
     else:
         key = pl.DataFrame({"rank": r, "scope": sc - 1, "step": st - 1})
         keys = key.unique().sort("rank", "scope", "step")
-        of[keep] = key.join(keys.with_row_index("gid"), on=["rank", "scope", "step"], how="left", maintain_order="left").get_column("gid").to_numpy()
+        of[keep] = (
+            key.join(keys.with_row_index("gid"), on=["rank", "scope", "step"], how="left", maintain_order="left")
+            .get_column("gid")
+            .to_numpy()
+        )
     keys = keys.with_columns(pl.when(pl.col("step") == NO_STEP).then(None).otherwise(pl.col("step")).alias("step"))
     return Groups(of, keys.cast({"rank": pl.Int32, "scope": pl.Int32, "step": pl.Int64}))
 

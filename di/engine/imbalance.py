@@ -26,7 +26,9 @@ WORK = ("compute", "memory", "cpu", "io", "untraced")
 """The breakdown states that are a rank's own work."""
 
 
-def imbalance(frame: EventFrame, *, whole: pl.DataFrame | None = None, by_step: pl.DataFrame | None = None) -> pl.DataFrame:
+def imbalance(
+    frame: EventFrame, *, whole: pl.DataFrame | None = None, by_step: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Long frame: step (null = whole window), side (gpu/host), state, min_ns,
     mean_ns, max_ns, max_rank, imbalance, percent_imbalance.
 
@@ -35,28 +37,53 @@ def imbalance(frame: EventFrame, *, whole: pl.DataFrame | None = None, by_step: 
     parts = [whole if whole is not None else breakdown(frame, per_step=False)]
     if frame.steps.height:
         parts.append(by_step if by_step is not None else breakdown(frame, per_step=True))
-    b = pl.concat(parts).with_columns(pl.when(pl.col("scope") == "host").then(pl.lit("host")).otherwise(pl.lit("gpu")).alias("side"))
+    b = pl.concat(parts).with_columns(
+        pl.when(pl.col("scope") == "host").then(pl.lit("host")).otherwise(pl.lit("gpu")).alias("side")
+    )
     per_rank = b.group_by("step", "side", "rank", "state").agg(pl.col("time_ns").sum())
-    work = per_rank.filter(pl.col("state").is_in(WORK)).group_by("step", "side", "rank").agg(pl.col("time_ns").sum()).with_columns(pl.lit("work").alias("state"))
+    work = (
+        per_rank.filter(pl.col("state").is_in(WORK))
+        .group_by("step", "side", "rank")
+        .agg(pl.col("time_ns").sum())
+        .with_columns(pl.lit("work").alias("state"))
+    )
     per_rank = pl.concat([per_rank, work.select(per_rank.columns)])
     ranks = pl.DataFrame({"rank": frame.ranks}, schema={"rank": pl.Int32})
-    full = per_rank.select("step", "side", "state").unique().join(ranks, how="cross").join(
-        per_rank, on=["step", "side", "state", "rank"], how="left", nulls_equal=True
-    ).with_columns(pl.col("time_ns").fill_null(0))
-    stats = full.sort("time_ns", "rank", descending=[True, False]).group_by("step", "side", "state").agg(
-        pl.col("time_ns").min().alias("min_ns"),
-        pl.col("time_ns").mean().alias("mean_ns"),
-        pl.col("time_ns").max().alias("max_ns"),
-        pl.col("rank").first().alias("max_rank"),
+    full = (
+        per_rank.select("step", "side", "state")
+        .unique()
+        .join(ranks, how="cross")
+        .join(per_rank, on=["step", "side", "state", "rank"], how="left", nulls_equal=True)
+        .with_columns(pl.col("time_ns").fill_null(0))
+    )
+    stats = (
+        full.sort("time_ns", "rank", descending=[True, False])
+        .group_by("step", "side", "state")
+        .agg(
+            pl.col("time_ns").min().alias("min_ns"),
+            pl.col("time_ns").mean().alias("mean_ns"),
+            pl.col("time_ns").max().alias("max_ns"),
+            pl.col("rank").first().alias("max_rank"),
+        )
     )
     return stats.with_columns(
-        pl.when(pl.col("mean_ns") > 0).then(pl.col("max_ns") / pl.col("mean_ns") - 1).otherwise(None).alias("imbalance"),
-        pl.when(pl.col("max_ns") > 0).then((pl.col("max_ns") - pl.col("mean_ns")) / pl.col("max_ns")).otherwise(None).alias("percent_imbalance"),
+        pl.when(pl.col("mean_ns") > 0)
+        .then(pl.col("max_ns") / pl.col("mean_ns") - 1)
+        .otherwise(None)
+        .alias("imbalance"),
+        pl.when(pl.col("max_ns") > 0)
+        .then((pl.col("max_ns") - pl.col("mean_ns")) / pl.col("max_ns"))
+        .otherwise(None)
+        .alias("percent_imbalance"),
     ).sort("step", "side", "state", nulls_last=False)
 
 
 def stragglers(table: pl.DataFrame) -> pl.DataFrame:
     """The straggler per step (and for the window, step null): rank with the most work."""
-    return table.filter(pl.col("state") == "work").sort("side").unique(["step"], keep="first").select(
-        "step", pl.col("max_rank").alias("straggler"), "max_ns", "mean_ns", "percent_imbalance"
-    ).sort("step", nulls_last=False)
+    return (
+        table.filter(pl.col("state") == "work")
+        .sort("side")
+        .unique(["step"], keep="first")
+        .select("step", pl.col("max_rank").alias("straggler"), "max_ns", "mean_ns", "percent_imbalance")
+        .sort("step", nulls_last=False)
+    )

@@ -111,7 +111,8 @@ def _stream_of_ref(frame: EventFrame, rows: np.ndarray) -> np.ndarray:
     if not (ref >= 0).any():
         return out
     locs = frame.trace.locations.filter(pl.col("kind") == "gpu_stream").select(
-        pl.col("rank").cast(pl.Int64), pl.col("tid").cast(pl.Int64).alias("ref"), pl.col("loc").cast(pl.Int64))
+        pl.col("rank").cast(pl.Int64), pl.col("tid").cast(pl.Int64).alias("ref"), pl.col("loc").cast(pl.Int64)
+    )
     q = pl.DataFrame({"i": np.arange(rows.size), "rank": frame.rank[rows].astype(np.int64), "ref": ref})
     hit = q.join(locs.drop_nulls().unique(["rank", "ref"], keep="first"), on=["rank", "ref"], how="inner")
     out[hit.get_column("i").to_numpy()] = hit.get_column("loc").to_numpy()
@@ -129,7 +130,9 @@ def launch_edges(frame: EventFrame) -> tuple[np.ndarray, np.ndarray]:
     flows = frame.trace.flows.filter(pl.col("kind") == "launch")
     flowed = np.unique(frame.rank[flows.get_column("dst").to_numpy()]) if flows.height else np.zeros(0, np.int32)
     open_rank = ~np.isin(frame.rank, flowed)
-    timed = ~ev.get_column("instant").to_numpy() & (ev.get_column("end_ns").to_numpy() > ev.get_column("start_ns").to_numpy())
+    timed = ~ev.get_column("instant").to_numpy() & (
+        ev.get_column("end_ns").to_numpy() > ev.get_column("start_ns").to_numpy()
+    )
     cat = ev.get_column("cat").cast(pl.String)
     kernel = np.flatnonzero(open_rank & frame.on_gpu & timed & cat.is_in(["kernel", "nccl"]).to_numpy())
     calls = _matching(frame, np.flatnonzero(open_rank & ~frame.on_gpu & timed), LAUNCH_NAME)
@@ -160,7 +163,9 @@ def _innermost(parent: np.ndarray, calls: np.ndarray) -> np.ndarray:
     return calls[~outer[calls]]
 
 
-def _fifo(call_key, calls, call_t, kernel_key, kernels, kernel_t, kernel_end, kernel_loc) -> tuple[np.ndarray, np.ndarray]:
+def _fifo(
+    call_key, calls, call_t, kernel_key, kernels, kernel_t, kernel_end, kernel_loc
+) -> tuple[np.ndarray, np.ndarray]:
     """Per key, the k-th call to the k-th kernel in time order (:func:`_queue`); (call rows, kernel rows)."""
     co = np.lexsort((calls, call_t, call_key))
     ko = np.lexsort((kernels, kernel_loc, kernel_t, kernel_key))
@@ -168,8 +173,15 @@ def _fifo(call_key, calls, call_t, kernel_key, kernels, kernel_t, kernel_end, ke
     call_ptr = np.searchsorted(call_key[co], keys, side="left")
     call_ptr = np.append(call_ptr, co.size).astype(np.int64)
     kern_ptr = np.append(np.searchsorted(kernel_key[ko], keys, side="left"), ko.size).astype(np.int64)
-    got = _queue(call_ptr, call_t[co].astype(np.int64), kern_ptr, kernel_t[ko].astype(np.int64),
-                 kernel_end[ko].astype(np.int64), np.int64(CLOCK_SKEW_NS), np.int64(LOST_KERNEL_NS))
+    got = _queue(
+        call_ptr,
+        call_t[co].astype(np.int64),
+        kern_ptr,
+        kernel_t[ko].astype(np.int64),
+        kernel_end[ko].astype(np.int64),
+        np.int64(CLOCK_SKEW_NS),
+        np.int64(LOST_KERNEL_NS),
+    )
     ok = got >= 0
     return calls[co][got[ok]].astype(np.int64), kernels[ko][ok].astype(np.int64)
 
@@ -186,8 +198,12 @@ def _queue(call_ptr, call_t, kern_ptr, kern_t, kern_end, skew_ns, lost_ns):
         stop = call_ptr[g + 1]
         prev_end = np.iinfo(np.int64).min
         for i in range(kern_ptr[g], kern_ptr[g + 1]):
-            while (j + 1 < stop and abs(call_t[j + 1] - kern_t[i]) <= skew_ns and kern_t[i] - call_t[j] > lost_ns
-                   and prev_end <= call_t[j]):
+            while (
+                j + 1 < stop
+                and abs(call_t[j + 1] - kern_t[i]) <= skew_ns
+                and kern_t[i] - call_t[j] > lost_ns
+                and prev_end <= call_t[j]
+            ):
                 j += 1
             if j < stop and call_t[j] <= kern_t[i] + skew_ns:
                 out[i] = j
@@ -235,8 +251,12 @@ def _event_streams(frame: EventFrame, rows: np.ndarray) -> np.ndarray:
         return out
     start = ev.get_column("start_ns").to_numpy()
     rank = frame.rank.astype(np.int64)
-    recs = pl.DataFrame({"rank": rank[records[ok]], "ref": rec_ref[ok], "t": start[records[ok]], "stream": rec_stream[ok]}).sort("t")
+    recs = pl.DataFrame(
+        {"rank": rank[records[ok]], "ref": rec_ref[ok], "t": start[records[ok]], "stream": rec_stream[ok]}
+    ).sort("t")
     q = pl.DataFrame({"i": np.arange(rows.size), "rank": rank[rows], "ref": ref, "t": start[rows]}).sort("t")
-    hit = q.join_asof(recs, on="t", by=["rank", "ref"], strategy="backward", check_sortedness=False).drop_nulls("stream")
+    hit = q.join_asof(recs, on="t", by=["rank", "ref"], strategy="backward", check_sortedness=False).drop_nulls(
+        "stream"
+    )
     out[hit.get_column("i").to_numpy()] = hit.get_column("stream").to_numpy()
     return out

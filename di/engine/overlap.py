@@ -66,16 +66,25 @@ def overlap(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
         else:
             missing = np.full(den.size, f"{why} in the window")
             undefined = den == 0
-        parts.append(groups.keys.with_columns(
-            pl.lit(pair).alias("pair"),
-            pl.Series("numerator_ns", num, dtype=pl.Int64),
-            pl.Series("denominator_ns", den, dtype=pl.Int64),
-            pl.Series("reason", missing.tolist(), dtype=pl.String).zip_with(pl.Series(undefined), pl.Series([None] * den.size, dtype=pl.String)),
-        ))
+        parts.append(
+            groups.keys.with_columns(
+                pl.lit(pair).alias("pair"),
+                pl.Series("numerator_ns", num, dtype=pl.Int64),
+                pl.Series("denominator_ns", den, dtype=pl.Int64),
+                pl.Series("reason", missing.tolist(), dtype=pl.String).zip_with(
+                    pl.Series(undefined), pl.Series([None] * den.size, dtype=pl.String)
+                ),
+            )
+        )
     out = pl.concat(parts).with_columns(
-        pl.when(pl.col("reason").is_null()).then(pl.col("numerator_ns") / pl.col("denominator_ns")).otherwise(None).alias("ratio")
+        pl.when(pl.col("reason").is_null())
+        .then(pl.col("numerator_ns") / pl.col("denominator_ns"))
+        .otherwise(None)
+        .alias("ratio")
     )
-    return out.select("rank", "step", "pair", "numerator_ns", "denominator_ns", "ratio", "reason").sort("rank", "step", "pair", nulls_last=False)
+    return out.select("rank", "step", "pair", "numerator_ns", "denominator_ns", "ratio", "reason").sort(
+        "rank", "step", "pair", nulls_last=False
+    )
 
 
 def _host_compute(frame: EventFrame, groups) -> iv.IntervalSet:
@@ -87,8 +96,10 @@ def _host_compute(frame: EventFrame, groups) -> iv.IntervalSet:
     key = groups.of_event * (int(loc.max()) + 1 if loc.size else 1) + loc
     work = ok & (act == CPU)
     wait = ok & np.isin(act, (SYNC, COMM, IO))
-    self_time = iv.subtract(iv.union(key[work], frame.start_ns[work], frame.end_ns[work]),
-                            iv.union(key[wait], frame.start_ns[wait], frame.end_ns[wait]))
+    self_time = iv.subtract(
+        iv.union(key[work], frame.start_ns[work], frame.end_ns[work]),
+        iv.union(key[wait], frame.start_ns[wait], frame.end_ns[wait]),
+    )
     width = int(loc.max()) + 1 if loc.size else 1
     return iv.union(self_time.group // width, self_time.start_ns, self_time.end_ns)
 
@@ -96,5 +107,8 @@ def _host_compute(frame: EventFrame, groups) -> iv.IntervalSet:
 def _pick(use_first: np.ndarray, a: iv.IntervalSet, b: iv.IntervalSet) -> iv.IntervalSet:
     ka = use_first[a.group]
     kb = ~use_first[b.group]
-    return iv.union(np.concatenate([a.group[ka], b.group[kb]]), np.concatenate([a.start_ns[ka], b.start_ns[kb]]),
-                    np.concatenate([a.end_ns[ka], b.end_ns[kb]]))
+    return iv.union(
+        np.concatenate([a.group[ka], b.group[kb]]),
+        np.concatenate([a.start_ns[ka], b.start_ns[kb]]),
+        np.concatenate([a.end_ns[ka], b.end_ns[kb]]),
+    )

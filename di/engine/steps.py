@@ -35,7 +35,14 @@ DETECT_COVERAGE = 0.5
 """Share of the busiest CPU timeline's span a repeating region must cover to mark steps
 (a training-step function does; a frequent small operator does not)."""
 STEP_ANNOTATION = r"(?i)^\s*(?:train[_ ]?)?(?:step|iteration|iter)\s*[#:_ -]?\s*(\d+)\s*$"
-_STEP_SCHEMA = {"rank": pl.Int32, "step": pl.Int64, "label": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64, "source": pl.String}
+_STEP_SCHEMA = {
+    "rank": pl.Int32,
+    "step": pl.Int64,
+    "label": pl.String,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "source": pl.String,
+}
 
 
 def find_steps(trace: Trace) -> pl.DataFrame:
@@ -68,7 +75,11 @@ def find_steps(trace: Trace) -> pl.DataFrame:
             found.append(_from_marks(marks, int(rank), source))
         else:
             main = int(np.argmax(np.bincount(loc[mine], minlength=n_loc))) if mine.any() else -1
-            found.append(_detected(_rows(ev, mine & (loc == main) & (ev.get_column("depth").to_numpy() <= 1), rank_of), int(rank), coll))
+            found.append(
+                _detected(
+                    _rows(ev, mine & (loc == main) & (ev.get_column("depth").to_numpy() <= 1), rank_of), int(rank), coll
+                )
+            )
     found = [f for f in found if f.height]
     if not found:
         return pl.DataFrame(schema=_STEP_SCHEMA)
@@ -84,11 +95,21 @@ def _rows(ev: pl.DataFrame, mask: np.ndarray, rank_of: np.ndarray) -> pl.DataFra
 def _from_marks(marks: pl.DataFrame, rank: int, source: str) -> pl.DataFrame:
     marks = marks.sort("start_ns").unique("start_ns", keep="first", maintain_order=True)
     num = marks.get_column("name").cast(pl.String).str.extract(r"(\d+)\s*$", 1).cast(pl.Int64, strict=False)
-    ids = num if num.null_count() == 0 and num.n_unique() == num.len() else pl.Series(np.arange(marks.height, dtype=np.int64))
-    return pl.DataFrame({
-        "rank": [rank] * marks.height, "step": ids, "label": marks.get_column("name").cast(pl.String),
-        "start_ns": marks.get_column("start_ns"), "end_ns": marks.get_column("end_ns"), "source": [source] * marks.height,
-    })
+    ids = (
+        num
+        if num.null_count() == 0 and num.n_unique() == num.len()
+        else pl.Series(np.arange(marks.height, dtype=np.int64))
+    )
+    return pl.DataFrame(
+        {
+            "rank": [rank] * marks.height,
+            "step": ids,
+            "label": marks.get_column("name").cast(pl.String),
+            "start_ns": marks.get_column("start_ns"),
+            "end_ns": marks.get_column("end_ns"),
+            "source": [source] * marks.height,
+        }
+    )
 
 
 def _detected(part: pl.DataFrame, rank: int, coll: pl.DataFrame) -> pl.DataFrame:
@@ -98,8 +119,10 @@ def _detected(part: pl.DataFrame, rank: int, coll: pl.DataFrame) -> pl.DataFrame
         for depth in (0, 1):
             top = regions.filter(pl.col("depth") == depth)
             stats = (
-                top.group_by("name").agg(pl.len().alias("n"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy"))
-                .filter((pl.col("n") >= 2) & (pl.col("busy") >= DETECT_COVERAGE * span)).sort("busy", "n", descending=True)
+                top.group_by("name")
+                .agg(pl.len().alias("n"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy"))
+                .filter((pl.col("n") >= 2) & (pl.col("busy") >= DETECT_COVERAGE * span))
+                .sort("busy", "n", descending=True)
             )
             if stats.height:
                 name = stats.item(0, "name")
@@ -108,22 +131,36 @@ def _detected(part: pl.DataFrame, rank: int, coll: pl.DataFrame) -> pl.DataFrame
     mine = coll.filter(pl.col("rank") == rank).sort("start_ns")
     if mine.height >= 2:
         key = ["op", "comm", "bytes"]
-        counts = mine.with_row_index("first").group_by(key, maintain_order=True).agg(pl.len().alias("n"), pl.col("first").min())
+        counts = (
+            mine.with_row_index("first")
+            .group_by(key, maintain_order=True)
+            .agg(pl.len().alias("n"), pl.col("first").min())
+        )
         top = counts.sort(["n", "first"], descending=[True, False]).head(1)
         same = mine.join(top.select(key), on=key, how="semi", nulls_equal=True)
         if same.height >= 2:
-            return _spans(rank, same.get_column("start_ns").to_numpy(), int(mine.get_column("end_ns").max()), str(top.item(0, "op")))
+            return _spans(
+                rank,
+                same.get_column("start_ns").to_numpy(),
+                int(mine.get_column("end_ns").max()),
+                str(top.item(0, "op")),
+            )
     return pl.DataFrame(schema=_STEP_SCHEMA)
 
 
 def _spans(rank: int, starts: np.ndarray, last_end: int, name: str) -> pl.DataFrame:
     """Step k from the k-th start to the next one; the last to ``last_end``."""
     ends = np.append(starts[1:], max(last_end, int(starts[-1]) + 1))
-    return pl.DataFrame({
-        "rank": [rank] * starts.size, "step": np.arange(starts.size, dtype=np.int64),
-        "label": [f"{name} #{k}" for k in range(starts.size)], "start_ns": starts, "end_ns": ends,
-        "source": ["detected"] * starts.size,
-    })
+    return pl.DataFrame(
+        {
+            "rank": [rank] * starts.size,
+            "step": np.arange(starts.size, dtype=np.int64),
+            "label": [f"{name} #{k}" for k in range(starts.size)],
+            "start_ns": starts,
+            "end_ns": ends,
+            "source": ["detected"] * starts.size,
+        }
+    )
 
 
 def _collective_starts(trace: Trace) -> pl.DataFrame:
@@ -131,7 +168,8 @@ def _collective_starts(trace: Trace) -> pl.DataFrame:
     c = trace.collectives
     ev = c.get_column("event")
     return c.select("rank", "comm", "op", "bytes").with_columns(
-        trace.events.get_column("start_ns").gather(ev).alias("start_ns"), trace.events.get_column("end_ns").gather(ev).alias("end_ns")
+        trace.events.get_column("start_ns").gather(ev).alias("start_ns"),
+        trace.events.get_column("end_ns").gather(ev).alias("end_ns"),
     )
 
 
@@ -161,8 +199,14 @@ def _containing_step(rank: np.ndarray, start: np.ndarray, steps: pl.DataFrame) -
     bits = max(int(max(start.max(), s0.max())) - lo, 1).bit_length()
     if int(max(rank.max(), s_rank.max())).bit_length() + bits > 62:
         ev = pl.DataFrame({"row": np.arange(start.size), "rank": rank, "start_ns": start})
-        hit = ev.sort("start_ns").join_asof(st.select("rank", pl.col("start_ns").alias("s0"), "end_ns", "step").sort("s0").cast({"rank": pl.Int64}),
-                                           left_on="start_ns", right_on="s0", by="rank", strategy="backward", check_sortedness=False)
+        hit = ev.sort("start_ns").join_asof(
+            st.select("rank", pl.col("start_ns").alias("s0"), "end_ns", "step").sort("s0").cast({"rank": pl.Int64}),
+            left_on="start_ns",
+            right_on="s0",
+            by="rank",
+            strategy="backward",
+            check_sortedness=False,
+        )
         out = np.full(start.size, NO_STEP, np.int64)
         ok = (hit.get_column("start_ns") < hit.get_column("end_ns")).fill_null(False).to_numpy()
         out[hit.get_column("row").to_numpy()[ok]] = hit.get_column("step").to_numpy()[ok]

@@ -37,8 +37,17 @@ NXN = ("allreduce", "allgather", "alltoall", "reduce_scatter", "other")
 ONE_TO_N = ("broadcast", "scatter")
 N_TO_ONE = ("reduce", "gather")
 KINDS = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce")
-_SCHEMA = {"kind": pl.String, "rank": pl.Int32, "event": pl.Int64, "cause_rank": pl.Int32, "cause_event": pl.Int64,
-           "instance": pl.Int64, "step": pl.Int64, "start_ns": pl.Int64, "wait_ns": pl.Int64}
+_SCHEMA = {
+    "kind": pl.String,
+    "rank": pl.Int32,
+    "event": pl.Int64,
+    "cause_rank": pl.Int32,
+    "cause_event": pl.Int64,
+    "instance": pl.Int64,
+    "step": pl.Int64,
+    "start_ns": pl.Int64,
+    "wait_ns": pl.Int64,
+}
 
 
 def wait_states(frame: EventFrame) -> pl.DataFrame:
@@ -48,9 +57,12 @@ def wait_states(frame: EventFrame) -> pl.DataFrame:
     out = pl.concat([p for p in parts if p.height] or [pl.DataFrame(schema=_SCHEMA)]).cast(_SCHEMA)  # type: ignore[arg-type]
     sel = frame.selected[out.get_column("event").to_numpy()] if out.height else np.zeros(0, bool)
     step = frame.step[out.get_column("event").to_numpy()] if out.height else np.zeros(0, np.int64)
-    return out.with_columns(pl.Series("step", step, dtype=pl.Int64).replace(NO_STEP, None)).filter(
-        pl.Series(sel) & (pl.col("wait_ns") > 0)
-    ).select(list(_SCHEMA)).sort("start_ns", "rank")
+    return (
+        out.with_columns(pl.Series("step", step, dtype=pl.Int64).replace(NO_STEP, None))
+        .filter(pl.Series(sel) & (pl.col("wait_ns") > 0))
+        .select(list(_SCHEMA))
+        .sort("start_ns", "rank")
+    )
 
 
 def _messages(frame: EventFrame) -> pl.DataFrame:
@@ -63,17 +75,20 @@ def _messages(frame: EventFrame) -> pl.DataFrame:
     late_sender = np.minimum(es, lr) - er
     late_receiver = np.where(ls > er, er - es, 0)
     n = s.size
-    return pl.DataFrame({
-        "kind": ["late_sender"] * n + ["late_receiver"] * n,
-        "rank": np.concatenate([frame.rank[r], frame.rank[s]]),
-        "event": np.concatenate([r, s]),
-        "cause_rank": np.concatenate([frame.rank[s], frame.rank[r]]),
-        "cause_event": np.concatenate([s, r]),
-        "instance": [None] * (2 * n),
-        "step": [None] * (2 * n),
-        "start_ns": np.concatenate([er, es]),
-        "wait_ns": np.concatenate([late_sender, late_receiver]),
-    }, schema=_SCHEMA)
+    return pl.DataFrame(
+        {
+            "kind": ["late_sender"] * n + ["late_receiver"] * n,
+            "rank": np.concatenate([frame.rank[r], frame.rank[s]]),
+            "event": np.concatenate([r, s]),
+            "cause_rank": np.concatenate([frame.rank[s], frame.rank[r]]),
+            "cause_event": np.concatenate([s, r]),
+            "instance": [None] * (2 * n),
+            "step": [None] * (2 * n),
+            "start_ns": np.concatenate([er, es]),
+            "wait_ns": np.concatenate([late_sender, late_receiver]),
+        },
+        schema=_SCHEMA,
+    )
 
 
 def _collectives(frame: EventFrame) -> pl.DataFrame:
@@ -82,39 +97,73 @@ def _collectives(frame: EventFrame) -> pl.DataFrame:
         return pl.DataFrame(schema=_SCHEMA)
     ev = c.get_column("event").to_numpy()
     c = c.select("instance", "event", "op", "root").with_columns(
-        pl.Series("rank", frame.rank[ev], dtype=pl.Int32), pl.Series("E", frame.start_ns[ev]), pl.Series("L", frame.end_ns[ev])
+        pl.Series("rank", frame.rank[ev], dtype=pl.Int32),
+        pl.Series("E", frame.start_ns[ev]),
+        pl.Series("L", frame.end_ns[ev]),
     )
-    last = c.sort("E", "rank").group_by("instance").agg(
-        pl.col("E").last().alias("E_last"), pl.col("rank").last().alias("last_rank"), pl.col("event").last().alias("last_event")
+    last = (
+        c.sort("E", "rank")
+        .group_by("instance")
+        .agg(
+            pl.col("E").last().alias("E_last"),
+            pl.col("rank").last().alias("last_rank"),
+            pl.col("event").last().alias("last_event"),
+        )
     )
-    roots = c.filter(pl.col("rank") == pl.col("root")).select("instance", pl.col("E").alias("E_root"), pl.col("event").alias("root_event"))
-    first = c.filter(pl.col("rank") != pl.col("root")).sort("E", "rank").group_by("instance").agg(
-        pl.col("E").first().alias("E_first"), pl.col("rank").first().alias("first_rank"), pl.col("event").first().alias("first_event")
+    roots = c.filter(pl.col("rank") == pl.col("root")).select(
+        "instance", pl.col("E").alias("E_root"), pl.col("event").alias("root_event")
     )
-    c = c.join(last, on="instance", how="left").join(roots, on="instance", how="left").join(first, on="instance", how="left")
+    first = (
+        c.filter(pl.col("rank") != pl.col("root"))
+        .sort("E", "rank")
+        .group_by("instance")
+        .agg(
+            pl.col("E").first().alias("E_first"),
+            pl.col("rank").first().alias("first_rank"),
+            pl.col("event").first().alias("first_event"),
+        )
+    )
+    c = (
+        c.join(last, on="instance", how="left")
+        .join(roots, on="instance", how="left")
+        .join(first, on="instance", how="left")
+    )
     rooted_known = pl.col("E_root").is_not_null()
     kind = (
-        pl.when(pl.col("op") == "barrier").then(pl.lit("wait_barrier"))
-        .when(pl.col("op").is_in(ONE_TO_N) & rooted_known).then(pl.lit("late_broadcast"))
-        .when(pl.col("op").is_in(N_TO_ONE) & rooted_known).then(pl.lit("early_reduce"))
+        pl.when(pl.col("op") == "barrier")
+        .then(pl.lit("wait_barrier"))
+        .when(pl.col("op").is_in(ONE_TO_N) & rooted_known)
+        .then(pl.lit("late_broadcast"))
+        .when(pl.col("op").is_in(N_TO_ONE) & rooted_known)
+        .then(pl.lit("early_reduce"))
         .otherwise(pl.lit("wait_nxn"))
     )
     c = c.with_columns(kind.alias("kind"))
     wait = (
-        pl.when(pl.col("kind") == "late_broadcast").then(pl.min_horizontal("E_root", "L") - pl.col("E"))
-        .when(pl.col("kind") == "early_reduce").then(
-            pl.when(pl.col("rank") == pl.col("root")).then(pl.min_horizontal("E_first", "L") - pl.col("E")).otherwise(0))
+        pl.when(pl.col("kind") == "late_broadcast")
+        .then(pl.min_horizontal("E_root", "L") - pl.col("E"))
+        .when(pl.col("kind") == "early_reduce")
+        .then(
+            pl.when(pl.col("rank") == pl.col("root")).then(pl.min_horizontal("E_first", "L") - pl.col("E")).otherwise(0)
+        )
         .otherwise(pl.min_horizontal("E_last", "L") - pl.col("E"))
     )
     cause = (
-        pl.when(pl.col("kind") == "late_broadcast").then(pl.struct(r=pl.col("root"), e=pl.col("root_event")))
-        .when(pl.col("kind") == "early_reduce").then(pl.struct(r=pl.col("first_rank"), e=pl.col("first_event")))
+        pl.when(pl.col("kind") == "late_broadcast")
+        .then(pl.struct(r=pl.col("root"), e=pl.col("root_event")))
+        .when(pl.col("kind") == "early_reduce")
+        .then(pl.struct(r=pl.col("first_rank"), e=pl.col("first_event")))
         .otherwise(pl.struct(r=pl.col("last_rank"), e=pl.col("last_event")))
     )
     return c.select(
-        "kind", "rank", "event",
-        cause.struct.field("r").cast(pl.Int32).alias("cause_rank"), cause.struct.field("e").alias("cause_event"),
-        "instance", pl.lit(None, pl.Int64).alias("step"), pl.col("E").alias("start_ns"),
+        "kind",
+        "rank",
+        "event",
+        cause.struct.field("r").cast(pl.Int32).alias("cause_rank"),
+        cause.struct.field("e").alias("cause_event"),
+        "instance",
+        pl.lit(None, pl.Int64).alias("step"),
+        pl.col("E").alias("start_ns"),
         pl.max_horizontal(wait.fill_null(0), pl.lit(0)).alias("wait_ns"),
     )
 
@@ -123,5 +172,12 @@ def summary(waits: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
     """Per rank and kind: time waited (``waited_ns``) and time it caused others to wait (``caused_ns``)."""
     waited = waits.group_by("rank", "kind").agg(pl.col("wait_ns").sum().alias("waited_ns"))
     caused = waits.group_by(pl.col("cause_rank").alias("rank"), "kind").agg(pl.col("wait_ns").sum().alias("caused_ns"))
-    grid = pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int32}).join(pl.DataFrame({"kind": list(KINDS)}), how="cross")
-    return grid.join(waited, on=["rank", "kind"], how="left").join(caused, on=["rank", "kind"], how="left").fill_null(0).sort("rank", "kind")
+    grid = pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int32}).join(
+        pl.DataFrame({"kind": list(KINDS)}), how="cross"
+    )
+    return (
+        grid.join(waited, on=["rank", "kind"], how="left")
+        .join(caused, on=["rank", "kind"], how="left")
+        .fill_null(0)
+        .sort("rank", "kind")
+    )

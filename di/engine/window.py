@@ -120,7 +120,9 @@ def prepare(trace: Trace, window: Window | None = None) -> EventFrame:
     step = event_steps(trace, steps, rank, on_gpu)
     selected, start, end, steps = _select(trace, window, steps, step)
     call_only = call_only_locations(trace)[trace.events.get_column("loc").to_numpy().astype(np.int64)]
-    return EventFrame(trace, rank, device, on_gpu, activities(trace), step, selected, start, end, steps, window, call_only)
+    return EventFrame(
+        trace, rank, device, on_gpu, activities(trace), step, selected, start, end, steps, window, call_only
+    )
 
 
 def window_events(trace: Trace, window: Window | str | None) -> pl.DataFrame:
@@ -137,7 +139,9 @@ def window_events(trace: Trace, window: Window | str | None) -> pl.DataFrame:
     return ev.with_columns(pl.Series("start_ns", start), pl.Series("end_ns", end)).filter(pl.Series(selected))
 
 
-def _select(trace: Trace, window: Window, steps: pl.DataFrame, step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, pl.DataFrame]:
+def _select(
+    trace: Trace, window: Window, steps: pl.DataFrame, step: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, pl.DataFrame]:
     """(selected, start_ns, end_ns clipped to a time window, the steps inside the window)."""
     start = trace.events.get_column("start_ns").to_numpy()
     end = trace.events.get_column("end_ns").to_numpy()

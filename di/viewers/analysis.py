@@ -45,19 +45,30 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
     cp_rank = {r["rank"]: r for r in cp["by_rank"].iter_rows(named=True)} if cp else {}
     records = []
     for r in ranks:
-        records.append({
-            "rank": r,
-            "breakdown": _rows(result.breakdown, r, drop=("rank",)),
-            "overlap": _rows(result.overlap, r, drop=("rank",)),
-            "wait_states": waits.get(r, {"waited_ns": {}, "caused_ns": {}}),
-            "critical_path": {"contrib_ns": int(cp_rank.get(r, {}).get("contrib_ns") or 0), "share": float(cp_rank.get(r, {}).get("share") or 0.0)},
-        })
+        records.append(
+            {
+                "rank": r,
+                "breakdown": _rows(result.breakdown, r, drop=("rank",)),
+                "overlap": _rows(result.overlap, r, drop=("rank",)),
+                "wait_states": waits.get(r, {"waited_ns": {}, "caused_ns": {}}),
+                "critical_path": {
+                    "contrib_ns": int(cp_rank.get(r, {}).get("contrib_ns") or 0),
+                    "share": float(cp_rank.get(r, {}).get("share") or 0.0),
+                },
+            }
+        )
     doc: dict[str, Any] = {
-        "format": "di-analysis", "schema_version": 1, "di_version": __version__, "inputs": inputs,
-        "window": result.window, "per_step": result.per_step,
-        "steps": result.steps.to_dicts(), "ranks": records,
+        "format": "di-analysis",
+        "schema_version": 1,
+        "di_version": __version__,
+        "inputs": inputs,
+        "window": result.window,
+        "per_step": result.per_step,
+        "steps": result.steps.to_dicts(),
+        "ranks": records,
         "imbalance": result.imbalance.to_dicts() if result.imbalance is not None else [],
-        "critical_path": _cp_json(cp), "seconds": result.seconds,
+        "critical_path": _cp_json(cp),
+        "seconds": result.seconds,
     }
     return doc
 
@@ -83,7 +94,9 @@ JSON_MARK = b'"format": "di-analysis"'
 
 def is_csv_folder(path: Path) -> bool:
     """True when the folder ``path`` holds only CSV files (what ``--csv`` writes), so di may replace it."""
-    return path.is_dir() and all(p.is_file() and p.name.endswith(".csv") for p in path.iterdir() if not p.name.startswith("."))
+    return path.is_dir() and all(
+        p.is_file() and p.name.endswith(".csv") for p in path.iterdir() if not p.name.startswith(".")
+    )
 
 
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
@@ -95,8 +108,13 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
     """
     from di.output import atomic_dir
 
-    tables = {"steps": result.steps, "breakdown": result.breakdown, "overlap": result.overlap,
-              "imbalance": result.imbalance, "wait_states": result.wait_states}
+    tables = {
+        "steps": result.steps,
+        "breakdown": result.breakdown,
+        "overlap": result.overlap,
+        "imbalance": result.imbalance,
+        "wait_states": result.wait_states,
+    }
     for k, v in (result.critical_path or {}).items():
         if isinstance(v, pl.DataFrame):
             tables[f"critical_path_{k}"] = v
@@ -129,21 +147,37 @@ def _wait_totals(result: Analysis) -> dict[int, dict[str, dict[str, int]]]:
     w = result.wait_states
     if w is None:
         return out
-    for (rank, kind), v in w.group_by("rank", "kind").agg(pl.col("wait_ns").sum()).rows_by_key(["rank", "kind"]).items():
+    for (rank, kind), v in (
+        w.group_by("rank", "kind").agg(pl.col("wait_ns").sum()).rows_by_key(["rank", "kind"]).items()
+    ):
         out.setdefault(rank, {"waited_ns": {}, "caused_ns": {}})["waited_ns"][kind] = int(v[0][0])
-    for (rank, kind), v in w.group_by("cause_rank", "kind").agg(pl.col("wait_ns").sum()).rows_by_key(["cause_rank", "kind"]).items():
+    for (rank, kind), v in (
+        w.group_by("cause_rank", "kind").agg(pl.col("wait_ns").sum()).rows_by_key(["cause_rank", "kind"]).items()
+    ):
         out.setdefault(rank, {"waited_ns": {}, "caused_ns": {}})["caused_ns"][kind] = int(v[0][0])
     return out
 
 
 def _cp_json(cp: dict[str, Any]) -> dict[str, Any]:
     if not cp:
-        return {"summary": {"length_ns": 0, "window_span_ns": 0, "segments": 0, "events": 0, "dropped_edges": 0},
-                "by_category": [], "by_name": [], "events": [], "events_total": 0, "waits": []}
+        return {
+            "summary": {"length_ns": 0, "window_span_ns": 0, "segments": 0, "events": 0, "dropped_edges": 0},
+            "by_category": [],
+            "by_name": [],
+            "events": [],
+            "events_total": 0,
+            "waits": [],
+        }
     events = cp["events"]
     top = events.sort("contrib_ns", descending=True).head(PATH_EVENTS_IN_JSON).sort("start_ns")
-    return {"summary": cp["summary"], "by_category": cp["by_category"].to_dicts(), "by_name": cp["by_name"].head(50).to_dicts(),
-            "events": top.to_dicts(), "events_total": events.height, "waits": cp["waits"].to_dicts()}
+    return {
+        "summary": cp["summary"],
+        "by_category": cp["by_category"].to_dicts(),
+        "by_name": cp["by_name"].head(50).to_dicts(),
+        "events": top.to_dicts(),
+        "events_total": events.height,
+        "waits": cp["waits"].to_dicts(),
+    }
 
 
 def _pct(x: float | None) -> str:
@@ -158,21 +192,33 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
     """A readable summary on a rich console."""
     from rich.table import Table
 
-    console.print(f"[bold]di analyze[/bold] {title}  window: {result.window}  steps: {result.steps.height and result.steps.get_column('step').n_unique()}")
+    console.print(
+        f"[bold]di analyze[/bold] {title}  window: {result.window}  steps: {result.steps.height and result.steps.get_column('step').n_unique()}"
+    )
     if result.breakdown is not None:
         t = Table(title="Temporal breakdown (% of each scope's span; states exclusive, never summed overlaps)")
         for c in ("rank", "scope", "step", "span ms", *(STATE_LABELS.get(s, s) for s in STATES)):
             t.add_column(c, justify="right")
-        wide = result.breakdown.pivot(on="state", index=["rank", "scope", "step", "span_ns"], values="share").sort("rank", "scope", "step", nulls_last=False)
+        wide = result.breakdown.pivot(on="state", index=["rank", "scope", "step", "span_ns"], values="share").sort(
+            "rank", "scope", "step", nulls_last=False
+        )
         for r in wide.iter_rows(named=True):
-            t.add_row(str(r["rank"]), r["scope"], "" if r["step"] is None else str(r["step"]), _ms(r["span_ns"]), *(_pct(r.get(s)) for s in STATES))
+            t.add_row(
+                str(r["rank"]),
+                r["scope"],
+                "" if r["step"] is None else str(r["step"]),
+                _ms(r["span_ns"]),
+                *(_pct(r.get(s)) for s in STATES),
+            )
         console.print(t)
     if result.overlap is not None:
         t = Table(title="Overlap (% of the first activity hidden behind the second; — = undefined)")
         pairs = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
         for c in ("rank", "step", *pairs):
             t.add_column(c, justify="right")
-        wide = result.overlap.pivot(on="pair", index=["rank", "step"], values="ratio").sort("rank", "step", nulls_last=False)
+        wide = result.overlap.pivot(on="pair", index=["rank", "step"], values="ratio").sort(
+            "rank", "step", nulls_last=False
+        )
         for r in wide.iter_rows(named=True):
             t.add_row(str(r["rank"]), "" if r["step"] is None else str(r["step"]), *(_pct(r.get(p)) for p in pairs))
         console.print(t)
@@ -187,13 +233,23 @@ def _render_imbalance(result: Analysis, console: Any) -> None:
     imb = result.imbalance
     if imb is None or not imb.height:
         return
-    t = Table(title=f"Imbalance across ranks (work = {' + '.join(STATE_LABELS.get(w, w) for w in WORK)}; max rank of work = straggler)")
+    t = Table(
+        title=f"Imbalance across ranks (work = {' + '.join(STATE_LABELS.get(w, w) for w in WORK)}; max rank of work = straggler)"
+    )
     for c in ("step", "side", "state", "max ms", "mean ms", "max/mean-1 %", "(max-mean)/max %", "max rank"):
         t.add_column(c, justify="right")
     rows = imb.filter(pl.col("max_ns") > 0).sort("step", "side", "state", nulls_last=False)
     for r in rows.head(40).iter_rows(named=True):
-        t.add_row("all" if r["step"] is None else str(r["step"]), r["side"], r["state"], _ms(r["max_ns"]), _ms(r["mean_ns"]),
-                  _pct(r["imbalance"]), _pct(r["percent_imbalance"]), str(r["max_rank"]))
+        t.add_row(
+            "all" if r["step"] is None else str(r["step"]),
+            r["side"],
+            r["state"],
+            _ms(r["max_ns"]),
+            _ms(r["mean_ns"]),
+            _pct(r["imbalance"]),
+            _pct(r["percent_imbalance"]),
+            str(r["max_rank"]),
+        )
     console.print(t)
 
 
@@ -224,13 +280,20 @@ def _render_path(result: Analysis, console: Any) -> None:
     if not cp:
         return
     s = cp["summary"]
-    console.print(f"[bold]Critical path[/bold]: {_ms(s['length_ns'])} ms of a {_ms(s['window_span_ns'])} ms window, "
-                  f"{s['events']:,} events on it" + (f", {s['dropped_edges']:,} edges dropped (pointing back in time)" if s["dropped_edges"] else ""))
+    console.print(
+        f"[bold]Critical path[/bold]: {_ms(s['length_ns'])} ms of a {_ms(s['window_span_ns'])} ms window, "
+        f"{s['events']:,} events on it"
+        + (f", {s['dropped_edges']:,} edges dropped (pointing back in time)" if s["dropped_edges"] else "")
+    )
     for key, label in (("by_category", "category"), ("by_rank", "rank"), ("by_name", "name")):
         t = Table(title=f"Critical path by {label}")
         t.add_column(label)
         t.add_column("ms", justify="right")
         t.add_column("%", justify="right")
         for r in cp[key].head(8).iter_rows(named=True):
-            t.add_row(str(r[key.removeprefix("by_")] if key != "by_category" else r["category"]), _ms(r["contrib_ns"]), _pct(r["share"]))
+            t.add_row(
+                str(r[key.removeprefix("by_")] if key != "by_category" else r["category"]),
+                _ms(r["contrib_ns"]),
+                _pct(r["share"]),
+            )
         console.print(t)

@@ -60,17 +60,43 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
     if seg is not None and seg.height:
         seg = seg.filter(pl.col("end_ns") > pl.col("start_ns")).sort("start_ns")
         rank0 = int(seg.get_column("rank").drop_nulls().first() or 0)
-        new_locs.append({"loc": loc_next, "rank": rank0, "kind": "cpu_thread", "name": TRACK, "process": PROCESS, "source": source})
+        new_locs.append(
+            {"loc": loc_next, "rank": rank0, "kind": "cpu_thread", "name": TRACK, "process": PROCESS, "source": source}
+        )
         n = trace.events.height
-        name = pl.when(pl.col("kind") == "local").then(pl.col("name")).otherwise(pl.format("{} ({})", pl.col("category"), pl.col("name")))
+        name = (
+            pl.when(pl.col("kind") == "local")
+            .then(pl.col("name"))
+            .otherwise(pl.format("{} ({})", pl.col("category"), pl.col("name")))
+        )
         new_events = seg.select(
-            pl.lit(loc_next, pl.UInt32).alias("loc"), "start_ns", "end_ns", name.fill_null(pl.col("category")).alias("name"),
-            pl.when((pl.col("kind") == "local") & pl.col("cat").is_in(list(CATS))).then(pl.col("cat")).otherwise(pl.lit("other")).alias("cat"),
-            pl.lit(SRC_CAT).alias("src_cat"), pl.lit(0, pl.Int32).alias("depth"), pl.lit(False).alias("instant"),
-            pl.struct(pl.col("rank"), pl.col("event"), pl.col("kind"), pl.col("contrib_ns")).struct.json_encode().alias("args"))
-        hops = seg.select(pl.col("event").alias("src"), pl.col("rank").alias("a"), pl.col("event").shift(-1).alias("dst"),
-                          pl.col("rank").shift(-1).alias("b")).filter(
-            (pl.col("a") != pl.col("b")) & pl.col("src").is_not_null() & pl.col("dst").is_not_null() & (pl.col("src") < n) & (pl.col("dst") < n))
+            pl.lit(loc_next, pl.UInt32).alias("loc"),
+            "start_ns",
+            "end_ns",
+            name.fill_null(pl.col("category")).alias("name"),
+            pl.when((pl.col("kind") == "local") & pl.col("cat").is_in(list(CATS)))
+            .then(pl.col("cat"))
+            .otherwise(pl.lit("other"))
+            .alias("cat"),
+            pl.lit(SRC_CAT).alias("src_cat"),
+            pl.lit(0, pl.Int32).alias("depth"),
+            pl.lit(False).alias("instant"),
+            pl.struct(pl.col("rank"), pl.col("event"), pl.col("kind"), pl.col("contrib_ns"))
+            .struct.json_encode()
+            .alias("args"),
+        )
+        hops = seg.select(
+            pl.col("event").alias("src"),
+            pl.col("rank").alias("a"),
+            pl.col("event").shift(-1).alias("dst"),
+            pl.col("rank").shift(-1).alias("b"),
+        ).filter(
+            (pl.col("a") != pl.col("b"))
+            & pl.col("src").is_not_null()
+            & pl.col("dst").is_not_null()
+            & (pl.col("src") < n)
+            & (pl.col("dst") < n)
+        )
         flows = hops.select("src", "dst", pl.lit("user").alias("kind"), pl.lit(SRC_CAT).alias("src_cat"))
         tables["events"] = _with_path_args(trace.events, cp["events"])
         tables["events"] = pl.concat([tables["events"], new_events], how="diagonal_relaxed")
@@ -80,7 +106,12 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
     if waits is not None:
         new_locs.append(waits[0])
         tables["events"] = pl.concat([tables["events"], waits[1]], how="diagonal_relaxed")
-    counters = _step_counters(result, loc_next + len(new_locs), int(trace.series.get_column("series").max()) + 1 if trace.series.height else 0, source)
+    counters = _step_counters(
+        result,
+        loc_next + len(new_locs),
+        int(trace.series.get_column("series").max()) + 1 if trace.series.height else 0,
+        source,
+    )
     if counters is not None:
         locs, series, samples = counters
         new_locs += locs
@@ -88,18 +119,37 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
         tables["samples"] = pl.concat([trace.samples, samples], how="diagonal_relaxed")
     if new_locs:
         tables["locations"] = pl.concat([trace.locations, pl.DataFrame(new_locs)], how="diagonal_relaxed")
-        meta["sources"] = [*meta.get("sources", []), {"path": "(di analyze)", "format": SOURCE_FORMAT, "rank": new_locs[0]["rank"],
-                                                       "rank_source": "single", "events": 0 if new_events is None else new_events.height, "dropped": {}}]
-        meta[META_KEY] = {"window": result.window, "critical_path_ns": int((cp.get("summary") or {}).get("length_ns") or 0),
-                          "timelines": len(new_locs)}
+        meta["sources"] = [
+            *meta.get("sources", []),
+            {
+                "path": "(di analyze)",
+                "format": SOURCE_FORMAT,
+                "rank": new_locs[0]["rank"],
+                "rank_source": "single",
+                "events": 0 if new_events is None else new_events.height,
+                "dropped": {},
+            },
+        ]
+        meta[META_KEY] = {
+            "window": result.window,
+            "critical_path_ns": int((cp.get("summary") or {}).get("length_ns") or 0),
+            "timelines": len(new_locs),
+        }
     return Trace.build(meta=meta, **tables)
 
 
 def _with_path_args(events: pl.DataFrame, path_events: pl.DataFrame) -> pl.DataFrame:
     """``critical_path_ns`` added into the args JSON of the events on the path."""
     contrib = path_events.group_by(pl.col("event").alias("_row")).agg(pl.col("contrib_ns").sum())
-    idx = events.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64)).join(contrib, on="_row", how="left").sort("_row")
-    return idx.with_columns(path_args(pl.col("args").cast(pl.String), pl.col("contrib_ns")).alias("args")).drop("_row", "contrib_ns")
+    idx = (
+        events.with_row_index("_row")
+        .with_columns(pl.col("_row").cast(pl.Int64))
+        .join(contrib, on="_row", how="left")
+        .sort("_row")
+    )
+    return idx.with_columns(path_args(pl.col("args").cast(pl.String), pl.col("contrib_ns")).alias("args")).drop(
+        "_row", "contrib_ns"
+    )
 
 
 def _wait_track(result: Any, loc: int, source: int) -> tuple[dict[str, Any], pl.DataFrame] | None:
@@ -107,42 +157,73 @@ def _wait_track(result: Any, loc: int, source: int) -> tuple[dict[str, Any], pl.
     w = result.wait_states
     if w is None or not w.height:
         return None
-    top = w.filter(pl.col("wait_ns") > 0).sort("wait_ns", "rank", "start_ns", descending=[True, False, False]).head(WAITS)
+    top = (
+        w.filter(pl.col("wait_ns") > 0).sort("wait_ns", "rank", "start_ns", descending=[True, False, False]).head(WAITS)
+    )
     if not top.height:
         return None
     worst_rank = int(top.get_column("rank")[0])
-    name = pl.format("{}: rank {} waits for rank {}", "kind", "rank", "cause_rank").fill_null(pl.format("{}: rank {} waits", "kind", "rank"))
+    name = pl.format("{}: rank {} waits for rank {}", "kind", "rank", "cause_rank").fill_null(
+        pl.format("{}: rank {} waits", "kind", "rank")
+    )
     events = top.sort("start_ns", "rank").select(
-        pl.lit(loc, pl.UInt32).alias("loc"), "start_ns", (pl.col("start_ns") + pl.col("wait_ns")).alias("end_ns"), name.alias("name"),
-        pl.lit("sync").alias("cat"), pl.lit(WAIT_SRC_CAT).alias("src_cat"), pl.lit(0, pl.Int32).alias("depth"), pl.lit(False).alias("instant"),
-        pl.struct("rank", "cause_rank", "kind", "wait_ns", "event").struct.json_encode().alias("args"))
-    return {"loc": loc, "rank": worst_rank, "kind": "cpu_thread", "name": WAIT_TRACK, "process": PROCESS, "source": source}, events
+        pl.lit(loc, pl.UInt32).alias("loc"),
+        "start_ns",
+        (pl.col("start_ns") + pl.col("wait_ns")).alias("end_ns"),
+        name.alias("name"),
+        pl.lit("sync").alias("cat"),
+        pl.lit(WAIT_SRC_CAT).alias("src_cat"),
+        pl.lit(0, pl.Int32).alias("depth"),
+        pl.lit(False).alias("instant"),
+        pl.struct("rank", "cause_rank", "kind", "wait_ns", "event").struct.json_encode().alias("args"),
+    )
+    return {
+        "loc": loc,
+        "rank": worst_rank,
+        "kind": "cpu_thread",
+        "name": WAIT_TRACK,
+        "process": PROCESS,
+        "source": source,
+    }, events
 
 
-def _step_counters(result: Any, loc0: int, series0: int, source: int) -> tuple[list[dict[str, Any]], pl.DataFrame, pl.DataFrame] | None:
+def _step_counters(
+    result: Any, loc0: int, series0: int, source: int
+) -> tuple[list[dict[str, Any]], pl.DataFrame, pl.DataFrame] | None:
     from di.viewers.report.imbalance import work_per_step
 
     steps = result.steps
     if not steps.height:
         return None
     w = result.wait_states
-    waited = (w.filter(pl.col("step").is_not_null()).group_by("rank", "step").agg(pl.col("wait_ns").sum())
-              if w is not None and w.height else pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "wait_ns": pl.Int64}))
+    waited = (
+        w.filter(pl.col("step").is_not_null()).group_by("rank", "step").agg(pl.col("wait_ns").sum())
+        if w is not None and w.height
+        else pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "wait_ns": pl.Int64})
+    )
     _, work = work_per_step(result)
     if work.height:
         work = work.with_columns((100 * (pl.col("work_ns") / pl.col("work_ns").mean().over("step") - 1)).alias("imb"))
     else:
         work = pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "imb": pl.Float64})
     base = steps.select("rank", "step", pl.col("start_ns").alias("ts_ns"))
-    base = base.join(waited, on=["rank", "step"], how="left").join(work.select("rank", "step", "imb"), on=["rank", "step"], how="left")
+    base = base.join(waited, on=["rank", "step"], how="left").join(
+        work.select("rank", "step", "imb"), on=["rank", "step"], how="left"
+    )
     ranks = sorted(set(base.get_column("rank").to_list()))
     locs, series, samples = [], [], []
     for i, r in enumerate(ranks):
         loc = loc0 + i
-        locs.append({"loc": loc, "rank": r, "kind": "counter", "name": "analysis", "process": PROCESS, "source": source})
+        locs.append(
+            {"loc": loc, "rank": r, "kind": "counter", "name": "analysis", "process": PROCESS, "source": source}
+        )
         mine = base.filter(pl.col("rank") == r).sort("ts_ns")
-        for j, (label, col, unit) in enumerate((("wait", pl.col("wait_ns").fill_null(0) / 1e6, "ms"), ("imbalance", pl.col("imb").fill_null(0.0), "%"))):
+        for j, (label, col, unit) in enumerate(
+            (("wait", pl.col("wait_ns").fill_null(0) / 1e6, "ms"), ("imbalance", pl.col("imb").fill_null(0.0), "%"))
+        ):
             sid = series0 + 2 * i + j
             series.append({"series": sid, "loc": loc, "name": f"rank {r} {label}", "unit": unit})
-            samples.append(mine.select(pl.lit(sid, pl.UInt32).alias("series"), "ts_ns", col.cast(pl.Float64).alias("value")))
+            samples.append(
+                mine.select(pl.lit(sid, pl.UInt32).alias("series"), "ts_ns", col.cast(pl.Float64).alias("value"))
+            )
     return locs, pl.DataFrame(series), pl.concat(samples)

@@ -18,14 +18,17 @@ from typing import Any
 import polars as pl
 
 from di.engine.breakdown import STATE_NAMES as STATES
+
 PAIRS = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
 FILE = "per_trace_rank.csv"
 
 
 def rank_rows(label: str, result: Any) -> pl.DataFrame:
     """The rows of one analysed trace (see the module docstring)."""
-    ranks = sorted(set(result.steps.get_column("rank").to_list())
-                   | (set(result.breakdown.get_column("rank").to_list()) if result.breakdown is not None else set()))
+    ranks = sorted(
+        set(result.steps.get_column("rank").to_list())
+        | (set(result.breakdown.get_column("rank").to_list()) if result.breakdown is not None else set())
+    )
     rows: dict[int, dict[str, Any]] = {r: {"trace": label, "rank": r, "window": result.window} for r in ranks}
     steps = result.steps.group_by("rank").agg(pl.col("step").n_unique()) if result.steps.height else None
     for r in rows.values():
@@ -43,7 +46,9 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
             for rank, state, t in side.group_by("rank", "state").agg(pl.col("time_ns").sum()).iter_rows():
                 rows[rank][f"{prefix}{state}_ns"] = t
     if result.overlap is not None:
-        for rank, pair, ratio in result.overlap.filter(pl.col("step").is_null()).select("rank", "pair", "ratio").iter_rows():
+        for rank, pair, ratio in (
+            result.overlap.filter(pl.col("step").is_null()).select("rank", "pair", "ratio").iter_rows()
+        ):
             rows[rank][pair] = ratio
     if result.wait_states is not None and result.wait_states.height:
         w = result.wait_states
@@ -59,11 +64,28 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         for rank, contrib, share in cp["by_rank"].select("rank", "contrib_ns", "share").iter_rows():
             if rank in rows:
                 rows[rank]["cp_contrib_ns"], rows[rank]["cp_share"] = contrib, share
-    columns = ["trace", "rank", "window", "steps", "span_ns", *(f"{s}_ns" for s in STATES), "host_span_ns", *(f"host_{s}_ns" for s in STATES),
-               *PAIRS, "waited_ns", "caused_ns", "cp_contrib_ns", "cp_share", "cp_length_ns"]
+    columns = [
+        "trace",
+        "rank",
+        "window",
+        "steps",
+        "span_ns",
+        *(f"{s}_ns" for s in STATES),
+        "host_span_ns",
+        *(f"host_{s}_ns" for s in STATES),
+        *PAIRS,
+        "waited_ns",
+        "caused_ns",
+        "cp_contrib_ns",
+        "cp_share",
+        "cp_length_ns",
+    ]
     zero = {c for c in columns if c.endswith("_ns") or c == "steps"} - {"span_ns", "host_span_ns"}
     data = {c: [r.get(c, 0 if c in zero else None) for r in rows.values()] for c in columns}
-    schema = {c: (pl.String if c in ("trace", "window") else pl.Float64 if c in PAIRS or c == "cp_share" else pl.Int64) for c in columns}
+    schema = {
+        c: (pl.String if c in ("trace", "window") else pl.Float64 if c in PAIRS or c == "cp_share" else pl.Int64)
+        for c in columns
+    }
     return pl.DataFrame(data, schema=schema)
 
 

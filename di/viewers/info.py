@@ -32,7 +32,8 @@ def summary(trace: Trace) -> dict[str, Any]:
         "duration_ns": span,
         "clock": meta.get("clock"),
         "sources": [
-            {k: s.get(k) for k in ("path", "format", "rank", "rank_source", "events", "dropped")} for s in meta.get("sources", [])
+            {k: s.get(k) for k in ("path", "format", "rank", "rank_source", "events", "dropped")}
+            for s in meta.get("sources", [])
         ],
         "warnings": meta.get("warnings", []),
         "analysis_timelines": _analysis_timelines(trace),
@@ -51,8 +52,10 @@ def render(trace: Trace, console: Any) -> None:
 
     s = summary(trace)
     dur_ms = s["duration_ns"] / 1e6
-    console.print(f"[bold]ranks[/bold] {len(s['ranks'])} ({_ranges(s['ranks'])})  world size {s['world_size'] or '?'}  "
-                  f"hosts {', '.join(s['hosts']) or '?'}  duration {dur_ms:.3f} ms  clock {s['clock']['domain']}")
+    console.print(
+        f"[bold]ranks[/bold] {len(s['ranks'])} ({_ranges(s['ranks'])})  world size {s['world_size'] or '?'}  "
+        f"hosts {', '.join(s['hosts']) or '?'}  duration {dur_ms:.3f} ms  clock {s['clock']['domain']}"
+    )
     console.print("[bold]timelines[/bold] " + ", ".join(f"{k} {v}" for k, v in s["timelines"].items()))
     console.print("[bold]tables[/bold] " + ", ".join(f"{k} {v}" for k, v in s["tables"].items()))
     cats = Table("category", "events", title=None, box=None)
@@ -65,8 +68,10 @@ def render(trace: Trace, console: Any) -> None:
         src.add_row(str(x["path"]), x["format"], str(x["rank"]), x["rank_source"], f"{x['events']:,}", dropped)
     console.print(src)
     if s["analysis_timelines"]:
-        console.print(f"[bold]analysis tracks[/bold] {s['analysis_timelines']} timelines added by di (process 'di analysis'); "
-                      "di analyze and di report leave them out, di convert replaces them")
+        console.print(
+            f"[bold]analysis tracks[/bold] {s['analysis_timelines']} timelines added by di (process 'di analysis'); "
+            "di analyze and di report leave them out, di convert replaces them"
+        )
 
 
 def _ranges(ranks: list[int]) -> str:

@@ -49,8 +49,16 @@ from urllib.parse import quote, unquote, urlsplit
 
 from di.viewers.view_cache import TRACE_SUFFIXES, cached_trace, prepare_trace, user_cached_trace
 
-__all__ = ["PERFETTO_UI", "TraceServer", "cached_trace", "installed_ui", "prepare_trace", "trace_url", "user_cached_trace",
-           "TRACE_SUFFIXES"]
+__all__ = [
+    "PERFETTO_UI",
+    "TraceServer",
+    "cached_trace",
+    "installed_ui",
+    "prepare_trace",
+    "trace_url",
+    "user_cached_trace",
+    "TRACE_SUFFIXES",
+]
 
 PERFETTO_UI = "https://ui.perfetto.dev"
 DEFAULT_PORT = 9001
@@ -59,8 +67,16 @@ HOST = "127.0.0.1"
 LOCAL_NAMES = (HOST, "localhost")
 """Host names a request may use for this server (the Host header's name part)."""
 CHUNK_BYTES = 1 << 20
-CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css", ".json": "application/json",
-                 ".wasm": "application/wasm", ".png": "image/png", ".woff2": "font/woff2", ".svg": "image/svg+xml"}
+CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".json": "application/json",
+    ".wasm": "application/wasm",
+    ".png": "image/png",
+    ".woff2": "font/woff2",
+    ".svg": "image/svg+xml",
+}
 CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 """A client that closed its connection (or stopped reading) mid-transfer: not an error of the server."""
 
@@ -126,7 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _cors(self) -> None:
         origin = self.headers.get("Origin")
-        self.send_header("Access-Control-Allow-Origin", origin if origin in self.server.allowed_origins else PERFETTO_UI)
+        self.send_header(
+            "Access-Control-Allow-Origin", origin if origin in self.server.allowed_origins else PERFETTO_UI
+        )
         self.send_header("Vary", "Origin")
 
     def _refuse(self, status: HTTPStatus) -> None:
@@ -142,7 +160,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(HTTPStatus.NO_CONTENT)
         self._cors()
         self.send_header("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
-        if self.headers.get("Access-Control-Request-Private-Network"):  # Chrome's check before a public page reads 127.0.0.1
+        if self.headers.get(
+            "Access-Control-Request-Private-Network"
+        ):  # Chrome's check before a public page reads 127.0.0.1
             self.send_header("Access-Control-Allow-Private-Network", "true")
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -199,8 +219,14 @@ class TraceServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, trace_file: Path, *, port: int = DEFAULT_PORT, ui_root: Path | None = None,
-                 on_error: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        trace_file: Path,
+        *,
+        port: int = DEFAULT_PORT,
+        ui_root: Path | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
         self.trace_file = Path(trace_file).resolve()
         self.trace_name = self.trace_file.name
         self.ui_root = ui_root.resolve() if ui_root is not None else None
@@ -221,7 +247,9 @@ class TraceServer(ThreadingHTTPServer):
         if isinstance(exc, CLIENT_GONE):
             self.aborted += 1
         elif self.on_error is not None:
-            self.on_error(f"a request from {client_address[0]}:{client_address[1]} failed ({type(exc).__name__}: {exc})")
+            self.on_error(
+                f"a request from {client_address[0]}:{client_address[1]} failed ({type(exc).__name__}: {exc})"
+            )
 
     @property
     def port(self) -> int:

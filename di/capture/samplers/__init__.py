@@ -72,10 +72,12 @@ def build_sources(opts: SamplerOptions) -> tuple[list[Source], list[str]]:
 
     sources: list[Source] = []
     notes: list[str] = []
-    wanted = [(opts.host, lambda: host.HostSource(opts.proc_root, opts.job_pids)),
-              (opts.ib, lambda: infiniband.InfiniBandSource(opts.ib_root)),
-              (opts.net, lambda: network.NetworkSource(opts.net_root)),
-              (opts.nvml, nvml.NvmlSource)]
+    wanted = [
+        (opts.host, lambda: host.HostSource(opts.proc_root, opts.job_pids)),
+        (opts.ib, lambda: infiniband.InfiniBandSource(opts.ib_root)),
+        (opts.net, lambda: network.NetworkSource(opts.net_root)),
+        (opts.nvml, nvml.NvmlSource),
+    ]
     for on, make in wanted:
         if not on:
             continue
@@ -116,12 +118,20 @@ class SamplerThread:
     def _write_header(self) -> None:
         """(Re)write the header after giving ids to series the sources added."""
         for k, src in enumerate(self.sources):
-            for s in src.series[len(self._ids[k]):]:
+            for s in src.series[len(self._ids[k]) :]:
                 self._ids[k].append(len(self._names))
                 self._names.append({"id": len(self._names), "name": s.name, "unit": s.unit, "source": src.kind})
         series = self._names
-        doc = {"format": "di-samples", "version": 1, "host": self._host, "pid": os.getpid(),
-               "rate_hz": self.opts.rate_hz, "clock": "CLOCK_MONOTONIC", "series": series, "notes": self.notes}
+        doc = {
+            "format": "di-samples",
+            "version": 1,
+            "host": self._host,
+            "pid": os.getpid(),
+            "rate_hz": self.opts.rate_hz,
+            "clock": "CLOCK_MONOTONIC",
+            "series": series,
+            "notes": self.notes,
+        }
         tmp = self._header_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         tmp.replace(self._header_path)
@@ -136,7 +146,7 @@ class SamplerThread:
             if len(src.series) > len(self._ids[k]):
                 self._write_header()
             values += got
-            ids += self._ids[k][:len(got)]
+            ids += self._ids[k][: len(got)]
         if not values:
             return
         recs = np.zeros(len(values), SAMPLE)
@@ -169,8 +179,9 @@ class SamplerThread:
                     close()
 
 
-def ingest_samples(raw: Path, locations: Any, maps: dict[int, Any], ranks: dict[tuple[str, int], int],
-                   warnings: list[str]) -> tuple[Any, Any, Any]:
+def ingest_samples(
+    raw: Path, locations: Any, maps: dict[int, Any], ranks: dict[tuple[str, int], int], warnings: list[str]
+) -> tuple[Any, Any, Any]:
     """series, samples and counter locations from every sampler file under ``raw``."""
     import polars as pl
 
@@ -189,20 +200,38 @@ def ingest_samples(raw: Path, locations: Any, maps: dict[int, Any], ranks: dict[
         rank = host_rank.get(doc["host"], 0)
         cmap = maps.get(rank)
         binary = header_path.with_suffix(".bin")
-        recs = np.fromfile(binary, SAMPLE, count=binary.stat().st_size // SAMPLE.itemsize) if binary.exists() else np.empty(0, SAMPLE)
+        recs = (
+            np.fromfile(binary, SAMPLE, count=binary.stat().st_size // SAMPLE.itemsize)
+            if binary.exists()
+            else np.empty(0, SAMPLE)
+        )
         loc_of: dict[str, int] = {}
         first = len(series_rows)
         for s in doc["series"]:
             if s["source"] not in loc_of:
                 loc_of[s["source"]] = next_loc
-                locs.append({"loc": next_loc, "rank": rank, "host": doc["host"], "pid": doc["pid"], "kind": "counter",
-                             "name": f"{s['source']} counters", "process": f"node {doc['host']}", "source": 0})
+                locs.append(
+                    {
+                        "loc": next_loc,
+                        "rank": rank,
+                        "host": doc["host"],
+                        "pid": doc["pid"],
+                        "kind": "counter",
+                        "name": f"{s['source']} counters",
+                        "process": f"node {doc['host']}",
+                        "source": 0,
+                    }
+                )
                 next_loc += 1
-            series_rows.append({"series": first + s["id"], "loc": loc_of[s["source"]], "name": s["name"], "unit": s["unit"]})
+            series_rows.append(
+                {"series": first + s["id"], "loc": loc_of[s["source"]], "name": s["name"], "unit": s["unit"]}
+            )
         ok = (recs["series"] < len(doc["series"])) & np.isfinite(recs["value"])
         recs = recs[ok]
         ts = cmap.apply(recs["ts_ns"]) if cmap else recs["ts_ns"]
-        parts.append(pl.DataFrame({"series": recs["series"].astype(np.uint32) + first, "ts_ns": ts, "value": recs["value"]}))
+        parts.append(
+            pl.DataFrame({"series": recs["series"].astype(np.uint32) + first, "ts_ns": ts, "value": recs["value"]})
+        )
     series = conform("series", pl.DataFrame(series_rows) if series_rows else None)
     samples = conform("samples", pl.concat(parts).sort("series", "ts_ns") if parts else None)
     counter_locs = conform("locations", pl.DataFrame(locs) if locs else None)

@@ -88,8 +88,11 @@ class HostSource:
         for r in sorted(pids):
             if r not in self.ranks and len(self.ranks) < MAX_RANK_SERIES:
                 self.ranks.append(r)
-                self.series += [Series(f"rank {r} rss", "bytes"), Series(f"rank {r} read_bytes", "bytes"),
-                                Series(f"rank {r} write_bytes", "bytes")]
+                self.series += [
+                    Series(f"rank {r} rss", "bytes"),
+                    Series(f"rank {r} read_bytes", "bytes"),
+                    Series(f"rank {r} write_bytes", "bytes"),
+                ]
         for r in self.ranks:
             values += self._process(pids[r]) if r in pids else [float("nan")] * 3
         return [float(v) for v in values]

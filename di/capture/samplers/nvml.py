@@ -19,19 +19,31 @@ from di.capture.samplers import MissingSource, Series
 KIB = 1024
 MILLI = 1e-3
 
-FIELDS = (("pcie tx", "bytes", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 1.0),
-          ("pcie rx", "bytes", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 1.0),
-          ("nvlink tx", "bytes", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", float(KIB)),
-          ("nvlink rx", "bytes", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", float(KIB)))
-BASIC = (("util", "%"), ("mem util", "%"), ("mem used", "bytes"), ("power", "W"), ("energy", "J"),
-         ("sm clock", "MHz"), ("mem clock", "MHz"), ("temperature", "C"))
+FIELDS = (
+    ("pcie tx", "bytes", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 1.0),
+    ("pcie rx", "bytes", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 1.0),
+    ("nvlink tx", "bytes", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", float(KIB)),
+    ("nvlink rx", "bytes", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", float(KIB)),
+)
+BASIC = (
+    ("util", "%"),
+    ("mem util", "%"),
+    ("mem used", "bytes"),
+    ("power", "W"),
+    ("energy", "J"),
+    ("sm clock", "MHz"),
+    ("mem clock", "MHz"),
+    ("temperature", "C"),
+)
 
 
 def _field_value(v: Any) -> float:
     """A c_nvmlFieldValue_t's value as a float, by its valueType (nan on error)."""
     if v.nvmlReturn != 0:
         return float("nan")
-    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(v.valueType, "ullVal")
+    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(
+        v.valueType, "ullVal"
+    )
     return float(getattr(v.value, member))
 
 
@@ -54,17 +66,24 @@ class NvmlSource:
         self.nv = pynvml
         self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
         self.field_ids = [getattr(pynvml, f[2]) for f in FIELDS]
-        self.series = [Series(f"gpu{i} {name}", unit) for i in range(len(self.handles))
-                       for name, unit in BASIC + tuple((f[0], f[1]) for f in FIELDS)]
+        self.series = [
+            Series(f"gpu{i} {name}", unit)
+            for i in range(len(self.handles))
+            for name, unit in BASIC + tuple((f[0], f[1]) for f in FIELDS)
+        ]
 
     def _basic(self, h: Any) -> list[float]:
         nv = self.nv
-        calls = (lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu, lambda: nv.nvmlDeviceGetUtilizationRates(h).memory,
-                 lambda: nv.nvmlDeviceGetMemoryInfo(h).used, lambda: nv.nvmlDeviceGetPowerUsage(h) * MILLI,
-                 lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h) * MILLI,
-                 lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
-                 lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
-                 lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
+        calls = (
+            lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu,
+            lambda: nv.nvmlDeviceGetUtilizationRates(h).memory,
+            lambda: nv.nvmlDeviceGetMemoryInfo(h).used,
+            lambda: nv.nvmlDeviceGetPowerUsage(h) * MILLI,
+            lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h) * MILLI,
+            lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+            lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
+            lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+        )
         out = []
         for call in calls:
             try:

@@ -32,10 +32,19 @@ JSON_SPACE = b" \t\r\n\xef\xbb\xbf"
 NOT_JSON = "not JSON: expected '{' or '[' at the start"
 _TOP_KEYS = 4096
 # top-level keys whose values the reader uses; others are only listed by name
-TOP_KEYS_DECODED = frozenset({
-    "distributedInfo", "baseTimeNanoseconds", "diTrace", "traceName", "schemaVersion",
-    "displayTimeUnit", "deviceProperties", "metadata", "otherData",
-})
+TOP_KEYS_DECODED = frozenset(
+    {
+        "distributedInfo",
+        "baseTimeNanoseconds",
+        "diTrace",
+        "traceName",
+        "schemaVersion",
+        "displayTimeUnit",
+        "deviceProperties",
+        "metadata",
+        "otherData",
+    }
+)
 
 
 @dataclass
@@ -128,7 +137,9 @@ def _top_level(buf: np.ndarray, top: np.ndarray, ntop: int, warnings: list[str])
 def _args_column(cols: dict[str, np.ndarray], abuf: np.ndarray, used: int, n: int) -> pl.Series:
     """The args texts the scanner copied into ``abuf`` (null for events without args),
     as string views into ``abuf`` itself."""
-    return texts_at_offsets(abuf[:used], np.ascontiguousarray(cols["args_off"][: n + 1]), (cols["flags"] & S.F_ARGS) != 0, "args")
+    return texts_at_offsets(
+        abuf[:used], np.ascontiguousarray(cols["args_off"][: n + 1]), (cols["flags"] & S.F_ARGS) != 0, "args"
+    )
 
 
 def decode(path: Path, limit: int | None = None) -> Raw:
@@ -163,7 +174,9 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
         while True:
             slots, starts, ends, count = new_table(capacity)
-            n, err, pos, array_format, ntop, used = S.scan(text, cols_t, slots, starts, ends, count, abuf, top, progress)
+            n, err, pos, array_format, ntop, used = S.scan(
+                text, cols_t, slots, starts, ends, count, abuf, top, progress
+            )
             if err != S.E_FULL:
                 break
             capacity = grown_capacity(capacity)
@@ -176,7 +189,9 @@ def decode(path: Path, limit: int | None = None) -> Raw:
         if n == 0:
             raise FormatError(path, f"{what} at {_where(buf, pos)} before any complete event")
         rest = int(buf.size - pos)
-        warnings.append(f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes")
+        warnings.append(
+            f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes"
+        )
         dropped[f"{what}: bytes after the last complete event"] += rest
     cols = S.columns(cols_t, n)
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
@@ -208,7 +223,12 @@ def _released_behind(buf: np.ndarray, progress: np.ndarray, *, repaired: bool) -
     import threading
 
     owner = buf.base.obj if isinstance(buf.base, memoryview) else None
-    if repaired or not isinstance(owner, mmap.mmap) or buf.size < RELEASE_MIN_BYTES or not hasattr(mmap, "MADV_DONTNEED"):
+    if (
+        repaired
+        or not isinstance(owner, mmap.mmap)
+        or buf.size < RELEASE_MIN_BYTES
+        or not hasattr(mmap, "MADV_DONTNEED")
+    ):
         yield
         return
     stop = threading.Event()

@@ -36,9 +36,23 @@ def _is_int(v: Any, lo: int = -(2**63), hi: int = 2**63 - 1) -> bool:
 
 
 # what each field of a diTrace location and series must be: int (int64), u32, nonneg, str, or None where allowed
-_LOC_FIELDS = {"pid": "int", "tid": "int", "loc": "u32", "lane": "int", "rank": "nonneg", "kind": "kind", "device": "int?",
-               "stream": "int?", "name": "str?", "process": "str?", "host": "str?", "src_pid": "int?", "src_tid": "int?",
-               "sort_index": "int?", "source": "nonneg"}
+_LOC_FIELDS = {
+    "pid": "int",
+    "tid": "int",
+    "loc": "u32",
+    "lane": "int",
+    "rank": "nonneg",
+    "kind": "kind",
+    "device": "int?",
+    "stream": "int?",
+    "name": "str?",
+    "process": "str?",
+    "host": "str?",
+    "src_pid": "int?",
+    "src_tid": "int?",
+    "sort_index": "int?",
+    "source": "nonneg",
+}
 _SERIES_FIELDS = {"pid": "int", "counter": "str", "loc": "u32", "name": "str", "unit": "str?"}
 
 
@@ -47,8 +61,13 @@ def _fits(v: Any, kind: str) -> bool:
 
     if kind.endswith("?"):
         return v is None or _fits(v, kind[:-1])
-    return {"int": _is_int(v), "u32": _is_int(v, 0, 2**32 - 1), "nonneg": _is_int(v, 0), "str": isinstance(v, str),
-            "kind": v in LOCATION_KINDS}[kind]
+    return {
+        "int": _is_int(v),
+        "u32": _is_int(v, 0, 2**32 - 1),
+        "nonneg": _is_int(v, 0),
+        "str": isinstance(v, str),
+        "kind": v in LOCATION_KINDS,
+    }[kind]
 
 
 def problem(d: Any) -> str | None:
@@ -63,8 +82,13 @@ def problem(d: Any) -> str | None:
         if not isinstance(rows, list) or (name == "locations" and not rows):
             return f"{name} is not a list"
         for i, row in enumerate(rows):
-            bad = [k for k, kind in fields.items() if not isinstance(row, dict) or (k in row or not kind.endswith("?"))
-                   and not _fits(row.get(k) if isinstance(row, dict) else None, kind)]
+            bad = [
+                k
+                for k, kind in fields.items()
+                if not isinstance(row, dict)
+                or (k in row or not kind.endswith("?"))
+                and not _fits(row.get(k) if isinstance(row, dict) else None, kind)
+            ]
             if bad:
                 return f"{name}[{i}] has no valid {', '.join(bad)}"
     m = d.get("meta", {})
@@ -86,7 +110,10 @@ def remap_keys(keys: pl.DataFrame, d: dict[str, Any]) -> pl.DataFrame:
     )
     threads = keys.filter((pl.col("lkind") == LK_THREAD) & (pl.col("pid_k") == S.K_INT) & (pl.col("tid_k") == S.K_INT))
     mapped = keys.join(
-        threads.join(tracks, on=["pid", "tid"]).select(phases_key() + ["_orig"]), on=phases_key(), how="left", nulls_equal=True
+        threads.join(tracks, on=["pid", "tid"]).select(phases_key() + ["_orig"]),
+        on=phases_key(),
+        how="left",
+        nulls_equal=True,
     )
     top = int(tracks.get_column("_orig").max() or 0) + 1
     fresh = pl.int_range(pl.len(), dtype=pl.UInt32) + top
@@ -113,7 +140,10 @@ def locations(d: dict[str, Any], keys: pl.DataFrame, fallback: pl.DataFrame) -> 
     if series_pids:  # the counter processes of di's series: their samples go to the series' own locations
         anchors = keys.filter((pl.col("lkind") == LK_COUNTER) & pl.col("pid").is_in(series_pids))
         extra = extra.join(anchors.select(pl.col("loc").cast(fallback.schema["loc"])), on="loc", how="anti")
-    out = pl.concat([known.cast({c: fallback.schema[c] for c in known.columns if c in fallback.schema}), extra], how="diagonal_relaxed")
+    out = pl.concat(
+        [known.cast({c: fallback.schema[c] for c in known.columns if c in fallback.schema}), extra],
+        how="diagonal_relaxed",
+    )
     return out.sort("loc")
 
 
@@ -146,7 +176,9 @@ def categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> np.nda
         return None
     codes = np.frombuffer(text.encode("ascii", "replace"), dtype=np.uint8).astype(np.int64) - ord("a")
     if codes.size != n_written or codes.min(initial=0) < 0 or codes.max(initial=0) >= len(CATS):
-        warnings.append(f"diTrace categories ignored: {codes.size} letters for {n_written} events, or letters out of range")
+        warnings.append(
+            f"diTrace categories ignored: {codes.size} letters for {n_written} events, or letters out of range"
+        )
         return None
     return codes
 
@@ -170,16 +202,27 @@ def tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:
             del out[name]
             continue
         try:  # the types the table's schema gives them
-            out[name] = out[name].cast({c: t for c, t in polars_schema(name).items() if c in out[name].columns and
-                                        c not in WRITTEN_ROW_REFS[name]})
+            out[name] = out[name].cast(
+                {
+                    c: t
+                    for c, t in polars_schema(name).items()
+                    if c in out[name].columns and c not in WRITTEN_ROW_REFS[name]
+                }
+            )
         except pl.exceptions.PolarsError as exc:
             warnings.append(f"diTrace {name} ignored: {str(exc).splitlines()[0][:120]}")
             del out[name]
     return out
 
 
-def restore(d: dict[str, Any], events: pl.DataFrame, written: np.ndarray, n_written: int, warnings: list[str],
-            dropped: Counter[str]) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+def restore(
+    d: dict[str, Any],
+    events: pl.DataFrame,
+    written: np.ndarray,
+    n_written: int,
+    warnings: list[str],
+    dropped: Counter[str],
+) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
     """``events`` with the categories diTrace holds, and its messages and collectives
     with event references turned into rows of ``events``.
 
@@ -197,8 +240,10 @@ def restore(d: dict[str, Any], events: pl.DataFrame, written: np.ndarray, n_writ
         events = events.with_columns(pl.Series("cat", list(CATS), dtype=pl.Enum(list(CATS))).gather(cat))
     out = {}
     for name, table in tables(d, warnings).items():
-        rows = {c: _rows_of(table.get_column(c).cast(pl.Int64, strict=False).fill_null(-1).to_numpy(), at)
-                for c in WRITTEN_ROW_REFS[name]}
+        rows = {
+            c: _rows_of(table.get_column(c).cast(pl.Int64, strict=False).fill_null(-1).to_numpy(), at)
+            for c in WRITTEN_ROW_REFS[name]
+        }
         keep = np.logical_and.reduce([r >= 0 for r in rows.values()])
         if not keep.all():
             dropped[f"{name} row whose event was not loaded"] += int((~keep).sum())

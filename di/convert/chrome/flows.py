@@ -56,8 +56,10 @@ def _thread_locs(raw: Raw, rows: np.ndarray, keys: pl.DataFrame) -> np.ndarray:
     if not threads.height:
         return np.full(rows.size, -1, dtype=np.int64)
     c = raw.cols
-    at = match_rows(np.stack([threads.get_column(f).to_numpy() for f in _THREAD]).astype(np.int64),
-                    np.stack([c[f][rows] for f in _THREAD]).astype(np.int64))
+    at = match_rows(
+        np.stack([threads.get_column(f).to_numpy() for f in _THREAD]).astype(np.int64),
+        np.stack([c[f][rows] for f in _THREAD]).astype(np.int64),
+    )
     return np.where(at >= 0, threads.get_column("loc").to_numpy().astype(np.int64)[at], -1)
 
 
@@ -66,8 +68,9 @@ def flow_steps(raw: Raw, ok: np.ndarray) -> np.ndarray:
     return rows_of(raw, ok, *FLOW)
 
 
-def flow_events(raw: Raw, rows: np.ndarray, ts: np.ndarray, ev: Nested, keys: pl.DataFrame, syms: pl.Series,
-                dropped: Counter[str]) -> pl.DataFrame:
+def flow_events(
+    raw: Raw, rows: np.ndarray, ts: np.ndarray, ev: Nested, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str]
+) -> pl.DataFrame:
     """Edges from the s/t/f records ``rows`` (:func:`flow_steps`; ``ts``: every record's
     ts in ns) between the events ``ev`` (row = position)."""
     if not rows.size:
@@ -80,8 +83,14 @@ def flow_events(raw: Raw, rows: np.ndarray, ts: np.ndarray, ev: Nested, keys: pl
     rows, flow, t = rows[order], flow[order], t[order]
     ph = c["ph"][rows]
     bound = bind_points(
-        ev.loc_first(int(keys.get_column("loc").max() or 0) + 1), ev.start_ns, ev.end_ns, ev.parent, ev.instant,
-        _thread_locs(raw, rows, keys), t, (ph == ord("f")) & (c["bp"][rows] != ord("e")),
+        ev.loc_first(int(keys.get_column("loc").max() or 0) + 1),
+        ev.start_ns,
+        ev.end_ns,
+        ev.parent,
+        ev.instant,
+        _thread_locs(raw, rows, keys),
+        t,
+        (ph == ord("f")) & (c["bp"][rows] != ord("e")),
     )
     step = np.where(ph == ord("s"), 0, np.where(ph == ord("t"), 1, 2)).astype(np.int8)
     src, dst, via, orphan, unbound = chain_flows(flow, step, bound)
@@ -97,14 +106,25 @@ def flow_events(raw: Raw, rows: np.ndarray, ts: np.ndarray, ev: Nested, keys: pl
     cat = c["cat"][first].astype(np.int64)
     cat[cat < 0] = last
     launch = np.isin(cat, raw.symbol_ids(LAUNCH_FLOW_CATS))
-    edges = pl.DataFrame({
-        "src": src, "dst": dst, "launch": launch, "id": c["id"][first], "int_id": c["id_k"][first] == S.K_INT,
-    }).select(
-        "src", "dst",
-        pl.when(pl.col("launch")).then(pl.lit("launch")).otherwise(pl.lit("user")).alias("kind"),
-        pl.when(pl.col("int_id")).then(pl.col("id")).alias("id"),
-        syms.gather(cat).alias("src_cat"),
-    ).cast(_EMPTY)
+    edges = (
+        pl.DataFrame(
+            {
+                "src": src,
+                "dst": dst,
+                "launch": launch,
+                "id": c["id"][first],
+                "int_id": c["id_k"][first] == S.K_INT,
+            }
+        )
+        .select(
+            "src",
+            "dst",
+            pl.when(pl.col("launch")).then(pl.lit("launch")).otherwise(pl.lit("user")).alias("kind"),
+            pl.when(pl.col("int_id")).then(pl.col("id")).alias("id"),
+            syms.gather(cat).alias("src_cat"),
+        )
+        .cast(_EMPTY)
+    )
     return with_di_flow(edges, raw.di_flow.gather(first)) if raw.di_flow is not None else edges
 
 
@@ -140,8 +160,11 @@ def _di_flow_or_none(text: str | None) -> dict[str, object] | None:
         return None
     fid = got.get("id")
     ok_id = isinstance(fid, int) and not isinstance(fid, bool) and -(2**63) <= fid < 2**63
-    return {"kind": got["kind"] if isinstance(got.get("kind"), str) else None, "id": fid if ok_id else None,
-            "src_cat": got["src_cat"] if isinstance(got.get("src_cat"), str) else None}
+    return {
+        "kind": got["kind"] if isinstance(got.get("kind"), str) else None,
+        "id": fid if ok_id else None,
+        "src_cat": got["src_cat"] if isinstance(got.get("src_cat"), str) else None,
+    }
 
 
 def has_bind_flows(flags: np.ndarray) -> bool:
@@ -169,10 +192,13 @@ def bind_id_flows(ev: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
         dropped["flow_in without flow_out"] += lone_in
     if lone_out:
         dropped["flow_out without flow_in"] += lone_out
-    return with_di_flow(edges.select(
-        pl.col("prev").cast(pl.Int64).alias("src"),
-        pl.col("row").cast(pl.Int64).alias("dst"),
-        pl.lit("user").alias("kind"),
-        pl.when(pl.col("bind_k") == S.K_INT).then(pl.col("bind")).otherwise(None).alias("id"),
-        pl.lit(None, dtype=pl.String).alias("src_cat"),
-    ).cast(_EMPTY), flow_text)
+    return with_di_flow(
+        edges.select(
+            pl.col("prev").cast(pl.Int64).alias("src"),
+            pl.col("row").cast(pl.Int64).alias("dst"),
+            pl.lit("user").alias("kind"),
+            pl.when(pl.col("bind_k") == S.K_INT).then(pl.col("bind")).otherwise(None).alias("id"),
+            pl.lit(None, dtype=pl.String).alias("src_cat"),
+        ).cast(_EMPTY),
+        flow_text,
+    )

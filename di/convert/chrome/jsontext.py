@@ -81,8 +81,14 @@ def skip_value(buf, i, n):
         else:
             # number or literal: letters, digits, signs, dots
             start = i
-            while i < n and (buf[i] == 45 or buf[i] == 43 or buf[i] == 46 or 48 <= buf[i] <= 57
-                             or 97 <= buf[i] <= 122 or 65 <= buf[i] <= 90):
+            while i < n and (
+                buf[i] == 45
+                or buf[i] == 43
+                or buf[i] == 46
+                or 48 <= buf[i] <= 57
+                or 97 <= buf[i] <= 122
+                or 65 <= buf[i] <= 90
+            ):
                 i += 1
             if i == start:
                 return -2

@@ -21,21 +21,64 @@ from di.trace import CATS
 
 # bytes per element for the dtype names Kineto writes (c10 ScalarType names) and torch's
 DTYPE_BYTES = {
-    "Byte": 1, "Char": 1, "Bool": 1, "Short": 2, "Int": 4, "Long": 8, "Half": 2, "Float": 4, "Double": 8,
-    "ComplexHalf": 4, "ComplexFloat": 8, "ComplexDouble": 16, "BFloat16": 2, "Float8_e5m2": 1,
-    "Float8_e4m3fn": 1, "Float8_e5m2fnuz": 1, "Float8_e4m3fnuz": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8,
-    "QInt8": 1, "QUInt8": 1, "QInt32": 4, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
-    "float16": 2, "float32": 4, "float64": 8, "bfloat16": 2, "bool": 1,
+    "Byte": 1,
+    "Char": 1,
+    "Bool": 1,
+    "Short": 2,
+    "Int": 4,
+    "Long": 8,
+    "Half": 2,
+    "Float": 4,
+    "Double": 8,
+    "ComplexHalf": 4,
+    "ComplexFloat": 8,
+    "ComplexDouble": 16,
+    "BFloat16": 2,
+    "Float8_e5m2": 1,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2fnuz": 1,
+    "Float8_e4m3fnuz": 1,
+    "UInt16": 2,
+    "UInt32": 4,
+    "UInt64": 8,
+    "QInt8": 1,
+    "QUInt8": 1,
+    "QInt32": 4,
+    "uint8": 1,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "float16": 2,
+    "float32": 4,
+    "float64": 8,
+    "bfloat16": 2,
+    "bool": 1,
 }
 
 OPS = {
-    "allreduce": "allreduce", "all_reduce": "allreduce", "broadcast": "broadcast", "reduce": "reduce",
-    "allgather": "allgather", "all_gather": "allgather", "_allgather_base": "allgather",
-    "allgather_into_tensor_coalesced": "allgather", "allgather_coalesced": "allgather",
-    "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
-    "reduce_scatter_tensor_coalesced": "reduce_scatter", "all_to_all": "alltoall", "alltoall": "alltoall",
-    "all_to_allv": "alltoall", "alltoall_base": "alltoall", "gather": "gather", "scatter": "scatter",
-    "barrier": "barrier", "send": "send", "recv": "recv", "recvAnySource": "recv",
+    "allreduce": "allreduce",
+    "all_reduce": "allreduce",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "allgather": "allgather",
+    "all_gather": "allgather",
+    "_allgather_base": "allgather",
+    "allgather_into_tensor_coalesced": "allgather",
+    "allgather_coalesced": "allgather",
+    "reduce_scatter": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "all_to_all": "alltoall",
+    "alltoall": "alltoall",
+    "all_to_allv": "alltoall",
+    "alltoall_base": "alltoall",
+    "gather": "gather",
+    "scatter": "scatter",
+    "barrier": "barrier",
+    "send": "send",
+    "recv": "recv",
+    "recvAnySource": "recv",
 }
 
 
@@ -52,15 +95,27 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
     c[c < 0] = last + 1
     # the canonical category of each distinct (name, cat), then per event
     combo, first = dense_row_ids(np.stack([n, c]))
-    canon = pl.Series("cat", [
-        canonical_cat_of(strings[ci] if ci <= last else None, strings[ni]) for ni, ci in zip(n[first].tolist(), c[first].tolist())
-    ], dtype=pl.Enum(list(CATS)))
+    canon = pl.Series(
+        "cat",
+        [
+            canonical_cat_of(strings[ci] if ci <= last else None, strings[ni])
+            for ni, ci in zip(n[first].tolist(), c[first].tolist())
+        ],
+        dtype=pl.Enum(list(CATS)),
+    )
     return ev.select(
-        "loc", "start_ns", "end_ns",
+        "loc",
+        "start_ns",
+        "end_ns",
         cats.gather(n).alias("name"),
         canon.gather(combo).alias("cat"),
         cats.gather(c).alias("src_cat"),
-        "depth", "parent", "corr", "bytes", "instant", "args",
+        "depth",
+        "parent",
+        "corr",
+        "bytes",
+        "instant",
+        "args",
     )
 
 
@@ -109,13 +164,23 @@ def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFr
     offset = np.arange(src.size) - np.repeat(np.cumsum(fan) - fan, fan)
     dst = by_key[np.repeat((np.cumsum(count) - count)[key], fan) + offset]
     if known.height:
-        new = match_rows(np.stack([known.get_column("src").to_numpy(), known.get_column("dst").to_numpy()]), np.stack([src, dst])) < 0
+        new = (
+            match_rows(
+                np.stack([known.get_column("src").to_numpy(), known.get_column("dst").to_numpy()]), np.stack([src, dst])
+            )
+            < 0
+        )
         src, dst = src[new], dst[new]
-    return pl.DataFrame({
-        "src": src.astype(np.int64), "dst": dst.astype(np.int64),
-        "kind": np.where(cat[dst] == _cat_code("sync"), "sync", "launch") if dst.size else np.zeros(0, dtype=str),
-        "id": corr[src].astype(np.int64), "src_cat": pl.Series([None] * src.size, dtype=pl.String),
-    }, schema=known.schema)
+    return pl.DataFrame(
+        {
+            "src": src.astype(np.int64),
+            "dst": dst.astype(np.int64),
+            "kind": np.where(cat[dst] == _cat_code("sync"), "sync", "launch") if dst.size else np.zeros(0, dtype=str),
+            "id": corr[src].astype(np.int64),
+            "src_cat": pl.Series([None] * src.size, dtype=pl.String),
+        },
+        schema=known.schema,
+    )
 
 
 def sync_kinds(flows: pl.DataFrame, events: pl.DataFrame, locations: pl.DataFrame) -> pl.DataFrame:
@@ -127,9 +192,12 @@ def sync_kinds(flows: pl.DataFrame, events: pl.DataFrame, locations: pl.DataFram
     to_sync = events.get_column("cat").to_physical().to_numpy()[dst] == _cat_code("sync")
     launch = pl.col("kind") == "launch"
     return flows.with_columns(
-        pl.when(launch & pl.lit(pl.Series(on_cpu))).then(pl.lit("user"))
-        .when(launch & pl.lit(pl.Series(to_sync))).then(pl.lit("sync"))
-        .otherwise(pl.col("kind")).alias("kind")
+        pl.when(launch & pl.lit(pl.Series(on_cpu)))
+        .then(pl.lit("user"))
+        .when(launch & pl.lit(pl.Series(to_sync)))
+        .then(pl.lit("sync"))
+        .otherwise(pl.col("kind"))
+        .alias("kind")
     )
 
 
@@ -166,6 +234,10 @@ def collectives(events: pl.DataFrame, locations: pl.DataFrame, rank: int, flagge
         pl.int_range(pl.len(), dtype=pl.Int64).over("comm", "rank").alias("seq"),
         pl.col("raw_op").replace_strict(OPS, default="other", return_dtype=pl.String).alias("op"),
         "root",
-        (pl.col("nelems") * pl.col("dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)).alias("bytes"),
-        "dtype", "group_size", "group_ranks",
+        (pl.col("nelems") * pl.col("dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)).alias(
+            "bytes"
+        ),
+        "dtype",
+        "group_size",
+        "group_ranks",
     )

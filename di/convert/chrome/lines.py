@@ -66,8 +66,18 @@ def _put_time(out: np.ndarray, pos: int, v: int) -> int:
 
 
 @njit(cache=True, _nrt=False)
-def _put_args(out: np.ndarray, pos: int, text: np.ndarray, a: int, b: int, corr: int, nbytes: int,
-              pool: np.ndarray, pool_off: np.ndarray, key: int) -> int:
+def _put_args(
+    out: np.ndarray,
+    pos: int,
+    text: np.ndarray,
+    a: int,
+    b: int,
+    corr: int,
+    nbytes: int,
+    pool: np.ndarray,
+    pool_off: np.ndarray,
+    key: int,
+) -> int:
     """``,"args":`` + the args text, with "correlation"/"bytes" put first when given (not NO_TIME)."""
     if corr == NO_TIME and nbytes == NO_TIME:
         if b > a:
@@ -95,8 +105,19 @@ def _put_args(out: np.ndarray, pos: int, text: np.ndarray, a: int, b: int, corr:
 
 
 @njit(cache=True, _nrt=False)
-def _assemble_kernel(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
-                     pool: np.ndarray, pool_off: np.ndarray, text: np.ndarray, text_off: np.ndarray, out: np.ndarray) -> int:
+def _assemble_kernel(
+    ops: np.ndarray,
+    lo: int,
+    hi: int,
+    frag: np.ndarray,
+    times: np.ndarray,
+    ints: np.ndarray,
+    pool: np.ndarray,
+    pool_off: np.ndarray,
+    text: np.ndarray,
+    text_off: np.ndarray,
+    out: np.ndarray,
+) -> int:
     pos = 0
     for i in range(lo, hi):
         t = i - lo  # row of the text column, which holds rows lo..hi only
@@ -119,8 +140,17 @@ def _assemble_kernel(ops: np.ndarray, lo: int, hi: int, frag: np.ndarray, times:
     return pos
 
 
-def assemble(ops: list[tuple[int, int]], lo: int, hi: int, frag: np.ndarray, times: np.ndarray, ints: np.ndarray,
-              pool: tuple[np.ndarray, np.ndarray], text: tuple[np.ndarray, np.ndarray] | None, out: np.ndarray | None = None) -> np.ndarray:
+def assemble(
+    ops: list[tuple[int, int]],
+    lo: int,
+    hi: int,
+    frag: np.ndarray,
+    times: np.ndarray,
+    ints: np.ndarray,
+    pool: tuple[np.ndarray, np.ndarray],
+    text: tuple[np.ndarray, np.ndarray] | None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """Comma-first JSON lines of rows lo..hi, following the template ``ops``.
 
     ``frag``/``times``/``ints`` are column-major (column, row); ``text`` holds rows lo..hi only.

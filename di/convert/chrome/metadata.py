@@ -36,7 +36,9 @@ def _m_records(meta_rows: pl.DataFrame, syms: pl.Series) -> list[tuple[str, tupl
     return out
 
 
-def apply_metadata(keys: pl.DataFrame, meta_rows: pl.DataFrame, syms: pl.Series, rank: int, source: int) -> pl.DataFrame:
+def apply_metadata(
+    keys: pl.DataFrame, meta_rows: pl.DataFrame, syms: pl.Series, rank: int, source: int
+) -> pl.DataFrame:
     """The locations table of one file: kinds, ids, names and sort order."""
     strings = syms.to_list()
     proc_name: dict[tuple[Any, ...], str] = {}
@@ -50,7 +52,9 @@ def apply_metadata(keys: pl.DataFrame, meta_rows: pl.DataFrame, syms: pl.Series,
         elif name == "thread_name" and isinstance(value, str):
             thread_name[(pk, p, tk, t)] = value
         elif name in ("process_sort_index", "thread_sort_index") and isinstance(args.get("sort_index"), int):
-            (proc_sort if name[0] == "p" else thread_sort)[(pk, p) if name[0] == "p" else (pk, p, tk, t)] = args["sort_index"]
+            (proc_sort if name[0] == "p" else thread_sort)[(pk, p) if name[0] == "p" else (pk, p, tk, t)] = args[
+                "sort_index"
+            ]
     rows = []
     for loc, lkind, pk, p, tk, t, gpu in keys.select("loc", "lkind", "pid_k", "pid", "tid_k", "tid", "gpu").iter_rows():
         kind = _KINDS.get(lkind, "gpu_stream" if gpu else "cpu_thread")
@@ -66,14 +70,34 @@ def apply_metadata(keys: pl.DataFrame, meta_rows: pl.DataFrame, syms: pl.Series,
             name = strings[t]
         elif name is None and gpu:
             name = f"stream {t}"
-        rows.append({
-            "loc": loc, "rank": rank, "pid": pid, "tid": tid, "kind": kind,
-            "device": _int32(pid) if kind == "gpu_stream" else None, "stream": tid if kind == "gpu_stream" else None,
-            "name": name, "process": process,
-            "sort_index": _int32(thread_sort.get((pk, p, tk, t), proc_sort.get((pk, p)))), "source": source,
-        })
-    schema = {"loc": pl.UInt32, "rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "kind": pl.String, "device": pl.Int32,
-              "stream": pl.Int64, "name": pl.String, "process": pl.String, "sort_index": pl.Int32, "source": pl.Int32}
+        rows.append(
+            {
+                "loc": loc,
+                "rank": rank,
+                "pid": pid,
+                "tid": tid,
+                "kind": kind,
+                "device": _int32(pid) if kind == "gpu_stream" else None,
+                "stream": tid if kind == "gpu_stream" else None,
+                "name": name,
+                "process": process,
+                "sort_index": _int32(thread_sort.get((pk, p, tk, t), proc_sort.get((pk, p)))),
+                "source": source,
+            }
+        )
+    schema = {
+        "loc": pl.UInt32,
+        "rank": pl.Int32,
+        "pid": pl.Int64,
+        "tid": pl.Int64,
+        "kind": pl.String,
+        "device": pl.Int32,
+        "stream": pl.Int64,
+        "name": pl.String,
+        "process": pl.String,
+        "sort_index": pl.Int32,
+        "source": pl.Int32,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -83,7 +107,10 @@ def _int32(v: int | None) -> int | None:
 
 
 def counters(
-    rows: pl.DataFrame, keys: pl.DataFrame, syms: pl.Series, dropped: Counter[str],
+    rows: pl.DataFrame,
+    keys: pl.DataFrame,
+    syms: pl.Series,
+    dropped: Counter[str],
     known: dict[tuple[int, str], tuple[int, str, str | None]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(series, samples) from C records; non-numeric values dropped and counted.
@@ -102,32 +129,46 @@ def counters(
     if empty:
         dropped["counter event without numeric value"] += empty
     pairs = (
-        rows.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+        rows.with_row_index("row")
+        .with_columns(pl.col("row").cast(pl.Int64))
         .join(members, on="row", how="inner", maintain_order="right")
         .join(anchors, on=["pid_k", "pid"], how="left", nulls_equal=True, maintain_order="left")
     )
     names = syms.gather(pairs.get_column("name").cast(pl.Int64).replace(-1, syms.len() - 1))
     ids = (
-        pl.when(pl.col("id_k") == S.K_INT).then(pl.col("id").cast(pl.String))
-        .when(pl.col("id_k") == S.K_STR).then(pl.col("id_text"))
+        pl.when(pl.col("id_k") == S.K_INT)
+        .then(pl.col("id").cast(pl.String))
+        .when(pl.col("id_k") == S.K_STR)
+        .then(pl.col("id_text"))
         .otherwise(None)
     )
     id_text = syms.gather(pairs.get_column("id").clip(0, syms.len() - 1).cast(pl.Int64)).alias("id_text")
-    pairs = pairs.with_columns(names.alias("cname"), id_text).with_columns(
-        pl.when(ids.is_null()).then(pl.col("cname")).otherwise(pl.col("cname") + " " + ids).alias("cname")
-    ).with_columns(
-        pl.when((pl.col("key") == "value") | (pl.col("key") == pl.col("cname")))
-        .then(pl.col("cname"))
-        .otherwise(pl.col("cname") + " " + pl.col("key"))
-        .alias("full")
-    ).with_columns(
-        pl.col("full").str.extract(r"^(.*) \[([^\]]+)\]$", 1).fill_null(pl.col("full")).alias("sname"),
-        pl.col("full").str.extract(r"^(.*) \[([^\]]+)\]$", 2).alias("unit"),
+    pairs = (
+        pairs.with_columns(names.alias("cname"), id_text)
+        .with_columns(
+            pl.when(ids.is_null()).then(pl.col("cname")).otherwise(pl.col("cname") + " " + ids).alias("cname")
+        )
+        .with_columns(
+            pl.when((pl.col("key") == "value") | (pl.col("key") == pl.col("cname")))
+            .then(pl.col("cname"))
+            .otherwise(pl.col("cname") + " " + pl.col("key"))
+            .alias("full")
+        )
+        .with_columns(
+            pl.col("full").str.extract(r"^(.*) \[([^\]]+)\]$", 1).fill_null(pl.col("full")).alias("sname"),
+            pl.col("full").str.extract(r"^(.*) \[([^\]]+)\]$", 2).alias("unit"),
+        )
     )
     if known:
         table = pl.DataFrame(
             [(p, c, loc, name, unit) for (p, c), (loc, name, unit) in known.items()],
-            schema={"pid": pl.Int64, "cname": pl.String, "k_loc": pairs.schema["loc"], "k_name": pl.String, "k_unit": pl.String},
+            schema={
+                "pid": pl.Int64,
+                "cname": pl.String,
+                "k_loc": pairs.schema["loc"],
+                "k_name": pl.String,
+                "k_unit": pl.String,
+            },
             orient="row",
         )
         pairs = pairs.join(table, on=["pid", "cname"], how="left").with_columns(
@@ -137,5 +178,7 @@ def counters(
         )
     series = pairs.unique(["loc", "full"], keep="first", maintain_order=True).select("loc", "sname", "unit", "full")
     series = series.with_row_index("series").with_columns(pl.col("series").cast(pl.UInt32))
-    samples = pairs.join(series.select("loc", "full", "series"), on=["loc", "full"]).select("series", pl.col("ts").alias("ts_ns"), "value")
+    samples = pairs.join(series.select("loc", "full", "series"), on=["loc", "full"]).select(
+        "series", pl.col("ts").alias("ts_ns"), "value"
+    )
     return series.select("series", "loc", pl.col("sname").alias("name"), "unit"), samples.sort(["series", "ts_ns"])

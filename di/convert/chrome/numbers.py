@@ -16,7 +16,9 @@ _MAX_MANT = np.uint64(10**18)
 _POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
 _INT64_MAX = np.uint64(2**63 - 1)
 
-_SCALE_MAX_U64 = np.array([(2**63 - 1) // 10**k for k in range(20)], dtype=np.uint64)  # largest v with v * 10**k in int64
+_SCALE_MAX_U64 = np.array(
+    [(2**63 - 1) // 10**k for k in range(20)], dtype=np.uint64
+)  # largest v with v * 10**k in int64
 
 
 @njit(cache=True, _nrt=False)
@@ -58,7 +60,12 @@ def parse_number(buf, i, n, shift):
                 j += 1
             if f == 0:
                 d = 99
-        if d + f <= 19 and f <= shift and v <= _SCALE_MAX_U64[shift - f] and not (j < n and (buf[j] == 101 or buf[j] == 69)):
+        if (
+            d + f <= 19
+            and f <= shift
+            and v <= _SCALE_MAX_U64[shift - f]
+            and not (j < n and (buf[j] == 101 or buf[j] == 69))
+        ):
             r = np.int64(v * _POW10[shift - f])
             return (-r if neg else r), j, 0
     return _parse_general(buf, i, n, shift)

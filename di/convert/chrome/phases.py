@@ -37,7 +37,11 @@ META = "M"
 UNSUPPORTED = ("P", "O", "N", "D", "c", "V", "v", "(", ")")
 KNOWN = (SLICE, COUNTER, META) + BEGIN_END + INSTANT + ASYNC + FLOW
 
-_STATUS = {S.ST_BAD_TS: "ts is not a number", S.ST_BAD_DUR: "dur is not a number", S.ST_OVERFLOW: "ts or dur beyond int64 ns"}
+_STATUS = {
+    S.ST_BAD_TS: "ts is not a number",
+    S.ST_BAD_DUR: "dur is not a number",
+    S.ST_OVERFLOW: "ts or dur beyond int64 ns",
+}
 _INT64_MAX = np.int64(2**63 - 1)
 
 KEY = ["lkind", "pid_k", "pid", "tid_k", "tid"]
@@ -77,19 +81,36 @@ class Intervals:
         return np.stack([self.lkind, self.pid_k, self.pid, self.tid_k, self.tid]).astype(np.int64, copy=False)
 
 
-def _intervals(raw: Raw, row: np.ndarray, lkind: int, start: np.ndarray, end: np.ndarray, instant: bool, *,
-               pid_k: np.ndarray | None = None, pid: np.ndarray | None = None,
-               tid_k: np.ndarray | None = None, tid: np.ndarray | None = None) -> Intervals:
+def _intervals(
+    raw: Raw,
+    row: np.ndarray,
+    lkind: int,
+    start: np.ndarray,
+    end: np.ndarray,
+    instant: bool,
+    *,
+    pid_k: np.ndarray | None = None,
+    pid: np.ndarray | None = None,
+    tid_k: np.ndarray | None = None,
+    tid: np.ndarray | None = None,
+) -> Intervals:
     """Entries for the scanner ``row``s on timelines of kind ``lkind``, keyed by the
     records' own pid and tid unless given."""
     c = raw.cols
     n = row.size
     return Intervals(
-        row=row, lkind=np.full(n, lkind, dtype=np.int8),
-        pid_k=c["pid_k"][row] if pid_k is None else pid_k, pid=c["pid"][row] if pid is None else pid,
-        tid_k=c["tid_k"][row] if tid_k is None else tid_k, tid=c["tid"][row] if tid is None else tid,
-        start_ns=start, end_ns=end, instant=np.full(n, instant), flags=c["flags"][row],
-        merged_at=np.zeros(0, dtype=np.int64), merged_args=pl.Series("args", [], dtype=pl.String),
+        row=row,
+        lkind=np.full(n, lkind, dtype=np.int8),
+        pid_k=c["pid_k"][row] if pid_k is None else pid_k,
+        pid=c["pid"][row] if pid is None else pid,
+        tid_k=c["tid_k"][row] if tid_k is None else tid_k,
+        tid=c["tid"][row] if tid is None else tid,
+        start_ns=start,
+        end_ns=end,
+        instant=np.full(n, instant),
+        flags=c["flags"][row],
+        merged_at=np.zeros(0, dtype=np.int64),
+        merged_args=pl.Series("args", [], dtype=pl.String),
     )
 
 
@@ -175,8 +196,11 @@ def records(raw: Raw, rows: np.ndarray, ts: np.ndarray, columns: list[str]) -> p
         elif name == "args":
             out[name] = raw.args.gather(rows)
         elif name == "di_flow":
-            out[name] = (raw.di_flow.gather(rows) if raw.di_flow is not None
-                         else pl.Series(name, [None] * rows.size, dtype=pl.String))
+            out[name] = (
+                raw.di_flow.gather(rows)
+                if raw.di_flow is not None
+                else pl.Series(name, [None] * rows.size, dtype=pl.String)
+            )
         elif name in ("corr", "bytes"):
             bit = S.F_CORR if name == "corr" else S.F_BYTES
             out[name] = pl.Series(name, c[name][rows]).set(pl.Series((c["flags"][rows] & bit) == 0), None)
@@ -193,7 +217,11 @@ def slices(raw: Raw, ts: np.ndarray, ok: np.ndarray, dropped: Counter[str]) -> I
     no_dur = (c["flags"][row] & S.F_DUR) == 0
     negative = ~no_dur & (dur < 0)
     wraps = ~no_dur & ~negative & (start > _INT64_MAX - dur)
-    for bad, what in ((no_dur, "X event without dur"), (negative, "X event with negative dur"), (wraps, "ts or dur beyond int64 ns")):
+    for bad, what in (
+        (no_dur, "X event without dur"),
+        (negative, "X event with negative dur"),
+        (wraps, "ts or dur beyond int64 ns"),
+    ):
         k = int(np.count_nonzero(bad))
         if k:
             dropped[what] += k
@@ -203,8 +231,15 @@ def slices(raw: Raw, ts: np.ndarray, ok: np.ndarray, dropped: Counter[str]) -> I
     return _intervals(raw, row, LK_THREAD, start, start + dur, False)
 
 
-def _pair(raw: Raw, ts: np.ndarray, row: np.ndarray, key_rows: np.ndarray, is_begin: np.ndarray,
-          dropped: Counter[str], what: str) -> tuple[np.ndarray, np.ndarray]:
+def _pair(
+    raw: Raw,
+    ts: np.ndarray,
+    row: np.ndarray,
+    key_rows: np.ndarray,
+    is_begin: np.ndarray,
+    dropped: Counter[str],
+    what: str,
+) -> tuple[np.ndarray, np.ndarray]:
     """The records ``row`` paired LIFO per key (the columns of ``key_rows``, one per
     record) in (ts, file) order: (begin rows, end rows), unpaired ones counted.
     ``is_begin`` is indexed by scanner row."""
@@ -233,8 +268,10 @@ def _merged_objects(a: pl.Series, b: pl.Series) -> pl.Series:
     frame = pl.DataFrame({"a": a, "b": b})
     x, y = pl.col("a"), pl.col("b")
     return frame.select(
-        pl.when(y.is_null() | (y == "{}")).then(x)
-        .when(x.is_null() | (x == "{}")).then(y)
+        pl.when(y.is_null() | (y == "{}"))
+        .then(x)
+        .when(x.is_null() | (x == "{}"))
+        .then(y)
         .otherwise(x.str.slice(0, x.str.len_chars() - 1) + "," + y.str.slice(1))
         .alias("args")
     ).to_series()
@@ -258,9 +295,16 @@ def instants(raw: Raw, ts: np.ndarray, ok: np.ndarray) -> Intervals:
     glob = scope == ord("g")
     marker = glob | (scope == ord("p"))
     out = _intervals(
-        raw, row, LK_THREAD, ts[row], ts[row], True,
-        pid_k=np.where(glob, 0, c["pid_k"][row]).astype(np.uint8), pid=np.where(glob, 0, c["pid"][row]),
-        tid_k=np.where(marker, 0, c["tid_k"][row]).astype(np.uint8), tid=np.where(marker, 0, c["tid"][row]),
+        raw,
+        row,
+        LK_THREAD,
+        ts[row],
+        ts[row],
+        True,
+        pid_k=np.where(glob, 0, c["pid_k"][row]).astype(np.uint8),
+        pid=np.where(glob, 0, c["pid"][row]),
+        tid_k=np.where(marker, 0, c["tid_k"][row]).astype(np.uint8),
+        tid=np.where(marker, 0, c["tid"][row]),
     )
     out.lkind[marker] = LK_MARKER
     return out
@@ -275,10 +319,12 @@ def async_events(raw: Raw, ts: np.ndarray, ok: np.ndarray, dropped: Counter[str]
     key = np.stack([c[f][pairs] for f in ("pid_k", "pid", "cat", "id_k", "id", "name")]).astype(np.int64)
     begins, ends = _pair(raw, ts, pairs, key, (code == ord("b")) | (code == ord("S")), dropped, "async b/e")
     marks = rows_of(raw, ok, "n", "T", "p")
-    return concat([
-        _paired(raw, ts, begins, ends, LK_ASYNC, **_async_key(raw, begins)),
-        _intervals(raw, marks, LK_ASYNC, ts[marks], ts[marks], True, **_async_key(raw, marks)),
-    ])
+    return concat(
+        [
+            _paired(raw, ts, begins, ends, LK_ASYNC, **_async_key(raw, begins)),
+            _intervals(raw, marks, LK_ASYNC, ts[marks], ts[marks], True, **_async_key(raw, marks)),
+        ]
+    )
 
 
 def _async_key(raw: Raw, row: np.ndarray) -> dict[str, np.ndarray]:
@@ -294,5 +340,6 @@ def counter_anchors(raw: Raw, ts: np.ndarray, ok: np.ndarray) -> Intervals:
     _, first = dense_row_ids(np.stack([c["pid_k"][row], c["pid"][row]]).astype(np.int64))
     row = row[first]
     n = row.size
-    return _intervals(raw, row, LK_COUNTER, ts[row], ts[row], True,
-                      tid_k=np.zeros(n, dtype=np.uint8), tid=np.zeros(n, dtype=np.int64))
+    return _intervals(
+        raw, row, LK_COUNTER, ts[row], ts[row], True, tid_k=np.zeros(n, dtype=np.uint8), tid=np.zeros(n, dtype=np.int64)
+    )

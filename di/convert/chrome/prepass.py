@@ -51,7 +51,9 @@ def prescan(buf):
         back1 = load_u64(buf, i - 1)
         back2 = load_u64(buf, i - 2)
         brace = _lanes_equal(w, np.uint64(123))
-        after_colon = _lanes_equal(back1, np.uint64(58)) | (_lanes_equal(back1, np.uint64(32)) & _lanes_equal(back2, np.uint64(58)))
+        after_colon = _lanes_equal(back1, np.uint64(58)) | (
+            _lanes_equal(back1, np.uint64(32)) & _lanes_equal(back2, np.uint64(58))
+        )
         opens += _lanes_set(brace)
         values += _lanes_set(brace & after_colon)
         high |= w

@@ -62,7 +62,9 @@ def _timelines(iv: phases.Intervals, raw: Raw, own: dict[str, Any] | None) -> tu
         process, _ = dense_row_ids(np.stack([key["pid_k"], key["pid"]]).astype(np.int64))
         gpu = (np.bincount(process, weights=gpu)[process] > 0) & (key["pid_k"] != 0)
     by = np.lexsort((key["tid"], key["tid_k"], key["pid"], key["pid_k"], gpu, key["lkind"]))
-    keys = pl.DataFrame({"loc": np.arange(by.size, dtype=np.uint32), **{k: v[by] for k, v in key.items()}, "gpu": gpu[by], "_id": by})
+    keys = pl.DataFrame(
+        {"loc": np.arange(by.size, dtype=np.uint32), **{k: v[by] for k, v in key.items()}, "gpu": gpu[by], "_id": by}
+    )
     if own is not None:
         keys = ditrace.remap_keys(keys, own)
     loc_of_id = np.empty(first.size, dtype=np.uint32)
@@ -70,8 +72,9 @@ def _timelines(iv: phases.Intervals, raw: Raw, own: dict[str, Any] | None) -> tu
     return loc_of_id[ids], keys.drop("_id")
 
 
-def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame, binds: bool
-            ) -> tuple[pl.DataFrame, Nested, np.ndarray]:
+def _events(
+    raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame, binds: bool
+) -> tuple[pl.DataFrame, Nested, np.ndarray]:
     """The intervals (counter anchors left out) in nesting order with depth and
     parent, and their scanner fields: the columns of the events table with symbol
     ids, plus ``flags`` (and, with ``binds``, the flow v2 fields); the same
@@ -92,19 +95,37 @@ def _events(raw: Raw, iv: phases.Intervals, loc: np.ndarray, keys: pl.DataFrame,
         args = args.scatter(at[at >= 0], iv.merged_args.filter(pl.Series(at >= 0)))
     c = raw.cols
     cols: dict[str, Any] = {
-        "loc": loc, "start_ns": start, "end_ns": end, "name": c["name"][row], "cat": c["cat"][row],
-        "corr": c["corr"][row], "bytes": c["bytes"][row], "instant": iv.instant[order], "args": args,
-        "depth": depth, "parent": parent, "flags": iv.flags[order],
+        "loc": loc,
+        "start_ns": start,
+        "end_ns": end,
+        "name": c["name"][row],
+        "cat": c["cat"][row],
+        "corr": c["corr"][row],
+        "bytes": c["bytes"][row],
+        "instant": iv.instant[order],
+        "args": args,
+        "depth": depth,
+        "parent": parent,
+        "flags": iv.flags[order],
     }
     if binds:
-        cols.update(bind_k=c["bind_k"][row], bind=c["bind"][row],
-                    di_flow=raw.di_flow.gather(row) if raw.di_flow is not None else pl.Series([None] * row.size, dtype=pl.String))
+        cols.update(
+            bind_k=c["bind_k"][row],
+            bind=c["bind"][row],
+            di_flow=raw.di_flow.gather(row)
+            if raw.di_flow is not None
+            else pl.Series([None] * row.size, dtype=pl.String),
+        )
     flags = pl.col("flags")
-    return pl.DataFrame(cols).with_columns(
-        pl.when((flags & S.F_CORR) != 0).then(pl.col("corr")).alias("corr"),
-        pl.when((flags & S.F_BYTES) != 0).then(pl.col("bytes")).alias("bytes"),
-        pl.when(pl.col("parent") >= 0).then(pl.col("parent")).alias("parent"),
-    ), Nested(loc, start, end, parent, cols["instant"]), row
+    return (
+        pl.DataFrame(cols).with_columns(
+            pl.when((flags & S.F_CORR) != 0).then(pl.col("corr")).alias("corr"),
+            pl.when((flags & S.F_BYTES) != 0).then(pl.col("bytes")).alias("bytes"),
+            pl.when(pl.col("parent") >= 0).then(pl.col("parent")).alias("parent"),
+        ),
+        Nested(loc, start, end, parent, cols["instant"]),
+        row,
+    )
 
 
 def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
@@ -127,8 +148,14 @@ def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: lis
     return (rank if rank is not None else 0), rank_source, world
 
 
-def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
-                max_input_bytes: int | None = None) -> Trace:
+def read_chrome(
+    path: str | Path,
+    *,
+    rank: int | None = None,
+    rank_source: str = "single",
+    source: int = 0,
+    max_input_bytes: int | None = None,
+) -> Trace:
     """Read one Chrome/Kineto JSON file (``.json`` or gzip) into a Trace.
 
     Args:
@@ -174,8 +201,13 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     ev, nested, row = _events(raw, iv, loc, keys, binds)
     del iv, loc
     written, n_written = _written_rows(raw, row) if own is not None else (row, 0)
-    flows = pl.concat([flow_events(raw, steps, ts, nested, keys, syms, dropped),
-                       bind_id_flows(ev, dropped) if binds else flows_empty()], how="vertical_relaxed")
+    flows = pl.concat(
+        [
+            flow_events(raw, steps, ts, nested, keys, syms, dropped),
+            bind_id_flows(ev, dropped) if binds else flows_empty(),
+        ],
+        how="vertical_relaxed",
+    )
     if own is not None:  # the arrows di's writer draws for messages: the messages come from diTrace
         flows = flows.filter(pl.col("kind") != "message")
     raw.cols = {}  # in ev and flows now
@@ -192,17 +224,27 @@ def read_chrome(path: str | Path, *, rank: int | None = None, rank_source: str =
     restored: dict[str, pl.DataFrame] = {}
     if own is not None:
         events, restored = ditrace.restore(own, events, written, n_written, raw.warnings, dropped)
-    flows = kineto.sync_kinds(pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations)
+    flows = kineto.sync_kinds(
+        pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations
+    )
     collectives = restored.get("collectives")
     if collectives is None:
         collectives = kineto.collectives(events, locations, the_rank, np.flatnonzero(coll_flags & S.F_COLL))
-    if collectives.get_column("rank").n_unique() > 1:  # a merged job file (di's own writer): match them across ranks here
+    if (
+        collectives.get_column("rank").n_unique() > 1
+    ):  # a merged job file (di's own writer): match them across ranks here
         collectives = assign_instances(collectives)
     written_meta = ditrace.meta(own, raw.warnings) if own is not None else {}
     meta = _meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped)
     meta.update({k: v for k, v in written_meta.items() if v})
     return Trace.build(
-        meta=meta, locations=locations, events=events, flows=flows, series=series, samples=samples, collectives=collectives,
+        meta=meta,
+        locations=locations,
+        events=events,
+        flows=flows,
+        series=series,
+        samples=samples,
+        collectives=collectives,
         messages=restored.get("messages"),
     )
 
@@ -226,17 +268,38 @@ def _on_epoch(raw: Raw, base_ns: int) -> bool:
     return bool(ts.size and int(ts.max()) > 10**18)
 
 
-def _meta(path: Path, raw: Raw, base_ns: int, epoch: bool, rank: int, rank_from: str, world: int | None, n: int,
-          dropped: Counter[str]) -> dict[str, Any]:
-    info = {k: v for k, v in raw.top.items() if k in ("traceName", "schemaVersion", "displayTimeUnit", "distributedInfo", "baseTimeNanoseconds")}
+def _meta(
+    path: Path,
+    raw: Raw,
+    base_ns: int,
+    epoch: bool,
+    rank: int,
+    rank_from: str,
+    world: int | None,
+    n: int,
+    dropped: Counter[str],
+) -> dict[str, Any]:
+    info = {
+        k: v
+        for k, v in raw.top.items()
+        if k in ("traceName", "schemaVersion", "displayTimeUnit", "distributedInfo", "baseTimeNanoseconds")
+    }
     info["top_level_keys"] = sorted(raw.top)
     fmt = "kineto" if ("distributedInfo" in raw.top or "deviceProperties" in raw.top or base_ns) else "chrome"
     return {
         "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative", "sync": None},
-        "sources": [{
-            "path": str(path), "format": fmt, "rank": rank, "rank_source": rank_from,
-            "events": n, "dropped": dict(sorted(dropped.items())), "info": info,
-        }],
-        "warnings": [f"{path}: {w}" for w in raw.warnings] + [f"{path}: dropped {k} ({r})" for r, k in sorted(dropped.items())],
+        "sources": [
+            {
+                "path": str(path),
+                "format": fmt,
+                "rank": rank,
+                "rank_source": rank_from,
+                "events": n,
+                "dropped": dict(sorted(dropped.items())),
+                "info": info,
+            }
+        ],
+        "warnings": [f"{path}: {w}" for w in raw.warnings]
+        + [f"{path}: dropped {k} ({r})" for r, k in sorted(dropped.items())],
         "world_size": world,
     }

@@ -117,8 +117,24 @@ def _is_11(buf, s, e, n, head, tail):
 
 
 # event keys the scanner reads, as codes of _key
-KEY_OTHER, KEY_PH, KEY_S, KEY_BP, KEY_NAME, KEY_CAT, KEY_TS, KEY_DUR, KEY_PID, KEY_TID, KEY_ID, KEY_BIND, \
-    KEY_DIFLOW, KEY_FIN, KEY_FOUT, KEY_ARGS = range(16)
+(
+    KEY_OTHER,
+    KEY_PH,
+    KEY_S,
+    KEY_BP,
+    KEY_NAME,
+    KEY_CAT,
+    KEY_TS,
+    KEY_DUR,
+    KEY_PID,
+    KEY_TID,
+    KEY_ID,
+    KEY_BIND,
+    KEY_DIFLOW,
+    KEY_FIN,
+    KEY_FOUT,
+    KEY_ARGS,
+) = range(16)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -244,7 +260,9 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
         elif 48 <= buf[i] <= 57 or buf[i] == 45:  # a number: the same
             copied = True
             e = i
-            while e < n and (48 <= buf[e] <= 57 or buf[e] == 46 or buf[e] == 45 or buf[e] == 43 or buf[e] == 101 or buf[e] == 69):
+            while e < n and (
+                48 <= buf[e] <= 57 or buf[e] == 46 or buf[e] == 45 or buf[e] == 43 or buf[e] == 101 or buf[e] == 69
+            ):
                 out[o] = buf[e]
                 o += 1
                 e += 1
@@ -515,7 +533,11 @@ def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     only as rows are filled."""
     w64 = np.empty((len(I64_FIELDS), capacity + 1), dtype=np.int64)
     w64[I_ARGS_OFF, 0] = 0
-    return np.empty((len(U8_FIELDS), capacity), dtype=np.uint8), np.empty((len(I32_FIELDS), capacity), dtype=np.int32), w64
+    return (
+        np.empty((len(U8_FIELDS), capacity), dtype=np.uint8),
+        np.empty((len(I32_FIELDS), capacity), dtype=np.int32),
+        w64,
+    )
 
 
 def columns(c: tuple[np.ndarray, np.ndarray, np.ndarray], n: int) -> dict[str, np.ndarray]:

@@ -208,12 +208,19 @@ def _processes(locs: pl.DataFrame) -> pl.DataFrame:
         _pname=pl.when(~gpu & pl.col("src_pid").is_null()).then(pl.col("process")),
     )
     procs = (
-        locs.group_by(keys).agg(pl.col("process").drop_nulls().first().alias("_proc"))
-        .sort(keys, nulls_last=True).with_row_index("_p", offset=1)
-        .with_columns(process_name=pl.when("_gpu").then(pl.format("rank {} / GPU {}", "rank", "_key"))
-                      .when(pl.col("_proc").is_not_null()).then(pl.format("rank {} / {}", "rank", "_proc"))
-                      .when(pl.col("_key").is_not_null()).then(pl.format("rank {} / pid {}", "rank", "_key"))
-                      .otherwise(pl.format("rank {}", "rank")))
+        locs.group_by(keys)
+        .agg(pl.col("process").drop_nulls().first().alias("_proc"))
+        .sort(keys, nulls_last=True)
+        .with_row_index("_p", offset=1)
+        .with_columns(
+            process_name=pl.when("_gpu")
+            .then(pl.format("rank {} / GPU {}", "rank", "_key"))
+            .when(pl.col("_proc").is_not_null())
+            .then(pl.format("rank {} / {}", "rank", "_proc"))
+            .when(pl.col("_key").is_not_null())
+            .then(pl.format("rank {} / pid {}", "rank", "_key"))
+            .otherwise(pl.format("rank {}", "rank"))
+        )
     )
     out = locs.join(procs.drop("_proc"), on=keys, how="left", nulls_equal=True, maintain_order="left")
     return out.drop("_gpu", "_key", "_pname").rename({"_p": "pid"})
@@ -233,16 +240,27 @@ def _layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray) -> _L
     track_of_event = base[ev_row] + lane
     nproc = int(locs.get_column("pid").max() or 0)
     stream = pl.format("stream {}", "stream")
-    tracks = locs[row_of_track].with_columns(
-        lane=pl.Series(np.arange(len(row_of_track)) - np.repeat(base, width), dtype=pl.Int32),
-        used=pl.Series(np.bincount(track_of_event, minlength=len(row_of_track)) > 0),
-    ).with_columns(
-        _base=pl.coalesce("name", pl.when(pl.col("kind") == "gpu_stream").then(stream),
-                          pl.format("thread {}", "src_tid"), pl.format("loc {}", "loc")),
-    ).with_columns(
-        thread_name=pl.when(pl.col("lane") > 0).then(pl.format("{} (lane {})", "_base", pl.col("lane") + 1))
-        .otherwise("_base"),
-    ).with_row_index("_track")
+    tracks = (
+        locs[row_of_track]
+        .with_columns(
+            lane=pl.Series(np.arange(len(row_of_track)) - np.repeat(base, width), dtype=pl.Int32),
+            used=pl.Series(np.bincount(track_of_event, minlength=len(row_of_track)) > 0),
+        )
+        .with_columns(
+            _base=pl.coalesce(
+                "name",
+                pl.when(pl.col("kind") == "gpu_stream").then(stream),
+                pl.format("thread {}", "src_tid"),
+                pl.format("loc {}", "loc"),
+            ),
+        )
+        .with_columns(
+            thread_name=pl.when(pl.col("lane") > 0)
+            .then(pl.format("{} (lane {})", "_base", pl.col("lane") + 1))
+            .otherwise("_base"),
+        )
+        .with_row_index("_track")
+    )
     order = tracks.sort(["pid", "sort_index", "loc", "lane"], nulls_last=True).get_column("_track").to_numpy()
     tid = np.empty(len(order), dtype=np.int64)
     tid[order] = nproc + 1 + np.arange(len(order))
@@ -272,8 +290,9 @@ def _event_lanes(loc: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.
     return out
 
 
-def _marker_times(sorted_events: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None],
-                  src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _marker_times(
+    sorted_events: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None], src: np.ndarray, dst: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """ns of the ``s`` and ``f`` marker of each flow: where its event is the innermost one, ``f`` not before ``s``."""
     loc, start, end, order = sorted_events
     if order is not None:
@@ -349,13 +368,28 @@ def _bind_ids(src: np.ndarray, dst: np.ndarray, start: np.ndarray, end: np.ndarr
 
 def _flow_attrs(flows: pl.DataFrame, src_cat: pl.Series) -> pl.Series:
     """The ``di_flow`` object text of each flow: kind, and id / src_cat (JSON literals) when not null."""
-    return flows.with_columns(_sc=src_cat).select(pl.concat_str([
-        pl.lit('{"kind":"'), pl.col("kind").cast(pl.String), pl.lit('"'),
-        pl.lit(',"id":') + pl.col("id").cast(pl.String), pl.lit(',"src_cat":') + pl.col("_sc"), pl.lit("}"),
-    ], ignore_nulls=True)).to_series()
+    return (
+        flows.with_columns(_sc=src_cat)
+        .select(
+            pl.concat_str(
+                [
+                    pl.lit('{"kind":"'),
+                    pl.col("kind").cast(pl.String),
+                    pl.lit('"'),
+                    pl.lit(',"id":') + pl.col("id").cast(pl.String),
+                    pl.lit(',"src_cat":') + pl.col("_sc"),
+                    pl.lit("}"),
+                ],
+                ignore_nulls=True,
+            )
+        )
+        .to_series()
+    )
 
 
-def _bind_suffix(src: np.ndarray, dst: np.ndarray, bind: np.ndarray, attrs: pl.Series, n: int) -> tuple[np.ndarray, pl.Series]:
+def _bind_suffix(
+    src: np.ndarray, dst: np.ndarray, bind: np.ndarray, attrs: pl.Series, n: int
+) -> tuple[np.ndarray, pl.Series]:
     """Event rows carrying a bind_id, and the text appended to their X line."""
     ok = np.flatnonzero(bind >= 0)
     ev_bind = np.full(n, -1, dtype=np.int64)
@@ -368,22 +402,37 @@ def _bind_suffix(src: np.ndarray, dst: np.ndarray, bind: np.ndarray, attrs: pl.S
     rows = np.flatnonzero(ev_bind >= 0)
     df = pl.DataFrame({"b": ev_bind[rows], "i": inflow[rows], "o": out[rows]})
     df = df.with_columns(a=attrs.gather(df.get_column("i").replace(-1, None)) if len(attrs) else None)
-    suffix = df.select(pl.concat_str([
-        pl.lit(',"bind_id":'), pl.col("b").cast(pl.String),
-        pl.when(pl.col("i") >= 0).then(pl.lit(',"flow_in":true')), pl.when("o").then(pl.lit(',"flow_out":true')),
-        pl.lit(',"di_flow":') + pl.col("a"),
-    ], ignore_nulls=True)).to_series()
+    suffix = df.select(
+        pl.concat_str(
+            [
+                pl.lit(',"bind_id":'),
+                pl.col("b").cast(pl.String),
+                pl.when(pl.col("i") >= 0).then(pl.lit(',"flow_in":true')),
+                pl.when("o").then(pl.lit(',"flow_out":true')),
+                pl.lit(',"di_flow":') + pl.col("a"),
+            ],
+            ignore_nulls=True,
+        )
+    ).to_series()
     return rows, suffix
 
 
-def _event_block(ev: pl.DataFrame, layout: _Layout, pool: _Pool, suffix: tuple[np.ndarray, pl.Series], t0: int) -> _Block:
+def _event_block(
+    ev: pl.DataFrame, layout: _Layout, pool: _Pool, suffix: tuple[np.ndarray, pl.Series], t0: int
+) -> _Block:
     """X / i lines of every event, in row order."""
     n = ev.height
     start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     inst = ev.get_column("instant").to_numpy()
     dur_id = pool.add([',"dur":'])
     args_id = pool.add([',"args":', '"correlation":', '"bytes":'])
-    pid_tid = [pl.lit(',"pid":'), pl.col("pid").cast(pl.String), pl.lit(',"tid":'), pl.col("tid").cast(pl.String), pl.lit(',"ts":')]
+    pid_tid = [
+        pl.lit(',"pid":'),
+        pl.col("pid").cast(pl.String),
+        pl.lit(',"tid":'),
+        pl.col("tid").cast(pl.String),
+        pl.lit(',"ts":'),
+    ]
     x_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"X"'), *pid_tid])).to_series())
     i_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"i","s":"t"'), *pid_tid])).to_series())
     names, name_values = _dense_codes(ev.get_column("name"))
@@ -409,30 +458,63 @@ def _event_block(ev: pl.DataFrame, layout: _Layout, pool: _Pool, suffix: tuple[n
     return _Block(n, ops + [(CONST, pool.add(["}"]))], frag, times, ints, args)
 
 
-def _pair_block(flows: pl.DataFrame, sf: np.ndarray, layout: _Layout, pool: _Pool, attrs: pl.Series,
-                src_cat: pl.Series, markers: tuple[np.ndarray, np.ndarray], t0: int) -> _Block:
+def _pair_block(
+    flows: pl.DataFrame,
+    sf: np.ndarray,
+    layout: _Layout,
+    pool: _Pool,
+    attrs: pl.Series,
+    src_cat: pl.Series,
+    markers: tuple[np.ndarray, np.ndarray],
+    t0: int,
+) -> _Block:
     """``s`` and ``f`` lines of the flows in ``sf`` (ids 1, 2, ...) at the marker times (ns) given for them."""
     src = flows.get_column("src").to_numpy()[sf]
     dst = flows.get_column("dst").to_numpy()[sf]
     pid, tid = layout.tracks.get_column("pid").to_numpy(), layout.tracks.get_column("tid").to_numpy()
     ts, td = layout.track_of_event[src], layout.track_of_event[dst]
-    sub = flows[sf].with_columns(
-        _id=pl.Series(np.arange(1, len(sf) + 1)), _ps=pid[ts], _ts=tid[ts], _pd=pid[td], _td=tid[td], _a=attrs.gather(sf),
-        _cat=src_cat.gather(sf),
-    ).with_columns(_cat=pl.coalesce("_cat", pl.format('"{}"', "kind")))
+    sub = (
+        flows[sf]
+        .with_columns(
+            _id=pl.Series(np.arange(1, len(sf) + 1)),
+            _ps=pid[ts],
+            _ts=tid[ts],
+            _pd=pid[td],
+            _td=tid[td],
+            _a=attrs.gather(sf),
+            _cat=src_cat.gather(sf),
+        )
+        .with_columns(_cat=pl.coalesce("_cat", pl.format('"{}"', "kind")))
+    )
 
     def head(ph: str, p: str, t: str, extra: list[pl.Expr]) -> pl.Series:
-        return sub.select(pl.concat_str([
-            pl.lit('{"ph":"' + ph + '","id":'), pl.col("_id").cast(pl.String), pl.lit(',"pid":'), pl.col(p).cast(pl.String),
-            pl.lit(',"tid":'), pl.col(t).cast(pl.String), pl.lit(',"name":"'), pl.col("kind").cast(pl.String),
-            pl.lit('","cat":'), pl.col("_cat"), *extra, pl.lit(',"ts":')])).to_series()
+        return sub.select(
+            pl.concat_str(
+                [
+                    pl.lit('{"ph":"' + ph + '","id":'),
+                    pl.col("_id").cast(pl.String),
+                    pl.lit(',"pid":'),
+                    pl.col(p).cast(pl.String),
+                    pl.lit(',"tid":'),
+                    pl.col(t).cast(pl.String),
+                    pl.lit(',"name":"'),
+                    pl.col("kind").cast(pl.String),
+                    pl.lit('","cat":'),
+                    pl.col("_cat"),
+                    *extra,
+                    pl.lit(',"ts":'),
+                ]
+            )
+        ).to_series()
 
     s_base = pool.add(head("s", "_ps", "_ts", []))
     f_base = pool.add(head("f", "_pd", "_td", [pl.lit(',"bp":"e","di_flow":'), pl.col("_a")]))
     k = np.arange(len(sf))
     frag = np.concatenate([s_base + k, f_base + k]).astype(np.int32)[None, :]
     times = (np.concatenate(markers) - t0)[None, :]
-    return _Block(2 * len(sf), [(FRAG, 0), (TIME, 0), (CONST, pool.add(["}"]))], frag, times, np.zeros((0, 2 * len(sf)), np.int64))
+    return _Block(
+        2 * len(sf), [(FRAG, 0), (TIME, 0), (CONST, pool.add(["}"]))], frag, times, np.zeros((0, 2 * len(sf)), np.int64)
+    )
 
 
 def _counter_block(trace: Trace, layout: _Layout, pool: _Pool, t0: int) -> tuple[_Block, list[dict[str, Any]], int]:
@@ -471,24 +553,56 @@ def _metadata_lines(layout: _Layout, counter_pids: set[int]) -> bytes:
         lines.append({"ph": "M", "pid": p["pid"], "name": "process_name", "args": {"name": p["process_name"]}})
         lines.append({"ph": "M", "pid": p["pid"], "name": "process_sort_index", "args": {"sort_index": p["pid"]}})
     for t in tracks.select("pid", "tid", "thread_name").iter_rows(named=True):
-        lines.append({"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_name", "args": {"name": t["thread_name"]}})
-        lines.append({"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_sort_index", "args": {"sort_index": t["tid"]}})
+        lines.append(
+            {"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_name", "args": {"name": t["thread_name"]}}
+        )
+        lines.append(
+            {"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_sort_index", "args": {"sort_index": t["tid"]}}
+        )
     return "".join(",\n" + _json(line) for line in lines).encode()
 
 
 def _di_trace(trace: Trace, layout: _Layout, series: list[dict[str, Any]], t0: int, counts: dict[str, int]) -> bytes:
     """The diTrace object: every emitted (pid, tid) with its location and lane, series, meta."""
     locations = layout.tracks.select(
-        "pid", "tid", "loc", "lane", "rank", pl.col("kind").cast(pl.String), "device", "stream", "name", "process",
-        "host", "src_pid", "src_tid", "sort_index", "source",
+        "pid",
+        "tid",
+        "loc",
+        "lane",
+        "rank",
+        pl.col("kind").cast(pl.String),
+        "device",
+        "stream",
+        "name",
+        "process",
+        "host",
+        "src_pid",
+        "src_tid",
+        "sort_index",
+        "source",
     ).to_dicts()
     meta = trace.meta
-    di_meta = {"clock": meta.get("clock"), "sources": meta.get("sources", []), "world_size": meta.get("world_size"),
-               "start_ns": t0}
-    tables = {name: _columns(getattr(trace, name)) for name in ("messages", "collectives") if getattr(trace, name).height}
+    di_meta = {
+        "clock": meta.get("clock"),
+        "sources": meta.get("sources", []),
+        "world_size": meta.get("world_size"),
+        "start_ns": t0,
+    }
+    tables = {
+        name: _columns(getattr(trace, name)) for name in ("messages", "collectives") if getattr(trace, name).height
+    }
     cats = _categories(trace.events)
-    return _json({"schema_version": 1, "locations": locations, "series": series, "meta": di_meta, **counts, **tables,
-                  **({"categories": cats} if cats else {})}).encode()
+    return _json(
+        {
+            "schema_version": 1,
+            "locations": locations,
+            "series": series,
+            "meta": di_meta,
+            **counts,
+            **tables,
+            **({"categories": cats} if cats else {}),
+        }
+    ).encode()
 
 
 def _columns(table: pl.DataFrame) -> dict[str, list[Any]]:
@@ -519,8 +633,11 @@ def _drawn_flows(flows: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
         return flows
     cols = {"src": pl.Int64, "dst": pl.Int64, "kind": pl.String, "id": pl.Int64, "src_cat": pl.String}
     drawn = messages.select(
-        pl.col("send").alias("src"), pl.col("recv").alias("dst"), pl.lit("message").alias("kind"),
-        pl.lit(None).alias("id"), pl.lit(None).alias("src_cat"),
+        pl.col("send").alias("src"),
+        pl.col("recv").alias("dst"),
+        pl.lit("message").alias("kind"),
+        pl.lit(None).alias("id"),
+        pl.lit(None).alias("src_cat"),
     )
     return pl.concat([flows.select(list(cols)).cast(cols), drawn.cast(cols)])
 
@@ -547,5 +664,10 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     sink.lines(_metadata_lines(layout, {s["pid"] for s in series}))
     for block in (events, counters, pairs):
         _emit(sink, block, frozen)
-    counts = {"events": ev.height, "flows": trace.flows.height, "samples": counters.rows, "nonfinite_samples_skipped": nonfinite}
+    counts = {
+        "events": ev.height,
+        "flows": trace.flows.height,
+        "samples": counters.rows,
+        "nonfinite_samples_skipped": nonfinite,
+    }
     f.write(b'\n],\n"displayTimeUnit":"ns",\n"diTrace":' + _di_trace(trace, layout, series, t0, counts) + b"}\n")

@@ -22,14 +22,35 @@ from di.trace import Trace
 __all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples"]
 
 EVENT_COLUMNS: dict[str, Any] = {
-    "rank": pl.Int64, "host": pl.String, "pid": pl.Int64, "track": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
-    "name": pl.String, "cat": pl.String, "instant": pl.Boolean, "bytes": pl.Int64, "args": pl.String,
+    "rank": pl.Int64,
+    "host": pl.String,
+    "pid": pl.Int64,
+    "track": pl.String,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "name": pl.String,
+    "cat": pl.String,
+    "instant": pl.Boolean,
+    "bytes": pl.Int64,
+    "args": pl.String,
     # a collective's part (null on other events)
-    "op": pl.String, "comm": pl.String, "seq": pl.Int64, "instance_key": pl.String, "root": pl.Int64, "dtype": pl.String,
+    "op": pl.String,
+    "comm": pl.String,
+    "seq": pl.Int64,
+    "instance_key": pl.String,
+    "root": pl.Int64,
+    "dtype": pl.String,
     "group_size": pl.Int64,
 }
-SAMPLE_COLUMNS: dict[str, Any] = {"rank": pl.Int64, "host": pl.String, "track": pl.String, "series": pl.String,
-                                  "unit": pl.String, "ts_ns": pl.Int64, "value": pl.Float64}
+SAMPLE_COLUMNS: dict[str, Any] = {
+    "rank": pl.Int64,
+    "host": pl.String,
+    "track": pl.String,
+    "series": pl.String,
+    "unit": pl.String,
+    "ts_ns": pl.Int64,
+    "value": pl.Float64,
+}
 
 
 def empty_events() -> pl.DataFrame:
@@ -69,20 +90,47 @@ class Parts:
 
 
 def _locations(ev: pl.DataFrame, sm: pl.DataFrame, source: int) -> pl.DataFrame:
-    tracks = pl.concat([
-        ev.select("rank", "host", "pid", "track", pl.lit("cpu_thread").alias("kind")),
-        sm.select("rank", "host", pl.lit(None, pl.Int64).alias("pid"), "track", pl.lit("counter").alias("kind")),
-    ]).unique(["rank", "track", "kind"], keep="first", maintain_order=True).sort("rank", "kind", "track")
+    tracks = (
+        pl.concat(
+            [
+                ev.select("rank", "host", "pid", "track", pl.lit("cpu_thread").alias("kind")),
+                sm.select(
+                    "rank", "host", pl.lit(None, pl.Int64).alias("pid"), "track", pl.lit("counter").alias("kind")
+                ),
+            ]
+        )
+        .unique(["rank", "track", "kind"], keep="first", maintain_order=True)
+        .sort("rank", "kind", "track")
+    )
     return tracks.with_row_index("loc").select(
-        pl.col("loc").cast(pl.UInt32), "rank", "host", "pid", pl.lit(None, pl.Int64).alias("tid"),
+        pl.col("loc").cast(pl.UInt32),
+        "rank",
+        "host",
+        "pid",
+        pl.lit(None, pl.Int64).alias("tid"),
         pl.when(pl.col("kind") == "cpu_thread").then(pl.lit("marker")).otherwise(pl.col("kind")).alias("kind"),
-        pl.lit(None, pl.Int64).alias("device"), pl.lit(None, pl.Int64).alias("stream"), pl.col("track").alias("name"),
-        pl.lit(None, pl.String).alias("process"), pl.lit(None, pl.Int64).alias("sort_index"),
-        pl.lit(source, pl.Int64).alias("source"), "track", pl.col("kind").alias("_kind"))
+        pl.lit(None, pl.Int64).alias("device"),
+        pl.lit(None, pl.Int64).alias("stream"),
+        pl.col("track").alias("name"),
+        pl.lit(None, pl.String).alias("process"),
+        pl.lit(None, pl.Int64).alias("sort_index"),
+        pl.lit(source, pl.Int64).alias("source"),
+        "track",
+        pl.col("kind").alias("_kind"),
+    )
 
 
-def build_trace(path: Path, parts: list[Parts], *, rank: int, rank_source: str, source: int, fmt: str,
-                unknown: dict[str, int], garbled: dict[str, int]) -> Trace:
+def build_trace(
+    path: Path,
+    parts: list[Parts],
+    *,
+    rank: int,
+    rank_source: str,
+    source: int,
+    fmt: str,
+    unknown: dict[str, int],
+    garbled: dict[str, int],
+) -> Trace:
     """The trace of one log file from its families' parts (see the module docstring)."""
     ev = pl.concat([conform(p.events, EVENT_COLUMNS) for p in parts]) if parts else empty_events()
     sm = pl.concat([conform(p.samples, SAMPLE_COLUMNS) for p in parts]) if parts else empty_samples()
@@ -90,20 +138,54 @@ def build_trace(path: Path, parts: list[Parts], *, rank: int, rank_source: str, 
     sm = sm.with_columns(pl.col("rank").fill_null(rank))
     locs = _locations(ev, sm, source)
     keys = locs.select("loc", "rank", "track", "_kind")
-    ev = (ev.join(keys.filter(pl.col("_kind") == "cpu_thread").drop("_kind"), on=["rank", "track"], how="left")
-          .sort("loc", "start_ns", pl.col("end_ns") * -1, maintain_order=True).with_row_index("row"))
-    events = ev.select("loc", "start_ns", "end_ns", "name", "cat", pl.lit(None, pl.String).alias("src_cat"),
-                       pl.lit(0, pl.Int32).alias("depth"), pl.lit(None, pl.Int64).alias("parent"),
-                       pl.lit(None, pl.Int64).alias("corr"), "bytes", "instant", "args")
+    ev = (
+        ev.join(keys.filter(pl.col("_kind") == "cpu_thread").drop("_kind"), on=["rank", "track"], how="left")
+        .sort("loc", "start_ns", pl.col("end_ns") * -1, maintain_order=True)
+        .with_row_index("row")
+    )
+    events = ev.select(
+        "loc",
+        "start_ns",
+        "end_ns",
+        "name",
+        "cat",
+        pl.lit(None, pl.String).alias("src_cat"),
+        pl.lit(0, pl.Int32).alias("depth"),
+        pl.lit(None, pl.Int64).alias("parent"),
+        pl.lit(None, pl.Int64).alias("corr"),
+        "bytes",
+        "instant",
+        "args",
+    )
     coll = ev.filter(pl.col("op").is_not_null())
     collectives = coll.select(
-        pl.col("instance_key").rank("dense").cast(pl.Int64).alias("instance") - 1, pl.col("row").cast(pl.Int64).alias("event"),
-        "rank", "comm", "seq", "op", "root", "bytes", "dtype", "group_size", pl.lit(None, pl.String).alias("group_ranks"))
+        pl.col("instance_key").rank("dense").cast(pl.Int64).alias("instance") - 1,
+        pl.col("row").cast(pl.Int64).alias("event"),
+        "rank",
+        "comm",
+        "seq",
+        "op",
+        "root",
+        "bytes",
+        "dtype",
+        "group_size",
+        pl.lit(None, pl.String).alias("group_ranks"),
+    )
     sm = sm.join(keys.filter(pl.col("_kind") == "counter").drop("_kind"), on=["rank", "track"], how="left")
-    series = (sm.select("loc", pl.col("series").alias("name"), "unit").unique(maintain_order=True)
-              .with_row_index("series").with_columns(pl.col("series").cast(pl.Int64)))
-    samples = (sm.join(series, left_on=["loc", "series", "unit"], right_on=["loc", "name", "unit"], how="left", nulls_equal=True)
-               .select(pl.col("series_right").alias("series"), "ts_ns", "value").drop_nulls("value").sort("series", "ts_ns"))
+    series = (
+        sm.select("loc", pl.col("series").alias("name"), "unit")
+        .unique(maintain_order=True)
+        .with_row_index("series")
+        .with_columns(pl.col("series").cast(pl.Int64))
+    )
+    samples = (
+        sm.join(
+            series, left_on=["loc", "series", "unit"], right_on=["loc", "name", "unit"], how="left", nulls_equal=True
+        )
+        .select(pl.col("series_right").alias("series"), "ts_ns", "value")
+        .drop_nulls("value")
+        .sort("series", "ts_ns")
+    )
     dropped: dict[str, int] = {}
     for p in parts:
         for k, n in p.dropped.items():
@@ -122,9 +204,24 @@ def build_trace(path: Path, parts: list[Parts], *, rank: int, rank_source: str, 
         warnings.append(f"{path}: no absolute timestamps in this log: times are relative (see sources[].info.time)")
     meta = {
         "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative", "sync": None},
-        "sources": [{"path": str(path), "format": fmt, "rank": rank, "rank_source": rank_source, "events": events.height,
-                     "dropped": dict(sorted(dropped.items())), "info": json.loads(json.dumps(info, default=str))}],
+        "sources": [
+            {
+                "path": str(path),
+                "format": fmt,
+                "rank": rank,
+                "rank_source": rank_source,
+                "events": events.height,
+                "dropped": dict(sorted(dropped.items())),
+                "info": json.loads(json.dumps(info, default=str)),
+            }
+        ],
         "warnings": warnings,
     }
-    return Trace.build(meta=meta, locations=locs.drop("track", "_kind"), events=events, collectives=collectives,
-                       series=series.select("series", "loc", "name", "unit"), samples=samples)
+    return Trace.build(
+        meta=meta,
+        locations=locs.drop("track", "_kind"),
+        events=events,
+        collectives=collectives,
+        series=series.select("series", "loc", "name", "unit"),
+        samples=samples,
+    )

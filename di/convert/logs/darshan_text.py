@@ -25,10 +25,18 @@ from di.convert.logs.build import Parts
 __all__ = ["SNIFF_RE", "parse_darshan_text"]
 
 SNIFF_RE = r"^# darshan log version: \d"
-DXT_RE = (r"^\s*(?P<module>X_POSIX|X_MPIIO)\s+(?P<rank>\d+)\s+(?P<op>write|read)\s+(?P<segment>\d+)\s+(?P<offset>-?\d+)\s+"
-          r"(?P<length>\d+)\s+(?P<start>[\d.]+)\s+(?P<end>[\d.]+)")
+DXT_RE = (
+    r"^\s*(?P<module>X_POSIX|X_MPIIO)\s+(?P<rank>\d+)\s+(?P<op>write|read)\s+(?P<segment>\d+)\s+(?P<offset>-?\d+)\s+"
+    r"(?P<length>\d+)\s+(?P<start>[\d.]+)\s+(?P<end>[\d.]+)"
+)
 COUNTER_RE = r"^(?P<module>[A-Z][A-Z0-9_-]*)\t(?P<rank>-?\d+)\t(?P<record>\d+)\t(?P<counter>\w+)\t(?P<value>\S+)\t(?P<file>[^\t]*)\t"
-SUMMARY = {"OPENS": "opens", "READS": "reads", "WRITES": "writes", "BYTES_READ": "bytes_read", "BYTES_WRITTEN": "bytes_written"}
+SUMMARY = {
+    "OPENS": "opens",
+    "READS": "reads",
+    "WRITES": "writes",
+    "BYTES_READ": "bytes_read",
+    "BYTES_WRITTEN": "bytes_written",
+}
 """Counter suffix (after ``POSIX_``, ``MPIIO_``, ``STDIO_``...) -> the per-file summary column."""
 
 
@@ -44,30 +52,78 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         return Parts("darshan")
     start = _header(lines, "start_time")
     t0_ns = int(start) * 1_000_000_000 if start and start.isdigit() else 0
-    blocks = lines.select("line", t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
-                          t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host")).with_columns(
-        pl.col("file").forward_fill(), pl.col("host").forward_fill())
-    dxt = (lines.filter(t.str.contains(r"^\s*X_(?:POSIX|MPIIO)\s")).with_columns(t.str.extract_groups(DXT_RE).alias("g"))
-           .unnest("g").drop_nulls("module").join(blocks, on="line", how="left"))
+    blocks = lines.select(
+        "line",
+        t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
+        t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
+    ).with_columns(pl.col("file").forward_fill(), pl.col("host").forward_fill())
+    dxt = (
+        lines.filter(t.str.contains(r"^\s*X_(?:POSIX|MPIIO)\s"))
+        .with_columns(t.str.extract_groups(DXT_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("module")
+        .join(blocks, on="line", how="left")
+    )
     sec = lambda c: (pl.col(c).cast(pl.Float64) * 1e9).round().cast(pl.Int64) + t0_ns
     events = dxt.select(
-        pl.col("rank").cast(pl.Int64), "host", pl.lit(None, pl.Int64).alias("pid"), pl.format("darshan {}", "module").alias("track"),
-        sec("start").alias("start_ns"), pl.max_horizontal(sec("start"), sec("end")).alias("end_ns"), pl.col("op").alias("name"),
-        pl.lit("io").alias("cat"), pl.lit(False).alias("instant"), pl.col("length").cast(pl.Int64).alias("bytes"),
-        pl.struct("file", pl.col("offset").cast(pl.Int64), pl.col("segment").cast(pl.Int64), "module").struct.json_encode().alias("args"))
-    rows = (lines.filter(t.str.contains("\t", literal=True)).with_columns(t.str.extract_groups(COUNTER_RE).alias("g")).unnest("g")
-            .drop_nulls("counter"))
-    summ = rows.with_columns(pl.col("counter").str.replace(r"^[A-Z0-9-]+?_", "").alias("what")).filter(pl.col("what").is_in(list(SUMMARY)))
-    files = (summ.with_columns(pl.col("what").replace_strict(SUMMARY), pl.col("value").cast(pl.Int64, strict=False), pl.col("rank").cast(pl.Int64))
-             .pivot(on="what", index=["module", "rank", "file"], values="value", aggregate_function="sum")) if summ.height else pl.DataFrame()
-    tot = lines.filter(t.str.starts_with("total_")).select(t.str.extract_groups(r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$").alias("g")).unnest("g")
+        pl.col("rank").cast(pl.Int64),
+        "host",
+        pl.lit(None, pl.Int64).alias("pid"),
+        pl.format("darshan {}", "module").alias("track"),
+        sec("start").alias("start_ns"),
+        pl.max_horizontal(sec("start"), sec("end")).alias("end_ns"),
+        pl.col("op").alias("name"),
+        pl.lit("io").alias("cat"),
+        pl.lit(False).alias("instant"),
+        pl.col("length").cast(pl.Int64).alias("bytes"),
+        pl.struct("file", pl.col("offset").cast(pl.Int64), pl.col("segment").cast(pl.Int64), "module")
+        .struct.json_encode()
+        .alias("args"),
+    )
+    rows = (
+        lines.filter(t.str.contains("\t", literal=True))
+        .with_columns(t.str.extract_groups(COUNTER_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("counter")
+    )
+    summ = rows.with_columns(pl.col("counter").str.replace(r"^[A-Z0-9-]+?_", "").alias("what")).filter(
+        pl.col("what").is_in(list(SUMMARY))
+    )
+    files = (
+        (
+            summ.with_columns(
+                pl.col("what").replace_strict(SUMMARY),
+                pl.col("value").cast(pl.Int64, strict=False),
+                pl.col("rank").cast(pl.Int64),
+            ).pivot(on="what", index=["module", "rank", "file"], values="value", aggregate_function="sum")
+        )
+        if summ.height
+        else pl.DataFrame()
+    )
+    tot = (
+        lines.filter(t.str.starts_with("total_"))
+        .select(t.str.extract_groups(r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$").alias("g"))
+        .unnest("g")
+    )
     tot = tot.drop_nulls("k").with_columns(pl.col("v").cast(pl.Float64, strict=False)).drop_nulls("v")
-    info: dict[str, Any] = {"darshan": {
-        "totals": dict(tot.iter_rows()),
-        "version": _header(lines, "darshan log version"), "exe": _header(lines, "exe"), "jobid": _header(lines, "jobid"),
-        "nprocs": _header(lines, "nprocs"), "start_time_s": int(start) if start and start.isdigit() else None,
-        "counters": rows.height, "files": files.to_dicts() if files.height else [],
-        "time": "start_time_plus_seconds" if t0_ns else "seconds_from_start"}}
-    claimed = pl.concat([dxt.get_column("line"), rows.get_column("line"),
-                         lines.filter(t.str.starts_with("#") | t.str.contains(r"^total_\w+:\s+\S+\s*$")).get_column("line")])
+    info: dict[str, Any] = {
+        "darshan": {
+            "totals": dict(tot.iter_rows()),
+            "version": _header(lines, "darshan log version"),
+            "exe": _header(lines, "exe"),
+            "jobid": _header(lines, "jobid"),
+            "nprocs": _header(lines, "nprocs"),
+            "start_time_s": int(start) if start and start.isdigit() else None,
+            "counters": rows.height,
+            "files": files.to_dicts() if files.height else [],
+            "time": "start_time_plus_seconds" if t0_ns else "seconds_from_start",
+        }
+    }
+    claimed = pl.concat(
+        [
+            dxt.get_column("line"),
+            rows.get_column("line"),
+            lines.filter(t.str.starts_with("#") | t.str.contains(r"^total_\w+:\s+\S+\s*$")).get_column("line"),
+        ]
+    )
     return Parts("darshan", events=events, claimed=claimed, info=info, epoch=bool(t0_ns))

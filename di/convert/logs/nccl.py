@@ -42,41 +42,88 @@ from di.convert.logs.build import Parts
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
 SNIFF_RE = r"\S+:\d+:\d+ \[\d+\] (?:[\d.]+ \S+:\d+ )?NCCL (?:INFO|WARN|TRACE)"
-INIT_RE = (r"comm (?P<comm>0x[0-9a-f]+) rank (?P<crank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cudadev>\d+)"
-           r"(?: nvmlDev \d+)? busId (?P<busid>[0-9a-fA-F]+)(?: commId (?P<commid>0x[0-9a-f]+))?.*- Init (?P<state>START|COMPLETE)")
-COLL_RE = (r"^(?P<opname>[A-Za-z]+): opCount (?P<opcount>[0-9a-f]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) "
-           r"datatype (?P<dt>\d+) op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-f]+|\(nil\))"
-           r"(?: \[nranks=(?P<nranks>\d+)\])? stream (?P<stream>\S+)")
-COLL_FIELDS = {"opname": r"^([A-Za-z]+): opCount", "opcount": r"opCount ([0-9a-f]+)", "count": r" count (\d+)",
-               "dt": r" datatype (\d+)", "redop": r" op (\d+)", "root": r" root (-?\d+)", "comm": r" comm (0x[0-9a-f]+|\(nil\))",
-               "nranks": r"\[nranks=(\d+)\]", "stream": r" stream (\S+)"}
+INIT_RE = (
+    r"comm (?P<comm>0x[0-9a-f]+) rank (?P<crank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cudadev>\d+)"
+    r"(?: nvmlDev \d+)? busId (?P<busid>[0-9a-fA-F]+)(?: commId (?P<commid>0x[0-9a-f]+))?.*- Init (?P<state>START|COMPLETE)"
+)
+COLL_RE = (
+    r"^(?P<opname>[A-Za-z]+): opCount (?P<opcount>[0-9a-f]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) "
+    r"datatype (?P<dt>\d+) op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-f]+|\(nil\))"
+    r"(?: \[nranks=(?P<nranks>\d+)\])? stream (?P<stream>\S+)"
+)
+COLL_FIELDS = {
+    "opname": r"^([A-Za-z]+): opCount",
+    "opcount": r"opCount ([0-9a-f]+)",
+    "count": r" count (\d+)",
+    "dt": r" datatype (\d+)",
+    "redop": r" op (\d+)",
+    "root": r" root (-?\d+)",
+    "comm": r" comm (0x[0-9a-f]+|\(nil\))",
+    "nranks": r"\[nranks=(\d+)\]",
+    "stream": r" stream (\S+)",
+}
 """The fields of a COLL line (COLL_RE's), each on its own."""
 TUNE_RE = r"^(?P<opname>[A-Za-z]+): (?P<tbytes>\d+) Bytes -> Algo (?P<algo>\S+) proto (?P<proto>\S+)"
-LINK_RE = (r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
-           r"(?: \[(?:send|receive)\])? via (?P<transport>.+?)(?: comm 0x.*)?$")
+LINK_RE = (
+    r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
+    r"(?: \[(?:send|receive)\])? via (?P<transport>.+?)(?: comm 0x.*)?$"
+)
 RING_RE = r"^Channel (?P<channel>\d+)/(?P<nchannels>\d+) :(?P<order>(?:\s+\d+)+)\s*$"
 TREE_RE = r"\[(?P<channel>\d+)\] (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)->(?P<me>-?\d+)->(?P<parent>-?\d+)"
 VERSION_RE = r"NCCL version (\d+\.\d+\.\d+\S*)|RCCL version (\d+\.\d+\.\d+\S*)"
-ERROR_RE = (r"(?i)NCCL error|nccl(?:System|Internal|Remote|InvalidUsage|Unhandled\w*)Error|Watchdog caught collective operation timeout"
-            r"|IBV_WC_\w+ ERR|ibv_\w+ failed|Call to ibv_\w+ failed|NCCL communicator was aborted")
+ERROR_RE = (
+    r"(?i)NCCL error|nccl(?:System|Internal|Remote|InvalidUsage|Unhandled\w*)Error|Watchdog caught collective operation timeout"
+    r"|IBV_WC_\w+ ERR|ibv_\w+ failed|Call to ibv_\w+ failed|NCCL communicator was aborted"
+)
 
-DTYPES = {0: ("int8", 1), 1: ("uint8", 1), 2: ("int32", 4), 3: ("uint32", 4), 4: ("int64", 8), 5: ("uint64", 8),
-          6: ("float16", 2), 7: ("float32", 4), 8: ("float64", 8), 9: ("bfloat16", 2), 10: ("float8e4m3", 1), 11: ("float8e5m2", 1)}
+DTYPES = {
+    0: ("int8", 1),
+    1: ("uint8", 1),
+    2: ("int32", 4),
+    3: ("uint32", 4),
+    4: ("int64", 8),
+    5: ("uint64", 8),
+    6: ("float16", 2),
+    7: ("float32", 4),
+    8: ("float64", 8),
+    9: ("bfloat16", 2),
+    10: ("float8e4m3", 1),
+    11: ("float8e5m2", 1),
+}
 """ncclDataType_t values (nccl.h; 10 and 11 from NCCL 2.24) -> (name, bytes per element)."""
-OPS = {"allreduce": "allreduce", "broadcast": "broadcast", "bcast": "broadcast", "reduce": "reduce", "allgather": "allgather",
-       "reducescatter": "reduce_scatter", "alltoall": "alltoall", "gather": "gather", "scatter": "scatter", "send": "send",
-       "recv": "recv", "alltoallv": "alltoall", "allgatherv": "allgather"}
+OPS = {
+    "allreduce": "allreduce",
+    "broadcast": "broadcast",
+    "bcast": "broadcast",
+    "reduce": "reduce",
+    "allgather": "allgather",
+    "reducescatter": "reduce_scatter",
+    "alltoall": "alltoall",
+    "gather": "gather",
+    "scatter": "scatter",
+    "send": "send",
+    "recv": "recv",
+    "alltoallv": "alltoall",
+    "allgatherv": "allgather",
+}
 """NCCL's COLL line names (lower-cased) -> the canonical collective op."""
 REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 
 
 def _ts_ns(col: str) -> pl.Expr:
-    return (pl.col(col).str.replace(",", ".").str.replace("T", " ")
-            .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns"))
+    return (
+        pl.col(col)
+        .str.replace(",", ".")
+        .str.replace("T", " ")
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
+        .dt.epoch("ns")
+    )
 
 
-HEAD_RE = (r"(?:\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] ?)?(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) "
-           r"\[(?P<dev>\d+)\](?: (?P<ms>\d+\.\d+) \S+:\d+)?$")
+HEAD_RE = (
+    r"(?:\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] ?)?(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) "
+    r"\[(?P<dev>\d+)\](?: (?P<ms>\d+\.\d+) \S+:\d+)?$"
+)
 """What comes before `` NCCL LEVEL `` (found with a literal search, so the regex runs on these few bytes only)."""
 
 
@@ -88,76 +135,159 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     found = found.with_columns(head.str.extract_groups(HEAD_RE).alias("g"), level.alias("level")).unnest("g")
     found = found.filter(pl.col("host").is_not_null() & pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first)
-    found = found.with_columns(pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")).drop("pos")
+    found = found.with_columns(
+        pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")
+    ).drop("pos")
     # a glued line's host may carry the tail of the line before it ("...N/A   0mew0:..."): the known host it ends with
-    known = set(found.filter(pl.col("text").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null()).get_column("host").unique())
-    fix = {h: max((k for k in known if h.endswith(k)), key=len, default=h) for h in found.get_column("host").unique() if h not in known}
+    known = set(
+        found.filter(pl.col("text").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null())
+        .get_column("host")
+        .unique()
+    )
+    fix = {
+        h: max((k for k in known if h.endswith(k)), key=len, default=h)
+        for h in found.get_column("host").unique()
+        if h not in known
+    }
     if fix:
         found = found.with_columns(pl.col("host").replace(fix))
     return found.with_columns(
-        pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), pl.col("dev").cast(pl.Int64),
-        _ts_ns("ts").alias("ts_ns"), (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"))
+        pl.col("pid").cast(pl.Int64),
+        pl.col("tid").cast(pl.Int64),
+        pl.col("dev").cast(pl.Int64),
+        _ts_ns("ts").alias("ts_ns"),
+        (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
+    )
 
 
 def _comms(p: pl.DataFrame, version: str | None) -> pl.DataFrame:
-    init = (p.filter(pl.col("msg").str.contains("Init ", literal=True))
-            .with_columns(pl.col("msg").str.extract_groups(INIT_RE).alias("g")).unnest("g").drop_nulls("comm"))
-    init = init.with_columns(pl.col("crank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), pl.col("cudadev").cast(pl.Int64))
-    init = init.sort(pl.col("state") == "COMPLETE", descending=True, maintain_order=True).unique(["host", "pid", "comm"], keep="first", maintain_order=True)
-    init = init.sort("line").with_columns(
-        (pl.int_range(pl.len()).over("host", "pid", "dev", "nranks")).alias("k"))
+    init = (
+        p.filter(pl.col("msg").str.contains("Init ", literal=True))
+        .with_columns(pl.col("msg").str.extract_groups(INIT_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("comm")
+    )
+    init = init.with_columns(
+        pl.col("crank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), pl.col("cudadev").cast(pl.Int64)
+    )
+    init = init.sort(pl.col("state") == "COMPLETE", descending=True, maintain_order=True).unique(
+        ["host", "pid", "comm"], keep="first", maintain_order=True
+    )
+    init = init.sort("line").with_columns((pl.int_range(pl.len()).over("host", "pid", "dev", "nranks")).alias("k"))
     return init.with_columns(
-        pl.coalesce("commid", pl.format("n{}#{}", "nranks", "k")).alias("comm_key"), pl.lit(version).alias("version"))
+        pl.coalesce("commid", pl.format("n{}#{}", "nranks", "k")).alias("comm_key"), pl.lit(version).alias("version")
+    )
 
 
 def _ranks(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     """(host, pid, dev) -> rank: the rank in the largest communicator it joined, else a launcher prefix's."""
-    by_init = (comms.sort("nranks", "line", descending=[True, False]).unique(["host", "pid", "dev"], keep="first")
-               .select("host", "pid", "dev", pl.col("crank").alias("rank_init")))
-    by_prefix = p.drop_nulls("prefix_rank").unique(["host", "pid", "dev"], keep="first").select("host", "pid", "dev", "prefix_rank")
+    by_init = (
+        comms.sort("nranks", "line", descending=[True, False])
+        .unique(["host", "pid", "dev"], keep="first")
+        .select("host", "pid", "dev", pl.col("crank").alias("rank_init"))
+    )
+    by_prefix = (
+        p.drop_nulls("prefix_rank")
+        .unique(["host", "pid", "dev"], keep="first")
+        .select("host", "pid", "dev", "prefix_rank")
+    )
     keys = p.unique(["host", "pid", "dev"], maintain_order=True).select("host", "pid", "dev")
-    return (keys.join(by_init, on=["host", "pid", "dev"], how="left").join(by_prefix, on=["host", "pid", "dev"], how="left")
-            .select("host", "pid", "dev", pl.coalesce("rank_init", "prefix_rank").alias("rank")))
+    return (
+        keys.join(by_init, on=["host", "pid", "dev"], how="left")
+        .join(by_prefix, on=["host", "pid", "dev"], how="left")
+        .select("host", "pid", "dev", pl.coalesce("rank_init", "prefix_rank").alias("rank"))
+    )
 
 
 def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     # one small regex per field: each finds its literal first and captures over a few bytes (one regex of all
     # fields runs the capturing engine over the whole line, several times slower)
     m = pl.col("msg")
-    c = p.filter(m.str.contains(": opCount ", literal=True)).with_columns(
-        **{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()}).drop_nulls(["opname", "count", "dt", "comm"])
-    tune = (p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
-            .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g")).unnest("g").drop_nulls("algo")
-            .select("host", "pid", "tid", "line", "algo", "proto"))
-    c = c.with_columns(pl.col("count").cast(pl.Int64), pl.col("dt").cast(pl.Int64), pl.col("root").cast(pl.Int64),
-                       pl.col("nranks").cast(pl.Int64), pl.col("redop").cast(pl.Int64))
+    c = (
+        p.filter(m.str.contains(": opCount ", literal=True))
+        .with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
+        .drop_nulls(["opname", "count", "dt", "comm"])
+    )
+    tune = (
+        p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
+        .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("algo")
+        .select("host", "pid", "tid", "line", "algo", "proto")
+    )
+    c = c.with_columns(
+        pl.col("count").cast(pl.Int64),
+        pl.col("dt").cast(pl.Int64),
+        pl.col("root").cast(pl.Int64),
+        pl.col("nranks").cast(pl.Int64),
+        pl.col("redop").cast(pl.Int64),
+    )
     if tune.height:  # the TUNING line follows its COLL line on the same thread
-        both = pl.concat([c.select("host", "pid", "tid", "line", pl.col("line").alias("coll_line")),
-                          tune.select("host", "pid", "tid", "line", pl.lit(None, pl.UInt32).alias("coll_line"))])
+        both = pl.concat(
+            [
+                c.select("host", "pid", "tid", "line", pl.col("line").alias("coll_line")),
+                tune.select("host", "pid", "tid", "line", pl.lit(None, pl.UInt32).alias("coll_line")),
+            ]
+        )
         both = both.sort("line").with_columns(pl.col("coll_line").forward_fill().over("host", "pid", "tid"))
-        tune = tune.join(both.select("line", "coll_line"), on="line").drop_nulls("coll_line").unique("coll_line", keep="first")
+        tune = (
+            tune.join(both.select("line", "coll_line"), on="line")
+            .drop_nulls("coll_line")
+            .unique("coll_line", keep="first")
+        )
         c = c.join(tune.select(pl.col("coll_line").alias("line"), "algo", "proto"), on="line", how="left")
     else:
         c = c.with_columns(pl.lit(None, pl.String).alias("algo"), pl.lit(None, pl.String).alias("proto"))
-    key = comms.select("host", "pid", pl.col("comm").alias("comm_ptr"), "comm_key", "crank", pl.col("nranks").alias("cn"),
-                       "grank", "cudadev")
-    dtypes = pl.DataFrame({"dt": list(DTYPES), "dtype": [v[0] for v in DTYPES.values()], "esize": [v[1] for v in DTYPES.values()]},
-                          schema={"dt": pl.Int64, "dtype": pl.String, "esize": pl.Int64})
-    c = (c.rename({"comm": "comm_ptr"}).join(key, on=["host", "pid", "comm_ptr"], how="left").join(dtypes, on="dt", how="left")
-         .with_columns(pl.coalesce("comm_key", pl.format("{}:{}:{}", "host", "pid", "comm_ptr")).alias("comm"),
-                       # one thread may drive several GPUs: the comm's device and rank, not the line's
-                       pl.coalesce("grank", "rank").alias("rank"), pl.coalesce("cudadev", "dev").alias("dev")))
+    key = comms.select(
+        "host",
+        "pid",
+        pl.col("comm").alias("comm_ptr"),
+        "comm_key",
+        "crank",
+        pl.col("nranks").alias("cn"),
+        "grank",
+        "cudadev",
+    )
+    dtypes = pl.DataFrame(
+        {"dt": list(DTYPES), "dtype": [v[0] for v in DTYPES.values()], "esize": [v[1] for v in DTYPES.values()]},
+        schema={"dt": pl.Int64, "dtype": pl.String, "esize": pl.Int64},
+    )
+    c = (
+        c.rename({"comm": "comm_ptr"})
+        .join(key, on=["host", "pid", "comm_ptr"], how="left")
+        .join(dtypes, on="dt", how="left")
+        .with_columns(
+            pl.coalesce("comm_key", pl.format("{}:{}:{}", "host", "pid", "comm_ptr")).alias("comm"),
+            # one thread may drive several GPUs: the comm's device and rank, not the line's
+            pl.coalesce("grank", "rank").alias("rank"),
+            pl.coalesce("cudadev", "dev").alias("dev"),
+        )
+    )
     c = c.sort("line").with_columns(pl.int_range(pl.len()).over("rank", "comm").cast(pl.Int64).alias("seq"))
     return c.with_columns(
         pl.col("opname").str.to_lowercase().replace_strict(OPS, default="other").alias("op"),
         (pl.col("count") * pl.col("esize")).alias("bytes"),
         pl.format("{}#{}", "comm", "seq").alias("instance_key"),
         pl.coalesce("nranks", "cn").alias("group_size"),
-        pl.col("opname").alias("name"), pl.lit("nccl").alias("cat"), pl.lit(False).alias("instant"),
-        pl.struct(pl.col("opcount").alias("opCount"), "count", pl.col("dt").alias("datatype"),
-                  pl.col("redop").replace_strict(REDOPS, default=None, return_dtype=pl.String).alias("redop"),
-                  pl.col("comm_ptr").alias("comm_ptr"), pl.col("crank").alias("comm_rank"), "stream", "algo", "proto",
-                  "dev", "line").struct.json_encode().alias("args"))
+        pl.col("opname").alias("name"),
+        pl.lit("nccl").alias("cat"),
+        pl.lit(False).alias("instant"),
+        pl.struct(
+            pl.col("opcount").alias("opCount"),
+            "count",
+            pl.col("dt").alias("datatype"),
+            pl.col("redop").replace_strict(REDOPS, default=None, return_dtype=pl.String).alias("redop"),
+            pl.col("comm_ptr").alias("comm_ptr"),
+            pl.col("crank").alias("comm_rank"),
+            "stream",
+            "algo",
+            "proto",
+            "dev",
+            "line",
+        )
+        .struct.json_encode()
+        .alias("args"),
+    )
 
 
 def _with_comm(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
@@ -165,66 +295,138 @@ def _with_comm(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     (or after it: lazy connections, 2.22+)."""
     inits = comms.select("host", "pid", "dev", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
     df = df.sort("line")
-    nxt = df.join_asof(inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy="forward", check_sortedness=False)
-    prv = df.join_asof(inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy="backward", check_sortedness=False)
+    nxt = df.join_asof(
+        inits,
+        left_on="line",
+        right_on="init_line",
+        by=["host", "pid", "dev"],
+        strategy="forward",
+        check_sortedness=False,
+    )
+    prv = df.join_asof(
+        inits,
+        left_on="line",
+        right_on="init_line",
+        by=["host", "pid", "dev"],
+        strategy="backward",
+        check_sortedness=False,
+    )
     return nxt.with_columns(pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
 def _links(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    lk = (p.filter(pl.col("msg").str.contains(" via ", literal=True))
-          .with_columns(pl.col("msg").str.extract_groups(LINK_RE).alias("g")).unnest("g").drop_nulls("transport"))
-    return _with_comm(lk, comms).select(
-        pl.col("comm_key").alias("comm"), pl.col("channel").cast(pl.Int64), pl.col("src").cast(pl.Int64).alias("src_rank"),
-        pl.col("dst").cast(pl.Int64).alias("dst_rank"), "transport").unique(maintain_order=True)
+    lk = (
+        p.filter(pl.col("msg").str.contains(" via ", literal=True))
+        .with_columns(pl.col("msg").str.extract_groups(LINK_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("transport")
+    )
+    return (
+        _with_comm(lk, comms)
+        .select(
+            pl.col("comm_key").alias("comm"),
+            pl.col("channel").cast(pl.Int64),
+            pl.col("src").cast(pl.Int64).alias("src_rank"),
+            pl.col("dst").cast(pl.Int64).alias("dst_rank"),
+            "transport",
+        )
+        .unique(maintain_order=True)
+    )
 
 
 def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     """``Channel 00/24 : 0 1 2 3`` (the ring order, printed once per channel by the comm's rank 0)."""
-    r = p.filter(pl.col("msg").str.starts_with("Channel ")).with_columns(
-        pl.col("msg").str.extract_groups(RING_RE).alias("g")).unnest("g").drop_nulls("order")
-    return _with_comm(r, comms).select(
-        pl.col("comm_key").alias("comm"), pl.col("channel").cast(pl.Int64), pl.col("nchannels").cast(pl.Int64),
-        pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64)).alias("order")).unique(["comm", "channel"], maintain_order=True)
+    r = (
+        p.filter(pl.col("msg").str.starts_with("Channel "))
+        .with_columns(pl.col("msg").str.extract_groups(RING_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("order")
+    )
+    return (
+        _with_comm(r, comms)
+        .select(
+            pl.col("comm_key").alias("comm"),
+            pl.col("channel").cast(pl.Int64),
+            pl.col("nchannels").cast(pl.Int64),
+            pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64)).alias("order"),
+        )
+        .unique(["comm", "channel"], maintain_order=True)
+    )
 
 
 def _trees(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     """``Trees [0] 1/-1/-1->0->-1 [1] ...``: per channel, this rank's children and parent (-1: none)."""
-    t = p.filter(pl.col("msg").str.starts_with("Trees ")).with_columns(pl.col("msg").str.extract_all(TREE_RE).alias("t")).explode("t")
+    t = (
+        p.filter(pl.col("msg").str.starts_with("Trees "))
+        .with_columns(pl.col("msg").str.extract_all(TREE_RE).alias("t"))
+        .explode("t")
+    )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
     return _with_comm(t, comms).select(
-        pl.col("comm_key").alias("comm"), pl.col("channel").cast(pl.Int64), pl.col("me").cast(pl.Int64).alias("rank"),
-        pl.col("parent").cast(pl.Int64), pl.concat_list(pl.col("c1", "c2", "c3").cast(pl.Int64)).list.eval(
-            pl.element().filter(pl.element() >= 0)).alias("children"))
+        pl.col("comm_key").alias("comm"),
+        pl.col("channel").cast(pl.Int64),
+        pl.col("me").cast(pl.Int64).alias("rank"),
+        pl.col("parent").cast(pl.Int64),
+        pl.concat_list(pl.col("c1", "c2", "c3").cast(pl.Int64))
+        .list.eval(pl.element().filter(pl.element() >= 0))
+        .alias("children"),
+    )
 
 
 def _instants(p: pl.DataFrame) -> pl.DataFrame:
     warn = p.filter((pl.col("level") == "WARN") | pl.col("msg").str.contains(ERROR_RE))
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
-        pl.lit("nccl").alias("cat"), pl.lit(True).alias("instant"),
-        pl.struct("msg", "dev", "tid", "line").struct.json_encode().alias("args"))
+        pl.lit("nccl").alias("cat"),
+        pl.lit(True).alias("instant"),
+        pl.struct("msg", "dev", "tid", "line").struct.json_encode().alias("args"),
+    )
 
 
 def parse_nccl(lines: pl.DataFrame) -> Parts:
     """NCCL debug lines of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     p = _prefixed(lines)
-    ver = lines.filter(pl.col("text").str.contains("CCL version ", literal=True)).select(
-        pl.col("text").str.extract_groups(VERSION_RE).alias("g")).unnest("g")
-    versions = sorted(set(ver.get_column("1").drop_nulls().to_list()) | set(ver.get_column("2").drop_nulls().to_list())) if ver.height else []
+    ver = (
+        lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
+        .select(pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
+        .unnest("g")
+    )
+    versions = (
+        sorted(set(ver.get_column("1").drop_nulls().to_list()) | set(ver.get_column("2").drop_nulls().to_list()))
+        if ver.height
+        else []
+    )
     version = versions[0] if len(versions) == 1 else None
     if not p.height:
-        return Parts("nccl", claimed=lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line"),
-                     info={"nccl": {"versions": versions}} if versions else {})
+        return Parts(
+            "nccl",
+            claimed=lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line"),
+            info={"nccl": {"versions": versions}} if versions else {},
+        )
     comms = _comms(p, version)
     ranks = _ranks(p, comms)
     p = p.join(ranks, on=["host", "pid", "dev"], how="left")
     comms = comms.join(ranks.rename({"rank": "grank"}), on=["host", "pid", "dev"], how="left")
     coll = _collectives(p, comms)
     inits = comms.with_columns(
-        pl.lit("ncclCommInit").alias("name"), pl.lit("nccl").alias("cat"), pl.lit(True).alias("instant"),
+        pl.lit("ncclCommInit").alias("name"),
+        pl.lit("nccl").alias("cat"),
+        pl.lit(True).alias("instant"),
         pl.col("grank").alias("rank"),
-        pl.struct(pl.col("comm_key").alias("comm"), pl.col("comm").alias("comm_ptr"), pl.col("crank").alias("comm_rank"),
-                  "nranks", "cudadev", "busid", "version", "state", "line").struct.json_encode().alias("args"))
+        pl.struct(
+            pl.col("comm_key").alias("comm"),
+            pl.col("comm").alias("comm_ptr"),
+            pl.col("crank").alias("comm_rank"),
+            "nranks",
+            "cudadev",
+            "busid",
+            "version",
+            "state",
+            "line",
+        )
+        .struct.json_encode()
+        .alias("args"),
+    )
     inst = _instants(p)
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
@@ -238,22 +440,40 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         t = pl.col("line_ts") + (pl.col("line").cast(pl.Int64) - pl.col("line").cast(pl.Int64).min().over("line_ts"))
     else:
         t = pl.col("ts_ns") if timed else (pl.col("ms_ns") if trace_ms else pl.col("line").cast(pl.Int64))
-    ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track"))
+    ev = ev.with_columns(
+        t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track")
+    )
     links = _links(p, comms)
-    info: dict[str, Any] = {"nccl": {
-        "versions": versions,
-        "time": "timestamps" if timed else ("trace_ms_since_start" if trace_ms else ("nearest_line_timestamp" if near else "line_order")),
-        "comms": comms.select(pl.col("comm_key").alias("comm"), pl.col("comm").alias("comm_ptr"), pl.col("grank").alias("rank"),
-                              pl.col("crank").alias("comm_rank"), "nranks", "host", "pid", pl.col("cudadev").alias("device"),
-                              pl.col("busid").alias("busId"), "version", "state").to_dicts(),
-        "links": links.to_dicts(),
-        "rings": _rings(p, comms).to_dicts(),
-        "trees": _trees(p, comms).to_dicts(),
-        "transports": links.group_by("comm", "transport").len().sort("comm", "transport").to_dicts(),
-    }}
+    info: dict[str, Any] = {
+        "nccl": {
+            "versions": versions,
+            "time": "timestamps"
+            if timed
+            else ("trace_ms_since_start" if trace_ms else ("nearest_line_timestamp" if near else "line_order")),
+            "comms": comms.select(
+                pl.col("comm_key").alias("comm"),
+                pl.col("comm").alias("comm_ptr"),
+                pl.col("grank").alias("rank"),
+                pl.col("crank").alias("comm_rank"),
+                "nranks",
+                "host",
+                "pid",
+                pl.col("cudadev").alias("device"),
+                pl.col("busid").alias("busId"),
+                "version",
+                "state",
+            ).to_dicts(),
+            "links": links.to_dicts(),
+            "rings": _rings(p, comms).to_dicts(),
+            "trees": _trees(p, comms).to_dicts(),
+            "transports": links.group_by("comm", "transport").len().sort("comm", "transport").to_dicts(),
+        }
+    }
     dropped = {}
     bad_coll = int(p.filter(pl.col("msg").str.contains(": opCount ", literal=True)).height - coll.height)
     if bad_coll:
         dropped["COLL lines in an unknown layout"] = bad_coll
-    claimed = pl.concat([p.get_column("line"), lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line")])
+    claimed = pl.concat(
+        [p.get_column("line"), lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line")]
+    )
     return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near)

@@ -26,11 +26,15 @@ __all__ = ["SNIFF_RE", "parse_nccl_tests"]
 
 SNIFF_RE = r"^# (?:Collective test starting:|nThread \d+ nGpus|nccl-tests version)"
 TEST_MARK = "\x01"
-ROW_RE = (r"\x01\w+|(\d+)\s+(\d+)\s+([a-z][a-z0-9_]*)\s+([a-z]+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)"
-          r"\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)")
+ROW_RE = (
+    r"\x01\w+|(\d+)\s+(\d+)\s+([a-z][a-z0-9_]*)\s+([a-z]+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)"
+    r"\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)"
+)
 NCCL_TAIL_RE = r"[A-Za-z][\w.\-]*:\d+:\d+ \[\d+\] .*$"
-RANK_RE = (r"^#\s+Rank\s+(?P<rank>\d+) Group\s+(?P<group>\d+) Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<device>\d+)"
-           r" \[(?P<bus>[^\]]+)\] (?P<gpu>.*)$")
+RANK_RE = (
+    r"^#\s+Rank\s+(?P<rank>\d+) Group\s+(?P<group>\d+) Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<device>\d+)"
+    r" \[(?P<bus>[^\]]+)\] (?P<gpu>.*)$"
+)
 METRICS = (("time", "us"), ("algbw", "GB/s"), ("busbw", "GB/s"))
 
 
@@ -48,30 +52,59 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     stream = used.select(pl.col("frag").str.join(" ")).item()
     found = pl.Series("m", [stream]).str.extract_all(ROW_RE).explode().drop_nulls().to_frame()
     found = found.with_columns(pl.col("m").str.starts_with(TEST_MARK).alias("is_test")).with_columns(
-        pl.when(pl.col("is_test")).then(pl.col("m").str.strip_chars(TEST_MARK)).forward_fill().alias("test"))
+        pl.when(pl.col("is_test")).then(pl.col("m").str.strip_chars(TEST_MARK)).forward_fill().alias("test")
+    )
     rows = found.filter(~pl.col("is_test")).with_row_index("i")
     g = rows.select("i", "test", pl.col("m").str.extract_groups(ROW_RE.split("|", 1)[1]).alias("g")).unnest("g")
-    cols = {"size": "1", "time.out-of-place": "6", "algbw.out-of-place": "7", "busbw.out-of-place": "8",
-            "time.in-place": "10", "algbw.in-place": "11", "busbw.in-place": "12"}
+    cols = {
+        "size": "1",
+        "time.out-of-place": "6",
+        "algbw.out-of-place": "7",
+        "busbw.out-of-place": "8",
+        "time.in-place": "10",
+        "algbw.in-place": "11",
+        "busbw.in-place": "12",
+    }
     long = g.select("i", "test", *[pl.col(c).cast(pl.Float64, strict=False).alias(k) for k, c in cols.items()]).unpivot(
-        index=["i", "test"], variable_name="metric", value_name="value")
+        index=["i", "test"], variable_name="metric", value_name="value"
+    )
     units = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
     samples = long.drop_nulls("value").select(
-        pl.lit(None, pl.Int64).alias("rank"), pl.lit("nccl-tests").alias("track"),
+        pl.lit(None, pl.Int64).alias("rank"),
+        pl.lit("nccl-tests").alias("track"),
         pl.format("nccl-tests.{}.{}", pl.col("test").str.replace("_perf$", ""), "metric").alias("series"),
-        pl.col("metric").replace_strict(units, return_dtype=pl.String).alias("unit"), pl.col("i").cast(pl.Int64).alias("ts_ns"), "value")
-    ranks = (lines.filter(t.str.starts_with("#  Rank")).select(t.str.extract_groups(RANK_RE).alias("g")).unnest("g")
-             .drop_nulls("rank").unique(maintain_order=True))
-    avg = lines.select(test.forward_fill().alias("test"), t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64).alias("v"))
-    info: dict[str, Any] = {"nccl_tests": {
-        "version": lines.select(t.str.extract(r"^# nccl-tests version (\S+)").drop_nulls().first()).item(),
-        "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
-        "rows": rows.height,
-        "ranks": ranks.unique("rank", keep="first", maintain_order=True).with_columns(
-            pl.col("rank").cast(pl.Int64), pl.col("pid").cast(pl.Int64), pl.col("device").cast(pl.Int64)).drop("group").to_dicts(),
-        "avg_busbw_GBps": dict(avg.drop_nulls().iter_rows()),
-        "time": "row_order",
-    }}
-    claimed = pl.concat([used.filter(~pl.col("frag").str.contains(" NCCL ", literal=True)).get_column("line"),
-                         lines.filter(t.str.starts_with("#")).get_column("line")])
+        pl.col("metric").replace_strict(units, return_dtype=pl.String).alias("unit"),
+        pl.col("i").cast(pl.Int64).alias("ts_ns"),
+        "value",
+    )
+    ranks = (
+        lines.filter(t.str.starts_with("#  Rank"))
+        .select(t.str.extract_groups(RANK_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("rank")
+        .unique(maintain_order=True)
+    )
+    avg = lines.select(
+        test.forward_fill().alias("test"),
+        t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64).alias("v"),
+    )
+    info: dict[str, Any] = {
+        "nccl_tests": {
+            "version": lines.select(t.str.extract(r"^# nccl-tests version (\S+)").drop_nulls().first()).item(),
+            "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
+            "rows": rows.height,
+            "ranks": ranks.unique("rank", keep="first", maintain_order=True)
+            .with_columns(pl.col("rank").cast(pl.Int64), pl.col("pid").cast(pl.Int64), pl.col("device").cast(pl.Int64))
+            .drop("group")
+            .to_dicts(),
+            "avg_busbw_GBps": dict(avg.drop_nulls().iter_rows()),
+            "time": "row_order",
+        }
+    }
+    claimed = pl.concat(
+        [
+            used.filter(~pl.col("frag").str.contains(" NCCL ", literal=True)).get_column("line"),
+            lines.filter(t.str.starts_with("#")).get_column("line"),
+        ]
+    )
     return Parts("nccl_tests", samples=samples, claimed=claimed, info=info, epoch=False)

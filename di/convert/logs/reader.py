@@ -130,8 +130,15 @@ def families_in(head: bytes) -> list[str]:
     return [name for name, (sniff, _) in FAMILIES.items() if sniff(lines)]
 
 
-def read_log(path: Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
-             max_input_bytes: int | None = None, **_: Any) -> Trace:
+def read_log(
+    path: Path,
+    *,
+    rank: int | None = None,
+    rank_source: str = "single",
+    source: int = 0,
+    max_input_bytes: int | None = None,
+    **_: Any,
+) -> Trace:
     """Read a text log of any family (see :mod:`di.convert.logs`).
 
     Every family runs over the whole file (a family first seen past the head is still
@@ -144,16 +151,30 @@ def read_log(path: Path, *, rank: int | None = None, rank_source: str = "single"
     path = Path(path)
     text = read_lines(path, max_input_bytes=max_input_bytes)
     lines = text.lines.with_columns(line_times(text.lines))
-    present = lines.select(**{name: pl.col("text").str.contains(rx).any() for name, rx in GATES.items()}).row(0, named=True)
+    present = lines.select(**{name: pl.col("text").str.contains(rx).any() for name, rx in GATES.items()}).row(
+        0, named=True
+    )
     parts = [parse(lines) for name, (_, parse) in FAMILIES.items() if present.get(name, True)]
     parts = [p for p in parts if p.events.height or p.samples.height or p.info]
     if not parts:
         from di.convert.registry import installed
 
-        raise UnknownFormatError(f"{path}: no connector recognised this file (a text file in which no log family "
-                                 f"was found: NCCL debug, nccl-tests, training log, nvidia-smi, Slurm, Darshan text); installed: {installed()}")
+        raise UnknownFormatError(
+            f"{path}: no connector recognised this file (a text file in which no log family "
+            f"was found: NCCL debug, nccl-tests, training log, nvidia-smi, Slurm, Darshan text); installed: {installed()}"
+        )
     claimed = pl.concat([p.claimed.cast(pl.UInt32) for p in parts]).unique()
-    unknown = int(lines.filter(~pl.col("line").is_in(claimed.implode()) & (pl.col("text").str.strip_chars() != "")).height)
+    unknown = int(
+        lines.filter(~pl.col("line").is_in(claimed.implode()) & (pl.col("text").str.strip_chars() != "")).height
+    )
     fmt = "log:" + "+".join(p.family for p in parts)
-    return build_trace(path, parts, rank=0 if rank is None else rank, rank_source=rank_source, source=source, fmt=fmt,
-                       unknown={"unknown lines (no log family understood them)": unknown}, garbled=text.garbled)
+    return build_trace(
+        path,
+        parts,
+        rank=0 if rank is None else rank,
+        rank_source=rank_source,
+        source=source,
+        fmt=fmt,
+        unknown={"unknown lines (no log family understood them)": unknown},
+        garbled=text.garbled,
+    )

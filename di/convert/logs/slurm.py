@@ -48,12 +48,19 @@ def _delimited(lines: pl.DataFrame) -> list[pl.DataFrame]:
     heads = lines.filter(t.str.contains(rf"(?:^|[|\x1f])\s*{KEYS}\s*(?:[|\x1f]|$)") & t.str.contains(r"[|\x1f]"))
     out = []
     bounds = heads.get_column("line").to_list() + [None]
-    for k, (h, sep) in enumerate(zip(heads.get_column("line").to_list(),
-                                     ["\x1f" if "\x1f" in x else "|" for x in heads.get_column("text").to_list()])):
+    for k, (h, sep) in enumerate(
+        zip(
+            heads.get_column("line").to_list(),
+            ["\x1f" if "\x1f" in x else "|" for x in heads.get_column("text").to_list()],
+        )
+    ):
         names = _unique([n.strip().lower() for n in heads.filter(pl.col("line") == h).get_column("text")[0].split(sep)])
         nxt = bounds[k + 1]
-        rows = lines.filter((pl.col("line") > h) & (pl.col("line") < nxt if nxt is not None else pl.lit(True))
-                            & (t.str.count_matches(sep, literal=True) == len(names) - 1))
+        rows = lines.filter(
+            (pl.col("line") > h)
+            & (pl.col("line") < nxt if nxt is not None else pl.lit(True))
+            & (t.str.count_matches(sep, literal=True) == len(names) - 1)
+        )
         cells = rows.select("line", t.str.split(sep).list.to_struct(fields=names).alias("s")).unnest("s")
         out.append(cells.with_columns(pl.col(n).str.strip_chars() for n in names))
     return out
@@ -73,9 +80,13 @@ def _fixed(lines: pl.DataFrame) -> list[pl.DataFrame]:
         for dash in rule.split(" "):
             spans.append((i, len(dash)))
             i += len(dash) + 1
-        names = [head[0][a:a + n].strip().lower() for a, n in spans]
+        names = [head[0][a : a + n].strip().lower() for a, n in spans]
         rows = lines.filter((pl.col("line") > r) & t.str.contains(r"^\s*\d"))
-        out.append(rows.select("line", *[t.str.slice(a, n).str.strip_chars().alias(name) for (a, n), name in zip(spans, names)]))
+        out.append(
+            rows.select(
+                "line", *[t.str.slice(a, n).str.strip_chars().alias(name) for (a, n), name in zip(spans, names)]
+            )
+        )
     return out
 
 
@@ -93,18 +104,37 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     args = pl.struct(pl.all().exclude("line")).struct.json_encode()
     if start and end:
         timed = jobs.with_columns(_iso(start).alias("s_ns"), _iso(end).alias("e_ns"), args.alias("args")).filter(
-            pl.col("s_ns").is_not_null() & pl.col("e_ns").is_not_null() & (pl.col("e_ns") >= pl.col("s_ns")))
-        ev.append(timed.select(pl.col("s_ns").alias("start_ns"), pl.col("e_ns").alias("end_ns"),
-                               pl.format("slurm {}", jobid).alias("name"), pl.lit("step").alias("cat"), pl.lit(False).alias("instant"), "args"))
+            pl.col("s_ns").is_not_null() & pl.col("e_ns").is_not_null() & (pl.col("e_ns") >= pl.col("s_ns"))
+        )
+        ev.append(
+            timed.select(
+                pl.col("s_ns").alias("start_ns"),
+                pl.col("e_ns").alias("end_ns"),
+                pl.format("slurm {}", jobid).alias("name"),
+                pl.lit("step").alias("cat"),
+                pl.lit(False).alias("instant"),
+                "args",
+            )
+        )
         if state:
             bad = timed.filter(pl.col(state).str.split(" ").list.first().is_in(BAD_STATES))
-            ev.append(bad.select(pl.col("e_ns").alias("start_ns"), pl.col("e_ns").alias("end_ns"),
-                                 pl.format("slurm {}", pl.col(state).str.split(" ").list.first()).alias("name"),
-                                 pl.lit("other").alias("cat"), pl.lit(True).alias("instant"), "args"))
+            ev.append(
+                bad.select(
+                    pl.col("e_ns").alias("start_ns"),
+                    pl.col("e_ns").alias("end_ns"),
+                    pl.format("slurm {}", pl.col(state).str.split(" ").list.first()).alias("name"),
+                    pl.lit("other").alias("cat"),
+                    pl.lit(True).alias("instant"),
+                    "args",
+                )
+            )
     events = pl.concat(ev).with_columns(pl.lit("slurm").alias("track")) if ev else None
-    truncated = int(jobs.select(pl.sum_horizontal(pl.col(pl.String).str.ends_with("+").cast(pl.Int64))).to_series().sum())
+    truncated = int(
+        jobs.select(pl.sum_horizontal(pl.col(pl.String).str.ends_with("+").cast(pl.Int64))).to_series().sum()
+    )
     info: dict[str, Any] = {"slurm": {"jobs": jobs.drop("line").to_dicts(), "truncated": truncated}}
     kw: dict[str, Any] = {"events": events} if events is not None and events.height else {}
-    header_lines = lines.filter(pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(r"^-+(?: -+)+\s*$")).get_column("line")
-    return Parts("slurm", claimed=pl.concat([jobs.get_column("line"), header_lines]), info=info,
-                 epoch=bool(kw), **kw)
+    header_lines = lines.filter(
+        pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(r"^-+(?: -+)+\s*$")
+    ).get_column("line")
+    return Parts("slurm", claimed=pl.concat([jobs.get_column("line"), header_lines]), info=info, epoch=bool(kw), **kw)

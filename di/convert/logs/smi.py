@@ -41,14 +41,28 @@ SAMPLE_GAP_NS = 100_000_000
 """Rows of one ``-l`` sample lie within this of each other (nvidia-smi queries GPUs ~1 ms apart; samples are >= 1 s apart)."""
 DMON_INTERVAL_NS = 1_000_000_000
 """dmon/pmon's default sampling interval (``-d 1``)."""
-UNITS = {"temperature": "C", "utilization": "%", "memory": "MiB", "clocks": "MHz", "power": "W", "fan": "%", "enforced": "W"}
+UNITS = {
+    "temperature": "C",
+    "utilization": "%",
+    "memory": "MiB",
+    "clocks": "MHz",
+    "power": "W",
+    "fan": "%",
+    "enforced": "W",
+}
 """Unit of a ``--query-gpu`` field by its first dotted part, where neither header nor value says it (``nounits``)."""
 
 
 def sniff_smi(lines: list[str]) -> bool:
     """True when the first lines hold an nvidia-smi table or report."""
-    return any(re.match(QLOG_RE, ln) or re.match(BANNER_RE, ln) or re.match(NOHEADER_RE, ln) or re.match(DMON_RE, ln)
-               or (re.match(HEADER_RE, ln) and ("." in ln.split(",")[0] or ln.startswith(("timestamp", "index")))) for ln in lines)
+    return any(
+        re.match(QLOG_RE, ln)
+        or re.match(BANNER_RE, ln)
+        or re.match(NOHEADER_RE, ln)
+        or re.match(DMON_RE, ln)
+        or (re.match(HEADER_RE, ln) and ("." in ln.split(",")[0] or ln.startswith(("timestamp", "index"))))
+        for ln in lines
+    )
 
 
 def _ts(col: pl.Expr) -> pl.Expr:
@@ -63,49 +77,91 @@ def _values(df: pl.DataFrame) -> pl.DataFrame:
 def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
     """``gpu`` filled where null: the row's position in its sample (rows of a block within SAMPLE_GAP_NS), by line order."""
     gap = (pl.col("ts") - pl.col("ts").shift(1).over("block")).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
-    df = df.sort("line").with_columns((gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True).cum_sum().alias("sample"))
+    df = df.sort("line").with_columns(
+        (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True).cum_sum().alias("sample")
+    )
     return df.with_columns(pl.coalesce("gpu", pl.int_range(pl.len()).over("sample")).alias("gpu")).drop("sample")
 
 
 def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    lines = lines.filter(pl.col("text").str.contains(", ", literal=True))  # a literal test first: the regexes see CSV lines only
+    lines = lines.filter(
+        pl.col("text").str.contains(", ", literal=True)
+    )  # a literal test first: the regexes see CSV lines only
     t = pl.col("text").str.strip_chars_end()
-    header = t.str.contains(HEADER_RE) & (t.str.split(", ").list.first().str.contains(r"\.") | t.str.starts_with("timestamp")
-                                          | t.str.starts_with("index"))
+    header = t.str.contains(HEADER_RE) & (
+        t.str.split(", ").list.first().str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    )
     df = lines.with_columns(header.alias("is_h"), t.str.count_matches(", ").alias("nc"), t.alias("t"))
     df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
-    heads = df.filter(pl.col("is_h")).select("block", pl.col("nc").alias("hnc"), pl.col("t").str.split(", ").alias("fields"))
+    heads = df.filter(pl.col("is_h")).select(
+        "block", pl.col("nc").alias("hnc"), pl.col("t").str.split(", ").alias("fields")
+    )
     # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
-    heads = heads.filter(~pl.col("fields").list.eval(pl.element().str.contains(r"^(?:pid|retired_pages\.address)\b")).list.any())
+    heads = heads.filter(
+        ~pl.col("fields").list.eval(pl.element().str.contains(r"^(?:pid|retired_pages\.address)\b")).list.any()
+    )
     rows = df.filter(~pl.col("is_h")).join(heads, on="block", how="left")
     noh = pl.col("t").str.contains(NOHEADER_RE) & (pl.col("hnc").is_null() | (pl.col("hnc") != pl.col("nc")))
     rows = rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | noh).with_columns(
-        pl.when(noh).then(pl.int_ranges(0, pl.col("nc") + 1).cast(pl.List(pl.String)).list.eval(pl.format("field_{}", pl.element())))
-        .otherwise(pl.col("fields")).alias("fields"),
-        pl.when(noh).then(-1).otherwise(pl.col("block")).alias("block"))
-    cells = rows.with_columns(pl.col("t").str.split(", ").alias("raw")).explode(["fields", "raw"]).rename({"fields": "field"})
-    cells = cells.with_columns(pl.when((pl.col("block") == -1) & (pl.col("field") == "field_0")).then(pl.lit("timestamp"))
-                               .otherwise(pl.col("field")).alias("field"))
+        pl.when(noh)
+        .then(
+            pl.int_ranges(0, pl.col("nc") + 1).cast(pl.List(pl.String)).list.eval(pl.format("field_{}", pl.element()))
+        )
+        .otherwise(pl.col("fields"))
+        .alias("fields"),
+        pl.when(noh).then(-1).otherwise(pl.col("block")).alias("block"),
+    )
+    cells = (
+        rows.with_columns(pl.col("t").str.split(", ").alias("raw"))
+        .explode(["fields", "raw"])
+        .rename({"fields": "field"})
+    )
+    cells = cells.with_columns(
+        pl.when((pl.col("block") == -1) & (pl.col("field") == "field_0"))
+        .then(pl.lit("timestamp"))
+        .otherwise(pl.col("field"))
+        .alias("field")
+    )
     key = ["block", "line"]
     ts = cells.filter(pl.col("field") == "timestamp").select(*key, _ts(pl.col("raw")).alias("ts"))
-    idx = cells.filter(pl.col("field") == "index").select(*key, pl.col("raw").str.strip_chars().cast(pl.Int64, strict=False).alias("gpu"))
+    idx = cells.filter(pl.col("field") == "index").select(
+        *key, pl.col("raw").str.strip_chars().cast(pl.Int64, strict=False).alias("gpu")
+    )
     host = cells.filter(pl.col("field") == "hostname").select(*key, pl.col("raw").str.strip_chars().alias("host"))
-    per_row = rows.select(*key).join(ts, on=key, how="left").join(idx, on=key, how="left").join(host, on=key, how="left").sort("line")
+    per_row = (
+        rows.select(*key)
+        .join(ts, on=key, how="left")
+        .join(idx, on=key, how="left")
+        .join(host, on=key, how="left")
+        .sort("line")
+    )
     per_row = _by_sample(per_row)
-    na = int(cells.filter(pl.col("raw").str.contains(r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)")).height)
+    na = int(
+        cells.filter(
+            pl.col("raw").str.contains(r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)")
+        ).height
+    )
     cells = _values(cells.filter(~pl.col("field").is_in(["timestamp", "index"])).join(per_row, on=key, how="left"))
     hunit = pl.col("field").str.extract(r"\[([^\]]+)\]$")
     name = pl.col("field").str.replace(r" \[[^\]]+\]$", "")
     table_unit = name.str.extract(r"^([a-z_]+)").replace_strict(UNITS, default=None, return_dtype=pl.String)
     out = cells.filter(pl.col("value").is_not_null()).select(
-        "gpu", "host", "ts", name.alias("series"), pl.coalesce(hunit, "vunit", pl.when(pl.col("block") >= 0).then(table_unit)).alias("unit"),
-        "value", "line")
+        "gpu",
+        "host",
+        "ts",
+        name.alias("series"),
+        pl.coalesce(hunit, "vunit", pl.when(pl.col("block") >= 0).then(table_unit)).alias("unit"),
+        "value",
+        "line",
+    )
     return out, na
 
 
 def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
     marks = lines.filter(pl.col("text").str.contains(r"^\s*#"))  # headers and unit lines: literal-led, few
-    hdr = marks.filter(pl.col("text").str.strip_chars().str.contains(DMON_RE)).select("line", pl.lit(True).alias("is_h"))
+    hdr = marks.filter(pl.col("text").str.strip_chars().str.contains(DMON_RE)).select(
+        "line", pl.lit(True).alias("is_h")
+    )
     if not hdr.height:
         return pl.DataFrame()
     # data rows: a gpu index (or dmon -o DT's date) first, after the first header
@@ -113,28 +169,67 @@ def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("text").str.strip_chars()
     df = cand.join(hdr, on="line", how="left").with_columns(pl.col("is_h").fill_null(False), t.alias("t"))
     df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
-    heads = df.filter(pl.col("is_h")).select("block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("fields"), "line")
-    tool = heads.with_columns(pl.when(pl.col("fields").list.contains("pid")).then(pl.lit("pmon")).otherwise(pl.lit("dmon")).alias("tool"))
-    units = (df.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b"))
-             .select("block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("units")))
+    heads = df.filter(pl.col("is_h")).select(
+        "block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("fields"), "line"
+    )
+    tool = heads.with_columns(
+        pl.when(pl.col("fields").list.contains("pid")).then(pl.lit("pmon")).otherwise(pl.lit("dmon")).alias("tool")
+    )
+    units = df.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b")).select(
+        "block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("units")
+    )
     heads = tool.join(units, on="block", how="left").with_columns(pl.col("fields").list.len().alias("n"))
-    rows = (df.filter(~pl.col("is_h") & (pl.col("block") > 0) & ~pl.col("t").str.starts_with("#") & (pl.col("t") != ""))
-            .with_columns(pl.col("t").str.extract_all(r"\S+").alias("raw")).join(heads.drop("line"), on="block")
-            .filter(pl.col("raw").list.len() == pl.col("n")))
-    cells = rows.with_columns(pl.int_ranges(0, pl.col("n")).alias("i")).explode(["fields", "raw", "i"]).with_columns(
-        pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"))
-    gpu = cells.filter(pl.col("fields") == "gpu").select("line", pl.col("raw").cast(pl.Int64, strict=False).alias("gpu"))
+    rows = (
+        df.filter(~pl.col("is_h") & (pl.col("block") > 0) & ~pl.col("t").str.starts_with("#") & (pl.col("t") != ""))
+        .with_columns(pl.col("t").str.extract_all(r"\S+").alias("raw"))
+        .join(heads.drop("line"), on="block")
+        .filter(pl.col("raw").list.len() == pl.col("n"))
+    )
+    cells = (
+        rows.with_columns(pl.int_ranges(0, pl.col("n")).alias("i"))
+        .explode(["fields", "raw", "i"])
+        .with_columns(pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"))
+    )
+    gpu = cells.filter(pl.col("fields") == "gpu").select(
+        "line", pl.col("raw").cast(pl.Int64, strict=False).alias("gpu")
+    )
     pid = cells.filter(pl.col("fields") == "pid").select("line", pl.col("raw").alias("pid"))
-    date = cells.filter(pl.col("fields").is_in(["Date", "Time"])).group_by("line").agg(pl.col("raw").str.join(" ").alias("dt"))
+    date = (
+        cells.filter(pl.col("fields").is_in(["Date", "Time"]))
+        .group_by("line")
+        .agg(pl.col("raw").str.join(" ").alias("dt"))
+    )
     cells = cells.filter(~pl.col("fields").is_in(["gpu", "pid", "Date", "Time", "type", "command"]))
-    cells = _values(cells).join(gpu, on="line", how="left").join(pid, on="line", how="left").join(date, on="line", how="left")
+    cells = (
+        _values(cells)
+        .join(gpu, on="line", how="left")
+        .join(pid, on="line", how="left")
+        .join(date, on="line", how="left")
+    )
     k = pl.col("line").rank("dense").over("block", "gpu", "pid") - 1
-    ts = pl.coalesce(pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns"),
-                     k.cast(pl.Int64) * DMON_INTERVAL_NS)
-    name = pl.when(pl.col("tool") == "pmon").then(pl.format("pmon.{} (pid {})", "fields", "pid")).otherwise(pl.format("dmon.{}", "fields"))
-    unit = pl.when(pl.col("hunit").is_in(["%", "W", "C", "MHz", "MB", "MiB"])).then(pl.col("hunit")).otherwise(pl.col("vunit"))
+    ts = pl.coalesce(
+        pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns"),
+        k.cast(pl.Int64) * DMON_INTERVAL_NS,
+    )
+    name = (
+        pl.when(pl.col("tool") == "pmon")
+        .then(pl.format("pmon.{} (pid {})", "fields", "pid"))
+        .otherwise(pl.format("dmon.{}", "fields"))
+    )
+    unit = (
+        pl.when(pl.col("hunit").is_in(["%", "W", "C", "MHz", "MB", "MiB"]))
+        .then(pl.col("hunit"))
+        .otherwise(pl.col("vunit"))
+    )
     return cells.filter(pl.col("value").is_not_null()).select(
-        "gpu", pl.lit(None, pl.String).alias("host"), ts.alias("ts"), name.alias("series"), unit.alias("unit"), "value", "line")
+        "gpu",
+        pl.lit(None, pl.String).alias("host"),
+        ts.alias("ts"),
+        name.alias("series"),
+        unit.alias("unit"),
+        "value",
+        "line",
+    )
 
 
 def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
@@ -144,30 +239,68 @@ def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame()
     # a report runs from its banner to the next banner, or a '#' line (a capture's section rule)
     df = lines.filter(pl.col("line") >= starts.min()).with_columns(
-        pl.col("line").is_in(starts.implode()).alias("is_h"), t.str.starts_with("#").alias("is_end"))
-    df = df.with_columns(pl.col("is_h").cum_sum().alias("report"), (pl.col("is_h") | pl.col("is_end")).cum_sum().alias("seg"))
+        pl.col("line").is_in(starts.implode()).alias("is_h"), t.str.starts_with("#").alias("is_end")
+    )
+    df = df.with_columns(
+        pl.col("is_h").cum_sum().alias("report"), (pl.col("is_h") | pl.col("is_end")).cum_sum().alias("seg")
+    )
     df = df.filter(pl.col("seg").is_in(df.filter(pl.col("is_h")).get_column("seg").implode()))
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
-    df = df.with_columns(kv.alias("g")).unnest("g").with_columns(
-        pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
-        pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s")).then(t.str.strip_chars()).alias("section"),
-        pl.when(pl.col("k") == "Timestamp").then(pl.col("v").str.strip_chars().str.replace(r"\s+", " ", literal=False)
-                                                  .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns").dt.epoch("ns"))
-        .alias("ts"))
+    df = (
+        df.with_columns(kv.alias("g"))
+        .unnest("g")
+        .with_columns(
+            pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
+            pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
+            .then(t.str.strip_chars())
+            .alias("section"),
+            pl.when(pl.col("k") == "Timestamp")
+            .then(
+                pl.col("v")
+                .str.strip_chars()
+                .str.replace(r"\s+", " ", literal=False)
+                .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
+                .dt.epoch("ns")
+            )
+            .alias("ts"),
+        )
+    )
     df = df.with_columns(pl.col("gpu_head").forward_fill().over("report"), pl.col("ts").forward_fill().over("report"))
-    df = df.with_columns(pl.when(pl.col("gpu_head").is_not_null() & pl.col("gpu_head").shift(1).ne_missing(pl.col("gpu_head"))
-                                 | pl.col("gpu_head").is_not_null() & (pl.col("report") != pl.col("report").shift(1))).then(pl.col("line"))
-                         .alias("gpu_start"))
+    df = df.with_columns(
+        pl.when(
+            pl.col("gpu_head").is_not_null() & pl.col("gpu_head").shift(1).ne_missing(pl.col("gpu_head"))
+            | pl.col("gpu_head").is_not_null() & (pl.col("report") != pl.col("report").shift(1))
+        )
+        .then(pl.col("line"))
+        .alias("gpu_start")
+    )
     df = df.with_columns(pl.col("section").forward_fill().over("report", "gpu_head"))
-    df = df.with_columns(pl.when(pl.col("ind").str.len_chars() <= 4).then(None).otherwise(pl.col("section")).alias("section"))
-    gpus = df.drop_nulls("gpu_head").unique(["report", "gpu_head"], keep="first", maintain_order=True).with_columns(
-        pl.int_range(pl.len()).over("report").alias("gpu")).select("report", "gpu_head", "gpu")
+    df = df.with_columns(
+        pl.when(pl.col("ind").str.len_chars() <= 4).then(None).otherwise(pl.col("section")).alias("section")
+    )
+    gpus = (
+        df.drop_nulls("gpu_head")
+        .unique(["report", "gpu_head"], keep="first", maintain_order=True)
+        .with_columns(pl.int_range(pl.len()).over("report").alias("gpu"))
+        .select("report", "gpu_head", "gpu")
+    )
     df = _values(df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null()).rename({"v": "raw"})).join(
-        gpus, on=["report", "gpu_head"], how="left")
-    name = pl.when(pl.col("section").is_not_null()).then(pl.format("q.{}.{}", "section", "k")).otherwise(pl.format("q.{}", "k"))
+        gpus, on=["report", "gpu_head"], how="left"
+    )
+    name = (
+        pl.when(pl.col("section").is_not_null())
+        .then(pl.format("q.{}.{}", "section", "k"))
+        .otherwise(pl.format("q.{}", "k"))
+    )
     return df.filter(pl.col("value").is_not_null()).select(
-        "gpu", pl.lit(None, pl.String).alias("host"), pl.col("ts").fill_null(0), name.alias("series"),
-        pl.col("vunit").alias("unit"), "value", "line")
+        "gpu",
+        pl.lit(None, pl.String).alias("host"),
+        pl.col("ts").fill_null(0),
+        name.alias("series"),
+        pl.col("vunit").alias("unit"),
+        "value",
+        "line",
+    )
 
 
 def parse_smi(lines: pl.DataFrame) -> Parts:
@@ -176,12 +309,27 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     parts = [f for f in (csv, _dmon(lines), _qlog(lines)) if f.height]
     if not parts:
         return Parts("nvidia_smi")
-    s = pl.concat([p.select("gpu", "host", pl.col("ts").cast(pl.Int64), "series", "unit", "value", "line") for p in parts])
+    s = pl.concat(
+        [p.select("gpu", "host", pl.col("ts").cast(pl.Int64), "series", "unit", "value", "line") for p in parts]
+    )
     epoch = bool(csv.height and csv.get_column("ts").is_not_null().all()) and not any(p is not csv for p in parts)
     s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)))
-    samples = s.select(pl.lit(None, pl.Int64).alias("rank"), "host", pl.format("GPU {}", pl.col("gpu").fill_null(0)).alias("track"),
-                       "series", "unit", pl.col("ts").alias("ts_ns"), "value")
-    info: dict[str, Any] = {"nvidia_smi": {"tables": [n for n, f in (("query_gpu", csv), ("dmon_pmon", _dmon(lines)), ("q", _qlog(lines)))
-                                                      if f.height], "not_available": na,
-                                           "time": "timestamps" if epoch else "relative"}}
+    samples = s.select(
+        pl.lit(None, pl.Int64).alias("rank"),
+        "host",
+        pl.format("GPU {}", pl.col("gpu").fill_null(0)).alias("track"),
+        "series",
+        "unit",
+        pl.col("ts").alias("ts_ns"),
+        "value",
+    )
+    info: dict[str, Any] = {
+        "nvidia_smi": {
+            "tables": [
+                n for n, f in (("query_gpu", csv), ("dmon_pmon", _dmon(lines)), ("q", _qlog(lines))) if f.height
+            ],
+            "not_available": na,
+            "time": "timestamps" if epoch else "relative",
+        }
+    }
     return Parts("nvidia_smi", samples=samples, claimed=s.get_column("line").unique(), info=info, epoch=epoch)

@@ -102,6 +102,12 @@ def head_lines(head: bytes) -> list[str]:
 def line_times(lines: pl.DataFrame) -> pl.Series:
     """Per line: the ns since the epoch of its own leading timestamp, else of the nearest one before (after, for
     the first lines); all null when no line has one. Zone-less times are read as UTC."""
-    ts = (pl.col("text").str.extract(LINE_TS_RE).str.replace(",", ".").str.replace("T", " ")
-          .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns"))
+    ts = (
+        pl.col("text")
+        .str.extract(LINE_TS_RE)
+        .str.replace(",", ".")
+        .str.replace("T", " ")
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
+        .dt.epoch("ns")
+    )
     return lines.select(ts.forward_fill().backward_fill().alias("line_ts")).to_series()

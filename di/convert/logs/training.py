@@ -48,30 +48,57 @@ KINDS = {
 """Line kinds and the regex that marks each (first match wins)."""
 SNIFF_RE = "|".join(f"(?:{r})" for r in KINDS.values())
 TS_RE = LINE_TS_RE
-PAIR_RE = (r"[A-Za-z_][\w \-/().]*?['\"]?\s*[:=]\s*\[?(?:[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
-           r"(?:%|[KMGT]i?B|ms\b|s\b)?")
-ERROR_RE = (r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)(?::\s|$)|CUDA out of memory|slurmstepd: error:|ChildFailedError"
-            r"|^Traceback \(most recent call last\)|exits with return code = [1-9]|Segmentation fault|core dumped")
+PAIR_RE = (
+    r"[A-Za-z_][\w \-/().]*?['\"]?\s*[:=]\s*\[?(?:[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
+    r"(?:%|[KMGT]i?B|ms\b|s\b)?"
+)
+ERROR_RE = (
+    r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)(?::\s|$)|CUDA out of memory|slurmstepd: error:|ChildFailedError"
+    r"|^Traceback \(most recent call last\)|exits with return code = [1-9]|Segmentation fault|core dumped"
+)
 STEP_KEYS = ("iteration", "global_step", "step", "global_steps", "_step", "train_step", "it")
 
 KEYS: dict[str, tuple[str, str | None]] = {
-    "elapsed_time_per_iteration_ms": ("step_time", "ms"), "elapsed_time_per_iteration": ("step_time", "ms"),
-    "iteration_time": ("step_time", "s"), "step_time": ("step_time", "s"), "e2e_latency": ("step_time", "s"),
-    "learning_rate": ("lr", None), "lr": ("lr", None),
-    "lm_loss": ("loss", None), "lm-loss": ("loss", None), "loss": ("loss", None), "train_loss": ("loss", None),
-    "loss_scale": ("loss_scale", None), "grad_norm": ("grad_norm", None),
-    "global_batch_size": ("global_batch_size", "samples"), "consumed_samples": ("consumed_samples", "samples"),
+    "elapsed_time_per_iteration_ms": ("step_time", "ms"),
+    "elapsed_time_per_iteration": ("step_time", "ms"),
+    "iteration_time": ("step_time", "s"),
+    "step_time": ("step_time", "s"),
+    "e2e_latency": ("step_time", "s"),
+    "learning_rate": ("lr", None),
+    "lr": ("lr", None),
+    "lm_loss": ("loss", None),
+    "lm-loss": ("loss", None),
+    "loss": ("loss", None),
+    "train_loss": ("loss", None),
+    "loss_scale": ("loss_scale", None),
+    "grad_norm": ("grad_norm", None),
+    "global_batch_size": ("global_batch_size", "samples"),
+    "consumed_samples": ("consumed_samples", "samples"),
     "consumed_tokens": ("consumed_tokens", "tokens"),
-    "number_of_skipped_iterations": ("skipped_iterations", "count"), "number_of_nan_iterations": ("nan_iterations", "count"),
+    "number_of_skipped_iterations": ("skipped_iterations", "count"),
+    "number_of_nan_iterations": ("nan_iterations", "count"),
     "skipped": ("skipped_steps", "count"),
-    "cursamplespersec": ("samples_per_s", "samples/s"), "currsamplespersec": ("samples_per_s", "samples/s"), "runningavgsamplespersec": ("samples_per_s_avg", "samples/s"),
-    "avgsamplespersec": ("samples_per_s_avg", "samples/s"), "samples_per_second": ("samples_per_s", "samples/s"),
-    "train_samples_per_second": ("samples_per_s", "samples/s"), "train_steps_per_second": ("steps_per_s", "steps/s"),
-    "train_runtime": ("train_runtime", "s"), "tps": ("tokens_per_s", "tokens/s"), "tokens_per_second": ("tokens_per_s", "tokens/s"),
-    "tokens_per_sec": ("tokens_per_s", "tokens/s"), "wps": ("tokens_per_s", "tokens/s"),
-    "tflops": ("tflops", "TFLOP/s"), "throughput_per_gpu_tflop_s_gpu": ("tflops", "TFLOP/s"), "tflop_s": ("tflops", "TFLOP/s"),
-    "mfu": ("mfu", "%"), "memallocated": ("memory_allocated", None), "maxmemallocated": ("memory_allocated_max", None),
-    "memory": ("memory", None), "mem_reserved": ("memory_reserved", None), "max_memory_allocated": ("memory_allocated_max", None),
+    "cursamplespersec": ("samples_per_s", "samples/s"),
+    "currsamplespersec": ("samples_per_s", "samples/s"),
+    "runningavgsamplespersec": ("samples_per_s_avg", "samples/s"),
+    "avgsamplespersec": ("samples_per_s_avg", "samples/s"),
+    "samples_per_second": ("samples_per_s", "samples/s"),
+    "train_samples_per_second": ("samples_per_s", "samples/s"),
+    "train_steps_per_second": ("steps_per_s", "steps/s"),
+    "train_runtime": ("train_runtime", "s"),
+    "tps": ("tokens_per_s", "tokens/s"),
+    "tokens_per_second": ("tokens_per_s", "tokens/s"),
+    "tokens_per_sec": ("tokens_per_s", "tokens/s"),
+    "wps": ("tokens_per_s", "tokens/s"),
+    "tflops": ("tflops", "TFLOP/s"),
+    "throughput_per_gpu_tflop_s_gpu": ("tflops", "TFLOP/s"),
+    "tflop_s": ("tflops", "TFLOP/s"),
+    "mfu": ("mfu", "%"),
+    "memallocated": ("memory_allocated", None),
+    "maxmemallocated": ("memory_allocated_max", None),
+    "memory": ("memory", None),
+    "mem_reserved": ("memory_reserved", None),
+    "max_memory_allocated": ("memory_allocated_max", None),
     "epoch": ("epoch", None),
 }
 """Normalised source key -> (series name, unit; None: the value's suffix or no unit)."""
@@ -82,8 +109,13 @@ def _norm(col: str) -> pl.Expr:
 
 
 def _ts(col: str) -> pl.Expr:
-    return (pl.col(col).str.replace(",", ".").str.replace("T", " ")
-            .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns"))
+    return (
+        pl.col(col)
+        .str.replace(",", ".")
+        .str.replace("T", " ")
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
+        .dt.epoch("ns")
+    )
 
 
 HINT_RE = r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{"
@@ -97,93 +129,186 @@ def _classify(lines: pl.DataFrame) -> pl.DataFrame:
     for name, rx in reversed(KINDS.items()):
         kind = pl.when(pl.col("text").str.contains(rx)).then(pl.lit(name)).otherwise(kind)
     kinds = cand.select("line", kind.alias("kind"))
-    return lines.drop("hint").join(kinds, on="line", how="left", maintain_order="left").with_columns(_ts("ts_text").alias("line_ts"))
+    return (
+        lines.drop("hint")
+        .join(kinds, on="line", how="left", maintain_order="left")
+        .with_columns(_ts("ts_text").alias("line_ts"))
+    )
 
 
 def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
     body = pl.col("text").str.replace(r"^(?:\[[^\]]*\]:?\s*)+", "").str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
-    p = (rows.filter(pl.col("kind") != "mllog").with_columns(body.str.extract_all(PAIR_RE).alias("pair"))
-         .explode("pair").drop_nulls("pair"))
+    p = (
+        rows.filter(pl.col("kind") != "mllog")
+        .with_columns(body.str.extract_all(PAIR_RE).alias("pair"))
+        .explode("pair")
+        .drop_nulls("pair")
+    )
     # a pair matched PAIR_RE: cut it at its first ':' or '=' (a find, no capturing regex), the unit is what follows the number
     pos = pl.col("pair").str.find(r"[:=]")
     rest = pl.col("pair").str.slice(pos + 1).str.strip_chars_start(" [")
     num = rest.str.strip_chars_end("%KMGTiBms")
-    p = p.with_columns(pl.col("pair").str.slice(0, pos).str.strip_chars(" '\"").alias("k"), num.alias("v"),
-                       rest.str.slice(num.str.len_bytes()).alias("u"))
+    p = p.with_columns(
+        pl.col("pair").str.slice(0, pos).str.strip_chars(" '\"").alias("k"),
+        num.alias("v"),
+        rest.str.slice(num.str.len_bytes()).alias("u"),
+    )
     p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
-    p = p.drop_nulls("v").with_columns(_norm("k").alias("key"), pl.col("v").str.replace_all(",", "").cast(pl.Float64, strict=False).alias("value"))
+    p = p.drop_nulls("v").with_columns(
+        _norm("k").alias("key"), pl.col("v").str.replace_all(",", "").cast(pl.Float64, strict=False).alias("value")
+    )
     ml = rows.filter(pl.col("kind") == "mllog").with_columns(
         pl.col("text").str.extract(r"\"key\":\s*\"([^\"]+)\"").alias("key"),
-        pl.col("text").str.extract(r"\"value\":\s*([-+]?\d[\d.]*(?:[eE][-+]?\d+)?)").cast(pl.Float64, strict=False).alias("value"),
-        pl.lit(None, pl.String).alias("u"))
-    return pl.concat([p.select("line", "rank", "kind", "ts", "key", "value", "u"), ml.select("line", "rank", "kind", "ts", "key", "value", "u")])
+        pl.col("text")
+        .str.extract(r"\"value\":\s*([-+]?\d[\d.]*(?:[eE][-+]?\d+)?)")
+        .cast(pl.Float64, strict=False)
+        .alias("value"),
+        pl.lit(None, pl.String).alias("u"),
+    )
+    return pl.concat(
+        [
+            p.select("line", "rank", "kind", "ts", "key", "value", "u"),
+            ml.select("line", "rank", "kind", "ts", "key", "value", "u"),
+        ]
+    )
 
 
 def _steps_of(pairs: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """Per line: its step number (the first step key it has; Megatron: its iteration)."""
-    st = (pairs.filter(pl.col("key").is_in(STEP_KEYS))
-          .with_columns(pl.col("key").replace_strict({k: i for i, k in enumerate(STEP_KEYS)}, return_dtype=pl.Int32).alias("o"))
-          .sort("line", "o").unique("line", keep="first").select("line", pl.col("value").cast(pl.Int64).alias("step")))
-    mg = rows.filter(pl.col("kind") == "megatron").select("line", pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("step"))
+    st = (
+        pairs.filter(pl.col("key").is_in(STEP_KEYS))
+        .with_columns(
+            pl.col("key").replace_strict({k: i for i, k in enumerate(STEP_KEYS)}, return_dtype=pl.Int32).alias("o")
+        )
+        .sort("line", "o")
+        .unique("line", keep="first")
+        .select("line", pl.col("value").cast(pl.Int64).alias("step"))
+    )
+    mg = rows.filter(pl.col("kind") == "megatron").select(
+        "line", pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("step")
+    )
     return pl.concat([mg, st.filter(~pl.col("line").is_in(mg.get_column("line").implode()))])
 
 
 def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, epoch: bool) -> pl.DataFrame:
-    el = pairs.filter((pl.col("kind") == "megatron") & pl.col("key").str.starts_with("elapsed_time_per_iteration")).select("line", "value")
+    el = pairs.filter(
+        (pl.col("kind") == "megatron") & pl.col("key").str.starts_with("elapsed_time_per_iteration")
+    ).select("line", "value")
     mg = rows.filter(pl.col("kind") == "megatron").join(el, on="line").sort("line")
     mg = mg.with_columns(pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("it"))
     mg = mg.with_columns((pl.col("it") - pl.col("it").shift(1).over("rank").fill_null(0)).clip(1).alias("n"))
     dur = (pl.col("value") * pl.col("n") * 1e6).round().cast(pl.Int64)
     end = pl.col("ts") if epoch else dur.cum_sum().over("rank")
     return mg.with_columns(end.alias("end_ns")).select(
-        "rank", (pl.col("end_ns") - dur).alias("start_ns"), "end_ns", pl.format("iteration {}", "it").alias("name"),
-        pl.lit("step").alias("cat"), pl.lit(False).alias("instant"),
-        pl.struct(pl.col("it").alias("iteration"), pl.col("n").alias("iterations"), pl.col("value").alias("ms_per_iteration"),
-                  "line").struct.json_encode().alias("args"), "line")
+        "rank",
+        (pl.col("end_ns") - dur).alias("start_ns"),
+        "end_ns",
+        pl.format("iteration {}", "it").alias("name"),
+        pl.lit("step").alias("cat"),
+        pl.lit(False).alias("instant"),
+        pl.struct(
+            pl.col("it").alias("iteration"),
+            pl.col("n").alias("iterations"),
+            pl.col("value").alias("ms_per_iteration"),
+            "line",
+        )
+        .struct.json_encode()
+        .alias("args"),
+        "line",
+    )
 
 
 def _timed_steps(rows: pl.DataFrame) -> pl.DataFrame:
     """Step k ends at its line; it starts where the step line before it (same rank and producer) ended."""
-    s = (rows.filter(pl.col("kind").is_in(["deepspeed", "torchtitan", "jsonl"]) & pl.col("step").is_not_null() & pl.col("own_ts").is_not_null())
-         .unique(["rank", "kind", "step"], keep="first").sort("line"))
+    s = (
+        rows.filter(
+            pl.col("kind").is_in(["deepspeed", "torchtitan", "jsonl"])
+            & pl.col("step").is_not_null()
+            & pl.col("own_ts").is_not_null()
+        )
+        .unique(["rank", "kind", "step"], keep="first")
+        .sort("line")
+    )
     s = s.with_columns(pl.col("own_ts").shift(1).over("rank", "kind").alias("prev"))
     return s.filter(pl.col("prev").is_not_null() & (pl.col("prev") <= pl.col("own_ts"))).select(
-        "rank", pl.col("prev").alias("start_ns"), pl.col("own_ts").alias("end_ns"), pl.format("step {}", "step").alias("name"),
-        pl.lit("step").alias("cat"), pl.lit(False).alias("instant"),
-        pl.struct("step", "kind", "line").struct.json_encode().alias("args"), "line")
+        "rank",
+        pl.col("prev").alias("start_ns"),
+        pl.col("own_ts").alias("end_ns"),
+        pl.format("step {}", "step").alias("name"),
+        pl.lit("step").alias("cat"),
+        pl.lit(False).alias("instant"),
+        pl.struct("step", "kind", "line").struct.json_encode().alias("args"),
+        "line",
+    )
 
 
 def _mllog_steps(rows: pl.DataFrame) -> pl.DataFrame:
-    ml = rows.filter(pl.col("kind") == "mllog").with_columns(
-        pl.col("text").str.extract(r"\"key\":\s*\"(\w+)_(?:start|stop)\"").alias("what"),
-        pl.col("text").str.extract(r"\"key\":\s*\"\w+_(start|stop)\"").alias("edge"),
-        pl.col("text").str.extract(r"\"(?:epoch_num|block_num|first_epoch_num)\":\s*(\d+)").alias("num")).drop_nulls("what")
+    ml = (
+        rows.filter(pl.col("kind") == "mllog")
+        .with_columns(
+            pl.col("text").str.extract(r"\"key\":\s*\"(\w+)_(?:start|stop)\"").alias("what"),
+            pl.col("text").str.extract(r"\"key\":\s*\"\w+_(start|stop)\"").alias("edge"),
+            pl.col("text").str.extract(r"\"(?:epoch_num|block_num|first_epoch_num)\":\s*(\d+)").alias("num"),
+        )
+        .drop_nulls("what")
+    )
     starts = ml.filter(pl.col("edge") == "start").select("rank", "what", "num", pl.col("ts").alias("start_ns"), "line")
     stops = ml.filter(pl.col("edge") == "stop").select("rank", "what", "num", pl.col("ts").alias("end_ns"))
-    j = starts.join(stops, on=["rank", "what", "num"], how="inner", nulls_equal=True).unique(["rank", "what", "num"], keep="first")
+    j = starts.join(stops, on=["rank", "what", "num"], how="inner", nulls_equal=True).unique(
+        ["rank", "what", "num"], keep="first"
+    )
     return j.filter(pl.col("end_ns") >= pl.col("start_ns")).select(
-        "rank", "start_ns", "end_ns", pl.format("{} {}", "what", pl.col("num").fill_null("")).str.strip_chars().alias("name"),
-        pl.lit("step").alias("cat"), pl.lit(False).alias("instant"), pl.struct("what", "num", "line").struct.json_encode().alias("args"), "line")
+        "rank",
+        "start_ns",
+        "end_ns",
+        pl.format("{} {}", "what", pl.col("num").fill_null("")).str.strip_chars().alias("name"),
+        pl.lit("step").alias("cat"),
+        pl.lit(False).alias("instant"),
+        pl.struct("what", "num", "line").struct.json_encode().alias("args"),
+        "line",
+    )
 
 
 def _instants(lines: pl.DataFrame) -> pl.DataFrame:
-    err = lines.filter(pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
-    name = (pl.when(pl.col("text").str.contains("OVERFLOW! Rank", literal=True)).then(pl.lit("overflow skip"))
-            .otherwise(pl.coalesce(pl.col("text").str.extract(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt))\b"),
-                                   pl.col("text").str.extract(r"(CUDA out of memory|slurmstepd: error|ChildFailedError|Traceback"
-                                                              r"|Segmentation fault|exits with return code)"), pl.lit("error"))))
-    return err.select("rank", pl.col("ts").alias("start_ns"), pl.col("ts").alias("end_ns"), name.alias("name"),
-                      pl.lit("other").alias("cat"), pl.lit(True).alias("instant"),
-                      pl.struct(pl.col("text").str.slice(0, 2000).alias("msg"), "line").struct.json_encode().alias("args"), "line")
+    err = lines.filter(
+        pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True)
+    )
+    name = (
+        pl.when(pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
+        .then(pl.lit("overflow skip"))
+        .otherwise(
+            pl.coalesce(
+                pl.col("text").str.extract(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt))\b"),
+                pl.col("text").str.extract(
+                    r"(CUDA out of memory|slurmstepd: error|ChildFailedError|Traceback"
+                    r"|Segmentation fault|exits with return code)"
+                ),
+                pl.lit("error"),
+            )
+        )
+    )
+    return err.select(
+        "rank",
+        pl.col("ts").alias("start_ns"),
+        pl.col("ts").alias("end_ns"),
+        name.alias("name"),
+        pl.lit("other").alias("cat"),
+        pl.lit(True).alias("instant"),
+        pl.struct(pl.col("text").str.slice(0, 2000).alias("msg"), "line").struct.json_encode().alias("args"),
+        "line",
+    )
 
 
 def parse_training(lines: pl.DataFrame) -> Parts:
     """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring)."""
     lines = lines.with_columns(pl.col("text").str.extract(TS_RE).alias("ts_text"))
     lines = _classify(lines).with_columns(
-        pl.when(pl.col("kind") == "mllog").then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
-        .otherwise(pl.col("line_ts")).alias("own_ts"),
-        pl.coalesce("prefix_rank", pl.col("text").str.extract(r"\[Rank (\d+)\]").cast(pl.Int64)).alias("rank"))
+        pl.when(pl.col("kind") == "mllog")
+        .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
+        .otherwise(pl.col("line_ts"))
+        .alias("own_ts"),
+        pl.coalesce("prefix_rank", pl.col("text").str.extract(r"\[Rank (\d+)\]").cast(pl.Int64)).alias("rank"),
+    )
     # lines without a rank tag (DeepSpeed's timer, Megatron) come from the rank that tags the others (rank 0 logs)
     lines = lines.with_columns(pl.col("rank").fill_null(pl.col("rank").min()))
     epoch = lines.get_column("own_ts").is_not_null().any()
@@ -199,31 +324,53 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     steps = _steps_of(pairs, rows)
     rows = rows.join(steps, on="line", how="left")
     key = pairs.with_columns(_norm("key").alias("key")).join(
-        pl.DataFrame({"key": list(KEYS), "series": [v[0] for v in KEYS.values()], "unit": [v[1] for v in KEYS.values()]},
-                     schema={"key": pl.String, "series": pl.String, "unit": pl.String}), on="key", how="left")
+        pl.DataFrame(
+            {"key": list(KEYS), "series": [v[0] for v in KEYS.values()], "unit": [v[1] for v in KEYS.values()]},
+            schema={"key": pl.String, "series": pl.String, "unit": pl.String},
+        ),
+        on="key",
+        how="left",
+    )
     key = key.filter(~pl.col("key").is_in(STEP_KEYS) & pl.col("value").is_not_null())
     mg_time = epoch or pairs.filter(pl.col("kind") == "megatron").height == 0
     meg = _megatron_steps(rows, pairs, epoch)
     if not mg_time:  # no timestamps: Megatron samples sit at their cumulative iteration time
         key = key.join(meg.select("line", pl.col("end_ns").alias("mts")), on="line", how="left").with_columns(
-            pl.coalesce("mts", "ts").alias("ts"))
+            pl.coalesce("mts", "ts").alias("ts")
+        )
         # other lines (errors) sit at the time of the iteration line before them
         marks = meg.select(pl.col("line"), pl.col("end_ns").alias("mts")).sort("line")
-        inst = inst.sort("line").join_asof(marks, on="line", strategy="backward", check_sortedness=False).with_columns(
-            pl.col("mts").fill_null(0).alias("start_ns"), pl.col("mts").fill_null(0).alias("end_ns")).drop("mts")
-    samples = key.select("rank", pl.lit("training").alias("track"),
-                         pl.coalesce("series", "key").alias("series"), pl.coalesce("unit", "u").alias("unit"),
-                         pl.col("ts").alias("ts_ns"), "value")
-    samples = samples.unique(["rank", "series", "ts_ns", "value"], keep="first", maintain_order=True)  # HF prints once per rank
-    timed = _timed_steps(rows) if not meg.height else None  # Megatron's intervals are the steps of a Megatron-DeepSpeed log
-    ev = pl.concat([f for f in (meg, timed, _mllog_steps(rows), inst) if f is not None], how="diagonal_relaxed").with_columns(
-        pl.lit("training").alias("track"))
+        inst = (
+            inst.sort("line")
+            .join_asof(marks, on="line", strategy="backward", check_sortedness=False)
+            .with_columns(pl.col("mts").fill_null(0).alias("start_ns"), pl.col("mts").fill_null(0).alias("end_ns"))
+            .drop("mts")
+        )
+    samples = key.select(
+        "rank",
+        pl.lit("training").alias("track"),
+        pl.coalesce("series", "key").alias("series"),
+        pl.coalesce("unit", "u").alias("unit"),
+        pl.col("ts").alias("ts_ns"),
+        "value",
+    )
+    samples = samples.unique(
+        ["rank", "series", "ts_ns", "value"], keep="first", maintain_order=True
+    )  # HF prints once per rank
+    timed = (
+        _timed_steps(rows) if not meg.height else None
+    )  # Megatron's intervals are the steps of a Megatron-DeepSpeed log
+    ev = pl.concat(
+        [f for f in (meg, timed, _mllog_steps(rows), inst) if f is not None], how="diagonal_relaxed"
+    ).with_columns(pl.lit("training").alias("track"))
     kinds = rows.group_by("kind").len().sort("kind")
-    info: dict[str, Any] = {"training": {
-        "producers": dict(zip(kinds.get_column("kind").to_list(), kinds.get_column("len").to_list())),
-        "time": "timestamps" if epoch else ("megatron_cumulative" if meg.height else "line_order"),
-        "timezone": "local time of the log, read as UTC" if epoch else None,
-        "errors": inst.filter(pl.col("name") != "overflow skip").get_column("name").to_list()[:20],
-    }}
+    info: dict[str, Any] = {
+        "training": {
+            "producers": dict(zip(kinds.get_column("kind").to_list(), kinds.get_column("len").to_list())),
+            "time": "timestamps" if epoch else ("megatron_cumulative" if meg.height else "line_order"),
+            "timezone": "local time of the log, read as UTC" if epoch else None,
+            "errors": inst.filter(pl.col("name") != "overflow skip").get_column("name").to_list()[:20],
+        }
+    }
     claimed = pl.concat([rows.get_column("line"), inst.get_column("line")])
     return Parts("training", events=ev, samples=samples, claimed=claimed, info=info, epoch=bool(epoch))

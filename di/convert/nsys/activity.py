@@ -31,16 +31,47 @@ from di.trace import CATS
 
 __all__ = ["KERNEL", "TABLES", "frames"]
 
-KERNEL, MEMCPY, MEMSET, SYNC = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                               "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+KERNEL, MEMCPY, MEMSET, SYNC = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+)
 RUNTIME, DRIVER, NVTX, OSRT = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "NVTX_EVENTS", "OSRT_API"
-MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER = "MPI_P2P_EVENTS", "MPI_COLLECTIVES_EVENTS", "MPI_START_WAIT_EVENTS", "MPI_OTHER_EVENTS"
+MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER = (
+    "MPI_P2P_EVENTS",
+    "MPI_COLLECTIVES_EVENTS",
+    "MPI_START_WAIT_EVENTS",
+    "MPI_OTHER_EVENTS",
+)
 
 # CUPTI enums (cupti_activity.h; the export's ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND, ENUM_CUPTI_SYNC_TYPE hold the same)
-COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
-              10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
-MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static", 6: "Managed Static",
-             7: "Unknown"}
+COPY_KINDS = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "UVM HtoD",
+    12: "UVM DtoH",
+    13: "UVM DtoD",
+}
+MEM_KINDS = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 SYNC_TYPES = {0: "Unknown Sync", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
 EVENT_CLASS_DRIVER = 1
 """ENUM_NSYS_EVENT_CLASS: TRACE_PROCESS_EVENT_CUDA_DRIVER (0 is the runtime)."""
@@ -51,10 +82,12 @@ NVTX_MARKS, NVTX_PUSHPOPS, NVTX_STARTENDS = (34, 65), (59, 70), (60, 71)
 NO_STREAM = 0xFFFFFFFF
 """streamId of a device-wide record (CUPTI's CUPTI_SYNCHRONIZATION_INVALID_VALUE); stored as stream -1, as Kineto does."""
 
-IO_CALLS = (r"^(open|open64|openat|openat64|creat|close|read|pread|pread64|readv|preadv|write|pwrite|pwrite64|writev|pwritev|"
-            r"lseek|lseek64|fsync|fdatasync|sync_file_range|fopen|fopen64|fdopen|freopen|fclose|fread|fwrite|fflush|fgets|fputs|"
-            r"fseek|ftell|getc|putc|fgetc|fputc|unlink|rename|stat|fstat|lstat|mkdir|rmdir|socket|bind|connect|accept|accept4|"
-            r"listen|send|sendto|sendmsg|recv|recvfrom|recvmsg|shutdown|aio_read|aio_write)$")
+IO_CALLS = (
+    r"^(open|open64|openat|openat64|creat|close|read|pread|pread64|readv|preadv|write|pwrite|pwrite64|writev|pwritev|"
+    r"lseek|lseek64|fsync|fdatasync|sync_file_range|fopen|fopen64|fdopen|freopen|fclose|fread|fwrite|fflush|fgets|fputs|"
+    r"fseek|ftell|getc|putc|fgetc|fputc|unlink|rename|stat|fstat|lstat|mkdir|rmdir|socket|bind|connect|accept|accept4|"
+    r"listen|send|sendto|sendmsg|recv|recvfrom|recvmsg|shutdown|aio_read|aio_write)$"
+)
 STEP_TEXT = r"(?i)^(ProfilerStep#\d+|(train[ _-]?)?(step|iteration|iter)[ #_:-]*\d+)$"
 API_VERSION = r"_v\d+$"
 
@@ -90,23 +123,49 @@ def _enum_text(values: np.ndarray, null: np.ndarray, names: dict[int, str], defa
 
 
 def _base(n: int, **cols: object) -> dict[str, object]:
-    out: dict[str, object] = {"pid": None, "tid": None, "device": None, "stream": None, "corr": None, "bytes": None,
-                              "instant": np.zeros(n, np.bool_), "domain": None}
+    out: dict[str, object] = {
+        "pid": None,
+        "tid": None,
+        "device": None,
+        "stream": None,
+        "corr": None,
+        "bytes": None,
+        "instant": np.zeros(n, np.bool_),
+        "domain": None,
+    }
     out.update(cols)
     return out
 
 
 def _frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
-    schema = {"kind": KIND, "pid": pl.Int64, "tid": pl.Int64, "device": pl.Int32, "stream": pl.Int64, "start_ns": pl.Int64,
-              "end_ns": pl.Int64, "name": pl.Categorical, "src_cat": pl.Categorical, "cat": pl.Enum(list(CATS)), "corr": pl.Int64, "bytes": pl.Int64,
-              "instant": pl.Boolean, "args": pl.String, "domain": pl.String}
+    schema = {
+        "kind": KIND,
+        "pid": pl.Int64,
+        "tid": pl.Int64,
+        "device": pl.Int32,
+        "stream": pl.Int64,
+        "start_ns": pl.Int64,
+        "end_ns": pl.Int64,
+        "name": pl.Categorical,
+        "src_cat": pl.Categorical,
+        "cat": pl.Enum(list(CATS)),
+        "corr": pl.Int64,
+        "bytes": pl.Int64,
+        "instant": pl.Boolean,
+        "args": pl.String,
+        "domain": pl.String,
+    }
     series = []
     for k, dtype in schema.items():
         v = cols.get(k)
         if v is None:
             series.append(pl.Series(k, [None] * n, dtype=dtype))
         elif isinstance(v, str):
-            series.append(pl.select(pl.repeat(v, n, dtype=pl.String).cast(dtype).alias(k)).to_series() if n else pl.Series(k, [], dtype=dtype))
+            series.append(
+                pl.select(pl.repeat(v, n, dtype=pl.String).cast(dtype).alias(k)).to_series()
+                if n
+                else pl.Series(k, [], dtype=dtype)
+            )
         else:
             series.append(pl.Series(k, v).cast(dtype))
     return pl.DataFrame(series)
@@ -117,15 +176,33 @@ def _nullable(c: dict[str, np.ndarray], key: str) -> pl.Series:
 
 
 def _gpu(report: Report, table: str, extra: dict[str, str | None]) -> dict[str, np.ndarray]:
-    return report.ints(table, {"start": "start", "end": "end", "device": "deviceId", "stream": "streamId",
-                               "corr": "correlationId", "gpid": "globalPid", **extra})
+    return report.ints(
+        table,
+        {
+            "start": "start",
+            "end": "end",
+            "device": "deviceId",
+            "stream": "streamId",
+            "corr": "correlationId",
+            "gpid": "globalPid",
+            **extra,
+        },
+    )
 
 
 def _gpu_cols(c: dict[str, np.ndarray]) -> dict[str, object]:
     stream = np.where(c["stream"] == NO_STREAM, -1, c["stream"])
     pid = pl.Series(pid_of(c["gpid"]))
-    return {"kind": "gpu_stream", "pid": pid.set(pl.Series(c["gpid_null"]), None) if c["gpid_null"].any() else pid, "tid": None, "device": c["device"], "stream": stream,
-            "start_ns": c["start"], "end_ns": c["end"], "corr": _nullable(c, "corr")}
+    return {
+        "kind": "gpu_stream",
+        "pid": pid.set(pl.Series(c["gpid_null"]), None) if c["gpid_null"].any() else pid,
+        "tid": None,
+        "device": c["device"],
+        "stream": stream,
+        "start_ns": c["start"],
+        "end_ns": c["end"],
+        "corr": _nullable(c, "corr"),
+    }
 
 
 def _names(values: pl.Series) -> pl.Series:
@@ -141,20 +218,54 @@ def _flag(report: Report, key: str, pattern: str, pos: pl.Series, yes: str, no: 
 def kernels(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     have = set(report.columns(KERNEL))
     smem = " + ".join(f'coalesce("{c}", 0)' for c in ("staticSharedMemory", "dynamicSharedMemory") if c in have) or None
-    c = _gpu(report, KERNEL, {"demangled": "demangledName", "short": "shortName", "gx": "gridX", "gy": "gridY", "gz": "gridZ",
-                              "bx": "blockX", "by": "blockY", "bz": "blockZ", "regs": "registersPerThread", "smem": smem,
-                              "graph_node": "graphNodeId", "graph": "graphId"})
+    c = _gpu(
+        report,
+        KERNEL,
+        {
+            "demangled": "demangledName",
+            "short": "shortName",
+            "gx": "gridX",
+            "gy": "gridY",
+            "gz": "gridZ",
+            "bx": "blockX",
+            "by": "blockY",
+            "bz": "blockZ",
+            "regs": "registersPerThread",
+            "smem": smem,
+            "graph_node": "graphNodeId",
+            "graph": "graphId",
+        },
+    )
     n = c["start"].size
     pos_short = report.positions(c["short"], c["short_null"])
     pos = report.positions(c["demangled"], c["demangled_null"]).fill_null(pos_short)
     name = report.derived("name", _names).gather(pos).fill_null("")
     short = report.derived("json", _json_strings).gather(pos_short).fill_null("null")
-    grid = pl.concat_str(pl.lit("["), pl.lit(_num(c["gx"])), pl.lit(","), pl.lit(_num(c["gy"])), pl.lit(","), pl.lit(_num(c["gz"])),
-                         pl.lit("]"))
-    block = pl.concat_str(pl.lit("["), pl.lit(_num(c["bx"])), pl.lit(","), pl.lit(_num(c["by"])), pl.lit(","), pl.lit(_num(c["bz"])),
-                          pl.lit("]"))
-    fields = {"short_name": short, "grid": pl.select(grid).to_series(), "block": pl.select(block).to_series(),
-              "registers per thread": _num(c["regs"], c["regs_null"]), "shared memory": _num(c["smem"], c["smem_null"])}
+    grid = pl.concat_str(
+        pl.lit("["),
+        pl.lit(_num(c["gx"])),
+        pl.lit(","),
+        pl.lit(_num(c["gy"])),
+        pl.lit(","),
+        pl.lit(_num(c["gz"])),
+        pl.lit("]"),
+    )
+    block = pl.concat_str(
+        pl.lit("["),
+        pl.lit(_num(c["bx"])),
+        pl.lit(","),
+        pl.lit(_num(c["by"])),
+        pl.lit(","),
+        pl.lit(_num(c["bz"])),
+        pl.lit("]"),
+    )
+    fields = {
+        "short_name": short,
+        "grid": pl.select(grid).to_series(),
+        "block": pl.select(block).to_series(),
+        "registers per thread": _num(c["regs"], c["regs_null"]),
+        "shared memory": _num(c["smem"], c["smem_null"]),
+    }
     if not c["graph_node_null"].all():
         fields["graph node"] = _num(c["graph_node"], c["graph_node_null"])
     if not c["graph_null"].all():
@@ -169,45 +280,83 @@ def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     kind = _enum_text(c["kind"], c["kind_null"], COPY_KINDS)
     src, dst = _enum_text(c["src"], c["src_null"], MEM_KINDS), _enum_text(c["dst"], c["dst_null"], MEM_KINDS)
     df = pl.DataFrame({"k": kind.fill_null("Unknown"), "s": src, "d": dst})
-    name = df.select(pl.when(pl.col("s").is_not_null() & pl.col("d").is_not_null())
-                     .then(pl.format("Memcpy {} ({} -> {})", "k", "s", "d")).otherwise(pl.format("Memcpy {}", "k"))).to_series()
+    name = df.select(
+        pl.when(pl.col("s").is_not_null() & pl.col("d").is_not_null())
+        .then(pl.format("Memcpy {} ({} -> {})", "k", "s", "d"))
+        .otherwise(pl.format("Memcpy {}", "k"))
+    ).to_series()
     args = _args({"copy kind": _json_strings(kind), "src kind": _json_strings(src), "dst kind": _json_strings(dst)})
-    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memcpy", cat="memcpy", bytes=_nullable(c, "bytes"), args=args))
+    return _frame(
+        n,
+        _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memcpy", cat="memcpy", bytes=_nullable(c, "bytes"), args=args),
+    )
 
 
 def memsets(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     c = _gpu(report, MEMSET, {"bytes": "bytes", "value": "value", "mem": "memKind"})
     n = c["start"].size
     mem = _enum_text(c["mem"], c["mem_null"], MEM_KINDS)
-    name = pl.DataFrame({"m": mem}).select(pl.when(pl.col("m").is_not_null()).then(pl.format("Memset ({})", "m"))
-                                           .otherwise(pl.lit("Memset"))).to_series()
+    name = (
+        pl.DataFrame({"m": mem})
+        .select(pl.when(pl.col("m").is_not_null()).then(pl.format("Memset ({})", "m")).otherwise(pl.lit("Memset")))
+        .to_series()
+    )
     args = _args({"value": _num(c["value"], c["value_null"]), "mem kind": _json_strings(mem)})
-    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=_nullable(c, "bytes"), args=args))
+    return _frame(
+        n,
+        _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=_nullable(c, "bytes"), args=args),
+    )
 
 
 def syncs(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     c = _gpu(report, SYNC, {"type": "syncType", "event": "eventId"})
     n = c["start"].size
     name = _enum_text(c["type"], c["type_null"], SYNC_TYPES, "Unknown Sync").fill_null("Unknown Sync")
-    args = _args({"cuda_sync_kind": _json_strings(name), "event": _num(c["event"], c["event_null"] | (c["event"] == NO_STREAM))})
+    args = _args(
+        {"cuda_sync_kind": _json_strings(name), "event": _num(c["event"], c["event_null"] | (c["event"] == NO_STREAM))}
+    )
     return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="cuda_sync", cat="sync", args=args))
 
 
 def _thread(c: dict[str, np.ndarray]) -> dict[str, object]:
-    return {"kind": "cpu_thread", "pid": pid_of(c["gtid"]), "tid": tid_of(c["gtid"]), "start_ns": c["start"], "end_ns": c["end"]}
+    return {
+        "kind": "cpu_thread",
+        "pid": pid_of(c["gtid"]),
+        "tid": tid_of(c["gtid"]),
+        "start_ns": c["start"],
+        "end_ns": c["end"],
+    }
 
 
 def _api(report: Report, table: str, dropped: Counter[str]) -> pl.DataFrame:
-    c = report.ints(table, {"start": "start", "end": "end", "gtid": "globalTid", "corr": "correlationId", "name": "nameId",
-                            "ret": "returnValue", "cls": "eventClass"})
+    c = report.ints(
+        table,
+        {
+            "start": "start",
+            "end": "end",
+            "gtid": "globalTid",
+            "corr": "correlationId",
+            "name": "nameId",
+            "ret": "returnValue",
+            "cls": "eventClass",
+        },
+    )
     n = c["start"].size
     pos = report.positions(c["name"], c["name_null"])
-    name = report.derived("api_name", lambda v: v.str.replace(API_VERSION, "").cast(pl.Categorical)).gather(pos).fill_null("")
+    name = (
+        report.derived("api_name", lambda v: v.str.replace(API_VERSION, "").cast(pl.Categorical))
+        .gather(pos)
+        .fill_null("")
+    )
     driver = (c["cls"] == EVENT_CLASS_DRIVER) & ~c["cls_null"] if table == RUNTIME else np.ones(n, np.bool_)
     src_cat = pl.Series(driver).replace_strict({True: "cuda_driver", False: "cuda_runtime"}, return_dtype=pl.String)
     cat = _flag(report, "sync_api", SYNC_API, pos, "sync", "cuda_api")
-    args = _args({"function": report.derived("json", _json_strings).gather(pos).fill_null("null"),
-                  "return value": _num(c["ret"], c["ret_null"])})
+    args = _args(
+        {
+            "function": report.derived("json", _json_strings).gather(pos).fill_null("null"),
+            "return value": _num(c["ret"], c["ret_null"]),
+        }
+    )
     return _frame(n, _base(n, **_thread(c), name=name, src_cat=src_cat, cat=cat, corr=_nullable(c, "corr"), args=args))
 
 
@@ -231,19 +380,41 @@ def osrt(report: Report, dropped: Counter[str]) -> pl.DataFrame:
 
 def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     """Push/pop ranges on their thread, start/end ranges on an async track per (process, domain), marks as instants."""
-    c = report.ints(NVTX, {"start": "start", "end": "end", "type": "eventType", "gtid": "globalTid", "text_id": "textId",
-                           "domain": "domainId", "range": "rangeId", "category": "category"})
+    c = report.ints(
+        NVTX,
+        {
+            "start": "start",
+            "end": "end",
+            "type": "eventType",
+            "gtid": "globalTid",
+            "text_id": "textId",
+            "domain": "domainId",
+            "range": "rangeId",
+            "category": "category",
+        },
+    )
     has_text = "text" in report.columns(NVTX)
-    inline = pl.Series([r[0] for r in report.con.execute(f'SELECT text FROM "{NVTX}"')], dtype=pl.String) if has_text \
+    inline = (
+        pl.Series([r[0] for r in report.con.execute(f'SELECT text FROM "{NVTX}"')], dtype=pl.String)
+        if has_text
         else pl.Series([None] * c["start"].size, dtype=pl.String)
+    )
     text = inline.fill_null(report.text(c["text_id"], c["text_id_null"]))
-    t = c["type"] if not c["type_null"].all() else np.where(c["end_null"], NVTX_MARK, NVTX_PUSHPOP)  # no eventType: by the end
+    t = (
+        c["type"] if not c["type_null"].all() else np.where(c["end_null"], NVTX_MARK, NVTX_PUSHPOP)
+    )  # no eventType: by the end
     pid = pid_of(c["gtid"])
     dom = c["domain"]
     is_domain = t == NVTX_DOMAIN
     # domain ids are per process: the NvtxDomainCreate record of (process, id) names it
-    names = pl.DataFrame({"pid": pid[is_domain], "id": dom[is_domain], "d": text.filter(pl.Series(is_domain))}).unique(["pid", "id"], keep="last")
-    domain = pl.DataFrame({"pid": pid, "id": dom}).join(names, on=["pid", "id"], how="left", maintain_order="left").get_column("d")
+    names = pl.DataFrame({"pid": pid[is_domain], "id": dom[is_domain], "d": text.filter(pl.Series(is_domain))}).unique(
+        ["pid", "id"], keep="last"
+    )
+    domain = (
+        pl.DataFrame({"pid": pid, "id": dom})
+        .join(names, on=["pid", "id"], how="left", maintain_order="left")
+        .get_column("d")
+    )
     domain = domain.set(pl.Series(c["domain_null"] | (dom == 0)), None)
     mark = np.isin(t, NVTX_MARKS)
     pushpop, startend = np.isin(t, NVTX_PUSHPOPS), np.isin(t, NVTX_STARTENDS)
@@ -256,32 +427,83 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         dropped["NVTX records that are not ranges or marks (categories, names)"] += int(other.sum())
     keep = (mark | ranges) & ~open_end
     end = np.where(mark, c["start"], c["end"])
-    cat = pl.DataFrame({"t": text.fill_null(""), "d": domain}).select(
-        pl.when(pl.col("d") == "NCCL").then(pl.lit("nccl")).when(pl.col("t").str.contains(STEP_TEXT)).then(pl.lit("step"))
-        .otherwise(pl.lit("user"))).to_series()
-    args = _args({"domain": _json_strings(domain), "category": _num(c["category"], c["category_null"]),
-                  "range id": _num(c["range"], c["range_null"])})
+    cat = (
+        pl.DataFrame({"t": text.fill_null(""), "d": domain})
+        .select(
+            pl.when(pl.col("d") == "NCCL")
+            .then(pl.lit("nccl"))
+            .when(pl.col("t").str.contains(STEP_TEXT))
+            .then(pl.lit("step"))
+            .otherwise(pl.lit("user"))
+        )
+        .to_series()
+    )
+    args = _args(
+        {
+            "domain": _json_strings(domain),
+            "category": _num(c["category"], c["category_null"]),
+            "range id": _num(c["range"], c["range_null"]),
+        }
+    )
     kind = np.where(startend, "async", "cpu_thread")
-    frame = _frame(c["start"].size, _base(
-        c["start"].size, kind=kind, pid=pid, tid=np.where(startend, -1, tid_of(c["gtid"])), start_ns=c["start"],
-        end_ns=end, name=text.fill_null(""), src_cat="nvtx", cat=cat, instant=mark, args=args, domain=domain))
+    frame = _frame(
+        c["start"].size,
+        _base(
+            c["start"].size,
+            kind=kind,
+            pid=pid,
+            tid=np.where(startend, -1, tid_of(c["gtid"])),
+            start_ns=c["start"],
+            end_ns=end,
+            name=text.fill_null(""),
+            src_cat="nvtx",
+            cat=cat,
+            instant=mark,
+            args=args,
+            domain=domain,
+        ),
+    )
     return frame.filter(pl.Series(keep))
 
 
 def _mpi(report: Report, table: str, cat: str) -> pl.DataFrame:
     """MPI calls as nsys traces them (``--trace=mpi``): on their thread, name from ``textId``, bytes and peers in args."""
-    c = report.ints(table, {"start": "start", "end": "end", "gtid": "globalTid", "name": "textId", "size": "size",
-                            "send": "collSendSize", "recv": "collRecvSize", "tag": "tag", "remote": "remoteRank",
-                            "root": "rootRank"})
+    c = report.ints(
+        table,
+        {
+            "start": "start",
+            "end": "end",
+            "gtid": "globalTid",
+            "name": "textId",
+            "size": "size",
+            "send": "collSendSize",
+            "recv": "collRecvSize",
+            "tag": "tag",
+            "remote": "remoteRank",
+            "root": "rootRank",
+        },
+    )
     n = c["start"].size
     pos = report.positions(c["name"], c["name_null"])
     name = report.derived("name", _names).gather(pos).fill_null("")
-    nbytes = pl.Series(np.where(c["size_null"], c["send"], c["size"])).set(pl.Series(c["size_null"] & c["send_null"]), None)
-    fields = {k: _num(c[col], c[col + "_null"]) for k, col in (("tag", "tag"), ("remote rank", "remote"), ("root", "root"),
-                                                                ("send bytes", "send"), ("recv bytes", "recv"))
-              if not c[col + "_null"].all()}
-    return _frame(n, _base(n, **_thread(c), name=name, src_cat="mpi", cat=cat, bytes=nbytes,
-                           args=_args(fields) if fields else None))
+    nbytes = pl.Series(np.where(c["size_null"], c["send"], c["size"])).set(
+        pl.Series(c["size_null"] & c["send_null"]), None
+    )
+    fields = {
+        k: _num(c[col], c[col + "_null"])
+        for k, col in (
+            ("tag", "tag"),
+            ("remote rank", "remote"),
+            ("root", "root"),
+            ("send bytes", "send"),
+            ("recv bytes", "recv"),
+        )
+        if not c[col + "_null"].all()
+    }
+    return _frame(
+        n,
+        _base(n, **_thread(c), name=name, src_cat="mpi", cat=cat, bytes=nbytes, args=_args(fields) if fields else None),
+    )
 
 
 def mpi_p2p(report: Report, dropped: Counter[str]) -> pl.DataFrame:
@@ -301,13 +523,30 @@ def mpi_other(report: Report, dropped: Counter[str]) -> pl.DataFrame:
 
 
 READERS: dict[str, Callable[[Report, Counter[str]], pl.DataFrame]] = {
-    KERNEL: kernels, MEMCPY: memcpys, MEMSET: memsets, SYNC: syncs, RUNTIME: runtime, DRIVER: driver, NVTX: nvtx, OSRT: osrt,
-    MPI_P2P: mpi_p2p, MPI_COLL: mpi_coll, MPI_WAIT: mpi_wait, MPI_OTHER: mpi_other,
+    KERNEL: kernels,
+    MEMCPY: memcpys,
+    MEMSET: memsets,
+    SYNC: syncs,
+    RUNTIME: runtime,
+    DRIVER: driver,
+    NVTX: nvtx,
+    OSRT: osrt,
+    MPI_P2P: mpi_p2p,
+    MPI_COLL: mpi_coll,
+    MPI_WAIT: mpi_wait,
+    MPI_OTHER: mpi_other,
 }
-REQUIRED = {KERNEL: ("start", "end", "streamId"), MEMCPY: ("start", "end", "streamId"), MEMSET: ("start", "end", "streamId"),
-            SYNC: ("start", "end", "streamId"), RUNTIME: ("start", "end", "globalTid"), DRIVER: ("start", "end", "globalTid"),
-            NVTX: ("start",), OSRT: ("start", "end", "globalTid"),
-            **{t: ("start", "end", "globalTid") for t in (MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER)}}
+REQUIRED = {
+    KERNEL: ("start", "end", "streamId"),
+    MEMCPY: ("start", "end", "streamId"),
+    MEMSET: ("start", "end", "streamId"),
+    SYNC: ("start", "end", "streamId"),
+    RUNTIME: ("start", "end", "globalTid"),
+    DRIVER: ("start", "end", "globalTid"),
+    NVTX: ("start",),
+    OSRT: ("start", "end", "globalTid"),
+    **{t: ("start", "end", "globalTid") for t in (MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER)},
+}
 """Columns without which a table cannot be placed on a timeline."""
 
 
@@ -319,7 +558,9 @@ def frames(report: Report, dropped: Counter[str], warnings: list[str]) -> tuple[
             continue
         lacking = [col for col in REQUIRED[table] if col not in report.columns(table)]
         if lacking:
-            warnings.append(f"{report.path}: table {table} lacks {', '.join(lacking)} (an nsys version di has not seen): skipped")
+            warnings.append(
+                f"{report.path}: table {table} lacks {', '.join(lacking)} (an nsys version di has not seen): skipped"
+            )
             continue
         out.append(READERS[table](report, dropped))
         read.append(table)

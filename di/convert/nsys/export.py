@@ -35,13 +35,21 @@ def read_report(path: Path, **kw: Any) -> Trace:
         return read_nsys(path, **kw)
     nsys = shutil.which("nsys")
     if nsys is None:
-        raise FormatError(path, "an Nsight Systems report needs the nsys binary, which is not on PATH; export it where nsys is "
-                                f"installed (nsys export --type sqlite --output {path.stem}.sqlite {path.name}) and read the .sqlite")
+        raise FormatError(
+            path,
+            "an Nsight Systems report needs the nsys binary, which is not on PATH; export it where nsys is "
+            f"installed (nsys export --type sqlite --output {path.stem}.sqlite {path.name}) and read the .sqlite",
+        )
     with tempfile.TemporaryDirectory(prefix="di-nsys-") as tmp:
         out = Path(tmp) / (path.stem + ".sqlite")
         try:
-            done = subprocess.run([nsys, "export", "--type", "sqlite", "--output", str(out), str(path)], capture_output=True,
-                                  text=True, timeout=EXPORT_TIMEOUT_S, check=False)
+            done = subprocess.run(
+                [nsys, "export", "--type", "sqlite", "--output", str(out), str(path)],
+                capture_output=True,
+                text=True,
+                timeout=EXPORT_TIMEOUT_S,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise FormatError(path, f"nsys export failed: {exc}") from None
         if done.returncode != 0 or not out.is_file():

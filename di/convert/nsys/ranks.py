@@ -15,7 +15,15 @@ from di.convert.nsys.report import Report, pid_of
 
 __all__ = ["environment", "host_of", "rank_of_env", "rank_of_name"]
 
-RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID", "PALS_RANKID", "RANK")
+RANK_VARS = (
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "MV2_COMM_WORLD_RANK",
+    "SLURM_PROCID",
+    "PALS_RANKID",
+    "RANK",
+)
 """Launchers' rank variables, most specific first (Open MPI, PMIx, MPICH/PMI, MVAPICH, Slurm, Cray PALS, torchrun)."""
 SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS", "WORLD_SIZE")
 RANK_SUFFIX = re.compile(r"(?:^|[._-])(\d+)$")

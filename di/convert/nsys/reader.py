@@ -43,13 +43,37 @@ __all__ = ["KNOWN_SCHEMA_MAJORS", "read_nsys"]
 
 KNOWN_SCHEMA_MAJORS = (2, 3)
 """EXPORT_SCHEMA_VERSION_MAJOR values di was written against (nsys 2021.x .. 2025.x)."""
-EXPECTED = (activity.KERNEL, activity.MEMCPY, activity.RUNTIME, activity.SYNC, activity.NVTX, activity.OSRT, activity.MEMSET)
+EXPECTED = (
+    activity.KERNEL,
+    activity.MEMCPY,
+    activity.RUNTIME,
+    activity.SYNC,
+    activity.NVTX,
+    activity.OSRT,
+    activity.MEMSET,
+)
 """Tables a CUDA report usually has; the absent ones are said once (the driver table is optional everywhere)."""
-NOT_READ = ("CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS", "MPI_RMA_EVENTS", "MPI_IO_EVENTS", "SCHED_EVENTS", "COMPOSITE_EVENTS", "CUDA_GPU_MEMORY_USAGE_EVENTS", "GPU_METRICS")
+NOT_READ = (
+    "CUDA_GRAPH_EVENTS",
+    "CUDA_GRAPH_NODE_EVENTS",
+    "MPI_RMA_EVENTS",
+    "MPI_IO_EVENTS",
+    "SCHED_EVENTS",
+    "COMPOSITE_EVENTS",
+    "CUDA_GPU_MEMORY_USAGE_EVENTS",
+    "GPU_METRICS",
+)
 
 
-def read_nsys(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
-              max_input_bytes: int | None = None, native: bool = True) -> Trace:
+def read_nsys(
+    path: str | Path,
+    *,
+    rank: int | None = None,
+    rank_source: str = "single",
+    source: int = 0,
+    max_input_bytes: int | None = None,
+    native: bool = True,
+) -> Trace:
     """Read one Nsight Systems SQLite export.
 
     Args:
@@ -84,17 +108,26 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     path = report.path
     dropped: Counter[str] = Counter()
     warnings: list[str] = []
-    version = dict(report.pairs("META_DATA_EXPORT", "name", "value") or report.pairs("EXPORT_META_DATA", "name", "value"))
+    version = dict(
+        report.pairs("META_DATA_EXPORT", "name", "value") or report.pairs("EXPORT_META_DATA", "name", "value")
+    )
     major = version.get("EXPORT_SCHEMA_VERSION_MAJOR") or version.get("EXPORT_SCHEMA_VERSION", "").split(".")[0]
     if not major.isdigit() or int(major) not in KNOWN_SCHEMA_MAJORS:
-        warnings.append(f"{path}: export schema version {version.get('EXPORT_SCHEMA_VERSION') or 'unknown'} was never seen by di; "
-                        "loaded what could be read")
+        warnings.append(
+            f"{path}: export schema version {version.get('EXPORT_SCHEMA_VERSION') or 'unknown'} was never seen by di; "
+            "loaded what could be read"
+        )
     missing = [t for t in EXPECTED if t not in report.tables]
     if missing:
-        warnings.append(f"{path}: no {', '.join(missing)} table{'s' if len(missing) > 1 else ''} in this report (not traced, or "
-                        "another nsys version): skipped")
-    start = report.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME") \
-        if "utcEpochNs" in report.columns("TARGET_INFO_SESSION_START_TIME") else None
+        warnings.append(
+            f"{path}: no {', '.join(missing)} table{'s' if len(missing) > 1 else ''} in this report (not traced, or "
+            "another nsys version): skipped"
+        )
+    start = (
+        report.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+        if "utcEpochNs" in report.columns("TARGET_INFO_SESSION_START_TIME")
+        else None
+    )
     offset = int(start) if isinstance(start, int) else 0
     if not offset:
         warnings.append(f"{path}: no TARGET_INFO_SESSION_START_TIME: times stay relative to the session start")
@@ -113,12 +146,27 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
         ev = ev.filter(~bad)
     locations, loc = _locations(report, ev, rank, host, source, mpi_ranks)
     events, flows = _events(ev, loc)
-    info.update({"nsys_version": version.get("EXPORT_PRODUCT_VERSION"), "export_schema": version.get("EXPORT_SCHEMA_VERSION"),
-                 "tables_read": read, "tables_not_read": [t for t in NOT_READ if t in report.tables]})
+    info.update(
+        {
+            "nsys_version": version.get("EXPORT_PRODUCT_VERSION"),
+            "export_schema": version.get("EXPORT_SCHEMA_VERSION"),
+            "tables_read": read,
+            "tables_not_read": [t for t in NOT_READ if t in report.tables],
+        }
+    )
     meta = {
         "clock": {"unit": "ns", "domain": "unix_epoch" if offset else "relative", "sync": None},
-        "sources": [{"path": str(path), "format": "nsys", "rank": rank, "rank_source": rank_source, "events": events.height,
-                     "dropped": dict(sorted(dropped.items())), "info": info}],
+        "sources": [
+            {
+                "path": str(path),
+                "format": "nsys",
+                "rank": rank,
+                "rank_source": rank_source,
+                "events": events.height,
+                "dropped": dict(sorted(dropped.items())),
+                "info": info,
+            }
+        ],
         "warnings": warnings + [f"{path}: dropped {k} ({n})" for k, n in sorted(dropped.items())],
         "world_size": info.get("world_size"),
         "command": _command(report),
@@ -126,8 +174,9 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     return Trace.build(meta=meta, locations=locations, events=events, flows=flows)
 
 
-def _rank(path: Path, env: dict[str, str], mpi_ranks: dict[int, int], rank: int | None, rank_source: str, warnings: list[str]
-          ) -> tuple[int, str, dict[str, Any]]:
+def _rank(
+    path: Path, env: dict[str, str], mpi_ranks: dict[int, int], rank: int | None, rank_source: str, warnings: list[str]
+) -> tuple[int, str, dict[str, Any]]:
     """The rank: option > MPI_RANKS > file name (``rank-N``, ``report.N``) > recorded environment > position."""
     env_rank, var, size = ranks.rank_of_env(env)
     info: dict[str, Any] = {"world_size": size} if size else {}
@@ -145,7 +194,9 @@ def _rank(path: Path, env: dict[str, str], mpi_ranks: dict[int, int], rank: int 
         elif env_rank is not None:
             rank, rank_source = env_rank, "metadata"
     if env_rank is not None and rank is not None and rank_source != "metadata" and env_rank != rank:
-        warnings.append(f"{path}: rank {rank} ({rank_source}) differs from {var}={env_rank} in the recorded environment")
+        warnings.append(
+            f"{path}: rank {rank} ({rank_source}) differs from {var}={env_rank} in the recorded environment"
+        )
     return (rank if rank is not None else 0), rank_source, info
 
 
@@ -159,50 +210,99 @@ def _command(report: Report) -> str | None:
 def _names(report: Report) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, str]]:
     """Thread names (pid, tid, name), process names (pid, process), GPU names by device id."""
     t = report.ints("ThreadNames", {"name": "nameId", "gtid": "globalTid"}) if "ThreadNames" in report.tables else None
-    threads = pl.DataFrame({"pid": pid_of(t["gtid"]), "tid": tid_of(t["gtid"]), "tname": report.text(t["name"], t["name_null"])}
-                           ).unique(["pid", "tid"], keep="last") if t is not None else \
-        pl.DataFrame(schema={"pid": pl.Int64, "tid": pl.Int64, "tname": pl.String})
+    threads = (
+        pl.DataFrame(
+            {"pid": pid_of(t["gtid"]), "tid": tid_of(t["gtid"]), "tname": report.text(t["name"], t["name_null"])}
+        ).unique(["pid", "tid"], keep="last")
+        if t is not None
+        else pl.DataFrame(schema={"pid": pl.Int64, "tid": pl.Int64, "tname": pl.String})
+    )
     procs = report.pairs("PROCESSES", "pid", "name")
-    processes = pl.DataFrame({"pid": [int(p) for p, _ in procs if p.lstrip("-").isdigit()],
-                              "process": [n for p, n in procs if p.lstrip("-").isdigit()]}, schema={"pid": pl.Int64, "process": pl.String}
-                             ).unique("pid", keep="last")
+    processes = pl.DataFrame(
+        {
+            "pid": [int(p) for p, _ in procs if p.lstrip("-").isdigit()],
+            "process": [n for p, n in procs if p.lstrip("-").isdigit()],
+        },
+        schema={"pid": pl.Int64, "process": pl.String},
+    ).unique("pid", keep="last")
     gpus = {int(i): str(n) for i, n in report.pairs("TARGET_INFO_GPU", "id", "name") if i.lstrip("-").isdigit()}
     return threads, processes, gpus
 
 
-def _locations(report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int, mpi_ranks: dict[int, int]
-               ) -> tuple[pl.DataFrame, np.ndarray]:
+def _locations(
+    report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int, mpi_ranks: dict[int, int]
+) -> tuple[pl.DataFrame, np.ndarray]:
     """One location per (kind, pid, tid, device, stream, NVTX domain of start/end ranges), numbered in that
     order; and the location of each row of ``ev``."""
-    dom = ev.select(pl.when(pl.col("kind") == "async").then(pl.col("domain").fill_null("")).otherwise(pl.lit(""))
-                    .cast(pl.Categorical).to_physical()).to_series()
-    keys = np.stack([ev.get_column("kind").to_physical().to_numpy().astype(np.int64)]
-                    + [ev.get_column(c).fill_null(fill).to_numpy().astype(np.int64)
-                       for c, fill in (("pid", -1), ("tid", -1), ("device", -1), ("stream", -2))]
-                    + [dom.to_numpy().astype(np.int64)])
+    dom = ev.select(
+        pl.when(pl.col("kind") == "async")
+        .then(pl.col("domain").fill_null(""))
+        .otherwise(pl.lit(""))
+        .cast(pl.Categorical)
+        .to_physical()
+    ).to_series()
+    keys = np.stack(
+        [ev.get_column("kind").to_physical().to_numpy().astype(np.int64)]
+        + [
+            ev.get_column(c).fill_null(fill).to_numpy().astype(np.int64)
+            for c, fill in (("pid", -1), ("tid", -1), ("device", -1), ("stream", -2))
+        ]
+        + [dom.to_numpy().astype(np.int64)]
+    )
     ids, first = dense_row_ids(keys)
-    locs = ev[first].select("kind", "pid", "tid", "device", "stream", pl.when(pl.col("kind") == "async").then("domain").alias("domain"))
+    locs = ev[first].select(
+        "kind", "pid", "tid", "device", "stream", pl.when(pl.col("kind") == "async").then("domain").alias("domain")
+    )
     locs = locs.with_row_index("_id").sort("kind", "pid", "tid", "device", "stream", "domain", nulls_last=True)
     loc_of = np.empty(len(first), np.int64)
     loc_of[locs.get_column("_id").to_numpy()] = np.arange(len(first))
     threads, processes, gpus = _names(report)
-    locs = locs.join(threads, on=["pid", "tid"], how="left", maintain_order="left").join(processes, on="pid", how="left",
-                                                                                         maintain_order="left")
-    gpu_name = pl.col("device").replace_strict(gpus, default=None, return_dtype=pl.String) if gpus else pl.lit(None, pl.String)
+    locs = locs.join(threads, on=["pid", "tid"], how="left", maintain_order="left").join(
+        processes, on="pid", how="left", maintain_order="left"
+    )
+    gpu_name = (
+        pl.col("device").replace_strict(gpus, default=None, return_dtype=pl.String) if gpus else pl.lit(None, pl.String)
+    )
     locs = locs.with_row_index("loc").with_columns(
-        pl.col("pid").replace_strict(mpi_ranks, default=rank, return_dtype=pl.Int32).alias("rank") if mpi_ranks
-        else pl.lit(rank, pl.Int32).alias("rank"), pl.lit(host, pl.String).alias("host"),
-        pl.when(pl.col("kind") == "gpu_stream").then(
-            pl.when(pl.col("stream") < 0).then(pl.format("GPU {} device-wide", "device")).otherwise(pl.format("GPU {} stream {}", "device", "stream")))
-        .when(pl.col("kind") == "async").then(pl.concat_str(pl.lit("NVTX start/end ranges"), pl.when(pl.col("domain").fill_null("") != "")
-                                                            .then(pl.concat_str(pl.lit(" ("), "domain", pl.lit(")"))).otherwise(pl.lit(""))))
-        .otherwise(pl.col("tname")).alias("name"),
+        pl.col("pid").replace_strict(mpi_ranks, default=rank, return_dtype=pl.Int32).alias("rank")
+        if mpi_ranks
+        else pl.lit(rank, pl.Int32).alias("rank"),
+        pl.lit(host, pl.String).alias("host"),
+        pl.when(pl.col("kind") == "gpu_stream")
+        .then(
+            pl.when(pl.col("stream") < 0)
+            .then(pl.format("GPU {} device-wide", "device"))
+            .otherwise(pl.format("GPU {} stream {}", "device", "stream"))
+        )
+        .when(pl.col("kind") == "async")
+        .then(
+            pl.concat_str(
+                pl.lit("NVTX start/end ranges"),
+                pl.when(pl.col("domain").fill_null("") != "")
+                .then(pl.concat_str(pl.lit(" ("), "domain", pl.lit(")")))
+                .otherwise(pl.lit("")),
+            )
+        )
+        .otherwise(pl.col("tname"))
+        .alias("name"),
         pl.when(pl.col("kind") == "gpu_stream").then(gpu_name).alias("gpu_model"),
         pl.lit(source, pl.Int32).alias("source"),
     )
-    out = locs.select("loc", "rank", "host", "pid", pl.when(pl.col("kind") == "cpu_thread").then("tid").alias("tid"),
-                      pl.col("kind").cast(pl.String), "device", "stream", "name", "process", pl.lit(None, pl.Int32).alias("sort_index"),
-                      "source", "gpu_model")
+    out = locs.select(
+        "loc",
+        "rank",
+        "host",
+        "pid",
+        pl.when(pl.col("kind") == "cpu_thread").then("tid").alias("tid"),
+        pl.col("kind").cast(pl.String),
+        "device",
+        "stream",
+        "name",
+        "process",
+        pl.lit(None, pl.Int32).alias("sort_index"),
+        "source",
+        "gpu_model",
+    )
     return out, loc_of[ids]
 
 
@@ -220,16 +320,35 @@ def _events(ev: pl.DataFrame, loc: np.ndarray) -> tuple[pl.DataFrame, pl.DataFra
     gpu = gpu.select(pl.col("row").alias("dst"), "pid", "corr", "cat")
     edges = calls.select("row", "pid", "corr").join(gpu.drop_nulls("pid"), on=["pid", "corr"], how="inner")
     if gpu.get_column("pid").null_count():  # an export without globalPid on GPU records: by correlation id alone
-        edges = pl.concat([edges, calls.select("row", "pid", "corr").join(gpu.filter(pl.col("pid").is_null()).drop("pid"),
-                                                                          on="corr", how="inner")], how="vertical_relaxed")
+        edges = pl.concat(
+            [
+                edges,
+                calls.select("row", "pid", "corr").join(
+                    gpu.filter(pl.col("pid").is_null()).drop("pid"), on="corr", how="inner"
+                ),
+            ],
+            how="vertical_relaxed",
+        )
     edges = edges.sort("row", "dst")
-    flows = edges.select(pl.col("row").cast(pl.Int64).alias("src"), pl.col("dst").cast(pl.Int64),
-                         pl.when(pl.col("cat") == "sync").then(pl.lit("sync")).otherwise(pl.lit("launch")).alias("kind"),
-                         pl.col("corr").alias("id"), pl.lit(None, pl.String).alias("src_cat"))
+    flows = edges.select(
+        pl.col("row").cast(pl.Int64).alias("src"),
+        pl.col("dst").cast(pl.Int64),
+        pl.when(pl.col("cat") == "sync").then(pl.lit("sync")).otherwise(pl.lit("launch")).alias("kind"),
+        pl.col("corr").alias("id"),
+        pl.lit(None, pl.String).alias("src_cat"),
+    )
     events = ev.select(
-        pl.Series("loc", loc).cast(pl.UInt32), "start_ns", "end_ns", pl.col("name").cast(pl.Categorical),
-        pl.col("cat").cast(pl.Enum(list(CATS))), pl.col("src_cat").cast(pl.Categorical),
-        pl.Series("depth", depth).cast(pl.Int32), pl.Series("parent", parent).replace(-1, None).cast(pl.Int64),
-        "corr", "bytes", "instant", "args",
+        pl.Series("loc", loc).cast(pl.UInt32),
+        "start_ns",
+        "end_ns",
+        pl.col("name").cast(pl.Categorical),
+        pl.col("cat").cast(pl.Enum(list(CATS))),
+        pl.col("src_cat").cast(pl.Categorical),
+        pl.Series("depth", depth).cast(pl.Int32),
+        pl.Series("parent", parent).replace(-1, None).cast(pl.Int64),
+        "corr",
+        "bytes",
+        "instant",
+        "args",
     )
     return events, flows

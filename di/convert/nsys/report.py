@@ -25,8 +25,16 @@ __all__ = ["SQLITE_MAGIC", "Report", "open_report", "pid_of", "tid_of"]
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html)."""
 
-NSYS_MARKERS = ("StringIds", "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT", "EXPORT_META_DATA", "CUPTI_ACTIVITY_KIND_KERNEL",
-                "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API")
+NSYS_MARKERS = (
+    "StringIds",
+    "TARGET_INFO_SESSION_START_TIME",
+    "META_DATA_EXPORT",
+    "EXPORT_META_DATA",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+    "OSRT_API",
+)
 """Tables of which at least one (besides StringIds, which every export has) marks an nsys export."""
 
 
@@ -92,8 +100,15 @@ class Report:
     def strings(self) -> tuple[np.ndarray, pl.Series]:
         """``StringIds``: ids (sorted) and their values."""
         if self._strings is None:
-            rows = self.con.execute("SELECT id, value FROM StringIds ORDER BY id").fetchall() if "StringIds" in self.tables else []
-            self._strings = (np.array([r[0] for r in rows], dtype=np.int64), pl.Series([r[1] for r in rows], dtype=pl.String))
+            rows = (
+                self.con.execute("SELECT id, value FROM StringIds ORDER BY id").fetchall()
+                if "StringIds" in self.tables
+                else []
+            )
+            self._strings = (
+                np.array([r[0] for r in rows], dtype=np.int64),
+                pl.Series([r[1] for r in rows], dtype=pl.String),
+            )
         return self._strings
 
     def positions(self, ids: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
@@ -122,7 +137,10 @@ class Report:
         """(key, value) rows of a name/value metadata table, [] when it or a column is absent."""
         if key not in self.columns(table) or value not in self.columns(table):
             return []
-        return [(str(k), "" if v is None else str(v)) for k, v in self.con.execute(f'SELECT "{key}", "{value}" FROM "{table}"')]
+        return [
+            (str(k), "" if v is None else str(v))
+            for k, v in self.con.execute(f'SELECT "{key}", "{value}" FROM "{table}"')
+        ]
 
     def scalar(self, sql: str) -> object:
         row = self.con.execute(sql).fetchone()
@@ -155,6 +173,9 @@ def open_report(path: Path, *, native: bool = True) -> Report:
         raise FormatError(path, f"corrupt SQLite database ({exc})") from None
     if "StringIds" not in report.tables or not report.tables.intersection(NSYS_MARKERS[1:]):
         con.close()
-        raise FormatError(path, "an SQLite database but not an Nsight Systems export (no StringIds / TARGET_INFO / "
-                                "CUPTI / NVTX / OSRT tables)")
+        raise FormatError(
+            path,
+            "an SQLite database but not an Nsight Systems export (no StringIds / TARGET_INFO / "
+            "CUPTI / NVTX / OSRT tables)",
+        )
     return report

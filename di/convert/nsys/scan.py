@@ -47,14 +47,27 @@ def _library() -> ctypes.CDLL | None:
     for name in candidates:
         try:
             lib = ctypes.CDLL(name)
-            for sym in ("sqlite3_open_v2", "sqlite3_prepare_v2", "sqlite3_step", "sqlite3_column_int64",
-                        "sqlite3_column_type", "sqlite3_finalize", "sqlite3_close_v2", "sqlite3_errmsg"):
+            for sym in (
+                "sqlite3_open_v2",
+                "sqlite3_prepare_v2",
+                "sqlite3_step",
+                "sqlite3_column_int64",
+                "sqlite3_column_type",
+                "sqlite3_finalize",
+                "sqlite3_close_v2",
+                "sqlite3_errmsg",
+            ):
                 getattr(lib, sym)
         except (OSError, AttributeError):
             continue
         lib.sqlite3_open_v2.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_char_p]
-        lib.sqlite3_prepare_v2.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
-                                           ctypes.c_void_p]
+        lib.sqlite3_prepare_v2.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_void_p,
+        ]
         lib.sqlite3_finalize.argtypes = [ctypes.c_void_p]
         lib.sqlite3_close_v2.argtypes = [ctypes.c_void_p]
         lib.sqlite3_errmsg.argtypes = [ctypes.c_void_p]
@@ -83,8 +96,10 @@ def _call(typingctx, fn, args):
     def codegen(context, builder, signature, llargs):
         fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)] * n)
         target = builder.inttoptr(context.cast(builder, llargs[0], signature.args[0], types.uint64), fnty.as_pointer())
-        values = [context.cast(builder, builder.extract_value(llargs[1], i), ty, types.uint64)
-                  for i, ty in enumerate(signature.args[1].types)]
+        values = [
+            context.cast(builder, builder.extract_value(llargs[1], i), ty, types.uint64)
+            for i, ty in enumerate(signature.args[1].types)
+        ]
         return builder.call(target, values)
 
     return sig, codegen
@@ -124,8 +139,9 @@ def _native(path: Path, sql: str, n_rows: int, nullable: np.ndarray) -> tuple[np
             raise sqlite3.DatabaseError((lib.sqlite3_errmsg(db) or b"?").decode("utf-8", "replace"))
         out = np.zeros((n_rows, nullable.size), dtype=np.int64)
         null = np.zeros((n_rows, nullable.size), dtype=np.bool_)
-        fns = np.array([_address(lib, s) for s in ("sqlite3_step", "sqlite3_column_int64", "sqlite3_column_type")],
-                       dtype=np.int64)
+        fns = np.array(
+            [_address(lib, s) for s in ("sqlite3_step", "sqlite3_column_int64", "sqlite3_column_type")], dtype=np.int64
+        )
         got, code = _step_rows(stmt.value or 0, fns, nullable, out, null)
         if code not in (SQLITE_ROW, SQLITE_DONE):
             raise sqlite3.DatabaseError((lib.sqlite3_errmsg(db) or b"?").decode("utf-8", "replace"))
@@ -146,8 +162,15 @@ def _fetchall(con: sqlite3.Connection, sql: str, n_cols: int) -> tuple[np.ndarra
     return obj.astype(np.int64), null
 
 
-def int_columns(con: sqlite3.Connection, path: Path, table: str, exprs: list[str], *, native: bool = True,
-                not_null: list[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def int_columns(
+    con: sqlite3.Connection,
+    path: Path,
+    table: str,
+    exprs: list[str],
+    *,
+    native: bool = True,
+    not_null: list[bool] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """``SELECT exprs FROM table`` (in rowid order) as int64 values and a null mask, rows x len(exprs).
     ``not_null``: the expressions that cannot be NULL (NOT NULL columns), read without a type check.
 

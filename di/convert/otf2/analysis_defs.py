@@ -74,13 +74,26 @@ def plan_analysis(trace: Any, lay: Any) -> AnalysisDefs:
     for ref, loc in enumerate(out_locs):
         first_out.setdefault(loc, ref)
     slices = ev.filter(pl.Series(own) & (pl.col("end_ns") > pl.col("start_ns"))).with_columns(
-        (pl.col("end_ns") - pl.col("start_ns")).alias("dur"), pl.col("src_cat").cast(pl.String))
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur"), pl.col("src_cat").cast(pl.String)
+    )
     for src_cat, (ref, _) in MARKER_CATEGORIES.items():
-        mine = slices.filter(pl.col("src_cat") == src_cat).sort("dur", "start_ns", descending=[True, False]).head(MARKERS)
-        for loc, start, dur, name, args in mine.select("loc", "start_ns", "dur", pl.col("name").cast(pl.String), "args").iter_rows():
+        mine = (
+            slices.filter(pl.col("src_cat") == src_cat).sort("dur", "start_ns", descending=[True, False]).head(MARKERS)
+        )
+        for loc, start, dur, name, args in mine.select(
+            "loc", "start_ns", "dur", pl.col("name").cast(pl.String), "args"
+        ).iter_rows():
             info = orjson.loads(args) if args else {}
             text = f"{name} (rank {info.get('rank')}, {dur / 1e6:.3f} ms)"
-            defs.markers.append({"def": ref, "start": int(start) + shift, "dur": int(dur), "location": first_out[int(loc)], "text": text})
+            defs.markers.append(
+                {
+                    "def": ref,
+                    "start": int(start) + shift,
+                    "dur": int(dur),
+                    "location": first_out[int(loc)],
+                    "text": text,
+                }
+            )
     for s in (PROCESS, CRITICAL_PATH_GROUP):
         lay.strings.ref(s)
     return defs
@@ -89,9 +102,11 @@ def plan_analysis(trace: Any, lay: Any) -> AnalysisDefs:
 def write_groups(o: Any, g: Any, defs: AnalysisDefs, first_ref: int, s: Any) -> None:
     """The LOCATIONS and REGIONS groups, refs from ``first_ref`` (after the communicator groups)."""
     ref = first_ref
-    for name, typ, members in ((PROCESS, o.GROUP_TYPE_LOCATIONS, defs.locations),
-                               (CRITICAL_PATH_GROUP, o.GROUP_TYPE_REGIONS, defs.path_regions),
-                               (PROCESS, o.GROUP_TYPE_REGIONS, defs.analysis_regions)):
+    for name, typ, members in (
+        (PROCESS, o.GROUP_TYPE_LOCATIONS, defs.locations),
+        (CRITICAL_PATH_GROUP, o.GROUP_TYPE_REGIONS, defs.path_regions),
+        (PROCESS, o.GROUP_TYPE_REGIONS, defs.analysis_regions),
+    ):
         if members:
             o.GlobalDefWriter_WriteGroup(g, ref, s(name), typ, o.PARADIGM_UNKNOWN, o.GROUP_FLAG_NONE, members)
             ref += 1

@@ -46,7 +46,11 @@ def find_anchor(path: Path) -> Path:
     if path.is_dir():
         found = sorted(p for p in path.glob("*.otf2") if p.is_file())
         if len(found) != 1:
-            what = "no *.otf2 anchor file" if not found else f"{len(found)} anchor files ({', '.join(p.name for p in found)}); name one"
+            what = (
+                "no *.otf2 anchor file"
+                if not found
+                else f"{len(found)} anchor files ({', '.join(p.name for p in found)}); name one"
+            )
             raise FormatError(path, f"directory holds {what}")
         path = found[0]
     with open(path, "rb") as fh:
@@ -68,8 +72,11 @@ def _finish_replacements(path: Path) -> None:
             try:
                 finish_swap(journal.with_name(journal.name[1:].removesuffix("." + JOURNAL_TAG)))
             except OSError as exc:
-                raise FormatError(journal.parent, f"an interrupted di write left this archive half replaced and it cannot be "
-                                                  f"finished here ({exc.strerror}); write the archive again") from None
+                raise FormatError(
+                    journal.parent,
+                    f"an interrupted di write left this archive half replaced and it cannot be "
+                    f"finished here ({exc.strerror}); write the archive again",
+                ) from None
 
 
 def archive_bytes(anchor: Path) -> int:
@@ -111,7 +118,7 @@ def anchor_problem(data: bytes) -> str | None:
         return None
     if pos + 4 > len(data):
         return "it ends before its property count"
-    count = int.from_bytes(data[pos:pos + 4], "little" if data[1] == ENDIAN_LITTLE else "big")
+    count = int.from_bytes(data[pos : pos + 4], "little" if data[1] == ENDIAN_LITTLE else "big")
     if 2 * count > len(data) - pos - 4:
         return f"it declares {count:,} properties in {len(data) - pos - 4} bytes"
     return None
@@ -147,7 +154,9 @@ def open_reader(anchor: Path) -> ArchiveReader:
     import _otf2
 
     if not anchor.with_suffix(".def").is_file():
-        raise FormatError(anchor, f"global definitions {anchor.with_suffix('.def').name} missing beside the anchor file")
+        raise FormatError(
+            anchor, f"global definitions {anchor.with_suffix('.def').name} missing beside the anchor file"
+        )
     try:
         handle = _otf2.Reader_Open(str(anchor))
         _otf2.Reader_SetSerialCollectiveCallbacks(handle)
@@ -176,9 +185,17 @@ class Records:
         return np.repeat(np.arange(self.bounds.size - 1, dtype=np.int64), np.diff(self.bounds))
 
 
-def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_clock_offsets: bool = True,
-                 expected_records: int = 0, consume: Callable[[np.ndarray, int], None] | None = None,
-                 time_window: tuple[int, int] | None = None, io_records: bool = True) -> Records:
+def read_records(
+    reader: Any,
+    location_refs: list[int],
+    anchor: Path,
+    *,
+    apply_clock_offsets: bool = True,
+    expected_records: int = 0,
+    consume: Callable[[np.ndarray, int], None] | None = None,
+    time_window: tuple[int, int] | None = None,
+    io_records: bool = True,
+) -> Records:
     """Read the event records of every location (see :mod:`records`).
 
     ``apply_clock_offsets=False`` keeps each location's own clock (for checks);
@@ -220,20 +237,30 @@ def read_records(reader: Any, location_refs: list[int], anchor: Path, *, apply_c
                 _local_definitions(_otf2, handle, ref, evt_dir, out)
             evt_file = evt_dir / f"{ref}.evt"
             if not evt_file.is_file():
-                out.warnings.append(f"{anchor}: location {ref}: event file {evt_file.name} missing; its events are not loaded")
+                out.warnings.append(
+                    f"{anchor}: location {ref}: event file {evt_file.name} missing; its events are not loaded"
+                )
                 out.dropped["location_without_event_file"] += 1
                 continue
             evt = _otf2.Reader_GetEvtReader(handle, ref)
             if not apply_clock_offsets:
                 _otf2.EvtReader_ApplyClockOffsets(evt, False)
             first = buf.rows
-            n, _, attrs_dropped, code = records.read_location(clib.handle(evt), callbacks, buf, evt_file.stat().st_size + records.ROOM)
+            n, _, attrs_dropped, code = records.read_location(
+                clib.handle(evt), callbacks, buf, evt_file.stat().st_size + records.ROOM
+            )
             out.records_read += n
             if code:
-                why = "more records than the file has bytes: truncated or corrupt" if code == records.CORRUPT else clib.error_text(code)
+                why = (
+                    "more records than the file has bytes: truncated or corrupt"
+                    if code == records.CORRUPT
+                    else clib.error_text(code)
+                )
                 garbage = _cut_garbage(buf, first, time_window if apply_clock_offsets else None)
-                out.warnings.append(f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({why}); the rest is dropped"
-                                    + (f", with {garbage} record rows decoded from the damaged part" if garbage else ""))
+                out.warnings.append(
+                    f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({why}); the rest is dropped"
+                    + (f", with {garbage} record rows decoded from the damaged part" if garbage else "")
+                )
                 out.dropped["truncated_event_file"] += 1
             if attrs_dropped:
                 out.dropped["attribute"] += attrs_dropped
@@ -274,7 +301,9 @@ def _cut_garbage(buf: records.RecordBuffer, first: int, window: tuple[int, int] 
 def _local_definitions(_otf2: Any, handle: Any, ref: int, evt_dir: Path, out: Records) -> None:
     """Read one location's local definitions (mapping tables, clock offsets), if it has any."""
     if not (evt_dir / f"{ref}.def").is_file():
-        out.warnings.append(f"{evt_dir / f'{ref}.def'}: local definitions missing; clock offsets of location {ref} not applied")
+        out.warnings.append(
+            f"{evt_dir / f'{ref}.def'}: local definitions missing; clock offsets of location {ref} not applied"
+        )
         out.dropped["location_without_local_definitions"] += 1
         return
     try:
@@ -283,5 +312,7 @@ def _local_definitions(_otf2: Any, handle: Any, ref: int, evt_dir: Path, out: Re
             _otf2.Reader_ReadAllLocalDefinitions(handle, def_reader)
             _otf2.Reader_CloseDefReader(handle, def_reader)
     except _otf2.Error as exc:
-        out.warnings.append(f"{evt_dir / f'{ref}.def'}: unreadable local definitions ({exc}); clock offsets of location {ref} not applied")
+        out.warnings.append(
+            f"{evt_dir / f'{ref}.def'}: unreadable local definitions ({exc}); clock offsets of location {ref} not applied"
+        )
         out.dropped["unreadable_local_definitions"] += 1

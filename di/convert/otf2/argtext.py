@@ -20,16 +20,32 @@ from di.convert.otf2 import records as R
 from di.convert.stringviews import VIEW_BUFFER_BYTES, put_view, string_views
 
 INSTANT_FIELDS = {
-    R.PROGRAM_BEGIN: ("program", "arguments"), R.PROGRAM_END: ("exit_status",), R.THREAD_FORK: ("paradigm", "threads"),
-    R.THREAD_JOIN: ("paradigm",), R.TEAM_BEGIN: ("team",), R.TEAM_END: ("team",), R.LOCK_ACQUIRE: ("paradigm", "lock", "order"),
-    R.LOCK_RELEASE: ("paradigm", "lock", "order"), R.MEASUREMENT_ON_OFF: ("mode",), R.BUFFER_FLUSH: ("stop_ticks",),
-    R.RMA_WIN_CREATE: ("window",), R.RMA_WIN_DESTROY: ("window",), R.PARAMETER_STRING: ("parameter", "value"),
-    R.PARAMETER_INT: ("parameter", "value"), R.PARAMETER_UINT: ("parameter", "value"),
-    R.IO_ISSUED: ("handle", "matching_id"), R.IO_TEST: ("handle", "matching_id"),
-    R.IO_CREATE_HANDLE: ("handle", "access_mode", "creation_flags"), R.IO_DESTROY_HANDLE: ("handle",),
-    R.IO_DUPLICATE_HANDLE: ("handle", "new_handle", "status_flags"), R.IO_SEEK: ("handle", "offset_requested", "offset_result"),
-    R.IO_CHANGE_STATUS_FLAGS: ("handle", "status_flags"), R.IO_DELETE_FILE: ("io_paradigm", "file"),
-    R.IO_ACQUIRE_LOCK: ("handle", "lock_type"), R.IO_RELEASE_LOCK: ("handle", "lock_type"), R.IO_TRY_LOCK: ("handle", "lock_type"),
+    R.PROGRAM_BEGIN: ("program", "arguments"),
+    R.PROGRAM_END: ("exit_status",),
+    R.THREAD_FORK: ("paradigm", "threads"),
+    R.THREAD_JOIN: ("paradigm",),
+    R.TEAM_BEGIN: ("team",),
+    R.TEAM_END: ("team",),
+    R.LOCK_ACQUIRE: ("paradigm", "lock", "order"),
+    R.LOCK_RELEASE: ("paradigm", "lock", "order"),
+    R.MEASUREMENT_ON_OFF: ("mode",),
+    R.BUFFER_FLUSH: ("stop_ticks",),
+    R.RMA_WIN_CREATE: ("window",),
+    R.RMA_WIN_DESTROY: ("window",),
+    R.PARAMETER_STRING: ("parameter", "value"),
+    R.PARAMETER_INT: ("parameter", "value"),
+    R.PARAMETER_UINT: ("parameter", "value"),
+    R.IO_ISSUED: ("handle", "matching_id"),
+    R.IO_TEST: ("handle", "matching_id"),
+    R.IO_CREATE_HANDLE: ("handle", "access_mode", "creation_flags"),
+    R.IO_DESTROY_HANDLE: ("handle",),
+    R.IO_DUPLICATE_HANDLE: ("handle", "new_handle", "status_flags"),
+    R.IO_SEEK: ("handle", "offset_requested", "offset_result"),
+    R.IO_CHANGE_STATUS_FLAGS: ("handle", "status_flags"),
+    R.IO_DELETE_FILE: ("io_paradigm", "file"),
+    R.IO_ACQUIRE_LOCK: ("handle", "lock_type"),
+    R.IO_RELEASE_LOCK: ("handle", "lock_type"),
+    R.IO_TRY_LOCK: ("handle", "lock_type"),
 }
 """Instant record kind -> names of its fields a, b, c (as many as it has) in args."""
 
@@ -129,14 +145,22 @@ def _text_int_kernel(head, texts, text_off, idx, mid, ints):
     return out[:o], offsets
 
 
-def text_int_members(head: str, texts: list[str], idx: np.ndarray, mid: str, ints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def text_int_members(
+    head: str, texts: list[str], idx: np.ndarray, mid: str, ints: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Members ``{head texts[idx[i]] mid str(ints[i])}`` per row, as UTF-8 bytes and offsets (texts are
     written as given: quote them first where they are JSON strings)."""
     encoded = [t.encode() for t in texts]
     text_off = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum([len(t) for t in encoded], out=text_off[1:])
-    return _text_int_kernel(np.frombuffer(head.encode(), np.uint8), np.frombuffer(b"".join(encoded) or b"\0", np.uint8), text_off,
-                            np.ascontiguousarray(idx, np.int64), np.frombuffer(mid.encode(), np.uint8), np.ascontiguousarray(ints, np.int64))
+    return _text_int_kernel(
+        np.frombuffer(head.encode(), np.uint8),
+        np.frombuffer(b"".join(encoded) or b"\0", np.uint8),
+        text_off,
+        np.ascontiguousarray(idx, np.int64),
+        np.frombuffer(mid.encode(), np.uint8),
+        np.ascontiguousarray(ints, np.int64),
+    )
 
 
 @njit(cache=True)
@@ -231,7 +255,9 @@ def _join_kernel(event, order, data, offsets, limit, views, valid):
     return data_starts, out[:o], out_starts[: n_out + 1]
 
 
-def join_members(n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], *, limit: int = VIEW_BUFFER_BYTES) -> pl.Series:
+def join_members(
+    n_events: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], *, limit: int = VIEW_BUFFER_BYTES
+) -> pl.Series:
     """The ``args`` column: each event's members ``(event rows, UTF-8 bytes, offsets)`` of every part, in order, merged into
     one JSON object (``limit``: the most bytes of one Arrow data buffer; smaller only in tests)."""
     parts = [p for p in parts if p[0].size]

@@ -14,8 +14,18 @@ from typing import Any
 
 __all__ = ["region_cat", "region_kind", "describe", "parse_description", "COLLECTIVE_OPS", "collective_op_code"]
 
-_SYNC_ROLES = {"BARRIER", "IMPLICIT_BARRIER", "CRITICAL", "CRITICAL_SBLOCK", "ATOMIC", "ORDERED", "ORDERED_SBLOCK",
-               "TASK_WAIT", "FLUSH", "THREAD_WAIT"}
+_SYNC_ROLES = {
+    "BARRIER",
+    "IMPLICIT_BARRIER",
+    "CRITICAL",
+    "CRITICAL_SBLOCK",
+    "ATOMIC",
+    "ORDERED",
+    "ORDERED_SBLOCK",
+    "TASK_WAIT",
+    "FLUSH",
+    "THREAD_WAIT",
+}
 _COLL_ROLES = {"COLL_ONE2ALL", "COLL_ALL2ONE", "COLL_ALL2ALL", "COLL_OTHER", "BARRIER"}
 _ACCEL = {"CUDA", "OPENCL", "HIP", "OPENACC", "OPENMP_TARGET", "KOKKOS"}
 _THREADS = {"OPENMP", "PTHREAD", "OMPSS", "WINTHREAD", "QTTHREAD", "ACETHREAD", "TBBTHREAD", "MTAPI"}
@@ -34,7 +44,11 @@ def region_cat(paradigm: str, role: str, name: str, gpu: bool) -> str:
             return "sync"
         if not gpu:
             return "cuda_api"  # host-side calls, copies and kernel launches included (as Kineto's cuda_runtime)
-        if "memcpy" in lower or role == "DATA_TRANSFER" or (paradigm == "OPENACC" and ("data" in lower or "update" in lower)):
+        if (
+            "memcpy" in lower
+            or role == "DATA_TRANSFER"
+            or (paradigm == "OPENACC" and ("data" in lower or "update" in lower))
+        ):
             return "memcpy"
         if "memset" in lower:
             return "memset"
@@ -57,14 +71,28 @@ def region_cat(paradigm: str, role: str, name: str, gpu: bool) -> str:
 
 
 _KINDS = {
-    "kernel": ("CUDA", "KERNEL"), "memcpy": ("CUDA", "DATA_TRANSFER"), "memset": ("CUDA", "DATA_TRANSFER"),
-    "cuda_api": ("CUDA", "WRAPPER"), "sync": ("CUDA", "IMPLICIT_BARRIER"), "mpi_p2p": ("MPI", "POINT2POINT"),
-    "mpi_coll": ("MPI", "COLL_ALL2ALL"), "nccl": ("CUDA", "COLL_ALL2ALL"), "io": ("USER", "FILE_IO"),
-    "user": ("USER", "FUNCTION"), "step": ("USER", "CODE"), "python": ("USER", "FUNCTION"),
-    "compute": ("COMPILER", "FUNCTION"), "other": ("UNKNOWN", "UNKNOWN"),
+    "kernel": ("CUDA", "KERNEL"),
+    "memcpy": ("CUDA", "DATA_TRANSFER"),
+    "memset": ("CUDA", "DATA_TRANSFER"),
+    "cuda_api": ("CUDA", "WRAPPER"),
+    "sync": ("CUDA", "IMPLICIT_BARRIER"),
+    "mpi_p2p": ("MPI", "POINT2POINT"),
+    "mpi_coll": ("MPI", "COLL_ALL2ALL"),
+    "nccl": ("CUDA", "COLL_ALL2ALL"),
+    "io": ("USER", "FILE_IO"),
+    "user": ("USER", "FUNCTION"),
+    "step": ("USER", "CODE"),
+    "python": ("USER", "FUNCTION"),
+    "compute": ("COMPILER", "FUNCTION"),
+    "other": ("UNKNOWN", "UNKNOWN"),
 }
-_OP_ROLES = {"barrier": "BARRIER", "broadcast": "COLL_ONE2ALL", "scatter": "COLL_ONE2ALL", "reduce": "COLL_ALL2ONE",
-             "gather": "COLL_ALL2ONE"}
+_OP_ROLES = {
+    "barrier": "BARRIER",
+    "broadcast": "COLL_ONE2ALL",
+    "scatter": "COLL_ONE2ALL",
+    "reduce": "COLL_ALL2ONE",
+    "gather": "COLL_ALL2ONE",
+}
 
 
 def region_kind(cat: str, src_cat: str | None, op: str | None = None) -> tuple[str, str]:
@@ -100,22 +128,42 @@ def parse_description(text: str | None) -> dict[str, Any] | None:
     import orjson
 
     try:
-        got = orjson.loads(text[len(DESCRIPTION_PREFIX):])
+        got = orjson.loads(text[len(DESCRIPTION_PREFIX) :])
     except orjson.JSONDecodeError:
         return None
     return got if isinstance(got, dict) and "cat" in got else None
 
 
 COLLECTIVE_OPS = {
-    "BARRIER": "barrier", "BCAST": "broadcast", "GATHER": "gather", "GATHERV": "gather", "SCATTER": "scatter",
-    "SCATTERV": "scatter", "ALLGATHER": "allgather", "ALLGATHERV": "allgather", "ALLTOALL": "alltoall",
-    "ALLTOALLV": "alltoall", "ALLTOALLW": "alltoall", "ALLREDUCE": "allreduce", "REDUCE": "reduce",
-    "REDUCE_SCATTER": "reduce_scatter", "REDUCE_SCATTER_BLOCK": "reduce_scatter",
+    "BARRIER": "barrier",
+    "BCAST": "broadcast",
+    "GATHER": "gather",
+    "GATHERV": "gather",
+    "SCATTER": "scatter",
+    "SCATTERV": "scatter",
+    "ALLGATHER": "allgather",
+    "ALLGATHERV": "allgather",
+    "ALLTOALL": "alltoall",
+    "ALLTOALLV": "alltoall",
+    "ALLTOALLW": "alltoall",
+    "ALLREDUCE": "allreduce",
+    "REDUCE": "reduce",
+    "REDUCE_SCATTER": "reduce_scatter",
+    "REDUCE_SCATTER_BLOCK": "reduce_scatter",
 }
 """OTF2 CollectiveOp name -> canonical op; any other is ``other``."""
 
-_OP_CODES = {"barrier": 0, "broadcast": 1, "gather": 2, "scatter": 4, "allgather": 6, "alltoall": 8, "allreduce": 11,
-             "reduce": 12, "reduce_scatter": 13}
+_OP_CODES = {
+    "barrier": 0,
+    "broadcast": 1,
+    "gather": 2,
+    "scatter": 4,
+    "allgather": 6,
+    "alltoall": 8,
+    "allreduce": 11,
+    "reduce": 12,
+    "reduce_scatter": 13,
+}
 
 
 def collective_op_code(op: str | None, otf2_name: str | None = None) -> int:

@@ -29,7 +29,16 @@ from numba.extending import intrinsic
 
 from di.errors import MissingDependencyError
 
-__all__ = ["library", "address", "addresses", "ccall", "error_text", "collected_errors", "UNDEFINED_UINT32", "UNDEFINED_UINT64"]
+__all__ = [
+    "library",
+    "address",
+    "addresses",
+    "ccall",
+    "error_text",
+    "collected_errors",
+    "UNDEFINED_UINT32",
+    "UNDEFINED_UINT64",
+]
 
 UNDEFINED_UINT32 = 0xFFFFFFFF
 """OTF2_UNDEFINED_UINT32 (and every *Ref type's undefined value)."""
@@ -77,8 +86,16 @@ def error_text(code: int) -> str:
     return f"{name}: {desc}" if desc else name
 
 
-_ERROR_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
-                                   ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+_ERROR_CALLBACK = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_void_p,
+    ctypes.c_char_p,
+    ctypes.c_uint64,
+    ctypes.c_char_p,
+    ctypes.c_int,
+    ctypes.c_char_p,
+    ctypes.c_void_p,
+)
 """OTF2_ErrorCallback: (userData, file, line, function, errorCode, msgFormatString, va_list) -> errorCode."""
 
 

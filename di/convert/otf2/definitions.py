@@ -70,8 +70,11 @@ def _ranks(g: GlobalDefs) -> dict[int, int]:
     """location group ref -> rank (see :func:`_own_ranks`); a group created by another (OTF2 3's creating
     location group: Score-P 8+ puts a process's CUDA/HIP streams in an ACCELERATOR group it creates) takes its
     creator's rank, so a rank's device activity stays with the rank that launched it."""
-    creator = {ref: lg[2] for ref, lg in g.location_groups.items()
-               if len(lg) > 2 and lg[2] in g.location_groups and lg[2] != ref}
+    creator = {
+        ref: lg[2]
+        for ref, lg in g.location_groups.items()
+        if len(lg) > 2 and lg[2] in g.location_groups and lg[2] != ref
+    }
     ranks = _own_ranks(g, set(creator))
     for ref in creator:
         root, seen = ref, 0
@@ -117,14 +120,30 @@ def _locations(g: GlobalDefs) -> list[dict[str, Any]]:
     out = []
     for order, (ref, name, typ_code, events, group) in enumerate(g.locations):
         typ = enum_name("LocationType", typ_code)
-        kind = {"CPU_THREAD": "cpu_thread", "GPU": "gpu_stream", "ACCELERATOR_STREAM": "gpu_stream", "METRIC": "counter"}.get(typ, "cpu_thread")
+        kind = {
+            "CPU_THREAD": "cpu_thread",
+            "GPU": "gpu_stream",
+            "ACCELERATOR_STREAM": "gpu_stream",
+            "METRIC": "counter",
+        }.get(typ, "cpu_thread")
         m = _DEVICE_STREAM.search(name or "") if kind == "gpu_stream" else None
-        out.append({
-            "ref": ref, "name": name, "kind": kind, "rank": ranks.get(group, 0), "host": _host(g, group),
-            "pid": group, "tid": ref, "process": PROCESS if ref in analysis else g.location_groups.get(group, (None,))[0], "sort_index": order,
-            "device": int(m.group(1)) if m else None, "stream": int(m.group(2)) if m else None, "otf2_type": typ,
-            "records": int(events or 0),
-        })
+        out.append(
+            {
+                "ref": ref,
+                "name": name,
+                "kind": kind,
+                "rank": ranks.get(group, 0),
+                "host": _host(g, group),
+                "pid": group,
+                "tid": ref,
+                "process": PROCESS if ref in analysis else g.location_groups.get(group, (None,))[0],
+                "sort_index": order,
+                "device": int(m.group(1)) if m else None,
+                "stream": int(m.group(2)) if m else None,
+                "otf2_type": typ,
+                "records": int(events or 0),
+            }
+        )
     return out
 
 
@@ -140,8 +159,15 @@ def _regions(g: GlobalDefs) -> dict[int, dict[str, Any]]:
         else:
             cat, cat_gpu = (region_cat(paradigm, role, name or "", gpu) for gpu in (False, True))
             src_cat, instant = f"{paradigm}/{role}".lower(), False
-        out[ref] = {"name": name or "", "cat": cat, "cat_gpu": cat_gpu, "src_cat": src_cat, "instant": instant,
-                    "paradigm": paradigm, "role": role}
+        out[ref] = {
+            "name": name or "",
+            "cat": cat,
+            "cat_gpu": cat_gpu,
+            "src_cat": src_cat,
+            "instant": instant,
+            "paradigm": paradigm,
+            "role": role,
+        }
     return out
 
 
@@ -170,9 +196,12 @@ def _comms(g: GlobalDefs, ranks_of_group: dict[int, int]) -> dict[int, dict[str,
         members = [ranks_of_group.get(group_of.get(loc, -1), -1) for loc in comm_group_locs.get(group_ref, [])]
         own = _own_group(group[0] if group is not None else None)
         name = cname or "comm"
-        out[ref] = {"name": None if own.get("null_comm") else name if names[cname] == 1 and cname else f"{name}#{ref}",
-                    "ranks": members, "group_ranks": own.get("group_ranks") or members,
-                    "paradigm": enum_name("Paradigm", group[2]) if group is not None else "UNKNOWN"}
+        out[ref] = {
+            "name": None if own.get("null_comm") else name if names[cname] == 1 and cname else f"{name}#{ref}",
+            "ranks": members,
+            "group_ranks": own.get("group_ranks") or members,
+            "paradigm": enum_name("Paradigm", group[2]) if group is not None else "UNKNOWN",
+        }
     return out
 
 
@@ -202,8 +231,14 @@ def _metrics(g: GlobalDefs) -> dict[int, list[dict[str, Any]]]:
         rows = []
         for m in members:
             name, unit, exponent, base, mode, value_type = g.metric_members.get(m, (None, None, 0, 1, 0, 0))
-            rows.append({"name": name, "unit": _unit(unit, int(exponent or 0), base), "mode": enum_name("MetricMode", mode),
-                         "type": enum_name("Type", value_type)})
+            rows.append(
+                {
+                    "name": name,
+                    "unit": _unit(unit, int(exponent or 0), base),
+                    "mode": enum_name("MetricMode", mode),
+                    "type": enum_name("Type", value_type),
+                }
+            )
         out[ref] = rows
     for ref, cls in g.metric_instances.items():
         out[ref] = out.get(cls, [])
@@ -228,7 +263,9 @@ def read_definitions(reader: Any) -> Definitions:
         windows=dict(g.rma_wins),
         parameters=dict(g.parameters),
         info={"creator": None},
-        io_handles={ref: {"name": name or "", "file": g.io_files.get(file), "paradigm": g.io_paradigms.get(paradigm)}
-                    for ref, (name, file, paradigm) in g.io_handles.items()},
+        io_handles={
+            ref: {"name": name or "", "file": g.io_files.get(file), "paradigm": g.io_paradigms.get(paradigm)}
+            for ref, (name, file, paradigm) in g.io_handles.items()
+        },
         io_files=dict(g.io_files),
     )

@@ -36,16 +36,46 @@ ATT_SEND, ATT_RECV, ATT_COLL_BEGIN, ATT_COLL_END = 1, 2, 3, 4
 ATT_ISEND, ATT_ISEND_COMPLETE, ATT_IRECV_REQUEST, ATT_IRECV = 5, 6, 7, 8
 ATT_IO_BEGIN, ATT_IO_COMPLETE, ATT_IO_CANCELLED = 9, 10, 11
 FN_NAMES = (
-    "OTF2_EvtWriter_Enter", "OTF2_EvtWriter_Leave", "OTF2_EvtWriter_MpiSend", "OTF2_EvtWriter_MpiRecv",
-    "OTF2_EvtWriter_MpiCollectiveBegin", "OTF2_EvtWriter_MpiCollectiveEnd", "OTF2_EvtWriter_Metric",
-    "OTF2_AttributeList_AddUint64", "OTF2_AttributeList_AddInt64", "OTF2_AttributeList_AddStringRef",
-    "OTF2_GlobalDefWriter_WriteString", "OTF2_EvtWriter_MpiIsend", "OTF2_EvtWriter_MpiIsendComplete",
-    "OTF2_EvtWriter_MpiIrecvRequest", "OTF2_EvtWriter_MpiIrecv", "OTF2_EvtWriter_IoOperationBegin",
-    "OTF2_EvtWriter_IoOperationComplete", "OTF2_EvtWriter_IoOperationCancelled",
+    "OTF2_EvtWriter_Enter",
+    "OTF2_EvtWriter_Leave",
+    "OTF2_EvtWriter_MpiSend",
+    "OTF2_EvtWriter_MpiRecv",
+    "OTF2_EvtWriter_MpiCollectiveBegin",
+    "OTF2_EvtWriter_MpiCollectiveEnd",
+    "OTF2_EvtWriter_Metric",
+    "OTF2_AttributeList_AddUint64",
+    "OTF2_AttributeList_AddInt64",
+    "OTF2_AttributeList_AddStringRef",
+    "OTF2_GlobalDefWriter_WriteString",
+    "OTF2_EvtWriter_MpiIsend",
+    "OTF2_EvtWriter_MpiIsendComplete",
+    "OTF2_EvtWriter_MpiIrecvRequest",
+    "OTF2_EvtWriter_MpiIrecv",
+    "OTF2_EvtWriter_IoOperationBegin",
+    "OTF2_EvtWriter_IoOperationComplete",
+    "OTF2_EvtWriter_IoOperationCancelled",
 )
 """Function addresses :func:`emit_events` expects in ``fns``, in this order."""
-(F_ENTER, F_LEAVE, F_SEND, F_RECV, F_CBEGIN, F_CEND, F_METRIC, F_ADD_U64, F_ADD_I64, F_ADD_STR, F_STRING,
- F_ISEND, F_ISEND_COMPLETE, F_IRECV_REQUEST, F_IRECV, F_IO_BEGIN, F_IO_COMPLETE, F_IO_CANCELLED) = range(len(FN_NAMES))
+(
+    F_ENTER,
+    F_LEAVE,
+    F_SEND,
+    F_RECV,
+    F_CBEGIN,
+    F_CEND,
+    F_METRIC,
+    F_ADD_U64,
+    F_ADD_I64,
+    F_ADD_STR,
+    F_STRING,
+    F_ISEND,
+    F_ISEND_COMPLETE,
+    F_IRECV_REQUEST,
+    F_IRECV,
+    F_IO_BEGIN,
+    F_IO_COMPLETE,
+    F_IO_CANCELLED,
+) = range(len(FN_NAMES))
 FLOWS_ATTRIBUTE = 7
 """Position of ``di.flows_in`` in ``layout.ATTRIBUTES``."""
 IO_ATTRIBUTE = 8
@@ -97,7 +127,9 @@ def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
         elif kind == ATT_IO_BEGIN or kind == ATT_IO_COMPLETE or kind == ATT_IO_CANCELLED:
             clib.ccall(fns[F_ADD_U64], (alist, attr_refs[IO_ATTRIBUTE], np.int64(1)))
             if kind == ATT_IO_BEGIN:
-                code = clib.ccall(fns[F_IO_BEGIN], (writer, alist, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]))
+                code = clib.ccall(
+                    fns[F_IO_BEGIN], (writer, alist, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7])
+                )
             elif kind == ATT_IO_COMPLETE:
                 code = clib.ccall(fns[F_IO_COMPLETE], (writer, alist, t, att[q, 3], att[q, 6], att[q, 7]))
             else:
@@ -109,7 +141,10 @@ def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
                 if v != NO_VALUE:
                     with_attrs = True
                     clib.ccall(fns[F_ADD_I64 if a == 2 else F_ADD_STR], (alist, attr_refs[3 + a], v))
-            code = clib.ccall(fns[F_CEND], (writer, alist if with_attrs else 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]))
+            code = clib.ccall(
+                fns[F_CEND],
+                (writer, alist if with_attrs else 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]),
+            )
         if code != 0:
             return code
     return 0
@@ -125,7 +160,23 @@ def _leave(fns, writer, alist, attr_refs, e, end_t, region, att, lo, hi):
 
 
 @njit(cache=True)
-def emit_events(fns, writers, alist, attr_refs, order, bounds, start_t, end_t, region, nbytes, corr, args_ref, flows_ref, att, att_bounds):
+def emit_events(
+    fns,
+    writers,
+    alist,
+    attr_refs,
+    order,
+    bounds,
+    start_t,
+    end_t,
+    region,
+    nbytes,
+    corr,
+    args_ref,
+    flows_ref,
+    att,
+    att_bounds,
+):
     """Write every location's events; returns the first OTF2 error code (0 when none).
 
     Args:
@@ -202,7 +253,9 @@ def emit_metrics(fns, writers, bounds, ts, metric, values):
     for k in range(writers.size):
         for i in range(bounds[k], bounds[k + 1]):
             value[0] = values[i]
-            code = clib.ccall(fns[F_METRIC], (writers[k], 0, ts[i], metric[i], 1, type_ids.ctypes.data, value.ctypes.data))
+            code = clib.ccall(
+                fns[F_METRIC], (writers[k], 0, ts[i], metric[i], 1, type_ids.ctypes.data, value.ctypes.data)
+            )
             if code != 0:
                 return code
     return 0

@@ -50,7 +50,6 @@ FLOWS_ATTRIBUTE = "di.flows_in"
 """Attribute di's writer puts on the Enter of a flow's destination (see :func:`flows_frame`)."""
 
 
-
 def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.DataFrame]:
     """(ref -> region position lookup, one row per event kind: name, cat, src_cat, instant).
 
@@ -67,16 +66,25 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     rs = list(regions.values())
     record_names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet", **dict(zip(IO_OPERATIONS, IO_MODES))}
     n_kinds = max(record_names) + 1
-    kinds = [(record_names.get(k, "?"), "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "io" if k in R.IO_INSTANTS or k in IO_OPERATIONS else "other",
-              "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2/io_operation" if k in IO_OPERATIONS else "otf2_record",
-              k in R.INSTANT_NAMES) for k in range(n_kinds)]
+    kinds = [
+        (
+            record_names.get(k, "?"),
+            "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "io" if k in R.IO_INSTANTS or k in IO_OPERATIONS else "other",
+            "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2/io_operation" if k in IO_OPERATIONS else "otf2_record",
+            k in R.INSTANT_NAMES,
+        )
+        for k in range(n_kinds)
+    ]
     kinds.append(("?", "other", "otf2/undefined_region", False))
-    table = pl.DataFrame({
-        "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
-        "cat": [r["cat"] for r in rs] + [r["cat_gpu"] for r in rs] + [k[1] for k in kinds],
-        "src_cat": [r["src_cat"] for r in rs] * 2 + [k[2] for k in kinds],
-        "instant": [r["instant"] for r in rs] * 2 + [k[3] for k in kinds],
-    }, schema={"name": dtypes["name"], "cat": dtypes["cat"], "src_cat": dtypes["src_cat"], "instant": pl.Boolean})
+    table = pl.DataFrame(
+        {
+            "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
+            "cat": [r["cat"] for r in rs] + [r["cat_gpu"] for r in rs] + [k[1] for k in kinds],
+            "src_cat": [r["src_cat"] for r in rs] * 2 + [k[2] for k in kinds],
+            "instant": [r["instant"] for r in rs] * 2 + [k[3] for k in kinds],
+        },
+        schema={"name": dtypes["name"], "cat": dtypes["cat"], "src_cat": dtypes["src_cat"], "instant": pl.Boolean},
+    )
     return lookup, table
 
 
@@ -114,7 +122,9 @@ def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_lo
         ev_start[i] = s
         ev_end[i] = s if instant_of[d] else _ticks_to_ns(ev_end[i], offset, res, realtime)
         if i > 0 and ordered:
-            if ev_loc[i] == ev_loc[i - 1] and (s < ev_start[i - 1] or (s == ev_start[i - 1] and ev_end[i] > ev_end[i - 1])):
+            if ev_loc[i] == ev_loc[i - 1] and (
+                s < ev_start[i - 1] or (s == ev_start[i - 1] and ev_end[i] > ev_end[i - 1])
+            ):
                 ordered = False
             elif ev_loc[i] < ev_loc[i - 1]:
                 ordered = False
@@ -129,11 +139,15 @@ def nullable(values: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
         return pl.Series(name, values)
     values = np.ascontiguousarray(values)
     bitmap = np.packbits(valid, bitorder="little")
-    arr = pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), values.size, [pa.py_buffer(bitmap), pa.py_buffer(values)])
+    arr = pa.Array.from_buffers(
+        pa.from_numpy_dtype(values.dtype), values.size, [pa.py_buffer(bitmap), pa.py_buffer(values)]
+    )
     return pl.Series(name, arr)
 
 
-def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray) -> tuple[pl.DataFrame, np.ndarray | None]:
+def events_frame(
+    tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray
+) -> tuple[pl.DataFrame, np.ndarray | None]:
     """(events without args sorted and nested, creation index -> row or None when they are the same).
 
     ``tl``: the :class:`timeline.Builder` arrays (ev_loc .. ev_c); ``clock``: (global offset
@@ -143,13 +157,27 @@ def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict
     lookup, table = _descriptors(regions)
     n_regions = len(regions)
     instant_of = table["instant"].to_numpy()
-    desc, ordered = _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs.astype(np.int64), instant_of,
-                            *(np.int64(c) for c in clock))
+    desc, ordered = _finish(
+        ev_loc,
+        ev_start,
+        ev_end,
+        ev_type,
+        ev_ref,
+        lookup,
+        n_regions,
+        gpu_locs.astype(np.int64),
+        instant_of,
+        *(np.int64(c) for c in clock),
+    )
     n = ev_loc.size
     order = None
     io = ev_type == T.EV_IO
     loc, start, end = ev_loc, ev_start, ev_end
-    nbytes, known = (np.where(io, ev_d, ev_c), (ev_type == T.EV_RMA) | (io & (ev_d >= 0))) if io.any() else (ev_c, ev_type == T.EV_RMA)
+    nbytes, known = (
+        (np.where(io, ev_d, ev_c), (ev_type == T.EV_RMA) | (io & (ev_d >= 0)))
+        if io.any()
+        else (ev_c, ev_type == T.EV_RMA)
+    )
     if not ordered:
         perm = nesting_order(ev_loc, ev_start, ev_end, np.arange(n, dtype=np.int64))
         loc, start, end, desc, nbytes, known = (a[perm] for a in (loc, start, end, desc, nbytes, known))
@@ -157,12 +185,22 @@ def events_frame(tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict
         order[perm] = np.arange(n, dtype=np.int64)
     depth, parent = nest(loc, start, end)
     codes = pl.Series(desc.astype(np.uint32))  # polars' index type: no conversion per gather
-    df = pl.DataFrame({
-        "loc": loc.astype(np.uint32), "start_ns": start, "end_ns": end, "name": table["name"].gather(codes),
-        "cat": table["cat"].gather(codes), "src_cat": table["src_cat"].gather(codes),
-        "bytes": nullable(nbytes, known, "bytes") if known.any() else pl.repeat(None, n, dtype=pl.Int64, eager=True),
-        "instant": instant_of[desc], "depth": depth, "parent": nullable(parent, parent >= 0, "parent"),
-    })
+    df = pl.DataFrame(
+        {
+            "loc": loc.astype(np.uint32),
+            "start_ns": start,
+            "end_ns": end,
+            "name": table["name"].gather(codes),
+            "cat": table["cat"].gather(codes),
+            "src_cat": table["src_cat"].gather(codes),
+            "bytes": nullable(nbytes, known, "bytes")
+            if known.any()
+            else pl.repeat(None, n, dtype=pl.Int64, eager=True),
+            "instant": instant_of[desc],
+            "depth": depth,
+            "parent": nullable(parent, parent >= 0, "parent"),
+        }
+    )
     return df, order
 
 
@@ -183,28 +221,59 @@ def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray
     from di.convert.otf2.matching import collective_ops
 
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (event rows, members UTF-8, offsets) per source
-    own = [ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES or name in (FLOWS_ATTRIBUTE, IO_ATTRIBUTE)]
+    own = [
+        ref
+        for ref, (name, _) in defs.attributes.items()
+        if name in OWN_ATTRIBUTES or name in (FLOWS_ATTRIBUTE, IO_ATTRIBUTE)
+    ]
     got = rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0)
     if own:
         got &= ~np.isin(rec.a, np.array(own, np.int64))
     if got.any():
         attrs = rec.take(got)
-        value = as_json(attrs.b, attrs.c, defs.strings, {k: r["name"] for k, r in defs.regions.items()}, {k: c["name"] for k, c in defs.comms.items()})
+        value = as_json(
+            attrs.b,
+            attrs.c,
+            defs.strings,
+            {k: r["name"] for k, r in defs.regions.items()},
+            {k: c["name"] for k, c in defs.comms.items()},
+        )
         key = attrs.a * 2 + (attrs.after == R.LEAVE)
         uniq, inv = np.unique(key, return_inverse=True)
-        names = {ref: name for ref, (name, _) in defs.attributes.items() if isinstance(name, str)}  # a damaged definition may have none
-        keys = pl.Series([orjson.dumps(("leave." if k & 1 else "") + names.get(int(k) >> 1, str(int(k) >> 1))).decode() + ":" for k in uniq.tolist()],
-                         dtype=pl.String).gather(inv.ravel())
-        parts.append((attrs.event, *utf8_buffers(pl.select(pl.concat_str(pl.lit("{"), keys, value.fill_null("null"), pl.lit("}"))).to_series())))
+        names = {
+            ref: name for ref, (name, _) in defs.attributes.items() if isinstance(name, str)
+        }  # a damaged definition may have none
+        keys = pl.Series(
+            [
+                orjson.dumps(("leave." if k & 1 else "") + names.get(int(k) >> 1, str(int(k) >> 1))).decode() + ":"
+                for k in uniq.tolist()
+            ],
+            dtype=pl.String,
+        ).gather(inv.ravel())
+        parts.append(
+            (
+                attrs.event,
+                *utf8_buffers(
+                    pl.select(pl.concat_str(pl.lit("{"), keys, value.fill_null("null"), pl.lit("}"))).to_series()
+                ),
+            )
+        )
     ev_type, ev_ref, ev_a, ev_b, ev_c = tl.ev_type, tl.ev_ref, tl.ev_a, tl.ev_b, tl.ev_c
     instants = np.flatnonzero(ev_type == T.EV_INSTANT)
     if instants.size:
-        parts.append((rows_of(order, instants), *instant_members(ev_ref[instants], ev_a[instants], ev_b[instants], ev_c[instants])))
+        parts.append(
+            (
+                rows_of(order, instants),
+                *instant_members(ev_ref[instants], ev_a[instants], ev_b[instants], ev_c[instants]),
+            )
+        )
     rma = np.flatnonzero(ev_type == T.EV_RMA)
     if rma.size:
         wins, win_idx = np.unique(ev_a[rma], return_inverse=True)
         texts = [orjson.dumps(defs.windows.get(int(w), str(w))).decode() for w in wins.tolist()]
-        parts.append((rows_of(order, rma), *text_int_members('"window":', texts, win_idx.ravel(), ',"remote":', ev_b[rma])))
+        parts.append(
+            (rows_of(order, rma), *text_int_members('"window":', texts, win_idx.ravel(), ',"remote":', ev_b[rma]))
+        )
     io = np.flatnonzero(ev_type == T.EV_IO)
     if io.size:
         combos, idx = np.unique(np.column_stack([ev_a[io], ev_b[io]]), axis=0, return_inverse=True)
@@ -213,7 +282,14 @@ def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray
     coll = rec.of_kind(R.COLL_END) & (rec.event >= 0)
     if coll.any():
         idx, names_ = collective_ops(rec.a[coll])
-        parts.append((rec.event[coll], *text_int_members('"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.e[coll])))
+        parts.append(
+            (
+                rec.event[coll],
+                *text_int_members(
+                    '"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.e[coll]
+                ),
+            )
+        )
     return join_members(n_events, parts)
 
 
@@ -238,7 +314,9 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
     refs = {name: ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES}
     if not refs:
         return ev
-    attrs = rec.take(rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0) & np.isin(rec.a, np.array(list(refs.values()), np.int64)))
+    attrs = rec.take(
+        rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0) & np.isin(rec.a, np.array(list(refs.values()), np.int64))
+    )
     for name, column in OWN_ATTRIBUTES.items():
         got = attrs.take(attrs.a == refs.get(name, -1))
         if not len(got):
@@ -246,7 +324,11 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
         values = pl.Series(ref_ids(got.b, got.c))
         if name == "di.args":
             values = values.replace_strict(defs.strings, default=None, return_dtype=pl.String)
-        full = pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True).alias(column).scatter(got.event, values.cast(ev.schema[column]))
+        full = (
+            pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True)
+            .alias(column)
+            .scatter(got.event, values.cast(ev.schema[column]))
+        )
         ev = ev.with_columns(pl.coalesce(full, pl.col(column)).alias(column))
     return ev
 
@@ -268,7 +350,9 @@ def flows_frame(rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: 
     item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
     try:
         lists = text.str.json_decode(pl.List(item))
-    except pl.exceptions.PolarsError:  # a damaged archive: keep the items that read (the others count as missing sources)
+    except (
+        pl.exceptions.PolarsError
+    ):  # a damaged archive: keep the items that read (the others count as missing sources)
         lists = pl.Series([_flow_items(t) for t in text.to_list()], dtype=pl.List(item))
     items = pl.DataFrame({"dst": got.event, "j": lists}).explode("j").unnest("j")
     ev_loc, ev_type = tl.ev_loc, tl.ev_type
@@ -281,9 +365,17 @@ def flows_frame(rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: 
     from di.trace import FLOW_KINDS
 
     ok = (loc >= 0) & (k >= 0) & (k < count) & items["t"].is_in(FLOW_KINDS).fill_null(False).to_numpy()
-    src = rows_of(order, np.where(ok, regions[np.minimum(first + np.maximum(k, 0), max(regions.size - 1, 0))] if regions.size else -1, -1))
-    flows = items.with_columns(pl.Series("src", src)).filter(pl.Series(ok)).select(
-        "src", "dst", pl.col("t").alias("kind"), pl.col("i").alias("id"), pl.col("c").alias("src_cat"))
+    src = rows_of(
+        order,
+        np.where(
+            ok, regions[np.minimum(first + np.maximum(k, 0), max(regions.size - 1, 0))] if regions.size else -1, -1
+        ),
+    )
+    flows = (
+        items.with_columns(pl.Series("src", src))
+        .filter(pl.Series(ok))
+        .select("src", "dst", pl.col("t").alias("kind"), pl.col("i").alias("id"), pl.col("c").alias("src_cat"))
+    )
     return flows.sort("src", "dst", maintain_order=True), int((~ok).sum())
 
 

@@ -26,7 +26,9 @@ class GlobalDefs:
     clock: tuple[int, int, int, int] = (1, 0, 0, clib.UNDEFINED_UINT64)  # resolution, global offset, length, realtime
     strings: dict[int, str] = field(default_factory=dict)
     nodes: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, class name, parent ref
-    location_groups: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, system tree parent ref, creating group ref
+    location_groups: dict[int, tuple[Any, ...]] = field(
+        default_factory=dict
+    )  # name, system tree parent ref, creating group ref
     locations: list[tuple[Any, ...]] = field(default_factory=list)  # ref, name, type, events, location group ref
     regions: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, description, role, paradigm
     groups: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, type, paradigm, member refs
@@ -34,7 +36,9 @@ class GlobalDefs:
     attributes: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, type
     rma_wins: dict[int, str] = field(default_factory=dict)
     parameters: dict[int, str] = field(default_factory=dict)
-    metric_members: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, unit, exponent, base, mode, value type
+    metric_members: dict[int, tuple[Any, ...]] = field(
+        default_factory=dict
+    )  # name, unit, exponent, base, mode, value type
     metric_classes: dict[int, list[int]] = field(default_factory=dict)  # member refs
     metric_instances: dict[int, int] = field(default_factory=dict)  # metric class ref
     io_paradigms: dict[int, str] = field(default_factory=dict)  # identification
@@ -77,21 +81,26 @@ def _collectors(raw: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
     def store(record: str) -> Any:
         rows = raw.setdefault(record, [])
         if record == "Group":
+
             def fn(_: Any, ref: int, name: int, typ: int, paradigm: int, flags: int, n: int, members: Any) -> int:
                 rows.append((ref, name, typ, paradigm, [members[i] for i in range(n)]))
                 return 0
         elif record == "MetricClass":
+
             def fn(_: Any, ref: int, n: int, members: Any, *rest: int) -> int:
                 rows.append((ref, [members[i] for i in range(n)]))
                 return 0
         elif record == "String":
+
             def fn(_: Any, ref: int, text: bytes | None) -> int:
                 rows.append((ref, text.decode("utf-8", "replace") if text is not None else None))
                 return 0
         else:
+
             def fn(_: Any, *args: Any) -> int:
                 rows.append(args)
                 return 0
+
         return fn
 
     return {record: store(record) for record in _FIELDS}

@@ -55,14 +55,30 @@ class IoDefs:
 
 def _mode_of_name(name: pl.Expr) -> pl.Expr:
     lower = name.str.to_lowercase()
-    return (pl.when(lower.is_in(READ_NAMES) | lower.str.starts_with("mpi_file_read") | lower.str.starts_with("mpi_file_iread")).then(0)
-            .when(lower.is_in(WRITE_NAMES) | lower.str.starts_with("mpi_file_write") | lower.str.starts_with("mpi_file_iwrite")).then(1)
-            .when(lower.is_in(FLUSH_NAMES) | (lower == "mpi_file_sync")).then(2))
+    return (
+        pl.when(
+            lower.is_in(READ_NAMES) | lower.str.starts_with("mpi_file_read") | lower.str.starts_with("mpi_file_iread")
+        )
+        .then(0)
+        .when(
+            lower.is_in(WRITE_NAMES)
+            | lower.str.starts_with("mpi_file_write")
+            | lower.str.starts_with("mpi_file_iwrite")
+        )
+        .then(1)
+        .when(lower.is_in(FLUSH_NAMES) | (lower == "mpi_file_sync"))
+        .then(2)
+    )
 
 
 def _paradigm_of_name(name: pl.Expr) -> pl.Expr:
-    return (pl.when(name.str.starts_with("MPI_File")).then(pl.lit("MPI-IO"))
-            .when(name.str.starts_with("f") & ~name.is_in(["fsync", "fdatasync"])).then(pl.lit("ISOC")).otherwise(pl.lit("POSIX")))
+    return (
+        pl.when(name.str.starts_with("MPI_File"))
+        .then(pl.lit("MPI-IO"))
+        .when(name.str.starts_with("f") & ~name.is_in(["fsync", "fdatasync"]))
+        .then(pl.lit("ISOC"))
+        .otherwise(pl.lit("POSIX"))
+    )
 
 
 def plan_io(trace: Any, strings: Any) -> tuple[np.ndarray, IoDefs]:
@@ -73,7 +89,9 @@ def plan_io(trace: Any, strings: Any) -> tuple[np.ndarray, IoDefs]:
         return empty
     from di.trace import CATS
 
-    is_io = ev["cat"].to_physical().to_numpy() == CATS.index("io")  # one pass over the codes, no frame for traces without I/O
+    is_io = ev["cat"].to_physical().to_numpy() == CATS.index(
+        "io"
+    )  # one pass over the codes, no frame for traces without I/O
     if not is_io.any():
         return empty
     io = ev.with_row_index("row").filter(pl.Series(is_io))
@@ -81,12 +99,17 @@ def plan_io(trace: Any, strings: Any) -> tuple[np.ndarray, IoDefs]:
     src = pl.col("src_cat").cast(pl.String).fill_null("")
     arg = pl.col("args").str.json_path_match
     ops = io.select(
-        "row", "bytes",
-        pl.coalesce(arg("$.mode").replace_strict({m: i for i, m in enumerate(MODES)}, default=None, return_dtype=pl.Int64),
-                    pl.when(~src.str.contains("/", literal=True)).then(_mode_of_name(name))).alias("mode"),
+        "row",
+        "bytes",
+        pl.coalesce(
+            arg("$.mode").replace_strict({m: i for i, m in enumerate(MODES)}, default=None, return_dtype=pl.Int64),
+            pl.when(~src.str.contains("/", literal=True)).then(_mode_of_name(name)),
+        ).alias("mode"),
         pl.coalesce(arg("$.file"), arg("$.handle"), pl.lit("unknown")).alias("file"),
         pl.coalesce(arg("$.paradigm"), _paradigm_of_name(name)).alias("paradigm"),
-        pl.coalesce(arg("$.bytes_requested").cast(pl.Int64, strict=False), pl.col("bytes"), pl.lit(0)).alias("requested"),
+        pl.coalesce(arg("$.bytes_requested").cast(pl.Int64, strict=False), pl.col("bytes"), pl.lit(0)).alias(
+            "requested"
+        ),
         arg("$.operation_flags").cast(pl.Int64, strict=False).fill_null(0).alias("flags"),
         (arg("$.cancelled") == "true").fill_null(False).alias("cancelled"),
     ).filter(pl.col("mode").is_not_null())
@@ -107,7 +130,19 @@ def plan_io(trace: Any, strings: Any) -> tuple[np.ndarray, IoDefs]:
     done = np.where(ops["cancelled"].to_numpy(), emit.ATT_IO_CANCELLED, emit.ATT_IO_COMPLETE)
     moved = ops["bytes"].fill_null(0).to_numpy().astype(np.int64)
     pad = np.zeros((row.size, 4), np.int64)
-    begin = np.column_stack([row, z, z + emit.ATT_IO_BEGIN, h, ops["mode"].to_numpy(), ops["flags"].to_numpy(), ops["requested"].to_numpy(), row, pad])
+    begin = np.column_stack(
+        [
+            row,
+            z,
+            z + emit.ATT_IO_BEGIN,
+            h,
+            ops["mode"].to_numpy(),
+            ops["flags"].to_numpy(),
+            ops["requested"].to_numpy(),
+            row,
+            pad,
+        ]
+    )
     end = np.column_stack([row, z + 1, done, h, z, z, moved, row, pad])
     return np.concatenate([begin, end]).astype(np.int64), defs
 
@@ -115,10 +150,28 @@ def plan_io(trace: Any, strings: Any) -> tuple[np.ndarray, IoDefs]:
 def write_io_definitions(o: Any, g: Any, defs: IoDefs, s: Any) -> None:
     """IoParadigm, IoRegularFile, IoHandle (+ its pre-created state) definitions through the global definition writer ``g``."""
     for ref, (ident, name) in enumerate(defs.paradigms):
-        o.GlobalDefWriter_WriteIoParadigm(g, ref, s(ident), s(name), o.IO_PARADIGM_CLASS_PARALLEL if ident == "MPI-IO" else o.IO_PARADIGM_CLASS_SERIAL,
-                                          o.IO_PARADIGM_FLAG_OS if ident == "POSIX" else o.IO_PARADIGM_FLAG_NONE, [], [], [])
+        o.GlobalDefWriter_WriteIoParadigm(
+            g,
+            ref,
+            s(ident),
+            s(name),
+            o.IO_PARADIGM_CLASS_PARALLEL if ident == "MPI-IO" else o.IO_PARADIGM_CLASS_SERIAL,
+            o.IO_PARADIGM_FLAG_OS if ident == "POSIX" else o.IO_PARADIGM_FLAG_NONE,
+            [],
+            [],
+            [],
+        )
     for ref, name in enumerate(defs.files):
         o.GlobalDefWriter_WriteIoRegularFile(g, ref, s(name), 0)
     for ref, (file, paradigm) in enumerate(defs.handles):
-        o.GlobalDefWriter_WriteIoHandle(g, ref, s(defs.files[file]), file, paradigm, o.IO_HANDLE_FLAG_PRE_CREATED, o.UNDEFINED_COMM, o.UNDEFINED_IO_HANDLE)
+        o.GlobalDefWriter_WriteIoHandle(
+            g,
+            ref,
+            s(defs.files[file]),
+            file,
+            paradigm,
+            o.IO_HANDLE_FLAG_PRE_CREATED,
+            o.UNDEFINED_COMM,
+            o.UNDEFINED_IO_HANDLE,
+        )
         o.GlobalDefWriter_WriteIoPreCreatedHandleState(g, ref, o.IO_ACCESS_MODE_READ_WRITE, o.IO_STATUS_FLAG_NONE)

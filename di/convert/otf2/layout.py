@@ -24,8 +24,17 @@ from di.convert.otf2.rowids import combined_ids, key_ids, run_starts
 from di.nesting import readonly_int64
 from di.trace import Trace
 
-ATTRIBUTES = (("di.bytes", "UINT64"), ("di.corr", "INT64"), ("di.args", "STRING"), ("di.dtype", "STRING"), ("di.op", "STRING"),
-              ("di.group_size", "INT64"), ("di.group_ranks", "STRING"), ("di.flows_in", "STRING"), ("di.io", "UINT64"))
+ATTRIBUTES = (
+    ("di.bytes", "UINT64"),
+    ("di.corr", "INT64"),
+    ("di.args", "STRING"),
+    ("di.dtype", "STRING"),
+    ("di.op", "STRING"),
+    ("di.group_size", "INT64"),
+    ("di.group_ranks", "STRING"),
+    ("di.flows_in", "STRING"),
+    ("di.io", "UINT64"),
+)
 """Attributes di writes (refs in this order): the first three and ``di.flows_in`` on Enter records, ``di.io`` on
 I/O operation records (:mod:`iolayout`), the others on MpiCollectiveEnd (the ``collectives`` columns OTF2 has no
 field for, or whose OTF2 field is coarser)."""
@@ -61,7 +70,9 @@ class Strings:
     def ref(self, s: str) -> int:
         """Ref of ``s``, added while planning; after :meth:`buffer` only lookups."""
         got = self.refs.get(s)
-        if got is None and self.frozen:  # while planning, a string also in a column may get a second ref: OTF2 allows it
+        if (
+            got is None and self.frozen
+        ):  # while planning, a string also in a column may get a second ref: OTF2 allows it
             got = self._in_columns(s)
         if got is None:
             if self.frozen:
@@ -93,8 +104,12 @@ class Strings:
         self.n += new.len()
         if known.any():
             old = uniq.filter(known)
-            refs = pl.concat([refs, pl.DataFrame({"s": old, "ref": old.replace_strict(self.refs, return_dtype=pl.Int64)})])
-        return values.cast(pl.String).to_frame("s").join(refs, on="s", how="left", maintain_order="left").get_column("ref")
+            refs = pl.concat(
+                [refs, pl.DataFrame({"s": old, "ref": old.replace_strict(self.refs, return_dtype=pl.Int64)})]
+            )
+        return (
+            values.cast(pl.String).to_frame("s").join(refs, on="s", how="left", maintain_order="left").get_column("ref")
+        )
 
     def buffer(self) -> tuple[np.ndarray, np.ndarray]:
         """(NUL-terminated UTF-8 bytes, start offsets + end) for :func:`emit.write_strings`."""
@@ -151,7 +166,12 @@ class Layout:
 
 def _clock(trace: Trace) -> tuple[int, int, int, int]:
     """(shift added to every ns, global offset, trace length, realtime timestamp) in ns ticks."""
-    times = [trace.events["start_ns"].min(), trace.events["end_ns"].max(), trace.samples["ts_ns"].min(), trace.samples["ts_ns"].max()]
+    times = [
+        trace.events["start_ns"].min(),
+        trace.events["end_ns"].max(),
+        trace.samples["ts_ns"].min(),
+        trace.samples["ts_ns"].max(),
+    ]
     known = [int(t) for t in times if t is not None]
     lo, hi = (min(known), max(known)) if known else (0, 0)
     if trace.meta.get("clock", {}).get("domain") == "unix_epoch" and lo >= 0:
@@ -160,7 +180,9 @@ def _clock(trace: Trace) -> tuple[int, int, int, int]:
     return shift, shift, hi - lo, clib.UNDEFINED_UINT64
 
 
-def _locations(trace: Trace, pairs: pl.DataFrame, strings: Strings) -> tuple[pl.DataFrame, list[str], list[tuple[int, int]], list[int]]:
+def _locations(
+    trace: Trace, pairs: pl.DataFrame, strings: Strings
+) -> tuple[pl.DataFrame, list[str], list[tuple[int, int]], list[int]]:
     """Output locations, one per (loc, lane) in that order, with ``metric`` (the lane -1 or the counter
     timeline that holds a series' samples), their group, plus hosts, groups and the rank locations.
     ``pairs``: the distinct (loc, lane) of the events."""
@@ -168,11 +190,22 @@ def _locations(trace: Trace, pairs: pl.DataFrame, strings: Strings) -> tuple[pl.
     with_events = pairs
     series_locs = trace.series["loc"].unique()
     busy = set(with_events["loc"].to_list())
-    metric = pl.DataFrame({"loc": series_locs, "lane": [-1 if int(x) in busy else 0 for x in series_locs.to_list()]},
-                          schema={"loc": pl.UInt32, "lane": pl.Int64})
-    keys = pl.concat([
-        locs.select("loc", pl.lit(0, pl.Int64).alias("lane")), with_events.with_columns(pl.col("loc").cast(pl.UInt32)), metric,
-    ]).unique().sort("loc", "lane").join(metric.with_columns(pl.lit(True).alias("metric")), on=["loc", "lane"], how="left")
+    metric = pl.DataFrame(
+        {"loc": series_locs, "lane": [-1 if int(x) in busy else 0 for x in series_locs.to_list()]},
+        schema={"loc": pl.UInt32, "lane": pl.Int64},
+    )
+    keys = (
+        pl.concat(
+            [
+                locs.select("loc", pl.lit(0, pl.Int64).alias("lane")),
+                with_events.with_columns(pl.col("loc").cast(pl.UInt32)),
+                metric,
+            ]
+        )
+        .unique()
+        .sort("loc", "lane")
+        .join(metric.with_columns(pl.lit(True).alias("metric")), on=["loc", "lane"], how="left")
+    )
     ranks = sorted(locs["rank"].unique().to_list())
     host_of = {}
     for r, h in locs.select("rank", "host").iter_rows():
@@ -180,15 +213,28 @@ def _locations(trace: Trace, pairs: pl.DataFrame, strings: Strings) -> tuple[pl.
     hosts = sorted(set(host_of.values()))
     groups = [(r, hosts.index(host_of[r])) for r in ranks]
     base = pl.col("name").fill_null(pl.format("{} {}", pl.col("kind").cast(pl.String), "loc"))
-    out = keys.join(locs.select("loc", "rank", "kind", "name", "tid"), on="loc", how="left").with_columns(
-        pl.col("metric").fill_null(False),
-        pl.col("rank").replace_strict({r: i for i, r in enumerate(ranks)}, return_dtype=pl.Int64).alias("group"),
-        pl.when(pl.col("lane") > 0).then(pl.format("{} lane {}", base, "lane"))
-        .when(pl.col("lane") < 0).then(pl.format("{} metrics", base)).otherwise(base).alias("out_name"),
-    ).with_columns(
-        pl.when(pl.col("metric")).then(pl.lit("counter")).otherwise(pl.col("kind").cast(pl.String))
-        .replace("counter", "cpu_thread").alias("out_kind")
-    ).with_columns(pl.when(pl.col("metric")).then(pl.lit("counter")).otherwise(pl.col("out_kind")).alias("out_kind")).with_row_index("ref")
+    out = (
+        keys.join(locs.select("loc", "rank", "kind", "name", "tid"), on="loc", how="left")
+        .with_columns(
+            pl.col("metric").fill_null(False),
+            pl.col("rank").replace_strict({r: i for i, r in enumerate(ranks)}, return_dtype=pl.Int64).alias("group"),
+            pl.when(pl.col("lane") > 0)
+            .then(pl.format("{} lane {}", base, "lane"))
+            .when(pl.col("lane") < 0)
+            .then(pl.format("{} metrics", base))
+            .otherwise(base)
+            .alias("out_name"),
+        )
+        .with_columns(
+            pl.when(pl.col("metric"))
+            .then(pl.lit("counter"))
+            .otherwise(pl.col("kind").cast(pl.String))
+            .replace("counter", "cpu_thread")
+            .alias("out_kind")
+        )
+        .with_columns(pl.when(pl.col("metric")).then(pl.lit("counter")).otherwise(pl.col("out_kind")).alias("out_kind"))
+        .with_row_index("ref")
+    )
     for s in ["di", "machine", "node", *hosts, *(f"MPI Rank {r}" for r in ranks)]:
         strings.ref(s)
     strings.add_many(out["out_name"])
@@ -207,11 +253,15 @@ def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.n
     else:
         src_code = (src.to_physical().cast(pl.Int64) + 1).fill_null(0).to_numpy()  # null apart from every category
     # read-only int64 codes whatever polars hands out (a copy or a view): one compiled combined_ids
-    codes = (readonly_int64(c) for c in (ev["name"].to_physical().to_numpy(), ev["cat"].to_physical().to_numpy(), src_code))
+    codes = (
+        readonly_int64(c) for c in (ev["name"].to_physical().to_numpy(), ev["cat"].to_physical().to_numpy(), src_code)
+    )
     region, first, key = combined_ids(*codes, readonly(ev["instant"].to_numpy()), 4 * ev.height + (1 << 20))
     if key.size:
         region, first = key_ids(key)
-    keys = ev[first].select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant")
+    keys = ev[first].select(
+        pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant"
+    )
     regions = []
     for name, cat, src_cat, instant in keys.iter_rows():
         paradigm, role = region_kind(cat, src_cat)
@@ -222,7 +272,9 @@ def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.n
     return regions, region
 
 
-def _comms(trace: Trace, loc_rank: np.ndarray, ranks: list[int], strings: Strings) -> tuple[list[dict[str, Any]], dict[str, dict[int, int]]]:
+def _comms(
+    trace: Trace, loc_rank: np.ndarray, ranks: list[int], strings: Strings
+) -> tuple[list[dict[str, Any]], dict[str, dict[int, int]]]:
     """Communicators by name: members (indices into the rank list) and global rank -> rank within it."""
     used: dict[str, set[int]] = {}
     msg = trace.messages
@@ -248,13 +300,21 @@ def _comms(trace: Trace, loc_rank: np.ndarray, ranks: list[int], strings: String
         members = [r for r in members if r in position]
         local[name] = {r: i for i, r in enumerate(members)}
         group_name = GROUP_NAME_PREFIX + '{"null_comm":true}' if name == NULL_COMM else ""
-        comms.append({"name": "" if name == NULL_COMM else name, "members": [position[r] for r in members], "group_name": group_name})
+        comms.append(
+            {
+                "name": "" if name == NULL_COMM else name,
+                "members": [position[r] for r in members],
+                "group_name": group_name,
+            }
+        )
         strings.ref(comms[-1]["name"])
         strings.ref(group_name)
     return comms, local
 
 
-def _attachments(trace: Trace, loc_rank: np.ndarray, comm_ref: dict[str, int], local: dict[str, dict[int, int]], strings: Strings) -> np.ndarray:
+def _attachments(
+    trace: Trace, loc_rank: np.ndarray, comm_ref: dict[str, int], local: dict[str, dict[int, int]], strings: Strings
+) -> np.ndarray:
     """Attachment rows (see :mod:`emit`) for messages and collectives."""
     ev_loc = trace.events["loc"].to_numpy()
     rows = []
@@ -272,8 +332,16 @@ def _attachments(trace: Trace, loc_rank: np.ndarray, comm_ref: dict[str, int], l
         request = np.arange(1, send.size + 1, dtype=np.int64)  # one request id per message, unique on every location
         done, post = msg["send_done"].fill_null(-1).to_numpy(), msg["recv_post"].fill_null(-1).to_numpy()
         isend, irecv = done >= 0, post >= 0
-        rows.append(np.column_stack([send, z, np.where(isend, emit.ATT_ISEND, emit.ATT_SEND), dst_l, cref, tag, nb, request, pad]))
-        rows.append(np.column_stack([recv, z + 1, np.where(irecv, emit.ATT_IRECV, emit.ATT_RECV), src_l, cref, tag, nb, request, pad]))
+        rows.append(
+            np.column_stack(
+                [send, z, np.where(isend, emit.ATT_ISEND, emit.ATT_SEND), dst_l, cref, tag, nb, request, pad]
+            )
+        )
+        rows.append(
+            np.column_stack(
+                [recv, z + 1, np.where(irecv, emit.ATT_IRECV, emit.ATT_RECV), src_l, cref, tag, nb, request, pad]
+            )
+        )
         rows.append(np.column_stack([done, z + 1, z + emit.ATT_ISEND_COMPLETE, z, z, z, z, request, pad])[isend])
         rows.append(np.column_stack([post, z, z + emit.ATT_IRECV_REQUEST, z, z, z, z, request, pad])[irecv])
     coll = trace.collectives
@@ -284,15 +352,26 @@ def _attachments(trace: Trace, loc_rank: np.ndarray, comm_ref: dict[str, int], l
             pl.col("args").str.json_path_match("$.bytes_received").cast(pl.Int64, strict=False).alias("received"),
         )
         comm = coll["comm"].fill_null(DEFAULT_COMM).to_list()
-        ops = np.array([collective_op_code(op, o) for op, o in zip(coll["op"].to_list(), extra["otf2_op"].to_list())], np.int64)
-        root = np.array([clib.UNDEFINED_UINT32 if r is None else local[c].get(r, r) for c, r in zip(comm, coll["root"].to_list())], np.int64)
+        ops = np.array(
+            [collective_op_code(op, o) for op, o in zip(coll["op"].to_list(), extra["otf2_op"].to_list())], np.int64
+        )
+        root = np.array(
+            [clib.UNDEFINED_UINT32 if r is None else local[c].get(r, r) for c, r in zip(comm, coll["root"].to_list())],
+            np.int64,
+        )
         sent = coll["bytes"].fill_null(0).to_numpy()
         received = extra["received"].fill_null(pl.Series(sent)).to_numpy()
         event = coll["event"].to_numpy()
         z = np.zeros(event.size, np.int64)
         cref = np.array([comm_ref[c] for c in comm], np.int64)
-        own = np.column_stack([_optional(strings.add_many(coll["dtype"])), _optional(strings.add_many(coll["op"])),
-                               _optional(coll["group_size"]), _optional(strings.add_many(coll["group_ranks"]))])
+        own = np.column_stack(
+            [
+                _optional(strings.add_many(coll["dtype"])),
+                _optional(strings.add_many(coll["op"])),
+                _optional(coll["group_size"]),
+                _optional(strings.add_many(coll["group_ranks"])),
+            ]
+        )
         rows.append(np.column_stack([event, z, z + emit.ATT_COLL_BEGIN, z, z, z, z, z, np.zeros_like(own)]))
         rows.append(np.column_stack([event, z + 1, z + emit.ATT_COLL_END, ops, cref, root, sent, received, own]))
     if not rows:
@@ -307,8 +386,13 @@ def _metrics(trace: Trace, shift: int, out: pl.DataFrame) -> tuple[list[dict[str
     metric_locs = out.filter(pl.col("metric"))
     empty = np.zeros(0, np.int64)
     if not series.height:
-        return [], {"metric_writers": empty, "metric_bounds": np.zeros(1, np.int64), "metric_ts": empty, "metric_ref": empty,
-                    "metric_values": np.zeros(0)}
+        return [], {
+            "metric_writers": empty,
+            "metric_bounds": np.zeros(1, np.int64),
+            "metric_ts": empty,
+            "metric_ref": empty,
+            "metric_values": np.zeros(0),
+        }
     members = [{"name": n, "unit": u} for n, u in series.select("name", "unit").iter_rows()]
     position = {loc: i for i, loc in enumerate(metric_locs["loc"].to_list())}
     ser_pos = {s: i for i, s in enumerate(series["series"].to_list())}
@@ -320,9 +404,14 @@ def _metrics(trace: Trace, shift: int, out: pl.DataFrame) -> tuple[list[dict[str
     counts = np.bincount(smp["out"].to_numpy(), minlength=metric_locs.height)
     bounds = np.zeros(metric_locs.height + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
-    arrays = {"metric_writers": metric_locs["ref"].to_numpy().astype(np.int64), "metric_counts": counts, "metric_bounds": bounds,
-              "metric_ts": smp["ts_ns"].to_numpy() + shift, "metric_ref": smp["metric"].to_numpy(),
-              "metric_values": smp["value"].to_numpy().astype(np.float64)}
+    arrays = {
+        "metric_writers": metric_locs["ref"].to_numpy().astype(np.int64),
+        "metric_counts": counts,
+        "metric_bounds": bounds,
+        "metric_ts": smp["ts_ns"].to_numpy() + shift,
+        "metric_ref": smp["metric"].to_numpy(),
+        "metric_values": smp["value"].to_numpy().astype(np.float64),
+    }
     return members, arrays
 
 
@@ -336,7 +425,9 @@ def _event_attribute(col: pl.Series) -> np.ndarray:
     return np.zeros(0, np.int64) if col.null_count() == col.len() else _optional(col)
 
 
-def _flows_in(trace: Trace, out_of: Callable[[np.ndarray], np.ndarray], order: np.ndarray, bounds: np.ndarray, strings: Strings) -> np.ndarray:
+def _flows_in(
+    trace: Trace, out_of: Callable[[np.ndarray], np.ndarray], order: np.ndarray, bounds: np.ndarray, strings: Strings
+) -> np.ndarray:
     """String ref of the ``di.flows_in`` text of every event row (NO_VALUE where no flow ends), empty without flows.
 
     A flow's source is named by its output location and Enter ordinal there
@@ -353,8 +444,16 @@ def _flows_in(trace: Trace, out_of: Callable[[np.ndarray], np.ndarray], order: n
     else:
         emitted = np.arange(n, dtype=np.int64)
     src_loc = out_of(src)
-    items = pl.DataFrame({"dst": fl["dst"], "l": src_loc, "k": emitted[src] - bounds[src_loc], "t": fl["kind"].cast(pl.String),
-                          "i": fl["id"], "c": fl["src_cat"]})
+    items = pl.DataFrame(
+        {
+            "dst": fl["dst"],
+            "l": src_loc,
+            "k": emitted[src] - bounds[src_loc],
+            "t": fl["kind"].cast(pl.String),
+            "i": fl["id"],
+            "c": fl["src_cat"],
+        }
+    )
     text = items.select("dst", pl.struct("l", "k", "t", "i", "c").struct.json_encode().alias("j"))
     per_dst = text.group_by("dst", maintain_order=True).agg(pl.format("[{}]", pl.col("j").str.join(",")).alias("text"))
     refs = strings.add_many(per_dst["text"]).to_numpy()
@@ -382,20 +481,26 @@ def plan(trace: Trace) -> Layout:
     loc_rank = np.zeros(max(int(trace.locations["loc"].max() or 0) + 1, 1), np.int64)
     loc_rank[trace.locations["loc"].to_numpy()] = trace.locations["rank"].to_numpy()
     event_out = out.filter(~pl.col("metric")).select(pl.col("loc").cast(pl.Int64), "lane", "ref")
-    pair_ref = pairs.join(event_out, on=["loc", "lane"], how="left", maintain_order="left")["ref"].to_numpy().astype(np.int64)
+    pair_ref = (
+        pairs.join(event_out, on=["loc", "lane"], how="left", maintain_order="left")["ref"].to_numpy().astype(np.int64)
+    )
     if n_lanes > 1:
         out_ref = pair_ref[pair]
         grouped = out_ref.size < 2 or bool((out_ref[1:] >= out_ref[:-1]).all())  # no lanes split a timeline
-        order = np.zeros(0, np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)  # empty: identity
+        order = (
+            np.zeros(0, np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)
+        )  # empty: identity
 
         def out_of(rows: np.ndarray) -> np.ndarray:
             return out_ref[rows]
+
         counts = np.bincount(out_ref, minlength=out.height)
     else:
         order = np.zeros(0, np.int64)
 
         def out_of(rows: np.ndarray) -> np.ndarray:
             return pair_ref[np.searchsorted(first, rows, side="right") - 1]
+
         counts = np.zeros(out.height, np.int64)
         np.add.at(counts, pair_ref, np.diff(np.r_[first, ev.height]))
     bounds = np.zeros(out.height + 1, np.int64)
@@ -421,17 +526,45 @@ def plan(trace: Trace) -> Layout:
         strings.ref(m["unit"] or "")
     if members:
         records[metric_arrays["metric_writers"]] += metric_arrays["metric_counts"]
-    out_locations = [{"name": n, "kind": k, "group": g, "records": int(r), "loc": int(lc)} for n, k, g, r, lc in
-                     zip(out["out_name"].to_list(), out["out_kind"].to_list(), out["group"].to_list(), records.tolist(), out["loc"].to_list())]
-    lay = Layout(strings=strings, hosts=hosts, groups=groups, out_locations=out_locations,
-                 rank_locations=rank_locs, regions=regions, comms=comms, metric_members=members, global_offset=offset,
-                 trace_length=length, realtime=realtime, io=io_defs)
+    out_locations = [
+        {"name": n, "kind": k, "group": g, "records": int(r), "loc": int(lc)}
+        for n, k, g, r, lc in zip(
+            out["out_name"].to_list(),
+            out["out_kind"].to_list(),
+            out["group"].to_list(),
+            records.tolist(),
+            out["loc"].to_list(),
+        )
+    ]
+    lay = Layout(
+        strings=strings,
+        hosts=hosts,
+        groups=groups,
+        out_locations=out_locations,
+        rank_locations=rank_locs,
+        regions=regions,
+        comms=comms,
+        metric_members=members,
+        global_offset=offset,
+        trace_length=length,
+        realtime=realtime,
+        io=io_defs,
+    )
     lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)"
     lay.arrays.update(metric_arrays)
-    lay.arrays.update({
-        "order": order, "bounds": bounds, "start_t": start + shift if shift else start, "end_t": end + shift if shift else end,
-        "region": region,
-        "nbytes": _event_attribute(ev["bytes"]), "corr": _event_attribute(ev["corr"]), "args_ref": _event_attribute(args_ref),
-        "flows_ref": _flows_in(trace, out_of, order, bounds, strings), "att": att, "att_bounds": att_bounds,
-    })
+    lay.arrays.update(
+        {
+            "order": order,
+            "bounds": bounds,
+            "start_t": start + shift if shift else start,
+            "end_t": end + shift if shift else end,
+            "region": region,
+            "nbytes": _event_attribute(ev["bytes"]),
+            "corr": _event_attribute(ev["corr"]),
+            "args_ref": _event_attribute(args_ref),
+            "flows_ref": _flows_in(trace, out_of, order, bounds, strings),
+            "att": att,
+            "att_bounds": att_bounds,
+        }
+    )
     return lay

@@ -103,7 +103,7 @@ def _asof(key: np.ndarray, ts: np.ndarray, other_key: np.ndarray, other_ts: np.n
     t = np.unique(np.r_[ts, other_ts], return_inverse=True)[1].ravel().astype(np.int64)
     span = np.int64(t.max() + 1)
     combined = gid * span + t
-    mine, theirs = combined[: n], combined[n:]
+    mine, theirs = combined[:n], combined[n:]
     order = np.argsort(theirs, kind="stable")
     sorted_theirs = theirs[order]
     if forward:
@@ -112,12 +112,16 @@ def _asof(key: np.ndarray, ts: np.ndarray, other_key: np.ndarray, other_ts: np.n
         at = np.searchsorted(sorted_theirs, mine, side="right") - 1
     ok = (at >= 0) & (at < theirs.size)
     at = np.clip(at, 0, theirs.size - 1)
-    ok &= gid[n:][order[at]] == gid[: n]
+    ok &= gid[n:][order[at]] == gid[:n]
     return np.where(ok, order[at], -1)
 
 
 def _nullable(values: np.ndarray, valid: np.ndarray, dtype: pl.DataType = pl.Int64) -> pl.Series:
-    return pl.Series(values, dtype=dtype).scatter(np.flatnonzero(~valid), None) if not valid.all() else pl.Series(values, dtype=dtype)
+    return (
+        pl.Series(values, dtype=dtype).scatter(np.flatnonzero(~valid), None)
+        if not valid.all()
+        else pl.Series(values, dtype=dtype)
+    )
 
 
 def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.DataFrame, dict[str, int]]:
@@ -129,37 +133,69 @@ def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.Data
     post = rec.take(inside & rec.of_kind(R.MPI_IRECV_REQUEST))
     s_peer, r_peer = _global_rank(s.b, s.a, comms), _global_rank(r.b, r.a, comms)
     isend, irecv = s.kind == R.MPI_ISEND, r.kind == R.MPI_IRECV
-    at = _asof(np.column_stack([s.loc, s.e])[isend], s.ts_ns[isend], np.column_stack([done.loc, done.e]), done.ts_ns, forward=True)
+    at = _asof(
+        np.column_stack([s.loc, s.e])[isend],
+        s.ts_ns[isend],
+        np.column_stack([done.loc, done.e]),
+        done.ts_ns,
+        forward=True,
+    )
     send_done = np.full(len(s), -1, np.int64)
     send_done[isend] = np.where(at >= 0, done.event[np.maximum(at, 0)] if len(done) else -1, -1)
-    at = _asof(np.column_stack([r.loc, r.e])[irecv], r.ts_ns[irecv], np.column_stack([post.loc, post.e]), post.ts_ns, forward=False)
+    at = _asof(
+        np.column_stack([r.loc, r.e])[irecv],
+        r.ts_ns[irecv],
+        np.column_stack([post.loc, post.e]),
+        post.ts_ns,
+        forward=False,
+    )
     recv_post = np.full(len(r), -1, np.int64)
     r_order = r.ts_ns.copy()
     if len(post):
         recv_post[irecv] = np.where(at >= 0, post.event[np.maximum(at, 0)], -1)
         r_order[irecv] = np.where(at >= 0, post.ts_ns[np.maximum(at, 0)], r.ts_ns[irecv])
     n_s = len(s)
-    key = _group_ids(np.r_[s.b, r.b], np.r_[s.rank.astype(np.int64), r_peer], np.r_[s_peer, r.rank.astype(np.int64)], np.r_[s.c, r.c])
+    key = _group_ids(
+        np.r_[s.b, r.b], np.r_[s.rank.astype(np.int64), r_peer], np.r_[s_peer, r.rank.astype(np.int64)], np.r_[s.c, r.c]
+    )
     k_s = _nth_in_group(key[:n_s], np.lexsort((s.row, s.ts_ns)))
     k_r = _nth_in_group(key[n_s:], np.lexsort((r.row, r_order)))
     span = np.int64(max(n_s, len(r)) + 1)
-    _, i_s, i_r = np.intersect1d(key[:n_s] * span + k_s, key[n_s:] * span + k_r, assume_unique=True, return_indices=True)
+    _, i_s, i_r = np.intersect1d(
+        key[:n_s] * span + k_s, key[n_s:] * span + k_r, assume_unique=True, return_indices=True
+    )
     by_send = np.lexsort((i_s, s.event[i_s]))
     i_s, i_r = i_s[by_send], i_r[by_send]
     names = {ref: c["name"] for ref, c in comms.items()}
     comm_refs = s.b[i_s]
     uniq, inv = np.unique(comm_refs, return_inverse=True)
-    comm = pl.Series([names.get(int(c)) for c in uniq], dtype=pl.String).gather(inv.ravel()) if uniq.size else pl.Series([], dtype=pl.String)
+    comm = (
+        pl.Series([names.get(int(c)) for c in uniq], dtype=pl.String).gather(inv.ravel())
+        if uniq.size
+        else pl.Series([], dtype=pl.String)
+    )
     done_of, post_of = send_done[i_s], recv_post[i_r]
-    out = pl.DataFrame({
-        "send": s.event[i_s], "recv": r.event[i_r], "bytes": s.d[i_s], "tag": s.c[i_s], "comm": comm,
-        "send_done": _nullable(done_of, done_of >= 0), "recv_post": _nullable(post_of, post_of >= 0),
-    })
+    out = pl.DataFrame(
+        {
+            "send": s.event[i_s],
+            "recv": r.event[i_r],
+            "bytes": s.d[i_s],
+            "tag": s.c[i_s],
+            "comm": comm,
+            "send_done": _nullable(done_of, done_of >= 0),
+            "recv_post": _nullable(post_of, post_of >= 0),
+        }
+    )
     unmatched = {"unmatched_mpi_send": n_s - i_s.size, "unmatched_mpi_recv": len(r) - i_r.size}
     return out, {k: v for k, v in unmatched.items() if v}
 
 
-OWN_COLLECTIVE_ATTRIBUTES = {"di.dtype": "dtype", "di.op": "op", "di.group_size": "group_size", "di.group_ranks": "group_ranks"}
+OWN_COLLECTIVE_ATTRIBUTES = {
+    "di.dtype": "dtype",
+    "di.op": "op",
+    "di.group_size": "group_size",
+    "di.group_ranks": "group_ranks",
+}
 """Attributes di's writer puts on MpiCollectiveEnd -> the collectives column they restore."""
 
 
@@ -179,7 +215,9 @@ def _own_values(rec: RecordRows, ref: int, head: np.ndarray, strings: dict[int, 
     return text.scatter(np.flatnonzero(~found), None) if (~found).any() else text
 
 
-def collectives(rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: dict[int, str]) -> pl.DataFrame:
+def collectives(
+    rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: dict[int, str]
+) -> pl.DataFrame:
     """One row per MpiCollectiveEnd (schema ``collectives``); columns di's writer stored as attributes restored from them."""
     sel = np.flatnonzero(rec.of_kind(R.COLL_END) & (rec.event >= 0))
     order = sel[np.lexsort((rec.row[sel], rec.ts_ns[sel], rec.rank[sel]))]
@@ -188,7 +226,11 @@ def collectives(rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: d
     refs = np.array(list(comms), dtype=np.int64)
     pos = np.searchsorted(np.sort(refs), c.b) if refs.size else np.zeros(n, np.int64)
     by_ref = np.argsort(refs, kind="stable")
-    known = (pos < refs.size) & (refs[by_ref][np.minimum(pos, max(refs.size - 1, 0))] == c.b) if refs.size else np.zeros(n, bool)
+    known = (
+        (pos < refs.size) & (refs[by_ref][np.minimum(pos, max(refs.size - 1, 0))] == c.b)
+        if refs.size
+        else np.zeros(n, bool)
+    )
     info = [comms[int(x)] for x in refs[by_ref]] + [{"name": None, "group_ranks": []}]
     idx = np.where(known, pos, len(info) - 1)
     comm = pl.Series([i["name"] for i in info], dtype=pl.String).gather(idx)
@@ -203,16 +245,35 @@ def collectives(rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: d
     own = {name: ref for ref, (name, _) in attributes.items() if name in OWN_COLLECTIVE_ATTRIBUTES}
     dtype = pl.repeat(None, n, dtype=pl.String, eager=True)
     if own:
-        got = {name: _own_values(rec, ref, c.row, None if name == "di.group_size" else strings) for name, ref in own.items()}
-        nulls = {name: pl.repeat(None, n, dtype=pl.Int32 if name == "di.group_size" else pl.String, eager=True) for name in OWN_COLLECTIVE_ATTRIBUTES}
+        got = {
+            name: _own_values(rec, ref, c.row, None if name == "di.group_size" else strings)
+            for name, ref in own.items()
+        }
+        nulls = {
+            name: pl.repeat(None, n, dtype=pl.Int32 if name == "di.group_size" else pl.String, eager=True)
+            for name in OWN_COLLECTIVE_ATTRIBUTES
+        }
         got = {**nulls, **got}
-        op = pl.select(pl.coalesce(got["di.op"], op)).to_series()  # the record's own op where the attribute is missing (a damaged archive)
+        op = pl.select(
+            pl.coalesce(got["di.op"], op)
+        ).to_series()  # the record's own op where the attribute is missing (a damaged archive)
         dtype, group_ranks = got["di.dtype"], got["di.group_ranks"]
         group_size = got["di.group_size"].cast(pl.Int32)
-    out = pl.DataFrame({
-        "instance": pl.repeat(None, n, dtype=pl.Int64, eager=True), "event": c.event, "rank": c.rank, "comm": comm,
-        "seq": seq, "op": op, "root": root, "bytes": c.d, "dtype": dtype, "group_size": group_size, "group_ranks": group_ranks,
-    })
+    out = pl.DataFrame(
+        {
+            "instance": pl.repeat(None, n, dtype=pl.Int64, eager=True),
+            "event": c.event,
+            "rank": c.rank,
+            "comm": comm,
+            "seq": seq,
+            "op": op,
+            "root": root,
+            "bytes": c.d,
+            "dtype": dtype,
+            "group_size": group_size,
+            "group_ranks": group_ranks,
+        }
+    )
     return assign_instances(out)
 
 
@@ -221,7 +282,7 @@ def _op_names() -> dict[int, str]:
     """OTF2_CollectiveOp value -> its name (``11`` -> ``"ALLREDUCE"``)."""
     import _otf2
 
-    return {int(v.value): k[len("COLLECTIVE_OP_"):] for k, v in vars(_otf2).items() if k.startswith("COLLECTIVE_OP_")}
+    return {int(v.value): k[len("COLLECTIVE_OP_") :] for k, v in vars(_otf2).items() if k.startswith("COLLECTIVE_OP_")}
 
 
 def collective_ops(codes: np.ndarray) -> tuple[np.ndarray, list[str]]:

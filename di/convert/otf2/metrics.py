@@ -22,7 +22,9 @@ from di.convert.otf2.recordrows import RecordRows
 from di.convert.otf2.values import as_float
 
 
-def series_samples(rec: RecordRows, metrics: dict[int, list[dict[str, Any]]], counter_loc: dict[int, int]) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+def series_samples(
+    rec: RecordRows, metrics: dict[int, list[dict[str, Any]]], counter_loc: dict[int, int]
+) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """(series, samples, values dropped because their metric is undefined).
 
     Args:
@@ -38,9 +40,13 @@ def series_samples(rec: RecordRows, metrics: dict[int, list[dict[str, Any]]], co
     head_id = np.cumsum(is_head) - 1
     metric = sel["a"].to_numpy()[is_head][head_id]
     member = np.arange(sel.height) - np.flatnonzero(is_head)[head_id] - 1
-    vals = sel.with_columns(pl.Series("metric", metric), pl.Series("member", member)).filter(pl.col("kind") == R.METRIC_VALUE)
+    vals = sel.with_columns(pl.Series("metric", metric), pl.Series("member", member)).filter(
+        pl.col("kind") == R.METRIC_VALUE
+    )
     table = [(ref, i, m["name"], m["unit"]) for ref, ms in metrics.items() for i, m in enumerate(ms)]
-    members = pl.DataFrame(table, schema={"metric": pl.Int64, "member": pl.Int64, "name": pl.String, "unit": pl.String}, orient="row")
+    members = pl.DataFrame(
+        table, schema={"metric": pl.Int64, "member": pl.Int64, "name": pl.String, "unit": pl.String}, orient="row"
+    )
     vals = vals.join(members, on=["metric", "member"], how="left")
     unknown = int(vals["name"].null_count())
     vals = vals.filter(pl.col("name").is_not_null())
@@ -49,10 +55,15 @@ def series_samples(rec: RecordRows, metrics: dict[int, list[dict[str, Any]]], co
         pl.Series("value", as_float(vals["a"].to_numpy(), vals["b"].to_numpy())),
     )
     series = (
-        vals.group_by("series_loc", "name", "unit", maintain_order=True).agg(pl.len())
-        .sort("series_loc", "name").with_row_index("series").select("series", pl.col("series_loc").alias("loc"), "name", "unit")
+        vals.group_by("series_loc", "name", "unit", maintain_order=True)
+        .agg(pl.len())
+        .sort("series_loc", "name")
+        .with_row_index("series")
+        .select("series", pl.col("series_loc").alias("loc"), "name", "unit")
     )
-    samples = vals.join(series, left_on=["series_loc", "name"], right_on=["loc", "name"], how="left").select(
-        "series", "ts_ns", "value"
-    ).sort("series", "ts_ns")
+    samples = (
+        vals.join(series, left_on=["series_loc", "name"], right_on=["loc", "name"], how="left")
+        .select("series", "ts_ns", "value")
+        .sort("series", "ts_ns")
+    )
     return series, samples, unknown

@@ -48,8 +48,14 @@ def ticks_to_ns(ticks: np.ndarray, defs: Definitions) -> np.ndarray:
     return ns + np.int64(defs.realtime_ns or 0)
 
 
-def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "metadata", source: int = 0,
-              max_input_bytes: int | None = None) -> Trace:
+def read_otf2(
+    path: str | Path,
+    *,
+    rank: int | None = None,
+    rank_source: str = "metadata",
+    source: int = 0,
+    max_input_bytes: int | None = None,
+) -> Trace:
     """Read an OTF2 archive into a Trace.
 
     Args:
@@ -74,9 +80,15 @@ def read_otf2(path: str | Path, *, rank: int | None = None, rank_source: str = "
             expected = min(sum(loc["records"] for loc in defs.locations), files)
             fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
             builder = T.Builder(expected, fold)
-            recs = archive.read_records(reader, [loc["ref"] for loc in defs.locations], anchor, expected_records=expected,
-                                        consume=builder.add, time_window=(defs.global_offset, defs.global_offset + defs.trace_length),
-                                        io_records=bool(defs.io_handles or defs.io_files))
+            recs = archive.read_records(
+                reader,
+                [loc["ref"] for loc in defs.locations],
+                anchor,
+                expected_records=expected,
+                consume=builder.add,
+                time_window=(defs.global_offset, defs.global_offset + defs.trace_length),
+                io_records=bool(defs.io_handles or defs.io_files),
+            )
             builder.finish()
         finally:
             reader.close()
@@ -90,7 +102,9 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
         if n:
             dropped[name] += n
     gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
-    ev, order = events.events_frame(tl.events(), (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu)
+    ev, order = events.events_frame(
+        tl.events(), (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu
+    )
     rec = _record_rows(recs, tl, order, defs)
     outside = int((rec.of_kind(R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END) & (rec.event < 0)).sum())
     if outside:
@@ -98,9 +112,14 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
     messages, unmatched = matching.messages(rec, defs.comms)
     for k, v in unmatched.items():
         dropped[k] += v
-        warnings.append(f"{anchor}: {v} {k.replace('_', ' ')} record(s) left unmatched (kept as events, no message row)")
+        warnings.append(
+            f"{anchor}: {v} {k.replace('_', ' ')} record(s) left unmatched (kept as events, no message row)"
+        )
     collectives = matching.collectives(rec, defs.comms, defs.attributes, defs.strings)
-    ev = ev.with_columns(events.args_column(ev.height, rec, tl, order, defs), pl.repeat(None, ev.height, dtype=pl.Int64, eager=True).alias("corr"))
+    ev = ev.with_columns(
+        events.args_column(ev.height, rec, tl, order, defs),
+        pl.repeat(None, ev.height, dtype=pl.Int64, eager=True).alias("corr"),
+    )
     ev = events.own_columns(ev, rec, defs)
     flows, lost = events.flows_frame(rec, tl, order, defs)
     if lost:
@@ -116,12 +135,22 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
     handled = int(recs.bounds[-1]) - int(rec.of_kind(R.ATTRIBUTE, R.METRIC_VALUE).sum())
     if recs.records_read > handled:
         dropped["record_of_unsupported_type"] += recs.records_read - handled
-    warnings += [f"{anchor}: {n} x {why.replace('_', ' ')}" for why, n in sorted(dropped.items()) if not why.startswith("unmatched")]
+    warnings += [
+        f"{anchor}: {n} x {why.replace('_', ' ')}"
+        for why, n in sorted(dropped.items())
+        if not why.startswith("unmatched")
+    ]
     meta = _meta(anchor, defs, recs, ev.height, dropped, warnings)
     return Trace.build(
-        meta=meta, locations=locations, events=ev.select("loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent",
-                                                        "corr", "bytes", "instant", "args"),
-        messages=messages, collectives=collectives, flows=flows, series=series if series.height else None,
+        meta=meta,
+        locations=locations,
+        events=ev.select(
+            "loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent", "corr", "bytes", "instant", "args"
+        ),
+        messages=messages,
+        collectives=collectives,
+        flows=flows,
+        series=series if series.height else None,
         samples=samples if samples.height else None,
     )
 
@@ -131,14 +160,29 @@ def _record_rows(recs: archive.Records, tl: T.Builder, order: np.ndarray | None,
     sub = np.ascontiguousarray(tl.rec.T)
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
     loc = np.searchsorted(recs.bounds, tl.rec_row, side="right") - 1
-    return RecordRows(kind=sub[0], ts_ns=ticks_to_ns(sub[1], defs), a=sub[2], b=sub[3], c=sub[4], d=sub[5], e=sub[6], loc=loc,
-                      rank=ranks[loc] if loc.size else np.zeros(0, np.int32), event=events.rows_of(order, tl.rec_owner),
-                      row=np.ascontiguousarray(tl.rec_row), after=np.ascontiguousarray(tl.rec_after), head=np.ascontiguousarray(tl.rec_head))
+    return RecordRows(
+        kind=sub[0],
+        ts_ns=ticks_to_ns(sub[1], defs),
+        a=sub[2],
+        b=sub[3],
+        c=sub[4],
+        d=sub[5],
+        e=sub[6],
+        loc=loc,
+        rank=ranks[loc] if loc.size else np.zeros(0, np.int32),
+        event=events.rows_of(order, tl.rec_owner),
+        row=np.ascontiguousarray(tl.rec_row),
+        after=np.ascontiguousarray(tl.rec_after),
+        head=np.ascontiguousarray(tl.rec_head),
+    )
 
 
 def _locations(defs: Definitions, rec: RecordRows, source: int) -> tuple[pl.DataFrame, dict[int, int]]:
     """The locations table, plus a counter timeline per thread that recorded metrics."""
-    rows = [{k: loc[k] for k in ("rank", "host", "pid", "tid", "kind", "device", "stream", "name", "process", "sort_index")} for loc in defs.locations]
+    rows = [
+        {k: loc[k] for k in ("rank", "host", "pid", "tid", "kind", "device", "stream", "name", "process", "sort_index")}
+        for loc in defs.locations
+    ]
     counter_loc: dict[int, int] = {}
     with_metrics = np.unique(rec.loc[rec.of_kind(R.METRIC)]).tolist()
     for i in with_metrics:
@@ -146,19 +190,44 @@ def _locations(defs: Definitions, rec: RecordRows, source: int) -> tuple[pl.Data
             counter_loc[i] = i
         else:
             counter_loc[i] = len(rows)
-            rows.append({**rows[i], "kind": "counter", "name": f"{rows[i]['name']} metrics", "device": None, "stream": None})
-    df = pl.DataFrame(rows, infer_schema_length=None).with_row_index("loc").with_columns(pl.lit(source, pl.Int32).alias("source"))
+            rows.append(
+                {**rows[i], "kind": "counter", "name": f"{rows[i]['name']} metrics", "device": None, "stream": None}
+            )
+    df = (
+        pl.DataFrame(rows, infer_schema_length=None)
+        .with_row_index("loc")
+        .with_columns(pl.lit(source, pl.Int32).alias("source"))
+    )
     return df, counter_loc
 
 
-def _meta(anchor: Path, defs: Definitions, recs: archive.Records, n: int, dropped: Counter[str], warnings: list[str]) -> dict[str, Any]:
+def _meta(
+    anchor: Path, defs: Definitions, recs: archive.Records, n: int, dropped: Counter[str], warnings: list[str]
+) -> dict[str, Any]:
     ranks = sorted({loc["rank"] for loc in defs.locations})
-    info = {"timer_resolution": defs.timer_resolution, "global_offset": defs.global_offset, "records": recs.records_read,
-            "locations": len(defs.locations)}
+    info = {
+        "timer_resolution": defs.timer_resolution,
+        "global_offset": defs.global_offset,
+        "records": recs.records_read,
+        "locations": len(defs.locations),
+    }
     return {
-        "clock": {"unit": "ns", "domain": "unix_epoch" if defs.realtime_ns else "relative", "sync": "otf2_clock_offsets"},
-        "sources": [{"path": str(anchor), "format": "otf2", "rank": ranks[0] if ranks else 0, "rank_source": "metadata",
-                     "events": n, "dropped": dict(sorted(dropped.items())), "info": info}],
+        "clock": {
+            "unit": "ns",
+            "domain": "unix_epoch" if defs.realtime_ns else "relative",
+            "sync": "otf2_clock_offsets",
+        },
+        "sources": [
+            {
+                "path": str(anchor),
+                "format": "otf2",
+                "rank": ranks[0] if ranks else 0,
+                "rank_source": "metadata",
+                "events": n,
+                "dropped": dict(sorted(dropped.items())),
+                "info": info,
+            }
+        ],
         "warnings": warnings,
         "world_size": len(ranks) or None,
     }

@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import polars as pl
 
+
 @dataclass
 class RecordRows:
     """Kept record rows, one numpy array per column (see the module docstring)."""

@@ -57,14 +57,32 @@ IO_OPERATION_READ, IO_OPERATION_WRITE, IO_OPERATION_FLUSH = 48, 49, 50
 """Not record kinds: the event kinds of I/O operations (IoOperationBegin .. Complete), by OTF2_IoOperationMode 0, 1, 2."""
 
 INSTANT_NAMES = {
-    PROGRAM_BEGIN: "ProgramBegin", PROGRAM_END: "ProgramEnd", THREAD_FORK: "ThreadFork", THREAD_JOIN: "ThreadJoin",
-    TEAM_BEGIN: "ThreadTeamBegin", TEAM_END: "ThreadTeamEnd", LOCK_ACQUIRE: "ThreadAcquireLock",
-    LOCK_RELEASE: "ThreadReleaseLock", MEASUREMENT_ON_OFF: "MeasurementOnOff", BUFFER_FLUSH: "BufferFlush",
-    RMA_WIN_CREATE: "RmaWinCreate", RMA_WIN_DESTROY: "RmaWinDestroy", PARAMETER_STRING: "ParameterString",
-    PARAMETER_INT: "ParameterInt", PARAMETER_UINT: "ParameterUnsignedInt", IO_ISSUED: "IoOperationIssued",
-    IO_TEST: "IoOperationTest", IO_CREATE_HANDLE: "IoCreateHandle", IO_DESTROY_HANDLE: "IoDestroyHandle",
-    IO_DUPLICATE_HANDLE: "IoDuplicateHandle", IO_SEEK: "IoSeek", IO_CHANGE_STATUS_FLAGS: "IoChangeStatusFlags",
-    IO_DELETE_FILE: "IoDeleteFile", IO_ACQUIRE_LOCK: "IoAcquireLock", IO_RELEASE_LOCK: "IoReleaseLock", IO_TRY_LOCK: "IoTryLock",
+    PROGRAM_BEGIN: "ProgramBegin",
+    PROGRAM_END: "ProgramEnd",
+    THREAD_FORK: "ThreadFork",
+    THREAD_JOIN: "ThreadJoin",
+    TEAM_BEGIN: "ThreadTeamBegin",
+    TEAM_END: "ThreadTeamEnd",
+    LOCK_ACQUIRE: "ThreadAcquireLock",
+    LOCK_RELEASE: "ThreadReleaseLock",
+    MEASUREMENT_ON_OFF: "MeasurementOnOff",
+    BUFFER_FLUSH: "BufferFlush",
+    RMA_WIN_CREATE: "RmaWinCreate",
+    RMA_WIN_DESTROY: "RmaWinDestroy",
+    PARAMETER_STRING: "ParameterString",
+    PARAMETER_INT: "ParameterInt",
+    PARAMETER_UINT: "ParameterUnsignedInt",
+    IO_ISSUED: "IoOperationIssued",
+    IO_TEST: "IoOperationTest",
+    IO_CREATE_HANDLE: "IoCreateHandle",
+    IO_DESTROY_HANDLE: "IoDestroyHandle",
+    IO_DUPLICATE_HANDLE: "IoDuplicateHandle",
+    IO_SEEK: "IoSeek",
+    IO_CHANGE_STATUS_FLAGS: "IoChangeStatusFlags",
+    IO_DELETE_FILE: "IoDeleteFile",
+    IO_ACQUIRE_LOCK: "IoAcquireLock",
+    IO_RELEASE_LOCK: "IoReleaseLock",
+    IO_TRY_LOCK: "IoTryLock",
 }
 """Records kept as instant events, by kind: their OTF2 record names (kinds PROGRAM_BEGIN..PARAMETER_UINT and
 IO_ISSUED..IO_TRY_LOCK)."""
@@ -78,7 +96,20 @@ def _sig(*extra):
     return types.int32(*_COMMON, *extra)
 
 
-@njit(types.int32(types.voidptr, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64), cache=True)
+@njit(
+    types.int32(
+        types.voidptr,
+        types.int64,
+        types.int64,
+        types.int64,
+        types.int64,
+        types.int64,
+        types.int64,
+        types.int64,
+        types.int64,
+    ),
+    cache=True,
+)
 def _push(user, kind, time, a, b, c, d, e, attrs):
     hdr = carray(user, (HEADER,), np.int64)
     buf = carray(user, (HEADER + hdr[1] * WIDTH,), np.int64)
@@ -125,12 +156,32 @@ def _leave(loc, time, pos, user, attrs, region):
 
 @cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
 def _mpi_send(loc, time, pos, user, attrs, receiver, comm, tag, length):  # a=receiver b=comm c=tag d=bytes
-    return _push(user, MPI_SEND, np.int64(time), np.int64(receiver), np.int64(comm), np.int64(tag), np.int64(length), 0, np.int64(attrs))
+    return _push(
+        user,
+        MPI_SEND,
+        np.int64(time),
+        np.int64(receiver),
+        np.int64(comm),
+        np.int64(tag),
+        np.int64(length),
+        0,
+        np.int64(attrs),
+    )
 
 
 @cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
 def _mpi_isend(loc, time, pos, user, attrs, receiver, comm, tag, length, request):  # e=request
-    return _push(user, MPI_ISEND, np.int64(time), np.int64(receiver), np.int64(comm), np.int64(tag), np.int64(length), np.int64(request), np.int64(attrs))
+    return _push(
+        user,
+        MPI_ISEND,
+        np.int64(time),
+        np.int64(receiver),
+        np.int64(comm),
+        np.int64(tag),
+        np.int64(length),
+        np.int64(request),
+        np.int64(attrs),
+    )
 
 
 @cfunc(_sig(_u64), cache=True)
@@ -145,12 +196,32 @@ def _mpi_irecv_request(loc, time, pos, user, attrs, request):  # e=request
 
 @cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
 def _mpi_recv(loc, time, pos, user, attrs, sender, comm, tag, length):  # a=sender b=comm c=tag d=bytes
-    return _push(user, MPI_RECV, np.int64(time), np.int64(sender), np.int64(comm), np.int64(tag), np.int64(length), 0, np.int64(attrs))
+    return _push(
+        user,
+        MPI_RECV,
+        np.int64(time),
+        np.int64(sender),
+        np.int64(comm),
+        np.int64(tag),
+        np.int64(length),
+        0,
+        np.int64(attrs),
+    )
 
 
 @cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
 def _mpi_irecv(loc, time, pos, user, attrs, sender, comm, tag, length, request):  # e=request
-    return _push(user, MPI_IRECV, np.int64(time), np.int64(sender), np.int64(comm), np.int64(tag), np.int64(length), np.int64(request), np.int64(attrs))
+    return _push(
+        user,
+        MPI_IRECV,
+        np.int64(time),
+        np.int64(sender),
+        np.int64(comm),
+        np.int64(tag),
+        np.int64(length),
+        np.int64(request),
+        np.int64(attrs),
+    )
 
 
 @cfunc(_sig(_u64), cache=True)
@@ -170,17 +241,47 @@ def _coll_begin(loc, time, pos, user, attrs):
 
 @cfunc(_sig(_u8, _u32, _u32, _u64, _u64), cache=True)
 def _coll_end(loc, time, pos, user, attrs, op, comm, root, sent, received):  # a=op b=comm c=root d=sent e=received
-    return _push(user, COLL_END, np.int64(time), np.int64(op), np.int64(comm), np.int64(root), np.int64(sent), np.int64(received), np.int64(attrs))
+    return _push(
+        user,
+        COLL_END,
+        np.int64(time),
+        np.int64(op),
+        np.int64(comm),
+        np.int64(root),
+        np.int64(sent),
+        np.int64(received),
+        np.int64(attrs),
+    )
 
 
 @cfunc(_sig(_u32, _u32, _u64, _u64), cache=True)
 def _rma_put(loc, time, pos, user, attrs, win, remote, nbytes, matching):  # a=win b=remote c=bytes d=matching id
-    return _push(user, RMA_PUT, np.int64(time), np.int64(win), np.int64(remote), np.int64(nbytes), np.int64(matching), 0, np.int64(attrs))
+    return _push(
+        user,
+        RMA_PUT,
+        np.int64(time),
+        np.int64(win),
+        np.int64(remote),
+        np.int64(nbytes),
+        np.int64(matching),
+        0,
+        np.int64(attrs),
+    )
 
 
 @cfunc(_sig(_u32, _u32, _u64, _u64), cache=True)
 def _rma_get(loc, time, pos, user, attrs, win, remote, nbytes, matching):
-    return _push(user, RMA_GET, np.int64(time), np.int64(win), np.int64(remote), np.int64(nbytes), np.int64(matching), 0, np.int64(attrs))
+    return _push(
+        user,
+        RMA_GET,
+        np.int64(time),
+        np.int64(win),
+        np.int64(remote),
+        np.int64(nbytes),
+        np.int64(matching),
+        0,
+        np.int64(attrs),
+    )
 
 
 @cfunc(_sig(_u32, _u64), cache=True)
@@ -242,12 +343,16 @@ def _team_end(loc, time, pos, user, attrs, team):
 
 @cfunc(_sig(_u8, _u32, _u32), cache=True)
 def _lock_acquire(loc, time, pos, user, attrs, model, lock, order):  # a=paradigm b=lock c=order
-    return _push(user, LOCK_ACQUIRE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs))
+    return _push(
+        user, LOCK_ACQUIRE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs)
+    )
 
 
 @cfunc(_sig(_u8, _u32, _u32), cache=True)
 def _lock_release(loc, time, pos, user, attrs, model, lock, order):
-    return _push(user, LOCK_RELEASE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs))
+    return _push(
+        user, LOCK_RELEASE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs)
+    )
 
 
 @cfunc(_sig(_u8), cache=True)
@@ -286,16 +391,37 @@ def _param_uint(loc, time, pos, user, attrs, param, value):
 
 
 CALLBACKS = {
-    "Enter": _enter, "Leave": _leave, "MpiSend": _mpi_send, "MpiIsend": _mpi_isend,
-    "MpiIsendComplete": _mpi_isend_complete, "MpiIrecvRequest": _mpi_irecv_request, "MpiRecv": _mpi_recv,
-    "MpiIrecv": _mpi_irecv, "MpiRequestTest": _mpi_request_test, "MpiRequestCancelled": _mpi_request_cancelled,
-    "MpiCollectiveBegin": _coll_begin, "MpiCollectiveEnd": _coll_end, "RmaPut": _rma_put, "RmaGet": _rma_get,
-    "RmaOpCompleteBlocking": _rma_complete, "Metric": _metric, "ProgramBegin": _program_begin,
-    "ProgramEnd": _program_end, "ThreadFork": _thread_fork, "ThreadJoin": _thread_join,
-    "ThreadTeamBegin": _team_begin, "ThreadTeamEnd": _team_end, "ThreadAcquireLock": _lock_acquire,
-    "ThreadReleaseLock": _lock_release, "MeasurementOnOff": _measurement, "BufferFlush": _buffer_flush,
-    "RmaWinCreate": _win_create, "RmaWinDestroy": _win_destroy, "ParameterString": _param_string,
-    "ParameterInt": _param_int, "ParameterUnsignedInt": _param_uint,
+    "Enter": _enter,
+    "Leave": _leave,
+    "MpiSend": _mpi_send,
+    "MpiIsend": _mpi_isend,
+    "MpiIsendComplete": _mpi_isend_complete,
+    "MpiIrecvRequest": _mpi_irecv_request,
+    "MpiRecv": _mpi_recv,
+    "MpiIrecv": _mpi_irecv,
+    "MpiRequestTest": _mpi_request_test,
+    "MpiRequestCancelled": _mpi_request_cancelled,
+    "MpiCollectiveBegin": _coll_begin,
+    "MpiCollectiveEnd": _coll_end,
+    "RmaPut": _rma_put,
+    "RmaGet": _rma_get,
+    "RmaOpCompleteBlocking": _rma_complete,
+    "Metric": _metric,
+    "ProgramBegin": _program_begin,
+    "ProgramEnd": _program_end,
+    "ThreadFork": _thread_fork,
+    "ThreadJoin": _thread_join,
+    "ThreadTeamBegin": _team_begin,
+    "ThreadTeamEnd": _team_end,
+    "ThreadAcquireLock": _lock_acquire,
+    "ThreadReleaseLock": _lock_release,
+    "MeasurementOnOff": _measurement,
+    "BufferFlush": _buffer_flush,
+    "RmaWinCreate": _win_create,
+    "RmaWinDestroy": _win_destroy,
+    "ParameterString": _param_string,
+    "ParameterInt": _param_int,
+    "ParameterUnsignedInt": _param_uint,
 }
 """OTF2 record name -> the cfunc that stores it (the I/O records' are in :mod:`iorecords`)."""
 

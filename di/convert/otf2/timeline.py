@@ -43,10 +43,24 @@ from di.convert.otf2 import records as R
 EV_REGION, EV_INSTANT, EV_RMA, EV_IO = 0, 1, 2, 3
 """Event types in the ``ev_type`` output."""
 N_COUNTS = 7
-(LEAVE_WITHOUT_ENTER, LEAVE_MISMATCH, UNCLOSED_ENTER, RMA_UNCOMPLETED, RMA_COMPLETE_WITHOUT_OP, IO_UNCOMPLETED,
- IO_COMPLETE_WITHOUT_BEGIN) = range(N_COUNTS)
-COUNT_NAMES = ("leave_without_enter", "leave_region_mismatch", "enter_never_left", "rma_never_completed",
-               "rma_complete_without_op", "io_operation_never_completed", "io_completion_without_begin")
+(
+    LEAVE_WITHOUT_ENTER,
+    LEAVE_MISMATCH,
+    UNCLOSED_ENTER,
+    RMA_UNCOMPLETED,
+    RMA_COMPLETE_WITHOUT_OP,
+    IO_UNCOMPLETED,
+    IO_COMPLETE_WITHOUT_BEGIN,
+) = range(N_COUNTS)
+COUNT_NAMES = (
+    "leave_without_enter",
+    "leave_region_mismatch",
+    "enter_never_left",
+    "rma_never_completed",
+    "rma_complete_without_op",
+    "io_operation_never_completed",
+    "io_completion_without_begin",
+)
 IO_FLAGS_SHIFT = 8
 """An I/O operation event's field b: mode | operation flags << 8 | cancelled << 40."""
 IO_CANCELLED_BIT = 1 << 40
@@ -233,7 +247,9 @@ class Builder:
         self.counts = np.zeros(N_COUNTS, np.int64)
         self._state = np.zeros(2, np.int64)
         self._rows = 0
-        self._fold_ref = fold_ref  # attribute marking I/O operation records that make no event (see the module docstring)
+        self._fold_ref = (
+            fold_ref  # attribute marking I/O operation records that make no event (see the module docstring)
+        )
 
     def add(self, rows: np.ndarray, li: int) -> None:
         """Add the records of location ``li`` (rows are read only, and may be reused afterwards)."""
@@ -242,8 +258,22 @@ class Builder:
         if m + need > self._ev.shape[0]:
             self._ev, self._ev_type = _grown(self._ev, m, m + need), _grown(self._ev_type, m, m + need)
         if n_rec + need > self._rec.shape[0]:
-            self._rec, self._rec_idx = _grown(self._rec, n_rec, n_rec + need), _grown(self._rec_idx, n_rec, n_rec + need)
-        _build_location(rows, li, self._rows, self._ev, self._ev_type, self._rec, self._rec_idx, self.counts, self._state, self._fold_ref)
+            self._rec, self._rec_idx = (
+                _grown(self._rec, n_rec, n_rec + need),
+                _grown(self._rec_idx, n_rec, n_rec + need),
+            )
+        _build_location(
+            rows,
+            li,
+            self._rows,
+            self._ev,
+            self._ev_type,
+            self._rec,
+            self._rec_idx,
+            self.counts,
+            self._state,
+            self._fold_ref,
+        )
         self._rows += need
 
     def finish(self) -> None:
@@ -258,7 +288,17 @@ class Builder:
 
     def events(self) -> tuple:
         """(ev_loc, ev_start, ev_end, ev_type, ev_ref, ev_a, ev_b, ev_c, ev_d)."""
-        return self.ev_loc, self.ev_start, self.ev_end, self.ev_type, self.ev_ref, self.ev_a, self.ev_b, self.ev_c, self.ev_d
+        return (
+            self.ev_loc,
+            self.ev_start,
+            self.ev_end,
+            self.ev_type,
+            self.ev_ref,
+            self.ev_a,
+            self.ev_b,
+            self.ev_c,
+            self.ev_d,
+        )
 
 
 def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
@@ -275,6 +315,6 @@ def build(rows: np.ndarray, bounds: np.ndarray, fold_ref: int = -1) -> tuple:
     """
     b = Builder(rows.shape[0], fold_ref)
     for li in range(bounds.size - 1):
-        b.add(rows[bounds[li]:bounds[li + 1]], li)
+        b.add(rows[bounds[li] : bounds[li + 1]], li)
     b.finish()
     return (*b.events(), b.rec_row, b.rec_owner, b.rec_head, b.counts)

@@ -18,7 +18,12 @@ TYPE_FLOAT, TYPE_DOUBLE, TYPE_STRING = 9, 10, 11
 TYPE_REGION, TYPE_COMM = 14, 17
 
 TYPE_LOCATION = 13
-_UNSIGNED_BITS = {TYPE_UINT8: 8, TYPE_UINT16: 16, TYPE_UINT32: 32, **{t: 32 for t in range(11, 26) if t != TYPE_LOCATION}}
+_UNSIGNED_BITS = {
+    TYPE_UINT8: 8,
+    TYPE_UINT16: 16,
+    TYPE_UINT32: 32,
+    **{t: 32 for t in range(11, 26) if t != TYPE_LOCATION},
+}
 """Bits that carry the value; the reference types other than LOCATION are uint32 ids, the rest of the 8 bytes is undefined."""
 _SIGNED_BITS = {TYPE_INT8: 8, TYPE_INT16: 16, TYPE_INT32: 32}
 
@@ -31,7 +36,9 @@ def as_float(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
     out = np.where(types == TYPE_UINT64, unsigned.astype(np.float64), out)
     out = np.where(types == TYPE_DOUBLE, raw.view(np.float64), out)
     low32 = (unsigned & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    with np.errstate(invalid="ignore"):  # the low 4 bytes of other types can be signalling-NaN patterns; np.where drops them
+    with np.errstate(
+        invalid="ignore"
+    ):  # the low 4 bytes of other types can be signalling-NaN patterns; np.where drops them
         out = np.where(types == TYPE_FLOAT, low32.view(np.float32).astype(np.float64), out)
     for code, bits in _UNSIGNED_BITS.items():
         out = np.where(types == code, (unsigned & np.uint64((1 << bits) - 1)).astype(np.float64), out)
@@ -48,7 +55,9 @@ def ref_ids(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
     return np.where(bits < 64, raw & ((np.int64(1) << np.minimum(bits, 62)) - 1), raw)
 
 
-def as_json(types: np.ndarray, raw: np.ndarray, strings: dict[int, str], regions: dict[int, str], comms: dict[int, str]) -> pl.Series:
+def as_json(
+    types: np.ndarray, raw: np.ndarray, strings: dict[int, str], regions: dict[int, str], comms: dict[int, str]
+) -> pl.Series:
     """JSON text of each value: numbers as numbers, STRING/REGION/COMM refs as their names, other refs as ids."""
     raw = np.ascontiguousarray(raw, dtype=np.int64)
     unsigned = raw.view(np.uint64)
@@ -61,8 +70,10 @@ def as_json(types: np.ndarray, raw: np.ndarray, strings: dict[int, str], regions
         uext[m] = unsigned[m] & np.uint64((1 << bits) - 1)
     t = pl.Series(types)
     text = pl.select(
-        pl.when(t.is_in([TYPE_FLOAT, TYPE_DOUBLE])).then(pl.Series(as_float(types, raw)).cast(pl.String))
-        .when(t.is_in([TYPE_INT8, TYPE_INT16, TYPE_INT32, TYPE_INT64])).then(pl.Series(sext).cast(pl.String))
+        pl.when(t.is_in([TYPE_FLOAT, TYPE_DOUBLE]))
+        .then(pl.Series(as_float(types, raw)).cast(pl.String))
+        .when(t.is_in([TYPE_INT8, TYPE_INT16, TYPE_INT32, TYPE_INT64]))
+        .then(pl.Series(sext).cast(pl.String))
         .otherwise(pl.Series(uext).cast(pl.String))
     ).to_series()
     lookups = {TYPE_STRING: strings, TYPE_REGION: regions, TYPE_COMM: comms}
@@ -70,6 +81,8 @@ def as_json(types: np.ndarray, raw: np.ndarray, strings: dict[int, str], regions
         mask = types == code
         if mask.any():
             ids, inv = np.unique(uext[mask], return_inverse=True)
-            quoted = [None if (name := table.get(int(v))) is None else orjson.dumps(name).decode() for v in ids.tolist()]
+            quoted = [
+                None if (name := table.get(int(v))) is None else orjson.dumps(name).decode() for v in ids.tolist()
+            ]
             text = text.scatter(np.flatnonzero(mask), pl.Series(quoted, dtype=pl.String).gather(inv.ravel()))
     return text.alias("value")

@@ -120,7 +120,9 @@ def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> None:
 
 def _write_archive(_otf2: object, staged: Path, anchor: Path, lay: Layout, extra: AnalysisDefs) -> None:
     o = _otf2
-    archive = o.Archive_Open(str(staged), anchor.stem, o.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS, o.SUBSTRATE_POSIX, o.COMPRESSION_NONE)
+    archive = o.Archive_Open(
+        str(staged), anchor.stem, o.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS, o.SUBSTRATE_POSIX, o.COMPRESSION_NONE
+    )
     try:
         _write(archive, lay, anchor, extra)
     finally:
@@ -148,7 +150,9 @@ def _check_parts(anchor: Path) -> list[str]:
     if evt_dir.is_dir() and any(not f.name.endswith((".evt", ".def")) for f in evt_dir.iterdir()):
         raise OutputError(evt_dir, "holds files other than OTF2 .evt/.def; not replacing it")
     if not anchor.exists() and (evt_dir.exists() or anchor.with_suffix(".def").exists()):
-        raise OutputError(anchor.parent, f"holds parts of an OTF2 archive named {anchor.stem} without its anchor; not replacing them")
+        raise OutputError(
+            anchor.parent, f"holds parts of an OTF2 archive named {anchor.stem} without its anchor; not replacing them"
+        )
     return parts
 
 
@@ -178,8 +182,19 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     lib.OTF2_AttributeList_New.restype = ctypes.c_void_p
     alist = lib.OTF2_AttributeList_New()
     try:
-        columns = (lay.order, lay.bounds, lay.start_t, lay.end_t, lay.region, lay.nbytes, lay.corr, lay.args_ref,
-                   lay.flows_ref, lay.att, lay.att_bounds)  # read-only, whether polars copied them or not: one signature
+        columns = (
+            lay.order,
+            lay.bounds,
+            lay.start_t,
+            lay.end_t,
+            lay.region,
+            lay.nbytes,
+            lay.corr,
+            lay.args_ref,
+            lay.flows_ref,
+            lay.att,
+            lay.att_bounds,
+        )  # read-only, whether polars copied them or not: one signature
         _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, *(readonly(a) for a in columns)), anchor, "events")
         metrics = (lay.metric_bounds, lay.metric_ts, lay.metric_ref, lay.metric_values)
         _check(emit.emit_metrics(fns, addrs[lay.metric_writers], *(readonly(a) for a in metrics)), anchor, "metrics")
@@ -197,7 +212,9 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     write_markers(_otf2, archive, extra)
 
 
-def _global_definitions(_otf2: object, archive: object, lay: Layout, fns: np.ndarray, anchor: Path, extra: AnalysisDefs) -> None:
+def _global_definitions(
+    _otf2: object, archive: object, lay: Layout, fns: np.ndarray, anchor: Path, extra: AnalysisDefs
+) -> None:
     o = _otf2
     g = o.Archive_GetGlobalDefWriter(archive)
     o.GlobalDefWriter_WriteClockProperties(g, 10**9, lay.global_offset, lay.trace_length, lay.realtime)
@@ -209,23 +226,52 @@ def _global_definitions(_otf2: object, archive: object, lay: Layout, fns: np.nda
     for i, host in enumerate(lay.hosts, start=1):
         o.GlobalDefWriter_WriteSystemTreeNode(g, i, s(host), s("node"), 0)
     for i, (rank, host_index) in enumerate(lay.groups):
-        o.GlobalDefWriter_WriteLocationGroup(g, i, s(f"MPI Rank {rank}"), o.LOCATION_GROUP_TYPE_PROCESS, host_index + 1, undefined)
+        o.GlobalDefWriter_WriteLocationGroup(
+            g, i, s(f"MPI Rank {rank}"), o.LOCATION_GROUP_TYPE_PROCESS, host_index + 1, undefined
+        )
     types = {"gpu_stream": o.LOCATION_TYPE_ACCELERATOR_STREAM, "counter": o.LOCATION_TYPE_METRIC}
     for ref, loc in enumerate(lay.out_locations):
-        o.GlobalDefWriter_WriteLocation(g, ref, s(loc["name"]), types.get(loc["kind"], o.LOCATION_TYPE_CPU_THREAD), loc["records"], loc["group"])
+        o.GlobalDefWriter_WriteLocation(
+            g, ref, s(loc["name"]), types.get(loc["kind"], o.LOCATION_TYPE_CPU_THREAD), loc["records"], loc["group"]
+        )
     for ref, r in enumerate(lay.regions):
-        o.GlobalDefWriter_WriteRegion(g, ref, s(r["name"]), s(r["name"]), s(r["description"]), getattr(o, f"REGION_ROLE_{r['role']}"),
-                                      getattr(o, f"PARADIGM_{r['paradigm']}"), o.REGION_FLAG_NONE, 0, 0, 0)
+        o.GlobalDefWriter_WriteRegion(
+            g,
+            ref,
+            s(r["name"]),
+            s(r["name"]),
+            s(r["description"]),
+            getattr(o, f"REGION_ROLE_{r['role']}"),
+            getattr(o, f"PARADIGM_{r['paradigm']}"),
+            o.REGION_FLAG_NONE,
+            0,
+            0,
+            0,
+        )
     for ref, (name, typ) in enumerate(lay.attributes):
         o.GlobalDefWriter_WriteAttribute(g, ref, s(name), 0, getattr(o, f"TYPE_{typ}"))
-    o.GlobalDefWriter_WriteGroup(g, 0, 0, o.GROUP_TYPE_COMM_LOCATIONS, o.PARADIGM_MPI, o.GROUP_FLAG_NONE, lay.rank_locations)
+    o.GlobalDefWriter_WriteGroup(
+        g, 0, 0, o.GROUP_TYPE_COMM_LOCATIONS, o.PARADIGM_MPI, o.GROUP_FLAG_NONE, lay.rank_locations
+    )
     for ref, comm in enumerate(lay.comms, start=1):
-        o.GlobalDefWriter_WriteGroup(g, ref, s(comm["group_name"]), o.GROUP_TYPE_COMM_GROUP, o.PARADIGM_MPI, o.GROUP_FLAG_NONE, comm["members"])
+        o.GlobalDefWriter_WriteGroup(
+            g, ref, s(comm["group_name"]), o.GROUP_TYPE_COMM_GROUP, o.PARADIGM_MPI, o.GROUP_FLAG_NONE, comm["members"]
+        )
         o.GlobalDefWriter_WriteComm(g, ref - 1, s(comm["name"]), ref, undefined, o.COMM_FLAG_NONE)
     write_groups(o, g, extra, len(lay.comms) + 1, s)
     write_io_definitions(o, g, lay.io, s)
     for ref, m in enumerate(lay.metric_members):
-        o.GlobalDefWriter_WriteMetricMember(g, ref, s(m["name"]), 0, o.METRIC_TYPE_OTHER, o.METRIC_ABSOLUTE_POINT, o.TYPE_DOUBLE,
-                                            o.BASE_DECIMAL, 0, s(m["unit"] or ""))
+        o.GlobalDefWriter_WriteMetricMember(
+            g,
+            ref,
+            s(m["name"]),
+            0,
+            o.METRIC_TYPE_OTHER,
+            o.METRIC_ABSOLUTE_POINT,
+            o.TYPE_DOUBLE,
+            o.BASE_DECIMAL,
+            0,
+            s(m["unit"] or ""),
+        )
         o.GlobalDefWriter_WriteMetricClass(g, ref, [ref], o.METRIC_ASYNCHRONOUS, o.RECORDER_KIND_ABSTRACT)
     lay.strings.check_frozen()

@@ -15,8 +15,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.convert.perfetto.decode import (A_BOOL, A_DOUBLE, A_INT, A_ISTRING, A_JSON, A_NESTED, A_POINTER, A_STRING,
-                                        A_UINT)
+from di.convert.perfetto.decode import A_BOOL, A_DOUBLE, A_INT, A_ISTRING, A_JSON, A_NESTED, A_POINTER, A_STRING, A_UINT
 
 OWN_ARGS, OWN_BYTES = "args", "bytes"
 
@@ -44,8 +43,10 @@ def span_strings(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> pl.Series:
         arr.validate(full=True)
     except pa.ArrowInvalid:
         raw = data.tobytes()
-        arr = pa.array([raw[a:b].decode("utf-8", "replace") for a, b in zip(off[:-1].tolist(), off[1:].tolist())],
-                       type=pa.large_string())
+        arr = pa.array(
+            [raw[a:b].decode("utf-8", "replace") for a, b in zip(off[:-1].tolist(), off[1:].tolist())],
+            type=pa.large_string(),
+        )
     return pl.Series(pl.from_arrow(arr)).cast(pl.String)
 
 
@@ -54,16 +55,27 @@ def _json_strings(s: pl.Series) -> pl.Series:
     return pl.DataFrame({"v": s}).select(pl.struct("v").struct.json_encode().str.slice(5).str.head(-1)).to_series()
 
 
-def annotation_columns(ann: np.ndarray, ann_dbl: np.ndarray, buf: np.ndarray, strings: pl.Series, slice_of: np.ndarray,
-                       n_slices: int, *, own: bool) -> tuple[pl.Series, pl.Series, int]:
+def annotation_columns(
+    ann: np.ndarray,
+    ann_dbl: np.ndarray,
+    buf: np.ndarray,
+    strings: pl.Series,
+    slice_of: np.ndarray,
+    n_slices: int,
+    *,
+    own: bool,
+) -> tuple[pl.Series, pl.Series, int]:
     """(args String per slice, bytes Int64 per slice, number of nested annotations written as null)."""
     ann_slice = slice_of[ann[:, 0]] if len(ann) else np.zeros(0, np.int64)
     ok = ann_slice >= 0
     ann, ann_dbl, ann_slice = ann[ok], ann_dbl[ok], ann_slice[ok]
     name = strings.gather(pl.Series(ann[:, 1]).replace(-1, None)).fill_null("")
     vtype, ival = ann[:, 2], ann[:, 3]
-    text = span_strings(buf, np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 4], 0),
-                        np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 5], 0))
+    text = span_strings(
+        buf,
+        np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 4], 0),
+        np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 5], 0),
+    )
     df = pl.DataFrame({"slice": ann_slice, "name": name, "type": vtype, "i": ival, "d": ann_dbl, "text": text})
     args = pl.Series("args", [None] * n_slices, dtype=pl.String)
     nbytes = pl.Series("bytes", [None] * n_slices, dtype=pl.Int64)
@@ -86,23 +98,40 @@ def annotation_columns(ann: np.ndarray, ann_dbl: np.ndarray, buf: np.ndarray, st
 def _foreign_args(df: pl.DataFrame, args: pl.Series, uint: pl.Series) -> pl.Series:
     """One JSON object per slice from the annotation rows of ``df``."""
     df = df.with_columns(
-        _u=uint.cast(pl.String), _s=_json_strings(df.get_column("text")), _is=_json_strings(df.get_column("istr")),
+        _u=uint.cast(pl.String),
+        _s=_json_strings(df.get_column("text")),
+        _is=_json_strings(df.get_column("istr")),
         _k=_json_strings(df.get_column("name")),
-        _p=pl.lit('"0x') + pl.Series([f"{v:x}" for v in uint.to_list()] if (df.get_column("type") == A_POINTER).any()
-                                     else [""] * df.height, dtype=pl.String) + pl.lit('"'),
+        _p=pl.lit('"0x')
+        + pl.Series(
+            [f"{v:x}" for v in uint.to_list()] if (df.get_column("type") == A_POINTER).any() else [""] * df.height,
+            dtype=pl.String,
+        )
+        + pl.lit('"'),
     )
     value = (
-        pl.when(pl.col("type") == A_BOOL).then(pl.when(pl.col("i") != 0).then(pl.lit("true")).otherwise(pl.lit("false")))
-        .when(pl.col("type") == A_INT).then(pl.col("i").cast(pl.String))
-        .when(pl.col("type") == A_UINT).then(pl.col("_u"))
-        .when(pl.col("type") == A_POINTER).then(pl.col("_p"))
-        .when((pl.col("type") == A_DOUBLE) & pl.col("d").is_finite()).then(pl.col("d").cast(pl.String))
-        .when(pl.col("type") == A_STRING).then(pl.col("_s"))
-        .when(pl.col("type") == A_ISTRING).then(pl.col("_is"))
-        .when(pl.col("type") == A_JSON).then(pl.col("text"))
+        pl.when(pl.col("type") == A_BOOL)
+        .then(pl.when(pl.col("i") != 0).then(pl.lit("true")).otherwise(pl.lit("false")))
+        .when(pl.col("type") == A_INT)
+        .then(pl.col("i").cast(pl.String))
+        .when(pl.col("type") == A_UINT)
+        .then(pl.col("_u"))
+        .when(pl.col("type") == A_POINTER)
+        .then(pl.col("_p"))
+        .when((pl.col("type") == A_DOUBLE) & pl.col("d").is_finite())
+        .then(pl.col("d").cast(pl.String))
+        .when(pl.col("type") == A_STRING)
+        .then(pl.col("_s"))
+        .when(pl.col("type") == A_ISTRING)
+        .then(pl.col("_is"))
+        .when(pl.col("type") == A_JSON)
+        .then(pl.col("text"))
         .otherwise(pl.lit("null"))
     )
-    objs = (df.with_columns(_kv=pl.col("_k") + pl.lit(":") + value)
-            .group_by("slice", maintain_order=True).agg(pl.col("_kv").str.join(","))
-            .with_columns(_o=pl.lit("{") + pl.col("_kv") + pl.lit("}")))
+    objs = (
+        df.with_columns(_kv=pl.col("_k") + pl.lit(":") + value)
+        .group_by("slice", maintain_order=True)
+        .agg(pl.col("_kv").str.join(","))
+        .with_columns(_o=pl.lit("{") + pl.col("_kv") + pl.lit("}"))
+    )
     return args.scatter(objs.get_column("slice").to_numpy(), objs.get_column("_o"))

@@ -36,9 +36,14 @@ from di.convert.symbols import FULL, intern
 A_NONE, A_BOOL, A_UINT, A_INT, A_DOUBLE, A_STRING, A_JSON, A_POINTER, A_ISTRING, A_NESTED = range(10)
 # stats slots
 ST_NO_TIMESTAMP, ST_LEGACY, ST_BAD_TYPE, ST_CLOCK_ID, ST_MALFORMED, ST_UNRESOLVED_IID, ST_SYMBOLS_FULL = range(7)
-STAT_NAMES = ("events without a timestamp", "legacy (phase-based) events", "events of unknown type",
-              "packets on clocks no snapshot defines (timestamps kept as they are)", "malformed packets",
-              "interned names not found")
+STAT_NAMES = (
+    "events without a timestamp",
+    "legacy (phase-based) events",
+    "events of unknown type",
+    "packets on clocks no snapshot defines (timestamps kept as they are)",
+    "malformed packets",
+    "interned names not found",
+)
 """Reasons for the first stats slots; the last slot (ST_SYMBOLS_FULL) asks the caller to retry with a bigger
 symbol table (and with it bigger hash tables)."""
 # kinds of interned tables (for the lookup key), typed
@@ -145,13 +150,24 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
         if pos < 0:
             return
         field, wire = key >> 3, key & 7
-        if wire == 2 and field in (F.INTERNED_EVENT_CATEGORIES, F.INTERNED_EVENT_NAMES, F.INTERNED_ANNOTATION_NAMES,
-                                   F.INTERNED_ANNOTATION_STRINGS):
+        if wire == 2 and field in (
+            F.INTERNED_EVENT_CATEGORIES,
+            F.INTERNED_EVENT_NAMES,
+            F.INTERNED_ANNOTATION_NAMES,
+            F.INTERNED_ANNOTATION_STRINGS,
+        ):
             n, pos = read_varint(buf, pos, b)
             if pos < 0 or pos + n > b:
                 return
-            kind = K_CAT if field == F.INTERNED_EVENT_CATEGORIES else K_NAME if field == F.INTERNED_EVENT_NAMES \
-                else K_ANN if field == F.INTERNED_ANNOTATION_NAMES else K_STR
+            kind = (
+                K_CAT
+                if field == F.INTERNED_EVENT_CATEGORIES
+                else K_NAME
+                if field == F.INTERNED_EVENT_NAMES
+                else K_ANN
+                if field == F.INTERNED_ANNOTATION_NAMES
+                else K_STR
+            )
             iid, s0, s1 = 0, -1, -1
             q, qe = pos, pos + n
             while q < qe:
@@ -215,16 +231,29 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
         if pos < 0:
             break
         field, wire = key >> 3, key & 7
-        if wire == 0 and field in (F.ANNOTATION_NAME_IID, F.ANNOTATION_BOOL, F.ANNOTATION_UINT, F.ANNOTATION_INT,
-                                   F.ANNOTATION_POINTER, F.ANNOTATION_STRING_IID):
+        if wire == 0 and field in (
+            F.ANNOTATION_NAME_IID,
+            F.ANNOTATION_BOOL,
+            F.ANNOTATION_UINT,
+            F.ANNOTATION_INT,
+            F.ANNOTATION_POINTER,
+            F.ANNOTATION_STRING_IID,
+        ):
             v, pos = read_varint(buf, pos, b)
             if field == F.ANNOTATION_NAME_IID:
                 name = _lookup(interned, seq, gen, K_ANN, v, stats)
             elif field == F.ANNOTATION_STRING_IID:
                 vtype, ival = A_ISTRING, _lookup(interned, seq, gen, K_STR, v, stats)
             else:
-                vtype = A_BOOL if field == F.ANNOTATION_BOOL else A_UINT if field == F.ANNOTATION_UINT \
-                    else A_INT if field == F.ANNOTATION_INT else A_POINTER
+                vtype = (
+                    A_BOOL
+                    if field == F.ANNOTATION_BOOL
+                    else A_UINT
+                    if field == F.ANNOTATION_UINT
+                    else A_INT
+                    if field == F.ANNOTATION_INT
+                    else A_POINTER
+                )
                 ival = v
         elif wire == 1 and field == F.ANNOTATION_DOUBLE and pos + 8 <= b:
             vtype = A_DOUBLE
@@ -295,7 +324,9 @@ def decode_packets(buf, n_packets, sym, stats):
     fl_id, fl_ev, fl_term = np.empty(16, np.uint64), np.empty(16, np.int64), np.empty(16, np.uint8)
     an = np.empty((16, 6), np.int64)
     an_dbl = np.empty(16, np.float64)
-    spans = np.empty((n_packets, 4), np.int64)  # kind (0 track descriptor, 1 di packet, 2 thread descriptor), start, end, sequence
+    spans = np.empty(
+        (n_packets, 4), np.int64
+    )  # kind (0 track descriptor, 1 di packet, 2 thread descriptor), start, end, sequence
     ne, nf, na, ns = _ZERO, _ZERO, _ZERO, _ZERO  # typed: literal 0 counters compile their callees twice
     cur_seq, cur_gen, cur_track, cur_clock = -_ONE, _ZERO, _ZERO, _ZERO
     pos, end, p = _ZERO, buf.shape[0], _ZERO
@@ -317,8 +348,13 @@ def decode_packets(buf, n_packets, sym, stats):
             if q < 0:
                 break
             field, wire = k2 >> 3, k2 & 7
-            if wire == 0 and field in (F.PACKET_TIMESTAMP, F.PACKET_SEQUENCE_ID, F.PACKET_SEQUENCE_FLAGS,
-                                       F.PACKET_INCREMENTAL_STATE_CLEARED, F.PACKET_TIMESTAMP_CLOCK_ID):
+            if wire == 0 and field in (
+                F.PACKET_TIMESTAMP,
+                F.PACKET_SEQUENCE_ID,
+                F.PACKET_SEQUENCE_FLAGS,
+                F.PACKET_INCREMENTAL_STATE_CLEARED,
+                F.PACKET_TIMESTAMP_CLOCK_ID,
+            ):
                 v, q = read_varint(buf, q, b)
                 if field == F.PACKET_TIMESTAMP:
                     ts, has_ts = v, True
@@ -343,7 +379,11 @@ def decode_packets(buf, n_packets, sym, stats):
                     df0, df1 = q, q + n
                 elif field == F.PACKET_CLOCK_SNAPSHOT:
                     cs0, cs1 = q, q + n
-                elif field == F.PACKET_TRACK_DESCRIPTOR or field == F.PACKET_DI_TRACE or field == F.PACKET_THREAD_DESCRIPTOR:
+                elif (
+                    field == F.PACKET_TRACK_DESCRIPTOR
+                    or field == F.PACKET_DI_TRACE
+                    or field == F.PACKET_THREAD_DESCRIPTOR
+                ):
                     kind = 0 if field == F.PACKET_TRACK_DESCRIPTOR else 1 if field == F.PACKET_DI_TRACE else 2
                     spans[ns, 0], spans[ns, 1], spans[ns, 2] = kind, q, q + n
                     ns += 1
@@ -384,7 +424,9 @@ def decode_packets(buf, n_packets, sym, stats):
                 h = _seq_row(seqs, seq, stats)
                 if h >= 0:
                     seqs[2][h, Q_TRACK], seqs[2][h, Q_CLOCK] = cur_track, cur_clock
-        if has_ts and cs0 < 0:  # a snapshot packet's own timestamp does not advance its clocks (as in the trace processor)
+        if (
+            has_ts and cs0 < 0
+        ):  # a snapshot packet's own timestamp does not advance its clocks (as in the trace processor)
             ts, known = to_trace_ns(clocks, primary, seq, clock if clock >= 0 else cur_clock, ts)
             if not known:
                 stats[ST_CLOCK_ID] += 1
@@ -393,7 +435,18 @@ def decode_packets(buf, n_packets, sym, stats):
         if te0 < 0:
             continue
         # TrackEvent
-        etype, track, has_track, name, c0, c1, corr, has_corr, value, legacy = 0, 0, False, -1, -1, -1, 0, 0, np.nan, False
+        etype, track, has_track, name, c0, c1, corr, has_corr, value, legacy = (
+            0,
+            0,
+            False,
+            -1,
+            -1,
+            -1,
+            0,
+            0,
+            np.nan,
+            False,
+        )
         us_abs, has_us = 0, False
         nf0, na0 = nf, na
         q = te0
@@ -402,9 +455,15 @@ def decode_packets(buf, n_packets, sym, stats):
             if q < 0:
                 break
             field, wire = k2 >> 3, k2 & 7
-            if field in (F.EVENT_FLOW_IDS, F.EVENT_TERMINATING_FLOW_IDS, F.EVENT_FLOW_IDS_OLD, F.EVENT_TERMINATING_FLOW_IDS_OLD):
-                term = (1 if field in (F.EVENT_TERMINATING_FLOW_IDS, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0) + \
-                    (2 if field in (F.EVENT_FLOW_IDS_OLD, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0)
+            if field in (
+                F.EVENT_FLOW_IDS,
+                F.EVENT_TERMINATING_FLOW_IDS,
+                F.EVENT_FLOW_IDS_OLD,
+                F.EVENT_TERMINATING_FLOW_IDS_OLD,
+            ):
+                term = (1 if field in (F.EVENT_TERMINATING_FLOW_IDS, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0) + (
+                    2 if field in (F.EVENT_FLOW_IDS_OLD, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0
+                )
                 q, nf, fl_id, fl_ev, fl_term = _ids(buf, q, te1, wire, fl_id, fl_ev, fl_term, nf, ne, term)
             elif wire == 0:
                 v, q = read_varint(buf, q, te1)
@@ -477,12 +536,32 @@ def decode_packets(buf, n_packets, sym, stats):
             stats[ST_BAD_TYPE] += 1
         else:
             ev_packet[ne], ev_ts[ne], ev_type[ne] = p - 1, ts, etype
-            ev_track[ne] = track if has_track else cur_track if cur_track != 0 or not _thread_sequence(seqs, seq) \
+            ev_track[ne] = (
+                track
+                if has_track
+                else cur_track
+                if cur_track != 0 or not _thread_sequence(seqs, seq)
                 else sequence_track(seq)
+            )
             ev_name[ne], ev_cat[ne, 0], ev_cat[ne, 1] = name, c0, c1
             ev_corr[ne], ev_has_corr[ne], ev_value[ne] = corr, has_corr, value
             ne += 1
             continue
         nf, na = nf0, na0  # the event was dropped: so are its flow ids and annotations
-    return (ev_packet[:ne], ev_ts[:ne], ev_type[:ne], ev_track[:ne], ev_name[:ne], ev_cat[:ne], ev_corr[:ne],
-            ev_has_corr[:ne], ev_value[:ne], fl_id[:nf], fl_ev[:nf], fl_term[:nf], an[:na], an_dbl[:na], spans[:ns])
+    return (
+        ev_packet[:ne],
+        ev_ts[:ne],
+        ev_type[:ne],
+        ev_track[:ne],
+        ev_name[:ne],
+        ev_cat[:ne],
+        ev_corr[:ne],
+        ev_has_corr[:ne],
+        ev_value[:ne],
+        fl_id[:nf],
+        fl_ev[:nf],
+        fl_term[:nf],
+        an[:na],
+        an_dbl[:na],
+        spans[:ns],
+    )

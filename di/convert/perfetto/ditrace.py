@@ -44,8 +44,12 @@ FORMAT, VERSION = "di-perfetto", 1
 
 
 def _columns(df: pl.DataFrame) -> dict[str, list[Any]]:
-    return {c: df.get_column(c).cast(pl.String).to_list() if df.schema[c] in (pl.Categorical,) or isinstance(df.schema[c], pl.Enum)
-            else df.get_column(c).to_list() for c in df.columns}
+    return {
+        c: df.get_column(c).cast(pl.String).to_list()
+        if df.schema[c] in (pl.Categorical,) or isinstance(df.schema[c], pl.Enum)
+        else df.get_column(c).to_list()
+        for c in df.columns
+    }
 
 
 def _rows(row_of: np.ndarray, refs: pl.Series) -> pl.Series:
@@ -54,14 +58,18 @@ def _rows(row_of: np.ndarray, refs: pl.Series) -> pl.Series:
     return pl.Series(row_of[got]).set(refs.is_null(), None) if refs.len() else refs
 
 
-def packet(trace: Trace, layout: Layout, marks: FlowMarks, offset_ns: int, row_of: np.ndarray | None, sequence_id: int) -> bytes:
+def packet(
+    trace: Trace, layout: Layout, marks: FlowMarks, offset_ns: int, row_of: np.ndarray | None, sequence_id: int
+) -> bytes:
     """The di packet (a whole TracePacket field of the Trace message)."""
     collectives = trace.collectives
     if row_of is not None and collectives.height:
         collectives = collectives.with_columns(event=pl.Series(row_of[collectives.get_column("event").to_numpy()]))
     messages = trace.messages.select("bytes", "tag", "comm", "send_done", "recv_post")
     if row_of is not None and messages.height:
-        messages = messages.with_columns(*(pl.Series(c, _rows(row_of, messages.get_column(c))) for c in ("send_done", "recv_post")))
+        messages = messages.with_columns(
+            *(pl.Series(c, _rows(row_of, messages.get_column(c))) for c in ("send_done", "recv_post"))
+        )
     tracks = layout.tracks.filter("used")
     doc = {
         "format": FORMAT,
@@ -69,8 +77,11 @@ def packet(trace: Trace, layout: Layout, marks: FlowMarks, offset_ns: int, row_o
         "offset_ns": offset_ns,
         "meta": trace.meta,
         "locations": _columns(trace.locations),
-        "tracks": {"uuid": tracks.get_column("uuid").to_list(), "loc": tracks.get_column("loc").to_list(),
-                   "lane": tracks.get_column("lane").to_list()},
+        "tracks": {
+            "uuid": tracks.get_column("uuid").to_list(),
+            "loc": tracks.get_column("loc").to_list(),
+            "lane": tracks.get_column("lane").to_list(),
+        },
         "series": _columns(trace.series),
         "series_uuid": layout.series.select("series", "uuid").to_dict(as_series=False),
         "flows": _columns(trace.flows.select("id", "src_cat")),
@@ -78,7 +89,9 @@ def packet(trace: Trace, layout: Layout, marks: FlowMarks, offset_ns: int, row_o
         "collectives": _columns(collectives),
         "counts": {"events": trace.events.height, "samples": trace.samples.height, **marks.edges},
     }
-    body = field_varint(F.PACKET_SEQUENCE_ID, sequence_id) + field_len(F.PACKET_DI_TRACE, orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY))
+    body = field_varint(F.PACKET_SEQUENCE_ID, sequence_id) + field_len(
+        F.PACKET_DI_TRACE, orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    )
     return field_len(F.TRACE_PACKET, body)
 
 
@@ -104,8 +117,11 @@ def _is_int(v: Any) -> bool:
 
 
 def _int_lists(d: Any, cols: tuple[str, ...]) -> bool:
-    return (isinstance(d, dict) and all(isinstance(d.get(c), list) and all(_is_int(v) for v in d[c]) for c in cols)
-            and len({len(d[c]) for c in cols}) == 1)
+    return (
+        isinstance(d, dict)
+        and all(isinstance(d.get(c), list) and all(_is_int(v) for v in d[c]) for c in cols)
+        and len({len(d[c]) for c in cols}) == 1
+    )
 
 
 def problem(doc: dict[str, Any]) -> str | None:
@@ -115,14 +131,24 @@ def problem(doc: dict[str, Any]) -> str | None:
     from di.trace import conform
 
     counts = doc.get("counts")
-    if not _is_int(doc.get("offset_ns", 0)) or not isinstance(counts, dict) or not all(_is_int(counts.get(k)) for k in ("events", "flows")):
+    if (
+        not _is_int(doc.get("offset_ns", 0))
+        or not isinstance(counts, dict)
+        or not all(_is_int(counts.get(k)) for k in ("events", "flows"))
+    ):
         return "offset_ns or counts are not integers"
-    if not _int_lists(doc.get("tracks"), ("uuid", "loc", "lane")) or not _int_lists(doc.get("series_uuid"), ("uuid", "series")):
+    if not _int_lists(doc.get("tracks"), ("uuid", "loc", "lane")) or not _int_lists(
+        doc.get("series_uuid"), ("uuid", "series")
+    ):
         return "tracks or series_uuid are not lists of integers of one length"
     tables = {}
     for name in ("locations", "series", "flows", "messages", "collectives"):
         cols = doc.get(name) or {}
-        if not isinstance(cols, dict) or not all(isinstance(v, list) for v in cols.values()) or len({len(v) for v in cols.values()}) > 1:
+        if (
+            not isinstance(cols, dict)
+            or not all(isinstance(v, list) for v in cols.values())
+            or len({len(v) for v in cols.values()}) > 1
+        ):
             return f"{name} is not columns of one length"
         try:
             tables[name] = conform(name, table(doc, name))

@@ -176,8 +176,36 @@ def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def _begin_packet(out, pos, seq, t, i, kind, ts, ev_name, ev_cat, ev_src_cat, corr, nbytes, args, args_off, args_null,
-                  names, name_off, cats, cat_off, ann, ann_off, seen_name, seen_cat, seen_ann, fptr, fid, fterm, fend):
+def _begin_packet(
+    out,
+    pos,
+    seq,
+    t,
+    i,
+    kind,
+    ts,
+    ev_name,
+    ev_cat,
+    ev_src_cat,
+    corr,
+    nbytes,
+    args,
+    args_off,
+    args_null,
+    names,
+    name_off,
+    cats,
+    cat_off,
+    ann,
+    ann_off,
+    seen_name,
+    seen_cat,
+    seen_ann,
+    fptr,
+    fid,
+    fterm,
+    fend,
+):
     """A BEGIN or INSTANT packet of event i (interning what sequence t has not seen)."""
     name_iid = ev_name[i] + 1
     cat_iid = ev_cat[i] + 1
@@ -269,9 +297,41 @@ def _begin_packet(out, pos, seq, t, i, kind, ts, ev_name, ev_cat, ev_src_cat, co
 
 
 @njit(cache=True, _nrt=False)
-def encode_events(state, stack, out, track_ptr, emit, track_seq, track_uuid, start, end, instant, ev_name, ev_cat,
-                  ev_src_cat, corr, nbytes, args, args_off, args_null, names, name_off, cats, cat_off, ann, ann_off,
-                  seen_name, seen_cat, seen_ann, fptr, fid, fterm, fend, begin_cost, end_cost):
+def encode_events(
+    state,
+    stack,
+    out,
+    track_ptr,
+    emit,
+    track_seq,
+    track_uuid,
+    start,
+    end,
+    instant,
+    ev_name,
+    ev_cat,
+    ev_src_cat,
+    corr,
+    nbytes,
+    args,
+    args_off,
+    args_null,
+    names,
+    name_off,
+    cats,
+    cat_off,
+    ann,
+    ann_off,
+    seen_name,
+    seen_cat,
+    seen_ann,
+    fptr,
+    fid,
+    fterm,
+    fend,
+    begin_cost,
+    end_cost,
+):
     """Write event packets of the tracks from ``state`` on until ``out`` is full; return the bytes written.
 
     ``track_ptr``/``emit``: the events of track t are ``emit[track_ptr[t]:track_ptr[t+1]]``, in (start, -end)
@@ -306,9 +366,36 @@ def encode_events(state, stack, out, track_ptr, emit, track_seq, track_uuid, sta
         if pos + begin_cost[i] + end_cost[i] > cap:
             break
         kind = _INSTANT if instant[i] else _SLICE_BEGIN
-        pos = _begin_packet(out, pos, seq, t, i, kind, start[i], ev_name, ev_cat, ev_src_cat, corr, nbytes, args, args_off,
-                            args_null, names, name_off, cats, cat_off, ann, ann_off, seen_name, seen_cat, seen_ann,
-                            fptr, fid, fterm, fend)
+        pos = _begin_packet(
+            out,
+            pos,
+            seq,
+            t,
+            i,
+            kind,
+            start[i],
+            ev_name,
+            ev_cat,
+            ev_src_cat,
+            corr,
+            nbytes,
+            args,
+            args_off,
+            args_null,
+            names,
+            name_off,
+            cats,
+            cat_off,
+            ann,
+            ann_off,
+            seen_name,
+            seen_cat,
+            seen_ann,
+            fptr,
+            fid,
+            fterm,
+            fend,
+        )
         if not instant[i]:
             if end[i] == start[i]:
                 pos = _end_packet(out, pos, seq, end[i], i, fptr, fid, fterm, fend)

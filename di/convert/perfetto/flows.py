@@ -66,13 +66,22 @@ def collective_edges(collectives: pl.DataFrame, start: np.ndarray) -> tuple[np.n
     ev = _rows(c.get_column("event").to_numpy(), len(start), "collectives.event")
     c = c.with_columns(_start=pl.Series(start[ev]))
     last = c.sort(["_start", "rank"], descending=[True, False]).group_by("instance", maintain_order=True).first()
-    pairs = c.join(last.select("instance", pl.col("event").alias("_src")), on="instance").filter(pl.col("event") != pl.col("_src"))
+    pairs = c.join(last.select("instance", pl.col("event").alias("_src")), on="instance").filter(
+        pl.col("event") != pl.col("_src")
+    )
     pairs = pairs.sort(["instance", "rank", "event"])
     return pairs.get_column("_src").to_numpy().astype(np.int64), pairs.get_column("event").to_numpy().astype(np.int64)
 
 
-def flow_marks(flows: pl.DataFrame, messages: pl.DataFrame, collectives: pl.DataFrame, start: np.ndarray, end: np.ndarray,
-               instant: np.ndarray, row_of: np.ndarray | None) -> FlowMarks:
+def flow_marks(
+    flows: pl.DataFrame,
+    messages: pl.DataFrame,
+    collectives: pl.DataFrame,
+    start: np.ndarray,
+    end: np.ndarray,
+    instant: np.ndarray,
+    row_of: np.ndarray | None,
+) -> FlowMarks:
     """Marks of every edge.
 
     Args:
@@ -88,13 +97,23 @@ def flow_marks(flows: pl.DataFrame, messages: pl.DataFrame, collectives: pl.Data
     mr = _rows(messages.get_column("recv").to_numpy(), n, "messages.recv")
     if row_of is not None:
         fs, fd, ms, mr = row_of[fs], row_of[fd], row_of[ms], row_of[mr]
-    cs, cd = collective_edges(collectives if row_of is None else collectives.with_columns(
-        event=pl.Series(row_of[_rows(collectives.get_column("event").to_numpy(), n, "collectives.event")])), start)
+    cs, cd = collective_edges(
+        collectives
+        if row_of is None
+        else collectives.with_columns(
+            event=pl.Series(row_of[_rows(collectives.get_column("event").to_numpy(), n, "collectives.event")])
+        ),
+        start,
+    )
     src = np.concatenate([fs, ms, cs])
     dst = np.concatenate([fd, mr, cd])
     code = np.concatenate([kind, np.full(len(ms), CODE_MESSAGE), np.full(len(cs), CODE_COLLECTIVE)]).astype(np.int64)
     x, y, rev, y_end = _attach(src, dst, start, end, instant)
-    fid = ((np.arange(len(src), dtype=np.uint64) + np.uint64(1)) << np.uint64(4)) | (rev.astype(np.uint64) << np.uint64(3)) | code.astype(np.uint64)
+    fid = (
+        ((np.arange(len(src), dtype=np.uint64) + np.uint64(1)) << np.uint64(4))
+        | (rev.astype(np.uint64) << np.uint64(3))
+        | code.astype(np.uint64)
+    )
     ev = np.concatenate([x, y])
     order = np.argsort(ev, kind="stable")
     ptr = np.zeros(n + 1, dtype=np.int64)
@@ -108,9 +127,11 @@ def flow_marks(flows: pl.DataFrame, messages: pl.DataFrame, collectives: pl.Data
     )
 
 
-def _attach(src: np.ndarray, dst: np.ndarray, start: np.ndarray, end: np.ndarray, instant: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _attach(
+    src: np.ndarray, dst: np.ndarray, start: np.ndarray, end: np.ndarray, instant: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """X (flow_ids on its begin), Y (terminating), reversed (X is dst), Y's mark on its end packet."""
+
     def ends_later(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """a's end packet comes after b's begin packet."""
         return ~instant[a] & (end[a] > start[b])

@@ -71,12 +71,20 @@ def build_layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray, 
     used = np.bincount(track_of_event, minlength=int(width.sum())) > 0
 
     ranks = locs.get_column("rank").unique().sort()
-    processes = pl.DataFrame({"rank": ranks}).with_row_index("uuid", offset=1).with_columns(
-        pid=pl.col("uuid").cast(pl.Int64), name=pl.format("rank {}", "rank"),
+    processes = (
+        pl.DataFrame({"rank": ranks})
+        .with_row_index("uuid", offset=1)
+        .with_columns(
+            pid=pl.col("uuid").cast(pl.Int64),
+            name=pl.format("rank {}", "rank"),
+        )
     )
     nproc = processes.height
-    stream = pl.when(pl.col("device").is_not_null()).then(pl.format("rank {} / GPU {} / stream {}", "rank", "device", "stream")) \
+    stream = (
+        pl.when(pl.col("device").is_not_null())
+        .then(pl.format("rank {} / GPU {} / stream {}", "rank", "device", "stream"))
         .otherwise(pl.format("rank {} / stream {}", "rank", "stream"))
+    )
     named = pl.coalesce(
         pl.when(pl.col("kind") == "gpu_stream").then(stream),
         "name",
@@ -85,16 +93,28 @@ def build_layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray, 
     )
     rows = np.repeat(np.arange(locs.height), width)
     tracks = (
-        locs[rows].select("loc", "rank", pl.col("kind").cast(pl.String), track_name=named)
-        .with_columns(lane=pl.Series(np.arange(len(rows)) - np.repeat(base, width), dtype=pl.Int32), used=pl.Series(used))
+        locs[rows]
+        .select("loc", "rank", pl.col("kind").cast(pl.String), track_name=named)
+        .with_columns(
+            lane=pl.Series(np.arange(len(rows)) - np.repeat(base, width), dtype=pl.Int32), used=pl.Series(used)
+        )
         .with_row_index("track")
-        .join(processes.select("rank", pl.col("uuid").alias("proc_uuid"), "pid"), on="rank", how="left", maintain_order="left")
+        .join(
+            processes.select("rank", pl.col("uuid").alias("proc_uuid"), "pid"),
+            on="rank",
+            how="left",
+            maintain_order="left",
+        )
         .with_columns(uuid=pl.col("track").cast(pl.Int64) + nproc + 1, thread=pl.col("kind") == "cpu_thread")
     )
     thread_tracks = tracks.filter(pl.col("thread") & (pl.col("lane") == 0))
-    tid = pl.DataFrame({"loc": thread_tracks.get_column("loc"), "tid": np.arange(thread_tracks.height, dtype=np.int64) + nproc + 1})
+    tid = pl.DataFrame(
+        {"loc": thread_tracks.get_column("loc"), "tid": np.arange(thread_tracks.height, dtype=np.int64) + nproc + 1}
+    )
     lane0 = tracks.filter(pl.col("lane") == 0).select("loc", pl.col("uuid").alias("lane0_uuid"))
-    tracks = tracks.join(tid, on="loc", how="left", maintain_order="left").join(lane0, on="loc", how="left", maintain_order="left")
+    tracks = tracks.join(tid, on="loc", how="left", maintain_order="left").join(
+        lane0, on="loc", how="left", maintain_order="left"
+    )
     tracks = tracks.with_columns(
         parent_uuid=pl.when(pl.col("thread") & (pl.col("lane") > 0)).then("lane0_uuid").otherwise("proc_uuid"),
         tid=pl.when(pl.col("lane") == 0).then("tid"),
@@ -106,7 +126,8 @@ def build_layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray, 
         bad = ser.filter(pl.col("rank").is_null()).row(0, named=True)
         raise SchemaError(f"series {bad['series']}: refers to location {bad['loc']}, which does not exist")
     ser = ser.with_row_index("uuid", offset=first_series_uuid).join(
-        processes.select("rank", pl.col("uuid").alias("parent_uuid")), on="rank", how="left", maintain_order="left")
+        processes.select("rank", pl.col("uuid").alias("parent_uuid")), on="rank", how="left", maintain_order="left"
+    )
     return Layout(tracks, processes, ser, track_of_event)
 
 
@@ -127,7 +148,11 @@ def descriptor_packets(layout: Layout, sequence_id: int, used_only: bool = True)
     for t in tracks.iter_rows(named=True):
         head = field_varint(F.TRACK_UUID, t["uuid"]) + field_varint(F.TRACK_PARENT_UUID, t["parent_uuid"])
         if t["thread"] and t["lane"] == 0:
-            thread = field_varint(F.THREAD_PID, t["pid"]) + field_varint(F.THREAD_TID, t["tid"]) + field_str(F.THREAD_NAME, t["track_name"])
+            thread = (
+                field_varint(F.THREAD_PID, t["pid"])
+                + field_varint(F.THREAD_TID, t["tid"])
+                + field_str(F.THREAD_NAME, t["track_name"])
+            )
             packet(head + field_len(F.TRACK_THREAD, thread))
         else:
             packet(head + field_str(F.TRACK_NAME, t["track_name"]))

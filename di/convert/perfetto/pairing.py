@@ -66,14 +66,17 @@ def pair_slices(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, order: np.
     return begin[:ns], end_ns[:ns], instant[:ns], slice_of, unmatched, unclosed
 
 
-def chain_flows(fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray,
-                slice_start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def chain_flows(
+    fid: np.ndarray, slice_id: np.ndarray, terminating: np.ndarray, order: np.ndarray, slice_start: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(src slice, dst slice, flow id) of every edge the marks in ``order`` form; see the module docstring.
 
     Flow ids become dense codes first, so the kernel keeps each id's current slice in an array
     (no numba typed Dict: see :mod:`di.convert.inttable`)."""
     ids, code = np.unique(fid, return_inverse=True)
-    return _chain_flows(fid, code.astype(np.int64).ravel(), np.int64(ids.size), slice_id, terminating, order, slice_start)
+    return _chain_flows(
+        fid, code.astype(np.int64).ravel(), np.int64(ids.size), slice_id, terminating, order, slice_start
+    )
 
 
 @njit(cache=True)

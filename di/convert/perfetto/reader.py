@@ -78,8 +78,15 @@ def _take(strings: pl.Series, ids: np.ndarray) -> pl.Series:
     return strings.gather(pl.Series(ids).replace(-1, None))
 
 
-def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str = "single", source: int = 0,
-                  max_input_bytes: int | None = None, di_packet: bool = True) -> Trace:
+def read_perfetto(
+    path: str | Path,
+    *,
+    rank: int | None = None,
+    rank_source: str = "single",
+    source: int = 0,
+    max_input_bytes: int | None = None,
+    di_packet: bool = True,
+) -> Trace:
     """Read one Perfetto protobuf trace (``.perfetto-trace``, ``.pftrace``, optionally gzipped).
 
     Args:
@@ -130,7 +137,9 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
         except ValueError:
             dropped["malformed track descriptors"] += 1
     if doc is not None and (why := ditrace.problem(doc)):
-        return _without_di_packet(path, why, rank=rank, rank_source=rank_source, source=source, max_input_bytes=max_input_bytes)
+        return _without_di_packet(
+            path, why, rank=rank, rank_source=rank_source, source=source, max_input_bytes=max_input_bytes
+        )
     ts = ts + (int(doc["offset_ns"]) if doc else 0)
 
     is_slice = np.flatnonzero(etype != F.TYPE_COUNTER)
@@ -146,10 +155,12 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     else:
         slice_tracks = sorted(set(track[begin].tolist()))
         locations, loc_of, series, series_of, rules = foreign_layout(
-            descriptors, slice_tracks, sorted(set(track[counters].tolist())), rank if rank is not None else 0, source)
+            descriptors, slice_tracks, sorted(set(track[counters].tolist())), rank if rank is not None else 0, source
+        )
 
-    ev, slice_row, lost = _events(begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of,
-                                  own=doc is not None)
+    ev, slice_row, lost = _events(
+        begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of, own=doc is not None
+    )
     if lost:
         dropped["slices on tracks di's packet does not name"] += lost
     args, nbytes, nested = annotation_columns(ann, ann_dbl, buf, strings, slice_of, len(begin), own=doc is not None)
@@ -163,8 +174,11 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
         dropped["slices still open at the end of the trace (ended at the last timestamp)"] += int(unclosed)
 
     mark_slice = slice_of[fl_ev] if len(fl_ev) else np.zeros(0, np.int64)
-    mark_row = (np.where(mark_slice >= 0, slice_row[np.maximum(mark_slice, 0)], -1) if len(slice_row)
-                else np.full(len(mark_slice), -1, np.int64))  # flow marks but no slice to bind them to
+    mark_row = (
+        np.where(mark_slice >= 0, slice_row[np.maximum(mark_slice, 0)], -1)
+        if len(slice_row)
+        else np.full(len(mark_slice), -1, np.int64)
+    )  # flow marks but no slice to bind them to
     if doc is not None:
         flows, messages, unpaired = _own_flows(doc, fl_id, mark_row, fl_term)
         collectives = ditrace.table(doc, "collectives")
@@ -183,13 +197,23 @@ def read_perfetto(path: str | Path, *, rank: int | None = None, rank_source: str
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
     meta = _meta(path, doc, rank if rank is not None else 0, rank_source, events.height, dropped)
-    trace = Trace.build(meta=meta, locations=locations, events=events, flows=flows, messages=messages,
-                        collectives=collectives, series=series, samples=samples)
+    trace = Trace.build(
+        meta=meta,
+        locations=locations,
+        events=events,
+        flows=flows,
+        messages=messages,
+        collectives=collectives,
+        series=series,
+        samples=samples,
+    )
     if doc is not None:  # di's packet passed its checks; what it restored must fit the events read
         try:
             trace.validate()
         except SchemaError as exc:
-            return _without_di_packet(path, str(exc)[:200], rank=rank, rank_source=rank_source, source=source, max_input_bytes=max_input_bytes)
+            return _without_di_packet(
+                path, str(exc)[:200], rank=rank, rank_source=rank_source, source=source, max_input_bytes=max_input_bytes
+            )
     return trace
 
 
@@ -203,8 +227,12 @@ def _without_di_packet(path: Path, why: str, **kw: Any) -> Trace:
 def _own_layout(doc: dict[str, Any]) -> tuple[pl.DataFrame, dict[int, int], pl.DataFrame, dict[int, int]]:
     tracks = doc["tracks"]
     su = doc["series_uuid"]
-    return (ditrace.table(doc, "locations"), dict(zip(tracks["uuid"], tracks["loc"])), ditrace.table(doc, "series"),
-            dict(zip(su["uuid"], su["series"])))
+    return (
+        ditrace.table(doc, "locations"),
+        dict(zip(tracks["uuid"], tracks["loc"])),
+        ditrace.table(doc, "series"),
+        dict(zip(su["uuid"], su["series"])),
+    )
 
 
 def _map(values: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
@@ -217,8 +245,9 @@ def _map(values: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
     return np.where(keys[at] == values, vals[at], -1)
 
 
-def _events(begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of, *, own: bool
-            ) -> tuple[pl.DataFrame, np.ndarray, int]:
+def _events(
+    begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of, *, own: bool
+) -> tuple[pl.DataFrame, np.ndarray, int]:
     """Slice rows sorted (loc, start, -end, packet); and each slice's row (-1: dropped), dropped count."""
     loc = _map(track[begin], loc_of)
     cat0, cat1 = _take(strings, cats[begin, 0]), _take(strings, cats[begin, 1])
@@ -228,82 +257,152 @@ def _events(begin, end_ns, instant, packet, ts, track, name, cats, corr, has_cor
     else:
         from di.convert.categories import canonical_cats
 
-        src_cat = pl.select(pl.when(cat1.is_not_null()).then(pl.concat_str([cat0, pl.lit(","), cat1])).otherwise(cat0)).to_series()
+        src_cat = pl.select(
+            pl.when(cat1.is_not_null()).then(pl.concat_str([cat0, pl.lit(","), cat1])).otherwise(cat0)
+        ).to_series()
         cat = canonical_cats(src_cat, names)
-    df = pl.DataFrame({
-        "loc": loc, "start_ns": ts[begin], "end_ns": end_ns, "name": names,
-        "cat": cat.cast(pl.String).fill_null("other").cast(pl.Enum(list(CATS)), strict=False).fill_null("other"),
-        "src_cat": src_cat, "corr": pl.Series(corr[begin]).set(~pl.Series(has_corr[begin].astype(bool)), None),
-        "instant": instant.astype(bool), "_packet": packet[begin], "_slice": np.arange(len(begin)),
-    })
-    keep = df.filter(pl.col("loc") >= 0).sort(["loc", "start_ns", "end_ns", "_packet"], descending=[False, False, True, False])
+    df = pl.DataFrame(
+        {
+            "loc": loc,
+            "start_ns": ts[begin],
+            "end_ns": end_ns,
+            "name": names,
+            "cat": cat.cast(pl.String).fill_null("other").cast(pl.Enum(list(CATS)), strict=False).fill_null("other"),
+            "src_cat": src_cat,
+            "corr": pl.Series(corr[begin]).set(~pl.Series(has_corr[begin].astype(bool)), None),
+            "instant": instant.astype(bool),
+            "_packet": packet[begin],
+            "_slice": np.arange(len(begin)),
+        }
+    )
+    keep = df.filter(pl.col("loc") >= 0).sort(
+        ["loc", "start_ns", "end_ns", "_packet"], descending=[False, False, True, False]
+    )
     row = np.full(len(begin), -1, dtype=np.int64)
     row[keep.get_column("_slice").to_numpy()] = np.arange(keep.height)
     return keep.drop("_packet", "_slice"), row, len(begin) - keep.height
 
 
 def _nested(ev: pl.DataFrame) -> pl.DataFrame:
-    depth, parent = nest(ev.get_column("loc").to_numpy().astype(np.int64), ev.get_column("start_ns").to_numpy(),
-                         ev.get_column("end_ns").to_numpy())
+    depth, parent = nest(
+        ev.get_column("loc").to_numpy().astype(np.int64),
+        ev.get_column("start_ns").to_numpy(),
+        ev.get_column("end_ns").to_numpy(),
+    )
     return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
 
 
-def _own_flows(doc: dict[str, Any], fid: np.ndarray, row: np.ndarray, term: np.ndarray
-               ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+def _own_flows(
+    doc: dict[str, Any], fid: np.ndarray, row: np.ndarray, term: np.ndarray
+) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """flows and messages of a trace di wrote, from its flow ids and di's packet.
 
     Collective edges (code 5) are drawn for the UI only: the collectives table comes from di's packet.
     """
-    marks = pl.DataFrame({
-        "fid": fid, "row": row, "term": term.astype(bool), "code": (fid & np.uint64(7)).astype(np.int64),
-        "rev": (fid & np.uint64(8)) > 0, "e": (fid >> np.uint64(4)).astype(np.int64) - 1,
-    }).filter(pl.col("row") >= 0)
-    x = marks.filter(~pl.col("term")).unique("fid", keep="first").select("fid", "code", "rev", "e", pl.col("row").alias("x"))
+    marks = pl.DataFrame(
+        {
+            "fid": fid,
+            "row": row,
+            "term": term.astype(bool),
+            "code": (fid & np.uint64(7)).astype(np.int64),
+            "rev": (fid & np.uint64(8)) > 0,
+            "e": (fid >> np.uint64(4)).astype(np.int64) - 1,
+        }
+    ).filter(pl.col("row") >= 0)
+    x = (
+        marks.filter(~pl.col("term"))
+        .unique("fid", keep="first")
+        .select("fid", "code", "rev", "e", pl.col("row").alias("x"))
+    )
     y = marks.filter(pl.col("term")).unique("fid", keep="first").select("fid", pl.col("row").alias("y"))
-    edges = x.join(y, on="fid", how="inner").with_columns(
-        src=pl.when("rev").then("y").otherwise("x"), dst=pl.when("rev").then("x").otherwise("y"),
-    ).sort("e")
+    edges = (
+        x.join(y, on="fid", how="inner")
+        .with_columns(
+            src=pl.when("rev").then("y").otherwise("x"),
+            dst=pl.when("rev").then("x").otherwise("y"),
+        )
+        .sort("e")
+    )
     unpaired = marks.select(pl.col("fid").n_unique()).item() - edges.height
     n_flows = int(doc["counts"]["flows"])
     f_attr = ditrace.table(doc, "flows").with_row_index("e")
-    f = edges.filter(pl.col("code") < len(FLOW_KINDS)).join(f_attr.with_columns(pl.col("e").cast(pl.Int64)), on="e", how="left")
-    flows = f.select("src", "dst", kind=pl.col("code").replace_strict(dict(enumerate(FLOW_KINDS)), return_dtype=pl.String),
-                     id=pl.col("id") if "id" in f.columns else None, src_cat=pl.col("src_cat") if "src_cat" in f.columns else None)
+    f = edges.filter(pl.col("code") < len(FLOW_KINDS)).join(
+        f_attr.with_columns(pl.col("e").cast(pl.Int64)), on="e", how="left"
+    )
+    flows = f.select(
+        "src",
+        "dst",
+        kind=pl.col("code").replace_strict(dict(enumerate(FLOW_KINDS)), return_dtype=pl.String),
+        id=pl.col("id") if "id" in f.columns else None,
+        src_cat=pl.col("src_cat") if "src_cat" in f.columns else None,
+    )
     m_attr = ditrace.table(doc, "messages").with_row_index("e").with_columns((pl.col("e").cast(pl.Int64) + n_flows))
     m = edges.filter(pl.col("code") == CODE_MESSAGE).join(m_attr, on="e", how="left")
-    messages = m.select(pl.col("src").alias("send"), pl.col("dst").alias("recv"),
-                        *[c for c in ("bytes", "tag", "comm", "send_done", "recv_post") if c in m.columns])
+    messages = m.select(
+        pl.col("src").alias("send"),
+        pl.col("dst").alias("recv"),
+        *[c for c in ("bytes", "tag", "comm", "send_done", "recv_post") if c in m.columns],
+    )
     return flows, messages, int(unpaired)
 
 
-def _samples(counters: np.ndarray, ts: np.ndarray, track: np.ndarray, value: np.ndarray, series_of: dict[int, int],
-             rules: pl.DataFrame | None) -> tuple[pl.DataFrame, int]:
+def _samples(
+    counters: np.ndarray,
+    ts: np.ndarray,
+    track: np.ndarray,
+    value: np.ndarray,
+    series_of: dict[int, int],
+    rules: pl.DataFrame | None,
+) -> tuple[pl.DataFrame, int]:
     """Samples in packet order per series; ``rules`` (other producers): unit multiplier, incremental sums."""
     sid = _map(track[counters], series_of)
     ok = sid >= 0
     df = pl.DataFrame({"series": sid[ok], "ts_ns": ts[counters][ok], "value": value[counters][ok]})
-    if rules is not None and rules.height and (rules.get_column("incremental").any() or (rules.get_column("multiplier") != 1).any()):
-        df = df.join(rules, on="series", how="left", maintain_order="left").with_columns(
-            value=pl.col("value") * pl.col("multiplier").fill_null(1),
-        ).with_columns(
-            value=pl.when(pl.col("incremental")).then(pl.col("value").cum_sum().over("series")).otherwise("value"),
-        ).drop("incremental", "multiplier")
+    if (
+        rules is not None
+        and rules.height
+        and (rules.get_column("incremental").any() or (rules.get_column("multiplier") != 1).any())
+    ):
+        df = (
+            df.join(rules, on="series", how="left", maintain_order="left")
+            .with_columns(
+                value=pl.col("value") * pl.col("multiplier").fill_null(1),
+            )
+            .with_columns(
+                value=pl.when(pl.col("incremental")).then(pl.col("value").cum_sum().over("series")).otherwise("value"),
+            )
+            .drop("incremental", "multiplier")
+        )
     return df.sort("series", maintain_order=True), int((~ok).sum())
 
 
-def _meta(path: Path, doc: dict[str, Any] | None, rank: int, rank_source: str, n: int, dropped: Counter[str]) -> dict[str, Any]:
+def _meta(
+    path: Path, doc: dict[str, Any] | None, rank: int, rank_source: str, n: int, dropped: Counter[str]
+) -> dict[str, Any]:
     warnings = [f"{path}: dropped {k} ({r})" for r, k in sorted(dropped.items())]
     if doc is not None:
         from di.schema import valid_meta_fields
 
-        meta = valid_meta_fields(doc.get("meta"), ("clock", "sources", "world_size", "command", "hosts", "warnings"), warnings,
-                                 f"{path}: di packet meta")
+        meta = valid_meta_fields(
+            doc.get("meta"),
+            ("clock", "sources", "world_size", "command", "hosts", "warnings"),
+            warnings,
+            f"{path}: di packet meta",
+        )
         meta["warnings"] = meta.get("warnings", []) + warnings
         return meta
     return {
         "clock": {"unit": "ns", "domain": "relative", "sync": None},
-        "sources": [{"path": str(path), "format": "perfetto", "rank": rank, "rank_source": rank_source, "events": n,
-                     "dropped": dict(sorted(dropped.items()))}],
+        "sources": [
+            {
+                "path": str(path),
+                "format": "perfetto",
+                "rank": rank,
+                "rank_source": rank_source,
+                "events": n,
+                "dropped": dict(sorted(dropped.items())),
+            }
+        ],
         "warnings": warnings,
         "world_size": None,
     }

@@ -102,14 +102,15 @@ def _owner(t: Track, by_uuid: dict[int, Track], want: str) -> Track | None:
     cur: Track | None = t
     while cur is not None and cur.uuid not in seen:
         seen.add(cur.uuid)
-        if (cur.is_thread if want == "thread" else cur.is_process):
+        if cur.is_thread if want == "thread" else cur.is_process:
             return cur
         cur = by_uuid.get(cur.parent) if cur.parent else None
     return None
 
 
-def foreign_layout(descriptors: list[Track], slice_tracks: list[int], counter_tracks: list[int], rank: int, source: int
-                   ) -> tuple[pl.DataFrame, dict[int, int], pl.DataFrame, dict[int, int], pl.DataFrame]:
+def foreign_layout(
+    descriptors: list[Track], slice_tracks: list[int], counter_tracks: list[int], rank: int, source: int
+) -> tuple[pl.DataFrame, dict[int, int], pl.DataFrame, dict[int, int], pl.DataFrame]:
     """(locations, track uuid -> loc, series, track uuid -> series, per series: incremental, multiplier)
     for a trace without di's packet."""
     by_uuid = {t.uuid: t for t in descriptors}
@@ -122,11 +123,18 @@ def foreign_layout(descriptors: list[Track], slice_tracks: list[int], counter_tr
         pid = thread.pid if thread is not None and thread.pid is not None else (proc.pid if proc is not None else None)
         name = (t.thread_name if t.is_thread else t.name) or (thread.thread_name if thread is not None else None)
         loc_of[uuid] = len(rows)
-        rows.append({
-            "loc": len(rows), "rank": rank, "pid": pid, "tid": thread.tid if thread is not None else None,
-            "kind": "cpu_thread" if thread is not None else "async", "name": name,
-            "process": proc.process_name if proc is not None else None, "source": source,
-        })
+        rows.append(
+            {
+                "loc": len(rows),
+                "rank": rank,
+                "pid": pid,
+                "tid": thread.tid if thread is not None else None,
+                "kind": "cpu_thread" if thread is not None else "async",
+                "name": name,
+                "process": proc.process_name if proc is not None else None,
+                "source": source,
+            }
+        )
     counter_loc: dict[int | None, int] = {}
     series_rows: list[dict[str, Any]] = []
     series_of: dict[int, int] = {}
@@ -136,17 +144,46 @@ def foreign_layout(descriptors: list[Track], slice_tracks: list[int], counter_tr
         key = proc.uuid if proc is not None else None
         if key not in counter_loc:
             counter_loc[key] = len(rows)
-            rows.append({
-                "loc": len(rows), "rank": rank, "pid": proc.pid if proc is not None else None, "tid": None, "kind": "counter",
-                "name": "counters", "process": proc.process_name if proc is not None else None, "source": source,
-            })
+            rows.append(
+                {
+                    "loc": len(rows),
+                    "rank": rank,
+                    "pid": proc.pid if proc is not None else None,
+                    "tid": None,
+                    "kind": "counter",
+                    "name": "counters",
+                    "process": proc.process_name if proc is not None else None,
+                    "source": source,
+                }
+            )
         series_of[uuid] = len(series_rows)
-        series_rows.append({"series": len(series_rows), "loc": counter_loc[key], "name": t.name or f"counter {uuid}",
-                            "unit": t.unit or None})
-    locations = pl.DataFrame(rows, schema={"loc": pl.UInt32, "rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64,
-                                           "kind": pl.String, "name": pl.String, "process": pl.String, "source": pl.Int32})
-    series = pl.DataFrame(series_rows, schema={"series": pl.UInt32, "loc": pl.UInt32, "name": pl.String, "unit": pl.String})
+        series_rows.append(
+            {
+                "series": len(series_rows),
+                "loc": counter_loc[key],
+                "name": t.name or f"counter {uuid}",
+                "unit": t.unit or None,
+            }
+        )
+    locations = pl.DataFrame(
+        rows,
+        schema={
+            "loc": pl.UInt32,
+            "rank": pl.Int32,
+            "pid": pl.Int64,
+            "tid": pl.Int64,
+            "kind": pl.String,
+            "name": pl.String,
+            "process": pl.String,
+            "source": pl.Int32,
+        },
+    )
+    series = pl.DataFrame(
+        series_rows, schema={"series": pl.UInt32, "loc": pl.UInt32, "name": pl.String, "unit": pl.String}
+    )
     rules = pl.DataFrame(
         [(series_of[u], by_uuid[u].incremental, by_uuid[u].multiplier) for u in counter_tracks if u in by_uuid],
-        schema={"series": pl.Int64, "incremental": pl.Boolean, "multiplier": pl.Int64}, orient="row")
+        schema={"series": pl.Int64, "incremental": pl.Boolean, "multiplier": pl.Int64},
+        orient="row",
+    )
     return locations, loc_of, series, series_of, rules

@@ -130,8 +130,16 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     _counters(f, out, samples, layout, offset, DESCRIPTOR_SEQUENCE + 1 + layout.tracks.height)
 
 
-def _events(f: IO[bytes], out: np.ndarray, ev: pl.DataFrame, layout, marks, start: np.ndarray, end: np.ndarray,
-            instant: np.ndarray) -> np.ndarray:
+def _events(
+    f: IO[bytes],
+    out: np.ndarray,
+    ev: pl.DataFrame,
+    layout,
+    marks,
+    start: np.ndarray,
+    end: np.ndarray,
+    instant: np.ndarray,
+) -> np.ndarray:
     n = ev.height
     names, name_values = dense_codes(ev.get_column("name"))
     cats = ev.get_column("cat").to_physical().to_numpy().astype(np.int64)
@@ -141,7 +149,9 @@ def _events(f: IO[bytes], out: np.ndarray, ev: pl.DataFrame, layout, marks, star
     cat_pool, cat_off = utf8_pool(list(CATS) + src_values)
     ann_pool, ann_off = utf8_pool(list(encode.ANNOTATION_NAMES))
     args, args_off, args_null = _utf8_column(ev.get_column("args"))
-    name_pool, cat_pool, ann_pool, args, args_off = (readonly(a) for a in (name_pool, cat_pool, ann_pool, args, args_off))
+    name_pool, cat_pool, ann_pool, args, args_off = (
+        readonly(a) for a in (name_pool, cat_pool, ann_pool, args, args_off)
+    )
 
     tracks = layout.tracks
     counts = np.bincount(layout.track_of_event, minlength=tracks.height)
@@ -153,7 +163,9 @@ def _events(f: IO[bytes], out: np.ndarray, ev: pl.DataFrame, layout, marks, star
     track_uuid = tracks.get_column("uuid").to_numpy().astype(np.int64)[used]
 
     nflow = np.diff(marks.ptr) * 10
-    strings = np.diff(name_off)[names] + np.diff(cat_off)[cats] + np.where(src >= 0, np.diff(cat_off)[np.maximum(src, 0)], 0)
+    strings = (
+        np.diff(name_off)[names] + np.diff(cat_off)[cats] + np.where(src >= 0, np.diff(cat_off)[np.maximum(src, 0)], 0)
+    )
     begin_cost = encode.SLACK + 32 + strings + np.diff(args_off) + nflow
     end_cost = encode.SLACK + nflow
     if n and int((begin_cost + end_cost).max()) > len(out):
@@ -164,10 +176,37 @@ def _events(f: IO[bytes], out: np.ndarray, ev: pl.DataFrame, layout, marks, star
     seen = [np.full(len(name_values), -1, np.int64), np.full(len(cat_off) - 1, -1, np.int64), np.full(2, -1, np.int64)]
     while state[encode.S_TRACK] < len(used):
         written = encode.encode_events(
-            state, stack, out, track_ptr, emit, track_seq, track_uuid, start, end, instant_u8, names, cats,
-            src, corr, nbytes, args, args_off, args_null, name_pool, name_off,
-            cat_pool, cat_off, ann_pool, ann_off, *seen, marks.ptr, marks.fid, marks.terminating, marks.at_end,
-            begin_cost, end_cost,
+            state,
+            stack,
+            out,
+            track_ptr,
+            emit,
+            track_seq,
+            track_uuid,
+            start,
+            end,
+            instant_u8,
+            names,
+            cats,
+            src,
+            corr,
+            nbytes,
+            args,
+            args_off,
+            args_null,
+            name_pool,
+            name_off,
+            cat_pool,
+            cat_off,
+            ann_pool,
+            ann_off,
+            *seen,
+            marks.ptr,
+            marks.fid,
+            marks.terminating,
+            marks.at_end,
+            begin_cost,
+            end_cost,
         )
         f.write(memoryview(out)[:written])
     return out
@@ -197,4 +236,3 @@ def _counters(f: IO[bytes], out: np.ndarray, samples: pl.DataFrame, layout, offs
     while state[encode.S_TRACK] < len(used):
         written = encode.encode_counters(state, out, ptr, order, first_seq + used.astype(np.int64), uuid, ts, bits)
         f.write(memoryview(out)[:written])
-

@@ -316,5 +316,7 @@ Largest bottleneck: the biggest state of the GPUs' breakdown (the hosts' when th
 </main>
 """
 
-PAGE = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
-        f'<title>di dashboard</title><style>{CSS}</style></head><body>{BODY}<script>{JS}</script></body></html>')
+PAGE = (
+    '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
+    f"<title>di dashboard</title><style>{CSS}</style></head><body>{BODY}<script>{JS}</script></body></html>"
+)

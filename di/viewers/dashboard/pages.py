@@ -55,7 +55,9 @@ def error_page(title: str, text: str) -> str:
     """A small self-contained page saying what failed."""
     from di.viewers.report.page import Section, render_page
 
-    return render_page(title, "di dashboard", [Section("error", "Could not render", f'<p class="error">{html.escape(text)}</p>')])
+    return render_page(
+        title, "di dashboard", [Section("error", "Could not render", f'<p class="error">{html.escape(text)}</p>')]
+    )
 
 
 class PageCache:

@@ -85,7 +85,12 @@ def find_runs(folder: Path) -> list[Path]:
 
 
 def _is_run_folder(path: Path, exts: tuple[str, ...]) -> bool:
-    if path.name.endswith(".di") or (path / "meta.json").is_file() or (path / "raw" / "run.json").is_file() or (path / "traces.otf2").is_file():
+    if (
+        path.name.endswith(".di")
+        or (path / "meta.json").is_file()
+        or (path / "raw" / "run.json").is_file()
+        or (path / "traces.otf2").is_file()
+    ):
         return True
     try:
         return any(f.is_file() and f.name.endswith(exts) for f in os.scandir(path))

@@ -78,8 +78,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Frame-Options", "SAMEORIGIN")
         self.send_header("Referrer-Policy", "no-referrer")
         if ctype.startswith("text/html"):
-            self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-                             "img-src data:; connect-src 'self'; frame-src 'self'; frame-ancestors 'self'; form-action 'none'")
+            self.send_header(
+                "Content-Security-Policy",
+                "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+                "img-src data:; connect-src 'self'; frame-src 'self'; frame-ancestors 'self'; form-action 'none'",
+            )
         self.end_headers()
         if not head:
             self.wfile.write(body)
@@ -112,15 +115,29 @@ class _Handler(BaseHTTPRequestHandler):
         if url.path == "/report":
             run = srv.index.get(q.get("run", ""))
             if run is None:
-                return self._html(HTTPStatus.NOT_FOUND, error_page("di dashboard", f"no run named {q.get('run', '')!r}: rescan"), head)
-            return self._render(("report", run.name, tuple(run.signature)), f"report of {run.name}",
-                                lambda: report_page(run, max_input_size=srv.index.max_input_size), head)
+                return self._html(
+                    HTTPStatus.NOT_FOUND, error_page("di dashboard", f"no run named {q.get('run', '')!r}: rescan"), head
+                )
+            return self._render(
+                ("report", run.name, tuple(run.signature)),
+                f"report of {run.name}",
+                lambda: report_page(run, max_input_size=srv.index.max_input_size),
+                head,
+            )
         if url.path == "/diff":
             a, b = srv.index.get(q.get("a", "")), srv.index.get(q.get("b", ""))
             if a is None or b is None:
-                return self._html(HTTPStatus.NOT_FOUND, error_page("di dashboard", "pick two runs of the list (a run was not found: rescan)"), head)
-            return self._render(("diff", a.name, tuple(a.signature), b.name, tuple(b.signature)), f"diff of {a.name} and {b.name}",
-                                lambda: diff_page(a, b, max_input_size=srv.index.max_input_size), head)
+                return self._html(
+                    HTTPStatus.NOT_FOUND,
+                    error_page("di dashboard", "pick two runs of the list (a run was not found: rescan)"),
+                    head,
+                )
+            return self._render(
+                ("diff", a.name, tuple(a.signature), b.name, tuple(b.signature)),
+                f"diff of {a.name} and {b.name}",
+                lambda: diff_page(a, b, max_input_size=srv.index.max_input_size),
+                head,
+            )
         return self._send(HTTPStatus.NOT_FOUND, b"not found", "text/plain", head=head)
 
     def _render(self, key: tuple[Any, ...], what: str, render: Callable[[], str], head: bool) -> None:
@@ -129,7 +146,11 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             page = self.server.pages.get(key, render)
         except (di.DIError, OSError, ValueError, MemoryError) as exc:
-            return self._html(HTTPStatus.UNPROCESSABLE_ENTITY, error_page(f"di dashboard: {what}", f"{type(exc).__name__}: {exc}"), head)
+            return self._html(
+                HTTPStatus.UNPROCESSABLE_ENTITY,
+                error_page(f"di dashboard: {what}", f"{type(exc).__name__}: {exc}"),
+                head,
+            )
         except Exception as exc:  # noqa: BLE001 (a bug in a viewer or a plugin: the page says so, the server goes on)
             text = f"internal error (a bug in di, please report it): {type(exc).__name__}: {exc}"
             return self._html(HTTPStatus.INTERNAL_SERVER_ERROR, error_page(f"di dashboard: {what}", text), head)
@@ -171,8 +192,16 @@ class DashboardServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, folder: str | Path, *, port: int = DEFAULT_PORT, perfetto_port: int = PERFETTO_PORT, ui_root: Path | None = None,
-                 max_input_size: Any = None, on_error: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        port: int = DEFAULT_PORT,
+        perfetto_port: int = PERFETTO_PORT,
+        ui_root: Path | None = None,
+        max_input_size: Any = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
         self.index = RunIndex(folder, max_input_size=max_input_size)
         self.pages = PageCache()
         self.perfetto_port, self.ui_root, self.on_error = perfetto_port, ui_root, on_error
@@ -206,9 +235,13 @@ class DashboardServer(ThreadingHTTPServer):
 
         runs = self.index.scan()
         panels = load_group("di.report_panels")
-        return {"folder": str(self.index.folder.resolve()), "runs": [r.as_json() for r in runs],
-                "pending": sum(r.summary is None for r in runs), "plugins": [p.name for p in panels.ok],
-                "plugin_problems": [f"plugin {p.name} ({p.value}) skipped: {p.error}" for p in panels.failed]}
+        return {
+            "folder": str(self.index.folder.resolve()),
+            "runs": [r.as_json() for r in runs],
+            "pending": sum(r.summary is None for r in runs),
+            "plugins": [p.name for p in panels.ok],
+            "plugin_problems": [f"plugin {p.name} ({p.value}) skipped: {p.error}" for p in panels.failed],
+        }
 
     def open_in_perfetto(self, path: Path) -> dict[str, str]:
         """Convert ``path`` (cached) and serve it for the Perfetto UI; ``{"url", "command"}`` or ``{"error", "command"}``."""
@@ -227,8 +260,11 @@ class DashboardServer(ThreadingHTTPServer):
             try:
                 srv = TraceServer(trace, port=self.perfetto_port, ui_root=self.ui_root, on_error=self.on_error)
             except OSError as exc:
-                return {"error": f"cannot listen on 127.0.0.1:{self.perfetto_port} ({exc.strerror}); is di view running? "
-                                 "Stop it, or run the command", "command": command}
+                return {
+                    "error": f"cannot listen on 127.0.0.1:{self.perfetto_port} ({exc.strerror}); is di view running? "
+                    "Stop it, or run the command",
+                    "command": command,
+                }
             srv.start()
             stop = threading.Event()
             self._perfetto, self._perfetto_stop = srv, stop
@@ -258,7 +294,9 @@ class DashboardServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
         if not isinstance(exc, CLIENT_GONE) and self.on_error is not None:
-            self.on_error(f"a request from {client_address[0]}:{client_address[1]} failed ({type(exc).__name__}: {exc})")
+            self.on_error(
+                f"a request from {client_address[0]}:{client_address[1]} failed ({type(exc).__name__}: {exc})"
+            )
 
     def start(self) -> None:
         """Serve in a background thread."""

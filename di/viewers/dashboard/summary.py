@@ -79,8 +79,14 @@ def read_cached(path: Path, sig: list[int]) -> dict[str, Any] | None:
         doc = json.loads(cache_file(path).read_text())
     except (OSError, ValueError):
         return None
-    ok = (isinstance(doc, dict) and doc.get("format") == CACHE_FORMAT and doc.get("version") == CACHE_VERSION
-          and doc.get("di_version") == __version__ and doc.get("signature") == sig and doc.get("path") == str(path.resolve()))
+    ok = (
+        isinstance(doc, dict)
+        and doc.get("format") == CACHE_FORMAT
+        and doc.get("version") == CACHE_VERSION
+        and doc.get("di_version") == __version__
+        and doc.get("signature") == sig
+        and doc.get("path") == str(path.resolve())
+    )
     return doc.get("summary") if ok else None
 
 
@@ -89,8 +95,14 @@ def write_cached(path: Path, sig: list[int], summary: dict[str, Any]) -> None:
     from di import __version__
     from di.output import atomic_write
 
-    doc = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "di_version": __version__, "path": str(path.resolve()),
-           "signature": sig, "summary": summary}
+    doc = {
+        "format": CACHE_FORMAT,
+        "version": CACHE_VERSION,
+        "di_version": __version__,
+        "path": str(path.resolve()),
+        "signature": sig,
+        "summary": summary,
+    }
     target = cache_file(path)
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -125,9 +137,25 @@ def _one_line(exc: BaseException) -> str:
 
 def _base(path: Path, error: str | None) -> dict[str, Any]:
     mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
-    return {"name": path.name, "path": str(path.resolve()), "time": mtime.isoformat(timespec="seconds"), "command": None,
-            "sources": None, "ranks": None, "gpus": None, "events": None, "duration_ns": None, "steps": None, "step_ns": None,
-            "breakdown": None, "bottleneck": None, "cp_top": None, "cp_length_ns": None, "warnings": None, "error": error}
+    return {
+        "name": path.name,
+        "path": str(path.resolve()),
+        "time": mtime.isoformat(timespec="seconds"),
+        "command": None,
+        "sources": None,
+        "ranks": None,
+        "gpus": None,
+        "events": None,
+        "duration_ns": None,
+        "steps": None,
+        "step_ns": None,
+        "breakdown": None,
+        "bottleneck": None,
+        "cp_top": None,
+        "cp_length_ns": None,
+        "warnings": None,
+        "error": error,
+    }
 
 
 def facts(trace: Any, result: Any, path: Path) -> dict[str, Any]:
@@ -137,8 +165,15 @@ def facts(trace: Any, result: Any, path: Path) -> dict[str, Any]:
 
     f = job_facts(trace, result)
     stats = step_stats(step_times(result))
-    out: dict[str, Any] = {"ranks": f["ranks"], "gpus": f["gpus"], "events": f["events"], "duration_ns": f["duration_ns"],
-                           "sources": f["sources"], "steps": stats["count"], "warnings": len(trace.meta.get("warnings", []))}
+    out: dict[str, Any] = {
+        "ranks": f["ranks"],
+        "gpus": f["gpus"],
+        "events": f["events"],
+        "duration_ns": f["duration_ns"],
+        "sources": f["sources"],
+        "steps": stats["count"],
+        "warnings": len(trace.meta.get("warnings", [])),
+    }
     out["step_ns"] = None if not stats["count"] else {k[:-3]: stats[k] for k in ("mean_ns", "p50_ns", "p90_ns")}
     command = trace.meta.get("command")
     out["command"] = " ".join(map(str, command)) if isinstance(command, list) else command

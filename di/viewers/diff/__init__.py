@@ -96,26 +96,52 @@ def diff(a: Trace, b: Trace, *, window: Window | str | None = None) -> Diff:
     evs = [window_events(t, win) for t in runs]
     kev = [names.kernel_events(t, e) for t, e in zip(runs, evs)]
     ops = [names.op_events(t, e) for t, e in zip(runs, evs)]
-    times = pl.concat([results.step_times(r).with_columns(pl.lit(s).alias("run")) for s, r in zip("ab", res)]).select("run", pl.exclude("run"))
+    times = pl.concat([results.step_times(r).with_columns(pl.lit(s).alias("run")) for s, r in zip("ab", res)]).select(
+        "run", pl.exclude("run")
+    )
     summary, cp_cat, cp_name = results.critical_path_tables(*res)
     kernels = _named(*(names.by_name(k) for k in kev))
     kernels = _pair_by_stack(kernels, *(names.name_stacks(k) for k in kev))
     stacks = _named(*(names.by_stack(k) for k in kev), key="stack", extra=("op", "names"))
-    coll = side_by_side(*(collectives.collective_groups(t, e) for t, e in zip(runs, evs)), ["op", "bytes"],
-                        totals=["parts", "calls", "total_ns"], values=["ranks", "mean_ns", "algbw_gbps", "busbw_gbps", "busbw_factor"],
-                        deltas=["total_ns", "mean_ns", "algbw_gbps", "busbw_gbps"])
-    coll = by_change(with_status(coll.rename({"delta_total_ns": "delta_ns"})).with_columns(
-        pl.coalesce("a_busbw_factor", "b_busbw_factor").alias("busbw_factor")).drop("a_busbw_factor", "b_busbw_factor"), "delta_ns", "op")
-    return Diff(steps=results.steps_table(*res), step_times=times, breakdown=results.breakdown_table(*res),
-                overlap=results.overlap_table(*res), critical_path=summary, cp_by_category=cp_cat, cp_by_name=cp_name,
-                kernels=kernels, kernel_stacks=stacks, ops=_named(*(names.by_name(o) for o in ops)), collectives=coll,
-                window=win.text, notes=_notes(res, kev))
+    coll = side_by_side(
+        *(collectives.collective_groups(t, e) for t, e in zip(runs, evs)),
+        ["op", "bytes"],
+        totals=["parts", "calls", "total_ns"],
+        values=["ranks", "mean_ns", "algbw_gbps", "busbw_gbps", "busbw_factor"],
+        deltas=["total_ns", "mean_ns", "algbw_gbps", "busbw_gbps"],
+    )
+    coll = by_change(
+        with_status(coll.rename({"delta_total_ns": "delta_ns"}))
+        .with_columns(pl.coalesce("a_busbw_factor", "b_busbw_factor").alias("busbw_factor"))
+        .drop("a_busbw_factor", "b_busbw_factor"),
+        "delta_ns",
+        "op",
+    )
+    return Diff(
+        steps=results.steps_table(*res),
+        step_times=times,
+        breakdown=results.breakdown_table(*res),
+        overlap=results.overlap_table(*res),
+        critical_path=summary,
+        cp_by_category=cp_cat,
+        cp_by_name=cp_name,
+        kernels=kernels,
+        kernel_stacks=stacks,
+        ops=_named(*(names.by_name(o) for o in ops)),
+        collectives=coll,
+        window=win.text,
+        notes=_notes(res, kev),
+    )
 
 
 def _named(a: pl.DataFrame, b: pl.DataFrame, *, key: str = "name", extra: tuple[str, ...] = ("cat",)) -> pl.DataFrame:
     """A :func:`side_by_side` of named aggregates (count, total_ns, mean_ns), ``extra`` columns taken from B, else A."""
-    t = side_by_side(a, b, [key], totals=["count", "total_ns"], values=["mean_ns", *extra], deltas=["count", "total_ns", "mean_ns"])
-    t = t.with_columns(pl.coalesce(f"b_{c}", f"a_{c}").alias(c) for c in extra).drop(*(f"{s}_{c}" for c in extra for s in "ab"))
+    t = side_by_side(
+        a, b, [key], totals=["count", "total_ns"], values=["mean_ns", *extra], deltas=["count", "total_ns", "mean_ns"]
+    )
+    t = t.with_columns(pl.coalesce(f"b_{c}", f"a_{c}").alias(c) for c in extra).drop(
+        *(f"{s}_{c}" for c in extra for s in "ab")
+    )
     t = with_status(t.rename({"delta_total_ns": "delta_ns"}))
     return by_change(t.select(key, *extra, "status", pl.exclude(key, *extra, "status")), "delta_ns", key)
 
@@ -127,20 +153,32 @@ def _pair_by_stack(kernels: pl.DataFrame, a_stacks: pl.DataFrame, b_stacks: pl.D
     only_b = kernels.filter(pl.col("status") == "added").select("name")
     left = a_stacks.join(only_a, on="name").rename({"name": "a_name", "total_ns": "a_ns"})
     right = b_stacks.join(only_b, on="name").rename({"name": "b_name", "total_ns": "b_ns"})
-    pairs = left.join(right, on="stack").sort(pl.min_horizontal("a_ns", "b_ns"), "a_name", "b_name", descending=[True, False, False])
+    pairs = left.join(right, on="stack").sort(
+        pl.min_horizontal("a_ns", "b_ns"), "a_name", "b_name", descending=[True, False, False]
+    )
     chosen: list[tuple[str, str, str]] = []
     used_a: set[str] = set()
     used_b: set[str] = set()
-    for a_name, b_name, stack in pairs.select("a_name", "b_name", "stack").iter_rows():  # only names without a partner by name: few
+    for a_name, b_name, stack in pairs.select(
+        "a_name", "b_name", "stack"
+    ).iter_rows():  # only names without a partner by name: few
         if a_name not in used_a and b_name not in used_b:
             used_a.add(a_name)
             used_b.add(b_name)
             chosen.append((a_name, b_name, stack))
-    link = pl.DataFrame(chosen + [(b, a, s) for a, b, s in chosen], schema={"name": pl.String, "matched_name": pl.String, "match_stack": pl.String},
-                        orient="row")
+    link = pl.DataFrame(
+        chosen + [(b, a, s) for a, b, s in chosen],
+        schema={"name": pl.String, "matched_name": pl.String, "match_stack": pl.String},
+        orient="row",
+    )
     out = kernels.join(link, on="name", how="left", maintain_order="left")
-    return out.with_columns(pl.when(pl.col("in_a") & pl.col("in_b")).then(pl.lit("name"))
-                            .when(pl.col("matched_name").is_not_null()).then(pl.lit("op")).alias("match"))
+    return out.with_columns(
+        pl.when(pl.col("in_a") & pl.col("in_b"))
+        .then(pl.lit("name"))
+        .when(pl.col("matched_name").is_not_null())
+        .then(pl.lit("op"))
+        .alias("match")
+    )
 
 
 def _notes(res: list[Any], kernels: list[pl.DataFrame]) -> list[str]:
@@ -149,8 +187,10 @@ def _notes(res: list[Any], kernels: list[pl.DataFrame]) -> list[str]:
     notes = []
     na, nb = (r.steps.get_column("step").n_unique() if r.steps.height else 0 for r in res)
     if na != nb:
-        notes.append(f"A has {na} steps in the window and B {nb}: totals (count, total time) cover different numbers of steps; "
-                     "compare the means, or choose the same steps with --window steps=...")
+        notes.append(
+            f"A has {na} steps in the window and B {nb}: totals (count, total time) cover different numbers of steps; "
+            "compare the means, or choose the same steps with --window steps=..."
+        )
     for side, k in zip("AB", kernels):
         if k.height and (k.get_column("stack") == NO_LAUNCH).all():
             notes.append(f"{side} records no kernel launches (no launch flows): its kernels are matched by name only")

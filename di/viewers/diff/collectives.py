@@ -24,21 +24,34 @@ import polars as pl
 from di.trace import Trace
 
 BUSBW_FACTORS = {
-    "allreduce": "2(n-1)/n", "allgather": "(n-1)/n", "reduce_scatter": "(n-1)/n", "alltoall": "(n-1)/n",
-    "broadcast": "1", "reduce": "1", "send": "1", "recv": "1",
+    "allreduce": "2(n-1)/n",
+    "allgather": "(n-1)/n",
+    "reduce_scatter": "(n-1)/n",
+    "alltoall": "(n-1)/n",
+    "broadcast": "1",
+    "reduce": "1",
+    "send": "1",
+    "recv": "1",
 }
 """busbw / algbw per operation, from nccl-tests doc/PERFORMANCE.md; n = ranks in the collective."""
 ALGBW_FORMULA = "algbw = S / t: S the message size in bytes (allgather: n x each rank's part), t the mean duration of a rank's part; bytes/ns = GB/s"
-BUSBW_FORMULA = "busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md): " + ", ".join(f"{k} {v}" for k, v in BUSBW_FACTORS.items())
+BUSBW_FORMULA = "busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md): " + ", ".join(
+    f"{k} {v}" for k, v in BUSBW_FACTORS.items()
+)
 
 
 def factor(op: pl.Expr, n: pl.Expr) -> pl.Expr:
     """The busbw factor of :data:`BUSBW_FACTORS` as a float expression (null: none)."""
     frac = (n - 1).cast(pl.Float64) / n.cast(pl.Float64)
-    return (pl.when(op == "allreduce").then(2 * frac)
-            .when(op.is_in(["allgather", "reduce_scatter", "alltoall"])).then(frac)
-            .when(op.is_in(["broadcast", "reduce", "send", "recv"])).then(pl.lit(1.0))
-            .otherwise(pl.lit(None, pl.Float64)))
+    return (
+        pl.when(op == "allreduce")
+        .then(2 * frac)
+        .when(op.is_in(["allgather", "reduce_scatter", "alltoall"]))
+        .then(frac)
+        .when(op.is_in(["broadcast", "reduce", "send", "recv"]))
+        .then(pl.lit(1.0))
+        .otherwise(pl.lit(None, pl.Float64))
+    )
 
 
 def collective_groups(trace: Trace, events: pl.DataFrame) -> pl.DataFrame:
@@ -46,21 +59,46 @@ def collective_groups(trace: Trace, events: pl.DataFrame) -> pl.DataFrame:
     of the collectives whose event is among ``events`` (window events with ``row``)."""
     coll = trace.collectives
     if not coll.height:
-        return pl.DataFrame(schema={"op": pl.String, "bytes": pl.Int64, "parts": pl.Int64, "calls": pl.Int64, "ranks": pl.Int64,
-                                    "total_ns": pl.Int64, "mean_ns": pl.Int64, "size_bytes": pl.Int64, "algbw_gbps": pl.Float64,
-                                    "busbw_gbps": pl.Float64, "busbw_factor": pl.String})
-    dur = events.select(pl.col("row").cast(pl.Int64).alias("event"), (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
+        return pl.DataFrame(
+            schema={
+                "op": pl.String,
+                "bytes": pl.Int64,
+                "parts": pl.Int64,
+                "calls": pl.Int64,
+                "ranks": pl.Int64,
+                "total_ns": pl.Int64,
+                "mean_ns": pl.Int64,
+                "size_bytes": pl.Int64,
+                "algbw_gbps": pl.Float64,
+                "busbw_gbps": pl.Float64,
+                "busbw_factor": pl.String,
+            }
+        )
+    dur = events.select(
+        pl.col("row").cast(pl.Int64).alias("event"), (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")
+    )
     parts = coll.join(dur, on="event", how="inner").with_columns(
-        pl.col("rank").n_unique().over("instance").alias("seen"),
-        pl.col("instance").fill_null(-1 - pl.col("event")))  # an unmatched part is a call of its own
-    parts = parts.with_columns(pl.coalesce(pl.col("group_size").cast(pl.Int64), pl.col("seen").cast(pl.Int64)).alias("n"))
+        pl.col("rank").n_unique().over("instance").alias("seen"), pl.col("instance").fill_null(-1 - pl.col("event"))
+    )  # an unmatched part is a call of its own
+    parts = parts.with_columns(
+        pl.coalesce(pl.col("group_size").cast(pl.Int64), pl.col("seen").cast(pl.Int64)).alias("n")
+    )
     groups = parts.group_by("op", "bytes").agg(
-        pl.len().cast(pl.Int64).alias("parts"), pl.col("instance").n_unique().cast(pl.Int64).alias("calls"),
-        pl.col("n").max().alias("ranks"), pl.col("dur_ns").sum().alias("total_ns"))
-    groups = groups.with_columns((pl.col("total_ns") / pl.col("parts")).round().cast(pl.Int64).alias("mean_ns"),
-                                 (pl.col("bytes") * pl.when(pl.col("op") == "allgather").then(pl.col("ranks")).otherwise(1)).alias("size_bytes"))
+        pl.len().cast(pl.Int64).alias("parts"),
+        pl.col("instance").n_unique().cast(pl.Int64).alias("calls"),
+        pl.col("n").max().alias("ranks"),
+        pl.col("dur_ns").sum().alias("total_ns"),
+    )
+    groups = groups.with_columns(
+        (pl.col("total_ns") / pl.col("parts")).round().cast(pl.Int64).alias("mean_ns"),
+        (pl.col("bytes") * pl.when(pl.col("op") == "allgather").then(pl.col("ranks")).otherwise(1)).alias("size_bytes"),
+    )
     algbw = pl.when(pl.col("mean_ns") > 0).then(pl.col("size_bytes") / pl.col("mean_ns"))
-    return groups.with_columns(algbw.alias("algbw_gbps")).with_columns(
-        (pl.col("algbw_gbps") * factor(pl.col("op"), pl.col("ranks"))).alias("busbw_gbps"),
-        pl.col("op").replace_strict(BUSBW_FACTORS, default=None, return_dtype=pl.String).alias("busbw_factor"),
-    ).sort("op", "bytes", nulls_last=True)
+    return (
+        groups.with_columns(algbw.alias("algbw_gbps"))
+        .with_columns(
+            (pl.col("algbw_gbps") * factor(pl.col("op"), pl.col("ranks"))).alias("busbw_gbps"),
+            pl.col("op").replace_strict(BUSBW_FACTORS, default=None, return_dtype=pl.String).alias("busbw_factor"),
+        )
+        .sort("op", "bytes", nulls_last=True)
+    )

@@ -47,11 +47,23 @@ def to_json(d: Diff, *, inputs: tuple[str, str]) -> dict[str, Any]:
     steps["delta"] = {k: d.step_stat("delta", k) for k in ("mean_ns", "p50_ns", "p90_ns")}
     steps["delta"]["ratio"] = d.step_stat("ratio", "mean_ns")
     return {
-        "format": "di-diff", "schema_version": 1, "di_version": __version__, "inputs": {"a": inputs[0], "b": inputs[1]},
-        "window": d.window, "steps": steps,
-        "breakdown": _rows(d.breakdown), "overlap": _rows(d.overlap),
-        "critical_path": {**d.critical_path, "by_category": _rows(d.cp_by_category), "by_name": _rows(d.cp_by_name.head(CP_NAMES_IN_JSON))},
-        "kernels": _rows(d.kernels), "kernel_stacks": _rows(d.kernel_stacks), "ops": _rows(d.ops), "collectives": _rows(d.collectives),
+        "format": "di-diff",
+        "schema_version": 1,
+        "di_version": __version__,
+        "inputs": {"a": inputs[0], "b": inputs[1]},
+        "window": d.window,
+        "steps": steps,
+        "breakdown": _rows(d.breakdown),
+        "overlap": _rows(d.overlap),
+        "critical_path": {
+            **d.critical_path,
+            "by_category": _rows(d.cp_by_category),
+            "by_name": _rows(d.cp_by_name.head(CP_NAMES_IN_JSON)),
+        },
+        "kernels": _rows(d.kernels),
+        "kernel_stacks": _rows(d.kernel_stacks),
+        "ops": _rows(d.ops),
+        "collectives": _rows(d.collectives),
         "bandwidth": {"algbw": ALGBW_FORMULA, "busbw": BUSBW_FORMULA, "factors": dict(BUSBW_FACTORS)},
         "notes": list(d.notes),
     }

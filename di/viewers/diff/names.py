@@ -40,10 +40,17 @@ NO_OP = "(launched outside any op)"
 def kernel_events(trace: Trace, events: pl.DataFrame) -> pl.DataFrame:
     """The kernels among ``events`` (window events with ``row``): row, name, cat, rank, dur_ns, stack, op."""
     gpu = trace.locations.filter(pl.col("kind").cast(pl.String) == "gpu_stream").select("loc", "rank")
-    ker = (events.filter(pl.col("cat").cast(pl.String).is_in(KERNEL_CATS) & ~pl.col("instant"))
-           .join(gpu, on="loc", how="inner")
-           .select("row", pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), "rank",
-                   (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")))
+    ker = (
+        events.filter(pl.col("cat").cast(pl.String).is_in(KERNEL_CATS) & ~pl.col("instant"))
+        .join(gpu, on="loc", how="inner")
+        .select(
+            "row",
+            pl.col("name").cast(pl.String),
+            pl.col("cat").cast(pl.String),
+            "rank",
+            (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
+        )
+    )
     stacks = launch_stacks(trace, ker.get_column("row").to_numpy())
     return ker.with_columns(stacks.get_column("stack"), stacks.get_column("op"))
 
@@ -51,10 +58,17 @@ def kernel_events(trace: Trace, events: pl.DataFrame) -> pl.DataFrame:
 def op_events(trace: Trace, events: pl.DataFrame) -> pl.DataFrame:
     """The CPU operators among ``events``: row, name, cat, rank, dur_ns."""
     cpu = trace.locations.filter(pl.col("kind").cast(pl.String) != "gpu_stream").select("loc", "rank")
-    return (events.filter(~pl.col("cat").cast(pl.String).is_in(OP_SKIP_CATS) & ~pl.col("instant"))
-            .join(cpu, on="loc", how="inner")
-            .select("row", pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), "rank",
-                    (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")))
+    return (
+        events.filter(~pl.col("cat").cast(pl.String).is_in(OP_SKIP_CATS) & ~pl.col("instant"))
+        .join(cpu, on="loc", how="inner")
+        .select(
+            "row",
+            pl.col("name").cast(pl.String),
+            pl.col("cat").cast(pl.String),
+            "rank",
+            (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
+        )
+    )
 
 
 def launch_stacks(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
@@ -64,9 +78,16 @@ def launch_stacks(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
     (as many iterations as the deepest stack), never one kernel at a time.
     """
     ev = trace.events
-    launch = trace.flows.filter(pl.col("kind").cast(pl.String) == "launch").select("src", "dst").unique("dst", keep="first")
-    src = (pl.DataFrame({"dst": rows.astype(np.int64)}).join(launch, on="dst", how="left", maintain_order="left")
-           .get_column("src").fill_null(-1).to_numpy())
+    launch = (
+        trace.flows.filter(pl.col("kind").cast(pl.String) == "launch").select("src", "dst").unique("dst", keep="first")
+    )
+    src = (
+        pl.DataFrame({"dst": rows.astype(np.int64)})
+        .join(launch, on="dst", how="left", maintain_order="left")
+        .get_column("src")
+        .fill_null(-1)
+        .to_numpy()
+    )
     parent = ev.get_column("parent").fill_null(-1).to_numpy()
     cat = ev.get_column("cat")
     keep = ~cat.is_in(pl.Series(STACK_SKIP_CATS, dtype=cat.dtype).implode()).to_numpy()
@@ -77,37 +98,65 @@ def launch_stacks(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
         levels.append(np.where((cur >= 0) & keep[np.maximum(cur, 0)], cur, -1))
         cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
     if not levels:
-        return pl.DataFrame({"stack": np.where(src < 0, NO_LAUNCH, NO_OP).tolist(), "op": [None] * rows.size},
-                            schema={"stack": pl.String, "op": pl.String})
-    frame = pl.DataFrame({f"l{i}": names.gather(np.maximum(lv, 0)) for i, lv in enumerate(levels)}
-                         | {f"k{i}": lv >= 0 for i, lv in enumerate(levels)})
-    frame = frame.select(pl.when(pl.col(f"k{i}")).then(pl.col(f"l{i}").cast(pl.String)).alias(f"l{i}") for i in range(len(levels)))
+        return pl.DataFrame(
+            {"stack": np.where(src < 0, NO_LAUNCH, NO_OP).tolist(), "op": [None] * rows.size},
+            schema={"stack": pl.String, "op": pl.String},
+        )
+    frame = pl.DataFrame(
+        {f"l{i}": names.gather(np.maximum(lv, 0)) for i, lv in enumerate(levels)}
+        | {f"k{i}": lv >= 0 for i, lv in enumerate(levels)}
+    )
+    frame = frame.select(
+        pl.when(pl.col(f"k{i}")).then(pl.col(f"l{i}").cast(pl.String)).alias(f"l{i}") for i in range(len(levels))
+    )
     outer_first = [f"l{i}" for i in reversed(range(len(levels)))]
     return frame.select(
         pl.concat_list(outer_first).list.drop_nulls().list.join(STACK_SEP).alias("stack"),
         pl.coalesce([f"l{i}" for i in range(len(levels))]).alias("op"),
-    ).with_columns(pl.when(pl.Series(src < 0)).then(pl.lit(NO_LAUNCH)).when(pl.col("stack") == "").then(pl.lit(NO_OP))
-                   .otherwise(pl.col("stack")).alias("stack"))
+    ).with_columns(
+        pl.when(pl.Series(src < 0))
+        .then(pl.lit(NO_LAUNCH))
+        .when(pl.col("stack") == "")
+        .then(pl.lit(NO_OP))
+        .otherwise(pl.col("stack"))
+        .alias("stack")
+    )
 
 
 def by_name(events: pl.DataFrame) -> pl.DataFrame:
     """name, cat (the most frequent), count, total_ns, mean_ns (int64, rounded) of :func:`kernel_events` or :func:`op_events`."""
-    return events.group_by("name").agg(
-        pl.col("cat").mode().first().alias("cat"), pl.len().cast(pl.Int64).alias("count"),
-        pl.col("dur_ns").sum().alias("total_ns")).with_columns(_mean())
+    return (
+        events.group_by("name")
+        .agg(
+            pl.col("cat").mode().first().alias("cat"),
+            pl.len().cast(pl.Int64).alias("count"),
+            pl.col("dur_ns").sum().alias("total_ns"),
+        )
+        .with_columns(_mean())
+    )
 
 
 def by_stack(kernels: pl.DataFrame) -> pl.DataFrame:
     """stack, op, count, total_ns, mean_ns, names (the kernel names launched from it, sorted) of :func:`kernel_events`."""
-    return kernels.group_by("stack").agg(
-        pl.col("op").first(), pl.len().cast(pl.Int64).alias("count"), pl.col("dur_ns").sum().alias("total_ns"),
-        pl.col("name").unique().sort().alias("names")).with_columns(_mean())
+    return (
+        kernels.group_by("stack")
+        .agg(
+            pl.col("op").first(),
+            pl.len().cast(pl.Int64).alias("count"),
+            pl.col("dur_ns").sum().alias("total_ns"),
+            pl.col("name").unique().sort().alias("names"),
+        )
+        .with_columns(_mean())
+    )
 
 
 def name_stacks(kernels: pl.DataFrame) -> pl.DataFrame:
     """name, stack, total_ns: where each kernel name was launched from (with a known launch)."""
-    return (kernels.filter(pl.col("stack") != NO_LAUNCH)
-            .group_by("name", "stack").agg(pl.col("dur_ns").sum().alias("total_ns")))
+    return (
+        kernels.filter(pl.col("stack") != NO_LAUNCH)
+        .group_by("name", "stack")
+        .agg(pl.col("dur_ns").sum().alias("total_ns"))
+    )
 
 
 def _mean() -> pl.Expr:

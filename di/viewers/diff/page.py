@@ -32,26 +32,78 @@ from di.viewers.report.page import (
 
 ROWS = 200
 """Rows per table at most (the JSON holds all)."""
-NAMED = ["name", "cat", "status", "a_count", "b_count", "a_total_ns", "b_total_ns", "delta_ns", "a_mean_ns", "b_mean_ns"]
+NAMED = [
+    "name",
+    "cat",
+    "status",
+    "a_count",
+    "b_count",
+    "a_total_ns",
+    "b_total_ns",
+    "delta_ns",
+    "a_mean_ns",
+    "b_mean_ns",
+]
 
 
 def build_page(d: Diff, *, names: tuple[str, str] = ("A", "B")) -> str:
     """The HTML document; ``names``: how A and B are shown."""
-    sections = [s for s in (_summary(d, names), _changes(d), _kernels(d), _stacks(d), _named(d.ops, "ops", "Operators (CPU) by name"),
-                            _collectives(d), _breakdown(d), _path(d)) if s is not None]
+    sections = [
+        s
+        for s in (
+            _summary(d, names),
+            _changes(d),
+            _kernels(d),
+            _stacks(d),
+            _named(d.ops, "ops", "Operators (CPU) by name"),
+            _collectives(d),
+            _breakdown(d),
+            _path(d),
+        )
+        if s is not None
+    ]
     title = f"di diff: {names[0]} → {names[1]}"
-    return render_page(title, f"A = {names[0]} · B = {names[1]} · window {d.window} · Δ = B - A · di diff {time.strftime('%Y-%m-%d %H:%M')}", sections)
+    return render_page(
+        title,
+        f"A = {names[0]} · B = {names[1]} · window {d.window} · Δ = B - A · di diff {time.strftime('%Y-%m-%d %H:%M')}",
+        sections,
+    )
 
 
 def _summary(d: Diff, names: tuple[str, str]) -> Section:
-    label = {"count": "steps", "mean_ns": "mean step (ms)", "p50_ns": "p50 step (ms)", "p90_ns": "p90 step (ms)", "min_ns": "shortest step (ms)",
-             "max_ns": "longest step (ms)"}
-    rows = [(label[s], _cell(s, d.step_stat("a", s)), _cell(s, d.step_stat("b", s)), _cell(s, d.step_stat("delta", s)), pct(_ratio(d, s)))
-            for s in label]
+    label = {
+        "count": "steps",
+        "mean_ns": "mean step (ms)",
+        "p50_ns": "p50 step (ms)",
+        "p90_ns": "p90 step (ms)",
+        "min_ns": "shortest step (ms)",
+        "max_ns": "longest step (ms)",
+    }
+    rows = [
+        (
+            label[s],
+            _cell(s, d.step_stat("a", s)),
+            _cell(s, d.step_stat("b", s)),
+            _cell(s, d.step_stat("delta", s)),
+            pct(_ratio(d, s)),
+        )
+        for s in label
+    ]
     cp = d.critical_path
-    rows.append(("critical path (ms)", ms(cp["a_length_ns"]), ms(cp["b_length_ns"]), ms(cp["delta_ns"]),
-                 pct(None if not cp["a_length_ns"] or cp["b_length_ns"] is None else cp["b_length_ns"] / cp["a_length_ns"] - 1)))
-    body = f'<p class="note">A = {html.escape(names[0])}; B = {html.escape(names[1])}. A step\'s time: from the first rank\'s start to the last rank\'s end.</p>'
+    rows.append(
+        (
+            "critical path (ms)",
+            ms(cp["a_length_ns"]),
+            ms(cp["b_length_ns"]),
+            ms(cp["delta_ns"]),
+            pct(
+                None
+                if not cp["a_length_ns"] or cp["b_length_ns"] is None
+                else cp["b_length_ns"] / cp["a_length_ns"] - 1
+            ),
+        )
+    )
+    body = f"<p class=\"note\">A = {html.escape(names[0])}; B = {html.escape(names[1])}. A step's time: from the first rank's start to the last rank's end.</p>"
     body += table("steps", ["stat", "A", "B", "delta", "change %"], rows, sortable=False)
     times = d.step_times
     if times.height:
@@ -59,7 +111,13 @@ def _summary(d: Diff, names: tuple[str, str]) -> Section:
         ax = fig.add_subplot()
         for run, color in (("a", "#8d99ae"), ("b", "#5c6bc0")):
             t = times.filter(pl.col("run") == run)
-            ax.plot(range(t.height), [v / 1e6 for v in t.get_column("time_ns").to_list()], marker="o", color=color, label=run.upper())
+            ax.plot(
+                range(t.height),
+                [v / 1e6 for v in t.get_column("time_ns").to_list()],
+                marker="o",
+                color=color,
+                label=run.upper(),
+            )
         ax.set_xlabel("step (in window order)")
         ax.set_ylabel("ms")
         ax.legend()
@@ -75,9 +133,16 @@ def _changes(d: Diff) -> Section | None:
     big = biggest_changes(d, n=25)
     if not big.height:
         return None
-    rows = [(r["kind"], r["name"], r["status"], ms(r["a_total_ns"]), ms(r["b_total_ns"]), ms(r["delta_ns"]), r["note"]) for r in big.iter_rows(named=True)]
-    return Section("changes", "Biggest changes", table("changes", ["kind", "name", "status", "a_total_ns", "b_total_ns", "delta_ns", "note"], rows)
-                   + '<p class="note">Total time over all ranks of kernels, operators and collectives, largest |Δ| first.</p>')
+    rows = [
+        (r["kind"], r["name"], r["status"], ms(r["a_total_ns"]), ms(r["b_total_ns"]), ms(r["delta_ns"]), r["note"])
+        for r in big.iter_rows(named=True)
+    ]
+    return Section(
+        "changes",
+        "Biggest changes",
+        table("changes", ["kind", "name", "status", "a_total_ns", "b_total_ns", "delta_ns", "note"], rows)
+        + '<p class="note">Total time over all ranks of kernels, operators and collectives, largest |Δ| first.</p>',
+    )
 
 
 def _kernels(d: Diff) -> Section | None:
@@ -87,10 +152,20 @@ def _kernels(d: Diff) -> Section | None:
     pairs = d.kernels.filter((pl.col("match") == "op") & (pl.col("status") == "removed"))
     if pairs.height:
         partner = d.kernels.select(pl.col("name").alias("matched_name"), pl.col("b_total_ns").alias("p_ns"))
-        rows = [(r["name"], r["matched_name"], r["match_stack"], ms(r["a_total_ns"]), ms(r["p_ns"]), ms(r["p_ns"] - r["a_total_ns"]))
-                for r in pairs.join(partner, on="matched_name").iter_rows(named=True)]
+        rows = [
+            (
+                r["name"],
+                r["matched_name"],
+                r["match_stack"],
+                ms(r["a_total_ns"]),
+                ms(r["p_ns"]),
+                ms(r["p_ns"] - r["a_total_ns"]),
+            )
+            for r in pairs.join(partner, on="matched_name").iter_rows(named=True)
+        ]
         sec.body += "<h3>Renamed or re-tiled (paired by the CPU call stack that launched them)</h3>" + table(
-            "renamed", ["a_name", "b_name", "launched_from", "a_total_ns", "b_total_ns", "delta_ns"], rows)
+            "renamed", ["a_name", "b_name", "launched_from", "a_total_ns", "b_total_ns", "delta_ns"], rows
+        )
         sec.hints.append(f"{pairs.height} kernel(s) of A appear under another name in B, launched from the same op.")
     return sec
 
@@ -109,11 +184,28 @@ def _stacks(d: Diff) -> Section | None:
     df = d.kernel_stacks
     if not df.height:
         return None
-    rows = [(r["stack"], r["status"], num(r["a_count"]), num(r["b_count"]), ms(r["a_total_ns"]), ms(r["b_total_ns"]), ms(r["delta_ns"]),
-             ", ".join(r["names"] or [])) for r in df.head(ROWS).iter_rows(named=True)]
-    body = ('<p class="note">GPU time by the CPU call stack (outermost first) whose runtime call launched it; kernels renamed or re-tiled under '
-            f'the same stack stay on one row.{_more(df)}</p>' + table("kernel_stacks", ["stack", "status", "a_count", "b_count", "a_total_ns",
-                                                                       "b_total_ns", "delta_ns", "names"], rows))
+    rows = [
+        (
+            r["stack"],
+            r["status"],
+            num(r["a_count"]),
+            num(r["b_count"]),
+            ms(r["a_total_ns"]),
+            ms(r["b_total_ns"]),
+            ms(r["delta_ns"]),
+            ", ".join(r["names"] or []),
+        )
+        for r in df.head(ROWS).iter_rows(named=True)
+    ]
+    body = (
+        '<p class="note">GPU time by the CPU call stack (outermost first) whose runtime call launched it; kernels renamed or re-tiled under '
+        f"the same stack stay on one row.{_more(df)}</p>"
+        + table(
+            "kernel_stacks",
+            ["stack", "status", "a_count", "b_count", "a_total_ns", "b_total_ns", "delta_ns", "names"],
+            rows,
+        )
+    )
     return Section("kernel_stacks", "GPU time by launching call stack", body)
 
 
@@ -121,11 +213,43 @@ def _collectives(d: Diff) -> Section | None:
     c = d.collectives
     if not c.height:
         return None
-    rows = [(r["op"], num(r["bytes"]), num(r["b_ranks"] or r["a_ranks"]), num(r["a_calls"]), num(r["b_calls"]), ms(r["a_total_ns"]), ms(r["b_total_ns"]),
-             ms(r["delta_ns"]), ms(r["a_mean_ns"]), ms(r["b_mean_ns"]), _gb(r["a_algbw_gbps"]), _gb(r["b_algbw_gbps"]), _gb(r["a_busbw_gbps"]),
-             _gb(r["b_busbw_gbps"]), r["busbw_factor"] or "—") for r in c.head(ROWS).iter_rows(named=True)]
-    cols = ["op", "bytes", "ranks", "a_calls", "b_calls", "a_total_ns", "b_total_ns", "delta_ns", "a_mean_ns", "b_mean_ns",
-            "a_algbw GB/s", "b_algbw GB/s", "a_busbw GB/s", "b_busbw GB/s", "busbw factor"]
+    rows = [
+        (
+            r["op"],
+            num(r["bytes"]),
+            num(r["b_ranks"] or r["a_ranks"]),
+            num(r["a_calls"]),
+            num(r["b_calls"]),
+            ms(r["a_total_ns"]),
+            ms(r["b_total_ns"]),
+            ms(r["delta_ns"]),
+            ms(r["a_mean_ns"]),
+            ms(r["b_mean_ns"]),
+            _gb(r["a_algbw_gbps"]),
+            _gb(r["b_algbw_gbps"]),
+            _gb(r["a_busbw_gbps"]),
+            _gb(r["b_busbw_gbps"]),
+            r["busbw_factor"] or "—",
+        )
+        for r in c.head(ROWS).iter_rows(named=True)
+    ]
+    cols = [
+        "op",
+        "bytes",
+        "ranks",
+        "a_calls",
+        "b_calls",
+        "a_total_ns",
+        "b_total_ns",
+        "delta_ns",
+        "a_mean_ns",
+        "b_mean_ns",
+        "a_algbw GB/s",
+        "b_algbw GB/s",
+        "a_busbw GB/s",
+        "b_busbw GB/s",
+        "busbw factor",
+    ]
     note = f'<p class="note">{html.escape(ALGBW_FORMULA)}.<br>{html.escape(BUSBW_FORMULA)}.</p>'
     return Section("collectives", "Collectives by op and message size", table("collectives", cols, rows) + note)
 
@@ -134,18 +258,54 @@ def _breakdown(d: Diff) -> Section | None:
     if not d.breakdown.height:
         return None
     tot = breakdown_totals(d.breakdown)
-    body = "<h3>Summed over ranks</h3>" + table("breakdown_totals", ["where", "state", "a_time_ns", "b_time_ns", "delta_ns"],
-                                                [(r["kind"], r["state"], ms(r["a_time_ns"]), ms(r["b_time_ns"]), ms(r["delta_ns"])) for r in tot.iter_rows(named=True)])
+    body = "<h3>Summed over ranks</h3>" + table(
+        "breakdown_totals",
+        ["where", "state", "a_time_ns", "b_time_ns", "delta_ns"],
+        [
+            (r["kind"], r["state"], ms(r["a_time_ns"]), ms(r["b_time_ns"]), ms(r["delta_ns"]))
+            for r in tot.iter_rows(named=True)
+        ],
+    )
     per = d.breakdown.filter((pl.col("a_time_ns") != 0) | (pl.col("b_time_ns") != 0))
-    body += "<h3>Per rank</h3>" + table("breakdown", ["rank", "scope", "state", "a_time_ns", "b_time_ns", "delta_ns", "a_share", "b_share"],
-                                        [(r["rank"], r["scope"], r["state"], ms(r["a_time_ns"]), ms(r["b_time_ns"]), ms(r["delta_ns"]),
-                                          pct(r["a_share"]), pct(r["b_share"])) for r in per.iter_rows(named=True)])
-    body += "<h3>Overlap</h3>" + table("overlap", ["rank", "pair", "a_ratio", "b_ratio", "delta points"],
-                                       [(r["rank"], r["pair"], pct(r["a_ratio"]), pct(r["b_ratio"]),
-                                         Cell("—", None) if r["delta_ratio"] is None else Cell(f"{100 * r['delta_ratio']:+.1f}", r["delta_ratio"]))
-                                        for r in d.overlap.iter_rows(named=True)])
-    return Section("breakdown", "Breakdown and overlap", body + '<p class="note">Exclusive time per state (gpuN: a device\'s streams, host: CPU threads); '
-                   "overlap: share of the first activity's time during which the second also runs.</p>")
+    body += "<h3>Per rank</h3>" + table(
+        "breakdown",
+        ["rank", "scope", "state", "a_time_ns", "b_time_ns", "delta_ns", "a_share", "b_share"],
+        [
+            (
+                r["rank"],
+                r["scope"],
+                r["state"],
+                ms(r["a_time_ns"]),
+                ms(r["b_time_ns"]),
+                ms(r["delta_ns"]),
+                pct(r["a_share"]),
+                pct(r["b_share"]),
+            )
+            for r in per.iter_rows(named=True)
+        ],
+    )
+    body += "<h3>Overlap</h3>" + table(
+        "overlap",
+        ["rank", "pair", "a_ratio", "b_ratio", "delta points"],
+        [
+            (
+                r["rank"],
+                r["pair"],
+                pct(r["a_ratio"]),
+                pct(r["b_ratio"]),
+                Cell("—", None)
+                if r["delta_ratio"] is None
+                else Cell(f"{100 * r['delta_ratio']:+.1f}", r["delta_ratio"]),
+            )
+            for r in d.overlap.iter_rows(named=True)
+        ],
+    )
+    return Section(
+        "breakdown",
+        "Breakdown and overlap",
+        body + '<p class="note">Exclusive time per state (gpuN: a device\'s streams, host: CPU threads); '
+        "overlap: share of the first activity's time during which the second also runs.</p>",
+    )
 
 
 def _path(d: Diff) -> Section | None:
@@ -153,9 +313,20 @@ def _path(d: Diff) -> Section | None:
         return None
     body = ""
     for df, col in ((d.cp_by_category, "category"), (d.cp_by_name, "name")):
-        rows = [(r[col], ms(r["a_contrib_ns"]), ms(r["b_contrib_ns"]), ms(r["delta_ns"]), pct(r["a_share"]), pct(r["b_share"]))
-                for r in df.head(ROWS if col == "category" else 40).iter_rows(named=True)]
-        body += f"<h3>By {col}</h3>" + table(f"cp_by_{col}", [col, "a_contrib_ns", "b_contrib_ns", "delta_ns", "a_share", "b_share"], rows)
+        rows = [
+            (
+                r[col],
+                ms(r["a_contrib_ns"]),
+                ms(r["b_contrib_ns"]),
+                ms(r["delta_ns"]),
+                pct(r["a_share"]),
+                pct(r["b_share"]),
+            )
+            for r in df.head(ROWS if col == "category" else 40).iter_rows(named=True)
+        ]
+        body += f"<h3>By {col}</h3>" + table(
+            f"cp_by_{col}", [col, "a_contrib_ns", "b_contrib_ns", "delta_ns", "a_share", "b_share"], rows
+        )
     return Section("critical_path", "Critical path composition", body)
 
 

@@ -26,9 +26,15 @@ def step_times(result: Analysis) -> pl.DataFrame:
     """step, label, start_ns, end_ns, time_ns: one row per step of the window."""
     s = result.steps
     if not s.height:
-        return pl.DataFrame(schema={"step": pl.Int64, "label": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64, "time_ns": pl.Int64})
-    return (s.group_by("step").agg(pl.col("label").first(), pl.col("start_ns").min(), pl.col("end_ns").max())
-            .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("time_ns")).sort("step"))
+        return pl.DataFrame(
+            schema={"step": pl.Int64, "label": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64, "time_ns": pl.Int64}
+        )
+    return (
+        s.group_by("step")
+        .agg(pl.col("label").first(), pl.col("start_ns").min(), pl.col("end_ns").max())
+        .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("time_ns"))
+        .sort("step")
+    )
 
 
 def step_stats(times: pl.DataFrame) -> dict[str, Any]:
@@ -40,8 +46,14 @@ def step_stats(times: pl.DataFrame) -> dict[str, Any]:
     def q(x: float) -> int:
         return int(t.quantile(x, "nearest"))  # type: ignore[arg-type]
 
-    return {"count": t.len(), "mean_ns": round(t.mean()), "p50_ns": q(0.5), "p90_ns": q(0.9),  # type: ignore[arg-type]
-            "min_ns": int(t.min()), "max_ns": int(t.max())}  # type: ignore[arg-type]
+    return {
+        "count": t.len(),
+        "mean_ns": round(t.mean()),
+        "p50_ns": q(0.5),
+        "p90_ns": q(0.9),  # type: ignore[arg-type]
+        "min_ns": int(t.min()),
+        "max_ns": int(t.max()),
+    }  # type: ignore[arg-type]
 
 
 def steps_table(a: Analysis, b: Analysis) -> pl.DataFrame:
@@ -49,40 +61,87 @@ def steps_table(a: Analysis, b: Analysis) -> pl.DataFrame:
     sa, sb = step_stats(step_times(a)), step_stats(step_times(b))
     rows = [{"stat": k, "a": sa[k], "b": sb[k]} for k in STEP_STATS]
     df = pl.DataFrame(rows, schema={"stat": pl.String, "a": pl.Int64, "b": pl.Int64})
-    return df.with_columns((pl.col("b") - pl.col("a")).alias("delta"),
-                           pl.when(pl.col("a") > 0).then(pl.col("b") / pl.col("a")).alias("ratio"))
+    return df.with_columns(
+        (pl.col("b") - pl.col("a")).alias("delta"),
+        pl.when(pl.col("a") > 0).then(pl.col("b") / pl.col("a")).alias("ratio"),
+    )
 
 
 def breakdown_table(a: Analysis, b: Analysis) -> pl.DataFrame:
     """rank, scope, state; a/b time_ns, a/b share, delta_ns, delta_share (whole window)."""
+
     def whole(r: Analysis) -> pl.DataFrame:
-        df = r.breakdown if r.breakdown is not None else pl.DataFrame(schema={"rank": pl.Int32, "scope": pl.String, "state": pl.String,
-                                                                             "time_ns": pl.Int64, "share": pl.Float64, "step": pl.Int64})
+        df = (
+            r.breakdown
+            if r.breakdown is not None
+            else pl.DataFrame(
+                schema={
+                    "rank": pl.Int32,
+                    "scope": pl.String,
+                    "state": pl.String,
+                    "time_ns": pl.Int64,
+                    "share": pl.Float64,
+                    "step": pl.Int64,
+                }
+            )
+        )
         return df.filter(pl.col("step").is_null())
 
-    out = side_by_side(whole(a), whole(b), ["rank", "scope", "state"], totals=["time_ns"], values=["share"], deltas=["time_ns", "share"])
+    out = side_by_side(
+        whole(a),
+        whole(b),
+        ["rank", "scope", "state"],
+        totals=["time_ns"],
+        values=["share"],
+        deltas=["time_ns", "share"],
+    )
     return out.rename({"delta_time_ns": "delta_ns"}).sort("rank", "scope", "state")
 
 
 def breakdown_totals(table: pl.DataFrame) -> pl.DataFrame:
     """Per state over all ranks and scopes of a kind (gpu, host): a_time_ns, b_time_ns, delta_ns."""
     kind = pl.when(pl.col("scope").str.starts_with("gpu")).then(pl.lit("gpu")).otherwise(pl.col("scope")).alias("kind")
-    return by_change(table.group_by(kind, "state").agg(pl.col("a_time_ns", "b_time_ns", "delta_ns").sum()), "delta_ns", "kind", "state")
+    return by_change(
+        table.group_by(kind, "state").agg(pl.col("a_time_ns", "b_time_ns", "delta_ns").sum()),
+        "delta_ns",
+        "kind",
+        "state",
+    )
 
 
 def overlap_table(a: Analysis, b: Analysis) -> pl.DataFrame:
     """rank, pair; a/b ratio, delta_ratio, a/b numerator_ns and denominator_ns (whole window)."""
+
     def whole(r: Analysis) -> pl.DataFrame:
-        df = r.overlap if r.overlap is not None else pl.DataFrame(schema={"rank": pl.Int32, "pair": pl.String, "step": pl.Int64, "ratio": pl.Float64,
-                                                                         "numerator_ns": pl.Int64, "denominator_ns": pl.Int64})
+        df = (
+            r.overlap
+            if r.overlap is not None
+            else pl.DataFrame(
+                schema={
+                    "rank": pl.Int32,
+                    "pair": pl.String,
+                    "step": pl.Int64,
+                    "ratio": pl.Float64,
+                    "numerator_ns": pl.Int64,
+                    "denominator_ns": pl.Int64,
+                }
+            )
+        )
         return df.filter(pl.col("step").is_null())
 
-    return side_by_side(whole(a), whole(b), ["rank", "pair"], totals=["numerator_ns", "denominator_ns"], values=["ratio"],
-                        deltas=["ratio"]).sort("rank", "pair")
+    return side_by_side(
+        whole(a),
+        whole(b),
+        ["rank", "pair"],
+        totals=["numerator_ns", "denominator_ns"],
+        values=["ratio"],
+        deltas=["ratio"],
+    ).sort("rank", "pair")
 
 
 def critical_path_tables(a: Analysis, b: Analysis) -> tuple[dict[str, int | None], pl.DataFrame, pl.DataFrame]:
     """(summary: a/b/delta length_ns, by category, by name); the tables have a/b contrib_ns and share and delta_ns, by |delta|."""
+
     def part(r: Analysis, key: str, col: str) -> pl.DataFrame:
         cp = r.critical_path
         if not cp or key not in cp:
@@ -96,6 +155,8 @@ def critical_path_tables(a: Analysis, b: Analysis) -> tuple[dict[str, int | None
     summary = {"a_length_ns": la, "b_length_ns": lb, "delta_ns": None if la is None or lb is None else lb - la}
     tables = []
     for key, col in (("by_category", "category"), ("by_name", "name")):
-        t = side_by_side(part(a, key, col), part(b, key, col), [col], totals=["contrib_ns"], values=["share"], deltas=["contrib_ns"])
+        t = side_by_side(
+            part(a, key, col), part(b, key, col), [col], totals=["contrib_ns"], values=["share"], deltas=["contrib_ns"]
+        )
         tables.append(by_change(t.rename({"delta_contrib_ns": "delta_ns"}), "delta_ns", col))
     return summary, tables[0], tables[1]

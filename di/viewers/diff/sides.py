@@ -18,8 +18,15 @@ STATUS = ("added", "removed", "changed", "same")
 """``status`` of a named row: only in B, only in A, in both with another total time, in both with the same."""
 
 
-def side_by_side(a: pl.DataFrame, b: pl.DataFrame, key: Sequence[str], *, totals: Sequence[str] = (),
-                 values: Sequence[str] = (), deltas: Sequence[str] = ()) -> pl.DataFrame:
+def side_by_side(
+    a: pl.DataFrame,
+    b: pl.DataFrame,
+    key: Sequence[str],
+    *,
+    totals: Sequence[str] = (),
+    values: Sequence[str] = (),
+    deltas: Sequence[str] = (),
+) -> pl.DataFrame:
     """A's and B's rows joined on ``key``.
 
     Args:
@@ -37,18 +44,25 @@ def side_by_side(a: pl.DataFrame, b: pl.DataFrame, key: Sequence[str], *, totals
     left = a.select(*key, *(pl.col(c).alias(f"a_{c}") for c in cols), pl.lit(True).alias("in_a"))
     right = b.select(*key, *(pl.col(c).alias(f"b_{c}") for c in cols), pl.lit(True).alias("in_b"))
     joined = left.join(right, on=list(key), how="full", coalesce=True, nulls_equal=True)
-    joined = joined.with_columns(pl.col("in_a", "in_b").fill_null(False),
-                                 *(pl.col(f"{s}_{c}").fill_null(0) for c in totals for s in "ab"))
+    joined = joined.with_columns(
+        pl.col("in_a", "in_b").fill_null(False), *(pl.col(f"{s}_{c}").fill_null(0) for c in totals for s in "ab")
+    )
     return joined.with_columns(*((pl.col(f"b_{c}") - pl.col(f"a_{c}")).alias(f"delta_{c}") for c in deltas))
 
 
 def with_status(df: pl.DataFrame, total: str = "total_ns") -> pl.DataFrame:
     """Add ``status`` (see :data:`STATUS`) to a :func:`side_by_side` frame of named rows."""
     return df.with_columns(
-        pl.when(~pl.col("in_a")).then(pl.lit("added"))
-        .when(~pl.col("in_b")).then(pl.lit("removed"))
-        .when(pl.col(f"a_{total}") != pl.col(f"b_{total}")).then(pl.lit("changed"))
-        .otherwise(pl.lit("same")).cast(pl.Enum(STATUS)).alias("status"))
+        pl.when(~pl.col("in_a"))
+        .then(pl.lit("added"))
+        .when(~pl.col("in_b"))
+        .then(pl.lit("removed"))
+        .when(pl.col(f"a_{total}") != pl.col(f"b_{total}"))
+        .then(pl.lit("changed"))
+        .otherwise(pl.lit("same"))
+        .cast(pl.Enum(STATUS))
+        .alias("status")
+    )
 
 
 def by_change(df: pl.DataFrame, delta: str = "delta_ns", *tie: str) -> pl.DataFrame:

@@ -23,14 +23,29 @@ NAME_CHARS = 70
 def biggest_changes(d: Diff, n: int = TOP) -> pl.DataFrame:
     """kind (kernel, op, collective), name, status, a_total_ns, b_total_ns, delta_ns, note: the ``n`` largest |delta_ns|
     over kernels, operators and collectives."""
-    def part(df: pl.DataFrame, kind: str, name: pl.Expr, note: pl.Expr) -> pl.DataFrame:
-        return df.filter(pl.col("delta_ns") != 0).select(pl.lit(kind).alias("kind"), name.alias("name"), pl.col("status").cast(pl.String),
-                                                         "a_total_ns", "b_total_ns", "delta_ns", note.alias("note"))
 
-    renamed = pl.when(pl.col("match") == "op").then(pl.lit("paired by launch stack with ") + pl.col("matched_name")).otherwise(pl.lit(""))
+    def part(df: pl.DataFrame, kind: str, name: pl.Expr, note: pl.Expr) -> pl.DataFrame:
+        return df.filter(pl.col("delta_ns") != 0).select(
+            pl.lit(kind).alias("kind"),
+            name.alias("name"),
+            pl.col("status").cast(pl.String),
+            "a_total_ns",
+            "b_total_ns",
+            "delta_ns",
+            note.alias("note"),
+        )
+
+    renamed = (
+        pl.when(pl.col("match") == "op")
+        .then(pl.lit("paired by launch stack with ") + pl.col("matched_name"))
+        .otherwise(pl.lit(""))
+    )
     coll_name = pl.col("op") + pl.lit(" ") + pl.col("bytes").cast(pl.String).fill_null("?") + pl.lit(" B")
-    parts = [part(d.kernels, "kernel", pl.col("name"), renamed), part(d.ops, "op", pl.col("name"), pl.lit("")),
-             part(d.collectives, "collective", coll_name, pl.lit(""))]
+    parts = [
+        part(d.kernels, "kernel", pl.col("name"), renamed),
+        part(d.ops, "op", pl.col("name"), pl.lit("")),
+        part(d.collectives, "collective", coll_name, pl.lit("")),
+    ]
     return by_change(pl.concat(parts), "delta_ns", "kind", "name").head(n)
 
 
@@ -42,12 +57,30 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
     console.print(_steps_line(d))
     cp = d.critical_path
     if cp["a_length_ns"] is not None and cp["b_length_ns"] is not None:
-        console.print(f"Critical path: {_ms(cp['a_length_ns'])} → {_ms(cp['b_length_ns'])} ms ({_signed_ms(cp['delta_ns'])} ms, {_rel(cp['a_length_ns'], cp['b_length_ns'])})")
+        console.print(
+            f"Critical path: {_ms(cp['a_length_ns'])} → {_ms(cp['b_length_ns'])} ms ({_signed_ms(cp['delta_ns'])} ms, {_rel(cp['a_length_ns'], cp['b_length_ns'])})"
+        )
     big = biggest_changes(d)
-    t = _table("Biggest changes (total time over all ranks; Δ = B - A)", "kind", "name", "A ms", "B ms", "Δ ms", "Δ %", "status")
+    t = _table(
+        "Biggest changes (total time over all ranks; Δ = B - A)",
+        "kind",
+        "name",
+        "A ms",
+        "B ms",
+        "Δ ms",
+        "Δ %",
+        "status",
+    )
     for r in big.iter_rows(named=True):
-        t.add_row(r["kind"], _cut(r["name"]), _ms(r["a_total_ns"]), _ms(r["b_total_ns"]), _signed_ms(r["delta_ns"]),
-                  _rel(r["a_total_ns"], r["b_total_ns"]), r["status"] + (f", {_cut(r['note'], 50)}" if r["note"] else ""))
+        t.add_row(
+            r["kind"],
+            _cut(r["name"]),
+            _ms(r["a_total_ns"]),
+            _ms(r["b_total_ns"]),
+            _signed_ms(r["delta_ns"]),
+            _rel(r["a_total_ns"], r["b_total_ns"]),
+            r["status"] + (f", {_cut(r['note'], 50)}" if r["note"] else ""),
+        )
     console.print(t if big.height else "No kernel, operator or collective changed its total time.")
     _named(console, d.kernels, "Kernels by name (GPU kernels, copies, sets)")
     _renamed(console, d)
@@ -62,9 +95,15 @@ def _steps_line(d: Diff) -> str:
     a, b = d.step_stat("a", "mean_ns"), d.step_stat("b", "mean_ns")
     if a is None or b is None:
         return f"Step time: {'no steps in A' if a is None else ''}{' and ' if a is None and b is None else ''}{'no steps in B' if b is None else ''}"
-    parts = [f"{k.removesuffix('_ns')} {_ms(d.step_stat('a', k))} → {_ms(d.step_stat('b', k))} ms ({_signed_ms(d.step_stat('delta', k))}, "
-             f"{_rel(d.step_stat('a', k), d.step_stat('b', k))})" for k in ("mean_ns", "p50_ns", "p90_ns")]
-    return (f"[bold]Step time[/bold] ({d.step_stat('a', 'count')} steps in A, {d.step_stat('b', 'count')} in B): " + "; ".join(parts))
+    parts = [
+        f"{k.removesuffix('_ns')} {_ms(d.step_stat('a', k))} → {_ms(d.step_stat('b', k))} ms ({_signed_ms(d.step_stat('delta', k))}, "
+        f"{_rel(d.step_stat('a', k), d.step_stat('b', k))})"
+        for k in ("mean_ns", "p50_ns", "p90_ns")
+    ]
+    return (
+        f"[bold]Step time[/bold] ({d.step_stat('a', 'count')} steps in A, {d.step_stat('b', 'count')} in B): "
+        + "; ".join(parts)
+    )
 
 
 def _named(console: Any, df: pl.DataFrame, title: str) -> None:
@@ -72,11 +111,26 @@ def _named(console: Any, df: pl.DataFrame, title: str) -> None:
     if not rows.height:
         console.print(f"{title}: no change")
         return
-    t = _table(f"{title}: {rows.height} changed, added or removed (largest |Δ| first)", "name", "status", "count A→B",
-               "A ms", "B ms", "Δ ms", "mean µs A→B")
+    t = _table(
+        f"{title}: {rows.height} changed, added or removed (largest |Δ| first)",
+        "name",
+        "status",
+        "count A→B",
+        "A ms",
+        "B ms",
+        "Δ ms",
+        "mean µs A→B",
+    )
     for r in rows.head(TOP).iter_rows(named=True):
-        t.add_row(_cut(r["name"]), str(r["status"]), f"{r['a_count']}→{r['b_count']}", _ms(r["a_total_ns"]), _ms(r["b_total_ns"]),
-                  _signed_ms(r["delta_ns"]), f"{_us(r['a_mean_ns'])}→{_us(r['b_mean_ns'])}")
+        t.add_row(
+            _cut(r["name"]),
+            str(r["status"]),
+            f"{r['a_count']}→{r['b_count']}",
+            _ms(r["a_total_ns"]),
+            _ms(r["b_total_ns"]),
+            _signed_ms(r["delta_ns"]),
+            f"{_us(r['a_mean_ns'])}→{_us(r['b_mean_ns'])}",
+        )
     console.print(t)
 
 
@@ -84,12 +138,29 @@ def _renamed(console: Any, d: Diff) -> None:
     pairs = d.kernels.filter((pl.col("match") == "op") & (pl.col("status") == "removed"))
     if not pairs.height:
         return
-    b = d.kernels.select(pl.col("name").alias("matched_name"), pl.col("b_total_ns").alias("partner_b_ns"), pl.col("b_count").alias("partner_b_count"))
-    t = _table("Kernels renamed or re-tiled (A's name → B's name, launched from the same CPU call stack)", "A name", "B name", "launched from",
-               "A ms", "B ms", "Δ ms")
+    b = d.kernels.select(
+        pl.col("name").alias("matched_name"),
+        pl.col("b_total_ns").alias("partner_b_ns"),
+        pl.col("b_count").alias("partner_b_count"),
+    )
+    t = _table(
+        "Kernels renamed or re-tiled (A's name → B's name, launched from the same CPU call stack)",
+        "A name",
+        "B name",
+        "launched from",
+        "A ms",
+        "B ms",
+        "Δ ms",
+    )
     for r in pairs.join(b, on="matched_name").iter_rows(named=True):
-        t.add_row(_cut(r["name"], 45), _cut(r["matched_name"], 45), _cut(r["match_stack"], 50), _ms(r["a_total_ns"]), _ms(r["partner_b_ns"]),
-                  _signed_ms(r["partner_b_ns"] - r["a_total_ns"]))
+        t.add_row(
+            _cut(r["name"], 45),
+            _cut(r["matched_name"], 45),
+            _cut(r["match_stack"], 50),
+            _ms(r["a_total_ns"]),
+            _ms(r["partner_b_ns"]),
+            _signed_ms(r["partner_b_ns"] - r["a_total_ns"]),
+        )
     console.print(t)
 
 
@@ -97,9 +168,24 @@ def _stacks(console: Any, d: Diff) -> None:
     rows = d.kernel_stacks.filter(pl.col("delta_ns") != 0)
     if not rows.height:
         return
-    t = _table("GPU time by the CPU call stack that launched it (largest |Δ| first)", "launched from", "A count", "B count", "A ms", "B ms", "Δ ms")
+    t = _table(
+        "GPU time by the CPU call stack that launched it (largest |Δ| first)",
+        "launched from",
+        "A count",
+        "B count",
+        "A ms",
+        "B ms",
+        "Δ ms",
+    )
     for r in rows.head(TOP).iter_rows(named=True):
-        t.add_row(_cut(r["stack"], 90), str(r["a_count"]), str(r["b_count"]), _ms(r["a_total_ns"]), _ms(r["b_total_ns"]), _signed_ms(r["delta_ns"]))
+        t.add_row(
+            _cut(r["stack"], 90),
+            str(r["a_count"]),
+            str(r["b_count"]),
+            _ms(r["a_total_ns"]),
+            _ms(r["b_total_ns"]),
+            _signed_ms(r["delta_ns"]),
+        )
     console.print(t)
 
 
@@ -108,11 +194,28 @@ def _collectives(console: Any, d: Diff) -> None:
     if not c.height:
         console.print("Collectives: none in either run")
         return
-    t = _table("Collectives by op and message size (A→B)", "op", "bytes", "ranks", "calls", "mean µs", "algbw GB/s", "busbw GB/s", "Δ total ms")
+    t = _table(
+        "Collectives by op and message size (A→B)",
+        "op",
+        "bytes",
+        "ranks",
+        "calls",
+        "mean µs",
+        "algbw GB/s",
+        "busbw GB/s",
+        "Δ total ms",
+    )
     for r in c.head(TOP).iter_rows(named=True):
-        t.add_row(r["op"], "—" if r["bytes"] is None else f"{r['bytes']:,}", str(r["b_ranks"] or r["a_ranks"] or "—"), f"{r['a_calls']}→{r['b_calls']}",
-                  f"{_us(r['a_mean_ns'])}→{_us(r['b_mean_ns'])}", f"{_gb(r['a_algbw_gbps'])}→{_gb(r['b_algbw_gbps'])}",
-                  f"{_gb(r['a_busbw_gbps'])}→{_gb(r['b_busbw_gbps'])}", _signed_ms(r["delta_ns"]))
+        t.add_row(
+            r["op"],
+            "—" if r["bytes"] is None else f"{r['bytes']:,}",
+            str(r["b_ranks"] or r["a_ranks"] or "—"),
+            f"{r['a_calls']}→{r['b_calls']}",
+            f"{_us(r['a_mean_ns'])}→{_us(r['b_mean_ns'])}",
+            f"{_gb(r['a_algbw_gbps'])}→{_gb(r['b_algbw_gbps'])}",
+            f"{_gb(r['a_busbw_gbps'])}→{_gb(r['b_busbw_gbps'])}",
+            _signed_ms(r["delta_ns"]),
+        )
     console.print(t)
     console.print(f"[dim]{ALGBW_FORMULA}; {BUSBW_FORMULA}[/dim]", soft_wrap=True)
 
@@ -124,26 +227,55 @@ def _breakdown(console: Any, d: Diff) -> None:
     if not tot.height:
         console.print("Breakdown: no change")
         return
-    t = _table("Breakdown: time per state, summed over ranks (gpu: the devices, host: CPU threads)", "where", "state", "A ms", "B ms", "Δ ms", "Δ %")
+    t = _table(
+        "Breakdown: time per state, summed over ranks (gpu: the devices, host: CPU threads)",
+        "where",
+        "state",
+        "A ms",
+        "B ms",
+        "Δ ms",
+        "Δ %",
+    )
     for r in tot.iter_rows(named=True):
-        t.add_row(r["kind"], r["state"], _ms(r["a_time_ns"]), _ms(r["b_time_ns"]), _signed_ms(r["delta_ns"]), _rel(r["a_time_ns"], r["b_time_ns"]))
+        t.add_row(
+            r["kind"],
+            r["state"],
+            _ms(r["a_time_ns"]),
+            _ms(r["b_time_ns"]),
+            _signed_ms(r["delta_ns"]),
+            _rel(r["a_time_ns"], r["b_time_ns"]),
+        )
     console.print(t)
     ov = d.overlap.filter(pl.col("delta_ratio").abs() > 1e-9)
     if ov.height:
-        t = _table("Overlap (% of the first activity hidden behind the second)", "rank", "pair", "A %", "B %", "Δ points")
+        t = _table(
+            "Overlap (% of the first activity hidden behind the second)", "rank", "pair", "A %", "B %", "Δ points"
+        )
         for r in ov.iter_rows(named=True):
-            t.add_row(str(r["rank"]), r["pair"], _pct(r["a_ratio"]), _pct(r["b_ratio"]), f"{100 * r['delta_ratio']:+.1f}")
+            t.add_row(
+                str(r["rank"]), r["pair"], _pct(r["a_ratio"]), _pct(r["b_ratio"]), f"{100 * r['delta_ratio']:+.1f}"
+            )
         console.print(t)
 
 
 def _path(console: Any, d: Diff) -> None:
-    for df, col, title in ((d.cp_by_category, "category", "Critical path by category"), (d.cp_by_name, "name", "Critical path by name")):
+    for df, col, title in (
+        (d.cp_by_category, "category", "Critical path by category"),
+        (d.cp_by_name, "name", "Critical path by name"),
+    ):
         rows = df.filter(pl.col("delta_ns") != 0)
         if not rows.height:
             continue
         t = _table(f"{title} (largest |Δ| first)", col, "A ms", "B ms", "Δ ms", "A %", "B %")
         for r in rows.head(TOP if col == "name" else 20).iter_rows(named=True):
-            t.add_row(_cut(r[col]), _ms(r["a_contrib_ns"]), _ms(r["b_contrib_ns"]), _signed_ms(r["delta_ns"]), _pct(r["a_share"]), _pct(r["b_share"]))
+            t.add_row(
+                _cut(r[col]),
+                _ms(r["a_contrib_ns"]),
+                _ms(r["b_contrib_ns"]),
+                _signed_ms(r["delta_ns"]),
+                _pct(r["a_share"]),
+                _pct(r["b_share"]),
+            )
         console.print(t)
 
 
@@ -162,7 +294,7 @@ def _cut(text: str | None, n: int = NAME_CHARS) -> str:
     from rich.markup import escape
 
     text = text or ""
-    return escape(text if len(text) <= n else text[:n - 1] + "…")
+    return escape(text if len(text) <= n else text[: n - 1] + "…")
 
 
 def _ms(ns: float | None) -> str:

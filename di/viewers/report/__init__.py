@@ -28,8 +28,21 @@ if TYPE_CHECKING:
     from di.engine import Analysis
     from di.trace import Trace
 
-__all__ = ["ReportContext", "Section", "Cell", "Panel", "build_report", "write_report", "builtin_panels",
-           "ms", "pct", "num", "table", "new_figure", "svg_plot"]
+__all__ = [
+    "ReportContext",
+    "Section",
+    "Cell",
+    "Panel",
+    "build_report",
+    "write_report",
+    "builtin_panels",
+    "ms",
+    "pct",
+    "num",
+    "table",
+    "new_figure",
+    "svg_plot",
+]
 
 
 @dataclass(frozen=True)
@@ -70,7 +83,9 @@ class ReportContext:
             return None
         lo, hi = int(ev.get_column("start_ns").min()), int(ev.get_column("end_ns").max())
         if win.steps is not None and self.result.steps.height:
-            return int(self.result.steps.get_column("start_ns").min()), int(self.result.steps.get_column("end_ns").max())
+            return int(self.result.steps.get_column("start_ns").min()), int(
+                self.result.steps.get_column("end_ns").max()
+            )
         base = int(self.trace.meta.get("time_range", {}).get("start_ns") or lo)
         return (lo if win.t0_ns is None else base + win.t0_ns), (hi if win.t1_ns is None else base + win.t1_ns)
 
@@ -80,16 +95,39 @@ Panel = Callable[[ReportContext], "Section | None"]
 
 def builtin_panels() -> list[tuple[str, Panel]]:
     """The built-in panels in page order, as (name, function)."""
-    from di.viewers.report import (breakdown, counters, critical_path, files, imbalance, overlap, summary,
-                                   top_events, waits)
+    from di.viewers.report import (
+        breakdown,
+        counters,
+        critical_path,
+        files,
+        imbalance,
+        overlap,
+        summary,
+        top_events,
+        waits,
+    )
 
-    return [("summary", summary.panel), ("breakdown", breakdown.panel), ("overlap", overlap.panel),
-            ("imbalance", imbalance.panel), ("top_events", top_events.panel), ("critical_path", critical_path.panel),
-            ("wait_states", waits.panel), ("io", files.panel), ("counters", counters.panel)]
+    return [
+        ("summary", summary.panel),
+        ("breakdown", breakdown.panel),
+        ("overlap", overlap.panel),
+        ("imbalance", imbalance.panel),
+        ("top_events", top_events.panel),
+        ("critical_path", critical_path.panel),
+        ("wait_states", waits.panel),
+        ("io", files.panel),
+        ("counters", counters.panel),
+    ]
 
 
-def build_report(trace: Trace, result: Analysis, *, inputs: Sequence[str] = (), plugins: bool = True,
-                 extra_panels: Sequence[tuple[str, Panel]] = ()) -> tuple[str, list[str]]:
+def build_report(
+    trace: Trace,
+    result: Analysis,
+    *,
+    inputs: Sequence[str] = (),
+    plugins: bool = True,
+    extra_panels: Sequence[tuple[str, Panel]] = (),
+) -> tuple[str, list[str]]:
     """The HTML page and a list of problems (panels or plugins that failed, each one line).
 
     Args:

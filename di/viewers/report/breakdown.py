@@ -13,8 +13,16 @@ import polars as pl
 from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
 from di.viewers.report.page import Section, ms, new_figure, svg_plot, table
 
-COLORS = {"compute": "#2e7d32", "comm": "#1565c0", "memory": "#6a1b9a", "sync": "#c62828",
-          "cpu": "#ef6c00", "io": "#00838f", "untraced": "#ffb74d", "idle": "#bdbdbd"}
+COLORS = {
+    "compute": "#2e7d32",
+    "comm": "#1565c0",
+    "memory": "#6a1b9a",
+    "sync": "#c62828",
+    "cpu": "#ef6c00",
+    "io": "#00838f",
+    "untraced": "#ffb74d",
+    "idle": "#bdbdbd",
+}
 
 
 def whole_window(result) -> pl.DataFrame:  # noqa: ANN001
@@ -44,11 +52,15 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     ax.set_xlim(0, 100)
     ax.legend(ncol=len(STATES), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=8)
     states = [st for st in STATES if st in wide.columns]
-    rows = [(r["rank"], r["scope"], ms(r["span_ns"]), *(ms(r[st]) for st in states)) for r in wide.iter_rows(named=True)]
-    body = (svg_plot(fig, "temporal breakdown per rank") +
-            '<p class="note">Exclusive states: each instant counts once, for the highest-priority activity; idle = span minus busy time; '
-            'untraced = the program\'s work between the calls of a timeline that records only calls (MPI, I/O).</p>'
-            + table("breakdown", ["rank", "scope", "span_ns", *(f"{st}_ns" for st in states)], rows))
+    rows = [
+        (r["rank"], r["scope"], ms(r["span_ns"]), *(ms(r[st]) for st in states)) for r in wide.iter_rows(named=True)
+    ]
+    body = (
+        svg_plot(fig, "temporal breakdown per rank")
+        + '<p class="note">Exclusive states: each instant counts once, for the highest-priority activity; idle = span minus busy time; '
+        "untraced = the program's work between the calls of a timeline that records only calls (MPI, I/O).</p>"
+        + table("breakdown", ["rank", "scope", "span_ns", *(f"{st}_ns" for st in states)], rows)
+    )
     return Section("breakdown", "Temporal breakdown per rank", body, _hints(b))
 
 
@@ -58,15 +70,21 @@ def _hints(b: pl.DataFrame) -> list[str]:
     idle = gpu.filter(pl.col("state") == "idle").sort("share", descending=True)
     if idle.height and (idle.item(0, "share") or 0) > 0.2:
         r = idle.row(0, named=True)
-        hints.append(f"GPU {r['scope']} of rank {r['rank']} is idle {100 * r['share']:.0f} % of its span: look for host-side stalls "
-                     "(data loading, synchronizations, small kernels) or increase the work per launch.")
+        hints.append(
+            f"GPU {r['scope']} of rank {r['rank']} is idle {100 * r['share']:.0f} % of its span: look for host-side stalls "
+            "(data loading, synchronizations, small kernels) or increase the work per launch."
+        )
     comm = gpu.filter(pl.col("state") == "comm").sort("share", descending=True)
     if comm.height and (comm.item(0, "share") or 0) > 0.25:
         r = comm.row(0, named=True)
-        hints.append(f"Exposed communication takes {100 * r['share']:.0f} % of rank {r['rank']}'s GPU time: overlap it with compute "
-                     "(bucketed/async allreduce) or reduce its volume.")
+        hints.append(
+            f"Exposed communication takes {100 * r['share']:.0f} % of rank {r['rank']}'s GPU time: overlap it with compute "
+            "(bucketed/async allreduce) or reduce its volume."
+        )
     host = b.filter((pl.col("scope") == "host") & (pl.col("state") == "io")).sort("share", descending=True)
     if host.height and (host.item(0, "share") or 0) > 0.1:
         r = host.row(0, named=True)
-        hints.append(f"Rank {r['rank']} spends {100 * r['share']:.0f} % of its host time in file I/O: prefetch, cache or use more loader workers.")
+        hints.append(
+            f"Rank {r['rank']} spends {100 * r['share']:.0f} % of its host time in file I/O: prefetch, cache or use more loader workers."
+        )
     return hints

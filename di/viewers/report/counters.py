@@ -25,8 +25,13 @@ PRIORITY = ("gpu", "power", "util", "ib", "port", "rcv", "xmit", "net", "cpu bus
 def binned(samples: pl.DataFrame, t0: int, t1: int, bins: int = BINS) -> pl.DataFrame:
     """series, bin, t_s (bin centre, s from t0), value (mean in the bin)."""
     width = max(1, (t1 - t0) // bins + 1)
-    return samples.with_columns(((pl.col("ts_ns") - t0) // width).alias("bin")).group_by("series", "bin").agg(
-        pl.col("value").mean()).with_columns(((pl.col("bin") * width + width // 2) / 1e9).alias("t_s")).sort("series", "bin")
+    return (
+        samples.with_columns(((pl.col("ts_ns") - t0) // width).alias("bin"))
+        .group_by("series", "bin")
+        .agg(pl.col("value").mean())
+        .with_columns(((pl.col("bin") * width + width // 2) / 1e9).alias("t_s"))
+        .sort("series", "bin")
+    )
 
 
 CUMULATIVE_UNITS = ("bytes", "B", "packets", "count")
@@ -39,15 +44,28 @@ def as_rates(series: pl.DataFrame, samples: pl.DataFrame) -> tuple[pl.DataFrame,
     does not name a memory level (mem, rss) and no sample is below the one before.
     """
     s = samples.sort("series", "ts_ns").with_columns(
-        pl.col("value").diff().over("series").alias("dv"), pl.col("ts_ns").diff().over("series").alias("dt"))
-    mono = s.group_by("series").agg((pl.col("dv").drop_nulls() >= 0).all().alias("mono"), (pl.len() > 1).alias("several"))
+        pl.col("value").diff().over("series").alias("dv"), pl.col("ts_ns").diff().over("series").alias("dt")
+    )
+    mono = s.group_by("series").agg(
+        (pl.col("dv").drop_nulls() >= 0).all().alias("mono"), (pl.len() > 1).alias("several")
+    )
     low = pl.col("name").str.to_lowercase()
-    cumulative = series.join(mono, on="series").filter(
-        pl.col("mono") & pl.col("several") & pl.col("unit").is_in(CUMULATIVE_UNITS) & ~low.str.contains("mem|rss")).get_column("series")
+    cumulative = (
+        series.join(mono, on="series")
+        .filter(
+            pl.col("mono") & pl.col("several") & pl.col("unit").is_in(CUMULATIVE_UNITS) & ~low.str.contains("mem|rss")
+        )
+        .get_column("series")
+    )
     is_cum = pl.col("series").is_in(cumulative.implode())
-    rates = s.filter(~is_cum | (pl.col("dt") > 0)).with_columns(
-        pl.when(is_cum).then(pl.col("dv") * 1e9 / pl.col("dt")).otherwise(pl.col("value")).alias("value")).select(samples.columns)
-    units = series.with_columns(pl.when(is_cum).then(pl.format("{}/s", pl.col("unit"))).otherwise(pl.col("unit")).alias("unit"))
+    rates = (
+        s.filter(~is_cum | (pl.col("dt") > 0))
+        .with_columns(pl.when(is_cum).then(pl.col("dv") * 1e9 / pl.col("dt")).otherwise(pl.col("value")).alias("value"))
+        .select(samples.columns)
+    )
+    units = series.with_columns(
+        pl.when(is_cum).then(pl.format("{}/s", pl.col("unit"))).otherwise(pl.col("unit")).alias("unit")
+    )
     return units, rates
 
 
@@ -65,11 +83,20 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         samples = samples.filter(pl.col("ts_ns").is_between(*span)) if span else samples.clear()
         if not samples.height:
             return None
-    stats = samples.group_by("series").agg(pl.len().alias("samples"), pl.col("value").min().alias("min"),
-                                           pl.col("value").mean().alias("mean"), pl.col("value").max().alias("max"))
+    stats = samples.group_by("series").agg(
+        pl.len().alias("samples"),
+        pl.col("value").min().alias("min"),
+        pl.col("value").mean().alias("mean"),
+        pl.col("value").max().alias("max"),
+    )
     info = series.join(stats, on="series").sort("series")
     ev = ctx.window_events
-    t0 = int(min(samples.get_column("ts_ns").min(), ev.get_column("start_ns").min() if ev.height else samples.get_column("ts_ns").min()))
+    t0 = int(
+        min(
+            samples.get_column("ts_ns").min(),
+            ev.get_column("start_ns").min() if ev.height else samples.get_column("ts_ns").min(),
+        )
+    )
     t1 = int(samples.get_column("ts_ns").max())
     bins = binned(samples, t0, t1)
     body = ""
@@ -87,11 +114,26 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         ax.set_ylabel(u["unit"] or "value")
         ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         body += svg_plot(fig, f"counters in {u['unit'] or 'no unit'}")
-    rows = [(r["name"], r["unit"] or "", num(r["samples"]), num(r["min"], "{:,.3g}"), num(r["mean"], "{:,.3g}"), num(r["max"], "{:,.3g}"))
-            for r in info.iter_rows(named=True)]
+    rows = [
+        (
+            r["name"],
+            r["unit"] or "",
+            num(r["samples"]),
+            num(r["min"], "{:,.3g}"),
+            num(r["mean"], "{:,.3g}"),
+            num(r["max"], "{:,.3g}"),
+        )
+        for r in info.iter_rows(named=True)
+    ]
     body += table("counters", ["series", "unit", "samples", "min", "mean", "max"], rows)
     hints = []
-    util = info.filter(pl.col("name").str.to_lowercase().str.contains("gpu") & pl.col("name").str.to_lowercase().str.contains("util") & (pl.col("unit") == "%"))
+    util = info.filter(
+        pl.col("name").str.to_lowercase().str.contains("gpu")
+        & pl.col("name").str.to_lowercase().str.contains("util")
+        & (pl.col("unit") == "%")
+    )
     if util.height and util.get_column("mean").min() < 50:
-        hints.append(f"GPU utilisation averages {util.get_column('mean').min():.0f} % on the least busy GPU: the GPUs are starved; see the breakdown for why.")
+        hints.append(
+            f"GPU utilisation averages {util.get_column('mean').min():.0f} % on the least busy GPU: the GPUs are starved; see the breakdown for why."
+        )
     return Section("counters", "Counters over time", body, hints)

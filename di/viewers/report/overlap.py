@@ -19,8 +19,10 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     if o is None or not o.height:
         return None
     o = o.filter(pl.col("step").is_null()).sort("rank", "pair")
-    rows = [(r["rank"], r["pair"], pct(r["ratio"]), ms(r["numerator_ns"]), ms(r["denominator_ns"]), r["reason"] or "")
-            for r in o.iter_rows(named=True)]
+    rows = [
+        (r["rank"], r["pair"], pct(r["ratio"]), ms(r["numerator_ns"]), ms(r["denominator_ns"]), r["reason"] or "")
+        for r in o.iter_rows(named=True)
+    ]
     defined = o.filter(pl.col("ratio").is_not_null())
     body = ""
     if defined.height:
@@ -30,7 +32,9 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         width = 0.8 / len(PAIRS)
         for i, pair in enumerate(PAIRS):
             sel = {r: v for r, v in defined.filter(pl.col("pair") == pair).select("rank", "ratio").iter_rows()}
-            ax.bar([k + i * width for k in range(len(ranks))], [100 * sel.get(r, 0.0) for r in ranks], width, label=pair)
+            ax.bar(
+                [k + i * width for k in range(len(ranks))], [100 * sel.get(r, 0.0) for r in ranks], width, label=pair
+            )
         ax.set_xticks([k + 0.4 - width / 2 for k in range(len(ranks))], [f"rank {r}" for r in ranks])
         ax.set_ylabel("% hidden")
         ax.set_ylim(0, 100)
@@ -39,10 +43,20 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     body += table("overlap", ["rank", "pair", "ratio", "numerator_ns", "denominator_ns", "reason"], rows)
     hints = []
     b = ctx.result.breakdown
-    computing = b.filter(pl.col("step").is_null() & (pl.col("state") == "compute") & (pl.col("time_ns") > 0)).get_column("rank").unique() if b is not None else []
-    cc = defined.filter((pl.col("pair") == "comm_compute") & (pl.col("denominator_ns") > 0) & pl.col("rank").is_in(list(computing))).sort("ratio")
+    computing = (
+        b.filter(pl.col("step").is_null() & (pl.col("state") == "compute") & (pl.col("time_ns") > 0))
+        .get_column("rank")
+        .unique()
+        if b is not None
+        else []
+    )
+    cc = defined.filter(
+        (pl.col("pair") == "comm_compute") & (pl.col("denominator_ns") > 0) & pl.col("rank").is_in(list(computing))
+    ).sort("ratio")
     if cc.height and cc.item(0, "ratio") < 0.3:
         r = cc.row(0, named=True)
-        hints.append(f"Only {100 * r['ratio']:.0f} % of rank {r['rank']}'s communication ({r['denominator_ns'] / 1e6:,.1f} ms) runs alongside compute: "
-                     "launch collectives earlier (gradient bucketing, async ops) so they hide behind the backward pass.")
+        hints.append(
+            f"Only {100 * r['ratio']:.0f} % of rank {r['rank']}'s communication ({r['denominator_ns'] / 1e6:,.1f} ms) runs alongside compute: "
+            "launch collectives earlier (gradient bucketing, async ops) so they hide behind the backward pass."
+        )
     return Section("overlap", "Overlap", body, hints)

@@ -87,19 +87,25 @@ def table(name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, s
     Cells are :class:`Cell` (numeric, right-aligned) or anything else (shown as text).
     """
     head = "".join(f'<th data-col="{html.escape(c)}">{html.escape(_label(c))}</th>' for c in columns)
-    out = [f'<table data-table="{html.escape(name)}" class="{"sortable" if sortable else ""}"><thead><tr>{head}</tr></thead><tbody>']
+    out = [
+        f'<table data-table="{html.escape(name)}" class="{"sortable" if sortable else ""}"><thead><tr>{head}</tr></thead><tbody>'
+    ]
     for row in rows:
         out.append("<tr>")
         for c in row:
             if isinstance(c, int) and not isinstance(c, bool):
                 c = Cell(str(c), c)
             if isinstance(c, Cell):
-                v = "" if c.value is None else html.escape(repr(c.value) if isinstance(c.value, float) else str(c.value))
+                v = (
+                    ""
+                    if c.value is None
+                    else html.escape(repr(c.value) if isinstance(c.value, float) else str(c.value))
+                )
                 out.append(f'<td class="n" data-v="{v}">{html.escape(c.text)}</td>')
             else:
                 text = "" if c is None else str(c)
                 if len(text) > LONG_TEXT:
-                    out.append(f'<td title="{html.escape(text)}">{html.escape(text[:LONG_TEXT - 1])}…</td>')
+                    out.append(f'<td title="{html.escape(text)}">{html.escape(text[: LONG_TEXT - 1])}…</td>')
                 else:
                     out.append(f"<td>{html.escape(text)}</td>")
         out.append("</tr>")
@@ -143,7 +149,7 @@ def svg_plot(fig: Any, label: str) -> str:
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "di-report", "font.size": 9}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     return f'<div class="plot" role="img" aria-label="{html.escape(label)}">{text}</div>'
 
 
@@ -153,10 +159,16 @@ def render_page(title: str, subtitle: str, sections: Sequence[Section]) -> str:
     parts = []
     for s in sections:
         hints = "".join(f"<li>{html.escape(h)}</li>" for h in s.hints)
-        parts.append(f'<section id="{html.escape(s.id)}"><h2>{html.escape(s.title)}</h2>'
-                     + (f'<ul class="hints">{hints}</ul>' if hints else "") + s.body + "</section>")
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-            f"{GENERATOR}<meta name=\"viewport\" content=\"width=device-width\"><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-            f"<header><h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p></header><nav>{nav}</nav><main>{''.join(parts)}</main>"
-            f"<script>{SORT_JS}</script></body></html>")
+        parts.append(
+            f'<section id="{html.escape(s.id)}"><h2>{html.escape(s.title)}</h2>'
+            + (f'<ul class="hints">{hints}</ul>' if hints else "")
+            + s.body
+            + "</section>"
+        )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+        f'{GENERATOR}<meta name="viewport" content="width=device-width"><title>{html.escape(title)}</title><style>{CSS}</style></head><body>'
+        f"<header><h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p></header><nav>{nav}</nav><main>{''.join(parts)}</main>"
+        f"<script>{SORT_JS}</script></body></html>"
+    )

@@ -15,9 +15,12 @@ import polars as pl
 from di.viewers.report.page import Section, ms, num, pct, table
 
 TOP = 25
-GROUPS = (("kernels", "GPU kernels", ("kernel",)), ("ops", "Operators (CPU)", ("compute",)),
-          ("collectives", "Collectives and messages", ("nccl", "mpi_coll", "mpi_p2p")),
-          ("memory", "Memory copies and sets", ("memcpy", "memset")))
+GROUPS = (
+    ("kernels", "GPU kernels", ("kernel",)),
+    ("ops", "Operators (CPU)", ("compute",)),
+    ("collectives", "Collectives and messages", ("nccl", "mpi_coll", "mpi_p2p")),
+    ("memory", "Memory copies and sets", ("memcpy", "memset")),
+)
 
 
 def top_names(events: pl.DataFrame, cats: tuple[str, ...], n: int = TOP) -> pl.DataFrame:
@@ -26,12 +29,19 @@ def top_names(events: pl.DataFrame, cats: tuple[str, ...], n: int = TOP) -> pl.D
     if not sel.height:
         return pl.DataFrame()
     agg = sel.group_by(pl.col("name").cast(pl.String)).agg(
-        pl.len().alias("count"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("total_ns"),
-        (pl.col("end_ns") - pl.col("start_ns")).max().alias("max_ns"))
+        pl.len().alias("count"),
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("total_ns"),
+        (pl.col("end_ns") - pl.col("start_ns")).max().alias("max_ns"),
+    )
     total = agg.get_column("total_ns").sum()
-    return agg.with_columns((pl.col("total_ns") / pl.col("count")).alias("mean_ns"),
-                            (pl.col("total_ns") / total if total else pl.lit(None, pl.Float64)).alias("share")
-                            ).sort("total_ns", "name", descending=[True, False]).head(n)
+    return (
+        agg.with_columns(
+            (pl.col("total_ns") / pl.col("count")).alias("mean_ns"),
+            (pl.col("total_ns") / total if total else pl.lit(None, pl.Float64)).alias("share"),
+        )
+        .sort("total_ns", "name", descending=[True, False])
+        .head(n)
+    )
 
 
 def panel(ctx) -> Section | None:  # noqa: ANN001
@@ -41,18 +51,31 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         top = top_names(ev, cats)
         if not top.height:
             continue
-        rows = [(r["name"], num(r["count"]), ms(r["total_ns"]), ms(r["mean_ns"]), ms(r["max_ns"]), pct(r["share"]))
-                for r in top.iter_rows(named=True)]
-        body += f"<h3>{title}</h3>" + table(f"top_{key}", ["name", "count", "total_ns", "mean_ns", "max_ns", "share"], rows)
+        rows = [
+            (r["name"], num(r["count"]), ms(r["total_ns"]), ms(r["mean_ns"]), ms(r["max_ns"]), pct(r["share"]))
+            for r in top.iter_rows(named=True)
+        ]
+        body += f"<h3>{title}</h3>" + table(
+            f"top_{key}", ["name", "count", "total_ns", "mean_ns", "max_ns", "share"], rows
+        )
         first = top.row(0, named=True)
         if key == "kernels" and (first["share"] or 0) > 0.4:
-            hints.append(f"Kernel {first['name'][:60]} takes {100 * first['share']:.0f} % of GPU kernel time: it is the first one to optimise "
-                         "(fusion, a better algorithm, mixed precision).")
+            hints.append(
+                f"Kernel {first['name'][:60]} takes {100 * first['share']:.0f} % of GPU kernel time: it is the first one to optimise "
+                "(fusion, a better algorithm, mixed precision)."
+            )
         if key == "kernels" and first["count"] and top.get_column("mean_ns").median() < 10_000:
-            hints.append("Most top kernels last under 10 µs: launch overhead dominates; try CUDA graphs, torch.compile or larger batches.")
+            hints.append(
+                "Most top kernels last under 10 µs: launch overhead dominates; try CUDA graphs, torch.compile or larger batches."
+            )
     if not body:
         return None
-    return Section("top", "Top kernels, operators and collectives", body + f'<p class="note">{_scope(ctx.result.window)}; nested operators count in their parents too.</p>', hints)
+    return Section(
+        "top",
+        "Top kernels, operators and collectives",
+        body + f'<p class="note">{_scope(ctx.result.window)}; nested operators count in their parents too.</p>',
+        hints,
+    )
 
 
 def _scope(window: str) -> str:

@@ -12,9 +12,12 @@ import polars as pl
 
 from di.viewers.report.page import Section, ms, new_figure, svg_plot, table
 
-ADVICE = {"wait_nxn": "check its input pipeline, data shard or extra work before the collective",
-          "wait_barrier": "check what it does before the barrier", "late_sender": "it sends late: move the send earlier or balance its work",
-          "late_receiver": "it posts its receive late: post receives earlier (non-blocking)"}
+ADVICE = {
+    "wait_nxn": "check its input pipeline, data shard or extra work before the collective",
+    "wait_barrier": "check what it does before the barrier",
+    "late_sender": "it sends late: move the send earlier or balance its work",
+    "late_receiver": "it posts its receive late: post receives earlier (non-blocking)",
+}
 
 
 def wait_totals(w: pl.DataFrame) -> pl.DataFrame:
@@ -33,7 +36,9 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     totals = wait_totals(w)
     rows = [(r["rank"], r["kind"], ms(r["waited_ns"]), ms(r["caused_ns"])) for r in totals.iter_rows(named=True)]
     matrix = w.group_by("rank", "cause_rank").agg(pl.col("wait_ns").sum())
-    ranks = sorted(set(matrix.get_column("rank").to_list()) | set(matrix.get_column("cause_rank").drop_nulls().to_list()))
+    ranks = sorted(
+        set(matrix.get_column("rank").to_list()) | set(matrix.get_column("cause_rank").drop_nulls().to_list())
+    )
     grid = {(a, b): v for a, b, v in matrix.iter_rows()}
     fig = new_figure(min(8, 2.5 + 0.4 * len(ranks)), min(7, 1.5 + 0.35 * len(ranks)))
     ax = fig.add_subplot()
@@ -43,7 +48,9 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     ax.set_ylabel("waiting rank")
     ax.set_xlabel("rank that caused the wait")
     fig.colorbar(im, ax=ax, label="ms waited")
-    body = svg_plot(fig, "wait states: waiting rank vs causing rank") + table("wait_states", ["rank", "kind", "waited_ns", "caused_ns"], rows)
+    body = svg_plot(fig, "wait states: waiting rank vs causing rank") + table(
+        "wait_states", ["rank", "kind", "waited_ns", "caused_ns"], rows
+    )
     return Section("waits", "Wait states", body, _hints(w, ctx.trace.collectives))
 
 
@@ -51,15 +58,29 @@ def _hints(w: pl.DataFrame, collectives: pl.DataFrame) -> list[str]:
     caused = w.filter(pl.col("cause_rank").is_not_null() & (pl.col("cause_rank") != pl.col("rank")))
     if not caused.height:
         return []
-    top = caused.group_by("cause_rank", "kind").agg(pl.col("wait_ns").sum().alias("total")).sort(
-        ["total", "cause_rank", "kind"], descending=[True, False, False]).row(0, named=True)
+    top = (
+        caused.group_by("cause_rank", "kind")
+        .agg(pl.col("wait_ns").sum().alias("total"))
+        .sort(["total", "cause_rank", "kind"], descending=[True, False, False])
+        .row(0, named=True)
+    )
     mine = caused.filter((pl.col("cause_rank") == top["cause_rank"]) & (pl.col("kind") == top["kind"]))
     late = mine.group_by("instance", "event", "step").agg(pl.col("wait_ns").max())
     steps_all = w.get_column("step").drop_nulls().n_unique()
     steps_mine = mine.get_column("step").drop_nulls().n_unique()
     where = f" in {100 * steps_mine / steps_all:.0f} % of steps" if steps_all else ""
-    ops = collectives.filter(pl.col("instance").is_in(mine.get_column("instance").drop_nulls().unique().implode())).get_column("op").drop_nulls()
+    ops = (
+        collectives.filter(pl.col("instance").is_in(mine.get_column("instance").drop_nulls().unique().implode()))
+        .get_column("op")
+        .drop_nulls()
+    )
     verbs = {"late_sender": "sends", "late_receiver": "posts its receives"}
-    what = f"enters {ops.mode().sort()[0]}" if ops.len() else f"{verbs.get(top['kind'], 'arrives')} ({top['kind'].replace('_', ' ')})"
-    return [f"Rank {top['cause_rank']} {what} {late.get_column('wait_ns').mean() / 1e6:,.1f} ms late{where}, "
-            f"{top['total'] / 1e6:,.1f} ms of waiting in total for the others: {ADVICE.get(top['kind'], 'check what it does before')}."]
+    what = (
+        f"enters {ops.mode().sort()[0]}"
+        if ops.len()
+        else f"{verbs.get(top['kind'], 'arrives')} ({top['kind'].replace('_', ' ')})"
+    )
+    return [
+        f"Rank {top['cause_rank']} {what} {late.get_column('wait_ns').mean() / 1e6:,.1f} ms late{where}, "
+        f"{top['total'] / 1e6:,.1f} ms of waiting in total for the others: {ADVICE.get(top['kind'], 'check what it does before')}."
+    ]

@@ -18,5 +18,7 @@ def test_bandwidth_per_direction(tmp_path):
     assert bw.get_column("bytes").sum() == copies.get_column("bytes").sum() > 0
     dtod = bw.filter(pl.col("direction") == "DtoD").row(0, named=True)
     assert dtod["gb_per_s"] == dtod["bytes"] / dtod["time_ns"]
-    page, problems = build_report(trace, di.analyze(trace, per_step=True), plugins=False, extra_panels=[("memcpy_bandwidth", panel)])
+    page, problems = build_report(
+        trace, di.analyze(trace, per_step=True), plugins=False, extra_panels=[("memcpy_bandwidth", panel)]
+    )
     assert not problems and 'data-table="memcpy_bandwidth"' in page

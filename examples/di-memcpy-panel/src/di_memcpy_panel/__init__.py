@@ -23,10 +23,15 @@ def bandwidth(events: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame()
     direction = pl.col("name").cast(pl.String).str.extract(DIRECTION.pattern, 1).fill_null("other")
     per = copies.group_by(direction.alias("direction")).agg(
-        pl.len().alias("copies"), pl.col("bytes").fill_null(0).sum().alias("bytes"),
-        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("time_ns"))
+        pl.len().alias("copies"),
+        pl.col("bytes").fill_null(0).sum().alias("bytes"),
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("time_ns"),
+    )
     return per.with_columns(
-        pl.when(pl.col("time_ns") > 0).then(pl.col("bytes") / pl.col("time_ns")).otherwise(None).alias("gb_per_s")  # B/ns == GB/s
+        pl.when(pl.col("time_ns") > 0)
+        .then(pl.col("bytes") / pl.col("time_ns"))
+        .otherwise(None)
+        .alias("gb_per_s")  # B/ns == GB/s
     ).sort("bytes", "direction", descending=[True, False])
 
 
@@ -40,10 +45,19 @@ def panel(ctx: ReportContext) -> Section | None:
     ax.barh(bw.get_column("direction").to_list(), bw.get_column("gb_per_s").fill_null(0).to_list(), color="#00897b")
     ax.invert_yaxis()
     ax.set_xlabel("GB/s (bytes / time copying)")
-    rows = [(r["direction"], num(r["copies"]), num(r["bytes"]), ms(r["time_ns"]), num(r["gb_per_s"], "{:,.2f}")) for r in bw.iter_rows(named=True)]
+    rows = [
+        (r["direction"], num(r["copies"]), num(r["bytes"]), ms(r["time_ns"]), num(r["gb_per_s"], "{:,.2f}"))
+        for r in bw.iter_rows(named=True)
+    ]
     hints = []
-    slow = bw.filter((pl.col("direction").is_in(["HtoD", "DtoH"])) & (pl.col("gb_per_s") < 5) & (pl.col("bytes") > 1 << 20))
+    slow = bw.filter(
+        (pl.col("direction").is_in(["HtoD", "DtoH"])) & (pl.col("gb_per_s") < 5) & (pl.col("bytes") > 1 << 20)
+    )
     for r in slow.iter_rows(named=True):
-        hints.append(f"{r['direction']} copies reach only {r['gb_per_s']:.1f} GB/s: pin the host memory (pin_memory=True) and copy asynchronously.")
-    body = svg_plot(fig, "memcpy bandwidth per direction") + table("memcpy_bandwidth", ["direction", "copies", "bytes", "time_ns", "gb_per_s"], rows)
+        hints.append(
+            f"{r['direction']} copies reach only {r['gb_per_s']:.1f} GB/s: pin the host memory (pin_memory=True) and copy asynchronously."
+        )
+    body = svg_plot(fig, "memcpy bandwidth per direction") + table(
+        "memcpy_bandwidth", ["direction", "copies", "bytes", "time_ns", "gb_per_s"], rows
+    )
     return Section("memcpy_bandwidth", "Memcpy bandwidth per direction (plugin)", body, hints)
