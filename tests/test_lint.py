@@ -1,4 +1,4 @@
-"""The house lint (ruff, configured in pyproject.toml) holds on the whole tree, as the README's test command runs it."""
+"""The house lint and format (ruff, configured in pyproject.toml) hold on the whole tree, as the README's test command runs them."""
 
 from __future__ import annotations
 
@@ -29,3 +29,14 @@ def test_ruff_check_finds_nothing() -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_tree_is_formatted() -> None:
+    done = subprocess.run(
+        [*_ruff(), "format", "--check", "di", "tests", "bench", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, "run `ruff format di tests bench examples`:\n" + done.stdout + done.stderr
