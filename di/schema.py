@@ -24,14 +24,21 @@ SCHEMA_VERSION = 1
 TABLES = ("locations", "events", "messages", "collectives", "flows", "series", "samples")
 
 
-def schema_dir(version: int = SCHEMA_VERSION) -> Path:
-    """Folder holding the JSON Schemas of one version (installed or in the repo)."""
+def schema_dir(version: int = SCHEMA_VERSION, family: str = "trace") -> Path:
+    """Folder holding one family's JSON Schemas of one version (``trace``, ``analysis``, ``diff``;
+    installed with the package as ``di/_schemas``, or the repository's ``schemas/``)."""
     here = Path(__file__).resolve().parent
     for root in (here / "_schemas", here.parent / "schemas"):
-        folder = root / "trace" / f"v{version}"
+        folder = root / family / f"v{version}"
         if folder.is_dir():
             return folder
-    raise SchemaError(f"JSON Schemas for trace schema v{version} are not installed with di")
+    raise SchemaError(f"JSON Schemas for {family} schema v{version} are not installed with di")
+
+
+@cache
+def document_schema(family: str, version: int = 1) -> dict[str, Any]:
+    """The JSON Schema of a result document di writes (``schemas/FAMILY/vN/FAMILY.schema.json``)."""
+    return json.loads((schema_dir(version, family) / f"{family}.schema.json").read_text())
 
 
 @cache

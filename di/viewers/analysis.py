@@ -8,8 +8,6 @@ imbalance and critical path; it validates against
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +22,11 @@ PATH_EVENTS_IN_JSON = 1000
 """Path events listed in the JSON (the longest contributors); all go to the CSV."""
 
 
-@cache
 def json_schema() -> dict[str, Any]:
     """The analysis result schema (v1)."""
-    here = Path(__file__).resolve().parents[1]
-    for root in (here / "_schemas", here.parent / "schemas"):
-        f = root / "analysis" / "v1" / "analysis.schema.json"
-        if f.is_file():
-            return json.loads(f.read_text())
-    raise SchemaError("the analysis JSON Schema (schemas/analysis/v1) is not installed with di")
+    from di.schema import document_schema
+
+    return document_schema("analysis")
 
 
 def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:

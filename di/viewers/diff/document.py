@@ -6,9 +6,6 @@ Rows of the named tables are sorted by ``|delta_ns|`` (largest change first);
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -24,15 +21,11 @@ CP_NAMES_IN_JSON = 50
 """Critical-path names listed (largest |delta| first)."""
 
 
-@cache
 def json_schema() -> dict[str, Any]:
     """The diff result schema (v1)."""
-    here = Path(__file__).resolve().parents[2]
-    for root in (here / "_schemas", here.parent / "schemas"):
-        f = root / "diff" / "v1" / "diff.schema.json"
-        if f.is_file():
-            return json.loads(f.read_text())
-    raise SchemaError("the diff JSON Schema (schemas/diff/v1) is not installed with di")
+    from di.schema import document_schema
+
+    return document_schema("diff")
 
 
 def to_json(d: Diff, *, inputs: tuple[str, str]) -> dict[str, Any]:
