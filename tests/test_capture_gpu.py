@@ -45,6 +45,14 @@ from di.capture.ingest import ingest
 HAVE_CUPTI = importlib.util.find_spec("cupti") is not None  # NVIDIA's cupti-python (the gpu extra)
 
 
+@pytest.fixture(autouse=True)
+def _nvtx_injection_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GpuCapture points NVTX_INJECTION64_PATH at the libcupti it loaded, in os.environ; undone after each test,
+    so a later `di record` does not take it for another tool's injection (and record no NVTX ranges)."""
+    monkeypatch.setenv("NVTX_INJECTION64_PATH", "")
+    monkeypatch.delenv("NVTX_INJECTION64_PATH")
+
+
 @pytest.fixture(params=["documented members", "cupti-python classes"])
 def make(request: pytest.FixtureRequest) -> Make:
     """Fixture records as plain objects, and as cupti-python's own record classes where it is installed."""
