@@ -78,12 +78,21 @@ def write_store(
 
     Raises:
         SchemaError: the trace does not match the schema.
-        OutputError: ``path`` exists and is not a di store or recording.
+        OutputError: ``path`` exists and is not a di store, or is a recording and ``keep``
+            does not keep its ``raw/`` shards.
         OSError: the file system refused (full disk, permission, read-only).
     """
     from di.output import atomic_dir, claim
 
     target = claim(path, ours=is_own_folder, what="a trace store")
+    if "raw" not in keep and (target / "raw").is_dir():
+        from di.errors import OutputError
+
+        raise OutputError(
+            target,
+            "is a di recording: its raw/ capture shards cannot be made again, so only "
+            "`di record --ingest` rewrites it; choose another output path",
+        )
     trace = trace.with_meta(refresh_meta(trace))
     trace.validate()
     with atomic_dir(target, keep=keep) as tmp:

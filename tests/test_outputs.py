@@ -264,3 +264,20 @@ def test_otf2_markers_are_part_of_the_archive(
     di.save(traces[1], "x.otf2")  # the program's events only: no markers, and none left behind
     assert not (tmp_path / "x.marker").exists() and di.load("x.otf2").events.height == traces[1].events.height
     assert _leftovers(tmp_path) == []
+
+
+def test_a_recording_is_never_replaced_by_a_conversion(traces: tuple[di.Trace, di.Trace], tmp_path: Path) -> None:
+    """Its raw/ shards cannot be made again: only `di record --ingest` (which keeps them) rewrites a recording."""
+    from di.store import write_store
+
+    run = tmp_path / "run.di"
+    (run / "raw").mkdir(parents=True)
+    (run / "raw" / "run.json").write_text("{}")
+    (run / "raw" / "mpi-0.bin").write_bytes(b"shard")
+    with pytest.raises(OutputError, match="is a di recording"):
+        di.save(traces[0], run)
+    assert (run / "raw" / "mpi-0.bin").read_bytes() == b"shard"
+    write_store(traces[0], run, keep=("raw",))  # what ingest does
+    assert (run / "raw" / "mpi-0.bin").read_bytes() == b"shard" and (run / "meta.json").is_file()
+    with pytest.raises(OutputError, match="is a di recording"):
+        di.save(traces[1], run)
