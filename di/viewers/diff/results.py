@@ -69,33 +69,23 @@ def steps_table(a: Analysis, b: Analysis) -> pl.DataFrame:
 
 def breakdown_table(a: Analysis, b: Analysis) -> pl.DataFrame:
     """rank, scope, state; a/b time_ns, a/b share, delta_ns, delta_share (whole window)."""
-
-    def whole(r: Analysis) -> pl.DataFrame:
-        df = (
-            r.breakdown
-            if r.breakdown is not None
-            else pl.DataFrame(
-                schema={
-                    "rank": pl.Int32,
-                    "scope": pl.String,
-                    "state": pl.String,
-                    "time_ns": pl.Int64,
-                    "share": pl.Float64,
-                    "step": pl.Int64,
-                }
-            )
-        )
-        return df.filter(pl.col("step").is_null())
-
+    schema = {"rank": pl.Int32, "scope": pl.String, "state": pl.String, "time_ns": pl.Int64, "share": pl.Float64}
     out = side_by_side(
-        whole(a),
-        whole(b),
+        _whole(a.breakdown, schema),
+        _whole(b.breakdown, schema),
         ["rank", "scope", "state"],
         totals=["time_ns"],
         values=["share"],
         deltas=["time_ns", "share"],
     )
     return out.rename({"delta_time_ns": "delta_ns"}).sort("rank", "scope", "state")
+
+
+def _whole(table: pl.DataFrame | None, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The whole window's rows (step null) of a result table, or an empty frame of ``schema`` when it was not computed."""
+    if table is None:
+        return pl.DataFrame(schema={**schema, "step": pl.Int64})
+    return table.filter(pl.col("step").is_null())
 
 
 def breakdown_totals(table: pl.DataFrame) -> pl.DataFrame:
@@ -111,27 +101,17 @@ def breakdown_totals(table: pl.DataFrame) -> pl.DataFrame:
 
 def overlap_table(a: Analysis, b: Analysis) -> pl.DataFrame:
     """rank, pair; a/b ratio, delta_ratio, a/b numerator_ns and denominator_ns (whole window)."""
-
-    def whole(r: Analysis) -> pl.DataFrame:
-        df = (
-            r.overlap
-            if r.overlap is not None
-            else pl.DataFrame(
-                schema={
-                    "rank": pl.Int32,
-                    "pair": pl.String,
-                    "step": pl.Int64,
-                    "ratio": pl.Float64,
-                    "numerator_ns": pl.Int64,
-                    "denominator_ns": pl.Int64,
-                }
-            )
-        )
-        return df.filter(pl.col("step").is_null())
+    schema = {
+        "rank": pl.Int32,
+        "pair": pl.String,
+        "ratio": pl.Float64,
+        "numerator_ns": pl.Int64,
+        "denominator_ns": pl.Int64,
+    }
 
     return side_by_side(
-        whole(a),
-        whole(b),
+        _whole(a.overlap, schema),
+        _whole(b.overlap, schema),
         ["rank", "pair"],
         totals=["numerator_ns", "denominator_ns"],
         values=["ratio"],
