@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from di.convert.provenance import reader_meta
 from di.trace import Trace
 
 __all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples"]
@@ -198,25 +199,20 @@ def build_trace(
         info.update(p.info)
     if garbled:
         info["garbled_lines"] = dict(garbled)
-    warnings = [f"{path}: dropped {k} ({n})" for k, n in sorted(dropped.items())]
-    warnings += [f"{path}: {k} ({n}), kept" for k, n in sorted(garbled.items())]
+    warnings = [f"{path}: {k} ({n}), kept" for k, n in sorted(garbled.items())]
     if timed and not epoch:
         warnings.append(f"{path}: no absolute timestamps in this log: times are relative (see sources[].info.time)")
-    meta = {
-        "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative", "sync": None},
-        "sources": [
-            {
-                "path": str(path),
-                "format": fmt,
-                "rank": rank,
-                "rank_source": rank_source,
-                "events": events.height,
-                "dropped": dict(sorted(dropped.items())),
-                "info": json.loads(json.dumps(info, default=str)),
-            }
-        ],
-        "warnings": warnings,
-    }
+    meta = reader_meta(
+        path,
+        fmt,
+        epoch=epoch,
+        rank=rank,
+        rank_source=rank_source,
+        events=events.height,
+        dropped=dropped,
+        info=json.loads(json.dumps(info, default=str)),
+        warnings=warnings,
+    )
     return Trace.build(
         meta=meta,
         locations=locs.drop("track", "_kind"),

@@ -34,6 +34,7 @@ import polars as pl
 from di.convert.columns import dense_row_ids
 from di.convert.nsys import activity, ranks
 from di.convert.nsys.report import Report, open_report, pid_of, tid_of
+from di.convert.provenance import END_BEFORE_START, reader_meta
 from di.errors import FormatError
 from di.inputsize import check_size
 from di.nesting import nest, nesting_order
@@ -142,7 +143,7 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     ev = ev.with_columns(pl.col("start_ns") + offset, pl.col("end_ns") + offset)
     bad = ev.get_column("end_ns") < ev.get_column("start_ns")
     if bad.any():
-        dropped["events that end before they start"] += int(bad.sum())
+        dropped[END_BEFORE_START] += int(bad.sum())
         ev = ev.filter(~bad)
     locations, loc = _locations(report, ev, rank, host, source, mpi_ranks)
     events, flows = _events(ev, loc)
@@ -154,23 +155,19 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
             "tables_not_read": [t for t in NOT_READ if t in report.tables],
         }
     )
-    meta = {
-        "clock": {"unit": "ns", "domain": "unix_epoch" if offset else "relative", "sync": None},
-        "sources": [
-            {
-                "path": str(path),
-                "format": "nsys",
-                "rank": rank,
-                "rank_source": rank_source,
-                "events": events.height,
-                "dropped": dict(sorted(dropped.items())),
-                "info": info,
-            }
-        ],
-        "warnings": warnings + [f"{path}: dropped {k} ({n})" for k, n in sorted(dropped.items())],
-        "world_size": info.get("world_size"),
-        "command": _command(report),
-    }
+    meta = reader_meta(
+        path,
+        "nsys",
+        epoch=bool(offset),
+        rank=rank,
+        rank_source=rank_source,
+        events=events.height,
+        dropped=dropped,
+        info=info,
+        warnings=warnings,
+        world_size=info.get("world_size"),
+        command=_command(report),
+    )
     return Trace.build(meta=meta, locations=locations, events=events, flows=flows)
 
 
