@@ -66,9 +66,11 @@ COLL_FIELDS = {
 TUNE_RE = r"^(?P<opname>[A-Za-z]+): (?P<tbytes>\d+) Bytes -> Algo (?P<algo>\S+) proto (?P<proto>\S+)"
 LINK_RE = (
     r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
-    r"(?: \[(?:send|receive)\])? via (?P<transport>.+?)(?: comm 0x.*)?$"
+    r"(?: \[(?P<direction>send|receive)\])? via (?P<via>.+?)(?: comm 0x.*)?$"
 )
 RING_RE = r"^Channel (?P<channel>\d+)/(?P<nchannels>\d+) :(?P<order>(?:\s+\d+)+)\s*$"
+RING_HOP_RE = r"^Ring (?P<channel>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<next>-?\d+)"
+TREE_ONE_RE = r"^Tree (?P<channel>\d+) : (?P<parent>-?\d+) -> (?P<me>\d+) -> (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)"
 TREE_RE = r"\[(?P<channel>\d+)\] (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)->(?P<me>-?\d+)->(?P<parent>-?\d+)"
 VERSION_RE = r"NCCL version (\d+\.\d+\.\d+\S*)|RCCL version (\d+\.\d+\.\d+\S*)"
 ERROR_RE = (
@@ -314,63 +316,114 @@ def _with_comm(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     return nxt.with_columns(pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
-def _links(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+def _connections(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
     lk = (
         p.filter(pl.col("msg").str.contains(" via ", literal=True))
         .with_columns(pl.col("msg").str.extract_groups(LINK_RE).alias("g"))
         .unnest("g")
-        .drop_nulls("transport")
+        .drop_nulls("via")
     )
-    return (
-        _with_comm(lk, comms)
-        .select(
-            pl.col("comm_key").alias("comm"),
-            pl.col("channel").cast(pl.Int64),
-            pl.col("src").cast(pl.Int64).alias("src_rank"),
-            pl.col("dst").cast(pl.Int64).alias("dst_rank"),
-            "transport",
-        )
-        .unique(maintain_order=True)
+    return _with_comm(lk, comms).select(
+        pl.col("comm_key").alias("comm"),
+        pl.lit("connection").alias("kind"),
+        pl.col("channel").cast(pl.Int64),
+        pl.col("src").cast(pl.Int64).alias("src_rank"),
+        pl.col("dst").cast(pl.Int64).alias("dst_rank"),
+        pl.col("via").str.extract(r"^([A-Za-z0-9]+)").alias("transport"),
+        "via",
+        "direction",
     )
 
 
-def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    """``Channel 00/24 : 0 1 2 3`` (the ring order, printed once per channel by the comm's rank 0)."""
-    r = (
+def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
+    r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
+    order = (
         p.filter(pl.col("msg").str.starts_with("Channel "))
         .with_columns(pl.col("msg").str.extract_groups(RING_RE).alias("g"))
         .unnest("g")
         .drop_nulls("order")
     )
-    return (
-        _with_comm(r, comms)
-        .select(
-            pl.col("comm_key").alias("comm"),
-            pl.col("channel").cast(pl.Int64),
-            pl.col("nchannels").cast(pl.Int64),
-            pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64)).alias("order"),
-        )
-        .unique(["comm", "channel"], maintain_order=True)
+    order = _with_comm(order, comms).select(
+        pl.col("comm_key").alias("comm"),
+        pl.col("channel").cast(pl.Int64),
+        pl.col("nchannels").cast(pl.Int64),
+        pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64)).alias("src_rank"),
     )
+    order = order.unique(["comm", "channel"], maintain_order=True)
+    # a ring of many ranks is cut short in the log (NCCL prints the first ones): it wraps only when complete
+    sizes = comms.group_by("comm_key").agg(pl.col("nranks").max()).rename({"comm_key": "comm"})
+    order = order.join(sizes, on="comm", how="left")
+    whole = pl.col("src_rank").list.len() == pl.col("nranks")
+    hops = order.with_columns(
+        pl.concat_list(pl.col("src_rank").list.slice(1), pl.when(whole).then(pl.col("src_rank").list.first())).alias(
+            "dst_rank"
+        ),
+    ).filter(pl.col("src_rank").list.len() > 1)
+    hops = hops.with_columns(pl.col("dst_rank").list.drop_nulls())
+    hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
+    hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
+    ring = (
+        p.filter(pl.col("msg").str.starts_with("Ring "))
+        .with_columns(pl.col("msg").str.extract_groups(RING_HOP_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("me")
+    )
+    ring = _with_comm(ring, comms).select(
+        pl.col("comm_key").alias("comm"),
+        pl.col("channel").cast(pl.Int64),
+        pl.col("me").cast(pl.Int64).alias("src_rank"),
+        pl.col("next").cast(pl.Int64).alias("dst_rank"),
+    )
+    edges = pl.concat([hops, ring]).filter(pl.col("src_rank") != pl.col("dst_rank"))
+    return edges.with_columns(pl.lit("ring").alias("kind")), order.select("comm", "channel", "nchannels")
 
 
 def _trees(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    """``Trees [0] 1/-1/-1->0->-1 [1] ...``: per channel, this rank's children and parent (-1: none)."""
+    """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
+    and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
         p.filter(pl.col("msg").str.starts_with("Trees "))
         .with_columns(pl.col("msg").str.extract_all(TREE_RE).alias("t"))
         .explode("t")
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
-    return _with_comm(t, comms).select(
-        pl.col("comm_key").alias("comm"),
-        pl.col("channel").cast(pl.Int64),
-        pl.col("me").cast(pl.Int64).alias("rank"),
-        pl.col("parent").cast(pl.Int64),
-        pl.concat_list(pl.col("c1", "c2", "c3").cast(pl.Int64))
-        .list.eval(pl.element().filter(pl.element() >= 0))
-        .alias("children"),
+    one = (
+        p.filter(pl.col("msg").str.starts_with("Tree "))
+        .with_columns(pl.col("msg").str.extract_groups(TREE_ONE_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("me")
     )
+    cols = ["host", "pid", "dev", "line", "channel", "me", "parent"]
+    t = pl.concat([t.select(cols), one.select(cols)])
+    return (
+        _with_comm(t, comms)
+        .select(
+            pl.col("comm_key").alias("comm"),
+            pl.lit("tree").alias("kind"),
+            pl.col("channel").cast(pl.Int64),
+            pl.col("me").cast(pl.Int64).alias("src_rank"),
+            pl.col("parent").cast(pl.Int64).alias("dst_rank"),
+        )
+        .filter(pl.col("dst_rank") >= 0)
+    )
+
+
+def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The ``comm_links`` table (see its schema) and (comm, channel, nchannels) of the ring lines."""
+    conn = _connections(p, comms)
+    rings, nch = _rings(p, comms)
+    trees = _trees(p, comms)
+    via = conn.unique(["comm", "channel", "src_rank", "dst_rank"], keep="first", maintain_order=True).select(
+        "comm", "channel", "src_rank", "dst_rank", "transport", "via"
+    )
+    keys = ["comm", "channel", "src_rank", "dst_rank"]
+    edges = pl.concat([rings.select(keys + ["kind"]), trees.select(keys + ["kind"])]).join(
+        via, on=keys, how="left", nulls_equal=True
+    )
+    links = pl.concat([conn, edges], how="diagonal_relaxed").drop_nulls(["comm"])
+    return links.unique(maintain_order=True), nch
 
 
 def _instants(p: pl.DataFrame) -> pl.DataFrame:
@@ -388,7 +441,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     p = _prefixed(lines)
     ver = (
         lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
-        .select(pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
+        .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
         .unnest("g")
     )
     versions = (
@@ -443,30 +496,18 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     ev = ev.with_columns(
         t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track")
     )
-    links = _links(p, comms)
+    links, nch = _comm_links(p, comms)
     info: dict[str, Any] = {
         "nccl": {
             "versions": versions,
             "time": "timestamps"
             if timed
             else ("trace_ms_since_start" if trace_ms else ("nearest_line_timestamp" if near else "line_order")),
-            "comms": comms.select(
-                pl.col("comm_key").alias("comm"),
-                pl.col("comm").alias("comm_ptr"),
-                pl.col("grank").alias("rank"),
-                pl.col("crank").alias("comm_rank"),
-                "nranks",
-                "host",
-                "pid",
-                pl.col("cudadev").alias("device"),
-                pl.col("busid").alias("busId"),
-                "version",
-                "state",
-            ).to_dicts(),
-            "links": links.to_dicts(),
-            "rings": _rings(p, comms).to_dicts(),
-            "trees": _trees(p, comms).to_dicts(),
-            "transports": links.group_by("comm", "transport").len().sort("comm", "transport").to_dicts(),
+            "transports": links.filter(pl.col("kind") == "connection")
+            .group_by("comm", "via")
+            .len()
+            .sort("comm", "via")
+            .to_dicts(),
         }
     }
     dropped = {}
@@ -476,4 +517,36 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     claimed = pl.concat(
         [p.get_column("line"), lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line")]
     )
-    return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near)
+    tables = {"comms": _comms_table(comms, ver, nch), "comm_links": links}
+    return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near, tables=tables)
+
+
+def _comms_table(comms: pl.DataFrame, ver: pl.DataFrame, nch: pl.DataFrame) -> pl.DataFrame:
+    """The ``comms`` table (see its schema): each init's version is the nearest ``NCCL version`` line before it
+    (after it, for a log that prints it late)."""
+    if ver.height:
+        v = ver.select("line", pl.coalesce("1", "2").alias("ver")).drop_nulls("ver").sort("line")
+        comms = comms.sort("line")
+        back = comms.join_asof(v, on="line", strategy="backward").get_column("ver")
+        fwd = comms.join_asof(v, on="line", strategy="forward").get_column("ver")
+        comms = comms.with_columns(pl.coalesce(back, fwd, pl.col("version")).alias("version"))
+    nch = nch.group_by("comm").agg(pl.col("nchannels").max())
+    return (
+        comms.join(nch, left_on="comm_key", right_on="comm", how="left")
+        .sort("line")
+        .select(
+            pl.col("comm_key").alias("comm"),
+            pl.col("commid").alias("comm_id"),
+            pl.col("comm").alias("comm_ptr"),
+            pl.col("grank").alias("rank"),
+            pl.col("crank").alias("comm_rank"),
+            "nranks",
+            "host",
+            "pid",
+            pl.col("cudadev").alias("device"),
+            pl.col("busid").alias("bus_id"),
+            "version",
+            "nchannels",
+            "state",
+        )
+    )
