@@ -134,7 +134,11 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     found = lines.with_columns(pos.alias("pos")).filter(pl.col("pos").is_not_null())
     head = pl.col("text").str.slice(0, pl.col("pos"))
     level = pl.col("text").str.slice(pl.col("pos") + 6, 5).str.strip_chars_end()
-    found = found.with_columns(head.str.extract_groups(HEAD_RE).alias("g"), level.alias("level")).unnest("g")
+    # heads repeat (one per thread, or per timestamp): the regex runs once per distinct head
+    found = found.with_columns(head.alias("head"), level.alias("level"))
+    heads = found.select(pl.col("head").unique())
+    heads = heads.with_columns(pl.col("head").str.extract_groups(HEAD_RE).alias("g")).unnest("g")
+    found = found.join(heads, on="head", how="left").drop("head")
     found = found.filter(pl.col("host").is_not_null() & pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first)
     found = found.with_columns(
@@ -201,15 +205,52 @@ def _ranks(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    # one small regex per field: each finds its literal first and captures over a few bytes (one regex of all
-    # fields runs the capturing engine over the whole line, several times slower)
-    m = pl.col("msg")
-    c = (
-        p.filter(m.str.contains(": opCount ", literal=True))
-        .with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
-        .drop_nulls(["opname", "count", "dt", "comm"])
+COLL_TOKENS = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datatype", 11: "op", 13: "root", 15: "comm"}
+"""Word positions of a COLL line's field names in the layout of NCCL 2.7 to 2.29 (fields follow their names)."""
+
+
+def _coll_layout() -> pl.Expr:
+    t = pl.col("_t")
+    ok = pl.all_horizontal([t.list.get(i, null_on_oob=True) == word for i, word in COLL_TOKENS.items()])
+    return ok.fill_null(False)
+
+
+def _coll_by_tokens(c: pl.DataFrame) -> pl.DataFrame:
+    """COLL lines of the usual layout (words ``_t``), split into words: several times cheaper than regex captures."""
+    t = pl.col("_t")
+    w17, w18, w19 = (t.list.get(i, null_on_oob=True) for i in (17, 18, 19))
+    has_nr = w17.str.starts_with("[nranks=")
+    return c.select(
+        pl.exclude("_t"),
+        t.list.get(0).str.strip_suffix(":").alias("opname"),
+        t.list.get(2).alias("opcount"),
+        t.list.get(8).alias("count"),
+        t.list.get(10).alias("dt"),
+        t.list.get(12).alias("redop"),
+        t.list.get(14).alias("root"),
+        t.list.get(16).alias("comm"),
+        pl.when(has_nr).then(w17.str.slice(8).str.strip_suffix("]")).alias("nranks"),
+        pl.when(has_nr)
+        .then(pl.when(w18 == "stream").then(w19))
+        .otherwise(pl.when(w17 == "stream").then(w18))
+        .alias("stream"),
     )
+
+
+def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
+    """COLL lines of another layout: one small regex per field (each finds its literal first and captures over a
+    few bytes; one regex of all fields runs the capturing engine over the whole line, several times slower)."""
+    m = pl.col("msg")
+    return c.drop("_t").with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
+
+
+def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    m = pl.col("msg")
+    c = p.filter(m.str.contains(": opCount ", literal=True)).with_columns(m.str.split(" ").alias("_t"))
+    usual = _coll_layout()
+    c = pl.concat(
+        [_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed"
+    ).drop_nulls(["opname", "count", "dt", "comm"])
     tune = (
         p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
         .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g"))
