@@ -321,6 +321,10 @@ def load_paths(
         raise FormatError(f"{len(failures)} of {len(paths)} files", "; ".join(str(f) for f in failures))
     if len(traces) == 1 and paths[0].is_dir():
         return traces[0]
+    if len(traces) > 1:
+        from di.convert.logs.combine import combine  # text logs beside traces: aligned and joined
+
+        return combine(traces)
     return merge(traces)
 
 
