@@ -120,3 +120,29 @@ def test_a_log_with_nothing_to_align_by_says_so(trace: di.Trace, tmp_path: Path)
     a = alignment(job, "smi.csv")
     assert a == {"method": "none", "offset_ns": 0, "matched": 0, "residual_ns": None}
     assert any("not aligned to the job's clock" in w for w in job.meta["warnings"])
+
+
+def test_steps_of_a_log_give_per_step_results_to_a_trace_without_step_markers(tmp_path: Path) -> None:
+    found = sorted((DATA / "kineto" / "hta_cupti_profiler").glob("benchmark_result_*.json.gz"))
+    if not found:
+        pytest.skip("shared test data absent: kineto/hta_cupti_profiler not found under ../shared/data")
+    alone = di.load(found[0])
+    assert di.analyze(alone).steps.height == 0  # no step markers, no repeating region
+    start, end = alone.meta["time_range"]["start_ns"], alone.meta["time_range"]["end_ns"]
+    marks = [start + (end - start) * k // 4 for k in range(5)]
+
+    def utc(ns: int) -> str:
+        d = dt.datetime.fromtimestamp(ns // 10**9, dt.timezone.utc)
+        return d.strftime("%Y-%m-%d %H:%M:%S,") + f"{ns % 10**9 // 10**6:03d}"
+
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"[{utc(m)}] [INFO] [Rank 0] step={k}, skipped=0, lr=[0.1]\n" for k, m in enumerate(marks)))
+    job = di.load([found[0], log])
+    assert alignment(job, "train.log")["method"] == "timestamps"
+    result = di.analyze(job, per_step=True)
+    steps = result.steps.sort("step")
+    assert steps.get_column("step").to_list() == [1, 2, 3, 4]
+    assert steps.get_column("end_ns").to_list() == [m // 10**6 * 10**6 for m in marks[1:]]
+    # the breakdown per step, by the log's steps
+    per_step = result.breakdown.filter(pl.col("step").is_not_null())
+    assert set(per_step.get_column("step")) == {1, 2, 3, 4}
