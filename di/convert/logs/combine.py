@@ -192,7 +192,9 @@ def join_collectives(trace: Trace) -> Trace:
     per_rank = comms.select(pl.col("rank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), "comm").unique()
     one = per_rank.group_by("rank", "nranks").agg(pl.col("comm").first(), pl.len().alias("_n"))
     rows = coll.with_row_index("_row").with_columns(
-        traced.alias("_traced"), pl.col("rank").cast(pl.Int64).alias("_rank"), pl.col("group_size").cast(pl.Int64).alias("_gs")
+        traced.alias("_traced"),
+        pl.col("rank").cast(pl.Int64).alias("_rank"),
+        pl.col("group_size").cast(pl.Int64).alias("_gs"),
     )
     # the comm id where the trace names it, else the only communicator of that size the rank joined
     by_id = rows.join(
