@@ -1,5 +1,6 @@
-"""Slurm job tables: ``sacct -P`` / ``--parsable2`` (``|``), ``squeue``/``sacct`` with ``\\x1f`` separators, and
-``sacct``'s default fixed-width table (columns cut at its dashed rule).
+"""Slurm job tables: ``sacct -P`` / ``--parsable2`` (``|``), ``squeue``/``sacct`` with ``\\x1f`` separators,
+``sacct``'s default fixed-width table (columns cut at its dashed rule), and ``scontrol show job`` records
+(``Key=Value`` words from a ``JobId=`` line to a blank line; keys named as sacct names them, :data:`SCONTROL_KEYS`).
 
 The header names the columns (case folded: ``JobID``, ``JOBID``); each row is one
 job or job step. What it maps to:
@@ -24,7 +25,34 @@ from di.convert.logs.build import Parts
 __all__ = ["SNIFF_RE", "parse_slurm"]
 
 KEYS = r"(?i:jobid|job_id)"
-SNIFF_RE = rf"(?:^|[|\x1f])\s*{KEYS}\s*[|\x1f]|[|\x1f]\s*{KEYS}\s*$|^\s*JobID\s+JobName\s"
+SCONTROL_RE = r"^JobId=\d+\s"
+SNIFF_RE = rf"(?:^|[|\x1f])\s*{KEYS}\s*[|\x1f]|[|\x1f]\s*{KEYS}\s*$|^\s*JobID\s+JobName\s|{SCONTROL_RE}"
+SCONTROL_KEYS = {
+    "jobid": "jobid",
+    "arrayjobid": "arrayjobid",
+    "jobname": "jobname",
+    "userid": "user",
+    "account": "account",
+    "partition": "partition",
+    "jobstate": "state",
+    "reason": "reason",
+    "exitcode": "exitcode",
+    "runtime": "elapsed",
+    "timelimit": "timelimit",
+    "submittime": "submit",
+    "starttime": "start",
+    "endtime": "end",
+    "nodelist": "nodelist",
+    "batchhost": "batchhost",
+    "numnodes": "nnodes",
+    "numcpus": "ncpus",
+    "numtasks": "ntasks",
+    "tres": "tres",
+    "command": "command",
+    "workdir": "workdir",
+    "stdout": "stdout",
+}
+"""``scontrol show job`` keys (case folded) -> the column name sacct gives the same field."""
 BAD_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
 START = ("start", "start_time")
 END = ("end", "end_time")
@@ -90,9 +118,40 @@ def _fixed(lines: pl.DataFrame) -> list[pl.DataFrame]:
     return out
 
 
+def _scontrol(lines: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.Series]:
+    """``scontrol show job`` records: from a ``JobId=N`` line to the next blank line, ``Key=Value`` words; one row per
+    record (its ``line`` the JobId line), and the lines of the records."""
+    t = pl.col("text")
+    first = t.str.contains(SCONTROL_RE)
+    if not lines.select(first.any()).item():
+        return [], pl.Series("line", [], dtype=pl.UInt32)
+    df = lines.select("line", first.cum_sum().alias("rec"), t.str.strip_chars().alias("t")).filter(pl.col("rec") > 0)
+    df = df.with_columns((pl.col("t") == "").cast(pl.Int32).cum_sum().over("rec").alias("gap"))
+    df = df.filter((pl.col("gap") == 0) & pl.col("t").str.contains("=", literal=True))
+    kv = (
+        df.select("rec", pl.col("t").str.extract_all(r"[A-Za-z][\w:/]*=\S*").alias("kv"))
+        .explode("kv")
+        .drop_nulls("kv")
+        .with_columns(pl.col("kv").str.splitn("=", 2).struct.rename_fields(["k", "v"]).alias("s"))
+        .unnest("s")
+        .with_columns(pl.col("k").str.to_lowercase())
+        .filter(pl.col("k").is_in(list(SCONTROL_KEYS)))
+        .with_columns(pl.col("k").replace_strict(SCONTROL_KEYS))
+    )
+    jobs = kv.pivot(on="k", index="rec", values="v", aggregate_function="first")
+    heads = df.group_by("rec").agg(pl.col("line").min())
+    jobs = heads.join(jobs, on="rec").drop("rec")
+    return [
+        jobs.with_columns(
+            pl.col(c).replace(["Unknown", "None", "(null)"], [None, None, None]) for c in jobs.columns if c != "line"
+        )
+    ], df.get_column("line")
+
+
 def parse_slurm(lines: pl.DataFrame) -> Parts:
     """Slurm tables of a log as :class:`Parts` (see the module docstring)."""
-    frames = [f for f in _delimited(lines) + _fixed(lines) if f.height]
+    records, record_lines = _scontrol(lines)
+    frames = [f for f in _delimited(lines) + _fixed(lines) + records if f.height]
     if not frames:
         return Parts("slurm")
     jobs = pl.concat(frames, how="diagonal_relaxed").sort("line")
@@ -137,4 +196,5 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     header_lines = lines.filter(
         pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(r"^-+(?: -+)+\s*$")
     ).get_column("line")
-    return Parts("slurm", claimed=pl.concat([jobs.get_column("line"), header_lines]), info=info, epoch=bool(kw), **kw)
+    claimed = pl.concat([jobs.get_column("line"), header_lines, record_lines])
+    return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), **kw)
