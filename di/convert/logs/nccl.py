@@ -134,36 +134,36 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     found = lines.with_columns(pos.alias("pos")).filter(pl.col("pos").is_not_null())
     head = pl.col("text").str.slice(0, pl.col("pos"))
     level = pl.col("text").str.slice(pl.col("pos") + 6, 5).str.strip_chars_end()
-    # heads repeat (one per thread, or per timestamp): the regex runs once per distinct head
     found = found.with_columns(head.alias("head"), level.alias("level"))
+    # heads repeat (one per thread, or per timestamp): the regex, host fix-up and casts run once per distinct head
     heads = found.select(pl.col("head").unique())
-    heads = heads.with_columns(pl.col("head").str.extract_groups(HEAD_RE).alias("g")).unnest("g")
-    found = found.join(heads, on="head", how="left").drop("head")
-    found = found.filter(pl.col("host").is_not_null() & pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
-    # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first)
-    found = found.with_columns(
-        pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")
-    ).drop("pos")
+    heads = heads.with_columns(pl.col("head").str.extract_groups(HEAD_RE).alias("g")).unnest("g").drop_nulls("host")
     # a glued line's host may carry the tail of the line before it ("...N/A   0mew0:..."): the known host it ends with
     known = set(
-        found.filter(pl.col("text").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null())
+        heads.filter(pl.col("head").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null())
         .get_column("host")
         .unique()
     )
     fix = {
         h: max((k for k in known if h.endswith(k)), key=len, default=h)
-        for h in found.get_column("host").unique()
+        for h in heads.get_column("host").unique()
         if h not in known
     }
     if fix:
-        found = found.with_columns(pl.col("host").replace(fix))
-    return found.with_columns(
+        heads = heads.with_columns(pl.col("host").replace(fix))
+    heads = heads.with_columns(
         pl.col("pid").cast(pl.Int64),
         pl.col("tid").cast(pl.Int64),
         pl.col("dev").cast(pl.Int64),
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
+    found = found.filter(pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
+    found = found.join(heads, on="head", how="inner").drop("head")
+    # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first)
+    return found.with_columns(
+        pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")
+    ).drop("pos")
 
 
 def _comms(p: pl.DataFrame, version: str | None) -> pl.DataFrame:
@@ -537,7 +537,8 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     ev = ev.with_columns(
         t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track")
     )
-    links, nch = _comm_links(p, comms)
+    topo = p.filter(pl.any_horizontal(pl.col("msg").str.starts_with(w) for w in ("Channel ", "Ring ", "Tree")))
+    links, nch = _comm_links(topo, comms)
     info: dict[str, Any] = {
         "nccl": {
             "versions": versions,
