@@ -251,6 +251,7 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     c = pl.concat(
         [_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed"
     ).drop_nulls(["opname", "count", "dt", "comm"])
+    c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
     tune = (
         p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
         .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g"))
@@ -484,6 +485,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
         .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
         .unnest("g")
+        .filter(pl.col("1").is_not_null() | pl.col("2").is_not_null())
     )
     versions = (
         sorted(set(ver.get_column("1").drop_nulls().to_list()) | set(ver.get_column("2").drop_nulls().to_list()))
@@ -494,7 +496,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     if not p.height:
         return Parts(
             "nccl",
-            claimed=lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line"),
+            claimed=ver.get_column("line"),
             info={"nccl": {"versions": versions}} if versions else {},
         )
     comms = _comms(p, version)
@@ -556,9 +558,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     bad_coll = int(p.filter(pl.col("msg").str.contains(": opCount ", literal=True)).height - coll.height)
     if bad_coll:
         dropped["COLL lines in an unknown layout"] = bad_coll
-    claimed = pl.concat(
-        [p.get_column("line"), lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line")]
-    )
+    claimed = pl.concat([p.get_column("line"), ver.get_column("line")])
     tables = {"comms": _comms_table(comms, ver, nch), "comm_links": links}
     return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near, tables=tables)
 
