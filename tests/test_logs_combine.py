@@ -82,6 +82,7 @@ def test_zone_less_log_steps_align_to_the_trace_steps(trace: di.Trace, tmp_path:
     a = alignment(job, "train.log")
     # the log's local times are two hours ahead: its steps put it back, to within its millisecond printing
     assert a["method"] == "steps" and a["matched"] == 3
+    assert (a["steps_joined"], a["step_number_shift"]) == (3, 0)  # DeepSpeed step=N ends ProfilerStep#N
     assert abs(a["offset_ns"] + ZONE_NS) < 1_000_000 and a["residual_ns"] < 1_000_000
     log_steps = job.events.filter((pl.col("cat") == "step") & pl.col("name").cast(pl.String).str.starts_with("step"))
     trace_steps = trace.events.filter(pl.col("cat") == "step").sort("start_ns")

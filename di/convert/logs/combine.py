@@ -20,6 +20,9 @@ logs beside traces (``di.load([trace, nccl.log, train.log])``). It
      (rank, op, bytes) in call order, offset the median start difference;
    - ``none``: nothing to align by; the log keeps its own times (a warning says so).
 
+   Where the log's steps matched the trace's, ``steps_joined`` says how many and
+   ``step_number_shift`` how their numbers relate (trace step = log step + shift).
+
 2. joins, after the merge, every traced collective to the NCCL communicator the
    log describes (same rank, same group size; the comm id where both name it):
    columns ``log_comm`` (the ``comms.comm`` key), ``comm_hosts`` (JSON list of the
@@ -95,7 +98,8 @@ def _fit(pairs: pl.DataFrame) -> tuple[int, int, int, int] | None:
     return off, int((d - off).abs().median()), int(d.abs().median()), d.len()  # type: ignore[arg-type]
 
 
-def _by_steps(log: Trace, job_steps: pl.DataFrame) -> tuple[int, int, int, int] | None:
+def _by_steps(log: Trace, job_steps: pl.DataFrame) -> tuple[tuple[int, int, int, int], int] | None:
+    """(the fit of :func:`_fit` on step ends, the step-number shift: trace step = log step + shift) of the best shift."""
     mine = _steps(log, logs=True)
     if not mine.height or not job_steps.height:
         return None
@@ -108,8 +112,8 @@ def _by_steps(log: Trace, job_steps: pl.DataFrame) -> tuple[int, int, int, int] 
                 job_steps.sort("rank").unique("step", keep="first"), on="step", suffix="_job"
             )
         fit = _fit(pairs.select(pl.col("end_ns_job").alias("job_ns"), pl.col("end_ns").alias("log_ns")))
-        if fit is not None and (best is None or (fit[1], -fit[3]) < (best[1], -best[3])):
-            best = fit
+        if fit is not None and (best is None or (fit[1], -fit[3]) < (best[0][1], -best[0][3])):
+            best = (fit, shift)
     return best
 
 
@@ -135,7 +139,8 @@ def align_log(log: Trace, job: Trace) -> Trace:
     """``log`` on ``job``'s clock, with ``info.alignment`` in its sources (see the module docstring)."""
     job_epoch = job.meta.get("clock", {}).get("domain") == "unix_epoch"
     log_epoch = log.meta.get("clock", {}).get("domain") == "unix_epoch"
-    steps = _by_steps(log, _steps(job, logs=False))
+    by_steps = _by_steps(log, _steps(job, logs=False))
+    steps, shift = by_steps if by_steps is not None else (None, None)
     coll = _by_collectives(log, _collectives(job))
     found = [(m, f) for m, f in (("steps", steps), ("collectives", coll)) if f is not None]
     method, offset, residual, matched = "none", 0, None, 0
@@ -151,7 +156,10 @@ def align_log(log: Trace, job: Trace) -> Trace:
         method, (offset, residual, _, matched) = found[0][0], found[0][1]
     meta = dict(log.meta)
     meta["clock"] = dict(job.meta.get("clock") or {"unit": "ns", "domain": "relative", "sync": None})
-    alignment = {"method": method, "offset_ns": offset, "matched": matched, "residual_ns": residual}
+    alignment: dict[str, Any] = {"method": method, "offset_ns": offset, "matched": matched, "residual_ns": residual}
+    if steps is not None:  # the log's steps joined to the trace's: how many, and how their numbers relate
+        alignment["steps_joined"] = steps[3]
+        alignment["step_number_shift"] = shift
     meta["sources"] = [
         {**s, "info": {**(s.get("info") or {}), "alignment": alignment}} for s in meta.get("sources") or []
     ]
