@@ -70,46 +70,51 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
+DELIMITED_HEAD = rf"(?:^|[|\x1f])\s*{KEYS}\s*(?:[|\x1f]|$)"
+RULE = r"^-+(?: -+)+\s*$"
+"""sacct's default table's dashed rule under its header."""
+
+
 def _delimited(lines: pl.DataFrame) -> list[pl.DataFrame]:
-    """One frame of string columns per header line (``|`` or ``\\x1f`` separated) and the rows after it."""
+    """One frame of string columns per distinct header line (``|`` or ``\\x1f`` separated): the rows after each of
+    its occurrences, up to the next header, with as many fields (a loop over header kinds, not header lines)."""
     t = pl.col("text")
-    heads = lines.filter(t.str.contains(rf"(?:^|[|\x1f])\s*{KEYS}\s*(?:[|\x1f]|$)") & t.str.contains(r"[|\x1f]"))
+    is_head = t.str.contains(DELIMITED_HEAD) & t.str.contains(r"[|\x1f]")
+    df = lines.with_columns(is_head.alias("is_head"), t.str.contains(RULE).alias("is_rule"))
+    df = df.with_columns((pl.col("is_head") | pl.col("is_rule")).cum_sum().alias("block"))  # a table ends at the next
+    heads = df.filter("is_head").select("block", pl.col("text").alias("head"))
+    df = df.filter(~pl.col("is_head") & (pl.col("block") > 0)).join(heads, on="block")
     out = []
-    bounds = heads.get_column("line").to_list() + [None]
-    for k, (h, sep) in enumerate(
-        zip(
-            heads.get_column("line").to_list(),
-            ["\x1f" if "\x1f" in x else "|" for x in heads.get_column("text").to_list()],
-        )
-    ):
-        names = _unique([n.strip().lower() for n in heads.filter(pl.col("line") == h).get_column("text")[0].split(sep)])
-        nxt = bounds[k + 1]
-        rows = lines.filter(
-            (pl.col("line") > h)
-            & (pl.col("line") < nxt if nxt is not None else pl.lit(True))
-            & (t.str.count_matches(sep, literal=True) == len(names) - 1)
-        )
+    for head in heads.get_column("head").unique(maintain_order=True).to_list():  # one per kind of table
+        sep = "\x1f" if "\x1f" in head else "|"
+        names = _unique([n.strip().lower() for n in head.split(sep)])
+        rows = df.filter((pl.col("head") == head) & (t.str.count_matches(sep, literal=True) == len(names) - 1))
         cells = rows.select("line", t.str.split(sep).list.to_struct(fields=names).alias("s")).unnest("s")
         out.append(cells.with_columns(pl.col(n).str.strip_chars() for n in names))
     return out
 
 
 def _fixed(lines: pl.DataFrame) -> list[pl.DataFrame]:
-    """sacct's default table: the dashed rule under the header gives the column spans."""
+    """sacct's default table: the dashed rule under the header gives the column spans (a loop over distinct
+    (header, rule) pairs; the rows of a table run from its rule to the next rule)."""
     t = pl.col("text")
-    rules = lines.filter(t.str.contains(r"^-+(?: -+)+\s*$"))
+    is_rule = t.str.contains(RULE)
+    other = t.str.contains(DELIMITED_HEAD) & t.str.contains(r"[|\x1f]")  # another table's header ends this one
+    df = lines.with_columns(is_rule.alias("is_rule"), other.alias("other"), t.shift(1).alias("above"))
+    df = df.with_columns((pl.col("is_rule") | pl.col("other")).cum_sum().alias("block"))
+    rules = df.filter("is_rule").select("block", pl.col("text").str.strip_chars_end().alias("rule"), "above")
+    rules = rules.drop_nulls("above")
+    df = df.filter(~pl.col("is_rule") & (pl.col("block") > 0) & t.str.contains(r"^\s*\d")).join(
+        rules.select("block", "rule", pl.col("above").alias("head")), on="block"
+    )
     out = []
-    for r in rules.get_column("line").to_list():
-        head = lines.filter(pl.col("line") == r - 1).get_column("text")
-        rule = lines.filter(pl.col("line") == r).get_column("text")[0].rstrip()
-        if not head.len():
-            continue
+    for head, rule in rules.select("above", "rule").unique(maintain_order=True).iter_rows():  # one per kind of table
         spans, i = [], 0
         for dash in rule.split(" "):
             spans.append((i, len(dash)))
             i += len(dash) + 1
-        names = [head[0][a : a + n].strip().lower() for a, n in spans]
-        rows = lines.filter((pl.col("line") > r) & t.str.contains(r"^\s*\d"))
+        names = [head[a : a + n].strip().lower() for a, n in spans]
+        rows = df.filter((pl.col("head") == head) & (pl.col("rule") == rule))
         out.append(
             rows.select(
                 "line", *[t.str.slice(a, n).str.strip_chars().alias(name) for (a, n), name in zip(spans, names)]
@@ -193,8 +198,8 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     )
     info: dict[str, Any] = {"slurm": {"jobs": jobs.drop("line").to_dicts(), "truncated": truncated}}
     kw: dict[str, Any] = {"events": events} if events is not None and events.height else {}
-    header_lines = lines.filter(
-        pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(r"^-+(?: -+)+\s*$")
-    ).get_column("line")
+    header_lines = lines.filter(pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(RULE)).get_column(
+        "line"
+    )
     claimed = pl.concat([jobs.get_column("line"), header_lines, record_lines])
     return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), **kw)
