@@ -273,8 +273,15 @@ def _mllog_steps(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+ERROR_LITERALS = (
+    r"Error|Exception|Interrupt|CUDA out of memory|slurmstepd|Traceback|return code|Segmentation fault|core dumped"
+    r"|OVERFLOW"
+)
+"""Literals one of which every :data:`ERROR_RE` line (and overflow line) holds: a fast first search."""
+
+
 def _instants(lines: pl.DataFrame) -> pl.DataFrame:
-    err = lines.filter(
+    err = lines.filter(pl.col("text").str.contains(ERROR_LITERALS)).filter(
         pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True)
     )
     name = (
