@@ -147,3 +147,23 @@ def test_steps_of_a_log_give_per_step_results_to_a_trace_without_step_markers(tm
     # the breakdown per step, by the log's steps
     per_step = result.breakdown.filter(pl.col("step").is_not_null())
     assert set(per_step.get_column("step")) == {1, 2, 3, 4}
+
+
+def test_the_report_names_the_transport_of_the_longest_traced_collective(trace: di.Trace, tmp_path: Path) -> None:
+    from di.viewers.report import write_report
+
+    job = di.load([TRACE, nccl_log(trace, tmp_path / "nccl.log")])
+    write_report(job, di.analyze(job), tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text()
+    longest = (
+        trace.collectives.join(
+            trace.events.with_row_index("event").select(
+                pl.col("event").cast(pl.Int64), (pl.col("end_ns") - pl.col("start_ns")).alias("d")
+            ),
+            on="event",
+        )
+        .get_column("d")
+        .max()
+    )
+    assert f"({longest / 1e6:,.2f} ms), ran over NET between hosts" in page
+    assert "nodeA" in page and "nodeB" in page
