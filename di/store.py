@@ -144,8 +144,14 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return meta
 
 
-def _table_path(store: Path, name: str) -> Path:
+OPTIONAL_TABLES = ("comms", "comm_links")
+"""Tables added after schema v1's first stores: a store without their files has none of their rows."""
+
+
+def _table_path(store: Path, name: str) -> Path | None:
     file = store / f"{name}.parquet"
+    if not file.is_file() and name in OPTIONAL_TABLES:
+        return None
     if not file.is_file():
         raise FormatError(store, f"table file {file.name} is missing")
     return file
@@ -172,7 +178,7 @@ def read_store(path: str | os.PathLike[str], *, max_input_bytes: int | None = No
     if max_input_bytes is not None:
         check_size(store / META, (store / META).stat().st_size if (store / META).is_file() else 0, max_input_bytes)
     meta = read_meta(store)
-    files = {name: _table_path(store, name) for name in schema.TABLES}
+    files = {name: file for name in schema.TABLES if (file := _table_path(store, name)) is not None}
     if max_input_bytes is not None:
         check_size(store, sum(_uncompressed_bytes(f) for f in files.values()), max_input_bytes, "holds tables of")
     tables = {}
@@ -248,4 +254,7 @@ def scan_store(path: str | os.PathLike[str]) -> dict[str, pl.LazyFrame]:
     """Lazy frames over each table of a store (nothing is read until collected)."""
     store = Path(path)
     read_meta(store)
-    return {name: pl.scan_parquet(_table_path(store, name)) for name in schema.TABLES}
+    return {
+        name: pl.scan_parquet(file) if (file := _table_path(store, name)) is not None else conform(name, None).lazy()
+        for name in schema.TABLES
+    }

@@ -164,10 +164,23 @@ def _read_log(path: Path, **kw: Any) -> Trace:
     return read_log(path, **kw)
 
 
+def _sniff_darshan(path: Path, head: bytes) -> bool:
+    from di.convert.logs.darshan import is_darshan
+
+    return is_darshan(head)
+
+
+def _read_darshan(path: Path, **kw: Any) -> Trace:
+    from di.convert.logs.darshan import read_darshan
+
+    return read_darshan(path, **kw)
+
+
 CONNECTORS: tuple[Connector, ...] = (
     Connector("di", (".di",), lambda p, h: False, _read_store, _write_store, _own_store, whole=True),
     # before chrome: a log line may start with "[rank0]:" or be JSON Lines; .txt, .csv, .jsonl only when sniffed
     Connector("log", (".log.gz", ".log", ".out", ".err"), _sniff_log, _read_log, None),
+    Connector("darshan", (".darshan",), _sniff_darshan, _read_darshan, None),
     Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome, _own_chrome),
     Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2, _own_otf2, whole=True),
     Connector(
@@ -321,6 +334,10 @@ def load_paths(
         raise FormatError(f"{len(failures)} of {len(paths)} files", "; ".join(str(f) for f in failures))
     if len(traces) == 1 and paths[0].is_dir():
         return traces[0]
+    if len(traces) > 1:
+        from di.convert.logs.combine import combine  # text logs beside traces: aligned and joined
+
+        return combine(traces)
     return merge(traces)
 
 

@@ -79,6 +79,7 @@ class Parts:
         dropped: lines or records the family recognised but could not load, by reason.
         info: what the family knows about the run (versions, communicators...).
         epoch: True when times are ns since the Unix epoch; False when relative (line order or cumulative step time).
+        tables: rows of other canonical tables (``comms``, ``comm_links``) by table name.
     """
 
     family: str
@@ -88,6 +89,7 @@ class Parts:
     dropped: dict[str, int] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     epoch: bool = False
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
 def _locations(ev: pl.DataFrame, sm: pl.DataFrame, source: int) -> pl.DataFrame:
@@ -213,8 +215,13 @@ def build_trace(
         info=json.loads(json.dumps(info, default=str)),
         warnings=warnings,
     )
+    other = {
+        name: pl.concat([p.tables[name] for p in parts if name in p.tables], how="diagonal_relaxed")
+        for name in {n for p in parts for n in p.tables}
+    }
     return Trace.build(
         meta=meta,
+        **other,
         locations=locs.drop("track", "_kind"),
         events=events,
         collectives=collectives,
