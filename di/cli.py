@@ -406,6 +406,14 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
     from di.viewers.analysis import JSON_MARK, is_csv_folder, render, to_json, validate, write_csv
 
     window = parse_window(args.window)
+    from di.parallel import world
+
+    comm = world()  # under mpiexec -n P (P > 1): each process owns some ranks (di.parallel)
+    if comm is not None and not args.batch:
+        from di.parallel.command import analyze_command, run_or_abort
+
+        run_or_abort(analyze_command, args, console, comm)
+        return
     if args.batch or _all_stores(args.inputs):
         _analyze_batch(args, window, console)
         return
