@@ -1,0 +1,163 @@
+"""The rank-partitioned store and `mpiexec -n P di analyze`: the same answers as one process.
+
+Runs the real ``di`` command under the mpich wheel's ``mpiexec`` (1 to 4
+processes, uneven rank counts per process) on the shared multi-rank traces
+(OTF2, Kineto) and on a generated 16-rank job whose answer is known by
+construction, and compares the analysis JSON (timings aside) with the
+single-process one. A damaged partition makes every process exit with a clear
+error within a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import KINETO, OTF2
+from parallel_jobs import LATE_MS, LATE_RANK, RANKS, RING_WAIT_MS, STEPS, ring_job
+
+import di
+from di.store import read_store, write_store
+from di.store_partition import ROW, read_groups
+
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+TIMEOUT_S = 300
+MS = 1_000_000
+SHARED = {
+    "otf2_10_ranks": OTF2 / "casita_10_scorep_mpi_tags" / "traces.otf2",
+    "otf2_cuda_2_ranks": OTF2 / "casita_2_cuda_simple" / "traces.otf2",
+    "kineto_2_ranks": KINETO / "hta_trace_filter",
+}
+need_mpi = pytest.mark.skipif(not MPIEXEC.exists(), reason="mpiexec of the mpich wheel not installed")
+
+
+def di_run(args: list[str], processes: int | None, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """``di ARGS``, under ``mpiexec -n processes`` unless None; fails the test when it hangs past TIMEOUT_S."""
+    cmd = [sys.executable, "-m", "di", *args]
+    if processes is not None:
+        cmd = [str(MPIEXEC), "-n", str(processes), *cmd]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(di.__file__).parents[1]), os.environ.get("PYTHONPATH")])),
+    }
+    return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+
+
+def analysis(store: Path, tmp: Path, processes: int | None, *extra: str) -> dict:
+    out = tmp / f"result-{processes}-{'-'.join(extra) or 'all'}.json".replace("=", "").replace(":", "")
+    done = di_run(["analyze", str(store), "--json", str(out), "--force", *extra], processes, tmp)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    doc.pop("seconds")
+    doc.pop("inputs")
+    return doc
+
+
+def stores(trace: di.Trace, tmp: Path, ranks_per_group: int | None = None) -> tuple[Path, Path]:
+    single, parted = tmp / "single.di", tmp / "parted.di"
+    write_store(trace, single)
+    write_store(trace, parted, partitioned=True, ranks_per_group=ranks_per_group)
+    return single, parted
+
+
+@pytest.mark.parametrize("name", sorted(SHARED))
+def test_partitioned_store_loads_the_same_tables(name: str, tmp_path: Path) -> None:
+    if not SHARED[name].exists():
+        pytest.skip(f"shared test data absent: {SHARED[name]}")
+    trace = di.load(SHARED[name])
+    single, parted = stores(trace, tmp_path)
+    a, b = di.load(single), di.load(parted)
+    for table in a.tables():
+        assert a.table(table).equals(b.table(table)), table
+        assert di.scan(parted)[table].collect().equals(a.table(table)), table
+    assert json.loads((parted / "meta.json").read_text())["partitions"]["groups"] == [[r] for r in trace.ranks]
+    assert not (parted / "events.parquet").exists()
+
+
+def test_one_group_reads_only_its_ranks(tmp_path: Path) -> None:
+    trace = ring_job().build()
+    _, parted = stores(trace, tmp_path, ranks_per_group=3)
+    meta = json.loads((parted / "meta.json").read_text())
+    assert meta["partitions"]["groups"][1] == [3, 4, 5]
+    (parted / "events" / "g00000.parquet").write_bytes(b"damaged: never read by the owner of group 1")
+    part = read_groups(parted, meta, [1], pl.read_parquet)
+    rank_of = dict(zip(trace.locations["loc"].to_list(), trace.locations["rank"].to_list()))
+    assert {rank_of[x] for x in part["events"]["loc"].to_list()} == {3, 4, 5}
+    whole = trace.events.with_row_index(ROW).filter(pl.col(ROW).is_in(part["events"][ROW].implode()))
+    assert part["events"].drop(ROW).equals(whole.drop(ROW))
+    recv_rank = [rank_of[x] for x in trace.events["loc"].gather(part["messages"]["recv"]).to_list()]
+    assert set(recv_rank) == {3, 4, 5} and part["messages"].height == 3 * STEPS
+
+
+def test_single_file_store_meta_has_no_partitions(tmp_path: Path) -> None:
+    trace = ring_job().build()
+    _, parted = stores(trace, tmp_path)
+    again = tmp_path / "again.di"
+    write_store(read_store(parted), again)  # a partitioned store rewritten whole is a single-file store
+    assert (again / "events.parquet").is_file() and "partitions" not in json.loads((again / "meta.json").read_text())
+
+
+@need_mpi
+def test_generated_16_rank_job_same_answer_and_known(tmp_path: Path) -> None:
+    single, parted = stores(ring_job().build(), tmp_path, ranks_per_group=3)  # 6 groups: uneven on 4 processes
+    one = analysis(single, tmp_path, None, "--steps")
+    assert one["per_step"] and len(one["ranks"]) == RANKS
+    for p in (1, 2, 3, 4):
+        assert analysis(parted, tmp_path, p, "--steps") == one, f"{p} processes"
+    by_rank = {r["rank"]: r for r in one["ranks"]}
+    late = by_rank[LATE_RANK]["wait_states"]
+    assert late["caused_ns"]["wait_nxn"] == (RANKS - 1) * STEPS * LATE_MS * MS
+    assert by_rank[0]["wait_states"]["waited_ns"]["late_sender"] == STEPS * RING_WAIT_MS * MS
+    work = [r for r in one["imbalance"] if r["state"] == "work" and r["step"] is None]
+    assert work[0]["max_rank"] == LATE_RANK
+    compute = {c["category"]: c["contrib_ns"] for c in one["critical_path"]["by_category"]}["compute"]
+    assert compute == STEPS * (100 + LATE_MS) * MS  # the late rank's compute, every step
+
+
+@need_mpi
+@pytest.mark.parametrize("name", sorted(SHARED))
+def test_shared_traces_same_answer(name: str, tmp_path: Path) -> None:
+    if not SHARED[name].exists():
+        pytest.skip(f"shared test data absent: {SHARED[name]}")
+    single, parted = stores(di.load(SHARED[name]), tmp_path)
+    one = analysis(single, tmp_path, None)
+    assert one["critical_path"]["summary"]["length_ns"] > 0
+    for p in (2, 3) if name.startswith("otf2_10") else (2,):
+        assert analysis(parted, tmp_path, p) == one, f"{p} processes"
+
+
+@need_mpi
+@pytest.mark.parametrize("window", ["steps=:-1", "time=1ms:40ms"])
+def test_windows_same_answer(window: str, tmp_path: Path) -> None:
+    if not SHARED["otf2_10_ranks"].exists():
+        pytest.skip("shared test data absent")
+    single, parted = stores(di.load(SHARED["otf2_10_ranks"]), tmp_path, ranks_per_group=2)
+    assert analysis(parted, tmp_path, 3, "--window", window) == analysis(single, tmp_path, None, "--window", window)
+
+
+@need_mpi
+def test_trace_files_without_a_store(tmp_path: Path) -> None:
+    """Inputs that are not a partitioned store are read whole by every process, then cut the same way."""
+    if not SHARED["kineto_2_ranks"].exists():
+        pytest.skip("shared test data absent")
+    src = str(SHARED["kineto_2_ranks"])
+    assert analysis(Path(src), tmp_path, 2) == analysis(Path(src), tmp_path, None)
+
+
+@need_mpi
+def test_a_process_that_cannot_read_its_part_fails_every_process(tmp_path: Path) -> None:
+    _, parted = stores(ring_job().build(), tmp_path, ranks_per_group=4)
+    (parted / "events" / "g00002.parquet").write_bytes(b"not parquet")
+    done = di_run(["analyze", str(parted), "--json", "out.json"], 3, tmp_path)
+    assert done.returncode != 0
+    lines = [x for x in done.stderr.splitlines() if x.startswith("di analyze: error:")]
+    assert len(lines) == 3, done.stderr  # one line per process, no traceback
+    assert "Traceback" not in done.stderr
+    assert all("g00002.parquet" in x and "unreadable Parquet" in x for x in lines)
+    assert sum("process 1 of 3 failed while reading" in x for x in lines) == 2  # the others name the failing one
+    assert not (tmp_path / "out.json").exists()
