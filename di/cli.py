@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
         "--to",
         help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)",
     )
+    c.add_argument(
+        "--partition",
+        action="store_true",
+        help="write a .di store split by rank (one Parquet file per table and rank), so that `mpiexec -n P di "
+        "analyze` reads in each process only the ranks it owns; the form di convert writes under mpiexec",
+    )
     _force_option(c)
     _rank_options(c)
     i = sub.add_parser(
@@ -288,6 +294,13 @@ def _rank_options(p: argparse.ArgumentParser) -> None:
         help="comma-separated rank per input file (overrides the ranks their content names)",
     )
     _size_option(p)
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="read the input files in N processes (default: the cores available; inputs under 64 MB in all are "
+        "read in one). Under mpiexec each MPI process reads its share instead",
+    )
 
 
 def _size_option(p: argparse.ArgumentParser) -> None:
@@ -322,6 +335,12 @@ def _load(args: argparse.Namespace) -> Any:
     if len(paths) == 1:
         with console.status(f"loading {paths[0]}"):
             trace = load_paths(paths, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size)
+    elif (getattr(args, "jobs", None) or _cores()) > 1 and len(paths) > 1:
+        from di.parallel.convert import load_jobs
+
+        jobs = getattr(args, "jobs", None) or _cores()
+        with console.status(f"loading {len(paths)} files in up to {jobs} processes"):
+            trace = load_jobs(paths, jobs=jobs, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size)
     else:
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("loading", total=len(paths))
@@ -337,8 +356,23 @@ def _load(args: argparse.Namespace) -> Any:
     return trace
 
 
+def _cores() -> int:
+    from di.parallel.convert import available_cores
+
+    return available_cores()
+
+
 def _convert(args: argparse.Namespace, console: Any) -> None:
     import di
+    from di.parallel import world
+
+    comm = world()  # under mpiexec -n P (P > 1): each process reads a share, the store is written partitioned
+    if comm is not None:
+        from di.parallel.command import run_or_abort
+        from di.parallel.convert import convert_command
+
+        run_or_abort(convert_command, args, console, comm)
+        return
     from di.analysis_parts import without_analysis
     from di.convert.registry import claim_output, expand, save_path
     from di.viewers.analysis_tracks import VIEWER_FORMATS, with_analysis
@@ -367,7 +401,14 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
                     ],
                 )
     with console.status(f"writing {args.output}"):
-        save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
+        if args.partition and writer.name == "di":  # the rank-partitioned store (di.store_partition)
+            from di.store import write_store
+
+            save_path_checked = claim_output(args.output, to=args.to, force=args.force, inputs=inputs)
+            assert save_path_checked.name == "di"
+            write_store(trace, args.output, partitioned=True)
+        else:
+            save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
     added = trace.events.height - program.events.height
     also = "".join(
         f", {getattr(program, t).height:,} {t}" for t in ("messages", "collectives") if getattr(program, t).height

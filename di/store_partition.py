@@ -84,24 +84,46 @@ def write_tables(
     Returns:
         The ``partitions`` member of meta.json.
     """
-    ranks = sorted(tables["locations"].get_column("rank").unique().to_list())
-    groups = rank_groups(ranks, ranks_per_group)
+    groups = rank_groups(tables["locations"].get_column("rank").unique().to_list(), ranks_per_group)
+    for name in PARTITIONED:
+        (folder / name).mkdir()
+    rows = write_rows(tables, home_ranks(tables), folder, write, groups, dict.fromkeys(PARTITIONED, 0))
+    for name in ("locations", "series"):
+        write(tables[name], folder / f"{name}.parquet")
+    return {"layout": "rank_groups", "groups": groups, "rows": rows}
+
+
+def write_rows(
+    tables: dict[str, pl.DataFrame],
+    homes: dict[str, np.ndarray],
+    folder: Path,
+    write: Any,
+    groups: list[list[int]],
+    first_row: dict[str, int],
+) -> dict[str, list[int]]:
+    """Write the partitioned tables' rows into their groups' files (the table folders exist).
+
+    Args:
+        homes: per table, the home rank of each row (:func:`home_ranks`).
+        first_row: per table, the ``_row`` of the first row given (a part of a job written by several processes).
+
+    Returns:
+        Per table, the rows written per group.
+    """
     group_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
     sorted_ranks = np.asarray([r for g in groups for r in g], np.int64)
     rows: dict[str, list[int]] = {}
-    for name, home in home_ranks(tables).items():
-        df = tables[name]
+    for name in PARTITIONED:
+        df, home = tables[name], homes[name]
         at = np.clip(np.searchsorted(sorted_ranks, home), 0, max(sorted_ranks.size - 1, 0))
         group = group_of[at] if home.size else np.zeros(0, np.int64)
         counts = np.bincount(group, minlength=len(groups)) if group.size else np.zeros(len(groups), np.int64)
         rows[name] = counts.tolist()
-        (folder / name).mkdir()
-        framed = df.with_columns(pl.int_range(df.height, dtype=pl.Int64).alias(ROW), pl.Series("_group", group))
+        index = pl.int_range(first_row[name], first_row[name] + df.height, dtype=pl.Int64).alias(ROW)
+        framed = df.with_columns(index, pl.Series("_group", group))
         for (g,), part in framed.partition_by("_group", as_dict=True, maintain_order=True).items():
             write(part.drop("_group"), group_file(folder, name, int(g)))
-    for name in ("locations", "series"):
-        write(tables[name], folder / f"{name}.parquet")
-    return {"layout": "rank_groups", "groups": groups, "rows": rows}
+    return rows
 
 
 def is_partitioned(meta: dict[str, Any]) -> bool:

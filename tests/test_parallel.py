@@ -161,3 +161,64 @@ def test_a_process_that_cannot_read_its_part_fails_every_process(tmp_path: Path)
     assert all("g00002.parquet" in x and "unreadable Parquet" in x for x in lines)
     assert sum("process 1 of 3 failed while reading" in x for x in lines) == 2  # the others name the failing one
     assert not (tmp_path / "out.json").exists()
+
+
+def kineto_inputs() -> list[str]:
+    """Four Kineto files of three jobs, given ranks 0-3 (--ranks)."""
+    files = [
+        KINETO / "hta_trace_filter" / "sampled_rank-0.json.gz",
+        KINETO / "hta_trace_filter" / "sampled_rank-1.json.gz",
+        *sorted((KINETO / "hta_nccl_parser_config").glob("*.json.gz"))[:1],
+        *sorted((KINETO / "hta_ns_resolution_trace").glob("*.json.gz"))[:1],
+    ]
+    if not all(f.exists() for f in files) or len(files) != 4:
+        pytest.skip("shared test data absent")
+    return [str(f) for f in files]
+
+
+@need_mpi
+def test_mpi_convert_writes_the_partitioned_store_of_one_process(tmp_path: Path) -> None:
+    files = kineto_inputs()
+    done = di_run(["convert", *files, "--ranks", "0,1,2,3", "-o", "one.di"], None, tmp_path)
+    assert done.returncode == 0, done.stderr
+    one = di.load(tmp_path / "one.di")
+    for p in (2, 3):  # 3: two files on process 0, one on each other
+        out = f"p{p}.di"
+        done = di_run(["convert", *files, "--ranks", "0,1,2,3", "-o", out], p, tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert f"partitioned by rank, {p} processes" in done.stdout
+        meta = json.loads((tmp_path / out / "meta.json").read_text())
+        assert meta["partitions"]["groups"] == [[0], [1], [2], [3]]
+        many = di.load(tmp_path / out)
+        for table in one.tables():
+            assert one.table(table).equals(many.table(table)), (p, table)
+        assert {k: v for k, v in meta.items() if k != "partitions"} == json.loads(
+            (tmp_path / "one.di" / "meta.json").read_text()
+        )
+    one_doc = analysis(tmp_path / "one.di", tmp_path, None)
+    assert analysis(tmp_path / "p3.di", tmp_path, 3) == one_doc
+
+
+@need_mpi
+def test_mpi_convert_of_an_unreadable_input_fails_every_process(tmp_path: Path) -> None:
+    files = kineto_inputs()
+    bad = tmp_path / "rank-9.json"
+    bad.write_text('{"traceEvents": [')
+    done = di_run(["convert", *files[:2], str(bad), "-o", "out.di"], 3, tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = [x for x in done.stderr.splitlines() if x.startswith("di convert: error:")]
+    assert len(lines) == 3 and all("rank-9.json" in x for x in lines), done.stderr
+    assert not (tmp_path / "out.di").exists()
+
+
+def test_jobs_load_equals_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from di.convert.registry import load_paths
+    from di.parallel import convert
+
+    files = kineto_inputs()
+    monkeypatch.setattr(convert, "PARALLEL_LOAD_MIN_BYTES", 0)
+    many = convert.load_jobs(files, jobs=2, ranks=[0, 1, 2, 3])
+    one = load_paths(files, ranks=[0, 1, 2, 3])
+    for table in one.tables():
+        assert one.table(table).equals(many.table(table)), table
+    assert many.meta == one.meta
