@@ -60,13 +60,19 @@ def analyze(
     per_step: bool = False,
     analyses: tuple[str, ...] = ANALYSES,
     load_whole: Any = None,
+    wait_rows: bool = True,
 ) -> Analysis | None:
     """The analyses of the job in store ``path`` (or of ``load_whole()``, read by every process), computed by
     the processes of ``ex`` together.
 
+    Args:
+        wait_rows: gather every wait to process 0 (for a CSV of them); False: only each rank's total per
+            kind and causing rank (all the JSON and the summary show), so that process 0 holds
+            O(ranks x causes), not O(messages).
+
     Returns:
-        On process 0 the :class:`di.engine.Analysis` that :func:`di.engine.analyze` gives for the whole job;
-        None on the others.
+        On process 0 the :class:`di.engine.Analysis` that :func:`di.engine.analyze` gives for the whole job
+        (with ``wait_rows=False``, its ``wait_states`` summed per rank, kind and cause_rank); None on the others.
 
     Raises:
         FormatError and kin: a process could not read its part (every process raises).

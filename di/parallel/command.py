@@ -51,7 +51,12 @@ def analyze_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
         )
 
     result = analyze(
-        store or inputs[0], ex, window=args.window, per_step=args.steps, load_whole=None if store else whole
+        store or inputs[0],
+        ex,
+        window=args.window,
+        per_step=args.steps,
+        load_whole=None if store else whole,
+        wait_rows=bool(args.csv),
     )
     if result is None:
         return
