@@ -18,7 +18,7 @@ EXIT_BUG = 70
 """An internal error of di (sysexits' EX_SOFTWARE): one line on stderr names the log holding the traceback."""
 
 EXAMPLES = {
-    "convert": "examples:\n  di convert rank-*.json.gz -o job.di   (the store stays raw: no analysis tracks)\n  di convert job.di -o job.json.gz   (with the analysis tracks)\n  di convert job.di -o job.json.gz --no-analysis   (the program's events only)\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
+    "convert": "examples:\n  di convert rank-*.json.gz -o job.di   (the store stays raw: no analysis tracks)\n  di convert job.di -o job.json.gz   (with the analysis tracks)\n  di convert job.di -o job.json.gz --no-analysis   (the program's events only)\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di\n  mpiexec -n 4 di convert rank-*.json.gz -o job.di   (each process reads a share of the files; the store is partitioned by rank)",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
     "demo": "examples:\n  di demo -o demo.di       (records the built-in 4-rank MPI job with everything available)\n  di demo --kineto -o demo/  (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
     "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n  di record --gpu -o run.di -- torchrun --nproc-per-node 2 train.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
@@ -28,7 +28,7 @@ EXAMPLES = {
     "diff": "examples:\n  di diff before.di after.di\n  di diff base/ test/ --window steps=1: --json diff.json --html diff.html\n  di diff a.json.gz b.json.gz --json -   (the JSON on stdout)",
     "dashboard": "examples:\n  di dashboard runs/        (every run in runs/: .di stores, Kineto folders, trace files)\n  di dashboard runs/ --port 0 --no-browser",
     "plugins": "examples:\n  di plugins          (connectors, analyses and report panels installed as entry points)",
-    "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s",
+    "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s\n  mpiexec -n 4 di analyze job.di --json result.json   (each process reads and analyses its ranks of a store written by di convert --partition or under mpiexec; process 0 writes)",
 }
 
 
@@ -450,13 +450,15 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
     from di.parallel import world
 
     comm = world()  # under mpiexec -n P (P > 1): each process owns some ranks (di.parallel)
-    if comm is not None and not args.batch:
+    batch = args.batch or _all_stores(args.inputs)
+    if comm is not None and not batch:
         from di.parallel.command import analyze_command, run_or_abort
 
         run_or_abort(analyze_command, args, console, comm)
         return
-    if args.batch or _all_stores(args.inputs):
-        _analyze_batch(args, window, console)
+    if batch:
+        if comm is None or comm.Get_rank() == 0:  # a batch of traces runs in process 0 only
+            _analyze_batch(args, window, console)
         return
     from di.analysis_parts import without_analysis
 
