@@ -63,7 +63,13 @@ def worker(store: str, out: str) -> None:
 
         ex = Exchange(comm)
         result = parallel_analyze(store, ex)
-        mine = {**_usage(t0, c0), "sent_bytes": ex.sent_bytes, "by_stage": ex.by_stage, "calls": ex.calls}
+        mine = {
+            **_usage(t0, c0),
+            "sent_bytes": ex.sent_bytes,
+            "by_stage": ex.by_stage,
+            "calls": ex.calls,
+            "calls_by_stage": ex.calls_by_stage,
+        }
         stats = comm.gather(mine, root=0)
     if result is None:
         return

@@ -28,12 +28,14 @@ class Exchange:
         comm: an mpi4py communicator.
         sent_bytes: bytes of pickled payload this process sent (to other processes).
         calls: collective calls made.
+        by_stage: bytes sent per stage (what was exchanged); calls_by_stage: calls per stage.
     """
 
     comm: Any
     sent_bytes: int = 0
     calls: int = 0
     by_stage: dict[str, int] = field(default_factory=dict)
+    calls_by_stage: dict[str, int] = field(default_factory=dict)
 
     @property
     def rank(self) -> int:
@@ -47,6 +49,7 @@ class Exchange:
         self.sent_bytes += n
         self.calls += 1
         self.by_stage[stage] = self.by_stage.get(stage, 0) + n
+        self.calls_by_stage[stage] = self.calls_by_stage.get(stage, 0) + 1
 
     def alltoall(self, outgoing: list[Any], stage: str) -> list[Any]:
         """Send ``outgoing[q]`` to process q; returns what each process sent this one (None: nothing)."""
