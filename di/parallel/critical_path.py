@@ -219,9 +219,11 @@ def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any]
     in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
     args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
+    del start_gid, end_gid, by_dst, ts, td, honoured
     own_nodes = np.flatnonzero(own_node)
-    order = own_nodes[np.lexsort((gid[own_nodes], g.time_ns[own_nodes]))].astype(np.int64)
-    dist, pred, via = np.zeros(gid.size, np.int64), np.full(gid.size, -1, np.int64), np.full(gid.size, -1, np.int64)
+    # owned nodes are numbered in global id order, so a stable sort by time orders them by (time, id)
+    order = own_nodes[np.argsort(g.time_ns[own_nodes], kind="stable")]
+    dist, pred, via = np.zeros(gid.size, np.int64), np.full(gid.size, -1, np.int32), np.full(gid.size, -1, np.int32)
     known = np.zeros(gid.size, bool)
     _replay(ex, part, g, gid, own_node, order, known, dist, pred, via, args, in_ptr, in_src, in_w)
     dropped = sum(ex.allgather(dropped, "dropped edges"))
