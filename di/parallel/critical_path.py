@@ -247,11 +247,12 @@ def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any]
 def _replay(ex, part, g, gid, own_node, order, known, dist, pred, via, args, in_ptr, in_src, in_w) -> None:
     """Rounds of :func:`_advance` and of sending the distances of nodes other processes hold as ghosts."""
     # per process q, the local nodes q holds as ghosts, by global id
+    node_of = np.full((2, part.global_row.size), -1, np.int64)  # per event: its start node, its end node
+    node_of[g.is_end.astype(np.int64), g.event] = np.arange(g.event.size)
     wanted = []
     for rows in part.requests:
-        at = part.local(rows)
-        nodes = np.flatnonzero(own_node & np.isin(g.event, at))
-        wanted.append(nodes)
+        nodes = node_of[:, part.local(rows)].ravel()
+        wanted.append(nodes[nodes >= 0])
     sent = [np.zeros(w.size, bool) for w in wanted]
     ghost_nodes = np.flatnonzero(~own_node)
     ghost_by_gid = np.argsort(gid[ghost_nodes])

@@ -115,7 +115,8 @@ def load_part(path: str | Path, ex: Exchange, window: Window, *, load_whole: Any
     asked = ex.alltoall([need[who == q] for q in range(ex.size)], "ghost requests")
     requests = [np.zeros(0, np.int64) if a is None else a for a in asked]
     ev = tables["events"]
-    replies = ex.alltoall([ev.filter(pl.col(ROW).is_in(pl.Series(r).implode())) for r in requests], "ghost events")
+    held = ev.get_column(ROW).to_numpy()
+    replies = ex.alltoall([ev[np.searchsorted(held, r)] for r in requests], "ghost events")
     ghosts = pl.concat([r for r in replies if r is not None and r.height] or [ev.clear()], how="vertical_relaxed")
     ghost_from = np.concatenate(
         [np.full(r.height if r is not None else 0, q, np.int64) for q, r in enumerate(replies)] or [np.zeros(0)]
