@@ -255,3 +255,57 @@ def test_csv_tables_same_as_one_process(tmp_path: Path) -> None:
         if name == "wait_states.csv":  # rows tied in (start_ns, rank) come in either order
             a, b = a.sort(a.columns), b.sort(b.columns)
         assert a.equals(b), name
+
+
+def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
+    """:func:`di.parallel.critical_path._advance`, stopped at every node whose input is not known yet and
+    resumed once it is, gives the distances and predecessors of the engine's one-pass ``_longest``."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from di.engine.critical_path import _arrivals, _cross_weights, _longest
+    from di.engine.critical_path_graph import build_graph
+    from di.engine.window import prepare
+    from di.parallel.critical_path import _advance
+
+    path = SHARED["otf2_cuda_2_ranks"]
+    if not path.exists():
+        pytest.skip("shared test data absent")
+    frame = prepare(di.load(path))
+    g, _ = build_graph(frame)
+    order = np.argsort(g.time_ns, kind="stable").astype(np.int32)
+    pos = np.empty(order.size, np.int64)
+    pos[order] = np.arange(order.size)
+    keep = pos[g.src] < pos[g.dst]
+    g = replace(g, src=g.src[keep], dst=g.dst[keep], kind=g.kind[keep])
+    arrival = _arrivals(g)
+    by_dst = np.argsort(g.dst, kind="stable")
+    in_src, in_w = g.src[by_dst], _cross_weights(g)[by_dst]
+    in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
+    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
+    want, want_pred, _ = _longest(order, *args, in_ptr, in_src, in_w)
+    # the nodes of half the timelines play another process's: their distances arrive only when asked for
+    node_loc = frame.trace.events.get_column("loc").to_numpy()[g.event]
+    locs = np.unique(node_loc)
+    remote = np.isin(node_loc, np.random.default_rng(7).choice(locs, size=locs.size // 2, replace=False))
+    mine = order[~remote[order]].astype(np.int64)
+    known = np.zeros(order.size, bool)
+    dist, pred, via = (
+        np.zeros(order.size, np.int64),
+        np.full(order.size, -1, np.int32),
+        np.full(order.size, -1, np.int32),
+    )
+    k, pauses = 0, 0
+    while k < mine.size:
+        k = _advance(k, mine, known, dist, pred, via, *args, in_ptr, in_src, in_w)
+        if k < mine.size:  # give the waiting node its remote inputs (computed by the engine's kernel)
+            pauses += 1
+            v = mine[k]
+            srcs = in_src[in_ptr[v] : in_ptr[v + 1]]
+            late = srcs[~known[srcs]]
+            assert remote[late].all()
+            dist[late], known[late] = want[late], True
+    assert pauses > 0
+    assert np.array_equal(dist[mine], want[mine])
+    assert np.array_equal(pred[mine], want_pred[mine])
