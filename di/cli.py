@@ -85,7 +85,8 @@ def _parser() -> argparse.ArgumentParser:
         "--partition",
         action="store_true",
         help="write a .di store split by rank (one Parquet file per table and rank), so that `mpiexec -n P di "
-        "analyze` reads in each process only the ranks it owns; the form di convert writes under mpiexec",
+        "analyze` reads in each process only the ranks it owns; the form di convert writes of several input files "
+        "holding several ranks, and under mpiexec",
     )
     _force_option(c)
     _rank_options(c)
@@ -401,11 +402,14 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
                     ],
                 )
     with console.status(f"writing {args.output}"):
-        if args.partition and writer.name == "di":  # the rank-partitioned store (di.store_partition)
+        # the rank-partitioned store (di.store_partition) for many per-rank inputs, or when asked
+        if writer.name == "di" and (args.partition or (len(inputs) > 1 and len(program.ranks) > 1)):
             from di.store import write_store
 
-            save_path_checked = claim_output(args.output, to=args.to, force=args.force, inputs=inputs)
-            assert save_path_checked.name == "di"
+            sources = [s.get("path") for s in trace.meta.get("sources", []) if isinstance(s, dict)]
+            claim_output(
+                args.output, to=args.to, force=args.force, inputs=[*inputs, *(s for s in sources if isinstance(s, str))]
+            )
             write_store(trace, args.output, partitioned=True)
         else:
             save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
