@@ -200,52 +200,110 @@ def build(
 
 PID2, TID2 = 5151, 5151
 GTID2 = (PID2 << 24) | TID2
-MPI_STRINGS = {20: "MPI_Send", 21: "MPI_Recv", 22: "MPI_Allreduce", 23: "MPI_Wait"}
+MPI_STRINGS = {
+    20: "MPI_Send",
+    21: "MPI_Recv",
+    22: "MPI_Allreduce",
+    23: "MPI_Wait",
+    24: "MPI_Irecv",
+    25: "MPI_Isend",
+    26: "MPI_Barrier",
+    27: "MPI_Init",
+    28: "MPI_Comm_rank",
+}
+MPICH_WORLD = 0x44000000
+"""MPICH's MPI_COMM_WORLD handle (the same on every rank)."""
+ANY_SOURCE = -2
+"""MPICH's MPI_ANY_SOURCE."""
+
+# The 2-rank exchange of :func:`add_mpi`, ns since the session start, per rank:
+# (table, start, end, name id, remote rank, tag, size, request, root)
+EXCHANGE = {
+    0: [
+        ("MPI_OTHER_EVENTS", 100, 500, 27, None, None, None, None, None),  # MPI_Init
+        ("MPI_OTHER_EVENTS", 510, 520, 28, None, None, None, None, None),  # MPI_Comm_rank
+        ("MPI_P2P_EVENTS", 1000, 1100, 20, 1, 7, 1024, None, None),  # Send to 1, tag 7
+        ("MPI_P2P_EVENTS", 2000, 2010, 24, 1, 8, 2048, 0xA1, None),  # Irecv from 1, tag 8
+        ("MPI_START_WAIT_EVENTS", 2020, 3500, 23, None, None, None, 0xA1, None),  # Wait for it
+        ("MPI_COLLECTIVES_EVENTS", 4000, 5000, 22, None, None, 4096, None, None),  # Allreduce
+        ("MPI_COLLECTIVES_EVENTS", 6000, 6200, 26, None, None, None, None, None),  # Barrier
+    ],
+    1: [
+        ("MPI_OTHER_EVENTS", 100, 500, 27, None, None, None, None, None),
+        ("MPI_P2P_EVENTS", 600, 1150, 21, 0, 7, 1024, None, None),  # Recv from 0, tag 7: waits 600 -> 1000
+        ("MPI_P2P_EVENTS", 3000, 3010, 25, 0, 8, 2048, 0xB1, None),  # Isend to 0, tag 8
+        ("MPI_START_WAIT_EVENTS", 3020, 3030, 23, None, None, None, 0xB1, None),
+        ("MPI_COLLECTIVES_EVENTS", 4600, 5000, 22, None, None, 4096, None, None),
+        ("MPI_COLLECTIVES_EVENTS", 6100, 6200, 26, None, None, None, None, None),
+        ("MPI_P2P_EVENTS", 7000, 7100, 21, ANY_SOURCE, 9, 64, None, None),  # Recv from MPI_ANY_SOURCE: not matched
+    ],
+}
+"""Known answer: messages 0 -> 1 (Send, Recv; 1024 B, tag 7) and 1 -> 0 (Isend + Wait, Irecv + Wait; 2048 B,
+tag 8); collectives Allreduce and Barrier on both; wait states: rank 1's Recv waits 400 ns for rank 0 (late
+sender), rank 0's Wait 980 ns for rank 1 (late sender: 3000 - 2020), rank 0 waits 600 ns in the Allreduce
+(wait_nxn) and 100 ns in the Barrier (wait_barrier), both for rank 1."""
 
 
-def add_mpi(path: Path, ranks: dict[int, int]) -> Path:
-    """Add what ``nsys profile --trace=mpi`` writes to an export of :func:`build`: MPI_RANKS
-    (``ranks``: globalTid -> rank), a send, a receive, a wait and an allreduce of 4096 bytes."""
+def add_mpi(
+    path: Path,
+    ranks: dict[int, int],
+    *,
+    handles: dict[int, int] | None = None,
+    communicators: bool = False,
+    old_columns: bool = False,
+) -> Path:
+    """Add what ``nsys profile --trace=mpi`` writes to an export of :func:`build`, with the columns of Nsight
+    Systems' schema reference: MPI_RANKS (``ranks``: globalTid -> rank) and each rank's calls of
+    :data:`EXCHANGE` (of rank 0 or 1: the rank modulo 2) on its thread. ``handles``: the communicator handle each rank records (default MPICH's
+    world); ``communicators``: write MPI_COMMUNICATORS (commUid 77 for the world); ``old_columns``: the
+    collectives' sizes as collSendSize/collRecvSize."""
     con = sqlite3.connect(path)
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(MPI_STRINGS.items()))
-    _table(con, "MPI_RANKS", ["rank INTEGER", "globalTid INTEGER"], [(r, g) for g, r in ranks.items()])
-    _table(
-        con,
-        "MPI_P2P_EVENTS",
-        [
-            "start INTEGER",
-            "end INTEGER",
-            "globalTid INTEGER",
-            "textId INTEGER",
-            "commHandle INTEGER",
-            "tag INTEGER",
-            "remoteRank INTEGER",
-            "size INTEGER",
-        ],
-        [(9300, 9400, GTID, 20, 1, 7, 1, 1024), (9300, 9500, GTID2, 21, 1, 7, 0, 1024)],
-    )
-    _table(
-        con,
-        "MPI_START_WAIT_EVENTS",
-        ["start INTEGER", "end INTEGER", "globalTid INTEGER", "textId INTEGER"],
-        [(9510, 9520, GTID2, 23)],
-    )
-    _table(
-        con,
-        "MPI_COLLECTIVES_EVENTS",
-        [
-            "start INTEGER",
-            "end INTEGER",
-            "globalTid INTEGER",
-            "textId INTEGER",
-            "commHandle INTEGER",
-            "rootRank INTEGER",
-            "size INTEGER",
-            "collSendSize INTEGER",
-            "collRecvSize INTEGER",
-        ],
-        [(9600, 9700, GTID, 22, 1, None, None, 4096, 4096), (9600, 9750, GTID2, 22, 1, None, None, 4096, 4096)],
-    )
+    _table(con, "MPI_RANKS", ["globalTid INTEGER", "rank INTEGER"], [(g, r) for g, r in ranks.items()])
+    base = ["start INTEGER", "end INTEGER", "globalTid INTEGER", "textId INTEGER"]
+    sizes = ["collSendSize INTEGER", "collRecvSize INTEGER"] if old_columns else ["size INTEGER", "recvSize INTEGER"]
+    cols = {
+        "MPI_P2P_EVENTS": base
+        + ["commHandle INTEGER", "tag INTEGER", "remoteRank INTEGER", "size INTEGER", "requestHandle INTEGER"],
+        "MPI_COLLECTIVES_EVENTS": base + ["commHandle INTEGER", "rootRank INTEGER", *sizes, "requestHandle INTEGER"],
+        "MPI_START_WAIT_EVENTS": base + ["requestHandle INTEGER"],
+        "MPI_OTHER_EVENTS": base,
+    }
+    rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in cols}
+    comm_rows = []
+    for gtid, rank in ranks.items():
+        handle = (handles or {}).get(rank, MPICH_WORLD)
+        comm_rows.append((rank, 50, handle, None, rank, 2, "0,1", 0, "0,1", 77))
+        for table, start, end, name, remote, tag, size, request, root in EXCHANGE[rank % 2]:
+            head = (start, end, gtid, name)
+            if table == "MPI_P2P_EVENTS":
+                rows[table].append((*head, handle, tag, remote, size, request))
+            elif table == "MPI_COLLECTIVES_EVENTS":
+                rows[table].append((*head, handle, root, size, size, request))
+            elif table == "MPI_START_WAIT_EVENTS":
+                rows[table].append((*head, request))
+            else:
+                rows[table].append(head)
+    for table, c in cols.items():
+        _table(con, table, c, sorted(rows[table]))
+    if communicators:
+        _table(
+            con,
+            "MPI_COMMUNICATORS",
+            [
+                "rank INTEGER",
+                "timestamp INTEGER",
+                "commHandle INTEGER",
+                "parentHandle INTEGER",
+                "localRank INTEGER",
+                "size INTEGER",
+                "groupRoot INTEGER",
+                "groupRootUid INTEGER",
+                "members TEXT",
+                "commUid INTEGER",
+            ],
+            comm_rows,
+        )
     con.commit()
     con.close()
     return path

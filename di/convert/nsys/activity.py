@@ -9,7 +9,7 @@
 | CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER | cuda_api (synchronising calls: sync) | CPU thread |
 | NVTX_EVENTS push/pop, start/end, marks | user, step (ProfilerStep#N, "step N", ...), nccl (domain NCCL) | CPU thread; start/end ranges an async track per process and domain |
 | OSRT_API | io (file and socket calls), else other | CPU thread |
-| MPI_P2P_EVENTS, MPI_START_WAIT_EVENTS / MPI_COLLECTIVES_EVENTS / MPI_OTHER_EVENTS | mpi_p2p / mpi_coll / other, bytes, tag, peer and root in args | CPU thread |
+| MPI_* (:mod:`.mpi`) | mpi_p2p, mpi_coll, other | CPU thread |
 
 Every frame has: ``kind``, ``pid``, ``tid``, ``device``, ``stream``, ``start_ns``,
 ``end_ns`` (on the report's clock, ns), ``name``, ``src_cat``, ``cat``, ``corr``,
@@ -29,7 +29,7 @@ from di.convert.categories import COMM_KERNEL, SYNC_API
 from di.convert.nsys.report import Report, pid_of, tid_of
 from di.trace import CATS
 
-__all__ = ["KERNEL", "TABLES", "frames"]
+__all__ = ["KERNEL", "TABLES", "base", "frame", "frames", "json_object", "num", "thread"]
 
 KERNEL, MEMCPY, MEMSET, SYNC = (
     "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -38,12 +38,6 @@ KERNEL, MEMCPY, MEMSET, SYNC = (
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
 )
 RUNTIME, DRIVER, NVTX, OSRT = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "NVTX_EVENTS", "OSRT_API"
-MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER = (
-    "MPI_P2P_EVENTS",
-    "MPI_COLLECTIVES_EVENTS",
-    "MPI_START_WAIT_EVENTS",
-    "MPI_OTHER_EVENTS",
-)
 
 # CUPTI enums (cupti_activity.h; the export's ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND, ENUM_CUPTI_SYNC_TYPE hold the same)
 COPY_KINDS = {
@@ -94,10 +88,10 @@ API_VERSION = r"_v\d+$"
 KIND = pl.Enum(["cpu_thread", "async", "gpu_stream"])
 """Timeline kinds of event rows, in the order their locations are numbered."""
 
-TABLES = (KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, DRIVER, NVTX, OSRT, MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER)
+TABLES = (KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, DRIVER, NVTX, OSRT)
 
 
-def _num(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
+def num(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
     """Integers as JSON number texts ("null" where ``null``)."""
     s = pl.Series(values).cast(pl.String)
     return (s.set(pl.Series(null), None) if null is not None and null.any() else s).fill_null("null")
@@ -109,7 +103,7 @@ def _json_strings(values: pl.Series) -> pl.Series:
     return enc.str.slice(5).str.strip_suffix("}")
 
 
-def _args(fields: dict[str, pl.Series]) -> pl.Series:
+def json_object(fields: dict[str, pl.Series]) -> pl.Series:
     """One JSON object text per row from JSON value texts (:func:`_num`, :func:`_json_strings`)."""
     parts: list[pl.Expr] = []
     for i, (key, value) in enumerate(fields.items()):
@@ -122,7 +116,7 @@ def _enum_text(values: np.ndarray, null: np.ndarray, names: dict[int, str], defa
     return s.set(pl.Series(null), None) if null.any() else s
 
 
-def _base(n: int, **cols: object) -> dict[str, object]:
+def base(n: int, **cols: object) -> dict[str, object]:
     out: dict[str, object] = {
         "pid": None,
         "tid": None,
@@ -137,7 +131,7 @@ def _base(n: int, **cols: object) -> dict[str, object]:
     return out
 
 
-def _frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
+def frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
     schema = {
         "kind": KIND,
         "pid": pl.Int64,
@@ -243,35 +237,35 @@ def kernels(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     short = report.derived("json", _json_strings).gather(pos_short).fill_null("null")
     grid = pl.concat_str(
         pl.lit("["),
-        pl.lit(_num(c["gx"])),
+        pl.lit(num(c["gx"])),
         pl.lit(","),
-        pl.lit(_num(c["gy"])),
+        pl.lit(num(c["gy"])),
         pl.lit(","),
-        pl.lit(_num(c["gz"])),
+        pl.lit(num(c["gz"])),
         pl.lit("]"),
     )
     block = pl.concat_str(
         pl.lit("["),
-        pl.lit(_num(c["bx"])),
+        pl.lit(num(c["bx"])),
         pl.lit(","),
-        pl.lit(_num(c["by"])),
+        pl.lit(num(c["by"])),
         pl.lit(","),
-        pl.lit(_num(c["bz"])),
+        pl.lit(num(c["bz"])),
         pl.lit("]"),
     )
     fields = {
         "short_name": short,
         "grid": pl.select(grid).to_series(),
         "block": pl.select(block).to_series(),
-        "registers per thread": _num(c["regs"], c["regs_null"]),
-        "shared memory": _num(c["smem"], c["smem_null"]),
+        "registers per thread": num(c["regs"], c["regs_null"]),
+        "shared memory": num(c["smem"], c["smem_null"]),
     }
     if not c["graph_node_null"].all():
-        fields["graph node"] = _num(c["graph_node"], c["graph_node_null"])
+        fields["graph node"] = num(c["graph_node"], c["graph_node_null"])
     if not c["graph_null"].all():
-        fields["graph"] = _num(c["graph"], c["graph_null"])
+        fields["graph"] = num(c["graph"], c["graph_null"])
     cat = _flag(report, "nccl_kernel", COMM_KERNEL, pos, "nccl", "kernel")
-    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="kernel", cat=cat, args=_args(fields)))
+    return frame(n, base(n, **_gpu_cols(c), name=name, src_cat="kernel", cat=cat, args=json_object(fields)))
 
 
 def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
@@ -285,10 +279,12 @@ def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         .then(pl.format("Memcpy {} ({} -> {})", "k", "s", "d"))
         .otherwise(pl.format("Memcpy {}", "k"))
     ).to_series()
-    args = _args({"copy kind": _json_strings(kind), "src kind": _json_strings(src), "dst kind": _json_strings(dst)})
-    return _frame(
+    args = json_object(
+        {"copy kind": _json_strings(kind), "src kind": _json_strings(src), "dst kind": _json_strings(dst)}
+    )
+    return frame(
         n,
-        _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memcpy", cat="memcpy", bytes=_nullable(c, "bytes"), args=args),
+        base(n, **_gpu_cols(c), name=name, src_cat="gpu_memcpy", cat="memcpy", bytes=_nullable(c, "bytes"), args=args),
     )
 
 
@@ -301,10 +297,10 @@ def memsets(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         .select(pl.when(pl.col("m").is_not_null()).then(pl.format("Memset ({})", "m")).otherwise(pl.lit("Memset")))
         .to_series()
     )
-    args = _args({"value": _num(c["value"], c["value_null"]), "mem kind": _json_strings(mem)})
-    return _frame(
+    args = json_object({"value": num(c["value"], c["value_null"]), "mem kind": _json_strings(mem)})
+    return frame(
         n,
-        _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=_nullable(c, "bytes"), args=args),
+        base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=_nullable(c, "bytes"), args=args),
     )
 
 
@@ -312,13 +308,13 @@ def syncs(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     c = _gpu(report, SYNC, {"type": "syncType", "event": "eventId"})
     n = c["start"].size
     name = _enum_text(c["type"], c["type_null"], SYNC_TYPES, "Unknown Sync").fill_null("Unknown Sync")
-    args = _args(
-        {"cuda_sync_kind": _json_strings(name), "event": _num(c["event"], c["event_null"] | (c["event"] == NO_STREAM))}
+    args = json_object(
+        {"cuda_sync_kind": _json_strings(name), "event": num(c["event"], c["event_null"] | (c["event"] == NO_STREAM))}
     )
-    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="cuda_sync", cat="sync", args=args))
+    return frame(n, base(n, **_gpu_cols(c), name=name, src_cat="cuda_sync", cat="sync", args=args))
 
 
-def _thread(c: dict[str, np.ndarray]) -> dict[str, object]:
+def thread(c: dict[str, np.ndarray]) -> dict[str, object]:
     return {
         "kind": "cpu_thread",
         "pid": pid_of(c["gtid"]),
@@ -351,13 +347,13 @@ def _api(report: Report, table: str, dropped: Counter[str]) -> pl.DataFrame:
     driver = (c["cls"] == EVENT_CLASS_DRIVER) & ~c["cls_null"] if table == RUNTIME else np.ones(n, np.bool_)
     src_cat = pl.Series(driver).replace_strict({True: "cuda_driver", False: "cuda_runtime"}, return_dtype=pl.String)
     cat = _flag(report, "sync_api", SYNC_API, pos, "sync", "cuda_api")
-    args = _args(
+    args = json_object(
         {
             "function": report.derived("json", _json_strings).gather(pos).fill_null("null"),
-            "return value": _num(c["ret"], c["ret_null"]),
+            "return value": num(c["ret"], c["ret_null"]),
         }
     )
-    return _frame(n, _base(n, **_thread(c), name=name, src_cat=src_cat, cat=cat, corr=_nullable(c, "corr"), args=args))
+    return frame(n, base(n, **thread(c), name=name, src_cat=src_cat, cat=cat, corr=_nullable(c, "corr"), args=args))
 
 
 def runtime(report: Report, dropped: Counter[str]) -> pl.DataFrame:
@@ -374,8 +370,8 @@ def osrt(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     pos = report.positions(c["name"], c["name_null"])
     name = report.derived("name", _names).gather(pos).fill_null("")
     cat = _flag(report, "io_call", IO_CALLS, pos, "io", "other")
-    args = _args({"return value": _num(c["ret"], c["ret_null"])})
-    return _frame(n, _base(n, **_thread(c), name=name, src_cat="osrt", cat=cat, args=args))
+    args = json_object({"return value": num(c["ret"], c["ret_null"])})
+    return frame(n, base(n, **thread(c), name=name, src_cat="osrt", cat=cat, args=args))
 
 
 def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
@@ -438,17 +434,17 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         )
         .to_series()
     )
-    args = _args(
+    args = json_object(
         {
             "domain": _json_strings(domain),
-            "category": _num(c["category"], c["category_null"]),
-            "range id": _num(c["range"], c["range_null"]),
+            "category": num(c["category"], c["category_null"]),
+            "range id": num(c["range"], c["range_null"]),
         }
     )
     kind = np.where(startend, "async", "cpu_thread")
-    frame = _frame(
+    rows = frame(
         c["start"].size,
-        _base(
+        base(
             c["start"].size,
             kind=kind,
             pid=pid,
@@ -463,63 +459,7 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
             domain=domain,
         ),
     )
-    return frame.filter(pl.Series(keep))
-
-
-def _mpi(report: Report, table: str, cat: str) -> pl.DataFrame:
-    """MPI calls as nsys traces them (``--trace=mpi``): on their thread, name from ``textId``, bytes and peers in args."""
-    c = report.ints(
-        table,
-        {
-            "start": "start",
-            "end": "end",
-            "gtid": "globalTid",
-            "name": "textId",
-            "size": "size",
-            "send": "collSendSize",
-            "recv": "collRecvSize",
-            "tag": "tag",
-            "remote": "remoteRank",
-            "root": "rootRank",
-        },
-    )
-    n = c["start"].size
-    pos = report.positions(c["name"], c["name_null"])
-    name = report.derived("name", _names).gather(pos).fill_null("")
-    nbytes = pl.Series(np.where(c["size_null"], c["send"], c["size"])).set(
-        pl.Series(c["size_null"] & c["send_null"]), None
-    )
-    fields = {
-        k: _num(c[col], c[col + "_null"])
-        for k, col in (
-            ("tag", "tag"),
-            ("remote rank", "remote"),
-            ("root", "root"),
-            ("send bytes", "send"),
-            ("recv bytes", "recv"),
-        )
-        if not c[col + "_null"].all()
-    }
-    return _frame(
-        n,
-        _base(n, **_thread(c), name=name, src_cat="mpi", cat=cat, bytes=nbytes, args=_args(fields) if fields else None),
-    )
-
-
-def mpi_p2p(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    return _mpi(report, MPI_P2P, "mpi_p2p")
-
-
-def mpi_coll(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    return _mpi(report, MPI_COLL, "mpi_coll")
-
-
-def mpi_wait(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    return _mpi(report, MPI_WAIT, "mpi_p2p")
-
-
-def mpi_other(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    return _mpi(report, MPI_OTHER, "other")
+    return rows.filter(pl.Series(keep))
 
 
 READERS: dict[str, Callable[[Report, Counter[str]], pl.DataFrame]] = {
@@ -531,10 +471,6 @@ READERS: dict[str, Callable[[Report, Counter[str]], pl.DataFrame]] = {
     DRIVER: driver,
     NVTX: nvtx,
     OSRT: osrt,
-    MPI_P2P: mpi_p2p,
-    MPI_COLL: mpi_coll,
-    MPI_WAIT: mpi_wait,
-    MPI_OTHER: mpi_other,
 }
 REQUIRED = {
     KERNEL: ("start", "end", "streamId"),
@@ -545,7 +481,6 @@ REQUIRED = {
     DRIVER: ("start", "end", "globalTid"),
     NVTX: ("start",),
     OSRT: ("start", "end", "globalTid"),
-    **{t: ("start", "end", "globalTid") for t in (MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER)},
 }
 """Columns without which a table cannot be placed on a timeline."""
 

@@ -13,11 +13,12 @@ Schema drift: tables and columns are found by name; a missing table is
 skipped, and the reader says once which of the tables it reads were absent;
 a table lacking a column it needs is skipped with a warning; an export
 schema version di has not seen loads what it can and warns. Not read (listed
-in the source's ``info``): CUDA graph definitions (graph-launched kernels keep
-their graph and node ids in ``args``), MPI RMA and I/O tables, scheduling and
-sampling. MPI calls (``nsys profile --trace=mpi``) become events, not yet
-matched ``messages`` and ``collectives``. ``MPI_RANKS`` gives each process its
-MPI rank, so a report of a whole ``mpirun`` holds every rank.
+in the source's ``info``): MPI RMA and I/O tables, scheduling and sampling.
+MPI calls (``nsys profile --trace=mpi``, :mod:`.mpi`) become events, matched
+into ``messages`` and ``collectives`` here for the ranks of this report and
+again over the merged reports of a job (:func:`.mpi.link`, which the
+registry runs after merging). ``MPI_RANKS`` gives each process its MPI rank,
+so a report of a whole ``mpirun`` holds every rank.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.columns import dense_row_ids
-from di.convert.nsys import activity, ranks
+from di.convert.nsys import activity, mpi, ranks
 from di.convert.nsys.report import Report, open_report, pid_of, tid_of
 from di.errors import FormatError
 from di.inputsize import check_size
@@ -132,13 +133,15 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     if not offset:
         warnings.append(f"{path}: no TARGET_INFO_SESSION_START_TIME: times stay relative to the session start")
     frames, read = activity.frames(report, dropped, warnings)
+    mpi_frames, mpi_read = mpi.frames(report, warnings)
+    frames, read = frames + mpi_frames, read + mpi_read
     env = ranks.environment(report)
     mpi_ranks = ranks.mpi_ranks(report)
     rank, rank_source, info = _rank(path, env, mpi_ranks, rank, rank_source, warnings)
     if rank_source == "option":
         mpi_ranks = {}
     host = ranks.host_of(report, env)
-    ev = pl.concat(frames, how="vertical_relaxed") if frames else activity._frame(0, {})
+    ev = pl.concat(frames, how="vertical_relaxed") if frames else activity.frame(0, {})
     ev = ev.with_columns(pl.col("start_ns") + offset, pl.col("end_ns") + offset)
     bad = ev.get_column("end_ns") < ev.get_column("start_ns")
     if bad.any():
@@ -154,6 +157,9 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
             "tables_not_read": [t for t in NOT_READ if t in report.tables],
         }
     )
+    comms = mpi.communicators(report)
+    if comms:
+        info["mpi_communicators"] = comms
     meta = {
         "clock": {"unit": "ns", "domain": "unix_epoch" if offset else "relative", "sync": None},
         "sources": [
@@ -171,7 +177,7 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
         "world_size": info.get("world_size"),
         "command": _command(report),
     }
-    return Trace.build(meta=meta, locations=locations, events=events, flows=flows)
+    return mpi.link(Trace.build(meta=meta, locations=locations, events=events, flows=flows))
 
 
 def _rank(
