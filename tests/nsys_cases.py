@@ -307,3 +307,48 @@ def add_mpi(
     con.commit()
     con.close()
     return path
+
+
+GRAPH_STRINGS = {30: "cudaGraphLaunch_v10000", 31: "cudaGraphInstantiate_v12000", 32: "cudaGraphAddKernelNode_v10000"}
+GRAPH_ID, GRAPH_EXEC = 5, 6
+
+
+def add_graphs(path: Path) -> Path:
+    """Add a CUDA graph to an export of :func:`build`: its definition (CUDA_GRAPH_EVENTS, one node in
+    CUDA_GRAPH_NODE_EVENTS), one launch traced per node (2 kernels with graphId and graphNodeId, correlation
+    id 40) and one traced whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, correlation id 41), each from a
+    cudaGraphLaunch call."""
+    con = sqlite3.connect(path)
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(GRAPH_STRINGS.items()))
+    _table(
+        con,
+        "CUDA_GRAPH_EVENTS",
+        ["start", "end", "eventClass", "globalTid", "nameId", "graphId", "originalGraphId", "graphExecId"],
+        [(9700, 9800, 0, GTID, 31, GRAPH_ID, None, GRAPH_EXEC)],
+    )
+    _table(
+        con,
+        "CUDA_GRAPH_NODE_EVENTS",
+        ["start", "end", "eventClass", "globalTid", "nameId", "graphNodeId", "originalGraphNodeId"],
+        [(9650, 9660, 0, GTID, 32, 99, None)],
+    )
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, "
+        "returnValue) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(9900, 9950, 0, GTID, 40, 30, 0), (10900, 10950, 0, GTID, 41, 30, 0)],
+    )
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN graphId INTEGER")
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, correlationId, "
+        "globalPid, demangledName, shortName, graphNodeId, graphId) VALUES (?, ?, 0, 1, 7, 40, ?, 4, 3, ?, ?)",
+        [(10000, 10100, GPID, 99, GRAPH_ID), (10100, 10200, GPID, 100, GRAPH_ID)],
+    )
+    _table(
+        con,
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+        ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "graphId", "graphExecId"],
+        [(11000, 11500, 0, 1, 7, 41, GPID, GRAPH_ID, GRAPH_EXEC)],
+    )
+    con.commit()
+    con.close()
+    return path

@@ -292,3 +292,30 @@ def test_nvtx_without_event_type_column_reads_ranges_and_marks_by_their_end(tmp_
         "ncclAllReduce",
     ]
     assert nvtx.filter(pl.col("instant")).get_column("name").to_list() == ["checkpoint"]
+
+
+def test_cuda_graphs_definitions_launches_and_their_kernels(tmp_path: Path) -> None:
+    t = assert_valid(di.load(cases.add_graphs(cases.build(tmp_path / "graphs.sqlite"))))
+    ev = t.events.with_row_index("row").with_columns(pl.col("name").cast(pl.String), pl.col("src_cat").cast(pl.String))
+    graph_kernels = ev.filter(pl.col("args").str.contains('"graph":5') & (pl.col("src_cat") == "kernel"))
+    assert graph_kernels.height == 2 and graph_kernels.get_column("start_ns").to_list() == [
+        cases.SESSION_START_NS + 10000,
+        cases.SESSION_START_NS + 10100,
+    ]
+    assert [json.loads(a)["graph node"] for a in graph_kernels.get_column("args")] == [99, 100]
+    whole = ev.filter(pl.col("src_cat") == "cuda_graph", pl.col("cat") == "kernel")
+    assert whole.select("name", "end_ns").rows() == [("CUDA graph 5", cases.SESSION_START_NS + 11500)]
+    assert json.loads(whole.get_column("args").item()) == {"graph": 5, "graph exec": 6}
+    launches = ev.filter(pl.col("name") == "cudaGraphLaunch").get_column("row").to_list()
+    flows = t.flows.filter(pl.col("src").is_in(launches)).sort("dst")
+    assert flows.get_column("dst").to_list() == [*graph_kernels.get_column("row"), *whole.get_column("row")]
+    assert set(flows.get_column("kind")) == {"launch"}
+    made = ev.filter(pl.col("src_cat").is_in(["cuda_graph", "cuda_graph_node"]) & (pl.col("cat") == "cuda_api"))
+    assert made.select("name", "src_cat").sort("name").rows() == [
+        ("cudaGraphAddKernelNode", "cuda_graph_node"),
+        ("cudaGraphInstantiate", "cuda_graph"),
+    ]
+    inst = json.loads(made.filter(pl.col("name") == "cudaGraphInstantiate").get_column("args").item())
+    assert inst == {"graph": 5, "original graph": None, "graph exec": 6}
+    info = t.meta["sources"][0]["info"]
+    assert "CUDA_GRAPH_EVENTS" in info["tables_read"] and "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in info["tables_read"]

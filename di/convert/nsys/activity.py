@@ -2,13 +2,15 @@
 
 | table | cat | timeline |
 | --- | --- | --- |
-| CUPTI_ACTIVITY_KIND_KERNEL | kernel (NCCL kernels: nccl) | GPU stream |
-| CUPTI_ACTIVITY_KIND_MEMCPY | memcpy, bytes, copy kind in the name and args | GPU stream |
-| CUPTI_ACTIVITY_KIND_MEMSET | memset, bytes | GPU stream |
+| CUPTI_ACTIVITY_KIND_KERNEL | kernel (NCCL kernels: nccl); a graph's kernels keep graph and node ids in args | GPU stream |
+| CUPTI_ACTIVITY_KIND_MEMCPY | memcpy, bytes, copy kind in the name and args (graph node too) | GPU stream |
+| CUPTI_ACTIVITY_KIND_MEMSET | memset, bytes (graph node too) | GPU stream |
 | CUPTI_ACTIVITY_KIND_SYNCHRONIZATION | sync (Kineto's names: Event Sync, Stream Sync, ...) | GPU stream (-1: device-wide) |
 | CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER | cuda_api (synchronising calls: sync) | CPU thread |
 | NVTX_EVENTS push/pop, start/end, marks | user, step (ProfilerStep#N, "step N", ...), nccl (domain NCCL) | CPU thread; start/end ranges an async track per process and domain |
 | OSRT_API | io (file and socket calls), else other | CPU thread |
+| CUPTI_ACTIVITY_KIND_GRAPH_TRACE | kernel: a whole CUDA graph launch, graph and exec ids in args | GPU stream |
+| CUDA_GRAPH_EVENTS / CUDA_GRAPH_NODE_EVENTS | cuda_api: graph and node definitions, their ids in args | CPU thread |
 | MPI_* (:mod:`.mpi`) | mpi_p2p, mpi_coll, other | CPU thread |
 
 Every frame has: ``kind``, ``pid``, ``tid``, ``device``, ``stream``, ``start_ns``,
@@ -38,6 +40,7 @@ KERNEL, MEMCPY, MEMSET, SYNC = (
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
 )
 RUNTIME, DRIVER, NVTX, OSRT = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "NVTX_EVENTS", "OSRT_API"
+GRAPH_TRACE, GRAPHS, GRAPH_NODES = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS"
 
 # CUPTI enums (cupti_activity.h; the export's ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND, ENUM_CUPTI_SYNC_TYPE hold the same)
 COPY_KINDS = {
@@ -88,7 +91,7 @@ API_VERSION = r"_v\d+$"
 KIND = pl.Enum(["cpu_thread", "async", "gpu_stream"])
 """Timeline kinds of event rows, in the order their locations are numbered."""
 
-TABLES = (KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, DRIVER, NVTX, OSRT)
+TABLES = (KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, DRIVER, NVTX, OSRT, GRAPH_TRACE, GRAPHS, GRAPH_NODES)
 
 
 def num(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
@@ -260,16 +263,24 @@ def kernels(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         "registers per thread": num(c["regs"], c["regs_null"]),
         "shared memory": num(c["smem"], c["smem_null"]),
     }
-    if not c["graph_node_null"].all():
-        fields["graph node"] = num(c["graph_node"], c["graph_node_null"])
+    fields.update(_graph_node(c))
     if not c["graph_null"].all():
         fields["graph"] = num(c["graph"], c["graph_null"])
     cat = _flag(report, "nccl_kernel", COMM_KERNEL, pos, "nccl", "kernel")
     return frame(n, base(n, **_gpu_cols(c), name=name, src_cat="kernel", cat=cat, args=json_object(fields)))
 
 
+def _graph_node(c: dict[str, np.ndarray]) -> dict[str, pl.Series]:
+    """``graph node`` (graphNodeId) of the GPU records a CUDA graph launched, when the table has any."""
+    return {} if c["graph_node_null"].all() else {"graph node": num(c["graph_node"], c["graph_node_null"])}
+
+
 def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    c = _gpu(report, MEMCPY, {"bytes": "bytes", "kind": "copyKind", "src": "srcKind", "dst": "dstKind"})
+    c = _gpu(
+        report,
+        MEMCPY,
+        {"bytes": "bytes", "kind": "copyKind", "src": "srcKind", "dst": "dstKind", "graph_node": "graphNodeId"},
+    )
     n = c["start"].size
     kind = _enum_text(c["kind"], c["kind_null"], COPY_KINDS)
     src, dst = _enum_text(c["src"], c["src_null"], MEM_KINDS), _enum_text(c["dst"], c["dst_null"], MEM_KINDS)
@@ -280,7 +291,12 @@ def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         .otherwise(pl.format("Memcpy {}", "k"))
     ).to_series()
     args = json_object(
-        {"copy kind": _json_strings(kind), "src kind": _json_strings(src), "dst kind": _json_strings(dst)}
+        {
+            "copy kind": _json_strings(kind),
+            "src kind": _json_strings(src),
+            "dst kind": _json_strings(dst),
+            **_graph_node(c),
+        }
     )
     return frame(
         n,
@@ -289,7 +305,7 @@ def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
 
 
 def memsets(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    c = _gpu(report, MEMSET, {"bytes": "bytes", "value": "value", "mem": "memKind"})
+    c = _gpu(report, MEMSET, {"bytes": "bytes", "value": "value", "mem": "memKind", "graph_node": "graphNodeId"})
     n = c["start"].size
     mem = _enum_text(c["mem"], c["mem_null"], MEM_KINDS)
     name = (
@@ -297,7 +313,7 @@ def memsets(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         .select(pl.when(pl.col("m").is_not_null()).then(pl.format("Memset ({})", "m")).otherwise(pl.lit("Memset")))
         .to_series()
     )
-    args = json_object({"value": num(c["value"], c["value_null"]), "mem kind": _json_strings(mem)})
+    args = json_object({"value": num(c["value"], c["value_null"]), "mem kind": _json_strings(mem), **_graph_node(c)})
     return frame(
         n,
         base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=_nullable(c, "bytes"), args=args),
@@ -462,6 +478,44 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     return rows.filter(pl.Series(keep))
 
 
+def graph_launches(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    """Whole CUDA graph launches on their stream (``--cuda-graph-trace=graph``): cat kernel, linked to
+    their cudaGraphLaunch by correlation id."""
+    c = _gpu(report, GRAPH_TRACE, {"graph": "graphId", "exec": "graphExecId"})
+    n = c["start"].size
+    name = ("CUDA graph " + pl.Series(c["graph"]).cast(pl.String)).set(pl.Series(c["graph_null"]), "CUDA graph")
+    args = json_object({"graph": num(c["graph"], c["graph_null"]), "graph exec": num(c["exec"], c["exec_null"])})
+    return frame(n, base(n, **_gpu_cols(c), name=name, src_cat="cuda_graph", cat="kernel", args=args))
+
+
+def _graph_definitions(report: Report, table: str, ids: dict[str, str]) -> pl.DataFrame:
+    """CUDA graph and graph node definitions (creation, cloning, instantiation) on the thread that made them:
+    cat cuda_api, the ids in args."""
+    c = report.ints(table, {"start": "start", "end": "end", "gtid": "globalTid", "name": "nameId", **ids})
+    n = c["start"].size
+    pos = report.positions(c["name"], c["name_null"])
+    name = (
+        report.derived("api_name", lambda v: v.str.replace(API_VERSION, "").cast(pl.Categorical))
+        .gather(pos)
+        .fill_null("")
+    )
+    args = json_object({key.replace("_", " "): num(c[key], c[key + "_null"]) for key in ids})
+    src_cat = "cuda_graph" if table == GRAPHS else "cuda_graph_node"
+    return frame(n, base(n, **thread(c), name=name, src_cat=src_cat, cat="cuda_api", args=args))
+
+
+def graphs(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    return _graph_definitions(
+        report, GRAPHS, {"graph": "graphId", "original_graph": "originalGraphId", "graph_exec": "graphExecId"}
+    )
+
+
+def graph_nodes(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    return _graph_definitions(
+        report, GRAPH_NODES, {"graph_node": "graphNodeId", "original_graph_node": "originalGraphNodeId"}
+    )
+
+
 READERS: dict[str, Callable[[Report, Counter[str]], pl.DataFrame]] = {
     KERNEL: kernels,
     MEMCPY: memcpys,
@@ -471,6 +525,9 @@ READERS: dict[str, Callable[[Report, Counter[str]], pl.DataFrame]] = {
     DRIVER: driver,
     NVTX: nvtx,
     OSRT: osrt,
+    GRAPH_TRACE: graph_launches,
+    GRAPHS: graphs,
+    GRAPH_NODES: graph_nodes,
 }
 REQUIRED = {
     KERNEL: ("start", "end", "streamId"),
@@ -481,6 +538,9 @@ REQUIRED = {
     DRIVER: ("start", "end", "globalTid"),
     NVTX: ("start",),
     OSRT: ("start", "end", "globalTid"),
+    GRAPH_TRACE: ("start", "end", "streamId"),
+    GRAPHS: ("start", "end", "globalTid"),
+    GRAPH_NODES: ("start", "end", "globalTid"),
 }
 """Columns without which a table cannot be placed on a timeline."""
 

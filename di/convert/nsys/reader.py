@@ -55,8 +55,6 @@ EXPECTED = (
 )
 """Tables a CUDA report usually has; the absent ones are said once (the driver table is optional everywhere)."""
 NOT_READ = (
-    "CUDA_GRAPH_EVENTS",
-    "CUDA_GRAPH_NODE_EVENTS",
     "MPI_RMA_EVENTS",
     "MPI_IO_EVENTS",
     "SCHED_EVENTS",
