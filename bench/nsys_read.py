@@ -12,8 +12,12 @@ one to one), in a temporary folder. Then:
 (1) Ways to fetch the kernel table's integer columns (start, end, deviceId, streamId,
     correlationId, globalPid, demangledName, shortName) into numpy: Python's
     ``sqlite3`` ``fetchall`` -> ``np.array``, ``fetchall`` -> ``pl.DataFrame(orient="row")``,
-    ``pl.read_database``, per-column queries through ``np.fromiter``, and di's numba loop
-    over the SQLite C API (:mod:`di.convert.nsys.scan`); rows/s, best of ``--repeats``.
+    ``pl.read_database``, per-column queries through ``np.fromiter``, per-column
+    ``group_concat`` texts parsed by numpy (one Python string per column, not per value),
+    ``pl.read_database_uri`` with a ``sqlite://`` URI through connectorx and through ADBC's
+    SQLite driver (Arrow buffers; run where those optional packages are importable, else
+    said skipped: they are no dependency of di), and di's numba loop over the SQLite C API
+    (:mod:`di.convert.nsys.scan`); rows/s, best of ``--repeats``.
 (2) The whole reader (:func:`di.convert.nsys.reader.read_nsys`) with the numba loop and
     with ``fetchall``: rows read (of the tables it maps) per second, best of ``--repeats``,
     after one warm-up run (numba's cache compiled).
@@ -96,6 +100,22 @@ def rates(n: int, seconds: tuple[float, float]) -> dict[str, float]:
     return {"wall": n / seconds[0], "cpu": n / seconds[1]}
 
 
+def _uri_methods(path: Path, sql: str) -> dict[str, Callable[[], object]]:
+    """``pl.read_database_uri`` through connectorx and ADBC, for those installed."""
+    out: dict[str, Callable[[], object]] = {}
+    for engine, module in (("connectorx", "connectorx"), ("adbc", "adbc_driver_sqlite")):
+        try:
+            __import__(module)
+        except ImportError:
+            print(f"pl.read_database_uri ({engine}): skipped, {module} is not installed")
+            continue
+        uri = f"sqlite://{path.resolve()}" if engine == "connectorx" else f"sqlite:///{path.resolve()}"
+        out[f"pl.read_database_uri ({engine}, Arrow)"] = lambda uri=uri, engine=engine: pl.read_database_uri(
+            sql, uri, engine=engine
+        )
+    return out
+
+
 def fetch_methods(path: Path, repeats: int) -> dict[str, dict[str, float]]:
     """rows/s of each way to read the kernel table's integer columns."""
     from di.convert.nsys.scan import int_columns
@@ -117,6 +137,14 @@ def fetch_methods(path: Path, repeats: int) -> dict[str, dict[str, float]]:
             )
             for c in KERNEL_COLS
         ],
+        "per-column group_concat -> np.array(str.split)": lambda: [
+            np.array(
+                con.execute(f"SELECT group_concat({c}) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0].split(","),
+                dtype=np.int64,
+            )
+            for c in KERNEL_COLS
+        ],
+        **_uri_methods(path, sql),
         "numba loop over the SQLite C API (di)": lambda: int_columns(
             con, path, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLS
         ),

@@ -156,15 +156,15 @@ def frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
     for k, dtype in schema.items():
         v = cols.get(k)
         if v is None:
-            series.append(pl.Series(k, [None] * n, dtype=dtype))
+            series.append(pl.Series(k, [], dtype=dtype).extend_constant(None, n))
         elif isinstance(v, str):
             series.append(
                 pl.select(pl.repeat(v, n, dtype=pl.String).cast(dtype).alias(k)).to_series()
                 if n
                 else pl.Series(k, [], dtype=dtype)
             )
-        else:
-            series.append(pl.Series(k, v).cast(dtype))
+        else:  # a value beyond the column's type (a damaged device id) becomes null
+            series.append(pl.Series(k, v).cast(dtype, strict=False))
     return pl.DataFrame(series)
 
 
@@ -409,7 +409,7 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     inline = (
         pl.Series([r[0] for r in report.con.execute(f'SELECT text FROM "{NVTX}"')], dtype=pl.String)
         if has_text
-        else pl.Series([None] * c["start"].size, dtype=pl.String)
+        else pl.Series([], dtype=pl.String).extend_constant(None, c["start"].size)
     )
     text = inline.fill_null(report.text(c["text_id"], c["text_id_null"]))
     t = (

@@ -204,7 +204,12 @@ def communicators(report: Report) -> list[list[Any]]:
         return []
     cols = ", ".join(f'"{c}"' if c in have else "NULL" for c in COMM_COLUMNS)
     rows = report.con.execute(f"SELECT {cols} FROM MPI_COMMUNICATORS").fetchall()
-    return [[v if isinstance(v, int) or v is None else str(v) for v in r] for r in rows]
+    # the ids and sizes are integers (else null), the members a text; the table is one row per rank and communicator
+    return [
+        [v if isinstance(v, int) and -(2**63) <= v < 2**63 else None for v in r[:5]]
+        + [None if r[5] is None else str(r[5])]
+        for r in rows
+    ]
 
 
 def _member_pairs(uid: int, size: int | None, members: str | None) -> list[tuple[int, int, int]]:
@@ -364,7 +369,11 @@ def _collectives(ev: pl.DataFrame, world_size: int | None) -> pl.DataFrame:
 def link(trace: Trace) -> Trace:
     """``messages`` and ``collectives`` of the nsys MPI calls in ``trace`` (one report or a merged job), replacing
     those a previous link made; the unmatched calls are counted in one warning."""
-    sources = [i for i, s in enumerate(trace.meta.get("sources", [])) if s.get("format") == "nsys"]
+    sources = [
+        i
+        for i, s in enumerate(trace.meta.get("sources", []))
+        if s.get("format") == "nsys" and set((s.get("info") or {}).get("tables_read", ())) & set(MPI_TABLES)
+    ]
     if not sources:
         return trace
     locs = trace.locations.filter(pl.col("source").is_in(sources)).select("loc", pl.col("rank").cast(pl.Int64))

@@ -229,7 +229,11 @@ def _names(report: Report) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, str]]:
         },
         schema={"pid": pl.Int64, "process": pl.String},
     ).unique("pid", keep="last")
-    gpus = {int(i): str(n) for i, n in report.pairs("TARGET_INFO_GPU", "id", "name") if i.lstrip("-").isdigit()}
+    gpus = {
+        int(i): str(n)
+        for i, n in report.pairs("TARGET_INFO_GPU", "id", "name")
+        if i.lstrip("-").isdigit() and -(2**31) <= int(i) < 2**31  # device ids are Int32
+    }
     return threads, processes, gpus
 
 
@@ -315,7 +319,8 @@ def _events(ev: pl.DataFrame, loc: np.ndarray) -> tuple[pl.DataFrame, pl.DataFra
     (cuda_api or sync, on a CPU thread) -> every GPU record of the same process with its correlation id."""
     start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     order = nesting_order(loc, start, end, np.arange(loc.size))
-    ev = ev[order]
+    keep = ("kind", "pid", "start_ns", "end_ns", "name", "cat", "src_cat", "corr", "bytes", "instant", "args")
+    ev = ev.select(keep)[order]
     loc = loc[order]
     depth, parent = nest(loc, ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy())
     rows = ev.select("kind", "pid", "corr", "cat").with_row_index("row").filter(pl.col("corr").is_not_null())

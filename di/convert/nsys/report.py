@@ -115,7 +115,7 @@ class Report:
         """Positions in :meth:`strings` of ``ids`` (null where ``null`` or an id is not in StringIds)."""
         known, _ = self.strings()
         if not known.size:
-            return pl.Series([None] * ids.size, dtype=pl.Int64)
+            return pl.Series([], dtype=pl.Int64).extend_constant(None, ids.size)
         at = np.minimum(np.searchsorted(known, ids), known.size - 1)
         ok = known[at] == ids
         if null is not None:
