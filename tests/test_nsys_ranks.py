@@ -7,6 +7,7 @@ environment recorded in the report; ``di info`` says which.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import Counter
 import subprocess
@@ -74,9 +75,13 @@ def test_di_info_says_where_each_rank_came_from(tmp_path: Path) -> None:
     a = cases.build(tmp_path / "report.0.sqlite")
     b = cases.build(tmp_path / "x.sqlite", env={"PMI_RANK": "1"})
     out = subprocess.run(
-        [sys.executable, "-m", "di", "info", str(a), str(b)], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "di", "info", str(a), str(b)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "250"},  # one table row per source
     ).stdout
-    assert "file_name" in out and "metadata" in out
+    assert "file_name" in out and "metadata (PMI_RANK)" in out
 
 
 def test_convert_a_folder_of_reports(tmp_path: Path) -> None:
