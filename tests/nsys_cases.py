@@ -44,11 +44,12 @@ def build(
     env: dict[str, str] | None = None,
     drop: tuple[str, ...] = (),
     kernel_cols: tuple[str, ...] = (),
+    nvtx_stream_names: bool = False,
 ) -> Path:
     """Write a small export to ``path``: 2 kernels (one NCCL, one a graph node), 1 memset, 3 runtime calls,
     1 driver call, 1 stream sync record, NVTX (a push/pop range, a step range, a start/end range, a mark,
     an NCCL-domain range, one range never ended), 1 OSRT read. ``drop``: tables left out;
-    ``kernel_cols``: kernel columns left out."""
+    ``kernel_cols``: kernel columns left out; ``nvtx_stream_names``: stream 13 named "comm stream" with NVTX."""
     con = sqlite3.connect(path)
     _table(con, "StringIds", ["id INTEGER PRIMARY KEY", "value TEXT"], list(STRINGS.items()))
     _table(
@@ -81,6 +82,18 @@ def build(
     _table(con, "PROCESSES", ["globalPid INTEGER", "pid INTEGER", "name TEXT"], [(GPID, PID, "python")])
     _table(con, "ThreadNames", ["nameId INTEGER", "priority INTEGER", "globalTid INTEGER"], [(7, 0, GTID)])
     _table(con, "TARGET_INFO_GPU", ["vmId INTEGER", "id INTEGER", "name TEXT"], [(0, 0, "NVIDIA H100")])
+    _table(
+        con,
+        "TARGET_INFO_CUDA_STREAM",
+        ["streamId", "hwId", "vmId", "processId", "contextId", "priority", "flag"],
+        [(7, 0, 0, PID, 1, 0, 3), (13, 0, 0, PID, 1, 4294967291, 2)],  # the null stream; non-blocking, priority -5
+    )
+    _table(
+        con,
+        "TARGET_INFO_NVTX_CUDA_STREAM",
+        ["name", "hwId", "vmId", "processId", "deviceId", "contextId", "streamId"],
+        [("comm stream", 0, 0, PID, 0, 1, 13)] if nvtx_stream_names else [],
+    )
     kcols = [
         c
         for c in (

@@ -184,7 +184,11 @@ def test_hand_built_export_maps_every_table(tmp_path: Path) -> None:
     locs = t.locations
     assert locs.filter(pl.col("kind") == "cpu_thread").get_column("name").to_list() == ["main thread"]
     assert locs.filter(pl.col("kind") == "async").get_column("name").to_list() == ["NVTX start/end ranges"]
-    assert sorted(locs.filter(pl.col("kind") == "gpu_stream").get_column("stream").to_list()) == [7, 13]
+    gpu = locs.filter(pl.col("kind") == "gpu_stream").sort("stream")
+    assert gpu.select("stream", "name").rows() == [
+        (7, "GPU 0 stream 7 (null stream)"),
+        (13, "GPU 0 stream 13 (non-blocking, priority -5)"),
+    ]
     assert t.meta["hosts"] == ["node7"] and read_nsys(tmp_path / "job.sqlite").meta["command"] == "train"
     nested = ev.filter(pl.col("name") == "cudaLaunchKernel").get_column("depth").to_list()
     assert all(d >= 1 for d in nested)  # inside ProfilerStep#7 (and forward) on the thread
@@ -267,6 +271,17 @@ def test_otf2_print_reads_the_archive(clover_trace: di.Trace, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr[-500:]
     enters = sum(1 for line in done.stdout.splitlines() if line.startswith("ENTER "))
     assert enters == clover_trace.events.filter(~pl.col("instant")).height
+
+
+def test_streams_named_with_nvtx_and_unnamed_threads(tmp_path: Path) -> None:
+    t = assert_valid(di.load(cases.build(tmp_path / "named.sqlite", nvtx_stream_names=True)))
+    gpu = t.locations.filter(pl.col("kind") == "gpu_stream").sort("stream")
+    assert gpu.get_column("name").to_list() == ["GPU 0 stream 7 (null stream)", "GPU 0 comm stream"]
+    path = cases.build(tmp_path / "unnamed.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("DELETE FROM ThreadNames")
+    cpu = di.load(path).locations.filter(pl.col("kind") == "cpu_thread")
+    assert cpu.get_column("name").to_list() == [f"thread {cases.TID}"]
 
 
 def test_gpu_records_without_global_pid_still_get_their_launch_flows(tmp_path: Path) -> None:

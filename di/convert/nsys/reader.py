@@ -237,6 +237,60 @@ def _names(report: Report) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, str]]:
     return threads, processes, gpus
 
 
+STREAM_KINDS = {3: "null stream", 2: "non-blocking"}
+"""TARGET_INFO_CUDA_STREAM.flag (ENUM_CUPTI_STREAM_TYPE) said in a stream's name; 1 (default) and 0 (unknown) are not."""
+
+
+def _streams(report: Report) -> pl.DataFrame:
+    """(pid, stream) -> what the stream's name adds: the NVTX name given to it (TARGET_INFO_NVTX_CUDA_STREAM), or
+    its kind and priority (TARGET_INFO_CUDA_STREAM: `` (null stream)``, `` (non-blocking, priority -5)``)."""
+    schema = {"pid": pl.Int64, "stream": pl.Int64, "stream_kind": pl.String, "nvtx_name": pl.String}
+    parts = []
+    if {"processId", "streamId"} <= set(report.columns("TARGET_INFO_CUDA_STREAM")):
+        have = report.columns("TARGET_INFO_CUDA_STREAM")
+        c = report.ints(
+            "TARGET_INFO_CUDA_STREAM",
+            {"pid": "processId", "stream": "streamId", "priority": "priority", "flag": "flag"},
+        )
+        priority = np.where(c["priority"] >= 2**31, c["priority"] - 2**32, c["priority"])  # an int32 stored unsigned
+        words = pl.DataFrame(
+            {
+                "kind": pl.Series(c["flag"]).replace_strict(STREAM_KINDS, default=None, return_dtype=pl.String),
+                "prio": pl.Series(priority).cast(pl.String).set(pl.Series(c["priority_null"] | (priority == 0)), None)
+                if "priority" in have
+                else pl.Series([], dtype=pl.String).extend_constant(None, c["pid"].size),
+            }
+        ).select(
+            pl.concat_list("kind", pl.concat_str(pl.lit("priority "), "prio"))
+            .list.drop_nulls()
+            .list.join(", ")
+            .alias("words")
+        )
+        parts.append(
+            pl.DataFrame({"pid": c["pid"], "stream": c["stream"]}).with_columns(
+                pl.when(words.get_column("words") != "")
+                .then(pl.concat_str(pl.lit(" ("), pl.lit(words.get_column("words")), pl.lit(")")))
+                .alias("stream_kind"),
+                pl.lit(None, pl.String).alias("nvtx_name"),
+            )
+        )
+    if {"processId", "streamId", "name"} <= set(report.columns("TARGET_INFO_NVTX_CUDA_STREAM")):
+        rows = report.con.execute("SELECT processId, streamId, name FROM TARGET_INFO_NVTX_CUDA_STREAM").fetchall()
+        ok = [(p, s_, str(n)) for p, s_, n in rows if isinstance(p, int) and isinstance(s_, int) and n is not None]
+        parts.append(
+            pl.DataFrame(ok, schema={"pid": pl.Int64, "stream": pl.Int64, "nvtx_name": pl.String}, orient="row")
+            .with_columns(pl.lit(None, pl.String).alias("stream_kind"))
+            .select(list(schema))
+        )
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    return (
+        pl.concat([p.cast(schema) for p in parts])  # type: ignore[arg-type]
+        .group_by("pid", "stream", maintain_order=True)
+        .agg(pl.col("stream_kind").drop_nulls().first(), pl.col("nvtx_name").drop_nulls().first())
+    )
+
+
 def _locations(
     report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int, mpi_ranks: dict[int, int]
 ) -> tuple[pl.DataFrame, np.ndarray]:
@@ -265,8 +319,10 @@ def _locations(
     loc_of = np.empty(len(first), np.int64)
     loc_of[locs.get_column("_id").to_numpy()] = np.arange(len(first))
     threads, processes, gpus = _names(report)
-    locs = locs.join(threads, on=["pid", "tid"], how="left", maintain_order="left").join(
-        processes, on="pid", how="left", maintain_order="left"
+    locs = (
+        locs.join(threads, on=["pid", "tid"], how="left", maintain_order="left")
+        .join(processes, on="pid", how="left", maintain_order="left")
+        .join(_streams(report), on=["pid", "stream"], how="left", maintain_order="left")
     )
     gpu_name = (
         pl.col("device").replace_strict(gpus, default=None, return_dtype=pl.String) if gpus else pl.lit(None, pl.String)
@@ -280,7 +336,11 @@ def _locations(
         .then(
             pl.when(pl.col("stream") < 0)
             .then(pl.format("GPU {} device-wide", "device"))
-            .otherwise(pl.format("GPU {} stream {}", "device", "stream"))
+            .when(pl.col("nvtx_name").is_not_null())
+            .then(pl.format("GPU {} {}", "device", "nvtx_name"))
+            .otherwise(
+                pl.concat_str(pl.format("GPU {} stream {}", "device", "stream"), pl.col("stream_kind").fill_null(""))
+            )
         )
         .when(pl.col("kind") == "async")
         .then(
@@ -291,7 +351,7 @@ def _locations(
                 .otherwise(pl.lit("")),
             )
         )
-        .otherwise(pl.col("tname"))
+        .otherwise(pl.coalesce("tname", pl.format("thread {}", "tid")))
         .alias("name"),
         pl.when(pl.col("kind") == "gpu_stream").then(gpu_name).alias("gpu_model"),
         pl.lit(source, pl.Int32).alias("source"),
