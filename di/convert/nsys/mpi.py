@@ -59,6 +59,7 @@ import polars as pl
 
 from di.capture.matching import COLLECTIVE_OPS, RECV_OPS, SEND_OPS, base_name
 from di.convert.nsys import activity
+from di.convert.nsys.ranks import MAX_RANK
 from di.convert.nsys.report import Report
 from di.merge import assign_instances
 from di.trace import CATS, Trace
@@ -206,16 +207,21 @@ def communicators(report: Report) -> list[list[Any]]:
     rows = report.con.execute(f"SELECT {cols} FROM MPI_COMMUNICATORS").fetchall()
     # the ids and sizes are integers (else null), the members a text; the table is one row per rank and communicator
     return [
-        [v if isinstance(v, int) and -(2**63) <= v < 2**63 else None for v in r[:5]]
+        [_int(r[0], 0, MAX_RANK), _int(r[1]), _int(r[2]), _int(r[3], 0, MAX_RANK), _int(r[4], 1, MAX_RANK)]
         + [None if r[5] is None else str(r[5])]
         for r in rows
     ]
 
 
+def _int(value: object, low: int = -(2**63), high: int = 2**63 - 1) -> int | None:
+    """``value`` when it is an integer in [low, high], else None (a damaged or differently typed cell)."""
+    return value if isinstance(value, int) and low <= value <= high else None
+
+
 def _member_pairs(uid: int, size: int | None, members: str | None) -> list[tuple[int, int, int]]:
     """(uid, local rank, world rank) from a ``members`` text (see the module docstring); [] when it says nothing sure."""
     values = [int(v) for v in re.findall(r"-?\d+", members or "")]
-    if not values or not size:
+    if not values or not size or size > len(values):  # every form lists at least the members
         return []
     if len(values) == size and sorted(values) != list(range(size)):
         return [(uid, k, w) for k, w in enumerate(values)]  # world ranks in communicator order
@@ -355,7 +361,7 @@ def _collectives(ev: pl.DataFrame, world_size: int | None) -> pl.DataFrame:
             "comm",
             "seq",
             "op",
-            pl.col("root_world").cast(pl.Int32).alias("root"),
+            pl.when(pl.col("root_world").is_between(0, MAX_RANK)).then("root_world").cast(pl.Int32).alias("root"),
             pl.col("send_bytes").alias("bytes"),
             pl.lit(None, pl.String).alias("dtype"),
             pl.coalesce("size", pl.when(pl.col("comm") == "MPI_COMM_WORLD").then(pl.lit(world_size, pl.Int64))).alias(

@@ -141,6 +141,10 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     host = ranks.host_of(report, env)
     ev = pl.concat(frames, how="vertical_relaxed") if frames else activity.frame(0, {})
     ev = ev.with_columns(pl.col("start_ns") + offset, pl.col("end_ns") + offset)
+    negative = ev.get_column("bytes") < 0
+    if negative.any():
+        dropped["negative byte counts (set to null)"] += int(negative.sum())
+        ev = ev.with_columns(pl.when(~negative).then(pl.col("bytes")).alias("bytes"))
     bad = ev.get_column("end_ns") < ev.get_column("start_ns")
     if bad.any():
         dropped["events that end before they start"] += int(bad.sum())
