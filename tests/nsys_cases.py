@@ -240,6 +240,7 @@ EXCHANGE = {
         ("MPI_START_WAIT_EVENTS", 2020, 3500, 23, None, None, None, 0xA1, None),  # Wait for it
         ("MPI_COLLECTIVES_EVENTS", 4000, 5000, 22, None, None, 4096, None, None),  # Allreduce
         ("MPI_COLLECTIVES_EVENTS", 6000, 6200, 26, None, None, None, None, None),  # Barrier
+        ("MPI_P2P_EVENTS", 6900, 6950, 20, 1, 9, 64, None, None),  # Send to 1, tag 9
     ],
     1: [
         ("MPI_OTHER_EVENTS", 100, 500, 27, None, None, None, None, None),
@@ -248,11 +249,11 @@ EXCHANGE = {
         ("MPI_START_WAIT_EVENTS", 3020, 3030, 23, None, None, None, 0xB1, None),
         ("MPI_COLLECTIVES_EVENTS", 4600, 5000, 22, None, None, 4096, None, None),
         ("MPI_COLLECTIVES_EVENTS", 6100, 6200, 26, None, None, None, None, None),
-        ("MPI_P2P_EVENTS", 7000, 7100, 21, ANY_SOURCE, 9, 64, None, None),  # Recv from MPI_ANY_SOURCE: not matched
+        ("MPI_P2P_EVENTS", 7000, 7100, 21, ANY_SOURCE, 9, 64, None, None),  # Recv from MPI_ANY_SOURCE, tag 9
     ],
 }
-"""Known answer: messages 0 -> 1 (Send, Recv; 1024 B, tag 7) and 1 -> 0 (Isend + Wait, Irecv + Wait; 2048 B,
-tag 8); collectives Allreduce and Barrier on both; wait states: rank 1's Recv waits 400 ns for rank 0 (late
+"""Known answer: messages 0 -> 1 (Send, Recv; 1024 B, tag 7), 1 -> 0 (Isend + Wait, Irecv + Wait; 2048 B,
+tag 8) and 0 -> 1 (Send, a Recv from MPI_ANY_SOURCE; 64 B, tag 9); collectives Allreduce and Barrier on both; wait states: rank 1's Recv waits 400 ns for rank 0 (late
 sender), rank 0's Wait 980 ns for rank 1 (late sender: 3000 - 2020), rank 0 waits 600 ns in the Allreduce
 (wait_nxn) and 100 ns in the Barrier (wait_barrier), both for rank 1."""
 

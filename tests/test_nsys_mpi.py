@@ -42,12 +42,14 @@ def _named(t: di.Trace, col: str, table: pl.DataFrame) -> pl.Series:
 
 def _check_exchange(t: di.Trace) -> None:
     m = t.messages.sort("tag")
-    assert m.height == 2
-    assert m.select("bytes", "tag").rows() == [(1024, 7), (2048, 8)]
-    assert _named(t, "send", m).to_series().to_list() == ["0:MPI_Send", "1:MPI_Isend"]
-    assert _named(t, "recv", m).to_series().to_list() == ["1:MPI_Recv", "0:MPI_Wait"]
-    assert _named(t, "send_done", m).to_series().to_list() == [None, "1:MPI_Wait"]
-    assert _named(t, "recv_post", m).to_series().to_list() == [None, "0:MPI_Irecv"]
+    assert m.height == 3
+    assert m.select("bytes", "tag", "src_rank", "dst_rank").rows() == [(1024, 7, 0, 1), (2048, 8, 1, 0), (64, 9, 0, 1)]
+    assert _named(t, "send", m).to_series().to_list() == ["0:MPI_Send", "1:MPI_Isend", "0:MPI_Send"]
+    assert _named(t, "recv", m).to_series().to_list() == ["1:MPI_Recv", "0:MPI_Wait", "1:MPI_Recv"]
+    assert _named(t, "send_done", m).to_series().to_list() == [None, "1:MPI_Wait", None]
+    assert _named(t, "recv_post", m).to_series().to_list() == [None, "0:MPI_Irecv", None]
+    recv_start = t.events.get_column("start_ns").gather(m.get_column("recv")) - cases.SESSION_START_NS
+    assert recv_start.to_list() == [600, 2020, 7000]  # the MPI_ANY_SOURCE receive took the tag-9 send
     assert m.get_column("comm").n_unique() == 1
     c = t.collectives.sort("instance", "rank")
     assert c.select("instance", "rank", "op", "seq", "group_size").rows() == [
@@ -59,7 +61,9 @@ def _check_exchange(t: di.Trace) -> None:
     assert c.get_column("bytes").to_list() == [4096, 4096, None, None]
     names = dict(zip(*[t.events.get_column(k).cast(pl.String).to_list() for k in ("name", "cat")]))
     assert names["MPI_Init"] == "other" and names["MPI_Wait"] == "mpi_p2p" and names["MPI_Barrier"] == "mpi_coll"
-    assert any("1 receives from MPI_ANY_SOURCE" in w for w in t.meta["warnings"])
+    said = [w for w in t.meta["warnings"] if w.startswith("MPI (nsys): ")]
+    assert len(said) == 1 and "1 wildcard receives (MPI_ANY_SOURCE, MPI_ANY_TAG) matched in order" in said[0]
+    assert "without a matching" not in said[0]
 
 
 def _check_wait_states(t: di.Trace) -> None:
@@ -101,7 +105,7 @@ def test_differing_handles_without_communicator_table_are_not_matched_and_said(t
     t = assert_valid(di.load(_per_rank(tmp_path, handles={0: 0x1000, 1: 0x2000})))
     assert t.messages.height == 0
     said = [w for w in t.meta["warnings"] if w.startswith("MPI (nsys): ")]
-    assert len(said) == 1 and "2 sends without a matching receive" in said[0]
+    assert len(said) == 1 and "3 receives without a matching send, 3 sends without a matching receive" in said[0]
     assert t.collectives.get_column("instance").n_unique() == 4  # each rank's calls on its own communicator
 
 
@@ -114,7 +118,7 @@ def test_a_missing_rank_leaves_its_peer_unmatched(tmp_path: Path) -> None:
     t = assert_valid(di.load(_per_rank(tmp_path)[0]))
     assert t.ranks == [0] and t.messages.height == 0
     said = [w for w in t.meta["warnings"] if w.startswith("MPI (nsys): ")]
-    assert len(said) == 1 and "1 receives without a matching send, 1 sends without a matching receive" in said[0]
+    assert len(said) == 1 and "1 receives without a matching send, 2 sends without a matching receive" in said[0]
 
 
 @pytest.mark.parametrize("out", ["x.di", "x.otf2"])
@@ -122,4 +126,4 @@ def test_messages_survive_a_round_trip(tmp_path: Path, out: str) -> None:
     t = di.load(_per_rank(tmp_path))
     di.save(t, tmp_path / out)
     back = assert_valid(di.load(tmp_path / out))
-    assert back.messages.height == 2 and back.collectives.height == 4
+    assert back.messages.height == 3 and back.collectives.height == 4

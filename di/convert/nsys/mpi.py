@@ -40,9 +40,13 @@ capture (:mod:`di.capture.matching`):
   after its post with the same request handle (before that handle is posted
   again), else the first with no handle recorded (MPI_Waitall). An
   MPI_Sendrecv is one row when its two halves agree, else two rows, the send
-  first (as nsys's ``mpi_event_trace`` report reads them). Receives from
-  ``MPI_ANY_SOURCE`` or with ``MPI_ANY_TAG``, and peers ``MPI_PROC_NULL``,
-  are not matched and are counted. ``bytes`` is the sender's size.
+  first (as nsys's ``mpi_event_trace`` report reads them). A receive from
+  ``MPI_ANY_SOURCE`` or with ``MPI_ANY_TAG`` (a negative source or tag: the
+  trace records the call's arguments, not the status) is matched after the
+  exact ones, in post order, with the sends left to its rank on its
+  communicator in start order (with the same tag, or from the same source,
+  where it named one): MPI matches those by arrival, which no trace records.
+  Sends to ``MPI_PROC_NULL`` are not matched. ``bytes`` is the sender's size.
 * A collective instance is the i-th collective call of every member on one
   communicator (``seq`` per rank and communicator, ``instance`` by
   :func:`di.merge.assign_instances`); ``bytes`` is what the rank sends.
@@ -329,22 +333,41 @@ def _messages(ev: pl.DataFrame, counts: Counter[str]) -> pl.DataFrame:
         t="start_ns",
         recv=pl.when(pl.col("role") == IRECV).then(pl.coalesce("done", "row")).otherwise("row"),
         recv_post=pl.when(pl.col("role") == IRECV).then("row"),
+        remote="remote_rank",
     )
     unusable_s = pl.col("dst").is_null() | (pl.col("dst") < 0) | pl.col("tag").is_null()
-    unusable_r = pl.col("src").is_null() | (pl.col("src") < 0) | pl.col("tag").is_null() | (pl.col("tag") < 0)
+    wild_src, wild_tag = pl.col("remote") < 0, pl.col("tag") < 0
+    unusable_r = pl.col("tag").is_null() | pl.col("remote").is_null() | (~wild_src & pl.col("src").is_null())
     counts["sends to MPI_PROC_NULL or an unknown rank"] += int(sends.select(unusable_s.sum()).item())
-    counts["receives from MPI_ANY_SOURCE, with MPI_ANY_TAG or from an unknown rank"] += int(
-        recvs.select(unusable_r.sum()).item()
-    )
+    counts["receives from an unknown rank"] += int(recvs.select(unusable_r.sum()).item())
     sends, recvs = sends.filter(~unusable_s), recvs.filter(~unusable_r)
-    key = ["src", "dst", "comm", "tag"]
-    sends = sends.sort("t", "send").with_columns(k=pl.int_range(pl.len()).over(key))
-    recvs = recvs.sort("t", "recv").with_columns(k=pl.int_range(pl.len()).over(key))
-    matched = sends.join(recvs, on=[*key, "k"], how="inner", nulls_equal=True)
+    parts, left = [], sends
+    # exact receives first, then MPI_ANY_SOURCE and/or MPI_ANY_TAG ones in post order against the sends left
+    for key, which in (
+        (["src", "dst", "comm", "tag"], ~wild_src & ~wild_tag),
+        (["dst", "comm", "tag"], wild_src & ~wild_tag),
+        (["src", "dst", "comm"], ~wild_src & wild_tag),
+        (["dst", "comm"], wild_src & wild_tag),
+    ):
+        part = _kth(left, recvs.filter(which), key)
+        parts.append(part)
+        left = left.join(part.select("send"), on="send", how="anti")
+        if len(key) < 4:
+            counts["wildcard receives (MPI_ANY_SOURCE, MPI_ANY_TAG) matched in order (not an error)"] += part.height
+    matched = pl.concat(parts)
     counts["sends without a matching receive"] += sends.height - matched.height
     counts["receives without a matching send"] += recvs.height - matched.height
     return matched.sort("send").select(
         "send", "recv", "bytes", "tag", "comm", "send_done", "recv_post", src_rank="src", dst_rank="dst"
+    )
+
+
+def _kth(sends: pl.DataFrame, recvs: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """The k-th send of each ``key`` (by start) matched with the k-th receive of it (by post)."""
+    s = sends.sort("t", "send").with_columns(k=pl.int_range(pl.len()).over(key))
+    r = recvs.select(*key, "t", "recv", "recv_post").sort("t", "recv").with_columns(k=pl.int_range(pl.len()).over(key))
+    return s.join(r.drop("t"), on=[*key, "k"], how="inner", nulls_equal=True).select(
+        "src", "dst", "comm", "tag", "send", "recv", "bytes", "send_done", "recv_post"
     )
 
 
