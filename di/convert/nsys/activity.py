@@ -407,7 +407,7 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     )
     has_text = "text" in report.columns(NVTX)
     inline = (
-        pl.Series([r[0] for r in report.con.execute(f'SELECT text FROM "{NVTX}"')], dtype=pl.String)
+        pl.Series([r[0] for r in report.con.execute(f'SELECT CAST(text AS TEXT) FROM "{NVTX}"')], dtype=pl.String)
         if has_text
         else pl.Series([], dtype=pl.String).extend_constant(None, c["start"].size)
     )

@@ -385,7 +385,7 @@ def _collectives(ev: pl.DataFrame, world_size: int | None) -> pl.DataFrame:
             "seq",
             "op",
             pl.when(pl.col("root_world").is_between(0, MAX_RANK)).then("root_world").cast(pl.Int32).alias("root"),
-            pl.col("send_bytes").alias("bytes"),
+            pl.when(pl.col("send_bytes") >= 0).then("send_bytes").alias("bytes"),
             pl.lit(None, pl.String).alias("dtype"),
             pl.coalesce("size", pl.when(pl.col("comm") == "MPI_COMM_WORLD").then(pl.lit(world_size, pl.Int64))).alias(
                 "group_size"

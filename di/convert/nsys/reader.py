@@ -34,7 +34,7 @@ import polars as pl
 
 from di.convert.columns import dense_row_ids
 from di.convert.nsys import activity, mpi, ranks
-from di.convert.nsys.report import Report, open_report, pid_of, tid_of
+from di.convert.nsys.report import Report, one_line, open_report, pid_of, tid_of
 from di.errors import FormatError
 from di.inputsize import check_size
 from di.nesting import nest, nesting_order
@@ -98,7 +98,7 @@ def read_nsys(
     try:
         return _read(report, rank, rank_source, source)
     except (sqlite3.Error, UnicodeDecodeError) as exc:
-        raise FormatError(path, f"corrupt or truncated SQLite database ({exc})") from None
+        raise FormatError(path, f"corrupt or truncated SQLite database ({one_line(exc)})") from None
     finally:
         report.con.close()
 
