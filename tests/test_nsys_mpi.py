@@ -9,6 +9,7 @@ writes them, and one report of a whole ``mpirun``.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import polars as pl
@@ -127,3 +128,21 @@ def test_messages_survive_a_round_trip(tmp_path: Path, out: str) -> None:
     di.save(t, tmp_path / out)
     back = assert_valid(di.load(tmp_path / out))
     assert back.messages.height == 3 and back.collectives.height == 4
+
+
+def test_a_wait_that_recorded_another_of_its_requests_completes_both(tmp_path: Path) -> None:
+    """MPI_Waitall with one request handle recorded: an Irecv whose own handle no wait names ends in it too."""
+    r0, r1 = _per_rank(tmp_path)
+    p2p = "INSERT INTO MPI_P2P_EVENTS VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    with sqlite3.connect(r0) as con:  # a second Irecv (tag 10, request 0xA2) before the Wait on 0xA1
+        con.execute(p2p, (2012, 2015, cases.GTID, 24, cases.MPICH_WORLD, 10, 1, 32, 0xA2))
+    with sqlite3.connect(r1) as con:
+        con.execute(p2p, (3040, 3045, cases.GTID, 25, cases.MPICH_WORLD, 10, 0, 32, 0xB2))
+        con.execute("INSERT INTO MPI_START_WAIT_EVENTS VALUES (?, ?, ?, ?, ?)", (3050, 3060, cases.GTID, 23, 0xB2))
+    t = assert_valid(di.load([r0, r1]))
+    m = t.messages.filter(pl.col("tag") == 10)
+    assert _named(t, "recv", m).to_series().to_list() == ["0:MPI_Wait"]
+    start = t.events.get_column("start_ns") - cases.SESSION_START_NS
+    assert start.gather(m.get_column("recv")).to_list() == [2020]
+    assert start.gather(m.get_column("recv_post")).to_list() == [2012]
+    assert start.gather(m.get_column("send_done")).to_list() == [3050]

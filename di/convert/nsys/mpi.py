@@ -38,7 +38,8 @@ capture (:mod:`di.capture.matching`):
   ``send_done`` and ``recv_post`` the other ends of non-blocking ones. The
   call that completes a request is the first MPI_Wait* on the thread at or
   after its post with the same request handle (before that handle is posted
-  again), else the first with no handle recorded (MPI_Waitall). An
+  again), else the first with no handle recorded, else the first at all (an
+  MPI_Waitall recorded with one of its handles). An
   MPI_Sendrecv is one row when its two halves agree, else two rows, the send
   first (as nsys's ``mpi_event_trace`` report reads them). A receive from
   ``MPI_ANY_SOURCE`` or with ``MPI_ANY_TAG`` (a negative source or tag: the
@@ -290,19 +291,14 @@ def _completions(ev: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("next_post").is_null() | (pl.col("wait_ns") < pl.col("next_post")))
         .select("row", "done")
     )
-    any_wait = posts.join_asof(
-        waits.filter(pl.col("request").is_null()).drop("request"),
-        on="start_ns",
-        by="loc",
-        strategy="forward",
-        check_sortedness=False,
-    ).select("row", pl.col("done").alias("any_done"))
-    return (
-        posts.select("row")
-        .join(same, on="row", how="left")
-        .join(any_wait, on="row", how="left")
-        .select("row", done=pl.coalesce("done", "any_done"))
-    )
+    out = posts.select("row").join(same, on="row", how="left")
+    # then a wait that recorded no handle (MPI_Waitall), then any wait (one that recorded another of its handles)
+    for name, which in (("no_handle", waits.filter(pl.col("request").is_null())), ("any", waits)):
+        nearest = posts.join_asof(
+            which.drop("request"), on="start_ns", by="loc", strategy="forward", check_sortedness=False
+        )
+        out = out.join(nearest.select("row", pl.col("done").alias(name)), on="row", how="left")
+    return out.select("row", done=pl.coalesce("done", "no_handle", "any"))
 
 
 def _messages(ev: pl.DataFrame, counts: Counter[str]) -> pl.DataFrame:
