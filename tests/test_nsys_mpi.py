@@ -60,6 +60,7 @@ def _check_exchange(t: di.Trace) -> None:
         (1, 1, "barrier", 1, 2),
     ]
     assert c.get_column("bytes").to_list() == [4096, 4096, None, None]
+    assert set(c.get_column("group_ranks")) == {"[0,1]"}
     names = dict(zip(*[t.events.get_column(k).cast(pl.String).to_list() for k in ("name", "cat")]))
     assert names["MPI_Init"] == "other" and names["MPI_Wait"] == "mpi_p2p" and names["MPI_Barrier"] == "mpi_coll"
     said = [w for w in t.meta["warnings"] if w.startswith("MPI (nsys): ")]

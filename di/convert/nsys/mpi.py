@@ -367,8 +367,17 @@ def _kth(sends: pl.DataFrame, recvs: pl.DataFrame, key: list[str]) -> pl.DataFra
     )
 
 
-def _collectives(ev: pl.DataFrame, world_size: int | None) -> pl.DataFrame:
+def _group_ranks(members: pl.DataFrame) -> pl.DataFrame:
+    """uid -> JSON list of its members' world ranks in communicator order, where every member is known."""
+    full = members.sort("uid", "local").group_by("uid", maintain_order=True).agg("local", "world")
+    full = full.filter(pl.col("local").list.len() == pl.col("local").list.max() + 1)
+    return full.select("uid", pl.format("[{}]", pl.col("world").cast(pl.List(pl.String)).list.join(",")).alias("ranks"))
+
+
+def _collectives(ev: pl.DataFrame, members: pl.DataFrame, world_size: int | None) -> pl.DataFrame:
     c = ev.filter(pl.col("role") == COLLECTIVE).sort("start_ns", "row")
+    c = c.join(_group_ranks(members), on="uid", how="left", maintain_order="left")
+    world = f"[{','.join(map(str, range(world_size)))}]" if world_size and world_size <= 65536 else None
     op = pl.Series([COLLECTIVE_OPS.get(base_name(n), "other") for n in c.get_column("name").to_list()], dtype=pl.String)
     return (
         c.with_columns(op=op, seq=pl.int_range(pl.len()).over("rank", "comm"))
@@ -386,7 +395,11 @@ def _collectives(ev: pl.DataFrame, world_size: int | None) -> pl.DataFrame:
             pl.coalesce("size", pl.when(pl.col("comm") == "MPI_COMM_WORLD").then(pl.lit(world_size, pl.Int64))).alias(
                 "group_size"
             ),
-            pl.lit(None, pl.String).alias("group_ranks"),
+            pl.when(pl.col("ranks").str.count_matches(",") + 1 == pl.col("size"))  # all members known
+            .then("ranks")
+            .when(pl.col("comm") == "MPI_COMM_WORLD")
+            .then(pl.lit(world, pl.String))
+            .alias("group_ranks"),
         )
     )
 
@@ -439,7 +452,7 @@ def link(trace: Trace) -> Trace:
     )
     counts: Counter[str] = Counter()
     messages = _messages(ev, counts)
-    collectives = _collectives(ev, world_size)
+    collectives = _collectives(ev, members, world_size)
     ours = ev.get_column("row").implode()
     kept_m = trace.messages.filter(~pl.col("send").is_in(ours))
     kept_c = trace.collectives.filter(~pl.col("event").is_in(ours))
