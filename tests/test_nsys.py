@@ -334,3 +334,23 @@ def test_cuda_graphs_definitions_launches_and_their_kernels(tmp_path: Path) -> N
     assert inst == {"graph": 5, "original graph": None, "graph exec": 6}
     info = t.meta["sources"][0]["info"]
     assert "CUDA_GRAPH_EVENTS" in info["tables_read"] and "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in info["tables_read"]
+
+
+@pytest.mark.parametrize("odd", ["a\x1fb", ""])
+def test_nvtx_text_with_the_separator_or_empty_is_kept_exactly(tmp_path: Path, odd: str) -> None:
+    path = cases.build(tmp_path / "odd.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (9700, 9800, 59, ?, ?, 0)",
+            (odd, cases.GTID),
+        )
+    t = di.load(path)
+    nvtx = t.events.filter(pl.col("src_cat") == "nvtx").with_columns(pl.col("name").cast(pl.String))
+    assert odd in nvtx.get_column("name").to_list()
+    assert sorted(n for n in nvtx.get_column("name").to_list() if n != odd) == [
+        "ProfilerStep#7",
+        "checkpoint",
+        "epoch",
+        "forward",
+        "ncclAllReduce",
+    ]

@@ -390,6 +390,25 @@ def osrt(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     return frame(n, base(n, **thread(c), name=name, src_cat="osrt", cat=cat, args=args))
 
 
+UNIT_SEPARATOR = "\x1f"
+
+
+def _inline_text(report: Report, n: int, null: np.ndarray) -> pl.Series:
+    """NVTX_EVENTS.text (registered strings are in textId instead; null where ``null``), in table order: one
+    ``group_concat`` text split by polars, not a Python string per row (per row only when a text holds the
+    separator, U+001F)."""
+    if null.all():
+        return pl.Series([], dtype=pl.String).extend_constant(None, n)
+    query = f"SELECT group_concat(coalesce(CAST(text AS TEXT), ''), char(31)) FROM \"{NVTX}\""
+    joined = report.con.execute(query).fetchone()[0] or ""
+    parts = pl.Series([joined], dtype=pl.String).str.split(UNIT_SEPARATOR).explode()
+    if parts.len() != n:
+        parts = pl.Series(
+            [r[0] for r in report.con.execute(f'SELECT CAST(text AS TEXT) FROM "{NVTX}"')], dtype=pl.String
+        )
+    return parts.set(pl.Series(null), None) if null.any() else parts
+
+
 def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     """Push/pop ranges on their thread, start/end ranges on an async track per (process, domain), marks as instants."""
     c = report.ints(
@@ -403,14 +422,10 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
             "domain": "domainId",
             "range": "rangeId",
             "category": "category",
+            "no_text": '"text" IS NULL' if "text" in report.columns(NVTX) else None,
         },
     )
-    has_text = "text" in report.columns(NVTX)
-    inline = (
-        pl.Series([r[0] for r in report.con.execute(f'SELECT CAST(text AS TEXT) FROM "{NVTX}"')], dtype=pl.String)
-        if has_text
-        else pl.Series([], dtype=pl.String).extend_constant(None, c["start"].size)
-    )
+    inline = _inline_text(report, c["start"].size, (c["no_text"] != 0) | c["no_text_null"])
     text = inline.fill_null(report.text(c["text_id"], c["text_id_null"]))
     t = (
         c["type"] if not c["type_null"].all() else np.where(c["end_null"], NVTX_MARK, NVTX_PUSHPOP)
@@ -457,7 +472,9 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
             "range id": num(c["range"], c["range_null"]),
         }
     )
-    kind = np.where(startend, "async", "cpu_thread")
+    kind = pl.select(
+        pl.when(pl.lit(pl.Series(startend))).then(pl.lit("async")).otherwise(pl.lit("cpu_thread"))
+    ).to_series()
     rows = frame(
         c["start"].size,
         base(
