@@ -79,6 +79,7 @@ LOCAL_QUERIES = ("MPI_Comm_rank", "MPI_Comm_size", "MPI_Comm_get_", "MPI_Comm_se
 """Calls that ask the local MPI library and wait for no other rank (cat ``other``)."""
 COMM_COLUMNS = ("rank", "commHandle", "commUid", "localRank", "size", "members")
 WARNING_PREFIX = "MPI (nsys): "
+WILDCARDS = "receives from MPI_ANY_SOURCE or with MPI_ANY_TAG matched by order, as MPI matches them by arrival"
 MPICH_WORLD = 0x44000000
 """MPICH's (and its derivatives') MPI_COMM_WORLD handle, the same in every process."""
 
@@ -349,7 +350,7 @@ def _messages(ev: pl.DataFrame, counts: Counter[str]) -> pl.DataFrame:
         parts.append(part)
         left = left.join(part.select("send"), on="send", how="anti")
         if len(key) < 4:
-            counts["wildcard receives (MPI_ANY_SOURCE, MPI_ANY_TAG) matched in order (not an error)"] += part.height
+            counts[WILDCARDS] += part.height
     matched = pl.concat(parts)
     counts["sends without a matching receive"] += sends.height - matched.height
     counts["receives without a matching send"] += recvs.height - matched.height
@@ -459,8 +460,10 @@ def link(trace: Trace) -> Trace:
     all_m = pl.concat([kept_m, messages], how="diagonal_relaxed").sort("send") if kept_m.height else messages
     all_c = assign_instances(pl.concat([kept_c, collectives], how="diagonal_relaxed").sort("event"))
     warnings = [w for w in trace.meta.get("warnings", []) if not w.startswith(WARNING_PREFIX)]
-    said = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()) if n)
+    unmatched = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()) if n and what != WILDCARDS)
+    said = [unmatched + " (a rank's report missing, or a communicator not recorded)"] if unmatched else []
+    said += [f"{counts[WILDCARDS]} {WILDCARDS}"] if counts[WILDCARDS] else []
     if said:
-        warnings.append(WARNING_PREFIX + said + " (a rank's report missing, wildcards, or a communicator not recorded)")
+        warnings.append(WARNING_PREFIX + "; ".join(said))
     tables = {**trace.tables(), "messages": all_m, "collectives": all_c}
     return Trace.build(meta={**trace.meta, "warnings": warnings}, **tables)
