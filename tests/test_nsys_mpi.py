@@ -149,3 +149,13 @@ def test_a_wait_that_recorded_another_of_its_requests_completes_both(tmp_path: P
     assert start.gather(m.get_column("recv")).to_list() == [2020]
     assert start.gather(m.get_column("recv_post")).to_list() == [2012]
     assert start.gather(m.get_column("send_done")).to_list() == [3050]
+
+
+def test_a_call_without_an_end_is_dropped_and_counted(tmp_path: Path) -> None:
+    path = _whole(tmp_path)
+    with sqlite3.connect(path) as con:  # MPI_Finalize still running when the capture stopped
+        con.execute("INSERT INTO MPI_OTHER_EVENTS VALUES (9000, NULL, ?, 27)", (cases.GTID,))
+    t = assert_valid(di.load(path))
+    assert t.meta["sources"][0]["dropped"]["MPI calls without an end"] == 1
+    assert t.events.filter(pl.col("start_ns") == cases.SESSION_START_NS + 9000).height == 0
+    _check_exchange(t)

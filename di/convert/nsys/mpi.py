@@ -124,7 +124,7 @@ def _other_cat(name: str) -> str:
     return "mpi_p2p"
 
 
-def _table(report: Report, table: str) -> pl.DataFrame:
+def _table(report: Report, table: str, dropped: Counter[str]) -> pl.DataFrame:
     have = set(report.columns(table))
     send = "size" if table == COLL and "size" in have else "collSendSize"
     recv = "recvSize" if "recvSize" in have else "collRecvSize"
@@ -173,7 +173,7 @@ def _table(report: Report, table: str) -> pl.DataFrame:
         )
         if not c[col + "_null"].all()
     }
-    return activity.frame(
+    rows = activity.frame(
         n,
         activity.base(
             n,
@@ -185,9 +185,13 @@ def _table(report: Report, table: str) -> pl.DataFrame:
             args=activity.json_object(fields) if fields else None,
         ),
     )
+    if c["end_null"].any():  # a call still running when the capture stopped
+        dropped["MPI calls without an end"] += int(c["end_null"].sum())
+        rows = rows.filter(~pl.Series(c["end_null"]))
+    return rows
 
 
-def frames(report: Report, warnings: list[str]) -> tuple[list[pl.DataFrame], list[str]]:
+def frames(report: Report, dropped: Counter[str], warnings: list[str]) -> tuple[list[pl.DataFrame], list[str]]:
     """One frame per MPI table present (the columns of :mod:`.activity`'s frames); and the tables read."""
     out, read = [], []
     for table in MPI_TABLES:
@@ -199,7 +203,7 @@ def frames(report: Report, warnings: list[str]) -> tuple[list[pl.DataFrame], lis
                 f"{report.path}: table {table} lacks {', '.join(lacking)} (an nsys version di has not seen): skipped"
             )
             continue
-        out.append(_table(report, table))
+        out.append(_table(report, table, dropped))
         read.append(table)
     return out, read
 

@@ -131,7 +131,7 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     if not offset:
         warnings.append(f"{path}: no TARGET_INFO_SESSION_START_TIME: times stay relative to the session start")
     frames, read = activity.frames(report, dropped, warnings)
-    mpi_frames, mpi_read = mpi.frames(report, warnings)
+    mpi_frames, mpi_read = mpi.frames(report, dropped, warnings)
     frames, read = frames + mpi_frames, read + mpi_read
     env = ranks.environment(report)
     mpi_ranks = ranks.mpi_ranks(report)
