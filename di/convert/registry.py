@@ -38,6 +38,8 @@ class Connector:
             this format, so it may be replaced (None: an existing output is
             replaced only with ``force``, and only when it is a file).
         whole: its output is a folder or a set of parts, which ``force`` never replaces.
+        link: merged job trace -> trace, run after merging when it read two or more of the
+            files (matching that needs every rank, such as nsys's MPI messages); None: nothing.
     """
 
     name: str
@@ -47,6 +49,7 @@ class Connector:
     write: Callable[[Trace, Path], None] | None
     ours: Callable[[Path], bool] | None = None
     whole: bool = False
+    link: Callable[[Trace], Trace] | None = None
 
 
 def _sniff_json(path: Path, head: bytes) -> bool:
@@ -152,6 +155,12 @@ def _read_nsys(path: Path, **kw: Any) -> Trace:
     return read_report(path, **kw)
 
 
+def _link_nsys(trace: Trace) -> Trace:
+    from di.convert.nsys.mpi import link
+
+    return link(trace)
+
+
 def _sniff_log(path: Path, head: bytes) -> bool:
     from di.convert.logs.reader import is_log
 
@@ -186,7 +195,7 @@ CONNECTORS: tuple[Connector, ...] = (
     Connector(
         "perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto, _own_perfetto
     ),
-    Connector("nsys", (".nsys-rep", ".qdrep", ".sqlite"), _sniff_nsys, _read_nsys, None),
+    Connector("nsys", (".nsys-rep", ".qdrep", ".sqlite"), _sniff_nsys, _read_nsys, None, link=_link_nsys),
 )
 
 
@@ -313,10 +322,11 @@ def load_paths(
     paths = expand(path_or_paths)
     if ranks is not None and len(ranks) != len(paths):
         raise ValueError(f"{len(ranks)} ranks given for {len(paths)} files")
-    traces, failures = [], []
+    traces, failures, used = [], [], []
     for i, p in enumerate(paths):
         try:
             conn = connector_for(p)
+            used.append(conn)
             hint, source = rank_hint(p, i, ranks, rank, len(paths))
             own = {"max_input_bytes": limit} if conn in CONNECTORS else {}  # plugins' readers take no limit
             traces.append(
@@ -337,8 +347,13 @@ def load_paths(
     if len(traces) > 1:
         from di.convert.logs.combine import combine  # text logs beside traces: aligned and joined
 
-        return combine(traces)
-    return merge(traces)
+        job = combine(traces)
+    else:
+        job = merge(traces)
+    for conn in dict.fromkeys(used):
+        if conn.link is not None and used.count(conn) > 1:
+            job = conn.link(job)
+    return job
 
 
 OUTPUT_KINDS = {
