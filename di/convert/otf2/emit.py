@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cfunc, njit, types
 
+from di.convert.bytewords import load_u64, store_u64
 from di.convert.otf2 import clib
 
 ATT_WIDTH = 12
@@ -93,12 +94,36 @@ def pre_flush(user, file_type, location, caller, final):
     return 1
 
 
+_LOW_BITS = np.uint64(0x0101010101010101)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+
+
 @njit(cache=True)
-def write_strings(fns, writer, text, offsets):
-    """WriteString(ref = i, text[offsets[i]:offsets[i+1]-1]) for every i; ``text`` holds NUL-terminated UTF-8."""
-    base = text.ctypes.data
-    for i in range(offsets.size - 1):
-        code = clib.ccall(fns[F_STRING], (writer, np.int64(i), base + offsets[i]))
+def write_strings(fns, writer, first_ref, data, offsets, rows):
+    """WriteString(ref = first_ref + i, the UTF-8 text ``data[offsets[r]:offsets[r + 1]]`` of row r = ``rows[i]``)
+    for every i. Each text is copied, eight bytes per step, into a NUL-terminated scratch buffer, a NUL inside
+    it written as a space (OTF2 strings end at the first NUL)."""
+    longest = 0
+    for i in range(rows.size):
+        longest = max(longest, offsets[rows[i] + 1] - offsets[rows[i]])
+    scratch = np.empty(longest + 8, np.uint8)
+    base = scratch.ctypes.data
+    for i in range(rows.size):
+        lo = offsets[rows[i]]
+        n = offsets[rows[i] + 1] - lo
+        k = 0
+        while k + 8 <= n:
+            w = load_u64(data, lo + k)
+            store_u64(scratch, k, w)
+            if (w - _LOW_BITS) & ~w & _HIGH_BITS:  # a zero byte in this word
+                for b in range(k, k + 8):
+                    if scratch[b] == 0:
+                        scratch[b] = 32
+            k += 8
+        for b in range(k, n):
+            scratch[b] = data[lo + b] if data[lo + b] != 0 else 32
+        scratch[n] = 0
+        code = clib.ccall(fns[F_STRING], (writer, first_ref + i, base))
         if code != 0:
             return code
     return 0

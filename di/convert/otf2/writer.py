@@ -218,8 +218,10 @@ def _global_definitions(
     o = _otf2
     g = o.Archive_GetGlobalDefWriter(archive)
     o.GlobalDefWriter_WriteClockProperties(g, 10**9, lay.global_offset, lay.trace_length, lay.realtime)
-    text, offsets = lay.strings.buffer()
-    _check(emit.write_strings(fns, clib.handle(g), text, offsets), anchor, "strings")
+    first_ref = 0
+    for data, offsets, rows in lay.strings.chunks():
+        _check(emit.write_strings(fns, clib.handle(g), np.int64(first_ref), data, offsets, rows), anchor, "strings")
+        first_ref += rows.size
     s = lay.strings.ref
     undefined = o.UNDEFINED_UINT32
     o.GlobalDefWriter_WriteSystemTreeNode(g, 0, s("di"), s("machine"), undefined)
