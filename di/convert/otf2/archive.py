@@ -216,7 +216,9 @@ def read_records(
     """
     import _otf2
 
-    from di.convert.otf2 import records  # its callbacks compile on import: the writer, which needs is_anchor, skips them
+    from di.convert.otf2 import (
+        records,
+    )  # its callbacks compile on import: the writer, which needs is_anchor, skips them
 
     handle = reader.handle
     evt_dir = anchor.with_suffix("")

@@ -202,7 +202,7 @@ def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
     return 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _leave(fns, writer, alist, attr_refs, e, end_t, region, att, lo, hi):
     if lo < hi:  # most events have no attachments: skip the call
         code = _attachments(fns, writer, alist, attr_refs, att, lo, hi, _AT_LEAVE, end_t[e])

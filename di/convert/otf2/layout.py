@@ -20,7 +20,6 @@ from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
 from di.convert.otf2.iolayout import IoDefs, plan_io
-from di.convert.stringviews import texts_at_offsets
 from di.convert.otf2.rowids import combined_ids, key_ids, run_starts, text_ids
 from di.nesting import readonly_int64
 from di.trace import Trace
@@ -446,7 +445,7 @@ def _flows_in(
     else:
         emitted = np.arange(n, dtype=np.int64)
     src_loc = out_of(src)
-    dst_id, first = key_ids(fl["dst"].to_numpy(), n)
+    dst_id, first = key_ids(np.array(fl["dst"].to_numpy()), n)  # writable, as the other callers' keys: one signature
     by_dst = np.zeros(0, np.int64) if first.size == fl.height else np.argsort(dst_id, kind="stable")
     cat = fl["src_cat"].unique()  # JSON of each distinct src_cat, as polars writes it ("null" for null)
     cat_json = pl.DataFrame({"c": cat}).select(pl.struct("c").struct.json_encode().str.slice(5).str.head(-1))
@@ -475,15 +474,16 @@ def _flows_in(
         ends = np.r_[run[1:] != run[:-1], True]
     else:
         starts = ends = np.ones(fl.height, bool)
-    text = pl.select(
+    lists = pl.select(
         pl.concat_str(
             pl.when(pl.lit(pl.Series(starts))).then(pl.lit("[")).otherwise(pl.lit(",")),
             pl.lit(text),
             pl.when(pl.lit(pl.Series(ends))).then(pl.lit("]")).otherwise(pl.lit("")),
         )
     ).to_series()
-    data, offsets = utf8_buffers(text)  # a destination's list: its items' texts, which lie back to back
-    lists = texts_at_offsets(data, offsets[np.r_[np.flatnonzero(starts), fl.height]], np.ones(first.size, bool), "t")
+    if by_dst.size:  # a destination's list: its items' texts joined
+        lists = pl.DataFrame({"run": run, "t": lists}).group_by("run", maintain_order=True).agg(pl.col("t").str.join())
+        lists = lists.get_column("t")
     refs = strings.add_many(lists)
     dst = fl["dst"].to_numpy()[first]
     out = np.full(n, emit.NO_VALUE, np.int64)

@@ -197,7 +197,10 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
         )  # read-only, whether polars copied them or not: one signature
         _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, *(readonly(a) for a in columns)), anchor, "events")
         metrics = (lay.metric_bounds, lay.metric_ts, lay.metric_ref, lay.metric_values)
-        _check(emit.emit_metrics(fns, addrs[lay.metric_writers], *(readonly(a) for a in metrics)), anchor, "metrics")
+        if lay.metric_ts.size:  # not compiled for the traces without counters
+            _check(
+                emit.emit_metrics(fns, addrs[lay.metric_writers], *(readonly(a) for a in metrics)), anchor, "metrics"
+            )
     finally:
         lib.OTF2_AttributeList_Delete.argtypes = [ctypes.c_void_p]
         lib.OTF2_AttributeList_Delete(alist)
