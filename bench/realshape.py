@@ -12,7 +12,7 @@ writes them (External id, correlation, ``Input Dims``/``Input type``/
 distinct; kernel names are many (Triton- and CUTLASS-style, one per shape).
 Each step is timed in a fresh process (warm: numba's cache filled first by a
 small run), with ``POLARS_MAX_THREADS`` set to ``--threads``: CPU seconds,
-events per CPU second and the peak RSS over the process's start, for
+events per CPU second and the peak RSS of the step over the RSS before it, for
 ``di.load`` of the JSON, ``di.save`` to ``.di``, OTF2 and Perfetto, and
 ``di.load`` of the ``.di`` store. The input's event count, distinct names
 and distinct args texts are printed with the figures.
@@ -39,6 +39,8 @@ def peak_kb():
 
 what, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]
 trace = di.load(src) if what != "load_json" else None
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # the peak RSS restarts from the current RSS: each step's own peak, not the load's before it
 base, base_kb = resource.getrusage(resource.RUSAGE_SELF), peak_kb()
 t = time.perf_counter()
 if what in ("load_json", "load_di"):

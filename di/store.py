@@ -30,6 +30,10 @@ from di.errors import FormatError, SchemaVersionError
 from di.trace import Trace, conform, refresh_meta
 
 META = "meta.json"
+COMPRESSION_LEVEL = 1
+"""zstd level of the tables: on a real-shaped 1.2 M-event trace (bench/realshape.py), level 1 writes the tables in
+0.65-0.8x the CPU time of level 3 and the files are as small (the args texts, most of the bytes, compress no better
+at 3); reading costs the same."""
 META_SNIFF_BYTES = 16 << 20
 """The most bytes of a meta.json searched for di's format marker when telling whether a directory is a store."""
 
@@ -58,7 +62,7 @@ def write_store(
     trace: Trace,
     path: str | os.PathLike[str],
     *,
-    compression_level: int = 3,
+    compression_level: int = COMPRESSION_LEVEL,
     keep: tuple[str, ...] = (),
     extra: dict[str, pl.DataFrame] | None = None,
     partitioned: bool = False,

@@ -111,6 +111,13 @@ def intern(buf, s, e, slots, starts, ends, count):
     return sid
 
 
+hash_span = _hash
+"""The table's hash of buf[s:e], for kernels that hash a whole column in one pass before probing the table (on long
+texts several times faster than :func:`intern` row by row)."""
+same_span = _same
+"""True when buf[s1:e1] and buf[s2:e2] hold the same bytes."""
+
+
 def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count: int) -> list[str]:
     """Python strings of the first ``count`` interned JSON string spans (escapes decoded)."""
     import orjson

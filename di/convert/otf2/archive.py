@@ -14,13 +14,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from di.convert.otf2 import clib, records
+from di.convert.otf2 import clib
 from di.convert.otf2.globaldefs import GlobalDefs, read_global_definitions
 from di.errors import FormatError
+
+if TYPE_CHECKING:
+    from di.convert.otf2.records import RecordBuffer
 
 LOCATION_WITHOUT_EVENT_FILE = "locations without an event file"
 TRUNCATED_EVENT_FILE = "event files cut short (truncated or corrupt)"
@@ -220,6 +223,10 @@ def read_records(
     """
     import _otf2
 
+    from di.convert.otf2 import (
+        records,
+    )  # its callbacks compile on import: the writer, which needs is_anchor, skips them
+
     handle = reader.handle
     evt_dir = anchor.with_suffix("")
     for ref in location_refs:
@@ -285,7 +292,7 @@ def read_records(
     return out
 
 
-def _cut_garbage(buf: records.RecordBuffer, first: int, window: tuple[int, int] | None) -> int:
+def _cut_garbage(buf: RecordBuffer, first: int, window: tuple[int, int] | None) -> int:
     """Drop the rows a damaged event file yielded past its sound part; returns how many.
 
     OTF2 requires each location's times to never decrease; the library decodes

@@ -29,9 +29,20 @@ from __future__ import annotations
 import numpy as np
 from numba import cfunc, njit, types
 
+from di.convert.bytewords import load_u64, store_u64
 from di.convert.otf2 import clib
 
 ATT_WIDTH = 12
+COL_EVENT, COL_PHASE, COL_TYPE = 0, 1, 2
+"""Columns of an attachment row: its event row, its phase (0 start, 1 end) and type (``ATT_*``), then f1..f5, a1..a4."""
+COL_PEER, COL_COMM, COL_TAG, COL_BYTES, COL_REQUEST = 3, 4, 5, 6, 7
+"""f1..f5 of the message records: peer rank within the communicator, communicator ref, tag, bytes, request id."""
+COL_OP, COL_ROOT, COL_SENT, COL_RECEIVED = 3, 5, 6, 7
+"""f1, f3..f5 of MpiCollectiveEnd (f2: COL_COMM): OTF2_CollectiveOp, root rank within the communicator, bytes."""
+COL_HANDLE, COL_MODE, COL_FLAGS, COL_MATCHING = 3, 4, 5, 7
+"""f1..f3, f5 of the I/O operation records (f4: COL_BYTES, requested or transferred)."""
+COL_ATTRS = 8
+"""a1..a4: the values of attributes 3..6 that MpiCollectiveEnd carries."""
 ATT_SEND, ATT_RECV, ATT_COLL_BEGIN, ATT_COLL_END = 1, 2, 3, 4
 ATT_ISEND, ATT_ISEND_COMPLETE, ATT_IRECV_REQUEST, ATT_IRECV = 5, 6, 7, 8
 ATT_IO_BEGIN, ATT_IO_COMPLETE, ATT_IO_CANCELLED = 9, 10, 11
@@ -93,12 +104,36 @@ def pre_flush(user, file_type, location, caller, final):
     return 1
 
 
+_LOW_BITS = np.uint64(0x0101010101010101)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+
+
 @njit(cache=True)
-def write_strings(fns, writer, text, offsets):
-    """WriteString(ref = i, text[offsets[i]:offsets[i+1]-1]) for every i; ``text`` holds NUL-terminated UTF-8."""
-    base = text.ctypes.data
-    for i in range(offsets.size - 1):
-        code = clib.ccall(fns[F_STRING], (writer, np.int64(i), base + offsets[i]))
+def write_strings(fns, writer, first_ref, data, offsets, rows):
+    """WriteString(ref = first_ref + i, the UTF-8 text ``data[offsets[r]:offsets[r + 1]]`` of row r = ``rows[i]``)
+    for every i. Each text is copied, eight bytes per step, into a NUL-terminated scratch buffer, a NUL inside
+    it written as a space (OTF2 strings end at the first NUL)."""
+    longest = 0
+    for i in range(rows.size):
+        longest = max(longest, offsets[rows[i] + 1] - offsets[rows[i]])
+    scratch = np.empty(longest + 8, np.uint8)
+    base = scratch.ctypes.data
+    for i in range(rows.size):
+        lo = offsets[rows[i]]
+        n = offsets[rows[i] + 1] - lo
+        k = 0
+        while k + 8 <= n:
+            w = load_u64(data, lo + k)
+            store_u64(scratch, k, w)
+            if (w - _LOW_BITS) & ~w & _HIGH_BITS:  # a zero byte in this word
+                for b in range(k, k + 8):
+                    if scratch[b] == 0:
+                        scratch[b] = 32
+            k += 8
+        for b in range(k, n):
+            scratch[b] = data[lo + b] if data[lo + b] != 0 else 32
+        scratch[n] = 0
+        code = clib.ccall(fns[F_STRING], (writer, first_ref + i, base))
         if code != 0:
             return code
     return 0
@@ -107,50 +142,67 @@ def write_strings(fns, writer, text, offsets):
 @njit(cache=True)
 def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
     for q in range(lo, hi):
-        if att[q, 1] != phase:
+        if att[q, COL_PHASE] != phase:
             continue
-        kind = att[q, 2]
+        kind = att[q, COL_TYPE]
+        peer, comm, tag, nbytes, request = (
+            att[q, COL_PEER],
+            att[q, COL_COMM],
+            att[q, COL_TAG],
+            att[q, COL_BYTES],
+            att[q, COL_REQUEST],
+        )
         if kind == ATT_SEND:
-            code = clib.ccall(fns[F_SEND], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6]))
+            code = clib.ccall(fns[F_SEND], (writer, 0, t, peer, comm, tag, nbytes))
         elif kind == ATT_RECV:
-            code = clib.ccall(fns[F_RECV], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6]))
+            code = clib.ccall(fns[F_RECV], (writer, 0, t, peer, comm, tag, nbytes))
         elif kind == ATT_ISEND:
-            code = clib.ccall(fns[F_ISEND], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]))
+            code = clib.ccall(fns[F_ISEND], (writer, 0, t, peer, comm, tag, nbytes, request))
         elif kind == ATT_IRECV:
-            code = clib.ccall(fns[F_IRECV], (writer, 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]))
+            code = clib.ccall(fns[F_IRECV], (writer, 0, t, peer, comm, tag, nbytes, request))
         elif kind == ATT_ISEND_COMPLETE:
-            code = clib.ccall(fns[F_ISEND_COMPLETE], (writer, 0, t, att[q, 7]))
+            code = clib.ccall(fns[F_ISEND_COMPLETE], (writer, 0, t, request))
         elif kind == ATT_IRECV_REQUEST:
-            code = clib.ccall(fns[F_IRECV_REQUEST], (writer, 0, t, att[q, 7]))
+            code = clib.ccall(fns[F_IRECV_REQUEST], (writer, 0, t, request))
         elif kind == ATT_COLL_BEGIN:
             code = clib.ccall(fns[F_CBEGIN], (writer, 0, t))
         elif kind == ATT_IO_BEGIN or kind == ATT_IO_COMPLETE or kind == ATT_IO_CANCELLED:
             clib.ccall(fns[F_ADD_U64], (alist, attr_refs[IO_ATTRIBUTE], np.int64(1)))
+            handle, matching = att[q, COL_HANDLE], att[q, COL_MATCHING]
             if kind == ATT_IO_BEGIN:
                 code = clib.ccall(
-                    fns[F_IO_BEGIN], (writer, alist, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7])
+                    fns[F_IO_BEGIN], (writer, alist, t, handle, att[q, COL_MODE], att[q, COL_FLAGS], nbytes, matching)
                 )
             elif kind == ATT_IO_COMPLETE:
-                code = clib.ccall(fns[F_IO_COMPLETE], (writer, alist, t, att[q, 3], att[q, 6], att[q, 7]))
+                code = clib.ccall(fns[F_IO_COMPLETE], (writer, alist, t, handle, nbytes, matching))
             else:
-                code = clib.ccall(fns[F_IO_CANCELLED], (writer, alist, t, att[q, 3], att[q, 7]))
+                code = clib.ccall(fns[F_IO_CANCELLED], (writer, alist, t, handle, matching))
         else:
             with_attrs = False
             for a in range(4):
-                v = att[q, 8 + a]
+                v = att[q, COL_ATTRS + a]
                 if v != NO_VALUE:
                     with_attrs = True
                     clib.ccall(fns[F_ADD_I64 if a == 2 else F_ADD_STR], (alist, attr_refs[3 + a], v))
             code = clib.ccall(
                 fns[F_CEND],
-                (writer, alist if with_attrs else 0, t, att[q, 3], att[q, 4], att[q, 5], att[q, 6], att[q, 7]),
+                (
+                    writer,
+                    alist if with_attrs else 0,
+                    t,
+                    att[q, COL_OP],
+                    comm,
+                    att[q, COL_ROOT],
+                    att[q, COL_SENT],
+                    att[q, COL_RECEIVED],
+                ),
             )
         if code != 0:
             return code
     return 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _leave(fns, writer, alist, attr_refs, e, end_t, region, att, lo, hi):
     if lo < hi:  # most events have no attachments: skip the call
         code = _attachments(fns, writer, alist, attr_refs, att, lo, hi, _AT_LEAVE, end_t[e])
@@ -208,10 +260,10 @@ def emit_events(
                 code = _leave(fns, w, alist, attr_refs, stack[top, 0], end_t, region, att, stack[top, 1], stack[top, 2])
                 if code != 0:
                     return code
-            while q < att_bounds[k + 1] and att[q, 0] < e:
+            while q < att_bounds[k + 1] and att[q, COL_EVENT] < e:
                 q += 1  # not an event of this location's emission: never the case for a planned layout
             lo = q
-            while q < att_bounds[k + 1] and att[q, 0] == e:
+            while q < att_bounds[k + 1] and att[q, COL_EVENT] == e:
                 q += 1
             has_attrs = False
             if nbytes.size and nbytes[e] != NO_VALUE:

@@ -31,8 +31,27 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.convert.otf2 import records as R
-from di.convert.otf2 import timeline as T
+from di.convert.otf2.records import (
+    ATTRIBUTE,
+    COLL_END,
+    INSTANT_NAMES,
+    IO_INSTANTS,
+    IO_OPERATION_FLUSH,
+    IO_OPERATION_READ,
+    IO_OPERATION_WRITE,
+    LEAVE,
+    RMA_GET,
+    RMA_PUT,
+)
+from di.convert.otf2.timeline import (
+    Builder,
+    EV_INSTANT,
+    EV_IO,
+    EV_REGION,
+    EV_RMA,
+    IO_CANCELLED_BIT,
+    IO_FLAGS_SHIFT,
+)
 from di.convert.otf2.recordrows import RecordRows
 from di.convert.otf2.values import as_json, ref_ids
 from di.nesting import nest, nesting_order
@@ -41,7 +60,7 @@ NS_PER_S = 1_000_000_000
 
 IO_MODES = ("read", "write", "flush")
 """OTF2_IoOperationMode 0, 1, 2: the names of I/O operation events."""
-IO_OPERATIONS = (R.IO_OPERATION_READ, R.IO_OPERATION_WRITE, R.IO_OPERATION_FLUSH)
+IO_OPERATIONS = (IO_OPERATION_READ, IO_OPERATION_WRITE, IO_OPERATION_FLUSH)
 IO_ATTRIBUTE = "di.io"
 """Attribute di's writer puts on the I/O operation records it writes inside the I/O event they describe (no event of their own)."""
 OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
@@ -64,14 +83,14 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     lookup = np.full(int(refs.max()) + 1 if refs.size else 1, -1, np.int64)
     lookup[refs] = np.arange(refs.size)
     rs = list(regions.values())
-    record_names = {**R.INSTANT_NAMES, R.RMA_PUT: "RmaPut", R.RMA_GET: "RmaGet", **dict(zip(IO_OPERATIONS, IO_MODES))}
+    record_names = {**INSTANT_NAMES, RMA_PUT: "RmaPut", RMA_GET: "RmaGet", **dict(zip(IO_OPERATIONS, IO_MODES))}
     n_kinds = max(record_names) + 1
     kinds = [
         (
             record_names.get(k, "?"),
-            "memcpy" if k in (R.RMA_PUT, R.RMA_GET) else "io" if k in R.IO_INSTANTS or k in IO_OPERATIONS else "other",
-            "otf2/rma" if k in (R.RMA_PUT, R.RMA_GET) else "otf2/io_operation" if k in IO_OPERATIONS else "otf2_record",
-            k in R.INSTANT_NAMES,
+            "memcpy" if k in (RMA_PUT, RMA_GET) else "io" if k in IO_INSTANTS or k in IO_OPERATIONS else "other",
+            "otf2/rma" if k in (RMA_PUT, RMA_GET) else "otf2/io_operation" if k in IO_OPERATIONS else "otf2_record",
+            k in INSTANT_NAMES,
         )
         for k in range(n_kinds)
     ]
@@ -112,7 +131,7 @@ def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_lo
     desc = np.empty(ev_loc.size, np.int64)
     for i in range(ev_loc.size):
         ref = ev_ref[i]
-        if ev_type[i] == T.EV_REGION:
+        if ev_type[i] == EV_REGION:
             pos = lookup[ref] if ref >= 0 and ref < lookup.size else -1
             d = unknown if pos < 0 else pos + n_regions * gpu_locs[ev_loc[i]]
         else:
@@ -171,12 +190,10 @@ def events_frame(
     )
     n = ev_loc.size
     order = None
-    io = ev_type == T.EV_IO
+    io = ev_type == EV_IO
     loc, start, end = ev_loc, ev_start, ev_end
     nbytes, known = (
-        (np.where(io, ev_d, ev_c), (ev_type == T.EV_RMA) | (io & (ev_d >= 0)))
-        if io.any()
-        else (ev_c, ev_type == T.EV_RMA)
+        (np.where(io, ev_d, ev_c), (ev_type == EV_RMA) | (io & (ev_d >= 0))) if io.any() else (ev_c, ev_type == EV_RMA)
     )
     if not ordered:
         perm = nesting_order(ev_loc, ev_start, ev_end, np.arange(n, dtype=np.int64))
@@ -212,7 +229,7 @@ def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
     return np.where(created >= 0, order[np.maximum(created, 0)] if order.size else created, -1)
 
 
-def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: Any) -> pl.Series:
+def args_column(n_events: int, rec: RecordRows, tl: Builder, order: np.ndarray | None, defs: Any) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
     import orjson
 
@@ -226,19 +243,19 @@ def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray
         for ref, (name, _) in defs.attributes.items()
         if name in OWN_ATTRIBUTES or name in (FLOWS_ATTRIBUTE, IO_ATTRIBUTE)
     ]
-    got = rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0)
+    got = rec.of_kind(ATTRIBUTE) & (rec.event >= 0)
     if own:
-        got &= ~np.isin(rec.a, np.array(own, np.int64))
+        got &= ~np.isin(rec.attribute, np.array(own, np.int64))
     if got.any():
         attrs = rec.take(got)
         value = as_json(
-            attrs.b,
-            attrs.c,
+            attrs.attr_type,
+            attrs.attr_value,
             defs.strings,
             {k: r["name"] for k, r in defs.regions.items()},
             {k: c["name"] for k, c in defs.comms.items()},
         )
-        key = attrs.a * 2 + (attrs.after == R.LEAVE)
+        key = attrs.attribute * 2 + (attrs.after == LEAVE)
         uniq, inv = np.unique(key, return_inverse=True)
         names = {
             ref: name for ref, (name, _) in defs.attributes.items() if isinstance(name, str)
@@ -259,7 +276,7 @@ def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray
             )
         )
     ev_type, ev_ref, ev_a, ev_b, ev_c = tl.ev_type, tl.ev_ref, tl.ev_a, tl.ev_b, tl.ev_c
-    instants = np.flatnonzero(ev_type == T.EV_INSTANT)
+    instants = np.flatnonzero(ev_type == EV_INSTANT)
     if instants.size:
         parts.append(
             (
@@ -267,26 +284,26 @@ def args_column(n_events: int, rec: RecordRows, tl: T.Builder, order: np.ndarray
                 *instant_members(ev_ref[instants], ev_a[instants], ev_b[instants], ev_c[instants]),
             )
         )
-    rma = np.flatnonzero(ev_type == T.EV_RMA)
+    rma = np.flatnonzero(ev_type == EV_RMA)
     if rma.size:
         wins, win_idx = np.unique(ev_a[rma], return_inverse=True)
         texts = [orjson.dumps(defs.windows.get(int(w), str(w))).decode() for w in wins.tolist()]
         parts.append(
             (rows_of(order, rma), *text_int_members('"window":', texts, win_idx.ravel(), ',"remote":', ev_b[rma]))
         )
-    io = np.flatnonzero(ev_type == T.EV_IO)
+    io = np.flatnonzero(ev_type == EV_IO)
     if io.size:
         combos, idx = np.unique(np.column_stack([ev_a[io], ev_b[io]]), axis=0, return_inverse=True)
         texts = [_io_text(int(h), int(b), defs.io_handles) for h, b in combos.tolist()]
         parts.append((rows_of(order, io), *text_int_members("", texts, idx.ravel(), ',"bytes_requested":', ev_c[io])))
-    coll = rec.of_kind(R.COLL_END) & (rec.event >= 0)
+    coll = rec.of_kind(COLL_END) & (rec.event >= 0)
     if coll.any():
-        idx, names_ = collective_ops(rec.a[coll])
+        idx, names_ = collective_ops(rec.coll_op[coll])
         parts.append(
             (
                 rec.event[coll],
                 *text_int_members(
-                    '"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.e[coll]
+                    '"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.received[coll]
                 ),
             )
         )
@@ -301,10 +318,10 @@ def _io_text(handle: int, b: int, handles: dict[int, dict[str, Any]]) -> str:
     members: dict[str, Any] = {"mode": IO_MODES[mode] if mode < len(IO_MODES) else mode}
     h = handles.get(handle)
     members.update({"handle": h["name"], "file": h["file"], "paradigm": h["paradigm"]} if h else {"handle": handle})
-    flags = (b >> T.IO_FLAGS_SHIFT) & 0xFFFFFFFF
+    flags = (b >> IO_FLAGS_SHIFT) & 0xFFFFFFFF
     if flags:
         members["operation_flags"] = flags
-    if b & T.IO_CANCELLED_BIT:
+    if b & IO_CANCELLED_BIT:
         members["cancelled"] = True
     return orjson.dumps(members).decode()[1:-1]
 
@@ -315,13 +332,13 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
     if not refs:
         return ev
     attrs = rec.take(
-        rec.of_kind(R.ATTRIBUTE) & (rec.event >= 0) & np.isin(rec.a, np.array(list(refs.values()), np.int64))
+        rec.of_kind(ATTRIBUTE) & (rec.event >= 0) & np.isin(rec.attribute, np.array(list(refs.values()), np.int64))
     )
     for name, column in OWN_ATTRIBUTES.items():
-        got = attrs.take(attrs.a == refs.get(name, -1))
+        got = attrs.take(attrs.attribute == refs.get(name, -1))
         if not len(got):
             continue
-        values = pl.Series(ref_ids(got.b, got.c))
+        values = pl.Series(ref_ids(got.attr_type, got.attr_value))
         if name == "di.args":
             values = values.replace_strict(defs.strings, default=None, return_dtype=pl.String)
         full = (
@@ -333,7 +350,7 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
     return ev
 
 
-def flows_frame(rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
+def flows_frame(rec: RecordRows, tl: Builder, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
     """(flows restored from the ``di.flows_in`` attributes di's writer wrote, or None; flows whose source is missing).
 
     Each attribute holds the JSON list of the flows ending at its event, each
@@ -343,10 +360,12 @@ def flows_frame(rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: 
     ref = next((r for r, (name, _) in defs.attributes.items() if name == FLOWS_ATTRIBUTE), None)
     if ref is None:
         return None, 0
-    got = rec.take(rec.of_kind(R.ATTRIBUTE) & (rec.a == ref) & (rec.event >= 0))
+    got = rec.take(rec.of_kind(ATTRIBUTE) & (rec.attribute == ref) & (rec.event >= 0))
     if not len(got):
         return None, 0
-    text = pl.Series(ref_ids(got.b, got.c)).replace_strict(defs.strings, default=None, return_dtype=pl.String)
+    text = pl.Series(ref_ids(got.attr_type, got.attr_value)).replace_strict(
+        defs.strings, default=None, return_dtype=pl.String
+    )
     item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
     try:
         lists = text.str.json_decode(pl.List(item))
@@ -356,7 +375,7 @@ def flows_frame(rec: RecordRows, tl: T.Builder, order: np.ndarray | None, defs: 
         lists = pl.Series([_flow_items(t) for t in text.to_list()], dtype=pl.List(item))
     items = pl.DataFrame({"dst": got.event, "j": lists}).explode("j").unnest("j")
     ev_loc, ev_type = tl.ev_loc, tl.ev_type
-    regions = np.flatnonzero(ev_type == T.EV_REGION)
+    regions = np.flatnonzero(ev_type == EV_REGION)
     dense = {loc["ref"]: i for i, loc in enumerate(defs.locations)}
     loc = items["l"].replace_strict(dense, default=-1, return_dtype=pl.Int64).to_numpy()
     first = np.searchsorted(ev_loc[regions], loc)

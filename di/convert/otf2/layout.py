@@ -15,12 +15,12 @@ import numpy as np
 import orjson
 import polars as pl
 
-from di.convert.columns import readonly
+from di.convert.columns import readonly, utf8_buffers
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
 from di.convert.otf2.iolayout import IoDefs, plan_io
-from di.convert.otf2.rowids import combined_ids, key_ids, run_starts
+from di.convert.otf2.rowids import combined_ids, key_ids, run_starts, text_ids
 from di.nesting import readonly_int64
 from di.trace import Trace
 
@@ -46,13 +46,29 @@ GROUP_NAME_PREFIX = "di:"
 messages and collectives whose ``comm`` is null."""
 
 
+@dataclass
+class TextColumn:
+    """Strings a column added whole (:meth:`Strings.add_many`): ref ``first_ref + i`` is the text of row ``rows[i]``,
+    ``data[offsets[r]:offsets[r + 1]]`` (UTF-8); ``ids``: the id (ref - first_ref) of every row, -1 for a null."""
+
+    first_ref: int
+    values: pl.Series
+    data: np.ndarray
+    offsets: np.ndarray
+    rows: np.ndarray
+    ids: np.ndarray
+
+
 class Strings:
     """The archive's string definitions: ref = insertion order, ``""`` is ref 0.
 
     A few hundred names (regions, locations, communicators) are looked up one
-    by one through a dict; the columns of per-event strings (args texts, a
-    million distinct ones in a real PyTorch profile) are added as polars
-    columns whose refs are consecutive, never through a Python dict or loop.
+    by one through a dict; a column of per-event strings (args texts, a
+    million distinct ones in a real PyTorch profile) is numbered on its UTF-8
+    buffer by a numba hash table (:func:`rowids.text_ids`) and its distinct
+    texts take consecutive refs, never through a Python dict or loop. Such a
+    column's texts are not matched against the dict's: OTF2 allows two refs
+    of one text.
     """
 
     SMALL = 4096
@@ -61,18 +77,14 @@ class Strings:
     def __init__(self) -> None:
         self.refs: dict[str, int] = {"": 0}
         self.n = 1
-        self.pieces: list[str | pl.Series] = [""]
+        self.pieces: list[str | TextColumn] = [""]
         """The strings in ref order: single strings, and columns of new distinct strings."""
-        self.columns: list[tuple[int, pl.Series]] = []
-        """(first ref, strings) of every column added whole."""
         self.frozen = False
 
     def ref(self, s: str) -> int:
-        """Ref of ``s``, added while planning; after :meth:`buffer` only lookups."""
+        """Ref of ``s``, added while planning; after :meth:`chunks` only lookups."""
         got = self.refs.get(s)
-        if (
-            got is None and self.frozen
-        ):  # while planning, a string also in a column may get a second ref: OTF2 allows it
+        if got is None and self.frozen:
             got = self._in_columns(s)
         if got is None:
             if self.frozen:
@@ -83,54 +95,43 @@ class Strings:
         return got
 
     def _in_columns(self, s: str) -> int | None:
-        for first, col in self.columns:
-            hit = (col == s).arg_true()
-            if hit.len():
-                self.refs[s] = first + int(hit[0])
-                return self.refs[s]
+        for col in self.pieces:
+            if isinstance(col, TextColumn):
+                hit = (col.values.cast(pl.String) == s).arg_true()
+                if hit.len():
+                    self.refs[s] = col.first_ref + int(col.ids[int(hit[0])])
+                    return self.refs[s]
         return None
 
-    def add_many(self, values: pl.Series) -> pl.Series:
-        """Refs (Int64) of a column of strings (nulls stay null), adding the new ones."""
-        uniq = values.drop_nulls().unique(maintain_order=True).cast(pl.String)
-        if uniq.len() <= self.SMALL:
-            mapping = {v: self.ref(v) for v in uniq.to_list()}
-            return values.replace_strict(mapping, default=None, return_dtype=pl.Int64)
-        known = uniq.is_in(pl.Series(list(self.refs), dtype=pl.String))
-        new = uniq.filter(~known)
-        refs = pl.DataFrame({"s": new, "ref": pl.int_range(self.n, self.n + new.len(), dtype=pl.Int64, eager=True)})
-        self.columns.append((self.n, new))
-        self.pieces.append(new)
-        self.n += new.len()
-        if known.any():
-            old = uniq.filter(known)
-            refs = pl.concat(
-                [refs, pl.DataFrame({"s": old, "ref": old.replace_strict(self.refs, return_dtype=pl.Int64)})]
-            )
-        return (
-            values.cast(pl.String).to_frame("s").join(refs, on="s", how="left", maintain_order="left").get_column("ref")
-        )
+    def add_many(self, values: pl.Series) -> np.ndarray:
+        """Refs (int64, ``emit.NO_VALUE`` for nulls) of a column of strings, adding the new ones."""
+        data, offsets = utf8_buffers(values)
+        ids, rows = text_ids(*(readonly(a) for a in (data, offsets, values.is_not_null().to_numpy())))
+        if rows.size <= self.SMALL:
+            lut = np.full(rows.size + 1, emit.NO_VALUE, np.int64)  # ids of nulls (-1) pick the last entry
+            lut[:-1] = [self.ref(v) for v in values.gather(rows).cast(pl.String).to_list()]
+            return lut[ids]
+        self.pieces.append(TextColumn(self.n, values, data, offsets, rows, ids))
+        refs = np.where(ids >= 0, ids + self.n, emit.NO_VALUE)
+        self.n += rows.size
+        return refs
 
-    def buffer(self) -> tuple[np.ndarray, np.ndarray]:
-        """(NUL-terminated UTF-8 bytes, start offsets + end) for :func:`emit.write_strings`."""
+    def chunks(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The strings in ref order as (UTF-8 bytes, int64 offsets, rows) for :func:`emit.write_strings`; ref
+        lookups only from now on."""
         self.frozen = True
-        parts, singles = [], []
-        for piece in self.pieces:
+        out, singles = [], []
+        for piece in [*self.pieces, None]:
             if isinstance(piece, str):
                 singles.append(piece)
                 continue
             if singles:
-                parts.append(pl.Series(singles, dtype=pl.String))
+                data, offsets = utf8_buffers(pl.Series(singles, dtype=pl.String))
+                out.append((data, offsets, np.arange(len(singles), dtype=np.int64)))
                 singles = []
-            parts.append(piece)
-        if singles:
-            parts.append(pl.Series(singles, dtype=pl.String))
-        text = pl.concat(parts).str.replace_all("\0", " ", literal=True)
-        lengths = text.str.len_bytes().cast(pl.Int64).to_numpy() + 1
-        offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        data = (text.str.join("\0").item() + "\0").encode("utf-8")
-        return np.frombuffer(data, dtype=np.uint8), offsets
+            if piece is not None:
+                out.append((piece.data, piece.offsets, piece.rows))
+        return [tuple(readonly(a) for a in chunk) for chunk in out]
 
     def check_frozen(self) -> None:
         assert self.frozen
@@ -366,10 +367,10 @@ def _attachments(
         cref = np.array([comm_ref[c] for c in comm], np.int64)
         own = np.column_stack(
             [
-                _optional(strings.add_many(coll["dtype"])),
-                _optional(strings.add_many(coll["op"])),
+                strings.add_many(coll["dtype"]),
+                strings.add_many(coll["op"]),
                 _optional(coll["group_size"]),
-                _optional(strings.add_many(coll["group_ranks"])),
+                strings.add_many(coll["group_ranks"]),
             ]
         )
         rows.append(np.column_stack([event, z, z + emit.ATT_COLL_BEGIN, z, z, z, z, z, np.zeros_like(own)]))
@@ -444,21 +445,49 @@ def _flows_in(
     else:
         emitted = np.arange(n, dtype=np.int64)
     src_loc = out_of(src)
+    dst_id, first = key_ids(np.array(fl["dst"].to_numpy()), n)  # writable, as the other callers' keys: one signature
+    by_dst = np.zeros(0, np.int64) if first.size == fl.height else np.argsort(dst_id, kind="stable")
+    cat = fl["src_cat"].unique()  # JSON of each distinct src_cat, as polars writes it ("null" for null)
+    cat_json = pl.DataFrame({"c": cat}).select(pl.struct("c").struct.json_encode().str.slice(5).str.head(-1))
     items = pl.DataFrame(
-        {
-            "dst": fl["dst"],
-            "l": src_loc,
-            "k": emitted[src] - bounds[src_loc],
-            "t": fl["kind"].cast(pl.String),
-            "i": fl["id"],
-            "c": fl["src_cat"],
-        }
+        {"l": src_loc, "k": emitted[src] - bounds[src_loc], "t": fl["kind"], "i": fl["id"], "c": fl["src_cat"]}
     )
-    text = items.select("dst", pl.struct("l", "k", "t", "i", "c").struct.json_encode().alias("j"))
-    per_dst = text.group_by("dst", maintain_order=True).agg(pl.format("[{}]", pl.col("j").str.join(",")).alias("text"))
-    refs = strings.add_many(per_dst["text"]).to_numpy()
+    text = items.select(
+        pl.concat_str(
+            pl.lit('{"l":'),
+            pl.col("l"),
+            pl.lit(',"k":'),
+            pl.col("k"),
+            pl.lit(',"t":"'),
+            pl.col("t").cast(pl.String),
+            pl.lit('","i":'),
+            pl.col("i").cast(pl.String).fill_null("null"),
+            pl.lit(',"c":'),
+            pl.col("c").replace_strict(cat, cat_json.to_series(), return_dtype=pl.String),
+            pl.lit("}"),
+        )
+    ).to_series()
+    if by_dst.size:  # the items of one destination back to back, destinations in order of first flow
+        text = text.gather(by_dst)
+        run = dst_id[by_dst]
+        starts = np.r_[True, run[1:] != run[:-1]]
+        ends = np.r_[run[1:] != run[:-1], True]
+    else:
+        starts = ends = np.ones(fl.height, bool)
+    lists = pl.select(
+        pl.concat_str(
+            pl.when(pl.lit(pl.Series(starts))).then(pl.lit("[")).otherwise(pl.lit(",")),
+            pl.lit(text),
+            pl.when(pl.lit(pl.Series(ends))).then(pl.lit("]")).otherwise(pl.lit("")),
+        )
+    ).to_series()
+    if by_dst.size:  # a destination's list: its items' texts joined
+        lists = pl.DataFrame({"run": run, "t": lists}).group_by("run", maintain_order=True).agg(pl.col("t").str.join())
+        lists = lists.get_column("t")
+    refs = strings.add_many(lists)
+    dst = fl["dst"].to_numpy()[first]
     out = np.full(n, emit.NO_VALUE, np.int64)
-    out[per_dst["dst"].to_numpy()] = refs
+    out[dst] = refs
     return out
 
 
@@ -519,7 +548,7 @@ def plan(trace: Trace) -> Layout:
     np.cumsum(att_counts, out=att_bounds[1:])
     records = 2 * counts + att_counts
     shift, offset, length, realtime = _clock(trace)
-    args_ref = strings.add_many(ev["args"]) if ev["args"].null_count() < ev.height else ev["args"]
+    args_ref = strings.add_many(ev["args"]) if ev["args"].null_count() < ev.height else np.zeros(0, np.int64)
     members, metric_arrays = _metrics(trace, shift, out)
     for m in members:
         strings.ref(m["name"])
@@ -561,7 +590,7 @@ def plan(trace: Trace) -> Layout:
             "region": region,
             "nbytes": _event_attribute(ev["bytes"]),
             "corr": _event_attribute(ev["corr"]),
-            "args_ref": _event_attribute(args_ref),
+            "args_ref": args_ref,
             "flows_ref": _flows_in(trace, out_of, order, bounds, strings),
             "att": att,
             "att_bounds": att_bounds,

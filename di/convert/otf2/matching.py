@@ -35,7 +35,16 @@ import orjson
 import polars as pl
 
 from di.convert.otf2 import clib
-from di.convert.otf2 import records as R
+from di.convert.otf2.records import (
+    ATTRIBUTE,
+    COLL_END,
+    MPI_IRECV,
+    MPI_IRECV_REQUEST,
+    MPI_ISEND,
+    MPI_ISEND_COMPLETE,
+    MPI_RECV,
+    MPI_SEND,
+)
 from di.convert.otf2.categories import COLLECTIVE_OPS
 from di.convert.otf2.recordrows import RecordRows
 from di.merge import assign_instances
@@ -130,25 +139,25 @@ def _nullable(values: np.ndarray, valid: np.ndarray, dtype: pl.DataType = pl.Int
 def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.DataFrame, dict[str, int]]:
     """Matched messages (send, recv, bytes, tag, comm, send_done, recv_post) and the unmatched counts."""
     inside = rec.event >= 0
-    s = rec.take(inside & rec.of_kind(R.MPI_SEND, R.MPI_ISEND))
-    r = rec.take(inside & rec.of_kind(R.MPI_RECV, R.MPI_IRECV))
-    done = rec.take(inside & rec.of_kind(R.MPI_ISEND_COMPLETE))
-    post = rec.take(inside & rec.of_kind(R.MPI_IRECV_REQUEST))
-    s_peer, r_peer = _global_rank(s.b, s.a, comms), _global_rank(r.b, r.a, comms)
-    isend, irecv = s.kind == R.MPI_ISEND, r.kind == R.MPI_IRECV
+    s = rec.take(inside & rec.of_kind(MPI_SEND, MPI_ISEND))
+    r = rec.take(inside & rec.of_kind(MPI_RECV, MPI_IRECV))
+    done = rec.take(inside & rec.of_kind(MPI_ISEND_COMPLETE))
+    post = rec.take(inside & rec.of_kind(MPI_IRECV_REQUEST))
+    s_peer, r_peer = _global_rank(s.comm, s.peer, comms), _global_rank(r.comm, r.peer, comms)
+    isend, irecv = s.kind == MPI_ISEND, r.kind == MPI_IRECV
     at = _asof(
-        np.column_stack([s.loc, s.e])[isend],
+        np.column_stack([s.loc, s.request])[isend],
         s.ts_ns[isend],
-        np.column_stack([done.loc, done.e]),
+        np.column_stack([done.loc, done.request]),
         done.ts_ns,
         forward=True,
     )
     send_done = np.full(len(s), -1, np.int64)
     send_done[isend] = np.where(at >= 0, done.event[np.maximum(at, 0)] if len(done) else -1, -1)
     at = _asof(
-        np.column_stack([r.loc, r.e])[irecv],
+        np.column_stack([r.loc, r.request])[irecv],
         r.ts_ns[irecv],
-        np.column_stack([post.loc, post.e]),
+        np.column_stack([post.loc, post.request]),
         post.ts_ns,
         forward=False,
     )
@@ -159,7 +168,10 @@ def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.Data
         r_order[irecv] = np.where(at >= 0, post.ts_ns[np.maximum(at, 0)], r.ts_ns[irecv])
     n_s = len(s)
     key = _group_ids(
-        np.r_[s.b, r.b], np.r_[s.rank.astype(np.int64), r_peer], np.r_[s_peer, r.rank.astype(np.int64)], np.r_[s.c, r.c]
+        np.r_[s.comm, r.comm],
+        np.r_[s.rank.astype(np.int64), r_peer],
+        np.r_[s_peer, r.rank.astype(np.int64)],
+        np.r_[s.tag, r.tag],
     )
     k_s = _nth_in_group(key[:n_s], np.lexsort((s.row, s.ts_ns)))
     k_r = _nth_in_group(key[n_s:], np.lexsort((r.row, r_order)))
@@ -170,7 +182,7 @@ def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.Data
     by_send = np.lexsort((i_s, s.event[i_s]))
     i_s, i_r = i_s[by_send], i_r[by_send]
     names = {ref: c["name"] for ref, c in comms.items()}
-    comm_refs = s.b[i_s]
+    comm_refs = s.comm[i_s]
     uniq, inv = np.unique(comm_refs, return_inverse=True)
     comm = (
         pl.Series([names.get(int(c)) for c in uniq], dtype=pl.String).gather(inv.ravel())
@@ -182,8 +194,8 @@ def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.Data
         {
             "send": s.event[i_s],
             "recv": r.event[i_r],
-            "bytes": s.d[i_s],
-            "tag": s.c[i_s],
+            "bytes": s.msg_bytes[i_s],
+            "tag": s.tag[i_s],
             "comm": comm,
             "send_done": _nullable(done_of, done_of >= 0),
             "recv_post": _nullable(post_of, post_of >= 0),
@@ -204,8 +216,8 @@ OWN_COLLECTIVE_ATTRIBUTES = {
 
 def _own_values(rec: RecordRows, ref: int, head: np.ndarray, strings: dict[int, str] | None) -> pl.Series:
     """Per row in ``head``: the value of attribute ``ref`` on that record (string refs resolved through ``strings``), or null."""
-    got = rec.of_kind(R.ATTRIBUTE) & (rec.a == ref)
-    rows, values = rec.head[got], rec.c[got]
+    got = rec.of_kind(ATTRIBUTE) & (rec.attribute == ref)
+    rows, values = rec.head[got], rec.attr_value[got]
     order = np.argsort(rows, kind="stable")
     rows, values = rows[order], values[order]
     at = np.clip(np.searchsorted(rows, head), 0, max(rows.size - 1, 0))
@@ -222,15 +234,15 @@ def collectives(
     rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: dict[int, str]
 ) -> pl.DataFrame:
     """One row per MpiCollectiveEnd (schema ``collectives``); columns di's writer stored as attributes restored from them."""
-    sel = np.flatnonzero(rec.of_kind(R.COLL_END) & (rec.event >= 0))
+    sel = np.flatnonzero(rec.of_kind(COLL_END) & (rec.event >= 0))
     order = sel[np.lexsort((rec.row[sel], rec.ts_ns[sel], rec.rank[sel]))]
     c = rec.take(order)
     n = len(c)
     refs = np.array(list(comms), dtype=np.int64)
-    pos = np.searchsorted(np.sort(refs), c.b) if refs.size else np.zeros(n, np.int64)
+    pos = np.searchsorted(np.sort(refs), c.comm) if refs.size else np.zeros(n, np.int64)
     by_ref = np.argsort(refs, kind="stable")
     known = (
-        (pos < refs.size) & (refs[by_ref][np.minimum(pos, max(refs.size - 1, 0))] == c.b)
+        (pos < refs.size) & (refs[by_ref][np.minimum(pos, max(refs.size - 1, 0))] == c.comm)
         if refs.size
         else np.zeros(n, bool)
     )
@@ -239,12 +251,12 @@ def collectives(
     comm = pl.Series([i["name"] for i in info], dtype=pl.String).gather(idx)
     group_size = pl.Series([_size(i["group_ranks"]) for i in info], dtype=pl.Int32).gather(idx)
     group_ranks = pl.Series([_text(i["group_ranks"]) for i in info], dtype=pl.String).gather(idx)
-    root = _nullable(_global_rank(c.b, c.c, comms), c.c != clib.UNDEFINED_UINT32, pl.Int64).cast(pl.Int32)
+    root = _nullable(_global_rank(c.comm, c.root, comms), c.root != clib.UNDEFINED_UINT32, pl.Int64).cast(pl.Int32)
     seq = _nth_in_group(_group_ids(c.rank.astype(np.int64), np.where(known, pos, -1)), np.arange(n, dtype=np.int64))
     names = _op_names()
     op_codes = np.arange(max(names, default=0) + 2)
     canon = [COLLECTIVE_OPS.get(names.get(int(k), ""), "other") for k in op_codes]
-    op = pl.Series(canon, dtype=pl.String).gather(np.clip(c.a, 0, op_codes.size - 1))
+    op = pl.Series(canon, dtype=pl.String).gather(np.clip(c.coll_op, 0, op_codes.size - 1))
     own = {name: ref for ref, (name, _) in attributes.items() if name in OWN_COLLECTIVE_ATTRIBUTES}
     dtype = pl.repeat(None, n, dtype=pl.String, eager=True)
     if own:
@@ -271,7 +283,7 @@ def collectives(
             "seq": seq,
             "op": op,
             "root": root,
-            "bytes": c.d,
+            "bytes": c.sent,
             "dtype": dtype,
             "group_size": group_size,
             "group_ranks": group_ranks,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.convert.otf2 import records as R
+from di.convert.otf2.records import METRIC, METRIC_VALUE
 from di.convert.otf2.recordrows import RecordRows
 from di.convert.otf2.values import as_float
 
@@ -28,20 +28,27 @@ def series_samples(
     """(series, samples, values dropped because their metric is undefined).
 
     Args:
-        rec: record rows with columns kind, ts_ns, a, b (METRIC_VALUE: a=type, b=raw value bytes), loc, row.
+        rec: the record rows (METRIC rows and the METRIC_VALUE rows that follow each).
         metrics: metric ref -> its members (name, unit).
         counter_loc: OTF2 location index -> loc of its counter timeline.
     """
-    mask = rec.of_kind(R.METRIC, R.METRIC_VALUE)
+    mask = rec.of_kind(METRIC, METRIC_VALUE)
     if not mask.any():
         return pl.DataFrame(), pl.DataFrame(), 0
-    sel = rec.frame(mask)
-    is_head = (sel["kind"] == R.METRIC).to_numpy()
+    sel = rec.take(mask)
+    is_head = sel.kind == METRIC
     head_id = np.cumsum(is_head) - 1
-    metric = sel["a"].to_numpy()[is_head][head_id]
-    member = np.arange(sel.height) - np.flatnonzero(is_head)[head_id] - 1
-    vals = sel.with_columns(pl.Series("metric", metric), pl.Series("member", member)).filter(
-        pl.col("kind") == R.METRIC_VALUE
+    metric = sel.metric[is_head][head_id]
+    member = np.arange(len(sel)) - np.flatnonzero(is_head)[head_id] - 1
+    is_value = ~is_head
+    vals = pl.DataFrame(
+        {
+            "loc": sel.loc[is_value],
+            "ts_ns": sel.ts_ns[is_value],
+            "metric": metric[is_value],
+            "member": member[is_value],
+            "value": as_float(sel.value_type[is_value], sel.value_bits[is_value]),
+        }
     )
     table = [(ref, i, m["name"], m["unit"]) for ref, ms in metrics.items() for i, m in enumerate(ms)]
     members = pl.DataFrame(
@@ -52,7 +59,6 @@ def series_samples(
     vals = vals.filter(pl.col("name").is_not_null())
     vals = vals.with_columns(
         pl.col("loc").replace_strict(counter_loc, return_dtype=pl.UInt32).alias("series_loc"),
-        pl.Series("value", as_float(vals["a"].to_numpy(), vals["b"].to_numpy())),
     )
     series = (
         vals.group_by("series_loc", "name", "unit", maintain_order=True)

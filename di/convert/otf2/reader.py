@@ -23,8 +23,20 @@ import polars as pl
 
 from di.inputsize import check_size
 from di.convert.otf2 import archive, clib, events, matching, metrics
-from di.convert.otf2 import records as R
-from di.convert.otf2 import timeline as T
+from di.convert.otf2.records import (
+    ATTRIBUTE,
+    COLL_END,
+    METRIC,
+    METRIC_VALUE,
+    MPI_IRECV,
+    MPI_ISEND,
+    MPI_RECV,
+    MPI_SEND,
+)
+from di.convert.otf2.timeline import (
+    Builder,
+    COUNT_NAMES,
+)
 from di.convert.otf2.definitions import Definitions, read_definitions
 from di.convert.otf2.recordrows import RecordRows
 from di.convert import provenance as P
@@ -81,7 +93,7 @@ def read_otf2(
             # every record takes at least one byte of its event file: a definition claiming more sizes nothing
             expected = min(sum(loc["records"] for loc in defs.locations), files)
             fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
-            builder = T.Builder(expected, fold)
+            builder = Builder(expected, fold)
             recs = archive.read_records(
                 reader,
                 [loc["ref"] for loc in defs.locations],
@@ -97,10 +109,10 @@ def read_otf2(
     return _assemble(anchor, defs, recs, builder, source)
 
 
-def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Builder, source: int) -> Trace:
+def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: Builder, source: int) -> Trace:
     dropped: Counter[str] = Counter(recs.dropped)
     warnings = list(recs.warnings)
-    for name, n in zip(T.COUNT_NAMES, tl.counts.tolist()):
+    for name, n in zip(COUNT_NAMES, tl.counts.tolist()):
         if n:
             dropped[name] += n
     gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
@@ -108,7 +120,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
         tl.events(), (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu
     )
     rec = _record_rows(recs, tl, order, defs)
-    outside = int((rec.of_kind(R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END) & (rec.event < 0)).sum())
+    outside = int((rec.of_kind(MPI_SEND, MPI_ISEND, MPI_RECV, MPI_IRECV, COLL_END) & (rec.event < 0)).sum())
     if outside:
         dropped["MPI records outside any region"] += outside
     messages, unmatched = matching.messages(rec, defs.comms)
@@ -131,7 +143,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
     if backwards.any():
         dropped[P.END_BEFORE_START_REPAIRED] += int(backwards.sum())
         ev = ev.with_columns(pl.when(backwards).then(pl.col("start_ns")).otherwise(pl.col("end_ns")).alias("end_ns"))
-    handled = int(recs.bounds[-1]) - int(rec.of_kind(R.ATTRIBUTE, R.METRIC_VALUE).sum())
+    handled = int(recs.bounds[-1]) - int(rec.of_kind(ATTRIBUTE, METRIC_VALUE).sum())
     if recs.records_read > handled:
         dropped[P.UNSUPPORTED_RECORD] += recs.records_read - handled
     meta = _meta(anchor, defs, recs, ev.height, dropped, warnings)
@@ -149,7 +161,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
     )
 
 
-def _record_rows(recs: archive.Records, tl: T.Builder, order: np.ndarray | None, defs: Definitions) -> RecordRows:
+def _record_rows(recs: archive.Records, tl: Builder, order: np.ndarray | None, defs: Definitions) -> RecordRows:
     """The records other than Enter/Leave (their events are built already), see :mod:`recordrows`."""
     sub = np.ascontiguousarray(tl.rec.T)
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
@@ -178,7 +190,7 @@ def _locations(defs: Definitions, rec: RecordRows, source: int) -> tuple[pl.Data
         for loc in defs.locations
     ]
     counter_loc: dict[int, int] = {}
-    with_metrics = np.unique(rec.loc[rec.of_kind(R.METRIC)]).tolist()
+    with_metrics = np.unique(rec.loc[rec.of_kind(METRIC)]).tolist()
     for i in with_metrics:
         if rows[i]["kind"] == "counter":
             counter_loc[i] = i

@@ -4,7 +4,9 @@ One row per kept record row of :mod:`di.convert.otf2.timeline` (MPI,
 collectives, RMA, instants, metrics, their ATTRIBUTE and METRIC_VALUE rows):
 
 * ``kind``, ``ts_ns`` (int64 ns on the trace clock), ``a`` .. ``e``: the
-  record row (see :mod:`di.convert.otf2.records` for the fields per kind);
+  record row's fields, whose meaning is the kind's (see :mod:`di.convert.otf2.records`):
+  read them through the accessors named by meaning (``peer``, ``comm``, ``tag``,
+  ``request``, ``coll_op``, ``attribute``, ...);
 * ``loc``: dense location index; ``rank``: that location's rank;
 * ``event``: the row in ``events`` the record belongs to (-1: none);
 * ``row``: the record's row among all records of the archive; ``head``: the
@@ -40,6 +42,83 @@ class RecordRows:
     row: np.ndarray
     after: np.ndarray
     head: np.ndarray
+
+    # The fields by meaning, for the record kinds that fill them (records.PEER, ...):
+
+    @property
+    def peer(self) -> np.ndarray:
+        """MPI point-to-point rows: the receiver of a send, the sender of a receive (a rank within ``comm``)."""
+        return self.a
+
+    @property
+    def comm(self) -> np.ndarray:
+        """MPI point-to-point and MpiCollectiveEnd rows: the communicator ref."""
+        return self.b
+
+    @property
+    def tag(self) -> np.ndarray:
+        """MPI point-to-point rows: the message tag."""
+        return self.c
+
+    @property
+    def msg_bytes(self) -> np.ndarray:
+        """MPI point-to-point rows: the message length in bytes."""
+        return self.d
+
+    @property
+    def request(self) -> np.ndarray:
+        """Non-blocking MPI rows (MpiIsend, MpiIrecv, MpiIsendComplete, MpiIrecvRequest, ...): the request id."""
+        return self.e
+
+    @property
+    def coll_op(self) -> np.ndarray:
+        """MpiCollectiveEnd rows: the OTF2_CollectiveOp."""
+        return self.a
+
+    @property
+    def root(self) -> np.ndarray:
+        """MpiCollectiveEnd rows: the root's rank within ``comm`` (OTF2_UNDEFINED_UINT32: none)."""
+        return self.c
+
+    @property
+    def sent(self) -> np.ndarray:
+        """MpiCollectiveEnd rows: bytes sent."""
+        return self.d
+
+    @property
+    def received(self) -> np.ndarray:
+        """MpiCollectiveEnd rows: bytes received."""
+        return self.e
+
+    @property
+    def metric(self) -> np.ndarray:
+        """Metric rows: the metric ref."""
+        return self.a
+
+    @property
+    def value_type(self) -> np.ndarray:
+        """METRIC_VALUE rows: the value's OTF2_Type."""
+        return self.a
+
+    @property
+    def value_bits(self) -> np.ndarray:
+        """METRIC_VALUE rows: the value's raw 8 bytes."""
+        return self.b
+
+    @property
+    def attribute(self) -> np.ndarray:
+        """ATTRIBUTE rows: the attribute ref."""
+        return self.a
+
+    @property
+    def attr_type(self) -> np.ndarray:
+        """ATTRIBUTE rows: the value's OTF2_Type."""
+        return self.b
+
+    @property
+    def attr_value(self) -> np.ndarray:
+        """ATTRIBUTE rows: the value's raw 8 bytes."""
+        return self.c
 
     def __len__(self) -> int:
         return int(self.kind.size)

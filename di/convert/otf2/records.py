@@ -16,8 +16,9 @@ fn GetAttributeByIndex, records_handled, attributes_dropped, 0]``. A callback
 returns OTF2_CALLBACK_INTERRUPT when fewer than ``ROOM`` rows are left, the
 caller grows the buffer and resumes reading (:func:`read_location`).
 
-Which fields a..e hold, per kind, is listed beside each callback below; the
-meaning of each field is the OTF2 record's (see the OTF2 event records docs).
+Which fields a..e hold, per kind, is listed beside each callback below and
+named by the column constants (``PEER``, ``COMM``, ``TAG``, ...); the meaning
+of each field is the OTF2 record's (see the OTF2 event records docs).
 """
 
 from __future__ import annotations
@@ -30,6 +31,27 @@ from numba import cfunc, carray, njit, types
 from di.convert.otf2 import clib
 
 WIDTH = 7
+KIND, TIME, A, B, C, D, E = range(WIDTH)
+"""Columns of a row: the record kind, its time, then the fields a..e, whose meaning is the record kind's."""
+REGION = A
+"""Enter, Leave: the region ref."""
+PEER, COMM, TAG, MSG_BYTES, REQUEST = A, B, C, D, E
+"""MPI point-to-point records: the peer's rank within the communicator (the receiver of a send, the sender of a
+receive), the communicator ref, the tag, the message bytes and (non-blocking records and the request records) the
+request id; MpiCollectiveEnd has its communicator in COMM too."""
+COLL_OP, COLL_ROOT, COLL_SENT, COLL_RECEIVED = A, C, D, E
+"""MpiCollectiveEnd: the OTF2_CollectiveOp, the root's rank within the communicator, bytes sent and received."""
+RMA_WIN, RMA_REMOTE, RMA_BYTES, RMA_MATCHING = A, B, C, D
+"""RmaPut, RmaGet (RmaOpCompleteBlocking: RMA_WIN and RMA_MATCHING): window, remote rank, bytes, matching id."""
+METRIC_REF, METRIC_COUNT = A, B
+"""Metric: the metric ref and how many METRIC_VALUE rows follow."""
+VALUE_TYPE, VALUE_BITS = A, B
+"""METRIC_VALUE: the OTF2_Type and the raw 8 value bytes."""
+ATTR_REF, ATTR_TYPE, ATTR_VALUE = A, B, C
+"""ATTRIBUTE: the attribute ref, the OTF2_Type and the raw 8 value bytes."""
+IO_HANDLE, IO_MODE, IO_FLAGS, IO_BYTES, IO_MATCHING = A, B, C, D, E
+"""IoOperationBegin: handle, mode, operation flags, bytes requested, matching id; IoOperationComplete: IO_HANDLE,
+IO_BYTES (transferred), IO_MATCHING; IoOperationCancelled: IO_HANDLE, IO_MATCHING."""
 HEADER = 8
 ROOM = 1024
 """Rows kept free: one record adds at most 1 + 255 metric values + its attributes."""
@@ -115,13 +137,13 @@ def _push(user, kind, time, a, b, c, d, e, attrs):
     buf = carray(user, (HEADER + hdr[1] * WIDTH,), np.int64)
     r = hdr[0]
     o = HEADER + r * WIDTH
-    buf[o] = kind
-    buf[o + 1] = np.int64(time)
-    buf[o + 2] = np.int64(a)
-    buf[o + 3] = np.int64(b)
-    buf[o + 4] = np.int64(c)
-    buf[o + 5] = np.int64(d)
-    buf[o + 6] = np.int64(e)
+    buf[o + KIND] = kind
+    buf[o + TIME] = np.int64(time)
+    buf[o + A] = np.int64(a)
+    buf[o + B] = np.int64(b)
+    buf[o + C] = np.int64(c)
+    buf[o + D] = np.int64(d)
+    buf[o + E] = np.int64(e)
     r += 1
     if attrs != 0:
         n = clib.ccall(hdr[3], (attrs,)) & 0xFFFFFFFF
@@ -132,10 +154,13 @@ def _push(user, kind, time, a, b, c, d, e, attrs):
             o = HEADER + r * WIDTH
             for k in range(WIDTH):
                 buf[o + k] = 0
-            buf[o] = ATTRIBUTE
-            buf[o + 1] = np.int64(time)
-            at = hdr[2] + 8 * (o + 2)
-            if clib.ccall(hdr[4], (attrs, np.int64(i), at, at + 8, at + 16)) == 0:
+            buf[o + KIND] = ATTRIBUTE
+            buf[o + TIME] = np.int64(time)
+            at = hdr[2] + 8 * o  # GetAttributeByIndex writes the ref, type and value into their fields
+            if (
+                clib.ccall(hdr[4], (attrs, np.int64(i), at + 8 * ATTR_REF, at + 8 * ATTR_TYPE, at + 8 * ATTR_VALUE))
+                == 0
+            ):
                 r += 1
             else:
                 hdr[6] += 1
@@ -299,13 +324,13 @@ def _metric(loc, time, pos, user, attrs, metric, count, type_ids, values):  # a=
     r = hdr[0]
     for i in range(count):
         o = HEADER + r * WIDTH
-        buf[o] = METRIC_VALUE
-        buf[o + 1] = np.int64(time)
-        buf[o + 2] = tids[i]
-        buf[o + 3] = vals[i]
-        buf[o + 4] = 0
-        buf[o + 5] = 0
-        buf[o + 6] = 0
+        buf[o + KIND] = METRIC_VALUE
+        buf[o + TIME] = np.int64(time)
+        buf[o + VALUE_TYPE] = tids[i]
+        buf[o + VALUE_BITS] = vals[i]
+        buf[o + C] = 0
+        buf[o + D] = 0
+        buf[o + E] = 0
         r += 1
     hdr[0] = r
     return CALLBACK_INTERRUPT if hdr[1] - r < ROOM else code

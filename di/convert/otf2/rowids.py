@@ -5,7 +5,9 @@
 * :func:`combined_ids`: the same for tuples of four non-negative code columns
   (region = (name, cat, src_cat, instant)), without building the key when its
   mixed-radix span is small;
-* :func:`run_starts`: the first row of each run of equal adjacent values.
+* :func:`run_starts`: the first row of each run of equal adjacent values;
+* :func:`text_ids`: one id per distinct text of a column of UTF-8 texts (args, flow lists),
+  by the byte-span hash table of :mod:`di.convert.symbols`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from di.convert.columns import dense_row_ids
+from di.convert.symbols import hash_span, new_table, same_span
 
 
 @njit(cache=True)
@@ -97,3 +100,39 @@ def key_ids(key: np.ndarray, span: int | None = None) -> tuple[np.ndarray, np.nd
     if span > 4 * key.size + (1 << 20):
         return dense_row_ids(key.reshape(1, -1))
     return _first_use_ids(key, span)
+
+
+@njit(cache=True)
+def _text_ids(data, offsets, valid, slots, starts, ends, count):
+    n = valid.size
+    hashes = np.empty(n, np.uint64)
+    for i in range(n):  # hashed first, in one pass: the table's cache misses below then do not wait on each hash
+        hashes[i] = hash_span(data, offsets[i], offsets[i + 1])
+    ids = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    mask = np.uint64(slots.size - 1)
+    for i in range(n):
+        if not valid[i]:
+            ids[i] = -1
+            continue
+        s, e = offsets[i], offsets[i + 1]
+        j = hashes[i] & mask
+        sid = slots[j]
+        while sid >= 0 and not same_span(data, s, e, starts[sid], ends[sid]):
+            j = (j + np.uint64(1)) & mask
+            sid = slots[j]
+        if sid < 0:  # new: the table has room for every row
+            sid = count[0]
+            starts[sid], ends[sid], first[sid] = s, e, i
+            count[0] = sid + 1
+            slots[j] = sid
+        ids[i] = sid
+    return ids, first[: count[0]]
+
+
+def text_ids(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(id per row, -1 where not ``valid``; first row of each id) of the texts ``data[offsets[i]:offsets[i + 1]]``
+    (UTF-8 bytes, int64 offsets, one more than rows; ``valid``: bool per row): byte-equal texts get equal ids,
+    numbered in order of first use."""
+    table = new_table(max(int(valid.sum()), 1))
+    return _text_ids(data, offsets, valid, *table)

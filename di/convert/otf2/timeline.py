@@ -38,10 +38,44 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from di.convert.otf2 import records as R
+from di.convert.otf2.records import (
+    A,
+    ATTRIBUTE,
+    ATTR_REF,
+    B,
+    C,
+    ENTER,
+    IO_BEGIN,
+    IO_BYTES,
+    IO_CANCELLED,
+    IO_COMPLETE,
+    IO_FLAGS,
+    IO_HANDLE,
+    IO_ISSUED,
+    IO_MATCHING,
+    IO_MODE,
+    IO_OPERATION_READ,
+    IO_TRY_LOCK,
+    KIND,
+    LEAVE,
+    METRIC_VALUE,
+    PARAMETER_UINT,
+    PROGRAM_BEGIN,
+    REGION,
+    RMA_COMPLETE,
+    RMA_GET,
+    RMA_MATCHING,
+    RMA_PUT,
+    RMA_WIN,
+    TIME,
+    WIDTH,
+)
 
 EV_REGION, EV_INSTANT, EV_RMA, EV_IO = 0, 1, 2, 3
 """Event types in the ``ev_type`` output."""
+EV_COL_A, EV_COL_B, EV_COL_C, EV_COL_D = 4, 5, 6, 7
+"""Columns of the events array after loc, start, end, ref: instants' record fields a..c; RMA copies' window, remote
+rank, bytes; I/O operations' handle, mode | flags << IO_FLAGS_SHIFT, bytes requested, bytes transferred."""
 N_COUNTS = 7
 (
     LEAVE_WITHOUT_ENTER,
@@ -69,7 +103,7 @@ IO_CANCELLED_BIT = 1 << 40
 
 @njit(cache=True)
 def _is_instant(kind):
-    return (kind >= R.PROGRAM_BEGIN and kind <= R.PARAMETER_UINT) or (kind >= R.IO_ISSUED and kind <= R.IO_TRY_LOCK)
+    return (kind >= PROGRAM_BEGIN and kind <= PARAMETER_UINT) or (kind >= IO_ISSUED and kind <= IO_TRY_LOCK)
 
 
 @njit(cache=True, inline="always")
@@ -77,7 +111,7 @@ def _take(ev, open_ids, open_match, n, ref, match):
     """The first of the ``n`` open events (``open_ids``) whose field a is ``ref`` and matching id ``match``, removed
     from the open list (order kept; the caller decrements its count), or -1 when none is open."""
     for q in range(n):
-        if ev[open_ids[q], 4] == ref and open_match[q] == match:
+        if ev[open_ids[q], EV_COL_A] == ref and open_match[q] == match:
             e = open_ids[q]
             for r in range(q, n - 1):
                 open_ids[r] = open_ids[r + 1]
@@ -90,8 +124,8 @@ def _take(ev, open_ids, open_match, n, ref, match):
 def _folded(rows, k, fold_ref):
     """True when record k carries attribute ``fold_ref`` (its ATTRIBUTE rows follow it)."""
     q = k + 1
-    while fold_ref >= 0 and q < rows.shape[0] and rows[q, 0] == R.ATTRIBUTE:
-        if rows[q, 2] == fold_ref:
+    while fold_ref >= 0 and q < rows.shape[0] and rows[q, KIND] == ATTRIBUTE:
+        if rows[q, ATTR_REF] == fold_ref:
             return True
         q += 1
     return False
@@ -122,88 +156,88 @@ def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state, fo
     last = -1
     last_kind = 0
     last_owner = -1
-    last_t = rows[n - 1, 1]
+    last_t = rows[n - 1, TIME]
     for k in range(n):
-        kind = rows[k, 0]
-        t = rows[k, 1]
-        if kind == R.ATTRIBUTE or kind == R.METRIC_VALUE:
-            for q in range(R.WIDTH):
+        kind = rows[k, KIND]
+        t = rows[k, TIME]
+        if kind == ATTRIBUTE or kind == METRIC_VALUE:
+            for q in range(WIDTH):
                 rec[n_rec, q] = rows[k, q]
             rec_idx[n_rec, 0] = base + k
             rec_idx[n_rec, 1] = last_owner
-            rec_idx[n_rec, 2] = (base + last if last >= 0 else -1) if kind == R.ATTRIBUTE else base + k
-            rec_idx[n_rec, 3] = last_kind if kind == R.ATTRIBUTE else kind
+            rec_idx[n_rec, 2] = (base + last if last >= 0 else -1) if kind == ATTRIBUTE else base + k
+            rec_idx[n_rec, 3] = last_kind if kind == ATTRIBUTE else kind
             n_rec += 1
             continue
         last = k
         last_kind = kind
         last_owner = -1
-        if kind == R.ENTER:
+        if kind == ENTER:
             ev[m, 0] = li
             ev[m, 1] = t
             ev[m, 2] = t
-            ev[m, 3] = rows[k, 2]
+            ev[m, 3] = rows[k, REGION]
             ev_type[m] = EV_REGION
             stack[top] = m
             top += 1
             last_owner = m
             m += 1
-        elif kind == R.LEAVE:
+        elif kind == LEAVE:
             if top == 0:
                 counts[LEAVE_WITHOUT_ENTER] += 1
             else:
                 top -= 1
                 e = stack[top]
-                if ev[e, 3] != rows[k, 2]:
+                if ev[e, 3] != rows[k, REGION]:
                     counts[LEAVE_MISMATCH] += 1
                 ev[e, 2] = t
                 last_owner = e
-        elif _is_instant(kind) or kind == R.RMA_PUT or kind == R.RMA_GET:
+        elif _is_instant(kind) or kind == RMA_PUT or kind == RMA_GET:
             ev[m, 0] = li
             ev[m, 1] = t
             ev[m, 2] = t
             ev[m, 3] = kind
-            ev[m, 4] = rows[k, 2]
-            ev[m, 5] = rows[k, 3]
-            ev[m, 6] = rows[k, 4]
+            ev[m, EV_COL_A] = rows[k, A]  # an RMA copy: window, remote rank, bytes
+            ev[m, EV_COL_B] = rows[k, B]
+            ev[m, EV_COL_C] = rows[k, C]
             ev_type[m] = EV_INSTANT if _is_instant(kind) else EV_RMA
             last_owner = m
-            if kind == R.RMA_PUT or kind == R.RMA_GET:
+            if kind == RMA_PUT or kind == RMA_GET:
                 rma[n_rma] = m
-                rma_match[n_rma] = rows[k, 5]
+                rma_match[n_rma] = rows[k, RMA_MATCHING]
                 n_rma += 1
             m += 1
-        elif kind == R.IO_BEGIN and not _folded(rows, k, fold_ref):
+        elif kind == IO_BEGIN and not _folded(rows, k, fold_ref):
             ev[m, 0] = li
             ev[m, 1] = t
             ev[m, 2] = t
-            ev[m, 3] = R.IO_OPERATION_READ + min(max(rows[k, 3], 0), 2)
-            ev[m, 4] = rows[k, 2]
-            ev[m, 5] = rows[k, 3] | (rows[k, 4] << IO_FLAGS_SHIFT)
-            ev[m, 6] = rows[k, 5]
-            ev[m, 7] = -1
+            ev[m, 3] = IO_OPERATION_READ + min(max(rows[k, IO_MODE], 0), 2)
+            ev[m, EV_COL_A] = rows[k, IO_HANDLE]
+            ev[m, EV_COL_B] = rows[k, IO_MODE] | (rows[k, IO_FLAGS] << IO_FLAGS_SHIFT)
+            ev[m, EV_COL_C] = rows[k, IO_BYTES]
+            ev[m, EV_COL_D] = -1
             ev_type[m] = EV_IO
             last_owner = m
             io[n_io] = m
-            io_match[n_io] = rows[k, 6]
+            io_match[n_io] = rows[k, IO_MATCHING]
             n_io += 1
             m += 1
-        elif (kind == R.IO_COMPLETE or kind == R.IO_CANCELLED) and not _folded(rows, k, fold_ref):
-            e = _take(ev, io, io_match, n_io, rows[k, 2], rows[k, 6])
+        elif (kind == IO_COMPLETE or kind == IO_CANCELLED) and not _folded(rows, k, fold_ref):
+            e = _take(ev, io, io_match, n_io, rows[k, IO_HANDLE], rows[k, IO_MATCHING])
             if e < 0:
                 counts[IO_COMPLETE_WITHOUT_BEGIN] += 1
                 last_owner = stack[top - 1] if top > 0 else -1
             else:
                 n_io -= 1
                 ev[e, 2] = t
-                if kind == R.IO_COMPLETE:
-                    ev[e, 7] = rows[k, 5]
+                if kind == IO_COMPLETE:
+                    ev[e, EV_COL_D] = rows[k, IO_BYTES]
                 else:
-                    ev[e, 7] = 0
-                    ev[e, 5] |= IO_CANCELLED_BIT
+                    ev[e, EV_COL_D] = 0
+                    ev[e, EV_COL_B] |= IO_CANCELLED_BIT
                 last_owner = e
-        elif kind == R.RMA_COMPLETE:
-            e = _take(ev, rma, rma_match, n_rma, rows[k, 2], rows[k, 5])
+        elif kind == RMA_COMPLETE:
+            e = _take(ev, rma, rma_match, n_rma, rows[k, RMA_WIN], rows[k, RMA_MATCHING])
             if e < 0:
                 counts[RMA_COMPLETE_WITHOUT_OP] += 1
             else:
@@ -212,8 +246,8 @@ def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state, fo
                 last_owner = e
         else:
             last_owner = stack[top - 1] if top > 0 else -1
-        if kind != R.ENTER and kind != R.LEAVE:
-            for q in range(R.WIDTH):
+        if kind != ENTER and kind != LEAVE:
+            for q in range(WIDTH):
                 rec[n_rec, q] = rows[k, q]
             rec_idx[n_rec, 0] = base + k
             rec_idx[n_rec, 1] = last_owner
@@ -243,7 +277,7 @@ class Builder:
         cap = max(expected_records, 1024)
         self._ev = np.zeros((cap, 8), np.int64, order="F")  # columns contiguous; zeroed lazily by the OS
         self._ev_type = np.empty(cap, np.int8)
-        self._rec = np.empty((cap, R.WIDTH), np.int64)
+        self._rec = np.empty((cap, WIDTH), np.int64)
         self._rec_idx = np.empty((cap, 4), np.int64, order="F")
         self.counts = np.zeros(N_COUNTS, np.int64)
         self._state = np.zeros(2, np.int64)
@@ -282,7 +316,7 @@ class Builder:
         m, n_rec = int(self._state[0]), int(self._state[1])
         ev = self._ev[:m]
         self.ev_loc, self.ev_start, self.ev_end, self.ev_ref = (ev[:, q] for q in range(4))  # contiguous columns
-        self.ev_a, self.ev_b, self.ev_c, self.ev_d = (ev[:, q] for q in (4, 5, 6, 7))
+        self.ev_a, self.ev_b, self.ev_c, self.ev_d = (ev[:, q] for q in (EV_COL_A, EV_COL_B, EV_COL_C, EV_COL_D))
         self.ev_type = self._ev_type[:m]
         self.rec = self._rec[:n_rec]
         self.rec_row, self.rec_owner, self.rec_head, self.rec_after = (self._rec_idx[:n_rec, q] for q in range(4))

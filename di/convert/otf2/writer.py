@@ -197,7 +197,10 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
         )  # read-only, whether polars copied them or not: one signature
         _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, *(readonly(a) for a in columns)), anchor, "events")
         metrics = (lay.metric_bounds, lay.metric_ts, lay.metric_ref, lay.metric_values)
-        _check(emit.emit_metrics(fns, addrs[lay.metric_writers], *(readonly(a) for a in metrics)), anchor, "metrics")
+        if lay.metric_ts.size:  # not compiled for the traces without counters
+            _check(
+                emit.emit_metrics(fns, addrs[lay.metric_writers], *(readonly(a) for a in metrics)), anchor, "metrics"
+            )
     finally:
         lib.OTF2_AttributeList_Delete.argtypes = [ctypes.c_void_p]
         lib.OTF2_AttributeList_Delete(alist)
@@ -218,8 +221,10 @@ def _global_definitions(
     o = _otf2
     g = o.Archive_GetGlobalDefWriter(archive)
     o.GlobalDefWriter_WriteClockProperties(g, 10**9, lay.global_offset, lay.trace_length, lay.realtime)
-    text, offsets = lay.strings.buffer()
-    _check(emit.write_strings(fns, clib.handle(g), text, offsets), anchor, "strings")
+    first_ref = 0
+    for data, offsets, rows in lay.strings.chunks():
+        _check(emit.write_strings(fns, clib.handle(g), np.int64(first_ref), data, offsets, rows), anchor, "strings")
+        first_ref += rows.size
     s = lay.strings.ref
     undefined = o.UNDEFINED_UINT32
     o.GlobalDefWriter_WriteSystemTreeNode(g, 0, s("di"), s("machine"), undefined)
