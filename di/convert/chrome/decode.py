@@ -174,12 +174,11 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
         while True:
             slots, starts, ends, count = new_table(capacity)
-            n, err, pos, array_format, ntop, used = S.scan(
-                text, cols_t, slots, starts, ends, count, abuf, top, progress
-            )
-            if err != S.E_FULL:
+            got = S.scan(text, cols_t, slots, starts, ends, count, abuf, top, progress)
+            if got.error != S.E_FULL:
                 break
             capacity = grown_capacity(capacity)
+    n, err, pos = got.events, got.error, got.error_at
     if err == S.E_NOT_TRACE:
         if bytes(buf[:4096]).lstrip(JSON_SPACE)[:1] not in (b"{", b"["):
             raise FormatError(path, NOT_JSON)
@@ -196,11 +195,11 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     cols = S.columns(cols_t, n)
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
     di_flow = _spans_column(buf, cols["xs"], cols["xe"])
-    top_keys = _top_level(buf, top, int(ntop), warnings)
+    top_keys = _top_level(buf, top, got.top_keys, warnings)
     del buf  # the file's pages (unmapped here) are not needed for the args column: peak memory drops by the file size
-    args = _args_column(cols, abuf, int(used), n)
+    args = _args_column(cols, abuf, got.args_bytes, n)
     del abuf
-    return Raw(path, cols, symbols, args, top_keys, di_flow, dropped, warnings, bool(array_format))
+    return Raw(path, cols, symbols, args, top_keys, di_flow, dropped, warnings, got.array_format)
 
 
 RELEASE_MIN_BYTES = 4 << 30
