@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +62,14 @@ class Raw:
     warnings: list[str] = field(default_factory=list)
     array_format: bool = False
 
+    @cached_property
+    def symbol_texts(self) -> pl.Series:
+        """The symbols as a String Series (row = symbol id)."""
+        return pl.Series("sym", self.symbols, dtype=pl.String)
+
     def symbol_ids(self, wanted: tuple[str, ...]) -> np.ndarray:
         """The symbol ids of those strings of ``wanted`` that the file has."""
-        want = set(wanted)
-        return np.array([i for i, s in enumerate(self.symbols) if s in want], dtype=np.int64)
+        return np.flatnonzero(self.symbol_texts.is_in(list(wanted)).to_numpy()).astype(np.int64)
 
     @property
     def n(self) -> int:
@@ -162,9 +167,6 @@ def decode(path: Path, limit: int | None = None) -> Raw:
         if bad:
             warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
             dropped["non-UTF-8 bytes replaced"] += int(bad)
-    # every event object starts with '{': their count bounds the rows; the
-    # columns' pages are touched only as rows are filled
-    cols_t = S.alloc_columns(int(opens) + 1)
     abuf = np.empty(max(buf.size, 1), dtype=np.uint8)
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
     capacity = FIRST_CAPACITY
@@ -174,6 +176,9 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
         while True:
             slots, starts, ends, count = new_table(capacity)
+            # every event object starts with '{': their count bounds the rows; the
+            # columns' pages are touched only as rows are filled
+            cols_t = S.alloc_columns(int(opens) + 1)
             got = S.scan(text, cols_t, slots, starts, ends, count, abuf, top, progress)
             if got.error != S.E_FULL:
                 break
@@ -250,11 +255,15 @@ def _released_behind(buf: np.ndarray, progress: np.ndarray, *, repaired: bool) -
 
 
 def _spans_column(buf: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> pl.Series | None:
-    """Text of the per-event ``di_flow`` objects di's writer adds (None when there are none)."""
-    rows = np.flatnonzero(xe > xs)
-    if not rows.size:
+    """Text of the per-event ``di_flow`` objects di's writer adds (None when there are none):
+    the spans' bytes gathered into one buffer (the file's is released after the scan) and
+    viewed as strings, null for the events without one."""
+    has = xe > xs
+    if not has.any():
         return None
-    raw = buf.data
-    texts = [bytes(raw[xs[r] : xe[r]]).decode("utf-8", "replace") for r in rows]
-    out = pl.Series("di_flow", [None] * xs.size, dtype=pl.String)
-    return out.scatter(rows, texts)
+    length = np.where(has, xe - xs, 0)
+    offsets = np.zeros(length.size + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    # byte j of the gathered text is buf[xs[e] + j - offsets[e]] for the event e holding it
+    at = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(xs - offsets[:-1], length)
+    return texts_at_offsets(buf[at], offsets, has, "di_flow")

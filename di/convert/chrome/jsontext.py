@@ -197,3 +197,80 @@ def copy_minified(buf, s, e, out, o):
             o += 1
         k += 1
     return o
+
+
+@njit(cache=True, _nrt=False)
+def copy_value(buf, i, n, out, o):
+    """Copy the JSON value at i to out[o:] without whitespace outside strings, in one
+    pass; returns (index after it, or ``TRUNCATED``/``BAD_SYNTAX`` as :func:`skip_value`
+    says, new o).
+
+    A number at the top takes only number bytes (digits, sign, dot, exponent), as a
+    JSON number does; inside arrays and objects, numbers and literals are taken as
+    :func:`skip_value` takes them."""
+    depth = 0
+    while i < n:
+        c = buf[i]
+        if c == QUOTE:
+            j, o = copy_string(buf, i, n, out, o)
+            if j < 0:
+                return TRUNCATED, o
+            i = j + 1
+        elif c == OPEN_OBJECT or c == OPEN_ARRAY:
+            out[o] = c
+            o += 1
+            depth += 1
+            i += 1
+            continue
+        elif c == CLOSE_OBJECT or c == CLOSE_ARRAY:
+            depth -= 1
+            if depth < 0:
+                return BAD_SYNTAX, o
+            out[o] = c
+            o += 1
+            i += 1
+        elif c == SPACE or c == LF or c == CR or c == TAB:
+            if depth == 0:
+                return BAD_SYNTAX, o
+            i += 1
+            continue
+        elif c == COMMA or c == COLON:
+            if depth == 0:
+                return BAD_SYNTAX, o
+            out[o] = c
+            o += 1
+            i += 1
+            continue
+        elif depth == 0 and (DIGIT_0 <= c <= DIGIT_9 or c == MINUS):
+            while i < n and (
+                DIGIT_0 <= buf[i] <= DIGIT_9
+                or buf[i] == DOT
+                or buf[i] == MINUS
+                or buf[i] == PLUS
+                or buf[i] == EXP_LOWER
+                or buf[i] == EXP_UPPER
+            ):
+                out[o] = buf[i]
+                o += 1
+                i += 1
+            return (TRUNCATED if i >= n else i), o
+        else:
+            start = i
+            while i < n and (
+                buf[i] == MINUS
+                or buf[i] == PLUS
+                or buf[i] == DOT
+                or DIGIT_0 <= buf[i] <= DIGIT_9
+                or LOWER_A <= buf[i] <= LOWER_Z
+                or UPPER_A <= buf[i] <= UPPER_Z
+            ):
+                out[o] = buf[i]
+                o += 1
+                i += 1
+            if i == start:
+                return BAD_SYNTAX, o
+            if i >= n and depth == 0:
+                return TRUNCATED, o
+        if depth == 0:
+            return i, o
+    return TRUNCATED, o

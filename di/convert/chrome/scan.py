@@ -45,18 +45,16 @@ from di.convert.chrome.jsontext import (
     DOT,
     EXP_LOWER,
     EXP_UPPER,
-    FALSE_START,
     MINUS,
-    NULL_START,
     OPEN_ARRAY,
     OPEN_OBJECT,
     PLUS,
     QUOTE,
     TRUE_START,
     TRUNCATED,
-    copy_minified,
     copy_raw,
     copy_string,
+    copy_value,
     end_string,
     skip_value,
     skip_ws,
@@ -269,10 +267,11 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
         if i >= n:
             return -E_TRUNCATED, o
         L = ke - ks
-        copied = False
         if L == 15 and _head(buf, ks, ke, n) == _COLL and _head(buf, ke - 8, ke, n) == _COLL_TAIL:
             w8[B_FLAGS, k] |= F_COLL
-        if _is_11(buf, ks, ke, n, _CORR, _CORR_TAIL) or (L == 5 and _head(buf, ks, ke, n) == _BYTES):
+        lifted = _is_11(buf, ks, ke, n, _CORR, _CORR_TAIL) or (L == 5 and _head(buf, ks, ke, n) == _BYTES)
+        st = 1
+        if lifted:
             v, e, st = parse_number(buf, i, n, _AS_IS)
             if st == 0:
                 if L == 5:
@@ -281,14 +280,20 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
                 else:
                     w64[I_CORR, k] = v
                     w8[B_FLAGS, k] |= F_CORR
-            else:
-                e = skip_value(buf, i, n)
-        elif buf[i] == QUOTE:  # a string value: copied while it is scanned
-            copied = True
+                o = copy_raw(buf, i, e, out, o)
+        if lifted and st != 0 and (DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS):
+            e = skip_value(buf, i, n)  # a lifted key's number beyond int64: kept as written
+            if e < 0:
+                return e, o
+            o = copy_raw(buf, i, e, out, o)
+        elif lifted and st == 0:
+            pass
+        elif buf[i] == QUOTE:  # strings and numbers, most values, here; the rest by copy_value
             j, o = copy_string(buf, i, n, out, o)
-            e = j + 1 if j >= 0 else j
-        elif DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS:  # a number: the same
-            copied = True
+            if j < 0:
+                return -E_TRUNCATED, o
+            e = j + 1
+        elif DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS:
             e = i
             while e < n and (
                 DIGIT_0 <= buf[e] <= DIGIT_9
@@ -302,24 +307,11 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
                 o += 1
                 e += 1
             if e >= n:
-                e = -E_TRUNCATED
+                return -E_TRUNCATED, o
         else:
-            e = skip_value(buf, i, n)
-        if e < 0:
-            return e, o
-        if not copied:
-            c0 = buf[i]
-            if (
-                c0 == QUOTE
-                or (DIGIT_0 <= c0 <= DIGIT_9)
-                or c0 == MINUS
-                or c0 == TRUE_START
-                or c0 == FALSE_START
-                or c0 == NULL_START
-            ):
-                o = copy_raw(buf, i, e, out, o)
-            else:
-                o = copy_minified(buf, i, e, out, o)
+            e, o = copy_value(buf, i, n, out, o)
+            if e < 0:
+                return e, o
         i = skip_ws(buf, e, n)
         if i >= n:
             return -E_TRUNCATED, o
@@ -343,23 +335,9 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     table full); args bytes end).
     """
     w8, w32, w64 = c
-    w8[B_PH, k] = 0
-    w8[B_FLAGS, k] = 0
+    # the columns start zeroed (alloc_columns), the value of every absent field but name and cat
     w32[S_NAME, k] = -1
     w32[S_CAT, k] = -1
-    w8[B_PID_K, k] = K_NONE
-    w8[B_TID_K, k] = K_NONE
-    w8[B_ID_K, k] = K_NONE
-    w8[B_BIND_K, k] = K_NONE
-    w8[B_SCOPE, k] = 0
-    w8[B_BP, k] = 0
-    w8[B_STATUS, k] = ST_OK
-    w64[I_XS, k] = 0
-    w64[I_XE, k] = 0
-    w64[I_PID, k] = 0  # so that a missing pid/tid/id compares equal, not as leftover memory
-    w64[I_TID, k] = 0
-    w64[I_ID, k] = 0
-    w64[I_BIND, k] = 0
     o0 = o
     i = skip_ws(buf, i + 1, n)
     if i < n and buf[i] == CLOSE_OBJECT:
@@ -625,15 +603,18 @@ def scan(
 
 
 def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Uninitialised (uint8, int32, int64) field arrays for ``capacity`` events; the
-    int64 rows have one slot more, for the last args offset. Pages are touched
-    only as rows are filled."""
-    w64 = np.empty((len(I64_FIELDS), capacity + 1), dtype=np.int64)
-    w64[I_ARGS_OFF, 0] = 0
+    """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events; the int64
+    rows have one slot more, for the last args offset.
+
+    Zero is the value of an absent field (``K_NONE``, ``ST_OK``, no flags, pid 0),
+    so the scanner writes only the fields an event has. The zeroing costs
+    nothing up front: the pages come zeroed from the system as they are first
+    written, and a field no event has (``di_flow`` spans, ``bind_id``) is never
+    touched at all. One set of columns serves one scan: a rescan takes new ones."""
     return (
-        np.empty((len(U8_FIELDS), capacity), dtype=np.uint8),
-        np.empty((len(I32_FIELDS), capacity), dtype=np.int32),
-        w64,
+        np.zeros((len(U8_FIELDS), capacity), dtype=np.uint8),
+        np.zeros((len(I32_FIELDS), capacity), dtype=np.int32),
+        np.zeros((len(I64_FIELDS), capacity + 1), dtype=np.int64),
     )
 
 
