@@ -56,7 +56,7 @@ def string_views(
     return pl.Series(name, arr)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _text_word(data, s, e):
     """The bytes data[s:e] (at most eight) as a little-endian word, zero above."""
     length = min(e - s, 8)
@@ -71,13 +71,12 @@ def _text_word(data, s, e):
     return w
 
 
-@njit(cache=True)
-def _offset_views(data, offsets, limit, views):
-    """Fill the views (two uint64 words each) of the texts ``data[offsets[e]:offsets[e + 1]]``;
-    returns the data buffer starts + end (a new buffer begins where a text would end beyond
-    ``limit`` bytes of the current one)."""
+@njit(cache=True, _nrt=False)
+def _offset_views(data, offsets, limit, views, starts):
+    """Fill the views (two uint64 words each) of the texts ``data[offsets[e]:offsets[e + 1]]``
+    and ``starts`` (zeros) with the data buffers' starts and end (a new buffer begins where a
+    text would end beyond ``limit`` bytes of the current one); returns the number of buffers."""
     n = offsets.size - 1
-    starts = np.zeros(2 * (offsets[n] // limit) + 3, np.int64)
     nb = 1
     for e in range(n):
         lo = offsets[e]
@@ -92,7 +91,7 @@ def _offset_views(data, offsets, limit, views):
         else:
             views[2 * e + 1] = np.uint64(nb - 1) | (np.uint64(lo - starts[nb - 1]) << np.uint64(32))
     starts[nb] = offsets[n]
-    return starts[: nb + 1]
+    return nb
 
 
 def texts_at_offsets(
@@ -103,5 +102,6 @@ def texts_at_offsets(
     in place (``limit``: the most bytes of one data buffer; smaller only in tests)."""
     n = offsets.size - 1
     views = np.empty(2 * n, np.uint64)  # every word is written
-    starts = _offset_views(data, offsets, limit, views)
-    return string_views(n, views, [(data, starts)], valid, name)
+    starts = np.zeros(2 * (int(offsets[n]) // limit) + 3, np.int64)
+    buffers = _offset_views(data, offsets, np.int64(limit), views, starts)
+    return string_views(n, views, [(data, starts[: buffers + 1])], valid, name)

@@ -45,16 +45,18 @@ from di.convert.chrome.jsontext import (
     DOT,
     EXP_LOWER,
     EXP_UPPER,
+    FALSE_START,
     MINUS,
+    NULL_START,
     OPEN_ARRAY,
     OPEN_OBJECT,
     PLUS,
     QUOTE,
     TRUE_START,
     TRUNCATED,
+    copy_minified,
     copy_raw,
     copy_string,
-    copy_value,
     end_string,
     skip_value,
     skip_ws,
@@ -281,19 +283,19 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
                     w64[I_CORR, k] = v
                     w8[B_FLAGS, k] |= F_CORR
                 o = copy_raw(buf, i, e, out, o)
-        if lifted and st != 0 and (DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS):
+        if lifted and st == 0:
+            pass  # copied above
+        elif lifted and (DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS):
             e = skip_value(buf, i, n)  # a lifted key's number beyond int64: kept as written
             if e < 0:
                 return e, o
             o = copy_raw(buf, i, e, out, o)
-        elif lifted and st == 0:
-            pass
-        elif buf[i] == QUOTE:  # strings and numbers, most values, here; the rest by copy_value
+        elif buf[i] == QUOTE:  # a string value: copied while it is scanned
             j, o = copy_string(buf, i, n, out, o)
             if j < 0:
                 return -E_TRUNCATED, o
             e = j + 1
-        elif DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS:
+        elif DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS:  # a number: the same
             e = i
             while e < n and (
                 DIGIT_0 <= buf[e] <= DIGIT_9
@@ -308,10 +310,15 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
                 e += 1
             if e >= n:
                 return -E_TRUNCATED, o
-        else:
-            e, o = copy_value(buf, i, n, out, o)
+        else:  # an object, an array or a literal
+            e = skip_value(buf, i, n)
             if e < 0:
                 return e, o
+            c0 = buf[i]
+            if c0 == TRUE_START or c0 == FALSE_START or c0 == NULL_START:
+                o = copy_raw(buf, i, e, out, o)
+            else:
+                o = copy_minified(buf, i, e, out, o)
         i = skip_ws(buf, e, n)
         if i >= n:
             return -E_TRUNCATED, o
