@@ -1,6 +1,6 @@
 """Speed on a trace shaped like a real PyTorch profile (issue 16), not one that is kind to the code.
 
-    python bench/realshape.py [--events 1200000] [--keep DIR] [--threads 1]
+    python bench/realshape.py [--events 1200000] [--keep DIR] [--threads 1] [--repeat 3] [--steps load_json,save_di]
 
 The input is a Kineto JSON file written here the way the PyTorch profiler
 writes one (not by di's writer, whose files di reads through its own fast
@@ -11,11 +11,18 @@ writes them (External id, correlation, ``Input Dims``/``Input type``/
 ``Input Strides``, grid/block for kernels), so nearly every args text is
 distinct; kernel names are many (Triton- and CUTLASS-style, one per shape).
 Each step is timed in a fresh process (warm: numba's cache filled first by a
-small run), with ``POLARS_MAX_THREADS`` set to ``--threads``: CPU seconds,
-events per CPU second and the peak RSS of the step over the RSS before it, for
+small run), with ``POLARS_MAX_THREADS`` and ``NUMBA_NUM_THREADS`` set to
+``--threads``, ``--repeat`` times: CPU seconds (user and system), events per
+CPU second and the peak RSS of the step over the RSS before it, of the run
+with the least CPU time and the median, for
 ``di.load`` of the JSON, ``di.save`` to ``.di``, OTF2 and Perfetto, and
 ``di.load`` of the ``.di`` store. The input's event count, distinct names
-and distinct args texts are printed with the figures.
+and distinct args texts are printed with the figures. With ``--keep DIR`` an
+input already there (of the same ``--events``) is used again.
+
+On a shared machine the system time (first touches of fresh memory, which a
+loaded host makes slow) varies several-fold from run to run; the best run is
+the figure to compare, the median says how far the others were.
 """
 
 from __future__ import annotations
@@ -50,7 +57,9 @@ else:
 wall = time.perf_counter() - t
 after = resource.getrusage(resource.RUSAGE_SELF)
 cpu = after.ru_utime - base.ru_utime + after.ru_stime - base.ru_stime
-print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_kb": peak_kb(), "base_kb": base_kb, "events": trace.events.height}))
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "user_s": after.ru_utime - base.ru_utime,
+                  "sys_s": after.ru_stime - base.ru_stime, "peak_kb": peak_kb(), "base_kb": base_kb,
+                  "events": trace.events.height}))
 """
 
 OPS = (
@@ -154,7 +163,7 @@ def write_trace(path: Path, events: int) -> dict[str, int]:
 
 
 def run_step(what: str, src: Path, dst: Path, threads: int) -> dict[str, Any]:
-    env = {**os.environ, "POLARS_MAX_THREADS": str(threads)}
+    env = {**os.environ, "POLARS_MAX_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads)}
     done = subprocess.run(
         [sys.executable, "-c", STEP, what, str(src), str(dst)], capture_output=True, text=True, env=env, check=False
     )
@@ -163,17 +172,30 @@ def run_step(what: str, src: Path, dst: Path, threads: int) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+STEPS = ("load_json", "save_di", "load_di", "save_otf2", "save_pftrace")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--events", type=int, default=1_200_000)
     p.add_argument("--keep", help="folder for the input and outputs (default: a temporary one)")
-    p.add_argument("--threads", type=int, default=1, help="POLARS_MAX_THREADS of the measured processes")
+    p.add_argument(
+        "--threads", type=int, default=1, help="POLARS_MAX_THREADS and NUMBA_NUM_THREADS of the measured processes"
+    )
+    p.add_argument("--repeat", type=int, default=3, help="runs of each step (the best and the median are shown)")
+    p.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of {', '.join(STEPS)}")
     args = p.parse_args(argv)
+    steps = [s for s in args.steps.split(",") if s]
     with tempfile.TemporaryDirectory(prefix="di-realshape-") as tmp:
         where = Path(args.keep) if args.keep else Path(tmp)
         where.mkdir(parents=True, exist_ok=True)
         src = where / "real-shaped.json"
-        counts = write_trace(src, args.events)
+        made = where / "real-shaped.counts.json"
+        if src.exists() and made.exists() and json.loads(made.read_text()).get("asked") == args.events:
+            counts = json.loads(made.read_text())["counts"]
+        else:
+            counts = write_trace(src, args.events)
+            made.write_text(json.dumps({"asked": args.events, "counts": counts}))
         small = where / "warm.json"
         write_trace(small, 2_000)
         for what, dst in (
@@ -196,22 +218,28 @@ def main(argv: list[str] | None = None) -> int:
         del trace
         size = src.stat().st_size
         print(json.dumps({"input": counts, "json_bytes": size}))
-        print(f"{'step':<14}{'cpu s':>8}{'M ev/cpu-s':>12}{'peak MB':>9}{'peak/input':>11}")
-        for what, dst in (
-            ("load_json", None),
-            ("save_di", "x.di"),
-            ("load_di", None),
-            ("save_otf2", "x.otf2"),
-            ("save_pftrace", "x.pftrace"),
-        ):
+        print(
+            f"{'step':<14}{'cpu s':>8}{'user':>7}{'sys':>7}{'M ev/cpu-s':>12}{'median':>8}{'peak MB':>9}{'peak/input':>11}"
+        )
+        if "load_di" in steps and "save_di" not in steps and not (where / "x.di").exists():
+            steps.insert(steps.index("load_di"), "save_di")
+        for what in steps:
+            dst = {"save_di": "x.di", "save_otf2": "x.otf2", "save_pftrace": "x.pftrace"}.get(what)
             source = where / "x.di" if what == "load_di" else src
-            got = run_step(what, source, where / (dst or "none"), args.threads)
-            if "error" in got:
-                print(f"{what:<14} failed: {got['error']}")
+            runs = [run_step(what, source, where / (dst or "none"), args.threads) for _ in range(args.repeat)]
+            failed = [r for r in runs if "error" in r]
+            if failed:
+                print(f"{what:<14} failed: {failed[0]['error']}")
                 continue
-            rate = got["events"] / got["cpu_s"] / 1e6 if got["cpu_s"] else float("inf")
-            peak_mb = (got["peak_kb"] - got["base_kb"]) / 1024
-            print(f"{what:<14}{got['cpu_s']:>8.2f}{rate:>12.2f}{peak_mb:>9.0f}{peak_mb * 2**20 / size:>11.2f}")
+            runs.sort(key=lambda r: r["cpu_s"])
+            best, median = runs[0], runs[len(runs) // 2]
+            rate = best["events"] / best["cpu_s"] / 1e6 if best["cpu_s"] else float("inf")
+            median_rate = median["events"] / median["cpu_s"] / 1e6 if median["cpu_s"] else float("inf")
+            peak_mb = (best["peak_kb"] - best["base_kb"]) / 1024
+            print(
+                f"{what:<14}{best['cpu_s']:>8.2f}{best['user_s']:>7.2f}{best['sys_s']:>7.2f}{rate:>12.2f}"
+                f"{median_rate:>8.2f}{peak_mb:>9.0f}{peak_mb * 2**20 / size:>11.2f}"
+            )
     return 0
 
 

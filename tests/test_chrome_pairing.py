@@ -325,3 +325,57 @@ def test_texts_at_offsets_view_every_text_across_buffers(limit: int) -> None:
     got = texts_at_offsets(np.frombuffer(data, np.uint8), offsets, valid, "args", limit=limit)
     assert got.to_list() == [t if v else None for t, v in zip(texts, valid)]
     assert got.gather([3, 0, 5]).to_list() == [texts[3], None, texts[5]]
+
+
+# ---- the scanner's result ----
+
+
+def _scan(text: bytes):
+    from di.convert.chrome import scan as S
+    from di.convert.symbols import new_table
+
+    buf = np.frombuffer(text, dtype=np.uint8)  # read-only, as decode passes it
+    cols = S.alloc_columns(text.count(b"{") + 1)
+    abuf = np.empty(len(text) + 8, dtype=np.uint8)
+    top = np.empty((8, 4), dtype=np.int64)
+    got = S.scan(buf, cols, *new_table(), abuf, top, np.zeros(1, dtype=np.int64))
+    return got, S.columns(cols, got.events), bytes(abuf[: got.args_bytes]), top
+
+
+EVENTS = b'[{"ph":"X","pid":1,"ts":1,"dur":2,"args":{"a": [1, 2]}},{"ph":"i","tid":"t","ts":3}'
+
+
+@pytest.mark.parametrize(
+    ("text", "events", "error", "at", "keys"),
+    [
+        (b'{"a":1,"traceEvents":' + EVENTS + b'],"b":[2]}', 2, "E_NONE", None, 2),
+        (EVENTS + b"]", 2, "E_NONE", None, 0),
+        (EVENTS, 2, "E_NONE", None, 0),  # the array format may end without its ']'
+        (EVENTS + b',{"ph":"X","ts":', 2, "E_TRUNCATED", len(EVENTS) + 1, 0),
+        (b'{"traceEvents":' + EVENTS + b',{"ph" "X"}]}', 2, "E_SYNTAX", len(EVENTS) + 16, 0),
+        (b'{"traceEvents":' + EVENTS + b'] "b":1}', 2, "E_SYNTAX", len(EVENTS) + 17, 0),
+        (b'{"other":[{"ph":"X"}]}', 0, "E_NOT_TRACE", None, 1),
+        (b"  \xef\xbb\xbf  ", 0, "E_NOT_TRACE", None, 0),
+    ],
+)
+def test_scan_names_what_it_found(text: bytes, events: int, error: str, at: int | None, keys: int) -> None:
+    from di.convert.chrome import scan as S
+
+    got, cols, args, top = _scan(text)
+    assert (got.events, got.error) == (events, getattr(S, error))
+    if at is not None:
+        assert got.error_at == at and text[at : at + 1] in (b"{", b'"', b" ")
+    assert got.array_format == text.startswith(b"[")
+    assert got.top_keys == keys
+    if events:
+        # fields an event lacks keep the zero the columns start with; name and cat are -1 without a name
+        assert cols["ph"].tolist() == [ord("X"), ord("i")][:events]
+        assert cols["pid_k"].tolist() == [S.K_INT, S.K_NONE] and cols["tid_k"].tolist() == [S.K_NONE, S.K_STR]
+        assert cols["pid"].tolist() == [1, 0] and cols["name"].tolist() == [-1, -1]
+        assert cols["ts"].tolist() == [1000, 3000] and cols["dur"].tolist()[0] == 2000
+        assert cols["flags"].tolist() == [S.F_TS | S.F_DUR | S.F_ARGS, S.F_TS]
+        assert args == b'{"a":[1,2]}'
+        assert cols["args_off"].tolist() == [0, len(args), len(args)]
+    if keys == 2:
+        names = [text[s:e] for s, e, _, _ in top[: got.top_keys]]
+        assert names == [b"a", b"b"] and text[top[1, 2] : top[1, 3]] == b"[2]"

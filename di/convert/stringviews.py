@@ -13,8 +13,12 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.convert.bytewords import load_u64
+
 VIEW_BUFFER_BYTES = (1 << 31) - 1
 """Largest data buffer one Arrow string view can point into (offsets are int32)."""
+_INLINE_BYTES = np.int64(12)
+"""The longest text a view holds itself."""
 
 
 @njit(cache=True)
@@ -52,13 +56,27 @@ def string_views(
     return pl.Series(name, arr)
 
 
-@njit(cache=True)
-def _offset_views(data, offsets, limit, views):
-    """Fill the views of the texts ``data[offsets[e]:offsets[e + 1]]``; returns the
-    data buffer starts + end (a new buffer begins where a text would end beyond
-    ``limit`` bytes of the current one)."""
+@njit(cache=True, _nrt=False, inline="always")
+def _text_word(data, s, e):
+    """The bytes data[s:e] (at most eight) as a little-endian word, zero above."""
+    length = min(e - s, 8)
+    if length <= 0:
+        return np.uint64(0)
+    if s + 8 <= data.size:
+        w = load_u64(data, s)
+        return w if length == 8 else w & ((np.uint64(1) << np.uint64(8 * length)) - np.uint64(1))
+    w = np.uint64(0)
+    for b in range(length):
+        w |= np.uint64(data[s + b]) << np.uint64(8 * b)
+    return w
+
+
+@njit(cache=True, _nrt=False)
+def _offset_views(data, offsets, limit, views, starts):
+    """Fill the views (two uint64 words each) of the texts ``data[offsets[e]:offsets[e + 1]]``
+    and ``starts`` (zeros) with the data buffers' starts and end (a new buffer begins where a
+    text would end beyond ``limit`` bytes of the current one); returns the number of buffers."""
     n = offsets.size - 1
-    starts = np.zeros(2 * (offsets[n] // limit) + 3, np.int64)
     nb = 1
     for e in range(n):
         lo = offsets[e]
@@ -66,9 +84,14 @@ def _offset_views(data, offsets, limit, views):
         if hi - starts[nb - 1] > limit:
             starts[nb] = lo
             nb += 1
-        put_view(views, e, data, lo, hi, nb - 1, lo - starts[nb - 1])
+        length = hi - lo
+        views[2 * e] = np.uint64(length) | (_text_word(data, lo, min(hi, lo + 4)) << np.uint64(32))
+        if length <= _INLINE_BYTES:
+            views[2 * e + 1] = _text_word(data, lo + 4, hi)
+        else:
+            views[2 * e + 1] = np.uint64(nb - 1) | (np.uint64(lo - starts[nb - 1]) << np.uint64(32))
     starts[nb] = offsets[n]
-    return starts[: nb + 1]
+    return nb
 
 
 def texts_at_offsets(
@@ -78,6 +101,7 @@ def texts_at_offsets(
     offsets, one more than rows), null where ``valid`` is False, viewing ``data``
     in place (``limit``: the most bytes of one data buffer; smaller only in tests)."""
     n = offsets.size - 1
-    views = np.zeros(16 * n, np.uint8)
-    starts = _offset_views(data, offsets, limit, views)
-    return string_views(n, views, [(data, starts)], valid, name)
+    views = np.empty(2 * n, np.uint64)  # every word is written
+    starts = np.zeros(2 * (int(offsets[n]) // limit) + 3, np.int64)
+    buffers = _offset_views(data, offsets, np.int64(limit), views, starts)
+    return string_views(n, views, [(data, starts[: buffers + 1])], valid, name)

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,14 @@ class Raw:
     warnings: list[str] = field(default_factory=list)
     array_format: bool = False
 
+    @cached_property
+    def symbol_texts(self) -> pl.Series:
+        """The symbols as a String Series (row = symbol id)."""
+        return pl.Series("sym", self.symbols, dtype=pl.String)
+
     def symbol_ids(self, wanted: tuple[str, ...]) -> np.ndarray:
         """The symbol ids of those strings of ``wanted`` that the file has."""
-        want = set(wanted)
-        return np.array([i for i, s in enumerate(self.symbols) if s in want], dtype=np.int64)
+        return np.flatnonzero(self.symbol_texts.is_in(list(wanted)).to_numpy()).astype(np.int64)
 
     @property
     def n(self) -> int:
@@ -163,9 +168,6 @@ def decode(path: Path, limit: int | None = None) -> Raw:
         if bad:
             warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
             dropped["non-UTF-8 bytes replaced"] += int(bad)
-    # every event object starts with '{': their count bounds the rows; the
-    # columns' pages are touched only as rows are filled
-    cols_t = S.alloc_columns(int(opens) + 1)
     abuf = np.empty(max(buf.size, 1), dtype=np.uint8)
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
     capacity = FIRST_CAPACITY
@@ -175,12 +177,14 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
         while True:
             slots, starts, ends, count = new_table(capacity)
-            n, err, pos, array_format, ntop, used = S.scan(
-                text, cols_t, slots, starts, ends, count, abuf, top, progress
-            )
-            if err != S.E_FULL:
+            # every event object starts with '{': their count bounds the rows; the
+            # columns' pages are touched only as rows are filled
+            cols_t = S.alloc_columns(int(opens) + 1)
+            got = S.scan(text, cols_t, slots, starts, ends, count, abuf, top, progress)
+            if got.error != S.E_FULL:
                 break
             capacity = grown_capacity(capacity)
+    n, err, pos = got.events, got.error, got.error_at
     if err == S.E_NOT_TRACE:
         if bytes(buf[:4096]).lstrip(JSON_SPACE)[:1] not in (b"{", b"["):
             raise FormatError(path, NOT_JSON)
@@ -197,11 +201,11 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     cols = S.columns(cols_t, n)
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
     di_flow = _spans_column(buf, cols["xs"], cols["xe"])
-    top_keys = _top_level(buf, top, int(ntop), warnings)
+    top_keys = _top_level(buf, top, got.top_keys, warnings)
     del buf  # the file's pages (unmapped here) are not needed for the args column: peak memory drops by the file size
-    args = _args_column(cols, abuf, int(used), n)
+    args = _args_column(cols, abuf, got.args_bytes, n)
     del abuf
-    return Raw(path, cols, symbols, args, top_keys, di_flow, dropped, warnings, bool(array_format))
+    return Raw(path, cols, symbols, args, top_keys, di_flow, dropped, warnings, got.array_format)
 
 
 RELEASE_MIN_BYTES = 4 << 30
@@ -252,11 +256,15 @@ def _released_behind(buf: np.ndarray, progress: np.ndarray, *, repaired: bool) -
 
 
 def _spans_column(buf: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> pl.Series | None:
-    """Text of the per-event ``di_flow`` objects di's writer adds (None when there are none)."""
-    rows = np.flatnonzero(xe > xs)
-    if not rows.size:
+    """Text of the per-event ``di_flow`` objects di's writer adds (None when there are none):
+    the spans' bytes gathered into one buffer (the file's is released after the scan) and
+    viewed as strings, null for the events without one."""
+    has = xe > xs
+    if not has.any():
         return None
-    raw = buf.data
-    texts = [bytes(raw[xs[r] : xe[r]]).decode("utf-8", "replace") for r in rows]
-    out = pl.Series("di_flow", [None] * xs.size, dtype=pl.String)
-    return out.scatter(rows, texts)
+    length = np.where(has, xe - xs, 0)
+    offsets = np.zeros(length.size + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    # byte j of the gathered text is buf[xs[e] + j - offsets[e]] for the event e holding it
+    at = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(xs - offsets[:-1], length)
+    return texts_at_offsets(buf[at], offsets, has, "di_flow")

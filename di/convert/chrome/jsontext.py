@@ -1,7 +1,7 @@
 """JSON text primitives over a uint8 buffer, for numba scanners.
 
-Positions are byte offsets; a negative return means truncated (-1) or bad
-syntax (-2) where a function says so.
+Positions are byte offsets; a negative return means truncated (``TRUNCATED``)
+or bad syntax (``BAD_SYNTAX``) where a function says so.
 """
 
 from __future__ import annotations
@@ -12,12 +12,26 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 
 from di.convert.bytewords import load_u64, store_u64
 
+TRUNCATED = -1
+"""A position these functions return when the text ends inside the value."""
+BAD_SYNTAX = -2
+"""A position these functions return when the text is not JSON there."""
+
+# JSON syntax bytes, typed like the buffers' bytes: numba folds them as constants
+QUOTE, BACKSLASH, COLON, COMMA = (np.uint8(ord(c)) for c in '"\\:,')
+OPEN_OBJECT, CLOSE_OBJECT, OPEN_ARRAY, CLOSE_ARRAY = (np.uint8(ord(c)) for c in "{}[]")
+SPACE, TAB, LF, CR = (np.uint8(ord(c)) for c in " \t\n\r")
+MINUS, PLUS, DOT, DIGIT_0, DIGIT_9, EXP_LOWER, EXP_UPPER = (np.uint8(ord(c)) for c in "-+.09eE")
+TRUE_START, FALSE_START, NULL_START = (np.uint8(ord(c)) for c in "tfn")
+"""The first bytes of the literals true, false and null."""
+LOWER_A, LOWER_Z, UPPER_A, UPPER_Z = (np.uint8(ord(c)) for c in "azAZ")
+
 
 @njit(cache=True, _nrt=False)
 def skip_ws(buf, i, n):
     while i < n:
         c = buf[i]
-        if c == 32 or c == 10 or c == 13 or c == 9:
+        if c == SPACE or c == LF or c == CR or c == TAB:
             i += 1
         else:
             break
@@ -32,7 +46,7 @@ _BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 
 @njit(cache=True, _nrt=False)
 def end_string(buf, i, n):
-    """i is just after the opening quote; returns the index of the closing quote or -1.
+    """i is just after the opening quote; returns the index of the closing quote or ``TRUNCATED``.
 
     Eight bytes per step while no byte is a quote or a backslash, then byte by byte."""
     while i + 8 <= n:
@@ -44,72 +58,72 @@ def end_string(buf, i, n):
         i += 8
     while i < n:
         c = buf[i]
-        if c == 34:
+        if c == QUOTE:
             return i
-        if c == 92:
+        if c == BACKSLASH:
             i += 2
         else:
             i += 1
-    return -1
+    return TRUNCATED
 
 
 @njit(cache=True, _nrt=False)
 def skip_value(buf, i, n):
-    """Index just after the JSON value starting at i, -1 if truncated, -2 on bad syntax."""
+    """Index just after the JSON value starting at i, ``TRUNCATED`` or ``BAD_SYNTAX``."""
     depth = 0
     while i < n:
         c = buf[i]
-        if c == 34:
+        if c == QUOTE:
             j = end_string(buf, i + 1, n)
             if j < 0:
-                return -1
+                return TRUNCATED
             i = j + 1
-        elif c == 123 or c == 91:
+        elif c == OPEN_OBJECT or c == OPEN_ARRAY:
             depth += 1
             i += 1
             continue
-        elif c == 125 or c == 93:
+        elif c == CLOSE_OBJECT or c == CLOSE_ARRAY:
             depth -= 1
             if depth < 0:
-                return -2
+                return BAD_SYNTAX
             i += 1
-        elif c == 32 or c == 10 or c == 13 or c == 9 or c == 44 or c == 58:
+        elif c == SPACE or c == LF or c == CR or c == TAB or c == COMMA or c == COLON:
             if depth == 0:
-                return -2
+                return BAD_SYNTAX
             i += 1
             continue
         else:
             # number or literal: letters, digits, signs, dots
             start = i
             while i < n and (
-                buf[i] == 45
-                or buf[i] == 43
-                or buf[i] == 46
-                or 48 <= buf[i] <= 57
-                or 97 <= buf[i] <= 122
-                or 65 <= buf[i] <= 90
+                buf[i] == MINUS
+                or buf[i] == PLUS
+                or buf[i] == DOT
+                or DIGIT_0 <= buf[i] <= DIGIT_9
+                or LOWER_A <= buf[i] <= LOWER_Z
+                or UPPER_A <= buf[i] <= UPPER_Z
             ):
                 i += 1
             if i == start:
-                return -2
+                return BAD_SYNTAX
             if i >= n and depth == 0:
-                return -1
+                return TRUNCATED
         if depth == 0:
             return i
-    return -1
+    return TRUNCATED
 
 
 @njit(cache=True, _nrt=False)
 def copy_string(buf, i, n, out, o):
     """Copy the JSON string whose opening quote is at buf[i] to out[o:], quotes
-    included; returns (index of its closing quote or -1 if truncated, new o).
+    included; returns (index of its closing quote or ``TRUNCATED``, new o).
 
     Eight bytes per step: a word is stored before it is looked at, so the word
     that holds the closing quote also writes up to seven bytes beyond it, which
     later writes overwrite (``out`` needs those bytes of room, as any buffer the
     size of the input has)."""
     m = out.size
-    out[o] = 34
+    out[o] = QUOTE
     o += 1
     i += 1
     while i + 8 <= n and o + 8 <= m:
@@ -130,15 +144,15 @@ def copy_string(buf, i, n, out, o):
         c = buf[i]
         out[o] = c
         o += 1
-        if c == 34:
+        if c == QUOTE:
             return i, o
-        if c == 92 and i + 1 < n:
+        if c == BACKSLASH and i + 1 < n:
             out[o] = buf[i + 1]
             o += 1
             i += 2
         else:
             i += 1
-    return -1, o
+    return TRUNCATED, o
 
 
 @njit(cache=True, _nrt=False)
@@ -167,18 +181,18 @@ def copy_minified(buf, s, e, out, o):
         if in_str:
             out[o] = c
             o += 1
-            if c == 92 and k + 1 < e:
+            if c == BACKSLASH and k + 1 < e:
                 out[o] = buf[k + 1]
                 o += 1
                 k += 2
                 continue
-            if c == 34:
+            if c == QUOTE:
                 in_str = False
-        elif c == 34:
+        elif c == QUOTE:
             in_str = True
             out[o] = c
             o += 1
-        elif not (c == 32 or c == 10 or c == 13 or c == 9):
+        elif not (c == SPACE or c == LF or c == CR or c == TAB):
             out[o] = c
             o += 1
         k += 1

@@ -45,7 +45,8 @@ def _base_ns(top: dict[str, Any]) -> int:
 
 
 def _strings(raw: Raw) -> pl.Series:
-    return pl.Series("sym", raw.symbols + [""], dtype=pl.String)
+    """The symbols, and the empty string after them (the text of id -1 once wrapped)."""
+    return pl.concat([raw.symbol_texts, pl.Series("sym", [""])])
 
 
 def _timelines(iv: phases.Intervals, raw: Raw, own: dict[str, Any] | None) -> tuple[np.ndarray, pl.DataFrame]:

@@ -28,11 +28,39 @@ literal ``0``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from di.convert.bytewords import load_u64
-from di.convert.chrome.jsontext import copy_minified, copy_raw, copy_string, end_string, skip_value, skip_ws
+from di.convert.chrome.jsontext import (
+    BAD_SYNTAX,
+    CLOSE_ARRAY,
+    CLOSE_OBJECT,
+    COLON,
+    COMMA,
+    DIGIT_0,
+    DIGIT_9,
+    DOT,
+    EXP_LOWER,
+    EXP_UPPER,
+    FALSE_START,
+    MINUS,
+    NULL_START,
+    OPEN_ARRAY,
+    OPEN_OBJECT,
+    PLUS,
+    QUOTE,
+    TRUE_START,
+    TRUNCATED,
+    copy_minified,
+    copy_raw,
+    copy_string,
+    end_string,
+    skip_value,
+    skip_ws,
+)
 from di.convert.chrome.numbers import parse_number
 from di.convert.symbols import FULL, intern
 
@@ -48,10 +76,11 @@ K_NONE = 0
 K_INT = 1
 K_STR = 2
 
-# Scan-level error codes.
+# Scan-level error codes. Inside the kernels a failure travels as a negative
+# position, -E_*: jsontext's TRUNCATED and BAD_SYNTAX are exactly those of E_TRUNCATED and E_SYNTAX.
 E_NONE = 0
-E_SYNTAX = 1
-E_TRUNCATED = 2
+E_TRUNCATED = -TRUNCATED
+E_SYNTAX = -BAD_SYNTAX
 E_NOT_TRACE = 3
 E_FULL = 4  # the symbol table filled up: scan again with a bigger one
 
@@ -89,6 +118,7 @@ _PH, _TS, _ID, _BP = _word(b"ph"), _word(b"ts"), _word(b"id"), _word(b"bp")
 _PID, _TID, _DUR, _CAT = _word(b"pid"), _word(b"tid"), _word(b"dur"), _word(b"cat")
 _NAME, _ARGS, _BYTES = _word(b"name"), _word(b"args"), _word(b"bytes")
 _BIND, _FIN, _DIFLOW, _FOUT = _word(b"bind_id"), _word(b"flow_in"), _word(b"di_flow"), _word(b"flow_out")
+_S = _word(b"s")
 # 11-byte keys: the word of their first eight bytes and of their last eight
 _CORR, _CORR_TAIL = _word(b"correlation"), _word(b"correlation"[3:])
 _EVENTS, _EVENTS_TAIL = _word(b"traceEvents"), _word(b"traceEvents"[3:])
@@ -168,7 +198,7 @@ def _key(buf, ks, ke, n):
         if w == _ARGS:
             return KEY_ARGS
     elif L == 1:
-        if w == 115:
+        if w == _S:
             return KEY_S
     elif L == 7:
         if w == _BIND:
@@ -185,17 +215,17 @@ def _key(buf, ks, ke, n):
 
 @njit(cache=True, _nrt=False, inline="always")
 def _poly(buf, i, n, slots, starts, ends, count):
-    """A pid/tid/id value: (kind, int value or symbol id, end index; -3 when the table is full)."""
+    """A pid/tid/id value: (kind, int value or symbol id, end index; -E_FULL when the table is full)."""
     c = buf[i]
-    if c == 34:
+    if c == QUOTE:
         j = end_string(buf, i + 1, n)
         if j < 0:
-            return K_NONE, 0, -1
+            return K_NONE, 0, j
         sid = intern(buf, i + 1, j, slots, starts, ends, count)
         if sid == FULL:
-            return K_NONE, 0, -3
+            return K_NONE, 0, -E_FULL
         return K_STR, sid, j + 1
-    if c == 45 or 48 <= c <= 57:
+    if c == MINUS or DIGIT_0 <= c <= DIGIT_9:
         v, j, st = parse_number(buf, i, n, _AS_IS)
         if st == 0:
             return K_INT, v, j
@@ -205,7 +235,7 @@ def _poly(buf, i, n, slots, starts, ends, count):
             return K_NONE, 0, e
         sid = intern(buf, i, e, slots, starts, ends, count)
         if sid == FULL:
-            return K_NONE, 0, -3
+            return K_NONE, 0, -E_FULL
         return K_STR, sid, e
     e = skip_value(buf, i, n)
     return K_NONE, 0, e
@@ -214,35 +244,36 @@ def _poly(buf, i, n, slots, starts, ends, count):
 @njit(cache=True, _nrt=False)
 def _scan_args(buf, i, n, k, w8, w64, out, o):
     """Copy the args object at i to out[o:] minified, lifting 'correlation' and
-    'bytes'; returns (index after the object or <0, new o)."""
-    out[o] = 123
+    'bytes'; returns (index after the object or -E_*, new o)."""
+    out[o] = OPEN_OBJECT
     o += 1
     i = skip_ws(buf, i + 1, n)
-    if i < n and buf[i] == 125:
-        out[o] = 125
+    if i < n and buf[i] == CLOSE_OBJECT:
+        out[o] = CLOSE_OBJECT
         return i + 1, o + 1
     while i < n:
-        if buf[i] != 34:
-            return -2, o
+        if buf[i] != QUOTE:
+            return -E_SYNTAX, o
         j, o = copy_string(buf, i, n, out, o)
         if j < 0:
-            return -1, o
+            return -E_TRUNCATED, o
         ks, ke = i + 1, j
-        out[o] = 58
+        out[o] = COLON
         o += 1
         i = skip_ws(buf, j + 1, n)
         if i >= n:
-            return -1, o
-        if buf[i] != 58:
-            return -2, o
+            return -E_TRUNCATED, o
+        if buf[i] != COLON:
+            return -E_SYNTAX, o
         i = skip_ws(buf, i + 1, n)
         if i >= n:
-            return -1, o
+            return -E_TRUNCATED, o
         L = ke - ks
-        copied = False
         if L == 15 and _head(buf, ks, ke, n) == _COLL and _head(buf, ke - 8, ke, n) == _COLL_TAIL:
             w8[B_FLAGS, k] |= F_COLL
-        if _is_11(buf, ks, ke, n, _CORR, _CORR_TAIL) or (L == 5 and _head(buf, ks, ke, n) == _BYTES):
+        lifted = _is_11(buf, ks, ke, n, _CORR, _CORR_TAIL) or (L == 5 and _head(buf, ks, ke, n) == _BYTES)
+        st = 1
+        if lifted:
             v, e, st = parse_number(buf, i, n, _AS_IS)
             if st == 0:
                 if L == 5:
@@ -251,99 +282,95 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
                 else:
                     w64[I_CORR, k] = v
                     w8[B_FLAGS, k] |= F_CORR
-            else:
-                e = skip_value(buf, i, n)
-        elif buf[i] == 34:  # a string value: copied while it is scanned
-            copied = True
+                o = copy_raw(buf, i, e, out, o)
+        if lifted and st == 0:
+            pass  # copied above
+        elif lifted and (DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS):
+            e = skip_value(buf, i, n)  # a lifted key's number beyond int64: kept as written
+            if e < 0:
+                return e, o
+            o = copy_raw(buf, i, e, out, o)
+        elif buf[i] == QUOTE:  # a string value: copied while it is scanned
             j, o = copy_string(buf, i, n, out, o)
-            e = j + 1 if j >= 0 else -1
-        elif 48 <= buf[i] <= 57 or buf[i] == 45:  # a number: the same
-            copied = True
+            if j < 0:
+                return -E_TRUNCATED, o
+            e = j + 1
+        elif DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS:  # a number: the same
             e = i
             while e < n and (
-                48 <= buf[e] <= 57 or buf[e] == 46 or buf[e] == 45 or buf[e] == 43 or buf[e] == 101 or buf[e] == 69
+                DIGIT_0 <= buf[e] <= DIGIT_9
+                or buf[e] == DOT
+                or buf[e] == MINUS
+                or buf[e] == PLUS
+                or buf[e] == EXP_LOWER
+                or buf[e] == EXP_UPPER
             ):
                 out[o] = buf[e]
                 o += 1
                 e += 1
             if e >= n:
-                e = -1
-        else:
+                return -E_TRUNCATED, o
+        else:  # an object, an array or a literal
             e = skip_value(buf, i, n)
-        if e < 0:
-            return e, o
-        if not copied:
+            if e < 0:
+                return e, o
             c0 = buf[i]
-            if c0 == 34 or (48 <= c0 <= 57) or c0 == 45 or c0 == 116 or c0 == 102 or c0 == 110:
+            if c0 == TRUE_START or c0 == FALSE_START or c0 == NULL_START:
                 o = copy_raw(buf, i, e, out, o)
             else:
                 o = copy_minified(buf, i, e, out, o)
         i = skip_ws(buf, e, n)
         if i >= n:
-            return -1, o
-        if buf[i] == 44:
-            out[o] = 44
+            return -E_TRUNCATED, o
+        if buf[i] == COMMA:
+            out[o] = COMMA
             o += 1
             i = skip_ws(buf, i + 1, n)
-        elif buf[i] == 125:
-            out[o] = 125
+        elif buf[i] == CLOSE_OBJECT:
+            out[o] = CLOSE_OBJECT
             return i + 1, o + 1
         else:
-            return -2, o
-    return -1, o
+            return -E_SYNTAX, o
+    return -E_TRUNCATED, o
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
     """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
 
-    Returns (index after the object, or -1 truncated, -2 bad syntax, -3 symbol
-    table full; args bytes end).
+    Returns (index after the object, or -E_TRUNCATED, -E_SYNTAX, -E_FULL (symbol
+    table full); args bytes end).
     """
     w8, w32, w64 = c
-    w8[B_PH, k] = 0
-    w8[B_FLAGS, k] = 0
+    # the columns start zeroed (alloc_columns), the value of every absent field but name and cat
     w32[S_NAME, k] = -1
     w32[S_CAT, k] = -1
-    w8[B_PID_K, k] = K_NONE
-    w8[B_TID_K, k] = K_NONE
-    w8[B_ID_K, k] = K_NONE
-    w8[B_BIND_K, k] = K_NONE
-    w8[B_SCOPE, k] = 0
-    w8[B_BP, k] = 0
-    w8[B_STATUS, k] = ST_OK
-    w64[I_XS, k] = 0
-    w64[I_XE, k] = 0
-    w64[I_PID, k] = 0  # so that a missing pid/tid/id compares equal, not as leftover memory
-    w64[I_TID, k] = 0
-    w64[I_ID, k] = 0
-    w64[I_BIND, k] = 0
     o0 = o
     i = skip_ws(buf, i + 1, n)
-    if i < n and buf[i] == 125:
+    if i < n and buf[i] == CLOSE_OBJECT:
         w64[I_ARGS_OFF, k + 1] = o
         return i + 1, o
     while i < n:
-        if buf[i] != 34:
-            return -2, o0
+        if buf[i] != QUOTE:
+            return -E_SYNTAX, o0
         j = end_string(buf, i + 1, n)
         if j < 0:
-            return -1, o0
+            return -E_TRUNCATED, o0
         ks, ke = i + 1, j
         i = skip_ws(buf, j + 1, n)
         if i >= n:
-            return -1, o0
-        if buf[i] != 58:
-            return -2, o0
+            return -E_TRUNCATED, o0
+        if buf[i] != COLON:
+            return -E_SYNTAX, o0
         i = skip_ws(buf, i + 1, n)
         if i >= n:
-            return -1, o0
+            return -E_TRUNCATED, o0
         v0 = buf[i]
         key = _key(buf, ks, ke, n)
-        if v0 == 34 and (key == KEY_PH or key == KEY_S or key == KEY_BP):
+        if v0 == QUOTE and (key == KEY_PH or key == KEY_S or key == KEY_BP):
             j = end_string(buf, i + 1, n)
             if j < 0:
-                return -1, o0
+                return -E_TRUNCATED, o0
             first = buf[i + 1] if j > i + 1 else 0
             if key == KEY_S:
                 w8[B_SCOPE, k] = first
@@ -352,13 +379,13 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
             else:
                 w8[B_PH, k] = first if j == i + 2 else 0
             i = j + 1
-        elif v0 == 34 and (key == KEY_NAME or key == KEY_CAT):
+        elif v0 == QUOTE and (key == KEY_NAME or key == KEY_CAT):
             j = end_string(buf, i + 1, n)
             if j < 0:
-                return -1, o0
+                return -E_TRUNCATED, o0
             sid = intern(buf, i + 1, j, slots, starts, ends, count)
             if sid == FULL:
-                return -3, o0
+                return -E_FULL, o0
             if key == KEY_NAME:
                 w32[S_NAME, k] = sid
             else:
@@ -393,16 +420,16 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
             else:
                 w8[B_TID_K, k] = kind
                 w64[I_TID, k] = v
-        elif v0 == 123 and key == KEY_DIFLOW:
+        elif v0 == OPEN_OBJECT and key == KEY_DIFLOW:
             e = skip_value(buf, i, n)
             w64[I_XS, k] = i
             w64[I_XE, k] = e
             i = e
         elif key == KEY_FIN or key == KEY_FOUT:
-            if v0 == 116:
+            if v0 == TRUE_START:
                 w8[B_FLAGS, k] |= F_FLOW_IN if key == KEY_FIN else F_FLOW_OUT
             i = skip_value(buf, i, n)
-        elif v0 == 123 and key == KEY_ARGS:
+        elif v0 == OPEN_OBJECT and key == KEY_ARGS:
             e, o = _scan_args(buf, i, n, k, w8, w64, abuf, o0)
             if e < 0:
                 return e, o0
@@ -414,129 +441,187 @@ def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
             return i, o0
         i = skip_ws(buf, i, n)
         if i >= n:
-            return -1, o0
-        if buf[i] == 44:
+            return -E_TRUNCATED, o0
+        if buf[i] == COMMA:
             i = skip_ws(buf, i + 1, n)
-        elif buf[i] == 125:
+        elif buf[i] == CLOSE_OBJECT:
             w64[I_ARGS_OFF, k + 1] = o
             return i + 1, o
         else:
-            return -2, o0
-    return -1, o0
+            return -E_SYNTAX, o0
+    return -E_TRUNCATED, o0
 
 
-@njit(cache=True, _nrt=False)
-def _event_error(e):
-    return E_TRUNCATED if e == -1 else (E_FULL if e == -3 else E_SYNTAX)
-
-
-@njit(cache=True, _nrt=False)
-def _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap, progress):
+@njit(cache=True, nogil=True, _nrt=False)
+def _scan_array(buf, i, c, slots, starts, ends, count, abuf, progress):
     """Events of the array at buf[i] == '['; returns (next index, n events, error,
-    error offset, args bytes used)."""
+    error offset, args bytes used).
+
+    ``progress[0]`` is set to the byte offset reached every 65,536 events; the
+    kernel runs without the GIL so that another thread can watch it."""
+    n = buf.size
+    cap = c[0].shape[1]
     k = np.int64(0)
     o = np.int64(0)
     i = skip_ws(buf, i + 1, n)
     while i < n:
-        if buf[i] == 93:
+        if buf[i] == CLOSE_ARRAY:
             return i + 1, k, E_NONE, -1, o
-        if buf[i] != 123 or k >= cap:
+        if buf[i] != OPEN_OBJECT or k >= cap:
             return i, k, E_SYNTAX, i, o
         e, o2 = _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o)
         if e < 0:
-            return i, k, _event_error(e), i, o
+            return i, k, -e, i, o
         o = o2
         k += 1
         if (k & 0xFFFF) == 0:
             progress[0] = i  # for a thread that releases the pages behind (see decode)
         i = skip_ws(buf, e, n)
-        if i < n and buf[i] == 44:
+        if i < n and buf[i] == COMMA:
             i = skip_ws(buf, i + 1, n)
-        elif i < n and buf[i] != 93:
+        elif i < n and buf[i] != CLOSE_ARRAY:
             return i, k, E_SYNTAX, i, o
     return n, k, E_TRUNCATED, n, o
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def scan(buf, c, slots, starts, ends, count, abuf, top, progress):
-    """Scan a whole document; returns (n events, error code, error offset, array format,
-    number of top-level keys, args bytes used).
+_BOM = (np.uint8(0xEF), np.uint8(0xBB), np.uint8(0xBF))
+"""The UTF-8 byte order mark that may start a document."""
 
-    ``top`` receives (key start, key end, value start, value end) of each other
-    top-level key of the object format, for the caller to decode. ``E_FULL``
-    means the symbol table (slots, starts, ends, count) ran out of room.
-    ``progress[0]`` is set to the byte offset reached every 65,536 events; the
-    kernel runs without the GIL so that another thread can watch it.
+
+@njit(cache=True, _nrt=False)
+def _document_start(buf):
+    """The offset of the document's first value: after whitespace and a byte order mark."""
+    n = buf.size
+    i = skip_ws(buf, _ZERO, n)
+    if i + 2 < n and buf[i] == _BOM[0] and buf[i + 1] == _BOM[1] and buf[i + 2] == _BOM[2]:
+        i = skip_ws(buf, i + 3, n)
+    return i
+
+
+@njit(cache=True, _nrt=False)
+def _members(buf, i, after_value, find_events, top, ntop):
+    """The members of the document's top-level object from i, up to its end or to
+    the ``traceEvents`` array (only when ``find_events``).
+
+    i is just after the '{' or, with ``after_value``, just after a member's value.
+    Each other member's (key start, key end, value start, value end) goes to
+    ``top[ntop:]``. Returns (offset, error, ntop, offset of the events array or -1):
+    the offset after the closing '}' or where the error is.
     """
     n = buf.size
-    cap = c[0].shape[1]
-    i = skip_ws(buf, _ZERO, n)
-    if i + 2 < n and buf[i] == 0xEF and buf[i + 1] == 0xBB and buf[i + 2] == 0xBF:
-        i = skip_ws(buf, i + 3, n)
-    if i >= n:
-        return 0, E_NOT_TRACE, 0, False, 0, 0
-    if buf[i] == 91:
-        _, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap, progress)
-        # the array format may end without its ']' (Trace Event Format spec)
-        if err == E_TRUNCATED and skip_ws(buf, where, n) >= n:
-            err = E_NONE
-        return nev, err, where, True, 0, o
-    if buf[i] != 123:
-        return 0, E_NOT_TRACE, i, False, 0, 0
-    ntop = 0
-    nev = np.int64(0)
-    o = np.int64(0)
-    found = False
-    i = skip_ws(buf, i + 1, n)
+    i = skip_ws(buf, i, n)
+    if after_value:
+        if i < n and buf[i] == COMMA:
+            i = skip_ws(buf, i + 1, n)
+        elif i < n and buf[i] != CLOSE_OBJECT:
+            return i, E_SYNTAX, ntop, -1
     while i < n:
-        if buf[i] == 125:
-            return nev, (E_NONE if found else E_NOT_TRACE), i, False, ntop, o
-        if buf[i] != 34:
-            return nev, E_SYNTAX, i, False, ntop, o
+        if buf[i] == CLOSE_OBJECT:
+            return i, E_NONE, ntop, -1
+        if buf[i] != QUOTE:
+            return i, E_SYNTAX, ntop, -1
         j = end_string(buf, i + 1, n)
         if j < 0:
             break
         ks, ke = i + 1, j
         i = skip_ws(buf, j + 1, n)
-        if i >= n or buf[i] != 58:
-            return nev, (E_TRUNCATED if i >= n else E_SYNTAX), i, False, ntop, o
+        if i >= n or buf[i] != COLON:
+            return i, (E_TRUNCATED if i >= n else E_SYNTAX), ntop, -1
         i = skip_ws(buf, i + 1, n)
         if i >= n:
             break
-        if _is_11(buf, ks, ke, n, _EVENTS, _EVENTS_TAIL) and buf[i] == 91 and not found:
-            found = True
-            i, nev, err, where, o = _scan_array(buf, i, n, c, slots, starts, ends, count, abuf, cap, progress)
-            if err != E_NONE:
-                return nev, err, where, False, ntop, o
-        else:
-            e = skip_value(buf, i, n)
-            if e < 0:
-                return nev, (E_TRUNCATED if e == -1 else E_SYNTAX), i, False, ntop, o
-            if ntop < top.shape[0]:
-                top[ntop, 0] = ks
-                top[ntop, 1] = ke
-                top[ntop, 2] = i
-                top[ntop, 3] = e
-                ntop += 1
-            i = e
-        i = skip_ws(buf, i, n)
-        if i < n and buf[i] == 44:
+        if find_events and buf[i] == OPEN_ARRAY and _is_11(buf, ks, ke, n, _EVENTS, _EVENTS_TAIL):
+            return i, E_NONE, ntop, i
+        e = skip_value(buf, i, n)
+        if e < 0:
+            return i, -e, ntop, -1
+        if ntop < top.shape[0]:
+            top[ntop, 0] = ks
+            top[ntop, 1] = ke
+            top[ntop, 2] = i
+            top[ntop, 3] = e
+            ntop += 1
+        i = skip_ws(buf, e, n)
+        if i < n and buf[i] == COMMA:
             i = skip_ws(buf, i + 1, n)
-        elif i < n and buf[i] != 125:
-            return nev, E_SYNTAX, i, False, ntop, o
-    return nev, E_TRUNCATED, n, False, ntop, o
+        elif i < n and buf[i] != CLOSE_OBJECT:
+            return i, E_SYNTAX, ntop, -1
+    return n, E_TRUNCATED, ntop, -1
+
+
+class Scanned(NamedTuple):
+    """What :func:`scan` found."""
+
+    events: int
+    """Event objects scanned into the columns (all before the first error)."""
+    error: int
+    """An ``E_*`` code."""
+    error_at: int
+    """The byte offset of the error (where the scan stopped)."""
+    array_format: bool
+    """True for a document that is an array of events, False for an object with ``traceEvents``."""
+    top_keys: int
+    """The rows of ``top`` filled."""
+    args_bytes: int
+    """The bytes of args text written to ``abuf``."""
+
+
+def scan(
+    buf: np.ndarray,
+    c: tuple[np.ndarray, np.ndarray, np.ndarray],
+    slots: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    count: np.ndarray,
+    abuf: np.ndarray,
+    top: np.ndarray,
+    progress: np.ndarray,
+) -> Scanned:
+    """Scan a whole document (read-only uint8 ``buf``) into the columns ``c`` (:func:`alloc_columns`).
+
+    ``top`` receives (key start, key end, value start, value end) of each other
+    top-level key of the object format, for the caller to decode. ``E_FULL``
+    means the symbol table (slots, starts, ends, count) ran out of room.
+    ``progress[0]`` is set to the byte offset reached every 65,536 events.
+    The top level and the events array are separate kernels, so that the
+    events' kernel is compiled (and linked) once, not again inside a caller's.
+    """
+    n = buf.size
+    i = _document_start(buf)
+    if i >= n:
+        return Scanned(0, E_NOT_TRACE, 0, False, 0, 0)
+    if buf[i] == OPEN_ARRAY:
+        _, nev, err, where, used = _scan_array(buf, i, c, slots, starts, ends, count, abuf, progress)
+        # the array format may end without its ']' (Trace Event Format spec): truncated
+        # at the end, not inside an event (there ``where`` is the event's '{')
+        if err == E_TRUNCATED and where >= n:
+            err = E_NONE
+        return Scanned(nev, err, where, True, 0, used)
+    if buf[i] != OPEN_OBJECT:
+        return Scanned(0, E_NOT_TRACE, i, False, 0, 0)
+    i, err, ntop, events_at = _members(buf, i + 1, False, True, top, 0)
+    if events_at < 0:
+        return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0)
+    i, nev, err, where, used = _scan_array(buf, events_at, c, slots, starts, ends, count, abuf, progress)
+    if err != E_NONE:
+        return Scanned(nev, err, where, False, ntop, used)
+    i, err, ntop, _ = _members(buf, i, True, False, top, ntop)
+    return Scanned(nev, err, i, False, ntop, used)
 
 
 def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Uninitialised (uint8, int32, int64) field arrays for ``capacity`` events; the
-    int64 rows have one slot more, for the last args offset. Pages are touched
-    only as rows are filled."""
-    w64 = np.empty((len(I64_FIELDS), capacity + 1), dtype=np.int64)
-    w64[I_ARGS_OFF, 0] = 0
+    """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events; the int64
+    rows have one slot more, for the last args offset.
+
+    Zero is the value of an absent field (``K_NONE``, ``ST_OK``, no flags, pid 0),
+    so the scanner writes only the fields an event has. The zeroing costs
+    nothing up front: the pages come zeroed from the system as they are first
+    written, and a field no event has (``di_flow`` spans, ``bind_id``) is never
+    touched at all. One set of columns serves one scan: a rescan takes new ones."""
     return (
-        np.empty((len(U8_FIELDS), capacity), dtype=np.uint8),
-        np.empty((len(I32_FIELDS), capacity), dtype=np.int32),
-        w64,
+        np.zeros((len(U8_FIELDS), capacity), dtype=np.uint8),
+        np.zeros((len(I32_FIELDS), capacity), dtype=np.int32),
+        np.zeros((len(I64_FIELDS), capacity + 1), dtype=np.int64),
     )
 
 
