@@ -35,13 +35,16 @@ as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
 
 Compile hygiene (numba's cold compile, issue 15; the rule for every numba
 module of di): ``inline="always"`` only on leaf helpers that inline nothing
-themselves (here the protobuf writers :func:`put_varint`,
-:func:`varint_size`, :func:`put_bytes`, :func:`put_fixed64`). Chains of
-inlined helpers (``put_varint`` -> ``_put_interned`` -> ``_begin_packet``,
-206 inlined bodies) made numba's IR inliner quadratic: ~90 s for one kernel.
-The packet writers are plain calls: with grouped arrays a call passes a few
-arrays, not ~30. Every integer passed to a plain call is typed
-(``np.int64``), never a Python int literal, so each function compiles once.
+themselves. Chains of inlined helpers (``put_varint`` -> ``_put_interned`` ->
+``_begin_packet``, 206 inlined bodies) made numba's IR inliner quadratic:
+~90 s for one kernel. The protobuf writers and size helpers are plain calls
+(LLVM inlines the small ones after numba's typing). One measured exception
+of two levels: ``_begin_packet`` and ``_end_packet`` (one call per packet)
+and the per-packet helpers they call (``_packet_head``, ``_flow_size``,
+``_put_flows``) are inlined: LLVM leaves them out of line, and as calls that
+pass every array field by field they made the kernel twice as slow. Every
+integer passed to a plain call is typed (``np.int64``), never a Python int
+literal, so each function compiles once.
 """
 
 from __future__ import annotations
