@@ -117,7 +117,7 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     f.write(ditrace.packet(trace, layout, marks, offset, row_of, DESCRIPTOR_SEQUENCE))
     f.write(descriptor_packets(layout, DESCRIPTOR_SEQUENCE))
     out = np.empty(BUFFER_BYTES, dtype=np.uint8)
-    out = _events(f, out, ev, layout, marks, start - offset, end - offset, instant)
+    out = _events(f, out, ev, layout, marks, start, end, offset, instant)
     _counters(f, out, samples, layout, offset, DESCRIPTOR_SEQUENCE + 1 + layout.tracks.height)
 
 
@@ -129,9 +129,10 @@ def _events(
     marks,
     start: np.ndarray,
     end: np.ndarray,
+    offset: int,
     instant: np.ndarray,
 ) -> np.ndarray:
-    """Write the event packets of every used track (start/end: canonical order, ns from the offset)."""
+    """Write the event packets of every used track (start/end: ns in canonical order, written less ``offset``)."""
     n = ev.height
     names, name_values = dense_codes(ev.get_column("name"))
     src, src_values = dense_codes(ev.get_column("src_cat"))
@@ -140,18 +141,17 @@ def _events(
     args, args_off, args_null = _utf8_column(ev.get_column("args"))
 
     events = np.empty((len(encode.EVENT_ROWS), n), dtype=np.int64)
-    events[encode.E_START] = start
-    events[encode.E_END] = end
+    np.subtract(start, offset, out=events[encode.E_START])
+    np.subtract(end, offset, out=events[encode.E_END])
     np.add(names, first_name, out=events[encode.E_NAME])
     np.add(ev.get_column("cat").to_physical().to_numpy(), first_cat, out=events[encode.E_CAT])
-    np.copyto(events[encode.E_SRC_CAT], np.where(src >= 0, src + first_cat + len(CATS), -1))
+    np.add(src, first_cat + len(CATS), out=events[encode.E_SRC_CAT])
+    events[encode.E_SRC_CAT, src < 0] = -1
     for row, name in ((encode.E_CORR, "corr"), (encode.E_BYTES, "bytes")):
         events[row] = ev.get_column(name).fill_null(encode.NONE).to_numpy()
-    np.add(
-        instant * np.int64(encode.FLAG_INSTANT),
-        (args_null == 0) * np.int64(encode.FLAG_ARGS),
-        out=events[encode.E_FLAGS],
-    )
+    flags = events[encode.E_FLAGS]
+    np.multiply(args_null == 0, encode.FLAG_ARGS, out=flags)
+    flags[instant] |= encode.FLAG_INSTANT
 
     tracks_df = layout.tracks
     counts = np.bincount(layout.track_of_event, minlength=tracks_df.height)
