@@ -3,12 +3,16 @@ copy of the encoder and the di packet's column JSON written without a Python obj
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import orjson
 import polars as pl
+import pytest
 
 from di.convert.perfetto.ditrace import _columns
 from di.convert.perfetto.protobuf import put_bytes
+from di.trace import Trace
 
 
 def test_put_bytes_copies_every_length_at_every_offset() -> None:
@@ -44,3 +48,21 @@ def test_di_packet_columns_are_the_json_orjson_writes_of_the_values() -> None:
     assert orjson.dumps(_columns(df), option=orjson.OPT_SERIALIZE_NUMPY) == orjson.dumps(expected)
     empty = df.head(0)
     assert orjson.loads(orjson.dumps(_columns(empty), option=orjson.OPT_SERIALIZE_NUMPY)) == {c: [] for c in df.columns}
+
+
+def test_an_event_larger_than_the_buffer_grows_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel stops on a packet that cannot fit in an empty buffer and says how much it needs."""
+    from di.convert.perfetto import writer
+    from tests.test_perfetto_roundtrip import _small, assert_same, round_trip
+
+    monkeypatch.setattr(writer, "BUFFER_BYTES", 4096)
+    t = _small([(0, 0, 1_000, "small"), (0, 2_000, 3_000, "huge"), (1, 0, 5_000, "x" * 9_000)])
+    big_args = '{"text":"' + "é" * 20_000 + '"}'
+    t = Trace.build(
+        meta={},
+        locations=t.locations,
+        events=t.events.with_columns(args=pl.when(pl.col("name") == "huge").then(pl.lit(big_args))),
+    )
+    back = round_trip(t, tmp_path)
+    assert_same(t, back)
+    assert back.events.filter(pl.col("name") == "huge").get_column("args").to_list() == [big_args]

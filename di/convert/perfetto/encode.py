@@ -114,7 +114,8 @@ NONE = np.iinfo(np.int64).min
 """An absent integer (corr, bytes) in the kernels' int64 rows."""
 
 # state array slots
-S_TRACK, S_CURSOR, S_HEADER, S_SP = 0, 1, 2, 3
+S_TRACK, S_CURSOR, S_HEADER, S_SP, S_NEED = 0, 1, 2, 3, 4
+STATE_SLOTS = 5
 
 # field values the kernels write, typed (see the module docstring)
 _NEEDS_STATE = np.int64(F.SEQ_NEEDS_INCREMENTAL_STATE)
@@ -328,7 +329,8 @@ def encode_events(
     """Write event packets of the tracks from ``state`` on until ``out`` is full; return the bytes written.
 
     The arrays are described in the module docstring. ``state`` = [track, cursor in track, header written,
-    stack size], updated in place; ``stack`` holds the open slices.
+    stack size, bytes the next packets need], updated in place; ``stack`` holds the open slices. A return
+    of 0 with tracks left means the next packets need more than ``out`` holds: ``state[S_NEED]`` bytes.
     """
     pos = np.int64(0)  # typed: a literal 0 would compile the helpers it is passed to once more
     cap = out.shape[0]
@@ -339,6 +341,7 @@ def encode_events(
         seq = tracks[TRK_SEQ, t]
         if header == 0:
             if pos + SLACK > cap:
+                state[S_NEED] = SLACK
                 break
             pos = _header(out, pos, seq, tracks[TRK_UUID, t])
             header = 1
@@ -346,7 +349,9 @@ def encode_events(
         i = emit[tracks[TRK_PTR, t] + k] if k < n else -1
         if sp > 0 and (i < 0 or end[stack[sp - 1]] <= start[i]):
             top = stack[sp - 1]
-            if pos + SLACK + FLOW_BYTES * (flow_ptr[top + 1] - flow_ptr[top]) > cap:
+            need = SLACK + FLOW_BYTES * (flow_ptr[top + 1] - flow_ptr[top])
+            if pos + need > cap:
+                state[S_NEED] = need
                 break
             pos = _end_packet(out, pos, seq, top, events, flow_ptr, flow_id, flow_bits)
             sp -= 1
@@ -356,7 +361,9 @@ def encode_events(
             k = 0
             header = 0
             continue
-        if pos + _packet_bound(events, args_off, strings, flow_ptr, i) > cap:
+        need = _packet_bound(events, args_off, strings, flow_ptr, i)
+        if pos + need > cap:
+            state[S_NEED] = need
             break
         pos = _begin_packet(
             out, pos, seq, t, i, events, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits

@@ -163,18 +163,7 @@ def _events(
     tracks[encode.TRK_UUID, :-1] = tracks_df.get_column("uuid").to_numpy()[used]
 
     flow_bits = marks.terminating * np.uint8(encode.FLOW_TERMINATING) | marks.at_end * np.uint8(encode.FLOW_AT_END)
-    if n:  # the largest begin and end packets of one event must fit in the buffer
-        text = np.diff(strings[encode.STR_OFF])
-        bound = (
-            2 * encode.SLACK
-            + 32
-            + int(text.max(initial=0)) * 3
-            + int(np.diff(args_off).max())
-            + 2 * encode.FLOW_BYTES * int(np.diff(marks.ptr).max())
-        )
-        if bound > len(out):
-            out = np.empty(bound * 2, dtype=np.uint8)
-    state = np.zeros(4, dtype=np.int64)
+    state = np.zeros(encode.STATE_SLOTS, dtype=np.int64)
     stack = np.empty(max(n, 1), dtype=np.int64)
     args, args_off, string_bytes = readonly(args), readonly(args_off), readonly(string_bytes)
     while state[encode.S_TRACK] < len(used):
@@ -194,6 +183,8 @@ def _events(
             flow_bits,
         )
         f.write(memoryview(out)[:written])
+        if not written:  # the next event's packets are larger than the buffer
+            out = np.empty(2 * int(state[encode.S_NEED]), dtype=np.uint8)
     return out
 
 
@@ -233,7 +224,7 @@ def _counters(f: IO[bytes], out: np.ndarray, samples: pl.DataFrame, layout, offs
     np.cumsum(counts[used], out=ptr[1:])
     ts = samples.get_column("ts_ns").to_numpy() - offset
     bits = readonly(np.ascontiguousarray(samples.get_column("value").to_numpy(), dtype=np.float64).view(np.uint64))
-    state = np.zeros(4, dtype=np.int64)
+    state = np.zeros(encode.STATE_SLOTS, dtype=np.int64)
     uuid = series.get_column("uuid").to_numpy().astype(np.int64)[used]
     while state[encode.S_TRACK] < len(used):
         written = encode.encode_counters(state, out, ptr, order, first_seq + used.astype(np.int64), uuid, ts, bits)
