@@ -18,11 +18,12 @@ same state array, so memory stays bounded whatever the trace size.
 The kernels take grouped arrays, one row per field (the row names below),
 as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
 
-* ``events``, int64 (``len(EVENT_ROWS)``, n): per event its times (ns, >= 0),
-  string codes (rows of ``strings``; ``src_cat`` -1 when absent),
-  ``corr``/``bytes`` (:data:`NONE` when absent) and :data:`FLAG_INSTANT` /
-  :data:`FLAG_ARGS` bits; the args JSON text of event i is
-  ``args[args_off[i]:args_off[i + 1]]``.
+* ``events``, int64 (``len(EVENT_ROWS)``, n): per event its times (ns, >= 0)
+  and ``corr``/``bytes`` (:data:`NONE` when absent); ``codes``, int32
+  (``len(CODE_ROWS)``, n): its strings (rows of ``strings``; ``src_cat`` -1
+  when absent) and :data:`FLAG_INSTANT` / :data:`FLAG_ARGS` bits (one array
+  per dtype, as the Chrome scanner's columns); the args JSON text of event i
+  is ``args[args_off[i]:args_off[i + 1]]``.
 * ``strings``, int64 (``len(STRING_ROWS)``, m + 1): for every string that
   may be interned (annotation names, categories, event names) its offset in
   ``string_bytes``, its iid, the InternedData field it goes into, and the
@@ -90,8 +91,10 @@ STR_ARGS, STR_BYTES = np.int64(0), np.int64(1)
 ANN_ARGS, ANN_BYTES = np.int64(1), np.int64(2)
 """Their iids."""
 
-EVENT_ROWS = ("start", "end", "name", "cat", "src_cat", "corr", "bytes", "flags")
-E_START, E_END, E_NAME, E_CAT, E_SRC_CAT, E_CORR, E_BYTES, E_FLAGS = range(len(EVENT_ROWS))
+EVENT_ROWS = ("start", "end", "corr", "bytes")
+E_START, E_END, E_CORR, E_BYTES = range(len(EVENT_ROWS))
+CODE_ROWS = ("name", "cat", "src_cat", "flags")
+C_NAME, C_CAT, C_SRC_CAT, C_FLAGS = range(len(CODE_ROWS))
 FLAG_INSTANT, FLAG_ARGS = 1, 2
 """Bits of the ``flags`` row: an instant; has args (else args are null)."""
 
@@ -218,10 +221,12 @@ def _end_packet(out, pos, seq, i, events, flow_ptr, flow_id, flow_bits):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _begin_packet(out, pos, seq, t, i, events, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits):
+def _begin_packet(
+    out, pos, seq, t, i, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
+):
     """The BEGIN or INSTANT packet of event i, interning what track t's sequence has not seen."""
-    flags = events[E_FLAGS, i]
-    name, cat, src = events[E_NAME, i], events[E_CAT, i], events[E_SRC_CAT, i]
+    flags = codes[C_FLAGS, i]
+    name, cat, src = np.int64(codes[C_NAME, i]), np.int64(codes[C_CAT, i]), np.int64(codes[C_SRC_CAT, i])
     corr, nbytes = events[E_CORR, i], events[E_BYTES, i]
     has_args = flags & FLAG_ARGS != 0
     has_bytes = nbytes != NONE
@@ -312,10 +317,10 @@ def _begin_packet(out, pos, seq, t, i, events, args, args_off, strings, string_b
 
 
 @njit(cache=True, _nrt=False)
-def _packet_bound(events, args_off, strings, flow_ptr, i):
+def _packet_bound(codes, args_off, strings, flow_ptr, i):
     """Upper bound of the bytes of event i's begin and end packets together."""
     s = strings[STR_OFF]
-    name, cat, src = events[E_NAME, i], events[E_CAT, i], events[E_SRC_CAT, i]
+    name, cat, src = codes[C_NAME, i], codes[C_CAT, i], codes[C_SRC_CAT, i]
     text = s[name + 1] - s[name] + s[cat + 1] - s[cat] + args_off[i + 1] - args_off[i]
     if src >= 0:
         text += s[src + 1] - s[src]
@@ -324,7 +329,7 @@ def _packet_bound(events, args_off, strings, flow_ptr, i):
 
 @njit(cache=True, _nrt=False)
 def encode_events(
-    state, stack, out, tracks, emit, events, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
+    state, stack, out, tracks, emit, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
 ):
     """Write event packets of the tracks from ``state`` on until ``out`` is full; return the bytes written.
 
@@ -336,7 +341,7 @@ def encode_events(
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
     ntracks = tracks.shape[1] - 1
-    start, end, flags = events[E_START], events[E_END], events[E_FLAGS]
+    start, end, flags = events[E_START], events[E_END], codes[C_FLAGS]
     while t < ntracks:
         seq = tracks[TRK_SEQ, t]
         if header == 0:
@@ -361,12 +366,12 @@ def encode_events(
             k = 0
             header = 0
             continue
-        need = _packet_bound(events, args_off, strings, flow_ptr, i)
+        need = _packet_bound(codes, args_off, strings, flow_ptr, i)
         if pos + need > cap:
             state[S_NEED] = need
             break
         pos = _begin_packet(
-            out, pos, seq, t, i, events, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
+            out, pos, seq, t, i, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
         )
         if not flags[i] & FLAG_INSTANT:
             if end[i] == start[i]:

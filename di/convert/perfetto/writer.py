@@ -143,14 +143,15 @@ def _events(
     events = np.empty((len(encode.EVENT_ROWS), n), dtype=np.int64)
     np.subtract(start, offset, out=events[encode.E_START])
     np.subtract(end, offset, out=events[encode.E_END])
-    np.add(names, first_name, out=events[encode.E_NAME])
-    np.add(ev.get_column("cat").to_physical().to_numpy(), first_cat, out=events[encode.E_CAT])
-    np.add(src, first_cat + len(CATS), out=events[encode.E_SRC_CAT])
-    events[encode.E_SRC_CAT, src < 0] = -1
     for row, name in ((encode.E_CORR, "corr"), (encode.E_BYTES, "bytes")):
         events[row] = ev.get_column(name).fill_null(encode.NONE).to_numpy()
-    flags = events[encode.E_FLAGS]
-    np.multiply(args_null == 0, encode.FLAG_ARGS, out=flags)
+    codes = np.empty((len(encode.CODE_ROWS), n), dtype=np.int32)
+    np.add(names, first_name, out=codes[encode.C_NAME], casting="unsafe")
+    np.add(ev.get_column("cat").to_physical().to_numpy(), first_cat, out=codes[encode.C_CAT], casting="unsafe")
+    np.add(src, first_cat + len(CATS), out=codes[encode.C_SRC_CAT], casting="unsafe")
+    codes[encode.C_SRC_CAT, src < 0] = -1
+    flags = codes[encode.C_FLAGS]
+    np.multiply(args_null == 0, encode.FLAG_ARGS, out=flags, casting="unsafe")
     flags[instant] |= encode.FLAG_INSTANT
 
     tracks_df = layout.tracks
@@ -174,6 +175,7 @@ def _events(
             tracks,
             emit,
             events,
+            codes,
             args,
             args_off,
             strings,
