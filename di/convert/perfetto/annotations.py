@@ -55,6 +55,13 @@ def _json_strings(s: pl.Series) -> pl.Series:
     return pl.DataFrame({"v": s}).select(pl.struct("v").struct.json_encode().str.slice(5).str.head(-1)).to_series()
 
 
+def _spread(rows: np.ndarray, values: pl.Series, n: int) -> pl.Series:
+    """A Series of ``n`` rows holding ``values[k]`` at row ``rows[k]`` (distinct rows), null elsewhere."""
+    where = np.full(n, -1, dtype=np.int64)
+    where[rows] = np.arange(len(rows))
+    return values.gather(pl.Series(where).replace(-1, None))
+
+
 def annotation_columns(
     ann: np.ndarray,
     ann_dbl: np.ndarray,
@@ -77,15 +84,15 @@ def annotation_columns(
         np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 5], 0),
     )
     df = pl.DataFrame({"slice": ann_slice, "name": name, "type": vtype, "i": ival, "d": ann_dbl, "text": text})
-    args = pl.Series("args", [None] * n_slices, dtype=pl.String)
-    nbytes = pl.Series("bytes", [None] * n_slices, dtype=pl.Int64)
+    args = pl.Series("args", dtype=pl.String).extend_constant(None, n_slices)
+    nbytes = pl.Series("bytes", dtype=pl.Int64).extend_constant(None, n_slices)
     if own:
         is_args = (pl.col("name") == OWN_ARGS) & (pl.col("type") == A_JSON)
         is_bytes = (pl.col("name") == OWN_BYTES) & (pl.col("type") == A_INT)
         a = df.filter(is_args).unique("slice", keep="first")
         b = df.filter(is_bytes).unique("slice", keep="first")
-        args = args.scatter(a.get_column("slice").to_numpy(), a.get_column("text"))
-        nbytes = nbytes.scatter(b.get_column("slice").to_numpy(), b.get_column("i"))
+        args = _spread(a.get_column("slice").to_numpy(), a.get_column("text"), n_slices).alias("args")
+        nbytes = _spread(b.get_column("slice").to_numpy(), b.get_column("i"), n_slices).alias("bytes")
         df = df.filter(~is_args & ~is_bytes)
     if not df.height:
         return args, nbytes, 0

@@ -4,10 +4,10 @@ One packet sequence per track. Its first packet clears the incremental state
 and sets the sequence's default track (TracePacketDefaults), so event packets
 carry no track uuid; each later packet is flagged as needing that state.
 An event packet interns a name, category or debug-annotation name the first
-time its sequence uses it (``iid`` = global code + 1, the same on every
-sequence). Per track, events come in (start, -end) order and nest
-(:mod:`di.convert.lanes`); a stack closes them: every slice ending at or
-before the next event's start gets its end packet first, so at equal
+time its sequence uses it (``iid`` = 1 + the string's code within its kind,
+the same on every sequence). Per track, events come in (start, -end) order
+and nest (:mod:`di.convert.lanes`); a stack closes them: every slice ending at
+or before the next event's start gets its end packet first, so at equal
 timestamps END comes before BEGIN. Zero-length slices get BEGIN and END at
 once; instants one INSTANT packet.
 
@@ -15,18 +15,37 @@ The kernels are resumable: they stop when the next packet might not fit in
 ``out`` and return, the caller flushes the bytes and calls again with the
 same state array, so memory stays bounded whatever the trace size.
 
-Compile hygiene (numba's cold compile, issue 15): the protobuf writers
-(:mod:`~di.convert.perfetto.protobuf`) and the size helpers are plain calls;
-chains of inlined helpers (``put_varint`` -> ``_put_interned`` ->
+The kernels take grouped arrays, one row per field (the row names below),
+as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
+
+* ``events``, int64 (``len(EVENT_ROWS)``, n): per event its times (ns, >= 0)
+  and ``corr``/``bytes`` (:data:`NONE` when absent); ``codes``, int32
+  (``len(CODE_ROWS)``, n): its strings (rows of ``strings``; ``src_cat`` -1
+  when absent) and :data:`FLAG_INSTANT` / :data:`FLAG_ARGS` bits (one array
+  per dtype, as the Chrome scanner's columns); the args JSON text of event i
+  is ``args[args_off[i]:args_off[i + 1]]``.
+* ``strings``, int64 (``len(STRING_ROWS)``, m + 1): for every string that
+  may be interned (annotation names, categories, event names) its offset in
+  ``string_bytes``, its iid, the InternedData field it goes into, and the
+  last track whose sequence interned it (-1: none yet; written by the kernel).
+* ``tracks``, int64 (``len(TRACK_ROWS)``, tracks + 1): the events of track t
+  are ``emit[ptr[t]:ptr[t + 1]]``, written on sequence ``seq[t]`` with default
+  track ``uuid[t]``.
+* flows: the flow ids of event i are ``flow_id[flow_ptr[i]:flow_ptr[i + 1]]``,
+  each with :data:`FLOW_TERMINATING` / :data:`FLOW_AT_END` bits in ``flow_bits``.
+
+Compile hygiene (numba's cold compile, issue 15; the rule for every numba
+module of di): ``inline="always"`` only on leaf helpers that inline nothing
+themselves. Chains of inlined helpers (``put_varint`` -> ``_put_interned`` ->
 ``_begin_packet``, 206 inlined bodies) made numba's IR inliner quadratic:
-~90 s for :func:`encode_events`, now ~3 s. Two inline levels are kept, measured:
-``_begin_packet`` and ``_end_packet`` (one call per packet, with ~30 array
-arguments that an out-of-line call passes field by field) are
-``inline="always"``, and so are the small per-packet helpers they call
-(``_packet_head``, ``_flow_size``, ``_put_flows``); out of line they made the
-writer 30-50 % slower. Every integer passed to a helper is an ``np.int64``
-(the ``T_*`` tags and the other module constants below), never a Python int
-literal, so each helper compiles once.
+~90 s for one kernel. The protobuf writers and size helpers are plain calls
+(LLVM inlines the small ones after numba's typing). One measured exception
+of two levels: ``_begin_packet`` and ``_end_packet`` (one call per packet)
+and the per-packet helpers they call (``_packet_head``, ``_flow_size``,
+``_put_flows``) are inlined: LLVM leaves them out of line, and as calls that
+pass every array field by field they made the kernel twice as slow. Every
+integer passed to a plain call is typed (``np.int64``), never a Python int
+literal, so each function compiles once.
 """
 
 from __future__ import annotations
@@ -64,55 +83,78 @@ T_A_NAME_IID = np.int64(tag(F.ANNOTATION_NAME_IID, VARINT))
 T_A_INT = np.int64(tag(F.ANNOTATION_INT, VARINT))
 T_A_JSON = np.int64(tag(F.ANNOTATION_LEGACY_JSON, LEN))
 
-ANN_ARGS, ANN_BYTES = np.int64(1), np.int64(2)
-"""Interned debug-annotation names: iid 1 = "args" (the event's args JSON text), 2 = "bytes"."""
 ANNOTATION_NAMES = ("args", "bytes")
+"""Interned debug-annotation names: iid 1 = "args" (the event's args JSON text), 2 = "bytes".
+They are the first two rows of ``strings``."""
+STR_ARGS, STR_BYTES = np.int64(0), np.int64(1)
+"""Rows of ``strings`` of the annotation names (typed: they are passed to plain calls)."""
+ANN_ARGS, ANN_BYTES = np.int64(1), np.int64(2)
+"""Their iids."""
+
+EVENT_ROWS = ("start", "end", "corr", "bytes")
+E_START, E_END, E_CORR, E_BYTES = range(len(EVENT_ROWS))
+CODE_ROWS = ("name", "cat", "src_cat", "flags")
+C_NAME, C_CAT, C_SRC_CAT, C_FLAGS = range(len(CODE_ROWS))
+FLAG_INSTANT, FLAG_ARGS = 1, 2
+"""Bits of the ``flags`` row: an instant; has args (else args are null)."""
+
+STRING_ROWS = ("off", "iid", "field", "seen")
+STR_OFF, STR_IID, STR_FIELD, STR_SEEN = range(len(STRING_ROWS))
+
+TRACK_ROWS = ("ptr", "seq", "uuid")
+TRK_PTR, TRK_SEQ, TRK_UUID = range(len(TRACK_ROWS))
+
+FLOW_TERMINATING, FLOW_AT_END = 1, 2
+"""Bits of ``flow_bits``: the id goes into terminating_flow_ids (else flow_ids); on the slice's end packet
+(else on its begin or instant packet)."""
 
 SLACK = 192
 """Bytes reserved per packet beyond its strings and flow ids (fixed fields, varints at most 10 bytes)."""
+FLOW_BYTES = 10
+"""Bytes of one flow id field: tag (2) and fixed64 (8)."""
 
 NONE = np.iinfo(np.int64).min
-"""An absent integer (corr, bytes) in the kernels' int64 columns."""
-_NONE = NONE
+"""An absent integer (corr, bytes) in the kernels' int64 rows."""
 
 # state array slots
-S_TRACK, S_CURSOR, S_HEADER, S_SP = 0, 1, 2, 3
+S_TRACK, S_CURSOR, S_HEADER, S_SP, S_NEED = 0, 1, 2, 3, 4
+STATE_SLOTS = 5
 
 # field values the kernels write, typed (see the module docstring)
 _NEEDS_STATE = np.int64(F.SEQ_NEEDS_INCREMENTAL_STATE)
 _STATE_CLEARED = np.int64(F.SEQ_INCREMENTAL_STATE_CLEARED)
 _SLICE_BEGIN, _SLICE_END = np.int64(F.TYPE_SLICE_BEGIN), np.int64(F.TYPE_SLICE_END)
 _INSTANT, _COUNTER = np.int64(F.TYPE_INSTANT), np.int64(F.TYPE_COUNTER)
-_AT_BEGIN, _AT_END = np.int64(0), np.int64(1)
-"""Which flow ids an event packet carries: those of the slice's start, or of its end."""
+_AT_BEGIN, _AT_END = np.uint8(0), np.uint8(FLOW_AT_END)
+"""Which flow ids a packet carries: those of the slice's start, or of its end (``flow_bits & FLOW_AT_END``)."""
 _COUNTER_EVENT = np.int64(2 + 2 + 8)
 """Bytes of a counter TrackEvent: type, double value tag, 8 value bytes."""
+_FIXED = np.int64(2 + 1)
+"""Bytes of the sequence flags field and of the TrackEvent's tag, beside the varints of a packet."""
 
 
 @njit(cache=True, _nrt=False)
-def _ld(n: int) -> int:
-    """Size of a length-delimited value of n bytes, without its tag."""
-    return varint_size(n) + n
+def _interned_size(strings, s):
+    """Bytes string ``s`` adds to a packet's InternedData: its field tag, length, iid and name."""
+    size = strings[STR_OFF, s + 1] - strings[STR_OFF, s]
+    entry = 1 + varint_size(strings[STR_IID, s]) + 1 + varint_size(size) + size
+    return 1 + varint_size(entry) + entry
 
 
 @njit(cache=True, _nrt=False)
-def _interned_entry(iid: int, size: int) -> int:
-    return 1 + varint_size(iid) + 1 + varint_size(size) + size
-
-
-@njit(cache=True, _nrt=False)
-def _put_interned(out, pos, field_tag, iid, pool, a, b):
-    body = 1 + varint_size(iid) + 1 + _ld(b - a)
-    pos = put_varint(out, pos, field_tag)
-    pos = put_varint(out, pos, body)
+def _put_interned(out, pos, strings, string_bytes, s):
+    a, b = strings[STR_OFF, s], strings[STR_OFF, s + 1]
+    iid = strings[STR_IID, s]
+    pos = put_varint(out, pos, strings[STR_FIELD, s])
+    pos = put_varint(out, pos, 1 + varint_size(iid) + 1 + varint_size(b - a) + b - a)
     pos = put_varint(out, pos, T_I_IID)
     pos = put_varint(out, pos, iid)
     pos = put_varint(out, pos, T_I_NAME)
     pos = put_varint(out, pos, b - a)
-    return put_bytes(out, pos, pool, a, b)
+    return put_bytes(out, pos, string_bytes, a, b)
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _packet_head(out, pos, body, ts, seq):
     """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
     pos = put_varint(out, pos, T_PACKET)
@@ -129,8 +171,8 @@ def _packet_head(out, pos, body, ts, seq):
 def _header(out, pos, seq, uuid):
     """The first packet of a sequence: state cleared, default track uuid."""
     ev_def = 1 + varint_size(uuid)
-    defaults = 1 + _ld(ev_def)
-    body = 1 + varint_size(seq) + 2 + 2 + _ld(defaults)
+    defaults = 1 + (varint_size(ev_def) + ev_def)
+    body = 1 + varint_size(seq) + 2 + 2 + (varint_size(defaults) + defaults)
     pos = put_varint(out, pos, T_PACKET)
     pos = put_varint(out, pos, body)
     pos = put_varint(out, pos, T_SEQ)
@@ -145,139 +187,117 @@ def _header(out, pos, seq, uuid):
     return put_varint(out, pos, uuid)
 
 
-@njit(cache=True, inline="always", _nrt=False)
-def _flow_size(i, at_end, fptr, fend):
+@njit(cache=True, _nrt=False, inline="always")
+def _flow_size(flow_ptr, flow_bits, i, at):
+    """Bytes of event i's flow id fields on its begin (``at`` = _AT_BEGIN) or end packet."""
     n = 0
-    for m in range(fptr[i], fptr[i + 1]):
-        if fend[m] == at_end:
-            n += 10
+    for m in range(flow_ptr[i], flow_ptr[i + 1]):
+        if flow_bits[m] & FLOW_AT_END == at:
+            n += FLOW_BYTES
     return n
 
 
-@njit(cache=True, inline="always", _nrt=False)
-def _put_flows(out, pos, i, at_end, fptr, fid, fterm, fend):
-    for m in range(fptr[i], fptr[i + 1]):
-        if fend[m] == at_end:
-            pos = put_varint(out, pos, T_TERM if fterm[m] else T_FLOW)
-            pos = put_fixed64(out, pos, fid[m])
+@njit(cache=True, _nrt=False, inline="always")
+def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
+    for m in range(flow_ptr[i], flow_ptr[i + 1]):
+        if flow_bits[m] & FLOW_AT_END == at:
+            pos = put_varint(out, pos, T_TERM if flow_bits[m] & FLOW_TERMINATING else T_FLOW)
+            pos = put_fixed64(out, pos, flow_id[m])
     return pos
 
 
-@njit(cache=True, inline="always", _nrt=False)
-def _end_packet(out, pos, seq, ts, i, fptr, fid, fterm, fend):
-    ev = 2 + _flow_size(i, _AT_END, fptr, fend)
-    body = 1 + varint_size(ts) + 1 + varint_size(seq) + 2 + 1 + _ld(ev)
+@njit(cache=True, _nrt=False, inline="always")
+def _end_packet(out, pos, seq, i, events, flow_ptr, flow_id, flow_bits):
+    """The END packet of slice i."""
+    ts = events[E_END, i]
+    ev = 2 + _flow_size(flow_ptr, flow_bits, i, _AT_END)
+    body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
     pos = _packet_head(out, pos, body, ts, seq)
     pos = put_varint(out, pos, T_EVENT)
     pos = put_varint(out, pos, ev)
     pos = put_varint(out, pos, T_TYPE)
     pos = put_varint(out, pos, _SLICE_END)
-    return _put_flows(out, pos, i, _AT_END, fptr, fid, fterm, fend)
+    return _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_END)
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _begin_packet(
-    out,
-    pos,
-    seq,
-    t,
-    i,
-    kind,
-    ts,
-    ev_name,
-    ev_cat,
-    ev_src_cat,
-    corr,
-    nbytes,
-    args,
-    args_off,
-    args_null,
-    names,
-    name_off,
-    cats,
-    cat_off,
-    ann,
-    ann_off,
-    seen_name,
-    seen_cat,
-    seen_ann,
-    fptr,
-    fid,
-    fterm,
-    fend,
+    out, pos, seq, t, i, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
 ):
-    """A BEGIN or INSTANT packet of event i (interning what sequence t has not seen)."""
-    name_iid = ev_name[i] + 1
-    cat_iid = ev_cat[i] + 1
-    src_iid = ev_src_cat[i] + 1
-    has_args = args_null[i] == 0
-    a0, a1 = args_off[i], args_off[i + 1]
-    has_corr = corr[i] != _NONE
-    has_bytes = nbytes[i] != _NONE
+    """The BEGIN or INSTANT packet of event i, interning what track t's sequence has not seen."""
+    flags = codes[C_FLAGS, i]
+    name, cat, src = np.int64(codes[C_NAME, i]), np.int64(codes[C_CAT, i]), np.int64(codes[C_SRC_CAT, i])
+    corr, nbytes = events[E_CORR, i], events[E_BYTES, i]
+    has_args = flags & FLAG_ARGS != 0
+    has_bytes = nbytes != NONE
+    name_iid, cat_iid = strings[STR_IID, name], strings[STR_IID, cat]
+    src_iid = strings[STR_IID, src] if src >= 0 else 0
     # interned entries this packet adds
-    new_name = seen_name[ev_name[i]] != t
-    new_cat = seen_cat[ev_cat[i]] != t
-    new_src = src_iid > 0 and seen_cat[ev_src_cat[i]] != t
-    new_args = has_args and seen_ann[0] != t
-    new_bytes = has_bytes and seen_ann[1] != t
+    new_name = strings[STR_SEEN, name] != t
+    new_cat = strings[STR_SEEN, cat] != t
+    new_src = src >= 0 and strings[STR_SEEN, src] != t
+    new_args = has_args and strings[STR_SEEN, STR_ARGS] != t
+    new_bytes = has_bytes and strings[STR_SEEN, STR_BYTES] != t
     interned = 0
     if new_name:
-        interned += 1 + _ld(_interned_entry(name_iid, name_off[ev_name[i] + 1] - name_off[ev_name[i]]))
+        interned += _interned_size(strings, name)
     if new_cat:
-        interned += 1 + _ld(_interned_entry(cat_iid, cat_off[ev_cat[i] + 1] - cat_off[ev_cat[i]]))
+        interned += _interned_size(strings, cat)
     if new_src:
-        interned += 1 + _ld(_interned_entry(src_iid, cat_off[ev_src_cat[i] + 1] - cat_off[ev_src_cat[i]]))
+        interned += _interned_size(strings, src)
     if new_args:
-        interned += 1 + _ld(_interned_entry(ANN_ARGS, ann_off[1] - ann_off[0]))
+        interned += _interned_size(strings, STR_ARGS)
     if new_bytes:
-        interned += 1 + _ld(_interned_entry(ANN_BYTES, ann_off[2] - ann_off[1]))
-    ann_args = 2 + 1 + _ld(a1 - a0)
-    ann_bytes = 2 + 1 + varint_size(nbytes[i])
-    ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + _flow_size(i, _AT_BEGIN, fptr, fend)
-    if src_iid > 0:
+        interned += _interned_size(strings, STR_BYTES)
+    a0, a1 = args_off[i], args_off[i + 1]
+    ann_args = 2 + 1 + (varint_size(a1 - a0) + a1 - a0)
+    ann_bytes = 2 + 1 + varint_size(nbytes)
+    ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + _flow_size(flow_ptr, flow_bits, i, _AT_BEGIN)
+    if src >= 0:
         ev += 1 + varint_size(src_iid)
-    if has_corr:
-        ev += 2 + varint_size(corr[i])
+    if corr != NONE:
+        ev += 2 + varint_size(corr)
     if has_args:
-        ev += 1 + _ld(ann_args)
+        ev += 1 + (varint_size(ann_args) + ann_args)
     if has_bytes:
-        ev += 1 + _ld(ann_bytes)
-    body = 1 + varint_size(ts) + 1 + varint_size(seq) + 2 + 1 + _ld(ev)
+        ev += 1 + (varint_size(ann_bytes) + ann_bytes)
+    ts = events[E_START, i]
+    body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
     if interned:
-        body += 1 + _ld(interned)
+        body += 1 + (varint_size(interned) + interned)
     pos = _packet_head(out, pos, body, ts, seq)
     if interned:
         pos = put_varint(out, pos, T_INTERNED)
         pos = put_varint(out, pos, interned)
         if new_name:
-            pos = _put_interned(out, pos, T_I_NAMES, name_iid, names, name_off[ev_name[i]], name_off[ev_name[i] + 1])
-            seen_name[ev_name[i]] = t
+            pos = _put_interned(out, pos, strings, string_bytes, name)
+            strings[STR_SEEN, name] = t
         if new_cat:
-            pos = _put_interned(out, pos, T_I_CATS, cat_iid, cats, cat_off[ev_cat[i]], cat_off[ev_cat[i] + 1])
-            seen_cat[ev_cat[i]] = t
+            pos = _put_interned(out, pos, strings, string_bytes, cat)
+            strings[STR_SEEN, cat] = t
         if new_src:
-            pos = _put_interned(out, pos, T_I_CATS, src_iid, cats, cat_off[ev_src_cat[i]], cat_off[ev_src_cat[i] + 1])
-            seen_cat[ev_src_cat[i]] = t
+            pos = _put_interned(out, pos, strings, string_bytes, src)
+            strings[STR_SEEN, src] = t
         if new_args:
-            pos = _put_interned(out, pos, T_I_ANN, ANN_ARGS, ann, ann_off[0], ann_off[1])
-            seen_ann[0] = t
+            pos = _put_interned(out, pos, strings, string_bytes, STR_ARGS)
+            strings[STR_SEEN, STR_ARGS] = t
         if new_bytes:
-            pos = _put_interned(out, pos, T_I_ANN, ANN_BYTES, ann, ann_off[1], ann_off[2])
-            seen_ann[1] = t
+            pos = _put_interned(out, pos, strings, string_bytes, STR_BYTES)
+            strings[STR_SEEN, STR_BYTES] = t
     pos = put_varint(out, pos, T_EVENT)
     pos = put_varint(out, pos, ev)
     pos = put_varint(out, pos, T_TYPE)
-    pos = put_varint(out, pos, kind)
+    pos = put_varint(out, pos, _INSTANT if flags & FLAG_INSTANT else _SLICE_BEGIN)
     pos = put_varint(out, pos, T_NAME_IID)
     pos = put_varint(out, pos, name_iid)
     pos = put_varint(out, pos, T_CAT_IID)
     pos = put_varint(out, pos, cat_iid)
-    if src_iid > 0:
+    if src >= 0:
         pos = put_varint(out, pos, T_CAT_IID)
         pos = put_varint(out, pos, src_iid)
-    if has_corr:
+    if corr != NONE:
         pos = put_varint(out, pos, T_CORR)
-        pos = put_varint(out, pos, corr[i])
+        pos = put_varint(out, pos, corr)
     if has_args:
         pos = put_varint(out, pos, T_ANN)
         pos = put_varint(out, pos, ann_args)
@@ -292,70 +312,53 @@ def _begin_packet(
         pos = put_varint(out, pos, T_A_NAME_IID)
         pos = put_varint(out, pos, ANN_BYTES)
         pos = put_varint(out, pos, T_A_INT)
-        pos = put_varint(out, pos, nbytes[i])
-    return _put_flows(out, pos, i, _AT_BEGIN, fptr, fid, fterm, fend)
+        pos = put_varint(out, pos, nbytes)
+    return _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_BEGIN)
+
+
+@njit(cache=True, _nrt=False)
+def _packet_bound(codes, args_off, strings, flow_ptr, i):
+    """Upper bound of the bytes of event i's begin and end packets together."""
+    s = strings[STR_OFF]
+    name, cat, src = codes[C_NAME, i], codes[C_CAT, i], codes[C_SRC_CAT, i]
+    text = s[name + 1] - s[name] + s[cat + 1] - s[cat] + args_off[i + 1] - args_off[i]
+    if src >= 0:
+        text += s[src + 1] - s[src]
+    return 2 * SLACK + 32 + text + 2 * FLOW_BYTES * (flow_ptr[i + 1] - flow_ptr[i])
 
 
 @njit(cache=True, _nrt=False)
 def encode_events(
-    state,
-    stack,
-    out,
-    track_ptr,
-    emit,
-    track_seq,
-    track_uuid,
-    start,
-    end,
-    instant,
-    ev_name,
-    ev_cat,
-    ev_src_cat,
-    corr,
-    nbytes,
-    args,
-    args_off,
-    args_null,
-    names,
-    name_off,
-    cats,
-    cat_off,
-    ann,
-    ann_off,
-    seen_name,
-    seen_cat,
-    seen_ann,
-    fptr,
-    fid,
-    fterm,
-    fend,
-    begin_cost,
-    end_cost,
+    state, stack, out, tracks, emit, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
 ):
     """Write event packets of the tracks from ``state`` on until ``out`` is full; return the bytes written.
 
-    ``track_ptr``/``emit``: the events of track t are ``emit[track_ptr[t]:track_ptr[t+1]]``, in (start, -end)
-    order; ``state`` = [track, cursor in track, header written, stack size], updated in place; ``stack``
-    holds the open slices. Times are ns >= 0; ``corr``/``nbytes`` are NONE where absent.
+    The arrays are described in the module docstring. ``state`` = [track, cursor in track, header written,
+    stack size, bytes the next packets need], updated in place; ``stack`` holds the open slices. A return
+    of 0 with tracks left means the next packets need more than ``out`` holds: ``state[S_NEED]`` bytes.
     """
     pos = np.int64(0)  # typed: a literal 0 would compile the helpers it is passed to once more
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
-    ntracks = track_ptr.shape[0] - 1
+    ntracks = tracks.shape[1] - 1
+    start, end, flags = events[E_START], events[E_END], codes[C_FLAGS]
     while t < ntracks:
-        seq = track_seq[t]
+        seq = tracks[TRK_SEQ, t]
         if header == 0:
             if pos + SLACK > cap:
+                state[S_NEED] = SLACK
                 break
-            pos = _header(out, pos, seq, track_uuid[t])
+            pos = _header(out, pos, seq, tracks[TRK_UUID, t])
             header = 1
-        n = track_ptr[t + 1] - track_ptr[t]
-        i = emit[track_ptr[t] + k] if k < n else -1
+        n = tracks[TRK_PTR, t + 1] - tracks[TRK_PTR, t]
+        i = emit[tracks[TRK_PTR, t] + k] if k < n else -1
         if sp > 0 and (i < 0 or end[stack[sp - 1]] <= start[i]):
             top = stack[sp - 1]
-            if pos + end_cost[top] > cap:
+            need = SLACK + FLOW_BYTES * (flow_ptr[top + 1] - flow_ptr[top])
+            if pos + need > cap:
+                state[S_NEED] = need
                 break
-            pos = _end_packet(out, pos, seq, end[top], top, fptr, fid, fterm, fend)
+            pos = _end_packet(out, pos, seq, top, events, flow_ptr, flow_id, flow_bits)
             sp -= 1
             continue
         if i < 0:
@@ -363,42 +366,16 @@ def encode_events(
             k = 0
             header = 0
             continue
-        if pos + begin_cost[i] + end_cost[i] > cap:
+        need = _packet_bound(codes, args_off, strings, flow_ptr, i)
+        if pos + need > cap:
+            state[S_NEED] = need
             break
-        kind = _INSTANT if instant[i] else _SLICE_BEGIN
         pos = _begin_packet(
-            out,
-            pos,
-            seq,
-            t,
-            i,
-            kind,
-            start[i],
-            ev_name,
-            ev_cat,
-            ev_src_cat,
-            corr,
-            nbytes,
-            args,
-            args_off,
-            args_null,
-            names,
-            name_off,
-            cats,
-            cat_off,
-            ann,
-            ann_off,
-            seen_name,
-            seen_cat,
-            seen_ann,
-            fptr,
-            fid,
-            fterm,
-            fend,
+            out, pos, seq, t, i, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
         )
-        if not instant[i]:
+        if not flags[i] & FLAG_INSTANT:
             if end[i] == start[i]:
-                pos = _end_packet(out, pos, seq, end[i], i, fptr, fid, fterm, fend)
+                pos = _end_packet(out, pos, seq, i, events, flow_ptr, flow_id, flow_bits)
             else:
                 stack[sp] = i
                 sp += 1
@@ -427,7 +404,7 @@ def encode_counters(state, out, series_ptr, order, series_seq, series_uuid, ts, 
             header = 0
             continue
         j = order[series_ptr[t] + k]
-        body = 1 + varint_size(ts[j]) + 1 + varint_size(seq) + 2 + 1 + _ld(_COUNTER_EVENT)
+        body = 1 + varint_size(ts[j]) + 1 + varint_size(seq) + _FIXED + (varint_size(_COUNTER_EVENT) + _COUNTER_EVENT)
         pos = _packet_head(out, pos, body, ts[j], seq)
         pos = put_varint(out, pos, T_EVENT)
         pos = put_varint(out, pos, _COUNTER_EVENT)

@@ -11,12 +11,14 @@ The numba functions write into / read from uint8 arrays at a position and
 return the new position; the plain-Python ones build the bytes of the few
 messages written once per track.
 
-Compile hygiene (for every numba module of di): these functions are plain
-calls, never ``inline="always"``: the encoder calls the writers ~200 times and
-the decoder the readers ~60 times, and numba's IR inliner grows quadratically
-with inlined bodies (a reader inlined six times cost ~2 s; LLVM still inlines
-them where it pays, after numba's typing). Callers pass ``np.int64`` values,
-never Python int literals, which numba would compile one version for each.
+Compile hygiene (for every numba module of di): ``inline="always"`` only on
+leaf helpers that inline nothing themselves. The writers here are such leaves
+(a few lines, no calls but the byte-word intrinsics), inlined into the
+encoder's packet writers; the readers are plain calls: the decoder calls them
+~60 times and numba's IR inliner grows quadratically with inlined bodies (a
+reader inlined six times cost ~2 s; LLVM still inlines them where it pays,
+after numba's typing). Callers of plain calls pass ``np.int64`` values, never
+Python int literals, which numba would compile one version for each.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import struct
 
 import numpy as np
 from numba import njit
+
+from di.convert.bytewords import load_u64, store_u64
 
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
 """Wire types."""
@@ -67,18 +71,25 @@ def put_varint(out: np.ndarray, pos: int, v: int) -> int:
 @njit(cache=True, _nrt=False)
 def put_fixed64(out: np.ndarray, pos: int, u: np.uint64) -> int:
     """Write 8 bytes little-endian at ``pos``."""
-    for k in range(8):
-        out[pos + k] = np.uint8((u >> np.uint64(8 * k)) & np.uint64(255))
+    store_u64(out, pos, u)
     return pos + 8
 
 
 @njit(cache=True, _nrt=False)
 def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
-    """Copy ``src[a:b]`` to ``pos``."""
-    for j in range(a, b):
-        out[pos] = src[j]
-        pos += 1
-    return pos
+    """Copy ``src[a:b]`` to ``pos``, eight bytes per step (the last word overlapping the one before)."""
+    n = b - a
+    if n < 8:
+        for j in range(n):
+            out[pos + j] = src[a + j]
+        return pos + n
+    k = 0
+    while k + 8 <= n:
+        store_u64(out, pos + k, load_u64(src, a + k))
+        k += 8
+    if k < n:
+        store_u64(out, pos + n - 8, load_u64(src, b - 8))
+    return pos + n
 
 
 @njit(cache=True, _nrt=False)

@@ -36,7 +36,7 @@ from di.convert.provenance import (
     reader_meta,
 )
 from di.convert.perfetto import fields as F
-from di.convert.perfetto.annotations import annotation_columns
+from di.convert.perfetto.annotations import annotation_columns, span_strings
 from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packets, decode_packets, sequence_track
 from di.convert.perfetto.flows import CODE_MESSAGE
 from di.convert.perfetto.pairing import chain_flows, pair_slices
@@ -74,10 +74,10 @@ def _bytes(path: Path, limit: int | None) -> tuple[np.ndarray, list[str]]:
         raise FormatError(path, f"cannot read: {exc}") from None
 
 
-def _strings(buf: np.ndarray, sym: Any) -> list[str]:
-    raw = memoryview(buf)
-    starts, ends, count = sym[1], sym[2], int(sym[3][0])
-    return [bytes(raw[s:e]).decode("utf-8", "replace") for s, e in zip(starts[:count].tolist(), ends[:count].tolist())]
+def _strings(buf: np.ndarray, sym: Any) -> pl.Series:
+    """The interned strings (names, categories, annotation names and strings) as a String Series."""
+    count = int(sym[3][0])
+    return span_strings(buf, sym[1][:count], sym[2][:count])
 
 
 def _take(strings: pl.Series, ids: np.ndarray) -> pl.Series:
@@ -132,7 +132,7 @@ def read_perfetto(
     for k, v in zip(STAT_NAMES, stats.tolist()):
         if v:
             dropped[k] += v
-    strings = pl.Series(_strings(buf, sym), dtype=pl.String)
+    strings = _strings(buf, sym)
     descriptors, doc = [], None
     for kind, a, b, seq in spans.tolist():
         data = buf[a:b].tobytes()

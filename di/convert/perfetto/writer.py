@@ -61,7 +61,7 @@ def is_own_file(path: str | os.PathLike[str]) -> bool:
         return b'{"format":"di-perfetto"' in fh.read(64)
 
 
-def dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
+def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """Row -> index into the distinct non-null values of ``s`` in order of first appearance (-1: null), and those values."""
     if not (s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum)):
         s = s.cast(pl.String).cast(pl.Categorical)
@@ -74,16 +74,7 @@ def dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
     present = present[np.argsort(first[present], kind="stable")]
     lut = np.full(top + 1, -1, dtype=np.int64)
     lut[present] = np.arange(len(present))
-    values = s.gather(first[present]).cast(pl.String).to_list() if len(present) else []
-    return lut[p], values
-
-
-def utf8_pool(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-8 bytes of ``texts`` back to back, and int64 offsets (len + 1)."""
-    encoded = [t.encode() for t in texts]
-    off = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in encoded], out=off[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy() if encoded else np.zeros(0, np.uint8), off
+    return lut[p], s.gather(first[present]).cast(pl.String)
 
 
 def _utf8_column(s: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -126,7 +117,7 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     f.write(ditrace.packet(trace, layout, marks, offset, row_of, DESCRIPTOR_SEQUENCE))
     f.write(descriptor_packets(layout, DESCRIPTOR_SEQUENCE))
     out = np.empty(BUFFER_BYTES, dtype=np.uint8)
-    out = _events(f, out, ev, layout, marks, start - offset, end - offset, instant)
+    out = _events(f, out, ev, layout, marks, start, end, offset, instant)
     _counters(f, out, samples, layout, offset, DESCRIPTOR_SEQUENCE + 1 + layout.tracks.height)
 
 
@@ -138,78 +129,82 @@ def _events(
     marks,
     start: np.ndarray,
     end: np.ndarray,
+    offset: int,
     instant: np.ndarray,
 ) -> np.ndarray:
+    """Write the event packets of every used track (start/end: ns in canonical order, written less ``offset``)."""
     n = ev.height
     names, name_values = dense_codes(ev.get_column("name"))
-    cats = ev.get_column("cat").to_physical().to_numpy().astype(np.int64)
     src, src_values = dense_codes(ev.get_column("src_cat"))
-    src = np.where(src >= 0, src + len(CATS), -1)
-    name_pool, name_off = utf8_pool(name_values)
-    cat_pool, cat_off = utf8_pool(list(CATS) + src_values)
-    ann_pool, ann_off = utf8_pool(list(encode.ANNOTATION_NAMES))
+    strings, string_bytes = _string_table(name_values, src_values)
+    first_cat, first_name = len(encode.ANNOTATION_NAMES), len(encode.ANNOTATION_NAMES) + len(CATS) + len(src_values)
     args, args_off, args_null = _utf8_column(ev.get_column("args"))
-    name_pool, cat_pool, ann_pool, args, args_off = (
-        readonly(a) for a in (name_pool, cat_pool, ann_pool, args, args_off)
-    )
 
-    tracks = layout.tracks
-    counts = np.bincount(layout.track_of_event, minlength=tracks.height)
+    events = np.empty((len(encode.EVENT_ROWS), n), dtype=np.int64)
+    np.subtract(start, offset, out=events[encode.E_START])
+    np.subtract(end, offset, out=events[encode.E_END])
+    for row, name in ((encode.E_CORR, "corr"), (encode.E_BYTES, "bytes")):
+        events[row] = ev.get_column(name).fill_null(encode.NONE).to_numpy()
+    codes = np.empty((len(encode.CODE_ROWS), n), dtype=np.int32)
+    np.add(names, first_name, out=codes[encode.C_NAME], casting="unsafe")
+    np.add(ev.get_column("cat").to_physical().to_numpy(), first_cat, out=codes[encode.C_CAT], casting="unsafe")
+    np.add(src, first_cat + len(CATS), out=codes[encode.C_SRC_CAT], casting="unsafe")
+    codes[encode.C_SRC_CAT, src < 0] = -1
+    flags = codes[encode.C_FLAGS]
+    np.multiply(args_null == 0, encode.FLAG_ARGS, out=flags, casting="unsafe")
+    flags[instant] |= encode.FLAG_INSTANT
+
+    tracks_df = layout.tracks
+    counts = np.bincount(layout.track_of_event, minlength=tracks_df.height)
     used = np.flatnonzero(counts)
     emit = np.argsort(layout.track_of_event, kind="stable")
-    track_ptr = np.zeros(len(used) + 1, dtype=np.int64)
-    np.cumsum(counts[used], out=track_ptr[1:])
-    track_seq = DESCRIPTOR_SEQUENCE + 1 + used.astype(np.int64)
-    track_uuid = tracks.get_column("uuid").to_numpy().astype(np.int64)[used]
+    tracks = np.zeros((len(encode.TRACK_ROWS), len(used) + 1), dtype=np.int64)
+    np.cumsum(counts[used], out=tracks[encode.TRK_PTR, 1:])
+    tracks[encode.TRK_SEQ, :-1] = DESCRIPTOR_SEQUENCE + 1 + used
+    tracks[encode.TRK_UUID, :-1] = tracks_df.get_column("uuid").to_numpy()[used]
 
-    nflow = np.diff(marks.ptr) * 10
-    strings = (
-        np.diff(name_off)[names] + np.diff(cat_off)[cats] + np.where(src >= 0, np.diff(cat_off)[np.maximum(src, 0)], 0)
-    )
-    begin_cost = encode.SLACK + 32 + strings + np.diff(args_off) + nflow
-    end_cost = encode.SLACK + nflow
-    if n and int((begin_cost + end_cost).max()) > len(out):
-        out = np.empty(int((begin_cost + end_cost).max()) * 2, dtype=np.uint8)
-    state = np.zeros(4, dtype=np.int64)
+    flow_bits = marks.terminating * np.uint8(encode.FLOW_TERMINATING) | marks.at_end * np.uint8(encode.FLOW_AT_END)
+    state = np.zeros(encode.STATE_SLOTS, dtype=np.int64)
     stack = np.empty(max(n, 1), dtype=np.int64)
-    corr, nbytes, instant_u8 = _int_column(ev, "corr"), _int_column(ev, "bytes"), instant.astype(np.uint8)
-    seen = [np.full(len(name_values), -1, np.int64), np.full(len(cat_off) - 1, -1, np.int64), np.full(2, -1, np.int64)]
+    args, args_off, string_bytes = readonly(args), readonly(args_off), readonly(string_bytes)
     while state[encode.S_TRACK] < len(used):
         written = encode.encode_events(
             state,
             stack,
             out,
-            track_ptr,
+            tracks,
             emit,
-            track_seq,
-            track_uuid,
-            start,
-            end,
-            instant_u8,
-            names,
-            cats,
-            src,
-            corr,
-            nbytes,
+            events,
+            codes,
             args,
             args_off,
-            args_null,
-            name_pool,
-            name_off,
-            cat_pool,
-            cat_off,
-            ann_pool,
-            ann_off,
-            *seen,
+            strings,
+            string_bytes,
             marks.ptr,
             marks.fid,
-            marks.terminating,
-            marks.at_end,
-            begin_cost,
-            end_cost,
+            flow_bits,
         )
         f.write(memoryview(out)[:written])
+        if not written:  # the next event's packets are larger than the buffer
+            out = np.empty(2 * int(state[encode.S_NEED]), dtype=np.uint8)
     return out
+
+
+def _string_table(name_values: pl.Series, src_values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's ``strings`` rows (:mod:`di.convert.perfetto.encode`) and their UTF-8 bytes: the annotation
+    names, the categories (canonical, then the distinct ``src_cat`` values), then the event names."""
+    groups = (
+        (pl.Series(encode.ANNOTATION_NAMES, dtype=pl.String), encode.T_I_ANN),
+        (pl.concat([pl.Series(CATS, dtype=pl.String), src_values]), encode.T_I_CATS),
+        (name_values, encode.T_I_NAMES),
+    )
+    string_bytes, off = utf8_buffers(pl.concat([texts for texts, _ in groups]))
+    strings = np.empty((len(encode.STRING_ROWS), len(off)), dtype=np.int64)
+    strings[encode.STR_OFF] = off
+    strings[encode.STR_IID, :-1] = np.concatenate([np.arange(1, len(texts) + 1) for texts, _ in groups])
+    strings[encode.STR_FIELD, :-1] = np.repeat([field for _, field in groups], [len(texts) for texts, _ in groups])
+    strings[encode.STR_SEEN] = -1
+    return strings, string_bytes
 
 
 def _counters(f: IO[bytes], out: np.ndarray, samples: pl.DataFrame, layout, offset: int, first_seq: int) -> None:
@@ -231,7 +226,7 @@ def _counters(f: IO[bytes], out: np.ndarray, samples: pl.DataFrame, layout, offs
     np.cumsum(counts[used], out=ptr[1:])
     ts = samples.get_column("ts_ns").to_numpy() - offset
     bits = readonly(np.ascontiguousarray(samples.get_column("value").to_numpy(), dtype=np.float64).view(np.uint64))
-    state = np.zeros(4, dtype=np.int64)
+    state = np.zeros(encode.STATE_SLOTS, dtype=np.int64)
     uuid = series.get_column("uuid").to_numpy().astype(np.int64)[used]
     while state[encode.S_TRACK] < len(used):
         written = encode.encode_counters(state, out, ptr, order, first_seq + used.astype(np.int64), uuid, ts, bits)
