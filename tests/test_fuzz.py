@@ -56,7 +56,7 @@ def run_inputs(corpus: dict[str, list[C.Seed]], reader: str, seeds: range, tmp: 
         took = time.process_time() - started
         if outcome.kind == C.FAILURE:
             failures.append(f"seed {seed}: {outcome.key}: {outcome.message[:200]}")
-        elif took > SLOW_S:
+        elif took > SLOW_S and seed != seeds.start:  # the first input pays numba's compile of the reader
             failures.append(f"seed {seed}: took {took:.1f} CPU-s")
         shutil.rmtree(folder)
     return failures
