@@ -442,13 +442,12 @@ def _info(args: argparse.Namespace, console: Any) -> None:
 
 
 def _analyze(args: argparse.Namespace, console: Any) -> None:
-    import json
 
     from di.convert.registry import expand
     from di.engine import analyze
     from di.engine.window import parse_window
-    from di.output import atomic_write, claim, file_starts_with
-    from di.viewers.analysis import JSON_MARK, is_csv_folder, render, to_json, validate, write_csv
+    from di.output import claim, file_starts_with
+    from di.viewers.analysis import JSON_MARK, is_csv_folder, render, write_csv, write_json
 
     window = parse_window(args.window)
     from di.parallel import world
@@ -477,14 +476,9 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
     with console.status("analyzing"):
         result = analyze(trace, window=window, per_step=args.steps)
     if args.json:
-        doc = to_json(result, inputs=list(args.inputs))
-        validate(doc)
-        text = json.dumps(doc, indent=1)
+        write_json(result, args.json, inputs=list(args.inputs))
         if args.json == "-":
-            print(text)
             return
-        with atomic_write(args.json) as fh:
-            fh.write(text.encode())
     if args.csv:
         write_csv(result, args.csv, extra=_plugin_analyses(trace, result, console))
     render(result, console, title=", ".join(args.inputs))

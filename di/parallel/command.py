@@ -10,7 +10,6 @@ process waits forever for another.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from di.parallel.exchange import Exchange
@@ -19,10 +18,10 @@ from di.parallel.exchange import Exchange
 def analyze_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
     """``di analyze`` over the processes of ``comm`` (see the module docstring)."""
     from di.convert.registry import expand, load_paths
-    from di.output import atomic_write, claim, file_starts_with
+    from di.output import claim, file_starts_with
     from di.parallel.analyze import analyze
     from di.store import is_store
-    from di.viewers.analysis import JSON_MARK, is_csv_folder, render, to_json, validate, write_csv
+    from di.viewers.analysis import JSON_MARK, is_csv_folder, render, write_csv, write_json
 
     ex = Exchange(comm)
     inputs = expand(args.inputs)
@@ -61,15 +60,9 @@ def analyze_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
     if result is None:
         return
     if args.json:
-        doc = to_json(result, inputs=list(args.inputs))
-        doc["seconds"] = {**result.seconds, "processes": ex.size}
-        validate(doc)
-        text = json.dumps(doc, indent=1)
+        write_json(result, args.json, inputs=list(args.inputs), seconds={"processes": ex.size})
         if args.json == "-":
-            print(text)
             return
-        with atomic_write(args.json) as fh:
-            fh.write(text.encode())
     if args.csv:
         write_csv(result, args.csv)
     render(result, console, title=f"{', '.join(args.inputs)} ({ex.size} processes)")

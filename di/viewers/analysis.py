@@ -82,6 +82,25 @@ def validate(doc: dict[str, Any]) -> None:
         raise SchemaError(f"analysis JSON at {where}: {exc.message}") from None
 
 
+def write_json(result: Analysis, target: str, *, inputs: list[str], seconds: dict[str, Any] | None = None) -> None:
+    """Write the result document (validated) to ``target``, swapped in atomically; ``-`` prints it.
+    ``seconds`` adds to the document's timings (a parallel run's process count)."""
+    import json
+
+    from di.output import atomic_write
+
+    doc = to_json(result, inputs=inputs)
+    if seconds:
+        doc["seconds"] = {**doc["seconds"], **seconds}
+    validate(doc)
+    text = json.dumps(doc, indent=1)
+    if target == "-":
+        print(text)
+        return
+    with atomic_write(target) as fh:
+        fh.write(text.encode())
+
+
 JSON_MARK = b'"format": "di-analysis"'
 """How di recognises an analysis JSON file it wrote (the document's first member, as :func:`to_json` and ``json.dumps(indent=1)`` write it)."""
 
