@@ -355,11 +355,7 @@ def _api(report: Report, table: str, dropped: Counter[str]) -> pl.DataFrame:
     )
     n = c["start"].size
     pos = report.positions(c["name"], c["name_null"])
-    name = (
-        report.derived("api_name", lambda v: v.str.replace(API_VERSION, "").cast(pl.Categorical))
-        .gather(pos)
-        .fill_null("")
-    )
+    name = _api_names(report, pos)
     driver = (c["cls"] == EVENT_CLASS_DRIVER) & ~c["cls_null"] if table == RUNTIME else np.ones(n, np.bool_)
     src_cat = pl.Series(driver).replace_strict({True: "cuda_driver", False: "cuda_runtime"}, return_dtype=pl.String)
     cat = _flag(report, "sync_api", SYNC_API, pos, "sync", "cuda_api")
@@ -505,17 +501,22 @@ def graph_launches(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     return frame(n, base(n, **_gpu_cols(c), name=name, src_cat="cuda_graph", cat="kernel", args=args))
 
 
+def _api_names(report: Report, pos: pl.Series) -> pl.Series:
+    """The API name at each string position (``nameId`` through ``StringIds``), version suffix removed."""
+    return (
+        report.derived("api_name", lambda v: v.str.replace(API_VERSION, "").cast(pl.Categorical))
+        .gather(pos)
+        .fill_null("")
+    )
+
+
 def _graph_definitions(report: Report, table: str, ids: dict[str, str]) -> pl.DataFrame:
     """CUDA graph and graph node definitions (creation, cloning, instantiation) on the thread that made them:
     cat cuda_api, the ids in args."""
     c = report.ints(table, {"start": "start", "end": "end", "gtid": "globalTid", "name": "nameId", **ids})
     n = c["start"].size
     pos = report.positions(c["name"], c["name_null"])
-    name = (
-        report.derived("api_name", lambda v: v.str.replace(API_VERSION, "").cast(pl.Categorical))
-        .gather(pos)
-        .fill_null("")
-    )
+    name = _api_names(report, pos)
     args = json_object({key.replace("_", " "): num(c[key], c[key + "_null"]) for key in ids})
     src_cat = "cuda_graph" if table == GRAPHS else "cuda_graph_node"
     return frame(n, base(n, **thread(c), name=name, src_cat=src_cat, cat="cuda_api", args=args))
