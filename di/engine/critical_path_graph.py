@@ -101,8 +101,9 @@ def in_graph(frame: EventFrame) -> np.ndarray:
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _layout(rows, loc, start, end, end_order, ev, t, is_end, first, owner, closed, stack):
-    """The nodes in program order, into ev, t, is_end, first, owner (2 per event; ``is_end``, ``first`` and
-    ``closed``, one per event row, zeroed by the caller; ``stack``: room for one node per event).
+    """The nodes in program order, into ev, t, is_end, first, owner (two nodes per event; ``is_end`` and
+    ``first`` zeroed by the caller). Scratch from the caller: ``closed``, one zeroed flag per event row of
+    the trace; ``stack``, room for one entry per graph event.
 
     rows: graph events in (loc, start, -end) order; end_order: the same events by (loc, end, -start).
     ``owner`` of a node: the innermost event open just before it on its timeline (-1: none).
