@@ -88,9 +88,17 @@ def test_allow_list_is_current(dispatchers: dict[str, list[str]]) -> None:
     assert not stale, f"allow-list entries no longer needed: {stale}"
 
 
+MAIN_PATHS = ("di.convert.chrome.", "di.convert.perfetto.", "di.convert.otf2.", "di.engine.", "di.convert.lanes.")
+"""Packages whose kernels the warmup tasks must reach (each main path; the count of kernels per path
+falls as kernels are merged, so the test asks for each path rather than a total)."""
+
+
 def test_the_main_paths_reach_the_kernels(dispatchers: dict[str, list[str]]) -> None:
-    used = sum(1 for sigs in dispatchers.values() if sigs)
-    assert used >= 100, f"only {used} kernels compiled: the warmup tasks no longer reach the main paths"
+    used = [name for name, sigs in dispatchers.items() if sigs]
+    missed = [path for path in MAIN_PATHS if not any(name.startswith(path) for name in used)]
+    assert not missed and len(used) >= 50, (
+        f"{len(used)} kernels compiled, none under {missed}: the warmup tasks no longer reach the main paths"
+    )
 
 
 INLINE_CHAINS_KNOWN = {
