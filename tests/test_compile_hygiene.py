@@ -118,8 +118,20 @@ INLINE_CHAINS_KNOWN = {
 """Chains of ``inline='always'`` helpers present when the rule was written (the Chrome scanner's and the
 Perfetto encoder's, being cut by their owners); the rule fails on any other."""
 
-NO_ALLOCATION = ("di.engine.", "di.convert.lanes", "di.convert.columns")
-"""Modules whose kernels take their outputs from the caller (``_nrt=False``)."""
+NO_ALLOCATION = tuple(
+    f"di.{m}."
+    for m in (
+        "engine.intervals",
+        "engine.breakdown",
+        "engine.critical_path",
+        "engine.critical_path_graph",
+        "engine.inferred_edges",
+        "convert.lanes",
+        "convert.columns",
+    )
+)
+"""Modules whose kernels take their outputs from the caller (``_nrt=False``): the analyses' and the
+writers' shared helpers, on the path of every command that analyses or writes."""
 
 
 def _imported_kernels() -> dict[str, object]:
