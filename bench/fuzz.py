@@ -2,7 +2,7 @@
 
 Run on demand (not a test; ``tests/test_fuzz.py`` runs a few hundred inputs)::
 
-    python bench/fuzz.py [--count 100000] [--seed 0] [--reader kineto,chrome,perfetto,otf2,di]
+    python bench/fuzz.py [--count 100000] [--seed 0] [--reader kineto,chrome,perfetto,otf2,di,nsys]
                          [--workers 1] [--timeout 10] [--max-rss-mb 2048] [--cli-every 500]
     python bench/fuzz.py --reader otf2 --replay SEED [--keep DIR]    # one input again, in this process
 
@@ -259,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=100_000, help="inputs in all, shared evenly among the readers")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--reader", default="kineto,chrome,perfetto,otf2,di", help="comma-separated: kineto, chrome, perfetto, otf2, di"
+        "--reader",
+        default="kineto,chrome,perfetto,otf2,di,nsys",
+        help="comma-separated: kineto, chrome, perfetto, otf2, di, nsys",
     )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds an input may take before it counts as a hang")

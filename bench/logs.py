@@ -10,7 +10,8 @@ warm-up:
 
 - ``lines``: :func:`di.convert.logs.text.read_lines` (read, decode, split, ANSI and
   rank prefixes stripped, garbled lines counted), MB/s of file bytes;
-- each parser (``nccl``, ``nccl_tests``, ``training``, ``nvidia_smi``) over the cleaned lines;
+- each parser (``nccl``, ``nccl_tests``, ``training``, ``nvidia_smi``, ``slurm``, ``darshan`` text) over the
+  cleaned lines;
 - ``read_log``: the whole connector (all families, trace built), MB/s.
 
 Rates are per wall second and per CPU second of the process (all threads): on a
@@ -53,6 +54,14 @@ SAMPLES = {
         "nvidia-smi/query_gpu_timeseries_noheader_nounits_4gpu.csv",
         "nvidia-smi/capture_linux_h100_80gb_hbm3_drv590.48.01.txt",
     ],
+    "slurm": [
+        "slurm/sacct_parsable_P_psc_bridges_2018.txt",
+        "slurm/sacct_default_fixedwidth_psc_bridges_2018_first1500lines.txt",
+    ],
+    "darshan": [
+        "darshan/pydarshan_ior_hdf5_example.dxt-parser.txt",
+        "darshan/pydarshan_ior_hdf5_example.darshan-parser.txt",
+    ],
 }
 
 
@@ -71,6 +80,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=64.0, help="MB of log text per family (default 64)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--families", default=",".join(SAMPLES), help="comma-separated families to run (default all)")
     args = ap.parse_args()
     if not DATA.is_dir():
         sys.exit(f"shared log samples absent: {DATA.name}/ not found under ../shared/data")
@@ -86,6 +96,8 @@ def main() -> None:
     print(f"{'family':12} {'step':10} {'MB':>7} {'MB/s wall':>10} {'MB/s CPU':>10}")
     with tempfile.TemporaryDirectory(prefix="di-bench-logs-") as tmp:
         for family, files in SAMPLES.items():
+            if family not in args.families.split(","):
+                continue
             text = b"".join((DATA / f).read_bytes().rstrip(b"\n") + b"\n" for f in files)
             data = text * max(1, int(args.mb * 1e6 / len(text)))
             path = Path(tmp) / f"{family}.log"

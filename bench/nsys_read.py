@@ -7,13 +7,17 @@ Run on demand (not a test)::
 A large export is made from the shared CloverLeaf one (``../shared/data/nsys/cloverleaf``)
 by appending ``--copies`` shifted copies of its kernel, memcpy, synchronization,
 runtime and OS-runtime rows (times and correlation ids shifted, so launch flows stay
-one to one), in a temporary folder. Then:
+one to one) and ``--nvtx`` NVTX ranges with text, in a temporary folder. Then:
 
 (1) Ways to fetch the kernel table's integer columns (start, end, deviceId, streamId,
     correlationId, globalPid, demangledName, shortName) into numpy: Python's
     ``sqlite3`` ``fetchall`` -> ``np.array``, ``fetchall`` -> ``pl.DataFrame(orient="row")``,
-    ``pl.read_database``, per-column queries through ``np.fromiter``, and di's numba loop
-    over the SQLite C API (:mod:`di.convert.nsys.scan`); rows/s, best of ``--repeats``.
+    ``pl.read_database``, per-column queries through ``np.fromiter``, per-column
+    ``group_concat`` texts parsed by numpy (one Python string per column, not per value),
+    ``pl.read_database_uri`` with a ``sqlite://`` URI through connectorx and through ADBC's
+    SQLite driver (Arrow buffers; run where those optional packages are importable, else
+    said skipped: they are no dependency of di), and di's numba loop over the SQLite C API
+    (:mod:`di.convert.nsys.scan`); rows/s, best of ``--repeats``.
 (2) The whole reader (:func:`di.convert.nsys.reader.read_nsys`) with the numba loop and
     with ``fetchall``: rows read (of the tables it maps) per second, best of ``--repeats``,
     after one warm-up run (numba's cache compiled).
@@ -56,8 +60,9 @@ TABLES = (
 KERNEL_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName", "shortName"]
 
 
-def grow(src: Path, dst: Path, copies: int) -> int:
-    """Copy ``src`` to ``dst`` and append ``copies`` shifted copies of the event tables; returns their rows."""
+def grow(src: Path, dst: Path, copies: int, nvtx: int = 0) -> int:
+    """Copy ``src`` to ``dst`` and append ``copies`` shifted copies of the event tables, and ``nvtx`` NVTX
+    push/pop ranges with unregistered text (300 distinct, as a profiler's per-operator ranges); returns the rows."""
     shutil.copyfile(src, dst)
     con = sqlite3.connect(dst)
     span = con.execute("SELECT max(end) - min(start) + 1000 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
@@ -76,6 +81,20 @@ def grow(src: Path, dst: Path, copies: int) -> int:
         )
         con.execute("DROP TABLE base")
         rows += con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    if nvtx:
+        gtid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1").fetchone()[0]
+        con.execute(
+            "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER,"
+            " category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER,"
+            " domainId INTEGER)"
+        )
+        con.execute(
+            f"WITH RECURSIVE n(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM n WHERE k < {nvtx}) "
+            "INSERT INTO NVTX_EVENTS SELECT k * 1000, k * 1000 + 500, 59, NULL, NULL, NULL, 'op_' || (k % 300), ?, "
+            "NULL, NULL, 0 FROM n",
+            (gtid,),
+        )
+        rows += nvtx
     con.commit()
     con.close()
     return rows
@@ -94,6 +113,22 @@ def best(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
 
 def rates(n: int, seconds: tuple[float, float]) -> dict[str, float]:
     return {"wall": n / seconds[0], "cpu": n / seconds[1]}
+
+
+def _uri_methods(path: Path, sql: str) -> dict[str, Callable[[], object]]:
+    """``pl.read_database_uri`` through connectorx and ADBC, for those installed."""
+    out: dict[str, Callable[[], object]] = {}
+    for engine, module in (("connectorx", "connectorx"), ("adbc", "adbc_driver_sqlite")):
+        try:
+            __import__(module)
+        except ImportError:
+            print(f"pl.read_database_uri ({engine}): skipped, {module} is not installed")
+            continue
+        uri = f"sqlite://{path.resolve()}" if engine == "connectorx" else f"sqlite:///{path.resolve()}"
+        out[f"pl.read_database_uri ({engine}, Arrow)"] = lambda uri=uri, engine=engine: pl.read_database_uri(
+            sql, uri, engine=engine
+        )
+    return out
 
 
 def fetch_methods(path: Path, repeats: int) -> dict[str, dict[str, float]]:
@@ -117,6 +152,14 @@ def fetch_methods(path: Path, repeats: int) -> dict[str, dict[str, float]]:
             )
             for c in KERNEL_COLS
         ],
+        "per-column group_concat -> np.array(str.split)": lambda: [
+            np.array(
+                con.execute(f"SELECT group_concat({c}) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0].split(","),
+                dtype=np.int64,
+            )
+            for c in KERNEL_COLS
+        ],
+        **_uri_methods(path, sql),
         "numba loop over the SQLite C API (di)": lambda: int_columns(
             con, path, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLS
         ),
@@ -142,17 +185,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--copies", type=int, default=150)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--nvtx", type=int, default=200_000, help="NVTX ranges added (CloverLeaf traced none)")
     ap.add_argument("--sqlite", type=Path, default=CLOVER)
     args = ap.parse_args()
     if not args.sqlite.exists():
         sys.exit(f"{args.sqlite}: not found (the shared CloverLeaf export)")
     with tempfile.TemporaryDirectory(prefix="di-nsys-bench-") as tmp:
         big = Path(tmp) / "big.sqlite"
-        rows = grow(args.sqlite, big, args.copies)
+        rows = grow(args.sqlite, big, args.copies, args.nvtx)
         kernels = sqlite3.connect(big).execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
         fetch = fetch_methods(big, args.repeats)
         reader = whole_reader(big, rows, args.repeats)
-    print(f"export: {rows:,} event rows ({kernels:,} kernels), {args.copies} copies of the CloverLeaf rows")
+    print(
+        f"export: {rows:,} event rows ({kernels:,} kernels, {args.nvtx:,} NVTX ranges), "
+        f"{args.copies} copies of the CloverLeaf rows"
+    )
     load = os.getloadavg()[0]
     print(
         f"{'method':48s} {'rows/s (wall)':>14s} {'rows/s (CPU)':>14s}   load average {load:.1f} on {os.cpu_count()} cores"

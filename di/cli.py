@@ -18,7 +18,7 @@ EXIT_BUG = 70
 """An internal error of di (sysexits' EX_SOFTWARE): one line on stderr names the log holding the traceback."""
 
 EXAMPLES = {
-    "convert": "examples:\n  di convert rank-*.json.gz -o job.di   (the store stays raw: no analysis tracks)\n  di convert job.di -o job.json.gz   (with the analysis tracks)\n  di convert job.di -o job.json.gz --no-analysis   (the program's events only)\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di",
+    "convert": "examples:\n  di convert rank-*.json.gz -o job.di   (the store stays raw: no analysis tracks)\n  di convert job.di -o job.json.gz   (with the analysis tracks)\n  di convert job.di -o job.json.gz --no-analysis   (the program's events only)\n  di convert scorep-run/traces.otf2 -o job.di\n  di convert job.di -o job.otf2   (Vampir)\n  di convert job.di -o job.perfetto-trace\n  di convert trace.json --rank 3 -o rank3.di\n  mpiexec -n 4 di convert rank-*.json.gz -o job.di   (each process reads a share of the files; the store is partitioned by rank)",
     "info": "examples:\n  di info job.di\n  di info traces/          (a directory of per-rank Kineto files)\n  di info trace.json --json",
     "demo": "examples:\n  di demo -o demo.di       (records the built-in 4-rank MPI job with everything available)\n  di demo --kineto -o demo/  (writes demo/rank-N.json, a 4-rank Kineto-shaped job)",
     "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n  di record --gpu -o run.di -- torchrun --nproc-per-node 2 train.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
@@ -28,7 +28,7 @@ EXAMPLES = {
     "diff": "examples:\n  di diff before.di after.di\n  di diff base/ test/ --window steps=1: --json diff.json --html diff.html\n  di diff a.json.gz b.json.gz --json -   (the JSON on stdout)",
     "dashboard": "examples:\n  di dashboard runs/        (every run in runs/: .di stores, Kineto folders, trace files)\n  di dashboard runs/ --port 0 --no-browser",
     "plugins": "examples:\n  di plugins          (connectors, analyses and report panels installed as entry points)",
-    "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s",
+    "analyze": "examples:\n  di analyze job.di\n  di analyze traces/ --window steps=:-1 --steps\n  di analyze rank-*.json.gz --json result.json --csv result/\n  di analyze job.di --window time=0.5s:2s\n  mpiexec -n 4 di analyze job.di --json result.json   (each process reads and analyses its ranks of a store written by di convert --partition or under mpiexec; process 0 writes)",
 }
 
 
@@ -80,6 +80,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--to",
         help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)",
+    )
+    c.add_argument(
+        "--partition",
+        action="store_true",
+        help="write a .di store split by rank (one Parquet file per table and rank), so that `mpiexec -n P di "
+        "analyze` reads in each process only the ranks it owns; the form di convert writes of several input files "
+        "holding several ranks, and under mpiexec",
     )
     _force_option(c)
     _rank_options(c)
@@ -288,6 +295,13 @@ def _rank_options(p: argparse.ArgumentParser) -> None:
         help="comma-separated rank per input file (overrides the ranks their content names)",
     )
     _size_option(p)
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="read the input files in N processes (default: the cores available; inputs under 64 MB in all are "
+        "read in one). Under mpiexec each MPI process reads its share instead",
+    )
 
 
 def _size_option(p: argparse.ArgumentParser) -> None:
@@ -322,6 +336,12 @@ def _load(args: argparse.Namespace) -> Any:
     if len(paths) == 1:
         with console.status(f"loading {paths[0]}"):
             trace = load_paths(paths, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size)
+    elif (getattr(args, "jobs", None) or _cores()) > 1 and len(paths) > 1:
+        from di.parallel.convert import load_jobs
+
+        jobs = getattr(args, "jobs", None) or _cores()
+        with console.status(f"loading {len(paths)} files in up to {jobs} processes"):
+            trace = load_jobs(paths, jobs=jobs, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size)
     else:
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("loading", total=len(paths))
@@ -337,8 +357,23 @@ def _load(args: argparse.Namespace) -> Any:
     return trace
 
 
+def _cores() -> int:
+    from di.parallel.convert import available_cores
+
+    return available_cores()
+
+
 def _convert(args: argparse.Namespace, console: Any) -> None:
     import di
+    from di.parallel import world
+
+    comm = world()  # under mpiexec -n P (P > 1): each process reads a share, the store is written partitioned
+    if comm is not None:
+        from di.parallel.command import run_or_abort
+        from di.parallel.convert import convert_command
+
+        run_or_abort(convert_command, args, console, comm)
+        return
     from di.analysis_parts import without_analysis
     from di.convert.registry import claim_output, expand, save_path
     from di.viewers.analysis_tracks import VIEWER_FORMATS, with_analysis
@@ -367,7 +402,17 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
                     ],
                 )
     with console.status(f"writing {args.output}"):
-        save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
+        # the rank-partitioned store (di.store_partition) for many per-rank inputs, or when asked
+        if writer.name == "di" and (args.partition or (len(inputs) > 1 and len(program.ranks) > 1)):
+            from di.store import write_store
+
+            sources = [s.get("path") for s in trace.meta.get("sources", []) if isinstance(s, dict)]
+            claim_output(
+                args.output, to=args.to, force=args.force, inputs=[*inputs, *(s for s in sources if isinstance(s, str))]
+            )
+            write_store(trace, args.output, partitioned=True)
+        else:
+            save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
     added = trace.events.height - program.events.height
     also = "".join(
         f", {getattr(program, t).height:,} {t}" for t in ("messages", "collectives") if getattr(program, t).height
@@ -406,8 +451,18 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
     from di.viewers.analysis import JSON_MARK, is_csv_folder, render, to_json, validate, write_csv
 
     window = parse_window(args.window)
-    if args.batch or _all_stores(args.inputs):
-        _analyze_batch(args, window, console)
+    from di.parallel import world
+
+    comm = world()  # under mpiexec -n P (P > 1): each process owns some ranks (di.parallel)
+    batch = args.batch or _all_stores(args.inputs)
+    if comm is not None and not batch:
+        from di.parallel.command import analyze_command, run_or_abort
+
+        run_or_abort(analyze_command, args, console, comm)
+        return
+    if batch:
+        if comm is None or comm.Get_rank() == 0:  # a batch of traces runs in process 0 only
+            _analyze_batch(args, window, console)
         return
     from di.analysis_parts import without_analysis
 

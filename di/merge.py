@@ -54,7 +54,8 @@ def merge(parts: Sequence[Trace]) -> Trace:
     """
     _check_ranks(parts)
     tables: dict[str, list[pl.DataFrame]] = {
-        k: [] for k in ("locations", "events", "messages", "collectives", "flows", "series", "samples")
+        k: []
+        for k in ("locations", "events", "messages", "collectives", "flows", "series", "samples", "comms", "comm_links")
     }
     sources: list[dict[str, Any]] = []
     warnings: list[str] = []
@@ -69,6 +70,8 @@ def merge(parts: Sequence[Trace]) -> Trace:
         tables["flows"].append(_shift(t.flows, ["src", "dst"], ev_off))
         tables["series"].append(_shift(_shift(t.series, ["series"], ser_off), ["loc"], loc_off))
         tables["samples"].append(_shift(t.samples, ["series"], ser_off))
+        tables["comms"].append(t.comms)
+        tables["comm_links"].append(t.comm_links)
         sources.extend(t.meta.get("sources", []))
         warnings.extend(t.meta.get("warnings", []))
         ev_off += t.events.height
@@ -84,4 +87,6 @@ def merge(parts: Sequence[Trace]) -> Trace:
     }
     merged = {k: pl.concat(v, how="vertical_relaxed") for k, v in tables.items()}
     merged["collectives"] = assign_instances(merged["collectives"])
+    merged["comms"] = merged["comms"].unique(maintain_order=True)  # two logs of one job may print the same init
+    merged["comm_links"] = merged["comm_links"].unique(maintain_order=True)
     return Trace.build(meta=meta, **merged)

@@ -21,7 +21,7 @@ from di.errors import SchemaError
 SCHEMA_VERSION = 1
 """Version of the canonical trace schema that this di writes."""
 
-TABLES = ("locations", "events", "messages", "collectives", "flows", "series", "samples")
+TABLES = ("locations", "events", "messages", "collectives", "flows", "series", "samples", "comms", "comm_links")
 
 
 def schema_dir(version: int = SCHEMA_VERSION, family: str = "trace") -> Path:

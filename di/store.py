@@ -61,6 +61,8 @@ def write_store(
     compression_level: int = 3,
     keep: tuple[str, ...] = (),
     extra: dict[str, pl.DataFrame] | None = None,
+    partitioned: bool = False,
+    ranks_per_group: int | None = None,
 ) -> None:
     """Validate ``trace`` and write it as a ``.di`` store, replacing one that di wrote.
 
@@ -75,6 +77,9 @@ def write_store(
         keep: entries of the existing store to carry over unchanged (a recording's ``raw/``).
         extra: more tables to write beside the schema's (``NAME.parquet``), such as
             a recording's per-file I/O statistics.
+        partitioned: write the tables split by rank group (:mod:`di.store_partition`).
+        ranks_per_group: ranks per group of the partitioned form (default: see
+            :func:`di.store_partition.rank_groups`).
 
     Raises:
         SchemaError: the trace does not match the schema.
@@ -95,10 +100,20 @@ def write_store(
         )
     trace = trace.with_meta(refresh_meta(trace))
     trace.validate()
+    meta = {k: v for k, v in trace.meta.items() if k != "partitions"}  # the layout is this write's, never inherited
     with atomic_dir(target, keep=keep) as tmp:
-        for name, df in {**trace.tables(), **(extra or {})}.items():
+        tables = {**trace.tables(), **(extra or {})}
+        if partitioned:  # the rank-partitioned form: one file per table and rank group
+            from di.store_partition import write_tables
+
+            def write(df: pl.DataFrame, file: Path) -> None:
+                _write_parquet(df, file, compression_level)
+
+            meta = {**meta, "partitions": write_tables(trace.tables(), tmp, write, ranks_per_group=ranks_per_group)}
+            tables = dict(extra or {})
+        for name, df in tables.items():
             _write_parquet(df, tmp / f"{name}.parquet", compression_level)
-        (tmp / META).write_text(json.dumps(trace.meta, indent=1) + "\n")
+        (tmp / META).write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def _write_parquet(df: pl.DataFrame, file: Path, level: int) -> None:
@@ -144,8 +159,14 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return meta
 
 
-def _table_path(store: Path, name: str) -> Path:
+OPTIONAL_TABLES = ("comms", "comm_links")
+"""Tables added after schema v1's first stores: a store without their files has none of their rows."""
+
+
+def _table_path(store: Path, name: str) -> Path | None:
     file = store / f"{name}.parquet"
+    if not file.is_file() and name in OPTIONAL_TABLES:
+        return None
     if not file.is_file():
         raise FormatError(store, f"table file {file.name} is missing")
     return file
@@ -172,13 +193,28 @@ def read_store(path: str | os.PathLike[str], *, max_input_bytes: int | None = No
     if max_input_bytes is not None:
         check_size(store / META, (store / META).stat().st_size if (store / META).is_file() else 0, max_input_bytes)
     meta = read_meta(store)
-    files = {name: _table_path(store, name) for name in schema.TABLES}
-    if max_input_bytes is not None:
+    from di.store_partition import is_partitioned
+
+    if is_partitioned(meta):  # the rank-partitioned form (di.store_partition)
+        from di.store_partition import read_tables, uncompressed_files
+
+        if max_input_bytes is not None:
+            size = sum(_uncompressed_bytes(f) for f in uncompressed_files(store, meta))
+            check_size(store, size, max_input_bytes, "holds tables of")
+        files: dict[str, Path] = {}
+        parts = read_tables(store, meta, _read_checked)
+    else:
+        files = {name: file for name in schema.TABLES if (file := _table_path(store, name)) is not None}
+        parts = {}
+    if files and max_input_bytes is not None:
         check_size(store, sum(_uncompressed_bytes(f) for f in files.values()), max_input_bytes, "holds tables of")
     tables = {}
-    for name, file in files.items():
+    for name in schema.TABLES:
+        if name not in parts and name not in files:  # an optional table this store does not have
+            continue
+        file = files.get(name, store)
         try:
-            tables[name] = conform(name, _read_parquet(file))
+            tables[name] = conform(name, parts[name] if parts else _read_parquet(file))
         except pl.exceptions.PolarsError as exc:  # corrupt Parquet, or a column that does not cast to the schema's type
             raise FormatError(
                 file, f"unreadable Parquet or not table {name!r} ({type(exc).__name__}: {_first_line(exc)})"
@@ -199,6 +235,14 @@ def read_store(path: str | os.PathLike[str], *, max_input_bytes: int | None = No
         where = store / f"{table}.parquet" if table else store / META if text.startswith("meta.json") else store
         raise FormatError(where, f"does not match the trace schema: {text}") from None
     return trace
+
+
+def _read_checked(file: Path) -> pl.DataFrame:
+    """One Parquet file, or FormatError naming it."""
+    try:
+        return _read_parquet(file)
+    except (Exception, pl.exceptions.PanicException) as exc:
+        raise FormatError(file, f"unreadable Parquet ({type(exc).__name__}: {_first_line(exc)})") from None
 
 
 def _read_parquet(file: Path) -> pl.DataFrame:
@@ -246,6 +290,13 @@ def _uncompressed_bytes(file: Path) -> int:
 
 def scan_store(path: str | os.PathLike[str]) -> dict[str, pl.LazyFrame]:
     """Lazy frames over each table of a store (nothing is read until collected)."""
+    from di.store_partition import is_partitioned, scan_tables
+
     store = Path(path)
-    read_meta(store)
-    return {name: pl.scan_parquet(_table_path(store, name)) for name in schema.TABLES}
+    meta = read_meta(store)
+    if is_partitioned(meta):
+        return scan_tables(store, meta)
+    return {
+        name: pl.scan_parquet(file) if (file := _table_path(store, name)) is not None else conform(name, None).lazy()
+        for name in schema.TABLES
+    }

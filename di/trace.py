@@ -60,6 +60,8 @@ class Trace:
         flows: dependency edges other than program order and messages.
         series: counter series with units.
         samples: counter samples (series, ts_ns, value).
+        comms: one row per rank and communicator it joined (NCCL logs).
+        comm_links: channel connections, ring and tree edges of communicators, with transports.
         meta: the content of meta.json (schema version, clock, sources, drops, warnings).
     """
 
@@ -70,6 +72,8 @@ class Trace:
     flows: pl.DataFrame = field(default_factory=lambda: conform("flows", None))
     series: pl.DataFrame = field(default_factory=lambda: conform("series", None))
     samples: pl.DataFrame = field(default_factory=lambda: conform("samples", None))
+    comms: pl.DataFrame = field(default_factory=lambda: conform("comms", None))
+    comm_links: pl.DataFrame = field(default_factory=lambda: conform("comm_links", None))
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -30,7 +30,7 @@ from typing import Any
 
 from tests import fuzz_mutators as M
 
-READERS = ("kineto", "chrome", "perfetto", "otf2", "di")
+READERS = ("kineto", "chrome", "perfetto", "otf2", "di", "nsys")
 SHARED_KINETO = (
     "hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
     "hta_critical_path/cuda_event_sync/event_sync_trace.json.gz",
@@ -117,6 +117,9 @@ def build_corpus(root: Path, shared: Path | None) -> Path:
         _put(root / "di" / name, _tree(work / f"{name}.di", f"{name}.di"))
     di.save(demo, work / "otf2" / "demo.otf2")
     _put(root / "otf2" / "demo", _tree(work / "otf2", ""))
+    from tests import nsys_fuzz
+
+    nsys_fuzz.write_seeds(root / "nsys", shared)
     foreign = _foreign_perfetto()
     if foreign:
         _put(root / "perfetto" / "foreign", {"sdk.pftrace": foreign})
@@ -199,9 +202,16 @@ def write_case(corpus: dict[str, list[Seed]], reader: str, case_seed: int, folde
     seed = rng.choice(seeds)
     donor = rng.choice(seeds)
     files = dict(seed.files)
-    entry = {"kineto": _chrome, "chrome": _chrome, "perfetto": _perfetto, "otf2": _otf2, "di": _store}[reader](
-        rng, seed, donor, files
-    )
+    from tests import nsys_fuzz
+
+    entry = {
+        "kineto": _chrome,
+        "chrome": _chrome,
+        "perfetto": _perfetto,
+        "otf2": _otf2,
+        "di": _store,
+        "nsys": nsys_fuzz.mutate,
+    }[reader](rng, seed, donor, files)
     _put(folder, files)
     return folder / entry
 

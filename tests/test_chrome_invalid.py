@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import di
+from di.convert.provenance import TRUNCATED_TAIL
 from conftest import assert_valid, kineto_file, trace_doc, write_json
 from di.cli import main
 
@@ -46,7 +47,7 @@ def test_truncated_gzip_keeps_what_came_before(tmp_path: Path, capsys: pytest.Ca
     assert 0 < t.events.height < whole.events.height
     warnings = " ".join(t.meta["warnings"])
     assert "gzip stream truncated" in warnings and "truncated at byte" in warnings and str(cut) in warnings
-    assert dropped(t)["truncated: bytes after the last complete event"] > 0
+    assert dropped(t)[TRUNCATED_TAIL] > 0
     assert main(["convert", str(cut), "-o", str(tmp_path / "cut.di")]) == 0
     assert "warning" in capsys.readouterr().out
     stub = write_json(tmp_path, "stub.json.gz", data[:20])
@@ -68,7 +69,7 @@ def test_invalid_json_in_the_middle(tmp_path: Path) -> None:
     t = assert_valid(di.load(write_json(tmp_path, "bad.json", bad)))
     assert t.events.get_column("name").cast(str).to_list() == ["ok", "ok2"]
     rest = len(bad) - bad.index("xx")
-    assert dropped(t) == {"invalid JSON: bytes after the last complete event": rest}
+    assert dropped(t) == {TRUNCATED_TAIL: rest}
     assert any(f"invalid JSON at byte {bad.index('xx')}" in w for w in t.meta["warnings"])
 
 
@@ -103,8 +104,8 @@ def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     [
         ({"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 5, "dur": -1}, "X event with negative dur"),
         ({"ph": "Z", "name": "a", "pid": 1, "tid": 1, "ts": 5}, "unknown phase 'Z'"),
-        ({"ph": "E", "pid": 1, "tid": 1, "ts": 5}, "B/E end without begin"),
-        ({"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 5}, "B/E begin without end"),
+        ({"ph": "E", "pid": 1, "tid": 1, "ts": 5}, "B/E ends without a begin"),
+        ({"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 5}, "B/E begins without an end"),
         ({"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": "soon", "dur": 1}, "ts is not a number"),
     ],
     ids=["negative-dur", "unknown-phase", "E-without-B", "B-without-E", "string-ts"],
@@ -172,7 +173,7 @@ def test_ids_beyond_int64(tmp_path: Path) -> None:
         )
     )
     assert t.flows.select("src", "dst", "id", "src_cat").rows() == [(0, 1, None, "c")]
-    assert dropped(t) == {"flow start without end": 1}
+    assert dropped(t) == {"flow starts without an end": 1}
 
 
 def test_ts_beyond_int64_ns(tmp_path: Path) -> None:

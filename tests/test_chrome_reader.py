@@ -19,10 +19,11 @@ import polars as pl
 import pytest
 
 import di
+from di.convert.provenance import FLOW_END_WITHOUT_START, FLOW_START_WITHOUT_END
 from conftest import KINETO, NO_DATA, assert_valid, is_execution_trace, kineto_files, kineto_id, trace_doc, write_json
 from oracles import nest_reference
 
-FLOW_DROPS = ("flow start without end", "flow end without start", "flow step on no slice")
+FLOW_DROPS = (FLOW_START_WITHOUT_END, FLOW_END_WITHOUT_START, "flow step on no slice")
 
 
 def _params(traces_only: bool = False) -> list[Any]:
@@ -413,7 +414,10 @@ def test_async_begin_end_and_instant(tmp_path: Path, load_valid) -> None:
     )
     assert t.locations.select("pid", "tid", "kind", "name").rows() == [(1, None, "async", "net")]
     assert rows(t) == [(0, 1000, 5000, "req", 0, None, False), (0, 2000, 2000, "req", 1, 0, True)]
-    assert t.meta["sources"][0]["dropped"] == {"async b/e begin without end": 1, "async b/e end without begin": 1}
+    assert t.meta["sources"][0]["dropped"] == {
+        "async b/e begins without an end": 1,
+        "async b/e ends without a begin": 1,
+    }
 
 
 def test_flow_steps_with_and_without_binding_point(tmp_path: Path, load_valid) -> None:
@@ -444,7 +448,7 @@ def test_flow_steps_with_and_without_binding_point(tmp_path: Path, load_valid) -
         (1, 2, "user", 1, "c1"),
         (0, 3, "user", 1, "c2"),
     ]
-    assert t.meta["sources"][0]["dropped"] == {"flow start without end": 1, "flow step on no slice": 1}
+    assert t.meta["sources"][0]["dropped"] == {"flow starts without an end": 1, "flow step on no slice": 1}
 
 
 def test_flow_v2_bind_id(tmp_path: Path, load_valid) -> None:
@@ -464,7 +468,7 @@ def test_flow_v2_bind_id(tmp_path: Path, load_valid) -> None:
         (0, 1, "user", 42, None),
         (1, 2, "user", 42, None),
     ]
-    assert t.meta["sources"][0]["dropped"] == {"flow_in without flow_out": 1}
+    assert t.meta["sources"][0]["dropped"] == {"flow_in flow ends without a start": 1}
 
 
 def test_array_format_without_closing_bracket_and_string_pid(tmp_path: Path, load_valid) -> None:

@@ -476,7 +476,7 @@ def test_a_ditrace_message_whose_event_is_missing_is_dropped_and_counted(tmp_pat
     path.write_bytes(orjson.dumps(doc))
     back = assert_valid(di.load(path))
     assert back.messages.select("send", "recv", "bytes").rows() == [(0, 1, 8)]
-    assert back.meta["sources"][0]["dropped"] == {"messages row whose event was not loaded": 1}
+    assert back.meta["sources"][0]["dropped"] == {"messages rows whose event was not loaded": 1}
     assert any("diTrace categories ignored" in w for w in back.meta["warnings"])
     assert back.events.get_column("cat").to_list() == ["other", "other"]
 

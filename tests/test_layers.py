@@ -11,7 +11,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "di"
 
 MODEL, PRODUCERS, ENGINE, VIEWERS, TOP = range(5)
 LAYER_NAMES = {MODEL: "model", PRODUCERS: "capture/convert", ENGINE: "engine", VIEWERS: "viewers", TOP: "commands/demo"}
-SUBPACKAGES = {"capture": PRODUCERS, "convert": PRODUCERS, "engine": ENGINE, "viewers": VIEWERS, "demo": TOP}
+SUBPACKAGES = {
+    "capture": PRODUCERS,
+    "convert": PRODUCERS,
+    "engine": ENGINE,
+    "viewers": VIEWERS,
+    "demo": TOP,
+    "parallel": TOP,
+}
 MODULES = {"cli": TOP, "__main__": TOP, "warmup": TOP, "plugins": PRODUCERS}
 """Modules at the package's top level belong to the model unless named here (warmup: a command that runs every
 layer's kernels; plugins: the

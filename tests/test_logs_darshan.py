@@ -40,3 +40,90 @@ def test_parser_counters_and_totals() -> None:
     assert shared and shared[0]["bytes_written"] == 4195800 and shared[0]["opens"] == 22
     total = di.load(need("darshan/release_mpi-io-test-x86_64-3.4.0.darshan-parser-total.txt")).meta["sources"][0]
     assert total["info"]["darshan"]["totals"]["POSIX_BYTES_WRITTEN"] == 67108864
+
+
+def darshan_or_skip() -> None:
+    pytest.importorskip("darshan", reason="PyDarshan (the darshan package) is not installed")
+
+
+def keyed(trace: di.Trace) -> pl.DataFrame:
+    return (
+        trace.events.join(trace.locations.select("loc", "rank", pl.col("name").alias("track")), on="loc")
+        .select(
+            "rank",
+            "track",
+            pl.col("name").cast(pl.String),
+            "bytes",
+            pl.col("args").str.json_path_match("$.file").alias("file"),
+            pl.col("args").str.json_path_match("$.offset").cast(pl.Int64).alias("offset"),
+            "start_ns",
+            "end_ns",
+        )
+        .sort("rank", "track", "file", "offset", "name", "bytes", "start_ns")
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["release_mpi-io-test-x86_64-3.1.4", "pydarshan_sample-dxt-simple", "pydarshan_ior_hdf5_example"],
+)
+def test_binary_dxt_segments_read_like_darshan_dxt_parser_text(name: str) -> None:
+    darshan_or_skip()
+    binary = di.load(need(f"darshan/{name}.darshan"))
+    binary.validate()
+    assert binary.meta["sources"][0]["format"] == "log:darshan" and binary.meta["clock"]["domain"] == "unix_epoch"
+    a, b = keyed(binary), keyed(di.load(need(f"darshan/{name}.dxt-parser.txt")))
+    assert a.height == b.height > 0
+    assert a.drop("start_ns", "end_ns").equals(b.drop("start_ns", "end_ns"))
+    # the text prints seconds with 4 decimals; the binary log has them whole
+    assert (a.get_column("start_ns") - b.get_column("start_ns")).abs().max() <= 50_000
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "pydarshan_ior_hdf5_example",
+        "release_mpi-io-test-x86_64-3.0.0",
+        "release_mpi-io-test-x86_64-3.4.0",
+        "release_mpi-io-test-ppc64-3.1.8",  # big-endian
+    ],
+)
+def test_binary_counters_give_the_per_file_statistics_of_darshan_parser_text(name: str) -> None:
+    darshan_or_skip()
+    from di.capture.iostats import file_stats
+
+    a = pl.DataFrame(di.load(need(f"darshan/{name}.darshan")).meta["sources"][0]["info"]["darshan"]["files"])
+    b = pl.DataFrame(di.load(need(f"darshan/{name}.darshan-parser.txt")).meta["sources"][0]["info"]["darshan"]["files"])
+    a, b = a.sort("module", "rank", "file"), b.sort("module", "rank", "file")
+    times = ["read_time_ns", "write_time_ns", "meta_time_ns"]
+    assert a.height > 0 and a.drop(times).equals(b.drop(times))
+    assert max(int((a.get_column(c) - b.get_column(c)).abs().max()) for c in times) < 1_000  # text: 6 decimals
+    # the columns of `di record`'s per-file statistics (io_files.parquet), plus the module
+    recorded = file_stats(
+        pl.DataFrame({"loc": [0], "name": ["write"], "start_ns": [0], "end_ns": [5], "bytes": [10], "file": ["f"]}),
+        pl.DataFrame({"loc": [0], "rank": [0]}),
+    )
+    assert a.columns == ["module", *recorded.columns]
+
+
+def test_heatmap_series_hold_the_bytes_each_rank_moved() -> None:
+    darshan_or_skip()
+    trace = di.load(need("darshan/release_mpi-io-test-x86_64-3.4.0.darshan"))
+    s = trace.series.join(trace.locations.select("loc", "rank"), on="loc").join(trace.samples, on="series")
+    assert set(s.get_column("unit")) == {"B/s"}
+    posix = s.filter(pl.col("name").str.starts_with("darshan.heatmap.POSIX."))
+    # mpi-io-test: each of 4 ranks writes and reads 16 MiB of one shared file, in the first 0.1 s bin
+    per_rank = posix.group_by("rank").agg((pl.col("value") * 0.1).sum().round().alias("b")).sort("rank")
+    assert per_rank.get_column("b").to_list() == [2 * 16 * 2**20] * 4
+    files = trace.meta["sources"][0]["info"]["darshan"]["files"]
+    shared = next(f for f in files if f["module"] == "POSIX" and f["rank"] == -1 and f["file"].endswith(".dat"))
+    assert shared["bytes_written"] + shared["bytes_read"] == per_rank.get_column("b").sum()
+
+
+def test_a_damaged_darshan_log_is_one_line(tmp_path: Path) -> None:
+    darshan_or_skip()
+    cut = tmp_path / "cut.darshan"
+    cut.write_bytes(need("darshan/pydarshan_sample.darshan").read_bytes()[:100])
+    with pytest.raises(di.FormatError) as err:
+        di.load(cut)
+    assert "not a readable Darshan log" in str(err.value) and "\n" not in str(err.value)

@@ -73,12 +73,15 @@ def test_new_nccl_log_gives_comms_links_collectives_and_warnings(tmp_path: Path)
     assert src["format"] == "log:nccl"
     nccl = src["info"]["nccl"]
     assert nccl["versions"] == ["2.27.7+cuda12.9"]
-    assert {
-        (c["comm"], c["rank"], c["host"], c["pid"], c["device"], c["busId"], c["state"]) for c in nccl["comms"]
-    } == {("0xfeed", 0, "hosta", 100, 0, "1b000", "COMPLETE"), ("0xfeed", 1, "hostb", 200, 0, "1b000", "COMPLETE")}
-    assert {(lk["comm"], lk["src_rank"], lk["dst_rank"], lk["transport"]) for lk in nccl["links"]} == {
-        ("0xfeed", 0, 1, "NET/IB/0"),
-        ("0xfeed", 1, 0, "NET/IB/0"),
+    # one comms row per rank and communicator; the version line came before rank 0's init, after rank 1's START
+    assert set(trace.comms.select("comm", "rank", "host", "pid", "device", "bus_id", "state", "version").rows()) == {
+        ("0xfeed", 0, "hosta", 100, 0, "1b000", "COMPLETE", "2.27.7+cuda12.9"),
+        ("0xfeed", 1, "hostb", 200, 0, "1b000", "COMPLETE", "2.27.7+cuda12.9"),
+    }
+    links = trace.comm_links
+    assert set(links.select("comm", "kind", "src_rank", "dst_rank", "transport", "via", "direction").rows()) == {
+        ("0xfeed", "connection", 0, 1, "NET", "NET/IB/0", "send"),
+        ("0xfeed", "connection", 1, 0, "NET", "NET/IB/0", "send"),
     }
     coll = trace.collectives.sort("rank", "seq")
     # opCount is 0 on every call: order comes from the lines, per (rank, comm)
@@ -141,21 +144,45 @@ def test_real_nccl_2_27_log_with_glued_lines() -> None:
     assert sorted(coll.group_by("rank").len().get_column("len").to_list()) == [495, 495]
     assert coll.get_column("instance").n_unique() == 495
     info = trace.meta["sources"][0]["info"]["nccl"]
-    assert {c["state"] for c in info["comms"]} == {"COMPLETE"}
-    assert {t["transport"] for t in info["transports"]} == {"P2P/direct pointer/read"}
-    assert len(info["rings"]) == 24 and info["rings"][0]["order"] == [0, 1]
+    assert {t["via"] for t in info["transports"]} == {"P2P/direct pointer/read"}
+    comms = trace.comms.sort("comm_rank")
+    assert comms.select("comm_rank", "nranks", "host", "pid", "device", "bus_id", "nchannels", "state").rows() == [
+        (0, 2, "mew0", 64904, 0, "17000", 24, "COMPLETE"),
+        (1, 2, "mew0", 64904, 1, "65000", 24, "COMPLETE"),
+    ]
+    assert comms.get_column("version").unique().to_list() == ["2.27.7+cuda13.0"]
+    links = trace.comm_links
+    # 24 ring channels of 2 ranks: 0 -> 1 and 1 -> 0 each, from 'Channel NN/24 : 0 1' and 'Ring NN : a -> b -> c'
+    ring = links.filter(pl.col("kind") == "ring")
+    assert ring.height == 48 and set(ring.select("src_rank", "dst_rank").rows()) == {(0, 1), (1, 0)}
+    # 2.27 'Tree N : parent -> me -> children': one edge per channel, rooted at 0 on channel 0 and at 1 on channel 10
+    tree = {
+        c: (s, d) for c, s, d in links.filter(pl.col("kind") == "tree").select("channel", "src_rank", "dst_rank").rows()
+    }
+    assert len(tree) == 24 and tree[0] == (1, 0) and tree[10] == (0, 1)
+    assert links.get_column("transport").unique().to_list() == ["P2P"]
 
 
 def test_real_nccl_2_10_multinode_log() -> None:
     trace = di.load(need("nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log"))
-    info = trace.meta["sources"][0]["info"]["nccl"]
-    assert len(info["comms"]) == 32 and {c["nranks"] for c in info["comms"]} == {32}
-    assert sorted(c["rank"] for c in info["comms"]) == list(range(32))
-    assert {t["transport"].split("/")[0] for t in info["transports"]} == {"NET", "P2P"}
+    comms = trace.comms
+    assert comms.height == 32 and comms.get_column("nranks").unique().to_list() == [32]
+    assert sorted(comms.get_column("rank").to_list()) == list(range(32))
+    assert comms.select("comm", "nchannels", "version").unique().rows() == [("n32#0", 2, "2.10.3+cuda11.3")]
+    assert comms.get_column("host").n_unique() == 4
+    links = trace.comm_links
+    assert set(links.get_column("transport").drop_nulls()) == {"NET", "P2P"}
+    # network connections print both sides
+    net = links.filter((pl.col("kind") == "connection") & (pl.col("transport") == "NET"))
+    assert set(net.get_column("direction")) == {"send", "receive"}
     assert trace.ranks == list(range(32))
-    assert {(r["comm"], r["nchannels"]) for r in info["rings"]} == {("n32#0", 2)}
-    tree = {(t["channel"], t["rank"]): (t["parent"], t["children"]) for t in info["trees"]}
-    assert len(tree) == 64 and tree[(0, 0)] == (-1, [1, 16]) and tree[(1, 0)] == (8, [1])
+    tree = links.filter(pl.col("kind") == "tree")
+    parent = {(c, r): p for c, r, p in tree.select("channel", "src_rank", "dst_rank").rows()}
+    # 'Trees [0] 1/16/-1->0->-1 [1] 1/-1/-1->0->8' on rank 0: root on channel 0, child of 8 on channel 1
+    assert (0, 0) not in parent and parent[(1, 0)] == 8 and parent[(0, 1)] == 0 and parent[(0, 16)] == 0
+    # 'Channel 00/02 :    0   1 ...  19' lists only the first 20 of the ring of 32: 19 hops per channel, no wrap
+    ring = links.filter(pl.col("kind") == "ring")
+    assert ring.height == 38 and (ring.get_column("dst_rank") - ring.get_column("src_rank")).unique().to_list() == [1]
     assert trace.meta["sources"][0]["dropped"]["unknown lines (no log family understood them)"] > 0
 
 
@@ -218,3 +245,16 @@ def test_a_log_merges_with_a_trace_of_the_same_ranks(tmp_path: Path) -> None:
     job.validate()
     assert job.ranks == [0, 1] and job.collectives.height == 4
     assert [s["format"] for s in job.meta["sources"]] == ["chrome", "log:nccl"]
+
+
+def test_comms_and_comm_links_are_kept_by_the_store(tmp_path: Path) -> None:
+    trace = di.load(need("nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log"))
+    di.save(trace, tmp_path / "job.di")
+    back = di.load(tmp_path / "job.di")
+    assert back.comms.equals(trace.comms) and back.comm_links.equals(trace.comm_links)
+    assert back.comms.height == 32
+    # a store written before these tables existed has none of their rows, and loads
+    (tmp_path / "job.di" / "comms.parquet").unlink()
+    (tmp_path / "job.di" / "comm_links.parquet").unlink()
+    old = di.load(tmp_path / "job.di")
+    assert old.comms.height == 0 and old.events.height == trace.events.height

@@ -52,3 +52,49 @@ def test_real_slurm_tables() -> None:
     src = sq.meta["sources"][0]
     assert src["info"]["garbled_lines"] == {"lines with bytes that are not UTF-8": 1}
     assert src["info"]["slurm"]["jobs"][0]["jobid"] == "123" and sq.events.height == 1
+
+
+SCONTROL = """\
+JobId=71701 JobName=train-gpt
+   UserId=alice(1000) GroupId=alice(1000) MCS_label=N/A
+   Priority=4294901757 Nice=0 Account=proj QOS=normal
+   JobState=FAILED Reason=NonZeroExitCode Dependency=(null)
+   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=1:0
+   RunTime=00:10:00 TimeLimit=01:00:00 TimeMin=N/A
+   SubmitTime=2024-05-23T02:00:00 EligibleTime=2024-05-23T02:00:00
+   StartTime=2024-05-23T02:05:00 EndTime=2024-05-23T02:15:00 Deadline=N/A
+   Partition=gpu AllocNode:Sid=login1:1234
+   NodeList=gpu[01-02] BatchHost=gpu01
+   NumNodes=2 NumCPUs=16 NumTasks=16 CPUs/Task=1 ReqB:S:C:T=0:0:*:*
+   TRES=cpu=16,mem=64G,node=2,billing=16,gres/gpu=16
+   Command=/home/alice/train.sh
+   WorkDir=/home/alice
+
+JobId=71702 JobName=eval
+   JobState=RUNNING Reason=None Dependency=(null)
+   StartTime=2024-05-23T02:16:00 EndTime=Unknown Deadline=N/A
+   NodeList=gpu03
+   NumNodes=1 NumCPUs=8 NumTasks=8
+"""
+
+
+def test_scontrol_show_job_records_read_like_sacct_rows(tmp_path: Path) -> None:
+    path = tmp_path / "job.txt"
+    path.write_text(SCONTROL)
+    trace = di.load(path)
+    trace.validate()
+    src = trace.meta["sources"][0]
+    assert src["format"] == "log:slurm" and src["dropped"] == {}  # every line of both records understood
+    jobs = {j["jobid"]: j for j in src["info"]["slurm"]["jobs"]}
+    assert set(jobs) == {"71701", "71702"}
+    done = jobs["71701"]
+    assert (done["state"], done["nodelist"], done["nnodes"], done["exitcode"]) == ("FAILED", "gpu[01-02]", "2", "1:0")
+    assert done["tres"] == "cpu=16,mem=64G,node=2,billing=16,gres/gpu=16"  # a value holding '=' is kept whole
+    assert jobs["71702"]["end"] is None  # EndTime=Unknown: still running
+    ev = trace.events.sort("start_ns", "instant")
+    assert ev.select(pl.col("name").cast(pl.String), "instant").rows() == [
+        ("slurm 71701", False),
+        ("slurm FAILED", True),
+    ]
+    step = ev.row(0, named=True)
+    assert step["end_ns"] - step["start_ns"] == 600 * 10**9  # 02:05 to 02:15

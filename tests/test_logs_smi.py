@@ -133,3 +133,33 @@ def test_real_captures_give_query_dmon_and_q_series(name: str) -> None:
     assert {"power.draw", "dmon.pwr"} <= names
     units = dict(trace.series.select("name", "unit").unique("name").iter_rows())
     assert units["power.draw"] == "W" and units["dmon.pwr"] == "W"
+
+
+DCGMI = """\
+#Entity   POWER     GTEMP  SMCLK  SMACT  FBUSD
+ID
+GPU 0     63.123    36     1410   0.512  1024
+GPU 1     N/A       35     1410   0.000  0
+GPU 0     250.500   41     1980   0.998  40960
+GPU 1     61.000    35     1410   0.001  0
+GPU-I 3   N/A       N/A    N/A    0.250  512
+"""
+
+
+def test_dcgmi_dmon_gives_series_per_gpu_with_units(tmp_path: Path) -> None:
+    trace = load(tmp_path, "dcgm.log", DCGMI)
+    trace.validate()
+    src = trace.meta["sources"][0]
+    assert src["format"] == "log:nvidia_smi" and src["info"]["nvidia_smi"]["tables"] == ["dcgmi_dmon"]
+    got = by_gpu(trace)
+    assert got[("GPU 0", "dcgm.POWER")] == ("W", [63.123, 250.5])
+    assert got[("GPU 1", "dcgm.POWER")] == ("W", [61.0])  # N/A skipped
+    assert got[("GPU 0", "dcgm.SMACT")] == ("ratio", [0.512, 0.998])
+    assert got[("GPU 1", "dcgm.GTEMP")] == ("C", [35.0, 35.0])
+    assert got[("GPU 0", "dcgm.FBUSD")] == ("MiB", [1024.0, 40960.0])
+    # a MIG instance keeps its entity in the series name
+    mig = [k for k in got if k[1].startswith("dcgm.SMACT (GPU-I 3)")]
+    assert len(mig) == 1 and got[mig[0]][1] == [0.25]
+    # one sample per second (dcgmi dmon -d 1000), from 0
+    s = trace.series.filter(pl.col("name") == "dcgm.POWER").join(trace.samples, on="series")
+    assert sorted(s.get_column("ts_ns").to_list()) == [0, 1_000_000_000, 1_000_000_000]  # GPU 1 N/A at 0 s

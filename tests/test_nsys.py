@@ -184,7 +184,11 @@ def test_hand_built_export_maps_every_table(tmp_path: Path) -> None:
     locs = t.locations
     assert locs.filter(pl.col("kind") == "cpu_thread").get_column("name").to_list() == ["main thread"]
     assert locs.filter(pl.col("kind") == "async").get_column("name").to_list() == ["NVTX start/end ranges"]
-    assert sorted(locs.filter(pl.col("kind") == "gpu_stream").get_column("stream").to_list()) == [7, 13]
+    gpu = locs.filter(pl.col("kind") == "gpu_stream").sort("stream")
+    assert gpu.select("stream", "name").rows() == [
+        (7, "GPU 0 stream 7 (null stream)"),
+        (13, "GPU 0 stream 13 (non-blocking, priority -5)"),
+    ]
     assert t.meta["hosts"] == ["node7"] and read_nsys(tmp_path / "job.sqlite").meta["command"] == "train"
     nested = ev.filter(pl.col("name") == "cudaLaunchKernel").get_column("depth").to_list()
     assert all(d >= 1 for d in nested)  # inside ProfilerStep#7 (and forward) on the thread
@@ -269,6 +273,17 @@ def test_otf2_print_reads_the_archive(clover_trace: di.Trace, tmp_path: Path) ->
     assert enters == clover_trace.events.filter(~pl.col("instant")).height
 
 
+def test_streams_named_with_nvtx_and_unnamed_threads(tmp_path: Path) -> None:
+    t = assert_valid(di.load(cases.build(tmp_path / "named.sqlite", nvtx_stream_names=True)))
+    gpu = t.locations.filter(pl.col("kind") == "gpu_stream").sort("stream")
+    assert gpu.get_column("name").to_list() == ["GPU 0 stream 7 (null stream)", "GPU 0 comm stream"]
+    path = cases.build(tmp_path / "unnamed.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("DELETE FROM ThreadNames")
+    cpu = di.load(path).locations.filter(pl.col("kind") == "cpu_thread")
+    assert cpu.get_column("name").to_list() == [f"thread {cases.TID}"]
+
+
 def test_gpu_records_without_global_pid_still_get_their_launch_flows(tmp_path: Path) -> None:
     path = cases.build(tmp_path / "nopid.sqlite")
     with sqlite3.connect(path) as con:
@@ -292,3 +307,50 @@ def test_nvtx_without_event_type_column_reads_ranges_and_marks_by_their_end(tmp_
         "ncclAllReduce",
     ]
     assert nvtx.filter(pl.col("instant")).get_column("name").to_list() == ["checkpoint"]
+
+
+def test_cuda_graphs_definitions_launches_and_their_kernels(tmp_path: Path) -> None:
+    t = assert_valid(di.load(cases.add_graphs(cases.build(tmp_path / "graphs.sqlite"))))
+    ev = t.events.with_row_index("row").with_columns(pl.col("name").cast(pl.String), pl.col("src_cat").cast(pl.String))
+    graph_kernels = ev.filter(pl.col("args").str.contains('"graph":5') & (pl.col("src_cat") == "kernel"))
+    assert graph_kernels.height == 2 and graph_kernels.get_column("start_ns").to_list() == [
+        cases.SESSION_START_NS + 10000,
+        cases.SESSION_START_NS + 10100,
+    ]
+    assert [json.loads(a)["graph node"] for a in graph_kernels.get_column("args")] == [99, 100]
+    whole = ev.filter(pl.col("src_cat") == "cuda_graph", pl.col("cat") == "kernel")
+    assert whole.select("name", "end_ns").rows() == [("CUDA graph 5", cases.SESSION_START_NS + 11500)]
+    assert json.loads(whole.get_column("args").item()) == {"graph": 5, "graph exec": 6}
+    launches = ev.filter(pl.col("name") == "cudaGraphLaunch").get_column("row").to_list()
+    flows = t.flows.filter(pl.col("src").is_in(launches)).sort("dst")
+    assert flows.get_column("dst").to_list() == [*graph_kernels.get_column("row"), *whole.get_column("row")]
+    assert set(flows.get_column("kind")) == {"launch"}
+    made = ev.filter(pl.col("src_cat").is_in(["cuda_graph", "cuda_graph_node"]) & (pl.col("cat") == "cuda_api"))
+    assert made.select("name", "src_cat").sort("name").rows() == [
+        ("cudaGraphAddKernelNode", "cuda_graph_node"),
+        ("cudaGraphInstantiate", "cuda_graph"),
+    ]
+    inst = json.loads(made.filter(pl.col("name") == "cudaGraphInstantiate").get_column("args").item())
+    assert inst == {"graph": 5, "original graph": None, "graph exec": 6}
+    info = t.meta["sources"][0]["info"]
+    assert "CUDA_GRAPH_EVENTS" in info["tables_read"] and "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in info["tables_read"]
+
+
+@pytest.mark.parametrize("odd", ["a\x1fb", ""])
+def test_nvtx_text_with_the_separator_or_empty_is_kept_exactly(tmp_path: Path, odd: str) -> None:
+    path = cases.build(tmp_path / "odd.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (9700, 9800, 59, ?, ?, 0)",
+            (odd, cases.GTID),
+        )
+    t = di.load(path)
+    nvtx = t.events.filter(pl.col("src_cat") == "nvtx").with_columns(pl.col("name").cast(pl.String))
+    assert odd in nvtx.get_column("name").to_list()
+    assert sorted(n for n in nvtx.get_column("name").to_list() if n != odd) == [
+        "ProfilerStep#7",
+        "checkpoint",
+        "epoch",
+        "forward",
+        "ncclAllReduce",
+    ]

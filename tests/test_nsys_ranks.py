@@ -7,7 +7,9 @@ environment recorded in the report; ``di info`` says which.
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections import Counter
 import subprocess
 import sys
 from pathlib import Path
@@ -73,9 +75,13 @@ def test_di_info_says_where_each_rank_came_from(tmp_path: Path) -> None:
     a = cases.build(tmp_path / "report.0.sqlite")
     b = cases.build(tmp_path / "x.sqlite", env={"PMI_RANK": "1"})
     out = subprocess.run(
-        [sys.executable, "-m", "di", "info", str(a), str(b)], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "di", "info", str(a), str(b)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "250"},  # one table row per source
     ).stdout
-    assert "file_name" in out and "metadata" in out
+    assert "file_name" in out and "metadata (PMI_RANK)" in out
 
 
 def test_convert_a_folder_of_reports(tmp_path: Path) -> None:
@@ -92,16 +98,27 @@ def test_one_report_of_a_whole_mpirun_gives_each_process_its_mpi_rank(tmp_path: 
     assert t.meta["sources"][0]["info"]["rank_variable"] == "MPI_RANKS"
     by_pid = dict(t.locations.select("pid", "rank").unique().iter_rows())
     assert by_pid == {cases.PID: 0, cases.PID2: 1}
-    mpi = t.events.filter(pl.col("src_cat") == "mpi").with_columns(pl.col("name").cast(pl.String)).sort("name", "loc")
-    assert mpi.select("name", "cat", "bytes").rows() == [
-        ("MPI_Allreduce", "mpi_coll", 4096),
-        ("MPI_Allreduce", "mpi_coll", 4096),
-        ("MPI_Recv", "mpi_p2p", 1024),
-        ("MPI_Send", "mpi_p2p", 1024),
-        ("MPI_Wait", "mpi_p2p", None),
-    ]
-    send = mpi.filter(pl.col("name") == "MPI_Send").get_column("args").item()
+    mpi = t.events.filter(pl.col("src_cat") == "mpi").join(t.locations.select("loc", "rank"), on="loc")
+    calls = mpi.select(pl.col("rank"), pl.col("name").cast(pl.String), "cat", "bytes").rows()
+    assert Counter(calls) == Counter(
+        [
+            (r, cases.MPI_STRINGS[row[3]], _cat(cases.MPI_STRINGS[row[3]]), row[6])
+            for r in (0, 1)
+            for row in cases.EXCHANGE[r]
+        ]
+    )
+    send = mpi.filter(pl.col("name") == "MPI_Send").sort("start_ns").get_column("args")[0]
     assert '"tag":7' in send and '"remote rank":1' in send
+
+
+def _cat(name: str) -> str:
+    return (
+        "other"
+        if name in ("MPI_Init", "MPI_Comm_rank")
+        else "mpi_coll"
+        if name in ("MPI_Allreduce", "MPI_Barrier")
+        else "mpi_p2p"
+    )
 
 
 def test_mpi_ranks_of_one_process_per_report_merge(tmp_path: Path) -> None:

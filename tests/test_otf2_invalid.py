@@ -16,6 +16,12 @@ import pytest
 from conftest import assert_valid, otf2_archive
 
 import di
+from di.convert.otf2.archive import (
+    LOCATION_WITHOUT_EVENT_FILE,
+    LOCATION_WITHOUT_LOCAL_DEFINITIONS,
+    TRUNCATED_EVENT_FILE,
+)
+from di.convert.provenance import END_BEFORE_START_REPAIRED, FLOW_END_WITHOUT_START
 from di.errors import FormatError, UnknownFormatError
 
 otf2 = pytest.importorskip("otf2")
@@ -46,16 +52,16 @@ def test_missing_event_file_loads_the_rest_and_says_so(archive: Path) -> None:
     on_rank2 = full.events.filter(full.events["loc"] == rank2).height
     (archive.parent / "traces" / "2.evt").unlink()
     trace = assert_valid(di.load(archive))
-    assert _dropped(trace)["location_without_event_file"] == 1
+    assert _dropped(trace)[LOCATION_WITHOUT_EVENT_FILE] == 1
     assert any("2.evt missing" in w for w in trace.meta["warnings"])
     assert on_rank2 > 0 and trace.events.height == full.events.height - on_rank2  # rank 2's regions gone, the rest kept
-    assert any("unmatched" in w for w in trace.meta["warnings"])
+    assert any("without a matching" in w for w in trace.meta["warnings"])
 
 
 def test_missing_local_definitions_loads_without_clock_offsets_and_says_so(archive: Path) -> None:
     (archive.parent / "traces" / "1.def").unlink()
     trace = assert_valid(di.load(archive))
-    assert _dropped(trace)["location_without_local_definitions"] == 1
+    assert _dropped(trace)[LOCATION_WITHOUT_LOCAL_DEFINITIONS] == 1
     assert any(
         "1.def: local definitions missing; clock offsets of location 1 not applied" in w for w in trace.meta["warnings"]
     )
@@ -67,8 +73,8 @@ def test_truncated_event_file_keeps_what_was_read(archive: Path) -> None:
     evt.write_bytes(evt.read_bytes()[: evt.stat().st_size // 2])
     trace = assert_valid(di.load(archive))
     dropped = _dropped(trace)
-    assert dropped["truncated_event_file"] == 1
-    assert dropped["enter_never_left"] >= 1
+    assert dropped[TRUNCATED_EVENT_FILE] == 1
+    assert dropped["regions entered and never left"] >= 1
     assert any("3.evt unreadable after" in w for w in trace.meta["warnings"])
     assert 0 < trace.events.height < 48
 
@@ -125,13 +131,13 @@ def _unbalanced(tmp_path: Path) -> Path:
 def test_unbalanced_enter_leave_is_counted(tmp_path: Path) -> None:
     trace = assert_valid(di.load(_unbalanced(tmp_path)))
     dropped = _dropped(trace)
-    assert dropped["leave_without_enter"] == 1
-    assert dropped["enter_never_left"] == 1
+    assert dropped["Leave records without an Enter"] == 1
+    assert dropped["regions entered and never left"] == 1
     names = trace.events["name"].to_list()
     assert names.count("work") == 3 and names.count("main") == 1
     main = trace.events.filter(trace.events["name"] == "main")
     assert main["end_ns"].item() - main["start_ns"].item() == 70 - 10  # closed at the location's last record
-    assert any("enter never left" in w for w in trace.meta["warnings"])
+    assert any("regions entered and never left (1)" in w for w in trace.meta["warnings"])
 
 
 def test_cli_reports_a_broken_archive_on_one_line(archive: Path) -> None:
@@ -228,7 +234,7 @@ def test_flows_in_attribute_that_is_not_json(di_archive: Path) -> None:
     _edit_def(di_archive, b'"t":"launch","i":4001', b'"t":"bogus!","i":4001')
     t = assert_valid(di.load(di_archive))
     assert 0 < t.flows.height == whole.flows.height - 2
-    assert t.meta["sources"][0]["dropped"]["flow_source_not_found"] == 2
+    assert t.meta["sources"][0]["dropped"][FLOW_END_WITHOUT_START] == 2
 
 
 def test_collective_op_attribute_missing(di_archive: Path) -> None:
@@ -256,4 +262,4 @@ def test_leave_before_its_enter(tmp_path: Path) -> None:
     t = assert_valid(di.load(tmp_path / "back" / "traces.otf2"))
     (s0, _), *_ = rows = t.events.select("start_ns", "end_ns").rows()
     assert [(s - s0, e - s0) for s, e in rows] == [(0, 10), (20, 20)]
-    assert t.meta["sources"][0]["dropped"]["event_ending_before_its_start_(end_set_to_start)"] == 1
+    assert t.meta["sources"][0]["dropped"][END_BEFORE_START_REPAIRED] == 1

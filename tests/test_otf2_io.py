@@ -115,9 +115,9 @@ def test_io_records_become_io_events_with_bytes_mode_and_file(tmp_path: Path) ->
     seek = json.loads(instants.filter(pl.col("name") == "IoSeek")["args"].item())
     assert seek == {"handle": 0, "offset_requested": 0, "offset_result": 0}
     dropped = trace.meta["sources"][0]["dropped"]
-    assert dropped == {"io_completion_without_begin": 1, "io_operation_never_completed": 1}  # nothing unsupported
-    assert any("1 x io operation never completed" in w for w in trace.meta["warnings"])
-    assert any("1 x io completion without begin" in w for w in trace.meta["warnings"])
+    assert dropped == {"I/O completions without a begin": 1, "I/O operations never completed": 1}  # nothing unsupported
+    assert any("I/O operations never completed (1)" in w for w in trace.meta["warnings"])
+    assert any("I/O completions without a begin (1)" in w for w in trace.meta["warnings"])
 
 
 def _table_dump(trace: Trace) -> dict[str, pl.DataFrame]:
@@ -140,7 +140,9 @@ def test_io_round_trip_otf2_di_otf2_di_keeps_every_event(tmp_path: Path) -> None
     for name, df in _table_dump(first).items():
         if name != "locations":
             assert _table_dump(again)[name].equals(df), name
-    assert "io_operation_never_completed" not in again.meta["sources"][0]["dropped"]  # written back completed (0 bytes)
+    assert (
+        "I/O operations never completed" not in again.meta["sources"][0]["dropped"]
+    )  # written back completed (0 bytes)
 
 
 def _captured_io() -> Trace:

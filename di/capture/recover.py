@@ -45,6 +45,8 @@ DI_FILES = (
     "flows.parquet",
     "series.parquet",
     "samples.parquet",
+    "comms.parquet",
+    "comm_links.parquet",
 )
 """The files of a recording's store that di writes (di.schema.TABLES, meta.json, the I/O table)."""
 LOCK_WAIT_S = 600.0  # how long a load waits for another process's ingest of the same recording

@@ -38,6 +38,8 @@ class Connector:
             this format, so it may be replaced (None: an existing output is
             replaced only with ``force``, and only when it is a file).
         whole: its output is a folder or a set of parts, which ``force`` never replaces.
+        link: merged job trace -> trace, run after merging when it read two or more of the
+            files (matching that needs every rank, such as nsys's MPI messages); None: nothing.
     """
 
     name: str
@@ -47,6 +49,7 @@ class Connector:
     write: Callable[[Trace, Path], None] | None
     ours: Callable[[Path], bool] | None = None
     whole: bool = False
+    link: Callable[[Trace], Trace] | None = None
 
 
 def _sniff_json(path: Path, head: bytes) -> bool:
@@ -152,6 +155,12 @@ def _read_nsys(path: Path, **kw: Any) -> Trace:
     return read_report(path, **kw)
 
 
+def _link_nsys(trace: Trace) -> Trace:
+    from di.convert.nsys.mpi import link
+
+    return link(trace)
+
+
 def _sniff_log(path: Path, head: bytes) -> bool:
     from di.convert.logs.reader import is_log
 
@@ -164,16 +173,29 @@ def _read_log(path: Path, **kw: Any) -> Trace:
     return read_log(path, **kw)
 
 
+def _sniff_darshan(path: Path, head: bytes) -> bool:
+    from di.convert.logs.darshan import is_darshan
+
+    return is_darshan(head)
+
+
+def _read_darshan(path: Path, **kw: Any) -> Trace:
+    from di.convert.logs.darshan import read_darshan
+
+    return read_darshan(path, **kw)
+
+
 CONNECTORS: tuple[Connector, ...] = (
     Connector("di", (".di",), lambda p, h: False, _read_store, _write_store, _own_store, whole=True),
     # before chrome: a log line may start with "[rank0]:" or be JSON Lines; .txt, .csv, .jsonl only when sniffed
     Connector("log", (".log.gz", ".log", ".out", ".err"), _sniff_log, _read_log, None),
+    Connector("darshan", (".darshan",), _sniff_darshan, _read_darshan, None),
     Connector("chrome", (".json.gz", ".json"), _sniff_json, _read_chrome, _write_chrome, _own_chrome),
     Connector("otf2", (".otf2",), _sniff_otf2, _read_otf2, _write_otf2, _own_otf2, whole=True),
     Connector(
         "perfetto", (".perfetto-trace", ".pftrace"), _sniff_perfetto, _read_perfetto, _write_perfetto, _own_perfetto
     ),
-    Connector("nsys", (".nsys-rep", ".qdrep", ".sqlite"), _sniff_nsys, _read_nsys, None),
+    Connector("nsys", (".nsys-rep", ".qdrep", ".sqlite"), _sniff_nsys, _read_nsys, None, link=_link_nsys),
 )
 
 
@@ -300,10 +322,11 @@ def load_paths(
     paths = expand(path_or_paths)
     if ranks is not None and len(ranks) != len(paths):
         raise ValueError(f"{len(ranks)} ranks given for {len(paths)} files")
-    traces, failures = [], []
+    traces, failures, used = [], [], []
     for i, p in enumerate(paths):
         try:
             conn = connector_for(p)
+            used.append(conn)
             hint, source = rank_hint(p, i, ranks, rank, len(paths))
             own = {"max_input_bytes": limit} if conn in CONNECTORS else {}  # plugins' readers take no limit
             traces.append(
@@ -321,7 +344,16 @@ def load_paths(
         raise FormatError(f"{len(failures)} of {len(paths)} files", "; ".join(str(f) for f in failures))
     if len(traces) == 1 and paths[0].is_dir():
         return traces[0]
-    return merge(traces)
+    if len(traces) > 1:
+        from di.convert.logs.combine import combine  # text logs beside traces: aligned and joined
+
+        job = combine(traces)
+    else:
+        job = merge(traces)
+    for conn in dict.fromkeys(used):
+        if conn.link is not None and used.count(conn) > 1:
+            job = conn.link(job)
+    return job
 
 
 OUTPUT_KINDS = {

@@ -3,7 +3,9 @@
 Steps come, in this order of preference, per rank, from:
 
 1. ``marker``: step events (cat ``step``, e.g. Kineto ``ProfilerStep#N``); the
-   step id is N, else the marker's position on its rank.
+   step id is N, else the marker's position on its rank. A rank whose CPU
+   timelines have none takes a text log's step events (``marker`` timelines,
+   aligned to the job's clock by :mod:`di.convert.logs.combine`).
 2. ``annotation``: user annotations named like ``step 12`` / ``iteration#3``.
 3. ``detected``, from the repeating pattern: on the rank's busiest CPU
    timeline, the depth-0 (else depth-1) region name that occurs at least
@@ -57,8 +59,11 @@ def find_steps(trace: Trace) -> pl.DataFrame:
     li = locs.get_column("loc").to_numpy().astype(np.int64)
     rank_of[li] = locs.get_column("rank").to_numpy()
     cpu_of[li] = (locs.get_column("kind") == "cpu_thread").to_numpy()
+    log_of = np.zeros(n_loc, bool)
+    log_of[li] = (locs.get_column("kind") == "marker").to_numpy()
     loc = ev.get_column("loc").to_numpy()
     on_cpu = cpu_of[loc] & ~ev.get_column("instant").to_numpy()
+    on_log = log_of[loc] & ~ev.get_column("instant").to_numpy()
     cats = ev.schema["cat"].categories.to_list()  # type: ignore[attr-defined]
     cat = ev.get_column("cat").to_physical().to_numpy()
     found = []
@@ -67,6 +72,8 @@ def find_steps(trace: Trace) -> pl.DataFrame:
         mine = on_cpu & (rank_of[loc] == rank)
         marks = _rows(ev, mine & (cat == cats.index("step")), rank_of)
         source = "marker"
+        if not marks.height:  # a text log's steps (its ``marker`` timelines) where the trace has none
+            marks = _rows(ev, on_log & (rank_of[loc] == rank) & (cat == cats.index("step")), rank_of)
         if not marks.height:
             marks = _rows(ev, mine & (cat == cats.index("user")), rank_of)
             marks = marks.filter(pl.col("name").cast(pl.String).str.contains(STEP_ANNOTATION))

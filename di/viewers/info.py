@@ -32,7 +32,10 @@ def summary(trace: Trace) -> dict[str, Any]:
         "duration_ns": span,
         "clock": meta.get("clock"),
         "sources": [
-            {k: s.get(k) for k in ("path", "format", "rank", "rank_source", "events", "dropped")}
+            {
+                **{k: s.get(k) for k in ("path", "format", "rank", "rank_source", "events", "dropped")},
+                "rank_variable": (s.get("info") or {}).get("rank_variable"),
+            }
             for s in meta.get("sources", [])
         ],
         "warnings": meta.get("warnings", []),
@@ -65,7 +68,8 @@ def render(trace: Trace, console: Any) -> None:
     src = Table("source", "format", "rank", "rank from", "events", "dropped", box=None)
     for x in s["sources"]:
         dropped = "; ".join(f"{v} {k}" for k, v in (x["dropped"] or {}).items()) or "nothing"
-        src.add_row(str(x["path"]), x["format"], str(x["rank"]), x["rank_source"], f"{x['events']:,}", dropped)
+        rank_from = x["rank_source"] + (f" ({x['rank_variable']})" if x.get("rank_variable") else "")
+        src.add_row(str(x["path"]), x["format"], str(x["rank"]), rank_from, f"{x['events']:,}", dropped)
     console.print(src)
     if s["analysis_timelines"]:
         console.print(

@@ -22,6 +22,7 @@ import polars as pl
 from di.convert.chrome import scan as S
 from di.convert import gunzip
 from di.convert.chrome.prepass import fix_utf8, prescan
+from di.convert.provenance import TRUNCATED_TAIL
 from di.convert.stringviews import texts_at_offsets
 from di.inputsize import check_size
 from di.convert.symbols import FIRST_CAPACITY, decode_symbols, grown_capacity, new_table
@@ -192,7 +193,7 @@ def decode(path: Path, limit: int | None = None) -> Raw:
         warnings.append(
             f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes"
         )
-        dropped[f"{what}: bytes after the last complete event"] += rest
+        dropped[TRUNCATED_TAIL] += rest
     cols = S.columns(cols_t, n)
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
     di_flow = _spans_column(buf, cols["xs"], cols["xe"])

@@ -21,6 +21,7 @@ import polars as pl
 
 from di.convert.chrome import scan as S
 from di.convert.chrome.phases import LK_COUNTER, LK_THREAD
+from di.convert.provenance import ROW_OF_UNLOADED_EVENT
 
 _LOC_COLS = ("loc", "rank", "host", "kind", "device", "stream", "name", "process", "sort_index", "source")
 
@@ -246,7 +247,7 @@ def restore(
         }
         keep = np.logical_and.reduce([r >= 0 for r in rows.values()])
         if not keep.all():
-            dropped[f"{name} row whose event was not loaded"] += int((~keep).sum())
+            dropped[f"{name} {ROW_OF_UNLOADED_EVENT}"] += int((~keep).sum())
         out[name] = table.with_columns(pl.Series(c, r) for c, r in rows.items()).filter(pl.Series(keep))
     return events, out
 

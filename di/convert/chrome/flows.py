@@ -21,6 +21,7 @@ from di.convert.chrome.pairing import bind_points, chain_flows
 from di.convert.chrome.decode import Raw
 from di.convert.chrome.phases import FLOW, LK_THREAD, rows_of
 from di.convert.columns import dense_row_ids, match_rows
+from di.convert.provenance import FLOW_END_WITHOUT_START, FLOW_START_WITHOUT_END
 from di.nesting import nesting_order
 
 LAUNCH_FLOW_CATS = ("ac2g",)
@@ -98,9 +99,9 @@ def flow_events(
         dropped["flow step on no slice"] += int(unbound.size)
     lone_starts = int(np.count_nonzero(ph[orphan] == ord("s")))
     if lone_starts:
-        dropped["flow start without end"] += lone_starts
+        dropped[FLOW_START_WITHOUT_END] += lone_starts
     if orphan.size - lone_starts:
-        dropped["flow end without start"] += int(orphan.size - lone_starts)
+        dropped[FLOW_END_WITHOUT_START] += int(orphan.size - lone_starts)
     last = syms.len() - 1
     first = rows[via]
     cat = c["cat"][first].astype(np.int64)
@@ -189,9 +190,9 @@ def bind_id_flows(ev: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     lone_in = b.filter(pl.col("is_in") & ~pl.col("prev_out").fill_null(False)).height
     lone_out = b.filter(((pl.col("flags") & S.F_FLOW_OUT) != 0) & pl.col("last")).height
     if lone_in:
-        dropped["flow_in without flow_out"] += lone_in
+        dropped[f"flow_in {FLOW_END_WITHOUT_START}"] += lone_in
     if lone_out:
-        dropped["flow_out without flow_in"] += lone_out
+        dropped[f"flow_out {FLOW_START_WITHOUT_END}"] += lone_out
     return with_di_flow(
         edges.select(
             pl.col("prev").cast(pl.Int64).alias("src"),

@@ -22,6 +22,7 @@ from di.convert.chrome import scan as S
 from di.convert.chrome.decode import Raw
 from di.convert.chrome.pairing import match_begin_end
 from di.convert.columns import dense_row_ids
+from di.convert.provenance import BEGIN_WITHOUT_END, END_WITHOUT_BEGIN
 from di.nesting import nesting_order
 
 # timeline kinds before they become locations
@@ -247,9 +248,9 @@ def _pair(
     order = nesting_order(key, ts[row], np.zeros(row.size, dtype=np.int64), row)
     b, e, lone_b, lone_e = match_begin_end(key[order], is_begin[row[order]])
     if lone_b.size:
-        dropped[f"{what} begin without end"] += int(lone_b.size)
+        dropped[f"{what} {BEGIN_WITHOUT_END}"] += int(lone_b.size)
     if lone_e.size:
-        dropped[f"{what} end without begin"] += int(lone_e.size)
+        dropped[f"{what} {END_WITHOUT_BEGIN}"] += int(lone_e.size)
     return row[order[b]], row[order[e]]
 
 

@@ -23,6 +23,7 @@ from di.convert.chrome.flows import Nested, bind_id_flows, flow_events, flow_ste
 from di.convert.chrome.flows import empty as flows_empty
 from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_row_ids
+from di.convert.provenance import reader_meta
 from di.merge import assign_instances
 from di.nesting import nest, nesting_order
 from di.trace import Trace
@@ -286,20 +287,15 @@ def _meta(
     }
     info["top_level_keys"] = sorted(raw.top)
     fmt = "kineto" if ("distributedInfo" in raw.top or "deviceProperties" in raw.top or base_ns) else "chrome"
-    return {
-        "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative", "sync": None},
-        "sources": [
-            {
-                "path": str(path),
-                "format": fmt,
-                "rank": rank,
-                "rank_source": rank_from,
-                "events": n,
-                "dropped": dict(sorted(dropped.items())),
-                "info": info,
-            }
-        ],
-        "warnings": [f"{path}: {w}" for w in raw.warnings]
-        + [f"{path}: dropped {k} ({r})" for r, k in sorted(dropped.items())],
-        "world_size": world,
-    }
+    return reader_meta(
+        path,
+        fmt,
+        epoch=epoch,
+        rank=rank,
+        rank_source=rank_from,
+        events=n,
+        dropped=dropped,
+        info=info,
+        warnings=[f"{path}: {w}" for w in raw.warnings],
+        world_size=world,
+    )

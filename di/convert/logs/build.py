@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from di.convert.provenance import reader_meta
 from di.trace import Trace
 
 __all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples"]
@@ -78,6 +79,7 @@ class Parts:
         dropped: lines or records the family recognised but could not load, by reason.
         info: what the family knows about the run (versions, communicators...).
         epoch: True when times are ns since the Unix epoch; False when relative (line order or cumulative step time).
+        tables: rows of other canonical tables (``comms``, ``comm_links``) by table name.
     """
 
     family: str
@@ -87,6 +89,7 @@ class Parts:
     dropped: dict[str, int] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     epoch: bool = False
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
 def _locations(ev: pl.DataFrame, sm: pl.DataFrame, source: int) -> pl.DataFrame:
@@ -198,27 +201,27 @@ def build_trace(
         info.update(p.info)
     if garbled:
         info["garbled_lines"] = dict(garbled)
-    warnings = [f"{path}: dropped {k} ({n})" for k, n in sorted(dropped.items())]
-    warnings += [f"{path}: {k} ({n}), kept" for k, n in sorted(garbled.items())]
+    warnings = [f"{path}: {k} ({n}), kept" for k, n in sorted(garbled.items())]
     if timed and not epoch:
         warnings.append(f"{path}: no absolute timestamps in this log: times are relative (see sources[].info.time)")
-    meta = {
-        "clock": {"unit": "ns", "domain": "unix_epoch" if epoch else "relative", "sync": None},
-        "sources": [
-            {
-                "path": str(path),
-                "format": fmt,
-                "rank": rank,
-                "rank_source": rank_source,
-                "events": events.height,
-                "dropped": dict(sorted(dropped.items())),
-                "info": json.loads(json.dumps(info, default=str)),
-            }
-        ],
-        "warnings": warnings,
+    meta = reader_meta(
+        path,
+        fmt,
+        epoch=epoch,
+        rank=rank,
+        rank_source=rank_source,
+        events=events.height,
+        dropped=dropped,
+        info=json.loads(json.dumps(info, default=str)),
+        warnings=warnings,
+    )
+    other = {
+        name: pl.concat([p.tables[name] for p in parts if name in p.tables], how="diagonal_relaxed")
+        for name in {n for p in parts for n in p.tables}
     }
     return Trace.build(
         meta=meta,
+        **other,
         locations=locs.drop("track", "_kind"),
         events=events,
         collectives=collectives,

@@ -1,6 +1,6 @@
 """Darshan's text tools' output: ``darshan-dxt-parser`` (DXT segments) and ``darshan-parser`` (counters).
 
-Binary ``.darshan`` logs are not read here (that needs PyDarshan). What it maps to:
+Binary ``.darshan`` logs are read by :mod:`.darshan` (PyDarshan), into the same names. What it maps to:
 
 - the job header (``# start_time:``, ``# nprocs:``, ``# exe:``, ``# jobid:``) to
   ``info.darshan``; times are ``start_time`` (epoch seconds) plus the segment's seconds.
@@ -9,8 +9,8 @@ Binary ``.darshan`` logs are not read here (that needs PyDarshan). What it maps 
   ``darshan X_POSIX``/``X_MPIIO`` timeline, with file, offset and segment in args (the
   file from its ``# DXT, file_id: .., file_name: ..`` block).
 - ``darshan-parser`` counter rows (``module rank record counter value file mount fs``) to
-  ``info.darshan.files``: per module, rank (-1: shared) and file, the opens, reads,
-  writes and bytes read/written; ``darshan-parser --total``'s ``total_<COUNTER>: value``
+  ``info.darshan.files``: per module, rank (-1: shared) and file, the per-file I/O
+  statistics of ``di record`` (:mod:`.darshan_counters`); ``darshan-parser --total``'s ``total_<COUNTER>: value``
   lines to ``info.darshan.totals``. ``--perf`` lines are not read (counted as unknown).
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
+from di.convert.logs.darshan_counters import COUNTER_MODULES, KEY, file_stats
 
 __all__ = ["SNIFF_RE", "parse_darshan_text"]
 
@@ -30,14 +31,6 @@ DXT_RE = (
     r"(?P<length>\d+)\s+(?P<start>[\d.]+)\s+(?P<end>[\d.]+)"
 )
 COUNTER_RE = r"^(?P<module>[A-Z][A-Z0-9_-]*)\t(?P<rank>-?\d+)\t(?P<record>\d+)\t(?P<counter>\w+)\t(?P<value>\S+)\t(?P<file>[^\t]*)\t"
-SUMMARY = {
-    "OPENS": "opens",
-    "READS": "reads",
-    "WRITES": "writes",
-    "BYTES_READ": "bytes_read",
-    "BYTES_WRITTEN": "bytes_written",
-}
-"""Counter suffix (after ``POSIX_``, ``MPIIO_``, ``STDIO_``...) -> the per-file summary column."""
 
 
 def _header(lines: pl.DataFrame, key: str) -> str | None:
@@ -86,20 +79,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         .unnest("g")
         .drop_nulls("counter")
     )
-    summ = rows.with_columns(pl.col("counter").str.replace(r"^[A-Z0-9-]+?_", "").alias("what")).filter(
-        pl.col("what").is_in(list(SUMMARY))
-    )
-    files = (
-        (
-            summ.with_columns(
-                pl.col("what").replace_strict(SUMMARY),
-                pl.col("value").cast(pl.Int64, strict=False),
-                pl.col("rank").cast(pl.Int64),
-            ).pivot(on="what", index=["module", "rank", "file"], values="value", aggregate_function="sum")
-        )
-        if summ.height
-        else pl.DataFrame()
-    )
+    files = file_stats(rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value"))
     tot = (
         lines.filter(t.str.starts_with("total_"))
         .select(t.str.extract_groups(r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$").alias("g"))
@@ -115,7 +95,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
             "nprocs": _header(lines, "nprocs"),
             "start_time_s": int(start) if start and start.isdigit() else None,
             "counters": rows.height,
-            "files": files.to_dicts() if files.height else [],
+            "files": files.to_dicts(),
             "time": "start_time_plus_seconds" if t0_ns else "seconds_from_start",
         }
     }

@@ -66,9 +66,11 @@ COLL_FIELDS = {
 TUNE_RE = r"^(?P<opname>[A-Za-z]+): (?P<tbytes>\d+) Bytes -> Algo (?P<algo>\S+) proto (?P<proto>\S+)"
 LINK_RE = (
     r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
-    r"(?: \[(?:send|receive)\])? via (?P<transport>.+?)(?: comm 0x.*)?$"
+    r"(?: \[(?P<direction>send|receive)\])? via (?P<via>.+?)(?: comm 0x.*)?$"
 )
 RING_RE = r"^Channel (?P<channel>\d+)/(?P<nchannels>\d+) :(?P<order>(?:\s+\d+)+)\s*$"
+RING_HOP_RE = r"^Ring (?P<channel>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<next>-?\d+)"
+TREE_ONE_RE = r"^Tree (?P<channel>\d+) : (?P<parent>-?\d+) -> (?P<me>\d+) -> (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)"
 TREE_RE = r"\[(?P<channel>\d+)\] (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)->(?P<me>-?\d+)->(?P<parent>-?\d+)"
 VERSION_RE = r"NCCL version (\d+\.\d+\.\d+\S*)|RCCL version (\d+\.\d+\.\d+\S*)"
 ERROR_RE = (
@@ -132,32 +134,36 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     found = lines.with_columns(pos.alias("pos")).filter(pl.col("pos").is_not_null())
     head = pl.col("text").str.slice(0, pl.col("pos"))
     level = pl.col("text").str.slice(pl.col("pos") + 6, 5).str.strip_chars_end()
-    found = found.with_columns(head.str.extract_groups(HEAD_RE).alias("g"), level.alias("level")).unnest("g")
-    found = found.filter(pl.col("host").is_not_null() & pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
-    # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first)
-    found = found.with_columns(
-        pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")
-    ).drop("pos")
+    found = found.with_columns(head.alias("head"), level.alias("level"))
+    # heads repeat (one per thread, or per timestamp): the regex, host fix-up and casts run once per distinct head
+    heads = found.select(pl.col("head").unique())
+    heads = heads.with_columns(pl.col("head").str.extract_groups(HEAD_RE).alias("g")).unnest("g").drop_nulls("host")
     # a glued line's host may carry the tail of the line before it ("...N/A   0mew0:..."): the known host it ends with
     known = set(
-        found.filter(pl.col("text").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null())
+        heads.filter(pl.col("head").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null())
         .get_column("host")
         .unique()
     )
     fix = {
         h: max((k for k in known if h.endswith(k)), key=len, default=h)
-        for h in found.get_column("host").unique()
+        for h in heads.get_column("host").unique()
         if h not in known
     }
     if fix:
-        found = found.with_columns(pl.col("host").replace(fix))
-    return found.with_columns(
+        heads = heads.with_columns(pl.col("host").replace(fix))
+    heads = heads.with_columns(
         pl.col("pid").cast(pl.Int64),
         pl.col("tid").cast(pl.Int64),
         pl.col("dev").cast(pl.Int64),
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
+    found = found.filter(pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
+    found = found.join(heads, on="head", how="inner").drop("head")
+    # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first)
+    return found.with_columns(
+        pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")
+    ).drop("pos")
 
 
 def _comms(p: pl.DataFrame, version: str | None) -> pl.DataFrame:
@@ -199,15 +205,53 @@ def _ranks(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    # one small regex per field: each finds its literal first and captures over a few bytes (one regex of all
-    # fields runs the capturing engine over the whole line, several times slower)
-    m = pl.col("msg")
-    c = (
-        p.filter(m.str.contains(": opCount ", literal=True))
-        .with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
-        .drop_nulls(["opname", "count", "dt", "comm"])
+COLL_TOKENS = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datatype", 11: "op", 13: "root", 15: "comm"}
+"""Word positions of a COLL line's field names in the layout of NCCL 2.7 to 2.29 (fields follow their names)."""
+
+
+def _coll_layout() -> pl.Expr:
+    t = pl.col("_t")
+    ok = pl.all_horizontal([t.list.get(i, null_on_oob=True) == word for i, word in COLL_TOKENS.items()])
+    return ok.fill_null(False)
+
+
+def _coll_by_tokens(c: pl.DataFrame) -> pl.DataFrame:
+    """COLL lines of the usual layout (words ``_t``), split into words: several times cheaper than regex captures."""
+    t = pl.col("_t")
+    w17, w18, w19 = (t.list.get(i, null_on_oob=True) for i in (17, 18, 19))
+    has_nr = w17.str.starts_with("[nranks=")
+    return c.select(
+        pl.exclude("_t"),
+        t.list.get(0).str.strip_suffix(":").alias("opname"),
+        t.list.get(2).alias("opcount"),
+        t.list.get(8).alias("count"),
+        t.list.get(10).alias("dt"),
+        t.list.get(12).alias("redop"),
+        t.list.get(14).alias("root"),
+        t.list.get(16).alias("comm"),
+        pl.when(has_nr).then(w17.str.slice(8).str.strip_suffix("]")).alias("nranks"),
+        pl.when(has_nr)
+        .then(pl.when(w18 == "stream").then(w19))
+        .otherwise(pl.when(w17 == "stream").then(w18))
+        .alias("stream"),
     )
+
+
+def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
+    """COLL lines of another layout: one small regex per field (each finds its literal first and captures over a
+    few bytes; one regex of all fields runs the capturing engine over the whole line, several times slower)."""
+    m = pl.col("msg")
+    return c.drop("_t").with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
+
+
+def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    m = pl.col("msg")
+    c = p.filter(m.str.contains(": opCount ", literal=True)).with_columns(m.str.split(" ").alias("_t"))
+    usual = _coll_layout()
+    c = pl.concat(
+        [_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed"
+    ).drop_nulls(["opname", "count", "dt", "comm"])
+    c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
     tune = (
         p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
         .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g"))
@@ -314,63 +358,114 @@ def _with_comm(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     return nxt.with_columns(pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
-def _links(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+def _connections(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
     lk = (
         p.filter(pl.col("msg").str.contains(" via ", literal=True))
         .with_columns(pl.col("msg").str.extract_groups(LINK_RE).alias("g"))
         .unnest("g")
-        .drop_nulls("transport")
+        .drop_nulls("via")
     )
-    return (
-        _with_comm(lk, comms)
-        .select(
-            pl.col("comm_key").alias("comm"),
-            pl.col("channel").cast(pl.Int64),
-            pl.col("src").cast(pl.Int64).alias("src_rank"),
-            pl.col("dst").cast(pl.Int64).alias("dst_rank"),
-            "transport",
-        )
-        .unique(maintain_order=True)
+    return _with_comm(lk, comms).select(
+        pl.col("comm_key").alias("comm"),
+        pl.lit("connection").alias("kind"),
+        pl.col("channel").cast(pl.Int64),
+        pl.col("src").cast(pl.Int64).alias("src_rank"),
+        pl.col("dst").cast(pl.Int64).alias("dst_rank"),
+        pl.col("via").str.extract(r"^([A-Za-z0-9]+)").alias("transport"),
+        "via",
+        "direction",
     )
 
 
-def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    """``Channel 00/24 : 0 1 2 3`` (the ring order, printed once per channel by the comm's rank 0)."""
-    r = (
+def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
+    r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
+    order = (
         p.filter(pl.col("msg").str.starts_with("Channel "))
         .with_columns(pl.col("msg").str.extract_groups(RING_RE).alias("g"))
         .unnest("g")
         .drop_nulls("order")
     )
-    return (
-        _with_comm(r, comms)
-        .select(
-            pl.col("comm_key").alias("comm"),
-            pl.col("channel").cast(pl.Int64),
-            pl.col("nchannels").cast(pl.Int64),
-            pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64)).alias("order"),
-        )
-        .unique(["comm", "channel"], maintain_order=True)
+    order = _with_comm(order, comms).select(
+        pl.col("comm_key").alias("comm"),
+        pl.col("channel").cast(pl.Int64),
+        pl.col("nchannels").cast(pl.Int64),
+        pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64)).alias("src_rank"),
     )
+    order = order.unique(["comm", "channel"], maintain_order=True)
+    # a ring of many ranks is cut short in the log (NCCL prints the first ones): it wraps only when complete
+    sizes = comms.group_by("comm_key").agg(pl.col("nranks").max()).rename({"comm_key": "comm"})
+    order = order.join(sizes, on="comm", how="left")
+    whole = pl.col("src_rank").list.len() == pl.col("nranks")
+    hops = order.with_columns(
+        pl.concat_list(pl.col("src_rank").list.slice(1), pl.when(whole).then(pl.col("src_rank").list.first())).alias(
+            "dst_rank"
+        ),
+    ).filter(pl.col("src_rank").list.len() > 1)
+    hops = hops.with_columns(pl.col("dst_rank").list.drop_nulls())
+    hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
+    hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
+    ring = (
+        p.filter(pl.col("msg").str.starts_with("Ring "))
+        .with_columns(pl.col("msg").str.extract_groups(RING_HOP_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("me")
+    )
+    ring = _with_comm(ring, comms).select(
+        pl.col("comm_key").alias("comm"),
+        pl.col("channel").cast(pl.Int64),
+        pl.col("me").cast(pl.Int64).alias("src_rank"),
+        pl.col("next").cast(pl.Int64).alias("dst_rank"),
+    )
+    edges = pl.concat([hops, ring]).filter(pl.col("src_rank") != pl.col("dst_rank"))
+    return edges.with_columns(pl.lit("ring").alias("kind")), order.select("comm", "channel", "nchannels")
 
 
 def _trees(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    """``Trees [0] 1/-1/-1->0->-1 [1] ...``: per channel, this rank's children and parent (-1: none)."""
+    """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
+    and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
         p.filter(pl.col("msg").str.starts_with("Trees "))
         .with_columns(pl.col("msg").str.extract_all(TREE_RE).alias("t"))
         .explode("t")
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
-    return _with_comm(t, comms).select(
-        pl.col("comm_key").alias("comm"),
-        pl.col("channel").cast(pl.Int64),
-        pl.col("me").cast(pl.Int64).alias("rank"),
-        pl.col("parent").cast(pl.Int64),
-        pl.concat_list(pl.col("c1", "c2", "c3").cast(pl.Int64))
-        .list.eval(pl.element().filter(pl.element() >= 0))
-        .alias("children"),
+    one = (
+        p.filter(pl.col("msg").str.starts_with("Tree "))
+        .with_columns(pl.col("msg").str.extract_groups(TREE_ONE_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("me")
     )
+    cols = ["host", "pid", "dev", "line", "channel", "me", "parent"]
+    t = pl.concat([t.select(cols), one.select(cols)])
+    return (
+        _with_comm(t, comms)
+        .select(
+            pl.col("comm_key").alias("comm"),
+            pl.lit("tree").alias("kind"),
+            pl.col("channel").cast(pl.Int64),
+            pl.col("me").cast(pl.Int64).alias("src_rank"),
+            pl.col("parent").cast(pl.Int64).alias("dst_rank"),
+        )
+        .filter(pl.col("dst_rank") >= 0)
+    )
+
+
+def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The ``comm_links`` table (see its schema) and (comm, channel, nchannels) of the ring lines."""
+    conn = _connections(p, comms)
+    rings, nch = _rings(p, comms)
+    trees = _trees(p, comms)
+    via = conn.unique(["comm", "channel", "src_rank", "dst_rank"], keep="first", maintain_order=True).select(
+        "comm", "channel", "src_rank", "dst_rank", "transport", "via"
+    )
+    keys = ["comm", "channel", "src_rank", "dst_rank"]
+    edges = pl.concat([rings.select(keys + ["kind"]), trees.select(keys + ["kind"])]).join(
+        via, on=keys, how="left", nulls_equal=True
+    )
+    links = pl.concat([conn, edges], how="diagonal_relaxed").drop_nulls(["comm"])
+    return links.unique(maintain_order=True), nch
 
 
 def _instants(p: pl.DataFrame) -> pl.DataFrame:
@@ -388,8 +483,9 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     p = _prefixed(lines)
     ver = (
         lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
-        .select(pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
+        .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
         .unnest("g")
+        .filter(pl.col("1").is_not_null() | pl.col("2").is_not_null())
     )
     versions = (
         sorted(set(ver.get_column("1").drop_nulls().to_list()) | set(ver.get_column("2").drop_nulls().to_list()))
@@ -400,7 +496,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     if not p.height:
         return Parts(
             "nccl",
-            claimed=lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line"),
+            claimed=ver.get_column("line"),
             info={"nccl": {"versions": versions}} if versions else {},
         )
     comms = _comms(p, version)
@@ -443,37 +539,56 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     ev = ev.with_columns(
         t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track")
     )
-    links = _links(p, comms)
+    topo = p.filter(pl.any_horizontal(pl.col("msg").str.starts_with(w) for w in ("Channel ", "Ring ", "Tree")))
+    links, nch = _comm_links(topo, comms)
     info: dict[str, Any] = {
         "nccl": {
             "versions": versions,
             "time": "timestamps"
             if timed
             else ("trace_ms_since_start" if trace_ms else ("nearest_line_timestamp" if near else "line_order")),
-            "comms": comms.select(
-                pl.col("comm_key").alias("comm"),
-                pl.col("comm").alias("comm_ptr"),
-                pl.col("grank").alias("rank"),
-                pl.col("crank").alias("comm_rank"),
-                "nranks",
-                "host",
-                "pid",
-                pl.col("cudadev").alias("device"),
-                pl.col("busid").alias("busId"),
-                "version",
-                "state",
-            ).to_dicts(),
-            "links": links.to_dicts(),
-            "rings": _rings(p, comms).to_dicts(),
-            "trees": _trees(p, comms).to_dicts(),
-            "transports": links.group_by("comm", "transport").len().sort("comm", "transport").to_dicts(),
+            "transports": links.filter(pl.col("kind") == "connection")
+            .group_by("comm", "via")
+            .len()
+            .sort("comm", "via")
+            .to_dicts(),
         }
     }
     dropped = {}
     bad_coll = int(p.filter(pl.col("msg").str.contains(": opCount ", literal=True)).height - coll.height)
     if bad_coll:
         dropped["COLL lines in an unknown layout"] = bad_coll
-    claimed = pl.concat(
-        [p.get_column("line"), lines.filter(pl.col("text").str.contains(VERSION_RE)).get_column("line")]
+    claimed = pl.concat([p.get_column("line"), ver.get_column("line")])
+    tables = {"comms": _comms_table(comms, ver, nch), "comm_links": links}
+    return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near, tables=tables)
+
+
+def _comms_table(comms: pl.DataFrame, ver: pl.DataFrame, nch: pl.DataFrame) -> pl.DataFrame:
+    """The ``comms`` table (see its schema): each init's version is the nearest ``NCCL version`` line before it
+    (after it, for a log that prints it late)."""
+    if ver.height:
+        v = ver.select("line", pl.coalesce("1", "2").alias("ver")).drop_nulls("ver").sort("line")
+        comms = comms.sort("line")
+        back = comms.join_asof(v, on="line", strategy="backward").get_column("ver")
+        fwd = comms.join_asof(v, on="line", strategy="forward").get_column("ver")
+        comms = comms.with_columns(pl.coalesce(back, fwd, pl.col("version")).alias("version"))
+    nch = nch.group_by("comm").agg(pl.col("nchannels").max())
+    return (
+        comms.join(nch, left_on="comm_key", right_on="comm", how="left")
+        .sort("line")
+        .select(
+            pl.col("comm_key").alias("comm"),
+            pl.col("commid").alias("comm_id"),
+            pl.col("comm").alias("comm_ptr"),
+            pl.col("grank").alias("rank"),
+            pl.col("crank").alias("comm_rank"),
+            "nranks",
+            "host",
+            "pid",
+            pl.col("cudadev").alias("device"),
+            pl.col("busid").alias("bus_id"),
+            "version",
+            "nchannels",
+            "state",
+        )
     )
-    return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near)

@@ -42,12 +42,20 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
     test = t.str.extract(r"^# Collective test starting: (\w+)")
-    if not lines.select(test.is_not_null().any()).item():
+    heads = lines.filter(
+        t.str.starts_with("#")
+    )  # the header and footer lines: every regex below but the rows' sees these
+    if not heads.select(test.is_not_null().any()).item():
         return Parts("nccl_tests")
     # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line) and test headers;
     # picked first, so the NCCL tail is cut on these few lines only
     cand = lines.filter(t.str.contains(r"^\s*[\d.]|^# Collective test starting: "))
-    frag = pl.when(test.is_not_null()).then(pl.lit(TEST_MARK) + test).otherwise(t.str.replace(NCCL_TAIL_RE, ""))
+    is_test = t.str.starts_with("# Collective test starting: ")
+    frag = (
+        pl.when(is_test)
+        .then(pl.lit(TEST_MARK) + t.str.slice(len("# Collective test starting: ")).str.extract(r"^(\w+)"))
+        .otherwise(pl.when(t.str.contains(" NCCL ", literal=True)).then(t.str.replace(NCCL_TAIL_RE, "")).otherwise(t))
+    )
     used = cand.select("line", frag.alias("frag")).drop_nulls("frag")
     stream = used.select(pl.col("frag").str.join(" ")).item()
     found = pl.Series("m", [stream]).str.extract_all(ROW_RE).explode().drop_nulls().to_frame()
@@ -55,17 +63,21 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         pl.when(pl.col("is_test")).then(pl.col("m").str.strip_chars(TEST_MARK)).forward_fill().alias("test")
     )
     rows = found.filter(~pl.col("is_test")).with_row_index("i")
-    g = rows.select("i", "test", pl.col("m").str.extract_groups(ROW_RE.split("|", 1)[1]).alias("g")).unnest("g")
+    # a row matched ROW_RE: its fields are its words (no capturing regex)
+    words = pl.col("m").str.extract_all(r"\S+")
     cols = {
-        "size": "1",
-        "time.out-of-place": "6",
-        "algbw.out-of-place": "7",
-        "busbw.out-of-place": "8",
-        "time.in-place": "10",
-        "algbw.in-place": "11",
-        "busbw.in-place": "12",
+        "size": 0,
+        "time.out-of-place": 5,
+        "algbw.out-of-place": 6,
+        "busbw.out-of-place": 7,
+        "time.in-place": 9,
+        "algbw.in-place": 10,
+        "busbw.in-place": 11,
     }
-    long = g.select("i", "test", *[pl.col(c).cast(pl.Float64, strict=False).alias(k) for k, c in cols.items()]).unpivot(
+    g = rows.select("i", "test", words.alias("w")).with_columns(
+        *[pl.col("w").list.get(k, null_on_oob=True).alias(name) for name, k in cols.items()]
+    )
+    long = g.select("i", "test", *[pl.col(k).cast(pl.Float64, strict=False) for k in cols]).unpivot(
         index=["i", "test"], variable_name="metric", value_name="value"
     )
     units = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
@@ -78,19 +90,21 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         "value",
     )
     ranks = (
-        lines.filter(t.str.starts_with("#  Rank"))
+        heads.filter(t.str.starts_with("#  Rank"))
+        .select(t)
+        .unique(maintain_order=True)  # every test prints the list again
         .select(t.str.extract_groups(RANK_RE).alias("g"))
         .unnest("g")
         .drop_nulls("rank")
         .unique(maintain_order=True)
     )
-    avg = lines.select(
+    avg = heads.select(
         test.forward_fill().alias("test"),
         t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64).alias("v"),
     )
     info: dict[str, Any] = {
         "nccl_tests": {
-            "version": lines.select(t.str.extract(r"^# nccl-tests version (\S+)").drop_nulls().first()).item(),
+            "version": heads.select(t.str.extract(r"^# nccl-tests version (\S+)").drop_nulls().first()).item(),
             "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
             "rows": rows.height,
             "ranks": ranks.unique("rank", keep="first", maintain_order=True)
@@ -104,7 +118,7 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     claimed = pl.concat(
         [
             used.filter(~pl.col("frag").str.contains(" NCCL ", literal=True)).get_column("line"),
-            lines.filter(t.str.starts_with("#")).get_column("line"),
+            heads.get_column("line"),
         ]
     )
     return Parts("nccl_tests", samples=samples, claimed=claimed, info=info, epoch=False)

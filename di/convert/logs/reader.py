@@ -116,6 +116,8 @@ GATES = {
     "nccl": r" NCCL |CCL version",
     "nccl_tests": r"^# Collective test starting",
     "training": r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{|Error|error|Exception|Traceback|OVERFLOW|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
+    "nvidia_smi": r"NVSMI LOG|NVIDIA-SMI|nvidia-smi|^\d{4}/\d\d/\d\d \d\d:|^\s*#\s*(?:Date\s+Time\s+)?gpu\s|^#\s*Entity\s"
+    r"|^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]]+\])?, ",
     "slurm": r"(?i)job_?id",
     "darshan": r"^# darshan log version",
 }

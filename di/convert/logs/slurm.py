@@ -1,5 +1,6 @@
-"""Slurm job tables: ``sacct -P`` / ``--parsable2`` (``|``), ``squeue``/``sacct`` with ``\\x1f`` separators, and
-``sacct``'s default fixed-width table (columns cut at its dashed rule).
+"""Slurm job tables: ``sacct -P`` / ``--parsable2`` (``|``), ``squeue``/``sacct`` with ``\\x1f`` separators,
+``sacct``'s default fixed-width table (columns cut at its dashed rule), and ``scontrol show job`` records
+(``Key=Value`` words from a ``JobId=`` line to a blank line; keys named as sacct names them, :data:`SCONTROL_KEYS`).
 
 The header names the columns (case folded: ``JobID``, ``JOBID``); each row is one
 job or job step. What it maps to:
@@ -24,7 +25,34 @@ from di.convert.logs.build import Parts
 __all__ = ["SNIFF_RE", "parse_slurm"]
 
 KEYS = r"(?i:jobid|job_id)"
-SNIFF_RE = rf"(?:^|[|\x1f])\s*{KEYS}\s*[|\x1f]|[|\x1f]\s*{KEYS}\s*$|^\s*JobID\s+JobName\s"
+SCONTROL_RE = r"^JobId=\d+\s"
+SNIFF_RE = rf"(?:^|[|\x1f])\s*{KEYS}\s*[|\x1f]|[|\x1f]\s*{KEYS}\s*$|^\s*JobID\s+JobName\s|{SCONTROL_RE}"
+SCONTROL_KEYS = {
+    "jobid": "jobid",
+    "arrayjobid": "arrayjobid",
+    "jobname": "jobname",
+    "userid": "user",
+    "account": "account",
+    "partition": "partition",
+    "jobstate": "state",
+    "reason": "reason",
+    "exitcode": "exitcode",
+    "runtime": "elapsed",
+    "timelimit": "timelimit",
+    "submittime": "submit",
+    "starttime": "start",
+    "endtime": "end",
+    "nodelist": "nodelist",
+    "batchhost": "batchhost",
+    "numnodes": "nnodes",
+    "numcpus": "ncpus",
+    "numtasks": "ntasks",
+    "tres": "tres",
+    "command": "command",
+    "workdir": "workdir",
+    "stdout": "stdout",
+}
+"""``scontrol show job`` keys (case folded) -> the column name sacct gives the same field."""
 BAD_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
 START = ("start", "start_time")
 END = ("end", "end_time")
@@ -42,46 +70,51 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
+DELIMITED_HEAD = rf"(?:^|[|\x1f])\s*{KEYS}\s*(?:[|\x1f]|$)"
+RULE = r"^-+(?: -+)+\s*$"
+"""sacct's default table's dashed rule under its header."""
+
+
 def _delimited(lines: pl.DataFrame) -> list[pl.DataFrame]:
-    """One frame of string columns per header line (``|`` or ``\\x1f`` separated) and the rows after it."""
+    """One frame of string columns per distinct header line (``|`` or ``\\x1f`` separated): the rows after each of
+    its occurrences, up to the next header, with as many fields (a loop over header kinds, not header lines)."""
     t = pl.col("text")
-    heads = lines.filter(t.str.contains(rf"(?:^|[|\x1f])\s*{KEYS}\s*(?:[|\x1f]|$)") & t.str.contains(r"[|\x1f]"))
+    is_head = t.str.contains(DELIMITED_HEAD) & t.str.contains(r"[|\x1f]")
+    df = lines.with_columns(is_head.alias("is_head"), t.str.contains(RULE).alias("is_rule"))
+    df = df.with_columns((pl.col("is_head") | pl.col("is_rule")).cum_sum().alias("block"))  # a table ends at the next
+    heads = df.filter("is_head").select("block", pl.col("text").alias("head"))
+    df = df.filter(~pl.col("is_head") & (pl.col("block") > 0)).join(heads, on="block")
     out = []
-    bounds = heads.get_column("line").to_list() + [None]
-    for k, (h, sep) in enumerate(
-        zip(
-            heads.get_column("line").to_list(),
-            ["\x1f" if "\x1f" in x else "|" for x in heads.get_column("text").to_list()],
-        )
-    ):
-        names = _unique([n.strip().lower() for n in heads.filter(pl.col("line") == h).get_column("text")[0].split(sep)])
-        nxt = bounds[k + 1]
-        rows = lines.filter(
-            (pl.col("line") > h)
-            & (pl.col("line") < nxt if nxt is not None else pl.lit(True))
-            & (t.str.count_matches(sep, literal=True) == len(names) - 1)
-        )
+    for head in heads.get_column("head").unique(maintain_order=True).to_list():  # one per kind of table
+        sep = "\x1f" if "\x1f" in head else "|"
+        names = _unique([n.strip().lower() for n in head.split(sep)])
+        rows = df.filter((pl.col("head") == head) & (t.str.count_matches(sep, literal=True) == len(names) - 1))
         cells = rows.select("line", t.str.split(sep).list.to_struct(fields=names).alias("s")).unnest("s")
         out.append(cells.with_columns(pl.col(n).str.strip_chars() for n in names))
     return out
 
 
 def _fixed(lines: pl.DataFrame) -> list[pl.DataFrame]:
-    """sacct's default table: the dashed rule under the header gives the column spans."""
+    """sacct's default table: the dashed rule under the header gives the column spans (a loop over distinct
+    (header, rule) pairs; the rows of a table run from its rule to the next rule)."""
     t = pl.col("text")
-    rules = lines.filter(t.str.contains(r"^-+(?: -+)+\s*$"))
+    is_rule = t.str.contains(RULE)
+    other = t.str.contains(DELIMITED_HEAD) & t.str.contains(r"[|\x1f]")  # another table's header ends this one
+    df = lines.with_columns(is_rule.alias("is_rule"), other.alias("other"), t.shift(1).alias("above"))
+    df = df.with_columns((pl.col("is_rule") | pl.col("other")).cum_sum().alias("block"))
+    rules = df.filter("is_rule").select("block", pl.col("text").str.strip_chars_end().alias("rule"), "above")
+    rules = rules.drop_nulls("above")
+    df = df.filter(~pl.col("is_rule") & (pl.col("block") > 0) & t.str.contains(r"^\s*\d")).join(
+        rules.select("block", "rule", pl.col("above").alias("head")), on="block"
+    )
     out = []
-    for r in rules.get_column("line").to_list():
-        head = lines.filter(pl.col("line") == r - 1).get_column("text")
-        rule = lines.filter(pl.col("line") == r).get_column("text")[0].rstrip()
-        if not head.len():
-            continue
+    for head, rule in rules.select("above", "rule").unique(maintain_order=True).iter_rows():  # one per kind of table
         spans, i = [], 0
         for dash in rule.split(" "):
             spans.append((i, len(dash)))
             i += len(dash) + 1
-        names = [head[0][a : a + n].strip().lower() for a, n in spans]
-        rows = lines.filter((pl.col("line") > r) & t.str.contains(r"^\s*\d"))
+        names = [head[a : a + n].strip().lower() for a, n in spans]
+        rows = df.filter((pl.col("head") == head) & (pl.col("rule") == rule))
         out.append(
             rows.select(
                 "line", *[t.str.slice(a, n).str.strip_chars().alias(name) for (a, n), name in zip(spans, names)]
@@ -90,9 +123,40 @@ def _fixed(lines: pl.DataFrame) -> list[pl.DataFrame]:
     return out
 
 
+def _scontrol(lines: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.Series]:
+    """``scontrol show job`` records: from a ``JobId=N`` line to the next blank line, ``Key=Value`` words; one row per
+    record (its ``line`` the JobId line), and the lines of the records."""
+    t = pl.col("text")
+    first = t.str.contains(SCONTROL_RE)
+    if not lines.select(first.any()).item():
+        return [], pl.Series("line", [], dtype=pl.UInt32)
+    df = lines.select("line", first.cum_sum().alias("rec"), t.str.strip_chars().alias("t")).filter(pl.col("rec") > 0)
+    df = df.with_columns((pl.col("t") == "").cast(pl.Int32).cum_sum().over("rec").alias("gap"))
+    df = df.filter((pl.col("gap") == 0) & pl.col("t").str.contains("=", literal=True))
+    kv = (
+        df.select("rec", pl.col("t").str.extract_all(r"[A-Za-z][\w:/]*=\S*").alias("kv"))
+        .explode("kv")
+        .drop_nulls("kv")
+        .with_columns(pl.col("kv").str.splitn("=", 2).struct.rename_fields(["k", "v"]).alias("s"))
+        .unnest("s")
+        .with_columns(pl.col("k").str.to_lowercase())
+        .filter(pl.col("k").is_in(list(SCONTROL_KEYS)))
+        .with_columns(pl.col("k").replace_strict(SCONTROL_KEYS))
+    )
+    jobs = kv.pivot(on="k", index="rec", values="v", aggregate_function="first")
+    heads = df.group_by("rec").agg(pl.col("line").min())
+    jobs = heads.join(jobs, on="rec").drop("rec")
+    return [
+        jobs.with_columns(
+            pl.col(c).replace(["Unknown", "None", "(null)"], [None, None, None]) for c in jobs.columns if c != "line"
+        )
+    ], df.get_column("line")
+
+
 def parse_slurm(lines: pl.DataFrame) -> Parts:
     """Slurm tables of a log as :class:`Parts` (see the module docstring)."""
-    frames = [f for f in _delimited(lines) + _fixed(lines) if f.height]
+    records, record_lines = _scontrol(lines)
+    frames = [f for f in _delimited(lines) + _fixed(lines) + records if f.height]
     if not frames:
         return Parts("slurm")
     jobs = pl.concat(frames, how="diagonal_relaxed").sort("line")
@@ -134,7 +198,8 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     )
     info: dict[str, Any] = {"slurm": {"jobs": jobs.drop("line").to_dicts(), "truncated": truncated}}
     kw: dict[str, Any] = {"events": events} if events is not None and events.height else {}
-    header_lines = lines.filter(
-        pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(r"^-+(?: -+)+\s*$")
-    ).get_column("line")
-    return Parts("slurm", claimed=pl.concat([jobs.get_column("line"), header_lines]), info=info, epoch=bool(kw), **kw)
+    header_lines = lines.filter(pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(RULE)).get_column(
+        "line"
+    )
+    claimed = pl.concat([jobs.get_column("line"), header_lines, record_lines])
+    return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), **kw)

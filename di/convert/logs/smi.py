@@ -1,11 +1,11 @@
-"""nvidia-smi output: ``--query-gpu`` CSV (with or without header and units), ``dmon``/``pmon`` tables, ``-q`` text.
+"""nvidia-smi output: ``--query-gpu`` CSV (with or without header and units), ``dmon``/``pmon`` tables, ``-q`` text; DCGM's ``dcgmi dmon`` tables alike.
 
 Every table is found by its own header, so a file that holds several (a capture
 script's sections, one ``-l`` log) is read whole; all of it with polars string
 ops. What it maps to: one counter timeline per GPU (``GPU <index>``) and one
 series per numeric field, named as nvidia-smi names it (``power.draw``,
 ``utilization.gpu``; dmon/pmon ``dmon.pwr``, ``pmon.sm``; ``-q``
-``q.GPU Power Readings.Average Power Draw``), with its unit from the header
+``q.GPU Power Readings.Average Power Draw``; ``dcgmi dmon`` ``dcgm.SMACT``), with its unit from the header
 (``power.draw [W]``, dmon's unit line), the value (``22.89 W``) or
 :data:`UNITS`. ``[N/A]``/``[Not Supported]`` values are skipped (counted in
 ``info.nvidia_smi.not_available``); text fields (name, uuid, pstate) are not series.
@@ -54,9 +54,10 @@ UNITS = {
 
 
 def sniff_smi(lines: list[str]) -> bool:
-    """True when the first lines hold an nvidia-smi table or report."""
+    """True when the first lines hold an nvidia-smi (or ``dcgmi dmon``) table or report."""
     return any(
         re.match(QLOG_RE, ln)
+        or re.match(DCGMI_HEADER_RE, ln)
         or re.match(BANNER_RE, ln)
         or re.match(NOHEADER_RE, ln)
         or re.match(DMON_RE, ln)
@@ -232,6 +233,92 @@ def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+DCGMI_HEADER_RE = r"^#\s*Entity\s+\S"
+DCGMI_ENTITY = r"(?:GPU-CI|GPU-I|GPU|Switch|NvSwitch|Link|CPU|Core)"
+"""Entity groups ``dcgmi dmon`` prints (GPUs, MIG instances, NVSwitches and their links, CPUs and cores)."""
+DCGMI_UNITS = {
+    "POWER": "W",
+    "PWR": "W",
+    "GTEMP": "C",
+    "MMTMP": "C",
+    "SMCLK": "MHz",
+    "MMCLK": "MHz",
+    "GPUTL": "%",
+    "MCUTL": "%",
+    "FBUSD": "MiB",
+    "FBFRE": "MiB",
+    "FBTTL": "MiB",
+    "PCITX": "B/s",
+    "PCIRX": "B/s",
+    "NVLTX": "B/s",
+    "NVLRX": "B/s",
+    "GRACT": "ratio",
+    "SMACT": "ratio",
+    "SMOCC": "ratio",
+    "TENSO": "ratio",
+    "DRAMA": "ratio",
+    "FP64A": "ratio",
+    "FP32A": "ratio",
+    "FP16A": "ratio",
+    "ENCUT": "%",
+    "DECUT": "%",
+    "XIDER": "count",
+}
+"""Units of ``dcgmi dmon``'s field short names (DCGM's field list: activity fields are ratios 0..1, PCIe/NVLink bytes/s)."""
+
+
+def _dcgmi(lines: pl.DataFrame) -> pl.DataFrame:
+    """``dcgmi dmon`` tables: a ``#Entity  F1  F2 ...`` header, an ``ID`` line, rows ``GPU 0  v1  v2 ...``
+    (entities GPU, GPU-I, GPU-CI, ...; ``N/A`` skipped); one sample per ``-d`` interval (1 s by default) from 0."""
+    t = pl.col("text").str.strip_chars()
+    hdr = lines.filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
+    if not hdr.height:
+        return pl.DataFrame()
+    df = lines.filter(pl.col("line") >= hdr.get_column("line").min()).with_columns(
+        t.alias("t"), pl.col("line").is_in(hdr.get_column("line").implode()).alias("is_h")
+    )
+    df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
+    heads = (
+        df.filter("is_h")
+        .select(
+            "block",
+            pl.col("t")
+            .str.replace(r"^#\s*Entity\s+", "")
+            .str.split(" ")
+            .list.eval(pl.element().filter(pl.element() != ""))
+            .alias("fields"),
+        )
+        .with_columns(pl.col("fields").list.len().alias("n"))
+    )
+    rows = (
+        df.filter(pl.col("t").str.contains(rf"^{DCGMI_ENTITY}\s+\d+\s"))
+        .with_columns(
+            pl.col("t").str.extract_groups(rf"^(?P<entity>{DCGMI_ENTITY})\s+(?P<id>\d+)\s+(?P<rest>.*)$").alias("g")
+        )
+        .unnest("g")
+    )
+    rows = rows.with_columns(
+        pl.col("rest").str.split(" ").list.eval(pl.element().filter(pl.element() != "")).alias("raw")
+    ).join(heads, on="block")
+    rows = rows.filter(pl.col("raw").list.len() == pl.col("n"))
+    k = pl.col("line").rank("dense").over("block", "entity", "id") - 1
+    cells = rows.with_columns(k.cast(pl.Int64).alias("k")).explode(["fields", "raw"])
+    cells = _values(cells)
+    name = pl.when(pl.col("entity") == "GPU").then(pl.format("dcgm.{}", "fields"))
+    name = name.otherwise(pl.format("dcgm.{} ({} {})", "fields", "entity", "id"))
+    return cells.filter(pl.col("value").is_not_null()).select(
+        pl.when(pl.col("entity") == "GPU").then(pl.col("id").cast(pl.Int64)).alias("gpu"),
+        pl.lit(None, pl.String).alias("host"),
+        (pl.col("k") * DMON_INTERVAL_NS).alias("ts"),
+        name.alias("series"),
+        pl.coalesce(pl.col("fields").replace_strict(DCGMI_UNITS, default=None, return_dtype=pl.String), "vunit").alias(
+            "unit"
+        ),
+        "value",
+        "line",
+    )
+
+
 def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("text")
     starts = lines.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line")
@@ -306,7 +393,8 @@ def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
 def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     csv, na = _csv(lines)
-    parts = [f for f in (csv, _dmon(lines), _qlog(lines)) if f.height]
+    tables = {"query_gpu": csv, "dmon_pmon": _dmon(lines), "q": _qlog(lines), "dcgmi_dmon": _dcgmi(lines)}
+    parts = [f for f in tables.values() if f.height]
     if not parts:
         return Parts("nvidia_smi")
     s = pl.concat(
@@ -325,9 +413,7 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     )
     info: dict[str, Any] = {
         "nvidia_smi": {
-            "tables": [
-                n for n, f in (("query_gpu", csv), ("dmon_pmon", _dmon(lines)), ("q", _qlog(lines))) if f.height
-            ],
+            "tables": [n for n, f in tables.items() if f.height],
             "not_available": na,
             "time": "timestamps" if epoch else "relative",
         }

@@ -145,7 +145,9 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         .drop_nulls("pair")
     )
     # a pair matched PAIR_RE: cut it at its first ':' or '=' (a find, no capturing regex), the unit is what follows the number
-    pos = pl.col("pair").str.find(r"[:=]")
+    pos = pl.min_horizontal(
+        pl.col("pair").str.find(":", literal=True), pl.col("pair").str.find("=", literal=True)
+    )  # two literal finds: several times cheaper than one regex find
     rest = pl.col("pair").str.slice(pos + 1).str.strip_chars_start(" [")
     num = rest.str.strip_chars_end("%KMGTiBms")
     p = p.with_columns(
@@ -155,8 +157,10 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
     )
     p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
     p = p.drop_nulls("v").with_columns(
-        _norm("k").alias("key"), pl.col("v").str.replace_all(",", "").cast(pl.Float64, strict=False).alias("value")
+        pl.col("v").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("value")
     )
+    keys = p.select(pl.col("k").unique()).with_columns(_norm("k").alias("key"))  # few distinct keys: once each
+    p = p.join(keys, on="k", how="left")
     ml = rows.filter(pl.col("kind") == "mllog").with_columns(
         pl.col("text").str.extract(r"\"key\":\s*\"([^\"]+)\"").alias("key"),
         pl.col("text")
@@ -269,8 +273,15 @@ def _mllog_steps(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+ERROR_LITERALS = (
+    r"Error|Exception|Interrupt|CUDA out of memory|slurmstepd|Traceback|return code|Segmentation fault|core dumped"
+    r"|OVERFLOW"
+)
+"""Literals one of which every :data:`ERROR_RE` line (and overflow line) holds: a fast first search."""
+
+
 def _instants(lines: pl.DataFrame) -> pl.DataFrame:
-    err = lines.filter(
+    err = lines.filter(pl.col("text").str.contains(ERROR_LITERALS)).filter(
         pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True)
     )
     name = (
@@ -323,7 +334,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     pairs = _pairs(rows)
     steps = _steps_of(pairs, rows)
     rows = rows.join(steps, on="line", how="left")
-    key = pairs.with_columns(_norm("key").alias("key")).join(
+    key = pairs.join(
         pl.DataFrame(
             {"key": list(KEYS), "series": [v[0] for v in KEYS.values()], "unit": [v[1] for v in KEYS.values()]},
             schema={"key": pl.String, "series": pl.String, "unit": pl.String},

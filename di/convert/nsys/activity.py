@@ -2,14 +2,16 @@
 
 | table | cat | timeline |
 | --- | --- | --- |
-| CUPTI_ACTIVITY_KIND_KERNEL | kernel (NCCL kernels: nccl) | GPU stream |
-| CUPTI_ACTIVITY_KIND_MEMCPY | memcpy, bytes, copy kind in the name and args | GPU stream |
-| CUPTI_ACTIVITY_KIND_MEMSET | memset, bytes | GPU stream |
+| CUPTI_ACTIVITY_KIND_KERNEL | kernel (NCCL kernels: nccl); a graph's kernels keep graph and node ids in args | GPU stream |
+| CUPTI_ACTIVITY_KIND_MEMCPY | memcpy, bytes, copy kind in the name and args (graph node too) | GPU stream |
+| CUPTI_ACTIVITY_KIND_MEMSET | memset, bytes (graph node too) | GPU stream |
 | CUPTI_ACTIVITY_KIND_SYNCHRONIZATION | sync (Kineto's names: Event Sync, Stream Sync, ...) | GPU stream (-1: device-wide) |
 | CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER | cuda_api (synchronising calls: sync) | CPU thread |
 | NVTX_EVENTS push/pop, start/end, marks | user, step (ProfilerStep#N, "step N", ...), nccl (domain NCCL) | CPU thread; start/end ranges an async track per process and domain |
 | OSRT_API | io (file and socket calls), else other | CPU thread |
-| MPI_P2P_EVENTS, MPI_START_WAIT_EVENTS / MPI_COLLECTIVES_EVENTS / MPI_OTHER_EVENTS | mpi_p2p / mpi_coll / other, bytes, tag, peer and root in args | CPU thread |
+| CUPTI_ACTIVITY_KIND_GRAPH_TRACE | kernel: a whole CUDA graph launch, graph and exec ids in args | GPU stream |
+| CUDA_GRAPH_EVENTS / CUDA_GRAPH_NODE_EVENTS | cuda_api: graph and node definitions, their ids in args | CPU thread |
+| MPI_* (:mod:`.mpi`) | mpi_p2p, mpi_coll, other | CPU thread |
 
 Every frame has: ``kind``, ``pid``, ``tid``, ``device``, ``stream``, ``start_ns``,
 ``end_ns`` (on the report's clock, ns), ``name``, ``src_cat``, ``cat``, ``corr``,
@@ -29,7 +31,7 @@ from di.convert.categories import COMM_KERNEL, SYNC_API
 from di.convert.nsys.report import Report, pid_of, tid_of
 from di.trace import CATS
 
-__all__ = ["KERNEL", "TABLES", "frames"]
+__all__ = ["KERNEL", "TABLES", "base", "frame", "frames", "json_object", "num", "thread"]
 
 KERNEL, MEMCPY, MEMSET, SYNC = (
     "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -38,12 +40,7 @@ KERNEL, MEMCPY, MEMSET, SYNC = (
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
 )
 RUNTIME, DRIVER, NVTX, OSRT = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "NVTX_EVENTS", "OSRT_API"
-MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER = (
-    "MPI_P2P_EVENTS",
-    "MPI_COLLECTIVES_EVENTS",
-    "MPI_START_WAIT_EVENTS",
-    "MPI_OTHER_EVENTS",
-)
+GRAPH_TRACE, GRAPHS, GRAPH_NODES = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS"
 
 # CUPTI enums (cupti_activity.h; the export's ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND, ENUM_CUPTI_SYNC_TYPE hold the same)
 COPY_KINDS = {
@@ -94,10 +91,10 @@ API_VERSION = r"_v\d+$"
 KIND = pl.Enum(["cpu_thread", "async", "gpu_stream"])
 """Timeline kinds of event rows, in the order their locations are numbered."""
 
-TABLES = (KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, DRIVER, NVTX, OSRT, MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER)
+TABLES = (KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, DRIVER, NVTX, OSRT, GRAPH_TRACE, GRAPHS, GRAPH_NODES)
 
 
-def _num(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
+def num(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
     """Integers as JSON number texts ("null" where ``null``)."""
     s = pl.Series(values).cast(pl.String)
     return (s.set(pl.Series(null), None) if null is not None and null.any() else s).fill_null("null")
@@ -109,7 +106,7 @@ def _json_strings(values: pl.Series) -> pl.Series:
     return enc.str.slice(5).str.strip_suffix("}")
 
 
-def _args(fields: dict[str, pl.Series]) -> pl.Series:
+def json_object(fields: dict[str, pl.Series]) -> pl.Series:
     """One JSON object text per row from JSON value texts (:func:`_num`, :func:`_json_strings`)."""
     parts: list[pl.Expr] = []
     for i, (key, value) in enumerate(fields.items()):
@@ -122,7 +119,7 @@ def _enum_text(values: np.ndarray, null: np.ndarray, names: dict[int, str], defa
     return s.set(pl.Series(null), None) if null.any() else s
 
 
-def _base(n: int, **cols: object) -> dict[str, object]:
+def base(n: int, **cols: object) -> dict[str, object]:
     out: dict[str, object] = {
         "pid": None,
         "tid": None,
@@ -137,7 +134,7 @@ def _base(n: int, **cols: object) -> dict[str, object]:
     return out
 
 
-def _frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
+def frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
     schema = {
         "kind": KIND,
         "pid": pl.Int64,
@@ -159,15 +156,15 @@ def _frame(n: int, cols: dict[str, object]) -> pl.DataFrame:
     for k, dtype in schema.items():
         v = cols.get(k)
         if v is None:
-            series.append(pl.Series(k, [None] * n, dtype=dtype))
+            series.append(pl.Series(k, [], dtype=dtype).extend_constant(None, n))
         elif isinstance(v, str):
             series.append(
                 pl.select(pl.repeat(v, n, dtype=pl.String).cast(dtype).alias(k)).to_series()
                 if n
                 else pl.Series(k, [], dtype=dtype)
             )
-        else:
-            series.append(pl.Series(k, v).cast(dtype))
+        else:  # a value beyond the column's type (a damaged device id) becomes null
+            series.append(pl.Series(k, v).cast(dtype, strict=False))
     return pl.DataFrame(series)
 
 
@@ -243,39 +240,47 @@ def kernels(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     short = report.derived("json", _json_strings).gather(pos_short).fill_null("null")
     grid = pl.concat_str(
         pl.lit("["),
-        pl.lit(_num(c["gx"])),
+        pl.lit(num(c["gx"])),
         pl.lit(","),
-        pl.lit(_num(c["gy"])),
+        pl.lit(num(c["gy"])),
         pl.lit(","),
-        pl.lit(_num(c["gz"])),
+        pl.lit(num(c["gz"])),
         pl.lit("]"),
     )
     block = pl.concat_str(
         pl.lit("["),
-        pl.lit(_num(c["bx"])),
+        pl.lit(num(c["bx"])),
         pl.lit(","),
-        pl.lit(_num(c["by"])),
+        pl.lit(num(c["by"])),
         pl.lit(","),
-        pl.lit(_num(c["bz"])),
+        pl.lit(num(c["bz"])),
         pl.lit("]"),
     )
     fields = {
         "short_name": short,
         "grid": pl.select(grid).to_series(),
         "block": pl.select(block).to_series(),
-        "registers per thread": _num(c["regs"], c["regs_null"]),
-        "shared memory": _num(c["smem"], c["smem_null"]),
+        "registers per thread": num(c["regs"], c["regs_null"]),
+        "shared memory": num(c["smem"], c["smem_null"]),
     }
-    if not c["graph_node_null"].all():
-        fields["graph node"] = _num(c["graph_node"], c["graph_node_null"])
+    fields.update(_graph_node(c))
     if not c["graph_null"].all():
-        fields["graph"] = _num(c["graph"], c["graph_null"])
+        fields["graph"] = num(c["graph"], c["graph_null"])
     cat = _flag(report, "nccl_kernel", COMM_KERNEL, pos, "nccl", "kernel")
-    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="kernel", cat=cat, args=_args(fields)))
+    return frame(n, base(n, **_gpu_cols(c), name=name, src_cat="kernel", cat=cat, args=json_object(fields)))
+
+
+def _graph_node(c: dict[str, np.ndarray]) -> dict[str, pl.Series]:
+    """``graph node`` (graphNodeId) of the GPU records a CUDA graph launched, when the table has any."""
+    return {} if c["graph_node_null"].all() else {"graph node": num(c["graph_node"], c["graph_node_null"])}
 
 
 def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    c = _gpu(report, MEMCPY, {"bytes": "bytes", "kind": "copyKind", "src": "srcKind", "dst": "dstKind"})
+    c = _gpu(
+        report,
+        MEMCPY,
+        {"bytes": "bytes", "kind": "copyKind", "src": "srcKind", "dst": "dstKind", "graph_node": "graphNodeId"},
+    )
     n = c["start"].size
     kind = _enum_text(c["kind"], c["kind_null"], COPY_KINDS)
     src, dst = _enum_text(c["src"], c["src_null"], MEM_KINDS), _enum_text(c["dst"], c["dst_null"], MEM_KINDS)
@@ -285,15 +290,22 @@ def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         .then(pl.format("Memcpy {} ({} -> {})", "k", "s", "d"))
         .otherwise(pl.format("Memcpy {}", "k"))
     ).to_series()
-    args = _args({"copy kind": _json_strings(kind), "src kind": _json_strings(src), "dst kind": _json_strings(dst)})
-    return _frame(
+    args = json_object(
+        {
+            "copy kind": _json_strings(kind),
+            "src kind": _json_strings(src),
+            "dst kind": _json_strings(dst),
+            **_graph_node(c),
+        }
+    )
+    return frame(
         n,
-        _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memcpy", cat="memcpy", bytes=_nullable(c, "bytes"), args=args),
+        base(n, **_gpu_cols(c), name=name, src_cat="gpu_memcpy", cat="memcpy", bytes=_nullable(c, "bytes"), args=args),
     )
 
 
 def memsets(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    c = _gpu(report, MEMSET, {"bytes": "bytes", "value": "value", "mem": "memKind"})
+    c = _gpu(report, MEMSET, {"bytes": "bytes", "value": "value", "mem": "memKind", "graph_node": "graphNodeId"})
     n = c["start"].size
     mem = _enum_text(c["mem"], c["mem_null"], MEM_KINDS)
     name = (
@@ -301,10 +313,10 @@ def memsets(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         .select(pl.when(pl.col("m").is_not_null()).then(pl.format("Memset ({})", "m")).otherwise(pl.lit("Memset")))
         .to_series()
     )
-    args = _args({"value": _num(c["value"], c["value_null"]), "mem kind": _json_strings(mem)})
-    return _frame(
+    args = json_object({"value": num(c["value"], c["value_null"]), "mem kind": _json_strings(mem), **_graph_node(c)})
+    return frame(
         n,
-        _base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=_nullable(c, "bytes"), args=args),
+        base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=_nullable(c, "bytes"), args=args),
     )
 
 
@@ -312,13 +324,13 @@ def syncs(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     c = _gpu(report, SYNC, {"type": "syncType", "event": "eventId"})
     n = c["start"].size
     name = _enum_text(c["type"], c["type_null"], SYNC_TYPES, "Unknown Sync").fill_null("Unknown Sync")
-    args = _args(
-        {"cuda_sync_kind": _json_strings(name), "event": _num(c["event"], c["event_null"] | (c["event"] == NO_STREAM))}
+    args = json_object(
+        {"cuda_sync_kind": _json_strings(name), "event": num(c["event"], c["event_null"] | (c["event"] == NO_STREAM))}
     )
-    return _frame(n, _base(n, **_gpu_cols(c), name=name, src_cat="cuda_sync", cat="sync", args=args))
+    return frame(n, base(n, **_gpu_cols(c), name=name, src_cat="cuda_sync", cat="sync", args=args))
 
 
-def _thread(c: dict[str, np.ndarray]) -> dict[str, object]:
+def thread(c: dict[str, np.ndarray]) -> dict[str, object]:
     return {
         "kind": "cpu_thread",
         "pid": pid_of(c["gtid"]),
@@ -351,13 +363,13 @@ def _api(report: Report, table: str, dropped: Counter[str]) -> pl.DataFrame:
     driver = (c["cls"] == EVENT_CLASS_DRIVER) & ~c["cls_null"] if table == RUNTIME else np.ones(n, np.bool_)
     src_cat = pl.Series(driver).replace_strict({True: "cuda_driver", False: "cuda_runtime"}, return_dtype=pl.String)
     cat = _flag(report, "sync_api", SYNC_API, pos, "sync", "cuda_api")
-    args = _args(
+    args = json_object(
         {
             "function": report.derived("json", _json_strings).gather(pos).fill_null("null"),
-            "return value": _num(c["ret"], c["ret_null"]),
+            "return value": num(c["ret"], c["ret_null"]),
         }
     )
-    return _frame(n, _base(n, **_thread(c), name=name, src_cat=src_cat, cat=cat, corr=_nullable(c, "corr"), args=args))
+    return frame(n, base(n, **thread(c), name=name, src_cat=src_cat, cat=cat, corr=_nullable(c, "corr"), args=args))
 
 
 def runtime(report: Report, dropped: Counter[str]) -> pl.DataFrame:
@@ -374,8 +386,27 @@ def osrt(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     pos = report.positions(c["name"], c["name_null"])
     name = report.derived("name", _names).gather(pos).fill_null("")
     cat = _flag(report, "io_call", IO_CALLS, pos, "io", "other")
-    args = _args({"return value": _num(c["ret"], c["ret_null"])})
-    return _frame(n, _base(n, **_thread(c), name=name, src_cat="osrt", cat=cat, args=args))
+    args = json_object({"return value": num(c["ret"], c["ret_null"])})
+    return frame(n, base(n, **thread(c), name=name, src_cat="osrt", cat=cat, args=args))
+
+
+UNIT_SEPARATOR = "\x1f"
+
+
+def _inline_text(report: Report, n: int, null: np.ndarray) -> pl.Series:
+    """NVTX_EVENTS.text (registered strings are in textId instead; null where ``null``), in table order: one
+    ``group_concat`` text split by polars, not a Python string per row (per row only when a text holds the
+    separator, U+001F)."""
+    if null.all():
+        return pl.Series([], dtype=pl.String).extend_constant(None, n)
+    query = f"SELECT group_concat(coalesce(CAST(text AS TEXT), ''), char(31)) FROM \"{NVTX}\""
+    joined = report.con.execute(query).fetchone()[0] or ""
+    parts = pl.Series([joined], dtype=pl.String).str.split(UNIT_SEPARATOR).explode()
+    if parts.len() != n:
+        parts = pl.Series(
+            [r[0] for r in report.con.execute(f'SELECT CAST(text AS TEXT) FROM "{NVTX}"')], dtype=pl.String
+        )
+    return parts.set(pl.Series(null), None) if null.any() else parts
 
 
 def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
@@ -391,14 +422,10 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
             "domain": "domainId",
             "range": "rangeId",
             "category": "category",
+            "no_text": '"text" IS NULL' if "text" in report.columns(NVTX) else None,
         },
     )
-    has_text = "text" in report.columns(NVTX)
-    inline = (
-        pl.Series([r[0] for r in report.con.execute(f'SELECT text FROM "{NVTX}"')], dtype=pl.String)
-        if has_text
-        else pl.Series([None] * c["start"].size, dtype=pl.String)
-    )
+    inline = _inline_text(report, c["start"].size, (c["no_text"] != 0) | c["no_text_null"])
     text = inline.fill_null(report.text(c["text_id"], c["text_id_null"]))
     t = (
         c["type"] if not c["type_null"].all() else np.where(c["end_null"], NVTX_MARK, NVTX_PUSHPOP)
@@ -438,17 +465,19 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         )
         .to_series()
     )
-    args = _args(
+    args = json_object(
         {
             "domain": _json_strings(domain),
-            "category": _num(c["category"], c["category_null"]),
-            "range id": _num(c["range"], c["range_null"]),
+            "category": num(c["category"], c["category_null"]),
+            "range id": num(c["range"], c["range_null"]),
         }
     )
-    kind = np.where(startend, "async", "cpu_thread")
-    frame = _frame(
+    kind = pl.select(
+        pl.when(pl.lit(pl.Series(startend))).then(pl.lit("async")).otherwise(pl.lit("cpu_thread"))
+    ).to_series()
+    rows = frame(
         c["start"].size,
-        _base(
+        base(
             c["start"].size,
             kind=kind,
             pid=pid,
@@ -463,63 +492,45 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
             domain=domain,
         ),
     )
-    return frame.filter(pl.Series(keep))
+    return rows.filter(pl.Series(keep))
 
 
-def _mpi(report: Report, table: str, cat: str) -> pl.DataFrame:
-    """MPI calls as nsys traces them (``--trace=mpi``): on their thread, name from ``textId``, bytes and peers in args."""
-    c = report.ints(
-        table,
-        {
-            "start": "start",
-            "end": "end",
-            "gtid": "globalTid",
-            "name": "textId",
-            "size": "size",
-            "send": "collSendSize",
-            "recv": "collRecvSize",
-            "tag": "tag",
-            "remote": "remoteRank",
-            "root": "rootRank",
-        },
-    )
+def graph_launches(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    """Whole CUDA graph launches on their stream (``--cuda-graph-trace=graph``): cat kernel, linked to
+    their cudaGraphLaunch by correlation id."""
+    c = _gpu(report, GRAPH_TRACE, {"graph": "graphId", "exec": "graphExecId"})
+    n = c["start"].size
+    name = ("CUDA graph " + pl.Series(c["graph"]).cast(pl.String)).set(pl.Series(c["graph_null"]), "CUDA graph")
+    args = json_object({"graph": num(c["graph"], c["graph_null"]), "graph exec": num(c["exec"], c["exec_null"])})
+    return frame(n, base(n, **_gpu_cols(c), name=name, src_cat="cuda_graph", cat="kernel", args=args))
+
+
+def _graph_definitions(report: Report, table: str, ids: dict[str, str]) -> pl.DataFrame:
+    """CUDA graph and graph node definitions (creation, cloning, instantiation) on the thread that made them:
+    cat cuda_api, the ids in args."""
+    c = report.ints(table, {"start": "start", "end": "end", "gtid": "globalTid", "name": "nameId", **ids})
     n = c["start"].size
     pos = report.positions(c["name"], c["name_null"])
-    name = report.derived("name", _names).gather(pos).fill_null("")
-    nbytes = pl.Series(np.where(c["size_null"], c["send"], c["size"])).set(
-        pl.Series(c["size_null"] & c["send_null"]), None
+    name = (
+        report.derived("api_name", lambda v: v.str.replace(API_VERSION, "").cast(pl.Categorical))
+        .gather(pos)
+        .fill_null("")
     )
-    fields = {
-        k: _num(c[col], c[col + "_null"])
-        for k, col in (
-            ("tag", "tag"),
-            ("remote rank", "remote"),
-            ("root", "root"),
-            ("send bytes", "send"),
-            ("recv bytes", "recv"),
-        )
-        if not c[col + "_null"].all()
-    }
-    return _frame(
-        n,
-        _base(n, **_thread(c), name=name, src_cat="mpi", cat=cat, bytes=nbytes, args=_args(fields) if fields else None),
+    args = json_object({key.replace("_", " "): num(c[key], c[key + "_null"]) for key in ids})
+    src_cat = "cuda_graph" if table == GRAPHS else "cuda_graph_node"
+    return frame(n, base(n, **thread(c), name=name, src_cat=src_cat, cat="cuda_api", args=args))
+
+
+def graphs(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    return _graph_definitions(
+        report, GRAPHS, {"graph": "graphId", "original_graph": "originalGraphId", "graph_exec": "graphExecId"}
     )
 
 
-def mpi_p2p(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    return _mpi(report, MPI_P2P, "mpi_p2p")
-
-
-def mpi_coll(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    return _mpi(report, MPI_COLL, "mpi_coll")
-
-
-def mpi_wait(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    return _mpi(report, MPI_WAIT, "mpi_p2p")
-
-
-def mpi_other(report: Report, dropped: Counter[str]) -> pl.DataFrame:
-    return _mpi(report, MPI_OTHER, "other")
+def graph_nodes(report: Report, dropped: Counter[str]) -> pl.DataFrame:
+    return _graph_definitions(
+        report, GRAPH_NODES, {"graph_node": "graphNodeId", "original_graph_node": "originalGraphNodeId"}
+    )
 
 
 READERS: dict[str, Callable[[Report, Counter[str]], pl.DataFrame]] = {
@@ -531,10 +542,9 @@ READERS: dict[str, Callable[[Report, Counter[str]], pl.DataFrame]] = {
     DRIVER: driver,
     NVTX: nvtx,
     OSRT: osrt,
-    MPI_P2P: mpi_p2p,
-    MPI_COLL: mpi_coll,
-    MPI_WAIT: mpi_wait,
-    MPI_OTHER: mpi_other,
+    GRAPH_TRACE: graph_launches,
+    GRAPHS: graphs,
+    GRAPH_NODES: graph_nodes,
 }
 REQUIRED = {
     KERNEL: ("start", "end", "streamId"),
@@ -545,7 +555,9 @@ REQUIRED = {
     DRIVER: ("start", "end", "globalTid"),
     NVTX: ("start",),
     OSRT: ("start", "end", "globalTid"),
-    **{t: ("start", "end", "globalTid") for t in (MPI_P2P, MPI_COLL, MPI_WAIT, MPI_OTHER)},
+    GRAPH_TRACE: ("start", "end", "streamId"),
+    GRAPHS: ("start", "end", "globalTid"),
+    GRAPH_NODES: ("start", "end", "globalTid"),
 }
 """Columns without which a table cannot be placed on a timeline."""
 

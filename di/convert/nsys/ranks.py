@@ -29,6 +29,8 @@ SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SI
 RANK_SUFFIX = re.compile(r"(?:^|[._-])(\d+)$")
 """``report.3`` / ``job-3`` / ``prof_3`` before the extension; not ``report3`` (nsys's own numbering of reports)."""
 EXTENSIONS = (".nsys-rep", ".sqlite", ".qdrep")
+MAX_RANK = 2**31 - 1
+"""Ranks are Int32 in the model; a larger number (a damaged table, a long number in a file name) is no rank."""
 
 
 def mpi_ranks(report: Report) -> dict[int, int]:
@@ -36,7 +38,7 @@ def mpi_ranks(report: Report) -> dict[int, int]:
     if not {"globalTid", "rank"} <= set(report.columns("MPI_RANKS")):
         return {}
     c = report.ints("MPI_RANKS", {"gtid": "globalTid", "rank": "rank"})
-    ok = ~(c["gtid_null"] | c["rank_null"]) & (c["rank"] >= 0)
+    ok = ~(c["gtid_null"] | c["rank_null"]) & (c["rank"] >= 0) & (c["rank"] <= MAX_RANK)
     return {int(p): int(r) for p, r in zip(pid_of(c["gtid"][ok]).tolist(), c["rank"][ok].tolist())}
 
 
@@ -62,7 +64,7 @@ def environment(report: Report) -> dict[str, str]:
 def _int(env: dict[str, str], names: tuple[str, ...]) -> tuple[int | None, str | None]:
     for n in names:
         v = env.get(n, "").strip()
-        if v.isdigit():
+        if v.isdigit() and int(v) <= MAX_RANK:
             return int(v), n
     return None, None
 
@@ -82,7 +84,7 @@ def rank_of_name(path: Path) -> int | None:
             stem = stem[: -len(ext)]
             break
     m = RANK_SUFFIX.search(stem)
-    return int(m.group(1)) if m else None
+    return int(m.group(1)) if m and int(m.group(1)) <= MAX_RANK else None
 
 
 def host_of(report: Report, env: dict[str, str]) -> str | None:

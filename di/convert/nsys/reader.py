@@ -13,11 +13,12 @@ Schema drift: tables and columns are found by name; a missing table is
 skipped, and the reader says once which of the tables it reads were absent;
 a table lacking a column it needs is skipped with a warning; an export
 schema version di has not seen loads what it can and warns. Not read (listed
-in the source's ``info``): CUDA graph definitions (graph-launched kernels keep
-their graph and node ids in ``args``), MPI RMA and I/O tables, scheduling and
-sampling. MPI calls (``nsys profile --trace=mpi``) become events, not yet
-matched ``messages`` and ``collectives``. ``MPI_RANKS`` gives each process its
-MPI rank, so a report of a whole ``mpirun`` holds every rank.
+in the source's ``info``): MPI RMA and I/O tables, scheduling and sampling.
+MPI calls (``nsys profile --trace=mpi``, :mod:`.mpi`) become events, matched
+into ``messages`` and ``collectives`` here for the ranks of this report and
+again over the merged reports of a job (:func:`.mpi.link`, which the
+registry runs after merging). ``MPI_RANKS`` gives each process its MPI rank,
+so a report of a whole ``mpirun`` holds every rank.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ import numpy as np
 import polars as pl
 
 from di.convert.columns import dense_row_ids
-from di.convert.nsys import activity, ranks
-from di.convert.nsys.report import Report, open_report, pid_of, tid_of
+from di.convert.nsys import activity, mpi, ranks
+from di.convert.nsys.report import Report, one_line, open_report, pid_of, tid_of
+from di.convert.provenance import END_BEFORE_START, reader_meta
 from di.errors import FormatError
 from di.inputsize import check_size
 from di.nesting import nest, nesting_order
@@ -54,8 +56,6 @@ EXPECTED = (
 )
 """Tables a CUDA report usually has; the absent ones are said once (the driver table is optional everywhere)."""
 NOT_READ = (
-    "CUDA_GRAPH_EVENTS",
-    "CUDA_GRAPH_NODE_EVENTS",
     "MPI_RMA_EVENTS",
     "MPI_IO_EVENTS",
     "SCHED_EVENTS",
@@ -99,7 +99,7 @@ def read_nsys(
     try:
         return _read(report, rank, rank_source, source)
     except (sqlite3.Error, UnicodeDecodeError) as exc:
-        raise FormatError(path, f"corrupt or truncated SQLite database ({exc})") from None
+        raise FormatError(path, f"corrupt or truncated SQLite database ({one_line(exc)})") from None
     finally:
         report.con.close()
 
@@ -132,17 +132,23 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     if not offset:
         warnings.append(f"{path}: no TARGET_INFO_SESSION_START_TIME: times stay relative to the session start")
     frames, read = activity.frames(report, dropped, warnings)
+    mpi_frames, mpi_read = mpi.frames(report, dropped, warnings)
+    frames, read = frames + mpi_frames, read + mpi_read
     env = ranks.environment(report)
     mpi_ranks = ranks.mpi_ranks(report)
     rank, rank_source, info = _rank(path, env, mpi_ranks, rank, rank_source, warnings)
     if rank_source == "option":
         mpi_ranks = {}
     host = ranks.host_of(report, env)
-    ev = pl.concat(frames, how="vertical_relaxed") if frames else activity._frame(0, {})
+    ev = pl.concat(frames, how="vertical_relaxed") if frames else activity.frame(0, {})
     ev = ev.with_columns(pl.col("start_ns") + offset, pl.col("end_ns") + offset)
+    negative = ev.get_column("bytes") < 0
+    if negative.any():
+        dropped["negative byte counts (set to null)"] += int(negative.sum())
+        ev = ev.with_columns(pl.when(~negative).then(pl.col("bytes")).alias("bytes"))
     bad = ev.get_column("end_ns") < ev.get_column("start_ns")
     if bad.any():
-        dropped["events that end before they start"] += int(bad.sum())
+        dropped[END_BEFORE_START] += int(bad.sum())
         ev = ev.filter(~bad)
     locations, loc = _locations(report, ev, rank, host, source, mpi_ranks)
     events, flows = _events(ev, loc)
@@ -154,24 +160,23 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
             "tables_not_read": [t for t in NOT_READ if t in report.tables],
         }
     )
-    meta = {
-        "clock": {"unit": "ns", "domain": "unix_epoch" if offset else "relative", "sync": None},
-        "sources": [
-            {
-                "path": str(path),
-                "format": "nsys",
-                "rank": rank,
-                "rank_source": rank_source,
-                "events": events.height,
-                "dropped": dict(sorted(dropped.items())),
-                "info": info,
-            }
-        ],
-        "warnings": warnings + [f"{path}: dropped {k} ({n})" for k, n in sorted(dropped.items())],
-        "world_size": info.get("world_size"),
-        "command": _command(report),
-    }
-    return Trace.build(meta=meta, locations=locations, events=events, flows=flows)
+    comms = mpi.communicators(report)
+    if comms:
+        info["mpi_communicators"] = comms
+    meta = reader_meta(
+        path,
+        "nsys",
+        epoch=bool(offset),
+        rank=rank,
+        rank_source=rank_source,
+        events=events.height,
+        dropped=dropped,
+        info=info,
+        warnings=warnings,
+        world_size=info.get("world_size"),
+        command=_command(report),
+    )
+    return mpi.link(Trace.build(meta=meta, locations=locations, events=events, flows=flows))
 
 
 def _rank(
@@ -225,8 +230,66 @@ def _names(report: Report) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, str]]:
         },
         schema={"pid": pl.Int64, "process": pl.String},
     ).unique("pid", keep="last")
-    gpus = {int(i): str(n) for i, n in report.pairs("TARGET_INFO_GPU", "id", "name") if i.lstrip("-").isdigit()}
+    gpus = {
+        int(i): str(n)
+        for i, n in report.pairs("TARGET_INFO_GPU", "id", "name")
+        if i.lstrip("-").isdigit() and -(2**31) <= int(i) < 2**31  # device ids are Int32
+    }
     return threads, processes, gpus
+
+
+STREAM_KINDS = {3: "null stream", 2: "non-blocking"}
+"""TARGET_INFO_CUDA_STREAM.flag (ENUM_CUPTI_STREAM_TYPE) said in a stream's name; 1 (default) and 0 (unknown) are not."""
+
+
+def _streams(report: Report) -> pl.DataFrame:
+    """(pid, stream) -> what the stream's name adds: the NVTX name given to it (TARGET_INFO_NVTX_CUDA_STREAM), or
+    its kind and priority (TARGET_INFO_CUDA_STREAM: `` (null stream)``, `` (non-blocking, priority -5)``)."""
+    schema = {"pid": pl.Int64, "stream": pl.Int64, "stream_kind": pl.String, "nvtx_name": pl.String}
+    parts = []
+    if {"processId", "streamId"} <= set(report.columns("TARGET_INFO_CUDA_STREAM")):
+        have = report.columns("TARGET_INFO_CUDA_STREAM")
+        c = report.ints(
+            "TARGET_INFO_CUDA_STREAM",
+            {"pid": "processId", "stream": "streamId", "priority": "priority", "flag": "flag"},
+        )
+        priority = np.where(c["priority"] >= 2**31, c["priority"] - 2**32, c["priority"])  # an int32 stored unsigned
+        words = pl.DataFrame(
+            {
+                "kind": pl.Series(c["flag"]).replace_strict(STREAM_KINDS, default=None, return_dtype=pl.String),
+                "prio": pl.Series(priority).cast(pl.String).set(pl.Series(c["priority_null"] | (priority == 0)), None)
+                if "priority" in have
+                else pl.Series([], dtype=pl.String).extend_constant(None, c["pid"].size),
+            }
+        ).select(
+            pl.concat_list("kind", pl.concat_str(pl.lit("priority "), "prio"))
+            .list.drop_nulls()
+            .list.join(", ")
+            .alias("words")
+        )
+        parts.append(
+            pl.DataFrame({"pid": c["pid"], "stream": c["stream"]}).with_columns(
+                pl.when(words.get_column("words") != "")
+                .then(pl.concat_str(pl.lit(" ("), pl.lit(words.get_column("words")), pl.lit(")")))
+                .alias("stream_kind"),
+                pl.lit(None, pl.String).alias("nvtx_name"),
+            )
+        )
+    if {"processId", "streamId", "name"} <= set(report.columns("TARGET_INFO_NVTX_CUDA_STREAM")):
+        rows = report.con.execute("SELECT processId, streamId, name FROM TARGET_INFO_NVTX_CUDA_STREAM").fetchall()
+        ok = [(p, s_, str(n)) for p, s_, n in rows if isinstance(p, int) and isinstance(s_, int) and n is not None]
+        parts.append(
+            pl.DataFrame(ok, schema={"pid": pl.Int64, "stream": pl.Int64, "nvtx_name": pl.String}, orient="row")
+            .with_columns(pl.lit(None, pl.String).alias("stream_kind"))
+            .select(list(schema))
+        )
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    return (
+        pl.concat([p.cast(schema) for p in parts])  # type: ignore[arg-type]
+        .group_by("pid", "stream", maintain_order=True)
+        .agg(pl.col("stream_kind").drop_nulls().first(), pl.col("nvtx_name").drop_nulls().first())
+    )
 
 
 def _locations(
@@ -257,8 +320,10 @@ def _locations(
     loc_of = np.empty(len(first), np.int64)
     loc_of[locs.get_column("_id").to_numpy()] = np.arange(len(first))
     threads, processes, gpus = _names(report)
-    locs = locs.join(threads, on=["pid", "tid"], how="left", maintain_order="left").join(
-        processes, on="pid", how="left", maintain_order="left"
+    locs = (
+        locs.join(threads, on=["pid", "tid"], how="left", maintain_order="left")
+        .join(processes, on="pid", how="left", maintain_order="left")
+        .join(_streams(report), on=["pid", "stream"], how="left", maintain_order="left")
     )
     gpu_name = (
         pl.col("device").replace_strict(gpus, default=None, return_dtype=pl.String) if gpus else pl.lit(None, pl.String)
@@ -272,7 +337,11 @@ def _locations(
         .then(
             pl.when(pl.col("stream") < 0)
             .then(pl.format("GPU {} device-wide", "device"))
-            .otherwise(pl.format("GPU {} stream {}", "device", "stream"))
+            .when(pl.col("nvtx_name").is_not_null())
+            .then(pl.format("GPU {} {}", "device", "nvtx_name"))
+            .otherwise(
+                pl.concat_str(pl.format("GPU {} stream {}", "device", "stream"), pl.col("stream_kind").fill_null(""))
+            )
         )
         .when(pl.col("kind") == "async")
         .then(
@@ -283,7 +352,7 @@ def _locations(
                 .otherwise(pl.lit("")),
             )
         )
-        .otherwise(pl.col("tname"))
+        .otherwise(pl.coalesce("tname", pl.format("thread {}", "tid")))
         .alias("name"),
         pl.when(pl.col("kind") == "gpu_stream").then(gpu_name).alias("gpu_model"),
         pl.lit(source, pl.Int32).alias("source"),
@@ -311,7 +380,8 @@ def _events(ev: pl.DataFrame, loc: np.ndarray) -> tuple[pl.DataFrame, pl.DataFra
     (cuda_api or sync, on a CPU thread) -> every GPU record of the same process with its correlation id."""
     start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     order = nesting_order(loc, start, end, np.arange(loc.size))
-    ev = ev[order]
+    keep = ("kind", "pid", "start_ns", "end_ns", "name", "cat", "src_cat", "corr", "bytes", "instant", "args")
+    ev = ev.select(keep)[order]
     loc = loc[order]
     depth, parent = nest(loc, ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy())
     rows = ev.select("kind", "pid", "corr", "cat").with_row_index("row").filter(pl.col("corr").is_not_null())

@@ -20,7 +20,7 @@ import polars as pl
 from di.convert.nsys.scan import int_columns
 from di.errors import FormatError
 
-__all__ = ["SQLITE_MAGIC", "Report", "open_report", "pid_of", "tid_of"]
+__all__ = ["SQLITE_MAGIC", "Report", "one_line", "open_report", "pid_of", "tid_of"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html)."""
@@ -101,7 +101,9 @@ class Report:
         """``StringIds``: ids (sorted) and their values."""
         if self._strings is None:
             rows = (
-                self.con.execute("SELECT id, value FROM StringIds ORDER BY id").fetchall()
+                self.con.execute(
+                    "SELECT CAST(id AS INTEGER) AS i, CAST(value AS TEXT) FROM StringIds WHERE id IS NOT NULL ORDER BY i"
+                ).fetchall()
                 if "StringIds" in self.tables
                 else []
             )
@@ -115,7 +117,7 @@ class Report:
         """Positions in :meth:`strings` of ``ids`` (null where ``null`` or an id is not in StringIds)."""
         known, _ = self.strings()
         if not known.size:
-            return pl.Series([None] * ids.size, dtype=pl.Int64)
+            return pl.Series([], dtype=pl.Int64).extend_constant(None, ids.size)
         at = np.minimum(np.searchsorted(known, ids), known.size - 1)
         ok = known[at] == ids
         if null is not None:
@@ -147,6 +149,11 @@ class Report:
         return row[0] if row else None
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line (SQLite quotes damaged schema text, newlines included)."""
+    return " ".join(str(exc).split())
+
+
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
@@ -170,7 +177,7 @@ def open_report(path: Path, *, native: bool = True) -> Report:
         con.text_factory = _text  # a corrupt page may hold bytes that are no UTF-8
         report = Report(path, con, native)
     except (sqlite3.Error, UnicodeDecodeError) as exc:
-        raise FormatError(path, f"corrupt SQLite database ({exc})") from None
+        raise FormatError(path, f"corrupt SQLite database ({one_line(exc)})") from None
     if "StringIds" not in report.tables or not report.tables.intersection(NSYS_MARKERS[1:]):
         con.close()
         raise FormatError(

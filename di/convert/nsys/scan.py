@@ -117,10 +117,12 @@ def _step_rows(stmt, fns, nullable, out, null):  # pragma: no cover - compiled
         if rc != SQLITE_ROW:
             return i, rc
         for j in range(k):
-            if nullable[j] and (_call(col_type, (stmt, j)) & 0xFF) == SQLITE_NULL:
+            value = _call(col_int64, (stmt, j))
+            # a NULL reads as 0, so only a 0 of a nullable column asks for the value's type
+            if value == 0 and nullable[j] and (_call(col_type, (stmt, j)) & 0xFF) == SQLITE_NULL:
                 null[i, j] = True
             else:
-                out[i, j] = _call(col_int64, (stmt, j))
+                out[i, j] = value
         i += 1
     rc = _call(step, (stmt,)) & 0xFF
     return i, rc
@@ -182,4 +184,6 @@ def int_columns(
         n_rows = int(con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
         nullable = np.array([not x for x in not_null] if not_null else [True] * len(exprs), dtype=np.bool_)
         return _native(path, sql, n_rows, nullable)
+    # sqlite3_column_int64 converts text and real values as CAST(... AS INTEGER) does; fetchall is told to
+    sql = f'SELECT {", ".join(f"CAST({e} AS INTEGER)" for e in exprs)} FROM "{table}"'
     return _fetchall(con, sql, len(exprs))

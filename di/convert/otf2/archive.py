@@ -22,6 +22,13 @@ from di.convert.otf2 import clib, records
 from di.convert.otf2.globaldefs import GlobalDefs, read_global_definitions
 from di.errors import FormatError
 
+LOCATION_WITHOUT_EVENT_FILE = "locations without an event file"
+TRUNCATED_EVENT_FILE = "event files cut short (truncated or corrupt)"
+UNREADABLE_ATTRIBUTE = "attributes of an unreadable type"
+LOCATION_WITHOUT_LOCAL_DEFINITIONS = "locations without local definitions"
+UNREADABLE_LOCAL_DEFINITIONS = "unreadable local definition files"
+"""The archive's drop reasons (:mod:`di.convert.provenance`'s vocabulary)."""
+
 ANCHOR_MAGIC = b"OTF2"
 """Bytes 2..5 of every anchor file (after a 2-byte header)."""
 ATTRIBUTE_ROOM = 1.125
@@ -240,7 +247,7 @@ def read_records(
                 out.warnings.append(
                     f"{anchor}: location {ref}: event file {evt_file.name} missing; its events are not loaded"
                 )
-                out.dropped["location_without_event_file"] += 1
+                out.dropped[LOCATION_WITHOUT_EVENT_FILE] += 1
                 continue
             evt = _otf2.Reader_GetEvtReader(handle, ref)
             if not apply_clock_offsets:
@@ -261,9 +268,9 @@ def read_records(
                     f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({why}); the rest is dropped"
                     + (f", with {garbage} record rows decoded from the damaged part" if garbage else "")
                 )
-                out.dropped["truncated_event_file"] += 1
+                out.dropped[TRUNCATED_EVENT_FILE] += 1
             if attrs_dropped:
-                out.dropped["attribute"] += attrs_dropped
+                out.dropped[UNREADABLE_ATTRIBUTE] += attrs_dropped
             if consume is not None:
                 consume(buf.view(), i)
                 taken += buf.rows
@@ -304,7 +311,7 @@ def _local_definitions(_otf2: Any, handle: Any, ref: int, evt_dir: Path, out: Re
         out.warnings.append(
             f"{evt_dir / f'{ref}.def'}: local definitions missing; clock offsets of location {ref} not applied"
         )
-        out.dropped["location_without_local_definitions"] += 1
+        out.dropped[LOCATION_WITHOUT_LOCAL_DEFINITIONS] += 1
         return
     try:
         def_reader = _otf2.Reader_GetDefReader(handle, ref)
@@ -315,4 +322,4 @@ def _local_definitions(_otf2: Any, handle: Any, ref: int, evt_dir: Path, out: Re
         out.warnings.append(
             f"{evt_dir / f'{ref}.def'}: unreadable local definitions ({exc}); clock offsets of location {ref} not applied"
         )
-        out.dropped["unreadable_local_definitions"] += 1
+        out.dropped[UNREADABLE_LOCAL_DEFINITIONS] += 1

@@ -40,6 +40,9 @@ from di.convert.otf2.categories import COLLECTIVE_OPS
 from di.convert.otf2.recordrows import RecordRows
 from di.merge import assign_instances
 
+UNMATCHED_SENDS = "MPI sends without a matching receive (kept as events, no message row)"
+UNMATCHED_RECEIVES = "MPI receives without a matching send (kept as events, no message row)"
+
 
 def _size(ranks: list[int] | str) -> int | None:
     return (len(orjson.loads(ranks)) if isinstance(ranks, str) else len(ranks)) or None
@@ -186,7 +189,7 @@ def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.Data
             "recv_post": _nullable(post_of, post_of >= 0),
         }
     )
-    unmatched = {"unmatched_mpi_send": n_s - i_s.size, "unmatched_mpi_recv": len(r) - i_r.size}
+    unmatched = {UNMATCHED_SENDS: n_s - i_s.size, UNMATCHED_RECEIVES: len(r) - i_r.size}
     return out, {k: v for k, v in unmatched.items() if v}
 
 

@@ -27,6 +27,8 @@ from di.convert.otf2 import records as R
 from di.convert.otf2 import timeline as T
 from di.convert.otf2.definitions import Definitions, read_definitions
 from di.convert.otf2.recordrows import RecordRows
+from di.convert import provenance as P
+from di.convert.provenance import reader_meta
 from di.trace import Trace
 
 __all__ = ["read_otf2"]
@@ -108,13 +110,10 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
     rec = _record_rows(recs, tl, order, defs)
     outside = int((rec.of_kind(R.MPI_SEND, R.MPI_ISEND, R.MPI_RECV, R.MPI_IRECV, R.COLL_END) & (rec.event < 0)).sum())
     if outside:
-        dropped["mpi_record_outside_any_region"] += outside
+        dropped["MPI records outside any region"] += outside
     messages, unmatched = matching.messages(rec, defs.comms)
     for k, v in unmatched.items():
         dropped[k] += v
-        warnings.append(
-            f"{anchor}: {v} {k.replace('_', ' ')} record(s) left unmatched (kept as events, no message row)"
-        )
     collectives = matching.collectives(rec, defs.comms, defs.attributes, defs.strings)
     ev = ev.with_columns(
         events.args_column(ev.height, rec, tl, order, defs),
@@ -123,23 +122,18 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: T.Buil
     ev = events.own_columns(ev, rec, defs)
     flows, lost = events.flows_frame(rec, tl, order, defs)
     if lost:
-        dropped["flow_source_not_found"] += lost
+        dropped[P.FLOW_END_WITHOUT_START] += lost
     locations, counter_loc = _locations(defs, rec, source)
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
     if unknown_metric:
-        dropped["metric_value_of_undefined_metric"] += unknown_metric
+        dropped["metric values of an undefined metric"] += unknown_metric
     backwards = ev.get_column("end_ns") < ev.get_column("start_ns")  # damaged timestamps: a Leave before its Enter
     if backwards.any():
-        dropped["event_ending_before_its_start_(end_set_to_start)"] += int(backwards.sum())
+        dropped[P.END_BEFORE_START_REPAIRED] += int(backwards.sum())
         ev = ev.with_columns(pl.when(backwards).then(pl.col("start_ns")).otherwise(pl.col("end_ns")).alias("end_ns"))
     handled = int(recs.bounds[-1]) - int(rec.of_kind(R.ATTRIBUTE, R.METRIC_VALUE).sum())
     if recs.records_read > handled:
-        dropped["record_of_unsupported_type"] += recs.records_read - handled
-    warnings += [
-        f"{anchor}: {n} x {why.replace('_', ' ')}"
-        for why, n in sorted(dropped.items())
-        if not why.startswith("unmatched")
-    ]
+        dropped[P.UNSUPPORTED_RECORD] += recs.records_read - handled
     meta = _meta(anchor, defs, recs, ev.height, dropped, warnings)
     return Trace.build(
         meta=meta,
@@ -211,23 +205,16 @@ def _meta(
         "records": recs.records_read,
         "locations": len(defs.locations),
     }
-    return {
-        "clock": {
-            "unit": "ns",
-            "domain": "unix_epoch" if defs.realtime_ns else "relative",
-            "sync": "otf2_clock_offsets",
-        },
-        "sources": [
-            {
-                "path": str(anchor),
-                "format": "otf2",
-                "rank": ranks[0] if ranks else 0,
-                "rank_source": "metadata",
-                "events": n,
-                "dropped": dict(sorted(dropped.items())),
-                "info": info,
-            }
-        ],
-        "warnings": warnings,
-        "world_size": len(ranks) or None,
-    }
+    return reader_meta(
+        anchor,
+        "otf2",
+        epoch=bool(defs.realtime_ns),
+        sync="otf2_clock_offsets",
+        rank=ranks[0] if ranks else 0,
+        rank_source="metadata",
+        events=n,
+        dropped=dropped,
+        info=info,
+        warnings=warnings,
+        world_size=len(ranks) or None,
+    )

@@ -53,14 +53,15 @@ N_COUNTS = 7
     IO_COMPLETE_WITHOUT_BEGIN,
 ) = range(N_COUNTS)
 COUNT_NAMES = (
-    "leave_without_enter",
-    "leave_region_mismatch",
-    "enter_never_left",
-    "rma_never_completed",
-    "rma_complete_without_op",
-    "io_operation_never_completed",
-    "io_completion_without_begin",
+    "Leave records without an Enter",
+    "Leave records of another region than the open one",
+    "regions entered and never left",
+    "RMA operations never completed",
+    "RMA completions without an operation",
+    "I/O operations never completed",
+    "I/O completions without a begin",
 )
+"""The drop reason of each count (:mod:`di.convert.provenance`'s vocabulary)."""
 IO_FLAGS_SHIFT = 8
 """An I/O operation event's field b: mode | operation flags << 8 | cancelled << 40."""
 IO_CANCELLED_BIT = 1 << 40

@@ -28,6 +28,13 @@ import polars as pl
 from di.convert import gunzip
 from di.inputsize import check_size
 from di.convert.perfetto import ditrace
+from di.convert.provenance import (
+    END_WITHOUT_BEGIN,
+    FLOW_WITHOUT_BOTH_ENDS,
+    TRUNCATED_TAIL,
+    drop_warnings,
+    reader_meta,
+)
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.annotations import annotation_columns
 from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packets, decode_packets, sequence_track
@@ -112,7 +119,7 @@ def read_perfetto(
     for w in gz_warnings:
         dropped[f"the rest of the file: {w}"] += 1
     if readable < len(buf):
-        dropped[f"unreadable bytes after offset {readable} (truncated or corrupt)"] += len(buf) - int(readable)
+        dropped[TRUNCATED_TAIL] += len(buf) - int(readable)
     capacity = FIRST_CAPACITY
     while True:  # a full symbol table means: decode again with a bigger one (rare: capacities grow sixteenfold)
         sym = new_table(capacity)
@@ -147,7 +154,7 @@ def read_perfetto(
     last_ns = int(ts.max()) if len(ts) else 0
     begin, end_ns, instant, slice_of, unmatched, unclosed = pair_slices(track, ts, etype, order, last_ns)
     if unmatched:
-        dropped["slice ends without an open slice"] += int(unmatched)
+        dropped[f"slice {END_WITHOUT_BEGIN}"] += int(unmatched)
     counters = np.flatnonzero(etype == F.TYPE_COUNTER)
     rules = None
     if doc is not None:
@@ -192,7 +199,7 @@ def read_perfetto(
         flows = pl.DataFrame({"src": src, "dst": dst, "kind": ["user"] * len(src), "id": ids.view(np.int64)})
         messages, collectives, unpaired = None, None, 0
     if unpaired:
-        dropped["flow ids without both ends"] += unpaired
+        dropped[FLOW_WITHOUT_BOTH_ENDS] += unpaired
     samples, lost = _samples(counters, ts, track, value, series_of, rules)
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
@@ -379,7 +386,7 @@ def _samples(
 def _meta(
     path: Path, doc: dict[str, Any] | None, rank: int, rank_source: str, n: int, dropped: Counter[str]
 ) -> dict[str, Any]:
-    warnings = [f"{path}: dropped {k} ({r})" for r, k in sorted(dropped.items())]
+    warnings = drop_warnings(path, dropped)
     if doc is not None:
         from di.schema import valid_meta_fields
 
@@ -391,18 +398,4 @@ def _meta(
         )
         meta["warnings"] = meta.get("warnings", []) + warnings
         return meta
-    return {
-        "clock": {"unit": "ns", "domain": "relative", "sync": None},
-        "sources": [
-            {
-                "path": str(path),
-                "format": "perfetto",
-                "rank": rank,
-                "rank_source": rank_source,
-                "events": n,
-                "dropped": dict(sorted(dropped.items())),
-            }
-        ],
-        "warnings": warnings,
-        "world_size": None,
-    }
+    return reader_meta(path, "perfetto", epoch=False, rank=rank, rank_source=rank_source, events=n, dropped=dropped)

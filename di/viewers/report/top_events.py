@@ -70,11 +70,35 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
             )
     if not body:
         return None
+    transport = slowest_collective_transport(ctx.trace)
+    if transport:
+        hints.append(transport)
     return Section(
         "top",
         "Top kernels, operators and collectives",
         body + f'<p class="note">{_scope(ctx.result.window)}; nested operators count in their parents too.</p>',
         hints,
+    )
+
+
+def slowest_collective_transport(trace) -> str | None:  # noqa: ANN001
+    """A hint naming the transport and hosts of the longest traced collective, where an NCCL log of the job gave
+    them (``collectives.transports``, ``comm_hosts``: :mod:`di.convert.logs.combine`); None otherwise."""
+    coll = trace.collectives
+    if "transports" not in coll.columns or not coll.get_column("transports").drop_nulls().len():
+        return None
+    ev = trace.events.with_row_index("event").select(
+        pl.col("event").cast(pl.Int64),
+        pl.col("name").cast(pl.String),
+        (pl.col("end_ns") - pl.col("start_ns")).alias("d"),
+    )
+    top = coll.drop_nulls("transports").join(ev, on="event").sort("d", descending=True).head(1)
+    if not top.height:
+        return None
+    r = top.row(0, named=True)
+    return (
+        f"The longest traced collective, {r['name'][:60]} on rank {r['rank']} ({r['d'] / 1e6:,.2f} ms), "
+        f"ran over {r['transports']} between hosts {r['comm_hosts'] or '?'} (NCCL log)."
     )
 
 

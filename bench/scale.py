@@ -1,0 +1,184 @@
+"""Scaling benchmark of ``mpiexec -n P di analyze`` over a rank-partitioned store, and of ``--jobs``.
+
+Run on demand (not a test)::
+
+    python bench/scale.py [--ranks 256] [--steps 40] [--ops 160] [--processes 1,2,4] [--jobs-files 4]
+
+The job is bench/engine.py's generated job (per rank a CPU thread and two GPU
+streams; per step ``--ops`` operators with launches and kernels, a memcpy, an
+NCCL allreduce across all ranks, an MPI ring with late senders), written as a
+rank-partitioned ``.di`` store. For each P, ``mpiexec -n P`` runs this script's
+worker, which runs :func:`di.parallel.analyze.analyze` (P = 1: the single-process
+:func:`di.engine.analyze` on the whole store, as ``di analyze`` does) and reports
+per process: wall seconds, CPU seconds, peak RSS (``ru_maxrss``) and bytes sent to
+other processes, split by stage. Every P must give the same analysis JSON
+(timings aside); the script checks it. With ``--jobs-files N`` it also writes N
+one-rank Chrome JSON files and times loading them with ``--jobs 1`` and
+``--jobs 2`` (:func:`di.parallel.convert.load_jobs`). Numbers go to
+``bench/out/scale.json``. Wall seconds depend on the machine's load and on P
+exceeding its cores; CPU seconds and RSS per process do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+
+
+def _usage(t0: float, c0: float) -> dict[str, Any]:
+    return {
+        "wall_s": round(time.perf_counter() - t0, 3),
+        "cpu_s": round(time.process_time() - c0, 3),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def worker(store: str, out: str) -> None:
+    """One process of a run: analyze, measure, process 0 writes what every process measured."""
+    from di.parallel import world
+    from di.viewers.analysis import to_json
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    comm = world()
+    if comm is None:
+        from di.engine import analyze
+        from di.store import read_store
+
+        result = analyze(read_store(store))
+        stats = [{**_usage(t0, c0), "sent_bytes": 0, "by_stage": {}, "calls": 0}]
+    else:
+        from di.parallel.analyze import analyze as parallel_analyze
+        from di.parallel.exchange import Exchange
+
+        ex = Exchange(comm)
+        result = parallel_analyze(store, ex)
+        mine = {
+            **_usage(t0, c0),
+            "sent_bytes": ex.sent_bytes,
+            "by_stage": ex.by_stage,
+            "calls": ex.calls,
+            "calls_by_stage": ex.calls_by_stage,
+        }
+        stats = comm.gather(mine, root=0)
+    if result is None:
+        return
+    doc = to_json(result, inputs=[store])
+    seconds = doc.pop("seconds")
+    Path(out).write_text(json.dumps({"processes": stats, "seconds": seconds, "analysis": doc}))
+
+
+def _write_job(ranks: int, steps: int, ops: int, store: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(HERE))
+    from engine import generate  # bench/engine.py's generated job
+
+    from di.store import write_store
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    trace = generate(ranks, steps, ops)
+    write_store(trace, store, partitioned=True)
+    size = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
+    return {
+        "ranks": ranks,
+        "events": trace.events.height,
+        "messages": trace.messages.height,
+        "collectives": trace.collectives.height,
+        "store_mb": round(size / 1e6, 1),
+        "generate_and_write": _usage(t0, c0),
+    }
+
+
+def _run(processes: int, store: Path, tmp: Path) -> dict[str, Any]:
+    out = tmp / f"p{processes}.json"
+    cmd = [sys.executable, __file__, "--worker", str(store), str(out)]
+    if processes > 1:
+        cmd = [str(Path(sys.executable).parent / "mpiexec"), "-n", str(processes), *cmd]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    run = json.loads(out.read_text())
+    run["launcher_wall_s"] = round(time.perf_counter() - t0, 2)
+    return run
+
+
+def _jobs(files: int, ops: int, steps: int, tmp: Path) -> dict[str, Any]:
+    """Loading ``files`` one-rank Chrome JSON files in 1 and 2 processes."""
+    sys.path.insert(0, str(HERE))
+    from engine import generate
+
+    import di
+    from di.parallel import convert
+
+    import polars as pl
+
+    paths = []
+    for k in range(files):
+        path = tmp / f"rank-{k}.json.gz"
+        job = generate(1, steps, ops, seed=k)
+        rank = {"locations": job.locations.with_columns(pl.lit(k, pl.Int32).alias("rank"))}
+        rank["collectives"] = job.collectives.with_columns(pl.lit(k, pl.Int32).alias("rank"))
+        di.save(type(job)(**{**job.tables(), **rank}, meta=job.meta), path)
+        paths.append(str(path))
+    convert.PARALLEL_LOAD_MIN_BYTES = 0
+    out: dict[str, Any] = {"files": files, "bytes": sum(Path(p).stat().st_size for p in paths)}
+
+    def children_cpu() -> float:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return used.ru_utime + used.ru_stime
+
+    for jobs in (1, 2):
+        t0, c0, k0 = time.perf_counter(), time.process_time(), children_cpu()
+        trace = convert.load_jobs(paths, jobs=jobs)
+        out[f"jobs_{jobs}"] = {
+            **_usage(t0, c0),
+            "workers_cpu_s": round(children_cpu() - k0, 2),
+            "events": trace.events.height,
+        }
+    out["speedup_wall"] = round(out["jobs_1"]["wall_s"] / out["jobs_2"]["wall_s"], 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ranks", type=int, default=256)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--ops", type=int, default=160)
+    p.add_argument("--processes", default="1,2,4")
+    p.add_argument("--jobs-files", type=int, default=0)
+    p.add_argument("--worker", nargs=2, metavar=("STORE", "OUT"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        worker(*args.worker)
+        return 0
+    OUT.mkdir(exist_ok=True)
+    result: dict[str, Any] = {"cores": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="di-scale-") as tmp_name:
+        tmp = Path(tmp_name)
+        store = tmp / "job.di"
+        result["job"] = _write_job(args.ranks, args.steps, args.ops, store)
+        print(json.dumps(result["job"]), flush=True)
+        runs = {}
+        for n in (int(x) for x in args.processes.split(",")):
+            runs[n] = _run(n, store, tmp)
+            print(n, json.dumps(runs[n]["processes"]), flush=True)
+        first = next(iter(runs.values()))["analysis"]
+        result["same_answer"] = all(r["analysis"] == first for r in runs.values())
+        result["runs"] = {str(n): {k: v for k, v in r.items() if k != "analysis"} for n, r in runs.items()}
+        if args.jobs_files:
+            result["jobs"] = _jobs(args.jobs_files, args.ops, args.steps * 25, tmp)
+    (OUT / "scale.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
+    return 0 if result["same_answer"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

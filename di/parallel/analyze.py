@@ -1,0 +1,167 @@
+"""``di analyze`` over P processes: each computes its ranks' results with the engine, process 0 gathers them.
+
+Per rank and local (the engine's functions on the process's part, rows of its
+ranks kept): steps, breakdown, overlap, wait states (a wait is computed where
+the waiting event lives: a late sender on the receiver's process, a late
+receiver on the sender's, a collective wait on the member's). Across ranks:
+the step ids of a ``steps=`` window (gathered), imbalance (the engine's, over
+the gathered per-rank breakdown: the reduction of each rank's time per state),
+the critical path (:mod:`di.parallel.critical_path`). The result on process 0
+equals :func:`di.engine.analyze` of the whole job (timings aside); the other
+processes get None.
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.engine import ANALYSES, Analysis
+from di.engine.window import EventFrame, Window, parse_window
+from di.parallel.exchange import Exchange
+from di.parallel.ownership import Part, load_part
+
+
+def prepare_part(part: Part, window: Window, ex: Exchange) -> EventFrame:
+    """:func:`di.engine.window.prepare` of the part, its steps those of the owned ranks; a ``steps=``
+    window slices the job's step ids (gathered from every process), as one process does."""
+    from di.engine.classify import activities, call_only_locations, location_arrays
+    from di.engine.steps import NO_STEP, event_steps, find_steps
+    from di.engine.window import _select
+
+    trace = part.trace
+    rank, on_gpu, device = location_arrays(trace)
+    steps = find_steps(trace).filter(pl.col("rank").is_in(pl.Series(part.ranks, dtype=pl.Int32).implode()))
+    step = event_steps(trace, steps, rank, on_gpu)
+    if window.steps is not None:
+        every = ex.allgather(steps.get_column("step").unique().to_list(), "step ids")
+        ids = sorted({s for ids in every for s in ids})[window.steps]
+        selected = np.isin(step, np.asarray(ids, np.int64)) & (step != NO_STEP)
+        start = trace.events.get_column("start_ns").to_numpy()
+        end = trace.events.get_column("end_ns").to_numpy()
+        steps = steps.filter(pl.col("step").is_in(ids))
+    else:
+        selected, start, end, steps = _select(trace, window, steps, step)
+    call_only = call_only_locations(trace)[trace.events.get_column("loc").to_numpy().astype(np.int64)]
+    return EventFrame(
+        trace, rank, device, on_gpu, activities(trace), step, selected, start, end, steps, window, call_only
+    )
+
+
+def analyze(
+    path: Any,
+    ex: Exchange,
+    *,
+    window: Window | str | None = None,
+    per_step: bool = False,
+    analyses: tuple[str, ...] = ANALYSES,
+    load_whole: Any = None,
+    wait_rows: bool = True,
+) -> Analysis | None:
+    """The analyses of the job in store ``path`` (or of ``load_whole()``, read by every process), computed by
+    the processes of ``ex`` together.
+
+    Args:
+        wait_rows: gather every wait to process 0 (for a CSV of them); False: only each rank's total per
+            kind and causing rank (all the JSON and the summary show), so that process 0 holds
+            O(ranks x causes), not O(messages).
+
+    Returns:
+        On process 0 the :class:`di.engine.Analysis` that :func:`di.engine.analyze` gives for the whole job
+        (with ``wait_rows=False``, its ``wait_states`` summed per rank, kind and cause_rank); None on the others.
+
+    Raises:
+        FormatError and kin: a process could not read its part (every process raises).
+        ValueError: an unknown analysis or a malformed window.
+    """
+    from di.engine.breakdown import breakdown
+    from di.engine.overlap import overlap
+    from di.engine.waitstates import wait_states
+
+    unknown = set(analyses) - set(ANALYSES)
+    if unknown:
+        raise ValueError(f"unknown analyses {sorted(unknown)}; known: {', '.join(ANALYSES)}")
+    win = window if isinstance(window, Window) else parse_window(window)
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    part = load_part(path, ex, win, load_whole=load_whole)
+    frame = prepare_part(part, win, ex)
+    seconds["prepare"] = time.perf_counter() - t0
+    mine = pl.Series(part.ranks, dtype=pl.Int32).implode()
+    local: dict[str, Any] = {"steps": frame.steps}
+    t0 = time.perf_counter()
+    need_table = {"breakdown", "imbalance"} & set(analyses)
+    if need_table:
+        local["whole"] = breakdown(frame, per_step=False).filter(pl.col("rank").is_in(mine))
+        if (per_step and "breakdown" in analyses) or ("imbalance" in analyses and ex_any_steps(ex, frame)):
+            local["by_step"] = breakdown(frame, per_step=True).filter(pl.col("rank").is_in(mine))
+    if "overlap" in analyses:
+        local["overlap"] = overlap(frame).filter(pl.col("rank").is_in(mine))
+        if per_step:
+            local["overlap_steps"] = overlap(frame, per_step=True).filter(pl.col("rank").is_in(mine))
+    if "wait_states" in analyses:
+        w = wait_states(frame).filter(pl.col("rank").is_in(mine))
+        rows = pl.Series(part.global_row)
+        local["waits"] = w.with_columns(
+            rows.gather(w.get_column("event")).alias("event"),
+            rows.gather(w.get_column("cause_event")).alias("cause_event"),
+        )
+    seconds["local"] = time.perf_counter() - t0
+    cp = None
+    if "critical_path" in analyses:
+        from di.parallel.critical_path import critical_path
+
+        t0 = time.perf_counter()
+        cp = critical_path(ex, part, frame)
+        seconds["critical_path"] = time.perf_counter() - t0
+    gathered = ex.gather(local, "results")
+    if gathered is None:
+        return None
+    return _assemble(gathered, part, frame, win, per_step, analyses, cp, seconds)
+
+
+def ex_any_steps(ex: Exchange, frame: EventFrame) -> bool:
+    """Whether any process found steps in the window (every process must make the same calls)."""
+    return any(ex.allgather(bool(frame.steps.height), "steps found"))
+
+
+def _assemble(
+    gathered: list[dict[str, Any]],
+    part: Part,
+    frame: EventFrame,
+    win: Window,
+    per_step: bool,
+    analyses: tuple[str, ...],
+    cp: dict[str, Any] | None,
+    seconds: dict[str, float],
+) -> Analysis:
+    def cat(key: str) -> pl.DataFrame | None:
+        parts = [g[key] for g in gathered if key in g]
+        return pl.concat(parts) if parts else None
+
+    steps = cat("steps")
+    assert steps is not None
+    out: dict[str, Any] = {}
+    whole, by_step = cat("whole"), cat("by_step")
+    if "breakdown" in analyses:
+        out["breakdown"] = pl.concat([whole, by_step]) if per_step and by_step is not None else whole
+    if "overlap" in analyses:
+        ov = cat("overlap")
+        out["overlap"] = pl.concat([ov, cat("overlap_steps")]) if per_step else ov
+    if "imbalance" in analyses:
+        from di.engine.imbalance import imbalance
+
+        ranks = sorted(int(r) for r in part.owner_of_rank[0])
+        job = SimpleNamespace(steps=steps, ranks=ranks)
+        out["imbalance"] = imbalance(job, whole=whole, by_step=by_step if steps.height else None)  # type: ignore[arg-type]
+    if "wait_states" in analyses:
+        w = cat("waits")
+        out["wait_states"] = w.sort("start_ns", "rank") if w is not None else None
+    if "critical_path" in analyses:
+        out["critical_path"] = cp
+    order = {name: seconds.get(name, 0.0) for name in ("prepare", "local", "critical_path")}
+    return Analysis(steps=steps, per_step=per_step, window=win.text, seconds=order, **out)

@@ -1,0 +1,325 @@
+"""Loading many input files on many cores: ``--jobs N`` (processes on one machine) and
+``mpiexec -n P di convert IN... -o OUT.di`` (each MPI process reads a share of the files).
+
+Files are read one per task with the connector and rank hint that one process
+would give them (their position among all the inputs), so the merged job is the
+one :func:`di.convert.registry.load_paths` builds. Under MPI each process reads a
+consecutive share of the files, shifts its rows as :func:`di.merge.merge` would
+(offsets from the processes before it), numbers the collective instances job-wide
+and writes its ranks' files of the rank-partitioned store (:mod:`di.store_partition`)
+itself; process 0 writes ``locations``, ``series`` and ``meta.json`` and swaps the
+store in. No process ever holds the whole job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.parallel.exchange import Exchange
+from di.trace import Trace
+
+PARALLEL_LOAD_MIN_BYTES = 64 << 20
+"""Inputs smaller than this in all are read in one process: starting a worker (importing di, polars,
+numba) costs about a second, more than reading them."""
+
+
+def available_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def read_file(path: Path, position: int, count: int, rank: int | None, ranks: list[int] | None, limit: int) -> Trace:
+    """One input file as :func:`di.convert.registry.load_paths` reads it at ``position`` of ``count`` inputs."""
+    from di.convert.registry import CONNECTORS, connector_for, rank_hint
+
+    conn = connector_for(path)
+    hint, source = rank_hint(path, position, ranks, rank, count)
+    own = {"max_input_bytes": limit} if conn in CONNECTORS else {}
+    if conn.name == "di":
+        return conn.read(path, **own)
+    return conn.read(path, rank=hint, rank_source=source, source=0, **own)
+
+
+def read_files(
+    paths: list[Path], positions: list[int], count: int, *, rank: int | None, ranks: list[int] | None, limit: int
+) -> list[Trace]:
+    """The files at ``positions``; their failures are collected and raised together (as load_paths does)."""
+    from di.errors import FormatError, UnknownFormatError
+
+    traces, failures = [], []
+    for i in positions:
+        try:
+            traces.append(read_file(paths[i], i, count, rank, ranks, limit))
+        except (FormatError, UnknownFormatError, FileNotFoundError) as exc:
+            failures.append(exc)
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        raise FormatError(f"{len(failures)} of {len(positions)} files", "; ".join(str(f) for f in failures))
+    return traces
+
+
+def load_jobs(
+    inputs: Any, *, jobs: int, rank: int | None = None, ranks: list[int] | None = None, max_input_size: Any = None
+) -> Trace:
+    """:func:`di.convert.registry.load_paths` with the files read by up to ``jobs`` worker processes
+    (one process when there is one file, or less than :data:`PARALLEL_LOAD_MIN_BYTES` in all).
+
+    Raises:
+        as load_paths.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from di.convert.registry import expand, load_paths
+    from di.inputsize import limit_bytes
+    from di.merge import merge
+
+    paths = expand(inputs)
+    size = sum(_bytes(p) for p in paths)
+    if jobs < 2 or len(paths) < 2 or size < PARALLEL_LOAD_MIN_BYTES:
+        return load_paths(paths, rank=rank, ranks=ranks, max_input_size=max_input_size)
+    if ranks is not None and len(ranks) != len(paths):
+        raise ValueError(f"{len(ranks)} ranks given for {len(paths)} files")
+    limit = limit_bytes(max_input_size)
+    shares = [s.tolist() for s in np.array_split(np.arange(len(paths)), min(jobs, len(paths))) if s.size]
+    # spawn, not fork: polars' and numba's threads make a forked child unsafe
+    with ProcessPoolExecutor(max_workers=len(shares), mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(read_files, paths, s, len(paths), rank=rank, ranks=ranks, limit=limit) for s in shares]
+        parts = [t for f in futures for t in f.result()]
+    return merge(parts)
+
+
+def _bytes(path: Path) -> int:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size if path.exists() else 0
+
+
+def convert_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
+    """``di convert IN... -o OUT.di`` over the processes of ``comm``: the rank-partitioned store."""
+    from di.convert.registry import claim_output, expand
+    from di.errors import DIError
+    from di.inputsize import limit_bytes
+
+    ex = Exchange(comm)
+    inputs = expand(args.inputs)
+    error = None
+    try:
+        if ex.rank == 0:
+            writer = claim_output(args.output, to=args.to, force=args.force, inputs=inputs)
+            if writer.name != "di":
+                raise DIError(
+                    f"{args.output}: under mpiexec, di convert writes only a .di store (the partitioned form)"
+                )
+        if args.ranks is not None and len(args.ranks) != len(inputs):
+            raise ValueError(f"{len(args.ranks)} ranks given for {len(inputs)} files")
+    except Exception as exc:
+        error = exc
+    ex.check(error, "checking the output")
+    mine = np.array_split(np.arange(len(inputs)), ex.size)[ex.rank].tolist()
+    part, error = None, None
+    try:
+        limit = limit_bytes(args.max_input_size)
+        traces = read_files(inputs, mine, len(inputs), rank=args.rank, ranks=args.ranks, limit=limit)
+        part = _merge_part(traces)
+    except Exception as exc:
+        error = exc
+    ex.check(error, "reading its inputs")
+    assert part is not None
+    summary = write_partitioned(ex, part, Path(args.output))
+    if ex.rank == 0:
+        console.print(
+            f"wrote {args.output} (partitioned by rank, {ex.size} processes): {len(summary['ranks'])} ranks, "
+            f"{summary['tables']['events']:,} events, {summary['tables']['flows']:,} flows"
+        )
+        for text in summary.get("warnings", []):
+            console.print(f"warning: {text}", markup=False, highlight=False)
+
+
+def _merge_part(traces: list[Trace]) -> Trace:
+    from di.merge import merge
+
+    if not traces:
+        return Trace.build(meta={"sources": []}, locations=None, events=None)
+    return merge(traces) if len(traces) > 1 else traces[0]
+
+
+def write_partitioned(ex: Exchange, part: Trace, path: Path) -> dict[str, Any]:
+    """Write the job whose parts the processes hold (in process order) as one partitioned store.
+
+    Returns:
+        The store's meta.json content (on every process).
+
+    Raises:
+        FormatError: two processes hold the same rank.
+    """
+    from di.errors import FormatError
+    from di.merge import assign_instances
+    from di.store import META, _write_parquet
+    from di.store_partition import PARTITIONED, home_ranks, whole_tables, write_rows
+
+    sizes = ex.allgather(
+        {t: part.table(t).height for t in ("events", "locations", "series", *PARTITIONED)}
+        | {"sources": len(part.meta.get("sources", [])), "ranks": part.ranks},
+        "part sizes",
+    )
+    seen: dict[int, int] = {}
+    for p, s in enumerate(sizes):
+        for r in s["ranks"]:
+            if r in seen:
+                raise FormatError(f"process {p}'s inputs", f"rank {r} is also in process {seen[r]}'s; give --ranks")
+            seen[r] = p
+    before = {k: sum(s[k] for s in sizes[: ex.rank]) for k in sizes[0] if k != "ranks"}
+    homes = home_ranks(part.tables())
+    shifted = _shift(part, before)
+    keys = shifted["collectives"].select(pl.col("comm").fill_null(""), "seq").unique()
+    every = pl.concat(ex.allgather(keys, "collective keys")).unique()
+    shifted["collectives"] = _instances(shifted["collectives"], every, assign_instances)
+    groups = [[r] for r in sorted(seen)]
+    others = [n for n in whole_tables() if n not in ("locations", "series")]  # per communicator: no row references
+    locations = ex.gather(
+        (shifted["locations"], shifted["series"], part.meta, {n: part.table(n) for n in others}), "locations"
+    )
+    staged = None
+    error: BaseException | None = None
+    ctx = None
+    if ex.rank == 0:
+        from di.output import atomic_dir, claim
+        from di.store import is_own_folder
+
+        try:
+            target = claim(path, ours=is_own_folder, what="a trace store")
+            ctx = atomic_dir(target)
+            staged = ctx.__enter__()
+            for name in PARTITIONED:
+                (staged / name).mkdir()
+        except Exception as exc:
+            error = exc
+    ex.check(error, "creating the store")
+    staged = ex.bcast(staged, 0, "store folder")
+    error, rows = None, {}
+    try:
+        level = 3
+
+        def write(df: pl.DataFrame, file: Path) -> None:
+            _write_parquet(df, file, level)
+
+        rows = write_rows(shifted, homes, staged, write, groups, {t: before[t] for t in PARTITIONED})
+    except Exception as exc:
+        error = exc
+    counts = ex.gather(rows, "row counts")
+    time_range = ex.allgather(_time_range(part), "time range")
+    if ex.rank != 0:
+        ex.check(error, "writing its files")
+        return ex.bcast(None, 0, "meta")
+    meta: dict[str, Any] = {}
+    try:
+        if error is None:
+            assert locations is not None and counts is not None
+            meta = _job_meta(locations, counts, groups, time_range)
+            _write_parquet(
+                pl.concat([x[0] for x in locations], how="vertical_relaxed"), staged / "locations.parquet", 3
+            )
+            _write_parquet(pl.concat([x[1] for x in locations], how="vertical_relaxed"), staged / "series.parquet", 3)
+            for name in others:
+                _write_parquet(
+                    pl.concat([x[3][name] for x in locations], how="vertical_relaxed"), staged / f"{name}.parquet", 3
+                )
+            import json
+
+            (staged / META).write_text(json.dumps(meta, indent=1) + "\n")
+    except Exception as exc:
+        error = exc
+    try:
+        ex.check(error, "writing its files")
+    except BaseException as exc:
+        assert ctx is not None
+        ctx.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    assert ctx is not None
+    ctx.__exit__(None, None, None)
+    return ex.bcast(meta, 0, "meta")
+
+
+def _shift(part: Trace, before: dict[str, int]) -> dict[str, pl.DataFrame]:
+    """The part's tables with row, timeline, series and source ids shifted past the processes before it
+    (what :func:`di.merge.merge` does to each part)."""
+    from di.merge import _shift as shift
+
+    ev, loc, ser, src = before["events"], before["locations"], before["series"], before["sources"]
+    return {
+        "locations": shift(part.locations, ["loc"], loc).with_columns((pl.col("source") + src).cast(pl.Int32)),
+        "events": shift(shift(part.events, ["loc"], loc), ["parent"], ev),
+        "messages": shift(part.messages, ["send", "recv", "send_done", "recv_post"], ev),
+        "collectives": shift(part.collectives, ["event"], ev),
+        "flows": shift(part.flows, ["src", "dst"], ev),
+        "series": shift(shift(part.series, ["series"], ser), ["loc"], loc),
+        "samples": shift(part.samples, ["series"], ser),
+    }
+
+
+def _instances(c: pl.DataFrame, keys: pl.DataFrame, assign: Any) -> pl.DataFrame:
+    """``instance`` numbered over the whole job's (comm, seq) keys, as :func:`di.merge.assign_instances` does."""
+    if not c.height:
+        return c
+    numbered = assign(keys.with_columns(pl.col("comm").replace("", None)))
+    numbered = numbered.select(pl.col("comm").fill_null(""), "seq", "instance")
+    return (
+        c.drop("instance")
+        .with_columns(pl.col("comm").fill_null("").alias("_key"))
+        .join(numbered.rename({"comm": "_key"}), on=["_key", "seq"], how="left", maintain_order="left")
+        .drop("_key")
+        .select(c.columns)
+    )
+
+
+def _time_range(part: Trace) -> tuple[int, int] | None:
+    ev = part.events
+    if not ev.height:
+        return None
+    return int(ev.get_column("start_ns").min()), int(ev.get_column("end_ns").max())
+
+
+def _job_meta(locations: list[Any], counts: list[dict[str, list[int]]], groups: list[list[int]], spans: list) -> dict:
+    """meta.json of the whole job: what :func:`di.merge.merge` and :func:`di.trace.refresh_meta` give it."""
+    from di import __version__, schema
+
+    metas = [x[2] for x in locations]
+    locs = pl.concat([x[0] for x in locations], how="vertical_relaxed")
+    domains = {m.get("clock", {}).get("domain", "relative") for m in metas}
+    worlds = [m.get("world_size") for m in metas if m.get("world_size")]
+    rows = {t: [sum(c[t][g] for c in counts if c) for g in range(len(groups))] for t in counts[0]}
+    known = [s for s in spans if s is not None]
+    tables = {t: sum(rows[t]) if t in rows else 0 for t in schema.TABLES}
+    tables["locations"] = locs.height
+    tables["series"] = sum(x[1].height for x in locations)
+    for name in locations[0][3]:
+        tables[name] = sum(x[3][name].height for x in locations)
+    meta = {
+        "format": "di-trace",
+        "schema_version": schema.SCHEMA_VERSION,
+        "di_version": __version__,
+        "clock": {"unit": "ns", "domain": domains.pop() if len(domains) == 1 else "relative", "sync": None},
+        "sources": [s for m in metas for s in m.get("sources", [])],
+        "warnings": [w for m in metas for w in m.get("warnings", [])],
+        "world_size": max(worlds) if worlds else None,
+        "hosts": sorted(h for h in locs.get_column("host").unique().to_list() if h),
+        "tables": tables,
+        "ranks": sorted(locs.get_column("rank").unique().to_list()),
+        "time_range": {
+            "start_ns": min(s[0] for s in known) if known else None,
+            "end_ns": max(s[1] for s in known) if known else None,
+        },
+        "partitions": {"layout": "rank_groups", "groups": groups, "rows": rows},
+    }
+    return meta

@@ -1,0 +1,433 @@
+"""The job's critical path computed by the processes together: a parallel forward replay.
+
+The graph is :mod:`di.engine.critical_path_graph`'s, built by each process on
+its part (:mod:`di.parallel.ownership`): the nodes of its ranks' timelines, and
+the nodes of its ghosts, which stand for nodes of other processes. Each edge
+into an owned node is held by that node's process; an edge from a ghost is a
+cross-process edge. Node ids are the single-process graph's (timeline by
+timeline in ``loc`` order), so ties in time are broken as there.
+
+Longest-path distances are computed in rounds (bulk-synchronous replay):
+each process advances through its nodes in (time, node id) order until a node
+needs the distance of a ghost not yet known, then the processes send each
+other the distances of the nodes others hold as ghosts (``alltoall``), and so
+on until every node is done. The globally earliest waiting node always gets
+its inputs in the next round, so the replay ends; the number of rounds is the
+length of the longest chain of cross-process dependencies (about one per
+collective or message round trip). The path is then walked back from the
+sink, handing over to the owner of each ghost it crosses, and process 0 turns
+the steps of the path into the engine's result tables with the engine's own
+code. Per-process memory: its nodes and edges plus one distance per ghost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+from di.engine.critical_path import _arrival_kinds, _arrivals, _cross_weights, _local_weight, _result
+from di.engine.critical_path_graph import (
+    LOCAL,
+    Graph,
+    _cross_edges,
+    _nodes,
+    in_graph,
+)
+from di.engine.intervals import sort_order
+from di.engine.window import EventFrame
+from di.parallel.exchange import Exchange
+from di.parallel.ownership import Part
+
+_MIN = np.iinfo(np.int64).min
+
+
+def _layout_of(frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(event, time_ns, is_end, first_of_loc, owner, start_node, end_node) of the nodes of the ``keep`` events,
+    as build_graph lays them out."""
+    rows = np.flatnonzero(keep).astype(np.int64)
+    loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)[rows]
+    start, end = frame.start_ns[rows], frame.end_ns[rows]
+    rev = np.arange(rows.size - 1, -1, -1, dtype=np.int64)
+    end_order = rev[sort_order(loc[rev], end[rev], stable=True)].astype(np.int64) if rows.size else rev
+    return _nodes(rows, loc, start, end, end_order, frame.rank.size)
+
+
+def _graph(frame: EventFrame, keep: np.ndarray, own: np.ndarray) -> tuple[Graph, int]:
+    """The part's graph: edges into owned nodes only, and how many of them point back in time (dropped)."""
+    ev, t, is_end, first, owner, start_node, end_node = _layout_of(frame, keep)
+    g = Graph(ev, t, is_end, first, owner, start_node, end_node, *(np.zeros(0, np.int64),) * 3)
+    src, dst, kind = _cross_edges(frame, g, keep)
+    ok = (src >= 0) & (dst >= 0)
+    ok[ok] = own[ev[dst[ok]]]
+    src, dst, kind = src[ok], dst[ok], kind[ok]
+    forward = t[src] <= t[dst]
+    none = np.zeros(0, np.int64)
+    g = Graph(ev, t, is_end, first, owner, none, none, src[forward], dst[forward], kind[forward])
+    return g, int((~forward).sum())
+
+
+def _global_ids(ex: Exchange, loc: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Node ids of the single-process graph for the owned nodes (-1 for ghosts): per timeline, its nodes
+    follow those of every timeline with a smaller ``loc``."""
+    mine = np.unique(loc[own], return_counts=True)
+    every = ex.allgather(mine, "node counts")
+    locs = np.concatenate([e[0] for e in every]).astype(np.int64)
+    counts = np.concatenate([e[1] for e in every]).astype(np.int64)
+    order = np.argsort(locs, kind="stable")
+    locs, counts = locs[order], counts[order]
+    offset = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    gid = np.full(loc.size, -1, np.int64)
+    idx = np.flatnonzero(own)
+    if idx.size:
+        node_loc = loc[idx]
+        first_here = np.searchsorted(node_loc, node_loc)  # nodes of a loc are consecutive, locs ascending
+        gid[idx] = offset[np.searchsorted(locs, node_loc)] + (np.arange(idx.size) - first_here)
+    return gid
+
+
+def _own_node_ids(ex: Exchange, part: Part, frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per local event row, the global id of its start and end node (-1: none), for owned events."""
+    ev, _, is_end, *_ = _layout_of(frame, keep & part.own)
+    loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)[ev]
+    gid = _global_ids(ex, loc, np.ones(ev.size, bool))
+    start = np.full(frame.rank.size, -1, np.int64)
+    end = np.full(frame.rank.size, -1, np.int64)
+    start[ev[~is_end]] = gid[~is_end]
+    end[ev[is_end]] = gid[is_end]
+    return start, end
+
+
+def _patch_ghosts(ex: Exchange, part: Part, frame: EventFrame) -> tuple[EventFrame, np.ndarray, np.ndarray]:
+    """The frame with each ghost's graph membership and activity as its owner sees them, and the global
+    start/end node id of every held event (-1: not a node)."""
+    keep = in_graph(frame)
+    start_gid, end_gid = _own_node_ids(ex, part, frame, keep)
+    replies = []
+    for rows in part.requests:
+        at = part.local(rows)
+        replies.append((rows, keep[at], frame.activity[at], start_gid[at], end_gid[at]))
+    got = ex.alltoall(replies, "ghost nodes")
+    selected, activity = frame.selected.copy(), frame.activity.copy()
+    for reply in got:
+        if reply is None or not reply[0].size:
+            continue
+        rows, kept, act, s, e = reply
+        at = part.local(rows)
+        selected[at], activity[at], start_gid[at], end_gid[at] = kept, act, s, e
+    return replace(frame, selected=selected, activity=activity), start_gid, end_gid
+
+
+@njit(cache=True, nogil=True)
+def _advance(
+    k0,
+    order,
+    known,
+    dist,
+    pred,
+    via,
+    t,
+    first,
+    owner,
+    event,
+    activity,
+    on_gpu,
+    call_only,
+    arrival,
+    in_ptr,
+    in_src,
+    in_w,
+):
+    """Longest-path distances of the nodes ``order[k0:]`` (owned nodes in (time, id) order), as
+    :func:`di.engine.critical_path._longest` computes them, up to the first node with an input not
+    ``known`` yet; returns its position in ``order`` (``order.size``: all done)."""
+    for k in range(k0, order.size):
+        v = np.int64(order[k])
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            if not known[in_src[e]]:
+                return k
+        best = 0
+        if not first[v]:
+            best = dist[v - 1] + _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
+            pred[v] = v - 1
+            via[v] = -2
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_src[e]
+            cand = dist[u] + in_w[e]
+            if cand > best:
+                best = cand
+                pred[v] = u
+                via[v] = e
+        dist[v] = best
+        known[v] = True
+    return order.size
+
+
+@njit(cache=True, nogil=True)
+def _walk(v0, ghost, pred, via, in_w, in_kind, t, first, owner, event, activity, on_gpu, call_only, arrival):
+    """The path's steps (u, v, kind, weight) from ``v0`` back to its start or to the first ghost source,
+    last step first."""
+    n = 0
+    v = v0
+    while pred[v] >= 0:
+        n += 1
+        u = pred[v]
+        if ghost[u]:
+            break
+        v = u
+    u_out = np.empty(n, np.int64)
+    v_out = np.empty(n, np.int64)
+    kind = np.empty(n, np.int64)
+    w = np.empty(n, np.int64)
+    v = v0
+    for k in range(n):
+        u = pred[v]
+        u_out[k] = u
+        v_out[k] = v
+        if via[v] == -2:
+            kind[k] = LOCAL
+            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
+        else:
+            kind[k] = in_kind[via[v]]
+            w[k] = in_w[via[v]]
+        v = u
+    return u_out, v_out, kind, w
+
+
+def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any] | None:
+    """The job's critical path (:func:`di.engine.critical_path.critical_path`'s result) on process 0, None elsewhere."""
+    frame, start_gid, end_gid = _patch_ghosts(ex, part, frame)
+    keep = in_graph(frame)
+    g, dropped = _graph(frame, keep, part.own)
+    own_node = part.own[g.event]
+    gid = np.where(g.is_end, end_gid[g.event], start_gid[g.event])
+    # an edge tied in time with its target but ordered after it cannot be honoured (as in one process)
+    ts, td = g.time_ns[g.src], g.time_ns[g.dst]
+    honoured = (ts < td) | ((ts == td) & (gid[g.src] < gid[g.dst]))
+    dropped += int((~honoured).sum())
+    g = replace(g, src=g.src[honoured], dst=g.dst[honoured], kind=g.kind[honoured])
+    arrival = _arrivals(g)
+    by_dst = np.argsort(g.dst, kind="stable")
+    in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
+    in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
+    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
+    del start_gid, end_gid, by_dst, ts, td, honoured
+    own_nodes = np.flatnonzero(own_node)
+    # owned nodes are numbered in global id order, so a stable sort by time orders them by (time, id)
+    order = own_nodes[np.argsort(g.time_ns[own_nodes], kind="stable")]
+    dist, pred, via = np.zeros(gid.size, np.int64), np.full(gid.size, -1, np.int32), np.full(gid.size, -1, np.int32)
+    known = np.zeros(gid.size, bool)
+    _replay(ex, part, g, gid, own_node, order, known, dist, pred, via, args, in_ptr, in_src, in_w)
+    dropped = sum(ex.allgather(dropped, "dropped edges"))
+    best = (int(dist[own_nodes].max()), 0) if own_nodes.size else (-1, -1)
+    if own_nodes.size:
+        best = (best[0], int(gid[own_nodes][dist[own_nodes] == best[0]].max()))
+    every = ex.allgather(best, "sink")
+    sink_p = max(range(ex.size), key=lambda p: every[p])
+    length, sink = every[sink_p]
+    ranges = ex.allgather(_selected_range(part, frame), "window span")
+    pieces = _backtrack(ex, part, g, gid, own_node, sink_p, sink, pred, via, in_w, in_kind, args, frame)
+    gathered = ex.gather(pieces, "critical path")
+    if gathered is None:
+        return None
+    steps = [p for per in gathered for p in per]
+    steps.sort(key=lambda hp: -hp[0])
+    table = pl.concat([s for _, s in steps]) if steps else None
+    return _assemble(table, dropped, max(length, 0), ranges)
+
+
+def _replay(ex, part, g, gid, own_node, order, known, dist, pred, via, args, in_ptr, in_src, in_w) -> None:
+    """Rounds of :func:`_advance` and of sending the distances of nodes other processes hold as ghosts."""
+    # per process q, the local nodes q holds as ghosts, by global id
+    node_of = np.full((2, part.global_row.size), -1, np.int64)  # per event: its start node, its end node
+    node_of[g.is_end.astype(np.int64), g.event] = np.arange(g.event.size)
+    wanted = []
+    for rows in part.requests:
+        nodes = node_of[:, part.local(rows)].ravel()
+        wanted.append(nodes[nodes >= 0])
+    sent = [np.zeros(w.size, bool) for w in wanted]
+    ghost_nodes = np.flatnonzero(~own_node)
+    ghost_by_gid = np.argsort(gid[ghost_nodes])
+    ghost_gids = gid[ghost_nodes][ghost_by_gid]
+    k = 0
+    while True:
+        k_before = k
+        k = _advance(k, order, known, dist, pred, via, *args, in_ptr, in_src, in_w)
+        out = []
+        for q, nodes in enumerate(wanted):
+            new = known[nodes] & ~sent[q]
+            sent[q] |= new
+            out.append((gid[nodes[new]], dist[nodes[new]]) if new.any() else None)
+        got = ex.alltoall(out, "critical path replay")
+        received = 0
+        for item in got:
+            if item is None:
+                continue
+            gids, d = item
+            at = ghost_nodes[ghost_by_gid[np.searchsorted(ghost_gids, gids)]]
+            dist[at] = d
+            known[at] = True
+            received += gids.size
+        state = ex.allgather((k == order.size, k > k_before or received > 0), "replay state")
+        if all(done for done, _ in state):
+            return
+        if not any(moved for _, moved in state):
+            from di.errors import DIError
+
+            raise DIError("parallel critical path: the replay made no progress (a cycle across processes)")
+
+
+def _selected_range(part: Part, frame: EventFrame) -> tuple[int, int] | None:
+    sel = frame.selected & part.own
+    if not sel.any():
+        return None
+    return int(frame.start_ns[sel].min()), int(frame.end_ns[sel].max())
+
+
+def _backtrack(ex, part, g, gid, own_node, sink_p, sink, pred, via, in_w, in_kind, args, frame) -> list:
+    """This process's stretches of the path, each (hop, frame of its steps in path order)."""
+    ghost = ~own_node
+    pieces = []
+    owner_p, at_gid, hop = sink_p, sink, 0
+    while at_gid >= 0:
+        nxt = None
+        if ex.rank == owner_p:
+            v0 = int(np.flatnonzero(own_node & (gid == at_gid))[0])
+            u, v, kind, w = _walk(v0, ghost, pred, via, in_w, in_kind, *args)
+            pieces.append((hop, _steps_frame(part, g, frame, args, u[::-1], v[::-1], kind[::-1], w[::-1])))
+            if u.size and ghost[u[-1]]:
+                nxt = (int(part.ghost_owner[g.event[u[-1]]]), int(gid[u[-1]]))
+            else:
+                nxt = (-1, -1)
+        owner_p, at_gid = ex.bcast(nxt, owner_p, "critical path walk")
+        hop += 1
+    return pieces
+
+
+def _steps_frame(part, g, frame, args, u, v, kind, w) -> pl.DataFrame:
+    """What process 0 needs of each step of the path to build the result: times, events (global rows) and
+    their rank, GPU side, name and category."""
+    arrival = args[-1]
+    ev = frame.trace.events
+    names, cats = ev.get_column("name").cast(pl.String), ev.get_column("cat").cast(pl.String)
+    akind = _arrival_kinds(g)[v] if v.size else np.zeros(0, np.int64)
+    cols: dict[str, Any] = {
+        "t_prev": g.time_ns[np.maximum(v - 1, 0)],
+        "t_v": g.time_ns[v],
+        "first_v": g.first_of_loc[v],
+        "arrival_v": arrival[v],
+        "akind_v": akind,
+        "kind": kind,
+        "w": w,
+    }
+    for key, rows in (("v", g.event[v]), ("o", g.owner[v]), ("u", g.event[u])):
+        rows = rows.astype(np.int64)
+        has = rows >= 0
+        r = np.where(has, rows, 0)
+        cols[f"ev_{key}"] = np.where(has, part.global_row[r], -1)
+        cols[f"rank_{key}"] = frame.rank[r]
+        cols[f"gpu_{key}"] = frame.on_gpu[r]
+        cols[f"name_{key}"] = names.gather(r) if r.size else pl.Series([], dtype=pl.String)
+        cols[f"cat_{key}"] = cats.gather(r) if r.size else pl.Series([], dtype=pl.String)
+    return pl.DataFrame(cols)
+
+
+def _assemble(table: pl.DataFrame | None, dropped: int, length: int, ranges: list) -> dict[str, Any]:
+    """The engine's result tables from the path's steps (the engine's own :func:`_result` on a graph of
+    the path's nodes only), event ids mapped back to rows of the whole job's ``events``."""
+    n = table.height if table is not None else 0
+    known = [r for r in ranges if r is not None]
+    if table is None or not n:
+        table = pl.DataFrame(
+            {c: [] for c in ("ev_v", "ev_o", "ev_u")}, schema={c: pl.Int64 for c in ("ev_v", "ev_o", "ev_u")}
+        )
+    rows = pl.concat([table.get_column(c) for c in ("ev_v", "ev_o", "ev_u")]).to_numpy()
+    ids = np.unique(rows[rows >= 0])
+    attrs = {}
+    for key in ("v", "o", "u"):
+        if n:
+            part = table.select(
+                pl.col(f"ev_{key}").alias("row"),
+                pl.col(f"rank_{key}").alias("rank"),
+                pl.col(f"gpu_{key}").alias("gpu"),
+                pl.col(f"name_{key}").alias("name"),
+                pl.col(f"cat_{key}").alias("cat"),
+            )
+            attrs[key] = part
+    ev = (
+        pl.concat(list(attrs.values())).filter(pl.col("row") >= 0).unique("row").sort("row")
+        if attrs
+        else pl.DataFrame(
+            schema={"row": pl.Int64, "rank": pl.Int32, "gpu": pl.Boolean, "name": pl.String, "cat": pl.String}
+        )
+    )
+    lo = min((r[0] for r in known), default=0)
+    hi = max((r[1] for r in known), default=0)
+    mini = SimpleNamespace(
+        trace=SimpleNamespace(events=ev.select("name", "cat")),
+        rank=np.append(ev.get_column("rank").to_numpy().astype(np.int32), 0),
+        on_gpu=np.append(ev.get_column("gpu").to_numpy().astype(bool), False),
+        start_ns=np.append(np.zeros(ev.height, np.int64), lo),
+        end_ns=np.append(np.zeros(ev.height, np.int64), hi),
+        selected=np.append(np.zeros(ev.height, bool), bool(known)),
+    )
+
+    def mini_id(col: str) -> np.ndarray:
+        r = table.get_column(col).to_numpy() if n else np.zeros(0, np.int64)
+        return np.where(r >= 0, np.searchsorted(ids, r), -1)
+
+    node_event = np.zeros(3 * n, np.int64)
+    node_event[0::3] = mini_id("ev_v")
+    node_event[1::3] = mini_id("ev_v")
+    node_event[2::3] = mini_id("ev_u")
+    time_ns = np.zeros(3 * n, np.int64)
+    time_ns[0::3] = table.get_column("t_prev").to_numpy() if n else 0
+    time_ns[1::3] = table.get_column("t_v").to_numpy() if n else 0
+    first = np.zeros(3 * n, bool)
+    first[1::3] = table.get_column("first_v").to_numpy() if n else False
+    owner = np.full(3 * n, -1, np.int64)
+    owner[1::3] = mini_id("ev_o")
+    arrival = np.full(3 * n, _MIN, np.int64)
+    arrival[1::3] = table.get_column("arrival_v").to_numpy() if n else _MIN
+    akind = table.get_column("akind_v").to_numpy() if n else np.zeros(0, np.int64)
+    with_edge = np.flatnonzero(akind >= 0)
+    v = 3 * np.arange(n, dtype=np.int64) + 1
+    g = Graph(
+        node_event,
+        time_ns,
+        np.zeros(3 * n, bool),
+        first,
+        owner,
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int64),
+        v[with_edge],
+        v[with_edge],
+        akind[with_edge],
+    )
+    kind = table.get_column("kind").to_numpy() if n else np.zeros(0, np.int64)
+    w = table.get_column("w").to_numpy() if n else np.zeros(0, np.int64)
+    out = _result(mini, g, (v + 1, v, kind, w), dropped, length, arrival=arrival if known or n else None)
+    back = pl.Series(ids, dtype=pl.Int64)
+
+    def to_rows(df: pl.DataFrame, cols: tuple[str, ...]) -> pl.DataFrame:
+        return (
+            df.with_columns(
+                [
+                    back.gather(pl.Series(df.get_column(c)).fill_null(0))
+                    .zip_with(df.get_column(c).is_not_null(), pl.Series([None] * df.height, dtype=pl.Int64))
+                    .alias(c)
+                    for c in cols
+                ]
+            )
+            if df.height
+            else df
+        )
+
+    out["segments"] = to_rows(out["segments"], ("event",))
+    out["events"] = to_rows(out["events"], ("event",))
+    out["waits"] = to_rows(out["waits"], ("event", "cause_event"))
+    return out
