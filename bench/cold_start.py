@@ -25,6 +25,11 @@ Targets (issue 15): every first run at most 8 CPU-seconds above its warm run;
 the six commands in sequence from an empty cache under 40 s; peak RSS of any
 first run under 500 MB; warm ``di info`` of the 10 k-event trace under 1 s.
 The table goes to stdout and the numbers to ``bench/out/cold_start[-LABEL].json``.
+
+Each cold run also lists what numba compiled in the ``di`` process (not in
+the MPI ranks): per function, its compiles and CPU seconds, exclusive of the
+functions it compiled on the way (numba's ``numba:compile`` events); the
+largest are printed under the table (``--kernels N``) and all are in the JSON.
 ``di record`` needs ``mpiexec`` beside this Python (the ``mpich`` wheel) and
 its C shims are built once into ``~/.cache/di/shims`` before timing, so only
 numba's share is measured.
@@ -77,11 +82,47 @@ def _commands(trace: str, work: str) -> dict[str, list[str]]:
     }
 
 
-def _measure(argv: list[str], env: dict[str, str], cwd: str) -> dict[str, float]:
-    """Run ``python -m di ARGV``; CPU s (user+sys), wall s and peak RSS (MB) of it and its children."""
+COMPILES = r"""
+import atexit, json, os, sys, time
+from numba.core import event
+
+stack, seen = [], {}
+
+
+class Compiles(event.Listener):
+    def on_start(self, ev):
+        stack.append([ev.data["dispatcher"], time.process_time(), 0.0])
+
+    def on_end(self, ev):
+        d, t0, inner = stack.pop()
+        took = time.process_time() - t0
+        if stack:
+            stack[-1][2] += took
+        row = seen.setdefault(f"{d.py_func.__module__}.{d.py_func.__qualname__}", [0, 0.0])
+        row[0] += 1
+        row[1] += took - inner
+
+
+event.register("numba:compile", Compiles())
+atexit.register(lambda: open(os.environ["DI_BENCH_COMPILES"], "w").write(json.dumps(seen)))
+sys.argv[0] = "di"
+from di.cli import main
+
+sys.exit(main())
+"""
+"""The ``di`` process with a listener on numba's compile events (compiles and exclusive CPU s per function)."""
+
+
+def _measure(argv: list[str], env: dict[str, str], cwd: str, compiles: str | None = None) -> dict[str, float]:
+    """Run ``python -m di ARGV``; CPU s (user+sys), wall s and peak RSS (MB) of it and its children.
+    With ``compiles`` (a file name) the process records what numba compiled there."""
     t = time.perf_counter()
+    head = ["-c", COMPILES] if compiles else ["-m", "di"]
+    env = {**env, "DI_BENCH_COMPILES": compiles} if compiles else env
+    if compiles:
+        Path(compiles).unlink(missing_ok=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "di", *argv], env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, *head, *argv], env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     err = proc.stderr.read() if proc.stderr else b""
     _, status, ru = os.wait4(proc.pid, 0)
@@ -89,7 +130,14 @@ def _measure(argv: list[str], env: dict[str, str], cwd: str) -> dict[str, float]
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise SystemExit(f"di {' '.join(argv)} failed ({proc.returncode}):\n{err.decode(errors='replace')}")
-    return {"cpu_s": ru.ru_utime + ru.ru_stime, "wall_s": wall, "rss_mb": ru.ru_maxrss / 1024}
+    out: dict[str, object] = {"cpu_s": ru.ru_utime + ru.ru_stime, "wall_s": wall, "rss_mb": ru.ru_maxrss / 1024}
+    if compiles and os.path.exists(compiles):
+        seen = json.loads(Path(compiles).read_text())
+        out["compile_s"] = sum(s for _, s in seen.values())
+        out["compiled"] = {
+            k: {"compiles": n, "cpu_s": round(s, 3)} for k, (n, s) in sorted(seen.items(), key=lambda kv: -kv[1][1])
+        }
+    return out  # type: ignore[return-value]
 
 
 def _env(repo: Path, cache: str) -> dict[str, str]:
@@ -104,6 +152,7 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated command names (default: all)")
     ap.add_argument("--no-sequence", action="store_true", help="skip the six commands in sequence from one empty cache")
     ap.add_argument("--label", default="", help="suffix of the JSON file, e.g. before / after")
+    ap.add_argument("--kernels", type=int, default=6, help="largest compiles listed per command (default 6)")
     args = ap.parse_args()
     results: dict[str, object] = {
         "repo": args.repo.name,
@@ -124,7 +173,8 @@ def main() -> None:
                 for out in commands[name]:
                     if out.startswith(work) and out.endswith((".di", ".otf2")):
                         shutil.rmtree(out, ignore_errors=True)
-                row[label] = _measure(commands[name], _env(args.repo, cache), work)
+                compiles = f"{work}/compiles.json" if label == "cold" else None
+                row[label] = _measure(commands[name], _env(args.repo, cache), work, compiles)
             results["commands"][name] = row  # type: ignore[index]
             c, w = row["cold"], row["warm"]
             print(
@@ -141,14 +191,14 @@ def main() -> None:
                 "rss_mb": max(r["rss_mb"] for r in seq),
             }
     results["load_avg_end"] = os.getloadavg()
-    _report(results)
+    _report(results, args.kernels)
     out = REPO / "bench" / "out" / f"cold_start{'-' + args.label if args.label else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"wrote {out.relative_to(REPO)}")
 
 
-def _report(results: dict) -> None:
+def _report(results: dict, kernels: int = 6) -> None:
     print(
         f"\nload average {results['load_avg_start'][0]:.1f} .. {results['load_avg_end'][0]:.1f} on {results['cpus']} CPUs "
         "(wall seconds include waiting for a CPU; compare CPU seconds)"
@@ -169,6 +219,11 @@ def _report(results: dict) -> None:
             f"six commands in sequence from one empty cache: {s['cpu_s']:.1f} CPU s, {s['wall_s']:.1f} s wall, "
             f"peak {s['rss_mb']:.0f} MB (target < {TARGET_SEQUENCE_S:.0f} s)"
         )
+    for name, row in results["commands"].items():
+        compiled = row["cold"].get("compiled")
+        if compiled and kernels:
+            top = ", ".join(f"{k.removeprefix('di.')} {v['cpu_s']:.2f}" for k, v in list(compiled.items())[:kernels])
+            print(f"di {name}: numba compiled {len(compiled)} functions, {row['cold']['compile_s']:.1f} CPU s: {top}")
     info = results["commands"].get("info json")
     if info:
         print(

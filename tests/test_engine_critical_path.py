@@ -232,18 +232,13 @@ def test_longest_path_kernel_matches_reference(job):
     local_w, cross_w, arrival = weights(frame, g)
     by_dst = np.argsort(g.dst, kind="stable")
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    dist, _, _ = _longest(
-        order,
-        g.time_ns,
-        g.first_of_loc,
-        g.owner,
-        g.event,
-        frame.activity,
-        frame.on_gpu,
-        frame.call_only,
-        arrival,
-        in_ptr,
-        g.src[by_dst],
-        cross_w[by_dst],
-    )
-    assert np.array_equal(dist, longest_reference(order, g.first_of_loc, local_w, g.src, g.dst, cross_w))
+    m = order.size
+    dist = np.zeros(m, np.int64)
+    pred, via = np.full(m, -1, np.int32), np.full(m, -1, np.int32)
+    want = longest_reference(order, g.first_of_loc, local_w, g.src, g.dst, cross_w)
+    sink, length, n = _longest(order, g.first_of_loc, local_w, in_ptr, g.src[by_dst], cross_w[by_dst], dist, pred, via)
+    if m:
+        assert length == want.max() and sink == np.flatnonzero(want == want.max())[-1]
+    path = order[:n]  # the kernel wrote the path over order, sink first, every node with a predecessor
+    assert (path[:1] == sink).all() and (pred[path] >= 0).all()
+    assert np.array_equal(dist, want)

@@ -190,6 +190,7 @@ def test_queue_kernel_matches_reference(calls, kernels):
         kern_end,
         np.int64(CLOCK_SKEW_NS),
         np.int64(LOST_KERNEL_NS),
+        np.full(kern_t.size, -1, np.int64),
     )
     want = queue_reference(call_t.tolist(), kern_t.tolist(), kern_end.tolist(), CLOCK_SKEW_NS, LOST_KERNEL_NS)
     assert got.tolist() == want

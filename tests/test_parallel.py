@@ -263,7 +263,7 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
 
     import numpy as np
 
-    from di.engine.critical_path import _arrivals, _cross_weights, _longest
+    from di.engine.critical_path import _arrivals, _cross_weights, _local_weights, _longest
     from di.engine.critical_path_graph import build_graph
     from di.engine.window import prepare
     from di.parallel.critical_path import _advance
@@ -283,7 +283,10 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     in_src, in_w = g.src[by_dst], _cross_weights(g)[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
     args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
-    want, want_pred, _ = _longest(order, *args, in_ptr, in_src, in_w)
+    m = order.size
+    want, want_pred, want_via = np.zeros(m, np.int64), np.full(m, -1, np.int32), np.full(m, -1, np.int32)
+    local_w = _local_weights(frame, g, arrival)  # the engine's vectorised weights; _advance weighs node by node
+    _longest(order.copy(), g.first_of_loc, local_w, in_ptr, in_src, in_w, want, want_pred, want_via)
     # the nodes of half the timelines play another process's: their distances arrive only when asked for
     node_loc = frame.trace.events.get_column("loc").to_numpy()[g.event]
     locs = np.unique(node_loc)

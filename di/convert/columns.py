@@ -32,18 +32,14 @@ def readonly(a: np.ndarray) -> np.ndarray:
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
-@njit(cache=True)
-def _dense_ids(rows):
-    """(id per column of ``rows``, first column of each id): equal columns of the
-    (k, n) int64 array get equal ids, numbered in order of first appearance."""
+@njit(cache=True, _nrt=False)
+def _dense_ids(rows, slots, ids, first):
+    """Equal columns of the (k, n) int64 array get equal ids (into ``ids``), numbered in order of
+    first appearance; ``first[id]``: the first column of each id; returns how many ids. ``slots``:
+    the hash table, a power of two above 2n, all -1 (allocated by the caller: numba's ``np.full``
+    and ``np.empty`` compile once per signature and process, part of every cold start)."""
     k, n = rows.shape
-    size = 16
-    while size < 2 * n:
-        size *= 2
-    mask = np.uint64(size - 1)
-    slots = np.full(size, -1, dtype=np.int64)
-    ids = np.empty(n, dtype=np.int64)
-    first = np.empty(n, dtype=np.int64)
+    mask = np.uint64(slots.size - 1)
     m = 0
     for r in range(n):
         h = np.uint64(0)
@@ -69,13 +65,20 @@ def _dense_ids(rows):
                 ids[r] = s
                 break
             j = (j + np.uint64(1)) & mask
-    return ids, first[:m]
+    return m
 
 
 def dense_row_ids(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dense int64 ids of the columns of a (k, n) int64 array (equal columns, equal
     ids), numbered in order of first appearance, and the first column of each id."""
-    return _dense_ids(np.ascontiguousarray(rows, dtype=np.int64))
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    n = rows.shape[1]
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    ids, first = np.empty(n, np.int64), np.empty(n, np.int64)
+    m = _dense_ids(rows, np.full(size, -1, np.int64), ids, first)
+    return ids, first[:m]
 
 
 def match_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -50,33 +50,35 @@ def assign_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> n
         raise ValueError(f"assign_lanes: arrays differ in length ({n}, {len(start_ns)}, {len(end_ns)})")
     if n == 0:
         return np.zeros(0, dtype=np.int32)
-    return _lanes_kernel(*(readonly_int64(a) for a in (loc, start_ns, end_ns)))  # one signature whatever the caller has
+    lane = np.zeros(n, np.int32)
+    # one signature whatever the caller has; the kernel's room allocated here (numba's np.empty compiles per caller)
+    _lanes_kernel(
+        *(readonly_int64(a) for a in (loc, start_ns, end_ns)), lane, np.empty(n, np.int64), np.empty(n, np.int64)
+    )
+    return lane
 
 
 def is_sorted(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> bool:
     """True when the events are in (loc, start_ns, -end_ns) order, as :func:`assign_lanes` needs."""
     if len(loc) < 2:
         return True
-    return bool(_sorted_kernel(readonly_int64(loc), readonly_int64(start_ns), readonly_int64(end_ns)))
+    loc, start_ns, end_ns = (np.asarray(a, dtype=np.int64) for a in (loc, start_ns, end_ns))
+    d_loc = np.diff(loc)
+    tie = d_loc == 0
+    d_start = np.diff(start_ns)
+    # vectorised (a numba kernel would add its compile to every writer's cold start)
+    return not (
+        (d_loc < 0).any() or (tie & (d_start < 0)).any() or (tie & (d_start == 0) & (np.diff(end_ns) > 0)).any()
+    )
 
 
 @njit(cache=True, _nrt=False)
-def _sorted_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
-    for i in range(1, loc.shape[0]):
-        if loc[i] != loc[i - 1]:
-            if loc[i] < loc[i - 1]:
-                return False
-        elif start[i] < start[i - 1] or (start[i] == start[i - 1] and end[i] > end[i - 1]):
-            return False
-    return True
-
-
-@njit(cache=True)
-def _lanes_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _lanes_kernel(
+    loc: np.ndarray, start: np.ndarray, end: np.ndarray, lane: np.ndarray, below: np.ndarray, top: np.ndarray
+) -> None:
+    # lane: out, zeroed; below: the event under each one on its lane's stack, -1 at the bottom;
+    # top: innermost open event of each lane, -1 when empty; set when a lane opens
     n = loc.shape[0]
-    lane = np.zeros(n, dtype=np.int32)
-    below = np.empty(n, dtype=np.int64)  # event under this one on its lane's stack, -1 at the bottom
-    top = np.empty(n, dtype=np.int64)  # innermost open event of each lane, -1 when empty; set when a lane opens
     used = 0  # lanes in use on the current location
     for i in range(n):
         if i > 0 and loc[i] != loc[i - 1]:
@@ -99,7 +101,6 @@ def _lanes_kernel(loc: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nda
                 lane[i] = k
                 break
             k += 1
-    return lane
 
 
 def innermost_points(
@@ -121,14 +122,15 @@ def innermost_points(
         int64 ns per query, or :data:`NO_POINT` where every time from the bound
         to the event's end is covered by another event.
     """
-    return _points_kernel(*(readonly_int64(a) for a in (loc, start_ns, end_ns, rows, lower_ns)))
+    out = np.empty(len(rows), np.int64)
+    _points_kernel(*(readonly_int64(a) for a in (loc, start_ns, end_ns, rows, lower_ns)), out)
+    return out
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _points_kernel(
-    loc: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray, lower: np.ndarray
-) -> np.ndarray:
-    out = np.empty(rows.shape[0], dtype=np.int64)
+    loc: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray, lower: np.ndarray, out: np.ndarray
+) -> None:
     for q in range(rows.shape[0]):
         r = rows[q]
         t = lower[q]
@@ -141,4 +143,3 @@ def _points_kernel(
                 t += 1  # a zero-length event sits exactly at t
             j += 1
         out[q] = t if t < end[r] or (zero and t == start[r]) else NO_POINT
-    return out

@@ -12,6 +12,17 @@ together; the modules hold the definitions:
   :mod:`di.engine.imbalance`, :mod:`di.engine.waitstates`,
   :mod:`di.engine.critical_path` (its graph in :mod:`di.engine.critical_path_graph`,
   launch and sync edges a trace does not record in :mod:`di.engine.inferred_edges`).
+
+Compile cost: every numba kernel here is compiled on a command's first run
+(0.1 to 0.5 CPU-s each, once per signature) before the cache serves it, so
+the engine keeps few: only passes that are sequential by nature (interval
+merges, the breakdown sweep, the graph layout, the longest path, the launch
+queue). Scatters and gathers are numpy (``ufunc.at``, fancy indexing). Each
+kernel takes its output arrays from the caller and is ``_nrt=False`` (numba
+compiles ``np.empty``/``np.zeros``/``np.full`` once per signature and
+process, which a kernel that allocates adds to the cold start), and takes
+int64 arrays and typed scalars, so it has one signature
+(``tests/test_compile_hygiene.py``).
 """
 
 from __future__ import annotations

@@ -41,18 +41,15 @@ STATE_LABELS = {"untraced": "outside traced calls"}
 """How viewers name a state whose name alone would mislead."""
 
 
-@njit(cache=True, nogil=True)
-def _sweep(order, rows, group_of, start, end, activity, n_groups, host_group, host_prio, gpu_prio):
+@njit(cache=True, nogil=True, _nrt=False)
+def _sweep(order, rows, group_of, start, end, activity, host_group, host_prio, gpu_prio, excl, union, count):
     """One pass over interval boundaries in (group, time) order.
 
-    Boundary k < n is the start of event rows[k], k >= n its end.
-    Returns (exclusive ns per group x activity, union ns per group x activity).
+    Boundary k < n is the start of event rows[k], k >= n its end. Adds the
+    exclusive ns per group x activity to ``excl`` and the union ns to ``union``
+    (zeroed by the caller, as ``count``: one open-event counter per activity).
     """
     n = rows.size
-    n_act = host_prio.size + 1
-    excl = np.zeros((n_groups, n_act), np.int64)
-    union = np.zeros((n_groups, n_act), np.int64)
-    count = np.zeros(n_act, np.int64)
     prev_g = -1
     prev_t = 0
     for k in range(order.size):
@@ -61,7 +58,8 @@ def _sweep(order, rows, group_of, start, end, activity, n_groups, host_group, ho
         g = group_of[r]
         t = end[r] if b >= n else start[r]
         if g != prev_g:
-            count[:] = 0
+            for a in range(count.size):
+                count[a] = 0
         elif t > prev_t:
             dt = t - prev_t
             prio = host_prio if host_group[g] else gpu_prio
@@ -77,7 +75,6 @@ def _sweep(order, rows, group_of, start, end, activity, n_groups, host_group, ho
         count[activity[r]] += -1 if b >= n else 1
         prev_g = g
         prev_t = t
-    return excl, union
 
 
 def _sweep_arrays(
@@ -88,18 +85,23 @@ def _sweep_arrays(
     g = group[rows]
     order = iv.sort_order(np.concatenate([g, g]), np.concatenate([start[rows], end[rows]])) if rows.size else rows
     del g
-    return _sweep(
+    n_act = len(HOST_PRIORITY) + 1
+    excl, union = np.zeros((n_groups, n_act), np.int64), np.zeros((n_groups, n_act), np.int64)
+    _sweep(
         order,
         rows,
         group,
         readonly_int64(start),
         readonly_int64(end),
         activity,
-        n_groups,
         is_host,
         np.asarray(HOST_PRIORITY, np.int64),
         np.asarray(GPU_PRIORITY, np.int64),
+        excl,
+        union,
+        np.zeros(n_act, np.int64),
     )
+    return excl, union
 
 
 def _with_untraced(frame: EventFrame, of_event: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -60,18 +60,39 @@ UNTRACED_NAME = "(outside traced calls)"
 def weights(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(local weight per node, weight per cross edge, arrival a_v per node), int64 ns."""
     arrival = _arrivals(g)
-    local = _local_weights(
-        g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival
-    )
-    return local, _cross_weights(g), arrival
+    return _local_weights(frame, g, arrival), _cross_weights(g), arrival
 
 
-@njit(cache=True, nogil=True)
-def _local_weights(t, first, owner, event, activity, on_gpu, call_only, arrival):
-    out = np.zeros(t.size, np.int64)
-    for v in range(t.size):
-        out[v] = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
-    return out
+def _local_weights(frame: EventFrame, g: Graph, arrival: np.ndarray) -> np.ndarray:
+    """Weight of the local edge into each node (0 for a timeline's first): t_v - max(t_p, a_v) when the
+    segment counts (an event other than an annotation open, a launched GPU activity, a call-only timeline)."""
+    t = g.time_ns
+    prev = np.empty_like(t)
+    prev[1:] = t[:-1]
+    prev[:1] = _MIN
+    np.maximum(prev, arrival, out=prev)
+    np.subtract(t, prev, out=prev)
+    w = np.maximum(prev, 0, out=prev)
+    owner = g.owner
+    counts = frame.on_gpu[g.event] & (arrival > _MIN)
+    counts |= frame.call_only[g.event]
+    counts |= (owner >= 0) & (frame.activity[np.maximum(owner, 0)] != NONE)
+    counts &= ~g.first_of_loc
+    w[~counts] = 0
+    return w
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival):
+    """:func:`_local_weights` of one node, for kernels that weigh nodes as they go
+    (:mod:`di.parallel.critical_path`'s replay; compiled only where that runs)."""
+    if first[v]:
+        return 0
+    o = owner[v]
+    if (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and arrival[v] > _MIN) or call_only[event[v]]:
+        w = t[v] - max(t[v - 1], arrival[v])
+        return w if w > 0 else 0
+    return 0
 
 
 def _arrivals(g: Graph) -> np.ndarray:
@@ -85,28 +106,20 @@ def _cross_weights(g: Graph) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival):
-    if first[v]:
-        return 0
-    o = owner[v]
-    if (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and arrival[v] > _MIN) or call_only[event[v]]:
-        w = t[v] - max(t[v - 1], arrival[v])
-        return w if w > 0 else 0
-    return 0
+def _longest(order, first, local_w, in_ptr, in_src, in_w, dist, pred, via):
+    """Longest path: ``dist`` (zeroed), ``pred`` and ``via`` (-1: none, -2: local edge, e >= 0: cross edge e,
+    its CSR position) per node, filled in ``order``. Then the path from its last longest end ``sink`` back to
+    its first node is written over ``order[:n]``, sink first (``order`` is spent).
 
-
-@njit(cache=True, nogil=True)
-def _longest(order, t, first, owner, event, activity, on_gpu, call_only, arrival, in_ptr, in_src, in_w):
+    Returns:
+        (sink, length in ns, n): the path ends at ``sink`` and has n steps, each (pred[v], v) of the listed v.
+    """
     # every cross edge goes to a later position in ``order`` (the caller drops the others)
-    m = order.size
-    dist = np.zeros(m, np.int64)
-    pred = np.full(m, -1, np.int32)
-    via = np.full(m, -1, np.int32)  # -1 none, -2 local, e >= 0 cross edge e (CSR position)
-    for k in range(m):
-        v = np.int64(order[k])  # as the other callers of _local_weight pass it: one compiled version
+    for k in range(order.size):
+        v = order[k]
         best = 0
         if not first[v]:
-            best = dist[v - 1] + _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
+            best = dist[v - 1] + local_w[v]
             pred[v] = v - 1
             via[v] = -2
         for e in range(in_ptr[v], in_ptr[v + 1]):
@@ -117,7 +130,19 @@ def _longest(order, t, first, owner, event, activity, on_gpu, call_only, arrival
                 pred[v] = u
                 via[v] = e
         dist[v] = best
-    return dist, pred, via
+    sink = -1
+    length = 0
+    for v in range(dist.size):
+        if sink < 0 or dist[v] >= length:
+            sink = v
+            length = dist[v]
+    n = 0
+    v = sink
+    while v >= 0 and pred[v] >= 0:
+        order[n] = v
+        n += 1
+        v = pred[v]
+    return sink, length, n
 
 
 def critical_path(frame: EventFrame) -> dict[str, Any]:
@@ -144,47 +169,24 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
     dropped += int((~honoured).sum())
     g = replace(g, src=g.src[honoured], dst=g.dst[honoured], kind=g.kind[honoured])
     arrival = _arrivals(g)
+    local_w = _local_weights(frame, g, arrival)
     by_dst = np.argsort(g.dst, kind="stable")
     in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
     del by_dst
-    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
-    dist, pred, via = _longest(order, *args, in_ptr, in_src, in_w)
-    del order
-    sink = int(np.flatnonzero(dist == dist.max())[-1]) if dist.size else -1
-    length = int(dist[sink]) if sink >= 0 else 0
+    m = order.size
+    dist, pred, via = np.zeros(m, np.int64), np.full(m, -1, np.int32), np.full(m, -1, np.int32)
+    _, length, n = _longest(order, g.first_of_loc, local_w, in_ptr, in_src, in_w, dist, pred, via)
     del dist
-    steps = _backtrack(sink, pred, via, in_w, in_kind, *args)
-    return _result(frame, g, steps, dropped, length, arrival=arrival)
-
-
-@njit(cache=True, nogil=True)
-def _backtrack(sink, pred, via, in_w, in_kind, t, first, owner, event, activity, on_gpu, call_only, arrival):
-    """The path's steps (u, v, kind, weight) from its first node to ``sink``."""
-    n = 0
-    v = sink
-    while v >= 0 and pred[v] >= 0:
-        n += 1
-        v = pred[v]
-    u_out = np.empty(n, np.int64)
-    v_out = np.empty(n, np.int64)
-    kind = np.empty(n, np.int64)
-    w = np.empty(n, np.int64)
-    v = sink
-    k = n - 1
-    while k >= 0:
-        u = pred[v]
-        u_out[k] = u
-        v_out[k] = v
-        if via[v] == -2:
-            kind[k] = LOCAL
-            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
-        else:
-            kind[k] = in_kind[via[v]]
-            w[k] = in_w[via[v]]
-        v = u
-        k -= 1
-    return u_out, v_out, kind, w
+    v = order[:n][::-1].astype(np.int64)
+    del order
+    edge = via[v].astype(np.int64)
+    local = edge == -2
+    edge[local] = 0
+    kind = np.where(local, LOCAL, in_kind[edge] if in_kind.size else 0).astype(np.int64)
+    w = np.where(local, local_w[v], in_w[edge] if in_w.size else 0).astype(np.int64)
+    steps = (pred[v].astype(np.int64), v, kind, w)
+    return _result(frame, g, steps, dropped, int(length), arrival=arrival)
 
 
 def _result(

@@ -99,16 +99,19 @@ def in_graph(frame: EventFrame) -> np.ndarray:
     return frame.selected & (frame.end_ns > frame.start_ns) & timeline[loc] & ~gpu_sync
 
 
-@njit(cache=True, nogil=True)
-def _layout(rows, loc, start, end, end_order):
-    # rows: graph events in (loc, start, -end) order; end_order: same events by (loc, end, -start)
+@njit(cache=True, nogil=True, _nrt=False)
+def _layout(rows, loc, start, end, end_order, ev, t, is_end, first, owner, closed, stack):
+    """The nodes in program order, into ev, t, is_end, first, owner (two nodes per event; ``is_end`` and
+    ``first`` zeroed by the caller). Scratch from the caller: ``closed``, one zeroed flag per event row of
+    the trace; ``stack``, room for one entry per graph event.
+
+    rows: graph events in (loc, start, -end) order; end_order: the same events by (loc, end, -start).
+    ``owner`` of a node: the innermost event open just before it on its timeline (-1: none).
+    """
     n = rows.size
-    ev = np.empty(2 * n, np.int32)
-    t = np.empty(2 * n, np.int64)
-    is_end = np.zeros(2 * n, np.bool_)
-    first = np.zeros(2 * n, np.bool_)
     i = 0
     j = 0
+    top = 0
     prev_loc = -1
     for k in range(2 * n):
         take_end = i >= n
@@ -129,19 +132,9 @@ def _layout(rows, loc, start, end, end_order):
             i += 1
         first[k] = here != prev_loc
         prev_loc = here
-    return ev, t, is_end, first
-
-
-@njit(cache=True, nogil=True)
-def _owners(ev, is_end, first, n_events):
-    m = ev.size
-    owner = np.full(m, -1, np.int32)
-    closed = np.zeros(n_events, np.bool_)
-    stack = np.empty(m // 2 + 1, np.int32)
-    top = 0
-    for k in range(m):
         if first[k]:
             top = 0
+            owner[k] = -1
         else:
             owner[k] = stack[top - 1] if top > 0 else -1
         if is_end[k]:
@@ -151,19 +144,36 @@ def _owners(ev, is_end, first, n_events):
         else:
             stack[top] = ev[k]
             top += 1
-    return owner
 
 
-@njit(cache=True, nogil=True)
-def _node_index(ev, is_end, n_events):
-    start_node = np.full(n_events, -1, np.int64)
-    end_node = np.full(n_events, -1, np.int64)
-    for k in range(ev.size):
-        if is_end[k]:
-            end_node[ev[k]] = k
-        else:
-            start_node[ev[k]] = k
-    return start_node, end_node
+def _nodes(
+    rows: np.ndarray, loc: np.ndarray, start: np.ndarray, end: np.ndarray, end_order: np.ndarray, n_events: int
+) -> tuple[np.ndarray, ...]:
+    """(event, time_ns, is_end, first_of_loc, owner, start_node, end_node) of the graph's nodes (:func:`_layout`)."""
+    m = 2 * rows.size
+    ev, t, owner = np.empty(m, np.int32), np.empty(m, np.int64), np.empty(m, np.int32)
+    is_end, first = np.zeros(m, np.bool_), np.zeros(m, np.bool_)
+    _layout(
+        rows,
+        loc,
+        start,
+        end,
+        end_order,
+        ev,
+        t,
+        is_end,
+        first,
+        owner,
+        np.zeros(n_events, np.bool_),
+        np.empty(rows.size + 1, np.int32),
+    )
+    start_node, end_node = np.full(n_events, -1, np.int64), np.full(n_events, -1, np.int64)
+    ends = np.flatnonzero(is_end)
+    end_node[ev[ends]] = ends
+    del ends
+    starts = np.flatnonzero(~is_end)
+    start_node[ev[starts]] = starts
+    return ev, t, is_end, first, owner, start_node, end_node
 
 
 def build_graph(frame: EventFrame) -> tuple[Graph, int]:
@@ -175,11 +185,8 @@ def build_graph(frame: EventFrame) -> tuple[Graph, int]:
     # by (loc, end), later starts first among equal ends: a stable sort of the reversed (loc, start) order
     rev = np.arange(rows.size - 1, -1, -1, dtype=np.int64)
     end_order = rev[sort_order(loc[rev], end[rev], stable=True)].astype(np.int64) if rows.size else rev
-    ev, t, is_end, first = _layout(rows, loc, start, end, end_order)
+    ev, t, is_end, first, owner, start_node, end_node = _nodes(rows, loc, start, end, end_order, frame.rank.size)
     del rows, loc, start, end, end_order, rev
-    n_ev = frame.rank.size
-    owner = _owners(ev, is_end, first, n_ev)
-    start_node, end_node = _node_index(ev, is_end, n_ev)
     g = Graph(ev, t, is_end, first, owner, start_node, end_node, *_empty_edges())
     src, dst, kind = _cross_edges(frame, g, keep)
     ok = (src >= 0) & (dst >= 0)

@@ -181,22 +181,26 @@ def _fifo(
         kernel_end[ko].astype(np.int64),
         np.int64(CLOCK_SKEW_NS),
         np.int64(LOST_KERNEL_NS),
+        np.full(ko.size, -1, np.int64),
     )
     ok = got >= 0
     return calls[co][got[ok]].astype(np.int64), kernels[ko][ok].astype(np.int64)
 
 
-@njit(cache=True, nogil=True)
-def _queue(call_ptr, call_t, kern_ptr, kern_t, kern_end, skew_ns, lost_ns):
+_NO_END = np.int64(np.iinfo(np.int64).min)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _queue(call_ptr, call_t, kern_ptr, kern_t, kern_end, skew_ns, lost_ns, out):
     """Per group g (calls ``call_ptr[g]:call_ptr[g+1]``, kernels likewise, each sorted by time), the call
     position each kernel takes (-1: none): the pending call, unless it started after the kernel (by more
     than ``skew_ns``: the kernel's launch is missing); a pending call is passed over as lost when the
-    stream was idle at it, the kernel starts more than ``lost_ns`` after it and within ``skew_ns`` of the next call."""
-    out = np.full(kern_t.size, -1, np.int64)
+    stream was idle at it, the kernel starts more than ``lost_ns`` after it and within ``skew_ns`` of the next call.
+    Written into ``out`` (one int64 per kernel, -1 from the caller), which is returned."""
     for g in range(call_ptr.size - 1):
         j = call_ptr[g]
         stop = call_ptr[g + 1]
-        prev_end = np.iinfo(np.int64).min
+        prev_end = _NO_END
         for i in range(kern_ptr[g], kern_ptr[g + 1]):
             while (
                 j + 1 < stop

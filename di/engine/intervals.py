@@ -37,14 +37,20 @@ def empty() -> IntervalSet:
     return IntervalSet(z, z.copy(), z.copy())
 
 
-@njit(cache=True, nogil=True)
-def _merge_sorted(group, start, end):
-    n = group.size
-    og = np.empty(n, np.int64)
-    os_ = np.empty(n, np.int64)
-    oe = np.empty(n, np.int64)
+def _outputs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Room for ``n`` intervals (group, start, end), allocated here rather than in the kernels: numba compiles
+    its ``np.empty`` once per signature per process, part of every command's cold start (issue 15)."""
+    return np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _merge_sorted(group, start, end, og, os_, oe):
+    """Union of intervals sorted by (group, start) into ``og, os_, oe``; returns how many, or -1 (nothing
+    usable written) when the input is not sorted. In place (``og is group``...) is allowed: k never passes i."""
     k = -1
-    for i in range(n):
+    for i in range(group.size):
+        if i > 0 and (group[i] < group[i - 1] or (group[i] == group[i - 1] and start[i] < start[i - 1])):
+            return -1
         s = start[i]
         e = end[i]
         if e <= s:
@@ -57,7 +63,7 @@ def _merge_sorted(group, start, end):
             og[k] = group[i]
             os_[k] = s
             oe[k] = e
-    return og[: k + 1], os_[: k + 1], oe[: k + 1]
+    return k + 1
 
 
 def union(group: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> IntervalSet:
@@ -65,10 +71,12 @@ def union(group: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> Interv
     g = np.asarray(group, dtype=np.int64)
     s = np.asarray(start_ns, dtype=np.int64)
     e = np.asarray(end_ns, dtype=np.int64)
-    if g.size and not _sorted(g, s):
+    out = _outputs(g.size)
+    k = _merge_sorted(g, s, e, *out)
+    if k < 0:  # one pass finds out; the sort only where needed
         order = sort_order(g, s)
-        g, s, e = g[order], s[order], e[order]
-    return IntervalSet(*_merge_sorted(g, s, e))
+        k = _merge_sorted(g[order], s[order], e[order], *out)
+    return IntervalSet(*(a[:k] for a in out))
 
 
 def sort_order(group: np.ndarray, time_ns: np.ndarray, *, stable: bool = False) -> np.ndarray:
@@ -84,28 +92,20 @@ def sort_order(group: np.ndarray, time_ns: np.ndarray, *, stable: bool = False) 
     return np.lexsort((time_ns, group))
 
 
-@njit(cache=True, _nrt=False)
-def _sorted(g, s):
-    for i in range(1, g.size):
-        if g[i] < g[i - 1] or (g[i] == g[i - 1] and s[i] < s[i - 1]):
-            return False
-    return True
-
-
 def union_sets(*sets: IntervalSet) -> IntervalSet:
     """The union of normal sets, as a normal set (linear merges)."""
     out = sets[0] if sets else empty()
     for other in sets[1:]:
-        out = IntervalSet(*_merge_two(*out, *other))
+        merged = _outputs(len(out) + len(other))
+        k = _merge_two(*out, *other, *merged)
+        out = IntervalSet(*(a[:k] for a in merged))
     return out
 
 
-@njit(cache=True, nogil=True)
-def _merge_two(ag, as_, ae, bg, bs, be):
+@njit(cache=True, nogil=True, _nrt=False)
+def _merge_two(ag, as_, ae, bg, bs, be, g, s, e):
+    """Merge two normal sets into ``g, s, e`` (room for both), then their union in place; returns its size."""
     n = ag.size + bg.size
-    g = np.empty(n, np.int64)
-    s = np.empty(n, np.int64)
-    e = np.empty(n, np.int64)
     i = j = 0
     for k in range(n):
         if j >= bg.size or (i < ag.size and (ag[i] < bg[j] or (ag[i] == bg[j] and as_[i] <= bs[j]))):
@@ -114,17 +114,14 @@ def _merge_two(ag, as_, ae, bg, bs, be):
         else:
             g[k], s[k], e[k] = bg[j], bs[j], be[j]
             j += 1
-    return _merge_sorted(g, s, e)
+    return _merge_sorted(g, s, e, g, s, e)
 
 
-@njit(cache=True, nogil=True)
-def _combine(ag, as_, ae, bg, bs, be, keep_b):
+@njit(cache=True, nogil=True, _nrt=False)
+def _combine(ag, as_, ae, bg, bs, be, keep_b, og, os_, oe):
     # keep_b True: a ∩ b; False: a \ b.  Both inputs normal, so the result has at
-    # most na + nb intervals (each b interval ends at most one piece of a).
+    # most na + nb intervals (each b interval ends at most one piece of a): the room in og, os_, oe.
     na, nb = ag.size, bg.size
-    og = np.empty(na + nb, np.int64)
-    os_ = np.empty(na + nb, np.int64)
-    oe = np.empty(na + nb, np.int64)
     k = 0
     j = 0
     for i in range(na):
@@ -149,17 +146,23 @@ def _combine(ag, as_, ae, bg, bs, be, keep_b):
         if not keep_b and end > cur:
             og[k], os_[k], oe[k] = g, cur, end
             k += 1
-    return og[:k], os_[:k], oe[:k]
+    return k
+
+
+def _combined(a: IntervalSet, b: IntervalSet, keep_b: bool) -> IntervalSet:
+    out = _outputs(len(a) + len(b))
+    k = _combine(*a, *b, keep_b, *out)
+    return IntervalSet(*(x[:k] for x in out))
 
 
 def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
     """``a ∩ b`` per group (both normal)."""
-    return IntervalSet(*_combine(*a, *b, True))
+    return _combined(a, b, True)
 
 
 def subtract(a: IntervalSet, b: IntervalSet) -> IntervalSet:
     """``a \\ b`` per group (both normal)."""
-    return IntervalSet(*_combine(*a, *b, False))
+    return _combined(a, b, False)
 
 
 def measure(s: IntervalSet, n_groups: int) -> np.ndarray:
@@ -167,39 +170,32 @@ def measure(s: IntervalSet, n_groups: int) -> np.ndarray:
     return group_sum(s.group, s.end_ns - s.start_ns, n_groups)
 
 
-@njit(cache=True, nogil=True)
-def group_sum(group, value, n_groups):
-    """Sum of int64 ``value`` per group 0..n_groups-1 (``np.add.at`` without its overhead)."""
+# The scatters below are numpy's ufunc.at (exact in int64, ~1.5x a numba loop, which is negligible next to
+# the sorts around them): a numba kernel each would add its compile to every analysis's cold start.
+
+
+def group_sum(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
+    """Sum of int64 ``value`` per group 0..n_groups-1."""
     out = np.zeros(n_groups, np.int64)
-    for i in range(group.size):
-        out[group[i]] += value[i]
+    np.add.at(out, group, value)
     return out
 
 
-@njit(cache=True, nogil=True)
-def group_extent(group, start, end, n_groups):
-    """First start and last end per group (both 0 for a group with no interval)."""
+def group_extent(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """First start and last end per group (both 0 for a group with no interval), int64."""
     lo = np.full(n_groups, np.iinfo(np.int64).max, np.int64)
     hi = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
-    for i in range(group.size):
-        g = group[i]
-        if start[i] < lo[g]:
-            lo[g] = start[i]
-        if end[i] > hi[g]:
-            hi[g] = end[i]
-    for g in range(n_groups):
-        if hi[g] < lo[g]:
-            lo[g] = 0
-            hi[g] = 0
+    np.minimum.at(lo, group, start)
+    np.maximum.at(hi, group, end)
+    none = hi < lo
+    lo[none] = 0
+    hi[none] = 0
     return lo, hi
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def scatter_max(index, value, out):
+def scatter_max(index: np.ndarray, value: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``out[index[i]] = max(out[index[i]], value[i])`` in place; returns ``out``."""
-    for i in range(index.size):
-        if value[i] > out[index[i]]:
-            out[index[i]] = value[i]
+    np.maximum.at(out, index, value)
     return out
 
 

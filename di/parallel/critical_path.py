@@ -35,9 +35,7 @@ from di.engine.critical_path_graph import (
     LOCAL,
     Graph,
     _cross_edges,
-    _layout,
-    _node_index,
-    _owners,
+    _nodes,
     in_graph,
 )
 from di.engine.intervals import sort_order
@@ -49,21 +47,19 @@ _MIN = np.iinfo(np.int64).min
 
 
 def _layout_of(frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(event, time_ns, is_end, first_of_loc) of the nodes of the ``keep`` events, as build_graph lays them out."""
+    """(event, time_ns, is_end, first_of_loc, owner, start_node, end_node) of the nodes of the ``keep`` events,
+    as build_graph lays them out."""
     rows = np.flatnonzero(keep).astype(np.int64)
     loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)[rows]
     start, end = frame.start_ns[rows], frame.end_ns[rows]
     rev = np.arange(rows.size - 1, -1, -1, dtype=np.int64)
     end_order = rev[sort_order(loc[rev], end[rev], stable=True)].astype(np.int64) if rows.size else rev
-    return _layout(rows, loc, start, end, end_order)
+    return _nodes(rows, loc, start, end, end_order, frame.rank.size)
 
 
 def _graph(frame: EventFrame, keep: np.ndarray, own: np.ndarray) -> tuple[Graph, int]:
     """The part's graph: edges into owned nodes only, and how many of them point back in time (dropped)."""
-    ev, t, is_end, first = _layout_of(frame, keep)
-    n_ev = frame.rank.size
-    owner = _owners(ev, is_end, first, n_ev)
-    start_node, end_node = _node_index(ev, is_end, n_ev)
+    ev, t, is_end, first, owner, start_node, end_node = _layout_of(frame, keep)
     g = Graph(ev, t, is_end, first, owner, start_node, end_node, *(np.zeros(0, np.int64),) * 3)
     src, dst, kind = _cross_edges(frame, g, keep)
     ok = (src >= 0) & (dst >= 0)
@@ -96,7 +92,7 @@ def _global_ids(ex: Exchange, loc: np.ndarray, own: np.ndarray) -> np.ndarray:
 
 def _own_node_ids(ex: Exchange, part: Part, frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per local event row, the global id of its start and end node (-1: none), for owned events."""
-    ev, _, is_end, _ = _layout_of(frame, keep & part.own)
+    ev, _, is_end, *_ = _layout_of(frame, keep & part.own)
     loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)[ev]
     gid = _global_ids(ex, loc, np.ones(ev.size, bool))
     start = np.full(frame.rank.size, -1, np.int64)
