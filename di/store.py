@@ -15,6 +15,7 @@ the new one, complete; a folder that is not di's is never replaced.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -130,10 +131,22 @@ def _write_parquet(df: pl.DataFrame, file: Path, level: int) -> None:
         import re
 
         found = re.search(r"os error (\d+)", str(exc))
-        if found is None:
+        if found is not None:
+            code = int(found.group(1))
+        elif _nearly_full(file.parent):  # a short write seen later, as a damaged footer ("thrift transport error")
+            code = errno.ENOSPC
+        else:
             raise
-        code = int(found.group(1))
         raise OSError(code, os.strerror(code), str(file)) from None
+
+
+def _nearly_full(folder: Path) -> bool:
+    """True when the file system of ``folder`` has under 1 MiB left for this user."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
 
 
 def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
