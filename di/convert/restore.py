@@ -104,6 +104,7 @@ def restore_meta(meta: dict[str, Any], written: Written | None) -> dict[str, Any
         return meta
     out = {**meta, **written.meta}
     if "warnings" in written.meta:
+        del out["warnings"]
         out["warnings"] = [*written.meta["warnings"], *meta.get("warnings", [])]
     return out
 
