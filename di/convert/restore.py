@@ -45,7 +45,9 @@ ROWS_UNKNOWN = "rows (the trace is incomplete: their event rows are unknown)"
 class Written:
     """What di wrote beside the events of one file, checked by the format's module.
 
-    ``meta``: meta.json fields to restore (valid ones only). ``categories``: the
+    ``meta``: meta.json fields to restore (valid ones only); with ``replaces_meta``, the
+    whole meta of the trace written, which replaces the reader's (but for its warnings,
+    which follow those di wrote), else fields that override the reader's. ``categories``: the
     canonical category (index in ``di.trace.CATS``) of each written event row, or
     None. ``tables``: messages and collectives with event references as written rows.
     """
@@ -53,6 +55,7 @@ class Written:
     meta: dict[str, Any] = field(default_factory=dict)
     categories: np.ndarray | None = None
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    replaces_meta: bool = False
 
 
 def loaded_rows(written: np.ndarray, n_written: int) -> np.ndarray:
@@ -99,9 +102,12 @@ def restore(
 
 
 def restore_meta(meta: dict[str, Any], written: Written | None) -> dict[str, Any]:
-    """The reader's ``meta`` with the fields di wrote in their place; warnings di wrote come first."""
+    """The reader's ``meta`` with the fields di wrote in their place (see :class:`Written`); warnings di
+    wrote come first."""
     if written is None:
         return meta
+    if written.replaces_meta:
+        meta = {"warnings": meta.get("warnings", [])}
     out = {**meta, **written.meta}
     if "warnings" in written.meta:
         del out["warnings"]

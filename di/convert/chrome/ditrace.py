@@ -9,6 +9,11 @@ k-th X/i line is row k) and ``categories`` each written row's canonical
 category where the written ``cat`` would not give it back. With it, a trace
 written by di reads back with the same locations, series, clock, categories,
 messages and collectives.
+
+The hooks the reading itself needs (clock origin, timeline -> location, counter
+-> series, written row of each event) are here and take None for a file without
+diTrace (they then change nothing); categories, messages, collectives and meta
+are put back after the reading by :mod:`di.convert.restore` from :func:`written`.
 """
 
 from __future__ import annotations

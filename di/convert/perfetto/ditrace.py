@@ -184,8 +184,8 @@ def offset_ns(doc: dict[str, Any] | None) -> int:
 
 
 def written(doc: dict[str, Any] | None, path: Any, warnings: list[str]) -> Written | None:
-    """What :func:`di.convert.restore.restore` puts back (None without di's packet): the meta
-    fields that match the schema (the others said in ``warnings``) and the collectives table
+    """What :func:`di.convert.restore.restore` puts back (None without di's packet): the trace's meta
+    (the fields that match the schema; the others said in ``warnings``) and the collectives table
     (``event``: rows in the events order the reader rebuilds, which are the written rows)."""
     if doc is None:
         return None
@@ -198,7 +198,9 @@ def written(doc: dict[str, Any] | None, path: Any, warnings: list[str]) -> Writt
         f"{path}: di packet meta",
     )
     return Written(
-        meta={**meta, "warnings": meta.get("warnings", [])}, tables={"collectives": table(doc, "collectives")}
+        meta={**meta, "warnings": meta.get("warnings", [])},
+        tables={"collectives": table(doc, "collectives")},
+        replaces_meta=True,
     )
 
 

@@ -4,10 +4,11 @@ Pipeline: bytes (gzip accepted) -> :func:`~.decode.decode_packets` (numba)
 -> slices paired per track (:mod:`.pairing`) -> tracks to locations -> events
 sorted by (loc, start_ns, -end_ns, packet) and nested -> flows, counters.
 
-A trace di wrote carries di's packet (:mod:`.ditrace`): locations, series,
-collectives and the flow/message columns come back from it, the flow kind
-and table row from each flow id (:mod:`.flows`), so the trace reads back as
-it was written. Other producers' traces give slices (thread tracks and named
+A trace di wrote carries di's packet (:mod:`.ditrace`): locations, series and
+the flow/message columns come back from it while the file is read, the flow
+kind and table row from each flow id (:mod:`.flows`); its meta and collectives
+after the reading, by :mod:`di.convert.restore` (as for every format), so the
+trace reads back as it was written. Other producers' traces give slices (thread tracks and named
 tracks, and the thread a sequence's deprecated ThreadDescriptor names for its
 events without a track), instants, counters and flows (flow ids, chained as
 Perfetto's trace processor chains them); their debug annotations become ``args``
@@ -32,7 +33,6 @@ from di.convert.provenance import (
     END_WITHOUT_BEGIN,
     FLOW_WITHOUT_BOTH_ENDS,
     TRUNCATED_TAIL,
-    drop_warnings,
     reader_meta,
 )
 from di.convert.perfetto import fields as F
@@ -203,7 +203,10 @@ def read_perfetto(
     samples, lost = _samples(counters, ts, track, value, series_of, rules)
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
-    meta = _meta(path, doc, rank if rank is not None else 0, rank_source, events.height, dropped, complaints)
+    meta = reader_meta(
+        path, "perfetto", epoch=False, rank=rank or 0, rank_source=rank_source, events=events.height, dropped=dropped
+    )
+    meta["warnings"] += complaints
     trace = Trace.build(
         meta=restore_meta(meta, written),
         locations=locations,
@@ -381,18 +384,3 @@ def _samples(
             .drop("incremental", "multiplier")
         )
     return df.sort("series", maintain_order=True), int((~ok).sum())
-
-
-def _meta(
-    path: Path,
-    doc: dict[str, Any] | None,
-    rank: int,
-    rank_source: str,
-    n: int,
-    dropped: Counter[str],
-    complaints: list[str],
-) -> dict[str, Any]:
-    """The reader's meta; of a trace di wrote, only its warnings (:func:`restore_meta` adds the rest)."""
-    if doc is not None:
-        return {"warnings": drop_warnings(path, dropped) + complaints}
-    return reader_meta(path, "perfetto", epoch=False, rank=rank, rank_source=rank_source, events=n, dropped=dropped)
