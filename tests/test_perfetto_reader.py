@@ -448,6 +448,47 @@ def test_damaged_di_packet_reads_as_a_foreign_trace(tmp_path: Path, old: bytes |
     assert any("di's packet ignored" in w for w in t.meta["warnings"])
 
 
+def test_collectives_of_a_di_trace_whose_events_did_not_all_read_back_are_dropped_and_counted(tmp_path: Path) -> None:
+    """When the events read are not the events di wrote, the collectives' event rows are unknown: the
+    table is dropped and counted (di.convert.restore), the rest of di's packet restored."""
+    from di.convert.restore import ROWS_UNKNOWN
+    from tests.perfetto_cases import generated_job
+
+    job = generated_job(tmp_path / "job", ranks=2, steps=1)
+    assert job.collectives.height and job.messages.height
+    di.save(job, tmp_path / "job.pftrace")
+    n = job.events.height
+    counts = re.compile(rb'("counts":\{"events":)' + str(n).encode() + rb"\b")
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(
+        _replace_in_di_packet((tmp_path / "job.pftrace").read_bytes(), counts, rb"\g<1>" + str(n + 1).encode())
+    )
+    t = di.load(bad)
+    t.validate()
+    assert t.events.height == n and t.collectives.height == 0
+    assert t.messages.height == job.messages.height and t.meta["sources"] == job.meta["sources"]
+    assert any(f"dropped collectives {ROWS_UNKNOWN} ({job.collectives.height})" in w for w in t.meta["warnings"])
+    assert not any("di's packet ignored" in w for w in t.meta["warnings"])
+
+
+def test_a_di_collective_on_an_event_that_was_not_written_is_dropped_and_counted(tmp_path: Path) -> None:
+    """A collectives row of di's packet whose event row is not an event read: that row is dropped and
+    counted, as in the Chrome reader (di.convert.restore), and the rest of the packet restored."""
+    from di.convert.provenance import ROW_OF_UNLOADED_EVENT
+    from tests.perfetto_cases import generated_job
+
+    job = generated_job(tmp_path / "job", ranks=2, steps=1)
+    di.save(job, tmp_path / "job.pftrace")
+    first_event = re.compile(rb'("collectives":\{[^}]*?"event":\[)\d+')
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(_replace_in_di_packet((tmp_path / "job.pftrace").read_bytes(), first_event, rb"\g<1>999999"))
+    t = di.load(bad)
+    t.validate()
+    assert t.collectives.height == job.collectives.height - 1
+    assert t.messages.height == job.messages.height and t.locations.equals(job.locations)
+    assert any(f"dropped collectives {ROW_OF_UNLOADED_EVENT} (1)" in w for w in t.meta["warnings"])
+
+
 def _replace_in_di_packet(data: bytes, old: bytes | re.Pattern[bytes], new: bytes) -> bytes:
     """``data`` with the first ``old`` (bytes or a pattern) replaced by ``new`` in the JSON of di's packet,
     its length prefixes rewritten."""

@@ -9,27 +9,37 @@ k-th X/i line is row k) and ``categories`` each written row's canonical
 category where the written ``cat`` would not give it back. With it, a trace
 written by di reads back with the same locations, series, clock, categories,
 messages and collectives.
+
+The hooks the reading itself needs (clock origin, timeline -> location, counter
+-> series, written row of each event) are here and take None for a file without
+diTrace (they then change nothing); categories, messages, collectives and meta
+are put back after the reading by :mod:`di.convert.restore` from :func:`written`.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from di.convert.chrome import scan as S
-from di.convert.chrome.phases import LK_COUNTER, LK_THREAD
-from di.convert.provenance import ROW_OF_UNLOADED_EVENT
+from di.convert.chrome.phases import LK_COUNTER, LK_THREAD, SLICE
+from di.convert.restore import WRITTEN_ROW_REFS, Written, loaded_rows
 
 _LOC_COLS = ("loc", "rank", "host", "kind", "device", "stream", "name", "process", "sort_index", "source")
 
 
-def info(top: dict[str, Any]) -> dict[str, Any] | None:
-    """The diTrace object when the file has a well-formed one (see :func:`problem`)."""
+def info(top: dict[str, Any], warnings: list[str]) -> dict[str, Any] | None:
+    """The diTrace object when the file has a well-formed one (see :func:`problem`); a damaged
+    one is said in ``warnings`` and the file reads as any Chrome trace."""
     d = top.get("diTrace")
-    return d if problem(d) is None else None
+    why = problem(d)
+    if why is None:
+        return d
+    if "diTrace" in top:
+        warnings.append(f"diTrace ignored ({why}): read as any Chrome trace")
+    return None
 
 
 def _is_int(v: Any, lo: int = -(2**63), hi: int = 2**63 - 1) -> bool:
@@ -98,14 +108,16 @@ def problem(d: Any) -> str | None:
     return None
 
 
-def base_ns(d: dict[str, Any]) -> int:
-    """Absolute ns of ts 0."""
-    start = d.get("meta", {}).get("start_ns")
-    return int(start) if isinstance(start, int) else 0
+def base_ns(d: dict[str, Any] | None, top: dict[str, Any]) -> int:
+    """Absolute ns of ts 0: diTrace's ``start_ns``, else Kineto's ``baseTimeNanoseconds``, else 0."""
+    start = d.get("meta", {}).get("start_ns") if d is not None else top.get("baseTimeNanoseconds")
+    return int(start) if isinstance(start, int) and not isinstance(start, bool) else 0
 
 
-def remap_keys(keys: pl.DataFrame, d: dict[str, Any]) -> pl.DataFrame:
-    """Timeline keys with ``loc`` replaced by the original location of their (pid, tid)."""
+def remap_keys(keys: pl.DataFrame, d: dict[str, Any] | None) -> pl.DataFrame:
+    """Timeline keys with ``loc`` replaced by the original location of their (pid, tid) (no diTrace: as they are)."""
+    if d is None:
+        return keys
     tracks = pl.DataFrame(d["locations"]).select(
         pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), pl.col("loc").cast(pl.UInt32).alias("_orig")
     )
@@ -121,15 +133,30 @@ def remap_keys(keys: pl.DataFrame, d: dict[str, Any]) -> pl.DataFrame:
     return mapped.with_columns(pl.coalesce("_orig", fresh).alias("loc")).drop("_orig")
 
 
+def written_rows(d: dict[str, Any] | None, ph: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, int]:
+    """By written row, the loaded event row that holds it (:func:`di.convert.restore.loaded_rows`), and
+    the number of written rows. di writes one X or i line per events row: an event's written row is its
+    scanner ``row``'s position among the file's X and i lines (``ph``: each scanner row's phase code).
+    No diTrace: none."""
+    if d is None:
+        return np.zeros(0, dtype=np.int64), 0
+    lines = np.flatnonzero((ph == ord(SLICE)) | (ph == ord("i")) | (ph == ord("I")))
+    at = np.minimum(np.searchsorted(lines, row), max(lines.size - 1, 0))
+    found = lines[at] == row if lines.size else np.zeros(row.size, dtype=bool)
+    return loaded_rows(np.where(found, at, -1), int(lines.size)), int(lines.size)
+
+
 def phases_key() -> list[str]:
     from di.convert.chrome.phases import KEY
 
     return list(KEY)
 
 
-def locations(d: dict[str, Any], keys: pl.DataFrame, fallback: pl.DataFrame) -> pl.DataFrame:
+def locations(d: dict[str, Any] | None, keys: pl.DataFrame, fallback: pl.DataFrame) -> pl.DataFrame:
     """The original locations, plus the fallback rows of timelines diTrace does not name (but not the
-    per-process counter timelines of the series diTrace maps)."""
+    per-process counter timelines of the series diTrace maps); no diTrace: the fallback."""
+    if d is None:
+        return fallback
     rows = pl.DataFrame(d["locations"]).filter(pl.col("lane") == 0)
     known = rows.select(
         *[c for c in _LOC_COLS if c in rows.columns],
@@ -148,26 +175,33 @@ def locations(d: dict[str, Any], keys: pl.DataFrame, fallback: pl.DataFrame) -> 
     return out.sort("loc")
 
 
-def series_map(d: dict[str, Any]) -> dict[tuple[int, str], tuple[int, str, str | None]]:
-    """(pid, counter name as written) -> (loc, series name, unit)."""
+def series_map(d: dict[str, Any] | None) -> dict[tuple[int, str], tuple[int, str, str | None]] | None:
+    """(pid, counter name as written) -> (loc, series name, unit); None without diTrace."""
+    if d is None:
+        return None
     out = {}
     for s in d.get("series", []):
         out[(s["pid"], s["counter"])] = (s["loc"], s["name"], s.get("unit"))
     return out
 
 
-def meta(d: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+def written(d: dict[str, Any] | None, n_written: int, warnings: list[str]) -> Written | None:
+    """What :func:`di.convert.restore.restore` puts back (None: the file has no diTrace): the
+    meta fields that are set, the categories and the messages and collectives tables."""
+    if d is None:
+        return None
+    categories, tables = _categories(d, n_written, warnings), _tables(d, warnings)
+    return Written(meta={k: v for k, v in _meta(d, warnings).items() if v}, categories=categories, tables=tables)
+
+
+def _meta(d: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
     """clock, sources and world size of the trace that was written (those that match the meta.json schema)."""
     from di.schema import valid_meta_fields
 
     return valid_meta_fields(d.get("meta", {}), ("clock", "sources", "world_size"), warnings, "diTrace meta")
 
 
-WRITTEN_ROW_REFS = {"messages": ("send", "recv"), "collectives": ("event",)}
-"""The columns of the diTrace tables that hold written event rows."""
-
-
-def categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> np.ndarray | None:
+def _categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> np.ndarray | None:
     """The canonical category (index in the vocabulary) of each written event row, when
     diTrace has them for exactly ``n_written`` rows; else None (a mismatch is warned)."""
     from di.trace import CATS
@@ -184,12 +218,12 @@ def categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> np.nda
     return codes
 
 
-def tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:
+def _tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:
     """The messages and collectives tables diTrace holds, event references still written rows."""
     from di.schema import polars_schema
 
     out = {}
-    for name in WRITTEN_ROW_REFS:
+    for name, refs in WRITTEN_ROW_REFS.items():
         cols = d.get(name)
         if cols is None:
             continue
@@ -198,63 +232,15 @@ def tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:
         except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
             warnings.append(f"diTrace {name} ignored: {exc}")
             continue
-        if not set(WRITTEN_ROW_REFS[name]) <= set(out[name].columns):
-            warnings.append(f"diTrace {name} ignored: no {', '.join(WRITTEN_ROW_REFS[name])} columns")
+        if not set(refs) <= set(out[name].columns):
+            warnings.append(f"diTrace {name} ignored: no {', '.join(refs)} columns")
             del out[name]
             continue
         try:  # the types the table's schema gives them
             out[name] = out[name].cast(
-                {
-                    c: t
-                    for c, t in polars_schema(name).items()
-                    if c in out[name].columns and c not in WRITTEN_ROW_REFS[name]
-                }
+                {c: t for c, t in polars_schema(name).items() if c in out[name].columns and c not in refs}
             )
         except pl.exceptions.PolarsError as exc:
             warnings.append(f"diTrace {name} ignored: {str(exc).splitlines()[0][:120]}")
             del out[name]
-    return out
-
-
-def restore(
-    d: dict[str, Any],
-    events: pl.DataFrame,
-    written: np.ndarray,
-    n_written: int,
-    warnings: list[str],
-    dropped: Counter[str],
-) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
-    """``events`` with the categories diTrace holds, and its messages and collectives
-    with event references turned into rows of ``events``.
-
-    ``written`` is the written row of each event (-1 for none) out of ``n_written``;
-    a table row whose event was not loaded is dropped and counted in ``dropped``."""
-    from di.trace import CATS
-
-    at = np.full(n_written, -1, dtype=np.int64)
-    ok = written >= 0
-    at[written[ok]] = np.flatnonzero(ok)
-    codes = categories(d, n_written, warnings)
-    if codes is not None:
-        cat = events.get_column("cat").to_physical().to_numpy().astype(np.int64)
-        cat[ok] = codes[written[ok]]
-        events = events.with_columns(pl.Series("cat", list(CATS), dtype=pl.Enum(list(CATS))).gather(cat))
-    out = {}
-    for name, table in tables(d, warnings).items():
-        rows = {
-            c: _rows_of(table.get_column(c).cast(pl.Int64, strict=False).fill_null(-1).to_numpy(), at)
-            for c in WRITTEN_ROW_REFS[name]
-        }
-        keep = np.logical_and.reduce([r >= 0 for r in rows.values()])
-        if not keep.all():
-            dropped[f"{name} {ROW_OF_UNLOADED_EVENT}"] += int((~keep).sum())
-        out[name] = table.with_columns(pl.Series(c, r) for c, r in rows.items()).filter(pl.Series(keep))
-    return events, out
-
-
-def _rows_of(written: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The events row of each written row (``at``: by written row), -1 for none."""
-    out = np.full(written.size, -1, dtype=np.int64)
-    valid = (written >= 0) & (written < at.size)
-    out[valid] = at[written[valid]]
     return out

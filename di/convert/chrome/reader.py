@@ -24,6 +24,7 @@ from di.convert.chrome.flows import empty as flows_empty
 from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_row_ids
 from di.convert.provenance import reader_meta
+from di.convert.restore import restore, restore_meta
 from di.merge import assign_instances
 from di.nesting import nest, nesting_order
 from di.trace import Trace
@@ -34,14 +35,6 @@ COUNTER_FIELDS = ["name", "pid_k", "pid", "id_k", "id", "ts", "args"]
 """The fields of C records that :func:`~di.convert.chrome.metadata.counters` reads."""
 META_FIELDS = ["name", "pid_k", "pid", "tid_k", "tid", "args"]
 """The fields of M records that :func:`~di.convert.chrome.metadata.apply_metadata` reads."""
-
-
-def _base_ns(top: dict[str, Any]) -> int:
-    own = ditrace.info(top)
-    if own is not None:
-        return ditrace.base_ns(own)
-    base = top.get("baseTimeNanoseconds")
-    return int(base) if isinstance(base, int) and not isinstance(base, bool) else 0
 
 
 def _strings(raw: Raw) -> pl.Series:
@@ -67,8 +60,7 @@ def _timelines(iv: phases.Intervals, raw: Raw, own: dict[str, Any] | None) -> tu
     keys = pl.DataFrame(
         {"loc": np.arange(by.size, dtype=np.uint32), **{k: v[by] for k, v in key.items()}, "gpu": gpu[by], "_id": by}
     )
-    if own is not None:
-        keys = ditrace.remap_keys(keys, own)
+    keys = ditrace.remap_keys(keys, own)
     loc_of_id = np.empty(first.size, dtype=np.uint32)
     loc_of_id[keys.get_column("_id").to_numpy()] = keys.get_column("loc").to_numpy()
     return loc_of_id[ids], keys.drop("_id")
@@ -175,7 +167,8 @@ def read_chrome(
     path = Path(path)
     raw = decode(path, max_input_bytes)
     dropped: Counter[str] = raw.dropped
-    base_ns = _base_ns(raw.top)
+    own = ditrace.info(raw.top, raw.warnings)
+    base_ns = ditrace.base_ns(own, raw.top)
     epoch = _on_epoch(raw, base_ns)
     ts = phases.timestamps(raw, base_ns)
     ok = phases.usable(raw, dropped)
@@ -195,14 +188,11 @@ def read_chrome(
         parts.append(phases.counter_anchors(raw, ts, ok))
     iv = phases.concat(parts) if len(parts) > 1 else parts[0]
     del parts, ok
-    own = ditrace.info(raw.top)
-    if own is None and "diTrace" in raw.top:
-        raw.warnings.append(f"diTrace ignored ({ditrace.problem(raw.top['diTrace'])}): read as any Chrome trace")
     loc, keys = _timelines(iv, raw, own)
     binds = has_bind_flows(iv.flags)
     ev, nested, row = _events(raw, iv, loc, keys, binds)
     del iv, loc
-    written, n_written = _written_rows(raw, row) if own is not None else (row, 0)
+    at, n_written = ditrace.written_rows(own, raw.cols["ph"], row)
     flows = pl.concat(
         [
             flow_events(raw, steps, ts, nested, keys, syms, dropped),
@@ -210,22 +200,17 @@ def read_chrome(
         ],
         how="vertical_relaxed",
     )
-    if own is not None:  # the arrows di's writer draws for messages: the messages come from diTrace
-        flows = flows.filter(pl.col("kind") != "message")
     raw.cols = {}  # in ev and flows now
     del steps, ts, nested
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
-    locations = apply_metadata(keys, meta_rows, syms, the_rank, source)
-    if own is not None:
-        locations = ditrace.locations(own, keys, locations)
-    series, samples = counters(counter_rows, keys, syms, dropped, ditrace.series_map(own) if own else None)
+    locations = ditrace.locations(own, keys, apply_metadata(keys, meta_rows, syms, the_rank, source))
+    series, samples = counters(counter_rows, keys, syms, dropped, ditrace.series_map(own))
     n_events = ev.height
     coll_flags = ev.get_column("flags").to_numpy()
     events = kineto.events_table(ev, syms, locations)
     del ev
-    restored: dict[str, pl.DataFrame] = {}
-    if own is not None:
-        events, restored = ditrace.restore(own, events, written, n_written, raw.warnings, dropped)
+    written = ditrace.written(own, n_written, raw.warnings)
+    events, flows, restored = restore(events, flows, written, at, dropped)
     flows = kineto.sync_kinds(
         pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations
     )
@@ -236,11 +221,8 @@ def read_chrome(
         collectives.get_column("rank").n_unique() > 1
     ):  # a merged job file (di's own writer): match them across ranks here
         collectives = assign_instances(collectives)
-    written_meta = ditrace.meta(own, raw.warnings) if own is not None else {}
-    meta = _meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped)
-    meta.update({k: v for k, v in written_meta.items() if v})
     return Trace.build(
-        meta=meta,
+        meta=restore_meta(_meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped), written),
         locations=locations,
         events=events,
         flows=flows,
@@ -249,17 +231,6 @@ def read_chrome(
         collectives=collectives,
         messages=restored.get("messages"),
     )
-
-
-def _written_rows(raw: Raw, row: np.ndarray) -> tuple[np.ndarray, int]:
-    """For a file di wrote: the written row of each event (its scanner ``row``'s
-    position among the file's X and i lines, which di writes one per events row;
-    -1 for another record), and the number of such lines."""
-    code = raw.cols["ph"]
-    lines = np.flatnonzero((code == ord(phases.SLICE)) | (code == ord("i")) | (code == ord("I")))
-    at = np.minimum(np.searchsorted(lines, row), max(lines.size - 1, 0))
-    found = lines[at] == row if lines.size else np.zeros(row.size, dtype=bool)
-    return np.where(found, at, -1), int(lines.size)
 
 
 def _on_epoch(raw: Raw, base_ns: int) -> bool:

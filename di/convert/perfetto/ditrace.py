@@ -35,6 +35,8 @@ import polars as pl
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.protobuf import field_len, field_varint
 
+from di.convert.restore import Written
+
 if TYPE_CHECKING:
     from di.convert.perfetto.flows import FlowMarks
     from di.convert.perfetto.layout import Layout
@@ -174,3 +176,37 @@ def problem(doc: dict[str, Any]) -> str | None:
     if not set(doc["series_uuid"]["series"]) <= set(tables["series"].get_column("series").to_list()):
         return "series tracks of series it does not define"
     return None
+
+
+def offset_ns(doc: dict[str, Any] | None) -> int:
+    """What to add to every packet timestamp to get the model's ns (0 without di's packet)."""
+    return int(doc["offset_ns"]) if doc is not None else 0
+
+
+def written(doc: dict[str, Any] | None, path: Any, warnings: list[str]) -> Written | None:
+    """What :func:`di.convert.restore.restore` puts back (None without di's packet): the trace's meta
+    (the fields that match the schema; the others said in ``warnings``) and the collectives table
+    (``event``: rows in the events order the reader rebuilds, which are the written rows)."""
+    if doc is None:
+        return None
+    from di.schema import valid_meta_fields
+
+    meta = valid_meta_fields(
+        doc.get("meta"),
+        ("clock", "sources", "world_size", "command", "hosts", "warnings"),
+        warnings,
+        f"{path}: di packet meta",
+    )
+    return Written(
+        meta={**meta, "warnings": meta.get("warnings", [])},
+        tables={"collectives": table(doc, "collectives")},
+        replaces_meta=True,
+    )
+
+
+def loaded_rows(doc: dict[str, Any] | None, n_events: int) -> np.ndarray | None:
+    """By written row, the loaded event row: the same row when every event written was read
+    back, else None (the rows are unknown)."""
+    if doc is None or n_events != int(doc["counts"]["events"]):
+        return None
+    return np.arange(n_events, dtype=np.int64)

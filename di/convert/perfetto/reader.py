@@ -4,10 +4,11 @@ Pipeline: bytes (gzip accepted) -> :func:`~.decode.decode_packets` (numba)
 -> slices paired per track (:mod:`.pairing`) -> tracks to locations -> events
 sorted by (loc, start_ns, -end_ns, packet) and nested -> flows, counters.
 
-A trace di wrote carries di's packet (:mod:`.ditrace`): locations, series,
-collectives and the flow/message columns come back from it, the flow kind
-and table row from each flow id (:mod:`.flows`), so the trace reads back as
-it was written. Other producers' traces give slices (thread tracks and named
+A trace di wrote carries di's packet (:mod:`.ditrace`): locations, series and
+the flow/message columns come back from it while the file is read, the flow
+kind and table row from each flow id (:mod:`.flows`); its meta and collectives
+after the reading, by :mod:`di.convert.restore` (as for every format), so the
+trace reads back as it was written. Other producers' traces give slices (thread tracks and named
 tracks, and the thread a sequence's deprecated ThreadDescriptor names for its
 events without a track), instants, counters and flows (flow ids, chained as
 Perfetto's trace processor chains them); their debug annotations become ``args``
@@ -32,7 +33,6 @@ from di.convert.provenance import (
     END_WITHOUT_BEGIN,
     FLOW_WITHOUT_BOTH_ENDS,
     TRUNCATED_TAIL,
-    drop_warnings,
     reader_meta,
 )
 from di.convert.perfetto import fields as F
@@ -41,6 +41,7 @@ from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packet
 from di.convert.perfetto.flows import CODE_MESSAGE
 from di.convert.perfetto.pairing import chain_flows, pair_slices
 from di.convert.perfetto.sniff import first_field_ok
+from di.convert.restore import restore, restore_meta
 from di.convert.perfetto.tracks import foreign_layout, parse_descriptor, sequence_thread
 from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
 from di.errors import FormatError, SchemaError
@@ -147,7 +148,9 @@ def read_perfetto(
         return _without_di_packet(
             path, why, rank=rank, rank_source=rank_source, source=source, max_input_bytes=max_input_bytes
         )
-    ts = ts + (int(doc["offset_ns"]) if doc else 0)
+    complaints: list[str] = []  # what of di's packet meta does not fit the schema
+    written = ditrace.written(doc, path, complaints)
+    ts = ts + ditrace.offset_ns(doc)
 
     is_slice = np.flatnonzero(etype != F.TYPE_COUNTER)
     order = is_slice[np.lexsort((packet[is_slice], ts[is_slice], track[is_slice]))]
@@ -188,29 +191,29 @@ def read_perfetto(
     )  # flow marks but no slice to bind them to
     if doc is not None:
         flows, messages, unpaired = _own_flows(doc, fl_id, mark_row, fl_term)
-        collectives = ditrace.table(doc, "collectives")
-        if events.height != int(doc["counts"]["events"]) and collectives.height:
-            dropped["collectives rows (the trace is incomplete: their event rows are unknown)"] += collectives.height
-            collectives = None
     else:
         start_of_row = events.get_column("start_ns").to_numpy()
         order_marks = np.lexsort((packet[fl_ev], ts[fl_ev])) if len(fl_ev) else np.zeros(0, np.int64)
         src, dst, ids = chain_flows(fl_id, mark_row, fl_term, order_marks, start_of_row)
         flows = pl.DataFrame({"src": src, "dst": dst, "kind": ["user"] * len(src), "id": ids.view(np.int64)})
-        messages, collectives, unpaired = None, None, 0
+        messages, unpaired = None, 0
+    events, flows, restored = restore(events, flows, written, ditrace.loaded_rows(doc, events.height), dropped)
     if unpaired:
         dropped[FLOW_WITHOUT_BOTH_ENDS] += unpaired
     samples, lost = _samples(counters, ts, track, value, series_of, rules)
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
-    meta = _meta(path, doc, rank if rank is not None else 0, rank_source, events.height, dropped)
+    meta = reader_meta(
+        path, "perfetto", epoch=False, rank=rank or 0, rank_source=rank_source, events=events.height, dropped=dropped
+    )
+    meta["warnings"] += complaints
     trace = Trace.build(
-        meta=meta,
+        meta=restore_meta(meta, written),
         locations=locations,
         events=events,
         flows=flows,
         messages=messages,
-        collectives=collectives,
+        collectives=restored.get("collectives"),
         series=series,
         samples=samples,
     )
@@ -381,21 +384,3 @@ def _samples(
             .drop("incremental", "multiplier")
         )
     return df.sort("series", maintain_order=True), int((~ok).sum())
-
-
-def _meta(
-    path: Path, doc: dict[str, Any] | None, rank: int, rank_source: str, n: int, dropped: Counter[str]
-) -> dict[str, Any]:
-    warnings = drop_warnings(path, dropped)
-    if doc is not None:
-        from di.schema import valid_meta_fields
-
-        meta = valid_meta_fields(
-            doc.get("meta"),
-            ("clock", "sources", "world_size", "command", "hosts", "warnings"),
-            warnings,
-            f"{path}: di packet meta",
-        )
-        meta["warnings"] = meta.get("warnings", []) + warnings
-        return meta
-    return reader_meta(path, "perfetto", epoch=False, rank=rank, rank_source=rank_source, events=n, dropped=dropped)
