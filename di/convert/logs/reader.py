@@ -116,12 +116,23 @@ GATES = {
     "nccl": r" NCCL |CCL version",
     "nccl_tests": r"^# Collective test starting",
     "training": r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{|Error|error|Exception|Traceback|OVERFLOW|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
-    "nvidia_smi": r"NVSMI LOG|NVIDIA-SMI|nvidia-smi|^\d{4}/\d\d/\d\d \d\d:|^\s*#\s*(?:Date\s+Time\s+)?gpu\s|^#\s*Entity\s"
-    r"|^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]]+\])?, ",
+    "nvidia_smi": r"NVSMI LOG|NVIDIA-SMI|nvidia-smi|^\d{4}/\d\d/\d\d \d\d:|^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]"
+    r"|^#[^\S\n]*Entity[^\S\n]|^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
     "slurm": r"(?i)job_?id",
     "darshan": r"^# darshan log version",
 }
-"""A cheap search per family over the whole file: a family whose literals appear nowhere is not run."""
+r"""A cheap search per family over the whole file: a family whose literals appear nowhere is not run.
+
+Each runs once, in multi-line mode, over the cleaned lines joined by newlines (a search stops at its first match),
+so none may match across a line break (``[^\S\n]``, not ``\s``)."""
+
+
+def present_families(lines: pl.DataFrame) -> dict[str, bool]:
+    """Family name -> whether its :data:`GATES` literal appears in any of ``lines``' ``text``."""
+    joined = lines.select(pl.col("text").str.join("\n"))
+    return joined.select(**{name: pl.col("text").str.contains("(?m)" + rx) for name, rx in GATES.items()}).row(
+        0, named=True
+    )
 
 
 def families_in(head: bytes) -> list[str]:
@@ -153,9 +164,7 @@ def read_log(
     path = Path(path)
     text = read_lines(path, max_input_bytes=max_input_bytes)
     lines = text.lines.with_columns(line_times(text.lines))
-    present = lines.select(**{name: pl.col("text").str.contains(rx).any() for name, rx in GATES.items()}).row(
-        0, named=True
-    )
+    present = present_families(lines)
     parts = [parse(lines) for name, (_, parse) in FAMILIES.items() if present.get(name, True)]
     parts = [p for p in parts if p.events.height or p.samples.height or p.info]
     if not parts:
