@@ -20,7 +20,7 @@ import polars as pl
 from di.convert.provenance import reader_meta
 from di.trace import Trace
 
-__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples"]
+__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "JsonRows", "Parts", "build_trace", "empty_events", "empty_samples"]
 
 EVENT_COLUMNS: dict[str, Any] = {
     "rank": pl.Int64,
@@ -90,6 +90,20 @@ class Parts:
     info: dict[str, Any] = field(default_factory=dict)
     epoch: bool = False
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+
+class JsonRows(list):
+    """A list in a family's ``info`` already made of JSON values only (decoded JSON): taken as is, not re-encoded."""
+
+
+def _json_values(value: Any) -> Any:
+    """``value`` as JSON values (what ``json.loads(json.dumps(value, default=str))`` gives), re-encoding only what is
+    not a :class:`JsonRows` (a file's rows: a Python round trip per row would cost more than the parse)."""
+    if isinstance(value, JsonRows):
+        return list(value)
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _json_values(v) for k, v in value.items()}
+    return json.loads(json.dumps(value, default=str))
 
 
 def _locations(ev: pl.DataFrame, sm: pl.DataFrame, source: int) -> pl.DataFrame:
@@ -212,7 +226,7 @@ def build_trace(
         rank_source=rank_source,
         events=events.height,
         dropped=dropped,
-        info=json.loads(json.dumps(info, default=str)),
+        info=_json_values(info),
         warnings=warnings,
     )
     other = {
