@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from di.convert.logs import nccl
+from di.convert.logs import nccl, slurm
 from di.convert.logs.build import Parts, build_trace
 from di.convert.logs.text import head_lines, line_times, read_lines
 from di.errors import UnknownFormatError
@@ -112,27 +112,38 @@ def is_log(path: Path, head: bytes) -> bool:
     return head.decode("utf-8", errors="replace").count("\ufffd") < len(head) // 100 + 1
 
 
-GATES = {
-    "nccl": r" NCCL |CCL version",
-    "nccl_tests": r"^# Collective test starting",
-    "training": r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{|Error|error|Exception|Traceback|OVERFLOW|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
-    "nvidia_smi": r"NVSMI LOG|NVIDIA-SMI|nvidia-smi|^\d{4}/\d\d/\d\d \d\d:|^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]"
-    r"|^#[^\S\n]*Entity[^\S\n]|^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
-    "slurm": r"(?i)job_?id",
-    "darshan": r"^# darshan log version",
+GATES: dict[str, tuple[str, ...]] = {
+    "nccl": (r" NCCL |CCL version",),
+    "nccl_tests": (r"^# Collective test starting",),
+    "training": (
+        r"iteration|MLLOG|step|SamplesPerSec|E2E latency|Error|error|Exception|Traceback|OVERFLOW"
+        r"|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
+        r"^\{",
+    ),
+    "nvidia_smi": (
+        r"NVSMI LOG|NVIDIA-SMI|nvidia-smi|^\d{4}/\d\d/\d\d \d\d:|^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]"
+        r"|^#[^\S\n]*Entity[^\S\n]|^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
+    ),
+    "slurm": (r"(?i)job_?id",),
+    "darshan": (r"^# darshan log version",),
 }
-r"""A cheap search per family over the whole file: a family whose literals appear nowhere is not run.
+r"""A cheap search per family over the whole file: a family none of whose regexes match is not run.
 
-Each runs once, in multi-line mode, over the cleaned lines joined by newlines (a search stops at its first match),
-so none may match across a line break (``[^\S\n]``, not ``\s``)."""
+Each regex runs in multi-line mode over the cleaned lines joined by newlines, a search that stops at its first match
+(a literal alternation is split from a literal-free branch, which makes the search try every line). None may match
+across a line break (``[^\S\n]``, not ``\s``) unless it is a looser form of what its parser needs."""
+CONFIRM = {"slurm": f"{slurm.DELIMITED_HEAD}|{slurm.RULE}|{slurm.SCONTROL_RE}"}
+"""A second search, run only where the family's gate matched: what its parser needs to find anything (Slurm: a
+table's header or rule, or a record; Darshan and training logs name job ids too)."""
 
 
 def present_families(lines: pl.DataFrame) -> dict[str, bool]:
-    """Family name -> whether its :data:`GATES` literal appears in any of ``lines``' ``text``."""
+    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``."""
     joined = lines.select(pl.col("text").str.join("\n"))
-    return joined.select(**{name: pl.col("text").str.contains("(?m)" + rx) for name, rx in GATES.items()}).row(
-        0, named=True
-    )
+    found = lambda rxs: pl.any_horizontal(pl.col("text").str.contains("(?m)" + rx) for rx in rxs)  # noqa: E731
+    present = joined.select(**{name: found(rxs) for name, rxs in GATES.items()}).row(0, named=True)
+    confirm = {name: found([rx]) for name, rx in CONFIRM.items() if present[name]}
+    return present | (joined.select(**confirm).row(0, named=True) if confirm else {})
 
 
 def families_in(head: bytes) -> list[str]:
