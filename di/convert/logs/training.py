@@ -140,21 +140,23 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
     body = pl.col("text").str.replace(r"^(?:\[[^\]]*\]:?\s*)+", "").str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
     p = (
         rows.filter(pl.col("kind") != "mllog")
-        .with_columns(body.str.extract_all(PAIR_RE).alias("pair"))
-        .explode("pair")
+        .select("line", "rank", "kind", "ts", body.str.extract_all(PAIR_RE).alias("pair"))
+        .explode("pair")  # the line's text is not copied to each of its pairs
         .drop_nulls("pair")
     )
     # a pair matched PAIR_RE: cut it at its first ':' or '=' (a find, no capturing regex), the unit is what follows the number
     pos = pl.min_horizontal(
         pl.col("pair").str.find(":", literal=True), pl.col("pair").str.find("=", literal=True)
     )  # two literal finds: several times cheaper than one regex find
-    rest = pl.col("pair").str.slice(pos + 1).str.strip_chars_start(" [")
-    num = rest.str.strip_chars_end("%KMGTiBms")
+    # one column per step: an expression reused inside another would be evaluated again (no common-subexpression
+    # elimination in eager frames)
+    p = p.with_columns(pos.alias("pos"))
     p = p.with_columns(
-        pl.col("pair").str.slice(0, pos).str.strip_chars(" '\"").alias("k"),
-        num.alias("v"),
-        rest.str.slice(num.str.len_bytes()).alias("u"),
+        pl.col("pair").str.slice(0, pl.col("pos")).str.strip_chars(" '\"").alias("k"),
+        pl.col("pair").str.slice(pl.col("pos") + 1).str.strip_chars_start(" [").alias("rest"),
     )
+    p = p.with_columns(pl.col("rest").str.strip_chars_end("%KMGTiBms").alias("v"))
+    p = p.with_columns(pl.col("rest").str.slice(pl.col("v").str.len_bytes()).alias("u")).drop("pos", "rest")
     p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
     p = p.drop_nulls("v").with_columns(
         pl.col("v").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("value")
