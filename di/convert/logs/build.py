@@ -92,15 +92,19 @@ class Parts:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
-class JsonRows(list):
-    """A list in a family's ``info`` already made of JSON values only (decoded JSON): taken as is, not re-encoded."""
+@dataclass
+class JsonRows:
+    """Rows a family puts in its ``info``, held as the JSON text polars wrote (``DataFrame.write_json``): decoded
+    once by :func:`build_trace`, not made into Python dicts and then encoded and decoded again."""
+
+    text: str
 
 
 def _json_values(value: Any) -> Any:
-    """``value`` as JSON values (what ``json.loads(json.dumps(value, default=str))`` gives), re-encoding only what is
-    not a :class:`JsonRows` (a file's rows: a Python round trip per row would cost more than the parse)."""
+    """``value`` as JSON values (what ``json.loads(json.dumps(value, default=str))`` gives), :class:`JsonRows`
+    decoded (a Python round trip per row would cost more than the parse)."""
     if isinstance(value, JsonRows):
-        return list(value)
+        return json.loads(value.text)
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {k: _json_values(v) for k, v in value.items()}
     return json.loads(json.dumps(value, default=str))

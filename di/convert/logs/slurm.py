@@ -16,7 +16,6 @@ job or job step. What it maps to:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import polars as pl
@@ -199,7 +198,7 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     )
     fields = jobs.drop("line")
     rows = (
-        JsonRows(json.loads(fields.write_json()))  # one decode in C, not a Python dict per row then a JSON round trip
+        JsonRows(fields.write_json())  # decoded once by build_trace, not a Python dict per row then a JSON round trip
         if all(t == pl.String for t in fields.dtypes)
         else fields.to_dicts()
     )
