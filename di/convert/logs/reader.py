@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from di.convert.logs import nccl, slurm
@@ -185,10 +186,11 @@ def read_log(
             f"{path}: no connector recognised this file (a text file in which no log family "
             f"was found: NCCL debug, nccl-tests, training log, nvidia-smi, Slurm, Darshan text); installed: {installed()}"
         )
-    claimed = pl.concat([p.claimed.cast(pl.UInt32) for p in parts]).unique()
-    unknown = int(
-        lines.filter(~pl.col("line").is_in(claimed.implode()) & (pl.col("text").str.strip_chars() != "")).height
-    )
+    claimed = np.zeros(lines.height, dtype=np.bool_)  # by line number (lines are numbered 0..height-1)
+    for p in parts:
+        claimed[p.claimed.to_numpy()] = True
+    unclaimed = lines.filter(pl.Series(~claimed))  # then only these are stripped
+    unknown = int(unclaimed.select((pl.col("text").str.strip_chars() != "").sum()).item())
     fmt = "log:" + "+".join(p.family for p in parts)
     return build_trace(
         path,
