@@ -19,7 +19,7 @@ import polars as pl
 
 from di.convert.logs import nccl, slurm
 from di.convert.logs.build import Parts, build_trace
-from di.convert.logs.text import head_lines, line_times, read_lines
+from di.convert.logs.text import head_lines, line_times, own_line_times, read_lines
 from di.errors import UnknownFormatError
 from di.trace import Trace
 
@@ -175,7 +175,8 @@ def read_log(
     """
     path = Path(path)
     text = read_lines(path, max_input_bytes=max_input_bytes)
-    lines = text.lines.with_columns(line_times(text.lines))
+    own = own_line_times(text.lines)  # each line's own timestamp, found once for every family
+    lines = text.lines.with_columns(line_times(text.lines, own), own)
     present = present_families(lines)
     parts = [parse(lines) for name, (_, parse) in FAMILIES.items() if present.get(name, True)]
     parts = [p for p in parts if p.events.height or p.samples.height or p.info]

@@ -19,7 +19,7 @@ import polars as pl
 from di.convert import gunzip
 from di.inputsize import check_size
 
-__all__ = ["LINE_TS_RE", "LogText", "clean_lines", "head_lines", "line_times", "read_lines"]
+__all__ = ["LINE_TS_RE", "LogText", "clean_lines", "head_lines", "line_times", "own_line_times", "read_lines"]
 
 ANSI_RE = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]"
 """ECMA-48 CSI sequences (colours, cursor moves) and charset selections."""
@@ -109,9 +109,9 @@ def head_lines(head: bytes) -> list[str]:
     return [_PREFIX.sub("", _ANSI.sub("", ln.rstrip("\r")), count=1) for ln in text.split("\n")]
 
 
-def line_times(lines: pl.DataFrame) -> pl.Series:
-    """Per line: the ns since the epoch of its own leading timestamp, else of the nearest one before (after, for
-    the first lines); all null when no line has one. Zone-less times are read as UTC."""
+def own_line_times(lines: pl.DataFrame) -> pl.Series:
+    """Per line: the ns since the epoch of its own leading timestamp (``own_ts``), null where it has none.
+    Zone-less times are read as UTC."""
     ts = (
         pl.col("text")
         .str.extract(LINE_TS_RE)
@@ -120,4 +120,11 @@ def line_times(lines: pl.DataFrame) -> pl.Series:
         .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
         .dt.epoch("ns")
     )
-    return lines.select(ts.forward_fill().backward_fill().alias("line_ts")).to_series()
+    return lines.select(ts.alias("own_ts")).to_series()
+
+
+def line_times(lines: pl.DataFrame, own: pl.Series | None = None) -> pl.Series:
+    """Per line: the ns since the epoch of its own leading timestamp, else of the nearest one before (after, for
+    the first lines); all null when no line has one. ``own``: :func:`own_line_times`, when already known."""
+    own = own_line_times(lines) if own is None else own
+    return own.forward_fill().backward_fill().alias("line_ts")
