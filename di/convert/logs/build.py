@@ -20,7 +20,7 @@ import polars as pl
 from di.convert.provenance import reader_meta
 from di.trace import Trace
 
-__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples"]
+__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "JsonRows", "Parts", "build_trace", "empty_events", "empty_samples"]
 
 EVENT_COLUMNS: dict[str, Any] = {
     "rank": pl.Int64,
@@ -90,6 +90,24 @@ class Parts:
     info: dict[str, Any] = field(default_factory=dict)
     epoch: bool = False
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+
+@dataclass
+class JsonRows:
+    """Rows a family puts in its ``info``, held as the JSON text polars wrote (``DataFrame.write_json``): decoded
+    once by :func:`build_trace`, not made into Python dicts and then encoded and decoded again."""
+
+    text: str
+
+
+def _json_values(value: Any) -> Any:
+    """``value`` as JSON values (what ``json.loads(json.dumps(value, default=str))`` gives), :class:`JsonRows`
+    decoded (a Python round trip per row would cost more than the parse)."""
+    if isinstance(value, JsonRows):
+        return json.loads(value.text)
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _json_values(v) for k, v in value.items()}
+    return json.loads(json.dumps(value, default=str))
 
 
 def _locations(ev: pl.DataFrame, sm: pl.DataFrame, source: int) -> pl.DataFrame:
@@ -212,7 +230,7 @@ def build_trace(
         rank_source=rank_source,
         events=events.height,
         dropped=dropped,
-        info=json.loads(json.dumps(info, default=str)),
+        info=_json_values(info),
         warnings=warnings,
     )
     other = {

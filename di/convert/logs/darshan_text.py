@@ -41,22 +41,25 @@ def _header(lines: pl.DataFrame, key: str) -> str | None:
 def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     """darshan-parser / darshan-dxt-parser text as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
-    if not lines.select(t.str.contains(SNIFF_RE).any()).item():
+    hashed = lines.filter(t.str.starts_with("# "))  # the header and block lines: few, searched many times
+    if not hashed.select(t.str.contains(SNIFF_RE).any()).item():
         return Parts("darshan")
-    start = _header(lines, "start_time")
+    start = _header(hashed, "start_time")
     t0_ns = int(start) * 1_000_000_000 if start and start.isdigit() else 0
-    blocks = lines.select(
+    # a segment's file and host: those of the last ``# DXT, file_id`` / ``# DXT, rank`` line at or before it
+    heads = hashed.filter(t.str.starts_with("# DXT, ")).select(
         "line",
         t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
         t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
-    ).with_columns(pl.col("file").forward_fill(), pl.col("host").forward_fill())
+    )
     dxt = (
         lines.filter(t.str.contains(r"^\s*X_(?:POSIX|MPIIO)\s"))
         .with_columns(t.str.extract_groups(DXT_RE).alias("g"))
         .unnest("g")
         .drop_nulls("module")
-        .join(blocks, on="line", how="left")
     )
+    for col in ("file", "host"):
+        dxt = dxt.join_asof(heads.select("line", col).drop_nulls(col), on="line", strategy="backward")
     sec = lambda c: (pl.col(c).cast(pl.Float64) * 1e9).round().cast(pl.Int64) + t0_ns
     events = dxt.select(
         pl.col("rank").cast(pl.Int64),
@@ -89,10 +92,10 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     info: dict[str, Any] = {
         "darshan": {
             "totals": dict(tot.iter_rows()),
-            "version": _header(lines, "darshan log version"),
-            "exe": _header(lines, "exe"),
-            "jobid": _header(lines, "jobid"),
-            "nprocs": _header(lines, "nprocs"),
+            "version": _header(hashed, "darshan log version"),
+            "exe": _header(hashed, "exe"),
+            "jobid": _header(hashed, "jobid"),
+            "nprocs": _header(hashed, "nprocs"),
             "start_time_s": int(start) if start and start.isdigit() else None,
             "counters": rows.height,
             "files": files.to_dicts(),

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from di.convert.logs import nccl
+from di.convert.logs import nccl, slurm
 from di.convert.logs.build import Parts, build_trace
-from di.convert.logs.text import head_lines, line_times, read_lines
+from di.convert.logs.text import head_lines, line_times, own_line_times, read_lines
 from di.errors import UnknownFormatError
 from di.trace import Trace
 
@@ -112,16 +113,38 @@ def is_log(path: Path, head: bytes) -> bool:
     return head.decode("utf-8", errors="replace").count("\ufffd") < len(head) // 100 + 1
 
 
-GATES = {
-    "nccl": r" NCCL |CCL version",
-    "nccl_tests": r"^# Collective test starting",
-    "training": r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{|Error|error|Exception|Traceback|OVERFLOW|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
-    "nvidia_smi": r"NVSMI LOG|NVIDIA-SMI|nvidia-smi|^\d{4}/\d\d/\d\d \d\d:|^\s*#\s*(?:Date\s+Time\s+)?gpu\s|^#\s*Entity\s"
-    r"|^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]]+\])?, ",
-    "slurm": r"(?i)job_?id",
-    "darshan": r"^# darshan log version",
+GATES: dict[str, tuple[str, ...]] = {
+    "nccl": (r" NCCL |CCL version",),
+    "nccl_tests": (r"^# Collective test starting",),
+    "training": (
+        r"iteration|MLLOG|step|SamplesPerSec|E2E latency|Error|error|Exception|Traceback|OVERFLOW"
+        r"|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
+        r"^\{",
+    ),
+    "nvidia_smi": (
+        r"NVSMI LOG|NVIDIA-SMI|nvidia-smi|^\d{4}/\d\d/\d\d \d\d:|^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]"
+        r"|^#[^\S\n]*Entity[^\S\n]|^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
+    ),
+    "slurm": (r"(?i)job_?id",),
+    "darshan": (r"^# darshan log version",),
 }
-"""A cheap search per family over the whole file: a family whose literals appear nowhere is not run."""
+r"""A cheap search per family over the whole file: a family none of whose regexes match is not run.
+
+Each regex runs in multi-line mode over the cleaned lines joined by newlines, a search that stops at its first match
+(a literal alternation is split from a literal-free branch, which makes the search try every line). None may match
+across a line break (``[^\S\n]``, not ``\s``) unless it is a looser form of what its parser needs."""
+CONFIRM = {"slurm": f"{slurm.DELIMITED_HEAD}|{slurm.RULE}|{slurm.SCONTROL_RE}"}
+"""A second search, run only where the family's gate matched: what its parser needs to find anything (Slurm: a
+table's header or rule, or a record; Darshan and training logs name job ids too)."""
+
+
+def present_families(lines: pl.DataFrame) -> dict[str, bool]:
+    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``."""
+    joined = lines.select(pl.col("text").str.join("\n"))
+    found = lambda rxs: pl.any_horizontal(pl.col("text").str.contains("(?m)" + rx) for rx in rxs)  # noqa: E731
+    present = joined.select(**{name: found(rxs) for name, rxs in GATES.items()}).row(0, named=True)
+    confirm = {name: found([rx]) for name, rx in CONFIRM.items() if present[name]}
+    return present | (joined.select(**confirm).row(0, named=True) if confirm else {})
 
 
 def families_in(head: bytes) -> list[str]:
@@ -152,10 +175,9 @@ def read_log(
     """
     path = Path(path)
     text = read_lines(path, max_input_bytes=max_input_bytes)
-    lines = text.lines.with_columns(line_times(text.lines))
-    present = lines.select(**{name: pl.col("text").str.contains(rx).any() for name, rx in GATES.items()}).row(
-        0, named=True
-    )
+    own = own_line_times(text.lines)  # each line's own timestamp, found once for every family
+    lines = text.lines.with_columns(line_times(text.lines, own), own)
+    present = present_families(lines)
     parts = [parse(lines) for name, (_, parse) in FAMILIES.items() if present.get(name, True)]
     parts = [p for p in parts if p.events.height or p.samples.height or p.info]
     if not parts:
@@ -165,10 +187,11 @@ def read_log(
             f"{path}: no connector recognised this file (a text file in which no log family "
             f"was found: NCCL debug, nccl-tests, training log, nvidia-smi, Slurm, Darshan text); installed: {installed()}"
         )
-    claimed = pl.concat([p.claimed.cast(pl.UInt32) for p in parts]).unique()
-    unknown = int(
-        lines.filter(~pl.col("line").is_in(claimed.implode()) & (pl.col("text").str.strip_chars() != "")).height
-    )
+    claimed = np.zeros(lines.height, dtype=np.bool_)  # by line number (lines are numbered 0..height-1)
+    for p in parts:
+        claimed[p.claimed.to_numpy()] = True
+    unclaimed = lines.filter(pl.Series(~claimed))  # then only these are stripped
+    unknown = int(unclaimed.select((pl.col("text").str.strip_chars() != "").sum()).item())
     fmt = "log:" + "+".join(p.family for p in parts)
     return build_trace(
         path,

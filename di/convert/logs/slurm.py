@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from di.convert.logs.build import Parts
+from di.convert.logs.build import JsonRows, Parts
 
 __all__ = ["SNIFF_RE", "parse_slurm"]
 
@@ -196,7 +196,13 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     truncated = int(
         jobs.select(pl.sum_horizontal(pl.col(pl.String).str.ends_with("+").cast(pl.Int64))).to_series().sum()
     )
-    info: dict[str, Any] = {"slurm": {"jobs": jobs.drop("line").to_dicts(), "truncated": truncated}}
+    fields = jobs.drop("line")
+    rows = (
+        JsonRows(fields.write_json())  # decoded once by build_trace, not a Python dict per row then a JSON round trip
+        if all(t == pl.String for t in fields.dtypes)
+        else fields.to_dicts()
+    )
+    info: dict[str, Any] = {"slurm": {"jobs": rows, "truncated": truncated}}
     kw: dict[str, Any] = {"events": events} if events is not None and events.height else {}
     header_lines = lines.filter(pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(RULE)).get_column(
         "line"

@@ -114,6 +114,7 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     )
     cells = (
         rows.with_columns(pl.col("t").str.split(", ").alias("raw"))
+        .drop("text", "t")  # not copied to each cell
         .explode(["fields", "raw"])
         .rename({"fields": "field"})
     )
@@ -188,6 +189,7 @@ def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
     )
     cells = (
         rows.with_columns(pl.int_ranges(0, pl.col("n")).alias("i"))
+        .drop("text", "t")  # not copied to each cell
         .explode(["fields", "raw", "i"])
         .with_columns(pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"))
     )

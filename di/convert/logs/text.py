@@ -19,7 +19,7 @@ import polars as pl
 from di.convert import gunzip
 from di.inputsize import check_size
 
-__all__ = ["LINE_TS_RE", "LogText", "clean_lines", "head_lines", "line_times", "read_lines"]
+__all__ = ["LINE_TS_RE", "LogText", "clean_lines", "head_lines", "line_times", "own_line_times", "read_lines"]
 
 ANSI_RE = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]"
 """ECMA-48 CSI sequences (colours, cursor moves) and charset selections."""
@@ -59,14 +59,26 @@ def _read_bytes(path: Path, limit: int | None) -> bytes:
     return data
 
 
-def clean_lines(raw: pl.Series) -> pl.DataFrame:
-    """Cleaned lines of ``raw`` (one string per line): see the module docstring."""
-    s = raw.str.strip_chars_end("\r").str.replace_all(ANSI_RE, "")
-    groups = s.str.extract_groups(PREFIX_RE).struct.unnest()
+def clean_lines(raw: pl.Series, *, whole: str | None = None) -> pl.DataFrame:
+    """Cleaned lines of ``raw`` (one string per line): see the module docstring.
+
+    ``whole``, the lines' text joined by newlines when the caller has it, lets the passes it shows to change nothing
+    (no carriage return, no escape, no launcher prefix anywhere) be skipped.
+    """
+    known = whole is not None
+    s = raw.str.strip_chars_end("\r") if not known or "\r" in whole else raw
+    ansi = not known or "\x1b" in whole
+    if ansi:
+        s = s.str.replace_all(ANSI_RE, "")
+    # without escapes the joined text shows whether any line starts with a prefix (one search, stopping at the first)
+    if ansi or pl.Series([whole]).str.contains("(?m)" + PREFIX_RE).item():
+        groups = s.str.extract_groups(PREFIX_RE).struct.unnest()
+        prefix_rank = pl.coalesce(*(pl.lit(groups.get_column(c)) for c in groups.columns)).cast(pl.Int64)
+        text = pl.col("text").str.replace(PREFIX_RE, "")
+    else:
+        prefix_rank, text = pl.lit(None, pl.Int64), pl.col("text")
     return pl.DataFrame({"text": s}).select(
-        pl.int_range(0, pl.len(), dtype=pl.UInt32).alias("line"),
-        pl.coalesce(*(pl.lit(groups.get_column(c)) for c in groups.columns)).cast(pl.Int64).alias("prefix_rank"),
-        pl.col("text").str.replace(PREFIX_RE, ""),
+        pl.int_range(0, pl.len(), dtype=pl.UInt32).alias("line"), prefix_rank.alias("prefix_rank"), text
     )
 
 
@@ -82,14 +94,12 @@ def read_lines(path: Path, *, max_input_bytes: int | None = None) -> LogText:
     raw = pl.Series("text", [text]).str.split("\n").explode()  # no Python string per line
     if raw.len() and raw[-1] == "":
         raw = raw.head(raw.len() - 1)
-    out = clean_lines(raw)
+    out = clean_lines(raw, whole=text)
     t = out.get_column("text")
-    bad = int(t.str.contains("\ufffd", literal=True).sum())
-    if bad:
-        garbled["lines with bytes that are not UTF-8"] = bad
-    nul = int(t.str.contains("\x00", literal=True).sum())
-    if nul:
-        garbled["lines with NUL bytes"] = nul
+    for char, reason in (("\ufffd", "lines with bytes that are not UTF-8"), ("\x00", "lines with NUL bytes")):
+        n = int(t.str.contains(char, literal=True).sum()) if char in text else 0  # the text's search stops at the first
+        if n:
+            garbled[reason] = n
     return LogText(out, garbled, len(data))
 
 
@@ -99,9 +109,9 @@ def head_lines(head: bytes) -> list[str]:
     return [_PREFIX.sub("", _ANSI.sub("", ln.rstrip("\r")), count=1) for ln in text.split("\n")]
 
 
-def line_times(lines: pl.DataFrame) -> pl.Series:
-    """Per line: the ns since the epoch of its own leading timestamp, else of the nearest one before (after, for
-    the first lines); all null when no line has one. Zone-less times are read as UTC."""
+def own_line_times(lines: pl.DataFrame) -> pl.Series:
+    """Per line: the ns since the epoch of its own leading timestamp (``own_ts``), null where it has none.
+    Zone-less times are read as UTC."""
     ts = (
         pl.col("text")
         .str.extract(LINE_TS_RE)
@@ -110,4 +120,11 @@ def line_times(lines: pl.DataFrame) -> pl.Series:
         .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
         .dt.epoch("ns")
     )
-    return lines.select(ts.forward_fill().backward_fill().alias("line_ts")).to_series()
+    return lines.select(ts.alias("own_ts")).to_series()
+
+
+def line_times(lines: pl.DataFrame, own: pl.Series | None = None) -> pl.Series:
+    """Per line: the ns since the epoch of its own leading timestamp, else of the nearest one before (after, for
+    the first lines); all null when no line has one. ``own``: :func:`own_line_times`, when already known."""
+    own = own_line_times(lines) if own is None else own
+    return own.forward_fill().backward_fill().alias("line_ts")

@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.text import LINE_TS_RE
+from di.convert.logs.text import own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
 
@@ -47,7 +47,6 @@ KINDS = {
 }
 """Line kinds and the regex that marks each (first match wins)."""
 SNIFF_RE = "|".join(f"(?:{r})" for r in KINDS.values())
-TS_RE = LINE_TS_RE
 PAIR_RE = (
     r"[A-Za-z_][\w \-/().]*?['\"]?\s*[:=]\s*\[?(?:[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
     r"(?:%|[KMGT]i?B|ms\b|s\b)?"
@@ -108,16 +107,6 @@ def _norm(col: str) -> pl.Expr:
     return pl.col(col).str.to_lowercase().str.replace_all(r"[^a-z0-9]+", "_").str.strip_chars("_")
 
 
-def _ts(col: str) -> pl.Expr:
-    return (
-        pl.col(col)
-        .str.replace(",", ".")
-        .str.replace("T", " ")
-        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
-        .dt.epoch("ns")
-    )
-
-
 HINT_RE = r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{"
 """Literals one of which every KINDS line holds: one fast search picks the lines the KINDS regexes then test."""
 
@@ -132,7 +121,7 @@ def _classify(lines: pl.DataFrame) -> pl.DataFrame:
     return (
         lines.drop("hint")
         .join(kinds, on="line", how="left", maintain_order="left")
-        .with_columns(_ts("ts_text").alias("line_ts"))
+        .with_columns(pl.col("own_ts").alias("line_ts"))
     )
 
 
@@ -140,21 +129,23 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
     body = pl.col("text").str.replace(r"^(?:\[[^\]]*\]:?\s*)+", "").str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
     p = (
         rows.filter(pl.col("kind") != "mllog")
-        .with_columns(body.str.extract_all(PAIR_RE).alias("pair"))
-        .explode("pair")
+        .select("line", "rank", "kind", "ts", body.str.extract_all(PAIR_RE).alias("pair"))
+        .explode("pair")  # the line's text is not copied to each of its pairs
         .drop_nulls("pair")
     )
     # a pair matched PAIR_RE: cut it at its first ':' or '=' (a find, no capturing regex), the unit is what follows the number
     pos = pl.min_horizontal(
         pl.col("pair").str.find(":", literal=True), pl.col("pair").str.find("=", literal=True)
     )  # two literal finds: several times cheaper than one regex find
-    rest = pl.col("pair").str.slice(pos + 1).str.strip_chars_start(" [")
-    num = rest.str.strip_chars_end("%KMGTiBms")
+    # one column per step: an expression reused inside another would be evaluated again (no common-subexpression
+    # elimination in eager frames)
+    p = p.with_columns(pos.alias("pos"))
     p = p.with_columns(
-        pl.col("pair").str.slice(0, pos).str.strip_chars(" '\"").alias("k"),
-        num.alias("v"),
-        rest.str.slice(num.str.len_bytes()).alias("u"),
+        pl.col("pair").str.slice(0, pl.col("pos")).str.strip_chars(" '\"").alias("k"),
+        pl.col("pair").str.slice(pl.col("pos") + 1).str.strip_chars_start(" [").alias("rest"),
     )
+    p = p.with_columns(pl.col("rest").str.strip_chars_end("%KMGTiBms").alias("v"))
+    p = p.with_columns(pl.col("rest").str.slice(pl.col("v").str.len_bytes()).alias("u")).drop("pos", "rest")
     p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
     p = p.drop_nulls("v").with_columns(
         pl.col("v").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("value")
@@ -312,7 +303,8 @@ def _instants(lines: pl.DataFrame) -> pl.DataFrame:
 
 def parse_training(lines: pl.DataFrame) -> Parts:
     """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring)."""
-    lines = lines.with_columns(pl.col("text").str.extract(TS_RE).alias("ts_text"))
+    if "own_ts" not in lines.columns:  # read_log found them already
+        lines = lines.with_columns(own_line_times(lines))
     lines = _classify(lines).with_columns(
         pl.when(pl.col("kind") == "mllog")
         .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)

@@ -1,0 +1,68 @@
+"""Text logs: the shortcuts that keep reading fast must not change what is read.
+
+Over every real text log of ../shared/data/logs (skipped when absent) and hand-built lines:
+
+- :func:`~di.convert.logs.text.clean_lines` given the whole text (which skips the passes it shows to change
+  nothing) gives the same frame as without it;
+- :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
+  turns away a family whose parser finds something in the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import DATA
+
+from di.convert.logs.reader import FAMILIES, present_families
+from di.convert.logs.text import _read_bytes, clean_lines, line_times, read_lines
+
+LOGS = DATA / "logs"
+
+
+def text_logs() -> list[Path]:
+    if not LOGS.is_dir():
+        return []
+    return sorted(p for p in LOGS.rglob("*") if p.is_file() and p.suffix != ".darshan" and p.parent.name != "LICENSES")
+
+
+def ids(paths: list[Path]) -> list[str]:
+    return [f"{p.parent.name}/{p.name}" for p in paths]
+
+
+LOG_FILES = text_logs()
+needs_data = pytest.mark.skipif(not LOG_FILES, reason="shared test data absent: logs/ not found under ../shared/data")
+
+
+def split(text: str) -> pl.Series:
+    raw = pl.Series("text", [text]).str.split("\n").explode()
+    return raw.head(raw.len() - 1) if raw.len() and raw[-1] == "" else raw
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain line\nanother: line\n",  # no prefix, no escape, no CR: every pass skipped
+        "0: srun prefix\r\n1: another\r\n",  # CR and prefixes
+        "\x1b[31m3: \x1b[0mcoloured prefix\nno prefix\n",  # a prefix found only once the escape is gone
+        "text\n  12: late prefix\n[rank2]: torchrun\n[1,3]<stdout>: mpi\n",
+    ],
+)
+def test_clean_lines_with_whole_text_is_the_same(text: str) -> None:
+    assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
+    text = _read_bytes(path, None).decode("utf-8", errors="replace")
+    assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
+    got = read_lines(path).lines
+    lines = got.with_columns(line_times(got))
+    present = present_families(lines)
+    for name, (_, parse) in FAMILIES.items():
+        parts = parse(lines)
+        if parts.events.height or parts.samples.height or parts.info:
+            assert present[name], f"{path.name}: the {name} gate turned away a family its parser finds"
