@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.engine.critical_path import _arrival_kinds, _arrivals, _cross_weights, _local_weight, _result
+from di.engine.critical_path import _arrival_kinds, _arrivals, _cross_weights, _local_weight, _result, relax
 from di.engine.critical_path_graph import (
     LOCAL,
     Graph,
@@ -142,27 +142,16 @@ def _advance(
     in_src,
     in_w,
 ):
-    """Longest-path distances of the nodes ``order[k0:]`` (owned nodes in (time, id) order), as
-    :func:`di.engine.critical_path._longest` computes them, up to the first node with an input not
-    ``known`` yet; returns its position in ``order`` (``order.size``: all done)."""
+    """Longest-path distances of the nodes ``order[k0:]`` (owned nodes in (time, id) order), settled by
+    :func:`di.engine.critical_path.relax` as in the engine's ``_longest``, up to the first node with an input
+    not ``known`` yet; returns its position in ``order`` (``order.size``: all done)."""
     for k in range(k0, order.size):
         v = np.int64(order[k])
         for e in range(in_ptr[v], in_ptr[v + 1]):
             if not known[in_src[e]]:
                 return k
-        best = 0
-        if not first[v]:
-            best = dist[v - 1] + _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
-            pred[v] = v - 1
-            via[v] = -2
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_src[e]
-            cand = dist[u] + in_w[e]
-            if cand > best:
-                best = cand
-                pred[v] = u
-                via[v] = e
-        dist[v] = best
+        w = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
+        relax(v, w, first, in_ptr, in_src, in_w, dist, pred, via)
         known[v] = True
     return order.size
 
