@@ -185,8 +185,13 @@ def read_groups(store: Path, meta: dict[str, Any], groups: list[int], read: Any)
     for name in PARTITIONED:
         parts = [read(f) for f in table_files(store, meta, name, groups)]
         if parts:
-            df = pl.concat(parts, how="vertical_relaxed")
-            out[name] = conform(name, df.drop(ROW)).with_columns(df.get_column(ROW).cast(pl.Int64)).sort(ROW)
+            # the files' chunks side by side (no copy); one copy when the rows of several groups interleave
+            df = pl.concat(parts, how="vertical_relaxed", rechunk=False)
+            del parts
+            df = conform(name, df.drop(ROW)).with_columns(df.get_column(ROW).cast(pl.Int64))
+            row = df.get_column(ROW).to_numpy()
+            out[name] = df.rechunk() if bool((row[1:] >= row[:-1]).all()) else df.sort(ROW)
+            del df, row
         else:
             out[name] = conform(name, None).with_columns(pl.Series(ROW, [], pl.Int64))
     return out

@@ -311,3 +311,36 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     assert pauses > 0
     assert np.array_equal(dist[mine], want[mine])
     assert np.array_equal(pred[mine], want_pred[mine])
+
+
+EVENTS_PER_RANK_PLUGIN = """
+import polars as pl
+
+
+def per_rank(trace, result):
+    rank = trace.locations.select("loc", "rank")
+    ev = trace.events.join(rank, on="loc").group_by("rank").agg(pl.len().alias("events")).sort("rank")
+    return {"events": ev.with_columns(pl.lit(result.breakdown.height).alias("breakdown_rows"))}
+"""
+
+
+@need_mpi
+def test_analysis_plugins_run_on_process_0_over_the_whole_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``di.analyses`` plugin under mpiexec sees the whole trace and the whole result, as in one process."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "di_rank_plugin.py").write_text(EVENTS_PER_RANK_PLUGIN)
+    info = site / "di_rank_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: di-rank-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[di.analyses]\nranks = di_rank_plugin:per_rank\n")
+    trace = ring_job().build()
+    single, parted = stores(trace, tmp_path, ranks_per_group=3)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    for store, p, out in ((single, None, "one"), (parted, 3, "three")):
+        done = di_run(["analyze", str(store), "--csv", out], p, tmp_path)
+        assert done.returncode == 0, done.stderr
+    one, three = (pl.read_csv(tmp_path / d / "ranks_events.csv") for d in ("one", "three"))
+    assert one.equals(three)
+    assert one.get_column("rank").to_list() == list(range(RANKS))
+    assert one.get_column("events").sum() == trace.events.height

@@ -84,12 +84,9 @@ def analyze(
     import time
 
     from di.analysis_parts import without_analysis
-    from di.engine.window import Window, parse_window, prepare
+    from di.engine.window import prepare
 
-    unknown = set(analyses) - set(ANALYSES)
-    if unknown:
-        raise ValueError(f"unknown analyses {sorted(unknown)}; known: {', '.join(ANALYSES)}")
-    win = window if isinstance(window, Window) else parse_window(window)
+    win = requested_window(window, analyses)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     frame = prepare(without_analysis(trace), win)
@@ -101,6 +98,20 @@ def analyze(
         out[name] = _run(name, frame, per_step, cache)
         seconds[name] = time.perf_counter() - t0
     return Analysis(steps=frame.steps, per_step=per_step, window=win.text, seconds=seconds, **out)
+
+
+def requested_window(window: Window | str | None, analyses: tuple[str, ...]) -> Window:
+    """The :class:`di.engine.window.Window` of a run of ``analyses`` (each one of :data:`ANALYSES`).
+
+    Raises:
+        ValueError: an unknown analysis or a malformed window.
+    """
+    from di.engine.window import Window, parse_window
+
+    unknown = set(analyses) - set(ANALYSES)
+    if unknown:
+        raise ValueError(f"unknown analyses {sorted(unknown)}; known: {', '.join(ANALYSES)}")
+    return window if isinstance(window, Window) else parse_window(window)
 
 
 def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.engine import ANALYSES, Analysis
-from di.engine.window import EventFrame, Window, parse_window
+from di.engine import ANALYSES, Analysis, requested_window
+from di.engine.window import EventFrame, Window
 from di.parallel.exchange import Exchange
 from di.parallel.ownership import Part, load_part
 
@@ -82,10 +82,7 @@ def analyze(
     from di.engine.overlap import overlap
     from di.engine.waitstates import wait_states
 
-    unknown = set(analyses) - set(ANALYSES)
-    if unknown:
-        raise ValueError(f"unknown analyses {sorted(unknown)}; known: {', '.join(ANALYSES)}")
-    win = window if isinstance(window, Window) else parse_window(window)
+    win = requested_window(window, analyses)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     part = load_part(path, ex, win, load_whole=load_whole)

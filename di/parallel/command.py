@@ -1,7 +1,9 @@
 """The ``di analyze`` and ``di convert`` commands when run under ``mpiexec -n P`` (P > 1).
 
 Every process runs the command; only process 0 prints and writes (the JSON, the
-CSV files, the summary). An error that one process meets while reading its
+CSV files, the summary). Installed ``di.analyses`` plugins (``--csv``) run on
+process 0 over the whole trace, as in one process: process 0 then reads the
+whole job after the parallel analysis, so its memory is one process's. An error that one process meets while reading its
 input is every process's error (:meth:`di.parallel.exchange.Exchange.check`);
 an internal error on one process aborts the whole run (``MPI_Abort``), so no
 process waits forever for another.
@@ -64,8 +66,22 @@ def analyze_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
         if args.json == "-":
             return
     if args.csv:
-        write_csv(result, args.csv)
+        write_csv(result, args.csv, extra=_plugin_tables(result, whole, console))
     render(result, console, title=f"{', '.join(args.inputs)} ({ex.size} processes)")
+
+
+def _plugin_tables(result: Any, whole: Any, console: Any) -> dict[str, Any]:
+    """The tables of installed ``di.analyses`` plugins (process 0, over ``whole()``: the whole job, read only
+    when a plugin is installed); their failures are said, as one process says them."""
+    from di.cli import _say
+    from di.plugins import load_group, run_analyses
+
+    loaded = load_group("di.analyses")
+    if not loaded.ok and not loaded.failed:
+        return {}
+    frames, problems = run_analyses(whole() if loaded.ok else None, result)
+    _say(console, problems)
+    return frames
 
 
 def run_or_abort(command: Any, args: argparse.Namespace, console: Any, comm: Any) -> Any:

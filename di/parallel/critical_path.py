@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.engine.critical_path import _arrival_kinds, _arrivals, _cross_weights, _local_weight, _result
+from di.engine.critical_path import _arrival_kinds, _arrivals, _cross_weights, _local_weight, _result, relax
 from di.engine.critical_path_graph import (
     LOCAL,
     Graph,
@@ -142,27 +142,16 @@ def _advance(
     in_src,
     in_w,
 ):
-    """Longest-path distances of the nodes ``order[k0:]`` (owned nodes in (time, id) order), as
-    :func:`di.engine.critical_path._longest` computes them, up to the first node with an input not
-    ``known`` yet; returns its position in ``order`` (``order.size``: all done)."""
+    """Longest-path distances of the nodes ``order[k0:]`` (owned nodes in (time, id) order), settled by
+    :func:`di.engine.critical_path.relax` as in the engine's ``_longest``, up to the first node with an input
+    not ``known`` yet; returns its position in ``order`` (``order.size``: all done)."""
     for k in range(k0, order.size):
         v = np.int64(order[k])
         for e in range(in_ptr[v], in_ptr[v + 1]):
             if not known[in_src[e]]:
                 return k
-        best = 0
-        if not first[v]:
-            best = dist[v - 1] + _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
-            pred[v] = v - 1
-            via[v] = -2
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_src[e]
-            cand = dist[u] + in_w[e]
-            if cand > best:
-                best = cand
-                pred[v] = u
-                via[v] = e
-        dist[v] = best
+        w = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
+        relax(v, w, first, in_ptr, in_src, in_w, dist, pred, via)
         known[v] = True
     return order.size
 
@@ -205,23 +194,26 @@ def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any]
     g, dropped = _graph(frame, keep, part.own)
     own_node = part.own[g.event]
     gid = np.where(g.is_end, end_gid[g.event], start_gid[g.event])
+    del start_gid, end_gid
     # an edge tied in time with its target but ordered after it cannot be honoured (as in one process)
     ts, td = g.time_ns[g.src], g.time_ns[g.dst]
     honoured = (ts < td) | ((ts == td) & (gid[g.src] < gid[g.dst]))
     dropped += int((~honoured).sum())
+    del ts, td
     g = replace(g, src=g.src[honoured], dst=g.dst[honoured], kind=g.kind[honoured])
     arrival = _arrivals(g)
     by_dst = np.argsort(g.dst, kind="stable")
     in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
     args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
-    del start_gid, end_gid, by_dst, ts, td, honoured
+    del by_dst, honoured
     own_nodes = np.flatnonzero(own_node)
     # owned nodes are numbered in global id order, so a stable sort by time orders them by (time, id)
     order = own_nodes[np.argsort(g.time_ns[own_nodes], kind="stable")]
     dist, pred, via = np.zeros(gid.size, np.int64), np.full(gid.size, -1, np.int32), np.full(gid.size, -1, np.int32)
     known = np.zeros(gid.size, bool)
     _replay(ex, part, g, gid, own_node, order, known, dist, pred, via, args, in_ptr, in_src, in_w)
+    del order, known, in_ptr, in_src  # the walk back needs only pred, via and the edges' weights and kinds
     dropped = sum(ex.allgather(dropped, "dropped edges"))
     best = (int(dist[own_nodes].max()), 0) if own_nodes.size else (-1, -1)
     if own_nodes.size:
@@ -249,6 +241,7 @@ def _replay(ex, part, g, gid, own_node, order, known, dist, pred, via, args, in_
     for rows in part.requests:
         nodes = node_of[:, part.local(rows)].ravel()
         wanted.append(nodes[nodes >= 0])
+    del node_of
     sent = [np.zeros(w.size, bool) for w in wanted]
     ghost_nodes = np.flatnonzero(~own_node)
     ghost_by_gid = np.argsort(gid[ghost_nodes])
@@ -313,7 +306,7 @@ def _steps_frame(part, g, frame, args, u, v, kind, w) -> pl.DataFrame:
     their rank, GPU side, name and category."""
     arrival = args[-1]
     ev = frame.trace.events
-    names, cats = ev.get_column("name").cast(pl.String), ev.get_column("cat").cast(pl.String)
+    names, cats = ev.get_column("name"), ev.get_column("cat")  # cast to text after the gather: the path's rows only
     akind = _arrival_kinds(g)[v] if v.size else np.zeros(0, np.int64)
     cols: dict[str, Any] = {
         "t_prev": g.time_ns[np.maximum(v - 1, 0)],
@@ -331,8 +324,8 @@ def _steps_frame(part, g, frame, args, u, v, kind, w) -> pl.DataFrame:
         cols[f"ev_{key}"] = np.where(has, part.global_row[r], -1)
         cols[f"rank_{key}"] = frame.rank[r]
         cols[f"gpu_{key}"] = frame.on_gpu[r]
-        cols[f"name_{key}"] = names.gather(r) if r.size else pl.Series([], dtype=pl.String)
-        cols[f"cat_{key}"] = cats.gather(r) if r.size else pl.Series([], dtype=pl.String)
+        cols[f"name_{key}"] = names.gather(r).cast(pl.String) if r.size else pl.Series([], dtype=pl.String)
+        cols[f"cat_{key}"] = cats.gather(r).cast(pl.String) if r.size else pl.Series([], dtype=pl.String)
     return pl.DataFrame(cols)
 
 

@@ -118,6 +118,8 @@ def load_part(path: str | Path, ex: Exchange, window: Window, *, load_whole: Any
     held = ev.get_column(ROW).to_numpy()
     replies = ex.alltoall([ev[np.searchsorted(held, r)] for r in requests], "ghost events")
     ghosts = pl.concat([r for r in replies if r is not None and r.height] or [ev.clear()], how="vertical_relaxed")
+    parent_dtype = ev.schema["parent"]
+    del ev, held
     ghost_from = np.concatenate(
         [np.full(r.height if r is not None else 0, q, np.int64) for q, r in enumerate(replies)] or [np.zeros(0)]
     )
@@ -127,7 +129,7 @@ def load_part(path: str | Path, ex: Exchange, window: Window, *, load_whole: Any
         | pl.col("loc").is_in(ghosts.get_column("loc").unique().implode())
     )
     trace, global_row, own, ghost_owner = _build(
-        meta, tables, ghosts.with_columns(pl.lit(None, ev.schema["parent"]).alias("parent")), ghost_from, ex.rank
+        meta, tables, ghosts.with_columns(pl.lit(None, parent_dtype).alias("parent")), ghost_from, ex.rank
     )
     return Part(trace, global_row, own, ranks, (all_ranks, owner), requests, ghost_owner)
 
@@ -269,10 +271,14 @@ def _referenced_rows(tables: dict[str, pl.DataFrame]) -> np.ndarray:
 def _build(
     meta: dict[str, Any], tables: dict[str, pl.DataFrame], ghosts: pl.DataFrame, ghost_from: np.ndarray, me: int
 ) -> tuple[Trace, np.ndarray, np.ndarray, np.ndarray]:
-    own_ev = tables["events"]
-    events = pl.concat([own_ev, ghosts], how="vertical_relaxed")
+    # the caller's events are handed over (popped), so the one copy below, merging the ghosts in, is the only one
+    own_ev = tables.pop("events")
     src = np.concatenate([np.full(own_ev.height, me, np.int64), ghost_from.astype(np.int64)])
-    order = np.argsort(events.get_column(ROW).to_numpy(), kind="stable")
+    rows = np.concatenate([own_ev.get_column(ROW).to_numpy(), ghosts.get_column(ROW).to_numpy()])
+    order = np.argsort(rows, kind="stable")
+    del rows
+    events = pl.concat([own_ev, ghosts], how="vertical_relaxed", rechunk=False)
+    del own_ev, ghosts
     events = events[order]
     src = src[order]
     global_row = events.get_column(ROW).to_numpy().astype(np.int64)
