@@ -305,35 +305,62 @@ def decode_packets(
     categories (n, 2), correlation id, has correlation, counter value, flow ids (uint64), flow events,
     flow terminating (uint8), annotations (n, 6: event, name, type, int value, span start, end),
     annotation doubles, spans (n, 4: kind, start, end, sequence))."""
-    *events, flows, ann, spans = _decode_packets(buf, n_packets, sym, stats)
+    slots = sym[0].shape[0]  # a power of two, twice the symbol capacity
+    tables = (new_table(slots, _ONE), new_table(max(slots // 16, 16), _SEQ_WIDTH))
+    clocks = new_table(max(slots // 16, 16), CLOCK_WIDTH)
+    # Made here, not in the kernel: numba compiles its np.empty/np.zeros overloads again in each caller.
+    events = (
+        np.empty(n_packets, np.int64),  # packet
+        np.empty(n_packets, np.int64),  # ts
+        np.empty(n_packets, np.int8),  # type
+        np.empty(n_packets, np.int64),  # track
+        np.empty(n_packets, np.int64),  # name
+        np.empty((n_packets, 2), np.int64),  # categories
+        np.empty(n_packets, np.int64),  # correlation id
+        np.zeros(n_packets, np.uint8),  # has correlation id
+        np.empty(n_packets, np.float64),  # counter value
+    )
+    spans = np.empty((n_packets, 4), np.int64)
+    flows, ann = np.empty((16, 3), np.int64), np.empty((16, 7), np.int64)
+    primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
+    ne, nf, na, ns, flows, ann = _decode_packets(
+        buf, n_packets, sym, stats, *tables, clocks, primary, *events, spans, flows, ann
+    )
+    events = tuple(a[:ne] for a in events)
+    flows, ann, spans = flows[:nf], ann[:na], spans[:ns]
     flow_id = np.ascontiguousarray(flows[:, 0]).view(np.uint64)
     ann_double = np.ascontiguousarray(ann[:, 6]).view(np.float64)
     return (*events, flow_id, flows[:, 1].copy(), flows[:, 2].astype(np.uint8), ann[:, :6].copy(), ann_double, spans)
 
 
 @njit(cache=True)
-def _decode_packets(buf, n_packets, sym, stats):
-    """:func:`decode_packets`, with the flows as int64 rows (id bits, event, terminating) and the
-    annotations as int64 rows (event, name, type, int value, span start, end, double's bits)."""
-    slots = sym[0].shape[0]  # a power of two, twice the symbol capacity
-    interned = new_table(slots, _ONE)
-    seqs = new_table(max(slots // 16, 16), _SEQ_WIDTH)
-    clocks = new_table(max(slots // 16, 16), CLOCK_WIDTH)
-    primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
-    ev_packet = np.empty(n_packets, np.int64)
-    ev_ts = np.empty(n_packets, np.int64)
-    ev_type = np.empty(n_packets, np.int8)
-    ev_track = np.empty(n_packets, np.int64)
-    ev_name = np.empty(n_packets, np.int64)
-    ev_cat = np.empty((n_packets, 2), np.int64)
-    ev_corr = np.empty(n_packets, np.int64)
-    ev_has_corr = np.zeros(n_packets, np.uint8)
-    ev_value = np.empty(n_packets, np.float64)
-    flows = np.empty((16, 3), np.int64)
-    an = np.empty((16, 7), np.int64)
-    spans = np.empty(
-        (n_packets, 4), np.int64
-    )  # kind (0 track descriptor, 1 di packet, 2 thread descriptor), start, end, sequence
+def _decode_packets(
+    buf,
+    n_packets,
+    sym,
+    stats,
+    interned,
+    seqs,
+    clocks,
+    primary,
+    ev_packet,
+    ev_ts,
+    ev_type,
+    ev_track,
+    ev_name,
+    ev_cat,
+    ev_corr,
+    ev_has_corr,
+    ev_value,
+    spans,
+    flows,
+    an,
+):
+    """:func:`decode_packets` into the arrays it is given (``spans``: kind (0 track descriptor, 1 di
+    packet, 2 thread descriptor), start, end, sequence), with the flows as int64 rows (id bits, event,
+    terminating) and the annotations as int64 rows (event, name, type, int value, span start, end,
+    double's bits), grown as needed. Returns the counts of events, flows, annotations and spans, and
+    the flow and annotation arrays."""
     ne, nf, na, ns = _ZERO, _ZERO, _ZERO, _ZERO  # typed: literal 0 counters compile their callees twice
     cur_seq, cur_gen, cur_track, cur_clock = -_ONE, _ZERO, _ZERO, _ZERO
     pos, end, p = _ZERO, buf.shape[0], _ZERO
@@ -554,17 +581,4 @@ def _decode_packets(buf, n_packets, sym, stats):
             ne += 1
             continue
         nf, na = nf0, na0  # the event was dropped: so are its flow ids and annotations
-    return (
-        ev_packet[:ne],
-        ev_ts[:ne],
-        ev_type[:ne],
-        ev_track[:ne],
-        ev_name[:ne],
-        ev_cat[:ne],
-        ev_corr[:ne],
-        ev_has_corr[:ne],
-        ev_value[:ne],
-        flows[:nf],
-        an[:na],
-        spans[:ns],
-    )
+    return ne, nf, na, ns, flows, an
