@@ -488,7 +488,8 @@ def test_chain_flows_agrees_with_its_reference(seed: int) -> None:
 
 def test_decoder_keeps_flow_ids_above_2_63_and_annotation_doubles_exact() -> None:
     """The decoder keeps flows and annotations as int64 rows: flow ids of all 64 bits (fixed64 and
-    the old varint fields) and debug-annotation doubles must come back bit for bit, with their events."""
+    the old varint fields), debug-annotation doubles and double counter values must come back bit
+    for bit, with their events."""
     from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
     from di.convert.perfetto.decode import STAT_NAMES, count_packets, decode_packets
@@ -510,6 +511,13 @@ def test_decoder_keeps_flow_ids_above_2_63_and_annotation_doubles_exact() -> Non
         a = p.track_event.debug_annotations.add()
         a.name = "x"
         a.double_value = x
+    for k, x in enumerate(doubles):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = 20 + k
+        p.track_event.type = 4  # counter
+        p.track_event.track_uuid = 6
+        p.track_event.double_counter_value = x
     buf = np.frombuffer(b.serialize(), dtype=np.uint8)
     n_packets, _ = count_packets(buf)
     stats = np.zeros(len(STAT_NAMES) + 1, dtype=np.int64)
@@ -523,3 +531,4 @@ def test_decoder_keeps_flow_ids_above_2_63_and_annotation_doubles_exact() -> Non
     )
     assert ann[:, 0].tolist() == [0, 1, 2]
     assert ann_dbl.view(np.uint64).tolist() == np.array(doubles).view(np.uint64).tolist()
+    assert decoded[8][3:].view(np.uint64).tolist() == np.array(doubles).view(np.uint64).tolist()

@@ -521,7 +521,7 @@ def _decode_packets(
                     us_abs, has_us = v, True
             elif wire == 1:
                 if field == F.EVENT_DOUBLE_COUNTER_VALUE and q + 8 <= te1:
-                    value = np.array([read_fixed64(buf, q)], dtype=np.uint64).view(np.float64)[0]
+                    value = buf[q : q + 8].view(np.float64)[0]  # no temporary array (little-endian hosts)
                 q += 8
             elif wire == 2:
                 n, q = read_varint(buf, q, te1)
