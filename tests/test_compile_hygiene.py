@@ -29,13 +29,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-ALLOWED = {
+ALLOWED: dict[str, tuple[int, str]] = {
     # name: (count, why)
-    "di.convert.perfetto.decode._grow_i": (
-        4,
-        "grows the decoder's 1-D outputs, one per dtype: flow ids (uint64), "
-        "flow events (int64), terminating flags (uint8), annotation doubles (float64)",
-    ),
 }
 """Dispatchers that may have more than one signature on the main paths, with the reason."""
 

@@ -85,7 +85,7 @@ def test_deep_nesting_does_not_overflow_the_stack() -> None:
 @pytest.mark.parametrize("shuffle", ["sorted", "few late", "reversed", "random"])
 @pytest.mark.parametrize("seed", range(4))
 def test_nesting_order_equals_lexsort(seed: int, shuffle: str) -> None:
-    """The linear-time order equals a full lexicographic sort by (loc, start, -end, idx),
+    """The order equals a full lexicographic sort by (loc, start, -end, idx),
     whether the input is in time order, nearly so, reversed or random."""
     rng = np.random.default_rng(seed)
     n = 3000
@@ -105,3 +105,17 @@ def test_nesting_order_equals_lexsort(seed: int, shuffle: str) -> None:
     loc, start, end, idx = loc[order], start[order], end[order], idx[order]
     expected = np.lexsort((idx, -end, start, loc))
     assert np.array_equal(nesting_order(loc, start, end, idx), expected)
+
+
+@pytest.mark.parametrize("n_locs", [3, 70_000])
+def test_nesting_order_is_stable_for_equal_keys(n_locs: int) -> None:
+    """Events equal in (loc, start, -end, idx) keep their input order, with
+    timeline indices that fit 16 bits (radix sort) and ones that do not."""
+    rng = np.random.default_rng(n_locs)
+    n = 5000
+    loc = rng.integers(0, n_locs, n)
+    start = rng.integers(0, 40, n)
+    end = start + rng.integers(0, 3, n)
+    idx = rng.integers(0, 4, n)  # many exact ties
+    assert np.array_equal(nesting_order(loc, start, end, idx), np.lexsort((idx, -end, start, loc)))
+    assert nesting_order(loc[:0], start[:0], end[:0], idx[:0]).size == 0

@@ -525,3 +525,51 @@ def test_chain_flows_agrees_with_its_reference(seed: int) -> None:
     src, dst, ids = chain_flows(fid, slice_id, terminating, order, slice_start)
     ref = chain_flows_reference(fid, slice_id, terminating, order, slice_start)
     assert (src.tolist(), dst.tolist(), ids.tolist()) == ref
+
+
+def test_decoder_keeps_flow_ids_above_2_63_and_annotation_doubles_exact() -> None:
+    """The decoder keeps flows and annotations as int64 rows: flow ids of all 64 bits (fixed64 and
+    the old varint fields), debug-annotation doubles and double counter values must come back bit
+    for bit, with their events."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    from di.convert.perfetto.decode import STAT_NAMES, count_packets, decode_packets
+    from di.convert.symbols import FIRST_CAPACITY, new_table
+
+    ids = [2**64 - 1, 2**63 + 5, 7]
+    doubles = [-0.0, 1e-300, float(np.pi)]
+    b = TraceProtoBuilder()
+    for k, (fid, x) in enumerate(zip(ids, doubles)):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = 10 + k
+        p.track_event.type = 3  # instant
+        p.track_event.track_uuid = 5
+        p.track_event.name = f"e{k}"
+        p.track_event.flow_ids.append(fid)
+        p.track_event.terminating_flow_ids.append(fid ^ 1)
+        p.track_event.flow_ids_old.append(fid >> 1)
+        a = p.track_event.debug_annotations.add()
+        a.name = "x"
+        a.double_value = x
+    for k, x in enumerate(doubles):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = 20 + k
+        p.track_event.type = 4  # counter
+        p.track_event.track_uuid = 6
+        p.track_event.double_counter_value = x
+    buf = np.frombuffer(b.serialize(), dtype=np.uint8)
+    n_packets, _ = count_packets(buf)
+    stats = np.zeros(len(STAT_NAMES) + 1, dtype=np.int64)
+    decoded = decode_packets(buf, n_packets, new_table(FIRST_CAPACITY), stats)
+    fl_id, fl_ev, fl_term, ann, ann_dbl = decoded[9:14]
+    assert fl_id.dtype == np.uint64 and fl_term.dtype == np.uint8 and ann_dbl.dtype == np.float64
+    assert sorted(fl_id.tolist()) == sorted(ids + [i ^ 1 for i in ids] + [i >> 1 for i in ids])
+    assert fl_ev.tolist() == [k for k in range(3) for _ in range(3)]
+    assert sorted(zip(fl_id.tolist(), fl_term.tolist())) == sorted(
+        [(i, 0) for i in ids] + [(i ^ 1, 1) for i in ids] + [(i >> 1, 0) for i in ids]
+    )
+    assert ann[:, 0].tolist() == [0, 1, 2]
+    assert ann_dbl.view(np.uint64).tolist() == np.array(doubles).view(np.uint64).tolist()
+    assert decoded[8][3:].view(np.uint64).tolist() == np.array(doubles).view(np.uint64).tolist()

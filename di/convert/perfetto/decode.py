@@ -79,16 +79,9 @@ def count_packets(buf: np.ndarray) -> tuple[int, int]:
 
 
 @njit(cache=True)
-def _grow_i(a: np.ndarray, n: int) -> np.ndarray:
-    if n < a.shape[0]:
-        return a
-    b = np.empty(max(2 * a.shape[0], 16), dtype=a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
-@njit(cache=True)
 def _grow_rows(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` (int64 rows), or a copy with twice the rows when row ``n`` is past its end. The
+    decoder's growing outputs (flows, annotations) are all int64 rows, so this compiles once."""
     if n < a.shape[0]:
         return a
     b = np.empty((max(2 * a.shape[0], 16), a.shape[1]), dtype=a.dtype)
@@ -223,8 +216,8 @@ def _defaults(buf, a, b):
 
 @njit(cache=True)
 def _annotation(buf, a, b, interned, seq, gen, stats, sym):
-    """(name symbol, value type, int value, double value, span start, span end) of a DebugAnnotation."""
-    name, vtype, ival, dval, s0, s1 = -1, A_NONE, 0, 0.0, 0, 0
+    """(name symbol, value type, int value, double value's bits as int64, span start, span end) of a DebugAnnotation."""
+    name, vtype, ival, dval, s0, s1 = -1, A_NONE, 0, _ZERO, 0, 0
     pos = a
     while pos < b:
         key, pos = read_varint(buf, pos, b)
@@ -257,7 +250,7 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
                 ival = v
         elif wire == 1 and field == F.ANNOTATION_DOUBLE and pos + 8 <= b:
             vtype = A_DOUBLE
-            dval = np.array([read_fixed64(buf, pos)], dtype=np.uint64).view(np.float64)[0]
+            dval = np.int64(read_fixed64(buf, pos))
             pos += 8
         elif wire == 2:
             n, pos = read_varint(buf, pos, b)
@@ -278,55 +271,96 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
 
 
 @njit(cache=True)
-def _ids(buf, pos, b, wire, out_id, out_ev, out_term, nf, k, term):
-    """Append flow ids of one field (fixed64, varint, or packed) to the flow arrays; returns (pos, nf, arrays)."""
+def _ids(buf, pos, b, wire, flows, nf, k, term):
+    """Append flow ids of one field (fixed64, varint, or packed) to ``flows`` (rows of id bits,
+    event, terminating); returns (pos, nf, flows)."""
     if wire == 1:
-        out_id, out_ev, out_term = _grow_i(out_id, nf), _grow_i(out_ev, nf), _grow_i(out_term, nf)
-        out_id[nf], out_ev[nf], out_term[nf] = read_fixed64(buf, pos), k, term & 1
-        return pos + 8, nf + 1, out_id, out_ev, out_term
+        flows = _grow_rows(flows, nf)
+        flows[nf, 0], flows[nf, 1], flows[nf, 2] = np.int64(read_fixed64(buf, pos)), k, term & 1
+        return pos + 8, nf + 1, flows
     if wire == 0:
         v, pos = read_varint(buf, pos, b)
-        out_id, out_ev, out_term = _grow_i(out_id, nf), _grow_i(out_ev, nf), _grow_i(out_term, nf)
-        out_id[nf], out_ev[nf], out_term[nf] = np.uint64(v), k, term & 1
-        return pos, nf + 1, out_id, out_ev, out_term
+        flows = _grow_rows(flows, nf)
+        flows[nf, 0], flows[nf, 1], flows[nf, 2] = v, k, term & 1
+        return pos, nf + 1, flows
     n, pos = read_varint(buf, pos, b)  # packed: fixed64 for flow_ids / terminating_flow_ids, varints for the old fields
     q, qe = pos, pos + n
     while 0 <= q < qe:
-        out_id, out_ev, out_term = _grow_i(out_id, nf), _grow_i(out_ev, nf), _grow_i(out_term, nf)
+        flows = _grow_rows(flows, nf)
         if term >= 2:  # old varint fields, packed
             v, q = read_varint(buf, q, qe)
-            out_id[nf] = np.uint64(v)
+            flows[nf, 0] = v
         else:
-            out_id[nf] = read_fixed64(buf, q)
+            flows[nf, 0] = np.int64(read_fixed64(buf, q))
             q += 8
-        out_ev[nf], out_term[nf] = k, term & 1
+        flows[nf, 1], flows[nf, 2] = k, term & 1
         nf += 1
-    return qe, nf, out_id, out_ev, out_term
+    return qe, nf, flows
+
+
+def decode_packets(
+    buf: np.ndarray, n_packets: int, sym: tuple[np.ndarray, ...], stats: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Decode every TracePacket; see the module docstring. Returns (packet, ts, type, track, name,
+    categories (n, 2), correlation id, has correlation, counter value, flow ids (uint64), flow events,
+    flow terminating (uint8), annotations (n, 6: event, name, type, int value, span start, end),
+    annotation doubles, spans (n, 4: kind, start, end, sequence))."""
+    slots = sym[0].shape[0]  # a power of two, twice the symbol capacity
+    tables = (new_table(slots, _ONE), new_table(max(slots // 16, 16), _SEQ_WIDTH))
+    clocks = new_table(max(slots // 16, 16), CLOCK_WIDTH)
+    # Made here, not in the kernel: numba compiles its np.empty/np.zeros overloads again in each caller.
+    events = (
+        np.empty(n_packets, np.int64),  # packet
+        np.empty(n_packets, np.int64),  # ts
+        np.empty(n_packets, np.int8),  # type
+        np.empty(n_packets, np.int64),  # track
+        np.empty(n_packets, np.int64),  # name
+        np.empty((n_packets, 2), np.int64),  # categories
+        np.empty(n_packets, np.int64),  # correlation id
+        np.zeros(n_packets, np.uint8),  # has correlation id
+        np.empty(n_packets, np.float64),  # counter value
+    )
+    spans = np.empty((n_packets, 4), np.int64)
+    flows, ann = np.empty((16, 3), np.int64), np.empty((16, 7), np.int64)
+    primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
+    ne, nf, na, ns, flows, ann = _decode_packets(
+        buf, n_packets, sym, stats, *tables, clocks, primary, *events, spans, flows, ann
+    )
+    events = tuple(a[:ne] for a in events)
+    flows, ann, spans = flows[:nf], ann[:na], spans[:ns]
+    flow_id = np.ascontiguousarray(flows[:, 0]).view(np.uint64)
+    ann_double = np.ascontiguousarray(ann[:, 6]).view(np.float64)
+    return (*events, flow_id, flows[:, 1].copy(), flows[:, 2].astype(np.uint8), ann[:, :6].copy(), ann_double, spans)
 
 
 @njit(cache=True)
-def decode_packets(buf, n_packets, sym, stats):
-    """Decode every TracePacket; see the module docstring. Returns a tuple of arrays (see :func:`decoded`)."""
-    slots = sym[0].shape[0]  # a power of two, twice the symbol capacity
-    interned = new_table(slots, _ONE)
-    seqs = new_table(max(slots // 16, 16), _SEQ_WIDTH)
-    clocks = new_table(max(slots // 16, 16), CLOCK_WIDTH)
-    primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
-    ev_packet = np.empty(n_packets, np.int64)
-    ev_ts = np.empty(n_packets, np.int64)
-    ev_type = np.empty(n_packets, np.int8)
-    ev_track = np.empty(n_packets, np.int64)
-    ev_name = np.empty(n_packets, np.int64)
-    ev_cat = np.empty((n_packets, 2), np.int64)
-    ev_corr = np.empty(n_packets, np.int64)
-    ev_has_corr = np.zeros(n_packets, np.uint8)
-    ev_value = np.empty(n_packets, np.float64)
-    fl_id, fl_ev, fl_term = np.empty(16, np.uint64), np.empty(16, np.int64), np.empty(16, np.uint8)
-    an = np.empty((16, 6), np.int64)
-    an_dbl = np.empty(16, np.float64)
-    spans = np.empty(
-        (n_packets, 4), np.int64
-    )  # kind (0 track descriptor, 1 di packet, 2 thread descriptor), start, end, sequence
+def _decode_packets(
+    buf,
+    n_packets,
+    sym,
+    stats,
+    interned,
+    seqs,
+    clocks,
+    primary,
+    ev_packet,
+    ev_ts,
+    ev_type,
+    ev_track,
+    ev_name,
+    ev_cat,
+    ev_corr,
+    ev_has_corr,
+    ev_value,
+    spans,
+    flows,
+    an,
+):
+    """:func:`decode_packets` into the arrays it is given (``spans``: kind (0 track descriptor, 1 di
+    packet, 2 thread descriptor), start, end, sequence), with the flows as int64 rows (id bits, event,
+    terminating) and the annotations as int64 rows (event, name, type, int value, span start, end,
+    double's bits), grown as needed. Returns the counts of events, flows, annotations and spans, and
+    the flow and annotation arrays."""
     ne, nf, na, ns = _ZERO, _ZERO, _ZERO, _ZERO  # typed: literal 0 counters compile their callees twice
     cur_seq, cur_gen, cur_track, cur_clock = -_ONE, _ZERO, _ZERO, _ZERO
     pos, end, p = _ZERO, buf.shape[0], _ZERO
@@ -464,7 +498,7 @@ def decode_packets(buf, n_packets, sym, stats):
                 term = (1 if field in (F.EVENT_TERMINATING_FLOW_IDS, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0) + (
                     2 if field in (F.EVENT_FLOW_IDS_OLD, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0
                 )
-                q, nf, fl_id, fl_ev, fl_term = _ids(buf, q, te1, wire, fl_id, fl_ev, fl_term, nf, ne, term)
+                q, nf, flows = _ids(buf, q, te1, wire, flows, nf, ne, term)
             elif wire == 0:
                 v, q = read_varint(buf, q, te1)
                 if field == F.EVENT_TYPE:
@@ -487,7 +521,7 @@ def decode_packets(buf, n_packets, sym, stats):
                     us_abs, has_us = v, True
             elif wire == 1:
                 if field == F.EVENT_DOUBLE_COUNTER_VALUE and q + 8 <= te1:
-                    value = np.array([read_fixed64(buf, q)], dtype=np.uint64).view(np.float64)[0]
+                    value = buf[q : q + 8].view(np.float64)[0]  # no temporary array (little-endian hosts)
                 q += 8
             elif wire == 2:
                 n, q = read_varint(buf, q, te1)
@@ -514,10 +548,9 @@ def decode_packets(buf, n_packets, sym, stats):
                             c1 = c
                 elif field == F.EVENT_DEBUG_ANNOTATIONS:
                     an = _grow_rows(an, na)
-                    an_dbl = _grow_i(an_dbl, na)
                     nm, vt, iv, dv, s0, s1 = _annotation(buf, q, q + n, interned, seq, gen, stats, sym)
                     an[na, 0], an[na, 1], an[na, 2], an[na, 3], an[na, 4], an[na, 5] = ne, nm, vt, iv, s0, s1
-                    an_dbl[na] = dv
+                    an[na, 6] = dv
                     na += 1
                 elif field == 6:  # legacy_event
                     legacy = True
@@ -548,20 +581,4 @@ def decode_packets(buf, n_packets, sym, stats):
             ne += 1
             continue
         nf, na = nf0, na0  # the event was dropped: so are its flow ids and annotations
-    return (
-        ev_packet[:ne],
-        ev_ts[:ne],
-        ev_type[:ne],
-        ev_track[:ne],
-        ev_name[:ne],
-        ev_cat[:ne],
-        ev_corr[:ne],
-        ev_has_corr[:ne],
-        ev_value[:ne],
-        fl_id[:nf],
-        fl_ev[:nf],
-        fl_term[:nf],
-        an[:na],
-        an_dbl[:na],
-        spans[:ns],
-    )
+    return ne, nf, na, ns, flows, an
