@@ -166,13 +166,18 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     ).drop("pos")
 
 
-def _comms(p: pl.DataFrame, version: str | None) -> pl.DataFrame:
-    init = (
-        p.filter(pl.col("msg").str.contains("Init ", literal=True))
-        .with_columns(pl.col("msg").str.extract_groups(INIT_RE).alias("g"))
+def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
+    """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match dropped."""
+    return (
+        p.filter(which)
+        .with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))
         .unnest("g")
-        .drop_nulls("comm")
+        .drop_nulls(required)
     )
+
+
+def _comms(p: pl.DataFrame, version: str | None) -> pl.DataFrame:
+    init = _matching(p, pl.col("msg").str.contains("Init ", literal=True), INIT_RE, "comm")
     init = init.with_columns(
         pl.col("crank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), pl.col("cudadev").cast(pl.Int64)
     )
@@ -252,12 +257,8 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
         [_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed"
     ).drop_nulls(["opname", "count", "dt", "comm"])
     c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
-    tune = (
-        p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
-        .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("algo")
-        .select("host", "pid", "tid", "line", "algo", "proto")
+    tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo").select(
+        "host", "pid", "tid", "line", "algo", "proto"
     )
     c = c.with_columns(
         pl.col("count").cast(pl.Int64),
@@ -360,12 +361,7 @@ def _with_comm(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
 
 def _connections(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
-    lk = (
-        p.filter(pl.col("msg").str.contains(" via ", literal=True))
-        .with_columns(pl.col("msg").str.extract_groups(LINK_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("via")
-    )
+    lk = _matching(p, pl.col("msg").str.contains(" via ", literal=True), LINK_RE, "via")
     return _with_comm(lk, comms).select(
         pl.col("comm_key").alias("comm"),
         pl.lit("connection").alias("kind"),
@@ -381,12 +377,7 @@ def _connections(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
 def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
-    order = (
-        p.filter(pl.col("msg").str.starts_with("Channel "))
-        .with_columns(pl.col("msg").str.extract_groups(RING_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("order")
-    )
+    order = _matching(p, pl.col("msg").str.starts_with("Channel "), RING_RE, "order")
     order = _with_comm(order, comms).select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
@@ -406,12 +397,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
     hops = hops.with_columns(pl.col("dst_rank").list.drop_nulls())
     hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
     hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
-    ring = (
-        p.filter(pl.col("msg").str.starts_with("Ring "))
-        .with_columns(pl.col("msg").str.extract_groups(RING_HOP_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("me")
-    )
+    ring = _matching(p, pl.col("msg").str.starts_with("Ring "), RING_HOP_RE, "me")
     ring = _with_comm(ring, comms).select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
@@ -431,12 +417,7 @@ def _trees(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
         .explode("t")
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
-    one = (
-        p.filter(pl.col("msg").str.starts_with("Tree "))
-        .with_columns(pl.col("msg").str.extract_groups(TREE_ONE_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("me")
-    )
+    one = _matching(p, pl.col("msg").str.starts_with("Tree "), TREE_ONE_RE, "me")
     cols = ["host", "pid", "dev", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
     return (
