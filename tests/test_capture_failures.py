@@ -201,10 +201,14 @@ def test_rank_sigkilled_ends_job_with_trace(job: Job, request: pytest.FixtureReq
     assert 2 in capture["abnormal_ranks"]
     if form == "launcher":
         assert job.proc.returncode == capture["exit_code"] != 0  # mpiexec's, passed on
-        # named, though the launcher then kills them all (within a millisecond or so: a rank
-        # seen ending at the same moment is named with it)
-        assert 2 in capture["first_failed_ranks"] and len(capture["first_failed_ranks"]) < NP
-        assert any(w.startswith("rank 2 ended abnormally first") for w in trace.meta["warnings"])
+        first = capture["first_failed_ranks"]
+        if first:  # named, though the launcher then kills them all (within a millisecond or so: a rank
+            # seen ending at the same moment is named with it)
+            assert 2 in first and len(first) < NP
+            assert any(w.startswith("rank 2 ended abnormally first") for w in trace.meta["warnings"])
+        else:  # a loaded machine's watcher saw every rank end in one wake-up (or missed one): nobody is blamed
+            assert any(w.startswith("rank 2 ended abnormally (") for w in trace.meta["warnings"])
+            assert not any("ended by the launcher" in w for w in trace.meta["warnings"])
     else:
         info = json.loads((job.run / "raw" / "run.json").read_text())
         assert info["exit_codes"]["2"] == 128 + signal.SIGKILL
