@@ -232,9 +232,13 @@ class _Watcher(threading.Thread):
                             continue
                         fds[fd] = (rank, pid)
                         poller.register(fd, select.POLLIN)
-                for fd, _ in poller.poll(WATCH_POLL_S * 1000):
+                ended = poller.poll(WATCH_POLL_S * 1000)
+                # one time per wake-up: ranks seen ending together must not be ordered by how long reading
+                # the ones before them in this list took (on a loaded machine, milliseconds each)
+                after_s = round(time.monotonic() - self.started_s, 4)
+                for fd, _ in ended:
                     rank, pid = fds[fd]
-                    self.ends[rank] = {"after_s": round(time.monotonic() - self.started_s, 4), **_how_ended(pid)}
+                    self.ends[rank] = {"after_s": after_s, **_how_ended(pid)}
                     poller.unregister(fd)
         finally:
             for fd in fds:
