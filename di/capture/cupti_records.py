@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from di.convert.cupti_enums import MEMCPY_KINDS
+
 GPU_RECORD = np.dtype(
     [
         ("kind", "u1"),
@@ -58,19 +60,7 @@ CUPTI_KINDS = {  # cupti.ActivityKind member -> our kind
     "SYNCHRONIZATION": K_SYNC,
     "MARKER": K_MARKER,
 }
-COPY_KINDS = {
-    0: "unknown",
-    1: "HtoD",
-    2: "DtoH",
-    3: "HtoA",
-    4: "AtoH",
-    5: "AtoA",
-    6: "AtoD",
-    7: "DtoA",
-    8: "DtoD",
-    9: "HtoH",
-    10: "PtoP",
-}
+COPY_KINDS = {0: "unknown", **MEMCPY_KINDS}
 """CUpti_ActivityMemcpyKind values."""
 SYNC_TYPES = {
     0: "unknown",

@@ -340,21 +340,11 @@ def _with_comm(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     (or after it: lazy connections, 2.22+)."""
     inits = comms.select("host", "pid", "dev", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
     df = df.sort("line")
-    nxt = df.join_asof(
-        inits,
-        left_on="line",
-        right_on="init_line",
-        by=["host", "pid", "dev"],
-        strategy="forward",
-        check_sortedness=False,
-    )
-    prv = df.join_asof(
-        inits,
-        left_on="line",
-        right_on="init_line",
-        by=["host", "pid", "dev"],
-        strategy="backward",
-        check_sortedness=False,
+    nxt, prv = (
+        df.join_asof(
+            inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy=way, check_sortedness=False
+        )
+        for way in ("forward", "backward")
     )
     return nxt.with_columns(pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 

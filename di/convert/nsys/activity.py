@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.categories import COMM_KERNEL, SYNC_API
+from di.convert.cupti_enums import MEMCPY_KINDS
 from di.convert.nsys.report import Report, pid_of, tid_of
 from di.trace import CATS
 
@@ -43,22 +44,7 @@ RUNTIME, DRIVER, NVTX, OSRT = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIN
 GRAPH_TRACE, GRAPHS, GRAPH_NODES = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS"
 
 # CUPTI enums (cupti_activity.h; the export's ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND, ENUM_CUPTI_SYNC_TYPE hold the same)
-COPY_KINDS = {
-    0: "Unknown",
-    1: "HtoD",
-    2: "DtoH",
-    3: "HtoA",
-    4: "AtoH",
-    5: "AtoA",
-    6: "AtoD",
-    7: "DtoA",
-    8: "DtoD",
-    9: "HtoH",
-    10: "PtoP",
-    11: "UVM HtoD",
-    12: "UVM DtoH",
-    13: "UVM DtoD",
-}
+COPY_KINDS = {0: "Unknown", **MEMCPY_KINDS}
 MEM_KINDS = {
     0: "Pageable",
     1: "Pinned",
