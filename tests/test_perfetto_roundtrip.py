@@ -9,23 +9,11 @@ import polars as pl
 import pytest
 
 import di
+from di.schema import polars_schema
 from di.trace import Trace
 from tests.perfetto_cases import generated_job, shared_cases
 
-EVENT_COLS = [
-    "loc",
-    "start_ns",
-    "end_ns",
-    "name",
-    "cat",
-    "src_cat",
-    "depth",
-    "parent",
-    "corr",
-    "bytes",
-    "instant",
-    "args",
-]
+EVENT_COLS = list(polars_schema("events"))
 FLOW_KEY = ["src", "dst", "kind", "id", "src_cat"]
 
 

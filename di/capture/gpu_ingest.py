@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from di import schema
+
 from di.capture import clock, shard
 from di.capture.cupti_records import (
     COPY_KINDS,
@@ -385,21 +387,9 @@ def add_gpu(trace: Trace, raw: Path, ranks: dict[tuple[str, int], int], maps: di
     if parts:
         events = sorted_with_nesting(pl.concat([p[0] for p in parts], how="vertical_relaxed"))
         flows = launch_flows(events)
-        keep = [
-            "loc",
-            "start_ns",
-            "end_ns",
-            "name",
-            "cat",
-            "src_cat",
-            "depth",
-            "parent",
-            "corr",
-            "bytes",
-            "instant",
-            "args",
-        ]
-        events = events.select(keep).with_columns(pl.col("cat").cast(pl.Enum(list(CATS))))
+        events = events.select(list(schema.polars_schema("events"))).with_columns(
+            pl.col("cat").cast(pl.Enum(list(CATS)))
+        )
         trace = append_part(
             trace,
             pl.concat([p[1] for p in parts], how="diagonal_relaxed"),

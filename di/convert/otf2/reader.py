@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from di import schema
 from di.inputsize import check_size
 from di.convert.otf2 import archive, clib, events, matching, metrics
 from di.convert.otf2.records import (
@@ -150,9 +151,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: Builde
     return Trace.build(
         meta=meta,
         locations=locations,
-        events=ev.select(
-            "loc", "start_ns", "end_ns", "name", "cat", "src_cat", "depth", "parent", "corr", "bytes", "instant", "args"
-        ),
+        events=ev.select(list(schema.polars_schema("events"))),
         messages=messages,
         collectives=collectives,
         flows=flows,
