@@ -96,22 +96,8 @@ def test_the_main_paths_reach_the_kernels(dispatchers: dict[str, list[str]]) -> 
     )
 
 
-INLINE_CHAINS_KNOWN = {
-    "di.convert.chrome.scan._is_11 inlines _head",
-    "di.convert.chrome.scan._key inlines _head",
-    "di.convert.chrome.scan._poly inlines intern",
-    "di.convert.chrome.scan._scan_event inlines _key",
-    "di.convert.chrome.scan._scan_event inlines _poly",
-    "di.convert.chrome.scan._scan_event inlines intern",
-    "di.convert.perfetto.encode._begin_packet inlines _flow_size",
-    "di.convert.perfetto.encode._begin_packet inlines _packet_head",
-    "di.convert.perfetto.encode._begin_packet inlines _put_flows",
-    "di.convert.perfetto.encode._end_packet inlines _flow_size",
-    "di.convert.perfetto.encode._end_packet inlines _packet_head",
-    "di.convert.perfetto.encode._end_packet inlines _put_flows",
-}
-"""Chains of ``inline='always'`` helpers present when the rule was written (the Chrome scanner's and the
-Perfetto encoder's, being cut by their owners); the rule fails on any other."""
+INLINE_CHAINS_KNOWN: set[str] = set()
+"""Chains of ``inline='always'`` helpers allowed: none (the Chrome scanner's and the Perfetto encoder's were cut)."""
 
 NO_ALLOCATION = tuple(
     f"di.{m}."

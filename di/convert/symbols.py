@@ -89,7 +89,7 @@ def _same(buf, s1, e1, s2, e2):
     return True
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def intern(buf, s, e, slots, starts, ends, count):
     """Id of span buf[s:e], or ``FULL`` when it is new and the table has no room."""
     mask = np.uint64(slots.size - 1)

@@ -17,13 +17,14 @@ fills one numpy column per field the reader needs:
 The scanner stops at the first syntax error and reports its byte offset;
 everything before it is kept. No Python object is created per event.
 
-Compile hygiene (see :mod:`di.convert.perfetto.encode`), with one measured
-exception: the per-event parser and what it calls (``_scan_event``, ``_key``,
-``_is_11``, ``_poly``, ``_head``) stay ``inline="always"`` although they
-inline each other. As plain calls they compile faster, but LLVM then
-leaves the large ones out of line and the scan runs 25-35 % slower (issue 15
-allows 5 %). Positions passed to helpers are typed (``_ZERO``), never a
-literal ``0``.
+Compile hygiene (see :mod:`di.convert.perfetto.encode`): the per-event parser
+``_scan_event`` and ``_is_11`` stay ``inline="always"`` and inline nothing
+themselves; what they call (``_key``, ``_poly``, ``_head``,
+:func:`di.convert.symbols.intern`) are plain calls, which measured as fast as
+the inlined chain (``bench/realshape.py``) and compile without numba copying
+their bodies into each other. (The parser itself as a plain call ran the scan
+25-35 % slower: LLVM left it out of line.) Positions passed to helpers are
+typed (``_ZERO``), never a literal ``0``.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ _COLL, _COLL_TAIL = _word(b"Collective name"), _word(b"Collective name"[7:])
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _head(buf, s, e, n):
     """The first min(e - s, 8) bytes of buf[s:e] as a little-endian word, zero above:
     equal to :func:`_word` of a key of at most eight bytes exactly when the bytes are."""
@@ -167,7 +168,7 @@ def _is_11(buf, s, e, n, head, tail):
 ) = range(16)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _key(buf, ks, ke, n):
     """The code of the event key buf[ks:ke]: one length switch, then word compares."""
     L = ke - ks
@@ -213,7 +214,7 @@ def _key(buf, ks, ke, n):
     return KEY_OTHER
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _poly(buf, i, n, slots, starts, ends, count):
     """A pid/tid/id value: (kind, int value or symbol id, end index; -E_FULL when the table is full)."""
     c = buf[i]

@@ -39,11 +39,11 @@ module of di): ``inline="always"`` only on leaf helpers that inline nothing
 themselves. Chains of inlined helpers (``put_varint`` -> ``_put_interned`` ->
 ``_begin_packet``, 206 inlined bodies) made numba's IR inliner quadratic:
 ~90 s for one kernel. The protobuf writers and size helpers are plain calls
-(LLVM inlines the small ones after numba's typing). One measured exception
-of two levels: ``_begin_packet`` and ``_end_packet`` (one call per packet)
-and the per-packet helpers they call (``_packet_head``, ``_flow_size``,
-``_put_flows``) are inlined: LLVM leaves them out of line, and as calls that
-pass every array field by field they made the kernel twice as slow. Every
+(LLVM inlines the small ones after numba's typing). ``_begin_packet`` and
+``_end_packet`` (one call per packet) are inlined leaves: as calls that pass
+every array field by field they made the kernel twice as slow; the per-packet
+helpers they call (``_packet_head``, ``_flow_size``, ``_put_flows``) are plain
+calls, as fast as inlined (``bench/realshape.py``). Every
 integer passed to a plain call is typed (``np.int64``), never a Python int
 literal, so each function compiles once.
 """
@@ -154,7 +154,7 @@ def _put_interned(out, pos, strings, string_bytes, s):
     return put_bytes(out, pos, string_bytes, a, b)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _packet_head(out, pos, body, ts, seq):
     """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
     pos = put_varint(out, pos, T_PACKET)
@@ -187,7 +187,7 @@ def _header(out, pos, seq, uuid):
     return put_varint(out, pos, uuid)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _flow_size(flow_ptr, flow_bits, i, at):
     """Bytes of event i's flow id fields on its begin (``at`` = _AT_BEGIN) or end packet."""
     n = 0
@@ -197,7 +197,7 @@ def _flow_size(flow_ptr, flow_bits, i, at):
     return n
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
     for m in range(flow_ptr[i], flow_ptr[i + 1]):
         if flow_bits[m] & FLOW_AT_END == at:
