@@ -17,11 +17,14 @@ usually from a Python int literal or a caller passing other dtypes; see the
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
 import json
 import os
 import subprocess
 import sys
+import textwrap
 import types
 from pathlib import Path
 
@@ -167,3 +170,31 @@ def test_engine_kernels_take_their_outputs_from_the_caller() -> None:
         if name.startswith(NO_ALLOCATION) and d.targetoptions.get("_nrt", True)  # type: ignore[attr-defined]
     ]
     assert not allocating, f"kernels that may allocate (pass the outputs in, decorate with _nrt=False): {allocating}"
+
+
+def _slice_assignments(func: types.FunctionType) -> list[str]:
+    """Assignments in ``func`` to an array slice from anything but a number (``a[i:j] = b``)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value.operand if isinstance(node.value, ast.UnaryOp) else node.value
+        if isinstance(value, ast.Constant):
+            continue
+        for target in node.targets:
+            subs = [t for t in ast.walk(target) if isinstance(t, ast.Subscript)]
+            if any(isinstance(x, ast.Slice) for s in subs for x in ast.walk(s.slice)):
+                found.append(f"line {node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
+def test_kernels_copy_arrays_in_loops_not_slice_assignments() -> None:
+    """numba's ``a[i:j] = b`` compiles its shape-mismatch error message (string formatting: ~2 s of
+    unicode, repr and join overloads) into every process that first runs the kernel; a loop does not."""
+    found = {
+        name: hits
+        for name, d in _imported_kernels().items()
+        if (hits := _slice_assignments(d.py_func))  # type: ignore[attr-defined]
+    }
+    assert not found, f"array slice assignments in kernels (copy in a loop): {found}"

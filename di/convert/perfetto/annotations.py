@@ -29,7 +29,9 @@ def gather_spans(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.nd
         off[i + 1] = off[i] + (s1[i] - s0[i])
     out = np.empty(off[n], np.uint8)
     for i in range(n):
-        out[off[i] : off[i + 1]] = buf[s0[i] : s1[i]]
+        base = off[i] - s0[i]
+        for j in range(s0[i], s1[i]):  # a loop, not a slice assignment (see decode._grow_rows)
+            out[base + j] = buf[j]
     return out, off
 
 

@@ -81,11 +81,15 @@ def count_packets(buf: np.ndarray) -> tuple[int, int]:
 @njit(cache=True)
 def _grow_rows(a: np.ndarray, n: int) -> np.ndarray:
     """``a`` (int64 rows), or a copy with twice the rows when row ``n`` is past its end. The
-    decoder's growing outputs (flows, annotations) are all int64 rows, so this compiles once."""
+    decoder's growing outputs (flows, annotations) are all int64 rows, so this compiles once.
+    The copy is a loop: numba's array-to-slice assignment brings ~2 s of compiling (its error
+    message's string formatting) into every process that first runs it."""
     if n < a.shape[0]:
         return a
     b = np.empty((max(2 * a.shape[0], 16), a.shape[1]), dtype=a.dtype)
-    b[: a.shape[0]] = a
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            b[i, j] = a[i, j]
     return b
 
 
