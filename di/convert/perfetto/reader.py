@@ -38,15 +38,15 @@ from di.convert.provenance import (
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.annotations import annotation_columns, span_strings
 from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packets, decode_packets, sequence_track
-from di.convert.perfetto.flows import CODE_MESSAGE
-from di.convert.perfetto.pairing import chain_flows, pair_slices
+from di.convert.perfetto.origin import DiOrigin, ForeignOrigin, Origin, map_ids
+from di.convert.perfetto.pairing import pair_slices
 from di.convert.perfetto.sniff import first_field_ok
 from di.convert.restore import restore, restore_meta
-from di.convert.perfetto.tracks import foreign_layout, parse_descriptor, sequence_thread
+from di.convert.perfetto.tracks import parse_descriptor, sequence_thread
 from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
 from di.errors import FormatError, SchemaError
 from di.nesting import nest
-from di.trace import CATS, FLOW_KINDS, Trace
+from di.trace import CATS, Trace
 
 __all__ = ["read_perfetto"]
 
@@ -159,21 +159,25 @@ def read_perfetto(
     if unmatched:
         dropped[f"slice {END_WITHOUT_BEGIN}"] += int(unmatched)
     counters = np.flatnonzero(etype == F.TYPE_COUNTER)
-    rules = None
-    if doc is not None:
-        locations, loc_of, series, series_of = _own_layout(doc)
-    else:
-        slice_tracks = sorted(set(track[begin].tolist()))
-        locations, loc_of, series, series_of, rules = foreign_layout(
-            descriptors, slice_tracks, sorted(set(track[counters].tolist())), rank if rank is not None else 0, source
+    origin = (
+        DiOrigin(doc)
+        if doc is not None
+        else ForeignOrigin(
+            descriptors,
+            sorted(set(track[begin].tolist())),
+            sorted(set(track[counters].tolist())),
+            rank if rank is not None else 0,
+            source,
         )
-
+    )
     ev, slice_row, lost = _events(
-        begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of, own=doc is not None
+        begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, origin
     )
     if lost:
         dropped["slices on tracks di's packet does not name"] += lost
-    args, nbytes, nested = annotation_columns(ann, ann_dbl, buf, strings, slice_of, len(begin), own=doc is not None)
+    args, nbytes, nested = annotation_columns(
+        ann, ann_dbl, buf, strings, slice_of, len(begin), own=origin.own_annotations
+    )
     if nested:
         dropped["nested debug annotations (written as null)"] += nested
     keep = slice_row >= 0
@@ -189,18 +193,14 @@ def read_perfetto(
         if len(slice_row)
         else np.full(len(mark_slice), -1, np.int64)
     )  # flow marks but no slice to bind them to
-    if doc is not None:
-        flows, messages, unpaired = _own_flows(doc, fl_id, mark_row, fl_term)
-    else:
-        start_of_row = events.get_column("start_ns").to_numpy()
-        order_marks = np.lexsort((packet[fl_ev], ts[fl_ev])) if len(fl_ev) else np.zeros(0, np.int64)
-        src, dst, ids = chain_flows(fl_id, mark_row, fl_term, order_marks, start_of_row)
-        flows = pl.DataFrame({"src": src, "dst": dst, "kind": ["user"] * len(src), "id": ids.view(np.int64)})
-        messages, unpaired = None, 0
+    order_marks = np.lexsort((packet[fl_ev], ts[fl_ev])) if len(fl_ev) else np.zeros(0, np.int64)
+    flows, messages, unpaired = origin.flows(
+        fl_id, mark_row, fl_term, order_marks, events.get_column("start_ns").to_numpy()
+    )
     events, flows, restored = restore(events, flows, written, ditrace.loaded_rows(doc, events.height), dropped)
     if unpaired:
         dropped[FLOW_WITHOUT_BOTH_ENDS] += unpaired
-    samples, lost = _samples(counters, ts, track, value, series_of, rules)
+    samples, lost = _samples(counters, ts, track, value, origin.series_of, origin.rules)
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
     meta = reader_meta(
@@ -209,12 +209,12 @@ def read_perfetto(
     meta["warnings"] += complaints
     trace = Trace.build(
         meta=restore_meta(meta, written),
-        locations=locations,
+        locations=origin.locations,
         events=events,
         flows=flows,
         messages=messages,
         collectives=restored.get("collectives"),
-        series=series,
+        series=origin.series,
         samples=samples,
     )
     if doc is not None:  # di's packet passed its checks; what it restored must fit the events read
@@ -234,43 +234,13 @@ def _without_di_packet(path: Path, why: str, **kw: Any) -> Trace:
     return trace.with_meta({**trace.meta, "warnings": [*trace.meta.get("warnings", []), warning]})
 
 
-def _own_layout(doc: dict[str, Any]) -> tuple[pl.DataFrame, dict[int, int], pl.DataFrame, dict[int, int]]:
-    tracks = doc["tracks"]
-    su = doc["series_uuid"]
-    return (
-        ditrace.table(doc, "locations"),
-        dict(zip(tracks["uuid"], tracks["loc"])),
-        ditrace.table(doc, "series"),
-        dict(zip(su["uuid"], su["series"])),
-    )
-
-
-def _map(values: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
-    """values -> mapping[value], -1 where absent."""
-    if not mapping:
-        return np.full(len(values), -1, dtype=np.int64)
-    keys = np.array(sorted(mapping), dtype=np.int64)
-    vals = np.array([mapping[k] for k in keys.tolist()], dtype=np.int64)
-    at = np.clip(np.searchsorted(keys, values), 0, len(keys) - 1)
-    return np.where(keys[at] == values, vals[at], -1)
-
-
 def _events(
-    begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, loc_of, *, own: bool
+    begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, origin: Origin
 ) -> tuple[pl.DataFrame, np.ndarray, int]:
     """Slice rows sorted (loc, start, -end, packet); and each slice's row (-1: dropped), dropped count."""
-    loc = _map(track[begin], loc_of)
-    cat0, cat1 = _take(strings, cats[begin, 0]), _take(strings, cats[begin, 1])
+    loc = map_ids(track[begin], origin.loc_of)
     names = _take(strings, name[begin]).fill_null("")
-    if own:
-        cat, src_cat = cat0, cat1
-    else:
-        from di.convert.categories import canonical_cats
-
-        src_cat = pl.select(
-            pl.when(cat1.is_not_null()).then(pl.concat_str([cat0, pl.lit(","), cat1])).otherwise(cat0)
-        ).to_series()
-        cat = canonical_cats(src_cat, names)
+    cat, src_cat = origin.categories(_take(strings, cats[begin, 0]), _take(strings, cats[begin, 1]), names)
     df = pl.DataFrame(
         {
             "loc": loc,
@@ -302,60 +272,6 @@ def _nested(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.with_columns(pl.Series("depth", depth), pl.Series("parent", parent).replace(-1, None))
 
 
-def _own_flows(
-    doc: dict[str, Any], fid: np.ndarray, row: np.ndarray, term: np.ndarray
-) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """flows and messages of a trace di wrote, from its flow ids and di's packet.
-
-    Collective edges (code 5) are drawn for the UI only: the collectives table comes from di's packet.
-    """
-    marks = pl.DataFrame(
-        {
-            "fid": fid,
-            "row": row,
-            "term": term.astype(bool),
-            "code": (fid & np.uint64(7)).astype(np.int64),
-            "rev": (fid & np.uint64(8)) > 0,
-            "e": (fid >> np.uint64(4)).astype(np.int64) - 1,
-        }
-    ).filter(pl.col("row") >= 0)
-    x = (
-        marks.filter(~pl.col("term"))
-        .unique("fid", keep="first")
-        .select("fid", "code", "rev", "e", pl.col("row").alias("x"))
-    )
-    y = marks.filter(pl.col("term")).unique("fid", keep="first").select("fid", pl.col("row").alias("y"))
-    edges = (
-        x.join(y, on="fid", how="inner")
-        .with_columns(
-            src=pl.when("rev").then("y").otherwise("x"),
-            dst=pl.when("rev").then("x").otherwise("y"),
-        )
-        .sort("e")
-    )
-    unpaired = marks.select(pl.col("fid").n_unique()).item() - edges.height
-    n_flows = int(doc["counts"]["flows"])
-    f_attr = ditrace.table(doc, "flows").with_row_index("e")
-    f = edges.filter(pl.col("code") < len(FLOW_KINDS)).join(
-        f_attr.with_columns(pl.col("e").cast(pl.Int64)), on="e", how="left"
-    )
-    flows = f.select(
-        "src",
-        "dst",
-        kind=pl.col("code").replace_strict(dict(enumerate(FLOW_KINDS)), return_dtype=pl.String),
-        id=pl.col("id") if "id" in f.columns else None,
-        src_cat=pl.col("src_cat") if "src_cat" in f.columns else None,
-    )
-    m_attr = ditrace.table(doc, "messages").with_row_index("e").with_columns((pl.col("e").cast(pl.Int64) + n_flows))
-    m = edges.filter(pl.col("code") == CODE_MESSAGE).join(m_attr, on="e", how="left")
-    messages = m.select(
-        pl.col("src").alias("send"),
-        pl.col("dst").alias("recv"),
-        *[c for c in ("bytes", "tag", "comm", "send_done", "recv_post") if c in m.columns],
-    )
-    return flows, messages, int(unpaired)
-
-
 def _samples(
     counters: np.ndarray,
     ts: np.ndarray,
@@ -365,7 +281,7 @@ def _samples(
     rules: pl.DataFrame | None,
 ) -> tuple[pl.DataFrame, int]:
     """Samples in packet order per series; ``rules`` (other producers): unit multiplier, incremental sums."""
-    sid = _map(track[counters], series_of)
+    sid = map_ids(track[counters], series_of)
     ok = sid >= 0
     df = pl.DataFrame({"series": sid[ok], "ts_ns": ts[counters][ok], "value": value[counters][ok]})
     if (
