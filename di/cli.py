@@ -326,7 +326,6 @@ def _load(args: argparse.Namespace) -> Any:
     """Load the command's inputs; progress and timing go to stderr, so that stdout
     holds only the command's output (``--json -`` stays valid JSON)."""
     from rich.console import Console
-    from rich.progress import Progress
 
     from di.convert.registry import expand, load_paths
 
@@ -343,6 +342,8 @@ def _load(args: argparse.Namespace) -> Any:
         with console.status(f"loading {len(paths)} files in up to {jobs} processes"):
             trace = load_jobs(paths, jobs=jobs, rank=args.rank, ranks=args.ranks, max_input_size=args.max_input_size)
     else:
+        from rich.progress import Progress  # imported only here: ~0.05 s on every command
+
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("loading", total=len(paths))
             trace = load_paths(

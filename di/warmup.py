@@ -24,12 +24,13 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from di.errors import DIError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 
 COUNTERS = b"""{"traceEvents": [
@@ -135,6 +136,9 @@ def warmup(*, jobs: int | None = None, report: Callable[[str, float], Any] | Non
     Raises:
         WarmupError: a task failed (the first failure, after the running ones end).
     """
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait  # not on every di command's import
+    from multiprocessing import get_context
+
     jobs = jobs or len(os.sched_getaffinity(0))
     done: dict[str, float] = {}
     with (
