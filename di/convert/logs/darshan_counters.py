@@ -3,12 +3,13 @@
 Both Darshan readers (binary logs through PyDarshan, :mod:`.darshan`; ``darshan-parser``
 text, :mod:`.darshan_text`) hand over one long frame of counters (module, rank, file,
 counter, value); :func:`file_stats` turns it into one row per (module, rank, file)
-with the columns of :func:`di.capture.iostats.file_stats` (``io_files.parquet`` of a
-recording): ``opens``, ``reads``, ``writes``, ``seeks``, ``syncs``, ``mmaps``,
-``bytes_read``, ``bytes_written``, ``read_time_ns``, ``write_time_ns``, ``meta_time_ns``
-and the access-size histograms ``read_sizes``/``write_sizes`` over the same bins, plus
-``module`` (:data:`COUNTER_MODULES`). Rank -1 is Darshan's shared-file
-record (the file's counters summed over all ranks).
+with the columns and units of :func:`di.capture.iostats.file_stats`: the trace's
+``io_files`` table (``schemas/trace/v1/io_files.schema.json``), as a recording has it:
+``opens``, ``reads``, ``writes``, ``seeks``, ``syncs``, ``mmaps``, ``bytes_read``,
+``bytes_written``, ``read_time_ns``, ``write_time_ns``, ``meta_time_ns`` and the
+access-size histograms ``read_sizes``/``write_sizes`` over the same bins, plus ``module``
+(:data:`COUNTER_MODULES`). Rank -1 is Darshan's shared-file record (the file's counters
+summed over all ranks).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _BIN_OF = dict(
     )
 )
 COLUMNS: dict[str, tuple[str, ...]] = {
-    "opens": ("OPENS", "INDEP_OPENS", "COLL_OPENS"),
+    "opens": ("OPENS", "FDOPENS", "INDEP_OPENS", "COLL_OPENS"),
     "reads": ("READS", "INDEP_READS", "COLL_READS", "SPLIT_READS", "NB_READS"),
     "writes": ("WRITES", "INDEP_WRITES", "COLL_WRITES", "SPLIT_WRITES", "NB_WRITES"),
     "seeks": ("SEEKS",),

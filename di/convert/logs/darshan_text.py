@@ -9,8 +9,8 @@ Binary ``.darshan`` logs are read by :mod:`.darshan` (PyDarshan), into the same 
   ``darshan X_POSIX``/``X_MPIIO`` timeline, with file, offset and segment in args (the
   file from its ``# DXT, file_id: .., file_name: ..`` block).
 - ``darshan-parser`` counter rows (``module rank record counter value file mount fs``) to
-  ``info.darshan.files``: per module, rank (-1: shared) and file, the per-file I/O
-  statistics of ``di record`` (:mod:`.darshan_counters`); ``darshan-parser --total``'s ``total_<COUNTER>: value``
+  the ``io_files`` table: per module, rank (-1: shared) and file, the per-file I/O
+  statistics that ``di record`` writes (:mod:`.darshan_counters`); ``darshan-parser --total``'s ``total_<COUNTER>: value``
   lines to ``info.darshan.totals``. ``--perf`` lines are not read (counted as unknown).
 """
 
@@ -98,7 +98,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
             "nprocs": _header(hashed, "nprocs"),
             "start_time_s": int(start) if start and start.isdigit() else None,
             "counters": rows.height,
-            "files": files.to_dicts(),
+            "io_files": files.height,
             "time": "start_time_plus_seconds" if t0_ns else "seconds_from_start",
         }
     }
@@ -109,4 +109,4 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
             lines.filter(t.str.starts_with("#") | t.str.contains(r"^total_\w+:\s+\S+\s*$")).get_column("line"),
         ]
     )
-    return Parts("darshan", events=events, claimed=claimed, info=info, epoch=bool(t0_ns))
+    return Parts("darshan", events=events, claimed=claimed, info=info, epoch=bool(t0_ns), tables={"io_files": files})

@@ -101,6 +101,7 @@ def builtin_panels() -> list[tuple[str, Panel]]:
         critical_path,
         files,
         imbalance,
+        io_stats,
         overlap,
         summary,
         top_events,
@@ -116,6 +117,7 @@ def builtin_panels() -> list[tuple[str, Panel]]:
         ("critical_path", critical_path.panel),
         ("wait_states", waits.panel),
         ("io", files.panel),
+        ("io_stats", io_stats.panel),
         ("counters", counters.panel),
     ]
 
