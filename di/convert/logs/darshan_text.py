@@ -30,7 +30,33 @@ DXT_RE = (
     r"^\s*(?P<module>X_POSIX|X_MPIIO)\s+(?P<rank>\d+)\s+(?P<op>write|read)\s+(?P<segment>\d+)\s+(?P<offset>-?\d+)\s+"
     r"(?P<length>\d+)\s+(?P<start>[\d.]+)\s+(?P<end>[\d.]+)"
 )
-COUNTER_RE = r"^(?P<module>[A-Z][A-Z0-9_-]*)\t(?P<rank>-?\d+)\t(?P<record>\d+)\t(?P<counter>\w+)\t(?P<value>\S+)\t(?P<file>[^\t]*)\t"
+COUNTER_FIELDS = ("module", "rank", "record", "counter", "value", "file", "mount")
+"""A ``darshan-parser`` counter row: tab-separated, then the file system type."""
+TOTAL_RE = r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$"
+
+
+def _counter_rows(lines: pl.DataFrame) -> pl.DataFrame:
+    """The counter rows (line, module, rank, record, counter, value, file): lines split at their tabs, kept where the
+    module is a name, rank and record are integers and the row goes on past the file name."""
+    t = pl.col("text")
+    split = lines.filter(t.str.contains("\t", literal=True)).select(
+        "line", t.str.split_exact("\t", len(COUNTER_FIELDS) - 1).struct.rename_fields(list(COUNTER_FIELDS))
+    )
+    rows = split.unnest("text").select(
+        "line",
+        "module",
+        pl.col("rank").cast(pl.Int32, strict=False),
+        pl.col("record").cast(pl.UInt64, strict=False),
+        "counter",
+        "value",
+        "file",
+        "mount",
+    )
+    ok = pl.col("rank").is_not_null() & pl.col("record").is_not_null() & pl.col("mount").is_not_null()
+    rows = rows.filter(ok)
+    names = rows.select(pl.col("module").unique())
+    good = names.filter(pl.col("module").str.contains(r"^[A-Z][A-Z0-9_-]*$")).get_column("module")
+    return rows.filter(pl.col("module").is_in(good.implode()) & pl.col("counter").is_not_null()).drop("mount")
 
 
 def _header(lines: pl.DataFrame, key: str) -> str | None:
@@ -52,8 +78,8 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
         t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
     )
-    dxt = (
-        lines.filter(t.str.contains(r"^\s*X_(?:POSIX|MPIIO)\s"))
+    dxt = (  # a literal search first: the regex runs on the segment lines only
+        lines.filter(t.str.contains("X_POSIX", literal=True) | t.str.contains("X_MPIIO", literal=True))
         .with_columns(t.str.extract_groups(DXT_RE).alias("g"))
         .unnest("g")
         .drop_nulls("module")
@@ -76,22 +102,19 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         .struct.json_encode()
         .alias("args"),
     )
-    rows = (
-        lines.filter(t.str.contains("\t", literal=True))
-        .with_columns(t.str.extract_groups(COUNTER_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("counter")
-    )
+    rows = _counter_rows(lines)
     files = file_stats(rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value"))
     tot = (
         lines.filter(t.str.starts_with("total_"))
-        .select(t.str.extract_groups(r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$").alias("g"))
+        .with_columns(t.str.extract_groups(TOTAL_RE).alias("g"))
         .unnest("g")
+        .drop_nulls("k")
+        .with_columns(pl.col("v").cast(pl.Float64, strict=False))
+        .drop_nulls("v")
     )
-    tot = tot.drop_nulls("k").with_columns(pl.col("v").cast(pl.Float64, strict=False)).drop_nulls("v")
     info: dict[str, Any] = {
         "darshan": {
-            "totals": dict(tot.iter_rows()),
+            "totals": dict(tot.select("k", "v").iter_rows()),
             "version": _header(hashed, "darshan log version"),
             "exe": _header(hashed, "exe"),
             "jobid": _header(hashed, "jobid"),
@@ -106,7 +129,9 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         [
             dxt.get_column("line"),
             rows.get_column("line"),
-            lines.filter(t.str.starts_with("#") | t.str.contains(r"^total_\w+:\s+\S+\s*$")).get_column("line"),
+            hashed.get_column("line"),
+            lines.filter(t.str.starts_with("#") & ~t.str.starts_with("# ")).get_column("line"),
+            tot.get_column("line"),
         ]
     )
     return Parts("darshan", events=events, claimed=claimed, info=info, epoch=bool(t0_ns), tables={"io_files": files})
