@@ -184,3 +184,19 @@ def test_a_darshan_log_and_a_recording_are_stored_and_shown_alike(tmp_path: Path
     ((_, row),) = mine.items()
     assert (row["opens"], row["writes"], row["bytes_written"], row["syncs"]) == (2, 3, 3 * 4096, 1)
     assert row["reads"] >= 1 and row["bytes_read"] == 1000 and row["write_sizes"]["1K-10K"] == 3
+
+
+def test_io_files_survive_a_merge_and_a_partitioned_store(tmp_path: Path) -> None:
+    """With the job's trace (combine) and in a store split by rank group, the table is kept whole."""
+    from di.store import read_store, write_store
+
+    kineto = DATA / "kineto" / "hta_nccl_parser_config" / "nccl_data.json.gz"
+    if not kineto.is_file():
+        pytest.skip("shared test data absent: kineto/hta_nccl_parser_config not found under ../shared/data")
+    log = need("pydarshan_ior_hdf5_example.darshan-parser.txt")
+    alone = di.load(log).io_files
+    job = di.load([kineto, log])
+    job.validate()
+    assert job.io_files.equals(alone) and job.meta["tables"]["io_files"] == alone.height
+    write_store(job, tmp_path / "job.di", partitioned=True, ranks_per_group=1)
+    assert read_store(tmp_path / "job.di").io_files.equals(alone)
