@@ -145,3 +145,20 @@ def test_a_trace_without_gpu_series_has_no_clocks(job, tmp_path: Path) -> None:
     page = tmp_path / "plain.html"
     assert main(["report", str(folder), "-o", str(page), "--no-plugins"]) == 0
     assert 'data-table="gpu_clocks"' not in page.read_text(encoding="utf-8")
+
+
+def test_each_gpu_takes_one_series_per_quantity_in_order_of_preference() -> None:
+    """A real nvidia-smi capture holds the SM clock three ways (--query-gpu, dmon, -q): the query's is taken."""
+    from di.engine.gpu_clocks import gpu_series
+
+    capture = DATA / "logs" / "nvidia-smi" / "capture_linux_h100_80gb_hbm3_drv590.48.01.txt"
+    if not capture.is_file():
+        pytest.skip("shared test data absent: logs/nvidia-smi capture not found under ../shared/data")
+    trace = di.load(capture)
+    names = dict(zip(trace.series.get_column("series").cast(pl.Int64), trace.series.get_column("name")))
+    have = set(names.values())
+    assert {"clocks.current.sm", "dmon.pclk", "q.Clocks.SM", "power.draw", "dmon.pwr", "temperature.gpu"} <= have
+    used = gpu_series(trace)
+    chosen = {q: names[s] for q, s in zip(used.get_column("quantity"), used.get_column("series"))}
+    assert used.get_column("device").to_list() == [0, 0, 0]
+    assert chosen == {"sm_clock": "clocks.current.sm", "power": "power.draw", "temperature": "temperature.gpu"}

@@ -4,7 +4,7 @@ The series come from nvidia-smi and DCGM logs merged with the trace (:mod:`di.co
 ``di record``'s NVML sampler; the kernels from the trace's GPU streams. Definitions:
 
 - **Quantities**: SM clock (MHz), power (W), GPU temperature (C). Each GPU has at most one series per quantity:
-  the first name of :data:`SERIES` that it has samples of (``clocks.sm``/``clocks.current.sm``,
+  the first pattern of :data:`SERIES` that it has samples of (among several, the most samples, then the name) (``clocks.sm``/``clocks.current.sm``,
   ``dmon.pclk``, ``q.Clocks.SM``, ``dcgm.SMCLK``, NVML's ``gpuN sm clock``; and likewise for power and
   temperature).
 - **Which GPU a series is**: its timeline's ``device``, else the timeline name ``GPU N`` (nvidia-smi and DCGM
@@ -50,7 +50,8 @@ SERIES: dict[str, tuple[str, ...]] = {
         r"^q\.clocks\.graphics$",
     ),
     "power": (
-        r"^power\.draw(?:\.instant)?$",
+        r"^power\.draw$",
+        r"^power\.draw\.instant$",
         r"^q\.gpu power readings\.(?:instantaneous )?power draw$",
         r"^dmon\.pwr$",
         r"^dcgm\.(?:power|pwr)$",
@@ -88,7 +89,7 @@ COLUMNS = {
 
 def gpu_series(trace) -> pl.DataFrame:  # noqa: ANN001 (a di.trace.Trace)
     """The series used per GPU: host (null: any), device, quantity, series id, unit; one per (host, device, quantity)."""
-    s = trace.series.join(
+    s = trace.series.with_columns(pl.col("series").cast(pl.Int64)).join(
         trace.locations.select("loc", "host", "device", pl.col("name").alias("where")), on="loc", how="left"
     )
     if not s.height:
@@ -115,7 +116,7 @@ def gpu_series(trace) -> pl.DataFrame:  # noqa: ANN001 (a di.trace.Trace)
     gpu_hosts = trace.locations.filter(pl.col("kind") == "gpu_stream").get_column("host").drop_nulls().unique()
     found = found.with_columns(pl.when(pl.col("host").is_in(gpu_hosts.implode())).then("host").alias("host"))
     return (
-        found.sort("pref", pl.col("len"), descending=[False, True])
+        found.sort("pref", "len", "name", descending=[False, True, False])
         .unique(["host", "device", "quantity"], keep="first", maintain_order=True)
         .select("host", "device", "quantity", pl.col("series").cast(pl.Int64))
         .sort("quantity", "device", "host", nulls_last=True)
