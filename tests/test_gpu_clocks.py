@@ -162,3 +162,16 @@ def test_each_gpu_takes_one_series_per_quantity_in_order_of_preference() -> None
     chosen = {q: names[s] for q, s in zip(used.get_column("quantity"), used.get_column("series"))}
     assert used.get_column("device").to_list() == [0, 0, 0]
     assert chosen == {"sm_clock": "clocks.current.sm", "power": "power.draw", "temperature": "temperature.gpu"}
+
+
+def test_mpiexec_gives_the_clocks_of_one_process(job, tmp_path: Path) -> None:
+    """Under ``mpiexec -n 2`` on a store split per rank (the log's samples lie with rank 0 only), as one process."""
+    from test_parallel import MPIEXEC, analysis, stores
+
+    if not MPIEXEC.exists():
+        pytest.skip("mpiexec of the mpich wheel not installed")
+    folder, log, _ = job
+    single, parted = stores(di.load([folder, log]), tmp_path, ranks_per_group=1)
+    one = analysis(single, tmp_path, None)["gpu_clocks"]
+    two = analysis(parted, tmp_path, 2)["gpu_clocks"]
+    assert one and {r["device"] for r in one} == {0, 1} and two == one

@@ -4,13 +4,13 @@ The series come from nvidia-smi and DCGM logs merged with the trace (:mod:`di.co
 ``di record``'s NVML sampler; the kernels from the trace's GPU streams. Definitions:
 
 - **Quantities**: SM clock (MHz), power (W), GPU temperature (C). Each GPU has at most one series per quantity:
-  the first pattern of :data:`SERIES` that it has samples of (among several, the most samples, then the name) (``clocks.sm``/``clocks.current.sm``,
-  ``dmon.pclk``, ``q.Clocks.SM``, ``dcgm.SMCLK``, NVML's ``gpuN sm clock``; and likewise for power and
-  temperature).
+  the first pattern of :data:`SERIES` that it has samples of (``clocks.sm``/``clocks.current.sm``,
+  ``q.Clocks.SM``, ``dmon.pclk``, ``dcgm.SMCLK``, NVML's ``gpuN sm clock``; likewise for power and
+  temperature); among several of one pattern, the one with the most samples, then by name.
 - **Which GPU a series is**: its timeline's ``device``, else the timeline name ``GPU N`` (nvidia-smi and DCGM
   logs), else the series name's ``gpuN`` prefix (NVML). It goes with the kernels of that device index on its
   host; a series whose host is not one of the GPU timelines' hosts (a log without host names) goes with that
-  device on every host, and only when the GPU timelines are on one host at most (else it is not used).
+  device index only when the GPU timelines are on one host at most (else it is not used).
   Device indices are compared as printed: nvidia-smi's index equals the process's CUDA device only where
   ``CUDA_VISIBLE_DEVICES`` did not renumber them.
 - **Value between samples**: a reading stands until the next one (sample and hold); the last one for the
@@ -22,7 +22,8 @@ The series come from nvidia-smi and DCGM logs merged with the trace (:mod:`di.co
   ``throttled`` is true when the mean SM clock is under :data:`THROTTLE_SHARE` of it.
 
 Kernels are the window's (a time window clips them). Vectorised: one ``searchsorted`` per series, never a
-loop per kernel or sample.
+loop per kernel or sample. Under ``mpiexec`` (:mod:`di.parallel.analyze`) each process takes the GPU series
+of every process (:func:`candidates`, :func:`choose`) and its own ranks' kernels.
 """
 
 from __future__ import annotations
@@ -35,7 +36,17 @@ import polars as pl
 if TYPE_CHECKING:
     from di.engine.window import EventFrame
 
-__all__ = ["COLUMNS", "SERIES", "THROTTLE_SHARE", "gpu_clocks", "gpu_series"]
+__all__ = [
+    "COLUMNS",
+    "SERIES",
+    "THROTTLE_SHARE",
+    "candidates",
+    "choose",
+    "gpu_clocks",
+    "gpu_hosts",
+    "gpu_series",
+    "in_order",
+]
 
 THROTTLE_SHARE = 0.95
 """A kernel ran throttled when its mean SM clock is under this share of the GPU's highest SM clock seen."""
@@ -87,13 +98,12 @@ COLUMNS = {
 """The result's columns: one row per (rank, device, kernel name), longest total first."""
 
 
-def gpu_series(trace) -> pl.DataFrame:  # noqa: ANN001 (a di.trace.Trace)
-    """The series used per GPU: host (null: any), device, quantity, series id, unit; one per (host, device, quantity)."""
+def candidates(trace) -> pl.DataFrame:  # noqa: ANN001 (a di.trace.Trace)
+    """Every series that names a GPU quantity, by name and unit alone (no samples read): series id, name, host,
+    device, quantity and ``pref`` (the index of its pattern in :data:`SERIES`)."""
     s = trace.series.with_columns(pl.col("series").cast(pl.Int64)).join(
         trace.locations.select("loc", "host", "device", pl.col("name").alias("where")), on="loc", how="left"
     )
-    if not s.height:
-        return pl.DataFrame(schema={"host": pl.String, "device": pl.Int64, "quantity": pl.String, "series": pl.Int64})
     lower = pl.col("name").cast(pl.String).str.to_lowercase()
     pref = pl.lit(None, pl.Int64)
     quantity = pl.lit(None, pl.String)
@@ -107,20 +117,45 @@ def gpu_series(trace) -> pl.DataFrame:  # noqa: ANN001 (a di.trace.Trace)
         pl.col("where").cast(pl.String).str.extract(r"^GPU (\d+)$").cast(pl.Int64),
         lower.str.extract(r"^gpu(\d+) ").cast(pl.Int64),
     )
-    counts = trace.samples.group_by("series").len()
-    found = (
-        s.with_columns(pref.alias("pref"), quantity.alias("quantity"), device.alias("device"))
-        .drop_nulls(["quantity", "device"])
-        .join(counts.with_columns(pl.col("series").cast(pl.Int64)), on="series")
-    )
-    gpu_hosts = trace.locations.filter(pl.col("kind") == "gpu_stream").get_column("host").drop_nulls().unique()
-    found = found.with_columns(pl.when(pl.col("host").is_in(gpu_hosts.implode())).then("host").alias("host"))
+    return s.select(
+        "series",
+        pl.col("name").cast(pl.String),
+        "host",
+        device.alias("device"),
+        quantity.alias("quantity"),
+        pref.alias("pref"),
+    ).drop_nulls(["quantity", "device"])
+
+
+def gpu_series(trace) -> pl.DataFrame:  # noqa: ANN001 (a di.trace.Trace)
+    """The series used per GPU: host (null: any), device, quantity, series id; one per (host, device, quantity)."""
+    counts = trace.samples.group_by("series").len().with_columns(pl.col("series").cast(pl.Int64))
+    return choose(candidates(trace).join(counts, on="series"), gpu_hosts(trace))
+
+
+def gpu_hosts(trace) -> pl.Series:  # noqa: ANN001 (a di.trace.Trace)
+    """The hosts of the trace's GPU timelines."""
+    return trace.locations.filter(pl.col("kind") == "gpu_stream").get_column("host").drop_nulls().unique()
+
+
+def choose(found: pl.DataFrame, hosts: pl.Series) -> pl.DataFrame:
+    """One series per (host, device, quantity) of ``found`` (:func:`candidates` with their sample counts ``len``):
+    the first pattern, then the most samples, then the name; a host not among ``hosts`` (the GPU timelines') made
+    null, and such a series left out when ``hosts`` are several."""
+    found = found.with_columns(pl.when(pl.col("host").is_in(hosts.implode())).then("host").alias("host"))
+    if hosts.len() > 1:  # a series of no known host goes with a device index only where that names one GPU
+        found = found.drop_nulls("host")
     return (
         found.sort("pref", "len", "name", descending=[False, True, False])
         .unique(["host", "device", "quantity"], keep="first", maintain_order=True)
-        .select("host", "device", "quantity", pl.col("series").cast(pl.Int64))
+        .select("host", "device", "quantity", "series")
         .sort("quantity", "device", "host", nulls_last=True)
     )
+
+
+def in_order(result: pl.DataFrame) -> pl.DataFrame:
+    """Rows of a :func:`gpu_clocks` result (or pieces of one, concatenated) in its order: longest total first."""
+    return result.sort("total_ns", "rank", "device", "name", descending=[True, False, False, False], nulls_last=True)
 
 
 def _held_integral(ts: np.ndarray, values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,13 +183,13 @@ def _held_integral(ts: np.ndarray, values: np.ndarray, lo: np.ndarray, hi: np.nd
     )
 
 
-def gpu_clocks(frame: EventFrame) -> pl.DataFrame:
+def gpu_clocks(frame: EventFrame, use: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per (rank, device, kernel name) in the window: the GPU's SM clock, power and temperature over the
     kernels' time (see the module docstring); an empty frame of :data:`COLUMNS` when the trace has no such
-    series or no kernels."""
+    series or no kernels. ``use``: the series per GPU (default :func:`gpu_series` of the frame's trace)."""
     trace = frame.trace
     empty = pl.DataFrame(schema=COLUMNS)
-    use = gpu_series(trace)
+    use = gpu_series(trace) if use is None else use
     if not use.height:
         return empty
     ev = trace.events
@@ -176,12 +211,9 @@ def gpu_clocks(frame: EventFrame) -> pl.DataFrame:
         ev.get_column("loc").gather(rows).alias("loc"),
     )
     kernels = kernels.join(hosts, on="loc", how="left").drop("loc")
-    one_host = kernels.get_column("host").drop_nulls().n_unique() <= 1
     samples = trace.samples.with_columns(pl.col("series").cast(pl.Int64)).sort("series", "ts_ns")
     parts = {q: [] for q in SERIES}
     for host, device, quantity, series in use.iter_rows():  # one per GPU and quantity, not per kernel
-        if host is None and not one_host:
-            continue
         mine = kernels.filter(
             (pl.col("device") == device) & ((pl.col("host") == host) if host is not None else pl.lit(True))
         )
@@ -231,6 +263,4 @@ def gpu_clocks(frame: EventFrame) -> pl.DataFrame:
         )
         .with_columns((pl.col("sm_clock_mhz") < THROTTLE_SHARE * pl.col("max_sm_clock_mhz")).alias("throttled"))
     )
-    return out.select([pl.col(c).cast(t) for c, t in COLUMNS.items()]).sort(
-        "total_ns", "rank", "device", "name", descending=[True, False, False, False], nulls_last=True
-    )
+    return in_order(out.select([pl.col(c).cast(t) for c, t in COLUMNS.items()]))
