@@ -200,3 +200,36 @@ def test_io_files_survive_a_merge_and_a_partitioned_store(tmp_path: Path) -> Non
     assert job.io_files.equals(alone) and job.meta["tables"]["io_files"] == alone.height
     write_store(job, tmp_path / "job.di", partitioned=True, ranks_per_group=1)
     assert read_store(tmp_path / "job.di").io_files.equals(alone)
+
+
+def test_damaged_parser_text_loads_what_is_sound_and_counts_the_rest(tmp_path: Path) -> None:
+    """A counter value that is no number, a row whose rank is not one, a DXT segment with a broken time and a
+    last line cut short: the rest loads; each is counted."""
+    text = need("pydarshan_macsio.darshan-parser.txt").read_text().splitlines()
+    counters = [i for i, ln in enumerate(text) if ln.startswith("POSIX\t-1\t") and "\tPOSIX_BYTES_WRITTEN\t" in ln]
+    garbled, odd_rank = counters[0], counters[1]
+    fields = text[garbled].split("\t")
+    text[garbled] = "\t".join([*fields[:4], "garbage", *fields[5:]])
+    text[odd_rank] = text[odd_rank].replace("POSIX\t-1\t", "POSIX\tx\t", 1)
+    damaged = tmp_path / "damaged.darshan-parser.txt"
+    damaged.write_text("\n".join(text) + "\n" + text[-1][: len(text[-1]) // 2])
+    want = parser_counters(need("pydarshan_macsio.darshan-parser.txt"))
+    trace = di.load(damaged)
+    got = rows_by_key(trace.io_files)
+    for line in (garbled, odd_rank):  # neither counter is read: the other counters of both files are
+        key = ("POSIX", -1, text[line].split("\t")[5])
+        assert want[key]["bytes_written"] > 0
+        want[key]["bytes_written"] = 0
+    assert got == want
+    dropped = trace.meta["sources"][0]["dropped"]
+    assert dropped["darshan: counter values that are not numbers"] == 1
+    assert dropped["unknown lines (no log family understood them)"] == 2  # the odd rank's row, the cut line
+
+    dxt = need("release_mpi-io-test-x86_64-3.1.4.dxt-parser.txt").read_text().splitlines()
+    first = next(i for i, ln in enumerate(dxt) if ln.lstrip().startswith("X_POSIX"))
+    dxt[first] = dxt[first].replace("0.0122", "0..122")
+    broken = tmp_path / "broken.dxt-parser.txt"
+    broken.write_text("\n".join(dxt) + "\n")
+    trace = di.load(broken)
+    assert trace.events.height == di.load(need("release_mpi-io-test-x86_64-3.1.4.dxt-parser.txt")).events.height - 1
+    assert trace.meta["sources"][0]["dropped"] == {"darshan: DXT segments with an unreadable number": 1}

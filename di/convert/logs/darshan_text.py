@@ -86,9 +86,16 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     )
     for col in ("file", "host"):
         dxt = dxt.join_asof(heads.select("line", col).drop_nulls(col), on="line", strategy="backward")
-    sec = lambda c: (pl.col(c).cast(pl.Float64) * 1e9).round().cast(pl.Int64) + t0_ns
+    numbers = [pl.col(c).cast(pl.Int64, strict=False) for c in ("rank", "segment", "offset", "length")]
+    numbers += [pl.col(c).cast(pl.Float64, strict=False) for c in ("start", "end")]
+    dxt = dxt.with_columns(numbers)
+    sound = dxt.drop_nulls(["rank", "segment", "offset", "length", "start", "end"])
+    dropped = {"DXT segments with an unreadable number": dxt.height - sound.height} if sound.height < dxt.height else {}
+    segment_lines = dxt.get_column("line")  # recognised, loaded or dropped
+    dxt = sound
+    sec = lambda c: (pl.col(c) * 1e9).round().cast(pl.Int64) + t0_ns
     events = dxt.select(
-        pl.col("rank").cast(pl.Int64),
+        "rank",
         "host",
         pl.lit(None, pl.Int64).alias("pid"),
         pl.format("darshan {}", "module").alias("track"),
@@ -97,13 +104,15 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         pl.col("op").alias("name"),
         pl.lit("io").alias("cat"),
         pl.lit(False).alias("instant"),
-        pl.col("length").cast(pl.Int64).alias("bytes"),
-        pl.struct("file", pl.col("offset").cast(pl.Int64), pl.col("segment").cast(pl.Int64), "module")
-        .struct.json_encode()
-        .alias("args"),
+        pl.col("length").alias("bytes"),
+        pl.struct("file", "offset", "segment", "module").struct.json_encode().alias("args"),
     )
     rows = _counter_rows(lines)
-    files = file_stats(rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value"))
+    counters = rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value")
+    files = file_stats(counters)
+    nan = counters.select(pl.col("value").cast(pl.Float64, strict=False).is_null().sum()).item()
+    if nan:
+        dropped["counter values that are not numbers"] = nan
     tot = (
         lines.filter(t.str.starts_with("total_"))
         .with_columns(t.str.extract_groups(TOTAL_RE).alias("g"))
@@ -127,11 +136,19 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     }
     claimed = pl.concat(
         [
-            dxt.get_column("line"),
+            segment_lines,
             rows.get_column("line"),
             hashed.get_column("line"),
             lines.filter(t.str.starts_with("#") & ~t.str.starts_with("# ")).get_column("line"),
             tot.get_column("line"),
         ]
     )
-    return Parts("darshan", events=events, claimed=claimed, info=info, epoch=bool(t0_ns), tables={"io_files": files})
+    return Parts(
+        "darshan",
+        events=events,
+        claimed=claimed,
+        dropped=dropped,
+        info=info,
+        epoch=bool(t0_ns),
+        tables={"io_files": files},
+    )
