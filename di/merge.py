@@ -55,7 +55,18 @@ def merge(parts: Sequence[Trace]) -> Trace:
     _check_ranks(parts)
     tables: dict[str, list[pl.DataFrame]] = {
         k: []
-        for k in ("locations", "events", "messages", "collectives", "flows", "series", "samples", "comms", "comm_links")
+        for k in (
+            "locations",
+            "events",
+            "messages",
+            "collectives",
+            "flows",
+            "series",
+            "samples",
+            "comms",
+            "comm_links",
+            "io_files",
+        )
     }
     sources: list[dict[str, Any]] = []
     warnings: list[str] = []
@@ -72,6 +83,7 @@ def merge(parts: Sequence[Trace]) -> Trace:
         tables["samples"].append(_shift(t.samples, ["series"], ser_off))
         tables["comms"].append(t.comms)
         tables["comm_links"].append(t.comm_links)
+        tables["io_files"].append(t.io_files)
         sources.extend(t.meta.get("sources", []))
         warnings.extend(t.meta.get("warnings", []))
         ev_off += t.events.height

@@ -21,7 +21,18 @@ from di.errors import SchemaError
 SCHEMA_VERSION = 1
 """Version of the canonical trace schema that this di writes."""
 
-TABLES = ("locations", "events", "messages", "collectives", "flows", "series", "samples", "comms", "comm_links")
+TABLES = (
+    "locations",
+    "events",
+    "messages",
+    "collectives",
+    "flows",
+    "series",
+    "samples",
+    "comms",
+    "comm_links",
+    "io_files",
+)
 
 
 def schema_dir(version: int = SCHEMA_VERSION, family: str = "trace") -> Path:
@@ -51,6 +62,8 @@ def _dtype(spec: dict[str, Any]) -> pl.DataType:
     name = spec["x-dtype"]
     if name == "Enum":
         return pl.Enum(spec["enum"])
+    if name == "Struct":  # an object of the listed fields, in order
+        return pl.Struct({k: _dtype(v) for k, v in spec["properties"].items()})
     return getattr(pl, name)()
 
 

@@ -176,7 +176,7 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return meta
 
 
-OPTIONAL_TABLES = ("comms", "comm_links")
+OPTIONAL_TABLES = ("comms", "comm_links", "io_files")
 """Tables added after schema v1's first stores: a store without their files has none of their rows."""
 
 

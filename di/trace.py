@@ -62,6 +62,7 @@ class Trace:
         samples: counter samples (series, ts_ns, value).
         comms: one row per rank and communicator it joined (NCCL logs).
         comm_links: channel connections, ring and tree edges of communicators, with transports.
+        io_files: per-file I/O statistics (di record's I/O shim, Darshan counters), whole-run totals.
         meta: the content of meta.json (schema version, clock, sources, drops, warnings).
     """
 
@@ -74,6 +75,7 @@ class Trace:
     samples: pl.DataFrame = field(default_factory=lambda: conform("samples", None))
     comms: pl.DataFrame = field(default_factory=lambda: conform("comms", None))
     comm_links: pl.DataFrame = field(default_factory=lambda: conform("comm_links", None))
+    io_files: pl.DataFrame = field(default_factory=lambda: conform("io_files", None))
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

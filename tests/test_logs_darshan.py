@@ -33,9 +33,12 @@ def test_dxt_segments_are_io_events_per_rank_in_epoch_time() -> None:
 
 
 def test_parser_counters_and_totals() -> None:
-    info = di.load(need("darshan/pydarshan_ior_hdf5_example.darshan-parser.txt")).meta["sources"][0]["info"]["darshan"]
+    trace = di.load(need("darshan/pydarshan_ior_hdf5_example.darshan-parser.txt"))
+    trace.validate()
     shared = [
-        f for f in info["files"] if f["module"] == "POSIX" and f["rank"] == -1 and f["file"].endswith("test123.h5")
+        f
+        for f in trace.io_files.to_dicts()
+        if f["module"] == "POSIX" and f["rank"] == -1 and f["file"].endswith("test123.h5")
     ]
     assert shared and shared[0]["bytes_written"] == 4195800 and shared[0]["opens"] == 22
     total = di.load(need("darshan/release_mpi-io-test-x86_64-3.4.0.darshan-parser-total.txt")).meta["sources"][0]
@@ -86,19 +89,21 @@ def test_binary_dxt_segments_read_like_darshan_dxt_parser_text(name: str) -> Non
         "release_mpi-io-test-x86_64-3.0.0",
         "release_mpi-io-test-x86_64-3.4.0",
         "release_mpi-io-test-ppc64-3.1.8",  # big-endian
+        "pydarshan_macsio",
+        "pydarshan_noposixopens",
     ],
 )
 def test_binary_counters_give_the_per_file_statistics_of_darshan_parser_text(name: str) -> None:
     darshan_or_skip()
     from di.capture.iostats import file_stats
 
-    a = pl.DataFrame(di.load(need(f"darshan/{name}.darshan")).meta["sources"][0]["info"]["darshan"]["files"])
-    b = pl.DataFrame(di.load(need(f"darshan/{name}.darshan-parser.txt")).meta["sources"][0]["info"]["darshan"]["files"])
+    a = di.load(need(f"darshan/{name}.darshan")).io_files
+    b = di.load(need(f"darshan/{name}.darshan-parser.txt")).io_files
     a, b = a.sort("module", "rank", "file"), b.sort("module", "rank", "file")
     times = ["read_time_ns", "write_time_ns", "meta_time_ns"]
     assert a.height > 0 and a.drop(times).equals(b.drop(times))
     assert max(int((a.get_column(c) - b.get_column(c)).abs().max()) for c in times) < 1_000  # text: 6 decimals
-    # the columns of `di record`'s per-file statistics (io_files.parquet), plus the module
+    # the columns of `di record`'s per-file statistics, plus the module
     recorded = file_stats(
         pl.DataFrame({"loc": [0], "name": ["write"], "start_ns": [0], "end_ns": [5], "bytes": [10], "file": ["f"]}),
         pl.DataFrame({"loc": [0], "rank": [0]}),
@@ -115,7 +120,7 @@ def test_heatmap_series_hold_the_bytes_each_rank_moved() -> None:
     # mpi-io-test: each of 4 ranks writes and reads 16 MiB of one shared file, in the first 0.1 s bin
     per_rank = posix.group_by("rank").agg((pl.col("value") * 0.1).sum().round().alias("b")).sort("rank")
     assert per_rank.get_column("b").to_list() == [2 * 16 * 2**20] * 4
-    files = trace.meta["sources"][0]["info"]["darshan"]["files"]
+    files = trace.io_files.to_dicts()
     shared = next(f for f in files if f["module"] == "POSIX" and f["rank"] == -1 and f["file"].endswith(".dat"))
     assert shared["bytes_written"] + shared["bytes_read"] == per_rank.get_column("b").sum()
 

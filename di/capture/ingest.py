@@ -517,6 +517,7 @@ def ingest(run: str | Path, *, progress: Callable[[str], None] | None = None) ->
         collectives=collectives,
         series=series,
         samples=samples,
+        io_files=files,
     )
     from di.capture.gpu_ingest import add_gpu
     from di.capture.nccl_work import add_nccl_work

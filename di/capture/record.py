@@ -229,7 +229,6 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
 
 def ingest_run(run: Path, console: Any = None) -> Any:
     """Ingest ``run/raw`` and write the trace store at ``run`` (raw shards kept)."""
-    from di.capture import iostats
     from di.capture.ingest import ingest
     from di.store import write_store
 
@@ -237,9 +236,9 @@ def ingest_run(run: Path, console: Any = None) -> Any:
     if status:
         status.start()
     try:
-        trace, files = ingest(run, progress=(lambda msg: status.update(f"ingesting: {msg}")) if status else None)
-        # raw/ is linked into the new store before the swap: the shards never leave sight
-        write_store(trace, run, keep=("raw",), extra={iostats.FILE.removesuffix(".parquet"): files})
+        trace, _ = ingest(run, progress=(lambda msg: status.update(f"ingesting: {msg}")) if status else None)
+        # raw/ is linked into the new store before the swap: the shards never leave sight (io_files is a trace table)
+        write_store(trace, run, keep=("raw",))
     finally:
         if status:
             status.stop()

@@ -1,4 +1,4 @@
-"""The analyses: breakdown, overlap, imbalance, wait states, critical path, steps.
+"""The analyses: breakdown, overlap, imbalance, wait states, critical path, steps, GPU clocks.
 
 Every analysis reads only the canonical :class:`di.trace.Trace` (never
 modifies it) and returns polars DataFrames with times in int64 ns.
@@ -11,7 +11,8 @@ together; the modules hold the definitions:
 - :mod:`di.engine.breakdown`, :mod:`di.engine.overlap`,
   :mod:`di.engine.imbalance`, :mod:`di.engine.waitstates`,
   :mod:`di.engine.critical_path` (its graph in :mod:`di.engine.critical_path_graph`,
-  launch and sync edges a trace does not record in :mod:`di.engine.inferred_edges`).
+  launch and sync edges a trace does not record in :mod:`di.engine.inferred_edges`),
+  :mod:`di.engine.gpu_clocks` (GPU clocks, power and temperature during each kernel, from counter series).
 
 Compile cost: every numba kernel here is compiled on a command's first run
 (0.1 to 0.5 CPU-s each, once per signature) before the cache serves it, so
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from di.engine.window import Window
     from di.trace import Trace
 
-ANALYSES = ("breakdown", "overlap", "imbalance", "wait_states", "critical_path")
+ANALYSES = ("breakdown", "overlap", "imbalance", "wait_states", "critical_path", "gpu_clocks")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class Analysis:
         breakdown, overlap, imbalance, wait_states: long frames, see each module.
         critical_path: dict of frames (``segments``, ``events``, ``by_category``,
             ``by_rank``, ``by_name``, ``waits``) and ``summary``.
+        gpu_clocks: per rank, GPU and kernel name, the SM clock, power and temperature over the kernels' time
+            (empty without such series), see :mod:`di.engine.gpu_clocks`.
         per_step: whether breakdown/overlap/imbalance/wait states carry one row per step.
         window: the window text; seconds: wall time of each analysis.
     """
@@ -58,6 +61,7 @@ class Analysis:
     imbalance: pl.DataFrame | None = None
     wait_states: pl.DataFrame | None = None
     critical_path: dict[str, Any] | None = None
+    gpu_clocks: pl.DataFrame | None = None
     per_step: bool = False
     window: str = "all"
     seconds: dict[str, float] = field(default_factory=dict)
@@ -140,6 +144,10 @@ def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
         from di.engine.waitstates import wait_states
 
         return wait_states(frame)
+    if name == "gpu_clocks":
+        from di.engine.gpu_clocks import gpu_clocks
+
+        return gpu_clocks(frame)
     from di.engine.critical_path import critical_path
 
     return critical_path(frame)

@@ -107,6 +107,8 @@ def analyze(
             rows.gather(w.get_column("event")).alias("event"),
             rows.gather(w.get_column("cause_event")).alias("cause_event"),
         )
+    if "gpu_clocks" in analyses:
+        local["gpu_clocks"] = _gpu_clocks(part, frame, ex).filter(pl.col("rank").cast(pl.Int32).is_in(mine))
     seconds["local"] = time.perf_counter() - t0
     cp = None
     if "critical_path" in analyses:
@@ -119,6 +121,23 @@ def analyze(
     if gathered is None:
         return None
     return _assemble(gathered, part, frame, win, per_step, analyses, cp, seconds)
+
+
+def _gpu_clocks(part: Part, frame: EventFrame, ex: Exchange) -> pl.DataFrame:
+    """:func:`di.engine.gpu_clocks.gpu_clocks` of the part. A GPU series' timeline and samples lie with the rank
+    that logged them (a log's own rank), so every process's series, samples (a few per second and GPU) and
+    GPU hosts go to every process first, and each chooses the same series per GPU."""
+    from dataclasses import replace
+
+    from di.engine.gpu_clocks import candidates, choose, gpu_clocks, gpu_hosts
+
+    found = candidates(part.trace)
+    samples = part.trace.samples.filter(pl.col("series").is_in(found.get_column("series").cast(pl.UInt32).implode()))
+    counts = samples.group_by("series").len().with_columns(pl.col("series").cast(pl.Int64))
+    every = ex.allgather((found.join(counts, on="series"), samples, gpu_hosts(part.trace)), "gpu clock series")
+    use = choose(pl.concat([f for f, _, _ in every]), pl.concat([h for _, _, h in every]).unique())
+    trace = replace(part.trace, samples=pl.concat([s for _, s, _ in every]).sort("series", "ts_ns"))
+    return gpu_clocks(replace(frame, trace=trace), use)
 
 
 def ex_any_steps(ex: Exchange, frame: EventFrame) -> bool:
@@ -160,5 +179,9 @@ def _assemble(
         out["wait_states"] = w.sort("start_ns", "rank") if w is not None else None
     if "critical_path" in analyses:
         out["critical_path"] = cp
+    if "gpu_clocks" in analyses:
+        from di.engine.gpu_clocks import in_order
+
+        out["gpu_clocks"] = in_order(cat("gpu_clocks"))
     order = {name: seconds.get(name, 0.0) for name in ("prepare", "local", "critical_path")}
     return Analysis(steps=steps, per_step=per_step, window=win.text, seconds=order, **out)

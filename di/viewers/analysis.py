@@ -62,6 +62,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
         "ranks": records,
         "imbalance": result.imbalance.to_dicts() if result.imbalance is not None else [],
         "critical_path": _cp_json(cp),
+        "gpu_clocks": result.gpu_clocks.to_dicts() if result.gpu_clocks is not None else [],
         "seconds": result.seconds,
     }
     return doc
@@ -113,8 +114,8 @@ def is_csv_folder(path: Path) -> bool:
 
 
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
-    """One CSV per table (steps, breakdown, overlap, imbalance, wait_states, critical_path_*,
-    then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
+    """One CSV per table (steps, breakdown, overlap, imbalance, wait_states, gpu_clocks where the trace has GPU
+    clock series, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
 
     Returns:
         The files written, under ``folder``.
@@ -127,6 +128,7 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
         "overlap": result.overlap,
         "imbalance": result.imbalance,
         "wait_states": result.wait_states,
+        "gpu_clocks": result.gpu_clocks if result.gpu_clocks is not None and result.gpu_clocks.height else None,
     }
     for k, v in (result.critical_path or {}).items():
         if isinstance(v, pl.DataFrame):
@@ -238,6 +240,32 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
     _render_imbalance(result, console)
     _render_waits(result, console)
     _render_path(result, console)
+    _render_clocks(result, console)
+
+
+def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
+    """The longest kernels' GPU clock, power and temperature (where the trace has such series)."""
+    from rich.table import Table
+
+    clocks = result.gpu_clocks
+    if clocks is None or not clocks.drop_nulls("sm_clock_mhz").height:
+        return
+    t = Table(title="GPU clocks during the longest kernels (mean over their time; * = under 95 % of the GPU's highest)")
+    for c in ("rank", "gpu", "kernel", "total ms", "SM MHz", "max MHz", "under ms", "W", "C"):
+        t.add_column(c, justify="left" if c == "kernel" else "right")
+    for r in clocks.drop_nulls("sm_clock_mhz").head(top).iter_rows(named=True):
+        t.add_row(
+            str(r["rank"]),
+            str(r["device"]),
+            r["name"][:60],
+            _ms(r["total_ns"]),
+            f"{r['sm_clock_mhz']:,.0f}{'*' if r['throttled'] else ''}",
+            f"{r['max_sm_clock_mhz']:,.0f}",
+            _ms(r["below_ns"]),
+            "" if r["power_w"] is None else f"{r['power_w']:,.0f}",
+            "" if r["temperature_c"] is None else f"{r['temperature_c']:,.0f}",
+        )
+    console.print(t)
 
 
 def _render_imbalance(result: Analysis, console: Any) -> None:

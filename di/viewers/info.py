@@ -1,7 +1,8 @@
 """``di info``: what a trace holds, in one screen.
 
 Ranks, hosts, timelines by kind, events by canonical category, time range,
-sources (with where each rank came from) and what was dropped and why.
+sources (with where each rank came from), what was dropped and why, and the
+per-file I/O statistics' totals per module (``io_files``: di record, Darshan).
 """
 
 from __future__ import annotations
@@ -40,7 +41,20 @@ def summary(trace: Trace) -> dict[str, Any]:
         ],
         "warnings": meta.get("warnings", []),
         "analysis_timelines": _analysis_timelines(trace),
+        "io_files": _io_files(trace.io_files),
     }
+
+
+def _io_files(files: pl.DataFrame) -> list[dict[str, Any]]:
+    """Totals of the per-file I/O statistics (``io_files``) per module (null: di record's shim): rows, files,
+    operations, bytes and ns in calls."""
+    if not files.height:
+        return []
+    cols = ["opens", "reads", "writes", "bytes_read", "bytes_written", "read_time_ns", "write_time_ns", "meta_time_ns"]
+    agg = files.group_by("module").agg(
+        pl.len().alias("rows"), pl.col("file").n_unique().alias("files"), *[pl.col(c).sum() for c in cols]
+    )
+    return agg.sort("module", nulls_last=True).to_dicts()
 
 
 def _analysis_timelines(trace: Trace) -> int:
@@ -71,6 +85,27 @@ def render(trace: Trace, console: Any) -> None:
         rank_from = x["rank_source"] + (f" ({x['rank_variable']})" if x.get("rank_variable") else "")
         src.add_row(str(x["path"]), x["format"], str(x["rank"]), rank_from, f"{x['events']:,}", dropped)
     console.print(src)
+    if s["io_files"]:
+        io = Table(
+            "I/O",
+            "files",
+            "opens",
+            "reads",
+            "writes",
+            "read B",
+            "written B",
+            "read ms",
+            "write ms",
+            "meta ms",
+            box=None,
+        )
+        for m in s["io_files"]:
+            io.add_row(
+                m["module"] or "di record",
+                *(f"{m[k]:,}" for k in ("files", "opens", "reads", "writes", "bytes_read", "bytes_written")),
+                *(f"{m[k] / 1e6:,.1f}" for k in ("read_time_ns", "write_time_ns", "meta_time_ns")),
+            )
+        console.print(io)
     if s["analysis_timelines"]:
         console.print(
             f"[bold]analysis tracks[/bold] {s['analysis_timelines']} timelines added by di (process 'di analysis'); "

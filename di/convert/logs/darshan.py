@@ -9,8 +9,9 @@ log and its text read alike:
   segment on the rank's ``darshan X_POSIX``/``darshan X_MPIIO`` timeline, ``bytes`` =
   length, with file, offset and segment in args; times are the job's start plus the
   segment's seconds (``unix_epoch``).
-- POSIX / MPI-IO / STDIO counters: ``info.darshan.files``, the per-file I/O statistics
-  of ``di record`` (:mod:`.darshan_counters`).
+- POSIX / MPI-IO / STDIO counters: the ``io_files`` table, the per-file I/O statistics
+  that ``di record`` writes, in its columns and units (:mod:`.darshan_counters`); its row
+  count in ``info.darshan.io_files``.
 - HEATMAP (Darshan 3.4+): per module, rank and direction a series
   ``darshan.heatmap.<MODULE>.<read|write>`` in B/s (the bin's bytes over its width), one
   sample per bin at its start, on the rank's ``darshan heatmap`` counter timeline.
@@ -262,11 +263,11 @@ def read_darshan(
             "end_time_s": job.get("end_time_sec"),
             "run_time_s": job.get("run_time"),
             "modules": sorted(report.modules),
-            "files": stats.to_dicts(),
+            "io_files": stats.height,
             "time": "start_time_plus_seconds",
         }
     }
-    parts = Parts("darshan", epoch=True, info=info)
+    parts = Parts("darshan", epoch=True, info=info, tables={"io_files": stats})
     if events.height:
         parts.events = events
     if samples.height:

@@ -3,12 +3,13 @@
 Both Darshan readers (binary logs through PyDarshan, :mod:`.darshan`; ``darshan-parser``
 text, :mod:`.darshan_text`) hand over one long frame of counters (module, rank, file,
 counter, value); :func:`file_stats` turns it into one row per (module, rank, file)
-with the columns of :func:`di.capture.iostats.file_stats` (``io_files.parquet`` of a
-recording): ``opens``, ``reads``, ``writes``, ``seeks``, ``syncs``, ``mmaps``,
-``bytes_read``, ``bytes_written``, ``read_time_ns``, ``write_time_ns``, ``meta_time_ns``
-and the access-size histograms ``read_sizes``/``write_sizes`` over the same bins, plus
-``module`` (:data:`COUNTER_MODULES`). Rank -1 is Darshan's shared-file
-record (the file's counters summed over all ranks).
+with the columns and units of :func:`di.capture.iostats.file_stats`: the trace's
+``io_files`` table (``schemas/trace/v1/io_files.schema.json``), as a recording has it:
+``opens``, ``reads``, ``writes``, ``seeks``, ``syncs``, ``mmaps``, ``bytes_read``,
+``bytes_written``, ``read_time_ns``, ``write_time_ns``, ``meta_time_ns`` and the
+access-size histograms ``read_sizes``/``write_sizes`` over the same bins, plus ``module``
+(:data:`COUNTER_MODULES`). Rank -1 is Darshan's shared-file record (the file's counters
+summed over all ranks).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _BIN_OF = dict(
     )
 )
 COLUMNS: dict[str, tuple[str, ...]] = {
-    "opens": ("OPENS", "INDEP_OPENS", "COLL_OPENS"),
+    "opens": ("OPENS", "FDOPENS", "INDEP_OPENS", "COLL_OPENS"),
     "reads": ("READS", "INDEP_READS", "COLL_READS", "SPLIT_READS", "NB_READS"),
     "writes": ("WRITES", "INDEP_WRITES", "COLL_WRITES", "SPLIT_WRITES", "NB_WRITES"),
     "seeks": ("SEEKS",),
@@ -46,10 +47,44 @@ _COLUMN_OF = {counter: col for col, counters in COLUMNS.items() for counter in c
 KEY = ["module", "rank", "file"]
 
 
+TARGETS = (*COLUMNS, *(f"{h}/{b}" for h in ("read_sizes", "write_sizes") for b in SIZE_BINS))
+"""Where a counter adds to: a statistic, or a histogram's bin (``read_sizes/1K-10K``); a counter's ``slot`` indexes this."""
+
+
+def _kinds(names: pl.Series) -> pl.DataFrame:
+    """Each distinct counter name -> ``slot`` (its place in :data:`TARGETS`) and ``scale`` (1e9 for Darshan's
+    seconds, else 1); names that add to nothing left out."""
+    what = pl.col("counter").str.replace(r"^[A-Z0-9]+?_", "")
+    size = what.str.extract_groups(r"^SIZE_(?P<op>READ|WRITE)_(?:AGG_)?(?P<b>\w+)$")
+    target = pl.coalesce(
+        what.replace_strict(_COLUMN_OF, default=None),
+        pl.format(
+            "{}_sizes/{}",
+            size.struct.field("op").str.to_lowercase(),
+            size.struct.field("b").replace_strict(_BIN_OF, default=None),
+        ),
+    )
+    slots = pl.DataFrame(
+        {"target": TARGETS, "slot": range(len(TARGETS))}, schema={"target": pl.String, "slot": pl.Int32}
+    )
+    return (
+        pl.DataFrame({"counter": names.unique()})
+        .with_columns(target.alias("target"))
+        .join(slots, on="target", how="inner")
+        .select(
+            "counter",
+            "slot",
+            pl.when(pl.col("target").str.ends_with("_time_ns")).then(1e9).otherwise(1.0).alias("scale"),
+        )
+    )
+
+
 def file_stats(counters: pl.DataFrame) -> pl.DataFrame:
     """Per (module, rank, file) statistics from ``counters`` (columns module, rank, file, counter, value).
 
     ``counter`` keeps its module prefix (``POSIX_READS``, ``MPIIO_COLL_WRITES``); ``value`` is a number or its text.
+    Each distinct counter name is looked at once (:func:`_kinds`); the rows are joined to that, summed in one
+    group-by per (record, slot) and the few sums pivoted, so the cost per row is a hash lookup, not a regex.
     """
     if not counters.height:
         return pl.DataFrame(schema={"module": pl.String, "rank": pl.Int32, "file": pl.String})
@@ -57,47 +92,20 @@ def file_stats(counters: pl.DataFrame) -> pl.DataFrame:
         pl.col("module").cast(pl.String),
         pl.col("rank").cast(pl.Int32),
         pl.col("file").cast(pl.String),
-        pl.col("counter").cast(pl.String).str.replace(r"^[A-Z0-9]+?_", "").alias("what"),
-        pl.col("value").cast(pl.Float64, strict=False).alias("value"),
-    ).filter(pl.col("value").is_not_null() & (pl.col("value") >= 0))  # -1: not collected
-    scalar = c.filter(pl.col("what").is_in(list(_COLUMN_OF))).with_columns(
-        pl.col("what").replace_strict(_COLUMN_OF).alias("col")
+        pl.col("counter").cast(pl.String),
+        "value",
     )
-    scalar = scalar.with_columns(
-        pl.when(pl.col("col").str.ends_with("_time_ns"))
-        .then((pl.col("value") * 1e9).round())
-        .otherwise(pl.col("value"))
-        .cast(pl.Int64)
+    c = c.join(_kinds(c.get_column("counter")), on="counter", how="left")  # left: a record of no such counter stays
+    value = (pl.col("value").cast(pl.Float64, strict=False) * pl.col("scale")).round().cast(pl.Int64)
+    sums = (
+        c.select(*KEY, "slot", pl.when(value >= 0).then(value).alias("value"))  # -1: not collected
+        .group_by(*KEY, "slot")
+        .agg(pl.col("value").sum())
     )
-    keys = c.select(KEY).unique(maintain_order=True)
-    out = keys.join(
-        scalar.group_by(*KEY, "col").agg(pl.col("value").sum()).pivot(on="col", index=KEY, values="value")
-        if scalar.height
-        else keys,
-        on=KEY,
-        how="left",
-        nulls_equal=True,
-    )
-    out = out.with_columns(
-        [pl.col(k).fill_null(0) if k in out.columns else pl.lit(0, pl.Int64).alias(k) for k in COLUMNS]
-    )
-    sizes = c.with_columns(
-        pl.col("what").str.extract(r"^SIZE_(READ|WRITE)_(?:AGG_)?(\w+)$", 1).alias("op"),
-        pl.col("what")
-        .str.extract(r"^SIZE_(?:READ|WRITE)_(?:AGG_)?(\w+)$", 1)
-        .replace_strict(_BIN_OF, default=None)
-        .alias("bin"),
-    ).drop_nulls(["op", "bin"])
-    for op, name in (("READ", "read_sizes"), ("WRITE", "write_sizes")):
-        part = sizes.filter(pl.col("op") == op).group_by(*KEY, "bin").agg(pl.col("value").sum().cast(pl.Int64))
-        wide = keys.join(
-            part.pivot(on="bin", index=KEY, values="value") if part.height else keys,
-            on=KEY,
-            how="left",
-            nulls_equal=True,
-        )
-        hist = pl.struct(
-            [(pl.col(b) if b in wide.columns else pl.lit(None, pl.Int64)).fill_null(0).alias(b) for b in SIZE_BINS]
-        )
-        out = out.join(wide.select(*KEY, hist.alias(name)), on=KEY, how="left", nulls_equal=True)
-    return out.select(*KEY, *COLUMNS, "read_sizes", "write_sizes").sort("module", "rank", "file")
+    wide = sums.with_columns(pl.col("slot").fill_null(-1)).pivot(on="slot", index=KEY, values="value")
+    col = lambda k: (pl.col(str(k)) if str(k) in wide.columns else pl.lit(None, pl.Int64)).fill_null(0).cast(pl.Int64)  # noqa: E731
+    at = {t: k for k, t in enumerate(TARGETS)}
+    hists = [
+        pl.struct([col(at[f"{h}/{b}"]).alias(b) for b in SIZE_BINS]).alias(h) for h in ("read_sizes", "write_sizes")
+    ]
+    return wide.select(*KEY, *[col(at[k]).alias(k) for k in COLUMNS], *hists).sort("module", "rank", "file")

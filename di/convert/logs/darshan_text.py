@@ -9,8 +9,8 @@ Binary ``.darshan`` logs are read by :mod:`.darshan` (PyDarshan), into the same 
   ``darshan X_POSIX``/``X_MPIIO`` timeline, with file, offset and segment in args (the
   file from its ``# DXT, file_id: .., file_name: ..`` block).
 - ``darshan-parser`` counter rows (``module rank record counter value file mount fs``) to
-  ``info.darshan.files``: per module, rank (-1: shared) and file, the per-file I/O
-  statistics of ``di record`` (:mod:`.darshan_counters`); ``darshan-parser --total``'s ``total_<COUNTER>: value``
+  the ``io_files`` table: per module, rank (-1: shared) and file, the per-file I/O
+  statistics that ``di record`` writes (:mod:`.darshan_counters`); ``darshan-parser --total``'s ``total_<COUNTER>: value``
   lines to ``info.darshan.totals``. ``--perf`` lines are not read (counted as unknown).
 """
 
@@ -30,7 +30,33 @@ DXT_RE = (
     r"^\s*(?P<module>X_POSIX|X_MPIIO)\s+(?P<rank>\d+)\s+(?P<op>write|read)\s+(?P<segment>\d+)\s+(?P<offset>-?\d+)\s+"
     r"(?P<length>\d+)\s+(?P<start>[\d.]+)\s+(?P<end>[\d.]+)"
 )
-COUNTER_RE = r"^(?P<module>[A-Z][A-Z0-9_-]*)\t(?P<rank>-?\d+)\t(?P<record>\d+)\t(?P<counter>\w+)\t(?P<value>\S+)\t(?P<file>[^\t]*)\t"
+COUNTER_FIELDS = ("module", "rank", "record", "counter", "value", "file", "mount")
+"""A ``darshan-parser`` counter row: tab-separated, then the file system type."""
+TOTAL_RE = r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$"
+
+
+def _counter_rows(lines: pl.DataFrame) -> pl.DataFrame:
+    """The counter rows (line, module, rank, record, counter, value, file): lines split at their tabs, kept where the
+    module is a name, rank and record are integers and the row goes on past the file name."""
+    t = pl.col("text")
+    split = lines.filter(t.str.contains("\t", literal=True)).select(
+        "line", t.str.split_exact("\t", len(COUNTER_FIELDS) - 1).struct.rename_fields(list(COUNTER_FIELDS))
+    )
+    rows = split.unnest("text").select(
+        "line",
+        "module",
+        pl.col("rank").cast(pl.Int32, strict=False),
+        pl.col("record").cast(pl.UInt64, strict=False),
+        "counter",
+        "value",
+        "file",
+        "mount",
+    )
+    ok = pl.col("rank").is_not_null() & pl.col("record").is_not_null() & pl.col("mount").is_not_null()
+    rows = rows.filter(ok)
+    names = rows.select(pl.col("module").unique())
+    good = names.filter(pl.col("module").str.contains(r"^[A-Z][A-Z0-9_-]*$")).get_column("module")
+    return rows.filter(pl.col("module").is_in(good.implode()) & pl.col("counter").is_not_null()).drop("mount")
 
 
 def _header(lines: pl.DataFrame, key: str) -> str | None:
@@ -52,17 +78,24 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
         t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
     )
-    dxt = (
-        lines.filter(t.str.contains(r"^\s*X_(?:POSIX|MPIIO)\s"))
+    dxt = (  # a literal search first: the regex runs on the segment lines only
+        lines.filter(t.str.contains("X_POSIX", literal=True) | t.str.contains("X_MPIIO", literal=True))
         .with_columns(t.str.extract_groups(DXT_RE).alias("g"))
         .unnest("g")
         .drop_nulls("module")
     )
     for col in ("file", "host"):
         dxt = dxt.join_asof(heads.select("line", col).drop_nulls(col), on="line", strategy="backward")
-    sec = lambda c: (pl.col(c).cast(pl.Float64) * 1e9).round().cast(pl.Int64) + t0_ns
+    numbers = [pl.col(c).cast(pl.Int64, strict=False) for c in ("rank", "segment", "offset", "length")]
+    numbers += [pl.col(c).cast(pl.Float64, strict=False) for c in ("start", "end")]
+    dxt = dxt.with_columns(numbers)
+    sound = dxt.drop_nulls(["rank", "segment", "offset", "length", "start", "end"])
+    dropped = {"DXT segments with an unreadable number": dxt.height - sound.height} if sound.height < dxt.height else {}
+    segment_lines = dxt.get_column("line")  # recognised, loaded or dropped
+    dxt = sound
+    sec = lambda c: (pl.col(c) * 1e9).round().cast(pl.Int64) + t0_ns
     events = dxt.select(
-        pl.col("rank").cast(pl.Int64),
+        "rank",
         "host",
         pl.lit(None, pl.Int64).alias("pid"),
         pl.format("darshan {}", "module").alias("track"),
@@ -71,42 +104,51 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         pl.col("op").alias("name"),
         pl.lit("io").alias("cat"),
         pl.lit(False).alias("instant"),
-        pl.col("length").cast(pl.Int64).alias("bytes"),
-        pl.struct("file", pl.col("offset").cast(pl.Int64), pl.col("segment").cast(pl.Int64), "module")
-        .struct.json_encode()
-        .alias("args"),
+        pl.col("length").alias("bytes"),
+        pl.struct("file", "offset", "segment", "module").struct.json_encode().alias("args"),
     )
-    rows = (
-        lines.filter(t.str.contains("\t", literal=True))
-        .with_columns(t.str.extract_groups(COUNTER_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("counter")
-    )
-    files = file_stats(rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value"))
+    rows = _counter_rows(lines)
+    counters = rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value")
+    files = file_stats(counters)
+    nan = counters.select(pl.col("value").cast(pl.Float64, strict=False).is_null().sum()).item()
+    if nan:
+        dropped["counter values that are not numbers"] = nan
     tot = (
         lines.filter(t.str.starts_with("total_"))
-        .select(t.str.extract_groups(r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$").alias("g"))
+        .with_columns(t.str.extract_groups(TOTAL_RE).alias("g"))
         .unnest("g")
+        .drop_nulls("k")
+        .with_columns(pl.col("v").cast(pl.Float64, strict=False))
+        .drop_nulls("v")
     )
-    tot = tot.drop_nulls("k").with_columns(pl.col("v").cast(pl.Float64, strict=False)).drop_nulls("v")
     info: dict[str, Any] = {
         "darshan": {
-            "totals": dict(tot.iter_rows()),
+            "totals": dict(tot.select("k", "v").iter_rows()),
             "version": _header(hashed, "darshan log version"),
             "exe": _header(hashed, "exe"),
             "jobid": _header(hashed, "jobid"),
             "nprocs": _header(hashed, "nprocs"),
             "start_time_s": int(start) if start and start.isdigit() else None,
             "counters": rows.height,
-            "files": files.to_dicts(),
+            "io_files": files.height,
             "time": "start_time_plus_seconds" if t0_ns else "seconds_from_start",
         }
     }
     claimed = pl.concat(
         [
-            dxt.get_column("line"),
+            segment_lines,
             rows.get_column("line"),
-            lines.filter(t.str.starts_with("#") | t.str.contains(r"^total_\w+:\s+\S+\s*$")).get_column("line"),
+            hashed.get_column("line"),
+            lines.filter(t.str.starts_with("#") & ~t.str.starts_with("# ")).get_column("line"),
+            tot.get_column("line"),
         ]
     )
-    return Parts("darshan", events=events, claimed=claimed, info=info, epoch=bool(t0_ns))
+    return Parts(
+        "darshan",
+        events=events,
+        claimed=claimed,
+        dropped=dropped,
+        info=info,
+        epoch=bool(t0_ns),
+        tables={"io_files": files},
+    )

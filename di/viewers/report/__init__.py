@@ -100,7 +100,9 @@ def builtin_panels() -> list[tuple[str, Panel]]:
         counters,
         critical_path,
         files,
+        gpu_clocks,
         imbalance,
+        io_stats,
         overlap,
         summary,
         top_events,
@@ -113,9 +115,11 @@ def builtin_panels() -> list[tuple[str, Panel]]:
         ("overlap", overlap.panel),
         ("imbalance", imbalance.panel),
         ("top_events", top_events.panel),
+        ("gpu_clocks", gpu_clocks.panel),
         ("critical_path", critical_path.panel),
         ("wait_states", waits.panel),
         ("io", files.panel),
+        ("io_stats", io_stats.panel),
         ("counters", counters.panel),
     ]
 
