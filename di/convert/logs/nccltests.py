@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
+from di.convert.logs.words import numbers_at
 
 __all__ = ["SNIFF_RE", "parse_nccl_tests"]
 
@@ -42,10 +43,10 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
     test = t.str.extract(r"^# Collective test starting: (\w+)")
-    heads = lines.filter(
-        t.str.starts_with("#")
-    )  # the header and footer lines: every regex below but the rows' sees these
-    if not heads.select(test.is_not_null().any()).item():
+    heads = lines.filter(t.str.starts_with("#"))  # the header and footer lines
+    # the lines that name a test, its average or the version: the regexes below see these few
+    marks = heads.filter(t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version)"))
+    if not marks.select(test.is_not_null().any()).item():
         return Parts("nccl_tests")
     # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line) and test headers;
     # picked first, so the NCCL tail is cut on these few lines only
@@ -64,7 +65,6 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     )
     rows = found.filter(~pl.col("is_test")).with_row_index("i")
     # a row matched ROW_RE: its fields are its words (no capturing regex)
-    words = pl.col("m").str.extract_all(r"\S+")
     cols = {
         "size": 0,
         "time.out-of-place": 5,
@@ -74,12 +74,20 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         "algbw.in-place": 10,
         "busbw.in-place": 11,
     }
-    g = rows.select("i", "test", words.alias("w")).with_columns(
-        *[pl.col("w").list.get(k, null_on_oob=True).alias(name) for name, k in cols.items()]
-    )
-    long = g.select("i", "test", *[pl.col(k).cast(pl.Float64, strict=False) for k in cols]).unpivot(
-        index=["i", "test"], variable_name="metric", value_name="value"
-    )
+    nums = numbers_at(rows.get_column("m"), list(cols.values()))
+    if nums is not None:
+        g = rows.select("i", "test").hstack(nums.rename({f"w{k}": name for name, k in cols.items()}))
+    else:
+        words = pl.col("m").str.extract_all(r"\S+")
+        g = rows.select("i", "test", words.alias("w")).select(
+            "i",
+            "test",
+            *[
+                pl.col("w").list.get(k, null_on_oob=True).cast(pl.Float64, strict=False).alias(n)
+                for n, k in cols.items()
+            ],
+        )
+    long = g.unpivot(index=["i", "test"], variable_name="metric", value_name="value")
     units = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
     samples = long.drop_nulls("value").select(
         pl.lit(None, pl.Int64).alias("rank"),
@@ -92,19 +100,19 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     ranks = (
         heads.filter(t.str.starts_with("#  Rank"))
         .select(t)
-        .unique(maintain_order=True)  # every test prints the list again
+        .filter(t.is_first_distinct())  # every test prints the list again
         .select(t.str.extract_groups(RANK_RE).alias("g"))
         .unnest("g")
         .drop_nulls("rank")
         .unique(maintain_order=True)
     )
-    avg = heads.select(
+    avg = marks.select(
         test.forward_fill().alias("test"),
         t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64).alias("v"),
     )
     info: dict[str, Any] = {
         "nccl_tests": {
-            "version": heads.select(t.str.extract(r"^# nccl-tests version (\S+)").drop_nulls().first()).item(),
+            "version": marks.select(t.str.extract(r"^# nccl-tests version (\S+)").drop_nulls().first()).item(),
             "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
             "rows": rows.height,
             "ranks": ranks.unique("rank", keep="first", maintain_order=True)
