@@ -131,7 +131,7 @@ HEAD_RE = (
 
 def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     pos = pl.col("text").str.find(" NCCL ", literal=True)
-    found = lines.with_columns(pos.alias("pos")).filter(pl.col("pos").is_not_null())
+    found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
     head = pl.col("text").str.slice(0, pl.col("pos"))
     level = pl.col("text").str.slice(pl.col("pos") + 6, 5).str.strip_chars_end()
     found = found.with_columns(head.alias("head"), level.alias("level"))
@@ -160,10 +160,11 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     )
     found = found.filter(pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
     found = found.join(heads, on="head", how="inner").drop("head")
-    # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first)
+    # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
+    # head's strings are not carried through the filters and joins that follow
     return found.with_columns(
         pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")
-    ).drop("pos")
+    ).drop("pos", "text", "ts", "ms")
 
 
 def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
