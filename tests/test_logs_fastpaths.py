@@ -3,7 +3,8 @@
 Over every real text log of ../shared/data/logs (skipped when absent) and hand-built lines:
 
 - :func:`~di.convert.logs.text.clean_lines` given the whole text (which skips the passes it shows to change
-  nothing) gives the same frame as without it;
+  nothing) gives the same frame as without it, and its numba scan for launcher prefixes never rules out a
+  prefix the regex finds;
 - :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
   turns away a family whose parser finds something in the file.
 """
@@ -17,7 +18,7 @@ import pytest
 from conftest import DATA
 
 from di.convert.logs.reader import FAMILIES, present_families
-from di.convert.logs.text import _read_bytes, clean_lines, line_times, read_lines
+from di.convert.logs.text import PREFIX_RE, _prefix_possible, _read_bytes, clean_lines, line_times, read_lines
 
 LOGS = DATA / "logs"
 
@@ -52,6 +53,36 @@ def split(text: str) -> pl.Series:
 )
 def test_clean_lines_with_whole_text_is_the_same(text: str) -> None:
     assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
+
+
+PREFIX_CASES = {
+    "no prefix": ("plain\nlines: 12\n", False),
+    "srun": ("text\n12: srun -l\n", True),
+    "srun indented": ("text\n        7: eight spaces\n", True),
+    "nine spaces": ("text\n         7: nine spaces\n", False),
+    "eight digits": ("12345678: too long\n", False),
+    "no space after colon": ("12:34 a time\n", False),
+    "blank line before": ("a\n\n3: b\n", True),
+    "torchrun": ("x\n[rank3]: torchrun\n", True),
+    "not torchrun": ("[rank]: x\n[rankX]: y\n[2023-01-01 10:00:00] z\n", False),
+    "open mpi": ("[1,3]<stderr>: mpi\n", True),
+    "not open mpi": ("[1,3]<stdin>: x\n[1]<stdout>: y\n", False),
+    "unicode space": ("\u00a01: nbsp\n", True),
+    "unicode digit": ("\u0661: arabic-indic one\n", True),
+    "CR line ends": ("a\r\n4: b\r\n", True),
+}
+
+
+@pytest.mark.parametrize("case", list(PREFIX_CASES))
+def test_prefix_scan_never_misses_what_the_regex_finds(case: str) -> None:
+    text, expected = PREFIX_CASES[case]
+    found = pl.Series([text]).str.contains("(?m)" + PREFIX_RE).item()
+    possible = _prefix_possible(split(text), text)
+    assert possible or not found, "the scan ruled out a prefix the regex finds"
+    if text.isascii():
+        assert possible == found == expected
+    else:
+        assert possible  # a byte above ASCII where a space or digit may stand: left to the regex
 
 
 @needs_data

@@ -14,9 +14,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
+from numba import njit
 
 from di.convert import gunzip
+from di.convert.columns import readonly
 from di.inputsize import check_size
 
 __all__ = ["LINE_TS_RE", "LogText", "clean_lines", "head_lines", "line_times", "own_line_times", "read_lines"]
@@ -59,6 +62,89 @@ def _read_bytes(path: Path, limit: int | None) -> bytes:
     return data
 
 
+_NL = np.uint8(10)
+_LB = np.uint8(91)
+_COLON = np.uint8(58)
+_RB = np.uint8(93)
+_COMMA = np.uint8(44)
+_SP = np.uint8(32)
+_WS_RUN = np.int64(8)
+_DIGITS = np.int64(7)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _digits(buf, j, n):
+    """(index after the run of ASCII digits at ``j``, its length (capped at 8), whether a non-ASCII byte ends it)."""
+    d = 0
+    while j < n and buf[j] >= np.uint8(48) and buf[j] <= np.uint8(57) and d <= _DIGITS:
+        j += 1
+        d += 1
+    return j, d, j < n and buf[j] >= np.uint8(128)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _is(buf, j, n, word):
+    """``buf[j:]`` starts with the ASCII bytes ``word``."""
+    if j + word.size > n:
+        return False
+    for k in range(word.size):
+        if buf[j + k] != word[k]:
+            return False
+    return True
+
+
+@njit(cache=True, _nrt=False)
+def _may_have_prefix(buf, starts, rank, stdout, stderr):
+    """False when no line of ``buf`` (UTF-8 bytes, lines beginning at ``starts``) can start with a
+    :data:`PREFIX_RE` prefix, read on its ASCII bytes: srun's ``\\s{0,8}\\d{1,7}: ``, torchrun's ``[rank\\d{1,7}]:``
+    (``rank``: ``b"[rank"``), Open MPI's ``[\\d{1,7},\\d{1,7}]<stdout>:`` (``stdout``, ``stderr``: ``b"]<stdout>:"``...).
+    A byte above ASCII where a space or a digit may stand counts as a possible prefix (the regex reads Unicode
+    spaces and digits)."""
+    n = buf.size
+    for r in range(starts.size):
+        j = starts[r]
+        if _is(buf, j, n, rank):
+            j, d, other = _digits(buf, j + rank.size, n)
+            if other or (1 <= d <= _DIGITS and j + 1 < n and buf[j] == _RB and buf[j + 1] == _COLON):
+                return True
+            continue
+        if j < n and buf[j] == _LB:
+            j, d, other = _digits(buf, j + 1, n)
+            if other:
+                return True
+            if 1 <= d <= _DIGITS and j < n and buf[j] == _COMMA:
+                j, d, other = _digits(buf, j + 1, n)
+                if other or (1 <= d <= _DIGITS and (_is(buf, j, n, stdout) or _is(buf, j, n, stderr))):
+                    return True
+            continue
+        w = 0
+        while j < n and (buf[j] == _SP or (buf[j] >= np.uint8(9) and buf[j] <= np.uint8(13))) and w <= _WS_RUN:
+            j += 1
+            w += 1
+        if w > _WS_RUN:
+            continue
+        j, d, other = _digits(buf, j, n)
+        if other:
+            return True
+        if 1 <= d <= _DIGITS and j + 1 < n and buf[j] == _COLON and buf[j + 1] == _SP:
+            return True
+    return False
+
+
+_RANK = np.frombuffer(b"[rank", dtype=np.uint8)
+_STDOUT = np.frombuffer(b"]<stdout>:", dtype=np.uint8)
+_STDERR = np.frombuffer(b"]<stderr>:", dtype=np.uint8)
+
+
+def _prefix_possible(raw: pl.Series, whole: str) -> bool:
+    """Whether a line of ``raw`` (the lines of ``whole``) may start with a launcher prefix (:func:`_may_have_prefix`):
+    a few bytes per line instead of a multi-line regex that tries every line."""
+    buf = np.frombuffer(whole.encode("utf-8", errors="surrogatepass"), dtype=np.uint8)
+    starts = np.zeros(raw.len(), dtype=np.int64)
+    np.cumsum(raw.str.len_bytes().to_numpy()[:-1] + 1, out=starts[1:])
+    return bool(_may_have_prefix(readonly(buf), readonly(starts), _RANK, _STDOUT, _STDERR))
+
+
 def clean_lines(raw: pl.Series, *, whole: str | None = None) -> pl.DataFrame:
     """Cleaned lines of ``raw`` (one string per line): see the module docstring.
 
@@ -71,7 +157,7 @@ def clean_lines(raw: pl.Series, *, whole: str | None = None) -> pl.DataFrame:
     if ansi:
         s = s.str.replace_all(ANSI_RE, "")
     # without escapes the joined text shows whether any line starts with a prefix (one search, stopping at the first)
-    if ansi or pl.Series([whole]).str.contains("(?m)" + PREFIX_RE).item():
+    if ansi or (_prefix_possible(raw, whole) and pl.Series([whole]).str.contains("(?m)" + PREFIX_RE).item()):
         groups = s.str.extract_groups(PREFIX_RE).struct.unnest()
         prefix_rank = pl.coalesce(*(pl.lit(groups.get_column(c)) for c in groups.columns)).cast(pl.Int64)
         text = pl.col("text").str.replace(PREFIX_RE, "")
