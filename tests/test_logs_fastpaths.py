@@ -18,6 +18,7 @@ import pytest
 from conftest import DATA
 
 from di.convert.logs.reader import FAMILIES, present_families
+from di.convert.logs.smi import TABLE_GATE_RES, may_hold_tables
 from di.convert.logs.text import PREFIX_RE, _prefix_possible, _read_bytes, clean_lines, line_times, read_lines
 
 LOGS = DATA / "logs"
@@ -83,6 +84,54 @@ def test_prefix_scan_never_misses_what_the_regex_finds(case: str) -> None:
         assert possible == found == expected
     else:
         assert possible  # a byte above ASCII where a space or digit may stand: left to the regex
+
+
+SMI_LINES = [
+    "2025/09/01 12:00:01.123, 45, 1024",
+    "2025/09/01 12:00:0",
+    "2025-09-01 12:00:01, 45",
+    "# gpu   pwr  gtemp",
+    "  #  Date  Time  gpu  pwr",
+    "# Date Time gpu",
+    "#Date  Time gpu\t",
+    "# gpux",
+    "#Entity  POWER",
+    " #Entity  POWER",
+    "# Entity",
+    "power.draw [W], temperature.gpu",
+    "timestamp, index, name",
+    "timestamps, index",
+    "index [x], name",
+    "index [], name",
+    "Gpu.x, y",
+    "utilization.gpu [%]]",
+    "utilization.gpu [%], x",
+    "name.x",
+    "\u00a0# gpu pwr",
+    "# gpu\u00a0pwr",
+    "\u0662025/09/01 12:00:01, 4",
+    "power.dr\u00e4w, x",
+]
+
+
+def test_smi_table_scan_is_the_regexes() -> None:
+    """The nvidia-smi gate's line scan matches what its regexes match (a byte above ASCII: a possible match)."""
+    lines = pl.Series("text", SMI_LINES)
+    for line in SMI_LINES:
+        by_regex = any(pl.Series([line]).str.contains("(?m)" + rx).item() for rx in TABLE_GATE_RES)
+        scanned = may_hold_tables(pl.Series("text", [line]))
+        assert scanned or not by_regex, f"the scan missed {line!r}"
+        if line.isascii():
+            assert scanned == by_regex, line
+    assert may_hold_tables(lines) and not may_hold_tables(pl.Series("text", ["plain", "text: 1, 2"]))
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_smi_table_scan(path: Path) -> None:
+    lines = read_lines(path).lines.get_column("text")
+    by_regex = pl.Series([lines.str.join("\n").item()]).str.contains("|".join(f"(?m:{rx})" for rx in TABLE_GATE_RES))
+    assert may_hold_tables(lines) == by_regex.item() or lines.str.contains(r"[^\x00-\x7f]").any()
 
 
 @needs_data
