@@ -5,6 +5,8 @@ Over every real text log of ../shared/data/logs (skipped when absent) and hand-b
 - :func:`~di.convert.logs.text.clean_lines` given the whole text (which skips the passes it shows to change
   nothing) gives the same frame as without it, and its numba scan for launcher prefixes never rules out a
   prefix the regex finds;
+- :func:`~di.convert.logs.text.own_line_times` (a numba scan finds the timestamps) reads what the regex reads;
+- the nvidia-smi gate's line scan finds what its regexes find;
 - :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
   turns away a family whose parser finds something in the file.
 """
@@ -19,7 +21,16 @@ from conftest import DATA
 
 from di.convert.logs.reader import FAMILIES, present_families
 from di.convert.logs.smi import TABLE_GATE_RES, may_hold_tables
-from di.convert.logs.text import PREFIX_RE, _prefix_possible, _read_bytes, clean_lines, line_times, read_lines
+from di.convert.logs.text import (
+    LINE_TS_RE,
+    PREFIX_RE,
+    _prefix_possible,
+    _read_bytes,
+    clean_lines,
+    line_times,
+    own_line_times,
+    read_lines,
+)
 
 LOGS = DATA / "logs"
 
@@ -86,6 +97,44 @@ def test_prefix_scan_never_misses_what_the_regex_finds(case: str) -> None:
         assert possible  # a byte above ASCII where a space or digit may stand: left to the regex
 
 
+def times_by_regex(text: pl.Series) -> pl.Series:
+    """:func:`own_line_times` as the regex alone reads it (over every line)."""
+    return (
+        text.str.extract(LINE_TS_RE)
+        .str.replace(",", ".")
+        .str.replace("T", " ")
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
+        .dt.epoch("ns")
+        .alias("own_ts")
+    )
+
+
+TIME_LINES = [
+    "2024-05-01 10:00:00 plain",
+    "2024-05-01T10:00:00,123 comma and T",
+    "[2024-05-01 10:00:00] bracketed",
+    "[2024-05-01 10:00:00.5] [2024-06-01 11:00:00] the regex takes the second",
+    "[rank0]:[titan] 2024-05-01 10:00:00,284 - root - INFO - step",
+    "[a] [b] [c] 2024-05-01 10:00:00 three groups",
+    "[a] [b] [c] [d] 2024-05-01 10:00:00 four groups: none",
+    "[INFO|trainer.py:1143] 2021-05-25 06:38:26,284 >> x",
+    "2024-05-01 10:00:0 cut",
+    "2024-05-01 10:00:00. no fraction digits",
+    "[unclosed 2024-05-01 10:00:00",
+    "[\u00e9t\u00e9] 2024-05-01 10:00:00 non-ASCII before the date",
+    "\u0662024-05-01 10:00:00 a Unicode digit",
+    "2024-05-01 10:00:00.\u0661 a Unicode fraction digit",
+    "[x]\u00a02024-05-01 10:00:00 a Unicode space",
+    "no time at all",
+    "",
+]
+
+
+def test_line_times_scan_is_the_regex() -> None:
+    lines = pl.DataFrame({"text": TIME_LINES})
+    assert own_line_times(lines).equals(times_by_regex(lines.get_column("text")))
+
+
 SMI_LINES = [
     "2025/09/01 12:00:01.123, 45, 1024",
     "2025/09/01 12:00:0",
@@ -124,6 +173,13 @@ def test_smi_table_scan_is_the_regexes() -> None:
         if line.isascii():
             assert scanned == by_regex, line
     assert may_hold_tables(lines) and not may_hold_tables(pl.Series("text", ["plain", "text: 1, 2"]))
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_line_times(path: Path) -> None:
+    lines = read_lines(path).lines
+    assert own_line_times(lines).equals(times_by_regex(lines.get_column("text")))
 
 
 @needs_data

@@ -19,7 +19,7 @@ import polars as pl
 from numba import njit
 
 from di.convert import gunzip
-from di.convert.columns import readonly
+from di.convert.columns import readonly, utf8_buffers
 from di.inputsize import check_size
 
 __all__ = ["LINE_TS_RE", "LogText", "clean_lines", "head_lines", "line_times", "own_line_times", "read_lines"]
@@ -195,18 +195,124 @@ def head_lines(head: bytes) -> list[str]:
     return [_PREFIX.sub("", _ANSI.sub("", ln.rstrip("\r")), count=1) for ln in text.split("\n")]
 
 
+_HIGH = np.uint8(128)
+_BRACKET_GROUPS = np.int64(3)
+_DATE = np.frombuffer(b"0000-00-00 00:00:00", dtype=np.uint8)
+"""The shape of :data:`LINE_TS_RE`'s date: ``0`` a digit, ``' '`` a space or ``T``, other bytes themselves."""
+
+
+_REGEX = np.int64(-2)
+
+
+@njit(cache=True, _nrt=False)
+def _timestamp_spans(buf, offs, shape, start, length):
+    """``start[i]``, ``length[i]``: where :data:`LINE_TS_RE`'s capture lies in line i (``buf[offs[i]:offs[i+1]]``),
+    read on ASCII bytes: after up to three ``[...]`` groups (each with the whitespace after it; the most groups that
+    lead to a date, as the regex takes them), an optional ``[``, a date of ``shape`` and maybe ``[.,]digits``.
+    ``start`` -1 where there is none, :data:`_REGEX` where a byte above ASCII stands before the date's end (a Unicode
+    space or digit the regex reads, or characters that are not one byte each)."""
+    for i in range(offs.size - 1):
+        s = offs[i]
+        e = offs[i + 1]
+        start[i] = -1
+        high = False
+        p = s
+        k = 0
+        after1 = np.int64(-1)
+        after2 = np.int64(-1)
+        after3 = np.int64(-1)
+        while k < _BRACKET_GROUPS and p < e and buf[p] == _LB:
+            q = p + 1
+            while q < e and buf[q] != _RB:
+                if buf[q] >= _HIGH:
+                    high = True
+                q += 1
+            if q >= e:
+                break
+            q += 1
+            while q < e and (buf[q] == _SP or (buf[q] >= np.uint8(9) and buf[q] <= np.uint8(13))):
+                q += 1
+            if q < e and buf[q] >= _HIGH:
+                high = True
+            k += 1
+            p = q
+            if k == 1:
+                after1 = p
+            elif k == 2:
+                after2 = p
+            else:
+                after3 = p
+        for g in range(3, -1, -1):
+            a = s if g == 0 else (after1 if g == 1 else (after2 if g == 2 else after3))
+            if a < 0:
+                continue
+            if a < e and buf[a] == _LB:
+                a += 1
+            if a + shape.size > e:
+                continue
+            ok = True
+            for j in range(shape.size):
+                b = buf[a + j]
+                c = shape[j]
+                if c == np.uint8(48):
+                    if b >= _HIGH:
+                        high = True
+                    ok = b >= np.uint8(48) and b <= np.uint8(57)
+                elif c == _SP:
+                    ok = b == _SP or b == np.uint8(84)
+                else:
+                    ok = b == c
+                if not ok:
+                    break
+            if ok:
+                z = a + shape.size
+                if z + 1 < e and (buf[z] == np.uint8(46) or buf[z] == _COMMA):
+                    d = z + 1
+                    while d < e and buf[d] >= np.uint8(48) and buf[d] <= np.uint8(57):
+                        d += 1
+                    if d < e and buf[d] >= _HIGH:
+                        high = True
+                    if d > z + 1:
+                        z = d
+                start[i] = a - s
+                length[i] = z - a
+                break
+        if high:
+            start[i] = _REGEX
+
+
 def own_line_times(lines: pl.DataFrame) -> pl.Series:
     """Per line: the ns since the epoch of its own leading timestamp (``own_ts``), null where it has none.
-    Zone-less times are read as UTC."""
-    ts = (
-        pl.col("text")
-        .str.extract(LINE_TS_RE)
-        .str.replace(",", ".")
-        .str.replace("T", " ")
+    Zone-less times are read as UTC. A numba scan (:func:`_timestamp_spans`) finds where each one lies, so polars
+    only slices it out (the regex runs on lines with bytes above ASCII), and each distinct time is parsed once."""
+    text = lines.get_column("text")
+    buf, offs = utf8_buffers(text)
+    start = np.empty(text.len(), dtype=np.int64)
+    length = np.zeros(text.len(), dtype=np.int64)
+    _timestamp_spans(readonly(buf), readonly(offs), _DATE, start, length)
+    fast = np.flatnonzero(start >= 0)
+    slow = np.flatnonzero(start == _REGEX)
+    raw = pl.concat(
+        [
+            pl.DataFrame({"row": fast, "a": start[fast], "n": length[fast], "text": text.gather(fast)}).select(
+                "row", pl.col("text").str.slice(pl.col("a"), pl.col("n")).alias("ts")
+            ),
+            pl.DataFrame({"row": slow, "text": text.gather(slow)}).select(
+                "row", pl.col("text").str.extract(LINE_TS_RE).alias("ts")
+            ),
+        ]
+    ).drop_nulls("ts")
+    times = raw.select(pl.col("ts").unique()).with_columns(
+        pl.col("ts")
+        .str.replace(",", ".", literal=True)
+        .str.replace("T", " ", literal=True)
         .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
         .dt.epoch("ns")
+        .alias("ns")
     )
-    return lines.select(ts.alias("own_ts")).to_series()
+    ns = raw.join(times, on="ts", how="left").sort("row")
+    own = pl.Series("own_ts", [], pl.Int64).extend_constant(None, text.len())
+    return own.scatter(ns.get_column("row"), ns.get_column("ns")) if ns.height else own
 
 
 def line_times(lines: pl.DataFrame, own: pl.Series | None = None) -> pl.Series:
