@@ -250,9 +250,12 @@ def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     return c.drop("_t").with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
 
 
-def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
     m = pl.col("msg")
-    c = p.filter(m.str.contains(": opCount ", literal=True)).with_columns(m.str.split(" ").alias("_t"))
+    c = p.filter(m.str.contains(": opCount ", literal=True))
+    c = c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left").with_columns(
+        m.str.split(" ").alias("_t")
+    )
     usual = _coll_layout()
     c = pl.concat(
         [_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed"
@@ -473,9 +476,8 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         )
     comms = _comms(p, version)
     ranks = _ranks(p, comms)
-    p = p.join(ranks, on=["host", "pid", "dev"], how="left")
     comms = comms.join(ranks.rename({"rank": "grank"}), on=["host", "pid", "dev"], how="left")
-    coll = _collectives(p, comms)
+    coll = _collectives(p, comms, ranks)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -495,7 +497,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         .struct.json_encode()
         .alias("args"),
     )
-    inst = _instants(p)
+    inst = _instants(p).join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
     ev = pl.concat([coll.select(cols + extra), inits.select(cols), inst.select(cols)], how="diagonal_relaxed")
