@@ -136,28 +136,33 @@ _STDOUT = np.frombuffer(b"]<stdout>:", dtype=np.uint8)
 _STDERR = np.frombuffer(b"]<stderr>:", dtype=np.uint8)
 
 
-def _prefix_possible(raw: pl.Series, whole: str) -> bool:
+def _prefix_possible(raw: pl.Series, whole: str | bytes) -> bool:
     """Whether a line of ``raw`` (the lines of ``whole``) may start with a launcher prefix (:func:`_may_have_prefix`):
     a few bytes per line instead of a multi-line regex that tries every line."""
-    buf = np.frombuffer(whole.encode("utf-8", errors="surrogatepass"), dtype=np.uint8)
+    data = whole if isinstance(whole, bytes) else whole.encode("utf-8", errors="surrogatepass")
+    buf = np.frombuffer(data, dtype=np.uint8)
     starts = np.zeros(raw.len(), dtype=np.int64)
     np.cumsum(raw.str.len_bytes().to_numpy()[:-1] + 1, out=starts[1:])
     return bool(_may_have_prefix(readonly(buf), readonly(starts), _RANK, _STDOUT, _STDERR))
 
 
-def clean_lines(raw: pl.Series, *, whole: str | None = None) -> pl.DataFrame:
+def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataFrame:
     """Cleaned lines of ``raw`` (one string per line): see the module docstring.
 
-    ``whole``, the lines' text joined by newlines when the caller has it, lets the passes it shows to change nothing
-    (no carriage return, no escape, no launcher prefix anywhere) be skipped.
+    ``whole``, the lines' text joined by newlines (or its UTF-8 bytes) when the caller has it, lets the passes it
+    shows to change nothing (no carriage return, no escape, no launcher prefix anywhere) be skipped.
     """
-    known = whole is not None
-    s = raw.str.strip_chars_end("\r") if not known or "\r" in whole else raw
-    ansi = not known or "\x1b" in whole
+    if whole is None:
+        has_cr = ansi = True
+    elif isinstance(whole, str):
+        has_cr, ansi = "\r" in whole, "\x1b" in whole
+    else:
+        has_cr, ansi = b"\r" in whole, b"\x1b" in whole
+    s = raw.str.strip_chars_end("\r") if has_cr else raw
     if ansi:
         s = s.str.replace_all(ANSI_RE, "")
     # without escapes the joined text shows whether any line starts with a prefix (one search, stopping at the first)
-    if ansi or (_prefix_possible(raw, whole) and pl.Series([whole]).str.contains("(?m)" + PREFIX_RE).item()):
+    if ansi or (whole is not None and _prefix_possible(raw, whole) and _prefix_found(whole)):
         groups = s.str.extract_groups(PREFIX_RE).struct.unnest()
         prefix_rank = pl.coalesce(*(pl.lit(groups.get_column(c)) for c in groups.columns)).cast(pl.Int64)
         text = pl.col("text").str.replace(PREFIX_RE, "")
@@ -168,22 +173,35 @@ def clean_lines(raw: pl.Series, *, whole: str | None = None) -> pl.DataFrame:
     )
 
 
+def _prefix_found(whole: str | bytes) -> bool:
+    text = whole if isinstance(whole, str) else whole.decode("utf-8")
+    return bool(pl.Series([text]).str.contains("(?m)" + PREFIX_RE).item())
+
+
 def read_lines(path: Path, *, max_input_bytes: int | None = None) -> LogText:
-    """Read and clean a text log (plain or gzip).
+    """Read and clean a text log (plain or gzip). UTF-8 text goes to polars as bytes (checked there, no Python
+    string of it); other bytes are decoded with U+FFFD for what is not UTF-8.
 
     Raises:
         InputTooLargeError: over ``max_input_bytes``.
     """
     data = _read_bytes(Path(path), max_input_bytes)
     garbled: dict[str, int] = {}
-    text = data.decode("utf-8", errors="replace")
-    raw = pl.Series("text", [text]).str.split("\n").explode()  # no Python string per line
+    whole: str | bytes = data
+    try:
+        series = pl.Series("text", [data], dtype=pl.Binary).cast(pl.String)
+    except pl.exceptions.ComputeError:  # not UTF-8
+        whole = data.decode("utf-8", errors="replace")
+        series = pl.Series("text", [whole])
+    raw = series.str.split("\n").explode()  # no Python string per line
     if raw.len() and raw[-1] == "":
         raw = raw.head(raw.len() - 1)
-    out = clean_lines(raw, whole=text)
+    out = clean_lines(raw, whole=whole)
     t = out.get_column("text")
     for char, reason in (("\ufffd", "lines with bytes that are not UTF-8"), ("\x00", "lines with NUL bytes")):
-        n = int(t.str.contains(char, literal=True).sum()) if char in text else 0  # the text's search stops at the first
+        # the text's search stops at the first
+        there = char in whole if isinstance(whole, str) else char.encode() in whole
+        n = int(t.str.contains(char, literal=True).sum()) if there else 0
         if n:
             garbled[reason] = n
     return LogText(out, garbled, len(data))
