@@ -163,7 +163,8 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 
 
 def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
-    marks = lines.filter(pl.col("text").str.contains(r"^\s*#"))  # headers and unit lines: literal-led, few
+    # headers and unit lines: a literal search first, the regex on the few lines it keeps
+    marks = lines.filter(pl.col("text").str.contains("#", literal=True)).filter(pl.col("text").str.contains(r"^\s*#"))
     hdr = marks.filter(pl.col("text").str.strip_chars().str.contains(DMON_RE)).select(
         "line", pl.lit(True).alias("is_h")
     )
@@ -276,7 +277,7 @@ def _dcgmi(lines: pl.DataFrame) -> pl.DataFrame:
     """``dcgmi dmon`` tables: a ``#Entity  F1  F2 ...`` header, an ``ID`` line, rows ``GPU 0  v1  v2 ...``
     (entities GPU, GPU-I, GPU-CI, ...; ``N/A`` skipped); one sample per ``-d`` interval (1 s by default) from 0."""
     t = pl.col("text").str.strip_chars()
-    hdr = lines.filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
+    hdr = lines.filter(pl.col("text").str.starts_with("#")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
     if not hdr.height:
         return pl.DataFrame()
     df = lines.filter(pl.col("line") >= hdr.get_column("line").min()).with_columns(
