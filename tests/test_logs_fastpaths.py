@@ -3,10 +3,11 @@
 Over every real text log of ../shared/data/logs (skipped when absent) and hand-built lines:
 
 - :func:`~di.convert.logs.text.clean_lines` given the whole text (which skips the passes it shows to change
-  nothing) gives the same frame as without it, and its numba scan for launcher prefixes never rules out a
-  prefix the regex finds;
-- :func:`~di.convert.logs.text.own_line_times` (a numba scan finds the timestamps) reads what the regex reads;
-- the nvidia-smi gate's line scan finds what its regexes find;
+  nothing) gives the same frame as without it, and its search for launcher prefixes on line heads finds what
+  the multi-line regex finds;
+- :func:`~di.convert.logs.text.own_line_times` (captures only where the plain search matched) reads what the
+  regex reads on every line;
+- the nvidia-smi gate's literal-led searches find what its regexes find;
 - :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
   turns away a family whose parser finds something in the file.
 """
@@ -24,7 +25,7 @@ from di.convert.logs.smi import TABLE_GATE_RES, may_hold_tables
 from di.convert.logs.text import (
     LINE_TS_RE,
     PREFIX_RE,
-    _prefix_possible,
+    _has_prefix,
     _read_bytes,
     clean_lines,
     line_times,
@@ -81,20 +82,16 @@ PREFIX_CASES = {
     "not open mpi": ("[1,3]<stdin>: x\n[1]<stdout>: y\n", False),
     "unicode space": ("\u00a01: nbsp\n", True),
     "unicode digit": ("\u0661: arabic-indic one\n", True),
+    "eight unicode spaces": ("\u00a0" * 8 + "1234567: longest\n", True),
+    "longest open mpi": ("[1234567,1234567]<stdout>: x\n", True),
     "CR line ends": ("a\r\n4: b\r\n", True),
 }
 
 
 @pytest.mark.parametrize("case", list(PREFIX_CASES))
-def test_prefix_scan_never_misses_what_the_regex_finds(case: str) -> None:
+def test_prefix_search_on_line_heads_is_the_whole_text_search(case: str) -> None:
     text, expected = PREFIX_CASES[case]
-    found = pl.Series([text]).str.contains("(?m)" + PREFIX_RE).item()
-    possible = _prefix_possible(split(text), text)
-    assert possible or not found, "the scan ruled out a prefix the regex finds"
-    if text.isascii():
-        assert possible == found == expected
-    else:
-        assert possible  # a byte above ASCII where a space or digit may stand: left to the regex
+    assert _has_prefix(split(text)) == pl.Series([text]).str.contains("(?m)" + PREFIX_RE).item() == expected
 
 
 def times_by_regex(text: pl.Series) -> pl.Series:
@@ -163,15 +160,12 @@ SMI_LINES = [
 ]
 
 
-def test_smi_table_scan_is_the_regexes() -> None:
-    """The nvidia-smi gate's line scan matches what its regexes match (a byte above ASCII: a possible match)."""
+def test_smi_table_gate_is_the_regexes() -> None:
+    """The nvidia-smi gate's literal-led searches match what its regexes match alone."""
     lines = pl.Series("text", SMI_LINES)
     for line in SMI_LINES:
         by_regex = any(pl.Series([line]).str.contains("(?m)" + rx).item() for rx in TABLE_GATE_RES)
-        scanned = may_hold_tables(pl.Series("text", [line]))
-        assert scanned or not by_regex, f"the scan missed {line!r}"
-        if line.isascii():
-            assert scanned == by_regex, line
+        assert may_hold_tables(pl.Series("text", [line])) == by_regex, line
     assert may_hold_tables(lines) and not may_hold_tables(pl.Series("text", ["plain", "text: 1, 2"]))
 
 
@@ -187,7 +181,7 @@ def test_real_logs_line_times(path: Path) -> None:
 def test_real_logs_smi_table_scan(path: Path) -> None:
     lines = read_lines(path).lines.get_column("text")
     by_regex = pl.Series([lines.str.join("\n").item()]).str.contains("|".join(f"(?m:{rx})" for rx in TABLE_GATE_RES))
-    assert may_hold_tables(lines) == by_regex.item() or lines.str.contains(r"[^\x00-\x7f]").any()
+    assert may_hold_tables(lines) == by_regex.item()
 
 
 @needs_data

@@ -23,11 +23,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
 import polars as pl
-from numba import njit
 
-from di.convert.columns import readonly, utf8_buffers
 from di.convert.logs.build import Parts
 
 __all__ = ["GATE_LITERALS", "TABLE_GATE_RES", "UNITS", "may_hold_tables", "parse_smi", "sniff_smi"]
@@ -429,152 +426,21 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
 
 GATE_LITERALS = r"NVSMI LOG|NVIDIA-SMI|nvidia-smi"
 """The literal part of the family's gate (see :func:`may_hold_tables` for the rest)."""
-_SP = np.uint8(32)
-_TAB = np.uint8(9)
-_CR = np.uint8(13)
-_NL = np.uint8(10)
-_HASH = np.uint8(35)
-_SLASH = np.uint8(47)
-_COLON = np.uint8(58)
-_DOT = np.uint8(46)
-_COMMA = np.uint8(44)
-_US = np.uint8(95)
-_LB = np.uint8(91)
-_RB = np.uint8(93)
-_HIGH = np.uint8(128)
-_ZERO = np.uint8(48)
-_NINE = np.uint8(57)
-_LOW_A = np.uint8(97)
-_LOW_Z = np.uint8(122)
-_UP_A = np.uint8(65)
-_UP_Z = np.uint8(90)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _has(buf, j, e, word):
-    """``buf[j:e]`` starts with the bytes ``word``."""
-    if j + word.size > e:
-        return False
-    for k in range(word.size):
-        if buf[j + k] != word[k]:
-            return False
-    return True
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _blanks(buf, j, e):
-    """The index after the run of ASCII whitespace but newlines (``[^\\S\\n]``) at ``j``."""
-    while j < e and (buf[j] == _SP or (buf[j] >= _TAB and buf[j] <= _CR and buf[j] != _NL)):
-        j += 1
-    return j
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _word_ends(buf, a, e):
-    """A whitespace byte but a newline, or a byte above ASCII (maybe a Unicode space), at ``a``."""
-    return a < e and (buf[a] >= _HIGH or buf[a] == _SP or (buf[a] >= _TAB and buf[a] <= _CR and buf[a] != _NL))
-
-
-@njit(cache=True, _nrt=False)
-def _any_table_line(buf, offs, words):
-    """Whether a line ``buf[offs[i]:offs[i+1]]`` starts like an nvidia-smi table line (the regexes of
-    :data:`TABLE_GATE_RES`, read on ASCII bytes), or has a byte above ASCII where a Unicode space, digit or word
-    character could stand. ``words``: ``gpu``, ``Date``, ``Time``, ``Entity``, ``timestamp``, ``index`` as bytes."""
-    gpu, date, time, entity, timestamp, index = words
-    for i in range(offs.size - 1):
-        s = offs[i]
-        e = offs[i + 1]
-        if e - s >= 14:  # ^\d{4}/\d\d/\d\d \d\d:
-            ok = True
-            for k in range(14):
-                b = buf[s + k]
-                if k == 4 or k == 7:
-                    ok = b == _SLASH
-                elif k == 10:
-                    ok = b == _SP
-                elif k == 13:
-                    ok = b == _COLON
-                elif b >= _HIGH:
-                    return True  # a Unicode digit
-                else:
-                    ok = b >= _ZERO and b <= _NINE
-                if not ok:
-                    break
-            if ok:
-                return True
-        # ^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n] and ^#[^\S\n]*Entity[^\S\n]
-        j = _blanks(buf, s, e)
-        if j < e and buf[j] >= _HIGH:
-            return True
-        if j < e and buf[j] == _HASH:
-            first = j == s
-            j = _blanks(buf, j + 1, e)
-            if j < e and buf[j] >= _HIGH:
-                return True
-            if _has(buf, j, e, gpu) and _word_ends(buf, j + gpu.size, e):
-                return True
-            if first and _has(buf, j, e, entity) and _word_ends(buf, j + entity.size, e):
-                return True
-            if _has(buf, j, e, date):
-                k = _blanks(buf, j + date.size, e)
-                if k < e and buf[k] >= _HIGH:
-                    return True
-                if k > j + date.size and _has(buf, k, e, time):
-                    k2 = _blanks(buf, k + time.size, e)
-                    if k2 < e and buf[k2] >= _HIGH:
-                        return True
-                    if k2 > k + time.size and _has(buf, k2, e, gpu) and _word_ends(buf, k2 + gpu.size, e):
-                        return True
-            continue
-        # ^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?,
-        j = s
-        while j < e and ((buf[j] >= _LOW_A and buf[j] <= _LOW_Z) or buf[j] == _US):
-            j += 1
-        if j == s:
-            continue
-        if j < e and buf[j] == _DOT:
-            j += 1
-            while j < e and (
-                (buf[j] >= _LOW_A and buf[j] <= _LOW_Z)
-                or (buf[j] >= _UP_A and buf[j] <= _UP_Z)
-                or (buf[j] >= _ZERO and buf[j] <= _NINE)
-                or buf[j] == _US
-                or buf[j] == _DOT
-            ):
-                j += 1
-            if j < e and buf[j] >= _HIGH:
-                return True
-        elif not (
-            (j - s == timestamp.size and _has(buf, s, e, timestamp)) or (j - s == index.size and _has(buf, s, e, index))
-        ):
-            continue
-        if j + 1 < e and buf[j] == _SP and buf[j + 1] == _LB:
-            k = j + 2
-            while k < e and buf[k] != _RB:
-                k += 1
-            if k < e and k > j + 2:
-                j = k + 1
-        if j + 1 < e and buf[j] == _COMMA and buf[j + 1] == _SP:
-            return True
-    return False
-
-
-TABLE_GATE_RES = (
-    r"^\d{4}/\d\d/\d\d \d\d:",
-    r"^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]",
-    r"^#[^\S\n]*Entity[^\S\n]",
-    r"^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
-)
-"""The table-shaped part of the family's gate: ``--format=csv,noheader`` rows, ``dmon``/``pmon`` and ``dcgmi dmon``
-headers, ``--query-gpu`` headers. With no literal to search for, each regex tries every line (about 30 ms per 16 MB
-each): :func:`may_hold_tables` reads the start of each line instead."""
-_WORDS = tuple(
-    np.frombuffer(w.encode(), dtype=np.uint8) for w in ("gpu", "Date", "Time", "Entity", "timestamp", "index")
-)
+TABLE_GATE_RES = {
+    r"^\d{4}/\d\d/\d\d \d\d:": "/",
+    r"^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]": "gpu",
+    r"^#[^\S\n]*Entity[^\S\n]": "Entity",
+    r"^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ": ", ",
+}
+"""The table-shaped part of the family's gate (``--format=csv,noheader`` rows, ``dmon``/``pmon`` and ``dcgmi dmon``
+headers, ``--query-gpu`` headers), each with a literal its lines hold. With no literal to lead it, each regex
+would try every line of the file (about 30 ms per 16 MB each)."""
 
 
 def may_hold_tables(text: pl.Series) -> bool:
-    """True when a line of ``text`` may match one of :data:`TABLE_GATE_RES` (exact on ASCII lines; a byte above ASCII
-    where a Unicode space or word character could stand counts as a match)."""
-    buf, offs = utf8_buffers(text)
-    return bool(_any_table_line(readonly(buf), readonly(offs), _WORDS))
+    """True when a line of ``text`` matches one of :data:`TABLE_GATE_RES`: each regex runs on the lines that hold its
+    literal."""
+    return any(
+        bool(text.filter(text.str.contains(lit, literal=True)).str.contains(rx).any())
+        for rx, lit in TABLE_GATE_RES.items()
+    )

@@ -14,12 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import polars as pl
-from numba import njit
 
 from di.convert import gunzip
-from di.convert.columns import readonly, utf8_buffers
 from di.inputsize import check_size
 
 __all__ = ["LINE_TS_RE", "LogText", "clean_lines", "head_lines", "line_times", "own_line_times", "read_lines"]
@@ -62,88 +59,17 @@ def _read_bytes(path: Path, limit: int | None) -> bytes:
     return data
 
 
-_NL = np.uint8(10)
-_LB = np.uint8(91)
-_COLON = np.uint8(58)
-_RB = np.uint8(93)
-_COMMA = np.uint8(44)
-_SP = np.uint8(32)
-_WS_RUN = np.int64(8)
-_DIGITS = np.int64(7)
+PREFIX_MARKS = r": |\]:|>:"
+"""What every :data:`PREFIX_RE` prefix holds (srun's ``: ``, torchrun's ``]:``, Open MPI's ``>:``)."""
+PREFIX_CHARS = 26
+"""No prefix is longer (Open MPI's ``[1234567,1234567]<stdout>:``; srun's at most 8 spaces, 7 digits and ``: ``)."""
 
 
-@njit(cache=True, _nrt=False, inline="always")
-def _digits(buf, j, n):
-    """(index after the run of ASCII digits at ``j``, its length (capped at 8), whether a non-ASCII byte ends it)."""
-    d = 0
-    while j < n and buf[j] >= np.uint8(48) and buf[j] <= np.uint8(57) and d <= _DIGITS:
-        j += 1
-        d += 1
-    return j, d, j < n and buf[j] >= np.uint8(128)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _is(buf, j, n, word):
-    """``buf[j:]`` starts with the ASCII bytes ``word``."""
-    if j + word.size > n:
-        return False
-    for k in range(word.size):
-        if buf[j + k] != word[k]:
-            return False
-    return True
-
-
-@njit(cache=True, _nrt=False)
-def _may_have_prefix(buf, starts, rank, stdout, stderr):
-    """False when no line of ``buf`` (UTF-8 bytes, lines beginning at ``starts``) can start with a
-    :data:`PREFIX_RE` prefix, read on its ASCII bytes: srun's ``\\s{0,8}\\d{1,7}: ``, torchrun's ``[rank\\d{1,7}]:``
-    (``rank``: ``b"[rank"``), Open MPI's ``[\\d{1,7},\\d{1,7}]<stdout>:`` (``stdout``, ``stderr``: ``b"]<stdout>:"``...).
-    A byte above ASCII where a space or a digit may stand counts as a possible prefix (the regex reads Unicode
-    spaces and digits)."""
-    n = buf.size
-    for r in range(starts.size):
-        j = starts[r]
-        if _is(buf, j, n, rank):
-            j, d, other = _digits(buf, j + rank.size, n)
-            if other or (1 <= d <= _DIGITS and j + 1 < n and buf[j] == _RB and buf[j + 1] == _COLON):
-                return True
-            continue
-        if j < n and buf[j] == _LB:
-            j, d, other = _digits(buf, j + 1, n)
-            if other:
-                return True
-            if 1 <= d <= _DIGITS and j < n and buf[j] == _COMMA:
-                j, d, other = _digits(buf, j + 1, n)
-                if other or (1 <= d <= _DIGITS and (_is(buf, j, n, stdout) or _is(buf, j, n, stderr))):
-                    return True
-            continue
-        w = 0
-        while j < n and (buf[j] == _SP or (buf[j] >= np.uint8(9) and buf[j] <= np.uint8(13))) and w <= _WS_RUN:
-            j += 1
-            w += 1
-        if w > _WS_RUN:
-            continue
-        j, d, other = _digits(buf, j, n)
-        if other:
-            return True
-        if 1 <= d <= _DIGITS and j + 1 < n and buf[j] == _COLON and buf[j + 1] == _SP:
-            return True
-    return False
-
-
-_RANK = np.frombuffer(b"[rank", dtype=np.uint8)
-_STDOUT = np.frombuffer(b"]<stdout>:", dtype=np.uint8)
-_STDERR = np.frombuffer(b"]<stderr>:", dtype=np.uint8)
-
-
-def _prefix_possible(raw: pl.Series, whole: str | bytes) -> bool:
-    """Whether a line of ``raw`` (the lines of ``whole``) may start with a launcher prefix (:func:`_may_have_prefix`):
-    a few bytes per line instead of a multi-line regex that tries every line."""
-    data = whole if isinstance(whole, bytes) else whole.encode("utf-8", errors="surrogatepass")
-    buf = np.frombuffer(data, dtype=np.uint8)
-    starts = np.zeros(raw.len(), dtype=np.int64)
-    np.cumsum(raw.str.len_bytes().to_numpy()[:-1] + 1, out=starts[1:])
-    return bool(_may_have_prefix(readonly(buf), readonly(starts), _RANK, _STDOUT, _STDERR))
+def _has_prefix(lines: pl.Series) -> bool:
+    """Whether a line of ``lines`` starts with a launcher prefix: the regex runs on the line heads that hold one
+    of :data:`PREFIX_MARKS`, a few, instead of over the whole text in multi-line mode, which tries every line."""
+    heads = lines.str.head(PREFIX_CHARS)
+    return bool(heads.filter(heads.str.contains(PREFIX_MARKS)).str.contains(PREFIX_RE).any())
 
 
 def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataFrame:
@@ -162,7 +88,7 @@ def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataF
     if ansi:
         s = s.str.replace_all(ANSI_RE, "")
     # without escapes the joined text shows whether any line starts with a prefix (one search, stopping at the first)
-    if ansi or (whole is not None and _prefix_possible(raw, whole) and _prefix_found(whole)):
+    if ansi or _has_prefix(s):
         groups = s.str.extract_groups(PREFIX_RE).struct.unnest()
         prefix_rank = pl.coalesce(*(pl.lit(groups.get_column(c)) for c in groups.columns)).cast(pl.Int64)
         text = pl.col("text").str.replace(PREFIX_RE, "")
@@ -171,11 +97,6 @@ def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataF
     return pl.DataFrame({"text": s}).select(
         pl.int_range(0, pl.len(), dtype=pl.UInt32).alias("line"), prefix_rank.alias("prefix_rank"), text
     )
-
-
-def _prefix_found(whole: str | bytes) -> bool:
-    text = whole if isinstance(whole, str) else whole.decode("utf-8")
-    return bool(pl.Series([text]).str.contains("(?m)" + PREFIX_RE).item())
 
 
 def read_lines(path: Path, *, max_input_bytes: int | None = None) -> LogText:
@@ -200,7 +121,8 @@ def read_lines(path: Path, *, max_input_bytes: int | None = None) -> LogText:
     t = out.get_column("text")
     for char, reason in (("\ufffd", "lines with bytes that are not UTF-8"), ("\x00", "lines with NUL bytes")):
         # the text's search stops at the first
-        there = char in whole if isinstance(whole, str) else char.encode() in whole
+        code = char.encode()
+        there = char in whole if isinstance(whole, str) else code[:1] in whole and code in whole  # a byte: memchr
         n = int(t.str.contains(char, literal=True).sum()) if there else 0
         if n:
             garbled[reason] = n
@@ -213,113 +135,13 @@ def head_lines(head: bytes) -> list[str]:
     return [_PREFIX.sub("", _ANSI.sub("", ln.rstrip("\r")), count=1) for ln in text.split("\n")]
 
 
-_HIGH = np.uint8(128)
-_BRACKET_GROUPS = np.int64(3)
-_DATE = np.frombuffer(b"0000-00-00 00:00:00", dtype=np.uint8)
-"""The shape of :data:`LINE_TS_RE`'s date: ``0`` a digit, ``' '`` a space or ``T``, other bytes themselves."""
-
-
-_REGEX = np.int64(-2)
-
-
-@njit(cache=True, _nrt=False)
-def _timestamp_spans(buf, offs, shape, start, length):
-    """``start[i]``, ``length[i]``: where :data:`LINE_TS_RE`'s capture lies in line i (``buf[offs[i]:offs[i+1]]``),
-    read on ASCII bytes: after up to three ``[...]`` groups (each with the whitespace after it; the most groups that
-    lead to a date, as the regex takes them), an optional ``[``, a date of ``shape`` and maybe ``[.,]digits``.
-    ``start`` -1 where there is none, :data:`_REGEX` where a byte above ASCII stands before the date's end (a Unicode
-    space or digit the regex reads, or characters that are not one byte each)."""
-    for i in range(offs.size - 1):
-        s = offs[i]
-        e = offs[i + 1]
-        start[i] = -1
-        high = False
-        p = s
-        k = 0
-        after1 = np.int64(-1)
-        after2 = np.int64(-1)
-        after3 = np.int64(-1)
-        while k < _BRACKET_GROUPS and p < e and buf[p] == _LB:
-            q = p + 1
-            while q < e and buf[q] != _RB:
-                if buf[q] >= _HIGH:
-                    high = True
-                q += 1
-            if q >= e:
-                break
-            q += 1
-            while q < e and (buf[q] == _SP or (buf[q] >= np.uint8(9) and buf[q] <= np.uint8(13))):
-                q += 1
-            if q < e and buf[q] >= _HIGH:
-                high = True
-            k += 1
-            p = q
-            if k == 1:
-                after1 = p
-            elif k == 2:
-                after2 = p
-            else:
-                after3 = p
-        for g in range(3, -1, -1):
-            a = s if g == 0 else (after1 if g == 1 else (after2 if g == 2 else after3))
-            if a < 0:
-                continue
-            if a < e and buf[a] == _LB:
-                a += 1
-            if a + shape.size > e:
-                continue
-            ok = True
-            for j in range(shape.size):
-                b = buf[a + j]
-                c = shape[j]
-                if c == np.uint8(48):
-                    if b >= _HIGH:
-                        high = True
-                    ok = b >= np.uint8(48) and b <= np.uint8(57)
-                elif c == _SP:
-                    ok = b == _SP or b == np.uint8(84)
-                else:
-                    ok = b == c
-                if not ok:
-                    break
-            if ok:
-                z = a + shape.size
-                if z + 1 < e and (buf[z] == np.uint8(46) or buf[z] == _COMMA):
-                    d = z + 1
-                    while d < e and buf[d] >= np.uint8(48) and buf[d] <= np.uint8(57):
-                        d += 1
-                    if d < e and buf[d] >= _HIGH:
-                        high = True
-                    if d > z + 1:
-                        z = d
-                start[i] = a - s
-                length[i] = z - a
-                break
-        if high:
-            start[i] = _REGEX
-
-
 def own_line_times(lines: pl.DataFrame) -> pl.Series:
     """Per line: the ns since the epoch of its own leading timestamp (``own_ts``), null where it has none.
-    Zone-less times are read as UTC. A numba scan (:func:`_timestamp_spans`) finds where each one lies, so polars
-    only slices it out (the regex runs on lines with bytes above ASCII), and each distinct time is parsed once."""
+    Zone-less times are read as UTC. The regex captures only on the lines its plain search keeps (capturing costs
+    more), and each distinct time is parsed once."""
     text = lines.get_column("text")
-    buf, offs = utf8_buffers(text)
-    start = np.empty(text.len(), dtype=np.int64)
-    length = np.zeros(text.len(), dtype=np.int64)
-    _timestamp_spans(readonly(buf), readonly(offs), _DATE, start, length)
-    fast = np.flatnonzero(start >= 0)
-    slow = np.flatnonzero(start == _REGEX)
-    raw = pl.concat(
-        [
-            pl.DataFrame({"row": fast, "a": start[fast], "n": length[fast], "text": text.gather(fast)}).select(
-                "row", pl.col("text").str.slice(pl.col("a"), pl.col("n")).alias("ts")
-            ),
-            pl.DataFrame({"row": slow, "text": text.gather(slow)}).select(
-                "row", pl.col("text").str.extract(LINE_TS_RE).alias("ts")
-            ),
-        ]
-    ).drop_nulls("ts")
+    rows = text.str.contains(LINE_TS_RE).arg_true()
+    raw = pl.DataFrame({"row": rows, "ts": text.gather(rows).str.extract(LINE_TS_RE)})
     times = raw.select(pl.col("ts").unique()).with_columns(
         pl.col("ts")
         .str.replace(",", ".", literal=True)
@@ -328,7 +150,7 @@ def own_line_times(lines: pl.DataFrame) -> pl.Series:
         .dt.epoch("ns")
         .alias("ns")
     )
-    ns = raw.join(times, on="ts", how="left").sort("row")
+    ns = raw.join(times, on="ts", how="left", nulls_equal=True, maintain_order="left")
     own = pl.Series("own_ts", [], pl.Int64).extend_constant(None, text.len())
     return own.scatter(ns.get_column("row"), ns.get_column("ns")) if ns.height else own
 
