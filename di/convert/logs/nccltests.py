@@ -21,7 +21,6 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.words import numbers_at
 
 __all__ = ["SNIFF_RE", "parse_nccl_tests"]
 
@@ -74,6 +73,8 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         "algbw.in-place": 10,
         "busbw.in-place": 11,
     }
+    from di.convert.logs.words import numbers_at  # numba: imported by the files that have table rows only
+
     nums = numbers_at(rows.get_column("m"), list(cols.values()))
     if nums is not None:
         g = rows.select("i", "test").hstack(nums.rename({f"w{k}": name for name, k in cols.items()}))
