@@ -196,3 +196,23 @@ def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
         parts = parse(lines)
         if parts.events.height or parts.samples.height or parts.info:
             assert present[name], f"{path.name}: the {name} gate turned away a family its parser finds"
+
+
+def test_nccl_tests_row_numbers_are_the_words() -> None:
+    """nccl-tests row numbers read by position in the rows split at spaces equal each row's words cast one by one;
+    a row with a tab goes the slow way (None)."""
+    from di.convert.logs.nccltests import _row_numbers
+
+    rows = pl.Series(
+        "m",
+        [
+            "8388608   2097152   float   sum   -1   123.4   67.98   101.97   0   120.1   69.85   104.77   0",
+            "16   4   double   none   -1   18.22   0.00   0.00   N/A   17.90   0.00   0.00   N/A",
+        ],
+    )
+    cols = {"size": 0, "time": 5, "busbw": 7, "wrong": 8, "bus_in": 11}
+    got = _row_numbers(rows, cols)
+    words = rows.str.extract_all(r"\S+")
+    want = pl.DataFrame({n: words.list.get(k).cast(pl.Float64, strict=False) for n, k in cols.items()})
+    assert got is not None and got.equals(want)
+    assert _row_numbers(rows.str.replace("   float", "\tfloat"), cols) is None

@@ -38,6 +38,25 @@ RANK_RE = (
 METRICS = (("time", "us"), ("algbw", "GB/s"), ("busbw", "GB/s"))
 
 
+ROW_WORDS = 13
+"""Words of a row ROW_RE matched (each group is one word)."""
+
+
+def _row_numbers(rows: pl.Series, cols: dict[str, int]) -> pl.DataFrame | None:
+    """Column ``name`` (Float64) of word ``k`` of each row, for each of ``cols``: the rows joined and split at spaces
+    once, words taken by position (a list of words per row costs more); None when a row has other whitespace (its
+    words would not split at spaces)."""
+    joined = rows.str.join(" ")
+    if joined.str.contains(r"[^\S ]").item():
+        return None
+    words = joined.str.split(" ").explode()
+    words = words.filter(words != "")
+    if words.len() != ROW_WORDS * rows.len():
+        return None
+    at = pl.int_range(0, rows.len(), dtype=pl.Int64, eager=True) * ROW_WORDS
+    return pl.DataFrame({name: words.gather(at + k).cast(pl.Float64, strict=False) for name, k in cols.items()})
+
+
 def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
@@ -73,11 +92,9 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         "algbw.in-place": 10,
         "busbw.in-place": 11,
     }
-    from di.convert.logs.words import numbers_at  # numba: imported by the files that have table rows only
-
-    nums = numbers_at(rows.get_column("m"), list(cols.values()))
+    nums = _row_numbers(rows.get_column("m"), cols)
     if nums is not None:
-        g = rows.select("i", "test").hstack(nums.rename({f"w{k}": name for name, k in cols.items()}))
+        g = rows.select("i", "test").hstack(nums)
     else:
         words = pl.col("m").str.extract_all(r"\S+")
         g = rows.select("i", "test", words.alias("w")).select(
