@@ -66,6 +66,7 @@ def split(text: str) -> pl.Series:
 )
 def test_clean_lines_with_whole_text_is_the_same(text: str) -> None:
     assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
+    assert clean_lines(split(text), whole=text.encode()).equals(clean_lines(split(text)))
 
 
 PREFIX_CASES = {
@@ -189,6 +190,7 @@ def test_real_logs_smi_table_scan(path: Path) -> None:
 def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
     text = _read_bytes(path, None).decode("utf-8", errors="replace")
     assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
+    assert clean_lines(split(text), whole=text.encode()).equals(clean_lines(split(text)))
     got = read_lines(path).lines
     lines = got.with_columns(line_times(got))
     present = present_families(lines)
