@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 
 from di.convert.provenance import reader_meta
@@ -106,7 +105,7 @@ def _json_values(value: Any) -> Any:
     """``value`` as JSON values (what ``json.loads(json.dumps(value, default=str))`` gives), :class:`JsonRows`
     decoded (a Python round trip per row would cost more than the parse)."""
     if isinstance(value, JsonRows):
-        return orjson.loads(value.rows.write_json())
+        return json.loads(value.rows.write_json())  # orjson: 25% faster, about 100 MB more peak RSS on 200k rows
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {k: _json_values(v) for k, v in value.items()}
     return json.loads(json.dumps(value, default=str))
