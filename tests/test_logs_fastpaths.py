@@ -3,7 +3,11 @@
 Over every real text log of ../shared/data/logs (skipped when absent) and hand-built lines:
 
 - :func:`~di.convert.logs.text.clean_lines` given the whole text (which skips the passes it shows to change
-  nothing) gives the same frame as without it;
+  nothing) gives the same frame as without it, and its search for launcher prefixes on line heads finds what
+  the multi-line regex finds;
+- :func:`~di.convert.logs.text.own_line_times` (captures only where the plain search matched) reads what the
+  regex reads on every line;
+- the nvidia-smi gate's literal-led searches find what its regexes find;
 - :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
   turns away a family whose parser finds something in the file.
 """
@@ -17,7 +21,17 @@ import pytest
 from conftest import DATA
 
 from di.convert.logs.reader import FAMILIES, present_families
-from di.convert.logs.text import _read_bytes, clean_lines, line_times, read_lines
+from di.convert.logs.smi import TABLE_GATE_RES, may_hold_tables
+from di.convert.logs.text import (
+    LINE_TS_RE,
+    PREFIX_RE,
+    _has_prefix,
+    _read_bytes,
+    clean_lines,
+    line_times,
+    own_line_times,
+    read_lines,
+)
 
 LOGS = DATA / "logs"
 
@@ -52,6 +66,123 @@ def split(text: str) -> pl.Series:
 )
 def test_clean_lines_with_whole_text_is_the_same(text: str) -> None:
     assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
+    assert clean_lines(split(text), whole=text.encode()).equals(clean_lines(split(text)))
+
+
+PREFIX_CASES = {
+    "no prefix": ("plain\nlines: 12\n", False),
+    "srun": ("text\n12: srun -l\n", True),
+    "srun indented": ("text\n        7: eight spaces\n", True),
+    "nine spaces": ("text\n         7: nine spaces\n", False),
+    "eight digits": ("12345678: too long\n", False),
+    "no space after colon": ("12:34 a time\n", False),
+    "blank line before": ("a\n\n3: b\n", True),
+    "torchrun": ("x\n[rank3]: torchrun\n", True),
+    "not torchrun": ("[rank]: x\n[rankX]: y\n[2023-01-01 10:00:00] z\n", False),
+    "open mpi": ("[1,3]<stderr>: mpi\n", True),
+    "not open mpi": ("[1,3]<stdin>: x\n[1]<stdout>: y\n", False),
+    "unicode space": ("\u00a01: nbsp\n", True),
+    "unicode digit": ("\u0661: arabic-indic one\n", True),
+    "eight unicode spaces": ("\u00a0" * 8 + "1234567: longest\n", True),
+    "longest open mpi": ("[1234567,1234567]<stdout>: x\n", True),
+    "CR line ends": ("a\r\n4: b\r\n", True),
+}
+
+
+@pytest.mark.parametrize("case", list(PREFIX_CASES))
+def test_prefix_search_on_line_heads_is_the_whole_text_search(case: str) -> None:
+    text, expected = PREFIX_CASES[case]
+    assert _has_prefix(split(text)) == pl.Series([text]).str.contains("(?m)" + PREFIX_RE).item() == expected
+
+
+def times_by_regex(text: pl.Series) -> pl.Series:
+    """:func:`own_line_times` as the regex alone reads it (over every line)."""
+    return (
+        text.str.extract(LINE_TS_RE)
+        .str.replace(",", ".")
+        .str.replace("T", " ")
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
+        .dt.epoch("ns")
+        .alias("own_ts")
+    )
+
+
+TIME_LINES = [
+    "2024-05-01 10:00:00 plain",
+    "2024-05-01T10:00:00,123 comma and T",
+    "[2024-05-01 10:00:00] bracketed",
+    "[2024-05-01 10:00:00.5] [2024-06-01 11:00:00] the regex takes the second",
+    "[rank0]:[titan] 2024-05-01 10:00:00,284 - root - INFO - step",
+    "[a] [b] [c] 2024-05-01 10:00:00 three groups",
+    "[a] [b] [c] [d] 2024-05-01 10:00:00 four groups: none",
+    "[INFO|trainer.py:1143] 2021-05-25 06:38:26,284 >> x",
+    "2024-05-01 10:00:0 cut",
+    "2024-05-01 10:00:00. no fraction digits",
+    "[unclosed 2024-05-01 10:00:00",
+    "[\u00e9t\u00e9] 2024-05-01 10:00:00 non-ASCII before the date",
+    "\u0662024-05-01 10:00:00 a Unicode digit",
+    "2024-05-01 10:00:00.\u0661 a Unicode fraction digit",
+    "[x]\u00a02024-05-01 10:00:00 a Unicode space",
+    "no time at all",
+    "",
+]
+
+
+def test_line_times_scan_is_the_regex() -> None:
+    lines = pl.DataFrame({"text": TIME_LINES})
+    assert own_line_times(lines).equals(times_by_regex(lines.get_column("text")))
+
+
+SMI_LINES = [
+    "2025/09/01 12:00:01.123, 45, 1024",
+    "2025/09/01 12:00:0",
+    "2025-09-01 12:00:01, 45",
+    "# gpu   pwr  gtemp",
+    "  #  Date  Time  gpu  pwr",
+    "# Date Time gpu",
+    "#Date  Time gpu\t",
+    "# gpux",
+    "#Entity  POWER",
+    " #Entity  POWER",
+    "# Entity",
+    "power.draw [W], temperature.gpu",
+    "timestamp, index, name",
+    "timestamps, index",
+    "index [x], name",
+    "index [], name",
+    "Gpu.x, y",
+    "utilization.gpu [%]]",
+    "utilization.gpu [%], x",
+    "name.x",
+    "\u00a0# gpu pwr",
+    "# gpu\u00a0pwr",
+    "\u0662025/09/01 12:00:01, 4",
+    "power.dr\u00e4w, x",
+]
+
+
+def test_smi_table_gate_is_the_regexes() -> None:
+    """The nvidia-smi gate's literal-led searches match what its regexes match alone."""
+    lines = pl.Series("text", SMI_LINES)
+    for line in SMI_LINES:
+        by_regex = any(pl.Series([line]).str.contains("(?m)" + rx).item() for rx in TABLE_GATE_RES)
+        assert may_hold_tables(pl.Series("text", [line])) == by_regex, line
+    assert may_hold_tables(lines) and not may_hold_tables(pl.Series("text", ["plain", "text: 1, 2"]))
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_line_times(path: Path) -> None:
+    lines = read_lines(path).lines
+    assert own_line_times(lines).equals(times_by_regex(lines.get_column("text")))
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_smi_table_scan(path: Path) -> None:
+    lines = read_lines(path).lines.get_column("text")
+    by_regex = pl.Series([lines.str.join("\n").item()]).str.contains("|".join(f"(?m:{rx})" for rx in TABLE_GATE_RES))
+    assert may_hold_tables(lines) == by_regex.item()
 
 
 @needs_data
@@ -59,6 +190,7 @@ def test_clean_lines_with_whole_text_is_the_same(text: str) -> None:
 def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
     text = _read_bytes(path, None).decode("utf-8", errors="replace")
     assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
+    assert clean_lines(split(text), whole=text.encode()).equals(clean_lines(split(text)))
     got = read_lines(path).lines
     lines = got.with_columns(line_times(got))
     present = present_families(lines)
@@ -66,3 +198,23 @@ def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
         parts = parse(lines)
         if parts.events.height or parts.samples.height or parts.info:
             assert present[name], f"{path.name}: the {name} gate turned away a family its parser finds"
+
+
+def test_nccl_tests_row_numbers_are_the_words() -> None:
+    """nccl-tests row numbers read by position in the rows split at spaces equal each row's words cast one by one;
+    a row with a tab goes the slow way (None)."""
+    from di.convert.logs.nccltests import _row_numbers
+
+    rows = pl.Series(
+        "m",
+        [
+            "8388608   2097152   float   sum   -1   123.4   67.98   101.97   0   120.1   69.85   104.77   0",
+            "16   4   double   none   -1   18.22   0.00   0.00   N/A   17.90   0.00   0.00   N/A",
+        ],
+    )
+    cols = {"size": 0, "time": 5, "busbw": 7, "wrong": 8, "bus_in": 11}
+    got = _row_numbers(rows, cols)
+    words = rows.str.extract_all(r"\S+")
+    want = pl.DataFrame({n: words.list.get(k).cast(pl.Float64, strict=False) for n, k in cols.items()})
+    assert got is not None and got.equals(want)
+    assert _row_numbers(rows.str.replace("   float", "\tfloat"), cols) is None

@@ -131,7 +131,7 @@ HEAD_RE = (
 
 def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     pos = pl.col("text").str.find(" NCCL ", literal=True)
-    found = lines.with_columns(pos.alias("pos")).filter(pl.col("pos").is_not_null())
+    found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
     head = pl.col("text").str.slice(0, pl.col("pos"))
     level = pl.col("text").str.slice(pl.col("pos") + 6, 5).str.strip_chars_end()
     found = found.with_columns(head.alias("head"), level.alias("level"))
@@ -160,10 +160,11 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     )
     found = found.filter(pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
     found = found.join(heads, on="head", how="inner").drop("head")
-    # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first)
+    # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
+    # head's strings are not carried through the filters and joins that follow
     return found.with_columns(
         pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")
-    ).drop("pos")
+    ).drop("pos", "text", "ts", "ms")
 
 
 def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
@@ -249,9 +250,12 @@ def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     return c.drop("_t").with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
 
 
-def _collectives(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
     m = pl.col("msg")
-    c = p.filter(m.str.contains(": opCount ", literal=True)).with_columns(m.str.split(" ").alias("_t"))
+    c = p.filter(m.str.contains(": opCount ", literal=True))
+    c = c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left").with_columns(
+        m.str.split(" ").alias("_t")
+    )
     usual = _coll_layout()
     c = pl.concat(
         [_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed"
@@ -472,9 +476,8 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         )
     comms = _comms(p, version)
     ranks = _ranks(p, comms)
-    p = p.join(ranks, on=["host", "pid", "dev"], how="left")
     comms = comms.join(ranks.rename({"rank": "grank"}), on=["host", "pid", "dev"], how="left")
-    coll = _collectives(p, comms)
+    coll = _collectives(p, comms, ranks)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -494,7 +497,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         .struct.json_encode()
         .alias("args"),
     )
-    inst = _instants(p)
+    inst = _instants(p).join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
     ev = pl.concat([coll.select(cols + extra), inits.select(cols), inst.select(cols)], how="diagonal_relaxed")

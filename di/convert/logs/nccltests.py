@@ -38,14 +38,33 @@ RANK_RE = (
 METRICS = (("time", "us"), ("algbw", "GB/s"), ("busbw", "GB/s"))
 
 
+ROW_WORDS = 13
+"""Words of a row ROW_RE matched (each group is one word)."""
+
+
+def _row_numbers(rows: pl.Series, cols: dict[str, int]) -> pl.DataFrame | None:
+    """Column ``name`` (Float64) of word ``k`` of each row, for each of ``cols``: the rows joined and split at spaces
+    once, words taken by position (a list of words per row costs more); None when a row has other whitespace (its
+    words would not split at spaces)."""
+    joined = rows.str.join(" ")
+    if joined.str.contains(r"[^\S ]").item():
+        return None
+    words = joined.str.split(" ").explode()
+    words = words.filter(words != "")
+    if words.len() != ROW_WORDS * rows.len():
+        return None
+    at = pl.int_range(0, rows.len(), dtype=pl.Int64, eager=True) * ROW_WORDS
+    return pl.DataFrame({name: words.gather(at + k).cast(pl.Float64, strict=False) for name, k in cols.items()})
+
+
 def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
     test = t.str.extract(r"^# Collective test starting: (\w+)")
-    heads = lines.filter(
-        t.str.starts_with("#")
-    )  # the header and footer lines: every regex below but the rows' sees these
-    if not heads.select(test.is_not_null().any()).item():
+    heads = lines.filter(t.str.starts_with("#"))  # the header and footer lines
+    # the lines that name a test, its average or the version: the regexes below see these few
+    marks = heads.filter(t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version)"))
+    if not marks.select(test.is_not_null().any()).item():
         return Parts("nccl_tests")
     # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line) and test headers;
     # picked first, so the NCCL tail is cut on these few lines only
@@ -64,7 +83,6 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     )
     rows = found.filter(~pl.col("is_test")).with_row_index("i")
     # a row matched ROW_RE: its fields are its words (no capturing regex)
-    words = pl.col("m").str.extract_all(r"\S+")
     cols = {
         "size": 0,
         "time.out-of-place": 5,
@@ -74,12 +92,20 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         "algbw.in-place": 10,
         "busbw.in-place": 11,
     }
-    g = rows.select("i", "test", words.alias("w")).with_columns(
-        *[pl.col("w").list.get(k, null_on_oob=True).alias(name) for name, k in cols.items()]
-    )
-    long = g.select("i", "test", *[pl.col(k).cast(pl.Float64, strict=False) for k in cols]).unpivot(
-        index=["i", "test"], variable_name="metric", value_name="value"
-    )
+    nums = _row_numbers(rows.get_column("m"), cols)
+    if nums is not None:
+        g = rows.select("i", "test").hstack(nums)
+    else:
+        words = pl.col("m").str.extract_all(r"\S+")
+        g = rows.select("i", "test", words.alias("w")).select(
+            "i",
+            "test",
+            *[
+                pl.col("w").list.get(k, null_on_oob=True).cast(pl.Float64, strict=False).alias(n)
+                for n, k in cols.items()
+            ],
+        )
+    long = g.unpivot(index=["i", "test"], variable_name="metric", value_name="value")
     units = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
     samples = long.drop_nulls("value").select(
         pl.lit(None, pl.Int64).alias("rank"),
@@ -92,19 +118,19 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     ranks = (
         heads.filter(t.str.starts_with("#  Rank"))
         .select(t)
-        .unique(maintain_order=True)  # every test prints the list again
+        .filter(t.is_first_distinct())  # every test prints the list again
         .select(t.str.extract_groups(RANK_RE).alias("g"))
         .unnest("g")
         .drop_nulls("rank")
         .unique(maintain_order=True)
     )
-    avg = heads.select(
+    avg = marks.select(
         test.forward_fill().alias("test"),
         t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64).alias("v"),
     )
     info: dict[str, Any] = {
         "nccl_tests": {
-            "version": heads.select(t.str.extract(r"^# nccl-tests version (\S+)").drop_nulls().first()).item(),
+            "version": marks.select(t.str.extract(r"^# nccl-tests version (\S+)").drop_nulls().first()).item(),
             "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
             "rows": rows.height,
             "ranks": ranks.unique("rank", keep="first", maintain_order=True)

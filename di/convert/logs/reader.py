@@ -121,10 +121,7 @@ GATES: dict[str, tuple[str, ...]] = {
         r"|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
         r"^\{",
     ),
-    "nvidia_smi": (
-        r"NVSMI LOG|NVIDIA-SMI|nvidia-smi|^\d{4}/\d\d/\d\d \d\d:|^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]"
-        r"|^#[^\S\n]*Entity[^\S\n]|^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
-    ),
+    "nvidia_smi": (r"NVSMI LOG|NVIDIA-SMI|nvidia-smi",),  # and smi.may_hold_tables: table-shaped lines
     "slurm": (r"(?i)job_?id",),
     "darshan": (r"^# darshan log version",),
 }
@@ -139,10 +136,14 @@ table's header or rule, or a record; Darshan and training logs name job ids too)
 
 
 def present_families(lines: pl.DataFrame) -> dict[str, bool]:
-    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``."""
+    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``; nvidia-smi's table
+    lines, which no literal marks, are found by :func:`di.convert.logs.smi.may_hold_tables`."""
+    from di.convert.logs.smi import may_hold_tables
+
     joined = lines.select(pl.col("text").str.join("\n"))
     found = lambda rxs: pl.any_horizontal(pl.col("text").str.contains("(?m)" + rx) for rx in rxs)  # noqa: E731
     present = joined.select(**{name: found(rxs) for name, rxs in GATES.items()}).row(0, named=True)
+    present["nvidia_smi"] = present["nvidia_smi"] or may_hold_tables(lines.get_column("text"))
     confirm = {name: found([rx]) for name, rx in CONFIRM.items() if present[name]}
     return present | (joined.select(**confirm).row(0, named=True) if confirm else {})
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from di.convert.logs.build import JsonRows, Parts
@@ -75,46 +76,78 @@ RULE = r"^-+(?: -+)+\s*$"
 """sacct's default table's dashed rule under its header."""
 
 
-def _delimited(lines: pl.DataFrame) -> list[pl.DataFrame]:
-    """One frame of string columns per distinct header line (``|`` or ``\\x1f`` separated): the rows after each of
-    its occurrences, up to the next header, with as many fields (a loop over header kinds, not header lines)."""
+MARK_RE = r"(?i:job_?id)"
+"""What every header and record start holds (rules start with ``-``): a search that leaves the regexes below a few
+lines."""
+
+
+def _marks(lines: pl.DataFrame) -> pl.DataFrame:
+    """The lines that may be a table's header, a dashed rule or an ``scontrol`` record's start, with which they are
+    (the regexes run on these few lines only) and their row position in ``lines``."""
     t = pl.col("text")
-    is_head = t.str.contains(DELIMITED_HEAD) & t.str.contains(r"[|\x1f]")
-    df = lines.with_columns(is_head.alias("is_head"), t.str.contains(RULE).alias("is_rule"))
-    df = df.with_columns((pl.col("is_head") | pl.col("is_rule")).cum_sum().alias("block"))  # a table ends at the next
-    heads = df.filter("is_head").select("block", pl.col("text").alias("head"))
-    df = df.filter(~pl.col("is_head") & (pl.col("block") > 0)).join(heads, on="block")
+    cand = lines.with_row_index("pos").filter(t.str.contains(MARK_RE) | t.str.starts_with("-"))
+    return cand.select(
+        "pos",
+        "line",
+        "text",
+        (t.str.contains(DELIMITED_HEAD) & t.str.contains(r"[|\x1f]")).alias("is_head"),
+        t.str.contains(RULE).alias("is_rule"),
+        t.str.contains(SNIFF_RE).alias("sniff"),
+        t.str.contains(SCONTROL_RE).alias("scontrol"),
+    )
+
+
+def _blocks(lines: pl.DataFrame, starts: pl.DataFrame, kind: np.ndarray) -> np.ndarray:
+    """Per row of ``lines``: the ``kind`` of the block it lies in (a block runs from one row of ``starts``, by their
+    ``pos``, to the next), -1 before the first; the start rows themselves get -1."""
+    pos = starts.get_column("pos").to_numpy()
+    block = np.searchsorted(pos, np.arange(lines.height), side="right") - 1
+    out = np.where(block >= 0, np.append(kind, -1)[block], -1)
+    out[pos] = -1
+    return out
+
+
+def _delimited(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
+    """One frame of string columns per distinct header line (``|`` or ``\\x1f`` separated): the rows after each of
+    its occurrences, up to the next header or rule, with as many fields (a loop over header kinds, not header lines)."""
+    t = pl.col("text")
+    starts = marks.filter(pl.col("is_head") | pl.col("is_rule"))
+    heads = starts.get_column("text").filter(starts.get_column("is_head")).unique(maintain_order=True).to_list()
+    kind = starts.select(
+        pl.when("is_head").then(pl.col("text").replace_strict(heads, list(range(len(heads))), default=None))
+    ).to_series()
+    block_kind = pl.Series(_blocks(lines, starts, kind.fill_null(-1).to_numpy()))
     out = []
-    for head in heads.get_column("head").unique(maintain_order=True).to_list():  # one per kind of table
+    for k, head in enumerate(heads):  # one per kind of table
         sep = "\x1f" if "\x1f" in head else "|"
         names = _unique([n.strip().lower() for n in head.split(sep)])
-        rows = df.filter((pl.col("head") == head) & (t.str.count_matches(sep, literal=True) == len(names) - 1))
+        rows = lines.filter(block_kind == k).filter(t.str.count_matches(sep, literal=True) == len(names) - 1)
         cells = rows.select("line", t.str.split(sep).list.to_struct(fields=names).alias("s")).unnest("s")
         out.append(cells.with_columns(pl.col(n).str.strip_chars() for n in names))
     return out
 
 
-def _fixed(lines: pl.DataFrame) -> list[pl.DataFrame]:
+def _fixed(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
     """sacct's default table: the dashed rule under the header gives the column spans (a loop over distinct
-    (header, rule) pairs; the rows of a table run from its rule to the next rule)."""
+    (header, rule) pairs; the rows of a table run from its rule to the next rule or delimited header)."""
     t = pl.col("text")
-    is_rule = t.str.contains(RULE)
-    other = t.str.contains(DELIMITED_HEAD) & t.str.contains(r"[|\x1f]")  # another table's header ends this one
-    df = lines.with_columns(is_rule.alias("is_rule"), other.alias("other"), t.shift(1).alias("above"))
-    df = df.with_columns((pl.col("is_rule") | pl.col("other")).cum_sum().alias("block"))
-    rules = df.filter("is_rule").select("block", pl.col("text").str.strip_chars_end().alias("rule"), "above")
-    rules = rules.drop_nulls("above")
-    df = df.filter(~pl.col("is_rule") & (pl.col("block") > 0) & t.str.contains(r"^\s*\d")).join(
-        rules.select("block", "rule", pl.col("above").alias("head")), on="block"
-    )
+    starts = marks.filter(pl.col("is_head") | pl.col("is_rule"))
+    pos = starts.get_column("pos").cast(pl.Int64)
+    above = lines.get_column("text").gather((pos - 1).clip(0)).set(pos == 0, None)  # the header over a rule
+    starts = starts.with_columns(above.alias("above"), pl.col("text").str.strip_chars_end().alias("rule"))
+    rules = starts.filter(pl.col("is_rule") & pl.col("above").is_not_null())
+    kinds = rules.select("above", "rule").unique(maintain_order=True)
+    kind = starts.join(kinds.with_row_index("k"), on=["above", "rule"], how="left", maintain_order="left")
+    kind = kind.select(pl.when("is_rule").then(pl.col("k").cast(pl.Int64))).to_series()
+    block_kind = pl.Series(_blocks(lines, starts, kind.fill_null(-1).to_numpy()))
     out = []
-    for head, rule in rules.select("above", "rule").unique(maintain_order=True).iter_rows():  # one per kind of table
+    for k, (head, rule) in enumerate(kinds.iter_rows()):  # one per kind of table
         spans, i = [], 0
         for dash in rule.split(" "):
             spans.append((i, len(dash)))
             i += len(dash) + 1
         names = [head[a : a + n].strip().lower() for a, n in spans]
-        rows = df.filter((pl.col("head") == head) & (pl.col("rule") == rule))
+        rows = lines.filter(block_kind == k).filter(t.str.contains(r"^\s*\d"))
         out.append(
             rows.select(
                 "line", *[t.str.slice(a, n).str.strip_chars().alias(name) for (a, n), name in zip(spans, names)]
@@ -123,14 +156,15 @@ def _fixed(lines: pl.DataFrame) -> list[pl.DataFrame]:
     return out
 
 
-def _scontrol(lines: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.Series]:
+def _scontrol(lines: pl.DataFrame, marks: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.Series]:
     """``scontrol show job`` records: from a ``JobId=N`` line to the next blank line, ``Key=Value`` words; one row per
     record (its ``line`` the JobId line), and the lines of the records."""
     t = pl.col("text")
-    first = t.str.contains(SCONTROL_RE)
-    if not lines.select(first.any()).item():
+    if not marks.get_column("scontrol").any():
         return [], pl.Series("line", [], dtype=pl.UInt32)
-    df = lines.select("line", first.cum_sum().alias("rec"), t.str.strip_chars().alias("t")).filter(pl.col("rec") > 0)
+    df = lines.select(
+        "line", t.str.contains(SCONTROL_RE).cum_sum().alias("rec"), t.str.strip_chars().alias("t")
+    ).filter(pl.col("rec") > 0)
     df = df.with_columns((pl.col("t") == "").cast(pl.Int32).cum_sum().over("rec").alias("gap"))
     df = df.filter((pl.col("gap") == 0) & pl.col("t").str.contains("=", literal=True))
     kv = (
@@ -155,8 +189,9 @@ def _scontrol(lines: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.Series]:
 
 def parse_slurm(lines: pl.DataFrame) -> Parts:
     """Slurm tables of a log as :class:`Parts` (see the module docstring)."""
-    records, record_lines = _scontrol(lines)
-    frames = [f for f in _delimited(lines) + _fixed(lines) + records if f.height]
+    marks = _marks(lines)
+    records, record_lines = _scontrol(lines, marks)
+    frames = [f for f in _delimited(lines, marks) + _fixed(lines, marks) + records if f.height]
     if not frames:
         return Parts("slurm")
     jobs = pl.concat(frames, how="diagonal_relaxed").sort("line")
@@ -198,14 +233,12 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     )
     fields = jobs.drop("line")
     rows = (
-        JsonRows(fields.write_json())  # decoded once by build_trace, not a Python dict per row then a JSON round trip
+        JsonRows(fields)  # made JSON values once by build_trace
         if all(t == pl.String for t in fields.dtypes)
         else fields.to_dicts()
     )
     info: dict[str, Any] = {"slurm": {"jobs": rows, "truncated": truncated}}
     kw: dict[str, Any] = {"events": events} if events is not None and events.height else {}
-    header_lines = lines.filter(pl.col("text").str.contains(SNIFF_RE) | pl.col("text").str.contains(RULE)).get_column(
-        "line"
-    )
+    header_lines = marks.filter(pl.col("sniff") | pl.col("is_rule")).get_column("line")
     claimed = pl.concat([jobs.get_column("line"), header_lines, record_lines])
     return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), **kw)

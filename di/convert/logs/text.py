@@ -59,19 +59,36 @@ def _read_bytes(path: Path, limit: int | None) -> bytes:
     return data
 
 
-def clean_lines(raw: pl.Series, *, whole: str | None = None) -> pl.DataFrame:
+PREFIX_MARKS = r": |\]:|>:"
+"""What every :data:`PREFIX_RE` prefix holds (srun's ``: ``, torchrun's ``]:``, Open MPI's ``>:``)."""
+PREFIX_CHARS = 26
+"""No prefix is longer (Open MPI's ``[1234567,1234567]<stdout>:``; srun's at most 8 spaces, 7 digits and ``: ``)."""
+
+
+def _has_prefix(lines: pl.Series) -> bool:
+    """Whether a line of ``lines`` starts with a launcher prefix: the regex runs on the line heads that hold one
+    of :data:`PREFIX_MARKS`, a few, instead of over the whole text in multi-line mode, which tries every line."""
+    heads = lines.str.head(PREFIX_CHARS)
+    return bool(heads.filter(heads.str.contains(PREFIX_MARKS)).str.contains(PREFIX_RE).any())
+
+
+def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataFrame:
     """Cleaned lines of ``raw`` (one string per line): see the module docstring.
 
-    ``whole``, the lines' text joined by newlines when the caller has it, lets the passes it shows to change nothing
-    (no carriage return, no escape, no launcher prefix anywhere) be skipped.
+    ``whole``, the lines' text joined by newlines (or its UTF-8 bytes) when the caller has it, lets the passes it
+    shows to change nothing (no carriage return, no escape, no launcher prefix anywhere) be skipped.
     """
-    known = whole is not None
-    s = raw.str.strip_chars_end("\r") if not known or "\r" in whole else raw
-    ansi = not known or "\x1b" in whole
+    if whole is None:
+        has_cr = ansi = True
+    elif isinstance(whole, str):
+        has_cr, ansi = "\r" in whole, "\x1b" in whole
+    else:
+        has_cr, ansi = b"\r" in whole, b"\x1b" in whole
+    s = raw.str.strip_chars_end("\r") if has_cr else raw
     if ansi:
         s = s.str.replace_all(ANSI_RE, "")
     # without escapes the joined text shows whether any line starts with a prefix (one search, stopping at the first)
-    if ansi or pl.Series([whole]).str.contains("(?m)" + PREFIX_RE).item():
+    if ansi or _has_prefix(s):
         groups = s.str.extract_groups(PREFIX_RE).struct.unnest()
         prefix_rank = pl.coalesce(*(pl.lit(groups.get_column(c)) for c in groups.columns)).cast(pl.Int64)
         text = pl.col("text").str.replace(PREFIX_RE, "")
@@ -83,21 +100,30 @@ def clean_lines(raw: pl.Series, *, whole: str | None = None) -> pl.DataFrame:
 
 
 def read_lines(path: Path, *, max_input_bytes: int | None = None) -> LogText:
-    """Read and clean a text log (plain or gzip).
+    """Read and clean a text log (plain or gzip). UTF-8 text goes to polars as bytes (checked there, no Python
+    string of it); other bytes are decoded with U+FFFD for what is not UTF-8.
 
     Raises:
         InputTooLargeError: over ``max_input_bytes``.
     """
     data = _read_bytes(Path(path), max_input_bytes)
     garbled: dict[str, int] = {}
-    text = data.decode("utf-8", errors="replace")
-    raw = pl.Series("text", [text]).str.split("\n").explode()  # no Python string per line
+    whole: str | bytes = data
+    try:
+        series = pl.Series("text", [data], dtype=pl.Binary).cast(pl.String)
+    except pl.exceptions.ComputeError:  # not UTF-8
+        whole = data.decode("utf-8", errors="replace")
+        series = pl.Series("text", [whole])
+    raw = series.str.split("\n").explode()  # no Python string per line
     if raw.len() and raw[-1] == "":
         raw = raw.head(raw.len() - 1)
-    out = clean_lines(raw, whole=text)
+    out = clean_lines(raw, whole=whole)
     t = out.get_column("text")
     for char, reason in (("\ufffd", "lines with bytes that are not UTF-8"), ("\x00", "lines with NUL bytes")):
-        n = int(t.str.contains(char, literal=True).sum()) if char in text else 0  # the text's search stops at the first
+        # the text's search stops at the first
+        code = char.encode()
+        there = char in whole if isinstance(whole, str) else code[:1] in whole and code in whole  # a byte: memchr
+        n = int(t.str.contains(char, literal=True).sum()) if there else 0
         if n:
             garbled[reason] = n
     return LogText(out, garbled, len(data))
@@ -111,16 +137,22 @@ def head_lines(head: bytes) -> list[str]:
 
 def own_line_times(lines: pl.DataFrame) -> pl.Series:
     """Per line: the ns since the epoch of its own leading timestamp (``own_ts``), null where it has none.
-    Zone-less times are read as UTC."""
-    ts = (
-        pl.col("text")
-        .str.extract(LINE_TS_RE)
-        .str.replace(",", ".")
-        .str.replace("T", " ")
+    Zone-less times are read as UTC. The regex captures only on the lines its plain search keeps (capturing costs
+    more), and each distinct time is parsed once."""
+    text = lines.get_column("text")
+    rows = text.str.contains(LINE_TS_RE).arg_true()
+    raw = pl.DataFrame({"row": rows, "ts": text.gather(rows).str.extract(LINE_TS_RE)})
+    times = raw.select(pl.col("ts").unique()).with_columns(
+        pl.col("ts")
+        .str.replace(",", ".", literal=True)
+        .str.replace("T", " ", literal=True)
         .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
         .dt.epoch("ns")
+        .alias("ns")
     )
-    return lines.select(ts.alias("own_ts")).to_series()
+    ns = raw.join(times, on="ts", how="left", nulls_equal=True, maintain_order="left")
+    own = pl.Series("own_ts", [], pl.Int64).extend_constant(None, text.len())
+    return own.scatter(ns.get_column("row"), ns.get_column("ns")) if ns.height else own
 
 
 def line_times(lines: pl.DataFrame, own: pl.Series | None = None) -> pl.Series:

@@ -107,26 +107,53 @@ def _norm(col: str) -> pl.Expr:
     return pl.col(col).str.to_lowercase().str.replace_all(r"[^a-z0-9]+", "_").str.strip_chars("_")
 
 
-HINT_RE = r"iteration|MLLOG|step|SamplesPerSec|E2E latency|^\{"
-"""Literals one of which every KINDS line holds: one fast search picks the lines the KINDS regexes then test."""
+HINT_RE = r"iteration|MLLOG|step|SamplesPerSec|E2E latency"
+"""Literals one of which every KINDS line holds (or it starts with ``{``): one fast search picks the lines the KINDS
+regexes then test (an anchored branch in this alternation would make the search try every position)."""
+KIND_HINTS = {
+    "megatron": pl.col("text").str.contains("iteration", literal=True),
+    "mllog": pl.col("text").str.contains(":::MLLOG {", literal=True),
+    "deepspeed": pl.col("text").str.contains("step=|SamplesPerSec=|E2E latency="),
+    "torchtitan": pl.col("text").str.contains("loss:", literal=True),
+    "epoch_step": pl.col("text").str.starts_with("epoch: "),
+    "hf": pl.col("text").str.starts_with("{'"),
+    "jsonl": pl.col("text").str.starts_with('{"'),
+}
+"""Per kind, a literal test that each of its lines passes: its regex runs only on the lines that pass it."""
 
 
 def _classify(lines: pl.DataFrame) -> pl.DataFrame:
-    lines = lines.with_columns(pl.col("text").str.contains(HINT_RE).alias("hint"))
-    cand = lines.filter("hint")
-    kind = pl.lit(None, pl.String)
-    for name, rx in reversed(KINDS.items()):
-        kind = pl.when(pl.col("text").str.contains(rx)).then(pl.lit(name)).otherwise(kind)
-    kinds = cand.select("line", kind.alias("kind"))
-    return (
-        lines.drop("hint")
-        .join(kinds, on="line", how="left", maintain_order="left")
-        .with_columns(pl.col("own_ts").alias("line_ts"))
+    """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
+    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N). Each regex runs on the lines a literal test picked;
+    the results are put back by row."""
+    t = pl.col("text")
+    rows = lines.select("text").with_row_index("_row")
+    cand = rows.filter(t.str.contains(HINT_RE) | t.str.starts_with("{"))
+    n = lines.height
+    kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
+    for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
+        hit = cand.filter(KIND_HINTS[name]).filter(t.str.contains(rx)).get_column("_row")
+        kind = kind.scatter(hit, name)
+    tags = rows.filter(t.str.contains("[Rank ", literal=True)).select(
+        "_row", t.str.extract(r"\[Rank (\d+)\]").cast(pl.Int64).alias("tag_rank")
+    )
+    tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n)
+    return lines.with_columns(
+        kind,
+        tag_rank.scatter(tags.get_column("_row"), tags.get_column("tag_rank")),
+        pl.col("own_ts").alias("line_ts"),
     )
 
 
 def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
-    body = pl.col("text").str.replace(r"^(?:\[[^\]]*\]:?\s*)+", "").str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
+    body = pl.col("text").str.replace(r"^(?:\[[^\]]*\]:?\s*)+", "")
+    logging = pl.col("text").str.contains(" - INFO - ", literal=True) | pl.col("text").str.contains(
+        " - WARNING - ", literal=True
+    )
+    if rows.select(
+        logging.any()
+    ).item():  # Python logging's "name - LEVEL - ": a lazy regex, run only where it can match
+        body = body.str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
     p = (
         rows.filter(pl.col("kind") != "mllog")
         .select("line", "rank", "kind", "ts", body.str.extract_all(PAIR_RE).alias("pair"))
@@ -305,12 +332,16 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring)."""
     if "own_ts" not in lines.columns:  # read_log found them already
         lines = lines.with_columns(own_line_times(lines))
-    lines = _classify(lines).with_columns(
-        pl.when(pl.col("kind") == "mllog")
-        .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
-        .otherwise(pl.col("line_ts"))
-        .alias("own_ts"),
-        pl.coalesce("prefix_rank", pl.col("text").str.extract(r"\[Rank (\d+)\]").cast(pl.Int64)).alias("rank"),
+    lines = (
+        _classify(lines)
+        .with_columns(
+            pl.when(pl.col("kind") == "mllog")
+            .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
+            .otherwise(pl.col("line_ts"))
+            .alias("own_ts"),
+            pl.coalesce("prefix_rank", "tag_rank").alias("rank"),
+        )
+        .drop("tag_rank")
     )
     # lines without a rank tag (DeepSpeed's timer, Megatron) come from the rank that tags the others (rank 0 logs)
     lines = lines.with_columns(pl.col("rank").fill_null(pl.col("rank").min()))
