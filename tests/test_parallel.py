@@ -291,7 +291,7 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     node_loc = frame.trace.events.get_column("loc").to_numpy()[g.event]
     locs = np.unique(node_loc)
     remote = np.isin(node_loc, np.random.default_rng(7).choice(locs, size=locs.size // 2, replace=False))
-    mine = order[~remote[order]].astype(np.int64)
+    mine = order[~remote[order]]  # int32, as the parallel replay orders its nodes
     known = np.zeros(order.size, bool)
     dist, pred, via = (
         np.zeros(order.size, np.int64),
