@@ -282,7 +282,7 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     by_dst = np.argsort(g.dst, kind="stable")
     in_src, in_w = g.src[by_dst], _cross_weights(g)[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
+    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only)
     m = order.size
     want, want_pred, want_via = np.zeros(m, np.int64), np.full(m, -1, np.int32), np.full(m, -1, np.int32)
     local_w = _local_weights(frame, g, arrival)  # the engine's vectorised weights; _advance weighs node by node

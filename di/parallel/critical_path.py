@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.engine.critical_path import _arrival_kinds, _arrivals, _cross_weights, _local_weight, _result, relax
+from di.engine.critical_path import _cross_weights, _local_weight, _result, relax
 from di.engine.critical_path_graph import (
     LOCAL,
     Graph,
@@ -81,18 +81,35 @@ class NodeIds:
         return int(self.block_local[b] + (gid - self.block_global[b]))
 
 
+LAYOUT_BATCH = 1 << 18
+"""Graph events laid out per call of the layout kernel (whole timelines): its sort's scratch is ~60 bytes each."""
+
+
 def _lay_out(frame: EventFrame, rows: np.ndarray, ev_loc: np.ndarray, out: tuple, closed: np.ndarray) -> None:
     """The nodes of graph events ``rows`` (ascending) into ``out`` = (event, time_ns, is_end, first_of_loc,
     owner), views of room for ``2 * rows.size`` nodes (``is_end`` and ``first_of_loc`` zeroed), as
-    :func:`di.engine.critical_path_graph.build_graph` lays them out; ``closed``: its scratch, one flag per event."""
+    :func:`di.engine.critical_path_graph.build_graph` lays them out; ``closed``: its scratch, one flag per event.
+    Timelines are independent there, so they are laid out a batch of whole timelines at a time."""
     if not rows.size:
         return
     loc = ev_loc[rows]
-    start, end = frame.start_ns[rows], frame.end_ns[rows]
-    rev = np.arange(rows.size - 1, -1, -1, dtype=np.int64)
-    end_order = rev[sort_order(loc[rev], end[rev], stable=True)].astype(np.int64)
-    del rev
-    _layout(rows, loc, start, end, end_order, *out, closed, np.empty(rows.size + 1, np.int32))
+    edges = np.concatenate([[0], np.flatnonzero(loc[1:] != loc[:-1]) + 1, [rows.size]])  # timelines' bounds
+    bounds = [0]
+    while bounds[-1] < rows.size:
+        lo = bounds[-1]
+        hi = int(edges[np.searchsorted(edges, lo + LAYOUT_BATCH, side="right") - 1])
+        bounds.append(hi if hi > lo else int(edges[np.searchsorted(edges, lo, side="right")]))
+    del edges
+    stack = np.empty(min(rows.size, LAYOUT_BATCH) + 1, np.int32)
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        r, lc = rows[lo:hi], loc[lo:hi].astype(np.int64)
+        start, end = frame.start_ns[r], frame.end_ns[r]
+        rev = np.arange(r.size - 1, -1, -1, dtype=np.int64)
+        end_order = rev[sort_order(lc[rev], end[rev], stable=True)].astype(np.int64)
+        del rev
+        if stack.size <= r.size:
+            stack = np.empty(r.size + 1, np.int32)
+        _layout(r, lc, start, end, end_order, *(a[2 * lo : 2 * hi] for a in out), closed, stack)
 
 
 def _owned_blocks(ex: Exchange, loc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +142,7 @@ def _part_graph(
         nodes q holds as ghosts).
     """
     keep = in_graph(frame)
-    ev_loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)
+    ev_loc = frame.trace.events.get_column("loc").to_numpy()
     n_events = ev_loc.size
     own_rows = np.flatnonzero(keep & part.own).astype(np.int64)
     ghost_rows = np.flatnonzero(~part.own).astype(np.int64)
@@ -135,9 +152,10 @@ def _part_graph(
     closed = np.zeros(n_events, np.bool_)
     n_own = 2 * own_rows.size
     _lay_out(frame, own_rows, ev_loc, (ev[:n_own], t[:n_own], is_end[:n_own], first[:n_own], owner[:n_own]), closed)
-    block_local, block_global = _owned_blocks(ex, ev_loc[own_rows])
+    block_local, block_global = _owned_blocks(ex, ev_loc[own_rows].astype(np.int64))
     del own_rows
-    start_node, end_node = np.full(n_events, -1, np.int64), np.full(n_events, -1, np.int64)
+    index = np.int32 if room < np.iinfo(np.int32).max else np.int64
+    start_node, end_node = np.full(n_events, -1, index), np.full(n_events, -1, index)
     _index_nodes(ev, is_end, 0, n_own, start_node, end_node)
     ids = NodeIds(n_own, block_local, block_global, np.zeros(0, np.int64))
     replies, wanted = [], []
@@ -208,29 +226,33 @@ def _advance(
     activity,
     on_gpu,
     call_only,
-    arrival,
     in_ptr,
     in_src,
     in_w,
 ):
     """Longest-path distances of the nodes ``order[k0:]`` (owned nodes in (time, id) order), settled by
     :func:`di.engine.critical_path.relax` as in the engine's ``_longest``, up to the first node with an input
-    not ``known`` yet; returns its position in ``order`` (``order.size``: all done)."""
+    not ``known`` yet; returns its position in ``order`` (``order.size``: all done). A node's arrival (the
+    latest source of its cross edges) is taken from its edges as it is settled."""
     for k in range(k0, order.size):
         v = np.int64(order[k])
+        a_v = _MIN
         for e in range(in_ptr[v], in_ptr[v + 1]):
-            if not known[in_src[e]]:
+            u = in_src[e]
+            if not known[u]:
                 return k
-        w = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
+            a_v = max(a_v, t[u])
+        w = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, a_v)
         relax(v, w, first, in_ptr, in_src, in_w, dist, pred, via)
         known[v] = True
     return order.size
 
 
 @njit(cache=True, nogil=True)
-def _walk(v0, n_own, pred, via, in_w, in_kind, t, first, owner, event, activity, on_gpu, call_only, arrival):
-    """The path's steps (u, v, kind, weight) from ``v0`` back to its start or to the first ghost source
-    (a node from ``n_own`` on), last step first."""
+def _walk(v0, n_own, pred, via, in_ptr, in_src, in_w, in_kind, t, first, owner, event, activity, on_gpu, call_only):
+    """The path's steps (u, v, kind, weight, arrival of v, kind of the cross edge deciding that arrival
+    or -1) from ``v0`` back to its start or to the first ghost source (a node from ``n_own`` on), last step
+    first. Ties in arrival go to the last such edge, as :func:`di.engine.critical_path._arrival_kinds` does."""
     n = 0
     v = v0
     while pred[v] >= 0:
@@ -243,19 +265,28 @@ def _walk(v0, n_own, pred, via, in_w, in_kind, t, first, owner, event, activity,
     v_out = np.empty(n, np.int64)
     kind = np.empty(n, np.int64)
     w = np.empty(n, np.int64)
+    arrival = np.empty(n, np.int64)
+    akind = np.empty(n, np.int64)
     v = v0
     for k in range(n):
         u = pred[v]
         u_out[k] = u
         v_out[k] = v
+        a_v = _MIN
+        akind[k] = -1
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            if t[in_src[e]] >= a_v:
+                a_v = t[in_src[e]]
+                akind[k] = in_kind[e]
+        arrival[k] = a_v
         if via[v] == -2:
             kind[k] = LOCAL
-            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
+            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, a_v)
         else:
             kind[k] = in_kind[via[v]]
             w[k] = in_w[via[v]]
         v = u
-    return u_out, v_out, kind, w
+    return u_out, v_out, kind, w, arrival, akind
 
 
 def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any] | None:
@@ -273,17 +304,16 @@ def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any]
     del honoured
     # owned nodes are numbered in id order, so a stable sort by time orders them by (time, id)
     order = np.argsort(g.time_ns[:n_own], kind="stable").astype(np.int32)
-    arrival = _arrivals(g)
     by_dst = np.argsort(g.dst, kind="stable")
     in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
+    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only)
     del by_dst
     m = g.event.size
     dist, pred, via = np.zeros(m, np.int64), np.full(m, -1, np.int32), np.full(m, -1, np.int32)
     known = np.zeros(m, np.bool_)
     _replay(ex, ids, wanted, order, known, dist, pred, via, args, in_ptr, in_src, in_w)
-    del order, known, in_ptr, in_src, wanted  # the walk back needs only pred, via and the edges' weights and kinds
+    del order, known, wanted
     dropped = sum(ex.allgather(dropped, "dropped edges"))
     best = (-1, -1)
     if n_own:
@@ -294,7 +324,7 @@ def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any]
     sink_p = max(range(ex.size), key=lambda p: every[p])
     length, sink = every[sink_p]
     ranges = ex.allgather(_selected_range(part, frame), "window span")
-    pieces = _backtrack(ex, part, g, ids, sink_p, sink, pred, via, in_w, in_kind, args, frame)
+    pieces = _backtrack(ex, part, g, ids, sink_p, sink, pred, via, (in_ptr, in_src, in_w, in_kind), args, frame)
     gathered = ex.gather(pieces, "critical path")
     if gathered is None:
         return None
@@ -345,15 +375,16 @@ def _selected_range(part: Part, frame: EventFrame) -> tuple[int, int] | None:
     return int(frame.start_ns[sel].min()), int(frame.end_ns[sel].max())
 
 
-def _backtrack(ex, part, g, ids, sink_p, sink, pred, via, in_w, in_kind, args, frame) -> list:
+def _backtrack(ex, part, g, ids, sink_p, sink, pred, via, edges, args, frame) -> list:
     """This process's stretches of the path, each (hop, frame of its steps in path order)."""
     pieces = []
     owner_p, at_gid, hop = sink_p, sink, 0
     while at_gid >= 0:
         nxt = None
         if ex.rank == owner_p:
-            u, v, kind, w = _walk(ids.owned(at_gid), np.int64(ids.n_own), pred, via, in_w, in_kind, *args)
-            pieces.append((hop, _steps_frame(part, g, frame, args, u[::-1], v[::-1], kind[::-1], w[::-1])))
+            u, v, *more = _walk(ids.owned(at_gid), np.int64(ids.n_own), pred, via, *edges, *args)
+            steps = (u[::-1], v[::-1], *(a[::-1] for a in more))
+            pieces.append((hop, _steps_frame(part, g, frame, *steps)))
             if u.size and u[-1] >= ids.n_own:
                 nxt = (int(part.ghost_owner[g.event[u[-1]]]), int(ids.of(u[-1:])[0]))
             else:
@@ -363,18 +394,16 @@ def _backtrack(ex, part, g, ids, sink_p, sink, pred, via, in_w, in_kind, args, f
     return pieces
 
 
-def _steps_frame(part, g, frame, args, u, v, kind, w) -> pl.DataFrame:
+def _steps_frame(part, g, frame, u, v, kind, w, arrival, akind) -> pl.DataFrame:
     """What process 0 needs of each step of the path to build the result: times, events (global rows) and
     their rank, GPU side, name and category."""
-    arrival = args[-1]
     ev = frame.trace.events
     names, cats = ev.get_column("name"), ev.get_column("cat")  # cast to text after the gather: the path's rows only
-    akind = _arrival_kinds(g)[v] if v.size else np.zeros(0, np.int64)
     cols: dict[str, Any] = {
         "t_prev": g.time_ns[np.maximum(v - 1, 0)],
         "t_v": g.time_ns[v],
         "first_v": g.first_of_loc[v],
-        "arrival_v": arrival[v],
+        "arrival_v": arrival,
         "akind_v": akind,
         "kind": kind,
         "w": w,
