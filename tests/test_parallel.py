@@ -283,6 +283,7 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     in_src, in_w = g.src[by_dst], _cross_weights(g)[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
     args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only)
+    ptr32 = in_ptr.astype(np.int32)  # the parallel replay's CSR offsets are int32
     m = order.size
     want, want_pred, want_via = np.zeros(m, np.int64), np.full(m, -1, np.int32), np.full(m, -1, np.int32)
     local_w = _local_weights(frame, g, arrival)  # the engine's vectorised weights; _advance weighs node by node
@@ -300,7 +301,7 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     )
     k, pauses = 0, 0
     while k < mine.size:
-        k = _advance(k, mine, known, dist, pred, via, *args, in_ptr, in_src, in_w)
+        k = _advance(k, mine, known, dist, pred, via, *args, ptr32, in_src, in_w)
         if k < mine.size:  # give the waiting node its remote inputs (computed by the engine's kernel)
             pauses += 1
             v = mine[k]

@@ -304,12 +304,20 @@ def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any]
     del honoured
     # owned nodes are numbered in id order, so a stable sort by time orders them by (time, id)
     order = np.argsort(g.time_ns[:n_own], kind="stable").astype(np.int32)
+    m = g.event.size
+    if g.src.size >= np.iinfo(np.int32).max:
+        from di.errors import DIError
+
+        raise DIError(f"parallel critical path: {g.src.size} cross edges in one process; run more processes")
+    # the cross edges into each node (CSR, int32 offsets); the edge list itself is not needed after
     by_dst = np.argsort(g.dst, kind="stable")
-    in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
-    in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
+    in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst].astype(np.int8)
+    in_ptr = np.zeros(m + 1, np.int32)
+    np.cumsum(np.bincount(g.dst, minlength=m), out=in_ptr[1:])
+    none = np.zeros(0, np.int64)
+    g = replace(g, is_end=np.zeros(0, np.bool_), src=none, dst=none, kind=none)
     args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only)
     del by_dst
-    m = g.event.size
     dist, pred, via = np.zeros(m, np.int64), np.full(m, -1, np.int32), np.full(m, -1, np.int32)
     known = np.zeros(m, np.bool_)
     _replay(ex, ids, wanted, order, known, dist, pred, via, args, in_ptr, in_src, in_w)
