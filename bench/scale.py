@@ -2,12 +2,12 @@
 
 Run on demand (not a test)::
 
-    python bench/scale.py [--ranks 256] [--steps 40] [--ops 160] [--processes 1,2,4] [--jobs-files 4]
+    python bench/scale.py [--ranks 256] [--steps 40] [--ops 160] [--processes 1,2,4] [--jobs-files 4] [--store S]
 
 The job is bench/engine.py's generated job (per rank a CPU thread and two GPU
 streams; per step ``--ops`` operators with launches and kernels, a memcpy, an
 NCCL allreduce across all ranks, an MPI ring with late senders), written as a
-rank-partitioned ``.di`` store. For each P, ``mpiexec -n P`` runs this script's
+rank-partitioned ``.di`` store (kept at ``--store`` and reused when it exists). For each P, ``mpiexec -n P`` runs this script's
 worker, which runs :func:`di.parallel.analyze.analyze` (P = 1: the single-process
 :func:`di.engine.analyze` on the whole store, as ``di analyze`` does) and reports
 per process: wall seconds, CPU seconds, peak RSS (``ru_maxrss``) and bytes sent to
@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ops", type=int, default=160)
     p.add_argument("--processes", default="1,2,4")
     p.add_argument("--jobs-files", type=int, default=0)
+    p.add_argument("--store", type=Path, help="the generated job's store: written when absent, reused when there")
     p.add_argument("--worker", nargs=2, metavar=("STORE", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -163,8 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"cores": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="di-scale-") as tmp_name:
         tmp = Path(tmp_name)
-        store = tmp / "job.di"
-        result["job"] = _write_job(args.ranks, args.steps, args.ops, store)
+        store = args.store or tmp / "job.di"
+        if store.exists():
+            result["job"] = {"store": str(store), "reused": True}
+        else:
+            result["job"] = _write_job(args.ranks, args.steps, args.ops, store)
         print(json.dumps(result["job"]), flush=True)
         runs = {}
         for n in (int(x) for x in args.processes.split(",")):

@@ -163,6 +163,29 @@ def test_a_process_that_cannot_read_its_part_fails_every_process(tmp_path: Path)
     assert not (tmp_path / "out.json").exists()
 
 
+@need_mpi
+def test_info_prints_what_one_process_prints(tmp_path: Path) -> None:
+    """``mpiexec -n P di info``: each process counts its rank groups, process 0 prints one process's output."""
+    path = SHARED["otf2_10_ranks"]
+    trace = di.load(path) if path.exists() else ring_job().build()  # the OTF2 job has sources to list
+    single, parted = stores(trace, tmp_path, ranks_per_group=3)  # 10 ranks: 4 groups, uneven on 3 processes
+    for extra in ([], ["--json"]):
+        one = di_run(["info", str(single), *extra], None, tmp_path)
+        assert one.returncode == 0, one.stderr
+        assert str(trace.events.height) in one.stdout.replace(",", "")
+        for p in (2, 3):
+            done = di_run(["info", str(parted), *extra], p, tmp_path)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout == one.stdout, f"{p} processes {extra}"
+    whole = di_run(["info", str(single), "--json"], 2, tmp_path)  # not partitioned: process 0 alone
+    assert whole.returncode == 0 and whole.stdout == one.stdout
+    (parted / "events" / "g00001.parquet").write_bytes(b"not parquet")
+    done = di_run(["info", str(parted)], 3, tmp_path)
+    lines = [x for x in done.stderr.splitlines() if x.startswith("di info: error:")]
+    assert done.returncode != 0 and len(lines) == 3 and "Traceback" not in done.stderr, done.stderr
+    assert all("g00001.parquet" in x for x in lines)
+
+
 def kineto_inputs() -> list[str]:
     """Four Kineto files of three jobs, given ranks 0-3 (--ranks)."""
     files = [
