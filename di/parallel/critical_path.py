@@ -5,7 +5,9 @@ its part (:mod:`di.parallel.ownership`): the nodes of its ranks' timelines, and
 the nodes of its ghosts, which stand for nodes of other processes. Each edge
 into an owned node is held by that node's process; an edge from a ghost is a
 cross-process edge. Node ids are the single-process graph's (timeline by
-timeline in ``loc`` order), so ties in time are broken as there.
+timeline in ``loc`` order), so ties in time are broken as there; they are not
+stored per node (:class:`NodeIds`): owned nodes come first, each timeline one
+block of consecutive ids, and only the ghosts' ids are listed.
 
 Longest-path distances are computed in rounds (bulk-synchronous replay):
 each process advances through its nodes in (time, node id) order until a node
@@ -17,7 +19,9 @@ length of the longest chain of cross-process dependencies (about one per
 collective or message round trip). The path is then walked back from the
 sink, handing over to the owner of each ghost it crosses, and process 0 turns
 the steps of the path into the engine's result tables with the engine's own
-code. Per-process memory: its nodes and edges plus one distance per ghost.
+code. Per-process memory: its nodes and edges plus one distance per ghost:
+about 42 bytes per node in the replay (time, event, owner, flags, CSR offset,
+distance, predecessor and edge, replay order), the graph laid out once.
 """
 
 from __future__ import annotations
