@@ -337,6 +337,37 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     assert np.array_equal(pred[mine], want_pred[mine])
 
 
+@pytest.mark.parametrize("batch", [1, 7, 1 << 18])
+def test_layout_in_batches_equals_the_engine_layout(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`di.parallel.critical_path._lay_out`, a batch of whole timelines at a time (a timeline longer than
+    a batch is one batch), lays the nodes out as the engine's one-pass layout does."""
+    import numpy as np
+
+    from di.engine.critical_path_graph import build_graph, in_graph
+    from di.engine.window import prepare
+    from di.parallel import critical_path
+
+    path = SHARED["otf2_10_ranks"]
+    if not path.exists():
+        pytest.skip("shared test data absent")
+    frame = prepare(di.load(path))
+    g, _ = build_graph(frame)
+    want = (g.event, g.time_ns, g.is_end, g.first_of_loc, g.owner)
+    rows = np.flatnonzero(in_graph(frame)).astype(np.int64)
+    m = 2 * rows.size
+    out = (
+        np.empty(m, np.int32),
+        np.empty(m, np.int64),
+        np.zeros(m, np.bool_),
+        np.zeros(m, np.bool_),
+        np.empty(m, np.int32),
+    )
+    monkeypatch.setattr(critical_path, "LAYOUT_BATCH", batch)
+    ev_loc = frame.trace.events.get_column("loc").to_numpy()
+    critical_path._lay_out(frame, rows, ev_loc, out, np.zeros(frame.rank.size, np.bool_))
+    assert m > 2 * 7 and all(np.array_equal(a, b) for a, b in zip(out, want, strict=True))
+
+
 EVENTS_PER_RANK_PLUGIN = """
 import polars as pl
 
