@@ -11,7 +11,8 @@ rank-partitioned ``.di`` store (kept at ``--store`` and reused when it exists). 
 worker, which runs :func:`di.parallel.analyze.analyze` (P = 1: the single-process
 :func:`di.engine.analyze` on the whole store, as ``di analyze`` does) and reports
 per process: wall seconds, CPU seconds, peak RSS (``ru_maxrss``) and bytes sent to
-other processes, split by stage. Every P must give the same analysis JSON
+other processes, split by stage; then the peak above the fixed part (the peak on a
+tiny job) per event a process owns. Every P must give the same analysis JSON
 (timings aside); the script checks it. With ``--jobs-files N`` it also writes N
 one-rank Chrome JSON files and times loading them with ``--jobs 1`` and
 ``--jobs 2`` (:func:`di.parallel.convert.load_jobs`). Numbers go to
@@ -110,6 +111,27 @@ def _run(processes: int, store: Path, tmp: Path) -> dict[str, Any]:
     return run
 
 
+def _events(store: Path) -> int:
+    return int(json.loads((store / "meta.json").read_text())["tables"]["events"])
+
+
+def _per_event(runs: dict[int, dict[str, Any]], tmp: Path, events: int) -> dict[str, Any]:
+    """Peak RSS per process above the fixed part (interpreter, libraries, compiled kernels: the peak on a
+    4-rank job of 1 step), in bytes per event the process owns (events / P)."""
+    tiny = tmp / "tiny.di"
+    _write_job(4, 1, 4, tiny)
+    out = {}
+    for n in runs:
+        fixed = max(p["peak_rss_mb"] for p in _run(n, tiny, tmp)["processes"])
+        peak = max(p["peak_rss_mb"] for p in runs[n]["processes"])
+        out[str(n)] = {
+            "fixed_rss_mb": fixed,
+            "above_fixed_mb": round(peak - fixed, 1),
+            "bytes_per_owned_event": round((peak - fixed) * 2**20 / (events / n), 1),
+        }
+    return out
+
+
 def _jobs(files: int, ops: int, steps: int, tmp: Path) -> dict[str, Any]:
     """Loading ``files`` one-rank Chrome JSON files in 1 and 2 processes."""
     sys.path.insert(0, str(HERE))
@@ -177,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         first = next(iter(runs.values()))["analysis"]
         result["same_answer"] = all(r["analysis"] == first for r in runs.values())
         result["runs"] = {str(n): {k: v for k, v in r.items() if k != "analysis"} for n, r in runs.items()}
+        result["per_event"] = _per_event(runs, tmp, result["job"].get("events") or _events(store))
         if args.jobs_files:
             result["jobs"] = _jobs(args.jobs_files, args.ops, args.steps * 25, tmp)
     (OUT / "scale.json").write_text(json.dumps(result, indent=1) + "\n")
