@@ -2,16 +2,17 @@
 
 Run on demand (not a test)::
 
-    python bench/scale.py [--ranks 256] [--steps 40] [--ops 160] [--processes 1,2,4] [--jobs-files 4]
+    python bench/scale.py [--ranks 256] [--steps 40] [--ops 160] [--processes 1,2,4] [--jobs-files 4] [--store S]
 
 The job is bench/engine.py's generated job (per rank a CPU thread and two GPU
 streams; per step ``--ops`` operators with launches and kernels, a memcpy, an
 NCCL allreduce across all ranks, an MPI ring with late senders), written as a
-rank-partitioned ``.di`` store. For each P, ``mpiexec -n P`` runs this script's
+rank-partitioned ``.di`` store (kept at ``--store`` and reused when it exists). For each P, ``mpiexec -n P`` runs this script's
 worker, which runs :func:`di.parallel.analyze.analyze` (P = 1: the single-process
 :func:`di.engine.analyze` on the whole store, as ``di analyze`` does) and reports
 per process: wall seconds, CPU seconds, peak RSS (``ru_maxrss``) and bytes sent to
-other processes, split by stage. Every P must give the same analysis JSON
+other processes, split by stage; then the peak above the fixed part (the peak on a
+tiny job) per event a process owns. Every P must give the same analysis JSON
 (timings aside); the script checks it. With ``--jobs-files N`` it also writes N
 one-rank Chrome JSON files and times loading them with ``--jobs 1`` and
 ``--jobs 2`` (:func:`di.parallel.convert.load_jobs`). Numbers go to
@@ -110,6 +111,27 @@ def _run(processes: int, store: Path, tmp: Path) -> dict[str, Any]:
     return run
 
 
+def _events(store: Path) -> int:
+    return int(json.loads((store / "meta.json").read_text())["tables"]["events"])
+
+
+def _per_event(runs: dict[int, dict[str, Any]], tmp: Path, events: int) -> dict[str, Any]:
+    """Peak RSS per process above the fixed part (interpreter, libraries, compiled kernels: the peak on a
+    4-rank job of 1 step), in bytes per event the process owns (events / P)."""
+    tiny = tmp / "tiny.di"
+    _write_job(4, 1, 4, tiny)
+    out = {}
+    for n in runs:
+        fixed = max(p["peak_rss_mb"] for p in _run(n, tiny, tmp)["processes"])
+        peak = max(p["peak_rss_mb"] for p in runs[n]["processes"])
+        out[str(n)] = {
+            "fixed_rss_mb": fixed,
+            "above_fixed_mb": round(peak - fixed, 1),
+            "bytes_per_owned_event": round((peak - fixed) * 2**20 / (events / n), 1),
+        }
+    return out
+
+
 def _jobs(files: int, ops: int, steps: int, tmp: Path) -> dict[str, Any]:
     """Loading ``files`` one-rank Chrome JSON files in 1 and 2 processes."""
     sys.path.insert(0, str(HERE))
@@ -154,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ops", type=int, default=160)
     p.add_argument("--processes", default="1,2,4")
     p.add_argument("--jobs-files", type=int, default=0)
+    p.add_argument("--store", type=Path, help="the generated job's store: written when absent, reused when there")
     p.add_argument("--worker", nargs=2, metavar=("STORE", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -163,8 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"cores": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="di-scale-") as tmp_name:
         tmp = Path(tmp_name)
-        store = tmp / "job.di"
-        result["job"] = _write_job(args.ranks, args.steps, args.ops, store)
+        store = args.store or tmp / "job.di"
+        if store.exists():
+            result["job"] = {"store": str(store), "reused": True}
+        else:
+            result["job"] = _write_job(args.ranks, args.steps, args.ops, store)
         print(json.dumps(result["job"]), flush=True)
         runs = {}
         for n in (int(x) for x in args.processes.split(",")):
@@ -173,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         first = next(iter(runs.values()))["analysis"]
         result["same_answer"] = all(r["analysis"] == first for r in runs.values())
         result["runs"] = {str(n): {k: v for k, v in r.items() if k != "analysis"} for n, r in runs.items()}
+        result["per_event"] = _per_event(runs, tmp, result["job"].get("events") or _events(store))
         if args.jobs_files:
             result["jobs"] = _jobs(args.jobs_files, args.ops, args.steps * 25, tmp)
     (OUT / "scale.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -430,6 +430,19 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
 
 
 def _info(args: argparse.Namespace, console: Any) -> None:
+    from di.parallel import world
+
+    comm = world()  # under mpiexec -n P (P > 1): each process summarises its ranks (di.parallel.info)
+    if comm is not None:
+        from di.parallel.command import run_or_abort
+        from di.parallel.info import info_command
+
+        run_or_abort(info_command, args, console, comm)
+        return
+    _info_here(args, console)
+
+
+def _info_here(args: argparse.Namespace, console: Any) -> None:
     from di.viewers.info import render, summary
 
     trace = _load(args)

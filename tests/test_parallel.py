@@ -163,6 +163,29 @@ def test_a_process_that_cannot_read_its_part_fails_every_process(tmp_path: Path)
     assert not (tmp_path / "out.json").exists()
 
 
+@need_mpi
+def test_info_prints_what_one_process_prints(tmp_path: Path) -> None:
+    """``mpiexec -n P di info``: each process counts its rank groups, process 0 prints one process's output."""
+    path = SHARED["otf2_10_ranks"]
+    trace = di.load(path) if path.exists() else ring_job().build()  # the OTF2 job has sources to list
+    single, parted = stores(trace, tmp_path, ranks_per_group=3)  # 10 ranks: 4 groups, uneven on 3 processes
+    for extra in ([], ["--json"]):
+        one = di_run(["info", str(single), *extra], None, tmp_path)
+        assert one.returncode == 0, one.stderr
+        assert str(trace.events.height) in one.stdout.replace(",", "")
+        for p in (2, 3):
+            done = di_run(["info", str(parted), *extra], p, tmp_path)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout == one.stdout, f"{p} processes {extra}"
+    whole = di_run(["info", str(single), "--json"], 2, tmp_path)  # not partitioned: process 0 alone
+    assert whole.returncode == 0 and whole.stdout == one.stdout
+    (parted / "events" / "g00001.parquet").write_bytes(b"not parquet")
+    done = di_run(["info", str(parted)], 3, tmp_path)
+    lines = [x for x in done.stderr.splitlines() if x.startswith("di info: error:")]
+    assert done.returncode != 0 and len(lines) == 3 and "Traceback" not in done.stderr, done.stderr
+    assert all("g00001.parquet" in x for x in lines)
+
+
 def kineto_inputs() -> list[str]:
     """Four Kineto files of three jobs, given ranks 0-3 (--ranks)."""
     files = [
@@ -282,7 +305,8 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     by_dst = np.argsort(g.dst, kind="stable")
     in_src, in_w = g.src[by_dst], _cross_weights(g)[by_dst]
     in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
+    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only)
+    ptr32 = in_ptr.astype(np.int32)  # the parallel replay's CSR offsets are int32
     m = order.size
     want, want_pred, want_via = np.zeros(m, np.int64), np.full(m, -1, np.int32), np.full(m, -1, np.int32)
     local_w = _local_weights(frame, g, arrival)  # the engine's vectorised weights; _advance weighs node by node
@@ -291,7 +315,7 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     node_loc = frame.trace.events.get_column("loc").to_numpy()[g.event]
     locs = np.unique(node_loc)
     remote = np.isin(node_loc, np.random.default_rng(7).choice(locs, size=locs.size // 2, replace=False))
-    mine = order[~remote[order]].astype(np.int64)
+    mine = order[~remote[order]]  # int32, as the parallel replay orders its nodes
     known = np.zeros(order.size, bool)
     dist, pred, via = (
         np.zeros(order.size, np.int64),
@@ -300,7 +324,7 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     )
     k, pauses = 0, 0
     while k < mine.size:
-        k = _advance(k, mine, known, dist, pred, via, *args, in_ptr, in_src, in_w)
+        k = _advance(k, mine, known, dist, pred, via, *args, ptr32, in_src, in_w)
         if k < mine.size:  # give the waiting node its remote inputs (computed by the engine's kernel)
             pauses += 1
             v = mine[k]
@@ -311,6 +335,37 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
     assert pauses > 0
     assert np.array_equal(dist[mine], want[mine])
     assert np.array_equal(pred[mine], want_pred[mine])
+
+
+@pytest.mark.parametrize("batch", [1, 7, 1 << 18])
+def test_layout_in_batches_equals_the_engine_layout(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`di.parallel.critical_path._lay_out`, a batch of whole timelines at a time (a timeline longer than
+    a batch is one batch), lays the nodes out as the engine's one-pass layout does."""
+    import numpy as np
+
+    from di.engine.critical_path_graph import build_graph, in_graph
+    from di.engine.window import prepare
+    from di.parallel import critical_path
+
+    path = SHARED["otf2_10_ranks"]
+    if not path.exists():
+        pytest.skip("shared test data absent")
+    frame = prepare(di.load(path))
+    g, _ = build_graph(frame)
+    want = (g.event, g.time_ns, g.is_end, g.first_of_loc, g.owner)
+    rows = np.flatnonzero(in_graph(frame)).astype(np.int64)
+    m = 2 * rows.size
+    out = (
+        np.empty(m, np.int32),
+        np.empty(m, np.int64),
+        np.zeros(m, np.bool_),
+        np.zeros(m, np.bool_),
+        np.empty(m, np.int32),
+    )
+    monkeypatch.setattr(critical_path, "LAYOUT_BATCH", batch)
+    ev_loc = frame.trace.events.get_column("loc").to_numpy()
+    critical_path._lay_out(frame, rows, ev_loc, out, np.zeros(frame.rank.size, np.bool_))
+    assert m > 2 * 7 and all(np.array_equal(a, b) for a, b in zip(out, want, strict=True))
 
 
 EVENTS_PER_RANK_PLUGIN = """

@@ -83,14 +83,14 @@ def _local_weights(frame: EventFrame, g: Graph, arrival: np.ndarray) -> np.ndarr
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival):
-    """:func:`_local_weights` of one node, for kernels that weigh nodes as they go
+def _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, a_v):
+    """:func:`_local_weights` of one node, its arrival ``a_v`` given, for kernels that weigh nodes as they go
     (:mod:`di.parallel.critical_path`'s replay; compiled only where that runs)."""
     if first[v]:
         return 0
     o = owner[v]
-    if (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and arrival[v] > _MIN) or call_only[event[v]]:
-        w = t[v] - max(t[v - 1], arrival[v])
+    if (o >= 0 and activity[o] != NONE) or (on_gpu[event[v]] and a_v > _MIN) or call_only[event[v]]:
+        w = t[v] - max(t[v - 1], a_v)
         return w if w > 0 else 0
     return 0
 

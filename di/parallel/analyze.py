@@ -107,6 +107,7 @@ def analyze(
             rows.gather(w.get_column("event")).alias("event"),
             rows.gather(w.get_column("cause_event")).alias("cause_event"),
         )
+        del rows, w
     if "gpu_clocks" in analyses:
         local["gpu_clocks"] = _gpu_clocks(part, frame, ex).filter(pl.col("rank").cast(pl.Int32).is_in(mine))
     seconds["local"] = time.perf_counter() - t0
@@ -117,10 +118,12 @@ def analyze(
         t0 = time.perf_counter()
         cp = critical_path(ex, part, frame)
         seconds["critical_path"] = time.perf_counter() - t0
+    ranks = sorted(int(r) for r in part.owner_of_rank[0])
+    del part, frame  # the part's trace: what process 0 gathers and assembles next reuses its memory
     gathered = ex.gather(local, "results")
     if gathered is None:
         return None
-    return _assemble(gathered, part, frame, win, per_step, analyses, cp, seconds)
+    return _assemble(gathered, ranks, win, per_step, analyses, cp, seconds)
 
 
 def _gpu_clocks(part: Part, frame: EventFrame, ex: Exchange) -> pl.DataFrame:
@@ -147,8 +150,7 @@ def ex_any_steps(ex: Exchange, frame: EventFrame) -> bool:
 
 def _assemble(
     gathered: list[dict[str, Any]],
-    part: Part,
-    frame: EventFrame,
+    ranks: list[int],
     win: Window,
     per_step: bool,
     analyses: tuple[str, ...],
@@ -171,7 +173,6 @@ def _assemble(
     if "imbalance" in analyses:
         from di.engine.imbalance import imbalance
 
-        ranks = sorted(int(r) for r in part.owner_of_rank[0])
         job = SimpleNamespace(steps=steps, ranks=ranks)
         out["imbalance"] = imbalance(job, whole=whole, by_step=by_step if steps.height else None)  # type: ignore[arg-type]
     if "wait_states" in analyses:

@@ -5,7 +5,9 @@ its part (:mod:`di.parallel.ownership`): the nodes of its ranks' timelines, and
 the nodes of its ghosts, which stand for nodes of other processes. Each edge
 into an owned node is held by that node's process; an edge from a ghost is a
 cross-process edge. Node ids are the single-process graph's (timeline by
-timeline in ``loc`` order), so ties in time are broken as there.
+timeline in ``loc`` order), so ties in time are broken as there; they are not
+stored per node (:class:`NodeIds`): owned nodes come first, each timeline one
+block of consecutive ids, and only the ghosts' ids are listed.
 
 Longest-path distances are computed in rounds (bulk-synchronous replay):
 each process advances through its nodes in (time, node id) order until a node
@@ -17,12 +19,14 @@ length of the longest chain of cross-process dependencies (about one per
 collective or message round trip). The path is then walked back from the
 sink, handing over to the owner of each ghost it crosses, and process 0 turns
 the steps of the path into the engine's result tables with the engine's own
-code. Per-process memory: its nodes and edges plus one distance per ghost.
+code. Per-process memory: its nodes and edges plus one distance per ghost:
+about 42 bytes per node in the replay (time, event, owner, flags, CSR offset,
+distance, predecessor and edge, replay order), the graph laid out once.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,12 +34,12 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.engine.critical_path import _arrival_kinds, _arrivals, _cross_weights, _local_weight, _result, relax
+from di.engine.critical_path import _cross_weights, _local_weight, _result, relax
 from di.engine.critical_path_graph import (
     LOCAL,
     Graph,
     _cross_edges,
-    _nodes,
+    _layout,
     in_graph,
 )
 from di.engine.intervals import sort_order
@@ -46,80 +50,169 @@ from di.parallel.ownership import Part
 _MIN = np.iinfo(np.int64).min
 
 
-def _layout_of(frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(event, time_ns, is_end, first_of_loc, owner, start_node, end_node) of the nodes of the ``keep`` events,
-    as build_graph lays them out."""
-    rows = np.flatnonzero(keep).astype(np.int64)
-    loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)[rows]
-    start, end = frame.start_ns[rows], frame.end_ns[rows]
-    rev = np.arange(rows.size - 1, -1, -1, dtype=np.int64)
-    end_order = rev[sort_order(loc[rev], end[rev], stable=True)].astype(np.int64) if rows.size else rev
-    return _nodes(rows, loc, start, end, end_order, frame.rank.size)
+@dataclass(frozen=True)
+class NodeIds:
+    """The single-process graph's node ids (timeline by timeline in ``loc`` order) of a part's nodes.
+
+    A part's owned nodes come first, ``[0, n_own)``, in ``loc`` order, so each owned timeline is one block
+    of consecutive ids in both numberings; the ghost nodes follow, their ids sent by their owners.
+
+    Attributes:
+        n_own: number of owned nodes.
+        block_local, block_global: per owned timeline with nodes (ascending), its first node here and its id.
+        ghost: id of ghost node ``n_own + i`` (int64).
+    """
+
+    n_own: int
+    block_local: np.ndarray
+    block_global: np.ndarray
+    ghost: np.ndarray
+
+    def of(self, nodes: np.ndarray) -> np.ndarray:
+        """Ids of local nodes (int64; -1 stays -1)."""
+        nodes = np.asarray(nodes, np.int64)
+        out = np.full(nodes.size, -1, np.int64)
+        own = (nodes >= 0) & (nodes < self.n_own)
+        b = np.searchsorted(self.block_local, nodes[own], side="right") - 1
+        out[own] = self.block_global[b] + (nodes[own] - self.block_local[b])
+        ghost = nodes >= self.n_own
+        out[ghost] = self.ghost[nodes[ghost] - self.n_own]
+        return out
+
+    def owned(self, gid: int) -> int:
+        """The local node of an owned node's id."""
+        b = int(np.searchsorted(self.block_global, gid, side="right")) - 1
+        return int(self.block_local[b] + (gid - self.block_global[b]))
 
 
-def _graph(frame: EventFrame, keep: np.ndarray, own: np.ndarray) -> tuple[Graph, int]:
-    """The part's graph: edges into owned nodes only, and how many of them point back in time (dropped)."""
-    ev, t, is_end, first, owner, start_node, end_node = _layout_of(frame, keep)
-    g = Graph(ev, t, is_end, first, owner, start_node, end_node, *(np.zeros(0, np.int64),) * 3)
-    src, dst, kind = _cross_edges(frame, g, keep)
-    ok = (src >= 0) & (dst >= 0)
-    ok[ok] = own[ev[dst[ok]]]
-    src, dst, kind = src[ok], dst[ok], kind[ok]
-    forward = t[src] <= t[dst]
-    none = np.zeros(0, np.int64)
-    g = Graph(ev, t, is_end, first, owner, none, none, src[forward], dst[forward], kind[forward])
-    return g, int((~forward).sum())
+LAYOUT_BATCH = 1 << 18
+"""Graph events laid out per call of the layout kernel (whole timelines): its sort's scratch is ~60 bytes each."""
 
 
-def _global_ids(ex: Exchange, loc: np.ndarray, own: np.ndarray) -> np.ndarray:
-    """Node ids of the single-process graph for the owned nodes (-1 for ghosts): per timeline, its nodes
-    follow those of every timeline with a smaller ``loc``."""
-    mine = np.unique(loc[own], return_counts=True)
-    every = ex.allgather(mine, "node counts")
-    locs = np.concatenate([e[0] for e in every]).astype(np.int64)
-    counts = np.concatenate([e[1] for e in every]).astype(np.int64)
-    order = np.argsort(locs, kind="stable")
-    locs, counts = locs[order], counts[order]
-    offset = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    gid = np.full(loc.size, -1, np.int64)
-    idx = np.flatnonzero(own)
-    if idx.size:
-        node_loc = loc[idx]
-        first_here = np.searchsorted(node_loc, node_loc)  # nodes of a loc are consecutive, locs ascending
-        gid[idx] = offset[np.searchsorted(locs, node_loc)] + (np.arange(idx.size) - first_here)
-    return gid
+def _lay_out(frame: EventFrame, rows: np.ndarray, ev_loc: np.ndarray, out: tuple, closed: np.ndarray) -> None:
+    """The nodes of graph events ``rows`` (ascending) into ``out`` = (event, time_ns, is_end, first_of_loc,
+    owner), views of room for ``2 * rows.size`` nodes (``is_end`` and ``first_of_loc`` zeroed), as
+    :func:`di.engine.critical_path_graph.build_graph` lays them out; ``closed``: its scratch, one flag per event.
+    Timelines are independent there, so they are laid out a batch of whole timelines at a time."""
+    if not rows.size:
+        return
+    loc = ev_loc[rows]
+    edges = np.concatenate([[0], np.flatnonzero(loc[1:] != loc[:-1]) + 1, [rows.size]])  # timelines' bounds
+    bounds = [0]
+    while bounds[-1] < rows.size:
+        lo = bounds[-1]
+        hi = int(edges[np.searchsorted(edges, lo + LAYOUT_BATCH, side="right") - 1])
+        bounds.append(hi if hi > lo else int(edges[np.searchsorted(edges, lo, side="right")]))
+    del edges
+    stack = np.empty(min(rows.size, LAYOUT_BATCH) + 1, np.int32)
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        r, lc = rows[lo:hi], loc[lo:hi].astype(np.int64)
+        start, end = frame.start_ns[r], frame.end_ns[r]
+        rev = np.arange(r.size - 1, -1, -1, dtype=np.int64)
+        end_order = rev[sort_order(lc[rev], end[rev], stable=True)].astype(np.int64)
+        del rev
+        if stack.size <= r.size:
+            stack = np.empty(r.size + 1, np.int32)
+        _layout(r, lc, start, end, end_order, *(a[2 * lo : 2 * hi] for a in out), closed, stack)
 
 
-def _own_node_ids(ex: Exchange, part: Part, frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per local event row, the global id of its start and end node (-1: none), for owned events."""
-    ev, _, is_end, *_ = _layout_of(frame, keep & part.own)
-    loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)[ev]
-    gid = _global_ids(ex, loc, np.ones(ev.size, bool))
-    start = np.full(frame.rank.size, -1, np.int64)
-    end = np.full(frame.rank.size, -1, np.int64)
-    start[ev[~is_end]] = gid[~is_end]
-    end[ev[is_end]] = gid[is_end]
-    return start, end
+def _owned_blocks(ex: Exchange, loc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(block_local, block_global) of :class:`NodeIds` from the ``loc`` of the owned graph events (ascending):
+    each event is two nodes; a timeline's ids follow those of every timeline with a smaller ``loc``."""
+    locs, counts = np.unique(loc, return_counts=True)
+    counts = 2 * counts.astype(np.int64)
+    every = ex.allgather((locs.astype(np.int64), counts), "node counts")
+    all_locs = np.concatenate([e[0] for e in every])
+    all_counts = np.concatenate([e[1] for e in every])
+    by_loc = np.argsort(all_locs, kind="stable")
+    all_locs, all_counts = all_locs[by_loc], all_counts[by_loc]
+    offset = np.concatenate([[0], np.cumsum(all_counts)[:-1]]).astype(np.int64)
+    local = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return local, offset[np.searchsorted(all_locs, locs)]
 
 
-def _patch_ghosts(ex: Exchange, part: Part, frame: EventFrame) -> tuple[EventFrame, np.ndarray, np.ndarray]:
-    """The frame with each ghost's graph membership and activity as its owner sees them, and the global
-    start/end node id of every held event (-1: not a node)."""
+def _part_graph(
+    ex: Exchange, part: Part, frame: EventFrame
+) -> tuple[EventFrame, Graph, NodeIds, int, list[np.ndarray]]:
+    """The part's graph, laid out once: owned nodes first, then the ghosts' (each timeline is either
+    owned or a ghost's, so both keep the engine's per-timeline order), with edges into owned nodes only.
+
+    Each process first tells the others, for the events they hold as ghosts, whether they are nodes, their
+    activity and their nodes' ids; the frame returned has the ghosts' ``selected`` and ``activity`` as their
+    owners see them.
+
+    Returns:
+        (frame, graph, node ids, cross edges dropped for pointing back in time, per process q the local
+        nodes q holds as ghosts).
+    """
     keep = in_graph(frame)
-    start_gid, end_gid = _own_node_ids(ex, part, frame, keep)
-    replies = []
+    ev_loc = frame.trace.events.get_column("loc").to_numpy()
+    n_events = ev_loc.size
+    own_rows = np.flatnonzero(keep & part.own).astype(np.int64)
+    ghost_rows = np.flatnonzero(~part.own).astype(np.int64)
+    room = 2 * (own_rows.size + ghost_rows.size)
+    ev, t, owner = np.empty(room, np.int32), np.empty(room, np.int64), np.empty(room, np.int32)
+    is_end, first = np.zeros(room, np.bool_), np.zeros(room, np.bool_)
+    closed = np.zeros(n_events, np.bool_)
+    n_own = 2 * own_rows.size
+    _lay_out(frame, own_rows, ev_loc, (ev[:n_own], t[:n_own], is_end[:n_own], first[:n_own], owner[:n_own]), closed)
+    block_local, block_global = _owned_blocks(ex, ev_loc[own_rows].astype(np.int64))
+    del own_rows
+    index = np.int32 if room < np.iinfo(np.int32).max else np.int64
+    start_node, end_node = np.full(n_events, -1, index), np.full(n_events, -1, index)
+    _index_nodes(ev, is_end, 0, n_own, start_node, end_node)
+    ids = NodeIds(n_own, block_local, block_global, np.zeros(0, np.int64))
+    replies, wanted = [], []
     for rows in part.requests:
         at = part.local(rows)
-        replies.append((rows, keep[at], frame.activity[at], start_gid[at], end_gid[at]))
+        replies.append((rows, keep[at], frame.activity[at], ids.of(start_node[at]), ids.of(end_node[at])))
+        nodes = np.concatenate([start_node[at], end_node[at]])
+        wanted.append(nodes[nodes >= 0])
     got = ex.alltoall(replies, "ghost nodes")
+    del replies, keep
     selected, activity = frame.selected.copy(), frame.activity.copy()
+    ghost_start, ghost_end = np.full(ghost_rows.size, -1, np.int64), np.full(ghost_rows.size, -1, np.int64)
     for reply in got:
         if reply is None or not reply[0].size:
             continue
         rows, kept, act, s, e = reply
         at = part.local(rows)
-        selected[at], activity[at], start_gid[at], end_gid[at] = kept, act, s, e
-    return replace(frame, selected=selected, activity=activity), start_gid, end_gid
+        selected[at], activity[at] = kept, act
+        at = np.searchsorted(ghost_rows, at)
+        ghost_start[at], ghost_end[at] = s, e
+    frame = replace(frame, selected=selected, activity=activity)
+    keep = in_graph(frame)
+    ghost_kept = np.flatnonzero(keep & ~part.own).astype(np.int64)
+    m = n_own + 2 * ghost_kept.size
+    _lay_out(
+        frame, ghost_kept, ev_loc, (ev[n_own:m], t[n_own:m], is_end[n_own:m], first[n_own:m], owner[n_own:m]), closed
+    )
+    del closed, ghost_kept
+    _index_nodes(ev, is_end, n_own, m, start_node, end_node)
+    at = np.searchsorted(ghost_rows, ev[n_own:m])
+    ids = replace(ids, ghost=np.where(is_end[n_own:m], ghost_end[at], ghost_start[at]))
+    del at, ghost_start, ghost_end, ghost_rows
+    g = Graph(ev[:m], t[:m], is_end[:m], first[:m], owner[:m], start_node, end_node, *(np.zeros(0, np.int64),) * 3)
+    src, dst, kind = _cross_edges(frame, g, keep)
+    ok = (src >= 0) & (dst >= 0)
+    ok[ok] = dst[ok] < n_own
+    src, dst, kind = src[ok], dst[ok], kind[ok]
+    del ok
+    forward = t[src] <= t[dst]
+    none = np.zeros(0, np.int64)  # the per-event node index is only needed to build the edges
+    g = Graph(ev[:m], t[:m], is_end[:m], first[:m], owner[:m], none, none, src[forward], dst[forward], kind[forward])
+    return frame, g, ids, int((~forward).sum()), wanted
+
+
+def _index_nodes(
+    ev: np.ndarray, is_end: np.ndarray, lo: int, hi: int, start_node: np.ndarray, end_node: np.ndarray
+) -> None:
+    """``start_node``/``end_node`` (per event row) of the nodes ``lo:hi``."""
+    ends = np.flatnonzero(is_end[lo:hi]) + lo
+    end_node[ev[ends]] = ends
+    del ends
+    starts = np.flatnonzero(~is_end[lo:hi]) + lo
+    start_node[ev[starts]] = starts
 
 
 @njit(cache=True, nogil=True)
@@ -137,92 +230,113 @@ def _advance(
     activity,
     on_gpu,
     call_only,
-    arrival,
     in_ptr,
     in_src,
     in_w,
 ):
     """Longest-path distances of the nodes ``order[k0:]`` (owned nodes in (time, id) order), settled by
     :func:`di.engine.critical_path.relax` as in the engine's ``_longest``, up to the first node with an input
-    not ``known`` yet; returns its position in ``order`` (``order.size``: all done)."""
+    not ``known`` yet; returns its position in ``order`` (``order.size``: all done). A node's arrival (the
+    latest source of its cross edges) is taken from its edges as it is settled."""
     for k in range(k0, order.size):
         v = np.int64(order[k])
+        a_v = _MIN
         for e in range(in_ptr[v], in_ptr[v + 1]):
-            if not known[in_src[e]]:
+            u = in_src[e]
+            if not known[u]:
                 return k
-        w = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
+            a_v = max(a_v, t[u])
+        w = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, a_v)
         relax(v, w, first, in_ptr, in_src, in_w, dist, pred, via)
         known[v] = True
     return order.size
 
 
 @njit(cache=True, nogil=True)
-def _walk(v0, ghost, pred, via, in_w, in_kind, t, first, owner, event, activity, on_gpu, call_only, arrival):
-    """The path's steps (u, v, kind, weight) from ``v0`` back to its start or to the first ghost source,
-    last step first."""
+def _walk(v0, n_own, pred, via, in_ptr, in_src, in_w, in_kind, t, first, owner, event, activity, on_gpu, call_only):
+    """The path's steps (u, v, kind, weight, arrival of v, kind of the cross edge deciding that arrival
+    or -1) from ``v0`` back to its start or to the first ghost source (a node from ``n_own`` on), last step
+    first. Ties in arrival go to the last such edge, as :func:`di.engine.critical_path._arrival_kinds` does."""
     n = 0
     v = v0
     while pred[v] >= 0:
         n += 1
         u = pred[v]
-        if ghost[u]:
+        if u >= n_own:
             break
         v = u
     u_out = np.empty(n, np.int64)
     v_out = np.empty(n, np.int64)
     kind = np.empty(n, np.int64)
     w = np.empty(n, np.int64)
+    arrival = np.empty(n, np.int64)
+    akind = np.empty(n, np.int64)
     v = v0
     for k in range(n):
         u = pred[v]
         u_out[k] = u
         v_out[k] = v
+        a_v = _MIN
+        akind[k] = -1
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            if t[in_src[e]] >= a_v:
+                a_v = t[in_src[e]]
+                akind[k] = in_kind[e]
+        arrival[k] = a_v
         if via[v] == -2:
             kind[k] = LOCAL
-            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, arrival)
+            w[k] = _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, a_v)
         else:
             kind[k] = in_kind[via[v]]
             w[k] = in_w[via[v]]
         v = u
-    return u_out, v_out, kind, w
+    return u_out, v_out, kind, w, arrival, akind
 
 
 def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any] | None:
     """The job's critical path (:func:`di.engine.critical_path.critical_path`'s result) on process 0, None elsewhere."""
-    frame, start_gid, end_gid = _patch_ghosts(ex, part, frame)
-    keep = in_graph(frame)
-    g, dropped = _graph(frame, keep, part.own)
-    own_node = part.own[g.event]
-    gid = np.where(g.is_end, end_gid[g.event], start_gid[g.event])
-    del start_gid, end_gid
+    frame, g, ids, dropped, wanted = _part_graph(ex, part, frame)
+    n_own = ids.n_own
     # an edge tied in time with its target but ordered after it cannot be honoured (as in one process)
     ts, td = g.time_ns[g.src], g.time_ns[g.dst]
-    honoured = (ts < td) | ((ts == td) & (gid[g.src] < gid[g.dst]))
+    honoured = ts < td
+    tie = np.flatnonzero(ts == td)
+    honoured[tie] = ids.of(g.src[tie]) < ids.of(g.dst[tie])
     dropped += int((~honoured).sum())
-    del ts, td
+    del ts, td, tie
     g = replace(g, src=g.src[honoured], dst=g.dst[honoured], kind=g.kind[honoured])
-    arrival = _arrivals(g)
+    del honoured
+    # owned nodes are numbered in id order, so a stable sort by time orders them by (time, id)
+    order = np.argsort(g.time_ns[:n_own], kind="stable").astype(np.int32)
+    m = g.event.size
+    if g.src.size >= np.iinfo(np.int32).max:
+        from di.errors import DIError
+
+        raise DIError(f"parallel critical path: {g.src.size} cross edges in one process; run more processes")
+    # the cross edges into each node (CSR, int32 offsets); the edge list itself is not needed after
     by_dst = np.argsort(g.dst, kind="stable")
-    in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
-    in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only, arrival)
-    del by_dst, honoured
-    own_nodes = np.flatnonzero(own_node)
-    # owned nodes are numbered in global id order, so a stable sort by time orders them by (time, id)
-    order = own_nodes[np.argsort(g.time_ns[own_nodes], kind="stable")]
-    dist, pred, via = np.zeros(gid.size, np.int64), np.full(gid.size, -1, np.int32), np.full(gid.size, -1, np.int32)
-    known = np.zeros(gid.size, bool)
-    _replay(ex, part, g, gid, own_node, order, known, dist, pred, via, args, in_ptr, in_src, in_w)
-    del order, known, in_ptr, in_src  # the walk back needs only pred, via and the edges' weights and kinds
+    in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst].astype(np.int8)
+    in_ptr = np.zeros(m + 1, np.int32)
+    np.cumsum(np.bincount(g.dst, minlength=m), out=in_ptr[1:])
+    none = np.zeros(0, np.int64)
+    g = replace(g, is_end=np.zeros(0, np.bool_), src=none, dst=none, kind=none)
+    args = (g.time_ns, g.first_of_loc, g.owner, g.event, frame.activity, frame.on_gpu, frame.call_only)
+    del by_dst
+    dist, pred, via = np.zeros(m, np.int64), np.full(m, -1, np.int32), np.full(m, -1, np.int32)
+    known = np.zeros(m, np.bool_)
+    _replay(ex, ids, wanted, order, known, dist, pred, via, args, in_ptr, in_src, in_w)
+    del order, known, wanted
     dropped = sum(ex.allgather(dropped, "dropped edges"))
-    best = (int(dist[own_nodes].max()), 0) if own_nodes.size else (-1, -1)
-    if own_nodes.size:
-        best = (best[0], int(gid[own_nodes][dist[own_nodes] == best[0]].max()))
+    best = (-1, -1)
+    if n_own:
+        length = int(dist[:n_own].max())
+        # owned ids grow with the node: the last node of the longest distance has the largest id
+        best = (length, int(ids.of(np.flatnonzero(dist[:n_own] == length)[-1:])[0]))
     every = ex.allgather(best, "sink")
     sink_p = max(range(ex.size), key=lambda p: every[p])
     length, sink = every[sink_p]
     ranges = ex.allgather(_selected_range(part, frame), "window span")
-    pieces = _backtrack(ex, part, g, gid, own_node, sink_p, sink, pred, via, in_w, in_kind, args, frame)
+    pieces = _backtrack(ex, part, g, ids, sink_p, sink, pred, via, (in_ptr, in_src, in_w, in_kind), args, frame)
     gathered = ex.gather(pieces, "critical path")
     if gathered is None:
         return None
@@ -232,20 +346,12 @@ def critical_path(ex: Exchange, part: Part, frame: EventFrame) -> dict[str, Any]
     return _assemble(table, dropped, max(length, 0), ranges)
 
 
-def _replay(ex, part, g, gid, own_node, order, known, dist, pred, via, args, in_ptr, in_src, in_w) -> None:
-    """Rounds of :func:`_advance` and of sending the distances of nodes other processes hold as ghosts."""
-    # per process q, the local nodes q holds as ghosts, by global id
-    node_of = np.full((2, part.global_row.size), -1, np.int64)  # per event: its start node, its end node
-    node_of[g.is_end.astype(np.int64), g.event] = np.arange(g.event.size)
-    wanted = []
-    for rows in part.requests:
-        nodes = node_of[:, part.local(rows)].ravel()
-        wanted.append(nodes[nodes >= 0])
-    del node_of
-    sent = [np.zeros(w.size, bool) for w in wanted]
-    ghost_nodes = np.flatnonzero(~own_node)
-    ghost_by_gid = np.argsort(gid[ghost_nodes])
-    ghost_gids = gid[ghost_nodes][ghost_by_gid]
+def _replay(ex, ids, wanted, order, known, dist, pred, via, args, in_ptr, in_src, in_w) -> None:
+    """Rounds of :func:`_advance` and of sending the distances of the nodes other processes hold as ghosts
+    (``wanted[q]``: the local nodes process q holds)."""
+    sent = [np.zeros(w.size, np.bool_) for w in wanted]
+    ghost_by_id = np.argsort(ids.ghost, kind="stable")
+    ghost_ids = ids.ghost[ghost_by_id]
     k = 0
     while True:
         k_before = k
@@ -254,14 +360,14 @@ def _replay(ex, part, g, gid, own_node, order, known, dist, pred, via, args, in_
         for q, nodes in enumerate(wanted):
             new = known[nodes] & ~sent[q]
             sent[q] |= new
-            out.append((gid[nodes[new]], dist[nodes[new]]) if new.any() else None)
+            out.append((ids.of(nodes[new]), dist[nodes[new]]) if new.any() else None)
         got = ex.alltoall(out, "critical path replay")
         received = 0
         for item in got:
             if item is None:
                 continue
             gids, d = item
-            at = ghost_nodes[ghost_by_gid[np.searchsorted(ghost_gids, gids)]]
+            at = ids.n_own + ghost_by_id[np.searchsorted(ghost_ids, gids)]
             dist[at] = d
             known[at] = True
             received += gids.size
@@ -281,19 +387,18 @@ def _selected_range(part: Part, frame: EventFrame) -> tuple[int, int] | None:
     return int(frame.start_ns[sel].min()), int(frame.end_ns[sel].max())
 
 
-def _backtrack(ex, part, g, gid, own_node, sink_p, sink, pred, via, in_w, in_kind, args, frame) -> list:
+def _backtrack(ex, part, g, ids, sink_p, sink, pred, via, edges, args, frame) -> list:
     """This process's stretches of the path, each (hop, frame of its steps in path order)."""
-    ghost = ~own_node
     pieces = []
     owner_p, at_gid, hop = sink_p, sink, 0
     while at_gid >= 0:
         nxt = None
         if ex.rank == owner_p:
-            v0 = int(np.flatnonzero(own_node & (gid == at_gid))[0])
-            u, v, kind, w = _walk(v0, ghost, pred, via, in_w, in_kind, *args)
-            pieces.append((hop, _steps_frame(part, g, frame, args, u[::-1], v[::-1], kind[::-1], w[::-1])))
-            if u.size and ghost[u[-1]]:
-                nxt = (int(part.ghost_owner[g.event[u[-1]]]), int(gid[u[-1]]))
+            u, v, *more = _walk(ids.owned(at_gid), np.int64(ids.n_own), pred, via, *edges, *args)
+            steps = (u[::-1], v[::-1], *(a[::-1] for a in more))
+            pieces.append((hop, _steps_frame(part, g, frame, *steps)))
+            if u.size and u[-1] >= ids.n_own:
+                nxt = (int(part.ghost_owner[g.event[u[-1]]]), int(ids.of(u[-1:])[0]))
             else:
                 nxt = (-1, -1)
         owner_p, at_gid = ex.bcast(nxt, owner_p, "critical path walk")
@@ -301,18 +406,16 @@ def _backtrack(ex, part, g, gid, own_node, sink_p, sink, pred, via, in_w, in_kin
     return pieces
 
 
-def _steps_frame(part, g, frame, args, u, v, kind, w) -> pl.DataFrame:
+def _steps_frame(part, g, frame, u, v, kind, w, arrival, akind) -> pl.DataFrame:
     """What process 0 needs of each step of the path to build the result: times, events (global rows) and
     their rank, GPU side, name and category."""
-    arrival = args[-1]
     ev = frame.trace.events
     names, cats = ev.get_column("name"), ev.get_column("cat")  # cast to text after the gather: the path's rows only
-    akind = _arrival_kinds(g)[v] if v.size else np.zeros(0, np.int64)
     cols: dict[str, Any] = {
         "t_prev": g.time_ns[np.maximum(v - 1, 0)],
         "t_v": g.time_ns[v],
         "first_v": g.first_of_loc[v],
-        "arrival_v": arrival[v],
+        "arrival_v": arrival,
         "akind_v": akind,
         "kind": kind,
         "w": w,

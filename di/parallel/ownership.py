@@ -33,6 +33,9 @@ from di.store_partition import PARTITIONED, ROW
 from di.trace import Trace, conform
 
 _INT64_MIN, _INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+UNREAD_EVENT_COLUMNS = ("src_cat", "corr", "bytes")
+"""Event columns that no analysis reads: a part holds them as nulls (a constant column, no memory per row).
+The same-answer tests compare with one process on traces where they are filled."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ def load_part(path: str | Path, ex: Exchange, window: Window, *, load_whole: Any
     except Exception as exc:  # every process must learn of it, whatever it is
         error = exc
     ex.check(error, f"reading {path}")
+    tables["events"] = _unread_as_null(tables["events"])
     group_ranks = meta_groups(meta, tables)
     meta = {k: v for k, v in meta.items() if k != "partitions"}
     locs = tables["locations"]
@@ -129,9 +133,17 @@ def load_part(path: str | Path, ex: Exchange, window: Window, *, load_whole: Any
         | pl.col("loc").is_in(ghosts.get_column("loc").unique().implode())
     )
     trace, global_row, own, ghost_owner = _build(
-        meta, tables, ghosts.with_columns(pl.lit(None, parent_dtype).alias("parent")), ghost_from, ex.rank
+        meta,
+        tables,
+        _unread_as_null(ghosts.with_columns(pl.lit(None, parent_dtype).alias("parent"))),
+        ghost_from,
+        ex.rank,
     )
     return Part(trace, global_row, own, ranks, (all_ranks, owner), requests, ghost_owner)
+
+
+def _unread_as_null(events: pl.DataFrame) -> pl.DataFrame:
+    return events.with_columns(pl.lit(None, events.schema[c]).alias(c) for c in UNREAD_EVENT_COLUMNS)
 
 
 def meta_groups(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> list[list[int]]:

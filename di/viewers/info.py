@@ -14,20 +14,30 @@ import polars as pl
 from di.trace import Trace
 
 
-def summary(trace: Trace) -> dict[str, Any]:
-    """The facts ``di info`` prints, as a JSON-ready dict (times in ns)."""
+def category_counts(events: pl.DataFrame) -> pl.DataFrame:
+    """Per category (cat, sorted): events (n) and instants."""
+    return events.group_by("cat").agg(pl.len().alias("n"), pl.col("instant").sum().alias("instants")).sort("cat")
+
+
+def summary(trace: Trace, *, categories: pl.DataFrame | None = None) -> dict[str, Any]:
+    """The facts ``di info`` prints, as a JSON-ready dict (times in ns).
+
+    Args:
+        categories: :func:`category_counts` of the job's events when counted elsewhere (by the processes of a
+            parallel run, :mod:`di.parallel.info`); default: of ``trace.events``.
+    """
     meta = trace.meta
     tr = meta.get("time_range", {})
     span = (tr["end_ns"] - tr["start_ns"]) if tr.get("start_ns") is not None else 0
     kinds = trace.locations.group_by("kind").len().sort("kind")
-    cats = trace.events.group_by("cat").agg(pl.len().alias("n"), pl.col("instant").sum().alias("instants")).sort("cat")
+    cats = category_counts(trace.events) if categories is None else categories
     return {
         "ranks": trace.ranks,
         "world_size": meta.get("world_size"),
         "hosts": meta.get("hosts", []),
         "timelines": {str(k): int(n) for k, n in kinds.iter_rows()},
         "events_by_cat": {str(c): int(n) for c, n, _ in cats.iter_rows()},
-        "instants": int(trace.events.get_column("instant").sum()) if trace.events.height else 0,
+        "instants": int(cats.get_column("instants").sum()),
         "tables": meta.get("tables", {}),
         "time_range": tr,
         "duration_ns": span,
@@ -63,11 +73,11 @@ def _analysis_timelines(trace: Trace) -> int:
     return analysis_locs(trace).len()
 
 
-def render(trace: Trace, console: Any) -> None:
-    """Print the summary with rich."""
+def render(trace: Trace, console: Any, *, categories: pl.DataFrame | None = None) -> None:
+    """Print the summary with rich (``categories``: see :func:`summary`)."""
     from rich.table import Table
 
-    s = summary(trace)
+    s = summary(trace, categories=categories)
     dur_ms = s["duration_ns"] / 1e6
     console.print(
         f"[bold]ranks[/bold] {len(s['ranks'])} ({_ranges(s['ranks'])})  world size {s['world_size'] or '?'}  "
