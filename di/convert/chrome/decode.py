@@ -22,7 +22,7 @@ import polars as pl
 
 from di.convert.chrome import scan as S
 from di.convert import gunzip
-from di.convert.chrome.prepass import fix_utf8, prescan
+from di.convert.chrome.prepass import fix_utf8, has_high_bytes
 from di.convert.provenance import TRUNCATED_TAIL
 from di.convert.stringviews import texts_at_offsets
 from di.inputsize import check_size
@@ -162,8 +162,7 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     """
     buf, warnings = read_bytes(path, limit)
     dropped: Counter[str] = Counter()
-    opens, high = prescan(buf)
-    if high:
+    if has_high_bytes(buf):
         bad, first = fix_utf8(buf)
         if bad:
             warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
@@ -177,10 +176,10 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
         while True:
             slots, starts, ends, count = new_table(capacity)
-            # every event object starts with '{': their count bounds the rows; the
-            # columns' pages are touched only as rows are filled
-            cols_t = S.alloc_columns(int(opens) + 1)
-            got = S.scan(text, cols_t, slots, starts, ends, count, abuf, top, progress)
+            # the columns' pages are touched only as rows are filled; the scan grows them when full
+            got = S.scan(
+                text, S.alloc_columns(S.capacity_guess(buf.size)), slots, starts, ends, count, abuf, top, progress
+            )
             if got.error != S.E_FULL:
                 break
             capacity = grown_capacity(capacity)
@@ -198,7 +197,7 @@ def decode(path: Path, limit: int | None = None) -> Raw:
             f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes"
         )
         dropped[TRUNCATED_TAIL] += rest
-    cols = S.columns(cols_t, n)
+    cols = S.columns(got.cols, n)
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
     di_flow = _spans_column(buf, cols["xs"], cols["xe"])
     top_keys = _top_level(buf, top, got.top_keys, warnings)
