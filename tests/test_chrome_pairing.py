@@ -380,3 +380,45 @@ def test_scan_grows_its_columns_and_loses_no_event(capacity: int, array_format: 
     )
     assert {k: v.tolist() for k, v in cols.items()} == {k: v.tolist() for k, v in want_cols.items()}
     assert cols["pid"].tolist() == list(range(23)) and args.count(b'{"k":') == 23
+
+
+# ---- copy_value: skip_value's end and errors, whitespace outside strings dropped ----
+
+
+def _minified_reference(text: bytes) -> bytes:
+    out, in_str, k = bytearray(), False, 0
+    while k < len(text):
+        c = text[k : k + 1]
+        if in_str and c == b"\\":
+            out += text[k : k + 2]
+            k += 2
+            continue
+        if c == b'"':
+            in_str = not in_str
+        if in_str or c not in b" \t\r\n":
+            out += c
+        k += 1
+    return bytes(out)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_copy_value_ends_where_skip_value_does(seed: int) -> None:
+    from di.convert.chrome.jsontext import copy_value, skip_value
+
+    rng = np.random.default_rng(seed)
+    alphabet = np.frombuffer(b'{}[]"\\\\:,  \n\tab1-.#', dtype=np.uint8)
+    starts = np.frombuffer(b'{["tn1-', dtype=np.uint8)
+    checked = 0
+    for size in range(1, 60):
+        for _ in range(20):
+            data = rng.choice(alphabet, size).astype(np.uint8)
+            data[0] = rng.choice(starts)
+            n = np.int64(size)
+            out = np.zeros(2 * size + 16, dtype=np.uint8)
+            end = skip_value(data, np.int64(0), n)
+            got, o = copy_value(data, np.int64(0), n, out, np.int64(0))
+            assert got == end, data.tobytes()
+            if end >= 0:
+                checked += 1
+                assert bytes(out[:o]) == _minified_reference(data[:end].tobytes()), data.tobytes()
+    assert checked > 100

@@ -44,21 +44,16 @@ from di.convert.chrome.jsontext import (
     COMMA,
     DIGIT_0,
     DIGIT_9,
-    DOT,
-    EXP_LOWER,
-    EXP_UPPER,
-    FALSE_START,
     MINUS,
-    NULL_START,
     OPEN_ARRAY,
     OPEN_OBJECT,
-    PLUS,
     QUOTE,
     TRUE_START,
     TRUNCATED,
-    copy_minified,
+    NUMBER_BYTES,
     copy_raw,
     copy_string,
+    copy_value,
     end_string,
     skip_value,
     skip_ws,
@@ -222,28 +217,16 @@ def _scan_args(buf, i, n, k, w8, w64, out, o):
             e = j + 1
         elif DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS:  # a number: the same
             e = i
-            while e < n and (
-                DIGIT_0 <= buf[e] <= DIGIT_9
-                or buf[e] == DOT
-                or buf[e] == MINUS
-                or buf[e] == PLUS
-                or buf[e] == EXP_LOWER
-                or buf[e] == EXP_UPPER
-            ):
+            while e < n and NUMBER_BYTES[buf[e]]:
                 out[o] = buf[e]
                 o += 1
                 e += 1
             if e >= n:
                 return -E_TRUNCATED, o
         else:  # an object, an array or a literal
-            e = skip_value(buf, i, n)
+            e, o = copy_value(buf, i, n, out, o)
             if e < 0:
                 return e, o
-            c0 = buf[i]
-            if c0 == TRUE_START or c0 == FALSE_START or c0 == NULL_START:
-                o = copy_raw(buf, i, e, out, o)
-            else:
-                o = copy_minified(buf, i, e, out, o)
         i = skip_ws(buf, e, n)
         if i >= n:
             return -E_TRUNCATED, o
