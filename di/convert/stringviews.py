@@ -107,13 +107,22 @@ def texts_at_offsets(
     return string_views(n, views, [(data, starts[: buffers + 1])], valid, name)
 
 
-def texts_at_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
-    """A String Series of the UTF-8 texts ``data[starts[i]:ends[i]]`` (null where ``valid`` is
-    False): the spans' bytes gathered into one new buffer (so ``data`` can be released) and
-    viewed there."""
+def gather_spans(
+    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes ``data[starts[i]:ends[i]]`` of the ``valid`` spans one after another in a new
+    buffer, and their offsets there (one more than spans; an invalid span is empty)."""
     length = np.where(valid, ends - starts, 0)
     offsets = np.zeros(length.size + 1, dtype=np.int64)
     np.cumsum(length, out=offsets[1:])
     # byte j of the gathered text is data[starts[e] + j - offsets[e]] for the span e holding it
     at = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], length)
-    return texts_at_offsets(data[at], offsets, valid, name)
+    return data[at], offsets
+
+
+def texts_at_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
+    """A String Series of the UTF-8 texts ``data[starts[i]:ends[i]]`` (null where ``valid`` is
+    False): the spans' bytes gathered into one new buffer (so ``data`` can be released) and
+    viewed there."""
+    gathered, offsets = gather_spans(data, starts, ends, valid)
+    return texts_at_offsets(gathered, offsets, valid, name)

@@ -20,7 +20,7 @@ import polars as pl
 from numba import njit
 
 from di.convert.bytewords import load_u64
-from di.convert.stringviews import texts_at_spans
+from di.convert.stringviews import gather_spans, texts_at_offsets
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -130,10 +130,9 @@ def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count:
     escape) are decoded one text at a time: those are rare, and mostly damaged input.
     Bytes that are not UTF-8 (the Chrome reader repairs them before) become U+FFFD.
     """
-    s, e = starts[:count], ends[:count]
     valid = np.ones(count, dtype=np.bool_)
-    data = np.asarray(buf)
-    texts = texts_at_spans(data, s, e, valid, "sym") if _utf8(data, s, e) else _decoded_one_by_one(data, s, e)
+    data, offsets = gather_spans(np.asarray(buf), starts[:count], ends[:count], valid)
+    texts = texts_at_offsets(data, offsets, valid, "sym") if _utf8(data, offsets) else _decoded(data, offsets)
     escaped = np.flatnonzero(texts.str.contains("\\", literal=True).to_numpy())
     if not escaped.size:
         return texts
@@ -154,26 +153,25 @@ def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count:
     return texts.scatter(escaped, decoded)
 
 
-def _utf8(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> bool:
-    """True when every span holds valid UTF-8: the spans' bytes together are valid and
-    none starts inside a character (so none ends inside one but the last)."""
+def _utf8(data: np.ndarray, offsets: np.ndarray) -> bool:
+    """True when every text ``data[offsets[i]:offsets[i + 1]]`` is valid UTF-8: all of them
+    together are and none starts inside a character (so none ends inside one but the last)."""
     if not (data >= 0x80).any():
         return True
-    length = ends - starts
-    first = data[starts[length > 0]]
-    if ((first & 0xC0) == 0x80).any():
+    starts = offsets[:-1][offsets[1:] > offsets[:-1]]
+    if ((data[starts] & 0xC0) == 0x80).any():
         return False
-    at = np.arange(int(length.sum()), dtype=np.int64) + np.repeat(starts - (np.cumsum(length) - length), length)
     try:
-        data[at].tobytes().decode("utf-8")
+        data.tobytes().decode("utf-8")
     except UnicodeDecodeError:
         return False
     return True
 
 
-def _decoded_one_by_one(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pl.Series:
-    """The spans decoded with U+FFFD for bytes that are not UTF-8 (damaged input only)."""
-    return pl.Series("sym", [bytes(data[s:e]).decode("utf-8", "replace") for s, e in zip(starts, ends)])
+def _decoded(data: np.ndarray, offsets: np.ndarray) -> pl.Series:
+    """The texts decoded with U+FFFD for bytes that are not UTF-8 (damaged input only)."""
+    raw = data.tobytes()
+    return pl.Series("sym", [raw[s:e].decode("utf-8", "replace") for s, e in zip(offsets[:-1], offsets[1:])])
 
 
 def _unescape(b: bytes) -> str:
