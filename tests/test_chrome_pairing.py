@@ -422,3 +422,16 @@ def test_copy_value_ends_where_skip_value_does(seed: int) -> None:
                 checked += 1
                 assert bytes(out[:o]) == _minified_reference(data[:end].tobytes()), data.tobytes()
     assert checked > 100
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_texts_at_offsets_random_lengths_to_the_last_byte(seed: int) -> None:
+    from di.convert.stringviews import texts_at_offsets
+
+    rng = np.random.default_rng(seed)
+    texts = ["".join(rng.choice(list("abcdé€xyz0123"), int(rng.integers(0, 30)))) for _ in range(300)]
+    data = "".join(texts).encode()
+    offsets = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)
+    valid = rng.random(len(texts)) > 0.1
+    got = texts_at_offsets(np.frombuffer(data, np.uint8), offsets, valid, "t")
+    assert got.to_list() == [t if v else None for t, v in zip(texts, valid)]

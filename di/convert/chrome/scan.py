@@ -129,7 +129,7 @@ _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dty
 def _head(buf, s, e, n):
     """The first min(e - s, 8) bytes of buf[s:e] as a little-endian word, zero above:
     equal to :func:`_word` of a key of at most eight bytes exactly when the bytes are."""
-    L = min(e - s, 8)
+    L = e - s if e - s < 8 else 8
     if s + 8 <= n:
         return load_u64(buf, s) & _BYTE_MASKS[L]
     w = np.uint64(0)
