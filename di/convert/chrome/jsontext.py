@@ -168,22 +168,6 @@ def copy_string(buf, i, n, out, o):
 
 
 @njit(cache=True, _nrt=False)
-def copy_raw(buf, s, e, out, o):
-    """Copy buf[s:e] to out[o:], eight bytes per step (a loop: slice assignment
-    compiles slowly); returns the new o."""
-    k = s
-    m = out.size
-    while k + 8 <= e and o + 8 <= m:
-        store_u64(out, o, load_u64(buf, k))
-        k += 8
-        o += 8
-    for k in range(k, e):
-        out[o] = buf[k]
-        o += 1
-    return o
-
-
-@njit(cache=True, _nrt=False)
 def copy_value(buf, i, n, out, o):
     """Copy the JSON value at i (an object, an array, a literal) to out[o:] without the
     whitespace outside its strings; returns (index just after it, ``TRUNCATED`` or

@@ -22,10 +22,11 @@ is compiled on its own and linked, with its callees, into every caller, and a
 cold start pays for each (typing, LLVM, the cache entry a warm start loads).
 So the per-event parser is written out in :func:`_scan_array` itself (not an
 ``inline="always"`` helper, whose IR numba copies: that cost 0.7 s of compile)
-and the key switch and pid/tid/id values with it; what stays a function is
-shared by several callers (``_head``, ``_scan_args``, :mod:`jsontext`,
+and the key switch, the pid/tid/id values and the args copy with it; what
+stays a function is shared by several callers (``_head``, :mod:`jsontext`,
 :func:`di.convert.symbols.intern`, :func:`di.convert.chrome.numbers.parse_number`).
-Positions passed to helpers are typed (``_ZERO``), never a literal ``0``.
+Arguments that select a behaviour are typed (``_AS_IS``, ``_US_TO_NS``), never
+literal ints, which numba would compile a version for each.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ from di.convert.chrome.jsontext import (
     TRUE_START,
     TRUNCATED,
     NUMBER_BYTES,
-    copy_raw,
     copy_string,
     copy_value,
     end_string,
@@ -103,8 +103,6 @@ collective calls)."""
 # parse_number shifts; numpy scalars, not literals, so one compiled version serves both
 _AS_IS = np.int64(0)
 _US_TO_NS = np.int64(3)
-_ZERO = np.int64(0)
-"""The first byte offset, typed: a literal 0 would compile skip_ws once more."""
 
 
 def _word(text: bytes) -> np.uint64:
@@ -159,97 +157,14 @@ def _head(buf, s, e, n):
 ) = range(16)
 
 
-@njit(cache=True, _nrt=False)
-def _scan_args(buf, i, n, k, w8, w64, out, o):
-    """Copy the args object at i to out[o:] minified, lifting 'correlation' and
-    'bytes'; returns (index after the object or -E_*, new o)."""
-    out[o] = OPEN_OBJECT
-    o += 1
-    i = skip_ws(buf, i + 1, n)
-    if i < n and buf[i] == CLOSE_OBJECT:
-        out[o] = CLOSE_OBJECT
-        return i + 1, o + 1
-    while i < n:
-        if buf[i] != QUOTE:
-            return -E_SYNTAX, o
-        j, o = copy_string(buf, i, n, out, o)
-        if j < 0:
-            return -E_TRUNCATED, o
-        ks, ke = i + 1, j
-        out[o] = COLON
-        o += 1
-        i = skip_ws(buf, j + 1, n)
-        if i >= n:
-            return -E_TRUNCATED, o
-        if buf[i] != COLON:
-            return -E_SYNTAX, o
-        i = skip_ws(buf, i + 1, n)
-        if i >= n:
-            return -E_TRUNCATED, o
-        L = ke - ks
-        if L == 15 and _head(buf, ks, ke, n) == _COLL and _head(buf, ke - 8, ke, n) == _COLL_TAIL:
-            w8[B_FLAGS, k] |= F_COLL
-        lifted = (L == 11 and _head(buf, ks, ke, n) == _CORR and _head(buf, ke - 8, ke, n) == _CORR_TAIL) or (
-            L == 5 and _head(buf, ks, ke, n) == _BYTES
-        )
-        st = 1
-        if lifted:
-            v, e, st = parse_number(buf, i, n, _AS_IS)
-            if st == 0:
-                if L == 5:
-                    w64[I_BYTES, k] = v
-                    w8[B_FLAGS, k] |= F_BYTES
-                else:
-                    w64[I_CORR, k] = v
-                    w8[B_FLAGS, k] |= F_CORR
-                o = copy_raw(buf, i, e, out, o)
-        if lifted and st == 0:
-            pass  # copied above
-        elif lifted and (DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS):
-            e = skip_value(buf, i, n)  # a lifted key's number beyond int64: kept as written
-            if e < 0:
-                return e, o
-            o = copy_raw(buf, i, e, out, o)
-        elif buf[i] == QUOTE:  # a string value: copied while it is scanned
-            j, o = copy_string(buf, i, n, out, o)
-            if j < 0:
-                return -E_TRUNCATED, o
-            e = j + 1
-        elif DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS:  # a number: the same
-            e = i
-            while e < n and NUMBER_BYTES[buf[e]]:
-                out[o] = buf[e]
-                o += 1
-                e += 1
-            if e >= n:
-                return -E_TRUNCATED, o
-        else:  # an object, an array or a literal
-            e, o = copy_value(buf, i, n, out, o)
-            if e < 0:
-                return e, o
-        i = skip_ws(buf, e, n)
-        if i >= n:
-            return -E_TRUNCATED, o
-        if buf[i] == COMMA:
-            out[o] = COMMA
-            o += 1
-            i = skip_ws(buf, i + 1, n)
-        elif buf[i] == CLOSE_OBJECT:
-            out[o] = CLOSE_OBJECT
-            return i + 1, o + 1
-        else:
-            return -E_SYNTAX, o
-    return -E_TRUNCATED, o
-
-
 @njit(cache=True, nogil=True, _nrt=False)
 def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
     """Events of the array whose '[' (or, resuming, the ',' before the next event) is at
     buf[i], into rows k... of the columns ``c`` and abuf[o:]; returns (next index, n events,
     error, error offset, args bytes used).
 
-    Each event object is parsed here, in this one kernel (key codes, numbers, symbols);
-    only ``args`` is copied by :func:`_scan_args`. An error inside an event reports the
+    Each event object is parsed here, in this one kernel (key codes, numbers, symbols,
+    the ``args`` object copied). An error inside an event reports the
     event's '{' and keeps the rows before it. ``E_ROWS``: the columns are full; the next
     index is where to resume with bigger ones. ``progress[0]`` is set to the byte offset
     reached every 65,536 events; the kernel runs without the GIL so that another thread
@@ -427,13 +342,101 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                         w8[B_FLAGS, k] |= F_FLOW_IN if key == KEY_FIN else F_FLOW_OUT
                     i = skip_value(buf, i, n)
                 elif v0 == OPEN_OBJECT and key == KEY_ARGS:
-                    e, o2 = _scan_args(buf, i, n, k, w8, w64, abuf, o)
-                    if e < 0:
-                        err = -e
-                        break
-                    o = o2
+                    # args: copied to abuf minified, 'correlation' and 'bytes' lifted
+                    abuf[o] = OPEN_OBJECT
+                    o += 1
+                    i = skip_ws(buf, i + 1, n)
+                    if i < n and buf[i] == CLOSE_OBJECT:
+                        abuf[o] = CLOSE_OBJECT
+                        o += 1
+                        i += 1
+                    else:
+                        while True:
+                            if i >= n:
+                                err = E_TRUNCATED
+                                break
+                            if buf[i] != QUOTE:
+                                err = E_SYNTAX
+                                break
+                            j, o = copy_string(buf, i, n, abuf, o)
+                            if j < 0:
+                                err = E_TRUNCATED
+                                break
+                            ks, ke = i + 1, j
+                            abuf[o] = COLON
+                            o += 1
+                            i = skip_ws(buf, j + 1, n)
+                            if i >= n:
+                                err = E_TRUNCATED
+                                break
+                            if buf[i] != COLON:
+                                err = E_SYNTAX
+                                break
+                            i = skip_ws(buf, i + 1, n)
+                            if i >= n:
+                                err = E_TRUNCATED
+                                break
+                            L = ke - ks
+                            if L == 15 and _head(buf, ks, ke, n) == _COLL and _head(buf, ke - 8, ke, n) == _COLL_TAIL:
+                                w8[B_FLAGS, k] |= F_COLL
+                            v0 = buf[i]
+                            if v0 == QUOTE:  # a string value: copied while it is scanned
+                                j, o = copy_string(buf, i, n, abuf, o)
+                                if j < 0:
+                                    err = E_TRUNCATED
+                                    break
+                                e = j + 1
+                            elif DIGIT_0 <= v0 <= DIGIT_9 or v0 == MINUS:  # a number: found, then copied
+                                corr = (
+                                    L == 11
+                                    and _head(buf, ks, ke, n) == _CORR
+                                    and _head(buf, ke - 8, ke, n) == _CORR_TAIL
+                                )
+                                size = L == 5 and _head(buf, ks, ke, n) == _BYTES
+                                if corr or size:
+                                    v, e, st = parse_number(buf, i, n, _AS_IS)
+                                    if st == 0:
+                                        w64[I_BYTES if size else I_CORR, k] = v
+                                        w8[B_FLAGS, k] |= F_BYTES if size else F_CORR
+                                    else:
+                                        e = skip_value(buf, i, n)  # beyond int64: kept as written
+                                        if e < 0:
+                                            err = -e
+                                            break
+                                else:
+                                    e = i
+                                    while e < n and NUMBER_BYTES[buf[e]]:
+                                        e += 1
+                                    if e >= n:
+                                        err = E_TRUNCATED
+                                        break
+                                for q in range(i, e):
+                                    abuf[o] = buf[q]
+                                    o += 1
+                            else:  # an object, an array or a literal
+                                e, o = copy_value(buf, i, n, abuf, o)
+                                if e < 0:
+                                    err = -e
+                                    break
+                            i = skip_ws(buf, e, n)
+                            if i >= n:
+                                err = E_TRUNCATED
+                                break
+                            if buf[i] == COMMA:
+                                abuf[o] = COMMA
+                                o += 1
+                                i = skip_ws(buf, i + 1, n)
+                            elif buf[i] == CLOSE_OBJECT:
+                                abuf[o] = CLOSE_OBJECT
+                                o += 1
+                                i += 1
+                                break
+                            else:
+                                err = E_SYNTAX
+                                break
+                        if err != E_NONE:
+                            break
                     w8[B_FLAGS, k] |= F_ARGS
-                    i = e
                 else:
                     i = skip_value(buf, i, n)
                 if i < 0:
