@@ -262,44 +262,21 @@ def test_parse_number_matches_decimal(seed: int) -> None:
             assert got == (int(want), len(text), 0), (text, shift)
 
 
-# ---- prescan: the bound on event objects ----
-
-
-def prescan_reference(data: bytes) -> tuple[int, bool]:
-    """'{' bytes, less those at offset >= 8 right after ':' or ': ' (the kernel's rule)."""
-    n = 0
-    for i, c in enumerate(data):
-        if c == ord("{"):
-            value = i >= 8 and (data[i - 1] == ord(":") or (data[i - 1] == ord(" ") and data[i - 2] == ord(":")))
-            n += not value
-    return n, any(c >= 0x80 for c in data)
+# ---- the look for bytes outside ASCII before the scan ----
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_prescan_random(seed: int) -> None:
-    from di.convert.chrome.prepass import prescan
+def test_has_high_bytes_random(seed: int) -> None:
+    from di.convert.chrome.prepass import has_high_bytes
 
     rng = np.random.default_rng(seed)
-    alphabet = np.frombuffer(b'{{{::  ,[]"ab\n', dtype=np.uint8)
     for size in (0, 1, 7, 8, 9, 15, 16, 17, 64, 1000 + seed):
-        data = rng.choice(alphabet, size).astype(np.uint8)
-        if seed % 3 == 0 and size:
-            data[rng.integers(size)] = 0x80 + seed
-        got = prescan(data)
-        assert (int(got[0]), bool(got[1])) == prescan_reference(data.tobytes()), size
-
-
-@pytest.mark.parametrize("pretty", [False, True])
-def test_prescan_bounds_events_but_not_their_args(pretty: bool) -> None:
-    import json
-
-    from di.convert.chrome.prepass import prescan
-
-    events = [{"ph": "X", "name": f"e{i}", "args": {"a": {"b": [{"c": i}]}}} for i in range(50)]
-    text = json.dumps({"traceEvents": events, "meta": {"x": {}}}, indent=2 if pretty else None).encode()
-    bound = int(prescan(np.frombuffer(text, dtype=np.uint8))[0])
-    # the document, each event, and each [{"c": i}] element: neither args nor their "a" objects
-    assert bound == 1 + 50 + 50
+        data = rng.integers(0, 0x80, size).astype(np.uint8)
+        assert not has_high_bytes(data)
+        for at in {0, size // 2, size - 1} if size else ():
+            high = data.copy()
+            high[at] = 0x80 + (seed + at) % 0x80
+            assert has_high_bytes(high), (size, at)
 
 
 # ---- string views over the scanner's args bytes ----
@@ -330,16 +307,16 @@ def test_texts_at_offsets_view_every_text_across_buffers(limit: int) -> None:
 # ---- the scanner's result ----
 
 
-def _scan(text: bytes):
+def _scan(text: bytes, capacity: int | None = None):
     from di.convert.chrome import scan as S
     from di.convert.symbols import new_table
 
     buf = np.frombuffer(text, dtype=np.uint8)  # read-only, as decode passes it
-    cols = S.alloc_columns(text.count(b"{") + 1)
+    cols = S.alloc_columns(text.count(b"{") + 1 if capacity is None else capacity)
     abuf = np.empty(len(text) + 8, dtype=np.uint8)
     top = np.empty((8, 4), dtype=np.int64)
     got = S.scan(buf, cols, *new_table(), abuf, top, np.zeros(1, dtype=np.int64))
-    return got, S.columns(cols, got.events), bytes(abuf[: got.args_bytes]), top
+    return got, S.columns(got.cols, got.events), bytes(abuf[: got.args_bytes]), top
 
 
 EVENTS = b'[{"ph":"X","pid":1,"ts":1,"dur":2,"args":{"a": [1, 2]}},{"ph":"i","tid":"t","ts":3}'
@@ -379,3 +356,82 @@ def test_scan_names_what_it_found(text: bytes, events: int, error: str, at: int 
     if keys == 2:
         names = [text[s:e] for s, e, _, _ in top[: got.top_keys]]
         assert names == [b"a", b"b"] and text[top[1, 2] : top[1, 3]] == b"[2]"
+
+
+@pytest.mark.parametrize("capacity", [0, 1, 2, 3, 7])
+@pytest.mark.parametrize("array_format", [False, True])
+def test_scan_grows_its_columns_and_loses_no_event(capacity: int, array_format: bool) -> None:
+    import json
+
+    events = [
+        {"ph": "X", "name": f"e{i % 5}", "pid": i, "tid": f"t{i % 3}", "ts": i, "dur": 1, "args": {"k": i}}
+        for i in range(23)
+    ]
+    text = json.dumps(events if array_format else {"traceEvents": events, "z": 1}, indent=1).encode()
+    got, cols, args, _ = _scan(text, capacity)
+    want, want_cols, want_args, _ = _scan(text)
+    assert got.cols[0].shape[1] > capacity and want.cols[0].shape[1] == text.count(b"{") + 1
+    assert (got.events, got.error, got.error_at, got.top_keys, args) == (
+        23,
+        want.error,
+        want.error_at,
+        want.top_keys,
+        want_args,
+    )
+    assert {k: v.tolist() for k, v in cols.items()} == {k: v.tolist() for k, v in want_cols.items()}
+    assert cols["pid"].tolist() == list(range(23)) and args.count(b'{"k":') == 23
+
+
+# ---- copy_value: skip_value's end and errors, whitespace outside strings dropped ----
+
+
+def _minified_reference(text: bytes) -> bytes:
+    out, in_str, k = bytearray(), False, 0
+    while k < len(text):
+        c = text[k : k + 1]
+        if in_str and c == b"\\":
+            out += text[k : k + 2]
+            k += 2
+            continue
+        if c == b'"':
+            in_str = not in_str
+        if in_str or c not in b" \t\r\n":
+            out += c
+        k += 1
+    return bytes(out)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_copy_value_ends_where_skip_value_does(seed: int) -> None:
+    from di.convert.chrome.jsontext import copy_value, skip_value
+
+    rng = np.random.default_rng(seed)
+    alphabet = np.frombuffer(b'{}[]"\\\\:,  \n\tab1-.#', dtype=np.uint8)
+    starts = np.frombuffer(b'{["tn1-', dtype=np.uint8)
+    checked = 0
+    for size in range(1, 60):
+        for _ in range(20):
+            data = rng.choice(alphabet, size).astype(np.uint8)
+            data[0] = rng.choice(starts)
+            n = np.int64(size)
+            out = np.zeros(2 * size + 16, dtype=np.uint8)
+            end = skip_value(data, np.int64(0), n)
+            got, o = copy_value(data, np.int64(0), n, out, np.int64(0))
+            assert got == end, data.tobytes()
+            if end >= 0:
+                checked += 1
+                assert bytes(out[:o]) == _minified_reference(data[:end].tobytes()), data.tobytes()
+    assert checked > 100
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_texts_at_offsets_random_lengths_to_the_last_byte(seed: int) -> None:
+    from di.convert.stringviews import texts_at_offsets
+
+    rng = np.random.default_rng(seed)
+    texts = ["".join(rng.choice(list("abcdé€xyz0123"), int(rng.integers(0, 30)))) for _ in range(300)]
+    data = "".join(texts).encode()
+    offsets = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)
+    valid = rng.random(len(texts)) > 0.1
+    got = texts_at_offsets(np.frombuffer(data, np.uint8), offsets, valid, "t")
+    assert got.to_list() == [t if v else None for t, v in zip(texts, valid)]

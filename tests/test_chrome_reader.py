@@ -636,3 +636,29 @@ def test_canonical_category_rules(src_cat: str | None, name: str, cat: str) -> N
     assert canonical_cat_of(src_cat, name) == cat
     got = canonical_cats(pl.Series([src_cat, "cpu_op", src_cat], dtype=pl.String), pl.Series([name, "aten::mm", name]))
     assert got.cast(pl.String).to_list() == [cat, "compute", cat]
+
+
+def test_canonical_category_columns_follow_the_rules_row_by_row() -> None:
+    from di.convert.categories import SOURCE_CATEGORIES, canonical_cat_of, canonical_cats
+    from di.trace import CATS
+
+    names = [
+        "",
+        "NCCL_AllReduce",
+        "xxncclKernel",
+        "hccl_x",
+        "cudaStreamSynchronize",
+        "cuEventQuery",
+        "WAITing",
+        "c10d::allreduce_",
+        "gloo:all_reduce",
+        "nccl:all_reduce",
+        "ProfilerStep#12",
+        "profilerstep#1",
+        "aten::mm",
+        "ſynchronize",
+    ]
+    src = [None, "", "weird", *SOURCE_CATEGORIES, *CATS]
+    pairs = [(c, n) for c in src for n in names]
+    got = canonical_cats(pl.Series([c for c, _ in pairs], dtype=pl.String), pl.Series([n for _, n in pairs]))
+    assert got.cast(pl.String).to_list() == [canonical_cat_of(c, n) for c, n in pairs]

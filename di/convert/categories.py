@@ -47,7 +47,9 @@ _CATS = frozenset(CATS)
 
 
 def canonical_cat_of(src_cat: str | None, name: str) -> str:
-    """The canonical category of an event with source category ``src_cat`` and ``name``."""
+    """The canonical category of an event with source category ``src_cat`` and ``name``:
+    the rules one event at a time, as they read (the readers run :func:`canonical_cat`
+    over whole columns; a test holds the two equal)."""
     if src_cat == "kernel" and _COMM_KERNEL.search(name):
         return "nccl"
     if src_cat in ("cuda_runtime", "cuda_driver", "mtia_runtime") and _SYNC_API.search(name):
@@ -62,15 +64,35 @@ def canonical_cat_of(src_cat: str | None, name: str) -> str:
     return direct or (src_cat if src_cat in _CATS else "other")
 
 
+def canonical_cat(src_cat: pl.Expr, name: pl.Expr) -> pl.Expr:
+    """:func:`canonical_cat_of` as one polars expression over a String ``src_cat`` (null
+    for none) and a String ``name``: a String column of canonical categories."""
+    return (
+        pl.when((src_cat == "kernel") & name.str.contains(COMM_KERNEL))
+        .then(pl.lit("nccl"))
+        .when(src_cat.is_in(["cuda_runtime", "cuda_driver", "mtia_runtime"]) & name.str.contains(SYNC_API))
+        .then(pl.lit("sync"))
+        .when((src_cat == "mtia_ccp_events") & name.str.contains(_WAIT.pattern))
+        .then(pl.lit("sync"))
+        .when(src_cat.is_in(["cpu_op", "user_annotation"]) & name.str.contains(COMM_CPU))
+        .then(pl.lit("nccl"))
+        .when((src_cat == "user_annotation") & name.str.starts_with("ProfilerStep#"))
+        .then(pl.lit("step"))
+        .when(src_cat.is_in(list(SOURCE_CATEGORIES)))
+        .then(src_cat.replace_strict(SOURCE_CATEGORIES, default=None, return_dtype=pl.String))
+        .when(src_cat.is_in(list(CATS)))
+        .then(src_cat)
+        .otherwise(pl.lit("other"))
+    )
+
+
 def canonical_cats(src_cat: pl.Series, name: pl.Series) -> pl.Series:
-    """:func:`canonical_cat_of` per row, as the ``cat`` Enum. The rules run once per
+    """:func:`canonical_cat` per row, as the ``cat`` Enum. The rules run once per
     distinct (src_cat, name) pair: a trace's cost is its vocabulary's, not its length's."""
     pairs = pl.DataFrame({"c": src_cat.cast(pl.String), "n": name.cast(pl.String).fill_null("")})
-    distinct = pairs.unique(maintain_order=True)
-    cats = [
-        canonical_cat_of(c, n) for c, n in zip(distinct.get_column("c").to_list(), distinct.get_column("n").to_list())
-    ]
+    distinct = pairs.unique(maintain_order=True).with_columns(
+        canonical_cat(pl.col("c"), pl.col("n")).cast(pl.Enum(list(CATS))).alias("cat")
+    )
     if distinct.height == pairs.height:
-        return pl.Series("cat", cats, dtype=pl.Enum(list(CATS)))
-    distinct = distinct.with_columns(pl.Series("cat", cats, dtype=pl.Enum(list(CATS))))
+        return distinct.get_column("cat")
     return pairs.join(distinct, on=["c", "n"], how="left", nulls_equal=True, maintain_order="left").get_column("cat")

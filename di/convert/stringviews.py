@@ -56,19 +56,7 @@ def string_views(
     return pl.Series(name, arr)
 
 
-@njit(cache=True, _nrt=False, inline="always")
-def _text_word(data, s, e):
-    """The bytes data[s:e] (at most eight) as a little-endian word, zero above."""
-    length = min(e - s, 8)
-    if length <= 0:
-        return np.uint64(0)
-    if s + 8 <= data.size:
-        w = load_u64(data, s)
-        return w if length == 8 else w & ((np.uint64(1) << np.uint64(8 * length)) - np.uint64(1))
-    w = np.uint64(0)
-    for b in range(length):
-        w |= np.uint64(data[s + b]) << np.uint64(8 * b)
-    return w
+_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 @njit(cache=True, _nrt=False)
@@ -77,6 +65,7 @@ def _offset_views(data, offsets, limit, views, starts):
     and ``starts`` (zeros) with the data buffers' starts and end (a new buffer begins where a
     text would end beyond ``limit`` bytes of the current one); returns the number of buffers."""
     n = offsets.size - 1
+    size = data.size
     nb = 1
     for e in range(n):
         lo = offsets[e]
@@ -85,9 +74,28 @@ def _offset_views(data, offsets, limit, views, starts):
             starts[nb] = lo
             nb += 1
         length = hi - lo
-        views[2 * e] = np.uint64(length) | (_text_word(data, lo, min(hi, lo + 4)) << np.uint64(32))
+        # the text's first twelve bytes (fewer when it is shorter; zeros above) as
+        # ``head`` (bytes 0-7) and ``tail`` (bytes 8-11)
+        m = length if length < _INLINE_BYTES else _INLINE_BYTES
+        head = np.uint64(0)
+        tail = np.uint64(0)
+        if lo + 16 <= size:
+            head = load_u64(data, lo)
+            tail = load_u64(data, lo + 8) & _LOW32
+            if m < 8:
+                head &= (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)
+                tail = np.uint64(0)
+            else:
+                tail &= (np.uint64(1) << np.uint64(8 * (m - 8))) - np.uint64(1)
+        else:
+            for k in range(m):
+                if k < 8:
+                    head |= np.uint64(data[lo + k]) << np.uint64(8 * k)
+                else:
+                    tail |= np.uint64(data[lo + k]) << np.uint64(8 * (k - 8))
+        views[2 * e] = np.uint64(length) | (head << np.uint64(32))
         if length <= _INLINE_BYTES:
-            views[2 * e + 1] = _text_word(data, lo + 4, hi)
+            views[2 * e + 1] = (head >> np.uint64(32)) | (tail << np.uint64(32))
         else:
             views[2 * e + 1] = np.uint64(nb - 1) | (np.uint64(lo - starts[nb - 1]) << np.uint64(32))
     starts[nb] = offsets[n]
@@ -105,3 +113,24 @@ def texts_at_offsets(
     starts = np.zeros(2 * (int(offsets[n]) // limit) + 3, np.int64)
     buffers = _offset_views(data, offsets, np.int64(limit), views, starts)
     return string_views(n, views, [(data, starts[: buffers + 1])], valid, name)
+
+
+def gather_spans(
+    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes ``data[starts[i]:ends[i]]`` of the ``valid`` spans one after another in a new
+    buffer, and their offsets there (one more than spans; an invalid span is empty)."""
+    length = np.where(valid, ends - starts, 0)
+    offsets = np.zeros(length.size + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    # byte j of the gathered text is data[starts[e] + j - offsets[e]] for the span e holding it
+    at = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], length)
+    return data[at], offsets
+
+
+def texts_at_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
+    """A String Series of the UTF-8 texts ``data[starts[i]:ends[i]]`` (null where ``valid`` is
+    False): the spans' bytes gathered into one new buffer (so ``data`` can be released) and
+    viewed there."""
+    gathered, offsets = gather_spans(data, starts, ends, valid)
+    return texts_at_offsets(gathered, offsets, valid, name)

@@ -16,9 +16,11 @@ grow sixteenfold.
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 from numba import njit
 
 from di.convert.bytewords import load_u64
+from di.convert.stringviews import gather_spans, texts_at_offsets
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -118,22 +120,70 @@ same_span = _same
 """True when buf[s1:e1] and buf[s2:e2] hold the same bytes."""
 
 
-def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count: int) -> list[str]:
-    """Python strings of the first ``count`` interned JSON string spans (escapes decoded)."""
+def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count: int) -> pl.Series:
+    """The first ``count`` interned JSON string spans as a String Series ``sym`` (row = symbol
+    id), escapes decoded.
+
+    The spans' bytes are gathered and viewed as strings in one step; only the texts
+    with a backslash are decoded again, as JSON strings, by polars. Escapes polars
+    does not take as Python does (a ``\\uD800``-style surrogate escape, an invalid
+    escape) are decoded one text at a time: those are rare, and mostly damaged input.
+    Bytes that are not UTF-8 (the Chrome reader repairs them before) become U+FFFD.
+    """
+    valid = np.ones(count, dtype=np.bool_)
+    data, offsets = gather_spans(np.asarray(buf), starts[:count], ends[:count], valid)
+    texts = texts_at_offsets(data, offsets, valid, "sym") if _utf8(data, offsets) else _decoded(data, offsets)
+    escaped = np.flatnonzero(texts.str.contains("\\", literal=True).to_numpy())
+    if not escaped.size:
+        return texts
+    raw = texts.gather(escaped)
+    by_python = raw.str.contains(r"(?i)\\u[d][89a-f]").to_numpy()
+    decoded = pl.Series("sym", [None] * escaped.size, dtype=pl.String)
+    simple = np.flatnonzero(~by_python)
+    try:
+        quoted = pl.DataFrame({"t": raw.gather(simple)}).select(
+            pl.concat_str(pl.lit('"'), pl.col("t"), pl.lit('"')).str.json_decode(pl.String)
+        )
+        decoded = decoded.scatter(simple, quoted.to_series())
+        rest = np.flatnonzero(by_python)
+    except pl.exceptions.PolarsError:  # an escape JSON does not allow: each text on its own
+        rest = np.arange(escaped.size)
+    if rest.size:
+        decoded = decoded.scatter(rest, pl.Series([_unescape(t.encode()) for t in raw.gather(rest).to_list()]))
+    return texts.scatter(escaped, decoded)
+
+
+def _utf8(data: np.ndarray, offsets: np.ndarray) -> bool:
+    """True when every text ``data[offsets[i]:offsets[i + 1]]`` is valid UTF-8: all of them
+    together are and none starts inside a character (so none ends inside one but the last)."""
+    if not (data >= 0x80).any():
+        return True
+    starts = offsets[:-1][offsets[1:] > offsets[:-1]]
+    if ((data[starts] & 0xC0) == 0x80).any():
+        return False
+    try:
+        data.tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _decoded(data: np.ndarray, offsets: np.ndarray) -> pl.Series:
+    """The texts decoded with U+FFFD for bytes that are not UTF-8 (damaged input only)."""
+    raw = data.tobytes()
+    return pl.Series("sym", [raw[s:e].decode("utf-8", "replace") for s, e in zip(offsets[:-1], offsets[1:])])
+
+
+def _unescape(b: bytes) -> str:
+    """A JSON string's text with its escapes decoded as orjson does; one whose escapes orjson
+    refuses: a lone surrogate (``\\ud800``) becomes "?"; an invalid escape (``\\x41``, a
+    cut ``\\u00``) is kept as written."""
     import orjson
 
-    raw = buf.data
-    out = []
-    for sid in range(count):
-        b = bytes(raw[starts[sid] : ends[sid]])
-        if b"\\" not in b:
-            out.append(b.decode("utf-8", "replace"))
-            continue
-        try:
-            out.append(orjson.loads(b'"' + b + b'"'))
-        except orjson.JSONDecodeError:
-            out.append(_unescape_leniently(b))
-    return out
+    try:
+        return orjson.loads(b'"' + b + b'"')
+    except orjson.JSONDecodeError:
+        return _unescape_leniently(b)
 
 
 def _unescape_leniently(b: bytes) -> str:

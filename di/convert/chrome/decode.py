@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,9 @@ import polars as pl
 
 from di.convert.chrome import scan as S
 from di.convert import gunzip
-from di.convert.chrome.prepass import fix_utf8, prescan
+from di.convert.chrome.prepass import fix_utf8, has_high_bytes
 from di.convert.provenance import TRUNCATED_TAIL
-from di.convert.stringviews import texts_at_offsets
+from di.convert.stringviews import texts_at_offsets, texts_at_spans
 from di.inputsize import check_size
 from di.convert.symbols import FIRST_CAPACITY, decode_symbols, grown_capacity, new_table
 from di.errors import FormatError
@@ -55,7 +54,8 @@ class Raw:
 
     path: Path
     cols: dict[str, np.ndarray]
-    symbols: list[str]
+    symbols: pl.Series
+    """The interned strings, row = symbol id (String)."""
     args: pl.Series
     top: dict[str, Any]
     di_flow: pl.Series | None = None
@@ -63,10 +63,10 @@ class Raw:
     warnings: list[str] = field(default_factory=list)
     array_format: bool = False
 
-    @cached_property
+    @property
     def symbol_texts(self) -> pl.Series:
         """The symbols as a String Series (row = symbol id)."""
-        return pl.Series("sym", self.symbols, dtype=pl.String)
+        return self.symbols
 
     def symbol_ids(self, wanted: tuple[str, ...]) -> np.ndarray:
         """The symbol ids of those strings of ``wanted`` that the file has."""
@@ -162,8 +162,7 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     """
     buf, warnings = read_bytes(path, limit)
     dropped: Counter[str] = Counter()
-    opens, high = prescan(buf)
-    if high:
+    if has_high_bytes(buf):
         bad, first = fix_utf8(buf)
         if bad:
             warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
@@ -177,10 +176,10 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
         while True:
             slots, starts, ends, count = new_table(capacity)
-            # every event object starts with '{': their count bounds the rows; the
-            # columns' pages are touched only as rows are filled
-            cols_t = S.alloc_columns(int(opens) + 1)
-            got = S.scan(text, cols_t, slots, starts, ends, count, abuf, top, progress)
+            # the columns' pages are touched only as rows are filled; the scan grows them when full
+            got = S.scan(
+                text, S.alloc_columns(S.capacity_guess(buf.size)), slots, starts, ends, count, abuf, top, progress
+            )
             if got.error != S.E_FULL:
                 break
             capacity = grown_capacity(capacity)
@@ -198,7 +197,7 @@ def decode(path: Path, limit: int | None = None) -> Raw:
             f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes"
         )
         dropped[TRUNCATED_TAIL] += rest
-    cols = S.columns(cols_t, n)
+    cols = S.columns(got.cols, n)
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
     di_flow = _spans_column(buf, cols["xs"], cols["xe"])
     top_keys = _top_level(buf, top, got.top_keys, warnings)
@@ -262,9 +261,4 @@ def _spans_column(buf: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> pl.Series 
     has = xe > xs
     if not has.any():
         return None
-    length = np.where(has, xe - xs, 0)
-    offsets = np.zeros(length.size + 1, dtype=np.int64)
-    np.cumsum(length, out=offsets[1:])
-    # byte j of the gathered text is buf[xs[e] + j - offsets[e]] for the event e holding it
-    at = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(xs - offsets[:-1], length)
-    return texts_at_offsets(buf[at], offsets, has, "di_flow")
+    return texts_at_spans(buf, xs, xe, has, "di_flow")

@@ -27,6 +27,18 @@ TRUE_START, FALSE_START, NULL_START = (np.uint8(ord(c)) for c in "tfn")
 LOWER_A, LOWER_Z, UPPER_A, UPPER_Z = (np.uint8(ord(c)) for c in "azAZ")
 
 
+def _byte_set(chars: bytes) -> np.ndarray:
+    table = np.zeros(256, dtype=np.bool_)
+    table[np.frombuffer(chars, dtype=np.uint8)] = True
+    return table
+
+
+NUMBER_BYTES = _byte_set(b"0123456789.-+eE")
+"""The bytes a JSON number is written with, as a table indexed by byte."""
+WORD_BYTES = _byte_set(b"0123456789.-+abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+"""The bytes :func:`skip_value` takes as one number or literal (a table indexed by byte)."""
+
+
 @njit(cache=True, _nrt=False)
 def skip_ws(buf, i, n):
     while i < n:
@@ -156,44 +168,57 @@ def copy_string(buf, i, n, out, o):
 
 
 @njit(cache=True, _nrt=False)
-def copy_raw(buf, s, e, out, o):
-    """Copy buf[s:e] to out[o:], eight bytes per step (a loop: slice assignment
-    compiles slowly); returns the new o."""
-    k = s
-    m = out.size
-    while k + 8 <= e and o + 8 <= m:
-        store_u64(out, o, load_u64(buf, k))
-        k += 8
-        o += 8
-    for k in range(k, e):
-        out[o] = buf[k]
-        o += 1
-    return o
+def copy_value(buf, i, n, out, o):
+    """Copy the JSON value at i (an object, an array, a literal) to out[o:] without the
+    whitespace outside its strings; returns (index just after it, ``TRUNCATED`` or
+    ``BAD_SYNTAX``, new o).
 
-
-@njit(cache=True, _nrt=False)
-def copy_minified(buf, s, e, out, o):
-    """Copy buf[s:e] (a JSON value) to out[o:] without whitespace outside strings."""
-    in_str = False
-    k = s
-    while k < e:
-        c = buf[k]
-        if in_str:
+    One pass that both finds the value's end, exactly as :func:`skip_value` does (the
+    same errors at the same bytes), and copies it; strings go eight bytes per step
+    (:func:`copy_string`)."""
+    depth = 0
+    while i < n:
+        c = buf[i]
+        if c == QUOTE:
+            j, o = copy_string(buf, i, n, out, o)
+            if j < 0:
+                return TRUNCATED, o
+            i = j + 1
+        elif c == OPEN_OBJECT or c == OPEN_ARRAY:
             out[o] = c
             o += 1
-            if c == BACKSLASH and k + 1 < e:
-                out[o] = buf[k + 1]
+            depth += 1
+            i += 1
+            continue
+        elif c == CLOSE_OBJECT or c == CLOSE_ARRAY:
+            depth -= 1
+            if depth < 0:
+                return BAD_SYNTAX, o
+            out[o] = c
+            o += 1
+            i += 1
+        elif c == COMMA or c == COLON:
+            if depth == 0:
+                return BAD_SYNTAX, o
+            out[o] = c
+            o += 1
+            i += 1
+            continue
+        elif c == SPACE or c == LF or c == CR or c == TAB:
+            if depth == 0:
+                return BAD_SYNTAX, o
+            i += 1
+            continue
+        else:
+            start = i
+            while i < n and WORD_BYTES[buf[i]]:
+                out[o] = buf[i]
                 o += 1
-                k += 2
-                continue
-            if c == QUOTE:
-                in_str = False
-        elif c == QUOTE:
-            in_str = True
-            out[o] = c
-            o += 1
-        elif not (c == SPACE or c == LF or c == CR or c == TAB):
-            out[o] = c
-            o += 1
-        k += 1
-    return o
+                i += 1
+            if i == start:
+                return BAD_SYNTAX, o
+            if i >= n and depth == 0:
+                return TRUNCATED, o
+        if depth == 0:
+            return i, o
+    return TRUNCATED, o

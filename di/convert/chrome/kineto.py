@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.convert.categories import canonical_cat_of
+from di.convert.categories import canonical_cat
 from di.convert.columns import dense_row_ids, match_rows
 from di.trace import CATS
 
@@ -86,22 +86,19 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
     """Canonical ``events`` columns from sorted, nested intervals with symbol ids
     (``name``, ``cat``; -1 for none, ``syms``' last entry is the empty string)."""
     last = syms.len() - 1
-    strings = syms.to_list()
     # symbol ids -> text: ``name`` takes the empty string for none, ``src_cat`` null
-    cats = pl.concat([syms, pl.Series([None], dtype=pl.String)]).cast(pl.Categorical)
+    texts = pl.concat([syms, pl.Series([None], dtype=pl.String)])
+    cats = texts.cast(pl.Categorical)
     n = ev.get_column("name").to_numpy().astype(np.int64)
     n[n < 0] = last
     c = ev.get_column("cat").to_numpy().astype(np.int64)
     c[c < 0] = last + 1
     # the canonical category of each distinct (name, cat), then per event
     combo, first = dense_row_ids(np.stack([n, c]))
-    canon = pl.Series(
-        "cat",
-        [
-            canonical_cat_of(strings[ci] if ci <= last else None, strings[ni])
-            for ni, ci in zip(n[first].tolist(), c[first].tolist())
-        ],
-        dtype=pl.Enum(list(CATS)),
+    canon = (
+        pl.DataFrame({"c": texts.gather(c[first]), "n": texts.gather(n[first])})
+        .select(canonical_cat(pl.col("c"), pl.col("n")).cast(pl.Enum(list(CATS))).alias("cat"))
+        .get_column("cat")
     )
     return ev.select(
         "loc",

@@ -68,30 +68,7 @@ def parse_number(buf, i, n, shift):
         ):
             r = np.int64(v * _POW10[shift - f])
             return (-r if neg else r), j, 0
-    return _parse_general(buf, i, n, shift)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _all_digits(w):
-    """True when all eight bytes of the word are ASCII digits."""
-    high = np.uint64(0xF0F0F0F0F0F0F0F0)
-    zeros = np.uint64(0x3030303030303030)
-    return (w & high) == zeros and ((w + np.uint64(0x0606060606060606)) & high) == zeros
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _eight_digits(w):
-    """The value of eight ASCII digits loaded little-endian (first digit in the low byte):
-    pairs, then quads, then the whole, each step one multiply-add per lane."""
-    w = w - np.uint64(0x3030303030303030)
-    w = (w * np.uint64(10) + (w >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
-    w = (w * np.uint64(100) + (w >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
-    return (w * np.uint64(10000) + (w >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
-
-
-@njit(cache=True, _nrt=False)
-def _parse_general(buf, i, n, shift):
-    """The general case of :func:`parse_number`: exponents, long mantissas, overflow."""
+    # the general case: exponents, long mantissas, overflow
     neg = False
     if i < n and buf[i] == 45:
         neg = True
@@ -166,3 +143,21 @@ def _parse_general(buf, i, n, shift):
         return 0, i, 3
     r = np.int64(v)
     return (-r if neg else r), i, 0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _all_digits(w):
+    """True when all eight bytes of the word are ASCII digits."""
+    high = np.uint64(0xF0F0F0F0F0F0F0F0)
+    zeros = np.uint64(0x3030303030303030)
+    return (w & high) == zeros and ((w + np.uint64(0x0606060606060606)) & high) == zeros
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _eight_digits(w):
+    """The value of eight ASCII digits loaded little-endian (first digit in the low byte):
+    pairs, then quads, then the whole, each step one multiply-add per lane."""
+    w = w - np.uint64(0x3030303030303030)
+    w = (w * np.uint64(10) + (w >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    w = (w * np.uint64(100) + (w >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    return (w * np.uint64(10000) + (w >> np.uint64(32))) & np.uint64(0xFFFFFFFF)

@@ -78,8 +78,15 @@ class Intervals:
         return int(self.row.size)
 
     def key(self) -> np.ndarray:
-        """The (5, n) int64 timeline key, in the order of :data:`KEY`."""
-        return np.stack([self.lkind, self.pid_k, self.pid, self.tid_k, self.tid]).astype(np.int64, copy=False)
+        """The (3, n) int64 timeline key: the small fields of :data:`KEY` (``lkind``, ``pid_k``,
+        ``tid_k``, one byte each) packed into one row, then ``pid`` and ``tid``. Equal keys
+        are equal timelines, as with the five fields apart, in a third less memory to hash."""
+        packed = (
+            (self.lkind.astype(np.int64) << np.int64(16))
+            | (self.pid_k.astype(np.int64) << np.int64(8))
+            | self.tid_k.astype(np.int64)
+        )
+        return np.stack([packed, self.pid.astype(np.int64, copy=False), self.tid.astype(np.int64, copy=False)])
 
 
 def _intervals(

@@ -17,14 +17,16 @@ fills one numpy column per field the reader needs:
 The scanner stops at the first syntax error and reports its byte offset;
 everything before it is kept. No Python object is created per event.
 
-Compile hygiene (see :mod:`di.convert.perfetto.encode`): the per-event parser
-``_scan_event`` and ``_is_11`` stay ``inline="always"`` and inline nothing
-themselves; what they call (``_key``, ``_poly``, ``_head``,
-:func:`di.convert.symbols.intern`) are plain calls, which measured as fast as
-the inlined chain (``bench/realshape.py``) and compile without numba copying
-their bodies into each other. (The parser itself as a plain call ran the scan
-25-35 % slower: LLVM left it out of line.) Positions passed to helpers are
-typed (``_ZERO``), never a literal ``0``.
+Compile hygiene (see :mod:`di.convert.perfetto.encode`): each numba function
+is compiled on its own and linked, with its callees, into every caller, and a
+cold start pays for each (typing, LLVM, the cache entry a warm start loads).
+So the per-event parser is written out in :func:`_scan_array` itself (not an
+``inline="always"`` helper, whose IR numba copies: that cost 0.7 s of compile)
+and the key switch, the pid/tid/id values and the args copy with it; what
+stays a function is shared by several callers (``_head``, :mod:`jsontext`,
+:func:`di.convert.symbols.intern`, :func:`di.convert.chrome.numbers.parse_number`).
+Arguments that select a behaviour are typed (``_AS_IS``, ``_US_TO_NS``), never
+literal ints, which numba would compile a version for each.
 """
 
 from __future__ import annotations
@@ -43,21 +45,15 @@ from di.convert.chrome.jsontext import (
     COMMA,
     DIGIT_0,
     DIGIT_9,
-    DOT,
-    EXP_LOWER,
-    EXP_UPPER,
-    FALSE_START,
     MINUS,
-    NULL_START,
     OPEN_ARRAY,
     OPEN_OBJECT,
-    PLUS,
     QUOTE,
     TRUE_START,
     TRUNCATED,
-    copy_minified,
-    copy_raw,
+    NUMBER_BYTES,
     copy_string,
+    copy_value,
     end_string,
     skip_value,
     skip_ws,
@@ -84,6 +80,7 @@ E_TRUNCATED = -TRUNCATED
 E_SYNTAX = -BAD_SYNTAX
 E_NOT_TRACE = 3
 E_FULL = 4  # the symbol table filled up: scan again with a bigger one
+E_ROWS = 5  # the columns filled up: :func:`scan` resumes with bigger ones (never returned by it)
 
 
 # The scanner's output: three 2-D arrays, one row per field and one column per
@@ -106,8 +103,6 @@ collective calls)."""
 # parse_number shifts; numpy scalars, not literals, so one compiled version serves both
 _AS_IS = np.int64(0)
 _US_TO_NS = np.int64(3)
-_ZERO = np.int64(0)
-"""The first byte offset, typed: a literal 0 would compile skip_ws once more."""
 
 
 def _word(text: bytes) -> np.uint64:
@@ -132,19 +127,13 @@ _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dty
 def _head(buf, s, e, n):
     """The first min(e - s, 8) bytes of buf[s:e] as a little-endian word, zero above:
     equal to :func:`_word` of a key of at most eight bytes exactly when the bytes are."""
-    L = min(e - s, 8)
+    L = e - s if e - s < 8 else 8
     if s + 8 <= n:
         return load_u64(buf, s) & _BYTE_MASKS[L]
     w = np.uint64(0)
     for j in range(L):
         w |= np.uint64(buf[s + j]) << np.uint64(8 * j)
     return w
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _is_11(buf, s, e, n, head, tail):
-    """True when buf[s:e] is the 11-byte key whose words are (head, tail)."""
-    return e - s == 11 and _head(buf, s, e, n) == head and _head(buf, e - 8, e, n) == tail
 
 
 # event keys the scanner reads, as codes of _key
@@ -168,334 +157,339 @@ def _is_11(buf, s, e, n, head, tail):
 ) = range(16)
 
 
-@njit(cache=True, _nrt=False)
-def _key(buf, ks, ke, n):
-    """The code of the event key buf[ks:ke]: one length switch, then word compares."""
-    L = ke - ks
-    if L > 8 or L == 0:
-        return KEY_OTHER
-    w = _head(buf, ks, ke, n)
-    if L == 2:
-        if w == _PH:
-            return KEY_PH
-        if w == _TS:
-            return KEY_TS
-        if w == _ID:
-            return KEY_ID
-        if w == _BP:
-            return KEY_BP
-    elif L == 3:
-        if w == _PID:
-            return KEY_PID
-        if w == _TID:
-            return KEY_TID
-        if w == _DUR:
-            return KEY_DUR
-        if w == _CAT:
-            return KEY_CAT
-    elif L == 4:
-        if w == _NAME:
-            return KEY_NAME
-        if w == _ARGS:
-            return KEY_ARGS
-    elif L == 1:
-        if w == _S:
-            return KEY_S
-    elif L == 7:
-        if w == _BIND:
-            return KEY_BIND
-        if w == _FIN:
-            return KEY_FIN
-        if w == _DIFLOW:
-            return KEY_DIFLOW
-    elif L == 8:
-        if w == _FOUT:
-            return KEY_FOUT
-    return KEY_OTHER
-
-
-@njit(cache=True, _nrt=False)
-def _poly(buf, i, n, slots, starts, ends, count):
-    """A pid/tid/id value: (kind, int value or symbol id, end index; -E_FULL when the table is full)."""
-    c = buf[i]
-    if c == QUOTE:
-        j = end_string(buf, i + 1, n)
-        if j < 0:
-            return K_NONE, 0, j
-        sid = intern(buf, i + 1, j, slots, starts, ends, count)
-        if sid == FULL:
-            return K_NONE, 0, -E_FULL
-        return K_STR, sid, j + 1
-    if c == MINUS or DIGIT_0 <= c <= DIGIT_9:
-        v, j, st = parse_number(buf, i, n, _AS_IS)
-        if st == 0:
-            return K_INT, v, j
-        # beyond int64 (or not an integer): keep its text as a symbol
-        e = skip_value(buf, i, n)
-        if e < 0:
-            return K_NONE, 0, e
-        sid = intern(buf, i, e, slots, starts, ends, count)
-        if sid == FULL:
-            return K_NONE, 0, -E_FULL
-        return K_STR, sid, e
-    e = skip_value(buf, i, n)
-    return K_NONE, 0, e
-
-
-@njit(cache=True, _nrt=False)
-def _scan_args(buf, i, n, k, w8, w64, out, o):
-    """Copy the args object at i to out[o:] minified, lifting 'correlation' and
-    'bytes'; returns (index after the object or -E_*, new o)."""
-    out[o] = OPEN_OBJECT
-    o += 1
-    i = skip_ws(buf, i + 1, n)
-    if i < n and buf[i] == CLOSE_OBJECT:
-        out[o] = CLOSE_OBJECT
-        return i + 1, o + 1
-    while i < n:
-        if buf[i] != QUOTE:
-            return -E_SYNTAX, o
-        j, o = copy_string(buf, i, n, out, o)
-        if j < 0:
-            return -E_TRUNCATED, o
-        ks, ke = i + 1, j
-        out[o] = COLON
-        o += 1
-        i = skip_ws(buf, j + 1, n)
-        if i >= n:
-            return -E_TRUNCATED, o
-        if buf[i] != COLON:
-            return -E_SYNTAX, o
-        i = skip_ws(buf, i + 1, n)
-        if i >= n:
-            return -E_TRUNCATED, o
-        L = ke - ks
-        if L == 15 and _head(buf, ks, ke, n) == _COLL and _head(buf, ke - 8, ke, n) == _COLL_TAIL:
-            w8[B_FLAGS, k] |= F_COLL
-        lifted = _is_11(buf, ks, ke, n, _CORR, _CORR_TAIL) or (L == 5 and _head(buf, ks, ke, n) == _BYTES)
-        st = 1
-        if lifted:
-            v, e, st = parse_number(buf, i, n, _AS_IS)
-            if st == 0:
-                if L == 5:
-                    w64[I_BYTES, k] = v
-                    w8[B_FLAGS, k] |= F_BYTES
-                else:
-                    w64[I_CORR, k] = v
-                    w8[B_FLAGS, k] |= F_CORR
-                o = copy_raw(buf, i, e, out, o)
-        if lifted and st == 0:
-            pass  # copied above
-        elif lifted and (DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS):
-            e = skip_value(buf, i, n)  # a lifted key's number beyond int64: kept as written
-            if e < 0:
-                return e, o
-            o = copy_raw(buf, i, e, out, o)
-        elif buf[i] == QUOTE:  # a string value: copied while it is scanned
-            j, o = copy_string(buf, i, n, out, o)
-            if j < 0:
-                return -E_TRUNCATED, o
-            e = j + 1
-        elif DIGIT_0 <= buf[i] <= DIGIT_9 or buf[i] == MINUS:  # a number: the same
-            e = i
-            while e < n and (
-                DIGIT_0 <= buf[e] <= DIGIT_9
-                or buf[e] == DOT
-                or buf[e] == MINUS
-                or buf[e] == PLUS
-                or buf[e] == EXP_LOWER
-                or buf[e] == EXP_UPPER
-            ):
-                out[o] = buf[e]
-                o += 1
-                e += 1
-            if e >= n:
-                return -E_TRUNCATED, o
-        else:  # an object, an array or a literal
-            e = skip_value(buf, i, n)
-            if e < 0:
-                return e, o
-            c0 = buf[i]
-            if c0 == TRUE_START or c0 == FALSE_START or c0 == NULL_START:
-                o = copy_raw(buf, i, e, out, o)
-            else:
-                o = copy_minified(buf, i, e, out, o)
-        i = skip_ws(buf, e, n)
-        if i >= n:
-            return -E_TRUNCATED, o
-        if buf[i] == COMMA:
-            out[o] = COMMA
-            o += 1
-            i = skip_ws(buf, i + 1, n)
-        elif buf[i] == CLOSE_OBJECT:
-            out[o] = CLOSE_OBJECT
-            return i + 1, o + 1
-        else:
-            return -E_SYNTAX, o
-    return -E_TRUNCATED, o
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o):
-    """Parse the event object at buf[i] == '{' into row k of the columns ``c``.
-
-    Returns (index after the object, or -E_TRUNCATED, -E_SYNTAX, -E_FULL (symbol
-    table full); args bytes end).
-    """
-    w8, w32, w64 = c
-    # the columns start zeroed (alloc_columns), the value of every absent field but name and cat
-    w32[S_NAME, k] = -1
-    w32[S_CAT, k] = -1
-    o0 = o
-    i = skip_ws(buf, i + 1, n)
-    if i < n and buf[i] == CLOSE_OBJECT:
-        w64[I_ARGS_OFF, k + 1] = o
-        return i + 1, o
-    while i < n:
-        if buf[i] != QUOTE:
-            return -E_SYNTAX, o0
-        j = end_string(buf, i + 1, n)
-        if j < 0:
-            return -E_TRUNCATED, o0
-        ks, ke = i + 1, j
-        i = skip_ws(buf, j + 1, n)
-        if i >= n:
-            return -E_TRUNCATED, o0
-        if buf[i] != COLON:
-            return -E_SYNTAX, o0
-        i = skip_ws(buf, i + 1, n)
-        if i >= n:
-            return -E_TRUNCATED, o0
-        v0 = buf[i]
-        key = _key(buf, ks, ke, n)
-        if v0 == QUOTE and (key == KEY_PH or key == KEY_S or key == KEY_BP):
-            j = end_string(buf, i + 1, n)
-            if j < 0:
-                return -E_TRUNCATED, o0
-            first = buf[i + 1] if j > i + 1 else 0
-            if key == KEY_S:
-                w8[B_SCOPE, k] = first
-            elif key == KEY_BP:
-                w8[B_BP, k] = first
-            else:
-                w8[B_PH, k] = first if j == i + 2 else 0
-            i = j + 1
-        elif v0 == QUOTE and (key == KEY_NAME or key == KEY_CAT):
-            j = end_string(buf, i + 1, n)
-            if j < 0:
-                return -E_TRUNCATED, o0
-            sid = intern(buf, i + 1, j, slots, starts, ends, count)
-            if sid == FULL:
-                return -E_FULL, o0
-            if key == KEY_NAME:
-                w32[S_NAME, k] = sid
-            else:
-                w32[S_CAT, k] = sid
-            i = j + 1
-        elif key == KEY_TS or key == KEY_DUR:
-            is_ts = key == KEY_TS
-            v, e, st = parse_number(buf, i, n, _US_TO_NS)
-            if st == 0:
-                if is_ts:
-                    w64[I_TS, k] = v
-                    w8[B_FLAGS, k] |= F_TS
-                else:
-                    w64[I_DUR, k] = v
-                    w8[B_FLAGS, k] |= F_DUR
-                i = e
-            else:
-                if w8[B_STATUS, k] == ST_OK:
-                    w8[B_STATUS, k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if is_ts else ST_BAD_DUR)
-                i = skip_value(buf, i, n)
-        elif key == KEY_PID or key == KEY_TID or key == KEY_ID or key == KEY_BIND:
-            kind, v, i = _poly(buf, i, n, slots, starts, ends, count)
-            if key == KEY_ID:
-                w8[B_ID_K, k] = kind
-                w64[I_ID, k] = v
-            elif key == KEY_BIND:
-                w8[B_BIND_K, k] = kind
-                w64[I_BIND, k] = v
-            elif key == KEY_PID:
-                w8[B_PID_K, k] = kind
-                w64[I_PID, k] = v
-            else:
-                w8[B_TID_K, k] = kind
-                w64[I_TID, k] = v
-        elif v0 == OPEN_OBJECT and key == KEY_DIFLOW:
-            e = skip_value(buf, i, n)
-            w64[I_XS, k] = i
-            w64[I_XE, k] = e
-            i = e
-        elif key == KEY_FIN or key == KEY_FOUT:
-            if v0 == TRUE_START:
-                w8[B_FLAGS, k] |= F_FLOW_IN if key == KEY_FIN else F_FLOW_OUT
-            i = skip_value(buf, i, n)
-        elif v0 == OPEN_OBJECT and key == KEY_ARGS:
-            e, o = _scan_args(buf, i, n, k, w8, w64, abuf, o0)
-            if e < 0:
-                return e, o0
-            w8[B_FLAGS, k] |= F_ARGS
-            i = e
-        else:
-            i = skip_value(buf, i, n)
-        if i < 0:
-            return i, o0
-        i = skip_ws(buf, i, n)
-        if i >= n:
-            return -E_TRUNCATED, o0
-        if buf[i] == COMMA:
-            i = skip_ws(buf, i + 1, n)
-        elif buf[i] == CLOSE_OBJECT:
-            w64[I_ARGS_OFF, k + 1] = o
-            return i + 1, o
-        else:
-            return -E_SYNTAX, o0
-    return -E_TRUNCATED, o0
-
-
 @njit(cache=True, nogil=True, _nrt=False)
-def _scan_array(buf, i, c, slots, starts, ends, count, abuf, progress):
-    """Events of the array at buf[i] == '['; returns (next index, n events, error,
-    error offset, args bytes used).
+def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
+    """Events of the array whose '[' (or, resuming, the ',' before the next event) is at
+    buf[i], into rows k... of the columns ``c`` and abuf[o:]; returns (next index, n events,
+    error, error offset, args bytes used).
 
-    ``progress[0]`` is set to the byte offset reached every 65,536 events; the
-    kernel runs without the GIL so that another thread can watch it."""
+    Each event object is parsed here, in this one kernel (key codes, numbers, symbols,
+    the ``args`` object copied). An error inside an event reports the
+    event's '{' and keeps the rows before it. ``E_ROWS``: the columns are full; the next
+    index is where to resume with bigger ones. ``progress[0]`` is set to the byte offset
+    reached every 65,536 events; the kernel runs without the GIL so that another thread
+    can watch it."""
+    w8, w32, w64 = c
     n = buf.size
-    cap = c[0].shape[1]
-    k = np.int64(0)
-    o = np.int64(0)
+    cap = w8.shape[1]
+    sep = i
     i = skip_ws(buf, i + 1, n)
     while i < n:
         if buf[i] == CLOSE_ARRAY:
             return i + 1, k, E_NONE, -1, o
-        if buf[i] != OPEN_OBJECT or k >= cap:
+        if buf[i] != OPEN_OBJECT:
             return i, k, E_SYNTAX, i, o
-        e, o2 = _scan_event(buf, i, n, k, c, slots, starts, ends, count, abuf, o)
-        if e < 0:
-            return i, k, -e, i, o
-        o = o2
+        if k >= cap:
+            return sep, k, E_ROWS, i, o
+        ev = i
+        o0 = o
+        # the columns start zeroed (alloc_columns), the value of every absent field but name and cat
+        w32[S_NAME, k] = -1
+        w32[S_CAT, k] = -1
+        err = E_NONE
+        i = skip_ws(buf, i + 1, n)
+        if i < n and buf[i] == CLOSE_OBJECT:
+            i += 1
+        else:
+            while True:
+                if i >= n:
+                    err = E_TRUNCATED
+                    break
+                if buf[i] != QUOTE:
+                    err = E_SYNTAX
+                    break
+                j = end_string(buf, i + 1, n)
+                if j < 0:
+                    err = E_TRUNCATED
+                    break
+                ks, ke = i + 1, j
+                i = skip_ws(buf, j + 1, n)
+                if i >= n:
+                    err = E_TRUNCATED
+                    break
+                if buf[i] != COLON:
+                    err = E_SYNTAX
+                    break
+                i = skip_ws(buf, i + 1, n)
+                if i >= n:
+                    err = E_TRUNCATED
+                    break
+                v0 = buf[i]
+                # the key's code: one length switch, then compares of its word
+                L = ke - ks
+                key = KEY_OTHER
+                if 0 < L <= 8:
+                    w = _head(buf, ks, ke, n)
+                    if L == 2:
+                        if w == _PH:
+                            key = KEY_PH
+                        elif w == _TS:
+                            key = KEY_TS
+                        elif w == _ID:
+                            key = KEY_ID
+                        elif w == _BP:
+                            key = KEY_BP
+                    elif L == 3:
+                        if w == _PID:
+                            key = KEY_PID
+                        elif w == _TID:
+                            key = KEY_TID
+                        elif w == _DUR:
+                            key = KEY_DUR
+                        elif w == _CAT:
+                            key = KEY_CAT
+                    elif L == 4:
+                        if w == _NAME:
+                            key = KEY_NAME
+                        elif w == _ARGS:
+                            key = KEY_ARGS
+                    elif L == 1:
+                        if w == _S:
+                            key = KEY_S
+                    elif L == 7:
+                        if w == _BIND:
+                            key = KEY_BIND
+                        elif w == _FIN:
+                            key = KEY_FIN
+                        elif w == _DIFLOW:
+                            key = KEY_DIFLOW
+                    elif L == 8:
+                        if w == _FOUT:
+                            key = KEY_FOUT
+                if v0 == QUOTE and (key == KEY_PH or key == KEY_S or key == KEY_BP):
+                    j = end_string(buf, i + 1, n)
+                    if j < 0:
+                        err = E_TRUNCATED
+                        break
+                    first = buf[i + 1] if j > i + 1 else 0
+                    if key == KEY_S:
+                        w8[B_SCOPE, k] = first
+                    elif key == KEY_BP:
+                        w8[B_BP, k] = first
+                    else:
+                        w8[B_PH, k] = first if j == i + 2 else 0
+                    i = j + 1
+                elif v0 == QUOTE and (key == KEY_NAME or key == KEY_CAT):
+                    j = end_string(buf, i + 1, n)
+                    if j < 0:
+                        err = E_TRUNCATED
+                        break
+                    sid = intern(buf, i + 1, j, slots, starts, ends, count)
+                    if sid == FULL:
+                        err = E_FULL
+                        break
+                    w32[S_NAME if key == KEY_NAME else S_CAT, k] = sid
+                    i = j + 1
+                elif key == KEY_TS or key == KEY_DUR:
+                    v, e, st = parse_number(buf, i, n, _US_TO_NS)
+                    if st == 0:
+                        w64[I_TS if key == KEY_TS else I_DUR, k] = v
+                        w8[B_FLAGS, k] |= F_TS if key == KEY_TS else F_DUR
+                        i = e
+                    else:
+                        if w8[B_STATUS, k] == ST_OK:
+                            w8[B_STATUS, k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if key == KEY_TS else ST_BAD_DUR)
+                        i = skip_value(buf, i, n)
+                elif key == KEY_PID or key == KEY_TID or key == KEY_ID or key == KEY_BIND:
+                    # a polymorphic value: an int64, else its text as a symbol
+                    kind = K_NONE
+                    v = 0
+                    if v0 == QUOTE:
+                        j = end_string(buf, i + 1, n)
+                        if j < 0:
+                            err = E_TRUNCATED
+                            break
+                        v = intern(buf, i + 1, j, slots, starts, ends, count)
+                        kind = K_STR
+                        i = j + 1
+                    else:
+                        e = -1
+                        st = 1
+                        if v0 == MINUS or DIGIT_0 <= v0 <= DIGIT_9:
+                            v, e, st = parse_number(buf, i, n, _AS_IS)
+                        if st == 0:
+                            kind = K_INT
+                            i = e
+                        else:
+                            e = skip_value(buf, i, n)
+                            if e >= 0 and (v0 == MINUS or DIGIT_0 <= v0 <= DIGIT_9):
+                                # beyond int64 (or not an integer): keep its text as a symbol
+                                v = intern(buf, i, e, slots, starts, ends, count)
+                                kind = K_STR
+                            i = e
+                    if kind == K_STR and v == FULL:
+                        err = E_FULL
+                        break
+                    if key == KEY_ID:
+                        w8[B_ID_K, k] = kind
+                        w64[I_ID, k] = v
+                    elif key == KEY_BIND:
+                        w8[B_BIND_K, k] = kind
+                        w64[I_BIND, k] = v
+                    elif key == KEY_PID:
+                        w8[B_PID_K, k] = kind
+                        w64[I_PID, k] = v
+                    else:
+                        w8[B_TID_K, k] = kind
+                        w64[I_TID, k] = v
+                elif v0 == OPEN_OBJECT and key == KEY_DIFLOW:
+                    e = skip_value(buf, i, n)
+                    w64[I_XS, k] = i
+                    w64[I_XE, k] = e
+                    i = e
+                elif key == KEY_FIN or key == KEY_FOUT:
+                    if v0 == TRUE_START:
+                        w8[B_FLAGS, k] |= F_FLOW_IN if key == KEY_FIN else F_FLOW_OUT
+                    i = skip_value(buf, i, n)
+                elif v0 == OPEN_OBJECT and key == KEY_ARGS:
+                    # args: copied to abuf minified, 'correlation' and 'bytes' lifted
+                    abuf[o] = OPEN_OBJECT
+                    o += 1
+                    i = skip_ws(buf, i + 1, n)
+                    if i < n and buf[i] == CLOSE_OBJECT:
+                        abuf[o] = CLOSE_OBJECT
+                        o += 1
+                        i += 1
+                    else:
+                        while True:
+                            if i >= n:
+                                err = E_TRUNCATED
+                                break
+                            if buf[i] != QUOTE:
+                                err = E_SYNTAX
+                                break
+                            j, o = copy_string(buf, i, n, abuf, o)
+                            if j < 0:
+                                err = E_TRUNCATED
+                                break
+                            ks, ke = i + 1, j
+                            abuf[o] = COLON
+                            o += 1
+                            i = skip_ws(buf, j + 1, n)
+                            if i >= n:
+                                err = E_TRUNCATED
+                                break
+                            if buf[i] != COLON:
+                                err = E_SYNTAX
+                                break
+                            i = skip_ws(buf, i + 1, n)
+                            if i >= n:
+                                err = E_TRUNCATED
+                                break
+                            L = ke - ks
+                            if L == 15 and _head(buf, ks, ke, n) == _COLL and _head(buf, ke - 8, ke, n) == _COLL_TAIL:
+                                w8[B_FLAGS, k] |= F_COLL
+                            v0 = buf[i]
+                            if v0 == QUOTE:  # a string value: copied while it is scanned
+                                j, o = copy_string(buf, i, n, abuf, o)
+                                if j < 0:
+                                    err = E_TRUNCATED
+                                    break
+                                e = j + 1
+                            elif DIGIT_0 <= v0 <= DIGIT_9 or v0 == MINUS:  # a number: found, then copied
+                                corr = (
+                                    L == 11
+                                    and _head(buf, ks, ke, n) == _CORR
+                                    and _head(buf, ke - 8, ke, n) == _CORR_TAIL
+                                )
+                                size = L == 5 and _head(buf, ks, ke, n) == _BYTES
+                                if corr or size:
+                                    v, e, st = parse_number(buf, i, n, _AS_IS)
+                                    if st == 0:
+                                        w64[I_BYTES if size else I_CORR, k] = v
+                                        w8[B_FLAGS, k] |= F_BYTES if size else F_CORR
+                                    else:
+                                        e = skip_value(buf, i, n)  # beyond int64: kept as written
+                                        if e < 0:
+                                            err = -e
+                                            break
+                                else:
+                                    e = i
+                                    while e < n and NUMBER_BYTES[buf[e]]:
+                                        e += 1
+                                    if e >= n:
+                                        err = E_TRUNCATED
+                                        break
+                                for q in range(i, e):
+                                    abuf[o] = buf[q]
+                                    o += 1
+                            else:  # an object, an array or a literal
+                                e, o = copy_value(buf, i, n, abuf, o)
+                                if e < 0:
+                                    err = -e
+                                    break
+                            i = skip_ws(buf, e, n)
+                            if i >= n:
+                                err = E_TRUNCATED
+                                break
+                            if buf[i] == COMMA:
+                                abuf[o] = COMMA
+                                o += 1
+                                i = skip_ws(buf, i + 1, n)
+                            elif buf[i] == CLOSE_OBJECT:
+                                abuf[o] = CLOSE_OBJECT
+                                o += 1
+                                i += 1
+                                break
+                            else:
+                                err = E_SYNTAX
+                                break
+                        if err != E_NONE:
+                            break
+                    w8[B_FLAGS, k] |= F_ARGS
+                else:
+                    i = skip_value(buf, i, n)
+                if i < 0:
+                    err = -i
+                    break
+                i = skip_ws(buf, i, n)
+                if i >= n:
+                    err = E_TRUNCATED
+                    break
+                if buf[i] == COMMA:
+                    i = skip_ws(buf, i + 1, n)
+                elif buf[i] == CLOSE_OBJECT:
+                    i += 1
+                    break
+                else:
+                    err = E_SYNTAX
+                    break
+        if err != E_NONE:
+            return ev, k, err, ev, o0
+        w64[I_ARGS_OFF, k + 1] = o
         k += 1
         if (k & 0xFFFF) == 0:
             progress[0] = i  # for a thread that releases the pages behind (see decode)
-        i = skip_ws(buf, e, n)
+        i = skip_ws(buf, i, n)
         if i < n and buf[i] == COMMA:
+            sep = i
             i = skip_ws(buf, i + 1, n)
         elif i < n and buf[i] != CLOSE_ARRAY:
             return i, k, E_SYNTAX, i, o
     return n, k, E_TRUNCATED, n, o
 
 
-_BOM = (np.uint8(0xEF), np.uint8(0xBB), np.uint8(0xBF))
+_SPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark that may start a document."""
 
 
-@njit(cache=True, _nrt=False)
-def _document_start(buf):
-    """The offset of the document's first value: after whitespace and a byte order mark."""
+def _document_start(buf: np.ndarray) -> int:
+    """The offset of the document's first value: after whitespace and a byte order mark
+    (looked at a block at a time: whitespace before a document is short)."""
     n = buf.size
-    i = skip_ws(buf, _ZERO, n)
-    if i + 2 < n and buf[i] == _BOM[0] and buf[i + 1] == _BOM[1] and buf[i + 2] == _BOM[2]:
-        i = skip_ws(buf, i + 3, n)
+    i = 0
+    bom = False
+    while i < n:
+        block = bytes(buf[i : i + 4096])
+        rest = block.lstrip(_SPACE)
+        i += len(block) - len(rest)
+        if rest:
+            if not bom and bytes(buf[i : i + len(_BOM)]) == _BOM:
+                bom = True
+                i += len(_BOM)
+                continue
+            break
     return i
 
 
@@ -531,7 +525,13 @@ def _members(buf, i, after_value, find_events, top, ntop):
         i = skip_ws(buf, i + 1, n)
         if i >= n:
             break
-        if find_events and buf[i] == OPEN_ARRAY and _is_11(buf, ks, ke, n, _EVENTS, _EVENTS_TAIL):
+        if (
+            find_events
+            and buf[i] == OPEN_ARRAY
+            and ke - ks == 11
+            and _head(buf, ks, ke, n) == _EVENTS
+            and _head(buf, ke - 8, ke, n) == _EVENTS_TAIL
+        ):
             return i, E_NONE, ntop, i
         e = skip_value(buf, i, n)
         if e < 0:
@@ -565,6 +565,8 @@ class Scanned(NamedTuple):
     """The rows of ``top`` filled."""
     args_bytes: int
     """The bytes of args text written to ``abuf``."""
+    cols: tuple[np.ndarray, np.ndarray, np.ndarray]
+    """The columns filled: those given, or bigger ones when they filled up."""
 
 
 def scan(
@@ -580,34 +582,68 @@ def scan(
 ) -> Scanned:
     """Scan a whole document (read-only uint8 ``buf``) into the columns ``c`` (:func:`alloc_columns`).
 
-    ``top`` receives (key start, key end, value start, value end) of each other
-    top-level key of the object format, for the caller to decode. ``E_FULL``
-    means the symbol table (slots, starts, ends, count) ran out of room.
-    ``progress[0]`` is set to the byte offset reached every 65,536 events.
-    The top level and the events array are separate kernels, so that the
-    events' kernel is compiled (and linked) once, not again inside a caller's.
+    When the events outnumber the columns, the scan goes on in bigger ones
+    (``Scanned.cols``). ``top`` receives (key start, key end, value start,
+    value end) of each other top-level key of the object format, for the
+    caller to decode. ``E_FULL`` means the symbol table (slots, starts, ends,
+    count) ran out of room. ``progress[0]`` is set to the byte offset reached
+    every 65,536 events. The top level and the events array are separate
+    kernels, so that the events' kernel is compiled (and linked) once, not
+    again inside a caller's.
     """
     n = buf.size
     i = _document_start(buf)
     if i >= n:
-        return Scanned(0, E_NOT_TRACE, 0, False, 0, 0)
+        return Scanned(0, E_NOT_TRACE, 0, False, 0, 0, c)
     if buf[i] == OPEN_ARRAY:
-        _, nev, err, where, used = _scan_array(buf, i, c, slots, starts, ends, count, abuf, progress)
+        _, nev, err, where, used, c = _events(buf, i, c, slots, starts, ends, count, abuf, progress)
         # the array format may end without its ']' (Trace Event Format spec): truncated
         # at the end, not inside an event (there ``where`` is the event's '{')
         if err == E_TRUNCATED and where >= n:
             err = E_NONE
-        return Scanned(nev, err, where, True, 0, used)
+        return Scanned(nev, err, where, True, 0, used, c)
     if buf[i] != OPEN_OBJECT:
-        return Scanned(0, E_NOT_TRACE, i, False, 0, 0)
+        return Scanned(0, E_NOT_TRACE, i, False, 0, 0, c)
     i, err, ntop, events_at = _members(buf, i + 1, False, True, top, 0)
     if events_at < 0:
-        return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0)
-    i, nev, err, where, used = _scan_array(buf, events_at, c, slots, starts, ends, count, abuf, progress)
+        return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0, c)
+    i, nev, err, where, used, c = _events(buf, events_at, c, slots, starts, ends, count, abuf, progress)
     if err != E_NONE:
-        return Scanned(nev, err, where, False, ntop, used)
+        return Scanned(nev, err, where, False, ntop, used, c)
     i, err, ntop, _ = _members(buf, i, True, False, top, ntop)
-    return Scanned(nev, err, i, False, ntop, used)
+    return Scanned(nev, err, i, False, ntop, used, c)
+
+
+def _events(
+    buf: np.ndarray,
+    i: int,
+    c: tuple[np.ndarray, np.ndarray, np.ndarray],
+    slots: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    count: np.ndarray,
+    abuf: np.ndarray,
+    progress: np.ndarray,
+) -> tuple[int, int, int, int, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`_scan_array` from the '[' at i, resumed in columns twice as big (or as
+    big as the bytes scanned so far predict) each time they fill up."""
+    k = o = 0
+    while True:
+        i, k, err, where, o = _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress)
+        if err != E_ROWS:
+            return i, k, err, where, o, c
+        grown = alloc_columns(max(2 * k, int(k * 1.25 * buf.size / max(where, 1))) + 1)
+        for old, new in zip(c, grown):
+            filled = min(k + 1, old.shape[1])
+            new[:, :filled] = old[:, :filled]
+        c = grown
+
+
+def capacity_guess(size: int) -> int:
+    """Columns to start a scan of a ``size``-byte document with: an event of a
+    real trace takes 100 to 400 bytes, so this is rarely grown, and the rows not
+    filled cost no memory (see :func:`alloc_columns`)."""
+    return size // 128 + 1024
 
 
 def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
