@@ -93,13 +93,12 @@ def test_combined_ids_number_code_tuples_in_order_of_first_use(seed: int) -> Non
     want = np.array(
         [seen.setdefault(t, len(seen)) for t in map(tuple, np.column_stack(cols).astype(np.int64).tolist())]
     )
-    ids, first, key = combined_ids(*cols, 1 << 30)
+    ids, first = combined_ids(*cols)
     np.testing.assert_array_equal(ids, want)
     np.testing.assert_array_equal(ids[first], np.arange(len(seen)))
-    assert key.size == 0
-    ids, first, key = combined_ids(*cols, 1)  # span over the limit: the mixed-radix key for the caller to number
-    assert ids.size == 0 and key.size == n
-    assert len(np.unique(key)) == len(seen)
+    wide = [cols[0] << 40, *cols[1:]]  # a key span far above the rows: numbered by the hash table
+    ids, first = combined_ids(*wide)
+    np.testing.assert_array_equal(ids, want)
 
 
 @pytest.mark.parametrize("seed", range(10))
