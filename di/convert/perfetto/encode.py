@@ -39,12 +39,15 @@ module of di): ``inline="always"`` only on leaf helpers that inline nothing
 themselves. Chains of inlined helpers (``put_varint`` -> ``_put_interned`` ->
 ``_begin_packet``, 206 inlined bodies) made numba's IR inliner quadratic:
 ~90 s for one kernel. The protobuf writers and size helpers are plain calls
-(LLVM inlines the small ones after numba's typing). ``_begin_packet`` and
-``_end_packet`` (one call per packet) are inlined leaves: as calls that pass
-every array field by field they made the kernel twice as slow; the per-packet
-helpers they call (``_packet_head``, ``_flow_size``, ``_put_flows``) are plain
-calls, as fast as inlined (``bench/realshape.py``). Every
-integer passed to a plain call is typed (``np.int64``), never a Python int
+(LLVM inlines the small ones after numba's typing). The BEGIN and END packet
+writers are written out in :func:`encode_events` itself, once each (a
+zero-length slice is closed through the stack at the next step, which writes
+its END right after its BEGIN as before): as calls that pass every array
+field by field they made the kernel twice as slow, and as ``inline="always"``
+helpers numba's inliner deep-copied their IR, ~25% of the kernel's compile.
+The per-packet helpers (``_packet_head``, ``_flow_size``, ``_put_flows``) are
+plain calls, as fast as inlined (``bench/realshape.py``). Every integer passed
+to a plain call is typed (``np.int64``), never a Python int
 literal, so each function compiles once.
 """
 
@@ -54,7 +57,8 @@ import numpy as np
 from numba import njit
 
 from di.convert.perfetto import fields as F
-from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_bytes, put_fixed64, put_varint, tag, varint_size
+from di.convert.bytewords import store_u64
+from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_bytes, put_varint, tag, varint_size
 
 # tags as varint values (np.int64: typed constants, see the module docstring)
 T_PACKET = np.int64(tag(F.TRACE_PACKET, LEN))
@@ -202,129 +206,9 @@ def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
     for m in range(flow_ptr[i], flow_ptr[i + 1]):
         if flow_bits[m] & FLOW_AT_END == at:
             pos = put_varint(out, pos, T_TERM if flow_bits[m] & FLOW_TERMINATING else T_FLOW)
-            pos = put_fixed64(out, pos, flow_id[m])
+            store_u64(out, pos, flow_id[m])
+            pos += 8
     return pos
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _end_packet(out, pos, seq, i, events, flow_ptr, flow_id, flow_bits):
-    """The END packet of slice i."""
-    ts = events[E_END, i]
-    ev = 2 + _flow_size(flow_ptr, flow_bits, i, _AT_END)
-    body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
-    pos = _packet_head(out, pos, body, ts, seq)
-    pos = put_varint(out, pos, T_EVENT)
-    pos = put_varint(out, pos, ev)
-    pos = put_varint(out, pos, T_TYPE)
-    pos = put_varint(out, pos, _SLICE_END)
-    return _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_END)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _begin_packet(
-    out, pos, seq, t, i, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
-):
-    """The BEGIN or INSTANT packet of event i, interning what track t's sequence has not seen."""
-    flags = codes[C_FLAGS, i]
-    name, cat, src = np.int64(codes[C_NAME, i]), np.int64(codes[C_CAT, i]), np.int64(codes[C_SRC_CAT, i])
-    corr, nbytes = events[E_CORR, i], events[E_BYTES, i]
-    has_args = flags & FLAG_ARGS != 0
-    has_bytes = nbytes != NONE
-    name_iid, cat_iid = strings[STR_IID, name], strings[STR_IID, cat]
-    src_iid = strings[STR_IID, src] if src >= 0 else 0
-    # interned entries this packet adds
-    new_name = strings[STR_SEEN, name] != t
-    new_cat = strings[STR_SEEN, cat] != t
-    new_src = src >= 0 and strings[STR_SEEN, src] != t
-    new_args = has_args and strings[STR_SEEN, STR_ARGS] != t
-    new_bytes = has_bytes and strings[STR_SEEN, STR_BYTES] != t
-    interned = 0
-    if new_name:
-        interned += _interned_size(strings, name)
-    if new_cat:
-        interned += _interned_size(strings, cat)
-    if new_src:
-        interned += _interned_size(strings, src)
-    if new_args:
-        interned += _interned_size(strings, STR_ARGS)
-    if new_bytes:
-        interned += _interned_size(strings, STR_BYTES)
-    a0, a1 = args_off[i], args_off[i + 1]
-    ann_args = 2 + 1 + (varint_size(a1 - a0) + a1 - a0)
-    ann_bytes = 2 + 1 + varint_size(nbytes)
-    ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + _flow_size(flow_ptr, flow_bits, i, _AT_BEGIN)
-    if src >= 0:
-        ev += 1 + varint_size(src_iid)
-    if corr != NONE:
-        ev += 2 + varint_size(corr)
-    if has_args:
-        ev += 1 + (varint_size(ann_args) + ann_args)
-    if has_bytes:
-        ev += 1 + (varint_size(ann_bytes) + ann_bytes)
-    ts = events[E_START, i]
-    body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
-    if interned:
-        body += 1 + (varint_size(interned) + interned)
-    pos = _packet_head(out, pos, body, ts, seq)
-    if interned:
-        pos = put_varint(out, pos, T_INTERNED)
-        pos = put_varint(out, pos, interned)
-        if new_name:
-            pos = _put_interned(out, pos, strings, string_bytes, name)
-            strings[STR_SEEN, name] = t
-        if new_cat:
-            pos = _put_interned(out, pos, strings, string_bytes, cat)
-            strings[STR_SEEN, cat] = t
-        if new_src:
-            pos = _put_interned(out, pos, strings, string_bytes, src)
-            strings[STR_SEEN, src] = t
-        if new_args:
-            pos = _put_interned(out, pos, strings, string_bytes, STR_ARGS)
-            strings[STR_SEEN, STR_ARGS] = t
-        if new_bytes:
-            pos = _put_interned(out, pos, strings, string_bytes, STR_BYTES)
-            strings[STR_SEEN, STR_BYTES] = t
-    pos = put_varint(out, pos, T_EVENT)
-    pos = put_varint(out, pos, ev)
-    pos = put_varint(out, pos, T_TYPE)
-    pos = put_varint(out, pos, _INSTANT if flags & FLAG_INSTANT else _SLICE_BEGIN)
-    pos = put_varint(out, pos, T_NAME_IID)
-    pos = put_varint(out, pos, name_iid)
-    pos = put_varint(out, pos, T_CAT_IID)
-    pos = put_varint(out, pos, cat_iid)
-    if src >= 0:
-        pos = put_varint(out, pos, T_CAT_IID)
-        pos = put_varint(out, pos, src_iid)
-    if corr != NONE:
-        pos = put_varint(out, pos, T_CORR)
-        pos = put_varint(out, pos, corr)
-    if has_args:
-        pos = put_varint(out, pos, T_ANN)
-        pos = put_varint(out, pos, ann_args)
-        pos = put_varint(out, pos, T_A_NAME_IID)
-        pos = put_varint(out, pos, ANN_ARGS)
-        pos = put_varint(out, pos, T_A_JSON)
-        pos = put_varint(out, pos, a1 - a0)
-        pos = put_bytes(out, pos, args, a0, a1)
-    if has_bytes:
-        pos = put_varint(out, pos, T_ANN)
-        pos = put_varint(out, pos, ann_bytes)
-        pos = put_varint(out, pos, T_A_NAME_IID)
-        pos = put_varint(out, pos, ANN_BYTES)
-        pos = put_varint(out, pos, T_A_INT)
-        pos = put_varint(out, pos, nbytes)
-    return _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_BEGIN)
-
-
-@njit(cache=True, _nrt=False)
-def _packet_bound(codes, args_off, strings, flow_ptr, i):
-    """Upper bound of the bytes of event i's begin and end packets together."""
-    s = strings[STR_OFF]
-    name, cat, src = codes[C_NAME, i], codes[C_CAT, i], codes[C_SRC_CAT, i]
-    text = s[name + 1] - s[name] + s[cat + 1] - s[cat] + args_off[i + 1] - args_off[i]
-    if src >= 0:
-        text += s[src + 1] - s[src]
-    return 2 * SLACK + 32 + text + 2 * FLOW_BYTES * (flow_ptr[i + 1] - flow_ptr[i])
 
 
 @njit(cache=True, _nrt=False)
@@ -341,7 +225,8 @@ def encode_events(
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
     ntracks = tracks.shape[1] - 1
-    start, end, flags = events[E_START], events[E_END], codes[C_FLAGS]
+    start, end = events[E_START], events[E_END]
+    text = strings[STR_OFF]
     while t < ntracks:
         seq = tracks[TRK_SEQ, t]
         if header == 0:
@@ -358,7 +243,16 @@ def encode_events(
             if pos + need > cap:
                 state[S_NEED] = need
                 break
-            pos = _end_packet(out, pos, seq, top, events, flow_ptr, flow_id, flow_bits)
+            # the END packet of slice top
+            ts = end[top]
+            ev = 2 + _flow_size(flow_ptr, flow_bits, top, _AT_END)
+            body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
+            pos = _packet_head(out, pos, body, ts, seq)
+            pos = put_varint(out, pos, T_EVENT)
+            pos = put_varint(out, pos, ev)
+            pos = put_varint(out, pos, T_TYPE)
+            pos = put_varint(out, pos, _SLICE_END)
+            pos = _put_flows(out, pos, flow_ptr, flow_id, flow_bits, top, _AT_END)
             sp -= 1
             continue
         if i < 0:
@@ -366,19 +260,107 @@ def encode_events(
             k = 0
             header = 0
             continue
-        need = _packet_bound(codes, args_off, strings, flow_ptr, i)
+        # an upper bound of the bytes of event i's begin and end packets together
+        name, cat, src = np.int64(codes[C_NAME, i]), np.int64(codes[C_CAT, i]), np.int64(codes[C_SRC_CAT, i])
+        need = text[name + 1] - text[name] + text[cat + 1] - text[cat] + args_off[i + 1] - args_off[i]
+        if src >= 0:
+            need += text[src + 1] - text[src]
+        need += 2 * SLACK + 32 + 2 * FLOW_BYTES * (flow_ptr[i + 1] - flow_ptr[i])
         if pos + need > cap:
             state[S_NEED] = need
             break
-        pos = _begin_packet(
-            out, pos, seq, t, i, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
-        )
-        if not flags[i] & FLAG_INSTANT:
-            if end[i] == start[i]:
-                pos = _end_packet(out, pos, seq, i, events, flow_ptr, flow_id, flow_bits)
-            else:
-                stack[sp] = i
-                sp += 1
+        # the BEGIN or INSTANT packet of event i, interning what track t's sequence has not seen
+        bits = codes[C_FLAGS, i]
+        corr, nbytes = events[E_CORR, i], events[E_BYTES, i]
+        has_args = bits & FLAG_ARGS != 0
+        has_bytes = nbytes != NONE
+        name_iid, cat_iid = strings[STR_IID, name], strings[STR_IID, cat]
+        src_iid = strings[STR_IID, src] if src >= 0 else 0
+        # interned entries this packet adds
+        new_name = strings[STR_SEEN, name] != t
+        new_cat = strings[STR_SEEN, cat] != t
+        new_src = src >= 0 and strings[STR_SEEN, src] != t
+        new_args = has_args and strings[STR_SEEN, STR_ARGS] != t
+        new_bytes = has_bytes and strings[STR_SEEN, STR_BYTES] != t
+        interned = 0
+        if new_name:
+            interned += _interned_size(strings, name)
+        if new_cat:
+            interned += _interned_size(strings, cat)
+        if new_src:
+            interned += _interned_size(strings, src)
+        if new_args:
+            interned += _interned_size(strings, STR_ARGS)
+        if new_bytes:
+            interned += _interned_size(strings, STR_BYTES)
+        a0, a1 = args_off[i], args_off[i + 1]
+        ann_args = 2 + 1 + (varint_size(a1 - a0) + a1 - a0)
+        ann_bytes = 2 + 1 + varint_size(nbytes)
+        ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + _flow_size(flow_ptr, flow_bits, i, _AT_BEGIN)
+        if src >= 0:
+            ev += 1 + varint_size(src_iid)
+        if corr != NONE:
+            ev += 2 + varint_size(corr)
+        if has_args:
+            ev += 1 + (varint_size(ann_args) + ann_args)
+        if has_bytes:
+            ev += 1 + (varint_size(ann_bytes) + ann_bytes)
+        ts = events[E_START, i]
+        body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
+        if interned:
+            body += 1 + (varint_size(interned) + interned)
+        pos = _packet_head(out, pos, body, ts, seq)
+        if interned:
+            pos = put_varint(out, pos, T_INTERNED)
+            pos = put_varint(out, pos, interned)
+            if new_name:
+                pos = _put_interned(out, pos, strings, string_bytes, name)
+                strings[STR_SEEN, name] = t
+            if new_cat:
+                pos = _put_interned(out, pos, strings, string_bytes, cat)
+                strings[STR_SEEN, cat] = t
+            if new_src:
+                pos = _put_interned(out, pos, strings, string_bytes, src)
+                strings[STR_SEEN, src] = t
+            if new_args:
+                pos = _put_interned(out, pos, strings, string_bytes, STR_ARGS)
+                strings[STR_SEEN, STR_ARGS] = t
+            if new_bytes:
+                pos = _put_interned(out, pos, strings, string_bytes, STR_BYTES)
+                strings[STR_SEEN, STR_BYTES] = t
+        pos = put_varint(out, pos, T_EVENT)
+        pos = put_varint(out, pos, ev)
+        pos = put_varint(out, pos, T_TYPE)
+        pos = put_varint(out, pos, _INSTANT if bits & FLAG_INSTANT else _SLICE_BEGIN)
+        pos = put_varint(out, pos, T_NAME_IID)
+        pos = put_varint(out, pos, name_iid)
+        pos = put_varint(out, pos, T_CAT_IID)
+        pos = put_varint(out, pos, cat_iid)
+        if src >= 0:
+            pos = put_varint(out, pos, T_CAT_IID)
+            pos = put_varint(out, pos, src_iid)
+        if corr != NONE:
+            pos = put_varint(out, pos, T_CORR)
+            pos = put_varint(out, pos, corr)
+        if has_args:
+            pos = put_varint(out, pos, T_ANN)
+            pos = put_varint(out, pos, ann_args)
+            pos = put_varint(out, pos, T_A_NAME_IID)
+            pos = put_varint(out, pos, ANN_ARGS)
+            pos = put_varint(out, pos, T_A_JSON)
+            pos = put_varint(out, pos, a1 - a0)
+            pos = put_bytes(out, pos, args, a0, a1)
+        if has_bytes:
+            pos = put_varint(out, pos, T_ANN)
+            pos = put_varint(out, pos, ann_bytes)
+            pos = put_varint(out, pos, T_A_NAME_IID)
+            pos = put_varint(out, pos, ANN_BYTES)
+            pos = put_varint(out, pos, T_A_INT)
+            pos = put_varint(out, pos, nbytes)
+        pos = _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_BEGIN)
+        if not bits & FLAG_INSTANT:  # a zero-length slice ends before the next event starts: at the next step
+            stack[sp] = i
+            sp += 1
         k += 1
     state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP] = t, k, header, sp
     return pos
@@ -411,7 +393,8 @@ def encode_counters(state, out, series_ptr, order, series_seq, series_uuid, ts, 
         pos = put_varint(out, pos, T_TYPE)
         pos = put_varint(out, pos, _COUNTER)
         pos = put_varint(out, pos, T_DOUBLE)
-        pos = put_fixed64(out, pos, value_bits[j])
+        store_u64(out, pos, value_bits[j])
+        pos += 8
         k += 1
     state[S_TRACK], state[S_CURSOR], state[S_HEADER] = t, k, header
     return pos
