@@ -125,16 +125,30 @@ S_TRACK, S_CURSOR, S_HEADER, S_SP, S_NEED = 0, 1, 2, 3, 4
 STATE_SLOTS = 5
 
 # field values the kernels write, typed (see the module docstring)
-_NEEDS_STATE = np.int64(F.SEQ_NEEDS_INCREMENTAL_STATE)
 _STATE_CLEARED = np.int64(F.SEQ_INCREMENTAL_STATE_CLEARED)
-_SLICE_BEGIN, _SLICE_END = np.int64(F.TYPE_SLICE_BEGIN), np.int64(F.TYPE_SLICE_END)
-_INSTANT, _COUNTER = np.int64(F.TYPE_INSTANT), np.int64(F.TYPE_COUNTER)
+_COUNTER = np.int64(F.TYPE_COUNTER)
 _AT_BEGIN, _AT_END = np.uint8(0), np.uint8(FLOW_AT_END)
 """Which flow ids a packet carries: those of the slice's start, or of its end (``flow_bits & FLOW_AT_END``)."""
 _COUNTER_EVENT = np.int64(2 + 2 + 8)
 """Bytes of a counter TrackEvent: type, double value tag, 8 value bytes."""
 _FIXED = np.int64(2 + 1)
 """Bytes of the sequence flags field and of the TrackEvent's tag, beside the varints of a packet."""
+
+
+def _byte(v: int) -> np.uint8:
+    """A tag or field value whose varint is one byte (below 128), written by a plain store."""
+    assert 0 <= v < 128, v
+    return np.uint8(v)
+
+
+B_PACKET, B_TS, B_SEQ, B_FLAGS = _byte(T_PACKET), _byte(T_TS), _byte(T_SEQ), _byte(T_FLAGS)
+B_EVENT, B_TYPE, B_NAME_IID, B_CAT_IID = _byte(T_EVENT), _byte(T_TYPE), _byte(T_NAME_IID), _byte(T_CAT_IID)
+B_INTERNED, B_I_IID, B_I_NAME = _byte(T_INTERNED), _byte(T_I_IID), _byte(T_I_NAME)
+B_ANN, B_A_NAME_IID, B_A_JSON, B_A_INT = _byte(T_ANN), _byte(T_A_NAME_IID), _byte(T_A_JSON), _byte(T_A_INT)
+B_NEEDS_STATE, B_ANN_ARGS, B_ANN_BYTES = _byte(F.SEQ_NEEDS_INCREMENTAL_STATE), _byte(ANN_ARGS), _byte(ANN_BYTES)
+B_SLICE_BEGIN, B_SLICE_END, B_INSTANT = _byte(F.TYPE_SLICE_BEGIN), _byte(F.TYPE_SLICE_END), _byte(F.TYPE_INSTANT)
+"""One-byte varints (``B_`` + the name of the ``T_`` tag or value): stores, not calls of ``put_varint``, in the
+per-packet code (fewer call sites for numba to type and lower; issue 15)."""
 
 
 @njit(cache=True, _nrt=False)
@@ -151,24 +165,25 @@ def _put_interned(out, pos, strings, string_bytes, s):
     iid = strings[STR_IID, s]
     pos = put_varint(out, pos, strings[STR_FIELD, s])
     pos = put_varint(out, pos, 1 + varint_size(iid) + 1 + varint_size(b - a) + b - a)
-    pos = put_varint(out, pos, T_I_IID)
-    pos = put_varint(out, pos, iid)
-    pos = put_varint(out, pos, T_I_NAME)
-    pos = put_varint(out, pos, b - a)
+    out[pos] = B_I_IID
+    pos = put_varint(out, pos + 1, iid)
+    out[pos] = B_I_NAME
+    pos = put_varint(out, pos + 1, b - a)
     return put_bytes(out, pos, string_bytes, a, b)
 
 
 @njit(cache=True, _nrt=False)
 def _packet_head(out, pos, body, ts, seq):
     """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
-    pos = put_varint(out, pos, T_PACKET)
-    pos = put_varint(out, pos, body)
-    pos = put_varint(out, pos, T_TS)
-    pos = put_varint(out, pos, ts)
-    pos = put_varint(out, pos, T_SEQ)
-    pos = put_varint(out, pos, seq)
-    pos = put_varint(out, pos, T_FLAGS)
-    return put_varint(out, pos, _NEEDS_STATE)
+    out[pos] = B_PACKET
+    pos = put_varint(out, pos + 1, body)
+    out[pos] = B_TS
+    pos = put_varint(out, pos + 1, ts)
+    out[pos] = B_SEQ
+    pos = put_varint(out, pos + 1, seq)
+    out[pos] = B_FLAGS
+    out[pos + 1] = B_NEEDS_STATE
+    return pos + 2
 
 
 @njit(cache=True, _nrt=False)
@@ -225,18 +240,21 @@ def encode_events(
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
     ntracks = tracks.shape[1] - 1
-    start, end = events[E_START], events[E_END]
-    text = strings[STR_OFF]
+    # the rows used per event, as 1-D arrays: numba lowers each 2-D index into more code
+    start, end, corr_of, bytes_of = events[E_START], events[E_END], events[E_CORR], events[E_BYTES]
+    name_code, cat_code, src_code, flag_bits = codes[C_NAME], codes[C_CAT], codes[C_SRC_CAT], codes[C_FLAGS]
+    text, iid_of, seen_by = strings[STR_OFF], strings[STR_IID], strings[STR_SEEN]
+    track_ptr, track_seq, track_uuid = tracks[TRK_PTR], tracks[TRK_SEQ], tracks[TRK_UUID]
     while t < ntracks:
-        seq = tracks[TRK_SEQ, t]
+        seq = track_seq[t]
         if header == 0:
             if pos + SLACK > cap:
                 state[S_NEED] = SLACK
                 break
-            pos = _header(out, pos, seq, tracks[TRK_UUID, t])
+            pos = _header(out, pos, seq, track_uuid[t])
             header = 1
-        n = tracks[TRK_PTR, t + 1] - tracks[TRK_PTR, t]
-        i = emit[tracks[TRK_PTR, t] + k] if k < n else -1
+        n = track_ptr[t + 1] - track_ptr[t]
+        i = emit[track_ptr[t] + k] if k < n else -1
         if sp > 0 and (i < 0 or end[stack[sp - 1]] <= start[i]):
             top = stack[sp - 1]
             need = SLACK + FLOW_BYTES * (flow_ptr[top + 1] - flow_ptr[top])
@@ -248,10 +266,11 @@ def encode_events(
             ev = 2 + _flow_size(flow_ptr, flow_bits, top, _AT_END)
             body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
             pos = _packet_head(out, pos, body, ts, seq)
-            pos = put_varint(out, pos, T_EVENT)
-            pos = put_varint(out, pos, ev)
-            pos = put_varint(out, pos, T_TYPE)
-            pos = put_varint(out, pos, _SLICE_END)
+            out[pos] = B_EVENT
+            pos = put_varint(out, pos + 1, ev)
+            out[pos] = B_TYPE
+            out[pos + 1] = B_SLICE_END
+            pos += 2
             pos = _put_flows(out, pos, flow_ptr, flow_id, flow_bits, top, _AT_END)
             sp -= 1
             continue
@@ -261,7 +280,7 @@ def encode_events(
             header = 0
             continue
         # an upper bound of the bytes of event i's begin and end packets together
-        name, cat, src = np.int64(codes[C_NAME, i]), np.int64(codes[C_CAT, i]), np.int64(codes[C_SRC_CAT, i])
+        name, cat, src = np.int64(name_code[i]), np.int64(cat_code[i]), np.int64(src_code[i])
         need = text[name + 1] - text[name] + text[cat + 1] - text[cat] + args_off[i + 1] - args_off[i]
         if src >= 0:
             need += text[src + 1] - text[src]
@@ -270,18 +289,18 @@ def encode_events(
             state[S_NEED] = need
             break
         # the BEGIN or INSTANT packet of event i, interning what track t's sequence has not seen
-        bits = codes[C_FLAGS, i]
-        corr, nbytes = events[E_CORR, i], events[E_BYTES, i]
+        bits = flag_bits[i]
+        corr, nbytes = corr_of[i], bytes_of[i]
         has_args = bits & FLAG_ARGS != 0
         has_bytes = nbytes != NONE
-        name_iid, cat_iid = strings[STR_IID, name], strings[STR_IID, cat]
-        src_iid = strings[STR_IID, src] if src >= 0 else 0
+        name_iid, cat_iid = iid_of[name], iid_of[cat]
+        src_iid = iid_of[src] if src >= 0 else 0
         # interned entries this packet adds
-        new_name = strings[STR_SEEN, name] != t
-        new_cat = strings[STR_SEEN, cat] != t
-        new_src = src >= 0 and strings[STR_SEEN, src] != t
-        new_args = has_args and strings[STR_SEEN, STR_ARGS] != t
-        new_bytes = has_bytes and strings[STR_SEEN, STR_BYTES] != t
+        new_name = seen_by[name] != t
+        new_cat = seen_by[cat] != t
+        new_src = src >= 0 and seen_by[src] != t
+        new_args = has_args and seen_by[STR_ARGS] != t
+        new_bytes = has_bytes and seen_by[STR_BYTES] != t
         interned = 0
         if new_name:
             interned += _interned_size(strings, name)
@@ -305,58 +324,58 @@ def encode_events(
             ev += 1 + (varint_size(ann_args) + ann_args)
         if has_bytes:
             ev += 1 + (varint_size(ann_bytes) + ann_bytes)
-        ts = events[E_START, i]
+        ts = start[i]
         body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
         if interned:
             body += 1 + (varint_size(interned) + interned)
         pos = _packet_head(out, pos, body, ts, seq)
         if interned:
-            pos = put_varint(out, pos, T_INTERNED)
-            pos = put_varint(out, pos, interned)
+            out[pos] = B_INTERNED
+            pos = put_varint(out, pos + 1, interned)
             if new_name:
                 pos = _put_interned(out, pos, strings, string_bytes, name)
-                strings[STR_SEEN, name] = t
+                seen_by[name] = t
             if new_cat:
                 pos = _put_interned(out, pos, strings, string_bytes, cat)
-                strings[STR_SEEN, cat] = t
+                seen_by[cat] = t
             if new_src:
                 pos = _put_interned(out, pos, strings, string_bytes, src)
-                strings[STR_SEEN, src] = t
+                seen_by[src] = t
             if new_args:
                 pos = _put_interned(out, pos, strings, string_bytes, STR_ARGS)
-                strings[STR_SEEN, STR_ARGS] = t
+                seen_by[STR_ARGS] = t
             if new_bytes:
                 pos = _put_interned(out, pos, strings, string_bytes, STR_BYTES)
-                strings[STR_SEEN, STR_BYTES] = t
-        pos = put_varint(out, pos, T_EVENT)
-        pos = put_varint(out, pos, ev)
-        pos = put_varint(out, pos, T_TYPE)
-        pos = put_varint(out, pos, _INSTANT if bits & FLAG_INSTANT else _SLICE_BEGIN)
-        pos = put_varint(out, pos, T_NAME_IID)
-        pos = put_varint(out, pos, name_iid)
-        pos = put_varint(out, pos, T_CAT_IID)
-        pos = put_varint(out, pos, cat_iid)
+                seen_by[STR_BYTES] = t
+        out[pos] = B_EVENT
+        pos = put_varint(out, pos + 1, ev)
+        out[pos] = B_TYPE
+        out[pos + 1] = B_INSTANT if bits & FLAG_INSTANT else B_SLICE_BEGIN
+        out[pos + 2] = B_NAME_IID
+        pos = put_varint(out, pos + 3, name_iid)
+        out[pos] = B_CAT_IID
+        pos = put_varint(out, pos + 1, cat_iid)
         if src >= 0:
-            pos = put_varint(out, pos, T_CAT_IID)
-            pos = put_varint(out, pos, src_iid)
+            out[pos] = B_CAT_IID
+            pos = put_varint(out, pos + 1, src_iid)
         if corr != NONE:
             pos = put_varint(out, pos, T_CORR)
             pos = put_varint(out, pos, corr)
         if has_args:
-            pos = put_varint(out, pos, T_ANN)
-            pos = put_varint(out, pos, ann_args)
-            pos = put_varint(out, pos, T_A_NAME_IID)
-            pos = put_varint(out, pos, ANN_ARGS)
-            pos = put_varint(out, pos, T_A_JSON)
-            pos = put_varint(out, pos, a1 - a0)
+            out[pos] = B_ANN
+            pos = put_varint(out, pos + 1, ann_args)
+            out[pos] = B_A_NAME_IID
+            out[pos + 1] = B_ANN_ARGS
+            out[pos + 2] = B_A_JSON
+            pos = put_varint(out, pos + 3, a1 - a0)
             pos = put_bytes(out, pos, args, a0, a1)
         if has_bytes:
-            pos = put_varint(out, pos, T_ANN)
-            pos = put_varint(out, pos, ann_bytes)
-            pos = put_varint(out, pos, T_A_NAME_IID)
-            pos = put_varint(out, pos, ANN_BYTES)
-            pos = put_varint(out, pos, T_A_INT)
-            pos = put_varint(out, pos, nbytes)
+            out[pos] = B_ANN
+            pos = put_varint(out, pos + 1, ann_bytes)
+            out[pos] = B_A_NAME_IID
+            out[pos + 1] = B_ANN_BYTES
+            out[pos + 2] = B_A_INT
+            pos = put_varint(out, pos + 3, nbytes)
         pos = _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_BEGIN)
         if not bits & FLAG_INSTANT:  # a zero-length slice ends before the next event starts: at the next step
             stack[sp] = i
