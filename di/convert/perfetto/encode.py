@@ -21,7 +21,8 @@ as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
 * ``events``, int64 (``len(EVENT_ROWS)``, n): per event its times (ns, >= 0)
   and ``corr``/``bytes`` (:data:`NONE` when absent); ``codes``, int32
   (``len(CODE_ROWS)``, n): its strings (rows of ``strings``; ``src_cat`` -1
-  when absent) and :data:`FLAG_INSTANT` / :data:`FLAG_ARGS` bits (one array
+  when absent), :data:`FLAG_INSTANT` / :data:`FLAG_ARGS` bits and the bytes
+  of its flow id fields on its begin and on its end packet (one array
   per dtype, as the Chrome scanner's columns); the args JSON text of event i
   is ``args[args_off[i]:args_off[i + 1]]``.
 * ``strings``, int64 (``len(STRING_ROWS)``, m + 1): for every string that
@@ -45,7 +46,7 @@ zero-length slice is closed through the stack at the next step, which writes
 its END right after its BEGIN as before): as calls that pass every array
 field by field they made the kernel twice as slow, and as ``inline="always"``
 helpers numba's inliner deep-copied their IR, ~25% of the kernel's compile.
-The per-packet helpers (``_packet_head``, ``_flow_size``, ``_put_flows``) are
+The per-packet helpers (``_packet_head``, ``_put_flows``) are
 plain calls, as fast as inlined (``bench/realshape.py``). Every integer passed
 to a plain call is typed (``np.int64``), never a Python int
 literal, so each function compiles once.
@@ -97,8 +98,8 @@ ANN_ARGS, ANN_BYTES = np.int64(1), np.int64(2)
 
 EVENT_ROWS = ("start", "end", "corr", "bytes")
 E_START, E_END, E_CORR, E_BYTES = range(len(EVENT_ROWS))
-CODE_ROWS = ("name", "cat", "src_cat", "flags")
-C_NAME, C_CAT, C_SRC_CAT, C_FLAGS = range(len(CODE_ROWS))
+CODE_ROWS = ("name", "cat", "src_cat", "flags", "flow_bytes_begin", "flow_bytes_end")
+C_NAME, C_CAT, C_SRC_CAT, C_FLAGS, C_FLOW_BEGIN, C_FLOW_END = range(len(CODE_ROWS))
 FLAG_INSTANT, FLAG_ARGS = 1, 2
 """Bits of the ``flags`` row: an instant; has args (else args are null)."""
 
@@ -207,16 +208,6 @@ def _header(out, pos, seq, uuid):
 
 
 @njit(cache=True, _nrt=False)
-def _flow_size(flow_ptr, flow_bits, i, at):
-    """Bytes of event i's flow id fields on its begin (``at`` = _AT_BEGIN) or end packet."""
-    n = 0
-    for m in range(flow_ptr[i], flow_ptr[i + 1]):
-        if flow_bits[m] & FLOW_AT_END == at:
-            n += FLOW_BYTES
-    return n
-
-
-@njit(cache=True, _nrt=False)
 def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
     for m in range(flow_ptr[i], flow_ptr[i + 1]):
         if flow_bits[m] & FLOW_AT_END == at:
@@ -243,6 +234,7 @@ def encode_events(
     # the rows used per event, as 1-D arrays: numba lowers each 2-D index into more code
     start, end, corr_of, bytes_of = events[E_START], events[E_END], events[E_CORR], events[E_BYTES]
     name_code, cat_code, src_code, flag_bits = codes[C_NAME], codes[C_CAT], codes[C_SRC_CAT], codes[C_FLAGS]
+    flow_bytes_begin, flow_bytes_end = codes[C_FLOW_BEGIN], codes[C_FLOW_END]
     text, iid_of, seen_by = strings[STR_OFF], strings[STR_IID], strings[STR_SEEN]
     track_ptr, track_seq, track_uuid = tracks[TRK_PTR], tracks[TRK_SEQ], tracks[TRK_UUID]
     while t < ntracks:
@@ -263,7 +255,7 @@ def encode_events(
                 break
             # the END packet of slice top
             ts = end[top]
-            ev = 2 + _flow_size(flow_ptr, flow_bits, top, _AT_END)
+            ev = 2 + flow_bytes_end[top]
             body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
             pos = _packet_head(out, pos, body, ts, seq)
             out[pos] = B_EVENT
@@ -315,7 +307,7 @@ def encode_events(
         a0, a1 = args_off[i], args_off[i + 1]
         ann_args = 2 + 1 + (varint_size(a1 - a0) + a1 - a0)
         ann_bytes = 2 + 1 + varint_size(nbytes)
-        ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + _flow_size(flow_ptr, flow_bits, i, _AT_BEGIN)
+        ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + flow_bytes_begin[i]
         if src >= 0:
             ev += 1 + varint_size(src_iid)
         if corr != NONE:
