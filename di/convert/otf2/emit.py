@@ -94,7 +94,7 @@ IO_ATTRIBUTE = 8
 NO_VALUE = np.iinfo(np.int64).min
 """Marks a missing bytes / corr / args value."""
 _AT_ENTER, _AT_LEAVE = np.int64(0), np.int64(1)
-"""Phases of an attachment (``att[:, 1]``), typed: a literal would compile :func:`_attachments` twice."""
+"""Phases of an attachment (``att[:, 1]``)."""
 TYPE_DOUBLE = 10
 DOUBLE_TYPE_IDS = np.full(1, TYPE_DOUBLE, np.uint8)
 """The ``typeIDs`` of a Metric record of one DOUBLE value (:func:`emit_metrics`)."""
@@ -102,7 +102,8 @@ _NO_COLUMN = -1
 ATT_CALLS = np.full((ATT_IO_CANCELLED + 1, 6), _NO_COLUMN, np.int64)
 """Per attachment type: the function (:data:`FN_NAMES` index) that writes it, then the ``att`` columns of its
 arguments after (writer, attribute list, time); _NO_COLUMN passes 0 where the function takes fewer. One table
-instead of a branch per record type: :func:`_attachments` has one call site, compiled once (issue 15)."""
+instead of a branch per record type: :func:`emit_events` writes every attachment record through one call site
+(issue 15: each call site of :func:`clib.ccall` is typed and lowered at compile time)."""
 for _kind, _fn, _cols in (
     (ATT_SEND, F_SEND, (COL_PEER, COL_COMM, COL_TAG, COL_BYTES)),
     (ATT_RECV, F_RECV, (COL_PEER, COL_COMM, COL_TAG, COL_BYTES)),
@@ -167,48 +168,6 @@ def scratch_for(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, _nrt=False)
-def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
-    """Write the attachment rows lo..hi of ``phase`` at time ``t``; the first OTF2 error code, 0 when none."""
-    for q in range(lo, hi):
-        if att[q, COL_PHASE] != phase:
-            continue
-        kind = att[q, COL_TYPE]
-        attrs = 0
-        if kind >= ATT_IO_BEGIN:
-            clib.ccall(fns[F_ADD_U64], (alist, attr_refs[IO_ATTRIBUTE], np.int64(1)))
-            attrs = alist
-        elif kind == ATT_COLL_END:
-            for a in range(4):
-                v = att[q, COL_ATTRS + a]
-                if v != NO_VALUE:
-                    attrs = alist
-                    clib.ccall(fns[F_ADD_I64 if a == 2 else F_ADD_STR], (alist, attr_refs[3 + a], v))
-        c1, c2, c3, c4, c5 = (
-            ATT_CALLS[kind, 1],
-            ATT_CALLS[kind, 2],
-            ATT_CALLS[kind, 3],
-            ATT_CALLS[kind, 4],
-            ATT_CALLS[kind, 5],
-        )
-        code = clib.ccall(
-            fns[ATT_CALLS[kind, 0]],
-            (
-                writer,
-                attrs,
-                t,
-                att[q, c1] if c1 >= 0 else 0,
-                att[q, c2] if c2 >= 0 else 0,
-                att[q, c3] if c3 >= 0 else 0,
-                att[q, c4] if c4 >= 0 else 0,
-                att[q, c5] if c5 >= 0 else 0,
-            ),
-        )
-        if code != 0:
-            return code
-    return 0
-
-
-@njit(cache=True, _nrt=False)
 def emit_events(
     fns,
     writers,
@@ -243,58 +202,92 @@ def emit_events(
             event row, phase); location k's are att[att_bounds[k]:att_bounds[k+1]].
         stack: int64 (at least the most events of one location, 3), scratch for the open events: the event
             and its attachment rows lo, hi (:func:`stack_for`).
+
+    Each step either leaves the innermost open event (its end attachments, then Leave) or enters the next one
+    (Enter, then its start attachments): the attachment records are written by one piece of code for both.
     """
     for k in range(writers.size):
         w = writers[k]
         top = 0
+        p = bounds[k]
         q = att_bounds[k]  # next attachment row of this location
-        for p in range(bounds[k], bounds[k + 1] + 1):  # one step past the last event: it leaves every open one
-            last = p == bounds[k + 1]
-            e = 0 if last else (order[p] if order.size else p)
-            s = 0 if last else start_t[e]
-            while top > 0 and (last or end_t[stack[top - 1, 0]] <= s):
-                top -= 1
-                left = stack[top, 0]
-                if stack[top, 1] < stack[top, 2]:  # most events have no attachments: skip the call
-                    code = _attachments(
-                        fns, w, alist, attr_refs, att, stack[top, 1], stack[top, 2], _AT_LEAVE, end_t[left]
-                    )
-                    if code != 0:
-                        return code
-                code = clib.ccall(fns[F_LEAVE], (w, 0, end_t[left], region[left]))
-                if code != 0:
-                    return code
-            if last:
+        while True:
+            e = (order[p] if order.size else p) if p < bounds[k + 1] else -1
+            leaving = top > 0 and (e < 0 or end_t[stack[top - 1, 0]] <= start_t[e])
+            if not leaving and e < 0:
                 break
-            while q < att_bounds[k + 1] and att[q, COL_EVENT] < e:
-                q += 1  # not an event of this location's emission: never the case for a planned layout
-            lo = q
-            while q < att_bounds[k + 1] and att[q, COL_EVENT] == e:
-                q += 1
-            has_attrs = False
-            if nbytes.size and nbytes[e] != NO_VALUE:
-                clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
-                has_attrs = True
-            if corr.size and corr[e] != NO_VALUE:
-                clib.ccall(fns[F_ADD_I64], (alist, attr_refs[1], corr[e]))
-                has_attrs = True
-            if args_ref.size and args_ref[e] != NO_VALUE:
-                clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))
-                has_attrs = True
-            if flows_ref.size and flows_ref[e] != NO_VALUE:
-                clib.ccall(fns[F_ADD_STR], (alist, attr_refs[FLOWS_ATTRIBUTE], flows_ref[e]))
-                has_attrs = True
-            code = clib.ccall(fns[F_ENTER], (w, alist if has_attrs else 0, s, region[e]))
-            if code != 0:
-                return code
-            if lo < q:
-                code = _attachments(fns, w, alist, attr_refs, att, lo, q, _AT_ENTER, s)
+            if leaving:
+                top -= 1
+                e, lo, hi, phase, t = stack[top, 0], stack[top, 1], stack[top, 2], _AT_LEAVE, end_t[stack[top, 0]]
+            else:
+                p += 1
+                t, phase = start_t[e], _AT_ENTER
+                while q < att_bounds[k + 1] and att[q, COL_EVENT] < e:
+                    q += 1  # not an event of this location's emission: never the case for a planned layout
+                lo = q
+                while q < att_bounds[k + 1] and att[q, COL_EVENT] == e:
+                    q += 1
+                hi = q
+                has_attrs = False
+                if nbytes.size and nbytes[e] != NO_VALUE:
+                    clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
+                    has_attrs = True
+                if corr.size and corr[e] != NO_VALUE:
+                    clib.ccall(fns[F_ADD_I64], (alist, attr_refs[1], corr[e]))
+                    has_attrs = True
+                if args_ref.size and args_ref[e] != NO_VALUE:
+                    clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))
+                    has_attrs = True
+                if flows_ref.size and flows_ref[e] != NO_VALUE:
+                    clib.ccall(fns[F_ADD_STR], (alist, attr_refs[FLOWS_ATTRIBUTE], flows_ref[e]))
+                    has_attrs = True
+                code = clib.ccall(fns[F_ENTER], (w, alist if has_attrs else 0, t, region[e]))
                 if code != 0:
                     return code
-            stack[top, 0] = e
-            stack[top, 1] = lo
-            stack[top, 2] = q
-            top += 1
+                stack[top, 0] = e
+                stack[top, 1] = lo
+                stack[top, 2] = hi
+                top += 1
+            for a in range(lo, hi):  # most events have none
+                if att[a, COL_PHASE] != phase:
+                    continue
+                kind = att[a, COL_TYPE]
+                attrs = 0
+                if kind >= ATT_IO_BEGIN:
+                    clib.ccall(fns[F_ADD_U64], (alist, attr_refs[IO_ATTRIBUTE], np.int64(1)))
+                    attrs = alist
+                elif kind == ATT_COLL_END:
+                    for m in range(4):
+                        v = att[a, COL_ATTRS + m]
+                        if v != NO_VALUE:
+                            attrs = alist
+                            clib.ccall(fns[F_ADD_I64 if m == 2 else F_ADD_STR], (alist, attr_refs[3 + m], v))
+                c1, c2, c3, c4, c5 = (
+                    ATT_CALLS[kind, 1],
+                    ATT_CALLS[kind, 2],
+                    ATT_CALLS[kind, 3],
+                    ATT_CALLS[kind, 4],
+                    ATT_CALLS[kind, 5],
+                )
+                code = clib.ccall(
+                    fns[ATT_CALLS[kind, 0]],
+                    (
+                        w,
+                        attrs,
+                        t,
+                        att[a, c1] if c1 >= 0 else 0,
+                        att[a, c2] if c2 >= 0 else 0,
+                        att[a, c3] if c3 >= 0 else 0,
+                        att[a, c4] if c4 >= 0 else 0,
+                        att[a, c5] if c5 >= 0 else 0,
+                    ),
+                )
+                if code != 0:
+                    return code
+            if leaving:
+                code = clib.ccall(fns[F_LEAVE], (w, 0, t, region[e]))
+                if code != 0:
+                    return code
     return 0
 
 
