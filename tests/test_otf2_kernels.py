@@ -93,13 +93,12 @@ def test_combined_ids_number_code_tuples_in_order_of_first_use(seed: int) -> Non
     want = np.array(
         [seen.setdefault(t, len(seen)) for t in map(tuple, np.column_stack(cols).astype(np.int64).tolist())]
     )
-    ids, first, key = combined_ids(*cols, 1 << 30)
+    ids, first = combined_ids(*cols)
     np.testing.assert_array_equal(ids, want)
     np.testing.assert_array_equal(ids[first], np.arange(len(seen)))
-    assert key.size == 0
-    ids, first, key = combined_ids(*cols, 1)  # span over the limit: the mixed-radix key for the caller to number
-    assert ids.size == 0 and key.size == n
-    assert len(np.unique(key)) == len(seen)
+    wide = [cols[0] << 40, *cols[1:]]  # a key span far above the rows: numbered by the hash table
+    ids, first = combined_ids(*wide)
+    np.testing.assert_array_equal(ids, want)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -208,3 +207,42 @@ def test_text_ids_number_the_args_texts_of_a_real_trace_in_order_of_first_use() 
     np.testing.assert_array_equal(ids, want)
     np.testing.assert_array_equal(ids[first], np.arange(len(seen)))
     assert 0 < len(seen) < column.len() - column.null_count()  # equal texts share an id
+
+
+def test_attachment_table_passes_each_otf2_function_its_own_parameters() -> None:
+    """emit writes every attachment record through one call of eight integers (writer, attribute list, time, five
+    columns): each type's row must name the function's parameters after the first three, in order, and only
+    zeros past them (the names are those of the otf2 package's wrappers of the same C functions)."""
+    import inspect
+
+    import _otf2
+
+    from di.convert.otf2 import emit
+
+    column_of = {
+        "receiver": emit.COL_PEER,
+        "sender": emit.COL_PEER,
+        "communicator": emit.COL_COMM,
+        "msgTag": emit.COL_TAG,
+        "msgLength": emit.COL_BYTES,
+        "requestID": emit.COL_REQUEST,
+        "collectiveOp": emit.COL_OP,
+        "root": emit.COL_ROOT,
+        "sizeSent": emit.COL_SENT,
+        "sizeReceived": emit.COL_RECEIVED,
+        "handle": emit.COL_HANDLE,
+        "mode": emit.COL_MODE,
+        "operationFlags": emit.COL_FLAGS,
+        "bytesRequest": emit.COL_BYTES,
+        "bytesResult": emit.COL_BYTES,
+        "matchingId": emit.COL_MATCHING,
+    }
+    kinds = [k for k in range(emit.ATT_CALLS.shape[0]) if k >= emit.ATT_SEND]
+    assert len(kinds) == 11
+    for kind in kinds:
+        fn, *cols = emit.ATT_CALLS[kind].tolist()
+        wrapper = getattr(_otf2, emit.FN_NAMES[fn].removeprefix("OTF2_"))
+        params = list(inspect.signature(wrapper).parameters)
+        assert params[:3] == ["writer", "attributeList", "time"], params
+        want = [column_of[p] for p in params[3:]]
+        assert cols == want + [-1] * (len(cols) - len(want)), (emit.FN_NAMES[fn], cols, want)

@@ -12,7 +12,11 @@ Calling convention: every argument is passed as a 64-bit integer and the
 result is read as int32 (``OTF2_ErrorCode``, ``OTF2_CallbackCode``). That is
 exact on x86-64 / AArch64 for the integer and pointer parameters OTF2 takes
 (narrower unsigned parameters read the low bits of their register); no OTF2
-function used here takes a floating-point value by value.
+function used here takes a floating-point value by value. A call may pass
+more integer arguments than the function declares (:mod:`emit` writes every
+attachment record through one call of eight): on both ABIs the caller places
+and removes the arguments and the callee reads only its own, so the extra
+trailing ones are ignored.
 """
 
 from __future__ import annotations

@@ -92,10 +92,34 @@ FLOWS_ATTRIBUTE = 7
 IO_ATTRIBUTE = 8
 """Position of ``di.io`` in ``layout.ATTRIBUTES`` (on the I/O operation records, see :mod:`iolayout`)."""
 NO_VALUE = np.iinfo(np.int64).min
-_AT_ENTER, _AT_LEAVE = np.int64(0), np.int64(1)
-"""Phases of an attachment (``att[:, 1]``), typed: a literal would compile :func:`_attachments` twice."""
 """Marks a missing bytes / corr / args value."""
+_AT_ENTER, _AT_LEAVE = np.int64(0), np.int64(1)
+"""Phases of an attachment (``att[:, 1]``)."""
 TYPE_DOUBLE = 10
+DOUBLE_TYPE_IDS = np.full(1, TYPE_DOUBLE, np.uint8)
+"""The ``typeIDs`` of a Metric record of one DOUBLE value (:func:`emit_metrics`)."""
+_NO_COLUMN = -1
+ATT_CALLS = np.full((ATT_IO_CANCELLED + 1, 6), _NO_COLUMN, np.int64)
+"""Per attachment type: the function (:data:`FN_NAMES` index) that writes it, then the ``att`` columns of its
+arguments after (writer, attribute list, time); _NO_COLUMN passes 0 where the function takes fewer. One table
+instead of a branch per record type: :func:`emit_events` writes every attachment record through one call site
+(issue 15: each call site of :func:`clib.ccall` is typed and lowered at compile time)."""
+for _kind, _fn, _cols in (
+    (ATT_SEND, F_SEND, (COL_PEER, COL_COMM, COL_TAG, COL_BYTES)),
+    (ATT_RECV, F_RECV, (COL_PEER, COL_COMM, COL_TAG, COL_BYTES)),
+    (ATT_COLL_BEGIN, F_CBEGIN, ()),
+    (ATT_COLL_END, F_CEND, (COL_OP, COL_COMM, COL_ROOT, COL_SENT, COL_RECEIVED)),
+    (ATT_ISEND, F_ISEND, (COL_PEER, COL_COMM, COL_TAG, COL_BYTES, COL_REQUEST)),
+    (ATT_ISEND_COMPLETE, F_ISEND_COMPLETE, (COL_REQUEST,)),
+    (ATT_IRECV_REQUEST, F_IRECV_REQUEST, (COL_REQUEST,)),
+    (ATT_IRECV, F_IRECV, (COL_PEER, COL_COMM, COL_TAG, COL_BYTES, COL_REQUEST)),
+    (ATT_IO_BEGIN, F_IO_BEGIN, (COL_HANDLE, COL_MODE, COL_FLAGS, COL_BYTES, COL_MATCHING)),
+    (ATT_IO_COMPLETE, F_IO_COMPLETE, (COL_HANDLE, COL_BYTES, COL_MATCHING)),
+    (ATT_IO_CANCELLED, F_IO_CANCELLED, (COL_HANDLE, COL_MATCHING)),
+):
+    ATT_CALLS[_kind, 0] = _fn
+    ATT_CALLS[_kind, 1 : 1 + len(_cols)] = _cols
+ATT_CALLS.flags.writeable = False
 
 
 @cfunc(types.int32(types.voidptr, types.int32, types.uint64, types.voidptr, types.boolean), cache=True)
@@ -108,15 +132,12 @@ _LOW_BITS = np.uint64(0x0101010101010101)
 _HIGH_BITS = np.uint64(0x8080808080808080)
 
 
-@njit(cache=True)
-def write_strings(fns, writer, first_ref, data, offsets, rows):
+@njit(cache=True, _nrt=False)
+def write_strings(fns, writer, first_ref, data, offsets, rows, scratch):
     """WriteString(ref = first_ref + i, the UTF-8 text ``data[offsets[r]:offsets[r + 1]]`` of row r = ``rows[i]``)
-    for every i. Each text is copied, eight bytes per step, into a NUL-terminated scratch buffer, a NUL inside
-    it written as a space (OTF2 strings end at the first NUL)."""
-    longest = 0
-    for i in range(rows.size):
-        longest = max(longest, offsets[rows[i] + 1] - offsets[rows[i]])
-    scratch = np.empty(longest + 8, np.uint8)
+    for every i. Each text is copied, eight bytes per step, into ``scratch`` (uint8, at least 8 bytes more than
+    the longest text, see :func:`scratch_for`) and NUL-terminated, a NUL inside it written as a space (OTF2
+    strings end at the first NUL)."""
     base = scratch.ctypes.data
     for i in range(rows.size):
         lo = offsets[rows[i]]
@@ -139,79 +160,14 @@ def write_strings(fns, writer, first_ref, data, offsets, rows):
     return 0
 
 
-@njit(cache=True)
-def _attachments(fns, writer, alist, attr_refs, att, lo, hi, phase, t):
-    for q in range(lo, hi):
-        if att[q, COL_PHASE] != phase:
-            continue
-        kind = att[q, COL_TYPE]
-        peer, comm, tag, nbytes, request = (
-            att[q, COL_PEER],
-            att[q, COL_COMM],
-            att[q, COL_TAG],
-            att[q, COL_BYTES],
-            att[q, COL_REQUEST],
-        )
-        if kind == ATT_SEND:
-            code = clib.ccall(fns[F_SEND], (writer, 0, t, peer, comm, tag, nbytes))
-        elif kind == ATT_RECV:
-            code = clib.ccall(fns[F_RECV], (writer, 0, t, peer, comm, tag, nbytes))
-        elif kind == ATT_ISEND:
-            code = clib.ccall(fns[F_ISEND], (writer, 0, t, peer, comm, tag, nbytes, request))
-        elif kind == ATT_IRECV:
-            code = clib.ccall(fns[F_IRECV], (writer, 0, t, peer, comm, tag, nbytes, request))
-        elif kind == ATT_ISEND_COMPLETE:
-            code = clib.ccall(fns[F_ISEND_COMPLETE], (writer, 0, t, request))
-        elif kind == ATT_IRECV_REQUEST:
-            code = clib.ccall(fns[F_IRECV_REQUEST], (writer, 0, t, request))
-        elif kind == ATT_COLL_BEGIN:
-            code = clib.ccall(fns[F_CBEGIN], (writer, 0, t))
-        elif kind == ATT_IO_BEGIN or kind == ATT_IO_COMPLETE or kind == ATT_IO_CANCELLED:
-            clib.ccall(fns[F_ADD_U64], (alist, attr_refs[IO_ATTRIBUTE], np.int64(1)))
-            handle, matching = att[q, COL_HANDLE], att[q, COL_MATCHING]
-            if kind == ATT_IO_BEGIN:
-                code = clib.ccall(
-                    fns[F_IO_BEGIN], (writer, alist, t, handle, att[q, COL_MODE], att[q, COL_FLAGS], nbytes, matching)
-                )
-            elif kind == ATT_IO_COMPLETE:
-                code = clib.ccall(fns[F_IO_COMPLETE], (writer, alist, t, handle, nbytes, matching))
-            else:
-                code = clib.ccall(fns[F_IO_CANCELLED], (writer, alist, t, handle, matching))
-        else:
-            with_attrs = False
-            for a in range(4):
-                v = att[q, COL_ATTRS + a]
-                if v != NO_VALUE:
-                    with_attrs = True
-                    clib.ccall(fns[F_ADD_I64 if a == 2 else F_ADD_STR], (alist, attr_refs[3 + a], v))
-            code = clib.ccall(
-                fns[F_CEND],
-                (
-                    writer,
-                    alist if with_attrs else 0,
-                    t,
-                    att[q, COL_OP],
-                    comm,
-                    att[q, COL_ROOT],
-                    att[q, COL_SENT],
-                    att[q, COL_RECEIVED],
-                ),
-            )
-        if code != 0:
-            return code
-    return 0
+def scratch_for(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The scratch buffer :func:`write_strings` needs for these rows (allocated here: numba would compile its
+    ``np.empty`` once more per cold start)."""
+    longest = int((offsets[rows + 1] - offsets[rows]).max()) if rows.size else 0
+    return np.empty(longest + 8, np.uint8)
 
 
-@njit(cache=True)
-def _leave(fns, writer, alist, attr_refs, e, end_t, region, att, lo, hi):
-    if lo < hi:  # most events have no attachments: skip the call
-        code = _attachments(fns, writer, alist, attr_refs, att, lo, hi, _AT_LEAVE, end_t[e])
-        if code != 0:
-            return code
-    return clib.ccall(fns[F_LEAVE], (writer, 0, end_t[e], region[e]))
-
-
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def emit_events(
     fns,
     writers,
@@ -228,6 +184,7 @@ def emit_events(
     flows_ref,
     att,
     att_bounds,
+    stack,
 ):
     """Write every location's events; returns the first OTF2 error code (0 when none).
 
@@ -243,71 +200,111 @@ def emit_events(
             flows_ref is the string ref of the ``di.flows_in`` attribute (:mod:`layout`).
         att, att_bounds: attachment records (see the module docstring) in emission order (output location,
             event row, phase); location k's are att[att_bounds[k]:att_bounds[k+1]].
+        stack: int64 (at least the most events of one location, 3), scratch for the open events: the event
+            and its attachment rows lo, hi (:func:`stack_for`).
+
+    Each step either leaves the innermost open event (its end attachments, then Leave) or enters the next one
+    (Enter, then its start attachments): the attachment records are written by one piece of code for both.
     """
-    depth = 1
-    for k in range(writers.size):
-        depth = max(depth, bounds[k + 1] - bounds[k])
-    stack = np.empty((depth, 3), np.int64)  # open event, its attachment rows lo, hi
     for k in range(writers.size):
         w = writers[k]
         top = 0
+        p = bounds[k]
         q = att_bounds[k]  # next attachment row of this location
-        for p in range(bounds[k], bounds[k + 1]):
-            e = order[p] if order.size else p
-            s = start_t[e]
-            while top > 0 and end_t[stack[top - 1, 0]] <= s:
+        while True:
+            e = (order[p] if order.size else p) if p < bounds[k + 1] else -1
+            leaving = top > 0 and (e < 0 or end_t[stack[top - 1, 0]] <= start_t[e])
+            if not leaving and e < 0:
+                break
+            if leaving:
                 top -= 1
-                code = _leave(fns, w, alist, attr_refs, stack[top, 0], end_t, region, att, stack[top, 1], stack[top, 2])
+                e, lo, hi, phase, t = stack[top, 0], stack[top, 1], stack[top, 2], _AT_LEAVE, end_t[stack[top, 0]]
+            else:
+                p += 1
+                t, phase = start_t[e], _AT_ENTER
+                while q < att_bounds[k + 1] and att[q, COL_EVENT] < e:
+                    q += 1  # not an event of this location's emission: never the case for a planned layout
+                lo = q
+                while q < att_bounds[k + 1] and att[q, COL_EVENT] == e:
+                    q += 1
+                hi = q
+                has_attrs = False
+                if nbytes.size and nbytes[e] != NO_VALUE:
+                    clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
+                    has_attrs = True
+                if corr.size and corr[e] != NO_VALUE:
+                    clib.ccall(fns[F_ADD_I64], (alist, attr_refs[1], corr[e]))
+                    has_attrs = True
+                if args_ref.size and args_ref[e] != NO_VALUE:
+                    clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))
+                    has_attrs = True
+                if flows_ref.size and flows_ref[e] != NO_VALUE:
+                    clib.ccall(fns[F_ADD_STR], (alist, attr_refs[FLOWS_ATTRIBUTE], flows_ref[e]))
+                    has_attrs = True
+                code = clib.ccall(fns[F_ENTER], (w, alist if has_attrs else 0, t, region[e]))
                 if code != 0:
                     return code
-            while q < att_bounds[k + 1] and att[q, COL_EVENT] < e:
-                q += 1  # not an event of this location's emission: never the case for a planned layout
-            lo = q
-            while q < att_bounds[k + 1] and att[q, COL_EVENT] == e:
-                q += 1
-            has_attrs = False
-            if nbytes.size and nbytes[e] != NO_VALUE:
-                clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
-                has_attrs = True
-            if corr.size and corr[e] != NO_VALUE:
-                clib.ccall(fns[F_ADD_I64], (alist, attr_refs[1], corr[e]))
-                has_attrs = True
-            if args_ref.size and args_ref[e] != NO_VALUE:
-                clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))
-                has_attrs = True
-            if flows_ref.size and flows_ref[e] != NO_VALUE:
-                clib.ccall(fns[F_ADD_STR], (alist, attr_refs[FLOWS_ATTRIBUTE], flows_ref[e]))
-                has_attrs = True
-            code = clib.ccall(fns[F_ENTER], (w, alist if has_attrs else 0, s, region[e]))
-            if code != 0:
-                return code
-            if lo < q:
-                code = _attachments(fns, w, alist, attr_refs, att, lo, q, _AT_ENTER, s)
+                stack[top, 0] = e
+                stack[top, 1] = lo
+                stack[top, 2] = hi
+                top += 1
+            for a in range(lo, hi):  # most events have none
+                if att[a, COL_PHASE] != phase:
+                    continue
+                kind = att[a, COL_TYPE]
+                attrs = 0
+                if kind >= ATT_IO_BEGIN:
+                    clib.ccall(fns[F_ADD_U64], (alist, attr_refs[IO_ATTRIBUTE], np.int64(1)))
+                    attrs = alist
+                elif kind == ATT_COLL_END:
+                    for m in range(4):
+                        v = att[a, COL_ATTRS + m]
+                        if v != NO_VALUE:
+                            attrs = alist
+                            clib.ccall(fns[F_ADD_I64 if m == 2 else F_ADD_STR], (alist, attr_refs[3 + m], v))
+                c1, c2, c3, c4, c5 = (
+                    ATT_CALLS[kind, 1],
+                    ATT_CALLS[kind, 2],
+                    ATT_CALLS[kind, 3],
+                    ATT_CALLS[kind, 4],
+                    ATT_CALLS[kind, 5],
+                )
+                code = clib.ccall(
+                    fns[ATT_CALLS[kind, 0]],
+                    (
+                        w,
+                        attrs,
+                        t,
+                        att[a, c1] if c1 >= 0 else 0,
+                        att[a, c2] if c2 >= 0 else 0,
+                        att[a, c3] if c3 >= 0 else 0,
+                        att[a, c4] if c4 >= 0 else 0,
+                        att[a, c5] if c5 >= 0 else 0,
+                    ),
+                )
                 if code != 0:
                     return code
-            stack[top, 0] = e
-            stack[top, 1] = lo
-            stack[top, 2] = q
-            top += 1
-        while top > 0:
-            top -= 1
-            code = _leave(fns, w, alist, attr_refs, stack[top, 0], end_t, region, att, stack[top, 1], stack[top, 2])
-            if code != 0:
-                return code
+            if leaving:
+                code = clib.ccall(fns[F_LEAVE], (w, 0, t, region[e]))
+                if code != 0:
+                    return code
     return 0
 
 
-@njit(cache=True)
-def emit_metrics(fns, writers, bounds, ts, metric, values):
-    """Metric records: location k writes samples bounds[k]:bounds[k+1] (time-sorted), one DOUBLE each."""
-    type_ids = np.full(1, TYPE_DOUBLE, np.uint8)
-    value = np.empty(1, np.float64)
+def stack_for(bounds: np.ndarray) -> np.ndarray:
+    """The ``stack`` :func:`emit_events` needs for locations of these ``bounds`` (allocated here, see :func:`scratch_for`)."""
+    return np.empty((max(int(np.diff(bounds).max(initial=0)), 1), 3), np.int64)
+
+
+@njit(cache=True, _nrt=False)
+def emit_metrics(fns, writers, bounds, ts, metric, values, type_ids):
+    """Metric records: location k writes samples bounds[k]:bounds[k+1] (time-sorted), one DOUBLE each.
+    ``values``: contiguous float64, each passed by its address; ``type_ids``: uint8 [TYPE_DOUBLE]."""
+    types_at = type_ids.ctypes.data
+    base = values.ctypes.data
     for k in range(writers.size):
         for i in range(bounds[k], bounds[k + 1]):
-            value[0] = values[i]
-            code = clib.ccall(
-                fns[F_METRIC], (writers[k], 0, ts[i], metric[i], 1, type_ids.ctypes.data, value.ctypes.data)
-            )
+            code = clib.ccall(fns[F_METRIC], (writers[k], 0, ts[i], metric[i], 1, types_at, base + 8 * i))
             if code != 0:
                 return code
     return 0

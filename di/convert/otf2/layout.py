@@ -21,7 +21,6 @@ from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
 from di.convert.otf2.iolayout import IoDefs, plan_io
 from di.convert.otf2.rowids import combined_ids, key_ids, run_starts, text_ids
-from di.nesting import readonly_int64
 from di.trace import Trace
 
 ATTRIBUTES = (
@@ -253,13 +252,9 @@ def _regions(trace: Trace, strings: Strings) -> tuple[list[dict[str, Any]], np.n
         src_code = np.zeros(src.len(), np.uint32)
     else:
         src_code = (src.to_physical().cast(pl.Int64) + 1).fill_null(0).to_numpy()  # null apart from every category
-    # read-only int64 codes whatever polars hands out (a copy or a view): one compiled combined_ids
-    codes = (
-        readonly_int64(c) for c in (ev["name"].to_physical().to_numpy(), ev["cat"].to_physical().to_numpy(), src_code)
+    region, first = combined_ids(
+        ev["name"].to_physical().to_numpy(), ev["cat"].to_physical().to_numpy(), src_code, ev["instant"].to_numpy()
     )
-    region, first, key = combined_ids(*codes, readonly(ev["instant"].to_numpy()), 4 * ev.height + (1 << 20))
-    if key.size:
-        region, first = key_ids(key)
     keys = ev[first].select(
         pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), pl.col("src_cat").cast(pl.String), "instant"
     )

@@ -195,11 +195,18 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
             lay.att,
             lay.att_bounds,
         )  # read-only, whether polars copied them or not: one signature
-        _check(emit.emit_events(fns, addrs, alist, lay.attr_refs, *(readonly(a) for a in columns)), anchor, "events")
+        stack = emit.stack_for(lay.bounds)
+        _check(
+            emit.emit_events(fns, addrs, alist, lay.attr_refs, *(readonly(a) for a in columns), stack), anchor, "events"
+        )
         metrics = (lay.metric_bounds, lay.metric_ts, lay.metric_ref, lay.metric_values)
         if lay.metric_ts.size:  # not compiled for the traces without counters
             _check(
-                emit.emit_metrics(fns, addrs[lay.metric_writers], *(readonly(a) for a in metrics)), anchor, "metrics"
+                emit.emit_metrics(
+                    fns, addrs[lay.metric_writers], *(readonly(a) for a in metrics), readonly(emit.DOUBLE_TYPE_IDS)
+                ),
+                anchor,
+                "metrics",
             )
     finally:
         lib.OTF2_AttributeList_Delete.argtypes = [ctypes.c_void_p]
@@ -223,7 +230,12 @@ def _global_definitions(
     o.GlobalDefWriter_WriteClockProperties(g, 10**9, lay.global_offset, lay.trace_length, lay.realtime)
     first_ref = 0
     for data, offsets, rows in lay.strings.chunks():
-        _check(emit.write_strings(fns, clib.handle(g), np.int64(first_ref), data, offsets, rows), anchor, "strings")
+        scratch = emit.scratch_for(offsets, rows)
+        _check(
+            emit.write_strings(fns, clib.handle(g), np.int64(first_ref), data, offsets, rows, scratch),
+            anchor,
+            "strings",
+        )
         first_ref += rows.size
     s = lay.strings.ref
     undefined = o.UNDEFINED_UINT32

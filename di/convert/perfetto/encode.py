@@ -21,7 +21,8 @@ as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
 * ``events``, int64 (``len(EVENT_ROWS)``, n): per event its times (ns, >= 0)
   and ``corr``/``bytes`` (:data:`NONE` when absent); ``codes``, int32
   (``len(CODE_ROWS)``, n): its strings (rows of ``strings``; ``src_cat`` -1
-  when absent) and :data:`FLAG_INSTANT` / :data:`FLAG_ARGS` bits (one array
+  when absent), :data:`FLAG_INSTANT` / :data:`FLAG_ARGS` bits and the bytes
+  of its flow id fields on its begin and on its end packet (one array
   per dtype, as the Chrome scanner's columns); the args JSON text of event i
   is ``args[args_off[i]:args_off[i + 1]]``.
 * ``strings``, int64 (``len(STRING_ROWS)``, m + 1): for every string that
@@ -39,12 +40,15 @@ module of di): ``inline="always"`` only on leaf helpers that inline nothing
 themselves. Chains of inlined helpers (``put_varint`` -> ``_put_interned`` ->
 ``_begin_packet``, 206 inlined bodies) made numba's IR inliner quadratic:
 ~90 s for one kernel. The protobuf writers and size helpers are plain calls
-(LLVM inlines the small ones after numba's typing). ``_begin_packet`` and
-``_end_packet`` (one call per packet) are inlined leaves: as calls that pass
-every array field by field they made the kernel twice as slow; the per-packet
-helpers they call (``_packet_head``, ``_flow_size``, ``_put_flows``) are plain
-calls, as fast as inlined (``bench/realshape.py``). Every
-integer passed to a plain call is typed (``np.int64``), never a Python int
+(LLVM inlines the small ones after numba's typing). The BEGIN and END packet
+writers are written out in :func:`encode_events` itself, once each (a
+zero-length slice is closed through the stack at the next step, which writes
+its END right after its BEGIN as before): as calls that pass every array
+field by field they made the kernel twice as slow, and as ``inline="always"``
+helpers numba's inliner deep-copied their IR, ~25% of the kernel's compile.
+The per-packet helpers (``_packet_head``, ``_put_flows``) are
+plain calls, as fast as inlined (``bench/realshape.py``). Every integer passed
+to a plain call is typed (``np.int64``), never a Python int
 literal, so each function compiles once.
 """
 
@@ -54,7 +58,8 @@ import numpy as np
 from numba import njit
 
 from di.convert.perfetto import fields as F
-from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_bytes, put_fixed64, put_varint, tag, varint_size
+from di.convert.bytewords import store_u64
+from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_bytes, put_varint, tag, varint_size
 
 # tags as varint values (np.int64: typed constants, see the module docstring)
 T_PACKET = np.int64(tag(F.TRACE_PACKET, LEN))
@@ -93,8 +98,8 @@ ANN_ARGS, ANN_BYTES = np.int64(1), np.int64(2)
 
 EVENT_ROWS = ("start", "end", "corr", "bytes")
 E_START, E_END, E_CORR, E_BYTES = range(len(EVENT_ROWS))
-CODE_ROWS = ("name", "cat", "src_cat", "flags")
-C_NAME, C_CAT, C_SRC_CAT, C_FLAGS = range(len(CODE_ROWS))
+CODE_ROWS = ("name", "cat", "src_cat", "flags", "flow_bytes_begin", "flow_bytes_end")
+C_NAME, C_CAT, C_SRC_CAT, C_FLAGS, C_FLOW_BEGIN, C_FLOW_END = range(len(CODE_ROWS))
 FLAG_INSTANT, FLAG_ARGS = 1, 2
 """Bits of the ``flags`` row: an instant; has args (else args are null)."""
 
@@ -121,16 +126,30 @@ S_TRACK, S_CURSOR, S_HEADER, S_SP, S_NEED = 0, 1, 2, 3, 4
 STATE_SLOTS = 5
 
 # field values the kernels write, typed (see the module docstring)
-_NEEDS_STATE = np.int64(F.SEQ_NEEDS_INCREMENTAL_STATE)
 _STATE_CLEARED = np.int64(F.SEQ_INCREMENTAL_STATE_CLEARED)
-_SLICE_BEGIN, _SLICE_END = np.int64(F.TYPE_SLICE_BEGIN), np.int64(F.TYPE_SLICE_END)
-_INSTANT, _COUNTER = np.int64(F.TYPE_INSTANT), np.int64(F.TYPE_COUNTER)
+_COUNTER = np.int64(F.TYPE_COUNTER)
 _AT_BEGIN, _AT_END = np.uint8(0), np.uint8(FLOW_AT_END)
 """Which flow ids a packet carries: those of the slice's start, or of its end (``flow_bits & FLOW_AT_END``)."""
 _COUNTER_EVENT = np.int64(2 + 2 + 8)
 """Bytes of a counter TrackEvent: type, double value tag, 8 value bytes."""
 _FIXED = np.int64(2 + 1)
 """Bytes of the sequence flags field and of the TrackEvent's tag, beside the varints of a packet."""
+
+
+def _byte(v: int) -> np.uint8:
+    """A tag or field value whose varint is one byte (below 128), written by a plain store."""
+    assert 0 <= v < 128, v
+    return np.uint8(v)
+
+
+B_PACKET, B_TS, B_SEQ, B_FLAGS = _byte(T_PACKET), _byte(T_TS), _byte(T_SEQ), _byte(T_FLAGS)
+B_EVENT, B_TYPE, B_NAME_IID, B_CAT_IID = _byte(T_EVENT), _byte(T_TYPE), _byte(T_NAME_IID), _byte(T_CAT_IID)
+B_INTERNED, B_I_IID, B_I_NAME = _byte(T_INTERNED), _byte(T_I_IID), _byte(T_I_NAME)
+B_ANN, B_A_NAME_IID, B_A_JSON, B_A_INT = _byte(T_ANN), _byte(T_A_NAME_IID), _byte(T_A_JSON), _byte(T_A_INT)
+B_NEEDS_STATE, B_ANN_ARGS, B_ANN_BYTES = _byte(F.SEQ_NEEDS_INCREMENTAL_STATE), _byte(ANN_ARGS), _byte(ANN_BYTES)
+B_SLICE_BEGIN, B_SLICE_END, B_INSTANT = _byte(F.TYPE_SLICE_BEGIN), _byte(F.TYPE_SLICE_END), _byte(F.TYPE_INSTANT)
+"""One-byte varints (``B_`` + the name of the ``T_`` tag or value): stores, not calls of ``put_varint``, in the
+per-packet code (fewer call sites for numba to type and lower; issue 15)."""
 
 
 @njit(cache=True, _nrt=False)
@@ -147,24 +166,25 @@ def _put_interned(out, pos, strings, string_bytes, s):
     iid = strings[STR_IID, s]
     pos = put_varint(out, pos, strings[STR_FIELD, s])
     pos = put_varint(out, pos, 1 + varint_size(iid) + 1 + varint_size(b - a) + b - a)
-    pos = put_varint(out, pos, T_I_IID)
-    pos = put_varint(out, pos, iid)
-    pos = put_varint(out, pos, T_I_NAME)
-    pos = put_varint(out, pos, b - a)
+    out[pos] = B_I_IID
+    pos = put_varint(out, pos + 1, iid)
+    out[pos] = B_I_NAME
+    pos = put_varint(out, pos + 1, b - a)
     return put_bytes(out, pos, string_bytes, a, b)
 
 
 @njit(cache=True, _nrt=False)
 def _packet_head(out, pos, body, ts, seq):
     """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
-    pos = put_varint(out, pos, T_PACKET)
-    pos = put_varint(out, pos, body)
-    pos = put_varint(out, pos, T_TS)
-    pos = put_varint(out, pos, ts)
-    pos = put_varint(out, pos, T_SEQ)
-    pos = put_varint(out, pos, seq)
-    pos = put_varint(out, pos, T_FLAGS)
-    return put_varint(out, pos, _NEEDS_STATE)
+    out[pos] = B_PACKET
+    pos = put_varint(out, pos + 1, body)
+    out[pos] = B_TS
+    pos = put_varint(out, pos + 1, ts)
+    out[pos] = B_SEQ
+    pos = put_varint(out, pos + 1, seq)
+    out[pos] = B_FLAGS
+    out[pos + 1] = B_NEEDS_STATE
+    return pos + 2
 
 
 @njit(cache=True, _nrt=False)
@@ -188,143 +208,13 @@ def _header(out, pos, seq, uuid):
 
 
 @njit(cache=True, _nrt=False)
-def _flow_size(flow_ptr, flow_bits, i, at):
-    """Bytes of event i's flow id fields on its begin (``at`` = _AT_BEGIN) or end packet."""
-    n = 0
-    for m in range(flow_ptr[i], flow_ptr[i + 1]):
-        if flow_bits[m] & FLOW_AT_END == at:
-            n += FLOW_BYTES
-    return n
-
-
-@njit(cache=True, _nrt=False)
 def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
     for m in range(flow_ptr[i], flow_ptr[i + 1]):
         if flow_bits[m] & FLOW_AT_END == at:
             pos = put_varint(out, pos, T_TERM if flow_bits[m] & FLOW_TERMINATING else T_FLOW)
-            pos = put_fixed64(out, pos, flow_id[m])
+            store_u64(out, pos, flow_id[m])
+            pos += 8
     return pos
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _end_packet(out, pos, seq, i, events, flow_ptr, flow_id, flow_bits):
-    """The END packet of slice i."""
-    ts = events[E_END, i]
-    ev = 2 + _flow_size(flow_ptr, flow_bits, i, _AT_END)
-    body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
-    pos = _packet_head(out, pos, body, ts, seq)
-    pos = put_varint(out, pos, T_EVENT)
-    pos = put_varint(out, pos, ev)
-    pos = put_varint(out, pos, T_TYPE)
-    pos = put_varint(out, pos, _SLICE_END)
-    return _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_END)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _begin_packet(
-    out, pos, seq, t, i, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
-):
-    """The BEGIN or INSTANT packet of event i, interning what track t's sequence has not seen."""
-    flags = codes[C_FLAGS, i]
-    name, cat, src = np.int64(codes[C_NAME, i]), np.int64(codes[C_CAT, i]), np.int64(codes[C_SRC_CAT, i])
-    corr, nbytes = events[E_CORR, i], events[E_BYTES, i]
-    has_args = flags & FLAG_ARGS != 0
-    has_bytes = nbytes != NONE
-    name_iid, cat_iid = strings[STR_IID, name], strings[STR_IID, cat]
-    src_iid = strings[STR_IID, src] if src >= 0 else 0
-    # interned entries this packet adds
-    new_name = strings[STR_SEEN, name] != t
-    new_cat = strings[STR_SEEN, cat] != t
-    new_src = src >= 0 and strings[STR_SEEN, src] != t
-    new_args = has_args and strings[STR_SEEN, STR_ARGS] != t
-    new_bytes = has_bytes and strings[STR_SEEN, STR_BYTES] != t
-    interned = 0
-    if new_name:
-        interned += _interned_size(strings, name)
-    if new_cat:
-        interned += _interned_size(strings, cat)
-    if new_src:
-        interned += _interned_size(strings, src)
-    if new_args:
-        interned += _interned_size(strings, STR_ARGS)
-    if new_bytes:
-        interned += _interned_size(strings, STR_BYTES)
-    a0, a1 = args_off[i], args_off[i + 1]
-    ann_args = 2 + 1 + (varint_size(a1 - a0) + a1 - a0)
-    ann_bytes = 2 + 1 + varint_size(nbytes)
-    ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + _flow_size(flow_ptr, flow_bits, i, _AT_BEGIN)
-    if src >= 0:
-        ev += 1 + varint_size(src_iid)
-    if corr != NONE:
-        ev += 2 + varint_size(corr)
-    if has_args:
-        ev += 1 + (varint_size(ann_args) + ann_args)
-    if has_bytes:
-        ev += 1 + (varint_size(ann_bytes) + ann_bytes)
-    ts = events[E_START, i]
-    body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
-    if interned:
-        body += 1 + (varint_size(interned) + interned)
-    pos = _packet_head(out, pos, body, ts, seq)
-    if interned:
-        pos = put_varint(out, pos, T_INTERNED)
-        pos = put_varint(out, pos, interned)
-        if new_name:
-            pos = _put_interned(out, pos, strings, string_bytes, name)
-            strings[STR_SEEN, name] = t
-        if new_cat:
-            pos = _put_interned(out, pos, strings, string_bytes, cat)
-            strings[STR_SEEN, cat] = t
-        if new_src:
-            pos = _put_interned(out, pos, strings, string_bytes, src)
-            strings[STR_SEEN, src] = t
-        if new_args:
-            pos = _put_interned(out, pos, strings, string_bytes, STR_ARGS)
-            strings[STR_SEEN, STR_ARGS] = t
-        if new_bytes:
-            pos = _put_interned(out, pos, strings, string_bytes, STR_BYTES)
-            strings[STR_SEEN, STR_BYTES] = t
-    pos = put_varint(out, pos, T_EVENT)
-    pos = put_varint(out, pos, ev)
-    pos = put_varint(out, pos, T_TYPE)
-    pos = put_varint(out, pos, _INSTANT if flags & FLAG_INSTANT else _SLICE_BEGIN)
-    pos = put_varint(out, pos, T_NAME_IID)
-    pos = put_varint(out, pos, name_iid)
-    pos = put_varint(out, pos, T_CAT_IID)
-    pos = put_varint(out, pos, cat_iid)
-    if src >= 0:
-        pos = put_varint(out, pos, T_CAT_IID)
-        pos = put_varint(out, pos, src_iid)
-    if corr != NONE:
-        pos = put_varint(out, pos, T_CORR)
-        pos = put_varint(out, pos, corr)
-    if has_args:
-        pos = put_varint(out, pos, T_ANN)
-        pos = put_varint(out, pos, ann_args)
-        pos = put_varint(out, pos, T_A_NAME_IID)
-        pos = put_varint(out, pos, ANN_ARGS)
-        pos = put_varint(out, pos, T_A_JSON)
-        pos = put_varint(out, pos, a1 - a0)
-        pos = put_bytes(out, pos, args, a0, a1)
-    if has_bytes:
-        pos = put_varint(out, pos, T_ANN)
-        pos = put_varint(out, pos, ann_bytes)
-        pos = put_varint(out, pos, T_A_NAME_IID)
-        pos = put_varint(out, pos, ANN_BYTES)
-        pos = put_varint(out, pos, T_A_INT)
-        pos = put_varint(out, pos, nbytes)
-    return _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_BEGIN)
-
-
-@njit(cache=True, _nrt=False)
-def _packet_bound(codes, args_off, strings, flow_ptr, i):
-    """Upper bound of the bytes of event i's begin and end packets together."""
-    s = strings[STR_OFF]
-    name, cat, src = codes[C_NAME, i], codes[C_CAT, i], codes[C_SRC_CAT, i]
-    text = s[name + 1] - s[name] + s[cat + 1] - s[cat] + args_off[i + 1] - args_off[i]
-    if src >= 0:
-        text += s[src + 1] - s[src]
-    return 2 * SLACK + 32 + text + 2 * FLOW_BYTES * (flow_ptr[i + 1] - flow_ptr[i])
 
 
 @njit(cache=True, _nrt=False)
@@ -341,24 +231,39 @@ def encode_events(
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
     ntracks = tracks.shape[1] - 1
-    start, end, flags = events[E_START], events[E_END], codes[C_FLAGS]
+    # the rows used per event, as 1-D arrays: numba lowers each 2-D index into more code
+    start, end, corr_of, bytes_of = events[E_START], events[E_END], events[E_CORR], events[E_BYTES]
+    name_code, cat_code, src_code, flag_bits = codes[C_NAME], codes[C_CAT], codes[C_SRC_CAT], codes[C_FLAGS]
+    flow_bytes_begin, flow_bytes_end = codes[C_FLOW_BEGIN], codes[C_FLOW_END]
+    text, iid_of, seen_by = strings[STR_OFF], strings[STR_IID], strings[STR_SEEN]
+    track_ptr, track_seq, track_uuid = tracks[TRK_PTR], tracks[TRK_SEQ], tracks[TRK_UUID]
     while t < ntracks:
-        seq = tracks[TRK_SEQ, t]
+        seq = track_seq[t]
         if header == 0:
             if pos + SLACK > cap:
                 state[S_NEED] = SLACK
                 break
-            pos = _header(out, pos, seq, tracks[TRK_UUID, t])
+            pos = _header(out, pos, seq, track_uuid[t])
             header = 1
-        n = tracks[TRK_PTR, t + 1] - tracks[TRK_PTR, t]
-        i = emit[tracks[TRK_PTR, t] + k] if k < n else -1
+        n = track_ptr[t + 1] - track_ptr[t]
+        i = emit[track_ptr[t] + k] if k < n else -1
         if sp > 0 and (i < 0 or end[stack[sp - 1]] <= start[i]):
             top = stack[sp - 1]
             need = SLACK + FLOW_BYTES * (flow_ptr[top + 1] - flow_ptr[top])
             if pos + need > cap:
                 state[S_NEED] = need
                 break
-            pos = _end_packet(out, pos, seq, top, events, flow_ptr, flow_id, flow_bits)
+            # the END packet of slice top
+            ts = end[top]
+            ev = 2 + flow_bytes_end[top]
+            body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
+            pos = _packet_head(out, pos, body, ts, seq)
+            out[pos] = B_EVENT
+            pos = put_varint(out, pos + 1, ev)
+            out[pos] = B_TYPE
+            out[pos + 1] = B_SLICE_END
+            pos += 2
+            pos = _put_flows(out, pos, flow_ptr, flow_id, flow_bits, top, _AT_END)
             sp -= 1
             continue
         if i < 0:
@@ -366,19 +271,107 @@ def encode_events(
             k = 0
             header = 0
             continue
-        need = _packet_bound(codes, args_off, strings, flow_ptr, i)
+        # an upper bound of the bytes of event i's begin and end packets together
+        name, cat, src = np.int64(name_code[i]), np.int64(cat_code[i]), np.int64(src_code[i])
+        need = text[name + 1] - text[name] + text[cat + 1] - text[cat] + args_off[i + 1] - args_off[i]
+        if src >= 0:
+            need += text[src + 1] - text[src]
+        need += 2 * SLACK + 32 + 2 * FLOW_BYTES * (flow_ptr[i + 1] - flow_ptr[i])
         if pos + need > cap:
             state[S_NEED] = need
             break
-        pos = _begin_packet(
-            out, pos, seq, t, i, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
-        )
-        if not flags[i] & FLAG_INSTANT:
-            if end[i] == start[i]:
-                pos = _end_packet(out, pos, seq, i, events, flow_ptr, flow_id, flow_bits)
-            else:
-                stack[sp] = i
-                sp += 1
+        # the BEGIN or INSTANT packet of event i, interning what track t's sequence has not seen
+        bits = flag_bits[i]
+        corr, nbytes = corr_of[i], bytes_of[i]
+        has_args = bits & FLAG_ARGS != 0
+        has_bytes = nbytes != NONE
+        name_iid, cat_iid = iid_of[name], iid_of[cat]
+        src_iid = iid_of[src] if src >= 0 else 0
+        # interned entries this packet adds
+        new_name = seen_by[name] != t
+        new_cat = seen_by[cat] != t
+        new_src = src >= 0 and seen_by[src] != t
+        new_args = has_args and seen_by[STR_ARGS] != t
+        new_bytes = has_bytes and seen_by[STR_BYTES] != t
+        interned = 0
+        if new_name:
+            interned += _interned_size(strings, name)
+        if new_cat:
+            interned += _interned_size(strings, cat)
+        if new_src:
+            interned += _interned_size(strings, src)
+        if new_args:
+            interned += _interned_size(strings, STR_ARGS)
+        if new_bytes:
+            interned += _interned_size(strings, STR_BYTES)
+        a0, a1 = args_off[i], args_off[i + 1]
+        ann_args = 2 + 1 + (varint_size(a1 - a0) + a1 - a0)
+        ann_bytes = 2 + 1 + varint_size(nbytes)
+        ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + flow_bytes_begin[i]
+        if src >= 0:
+            ev += 1 + varint_size(src_iid)
+        if corr != NONE:
+            ev += 2 + varint_size(corr)
+        if has_args:
+            ev += 1 + (varint_size(ann_args) + ann_args)
+        if has_bytes:
+            ev += 1 + (varint_size(ann_bytes) + ann_bytes)
+        ts = start[i]
+        body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
+        if interned:
+            body += 1 + (varint_size(interned) + interned)
+        pos = _packet_head(out, pos, body, ts, seq)
+        if interned:
+            out[pos] = B_INTERNED
+            pos = put_varint(out, pos + 1, interned)
+            if new_name:
+                pos = _put_interned(out, pos, strings, string_bytes, name)
+                seen_by[name] = t
+            if new_cat:
+                pos = _put_interned(out, pos, strings, string_bytes, cat)
+                seen_by[cat] = t
+            if new_src:
+                pos = _put_interned(out, pos, strings, string_bytes, src)
+                seen_by[src] = t
+            if new_args:
+                pos = _put_interned(out, pos, strings, string_bytes, STR_ARGS)
+                seen_by[STR_ARGS] = t
+            if new_bytes:
+                pos = _put_interned(out, pos, strings, string_bytes, STR_BYTES)
+                seen_by[STR_BYTES] = t
+        out[pos] = B_EVENT
+        pos = put_varint(out, pos + 1, ev)
+        out[pos] = B_TYPE
+        out[pos + 1] = B_INSTANT if bits & FLAG_INSTANT else B_SLICE_BEGIN
+        out[pos + 2] = B_NAME_IID
+        pos = put_varint(out, pos + 3, name_iid)
+        out[pos] = B_CAT_IID
+        pos = put_varint(out, pos + 1, cat_iid)
+        if src >= 0:
+            out[pos] = B_CAT_IID
+            pos = put_varint(out, pos + 1, src_iid)
+        if corr != NONE:
+            pos = put_varint(out, pos, T_CORR)
+            pos = put_varint(out, pos, corr)
+        if has_args:
+            out[pos] = B_ANN
+            pos = put_varint(out, pos + 1, ann_args)
+            out[pos] = B_A_NAME_IID
+            out[pos + 1] = B_ANN_ARGS
+            out[pos + 2] = B_A_JSON
+            pos = put_varint(out, pos + 3, a1 - a0)
+            pos = put_bytes(out, pos, args, a0, a1)
+        if has_bytes:
+            out[pos] = B_ANN
+            pos = put_varint(out, pos + 1, ann_bytes)
+            out[pos] = B_A_NAME_IID
+            out[pos + 1] = B_ANN_BYTES
+            out[pos + 2] = B_A_INT
+            pos = put_varint(out, pos + 3, nbytes)
+        pos = _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_BEGIN)
+        if not bits & FLAG_INSTANT:  # a zero-length slice ends before the next event starts: at the next step
+            stack[sp] = i
+            sp += 1
         k += 1
     state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP] = t, k, header, sp
     return pos
@@ -411,7 +404,8 @@ def encode_counters(state, out, series_ptr, order, series_seq, series_uuid, ts, 
         pos = put_varint(out, pos, T_TYPE)
         pos = put_varint(out, pos, _COUNTER)
         pos = put_varint(out, pos, T_DOUBLE)
-        pos = put_fixed64(out, pos, value_bits[j])
+        store_u64(out, pos, value_bits[j])
+        pos += 8
         k += 1
     state[S_TRACK], state[S_CURSOR], state[S_HEADER] = t, k, header
     return pos

@@ -164,6 +164,10 @@ def _events(
     tracks[encode.TRK_UUID, :-1] = tracks_df.get_column("uuid").to_numpy()[used]
 
     flow_bits = marks.terminating * np.uint8(encode.FLOW_TERMINATING) | marks.at_end * np.uint8(encode.FLOW_AT_END)
+    marked = np.repeat(np.arange(n), np.diff(marks.ptr))  # the event of each flow mark
+    at_end = marks.at_end.astype(bool)
+    for row, of_phase in ((encode.C_FLOW_BEGIN, ~at_end), (encode.C_FLOW_END, at_end)):
+        np.multiply(np.bincount(marked[of_phase], minlength=n), encode.FLOW_BYTES, out=codes[row], casting="unsafe")
     state = np.zeros(encode.STATE_SLOTS, dtype=np.int64)
     stack = np.empty(max(n, 1), dtype=np.int64)
     args, args_off, string_bytes = readonly(args), readonly(args_off), readonly(string_bytes)
