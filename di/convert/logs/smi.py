@@ -89,70 +89,92 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         pl.col("text").str.contains(", ", literal=True)
     )  # a literal test first: the regexes see CSV lines only
     t = pl.col("text").str.strip_chars_end()
-    header = t.str.contains(HEADER_RE) & (
-        t.str.split(", ").list.first().str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
-    )
-    df = lines.with_columns(header.alias("is_h"), t.str.count_matches(", ").alias("nc"), t.alias("t"))
+    is_header = t.str.contains(HEADER_RE)
+    first_field = pl.when(is_header).then(t).str.splitn(", ", 2).struct.field("field_0")
+    header = is_header & (first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index"))
+    df = lines.with_columns(header.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"), t.alias("t"))
     df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
+    # hid: the header's text, numbered (a capture repeats the same header in every sample)
     heads = df.filter(pl.col("is_h")).select(
-        "block", pl.col("nc").alias("hnc"), pl.col("t").str.split(", ").alias("fields")
+        "block",
+        pl.col("nc").alias("hnc"),
+        pl.col("t").str.split(", ").alias("fields"),
+        pl.col("t").rank("dense").cast(pl.Int64).alias("hid"),
     )
     # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
     heads = heads.filter(
         ~pl.col("fields").list.eval(pl.element().str.contains(r"^(?:pid|retired_pages\.address)\b")).list.any()
     )
-    rows = df.filter(~pl.col("is_h")).join(heads, on="block", how="left")
+    rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left")
     noh = pl.col("t").str.contains(NOHEADER_RE) & (pl.col("hnc").is_null() | (pl.col("hnc") != pl.col("nc")))
-    rows = rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | noh).with_columns(
-        pl.when(noh)
-        .then(
-            pl.int_ranges(0, pl.col("nc") + 1).cast(pl.List(pl.String)).list.eval(pl.format("field_{}", pl.element()))
+    rows = (
+        rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | noh)
+        .with_columns(
+            pl.when(noh).then(-1).otherwise(pl.col("block")).alias("block"),
+            pl.when(noh).then(-1).otherwise(pl.col("hid")).alias("hid"),
         )
-        .otherwise(pl.col("fields"))
-        .alias("fields"),
-        pl.when(noh).then(-1).otherwise(pl.col("block")).alias("block"),
-    )
-    cells = (
-        rows.with_columns(pl.col("t").str.split(", ").alias("raw"))
-        .drop("text", "t")  # not copied to each cell
-        .explode(["fields", "raw"])
-        .rename({"fields": "field"})
-    )
-    cells = cells.with_columns(
-        pl.when((pl.col("block") == -1) & (pl.col("field") == "field_0"))
-        .then(pl.lit("timestamp"))
-        .otherwise(pl.col("field"))
-        .alias("field")
-    )
-    key = ["block", "line"]
-    ts = cells.filter(pl.col("field") == "timestamp").select(*key, _ts(pl.col("raw")).alias("ts"))
-    idx = cells.filter(pl.col("field") == "index").select(
-        *key, pl.col("raw").str.strip_chars().cast(pl.Int64, strict=False).alias("gpu")
-    )
-    host = cells.filter(pl.col("field") == "hostname").select(*key, pl.col("raw").str.strip_chars().alias("host"))
-    per_row = (
-        rows.select(*key)
-        .join(ts, on=key, how="left")
-        .join(idx, on=key, how="left")
-        .join(host, on=key, how="left")
         .sort("line")
     )
-    per_row = _by_sample(per_row)
+    # what a field says (series name, units) is worked out once per distinct header, one row per field; a cell
+    # finds its field's row by position (the header's first row + the cell's index in its row)
+    noh_width = int(rows.filter(pl.col("hid") == -1).get_column("nc").max() or -1) + 1
+    noh_fields = pl.DataFrame({"i": range(noh_width)}, schema={"i": pl.Int64}).select(
+        pl.lit(-1, pl.Int64).alias("hid"),
+        pl.when(pl.col("i") == 0).then(pl.lit("timestamp")).otherwise(pl.format("field_{}", "i")).alias("field"),
+        "i",
+    )
+    fields = pl.concat(
+        [
+            heads.unique("hid")
+            .select("hid", "fields", pl.int_ranges(0, pl.col("hnc") + 1).alias("i"))
+            .explode(["fields", "i"])
+            .select("hid", pl.col("fields").alias("field"), "i"),
+            noh_fields,
+        ]
+    ).sort("hid", "i")
+    name = pl.col("field").str.replace(r" \[[^\]]+\]$", "")
+    table_unit = name.str.extract(r"^([a-z_]+)").replace_strict(UNITS, default=None, return_dtype=pl.String)
+    fields = fields.with_columns(
+        name.alias("series"),
+        pl.col("field").str.extract(r"\[([^\]]+)\]$").alias("hunit"),
+        pl.when(pl.col("hid") >= 0).then(table_unit).alias("tunit"),
+    ).with_row_index("f")
+    pos = lambda name: pl.col("i").filter(pl.col("field") == name).first().alias(name)  # noqa: E731
+    per_head = fields.group_by("hid").agg(
+        pl.col("f").min().cast(pl.Int64).alias("f0"), pos("timestamp"), pos("index"), pos("hostname")
+    )
+    rows = rows.join(per_head, on="hid", how="left", maintain_order="left").with_columns(
+        pl.col("t").str.split(", ").alias("raw")
+    )
+    cell = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
+    per_row = rows.select(
+        "block",
+        "line",
+        pl.when(pl.col("timestamp").is_not_null()).then(_ts(cell("timestamp"))).alias("ts"),
+        pl.when(pl.col("index").is_not_null())
+        .then(cell("index").str.strip_chars().cast(pl.Int64, strict=False))
+        .alias("gpu"),
+        pl.when(pl.col("hostname").is_not_null()).then(cell("hostname").str.strip_chars()).alias("host"),
+    )
+    per_row = _by_sample(per_row)  # rows are in line order: per_row's rows are rows' rows
+    cells = (
+        rows.select("raw", pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("nc") + 1).alias("f"))
+        .hstack(per_row.select("block", "line", "ts", "gpu", "host"))
+        .explode(["raw", "f"])
+    )
+    cells = cells.hstack(fields.select("field", "series", "hunit", "tunit")[cells.get_column("f")])
     na = int(
         cells.filter(
             pl.col("raw").str.contains(r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)")
         ).height
     )
-    cells = _values(cells.filter(~pl.col("field").is_in(["timestamp", "index"])).join(per_row, on=key, how="left"))
-    hunit = pl.col("field").str.extract(r"\[([^\]]+)\]$")
-    name = pl.col("field").str.replace(r" \[[^\]]+\]$", "")
-    table_unit = name.str.extract(r"^([a-z_]+)").replace_strict(UNITS, default=None, return_dtype=pl.String)
+    cells = _values(cells.filter(~pl.col("field").is_in(["timestamp", "index"])))
     out = cells.filter(pl.col("value").is_not_null()).select(
         "gpu",
         "host",
         "ts",
-        name.alias("series"),
-        pl.coalesce(hunit, "vunit", pl.when(pl.col("block") >= 0).then(table_unit)).alias("unit"),
+        "series",
+        pl.coalesce("hunit", "vunit", "tunit").alias("unit"),
         "value",
         "line",
     )
@@ -182,10 +204,13 @@ def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
         "block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("units")
     )
     heads = tool.join(units, on="block", how="left").with_columns(pl.col("fields").list.len().alias("n"))
+    # a row holds at least one word per ", " in it: rows with more than a header's words (--query-gpu CSV rows)
+    # are dropped by a literal count before the word split
     rows = (
         df.filter(~pl.col("is_h") & (pl.col("block") > 0) & ~pl.col("t").str.starts_with("#") & (pl.col("t") != ""))
-        .with_columns(pl.col("t").str.extract_all(r"\S+").alias("raw"))
         .join(heads.drop("line"), on="block")
+        .filter(pl.col("t").str.count_matches(", ", literal=True) <= pl.col("n"))
+        .with_columns(pl.col("t").str.extract_all(r"\S+").alias("raw"))
         .filter(pl.col("raw").list.len() == pl.col("n"))
     )
     cells = (
