@@ -78,10 +78,10 @@ def _values(df: pl.DataFrame) -> pl.DataFrame:
 def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
     """``gpu`` filled where null: the row's position in its sample (rows of a block within SAMPLE_GAP_NS), by line order."""
     gap = (pl.col("ts") - pl.col("ts").shift(1).over("block")).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
-    df = df.sort("line").with_columns(
-        (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True).cum_sum().alias("sample")
-    )
-    return df.with_columns(pl.coalesce("gpu", pl.int_range(pl.len()).over("sample")).alias("gpu")).drop("sample")
+    new = (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True)
+    at = pl.int_range(pl.len())
+    in_sample = at - pl.when(new).then(at).forward_fill()  # a sample's rows are consecutive in line order
+    return df.sort("line").with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
 
 
 def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -204,14 +204,12 @@ def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
         "block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("units")
     )
     heads = tool.join(units, on="block", how="left").with_columns(pl.col("fields").list.len().alias("n"))
-    # a row holds at least one word per ", " in it: rows with more than a header's words (--query-gpu CSV rows)
-    # are dropped by a literal count before the word split
+    # words counted before they are split out: most candidates (--query-gpu CSV rows) have another number of words
     rows = (
         df.filter(~pl.col("is_h") & (pl.col("block") > 0) & ~pl.col("t").str.starts_with("#") & (pl.col("t") != ""))
         .join(heads.drop("line"), on="block")
-        .filter(pl.col("t").str.count_matches(", ", literal=True) <= pl.col("n"))
+        .filter(pl.col("t").str.count_matches(r"\S+") == pl.col("n"))
         .with_columns(pl.col("t").str.extract_all(r"\S+").alias("raw"))
-        .filter(pl.col("raw").list.len() == pl.col("n"))
     )
     cells = (
         rows.with_columns(pl.int_ranges(0, pl.col("n")).alias("i"))
