@@ -21,6 +21,7 @@ read as UTC); dmon/pmon without ``-o T``: one second per sample, from 0
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -70,9 +71,17 @@ def _ts(col: pl.Expr) -> pl.Expr:
     return col.str.strip_chars().str.to_datetime("%Y/%m/%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns")
 
 
+def _by_distinct(df: pl.DataFrame, on: str, add: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
+    """``df`` with the columns ``add`` adds (functions of column ``on`` alone), worked out once per distinct value of
+    ``on``: nvidia-smi repeats most values and report lines sample after sample."""
+    distinct = add(df.select(pl.col(on).unique()))
+    return df.join(distinct, on=on, how="left", maintain_order="left", nulls_equal=True)
+
+
 def _values(df: pl.DataFrame) -> pl.DataFrame:
     g = pl.col("raw").str.extract_groups(NUM_RE)
-    return df.with_columns(g.struct.field("1").cast(pl.Float64).alias("value"), g.struct.field("2").alias("vunit"))
+    value = (g.struct.field("1").cast(pl.Float64).alias("value"), g.struct.field("2").alias("vunit"))
+    return _by_distinct(df, "raw", lambda d: d.with_columns(*value))
 
 
 def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
@@ -359,24 +368,28 @@ def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
     )
     df = df.filter(pl.col("seg").is_in(df.filter(pl.col("is_h")).get_column("seg").implode()))
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
-    df = (
-        df.with_columns(kv.alias("g"))
-        .unnest("g")
-        .with_columns(
-            pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
-            pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
-            .then(t.str.strip_chars())
-            .alias("section"),
-            pl.when(pl.col("k") == "Timestamp")
-            .then(
-                pl.col("v")
-                .str.strip_chars()
-                .str.replace(r"\s+", " ", literal=False)
-                .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
-                .dt.epoch("ns")
+    df = _by_distinct(
+        df,
+        "text",
+        lambda d: (
+            d.with_columns(kv.alias("g"))
+            .unnest("g")
+            .with_columns(
+                pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
+                pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
+                .then(t.str.strip_chars())
+                .alias("section"),
+                pl.when(pl.col("k") == "Timestamp")
+                .then(
+                    pl.col("v")
+                    .str.strip_chars()
+                    .str.replace(r"\s+", " ", literal=False)
+                    .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
+                    .dt.epoch("ns")
+                )
+                .alias("ts"),
             )
-            .alias("ts"),
-        )
+        ),
     )
     df = df.with_columns(pl.col("gpu_head").forward_fill().over("report"), pl.col("ts").forward_fill().over("report"))
     df = df.with_columns(
