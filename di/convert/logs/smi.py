@@ -431,6 +431,7 @@ def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
 
 def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
+    lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
     csv, na = _csv(lines)
     tables = {"query_gpu": csv, "dmon_pmon": _dmon(lines), "q": _qlog(lines), "dcgmi_dmon": _dcgmi(lines)}
     parts = [f for f in tables.values() if f.height]
