@@ -216,8 +216,9 @@ def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
     # words counted before they are split out: most candidates (--query-gpu CSV rows) have another number of words
     rows = (
         df.filter(~pl.col("is_h") & (pl.col("block") > 0) & ~pl.col("t").str.starts_with("#") & (pl.col("t") != ""))
-        .join(heads.drop("line"), on="block")
+        .join(heads.select("block", "n"), on="block", maintain_order="left")
         .filter(pl.col("t").str.count_matches(r"\S+") == pl.col("n"))
+        .join(heads.drop("line", "n"), on="block", maintain_order="left")  # the header's lists: to the rows kept
         .with_columns(pl.col("t").str.extract_all(r"\S+").alias("raw"))
     )
     cells = (
