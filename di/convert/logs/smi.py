@@ -171,13 +171,14 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         .hstack(per_row.select("block", "line", "ts", "gpu", "host"))
         .explode(["raw", "f"])
     )
-    cells = cells.hstack(fields.select("field", "series", "hunit", "tunit")[cells.get_column("f")])
+    is_series = ~pl.col("field").is_in(["timestamp", "index"])
+    cells = cells.hstack(fields.select(is_series.alias("is_series"), "series", "hunit", "tunit")[cells.get_column("f")])
     na = int(
         cells.filter(
             pl.col("raw").str.contains(r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)")
         ).height
     )
-    cells = _values(cells.filter(~pl.col("field").is_in(["timestamp", "index"])))
+    cells = _values(cells.filter("is_series"))
     out = cells.filter(pl.col("value").is_not_null()).select(
         "gpu",
         "host",
