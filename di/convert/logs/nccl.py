@@ -169,9 +169,12 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
 
 def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
     """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match dropped."""
+    # messages repeat (a TUNING line per collective size, a link line per communicator): the regex runs once per
+    # distinct message
+    found = p.filter(which)
+    distinct = found.select(pl.col("msg").unique()).with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))
     return (
-        p.filter(which)
-        .with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))
+        found.join(distinct, on="msg", how="left", maintain_order="left", nulls_equal=True)
         .unnest("g")
         .drop_nulls(required)
     )
