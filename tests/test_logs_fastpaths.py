@@ -9,6 +9,7 @@ Over every real text log of ../shared/data/logs (skipped when absent) and hand-b
   regex reads on every line;
 - the nvidia-smi gate's literal-led searches find what its regexes find; nvidia-smi's numbers read once per distinct
   cell are those read cell by cell; dmon's word count is its word split's length;
+- NCCL's per-kind regexes run once per distinct message find what they find line by line;
 - :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
   turns away a family whose parser finds something in the file.
 """
@@ -21,6 +22,7 @@ import polars as pl
 import pytest
 from conftest import DATA
 
+from di.convert.logs import nccl
 from di.convert.logs.reader import FAMILIES, present_families
 from di.convert.logs.smi import NUM_RE, TABLE_GATE_RES, _values, may_hold_tables
 from di.convert.logs.text import (
@@ -244,3 +246,28 @@ def test_smi_dmon_word_count_is_the_split() -> None:
     """dmon's row filter counts words (``\\S+``) before splitting: the count is the split's length, tabs included."""
     text = pl.Series("t", ["    0     70  45\t-", "a, b, c", "", "x\u00a0y", "2026/07/14 08:12:38.696, 590.48, 1"])
     assert text.str.count_matches(r"\S+").equals(text.str.extract_all(r"\S+").list.len())
+
+
+NCCL_KINDS = {
+    "tuning": (pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), nccl.TUNE_RE, "algo"),
+    "links": (pl.col("msg").str.contains(" via ", literal=True), nccl.LINK_RE, "via"),
+    "init": (pl.col("msg").str.contains("Init ", literal=True), nccl.INIT_RE, "comm"),
+    "rings": (pl.col("msg").str.starts_with("Channel "), nccl.RING_RE, "order"),
+    "ring hops": (pl.col("msg").str.starts_with("Ring "), nccl.RING_HOP_RE, "me"),
+    "trees": (pl.col("msg").str.starts_with("Tree "), nccl.TREE_ONE_RE, "me"),
+}
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
+    """NCCL's per-kind regexes, run once per distinct message and joined back, find what they find line by line."""
+    p = nccl._prefixed(read_lines(path).lines)
+    for which, pattern, required in NCCL_KINDS.values():
+        per_line = (
+            p.filter(which)
+            .with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))
+            .unnest("g")
+            .drop_nulls(required)
+        )
+        assert nccl._matching(p, which, pattern, required).equals(per_line)
