@@ -271,31 +271,3 @@ def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
             .drop_nulls(required)
         )
         assert nccl._matching(p, which, pattern, required).equals(per_line)
-
-
-def test_nccl_json_objects_are_json_encode() -> None:
-    """COLL args written by string concatenation equal polars' ``struct.json_encode``; a string JSON escapes (a quote,
-    a backslash, a control character) takes the ``json_encode`` way; non-ASCII text and nulls are written alike."""
-    fields = {"opCount": pl.col("s"), "count": pl.col("n"), "line": pl.col("u"), "stream": pl.col("t")}
-    plain = pl.DataFrame(
-        {"s": ["0x1f", None, "héllo"], "n": [1, None, -3], "u": [1, 2, 3], "t": ["a", "b", None]},
-        schema={"s": pl.String, "n": pl.Int64, "u": pl.UInt32, "t": pl.String},
-    )
-    for df in (plain, plain.with_columns(pl.Series("s", ['a"b', "c\\d", "e\tf"]))):
-        expected = df.select(**fields).select(pl.struct(pl.all()).struct.json_encode()).to_series()
-        assert nccl._json_objects(df, fields).equals(expected)
-
-
-@needs_data
-@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
-def test_real_logs_nccl_args_are_json_encode(path: Path) -> None:
-    """Every real log's collectives' args, as written, are JSON objects of their fields (the line number of a COLL
-    line among them)."""
-    import json
-
-    parts = nccl.parse_nccl(read_lines(path).lines)
-    coll = parts.events.filter(pl.col("cat") == "nccl", ~pl.col("instant"))
-    claimed = set(parts.claimed.to_list())
-    for (args,) in coll.select("args").iter_rows():
-        fields = json.loads(args)
-        assert list(fields)[:3] == ["opCount", "count", "datatype"] and fields["line"] in claimed

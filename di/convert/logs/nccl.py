@@ -253,31 +253,6 @@ def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     return c.drop("_t").with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
 
 
-JSON_ESCAPED = r'["\\\x00-\x1f]'
-"""Characters JSON writes escaped in a string."""
-
-
-def _json_objects(df: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.Series:
-    """Per row of ``df``, the JSON object of ``fields`` as polars' ``struct.json_encode`` writes it. Where every field
-    is an integer or a string and no string holds a character JSON escapes, it is written by string concatenation
-    (several times cheaper); else by ``json_encode``."""
-    vals = df.select(**fields)
-    kinds = vals.schema
-    strings = [n for n, d in kinds.items() if d == pl.String]
-    plain = all(d == pl.String or d.is_integer() for d in kinds.values()) and not (
-        strings and vals.select(pl.any_horizontal(pl.col(n).str.contains(JSON_ESCAPED).any() for n in strings)).item()
-    )
-    if not plain:
-        return vals.select(pl.struct(pl.all()).struct.json_encode()).to_series()
-    parts = []
-    for i, (name, kind) in enumerate(kinds.items()):
-        text = pl.col(name).cast(pl.String)
-        if kind == pl.String:
-            text = pl.concat_str(pl.lit('"'), text, pl.lit('"'))
-        parts += [pl.lit(("{" if i == 0 else ",") + f'"{name}":'), text.fill_null(pl.lit("null"))]
-    return vals.select(pl.concat_str(*parts, pl.lit("}"))).to_series()
-
-
 def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped)."""
     m = pl.col("msg")
@@ -351,22 +326,21 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
         pl.col("opname").alias("name"),
         pl.lit("nccl").alias("cat"),
         pl.lit(False).alias("instant"),
-        _json_objects(
-            c,
-            {
-                "opCount": pl.col("opcount"),
-                "count": pl.col("count"),
-                "datatype": pl.col("dt"),
-                "redop": pl.col("redop").replace_strict(REDOPS, default=None, return_dtype=pl.String),
-                "comm_ptr": pl.col("comm_ptr"),
-                "comm_rank": pl.col("crank"),
-                "stream": pl.col("stream"),
-                "algo": pl.col("algo"),
-                "proto": pl.col("proto"),
-                "dev": pl.col("dev"),
-                "line": pl.col("line"),
-            },
-        ).alias("args"),
+        pl.struct(
+            pl.col("opcount").alias("opCount"),
+            "count",
+            pl.col("dt").alias("datatype"),
+            pl.col("redop").replace_strict(REDOPS, default=None, return_dtype=pl.String).alias("redop"),
+            pl.col("comm_ptr").alias("comm_ptr"),
+            pl.col("crank").alias("comm_rank"),
+            "stream",
+            "algo",
+            "proto",
+            "dev",
+            "line",
+        )
+        .struct.json_encode()
+        .alias("args"),
     )
     return coll, n_lines
 
