@@ -7,7 +7,9 @@ Over every real text log of ../shared/data/logs (skipped when absent) and hand-b
   the multi-line regex finds;
 - :func:`~di.convert.logs.text.own_line_times` (captures only where the plain search matched) reads what the
   regex reads on every line;
-- the nvidia-smi gate's literal-led searches find what its regexes find;
+- the nvidia-smi gate's literal-led searches find what its regexes find; nvidia-smi's numbers read once per distinct
+  cell are those read cell by cell; dmon's word count is its word split's length;
+- NCCL's per-kind regexes run once per distinct message find what they find line by line;
 - :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
   turns away a family whose parser finds something in the file.
 """
@@ -20,8 +22,9 @@ import polars as pl
 import pytest
 from conftest import DATA
 
+from di.convert.logs import nccl
 from di.convert.logs.reader import FAMILIES, present_families
-from di.convert.logs.smi import TABLE_GATE_RES, may_hold_tables
+from di.convert.logs.smi import NUM_RE, TABLE_GATE_RES, _values, may_hold_tables
 from di.convert.logs.text import (
     LINE_TS_RE,
     PREFIX_RE,
@@ -218,3 +221,53 @@ def test_nccl_tests_row_numbers_are_the_words() -> None:
     want = pl.DataFrame({n: words.list.get(k).cast(pl.Float64, strict=False) for n, k in cols.items()})
     assert got is not None and got.equals(want)
     assert _row_numbers(rows.str.replace("   float", "\tfloat"), cols) is None
+
+
+def smi_words(lines: pl.DataFrame) -> pl.DataFrame:
+    """Every ``, ``-separated cell and every whitespace-separated word of ``lines``, as ``raw`` (what nvidia-smi's
+    tables hand to the number reader), and a null."""
+    cells = lines.select(pl.col("text").str.split(", ").alias("raw")).explode("raw")
+    words = lines.select(pl.col("text").str.extract_all(r"\S+").alias("raw")).explode("raw")
+    return pl.concat([cells, words, pl.DataFrame({"raw": [None, " 22.89 W ", "[N/A]", "1e5", "45C"]})])
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_smi_values_by_distinct_are_per_row(path: Path) -> None:
+    """nvidia-smi's numbers and units, read once per distinct cell and joined back, are those read cell by cell."""
+    raw = smi_words(read_lines(path).lines)
+    g = pl.col("raw").str.extract_groups(NUM_RE)
+    per_row = raw.with_columns(g.struct.field("1").cast(pl.Float64).alias("value"), g.struct.field("2").alias("vunit"))
+    assert _values(raw).equals(per_row)
+    assert per_row.get_column("value").is_not_null().any()
+
+
+def test_smi_dmon_word_count_is_the_split() -> None:
+    """dmon's row filter counts words (``\\S+``) before splitting: the count is the split's length, tabs included."""
+    text = pl.Series("t", ["    0     70  45\t-", "a, b, c", "", "x\u00a0y", "2026/07/14 08:12:38.696, 590.48, 1"])
+    assert text.str.count_matches(r"\S+").equals(text.str.extract_all(r"\S+").list.len())
+
+
+NCCL_KINDS = {
+    "tuning": (pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), nccl.TUNE_RE, "algo"),
+    "links": (pl.col("msg").str.contains(" via ", literal=True), nccl.LINK_RE, "via"),
+    "init": (pl.col("msg").str.contains("Init ", literal=True), nccl.INIT_RE, "comm"),
+    "rings": (pl.col("msg").str.starts_with("Channel "), nccl.RING_RE, "order"),
+    "ring hops": (pl.col("msg").str.starts_with("Ring "), nccl.RING_HOP_RE, "me"),
+    "trees": (pl.col("msg").str.starts_with("Tree "), nccl.TREE_ONE_RE, "me"),
+}
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
+    """NCCL's per-kind regexes, run once per distinct message and joined back, find what they find line by line."""
+    p = nccl._prefixed(read_lines(path).lines)
+    for which, pattern, required in NCCL_KINDS.values():
+        per_line = (
+            p.filter(which)
+            .with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))
+            .unnest("g")
+            .drop_nulls(required)
+        )
+        assert nccl._matching(p, which, pattern, required).equals(per_line)

@@ -169,9 +169,12 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
 
 def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
     """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match dropped."""
+    # messages repeat (a TUNING line per collective size, a link line per communicator): the regex runs once per
+    # distinct message
+    found = p.filter(which)
+    distinct = found.select(pl.col("msg").unique()).with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))
     return (
-        p.filter(which)
-        .with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))
+        found.join(distinct, on="msg", how="left", maintain_order="left", nulls_equal=True)
         .unnest("g")
         .drop_nulls(required)
     )
@@ -250,9 +253,11 @@ def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     return c.drop("_t").with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
 
 
-def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped)."""
     m = pl.col("msg")
     c = p.filter(m.str.contains(": opCount ", literal=True))
+    n_lines = c.height
     c = c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left").with_columns(
         m.str.split(" ").alias("_t")
     )
@@ -313,7 +318,7 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> p
         )
     )
     c = c.sort("line").with_columns(pl.int_range(pl.len()).over("rank", "comm").cast(pl.Int64).alias("seq"))
-    return c.with_columns(
+    coll = c.with_columns(
         pl.col("opname").str.to_lowercase().replace_strict(OPS, default="other").alias("op"),
         (pl.col("count") * pl.col("esize")).alias("bytes"),
         pl.format("{}#{}", "comm", "seq").alias("instance_key"),
@@ -337,6 +342,7 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> p
         .struct.json_encode()
         .alias("args"),
     )
+    return coll, n_lines
 
 
 def _with_comm(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
@@ -477,7 +483,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     comms = _comms(p, version)
     ranks = _ranks(p, comms)
     comms = comms.join(ranks.rename({"rank": "grank"}), on=["host", "pid", "dev"], how="left")
-    coll = _collectives(p, comms, ranks)
+    coll, n_coll_lines = _collectives(p, comms, ranks)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -529,7 +535,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         }
     }
     dropped = {}
-    bad_coll = int(p.filter(pl.col("msg").str.contains(": opCount ", literal=True)).height - coll.height)
+    bad_coll = n_coll_lines - coll.height
     if bad_coll:
         dropped["COLL lines in an unknown layout"] = bad_coll
     claimed = pl.concat([p.get_column("line"), ver.get_column("line")])

@@ -21,6 +21,7 @@ read as UTC); dmon/pmon without ``-o T``: one second per sample, from 0
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -70,18 +71,26 @@ def _ts(col: pl.Expr) -> pl.Expr:
     return col.str.strip_chars().str.to_datetime("%Y/%m/%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns")
 
 
+def _by_distinct(df: pl.DataFrame, on: str, add: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
+    """``df`` with the columns ``add`` adds (functions of column ``on`` alone), worked out once per distinct value of
+    ``on``: nvidia-smi repeats most values and report lines sample after sample."""
+    distinct = add(df.select(pl.col(on).unique()))
+    return df.join(distinct, on=on, how="left", maintain_order="left", nulls_equal=True)
+
+
 def _values(df: pl.DataFrame) -> pl.DataFrame:
     g = pl.col("raw").str.extract_groups(NUM_RE)
-    return df.with_columns(g.struct.field("1").cast(pl.Float64).alias("value"), g.struct.field("2").alias("vunit"))
+    value = (g.struct.field("1").cast(pl.Float64).alias("value"), g.struct.field("2").alias("vunit"))
+    return _by_distinct(df, "raw", lambda d: d.with_columns(*value))
 
 
 def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
     """``gpu`` filled where null: the row's position in its sample (rows of a block within SAMPLE_GAP_NS), by line order."""
     gap = (pl.col("ts") - pl.col("ts").shift(1).over("block")).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
-    df = df.sort("line").with_columns(
-        (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True).cum_sum().alias("sample")
-    )
-    return df.with_columns(pl.coalesce("gpu", pl.int_range(pl.len()).over("sample")).alias("gpu")).drop("sample")
+    new = (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True)
+    at = pl.int_range(pl.len())
+    in_sample = at - pl.when(new).then(at).forward_fill()  # a sample's rows are consecutive in line order
+    return df.sort("line").with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
 
 
 def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -89,70 +98,93 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         pl.col("text").str.contains(", ", literal=True)
     )  # a literal test first: the regexes see CSV lines only
     t = pl.col("text").str.strip_chars_end()
-    header = t.str.contains(HEADER_RE) & (
-        t.str.split(", ").list.first().str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
-    )
-    df = lines.with_columns(header.alias("is_h"), t.str.count_matches(", ").alias("nc"), t.alias("t"))
+    is_header = t.str.contains(HEADER_RE)
+    first_field = pl.when(is_header).then(t).str.splitn(", ", 2).struct.field("field_0")
+    header = is_header & (first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index"))
+    df = lines.with_columns(header.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"), t.alias("t"))
     df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
+    # hid: the header's text, numbered (a capture repeats the same header in every sample)
     heads = df.filter(pl.col("is_h")).select(
-        "block", pl.col("nc").alias("hnc"), pl.col("t").str.split(", ").alias("fields")
+        "block",
+        pl.col("nc").alias("hnc"),
+        pl.col("t").str.split(", ").alias("fields"),
+        pl.col("t").rank("dense").cast(pl.Int64).alias("hid"),
     )
     # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
     heads = heads.filter(
         ~pl.col("fields").list.eval(pl.element().str.contains(r"^(?:pid|retired_pages\.address)\b")).list.any()
     )
-    rows = df.filter(~pl.col("is_h")).join(heads, on="block", how="left")
+    rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left")
     noh = pl.col("t").str.contains(NOHEADER_RE) & (pl.col("hnc").is_null() | (pl.col("hnc") != pl.col("nc")))
-    rows = rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | noh).with_columns(
-        pl.when(noh)
-        .then(
-            pl.int_ranges(0, pl.col("nc") + 1).cast(pl.List(pl.String)).list.eval(pl.format("field_{}", pl.element()))
+    rows = (
+        rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | noh)
+        .with_columns(
+            pl.when(noh).then(-1).otherwise(pl.col("block")).alias("block"),
+            pl.when(noh).then(-1).otherwise(pl.col("hid")).alias("hid"),
         )
-        .otherwise(pl.col("fields"))
-        .alias("fields"),
-        pl.when(noh).then(-1).otherwise(pl.col("block")).alias("block"),
-    )
-    cells = (
-        rows.with_columns(pl.col("t").str.split(", ").alias("raw"))
-        .drop("text", "t")  # not copied to each cell
-        .explode(["fields", "raw"])
-        .rename({"fields": "field"})
-    )
-    cells = cells.with_columns(
-        pl.when((pl.col("block") == -1) & (pl.col("field") == "field_0"))
-        .then(pl.lit("timestamp"))
-        .otherwise(pl.col("field"))
-        .alias("field")
-    )
-    key = ["block", "line"]
-    ts = cells.filter(pl.col("field") == "timestamp").select(*key, _ts(pl.col("raw")).alias("ts"))
-    idx = cells.filter(pl.col("field") == "index").select(
-        *key, pl.col("raw").str.strip_chars().cast(pl.Int64, strict=False).alias("gpu")
-    )
-    host = cells.filter(pl.col("field") == "hostname").select(*key, pl.col("raw").str.strip_chars().alias("host"))
-    per_row = (
-        rows.select(*key)
-        .join(ts, on=key, how="left")
-        .join(idx, on=key, how="left")
-        .join(host, on=key, how="left")
         .sort("line")
     )
-    per_row = _by_sample(per_row)
+    # what a field says (series name, units) is worked out once per distinct header, one row per field; a cell
+    # finds its field's row by position (the header's first row + the cell's index in its row)
+    noh_width = int(rows.filter(pl.col("hid") == -1).get_column("nc").max() or -1) + 1
+    noh_fields = pl.DataFrame({"i": range(noh_width)}, schema={"i": pl.Int64}).select(
+        pl.lit(-1, pl.Int64).alias("hid"),
+        pl.when(pl.col("i") == 0).then(pl.lit("timestamp")).otherwise(pl.format("field_{}", "i")).alias("field"),
+        "i",
+    )
+    fields = pl.concat(
+        [
+            heads.unique("hid")
+            .select("hid", "fields", pl.int_ranges(0, pl.col("hnc") + 1).alias("i"))
+            .explode(["fields", "i"])
+            .select("hid", pl.col("fields").alias("field"), "i"),
+            noh_fields,
+        ]
+    ).sort("hid", "i")
+    name = pl.col("field").str.replace(r" \[[^\]]+\]$", "")
+    table_unit = name.str.extract(r"^([a-z_]+)").replace_strict(UNITS, default=None, return_dtype=pl.String)
+    fields = fields.with_columns(
+        name.alias("series"),
+        pl.col("field").str.extract(r"\[([^\]]+)\]$").alias("hunit"),
+        pl.when(pl.col("hid") >= 0).then(table_unit).alias("tunit"),
+    ).with_row_index("f")
+    pos = lambda name: pl.col("i").filter(pl.col("field") == name).first().alias(name)  # noqa: E731
+    per_head = fields.group_by("hid").agg(
+        pl.col("f").min().cast(pl.Int64).alias("f0"), pos("timestamp"), pos("index"), pos("hostname")
+    )
+    rows = rows.join(per_head, on="hid", how="left", maintain_order="left").with_columns(
+        pl.col("t").str.split(", ").alias("raw")
+    )
+    cell = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
+    per_row = rows.select(
+        "block",
+        "line",
+        pl.when(pl.col("timestamp").is_not_null()).then(_ts(cell("timestamp"))).alias("ts"),
+        pl.when(pl.col("index").is_not_null())
+        .then(cell("index").str.strip_chars().cast(pl.Int64, strict=False))
+        .alias("gpu"),
+        pl.when(pl.col("hostname").is_not_null()).then(cell("hostname").str.strip_chars()).alias("host"),
+    )
+    per_row = _by_sample(per_row)  # rows are in line order: per_row's rows are rows' rows
+    cells = (
+        rows.select("raw", pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("nc") + 1).alias("f"))
+        .hstack(per_row.select("block", "line", "ts", "gpu", "host"))
+        .explode(["raw", "f"])
+    )
+    is_series = ~pl.col("field").is_in(["timestamp", "index"])
+    cells = cells.hstack(fields.select(is_series.alias("is_series"), "series", "hunit", "tunit")[cells.get_column("f")])
     na = int(
         cells.filter(
             pl.col("raw").str.contains(r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)")
         ).height
     )
-    cells = _values(cells.filter(~pl.col("field").is_in(["timestamp", "index"])).join(per_row, on=key, how="left"))
-    hunit = pl.col("field").str.extract(r"\[([^\]]+)\]$")
-    name = pl.col("field").str.replace(r" \[[^\]]+\]$", "")
-    table_unit = name.str.extract(r"^([a-z_]+)").replace_strict(UNITS, default=None, return_dtype=pl.String)
+    cells = _values(cells.filter("is_series"))
     out = cells.filter(pl.col("value").is_not_null()).select(
         "gpu",
         "host",
         "ts",
-        name.alias("series"),
-        pl.coalesce(hunit, "vunit", pl.when(pl.col("block") >= 0).then(table_unit)).alias("unit"),
+        "series",
+        pl.coalesce("hunit", "vunit", "tunit").alias("unit"),
         "value",
         "line",
     )
@@ -182,11 +214,13 @@ def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
         "block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("units")
     )
     heads = tool.join(units, on="block", how="left").with_columns(pl.col("fields").list.len().alias("n"))
+    # words counted before they are split out: most candidates (--query-gpu CSV rows) have another number of words
     rows = (
         df.filter(~pl.col("is_h") & (pl.col("block") > 0) & ~pl.col("t").str.starts_with("#") & (pl.col("t") != ""))
+        .join(heads.select("block", "n"), on="block", maintain_order="left")
+        .filter(pl.col("t").str.count_matches(r"\S+") == pl.col("n"))
+        .join(heads.drop("line", "n"), on="block", maintain_order="left")  # the header's lists: to the rows kept
         .with_columns(pl.col("t").str.extract_all(r"\S+").alias("raw"))
-        .join(heads.drop("line"), on="block")
-        .filter(pl.col("raw").list.len() == pl.col("n"))
     )
     cells = (
         rows.with_columns(pl.int_ranges(0, pl.col("n")).alias("i"))
@@ -336,24 +370,28 @@ def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
     )
     df = df.filter(pl.col("seg").is_in(df.filter(pl.col("is_h")).get_column("seg").implode()))
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
-    df = (
-        df.with_columns(kv.alias("g"))
-        .unnest("g")
-        .with_columns(
-            pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
-            pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
-            .then(t.str.strip_chars())
-            .alias("section"),
-            pl.when(pl.col("k") == "Timestamp")
-            .then(
-                pl.col("v")
-                .str.strip_chars()
-                .str.replace(r"\s+", " ", literal=False)
-                .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
-                .dt.epoch("ns")
+    df = _by_distinct(
+        df,
+        "text",
+        lambda d: (
+            d.with_columns(kv.alias("g"))
+            .unnest("g")
+            .with_columns(
+                pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
+                pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
+                .then(t.str.strip_chars())
+                .alias("section"),
+                pl.when(pl.col("k") == "Timestamp")
+                .then(
+                    pl.col("v")
+                    .str.strip_chars()
+                    .str.replace(r"\s+", " ", literal=False)
+                    .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
+                    .dt.epoch("ns")
+                )
+                .alias("ts"),
             )
-            .alias("ts"),
-        )
+        ),
     )
     df = df.with_columns(pl.col("gpu_head").forward_fill().over("report"), pl.col("ts").forward_fill().over("report"))
     df = df.with_columns(
@@ -395,6 +433,7 @@ def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
 
 def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
+    lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
     csv, na = _csv(lines)
     tables = {"query_gpu": csv, "dmon_pmon": _dmon(lines), "q": _qlog(lines), "dcgmi_dmon": _dcgmi(lines)}
     parts = [f for f in tables.values() if f.height]
