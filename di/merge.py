@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from di.errors import FormatError
+from di.schema import TABLES
 from di.trace import Trace
 
 
@@ -53,21 +54,7 @@ def merge(parts: Sequence[Trace]) -> Trace:
         FormatError: two parts claim the same rank (text logs excepted: they sit beside the traces of their ranks).
     """
     _check_ranks(parts)
-    tables: dict[str, list[pl.DataFrame]] = {
-        k: []
-        for k in (
-            "locations",
-            "events",
-            "messages",
-            "collectives",
-            "flows",
-            "series",
-            "samples",
-            "comms",
-            "comm_links",
-            "io_files",
-        )
-    }
+    tables: dict[str, list[pl.DataFrame]] = {k: [] for k in TABLES}
     sources: list[dict[str, Any]] = []
     warnings: list[str] = []
     ev_off = loc_off = ser_off = 0
