@@ -42,33 +42,30 @@ STATE_LABELS = {"untraced": "outside traced calls"}
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _sweep(by_start, by_end, rows, group_of, start, end, activity, host_group, host_prio, gpu_prio, excl, union, count):
+def _sweep(by_start, by_end, group_of, start, end, activity, host_group, host_prio, gpu_prio, excl, union, count):
     """One pass over interval boundaries in (group, time) order.
 
-    ``rows[by_start]`` are the events in (group, start) order, ``rows[by_end]`` in (group, end) order; the
-    pass merges the two (the order among boundaries of one group and time does not change the sums). Adds
-    the exclusive ns per group x activity to ``excl`` and the union ns to ``union`` (zeroed by the caller,
-    as ``count``: one open-event counter per activity).
+    ``by_start`` holds the event rows in (group, start) order, ``by_end`` the same rows in (group, end)
+    order; the pass merges the two (the order among boundaries of one group and time does not change the
+    sums). Adds the exclusive ns per group x activity to ``excl`` and the union ns to ``union`` (zeroed by
+    the caller, as ``count``: one open-event counter per activity).
     """
-    n = rows.size
+    n = by_start.size
     i = j = 0
     prev_g = -1
     prev_t = 0
     while j < n:
+        is_start = False
         if i < n:
-            rs = rows[by_start[i]]
-            re = rows[by_end[j]]
-            gs = group_of[rs]
-            ge = group_of[re]
-            is_start = gs < ge or (gs == ge and start[rs] <= end[re])
-        else:
-            is_start = False
+            gs = group_of[by_start[i]]
+            ge = group_of[by_end[j]]
+            is_start = gs < ge or (gs == ge and start[by_start[i]] <= end[by_end[j]])
         if is_start:
-            r = rows[by_start[i]]
+            r = by_start[i]
             t = start[r]
             i += 1
         else:
-            r = rows[by_end[j]]
+            r = by_end[j]
             t = end[r]
             j += 1
         g = group_of[r]
@@ -92,28 +89,6 @@ def _sweep(by_start, by_end, rows, group_of, start, end, activity, host_group, h
         prev_t = t
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _packed_key(rows, group_of, time, lo, bits, key):
-    """``key[i] = group_of[rows[i]] << bits | (time[rows[i]] - lo)``: a sort key of (group, time) without
-    gathering either column."""
-    for i in range(rows.size):
-        r = rows[i]
-        key[i] = (group_of[r] << bits) | (time[r] - lo)
-
-
-def _order(rows: np.ndarray, group_of: np.ndarray, time: np.ndarray, n_groups: int) -> np.ndarray:
-    """Positions in ``rows`` sorting its events by (group, time)."""
-    if not rows.size:
-        return rows
-    lo, hi = int(time.min()), int(time.max())
-    bits = max(hi - lo, 1).bit_length()
-    if max(n_groups - 1, 0).bit_length() + bits > 62:
-        return iv.sort_order(group_of[rows], time[rows])
-    key = np.empty(rows.size, np.int64)
-    _packed_key(rows, group_of, time, np.int64(lo), np.int64(bits), key)
-    return np.argsort(key)
-
-
 def _sweep_arrays(
     frame: EventFrame, of_event: np.ndarray, rows: np.ndarray, n_groups: int, is_host: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -122,14 +97,14 @@ def _sweep_arrays(
         rows = np.concatenate([rows, np.arange(of_event.size, group.size, dtype=rows.dtype)])
     start, end = readonly_int64(start), readonly_int64(end)
     group = readonly_int64(group)
-    by_start = _order(rows, group, start, n_groups)
-    by_end = _order(rows, group, end, n_groups)
+    by_start = iv.rows_order(rows, group, start, n_groups)
+    by_end = iv.rows_order(rows, group, end, n_groups)
+    del rows
     n_act = len(HOST_PRIORITY) + 1
     excl, union = np.zeros((n_groups, n_act), np.int64), np.zeros((n_groups, n_act), np.int64)
     _sweep(
         by_start,
         by_end,
-        rows,
         group,
         start,
         end,

@@ -38,8 +38,9 @@ class Groups:
 
     def sets(self, frame: EventFrame, mask: np.ndarray) -> iv.IntervalSet:
         """Union per group of the masked events' intervals."""
-        m = mask & (self.of_event >= 0)
-        return iv.union(self.of_event[m], frame.start_ns[m], frame.end_ns[m])
+        return iv.union_rows(
+            np.flatnonzero(mask & (self.of_event >= 0)), self.of_event, frame.start_ns, frame.end_ns, self.n
+        )
 
 
 def make_groups(frame: EventFrame, *, by_scope: bool, by_step: bool, include: np.ndarray) -> Groups:
