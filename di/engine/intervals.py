@@ -88,15 +88,6 @@ def _merge_rows(rows, group, start, end, og, os_, oe):
     return k + 1
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _packed_key(rows, group, time, lo, bits, key):
-    """``key[i] = group[rows[i]] << bits | (time[rows[i]] - lo)``: a (group, time) sort key read through
-    ``rows``."""
-    for i in range(rows.size):
-        r = rows[i]
-        key[i] = (group[r] << bits) | (time[r] - lo)
-
-
 def _readonly(a: np.ndarray) -> np.ndarray:
     """``a`` as a read-only contiguous int64 view (one numba signature whatever the caller passes)."""
     a = np.ascontiguousarray(a, dtype=np.int64).view()
@@ -108,16 +99,20 @@ def rows_order(rows: np.ndarray, group: np.ndarray, time_ns: np.ndarray, n_group
     """``rows`` (int64 positions in ``group`` and ``time_ns``, with ``group[rows]`` in 0..n_groups-1) sorted
     by (group, time), as a new array.
 
-    Builds one packed int64 key through ``rows`` (no gathered columns) when the groups and the range of
-    ``time_ns`` fit in 63 bits, else falls back to :func:`sort_order` on gathered columns."""
+    Sorts one packed int64 key built in place (no second gathered column alive at the sort) when the
+    groups and the range of ``time_ns`` fit in 63 bits, else falls back to :func:`sort_order`."""
     if not rows.size:
         return rows.copy()
     lo, hi = int(time_ns.min()), int(time_ns.max())
     bits = max(hi - lo, 1).bit_length()
     if max(n_groups - 1, 0).bit_length() + bits > 62:
         return rows[sort_order(group[rows], time_ns[rows])]
-    key = np.empty(rows.size, np.int64)
-    _packed_key(rows, _readonly(group), _readonly(time_ns), np.int64(lo), np.int64(bits), key)
+    key = group[rows].astype(np.int64, copy=False)
+    key <<= bits
+    time = time_ns[rows]
+    time -= lo
+    key |= time
+    del time
     order = np.argsort(key)
     del key
     return rows[order]
@@ -138,11 +133,10 @@ def union(group: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> Interv
     """The union of arbitrary intervals per group, as a normal set."""
     g = np.asarray(group, dtype=np.int64)
     s = np.asarray(start_ns, dtype=np.int64)
-    e = np.asarray(end_ns, dtype=np.int64)
+    if g.size and int(g.min()) >= 0:
+        return union_rows(np.arange(g.size), g, s, end_ns, int(g.max()) + 1)
     out = _outputs(g.size)
-    k = _merge_sorted(g, s, e, *out)
-    if k < 0:  # one pass finds out; the sort only where needed
-        k = _merge_rows(sort_order(g, s), _readonly(g), _readonly(s), _readonly(e), *out)
+    k = _merge_rows(sort_order(g, s) if g.size else np.arange(0), _readonly(g), _readonly(s), _readonly(end_ns), *out)
     return IntervalSet(*(a[:k] for a in out))
 
 
