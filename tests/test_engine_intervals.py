@@ -43,6 +43,22 @@ def test_kernels_match_reference(a_items, b_items):
         assert m[g] == sum(1 for p in pa if p[0] == g)
 
 
+@settings(max_examples=100, deadline=None)
+@given(spans, st.lists(st.booleans(), max_size=30), st.booleans())
+def test_union_rows_is_union_of_the_rows(items, picked, wide):
+    """Read through row positions (ungrouped rows elsewhere marked -1; a time range too wide for one
+    packed key takes the fallback sort): the same normal set as the union of the gathered columns."""
+    g, s, e = _set(items)
+    rows = np.flatnonzero(np.resize(np.asarray(picked + [True], bool), g.size))
+    g_all = np.full(g.size, -1, np.int64)
+    g_all[rows] = g[rows]
+    if wide and s.size:
+        s[0], e[0] = -(2**61), -(2**61)  # an empty interval that only widens the range
+    want = oracles.union_reference(g[rows], s[rows], e[rows])
+    assert _tuples(iv.union_rows(rows, g_all, s, e, 4)) == want
+    assert _tuples(iv.union(g[rows] - 2, s[rows], e[rows])) == [(x - 2, a, b) for x, a, b in want]
+
+
 def test_union_never_sums_overlaps():
     s = iv.union(np.zeros(3, np.int64), np.array([0, 5, 20]), np.array([10, 15, 30]))
     assert _tuples(s) == [(0, 0, 15), (0, 20, 30)]

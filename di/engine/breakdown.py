@@ -42,21 +42,33 @@ STATE_LABELS = {"untraced": "outside traced calls"}
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _sweep(order, rows, group_of, start, end, activity, host_group, host_prio, gpu_prio, excl, union, count):
+def _sweep(by_start, by_end, group_of, start, end, activity, host_group, host_prio, gpu_prio, excl, union, count):
     """One pass over interval boundaries in (group, time) order.
 
-    Boundary k < n is the start of event rows[k], k >= n its end. Adds the
-    exclusive ns per group x activity to ``excl`` and the union ns to ``union``
-    (zeroed by the caller, as ``count``: one open-event counter per activity).
+    ``by_start`` holds the event rows in (group, start) order, ``by_end`` the same rows in (group, end)
+    order; the pass merges the two (the order among boundaries of one group and time does not change the
+    sums). Adds the exclusive ns per group x activity to ``excl`` and the union ns to ``union`` (zeroed by
+    the caller, as ``count``: one open-event counter per activity).
     """
-    n = rows.size
+    n = by_start.size
+    i = j = 0
     prev_g = -1
     prev_t = 0
-    for k in range(order.size):
-        b = order[k]
-        r = rows[b - n] if b >= n else rows[b]
+    while j < n:
+        is_start = False
+        if i < n:
+            gs = group_of[by_start[i]]
+            ge = group_of[by_end[j]]
+            is_start = gs < ge or (gs == ge and start[by_start[i]] <= end[by_end[j]])
+        if is_start:
+            r = by_start[i]
+            t = start[r]
+            i += 1
+        else:
+            r = by_end[j]
+            t = end[r]
+            j += 1
         g = group_of[r]
-        t = end[r] if b >= n else start[r]
         if g != prev_g:
             for a in range(count.size):
                 count[a] = 0
@@ -72,7 +84,7 @@ def _sweep(order, rows, group_of, start, end, activity, host_group, host_prio, g
                         top = a
             if top >= 0:
                 excl[g, top] += dt
-        count[activity[r]] += -1 if b >= n else 1
+        count[activity[r]] += 1 if is_start else -1
         prev_g = g
         prev_t = t
 
@@ -81,18 +93,21 @@ def _sweep_arrays(
     frame: EventFrame, of_event: np.ndarray, rows: np.ndarray, n_groups: int, is_host: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     group, start, end, activity = _with_untraced(frame, of_event, rows)
-    rows = np.concatenate([rows, np.arange(of_event.size, group.size, dtype=rows.dtype)])
-    g = group[rows]
-    order = iv.sort_order(np.concatenate([g, g]), np.concatenate([start[rows], end[rows]])) if rows.size else rows
-    del g
+    if group.size > of_event.size:
+        rows = np.concatenate([rows, np.arange(of_event.size, group.size, dtype=rows.dtype)])
+    start, end = readonly_int64(start), readonly_int64(end)
+    group = readonly_int64(group)
+    by_start = iv.rows_order(rows, group, start, n_groups)
+    by_end = iv.rows_order(rows, group, end, n_groups)
+    del rows
     n_act = len(HOST_PRIORITY) + 1
     excl, union = np.zeros((n_groups, n_act), np.int64), np.zeros((n_groups, n_act), np.int64)
     _sweep(
-        order,
-        rows,
+        by_start,
+        by_end,
         group,
-        readonly_int64(start),
-        readonly_int64(end),
+        start,
+        end,
         activity,
         is_host,
         np.asarray(HOST_PRIORITY, np.int64),

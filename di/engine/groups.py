@@ -38,8 +38,9 @@ class Groups:
 
     def sets(self, frame: EventFrame, mask: np.ndarray) -> iv.IntervalSet:
         """Union per group of the masked events' intervals."""
-        m = mask & (self.of_event >= 0)
-        return iv.union(self.of_event[m], frame.start_ns[m], frame.end_ns[m])
+        return iv.union_rows(
+            np.flatnonzero(mask & (self.of_event >= 0)), self.of_event, frame.start_ns, frame.end_ns, self.n
+        )
 
 
 def make_groups(frame: EventFrame, *, by_scope: bool, by_step: bool, include: np.ndarray) -> Groups:
@@ -47,26 +48,54 @@ def make_groups(frame: EventFrame, *, by_scope: bool, by_step: bool, include: np
 
     With ``by_step`` events outside every step are left out.
     """
-    scope = np.where(frame.on_gpu, np.maximum(frame.device, 0), HOST) if by_scope else np.full(frame.rank.size, HOST)
-    step = frame.step if by_step else np.full(frame.rank.size, NO_STEP)
-    keep = np.flatnonzero(include & frame.selected & ((step != NO_STEP) if by_step else True))
-    r, sc, st = frame.rank[keep].astype(np.int64), scope[keep].astype(np.int64) + 1, step[keep].astype(np.int64) + 1
+    keep = include & frame.selected
+    if by_step:
+        keep &= frame.step != NO_STEP
     of = np.full(frame.rank.size, -1, np.int64)
-    if not keep.size:
+    if not keep.any():
         return Groups(of, pl.DataFrame(schema={"rank": pl.Int32, "scope": pl.Int32, "step": pl.Int64}))
-    bs, bt = max(int(sc.max()), 1).bit_length(), max(int(st.max()), 1).bit_length()
-    if int(r.max()).bit_length() + bs + bt <= 62 and int(st.min()) >= 0:
-        uniq, inverse = np.unique((((r << bs) | sc) << bt) | st, return_inverse=True)
-        of[keep] = inverse
+    r = frame.rank[keep]
+    sc = np.where(frame.on_gpu[keep], np.maximum(frame.device[keep], 0) + 1, HOST + 1) if by_scope else None
+    st = frame.step[keep] + 1 if by_step else None
+    r_lo = int(r.min())
+    n_sc = int(sc.max()) + 1 if sc is not None else 1
+    n_st = int(st.max()) + 1 if st is not None else 1
+    radix = (int(r.max()) - r_lo + 1) * n_sc * n_st
+    if (st is None or int(st.min()) >= 0) and radix <= max(2 * r.size, 1 << 16):
+        # dense ids by a table over the mixed-radix key (rank, scope, step): the key's sorted order, as
+        # np.unique would give, in O(n + radix) and no sort
+        dtype = np.int32 if radix < 2**31 else np.int64
+        key = r.astype(dtype, copy=False)
+        del r
+        key -= r_lo
+        for part, width in ((sc, n_sc), (st, n_st)):
+            if part is not None:
+                key *= width
+                key += part
+        del sc, st
+        present = np.zeros(radix, bool)
+        present[key] = True
+        uniq = np.flatnonzero(present)
+        del present
+        dense = np.zeros(radix, dtype)
+        dense[uniq] = np.arange(uniq.size, dtype=dtype)
+        of[keep] = dense[key]
+        del key, dense
         keys = pl.DataFrame(
             {
-                "rank": uniq >> (bs + bt),
-                "scope": ((uniq >> bt) & ((1 << bs) - 1)) - 1,
-                "step": (uniq & ((1 << bt) - 1)) - 1,
+                "rank": uniq // (n_sc * n_st) + r_lo,
+                "scope": (uniq // n_st) % n_sc - 1,
+                "step": uniq % n_st - 1,
             }
         )
     else:
-        key = pl.DataFrame({"rank": r, "scope": sc - 1, "step": st - 1})
+        key = pl.DataFrame(
+            {
+                "rank": r.astype(np.int64),
+                "scope": (sc if sc is not None else np.zeros(r.size, np.int64)).astype(np.int64) - 1,
+                "step": (st if st is not None else np.zeros(r.size, np.int64)).astype(np.int64) - 1,
+            }
+        )
         keys = key.unique().sort("rank", "scope", "step")
         of[keep] = (
             key.join(keys.with_row_index("gid"), on=["rank", "scope", "step"], how="left", maintain_order="left")

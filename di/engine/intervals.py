@@ -66,16 +66,77 @@ def _merge_sorted(group, start, end, og, os_, oe):
     return k + 1
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _merge_rows(rows, group, start, end, og, os_, oe):
+    """Union of the intervals ``rows`` (positions in ``group, start, end``, in (group, start) order) into
+    ``og, os_, oe``; returns how many. Reads through ``rows``: no gathered copy of the columns."""
+    k = -1
+    for i in range(rows.size):
+        r = rows[i]
+        s = start[r]
+        e = end[r]
+        if e <= s:
+            continue
+        if k >= 0 and og[k] == group[r] and s <= oe[k]:
+            if e > oe[k]:
+                oe[k] = e
+        else:
+            k += 1
+            og[k] = group[r]
+            os_[k] = s
+            oe[k] = e
+    return k + 1
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """``a`` as a read-only contiguous int64 view (one numba signature whatever the caller passes)."""
+    a = np.ascontiguousarray(a, dtype=np.int64).view()
+    a.flags.writeable = False
+    return a
+
+
+def rows_order(rows: np.ndarray, group: np.ndarray, time_ns: np.ndarray, n_groups: int) -> np.ndarray:
+    """``rows`` (int64 positions in ``group`` and ``time_ns``, with ``group[rows]`` in 0..n_groups-1) sorted
+    by (group, time), as a new array.
+
+    Sorts one packed int64 key built in place (no second gathered column alive at the sort) when the
+    groups and the range of ``time_ns`` fit in 63 bits, else falls back to :func:`sort_order`."""
+    if not rows.size:
+        return rows.copy()
+    lo, hi = int(time_ns.min()), int(time_ns.max())
+    bits = max(hi - lo, 1).bit_length()
+    if max(n_groups - 1, 0).bit_length() + bits > 62:
+        return rows[sort_order(group[rows], time_ns[rows])]
+    key = group[rows].astype(np.int64, copy=False)
+    key <<= bits
+    time = time_ns[rows]
+    time -= lo
+    key |= time
+    del time
+    order = np.argsort(key)
+    del key
+    return rows[order]
+
+
+def union_rows(
+    rows: np.ndarray, group: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, n_groups: int
+) -> IntervalSet:
+    """The union per group of the intervals at ``rows`` (int64 positions in the columns, ``group[rows]`` in
+    0..n_groups-1), as a normal set: :func:`union` of the gathered columns without gathering them."""
+    rows = rows_order(rows, group, start_ns, n_groups)
+    out = _outputs(rows.size)
+    k = _merge_rows(rows, _readonly(group), _readonly(start_ns), _readonly(end_ns), *out)
+    return IntervalSet(*(a[:k] for a in out))
+
+
 def union(group: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> IntervalSet:
     """The union of arbitrary intervals per group, as a normal set."""
     g = np.asarray(group, dtype=np.int64)
     s = np.asarray(start_ns, dtype=np.int64)
-    e = np.asarray(end_ns, dtype=np.int64)
+    if g.size and int(g.min()) >= 0:
+        return union_rows(np.arange(g.size), g, s, end_ns, int(g.max()) + 1)
     out = _outputs(g.size)
-    k = _merge_sorted(g, s, e, *out)
-    if k < 0:  # one pass finds out; the sort only where needed
-        order = sort_order(g, s)
-        k = _merge_sorted(g[order], s[order], e[order], *out)
+    k = _merge_rows(sort_order(g, s) if g.size else np.arange(0), _readonly(g), _readonly(s), _readonly(end_ns), *out)
     return IntervalSet(*(a[:k] for a in out))
 
 

@@ -41,30 +41,38 @@ def overlap(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
     act, gpu = frame.activity, frame.on_gpu
     groups = make_groups(frame, by_scope=False, by_step=per_step, include=act != NONE)
     n = groups.n
-    gpu_compute = groups.sets(frame, gpu & (act == COMPUTE))
-    gpu_comm = groups.sets(frame, gpu & (act == COMM))
+
+    # each set is dropped as soon as its last pair is measured: at most three are held at once
+    measures: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     gpu_busy = groups.sets(frame, gpu & (act != NONE))
-    host_compute = _host_compute(frame, groups)
-    host_comm = groups.sets(frame, ~gpu & (act == COMM))
     has_gpu = iv.measure(gpu_busy, n) > 0
+    host_compute = _host_compute(frame, groups)
+    measures["cpu_gpu"] = _measured(host_compute, gpu_busy, n)
+    del gpu_busy
+    gpu_compute = groups.sets(frame, gpu & (act == COMPUTE))
     compute = _pick(has_gpu, gpu_compute, host_compute)
-    comm = _pick(has_gpu, gpu_comm, host_comm)
-    specs = {
-        "comm_compute": (comm, compute, "no communication"),
-        "memcpy_compute": (groups.sets(frame, gpu & (act == MEMORY)), gpu_compute, "no GPU memcpy/memset"),
-        "io_compute": (groups.sets(frame, act == IO), compute, "no I/O"),
-        "cpu_gpu": (host_compute, gpu_busy, "no host compute"),
+    del host_compute
+    measures["memcpy_compute"] = _measured(groups.sets(frame, gpu & (act == MEMORY)), gpu_compute, n)
+    del gpu_compute
+    measures["io_compute"] = _measured(groups.sets(frame, act == IO), compute, n)
+    comm = _pick(has_gpu, groups.sets(frame, gpu & (act == COMM)), groups.sets(frame, ~gpu & (act == COMM)))
+    measures["comm_compute"] = _measured(comm, compute, n)
+    del comm, compute
+    why = {
+        "comm_compute": "no communication",
+        "memcpy_compute": "no GPU memcpy/memset",
+        "io_compute": "no I/O",
+        "cpu_gpu": "no host compute",
     }
     parts = []
-    for pair, (a, b, why) in specs.items():
-        den = iv.measure(a, n)
-        num = iv.measure(iv.intersect(a, b), n)
+    for pair in why:
+        num, den = measures[pair]
         if pair == "cpu_gpu":
             num = np.where(has_gpu, num, 0)
-            missing = np.where(den == 0, f"{why} in the window", "no GPU activity")
+            missing = np.where(den == 0, f"{why[pair]} in the window", "no GPU activity")
             undefined = (den == 0) | ~has_gpu
         else:
-            missing = np.full(den.size, f"{why} in the window")
+            missing = np.full(den.size, f"{why[pair]} in the window")
             undefined = den == 0
         parts.append(
             groups.keys.with_columns(
@@ -89,19 +97,28 @@ def overlap(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
 
 def _host_compute(frame: EventFrame, groups) -> iv.IntervalSet:
     """Host compute per group: per thread, cpu intervals minus sync/comm/io intervals."""
-    loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)
+    loc = frame.trace.events.get_column("loc").to_numpy()
     act = frame.activity
     ok = frame.selected & ~frame.on_gpu & (groups.of_event >= 0)
     # group by (group, loc) so a wait on one thread does not hide work on another
-    key = groups.of_event * (int(loc.max()) + 1 if loc.size else 1) + loc
-    work = ok & (act == CPU)
-    wait = ok & np.isin(act, (SYNC, COMM, IO))
-    self_time = iv.subtract(
-        iv.union(key[work], frame.start_ns[work], frame.end_ns[work]),
-        iv.union(key[wait], frame.start_ns[wait], frame.end_ns[wait]),
-    )
     width = int(loc.max()) + 1 if loc.size else 1
+    key = groups.of_event * width
+    key += loc
+    work = np.flatnonzero(ok & (act == CPU))
+    wait = np.flatnonzero(ok & np.isin(act, (SYNC, COMM, IO)))
+    del ok
+    n_keys = max(groups.n, 1) * width
+    self_time = iv.subtract(
+        iv.union_rows(work, key, frame.start_ns, frame.end_ns, n_keys),
+        iv.union_rows(wait, key, frame.start_ns, frame.end_ns, n_keys),
+    )
+    del key, work, wait
     return iv.union(self_time.group // width, self_time.start_ns, self_time.end_ns)
+
+
+def _measured(a: iv.IntervalSet, b: iv.IntervalSet, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(|a ∩ b|, |a|) per group 0..n-1, int64 ns."""
+    return iv.measure(iv.intersect(a, b), n), iv.measure(a, n)
 
 
 def _pick(use_first: np.ndarray, a: iv.IntervalSet, b: iv.IntervalSet) -> iv.IntervalSet:
