@@ -333,6 +333,8 @@ def test_the_page_in_chromium_lists_runs_opens_a_report_and_a_diff(served, examp
         b.evaluate("document.querySelector(\"tr[data-run='runA.di'] button[data-action=report]\").click()")
         sections = wait_until(
             b,
+            # the whole page, not its first sections: the frame's document is shown while it is parsed
+            'document.getElementById("frame").contentDocument.readyState === "complete" && '
             'document.getElementById("frame").contentDocument.querySelector("section#summary") && '
             '[...document.getElementById("frame").contentDocument.querySelectorAll("section")].map(s => s.id)',
         )
