@@ -175,3 +175,25 @@ def test_mpiexec_gives_the_clocks_of_one_process(job, tmp_path: Path) -> None:
     one = analysis(single, tmp_path, None)["gpu_clocks"]
     two = analysis(parted, tmp_path, 2)["gpu_clocks"]
     assert one and {r["device"] for r in one} == {0, 1} and two == one
+
+
+def test_one_host_takes_one_series_per_gpu_whatever_host_the_series_names() -> None:
+    """On one host, an SM clock series naming the host and one naming none are the same GPU's: one is chosen
+    (both would join every kernel of the GPU twice)."""
+    from di.engine.gpu_clocks import choose
+
+    found = pl.DataFrame(
+        {
+            "series": [0, 1, 2],
+            "name": ["clocks.current.sm", "gpu0 sm clock", "clocks.current.sm"],
+            "host": ["node1", None, "node1"],
+            "device": [0, 0, 1],
+            "quantity": ["sm_clock"] * 3,
+            "pref": [0, 4, 0],
+            "len": [10, 50, 10],
+        }
+    )
+    one = choose(found, pl.Series(["node1"]))
+    assert one.select("device", "series").rows() == [(0, 0), (1, 2)]
+    several = choose(found, pl.Series(["node1", "node2"]))
+    assert several.select("host", "device", "series").rows() == [("node1", 0, 0), ("node1", 1, 2)]

@@ -140,11 +140,14 @@ def gpu_hosts(trace) -> pl.Series:  # noqa: ANN001 (a di.trace.Trace)
 
 def choose(found: pl.DataFrame, hosts: pl.Series) -> pl.DataFrame:
     """One series per (host, device, quantity) of ``found`` (:func:`candidates` with their sample counts ``len``):
-    the first pattern, then the most samples, then the name; a host not among ``hosts`` (the GPU timelines') made
-    null, and such a series left out when ``hosts`` are several."""
-    found = found.with_columns(pl.when(pl.col("host").is_in(hosts.implode())).then("host").alias("host"))
+    the first pattern, then the most samples, then the name. With several ``hosts`` (the GPU timelines') a series
+    of another host (or none) is left out; with one host at most every series' host is made null (any)."""
     if hosts.len() > 1:  # a series of no known host goes with a device index only where that names one GPU
+        found = found.with_columns(pl.when(pl.col("host").is_in(hosts.implode())).then("host").alias("host"))
         found = found.drop_nulls("host")
+    else:  # one host at most: a device index names one GPU, whatever host a series gives (else a named and
+        # an unnamed series of one GPU would both be chosen, and its kernels counted twice)
+        found = found.with_columns(pl.lit(None, pl.String).alias("host"))
     return (
         found.sort("pref", "len", "name", descending=[False, True, False])
         .unique(["host", "device", "quantity"], keep="first", maintain_order=True)
