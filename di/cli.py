@@ -443,15 +443,20 @@ def _info(args: argparse.Namespace, console: Any) -> None:
 
 
 def _info_here(args: argparse.Namespace, console: Any) -> None:
+    show_info(args, console, _load(args))
+
+
+def show_info(args: argparse.Namespace, console: Any, trace: Any, categories: Any = None) -> None:
+    """Print ``di info``'s summary of ``trace`` (JSON with ``--json``) and its warnings; ``categories``: the
+    per-category counts when made elsewhere (:func:`di.viewers.info.summary`)."""
     from di.viewers.info import render, summary
 
-    trace = _load(args)
     if args.json:
         import json
 
-        print(json.dumps(summary(trace), indent=1))
+        print(json.dumps(summary(trace, categories=categories), indent=1))
         return
-    render(trace, console)
+    render(trace, console, categories=categories)
     _say(console, trace.meta.get("warnings", []))
 
 

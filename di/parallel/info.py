@@ -47,17 +47,9 @@ def info_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
     every = ex.gather(facts, "info")
     if every is None:
         return
-    trace, categories = _job(store, every)
-    from di.cli import _say
-    from di.viewers.info import render, summary
+    from di.cli import show_info
 
-    if args.json:
-        import json
-
-        print(json.dumps(summary(trace, categories=categories), indent=1))
-        return
-    render(trace, console, categories=categories)
-    _say(console, trace.meta.get("warnings", []))
+    show_info(args, console, *_job(store, every))
 
 
 def _part_facts(store: Path, ex: Exchange) -> dict[str, Any]:
