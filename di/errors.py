@@ -16,6 +16,7 @@ __all__ = [
     "SchemaError",
     "MissingDependencyError",
     "OutputError",
+    "DataLossWarning",
 ]
 
 
@@ -68,3 +69,7 @@ class OutputError(DIError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+class DataLossWarning(UserWarning):
+    """A writer left out part of a trace that its format cannot hold (the message names what, with counts)."""

@@ -56,6 +56,8 @@ class Written:
     categories: np.ndarray | None = None
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     replaces_meta: bool = False
+    side_tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    """comms, comm_links, io_files as di wrote them (:mod:`di.convert.side_tables`): no event references."""
 
 
 def loaded_rows(written: np.ndarray, n_written: int) -> np.ndarray:

@@ -190,8 +190,15 @@ def written(d: dict[str, Any] | None, n_written: int, warnings: list[str]) -> Wr
     meta fields that are set, the categories and the messages and collectives tables."""
     if d is None:
         return None
+    from di.convert.side_tables import KEY, decode_all
+
     categories, tables = _categories(d, n_written, warnings), _tables(d, warnings)
-    return Written(meta={k: v for k, v in _meta(d, warnings).items() if v}, categories=categories, tables=tables)
+    return Written(
+        meta={k: v for k, v in _meta(d, warnings).items() if v},
+        categories=categories,
+        tables=tables,
+        side_tables=decode_all(d.get(KEY), "diTrace", warnings),
+    )
 
 
 def _meta(d: dict[str, Any], warnings: list[str]) -> dict[str, Any]:

@@ -230,6 +230,7 @@ def read_chrome(
         samples=samples,
         collectives=collectives,
         messages=restored.get("messages"),
+        **(written.side_tables if written is not None else {}),
     )
 
 

@@ -16,7 +16,8 @@ File layout (one JSON object, one trace event per line)::
     ],
     "displayTimeUnit":"ns",
     "diTrace":{"schema_version":1,"locations":[..],"series":[..],"meta":{..},
-               "messages":{..},"collectives":{..},"categories":"..."}}
+               "messages":{..},"collectives":{..},"categories":"...",
+               "side_tables":{..}}}
 
 * pids: one per (rank, process): GPU streams of one device form one process,
   CPU threads group by source pid; dense from 1, ordered by rank. tids are
@@ -36,7 +37,8 @@ File layout (one JSON object, one trace event per line)::
   ``collectives`` tables (columns of values; event references are events
   rows, i.e. X/i lines in order), and ``categories``, each event's canonical
   category as one letter, when reading the written ``cat`` back would not give
-  it (e.g. an MPI call whose ``cat`` is its source's ``mpi``).
+  it (e.g. an MPI call whose ``cat`` is its source's ``mpi``), and ``side_tables``: comms, comm_links and
+  io_files (:mod:`di.convert.side_tables`).
 * Lines are assembled by one numba kernel (:mod:`di.convert.chrome.lines`) from
   byte fragments (names escaped once per distinct string with orjson), never a
   Python loop per event.
@@ -55,6 +57,7 @@ import polars as pl
 
 from di.output import atomic_write
 from di.convert.chrome.lines import ARGS, CONST, FRAG, NO_TIME, TEXT, TIME, assemble, us_text
+from di.convert import side_tables
 from di.convert.columns import utf8_buffers
 from di.convert.lanes import NO_POINT, assign_lanes, innermost_points, is_sorted
 from di.errors import SchemaError
@@ -592,6 +595,9 @@ def _di_trace(trace: Trace, layout: _Layout, series: list[dict[str, Any]], t0: i
         name: _columns(getattr(trace, name)) for name in ("messages", "collectives") if getattr(trace, name).height
     }
     cats = _categories(trace.events)
+    side = side_tables.encode_all(trace, "Chrome JSON")
+    if side:
+        tables[side_tables.KEY] = side
     return _json(
         {
             "schema_version": 1,

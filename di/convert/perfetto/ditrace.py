@@ -22,6 +22,8 @@ A TracePacket with field :data:`~di.convert.perfetto.fields.PACKET_DI_TRACE`
     the whole table, ``event`` = rows in the events order the reader rebuilds.
 ``counts``
     events, flows, messages, samples written, for the reader's checks.
+``side_tables``
+    comms, comm_links and io_files, where the trace has rows of them (:mod:`di.convert.side_tables`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from di.convert import side_tables
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.protobuf import field_len, field_varint
 
@@ -103,6 +106,9 @@ def packet(
         "collectives": _columns(collectives),
         "counts": {"events": trace.events.height, "samples": trace.samples.height, **marks.edges},
     }
+    side = side_tables.encode_all(trace, "Perfetto")
+    if side:
+        doc[side_tables.KEY] = side
     body = field_varint(F.PACKET_SEQUENCE_ID, sequence_id) + field_len(
         F.PACKET_DI_TRACE, orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
     )
@@ -201,6 +207,7 @@ def written(doc: dict[str, Any] | None, path: Any, warnings: list[str]) -> Writt
         meta={**meta, "warnings": meta.get("warnings", [])},
         tables={"collectives": table(doc, "collectives")},
         replaces_meta=True,
+        side_tables=side_tables.decode_all(doc.get(side_tables.KEY), f"{path}: di packet", warnings),
     )
 
 

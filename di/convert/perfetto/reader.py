@@ -216,6 +216,7 @@ def read_perfetto(
         collectives=restored.get("collectives"),
         series=origin.series,
         samples=samples,
+        **(written.side_tables if written is not None else {}),
     )
     if doc is not None:  # di's packet passed its checks; what it restored must fit the events read
         try:
