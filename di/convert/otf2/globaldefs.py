@@ -44,6 +44,9 @@ class GlobalDefs:
     io_paradigms: dict[int, str] = field(default_factory=dict)  # identification
     io_files: dict[int, str] = field(default_factory=dict)
     io_handles: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, file ref, paradigm ref
+    io_file_properties: list[tuple[int, int, str, int]] = field(
+        default_factory=list
+    )  # file ref, name ref, type name, raw value
 
 
 def enum_name(enum: str, value: int) -> str:
@@ -72,6 +75,7 @@ _FIELDS = {  # record -> (argument ctypes after userData, what the callback stor
     "IoRegularFile": (_u32, _u32, _u32),
     "IoDirectory": (_u32, _u32, _u32),
     "IoHandle": (_u32, _u32, _u32, _u8, _u32, _u32, _u32),
+    "IoFileProperty": (_u32, _u32, _u8, _u64),  # the value union is 8 bytes, passed as an integer (x86-64, AArch64)
 }
 
 
@@ -167,4 +171,5 @@ def _tables(raw: dict[str, list[tuple[Any, ...]]]) -> GlobalDefs:
     out.io_paradigms = {p[0]: s(p[1]) for p in raw["IoParadigm"]}
     out.io_files = {ref: s(name) for ref, name, _ in raw["IoRegularFile"] + raw["IoDirectory"]}
     out.io_handles = {h[0]: (s(h[1]), h[2], h[3]) for h in raw["IoHandle"]}
+    out.io_file_properties = [(f, name, enum_name("Type", typ), v) for f, name, typ, v in raw["IoFileProperty"]]
     return out

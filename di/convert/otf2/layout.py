@@ -19,7 +19,10 @@ from di.convert.columns import readonly, utf8_buffers
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
+from di.convert.otf2.iofiles import IoFileProperties, plan_io_files
 from di.convert.otf2.iolayout import IoDefs, plan_io
+from di.convert.otf2.sideprops import side_document
+from di.convert.side_tables import warn_losses
 from di.convert.otf2.rowids import combined_ids, key_ids, run_starts, text_ids
 from di.trace import Trace
 
@@ -156,6 +159,9 @@ class Layout:
     attr_refs: np.ndarray = field(default_factory=lambda: np.arange(len(ATTRIBUTES), dtype=np.int64))
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     io: IoDefs = field(default_factory=IoDefs)
+    io_file_props: IoFileProperties = field(default_factory=IoFileProperties)
+    side_text: str = ""
+    """comms and comm_links for the archive property (:mod:`di.convert.otf2.sideprops`)."""
 
     def __getattr__(self, name: str) -> np.ndarray:
         try:
@@ -574,6 +580,10 @@ def plan(trace: Trace) -> Layout:
         realtime=realtime,
         io=io_defs,
     )
+    losses: list[str] = []
+    lay.io_file_props = plan_io_files(trace, io_defs.files, strings, losses)
+    warn_losses(losses)
+    lay.side_text = side_document(trace)
     lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)"
     lay.arrays.update(metric_arrays)
     lay.arrays.update(

@@ -40,6 +40,7 @@ from di.convert.otf2.timeline import (
 )
 from di.convert.otf2.definitions import Definitions, read_definitions
 from di.convert.otf2.recordrows import RecordRows
+from di.convert.otf2.sideprops import read_side_tables
 from di.convert import provenance as P
 from di.convert.provenance import reader_meta
 from di.trace import Trace
@@ -91,6 +92,8 @@ def read_otf2(
         reader = archive.open_reader(anchor)
         try:
             defs = read_definitions(reader)
+            side_warnings: list[str] = []
+            side = read_side_tables(reader, side_warnings)
             # every record takes at least one byte of its event file: a definition claiming more sizes nothing
             expected = min(sum(loc["records"] for loc in defs.locations), files)
             fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
@@ -107,12 +110,21 @@ def read_otf2(
             builder.finish()
         finally:
             reader.close()
-    return _assemble(anchor, defs, recs, builder, source)
+    return _assemble(anchor, defs, recs, builder, source, side, side_warnings)
 
 
-def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: Builder, source: int) -> Trace:
+def _assemble(
+    anchor: Path,
+    defs: Definitions,
+    recs: archive.Records,
+    tl: Builder,
+    source: int,
+    side: dict[str, pl.DataFrame],
+    side_warnings: list[str],
+) -> Trace:
+    """The trace of what was read; ``side``: comms, comm_links, io_files (:mod:`di.convert.otf2.sideprops`)."""
     dropped: Counter[str] = Counter(recs.dropped)
-    warnings = list(recs.warnings)
+    warnings = [*recs.warnings, *side_warnings]
     for name, n in zip(COUNT_NAMES, tl.counts.tolist()):
         if n:
             dropped[name] += n
@@ -157,6 +169,7 @@ def _assemble(anchor: Path, defs: Definitions, recs: archive.Records, tl: Builde
         flows=flows,
         series=series if series.height else None,
         samples=samples if samples.height else None,
+        **side,
     )
 
 

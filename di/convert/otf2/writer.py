@@ -51,8 +51,10 @@ from di.convert.columns import readonly
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.analysis_defs import AnalysisDefs, plan_analysis, write_groups, write_markers
 from di.convert.otf2.archive import is_anchor
+from di.convert.otf2.iofiles import write_io_file_properties
 from di.convert.otf2.iolayout import write_io_definitions
 from di.convert.otf2.layout import Layout, plan
+from di.convert.otf2.sideprops import set_side_property
 from di.errors import FormatError
 from di.trace import Trace
 
@@ -220,6 +222,7 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     _otf2.Archive_CloseDefFiles(archive)
     _global_definitions(_otf2, archive, lay, fns, anchor, extra)
     write_markers(_otf2, archive, extra)
+    set_side_property(_otf2, archive, lay.side_text)
 
 
 def _global_definitions(
@@ -277,6 +280,7 @@ def _global_definitions(
         o.GlobalDefWriter_WriteComm(g, ref - 1, s(comm["name"]), ref, undefined, o.COMM_FLAG_NONE)
     write_groups(o, g, extra, len(lay.comms) + 1, s)
     write_io_definitions(o, g, lay.io, s)
+    write_io_file_properties(o, g, lay.io_file_props, s)
     for ref, m in enumerate(lay.metric_members):
         o.GlobalDefWriter_WriteMetricMember(
             g,

@@ -1,0 +1,149 @@
+"""comms, comm_links and io_files through Chrome JSON, Perfetto and OTF2: what di writes, di reads back equal.
+
+The tables come from real inputs: a Darshan log with an NCCL log of a 2-GPU nccl-tests run, and a real program
+recorded with ``di record --io``. OTF2 keeps io_files as IoFileProperty definitions, which ``otf2-print``
+shows with the file; a damaged document loads the rest and says what it dropped; a column no format can hold
+is a DataLossWarning with its count.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import polars as pl
+import pytest
+from capture_helpers import di_cmd, run
+from conftest import DATA
+
+import di
+from di.errors import DataLossWarning
+
+LOGS = DATA / "logs"
+FORMATS = ("json", "json.gz", "perfetto-trace", "otf2")
+SIDE = ("comms", "comm_links", "io_files")
+
+
+@pytest.fixture(scope="module")
+def logs_job() -> di.Trace:
+    darshan = LOGS / "darshan" / "pydarshan_ior_hdf5_example.darshan"
+    nccl = LOGS / "nccl" / "nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"
+    if not (darshan.is_file() and nccl.is_file()):
+        pytest.skip("shared test data absent: logs/darshan or logs/nccl not found under ../shared/data")
+    trace = di.load([darshan, nccl])
+    assert all(getattr(trace, t).height for t in SIDE)
+    return trace
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> di.Trace:
+    """A real program writing with os.write and reading with Python's buffered files, under ``di record --io``."""
+    tmp = tmp_path_factory.mktemp("rec")
+    program, target = tmp / "io.py", tmp / "data.bin"
+    program.write_text(
+        "import os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)\n"
+        "for _ in range(5):\n    os.write(fd, b'x' * 3000)\n"
+        "os.fsync(fd)\nos.close(fd)\n"
+        "with open(sys.argv[1], 'rb') as f:\n    f.read(2000)\n"
+    )
+    out = tmp / "rec.di"
+    proc = run(di_cmd("record", "--io", "-o", str(out), "--", sys.executable, str(program), str(target)), tmp)
+    assert proc.returncode == 0, proc.stderr
+    trace = di.load(out)
+    assert trace.io_files.filter(pl.col("file") == str(target)).height
+    return trace
+
+
+def round_trip(trace: di.Trace, path: Path) -> di.Trace:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataLossWarning)  # nothing of these tables may be left out
+        di.save(trace, path)
+    return di.load(path)
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_log_tables_come_back_equal(logs_job: di.Trace, tmp_path: Path, ext: str) -> None:
+    back = round_trip(logs_job, tmp_path / f"job.{ext}")
+    for t in SIDE:
+        assert getattr(back, t).equals(getattr(logs_job, t)), t
+        assert back.meta["tables"][t] == getattr(logs_job, t).height
+    back.validate()
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_a_recordings_io_files_come_back_equal(recording: di.Trace, tmp_path: Path, ext: str) -> None:
+    back = round_trip(recording, tmp_path / f"rec.{ext}")
+    assert back.io_files.equals(recording.io_files)
+
+
+def test_otf2_holds_io_files_as_io_file_properties(logs_job: di.Trace, tmp_path: Path) -> None:
+    """``otf2-print -G`` shows each file's counters with the file: what Vampir and Score-P's tools read."""
+    printer = shutil.which("otf2-print")
+    if printer is None:
+        pytest.skip("otf2-print not installed")
+    di.save(logs_job, tmp_path / "job.otf2")
+    text = subprocess.run([printer, "-G", str(tmp_path / "job.otf2")], capture_output=True, text=True).stdout
+    shown = {}
+    for line in text.splitlines():
+        if line.startswith("IO_FILE_PROPERTY"):
+            file = line.split('File: "file://', 1)[1].split('" <', 1)[0]
+            name = line.split('Name: "', 1)[1].split('"', 1)[0]
+            shown[(file, name)] = int(line.rsplit("Value: ", 1)[1])
+    checked = 0
+    for r in logs_job.io_files.iter_rows(named=True):
+        for col in ("opens", "bytes_read", "bytes_written", "write_time_ns"):
+            key = (r["file"], f"io_files:{r['module']}:{r['rank']}:{col}")
+            assert shown.get(key, 0) == r[col], key  # counters of 0 are left out
+            checked += r[col] > 0
+    assert checked >= logs_job.io_files.height
+    anchor = subprocess.run([printer, "-A", str(tmp_path / "job.otf2")], capture_output=True, text=True).stdout
+    assert "DI::SIDE_TABLES" in anchor
+
+
+def test_a_damaged_table_in_chrome_json_is_dropped_with_its_count(logs_job: di.Trace, tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    di.save(logs_job, path)
+    doc = json.loads(path.read_text())
+    doc["diTrace"]["side_tables"]["comm_links"]["columns"]["channel"][0] = "seven"
+    path.write_text(json.dumps(doc))
+    back = di.load(path)
+    assert back.comm_links.height == 0
+    assert back.comms.equals(logs_job.comms) and back.io_files.equals(logs_job.io_files)
+    said = [w for w in back.meta["warnings"] if "comm_links ignored" in w]
+    assert len(said) == 1 and f"{logs_job.comm_links.height} rows dropped" in said[0]
+
+
+def test_damaged_io_file_properties_in_otf2_are_dropped_with_their_count(logs_job: di.Trace, tmp_path: Path) -> None:
+    """A rank that is no integer (an archive another tool wrote): the table is left out and said."""
+    from di.convert.otf2.iofiles import read_io_files
+
+    got = read_io_files(
+        [(0, 1, "INT64", 5), (0, 2, "INT64", 7)],
+        {0: "/a"},
+        {1: "io_files:POSIX:x0:opens", 2: "io_files:POSIX:0:opens"},
+        said := [],
+    )
+    assert got is None and len(said) == 1 and "2 rows dropped" in said[0]
+    files = read_io_files(
+        [(0, 2, "INT64", 7), (0, 3, "INT64", 2**64 - 1)], {0: "/a"}, {2: "io_files::0:opens", 3: "other"}, []
+    )
+    assert files.select("module", "rank", "file", "opens").rows() == [(None, 0, "/a", 7)]
+
+
+def test_a_column_no_format_holds_is_a_data_loss_warning(logs_job: di.Trace, tmp_path: Path) -> None:
+    import datetime as dt
+
+    comms = logs_job.comms.with_columns(pl.lit(dt.date(2026, 1, 2)).alias("seen"), pl.lit(3, pl.Int16).alias("extra"))
+    trace = logs_job.__class__.build(meta=logs_job.meta, **{**logs_job.tables(), "comms": comms})
+    for ext in ("json", "perfetto-trace", "otf2"):
+        with pytest.warns(
+            DataLossWarning, match=rf"comms column 'seen' \(Date\) not written to .*: {comms.height} values"
+        ):
+            di.save(trace, tmp_path / f"x.{ext}")
+        back = di.load(tmp_path / f"x.{ext}")
+        assert back.comms.equals(comms.drop("seen")), ext  # the extra Int16 column keeps its type
