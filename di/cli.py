@@ -402,7 +402,12 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
                         "the program's events are written"
                     ],
                 )
-    with console.status(f"writing {args.output}"):
+    import warnings
+
+    from di.errors import DataLossWarning
+
+    with console.status(f"writing {args.output}"), warnings.catch_warnings(record=True) as lost:
+        warnings.simplefilter("always", DataLossWarning)  # said below as warnings, one line each
         # the rank-partitioned store (di.store_partition) for many per-rank inputs, or when asked
         if writer.name == "di" and (args.partition or (len(inputs) > 1 and len(program.ranks) > 1)):
             from di.store import write_store
@@ -416,7 +421,9 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
             save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
     added = trace.events.height - program.events.height
     also = "".join(
-        f", {getattr(program, t).height:,} {t}" for t in ("messages", "collectives") if getattr(program, t).height
+        f", {getattr(program, t).height:,} {t}"
+        for t in ("messages", "collectives", "comms", "comm_links", "io_files")
+        if getattr(program, t).height
     )
     console.print(
         f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows{also}"
@@ -426,7 +433,7 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
             else ""
         )
     )
-    _say(console, trace.meta.get("warnings", []))
+    _say(console, [*trace.meta.get("warnings", []), *(str(w.message) for w in lost if w.category is DataLossWarning)])
 
 
 def _info(args: argparse.Namespace, console: Any) -> None:

@@ -147,3 +147,16 @@ def test_a_column_no_format_holds_is_a_data_loss_warning(logs_job: di.Trace, tmp
             di.save(trace, tmp_path / f"x.{ext}")
         back = di.load(tmp_path / f"x.{ext}")
         assert back.comms.equals(comms.drop("seen")), ext  # the extra Int16 column keeps its type
+
+
+def test_di_convert_says_the_loss_in_one_line(logs_job: di.Trace, tmp_path: Path, capsys) -> None:
+    import datetime as dt
+
+    from di.cli import main
+
+    comms = logs_job.comms.with_columns(pl.lit(dt.date(2026, 1, 2)).alias("seen"))
+    di.save(logs_job.__class__.build(meta=logs_job.meta, **{**logs_job.tables(), "comms": comms}), tmp_path / "x.di")
+    assert main(["convert", str(tmp_path / "x.di"), "-o", str(tmp_path / "x.json"), "--no-analysis"]) == 0
+    out = capsys.readouterr().out
+    assert f"{comms.height} comms, {logs_job.comm_links.height} comm_links" in out
+    assert f"warning: comms column 'seen' (Date) not written to Chrome JSON: {comms.height} values" in out
