@@ -172,9 +172,11 @@ def test_mpiexec_gives_the_clocks_of_one_process(job, tmp_path: Path) -> None:
         pytest.skip("mpiexec of the mpich wheel not installed")
     folder, log, _ = job
     single, parted = stores(di.load([folder, log]), tmp_path, ranks_per_group=1)
-    one = analysis(single, tmp_path, None)["gpu_clocks"]
-    two = analysis(parted, tmp_path, 2)["gpu_clocks"]
+    one_doc, two_doc = analysis(single, tmp_path, None), analysis(parted, tmp_path, 2)
+    one, two = one_doc["gpu_clocks"], two_doc["gpu_clocks"]
     assert one and {r["device"] for r in one} == {0, 1} and two == one
+    steps = one_doc["gpu_step_clocks"]
+    assert len(steps) == 4 and any(r["throttled"] for r in steps) and two_doc["gpu_step_clocks"] == steps
 
 
 def test_one_host_takes_one_series_per_gpu_whatever_host_the_series_names() -> None:
@@ -197,3 +199,123 @@ def test_one_host_takes_one_series_per_gpu_whatever_host_the_series_names() -> N
     assert one.select("device", "series").rows() == [(0, 0), (1, 2)]
     several = choose(found, pl.Series(["node1", "node2"]))
     assert several.select("host", "device", "series").rows() == [("node1", 0, 0), ("node1", 1, 2)]
+
+
+@pytest.fixture(scope="module")
+def step_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[int, tuple[int, int]]]:
+    """(trace folder, nvidia-smi log, GPU -> its slow stretch): GPU 0 throttles inside rank 0's second step,
+    GPU 1 inside rank 1's first step; each stretch lies on the log's 50 ms grid, so the held readings change
+    exactly at its ends."""
+    if not TRACE.is_dir():
+        pytest.skip("shared test data absent: kineto/hta_trace_filter not found under ../shared/data")
+    trace = di.load(TRACE)
+    steps = di.analyze(trace, analyses=()).steps.sort("rank", "step")
+    assert steps.height == 4  # ProfilerStep#551 and #552 on two ranks
+
+    def inside(rank: int, k: int) -> tuple[int, int]:
+        s = steps.filter(pl.col("rank") == rank).row(k, named=True)
+        return (s["start_ns"] // PERIOD_NS + 2) * PERIOD_NS, (s["end_ns"] // PERIOD_NS - 1) * PERIOD_NS
+
+    slow = {0: inside(0, 1), 1: inside(1, 0)}
+    span = trace.meta["time_range"]
+    first = span["start_ns"] // PERIOD_NS * PERIOD_NS - 4 * PERIOD_NS
+    lines = ["timestamp, index, name, clocks.sm [MHz], power.draw [W], temperature.gpu"]
+    for ts in range(first, span["end_ns"] + 4 * PERIOD_NS, PERIOD_NS):
+        for gpu, normal in ((0, FAST), (1, STEADY)):
+            mhz, watts, temp = SLOW if slow[gpu][0] <= ts < slow[gpu][1] else normal
+            lines.append(f"{stamp(ts)}, {gpu}, NVIDIA A100-SXM4-80GB, {mhz:.0f} MHz, {watts:.2f} W, {temp:.0f}")
+    log = tmp_path_factory.mktemp("smi_steps") / "smi.csv"
+    log.write_text("\n".join(lines) + "\n")
+    return TRACE, log, slow
+
+
+def expected_steps(trace: di.Trace, slow: dict[int, tuple[int, int]]) -> pl.DataFrame:
+    """Per (rank, step): the means the log implies from the step's time inside its GPU's slow stretch."""
+    steps = di.analyze(trace, analyses=()).steps.with_columns(pl.col("rank").cast(pl.Int64), device=pl.col("rank"))
+    lo = pl.col("device").replace_strict({g: s[0] for g, s in slow.items()})
+    hi = pl.col("device").replace_strict({g: s[1] for g, s in slow.items()})
+    inside = (pl.min_horizontal("end_ns", hi) - pl.max_horizontal("start_ns", lo)).clip(0)
+    dur = pl.col("end_ns") - pl.col("start_ns")
+
+    def mean(i: int) -> pl.Expr:
+        normal = pl.when(pl.col("device") == 0).then(FAST[i]).otherwise(STEADY[i])
+        return normal + (SLOW[i] - normal) * inside / dur
+
+    top = pl.when(pl.col("device") == 0).then(FAST[0]).otherwise(STEADY[0])
+    return steps.select(
+        "rank",
+        pl.col("step").cast(pl.Int64),
+        pl.col("device").cast(pl.Int64),
+        dur.alias("duration_ns"),
+        inside.alias("below_ns"),
+        mean(0).alias("sm_clock_mhz"),
+        mean(1).alias("power_w"),
+        mean(2).alias("temperature_c"),
+        (mean(0) < THROTTLE_SHARE * top).alias("throttled"),
+    ).sort("rank", "step", "device")
+
+
+def test_each_step_gets_its_gpu_clock_and_the_throttled_steps_are_marked(step_job) -> None:
+    folder, log, slow = step_job
+    trace = di.load([folder, log])
+    got_steps = di.analyze(trace, analyses=("gpu_clocks",)).gpu_step_clocks
+    want = expected_steps(trace, slow)
+    assert got_steps.height == want.height == 4
+    keys = ["rank", "step", "device", "duration_ns", "below_ns", "throttled"]
+    assert got_steps.select(keys).equals(want.select(keys))
+    assert got_steps.get_column("covered_ns").equals(got_steps.get_column("duration_ns"))
+    for col in ("sm_clock_mhz", "power_w", "temperature_c"):
+        assert (got_steps.get_column(col) - want.get_column(col)).abs().max() < 1e-6, col
+    # the throttled steps are exactly the chosen ones: rank 0's second step on GPU 0, rank 1's first on GPU 1
+    marked = got_steps.filter("throttled").select("rank", "step").rows()
+    assert marked == [(0, 552), (1, 551)]
+    assert set(got_steps.get_column("max_sm_clock_mhz")) == {FAST[0], STEADY[0]}
+    durations = got_steps.filter(pl.col("rank") == 0).get_column("duration_ns").to_list()
+    median = sum(durations) / 2
+    assert got_steps.filter(pl.col("rank") == 0).get_column("slowdown").to_list() == pytest.approx(
+        [d / median - 1 for d in durations]
+    )
+
+
+def test_a_step_window_keeps_the_clocks_of_its_steps(step_job) -> None:
+    folder, log, slow = step_job
+    trace = di.load([folder, log])
+    whole = di.analyze(trace, analyses=("gpu_clocks",)).gpu_step_clocks
+    last = di.analyze(trace, window="steps=-1:", analyses=("gpu_clocks",)).gpu_step_clocks
+    assert last.get_column("step").to_list() == [552, 552]
+    cols = ["rank", "step", "sm_clock_mhz", "below_ns", "throttled"]
+    assert last.select(cols).equals(whole.filter(pl.col("step") == 552).select(cols))
+    assert last.get_column("slowdown").to_list() == [0.0, 0.0]  # one step per rank: its own median
+
+
+def test_analyze_text_json_csv_and_the_report_show_the_step_clocks(step_job, tmp_path: Path, capsys) -> None:
+    folder, log, slow = step_job
+    engine = di.analyze(di.load([folder, log]), analyses=("gpu_clocks",)).gpu_step_clocks
+    assert main(["analyze", str(folder), str(log), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert pl.DataFrame(doc["gpu_step_clocks"], schema=engine.schema).equals(engine)
+    assert main(["analyze", str(folder), str(log), "--csv", str(tmp_path / "csv")]) == 0
+    capsys.readouterr()
+    csv = pl.read_csv(tmp_path / "csv" / "gpu_step_clocks.csv", schema=engine.schema)
+    assert csv.select("rank", "step", "device", "below_ns", "throttled").equals(
+        engine.select("rank", "step", "device", "below_ns", "throttled")
+    )
+    assert main(["analyze", str(folder), str(log)]) == 0
+    text = capsys.readouterr().out
+    table = text.split("GPU clocks during the slowest steps", 1)[1]
+    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in table.splitlines() if ln.startswith("│")][:4]
+    assert {(int(r[0]), int(r[1])) for r in rows if r[5].endswith("*")} == {(0, 552), (1, 551)}
+    page = tmp_path / "report.html"
+    assert main(["report", str(folder), str(log), "-o", str(page), "--no-plugins"]) == 0
+    capsys.readouterr()
+    html = page.read_text(encoding="utf-8")
+    shown = read_page(html)[0]["gpu_step_clocks"]
+    by_key = {(r["rank"], r["step"]): r for r in engine.iter_rows(named=True)}
+    assert [(r["rank"], r["step"]) for r in shown] == [
+        k for k, _ in sorted(by_key.items(), key=lambda kv: -kv[1]["duration_ns"])
+    ]
+    for r in shown:
+        want = by_key[(r["rank"], r["step"])]
+        assert r["below_ns"] == want["below_ns"] and (r["throttled"] == "yes") == want["throttled"]
+        assert r["sm_clock_mhz"] == pytest.approx(want["sm_clock_mhz"])
+    assert "2 of 4 steps ran throttled" in html

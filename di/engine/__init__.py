@@ -12,7 +12,8 @@ together; the modules hold the definitions:
   :mod:`di.engine.imbalance`, :mod:`di.engine.waitstates`,
   :mod:`di.engine.critical_path` (its graph in :mod:`di.engine.critical_path_graph`,
   launch and sync edges a trace does not record in :mod:`di.engine.inferred_edges`),
-  :mod:`di.engine.gpu_clocks` (GPU clocks, power and temperature during each kernel, from counter series).
+  :mod:`di.engine.gpu_clocks` (GPU clocks, power and temperature during each kernel, from counter series),
+  :mod:`di.engine.gpu_step_clocks` (the same during each step).
 
 Compile cost: every numba kernel here is compiled on a command's first run
 (0.1 to 0.5 CPU-s each, once per signature) before the cache serves it, so
@@ -51,6 +52,8 @@ class Analysis:
             ``by_rank``, ``by_name``, ``waits``) and ``summary``.
         gpu_clocks: per rank, GPU and kernel name, the SM clock, power and temperature over the kernels' time
             (empty without such series), see :mod:`di.engine.gpu_clocks`.
+        gpu_step_clocks: per rank, step and GPU, the same over the step's time, with the step's slowdown
+            (run with ``gpu_clocks``), see :mod:`di.engine.gpu_step_clocks`.
         per_step: whether breakdown/overlap/imbalance/wait states carry one row per step.
         window: the window text; seconds: wall time of each analysis.
     """
@@ -62,6 +65,7 @@ class Analysis:
     wait_states: pl.DataFrame | None = None
     critical_path: dict[str, Any] | None = None
     gpu_clocks: pl.DataFrame | None = None
+    gpu_step_clocks: pl.DataFrame | None = None
     per_step: bool = False
     window: str = "all"
     seconds: dict[str, float] = field(default_factory=dict)
@@ -100,6 +104,10 @@ def analyze(
     for name in analyses:
         t0 = time.perf_counter()
         out[name] = _run(name, frame, per_step, cache)
+        if name == "gpu_clocks":
+            from di.engine.gpu_step_clocks import gpu_step_clocks
+
+            out["gpu_step_clocks"] = gpu_step_clocks(frame)
         seconds[name] = time.perf_counter() - t0
     return Analysis(steps=frame.steps, per_step=per_step, window=win.text, seconds=seconds, **out)
 

@@ -45,6 +45,7 @@ __all__ = [
     "gpu_clocks",
     "gpu_hosts",
     "gpu_series",
+    "held_integral",
     "in_order",
 ]
 
@@ -161,7 +162,7 @@ def in_order(result: pl.DataFrame) -> pl.DataFrame:
     return result.sort("total_ns", "rank", "device", "name", descending=[True, False, False, False], nulls_last=True)
 
 
-def _held_integral(ts: np.ndarray, values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def held_integral(ts: np.ndarray, values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(integral of the held ``values`` over [lo, hi) clipped to the series' span, covered ns) per interval.
 
     ``ts`` sorted int64 ns; ``values`` float64 (nan: no reading, counted as not covered)."""
@@ -225,12 +226,12 @@ def gpu_clocks(frame: EventFrame, use: pl.DataFrame | None = None) -> pl.DataFra
             continue
         ts, v = s.get_column("ts_ns").to_numpy(), s.get_column("value").to_numpy().astype(np.float64)
         lo, hi = mine.get_column("start_ns").to_numpy(), mine.get_column("end_ns").to_numpy()
-        area, covered = _held_integral(ts, v, lo, hi)
+        area, covered = held_integral(ts, v, lo, hi)
         cols = {"row": mine.get_column("row"), f"{quantity}_area": area, f"{quantity}_covered": covered}
         if quantity == "sm_clock":
             top = float(np.nanmax(v)) if np.isfinite(v).any() else np.nan
             below = np.where(np.isnan(v), np.nan, (v < THROTTLE_SHARE * top).astype(np.float64))
-            cols["below"], _ = _held_integral(ts, below, lo, hi)
+            cols["below"], _ = held_integral(ts, below, lo, hi)
             cols["max_sm_clock_mhz"] = np.full(mine.height, top)
         parts[quantity].append(pl.DataFrame(cols))
     if not any(parts.values()):

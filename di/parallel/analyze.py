@@ -109,7 +109,9 @@ def analyze(
         )
         del rows, w
     if "gpu_clocks" in analyses:
-        local["gpu_clocks"] = _gpu_clocks(part, frame, ex).filter(pl.col("rank").cast(pl.Int32).is_in(mine))
+        kernels, steps = _gpu_clocks(part, frame, ex)
+        local["gpu_clocks"] = kernels.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
+        local["gpu_step_clocks"] = steps.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
     seconds["local"] = time.perf_counter() - t0
     cp = None
     if "critical_path" in analyses:
@@ -126,13 +128,14 @@ def analyze(
     return _assemble(gathered, ranks, win, per_step, analyses, cp, seconds)
 
 
-def _gpu_clocks(part: Part, frame: EventFrame, ex: Exchange) -> pl.DataFrame:
-    """:func:`di.engine.gpu_clocks.gpu_clocks` of the part. A GPU series' timeline and samples lie with the rank
+def _gpu_clocks(part: Part, frame: EventFrame, ex: Exchange) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`di.engine.gpu_clocks.gpu_clocks` and :func:`di.engine.gpu_step_clocks.gpu_step_clocks` of the part. A GPU series' timeline and samples lie with the rank
     that logged them (a log's own rank), so every process's series, samples (a few per second and GPU) and
     GPU hosts go to every process first, and each chooses the same series per GPU."""
     from dataclasses import replace
 
     from di.engine.gpu_clocks import candidates, choose, gpu_clocks, gpu_hosts
+    from di.engine.gpu_step_clocks import gpu_step_clocks
 
     found = candidates(part.trace)
     samples = part.trace.samples.filter(pl.col("series").is_in(found.get_column("series").cast(pl.UInt32).implode()))
@@ -140,7 +143,8 @@ def _gpu_clocks(part: Part, frame: EventFrame, ex: Exchange) -> pl.DataFrame:
     every = ex.allgather((found.join(counts, on="series"), samples, gpu_hosts(part.trace)), "gpu clock series")
     use = choose(pl.concat([f for f, _, _ in every]), pl.concat([h for _, _, h in every]).unique())
     trace = replace(part.trace, samples=pl.concat([s for _, s, _ in every]).sort("series", "ts_ns"))
-    return gpu_clocks(replace(frame, trace=trace), use)
+    joined = replace(frame, trace=trace)
+    return gpu_clocks(joined, use), gpu_step_clocks(joined, use)
 
 
 def ex_any_steps(ex: Exchange, frame: EventFrame) -> bool:
@@ -184,5 +188,6 @@ def _assemble(
         from di.engine.gpu_clocks import in_order
 
         out["gpu_clocks"] = in_order(cat("gpu_clocks"))
+        out["gpu_step_clocks"] = cat("gpu_step_clocks").sort("rank", "step", "device")
     order = {name: seconds.get(name, 0.0) for name in ("prepare", "local", "critical_path")}
     return Analysis(steps=steps, per_step=per_step, window=win.text, seconds=order, **out)

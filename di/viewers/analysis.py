@@ -63,6 +63,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
         "imbalance": result.imbalance.to_dicts() if result.imbalance is not None else [],
         "critical_path": _cp_json(cp),
         "gpu_clocks": result.gpu_clocks.to_dicts() if result.gpu_clocks is not None else [],
+        "gpu_step_clocks": result.gpu_step_clocks.to_dicts() if result.gpu_step_clocks is not None else [],
         "seconds": result.seconds,
     }
     return doc
@@ -114,8 +115,8 @@ def is_csv_folder(path: Path) -> bool:
 
 
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
-    """One CSV per table (steps, breakdown, overlap, imbalance, wait_states, gpu_clocks where the trace has GPU
-    clock series, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
+    """One CSV per table (steps, breakdown, overlap, imbalance, wait_states, gpu_clocks and gpu_step_clocks where
+    the trace has GPU clock series, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
 
     Returns:
         The files written, under ``folder``.
@@ -129,6 +130,9 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
         "imbalance": result.imbalance,
         "wait_states": result.wait_states,
         "gpu_clocks": result.gpu_clocks if result.gpu_clocks is not None and result.gpu_clocks.height else None,
+        "gpu_step_clocks": result.gpu_step_clocks
+        if result.gpu_step_clocks is not None and result.gpu_step_clocks.height
+        else None,
     }
     for k, v in (result.critical_path or {}).items():
         if isinstance(v, pl.DataFrame):
@@ -241,6 +245,7 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
     _render_waits(result, console)
     _render_path(result, console)
     _render_clocks(result, console)
+    _render_step_clocks(result, console)
 
 
 def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
@@ -259,6 +264,33 @@ def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
             str(r["device"]),
             r["name"][:60],
             _ms(r["total_ns"]),
+            f"{r['sm_clock_mhz']:,.0f}{'*' if r['throttled'] else ''}",
+            f"{r['max_sm_clock_mhz']:,.0f}",
+            _ms(r["below_ns"]),
+            "" if r["power_w"] is None else f"{r['power_w']:,.0f}",
+            "" if r["temperature_c"] is None else f"{r['temperature_c']:,.0f}",
+        )
+    console.print(t)
+
+
+def _render_step_clocks(result: Analysis, console: Any, top: int = 12) -> None:
+    """The slowest steps' GPU clock, power and temperature (where the trace has steps and such series)."""
+    from rich.table import Table
+
+    clocks = result.gpu_step_clocks
+    if clocks is None or not clocks.drop_nulls("sm_clock_mhz").height:
+        return
+    t = Table(title="GPU clocks during the slowest steps (mean over the step; * = under 95 % of the GPU's highest)")
+    for c in ("rank", "step", "gpu", "step ms", "vs median %", "SM MHz", "max MHz", "under ms", "W", "C"):
+        t.add_column(c, justify="right")
+    rows = clocks.drop_nulls("sm_clock_mhz").sort("duration_ns", "rank", "step", descending=[True, False, False])
+    for r in rows.head(top).iter_rows(named=True):
+        t.add_row(
+            str(r["rank"]),
+            str(r["step"]),
+            str(r["device"]),
+            _ms(r["duration_ns"]),
+            _pct(r["slowdown"]),
             f"{r['sm_clock_mhz']:,.0f}{'*' if r['throttled'] else ''}",
             f"{r['max_sm_clock_mhz']:,.0f}",
             _ms(r["below_ns"]),
