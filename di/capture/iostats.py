@@ -1,6 +1,8 @@
-"""Per-file I/O statistics computed at ingest, in the manner of Darshan's POSIX counters.
+"""Per-file I/O statistics computed at ingest, in the manner of Darshan's POSIX and STDIO counters.
 
-One row per (rank, file) over the I/O events the POSIX shim recorded:
+One row per (module, rank, file) over the I/O events the I/O shim recorded, the module as Darshan splits
+them: ``STDIO`` for the stdio calls (:data:`STDIO_CALLS`: fopen, fread, fwrite, fflush, fclose), ``POSIX``
+for the others (a file read with fread and written with write has a row in each):
 ``opens`` (open, open64, openat, creat, fopen), ``reads`` / ``writes``
 (read, pread, readv, fread / write, pwrite, writev, fwrite), ``seeks``,
 ``syncs`` (fsync, fdatasync), ``mmaps``, ``bytes_read`` / ``bytes_written``
@@ -24,6 +26,8 @@ READS = ["read", "pread", "readv", "fread"]
 WRITES = ["write", "pwrite", "writev", "fwrite"]
 OPENS = ["open", "creat", "fopen"]
 META = ["open", "creat", "fopen", "close", "fclose", "lseek", "fsync", "fdatasync", "fflush"]
+STDIO_CALLS = ["fopen", "fread", "fwrite", "fflush", "fclose"]
+"""The shim's stdio calls (Darshan's STDIO module); every other call is POSIX's."""
 
 
 FILE = "io_files.parquet"
@@ -31,17 +35,19 @@ FILE = "io_files.parquet"
 
 
 def file_stats(io: pl.DataFrame, locations: pl.DataFrame) -> pl.DataFrame:
-    """Counters per (rank, file), sorted by rank then file; histograms as struct columns.
+    """Counters per (module, rank, file), sorted by module, rank, file; histograms as struct columns.
 
     Args:
         io: I/O events with columns loc, name, start_ns, end_ns, bytes, file.
         locations: the trace's locations (loc -> rank).
     """
     if not io.height:
-        return pl.DataFrame({"rank": [], "file": []}, schema={"rank": pl.Int32, "file": pl.String})
+        return pl.DataFrame(schema={"module": pl.String, "rank": pl.Int32, "file": pl.String})
+    name = pl.col("name").cast(pl.String)
     df = io.join(locations.select("loc", "rank"), on="loc").with_columns(
         dur=pl.col("end_ns") - pl.col("start_ns"),
-        name=pl.col("name").cast(pl.String),
+        name=name,
+        module=pl.when(name.is_in(STDIO_CALLS)).then(pl.lit("STDIO")).otherwise(pl.lit("POSIX")),
         size_bin=pl.Series(np.searchsorted(SIZE_EDGES, io.get_column("bytes").fill_null(0).to_numpy(), side="right")),
     )
     is_read, is_write = pl.col("name").is_in(READS), pl.col("name").is_in(WRITES)
@@ -51,7 +57,7 @@ def file_stats(io: pl.DataFrame, locations: pl.DataFrame) -> pl.DataFrame:
     ]
     stats = (
         df.filter(pl.col("file").is_not_null())
-        .group_by("rank", "file")
+        .group_by("module", "rank", "file")
         .agg(
             opens=pl.col("name").is_in(OPENS).sum(),
             reads=is_read.sum(),
@@ -66,7 +72,7 @@ def file_stats(io: pl.DataFrame, locations: pl.DataFrame) -> pl.DataFrame:
             meta_time_ns=pl.col("dur").filter(pl.col("name").is_in(META)).sum(),
             *hist,
         )
-        .sort("rank", "file")
+        .sort("module", "rank", "file")
     )
     for h, name in (("rh", "read_sizes"), ("wh", "write_sizes")):
         counts = np.zeros((stats.height, len(SIZE_BINS)), np.int64)

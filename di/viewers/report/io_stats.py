@@ -2,8 +2,9 @@
 
 One row per (module, rank, file) as the table holds it: opens, reads, writes,
 bytes read and written, and time in read, write and metadata calls (ns). Module
-is Darshan's (POSIX, MPI-IO, STDIO; a file read through MPI-IO is counted by both)
-or "di record" for the recording's I/O shim; rank -1 is Darshan's shared-file
+is Darshan's (POSIX, MPI-IO, STDIO; a file read through MPI-IO is counted by both), which
+``di record`` splits alike (POSIX, STDIO), or "di record" for a recording made before that split
+(null module); rank -1 is Darshan's shared-file
 record. The 30 rows with the most time in calls are listed. These are whole-run
 totals: a time or step window does not cut them.
 """
