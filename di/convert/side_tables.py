@@ -105,6 +105,9 @@ def decode(doc: Any, name: str) -> pl.DataFrame:
         )
         df = conform(name, df)
         validate_table(name, df)
+        for c, dtype in known.items():  # the schema's checks stop at a struct column, not its fields
+            if isinstance(dtype, pl.Struct) and df.get_column(c).struct.unnest().null_count().sum_horizontal().item():
+                raise ValueError(f"column {c!r} has null fields")
     except (TypeError, ValueError, OverflowError, SchemaError, pl.exceptions.PolarsError) as exc:
         raise ValueError(str(exc).splitlines()[0][:160]) from None
     return df

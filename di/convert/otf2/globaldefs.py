@@ -44,9 +44,9 @@ class GlobalDefs:
     io_paradigms: dict[int, str] = field(default_factory=dict)  # identification
     io_files: dict[int, str] = field(default_factory=dict)
     io_handles: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, file ref, paradigm ref
-    io_file_properties: list[tuple[int, int, str, int]] = field(
+    io_file_properties: list[tuple[int, int, int, int]] = field(
         default_factory=list
-    )  # file ref, name ref, type name, raw value
+    )  # file ref, name ref, OTF2 type code, raw value
 
 
 def enum_name(enum: str, value: int) -> str:
@@ -171,5 +171,5 @@ def _tables(raw: dict[str, list[tuple[Any, ...]]]) -> GlobalDefs:
     out.io_paradigms = {p[0]: s(p[1]) for p in raw["IoParadigm"]}
     out.io_files = {ref: s(name) for ref, name, _ in raw["IoRegularFile"] + raw["IoDirectory"]}
     out.io_handles = {h[0]: (s(h[1]), h[2], h[3]) for h in raw["IoHandle"]}
-    out.io_file_properties = [(f, name, enum_name("Type", typ), v) for f, name, typ, v in raw["IoFileProperty"]]
+    out.io_file_properties = raw["IoFileProperty"]
     return out

@@ -18,11 +18,14 @@ set of properties that does not make a valid table is dropped whole and said, wi
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import polars as pl
+from numba import njit
+
+from di.convert.otf2.clib import ccall as clib_call
 
 PREFIX = "io_files:"
 """Start of the name of every property di writes for io_files."""
@@ -30,15 +33,19 @@ _KEY = ("module", "rank", "file")
 _ALWAYS = ("row", "opens")
 
 
+_NONE = np.zeros(0, np.int64)
+
+
 @dataclass
 class IoFileProperties:
-    """Properties to write: IoFile ref (position in :class:`~di.convert.otf2.iolayout.IoDefs` ``files``),
-    name, OTF2 type name (INT64, DOUBLE, STRING) and value, one entry per property."""
+    """Properties to write, one entry per property (int64 arrays): IoFile ref (position in
+    :class:`~di.convert.otf2.iolayout.IoDefs` ``files``), name string ref, OTF2 type code, and the value's 64
+    bits (INT64 as is, DOUBLE its IEEE bits, STRING its string ref)."""
 
-    file: list[int] = field(default_factory=list)
-    name: list[str] = field(default_factory=list)
-    type: list[str] = field(default_factory=list)
-    value: list[Any] = field(default_factory=list)
+    file: np.ndarray = field(default_factory=lambda: _NONE)
+    name: np.ndarray = field(default_factory=lambda: _NONE)
+    type: np.ndarray = field(default_factory=lambda: _NONE)
+    value: np.ndarray = field(default_factory=lambda: _NONE)
 
 
 def _flat(table: pl.DataFrame) -> pl.DataFrame:
@@ -101,79 +108,131 @@ def plan_io_files(trace: Any, files: list[str], strings: Any, losses: list[str])
             )
         )
     long = pl.concat(parts).sort("row", "_col")  # a file's properties together, in the table's column order
-    out.file = long.get_column("_file").to_list()
-    out.name = long.get_column("_name").to_list()
-    out.type = long.get_column("_type").to_list()
-    out.value = [
-        i if t == "INT64" else f if t == "DOUBLE" else x
-        for t, i, f, x in zip(out.type, *(long.get_column(f"_{t}").to_list() for t in cast))
-    ]
-    for s in {*out.name, *(v for v, k in zip(out.value, out.type) if k == "STRING")}:
-        strings.ref(s)
-    return out
+    kind = long.get_column("_type").to_numpy()
+    value = long.get_column("_INT64").fill_null(0).to_numpy().astype(np.int64)
+    doubles = kind == "DOUBLE"
+    value[doubles] = long.get_column("_DOUBLE").to_numpy()[doubles].astype(np.float64).view(np.int64)
+    texts = kind == "STRING"
+    if texts.any():
+        value[texts] = strings.add_many(long.get_column("_STRING").filter(pl.Series(texts)))
+    codes = {k: type_code(k) for k in cast}
+    return IoFileProperties(
+        file=long.get_column("_file").to_numpy().astype(np.int64),
+        name=strings.add_many(long.get_column("_name")).astype(np.int64),
+        type=long.get_column("_type").replace_strict(codes, return_dtype=pl.Int64).to_numpy(),
+        value=value,
+    )
 
 
-def write_io_file_properties(o: Any, g: Any, props: IoFileProperties, s: Any) -> None:
-    """The IoFileProperty definitions through the global definition writer ``g`` (after the IoRegularFiles)."""
-    for file, name, kind, value in zip(props.file, props.name, props.type, props.value):
-        if kind == "INT64":
-            v = o.AttributeValue(int64=value)
-        elif kind == "DOUBLE":
-            v = o.AttributeValue(float64=value)
-        else:
-            v = o.AttributeValue(stringRef=s(value))
-        o.GlobalDefWriter_WriteIoFileProperty(g, file, s(name), getattr(o, f"TYPE_{kind}"), v)
+def type_code(name: str) -> int:
+    """The OTF2_Type code of a type name (``INT64`` -> 8)."""
+    import _otf2
+
+    return int(getattr(_otf2, f"TYPE_{name}").value)
 
 
-def _value(kind: str, raw: int, strings: dict[int, str]) -> tuple[int | None, float | None, str | None]:
-    """(int, float, text) of a property's raw 64-bit union value: the one its OTF2 type names, others None."""
-    if kind == "INT64":
-        return (raw - 2**64 if raw >= 2**63 else raw), None, None
-    if kind == "DOUBLE":
-        return None, struct.unpack("<d", struct.pack("<Q", raw))[0], None
-    if kind == "STRING":
-        return None, None, strings.get(raw & 0xFFFFFFFF)
-    if kind.startswith(("UINT", "INT")):
-        return raw, None, None
-    return None, None, None
+def write_io_file_properties(g: Any, props: IoFileProperties, anchor: Any) -> None:
+    """The IoFileProperty definitions through the global definition writer ``g`` (an ``_otf2`` handle), after
+    the IoRegularFiles, from one numba loop.
+
+    Raises:
+        FormatError: the OTF2 library refused one.
+    """
+    from di.convert.columns import readonly
+    from di.convert.otf2 import clib
+    from di.errors import FormatError
+
+    if not props.file.size:
+        return
+    cols = (readonly(a) for a in (props.file, props.name, props.type, props.value))
+    code = _write_properties(
+        np.int64(clib.address("OTF2_GlobalDefWriter_WriteIoFileProperty")), np.int64(clib.handle(g)), *cols
+    )
+    if code:
+        raise FormatError(
+            anchor, f"OTF2 library failed writing IoFileProperty definitions: {clib.error_text(int(code))}"
+        )
+
+
+@njit(cache=True, _nrt=False)
+def _write_properties(fn, writer, file, name, kind, value):  # noqa: ANN001, ANN202
+    """WriteIoFileProperty(writer, file[i], name[i], kind[i], value[i]) for every i (the 8-byte value union
+    passed as an integer, :mod:`di.convert.otf2.clib`); the first error code, else 0."""
+    for i in range(file.size):
+        code = clib_call(fn, (writer, file[i], name[i], kind[i], value[i]))
+        if code != 0:
+            return np.int64(code)
+    return np.int64(0)
 
 
 def read_io_files(
-    properties: list[tuple[int, int, str, int]], files: dict[int, str], strings: dict[int, str], warnings: list[str]
+    properties: list[tuple[int, int, int, int]], files: dict[int, str], strings: dict[int, str], warnings: list[str]
 ) -> pl.DataFrame | None:
-    """The io_files table of an archive's IoFileProperty definitions ((file ref, name ref, OTF2 type name, raw
-    value) each), None when none is di's; a set that makes no valid table is said in ``warnings``."""
-    rows = []
-    for file, name_ref, kind, raw in properties:
-        name = strings.get(name_ref) or ""
-        if not name.startswith(PREFIX):
-            continue
-        module, rank, column = name[len(PREFIX) :].rsplit(":", 2) if name.count(":") >= 3 else ("", "x", name)
-        rows.append((files.get(file), module or None, rank, column, *_value(kind, raw, strings)))
-    if not rows:
+    """The io_files table of an archive's IoFileProperty definitions ((file ref, name ref, OTF2 type code, raw
+    64-bit value) each), None when none is di's; a set that makes no valid table is said in ``warnings``."""
+    if not properties:
         return None
+    raw = np.array(properties, dtype=np.uint64).reshape(-1, 4)
+    name_refs = np.unique(raw[:, 1])
+    names = pl.DataFrame(
+        {"name_ref": name_refs.astype(np.int64), "name": [strings.get(int(r)) for r in name_refs]},
+        schema={"name_ref": pl.Int64, "name": pl.String},
+    ).filter(pl.col("name").str.starts_with(PREFIX))
+    if not names.height:
+        return None
+    parts = pl.col("name").str.slice(len(PREFIX)).str.splitn(":", 3)  # module may be empty; column is the rest
+    names = names.select(
+        "name_ref",
+        parts.struct.field("field_0").alias("module"),
+        parts.struct.field("field_1").alias("rank"),
+        parts.struct.field("field_2").alias("column"),
+    )
+    kind = raw[:, 2].astype(np.int64)
+    bits = raw[:, 3].copy()
+    text = kind == type_code("STRING")
+    lookup = {int(r): strings.get(int(r)) for r in np.unique(bits[text] & np.uint64(0xFFFFFFFF))}
+    long = pl.DataFrame(
+        {
+            "file_ref": raw[:, 0].astype(np.int64),
+            "name_ref": raw[:, 1].astype(np.int64),
+            "i": np.where(kind == type_code("DOUBLE"), 0, bits.view(np.int64)),
+            "is_int": ~text & (kind != type_code("DOUBLE")),
+            "f": bits.view(np.float64),
+            "is_float": kind == type_code("DOUBLE"),
+            "s_ref": (bits & np.uint64(0xFFFFFFFF)).astype(np.int64),
+            "is_text": text,
+        }
+    ).join(names, on="name_ref", how="inner")
+    long = long.select(
+        pl.col("file_ref").replace_strict(files, default=None, return_dtype=pl.String).alias("file"),
+        pl.when(pl.col("module") != "").then("module").alias("module"),
+        "rank",
+        "column",
+        pl.when("is_int").then("i").alias("i"),
+        pl.when("is_float").then("f").alias("f"),
+        pl.when("is_text")
+        .then(pl.col("s_ref").replace_strict(lookup, default=None, return_dtype=pl.String))
+        .alias("s"),
+    )
     try:
-        return _table(rows)
+        return _table(long)
     except (ValueError, TypeError, pl.exceptions.PolarsError) as exc:
-        from_rows = len({r[:3] for r in rows})
+        rows = long.select("file", "module", "rank").unique().height
         warnings.append(
-            f"io_files IoFileProperty definitions ignored ({str(exc).splitlines()[0][:160]}): {from_rows} rows dropped"
+            f"io_files IoFileProperty definitions ignored ({str(exc).splitlines()[0][:160]}): {rows} rows dropped"
         )
         return None
 
 
-def _table(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
+def _table(long: pl.DataFrame) -> pl.DataFrame:
     """The checked io_files table of property rows (file, module, rank text, column, int, float, text)."""
     from di.errors import SchemaError
     from di.schema import polars_schema, validate_table
     from di.trace import conform
 
-    schema = dict(
-        zip(("file", "module", "rank", "column", "i", "f", "s"), (pl.String,) * 4 + (pl.Int64, pl.Float64, pl.String))
-    )
-    long = pl.DataFrame(rows, schema=schema, orient="row").with_columns(pl.col("rank").cast(pl.Int32, strict=True))
-    if long.get_column("file").null_count():
-        raise ValueError("properties of an undefined IoFile")
+    long = long.with_columns(pl.col("rank").cast(pl.Int32, strict=True))
+    if long.get_column("file").null_count() or long.get_column("column").null_count():
+        raise ValueError("properties of an undefined IoFile, or names without a column")
     wide = None
     for value in ("i", "f", "s"):
         part = long.drop_nulls(value)

@@ -280,7 +280,7 @@ def _global_definitions(
         o.GlobalDefWriter_WriteComm(g, ref - 1, s(comm["name"]), ref, undefined, o.COMM_FLAG_NONE)
     write_groups(o, g, extra, len(lay.comms) + 1, s)
     write_io_definitions(o, g, lay.io, s)
-    write_io_file_properties(o, g, lay.io_file_props, s)
+    write_io_file_properties(g, lay.io_file_props, anchor)
     for ref, m in enumerate(lay.metric_members):
         o.GlobalDefWriter_WriteMetricMember(
             g,
