@@ -164,3 +164,16 @@ def test_di_convert_says_the_loss_in_one_line(logs_job: di.Trace, tmp_path: Path
     out = capsys.readouterr().out
     assert f"{comms.height} comms, {logs_job.comm_links.height} comm_links" in out
     assert f"warning: comms column 'seen' (Date) not written to Chrome JSON: {comms.height} values" in out
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_a_darshan_log_of_counters_only_comes_back_in_every_format(tmp_path: Path, ext: str) -> None:
+    """A log without DXT or HEATMAP gives no timeline at all, only io_files: that table alone still goes through."""
+    log = LOGS / "darshan" / "release_mpi-io-test-x86_64-3.1.8.darshan"
+    if not log.is_file():
+        pytest.skip("shared test data absent: logs/darshan not found under ../shared/data")
+    trace = di.load(log)
+    assert trace.locations.height == 0 and trace.io_files.height > 0
+    back = round_trip(trace, tmp_path / f"io.{ext}")
+    assert back.io_files.equals(trace.io_files)
+    assert not [w for w in back.meta["warnings"] if "ignored" in w]

@@ -90,7 +90,7 @@ def problem(d: Any) -> str | None:
         return "not an object with schema_version 1"
     for name, fields in (("locations", _LOC_FIELDS), ("series", _SERIES_FIELDS)):
         rows = d.get(name, [])
-        if not isinstance(rows, list) or (name == "locations" and not rows):
+        if not isinstance(rows, list):  # no locations: a trace of no timelines (a Darshan log's io_files alone)
             return f"{name} is not a list"
         for i, row in enumerate(rows):
             bad = [
@@ -116,7 +116,7 @@ def base_ns(d: dict[str, Any] | None, top: dict[str, Any]) -> int:
 
 def remap_keys(keys: pl.DataFrame, d: dict[str, Any] | None) -> pl.DataFrame:
     """Timeline keys with ``loc`` replaced by the original location of their (pid, tid) (no diTrace: as they are)."""
-    if d is None:
+    if d is None or not d["locations"]:
         return keys
     tracks = pl.DataFrame(d["locations"]).select(
         pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), pl.col("loc").cast(pl.UInt32).alias("_orig")
@@ -155,7 +155,7 @@ def phases_key() -> list[str]:
 def locations(d: dict[str, Any] | None, keys: pl.DataFrame, fallback: pl.DataFrame) -> pl.DataFrame:
     """The original locations, plus the fallback rows of timelines diTrace does not name (but not the
     per-process counter timelines of the series diTrace maps); no diTrace: the fallback."""
-    if d is None:
+    if d is None or not d["locations"]:
         return fallback
     rows = pl.DataFrame(d["locations"]).filter(pl.col("lane") == 0)
     known = rows.select(
