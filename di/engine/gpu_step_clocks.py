@@ -11,7 +11,7 @@ has the definitions). Per step and GPU:
   series shows over the whole trace; ``below_ns``: covered span time with the SM clock under
   :data:`~di.engine.gpu_clocks.THROTTLE_SHARE` of it; ``throttled``: the mean SM clock is under that share.
 - ``slowdown``: ``duration_ns`` over the median duration of the rank's steps in the window, minus 1
-  (0.25: 25 % slower than its rank's typical step).
+  (0.25: 25 % slower than its rank's typical step); null where that median is 0.
 
 Rows: by rank, step, device. Vectorised: one ``searchsorted`` pass per series over every step span.
 """
@@ -66,9 +66,8 @@ def _step_gpus(frame: EventFrame) -> pl.DataFrame:
     ).with_columns(
         (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
     )
-    steps = steps.with_columns(
-        (pl.col("duration_ns") / pl.col("duration_ns").median().over("rank") - 1).alias("slowdown")
-    )
+    median = pl.col("duration_ns").median().over("rank")
+    steps = steps.with_columns(pl.when(median > 0).then(pl.col("duration_ns") / median - 1).alias("slowdown"))
     return steps.join(gpus, on="rank").with_row_index("row")
 
 

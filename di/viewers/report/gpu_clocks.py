@@ -114,9 +114,10 @@ def _steps(steps: pl.DataFrame | None) -> tuple[str, list[str]]:
         + ("" if slow["slowdown"] is None else f" ({100 * slow['slowdown']:+.1f} % against its rank's median)")
         + f" at a mean SM clock of {slow['sm_clock_mhz']:,.0f} MHz of {slow['max_sm_clock_mhz']:,.0f}"
     )
-    if others.height:
+    slow_mean, other_mean = throttled["slowdown"].mean(), others["slowdown"].mean()
+    if slow_mean is not None and other_mean is not None:
         text += (
-            f"; throttled steps took {throttled['slowdown'].mean() * 100:+.1f} % on average against their ranks' "
-            f"medians, the others {others['slowdown'].mean() * 100:+.1f} %"
+            f"; throttled steps took {slow_mean * 100:+.1f} % on average against their ranks' "
+            f"medians, the others {other_mean * 100:+.1f} %"
         )
     return body, [text + ": the GPU's clock, not the program, may explain the slow steps."]
