@@ -59,6 +59,10 @@ def _counter_rows(lines: pl.DataFrame) -> pl.DataFrame:
     return rows.filter(pl.col("module").is_in(good.implode()) & pl.col("counter").is_not_null()).drop("mount")
 
 
+HEADER_KEYS = ("start_time", "darshan log version", "exe", "jobid", "nprocs")
+"""The header lines (``# key: value``) read into the source's info."""
+
+
 def _header(lines: pl.DataFrame, key: str) -> str | None:
     v = lines.filter(pl.col("text").str.starts_with(f"# {key}: ")).head(1).get_column("text")
     return v[0].split(": ", 1)[1].strip() if v.len() else None
@@ -67,10 +71,12 @@ def _header(lines: pl.DataFrame, key: str) -> str | None:
 def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     """darshan-parser / darshan-dxt-parser text as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
-    hashed = lines.filter(t.str.starts_with("# "))  # the header and block lines: few, searched many times
+    commented = lines.filter(t.str.starts_with("#"))
+    hashed = commented.filter(t.str.starts_with("# "))  # the header and block lines: few, searched many times
     if not hashed.select(t.str.contains(SNIFF_RE).any()).item():
         return Parts("darshan")
-    start = _header(hashed, "start_time")
+    header = hashed.filter(pl.any_horizontal(t.str.starts_with(f"# {key}: ") for key in HEADER_KEYS))
+    start = _header(header, "start_time")
     t0_ns = int(start) * 1_000_000_000 if start and start.isdigit() else 0
     # a segment's file and host: those of the last ``# DXT, file_id`` / ``# DXT, rank`` line at or before it
     heads = hashed.filter(t.str.starts_with("# DXT, ")).select(
@@ -79,7 +85,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
     )
     dxt = (  # a literal search first: the regex runs on the segment lines only
-        lines.filter(t.str.contains("X_POSIX", literal=True) | t.str.contains("X_MPIIO", literal=True))
+        lines.filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))
         .with_columns(t.str.extract_groups(DXT_RE).alias("g"))
         .unnest("g")
         .drop_nulls("module")
@@ -124,10 +130,10 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     info: dict[str, Any] = {
         "darshan": {
             "totals": dict(tot.select("k", "v").iter_rows()),
-            "version": _header(hashed, "darshan log version"),
-            "exe": _header(hashed, "exe"),
-            "jobid": _header(hashed, "jobid"),
-            "nprocs": _header(hashed, "nprocs"),
+            "version": _header(header, "darshan log version"),
+            "exe": _header(header, "exe"),
+            "jobid": _header(header, "jobid"),
+            "nprocs": _header(header, "nprocs"),
             "start_time_s": int(start) if start and start.isdigit() else None,
             "counters": rows.height,
             "io_files": files.height,
@@ -139,7 +145,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
             segment_lines,
             rows.get_column("line"),
             hashed.get_column("line"),
-            lines.filter(t.str.starts_with("#") & ~t.str.starts_with("# ")).get_column("line"),
+            commented.filter(~t.str.starts_with("# ")).get_column("line"),
             tot.get_column("line"),
         ]
     )
