@@ -105,16 +105,28 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
                 for n, k in cols.items()
             ],
         )
-    long = g.unpivot(index=["i", "test"], variable_name="metric", value_name="value")
     units = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
-    samples = long.drop_nulls("value").select(
-        pl.lit(None, pl.Int64).alias("rank"),
-        pl.lit("nccl-tests").alias("track"),
-        pl.format("nccl-tests.{}.{}", pl.col("test").str.replace("_perf$", ""), "metric").alias("series"),
-        pl.col("metric").replace_strict(units, return_dtype=pl.String).alias("unit"),
-        pl.col("i").cast(pl.Int64).alias("ts_ns"),
-        "value",
+    # one block of samples per metric, in the columns' order (a long frame): each (test, metric) series name is
+    # formatted once and gathered by the row's test (a name formatted per sample costs more than the rest)
+    tests = g.get_column("test").unique(maintain_order=True).drop_nulls()
+    code = pl.col("test").replace_strict(
+        tests, pl.int_range(tests.len(), eager=True), default=None, return_dtype=pl.Int64
     )
+    codes = g.select(code).to_series()
+    base = tests.str.replace("_perf$", "")
+    samples = pl.concat(
+        [
+            g.select(
+                pl.lit(None, pl.Int64).alias("rank"),
+                pl.lit("nccl-tests").alias("track"),
+                ("nccl-tests." + base + "." + metric).gather(codes).alias("series"),
+                pl.lit(units[metric], pl.String).alias("unit"),
+                pl.col("i").cast(pl.Int64).alias("ts_ns"),
+                pl.col(metric).alias("value"),
+            )
+            for metric in cols
+        ]
+    ).drop_nulls("value")
     ranks = (
         heads.filter(t.str.starts_with("#  Rank"))
         .select(t)
