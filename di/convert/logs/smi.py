@@ -97,11 +97,17 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     lines = lines.filter(
         pl.col("text").str.contains(", ", literal=True)
     )  # a literal test first: the regexes see CSV lines only
-    t = pl.col("text").str.strip_chars_end()
-    is_header = t.str.contains(HEADER_RE)
-    first_field = pl.when(is_header).then(t).str.splitn(", ", 2).struct.field("field_0")
-    header = is_header & (first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index"))
-    df = lines.with_columns(header.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"), t.alias("t"))
+    # each step its own column: an expression used twice in one eager select is evaluated twice (no common
+    # subexpression elimination there)
+    df = lines.with_columns(pl.col("text").str.strip_chars_end().alias("t"))
+    t = pl.col("t")
+    df = df.with_columns(t.str.contains(HEADER_RE).alias("is_h"))
+    first_field = pl.when("is_h").then(t).str.splitn(", ", 2).struct.field("field_0")
+    header = pl.col("is_h") & (
+        first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    )
+    df = df.with_columns(header.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
+    df = df.select("line", "text", "is_h", "nc", "t")
     df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
     # hid: the header's text, numbered (a capture repeats the same header in every sample)
     heads = df.filter(pl.col("is_h")).select(
