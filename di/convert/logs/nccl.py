@@ -261,10 +261,12 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
     c = c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left").with_columns(
         m.str.split(" ").alias("_t")
     )
-    usual = _coll_layout()
-    c = pl.concat(
-        [_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed"
-    ).drop_nulls(["opname", "count", "dt", "comm"])
+    usual = c.select(_coll_layout()).to_series()
+    if usual.all():  # the usual case: no split of the lines (and their word lists) in two
+        c = _coll_by_tokens(c)
+    else:
+        c = pl.concat([_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
+    c = c.drop_nulls(["opname", "count", "dt", "comm"])
     c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
     tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo").select(
         "host", "pid", "tid", "line", "algo", "proto"
