@@ -130,10 +130,12 @@ HEAD_RE = (
 
 
 def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
-    pos = pl.col("text").str.find(" NCCL ", literal=True)
+    pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
     found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
-    head = pl.col("text").str.slice(0, pl.col("pos"))
-    level = pl.col("text").str.slice(pl.col("pos") + 6, 5).str.strip_chars_end()
+    # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong)
+    raw = pl.col("text").cast(pl.Binary)
+    head = raw.bin.slice(0, pl.col("pos")).cast(pl.String)
+    level = raw.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end()
     found = found.with_columns(head.alias("head"), level.alias("level"))
     # heads repeat (one per thread, or per timestamp): the regex, host fix-up and casts run once per distinct head
     heads = found.select(pl.col("head").unique())
@@ -163,7 +165,11 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
     return found.with_columns(
-        pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")
+        pl.col("text")
+        .cast(pl.Binary)
+        .bin.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes())
+        .cast(pl.String)
+        .alias("msg")
     ).drop("pos", "text", "ts", "ms")
 
 
