@@ -167,12 +167,15 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
     # one column per step: an expression reused inside another would be evaluated again (no common-subexpression
     # elimination in eager frames)
     p = p.with_columns(pos.alias("pos"))
+    # cut at bytes: str.find gives a byte offset (str.slice counts characters: a non-ASCII key shifted the value)
+    pair = pl.col("pair").cast(pl.Binary)
     p = p.with_columns(
-        pl.col("pair").str.slice(0, pl.col("pos")).str.strip_chars(" '\"").alias("k"),
-        pl.col("pair").str.slice(pl.col("pos") + 1).str.strip_chars_start(" [").alias("rest"),
+        pair.bin.slice(0, pl.col("pos")).cast(pl.String).str.strip_chars(" '\"").alias("k"),
+        pair.bin.slice(pl.col("pos") + 1).cast(pl.String).str.strip_chars_start(" [").alias("rest"),
     )
     p = p.with_columns(pl.col("rest").str.strip_chars_end("%KMGTiBms").alias("v"))
-    p = p.with_columns(pl.col("rest").str.slice(pl.col("v").str.len_bytes()).alias("u")).drop("pos", "rest")
+    unit = pl.col("rest").cast(pl.Binary).bin.slice(pl.col("v").str.len_bytes()).cast(pl.String)
+    p = p.with_columns(unit.alias("u")).drop("pos", "rest")
     p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
     p = p.drop_nulls("v").with_columns(
         pl.col("v").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("value")
