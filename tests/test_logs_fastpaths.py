@@ -274,3 +274,63 @@ def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
             .drop_nulls(required)
         )
         assert nccl._matching(p, which, pattern, required).equals(per_line)
+
+
+def test_nccl_tests_samples_are_the_unpivot() -> None:
+    """nccl-tests samples built one block per metric, with each (test, metric) name formatted once and gathered by the
+    row's test, equal the rows unpivoted with a name formatted per sample (rows before any test, null values, two
+    tests, no rows)."""
+    from di.convert.logs.nccltests import UNITS, _samples
+
+    def unpivoted(g: pl.DataFrame) -> pl.DataFrame:
+        long = g.unpivot(index=["i", "test"], variable_name="metric", value_name="value")
+        return long.drop_nulls("value").select(
+            pl.lit(None, pl.Int64).alias("rank"),
+            pl.lit("nccl-tests").alias("track"),
+            pl.format("nccl-tests.{}.{}", pl.col("test").str.replace("_perf$", ""), "metric").alias("series"),
+            pl.col("metric").replace_strict(UNITS, return_dtype=pl.String).alias("unit"),
+            pl.col("i").cast(pl.Int64).alias("ts_ns"),
+            "value",
+        )
+
+    g = pl.DataFrame(
+        {
+            "i": pl.Series([0, 1, 2, 3, 4], dtype=pl.UInt32),
+            "test": [None, "all_reduce_perf", "all_reduce_perf", "alltoall_perf", "all_reduce_perf"],
+            "size": [8.0, 16.0, None, 32.0, 64.0],
+            "time.out-of-place": [1.0, None, 3.0, 4.0, 5.0],
+            "busbw.in-place": [None, None, None, 0.5, 0.25],
+        }
+    )
+    metrics = ["size", "time.out-of-place", "busbw.in-place"]
+    assert _samples(g, metrics).equals(unpivoted(g))
+    assert _samples(g.head(0), metrics).equals(unpivoted(g.head(0)))
+    no_test = g.with_columns(pl.lit(None, pl.String).alias("test"))
+    assert _samples(no_test, metrics).equals(unpivoted(no_test))
+
+
+SLURM_MARK_LINES = [
+    "JobID|JobName|State",
+    "       JobID    JobName  Partition",
+    "JOBID PARTITION NAME",
+    "job_id\x1fstate",
+    "Job_Id=12",
+    "jobs id",
+    "JobId=123 JobName=x",
+    "J\u00d6BID not a mark",
+    "job\u0130d capital dotted I",
+    "job\u0131d dotless i",
+    "\u212aJOBID Kelvin sign before",
+    "------------ ----------",
+    "",
+]
+
+
+def test_slurm_marks_by_words_are_the_regex() -> None:
+    """Slurm's header candidates found by an ASCII-case-insensitive search for MARK_RE's words are those MARK_RE
+    (Unicode case folding) finds, on hand-built lines and every real log."""
+    from di.convert.logs.slurm import MARK_RE, MARK_WORDS
+
+    texts = [pl.Series("text", SLURM_MARK_LINES)] + [read_lines(p).lines.get_column("text") for p in LOG_FILES]
+    for text in texts:
+        assert text.str.contains_any(MARK_WORDS, ascii_case_insensitive=True).equals(text.str.contains(MARK_RE))
