@@ -334,3 +334,34 @@ def test_slurm_marks_by_words_are_the_regex() -> None:
     texts = [pl.Series("text", SLURM_MARK_LINES)] + [read_lines(p).lines.get_column("text") for p in LOG_FILES]
     for text in texts:
         assert text.str.contains_any(MARK_WORDS, ascii_case_insensitive=True).equals(text.str.contains(MARK_RE))
+
+
+ASCII_CASES = [
+    " X_POSIX       0  write        0            2048          262144      0.0300      0.0331   [106]   N/A",
+    "   X_MPIIO  12  read  3  -1  4096  1.5  2.25",
+    " X_POSIX 0 write 0 0 1 0.1 0.2abc",
+    "step=10, skipped=0, lr=[5.3e-07, 5.3e-07], mom=[(0.9, 0.95)]",
+    "0/10, RunningAvgSamplesPerSec=357.38, CurrSamplesPerSec=358.42, MemAllocated=1.64GB, MaxMemAllocated=5.53GB",
+    " iteration 20/ 1000 | consumed samples: 80 | elapsed time per iteration (ms): 1000.0 | lm loss: 1.2E+01 |",
+    "step: 10  loss: 2.0  mem: 3.25GiB  tps: 1,234  mfu: 45.5%  time: 12ms  'lr': nan",
+    "",
+]
+
+
+def test_ascii_mode_regexes_match_the_unicode_ones_on_ascii_text() -> None:
+    """The DXT segment regex and the training pair regex, switched to ASCII classes where every line is ASCII, find
+    what the Unicode regexes find (hand-built lines and every real log's ASCII lines); a non-ASCII line keeps the
+    Unicode regex."""
+    from di.convert.logs.darshan_text import DXT_RE
+    from di.convert.logs.text import ASCII_MODE, all_ascii, ascii_mode
+    from di.convert.logs.training import PAIR_RE
+
+    texts = [pl.Series("text", ASCII_CASES)] + [read_lines(p).lines.get_column("text") for p in LOG_FILES]
+    for text in texts:
+        text = text.filter(text.str.len_bytes() == text.str.len_chars())
+        assert all_ascii(text) and ascii_mode(DXT_RE, text) == ASCII_MODE + DXT_RE
+        for rx in (DXT_RE, PAIR_RE):
+            assert text.str.extract_all(ASCII_MODE + rx).equals(text.str.extract_all(rx))
+        assert text.str.extract_groups(ASCII_MODE + DXT_RE).equals(text.str.extract_groups(DXT_RE))
+    unicode = pl.Series("text", [" X_POSIX  \u0661  write  0  0  1  0.1  0.2", "Verlust_\u00f6: 1.5"])
+    assert not all_ascii(unicode) and ascii_mode(PAIR_RE, unicode) == PAIR_RE

@@ -22,6 +22,7 @@ import polars as pl
 
 from di.convert.logs.build import Parts
 from di.convert.logs.darshan_counters import COUNTER_MODULES, KEY, file_stats
+from di.convert.logs.text import ascii_mode
 
 __all__ = ["SNIFF_RE", "parse_darshan_text"]
 
@@ -84,9 +85,9 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
         t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
     )
-    dxt = (  # a literal search first: the regex runs on the segment lines only
-        lines.filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))
-        .with_columns(t.str.extract_groups(DXT_RE).alias("g"))
+    dxt = lines.filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))  # a literal search: the regex sees these only
+    dxt = (
+        dxt.with_columns(t.str.extract_groups(ascii_mode(DXT_RE, dxt.get_column("text"))).alias("g"))
         .unnest("g")
         .drop_nulls("module")
     )

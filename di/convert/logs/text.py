@@ -19,7 +19,18 @@ import polars as pl
 from di.convert import gunzip
 from di.inputsize import check_size
 
-__all__ = ["LINE_TS_RE", "LogText", "clean_lines", "head_lines", "line_times", "own_line_times", "read_lines"]
+__all__ = [
+    "ASCII_MODE",
+    "LINE_TS_RE",
+    "LogText",
+    "all_ascii",
+    "ascii_mode",
+    "clean_lines",
+    "head_lines",
+    "line_times",
+    "own_line_times",
+    "read_lines",
+]
 
 ANSI_RE = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]"
 """ECMA-48 CSI sequences (colours, cursor moves) and charset selections."""
@@ -31,6 +42,22 @@ TS_FIRST_RE = r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
 """:data:`LINE_TS_RE` with no tag before the time."""
 TS_AFTER_TAGS_RE = r"^(?:\[[^\]]*\]\s*){1,3}\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"
 """Whether :data:`LINE_TS_RE` can match after one to three tags (then it prefers that match)."""
+ASCII_MODE = "(?-u)"
+"""A regex prefix for ASCII classes (``\\d``, ``\\s``, ``\\w``, ``\\b``): on ASCII text such a regex matches what the
+Unicode one matches, and runs on the faster engines (a Unicode ``\\b`` rules the DFA out; Unicode classes make
+captures several times slower). Only for regexes that cannot match a non-ASCII byte (no ``.``, ``\\S``, ``[^...]``)."""
+
+
+def all_ascii(text: pl.Series) -> bool:
+    """Whether every string of ``text`` is ASCII (as many bytes as characters)."""
+    return bool((text.str.len_bytes() == text.str.len_chars()).all())
+
+
+def ascii_mode(pattern: str, text: pl.Series) -> str:
+    """``pattern`` in ASCII mode (:data:`ASCII_MODE`) when every string of ``text`` is ASCII, else as it is."""
+    return ASCII_MODE + pattern if all_ascii(text) else pattern
+
+
 _PREFIX = re.compile(PREFIX_RE)
 _ANSI = re.compile(ANSI_RE)
 

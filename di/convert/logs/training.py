@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.text import own_line_times
+from di.convert.logs.text import ascii_mode, own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
 
@@ -156,7 +156,13 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         body = body.str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
     p = (
         rows.filter(pl.col("kind") != "mllog")
-        .select("line", "rank", "kind", "ts", body.str.extract_all(PAIR_RE).alias("pair"))
+        .select(
+            "line",
+            "rank",
+            "kind",
+            "ts",
+            body.str.extract_all(ascii_mode(PAIR_RE, rows.get_column("text"))).alias("pair"),
+        )
         .explode("pair")  # the line's text is not copied to each of its pairs
         .drop_nulls("pair")
     )
