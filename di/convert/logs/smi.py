@@ -179,8 +179,9 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     )
     is_series = ~pl.col("field").is_in(["timestamp", "index"])
     cells = cells.hstack(fields.select(is_series.alias("is_series"), "series", "hunit", "tunit")[cells.get_column("f")])
+    bracketed = cells.filter(pl.col("raw").str.contains("[", literal=True))  # a literal search first: few cells
     na = int(
-        cells.filter(
+        bracketed.filter(
             pl.col("raw").str.contains(r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)")
         ).height
     )
