@@ -16,8 +16,10 @@ warm-up:
 
 Rates are per wall second and per CPU second of the process (all threads): on a
 shared machine the wall figure says how busy it was, the CPU one what the parser
-costs. Target from the issue: >= 200 MB/s per parser. A table goes to stdout and
-the numbers to ``bench/out/logs.json``.
+costs. Target from the issue: >= 200 MB/s per parser. ``rss MB`` is the process's peak
+RSS after the family (a running maximum: run one family per process, ``--families X``, for
+that family's own peak). Set ``POLARS_MAX_THREADS=1`` for single-thread figures. A table
+goes to stdout and the numbers to ``bench/out/logs.json``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -93,7 +96,7 @@ def main() -> None:
         "loadavg": os.getloadavg()[0],
         "families": {},
     }
-    print(f"{'family':12} {'step':10} {'MB':>7} {'MB/s wall':>10} {'MB/s CPU':>10}")
+    print(f"{'family':12} {'step':10} {'MB':>7} {'MB/s wall':>10} {'MB/s CPU':>10} {'rss MB':>7}")
     with tempfile.TemporaryDirectory(prefix="di-bench-logs-") as tmp:
         for family, files in SAMPLES.items():
             if family not in args.families.split(","):
@@ -113,8 +116,14 @@ def main() -> None:
             out = {}
             for step, fn in steps.items():
                 wall, cpu = best(fn, args.repeats)
-                out[step] = {"mb_per_s_wall": round(mb / wall, 1), "mb_per_s_cpu": round(mb / cpu, 1) if cpu else None}
-                print(f"{family:12} {step:10} {mb:7.1f} {mb / wall:10.1f} {mb / cpu if cpu else float('nan'):10.1f}")
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+                out[step] = {
+                    "mb_per_s_wall": round(mb / wall, 1),
+                    "mb_per_s_cpu": round(mb / cpu, 1) if cpu else None,
+                    "peak_rss_mb": round(rss, 1),
+                }
+                cpu_rate = mb / cpu if cpu else float("nan")
+                print(f"{family:12} {step:10} {mb:7.1f} {mb / wall:10.1f} {cpu_rate:10.1f} {rss:7.0f}")
             results["families"][family] = {"mb": round(mb, 1), **out}
             path.unlink()
     out_dir = ROOT / "bench" / "out"

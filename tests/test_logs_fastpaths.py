@@ -118,6 +118,9 @@ TIME_LINES = [
     "[rank0]:[titan] 2024-05-01 10:00:00,284 - root - INFO - step",
     "[a] [b] [c] 2024-05-01 10:00:00 three groups",
     "[a] [b] [c] [d] 2024-05-01 10:00:00 four groups: none",
+    "[2024-05-01 10:00:00] [b] 2024-06-01 11:00:00 a time after two tags wins over the first",
+    "[2024-05-01 10:00:00] [x] [y] [z] 2024-06-01 11:00:00 the later time past three tags: the first",
+    "[2024-05-01 10:00:00,5][INFO] no later time: the first, read without LINE_TS_RE",
     "[INFO|trainer.py:1143] 2021-05-25 06:38:26,284 >> x",
     "2024-05-01 10:00:0 cut",
     "2024-05-01 10:00:00. no fraction digits",
@@ -271,3 +274,94 @@ def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
             .drop_nulls(required)
         )
         assert nccl._matching(p, which, pattern, required).equals(per_line)
+
+
+def test_nccl_tests_samples_are_the_unpivot() -> None:
+    """nccl-tests samples built one block per metric, with each (test, metric) name formatted once and gathered by the
+    row's test, equal the rows unpivoted with a name formatted per sample (rows before any test, null values, two
+    tests, no rows)."""
+    from di.convert.logs.nccltests import UNITS, _samples
+
+    def unpivoted(g: pl.DataFrame) -> pl.DataFrame:
+        long = g.unpivot(index=["i", "test"], variable_name="metric", value_name="value")
+        return long.drop_nulls("value").select(
+            pl.lit(None, pl.Int64).alias("rank"),
+            pl.lit("nccl-tests").alias("track"),
+            pl.format("nccl-tests.{}.{}", pl.col("test").str.replace("_perf$", ""), "metric").alias("series"),
+            pl.col("metric").replace_strict(UNITS, return_dtype=pl.String).alias("unit"),
+            pl.col("i").cast(pl.Int64).alias("ts_ns"),
+            "value",
+        )
+
+    g = pl.DataFrame(
+        {
+            "i": pl.Series([0, 1, 2, 3, 4], dtype=pl.UInt32),
+            "test": [None, "all_reduce_perf", "all_reduce_perf", "alltoall_perf", "all_reduce_perf"],
+            "size": [8.0, 16.0, None, 32.0, 64.0],
+            "time.out-of-place": [1.0, None, 3.0, 4.0, 5.0],
+            "busbw.in-place": [None, None, None, 0.5, 0.25],
+        }
+    )
+    metrics = ["size", "time.out-of-place", "busbw.in-place"]
+    assert _samples(g, metrics).equals(unpivoted(g))
+    assert _samples(g.head(0), metrics).equals(unpivoted(g.head(0)))
+    no_test = g.with_columns(pl.lit(None, pl.String).alias("test"))
+    assert _samples(no_test, metrics).equals(unpivoted(no_test))
+
+
+SLURM_MARK_LINES = [
+    "JobID|JobName|State",
+    "       JobID    JobName  Partition",
+    "JOBID PARTITION NAME",
+    "job_id\x1fstate",
+    "Job_Id=12",
+    "jobs id",
+    "JobId=123 JobName=x",
+    "J\u00d6BID not a mark",
+    "job\u0130d capital dotted I",
+    "job\u0131d dotless i",
+    "\u212aJOBID Kelvin sign before",
+    "------------ ----------",
+    "",
+]
+
+
+def test_slurm_marks_by_words_are_the_regex() -> None:
+    """Slurm's header candidates found by an ASCII-case-insensitive search for MARK_RE's words are those MARK_RE
+    (Unicode case folding) finds, on hand-built lines and every real log."""
+    from di.convert.logs.slurm import MARK_RE, MARK_WORDS
+
+    texts = [pl.Series("text", SLURM_MARK_LINES)] + [read_lines(p).lines.get_column("text") for p in LOG_FILES]
+    for text in texts:
+        assert text.str.contains_any(MARK_WORDS, ascii_case_insensitive=True).equals(text.str.contains(MARK_RE))
+
+
+ASCII_CASES = [
+    " X_POSIX       0  write        0            2048          262144      0.0300      0.0331   [106]   N/A",
+    "   X_MPIIO  12  read  3  -1  4096  1.5  2.25",
+    " X_POSIX 0 write 0 0 1 0.1 0.2abc",
+    "step=10, skipped=0, lr=[5.3e-07, 5.3e-07], mom=[(0.9, 0.95)]",
+    "0/10, RunningAvgSamplesPerSec=357.38, CurrSamplesPerSec=358.42, MemAllocated=1.64GB, MaxMemAllocated=5.53GB",
+    " iteration 20/ 1000 | consumed samples: 80 | elapsed time per iteration (ms): 1000.0 | lm loss: 1.2E+01 |",
+    "step: 10  loss: 2.0  mem: 3.25GiB  tps: 1,234  mfu: 45.5%  time: 12ms  'lr': nan",
+    "",
+]
+
+
+def test_ascii_mode_regexes_match_the_unicode_ones_on_ascii_text() -> None:
+    """The DXT segment regex and the training pair regex, switched to ASCII classes where every line is ASCII, find
+    what the Unicode regexes find (hand-built lines and every real log's ASCII lines); a non-ASCII line keeps the
+    Unicode regex."""
+    from di.convert.logs.darshan_text import DXT_RE
+    from di.convert.logs.text import ASCII_MODE, all_ascii, ascii_mode
+    from di.convert.logs.training import PAIR_RE
+
+    texts = [pl.Series("text", ASCII_CASES)] + [read_lines(p).lines.get_column("text") for p in LOG_FILES]
+    for text in texts:
+        text = text.filter(text.str.len_bytes() == text.str.len_chars())
+        assert all_ascii(text) and ascii_mode(DXT_RE, text) == ASCII_MODE + DXT_RE
+        for rx in (DXT_RE, PAIR_RE):
+            assert text.str.extract_all(ASCII_MODE + rx).equals(text.str.extract_all(rx))
+        assert text.str.extract_groups(ASCII_MODE + DXT_RE).equals(text.str.extract_groups(DXT_RE))
+    unicode = pl.Series("text", [" X_POSIX  \u0661  write  0  0  1  0.1  0.2", "Verlust_\u00f6: 1.5"])
+    assert not all_ascii(unicode) and ascii_mode(PAIR_RE, unicode) == PAIR_RE

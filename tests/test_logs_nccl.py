@@ -258,3 +258,23 @@ def test_comms_and_comm_links_are_kept_by_the_store(tmp_path: Path) -> None:
     (tmp_path / "job.di" / "comm_links.parquet").unlink()
     old = di.load(tmp_path / "job.di")
     assert old.comms.height == 0 and old.events.height == trace.events.height
+
+
+def test_non_ascii_text_glued_before_an_nccl_prefix_is_cut_at_bytes(tmp_path: Path) -> None:
+    """str.find gives a byte offset: cut by characters, a line with a progress bar ("█") before its NCCL prefix lost
+    its level and was dropped."""
+    bar = "train \u2588\u2588\u2588\u2589 45% "
+    glued = NEW.replace(
+        "[rank1]: hostb:200:201 [0] NCCL INFO Broadcast", f"[rank1]: {bar}hostb:200:201 [0] NCCL INFO Broadcast"
+    )
+    assert glued != NEW
+    trace = di.load(write(tmp_path, "glued.log", glued))
+    coll = trace.collectives.sort("rank", "seq")
+    assert coll.select("rank", "seq", "op").rows() == [
+        (0, 0, "allreduce"),
+        (0, 1, "broadcast"),
+        (1, 0, "allreduce"),
+        (1, 1, "broadcast"),
+    ]
+    # only "some other library's print" is unknown, as in the log without the bar
+    assert trace.meta["sources"][0]["dropped"] == {"unknown lines (no log family understood them)": 1}

@@ -163,3 +163,63 @@ def test_dcgmi_dmon_gives_series_per_gpu_with_units(tmp_path: Path) -> None:
     # one sample per second (dcgmi dmon -d 1000), from 0
     s = trace.series.filter(pl.col("name") == "dcgm.POWER").join(trace.samples, on="series")
     assert sorted(s.get_column("ts_ns").to_list()) == [0, 1_000_000_000, 1_000_000_000]  # GPU 1 N/A at 0 s
+
+
+# Real `dcgmi dmon` output, not from ../shared/data. Source: NVIDIA DCGM User Guide, "Feature Overview", section
+# "Profiling Metrics", Example 1, step 5 (https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html):
+# `dcgmi dmon -e 1001,1004 -g 8` on an A100 with two MIG GPU instances, first 12 rows as printed there (older DCGM
+# prints "# Entity" with a space and an indented "Id" line).
+DCGMI_DOCS_MIG = """\
+$ dcgmi dmon -e 1001,1004 -g 8
+# Entity  GRACT  TENSO
+      Id
+    GPU 0  0.000  0.000
+  GPU-I 0  0.000  0.000
+  GPU-I 1  0.000  0.000
+    GPU 0  0.000  0.000
+  GPU-I 0  0.000  0.000
+  GPU-I 1  0.000  0.000
+    GPU 0  0.457  0.442
+  GPU-I 0  0.534  0.516
+  GPU-I 1  0.533  0.515
+    GPU 0  0.845  0.816
+  GPU-I 0  0.986  0.953
+  GPU-I 1  0.985  0.952
+"""
+# Real `dcgmi dmon -e 1002` output on DCGM 4.2.3 with 8 GPUs, every SMACT value N/A (the first two samples). Source:
+# GitHub issue NVIDIA/DCGM#244, "SM active cannot be collected when sampled alone, but becomes available when
+# collected alongside other profiling metrics" (https://github.com/NVIDIA/DCGM/issues/244).
+DCGMI_ISSUE_ALL_NA = "#Entity    SMACT\nID\n" + "".join(f"GPU {g}      N/A\n" for _ in range(2) for g in range(8))
+
+
+def test_real_dcgmi_dmon_from_the_dcgm_docs_with_mig_instances(tmp_path: Path) -> None:
+    trace = load(tmp_path, "dcgm_mig.log", DCGMI_DOCS_MIG)
+    src = trace.meta["sources"][0]
+    assert src["info"]["nvidia_smi"]["tables"] == ["dcgmi_dmon"]
+    # the header and its "Id" line are read; only the shell prompt line is unknown
+    assert src["dropped"] == {"unknown lines (no log family understood them)": 1}
+    got = by_gpu(trace)
+    assert got[("GPU 0", "dcgm.GRACT")] == ("ratio", [0.0, 0.0, 0.457, 0.845])
+    assert got[("GPU 0", "dcgm.TENSO")] == ("ratio", [0.0, 0.0, 0.442, 0.816])
+    mig = {n: v for (_, n), v in got.items() if "GPU-I" in n}
+    assert mig["dcgm.GRACT (GPU-I 0)"] == ("ratio", [0.0, 0.0, 0.534, 0.986])
+    assert mig["dcgm.TENSO (GPU-I 1)"] == ("ratio", [0.0, 0.0, 0.515, 0.952])
+    assert len(mig) == 4
+    # GPU 0 and its instances sampled once a second, four samples each, from 0
+    ts = trace.series.filter(pl.col("name") == "dcgm.GRACT (GPU-I 1)").join(trace.samples, on="series")
+    assert sorted(ts.get_column("ts_ns").to_list()) == [0, 1_000_000_000, 2_000_000_000, 3_000_000_000]
+
+
+def test_real_dcgmi_dmon_whose_values_are_all_na_loads_and_counts_them(tmp_path: Path) -> None:
+    trace = load(tmp_path, "dcgm_na.log", DCGMI_ISSUE_ALL_NA)  # refused as "no log family" before
+    src = trace.meta["sources"][0]
+    assert src["format"] == "log:nvidia_smi"
+    assert src["info"]["nvidia_smi"]["tables"] == ["dcgmi_dmon"]
+    assert src["info"]["nvidia_smi"]["not_available"] == 16
+    assert not src.get("dropped")  # header, ID line and every row read
+    assert trace.samples.height == 0
+
+
+def test_dcgmi_na_cells_are_counted(tmp_path: Path) -> None:
+    trace = load(tmp_path, "dcgm.log", DCGMI)
+    assert trace.meta["sources"][0]["info"]["nvidia_smi"]["not_available"] == 4  # GPU 1 POWER, GPU-I 3's three

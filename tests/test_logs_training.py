@@ -165,3 +165,13 @@ def test_real_training_logs_load_with_series(name: str) -> None:
 def test_real_failed_slurm_run_has_its_error() -> None:
     trace = di.load(need("training/megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out"))
     assert "slurmstepd: error" in trace.events.filter(pl.col("instant")).get_column("name").to_list()
+
+
+def test_a_non_ascii_key_does_not_shift_its_value(tmp_path: Path) -> None:
+    """A pair is cut at its ':' by a byte offset: cut by characters, two non-ASCII letters in the key moved the cut
+    two characters into the value ("Verlust_öä: 1.5" read 0.5)."""
+    trace = load(tmp_path, "titan.log", "step: 10  loss: 2.0000  Verlust_\u00f6\u00e4: 1.5  mem: 3.25GiB\n")
+    got = series(trace)
+    assert got["loss"][1] == [2.0]
+    assert got["verlust"][1] == [1.5]
+    assert got["mem"] == ("GiB", [3.25])  # the unit after the value, cut at bytes too

@@ -22,6 +22,7 @@ import polars as pl
 
 from di.convert.logs.build import Parts
 from di.convert.logs.darshan_counters import COUNTER_MODULES, KEY, file_stats
+from di.convert.logs.text import ascii_mode
 
 __all__ = ["SNIFF_RE", "parse_darshan_text"]
 
@@ -59,6 +60,10 @@ def _counter_rows(lines: pl.DataFrame) -> pl.DataFrame:
     return rows.filter(pl.col("module").is_in(good.implode()) & pl.col("counter").is_not_null()).drop("mount")
 
 
+HEADER_KEYS = ("start_time", "darshan log version", "exe", "jobid", "nprocs")
+"""The header lines (``# key: value``) read into the source's info."""
+
+
 def _header(lines: pl.DataFrame, key: str) -> str | None:
     v = lines.filter(pl.col("text").str.starts_with(f"# {key}: ")).head(1).get_column("text")
     return v[0].split(": ", 1)[1].strip() if v.len() else None
@@ -67,10 +72,12 @@ def _header(lines: pl.DataFrame, key: str) -> str | None:
 def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     """darshan-parser / darshan-dxt-parser text as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
-    hashed = lines.filter(t.str.starts_with("# "))  # the header and block lines: few, searched many times
+    commented = lines.filter(t.str.starts_with("#"))
+    hashed = commented.filter(t.str.starts_with("# "))  # the header and block lines: few, searched many times
     if not hashed.select(t.str.contains(SNIFF_RE).any()).item():
         return Parts("darshan")
-    start = _header(hashed, "start_time")
+    header = hashed.filter(pl.any_horizontal(t.str.starts_with(f"# {key}: ") for key in HEADER_KEYS))
+    start = _header(header, "start_time")
     t0_ns = int(start) * 1_000_000_000 if start and start.isdigit() else 0
     # a segment's file and host: those of the last ``# DXT, file_id`` / ``# DXT, rank`` line at or before it
     heads = hashed.filter(t.str.starts_with("# DXT, ")).select(
@@ -78,9 +85,9 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
         t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
     )
-    dxt = (  # a literal search first: the regex runs on the segment lines only
-        lines.filter(t.str.contains("X_POSIX", literal=True) | t.str.contains("X_MPIIO", literal=True))
-        .with_columns(t.str.extract_groups(DXT_RE).alias("g"))
+    dxt = lines.filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))  # a literal search: the regex sees these only
+    dxt = (
+        dxt.with_columns(t.str.extract_groups(ascii_mode(DXT_RE, dxt.get_column("text"))).alias("g"))
         .unnest("g")
         .drop_nulls("module")
     )
@@ -124,10 +131,10 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     info: dict[str, Any] = {
         "darshan": {
             "totals": dict(tot.select("k", "v").iter_rows()),
-            "version": _header(hashed, "darshan log version"),
-            "exe": _header(hashed, "exe"),
-            "jobid": _header(hashed, "jobid"),
-            "nprocs": _header(hashed, "nprocs"),
+            "version": _header(header, "darshan log version"),
+            "exe": _header(header, "exe"),
+            "jobid": _header(header, "jobid"),
+            "nprocs": _header(header, "nprocs"),
             "start_time_s": int(start) if start and start.isdigit() else None,
             "counters": rows.height,
             "io_files": files.height,
@@ -139,7 +146,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
             segment_lines,
             rows.get_column("line"),
             hashed.get_column("line"),
-            lines.filter(t.str.starts_with("#") & ~t.str.starts_with("# ")).get_column("line"),
+            commented.filter(~t.str.starts_with("# ")).get_column("line"),
             tot.get_column("line"),
         ]
     )

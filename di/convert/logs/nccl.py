@@ -130,10 +130,12 @@ HEAD_RE = (
 
 
 def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
-    pos = pl.col("text").str.find(" NCCL ", literal=True)
+    pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
     found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
-    head = pl.col("text").str.slice(0, pl.col("pos"))
-    level = pl.col("text").str.slice(pl.col("pos") + 6, 5).str.strip_chars_end()
+    # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong)
+    raw = pl.col("text").cast(pl.Binary)
+    head = raw.bin.slice(0, pl.col("pos")).cast(pl.String)
+    level = raw.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end()
     found = found.with_columns(head.alias("head"), level.alias("level"))
     # heads repeat (one per thread, or per timestamp): the regex, host fix-up and casts run once per distinct head
     heads = found.select(pl.col("head").unique())
@@ -163,7 +165,11 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
     return found.with_columns(
-        pl.col("text").str.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).alias("msg")
+        pl.col("text")
+        .cast(pl.Binary)
+        .bin.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes())
+        .cast(pl.String)
+        .alias("msg")
     ).drop("pos", "text", "ts", "ms")
 
 
@@ -261,10 +267,12 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
     c = c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left").with_columns(
         m.str.split(" ").alias("_t")
     )
-    usual = _coll_layout()
-    c = pl.concat(
-        [_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed"
-    ).drop_nulls(["opname", "count", "dt", "comm"])
+    usual = c.select(_coll_layout()).to_series()
+    if usual.all():  # the usual case: no split of the lines (and their word lists) in two
+        c = _coll_by_tokens(c)
+    else:
+        c = pl.concat([_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
+    c = c.drop_nulls(["opname", "count", "dt", "comm"])
     c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
     tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo").select(
         "host", "pid", "tid", "line", "algo", "proto"

@@ -57,6 +57,34 @@ def _row_numbers(rows: pl.Series, cols: dict[str, int]) -> pl.DataFrame | None:
     return pl.DataFrame({name: words.gather(at + k).cast(pl.Float64, strict=False) for name, k in cols.items()})
 
 
+UNITS = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
+
+
+def _samples(g: pl.DataFrame, metrics: list[str]) -> pl.DataFrame:
+    """The samples of rows ``g`` (``i``, ``test`` and a Float64 column per metric): one block per metric, in
+    ``metrics``' order, rows in order, null values dropped (``g`` unpivoted). Each (test, metric) series name is
+    formatted once and gathered by the row's test (a name formatted per sample cost more than the rest)."""
+    tests = g.get_column("test").unique(maintain_order=True).drop_nulls()
+    code = pl.col("test").replace_strict(
+        tests, pl.int_range(tests.len(), eager=True), default=None, return_dtype=pl.Int64
+    )
+    codes = g.select(code).to_series()
+    base = tests.str.replace("_perf$", "")
+    return pl.concat(
+        [
+            g.select(
+                pl.lit(None, pl.Int64).alias("rank"),
+                pl.lit("nccl-tests").alias("track"),
+                ("nccl-tests." + base + "." + metric).gather(codes).alias("series"),
+                pl.lit(UNITS[metric], pl.String).alias("unit"),
+                pl.col("i").cast(pl.Int64).alias("ts_ns"),
+                pl.col(metric).alias("value"),
+            )
+            for metric in metrics
+        ]
+    ).drop_nulls("value")
+
+
 def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
@@ -105,16 +133,7 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
                 for n, k in cols.items()
             ],
         )
-    long = g.unpivot(index=["i", "test"], variable_name="metric", value_name="value")
-    units = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
-    samples = long.drop_nulls("value").select(
-        pl.lit(None, pl.Int64).alias("rank"),
-        pl.lit("nccl-tests").alias("track"),
-        pl.format("nccl-tests.{}.{}", pl.col("test").str.replace("_perf$", ""), "metric").alias("series"),
-        pl.col("metric").replace_strict(units, return_dtype=pl.String).alias("unit"),
-        pl.col("i").cast(pl.Int64).alias("ts_ns"),
-        "value",
-    )
+    samples = _samples(g, list(cols))
     ranks = (
         heads.filter(t.str.starts_with("#  Rank"))
         .select(t)

@@ -81,11 +81,16 @@ MARK_RE = r"(?i:job_?id)"
 lines."""
 
 
+MARK_WORDS = ["jobid", "job_id"]
+"""The words :data:`MARK_RE` matches (its case folding of these letters is ASCII's)."""
+
+
 def _marks(lines: pl.DataFrame) -> pl.DataFrame:
     """The lines that may be a table's header, a dashed rule or an ``scontrol`` record's start, with which they are
     (the regexes run on these few lines only) and their row position in ``lines``."""
     t = pl.col("text")
-    cand = lines.with_row_index("pos").filter(t.str.contains(MARK_RE) | t.str.starts_with("-"))
+    mark = t.str.contains_any(MARK_WORDS, ascii_case_insensitive=True)  # MARK_RE's words, one Aho-Corasick search
+    cand = lines.with_row_index("pos").filter(mark | t.str.starts_with("-"))
     return cand.select(
         "pos",
         "line",
@@ -228,9 +233,8 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
                 )
             )
     events = pl.concat(ev).with_columns(pl.lit("slurm").alias("track")) if ev else None
-    truncated = int(
-        jobs.select(pl.sum_horizontal(pl.col(pl.String).str.ends_with("+").cast(pl.Int64))).to_series().sum()
-    )
+    # per frame (each one contiguous; a column a frame lacks is null in ``jobs``, never a truncated field)
+    truncated = sum(sum(f.select(pl.col(pl.String).str.ends_with("+").sum()).row(0)) for f in frames)
     fields = jobs.drop("line")
     rows = (
         JsonRows(fields)  # made JSON values once by build_trace

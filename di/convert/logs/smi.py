@@ -97,11 +97,17 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     lines = lines.filter(
         pl.col("text").str.contains(", ", literal=True)
     )  # a literal test first: the regexes see CSV lines only
-    t = pl.col("text").str.strip_chars_end()
-    is_header = t.str.contains(HEADER_RE)
-    first_field = pl.when(is_header).then(t).str.splitn(", ", 2).struct.field("field_0")
-    header = is_header & (first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index"))
-    df = lines.with_columns(header.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"), t.alias("t"))
+    # each step its own column: an expression used twice in one eager select is evaluated twice (no common
+    # subexpression elimination there)
+    df = lines.with_columns(pl.col("text").str.strip_chars_end().alias("t"))
+    t = pl.col("t")
+    df = df.with_columns(t.str.contains(HEADER_RE).alias("is_h"))
+    first_field = pl.when("is_h").then(t).str.splitn(", ", 2).struct.field("field_0")
+    header = pl.col("is_h") & (
+        first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    )
+    df = df.with_columns(header.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
+    df = df.select("line", "text", "is_h", "nc", "t")
     df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
     # hid: the header's text, numbered (a capture repeats the same header in every sample)
     heads = df.filter(pl.col("is_h")).select(
@@ -173,8 +179,9 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     )
     is_series = ~pl.col("field").is_in(["timestamp", "index"])
     cells = cells.hstack(fields.select(is_series.alias("is_series"), "series", "hunit", "tunit")[cells.get_column("f")])
+    bracketed = cells.filter(pl.col("raw").str.contains("[", literal=True))  # a literal search first: few cells
     na = int(
-        cells.filter(
+        bracketed.filter(
             pl.col("raw").str.contains(r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)")
         ).height
     )
@@ -304,13 +311,15 @@ DCGMI_UNITS = {
 """Units of ``dcgmi dmon``'s field short names (DCGM's field list: activity fields are ratios 0..1, PCIe/NVLink bytes/s)."""
 
 
-def _dcgmi(lines: pl.DataFrame) -> pl.DataFrame:
-    """``dcgmi dmon`` tables: a ``#Entity  F1  F2 ...`` header, an ``ID`` line, rows ``GPU 0  v1  v2 ...``
-    (entities GPU, GPU-I, GPU-CI, ...; ``N/A`` skipped); one sample per ``-d`` interval (1 s by default) from 0."""
+def _dcgmi(lines: pl.DataFrame) -> tuple[pl.DataFrame, int, pl.Series]:
+    """``dcgmi dmon`` tables: a ``#Entity  F1  F2 ...`` header (``# Entity`` in older DCGM), an ``ID`` (``Id``) line,
+    rows ``GPU 0  v1  v2 ...`` (entities GPU, GPU-I, GPU-CI, ...; ``N/A`` skipped); one sample per ``-d`` interval
+    (1 s by default) from 0. Also the count of ``N/A`` cells and the lines read (headers, ID lines and rows, those
+    of ``N/A`` only too)."""
     t = pl.col("text").str.strip_chars()
     hdr = lines.filter(pl.col("text").str.starts_with("#")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
     if not hdr.height:
-        return pl.DataFrame()
+        return pl.DataFrame(), 0, pl.Series("line", [], pl.UInt32)
     df = lines.filter(pl.col("line") >= hdr.get_column("line").min()).with_columns(
         t.alias("t"), pl.col("line").is_in(hdr.get_column("line").implode()).alias("is_h")
     )
@@ -340,10 +349,14 @@ def _dcgmi(lines: pl.DataFrame) -> pl.DataFrame:
     rows = rows.filter(pl.col("raw").list.len() == pl.col("n"))
     k = pl.col("line").rank("dense").over("block", "entity", "id") - 1
     cells = rows.with_columns(k.cast(pl.Int64).alias("k")).explode(["fields", "raw"])
+    na = int((cells.get_column("raw") == "N/A").sum())
+    # the header's unit line (``ID``, ``Id``; a unit per field in DCGM 4: ``ID  W  C  MHz``) right under it
+    under = df.filter(pl.col("is_h").shift(1).fill_null(False) & pl.col("t").str.contains(r"^I[Dd]\b"))
+    read = pl.concat([hdr.get_column("line"), under.get_column("line"), rows.get_column("line")])
     cells = _values(cells)
     name = pl.when(pl.col("entity") == "GPU").then(pl.format("dcgm.{}", "fields"))
     name = name.otherwise(pl.format("dcgm.{} ({} {})", "fields", "entity", "id"))
-    return cells.filter(pl.col("value").is_not_null()).select(
+    out = cells.filter(pl.col("value").is_not_null()).select(
         pl.when(pl.col("entity") == "GPU").then(pl.col("id").cast(pl.Int64)).alias("gpu"),
         pl.lit(None, pl.String).alias("host"),
         (pl.col("k") * DMON_INTERVAL_NS).alias("ts"),
@@ -354,6 +367,7 @@ def _dcgmi(lines: pl.DataFrame) -> pl.DataFrame:
         "value",
         "line",
     )
+    return out, na, read
 
 
 def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
@@ -435,13 +449,16 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
     csv, na = _csv(lines)
-    tables = {"query_gpu": csv, "dmon_pmon": _dmon(lines), "q": _qlog(lines), "dcgmi_dmon": _dcgmi(lines)}
+    dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines)
+    tables = {"query_gpu": csv, "dmon_pmon": _dmon(lines), "q": _qlog(lines), "dcgmi_dmon": dcgmi}
     parts = [f for f in tables.values() if f.height]
-    if not parts:
+    if not parts and not dcgmi_lines.len():
         return Parts("nvidia_smi")
-    s = pl.concat(
-        [p.select("gpu", "host", pl.col("ts").cast(pl.Int64), "series", "unit", "value", "line") for p in parts]
-    )
+    # a dcgmi table whose every value is N/A (fields DCGM cannot read on that GPU) is read, with no series
+    found = [n for n, f in tables.items() if f.height or (n == "dcgmi_dmon" and dcgmi_lines.len())]
+    cols = {"gpu": pl.Int64, "host": pl.String, "ts": pl.Int64, "series": pl.String, "unit": pl.String}
+    cols |= {"value": pl.Float64, "line": pl.UInt32}
+    s = pl.concat([p.select(pl.col(c).cast(t) for c, t in cols.items()) for p in parts] or [pl.DataFrame(schema=cols)])
     epoch = bool(csv.height and csv.get_column("ts").is_not_null().all()) and not any(p is not csv for p in parts)
     s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)))
     samples = s.select(
@@ -455,12 +472,13 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     )
     info: dict[str, Any] = {
         "nvidia_smi": {
-            "tables": [n for n, f in tables.items() if f.height],
-            "not_available": na,
+            "tables": found,
+            "not_available": na + dcgmi_na,
             "time": "timestamps" if epoch else "relative",
         }
     }
-    return Parts("nvidia_smi", samples=samples, claimed=s.get_column("line").unique(), info=info, epoch=epoch)
+    claimed = pl.concat([s.get_column("line"), dcgmi_lines]).unique()
+    return Parts("nvidia_smi", samples=samples, claimed=claimed, info=info, epoch=epoch)
 
 
 GATE_LITERALS = r"NVSMI LOG|NVIDIA-SMI|nvidia-smi"

@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.text import own_line_times
+from di.convert.logs.text import ascii_mode, own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
 
@@ -156,7 +156,13 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         body = body.str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
     p = (
         rows.filter(pl.col("kind") != "mllog")
-        .select("line", "rank", "kind", "ts", body.str.extract_all(PAIR_RE).alias("pair"))
+        .select(
+            "line",
+            "rank",
+            "kind",
+            "ts",
+            body.str.extract_all(ascii_mode(PAIR_RE, rows.get_column("text"))).alias("pair"),
+        )
         .explode("pair")  # the line's text is not copied to each of its pairs
         .drop_nulls("pair")
     )
@@ -167,12 +173,15 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
     # one column per step: an expression reused inside another would be evaluated again (no common-subexpression
     # elimination in eager frames)
     p = p.with_columns(pos.alias("pos"))
+    # cut at bytes: str.find gives a byte offset (str.slice counts characters: a non-ASCII key shifted the value)
+    pair = pl.col("pair").cast(pl.Binary)
     p = p.with_columns(
-        pl.col("pair").str.slice(0, pl.col("pos")).str.strip_chars(" '\"").alias("k"),
-        pl.col("pair").str.slice(pl.col("pos") + 1).str.strip_chars_start(" [").alias("rest"),
+        pair.bin.slice(0, pl.col("pos")).cast(pl.String).str.strip_chars(" '\"").alias("k"),
+        pair.bin.slice(pl.col("pos") + 1).cast(pl.String).str.strip_chars_start(" [").alias("rest"),
     )
     p = p.with_columns(pl.col("rest").str.strip_chars_end("%KMGTiBms").alias("v"))
-    p = p.with_columns(pl.col("rest").str.slice(pl.col("v").str.len_bytes()).alias("u")).drop("pos", "rest")
+    unit = pl.col("rest").cast(pl.Binary).bin.slice(pl.col("v").str.len_bytes()).cast(pl.String)
+    p = p.with_columns(unit.alias("u")).drop("pos", "rest")
     p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
     p = p.drop_nulls("v").with_columns(
         pl.col("v").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("value")
