@@ -567,6 +567,19 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
 
 
 def _report(args: argparse.Namespace, console: Any) -> None:
+    from di.parallel import world
+
+    comm = world()  # under mpiexec -n P (P > 1): each process reduces its ranks' part (di.parallel.report)
+    if comm is not None:
+        from di.parallel.command import run_or_abort
+        from di.parallel.report import report_command
+
+        run_or_abort(report_command, args, console, comm)
+        return
+    _report_here(args, console)
+
+
+def _report_here(args: argparse.Namespace, console: Any) -> None:
     from di.convert.registry import expand
     from di.engine import analyze
     from di.engine.window import parse_window
