@@ -65,6 +65,25 @@ def report_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
 
             _report_here(args, console)
         return
+    done = parallel_report(store, ex, args.output, window=window, inputs=list(args.inputs), plugins=not args.no_plugins)
+    if done is None:
+        return
+    console.print(f"wrote {args.output}")
+    from di.cli import _say
+
+    _say(console, done[0])
+    _say(console, done[1])
+
+
+def parallel_report(
+    store: Path, ex: Exchange, output: str | Path, *, window: Any = None, inputs: list[str], plugins: bool = True
+) -> tuple[list[str], list[str]] | None:
+    """Write the report of the partitioned ``store`` to ``output`` with the processes of ``ex`` (every process
+    calls it; process 0 writes).
+
+    Returns:
+        On process 0 (the panels' and plugins' problems, the trace's warnings); None on the others.
+    """
     from di.parallel.analyze import analyze_with
 
     result, parts = analyze_with(
@@ -77,25 +96,18 @@ def report_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
         keep_columns=("bytes",),
     )
     if result is None or parts is None:
-        return
+        return None
     trace = _whole_tables(store)
     aggregates = reduce_aggregates(parts, result, trace)
-    plugins = not args.no_plugins and _plugins_installed()
+    plugins = plugins and _plugins_installed()
     if plugins:  # a plugin's panel reads the whole job, as in one process
         from di.store import read_store
 
         trace = read_store(store)
-    with console.status(f"writing {args.output}"):
-        from di.viewers.report import write_report
+    from di.viewers.report import write_report
 
-        problems = write_report(
-            trace, result, args.output, inputs=list(args.inputs), plugins=plugins, aggregates=aggregates
-        )
-    console.print(f"wrote {args.output}")
-    from di.cli import _say
-
-    _say(console, problems)
-    _say(console, trace.meta.get("warnings", []))
+    problems = write_report(trace, result, output, inputs=inputs, plugins=plugins, aggregates=aggregates)
+    return problems, list(trace.meta.get("warnings", []))
 
 
 def _plugins_installed() -> bool:
