@@ -205,7 +205,48 @@ def _jobs(files: int, ops: int, steps: int, tmp: Path) -> dict[str, Any]:
             "events": trace.events.height,
         }
     out["speedup_wall"] = round(out["jobs_1"]["wall_s"] / out["jobs_2"]["wall_s"], 2)
+    out["parts"] = _jobs_parts(paths)
     return out
+
+
+def _jobs_parts(paths: list[str]) -> dict[str, Any]:
+    """Where ``--jobs`` spends CPU beyond reading (CPU-s, this process): a worker's start (a fresh interpreter
+    importing di, polars and numba and loading the reader's kernels from numba's cache, with ``spawn``), reading
+    each file, sending its trace back (pickling it, and unpickling it in the parent), merging the parts."""
+    import pickle
+
+    from di.merge import merge
+    from di.parallel import convert
+
+    probe = (
+        "import sys, time; from pathlib import Path; c = time.process_time(); from di.parallel import convert; "
+        "convert.read_file(Path(sys.argv[1]), 0, 2, None, None, 0); print(time.process_time() - c)"
+    )
+    start = subprocess.run([sys.executable, "-c", probe, paths[0]], capture_output=True, text=True, check=True)
+    parts, times = [], {"read": 0.0, "pickle": 0.0, "unpickle": 0.0}
+    first_read = None
+    nbytes = 0
+    for i, p in enumerate(paths):
+        c = time.process_time()
+        trace = convert.read_file(Path(p), i, len(paths), None, None, 0)
+        times["read"] += time.process_time() - c
+        first_read = time.process_time() - c if first_read is None else first_read
+        c = time.process_time()
+        blob = pickle.dumps(trace, protocol=5)
+        times["pickle"] += time.process_time() - c
+        nbytes += len(blob)
+        c = time.process_time()
+        parts.append(pickle.loads(blob))
+        times["unpickle"] += time.process_time() - c
+        del blob
+    c = time.process_time()
+    merge(parts)
+    return {
+        "worker_start_cpu_s": round(float(start.stdout.strip()) - (first_read or 0.0), 3),
+        **{f"{k}_cpu_s": round(v, 3) for k, v in times.items()},
+        "merge_cpu_s": round(time.process_time() - c, 3),
+        "pickled_mb": round(nbytes / 1e6, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

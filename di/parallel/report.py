@@ -34,8 +34,10 @@ import polars as pl
 
 from di.parallel.exchange import Exchange
 
-EVENT_COLUMNS = ("name", "cat", "instant", "args", "bytes")
-"""The event columns the panels read (with the window's start and end)."""
+TIMED_COLUMNS = ("name", "cat", "instant")
+"""The event columns the top names read (with the window's start and end)."""
+IO_COLUMNS = ("name", "cat", "args", "bytes")
+"""The columns of the I/O events that the I/O panel reads (with the window's start and end)."""
 
 
 def report_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
@@ -138,12 +140,10 @@ def part_aggregates(part: Any, frame: Any, waits: pl.DataFrame | None, ex: Excha
     from di.viewers.report.top_events import GROUPS, name_sums
 
     ev_all = part.trace.events
-    keep = frame.selected & part.own
-    events = (
-        ev_all.select(EVENT_COLUMNS)
-        .with_columns(pl.Series("start_ns", frame.start_ns), pl.Series("end_ns", frame.end_ns))
-        .filter(pl.Series(keep))
-    )
+    keep = pl.Series(frame.selected & part.own)
+    times = (pl.Series("start_ns", frame.start_ns), pl.Series("end_ns", frame.end_ns))
+    events = ev_all.select(TIMED_COLUMNS).with_columns(times).filter(keep)
+    io = ev_all.select(IO_COLUMNS).with_columns(times).filter(keep & (ev_all.get_column("cat") == "io"))
     lo = int(events.get_column("start_ns").min()) if events.height else None
     hi = int(events.get_column("end_ns").max()) if events.height else None
     steps = frame.steps
@@ -156,11 +156,11 @@ def part_aggregates(part: Any, frame: Any, waits: pl.DataFrame | None, ex: Excha
         "lo": lo,
         "hi": hi,
         "names": {key: name_sums(events, cats) for key, _, cats in GROUPS},
-        "io": io_per_file(events),
+        "io": io_per_file(io),
         "transport": _longest_transports(part),
     }
     out["counters"] = _counter_part(part, frame.window, every, events, ex)
-    del events
+    del events, io
     out["waits"] = None if waits is None else _wait_part(part, waits, ex)
     return out
 
