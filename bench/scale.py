@@ -101,15 +101,20 @@ def report_worker(store: str, out: str) -> None:
         from di.viewers.report import write_report
 
         trace = read_store(store)
-        write_report(trace, analyze(trace, per_step=True), page, inputs=[store])
-        stats = [{**_usage(t0, c0), "sent_bytes": 0, "by_stage": {}, "calls": 0}]
+        result = analyze(trace, per_step=True)
+        c1 = time.process_time()
+        write_report(trace, result, page, inputs=[store])
+        parts = {"load_and_analyze": round(c1 - c0, 3), "page": round(time.process_time() - c1, 3)}
+        stats = [{**_usage(t0, c0), "sent_bytes": 0, "by_stage": {}, "calls": 0, "cpu_s_parts": parts}]
     else:
         from di.parallel.exchange import Exchange
         from di.parallel.report import parallel_report
 
         ex = Exchange(comm)
-        parallel_report(Path(store), ex, page, inputs=[store])
+        cpu: dict[str, float] = {}
+        parallel_report(Path(store), ex, page, inputs=[store], cpu_s=cpu)
         mine = {**_usage(t0, c0), "sent_bytes": ex.sent_bytes, "by_stage": ex.by_stage, "calls": ex.calls}
+        mine["cpu_s_parts"] = {k: round(v, 3) for k, v in cpu.items()}
         stats = comm.gather(mine, root=0)
         if ex.rank:
             return

@@ -78,16 +78,28 @@ def report_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
 
 
 def parallel_report(
-    store: Path, ex: Exchange, output: str | Path, *, window: Any = None, inputs: list[str], plugins: bool = True
+    store: Path,
+    ex: Exchange,
+    output: str | Path,
+    *,
+    window: Any = None,
+    inputs: list[str],
+    plugins: bool = True,
+    cpu_s: dict[str, float] | None = None,
 ) -> tuple[list[str], list[str]] | None:
     """Write the report of the partitioned ``store`` to ``output`` with the processes of ``ex`` (every process
-    calls it; process 0 writes).
+    calls it; process 0 writes). ``cpu_s``: filled with this process's CPU seconds in the parallel part
+    (analysis and partial aggregates) and, on process 0, in reducing them and in writing the page.
 
     Returns:
         On process 0 (the panels' and plugins' problems, the trace's warnings); None on the others.
     """
+    import time
+
     from di.parallel.analyze import analyze_with
 
+    cpu = cpu_s if cpu_s is not None else {}
+    c0 = time.process_time()
     result, parts = analyze_with(
         store,
         ex,
@@ -97,10 +109,13 @@ def parallel_report(
         extra=lambda part, frame, waits: part_aggregates(part, frame, waits, ex),
         keep_columns=("bytes",),
     )
+    cpu["parallel"] = time.process_time() - c0
     if result is None or parts is None:
         return None
+    c0 = time.process_time()
     trace = _whole_tables(store)
     aggregates = reduce_aggregates(parts, result, trace)
+    cpu["reduce"] = time.process_time() - c0
     plugins = plugins and _plugins_installed()
     if plugins:  # a plugin's panel reads the whole job, as in one process
         from di.store import read_store
@@ -108,7 +123,9 @@ def parallel_report(
         trace = read_store(store)
     from di.viewers.report import write_report
 
+    c0 = time.process_time()
     problems = write_report(trace, result, output, inputs=inputs, plugins=plugins, aggregates=aggregates)
+    cpu["page"] = time.process_time() - c0
     return problems, list(trace.meta.get("warnings", []))
 
 
