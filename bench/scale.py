@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commands", default="analyze,report", help="what to run at every P: analyze, report")
     p.add_argument("--jobs-files", type=int, default=0)
     p.add_argument("--store", type=Path, help="the generated job's store: written when absent, reused when there")
+    p.add_argument("--out", type=Path, default=OUT / "scale.json", help="where the figures go")
     p.add_argument("--worker", nargs=3, metavar=("STORE", "OUT", "COMMAND"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             result["job"] = _write_job(args.ranks, args.steps, args.ops, store)
         print(json.dumps(result["job"]), flush=True)
         result["same_answer"] = True
-        for command in args.commands.split(","):
+        for command in filter(None, args.commands.split(",")):
             runs = {}
             for n in (int(x) for x in args.processes.split(",")):
                 runs[n] = _run(n, store, tmp, command)
@@ -294,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             result[f"{key}per_event"] = _per_event(runs, tmp, events, command)
         if args.jobs_files:
             result["jobs"] = _jobs(args.jobs_files, args.ops, args.steps * 25, tmp)
-    (OUT / "scale.json").write_text(json.dumps(result, indent=1) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if not k.endswith("runs")}, indent=1))
     return 0 if result["same_answer"] else 1
 

@@ -44,7 +44,8 @@ def report_job() -> Trace:
     """:func:`ring_job` with what the report's panels read beyond the analyses: per rank a GPU stream running
     ``KERNEL_NAMES`` kernels per step (durations varying with the rank, so each rank's longest names differ
     from the job's), reads of a shared shard file and writes of its own checkpoint (``bytes`` set), two
-    counter series (GPU utilisation in %, a cumulative InfiniBand byte counter) and an ``io_files`` table."""
+    counter series (GPU utilisation in %, a cumulative InfiniBand byte counter), an ``io_files`` table and the
+    hosts and transports of each collective (ranks 0-7 on one node over NVLink, the others over InfiniBand)."""
     job = ring_job()
     for r in range(RANKS):
         stream, thread = job.stream(r), r  # ring_job's thread r is rank r's
@@ -103,7 +104,11 @@ def report_job() -> Trace:
     bins = schema.polars_schema("io_files")["read_sizes"]
     sizes = pl.struct(pl.lit(0, pl.Int64).alias(f.name) for f in bins.fields)  # type: ignore[attr-defined]
     io_files = io_files.with_columns(sizes.alias("read_sizes"), sizes.alias("write_sizes"))
-    tables = {**trace.tables(), "events": ev, "series": series, "samples": samples}
+    coll = trace.collectives.with_columns(  # as an NCCL log of the job names them (di.convert.logs.combine)
+        pl.format('["node{}"]', pl.col("rank") // 8).alias("comm_hosts"),
+        pl.when(pl.col("rank") < 8).then(pl.lit("P2P/NVLink")).otherwise(pl.lit("NET/IB")).alias("transports"),
+    )
+    tables = {**trace.tables(), "events": ev, "series": series, "samples": samples, "collectives": coll}
     out = Trace.build(meta=trace.meta, **{**tables, "io_files": io_files})
     out.validate()
     return out

@@ -65,6 +65,8 @@ def test_generated_job_same_page_and_known(tmp_path: Path) -> None:
     counters = {r["series"]: r for r in tables["counters"]}
     assert len(counters) == 2 * RANKS and counters["ib port 3 rcv bytes"]["unit"] == "bytes/s"
     assert keys["events"] == trace.events.height
+    # the longest collectives (40 ms: every rank but the late one, every step) tie: the first event's is named
+    assert "The longest traced collective, MPI_Allreduce on rank 0 (40.00 ms), ran over P2P/NVLink" in one
 
 
 @need_mpi
