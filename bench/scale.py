@@ -144,9 +144,10 @@ def _write_job(ranks: int, steps: int, ops: int, store: Path) -> dict[str, Any]:
 
 def _run(processes: int, store: Path, tmp: Path, command: str = "analyze") -> dict[str, Any]:
     out = tmp / f"{command}-p{processes}.json"
-    cmd = [sys.executable, __file__, "--worker", str(store), str(out), command]
-    if processes > 1:
-        cmd = [str(Path(sys.executable).parent / "mpiexec"), "-n", str(processes), *cmd]
+    # P = 1 under mpiexec too (one process: the single-process path): a child forked straight from this process
+    # would report this process's peak RSS as its own (Linux keeps ru_maxrss across fork and exec)
+    cmd = [str(Path(sys.executable).parent / "mpiexec"), "-n", str(processes), sys.executable, __file__]
+    cmd += ["--worker", str(store), str(out), command]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True)
     run = json.loads(out.read_text())
@@ -225,7 +226,7 @@ def _jobs_parts(paths: list[str]) -> dict[str, Any]:
 
     probe = (
         "import sys, time; from pathlib import Path; c = time.process_time(); from di.parallel import convert; "
-        "convert.read_file(Path(sys.argv[1]), 0, 2, None, None, 0); print(time.process_time() - c)"
+        "convert.read_file(Path(sys.argv[1]), 0, 2, None, None, None); print(time.process_time() - c)"
     )
     start = subprocess.run([sys.executable, "-c", probe, paths[0]], capture_output=True, text=True, check=True)
     parts, times = [], {"read": 0.0, "pickle": 0.0, "unpickle": 0.0}
@@ -233,7 +234,7 @@ def _jobs_parts(paths: list[str]) -> dict[str, Any]:
     nbytes = 0
     for i, p in enumerate(paths):
         c = time.process_time()
-        trace = convert.read_file(Path(p), i, len(paths), None, None, 0)
+        trace = convert.read_file(Path(p), i, len(paths), None, None, None)
         times["read"] += time.process_time() - c
         first_read = time.process_time() - c if first_read is None else first_read
         c = time.process_time()
