@@ -123,3 +123,35 @@ def test_report_job_is_what_its_docstring_says() -> None:
     io = trace.events.filter(pl.col("cat") == "io")
     assert io.height == 3 * STEPS * RANKS and io.get_column("bytes").null_count() == STEPS * RANKS
     assert trace.samples.get_column("series").n_unique() == 2 * RANKS
+
+
+EVENTS_PANEL_PLUGIN = """
+from di.viewers.report import Section
+
+
+def events_per_rank(ctx):
+    rank = ctx.trace.locations.select("loc", "rank")
+    n = ctx.trace.events.join(rank, on="loc").group_by("rank").len().sort("rank")
+    return Section("events_per_rank", "Events per rank", " ".join(f"{r}:{c}" for r, c in n.iter_rows()))
+"""
+
+
+@need_mpi
+def test_panel_plugins_see_the_whole_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``di.report_panels`` plugin under mpiexec reads the whole trace on process 0, as in one process."""
+    import os
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "di_panel_plugin.py").write_text(EVENTS_PANEL_PLUGIN)
+    info = site / "di_panel_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: di-panel-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[di.report_panels]\nevents = di_panel_plugin:events_per_rank\n")
+    trace = report_job()
+    single, parted = stores(trace, tmp_path, ranks_per_group=3)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    one = page(single, tmp_path, None)
+    assert page(parted, tmp_path, 3) == one
+    per_rank = trace.events.join(trace.locations.select("loc", "rank"), on="loc").group_by("rank").len()
+    assert f"0:{per_rank.filter(pl.col('rank') == 0).item(0, 'len')} 1:" in one
