@@ -110,12 +110,16 @@ def parallel_report(
         keep_columns=("bytes",),
     )
     cpu["parallel"] = time.process_time() - c0
-    if result is None or parts is None:
-        return None
     c0 = time.process_time()
     trace = _whole_tables(store)
-    aggregates = reduce_aggregates(parts, result, trace)
+    both = (result, reduce_aggregates(parts, result, trace)) if parts is not None else None
+    result, aggregates = ex.bcast(both, 0, "report results")
     cpu["reduce"] = time.process_time() - c0
+    c0 = time.process_time()
+    rendered = _render_share(trace, result, aggregates, inputs, ex)
+    cpu["panels"] = time.process_time() - c0
+    if rendered is None:
+        return None
     plugins = plugins and _plugins_installed()
     if plugins:  # a plugin's panel reads the whole job, as in one process
         from di.store import read_store
@@ -124,9 +128,43 @@ def parallel_report(
     from di.viewers.report import write_report
 
     c0 = time.process_time()
-    problems = write_report(trace, result, output, inputs=inputs, plugins=plugins, aggregates=aggregates)
+    problems = write_report(
+        trace, result, output, inputs=inputs, plugins=plugins, aggregates=aggregates, rendered=rendered
+    )
     cpu["page"] = time.process_time() - c0
     return problems, list(trace.meta.get("warnings", []))
+
+
+PANEL_CPU_S = {"breakdown": 5.3, "overlap": 2.3, "wait_states": 1.8, "imbalance": 1.3, "top_events": 0.5}
+"""CPU seconds of the built-in panels that cost most, on bench/scale.py's 256-rank job (the others: about 0.1):
+their per-rank plots make them grow with the ranks, not the events."""
+
+
+def panel_shares(names: list[str], processes: int) -> list[list[str]]:
+    """The built-in panels each process renders: the costliest first, each to the least loaded process
+    (process 0, which also writes the page, starts with one panel's worth)."""
+    load = [0.0] * processes
+    load[0] = max(PANEL_CPU_S.values()) / 4 if processes > 1 else 0.0
+    shares: list[list[str]] = [[] for _ in range(processes)]
+    for name in sorted(names, key=lambda n: -PANEL_CPU_S.get(n, 0.1)):
+        p = load.index(min(load))
+        shares[p].append(name)
+        load[p] += PANEL_CPU_S.get(name, 0.1)
+    return shares
+
+
+def _render_share(trace: Any, result: Any, aggregates: Any, inputs: list[str], ex: Exchange) -> dict[str, Any] | None:
+    """This process's share of the built-in panels, rendered (:func:`di.viewers.report.render_panel`); all of
+    them, by name, on process 0 (None on the others)."""
+    from di.analysis_parts import without_analysis
+    from di.viewers.report import ReportContext, builtin_panels, render_panel
+
+    panels = builtin_panels()
+    mine = set(panel_shares([name for name, _ in panels], ex.size)[ex.rank])
+    ctx = ReportContext(trace=without_analysis(trace), result=result, inputs=tuple(inputs), aggregates=aggregates)
+    done = {name: render_panel(ctx, name, panel) for name, panel in panels if name in mine}
+    every = ex.gather(done, "report panels")
+    return None if every is None else {name: section for d in every for name, section in d.items()}
 
 
 def _plugins_installed() -> bool:

@@ -172,6 +172,7 @@ def build_report(
     plugins: bool = True,
     extra_panels: Sequence[tuple[str, Panel]] = (),
     aggregates: Aggregates | None = None,
+    rendered: dict[str, Section | str | None] | None = None,
 ) -> tuple[str, list[str]]:
     """The HTML page and a list of problems (panels or plugins that failed, each one line).
 
@@ -181,6 +182,7 @@ def build_report(
         plugins: also run the panels of installed ``di.report_panels`` plugins.
         extra_panels: more (name, panel) pairs, after the plugins'.
         aggregates: the built-in panels' aggregates made elsewhere (:class:`Aggregates`).
+        rendered: panels already rendered elsewhere, by name (:func:`render_panel` of the same context).
     """
     from di.analysis_parts import without_analysis
 
@@ -196,12 +198,10 @@ def build_report(
     panels += list(extra_panels)
     sections: list[Section] = []
     for name, panel in panels:
-        try:
-            section = panel(ctx)
-        except Exception as exc:  # a plugin's bug must not take the report down
-            problems.append(f"panel {name} failed: {type(exc).__name__}: {exc}")
-            continue
-        if section is not None:
+        section = rendered[name] if rendered is not None and name in rendered else render_panel(ctx, name, panel)
+        if isinstance(section, str):
+            problems.append(section)
+        elif section is not None:
             sections.append(section)
     if problems:
         from html import escape
@@ -211,6 +211,14 @@ def build_report(
     src = ", ".join(inputs) or "trace"
     subtitle = f"{src} · window {result.window} · di report {time.strftime('%Y-%m-%d %H:%M')}"
     return render_page(f"di report: {src}", subtitle, sections), problems
+
+
+def render_panel(ctx: ReportContext, name: str, panel: Panel) -> Section | str | None:
+    """``panel(ctx)``, or the line saying that it failed."""
+    try:
+        return panel(ctx)
+    except Exception as exc:  # a plugin's bug must not take the report down
+        return f"panel {name} failed: {type(exc).__name__}: {exc}"
 
 
 def write_report(trace: Trace, result: Analysis, path: str | Path, **kw: Any) -> list[str]:
