@@ -20,7 +20,11 @@ writer over the whole store): every P must write the same page (generation time 
 one-rank Chrome JSON files and times loading them with ``--jobs 1`` and
 ``--jobs 2`` (:func:`di.parallel.convert.load_jobs`). Numbers go to
 ``bench/out/scale.json``. Wall seconds depend on the machine's load and on P
-exceeding its cores; CPU seconds and RSS per process do not.
+exceeding its cores; CPU seconds and RSS per process do not, but a process
+waiting in a collective call counts CPU too (MPICH polls), so the slowest
+process's CPU seconds bound each step's. ``cpu_s_parts`` splits a report
+process's CPU: the parallel analysis with its partial aggregates, the
+reduction and broadcast, its share of the panels, and writing the page.
 """
 
 from __future__ import annotations
