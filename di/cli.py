@@ -301,8 +301,8 @@ def _rank_options(p: argparse.ArgumentParser) -> None:
         "--jobs",
         type=int,
         metavar="N",
-        help="read the input files in N processes (default: the cores available; inputs under 64 MB in all are "
-        "read in one). Under mpiexec each MPI process reads its share instead",
+        help="read the input files in N processes (default: the cores other processes leave idle, by the load "
+        "average; inputs under 64 MB in all are read in one). Under mpiexec each MPI process reads its share instead",
     )
 
 
@@ -361,9 +361,9 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _cores() -> int:
-    from di.parallel.convert import available_cores
+    from di.parallel.convert import idle_cores
 
-    return available_cores()
+    return idle_cores()
 
 
 def _convert(args: argparse.Namespace, console: Any) -> None:

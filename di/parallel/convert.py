@@ -37,6 +37,18 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def idle_cores() -> int:
+    """The cores other processes leave idle: :func:`available_cores` less the 1-minute load average beyond
+    this process's own (at least 1). The default of ``--jobs``: a worker costs CPU to start and to send its
+    part back (:func:`load_jobs`), which only an idle core hides; on a busy machine it makes loading slower."""
+    cores = available_cores()
+    try:
+        others = os.getloadavg()[0] - 1.0
+    except OSError:  # no load average on this system
+        return cores
+    return max(1, min(cores, cores - int(max(0.0, others))))
+
+
 def read_file(path: Path, position: int, count: int, rank: int | None, ranks: list[int] | None, limit: int) -> Trace:
     """One input file as :func:`di.convert.registry.load_paths` reads it at ``position`` of ``count`` inputs."""
     from di.convert.registry import CONNECTORS, connector_for, rank_hint
