@@ -14,9 +14,10 @@ that add up exactly over disjoint sets of ranks:
 - wait states: time waited and caused per rank and kind, the waiting-rank x causing-rank matrix, and the
   hint's parts (the rank that caused the most waiting, found from the summed causes first).
 
-Process 0 reduces them into :class:`di.viewers.report.Aggregates` and writes the page with the
-single-process writer (atomically), over the store's whole tables (locations, series, io_files ...)
-and meta, read alone. Installed ``di.report_panels`` plugins get the whole job: process 0 then reads it
+Process 0 reduces them into :class:`di.viewers.report.Aggregates` and broadcasts them with the analysis;
+every process renders a share of the built-in panels (their per-rank plots cost CPU in proportion to the
+ranks: :func:`panel_shares`) over the store's whole tables (locations, series, io_files ...) and meta, and
+process 0 writes the page with the single-process writer (atomically). Installed ``di.report_panels`` plugins get the whole job: process 0 then reads it
 after the parallel part, so its memory is one process's. Any other input (a single-file store, trace
 files) is reported by process 0 alone, as one process does. A process that cannot read its part fails
 every process with one error line each (:meth:`di.parallel.exchange.Exchange.check`).
