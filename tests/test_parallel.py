@@ -246,6 +246,36 @@ def test_jobs_load_equals_one_process(tmp_path: Path, monkeypatch: pytest.Monkey
     assert many.meta == one.meta
 
 
+def test_jobs_default_is_the_idle_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jobs``'s default leaves out the cores that other processes keep busy (the load beyond this one)."""
+    import os
+
+    from di.parallel import convert
+
+    cores = convert.available_cores()
+    for load, want in ((0.3, cores), (1.0 + cores - 1, 1), (1.0 + 10 * cores, 1), (1.9, cores)):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert convert.idle_cores() == want, load
+    if cores > 2:
+        monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 0.0, 0.0))
+        assert convert.idle_cores() == cores - 2
+
+
+@pytest.mark.parametrize("where", ["this process's share", "a worker's share"])
+def test_jobs_load_of_an_unreadable_file_names_it(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jobs``: this process reads the first share, the workers the others; a bad file in either is named."""
+    from di.errors import FormatError
+    from di.parallel import convert
+
+    files = kineto_inputs()[:2]
+    bad = tmp_path / "rank-9.json"
+    bad.write_text('{"traceEvents": [')
+    files = [str(bad), *files] if where.startswith("this") else [*files, str(bad)]
+    monkeypatch.setattr(convert, "PARALLEL_LOAD_MIN_BYTES", 0)
+    with pytest.raises(FormatError, match="rank-9.json"):
+        convert.load_jobs(files, jobs=2)
+
+
 @need_mpi
 def test_a_di_record_capture_same_answer(tmp_path: Path) -> None:
     """A 4-rank mpi4py job recorded by ``di record --mpi`` (p2p, non-blocking, collectives on sub-communicators)."""

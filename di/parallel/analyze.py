@@ -14,6 +14,7 @@ processes get None.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -62,6 +63,24 @@ def analyze(
     load_whole: Any = None,
     wait_rows: bool = True,
 ) -> Analysis | None:
+    """:func:`analyze_with` without a per-process extra: the :class:`di.engine.Analysis` on process 0."""
+    return analyze_with(
+        path, ex, window=window, per_step=per_step, analyses=analyses, load_whole=load_whole, wait_rows=wait_rows
+    )[0]
+
+
+def analyze_with(
+    path: Any,
+    ex: Exchange,
+    *,
+    window: Window | str | None = None,
+    per_step: bool = False,
+    analyses: tuple[str, ...] = ANALYSES,
+    load_whole: Any = None,
+    wait_rows: bool = True,
+    extra: Callable[[Part, EventFrame, pl.DataFrame | None], Any] | None = None,
+    keep_columns: tuple[str, ...] = (),
+) -> tuple[Analysis | None, list[Any] | None]:
     """The analyses of the job in store ``path`` (or of ``load_whole()``, read by every process), computed by
     the processes of ``ex`` together.
 
@@ -69,10 +88,15 @@ def analyze(
         wait_rows: gather every wait to process 0 (for a CSV of them); False: only each rank's total per
             kind and causing rank (all the JSON and the summary show), so that process 0 holds
             O(ranks x causes), not O(messages).
+        extra: called by every process on its part, the prepared frame and its ranks' waits (global event
+            rows; None without the wait_states analysis) before the part is dropped; what it returns is
+            gathered to process 0. It may make collective calls through ``ex`` (every process calls it).
+        keep_columns: event columns to load although no analysis reads them (:data:`UNREAD_EVENT_COLUMNS`).
 
     Returns:
-        On process 0 the :class:`di.engine.Analysis` that :func:`di.engine.analyze` gives for the whole job
-        (with ``wait_rows=False``, its ``wait_states`` summed per rank, kind and cause_rank); None on the others.
+        On process 0 (the :class:`di.engine.Analysis` that :func:`di.engine.analyze` gives for the whole job,
+        with ``wait_rows=False`` its ``wait_states`` summed per rank, kind and cause_rank; what ``extra``
+        returned on each process, in process order, or None without ``extra``); (None, None) on the others.
 
     Raises:
         FormatError and kin: a process could not read its part (every process raises).
@@ -85,7 +109,7 @@ def analyze(
     win = requested_window(window, analyses)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    part = load_part(path, ex, win, load_whole=load_whole)
+    part = load_part(path, ex, win, load_whole=load_whole, keep_columns=keep_columns)
     frame = prepare_part(part, win, ex)
     seconds["prepare"] = time.perf_counter() - t0
     mine = pl.Series(part.ranks, dtype=pl.Int32).implode()
@@ -120,12 +144,22 @@ def analyze(
         t0 = time.perf_counter()
         cp = critical_path(ex, part, frame)
         seconds["critical_path"] = time.perf_counter() - t0
+    if extra is not None:
+        local["extra"] = extra(part, frame, local.get("waits"))
+    if not wait_rows and "waits" in local:
+        local["waits"] = (
+            local["waits"]
+            .group_by("rank", "kind", "cause_rank")
+            .agg(pl.col("wait_ns").sum())
+            .sort("rank", "kind", "cause_rank")
+        )
     ranks = sorted(int(r) for r in part.owner_of_rank[0])
     del part, frame  # the part's trace: what process 0 gathers and assembles next reuses its memory
     gathered = ex.gather(local, "results")
     if gathered is None:
-        return None
-    return _assemble(gathered, ranks, win, per_step, analyses, cp, seconds)
+        return None, None
+    extras = [g.pop("extra") for g in gathered] if extra is not None else None
+    return _assemble(gathered, ranks, win, per_step, analyses, cp, seconds, wait_rows), extras
 
 
 def _gpu_clocks(part: Part, frame: EventFrame, ex: Exchange) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -160,6 +194,7 @@ def _assemble(
     analyses: tuple[str, ...],
     cp: dict[str, Any] | None,
     seconds: dict[str, float],
+    wait_rows: bool,
 ) -> Analysis:
     def cat(key: str) -> pl.DataFrame | None:
         parts = [g[key] for g in gathered if key in g]
@@ -181,7 +216,7 @@ def _assemble(
         out["imbalance"] = imbalance(job, whole=whole, by_step=by_step if steps.height else None)  # type: ignore[arg-type]
     if "wait_states" in analyses:
         w = cat("waits")
-        out["wait_states"] = w.sort("start_ns", "rank") if w is not None else None
+        out["wait_states"] = None if w is None else w.sort("start_ns", "rank") if wait_rows else w.sort(w.columns)
     if "critical_path" in analyses:
         out["critical_path"] = cp
     if "gpu_clocks" in analyses:

@@ -70,8 +70,11 @@ def assign_groups(n_groups: int, processes: int) -> list[list[int]]:
     return [b.tolist() for b in np.array_split(np.arange(n_groups), processes)]
 
 
-def load_part(path: str | Path, ex: Exchange, window: Window, *, load_whole: Any = None) -> Part:
-    """Read this process's ranks of the store ``path`` and exchange the ghosts.
+def load_part(
+    path: str | Path, ex: Exchange, window: Window, *, load_whole: Any = None, keep_columns: tuple[str, ...] = ()
+) -> Part:
+    """Read this process's ranks of the store ``path`` and exchange the ghosts (``keep_columns``: of
+    :data:`UNREAD_EVENT_COLUMNS`, those to keep in the owned rows all the same).
 
     Any other input (a store in the single-file form, trace files: then ``load_whole()`` gives the
     trace) is read whole by every process and cut the same way: only the partitioned form spares
@@ -95,7 +98,7 @@ def load_part(path: str | Path, ex: Exchange, window: Window, *, load_whole: Any
     except Exception as exc:  # every process must learn of it, whatever it is
         error = exc
     ex.check(error, f"reading {path}")
-    tables["events"] = _unread_as_null(tables["events"])
+    tables["events"] = _unread_as_null(tables["events"], keep_columns)
     group_ranks = meta_groups(meta, tables)
     meta = {k: v for k, v in meta.items() if k != "partitions"}
     locs = tables["locations"]
@@ -142,8 +145,8 @@ def load_part(path: str | Path, ex: Exchange, window: Window, *, load_whole: Any
     return Part(trace, global_row, own, ranks, (all_ranks, owner), requests, ghost_owner)
 
 
-def _unread_as_null(events: pl.DataFrame) -> pl.DataFrame:
-    return events.with_columns(pl.lit(None, events.schema[c]).alias(c) for c in UNREAD_EVENT_COLUMNS)
+def _unread_as_null(events: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
+    return events.with_columns(pl.lit(None, events.schema[c]).alias(c) for c in UNREAD_EVENT_COLUMNS if c not in keep)
 
 
 def meta_groups(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> list[list[int]]:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from di.trace import Trace
 
 __all__ = [
+    "Aggregates",
     "ReportContext",
     "Section",
     "Cell",
@@ -46,6 +47,34 @@ __all__ = [
 
 
 @dataclass(frozen=True)
+class Aggregates:
+    """What the built-in panels compute from the events, samples and waits of the whole job, made elsewhere
+    (:mod:`di.parallel.report`: each process over its ranks, then reduced exactly); each field equals what
+    the panel computes from the whole trace.
+
+    Attributes:
+        job_facts: :func:`di.viewers.report.summary.job_facts`.
+        window_span: :attr:`ReportContext.window_span`.
+        top_names: per group key of :data:`di.viewers.report.top_events.GROUPS`, its
+            :func:`~di.viewers.report.top_events.top_names` (groups without events left out).
+        transport_hint: :func:`di.viewers.report.top_events.slowest_collective_transport`.
+        io_per_file: :func:`di.viewers.report.files.io_per_file`.
+        counters: (info, bins) of :func:`di.viewers.report.counters.counter_tables`; None: no samples to show.
+        waits: (number of waits, totals, matrix, hints) as :mod:`di.viewers.report.waits` computes them from
+            the wait rows (:func:`~di.viewers.report.waits.wait_totals`, ``wait_matrix``, ``_hints``); None: no
+            wait states computed.
+    """
+
+    job_facts: dict[str, int | str]
+    window_span: tuple[int, int] | None
+    top_names: dict[str, pl.DataFrame]
+    transport_hint: str | None
+    io_per_file: pl.DataFrame
+    counters: tuple[pl.DataFrame, pl.DataFrame] | None
+    waits: tuple[int, pl.DataFrame, pl.DataFrame, list[str]] | None
+
+
+@dataclass(frozen=True)
 class ReportContext:
     """What a panel reads: the canonical trace and the engine's result (run with ``per_step=True``).
 
@@ -57,11 +86,15 @@ class ReportContext:
         trace: the loaded trace, without analysis tracks (read it, never modify it).
         result: :class:`di.engine.Analysis` over ``result.window``.
         inputs: the paths the trace was loaded from, as given.
+        aggregates: what the panels would compute from the trace's events, samples and waits, computed
+            elsewhere (by the processes of ``mpiexec -n P di report``, :mod:`di.parallel.report`); then
+            ``trace`` may hold only the whole tables (locations, series, io_files ...) and meta.
     """
 
     trace: Trace
     result: Analysis
     inputs: tuple[str, ...]
+    aggregates: Aggregates | None = None
 
     @cached_property
     def window_events(self) -> pl.DataFrame:
@@ -75,19 +108,26 @@ class ReportContext:
     def window_span(self) -> tuple[int, int] | None:
         """[start, end] in ns of the window: its time range (an open end: the trace's), or from the first
         selected step's start to the last one's end; None when the window holds nothing."""
-        from di.engine.window import parse_window
-
-        win = parse_window(None if self.result.window == "all" else self.result.window)
+        if self.aggregates is not None:
+            return self.aggregates.window_span
         ev = self.window_events
         if not ev.height:
             return None
-        lo, hi = int(ev.get_column("start_ns").min()), int(ev.get_column("end_ns").max())
-        if win.steps is not None and self.result.steps.height:
-            return int(self.result.steps.get_column("start_ns").min()), int(
-                self.result.steps.get_column("end_ns").max()
-            )
-        base = int(self.trace.meta.get("time_range", {}).get("start_ns") or lo)
-        return (lo if win.t0_ns is None else base + win.t0_ns), (hi if win.t1_ns is None else base + win.t1_ns)
+        return span_of(
+            int(ev.get_column("start_ns").min()), int(ev.get_column("end_ns").max()), self.result, self.trace
+        )
+
+
+def span_of(lo: int, hi: int, result: Analysis, trace: Trace) -> tuple[int, int]:
+    """:attr:`ReportContext.window_span` of a window whose events start at ``lo`` at the earliest and end at
+    ``hi`` at the latest (ns)."""
+    from di.engine.window import parse_window
+
+    win = parse_window(None if result.window == "all" else result.window)
+    if win.steps is not None and result.steps.height:
+        return int(result.steps.get_column("start_ns").min()), int(result.steps.get_column("end_ns").max())
+    base = int(trace.meta.get("time_range", {}).get("start_ns") or lo)
+    return (lo if win.t0_ns is None else base + win.t0_ns), (hi if win.t1_ns is None else base + win.t1_ns)
 
 
 Panel = Callable[[ReportContext], "Section | None"]
@@ -131,6 +171,8 @@ def build_report(
     inputs: Sequence[str] = (),
     plugins: bool = True,
     extra_panels: Sequence[tuple[str, Panel]] = (),
+    aggregates: Aggregates | None = None,
+    rendered: dict[str, Section | str | None] | None = None,
 ) -> tuple[str, list[str]]:
     """The HTML page and a list of problems (panels or plugins that failed, each one line).
 
@@ -139,10 +181,12 @@ def build_report(
         inputs: shown in the header.
         plugins: also run the panels of installed ``di.report_panels`` plugins.
         extra_panels: more (name, panel) pairs, after the plugins'.
+        aggregates: the built-in panels' aggregates made elsewhere (:class:`Aggregates`).
+        rendered: panels already rendered elsewhere, by name (:func:`render_panel` of the same context).
     """
     from di.analysis_parts import without_analysis
 
-    ctx = ReportContext(trace=without_analysis(trace), result=result, inputs=tuple(inputs))
+    ctx = ReportContext(trace=without_analysis(trace), result=result, inputs=tuple(inputs), aggregates=aggregates)
     panels = builtin_panels()
     problems: list[str] = []
     if plugins:
@@ -154,12 +198,10 @@ def build_report(
     panels += list(extra_panels)
     sections: list[Section] = []
     for name, panel in panels:
-        try:
-            section = panel(ctx)
-        except Exception as exc:  # a plugin's bug must not take the report down
-            problems.append(f"panel {name} failed: {type(exc).__name__}: {exc}")
-            continue
-        if section is not None:
+        section = rendered[name] if rendered is not None and name in rendered else render_panel(ctx, name, panel)
+        if isinstance(section, str):
+            problems.append(section)
+        elif section is not None:
             sections.append(section)
     if problems:
         from html import escape
@@ -169,6 +211,14 @@ def build_report(
     src = ", ".join(inputs) or "trace"
     subtitle = f"{src} · window {result.window} · di report {time.strftime('%Y-%m-%d %H:%M')}"
     return render_page(f"di report: {src}", subtitle, sections), problems
+
+
+def render_panel(ctx: ReportContext, name: str, panel: Panel) -> Section | str | None:
+    """``panel(ctx)``, or the line saying that it failed."""
+    try:
+        return panel(ctx)
+    except Exception as exc:  # a plugin's bug must not take the report down
+        return f"panel {name} failed: {type(exc).__name__}: {exc}"
 
 
 def write_report(trace: Trace, result: Analysis, path: str | Path, **kw: Any) -> list[str]:

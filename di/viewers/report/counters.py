@@ -74,22 +74,36 @@ def _rank(name: str) -> int:
     return next((i for i, p in enumerate(PRIORITY) if p in low), len(PRIORITY))
 
 
-def panel(ctx) -> Section | None:  # noqa: ANN001
-    if not ctx.trace.samples.height:
-        return None
-    series, samples = as_rates(ctx.trace.series, ctx.trace.samples)
-    if ctx.result.window != "all":  # the samples inside the window's time span (rates from all samples)
-        span = ctx.window_span
+def window_samples(
+    series: pl.DataFrame, samples: pl.DataFrame, window: str, span: tuple[int, int] | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`as_rates`, then (``window`` not "all") the samples inside the window's time ``span`` (rates from
+    all samples)."""
+    series, samples = as_rates(series, samples)
+    if window != "all":
         samples = samples.filter(pl.col("ts_ns").is_between(*span)) if span else samples.clear()
-        if not samples.height:
-            return None
+    return series, samples
+
+
+def counter_tables(series: pl.DataFrame, samples: pl.DataFrame, t0: int, t1: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(info: each series with its samples, min, mean, max; bins: :func:`binned` from ``t0`` to ``t1``) of the
+    samples of :func:`window_samples`."""
     stats = samples.group_by("series").agg(
         pl.len().alias("samples"),
         pl.col("value").min().alias("min"),
         pl.col("value").mean().alias("mean"),
         pl.col("value").max().alias("max"),
     )
-    info = series.join(stats, on="series").sort("series")
+    return series.join(stats, on="series").sort("series"), binned(samples, t0, t1)
+
+
+def _tables(ctx) -> tuple[pl.DataFrame, pl.DataFrame] | None:  # noqa: ANN001
+    if not ctx.trace.samples.height:
+        return None
+    span = ctx.window_span if ctx.result.window != "all" else None
+    series, samples = window_samples(ctx.trace.series, ctx.trace.samples, ctx.result.window, span)
+    if ctx.result.window != "all" and not samples.height:
+        return None
     ev = ctx.window_events
     t0 = int(
         min(
@@ -97,8 +111,14 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
             ev.get_column("start_ns").min() if ev.height else samples.get_column("ts_ns").min(),
         )
     )
-    t1 = int(samples.get_column("ts_ns").max())
-    bins = binned(samples, t0, t1)
+    return counter_tables(series, samples, t0, int(samples.get_column("ts_ns").max()))
+
+
+def panel(ctx) -> Section | None:  # noqa: ANN001
+    tables = ctx.aggregates.counters if ctx.aggregates else _tables(ctx)
+    if tables is None:
+        return None
+    info, bins = tables
     body = ""
     moving = info.filter((pl.col("max") != pl.col("min")) | (pl.col("max") != 0))  # all-zero series only in the table
     units = moving.with_columns(pl.col("unit").fill_null("")).group_by("unit").agg(pl.col("series"), pl.col("name"))

@@ -33,20 +33,31 @@ def io_per_file(events: pl.DataFrame) -> pl.DataFrame:
         name.str.contains("write").alias("is_write"),
         pl.col("bytes").fill_null(0).clip(lower_bound=0).alias("b"),
     )
-    return (
-        io.group_by("file")
-        .agg(
+    return _by_time(
+        io.group_by("file").agg(
             pl.len().alias("calls"),
             pl.col("b").filter(pl.col("is_read")).sum().alias("read_bytes"),
             pl.col("b").filter(pl.col("is_write")).sum().alias("write_bytes"),
             (pl.col("end_ns") - pl.col("start_ns")).sum().alias("time_ns"),
         )
-        .sort("time_ns", "file", descending=[True, False])
     )
 
 
+def merge_per_file(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """:func:`io_per_file` of the union of events from its results over disjoint sets of events (sums per file)."""
+    parts = [p for p in parts if p.height]
+    if not parts:
+        return pl.DataFrame()
+    sums = pl.concat(parts).group_by("file").agg(pl.col(c).sum() for c in parts[0].columns if c != "file")
+    return _by_time(sums.select(parts[0].columns))
+
+
+def _by_time(per_file: pl.DataFrame) -> pl.DataFrame:
+    return per_file.sort("time_ns", "file", descending=[True, False])
+
+
 def panel(ctx) -> Section | None:  # noqa: ANN001
-    per_file = io_per_file(ctx.window_events)
+    per_file = ctx.aggregates.io_per_file if ctx.aggregates else io_per_file(ctx.window_events)
     if not per_file.height:
         return None
     rows = [

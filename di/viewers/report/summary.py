@@ -34,7 +34,7 @@ def job_facts(trace, result, events=None) -> dict[str, int | str]:  # noqa: ANN0
 
 
 def panel(ctx) -> Section:  # noqa: ANN001
-    f = job_facts(ctx.trace, ctx.result, ctx.window_events)
+    f = ctx.aggregates.job_facts if ctx.aggregates else job_facts(ctx.trace, ctx.result, ctx.window_events)
     rows = [
         ("ranks", f["ranks"], f["ranks"]),
         ("GPUs", f["gpus"], f["gpus"]),

@@ -25,14 +25,36 @@ GROUPS = (
 
 def top_names(events: pl.DataFrame, cats: tuple[str, ...], n: int = TOP) -> pl.DataFrame:
     """name, count, total_ns, mean_ns, max_ns, share (of the group's total) for the ``n`` longest names."""
+    return top_of(name_sums(events, cats), n)
+
+
+def name_sums(events: pl.DataFrame, cats: tuple[str, ...]) -> pl.DataFrame:
+    """name, count, total_ns, max_ns of the events of categories ``cats`` (instants left out), per name."""
     sel = events.filter(pl.col("cat").cast(pl.String).is_in(list(cats)) & ~pl.col("instant"))
-    if not sel.height:
-        return pl.DataFrame()
-    agg = sel.group_by(pl.col("name").cast(pl.String)).agg(
+    return sel.group_by(pl.col("name").cast(pl.String)).agg(
         pl.len().alias("count"),
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("total_ns"),
         (pl.col("end_ns") - pl.col("start_ns")).max().alias("max_ns"),
     )
+
+
+def merge_name_sums(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """:func:`name_sums` of the union of events from its results over disjoint sets of events."""
+    parts = [p for p in parts if p.height]
+    if not parts:
+        return pl.DataFrame()
+    return (
+        pl.concat(parts)
+        .group_by("name")
+        .agg(pl.col("count").sum(), pl.col("total_ns").sum(), pl.col("max_ns").max())
+        .cast(parts[0].schema)  # type: ignore[arg-type]
+    )
+
+
+def top_of(agg: pl.DataFrame, n: int = TOP) -> pl.DataFrame:
+    """:func:`top_names` from the per-name sums (:func:`name_sums`)."""
+    if not agg.height:
+        return pl.DataFrame()
     total = agg.get_column("total_ns").sum()
     return (
         agg.with_columns(
@@ -45,10 +67,11 @@ def top_names(events: pl.DataFrame, cats: tuple[str, ...], n: int = TOP) -> pl.D
 
 
 def panel(ctx) -> Section | None:  # noqa: ANN001
-    ev = ctx.window_events.select("name", "cat", "start_ns", "end_ns", "instant")
+    agg = ctx.aggregates
+    ev = None if agg else ctx.window_events.select("name", "cat", "start_ns", "end_ns", "instant")
     body, hints = "", []
     for key, title, cats in GROUPS:
-        top = top_names(ev, cats)
+        top = agg.top_names.get(key, pl.DataFrame()) if agg else top_names(ev, cats)
         if not top.height:
             continue
         rows = [
@@ -70,7 +93,7 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
             )
     if not body:
         return None
-    transport = slowest_collective_transport(ctx.trace)
+    transport = agg.transport_hint if agg else slowest_collective_transport(ctx.trace)
     if transport:
         hints.append(transport)
     return Section(
@@ -92,7 +115,13 @@ def slowest_collective_transport(trace) -> str | None:  # noqa: ANN001
         pl.col("name").cast(pl.String),
         (pl.col("end_ns") - pl.col("start_ns")).alias("d"),
     )
-    top = coll.drop_nulls("transports").join(ev, on="event").sort("d", descending=True).head(1)
+    return transport_hint(coll.drop_nulls("transports").join(ev, on="event"))
+
+
+def transport_hint(rows: pl.DataFrame) -> str | None:
+    """:func:`slowest_collective_transport` from collective rows with transports and their event's ``name``,
+    duration ``d`` and global row ``event`` (the longest first; ties: the first event)."""
+    top = rows.sort("d", "event", descending=[True, False]).head(1)
     if not top.height:
         return None
     r = top.row(0, named=True)
