@@ -231,8 +231,9 @@ def test_longest_path_kernel_matches_reference(job):
     g = replace(g, src=g.src[honoured], dst=g.dst[honoured], kind=g.kind[honoured])
     local_w, cross_w, arrival = weights(frame, g)
     by_dst = np.argsort(g.dst, kind="stable")
-    in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
     m = order.size
+    in_ptr = np.zeros(m + 1, np.int32)  # int32, as the engine passes it (one signature)
+    np.cumsum(np.bincount(g.dst, minlength=m), out=in_ptr[1:])
     dist = np.zeros(m, np.int64)
     pred, via = np.full(m, -1, np.int32), np.full(m, -1, np.int32)
     want = longest_reference(order, g.first_of_loc, local_w, g.src, g.dst, cross_w)
@@ -242,3 +243,32 @@ def test_longest_path_kernel_matches_reference(job):
     path = order[:n]  # the kernel wrote the path over order, sink first, every node with a predecessor
     assert (path[:1] == sink).all() and (pred[path] >= 0).all()
     assert np.array_equal(dist, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 5), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11), st.integers(0, 8)), max_size=20),
+    st.lists(st.integers(0, 11), max_size=12),
+)
+def test_arrival_kinds_at_the_asked_nodes(times, edges, asked):
+    """Per asked node (any order, repeats), the kind of its in-edge with the latest source time, the last
+    such edge on a tie, -1 without in-edges: as a loop over the edges says."""
+    from di.engine.critical_path import _arrival_kinds
+    from di.engine.critical_path_graph import Graph
+
+    n = len(times)
+    edges = [(u % n, v % n, k) for u, v, k in edges]
+    t = np.array(times, np.int64)
+    z = np.zeros(n, np.int64)
+    src, dst, kind = (np.array([e[i] for e in edges], np.int64) for i in range(3))
+    g = Graph(z, t, z.astype(bool), z.astype(bool), z, z, z, src, dst, kind)
+    nodes = np.array([a % n for a in asked], np.int64)
+    want = []
+    for v in nodes.tolist():
+        best = None
+        for u, d, k in edges:
+            if d == v and (best is None or t[u] >= best[0]):
+                best = (t[u], k)
+        want.append(-1 if best is None else best[1])
+    assert _arrival_kinds(g, nodes).tolist() == want

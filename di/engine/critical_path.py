@@ -176,19 +176,23 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
     honoured = pos[g.src] < pos[g.dst]
     del pos
     dropped += int((~honoured).sum())
-    g = replace(g, src=g.src[honoured], dst=g.dst[honoured], kind=g.kind[honoured])
-    arrival = _arrivals(g)
-    local_w = _local_weights(frame, g, arrival)
-    by_dst = np.argsort(g.dst, kind="stable")
-    in_src, in_w, in_kind = g.src[by_dst], _cross_weights(g)[by_dst], g.kind[by_dst]
-    in_ptr = np.searchsorted(g.dst[by_dst], np.arange(g.event.size + 1)).astype(np.int64)
-    del by_dst
+    # the edges in (dst, input) order: the CSR in-edge lists are the graph's own arrays, not copies of them
+    by_dst = np.argsort(g.dst[honoured], kind="stable")
+    kept = np.flatnonzero(honoured)[by_dst]
+    del honoured, by_dst
+    g = replace(g, src=g.src[kept], dst=g.dst[kept], kind=g.kind[kept])
+    del kept
+    local_w = _local_weights(frame, g, _arrivals(g))
+    in_src, in_w, in_kind = g.src, _cross_weights(g), g.kind
     m = order.size
+    in_ptr = np.zeros(m + 1, np.int32)
+    np.cumsum(np.bincount(g.dst, minlength=m), out=in_ptr[1:])
     dist, pred, via = np.zeros(m, np.int64), np.full(m, -1, np.int32), np.full(m, -1, np.int32)
     _, length, n = _longest(order, g.first_of_loc, local_w, in_ptr, in_src, in_w, dist, pred, via)
-    del dist
+    del dist, in_ptr
     v = order[:n][::-1].astype(np.int64)
     del order
+    arrival = _arrivals(g)  # again, not held through the longest path: one int64 per node less at the peak
     edge = via[v].astype(np.int64)
     local = edge == -2
     edge[local] = 0
@@ -253,7 +257,7 @@ def _result(
     # a GPU gap that only began when the launch arrived is launch delay, whichever edge the path took
     if arrival is not None and v.size:
         after_launch = (kind == LOCAL) & ~g.first_of_loc[v] & (arrival[v] > g.time_ns[np.maximum(v - 1, 0)])
-        inferred = _arrival_kinds(g)[v] == LAUNCH_INFERRED
+        inferred = _arrival_kinds(g, v) == LAUNCH_INFERRED
     else:
         after_launch = inferred = np.zeros(v.size, bool)
     seg = seg.with_columns(
@@ -317,14 +321,18 @@ def _result(
     }
 
 
-def _arrival_kinds(g: Graph) -> np.ndarray:
-    """Per node, the kind of the cross edge whose source is latest (the one that decides its arrival; -1: none)."""
-    out = np.full(g.time_ns.size, -1, np.int64)
-    if g.src.size:
+def _arrival_kinds(g: Graph, nodes: np.ndarray) -> np.ndarray:
+    """Per node of ``nodes``, the kind of the cross edge whose source is latest (the one that decides its
+    arrival; the last such edge on a tie; -1: none)."""
+    out = np.full(nodes.size, -1, np.int64)
+    if g.src.size and nodes.size:
         o = np.lexsort((g.time_ns[g.src], g.dst))
         d = g.dst[o]
         last = np.r_[d[1:] != d[:-1], True]
-        out[d[last]] = g.kind[o][last]
+        d, o = d[last], o[last]  # per distinct dst (sorted), its deciding edge
+        at = np.minimum(np.searchsorted(d, nodes), d.size - 1)
+        hit = d[at] == nodes
+        out[hit] = g.kind[o[at[hit]]]
     return out
 
 

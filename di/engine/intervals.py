@@ -182,10 +182,12 @@ def _merge_two(ag, as_, ae, bg, bs, be, g, s, e):
 def _combine(ag, as_, ae, bg, bs, be, keep_b, og, os_, oe):
     # keep_b True: a ∩ b; False: a \ b.  Both inputs normal, so the result has at
     # most na + nb intervals (each b interval ends at most one piece of a): the room in og, os_, oe.
-    na, nb = ag.size, bg.size
+    # Comparisons rather than min/max, one store per statement: numba compiles each builtin overload it
+    # meets once per process, on every analysing command's first run (issue 15).
+    nb = bg.size
     k = 0
     j = 0
-    for i in range(na):
+    for i in range(ag.size):
         g = ag[i]
         cur = as_[i]
         end = ae[i]
@@ -193,19 +195,31 @@ def _combine(ag, as_, ae, bg, bs, be, keep_b, og, os_, oe):
             j += 1
         jj = j
         while jj < nb and bg[jj] == g and bs[jj] < end:
-            lo = max(cur, bs[jj])
-            hi = min(end, be[jj])
-            if keep_b and hi > lo:
-                og[k], os_[k], oe[k] = g, lo, hi
-                k += 1
-            elif not keep_b:
-                if lo > cur:
-                    og[k], os_[k], oe[k] = g, cur, lo
+            lo = bs[jj]
+            if cur > lo:
+                lo = cur
+            hi = be[jj]
+            if end < hi:
+                hi = end
+            if keep_b:
+                if hi > lo:
+                    og[k] = g
+                    os_[k] = lo
+                    oe[k] = hi
                     k += 1
-                cur = max(cur, hi)
+            else:
+                if lo > cur:
+                    og[k] = g
+                    os_[k] = cur
+                    oe[k] = lo
+                    k += 1
+                if hi > cur:
+                    cur = hi
             jj += 1
         if not keep_b and end > cur:
-            og[k], os_[k], oe[k] = g, cur, end
+            og[k] = g
+            os_[k] = cur
+            oe[k] = end
             k += 1
     return k
 
