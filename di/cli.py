@@ -4,11 +4,12 @@ code 2; an internal error (a bug) one line naming a log file with its traceback,
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from typing import Any
 
-from di import warmup
+from di import jitcache, warmup
 
 EXIT_INPUT = 2
 """Bad input or an environment error (file system, port, memory): one line on stderr."""
@@ -856,6 +857,14 @@ def main(argv: list[str] | None = None) -> int:
     stderr), 130 on Ctrl-C, :data:`EXIT_BUG` for an internal error (one line naming
     the log file that holds the traceback).
     """
+    collector = jitcache.space_full_collections()
+    try:
+        return _run(argv)
+    finally:
+        gc.set_threshold(*collector)
+
+
+def _run(argv: list[str] | None) -> int:
     import logging
 
     from rich.console import Console
