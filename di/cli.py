@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from di import jitcache, warmup
+from di import process, warmup
 
 EXIT_INPUT = 2
 """Bad input or an environment error (file system, port, memory): one line on stderr."""
@@ -857,7 +857,8 @@ def main(argv: list[str] | None = None) -> int:
     stderr), 130 on Ctrl-C, :data:`EXIT_BUG` for an internal error (one line naming
     the log file that holds the traceback).
     """
-    collector = jitcache.space_full_collections()
+    collector = process.space_full_collections()
+    process.map_large_blocks()
     try:
         return _run(argv)
     finally:

@@ -26,7 +26,6 @@ numba does it. ``di warmup`` fills whichever directory this picks.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from pathlib import Path
@@ -78,25 +77,3 @@ def configure(environ: dict[str, str] | None = None, *, package_dir: Path = PACK
 def cache_dir() -> str:
     """Where di's kernels are cached in this process, in words."""
     return os.environ.get(ENV) or str(PACKAGE_DIR / "**" / "__pycache__")
-
-
-FULL_COLLECTION_EVERY = 1000
-"""Young collections between two full ones of Python's cyclic collector while a
-di command runs (Python's default: 10)."""
-
-
-def space_full_collections() -> tuple[int, int, int]:
-    """Make full collections of Python's cyclic collector rare; returns the thresholds to restore.
-
-    numba's compiler makes millions of short-lived Python objects. With Python's
-    default thresholds a cold ``di analyze`` ran 7 full collections over them and
-    over numba's own modules: 1.0-1.2 of its 8-9 CPU-s. With
-    :data:`FULL_COLLECTION_EVERY` it runs none, 0.26 CPU-s in all collections,
-    for 18 MB more peak RSS (issue 15). di's data lives in numpy and polars
-    buffers, which the collector does not walk, so only cyclic garbage of Python
-    objects waits longer to be freed. The CLI and ``di warmup``'s workers call
-    it; a program that imports di keeps its own thresholds.
-    """
-    before = gc.get_threshold()
-    gc.set_threshold(before[0], before[1], FULL_COLLECTION_EVERY)
-    return before

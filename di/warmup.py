@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from di import jitcache
+from di import process
 from di.errors import DIError
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def run_tasks(work: Path, names: list[str] | None = None) -> None:
 
 
 def _timed(name: str, work: str) -> float:
-    jitcache.space_full_collections()  # a worker process of its own: nothing to restore
+    process.space_full_collections()  # a worker process of its own: nothing to restore
     t = time.perf_counter()
     try:
         TASKS[name][0](Path(work))

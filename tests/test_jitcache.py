@@ -98,31 +98,3 @@ def test_a_read_only_install_compiles_once_into_the_user_cache(readonly_install:
     second = _child(readonly_install, home)
     assert second["compiles"] == [], "the second process compiled again"
     assert second["hits"] >= 1 and second["parent"] == [-1, 0, 1]
-
-
-def test_cli_spaces_full_collections_while_it_runs_and_restores_them(tmp_path: Path) -> None:
-    """During a command every collection sees the CLI's thresholds; after it, the caller's are back."""
-    import gc
-
-    from di.cli import main
-    from di.demo import write_kineto_job
-
-    write_kineto_job(tmp_path / "job", ranks=2, steps=2)
-    seen: list[tuple[int, int, int]] = []
-
-    def watch(phase: str, info: dict) -> None:
-        if phase == "start":
-            seen.append(gc.get_threshold())
-
-    before = gc.get_threshold()
-    gc.set_threshold(700, 10, 10)
-    gc.callbacks.append(watch)
-    try:
-        assert main(["info", str(tmp_path / "job")]) == 0
-        after = gc.get_threshold()
-    finally:
-        gc.callbacks.remove(watch)
-        gc.set_threshold(*before)
-    assert seen, "no collection ran during the command"
-    assert {t[2] for t in seen} == {jitcache.FULL_COLLECTION_EVERY}
-    assert after == (700, 10, 10)

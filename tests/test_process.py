@@ -1,0 +1,85 @@
+"""Process-wide settings of di's commands (di.process): they hold while a command runs, and the caller's come back."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from pathlib import Path
+
+import pytest
+
+from di import process
+
+
+def test_cli_spaces_full_collections_while_it_runs_and_restores_them(tmp_path: Path) -> None:
+    """During a command every collection sees the CLI's thresholds; after it, the caller's are back."""
+    import gc
+
+    from di.cli import main
+    from di.demo import write_kineto_job
+
+    write_kineto_job(tmp_path / "job", ranks=2, steps=2)
+    seen: list[tuple[int, int, int]] = []
+
+    def watch(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append(gc.get_threshold())
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    gc.callbacks.append(watch)
+    try:
+        assert main(["info", str(tmp_path / "job")]) == 0
+        after = gc.get_threshold()
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*before)
+    assert seen, "no collection ran during the command"
+    assert {t[2] for t in seen} == {process.FULL_COLLECTION_EVERY}
+    assert after == (700, 10, 10)
+
+
+CHILD = r"""
+import ctypes, sys
+from pathlib import Path
+from di import process
+if sys.argv[1] == "mapped":
+    assert process.map_large_blocks()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def rss_kb():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+libc.free(libc.malloc(8 << 20))  # glibc's own rule: the threshold rises past a freed mapped block
+blocks = [libc.malloc(2 << 20) for _ in range(32)]
+pin = libc.malloc(256 << 10)  # after them, so a heap cannot give their pages back by trimming its top
+for b in blocks:
+    ctypes.memset(b, 1, 2 << 20)
+held = rss_kb()
+for b in blocks:
+    libc.free(b)
+print(held - rss_kb())
+"""
+
+
+def _glibc() -> bool:
+    try:
+        return bool(ctypes.CDLL(None).gnu_get_libc_version)
+    except (OSError, AttributeError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _glibc(), reason="glibc's malloc only")
+def test_large_blocks_are_mapped_and_given_back_when_freed() -> None:
+    """64 MiB in 2 MiB blocks, freed below a live block: glibc's heap keeps them; with map_large_blocks they go back."""
+    import subprocess
+
+    def returned_kb(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, check=True)
+        return int(out.stdout)
+
+    assert returned_kb("heap") < 16 << 10  # the control: without it, most of the 64 MiB stays
+    assert returned_kb("mapped") > 60 << 10
