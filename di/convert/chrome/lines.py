@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.convert.bytewords import copy_bytes
 from di.convert.columns import readonly
 
 NO_TIME = np.iinfo(np.int64).min  # a time cell that writes nothing
@@ -24,14 +25,6 @@ def us_text(ns: int) -> str:
     """A ns count as the exact microsecond text the writer emits (``1234`` -> ``"1.234"``)."""
     sign, v = ("-", -ns) if ns < 0 else ("", ns)
     return f"{sign}{v // 1000}.{v % 1000:03d}"
-
-
-@njit(cache=True, inline="always", _nrt=False)
-def _put(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
-    for j in range(a, b):
-        out[pos] = src[j]
-        pos += 1
-    return pos
 
 
 @njit(cache=True, _nrt=False)
@@ -81,25 +74,25 @@ def _put_args(
     """``,"args":`` + the args text, with "correlation"/"bytes" put first when given (not NO_TIME)."""
     if corr == NO_TIME and nbytes == NO_TIME:
         if b > a:
-            pos = _put(out, pos, pool, pool_off[key], pool_off[key + 1])
-            pos = _put(out, pos, text, a, b)
+            pos = copy_bytes(out, pos, pool, pool_off[key], pool_off[key + 1])
+            pos = copy_bytes(out, pos, text, a, b)
         return pos
-    pos = _put(out, pos, pool, pool_off[key], pool_off[key + 1])
+    pos = copy_bytes(out, pos, pool, pool_off[key], pool_off[key + 1])
     out[pos] = 123  # "{"
     pos += 1
     if corr != NO_TIME:
-        pos = _put_int(out, _put(out, pos, pool, pool_off[key + 1], pool_off[key + 2]), corr)
+        pos = _put_int(out, copy_bytes(out, pos, pool, pool_off[key + 1], pool_off[key + 2]), corr)
     if nbytes != NO_TIME:
         if corr != NO_TIME:
             out[pos] = 44
             pos += 1
-        pos = _put_int(out, _put(out, pos, pool, pool_off[key + 2], pool_off[key + 3]), nbytes)
+        pos = _put_int(out, copy_bytes(out, pos, pool, pool_off[key + 2], pool_off[key + 3]), nbytes)
     j = a
     while j < b and (text[j] == 123 or text[j] == 32 or text[j] == 9 or text[j] == 10 or text[j] == 13):
         j += 1  # the opening brace and whitespace of the stored object
     if j < b and text[j] != 125:
         out[pos] = 44  # ","
-        return _put(out, pos + 1, text, j, b)
+        return copy_bytes(out, pos + 1, text, j, b)
     out[pos] = 125  # "}"
     return pos + 1
 
@@ -130,13 +123,13 @@ def _assemble_kernel(
                 if times[c, i] != NO_TIME:
                     pos = _put_time(out, pos, times[c, i])
             elif op == TEXT:
-                pos = _put(out, pos, text, text_off[t], text_off[t + 1])
+                pos = copy_bytes(out, pos, text, text_off[t], text_off[t + 1])
             elif op == ARGS:
                 pos = _put_args(out, pos, text, text_off[t], text_off[t + 1], ints[0, i], ints[1, i], pool, pool_off, c)
             else:
                 f = frag[c, i] if op == FRAG else c
                 if f >= 0:
-                    pos = _put(out, pos, pool, pool_off[f], pool_off[f + 1])
+                    pos = copy_bytes(out, pos, pool, pool_off[f], pool_off[f + 1])
     return pos
 
 

@@ -68,39 +68,34 @@ def parse_number(buf, i, n, shift):
         ):
             r = np.int64(v * _POW10[shift - f])
             return (-r if neg else r), j, 0
-    # the general case: exponents, long mantissas, overflow
-    neg = False
-    if i < n and buf[i] == 45:
-        neg = True
+    # the general case: exponents, long mantissas, overflow. One loop over the
+    # digits before and after the point: beyond 18 digits of mantissa an integer
+    # digit raises the exponent, and the first digit dropped decides the rounding.
+    neg = i < n and buf[i] == 45
+    if neg:
         i += 1
     mant = np.uint64(0)
     exp10 = 0
     digits = 0
-    rd = 0
-    seen_rd = False
-    start = i
-    while i < n and 48 <= buf[i] <= 57:
-        if mant < _MAX_MANT:
-            mant = mant * np.uint64(10) + np.uint64(buf[i] - 48)
-        else:
-            exp10 += 1
-            if not seen_rd:
-                rd = buf[i] - 48
-                seen_rd = True
-        digits += 1
-        i += 1
-    if i < n and buf[i] == 46:
-        i += 1
-        while i < n and 48 <= buf[i] <= 57:
+    rd = -1
+    frac = 0
+    while i < n:
+        c = buf[i]
+        if 48 <= c <= 57:
             if mant < _MAX_MANT:
-                mant = mant * np.uint64(10) + np.uint64(buf[i] - 48)
-                exp10 -= 1
-            elif not seen_rd:
-                rd = buf[i] - 48
-                seen_rd = True
+                mant = mant * np.uint64(10) + np.uint64(c - 48)
+                exp10 -= frac
+            else:
+                exp10 += 1 - frac
+                if rd < 0:
+                    rd = c - 48
             digits += 1
-            i += 1
-    if digits == 0 or i == start:
+        elif c == 46 and frac == 0:
+            frac = 1
+        else:
+            break
+        i += 1
+    if digits == 0:
         return 0, i, 1
     if i < n and (buf[i] == 101 or buf[i] == 69):
         i += 1

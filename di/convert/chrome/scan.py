@@ -26,7 +26,9 @@ and the key switch, the pid/tid/id values and the args copy with it; what
 stays a function is shared by several callers (``_head``, :mod:`jsontext`,
 :func:`di.convert.symbols.intern`, :func:`di.convert.chrome.numbers.parse_number`).
 Arguments that select a behaviour are typed (``_AS_IS``, ``_US_TO_NS``), never
-literal ints, which numba would compile a version for each.
+literal ints, which numba would compile a version for each. Bytes are copied by
+:func:`di.convert.bytewords.copy_bytes` (one ``memcpy``), not a byte loop, which
+LLVM would vectorise, with alias checks and tails, at each copy site.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from di.convert.bytewords import load_u64
+from di.convert.bytewords import copy_bytes, load_u64
 from di.convert.chrome.jsontext import (
     BAD_SYNTAX,
     CLOSE_ARRAY,
@@ -117,7 +119,6 @@ _BIND, _FIN, _DIFLOW, _FOUT = _word(b"bind_id"), _word(b"flow_in"), _word(b"di_f
 _S = _word(b"s")
 # 11-byte keys: the word of their first eight bytes and of their last eight
 _CORR, _CORR_TAIL = _word(b"correlation"), _word(b"correlation"[3:])
-_EVENTS, _EVENTS_TAIL = _word(b"traceEvents"), _word(b"traceEvents"[3:])
 # a 15-byte args key: the words of its first and last eight bytes
 _COLL, _COLL_TAIL = _word(b"Collective name"), _word(b"Collective name"[7:])
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
@@ -410,9 +411,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                                     if e >= n:
                                         err = E_TRUNCATED
                                         break
-                                for q in range(i, e):
-                                    abuf[o] = buf[q]
-                                    o += 1
+                                o = copy_bytes(abuf, o, buf, i, e)
                             else:  # an object, an array or a literal
                                 e, o = copy_value(buf, i, n, abuf, o)
                                 if e < 0:
@@ -493,8 +492,12 @@ def _document_start(buf: np.ndarray) -> int:
     return i
 
 
-@njit(cache=True, _nrt=False)
-def _members(buf, i, after_value, find_events, top, ntop):
+_EVENTS_KEY = b"traceEvents"
+
+
+def _members(
+    buf: np.ndarray, i: int, after_value: bool, find_events: bool, top: np.ndarray, ntop: int
+) -> tuple[int, int, int, int]:
     """The members of the document's top-level object from i, up to its end or to
     the ``traceEvents`` array (only when ``find_events``).
 
@@ -502,6 +505,10 @@ def _members(buf, i, after_value, find_events, top, ntop):
     Each other member's (key start, key end, value start, value end) goes to
     ``top[ntop:]``. Returns (offset, error, ntop, offset of the events array or -1):
     the offset after the closing '}' or where the error is.
+
+    A loop over the top-level members in Python (a trace has a handful), calling the
+    compiled :mod:`jsontext` kernels that the events' scan compiles anyway: a kernel of
+    its own cost 0.3-0.5 CPU-s of compiling on every cold start.
     """
     n = buf.size
     i = skip_ws(buf, i, n)
@@ -525,22 +532,13 @@ def _members(buf, i, after_value, find_events, top, ntop):
         i = skip_ws(buf, i + 1, n)
         if i >= n:
             break
-        if (
-            find_events
-            and buf[i] == OPEN_ARRAY
-            and ke - ks == 11
-            and _head(buf, ks, ke, n) == _EVENTS
-            and _head(buf, ke - 8, ke, n) == _EVENTS_TAIL
-        ):
+        if find_events and buf[i] == OPEN_ARRAY and ke - ks == len(_EVENTS_KEY) and bytes(buf[ks:ke]) == _EVENTS_KEY:
             return i, E_NONE, ntop, i
         e = skip_value(buf, i, n)
         if e < 0:
             return i, -e, ntop, -1
         if ntop < top.shape[0]:
-            top[ntop, 0] = ks
-            top[ntop, 1] = ke
-            top[ntop, 2] = i
-            top[ntop, 3] = e
+            top[ntop] = ks, ke, i, e
             ntop += 1
         i = skip_ws(buf, e, n)
         if i < n and buf[i] == COMMA:
@@ -587,9 +585,9 @@ def scan(
     value end) of each other top-level key of the object format, for the
     caller to decode. ``E_FULL`` means the symbol table (slots, starts, ends,
     count) ran out of room. ``progress[0]`` is set to the byte offset reached
-    every 65,536 events. The top level and the events array are separate
-    kernels, so that the events' kernel is compiled (and linked) once, not
-    again inside a caller's.
+    every 65,536 events. The events array is one kernel, called from Python
+    (not linked into a caller, which would compile it again); the few
+    top-level members are read in Python (:func:`_members`).
     """
     n = buf.size
     i = _document_start(buf)

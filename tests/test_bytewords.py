@@ -1,0 +1,52 @@
+"""The unchecked byte-word intrinsics that numba scanners and writers share (di.convert.bytewords)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from di.convert.bytewords import copy_bytes, load_u64, store_u64
+
+
+@njit(_nrt=False)
+def _copy(out, o, src, a, b):
+    return copy_bytes(out, o, src, a, b)
+
+
+@njit(_nrt=False)
+def _word_round_trip(buf, i, out, o):
+    store_u64(out, o, load_u64(buf, i))
+
+
+def test_copy_bytes_copies_the_span_and_returns_the_end() -> None:
+    src = np.frombuffer(b'{"name": "ncclKernel"}', dtype=np.uint8)
+    out = np.full(40, 0xAA, dtype=np.uint8)
+    end = _copy(out, 3, src, 9, 21)
+    assert end == 15
+    assert out[3:15].tobytes() == b'"ncclKernel"'
+    assert (out[:3] == 0xAA).all() and (out[15:] == 0xAA).all()  # nothing outside the span is touched
+
+
+def test_copy_bytes_of_an_empty_or_reversed_span_copies_nothing() -> None:
+    src = np.arange(10, dtype=np.uint8)
+    out = np.zeros(10, dtype=np.uint8)
+    assert _copy(out, 4, src, 6, 6) == 4
+    assert _copy(out, 4, src, 7, 2) == 4
+    assert not out.any()
+
+
+def test_copy_bytes_across_lengths_and_offsets_equals_slicing() -> None:
+    rng = np.random.default_rng(7)
+    src = rng.integers(0, 256, 300, dtype=np.uint8)
+    for a, b, o in rng.integers(0, 150, (200, 3)):
+        a, b = min(a, b), max(a, b) + int(o) % 40
+        out = np.zeros(400, dtype=np.uint8)
+        assert _copy(out, o, src, a, b) == o + (b - a)
+        assert out[o : o + b - a].tobytes() == src[a:b].tobytes()
+
+
+def test_words_load_and_store_little_endian_at_any_offset() -> None:
+    buf = np.frombuffer(b"xxabcdefghyy", dtype=np.uint8)
+    out = np.zeros(11, dtype=np.uint8)
+    _word_round_trip(buf, 2, out, 3)
+    assert out.tobytes() == b"\0\0\0abcdefgh"
