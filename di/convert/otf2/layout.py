@@ -21,6 +21,7 @@ from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
 from di.convert.otf2.iolayout import IoDefs, plan_io
 from di.convert.otf2.rowids import combined_ids, key_ids, run_starts, text_ids
+from di.convert.stringviews import gather_spans
 from di.trace import Trace
 
 ATTRIBUTES = (
@@ -58,6 +59,27 @@ class TextColumn:
     ids: np.ndarray
 
 
+DISTINCT_SAMPLE = 4096
+"""Rows of a string column sampled (evenly spread) to tell whether its texts are nearly all distinct."""
+MOSTLY_DISTINCT = 0.9
+"""Share of distinct texts in the sample above which a column's texts are not searched for repeats."""
+
+
+def mostly_distinct(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> bool:
+    """True when the texts ``data[offsets[i]:offsets[i + 1]]`` of the ``valid`` rows are nearly all distinct, judged on
+    :data:`DISTINCT_SAMPLE` rows spread evenly over the column (False for a column of fewer than four times as many
+    rows: those are numbered whole). Numbering a million args texts of a real PyTorch profile by hash costs a fifth of
+    the OTF2 write and finds no repeat; writing the rare repeat of such a column twice only costs its bytes."""
+    rows = np.flatnonzero(valid)
+    if rows.size < 4 * DISTINCT_SAMPLE:
+        return False
+    take = rows[np.linspace(0, rows.size - 1, DISTINCT_SAMPLE).astype(np.int64)]
+    picked = np.ones(take.size, np.bool_)
+    sample, sample_offsets = gather_spans(data, offsets[take], offsets[take + 1], picked)
+    _, first = text_ids(*(readonly(a) for a in (sample, sample_offsets, picked)))
+    return first.size >= MOSTLY_DISTINCT * take.size
+
+
 class Strings:
     """The archive's string definitions: ref = insertion order, ``""`` is ref 0.
 
@@ -65,9 +87,10 @@ class Strings:
     by one through a dict; a column of per-event strings (args texts, a
     million distinct ones in a real PyTorch profile) is numbered on its UTF-8
     buffer by a numba hash table (:func:`rowids.text_ids`) and its distinct
-    texts take consecutive refs, never through a Python dict or loop. Such a
-    column's texts are not matched against the dict's: OTF2 allows two refs
-    of one text.
+    texts take consecutive refs, never through a Python dict or loop; when a
+    sample shows them nearly all distinct (:func:`mostly_distinct`), every
+    row takes a ref of its own without hashing. Such a column's texts are not
+    matched against the dict's: OTF2 allows two refs of one text.
     """
 
     SMALL = 4096
@@ -103,9 +126,16 @@ class Strings:
         return None
 
     def add_many(self, values: pl.Series) -> np.ndarray:
-        """Refs (int64, ``emit.NO_VALUE`` for nulls) of a column of strings, adding the new ones."""
+        """Refs (int64, ``emit.NO_VALUE`` for nulls) of a column of strings, adding the new ones. A column whose
+        texts are nearly all distinct (:func:`mostly_distinct`) is not searched for repeats: each of its non-null
+        rows takes a ref of its own."""
         data, offsets = utf8_buffers(values)
-        ids, rows = text_ids(*(readonly(a) for a in (data, offsets, values.is_not_null().to_numpy())))
+        valid = values.is_not_null().to_numpy()
+        if mostly_distinct(data, offsets, valid):
+            rows = np.flatnonzero(valid)
+            ids = np.where(valid, np.cumsum(valid) - 1, -1)
+        else:
+            ids, rows = text_ids(*(readonly(a) for a in (data, offsets, valid)))
         if rows.size <= self.SMALL:
             lut = np.full(rows.size + 1, emit.NO_VALUE, np.int64)  # ids of nulls (-1) pick the last entry
             lut[:-1] = [self.ref(v) for v in values.gather(rows).cast(pl.String).to_list()]
