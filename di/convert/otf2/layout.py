@@ -49,14 +49,36 @@ messages and collectives whose ``comm`` is null."""
 @dataclass
 class TextColumn:
     """Strings a column added whole (:meth:`Strings.add_many`): ref ``first_ref + i`` is the text of row ``rows[i]``,
-    ``data[offsets[r]:offsets[r + 1]]`` (UTF-8); ``ids``: the id (ref - first_ref) of every row, -1 for a null."""
+    ``data[starts[r]:ends[r]]`` (UTF-8); ``ids``: the id (ref - first_ref) of every row, -1 for a null."""
 
     first_ref: int
     values: pl.Series
     data: np.ndarray
-    offsets: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
     rows: np.ndarray
     ids: np.ndarray
+
+
+def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(UTF-8 bytes, start and end of each row's text there) of a String column, empty for a null. A column whose
+    Arrow string views all point into one data buffer (every non-empty text longer than the 12 bytes a view holds
+    itself, as the args texts of a loaded Kineto trace) is read in place; any other is first copied into one buffer
+    (:func:`utf8_buffers`)."""
+    import pyarrow as pa
+
+    arr = values.to_arrow(compat_level=pl.CompatLevel.newest())
+    if isinstance(arr, pa.ChunkedArray) and arr.num_chunks == 1:
+        arr = arr.chunk(0)
+    buffers = arr.buffers() if isinstance(arr, pa.Array) and arr.type == pa.string_view() else []
+    if len(buffers) == 3 and buffers[2] is not None:  # validity, views, one data buffer
+        views = np.frombuffer(buffers[1], np.uint32).reshape(-1, 4)[arr.offset : arr.offset + len(arr)]
+        length = np.where(values.is_not_null().to_numpy(), views[:, 0], 0).astype(np.int64)
+        if not ((length > 0) & (length <= 12)).any():  # no text held in its view
+            starts = np.where(length > 0, views[:, 3], 0).astype(np.int64)
+            return np.frombuffer(buffers[2], np.uint8), starts, starts + length
+    data, offsets = utf8_buffers(values)
+    return data, offsets[:-1], offsets[1:]
 
 
 DISTINCT_SAMPLE = 4096
@@ -65,8 +87,8 @@ MOSTLY_DISTINCT = 0.9
 """Share of distinct texts in the sample above which a column's texts are not searched for repeats."""
 
 
-def mostly_distinct(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> bool:
-    """True when the texts ``data[offsets[i]:offsets[i + 1]]`` of the ``valid`` rows are nearly all distinct, judged on
+def mostly_distinct(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray) -> bool:
+    """True when the texts ``data[starts[i]:ends[i]]`` of the ``valid`` rows are nearly all distinct, judged on
     :data:`DISTINCT_SAMPLE` rows spread evenly over the column (False for a column of fewer than four times as many
     rows: those are numbered whole). Numbering a million args texts of a real PyTorch profile by hash costs a fifth of
     the OTF2 write and finds no repeat; writing the rare repeat of such a column twice only costs its bytes."""
@@ -75,7 +97,7 @@ def mostly_distinct(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) ->
         return False
     take = rows[np.linspace(0, rows.size - 1, DISTINCT_SAMPLE).astype(np.int64)]
     picked = np.ones(take.size, np.bool_)
-    sample, sample_offsets = gather_spans(data, offsets[take], offsets[take + 1], picked)
+    sample, sample_offsets = gather_spans(data, starts[take], ends[take], picked)
     _, first = text_ids(*(readonly(a) for a in (sample, sample_offsets, picked)))
     return first.size >= MOSTLY_DISTINCT * take.size
 
@@ -129,24 +151,26 @@ class Strings:
         """Refs (int64, ``emit.NO_VALUE`` for nulls) of a column of strings, adding the new ones. A column whose
         texts are nearly all distinct (:func:`mostly_distinct`) is not searched for repeats: each of its non-null
         rows takes a ref of its own."""
-        data, offsets = utf8_buffers(values)
         valid = values.is_not_null().to_numpy()
-        if mostly_distinct(data, offsets, valid):
+        data, starts, ends = text_spans(values)
+        if mostly_distinct(data, starts, ends, valid):
             rows = np.flatnonzero(valid)
             ids = np.where(valid, np.cumsum(valid) - 1, -1)
         else:
+            data, offsets = utf8_buffers(values)
+            starts, ends = offsets[:-1], offsets[1:]
             ids, rows = text_ids(*(readonly(a) for a in (data, offsets, valid)))
         if rows.size <= self.SMALL:
             lut = np.full(rows.size + 1, emit.NO_VALUE, np.int64)  # ids of nulls (-1) pick the last entry
             lut[:-1] = [self.ref(v) for v in values.gather(rows).cast(pl.String).to_list()]
             return lut[ids]
-        self.pieces.append(TextColumn(self.n, values, data, offsets, rows, ids))
+        self.pieces.append(TextColumn(self.n, values, data, starts, ends, rows, ids))
         refs = np.where(ids >= 0, ids + self.n, emit.NO_VALUE)
         self.n += rows.size
         return refs
 
     def chunks(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """The strings in ref order as (UTF-8 bytes, int64 offsets, rows) for :func:`emit.write_strings`; ref
+        """The strings in ref order as (UTF-8 bytes, int64 starts and ends, rows) for :func:`emit.write_strings`; ref
         lookups only from now on."""
         self.frozen = True
         out, singles = [], []
@@ -156,10 +180,10 @@ class Strings:
                 continue
             if singles:
                 data, offsets = utf8_buffers(pl.Series(singles, dtype=pl.String))
-                out.append((data, offsets, np.arange(len(singles), dtype=np.int64)))
+                out.append((data, offsets[:-1], offsets[1:], np.arange(len(singles), dtype=np.int64)))
                 singles = []
             if piece is not None:
-                out.append((piece.data, piece.offsets, piece.rows))
+                out.append((piece.data, piece.starts, piece.ends, piece.rows))
         return [tuple(readonly(a) for a in chunk) for chunk in out]
 
     def check_frozen(self) -> None:

@@ -229,10 +229,10 @@ def _global_definitions(
     g = o.Archive_GetGlobalDefWriter(archive)
     o.GlobalDefWriter_WriteClockProperties(g, 10**9, lay.global_offset, lay.trace_length, lay.realtime)
     first_ref = 0
-    for data, offsets, rows in lay.strings.chunks():
-        scratch = emit.scratch_for(offsets, rows)
+    for data, starts, ends, rows in lay.strings.chunks():
+        scratch = emit.scratch_for(starts, ends, rows)
         _check(
-            emit.write_strings(fns, clib.handle(g), np.int64(first_ref), data, offsets, rows, scratch),
+            emit.write_strings(fns, clib.handle(g), np.int64(first_ref), data, starts, ends, rows, scratch),
             anchor,
             "strings",
         )
