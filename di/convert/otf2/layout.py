@@ -21,7 +21,8 @@ from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
 from di.convert.otf2.iolayout import IoDefs, plan_io
 from di.convert.otf2.rowids import combined_ids, key_ids, run_starts, text_ids
-from di.convert.stringviews import gather_spans
+from di.convert.otf2.flowtext import flow_lists
+from di.convert.stringviews import gather_spans, texts_at_offsets
 from di.trace import Trace
 
 ATTRIBUTES = (
@@ -498,41 +499,28 @@ def _flows_in(
     by_dst = np.zeros(0, np.int64) if first.size == fl.height else np.argsort(dst_id, kind="stable")
     cat = fl["src_cat"].unique()  # JSON of each distinct src_cat, as polars writes it ("null" for null)
     cat_json = pl.DataFrame({"c": cat}).select(pl.struct("c").struct.json_encode().str.slice(5).str.head(-1))
-    items = pl.DataFrame(
-        {"l": src_loc, "k": emitted[src] - bounds[src_loc], "t": fl["kind"], "i": fl["id"], "c": fl["src_cat"]}
-    )
-    text = items.select(
-        pl.concat_str(
-            pl.lit('{"l":'),
-            pl.col("l"),
-            pl.lit(',"k":'),
-            pl.col("k"),
-            pl.lit(',"t":"'),
-            pl.col("t").cast(pl.String),
-            pl.lit('","i":'),
-            pl.col("i").cast(pl.String).fill_null("null"),
-            pl.lit(',"c":'),
-            pl.col("c").replace_strict(cat, cat_json.to_series(), return_dtype=pl.String),
-            pl.lit("}"),
-        )
-    ).to_series()
-    if by_dst.size:  # the items of one destination back to back, destinations in order of first flow
-        text = text.gather(by_dst)
+    cat_code = fl["src_cat"].replace_strict(cat, pl.Series(np.arange(cat.len(), dtype=np.int64)), return_dtype=pl.Int64)
+    if by_dst.size:  # the flows of one destination back to back, destinations in order of first flow
         run = dst_id[by_dst]
         starts = np.r_[True, run[1:] != run[:-1]]
         ends = np.r_[run[1:] != run[:-1], True]
     else:
         starts = ends = np.ones(fl.height, bool)
-    lists = pl.select(
-        pl.concat_str(
-            pl.when(pl.lit(pl.Series(starts))).then(pl.lit("[")).otherwise(pl.lit(",")),
-            pl.lit(text),
-            pl.when(pl.lit(pl.Series(ends))).then(pl.lit("]")).otherwise(pl.lit("")),
-        )
-    ).to_series()
-    if by_dst.size:  # a destination's list: its items' texts joined
-        lists = pl.DataFrame({"run": run, "t": lists}).group_by("run", maintain_order=True).agg(pl.col("t").str.join())
-        lists = lists.get_column("t")
+    kinds = fl["kind"]
+    data, offsets = flow_lists(
+        by_dst if by_dst.size else np.arange(fl.height, dtype=np.int64),
+        starts,
+        ends,
+        src_loc,
+        emitted[src] - bounds[src_loc],
+        kinds.to_physical().to_numpy(),
+        list(kinds.dtype.categories),
+        fl["id"].fill_null(0).to_numpy(),
+        fl["id"].is_not_null().to_numpy(),
+        cat_code.to_numpy(),
+        cat_json.to_series().to_list(),
+    )
+    lists = texts_at_offsets(data, offsets, np.ones(offsets.size - 1, np.bool_), "flows_in")
     refs = strings.add_many(lists)
     dst = fl["dst"].to_numpy()[first]
     out = np.full(n, emit.NO_VALUE, np.int64)
