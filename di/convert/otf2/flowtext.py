@@ -22,7 +22,7 @@ _LONGEST_INT = 20
 """Characters of the longest int64 in decimal (with its sign)."""
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _put(out, o, pieces, bounds, p):
     """Piece ``p`` of the table at out[o:]; returns the new end."""
     for q in range(bounds[p], bounds[p + 1]):
@@ -33,25 +33,34 @@ def _put(out, o, pieces, bounds, p):
 
 @njit(cache=True, _nrt=False)
 def _flow_lists(order, first, last, loc, ordinal, kind, ids, has_id, cat, pieces, bounds, kinds_at, cats_at, out, ends):
-    """Write the lists into ``out`` (inputs read-only: one signature); the flows in ``order``, a list opening at ``first[j]`` and closing after
-    ``last[j]`` (j: position in ``order``); ``ends``: each list's end in ``out``."""
+    """Write the lists into ``out`` (inputs read-only: one signature); the flows in ``order``, a list opening at
+    ``first[j]`` and closing after ``last[j]`` (j: position in ``order``); ``ends``: each list's end in ``out``.
+    The five fields of an item go through one loop (one call site per helper: a smaller kernel to compile)."""
     o = np.int64(0)
     m = 0
     for j in range(order.size):
         f = order[j]
-        o = _put(out, o, pieces, bounds, _OPEN if first[j] else _NEXT)
-        o = _write_int(out, o, loc[f])
-        o = _put(out, o, pieces, bounds, _K)
-        o = _write_int(out, o, ordinal[f])
-        o = _put(out, o, pieces, bounds, _T)
-        o = _put(out, o, pieces, bounds, kinds_at + kind[f])
-        o = _put(out, o, pieces, bounds, _I)
-        if has_id[f]:
-            o = _write_int(out, o, ids[f])
-        else:
-            o = _put(out, o, pieces, bounds, _NULL)
-        o = _put(out, o, pieces, bounds, _C)
-        o = _put(out, o, pieces, bounds, cats_at + cat[f])
+        for field in range(5):  # l, k, t, i, c: its key piece, then its value
+            o = _put(out, o, pieces, bounds, (_OPEN if first[j] else _NEXT) if field == 0 else _K + field - 1)
+            piece = np.int64(-1)
+            value = np.int64(0)
+            if field == 0:
+                value = loc[f]
+            elif field == 1:
+                value = ordinal[f]
+            elif field == 2:
+                piece = kinds_at + kind[f]
+            elif field == 3:
+                if has_id[f]:
+                    value = ids[f]
+                else:
+                    piece = _NULL
+            else:
+                piece = cats_at + cat[f]
+            if piece >= 0:
+                o = _put(out, o, pieces, bounds, piece)
+            else:
+                o = _write_int(out, o, value)
         o = _put(out, o, pieces, bounds, _CLOSE)
         if last[j]:
             o = _put(out, o, pieces, bounds, _END)
