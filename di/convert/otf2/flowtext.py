@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from di.convert.columns import readonly
-from di.convert.otf2.argtext import _write_int
+from di.convert.otf2.digits import write_int
 
 _PIECES = ('[{"l":', ',{"l":', ',"k":', ',"t":"', '","i":', ',"c":', "}", "]", "null")
 """Fixed texts, numbered in this order (the kinds and the categories' JSON follow them in the piece table)."""
@@ -60,7 +60,7 @@ def _flow_lists(order, first, last, loc, ordinal, kind, ids, has_id, cat, pieces
             if piece >= 0:
                 o = _put(out, o, pieces, bounds, piece)
             else:
-                o = _write_int(out, o, value)
+                o = write_int(out, o, value)
         o = _put(out, o, pieces, bounds, _CLOSE)
         if last[j]:
             o = _put(out, o, pieces, bounds, _END)
