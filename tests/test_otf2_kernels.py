@@ -209,6 +209,56 @@ def test_text_ids_number_the_args_texts_of_a_real_trace_in_order_of_first_use() 
     assert 0 < len(seen) < column.len() - column.null_count()  # equal texts share an id
 
 
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_string_table_refs_give_back_each_text_whether_or_not_the_column_is_searched_for_repeats(repeats: int) -> None:
+    """A real Kineto trace's args (45 k texts, all distinct): the writer's string table gives every row a ref of its
+    own without hashing; the same column three times over (a third distinct) is numbered by hash and repeats share a
+    ref. Either way the text of each row's ref is the row's text and nulls have none."""
+    import polars as pl
+    from conftest import kineto_file
+
+    import di
+    from di.convert.columns import utf8_buffers
+    from di.convert.otf2 import emit
+    from di.convert.otf2.layout import Strings, mostly_distinct
+
+    args = di.load(kineto_file("hta_ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")).events["args"]
+    column = pl.concat([args] * repeats + [pl.Series([None, "é" * 9], dtype=pl.String)])
+    data, offsets = utf8_buffers(column)
+    assert mostly_distinct(data, offsets[:-1], offsets[1:], column.is_not_null().to_numpy()) == (repeats == 1)
+    table = Strings()
+    table.ref("x")
+    refs = table.add_many(column)
+    texts = [
+        bytes(d[lo[r] : hi[r]]).decode() for d, lo, hi, rows in table.chunks() for r in rows
+    ]  # every string in ref order
+    got = [None if ref == emit.NO_VALUE else texts[ref] for ref in refs.tolist()]
+    assert got == column.to_list()
+    distinct_refs = np.unique(refs[refs != emit.NO_VALUE]).size
+    assert distinct_refs == (column.drop_nulls().len() if repeats == 1 else column.drop_nulls().n_unique())
+
+
+def test_text_spans_give_each_rows_text_in_place_or_copied() -> None:
+    """A loaded Kineto trace's args (views into one buffer, every text over 12 bytes) are read in place; short texts
+    held in their views, nulls and a column of two chunks are copied; each row's span is its text either way."""
+    import polars as pl
+    from conftest import kineto_file
+
+    import di
+    from di.convert.otf2.layout import text_spans
+
+    args = di.load(kineto_file("hta_ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")).events["args"]
+    short = pl.Series(["", None, "a", "é" * 9, "x" * 13], dtype=pl.String)
+    for column in (args, short, pl.concat([args.head(100), short], rechunk=False)):
+        data, starts, ends = text_spans(column)
+        got = [None if t is None else bytes(data[a:b]).decode() for t, a, b in zip(column, starts, ends)]
+        assert got == column.to_list()
+        assert all(a == b for t, a, b in zip(column, starts, ends) if t is None)
+    data, _, _ = text_spans(args)
+    held = args.to_arrow(compat_level=pl.CompatLevel.newest()).buffers()[2]
+    assert data.ctypes.data == held.address  # the column's own buffer, not a copy
+
+
 def test_attachment_table_passes_each_otf2_function_its_own_parameters() -> None:
     """emit writes every attachment record through one call of eight integers (writer, attribute list, time, five
     columns): each type's row must name the function's parameters after the first three, in order, and only

@@ -246,6 +246,28 @@ def test_flows_ride_on_the_enter_of_their_destination(tmp_path: Path) -> None:
     assert not back.meta["sources"][0]["dropped"]
 
 
+def test_flows_with_shared_destinations_null_ids_and_odd_categories_round_trip(tmp_path: Path) -> None:
+    """The writer's ``di.flows_in`` texts (written in numba) on flows the Kineto trace lacks: several flows into one
+    event, of different kinds, null and negative ids, null and non-ASCII / quoted source categories."""
+    trace = di.load(kineto_file("hta_critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
+    fl = trace.flows
+    n = fl.height
+    extra = fl.head(7).with_columns(
+        pl.col("dst").head(1).first().alias("dst"),  # seven more flows into the first flow's destination
+        pl.Series("kind", ["user", "sync", "launch", "stream_wait", "user", "sync", "launch"]).cast(fl["kind"].dtype),
+        pl.Series("id", [None, -5, 0, None, 2**62, -(2**63), 7], dtype=pl.Int64),
+        pl.Series("src_cat", [None, 'cu"da\\ é', "", None, "x", "\t", "ac2g"], dtype=pl.String),
+    )
+    changed = fl.with_columns(
+        pl.when(pl.int_range(n) % 3 == 0).then(None).otherwise(pl.col("id")).alias("id"),
+        pl.when(pl.int_range(n) % 5 == 0).then(None).otherwise(pl.col("src_cat")).alias("src_cat"),
+    )
+    odd = di.Trace.build(meta=trace.meta, **{**trace.tables(), "flows": pl.concat([changed, extra])})
+    back = round_trip(odd, tmp_path)
+    assert back.flows.height == n + 7
+    assert flows_by_content(back).equals(flows_by_content(odd))
+
+
 def _otf2_description(reader: object) -> str:
     import _otf2
 

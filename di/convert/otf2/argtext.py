@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.convert.otf2.digits import write_int as _write_int
 from di.convert.otf2.records import (
     BUFFER_FLUSH,
     IO_ACQUIRE_LOCK,
@@ -91,24 +92,6 @@ def _prefix_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _PREFIXES = _prefix_table()
-
-
-@njit(cache=True)
-def _write_int(out, o, v):
-    """Decimal digits of int64 ``v`` at out[o:]; returns the new end."""
-    if v < 0:
-        out[o] = 45  # '-'
-        o += 1
-    u = np.uint64(-(v + 1)) + np.uint64(1) if v < 0 else np.uint64(v)  # |v|, int64 min included
-    n = 1
-    t = u
-    while t >= 10:
-        t //= np.uint64(10)
-        n += 1
-    for i in range(n - 1, -1, -1):
-        out[o + i] = 48 + np.uint8(u % np.uint64(10))
-        u //= np.uint64(10)
-    return o + n
 
 
 @njit(cache=True)

@@ -133,15 +133,15 @@ _HIGH_BITS = np.uint64(0x8080808080808080)
 
 
 @njit(cache=True, _nrt=False)
-def write_strings(fns, writer, first_ref, data, offsets, rows, scratch):
-    """WriteString(ref = first_ref + i, the UTF-8 text ``data[offsets[r]:offsets[r + 1]]`` of row r = ``rows[i]``)
+def write_strings(fns, writer, first_ref, data, starts, ends, rows, scratch):
+    """WriteString(ref = first_ref + i, the UTF-8 text ``data[starts[r]:ends[r]]`` of row r = ``rows[i]``)
     for every i. Each text is copied, eight bytes per step, into ``scratch`` (uint8, at least 8 bytes more than
     the longest text, see :func:`scratch_for`) and NUL-terminated, a NUL inside it written as a space (OTF2
     strings end at the first NUL)."""
     base = scratch.ctypes.data
     for i in range(rows.size):
-        lo = offsets[rows[i]]
-        n = offsets[rows[i] + 1] - lo
+        lo = starts[rows[i]]
+        n = ends[rows[i]] - lo
         k = 0
         while k + 8 <= n:
             w = load_u64(data, lo + k)
@@ -160,10 +160,10 @@ def write_strings(fns, writer, first_ref, data, offsets, rows, scratch):
     return 0
 
 
-def scratch_for(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def scratch_for(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The scratch buffer :func:`write_strings` needs for these rows (allocated here: numba would compile its
     ``np.empty`` once more per cold start)."""
-    longest = int((offsets[rows + 1] - offsets[rows]).max()) if rows.size else 0
+    longest = int((ends[rows] - starts[rows]).max()) if rows.size else 0
     return np.empty(longest + 8, np.uint8)
 
 

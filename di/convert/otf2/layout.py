@@ -24,6 +24,8 @@ from di.convert.otf2.iolayout import IoDefs, plan_io
 from di.convert.otf2.sideprops import side_document
 from di.convert.side_tables import warn_losses
 from di.convert.otf2.rowids import combined_ids, key_ids, run_starts, text_ids
+from di.convert.otf2.flowtext import flow_lists
+from di.convert.stringviews import gather_spans, texts_at_offsets
 from di.trace import Trace
 
 ATTRIBUTES = (
@@ -51,14 +53,57 @@ messages and collectives whose ``comm`` is null."""
 @dataclass
 class TextColumn:
     """Strings a column added whole (:meth:`Strings.add_many`): ref ``first_ref + i`` is the text of row ``rows[i]``,
-    ``data[offsets[r]:offsets[r + 1]]`` (UTF-8); ``ids``: the id (ref - first_ref) of every row, -1 for a null."""
+    ``data[starts[r]:ends[r]]`` (UTF-8); ``ids``: the id (ref - first_ref) of every row, -1 for a null."""
 
     first_ref: int
     values: pl.Series
     data: np.ndarray
-    offsets: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
     rows: np.ndarray
     ids: np.ndarray
+
+
+def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(UTF-8 bytes, start and end of each row's text there) of a String column, empty for a null. A column whose
+    Arrow string views all point into one data buffer (every non-empty text longer than the 12 bytes a view holds
+    itself, as the args texts of a loaded Kineto trace) is read in place; any other is first copied into one buffer
+    (:func:`utf8_buffers`)."""
+    import pyarrow as pa
+
+    arr = values.to_arrow(compat_level=pl.CompatLevel.newest())
+    if isinstance(arr, pa.ChunkedArray) and arr.num_chunks == 1:
+        arr = arr.chunk(0)
+    buffers = arr.buffers() if isinstance(arr, pa.Array) and arr.type == pa.string_view() else []
+    if len(buffers) == 3 and buffers[2] is not None:  # validity, views, one data buffer
+        views = np.frombuffer(buffers[1], np.uint32).reshape(-1, 4)[arr.offset : arr.offset + len(arr)]
+        length = np.where(values.is_not_null().to_numpy(), views[:, 0], 0).astype(np.int64)
+        if not ((length > 0) & (length <= 12)).any():  # no text held in its view
+            starts = np.where(length > 0, views[:, 3], 0).astype(np.int64)
+            return np.frombuffer(buffers[2], np.uint8), starts, starts + length
+    data, offsets = utf8_buffers(values)
+    return data, offsets[:-1], offsets[1:]
+
+
+DISTINCT_SAMPLE = 4096
+"""Rows of a string column sampled (evenly spread) to tell whether its texts are nearly all distinct."""
+MOSTLY_DISTINCT = 0.9
+"""Share of distinct texts in the sample above which a column's texts are not searched for repeats."""
+
+
+def mostly_distinct(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray) -> bool:
+    """True when the texts ``data[starts[i]:ends[i]]`` of the ``valid`` rows are nearly all distinct, judged on
+    :data:`DISTINCT_SAMPLE` rows spread evenly over the column (False for a column of fewer than four times as many
+    rows: those are numbered whole). Numbering a million args texts of a real PyTorch profile by hash costs a fifth of
+    the OTF2 write and finds no repeat; writing the rare repeat of such a column twice only costs its bytes."""
+    rows = np.flatnonzero(valid)
+    if rows.size < 4 * DISTINCT_SAMPLE:
+        return False
+    take = rows[np.linspace(0, rows.size - 1, DISTINCT_SAMPLE).astype(np.int64)]
+    picked = np.ones(take.size, np.bool_)
+    sample, sample_offsets = gather_spans(data, starts[take], ends[take], picked)
+    _, first = text_ids(*(readonly(a) for a in (sample, sample_offsets, picked)))
+    return first.size >= MOSTLY_DISTINCT * take.size
 
 
 class Strings:
@@ -68,9 +113,10 @@ class Strings:
     by one through a dict; a column of per-event strings (args texts, a
     million distinct ones in a real PyTorch profile) is numbered on its UTF-8
     buffer by a numba hash table (:func:`rowids.text_ids`) and its distinct
-    texts take consecutive refs, never through a Python dict or loop. Such a
-    column's texts are not matched against the dict's: OTF2 allows two refs
-    of one text.
+    texts take consecutive refs, never through a Python dict or loop; when a
+    sample shows them nearly all distinct (:func:`mostly_distinct`), every
+    row takes a ref of its own without hashing. Such a column's texts are not
+    matched against the dict's: OTF2 allows two refs of one text.
     """
 
     SMALL = 4096
@@ -106,20 +152,29 @@ class Strings:
         return None
 
     def add_many(self, values: pl.Series) -> np.ndarray:
-        """Refs (int64, ``emit.NO_VALUE`` for nulls) of a column of strings, adding the new ones."""
-        data, offsets = utf8_buffers(values)
-        ids, rows = text_ids(*(readonly(a) for a in (data, offsets, values.is_not_null().to_numpy())))
+        """Refs (int64, ``emit.NO_VALUE`` for nulls) of a column of strings, adding the new ones. A column whose
+        texts are nearly all distinct (:func:`mostly_distinct`) is not searched for repeats: each of its non-null
+        rows takes a ref of its own."""
+        valid = values.is_not_null().to_numpy()
+        data, starts, ends = text_spans(values)
+        if mostly_distinct(data, starts, ends, valid):
+            rows = np.flatnonzero(valid)
+            ids = np.where(valid, np.cumsum(valid) - 1, -1)
+        else:
+            data, offsets = utf8_buffers(values)
+            starts, ends = offsets[:-1], offsets[1:]
+            ids, rows = text_ids(*(readonly(a) for a in (data, offsets, valid)))
         if rows.size <= self.SMALL:
             lut = np.full(rows.size + 1, emit.NO_VALUE, np.int64)  # ids of nulls (-1) pick the last entry
             lut[:-1] = [self.ref(v) for v in values.gather(rows).cast(pl.String).to_list()]
             return lut[ids]
-        self.pieces.append(TextColumn(self.n, values, data, offsets, rows, ids))
+        self.pieces.append(TextColumn(self.n, values, data, starts, ends, rows, ids))
         refs = np.where(ids >= 0, ids + self.n, emit.NO_VALUE)
         self.n += rows.size
         return refs
 
     def chunks(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """The strings in ref order as (UTF-8 bytes, int64 offsets, rows) for :func:`emit.write_strings`; ref
+        """The strings in ref order as (UTF-8 bytes, int64 starts and ends, rows) for :func:`emit.write_strings`; ref
         lookups only from now on."""
         self.frozen = True
         out, singles = [], []
@@ -129,10 +184,10 @@ class Strings:
                 continue
             if singles:
                 data, offsets = utf8_buffers(pl.Series(singles, dtype=pl.String))
-                out.append((data, offsets, np.arange(len(singles), dtype=np.int64)))
+                out.append((data, offsets[:-1], offsets[1:], np.arange(len(singles), dtype=np.int64)))
                 singles = []
             if piece is not None:
-                out.append((piece.data, piece.offsets, piece.rows))
+                out.append((piece.data, piece.starts, piece.ends, piece.rows))
         return [tuple(readonly(a) for a in chunk) for chunk in out]
 
     def check_frozen(self) -> None:
@@ -450,41 +505,28 @@ def _flows_in(
     by_dst = np.zeros(0, np.int64) if first.size == fl.height else np.argsort(dst_id, kind="stable")
     cat = fl["src_cat"].unique()  # JSON of each distinct src_cat, as polars writes it ("null" for null)
     cat_json = pl.DataFrame({"c": cat}).select(pl.struct("c").struct.json_encode().str.slice(5).str.head(-1))
-    items = pl.DataFrame(
-        {"l": src_loc, "k": emitted[src] - bounds[src_loc], "t": fl["kind"], "i": fl["id"], "c": fl["src_cat"]}
-    )
-    text = items.select(
-        pl.concat_str(
-            pl.lit('{"l":'),
-            pl.col("l"),
-            pl.lit(',"k":'),
-            pl.col("k"),
-            pl.lit(',"t":"'),
-            pl.col("t").cast(pl.String),
-            pl.lit('","i":'),
-            pl.col("i").cast(pl.String).fill_null("null"),
-            pl.lit(',"c":'),
-            pl.col("c").replace_strict(cat, cat_json.to_series(), return_dtype=pl.String),
-            pl.lit("}"),
-        )
-    ).to_series()
-    if by_dst.size:  # the items of one destination back to back, destinations in order of first flow
-        text = text.gather(by_dst)
+    cat_code = fl["src_cat"].replace_strict(cat, pl.Series(np.arange(cat.len(), dtype=np.int64)), return_dtype=pl.Int64)
+    if by_dst.size:  # the flows of one destination back to back, destinations in order of first flow
         run = dst_id[by_dst]
         starts = np.r_[True, run[1:] != run[:-1]]
         ends = np.r_[run[1:] != run[:-1], True]
     else:
         starts = ends = np.ones(fl.height, bool)
-    lists = pl.select(
-        pl.concat_str(
-            pl.when(pl.lit(pl.Series(starts))).then(pl.lit("[")).otherwise(pl.lit(",")),
-            pl.lit(text),
-            pl.when(pl.lit(pl.Series(ends))).then(pl.lit("]")).otherwise(pl.lit("")),
-        )
-    ).to_series()
-    if by_dst.size:  # a destination's list: its items' texts joined
-        lists = pl.DataFrame({"run": run, "t": lists}).group_by("run", maintain_order=True).agg(pl.col("t").str.join())
-        lists = lists.get_column("t")
+    kinds = fl["kind"]
+    data, offsets = flow_lists(
+        by_dst if by_dst.size else np.arange(fl.height, dtype=np.int64),
+        starts,
+        ends,
+        src_loc,
+        emitted[src] - bounds[src_loc],
+        kinds.to_physical().to_numpy(),
+        list(kinds.dtype.categories),
+        fl["id"].fill_null(0).to_numpy(),
+        fl["id"].is_not_null().to_numpy(),
+        cat_code.to_numpy(),
+        cat_json.to_series().to_list(),
+    )
+    lists = texts_at_offsets(data, offsets, np.ones(offsets.size - 1, np.bool_), "flows_in")
     refs = strings.add_many(lists)
     dst = fl["dst"].to_numpy()[first]
     out = np.full(n, emit.NO_VALUE, np.int64)

@@ -11,7 +11,9 @@ Layout written:
 * regions: one per (name, cat, src_cat, instant), paradigm and role from
   :func:`categories.region_kind`, description recording di's category;
 * events: Enter/Leave (instants as Enter+Leave at one time), attributes
-  ``di.bytes``, ``di.corr``, ``di.args`` (the args JSON as a string);
+  ``di.bytes``, ``di.corr``, ``di.args`` (the args JSON as a string; when a
+  sample shows the texts nearly all distinct, as a PyTorch profile's, each
+  event's text is its own string definition, repeats not searched for);
   messages as MpiSend at the send event's start and MpiRecv at the receive
   event's end, or, where ``send_done`` / ``recv_post`` mark them non-blocking,
   MpiIsend + MpiIsendComplete (end of the ``send_done`` event) and
@@ -31,7 +33,7 @@ Layout written:
 Flows have no OTF2 record: each flow is written on the Enter of its
 destination event, as the string attribute ``di.flows_in``: a JSON list of
 ``{"l": source location ref, "k": the source's Enter ordinal on that location,
-"t": kind, "i": id, "c": src_cat}``, which di's reader turns back into flow
+"t": kind, "i": id, "c": src_cat}`` (:mod:`di.convert.otf2.flowtext`), which di's reader turns back into flow
 rows and Vampir shows with the event (with ``di.corr``, the correlation id
 that ties a kernel to its launch). A trace that carries di's analysis also
 gets the groups and markers of :mod:`di.convert.otf2.analysis_defs`.
@@ -232,10 +234,10 @@ def _global_definitions(
     g = o.Archive_GetGlobalDefWriter(archive)
     o.GlobalDefWriter_WriteClockProperties(g, 10**9, lay.global_offset, lay.trace_length, lay.realtime)
     first_ref = 0
-    for data, offsets, rows in lay.strings.chunks():
-        scratch = emit.scratch_for(offsets, rows)
+    for data, starts, ends, rows in lay.strings.chunks():
+        scratch = emit.scratch_for(starts, ends, rows)
         _check(
-            emit.write_strings(fns, clib.handle(g), np.int64(first_ref), data, offsets, rows, scratch),
+            emit.write_strings(fns, clib.handle(g), np.int64(first_ref), data, starts, ends, rows, scratch),
             anchor,
             "strings",
         )
