@@ -95,7 +95,7 @@ def read_snapshot(buf, a, b, seq, clocks, primary, snapshot):
     return True
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, inline="always")
 def to_trace_ns(clocks, primary, seq, clock_id, ts):
     """(trace ns, True) for a timestamp on ``clock_id``; (ts, False) when no snapshot defines that clock."""
     if clock_id == 0 or clock_id == primary[0]:

@@ -123,7 +123,7 @@ def count_packets(buf: np.ndarray) -> tuple[int, int]:
     return n, pos
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, inline="always")
 def _remember(interned, seq, gen, kind, iid, value, stats):
     """Store an interned entry in ``interned`` (an :mod:`~di.convert.inttable` table)."""
     h = claim(interned[0], interned[1], seq * 8 + kind, gen, iid)
@@ -133,7 +133,7 @@ def _remember(interned, seq, gen, kind, iid, value, stats):
         interned[2][h, 0] = value
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, inline="always")
 def _lookup(interned, seq, gen, kind, iid, stats):
     """The symbol of an interned entry; -1 (counted) when the sequence never interned it."""
     h = find(interned[0], seq * 8 + kind, gen, iid)
@@ -143,7 +143,7 @@ def _lookup(interned, seq, gen, kind, iid, stats):
     return interned[2][h, 0]
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, inline="always")
 def _seq_row(seqs, seq, stats):
     """The row of sequence ``seq`` in the per-sequence table, taken when new; -1 when the table is full."""
     h = claim(seqs[0], seqs[1], seq, NO_KEY, NO_KEY)
@@ -152,14 +152,14 @@ def _seq_row(seqs, seq, stats):
     return h
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, inline="always")
 def _thread_sequence(seqs, seq):
     """Whether a ThreadDescriptor named the thread of sequence ``seq``."""
     h = find(seqs[0], seq, NO_KEY, NO_KEY)
     return h >= 0 and seqs[2][h, Q_THREAD] == 1
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, inline="always")
 def _sym(buf, a, b, sym, stats):
     sid = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
     if sid == FULL:
@@ -215,7 +215,7 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
                 return
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, inline="always")
 def _defaults(buf, a, b):
     """(track_uuid of track_event_defaults, timestamp_clock_id) of TracePacketDefaults (buf[a:b]); -1 when absent."""
     uuid, clock = -1, -1

@@ -219,15 +219,31 @@ def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def encode_events(
-    state, stack, out, tracks, emit, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
+    state,
+    stack,
+    out,
+    start,
+    tracks,
+    emit,
+    events,
+    codes,
+    args,
+    args_off,
+    strings,
+    string_bytes,
+    flow_ptr,
+    flow_id,
+    flow_bits,
 ):
-    """Write event packets of the tracks from ``state`` on until ``out`` is full; return the bytes written.
+    """Write event packets of the tracks from ``state`` on into ``out`` from byte ``start`` (np.int64) until
+    ``out`` is full; return the position after the last byte written.
 
     The arrays are described in the module docstring. ``state`` = [track, cursor in track, header written,
     stack size, bytes the next packets need], updated in place; ``stack`` holds the open slices. A return
-    of 0 with tracks left means the next packets need more than ``out`` holds: ``state[S_NEED]`` bytes.
+    of ``start`` with tracks left means the next packets need more than ``out`` has left: ``state[S_NEED]``
+    bytes.
     """
-    pos = np.int64(0)  # typed: a literal 0 would compile the helpers it is passed to once more
+    pos = start  # np.int64, not a literal 0, which would compile the helpers it is passed to once more
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
     ntracks = tracks.shape[1] - 1
@@ -378,9 +394,10 @@ def encode_events(
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
-def encode_counters(state, out, series_ptr, order, series_seq, series_uuid, ts, value_bits):
-    """Write counter packets (double values, bits as uint64) of the series from ``state`` on; see :func:`encode_events`."""
-    pos = np.int64(0)
+def encode_counters(state, out, start, series_ptr, order, series_seq, series_uuid, ts, value_bits):
+    """Write counter packets (double values, bits as uint64) of the series from ``state`` on; see :func:`encode_events`
+    (the next packet needs at most :data:`SLACK` bytes)."""
+    pos = start
     cap = out.shape[0]
     t, k, header = state[S_TRACK], state[S_CURSOR], state[S_HEADER]
     nseries = series_ptr.shape[0] - 1
