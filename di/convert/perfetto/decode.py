@@ -19,6 +19,14 @@ they are sized from the symbol table and, like it, make the caller decode
 again with bigger ones when they fill up. Counters and ids passed to helpers
 are ``np.int64`` (``_ZERO``, the ``K_*`` kinds), never literal ints, so that
 each helper compiles once (see :mod:`di.convert.perfetto.encode`).
+
+The kernels allocate nothing (numba compiles its ``np.empty``/``np.zeros``
+overloads once per signature into every cold start): :func:`decode_packets`
+makes every array, and :func:`_decode_packets` stops before a packet whose
+flow, annotation or span rows may not fit, to be called again with bigger
+ones. Sets of field numbers are bit masks (:func:`_has`), not tuple ``in``
+tests, and the small helpers that only call other kernels are inlined leaves
+(each compiled function costs 0.1-0.3 CPU-s cold, whatever its size).
 """
 
 from __future__ import annotations

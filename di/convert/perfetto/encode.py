@@ -11,9 +11,12 @@ or before the next event's start gets its end packet first, so at equal
 timestamps END comes before BEGIN. Zero-length slices get BEGIN and END at
 once; instants one INSTANT packet.
 
-The kernels are resumable: they stop when the next packet might not fit in
-``out`` and return, the caller flushes the bytes and calls again with the
-same state array, so memory stays bounded whatever the trace size.
+The kernels are resumable: they write into ``out`` from a given position
+(the bytes before it are the caller's: the part of a disk block not yet
+written, :class:`di.convert.perfetto.writer._Output`), stop when the next
+packet might not fit and return where they stopped; the caller writes the
+bytes out and calls again with the same state array, so memory stays
+bounded whatever the trace size.
 
 The kernels take grouped arrays, one row per field (the row names below),
 as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
