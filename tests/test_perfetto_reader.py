@@ -573,3 +573,58 @@ def test_decoder_keeps_flow_ids_above_2_63_and_annotation_doubles_exact() -> Non
     assert ann[:, 0].tolist() == [0, 1, 2]
     assert ann_dbl.view(np.uint64).tolist() == np.array(doubles).view(np.uint64).tolist()
     assert decoded[8][3:].view(np.uint64).tolist() == np.array(doubles).view(np.uint64).tolist()
+
+
+def test_decoder_grows_rows_and_spans_for_packets_that_carry_many() -> None:
+    """The decoder stops before a packet whose flow, annotation or span rows may not fit and goes on
+    with bigger arrays: one packet with 40 track descriptors (spans start at 16 rows), and events
+    with more flow ids and annotations than the first 16 rows hold, all come back, in order."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    from di.convert.perfetto.decode import STAT_NAMES, count_packets, decode_packets
+    from di.convert.symbols import FIRST_CAPACITY, new_table
+
+    b = TraceProtoBuilder()
+    # one packet with 40 track_descriptor fields (the field is not repeated: written on the wire by hand)
+    raw = b"".join(
+        pb.TracePacket(track_descriptor=pb.TrackDescriptor(uuid=100 + u, name=f"t{u}")).SerializeToString()
+        for u in range(40)
+    )
+    flows = list(range(1, 31))
+    for k in range(3):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = 10 + k
+        p.track_event.type = 3
+        p.track_event.track_uuid = 100
+        p.track_event.name = f"e{k}"
+        p.track_event.flow_ids.extend([f + 100 * k for f in flows])
+        for j in range(20):
+            a = p.track_event.debug_annotations.add()
+            a.name = f"a{j}"
+            a.int_value = 1000 * k + j
+    body = raw + pb.TracePacket(trusted_packet_sequence_id=1).SerializeToString()
+    data = b"\x0a" + _varint(len(body)) + body + b.serialize()
+    buf = np.frombuffer(data, dtype=np.uint8)
+    n_packets, _ = count_packets(buf)
+    assert n_packets == 4
+    stats = np.zeros(len(STAT_NAMES) + 1, dtype=np.int64)
+    decoded = decode_packets(buf, n_packets, new_table(FIRST_CAPACITY), stats)
+    fl_id, fl_ev, ann, spans = decoded[9], decoded[10], decoded[12], decoded[14]
+    assert spans[:, 0].tolist() == [0] * 40 and spans[:, 3].tolist() == [1] * 40
+    names = [pb.TrackDescriptor.FromString(data[a:b]).name for _, a, b, _ in spans.tolist()]
+    assert names == [f"t{u}" for u in range(40)]
+    assert fl_id.tolist() == [f + 100 * k for k in range(3) for f in flows]
+    assert fl_ev.tolist() == [k for k in range(3) for _ in flows]
+    assert ann[:, 0].tolist() == [k for k in range(3) for _ in range(20)]
+    assert ann[:, 3].tolist() == [1000 * k + j for k in range(3) for j in range(20)]
+    assert not stats[:-1].any()
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 128:
+        out.append(v & 127 | 128)
+        v >>= 7
+    out.append(v)
+    return bytes(out)

@@ -23,10 +23,10 @@ NO_KEY = np.int64(0)
 """The padding of unused key parts (typed, see the module docstring)."""
 
 
-@njit(cache=True)
-def new_table(slots, width):
+def new_table(slots: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(keys, count, values) of an empty table with room for ``slots // 2`` keys and ``width`` int64
-    values per key (zero until set); ``slots`` must be a power of two."""
+    values per key (zero until set); ``slots`` must be a power of two. Plain numpy: a kernel that
+    allocates compiles numba's ``np.zeros`` overloads into every cold start."""
     return np.zeros((slots, 4), np.int64), np.zeros(1, np.int64), np.zeros((slots, width), np.int64)
 
 
@@ -41,7 +41,7 @@ def _start(keys, a, b, c):
     return np.int64((h ^ (h >> np.uint64(29))) & np.uint64(keys.shape[0] - 1))
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def find(keys, a, b, c):
     """Slot of key (a, b, c), or -1 when it is not in the table."""
     mask = keys.shape[0] - 1
@@ -53,7 +53,7 @@ def find(keys, a, b, c):
     return -1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def claim(keys, count, a, b, c):
     """Slot of key (a, b, c), taken for it when new (its value row is then as the caller allocated it);
     -1 when the key is new and the table is half full (see the module docstring)."""

@@ -20,19 +20,23 @@ from di.convert.perfetto.decode import A_BOOL, A_DOUBLE, A_INT, A_ISTRING, A_JSO
 OWN_ARGS, OWN_BYTES = "args", "bytes"
 
 
-@njit(cache=True)
 def gather_spans(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Bytes of the spans buf[s0[i]:s1[i]] back to back, and int64 offsets (len + 1)."""
+    off = np.zeros(s0.shape[0] + 1, np.int64)
+    np.cumsum(s1 - s0, out=off[1:])
+    out = np.empty(off[-1], np.uint8)  # made here: numba compiles its np.empty into every cold start
+    _copy_spans(buf, s0, s1, off, out)
+    return out, off
+
+
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+def _copy_spans(buf, s0, s1, off, out):
+    """Copy buf[s0[i]:s1[i]] to out[off[i]:off[i + 1]] for every i."""
     n = s0.shape[0]
-    off = np.zeros(n + 1, np.int64)
-    for i in range(n):
-        off[i + 1] = off[i] + (s1[i] - s0[i])
-    out = np.empty(off[n], np.uint8)
     for i in range(n):
         base = off[i] - s0[i]
-        for j in range(s0[i], s1[i]):  # a loop, not a slice assignment (see decode._grow_rows)
+        for j in range(s0[i], s1[i]):  # a loop, not a slice assignment (tests/test_compile_hygiene.py)
             out[base + j] = buf[j]
-    return out, off
 
 
 def span_strings(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> pl.Series:

@@ -28,16 +28,20 @@ C_INCREMENTAL, C_MULT, C_AT_SNAPSHOT, C_TRACE_AT_SNAPSHOT, C_LAST = range(5)
 CLOCK_WIDTH = np.int64(5)
 """Values per clock: incremental, unit multiplier ns, value at snapshot, trace ns at snapshot, last value."""
 MAX_CLOCKS = 64
+"""Clocks read from one ClockSnapshot (more are ignored)."""
+SNAPSHOT_ROWS = 4
+"""Rows of the scratch array :func:`read_snapshot` takes: ids, values, incremental, unit multipliers."""
 
 
-@njit(cache=True)
-def read_snapshot(buf, a, b, seq, clocks, primary):
+@njit(cache=True, no_cfunc_wrapper=True)
+def read_snapshot(buf, a, b, seq, clocks, primary, snapshot):
     """Record the clocks of a ClockSnapshot (buf[a:b]) in ``clocks`` (keys, count, values); ``primary[0]``
-    is the trace clock id. False when the clock table is full (decode again with a bigger one)."""
-    ids = np.zeros(MAX_CLOCKS, np.int64)
-    values = np.zeros(MAX_CLOCKS, np.int64)
-    incremental = np.zeros(MAX_CLOCKS, np.int64)
-    mult = np.ones(MAX_CLOCKS, np.int64)
+    is the trace clock id; ``snapshot`` is int64 scratch (:data:`SNAPSHOT_ROWS`, :data:`MAX_CLOCKS`), made by
+    the caller (numba would compile its allocation overloads into every cold start). False when the clock
+    table is full (decode again with a bigger one)."""
+    ids, values, incremental, mult = snapshot[0], snapshot[1], snapshot[2], snapshot[3]
+    for k in range(MAX_CLOCKS):
+        ids[k], values[k], incremental[k], mult[k] = 0, 0, 0, 1
     n = 0
     pos = a
     while pos < b:
@@ -91,7 +95,7 @@ def read_snapshot(buf, a, b, seq, clocks, primary):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False, inline="always")
 def to_trace_ns(clocks, primary, seq, clock_id, ts):
     """(trace ns, True) for a timestamp on ``clock_id``; (ts, False) when no snapshot defines that clock."""
     if clock_id == 0 or clock_id == primary[0]:

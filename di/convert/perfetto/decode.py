@@ -19,6 +19,14 @@ they are sized from the symbol table and, like it, make the caller decode
 again with bigger ones when they fill up. Counters and ids passed to helpers
 are ``np.int64`` (``_ZERO``, the ``K_*`` kinds), never literal ints, so that
 each helper compiles once (see :mod:`di.convert.perfetto.encode`).
+
+The kernels allocate nothing (numba compiles its ``np.empty``/``np.zeros``
+overloads once per signature into every cold start): :func:`decode_packets`
+makes every array, and :func:`_decode_packets` stops before a packet whose
+flow, annotation or span rows may not fit, to be called again with bigger
+ones. Sets of field numbers are bit masks (:func:`_has`), not tuple ``in``
+tests, and the small helpers that only call other kernels are inlined leaves
+(each compiled function costs 0.1-0.3 CPU-s cold, whatever its size).
 """
 
 from __future__ import annotations
@@ -28,8 +36,8 @@ from numba import njit
 
 from di.convert.perfetto import fields as F
 from di.convert.inttable import NO_KEY, claim, find, new_table
-from di.convert.perfetto.clocks import CLOCK_WIDTH, read_snapshot, to_trace_ns
-from di.convert.perfetto.protobuf import read_fixed64, read_varint, skip_field
+from di.convert.perfetto.clocks import CLOCK_WIDTH, MAX_CLOCKS, SNAPSHOT_ROWS, read_snapshot, to_trace_ns
+from di.convert.perfetto.protobuf import as_double, read_fixed64, read_varint, skip_field
 from di.convert.symbols import FULL, intern
 
 # annotation value types
@@ -55,13 +63,58 @@ _SEQ_WIDTH = np.int64(4)
 _ZERO, _ONE = np.int64(0), np.int64(1)
 
 
+def _mask(*fields: int) -> np.int64:
+    """A set of field numbers (each below 63) as bits, tested with :func:`_has` (no tuple ``in``: see below)."""
+    assert all(0 < f < 63 for f in fields), fields
+    return np.int64(sum(1 << f for f in set(fields)))
+
+
+_PACKET_VARINTS = _mask(
+    F.PACKET_TIMESTAMP,
+    F.PACKET_SEQUENCE_ID,
+    F.PACKET_SEQUENCE_FLAGS,
+    F.PACKET_INCREMENTAL_STATE_CLEARED,
+    F.PACKET_TIMESTAMP_CLOCK_ID,
+)
+_FLOW_FIELDS = _mask(
+    F.EVENT_FLOW_IDS, F.EVENT_TERMINATING_FLOW_IDS, F.EVENT_FLOW_IDS_OLD, F.EVENT_TERMINATING_FLOW_IDS_OLD
+)
+_TERMINATING_FIELDS = _mask(F.EVENT_TERMINATING_FLOW_IDS, F.EVENT_TERMINATING_FLOW_IDS_OLD)
+_OLD_FLOW_FIELDS = _mask(F.EVENT_FLOW_IDS_OLD, F.EVENT_TERMINATING_FLOW_IDS_OLD)
+_INTERNED_TABLES = _mask(
+    F.INTERNED_EVENT_CATEGORIES, F.INTERNED_EVENT_NAMES, F.INTERNED_ANNOTATION_NAMES, F.INTERNED_ANNOTATION_STRINGS
+)
+_ANNOTATION_VARINTS = _mask(
+    F.ANNOTATION_NAME_IID,
+    F.ANNOTATION_BOOL,
+    F.ANNOTATION_UINT,
+    F.ANNOTATION_INT,
+    F.ANNOTATION_POINTER,
+    F.ANNOTATION_STRING_IID,
+)
+_ANNOTATION_NESTED = _mask(F.ANNOTATION_NESTED, F.ANNOTATION_DICT_ENTRIES, F.ANNOTATION_ARRAY_VALUES)
+
+# state of a resumable decode (:func:`_decode_packets`): where it stopped, its counts, the current sequence's state
+D_PACKET, D_POS, D_EVENTS, D_FLOWS, D_ANNS, D_SPANS, D_SEQ, D_GEN, D_TRACK, D_CLOCK, D_NEED = range(11)
+DECODE_SLOTS = 11
+NEED_ROWS, NEED_SPANS = np.int64(1), np.int64(2)
+"""What :func:`_decode_packets` returns when it stopped before a packet: its flow and annotation rows may not
+fit (``state[D_NEED]`` more rows of each, at most), or its span rows do not; 0 when every packet is decoded."""
+
+
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, inline="always")
+def _has(mask, field):
+    """Whether field number ``field`` is in ``mask`` (:func:`_mask`)."""
+    return 0 <= field < 63 and (mask >> field) & 1 != 0
+
+
 @njit(cache=True, inline="always")
 def sequence_track(seq: int) -> int:
     """Track key of the thread a sequence's (deprecated) ThreadDescriptor names: negative, apart from track uuids."""
     return -(seq + 1)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def count_packets(buf: np.ndarray) -> tuple[int, int]:
     """(number of complete TracePackets, byte offset where the readable part ends)."""
     pos, end, n = _ZERO, buf.shape[0], _ZERO  # typed: a literal 0 compiles read_varint twice
@@ -78,22 +131,7 @@ def count_packets(buf: np.ndarray) -> tuple[int, int]:
     return n, pos
 
 
-@njit(cache=True)
-def _grow_rows(a: np.ndarray, n: int) -> np.ndarray:
-    """``a`` (int64 rows), or a copy with twice the rows when row ``n`` is past its end. The
-    decoder's growing outputs (flows, annotations) are all int64 rows, so this compiles once.
-    The copy is a loop: numba's array-to-slice assignment brings ~2 s of compiling (its error
-    message's string formatting) into every process that first runs it."""
-    if n < a.shape[0]:
-        return a
-    b = np.empty((max(2 * a.shape[0], 16), a.shape[1]), dtype=a.dtype)
-    for i in range(a.shape[0]):
-        for j in range(a.shape[1]):
-            b[i, j] = a[i, j]
-    return b
-
-
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _remember(interned, seq, gen, kind, iid, value, stats):
     """Store an interned entry in ``interned`` (an :mod:`~di.convert.inttable` table)."""
     h = claim(interned[0], interned[1], seq * 8 + kind, gen, iid)
@@ -103,7 +141,7 @@ def _remember(interned, seq, gen, kind, iid, value, stats):
         interned[2][h, 0] = value
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _lookup(interned, seq, gen, kind, iid, stats):
     """The symbol of an interned entry; -1 (counted) when the sequence never interned it."""
     h = find(interned[0], seq * 8 + kind, gen, iid)
@@ -113,7 +151,7 @@ def _lookup(interned, seq, gen, kind, iid, stats):
     return interned[2][h, 0]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _seq_row(seqs, seq, stats):
     """The row of sequence ``seq`` in the per-sequence table, taken when new; -1 when the table is full."""
     h = claim(seqs[0], seqs[1], seq, NO_KEY, NO_KEY)
@@ -122,14 +160,14 @@ def _seq_row(seqs, seq, stats):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _thread_sequence(seqs, seq):
     """Whether a ThreadDescriptor named the thread of sequence ``seq``."""
     h = find(seqs[0], seq, NO_KEY, NO_KEY)
     return h >= 0 and seqs[2][h, Q_THREAD] == 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sym(buf, a, b, sym, stats):
     sid = intern(buf, a, b, sym[0], sym[1], sym[2], sym[3])
     if sid == FULL:
@@ -138,7 +176,7 @@ def _sym(buf, a, b, sym, stats):
     return sid
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _interned(buf, a, b, interned, seq, gen, sym, stats):
     """Store the entries of an InternedData message (buf[a:b])."""
     pos = a
@@ -147,12 +185,7 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
         if pos < 0:
             return
         field, wire = key >> 3, key & 7
-        if wire == 2 and field in (
-            F.INTERNED_EVENT_CATEGORIES,
-            F.INTERNED_EVENT_NAMES,
-            F.INTERNED_ANNOTATION_NAMES,
-            F.INTERNED_ANNOTATION_STRINGS,
-        ):
+        if wire == 2 and _has(_INTERNED_TABLES, field):
             n, pos = read_varint(buf, pos, b)
             if pos < 0 or pos + n > b:
                 return
@@ -190,7 +223,7 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
                 return
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _defaults(buf, a, b):
     """(track_uuid of track_event_defaults, timestamp_clock_id) of TracePacketDefaults (buf[a:b]); -1 when absent."""
     uuid, clock = -1, -1
@@ -218,7 +251,7 @@ def _defaults(buf, a, b):
     return uuid, clock
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True)
 def _annotation(buf, a, b, interned, seq, gen, stats, sym):
     """(name symbol, value type, int value, double value's bits as int64, span start, span end) of a DebugAnnotation."""
     name, vtype, ival, dval, s0, s1 = -1, A_NONE, 0, _ZERO, 0, 0
@@ -228,14 +261,7 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
         if pos < 0:
             break
         field, wire = key >> 3, key & 7
-        if wire == 0 and field in (
-            F.ANNOTATION_NAME_IID,
-            F.ANNOTATION_BOOL,
-            F.ANNOTATION_UINT,
-            F.ANNOTATION_INT,
-            F.ANNOTATION_POINTER,
-            F.ANNOTATION_STRING_IID,
-        ):
+        if wire == 0 and _has(_ANNOTATION_VARINTS, field):
             v, pos = read_varint(buf, pos, b)
             if field == F.ANNOTATION_NAME_IID:
                 name = _lookup(interned, seq, gen, K_ANN, v, stats)
@@ -264,7 +290,7 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
                 name = _sym(buf, pos, pos + n, sym, stats)
             elif field == F.ANNOTATION_STRING or field == F.ANNOTATION_LEGACY_JSON:
                 vtype, s0, s1 = (A_STRING if field == F.ANNOTATION_STRING else A_JSON), pos, pos + n
-            elif field in (F.ANNOTATION_NESTED, F.ANNOTATION_DICT_ENTRIES, F.ANNOTATION_ARRAY_VALUES):
+            elif _has(_ANNOTATION_NESTED, field):
                 vtype = A_NESTED
             pos += n
         else:
@@ -274,23 +300,20 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
     return name, vtype, ival, dval, s0, s1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _ids(buf, pos, b, wire, flows, nf, k, term):
     """Append flow ids of one field (fixed64, varint, or packed) to ``flows`` (rows of id bits,
-    event, terminating); returns (pos, nf, flows)."""
+    event, terminating; the caller made room: one row per byte of the field); returns (pos, nf)."""
     if wire == 1:
-        flows = _grow_rows(flows, nf)
         flows[nf, 0], flows[nf, 1], flows[nf, 2] = np.int64(read_fixed64(buf, pos)), k, term & 1
-        return pos + 8, nf + 1, flows
+        return pos + 8, nf + 1
     if wire == 0:
         v, pos = read_varint(buf, pos, b)
-        flows = _grow_rows(flows, nf)
         flows[nf, 0], flows[nf, 1], flows[nf, 2] = v, k, term & 1
-        return pos, nf + 1, flows
+        return pos, nf + 1
     n, pos = read_varint(buf, pos, b)  # packed: fixed64 for flow_ids / terminating_flow_ids, varints for the old fields
     q, qe = pos, pos + n
     while 0 <= q < qe:
-        flows = _grow_rows(flows, nf)
         if term >= 2:  # old varint fields, packed
             v, q = read_varint(buf, q, qe)
             flows[nf, 0] = v
@@ -299,7 +322,7 @@ def _ids(buf, pos, b, wire, flows, nf, k, term):
             q += 8
         flows[nf, 1], flows[nf, 2] = k, term & 1
         nf += 1
-    return qe, nf, flows
+    return qe, nf
 
 
 def decode_packets(
@@ -312,7 +335,8 @@ def decode_packets(
     slots = sym[0].shape[0]  # a power of two, twice the symbol capacity
     tables = (new_table(slots, _ONE), new_table(max(slots // 16, 16), _SEQ_WIDTH))
     clocks = new_table(max(slots // 16, 16), CLOCK_WIDTH)
-    # Made here, not in the kernel: numba compiles its np.empty/np.zeros overloads again in each caller.
+    # Every array is made here, not in the kernel: numba compiles its np.empty/np.zeros overloads
+    # once per signature into every cold process, and a kernel that returns arrays lowers more code.
     events = (
         np.empty(n_packets, np.int64),  # packet
         np.empty(n_packets, np.int64),  # ts
@@ -324,12 +348,24 @@ def decode_packets(
         np.zeros(n_packets, np.uint8),  # has correlation id
         np.empty(n_packets, np.float64),  # counter value
     )
-    spans = np.empty((n_packets, 4), np.int64)
+    spans = np.empty((max(n_packets, 16), 4), np.int64)
     flows, ann = np.empty((16, 3), np.int64), np.empty((16, 7), np.int64)
     primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
-    ne, nf, na, ns, flows, ann = _decode_packets(
-        buf, n_packets, sym, stats, *tables, clocks, primary, *events, spans, flows, ann
-    )
+    snapshot = np.empty((SNAPSHOT_ROWS, MAX_CLOCKS), np.int64)
+    state = np.zeros(DECODE_SLOTS, np.int64)
+    state[D_SEQ] = -1
+    while True:  # the kernel stops before a packet whose rows may not fit; grow them and go on
+        stopped = _decode_packets(
+            buf, n_packets, sym, stats, *tables, clocks, primary, snapshot, *events, spans, flows, ann, state
+        )
+        if not stopped:
+            break
+        if stopped == NEED_SPANS:
+            spans = _grown(spans, 2 * spans.shape[0])
+        else:
+            flows = _grown(flows, state[D_FLOWS] + state[D_NEED])
+            ann = _grown(ann, state[D_ANNS] + state[D_NEED])
+    ne, nf, na, ns = (int(state[k]) for k in (D_EVENTS, D_FLOWS, D_ANNS, D_SPANS))
     events = tuple(a[:ne] for a in events)
     flows, ann, spans = flows[:nf], ann[:na], spans[:ns]
     flow_id = np.ascontiguousarray(flows[:, 0]).view(np.uint64)
@@ -337,7 +373,16 @@ def decode_packets(
     return (*events, flow_id, flows[:, 1].copy(), flows[:, 2].astype(np.uint8), ann[:, :6].copy(), ann_double, spans)
 
 
-@njit(cache=True)
+def _grown(rows: np.ndarray, need: int) -> np.ndarray:
+    """``rows``, or a copy with at least ``need`` rows (and at least twice as many) when it has fewer."""
+    if rows.shape[0] >= need:
+        return rows
+    out = np.empty((max(int(need), 2 * rows.shape[0]), rows.shape[1]), rows.dtype)
+    out[: rows.shape[0]] = rows
+    return out
+
+
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _decode_packets(
     buf,
     n_packets,
@@ -347,6 +392,7 @@ def _decode_packets(
     seqs,
     clocks,
     primary,
+    snapshot,
     ev_packet,
     ev_ts,
     ev_type,
@@ -359,40 +405,43 @@ def _decode_packets(
     spans,
     flows,
     an,
+    state,
 ):
     """:func:`decode_packets` into the arrays it is given (``spans``: kind (0 track descriptor, 1 di
     packet, 2 thread descriptor), start, end, sequence), with the flows as int64 rows (id bits, event,
     terminating) and the annotations as int64 rows (event, name, type, int value, span start, end,
-    double's bits), grown as needed. Returns the counts of events, flows, annotations and spans, and
-    the flow and annotation arrays."""
-    ne, nf, na, ns = _ZERO, _ZERO, _ZERO, _ZERO  # typed: literal 0 counters compile their callees twice
-    cur_seq, cur_gen, cur_track, cur_clock = -_ONE, _ZERO, _ZERO, _ZERO
-    pos, end, p = _ZERO, buf.shape[0], _ZERO
+    double's bits); ``snapshot`` is scratch for :func:`~.clocks.read_snapshot`. Resumable: it starts and
+    ends at ``state`` (the ``D_*`` slots: packet, byte position, counts of events, flows, annotations and
+    spans, the current sequence's state) and returns 0 when done, or :data:`NEED_ROWS` / :data:`NEED_SPANS`
+    when it stopped before a packet whose rows may not fit (grow them and call again)."""
+    p, pos, end = state[D_PACKET], state[D_POS], buf.shape[0]
+    ne, nf, na, ns = state[D_EVENTS], state[D_FLOWS], state[D_ANNS], state[D_SPANS]
+    cur_seq, cur_gen, cur_track, cur_clock = state[D_SEQ], state[D_GEN], state[D_TRACK], state[D_CLOCK]
+    stopped = _ZERO
     while p < n_packets:
+        at = pos
         key, pos = read_varint(buf, pos, end)
         if key != 10:
             pos = skip_field(buf, pos, end, key & 7)
             continue
         plen, pos = read_varint(buf, pos, end)
+        if nf + plen > flows.shape[0] or na + plen > an.shape[0]:  # a flow id takes a byte at least, an annotation 2
+            stopped, pos = NEED_ROWS, at
+            state[D_NEED] = plen
+            break
         a, b = pos, pos + plen
         pos = b
         p += 1
         ts, has_ts, seq, flags, te0, te1, in0, in1, df0, df1 = 0, False, 0, 0, -1, -1, -1, -1, -1, -1
         clock, cs0, cs1 = -1, -1, -1
-        ns0 = ns
+        ns0, full = ns, False
         q = a
         while q < b:
             k2, q = read_varint(buf, q, b)
             if q < 0:
                 break
             field, wire = k2 >> 3, k2 & 7
-            if wire == 0 and field in (
-                F.PACKET_TIMESTAMP,
-                F.PACKET_SEQUENCE_ID,
-                F.PACKET_SEQUENCE_FLAGS,
-                F.PACKET_INCREMENTAL_STATE_CLEARED,
-                F.PACKET_TIMESTAMP_CLOCK_ID,
-            ):
+            if wire == 0 and _has(_PACKET_VARINTS, field):
                 v, q = read_varint(buf, q, b)
                 if field == F.PACKET_TIMESTAMP:
                     ts, has_ts = v, True
@@ -422,6 +471,9 @@ def _decode_packets(
                     or field == F.PACKET_DI_TRACE
                     or field == F.PACKET_THREAD_DESCRIPTOR
                 ):
+                    if ns == spans.shape[0]:
+                        full = True
+                        break
                     kind = 0 if field == F.PACKET_TRACK_DESCRIPTOR else 1 if field == F.PACKET_DI_TRACE else 2
                     spans[ns, 0], spans[ns, 1], spans[ns, 2] = kind, q, q + n
                     ns += 1
@@ -431,6 +483,9 @@ def _decode_packets(
             if q < 0:
                 stats[ST_MALFORMED] += 1
                 break
+        if full:  # nothing of this packet is kept yet: decode it again with more span rows
+            stopped, pos, p, ns = NEED_SPANS, at, p - 1, ns0
+            break
         for k in range(ns0, ns):  # the packet's sequence id may come after its descriptor
             spans[k, 3] = seq
             if spans[k, 0] == 2:
@@ -450,7 +505,7 @@ def _decode_packets(
             if h >= 0:
                 seqs[2][h, Q_GEN], seqs[2][h, Q_TRACK], seqs[2][h, Q_CLOCK] = cur_gen, 0, 0
         gen = cur_gen
-        if cs0 >= 0 and not read_snapshot(buf, cs0, cs1, seq, clocks, primary):
+        if cs0 >= 0 and not read_snapshot(buf, cs0, cs1, seq, clocks, primary, snapshot):
             stats[ST_SYMBOLS_FULL] = 1
         if df0 >= 0:
             uuid, dclock = _defaults(buf, df0, df1)
@@ -493,16 +548,11 @@ def _decode_packets(
             if q < 0:
                 break
             field, wire = k2 >> 3, k2 & 7
-            if field in (
-                F.EVENT_FLOW_IDS,
-                F.EVENT_TERMINATING_FLOW_IDS,
-                F.EVENT_FLOW_IDS_OLD,
-                F.EVENT_TERMINATING_FLOW_IDS_OLD,
-            ):
-                term = (1 if field in (F.EVENT_TERMINATING_FLOW_IDS, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0) + (
-                    2 if field in (F.EVENT_FLOW_IDS_OLD, F.EVENT_TERMINATING_FLOW_IDS_OLD) else 0
+            if _has(_FLOW_FIELDS, field):
+                term = (_ONE if _has(_TERMINATING_FIELDS, field) else _ZERO) + (
+                    np.int64(2) if _has(_OLD_FLOW_FIELDS, field) else _ZERO
                 )
-                q, nf, flows = _ids(buf, q, te1, wire, flows, nf, ne, term)
+                q, nf = _ids(buf, q, te1, wire, flows, nf, ne, term)
             elif wire == 0:
                 v, q = read_varint(buf, q, te1)
                 if field == F.EVENT_TYPE:
@@ -525,7 +575,7 @@ def _decode_packets(
                     us_abs, has_us = v, True
             elif wire == 1:
                 if field == F.EVENT_DOUBLE_COUNTER_VALUE and q + 8 <= te1:
-                    value = buf[q : q + 8].view(np.float64)[0]  # no temporary array (little-endian hosts)
+                    value = as_double(read_fixed64(buf, q))
                 q += 8
             elif wire == 2:
                 n, q = read_varint(buf, q, te1)
@@ -551,7 +601,6 @@ def _decode_packets(
                         elif c1 < 0:
                             c1 = c
                 elif field == F.EVENT_DEBUG_ANNOTATIONS:
-                    an = _grow_rows(an, na)
                     nm, vt, iv, dv, s0, s1 = _annotation(buf, q, q + n, interned, seq, gen, stats, sym)
                     an[na, 0], an[na, 1], an[na, 2], an[na, 3], an[na, 4], an[na, 5] = ne, nm, vt, iv, s0, s1
                     an[na, 6] = dv
@@ -585,4 +634,13 @@ def _decode_packets(
             ne += 1
             continue
         nf, na = nf0, na0  # the event was dropped: so are its flow ids and annotations
-    return ne, nf, na, ns, flows, an
+    state[D_PACKET], state[D_POS], state[D_EVENTS], state[D_FLOWS], state[D_ANNS], state[D_SPANS] = (
+        p,
+        pos,
+        ne,
+        nf,
+        na,
+        ns,
+    )
+    state[D_SEQ], state[D_GEN], state[D_TRACK], state[D_CLOCK] = cur_seq, cur_gen, cur_track, cur_clock
+    return stopped

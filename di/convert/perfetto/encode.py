@@ -11,9 +11,12 @@ or before the next event's start gets its end packet first, so at equal
 timestamps END comes before BEGIN. Zero-length slices get BEGIN and END at
 once; instants one INSTANT packet.
 
-The kernels are resumable: they stop when the next packet might not fit in
-``out`` and return, the caller flushes the bytes and calls again with the
-same state array, so memory stays bounded whatever the trace size.
+The kernels are resumable: they write into ``out`` from a given position
+(the bytes before it are the caller's: the part of a disk block not yet
+written, :class:`di.convert.perfetto.writer._Output`), stop when the next
+packet might not fit and return where they stopped; the caller writes the
+bytes out and calls again with the same state array, so memory stays
+bounded whatever the trace size.
 
 The kernels take grouped arrays, one row per field (the row names below),
 as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
@@ -152,7 +155,7 @@ B_SLICE_BEGIN, B_SLICE_END, B_INSTANT = _byte(F.TYPE_SLICE_BEGIN), _byte(F.TYPE_
 per-packet code (fewer call sites for numba to type and lower; issue 15)."""
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _interned_size(strings, s):
     """Bytes string ``s`` adds to a packet's InternedData: its field tag, length, iid and name."""
     size = strings[STR_OFF, s + 1] - strings[STR_OFF, s]
@@ -160,7 +163,7 @@ def _interned_size(strings, s):
     return 1 + varint_size(entry) + entry
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _put_interned(out, pos, strings, string_bytes, s):
     a, b = strings[STR_OFF, s], strings[STR_OFF, s + 1]
     iid = strings[STR_IID, s]
@@ -173,7 +176,7 @@ def _put_interned(out, pos, strings, string_bytes, s):
     return put_bytes(out, pos, string_bytes, a, b)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _packet_head(out, pos, body, ts, seq):
     """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
     out[pos] = B_PACKET
@@ -187,7 +190,7 @@ def _packet_head(out, pos, body, ts, seq):
     return pos + 2
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _header(out, pos, seq, uuid):
     """The first packet of a sequence: state cleared, default track uuid."""
     ev_def = 1 + varint_size(uuid)
@@ -207,7 +210,7 @@ def _header(out, pos, seq, uuid):
     return put_varint(out, pos, uuid)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
     for m in range(flow_ptr[i], flow_ptr[i + 1]):
         if flow_bits[m] & FLOW_AT_END == at:
@@ -217,17 +220,33 @@ def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
     return pos
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def encode_events(
-    state, stack, out, tracks, emit, events, codes, args, args_off, strings, string_bytes, flow_ptr, flow_id, flow_bits
+    state,
+    stack,
+    out,
+    start,
+    tracks,
+    emit,
+    events,
+    codes,
+    args,
+    args_off,
+    strings,
+    string_bytes,
+    flow_ptr,
+    flow_id,
+    flow_bits,
 ):
-    """Write event packets of the tracks from ``state`` on until ``out`` is full; return the bytes written.
+    """Write event packets of the tracks from ``state`` on into ``out`` from byte ``start`` (np.int64) until
+    ``out`` is full; return the position after the last byte written.
 
     The arrays are described in the module docstring. ``state`` = [track, cursor in track, header written,
     stack size, bytes the next packets need], updated in place; ``stack`` holds the open slices. A return
-    of 0 with tracks left means the next packets need more than ``out`` holds: ``state[S_NEED]`` bytes.
+    of ``start`` with tracks left means the next packets need more than ``out`` has left: ``state[S_NEED]``
+    bytes.
     """
-    pos = np.int64(0)  # typed: a literal 0 would compile the helpers it is passed to once more
+    pos = start  # np.int64, not a literal 0, which would compile the helpers it is passed to once more
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
     ntracks = tracks.shape[1] - 1
@@ -377,10 +396,11 @@ def encode_events(
     return pos
 
 
-@njit(cache=True, _nrt=False)
-def encode_counters(state, out, series_ptr, order, series_seq, series_uuid, ts, value_bits):
-    """Write counter packets (double values, bits as uint64) of the series from ``state`` on; see :func:`encode_events`."""
-    pos = np.int64(0)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+def encode_counters(state, out, start, series_ptr, order, series_seq, series_uuid, ts, value_bits):
+    """Write counter packets (double values, bits as uint64) of the series from ``state`` on; see :func:`encode_events`
+    (the next packet needs at most :data:`SLACK` bytes)."""
+    pos = start
     cap = out.shape[0]
     t, k, header = state[S_TRACK], state[S_CURSOR], state[S_HEADER]
     nseries = series_ptr.shape[0] - 1

@@ -20,8 +20,9 @@ from numba import njit
 from di.convert.perfetto import fields as F
 
 
-@njit(cache=True)
-def pair_slices(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, order: np.ndarray, last_ns: int):
+def pair_slices(
+    track: np.ndarray, ts: np.ndarray, etype: np.ndarray, order: np.ndarray, last_ns: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
     """Pair the slice events listed in ``order`` (sorted by track, ts, packet).
 
     Returns:
@@ -29,11 +30,19 @@ def pair_slices(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, order: np.
         slice_of: slice of every event index (-1: none); unmatched END count; unclosed count.
     """
     n = order.shape[0]
-    begin = np.empty(n, np.int64)
-    end_ns = np.empty(n, np.int64)
-    instant = np.zeros(n, np.uint8)
-    slice_of = np.full(track.shape[0], -1, np.int64)
-    stack = np.empty(max(n, 1), np.int64)
+    # made here, not in the kernel: numba compiles its allocation overloads into every cold start
+    begin, end_ns, stack = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(max(n, 1), np.int64)
+    instant, slice_of = np.zeros(n, np.uint8), np.full(track.shape[0], -1, np.int64)
+    counts = np.zeros(3, np.int64)
+    _pair_slices(track, ts, etype, order, np.int64(last_ns), begin, end_ns, instant, slice_of, stack, counts)
+    ns, unmatched, unclosed = (int(c) for c in counts)
+    return begin[:ns], end_ns[:ns], instant[:ns], slice_of, unmatched, unclosed
+
+
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+def _pair_slices(track, ts, etype, order, last_ns, begin, end_ns, instant, slice_of, stack, counts):
+    """:func:`pair_slices` into the arrays it is given; ``counts`` = [slices, unmatched ENDs, unclosed]."""
+    n = order.shape[0]
     sp = ns = unmatched = unclosed = 0
     for j in range(n):
         i = order[j]
@@ -63,7 +72,7 @@ def pair_slices(track: np.ndarray, ts: np.ndarray, etype: np.ndarray, order: np.
         sp -= 1
         end_ns[stack[sp]] = last_ns
         unclosed += 1
-    return begin[:ns], end_ns[:ns], instant[:ns], slice_of, unmatched, unclosed
+    counts[0], counts[1], counts[2] = ns, unmatched, unclosed
 
 
 def chain_flows(
@@ -74,18 +83,19 @@ def chain_flows(
     Flow ids become dense codes first, so the kernel keeps each id's current slice in an array
     (no numba typed Dict: see :mod:`di.convert.inttable`)."""
     ids, code = np.unique(fid, return_inverse=True)
-    return _chain_flows(
-        fid, code.astype(np.int64).ravel(), np.int64(ids.size), slice_id, terminating, order, slice_start
-    )
-
-
-@njit(cache=True)
-def _chain_flows(fid, code, n_codes, slice_id, terminating, order, slice_start):
-    active = np.full(n_codes, -1, np.int64)  # the current slice of each flow id (code), -1 when none
     n = order.shape[0]
-    src = np.empty(n, np.int64)
-    dst = np.empty(n, np.int64)
-    ids = np.empty(n, np.uint64)
+    active = np.full(ids.size, -1, np.int64)  # the current slice of each flow id (code), -1 when none
+    src, dst, edge_ids = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint64)
+    m = _chain_flows(
+        fid, code.astype(np.int64).ravel(), slice_id, terminating, order, slice_start, active, src, dst, edge_ids
+    )
+    return src[:m], dst[:m], edge_ids[:m]
+
+
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+def _chain_flows(fid, code, slice_id, terminating, order, slice_start, active, src, dst, ids):
+    """:func:`chain_flows` into the arrays it is given; returns the number of edges."""
+    n = order.shape[0]
     m = 0
     for j in range(n):
         k = order[j]
@@ -104,4 +114,4 @@ def _chain_flows(fid, code, n_codes, slice_id, terminating, order, slice_start):
             active[f] = -1 if terminating[k] else s
         elif not terminating[k]:
             active[f] = s
-    return src[:m], dst[:m], ids[:m]
+    return m

@@ -25,7 +25,9 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from di.convert.bytewords import load_u64, store_u64
 
@@ -38,7 +40,7 @@ def tag(field: int, wire: int) -> int:
     return (field << 3) | wire
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def varint_size(v: int) -> int:
     """Bytes the varint of ``v`` takes (``v`` as uint64: negative -> 10)."""
     if v < 0:
@@ -52,7 +54,7 @@ def varint_size(v: int) -> int:
     return n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     """Write ``v`` (as uint64) as a varint at ``pos``; return the position after it."""
     if 0 <= v < 128:
@@ -67,7 +69,7 @@ def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     return pos + 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
     """Copy ``src[a:b]`` to ``pos``, eight bytes per step (the last word overlapping the one before)."""
     n = b - a
@@ -84,7 +86,7 @@ def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int
     return pos + n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """(value as int64, new position); new position -1 when the varint runs past ``end`` or is over 10 bytes."""
     if pos < end and buf[pos] < 128:
@@ -103,16 +105,29 @@ def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     return 0, -1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def read_fixed64(buf: np.ndarray, pos: int) -> np.uint64:
-    """8 bytes little-endian at ``pos`` as uint64 (the caller checks the bounds)."""
-    u = np.uint64(0)
-    for k in range(8):
-        u |= np.uint64(buf[pos + k]) << np.uint64(8 * k)
-    return u
+    """8 bytes little-endian at ``pos`` as uint64 (the caller checks the field's bounds; 0 past the buffer's end).
+    A leaf inlined where it is used: one load, no function of its own to compile."""
+    if pos + 8 <= buf.shape[0]:
+        return load_u64(buf, pos)
+    return np.uint64(0)
 
 
-@njit(cache=True, _nrt=False)
+@intrinsic
+def as_double(typingctx, bits):
+    """The float64 whose IEEE 754 bits are the integer ``bits`` (a fixed64 double field): a bit cast,
+    not an array view (numba's ``view`` overloads cost compiling on every cold start)."""
+    if not isinstance(bits, types.Integer) or bits.bitwidth != 64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(bits), codegen
+
+
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def skip_field(buf: np.ndarray, pos: int, end: int, wire: int) -> int:
     """Position after the value of a field of wire type ``wire`` at ``pos``; -1 when malformed."""
     if wire == 0:

@@ -19,6 +19,7 @@ time is negative. Non-finite counter values are written as they are.
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import IO
 
@@ -37,21 +38,24 @@ __all__ = ["write_perfetto", "is_own_file"]
 
 BUFFER_BYTES = 16 << 20
 """Output written per kernel call; bounds memory beyond the trace's own columns."""
+BLOCK = 4096
+"""Alignment of direct writes (buffer address, file offset, length): a multiple of every disk's block size."""
 DESCRIPTOR_SEQUENCE = 1
 
 
-def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> None:
+def write_perfetto(trace: Trace, path: str | os.PathLike[str], *, direct: bool = True) -> None:
     """Write ``trace`` as a Perfetto protobuf trace.
 
     Args:
         trace: the canonical trace (times int64 ns).
         path: output file; written to a temporary sibling and renamed into place.
+        direct: write past the page cache where the system allows it (:class:`_Output`); the bytes are the same.
 
     Raises:
         SchemaError: a row refers to a location, event or series that does not exist.
     """
     with atomic_write(path) as f:
-        _write(trace, f)
+        _write(trace, f, direct)
 
 
 def is_own_file(path: str | os.PathLike[str]) -> bool:
@@ -100,7 +104,87 @@ def _int_column(ev: pl.DataFrame, name: str) -> np.ndarray:
     return ev.get_column(name).fill_null(encode.NONE).to_numpy().astype(np.int64)
 
 
-def _write(trace: Trace, f: IO[bytes]) -> None:
+class _Output:
+    """The file's bytes on their way out: the kernels fill ``buf`` from ``used`` on, :meth:`flush` writes them.
+
+    With ``direct`` (Linux, a file system that allows it) the file is written with ``O_DIRECT``, whole
+    :data:`BLOCK`-byte blocks from a block-aligned buffer, the rest kept at the buffer's start for the next
+    write, and the last partial block written plainly at :meth:`close`. A trace file is written once and
+    not read back by this process: through the page cache its ~200 bytes per event were copied, then
+    written back by ``atomic_write``'s fsync, in this process's system time (0.3-0.7 CPU-s for 250 MB
+    on a loaded 2-core host, against about 0.02 s direct; ``bench/realshape.py``).
+    """
+
+    def __init__(self, f: IO[bytes], size: int, direct: bool) -> None:
+        f.flush()
+        self.fd = f.fileno()
+        self.direct = direct and f.tell() == 0 and _set_direct(self.fd, True)
+        self.buf = _aligned(size)
+        self.used = 0
+
+    def room(self, need: int) -> None:
+        """Make room for ``need`` more bytes after the ones kept: write them out, or take a larger buffer."""
+        self.flush()
+        if self.buf.shape[0] - self.used < need:
+            bigger = _aligned(max(2 * self.buf.shape[0], self.used + 2 * need))
+            bigger[: self.used] = self.buf[: self.used]
+            self.buf = bigger
+
+    def put(self, data: bytes) -> None:
+        self.room(len(data))
+        self.buf[self.used : self.used + len(data)] = np.frombuffer(data, np.uint8)
+        self.used += len(data)
+
+    def flush(self) -> None:
+        """Write what the buffer holds (direct: its whole blocks; the rest moves to its start)."""
+        keep = self.used % BLOCK if self.direct else 0
+        self._write(self.used - keep)
+        if keep:
+            self.buf[:keep] = self.buf[self.used - keep : self.used]
+        self.used = keep
+
+    def close(self) -> None:
+        """Write the last bytes (a partial block: not direct)."""
+        if self.direct:
+            self.direct = False
+            _set_direct(self.fd, False)
+        self.flush()
+
+    def _write(self, n: int) -> None:
+        view, done = memoryview(self.buf)[:n], 0
+        while done < n:
+            try:
+                done += os.write(self.fd, view[done:])
+            except OSError as exc:  # a file system that took the flag but refuses direct writes: write plainly
+                if exc.errno != errno.EINVAL or not self.direct or done % BLOCK:
+                    raise
+                self.direct = False
+                _set_direct(self.fd, False)
+
+
+def _aligned(size: int) -> np.ndarray:
+    """A uint8 buffer of ``size`` bytes starting at a multiple of :data:`BLOCK`."""
+    raw = np.empty(size + BLOCK, dtype=np.uint8)
+    skip = -raw.ctypes.data % BLOCK
+    return raw[skip : skip + size]
+
+
+def _set_direct(fd: int, on: bool) -> bool:
+    """Turn ``O_DIRECT`` on or off for ``fd``; False where the system or file system does not have it."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return False
+    try:
+        import fcntl
+
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | flag if on else flags & ~flag)
+    except OSError:
+        return False
+    return True
+
+
+def _write(trace: Trace, f: IO[bytes], direct: bool = True) -> None:
     order, loc, start, end = _canonical(trace.events)
     ev = trace.events if order is None else trace.events[order]
     row_of = None
@@ -114,16 +198,16 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     offset = min(0, int(min(times))) if times else 0
     instant = ev.get_column("instant").to_numpy()
     marks = flow_marks(trace.flows, trace.messages, trace.collectives, start, end, instant, row_of)
-    f.write(ditrace.packet(trace, layout, marks, offset, row_of, DESCRIPTOR_SEQUENCE))
-    f.write(descriptor_packets(layout, DESCRIPTOR_SEQUENCE))
-    out = np.empty(BUFFER_BYTES, dtype=np.uint8)
-    out = _events(f, out, ev, layout, marks, start, end, offset, instant)
-    _counters(f, out, samples, layout, offset, DESCRIPTOR_SEQUENCE + 1 + layout.tracks.height)
+    out = _Output(f, BUFFER_BYTES, direct)
+    out.put(ditrace.packet(trace, layout, marks, offset, row_of, DESCRIPTOR_SEQUENCE))
+    out.put(descriptor_packets(layout, DESCRIPTOR_SEQUENCE))
+    _events(out, ev, layout, marks, start, end, offset, instant)
+    _counters(out, samples, layout, offset, DESCRIPTOR_SEQUENCE + 1 + layout.tracks.height)
+    out.close()
 
 
 def _events(
-    f: IO[bytes],
-    out: np.ndarray,
+    out: _Output,
     ev: pl.DataFrame,
     layout,
     marks,
@@ -131,7 +215,7 @@ def _events(
     end: np.ndarray,
     offset: int,
     instant: np.ndarray,
-) -> np.ndarray:
+) -> None:
     """Write the event packets of every used track (start/end: ns in canonical order, written less ``offset``)."""
     n = ev.height
     names, name_values = dense_codes(ev.get_column("name"))
@@ -172,10 +256,11 @@ def _events(
     stack = np.empty(max(n, 1), dtype=np.int64)
     args, args_off, string_bytes = readonly(args), readonly(args_off), readonly(string_bytes)
     while state[encode.S_TRACK] < len(used):
-        written = encode.encode_events(
+        end = encode.encode_events(
             state,
             stack,
-            out,
+            out.buf,
+            np.int64(out.used),
             tracks,
             emit,
             events,
@@ -188,10 +273,11 @@ def _events(
             marks.fid,
             flow_bits,
         )
-        f.write(memoryview(out)[:written])
-        if not written:  # the next event's packets are larger than the buffer
-            out = np.empty(2 * int(state[encode.S_NEED]), dtype=np.uint8)
-    return out
+        if end == out.used:  # the next event's packets do not fit in what is left of the buffer
+            out.room(int(state[encode.S_NEED]))
+        else:
+            out.used = int(end)
+            out.flush()
 
 
 def _string_table(name_values: pl.Series, src_values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -211,7 +297,7 @@ def _string_table(name_values: pl.Series, src_values: pl.Series) -> tuple[np.nda
     return strings, string_bytes
 
 
-def _counters(f: IO[bytes], out: np.ndarray, samples: pl.DataFrame, layout, offset: int, first_seq: int) -> None:
+def _counters(out: _Output, samples: pl.DataFrame, layout, offset: int, first_seq: int) -> None:
     series = layout.series
     ids = series.get_column("series").to_numpy().astype(np.int64)
     lut = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, dtype=np.int64)
@@ -233,5 +319,11 @@ def _counters(f: IO[bytes], out: np.ndarray, samples: pl.DataFrame, layout, offs
     state = np.zeros(encode.STATE_SLOTS, dtype=np.int64)
     uuid = series.get_column("uuid").to_numpy().astype(np.int64)[used]
     while state[encode.S_TRACK] < len(used):
-        written = encode.encode_counters(state, out, ptr, order, first_seq + used.astype(np.int64), uuid, ts, bits)
-        f.write(memoryview(out)[:written])
+        end = encode.encode_counters(
+            state, out.buf, np.int64(out.used), ptr, order, first_seq + used.astype(np.int64), uuid, ts, bits
+        )
+        if end == out.used:
+            out.room(encode.SLACK)
+        else:
+            out.used = int(end)
+            out.flush()
