@@ -3,7 +3,6 @@ copy of the encoder and the di packet's column JSON written without a Python obj
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -70,28 +69,17 @@ def test_an_event_larger_than_the_buffer_grows_it(tmp_path: Path, monkeypatch: p
 
 
 @pytest.mark.parametrize("buffer_bytes", [4096, 5000, 1 << 16])
-def test_direct_and_page_cache_writes_give_the_same_bytes(
+def test_small_write_buffers_give_the_same_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, buffer_bytes: int
 ) -> None:
-    """Written past the page cache (O_DIRECT: whole blocks, the rest carried to the next chunk, the last
-    partial block written plainly) or through it, with buffers smaller than the di packet, of a size that
-    is not a whole number of blocks, or holding many packets: the file is the same, and reads back."""
+    """Buffers smaller than the di packet, of an odd size, or holding many packets: the file is the same, and reads back."""
     import di
     from di.convert.perfetto import writer
     from tests.perfetto_cases import generated_job
 
     trace = generated_job(tmp_path / "job", ranks=2, steps=2)
-    writer.write_perfetto(trace, tmp_path / "ref.pftrace", direct=False)
+    writer.write_perfetto(trace, tmp_path / "ref.pftrace")
     monkeypatch.setattr(writer, "BUFFER_BYTES", buffer_bytes)
-    used = []
-    close = writer._Output.close
-    monkeypatch.setattr(writer._Output, "close", lambda self: (used.append(self.direct), close(self))[1])
-    for direct in (True, False):
-        writer.write_perfetto(trace, tmp_path / "x.pftrace", direct=direct)
-        assert (tmp_path / "x.pftrace").read_bytes() == (tmp_path / "ref.pftrace").read_bytes()
-    fd = os.open(tmp_path / "probe", os.O_WRONLY | os.O_CREAT)
-    try:
-        assert used == [writer._set_direct(fd, True), False]  # direct wherever this file system allows it
-    finally:
-        os.close(fd)
+    writer.write_perfetto(trace, tmp_path / "x.pftrace")
+    assert (tmp_path / "x.pftrace").read_bytes() == (tmp_path / "ref.pftrace").read_bytes()
     assert di.load(tmp_path / "x.pftrace").events.height == trace.events.height

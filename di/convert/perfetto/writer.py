@@ -19,7 +19,6 @@ time is negative. Non-finite counter values are written as they are.
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import IO
 
@@ -38,24 +37,21 @@ __all__ = ["write_perfetto", "is_own_file"]
 
 BUFFER_BYTES = 16 << 20
 """Output written per kernel call; bounds memory beyond the trace's own columns."""
-BLOCK = 4096
-"""Alignment of direct writes (buffer address, file offset, length): a multiple of every disk's block size."""
 DESCRIPTOR_SEQUENCE = 1
 
 
-def write_perfetto(trace: Trace, path: str | os.PathLike[str], *, direct: bool = True) -> None:
+def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> None:
     """Write ``trace`` as a Perfetto protobuf trace.
 
     Args:
         trace: the canonical trace (times int64 ns).
         path: output file; written to a temporary sibling and renamed into place.
-        direct: write past the page cache where the system allows it (:class:`_Output`); the bytes are the same.
 
     Raises:
         SchemaError: a row refers to a location, event or series that does not exist.
     """
     with atomic_write(path) as f:
-        _write(trace, f, direct)
+        _write(trace, f)
 
 
 def is_own_file(path: str | os.PathLike[str]) -> bool:
@@ -105,86 +101,34 @@ def _int_column(ev: pl.DataFrame, name: str) -> np.ndarray:
 
 
 class _Output:
-    """The file's bytes on their way out: the kernels fill ``buf`` from ``used`` on, :meth:`flush` writes them.
+    """The file's bytes on their way out: the kernels fill ``buf`` from ``used`` on, :meth:`flush` writes them."""
 
-    With ``direct`` (Linux, a file system that allows it) the file is written with ``O_DIRECT``, whole
-    :data:`BLOCK`-byte blocks from a block-aligned buffer, the rest kept at the buffer's start for the next
-    write, and the last partial block written plainly at :meth:`close`. A trace file is written once and
-    not read back by this process: through the page cache its ~200 bytes per event were copied, then
-    written back by ``atomic_write``'s fsync, in this process's system time (0.3-0.7 CPU-s for 250 MB
-    on a loaded 2-core host, against about 0.02 s direct; ``bench/realshape.py``).
-    """
-
-    def __init__(self, f: IO[bytes], size: int, direct: bool) -> None:
+    def __init__(self, f: IO[bytes], size: int) -> None:
         f.flush()
         self.fd = f.fileno()
-        self.direct = direct and f.tell() == 0 and _set_direct(self.fd, True)
-        self.buf = _aligned(size)
+        self.buf = np.empty(size, dtype=np.uint8)
         self.used = 0
 
     def room(self, need: int) -> None:
-        """Make room for ``need`` more bytes after the ones kept: write them out, or take a larger buffer."""
+        """Make room for ``need`` more bytes: write out what the buffer holds, or take a larger one."""
         self.flush()
-        if self.buf.shape[0] - self.used < need:
-            bigger = _aligned(max(2 * self.buf.shape[0], self.used + 2 * need))
-            bigger[: self.used] = self.buf[: self.used]
-            self.buf = bigger
+        if self.buf.shape[0] < need:
+            self.buf = np.empty(max(2 * self.buf.shape[0], 2 * need), dtype=np.uint8)
 
     def put(self, data: bytes) -> None:
         self.room(len(data))
-        self.buf[self.used : self.used + len(data)] = np.frombuffer(data, np.uint8)
-        self.used += len(data)
+        self.buf[: len(data)] = np.frombuffer(data, np.uint8)
+        self.used = len(data)
 
     def flush(self) -> None:
-        """Write what the buffer holds (direct: its whole blocks; the rest moves to its start)."""
-        keep = self.used % BLOCK if self.direct else 0
-        self._write(self.used - keep)
-        if keep:
-            self.buf[:keep] = self.buf[self.used - keep : self.used]
-        self.used = keep
-
-    def close(self) -> None:
-        """Write the last bytes (a partial block: not direct)."""
-        if self.direct:
-            self.direct = False
-            _set_direct(self.fd, False)
-        self.flush()
-
-    def _write(self, n: int) -> None:
-        view, done = memoryview(self.buf)[:n], 0
-        while done < n:
-            try:
-                done += os.write(self.fd, view[done:])
-            except OSError as exc:  # a file system that took the flag but refuses direct writes: write plainly
-                if exc.errno != errno.EINVAL or not self.direct or done % BLOCK:
-                    raise
-                self.direct = False
-                _set_direct(self.fd, False)
+        """Write what the buffer holds."""
+        view, done = memoryview(self.buf)[: self.used], 0
+        while done < self.used:
+            done += os.write(self.fd, view[done:])
+        self.used = 0
 
 
-def _aligned(size: int) -> np.ndarray:
-    """A uint8 buffer of ``size`` bytes starting at a multiple of :data:`BLOCK`."""
-    raw = np.empty(size + BLOCK, dtype=np.uint8)
-    skip = -raw.ctypes.data % BLOCK
-    return raw[skip : skip + size]
-
-
-def _set_direct(fd: int, on: bool) -> bool:
-    """Turn ``O_DIRECT`` on or off for ``fd``; False where the system or file system does not have it."""
-    flag = getattr(os, "O_DIRECT", 0)
-    if not flag:
-        return False
-    try:
-        import fcntl
-
-        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-        fcntl.fcntl(fd, fcntl.F_SETFL, flags | flag if on else flags & ~flag)
-    except OSError:
-        return False
-    return True
-
-
-def _write(trace: Trace, f: IO[bytes], direct: bool = True) -> None:
+def _write(trace: Trace, f: IO[bytes]) -> None:
     order, loc, start, end = _canonical(trace.events)
     ev = trace.events if order is None else trace.events[order]
     row_of = None
@@ -198,12 +142,12 @@ def _write(trace: Trace, f: IO[bytes], direct: bool = True) -> None:
     offset = min(0, int(min(times))) if times else 0
     instant = ev.get_column("instant").to_numpy()
     marks = flow_marks(trace.flows, trace.messages, trace.collectives, start, end, instant, row_of)
-    out = _Output(f, BUFFER_BYTES, direct)
+    out = _Output(f, BUFFER_BYTES)
     out.put(ditrace.packet(trace, layout, marks, offset, row_of, DESCRIPTOR_SEQUENCE))
     out.put(descriptor_packets(layout, DESCRIPTOR_SEQUENCE))
     _events(out, ev, layout, marks, start, end, offset, instant)
     _counters(out, samples, layout, offset, DESCRIPTOR_SEQUENCE + 1 + layout.tracks.height)
-    out.close()
+    out.flush()
 
 
 def _events(
