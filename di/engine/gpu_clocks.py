@@ -187,6 +187,47 @@ def held_integral(ts: np.ndarray, values: np.ndarray, lo: np.ndarray, hi: np.nda
     )
 
 
+def integrate_series(spans: pl.DataFrame, use: pl.DataFrame, samples: pl.DataFrame) -> pl.DataFrame | None:
+    """``spans`` (``row``, ``host``, ``device``, ``start_ns``, ``end_ns``) with, per quantity q of
+    :data:`SERIES`, ``q_area`` (value x ns) and ``q_covered`` (ns) of its chosen series held over each span,
+    ``below`` (ns under :data:`THROTTLE_SHARE` of the GPU's highest SM clock) and ``max_sm_clock_mhz``; null
+    where a GPU has no such series. None when no span has any series (``use``: :func:`choose`'s rows)."""
+    samples = samples.with_columns(pl.col("series").cast(pl.Int64)).sort("series", "ts_ns")
+    parts: dict[str, list[pl.DataFrame]] = {q: [] for q in SERIES}
+    for host, device, quantity, series in use.iter_rows():  # one per GPU and quantity, not per span
+        mine = spans.filter(
+            (pl.col("device") == device) & ((pl.col("host") == host) if host is not None else pl.lit(True))
+        )
+        s = samples.filter(pl.col("series") == series)
+        if not mine.height or not s.height:
+            continue
+        ts, v = s.get_column("ts_ns").to_numpy(), s.get_column("value").to_numpy().astype(np.float64)
+        lo, hi = mine.get_column("start_ns").to_numpy(), mine.get_column("end_ns").to_numpy()
+        area, covered = held_integral(ts, v, lo, hi)
+        cols = {"row": mine.get_column("row"), f"{quantity}_area": area, f"{quantity}_covered": covered}
+        if quantity == "sm_clock":
+            top = float(np.nanmax(v)) if np.isfinite(v).any() else np.nan
+            below = np.where(np.isnan(v), np.nan, (v < THROTTLE_SHARE * top).astype(np.float64))
+            cols["below"], _ = held_integral(ts, below, lo, hi)
+            cols["max_sm_clock_mhz"] = np.full(mine.height, top)
+        parts[quantity].append(pl.DataFrame(cols))
+    if not any(parts.values()):
+        return None
+    for quantity, frames in parts.items():
+        if frames:
+            spans = spans.join(pl.concat(frames), on="row", how="left")
+        else:
+            spans = spans.with_columns(
+                pl.lit(None, pl.Float64).alias(f"{quantity}_area"),
+                pl.lit(None, pl.Float64).alias(f"{quantity}_covered"),
+            )
+    if "below" not in spans.columns:
+        spans = spans.with_columns(
+            pl.lit(None, pl.Float64).alias("below"), pl.lit(None, pl.Float64).alias("max_sm_clock_mhz")
+        )
+    return spans
+
+
 def gpu_clocks(frame: EventFrame, use: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per (rank, device, kernel name) in the window: the GPU's SM clock, power and temperature over the
     kernels' time (see the module docstring); an empty frame of :data:`COLUMNS` when the trace has no such
@@ -215,39 +256,9 @@ def gpu_clocks(frame: EventFrame, use: pl.DataFrame | None = None) -> pl.DataFra
         ev.get_column("loc").gather(rows).alias("loc"),
     )
     kernels = kernels.join(hosts, on="loc", how="left").drop("loc")
-    samples = trace.samples.with_columns(pl.col("series").cast(pl.Int64)).sort("series", "ts_ns")
-    parts = {q: [] for q in SERIES}
-    for host, device, quantity, series in use.iter_rows():  # one per GPU and quantity, not per kernel
-        mine = kernels.filter(
-            (pl.col("device") == device) & ((pl.col("host") == host) if host is not None else pl.lit(True))
-        )
-        s = samples.filter(pl.col("series") == series)
-        if not mine.height or not s.height:
-            continue
-        ts, v = s.get_column("ts_ns").to_numpy(), s.get_column("value").to_numpy().astype(np.float64)
-        lo, hi = mine.get_column("start_ns").to_numpy(), mine.get_column("end_ns").to_numpy()
-        area, covered = held_integral(ts, v, lo, hi)
-        cols = {"row": mine.get_column("row"), f"{quantity}_area": area, f"{quantity}_covered": covered}
-        if quantity == "sm_clock":
-            top = float(np.nanmax(v)) if np.isfinite(v).any() else np.nan
-            below = np.where(np.isnan(v), np.nan, (v < THROTTLE_SHARE * top).astype(np.float64))
-            cols["below"], _ = held_integral(ts, below, lo, hi)
-            cols["max_sm_clock_mhz"] = np.full(mine.height, top)
-        parts[quantity].append(pl.DataFrame(cols))
-    if not any(parts.values()):
+    kernels = integrate_series(kernels, use, trace.samples)
+    if kernels is None:
         return empty
-    for quantity, frames in parts.items():
-        if frames:
-            kernels = kernels.join(pl.concat(frames), on="row", how="left")
-        else:
-            kernels = kernels.with_columns(
-                pl.lit(None, pl.Float64).alias(f"{quantity}_area"),
-                pl.lit(None, pl.Float64).alias(f"{quantity}_covered"),
-            )
-    if "below" not in kernels.columns:
-        kernels = kernels.with_columns(
-            pl.lit(None, pl.Float64).alias("below"), pl.lit(None, pl.Float64).alias("max_sm_clock_mhz")
-        )
 
     def mean(q: str) -> pl.Expr:
         covered = pl.col(f"{q}_covered").sum()

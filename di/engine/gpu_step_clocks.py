@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
-from di.engine.gpu_clocks import SERIES, THROTTLE_SHARE, gpu_series, held_integral
+from di.engine.gpu_clocks import THROTTLE_SHARE, gpu_series, integrate_series
 
 if TYPE_CHECKING:
     from di.engine.window import EventFrame
@@ -82,39 +81,9 @@ def gpu_step_clocks(frame: EventFrame, use: pl.DataFrame | None = None) -> pl.Da
     spans = _step_gpus(frame)
     if not spans.height:
         return empty
-    samples = frame.trace.samples.with_columns(pl.col("series").cast(pl.Int64)).sort("series", "ts_ns")
-    found: dict[str, list[pl.DataFrame]] = {q: [] for q in SERIES}
-    for host, device, quantity, series in use.iter_rows():  # one per GPU and quantity, not per step
-        mine = spans.filter(
-            (pl.col("device") == device) & ((pl.col("host") == host) if host is not None else pl.lit(True))
-        )
-        s = samples.filter(pl.col("series") == series)
-        if not mine.height or not s.height:
-            continue
-        ts, v = s.get_column("ts_ns").to_numpy(), s.get_column("value").to_numpy().astype(np.float64)
-        lo, hi = mine.get_column("start_ns").to_numpy(), mine.get_column("end_ns").to_numpy()
-        area, covered = held_integral(ts, v, lo, hi)
-        cols = {"row": mine.get_column("row"), f"{quantity}_area": area, f"{quantity}_covered": covered}
-        if quantity == "sm_clock":
-            top = float(np.nanmax(v)) if np.isfinite(v).any() else np.nan
-            below = np.where(np.isnan(v), np.nan, (v < THROTTLE_SHARE * top).astype(np.float64))
-            cols["below"], _ = held_integral(ts, below, lo, hi)
-            cols["max_sm_clock_mhz"] = np.full(mine.height, top)
-        found[quantity].append(pl.DataFrame(cols))
-    if not any(found.values()):
+    spans = integrate_series(spans, use, frame.trace.samples)
+    if spans is None:
         return empty
-    for quantity, frames in found.items():
-        if frames:
-            spans = spans.join(pl.concat(frames), on="row", how="left")
-        else:
-            spans = spans.with_columns(
-                pl.lit(None, pl.Float64).alias(f"{quantity}_area"),
-                pl.lit(None, pl.Float64).alias(f"{quantity}_covered"),
-            )
-    if "below" not in spans.columns:
-        spans = spans.with_columns(
-            pl.lit(None, pl.Float64).alias("below"), pl.lit(None, pl.Float64).alias("max_sm_clock_mhz")
-        )
 
     def mean(q: str) -> pl.Expr:
         covered = pl.col(f"{q}_covered")
