@@ -11,6 +11,8 @@ per step and GPU, slowest first, next to each step's time against its rank's med
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from di.viewers.report.page import Cell, Section, ms, num, table
@@ -20,6 +22,23 @@ TOP = 25
 
 def _mhz(x: float | None) -> Cell:
     return Cell("—", None) if x is None else Cell(f"{x:,.0f}", float(x))
+
+
+CLOCK_COLUMNS = ["covered_ns", "sm_clock_mhz", "max_sm_clock_mhz", "below_ns", "power_w", "temperature_c", "throttled"]
+"""The columns both tables end with (:func:`_clock_cells`)."""
+
+
+def _clock_cells(r: dict[str, Any]) -> tuple[Cell | str, ...]:
+    """The cells of :data:`CLOCK_COLUMNS` of a kernel's or a step's row (times in ns shown in ms, MHz, W, C)."""
+    return (
+        ms(r["covered_ns"]),
+        _mhz(r["sm_clock_mhz"]),
+        _mhz(r["max_sm_clock_mhz"]),
+        ms(r["below_ns"]),
+        _mhz(r["power_w"]),
+        _mhz(r["temperature_c"]),
+        "yes" if r["throttled"] else "",
+    )
 
 
 def panel(ctx) -> Section | None:  # noqa: ANN001
@@ -35,8 +54,7 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
 def _kernels(clocks: pl.DataFrame) -> tuple[str, list[str]]:
     """The kernels' table, its note and hint."""
     top = clocks.drop_nulls("sm_clock_mhz").head(TOP)
-    columns = ["name", "rank", "device", "count", "total_ns", "covered_ns", "sm_clock_mhz", "max_sm_clock_mhz"]
-    columns += ["below_ns", "power_w", "temperature_c", "throttled"]
+    columns = ["name", "rank", "device", "count", "total_ns", *CLOCK_COLUMNS]
     rows = [
         (
             r["name"],
@@ -44,13 +62,7 @@ def _kernels(clocks: pl.DataFrame) -> tuple[str, list[str]]:
             r["device"],
             num(r["count"]),
             ms(r["total_ns"]),
-            ms(r["covered_ns"]),
-            _mhz(r["sm_clock_mhz"]),
-            _mhz(r["max_sm_clock_mhz"]),
-            ms(r["below_ns"]),
-            _mhz(r["power_w"]),
-            _mhz(r["temperature_c"]),
-            "yes" if r["throttled"] else "",
+            *_clock_cells(r),
         )
         for r in top.iter_rows(named=True)
     ]
@@ -79,8 +91,7 @@ def _steps(steps: pl.DataFrame | None) -> tuple[str, list[str]]:
     if steps is None or not steps.drop_nulls("sm_clock_mhz").height:
         return "", []
     known = steps.drop_nulls("sm_clock_mhz").sort("duration_ns", "rank", "step", descending=[True, False, False])
-    columns = ["rank", "step", "device", "duration_ns", "slowdown", "covered_ns", "sm_clock_mhz", "max_sm_clock_mhz"]
-    columns += ["below_ns", "power_w", "temperature_c", "throttled"]
+    columns = ["rank", "step", "device", "duration_ns", "slowdown", *CLOCK_COLUMNS]
     rows = [
         (
             r["rank"],
@@ -88,13 +99,7 @@ def _steps(steps: pl.DataFrame | None) -> tuple[str, list[str]]:
             r["device"],
             ms(r["duration_ns"]),
             Cell("—", None) if r["slowdown"] is None else Cell(f"{100 * r['slowdown']:+.1f} %", float(r["slowdown"])),
-            ms(r["covered_ns"]),
-            _mhz(r["sm_clock_mhz"]),
-            _mhz(r["max_sm_clock_mhz"]),
-            ms(r["below_ns"]),
-            _mhz(r["power_w"]),
-            _mhz(r["temperature_c"]),
-            "yes" if r["throttled"] else "",
+            *_clock_cells(r),
         )
         for r in known.head(TOP).iter_rows(named=True)
     ]
