@@ -283,7 +283,9 @@ def _render_step_clocks(result: Analysis, console: Any, top: int = 12) -> None:
     t = Table(title="GPU clocks during the slowest steps (mean over the step; * = under 95 % of the GPU's highest)")
     for c in ("rank", "step", "gpu", "step ms", "vs median %", "SM MHz", "max MHz", "under ms", "W", "C"):
         t.add_column(c, justify="right")
-    rows = clocks.drop_nulls("sm_clock_mhz").sort("duration_ns", "rank", "step", descending=[True, False, False])
+    rows = clocks.drop_nulls("sm_clock_mhz").sort(
+        "duration_ns", "rank", "step", "device", descending=[True, False, False, False]
+    )
     for r in rows.head(top).iter_rows(named=True):
         t.add_row(
             str(r["rank"]),

@@ -90,7 +90,9 @@ def _steps(steps: pl.DataFrame | None) -> tuple[str, list[str]]:
     """The steps' table (slowest first), its note and hint: whether the slow steps are the throttled ones."""
     if steps is None or not steps.drop_nulls("sm_clock_mhz").height:
         return "", []
-    known = steps.drop_nulls("sm_clock_mhz").sort("duration_ns", "rank", "step", descending=[True, False, False])
+    known = steps.drop_nulls("sm_clock_mhz").sort(
+        "duration_ns", "rank", "step", "device", descending=[True, False, False, False]
+    )
     columns = ["rank", "step", "device", "duration_ns", "slowdown", *CLOCK_COLUMNS]
     rows = [
         (
