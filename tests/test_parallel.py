@@ -48,6 +48,20 @@ def di_run(args: list[str], processes: int | None, tmp: Path) -> subprocess.Comp
     return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
 
 
+def install_plugin(tmp: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str, entry_points: str) -> None:
+    """Put the distribution of plugin ``module`` (its ``source``; ``entry_points``: the text of its
+    entry_points.txt) under ``tmp``/site and that folder on the PYTHONPATH of the ``di`` commands run next."""
+    site = tmp / "site"
+    site.mkdir()
+    (site / f"{module}.py").write_text(source)
+    info = site / f"{module}-0.1.dist-info"
+    info.mkdir()
+    name = module.replace("_", "-")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points + "\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+
+
 def analysis(store: Path, tmp: Path, processes: int | None, *extra: str) -> dict:
     out = tmp / f"result-{processes}-{'-'.join(extra) or 'all'}.json".replace("=", "").replace(":", "")
     done = di_run(["analyze", str(store), "--json", str(out), "--force", *extra], processes, tmp)
@@ -412,16 +426,15 @@ def per_rank(trace, result):
 @need_mpi
 def test_analysis_plugins_run_on_process_0_over_the_whole_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ``di.analyses`` plugin under mpiexec sees the whole trace and the whole result, as in one process."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "di_rank_plugin.py").write_text(EVENTS_PER_RANK_PLUGIN)
-    info = site / "di_rank_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: di-rank-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[di.analyses]\nranks = di_rank_plugin:per_rank\n")
+    install_plugin(
+        tmp_path,
+        monkeypatch,
+        "di_rank_plugin",
+        EVENTS_PER_RANK_PLUGIN,
+        "[di.analyses]\nranks = di_rank_plugin:per_rank",
+    )
     trace = ring_job().build()
     single, parted = stores(trace, tmp_path, ranks_per_group=3)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     for store, p, out in ((single, None, "one"), (parted, 3, "three")):
         done = di_run(["analyze", str(store), "--csv", out], p, tmp_path)
         assert done.returncode == 0, done.stderr

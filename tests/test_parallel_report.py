@@ -17,10 +17,9 @@ import polars as pl
 import pytest
 from parallel_jobs import KERNEL_NAMES, RANKS, SHARDS, STEPS, report_job
 from report_tables import read_page
-from test_parallel import SHARED, di_run, need_mpi
+from test_parallel import SHARED, di_run, install_plugin, need_mpi, stores
 
 import di
-from di.store import write_store
 
 STAMP = re.compile(r"di report \d{4}-\d\d-\d\d \d\d:\d\d")
 
@@ -33,13 +32,6 @@ def page(store: Path, tmp: Path, processes: int | None, *extra: str) -> str:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     return STAMP.sub("di report (time)", out.read_text()).replace(str(store), "(input)")
-
-
-def stores(trace: di.Trace, tmp: Path, ranks_per_group: int | None = None) -> tuple[Path, Path]:
-    single, parted = tmp / "single.di", tmp / "parted.di"
-    write_store(trace, single)
-    write_store(trace, parted, partitioned=True, ranks_per_group=ranks_per_group)
-    return single, parted
 
 
 @need_mpi
@@ -139,18 +131,15 @@ def events_per_rank(ctx):
 @need_mpi
 def test_panel_plugins_see_the_whole_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ``di.report_panels`` plugin under mpiexec reads the whole trace on process 0, as in one process."""
-    import os
-
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "di_panel_plugin.py").write_text(EVENTS_PANEL_PLUGIN)
-    info = site / "di_panel_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: di-panel-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[di.report_panels]\nevents = di_panel_plugin:events_per_rank\n")
+    install_plugin(
+        tmp_path,
+        monkeypatch,
+        "di_panel_plugin",
+        EVENTS_PANEL_PLUGIN,
+        "[di.report_panels]\nevents = di_panel_plugin:events_per_rank",
+    )
     trace = report_job()
     single, parted = stores(trace, tmp_path, ranks_per_group=3)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     one = page(single, tmp_path, None)
     assert page(parted, tmp_path, 3) == one
     per_rank = trace.events.join(trace.locations.select("loc", "rank"), on="loc").group_by("rank").len()
