@@ -10,6 +10,7 @@ clear error within a timeout, and no page is written.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -144,3 +145,44 @@ def test_panel_plugins_see_the_whole_job(tmp_path: Path, monkeypatch: pytest.Mon
     assert page(parted, tmp_path, 3) == one
     per_rank = trace.events.join(trace.locations.select("loc", "rank"), on="loc").group_by("rank").len()
     assert f"0:{per_rank.filter(pl.col('rank') == 0).item(0, 'len')} 1:" in one
+
+
+FAILING_REDUCTION = """
+import sys
+
+import di.parallel.report
+from di.cli import main
+
+
+def fails(*args, **kwargs):
+    raise ValueError("the reduction failed")
+
+
+di.parallel.report.reduce_aggregates = fails  # process 0 alone reduces: the others wait for its broadcast
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@need_mpi
+def test_a_reduction_that_fails_on_process_0_fails_every_process(tmp_path: Path) -> None:
+    """Process 0 reduces the parts alone while the others wait for its broadcast: its error (an input's,
+    not a bug: no MPI_Abort) reaches them, and every process ends with one line, none waits forever."""
+    import subprocess
+    import sys
+
+    from test_parallel import MPIEXEC
+
+    _, parted = stores(report_job(), tmp_path, ranks_per_group=4)
+    driver = tmp_path / "failing_reduction.py"
+    driver.write_text(FAILING_REDUCTION)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(di.__file__).parents[1]), os.environ.get("PYTHONPATH")])),
+    }
+    cmd = [str(MPIEXEC), "-n", "2", sys.executable, str(driver), "report", str(parted), "-o", "out.html"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode != 0
+    lines = [x for x in done.stderr.splitlines() if x.startswith("di report: error:")]
+    assert len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
+    assert any("the reduction failed" in x and "process 0 of 2 failed while reducing" in x for x in lines), lines
+    assert not (tmp_path / "out.html").exists()

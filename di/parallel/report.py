@@ -113,7 +113,12 @@ def parallel_report(
     cpu["parallel"] = time.process_time() - c0
     c0 = time.process_time()
     trace = _whole_tables(store)
-    both = (result, reduce_aggregates(parts, result, trace)) if parts is not None else None
+    both, error = None, None
+    try:
+        both = (result, reduce_aggregates(parts, result, trace)) if parts is not None else None
+    except Exception as exc:  # process 0 alone reduces: the others, about to wait for its broadcast, must learn of it
+        error = exc
+    ex.check(error, "reducing the report's parts")
     result, aggregates = ex.bcast(both, 0, "report results")
     cpu["reduce"] = time.process_time() - c0
     c0 = time.process_time()
