@@ -186,3 +186,18 @@ def test_a_reduction_that_fails_on_process_0_fails_every_process(tmp_path: Path)
     assert len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
     assert any("the reduction failed" in x and "process 0 of 2 failed while reducing" in x for x in lines), lines
     assert not (tmp_path / "out.html").exists()
+
+
+@need_mpi
+def test_counters_without_a_rate_are_left_out_by_every_process_count(tmp_path: Path) -> None:
+    """The only counters are cumulative byte counters whose two samples share a time: no rate is left (a
+    rate needs time between samples), so the counters panel is left out, by one process as by two."""
+    trace = report_job()
+    ib = trace.samples.filter(pl.col("series") % 2 == 1)
+    first = ib.group_by("series").agg(pl.col("ts_ns").min())
+    twice = ib.join(first, on=["series", "ts_ns"]).with_columns(pl.col("value") + 1.0)
+    samples = pl.concat([ib.join(first, on=["series", "ts_ns"]), twice]).sort("series", "value")
+    single, parted = stores(di.Trace.build(meta=trace.meta, **{**trace.tables(), "samples": samples}), tmp_path, 5)
+    one = page(single, tmp_path, None)
+    assert page(parted, tmp_path, 2) == one
+    assert "counters" not in read_page(one)[0] and "failed" not in one

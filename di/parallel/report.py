@@ -268,13 +268,11 @@ def _counter_part(part: Any, window: Any, every: list[Any], events: pl.DataFrame
     span = _job_span(window, every, trace.meta) if window.text != "all" else None
     series, samples = window_samples(trace.series, trace.samples, window.text, span)
     ts = samples.get_column("ts_ns")
-    mine = (trace.samples.height, samples.height, ts.min(), ts.max())
-    job = ex.allgather(mine, "report samples")
-    raw, kept = sum(j[0] for j in job), sum(j[1] for j in job)
-    if not raw or (window.text != "all" and not kept):
+    job = ex.allgather((samples.height, ts.min(), ts.max()), "report samples")
+    if not sum(j[0] for j in job):  # none in the window, or none left as rates
         return None
-    s0 = min(j[2] for j in job if j[2] is not None)
-    t1 = max(j[3] for j in job if j[3] is not None)
+    s0 = min(j[1] for j in job if j[1] is not None)
+    t1 = max(j[2] for j in job if j[2] is not None)
     ev_lo = [x for _, x, _, _ in every if x is not None]
     t0 = int(min(s0, min(ev_lo) if ev_lo else s0))
     return counter_tables(series, samples, t0, int(t1))

@@ -102,7 +102,7 @@ def _tables(ctx) -> tuple[pl.DataFrame, pl.DataFrame] | None:  # noqa: ANN001
         return None
     span = ctx.window_span if ctx.result.window != "all" else None
     series, samples = window_samples(ctx.trace.series, ctx.trace.samples, ctx.result.window, span)
-    if ctx.result.window != "all" and not samples.height:
+    if not samples.height:  # none in the window, or none left as rates (a counter's samples at one time)
         return None
     ev = ctx.window_events
     t0 = int(
