@@ -62,6 +62,14 @@ def install_plugin(tmp: Path, monkeypatch: pytest.MonkeyPatch, module: str, sour
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
 
 
+def error_lines(done: subprocess.CompletedProcess[str], command: str, processes: int) -> list[str]:
+    """The error lines of a ``di COMMAND`` run that failed: one per process, without a traceback."""
+    assert done.returncode != 0
+    lines = [x for x in done.stderr.splitlines() if x.startswith(f"di {command}: error:")]
+    assert len(lines) == processes and "Traceback" not in done.stderr, done.stderr
+    return lines
+
+
 def analysis(store: Path, tmp: Path, processes: int | None, *extra: str) -> dict:
     out = tmp / f"result-{processes}-{'-'.join(extra) or 'all'}.json".replace("=", "").replace(":", "")
     done = di_run(["analyze", str(store), "--json", str(out), "--force", *extra], processes, tmp)
@@ -167,11 +175,7 @@ def test_trace_files_without_a_store(tmp_path: Path) -> None:
 def test_a_process_that_cannot_read_its_part_fails_every_process(tmp_path: Path) -> None:
     _, parted = stores(ring_job().build(), tmp_path, ranks_per_group=4)
     (parted / "events" / "g00002.parquet").write_bytes(b"not parquet")
-    done = di_run(["analyze", str(parted), "--json", "out.json"], 3, tmp_path)
-    assert done.returncode != 0
-    lines = [x for x in done.stderr.splitlines() if x.startswith("di analyze: error:")]
-    assert len(lines) == 3, done.stderr  # one line per process, no traceback
-    assert "Traceback" not in done.stderr
+    lines = error_lines(di_run(["analyze", str(parted), "--json", "out.json"], 3, tmp_path), "analyze", 3)
     assert all("g00002.parquet" in x and "unreadable Parquet" in x for x in lines)
     assert sum("process 1 of 3 failed while reading" in x for x in lines) == 2  # the others name the failing one
     assert not (tmp_path / "out.json").exists()
