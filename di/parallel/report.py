@@ -250,12 +250,12 @@ def _longest_transports(part: Any) -> pl.DataFrame | None:
     coll = part.trace.collectives
     if "transports" not in coll.columns:
         return None
-    ev = part.trace.events
     event = coll.get_column("event").to_numpy().astype(np.int64)
+    ev = part.trace.events.select("name", "start_ns", "end_ns")[event]  # the collectives' events only
     rows = coll.with_columns(
         pl.Series("event", part.global_row[event]),
-        pl.Series("name", ev.get_column("name").cast(pl.String).to_numpy()[event], pl.String),
-        pl.Series("d", (ev.get_column("end_ns").to_numpy() - ev.get_column("start_ns").to_numpy())[event]),
+        ev.get_column("name").cast(pl.String),
+        (ev.get_column("end_ns") - ev.get_column("start_ns")).alias("d"),
     ).filter(pl.Series(part.own[event]) & pl.col("transports").is_not_null())
     return rows.filter(pl.col("d") == pl.col("d").max())
 
