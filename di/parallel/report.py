@@ -196,7 +196,15 @@ def _whole_tables(store: Path) -> Any:
 
 def part_aggregates(part: Any, frame: Any, waits: pl.DataFrame | None, ex: Exchange) -> dict[str, Any]:
     """This process's partial aggregates of its ranks (see the module docstring). Every process calls it:
-    it makes collective calls (the job-wide window span, first and last sample, top cause of waiting)."""
+    it makes collective calls (the job-wide window span, first and last sample, top cause of waiting).
+
+    Returns:
+        events (its events in the window), lo and hi (their first start and last end, ns; None without
+        events), names (per group key of :data:`~di.viewers.report.top_events.GROUPS`, its
+        :func:`~di.viewers.report.top_events.name_sums`), io (:func:`~di.viewers.report.files.io_per_file`),
+        transport (:func:`_longest_transports`), counters (:func:`_counter_part`), waits (:func:`_wait_part`;
+        None without wait states).
+    """
     from di.viewers.report.files import io_per_file
     from di.viewers.report.top_events import GROUPS, name_sums
 
@@ -246,7 +254,8 @@ def _job_span(window: Any, every: list[tuple[int, Any, Any, Any]], meta: dict[st
 
 def _longest_transports(part: Any) -> pl.DataFrame | None:
     """This process's collective rows with an NCCL transport whose event lasts longest (ties kept), with the
-    event's global row, name and duration ``d``; None: the trace has no transports."""
+    event's global row, name and duration ``d`` (ns, unclipped: as one process's hint); None: the trace has no
+    transports."""
     coll = part.trace.collectives
     if "transports" not in coll.columns:
         return None
