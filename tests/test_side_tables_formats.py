@@ -192,3 +192,20 @@ def test_an_io_files_column_beyond_the_schema_keeps_its_zeros_in_otf2(tmp_path: 
     )
     back = round_trip(trace.__class__.build(meta=trace.meta, **{**trace.tables(), "io_files": io}), tmp_path / "x.otf2")
     assert back.io_files.select("zeros", "some").equals(io.select("zeros", "some"))
+
+
+@pytest.mark.parametrize("ext", ("json", "perfetto-trace"))
+def test_nan_in_a_float_column_is_a_data_loss_warning_with_its_count(tmp_path: Path, ext: str) -> None:
+    """JSON has no NaN or infinity: the document holds null there, and the writer says how many."""
+    log = LOGS / "darshan" / "release_mpi-io-test-x86_64-3.1.8.darshan"
+    if not log.is_file():
+        pytest.skip("shared test data absent: logs/darshan not found under ../shared/data")
+    trace = di.load(log)
+    n = trace.io_files.height
+    assert n >= 2
+    ratio = [float("nan"), float("inf")] + [1.5] * (n - 2)
+    io = trace.io_files.with_columns(pl.Series("ratio", ratio, pl.Float64))
+    with pytest.warns(DataLossWarning, match=r"io_files column 'ratio' written to .* with 2 NaN or infinite values"):
+        di.save(trace.__class__.build(meta=trace.meta, **{**trace.tables(), "io_files": io}), tmp_path / f"x.{ext}")
+    back = di.load(tmp_path / f"x.{ext}").io_files.get_column("ratio")
+    assert back.to_list() == [None, None] + ratio[2:]

@@ -10,8 +10,9 @@ its own IoFile property definitions (:mod:`di.convert.otf2.iofiles`) and the oth
 
 ``dtypes`` names the columns beyond the table's schema (the schema is a floor, a table may carry more) whose
 type is not nested; the schema's columns take the schema's type. A column JSON cannot hold (binary, dates,
-Python objects) is left out and counted in the writer's :class:`di.errors.DataLossWarning`. Reading checks
-each table against its schema: a damaged one is left out whole and said, with its row count, in the warnings.
+Python objects) is left out, and a float column's NaN and infinities (JSON has none) become null; both are
+counted in the writer's :class:`di.errors.DataLossWarning`. Reading checks each table against its schema: a
+damaged one is left out whole and said, with its row count, in the warnings.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def encode(table: pl.DataFrame, name: str, fmt: str, losses: list[str]) -> dict[
         if not _json_type(dtype):
             losses.append(f"{name} column {c!r} ({dtype}) not written to {fmt}: {s.len() - s.null_count()} values")
             continue
+        if dtype.is_float() and (bad := s.len() - s.null_count() - int(s.is_finite().sum())):
+            losses.append(f"{name} column {c!r} written to {fmt} with {bad} NaN or infinite values as null")
         cols[c] = s.to_list()
         if c not in known and not dtype.is_nested():
             dtypes[c] = str(dtype)
