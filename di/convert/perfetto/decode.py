@@ -303,7 +303,8 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _ids(buf, pos, b, wire, flows, nf, k, term):
     """Append flow ids of one field (fixed64, varint, or packed) to ``flows`` (rows of id bits,
-    event, terminating; the caller made room: one row per byte of the field); returns (pos, nf)."""
+    event, terminating; the caller made room: one row per byte of the field); returns (pos, nf), pos -1 when a
+    packed field runs past ``b``."""
     if wire == 1:
         flows[nf, 0], flows[nf, 1], flows[nf, 2] = np.int64(read_fixed64(buf, pos)), k, term & 1
         return pos + 8, nf + 1
@@ -312,6 +313,8 @@ def _ids(buf, pos, b, wire, flows, nf, k, term):
         flows[nf, 0], flows[nf, 1], flows[nf, 2] = v, k, term & 1
         return pos, nf + 1
     n, pos = read_varint(buf, pos, b)  # packed: fixed64 for flow_ids / terminating_flow_ids, varints for the old fields
+    if pos < 0 or n < 0 or n > b - pos:  # runs past the event (the rows made room for its bytes only): malformed
+        return np.int64(-1), nf
     q, qe = pos, pos + n
     while 0 <= q < qe:
         if term >= 2:  # old varint fields, packed
