@@ -659,3 +659,21 @@ def test_a_packed_flow_id_field_longer_than_its_event_is_malformed_not_a_crash(
     t = di.load(path)
     t.validate()
     assert t.events.height >= 2 and t.flows.height == 0
+
+
+@pytest.mark.parametrize("field", [23, 22, 4])  # name, categories, debug_annotations
+def test_a_length_negative_as_int64_is_malformed_not_a_traceback(tmp_path: Path, field: int) -> None:
+    """A length-delimited field whose length varint is over 2**63 (negative as int64) passed the ``end`` check:
+    the decoder stepped back, or made a symbol of negative length (ValueError: negative dimensions)."""
+
+    def packet(ts: int, event: bytes) -> bytes:
+        body = b"\x40" + _varint(ts) + b"\x50\x01" + b"\x5a" + _varint(len(event)) + event
+        return b"\x0a" + _varint(len(body)) + body
+
+    good = b"\x48\x03\x58\x05" + b"\xba\x01\x02ok"
+    bad = b"\x48\x03\x58\x05" + _varint((field << 3) | 2) + _varint(2**64 - 3) + b"okokok"
+    path = tmp_path / "negative.pftrace"
+    path.write_bytes(packet(10, good) + packet(20, bad) + packet(30, good))
+    t = di.load(path)
+    t.validate()
+    assert t.events.filter(pl.col("name") == "ok").height == 2

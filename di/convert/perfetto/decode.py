@@ -187,7 +187,7 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
         field, wire = key >> 3, key & 7
         if wire == 2 and _has(_INTERNED_TABLES, field):
             n, pos = read_varint(buf, pos, b)
-            if pos < 0 or pos + n > b:
+            if pos < 0 or n < 0 or pos + n > b:
                 return
             kind = (
                 K_CAT
@@ -284,7 +284,7 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
             pos += 8
         elif wire == 2:
             n, pos = read_varint(buf, pos, b)
-            if pos < 0 or pos + n > b:
+            if pos < 0 or n < 0 or pos + n > b:
                 break
             if field == F.ANNOTATION_NAME:
                 name = _sym(buf, pos, pos + n, sym, stats)
@@ -458,7 +458,7 @@ def _decode_packets(
                     clock = v
             elif wire == 2:
                 n, q = read_varint(buf, q, b)
-                if q < 0 or q + n > b:
+                if q < 0 or n < 0 or q + n > b:
                     stats[ST_MALFORMED] += 1
                     break
                 if field == F.PACKET_TRACK_EVENT:
@@ -582,7 +582,7 @@ def _decode_packets(
                 q += 8
             elif wire == 2:
                 n, q = read_varint(buf, q, te1)
-                if q < 0 or q + n > te1:
+                if q < 0 or n < 0 or q + n > te1:
                     break
                 if field == F.EVENT_NAME:
                     name = _sym(buf, q, q + n, sym, stats)
