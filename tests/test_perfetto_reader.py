@@ -677,3 +677,24 @@ def test_a_length_negative_as_int64_is_malformed_not_a_traceback(tmp_path: Path,
     t = di.load(path)
     t.validate()
     assert t.events.filter(pl.col("name") == "ok").height == 2
+
+
+@pytest.mark.parametrize("length", [1 << 40, 2**64 - 3])
+def test_a_clock_snapshot_entry_longer_than_its_snapshot_is_malformed(tmp_path: Path, length: int) -> None:
+    """A ClockSnapshot's clock entry whose length runs past the snapshot (or is negative as int64): reading it to
+    its declared end read past the buffer, or stepped back. The entry is dropped; the events load."""
+
+    def packet(body: bytes) -> bytes:
+        return b"\x0a" + _varint(len(body)) + body
+
+    snapshot = b"\x0a" + _varint(length) + b"\x08\x06\x10\x05"  # clocks { clock_id: 6, timestamp: 5 }, cut
+    event = b"\x48\x03\x58\x05" + b"\xba\x01\x02ok"
+    data = packet(b"\x32" + _varint(len(snapshot)) + snapshot)
+    data += b"".join(
+        packet(b"\x40" + _varint(ts) + b"\x50\x01" + b"\x5a" + _varint(len(event)) + event) for ts in (10, 20)
+    )
+    path = tmp_path / "snapshot.pftrace"
+    path.write_bytes(data)
+    t = di.load(path)
+    t.validate()
+    assert t.events.filter(pl.col("name") == "ok").get_column("start_ns").to_list() == [10, 20]
