@@ -209,3 +209,25 @@ def test_nan_in_a_float_column_is_a_data_loss_warning_with_its_count(tmp_path: P
         di.save(trace.__class__.build(meta=trace.meta, **{**trace.tables(), "io_files": io}), tmp_path / f"x.{ext}")
     back = di.load(tmp_path / f"x.{ext}").io_files.get_column("ratio")
     assert back.to_list() == [None, None] + ratio[2:]
+
+
+@pytest.mark.parametrize("dtype", ["Object", "Decimal", "Datetime", "Struct", "Nonsense"])
+def test_a_dtype_di_never_writes_drops_the_table_with_its_count(tmp_path: Path, dtype: str) -> None:
+    """A document naming a type di's writer never names (an edited or foreign file): Object or Decimal would
+    take the JSON values into a column the trace cannot save; the table is left out and said."""
+    log = LOGS / "darshan" / "release_mpi-io-test-x86_64-3.1.8.darshan"
+    if not log.is_file():
+        pytest.skip("shared test data absent: logs/darshan not found under ../shared/data")
+    trace = di.load(log)
+    path = tmp_path / "x.json"
+    di.save(trace, path)
+    doc = json.loads(path.read_text())
+    table = doc["diTrace"]["side_tables"]["io_files"]
+    table["columns"]["extra"] = [1] * trace.io_files.height
+    table["dtypes"]["extra"] = dtype
+    path.write_text(json.dumps(doc))
+    back = di.load(path)
+    assert back.io_files.height == 0
+    said = [w for w in back.meta["warnings"] if "io_files ignored" in w]
+    assert len(said) == 1 and f"{trace.io_files.height} rows dropped" in said[0] and "not one di writes" in said[0]
+    di.save(back, tmp_path / "back.di")

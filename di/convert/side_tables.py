@@ -77,8 +77,19 @@ def warn_losses(losses: list[str]) -> None:
 
 
 def _dtype(name: Any) -> pl.DataType | None:
+    """The polars dtype a document's ``dtypes`` names (None: not given, the values' own type).
+
+    Raises:
+        ValueError: a name that is not a type :func:`encode` writes (a plain JSON type: Object, Decimal,
+            Datetime and the like would pass JSON values into a column they do not fit).
+    """
+    if name is None:
+        return None
     got = getattr(pl, name, None) if isinstance(name, str) and name.isidentifier() else None
-    return got() if isinstance(got, type) and issubclass(got, pl.DataType) else None
+    dtype = got() if isinstance(got, type) and issubclass(got, pl.DataType) and not got.is_nested() else None
+    if dtype is None or not _json_type(dtype):
+        raise ValueError(f"dtype {str(name)[:40]!r} is not one di writes")
+    return dtype
 
 
 def decode(doc: Any, name: str) -> pl.DataFrame:
