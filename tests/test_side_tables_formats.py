@@ -231,3 +231,18 @@ def test_a_dtype_di_never_writes_drops_the_table_with_its_count(tmp_path: Path, 
     said = [w for w in back.meta["warnings"] if "io_files ignored" in w]
     assert len(said) == 1 and f"{trace.io_files.height} rows dropped" in said[0] and "not one di writes" in said[0]
     di.save(back, tmp_path / "back.di")
+
+
+def test_otf2_says_every_loss_of_one_writing_in_one_warning(logs_job: di.Trace, tmp_path: Path) -> None:
+    """io_files (IoFile properties) and comms (the archive property) each lose a column: one warning says both."""
+    import datetime as dt
+
+    day = pl.lit(dt.date(2026, 1, 2)).alias("seen")
+    tables = {**logs_job.tables(), "comms": logs_job.comms.with_columns(day)}
+    tables["io_files"] = logs_job.io_files.with_columns(day)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always", DataLossWarning)
+        di.save(logs_job.__class__.build(meta=logs_job.meta, **tables), tmp_path / "x.otf2")
+    said = [str(w.message) for w in got if issubclass(w.category, DataLossWarning)]
+    assert len(said) == 1, said
+    assert "io_files column 'seen'" in said[0] and "comms column 'seen'" in said[0]

@@ -61,12 +61,15 @@ def encode(table: pl.DataFrame, name: str, fmt: str, losses: list[str]) -> dict[
     return {"columns": cols, "dtypes": dtypes}
 
 
-def encode_all(trace: Any, fmt: str, tables: tuple[str, ...] = SIDE_TABLES) -> dict[str, dict[str, Any]]:
-    """The documents of the trace's non-empty ``tables``; a column left out is warned
-    (:class:`di.errors.DataLossWarning`, one warning per writing)."""
-    losses: list[str] = []
-    out = {n: encode(getattr(trace, n), n, fmt, losses) for n in tables if getattr(trace, n).height}
-    warn_losses(losses)
+def encode_all(
+    trace: Any, fmt: str, tables: tuple[str, ...] = SIDE_TABLES, losses: list[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The documents of the trace's non-empty ``tables``; what is lost is warned (:class:`di.errors.DataLossWarning`,
+    one warning per writing), or added to ``losses`` when given (a writer that warns them with its own)."""
+    said: list[str] = [] if losses is None else losses
+    out = {n: encode(getattr(trace, n), n, fmt, said) for n in tables if getattr(trace, n).height}
+    if losses is None:
+        warn_losses(said)
     return out
 
 
