@@ -296,3 +296,36 @@ def test_attachment_table_passes_each_otf2_function_its_own_parameters() -> None
         assert params[:3] == ["writer", "attributeList", "time"], params
         want = [column_of[p] for p in params[3:]]
         assert cols == want + [-1] * (len(cols) - len(want)), (emit.FN_NAMES[fn], cols, want)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_flow_lists_match_python_formatting_and_fit_their_buffer(seed: int) -> None:
+    """The ``di.flows_in`` texts against Python's formatting, at the sizes that fill the kernel's unchecked buffer:
+    lists of one flow, int64 extremes, null ids (the longest fixed pieces), long kinds and category texts."""
+    import json
+
+    from di.convert.otf2.flowtext import flow_lists
+
+    rng = np.random.default_rng(seed)
+    n = 500
+    kinds = ["launch", "k" * 40]
+    cats = ["null", json.dumps("c" * 70 + '"\\')]
+    extremes = np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0, -1], np.int64)
+    loc, ordinal, ids = (extremes[rng.integers(0, 4, n)] for _ in range(3))
+    kind, cat = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    has_id = rng.random(n) < 0.5
+    order = rng.permutation(n).astype(np.int64)
+    last = rng.random(n) < (0.9 if seed else 1.0)
+    last[-1] = True
+    first = np.r_[True, last[:-1]]
+    data, offsets = flow_lists(order, first, last, loc, ordinal, kind, kinds, ids, has_id, cat, cats)
+    want, item = [], []
+    for j, f in enumerate(order):
+        i = int(ids[f]) if has_id[f] else "null"
+        item.append(f'{{"l":{loc[f]},"k":{ordinal[f]},"t":"{kinds[kind[f]]}","i":{i},"c":{cats[cat[f]]}}}')
+        if last[j]:
+            want.append("[" + ",".join(item) + "]")
+            item = []
+    got = [bytes(data[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:])]
+    assert got == want
+    assert [json.loads(t)[0]["c"] for t in got[:3]] == [json.loads(w)[0]["c"] for w in want[:3]]

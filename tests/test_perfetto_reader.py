@@ -628,3 +628,73 @@ def _varint(v: int) -> bytes:
         v >>= 7
     out.append(v)
     return bytes(out)
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((v & 127) | (128 if v > 127 else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+@pytest.mark.parametrize("field", [47, 36])  # flow_ids (packed fixed64), flow_ids_old (packed varints)
+@pytest.mark.parametrize("length", [1 << 30, 2**64 - 5])  # past the event's end; negative as int64
+def test_a_packed_flow_id_field_longer_than_its_event_is_malformed_not_a_crash(
+    tmp_path: Path, field: int, length: int
+) -> None:
+    """A packed flow-id field whose length runs past its TrackEvent: the decoder makes room for one flow row per
+    byte of the packet, so reading on to the declared end would write rows past the array (or, with a length
+    negative as int64, step back and loop). The field is malformed: counted, and the rest of the trace loads."""
+
+    def packet(ts: int, event: bytes) -> bytes:
+        body = b"\x40" + _varint(ts) + b"\x50\x01" + b"\x5a" + _varint(len(event)) + event
+        return b"\x0a" + _varint(len(body)) + body
+
+    good = b"\x48\x03\x58\x05" + b"\xba\x01\x02ok"  # instant on track 5 named "ok"
+    bad = good + _varint((field << 3) | 2) + _varint(length) + b"\x01" * 16
+    path = tmp_path / "packed.pftrace"
+    path.write_bytes(packet(10, good) + packet(20, bad) + packet(30, good))
+    t = di.load(path)
+    t.validate()
+    assert t.events.height >= 2 and t.flows.height == 0
+
+
+@pytest.mark.parametrize("field", [23, 22, 4])  # name, categories, debug_annotations
+def test_a_length_negative_as_int64_is_malformed_not_a_traceback(tmp_path: Path, field: int) -> None:
+    """A length-delimited field whose length varint is over 2**63 (negative as int64) passed the ``end`` check:
+    the decoder stepped back, or made a symbol of negative length (ValueError: negative dimensions)."""
+
+    def packet(ts: int, event: bytes) -> bytes:
+        body = b"\x40" + _varint(ts) + b"\x50\x01" + b"\x5a" + _varint(len(event)) + event
+        return b"\x0a" + _varint(len(body)) + body
+
+    good = b"\x48\x03\x58\x05" + b"\xba\x01\x02ok"
+    bad = b"\x48\x03\x58\x05" + _varint((field << 3) | 2) + _varint(2**64 - 3) + b"okokok"
+    path = tmp_path / "negative.pftrace"
+    path.write_bytes(packet(10, good) + packet(20, bad) + packet(30, good))
+    t = di.load(path)
+    t.validate()
+    assert t.events.filter(pl.col("name") == "ok").height == 2
+
+
+@pytest.mark.parametrize("length", [1 << 40, 2**64 - 3])
+def test_a_clock_snapshot_entry_longer_than_its_snapshot_is_malformed(tmp_path: Path, length: int) -> None:
+    """A ClockSnapshot's clock entry whose length runs past the snapshot (or is negative as int64): reading it to
+    its declared end read past the buffer, or stepped back. The entry is dropped; the events load."""
+
+    def packet(body: bytes) -> bytes:
+        return b"\x0a" + _varint(len(body)) + body
+
+    snapshot = b"\x0a" + _varint(length) + b"\x08\x06\x10\x05"  # clocks { clock_id: 6, timestamp: 5 }, cut
+    event = b"\x48\x03\x58\x05" + b"\xba\x01\x02ok"
+    data = packet(b"\x32" + _varint(len(snapshot)) + snapshot)
+    data += b"".join(
+        packet(b"\x40" + _varint(ts) + b"\x50\x01" + b"\x5a" + _varint(len(event)) + event) for ts in (10, 20)
+    )
+    path = tmp_path / "snapshot.pftrace"
+    path.write_bytes(data)
+    t = di.load(path)
+    t.validate()
+    assert t.events.filter(pl.col("name") == "ok").get_column("start_ns").to_list() == [10, 20]

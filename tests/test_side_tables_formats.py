@@ -177,3 +177,72 @@ def test_a_darshan_log_of_counters_only_comes_back_in_every_format(tmp_path: Pat
     back = round_trip(trace, tmp_path / f"io.{ext}")
     assert back.io_files.equals(trace.io_files)
     assert not [w for w in back.meta["warnings"] if "ignored" in w]
+
+
+def test_an_io_files_column_beyond_the_schema_keeps_its_zeros_in_otf2(tmp_path: Path) -> None:
+    """OTF2 leaves out counters of 0 (they read back 0); a column beyond the schema has no such default, so its
+    zeros are written: all-zero, it would vanish; partly zero, its zeros would read back null."""
+    log = LOGS / "darshan" / "release_mpi-io-test-x86_64-3.1.8.darshan"
+    if not log.is_file():
+        pytest.skip("shared test data absent: logs/darshan not found under ../shared/data")
+    trace = di.load(log)
+    n = trace.io_files.height
+    io = trace.io_files.with_columns(
+        pl.Series("zeros", [0] * n, pl.Int64), pl.Series("some", [0] + [4] * (n - 1), pl.Int64)
+    )
+    back = round_trip(trace.__class__.build(meta=trace.meta, **{**trace.tables(), "io_files": io}), tmp_path / "x.otf2")
+    assert back.io_files.select("zeros", "some").equals(io.select("zeros", "some"))
+
+
+@pytest.mark.parametrize("ext", ("json", "perfetto-trace"))
+def test_nan_in_a_float_column_is_a_data_loss_warning_with_its_count(tmp_path: Path, ext: str) -> None:
+    """JSON has no NaN or infinity: the document holds null there, and the writer says how many."""
+    log = LOGS / "darshan" / "release_mpi-io-test-x86_64-3.1.8.darshan"
+    if not log.is_file():
+        pytest.skip("shared test data absent: logs/darshan not found under ../shared/data")
+    trace = di.load(log)
+    n = trace.io_files.height
+    assert n >= 2
+    ratio = [float("nan"), float("inf")] + [1.5] * (n - 2)
+    io = trace.io_files.with_columns(pl.Series("ratio", ratio, pl.Float64))
+    with pytest.warns(DataLossWarning, match=r"io_files column 'ratio' written to .* with 2 NaN or infinite values"):
+        di.save(trace.__class__.build(meta=trace.meta, **{**trace.tables(), "io_files": io}), tmp_path / f"x.{ext}")
+    back = di.load(tmp_path / f"x.{ext}").io_files.get_column("ratio")
+    assert back.to_list() == [None, None] + ratio[2:]
+
+
+@pytest.mark.parametrize("dtype", ["Object", "Decimal", "Datetime", "Struct", "Nonsense"])
+def test_a_dtype_di_never_writes_drops_the_table_with_its_count(tmp_path: Path, dtype: str) -> None:
+    """A document naming a type di's writer never names (an edited or foreign file): Object or Decimal would
+    take the JSON values into a column the trace cannot save; the table is left out and said."""
+    log = LOGS / "darshan" / "release_mpi-io-test-x86_64-3.1.8.darshan"
+    if not log.is_file():
+        pytest.skip("shared test data absent: logs/darshan not found under ../shared/data")
+    trace = di.load(log)
+    path = tmp_path / "x.json"
+    di.save(trace, path)
+    doc = json.loads(path.read_text())
+    table = doc["diTrace"]["side_tables"]["io_files"]
+    table["columns"]["extra"] = [1] * trace.io_files.height
+    table["dtypes"]["extra"] = dtype
+    path.write_text(json.dumps(doc))
+    back = di.load(path)
+    assert back.io_files.height == 0
+    said = [w for w in back.meta["warnings"] if "io_files ignored" in w]
+    assert len(said) == 1 and f"{trace.io_files.height} rows dropped" in said[0] and "not one di writes" in said[0]
+    di.save(back, tmp_path / "back.di")
+
+
+def test_otf2_says_every_loss_of_one_writing_in_one_warning(logs_job: di.Trace, tmp_path: Path) -> None:
+    """io_files (IoFile properties) and comms (the archive property) each lose a column: one warning says both."""
+    import datetime as dt
+
+    day = pl.lit(dt.date(2026, 1, 2)).alias("seen")
+    tables = {**logs_job.tables(), "comms": logs_job.comms.with_columns(day)}
+    tables["io_files"] = logs_job.io_files.with_columns(day)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always", DataLossWarning)
+        di.save(logs_job.__class__.build(meta=logs_job.meta, **tables), tmp_path / "x.otf2")
+    said = [str(w.message) for w in got if issubclass(w.category, DataLossWarning)]
+    assert len(said) == 1, said
+    assert "io_files column 'seen'" in said[0] and "comms column 'seen'" in said[0]

@@ -10,8 +10,9 @@ its own IoFile property definitions (:mod:`di.convert.otf2.iofiles`) and the oth
 
 ``dtypes`` names the columns beyond the table's schema (the schema is a floor, a table may carry more) whose
 type is not nested; the schema's columns take the schema's type. A column JSON cannot hold (binary, dates,
-Python objects) is left out and counted in the writer's :class:`di.errors.DataLossWarning`. Reading checks
-each table against its schema: a damaged one is left out whole and said, with its row count, in the warnings.
+Python objects) is left out, and a float column's NaN and infinities (JSON has none) become null; both are
+counted in the writer's :class:`di.errors.DataLossWarning`. Reading checks each table against its schema: a
+damaged one is left out whole and said, with its row count, in the warnings.
 """
 
 from __future__ import annotations
@@ -52,18 +53,23 @@ def encode(table: pl.DataFrame, name: str, fmt: str, losses: list[str]) -> dict[
         if not _json_type(dtype):
             losses.append(f"{name} column {c!r} ({dtype}) not written to {fmt}: {s.len() - s.null_count()} values")
             continue
+        if dtype.is_float() and (bad := s.len() - s.null_count() - int(s.is_finite().sum())):
+            losses.append(f"{name} column {c!r} written to {fmt} with {bad} NaN or infinite values as null")
         cols[c] = s.to_list()
         if c not in known and not dtype.is_nested():
             dtypes[c] = str(dtype)
     return {"columns": cols, "dtypes": dtypes}
 
 
-def encode_all(trace: Any, fmt: str, tables: tuple[str, ...] = SIDE_TABLES) -> dict[str, dict[str, Any]]:
-    """The documents of the trace's non-empty ``tables``; a column left out is warned
-    (:class:`di.errors.DataLossWarning`, one warning per writing)."""
-    losses: list[str] = []
-    out = {n: encode(getattr(trace, n), n, fmt, losses) for n in tables if getattr(trace, n).height}
-    warn_losses(losses)
+def encode_all(
+    trace: Any, fmt: str, tables: tuple[str, ...] = SIDE_TABLES, losses: list[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The documents of the trace's non-empty ``tables``; what is lost is warned (:class:`di.errors.DataLossWarning`,
+    one warning per writing), or added to ``losses`` when given (a writer that warns them with its own)."""
+    said: list[str] = [] if losses is None else losses
+    out = {n: encode(getattr(trace, n), n, fmt, said) for n in tables if getattr(trace, n).height}
+    if losses is None:
+        warn_losses(said)
     return out
 
 
@@ -74,8 +80,19 @@ def warn_losses(losses: list[str]) -> None:
 
 
 def _dtype(name: Any) -> pl.DataType | None:
+    """The polars dtype a document's ``dtypes`` names (None: not given, the values' own type).
+
+    Raises:
+        ValueError: a name that is not a type :func:`encode` writes (a plain JSON type: Object, Decimal,
+            Datetime and the like would pass JSON values into a column they do not fit).
+    """
+    if name is None:
+        return None
     got = getattr(pl, name, None) if isinstance(name, str) and name.isidentifier() else None
-    return got() if isinstance(got, type) and issubclass(got, pl.DataType) else None
+    dtype = got() if isinstance(got, type) and issubclass(got, pl.DataType) and not got.is_nested() else None
+    if dtype is None or not _json_type(dtype):
+        raise ValueError(f"dtype {str(name)[:40]!r} is not one di writes")
+    return dtype
 
 
 def decode(doc: Any, name: str) -> pl.DataFrame:

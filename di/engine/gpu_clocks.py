@@ -81,13 +81,7 @@ SERIES: dict[str, tuple[str, ...]] = {
 }
 """Series names (lower case) of each quantity, in order of preference."""
 UNITS = {"sm_clock": "MHz", "power": "W", "temperature": "C"}
-COLUMNS = {
-    "rank": pl.Int64,
-    "device": pl.Int64,
-    "host": pl.String,
-    "name": pl.String,
-    "count": pl.Int64,
-    "total_ns": pl.Int64,
+READING_COLUMNS = {
     "covered_ns": pl.Int64,
     "sm_clock_mhz": pl.Float64,
     "max_sm_clock_mhz": pl.Float64,
@@ -95,6 +89,16 @@ COLUMNS = {
     "throttled": pl.Boolean,
     "power_w": pl.Float64,
     "temperature_c": pl.Float64,
+}
+"""The readings' columns, last in this result and in :mod:`di.engine.gpu_step_clocks`' (definitions above)."""
+COLUMNS = {
+    "rank": pl.Int64,
+    "device": pl.Int64,
+    "host": pl.String,
+    "name": pl.String,
+    "count": pl.Int64,
+    "total_ns": pl.Int64,
+    **READING_COLUMNS,
 }
 """The result's columns: one row per (rank, device, kernel name), longest total first."""
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from di.engine.gpu_clocks import THROTTLE_SHARE, gpu_series, integrate_series
+from di.engine.gpu_clocks import READING_COLUMNS, THROTTLE_SHARE, gpu_series, integrate_series
 
 if TYPE_CHECKING:
     from di.engine.window import EventFrame
@@ -38,13 +38,7 @@ COLUMNS = {
     "start_ns": pl.Int64,
     "duration_ns": pl.Int64,
     "slowdown": pl.Float64,
-    "covered_ns": pl.Int64,
-    "sm_clock_mhz": pl.Float64,
-    "max_sm_clock_mhz": pl.Float64,
-    "below_ns": pl.Int64,
-    "throttled": pl.Boolean,
-    "power_w": pl.Float64,
-    "temperature_c": pl.Float64,
+    **READING_COLUMNS,
 }
 """The result's columns: one row per (rank, step, GPU device)."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.convert.bytewords import copy_bytes
 from di.convert.columns import readonly
 from di.convert.otf2.digits import write_int
 
@@ -23,25 +24,19 @@ _LONGEST_INT = 20
 
 
 @njit(cache=True, _nrt=False)
-def _put(out, o, pieces, bounds, p):
-    """Piece ``p`` of the table at out[o:]; returns the new end."""
-    for q in range(bounds[p], bounds[p + 1]):
-        out[o] = pieces[q]
-        o += 1
-    return o
-
-
-@njit(cache=True, _nrt=False)
 def _flow_lists(order, first, last, loc, ordinal, kind, ids, has_id, cat, pieces, bounds, kinds_at, cats_at, out, ends):
     """Write the lists into ``out`` (inputs read-only: one signature); the flows in ``order``, a list opening at
     ``first[j]`` and closing after ``last[j]`` (j: position in ``order``); ``ends``: each list's end in ``out``.
-    The five fields of an item go through one loop (one call site per helper: a smaller kernel to compile)."""
+    The five fields of an item go through one loop (one call site per helper: a smaller kernel to compile); the
+    pieces are copied by :func:`di.convert.bytewords.copy_bytes` (one ``memcpy``). ``out`` has room for the longest
+    lists (:func:`flow_lists` sizes it: copy_bytes does not check)."""
     o = np.int64(0)
     m = 0
     for j in range(order.size):
         f = order[j]
         for field in range(5):  # l, k, t, i, c: its key piece, then its value
-            o = _put(out, o, pieces, bounds, (_OPEN if first[j] else _NEXT) if field == 0 else _K + field - 1)
+            key = (_OPEN if first[j] else _NEXT) if field == 0 else _K + field - 1
+            o = copy_bytes(out, o, pieces, bounds[key], bounds[key + 1])
             piece = np.int64(-1)
             value = np.int64(0)
             if field == 0:
@@ -58,12 +53,12 @@ def _flow_lists(order, first, last, loc, ordinal, kind, ids, has_id, cat, pieces
             else:
                 piece = cats_at + cat[f]
             if piece >= 0:
-                o = _put(out, o, pieces, bounds, piece)
+                o = copy_bytes(out, o, pieces, bounds[piece], bounds[piece + 1])
             else:
                 o = write_int(out, o, value)
-        o = _put(out, o, pieces, bounds, _CLOSE)
+        o = copy_bytes(out, o, pieces, bounds[_CLOSE], bounds[_CLOSE + 1])
         if last[j]:
-            o = _put(out, o, pieces, bounds, _END)
+            o = copy_bytes(out, o, pieces, bounds[_END], bounds[_END + 1])
             ends[m] = o
             m += 1
     return o

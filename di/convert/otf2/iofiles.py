@@ -6,10 +6,11 @@ and file) becomes properties of its file's IoRegularFile (the one the file's I/O
 one), named ``io_files:<module>:<rank>:<column>`` (module empty for null; rank -1 for Darshan's shared record):
 
 - ``row``: the row's position in the table, and ``opens``: always, so that every row has properties;
-- every other counter that is not 0: INT64; the size histograms one property per bin,
+- every other counter of the schema that is not 0: INT64; the size histograms one property per bin,
   ``read_sizes.1K-10K`` (bytes, Darshan's bins, :mod:`di.convert.logs.darshan_counters`);
-- columns beyond the schema: integers INT64, floats DOUBLE, text STRING (null: no property); a column of
-  another type is left out and counted in a :class:`di.errors.DataLossWarning`.
+- columns beyond the schema: integers (and booleans) INT64, floats DOUBLE, text STRING, zeros included
+  (null: no property; they read back as Int64, Float64, String); a column of another type is left out and
+  counted in a :class:`di.errors.DataLossWarning`.
 
 Reading takes the properties of this form from any archive (other names are not di's and are left alone),
 missing counters are 0, and rows come back in ``row`` order (without it: sorted by module, rank, file). A
@@ -76,6 +77,10 @@ def plan_io_files(trace: Any, files: list[str], strings: Any, losses: list[str])
     if not table.height:
         return out
     flat = _flat(table)
+    from di.schema import polars_schema
+
+    # only the schema's counters read back 0 when absent: a column beyond it keeps its zeros
+    sparse = set(_flat(pl.DataFrame(schema=polars_schema("io_files"))).columns) - {*_ALWAYS, *_KEY}
     name = pl.concat_str(
         pl.lit(PREFIX), pl.col("module").fill_null(""), pl.lit(":"), pl.col("rank").cast(pl.String), pl.lit(":")
     )
@@ -96,7 +101,7 @@ def plan_io_files(trace: Any, files: list[str], strings: Any, losses: list[str])
             losses.append(f"io_files column {c!r} ({dtype}) not written to OTF2: {flat.height} values")
             continue
         value = pl.col(c).cast(cast[kind])
-        keep = value.is_not_null() if c in _ALWAYS or kind != "INT64" else value.is_not_null() & (value != 0)
+        keep = value.is_not_null() & (value != 0) if c in sparse and kind == "INT64" else value.is_not_null()
         parts.append(
             flat.filter(keep).select(
                 "row",

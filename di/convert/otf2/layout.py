@@ -624,8 +624,8 @@ def plan(trace: Trace) -> Layout:
     )
     losses: list[str] = []
     lay.io_file_props = plan_io_files(trace, io_defs.files, strings, losses)
-    warn_losses(losses)
-    lay.side_text = side_document(trace)
+    lay.side_text = side_document(trace, losses)
+    warn_losses(losses)  # one DataLossWarning for the writing
     lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)"
     lay.arrays.update(metric_arrays)
     lay.arrays.update(

@@ -21,9 +21,10 @@ PROPERTY = "DI::SIDE_TABLES"
 TABLES = ("comms", "comm_links")
 
 
-def side_document(trace: Any) -> str:
-    """The property's value for ``trace`` (empty when both tables are empty)."""
-    docs = encode_all(trace, "OTF2", TABLES)
+def side_document(trace: Any, losses: list[str]) -> str:
+    """The property's value for ``trace`` (empty when both tables are empty); what JSON cannot hold is said in
+    ``losses``."""
+    docs = encode_all(trace, "OTF2", TABLES, losses)
     return orjson.dumps(docs).decode() if docs else ""
 
 

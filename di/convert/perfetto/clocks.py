@@ -53,6 +53,8 @@ def read_snapshot(buf, a, b, seq, clocks, primary, snapshot):
             primary[0] = v
         elif key == (F.SNAPSHOT_CLOCKS << 3 | 2) and n < MAX_CLOCKS:
             m, pos = read_varint(buf, pos, b)
+            if pos < 0 or m < 0 or m > b - pos:  # runs past the snapshot: malformed, the clocks read so far stand
+                break
             q, qe = pos, pos + m
             while 0 <= q < qe:
                 k2, q = read_varint(buf, q, qe)

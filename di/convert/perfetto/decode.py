@@ -187,7 +187,7 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
         field, wire = key >> 3, key & 7
         if wire == 2 and _has(_INTERNED_TABLES, field):
             n, pos = read_varint(buf, pos, b)
-            if pos < 0 or pos + n > b:
+            if pos < 0 or n < 0 or pos + n > b:
                 return
             kind = (
                 K_CAT
@@ -284,7 +284,7 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
             pos += 8
         elif wire == 2:
             n, pos = read_varint(buf, pos, b)
-            if pos < 0 or pos + n > b:
+            if pos < 0 or n < 0 or pos + n > b:
                 break
             if field == F.ANNOTATION_NAME:
                 name = _sym(buf, pos, pos + n, sym, stats)
@@ -303,7 +303,8 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym):
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _ids(buf, pos, b, wire, flows, nf, k, term):
     """Append flow ids of one field (fixed64, varint, or packed) to ``flows`` (rows of id bits,
-    event, terminating; the caller made room: one row per byte of the field); returns (pos, nf)."""
+    event, terminating; the caller made room: one row per byte of the field); returns (pos, nf), pos -1 when a
+    packed field runs past ``b``."""
     if wire == 1:
         flows[nf, 0], flows[nf, 1], flows[nf, 2] = np.int64(read_fixed64(buf, pos)), k, term & 1
         return pos + 8, nf + 1
@@ -312,6 +313,8 @@ def _ids(buf, pos, b, wire, flows, nf, k, term):
         flows[nf, 0], flows[nf, 1], flows[nf, 2] = v, k, term & 1
         return pos, nf + 1
     n, pos = read_varint(buf, pos, b)  # packed: fixed64 for flow_ids / terminating_flow_ids, varints for the old fields
+    if pos < 0 or n < 0 or n > b - pos:  # runs past the event (the rows made room for its bytes only): malformed
+        return np.int64(-1), nf
     q, qe = pos, pos + n
     while 0 <= q < qe:
         if term >= 2:  # old varint fields, packed
@@ -455,7 +458,7 @@ def _decode_packets(
                     clock = v
             elif wire == 2:
                 n, q = read_varint(buf, q, b)
-                if q < 0 or q + n > b:
+                if q < 0 or n < 0 or q + n > b:
                     stats[ST_MALFORMED] += 1
                     break
                 if field == F.PACKET_TRACK_EVENT:
@@ -579,7 +582,7 @@ def _decode_packets(
                 q += 8
             elif wire == 2:
                 n, q = read_varint(buf, q, te1)
-                if q < 0 or q + n > te1:
+                if q < 0 or n < 0 or q + n > te1:
                     break
                 if field == F.EVENT_NAME:
                     name = _sym(buf, q, q + n, sym, stats)
