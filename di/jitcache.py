@@ -64,7 +64,10 @@ def configure(environ: dict[str, str] | None = None, *, package_dir: Path = PACK
         ``NUMBA_CACHE_DIR``, or a writable package: numba's ``__pycache__``).
     """
     env = os.environ if environ is None else environ
-    if env.get(ENV) or package_writable(package_dir):
+    if env.get(ENV):
+        return None
+    if package_writable(package_dir):
+        drop_stale_kernels(package_dir)
         return None
     path = str(user_cache_dir())
     env[ENV] = path
@@ -77,3 +80,67 @@ def configure(environ: dict[str, str] | None = None, *, package_dir: Path = PACK
 def cache_dir() -> str:
     """Where di's kernels are cached in this process, in words."""
     return os.environ.get(ENV) or str(PACKAGE_DIR / "**" / "__pycache__")
+
+
+STAMP = "di-sources.stamp"
+"""File in the package's ``__pycache__`` naming the sources its numba kernels were compiled from."""
+
+
+def sources_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
+    """A digest of every ``.py`` file's relative path, size and mtime (ns) under ``package_dir``."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for root, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(root, name))
+                h.update(
+                    f"{os.path.relpath(os.path.join(root, name), package_dir)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode()
+                )
+    return h.hexdigest()
+
+
+def drop_stale_kernels(package_dir: Path = PACKAGE_DIR) -> int:
+    """Remove the package's cached numba kernels when any of its sources changed since they were compiled;
+    returns how many cache files were removed.
+
+    numba checks a cached kernel against its own module's file only. A kernel that
+    calls kernels of other modules holds their machine code too, so after a change
+    to one of those alone (a ``git pull`` into an editable install, which rewrites
+    only the files that changed) numba would go on loading the old code: wrong
+    results or a crash. Here any change to any source of the package (size or
+    mtime) drops every cached kernel of the package once, and the next runs
+    compile again. A ``pip install`` rewrites every file, so it drops them too.
+    Used on writable installs only, where numba caches beside the modules; a
+    read-only install does not change under its cache, and a user's own
+    ``NUMBA_CACHE_DIR`` is left alone.
+    """
+    pycache = package_dir / "__pycache__"
+    stamp = pycache / STAMP
+    now = sources_fingerprint(package_dir)
+    try:
+        if stamp.read_text() == now:
+            return 0
+    except OSError:
+        pass
+    removed = 0
+    for root, dirs, files in os.walk(package_dir):
+        if os.path.basename(root) != "__pycache__":
+            continue
+        for name in files:
+            if name.endswith((".nbi", ".nbc")):
+                try:
+                    os.unlink(os.path.join(root, name))
+                    removed += 1
+                except OSError:  # another process removed it, or a file system that refuses: numba recompiles
+                    pass
+    try:
+        pycache.mkdir(exist_ok=True)
+        part = pycache / f".{STAMP}.{os.getpid()}"
+        part.write_text(now)
+        os.replace(part, stamp)
+    except OSError:
+        pass
+    return removed

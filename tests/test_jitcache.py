@@ -98,3 +98,65 @@ def test_a_read_only_install_compiles_once_into_the_user_cache(readonly_install:
     second = _child(readonly_install, home)
     assert second["compiles"] == [], "the second process compiled again"
     assert second["hits"] >= 1 and second["parent"] == [-1, 0, 1]
+
+
+STALE_CHILD = r"""
+import sys
+from pathlib import Path
+from di import jitcache
+if sys.argv[2] == "drop":
+    jitcache.drop_stale_kernels(Path(sys.argv[1]) / "pkg")
+sys.path.insert(0, sys.argv[1])
+from pkg.caller import twice
+print(twice(21))
+"""
+
+
+def _write_package(root: Path, value: int) -> None:
+    pkg = root / "pkg"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "callee.py").write_text(f"from numba import njit\n\n@njit(cache=True)\ndef base():\n    return {value}\n")
+    (pkg / "caller.py").write_text(
+        "from numba import njit\nfrom pkg.callee import base\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x + base()\n"
+    )
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_a_change_to_a_called_kernels_module_alone_recompiles_its_callers_only_when_dropped(
+    tmp_path: Path, drop: bool
+) -> None:
+    """numba checks a cached kernel against its own module only: after an edit of the callee's module alone,
+    the caller's cache still holds the old callee (the control shows it); drop_stale_kernels removes it."""
+    env = {k: v for k, v in os.environ.items() if k != jitcache.ENV}
+    env["PYTHONPATH"] = str(REPO)
+
+    def run() -> int:
+        mode = "drop" if drop else "keep"
+        out = subprocess.run(
+            [sys.executable, "-c", STALE_CHILD, str(tmp_path), mode], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout)
+
+    _write_package(tmp_path, 1)
+    assert run() == 43
+    (tmp_path / "pkg" / "callee.py").write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef base():\n    return 1000\n"
+    )
+    assert run() == (1042 if drop else 43)
+
+
+def test_drop_stale_kernels_removes_cache_files_once_per_change_of_the_sources(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "__pycache__").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    kernel = pkg / "__pycache__" / "a.f-1.py311.nbi"
+    kernel.write_bytes(b"x")
+    assert jitcache.drop_stale_kernels(pkg) == 1  # no stamp yet: whatever is cached has no known sources
+    kernel.write_bytes(b"x")
+    assert jitcache.drop_stale_kernels(pkg) == 0
+    assert kernel.exists()
+    (pkg / "a.py").write_text("x = 22\n")
+    assert jitcache.drop_stale_kernels(pkg) == 1
+    assert not kernel.exists()
