@@ -264,13 +264,20 @@ def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
             str(r["device"]),
             r["name"][:60],
             _ms(r["total_ns"]),
-            f"{r['sm_clock_mhz']:,.0f}{'*' if r['throttled'] else ''}",
-            f"{r['max_sm_clock_mhz']:,.0f}",
-            _ms(r["below_ns"]),
-            "" if r["power_w"] is None else f"{r['power_w']:,.0f}",
-            "" if r["temperature_c"] is None else f"{r['temperature_c']:,.0f}",
+            *_clock_cells(r),
         )
     console.print(t)
+
+
+def _clock_cells(r: dict) -> tuple[str, ...]:
+    """SM MHz (``*``: throttled), max MHz, ms under 95 % of it, W and °C of a kernels' or a step's row."""
+    return (
+        f"{r['sm_clock_mhz']:,.0f}{'*' if r['throttled'] else ''}",
+        f"{r['max_sm_clock_mhz']:,.0f}",
+        _ms(r["below_ns"]),
+        "" if r["power_w"] is None else f"{r['power_w']:,.0f}",
+        "" if r["temperature_c"] is None else f"{r['temperature_c']:,.0f}",
+    )
 
 
 def _render_step_clocks(result: Analysis, console: Any, top: int = 12) -> None:
@@ -293,11 +300,7 @@ def _render_step_clocks(result: Analysis, console: Any, top: int = 12) -> None:
             str(r["device"]),
             _ms(r["duration_ns"]),
             _pct(r["slowdown"]),
-            f"{r['sm_clock_mhz']:,.0f}{'*' if r['throttled'] else ''}",
-            f"{r['max_sm_clock_mhz']:,.0f}",
-            _ms(r["below_ns"]),
-            "" if r["power_w"] is None else f"{r['power_w']:,.0f}",
-            "" if r["temperature_c"] is None else f"{r['temperature_c']:,.0f}",
+            *_clock_cells(r),
         )
     console.print(t)
 
