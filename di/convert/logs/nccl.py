@@ -129,16 +129,26 @@ HEAD_RE = (
 """What comes before `` NCCL LEVEL `` (found with a literal search, so the regex runs on these few bytes only)."""
 
 
+LEVELS = ("INFO", "WARN", "TRACE", "ABORT")
+KEY_BYTES = len(" NCCL ") + len("ABORT")
+"""A line's key: its bytes up to and with the level's (the head, `` NCCL `` and five bytes)."""
+
+
 def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
     found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
-    # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong)
+    # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong); the head
+    # and level of a line are read from its key: keys repeat (one per thread and level, or per timestamp), so the cut
+    # in two, the regex, host fix-up and casts run once per distinct key
     raw = pl.col("text").cast(pl.Binary)
-    head = raw.bin.slice(0, pl.col("pos")).cast(pl.String)
-    level = raw.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end()
-    found = found.with_columns(head.alias("head"), level.alias("level"))
-    # heads repeat (one per thread, or per timestamp): the regex, host fix-up and casts run once per distinct head
-    heads = found.select(pl.col("head").unique())
+    found = found.with_columns(raw.bin.slice(0, pl.col("pos") + KEY_BYTES).alias("key"))
+    key = pl.col("key")
+    heads = found.select("key", "pos").unique("key")  # the key holds its " NCCL " at pos: one pos per key
+    heads = heads.select(
+        "key",
+        key.bin.slice(0, pl.col("pos")).cast(pl.String).alias("head"),
+        key.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end().alias("level"),
+    ).filter(pl.col("level").is_in(LEVELS))
     heads = heads.with_columns(pl.col("head").str.extract_groups(HEAD_RE).alias("g")).unnest("g").drop_nulls("host")
     # a glued line's host may carry the tail of the line before it ("...N/A   0mew0:..."): the known host it ends with
     known = set(
@@ -153,24 +163,31 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
     }
     if fix:
         heads = heads.with_columns(pl.col("host").replace(fix))
-    heads = heads.with_columns(
+    heads = heads.select(
+        "key",
+        "level",
+        "host",
         pl.col("pid").cast(pl.Int64),
         pl.col("tid").cast(pl.Int64),
         pl.col("dev").cast(pl.Int64),
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
-    found = found.filter(pl.col("level").is_in(["INFO", "WARN", "TRACE", "ABORT"]))
-    found = found.join(heads, on="head", how="inner").drop("head")
+    found = found.join(heads, on="key", how="inner", maintain_order="left")
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
-    return found.with_columns(
-        pl.col("text")
-        .cast(pl.Binary)
-        .bin.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes())
-        .cast(pl.String)
-        .alias("msg")
-    ).drop("pos", "text", "ts", "ms")
+    return found.select(
+        "line",
+        "prefix_rank",
+        "level",
+        "host",
+        "pid",
+        "tid",
+        "dev",
+        "ts_ns",
+        "ms_ns",
+        raw.bin.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).cast(pl.String).alias("msg"),
+    )
 
 
 def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
@@ -212,11 +229,9 @@ def _ranks(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
         .unique(["host", "pid", "dev"], keep="first")
         .select("host", "pid", "dev", "prefix_rank")
     )
-    keys = p.unique(["host", "pid", "dev"], maintain_order=True).select("host", "pid", "dev")
-    return (
-        keys.join(by_init, on=["host", "pid", "dev"], how="left")
-        .join(by_prefix, on=["host", "pid", "dev"], how="left")
-        .select("host", "pid", "dev", pl.coalesce("rank_init", "prefix_rank").alias("rank"))
+    # only left joins read this table: a (host, pid, dev) in neither part would have a null rank, as it has absent
+    return by_init.join(by_prefix, on=["host", "pid", "dev"], how="full", coalesce=True).select(
+        "host", "pid", "dev", pl.coalesce("rank_init", "prefix_rank").alias("rank")
     )
 
 
@@ -284,18 +299,19 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
         pl.col("nranks").cast(pl.Int64),
         pl.col("redop").cast(pl.Int64),
     )
-    if tune.height:  # the TUNING line follows its COLL line on the same thread
-        both = pl.concat(
-            [
-                c.select("host", "pid", "tid", "line", pl.col("line").alias("coll_line")),
-                tune.select("host", "pid", "tid", "line", pl.lit(None, pl.UInt32).alias("coll_line")),
-            ]
-        )
-        both = both.sort("line").with_columns(pl.col("coll_line").forward_fill().over("host", "pid", "tid"))
+    if tune.height:  # the TUNING line follows its COLL line on the same thread: the last one before it
+        colls = c.select("host", "pid", "tid", pl.col("line").alias("coll_line")).sort("coll_line")
         tune = (
-            tune.join(both.select("line", "coll_line"), on="line")
+            tune.join_asof(
+                colls,
+                left_on="line",
+                right_on="coll_line",
+                by=["host", "pid", "tid"],
+                strategy="backward",
+                check_sortedness=False,  # both in line order
+            )
             .drop_nulls("coll_line")
-            .unique("coll_line", keep="first")
+            .unique("coll_line", keep="first", maintain_order=True)
         )
         c = c.join(tune.select(pl.col("coll_line").alias("line"), "algo", "proto"), on="line", how="left")
     else:

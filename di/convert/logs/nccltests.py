@@ -42,19 +42,28 @@ ROW_WORDS = 13
 """Words of a row ROW_RE matched (each group is one word)."""
 
 
+WORD = r"[\x00-\x08\x0e-\x1f!-\x7f]+"
+"""An ASCII word: no whitespace (on ASCII text, what ``\\S+`` matches)."""
+
+
 def _row_numbers(rows: pl.Series, cols: dict[str, int]) -> pl.DataFrame | None:
-    """Column ``name`` (Float64) of word ``k`` of each row, for each of ``cols``: the rows joined and split at spaces
-    once, words taken by position (a list of words per row costs more); None when a row has other whitespace (its
-    words would not split at spaces)."""
+    """Column ``name`` (Float64) of word ``k`` of each row, for each of ``cols``: one ASCII-mode regex captures the
+    words of ``cols`` (a row is :data:`ROW_WORDS` words apart by spaces, so its words are its groups; the ASCII mode
+    runs several times faster than the Unicode one, or than a split at spaces, which makes a string per space); None
+    when a row holds other whitespace or a non-ASCII character."""
     joined = rows.str.join(" ")
-    if joined.str.contains(r"[^\S ]").item():
+    if (
+        joined.str.len_bytes().item() != joined.str.len_chars().item()
+        or joined.str.contains(r"(?-u)[\t\n\v\f\r]").item()
+    ):
         return None
-    words = joined.str.split(" ").explode()
-    words = words.filter(words != "")
-    if words.len() != ROW_WORDS * rows.len():
+    wanted = set(cols.values())
+    words = " +".join(f"({WORD})" if k in wanted else WORD for k in range(ROW_WORDS))
+    groups = rows.str.extract_groups(f"(?-u)^{words}$").struct.unnest()
+    if groups.null_count().row(0) != (0,) * groups.width:  # not ROW_WORDS words apart by spaces (not a ROW_RE row)
         return None
-    at = pl.int_range(0, rows.len(), dtype=pl.Int64, eager=True) * ROW_WORDS
-    return pl.DataFrame({name: words.gather(at + k).cast(pl.Float64, strict=False) for name, k in cols.items()})
+    at = {k: i for i, k in enumerate(sorted(wanted))}
+    return pl.DataFrame({name: groups.to_series(at[k]).cast(pl.Float64, strict=False) for name, k in cols.items()})
 
 
 UNITS = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
@@ -89,21 +98,26 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
     test = t.str.extract(r"^# Collective test starting: (\w+)")
-    heads = lines.filter(t.str.starts_with("#"))  # the header and footer lines
+    hashed = lines.select(t.str.starts_with("#")).to_series()
+    heads = lines.filter(hashed)  # the header and footer lines
     # the lines that name a test, its average or the version: the regexes below see these few
     marks = heads.filter(t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version)"))
     if not marks.select(test.is_not_null().any()).item():
         return Parts("nccl_tests")
-    # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line) and test headers;
-    # picked first, so the NCCL tail is cut on these few lines only
-    cand = lines.filter(t.str.contains(r"^\s*[\d.]|^# Collective test starting: "))
+    # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line: no line of ``heads``)
+    # and test headers (of ``marks``); picked first, so the NCCL tail is cut on these few lines only
     is_test = t.str.starts_with("# Collective test starting: ")
-    frag = (
-        pl.when(is_test)
-        .then(pl.lit(TEST_MARK) + t.str.slice(len("# Collective test starting: ")).str.extract(r"^(\w+)"))
-        .otherwise(pl.when(t.str.contains(" NCCL ", literal=True)).then(t.str.replace(NCCL_TAIL_RE, "")).otherwise(t))
-    )
-    used = cand.select("line", frag.alias("frag")).drop_nulls("frag")
+    cand = pl.concat([lines.filter(~hashed).filter(t.str.contains(r"^\s*[\d.]")), marks.filter(is_test)]).sort("line")
+    nccl_tail = t.str.contains(" NCCL ", literal=True)
+    test_name = pl.lit(TEST_MARK) + t.str.slice(len("# Collective test starting: ")).str.extract(r"^(\w+)")
+    # each regex runs on the fragments it changes only (a when/then computes both branches on every row)
+    frag = cand.get_column("text")
+    for which, value in ((is_test, test_name), (~is_test & nccl_tail, t.str.replace(NCCL_TAIL_RE, ""))):
+        rows = cand.select(which).to_series().arg_true()
+        if rows.len():
+            frag = frag.scatter(rows, cand[rows].select(value).to_series())
+    cand = cand.with_columns(frag.alias("frag"))
+    used = cand.select("line", "frag").drop_nulls("frag")
     stream = used.select(pl.col("frag").str.join(" ")).item()
     found = pl.Series("m", [stream]).str.extract_all(ROW_RE).explode().drop_nulls().to_frame()
     found = found.with_columns(pl.col("m").str.starts_with(TEST_MARK).alias("is_test")).with_columns(

@@ -90,17 +90,11 @@ def _read_bytes(path: Path, limit: int | None) -> bytes:
     return data
 
 
-PREFIX_MARKS = r": |\]:|>:"
-"""What every :data:`PREFIX_RE` prefix holds (srun's ``: ``, torchrun's ``]:``, Open MPI's ``>:``)."""
-PREFIX_CHARS = 26
-"""No prefix is longer (Open MPI's ``[1234567,1234567]<stdout>:``; srun's at most 8 spaces, 7 digits and ``: ``)."""
-
-
 def _has_prefix(lines: pl.Series) -> bool:
-    """Whether a line of ``lines`` starts with a launcher prefix: the regex runs on the line heads that hold one
-    of :data:`PREFIX_MARKS`, a few, instead of over the whole text in multi-line mode, which tries every line."""
-    heads = lines.str.head(PREFIX_CHARS)
-    return bool(heads.filter(heads.str.contains(PREFIX_MARKS)).str.contains(PREFIX_RE).any())
+    """Whether a line of ``lines`` starts with a launcher prefix: :data:`PREFIX_RE` is anchored at the line's start,
+    so it fails at a line's first bytes where there is none (a search of the whole text in multi-line mode, or of
+    the line heads holding a prefix's mark, costs about twice as much)."""
+    return bool(lines.str.contains(PREFIX_RE).any())
 
 
 def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataFrame:
