@@ -3,11 +3,13 @@
 Over every real text log of ../shared/data/logs (skipped when absent) and hand-built lines:
 
 - :func:`~di.convert.logs.text.clean_lines` given the whole text (which skips the passes it shows to change
-  nothing) gives the same frame as without it, and its search for launcher prefixes on line heads finds what
+  nothing) gives the same frame as without it, and its search for launcher prefixes line by line finds what
   the multi-line regex finds;
+- a plain file's lines read by polars (``_read_plain``) are those read as bytes (``_read_bytes_lines``), garbled
+  counts and size included;
 - :func:`~di.convert.logs.text.own_line_times` (captures only where the plain search matched) reads what the
   regex reads on every line;
-- the nvidia-smi gate's literal-led searches find what its regexes find; nvidia-smi's numbers read once per distinct
+- the nvidia-smi gate's literal-led searches, and the reader's one search per line, find what its regexes find; nvidia-smi's numbers read once per distinct
   cell are those read cell by cell; dmon's word count is its word split's length;
 - NCCL's per-kind regexes run once per distinct message find what they find line by line;
 - :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
@@ -16,6 +18,7 @@ Over every real text log of ../shared/data/logs (skipped when absent) and hand-b
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import polars as pl
@@ -23,13 +26,15 @@ import pytest
 from conftest import DATA
 
 from di.convert.logs import nccl
-from di.convert.logs.reader import FAMILIES, present_families
+from di.convert.logs.reader import FAMILIES, present_families, smi_tables_in
 from di.convert.logs.smi import NUM_RE, TABLE_GATE_RES, _values, may_hold_tables
 from di.convert.logs.text import (
     LINE_TS_RE,
     PREFIX_RE,
     _has_prefix,
     _read_bytes,
+    _read_bytes_lines,
+    _read_plain,
     clean_lines,
     line_times,
     own_line_times,
@@ -93,7 +98,7 @@ PREFIX_CASES = {
 
 
 @pytest.mark.parametrize("case", list(PREFIX_CASES))
-def test_prefix_search_on_line_heads_is_the_whole_text_search(case: str) -> None:
+def test_prefix_search_per_line_is_the_whole_text_search(case: str) -> None:
     text, expected = PREFIX_CASES[case]
     assert _has_prefix(split(text)) == pl.Series([text]).str.contains("(?m)" + PREFIX_RE).item() == expected
 
@@ -168,12 +173,57 @@ SMI_LINES = [
 
 
 def test_smi_table_gate_is_the_regexes() -> None:
-    """The nvidia-smi gate's literal-led searches match what its regexes match alone."""
+    """The nvidia-smi gate's literal-led searches, and the reader's one alternation per line, match what its regexes
+    match alone."""
     lines = pl.Series("text", SMI_LINES)
     for line in SMI_LINES:
         by_regex = any(pl.Series([line]).str.contains("(?m)" + rx).item() for rx in TABLE_GATE_RES)
         assert may_hold_tables(pl.Series("text", [line])) == by_regex, line
+        assert smi_tables_in(pl.Series("text", [line])) == by_regex, line
     assert may_hold_tables(lines) and not may_hold_tables(pl.Series("text", ["plain", "text: 1, 2"]))
+    assert smi_tables_in(lines) and not smi_tables_in(pl.Series("text", ["plain", "text: 1, 2"]))
+
+
+RAW_CASES = {
+    "empty": b"",
+    "one newline": b"\n",
+    "blank lines": b"\n\nx\n\n",
+    "no final newline": b"a\nb",
+    "CRLF": b"0: a\r\n1: b\r\n",
+    "two CRs": b"a\r\r\nb\r",
+    "lone CR": b"a\rb\nc\n",
+    "escapes": b"\x1b[31m3: \x1b[0mred\nplain\n",
+    "NUL": b"x\x00y\nz\n",
+    "replacement character": b"\xef\xbf\xbd kept\nok\n",
+    "BOM and line separator": b"\xef\xbb\xbfbom\nx\xe2\x80\xa8y\n",
+    "not utf-8": b"bad \xff\xfe\nok\n",
+}
+
+
+@pytest.mark.parametrize("case", list(RAW_CASES))
+def test_lines_read_by_polars_are_those_read_as_bytes(case: str, tmp_path: Path) -> None:
+    """A plain file read into lines by polars gives the lines, garbled counts and size the bytes path gives; a file
+    that is not UTF-8 (and a gzip one) is left to the bytes path."""
+    path = tmp_path / "case.log"
+    path.write_bytes(RAW_CASES[case])
+    got, want = _read_plain(path, None), _read_bytes_lines(path, None)
+    if case == "not utf-8":
+        assert got is None and want.garbled == {"lines with bytes that are not UTF-8": 1}
+        return
+    assert got is not None
+    assert got.lines.equals(want.lines) and got.garbled == want.garbled and got.nbytes == want.nbytes
+    assert got.lines.height == RAW_CASES[case].count(b"\n") + (not RAW_CASES[case].endswith(b"\n") and case != "empty")
+    gz = tmp_path / "case.log.gz"
+    gz.write_bytes(gzip.compress(RAW_CASES[case]))
+    assert _read_plain(gz, None) is None and _read_bytes_lines(gz, None).lines.equals(want.lines)
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_read_by_polars_as_bytes(path: Path) -> None:
+    got, want = _read_plain(path, None), _read_bytes_lines(path, None)
+    assert got is not None
+    assert got.lines.equals(want.lines) and got.garbled == want.garbled and got.nbytes == want.nbytes
 
 
 @needs_data
@@ -207,8 +257,8 @@ def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
 
 
 def test_nccl_tests_row_numbers_are_the_words() -> None:
-    """nccl-tests row numbers read by position in the rows split at spaces equal each row's words cast one by one;
-    a row with a tab goes the slow way (None)."""
+    """nccl-tests row numbers read by position in the rows (one ASCII regex) equal each row's words cast one by one;
+    a row with a tab, other whitespace or a non-ASCII character goes the slow way (None)."""
     from di.convert.logs.nccltests import _row_numbers
 
     rows = pl.Series(
@@ -224,6 +274,8 @@ def test_nccl_tests_row_numbers_are_the_words() -> None:
     want = pl.DataFrame({n: words.list.get(k).cast(pl.Float64, strict=False) for n, k in cols.items()})
     assert got is not None and got.equals(want)
     assert _row_numbers(rows.str.replace("   float", "\tfloat"), cols) is None
+    assert _row_numbers(rows.str.replace("   float", "\u00a0float"), cols) is None  # Unicode whitespace
+    assert _row_numbers(rows.str.replace("float", "fl\u00f6at"), cols) is None  # not ASCII: the regex is
 
 
 def smi_words(lines: pl.DataFrame) -> pl.DataFrame:

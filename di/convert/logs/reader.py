@@ -135,19 +135,22 @@ CONFIRM = {"slurm": f"{slurm.DELIMITED_HEAD}|{slurm.RULE}|{slurm.SCONTROL_RE}"}
 table's header or rule, or a record; Darshan and training logs name job ids too)."""
 
 
-def present_families(lines: pl.DataFrame) -> dict[str, bool]:
-    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``; nvidia-smi's table
-    lines, which no literal marks, are those :data:`di.convert.logs.smi.TABLE_GATE_RES` match."""
+def smi_tables_in(text: pl.Series) -> bool:
+    """Whether a line of ``text`` matches one of :data:`di.convert.logs.smi.TABLE_GATE_RES`: each is anchored at a
+    line's start, so one alternation over the lines fails at their first bytes (a multi-line search of the joined
+    text tries every line; a literal-led search per regex costs a pass per regex)."""
     from di.convert.logs.smi import TABLE_GATE_RES
 
+    return bool(text.str.contains("|".join(f"(?:{rx})" for rx in TABLE_GATE_RES)).any())
+
+
+def present_families(lines: pl.DataFrame) -> dict[str, bool]:
+    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``; nvidia-smi's table
+    lines, which no literal marks, are found by :func:`smi_tables_in`."""
     joined = lines.select(pl.col("text").str.join("\n"))
     found = lambda rxs: pl.any_horizontal(pl.col("text").str.contains("(?m)" + rx) for rx in rxs)  # noqa: E731
     present = joined.select(**{name: found(rxs) for name, rxs in GATES.items()}).row(0, named=True)
-    if not present["nvidia_smi"]:
-        # each table regex is anchored at a line's start: one alternation over the lines fails at their first bytes
-        # (a multi-line search of the joined text tries every line; a literal-led search per regex costs 4 passes)
-        tables = "|".join(f"(?:{rx})" for rx in TABLE_GATE_RES)
-        present["nvidia_smi"] = bool(lines.get_column("text").str.contains(tables).any())
+    present["nvidia_smi"] = present["nvidia_smi"] or smi_tables_in(lines.get_column("text"))
     confirm = {name: found([rx]) for name, rx in CONFIRM.items() if present[name]}
     return present | (joined.select(**confirm).row(0, named=True) if confirm else {})
 
