@@ -26,7 +26,7 @@ import pytest
 from conftest import DATA
 
 from di.convert.logs import nccl
-from di.convert.logs.reader import FAMILIES, present_families, smi_tables_in
+from di.convert.logs.reader import FAMILIES, GATES, _search, present_families, smi_tables_in
 from di.convert.logs.smi import NUM_RE, TABLE_GATE_RES, _values, may_hold_tables
 from di.convert.logs.text import (
     LINE_TS_RE,
@@ -250,6 +250,8 @@ def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
     got = read_lines(path).lines
     lines = got.with_columns(line_times(got))
     present = present_families(lines)
+    # the gates searched line by line find what they find in the joined text
+    assert _search(lines, GATES, per_line=True) == _search(lines, GATES, per_line=False)
     for name, (_, parse) in FAMILIES.items():
         parts = parse(lines)
         if parts.events.height or parts.samples.height or parts.info:

@@ -127,12 +127,17 @@ GATES: dict[str, tuple[str, ...]] = {
 }
 r"""A cheap search per family over the whole file: a family none of whose regexes match is not run.
 
-Each regex runs in multi-line mode over the cleaned lines joined by newlines, a search that stops at its first match
-(a literal alternation is split from a literal-free branch, which makes the search try every line). None may match
-across a line break (``[^\S\n]``, not ``\s``) unless it is a looser form of what its parser needs."""
+Each regex runs over the cleaned lines one by one (:func:`_search`: the first lines first), so none may match across
+a line break (``[^\S\n]``, not ``\s``); a literal alternation is split from a literal-free branch, which would make
+the search try every position of every line."""
 CONFIRM = {"slurm": f"{slurm.DELIMITED_HEAD}|{slurm.RULE}|{slurm.SCONTROL_RE}"}
-"""A second search, run only where the family's gate matched: what its parser needs to find anything (Slurm: a
-table's header or rule, or a record; Darshan and training logs name job ids too)."""
+"""A second search, run only where the family's gate matched, in multi-line mode over the lines joined by newlines:
+what its parser needs to find anything (Slurm: a table's header or rule, or a record; Darshan and training logs name
+job ids too)."""
+
+
+HEAD_LINES = 1000
+"""The gates search these first lines before the whole text (see :func:`_search`)."""
 
 
 def smi_tables_in(text: pl.Series) -> bool:
@@ -144,15 +149,42 @@ def smi_tables_in(text: pl.Series) -> bool:
     return bool(text.str.contains("|".join(f"(?:{rx})" for rx in TABLE_GATE_RES)).any())
 
 
+HEAD_LINES = 1000
+"""The gates search these first lines before the whole text: a family seen there is not searched for again."""
+
+
+def _search(lines: pl.DataFrame, regexes: dict[str, tuple[str, ...]], *, per_line: bool) -> dict[str, bool]:
+    """Name -> whether one of its ``regexes`` matches ``lines``' ``text``: searched line by line (``per_line``: for
+    regexes that cannot match a line break), else in the text joined by newlines (multi-line mode).
+
+    The first :data:`HEAD_LINES` lines are searched first, and the whole text only for the names not found there (a
+    search costs about a pass over the text however early it matches)."""
+    found = {name: False for name in regexes}
+    for part in [lines.head(HEAD_LINES)] + ([lines] if lines.height > HEAD_LINES else []):
+        todo = {name: rxs for name, rxs in regexes.items() if not found[name]}
+        if not todo:
+            break
+        if per_line:
+            text, searches = (
+                part,
+                {n: pl.any_horizontal(pl.col("text").str.contains(rx) for rx in rxs).any() for n, rxs in todo.items()},
+            )
+        else:
+            text = part.select(pl.col("text").str.join("\n"))
+            searches = {
+                n: pl.any_horizontal(pl.col("text").str.contains("(?m)" + rx) for rx in rxs) for n, rxs in todo.items()
+            }
+        found |= text.select(**searches).row(0, named=True)
+    return found
+
+
 def present_families(lines: pl.DataFrame) -> dict[str, bool]:
     """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``; nvidia-smi's table
     lines, which no literal marks, are found by :func:`smi_tables_in`."""
-    joined = lines.select(pl.col("text").str.join("\n"))
-    found = lambda rxs: pl.any_horizontal(pl.col("text").str.contains("(?m)" + rx) for rx in rxs)  # noqa: E731
-    present = joined.select(**{name: found(rxs) for name, rxs in GATES.items()}).row(0, named=True)
+    present = _search(lines, GATES, per_line=True)
     present["nvidia_smi"] = present["nvidia_smi"] or smi_tables_in(lines.get_column("text"))
-    confirm = {name: found([rx]) for name, rx in CONFIRM.items() if present[name]}
-    return present | (joined.select(**confirm).row(0, named=True) if confirm else {})
+    confirm = {name: (rx,) for name, rx in CONFIRM.items() if present[name]}
+    return present | (_search(lines, confirm, per_line=False) if confirm else {})
 
 
 def families_in(head: bytes) -> list[str]:
