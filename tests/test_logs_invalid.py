@@ -40,6 +40,21 @@ def test_non_utf8_and_garbled_lines_are_kept_and_counted(tmp_path: Path) -> None
     assert trace.collectives.height == 1
 
 
+def test_coll_lines_with_garbled_numbers_are_dropped_and_counted(tmp_path: Path) -> None:
+    """A COLL line of the usual layout whose count is not a number, or whose datatype overflows, is dropped and
+    counted (it raised a cast error); a garbled root is null on a line that loads."""
+    bad = [
+        NCCL_LINE.replace("count 4", "count 4a"),
+        NCCL_LINE.replace("datatype 7", "datatype 99999999999999999999"),
+        NCCL_LINE.replace("root 0", "root x"),
+    ]
+    path = tmp_path / "x.log"
+    path.write_text(NCCL_LINE + "".join(bad))
+    trace = di.load(path)
+    assert trace.meta["sources"][0]["dropped"]["nccl: COLL lines in an unknown layout"] == 2
+    assert trace.collectives.get_column("root").to_list() == [0, None]
+
+
 def test_truncated_gzip_loads_what_came_before(tmp_path: Path) -> None:
     data = gzip.compress((NCCL_LINE * 2000).encode())
     path = tmp_path / "x.log.gz"

@@ -287,17 +287,14 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
         c = _coll_by_tokens(c)
     else:
         c = pl.concat([_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
+    # a number that is not one (a garbled word, an overflow) is null: a line without its count or datatype is dropped,
+    # counted with those of an unknown layout
+    ints = ("count", "dt", "root", "nranks", "redop")
+    c = c.with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in ints)
     c = c.drop_nulls(["opname", "count", "dt", "comm"])
     c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
     tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo").select(
         "host", "pid", "tid", "line", "algo", "proto"
-    )
-    c = c.with_columns(
-        pl.col("count").cast(pl.Int64),
-        pl.col("dt").cast(pl.Int64),
-        pl.col("root").cast(pl.Int64),
-        pl.col("nranks").cast(pl.Int64),
-        pl.col("redop").cast(pl.Int64),
     )
     if tune.height:  # the TUNING line follows its COLL line on the same thread: the last one before it
         colls = c.select("host", "pid", "tid", pl.col("line").alias("coll_line")).sort("coll_line")
