@@ -366,24 +366,29 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
     return coll, n_lines
 
 
-def _with_comm(df: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    """``comm_key`` of topology lines: they come before their communicator's Init COMPLETE on the same device
-    (or after it: lazy connections, 2.22+)."""
+def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    """``comm_key`` of each topology line (``line``, ``comm_key``): they come before their communicator's Init
+    COMPLETE on the same device (or after it: lazy connections, 2.22+). Found once for all topology lines."""
     inits = comms.select("host", "pid", "dev", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
-    df = df.sort("line")
+    df = topo.select("host", "pid", "dev", "line").sort("line")
     nxt, prv = (
         df.join_asof(
             inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy=way, check_sortedness=False
         )
         for way in ("forward", "backward")
     )
-    return nxt.with_columns(pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
+    return nxt.select("line", pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
-def _connections(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+def _with_comm(df: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
+    """``df`` (topology lines) in line order, with the ``comm_key`` of :func:`_line_comms`."""
+    return df.sort("line").join(line_comms, on="line", how="left", maintain_order="left")
+
+
+def _connections(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
     lk = _matching(p, pl.col("msg").str.contains(" via ", literal=True), LINK_RE, "via")
-    return _with_comm(lk, comms).select(
+    return _with_comm(lk, line_comms).select(
         pl.col("comm_key").alias("comm"),
         pl.lit("connection").alias("kind"),
         pl.col("channel").cast(pl.Int64),
@@ -395,11 +400,11 @@ def _connections(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rings(p: pl.DataFrame, comms: pl.DataFrame, line_comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
     order = _matching(p, pl.col("msg").str.starts_with("Channel "), RING_RE, "order")
-    order = _with_comm(order, comms).select(
+    order = _with_comm(order, line_comms).select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("nchannels").cast(pl.Int64),
@@ -419,7 +424,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
     hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
     hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
     ring = _matching(p, pl.col("msg").str.starts_with("Ring "), RING_HOP_RE, "me")
-    ring = _with_comm(ring, comms).select(
+    ring = _with_comm(ring, line_comms).select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("me").cast(pl.Int64).alias("src_rank"),
@@ -429,7 +434,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
     return edges.with_columns(pl.lit("ring").alias("kind")), order.select("comm", "channel", "nchannels")
 
 
-def _trees(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+def _trees(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
     """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
     and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
@@ -442,7 +447,7 @@ def _trees(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     cols = ["host", "pid", "dev", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
     return (
-        _with_comm(t, comms)
+        _with_comm(t, line_comms)
         .select(
             pl.col("comm_key").alias("comm"),
             pl.lit("tree").alias("kind"),
@@ -455,10 +460,12 @@ def _trees(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
 
 
 def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The ``comm_links`` table (see its schema) and (comm, channel, nchannels) of the ring lines."""
-    conn = _connections(p, comms)
-    rings, nch = _rings(p, comms)
-    trees = _trees(p, comms)
+    """The ``comm_links`` table (see its schema) and (comm, channel, nchannels) of the ring lines (``p``: the
+    topology lines)."""
+    line_comms = _line_comms(p, comms)
+    conn = _connections(p, line_comms)
+    rings, nch = _rings(p, comms, line_comms)
+    trees = _trees(p, line_comms)
     via = conn.unique(["comm", "channel", "src_rank", "dst_rank"], keep="first", maintain_order=True).select(
         "comm", "channel", "src_rank", "dst_rank", "transport", "via"
     )
@@ -540,7 +547,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     ev = ev.with_columns(
         t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track")
     )
-    topo = p.filter(pl.any_horizontal(pl.col("msg").str.starts_with(w) for w in ("Channel ", "Ring ", "Tree")))
+    topo = p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search
     links, nch = _comm_links(topo, comms)
     info: dict[str, Any] = {
         "nccl": {
