@@ -12,7 +12,9 @@ warm-up:
   rank prefixes stripped, garbled lines counted), MB/s of file bytes;
 - each parser (``nccl``, ``nccl_tests``, ``training``, ``nvidia_smi``, ``slurm``, ``darshan`` text) over the
   cleaned lines;
-- ``read_log``: the whole connector (all families, trace built), MB/s.
+- ``read_log``: the whole connector (all families, trace built), MB/s;
+- with ``--steps``, read_log's steps one by one (``times``: each line's timestamp; ``gates``: which families run;
+  ``parse:<family>``: each parser the gates let run; ``build``: the trace), CPU ms of the fastest run.
 
 Rates are per wall second and per CPU second of the process (all threads): on a
 shared machine the wall figure says how busy it was, the CPU one what the parser
@@ -79,11 +81,47 @@ def best(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
     return min(runs)
 
 
+def read_log_steps(path: Path, repeats: int) -> dict[str, float]:
+    """CPU ms of each step of :func:`di.convert.logs.reader.read_log` on ``path`` (fastest of ``repeats``)."""
+    import numpy as np
+    import polars as pl
+
+    from di.convert.logs import reader
+    from di.convert.logs.build import build_trace
+    from di.convert.logs.text import line_times, own_line_times, read_lines
+
+    text = read_lines(path)
+    own = own_line_times(text.lines)
+    lines = text.lines.with_columns(line_times(text.lines, own), own)
+    present = reader.present_families(lines)
+    parsers = {name: parse for name, (_, parse) in reader.FAMILIES.items() if present.get(name, True)}
+    parts = [p for p in (parse(lines) for parse in parsers.values()) if p.events.height or p.samples.height or p.info]
+
+    def unknown() -> int:
+        claimed = np.zeros(lines.height, dtype=np.bool_)
+        for p in parts:
+            claimed[p.claimed.to_numpy()] = True
+        return int(lines.filter(pl.Series(~claimed)).select((pl.col("text").str.strip_chars() != "").sum()).item())
+
+    steps: dict[str, Callable[[], Any]] = {
+        "read_lines": lambda: read_lines(path),
+        "times": lambda: text.lines.with_columns(line_times(text.lines, own_line_times(text.lines))),
+        "gates": lambda: reader.present_families(lines),
+        **{f"parse:{name}": (lambda parse=parse: parse(lines)) for name, parse in parsers.items()},
+        "unknown lines": unknown,
+        "build": lambda: build_trace(
+            path, parts, rank=0, rank_source="single", source=0, fmt="log", unknown={}, garbled=text.garbled
+        ),
+    }
+    return {step: round(best(fn, repeats)[1] * 1000, 1) for step, fn in steps.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=64.0, help="MB of log text per family (default 64)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--families", default=",".join(SAMPLES), help="comma-separated families to run (default all)")
+    ap.add_argument("--steps", action="store_true", help="also time read_log's steps one by one")
     args = ap.parse_args()
     if not DATA.is_dir():
         sys.exit(f"shared log samples absent: {DATA.name}/ not found under ../shared/data")
@@ -124,6 +162,10 @@ def main() -> None:
                 }
                 cpu_rate = mb / cpu if cpu else float("nan")
                 print(f"{family:12} {step:10} {mb:7.1f} {mb / wall:10.1f} {cpu_rate:10.1f} {rss:7.0f}")
+            if args.steps:
+                out["read_log_steps_cpu_ms"] = read_log_steps(path, args.repeats)
+                for step, ms in out["read_log_steps_cpu_ms"].items():
+                    print(f"{'':12}   {step:22} {ms:8.1f} ms CPU")
             results["families"][family] = {"mb": round(mb, 1), **out}
             path.unlink()
     out_dir = ROOT / "bench" / "out"
