@@ -280,6 +280,45 @@ def test_nccl_tests_row_numbers_are_the_words() -> None:
     assert _row_numbers(rows.str.replace("float", "fl\u00f6at"), cols) is None  # not ASCII: the regex is
 
 
+NCCL_TESTS_COLS = {"size": 0, "time": 5, "busbw": 7, "wrong": 8, "bus_in": 11, "last": 12}
+FRAGMENTS = {
+    "rows and marks": [
+        "\x01all_reduce_perf",
+        "   8388608   2097152   float   sum   -1   123.4   67.98   101.97   0   120.1   69.85   104.77   0  ",
+        "16 4 double none -1 18.22 N/A 0.00 N/A 17.90 0.00 0.00 N/A",
+        "\x01alltoall_perf",
+        "1 2 int8 none 0 .5 1. 2 x\x01y 3 4 5 z",
+    ],
+    "a row cut in two": ["1024 256 float sum -1", "10.5 0.10 0.10 0 9.5 0.11 0.11 0"],
+    "a row with a word more": ["1 2 float sum -1 1 2 3 0 4 5 6 0 7", "8 9 float sum -1 1 2 3 0 4 5 6 0"],
+    "a tab": ["1\t2 float sum -1 1 2 3 0 4 5 6 0"],
+    "not ascii": ["1 2 fl\u00f6at sum -1 1 2 3 0 4 5 6 0"],
+    "not a row": ["12: a launcher line", "1 2 float sum -1 1 2 3 0 4 5 6 0"],
+    "no rows": ["\x01all_reduce_perf"],
+}
+
+
+@pytest.mark.parametrize("case", list(FRAGMENTS))
+def test_nccl_tests_whole_rows_are_the_search_of_the_joined_fragments(case: str) -> None:
+    """Where every table fragment is a test mark or one whole row, the fragments read one by one give the matches
+    and row numbers of ROW_RE's search of the joined fragments; any other fragment goes the slow way (None)."""
+    from di.convert.logs.nccltests import ROW_RE, TEST_MARK, _row_numbers, _whole_rows
+
+    frags = pl.Series("frag", FRAGMENTS[case])
+    found = pl.Series("m", [frags.str.join(" ").item()]).str.extract_all(ROW_RE).explode().drop_nulls()
+    rows = found.filter(~found.str.starts_with(TEST_MARK))
+    whole = _whole_rows(frags, NCCL_TESTS_COLS)
+    if case in ("rows and marks", "no rows"):
+        assert whole is not None
+        assert whole[0].get_column("m").equals(found) and whole[0].get_column("is_test").equals(
+            found.str.starts_with(TEST_MARK)
+        )
+        want = _row_numbers(rows, NCCL_TESTS_COLS)
+        assert want is not None and whole[1].equals(want) and whole[1].height == rows.len()
+    else:
+        assert whole is None
+
+
 def smi_words(lines: pl.DataFrame) -> pl.DataFrame:
     """Every ``, ``-separated cell and every whitespace-separated word of ``lines``, as ``raw`` (what nvidia-smi's
     tables hand to the number reader), and a null."""

@@ -46,16 +46,22 @@ WORD = r"[\x00-\x08\x0e-\x1f!-\x7f]+"
 """An ASCII word: no whitespace (on ASCII text, what ``\\S+`` matches)."""
 
 
+def _ascii_spaced(text: pl.Series) -> bool:
+    """Whether ``text`` is ASCII with no whitespace but spaces (then ``\\s``, ``\\S``, ``\\d`` and ``\\w`` of the
+    Unicode regexes match what their ASCII forms match)."""
+    joined = text.str.join(" ")
+    return (
+        joined.str.len_bytes().item() == joined.str.len_chars().item()
+        and not joined.str.contains(r"(?-u)[\t\n\v\f\r]").item()
+    )
+
+
 def _row_numbers(rows: pl.Series, cols: dict[str, int]) -> pl.DataFrame | None:
     """Column ``name`` (Float64) of word ``k`` of each row, for each of ``cols``: one ASCII-mode regex captures the
     words of ``cols`` (a row is :data:`ROW_WORDS` words apart by spaces, so its words are its groups; the ASCII mode
     runs several times faster than the Unicode one, or than a split at spaces, which makes a string per space); None
     when a row holds other whitespace or a non-ASCII character."""
-    joined = rows.str.join(" ")
-    if (
-        joined.str.len_bytes().item() != joined.str.len_chars().item()
-        or joined.str.contains(r"(?-u)[\t\n\v\f\r]").item()
-    ):
+    if not _ascii_spaced(rows):
         return None
     wanted = set(cols.values())
     words = " +".join(f"({WORD})" if k in wanted else WORD for k in range(ROW_WORDS))
@@ -64,6 +70,36 @@ def _row_numbers(rows: pl.Series, cols: dict[str, int]) -> pl.DataFrame | None:
         return None
     at = {k: i for i, k in enumerate(sorted(wanted))}
     return pl.DataFrame({name: groups.to_series(at[k]).cast(pl.Float64, strict=False) for name, k in cols.items()})
+
+
+ROW_WORD_RES = (
+    r"\d+", r"\d+", r"[a-z][a-z0-9_]*", r"[a-z]+", r"-?\d+", r"[\d.]+", r"(?:[\d.]+|N/A)", r"(?:[\d.]+|N/A)", WORD,
+    r"[\d.]+", r"(?:[\d.]+|N/A)", r"(?:[\d.]+|N/A)", WORD,
+)  # fmt: skip
+"""The words of a :data:`ROW_RE` row, on ASCII text."""
+
+
+def _whole_rows(frags: pl.Series, cols: dict[str, int]) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """The usual table, where no NCCL line cut a row: when every fragment is one test mark or one whole row
+    (ASCII, spaces only), ROW_RE's matches in the joined fragments are the fragments themselves, so one anchored
+    ASCII regex per fragment finds the rows and captures their words of ``cols`` (Float64, as in
+    :func:`_row_numbers`), instead of a search of the joined fragments and a capture per row. (found: ``m``,
+    ``is_test`` as the search gives them; the numbers of the rows), or None when a fragment is anything else."""
+    if not _ascii_spaced(frags):
+        return None
+    is_test = frags.str.starts_with(TEST_MARK)
+    rows = frags.filter(~is_test)
+    wanted = set(cols.values())
+    words = " +".join(f"({rx})" if k in wanted else rx for k, rx in enumerate(ROW_WORD_RES))
+    groups = rows.str.extract_groups(f"(?-u)^ *{words} *$").struct.unnest()
+    if groups.null_count().row(0) != (0,) * groups.width:  # a fragment that is not one whole row
+        return None
+    at = {k: i for i, k in enumerate(sorted(wanted))}
+    nums = pl.DataFrame({name: groups.to_series(at[k]).cast(pl.Float64, strict=False) for name, k in cols.items()})
+    found = pl.DataFrame({"m": frags, "is_test": is_test}).with_columns(
+        pl.when(pl.col("is_test")).then(pl.col("m")).otherwise(pl.col("m").str.strip_chars(" "))
+    )
+    return found, nums
 
 
 UNITS = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
@@ -94,15 +130,25 @@ def _samples(g: pl.DataFrame, metrics: list[str]) -> pl.DataFrame:
     ).drop_nulls("value")
 
 
+def _on_lines_starting(frame: pl.DataFrame, prefix: str, expr: pl.Expr) -> pl.Series:
+    """``expr`` over the rows of ``frame`` whose ``text`` starts with ``prefix``, null on the others: a regex that
+    starts with ``prefix`` runs on the few rows it can match (a capture costs far more than the literal test)."""
+    rows = frame.select(pl.col("text").str.starts_with(prefix)).to_series().arg_true()
+    values = frame[rows].select(expr).to_series()
+    return pl.Series(values.name, [], values.dtype).extend_constant(None, frame.height).scatter(rows, values)
+
+
 def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
-    test = t.str.extract(r"^# Collective test starting: (\w+)")
     hashed = lines.select(t.str.starts_with("#")).to_series()
     heads = lines.filter(hashed)  # the header and footer lines
     # the lines that name a test, its average or the version: the regexes below see these few
     marks = heads.filter(t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version)"))
-    if not marks.select(test.is_not_null().any()).item():
+    test = _on_lines_starting(
+        marks, "# Collective test starting: ", t.str.extract(r"^# Collective test starting: (\w+)")
+    )
+    if not test.is_not_null().any():
         return Parts("nccl_tests")
     # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line: no line of ``heads``)
     # and test headers (of ``marks``); picked first, so the NCCL tail is cut on these few lines only
@@ -118,12 +164,6 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
             frag = frag.scatter(rows, cand[rows].select(value).to_series())
     cand = cand.with_columns(frag.alias("frag"))
     used = cand.select("line", "frag").drop_nulls("frag")
-    stream = used.select(pl.col("frag").str.join(" ")).item()
-    found = pl.Series("m", [stream]).str.extract_all(ROW_RE).explode().drop_nulls().to_frame()
-    found = found.with_columns(pl.col("m").str.starts_with(TEST_MARK).alias("is_test")).with_columns(
-        pl.when(pl.col("is_test")).then(pl.col("m").str.strip_chars(TEST_MARK)).forward_fill().alias("test")
-    )
-    rows = found.filter(~pl.col("is_test")).with_row_index("i")
     # a row matched ROW_RE: its fields are its words (no capturing regex)
     cols = {
         "size": 0,
@@ -134,7 +174,19 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         "algbw.in-place": 10,
         "busbw.in-place": 11,
     }
-    nums = _row_numbers(rows.get_column("m"), cols)
+    whole = _whole_rows(used.get_column("frag"), cols)
+    if whole is not None:
+        found, nums = whole
+    else:
+        stream = used.select(pl.col("frag").str.join(" ")).item()
+        found = pl.Series("m", [stream]).str.extract_all(ROW_RE).explode().drop_nulls().to_frame()
+        found = found.with_columns(pl.col("m").str.starts_with(TEST_MARK).alias("is_test"))
+    found = found.with_columns(
+        pl.when(pl.col("is_test")).then(pl.col("m").str.strip_chars(TEST_MARK)).forward_fill().alias("test")
+    )
+    rows = found.filter(~pl.col("is_test")).with_row_index("i")
+    if whole is None:
+        nums = _row_numbers(rows.get_column("m"), cols)
     if nums is not None:
         g = rows.select("i", "test").hstack(nums)
     else:
@@ -157,13 +209,18 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         .drop_nulls("rank")
         .unique(maintain_order=True)
     )
-    avg = marks.select(
-        test.forward_fill().alias("test"),
-        t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64).alias("v"),
+    avg = pl.DataFrame(
+        {
+            "test": test.forward_fill(),
+            "v": _on_lines_starting(
+                marks, "# Avg bus bandwidth", t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64)
+            ),
+        }
     )
+    version = _on_lines_starting(marks, "# nccl-tests version ", t.str.extract(r"^# nccl-tests version (\S+)"))
     info: dict[str, Any] = {
         "nccl_tests": {
-            "version": marks.select(t.str.extract(r"^# nccl-tests version (\S+)").drop_nulls().first()).item(),
+            "version": version.drop_nulls().first() if version.null_count() < version.len() else None,
             "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
             "rows": rows.height,
             "ranks": ranks.unique("rank", keep="first", maintain_order=True)
