@@ -26,7 +26,7 @@ import pytest
 from conftest import DATA
 
 from di.convert.logs import nccl
-from di.convert.logs.reader import FAMILIES, GATES, _search, present_families, smi_tables_in
+from di.convert.logs.reader import FAMILIES, GATES, HEAD_LINES, _search, present_families, smi_tables_in
 from di.convert.logs.smi import NUM_RE, TABLE_GATE_RES, _values, may_hold_tables
 from di.convert.logs.text import (
     LINE_TS_RE,
@@ -182,6 +182,21 @@ def test_smi_table_gate_is_the_regexes() -> None:
         assert smi_tables_in(pl.Series("text", [line])) == by_regex, line
     assert may_hold_tables(lines) and not may_hold_tables(pl.Series("text", ["plain", "text: 1, 2"]))
     assert smi_tables_in(lines) and not smi_tables_in(pl.Series("text", ["plain", "text: 1, 2"]))
+
+
+@pytest.mark.parametrize(
+    "late",
+    ["JobID|JobName|State", "# darshan log version: 3.41", "host:1:1 [0] NCCL INFO NCCL version 2.19.3", "plain"],
+)
+def test_gates_find_a_family_first_seen_past_the_head(late: str) -> None:
+    """A family whose first line comes after the first lines the gates search first is found by the search of the
+    whole text (one search for every family not yet seen, then one per family); a gate finds nothing it should not."""
+    text = pl.Series("text", ["filler line number %d" % i for i in range(2 * HEAD_LINES)] + [late, "more filler"])
+    lines = pl.DataFrame({"text": text})
+    got = _search(lines, GATES, per_line=True)
+    assert got == _search(lines, GATES, per_line=False)
+    want = {name: any(pl.Series([late]).str.contains(rx).item() for rx in rxs) for name, rxs in GATES.items()}
+    assert got == want and sum(want.values()) == (late != "plain")
 
 
 RAW_CASES = {

@@ -164,6 +164,12 @@ def _search(lines: pl.DataFrame, regexes: dict[str, tuple[str, ...]], *, per_lin
         todo = {name: rxs for name, rxs in regexes.items() if not found[name]}
         if not todo:
             break
+        if per_line and part is lines and len(todo) > 1:
+            # past the head most families are absent: one search for them all first (each regex, flags and all, in a
+            # group of its own), and one per family only where it finds something
+            every = "|".join(f"(?:{rx})" for rxs in todo.values() for rx in rxs)
+            if not lines.get_column("text").str.contains(every).any():
+                break
         if per_line:
             text, searches = (
                 part,
