@@ -3,7 +3,9 @@
 Table rows are found by their token pattern, not one per line: NCCL lines cut
 rows in the middle (``... float  sum  -1mew0:123:123 [1] NCCL INFO ...``), so
 the table fragments of the file (number-led lines, and what precedes an NCCL
-prefix) are joined in order and one regex finds the rows in them. What it maps to:
+prefix) are joined in order and one regex finds the rows in them (where no
+fragment is anything but one whole row, the fragments are the rows: one anchored
+regex per fragment checks that and reads the numbers). What it maps to:
 
 - per row and placement (``out-of-place``, ``in-place``): series
   ``nccl-tests.<test>.<time|algbw|busbw>.<placement>`` (us, GB/s) and
