@@ -29,6 +29,7 @@ from di.convert.logs import nccl
 from di.convert.logs.reader import FAMILIES, GATES, HEAD_LINES, _search, present_families, smi_tables_in
 from di.convert.logs.smi import NUM_RE, TABLE_GATE_RES, _values, may_hold_tables
 from di.convert.logs.text import (
+    ANSI_RE,
     LINE_TS_RE,
     PREFIX_RE,
     _has_prefix,
@@ -75,6 +76,36 @@ def split(text: str) -> pl.Series:
 def test_clean_lines_with_whole_text_is_the_same(text: str) -> None:
     assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
     assert clean_lines(split(text), whole=text.encode()).equals(clean_lines(split(text)))
+
+
+def cleaned_by_regex(raw: pl.Series) -> pl.DataFrame:
+    """:func:`clean_lines` as its regexes alone clean ``raw``: every pass over every line."""
+    s = raw.str.strip_chars_end("\r").str.replace_all(ANSI_RE, "")
+    groups = s.str.extract_groups(PREFIX_RE).struct.unnest()
+    rank = groups.select(pl.coalesce(pl.all()).cast(pl.Int64)).to_series()
+    return pl.DataFrame(
+        {
+            "line": pl.Series(range(raw.len()), dtype=pl.UInt32),
+            "prefix_rank": rank,
+            "text": s.str.replace(PREFIX_RE, ""),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\x1b[31m3: \x1b[0mcoloured prefix\nno prefix\n",
+        "plain\n\x1b[1mbold\x1b[0m only\n",
+        "0: a\r\n\x1b(B1: b\r\r\n",
+        "no escape, no prefix\n",
+    ],
+)
+def test_clean_lines_is_its_regexes_on_every_line(text: str) -> None:
+    """Escapes removed on the lines that hold one, and prefixes searched for after, clean as the regexes do run on
+    every line."""
+    assert clean_lines(split(text)).equals(cleaned_by_regex(split(text)))
+    assert clean_lines(split(text), whole=text).equals(cleaned_by_regex(split(text)))
 
 
 PREFIX_CASES = {
@@ -261,6 +292,7 @@ def test_real_logs_smi_table_scan(path: Path) -> None:
 def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
     text = _read_bytes(path, None).decode("utf-8", errors="replace")
     assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
+    assert clean_lines(split(text)).equals(cleaned_by_regex(split(text)))
     assert clean_lines(split(text), whole=text.encode()).equals(clean_lines(split(text)))
     got = read_lines(path).lines
     lines = got.with_columns(line_times(got))

@@ -118,9 +118,11 @@ def _clean(raw: pl.Series, *, has_cr: bool, ansi: bool) -> pl.DataFrame:
     """:func:`clean_lines`, told whether ``raw`` holds a carriage return (``has_cr``) or an escape (``ansi``)."""
     s = raw.str.strip_chars_end("\r") if has_cr else raw
     if ansi:
-        s = s.str.replace_all(ANSI_RE, "")
-    # without escapes the joined text shows whether any line starts with a prefix (one search, stopping at the first)
-    if ansi or _has_prefix(s):
+        # the regex runs on the lines that hold an escape only
+        rows = s.str.contains("\x1b", literal=True).arg_true()
+        s = s.scatter(rows, s.gather(rows).str.replace_all(ANSI_RE, ""))
+    # a prefix is searched for once the escapes are gone (one anchored search per line; most logs have none)
+    if _has_prefix(s):
         groups = s.str.extract_groups(PREFIX_RE).struct.unnest()
         prefix_rank = pl.coalesce(*(pl.lit(groups.get_column(c)) for c in groups.columns)).cast(pl.Int64)
         text = pl.col("text").str.replace(PREFIX_RE, "")
