@@ -26,7 +26,16 @@ import pytest
 from conftest import DATA
 
 from di.convert.logs import nccl
-from di.convert.logs.reader import FAMILIES, GATES, HEAD_LINES, _search, present_families, smi_tables_in
+from di.convert.logs.reader import (
+    CONFIRM,
+    FAMILIES,
+    GATES,
+    HEAD_LINES,
+    _confirmed,
+    _search,
+    present_families,
+    smi_tables_in,
+)
 from di.convert.logs.smi import NUM_RE, TABLE_GATE_RES, _values, may_hold_tables
 from di.convert.logs.text import (
     ANSI_RE,
@@ -215,6 +224,34 @@ def test_smi_table_gate_is_the_regexes() -> None:
     assert smi_tables_in(lines) and not smi_tables_in(pl.Series("text", ["plain", "text: 1, 2"]))
 
 
+def joined_search(lines: pl.DataFrame, regexes: dict[str, tuple[str, ...]]) -> dict[str, bool]:
+    """Name -> whether one of its regexes matches the lines joined by newlines (multi-line mode): what the gates
+    searched line by line must find."""
+    joined = pl.Series([lines.get_column("text").str.join("\n").item()])
+    return {name: any(joined.str.contains("(?m)" + rx).item() for rx in rxs) for name, rxs in regexes.items()}
+
+
+CONFIRM_CASES = {
+    "header": (["x", "JobID|JobName|State", "1|a|RUNNING"], True),
+    "header key alone on its line": (["a|", "  JobID  ", "|b"], True),
+    "header split over lines": (["a|", "", "  job_id"], True),
+    "rule": (["JobID JobName", "------ -------   "], True),
+    "record": (["JobId=12 JobName=x", "more"], True),
+    "record ending its line": (["JobId=12", "UserId=x"], True),
+    "record ending the text": (["jobid is 12", "JobId=12"], False),
+    "key inside words": (["my_jobid_file.txt", "the jobid is 3"], False),
+    "dashes only": (["-----", "x - y"], False),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFIRM_CASES))
+def test_slurm_confirm_line_by_line_is_the_joined_search(case: str) -> None:
+    text, want = CONFIRM_CASES[case]
+    for filler in (0, 2 * HEAD_LINES):  # past the head too
+        lines = pl.DataFrame({"text": ["filler"] * filler + text})
+        assert _confirmed(lines, "slurm") == joined_search(lines, {"slurm": (CONFIRM["slurm"],)})["slurm"] == want
+
+
 @pytest.mark.parametrize(
     "late",
     ["JobID|JobName|State", "# darshan log version: 3.41", "host:1:1 [0] NCCL INFO NCCL version 2.19.3", "plain"],
@@ -224,8 +261,8 @@ def test_gates_find_a_family_first_seen_past_the_head(late: str) -> None:
     whole text (one search for every family not yet seen, then one per family); a gate finds nothing it should not."""
     text = pl.Series("text", ["filler line number %d" % i for i in range(2 * HEAD_LINES)] + [late, "more filler"])
     lines = pl.DataFrame({"text": text})
-    got = _search(lines, GATES, per_line=True)
-    assert got == _search(lines, GATES, per_line=False)
+    got = _search(lines, GATES)
+    assert got == joined_search(lines, GATES)
     want = {name: any(pl.Series([late]).str.contains(rx).item() for rx in rxs) for name, rxs in GATES.items()}
     assert got == want and sum(want.values()) == (late != "plain")
 
@@ -298,7 +335,8 @@ def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
     lines = got.with_columns(line_times(got))
     present = present_families(lines)
     # the gates searched line by line find what they find in the joined text
-    assert _search(lines, GATES, per_line=True) == _search(lines, GATES, per_line=False)
+    assert _search(lines, GATES) == joined_search(lines, GATES)
+    assert {n: _confirmed(lines, n) for n in CONFIRM} == joined_search(lines, {n: (rx,) for n, rx in CONFIRM.items()})
     for name, (_, parse) in FAMILIES.items():
         parts = parse(lines)
         if parts.events.height or parts.samples.height or parts.info:

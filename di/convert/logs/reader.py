@@ -133,11 +133,18 @@ the search try every position of every line."""
 CONFIRM = {"slurm": f"{slurm.DELIMITED_HEAD}|{slurm.RULE}|{slurm.SCONTROL_RE}"}
 """A second search, run only where the family's gate matched, in multi-line mode over the lines joined by newlines:
 what its parser needs to find anything (Slurm: a table's header or rule, or a record; Darshan and training logs name
-job ids too)."""
-
-
+job ids too). It runs line by line (:data:`CONFIRM_BY_LINE`, :func:`_confirmed`)."""
+CONFIRM_BY_LINE = {"slurm": (r"(?i)job_?id|- -", rf"{slurm.DELIMITED_HEAD}|{slurm.RULE}|^JobId=\d+(?:\s|$)")}
+r""":data:`CONFIRM` line by line: (a search every match needs, which picks the lines; the regex on a line that a line
+break follows). ``\s`` can match that line break in the joined text: a header's ``\s*`` spanning lines leaves a
+match on the line of its key (``^\s*key`` or ``key\s*$``), a rule's ``\s*$`` one on the rule's line, and a record's
+``JobId=\d+\s`` is ``JobId=\d+(?:\s|$)`` on its line; the last line, which no line break follows, takes
+:data:`CONFIRM` itself."""
 HEAD_LINES = 1000
-"""The gates search these first lines before the whole text (see :func:`_search`)."""
+"""The gates search these first lines before the whole text: a family seen there is not searched for again."""
+SEARCHED_ALONE = frozenset({"training"})
+"""Gates searched on their own past the head: a regex of many literal branches makes a search of every gate at once
+several times slower than the searches one by one."""
 
 
 def smi_tables_in(text: pl.Series) -> bool:
@@ -149,48 +156,48 @@ def smi_tables_in(text: pl.Series) -> bool:
     return bool(text.str.contains("|".join(f"(?:{rx})" for rx in TABLE_GATE_RES)).any())
 
 
-HEAD_LINES = 1000
-"""The gates search these first lines before the whole text: a family seen there is not searched for again."""
-
-
-def _search(lines: pl.DataFrame, regexes: dict[str, tuple[str, ...]], *, per_line: bool) -> dict[str, bool]:
-    """Name -> whether one of its ``regexes`` matches ``lines``' ``text``: searched line by line (``per_line``: for
-    regexes that cannot match a line break), else in the text joined by newlines (multi-line mode).
+def _search(lines: pl.DataFrame, regexes: dict[str, tuple[str, ...]]) -> dict[str, bool]:
+    """Name -> whether one of its ``regexes`` matches a line of ``lines``' ``text``.
 
     The first :data:`HEAD_LINES` lines are searched first, and the whole text only for the names not found there (a
-    search costs about a pass over the text however early it matches)."""
+    search costs about a pass over the text however early it matches); there, one search for all of them (but
+    :data:`SEARCHED_ALONE`) comes first, and one per name only where it finds something."""
     found = {name: False for name in regexes}
-    for part in [lines.head(HEAD_LINES)] + ([lines] if lines.height > HEAD_LINES else []):
+    text = lines.get_column("text")
+    for part in [text.head(HEAD_LINES)] + ([text] if text.len() > HEAD_LINES else []):
         todo = {name: rxs for name, rxs in regexes.items() if not found[name]}
-        if not todo:
-            break
-        if per_line and part is lines and len(todo) > 1:
-            # past the head most families are absent: one search for them all first (each regex, flags and all, in a
-            # group of its own), and one per family only where it finds something
-            every = "|".join(f"(?:{rx})" for rxs in todo.values() for rx in rxs)
-            if not lines.get_column("text").str.contains(every).any():
-                break
-        if per_line:
-            text, searches = (
-                part,
-                {n: pl.any_horizontal(pl.col("text").str.contains(rx) for rx in rxs).any() for n, rxs in todo.items()},
-            )
-        else:
-            text = part.select(pl.col("text").str.join("\n"))
-            searches = {
-                n: pl.any_horizontal(pl.col("text").str.contains("(?m)" + rx) for rx in rxs) for n, rxs in todo.items()
-            }
-        found |= text.select(**searches).row(0, named=True)
+        together = [name for name in todo if name not in SEARCHED_ALONE]
+        if part is text and len(together) > 1:
+            # past the head most families are absent (each regex, flags and all, in a group of its own)
+            if not part.str.contains("|".join(f"(?:{rx})" for name in together for rx in todo[name])).any():
+                todo = {name: rxs for name, rxs in todo.items() if name in SEARCHED_ALONE}
+        for name, rxs in todo.items():
+            found[name] = any(bool(part.str.contains(rx).any()) for rx in rxs)
     return found
+
+
+def _confirmed(lines: pl.DataFrame, name: str) -> bool:
+    """Whether :data:`CONFIRM` ``[name]`` matches ``lines``' ``text`` joined by newlines: searched line by line
+    (:data:`CONFIRM_BY_LINE`), the first :data:`HEAD_LINES` lines first."""
+    lead, by_line = CONFIRM_BY_LINE[name]
+    text = lines.get_column("text")
+    if not text.len():
+        return False
+    if text.tail(1).str.contains(CONFIRM[name]).any():
+        return True
+    body = text.head(text.len() - 1)
+    for part in [body.head(HEAD_LINES)] + ([body] if body.len() > HEAD_LINES else []):
+        if part.filter(part.str.contains(lead)).str.contains(by_line).any():
+            return True
+    return False
 
 
 def present_families(lines: pl.DataFrame) -> dict[str, bool]:
     """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``; nvidia-smi's table
     lines, which no literal marks, are found by :func:`smi_tables_in`."""
-    present = _search(lines, GATES, per_line=True)
+    present = _search(lines, GATES)
     present["nvidia_smi"] = present["nvidia_smi"] or smi_tables_in(lines.get_column("text"))
-    confirm = {name: (rx,) for name, rx in CONFIRM.items() if present[name]}
-    return present | (_search(lines, confirm, per_line=False) if confirm else {})
+    return present | {name: _confirmed(lines, name) for name in CONFIRM if present[name]}
 
 
 def families_in(head: bytes) -> list[str]:
