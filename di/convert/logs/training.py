@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.text import ascii_mode, own_line_times
+from di.convert.logs.text import ASCII_MODE, all_ascii, own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
 
@@ -122,6 +122,10 @@ KIND_HINTS = {
 """Per kind, a literal test that each of its lines passes: its regex runs only on the lines that pass it."""
 
 
+ASCII_KINDS = frozenset(("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf"))
+"""The kinds whose regex cannot match a non-ASCII byte (see :data:`~di.convert.logs.text.ASCII_MODE`)."""
+
+
 def _classify(lines: pl.DataFrame) -> pl.DataFrame:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
     line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N). Each regex runs on the lines a literal test picked;
@@ -129,9 +133,11 @@ def _classify(lines: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("text")
     rows = lines.select("text").with_row_index("_row")
     cand = rows.filter(t.str.contains(HINT_RE) | t.str.starts_with("{"))
+    ascii = all_ascii(cand.get_column("text"))
     n = lines.height
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
     for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
+        rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
         hit = cand.filter(KIND_HINTS[name]).filter(t.str.contains(rx)).get_column("_row")
         kind = kind.scatter(hit, name)
     tags = rows.filter(t.str.contains("[Rank ", literal=True)).select(
@@ -154,6 +160,7 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         logging.any()
     ).item():  # Python logging's "name - LEVEL - ": a lazy regex, run only where it can match
         body = body.str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
+    ascii = all_ascii(rows.get_column("text"))
     p = (
         rows.filter(pl.col("kind") != "mllog")
         .select(
@@ -161,27 +168,24 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
             "rank",
             "kind",
             "ts",
-            body.str.extract_all(ascii_mode(PAIR_RE, rows.get_column("text"))).alias("pair"),
+            body.str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE).alias("pair"),
         )
         .explode("pair")  # the line's text is not copied to each of its pairs
         .drop_nulls("pair")
     )
-    # a pair matched PAIR_RE: cut it at its first ':' or '=' (a find, no capturing regex), the unit is what follows the number
-    pos = pl.min_horizontal(
-        pl.col("pair").str.find(":", literal=True), pl.col("pair").str.find("=", literal=True)
-    )  # two literal finds: several times cheaper than one regex find
-    # one column per step: an expression reused inside another would be evaluated again (no common-subexpression
-    # elimination in eager frames)
-    p = p.with_columns(pos.alias("pos"))
-    # cut at bytes: str.find gives a byte offset (str.slice counts characters: a non-ASCII key shifted the value)
-    pair = pl.col("pair").cast(pl.Binary)
-    p = p.with_columns(
-        pair.bin.slice(0, pl.col("pos")).cast(pl.String).str.strip_chars(" '\"").alias("k"),
-        pair.bin.slice(pl.col("pos") + 1).cast(pl.String).str.strip_chars_start(" [").alias("rest"),
-    )
+    # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), the unit is what follows the
+    # number; one column per step: an expression reused inside another would be evaluated again (no
+    # common-subexpression elimination in eager frames)
+    p = p.with_columns(pl.col("pair").str.find("[:=]").alias("pos"))
+    if ascii:  # str.find gives a byte offset, str.slice counts characters: the same on ASCII text
+        key, rest = pl.col("pair").str.head(pl.col("pos")), pl.col("pair").str.slice(pl.col("pos") + 1)
+    else:  # cut at bytes (a non-ASCII key would shift the value)
+        pair = pl.col("pair").cast(pl.Binary)
+        key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
+        rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
+    p = p.with_columns(key.str.strip_chars(" '\"").alias("k"), rest.str.strip_chars_start(" [").alias("rest"))
     p = p.with_columns(pl.col("rest").str.strip_chars_end("%KMGTiBms").alias("v"))
-    unit = pl.col("rest").cast(pl.Binary).bin.slice(pl.col("v").str.len_bytes()).cast(pl.String)
-    p = p.with_columns(unit.alias("u")).drop("pos", "rest")
+    p = p.with_columns(pl.col("rest").str.strip_prefix(pl.col("v")).alias("u")).drop("pos", "rest")
     p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
     p = p.drop_nulls("v").with_columns(
         pl.col("v").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("value")
@@ -341,17 +345,17 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring)."""
     if "own_ts" not in lines.columns:  # read_log found them already
         lines = lines.with_columns(own_line_times(lines))
-    lines = (
-        _classify(lines)
-        .with_columns(
-            pl.when(pl.col("kind") == "mllog")
-            .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
-            .otherwise(pl.col("line_ts"))
-            .alias("own_ts"),
-            pl.coalesce("prefix_rank", "tag_rank").alias("rank"),
-        )
-        .drop("tag_rank")
-    )
+    lines = _classify(lines)
+    mllog = (lines.get_column("kind") == "mllog").any()  # else no line's time is read again
+    lines = lines.with_columns(
+        pl.when(pl.col("kind") == "mllog")
+        .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
+        .otherwise(pl.col("line_ts"))
+        .alias("own_ts")
+        if mllog
+        else pl.col("line_ts").alias("own_ts"),
+        pl.coalesce("prefix_rank", "tag_rank").alias("rank"),
+    ).drop("tag_rank")
     # lines without a rank tag (DeepSpeed's timer, Megatron) come from the rank that tags the others (rank 0 logs)
     lines = lines.with_columns(pl.col("rank").fill_null(pl.col("rank").min()))
     epoch = lines.get_column("own_ts").is_not_null().any()
@@ -362,7 +366,8 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     if not rows.height and not inst.filter(pl.col("name") != "overflow skip").height:
         return Parts("training")
     # HF Trainer prints the same metrics dict once per rank: keep its first print
-    rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
+    if (rows.get_column("kind") == "hf").any():
+        rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
     pairs = _pairs(rows)
     steps = _steps_of(pairs, rows)
     rows = rows.join(steps, on="line", how="left")
