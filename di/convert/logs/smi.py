@@ -103,6 +103,8 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     df = lines.with_columns(pl.col("text").str.strip_chars_end().alias("t"))
     t = pl.col("t")
     df = df.with_columns(t.str.contains(HEADER_RE).alias("is_h"))
+    if not df.get_column("is_h").any() and not df.get_column("t").str.contains(NOHEADER_RE).any():
+        return pl.DataFrame(), 0  # no table here (a training log's prose): nothing more to look at
     first_field = pl.when("is_h").then(t).str.splitn(", ", 2).struct.field("field_0")
     header = pl.col("is_h") & (
         first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
