@@ -105,11 +105,12 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     df = df.with_columns(t.str.contains(HEADER_RE).alias("is_h"))
     if not df.get_column("is_h").any() and not df.get_column("t").str.contains(NOHEADER_RE).any():
         return pl.DataFrame(), 0  # no table here (a training log's prose): nothing more to look at
-    first_field = pl.when("is_h").then(t).str.splitn(", ", 2).struct.field("field_0")
-    header = pl.col("is_h") & (
-        first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
-    )
-    df = df.with_columns(header.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
+    # a header's first field is dotted (a --query-gpu field) or timestamp / index: tested on the few header-shaped lines
+    at = df.get_column("is_h").arg_true()
+    first_field = t.str.splitn(", ", 2).struct.field("field_0")
+    header = first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    is_h = pl.repeat(False, df.height, eager=True).scatter(at.filter(df[at].select(header).to_series()), True)
+    df = df.with_columns(is_h.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
     df = df.select("line", "text", "is_h", "nc", "t")
     df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
     # hid: the header's text, numbered (a capture repeats the same header in every sample)
@@ -123,16 +124,19 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     heads = heads.filter(
         ~pl.col("fields").list.eval(pl.element().str.contains(r"^(?:pid|retired_pages\.address)\b")).list.any()
     )
-    rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left")
+    rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left", maintain_order="left")
     noh = pl.col("t").str.contains(NOHEADER_RE) & (pl.col("hnc").is_null() | (pl.col("hnc") != pl.col("nc")))
+    rows = rows.with_columns(noh.alias("noh"))  # once (used three times)
     rows = (
-        rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | noh)
+        rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | pl.col("noh"))
         .with_columns(
-            pl.when(noh).then(-1).otherwise(pl.col("block")).alias("block"),
-            pl.when(noh).then(-1).otherwise(pl.col("hid")).alias("hid"),
+            pl.when("noh").then(-1).otherwise(pl.col("block")).alias("block"),
+            pl.when("noh").then(-1).otherwise(pl.col("hid")).alias("hid"),
         )
-        .sort("line")
+        .drop("noh")
     )
+    if not rows.get_column("line").is_sorted():
+        rows = rows.sort("line")
     # what a field says (series name, units) is worked out once per distinct header, one row per field; a cell
     # finds its field's row by position (the header's first row + the cell's index in its row)
     noh_width = int(rows.filter(pl.col("hid") == -1).get_column("nc").max() or -1) + 1
@@ -165,14 +169,18 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         pl.col("t").str.split(", ").alias("raw")
     )
     cell = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
+    has = rows.select(pl.col("timestamp", "index", "hostname").is_not_null().any()).row(0, named=True)
+
+    def where(name: str, value: pl.Expr, dtype: Any) -> pl.Expr:
+        """``value`` on the rows whose header has the field ``name`` (not worked out where none has it)."""
+        return pl.when(pl.col(name).is_not_null()).then(value) if has[name] else pl.lit(None, dtype)
+
     per_row = rows.select(
         "block",
         "line",
-        pl.when(pl.col("timestamp").is_not_null()).then(_ts(cell("timestamp"))).alias("ts"),
-        pl.when(pl.col("index").is_not_null())
-        .then(cell("index").str.strip_chars().cast(pl.Int64, strict=False))
-        .alias("gpu"),
-        pl.when(pl.col("hostname").is_not_null()).then(cell("hostname").str.strip_chars()).alias("host"),
+        where("timestamp", _ts(cell("timestamp")), pl.Int64).alias("ts"),
+        where("index", cell("index").str.strip_chars().cast(pl.Int64, strict=False), pl.Int64).alias("gpu"),
+        where("hostname", cell("hostname").str.strip_chars(), pl.String).alias("host"),
     )
     per_row = _by_sample(per_row)  # rows are in line order: per_row's rows are rows' rows
     cells = (
