@@ -98,3 +98,25 @@ def test_scontrol_show_job_records_read_like_sacct_rows(tmp_path: Path) -> None:
     ]
     step = ev.row(0, named=True)
     assert step["end_ns"] - step["start_ns"] == 600 * 10**9  # 02:05 to 02:15
+
+
+def test_job_rows_in_meta_are_the_json_values_of_the_parsed_table() -> None:
+    """build_trace makes the parsed job table the meta's list of dicts without a JSON round trip: the same values
+    (str, None for a null), and a repeated value is one object (fewer made and freed)."""
+    import json
+
+    from di.convert.logs.slurm import parse_slurm
+    from di.convert.logs.text import read_lines
+
+    for rel in (
+        "slurm/sacct_default_fixedwidth_psc_bridges_2018_first1500lines.txt",
+        "slurm/sacct_parsable_P_psc_bridges_2018.txt",
+        "slurm/squeue_unit_separator_null_submit_time.txt",
+    ):
+        path = need(rel)
+        table = parse_slurm(read_lines(path).lines).info["slurm"]["jobs"].rows
+        jobs = di.load(path).meta["sources"][0]["info"]["slurm"]["jobs"]
+        assert jobs == json.loads(table.write_json()) and len(jobs) == table.height
+        if rel.startswith("slurm/sacct_default"):  # 1,498 rows, 7 states
+            states = [j["state"] for j in jobs]
+            assert len({id(s) for s in states}) == len(set(states)) < len(states)

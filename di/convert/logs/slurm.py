@@ -199,7 +199,9 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     frames = [f for f in _delimited(lines, marks) + _fixed(lines, marks) + records if f.height]
     if not frames:
         return Parts("slurm")
-    jobs = pl.concat(frames, how="diagonal_relaxed").sort("line")
+    jobs = pl.concat(frames, how="diagonal_relaxed")
+    if not jobs.get_column("line").is_sorted():  # tables of several kinds, interleaved
+        jobs = jobs.sort("line")
     jobid = next(c for c in jobs.columns if c.rstrip("_0123456789") in ("jobid", "job_id"))
     start = next((c for c in jobs.columns if c in START), None)
     end = next((c for c in jobs.columns if c in END), None)

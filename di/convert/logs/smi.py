@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts
@@ -102,11 +103,14 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     df = lines.with_columns(pl.col("text").str.strip_chars_end().alias("t"))
     t = pl.col("t")
     df = df.with_columns(t.str.contains(HEADER_RE).alias("is_h"))
-    first_field = pl.when("is_h").then(t).str.splitn(", ", 2).struct.field("field_0")
-    header = pl.col("is_h") & (
-        first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
-    )
-    df = df.with_columns(header.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
+    if not df.get_column("is_h").any() and not df.get_column("t").str.contains(NOHEADER_RE).any():
+        return pl.DataFrame(), 0  # no table here (a training log's prose): nothing more to look at
+    # a header's first field is dotted (a --query-gpu field) or timestamp / index: tested on the few header-shaped lines
+    at = df.get_column("is_h").arg_true()
+    first_field = t.str.splitn(", ", 2).struct.field("field_0")
+    header = first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    is_h = pl.repeat(False, df.height, eager=True).scatter(at.filter(df[at].select(header).to_series()), True)
+    df = df.with_columns(is_h.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
     df = df.select("line", "text", "is_h", "nc", "t")
     df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
     # hid: the header's text, numbered (a capture repeats the same header in every sample)
@@ -120,16 +124,19 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     heads = heads.filter(
         ~pl.col("fields").list.eval(pl.element().str.contains(r"^(?:pid|retired_pages\.address)\b")).list.any()
     )
-    rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left")
+    rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left", maintain_order="left")
     noh = pl.col("t").str.contains(NOHEADER_RE) & (pl.col("hnc").is_null() | (pl.col("hnc") != pl.col("nc")))
+    rows = rows.with_columns(noh.alias("noh"))  # once (used three times)
     rows = (
-        rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | noh)
+        rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | pl.col("noh"))
         .with_columns(
-            pl.when(noh).then(-1).otherwise(pl.col("block")).alias("block"),
-            pl.when(noh).then(-1).otherwise(pl.col("hid")).alias("hid"),
+            pl.when("noh").then(-1).otherwise(pl.col("block")).alias("block"),
+            pl.when("noh").then(-1).otherwise(pl.col("hid")).alias("hid"),
         )
-        .sort("line")
+        .drop("noh")
     )
+    if not rows.get_column("line").is_sorted():
+        rows = rows.sort("line")
     # what a field says (series name, units) is worked out once per distinct header, one row per field; a cell
     # finds its field's row by position (the header's first row + the cell's index in its row)
     noh_width = int(rows.filter(pl.col("hid") == -1).get_column("nc").max() or -1) + 1
@@ -162,14 +169,18 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         pl.col("t").str.split(", ").alias("raw")
     )
     cell = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
+    has = rows.select(pl.col("timestamp", "index", "hostname").is_not_null().any()).row(0, named=True)
+
+    def where(name: str, value: pl.Expr, dtype: Any) -> pl.Expr:
+        """``value`` on the rows whose header has the field ``name`` (not worked out where none has it)."""
+        return pl.when(pl.col(name).is_not_null()).then(value) if has[name] else pl.lit(None, dtype)
+
     per_row = rows.select(
         "block",
         "line",
-        pl.when(pl.col("timestamp").is_not_null()).then(_ts(cell("timestamp"))).alias("ts"),
-        pl.when(pl.col("index").is_not_null())
-        .then(cell("index").str.strip_chars().cast(pl.Int64, strict=False))
-        .alias("gpu"),
-        pl.when(pl.col("hostname").is_not_null()).then(cell("hostname").str.strip_chars()).alias("host"),
+        where("timestamp", _ts(cell("timestamp")), pl.Int64).alias("ts"),
+        where("index", cell("index").str.strip_chars().cast(pl.Int64, strict=False), pl.Int64).alias("gpu"),
+        where("hostname", cell("hostname").str.strip_chars(), pl.String).alias("host"),
     )
     per_row = _by_sample(per_row)  # rows are in line order: per_row's rows are rows' rows
     cells = (
@@ -198,9 +209,9 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     return out, na
 
 
-def _dmon(lines: pl.DataFrame) -> pl.DataFrame:
-    # headers and unit lines: a literal search first, the regex on the few lines it keeps
-    marks = lines.filter(pl.col("text").str.contains("#", literal=True)).filter(pl.col("text").str.contains(r"^\s*#"))
+def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+    """dmon/pmon tables (``hashed``: the lines that hold a ``#``, where their headers and unit lines are)."""
+    marks = hashed.filter(pl.col("text").str.contains(r"^\s*#"))
     hdr = marks.filter(pl.col("text").str.strip_chars().str.contains(DMON_RE)).select(
         "line", pl.lit(True).alias("is_h")
     )
@@ -311,13 +322,13 @@ DCGMI_UNITS = {
 """Units of ``dcgmi dmon``'s field short names (DCGM's field list: activity fields are ratios 0..1, PCIe/NVLink bytes/s)."""
 
 
-def _dcgmi(lines: pl.DataFrame) -> tuple[pl.DataFrame, int, pl.Series]:
+def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int, pl.Series]:
     """``dcgmi dmon`` tables: a ``#Entity  F1  F2 ...`` header (``# Entity`` in older DCGM), an ``ID`` (``Id``) line,
     rows ``GPU 0  v1  v2 ...`` (entities GPU, GPU-I, GPU-CI, ...; ``N/A`` skipped); one sample per ``-d`` interval
     (1 s by default) from 0. Also the count of ``N/A`` cells and the lines read (headers, ID lines and rows, those
-    of ``N/A`` only too)."""
+    of ``N/A`` only too). ``hashed``: the lines that hold a ``#``."""
     t = pl.col("text").str.strip_chars()
-    hdr = lines.filter(pl.col("text").str.starts_with("#")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
+    hdr = hashed.filter(pl.col("text").str.starts_with("#")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
     if not hdr.height:
         return pl.DataFrame(), 0, pl.Series("line", [], pl.UInt32)
     df = lines.filter(pl.col("line") >= hdr.get_column("line").min()).with_columns(
@@ -370,19 +381,28 @@ def _dcgmi(lines: pl.DataFrame) -> tuple[pl.DataFrame, int, pl.Series]:
     return out, na, read
 
 
-def _qlog(lines: pl.DataFrame) -> pl.DataFrame:
+def _reports(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+    """The lines of ``-q`` reports, each numbered (``report``, from 1): a report runs from its banner to the next
+    banner, or a line that starts with ``#`` (a capture's section rule; ``hashed``: the lines that hold a ``#``).
+    Line numbers are searched in the few banners and rules (lines are in order)."""
     t = pl.col("text")
-    starts = lines.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line")
-    if not starts.len():
+    starts = lines.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
+    if not starts.size:
+        return lines.clear()
+    rules = hashed.filter(t.str.starts_with("#")).get_column("line").to_numpy()
+    bounds = np.union1d(starts, rules)
+    ends = np.append(bounds, np.iinfo(np.int64).max)[np.searchsorted(bounds, starts, side="right")]
+    line = lines.get_column("line").to_numpy()
+    report = np.searchsorted(starts, line, side="right")  # the banner at or before each line, from 1
+    inside = (report > 0) & (line < ends[np.maximum(report - 1, 0)])
+    return lines.with_columns(pl.Series("report", report, pl.UInt32)).filter(pl.Series(inside))
+
+
+def _qlog(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+    t = pl.col("text")
+    df = _reports(lines, hashed)
+    if not df.height:
         return pl.DataFrame()
-    # a report runs from its banner to the next banner, or a '#' line (a capture's section rule)
-    df = lines.filter(pl.col("line") >= starts.min()).with_columns(
-        pl.col("line").is_in(starts.implode()).alias("is_h"), t.str.starts_with("#").alias("is_end")
-    )
-    df = df.with_columns(
-        pl.col("is_h").cum_sum().alias("report"), (pl.col("is_h") | pl.col("is_end")).cum_sum().alias("seg")
-    )
-    df = df.filter(pl.col("seg").is_in(df.filter(pl.col("is_h")).get_column("seg").implode()))
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
     df = _by_distinct(
         df,
@@ -449,8 +469,9 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
     csv, na = _csv(lines)
-    dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines)
-    tables = {"query_gpu": csv, "dmon_pmon": _dmon(lines), "q": _qlog(lines), "dcgmi_dmon": dcgmi}
+    hashed = lines.filter(pl.col("text").str.contains("#", literal=True))  # one search for three kinds of table
+    dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, hashed)
+    tables = {"query_gpu": csv, "dmon_pmon": _dmon(lines, hashed), "q": _qlog(lines, hashed), "dcgmi_dmon": dcgmi}
     parts = [f for f in tables.values() if f.height]
     if not parts and not dcgmi_lines.len():
         return Parts("nvidia_smi")

@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.text import ascii_mode, own_line_times
+from di.convert.logs.text import ASCII_MODE, all_ascii, own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
 
@@ -103,6 +103,13 @@ KEYS: dict[str, tuple[str, str | None]] = {
 """Normalised source key -> (series name, unit; None: the value's suffix or no unit)."""
 
 
+_KEYS = pl.DataFrame(
+    {"key": list(KEYS), "series": [v[0] for v in KEYS.values()], "unit": [v[1] for v in KEYS.values()]},
+    schema={"key": pl.String, "series": pl.String, "unit": pl.String},
+)
+""":data:`KEYS` as a frame."""
+
+
 def _norm(col: str) -> pl.Expr:
     return pl.col(col).str.to_lowercase().str.replace_all(r"[^a-z0-9]+", "_").str.strip_chars("_")
 
@@ -122,16 +129,28 @@ KIND_HINTS = {
 """Per kind, a literal test that each of its lines passes: its regex runs only on the lines that pass it."""
 
 
-def _classify(lines: pl.DataFrame) -> pl.DataFrame:
+ASCII_KINDS = frozenset(("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf"))
+"""The kinds whose regex cannot match a non-ASCII byte (see :data:`~di.convert.logs.text.ASCII_MODE`)."""
+
+
+def _marked(lines: pl.DataFrame) -> pl.Series:
+    """Per line: whether it holds one of :data:`MARKS_RE`'s literals or starts with ``{`` (one search of the whole
+    text for the kinds, the rank tags and the errors; each of their tests then runs on these lines only)."""
+    return lines.select(pl.col("text").str.contains(MARKS_RE) | pl.col("text").str.starts_with("{")).to_series()
+
+
+def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
-    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N). Each regex runs on the lines a literal test picked;
-    the results are put back by row."""
+    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N). Each regex runs on the lines a literal test picked
+    (of the ``marked`` ones, :func:`_marked`); the results are put back by row."""
     t = pl.col("text")
-    rows = lines.select("text").with_row_index("_row")
+    rows = lines.select("text").with_row_index("_row").filter(marked)
     cand = rows.filter(t.str.contains(HINT_RE) | t.str.starts_with("{"))
+    ascii = all_ascii(cand.get_column("text"))
     n = lines.height
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
     for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
+        rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
         hit = cand.filter(KIND_HINTS[name]).filter(t.str.contains(rx)).get_column("_row")
         kind = kind.scatter(hit, name)
     tags = rows.filter(t.str.contains("[Rank ", literal=True)).select(
@@ -154,6 +173,7 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         logging.any()
     ).item():  # Python logging's "name - LEVEL - ": a lazy regex, run only where it can match
         body = body.str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
+    ascii = all_ascii(rows.get_column("text"))
     p = (
         rows.filter(pl.col("kind") != "mllog")
         .select(
@@ -161,32 +181,31 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
             "rank",
             "kind",
             "ts",
-            body.str.extract_all(ascii_mode(PAIR_RE, rows.get_column("text"))).alias("pair"),
+            body.str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE).alias("pair"),
         )
         .explode("pair")  # the line's text is not copied to each of its pairs
         .drop_nulls("pair")
     )
-    # a pair matched PAIR_RE: cut it at its first ':' or '=' (a find, no capturing regex), the unit is what follows the number
-    pos = pl.min_horizontal(
-        pl.col("pair").str.find(":", literal=True), pl.col("pair").str.find("=", literal=True)
-    )  # two literal finds: several times cheaper than one regex find
-    # one column per step: an expression reused inside another would be evaluated again (no common-subexpression
-    # elimination in eager frames)
-    p = p.with_columns(pos.alias("pos"))
-    # cut at bytes: str.find gives a byte offset (str.slice counts characters: a non-ASCII key shifted the value)
-    pair = pl.col("pair").cast(pl.Binary)
-    p = p.with_columns(
-        pair.bin.slice(0, pl.col("pos")).cast(pl.String).str.strip_chars(" '\"").alias("k"),
-        pair.bin.slice(pl.col("pos") + 1).cast(pl.String).str.strip_chars_start(" [").alias("rest"),
-    )
+    # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), the unit is what follows the
+    # number; one column per step: an expression reused inside another would be evaluated again (no
+    # common-subexpression elimination in eager frames)
+    p = p.with_columns(pl.col("pair").str.find("[:=]").alias("pos"))
+    if ascii:  # str.find gives a byte offset, str.slice counts characters: the same on ASCII text
+        key, rest = pl.col("pair").str.head(pl.col("pos")), pl.col("pair").str.slice(pl.col("pos") + 1)
+    else:  # cut at bytes (a non-ASCII key would shift the value)
+        pair = pl.col("pair").cast(pl.Binary)
+        key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
+        rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
+    p = p.with_columns(key.alias("k"), rest.str.strip_chars_start(" [").alias("rest"))
     p = p.with_columns(pl.col("rest").str.strip_chars_end("%KMGTiBms").alias("v"))
-    unit = pl.col("rest").cast(pl.Binary).bin.slice(pl.col("v").str.len_bytes()).cast(pl.String)
-    p = p.with_columns(unit.alias("u")).drop("pos", "rest")
+    p = p.with_columns(pl.col("rest").str.strip_prefix(pl.col("v")).alias("u")).drop("pos", "rest")
     p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
     p = p.drop_nulls("v").with_columns(
         pl.col("v").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("value")
     )
-    keys = p.select(pl.col("k").unique()).with_columns(_norm("k").alias("key"))  # few distinct keys: once each
+    # few distinct keys: each stripped, normalised and given its series and unit (KEYS) once
+    keys = p.select(pl.col("k").unique()).with_columns(pl.col("k").str.strip_chars(" '\"").alias("key"))
+    keys = keys.with_columns(_norm("key").alias("key")).join(_KEYS, on="key", how="left")
     p = p.join(keys, on="k", how="left")
     ml = rows.filter(pl.col("kind") == "mllog").with_columns(
         pl.col("text").str.extract(r"\"key\":\s*\"([^\"]+)\"").alias("key"),
@@ -196,10 +215,11 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         .alias("value"),
         pl.lit(None, pl.String).alias("u"),
     )
+    ml = ml.join(_KEYS, on="key", how="left")
     return pl.concat(
         [
-            p.select("line", "rank", "kind", "ts", "key", "value", "u"),
-            ml.select("line", "rank", "kind", "ts", "key", "value", "u"),
+            p.select("line", "rank", "kind", "ts", "key", "value", "u", "series", "unit"),
+            ml.select("line", "rank", "kind", "ts", "key", "value", "u", "series", "unit"),
         ]
     )
 
@@ -307,9 +327,16 @@ ERROR_LITERALS = (
 """Literals one of which every :data:`ERROR_RE` line (and overflow line) holds: a fast first search."""
 
 
-def _instants(lines: pl.DataFrame) -> pl.DataFrame:
-    err = lines.filter(pl.col("text").str.contains(ERROR_LITERALS)).filter(
-        pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True)
+MARKS_RE = rf"{HINT_RE}|{ERROR_LITERALS}|\[Rank "
+"""The literals of :data:`HINT_RE`, :data:`ERROR_LITERALS` and the ``[Rank N]`` tag."""
+
+
+def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
+    """Errors and overflow skips, among the ``marked`` lines (:func:`_marked`)."""
+    err = (
+        lines.filter(marked)
+        .filter(pl.col("text").str.contains(ERROR_LITERALS))
+        .filter(pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
     )
     name = (
         pl.when(pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
@@ -341,40 +368,34 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring)."""
     if "own_ts" not in lines.columns:  # read_log found them already
         lines = lines.with_columns(own_line_times(lines))
-    lines = (
-        _classify(lines)
-        .with_columns(
-            pl.when(pl.col("kind") == "mllog")
-            .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
-            .otherwise(pl.col("line_ts"))
-            .alias("own_ts"),
-            pl.coalesce("prefix_rank", "tag_rank").alias("rank"),
-        )
-        .drop("tag_rank")
-    )
+    marked = _marked(lines)
+    lines = _classify(lines, marked)
+    mllog = (lines.get_column("kind") == "mllog").any()  # else no line's time is read again
+    lines = lines.with_columns(
+        pl.when(pl.col("kind") == "mllog")
+        .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
+        .otherwise(pl.col("line_ts"))
+        .alias("own_ts")
+        if mllog
+        else pl.col("line_ts").alias("own_ts"),
+        pl.coalesce("prefix_rank", "tag_rank").alias("rank"),
+    ).drop("tag_rank")
     # lines without a rank tag (DeepSpeed's timer, Megatron) come from the rank that tags the others (rank 0 logs)
     lines = lines.with_columns(pl.col("rank").fill_null(pl.col("rank").min()))
     epoch = lines.get_column("own_ts").is_not_null().any()
     filled = pl.col("own_ts").forward_fill().backward_fill() if epoch else pl.col("line").cast(pl.Int64)
     lines = lines.with_columns(filled.alias("ts"))
     rows = lines.filter(pl.col("kind").is_not_null())
-    inst = _instants(lines)
+    inst = _instants(lines, marked)
     if not rows.height and not inst.filter(pl.col("name") != "overflow skip").height:
         return Parts("training")
     # HF Trainer prints the same metrics dict once per rank: keep its first print
-    rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
+    if (rows.get_column("kind") == "hf").any():
+        rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
     pairs = _pairs(rows)
     steps = _steps_of(pairs, rows)
     rows = rows.join(steps, on="line", how="left")
-    key = pairs.join(
-        pl.DataFrame(
-            {"key": list(KEYS), "series": [v[0] for v in KEYS.values()], "unit": [v[1] for v in KEYS.values()]},
-            schema={"key": pl.String, "series": pl.String, "unit": pl.String},
-        ),
-        on="key",
-        how="left",
-    )
-    key = key.filter(~pl.col("key").is_in(STEP_KEYS) & pl.col("value").is_not_null())
+    key = pairs.filter(~pl.col("key").is_in(STEP_KEYS) & pl.col("value").is_not_null())
     mg_time = epoch or pairs.filter(pl.col("kind") == "megatron").height == 0
     meg = _megatron_steps(rows, pairs, epoch)
     if not mg_time:  # no timestamps: Megatron samples sit at their cumulative iteration time
