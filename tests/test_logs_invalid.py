@@ -41,17 +41,19 @@ def test_non_utf8_and_garbled_lines_are_kept_and_counted(tmp_path: Path) -> None
 
 
 def test_coll_lines_with_garbled_numbers_are_dropped_and_counted(tmp_path: Path) -> None:
-    """A COLL line of the usual layout whose count is not a number, or whose datatype overflows, is dropped and
-    counted (it raised a cast error); a garbled root is null on a line that loads."""
+    """A COLL line of the usual layout whose count is not a number, whose datatype overflows, or which ends at its
+    ``comm`` word (cut short) is dropped and counted (each raised an error); a garbled root is null on a line that
+    loads."""
     bad = [
         NCCL_LINE.replace("count 4", "count 4a"),
         NCCL_LINE.replace("datatype 7", "datatype 99999999999999999999"),
         NCCL_LINE.replace("root 0", "root x"),
+        NCCL_LINE.split(" 0xa ")[0] + "\n",
     ]
     path = tmp_path / "x.log"
     path.write_text(NCCL_LINE + "".join(bad))
     trace = di.load(path)
-    assert trace.meta["sources"][0]["dropped"]["nccl: COLL lines in an unknown layout"] == 2
+    assert trace.meta["sources"][0]["dropped"]["nccl: COLL lines in an unknown layout"] == 3
     assert trace.collectives.get_column("root").to_list() == [0, None]
 
 

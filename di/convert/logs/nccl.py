@@ -239,30 +239,32 @@ COLL_TOKENS = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datat
 """Word positions of a COLL line's field names in the layout of NCCL 2.7 to 2.29 (fields follow their names)."""
 
 
+COLL_WORDS = [f"_w{i}" for i in range(20)]
+"""Columns of a COLL line's first words (split at single spaces; null past its last word)."""
+
+
 def _coll_layout() -> pl.Expr:
-    t = pl.col("_t")
-    ok = pl.all_horizontal([t.list.get(i, null_on_oob=True) == word for i, word in COLL_TOKENS.items()])
+    ok = pl.all_horizontal([pl.col(COLL_WORDS[i]) == word for i, word in COLL_TOKENS.items()])
     return ok.fill_null(False)
 
 
 def _coll_by_tokens(c: pl.DataFrame) -> pl.DataFrame:
-    """COLL lines of the usual layout (words ``_t``), split into words: several times cheaper than regex captures."""
-    t = pl.col("_t")
-    w17, w18, w19 = (t.list.get(i, null_on_oob=True) for i in (17, 18, 19))
-    has_nr = w17.str.starts_with("[nranks=")
+    """COLL lines of the usual layout (words :data:`COLL_WORDS`): several times cheaper than regex captures."""
+    w = [pl.col(name) for name in COLL_WORDS]
+    has_nr = w[17].str.starts_with("[nranks=")
     return c.select(
-        pl.exclude("_t"),
-        t.list.get(0).str.strip_suffix(":").alias("opname"),
-        t.list.get(2).alias("opcount"),
-        t.list.get(8).alias("count"),
-        t.list.get(10).alias("dt"),
-        t.list.get(12).alias("redop"),
-        t.list.get(14).alias("root"),
-        t.list.get(16).alias("comm"),
-        pl.when(has_nr).then(w17.str.slice(8).str.strip_suffix("]")).alias("nranks"),
+        pl.exclude(COLL_WORDS),
+        w[0].str.strip_suffix(":").alias("opname"),
+        w[2].alias("opcount"),
+        w[8].alias("count"),
+        w[10].alias("dt"),
+        w[12].alias("redop"),
+        w[14].alias("root"),
+        w[16].alias("comm"),
+        pl.when(has_nr).then(w[17].str.slice(8).str.strip_suffix("]")).alias("nranks"),
         pl.when(has_nr)
-        .then(pl.when(w18 == "stream").then(w19))
-        .otherwise(pl.when(w17 == "stream").then(w18))
+        .then(pl.when(w[18] == "stream").then(w[19]))
+        .otherwise(pl.when(w[17] == "stream").then(w[18]))
         .alias("stream"),
     )
 
@@ -271,7 +273,7 @@ def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     """COLL lines of another layout: one small regex per field (each finds its literal first and captures over a
     few bytes; one regex of all fields runs the capturing engine over the whole line, several times slower)."""
     m = pl.col("msg")
-    return c.drop("_t").with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
+    return c.drop(COLL_WORDS).with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
 
 
 def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -279,9 +281,9 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
     m = pl.col("msg")
     c = p.filter(m.str.contains(": opCount ", literal=True))
     n_lines = c.height
-    c = c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left").with_columns(
-        m.str.split(" ").alias("_t")
-    )
+    # the words as columns at once (one struct of the word lists; a lookup per word costs more)
+    words = m.str.split(" ").list.to_struct(fields=COLL_WORDS).alias("_t")
+    c = c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left").with_columns(words).unnest("_t")
     usual = c.select(_coll_layout()).to_series()
     if usual.all():  # the usual case: no split of the lines (and their word lists) in two
         c = _coll_by_tokens(c)
