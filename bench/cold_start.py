@@ -113,6 +113,52 @@ sys.exit(main())
 """The ``di`` process with a listener on numba's compile events (compiles and exclusive CPU s per function)."""
 
 
+REFERENCE = r"""
+import time
+t = time.process_time()
+import numpy as np
+from numba import njit
+
+@njit(cache=False)
+def spans(buf, starts, ends):
+    n = 0
+    for i in range(buf.size):
+        if buf[i] == 34:
+            j = i + 1
+            while j < buf.size and buf[j] != 34:
+                j += 1
+            if n < starts.size:
+                starts[n] = i + 1
+                ends[n] = j
+            n += 1
+    return n
+
+@njit(cache=False)
+def sweep(start, end, out):
+    open_ = 0
+    last = start[0]
+    for i in range(start.size):
+        if open_ > 0:
+            out[0] += start[i] - last
+        open_ += 1 if end[i] > start[i] else 0
+        last = max(last, end[i])
+    return open_
+
+b = np.frombuffer(b'"ab" "cd"', np.uint8)
+spans(b, np.zeros(4, np.int64), np.zeros(4, np.int64))
+sweep(np.arange(4), np.arange(4) + 2, np.zeros(1, np.int64))
+print(time.process_time() - t)
+"""
+"""A fixed numba compile, independent of di (numba's import and two small kernels): its CPU seconds say how fast
+this machine compiles at the hour of the run, so gaps measured at different hours can be compared."""
+
+
+def _reference() -> float:
+    """CPU seconds of :data:`REFERENCE` in a fresh process (best of three)."""
+    runs = [subprocess.run([sys.executable, "-c", REFERENCE], capture_output=True, text=True, check=True) for _ in "abc"]
+    return min(float(r.stdout.strip()) for r in runs)
+
+
 def _measure(argv: list[str], env: dict[str, str], cwd: str, compiles: str | None = None) -> dict[str, float]:
     """Run ``python -m di ARGV``; CPU s (user+sys), wall s and peak RSS (MB) of it and its children.
     With ``compiles`` (a file name) the process records what numba compiled there."""
@@ -158,6 +204,7 @@ def main() -> None:
         "repo": args.repo.name,
         "cpus": os.cpu_count(),
         "load_avg_start": os.getloadavg(),
+        "reference_compile_s": [_reference()],
         "commands": {},
     }
     with tempfile.TemporaryDirectory(prefix="di-cold-") as work:
@@ -191,6 +238,7 @@ def main() -> None:
                 "rss_mb": max(r["rss_mb"] for r in seq),
             }
     results["load_avg_end"] = os.getloadavg()
+    results["reference_compile_s"].append(_reference())  # type: ignore[union-attr]
     _report(results, args.kernels)
     out = REPO / "bench" / "out" / f"cold_start{'-' + args.label if args.label else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -203,6 +251,12 @@ def _report(results: dict, kernels: int = 6) -> None:
         f"\nload average {results['load_avg_start'][0]:.1f} .. {results['load_avg_end'][0]:.1f} on {results['cpus']} CPUs "
         "(wall seconds include waiting for a CPU; compare CPU seconds)"
     )
+    ref = results.get("reference_compile_s")
+    if ref:
+        print(
+            f"reference compile (numba import + two small kernels, no di): {ref[0]:.2f} CPU s before, {ref[-1]:.2f} "
+            "after: compare runs made at other hours by this ratio"
+        )
     print("| command | cold CPU s | warm CPU s | cold - warm | cold wall s | warm wall s | cold RSS MB | warm RSS MB |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, row in results["commands"].items():
