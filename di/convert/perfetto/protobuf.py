@@ -117,6 +117,18 @@ def as_double(typingctx, bits):
     return types.float64(bits), codegen
 
 
+@intrinsic
+def double_bits(typingctx, value):
+    """The IEEE 754 bits of the float64 ``value`` as an int64 (the inverse of :func:`as_double`): a bit cast."""
+    if not isinstance(value, types.Float) or value.bitwidth != 64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(value), codegen
+
+
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def skip_field(buf: np.ndarray, pos: int, end: int, wire: int) -> int:
     """Position after the value of a field of wire type ``wire`` at ``pos``; -1 when malformed."""
