@@ -100,7 +100,9 @@ D_PACKET, D_POS, D_EVENTS, D_FLOWS, D_ANNS, D_SPANS, D_SEQ, D_GEN, D_TRACK, D_CL
 # clock, byte spans of its TrackEvent, InternedData, TracePacketDefaults and ClockSnapshot, its first span row
 (D_P_TS, D_P_HAS_TS, D_P_SEQ, D_P_FLAGS, D_P_CLOCK, D_P_TE0, D_P_TE1, D_P_IN0, D_P_IN1, D_P_DF0, D_P_DF1, D_P_CS0,
  D_P_CS1, D_P_SPANS0) = range(11, 25)  # fmt: skip
-DECODE_SLOTS = 25
+D_SNAPSHOT_READ = 25
+"""1 when the kernel stopped at a packet's ClockSnapshot and the caller has read it: go on with that packet."""
+DECODE_SLOTS = 26
 _PACKET_FIELD_DEFAULTS = np.array([0, 0, 0, 0] + [-1] * 9, np.int64)
 """Values of the ``D_P_*`` slots from ``D_P_TS`` to ``D_P_CS1`` before a packet's fields are read."""
 # rows of the events array (int64; the counter value as its float64 bits)
@@ -109,9 +111,10 @@ EV_ROWS = 10
 _NAN_BITS = int(np.array(np.nan, np.float64).view(np.int64))
 _EV_DEFAULTS = np.array([0, 0, 0, 0, -1, -1, -1, 0, 0, _NAN_BITS], np.int64)
 """A TrackEvent's values before its fields are read (name and categories -1: none; value NaN)."""
-NEED_ROWS, NEED_SPANS = np.int64(1), np.int64(2)
+NEED_ROWS, NEED_SPANS, NEED_SNAPSHOT = np.int64(1), np.int64(2), np.int64(3)
 """What :func:`_decode_packets` returns when it stopped before a packet: its flow and annotation rows may not
-fit (``state[D_NEED]`` more rows of each, at most), or its span rows do not; 0 when every packet is decoded."""
+fit (``state[D_NEED]`` more rows of each, at most), or its span rows do not; or within a packet, for the caller
+to read its ClockSnapshot (``state[D_P_CS0]:state[D_P_CS1]``); 0 when every packet is decoded."""
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, inline="always")
@@ -439,13 +442,19 @@ def decode_packets(
     snapshot = np.empty((SNAPSHOT_ROWS, MAX_CLOCKS), np.int64)
     state = np.zeros(DECODE_SLOTS, np.int64)
     state[D_SEQ] = -1
-    while True:  # the kernel stops before a packet whose rows may not fit; grow them and go on
+    while True:  # the kernel stops before a packet whose rows may not fit (grow them) or at a ClockSnapshot
         stopped = _decode_packets(
-            buf, n_packets, sym, stats, *tables, clocks, primary, snapshot, events, spans, flows, ann, state
+            buf, n_packets, sym, stats, *tables, clocks, primary, events, spans, flows, ann, state
         )
         if not stopped:
             break
-        if stopped == NEED_SPANS:
+        if stopped == NEED_SNAPSHOT:
+            # read here, not called from the kernel: a kernel compiles every function it calls, and only
+            # other producers' traces have ClockSnapshots (a few: one per sequence reset)
+            if not read_snapshot(buf, state[D_P_CS0], state[D_P_CS1], state[D_P_SEQ], clocks, primary, snapshot):
+                stats[ST_SYMBOLS_FULL] = 1
+            state[D_SNAPSHOT_READ] = 1
+        elif stopped == NEED_SPANS:
             spans = _grown(spans, 2 * spans.shape[0])
         else:
             flows = _grown(flows, state[D_FLOWS] + state[D_NEED])
@@ -479,15 +488,16 @@ def _grown(rows: np.ndarray, need: int) -> np.ndarray:
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
-def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary, snapshot, ev, spans, flows, an, state):
+def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary, ev, spans, flows, an, state):
     """:func:`decode_packets` into the arrays it is given: ``ev`` (:data:`EV_ROWS`, n) int64 rows of the
     events (the counter value as its float64 bits), ``spans`` (kind (0 track descriptor, 1 di packet, 2
     thread descriptor), start, end, sequence), the flows as int64 rows (id bits, event, terminating) and the
-    annotations as int64 rows (event, name, type, int value, span start, end, double's bits); ``snapshot``
-    is scratch for :func:`~.clocks.read_snapshot`. Resumable: it starts and ends at ``state`` (the ``D_*``
-    slots: packet, byte position, counts of events, flows, annotations and spans, the current sequence's
-    state; ``D_*`` scratch slots hold the packet's fields) and returns 0 when done, or :data:`NEED_ROWS` /
-    :data:`NEED_SPANS` when it stopped before a packet whose rows may not fit (grow them and call again).
+    annotations as int64 rows (event, name, type, int value, span start, end, double's bits). Resumable: it
+    starts and ends at ``state`` (the ``D_*`` slots: packet, byte position, counts of events, flows,
+    annotations and spans, the current sequence's state; the ``D_P_*`` slots hold the packet's fields) and
+    returns 0 when done, :data:`NEED_ROWS` / :data:`NEED_SPANS` when it stopped before a packet whose rows
+    may not fit (grow them and call again), or :data:`NEED_SNAPSHOT` when it stopped at a packet's
+    ClockSnapshot (read it, set ``state[D_SNAPSHOT_READ]`` and call again: it goes on with that packet).
 
     Compile hygiene: the packet's fields and the event's values live in ``state`` and ``ev``, not in
     locals: numba's SSA gives every local assigned on several paths a copy at each join, which made this
@@ -495,46 +505,52 @@ def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary,
     p, pos, end = state[D_PACKET], state[D_POS], buf.shape[0]
     ne, nf, na = state[D_EVENTS], state[D_FLOWS], state[D_ANNS]
     stopped = _ZERO
-    while p < n_packets:
-        at = pos
-        key, pos = read_varint(buf, pos, end)
-        if key != 10:
-            pos = skip_field(buf, pos, end, key & 7)
-            continue
-        plen, pos = read_varint(buf, pos, end)
-        if nf + plen > flows.shape[0] or na + plen > an.shape[0]:  # a flow id takes a byte at least, an annotation 2
-            stopped, pos = NEED_ROWS, at
-            state[D_NEED] = plen
-            break
-        b = pos + plen
-        if not _packet_fields(buf, pos, b, spans, state, stats):  # nothing of this packet is kept yet
-            stopped, pos = NEED_SPANS, at  # decode it again with more span rows
-            break
-        pos = b
-        p += 1
-        seq = state[D_P_SEQ]
-        for k in range(state[D_P_SPANS0], state[D_SPANS]):  # the packet's sequence id may come after its descriptor
-            spans[k, 3] = seq
-            if spans[k, 0] == 2:
+    while True:
+        if not state[D_SNAPSHOT_READ]:  # else: go on with the packet whose ClockSnapshot the caller read
+            if p >= n_packets:
+                break
+            at = pos
+            key, pos = read_varint(buf, pos, end)
+            if key != 10:
+                pos = skip_field(buf, pos, end, key & 7)
+                continue
+            plen, pos = read_varint(buf, pos, end)
+            if (
+                nf + plen > flows.shape[0] or na + plen > an.shape[0]
+            ):  # a flow id takes a byte at least, an annotation 2
+                stopped, pos = NEED_ROWS, at
+                state[D_NEED] = plen
+                break
+            b = pos + plen
+            if not _packet_fields(buf, pos, b, spans, state, stats):  # nothing of this packet is kept yet
+                stopped, pos = NEED_SPANS, at  # decode it again with more span rows
+                break
+            pos = b
+            p += 1
+            seq = state[D_P_SEQ]
+            for k in range(state[D_P_SPANS0], state[D_SPANS]):  # the packet's sequence id may come after its descriptor
+                spans[k, 3] = seq
+                if spans[k, 0] == 2:
+                    h = _seq_row(seqs, seq, stats)
+                    if h >= 0:
+                        seqs[2][h, Q_THREAD] = 1
+            if seq != state[D_SEQ]:  # the sequence's state, kept in ``state`` while its packets follow each other
+                state[D_SEQ] = seq
+                h = find(seqs[0], seq, NO_KEY, NO_KEY)
+                for k in range(3):  # Q_GEN, Q_TRACK, Q_CLOCK -> D_GEN, D_TRACK, D_CLOCK
+                    state[D_GEN + k] = seqs[2][h, k] if h >= 0 else 0
+            if state[D_P_FLAGS] & F.SEQ_INCREMENTAL_STATE_CLEARED:
+                state[D_GEN] += 1
+                state[D_TRACK], state[D_CLOCK] = 0, 0
                 h = _seq_row(seqs, seq, stats)
                 if h >= 0:
-                    seqs[2][h, Q_THREAD] = 1
-        if seq != state[D_SEQ]:  # the sequence's state, kept in ``state`` while its packets follow each other
-            state[D_SEQ] = seq
-            h = find(seqs[0], seq, NO_KEY, NO_KEY)
-            for k in range(3):  # Q_GEN, Q_TRACK, Q_CLOCK -> D_GEN, D_TRACK, D_CLOCK
-                state[D_GEN + k] = seqs[2][h, k] if h >= 0 else 0
-        if state[D_P_FLAGS] & F.SEQ_INCREMENTAL_STATE_CLEARED:
-            state[D_GEN] += 1
-            state[D_TRACK], state[D_CLOCK] = 0, 0
-            h = _seq_row(seqs, seq, stats)
-            if h >= 0:
-                for k in range(3):
-                    seqs[2][h, k] = state[D_GEN + k]
-        gen = state[D_GEN]
-        cs0 = state[D_P_CS0]
-        if cs0 >= 0 and not read_snapshot(buf, cs0, state[D_P_CS1], seq, clocks, primary, snapshot):
-            stats[ST_SYMBOLS_FULL] = 1
+                    for k in range(3):
+                        seqs[2][h, k] = state[D_GEN + k]
+            if state[D_P_CS0] >= 0:  # the caller reads it (clocks.read_snapshot) and calls again
+                stopped = NEED_SNAPSHOT
+                break
+        state[D_SNAPSHOT_READ] = 0
+        seq, gen, cs0 = state[D_P_SEQ], state[D_GEN], state[D_P_CS0]
         if state[D_P_DF0] >= 0 and _defaults(buf, state[D_P_DF0], state[D_P_DF1], state):
             h = _seq_row(seqs, seq, stats)
             if h >= 0:
