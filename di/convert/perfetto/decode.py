@@ -93,6 +93,16 @@ _ANNOTATION_VARINTS = _mask(
     F.ANNOTATION_STRING_IID,
 )
 _ANNOTATION_NESTED = _mask(F.ANNOTATION_NESTED, F.ANNOTATION_DICT_ENTRIES, F.ANNOTATION_ARRAY_VALUES)
+_ANNOTATION_DEFAULTS = np.array([0, -1, A_NONE, 0, 0, 0, 0], np.int64)
+"""An annotation's row before its fields are read: event, no name, no value, int 0, empty span, double bits 0."""
+_VARINT_VALUE_TYPE = np.full(64, A_POINTER, np.int64)
+"""The value type of each varint field of :data:`_ANNOTATION_VARINTS` but the name's (a pointer unless below)."""
+_VARINT_VALUE_TYPE[[F.ANNOTATION_BOOL, F.ANNOTATION_UINT, F.ANNOTATION_INT, F.ANNOTATION_STRING_IID]] = (
+    A_BOOL,
+    A_UINT,
+    A_INT,
+    A_ISTRING,
+)
 
 # state of a resumable decode (:func:`_decode_packets`): where it stopped, its counts, the current sequence's state
 D_PACKET, D_POS, D_EVENTS, D_FLOWS, D_ANNS, D_SPANS, D_SEQ, D_GEN, D_TRACK, D_CLOCK, D_NEED = range(11)
@@ -191,7 +201,7 @@ def _sym(buf, a, b, sym, stats):
     return sid
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _interned(buf, a, b, interned, seq, gen, sym, stats):
     """Store the entries of an InternedData message (buf[a:b])."""
     pos = a
@@ -238,7 +248,7 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
                 return
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _defaults(buf, a, b, state):
     """Read TracePacketDefaults (buf[a:b]): its track_event_defaults' track_uuid into ``state[D_TRACK]`` and its
     timestamp_clock_id into ``state[D_CLOCK]``, each when present; True when either was."""
@@ -271,7 +281,7 @@ def _defaults(buf, a, b, state):
     return uuid >= 0 or clock >= 0
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _packet_fields(buf, a, b, spans, state, stats):
     """Read the fields of the TracePacket buf[a:b] into the ``D_P_*`` slots of ``state``, and append its
     descriptor and di packet spans to ``spans`` (from row ``state[D_SPANS]``, without their sequence, which
@@ -345,11 +355,14 @@ def _category(ev, ne, c):
         ev[EV_CAT1, ne] = c
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _annotation(buf, a, b, interned, seq, gen, stats, sym, an, na, ne):
     """Row ``na`` of ``an`` for a DebugAnnotation (buf[a:b]) of event ``ne``: event, name symbol, value type, int
     value, span start, span end, double value's bits as int64."""
-    name, vtype, ival, dval, s0, s1 = -1, A_NONE, 0, _ZERO, 0, 0
+    row = an[na]  # the values go straight into the row (see _decode_packets on locals)
+    for k in range(7):
+        row[k] = _ANNOTATION_DEFAULTS[k]
+    row[0] = ne
     pos = a
     while pos < b:
         key, pos = read_varint(buf, pos, b)
@@ -359,43 +372,32 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym, an, na, ne):
         if wire == 0 and _has(_ANNOTATION_VARINTS, field):
             v, pos = read_varint(buf, pos, b)
             if field == F.ANNOTATION_NAME_IID:
-                name = _lookup(interned, seq, gen, K_ANN, v, stats)
-            elif field == F.ANNOTATION_STRING_IID:
-                vtype, ival = A_ISTRING, _lookup(interned, seq, gen, K_STR, v, stats)
+                row[1] = _lookup(interned, seq, gen, K_ANN, v, stats)
             else:
-                vtype = (
-                    A_BOOL
-                    if field == F.ANNOTATION_BOOL
-                    else A_UINT
-                    if field == F.ANNOTATION_UINT
-                    else A_INT
-                    if field == F.ANNOTATION_INT
-                    else A_POINTER
-                )
-                ival = v
+                row[2] = _VARINT_VALUE_TYPE[field]
+                row[3] = _lookup(interned, seq, gen, K_STR, v, stats) if field == F.ANNOTATION_STRING_IID else v
         elif wire == 1 and field == F.ANNOTATION_DOUBLE and pos + 8 <= b:
-            vtype = A_DOUBLE
-            dval = np.int64(read_fixed64(buf, pos))
+            row[2], row[6] = A_DOUBLE, np.int64(read_fixed64(buf, pos))
             pos += 8
         elif wire == 2:
             n, pos = read_varint(buf, pos, b)
             if pos < 0 or n < 0 or pos + n > b:
                 break
             if field == F.ANNOTATION_NAME:
-                name = _sym(buf, pos, pos + n, sym, stats)
+                row[1] = _sym(buf, pos, pos + n, sym, stats)
             elif field == F.ANNOTATION_STRING or field == F.ANNOTATION_LEGACY_JSON:
-                vtype, s0, s1 = (A_STRING if field == F.ANNOTATION_STRING else A_JSON), pos, pos + n
+                row[2] = A_STRING if field == F.ANNOTATION_STRING else A_JSON
+                row[4], row[5] = pos, pos + n
             elif _has(_ANNOTATION_NESTED, field):
-                vtype = A_NESTED
+                row[2] = A_NESTED
             pos += n
         else:
             pos = skip_field(buf, pos, b, wire)
             if pos < 0:
                 break
-    an[na, 0], an[na, 1], an[na, 2], an[na, 3], an[na, 4], an[na, 5], an[na, 6] = ne, name, vtype, ival, s0, s1, dval
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _ids(buf, pos, b, wire, flows, nf, k, term):
     """Append flow ids of one field (fixed64, varint, or packed) to ``flows`` (rows of id bits,
     event, terminating; the caller made room: one row per byte of the field); returns (pos, nf), pos -1 when a
