@@ -249,9 +249,10 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
-def _defaults(buf, a, b, state):
+def _defaults(buf, a, b, state, stats):
     """Read TracePacketDefaults (buf[a:b]): its track_event_defaults' track_uuid into ``state[D_TRACK]`` and its
-    timestamp_clock_id into ``state[D_CLOCK]``, each when present; True when either was."""
+    timestamp_clock_id into ``state[D_CLOCK]``, each when present; True when either was. A track_event_defaults
+    running past the defaults is malformed (counted): what was read before it stands."""
     uuid, clock = _MINUS_ONE, _MINUS_ONE
     pos = a
     while 0 <= pos < b:
@@ -262,6 +263,9 @@ def _defaults(buf, a, b, state):
             clock, pos = read_varint(buf, pos, b)
         elif key == (F.DEFAULTS_TRACK_EVENT << 3 | 2):
             n, pos = read_varint(buf, pos, b)
+            if pos < 0 or n < 0 or n > b - pos:  # runs past the defaults (read to its end, it read past the buffer)
+                stats[ST_MALFORMED] += 1
+                break
             q, qe = pos, pos + n
             while 0 <= q < qe:
                 k2, q = read_varint(buf, q, qe)
@@ -553,7 +557,7 @@ def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary,
                 break
         state[D_SNAPSHOT_READ] = 0
         seq, gen, cs0 = state[D_P_SEQ], state[D_GEN], state[D_P_CS0]
-        if state[D_P_DF0] >= 0 and _defaults(buf, state[D_P_DF0], state[D_P_DF1], state):
+        if state[D_P_DF0] >= 0 and _defaults(buf, state[D_P_DF0], state[D_P_DF1], state, stats):
             h = _seq_row(seqs, seq, stats)
             if h >= 0:
                 seqs[2][h, Q_TRACK], seqs[2][h, Q_CLOCK] = state[D_TRACK], state[D_CLOCK]

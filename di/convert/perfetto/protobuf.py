@@ -18,6 +18,10 @@ plain calls (the encoder writes ~40 fields per packet; the decoder calls them
 reader inlined six times cost ~2 s; LLVM still inlines them where it pays,
 after numba's typing). Callers of plain calls pass ``np.int64`` values, never
 Python int literals, which numba would compile one version for each.
+Kernels called only from other kernels are compiled without a CPython
+wrapper (``no_cpython_wrapper=True``: the wrapper unboxes every argument and
+is lowered, optimised and linked into each caller, ~10% of a small kernel's
+compile); calling one of them from Python crashes.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from di.convert.bytewords import copy_bytes, load_u64
+from di.convert.bytewords import load_u64
 
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
 """Wire types."""
@@ -67,13 +71,6 @@ def put_varint(out: np.ndarray, pos: int, v: int) -> int:
         pos += 1
     out[pos] = np.uint8(u)
     return pos + 1
-
-
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
-def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
-    """Copy ``src[a:b]`` to ``pos`` (one ``memcpy``: a byte or word loop here was vectorised by LLVM at every
-    caller, with alias checks and tails, which cost the encoder's cold compile more than the copy saves)."""
-    return copy_bytes(out, pos, src, a, b)
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
