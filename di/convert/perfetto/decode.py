@@ -493,6 +493,96 @@ def _grown(rows: np.ndarray, need: int) -> np.ndarray:
     return out
 
 
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+def _track_event(buf, packet, interned, seqs, sym, stats, ev, flows, an, state):
+    """Read the TrackEvent of packet ``packet`` (``state[D_P_TE0]:state[D_P_TE1]``, on sequence ``state[D_P_SEQ]``)
+    into column ``state[D_EVENTS]`` of ``ev``, its flow ids into ``flows`` and its annotations into ``an`` from
+    rows ``state[D_FLOWS]`` and ``state[D_ANNS]``; the three counts grow when the event is kept (a function of
+    its own, not part of :func:`_decode_packets`: numba's compile time grows faster than a kernel's size)."""
+    ne, nf, na = state[D_EVENTS], state[D_FLOWS], state[D_ANNS]
+    seq, gen = state[D_P_SEQ], state[D_GEN]
+    for k in range(EV_ROWS):
+        ev[k, ne] = _EV_DEFAULTS[k]
+    ev[EV_PACKET, ne], ev[EV_TS, ne] = packet, state[D_P_TS]
+    etype, has_track, legacy, us_abs, has_us = _ZERO, False, False, _ZERO, False
+    q, te1 = state[D_P_TE0], state[D_P_TE1]
+    while q < te1:
+        k2, q = read_varint(buf, q, te1)
+        if q < 0:
+            break
+        field, wire = k2 >> 3, k2 & 7
+        c = np.int64(-2)  # a category symbol to keep (-2: none)
+        if _has(_FLOW_FIELDS, field):
+            term = _ONE if _has(_TERMINATING_FIELDS, field) else _ZERO
+            if _has(_OLD_FLOW_FIELDS, field):
+                term += 2
+            q, nf = _ids(buf, q, te1, wire, flows, nf, ne, term)
+        elif wire == 0:
+            v, q = read_varint(buf, q, te1)
+            if field == F.EVENT_TYPE:
+                etype = v
+            elif field == F.EVENT_TRACK_UUID:
+                ev[EV_TRACK, ne], has_track = v, True
+            elif field == F.EVENT_NAME_IID:
+                ev[EV_NAME, ne] = _lookup(interned, seq, gen, K_NAME, v, stats)
+            elif field == F.EVENT_CATEGORY_IIDS:
+                c = _lookup(interned, seq, gen, K_CAT, v, stats)
+            elif field == F.EVENT_CORRELATION_ID:
+                ev[EV_CORR, ne], ev[EV_HAS_CORR, ne] = v, 1
+            elif field == F.EVENT_COUNTER_VALUE:
+                ev[EV_VALUE, ne] = double_bits(float(v))
+            elif field == F.EVENT_TIMESTAMP_ABSOLUTE_US:
+                us_abs, has_us = v, True
+        elif wire == 1:
+            if field == F.EVENT_DOUBLE_COUNTER_VALUE and q + 8 <= te1:
+                ev[EV_VALUE, ne] = np.int64(read_fixed64(buf, q))
+            q += 8
+        elif wire == 2:
+            n, q = read_varint(buf, q, te1)
+            if q < 0 or n < 0 or q + n > te1:
+                break
+            if field == F.EVENT_NAME:
+                ev[EV_NAME, ne] = _sym(buf, q, q + n, sym, stats)
+            elif field == F.EVENT_CATEGORIES:
+                c = _sym(buf, q, q + n, sym, stats)
+            elif field == F.EVENT_CATEGORY_IIDS:  # packed
+                r = q
+                while r < q + n:
+                    v, r = read_varint(buf, r, q + n)
+                    if r < 0:
+                        break
+                    _category(ev, ne, _lookup(interned, seq, gen, K_CAT, v, stats))
+            elif field == F.EVENT_DEBUG_ANNOTATIONS:
+                _annotation(buf, q, q + n, interned, seq, gen, stats, sym, an, na, ne)
+                na += 1
+            elif field == 6:  # legacy_event
+                legacy = True
+            q += n
+        else:
+            q = skip_field(buf, q, te1, wire)
+        if c != -2:
+            _category(ev, ne, c)
+        if q < 0:
+            break
+    has_ts = state[D_P_HAS_TS] != 0
+    if not has_ts and has_us:
+        ev[EV_TS, ne], has_ts = us_abs * 1000, True
+    if legacy and etype == 0:
+        stats[ST_LEGACY] += 1
+    elif not has_ts:
+        stats[ST_NO_TIMESTAMP] += 1
+    elif etype < F.TYPE_SLICE_BEGIN or etype > F.TYPE_COUNTER:
+        stats[ST_BAD_TYPE] += 1
+    else:
+        ev[EV_TYPE, ne] = etype
+        if not has_track:
+            ev[EV_TRACK, ne] = state[D_TRACK]
+            if state[D_TRACK] == 0 and _thread_sequence(seqs, seq):
+                ev[EV_TRACK, ne] = -(seq + 1)  # sequence_track(seq)
+        state[D_EVENTS], state[D_FLOWS], state[D_ANNS] = ne + 1, nf, na
+    # else the event was dropped: so are its flow ids and annotations (the counts stay as they were)
+
+
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary, ev, spans, flows, an, state):
     """:func:`decode_packets` into the arrays it is given: ``ev`` (:data:`EV_ROWS`, n) int64 rows of the
@@ -571,88 +661,8 @@ def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary,
             _interned(buf, state[D_P_IN0], state[D_P_IN1], interned, seq, gen, sym, stats)
         if state[D_P_TE0] < 0:
             continue
-        # TrackEvent: its values go straight into row ne of ev, kept when the event is
-        for k in range(EV_ROWS):
-            ev[k, ne] = _EV_DEFAULTS[k]
-        ev[EV_PACKET, ne], ev[EV_TS, ne] = p - 1, state[D_P_TS]
-        etype, has_track, legacy, us_abs, has_us = _ZERO, False, False, _ZERO, False
-        nf0, na0 = nf, na
-        q, te1 = state[D_P_TE0], state[D_P_TE1]
-        while q < te1:
-            k2, q = read_varint(buf, q, te1)
-            if q < 0:
-                break
-            field, wire = k2 >> 3, k2 & 7
-            c = np.int64(-2)  # a category symbol to keep (-2: none)
-            if _has(_FLOW_FIELDS, field):
-                term = _ONE if _has(_TERMINATING_FIELDS, field) else _ZERO
-                if _has(_OLD_FLOW_FIELDS, field):
-                    term += 2
-                q, nf = _ids(buf, q, te1, wire, flows, nf, ne, term)
-            elif wire == 0:
-                v, q = read_varint(buf, q, te1)
-                if field == F.EVENT_TYPE:
-                    etype = v
-                elif field == F.EVENT_TRACK_UUID:
-                    ev[EV_TRACK, ne], has_track = v, True
-                elif field == F.EVENT_NAME_IID:
-                    ev[EV_NAME, ne] = _lookup(interned, seq, gen, K_NAME, v, stats)
-                elif field == F.EVENT_CATEGORY_IIDS:
-                    c = _lookup(interned, seq, gen, K_CAT, v, stats)
-                elif field == F.EVENT_CORRELATION_ID:
-                    ev[EV_CORR, ne], ev[EV_HAS_CORR, ne] = v, 1
-                elif field == F.EVENT_COUNTER_VALUE:
-                    ev[EV_VALUE, ne] = double_bits(float(v))
-                elif field == F.EVENT_TIMESTAMP_ABSOLUTE_US:
-                    us_abs, has_us = v, True
-            elif wire == 1:
-                if field == F.EVENT_DOUBLE_COUNTER_VALUE and q + 8 <= te1:
-                    ev[EV_VALUE, ne] = np.int64(read_fixed64(buf, q))
-                q += 8
-            elif wire == 2:
-                n, q = read_varint(buf, q, te1)
-                if q < 0 or n < 0 or q + n > te1:
-                    break
-                if field == F.EVENT_NAME:
-                    ev[EV_NAME, ne] = _sym(buf, q, q + n, sym, stats)
-                elif field == F.EVENT_CATEGORIES:
-                    c = _sym(buf, q, q + n, sym, stats)
-                elif field == F.EVENT_CATEGORY_IIDS:  # packed
-                    r = q
-                    while r < q + n:
-                        v, r = read_varint(buf, r, q + n)
-                        if r < 0:
-                            break
-                        _category(ev, ne, _lookup(interned, seq, gen, K_CAT, v, stats))
-                elif field == F.EVENT_DEBUG_ANNOTATIONS:
-                    _annotation(buf, q, q + n, interned, seq, gen, stats, sym, an, na, ne)
-                    na += 1
-                elif field == 6:  # legacy_event
-                    legacy = True
-                q += n
-            else:
-                q = skip_field(buf, q, te1, wire)
-            if c != -2:
-                _category(ev, ne, c)
-            if q < 0:
-                break
-        has_ts = state[D_P_HAS_TS] != 0
-        if not has_ts and has_us:
-            ev[EV_TS, ne], has_ts = us_abs * 1000, True
-        if legacy and etype == 0:
-            stats[ST_LEGACY] += 1
-        elif not has_ts:
-            stats[ST_NO_TIMESTAMP] += 1
-        elif etype < F.TYPE_SLICE_BEGIN or etype > F.TYPE_COUNTER:
-            stats[ST_BAD_TYPE] += 1
-        else:
-            ev[EV_TYPE, ne] = etype
-            if not has_track:
-                ev[EV_TRACK, ne] = state[D_TRACK]
-                if state[D_TRACK] == 0 and _thread_sequence(seqs, seq):
-                    ev[EV_TRACK, ne] = -(seq + 1)  # sequence_track(seq)
-            ne += 1
-            continue
-        nf, na = nf0, na0  # the event was dropped: so are its flow ids and annotations
+        state[D_EVENTS], state[D_FLOWS], state[D_ANNS] = ne, nf, na
+        _track_event(buf, p - 1, interned, seqs, sym, stats, ev, flows, an, state)
+        ne, nf, na = state[D_EVENTS], state[D_FLOWS], state[D_ANNS]
     state[D_PACKET], state[D_POS], state[D_EVENTS], state[D_FLOWS], state[D_ANNS] = p, pos, ne, nf, na
     return stopped
