@@ -111,16 +111,6 @@ _ANNOTATION_VARINTS = _mask(
     F.ANNOTATION_STRING_IID,
 )
 _ANNOTATION_NESTED = _mask(F.ANNOTATION_NESTED, F.ANNOTATION_DICT_ENTRIES, F.ANNOTATION_ARRAY_VALUES)
-_ANNOTATION_DEFAULTS = np.array([0, -1, A_NONE, 0, 0, 0, 0], np.int64)
-"""An annotation's row before its fields are read: event, no name, no value, int 0, empty span, double bits 0."""
-_VARINT_VALUE_TYPE = np.full(64, A_POINTER, np.int64)
-"""The value type of each varint field of :data:`_ANNOTATION_VARINTS` but the name's (a pointer unless below)."""
-_VARINT_VALUE_TYPE[[F.ANNOTATION_BOOL, F.ANNOTATION_UINT, F.ANNOTATION_INT, F.ANNOTATION_STRING_IID]] = (
-    A_BOOL,
-    A_UINT,
-    A_INT,
-    A_ISTRING,
-)
 
 # state of a resumable decode (:func:`_decode_packets`): where it stopped, its counts, the current sequence's state
 D_PACKET, D_POS, D_EVENTS, D_FLOWS, D_ANNS, D_SPANS, D_SEQ, D_GEN, D_TRACK, D_CLOCK, D_NEED = range(11)
@@ -131,14 +121,11 @@ D_PACKET, D_POS, D_EVENTS, D_FLOWS, D_ANNS, D_SPANS, D_SEQ, D_GEN, D_TRACK, D_CL
 D_SNAPSHOT_READ = 25
 """1 when the kernel stopped at a packet's ClockSnapshot and the caller has read it: go on with that packet."""
 DECODE_SLOTS = 26
-_PACKET_FIELD_DEFAULTS = np.array([0, 0, 0, 0] + [-1] * 9, np.int64)
-"""Values of the ``D_P_*`` slots from ``D_P_TS`` to ``D_P_CS1`` before a packet's fields are read."""
 # rows of the events array (int64; the counter value as its float64 bits)
 EV_PACKET, EV_TS, EV_TYPE, EV_TRACK, EV_NAME, EV_CAT0, EV_CAT1, EV_CORR, EV_HAS_CORR, EV_VALUE = range(10)
 EV_ROWS = 10
 _NAN_BITS = int(np.array(np.nan, np.float64).view(np.int64))
-_EV_DEFAULTS = np.array([0, 0, 0, 0, -1, -1, -1, 0, 0, _NAN_BITS], np.int64)
-"""A TrackEvent's values before its fields are read (name and categories -1: none; value NaN)."""
+"""A counter value's default, NaN, as its bits."""
 NEED_ROWS, NEED_SPANS, NEED_SNAPSHOT = np.int64(1), np.int64(2), np.int64(3)
 """What :func:`_decode_packets` returns when it stopped before a packet: its flow and annotation rows may not
 fit (``state[D_NEED]`` more rows of each, at most), or its span rows do not; or within a packet, for the caller
@@ -308,8 +295,9 @@ def _packet_fields(buf, a, b, spans, state, stats):
     """Read the fields of the TracePacket buf[a:b] into the ``D_P_*`` slots of ``state``, and append its
     descriptor and di packet spans to ``spans`` (from row ``state[D_SPANS]``, without their sequence, which
     may come later); False, with nothing kept, when ``spans`` has no room for them."""
-    for k in range(D_P_TS, D_P_SPANS0):
-        state[k] = _PACKET_FIELD_DEFAULTS[k - D_P_TS]
+    state[D_P_TS], state[D_P_HAS_TS], state[D_P_SEQ], state[D_P_FLAGS] = 0, 0, 0, 0
+    for k in range(D_P_CLOCK, D_P_SPANS0):  # the clock and the spans: none
+        state[k] = -1
     ns0 = state[D_SPANS]
     state[D_P_SPANS0] = ns0
     q = a
@@ -381,10 +369,11 @@ def _category(ev, ne, c):
 def _annotation(buf, a, b, interned, seq, gen, stats, sym, an, na, ne):
     """Row ``na`` of ``an`` for a DebugAnnotation (buf[a:b]) of event ``ne``: event, name symbol, value type, int
     value, span start, span end, double value's bits as int64."""
-    row = an[na]  # the values go straight into the row (see _decode_packets on locals)
-    for k in range(7):
-        row[k] = _ANNOTATION_DEFAULTS[k]
-    row[0] = ne
+    # the values go straight into the row (see _decode_packets on locals): event, no name, no value, int 0,
+    # empty span, double bits 0
+    an[na, 0], an[na, 1], an[na, 2] = ne, -1, A_NONE
+    for k in range(3, 7):
+        an[na, k] = 0
     pos = a
     while pos < b:
         key, pos = read_varint(buf, pos, b)
@@ -394,24 +383,34 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym, an, na, ne):
         if wire == 0 and _has(_ANNOTATION_VARINTS, field):
             v, pos = read_varint(buf, pos, b)
             if field == F.ANNOTATION_NAME_IID:
-                row[1] = _lookup(interned, seq, gen, K_ANN, v, stats)
+                an[na, 1] = _lookup(interned, seq, gen, K_ANN, v, stats)
             else:
-                row[2] = _VARINT_VALUE_TYPE[field]
-                row[3] = _lookup(interned, seq, gen, K_STR, v, stats) if field == F.ANNOTATION_STRING_IID else v
+                an[na, 2] = (
+                    A_BOOL
+                    if field == F.ANNOTATION_BOOL
+                    else A_UINT
+                    if field == F.ANNOTATION_UINT
+                    else A_INT
+                    if field == F.ANNOTATION_INT
+                    else A_ISTRING
+                    if field == F.ANNOTATION_STRING_IID
+                    else A_POINTER
+                )
+                an[na, 3] = _lookup(interned, seq, gen, K_STR, v, stats) if field == F.ANNOTATION_STRING_IID else v
         elif wire == 1 and field == F.ANNOTATION_DOUBLE and pos + 8 <= b:
-            row[2], row[6] = A_DOUBLE, np.int64(read_fixed64(buf, pos))
+            an[na, 2], an[na, 6] = A_DOUBLE, np.int64(read_fixed64(buf, pos))
             pos += 8
         elif wire == 2:
             n, pos = read_varint(buf, pos, b)
             if pos < 0 or n < 0 or pos + n > b:
                 break
             if field == F.ANNOTATION_NAME:
-                row[1] = _sym(buf, pos, pos + n, sym, stats)
+                an[na, 1] = _sym(buf, pos, pos + n, sym, stats)
             elif field == F.ANNOTATION_STRING or field == F.ANNOTATION_LEGACY_JSON:
-                row[2] = A_STRING if field == F.ANNOTATION_STRING else A_JSON
-                row[4], row[5] = pos, pos + n
+                an[na, 2] = A_STRING if field == F.ANNOTATION_STRING else A_JSON
+                an[na, 4], an[na, 5] = pos, pos + n
             elif _has(_ANNOTATION_NESTED, field):
-                row[2] = A_NESTED
+                an[na, 2] = A_NESTED
             pos += n
         else:
             pos = skip_field(buf, pos, b, wire)
@@ -519,9 +518,9 @@ def _track_event(buf, packet, interned, seqs, sym, stats, ev, flows, an, state):
     its own, not part of :func:`_decode_packets`: numba's compile time grows faster than a kernel's size)."""
     ne, nf, na = state[D_EVENTS], state[D_FLOWS], state[D_ANNS]
     seq, gen = state[D_P_SEQ], state[D_GEN]
-    for k in range(EV_ROWS):
-        ev[k, ne] = _EV_DEFAULTS[k]
-    ev[EV_PACKET, ne], ev[EV_TS, ne] = packet, state[D_P_TS]
+    ev[EV_PACKET, ne], ev[EV_TS, ne], ev[EV_VALUE, ne] = packet, state[D_P_TS], _NAN_BITS
+    ev[EV_TYPE, ne], ev[EV_TRACK, ne], ev[EV_CORR, ne], ev[EV_HAS_CORR, ne] = 0, 0, 0, 0
+    ev[EV_NAME, ne], ev[EV_CAT0, ne], ev[EV_CAT1, ne] = -1, -1, -1  # none
     etype, has_track, legacy, us_abs, has_us = _ZERO, False, False, _ZERO, False
     q, te1 = state[D_P_TE0], state[D_P_TE1]
     while q < te1:
