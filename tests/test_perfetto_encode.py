@@ -9,19 +9,26 @@ import numpy as np
 import orjson
 import polars as pl
 import pytest
+from numba import njit
 
 from di.convert.perfetto.ditrace import _columns
-from di.convert.perfetto.protobuf import put_bytes
+from di.convert.bytewords import copy_bytes
 from di.trace import Trace
 
 
-def test_put_bytes_copies_every_length_at_every_offset() -> None:
+@njit
+def _copy(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
+    """The encoder's copy of the args texts and interned names (an intrinsic: callable only from a kernel)."""
+    return copy_bytes(out, pos, src, a, b)
+
+
+def test_the_encoders_byte_copy_copies_every_length_at_every_offset() -> None:
     src = np.arange(1, 64, dtype=np.uint8)
     for length in range(0, 41):
         for a in range(0, 10):
             for pos in range(0, 10):
                 out = np.zeros(64, dtype=np.uint8)
-                end = put_bytes(out, pos, src, a, a + length)
+                end = _copy(out, pos, src, a, a + length)
                 assert end == pos + length
                 assert out[pos:end].tobytes() == src[a : a + length].tobytes()
                 assert not out[:pos].any() and not out[end:].any(), (length, a, pos)

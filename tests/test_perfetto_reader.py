@@ -255,14 +255,23 @@ def test_pair_slices_matches_reference() -> None:
 
 
 def test_varint_kernel_matches_python() -> None:
+    from numba import njit
+
     from di.convert.perfetto.protobuf import put_varint, read_varint, varint_bytes, varint_size
+
+    @njit
+    def roundtrip(out: np.ndarray, v: int) -> tuple[int, int, int, int]:
+        """The kernels are called from kernels only (they have no CPython wrapper): call them from one."""
+        end = put_varint(out, np.int64(0), v)
+        value, at = read_varint(out, np.int64(0), end)
+        return end, varint_size(v), value, at
 
     values = [0, 1, 127, 128, 300, 2**31, 2**62, 2**63 - 1, -1, -(2**63), -300]
     out = np.zeros(16, np.uint8)
     for v in values:
-        end = put_varint(out, 0, v)
-        assert out[:end].tobytes() == varint_bytes(v) and end == varint_size(v)
-        assert read_varint(out, 0, end) == (v, end)
+        end, size, value, at = roundtrip(out, np.int64(v))
+        assert out[:end].tobytes() == varint_bytes(v) and end == size
+        assert (value, at) == (v, end)
 
 
 def _incremental_clock_trace() -> bytes:
@@ -677,6 +686,37 @@ def test_a_length_negative_as_int64_is_malformed_not_a_traceback(tmp_path: Path,
     t = di.load(path)
     t.validate()
     assert t.events.filter(pl.col("name") == "ok").height == 2
+
+
+@pytest.mark.parametrize("length", [1 << 31, 2**64 - 3])
+def test_track_event_defaults_longer_than_their_packet_defaults_are_malformed(tmp_path: Path, length: int) -> None:
+    """TracePacketDefaults whose track_event_defaults' length runs past them (or is negative as int64): the decoder
+    read those defaults to their declared end, past the buffer (a segfault, found by fuzzing). They are malformed
+    and counted; the clock id read before them stands and the events load."""
+
+    def packet(body: bytes) -> bytes:
+        return b"\x0a" + _varint(len(body)) + body
+
+    # timestamp_clock_id 64, then track_event_defaults { track_uuid: 101 } with a length past the end
+    defaults = b"\xb8\x03\x40" + b"\x5a" + _varint(length) + b"\x58\x65"
+    snapshot = b"\x0a\x04\x08\x06\x10\x00" + b"\x0a\x06\x08\x40\x10\x00\x20\x01"  # boottime 0, clock 64 at 0
+    data = packet(
+        b"\x50\x03\x68\x01"
+        + b"\x32"
+        + _varint(len(snapshot))
+        + snapshot
+        + b"\xda\x03"
+        + _varint(len(defaults))
+        + defaults
+    )
+    event = b"\x48\x03\x58\x07" + b"\xba\x01\x02ok"  # an instant on track 7
+    data += b"".join(packet(b"\x40" + _varint(ts) + b"\x50\x03\x5a" + _varint(len(event)) + event) for ts in (10, 20))
+    path = tmp_path / "defaults.pftrace"
+    path.write_bytes(data)
+    t = di.load(path)
+    t.validate()
+    assert t.events.filter(pl.col("name") == "ok").get_column("start_ns").to_list() == [10, 20]
+    assert any("malformed packets" in w for w in t.meta["warnings"]), t.meta["warnings"]
 
 
 @pytest.mark.parametrize("length", [1 << 40, 2**64 - 3])

@@ -61,8 +61,8 @@ import numpy as np
 from numba import njit
 
 from di.convert.perfetto import fields as F
-from di.convert.bytewords import store_u64
-from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_bytes, put_varint, tag, varint_size
+from di.convert.bytewords import copy_bytes, store_u64
+from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_varint, tag, varint_size
 
 # tags as varint values (np.int64: typed constants, see the module docstring)
 T_PACKET = np.int64(tag(F.TRACE_PACKET, LEN))
@@ -155,7 +155,7 @@ B_SLICE_BEGIN, B_SLICE_END, B_INSTANT = _byte(F.TYPE_SLICE_BEGIN), _byte(F.TYPE_
 per-packet code (fewer call sites for numba to type and lower; issue 15)."""
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _interned_size(strings, s):
     """Bytes string ``s`` adds to a packet's InternedData: its field tag, length, iid and name."""
     size = strings[STR_OFF, s + 1] - strings[STR_OFF, s]
@@ -163,7 +163,7 @@ def _interned_size(strings, s):
     return 1 + varint_size(entry) + entry
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _put_interned(out, pos, strings, string_bytes, s):
     a, b = strings[STR_OFF, s], strings[STR_OFF, s + 1]
     iid = strings[STR_IID, s]
@@ -173,10 +173,10 @@ def _put_interned(out, pos, strings, string_bytes, s):
     pos = put_varint(out, pos + 1, iid)
     out[pos] = B_I_NAME
     pos = put_varint(out, pos + 1, b - a)
-    return put_bytes(out, pos, string_bytes, a, b)
+    return copy_bytes(out, pos, string_bytes, a, b)
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _packet_head(out, pos, body, ts, seq):
     """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
     out[pos] = B_PACKET
@@ -190,7 +190,7 @@ def _packet_head(out, pos, body, ts, seq):
     return pos + 2
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _header(out, pos, seq, uuid):
     """The first packet of a sequence: state cleared, default track uuid."""
     ev_def = 1 + varint_size(uuid)
@@ -210,7 +210,7 @@ def _header(out, pos, seq, uuid):
     return put_varint(out, pos, uuid)
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
     for m in range(flow_ptr[i], flow_ptr[i + 1]):
         if flow_bits[m] & FLOW_AT_END == at:
@@ -379,7 +379,7 @@ def encode_events(
             out[pos + 1] = B_ANN_ARGS
             out[pos + 2] = B_A_JSON
             pos = put_varint(out, pos + 3, a1 - a0)
-            pos = put_bytes(out, pos, args, a0, a1)
+            pos = copy_bytes(out, pos, args, a0, a1)  # one memcpy, no function of its own to compile
         if has_bytes:
             out[pos] = B_ANN
             pos = put_varint(out, pos + 1, ann_bytes)

@@ -18,6 +18,10 @@ plain calls (the encoder writes ~40 fields per packet; the decoder calls them
 reader inlined six times cost ~2 s; LLVM still inlines them where it pays,
 after numba's typing). Callers of plain calls pass ``np.int64`` values, never
 Python int literals, which numba would compile one version for each.
+Kernels called only from other kernels are compiled without a CPython
+wrapper (``no_cpython_wrapper=True``: the wrapper unboxes every argument and
+is lowered, optimised and linked into each caller, ~10% of a small kernel's
+compile); calling one of them from Python crashes.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from di.convert.bytewords import copy_bytes, load_u64
+from di.convert.bytewords import load_u64
 
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
 """Wire types."""
@@ -40,7 +44,7 @@ def tag(field: int, wire: int) -> int:
     return (field << 3) | wire
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def varint_size(v: int) -> int:
     """Bytes the varint of ``v`` takes (``v`` as uint64: negative -> 10)."""
     if v < 0:
@@ -54,7 +58,7 @@ def varint_size(v: int) -> int:
     return n
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     """Write ``v`` (as uint64) as a varint at ``pos``; return the position after it."""
     if 0 <= v < 128:
@@ -69,14 +73,7 @@ def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     return pos + 1
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
-def put_bytes(out: np.ndarray, pos: int, src: np.ndarray, a: int, b: int) -> int:
-    """Copy ``src[a:b]`` to ``pos`` (one ``memcpy``: a byte or word loop here was vectorised by LLVM at every
-    caller, with alias checks and tails, which cost the encoder's cold compile more than the copy saves)."""
-    return copy_bytes(out, pos, src, a, b)
-
-
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """(value as int64, new position); new position -1 when the varint runs past ``end`` or is over 10 bytes."""
     if pos < end and buf[pos] < 128:
@@ -117,7 +114,19 @@ def as_double(typingctx, bits):
     return types.float64(bits), codegen
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@intrinsic
+def double_bits(typingctx, value):
+    """The IEEE 754 bits of the float64 ``value`` as an int64 (the inverse of :func:`as_double`): a bit cast."""
+    if not isinstance(value, types.Float) or value.bitwidth != 64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(value), codegen
+
+
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def skip_field(buf: np.ndarray, pos: int, end: int, wire: int) -> int:
     """Position after the value of a field of wire type ``wire`` at ``pos``; -1 when malformed."""
     if wire == 0:
