@@ -50,7 +50,7 @@ def new_table(capacity: int = FIRST_CAPACITY) -> tuple[np.ndarray, np.ndarray, n
 _MIX = np.uint64(0xFF51AFD7ED558CCD)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _hash(buf, s, e):
     """A 64-bit hash of buf[s:e]: FNV-style over 8-byte words (the last word
     overlapping the one before it), with a final mix so the low bits that pick
@@ -73,7 +73,7 @@ def _hash(buf, s, e):
     return h
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _same(buf, s1, e1, s2, e2):
     L = e1 - s1
     if e2 - s2 != L:
