@@ -210,6 +210,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
         w32[S_NAME, k] = -1
         w32[S_CAT, k] = -1
         err = E_NONE
+        flags = 0
+        status = ST_OK
         i = skip_ws(buf, i + 1, n)
         if i < n and buf[i] == CLOSE_OBJECT:
             i += 1
@@ -272,11 +274,11 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     v, e, st = parse_number(buf, i, n, _US_TO_NS)
                     if st == 0:
                         w64[_KEY_TABLE[t, T_ROW64], k] = v
-                        w8[B_FLAGS, k] |= _KEY_TABLE[t, T_FLAG]
+                        flags |= _KEY_TABLE[t, T_FLAG]
                         i = e
                     else:
-                        if w8[B_STATUS, k] == ST_OK:
-                            w8[B_STATUS, k] = ST_OVERFLOW if st == 3 else _KEY_TABLE[t, T_STATUS]
+                        if status == ST_OK:
+                            status = ST_OVERFLOW if st == 3 else _KEY_TABLE[t, T_STATUS]
                         i = skip_value(buf, i, n)
                 elif act == G_POLY:
                     # a polymorphic value: an int64, else its text as a symbol
@@ -317,7 +319,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     i = e
                 elif act == G_FLOW:
                     if v0 == TRUE_START:
-                        w8[B_FLAGS, k] |= _KEY_TABLE[t, T_FLAG]
+                        flags |= _KEY_TABLE[t, T_FLAG]
                     i = skip_value(buf, i, n)
                 elif act == G_ARGS:
                     # args: copied to abuf minified, 'correlation' and 'bytes' lifted
@@ -354,9 +356,20 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                             if i >= n:
                                 err = E_TRUNCATED
                                 break
+                            # the members lifted: 'Collective name' (a flag), 'correlation' and 'bytes'
+                            # (their int64 values), found by length and the words of their first and last
+                            # eight bytes (the key is preceded by more than eight bytes of the event)
                             L = ke - ks
-                            if L == 15 and _head(buf, ks, ke, n) == _COLL and _head(buf, ke - 8, ke, n) == _COLL_TAIL:
-                                w8[B_FLAGS, k] |= F_COLL
+                            lift = 0
+                            if L == 15 or L == 11 or L == 5:
+                                hw = _head(buf, ks, ke, n)
+                                tw = _head(buf, ke - 8, ke, n)
+                                if L == 15 and hw == _COLL and tw == _COLL_TAIL:
+                                    flags |= F_COLL
+                                elif L == 11 and hw == _CORR and tw == _CORR_TAIL:
+                                    lift = F_CORR
+                                elif L == 5 and hw == _BYTES:
+                                    lift = F_BYTES
                             v0 = buf[i]
                             if v0 == QUOTE:  # a string value: copied while it is scanned
                                 j, o = copy_string(buf, i, n, abuf, o)
@@ -365,17 +378,11 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                                     break
                                 e = j + 1
                             elif DIGIT_0 <= v0 <= DIGIT_9 or v0 == MINUS:  # a number: found, then copied
-                                corr = (
-                                    L == 11
-                                    and _head(buf, ks, ke, n) == _CORR
-                                    and _head(buf, ke - 8, ke, n) == _CORR_TAIL
-                                )
-                                size = L == 5 and _head(buf, ks, ke, n) == _BYTES
-                                if corr or size:
+                                if lift != 0:
                                     v, e, st = parse_number(buf, i, n, _AS_IS)
                                     if st == 0:
-                                        w64[I_BYTES if size else I_CORR, k] = v
-                                        w8[B_FLAGS, k] |= F_BYTES if size else F_CORR
+                                        w64[I_BYTES if lift == F_BYTES else I_CORR, k] = v
+                                        flags |= lift
                                     else:
                                         e = skip_value(buf, i, n)  # beyond int64: kept as written
                                         if e < 0:
@@ -412,7 +419,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                                 break
                         if err != E_NONE:
                             break
-                    w8[B_FLAGS, k] |= F_ARGS
+                    flags |= F_ARGS
                 else:
                     i = skip_value(buf, i, n)
                 if i < 0:
@@ -432,6 +439,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     break
         if err != E_NONE:
             return ev, k, err, ev, o0
+        w8[B_FLAGS, k] = flags
+        w8[B_STATUS, k] = status
         w64[I_ARGS_OFF, k + 1] = o
         k += 1
         if (k & 0xFFFF) == 0:
