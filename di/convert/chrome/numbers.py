@@ -31,9 +31,9 @@ def parse_number(buf, i, n, shift):
     success, 1 when it is not a number and 3 when the value overflows int64.
     Up to 19 significant digits are exact; the next one rounds half up.
 
-    One pass over the digits before and after the point: beyond 18 digits of
-    mantissa an integer digit raises the exponent, and the first digit dropped
-    decides the rounding. The first integer digits go eight per step while they
+    The digits before the point, then those after it, into one mantissa: beyond
+    18 digits of mantissa an integer digit raises the exponent, and the first
+    digit dropped decides the rounding. The first integer digits go eight per step while they
     fit 19 (Kineto's absolute epoch microseconds, "1712195495519689.047", are
     16 of them). One path for every number, with no division unless the number
     has more decimals than ``shift``: a fast path of its own doubled the
@@ -43,34 +43,42 @@ def parse_number(buf, i, n, shift):
     neg = i < n and buf[i] == MINUS
     if neg:
         i += 1
+    first = i
     mant = np.uint64(0)
-    digits = 0
-    while digits <= 11 and i + 8 <= n:
+    while i - first <= 11 and i + 8 <= n:
         w = load_u64(buf, i)
         if not _all_digits(w):
             break
         mant = mant * _E8 + _eight_digits(w)
-        digits += 8
         i += 8
     exp10 = 0
     rd = -1
-    frac = 0
     while i < n:
         c = buf[i]
-        if DIGIT_0 <= c <= DIGIT_9:
+        if c < DIGIT_0 or c > DIGIT_9:
+            break
+        if mant < _MAX_MANT:
+            mant = mant * _TEN + (c - DIGIT_0)
+        else:
+            exp10 += 1
+            if rd < 0:
+                rd = c - 48
+        i += 1
+    digits = i - first
+    if i < n and buf[i] == DOT:
+        i += 1
+        first = i
+        while i < n:
+            c = buf[i]
+            if c < DIGIT_0 or c > DIGIT_9:
+                break
             if mant < _MAX_MANT:
                 mant = mant * _TEN + (c - DIGIT_0)
-                exp10 -= frac
-            else:
-                exp10 += 1 - frac
-                if rd < 0:
-                    rd = c - 48
-            digits += 1
-        elif c == DOT and frac == 0:
-            frac = 1
-        else:
-            break
-        i += 1
+                exp10 -= 1
+            elif rd < 0:
+                rd = c - 48
+            i += 1
+        digits += i - first
     if digits == 0:
         return 0, i, 1
     if i < n and (buf[i] == EXP_LOWER or buf[i] == EXP_UPPER):

@@ -440,7 +440,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
         if err != E_NONE:
             return ev, k, err, ev, o0
         w8[B_FLAGS, k] = flags
-        w8[B_STATUS, k] = status
+        if status != ST_OK:
+            w8[B_STATUS, k] = status
         w64[I_ARGS_OFF, k + 1] = o
         k += 1
         if (k & 0xFFFF) == 0:
