@@ -887,8 +887,11 @@ def _exit_now(code: int) -> None:
     import threading
 
     main_thread = threading.main_thread()
-    if "mpi4py.MPI" in sys.modules or any(
-        t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)  # CPython's; elsewhere the process ends as usual
+    if (
+        run_exitfuncs is None
+        or "mpi4py.MPI" in sys.modules
+        or any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate())
     ):
         return
     try:
@@ -896,7 +899,7 @@ def _exit_now(code: int) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         return
-    atexit._run_exitfuncs()
+    run_exitfuncs()
     os._exit(0 if code is None else code)
 
 
