@@ -117,7 +117,6 @@ def _word(text: bytes) -> np.uint64:
     return np.uint64(int.from_bytes(text[:8], "little"))
 
 
-_S_WORD = _word(b"s")
 # 11-byte keys: the word of their first eight bytes and of their last eight
 _CORR, _CORR_TAIL = _word(b"correlation"), _word(b"correlation"[3:])
 _BYTES = _word(b"bytes")
