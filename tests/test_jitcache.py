@@ -160,3 +160,45 @@ def test_drop_stale_kernels_removes_cache_files_once_per_change_of_the_sources(t
     (pkg / "a.py").write_text("x = 22\n")
     assert jitcache.drop_stale_kernels(pkg) == 1
     assert not kernel.exists()
+
+
+LOAD_CHILD = r"""
+import json, sys
+import numpy as np
+import di
+from di.convert.chrome.numbers import parse_number
+from numba import njit
+buf = np.frombuffer(b"1712195495519689.047,", dtype=np.uint8)
+value = parse_number(buf, np.int64(0), np.int64(buf.size), np.int64(3))[0]
+refreshed = "numba.core.typing.cffi_utils" in sys.modules  # imported by numba's refresh of its compiler only
+later = njit(lambda x: x + 1)(41)  # a compile after a load refreshes as numba does
+from numba.core.caching import Cache
+print(json.dumps({"value": int(value), "hits": sum(parse_number.stats.cache_hits.values()), "refreshed": refreshed,
+                  "later": later, "patched": Cache.load_overload.__module__}))
+"""
+
+
+def test_cached_kernels_load_without_refreshing_numbas_compiler(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+
+    def child() -> dict:
+        out = subprocess.run([sys.executable, "-c", LOAD_CHILD], env=env, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    cold, warm = child(), child()
+    assert cold["value"] == warm["value"] == 1712195495519689047
+    assert cold["hits"] == 0 and cold["refreshed"]  # compiled: numba refreshed its compiler
+    assert warm["hits"] == 1 and not warm["refreshed"]  # loaded: no refresh
+    assert warm["later"] == cold["later"] == 42
+    assert warm["patched"] == "di.jitcache"
+
+
+def test_light_cache_loads_leaves_an_unknown_cache_class_alone() -> None:
+    class Other:
+        def load_overload(self, sig, target_context):  # type: ignore[no-untyped-def]
+            return "numba's own"
+
+    module = type(sys)("fake_caching")
+    module.Cache = Other  # type: ignore[attr-defined]
+    jitcache._patch_cache(module)
+    assert Other.load_overload(None, None, None) == "numba's own"  # type: ignore[arg-type]

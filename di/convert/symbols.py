@@ -50,7 +50,7 @@ def new_table(capacity: int = FIRST_CAPACITY) -> tuple[np.ndarray, np.ndarray, n
 _MIX = np.uint64(0xFF51AFD7ED558CCD)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _hash(buf, s, e):
     """A 64-bit hash of buf[s:e]: FNV-style over 8-byte words (the last word
     overlapping the one before it), with a final mix so the low bits that pick
@@ -73,7 +73,7 @@ def _hash(buf, s, e):
     return h
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _same(buf, s1, e1, s2, e2):
     L = e1 - s1
     if e2 - s2 != L:
@@ -93,7 +93,9 @@ def _same(buf, s1, e1, s2, e2):
 
 @njit(cache=True, _nrt=False)
 def intern(buf, s, e, slots, starts, ends, count):
-    """Id of span buf[s:e], or ``FULL`` when it is new and the table has no room."""
+    """Id of span buf[s:e], or ``FULL`` when it is new and the table has no room.
+
+    :func:`_hash` and :func:`_same` are inlined leaves: two compiles fewer on every cold start."""
     mask = np.uint64(slots.size - 1)
     j = _hash(buf, s, e) & mask
     while True:

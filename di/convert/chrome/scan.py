@@ -22,9 +22,14 @@ is compiled on its own and linked, with its callees, into every caller, and a
 cold start pays for each (typing, LLVM, the cache entry a warm start loads).
 So the per-event parser is written out in :func:`_scan_array` itself (not an
 ``inline="always"`` helper, whose IR numba copies: that cost 0.7 s of compile)
-and the key switch, the pid/tid/id values and the args copy with it; what
-stays a function is shared by several callers (``_head``, :mod:`jsontext`,
+and the pid/tid/id values and the args copy with it; what stays a function is
+shared by several callers (``_head``, :mod:`jsontext`,
 :func:`di.convert.symbols.intern`, :func:`di.convert.chrome.numbers.parse_number`).
+Numba's passes cost per branch (each ``if`` is a typed ``bool`` call, a block,
+SSA and liveness work), so the event keys are found by a perfect hash into one
+table of what to do with each (:data:`_EVENT_KEYS`), not by a switch of compares:
+that and an event's flags and status kept in locals cut the kernel from 252 to
+172 blocks and its compile by about a quarter.
 Arguments that select a behaviour are typed (``_AS_IS``, ``_US_TO_NS``), never
 literal ints, which numba would compile a version for each. Bytes are copied by
 :func:`di.convert.bytewords.copy_bytes` (one ``memcpy``), not a byte loop, which
@@ -112,13 +117,9 @@ def _word(text: bytes) -> np.uint64:
     return np.uint64(int.from_bytes(text[:8], "little"))
 
 
-_PH, _TS, _ID, _BP = _word(b"ph"), _word(b"ts"), _word(b"id"), _word(b"bp")
-_PID, _TID, _DUR, _CAT = _word(b"pid"), _word(b"tid"), _word(b"dur"), _word(b"cat")
-_NAME, _ARGS, _BYTES = _word(b"name"), _word(b"args"), _word(b"bytes")
-_BIND, _FIN, _DIFLOW, _FOUT = _word(b"bind_id"), _word(b"flow_in"), _word(b"di_flow"), _word(b"flow_out")
-_S = _word(b"s")
 # 11-byte keys: the word of their first eight bytes and of their last eight
 _CORR, _CORR_TAIL = _word(b"correlation"), _word(b"correlation"[3:])
+_BYTES = _word(b"bytes")
 # a 15-byte args key: the words of its first and last eight bytes
 _COLL, _COLL_TAIL = _word(b"Collective name"), _word(b"Collective name"[7:])
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
@@ -137,25 +138,50 @@ def _head(buf, s, e, n):
     return w
 
 
-# event keys the scanner reads, as codes of _key
-(
-    KEY_OTHER,
-    KEY_PH,
-    KEY_S,
-    KEY_BP,
-    KEY_NAME,
-    KEY_CAT,
-    KEY_TS,
-    KEY_DUR,
-    KEY_PID,
-    KEY_TID,
-    KEY_ID,
-    KEY_BIND,
-    KEY_DIFLOW,
-    KEY_FIN,
-    KEY_FOUT,
-    KEY_ARGS,
-) = range(16)
+# What the scanner does with an event member's value, by its key (G_SKIP: skipped).
+G_SKIP, G_CHAR, G_SYMBOL, G_NUMBER, G_POLY, G_DIFLOW, G_FLOW, G_ARGS = range(8)
+_EVENT_KEYS = {
+    # key: (action, the value's first byte that action needs (0: any), row of w8, of w32, of w64, flags bit, status)
+    b"ph": (G_CHAR, QUOTE, B_PH, 0, 0, 0, 0),
+    b"s": (G_CHAR, QUOTE, B_SCOPE, 0, 0, 0, 0),
+    b"bp": (G_CHAR, QUOTE, B_BP, 0, 0, 0, 0),
+    b"name": (G_SYMBOL, QUOTE, 0, S_NAME, 0, 0, 0),
+    b"cat": (G_SYMBOL, QUOTE, 0, S_CAT, 0, 0, 0),
+    b"ts": (G_NUMBER, 0, 0, 0, I_TS, F_TS, ST_BAD_TS),
+    b"dur": (G_NUMBER, 0, 0, 0, I_DUR, F_DUR, ST_BAD_DUR),
+    b"pid": (G_POLY, 0, B_PID_K, 0, I_PID, 0, 0),
+    b"tid": (G_POLY, 0, B_TID_K, 0, I_TID, 0, 0),
+    b"id": (G_POLY, 0, B_ID_K, 0, I_ID, 0, 0),
+    b"bind_id": (G_POLY, 0, B_BIND_K, 0, I_BIND, 0, 0),
+    b"di_flow": (G_DIFLOW, OPEN_OBJECT, 0, 0, 0, 0, 0),
+    b"flow_in": (G_FLOW, 0, 0, 0, 0, F_FLOW_IN, 0),
+    b"flow_out": (G_FLOW, 0, 0, 0, 0, F_FLOW_OUT, 0),
+    b"args": (G_ARGS, OPEN_OBJECT, 0, 0, 0, 0, 0),
+}
+"""The event keys the scanner reads (each of at most eight bytes) and what it does with their values."""
+_KEY_MULT = np.uint64(0xBCFBB050ACAB1A6B)
+_KEY_SHIFT = np.uint64(59)
+"""A perfect hash of the keys' words into 32 slots: ``(word * _KEY_MULT) >> _KEY_SHIFT`` (wrapping)."""
+
+
+def _key_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(the words of the slots' keys, zero in an empty slot; one row per slot: key length (-1 in an
+    empty slot) and the fields of :data:`_EVENT_KEYS`), checking that no two keys share a slot."""
+    words = np.zeros(32, dtype=np.uint64)
+    table = np.zeros((32, 8), dtype=np.int64)
+    table[:, 0] = -1
+    for key, row in _EVENT_KEYS.items():
+        w = int(_word(key))
+        slot = ((w * int(_KEY_MULT)) & (2**64 - 1)) >> int(_KEY_SHIFT)
+        if table[slot, 0] >= 0:
+            raise AssertionError(f"event keys {key!r} and another share slot {slot}")
+        words[slot] = w
+        table[slot] = (len(key), *row)
+    return words, table
+
+
+_KEY_WORDS, _KEY_TABLE = _key_tables()
+T_LEN, T_ACTION, T_NEEDS, T_ROW8, T_ROW32, T_ROW64, T_FLAG, T_STATUS = range(8)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -188,6 +214,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
         w32[S_NAME, k] = -1
         w32[S_CAT, k] = -1
         err = E_NONE
+        flags = 0
+        status = ST_OK
         i = skip_ws(buf, i + 1, n)
         if i < n and buf[i] == CLOSE_OBJECT:
             i += 1
@@ -216,61 +244,26 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     err = E_TRUNCATED
                     break
                 v0 = buf[i]
-                # the key's code: one length switch, then compares of its word
+                # the key's slot in the tables (a perfect hash of its word), its action
+                # G_SKIP unless the key and the value's first byte are those it reads
                 L = ke - ks
-                key = KEY_OTHER
-                if 0 < L <= 8:
-                    w = _head(buf, ks, ke, n)
-                    if L == 2:
-                        if w == _PH:
-                            key = KEY_PH
-                        elif w == _TS:
-                            key = KEY_TS
-                        elif w == _ID:
-                            key = KEY_ID
-                        elif w == _BP:
-                            key = KEY_BP
-                    elif L == 3:
-                        if w == _PID:
-                            key = KEY_PID
-                        elif w == _TID:
-                            key = KEY_TID
-                        elif w == _DUR:
-                            key = KEY_DUR
-                        elif w == _CAT:
-                            key = KEY_CAT
-                    elif L == 4:
-                        if w == _NAME:
-                            key = KEY_NAME
-                        elif w == _ARGS:
-                            key = KEY_ARGS
-                    elif L == 1:
-                        if w == _S:
-                            key = KEY_S
-                    elif L == 7:
-                        if w == _BIND:
-                            key = KEY_BIND
-                        elif w == _FIN:
-                            key = KEY_FIN
-                        elif w == _DIFLOW:
-                            key = KEY_DIFLOW
-                    elif L == 8:
-                        if w == _FOUT:
-                            key = KEY_FOUT
-                if v0 == QUOTE and (key == KEY_PH or key == KEY_S or key == KEY_BP):
+                w = _head(buf, ks, ke, n)
+                t = (w * _KEY_MULT) >> _KEY_SHIFT
+                act = G_SKIP
+                if _KEY_WORDS[t] == w and _KEY_TABLE[t, T_LEN] == L:
+                    need = _KEY_TABLE[t, T_NEEDS]
+                    if need == 0 or v0 == need:
+                        act = _KEY_TABLE[t, T_ACTION]
+                if act == G_CHAR:
                     j = end_string(buf, i + 1, n)
                     if j < 0:
                         err = E_TRUNCATED
                         break
+                    row = _KEY_TABLE[t, T_ROW8]
                     first = buf[i + 1] if j > i + 1 else 0
-                    if key == KEY_S:
-                        w8[B_SCOPE, k] = first
-                    elif key == KEY_BP:
-                        w8[B_BP, k] = first
-                    else:
-                        w8[B_PH, k] = first if j == i + 2 else 0
+                    w8[row, k] = 0 if row == B_PH and j != i + 2 else first
                     i = j + 1
-                elif v0 == QUOTE and (key == KEY_NAME or key == KEY_CAT):
+                elif act == G_SYMBOL:
                     j = end_string(buf, i + 1, n)
                     if j < 0:
                         err = E_TRUNCATED
@@ -279,19 +272,19 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     if sid == FULL:
                         err = E_FULL
                         break
-                    w32[S_NAME if key == KEY_NAME else S_CAT, k] = sid
+                    w32[_KEY_TABLE[t, T_ROW32], k] = sid
                     i = j + 1
-                elif key == KEY_TS or key == KEY_DUR:
+                elif act == G_NUMBER:
                     v, e, st = parse_number(buf, i, n, _US_TO_NS)
                     if st == 0:
-                        w64[I_TS if key == KEY_TS else I_DUR, k] = v
-                        w8[B_FLAGS, k] |= F_TS if key == KEY_TS else F_DUR
+                        w64[_KEY_TABLE[t, T_ROW64], k] = v
+                        flags |= _KEY_TABLE[t, T_FLAG]
                         i = e
                     else:
-                        if w8[B_STATUS, k] == ST_OK:
-                            w8[B_STATUS, k] = ST_OVERFLOW if st == 3 else (ST_BAD_TS if key == KEY_TS else ST_BAD_DUR)
+                        if status == ST_OK:
+                            status = ST_OVERFLOW if st == 3 else _KEY_TABLE[t, T_STATUS]
                         i = skip_value(buf, i, n)
-                elif key == KEY_PID or key == KEY_TID or key == KEY_ID or key == KEY_BIND:
+                elif act == G_POLY:
                     # a polymorphic value: an int64, else its text as a symbol
                     kind = K_NONE
                     v = 0
@@ -304,16 +297,16 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                         kind = K_STR
                         i = j + 1
                     else:
-                        e = -1
+                        number = v0 == MINUS or DIGIT_0 <= v0 <= DIGIT_9
                         st = 1
-                        if v0 == MINUS or DIGIT_0 <= v0 <= DIGIT_9:
+                        if number:
                             v, e, st = parse_number(buf, i, n, _AS_IS)
                         if st == 0:
                             kind = K_INT
                             i = e
                         else:
                             e = skip_value(buf, i, n)
-                            if e >= 0 and (v0 == MINUS or DIGIT_0 <= v0 <= DIGIT_9):
+                            if e >= 0 and number:
                                 # beyond int64 (or not an integer): keep its text as a symbol
                                 v = intern(buf, i, e, slots, starts, ends, count)
                                 kind = K_STR
@@ -321,28 +314,18 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     if kind == K_STR and v == FULL:
                         err = E_FULL
                         break
-                    if key == KEY_ID:
-                        w8[B_ID_K, k] = kind
-                        w64[I_ID, k] = v
-                    elif key == KEY_BIND:
-                        w8[B_BIND_K, k] = kind
-                        w64[I_BIND, k] = v
-                    elif key == KEY_PID:
-                        w8[B_PID_K, k] = kind
-                        w64[I_PID, k] = v
-                    else:
-                        w8[B_TID_K, k] = kind
-                        w64[I_TID, k] = v
-                elif v0 == OPEN_OBJECT and key == KEY_DIFLOW:
+                    w8[_KEY_TABLE[t, T_ROW8], k] = kind
+                    w64[_KEY_TABLE[t, T_ROW64], k] = v
+                elif act == G_DIFLOW:
                     e = skip_value(buf, i, n)
                     w64[I_XS, k] = i
                     w64[I_XE, k] = e
                     i = e
-                elif key == KEY_FIN or key == KEY_FOUT:
+                elif act == G_FLOW:
                     if v0 == TRUE_START:
-                        w8[B_FLAGS, k] |= F_FLOW_IN if key == KEY_FIN else F_FLOW_OUT
+                        flags |= _KEY_TABLE[t, T_FLAG]
                     i = skip_value(buf, i, n)
-                elif v0 == OPEN_OBJECT and key == KEY_ARGS:
+                elif act == G_ARGS:
                     # args: copied to abuf minified, 'correlation' and 'bytes' lifted
                     abuf[o] = OPEN_OBJECT
                     o += 1
@@ -377,9 +360,20 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                             if i >= n:
                                 err = E_TRUNCATED
                                 break
+                            # the members lifted: 'Collective name' (a flag), 'correlation' and 'bytes'
+                            # (their int64 values), found by length and the words of their first and last
+                            # eight bytes (the key is preceded by more than eight bytes of the event)
                             L = ke - ks
-                            if L == 15 and _head(buf, ks, ke, n) == _COLL and _head(buf, ke - 8, ke, n) == _COLL_TAIL:
-                                w8[B_FLAGS, k] |= F_COLL
+                            lift = 0
+                            if L == 15 or L == 11 or L == 5:
+                                hw = _head(buf, ks, ke, n)
+                                tw = _head(buf, ke - 8, ke, n)
+                                if L == 15 and hw == _COLL and tw == _COLL_TAIL:
+                                    flags |= F_COLL
+                                elif L == 11 and hw == _CORR and tw == _CORR_TAIL:
+                                    lift = F_CORR
+                                elif L == 5 and hw == _BYTES:
+                                    lift = F_BYTES
                             v0 = buf[i]
                             if v0 == QUOTE:  # a string value: copied while it is scanned
                                 j, o = copy_string(buf, i, n, abuf, o)
@@ -388,17 +382,11 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                                     break
                                 e = j + 1
                             elif DIGIT_0 <= v0 <= DIGIT_9 or v0 == MINUS:  # a number: found, then copied
-                                corr = (
-                                    L == 11
-                                    and _head(buf, ks, ke, n) == _CORR
-                                    and _head(buf, ke - 8, ke, n) == _CORR_TAIL
-                                )
-                                size = L == 5 and _head(buf, ks, ke, n) == _BYTES
-                                if corr or size:
+                                if lift != 0:
                                     v, e, st = parse_number(buf, i, n, _AS_IS)
                                     if st == 0:
-                                        w64[I_BYTES if size else I_CORR, k] = v
-                                        w8[B_FLAGS, k] |= F_BYTES if size else F_CORR
+                                        w64[I_BYTES if lift == F_BYTES else I_CORR, k] = v
+                                        flags |= lift
                                     else:
                                         e = skip_value(buf, i, n)  # beyond int64: kept as written
                                         if e < 0:
@@ -435,7 +423,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                                 break
                         if err != E_NONE:
                             break
-                    w8[B_FLAGS, k] |= F_ARGS
+                    flags |= F_ARGS
                 else:
                     i = skip_value(buf, i, n)
                 if i < 0:
@@ -455,6 +443,9 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     break
         if err != E_NONE:
             return ev, k, err, ev, o0
+        w8[B_FLAGS, k] = flags
+        if status != ST_OK:
+            w8[B_STATUS, k] = status
         w64[I_ARGS_OFF, k + 1] = o
         k += 1
         if (k & 0xFFFF) == 0:
