@@ -858,6 +858,9 @@ def main(argv: list[str] | None = None) -> int:
     stderr), 130 on Ctrl-C, :data:`EXIT_BUG` for an internal error (one line naming
     the log file that holds the traceback).
     """
+    from di.jitcache import light_cache_loads
+
+    light_cache_loads()
     collector = process.space_full_collections()
     process.map_large_blocks()
     try:

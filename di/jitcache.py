@@ -63,8 +63,6 @@ def configure(environ: dict[str, str] | None = None, *, package_dir: Path = PACK
         The directory set, or None when nothing was set (the user's own
         ``NUMBA_CACHE_DIR``, or a writable package: numba's ``__pycache__``).
     """
-    if environ is None:
-        light_cache_loads()
     env = os.environ if environ is None else environ
     if env.get(ENV):
         return None
@@ -158,6 +156,9 @@ def light_cache_loads() -> None:
     runtime (NRT, which loaded code may call) and loads; a compile still refreshes
     everything first (numba's compiler does, for every function it compiles).
     Nothing changes on a numba whose cache class has another shape.
+
+    Only di's own processes call it (the ``di`` command, :mod:`di.warmup`'s workers): a program
+    that imports di keeps numba's own loading for its kernels and di's.
     """
     caching = sys.modules.get("numba.core.caching")
     if caching is not None:

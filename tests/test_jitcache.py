@@ -166,6 +166,9 @@ LOAD_CHILD = r"""
 import json, sys
 import numpy as np
 import di
+if sys.argv[1:] == ["cli"]:
+    from di.jitcache import light_cache_loads
+    light_cache_loads()  # as the di command and di warmup's workers do
 from di.convert.chrome.numbers import parse_number
 from numba import njit
 buf = np.frombuffer(b"1712195495519689.047,", dtype=np.uint8)
@@ -181,16 +184,20 @@ print(json.dumps({"value": int(value), "hits": sum(parse_number.stats.cache_hits
 def test_cached_kernels_load_without_refreshing_numbas_compiler(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
 
-    def child() -> dict:
-        out = subprocess.run([sys.executable, "-c", LOAD_CHILD], env=env, capture_output=True, text=True, check=True)
+    def child(*args: str) -> dict:
+        out = subprocess.run(
+            [sys.executable, "-c", LOAD_CHILD, *args], env=env, capture_output=True, text=True, check=True
+        )
         return json.loads(out.stdout.strip().splitlines()[-1])
 
-    cold, warm = child(), child()
+    cold, warm = child("cli"), child("cli")
     assert cold["value"] == warm["value"] == 1712195495519689047
     assert cold["hits"] == 0 and cold["refreshed"]  # compiled: numba refreshed its compiler
     assert warm["hits"] == 1 and not warm["refreshed"]  # loaded: no refresh
     assert warm["later"] == cold["later"] == 42
     assert warm["patched"] == "di.jitcache"
+    library = child()  # a program that only imports di keeps numba's own loading
+    assert library["hits"] == 1 and library["refreshed"] and library["patched"] != "di.jitcache"
 
 
 def test_light_cache_loads_leaves_an_unknown_cache_class_alone() -> None:
