@@ -133,6 +133,9 @@ def _clean(raw: pl.Series, *, has_cr: bool, ansi: bool) -> pl.DataFrame:
     )
 
 
+POLARS_UNPACKS = (gunzip.GZIP_MAGIC, b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda", b"\x28\xb5\x2f\xfd")
+"""First bytes (gzip, zlib, zstd headers) that make polars read a file as compressed data: a text log that starts with
+``x^`` would be refused, and zlib or zstd data unpacked past the input size limit; such files are read as bytes."""
 GARBLED = (("\ufffd", "lines with bytes that are not UTF-8"), ("\x00", "lines with NUL bytes"))
 """Characters that mark a garbled line, with the reason it is counted under."""
 SPECIAL_RE = r"[\r\x1b\x{FFFD}\x00]"
@@ -140,9 +143,10 @@ SPECIAL_RE = r"[\r\x1b\x{FFFD}\x00]"
 
 
 def _read_plain(path: Path, limit: int | None) -> LogText | None:
-    """A plain (not gzip) UTF-8 regular file read into lines by polars from the file itself (no Python bytes of it:
-    about half the CPU of reading the bytes and splitting them); None for any other file (then
-    :func:`_read_bytes_lines` reads it), or where polars has no ``read_lines`` (older versions).
+    """A plain UTF-8 regular file read into lines by polars from the file itself (no Python bytes of it: about half
+    the CPU of reading the bytes and splitting them); None for any other file (then :func:`_read_bytes_lines` reads
+    it: gzip, a file that starts like what polars would unpack, :data:`POLARS_UNPACKS`), or where polars has no
+    ``read_lines`` (older versions).
 
     Polars takes a carriage return off the end of each line, which :func:`clean_lines` takes off too.
 
@@ -153,7 +157,7 @@ def _read_plain(path: Path, limit: int | None) -> LogText | None:
         return None
     with open(path, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or fh.read(2) == gunzip.GZIP_MAGIC:
+        if not stat.S_ISREG(st.st_mode) or fh.read(4).startswith(POLARS_UNPACKS):
             return None
     check_size(path, st.st_size, limit)
     try:

@@ -1,0 +1,46 @@
+"""Text logs: inputs on which the fast paths of the log reader once differed from the slow ones.
+
+Each test builds a small file that the real samples do not hold (a text that starts like compressed data, a path
+polars reads otherwise than the operating system, a caller's own series) and checks that the fast path reads what
+the bytes path reads.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pytest
+
+import di
+from di.convert.logs.text import _read_bytes_lines, read_lines
+
+TRAINING = "iteration       10/     100 | elapsed time per iteration (ms): 250.5 | lm loss: 6.123E+00 |\n"
+
+
+def assert_read_as_bytes(path: Path | str) -> None:
+    """``read_lines`` gives what the bytes path gives (lines, garbled counts, size)."""
+    got, want = read_lines(path), _read_bytes_lines(Path(path), None)
+    assert got.lines.equals(want.lines) and got.garbled == want.garbled and got.nbytes == want.nbytes
+
+
+@pytest.mark.parametrize("start", [b"x^2 + y^2 fit\n", b"x\x01 control byte\n", b"BZh91AY&SY text\n"])
+def test_text_that_starts_like_zlib_data_is_read_as_text(start: bytes, tmp_path: Path) -> None:
+    """Polars reads a path whose first bytes are a zlib (or zstd) header as compressed data; a text log that starts
+    with ``x^`` is read as its lines, not refused with a decompression error."""
+    path = tmp_path / "run.log"
+    path.write_bytes(start + TRAINING.encode() * 3)
+    assert_read_as_bytes(path)
+    assert read_lines(path).lines.get_column("text").to_list()[0] == start.decode().rstrip("\n")
+    assert di.load(path).samples.height
+
+
+@pytest.mark.parametrize(
+    "compress", [zlib.compress, lambda b: b"\x28\xb5\x2f\xfd" + b"\x00" * 8 + b], ids=["zlib", "zstd"]
+)
+def test_compressed_data_other_than_gzip_is_not_unpacked(compress, tmp_path: Path) -> None:  # noqa: ANN001
+    """Data that is zlib or zstd compressed is read as the bytes it is (garbled), never unpacked past the input
+    size limit, which counts the file's own bytes."""
+    path = tmp_path / "run.log"
+    path.write_bytes(compress(TRAINING.encode() * 1000))
+    assert_read_as_bytes(path)
