@@ -7,6 +7,7 @@ the bytes path reads.
 
 from __future__ import annotations
 
+import os
 import zlib
 from pathlib import Path
 
@@ -44,3 +45,27 @@ def test_compressed_data_other_than_gzip_is_not_unpacked(compress, tmp_path: Pat
     path = tmp_path / "run.log"
     path.write_bytes(compress(TRAINING.encode() * 1000))
     assert_read_as_bytes(path)
+
+
+def test_relative_path_starting_with_tilde_is_the_file_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative path ``~/run.log`` names the file in the folder ``~`` of the working directory (as ``open``
+    reads it), not one in the home folder."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home).mkdir()
+    (work / "~").mkdir(parents=True)
+    (home / "run.log").write_text("in the home folder\n")
+    (work / "~" / "run.log").write_text(TRAINING)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    assert read_lines(Path("~/run.log")).lines.get_column("text").to_list() == [TRAINING.rstrip("\n")]
+    assert_read_as_bytes("~/run.log")
+
+
+def test_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    """A file whose name is not UTF-8 (a str with surrogate escapes) is read like any other."""
+    name = os.fsdecode(b"run\xff.log")
+    try:
+        (tmp_path / name).write_text(TRAINING)
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this file system takes no such name")
+    assert_read_as_bytes(tmp_path / name)

@@ -142,6 +142,15 @@ SPECIAL_RE = r"[\r\x1b\x{FFFD}\x00]"
 """The characters that make a line need cleaning (:func:`clean_lines`) or counting (:data:`GARBLED`)."""
 
 
+def _utf8(name: str) -> bool:
+    """Whether ``name`` (a path) is UTF-8 text: not a name of other bytes that Python holds as surrogate escapes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _read_plain(path: Path, limit: int | None) -> LogText | None:
     """A plain UTF-8 regular file read into lines by polars from the file itself (no Python bytes of it: about half
     the CPU of reading the bytes and splitting them); None for any other file (then :func:`_read_bytes_lines` reads
@@ -153,9 +162,12 @@ def _read_plain(path: Path, limit: int | None) -> LogText | None:
     Raises:
         InputTooLargeError: over ``limit``.
     """
-    if not hasattr(pl, "read_lines"):
+    # polars reads a leading "~" as the home folder and takes no name that is not UTF-8: it is given the path from
+    # the root, and such a name is read as bytes
+    source = os.fspath(path) if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    if not hasattr(pl, "read_lines") or not _utf8(source):
         return None
-    with open(path, "rb") as fh:
+    with open(source, "rb") as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode) or fh.read(4).startswith(POLARS_UNPACKS):
             return None
@@ -163,7 +175,7 @@ def _read_plain(path: Path, limit: int | None) -> LogText | None:
     try:
         # read in parallel pieces: one chunk (views only, well under a millisecond) keeps every parser's passes
         # over the lines about 5-10 % cheaper
-        raw = pl.read_lines(path, name="text", glob=False).to_series().rechunk()
+        raw = pl.read_lines(source, name="text", glob=False).to_series().rechunk()
     except pl.exceptions.ComputeError:  # not UTF-8
         return None
     special = bool(raw.str.contains(SPECIAL_RE).any())  # one search for the four (most logs hold none)
