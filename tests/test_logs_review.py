@@ -11,10 +11,11 @@ import os
 import zlib
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import di
-from di.convert.logs.text import _read_bytes_lines, read_lines
+from di.convert.logs.text import _read_bytes_lines, clean_lines, read_lines
 
 TRAINING = "iteration       10/     100 | elapsed time per iteration (ms): 250.5 | lm loss: 6.123E+00 |\n"
 
@@ -69,3 +70,11 @@ def test_file_name_that_is_not_utf8(tmp_path: Path) -> None:
     except (OSError, UnicodeEncodeError):
         pytest.skip("this file system takes no such name")
     assert_read_as_bytes(tmp_path / name)
+
+
+def test_clean_lines_leaves_its_input_as_it_was() -> None:
+    """Escapes are taken off the cleaned copy, not off the caller's series."""
+    raw = pl.Series("text", ["\x1b[31mred\x1b[0m", "0: plain"])
+    kept = raw.to_list()
+    out = clean_lines(raw, whole="\n".join(kept))
+    assert out.get_column("text").to_list() == ["red", "plain"] and raw.to_list() == kept

@@ -116,7 +116,7 @@ def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataF
 
 def _clean(raw: pl.Series, *, has_cr: bool, ansi: bool) -> pl.DataFrame:
     """:func:`clean_lines`, told whether ``raw`` holds a carriage return (``has_cr``) or an escape (``ansi``)."""
-    s = raw.str.strip_chars_end("\r") if has_cr else raw
+    s = raw.str.strip_chars_end("\r") if has_cr else raw.clone()  # scatter below changes its series: not the caller's
     if ansi:
         # the regex runs on the lines that hold an escape only
         rows = s.str.contains("\x1b", literal=True).arg_true()
