@@ -78,3 +78,12 @@ def test_clean_lines_leaves_its_input_as_it_was() -> None:
     kept = raw.to_list()
     out = clean_lines(raw, whole="\n".join(kept))
     assert out.get_column("text").to_list() == ["red", "plain"] and raw.to_list() == kept
+
+
+def test_pseudo_file_of_size_zero_is_read_whole() -> None:
+    """A file whose size the file system gives as 0 (``/proc``) is read to its end, not as an empty log."""
+    path = Path("/proc/self/status")
+    if not path.is_file():
+        pytest.skip("no /proc here")
+    lines = read_lines(path).lines.get_column("text")
+    assert lines.len() > 3 and lines.str.starts_with("Name:").any()

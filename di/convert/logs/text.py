@@ -154,7 +154,7 @@ def _utf8(name: str) -> bool:
 def _read_plain(path: Path, limit: int | None) -> LogText | None:
     """A plain UTF-8 regular file read into lines by polars from the file itself (no Python bytes of it: about half
     the CPU of reading the bytes and splitting them); None for any other file (then :func:`_read_bytes_lines` reads
-    it: gzip, a file that starts like what polars would unpack, :data:`POLARS_UNPACKS`), or where polars has no
+    it: gzip, a file that starts like what polars would unpack, :data:`POLARS_UNPACKS`, one of size 0), or where polars has no
     ``read_lines`` (older versions).
 
     Polars takes a carriage return off the end of each line, which :func:`clean_lines` takes off too.
@@ -169,7 +169,9 @@ def _read_plain(path: Path, limit: int | None) -> LogText | None:
         return None
     with open(source, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or fh.read(4).startswith(POLARS_UNPACKS):
+        # polars reads no more than the size the file system gives: 0 for an empty file, and for a pseudo-file
+        # (/proc, /sys) of any length
+        if not stat.S_ISREG(st.st_mode) or not st.st_size or fh.read(4).startswith(POLARS_UNPACKS):
             return None
     check_size(path, st.st_size, limit)
     try:
