@@ -87,3 +87,31 @@ def test_pseudo_file_of_size_zero_is_read_whole() -> None:
         pytest.skip("no /proc here")
     lines = read_lines(path).lines.get_column("text")
     assert lines.len() > 3 and lines.str.starts_with("Name:").any()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=pl.exceptions.DuplicateError,
+    reason="slurm._fixed names a column after the text above each dash group of a rule: two empty names (a short "
+    "line over a rule of 3 groups, a blank line between header and rule) make a DuplicateError (older than the fast "
+    "paths)",
+)
+def test_dashed_rule_under_a_short_line_in_a_training_log(tmp_path: Path) -> None:
+    """A training log that names its Slurm job id and prints a dashed rule under a short line loads its training
+    lines (the rule is no sacct table)."""
+    path = tmp_path / "run.log"
+    path.write_text("SLURM_JOB_ID=4242\nepoch\n----- ----- -----\n" + TRAINING * 3)
+    assert di.load(path).samples.height
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=StopIteration,
+    reason="slurm.parse_slurm takes the job id column with next() over the columns: a fixed-width table whose header "
+    "names no job id (rows led by a digit under a rule) raises StopIteration (older than the fast paths)",
+)
+def test_dashed_table_without_a_job_id_column_in_a_training_log(tmp_path: Path) -> None:
+    """A table under a dashed rule whose header names no job id is no Slurm table: the training lines load."""
+    path = tmp_path / "run.log"
+    path.write_text("SLURM_JOB_ID=4242\nName  Value\n----- -----\n1     2\n" + TRAINING * 3)
+    assert di.load(path).samples.height
