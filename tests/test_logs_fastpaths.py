@@ -12,8 +12,8 @@ Over every real text log of ../shared/data/logs (skipped when absent) and hand-b
 - the nvidia-smi gate's literal-led searches, and the reader's one search per line, find what its regexes find; nvidia-smi's numbers read once per distinct
   cell are those read cell by cell; dmon's word count is its word split's length;
 - NCCL's per-kind regexes run once per distinct message find what they find line by line;
-- :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
-  turns away a family whose parser finds something in the file.
+- :func:`~di.convert.logs.reader.present_families` (the per-family gates searched line by line) finds what the
+  gates find in the joined text, and never turns away a family whose parser finds something in the file.
 """
 
 from __future__ import annotations

@@ -103,7 +103,8 @@ def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataF
     """Cleaned lines of ``raw`` (one string per line): see the module docstring.
 
     ``whole``, the lines' text joined by newlines (or its UTF-8 bytes) when the caller has it, lets the passes it
-    shows to change nothing (no carriage return, no escape, no launcher prefix anywhere) be skipped.
+    shows to change nothing (no carriage return, no escape anywhere) be skipped; launcher prefixes are searched for
+    line by line either way.
     """
     if whole is None:
         has_cr = ansi = True
