@@ -293,6 +293,9 @@ def test_lines_read_by_polars_are_those_read_as_bytes(case: str, tmp_path: Path)
     if case == "not utf-8":
         assert got is None and want.garbled == {"lines with bytes that are not UTF-8": 1}
         return
+    if case == "empty":  # a size of 0 is read as bytes (a pseudo-file's size is 0 too)
+        assert got is None and want.lines.height == 0 and want.nbytes == 0
+        return
     assert got is not None
     assert got.lines.equals(want.lines) and got.garbled == want.garbled and got.nbytes == want.nbytes
     assert got.lines.height == RAW_CASES[case].count(b"\n") + (not RAW_CASES[case].endswith(b"\n") and case != "empty")
