@@ -12,8 +12,8 @@ Over every real text log of ../shared/data/logs (skipped when absent) and hand-b
 - the nvidia-smi gate's literal-led searches, and the reader's one search per line, find what its regexes find; nvidia-smi's numbers read once per distinct
   cell are those read cell by cell; dmon's word count is its word split's length;
 - NCCL's per-kind regexes run once per distinct message find what they find line by line;
-- :func:`~di.convert.logs.reader.present_families` (the per-family gates searched over the joined text) never
-  turns away a family whose parser finds something in the file.
+- :func:`~di.convert.logs.reader.present_families` (the per-family gates searched line by line) finds what the
+  gates find in the joined text, and never turns away a family whose parser finds something in the file.
 """
 
 from __future__ import annotations
@@ -292,6 +292,9 @@ def test_lines_read_by_polars_are_those_read_as_bytes(case: str, tmp_path: Path)
     got, want = _read_plain(path, None), _read_bytes_lines(path, None)
     if case == "not utf-8":
         assert got is None and want.garbled == {"lines with bytes that are not UTF-8": 1}
+        return
+    if case == "empty":  # a size of 0 is read as bytes (a pseudo-file's size is 0 too)
+        assert got is None and want.lines.height == 0 and want.nbytes == 0
         return
     assert got is not None
     assert got.lines.equals(want.lines) and got.garbled == want.garbled and got.nbytes == want.nbytes

@@ -103,7 +103,8 @@ def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataF
     """Cleaned lines of ``raw`` (one string per line): see the module docstring.
 
     ``whole``, the lines' text joined by newlines (or its UTF-8 bytes) when the caller has it, lets the passes it
-    shows to change nothing (no carriage return, no escape, no launcher prefix anywhere) be skipped.
+    shows to change nothing (no carriage return, no escape anywhere) be skipped; launcher prefixes are searched for
+    line by line either way.
     """
     if whole is None:
         has_cr = ansi = True
@@ -116,7 +117,7 @@ def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataF
 
 def _clean(raw: pl.Series, *, has_cr: bool, ansi: bool) -> pl.DataFrame:
     """:func:`clean_lines`, told whether ``raw`` holds a carriage return (``has_cr``) or an escape (``ansi``)."""
-    s = raw.str.strip_chars_end("\r") if has_cr else raw
+    s = raw.str.strip_chars_end("\r") if has_cr else raw.clone()  # scatter below changes its series: not the caller's
     if ansi:
         # the regex runs on the lines that hold an escape only
         rows = s.str.contains("\x1b", literal=True).arg_true()
@@ -133,33 +134,51 @@ def _clean(raw: pl.Series, *, has_cr: bool, ansi: bool) -> pl.DataFrame:
     )
 
 
+POLARS_UNPACKS = (gunzip.GZIP_MAGIC, b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda", b"\x28\xb5\x2f\xfd")
+"""First bytes (gzip, zlib, zstd headers) that make polars read a file as compressed data: a text log that starts with
+``x^`` would be refused, and zlib or zstd data unpacked past the input size limit; such files are read as bytes."""
 GARBLED = (("\ufffd", "lines with bytes that are not UTF-8"), ("\x00", "lines with NUL bytes"))
 """Characters that mark a garbled line, with the reason it is counted under."""
 SPECIAL_RE = r"[\r\x1b\x{FFFD}\x00]"
 """The characters that make a line need cleaning (:func:`clean_lines`) or counting (:data:`GARBLED`)."""
 
 
+def _utf8(name: str) -> bool:
+    """Whether ``name`` (a path) is UTF-8 text: not a name of other bytes that Python holds as surrogate escapes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _read_plain(path: Path, limit: int | None) -> LogText | None:
-    """A plain (not gzip) UTF-8 regular file read into lines by polars from the file itself (no Python bytes of it:
-    about half the CPU of reading the bytes and splitting them); None for any other file (then
-    :func:`_read_bytes_lines` reads it), or where polars has no ``read_lines`` (older versions).
+    """A plain UTF-8 regular file read into lines by polars from the file itself (no Python bytes of it: about half
+    the CPU of reading the bytes and splitting them); None for any other file (then :func:`_read_bytes_lines` reads
+    it: gzip, a file that starts like what polars would unpack, :data:`POLARS_UNPACKS`, one of size 0), or where polars has no
+    ``read_lines`` (older versions).
 
     Polars takes a carriage return off the end of each line, which :func:`clean_lines` takes off too.
 
     Raises:
         InputTooLargeError: over ``limit``.
     """
-    if not hasattr(pl, "read_lines"):
+    # polars reads a leading "~" as the home folder and takes no name that is not UTF-8: it is given the path from
+    # the root, and such a name is read as bytes
+    source = os.fspath(path) if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    if not hasattr(pl, "read_lines") or not _utf8(source):
         return None
-    with open(path, "rb") as fh:
+    with open(source, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or fh.read(2) == gunzip.GZIP_MAGIC:
+        # polars reads no more than the size the file system gives: 0 for an empty file, and for a pseudo-file
+        # (/proc, /sys) of any length
+        if not stat.S_ISREG(st.st_mode) or not st.st_size or fh.read(4).startswith(POLARS_UNPACKS):
             return None
     check_size(path, st.st_size, limit)
     try:
         # read in parallel pieces: one chunk (views only, well under a millisecond) keeps every parser's passes
         # over the lines about 5-10 % cheaper
-        raw = pl.read_lines(path, name="text", glob=False).to_series().rechunk()
+        raw = pl.read_lines(source, name="text", glob=False).to_series().rechunk()
     except pl.exceptions.ComputeError:  # not UTF-8
         return None
     special = bool(raw.str.contains(SPECIAL_RE).any())  # one search for the four (most logs hold none)
