@@ -116,12 +116,13 @@ def is_log(path: Path, head: bytes) -> bool:
 GATES: dict[str, tuple[str, ...]] = {
     "nccl": (r" NCCL |CCL version",),
     "nccl_tests": (r"^# Collective test starting",),
+    # training.KIND_HINTS' literals and training.ERROR_LITERALS (a bare "step" would admit every nccl-tests header)
     "training": (
-        r"iteration|MLLOG|step|SamplesPerSec|E2E latency|Error|error|Exception|Traceback|OVERFLOW"
-        r"|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
-        r"^\{",
+        r"iteration|MLLOG|step=|SamplesPerSec=|E2E latency=|loss:|Error|Exception|Interrupt|CUDA out of memory"
+        r"|slurmstepd|Traceback|return code|Segmentation fault|core dumped|OVERFLOW",
+        r"^(?:\{|epoch: )",
     ),
-    "nvidia_smi": (r"NVSMI LOG|NVIDIA-SMI|nvidia-smi",),  # and smi.may_hold_tables: table-shaped lines
+    "nvidia_smi": (r"NVSMI LOG|NVIDIA-SMI|nvidia-smi",),  # and smi_tables_in: table-shaped lines
     "slurm": (r"(?i)job_?id",),
     "darshan": (r"^# darshan log version",),
 }
