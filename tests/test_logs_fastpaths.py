@@ -553,6 +553,10 @@ TRAINING_LINES = {
     "hf": "{'loss': 2.5, 'learning_rate': 5e-05, 'epoch': 0.1}",
     "jsonl": '{"step": 1, "loss": 2.0}',
     "error": "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    "exception": "RuntimeError: NCCL communicator was aborted on rank 3.",
+    "interrupt": "KeyboardInterrupt",
+    "traceback": "Traceback (most recent call last):",
+    "child failed": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
     "slurmstepd": "slurmstepd: error: *** JOB 123 ON n1 CANCELLED AT 2023-01-01T00:00:00 ***",
     "return code": "[launch.py:315:sigkill_handler] exits with return code = 1",
 }
@@ -561,7 +565,7 @@ TRAINING_LINES = {
 @pytest.mark.parametrize("kind", list(TRAINING_LINES))
 def test_training_gate_admits_each_line_the_parser_reads(kind: str) -> None:
     """Each training format's line, past the head, passes the training gate, and the parser finds something in it;
-    an nccl-tests header (``step: 2(factor)``) does not pass it."""
+    an nccl-tests header (``step: 2(factor)``) and an nvidia-smi report's error counters do not pass it."""
     from di.convert.logs.training import parse_training
 
     filler = ["filler line number %d" % i for i in range(2 * HEAD_LINES)]

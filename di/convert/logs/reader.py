@@ -116,11 +116,12 @@ def is_log(path: Path, head: bytes) -> bool:
 GATES: dict[str, tuple[str, ...]] = {
     "nccl": (r" NCCL |CCL version",),
     "nccl_tests": (r"^# Collective test starting",),
-    # training.KIND_HINTS' literals and training.ERROR_LITERALS (a bare "step" would admit every nccl-tests header)
+    # training.KIND_HINTS' literals, and training.ERROR_RE's literals and line starts (a bare "step" would admit every
+    # nccl-tests header, a bare "Error" every nvidia-smi -q report; overflow lines alone give no training part)
     "training": (
-        r"iteration|MLLOG|step=|SamplesPerSec=|E2E latency=|loss:|Error|Exception|Interrupt|CUDA out of memory"
-        r"|slurmstepd|Traceback|return code|Segmentation fault|core dumped|OVERFLOW",
-        r"^(?:\{|epoch: )",
+        r"iteration|MLLOG|step=|SamplesPerSec=|E2E latency=|loss:|CUDA out of memory|slurmstepd|ChildFailedError"
+        r"|return code|Segmentation fault|core dumped",
+        r"^(?:\{|epoch: |Traceback|[\w.]*(?:Error|Exception|Interrupt)(?::|$))",
     ),
     "nvidia_smi": (r"NVSMI LOG|NVIDIA-SMI|nvidia-smi",),  # and smi_tables_in: table-shaped lines
     "slurm": (r"(?i)job_?id",),
