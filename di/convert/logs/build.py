@@ -113,13 +113,11 @@ def _column_values(s: pl.Series) -> list[Any]:
     distinct = s.unique(maintain_order=True)
     if distinct.len() > SHARED_VALUES * s.len():
         return s.to_list()
-    code = (
-        s.to_frame("v")
-        .join(distinct.to_frame("v").with_row_index("i"), on="v", how="left", maintain_order="left", nulls_equal=True)
-        .get_column("i")
-        .to_numpy()
-    )
-    return np.array(distinct.to_list(), dtype=object)[code].tolist()
+    # each value's index in ``distinct`` (null: one past its values): a cast to the enum of the values, which looks
+    # each up once, costs less than a join to them
+    values = distinct.drop_nulls()
+    code = s.cast(pl.Enum(values)).to_physical().fill_null(values.len()).to_numpy()
+    return np.array([*values.to_list(), None], dtype=object)[code].tolist()
 
 
 def _row_dicts(rows: pl.DataFrame) -> list[dict[str, Any]]:
