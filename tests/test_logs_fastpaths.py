@@ -34,9 +34,8 @@ from di.convert.logs.reader import (
     _confirmed,
     _search,
     present_families,
-    smi_tables_in,
 )
-from di.convert.logs.smi import NUM_RE, TABLE_GATE_RES, _values
+from di.convert.logs.smi import NUM_RE, _values
 from di.convert.logs.text import (
     ANSI_RE,
     LINE_TS_RE,
@@ -212,12 +211,22 @@ SMI_LINES = [
 ]
 
 
+TABLE_GATES = GATES["nvidia_smi"][1:]
+"""The nvidia-smi gate's table lines."""
+
+
+def smi_tables_in(text: pl.Series) -> bool:
+    return _search(pl.DataFrame({"text": text}), {"nvidia_smi": TABLE_GATES})["nvidia_smi"]
+
+
 def test_smi_table_gate_is_the_regexes() -> None:
-    """The nvidia-smi gate's one alternation per line matches what its regexes match alone."""
+    """The nvidia-smi gate's table lines, searched as one alternation per line, then each regex on the lines it picks
+    (head and whole text), are what its regexes match alone."""
     lines = pl.Series("text", SMI_LINES)
     for line in SMI_LINES:
-        by_regex = any(pl.Series([line]).str.contains("(?m)" + rx).item() for rx in TABLE_GATE_RES)
+        by_regex = any(pl.Series([line]).str.contains("(?m)" + rx).item() for rx in TABLE_GATES)
         assert smi_tables_in(pl.Series("text", [line])) == by_regex, line
+        assert smi_tables_in(pl.Series("text", ["plain"] * 2 * HEAD_LINES + [line])) == by_regex, line
     assert smi_tables_in(lines) and not smi_tables_in(pl.Series("text", ["plain", "text: 1, 2"]))
 
 
@@ -317,7 +326,7 @@ def test_real_logs_line_times(path: Path) -> None:
 @pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
 def test_real_logs_smi_table_scan(path: Path) -> None:
     lines = read_lines(path).lines.get_column("text")
-    by_regex = pl.Series([lines.str.join("\n").item()]).str.contains("|".join(f"(?m:{rx})" for rx in TABLE_GATE_RES))
+    by_regex = pl.Series([lines.str.join("\n").item()]).str.contains("|".join(f"(?m:{rx})" for rx in TABLE_GATES))
     assert smi_tables_in(lines) == by_regex.item()
 
 
@@ -574,10 +583,13 @@ def test_training_gate_admits_each_line_the_parser_reads(kind: str) -> None:
     parts = parse_training(lines)
     assert parts.events.height or parts.samples.height
     assert _search(lines, {"training": GATES["training"]}) == {"training": True}
-    header = (
-        "#  nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1"
-    )
-    assert _search(pl.DataFrame({"text": filler + [header]}), {"training": GATES["training"]}) == {"training": False}
+    for other in (
+        "#  nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1",
+        "    ECC Errors",
+        "        Volatile                          : Unknown Error",
+    ):
+        gate = _search(pl.DataFrame({"text": filler + [other]}), {"training": GATES["training"]})
+        assert gate == {"training": False}, other
 
 
 def test_row_dicts_are_the_rows_json_values() -> None:

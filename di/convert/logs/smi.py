@@ -29,7 +29,7 @@ import polars as pl
 
 from di.convert.logs.build import Parts
 
-__all__ = ["TABLE_GATE_RES", "UNITS", "parse_smi", "sniff_smi"]
+__all__ = ["UNITS", "parse_smi", "sniff_smi"]
 
 FIELD = r"[a-z_][\w.]*(?: \[[^\]]+\])?"
 HEADER_RE = rf"^{FIELD}(?:, {FIELD})+\s*$"
@@ -500,14 +500,3 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     }
     claimed = pl.concat([s.get_column("line"), dcgmi_lines]).unique()
     return Parts("nvidia_smi", samples=samples, claimed=claimed, info=info, epoch=epoch)
-
-
-TABLE_GATE_RES = (
-    r"^\d{4}/\d\d/\d\d \d\d:",
-    r"^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]",
-    r"^#[^\S\n]*Entity[^\S\n]",
-    r"^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
-)
-"""The table-shaped part of the family's gate (``--format=csv,noheader`` rows, ``dmon``/``pmon`` and ``dcgmi dmon``
-headers, ``--query-gpu`` headers), searched by :func:`di.convert.logs.reader.smi_tables_in`; the literal part is
-the reader's ``GATES["nvidia_smi"]``."""
