@@ -34,9 +34,8 @@ from di.convert.logs.reader import (
     _confirmed,
     _search,
     present_families,
-    smi_tables_in,
 )
-from di.convert.logs.smi import NUM_RE, TABLE_GATE_RES, _values, may_hold_tables
+from di.convert.logs.smi import NUM_RE, _values
 from di.convert.logs.text import (
     ANSI_RE,
     LINE_TS_RE,
@@ -212,15 +211,22 @@ SMI_LINES = [
 ]
 
 
+TABLE_GATES = GATES["nvidia_smi"][1:]
+"""The nvidia-smi gate's table lines."""
+
+
+def smi_tables_in(text: pl.Series) -> bool:
+    return _search(pl.DataFrame({"text": text}), {"nvidia_smi": TABLE_GATES})["nvidia_smi"]
+
+
 def test_smi_table_gate_is_the_regexes() -> None:
-    """The nvidia-smi gate's literal-led searches, and the reader's one alternation per line, match what its regexes
-    match alone."""
+    """The nvidia-smi gate's table lines, searched as one alternation per line, then each regex on the lines it picks
+    (head and whole text), are what its regexes match alone."""
     lines = pl.Series("text", SMI_LINES)
     for line in SMI_LINES:
-        by_regex = any(pl.Series([line]).str.contains("(?m)" + rx).item() for rx in TABLE_GATE_RES)
-        assert may_hold_tables(pl.Series("text", [line])) == by_regex, line
+        by_regex = any(pl.Series([line]).str.contains("(?m)" + rx).item() for rx in TABLE_GATES)
         assert smi_tables_in(pl.Series("text", [line])) == by_regex, line
-    assert may_hold_tables(lines) and not may_hold_tables(pl.Series("text", ["plain", "text: 1, 2"]))
+        assert smi_tables_in(pl.Series("text", ["plain"] * 2 * HEAD_LINES + [line])) == by_regex, line
     assert smi_tables_in(lines) and not smi_tables_in(pl.Series("text", ["plain", "text: 1, 2"]))
 
 
@@ -323,8 +329,8 @@ def test_real_logs_line_times(path: Path) -> None:
 @pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
 def test_real_logs_smi_table_scan(path: Path) -> None:
     lines = read_lines(path).lines.get_column("text")
-    by_regex = pl.Series([lines.str.join("\n").item()]).str.contains("|".join(f"(?m:{rx})" for rx in TABLE_GATE_RES))
-    assert may_hold_tables(lines) == by_regex.item()
+    by_regex = pl.Series([lines.str.join("\n").item()]).str.contains("|".join(f"(?m:{rx})" for rx in TABLE_GATES))
+    assert smi_tables_in(lines) == by_regex.item()
 
 
 @needs_data
@@ -546,3 +552,65 @@ def test_ascii_mode_regexes_match_the_unicode_ones_on_ascii_text() -> None:
         assert text.str.extract_groups(ASCII_MODE + DXT_RE).equals(text.str.extract_groups(DXT_RE))
     unicode = pl.Series("text", [" X_POSIX  \u0661  write  0  0  1  0.1  0.2", "Verlust_\u00f6: 1.5"])
     assert not all_ascii(unicode) and ascii_mode(PAIR_RE, unicode) == PAIR_RE
+
+
+TRAINING_LINES = {
+    "megatron": " iteration       10/    1000 | consumed samples:           40 | elapsed time per iteration (ms): 2000.0 |",
+    "mllog": ':::MLLOG {"namespace": "", "time_ms": 1000, "event_type": "POINT_IN_TIME", "key": "x", "value": 0.7}',
+    "deepspeed": "[Rank 0] step=10, skipped=0, lr=[1e-05, 1e-05], mom=[(0.9, 0.95)]",
+    "deepspeed timer": "epoch=0/micro_step=20/global_step=10, RunningAvgSamplesPerSec=12.5, CurrSamplesPerSec=12.1",
+    "deepspeed chat": "E2E latency=2.34s, E2E TFLOPs=12.1, Samples/sec=3.4",
+    "torchtitan": "[rank0]:[titan] 2025-01-01 12:00:01,000 - root - INFO - step: 1  loss:  8.5  memory: 41.2GiB(52.1%)",
+    "epoch_step": "epoch: 0|step: 10|loss: 2.5",
+    "hf": "{'loss': 2.5, 'learning_rate': 5e-05, 'epoch': 0.1}",
+    "jsonl": '{"step": 1, "loss": 2.0}',
+    "error": "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    "exception": "RuntimeError: NCCL communicator was aborted on rank 3.",
+    "interrupt": "KeyboardInterrupt",
+    "traceback": "Traceback (most recent call last):",
+    "child failed": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "slurmstepd": "slurmstepd: error: *** JOB 123 ON n1 CANCELLED AT 2023-01-01T00:00:00 ***",
+    "return code": "[launch.py:315:sigkill_handler] exits with return code = 1",
+}
+
+
+@pytest.mark.parametrize("kind", list(TRAINING_LINES))
+def test_training_gate_admits_each_line_the_parser_reads(kind: str) -> None:
+    """Each training format's line, past the head, passes the training gate, and the parser finds something in it;
+    an nccl-tests header (``step: 2(factor)``) and an nvidia-smi report's error counters do not pass it."""
+    from di.convert.logs.training import parse_training
+
+    filler = ["filler line number %d" % i for i in range(2 * HEAD_LINES)]
+    lines = pl.DataFrame({"text": filler + [TRAINING_LINES[kind]]}).with_row_index("line")
+    lines = lines.with_columns(pl.lit(None, pl.Int64).alias("prefix_rank"))
+    parts = parse_training(lines)
+    assert parts.events.height or parts.samples.height
+    assert _search(lines, {"training": GATES["training"]}) == {"training": True}
+    for other in (
+        "#  nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1",
+        "    ECC Errors",
+        "        Volatile                          : Unknown Error",
+    ):
+        gate = _search(pl.DataFrame({"text": filler + [other]}), {"training": GATES["training"]})
+        assert gate == {"training": False}, other
+
+
+def test_row_dicts_are_the_rows_json_values() -> None:
+    """The meta's rows made from shared column values (repeated, null, all-null and distinct columns) equal the JSON
+    round trip of the frame."""
+    import json
+
+    from di.convert.logs.build import _row_dicts
+
+    n = 1000
+    rows = pl.DataFrame(
+        {
+            "state": ["COMPLETED", "FAILED", None, "COMPLETED"] * (n // 4),
+            "jobid": [str(i) for i in range(n)],
+            "none": pl.Series([None] * n, dtype=pl.String),
+            "part": ["gpu", "c\u00e9pu"] * (n // 2),
+        }
+    )
+    got = _row_dicts(rows)
+    assert got == json.loads(rows.write_json()) and len(got) == n
+    assert got[0]["state"] is got[3]["state"]  # one str per distinct value

@@ -116,12 +116,22 @@ def is_log(path: Path, head: bytes) -> bool:
 GATES: dict[str, tuple[str, ...]] = {
     "nccl": (r" NCCL |CCL version",),
     "nccl_tests": (r"^# Collective test starting",),
+    # training.KIND_HINTS' literals, and training.ERROR_RE's literals and line starts (a bare "step" would admit every
+    # nccl-tests header, a bare "Error" every nvidia-smi -q report; overflow lines alone give no training part)
     "training": (
-        r"iteration|MLLOG|step|SamplesPerSec|E2E latency|Error|error|Exception|Traceback|OVERFLOW"
-        r"|CUDA out of memory|Segmentation|return code|core dumped|Interrupt",
-        r"^\{",
+        r"iteration|MLLOG|step=|SamplesPerSec=|E2E latency=|loss:|CUDA out of memory|slurmstepd|ChildFailedError"
+        r"|return code|Segmentation fault|core dumped",
+        r"^(?:\{|epoch: |Traceback|[\w.]*(?:Error|Exception|Interrupt)(?::|$))",
     ),
-    "nvidia_smi": (r"NVSMI LOG|NVIDIA-SMI|nvidia-smi",),  # and smi.may_hold_tables: table-shaped lines
+    # the reports' literals, and the tables' lines (--format=csv,noheader rows, dmon/pmon and dcgmi dmon headers,
+    # --query-gpu headers), which no literal marks
+    "nvidia_smi": (
+        r"NVSMI LOG|NVIDIA-SMI|nvidia-smi",
+        r"^\d{4}/\d\d/\d\d \d\d:",
+        r"^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]",
+        r"^#[^\S\n]*Entity[^\S\n]",
+        r"^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
+    ),
     "slurm": (r"(?i)job_?id",),
     "darshan": (r"^# darshan log version",),
 }
@@ -129,7 +139,8 @@ r"""A cheap search per family over the whole file: a family none of whose regexe
 
 Each regex runs over the cleaned lines one by one (:func:`_search`: the first lines first), so none may match across
 a line break (``[^\S\n]``, not ``\s``); a literal alternation is split from a literal-free branch, which would make
-the search try every position of every line."""
+the search try every position of every line, and a branch anchored at a line's start (``^``) is a regex of its own
+(searched with the other anchored ones)."""
 CONFIRM = {"slurm": f"{slurm.DELIMITED_HEAD}|{slurm.RULE}|{slurm.SCONTROL_RE}"}
 """A second search, run only where the family's gate matched, in multi-line mode over the lines joined by newlines:
 what its parser needs to find anything (Slurm: a table's header or rule, or a record; Darshan and training logs name
@@ -142,37 +153,31 @@ match on the line of its key (``^\s*key`` or ``key\s*$``), a rule's ``\s*$`` one
 :data:`CONFIRM` itself."""
 HEAD_LINES = 1000
 """The gates search these first lines before the whole text: a family seen there is not searched for again."""
-SEARCHED_ALONE = frozenset({"training"})
-"""Gates searched on their own past the head: a regex of many literal branches makes a search of every gate at once
-several times slower than the searches one by one."""
-
-
-def smi_tables_in(text: pl.Series) -> bool:
-    """Whether a line of ``text`` matches one of :data:`di.convert.logs.smi.TABLE_GATE_RES`: each is anchored at a
-    line's start, so one alternation over the lines fails at their first bytes (a multi-line search of the joined
-    text tries every line; a literal-led search per regex costs a pass per regex)."""
-    from di.convert.logs.smi import TABLE_GATE_RES
-
-    return bool(text.str.contains("|".join(f"(?:{rx})" for rx in TABLE_GATE_RES)).any())
 
 
 def _search(lines: pl.DataFrame, regexes: dict[str, tuple[str, ...]]) -> dict[str, bool]:
     """Name -> whether one of its ``regexes`` matches a line of ``lines``' ``text``.
 
     The first :data:`HEAD_LINES` lines are searched first, and the whole text only for the names not found there (a
-    search costs about a pass over the text however early it matches); there, one search for all of them (but
-    :data:`SEARCHED_ALONE`) comes first, and one per name only where it finds something."""
-    found = {name: False for name in regexes}
+    search costs about a pass over the text however early it matches). Each part is searched in two groups: the
+    regexes anchored at a line's start (``^``: their alternation fails at each line's first bytes) and the others
+    (literal-led: their alternation is one scan for literals). A group's alternation, one search, picks the lines
+    that match one of its regexes, and each regex then runs on those lines only."""
+    found = dict.fromkeys(regexes, False)
     text = lines.get_column("text")
     for part in [text.head(HEAD_LINES)] + ([text] if text.len() > HEAD_LINES else []):
-        todo = {name: rxs for name, rxs in regexes.items() if not found[name]}
-        together = [name for name in todo if name not in SEARCHED_ALONE]
-        if part is text and len(together) > 1:
-            # past the head most families are absent (each regex, flags and all, in a group of its own)
-            if not part.str.contains("|".join(f"(?:{rx})" for name in together for rx in todo[name])).any():
-                todo = {name: rxs for name, rxs in todo.items() if name in SEARCHED_ALONE}
-        for name, rxs in todo.items():
-            found[name] = any(bool(part.str.contains(rx).any()) for rx in rxs)
+        for anchored in (False, True):
+            todo = [
+                (name, rx)
+                for name, rxs in regexes.items()
+                if not found[name]
+                for rx in rxs
+                if rx.startswith("^") == anchored
+            ]
+            # each regex, flags and all, in a group of its own
+            hits = part.filter(part.str.contains("|".join(f"(?:{rx})" for _, rx in todo))) if len(todo) > 1 else part
+            for name, rx in todo:
+                found[name] = found[name] or (hits.len() > 0 and bool(hits.str.contains(rx).any()))
     return found
 
 
@@ -193,10 +198,8 @@ def _confirmed(lines: pl.DataFrame, name: str) -> bool:
 
 
 def present_families(lines: pl.DataFrame) -> dict[str, bool]:
-    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``; nvidia-smi's table
-    lines, which no literal marks, are found by :func:`smi_tables_in`."""
+    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``."""
     present = _search(lines, GATES)
-    present["nvidia_smi"] = present["nvidia_smi"] or smi_tables_in(lines.get_column("text"))
     return present | {name: _confirmed(lines, name) for name in CONFIRM if present[name]}
 
 

@@ -29,7 +29,7 @@ import polars as pl
 
 from di.convert.logs.build import Parts
 
-__all__ = ["GATE_LITERALS", "TABLE_GATE_RES", "UNITS", "may_hold_tables", "parse_smi", "sniff_smi"]
+__all__ = ["UNITS", "parse_smi", "sniff_smi"]
 
 FIELD = r"[a-z_][\w.]*(?: \[[^\]]+\])?"
 HEADER_RE = rf"^{FIELD}(?:, {FIELD})+\s*$"
@@ -500,25 +500,3 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     }
     claimed = pl.concat([s.get_column("line"), dcgmi_lines]).unique()
     return Parts("nvidia_smi", samples=samples, claimed=claimed, info=info, epoch=epoch)
-
-
-GATE_LITERALS = r"NVSMI LOG|NVIDIA-SMI|nvidia-smi"
-"""The literal part of the family's gate (see :func:`may_hold_tables` for the rest)."""
-TABLE_GATE_RES = {
-    r"^\d{4}/\d\d/\d\d \d\d:": "/",
-    r"^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]": "gpu",
-    r"^#[^\S\n]*Entity[^\S\n]": "Entity",
-    r"^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ": ", ",
-}
-"""The table-shaped part of the family's gate (``--format=csv,noheader`` rows, ``dmon``/``pmon`` and ``dcgmi dmon``
-headers, ``--query-gpu`` headers), each with a literal its lines hold. With no literal to lead it, each regex
-would try every line of the file (about 30 ms per 16 MB each)."""
-
-
-def may_hold_tables(text: pl.Series) -> bool:
-    """True when a line of ``text`` matches one of :data:`TABLE_GATE_RES`: each regex runs on the lines that hold its
-    literal."""
-    return any(
-        bool(text.filter(text.str.contains(lit, literal=True)).str.contains(rx).any())
-        for rx, lit in TABLE_GATE_RES.items()
-    )
