@@ -155,7 +155,9 @@ this machine compiles at the hour of the run, so gaps measured at different hour
 
 def _reference() -> float:
     """CPU seconds of :data:`REFERENCE` in a fresh process (best of three)."""
-    runs = [subprocess.run([sys.executable, "-c", REFERENCE], capture_output=True, text=True, check=True) for _ in "abc"]
+    runs = [
+        subprocess.run([sys.executable, "-c", REFERENCE], capture_output=True, text=True, check=True) for _ in "abc"
+    ]
     return min(float(r.stdout.strip()) for r in runs)
 
 

@@ -89,13 +89,6 @@ def test_pseudo_file_of_size_zero_is_read_whole() -> None:
     assert lines.len() > 3 and lines.str.starts_with("Name:").any()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pl.exceptions.DuplicateError,
-    reason="slurm._fixed names a column after the text above each dash group of a rule: two empty names (a short "
-    "line over a rule of 3 groups, a blank line between header and rule) make a DuplicateError (older than the fast "
-    "paths)",
-)
 def test_dashed_rule_under_a_short_line_in_a_training_log(tmp_path: Path) -> None:
     """A training log that names its Slurm job id and prints a dashed rule under a short line loads its training
     lines (the rule is no sacct table)."""
@@ -104,14 +97,34 @@ def test_dashed_rule_under_a_short_line_in_a_training_log(tmp_path: Path) -> Non
     assert di.load(path).samples.height
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=StopIteration,
-    reason="slurm.parse_slurm takes the job id column with next() over the columns: a fixed-width table whose header "
-    "names no job id (rows led by a digit under a rule) raises StopIteration (older than the fast paths)",
-)
 def test_dashed_table_without_a_job_id_column_in_a_training_log(tmp_path: Path) -> None:
     """A table under a dashed rule whose header names no job id is no Slurm table: the training lines load."""
     path = tmp_path / "run.log"
     path.write_text("SLURM_JOB_ID=4242\nName  Value\n----- -----\n1     2\n" + TRAINING * 3)
     assert di.load(path).samples.height
+
+
+def test_a_byte_order_mark_does_not_shift_the_first_line(tmp_path: Path) -> None:
+    """sacct's fixed-width table saved by a Windows editor (a UTF-8 BOM first) reads as the same table without it,
+    on the polars path and on the bytes path (gzip)."""
+    import gzip
+
+    table = (
+        "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode \n"
+        "------------ ---------- ---------- ---------- ---------- ---------- -------- \n"
+        "4242              train        gpu       proj         64  COMPLETED      0:0 \n"
+    )
+    plain = tmp_path / "sacct.txt"
+    plain.write_text(table)
+    want = di.load(plain)
+    for name, data in (
+        ("bom.txt", b"\xef\xbb\xbf" + table.encode()),
+        ("bom.txt.gz", gzip.compress(b"\xef\xbb\xbf" + table.encode())),
+    ):
+        path = tmp_path / name
+        path.write_bytes(data)
+        lines = read_lines(path).lines.get_column("text")
+        assert lines[0] == table.splitlines()[0]
+        got = di.load(path)
+        assert got.events.drop("args").equals(want.events.drop("args"))
+        assert got.meta["sources"][0]["info"] == want.meta["sources"][0]["info"]

@@ -63,6 +63,11 @@ def _iso(col: str) -> pl.Expr:
     return pl.col(col).str.to_datetime("%Y-%m-%dT%H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns")
 
 
+def _is_job_id(name: str) -> bool:
+    """Whether a column name (lower case, made unique by :func:`_unique`) is a job id's."""
+    return name.rstrip("_0123456789") in ("jobid", "job_id")
+
+
 def _unique(names: list[str]) -> list[str]:
     """Column names made unique (squeue may print one field twice): the second ``jobid`` is ``jobid_2``."""
     out: list[str] = []
@@ -151,7 +156,9 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
         for dash in rule.split(" "):
             spans.append((i, len(dash)))
             i += len(dash) + 1
-        names = [head[a : a + n].strip().lower() for a, n in spans]
+        names = _unique([head[a : a + n].strip().lower() for a, n in spans])
+        if not any(_is_job_id(n) for n in names):  # a dashed rule under other text (a training log's banner)
+            continue
         rows = lines.filter(block_kind == k).filter(t.str.contains(r"^\s*\d"))
         out.append(
             rows.select(
@@ -202,7 +209,9 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     jobs = pl.concat(frames, how="diagonal_relaxed")
     if not jobs.get_column("line").is_sorted():  # tables of several kinds, interleaved
         jobs = jobs.sort("line")
-    jobid = next(c for c in jobs.columns if c.rstrip("_0123456789") in ("jobid", "job_id"))
+    jobid = next((c for c in jobs.columns if _is_job_id(c)), None)
+    if jobid is None:  # tables without a job id are no Slurm output
+        return Parts("slurm")
     start = next((c for c in jobs.columns if c in START), None)
     end = next((c for c in jobs.columns if c in END), None)
     state = next((c for c in jobs.columns if c in ("state", "st")), None)

@@ -64,6 +64,10 @@ _PREFIX = re.compile(PREFIX_RE)
 _ANSI = re.compile(ANSI_RE)
 
 
+BOM = "\ufeff"
+"""A UTF-8 byte-order mark (some Windows tools start a file with it): removed from a log's first line."""
+
+
 @dataclass
 class LogText:
     """A log's lines, cleaned.
@@ -230,12 +234,18 @@ def read_lines(path: Path, *, max_input_bytes: int | None = None) -> LogText:
     """
     path = Path(path)
     plain = _read_plain(path, max_input_bytes)
-    return plain if plain is not None else _read_bytes_lines(path, max_input_bytes)
+    text = plain if plain is not None else _read_bytes_lines(path, max_input_bytes)
+    first = text.lines.get_column("text").head(1)
+    if first.len() and first.str.starts_with(BOM).item():  # a byte-order mark would shift the first line's columns
+        text.lines = text.lines.with_columns(
+            pl.when(pl.col("line") == 0).then(pl.col("text").str.strip_prefix(BOM)).otherwise(pl.col("text"))
+        )
+    return text
 
 
 def head_lines(head: bytes) -> list[str]:
     """The first lines of a file's head, cleaned like :func:`read_lines` (for sniffing; the last, maybe cut, line is kept)."""
-    text = head.decode("utf-8", errors="replace")
+    text = head.decode("utf-8", errors="replace").removeprefix(BOM)
     return [_PREFIX.sub("", _ANSI.sub("", ln.rstrip("\r")), count=1) for ln in text.split("\n")]
 
 
