@@ -245,7 +245,7 @@ def test_text_spans_give_each_rows_text_in_place_or_copied() -> None:
     from conftest import kineto_file
 
     import di
-    from di.convert.otf2.layout import text_spans
+    from di.convert.columns import text_spans
 
     args = di.load(kineto_file("hta_ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")).events["args"]
     short = pl.Series(["", None, "a", "é" * 9, "x" * 13], dtype=pl.String)

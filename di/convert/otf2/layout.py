@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from di.convert.columns import readonly, utf8_buffers
+from di.convert.columns import readonly, text_spans, utf8_buffers
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
@@ -62,27 +62,6 @@ class TextColumn:
     ends: np.ndarray
     rows: np.ndarray
     ids: np.ndarray
-
-
-def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(UTF-8 bytes, start and end of each row's text there) of a String column, empty for a null. A column whose
-    Arrow string views all point into one data buffer (every non-empty text longer than the 12 bytes a view holds
-    itself, as the args texts of a loaded Kineto trace) is read in place; any other is first copied into one buffer
-    (:func:`utf8_buffers`)."""
-    import pyarrow as pa
-
-    arr = values.to_arrow(compat_level=pl.CompatLevel.newest())
-    if isinstance(arr, pa.ChunkedArray) and arr.num_chunks == 1:
-        arr = arr.chunk(0)
-    buffers = arr.buffers() if isinstance(arr, pa.Array) and arr.type == pa.string_view() else []
-    if len(buffers) == 3 and buffers[2] is not None:  # validity, views, one data buffer
-        views = np.frombuffer(buffers[1], np.uint32).reshape(-1, 4)[arr.offset : arr.offset + len(arr)]
-        length = np.where(values.is_not_null().to_numpy(), views[:, 0], 0).astype(np.int64)
-        if not ((length > 0) & (length <= 12)).any():  # no text held in its view
-            starts = np.where(length > 0, views[:, 3], 0).astype(np.int64)
-            return np.frombuffer(buffers[2], np.uint8), starts, starts + length
-    data, offsets = utf8_buffers(values)
-    return data, offsets[:-1], offsets[1:]
 
 
 DISTINCT_SAMPLE = 4096

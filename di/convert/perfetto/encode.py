@@ -27,7 +27,8 @@ as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
   when absent), :data:`FLAG_INSTANT` / :data:`FLAG_ARGS` bits and the bytes
   of its flow id fields on its begin and on its end packet (one array
   per dtype, as the Chrome scanner's columns); the args JSON text of event i
-  is ``args[args_off[i]:args_off[i + 1]]``.
+  is ``args[events[E_ARGS_START, i]:events[E_ARGS_END, i]]`` (spans, not offsets: a loaded trace's texts are read
+  where they are, in the order of their buffer).
 * ``strings``, int64 (``len(STRING_ROWS)``, m + 1): for every string that
   may be interned (annotation names, categories, event names) its offset in
   ``string_bytes``, its iid, the InternedData field it goes into, and the
@@ -99,8 +100,8 @@ STR_ARGS, STR_BYTES = np.int64(0), np.int64(1)
 ANN_ARGS, ANN_BYTES = np.int64(1), np.int64(2)
 """Their iids."""
 
-EVENT_ROWS = ("start", "end", "corr", "bytes")
-E_START, E_END, E_CORR, E_BYTES = range(len(EVENT_ROWS))
+EVENT_ROWS = ("start", "end", "corr", "bytes", "args_start", "args_end")
+E_START, E_END, E_CORR, E_BYTES, E_ARGS_START, E_ARGS_END = range(len(EVENT_ROWS))
 CODE_ROWS = ("name", "cat", "src_cat", "flags", "flow_bytes_begin", "flow_bytes_end")
 C_NAME, C_CAT, C_SRC_CAT, C_FLAGS, C_FLOW_BEGIN, C_FLOW_END = range(len(CODE_ROWS))
 FLAG_INSTANT, FLAG_ARGS = 1, 2
@@ -231,7 +232,6 @@ def encode_events(
     events,
     codes,
     args,
-    args_off,
     strings,
     string_bytes,
     flow_ptr,
@@ -252,6 +252,7 @@ def encode_events(
     ntracks = tracks.shape[1] - 1
     # the rows used per event, as 1-D arrays: numba lowers each 2-D index into more code
     start, end, corr_of, bytes_of = events[E_START], events[E_END], events[E_CORR], events[E_BYTES]
+    args_start, args_end = events[E_ARGS_START], events[E_ARGS_END]
     name_code, cat_code, src_code, flag_bits = codes[C_NAME], codes[C_CAT], codes[C_SRC_CAT], codes[C_FLAGS]
     flow_bytes_begin, flow_bytes_end = codes[C_FLOW_BEGIN], codes[C_FLOW_END]
     text, iid_of, seen_by = strings[STR_OFF], strings[STR_IID], strings[STR_SEEN]
@@ -292,7 +293,7 @@ def encode_events(
             continue
         # an upper bound of the bytes of event i's begin and end packets together
         name, cat, src = np.int64(name_code[i]), np.int64(cat_code[i]), np.int64(src_code[i])
-        need = text[name + 1] - text[name] + text[cat + 1] - text[cat] + args_off[i + 1] - args_off[i]
+        need = text[name + 1] - text[name] + text[cat + 1] - text[cat] + args_end[i] - args_start[i]
         if src >= 0:
             need += text[src + 1] - text[src]
         need += 2 * SLACK + 32 + 2 * FLOW_BYTES * (flow_ptr[i + 1] - flow_ptr[i])
@@ -323,7 +324,7 @@ def encode_events(
             interned += _interned_size(strings, STR_ARGS)
         if new_bytes:
             interned += _interned_size(strings, STR_BYTES)
-        a0, a1 = args_off[i], args_off[i + 1]
+        a0, a1 = args_start[i], args_end[i]
         ann_args = 2 + 1 + (varint_size(a1 - a0) + a1 - a0)
         ann_bytes = 2 + 1 + varint_size(nbytes)
         ev = 2 + 1 + varint_size(name_iid) + 1 + varint_size(cat_iid) + flow_bytes_begin[i]

@@ -25,7 +25,7 @@ from typing import IO
 import numpy as np
 import polars as pl
 
-from di.convert.columns import readonly, utf8_buffers
+from di.convert.columns import readonly, text_spans, utf8_buffers
 from di.convert.lanes import assign_lanes, is_sorted
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
@@ -75,14 +75,6 @@ def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
     lut = np.full(top + 1, -1, dtype=np.int64)
     lut[present] = np.arange(len(present))
     return lut[p], s.gather(first[present]).cast(pl.String)
-
-
-def _utf8_column(s: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """UTF-8 bytes, int64 offsets and null mask (uint8) of a String Series."""
-    if s.null_count() == len(s):
-        return np.zeros(0, np.uint8), np.zeros(len(s) + 1, np.int64), np.ones(len(s), np.uint8)
-    data, off = utf8_buffers(s)
-    return data, off, s.is_null().to_numpy().astype(np.uint8)
 
 
 def _canonical(ev: pl.DataFrame) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
@@ -166,20 +158,23 @@ def _events(
     src, src_values = dense_codes(ev.get_column("src_cat"))
     strings, string_bytes = _string_table(name_values, src_values)
     first_cat, first_name = len(encode.ANNOTATION_NAMES), len(encode.ANNOTATION_NAMES) + len(CATS) + len(src_values)
-    args, args_off, args_null = _utf8_column(ev.get_column("args"))
+    args_column = ev.get_column("args")
+    args, args_start, args_end = text_spans(args_column)
 
     events = np.empty((len(encode.EVENT_ROWS), n), dtype=np.int64)
     np.subtract(start, offset, out=events[encode.E_START])
     np.subtract(end, offset, out=events[encode.E_END])
     for row, name in ((encode.E_CORR, "corr"), (encode.E_BYTES, "bytes")):
         events[row] = ev.get_column(name).fill_null(encode.NONE).to_numpy()
+    events[encode.E_ARGS_START] = args_start
+    events[encode.E_ARGS_END] = args_end
     codes = np.empty((len(encode.CODE_ROWS), n), dtype=np.int32)
     np.add(names, first_name, out=codes[encode.C_NAME], casting="unsafe")
     np.add(ev.get_column("cat").to_physical().to_numpy(), first_cat, out=codes[encode.C_CAT], casting="unsafe")
     np.add(src, first_cat + len(CATS), out=codes[encode.C_SRC_CAT], casting="unsafe")
     codes[encode.C_SRC_CAT, src < 0] = -1
     flags = codes[encode.C_FLAGS]
-    np.multiply(args_null == 0, encode.FLAG_ARGS, out=flags, casting="unsafe")
+    np.multiply(args_column.is_not_null().to_numpy(), encode.FLAG_ARGS, out=flags, casting="unsafe")
     flags[instant] |= encode.FLAG_INSTANT
 
     tracks_df = layout.tracks
@@ -198,7 +193,7 @@ def _events(
         np.multiply(np.bincount(marked[of_phase], minlength=n), encode.FLOW_BYTES, out=codes[row], casting="unsafe")
     state = np.zeros(encode.STATE_SLOTS, dtype=np.int64)
     stack = np.empty(max(n, 1), dtype=np.int64)
-    args, args_off, string_bytes = readonly(args), readonly(args_off), readonly(string_bytes)
+    args, string_bytes = readonly(args), readonly(string_bytes)
     while state[encode.S_TRACK] < len(used):
         end = encode.encode_events(
             state,
@@ -210,7 +205,6 @@ def _events(
             events,
             codes,
             args,
-            args_off,
             strings,
             string_bytes,
             marks.ptr,
