@@ -898,8 +898,9 @@ def _exit_now(code: int) -> None:
     ):
         return
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None where the fd was closed when Python started (di info x >&-)
+                stream.flush()
     except (OSError, ValueError):
         return
     run_exitfuncs()

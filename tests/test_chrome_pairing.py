@@ -237,6 +237,22 @@ def test_parse_number_errors(text: str, status: int) -> None:
     assert parse(text)[2] == status
 
 
+@pytest.mark.parametrize(
+    ("text", "shift", "value"),
+    [
+        ("0.9999999999999999999", 0, 1),  # 19 digits all dropped (10**19 divides): the rounding read 2 * rest
+        ("-0.9999999999999999999", 0, -1),  # in uint64, which wrapped above 2**63 and rounded down
+        ("0.0009999999999999999999", 3, 1),
+        ("9500000000000000000e-19", 0, 1),
+        ("9400000000000000000e-19", 0, 1),
+        ("4999999999999999999e-19", 0, 0),
+        ("0.0000000000000000000999", 3, 0),
+    ],
+)
+def test_parse_number_rounds_when_all_nineteen_digits_are_dropped(text: str, shift: int, value: int) -> None:
+    assert parse(text, shift) == (value, len(text), 0)
+
+
 def test_parse_number_stops_at_the_end_of_the_number() -> None:
     assert parse('12.5,"dur"') == (12500, 4, 0)
     assert parse("7}", shift=0) == (7, 1, 0)

@@ -166,6 +166,21 @@ def test_base_time_nanoseconds_plus_relative_ts_is_exact(load_valid) -> None:
     assert trace.meta["clock"]["domain"] == "unix_epoch"
 
 
+def test_base_time_nanoseconds_beyond_int64_is_ignored_with_a_warning(tmp_path: Path) -> None:
+    """A baseTimeNanoseconds of 2**63 (bench/fuzz.py found it) raised OverflowError in np.int64(base)."""
+    path = one_file("hta_nccl_parser_config")
+    top, events = doc_events(path)
+    text = gzip.decompress(path.read_bytes()).decode()
+    damaged = text.replace(
+        f'"baseTimeNanoseconds": {top["baseTimeNanoseconds"]}', '"baseTimeNanoseconds": 9223372036854775808'
+    )
+    assert damaged != text
+    trace = di.load(write_json(tmp_path, "rank-0.json", damaged))
+    assert any("baseTimeNanoseconds" in w for w in trace.meta["warnings"]), trace.meta["warnings"]
+    want = Counter((e["name"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events if e.get("ph") == "X")
+    assert _named_rows(trace) == want  # relative timestamps, as a trace without one
+
+
 @pytest.mark.parametrize("form", ["directory", "glob", "list"])
 def test_two_ranks_loaded_together(form: str, kineto: Path, load_valid) -> None:
     folder = kineto / "hta_trace_filter"

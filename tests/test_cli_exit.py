@@ -61,3 +61,23 @@ def test_a_program_calling_main_gets_it_back() -> None:
     proc = _run(AS_A_LIBRARY, "info", str(TRACE))
     assert proc.returncode == 0, proc.stderr
     assert "main returned 0" in proc.stderr and "4,811" in proc.stdout
+
+
+@pytest.mark.parametrize(("closed", "missing", "code"), [(1, False, 0), (1, True, 2), (2, False, 0), (2, True, 2)])
+def test_the_command_keeps_its_exit_code_with_stdout_or_stderr_closed(
+    tmp_path: Path, closed: int, missing: bool, code: int
+) -> None:
+    """``di info x >&-`` (or ``2>&-``): Python's sys.stdout (sys.stderr) is None; the flush before the
+    exit raised AttributeError there (a traceback and exit status 1 instead of the command's)."""
+    target = str(tmp_path / "missing.json") if missing else str(TRACE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "di", "info", target],
+        stdout=subprocess.PIPE if closed == 2 else None,
+        stderr=subprocess.PIPE if closed == 1 else None,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        preexec_fn=lambda: os.close(closed),
+    )
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert "Traceback" not in (proc.stderr or "") + (proc.stdout or "")

@@ -183,6 +183,24 @@ def test_empty_and_garbage_files_are_format_errors(tmp_path: Path) -> None:
             di.load(path)
 
 
+def test_di_packet_without_offset_ns_reads_as_offset_zero(tmp_path: Path) -> None:
+    """di's packet is checked with offset_ns optional (0), but offset_ns() indexed it: KeyError
+    (bench/fuzz.py, an internal error on a trace whose packet lost the key)."""
+    from tests.perfetto_cases import generated_job
+
+    job = generated_job(tmp_path / "job", ranks=2, steps=2)
+    di.save(job, tmp_path / "job.pftrace")
+    data = (tmp_path / "job.pftrace").read_bytes()
+    offset = re.search(rb'"offset_ns":(-?[0-9]+)', data)
+    assert offset is not None
+    (tmp_path / "nokey.pftrace").write_bytes(data.replace(b'"offset_ns":', b'"offset_nx":', 1))  # same length
+    t = di.load(tmp_path / "nokey.pftrace")
+    whole = di.load(tmp_path / "job.pftrace")
+    assert t.events.height == whole.events.height > 0
+    shift = int(offset.group(1))
+    assert (t.events.get_column("start_ns") + shift).to_list() == whole.events.get_column("start_ns").to_list()
+
+
 def test_truncated_trace_loads_what_is_sound_and_says_what_was_lost(tmp_path: Path) -> None:
     from tests.perfetto_cases import generated_job
 

@@ -108,10 +108,16 @@ def problem(d: Any) -> str | None:
     return None
 
 
-def base_ns(d: dict[str, Any] | None, top: dict[str, Any]) -> int:
-    """Absolute ns of ts 0: diTrace's ``start_ns``, else Kineto's ``baseTimeNanoseconds``, else 0."""
+def base_ns(d: dict[str, Any] | None, top: dict[str, Any], warnings: list[str]) -> int:
+    """Absolute ns of ts 0: diTrace's ``start_ns``, else Kineto's ``baseTimeNanoseconds``, else 0;
+    a ``baseTimeNanoseconds`` beyond int64 is said in ``warnings`` and read as 0."""
     start = d.get("meta", {}).get("start_ns") if d is not None else top.get("baseTimeNanoseconds")
-    return int(start) if isinstance(start, int) and not isinstance(start, bool) else 0
+    if not isinstance(start, int) or isinstance(start, bool):
+        return 0
+    if not _is_int(start):
+        warnings.append(f"baseTimeNanoseconds {start} is beyond int64 ns: ignored (timestamps kept relative)")
+        return 0
+    return int(start)
 
 
 def remap_keys(keys: pl.DataFrame, d: dict[str, Any] | None) -> pl.DataFrame:

@@ -14,7 +14,7 @@ from di.convert.bytewords import load_u64
 from di.convert.chrome.jsontext import DIGIT_0, DIGIT_9, DOT, EXP_LOWER, EXP_UPPER, MINUS, PLUS
 
 _MAX_MANT = np.uint64(10**18)
-_ONE, _TWO, _TEN, _E8 = np.uint64(1), np.uint64(2), np.uint64(10), np.uint64(10**8)
+_ONE, _TEN, _E8 = np.uint64(1), np.uint64(10), np.uint64(10**8)
 _POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
 _INT64_MAX = np.uint64(2**63 - 1)
 
@@ -115,7 +115,7 @@ def parse_number(buf, i, n, shift):
         else:
             p = _POW10[k]
             v = mant // p
-            if (mant % p) * _TWO >= p:
+            if mant % p >= p >> _ONE:  # half up; (mant % p) * 2 wraps in uint64 when p is 10**19
                 v += _ONE
     if v > _INT64_MAX:
         return 0, i, 3

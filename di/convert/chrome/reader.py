@@ -168,7 +168,7 @@ def read_chrome(
     raw = decode(path, max_input_bytes)
     dropped: Counter[str] = raw.dropped
     own = ditrace.info(raw.top, raw.warnings)
-    base_ns = ditrace.base_ns(own, raw.top)
+    base_ns = ditrace.base_ns(own, raw.top, raw.warnings)
     epoch = _on_epoch(raw, base_ns)
     ts = phases.timestamps(raw, base_ns)
     ok = phases.usable(raw, dropped)

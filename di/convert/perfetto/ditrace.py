@@ -186,7 +186,7 @@ def problem(doc: dict[str, Any]) -> str | None:
 
 def offset_ns(doc: dict[str, Any] | None) -> int:
     """What to add to every packet timestamp to get the model's ns (0 without di's packet)."""
-    return int(doc["offset_ns"]) if doc is not None else 0
+    return int(doc.get("offset_ns", 0)) if doc is not None else 0  # optional in di's packet (see problem)
 
 
 def written(doc: dict[str, Any] | None, path: Any, warnings: list[str]) -> Written | None:
