@@ -243,6 +243,18 @@ COLL_WORDS = [f"_w{i}" for i in range(20)]
 """Columns of a COLL line's first words (split at single spaces; null past its last word)."""
 
 
+def _coll_words(c: pl.DataFrame) -> pl.DataFrame:
+    """``c`` with the words of its ``msg`` as columns :data:`COLL_WORDS` (split at single spaces)."""
+    # the words as columns at once (one struct; a lookup per word costs more). The seven words up to ``count`` (name,
+    # opCount and buffers: new on each call) are split per line, the rest (count, datatype, op, root, comm, stream:
+    # a few distinct tails) once per distinct tail
+    head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
+    c = c.with_columns(head).unnest("_h")
+    tail = pl.col("_tail")
+    tails = c.select(tail.unique()).with_columns(tail.str.split(" ").list.to_struct(fields=COLL_WORDS[7:]).alias("_t"))
+    return c.join(tails.unnest("_t"), on="_tail", how="left", maintain_order="left", nulls_equal=True).drop("_tail")
+
+
 def _coll_layout() -> pl.Expr:
     ok = pl.all_horizontal([pl.col(COLL_WORDS[i]) == word for i, word in COLL_TOKENS.items()])
     return ok.fill_null(False)
@@ -281,9 +293,7 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
     m = pl.col("msg")
     c = p.filter(m.str.contains(": opCount ", literal=True))
     n_lines = c.height
-    # the words as columns at once (one struct of the word lists; a lookup per word costs more)
-    words = m.str.split(" ").list.to_struct(fields=COLL_WORDS).alias("_t")
-    c = c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left").with_columns(words).unnest("_t")
+    c = _coll_words(c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left"))
     usual = c.select(_coll_layout()).to_series()
     if usual.all():  # the usual case: no split of the lines (and their word lists) in two
         c = _coll_by_tokens(c)
@@ -382,15 +392,10 @@ def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     return nxt.select("line", pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
-def _with_comm(df: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
-    """``df`` (topology lines) in line order, with the ``comm_key`` of :func:`_line_comms`."""
-    return df.sort("line").join(line_comms, on="line", how="left", maintain_order="left")
-
-
-def _connections(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
+def _connections(p: pl.DataFrame) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
     lk = _matching(p, pl.col("msg").str.contains(" via ", literal=True), LINK_RE, "via")
-    return _with_comm(lk, line_comms).select(
+    return lk.select(
         pl.col("comm_key").alias("comm"),
         pl.lit("connection").alias("kind"),
         pl.col("channel").cast(pl.Int64),
@@ -402,11 +407,11 @@ def _connections(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _rings(p: pl.DataFrame, comms: pl.DataFrame, line_comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
     order = _matching(p, pl.col("msg").str.starts_with("Channel "), RING_RE, "order")
-    order = _with_comm(order, line_comms).select(
+    order = order.select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("nchannels").cast(pl.Int64),
@@ -426,7 +431,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame, line_comms: pl.DataFrame) -> tu
     hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
     hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
     ring = _matching(p, pl.col("msg").str.starts_with("Ring "), RING_HOP_RE, "me")
-    ring = _with_comm(ring, line_comms).select(
+    ring = ring.select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("me").cast(pl.Int64).alias("src_rank"),
@@ -436,7 +441,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame, line_comms: pl.DataFrame) -> tu
     return edges.with_columns(pl.lit("ring").alias("kind")), order.select("comm", "channel", "nchannels")
 
 
-def _trees(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
+def _trees(p: pl.DataFrame) -> pl.DataFrame:
     """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
     and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
@@ -446,10 +451,10 @@ def _trees(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
     one = _matching(p, pl.col("msg").str.starts_with("Tree "), TREE_ONE_RE, "me")
-    cols = ["host", "pid", "dev", "line", "channel", "me", "parent"]
+    cols = ["comm_key", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
     return (
-        _with_comm(t, line_comms)
+        t.sort("line")
         .select(
             pl.col("comm_key").alias("comm"),
             pl.lit("tree").alias("kind"),
@@ -463,11 +468,16 @@ def _trees(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
 
 def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The ``comm_links`` table (see its schema) and (comm, channel, nchannels) of the ring lines (``p``: the
-    topology lines)."""
-    line_comms = _line_comms(p, comms)
-    conn = _connections(p, line_comms)
-    rings, nch = _rings(p, comms, line_comms)
-    trees = _trees(p, line_comms)
+    topology lines, in line order)."""
+    # each rank prints the same topology lines for each communicator: the rows of one (comm, message) make the same
+    # edges (the table keeps each once, the first), so those after the first are not parsed
+    p = p.sort("line")
+    p = p.with_columns(_line_comms(p, comms).get_column("comm_key")).unique(
+        ["comm_key", "msg"], keep="first", maintain_order=True
+    )
+    conn = _connections(p)
+    rings, nch = _rings(p, comms)
+    trees = _trees(p)
     via = conn.unique(["comm", "channel", "src_rank", "dst_rank"], keep="first", maintain_order=True).select(
         "comm", "channel", "src_rank", "dst_rank", "transport", "via"
     )
