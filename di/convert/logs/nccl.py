@@ -343,16 +343,22 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
         c.rename({"comm": "comm_ptr"})
         .join(key, on=["host", "pid", "comm_ptr"], how="left")
         .join(dtypes, on="dt", how="left")
-        .with_columns(
-            pl.coalesce("comm_key", pl.format("{}:{}:{}", "host", "pid", "comm_ptr")).alias("comm"),
-            # one thread may drive several GPUs: the comm's device and rank, not the line's
-            pl.coalesce("grank", "rank").alias("rank"),
-            pl.coalesce("cudadev", "dev").alias("dev"),
-        )
+    )
+    # a COLL line of a comm whose init was not logged: host, pid and pointer (formatted only where there is one)
+    comm = pl.col("comm_key")
+    if c.get_column("comm_key").has_nulls():
+        comm = pl.coalesce(comm, pl.format("{}:{}:{}", "host", "pid", "comm_ptr"))
+    c = c.with_columns(
+        comm.alias("comm"),
+        # one thread may drive several GPUs: the comm's device and rank, not the line's
+        pl.coalesce("grank", "rank").alias("rank"),
+        pl.coalesce("cudadev", "dev").alias("dev"),
     )
     c = c.sort("line").with_columns(pl.int_range(pl.len()).over("rank", "comm").cast(pl.Int64).alias("seq"))
+    # the op of each distinct name (a few), not a lower-casing of each line's
+    ops = {name: OPS.get(name.lower(), "other") for name in c.get_column("opname").unique().to_list()}
     coll = c.with_columns(
-        pl.col("opname").str.to_lowercase().replace_strict(OPS, default="other").alias("op"),
+        pl.col("opname").replace_strict(ops, return_dtype=pl.String).alias("op"),
         (pl.col("count") * pl.col("esize")).alias("bytes"),
         pl.format("{}#{}", "comm", "seq").alias("instance_key"),
         pl.coalesce("nranks", "cn").alias("group_size"),
