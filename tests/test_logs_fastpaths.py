@@ -452,7 +452,7 @@ NCCL_KINDS = {
 @pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
 def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
     """NCCL's per-kind regexes, run once per distinct message and joined back, find what they find line by line."""
-    p = nccl._prefixed(read_lines(path).lines)
+    p, _ = nccl._prefixed(read_lines(path).lines)
     for which, pattern, required in NCCL_KINDS.values():
         per_line = (
             p.filter(which)

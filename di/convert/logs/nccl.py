@@ -134,7 +134,20 @@ KEY_BYTES = len(" NCCL ") + len("ABORT")
 """A line's key: its bytes up to and with the level's (the head, `` NCCL `` and five bytes)."""
 
 
-def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
+HEAD_COLUMNS = ("level", "host", "pid", "tid", "dev", "ts_ns", "ms_ns")
+"""What a line's head gives (see :func:`_prefixed`)."""
+
+
+def _with_heads(df: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+    """``df`` (rows of :func:`_prefixed`'s lines) with its heads' :data:`HEAD_COLUMNS`: a gather by ``hid``."""
+    at = df.get_column("hid")
+    return df.with_columns(heads.get_column(name).gather(at) for name in HEAD_COLUMNS)
+
+
+def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``) and their distinct
+    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS`). Each part gathers the head columns of the few
+    lines it reads (:func:`_with_heads`): the lines' filters move four columns, not eleven."""
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
     found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
     # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong); the head
@@ -173,21 +186,15 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
-    found = found.join(heads, on="key", how="inner", maintain_order="left")
+    heads = heads.with_row_index("hid")
+    at = heads.select("key", "hid", (7 + pl.col("level").str.len_bytes()).alias("skip"))
+    found = found.join(at, on="key", how="inner", maintain_order="left")
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
-    return found.select(
-        "line",
-        "prefix_rank",
-        "level",
-        "host",
-        "pid",
-        "tid",
-        "dev",
-        "ts_ns",
-        "ms_ns",
-        raw.bin.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).cast(pl.String).alias("msg"),
+    p = found.select(
+        "line", "prefix_rank", "hid", raw.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String).alias("msg")
     )
+    return p, heads.drop("key")
 
 
 def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
@@ -203,9 +210,9 @@ def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> p
     )
 
 
-def _comms(p: pl.DataFrame, version: str | None) -> pl.DataFrame:
+def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None) -> pl.DataFrame:
     init = _matching(p, pl.col("msg").str.contains("Init ", literal=True), INIT_RE, "comm")
-    init = init.with_columns(
+    init = _with_heads(init, heads).with_columns(
         pl.col("crank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), pl.col("cudadev").cast(pl.Int64)
     )
     init = init.sort(pl.col("state") == "COMPLETE", descending=True, maintain_order=True).unique(
@@ -217,15 +224,16 @@ def _comms(p: pl.DataFrame, version: str | None) -> pl.DataFrame:
     )
 
 
-def _ranks(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+def _ranks(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     """(host, pid, dev) -> rank: the rank in the largest communicator it joined, else a launcher prefix's."""
     by_init = (
         comms.sort("nranks", "line", descending=[True, False])
         .unique(["host", "pid", "dev"], keep="first")
         .select("host", "pid", "dev", pl.col("crank").alias("rank_init"))
     )
+    # the first line of each head, then of each (host, pid, dev): the first line of each (host, pid, dev)
     by_prefix = (
-        p.drop_nulls("prefix_rank")
+        _with_heads(p.drop_nulls("prefix_rank").unique("hid", keep="first", maintain_order=True), heads)
         .unique(["host", "pid", "dev"], keep="first")
         .select("host", "pid", "dev", "prefix_rank")
     )
@@ -288,10 +296,12 @@ def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     return c.drop(COLL_WORDS).with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
 
 
-def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def _collectives(
+    p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame
+) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped)."""
     m = pl.col("msg")
-    c = p.filter(m.str.contains(": opCount ", literal=True))
+    c = _with_heads(p.filter(m.str.contains(": opCount ", literal=True)), heads)
     n_lines = c.height
     c = _coll_words(c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left"))
     usual = c.select(_coll_layout()).to_series()
@@ -305,9 +315,8 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
     c = c.with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in ints)
     c = c.drop_nulls(["opname", "count", "dt", "comm"])
     c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
-    tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo").select(
-        "host", "pid", "tid", "line", "algo", "proto"
-    )
+    tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo")
+    tune = _with_heads(tune, heads).select("host", "pid", "tid", "line", "algo", "proto")
     if tune.height:  # the TUNING line follows its COLL line on the same thread: the last one before it
         colls = c.select("host", "pid", "tid", pl.col("line").alias("coll_line")).sort("coll_line")
         tune = (
@@ -495,8 +504,9 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.
     return links.unique(maintain_order=True), nch
 
 
-def _instants(p: pl.DataFrame) -> pl.DataFrame:
-    warn = p.filter((pl.col("level") == "WARN") | pl.col("msg").str.contains(ERROR_RE))
+def _instants(p: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+    warned = heads.filter(pl.col("level") == "WARN").get_column("hid")
+    warn = _with_heads(p.filter(pl.col("hid").is_in(warned.implode()) | pl.col("msg").str.contains(ERROR_RE)), heads)
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -507,7 +517,7 @@ def _instants(p: pl.DataFrame) -> pl.DataFrame:
 
 def parse_nccl(lines: pl.DataFrame) -> Parts:
     """NCCL debug lines of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
-    p = _prefixed(lines)
+    p, heads = _prefixed(lines)
     ver = (
         lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
         .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
@@ -526,10 +536,10 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             claimed=ver.get_column("line"),
             info={"nccl": {"versions": versions}} if versions else {},
         )
-    comms = _comms(p, version)
-    ranks = _ranks(p, comms)
+    comms = _comms(p, heads, version)
+    ranks = _ranks(p, heads, comms)
     comms = comms.join(ranks.rename({"rank": "grank"}), on=["host", "pid", "dev"], how="left")
-    coll, n_coll_lines = _collectives(p, comms, ranks)
+    coll, n_coll_lines = _collectives(p, heads, comms, ranks)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -549,7 +559,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         .struct.json_encode()
         .alias("args"),
     )
-    inst = _instants(p).join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
+    inst = _instants(p, heads).join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
     ev = pl.concat([coll.select(cols + extra), inits.select(cols), inst.select(cols)], how="diagonal_relaxed")
@@ -565,7 +575,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     ev = ev.with_columns(
         t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track")
     )
-    topo = p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search
+    topo = _with_heads(p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)")), heads)  # one anchored search
     links, nch = _comm_links(topo, comms)
     info: dict[str, Any] = {
         "nccl": {
