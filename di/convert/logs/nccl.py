@@ -251,49 +251,65 @@ COLL_WORDS = [f"_w{i}" for i in range(20)]
 """Columns of a COLL line's first words (split at single spaces; null past its last word)."""
 
 
-def _coll_words(c: pl.DataFrame) -> pl.DataFrame:
-    """``c`` with the words of its ``msg`` as columns :data:`COLL_WORDS` (split at single spaces)."""
+COLL_INTS = ("count", "dt", "root", "nranks", "redop")
+"""A COLL line's integer fields: a number that is not one (a garbled word, an overflow) is null."""
+
+
+def _coll_tail_fields(tails: pl.DataFrame) -> pl.DataFrame:
+    """Fields of the usual layout from a COLL line's words past its buffers (``_tail``, one row per distinct tail),
+    with ``_tail_ok``: the words name their fields where :data:`COLL_TOKENS` says."""
+    tails = tails.with_columns(pl.col("_tail").str.split(" ").list.to_struct(fields=COLL_WORDS[7:]).alias("_t"))
+    w = {i: pl.col(COLL_WORDS[i]) for i in range(7, len(COLL_WORDS))}
+    has_nr = w[17].str.starts_with("[nranks=")
+    return (
+        tails.unnest("_t")
+        .select(
+            "_tail",
+            pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i >= 7])
+            .fill_null(False)
+            .alias("_tail_ok"),
+            w[8].alias("count"),
+            w[10].alias("dt"),
+            w[12].alias("redop"),
+            w[14].alias("root"),
+            w[16].alias("comm"),
+            pl.when(has_nr).then(w[17].str.slice(8).str.strip_suffix("]")).alias("nranks"),
+            pl.when(has_nr)
+            .then(pl.when(w[18] == "stream").then(w[19]))
+            .otherwise(pl.when(w[17] == "stream").then(w[18]))
+            .alias("stream"),
+        )
+        .with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in COLL_INTS)
+    )
+
+
+def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """COLL lines with the fields of the usual layout (words :data:`COLL_WORDS` at single spaces; several times
+    cheaper than regex captures), and which lines are of that layout."""
     # the words as columns at once (one struct; a lookup per word costs more). The seven words up to ``count`` (name,
     # opCount and buffers: new on each call) are split per line, the rest (count, datatype, op, root, comm, stream:
-    # a few distinct tails) once per distinct tail
+    # a few distinct tails) and their fields once per distinct tail
     head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
     c = c.with_columns(head).unnest("_h")
-    tail = pl.col("_tail")
-    tails = c.select(tail.unique()).with_columns(tail.str.split(" ").list.to_struct(fields=COLL_WORDS[7:]).alias("_t"))
-    return c.join(tails.unnest("_t"), on="_tail", how="left", maintain_order="left", nulls_equal=True).drop("_tail")
-
-
-def _coll_layout() -> pl.Expr:
-    ok = pl.all_horizontal([pl.col(COLL_WORDS[i]) == word for i, word in COLL_TOKENS.items()])
-    return ok.fill_null(False)
-
-
-def _coll_by_tokens(c: pl.DataFrame) -> pl.DataFrame:
-    """COLL lines of the usual layout (words :data:`COLL_WORDS`): several times cheaper than regex captures."""
-    w = [pl.col(name) for name in COLL_WORDS]
-    has_nr = w[17].str.starts_with("[nranks=")
-    return c.select(
-        pl.exclude(COLL_WORDS),
+    tails = _coll_tail_fields(c.select(pl.col("_tail").unique()))
+    c = c.join(tails, on="_tail", how="left", maintain_order="left", nulls_equal=True)
+    w = [pl.col(name) for name in COLL_WORDS[:7]]
+    heads_ok = pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i < 7]).fill_null(False)
+    usual = c.select(heads_ok & pl.col("_tail_ok")).to_series()
+    c = c.select(
+        pl.exclude(*COLL_WORDS[:7], "_tail", "_tail_ok"),
         w[0].str.strip_suffix(":").alias("opname"),
         w[2].alias("opcount"),
-        w[8].alias("count"),
-        w[10].alias("dt"),
-        w[12].alias("redop"),
-        w[14].alias("root"),
-        w[16].alias("comm"),
-        pl.when(has_nr).then(w[17].str.slice(8).str.strip_suffix("]")).alias("nranks"),
-        pl.when(has_nr)
-        .then(pl.when(w[18] == "stream").then(w[19]))
-        .otherwise(pl.when(w[17] == "stream").then(w[18]))
-        .alias("stream"),
     )
+    return c, usual
 
 
 def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     """COLL lines of another layout: one small regex per field (each finds its literal first and captures over a
     few bytes; one regex of all fields runs the capturing engine over the whole line, several times slower)."""
     m = pl.col("msg")
-    return c.drop(COLL_WORDS).with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
+    c = c.select(pl.exclude(COLL_FIELDS), **{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
+    return c.with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in COLL_INTS)
 
 
 def _collectives(
@@ -303,16 +319,10 @@ def _collectives(
     m = pl.col("msg")
     c = _with_heads(p.filter(m.str.contains(": opCount ", literal=True)), heads)
     n_lines = c.height
-    c = _coll_words(c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left"))
-    usual = c.select(_coll_layout()).to_series()
-    if usual.all():  # the usual case: no split of the lines (and their word lists) in two
-        c = _coll_by_tokens(c)
-    else:
-        c = pl.concat([_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
-    # a number that is not one (a garbled word, an overflow) is null: a line without its count or datatype is dropped,
-    # counted with those of an unknown layout
-    ints = ("count", "dt", "root", "nranks", "redop")
-    c = c.with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in ints)
+    c, usual = _coll_by_tokens(c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left"))
+    if not usual.all():  # the usual case: no split of the lines in two
+        c = pl.concat([c.filter(usual), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
+    # a line without its count or datatype is dropped, counted with those of an unknown layout
     c = c.drop_nulls(["opname", "count", "dt", "comm"])
     c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
     tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo")
