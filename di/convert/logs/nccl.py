@@ -138,10 +138,11 @@ HEAD_COLUMNS = ("level", "host", "pid", "tid", "dev", "ts_ns", "ms_ns")
 """What a line's head gives (see :func:`_prefixed`)."""
 
 
-def _with_heads(df: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
-    """``df`` (rows of :func:`_prefixed`'s lines) with its heads' :data:`HEAD_COLUMNS`: a gather by ``hid``."""
+def _with_heads(df: pl.DataFrame, heads: pl.DataFrame, *extra: str) -> pl.DataFrame:
+    """``df`` (rows of :func:`_prefixed`'s lines) with its heads' :data:`HEAD_COLUMNS` (and ``extra`` columns of
+    ``heads``): a gather by ``hid``."""
     at = df.get_column("hid")
-    return df.with_columns(heads.get_column(name).gather(at) for name in HEAD_COLUMNS)
+    return df.with_columns(heads.get_column(name).gather(at) for name in (*HEAD_COLUMNS, *extra))
 
 
 def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -312,14 +313,13 @@ def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     return c.with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in COLL_INTS)
 
 
-def _collectives(
-    p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame
-) -> tuple[pl.DataFrame, int]:
-    """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped)."""
+def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
+    ``heads`` with their ``rank``."""
     m = pl.col("msg")
-    c = _with_heads(p.filter(m.str.contains(": opCount ", literal=True)), heads)
+    c = _with_heads(p.filter(m.str.contains(": opCount ", literal=True)), heads, "rank")
     n_lines = c.height
-    c, usual = _coll_by_tokens(c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left"))
+    c, usual = _coll_by_tokens(c)
     if not usual.all():  # the usual case: no split of the lines in two
         c = pl.concat([c.filter(usual), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
     # a line without its count or datatype is dropped, counted with those of an unknown layout
@@ -515,8 +515,10 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.
 
 
 def _instants(p: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+    """``NCCL WARN`` lines and errors as instant events (``heads`` with their ``rank``)."""
     warned = heads.filter(pl.col("level") == "WARN").get_column("hid")
-    warn = _with_heads(p.filter(pl.col("hid").is_in(warned.implode()) | pl.col("msg").str.contains(ERROR_RE)), heads)
+    warn = p.filter(pl.col("hid").is_in(warned.implode()) | pl.col("msg").str.contains(ERROR_RE))
+    warn = _with_heads(warn, heads, "rank")
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -549,7 +551,9 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     comms = _comms(p, heads, version)
     ranks = _ranks(p, heads, comms)
     comms = comms.join(ranks.rename({"rank": "grank"}), on=["host", "pid", "dev"], how="left")
-    coll, n_coll_lines = _collectives(p, heads, comms, ranks)
+    # each head's rank (ranks: one row per (host, pid, dev)), gathered with the head's columns
+    heads = heads.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
+    coll, n_coll_lines = _collectives(p, heads, comms)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -569,7 +573,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         .struct.json_encode()
         .alias("args"),
     )
-    inst = _instants(p, heads).join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
+    inst = _instants(p, heads)
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
     ev = pl.concat([coll.select(cols + extra), inits.select(cols), inst.select(cols)], how="diagonal_relaxed")
