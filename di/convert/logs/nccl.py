@@ -147,8 +147,9 @@ def _with_heads(df: pl.DataFrame, heads: pl.DataFrame, *extra: str) -> pl.DataFr
 
 def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``) and their distinct
-    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS`). Each part gathers the head columns of the few
-    lines it reads (:func:`_with_heads`): the lines' filters move four columns, not eleven."""
+    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS` and ``thread``, one id per host, pid and tid).
+    Each part gathers the head columns of the few lines it reads (:func:`_with_heads`): the lines' filters move four
+    columns, not eleven."""
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
     found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
     # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong); the head
@@ -188,6 +189,7 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
     heads = heads.with_row_index("hid")
+    heads = heads.with_columns(pl.col("hid").min().over("host", "pid", "tid").alias("thread"))  # one id per thread
     at = heads.select("key", "hid", (7 + pl.col("level").str.len_bytes()).alias("skip"))
     found = found.join(at, on="key", how="inner", maintain_order="left")
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
@@ -317,7 +319,7 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``."""
     m = pl.col("msg")
-    c = _with_heads(p.filter(m.str.contains(": opCount ", literal=True)), heads, "rank")
+    c = _with_heads(p.filter(m.str.contains(": opCount ", literal=True)), heads, "rank", "thread")
     n_lines = c.height
     c, usual = _coll_by_tokens(c)
     if not usual.all():  # the usual case: no split of the lines in two
@@ -326,15 +328,15 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
     c = c.drop_nulls(["opname", "count", "dt", "comm"])
     c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
     tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo")
-    tune = _with_heads(tune, heads).select("host", "pid", "tid", "line", "algo", "proto")
+    tune = tune.select(heads.get_column("thread").gather(tune.get_column("hid")), "line", "algo", "proto")
     if tune.height:  # the TUNING line follows its COLL line on the same thread: the last one before it
-        colls = c.select("host", "pid", "tid", pl.col("line").alias("coll_line")).sort("coll_line")
+        colls = c.select("thread", pl.col("line").alias("coll_line")).sort("coll_line")
         tune = (
             tune.join_asof(
                 colls,
                 left_on="line",
                 right_on="coll_line",
-                by=["host", "pid", "tid"],
+                by="thread",
                 strategy="backward",
                 check_sortedness=False,  # both in line order
             )
