@@ -149,7 +149,7 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``) and their distinct
     heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS` and ``thread``, one id per host, pid and tid).
     Each part gathers the head columns of the few lines it reads (:func:`_with_heads`): the lines' filters move four
-    columns, not eleven."""
+    columns, not ten."""
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
     found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
     # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong); the head
