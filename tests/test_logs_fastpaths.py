@@ -452,7 +452,7 @@ NCCL_KINDS = {
 @pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
 def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
     """NCCL's per-kind regexes, run once per distinct message and joined back, find what they find line by line."""
-    p = nccl._prefixed(read_lines(path).lines)
+    p, _ = nccl._prefixed(read_lines(path).lines)
     for which, pattern, required in NCCL_KINDS.values():
         per_line = (
             p.filter(which)
@@ -461,6 +461,59 @@ def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
             .drop_nulls(required)
         )
         assert nccl._matching(p, which, pattern, required).equals(per_line)
+
+
+COLL_ODD = [
+    "AllReduce: opCount 5 sendbuff",
+    "AllReduce: opCount 6 sendbuff 0x1 recvbuff 0x2 count 99999999999999999999999 datatype 7 op 0 root 0 comm 0xa1 stream 0x9",
+    "AllReduce: opCount 7 sendbuff 0x1 recvbuff 0x2 count 12 datatype 7 op 0 root 0 comm 0xa1 [nranks=2] stream",
+    "Weird:  opCount 8 sendbuff 0x1 recvbuff 0x2 count 12 datatype 7 op 0 root 0 comm 0xa1 [nranks=2] stream 0x3",
+    "AllReduce: opCount 9 sendbuff 0x1 recvbuff 0x2 count 12 datatype x op 0 root 0 comm 0xa1 [nranks=2] stream 0x3",
+    "Bcast: opCount 1 sendbuff 0x1 recvbuff 0x2 count 12 datatype 7 op 0 root 0 comm (nil) [nranks=2] stream 0x3 tail",
+    "Send: opCount 2 sendbuff 0x1 recvbuff 0x2  count 12 datatype 7 op 0 root 0 comm 0xa1 stream 0x3",
+]
+
+
+def coll_fields_per_line(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """The usual-layout COLL fields with every line split whole (what :func:`nccl._coll_by_tokens` gives once per
+    distinct tail)."""
+    c = c.with_columns(pl.col("msg").str.split(" ").list.to_struct(fields=nccl.COLL_WORDS).alias("_t")).unnest("_t")
+    w = [pl.col(name) for name in nccl.COLL_WORDS]
+    usual = c.select(pl.all_horizontal([w[i] == word for i, word in nccl.COLL_TOKENS.items()]).fill_null(False))
+    has_nr = w[17].str.starts_with("[nranks=")
+    fields = c.select(
+        w[0].str.strip_suffix(":").alias("opname"),
+        w[2].alias("opcount"),
+        w[8].cast(pl.Int64, strict=False).alias("count"),
+        w[10].cast(pl.Int64, strict=False).alias("dt"),
+        w[12].cast(pl.Int64, strict=False).alias("redop"),
+        w[14].cast(pl.Int64, strict=False).alias("root"),
+        w[16].alias("comm"),
+        pl.when(has_nr).then(w[17].str.slice(8).str.strip_suffix("]")).cast(pl.Int64, strict=False).alias("nranks"),
+        pl.when(has_nr)
+        .then(pl.when(w[18] == "stream").then(w[19]))
+        .otherwise(pl.when(w[17] == "stream").then(w[18]))
+        .alias("stream"),
+    )
+    return fields, usual.to_series()
+
+
+@pytest.mark.parametrize("source", ["odd lines", *(ids(LOG_FILES) if LOG_FILES else [])])
+def test_nccl_coll_fields_by_distinct_tail_are_per_line(source: str) -> None:
+    """A COLL line's words past its buffers split and cast once per distinct tail give the fields and the layout
+    check of each line split whole (real logs; short lines, overflows, double spaces, garbled numbers)."""
+    if source == "odd lines":
+        c = pl.DataFrame({"line": range(len(COLL_ODD)), "msg": COLL_ODD})
+    else:
+        path = next(p for p in LOG_FILES if ids([p])[0] == source)
+        p, _ = nccl._prefixed(read_lines(path).lines)
+        c = p.filter(pl.col("msg").str.contains(": opCount ", literal=True))
+    want, want_usual = coll_fields_per_line(c)
+    got, usual = nccl._coll_by_tokens(c)
+    assert usual.to_list() == want_usual.to_list()
+    assert got.select(want.columns).filter(usual).equals(want.filter(want_usual))
+    if source == "odd lines":
+        assert usual.to_list() == [False, True, True, False, True, True, False] and got.height == c.height
 
 
 def test_nccl_tests_samples_are_the_unpivot() -> None:

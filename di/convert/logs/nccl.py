@@ -134,7 +134,22 @@ KEY_BYTES = len(" NCCL ") + len("ABORT")
 """A line's key: its bytes up to and with the level's (the head, `` NCCL `` and five bytes)."""
 
 
-def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
+HEAD_COLUMNS = ("level", "host", "pid", "tid", "dev", "ts_ns", "ms_ns")
+"""What a line's head gives (see :func:`_prefixed`)."""
+
+
+def _with_heads(df: pl.DataFrame, heads: pl.DataFrame, *extra: str) -> pl.DataFrame:
+    """``df`` (rows of :func:`_prefixed`'s lines) with its heads' :data:`HEAD_COLUMNS` (and ``extra`` columns of
+    ``heads``): a gather by ``hid``."""
+    at = df.get_column("hid")
+    return df.with_columns(heads.get_column(name).gather(at) for name in (*HEAD_COLUMNS, *extra))
+
+
+def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``) and their distinct
+    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS` and ``thread``, one id per host, pid and tid).
+    Each part gathers the head columns of the few lines it reads (:func:`_with_heads`): the lines' filters move four
+    columns, not ten."""
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
     found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
     # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong); the head
@@ -173,21 +188,16 @@ def _prefixed(lines: pl.DataFrame) -> pl.DataFrame:
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
-    found = found.join(heads, on="key", how="inner", maintain_order="left")
+    heads = heads.with_row_index("hid")
+    heads = heads.with_columns(pl.col("hid").min().over("host", "pid", "tid").alias("thread"))  # one id per thread
+    at = heads.select("key", "hid", (7 + pl.col("level").str.len_bytes()).alias("skip"))
+    found = found.join(at, on="key", how="inner", maintain_order="left")
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
-    return found.select(
-        "line",
-        "prefix_rank",
-        "level",
-        "host",
-        "pid",
-        "tid",
-        "dev",
-        "ts_ns",
-        "ms_ns",
-        raw.bin.slice(pl.col("pos") + 7 + pl.col("level").str.len_bytes()).cast(pl.String).alias("msg"),
+    p = found.select(
+        "line", "prefix_rank", "hid", raw.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String).alias("msg")
     )
+    return p, heads.drop("key")
 
 
 def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
@@ -203,9 +213,9 @@ def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> p
     )
 
 
-def _comms(p: pl.DataFrame, version: str | None) -> pl.DataFrame:
+def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None) -> pl.DataFrame:
     init = _matching(p, pl.col("msg").str.contains("Init ", literal=True), INIT_RE, "comm")
-    init = init.with_columns(
+    init = _with_heads(init, heads).with_columns(
         pl.col("crank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), pl.col("cudadev").cast(pl.Int64)
     )
     init = init.sort(pl.col("state") == "COMPLETE", descending=True, maintain_order=True).unique(
@@ -217,15 +227,16 @@ def _comms(p: pl.DataFrame, version: str | None) -> pl.DataFrame:
     )
 
 
-def _ranks(p: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+def _ranks(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     """(host, pid, dev) -> rank: the rank in the largest communicator it joined, else a launcher prefix's."""
     by_init = (
         comms.sort("nranks", "line", descending=[True, False])
         .unique(["host", "pid", "dev"], keep="first")
         .select("host", "pid", "dev", pl.col("crank").alias("rank_init"))
     )
+    # the first line of each head, then of each (host, pid, dev): the first line of each (host, pid, dev)
     by_prefix = (
-        p.drop_nulls("prefix_rank")
+        _with_heads(p.drop_nulls("prefix_rank").unique("hid", keep="first", maintain_order=True), heads)
         .unique(["host", "pid", "dev"], keep="first")
         .select("host", "pid", "dev", "prefix_rank")
     )
@@ -243,69 +254,89 @@ COLL_WORDS = [f"_w{i}" for i in range(20)]
 """Columns of a COLL line's first words (split at single spaces; null past its last word)."""
 
 
-def _coll_layout() -> pl.Expr:
-    ok = pl.all_horizontal([pl.col(COLL_WORDS[i]) == word for i, word in COLL_TOKENS.items()])
-    return ok.fill_null(False)
+COLL_INTS = ("count", "dt", "root", "nranks", "redop")
+"""A COLL line's integer fields: a number that is not one (a garbled word, an overflow) is null."""
 
 
-def _coll_by_tokens(c: pl.DataFrame) -> pl.DataFrame:
-    """COLL lines of the usual layout (words :data:`COLL_WORDS`): several times cheaper than regex captures."""
-    w = [pl.col(name) for name in COLL_WORDS]
+def _coll_tail_fields(tails: pl.DataFrame) -> pl.DataFrame:
+    """Fields of the usual layout from a COLL line's words past its buffers (``_tail``, one row per distinct tail),
+    with ``_tail_ok``: the words name their fields where :data:`COLL_TOKENS` says."""
+    tails = tails.with_columns(pl.col("_tail").str.split(" ").list.to_struct(fields=COLL_WORDS[7:]).alias("_t"))
+    w = {i: pl.col(COLL_WORDS[i]) for i in range(7, len(COLL_WORDS))}
     has_nr = w[17].str.starts_with("[nranks=")
-    return c.select(
-        pl.exclude(COLL_WORDS),
+    return (
+        tails.unnest("_t")
+        .select(
+            "_tail",
+            pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i >= 7])
+            .fill_null(False)
+            .alias("_tail_ok"),
+            w[8].alias("count"),
+            w[10].alias("dt"),
+            w[12].alias("redop"),
+            w[14].alias("root"),
+            w[16].alias("comm"),
+            pl.when(has_nr).then(w[17].str.slice(8).str.strip_suffix("]")).alias("nranks"),
+            pl.when(has_nr)
+            .then(pl.when(w[18] == "stream").then(w[19]))
+            .otherwise(pl.when(w[17] == "stream").then(w[18]))
+            .alias("stream"),
+        )
+        .with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in COLL_INTS)
+    )
+
+
+def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """COLL lines with the fields of the usual layout (words :data:`COLL_WORDS` at single spaces; several times
+    cheaper than regex captures), and which lines are of that layout."""
+    # the words as columns at once (one struct; a lookup per word costs more). The seven words up to ``count`` (name,
+    # opCount and buffers: new on each call) are split per line, the rest (count, datatype, op, root, comm, stream:
+    # a few distinct tails) and their fields once per distinct tail
+    head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
+    c = c.with_columns(head).unnest("_h")
+    tails = _coll_tail_fields(c.select(pl.col("_tail").unique()))
+    c = c.join(tails, on="_tail", how="left", maintain_order="left", nulls_equal=True)
+    w = [pl.col(name) for name in COLL_WORDS[:7]]
+    heads_ok = pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i < 7]).fill_null(False)
+    usual = c.select(heads_ok & pl.col("_tail_ok")).to_series()
+    c = c.select(
+        pl.exclude(*COLL_WORDS[:7], "_tail", "_tail_ok"),
         w[0].str.strip_suffix(":").alias("opname"),
         w[2].alias("opcount"),
-        w[8].alias("count"),
-        w[10].alias("dt"),
-        w[12].alias("redop"),
-        w[14].alias("root"),
-        w[16].alias("comm"),
-        pl.when(has_nr).then(w[17].str.slice(8).str.strip_suffix("]")).alias("nranks"),
-        pl.when(has_nr)
-        .then(pl.when(w[18] == "stream").then(w[19]))
-        .otherwise(pl.when(w[17] == "stream").then(w[18]))
-        .alias("stream"),
     )
+    return c, usual
 
 
 def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     """COLL lines of another layout: one small regex per field (each finds its literal first and captures over a
     few bytes; one regex of all fields runs the capturing engine over the whole line, several times slower)."""
     m = pl.col("msg")
-    return c.drop(COLL_WORDS).with_columns(**{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
+    c = c.select(pl.exclude(COLL_FIELDS), **{name: m.str.extract(rx) for name, rx in COLL_FIELDS.items()})
+    return c.with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in COLL_INTS)
 
 
-def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped)."""
+def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
+    ``heads`` with their ``rank``."""
     m = pl.col("msg")
-    c = p.filter(m.str.contains(": opCount ", literal=True))
+    c = _with_heads(p.filter(m.str.contains(": opCount ", literal=True)), heads, "rank", "thread")
     n_lines = c.height
-    # the words as columns at once (one struct of the word lists; a lookup per word costs more)
-    words = m.str.split(" ").list.to_struct(fields=COLL_WORDS).alias("_t")
-    c = c.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left").with_columns(words).unnest("_t")
-    usual = c.select(_coll_layout()).to_series()
-    if usual.all():  # the usual case: no split of the lines (and their word lists) in two
-        c = _coll_by_tokens(c)
-    else:
-        c = pl.concat([_coll_by_tokens(c.filter(usual)), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
-    # a number that is not one (a garbled word, an overflow) is null: a line without its count or datatype is dropped,
-    # counted with those of an unknown layout
-    ints = ("count", "dt", "root", "nranks", "redop")
-    c = c.with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in ints)
+    c, usual = _coll_by_tokens(c)
+    if not usual.all():  # the usual case: no split of the lines in two
+        c = pl.concat([c.filter(usual), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
+    # a line without its count or datatype is dropped, counted with those of an unknown layout
     c = c.drop_nulls(["opname", "count", "dt", "comm"])
     c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
-    tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo").select(
-        "host", "pid", "tid", "line", "algo", "proto"
-    )
+    tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo")
+    tune = tune.select(heads.get_column("thread").gather(tune.get_column("hid")), "line", "algo", "proto")
     if tune.height:  # the TUNING line follows its COLL line on the same thread: the last one before it
-        colls = c.select("host", "pid", "tid", pl.col("line").alias("coll_line")).sort("coll_line")
+        colls = c.select("thread", pl.col("line").alias("coll_line")).sort("coll_line")
         tune = (
             tune.join_asof(
                 colls,
                 left_on="line",
                 right_on="coll_line",
-                by=["host", "pid", "tid"],
+                by="thread",
                 strategy="backward",
                 check_sortedness=False,  # both in line order
             )
@@ -333,16 +364,22 @@ def _collectives(p: pl.DataFrame, comms: pl.DataFrame, ranks: pl.DataFrame) -> t
         c.rename({"comm": "comm_ptr"})
         .join(key, on=["host", "pid", "comm_ptr"], how="left")
         .join(dtypes, on="dt", how="left")
-        .with_columns(
-            pl.coalesce("comm_key", pl.format("{}:{}:{}", "host", "pid", "comm_ptr")).alias("comm"),
-            # one thread may drive several GPUs: the comm's device and rank, not the line's
-            pl.coalesce("grank", "rank").alias("rank"),
-            pl.coalesce("cudadev", "dev").alias("dev"),
-        )
+    )
+    # a COLL line of a comm whose init was not logged: host, pid and pointer (formatted only where there is one)
+    comm = pl.col("comm_key")
+    if c.get_column("comm_key").has_nulls():
+        comm = pl.coalesce(comm, pl.format("{}:{}:{}", "host", "pid", "comm_ptr"))
+    c = c.with_columns(
+        comm.alias("comm"),
+        # one thread may drive several GPUs: the comm's device and rank, not the line's
+        pl.coalesce("grank", "rank").alias("rank"),
+        pl.coalesce("cudadev", "dev").alias("dev"),
     )
     c = c.sort("line").with_columns(pl.int_range(pl.len()).over("rank", "comm").cast(pl.Int64).alias("seq"))
+    # the op of each distinct name (a few), not a lower-casing of each line's
+    ops = {name: OPS.get(name.lower(), "other") for name in c.get_column("opname").unique().to_list()}
     coll = c.with_columns(
-        pl.col("opname").str.to_lowercase().replace_strict(OPS, default="other").alias("op"),
+        pl.col("opname").replace_strict(ops, return_dtype=pl.String).alias("op"),
         (pl.col("count") * pl.col("esize")).alias("bytes"),
         pl.format("{}#{}", "comm", "seq").alias("instance_key"),
         pl.coalesce("nranks", "cn").alias("group_size"),
@@ -382,15 +419,10 @@ def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     return nxt.select("line", pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
-def _with_comm(df: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
-    """``df`` (topology lines) in line order, with the ``comm_key`` of :func:`_line_comms`."""
-    return df.sort("line").join(line_comms, on="line", how="left", maintain_order="left")
-
-
-def _connections(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
+def _connections(p: pl.DataFrame) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
     lk = _matching(p, pl.col("msg").str.contains(" via ", literal=True), LINK_RE, "via")
-    return _with_comm(lk, line_comms).select(
+    return lk.select(
         pl.col("comm_key").alias("comm"),
         pl.lit("connection").alias("kind"),
         pl.col("channel").cast(pl.Int64),
@@ -402,11 +434,11 @@ def _connections(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _rings(p: pl.DataFrame, comms: pl.DataFrame, line_comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
     order = _matching(p, pl.col("msg").str.starts_with("Channel "), RING_RE, "order")
-    order = _with_comm(order, line_comms).select(
+    order = order.select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("nchannels").cast(pl.Int64),
@@ -426,7 +458,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame, line_comms: pl.DataFrame) -> tu
     hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
     hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
     ring = _matching(p, pl.col("msg").str.starts_with("Ring "), RING_HOP_RE, "me")
-    ring = _with_comm(ring, line_comms).select(
+    ring = ring.select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("me").cast(pl.Int64).alias("src_rank"),
@@ -436,7 +468,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame, line_comms: pl.DataFrame) -> tu
     return edges.with_columns(pl.lit("ring").alias("kind")), order.select("comm", "channel", "nchannels")
 
 
-def _trees(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
+def _trees(p: pl.DataFrame) -> pl.DataFrame:
     """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
     and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
@@ -446,10 +478,10 @@ def _trees(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
     one = _matching(p, pl.col("msg").str.starts_with("Tree "), TREE_ONE_RE, "me")
-    cols = ["host", "pid", "dev", "line", "channel", "me", "parent"]
+    cols = ["comm_key", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
     return (
-        _with_comm(t, line_comms)
+        t.sort("line")
         .select(
             pl.col("comm_key").alias("comm"),
             pl.lit("tree").alias("kind"),
@@ -463,11 +495,16 @@ def _trees(p: pl.DataFrame, line_comms: pl.DataFrame) -> pl.DataFrame:
 
 def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The ``comm_links`` table (see its schema) and (comm, channel, nchannels) of the ring lines (``p``: the
-    topology lines)."""
-    line_comms = _line_comms(p, comms)
-    conn = _connections(p, line_comms)
-    rings, nch = _rings(p, comms, line_comms)
-    trees = _trees(p, line_comms)
+    topology lines, in line order)."""
+    # each rank prints the same topology lines for each communicator: the rows of one (comm, message) make the same
+    # edges (the table keeps each once, the first), so those after the first are not parsed
+    p = p.sort("line")
+    p = p.with_columns(_line_comms(p, comms).get_column("comm_key")).unique(
+        ["comm_key", "msg"], keep="first", maintain_order=True
+    )
+    conn = _connections(p)
+    rings, nch = _rings(p, comms)
+    trees = _trees(p)
     via = conn.unique(["comm", "channel", "src_rank", "dst_rank"], keep="first", maintain_order=True).select(
         "comm", "channel", "src_rank", "dst_rank", "transport", "via"
     )
@@ -479,8 +516,11 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.
     return links.unique(maintain_order=True), nch
 
 
-def _instants(p: pl.DataFrame) -> pl.DataFrame:
-    warn = p.filter((pl.col("level") == "WARN") | pl.col("msg").str.contains(ERROR_RE))
+def _instants(p: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+    """``NCCL WARN`` lines and errors as instant events (``heads`` with their ``rank``)."""
+    warned = heads.filter(pl.col("level") == "WARN").get_column("hid")
+    warn = p.filter(pl.col("hid").is_in(warned.implode()) | pl.col("msg").str.contains(ERROR_RE))
+    warn = _with_heads(warn, heads, "rank")
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -491,7 +531,7 @@ def _instants(p: pl.DataFrame) -> pl.DataFrame:
 
 def parse_nccl(lines: pl.DataFrame) -> Parts:
     """NCCL debug lines of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
-    p = _prefixed(lines)
+    p, heads = _prefixed(lines)
     ver = (
         lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
         .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
@@ -510,10 +550,12 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             claimed=ver.get_column("line"),
             info={"nccl": {"versions": versions}} if versions else {},
         )
-    comms = _comms(p, version)
-    ranks = _ranks(p, comms)
+    comms = _comms(p, heads, version)
+    ranks = _ranks(p, heads, comms)
     comms = comms.join(ranks.rename({"rank": "grank"}), on=["host", "pid", "dev"], how="left")
-    coll, n_coll_lines = _collectives(p, comms, ranks)
+    # each head's rank (ranks: one row per (host, pid, dev)), gathered with the head's columns
+    heads = heads.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
+    coll, n_coll_lines = _collectives(p, heads, comms)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -533,7 +575,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         .struct.json_encode()
         .alias("args"),
     )
-    inst = _instants(p).join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
+    inst = _instants(p, heads)
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
     ev = pl.concat([coll.select(cols + extra), inits.select(cols), inst.select(cols)], how="diagonal_relaxed")
@@ -549,7 +591,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     ev = ev.with_columns(
         t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track")
     )
-    topo = p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search
+    topo = _with_heads(p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)")), heads)  # one anchored search
     links, nch = _comm_links(topo, comms)
     info: dict[str, Any] = {
         "nccl": {
