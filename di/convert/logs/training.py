@@ -164,7 +164,16 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     )
 
 
-def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
+def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The numeric pairs of ``rows`` and the table of their distinct keys.
+
+    Pairs: one row per pair, in line order: ``line``, ``rank``, ``kind``, ``ts``, ``code`` (its key's row in the
+    table, null for an MLPerf line without a key), ``value`` (float, null when unreadable) and ``u`` (the value's own
+    unit suffix, null for none). Keys: per code, ``key`` (normalised; MLPerf keys as written), ``series`` (from
+    :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`, null: the value's suffix), ``o`` (the key's place in
+    :data:`STEP_KEYS`, null for a non-step key), ``sample`` (the key is no step key: its pairs are samples) and
+    ``sid`` (the series' number). Pairs repeat a few dozen keys: each is normalised and looked up once, and the
+    pairs carry its integer code, not the string."""
     body = pl.col("text").str.replace(r"^(?:\[[^\]]*\]:?\s*)+", "")
     logging = pl.col("text").str.contains(" - INFO - ", literal=True) | pl.col("text").str.contains(
         " - WARNING - ", literal=True
@@ -196,18 +205,28 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         pair = pl.col("pair").cast(pl.Binary)
         key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
         rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
-    p = p.with_columns(key.alias("k"), rest.str.strip_chars_start(" [").alias("rest"))
+    p = p.select("line", "rank", "kind", "ts", key.alias("k"), rest.str.strip_chars_start(" [").alias("rest"))
     p = p.with_columns(pl.col("rest").str.strip_chars_end("%KMGTiBms").alias("v"))
-    p = p.with_columns(pl.col("rest").str.strip_prefix(pl.col("v")).alias("u")).drop("pos", "rest")
-    p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
-    p = p.drop_nulls("v").with_columns(
-        pl.col("v").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("value")
-    )
-    # few distinct keys: each stripped, normalised and given its series and unit (KEYS) once
-    keys = p.select(pl.col("k").unique()).with_columns(pl.col("k").str.strip_chars(" '\"").alias("key"))
-    keys = keys.with_columns(_norm("key").alias("key")).join(_KEYS, on="key", how="left")
-    p = p.join(keys, on="k", how="left")
-    ml = rows.filter(pl.col("kind") == "mllog").with_columns(
+    # the few values with a unit suffix or a ',' are cut again on their own rows only
+    value = p.get_column("v").cast(pl.Float64, strict=False)
+    again = value.is_null().arg_true()
+    if again.len():
+        v = p.get_column("v").gather(again).str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
+        value = value.scatter(again, v)
+    rest, v = p.get_column("rest"), p.get_column("v")
+    suffixed = (rest.str.len_bytes() != v.str.len_bytes()).arg_true()
+    u = pl.Series("u", [], pl.String).extend_constant(None, p.height)
+    if suffixed.len():
+        u = u.scatter(suffixed, rest.gather(suffixed).str.strip_prefix(v.gather(suffixed)))
+    ks = p.get_column("k").unique(maintain_order=True)
+    code = p.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
+    keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
+    keys = keys.select(_norm("key").alias("key"))
+    ml = rows.filter(pl.col("kind") == "mllog").select(
+        "line",
+        "rank",
+        "kind",
+        "ts",
         pl.col("text").str.extract(r"\"key\":\s*\"([^\"]+)\"").alias("key"),
         pl.col("text")
         .str.extract(r"\"value\":\s*([-+]?\d[\d.]*(?:[eE][-+]?\d+)?)")
@@ -215,22 +234,36 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         .alias("value"),
         pl.lit(None, pl.String).alias("u"),
     )
-    ml = ml.join(_KEYS, on="key", how="left")
-    return pl.concat(
-        [
-            p.select("line", "rank", "kind", "ts", "key", "value", "u", "series", "unit"),
-            ml.select("line", "rank", "kind", "ts", "key", "value", "u", "series", "unit"),
-        ]
+    if ml.height:  # MLPerf keys as written, after the others
+        mk = ml.select(pl.col("key").drop_nulls().unique(maintain_order=True))
+        mk = mk.with_row_index("code", offset=keys.height).with_columns(pl.col("code").cast(pl.Int64))
+        keys = pl.concat([keys, mk.select("key")])
+        ml = ml.join(mk, on="key", how="left", maintain_order="left").drop("key")
+    keys = keys.join(_KEYS, on="key", how="left", maintain_order="left").select(
+        "key",
+        pl.coalesce("series", "key").alias("series"),
+        "unit",
+        pl.col("key")
+        .replace_strict({k: i for i, k in enumerate(STEP_KEYS)}, default=None, return_dtype=pl.Int32)
+        .alias("o"),
+        (~pl.col("key").is_in(STEP_KEYS)).alias("sample"),
     )
+    keys = keys.with_columns(pl.col("series").rank("dense").cast(pl.Int64).alias("sid"))
+    p = p.select("line", "rank", "kind", "ts", code.alias("code"), value.alias("value"), u)
+    pairs = pl.concat([p, ml.select(p.columns)]) if ml.height else p
+    return pairs, keys
 
 
-def _steps_of(pairs: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+def _of_key(pairs: pl.DataFrame, keys: pl.DataFrame, column: str) -> pl.Series:
+    """Per pair: ``column`` of its key (:func:`_pairs`' table)."""
+    return keys.get_column(column).gather(pairs.get_column("code"))
+
+
+def _steps_of(pairs: pl.DataFrame, keys: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """Per line: its step number (the first step key it has; Megatron: its iteration)."""
     st = (
-        pairs.filter(pl.col("key").is_in(STEP_KEYS))
-        .with_columns(
-            pl.col("key").replace_strict({k: i for i, k in enumerate(STEP_KEYS)}, return_dtype=pl.Int32).alias("o")
-        )
+        pairs.select("line", "value", _of_key(pairs, keys, "o"))
+        .drop_nulls("o")
         .sort("line", "o")
         .unique("line", keep="first")
         .select("line", pl.col("value").cast(pl.Int64).alias("step"))
@@ -241,10 +274,9 @@ def _steps_of(pairs: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([mg, st.filter(~pl.col("line").is_in(mg.get_column("line").implode()))])
 
 
-def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, epoch: bool) -> pl.DataFrame:
-    el = pairs.filter(
-        (pl.col("kind") == "megatron") & pl.col("key").str.starts_with("elapsed_time_per_iteration")
-    ).select("line", "value")
+def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, keys: pl.DataFrame, epoch: bool) -> pl.DataFrame:
+    elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration")
+    el = pairs.filter((pl.col("kind") == "megatron") & elapsed.gather(pairs.get_column("code"))).select("line", "value")
     mg = rows.filter(pl.col("kind") == "megatron").join(el, on="line").sort("line")
     mg = mg.with_columns(pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("it"))
     mg = mg.with_columns((pl.col("it") - pl.col("it").shift(1).over("rank").fill_null(0)).clip(1).alias("n"))
@@ -392,12 +424,12 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     # HF Trainer prints the same metrics dict once per rank: keep its first print
     if (rows.get_column("kind") == "hf").any():
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
-    pairs = _pairs(rows)
-    steps = _steps_of(pairs, rows)
+    pairs, keys = _pairs(rows)
+    steps = _steps_of(pairs, keys, rows)
     rows = rows.join(steps, on="line", how="left")
-    key = pairs.filter(~pl.col("key").is_in(STEP_KEYS) & pl.col("value").is_not_null())
+    key = pairs.filter(_of_key(pairs, keys, "sample") & pl.col("value").is_not_null())
     mg_time = epoch or pairs.filter(pl.col("kind") == "megatron").height == 0
-    meg = _megatron_steps(rows, pairs, epoch)
+    meg = _megatron_steps(rows, pairs, keys, epoch)
     if not mg_time:  # no timestamps: Megatron samples sit at their cumulative iteration time
         key = key.join(meg.select("line", pl.col("end_ns").alias("mts")), on="line", how="left").with_columns(
             pl.coalesce("mts", "ts").alias("ts")
@@ -410,17 +442,18 @@ def parse_training(lines: pl.DataFrame) -> Parts:
             .with_columns(pl.col("mts").fill_null(0).alias("start_ns"), pl.col("mts").fill_null(0).alias("end_ns"))
             .drop("mts")
         )
+    # HF prints once per rank: one sample per (rank, series, time, value), by the series' number, not its name
+    key = key.with_columns(_of_key(key, keys, "sid")).unique(
+        ["rank", "sid", "ts", "value"], keep="first", maintain_order=True
+    )
     samples = key.select(
         "rank",
         pl.lit("training").alias("track"),
-        pl.coalesce("series", "key").alias("series"),
-        pl.coalesce("unit", "u").alias("unit"),
+        _of_key(key, keys, "series"),
+        pl.coalesce(_of_key(key, keys, "unit"), "u").alias("unit"),
         pl.col("ts").alias("ts_ns"),
         "value",
     )
-    samples = samples.unique(
-        ["rank", "series", "ts_ns", "value"], keep="first", maintain_order=True
-    )  # HF prints once per rank
     timed = (
         _timed_steps(rows) if not meg.height else None
     )  # Megatron's intervals are the steps of a Megatron-DeepSpeed log
