@@ -47,6 +47,8 @@ KINDS = {
 }
 """Line kinds and the regex that marks each (first match wins)."""
 SNIFF_RE = "|".join(f"(?:{r})" for r in KINDS.values())
+TAGS_RE = r"^(?:\[[^\]]*\]:?\s*)+"
+"""A line's leading ``[...]`` tags (time, level, source, rank): no pair is read in them."""
 PAIR_RE = (
     r"[A-Za-z_][\w \-/().]*?['\"]?\s*[:=]\s*\[?(?:[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
     r"(?:%|[KMGT]i?B|ms\b|s\b)?"
@@ -174,7 +176,7 @@ def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     :data:`STEP_KEYS`, null for a non-step key), ``sample`` (the key is no step key: its pairs are samples) and
     ``sid`` (the series' number). Pairs repeat a few dozen keys: each is normalised and looked up once, and the
     pairs carry its integer code, not the string."""
-    body = pl.col("text").str.replace(r"^(?:\[[^\]]*\]:?\s*)+", "")
+    body = pl.col("text").str.replace(TAGS_RE, "")
     logging = pl.col("text").str.contains(" - INFO - ", literal=True) | pl.col("text").str.contains(
         " - WARNING - ", literal=True
     )
@@ -205,20 +207,20 @@ def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pair = pl.col("pair").cast(pl.Binary)
         key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
         rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
-    p = p.select("line", "rank", "kind", "ts", key.alias("k"), rest.str.strip_chars_start(" [").alias("rest"))
-    p = p.with_columns(pl.col("rest").str.strip_chars_end("%KMGTiBms").alias("v"))
-    # the few values with a unit suffix or a ',' are cut again on their own rows only
-    value = p.get_column("v").cast(pl.Float64, strict=False)
+    p = p.select("line", "rank", "kind", "ts", key.alias("k"), rest.alias("rest"))
+    # most values are a bare number; the others (spaces or '[' before, a ',' in, a unit after) are cut on their
+    # own rows: a bare number holds none of the characters cut, and none of the others casts
+    value = p.get_column("rest").cast(pl.Float64, strict=False)
     again = value.is_null().arg_true()
-    if again.len():
-        v = p.get_column("v").gather(again).str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
-        value = value.scatter(again, v)
-    rest, v = p.get_column("rest"), p.get_column("v")
-    suffixed = (rest.str.len_bytes() != v.str.len_bytes()).arg_true()
     u = pl.Series("u", [], pl.String).extend_constant(None, p.height)
-    if suffixed.len():
-        u = u.scatter(suffixed, rest.gather(suffixed).str.strip_prefix(v.gather(suffixed)))
-    ks = p.get_column("k").unique(maintain_order=True)
+    if again.len():
+        rest = p.get_column("rest").gather(again).str.strip_chars_start(" [")
+        v = rest.str.strip_chars_end("%KMGTiBms")
+        value = value.scatter(again, v.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
+        cut = rest.str.len_bytes() != v.str.len_bytes()
+        if cut.any():
+            u = u.scatter(again.filter(cut), rest.filter(cut).str.strip_prefix(v.filter(cut)))
+    ks = p.get_column("k").unique()  # in any order: a code is only a row of the table
     code = p.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
     keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
     keys = keys.select(_norm("key").alias("key"))
