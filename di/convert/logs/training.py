@@ -147,13 +147,16 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     (of the ``marked`` ones, :func:`_marked`); the results are put back by row."""
     t = pl.col("text")
     rows = lines.select("text").with_row_index("_row").filter(marked)
-    cand = rows.filter(t.str.contains(HINT_RE) | t.str.starts_with("{"))
-    ascii = all_ascii(cand.get_column("text"))
+    hints = rows.select(**KIND_HINTS)  # one pass, no copy of the lines per kind
+    ascii = all_ascii(rows.get_column("text"))
     n = lines.height
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
     for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
+        hinted = hints.get_column(name)
+        if not hinted.any():
+            continue
         rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
-        hit = cand.filter(KIND_HINTS[name]).filter(t.str.contains(rx)).get_column("_row")
+        hit = rows.filter(hinted).filter(t.str.contains(rx)).get_column("_row")
         kind = kind.scatter(hit, name)
     tags = rows.filter(t.str.contains("[Rank ", literal=True)).select(
         "_row", t.str.extract(r"\[Rank (\d+)\]").cast(pl.Int64).alias("tag_rank")
