@@ -129,6 +129,8 @@ KIND_HINTS = {
     "jsonl": pl.col("text").str.starts_with('{"'),
 }
 """Per kind, a literal test that each of its lines passes: its regex runs only on the lines that pass it."""
+KIND_SURE = {"deepspeed": pl.col("text").str.contains("SamplesPerSec=|E2E latency=")}
+"""Per kind, a test of literal alternatives of its regex: a line that passes it matches the regex (no regex run)."""
 
 
 ASCII_KINDS = frozenset(("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf"))
@@ -156,7 +158,12 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
         if not hinted.any():
             continue
         rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
-        hit = rows.filter(hinted).filter(t.str.contains(rx)).get_column("_row")
+        sub = rows.filter(hinted)
+        if name in KIND_SURE:  # the lines a literal alternative of the regex finds need no regex
+            sure = sub.select(KIND_SURE[name]).to_series()
+            hit = pl.concat([sub.filter(sure), sub.filter(~sure).filter(t.str.contains(rx))]).get_column("_row")
+        else:
+            hit = sub.filter(t.str.contains(rx)).get_column("_row")
         kind = kind.scatter(hit, name)
     tags = rows.filter(t.str.contains("[Rank ", literal=True)).select(
         "_row", t.str.extract(r"\[Rank (\d+)\]").cast(pl.Int64).alias("tag_rank")
@@ -219,7 +226,13 @@ def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if again.len():
         rest = p.get_column("rest").gather(again).str.strip_chars_start(" [")
         v = rest.str.strip_chars_end("%KMGTiBms")
-        value = value.scatter(again, v.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
+        cast = v.cast(pl.Float64, strict=False)
+        commas = cast.is_null().arg_true()  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
+        if commas.len():
+            cast = cast.scatter(
+                commas, v.gather(commas).str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
+            )
+        value = value.scatter(again, cast)
         cut = rest.str.len_bytes() != v.str.len_bytes()
         if cut.any():
             u = u.scatter(again.filter(cut), rest.filter(cut).str.strip_prefix(v.filter(cut)))
