@@ -294,7 +294,8 @@ def _steps_of(pairs: pl.DataFrame, keys: pl.DataFrame, rows: pl.DataFrame) -> pl
 
 def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, keys: pl.DataFrame, epoch: bool) -> pl.DataFrame:
     elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration")
-    el = pairs.filter((pl.col("kind") == "megatron") & elapsed.gather(pairs.get_column("code"))).select("line", "value")
+    el = pairs.filter(elapsed.gather(pairs.get_column("code"))).filter(pl.col("kind") == "megatron")
+    el = el.select("line", "value")
     mg = rows.filter(pl.col("kind") == "megatron").join(el, on="line").sort("line")
     mg = mg.with_columns(pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("it"))
     mg = mg.with_columns((pl.col("it") - pl.col("it").shift(1).over("rank").fill_null(0)).clip(1).alias("n"))
@@ -384,7 +385,8 @@ MARKS_RE = rf"{HINT_RE}|{ERROR_LITERALS}|\[Rank "
 def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     """Errors and overflow skips, among the ``marked`` lines (:func:`_marked`)."""
     err = (
-        lines.filter(marked)
+        lines.select("line", "rank", "ts", "text")
+        .filter(marked)
         .filter(pl.col("text").str.contains(ERROR_LITERALS))
         .filter(pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
     )
