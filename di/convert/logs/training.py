@@ -478,7 +478,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
         _timed_steps(rows) if not meg.height else None
     )  # Megatron's intervals are the steps of a Megatron-DeepSpeed log
     ev = pl.concat(
-        [f for f in (meg, timed, _mllog_steps(rows), inst) if f is not None], how="diagonal_relaxed"
+        [f for f in (meg, timed, _mllog_steps(rows) if mllog else None, inst) if f is not None], how="diagonal_relaxed"
     ).with_columns(pl.lit("training").alias("track"))
     kinds = rows.group_by("kind").len().sort("kind")
     info: dict[str, Any] = {
