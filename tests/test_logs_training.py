@@ -175,3 +175,22 @@ def test_a_non_ascii_key_does_not_shift_its_value(tmp_path: Path) -> None:
     assert got["loss"][1] == [2.0]
     assert got["verlust"][1] == [1.5]
     assert got["mem"] == ("GiB", [3.25])  # the unit after the value, cut at bytes too
+
+
+def test_each_shape_of_value_is_read_with_its_unit(tmp_path: Path) -> None:
+    """Bare numbers are cast as they are; a value with spaces or '[' before it, a ',' in or after it, or a unit
+    after it is cut first: each shape reads its number and unit, whatever its neighbours on the line."""
+    text = "".join(
+        f"[2023-04-18 01:46:{s:02d},100] [INFO] [timer.py:199:stop] epoch=0/micro_step={2 * k}/global_step={k}, "
+        f"RunningAvgSamplesPerSec=1,170.5, CurrSamplesPerSec=inf, MemAllocated=3.96GB, MaxMemAllocated=  22.95GiB, "
+        f"e2e_latency={k}.5s, tflops=[98.7, mfu=31.6%, grad_norm=nan\n"
+        for k, s in ((10, 0), (20, 10))
+    )
+    s = series(load(tmp_path, "ds.log", text))
+    assert s["samples_per_s_avg"] == ("samples/s", [1170.5, 1170.5])  # a ',' in the number and one after it
+    assert s["samples_per_s"] == ("samples/s", [float("inf")] * 2)
+    assert s["memory_allocated"] == ("GB", [3.96, 3.96]) and s["memory_allocated_max"] == ("GiB", [22.95, 22.95])
+    assert s["step_time"] == ("s", [10.5, 20.5]) and s["tflops"] == ("TFLOP/s", [98.7, 98.7])
+    assert s["mfu"] == ("%", [31.6, 31.6]) and s["micro_step"] == (None, [20.0, 40.0])
+    assert s["epoch"] == (None, [0.0, 0.0]) and all(v != v for v in s["grad_norm"][1])  # nan
+    assert "global_step" not in s  # a step key indexes the samples

@@ -47,6 +47,8 @@ KINDS = {
 }
 """Line kinds and the regex that marks each (first match wins)."""
 SNIFF_RE = "|".join(f"(?:{r})" for r in KINDS.values())
+TAGS_RE = r"^(?:\[[^\]]*\]:?\s*)+"
+"""A line's leading ``[...]`` tags (time, level, source, rank): no pair is read in them."""
 PAIR_RE = (
     r"[A-Za-z_][\w \-/().]*?['\"]?\s*[:=]\s*\[?(?:[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
     r"(?:%|[KMGT]i?B|ms\b|s\b)?"
@@ -127,6 +129,8 @@ KIND_HINTS = {
     "jsonl": pl.col("text").str.starts_with('{"'),
 }
 """Per kind, a literal test that each of its lines passes: its regex runs only on the lines that pass it."""
+KIND_SURE = {"deepspeed": pl.col("text").str.contains("SamplesPerSec=|E2E latency=")}
+"""Per kind, a test of literal alternatives of its regex: a line that passes it matches the regex (no regex run)."""
 
 
 ASCII_KINDS = frozenset(("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf"))
@@ -145,13 +149,21 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     (of the ``marked`` ones, :func:`_marked`); the results are put back by row."""
     t = pl.col("text")
     rows = lines.select("text").with_row_index("_row").filter(marked)
-    cand = rows.filter(t.str.contains(HINT_RE) | t.str.starts_with("{"))
-    ascii = all_ascii(cand.get_column("text"))
+    hints = rows.select(**KIND_HINTS)  # one pass, no copy of the lines per kind
+    ascii = all_ascii(rows.get_column("text"))
     n = lines.height
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
     for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
+        hinted = hints.get_column(name)
+        if not hinted.any():
+            continue
         rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
-        hit = cand.filter(KIND_HINTS[name]).filter(t.str.contains(rx)).get_column("_row")
+        sub = rows.filter(hinted)
+        if name in KIND_SURE:  # the lines a literal alternative of the regex finds need no regex
+            sure = sub.select(KIND_SURE[name]).to_series()
+            hit = pl.concat([sub.filter(sure), sub.filter(~sure).filter(t.str.contains(rx))]).get_column("_row")
+        else:
+            hit = sub.filter(t.str.contains(rx)).get_column("_row")
         kind = kind.scatter(hit, name)
     tags = rows.filter(t.str.contains("[Rank ", literal=True)).select(
         "_row", t.str.extract(r"\[Rank (\d+)\]").cast(pl.Int64).alias("tag_rank")
@@ -164,8 +176,17 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     )
 
 
-def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
-    body = pl.col("text").str.replace(r"^(?:\[[^\]]*\]:?\s*)+", "")
+def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The numeric pairs of ``rows`` and the table of their distinct keys.
+
+    Pairs: one row per pair, in line order: ``line``, ``rank``, ``kind``, ``ts``, ``code`` (its key's row in the
+    table, null for an MLPerf line without a key), ``value`` (float, null when unreadable) and ``u`` (the value's own
+    unit suffix, null for none). Keys: per code, ``key`` (normalised; MLPerf keys as written), ``series`` (from
+    :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`, null: the value's suffix), ``o`` (the key's place in
+    :data:`STEP_KEYS`, null for a non-step key), ``sample`` (the key is no step key: its pairs are samples) and
+    ``sid`` (the series' number). Pairs repeat a few dozen keys: each is normalised and looked up once, and the
+    pairs carry its integer code, not the string."""
+    body = pl.col("text").str.replace(TAGS_RE, "")
     logging = pl.col("text").str.contains(" - INFO - ", literal=True) | pl.col("text").str.contains(
         " - WARNING - ", literal=True
     )
@@ -196,18 +217,34 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         pair = pl.col("pair").cast(pl.Binary)
         key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
         rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
-    p = p.with_columns(key.alias("k"), rest.str.strip_chars_start(" [").alias("rest"))
-    p = p.with_columns(pl.col("rest").str.strip_chars_end("%KMGTiBms").alias("v"))
-    p = p.with_columns(pl.col("rest").str.strip_prefix(pl.col("v")).alias("u")).drop("pos", "rest")
-    p = p.with_columns(pl.when(pl.col("u") == "").then(None).otherwise(pl.col("u")).alias("u"))
-    p = p.drop_nulls("v").with_columns(
-        pl.col("v").str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False).alias("value")
-    )
-    # few distinct keys: each stripped, normalised and given its series and unit (KEYS) once
-    keys = p.select(pl.col("k").unique()).with_columns(pl.col("k").str.strip_chars(" '\"").alias("key"))
-    keys = keys.with_columns(_norm("key").alias("key")).join(_KEYS, on="key", how="left")
-    p = p.join(keys, on="k", how="left")
-    ml = rows.filter(pl.col("kind") == "mllog").with_columns(
+    p = p.select("line", "rank", "kind", "ts", key.alias("k"), rest.alias("rest"))
+    # most values are a bare number; the others (spaces or '[' before, a ',' in, a unit after) are cut on their
+    # own rows: a bare number holds none of the characters cut, and none of the others casts
+    value = p.get_column("rest").cast(pl.Float64, strict=False)
+    again = value.is_null().arg_true()
+    u = pl.Series("u", [], pl.String).extend_constant(None, p.height)
+    if again.len():
+        rest = p.get_column("rest").gather(again).str.strip_chars_start(" [")
+        v = rest.str.strip_chars_end("%KMGTiBms")
+        cast = v.cast(pl.Float64, strict=False)
+        commas = cast.is_null().arg_true()  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
+        if commas.len():
+            cast = cast.scatter(
+                commas, v.gather(commas).str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
+            )
+        value = value.scatter(again, cast)
+        cut = rest.str.len_bytes() != v.str.len_bytes()
+        if cut.any():
+            u = u.scatter(again.filter(cut), rest.filter(cut).str.strip_prefix(v.filter(cut)))
+    ks = p.get_column("k").unique()  # in any order: a code is only a row of the table
+    code = p.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
+    keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
+    keys = keys.select(_norm("key").alias("key"))
+    ml = rows.filter(pl.col("kind") == "mllog").select(
+        "line",
+        "rank",
+        "kind",
+        "ts",
         pl.col("text").str.extract(r"\"key\":\s*\"([^\"]+)\"").alias("key"),
         pl.col("text")
         .str.extract(r"\"value\":\s*([-+]?\d[\d.]*(?:[eE][-+]?\d+)?)")
@@ -215,22 +252,36 @@ def _pairs(rows: pl.DataFrame) -> pl.DataFrame:
         .alias("value"),
         pl.lit(None, pl.String).alias("u"),
     )
-    ml = ml.join(_KEYS, on="key", how="left")
-    return pl.concat(
-        [
-            p.select("line", "rank", "kind", "ts", "key", "value", "u", "series", "unit"),
-            ml.select("line", "rank", "kind", "ts", "key", "value", "u", "series", "unit"),
-        ]
+    if ml.height:  # MLPerf keys as written, after the others
+        mk = ml.select(pl.col("key").drop_nulls().unique(maintain_order=True))
+        mk = mk.with_row_index("code", offset=keys.height).with_columns(pl.col("code").cast(pl.Int64))
+        keys = pl.concat([keys, mk.select("key")])
+        ml = ml.join(mk, on="key", how="left", maintain_order="left").drop("key")
+    keys = keys.join(_KEYS, on="key", how="left", maintain_order="left").select(
+        "key",
+        pl.coalesce("series", "key").alias("series"),
+        "unit",
+        pl.col("key")
+        .replace_strict({k: i for i, k in enumerate(STEP_KEYS)}, default=None, return_dtype=pl.Int32)
+        .alias("o"),
+        (~pl.col("key").is_in(STEP_KEYS)).alias("sample"),
     )
+    keys = keys.with_columns(pl.col("series").rank("dense").cast(pl.Int64).alias("sid"))
+    p = p.select("line", "rank", "kind", "ts", code.alias("code"), value.alias("value"), u)
+    pairs = pl.concat([p, ml.select(p.columns)]) if ml.height else p
+    return pairs, keys
 
 
-def _steps_of(pairs: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+def _of_key(pairs: pl.DataFrame, keys: pl.DataFrame, column: str) -> pl.Series:
+    """Per pair: ``column`` of its key (:func:`_pairs`' table)."""
+    return keys.get_column(column).gather(pairs.get_column("code"))
+
+
+def _steps_of(pairs: pl.DataFrame, keys: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """Per line: its step number (the first step key it has; Megatron: its iteration)."""
     st = (
-        pairs.filter(pl.col("key").is_in(STEP_KEYS))
-        .with_columns(
-            pl.col("key").replace_strict({k: i for i, k in enumerate(STEP_KEYS)}, return_dtype=pl.Int32).alias("o")
-        )
+        pairs.select("line", "value", _of_key(pairs, keys, "o"))
+        .drop_nulls("o")
         .sort("line", "o")
         .unique("line", keep="first")
         .select("line", pl.col("value").cast(pl.Int64).alias("step"))
@@ -241,10 +292,10 @@ def _steps_of(pairs: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([mg, st.filter(~pl.col("line").is_in(mg.get_column("line").implode()))])
 
 
-def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, epoch: bool) -> pl.DataFrame:
-    el = pairs.filter(
-        (pl.col("kind") == "megatron") & pl.col("key").str.starts_with("elapsed_time_per_iteration")
-    ).select("line", "value")
+def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, keys: pl.DataFrame, epoch: bool) -> pl.DataFrame:
+    elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration")
+    el = pairs.filter(elapsed.gather(pairs.get_column("code"))).filter(pl.col("kind") == "megatron")
+    el = el.select("line", "value")
     mg = rows.filter(pl.col("kind") == "megatron").join(el, on="line").sort("line")
     mg = mg.with_columns(pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("it"))
     mg = mg.with_columns((pl.col("it") - pl.col("it").shift(1).over("rank").fill_null(0)).clip(1).alias("n"))
@@ -334,7 +385,8 @@ MARKS_RE = rf"{HINT_RE}|{ERROR_LITERALS}|\[Rank "
 def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     """Errors and overflow skips, among the ``marked`` lines (:func:`_marked`)."""
     err = (
-        lines.filter(marked)
+        lines.select("line", "rank", "ts", "text")
+        .filter(marked)
         .filter(pl.col("text").str.contains(ERROR_LITERALS))
         .filter(pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
     )
@@ -392,12 +444,12 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     # HF Trainer prints the same metrics dict once per rank: keep its first print
     if (rows.get_column("kind") == "hf").any():
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
-    pairs = _pairs(rows)
-    steps = _steps_of(pairs, rows)
+    pairs, keys = _pairs(rows)
+    steps = _steps_of(pairs, keys, rows)
     rows = rows.join(steps, on="line", how="left")
-    key = pairs.filter(~pl.col("key").is_in(STEP_KEYS) & pl.col("value").is_not_null())
+    key = pairs.filter(_of_key(pairs, keys, "sample") & pl.col("value").is_not_null())
     mg_time = epoch or pairs.filter(pl.col("kind") == "megatron").height == 0
-    meg = _megatron_steps(rows, pairs, epoch)
+    meg = _megatron_steps(rows, pairs, keys, epoch)
     if not mg_time:  # no timestamps: Megatron samples sit at their cumulative iteration time
         key = key.join(meg.select("line", pl.col("end_ns").alias("mts")), on="line", how="left").with_columns(
             pl.coalesce("mts", "ts").alias("ts")
@@ -410,22 +462,23 @@ def parse_training(lines: pl.DataFrame) -> Parts:
             .with_columns(pl.col("mts").fill_null(0).alias("start_ns"), pl.col("mts").fill_null(0).alias("end_ns"))
             .drop("mts")
         )
+    # HF prints once per rank: one sample per (rank, series, time, value), by the series' number, not its name
+    key = key.with_columns(_of_key(key, keys, "sid")).unique(
+        ["rank", "sid", "ts", "value"], keep="first", maintain_order=True
+    )
     samples = key.select(
         "rank",
         pl.lit("training").alias("track"),
-        pl.coalesce("series", "key").alias("series"),
-        pl.coalesce("unit", "u").alias("unit"),
+        _of_key(key, keys, "series"),
+        pl.coalesce(_of_key(key, keys, "unit"), "u").alias("unit"),
         pl.col("ts").alias("ts_ns"),
         "value",
     )
-    samples = samples.unique(
-        ["rank", "series", "ts_ns", "value"], keep="first", maintain_order=True
-    )  # HF prints once per rank
     timed = (
         _timed_steps(rows) if not meg.height else None
     )  # Megatron's intervals are the steps of a Megatron-DeepSpeed log
     ev = pl.concat(
-        [f for f in (meg, timed, _mllog_steps(rows), inst) if f is not None], how="diagonal_relaxed"
+        [f for f in (meg, timed, _mllog_steps(rows) if mllog else None, inst) if f is not None], how="diagonal_relaxed"
     ).with_columns(pl.lit("training").alias("track"))
     kinds = rows.group_by("kind").len().sort("kind")
     info: dict[str, Any] = {
