@@ -235,6 +235,7 @@ def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     # words counted before they are split out: most candidates (--query-gpu CSV rows) have another number of words
     rows = (
         df.filter(~pl.col("is_h") & (pl.col("block") > 0) & ~pl.col("t").str.starts_with("#") & (pl.col("t") != ""))
+        .filter(~pl.col("t").str.contains(", ", literal=True))  # --query-gpu CSV rows: no words counted
         .join(heads.select("block", "n"), on="block", maintain_order="left")
         .filter(pl.col("t").str.count_matches(r"\S+") == pl.col("n"))
         .join(heads.drop("line", "n"), on="block", maintain_order="left")  # the header's lists: to the rows kept
@@ -393,9 +394,12 @@ def _reports(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     bounds = np.union1d(starts, rules)
     ends = np.append(bounds, np.iinfo(np.int64).max)[np.searchsorted(bounds, starts, side="right")]
     line = lines.get_column("line").to_numpy()
-    report = np.searchsorted(starts, line, side="right")  # the banner at or before each line, from 1
-    inside = (report > 0) & (line < ends[np.maximum(report - 1, 0)])
-    return lines.with_columns(pl.Series("report", report, pl.UInt32)).filter(pl.Series(inside))
+    # reports are disjoint runs of rows (ends[i] <= starts[i + 1]): rows lo[i]..hi[i] of report i + 1
+    lo, hi = np.searchsorted(line, starts), np.searchsorted(line, ends)
+    n = hi - lo
+    at = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n - lo, n)
+    report = np.repeat(np.arange(1, starts.size + 1, dtype=np.uint32), n)
+    return lines[at].with_columns(pl.Series("report", report, pl.UInt32))
 
 
 def _qlog(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
