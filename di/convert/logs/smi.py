@@ -105,6 +105,7 @@ def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """``--query-gpu`` tables (``lines``: those that hold a ``,``, ``#`` or ``=``, where CSV rows are)."""
     lines = lines.filter(
         pl.col("text").str.contains(", ", literal=True)
     )  # a literal test first: the regexes see CSV lines only
@@ -192,7 +193,9 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         where("index", cell("index").str.strip_chars().cast(pl.Int64, strict=False), pl.Int64).alias("gpu"),
         where("hostname", cell("hostname").str.strip_chars(), pl.String).alias("host"),
     )
-    per_row = _by_sample(per_row.with_columns(_ts_once(per_row.get_column("ts"))))  # rows are in line order: per_row's rows are rows' rows
+    per_row = _by_sample(
+        per_row.with_columns(_ts_once(per_row.get_column("ts")))
+    )  # rows are in line order: per_row's rows are rows' rows
     cells = (
         rows.select("raw", pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("nc") + 1).alias("f"))
         .hstack(per_row.select("block", "line", "ts", "gpu", "host"))
@@ -392,12 +395,13 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     return out, na, read
 
 
-def _reports(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+def _reports(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     """The lines of ``-q`` reports, each numbered (``report``, from 1): a report runs from its banner to the next
-    banner, or a line that starts with ``#`` (a capture's section rule; ``hashed``: the lines that hold a ``#``).
-    Line numbers are searched in the few banners and rules (lines are in order)."""
+    banner, or a line that starts with ``#`` (a capture's section rule; ``hashed``: the lines that hold a ``#``,
+    ``marked``: those that hold one of ``#,=``). Line numbers are searched in the few banners and rules (lines are
+    in order)."""
     t = pl.col("text")
-    starts = lines.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
+    starts = marked.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
     if not starts.size:
         return lines.clear()
     rules = hashed.filter(t.str.starts_with("#")).get_column("line").to_numpy()
@@ -412,9 +416,9 @@ def _reports(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     return lines[at].with_columns(pl.Series("report", report, pl.UInt32))
 
 
-def _qlog(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("text")
-    df = _reports(lines, hashed)
+    df = _reports(lines, marked, hashed)
     if not df.height:
         return pl.DataFrame()
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
@@ -482,10 +486,17 @@ def _qlog(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
 def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
-    csv, na = _csv(lines)
-    hashed = lines.filter(pl.col("text").str.contains("#", literal=True))  # one search for three kinds of table
+    # one search over all lines for the marks of four kinds of table (CSV's ", ", dmon/pmon/dcgmi's "#", -q's "=")
+    marked = lines.filter(pl.col("text").str.contains("[#,=]"))
+    csv, na = _csv(marked)
+    hashed = marked.filter(pl.col("text").str.contains("#", literal=True))
     dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, hashed)
-    tables = {"query_gpu": csv, "dmon_pmon": _dmon(lines, hashed), "q": _qlog(lines, hashed), "dcgmi_dmon": dcgmi}
+    tables = {
+        "query_gpu": csv,
+        "dmon_pmon": _dmon(lines, hashed),
+        "q": _qlog(lines, marked, hashed),
+        "dcgmi_dmon": dcgmi,
+    }
     parts = [f for f in tables.values() if f.height]
     if not parts and not dcgmi_lines.len():
         return Parts("nvidia_smi")
@@ -495,11 +506,14 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     cols |= {"value": pl.Float64, "line": pl.UInt32}
     s = pl.concat([p.select(pl.col(c).cast(t) for c, t in cols.items()) for p in parts] or [pl.DataFrame(schema=cols)])
     epoch = bool(csv.height and csv.get_column("ts").is_not_null().all()) and not any(p is not csv for p in parts)
-    s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)))
+    s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)), pl.col("gpu").fill_null(0))
+    gpus = s.get_column("gpu").unique()  # each track's name written once
+    names = gpus.to_frame().select(pl.format("GPU {}", "gpu")).to_series()
+    track = pl.col("gpu").replace_strict(gpus, names, return_dtype=pl.String)
     samples = s.select(
         pl.lit(None, pl.Int64).alias("rank"),
         "host",
-        pl.format("GPU {}", pl.col("gpu").fill_null(0)).alias("track"),
+        track.alias("track"),
         "series",
         "unit",
         pl.col("ts").alias("ts_ns"),
@@ -512,5 +526,8 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
             "time": "timestamps" if epoch else "relative",
         }
     }
-    claimed = pl.concat([s.get_column("line"), dcgmi_lines]).unique()
+    read = np.zeros(int(lines.get_column("line").max()) + 1, np.bool_)
+    read[s.get_column("line").to_numpy()] = True
+    read[dcgmi_lines.to_numpy()] = True
+    claimed = pl.Series("line", np.flatnonzero(read), pl.UInt32)
     return Parts("nvidia_smi", samples=samples, claimed=claimed, info=info, epoch=epoch)
