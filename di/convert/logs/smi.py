@@ -509,7 +509,7 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)), pl.col("gpu").fill_null(0))
     gpus = s.get_column("gpu").unique()  # each track's name written once
     names = gpus.to_frame().select(pl.format("GPU {}", "gpu")).to_series()
-    track = pl.col("gpu").replace_strict(gpus, names, return_dtype=pl.String).cast(pl.String)
+    track = pl.col("gpu").replace_strict(gpus, names) if s.height else pl.lit(None, pl.String)  # (none: keeps String)
     samples = s.select(
         pl.lit(None, pl.Int64).alias("rank"),
         "host",
