@@ -224,39 +224,37 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 
 def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     """dmon/pmon tables (``hashed``: the lines that hold a ``#``, where their headers and unit lines are)."""
-    marks = hashed.filter(pl.col("text").str.contains(r"^\s*#"))
-    hdr = marks.filter(pl.col("text").str.strip_chars().str.contains(DMON_RE)).select(
-        "line", pl.lit(True).alias("is_h")
+    marks = hashed.filter(pl.col("text").str.contains(r"^\s*#")).with_columns(
+        pl.col("text").str.strip_chars().alias("t")
     )
-    if not hdr.height:
+    heads = marks.filter(pl.col("t").str.contains(DMON_RE))
+    if not heads.height:
         return pl.DataFrame()
-    # data rows: a gpu index (or dmon -o DT's date) first, after the first header
-    cand = lines.filter((pl.col("line") >= hdr.get_column("line").min()) & pl.col("text").str.contains(r"^\s*(?:\d|#)"))
-    t = pl.col("text").str.strip_chars()
-    df = cand.join(hdr, on="line", how="left").with_columns(pl.col("is_h").fill_null(False), t.alias("t"))
-    df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
-    heads = df.filter(pl.col("is_h")).select(
-        "block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("fields"), "line"
-    )
+    # a table (block, from 1) runs from its header to the next: the headers at or before a line (lines are in order)
+    at = heads.get_column("line").to_numpy()
+    block = lambda df: pl.Series("block", np.searchsorted(at, df.get_column("line").to_numpy(), "right"), pl.Int64)  # noqa: E731
+    words = pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+")
+    heads = heads.select(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("block"), words.alias("fields"))
     tool = heads.with_columns(
         pl.when(pl.col("fields").list.contains("pid")).then(pl.lit("pmon")).otherwise(pl.lit("dmon")).alias("tool")
     )
-    units = df.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b")).select(
-        "block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("units")
-    )
+    units = marks.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b"))
+    units = units.select(block(units), words.alias("units"))
     heads = tool.join(units, on="block", how="left").with_columns(pl.col("fields").list.len().alias("n"))
-    # words counted before they are split out: most candidates (--query-gpu CSV rows) have another number of words
+    # data rows: a gpu index (or dmon -o DT's date) first, after the first header; not a --query-gpu CSV row (a ", "
+    # inside the line: no words counted); words counted before they are split out
+    rows = lines.filter((pl.col("line") >= int(at[0])) & pl.col("text").str.contains(r"^\s*\d"))
+    rows = rows.filter(~pl.col("text").str.contains(r", \s*\S"))
     rows = (
-        df.filter(~pl.col("is_h") & (pl.col("block") > 0) & ~pl.col("t").str.starts_with("#") & (pl.col("t") != ""))
-        .filter(~pl.col("t").str.contains(", ", literal=True))  # --query-gpu CSV rows: no words counted
+        rows.with_columns(block(rows))
         .join(heads.select("block", "n"), on="block", maintain_order="left")
-        .filter(pl.col("t").str.count_matches(r"\S+") == pl.col("n"))
-        .join(heads.drop("line", "n"), on="block", maintain_order="left")  # the header's lists: to the rows kept
-        .with_columns(pl.col("t").str.extract_all(r"\S+").alias("raw"))
+        .filter(pl.col("text").str.count_matches(r"\S+") == pl.col("n"))
+        .join(heads.drop("n"), on="block", maintain_order="left")  # the header's lists: to the rows kept
+        .with_columns(pl.col("text").str.extract_all(r"\S+").alias("raw"))
     )
     cells = (
         rows.with_columns(pl.int_ranges(0, pl.col("n")).alias("i"))
-        .drop("text", "t")  # not copied to each cell
+        .drop("text")  # not copied to each cell
         .explode(["fields", "raw", "i"])
         .with_columns(pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"))
     )
