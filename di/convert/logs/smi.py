@@ -97,11 +97,14 @@ def _values(df: pl.DataFrame) -> pl.DataFrame:
 
 def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
     """``gpu`` filled where null: the row's position in its sample (rows of a block within SAMPLE_GAP_NS), by line order."""
-    gap = (pl.col("ts") - pl.col("ts").shift(1).over("block")).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
+    if not df.get_column("line").is_sorted():
+        df = df.sort("line")
+    # the row before in line order: where it is of another block, the block's change starts a sample anyway
+    gap = (pl.col("ts") - pl.col("ts").shift(1)).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
     new = (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True)
     at = pl.int_range(pl.len())
     in_sample = at - pl.when(new).then(at).forward_fill()  # a sample's rows are consecutive in line order
-    return df.sort("line").with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
+    return df.with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
 
 
 def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -210,15 +213,9 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         ).height
     )
     cells = _values(cells.filter("is_series"))
-    out = cells.filter(pl.col("value").is_not_null()).select(
-        "gpu",
-        "host",
-        "ts",
-        "series",
-        pl.coalesce("hunit", "vunit", "tunit").alias("unit"),
-        "value",
-        "line",
-    )
+    out = cells.select(
+        "gpu", "host", "ts", "series", pl.coalesce("hunit", "vunit", "tunit").alias("unit"), "value", "line"
+    ).filter(pl.col("value").is_not_null())  # the filter copies the 7 columns kept only
     return out, na
 
 
