@@ -38,6 +38,8 @@ DMON_RE = r"^#\s*(?:Date\s+Time\s+)?gpu\s+\S+"
 QLOG_RE = r"^=+NVSMI LOG=+$"
 BANNER_RE = r"^(?:# \$ nvidia-smi\b|\| NVIDIA-SMI \d|NVIDIA System Management Interface)"
 """A capture's command banner, the default table's title, ``nvidia-smi -h``'s first line."""
+NA_CELL_RE = r"(?:^|, )\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)"
+"""A ``--query-gpu`` cell that says the GPU gives no value, at the start of a row or after a ``, ``."""
 NUM_RE = r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]+)?\s*$"
 SAMPLE_GAP_NS = 100_000_000
 """Rows of one ``-l`` sample lie within this of each other (nvidia-smi queries GPUs ~1 ms apart; samples are >= 1 s apart)."""
@@ -133,11 +135,10 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         pl.col("nc").alias("hnc"),
         pl.col("t").str.split(", ").alias("fields"),
         pl.col("t").rank("dense").cast(pl.Int64).alias("hid"),
+        "t",
     )
     # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
-    heads = heads.filter(
-        ~pl.col("fields").list.eval(pl.element().str.contains(r"^(?:pid|retired_pages\.address)\b")).list.any()
-    )
+    heads = heads.filter(~pl.col("t").str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b")).drop("t")
     rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left", maintain_order="left")
     noh = pl.col("t").str.contains(NOHEADER_RE) & (pl.col("hnc").is_null() | (pl.col("hnc") != pl.col("nc")))
     rows = rows.with_columns(noh.alias("noh"))  # once (used three times)
@@ -206,12 +207,9 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     )
     is_series = ~pl.col("field").is_in(["timestamp", "index"])
     cells = cells.hstack(fields.select(is_series.alias("is_series"), "series", "hunit", "tunit")[cells.get_column("f")])
-    bracketed = cells.filter(pl.col("raw").str.contains("[", literal=True))  # a literal search first: few cells
-    na = int(
-        bracketed.filter(
-            pl.col("raw").str.contains(r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)")
-        ).height
-    )
+    # cells that say no value, counted in their rows (a cell starts the row or follows ", "); a literal search first
+    bracketed = rows.filter(pl.col("t").str.contains("[", literal=True))
+    na = int(bracketed.select(pl.col("t").str.count_matches(NA_CELL_RE).sum()).item() or 0)
     cells = _values(cells.filter("is_series"))
     out = cells.select(
         "gpu", "host", "ts", "series", pl.coalesce("hunit", "vunit", "tunit").alias("unit"), "value", "line"
