@@ -237,15 +237,15 @@ def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     units = units.select(block(units), words.alias("units"))
     heads = tool.join(units, on="block", how="left").with_columns(pl.col("fields").list.len().alias("n"))
     # data rows: a gpu index (or dmon -o DT's date) first, after the first header; not a --query-gpu CSV row (a ", "
-    # inside the line: no words counted); words counted before they are split out
+    # inside the line: not split into words)
     rows = lines.filter((pl.col("line") >= int(at[0])) & pl.col("text").str.contains(r"^\s*\d"))
     rows = rows.filter(~pl.col("text").str.contains(r", \s*\S"))
     rows = (
         rows.with_columns(block(rows))
-        .join(heads.select("block", "n"), on="block", maintain_order="left")
-        .filter(pl.col("text").str.count_matches(r"\S+") == pl.col("n"))
-        .join(heads.drop("n"), on="block", maintain_order="left")  # the header's lists: to the rows kept
         .with_columns(pl.col("text").str.extract_all(r"\S+").alias("raw"))
+        .join(heads.select("block", "n"), on="block", maintain_order="left")
+        .filter(pl.col("raw").list.len() == pl.col("n"))
+        .join(heads.drop("n"), on="block", maintain_order="left")  # the header's lists: to the rows kept
     )
     cells = (
         rows.with_columns(pl.int_ranges(0, pl.col("n")).alias("i"))
