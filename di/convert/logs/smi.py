@@ -274,11 +274,8 @@ def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
         pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns"),
         k.cast(pl.Int64) * DMON_INTERVAL_NS,
     )
-    name = (
-        pl.when(pl.col("tool") == "pmon")
-        .then(pl.format("pmon.{} (pid {})", "fields", "pid"))
-        .otherwise(pl.format("dmon.{}", "fields"))
-    )
+    # pmon.<field> (pid <pid>), dmon.<field>: a pmon row has a pid, a dmon row none
+    name = pl.concat_str("tool", pl.lit("."), "fields", pl.format(" (pid {})", "pid"), ignore_nulls=True)
     unit = (
         pl.when(pl.col("hunit").is_in(["%", "W", "C", "MHz", "MB", "MiB"]))
         .then(pl.col("hunit"))
@@ -460,11 +457,7 @@ def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl
     df = _values(df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null()).rename({"v": "raw"})).join(
         gpus, on=["report", "gpu_head"], how="left"
     )
-    name = (
-        pl.when(pl.col("section").is_not_null())
-        .then(pl.format("q.{}.{}", "section", "k"))
-        .otherwise(pl.format("q.{}", "k"))
-    )
+    name = pl.concat_str(pl.lit("q"), "section", "k", separator=".", ignore_nulls=True)  # q.<section>.<k>, q.<k>
     return df.filter(pl.col("value").is_not_null()).select(
         "gpu",
         pl.lit(None, pl.String).alias("host"),
