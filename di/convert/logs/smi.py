@@ -435,28 +435,23 @@ def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl
             )
         ),
     )
-    df = df.with_columns(pl.col("gpu_head").forward_fill().over("report"), pl.col("ts").forward_fill().over("report"))
-    df = df.with_columns(
-        pl.when(
-            pl.col("gpu_head").is_not_null() & pl.col("gpu_head").shift(1).ne_missing(pl.col("gpu_head"))
-            | pl.col("gpu_head").is_not_null() & (pl.col("report") != pl.col("report").shift(1))
-        )
-        .then(pl.col("line"))
-        .alias("gpu_start")
+    # a GPU's number: its block's place among the report's GPU blocks (a repeated busId keeps its first), worked out on
+    # the few block heads, then carried down to the block's lines with the head
+    at = df.get_column("gpu_head").is_not_null().arg_true()
+    heads = df[at].select("report", "gpu_head")
+    number = heads.unique(keep="first", maintain_order=True).with_columns(
+        pl.int_range(pl.len()).over("report").alias("gpu")
+    )
+    number = heads.join(number, on=["report", "gpu_head"], how="left", maintain_order="left").get_column("gpu")
+    gpu = pl.Series("gpu", [None] * df.height, pl.Int64).scatter(at, number)
+    df = df.with_columns(gpu).with_columns(
+        pl.col("gpu_head", "gpu", "ts").forward_fill().over("report"),
     )
     df = df.with_columns(pl.col("section").forward_fill().over("report", "gpu_head"))
     df = df.with_columns(
         pl.when(pl.col("ind").str.len_chars() <= 4).then(None).otherwise(pl.col("section")).alias("section")
     )
-    gpus = (
-        df.drop_nulls("gpu_head")
-        .unique(["report", "gpu_head"], keep="first", maintain_order=True)
-        .with_columns(pl.int_range(pl.len()).over("report").alias("gpu"))
-        .select("report", "gpu_head", "gpu")
-    )
-    df = _values(df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null()).rename({"v": "raw"})).join(
-        gpus, on=["report", "gpu_head"], how="left"
-    )
+    df = _values(df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null()).rename({"v": "raw"}))
     name = pl.concat_str(pl.lit("q"), "section", "k", separator=".", ignore_nulls=True)  # q.<section>.<k>, q.<k>
     return df.filter(pl.col("value").is_not_null()).select(
         "gpu",
