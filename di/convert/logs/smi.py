@@ -200,20 +200,31 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     per_row = _by_sample(
         per_row.with_columns(_ts_once(per_row.get_column("ts")))
     )  # rows are in line order: per_row's rows are rows' rows
-    cells = (
-        rows.select("raw", pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("nc") + 1).alias("f"))
-        .hstack(per_row.select("block", "line", "ts", "gpu", "host"))
-        .explode(["raw", "f"])
-    )
-    is_series = ~pl.col("field").is_in(["timestamp", "index"])
-    cells = cells.hstack(fields.select(is_series.alias("is_series"), "series", "hunit", "tunit")[cells.get_column("f")])
+    # cells: (row, field, text); read where the field is a series; the row's and the field's columns gathered for the
+    # cells that hold a value only
+    cells = rows.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("r"),
+        "raw",
+        pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("nc") + 1).alias("f"),
+    ).explode(["raw", "f"])
+    is_series = fields.select(~pl.col("field").is_in(["timestamp", "index"])).to_series()
+    cells = _values(cells.filter(is_series.gather(cells.get_column("f"))))
+    cells = cells.filter(pl.col("value").is_not_null())
     # cells that say no value, counted in their rows (a cell starts the row or follows ", "); a literal search first
     bracketed = rows.filter(pl.col("t").str.contains("[", literal=True))
     na = int(bracketed.select(pl.col("t").str.count_matches(NA_CELL_RE).sum()).item() or 0)
-    cells = _values(cells.filter("is_series"))
-    out = cells.select(
+    out = pl.concat(
+        [
+            per_row.select("gpu", "host", "ts")[cells.get_column("r")],
+            fields.select("series", "hunit", "tunit")[cells.get_column("f")],
+            cells.select("vunit", "value"),
+            per_row.select("line")[cells.get_column("r")],
+        ],
+        how="horizontal",
+    )
+    out = out.select(
         "gpu", "host", "ts", "series", pl.coalesce("hunit", "vunit", "tunit").alias("unit"), "value", "line"
-    ).filter(pl.col("value").is_not_null())  # the filter copies the 7 columns kept only
+    )
     return out, na
 
 
