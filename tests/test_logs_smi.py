@@ -118,6 +118,20 @@ def test_dmon_and_pmon_tables(tmp_path: Path) -> None:
     assert ts == [0, 1_000_000_000]
 
 
+def test_dmon_with_date_and_time_columns_is_placed_at_its_times(tmp_path: Path) -> None:
+    text = (
+        "#Date       Time        gpu    pwr     sm\n#YYYYMMDD   HH:MM:SS    Idx      W      %\n"
+        " 20250908   14:14:37      0     69      -\n 20250908   14:14:37      1     70     12\n"
+        " 20250908   14:14:38      0     71     13\n"
+    )
+    trace = load(tmp_path, "dmon_dt.log", text)
+    s = by_gpu(trace)
+    assert s[("GPU 0", "dmon.pwr")] == ("W", [69.0, 71.0]) and s[("GPU 0", "dmon.sm")] == ("%", [13.0])
+    assert ("GPU 0", "dmon.gpu") not in s and ("GPU 0", "dmon.Date") not in s
+    t0 = 1_757_340_877_000_000_000  # 2025-09-08 14:14:37 UTC
+    assert sorted(set(trace.samples.get_column("ts_ns").to_list())) == [t0, t0 + 1_000_000_000]
+
+
 def test_q_report_sections(tmp_path: Path) -> None:
     text = (
         "==============NVSMI LOG==============\n\nTimestamp                 : Tue Jul 14 08:12:38 2026\n"

@@ -246,7 +246,27 @@ def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     )
     units = marks.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b"))
     units = units.select(block(units), words.alias("units"))
-    heads = tool.join(units, on="block", how="left").with_columns(pl.col("fields").list.len().alias("n"))
+    units = units.unique("block", keep="first", maintain_order=True)  # (one unit line a table)
+    heads = tool.join(units, on="block", how="left", maintain_order="left")
+    heads = heads.with_columns(pl.col("fields").list.len().alias("n"))
+    heads = heads.with_columns((pl.col("n").cum_sum() - pl.col("n")).cast(pl.Int64).alias("f0"))
+    # one row per (table, field): its name, unit and tool; a cell finds its row at its table's first + its index
+    per_field = (
+        heads.select("block", "tool", "fields", "units", pl.int_ranges(0, pl.col("n")).alias("i"))
+        .explode(["fields", "i"])
+        .select(
+            "block",
+            "tool",
+            "fields",
+            "i",
+            pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"),
+        )
+    )
+    pos = lambda name: (  # noqa: E731
+        per_field.filter(pl.col("fields") == name)
+        .unique("block", keep="first")
+        .select("block", pl.col("i").alias(name))
+    )
     # data rows: a gpu index (or dmon -o DT's date) first, after the first header; not a --query-gpu CSV row (a ", "
     # inside the line: not split into words)
     rows = lines.filter((pl.col("line") >= int(at[0])) & pl.col("text").str.contains(r"^\s*\d"))
@@ -254,31 +274,39 @@ def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     rows = (
         rows.with_columns(block(rows))
         .with_columns(pl.col("text").str.extract_all(r"\S+").alias("raw"))
-        .join(heads.select("block", "n"), on="block", maintain_order="left")
+        .join(heads.select("block", "n", "f0"), on="block", maintain_order="left")
         .filter(pl.col("raw").list.len() == pl.col("n"))
-        .join(heads.drop("n"), on="block", maintain_order="left")  # the header's lists: to the rows kept
     )
-    cells = (
-        rows.with_columns(pl.int_ranges(0, pl.col("n")).alias("i"))
-        .drop("text")  # not copied to each cell
-        .explode(["fields", "raw", "i"])
-        .with_columns(pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"))
+    for name in ("gpu", "pid", "Date", "Time"):
+        rows = rows.join(pos(name), on="block", how="left", maintain_order="left")
+    get = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
+    per_row = rows.select(
+        "line",
+        "block",
+        pl.when(pl.col("gpu").is_not_null()).then(get("gpu")).cast(pl.Int64, strict=False).alias("gpu"),
+        pl.when(pl.col("pid").is_not_null()).then(get("pid")).alias("pid"),
+        pl.concat_str(
+            pl.when(pl.col("Date").is_not_null()).then(get("Date")),
+            pl.when(pl.col("Time").is_not_null()).then(get("Time")),
+            separator=" ",
+            ignore_nulls=True,
+        ).alias("dt"),
     )
-    gpu = cells.filter(pl.col("fields") == "gpu").select(
-        "line", pl.col("raw").cast(pl.Int64, strict=False).alias("gpu")
-    )
-    pid = cells.filter(pl.col("fields") == "pid").select("line", pl.col("raw").alias("pid"))
-    date = (
-        cells.filter(pl.col("fields").is_in(["Date", "Time"]))
-        .group_by("line")
-        .agg(pl.col("raw").str.join(" ").alias("dt"))
-    )
-    cells = cells.filter(~pl.col("fields").is_in(["gpu", "pid", "Date", "Time", "type", "command"]))
-    cells = (
-        _values(cells)
-        .join(gpu, on="line", how="left")
-        .join(pid, on="line", how="left")
-        .join(date, on="line", how="left")
+    cells = rows.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("r"),
+        "raw",
+        pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("n")).alias("f"),
+    ).explode(["raw", "f"])
+    skip = per_field.select(pl.col("fields").is_in(["gpu", "pid", "Date", "Time", "type", "command"])).to_series()
+    cells = _values(cells.filter(~skip.gather(cells.get_column("f"))))
+    cells = cells.filter(pl.col("value").is_not_null())
+    cells = pl.concat(
+        [
+            per_row[cells.get_column("r")],
+            per_field.select("fields", "tool", "hunit")[cells.get_column("f")],
+            cells.select("value", "vunit"),
+        ],
+        how="horizontal",
     )
     k = pl.col("line").rank("dense").over("block", "gpu", "pid") - 1
     ts = pl.coalesce(
@@ -292,7 +320,7 @@ def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("hunit"))
         .otherwise(pl.col("vunit"))
     )
-    return cells.filter(pl.col("value").is_not_null()).select(
+    return cells.select(
         "gpu",
         pl.lit(None, pl.String).alias("host"),
         ts.alias("ts"),
