@@ -124,7 +124,7 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     # a header's first field is dotted (a --query-gpu field) or timestamp / index: tested on the few header-shaped lines
     at = df.get_column("is_h").arg_true()
     first_field = t.str.splitn(", ", 2).struct.field("field_0")
-    header = first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    header = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
     is_h = pl.repeat(False, df.height, eager=True).scatter(at.filter(df[at].select(header).to_series()), True)
     df = df.with_columns(is_h.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
     df = df.select("line", "text", "is_h", "nc", "t")
