@@ -482,7 +482,7 @@ def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl
         pl.int_range(pl.len()).over("report").alias("gpu")
     )
     number = heads.join(number, on=["report", "gpu_head"], how="left", maintain_order="left").get_column("gpu")
-    gpu = pl.Series("gpu", [None] * df.height, pl.Int64).scatter(at, number)
+    gpu = pl.repeat(None, df.height, dtype=pl.Int64, eager=True).alias("gpu").scatter(at, number)
     df = df.with_columns(gpu).with_columns(
         pl.col("gpu_head", "gpu", "ts").forward_fill().over("report"),
     )
