@@ -77,6 +77,31 @@ def test_noheader_rows_take_the_gpu_from_their_place_in_the_sample(tmp_path: Pat
     ]
 
 
+def test_query_gpu_timestamps_shared_by_a_samples_gpus_and_na_cells_side_by_side(tmp_path: Path) -> None:
+    # nvidia-smi -l prints one timestamp for all GPUs of a sample: each distinct one is read once, each row gets its own
+    stamps = ["2025/01/02 03:04:05.250", "2025/01/02 03:04:06.250", "2025/01/02 03:04:07.250"]
+    text = "timestamp, index, power.draw [W], fan.speed [%], clocks.mem [MHz]\n" + "".join(
+        f"{t}, {g}, {100 + 10 * k + g}.5 W, [N/A], [Not Supported]\n" for k, t in enumerate(stamps) for g in range(4)
+    )
+    trace = load(tmp_path, "smi.csv", text)
+    s = by_gpu(trace)
+    assert s[("GPU 3", "power.draw")] == ("W", [103.5, 113.5, 123.5]) and ("GPU 0", "fan.speed") not in s
+    assert trace.meta["sources"][0]["info"]["nvidia_smi"]["not_available"] == 2 * 12
+    expected = pl.Series(stamps).str.to_datetime("%Y/%m/%d %H:%M:%S%.f", time_unit="ns").dt.epoch("ns").to_list()
+    assert sorted(set(trace.samples.get_column("ts_ns").to_list())) == expected
+
+
+def test_csv_rows_after_a_dmon_table_are_not_read_as_dmon_rows(tmp_path: Path) -> None:
+    # a capture's dmon section, then --query-gpu rows with as many words as the dmon header has fields
+    text = (
+        "# gpu    pwr  gtemp     sm \n# Idx      W      C      % \n    0     69     41     12 \n    0     70     42     13 \n"
+        "2025/09/08 14:14:37.120, 0, 11409\n2025/09/08 14:14:38.120, 0, 11410\n"
+    )
+    s = by_gpu(load(tmp_path, "mixed.log", text))
+    assert s[("GPU 0", "dmon.sm")] == ("%", [12.0, 13.0]) and s[("GPU 0", "dmon.pwr")] == ("W", [69.0, 70.0])
+    assert s[("GPU 0", "field_2")] == (None, [11409.0, 11410.0])
+
+
 def test_dmon_and_pmon_tables(tmp_path: Path) -> None:
     text = (
         "# gpu    pwr  gtemp  mtemp     sm    mem   mclk   pclk \n# Idx      W      C      C      %      %    MHz    MHz \n"
@@ -91,6 +116,20 @@ def test_dmon_and_pmon_tables(tmp_path: Path) -> None:
     assert s[("GPU 0", "pmon.sm (pid 1234)")] == ("%", [90.0])
     ts = trace.samples.filter(pl.col("series") == 0).get_column("ts_ns").to_list()
     assert ts == [0, 1_000_000_000]
+
+
+def test_dmon_with_date_and_time_columns_is_placed_at_its_times(tmp_path: Path) -> None:
+    text = (
+        "#Date       Time        gpu    pwr     sm\n#YYYYMMDD   HH:MM:SS    Idx      W      %\n"
+        " 20250908   14:14:37      0     69      -\n 20250908   14:14:37      1     70     12\n"
+        " 20250908   14:14:38      0     71     13\n"
+    )
+    trace = load(tmp_path, "dmon_dt.log", text)
+    s = by_gpu(trace)
+    assert s[("GPU 0", "dmon.pwr")] == ("W", [69.0, 71.0]) and s[("GPU 0", "dmon.sm")] == ("%", [13.0])
+    assert ("GPU 0", "dmon.gpu") not in s and ("GPU 0", "dmon.Date") not in s
+    t0 = 1_757_340_877_000_000_000  # 2025-09-08 14:14:37 UTC
+    assert sorted(set(trace.samples.get_column("ts_ns").to_list())) == [t0, t0 + 1_000_000_000]
 
 
 def test_q_report_sections(tmp_path: Path) -> None:

@@ -38,6 +38,8 @@ DMON_RE = r"^#\s*(?:Date\s+Time\s+)?gpu\s+\S+"
 QLOG_RE = r"^=+NVSMI LOG=+$"
 BANNER_RE = r"^(?:# \$ nvidia-smi\b|\| NVIDIA-SMI \d|NVIDIA System Management Interface)"
 """A capture's command banner, the default table's title, ``nvidia-smi -h``'s first line."""
+NA_CELL_RE = r"(?:^|, )\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)"
+"""A ``--query-gpu`` cell that says the GPU gives no value, at the start of a row or after a ``, ``."""
 NUM_RE = r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]+)?\s*$"
 SAMPLE_GAP_NS = 100_000_000
 """Rows of one ``-l`` sample lie within this of each other (nvidia-smi queries GPUs ~1 ms apart; samples are >= 1 s apart)."""
@@ -72,6 +74,16 @@ def _ts(col: pl.Expr) -> pl.Expr:
     return col.str.strip_chars().str.to_datetime("%Y/%m/%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns")
 
 
+def _ts_once(text: pl.Series) -> pl.Series:
+    """``--query-gpu`` timestamps (``text``, strings) as int64 ns, each distinct string read once: the GPUs of a
+    sample share theirs, and reading one costs ~10x hashing it."""
+    distinct = text.drop_nulls().unique()
+    if 2 * distinct.len() > text.len():
+        return text.to_frame().select(_ts(pl.col(text.name))).to_series()
+    ns = distinct.to_frame().select(_ts(pl.col(text.name))).to_series()
+    return text.replace_strict(distinct, ns, default=None, return_dtype=pl.Int64)
+
+
 def _by_distinct(df: pl.DataFrame, on: str, add: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
     """``df`` with the columns ``add`` adds (functions of column ``on`` alone), worked out once per distinct value of
     ``on``: nvidia-smi repeats most values and report lines sample after sample."""
@@ -87,14 +99,18 @@ def _values(df: pl.DataFrame) -> pl.DataFrame:
 
 def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
     """``gpu`` filled where null: the row's position in its sample (rows of a block within SAMPLE_GAP_NS), by line order."""
-    gap = (pl.col("ts") - pl.col("ts").shift(1).over("block")).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
+    if not df.get_column("line").is_sorted():
+        df = df.sort("line")
+    # the row before in line order: where it is of another block, the block's change starts a sample anyway
+    gap = (pl.col("ts") - pl.col("ts").shift(1)).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
     new = (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True)
     at = pl.int_range(pl.len())
     in_sample = at - pl.when(new).then(at).forward_fill()  # a sample's rows are consecutive in line order
-    return df.sort("line").with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
+    return df.with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
 
 
 def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """``--query-gpu`` tables (``lines``: those that hold a ``,``, ``#`` or ``=``, where CSV rows are)."""
     lines = lines.filter(
         pl.col("text").str.contains(", ", literal=True)
     )  # a literal test first: the regexes see CSV lines only
@@ -108,7 +124,7 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     # a header's first field is dotted (a --query-gpu field) or timestamp / index: tested on the few header-shaped lines
     at = df.get_column("is_h").arg_true()
     first_field = t.str.splitn(", ", 2).struct.field("field_0")
-    header = first_field.str.contains(r"\.") | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    header = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
     is_h = pl.repeat(False, df.height, eager=True).scatter(at.filter(df[at].select(header).to_series()), True)
     df = df.with_columns(is_h.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
     df = df.select("line", "text", "is_h", "nc", "t")
@@ -119,11 +135,10 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         pl.col("nc").alias("hnc"),
         pl.col("t").str.split(", ").alias("fields"),
         pl.col("t").rank("dense").cast(pl.Int64).alias("hid"),
+        "t",
     )
     # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
-    heads = heads.filter(
-        ~pl.col("fields").list.eval(pl.element().str.contains(r"^(?:pid|retired_pages\.address)\b")).list.any()
-    )
+    heads = heads.filter(~pl.col("t").str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b")).drop("t")
     rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left", maintain_order="left")
     noh = pl.col("t").str.contains(NOHEADER_RE) & (pl.col("hnc").is_null() | (pl.col("hnc") != pl.col("nc")))
     rows = rows.with_columns(noh.alias("noh"))  # once (used three times)
@@ -178,106 +193,134 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     per_row = rows.select(
         "block",
         "line",
-        where("timestamp", _ts(cell("timestamp")), pl.Int64).alias("ts"),
+        where("timestamp", cell("timestamp"), pl.String).alias("ts"),
         where("index", cell("index").str.strip_chars().cast(pl.Int64, strict=False), pl.Int64).alias("gpu"),
         where("hostname", cell("hostname").str.strip_chars(), pl.String).alias("host"),
     )
-    per_row = _by_sample(per_row)  # rows are in line order: per_row's rows are rows' rows
-    cells = (
-        rows.select("raw", pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("nc") + 1).alias("f"))
-        .hstack(per_row.select("block", "line", "ts", "gpu", "host"))
-        .explode(["raw", "f"])
+    per_row = _by_sample(
+        per_row.with_columns(_ts_once(per_row.get_column("ts")))
+    )  # rows are in line order: per_row's rows are rows' rows
+    # cells: (row, field, text); read where the field is a series; the row's and the field's columns gathered for the
+    # cells that hold a value only
+    cells = rows.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("r"),
+        "raw",
+        pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("nc") + 1).alias("f"),
+    ).explode(["raw", "f"])
+    is_series = fields.select(~pl.col("field").is_in(["timestamp", "index"])).to_series()
+    cells = _values(cells.filter(is_series.gather(cells.get_column("f"))))
+    cells = cells.filter(pl.col("value").is_not_null())
+    # cells that say no value, counted in their rows (a cell starts the row or follows ", "); a literal search first
+    bracketed = rows.filter(pl.col("t").str.contains("[", literal=True))
+    na = int(bracketed.select(pl.col("t").str.count_matches(NA_CELL_RE).sum()).item() or 0)
+    out = pl.concat(
+        [
+            per_row.select("gpu", "host", "ts")[cells.get_column("r")],
+            fields.select("series", "hunit", "tunit")[cells.get_column("f")],
+            cells.select("vunit", "value"),
+            per_row.select("line")[cells.get_column("r")],
+        ],
+        how="horizontal",
     )
-    is_series = ~pl.col("field").is_in(["timestamp", "index"])
-    cells = cells.hstack(fields.select(is_series.alias("is_series"), "series", "hunit", "tunit")[cells.get_column("f")])
-    bracketed = cells.filter(pl.col("raw").str.contains("[", literal=True))  # a literal search first: few cells
-    na = int(
-        bracketed.filter(
-            pl.col("raw").str.contains(r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)")
-        ).height
-    )
-    cells = _values(cells.filter("is_series"))
-    out = cells.filter(pl.col("value").is_not_null()).select(
-        "gpu",
-        "host",
-        "ts",
-        "series",
-        pl.coalesce("hunit", "vunit", "tunit").alias("unit"),
-        "value",
-        "line",
+    out = out.select(
+        "gpu", "host", "ts", "series", pl.coalesce("hunit", "vunit", "tunit").alias("unit"), "value", "line"
     )
     return out, na
 
 
 def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     """dmon/pmon tables (``hashed``: the lines that hold a ``#``, where their headers and unit lines are)."""
-    marks = hashed.filter(pl.col("text").str.contains(r"^\s*#"))
-    hdr = marks.filter(pl.col("text").str.strip_chars().str.contains(DMON_RE)).select(
-        "line", pl.lit(True).alias("is_h")
+    marks = hashed.filter(pl.col("text").str.contains(r"^\s*#")).with_columns(
+        pl.col("text").str.strip_chars().alias("t")
     )
-    if not hdr.height:
+    heads = marks.filter(pl.col("t").str.contains(DMON_RE))
+    if not heads.height:
         return pl.DataFrame()
-    # data rows: a gpu index (or dmon -o DT's date) first, after the first header
-    cand = lines.filter((pl.col("line") >= hdr.get_column("line").min()) & pl.col("text").str.contains(r"^\s*(?:\d|#)"))
-    t = pl.col("text").str.strip_chars()
-    df = cand.join(hdr, on="line", how="left").with_columns(pl.col("is_h").fill_null(False), t.alias("t"))
-    df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
-    heads = df.filter(pl.col("is_h")).select(
-        "block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("fields"), "line"
-    )
+    # a table (block, from 1) runs from its header to the next: the headers at or before a line (lines are in order)
+    at = heads.get_column("line").to_numpy()
+    block = lambda df: pl.Series("block", np.searchsorted(at, df.get_column("line").to_numpy(), "right"), pl.Int64)  # noqa: E731
+    words = pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+")
+    heads = heads.select(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("block"), words.alias("fields"))
     tool = heads.with_columns(
         pl.when(pl.col("fields").list.contains("pid")).then(pl.lit("pmon")).otherwise(pl.lit("dmon")).alias("tool")
     )
-    units = df.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b")).select(
-        "block", pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+").alias("units")
+    units = marks.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b"))
+    units = units.select(block(units), words.alias("units"))
+    units = units.unique("block", keep="first", maintain_order=True)  # (one unit line a table)
+    heads = tool.join(units, on="block", how="left", maintain_order="left")
+    heads = heads.with_columns(pl.col("fields").list.len().alias("n"))
+    heads = heads.with_columns((pl.col("n").cum_sum() - pl.col("n")).cast(pl.Int64).alias("f0"))
+    # one row per (table, field): its name, unit and tool; a cell finds its row at its table's first + its index
+    per_field = (
+        heads.select("block", "tool", "fields", "units", pl.int_ranges(0, pl.col("n")).alias("i"))
+        .explode(["fields", "i"])
+        .select(
+            "block",
+            "tool",
+            "fields",
+            "i",
+            pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"),
+        )
     )
-    heads = tool.join(units, on="block", how="left").with_columns(pl.col("fields").list.len().alias("n"))
-    # words counted before they are split out: most candidates (--query-gpu CSV rows) have another number of words
+    pos = lambda name: (  # noqa: E731
+        per_field.filter(pl.col("fields") == name)
+        .unique("block", keep="first")
+        .select("block", pl.col("i").alias(name))
+    )
+    # data rows: a gpu index (or dmon -o DT's date) first, after the first header; not a --query-gpu CSV row (a ", "
+    # inside the line: not split into words)
+    rows = lines.filter((pl.col("line") >= int(at[0])) & pl.col("text").str.contains(r"^\s*\d"))
+    rows = rows.filter(~pl.col("text").str.contains(r", \s*\S"))
     rows = (
-        df.filter(~pl.col("is_h") & (pl.col("block") > 0) & ~pl.col("t").str.starts_with("#") & (pl.col("t") != ""))
-        .join(heads.select("block", "n"), on="block", maintain_order="left")
-        .filter(pl.col("t").str.count_matches(r"\S+") == pl.col("n"))
-        .join(heads.drop("line", "n"), on="block", maintain_order="left")  # the header's lists: to the rows kept
-        .with_columns(pl.col("t").str.extract_all(r"\S+").alias("raw"))
+        rows.with_columns(block(rows))
+        .with_columns(pl.col("text").str.extract_all(r"\S+").alias("raw"))
+        .join(heads.select("block", "n", "f0"), on="block", maintain_order="left")
+        .filter(pl.col("raw").list.len() == pl.col("n"))
     )
-    cells = (
-        rows.with_columns(pl.int_ranges(0, pl.col("n")).alias("i"))
-        .drop("text", "t")  # not copied to each cell
-        .explode(["fields", "raw", "i"])
-        .with_columns(pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"))
+    for name in ("gpu", "pid", "Date", "Time"):
+        rows = rows.join(pos(name), on="block", how="left", maintain_order="left")
+    get = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
+    per_row = rows.select(
+        "line",
+        "block",
+        pl.when(pl.col("gpu").is_not_null()).then(get("gpu")).cast(pl.Int64, strict=False).alias("gpu"),
+        pl.when(pl.col("pid").is_not_null()).then(get("pid")).alias("pid"),
+        pl.concat_str(
+            pl.when(pl.col("Date").is_not_null()).then(get("Date")),
+            pl.when(pl.col("Time").is_not_null()).then(get("Time")),
+            separator=" ",
+            ignore_nulls=True,
+        ).alias("dt"),
     )
-    gpu = cells.filter(pl.col("fields") == "gpu").select(
-        "line", pl.col("raw").cast(pl.Int64, strict=False).alias("gpu")
-    )
-    pid = cells.filter(pl.col("fields") == "pid").select("line", pl.col("raw").alias("pid"))
-    date = (
-        cells.filter(pl.col("fields").is_in(["Date", "Time"]))
-        .group_by("line")
-        .agg(pl.col("raw").str.join(" ").alias("dt"))
-    )
-    cells = cells.filter(~pl.col("fields").is_in(["gpu", "pid", "Date", "Time", "type", "command"]))
-    cells = (
-        _values(cells)
-        .join(gpu, on="line", how="left")
-        .join(pid, on="line", how="left")
-        .join(date, on="line", how="left")
+    cells = rows.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("r"),
+        "raw",
+        pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("n")).alias("f"),
+    ).explode(["raw", "f"])
+    skip = per_field.select(pl.col("fields").is_in(["gpu", "pid", "Date", "Time", "type", "command"])).to_series()
+    cells = _values(cells.filter(~skip.gather(cells.get_column("f"))))
+    cells = cells.filter(pl.col("value").is_not_null())
+    cells = pl.concat(
+        [
+            per_row[cells.get_column("r")],
+            per_field.select("fields", "tool", "hunit")[cells.get_column("f")],
+            cells.select("value", "vunit"),
+        ],
+        how="horizontal",
     )
     k = pl.col("line").rank("dense").over("block", "gpu", "pid") - 1
     ts = pl.coalesce(
         pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns"),
         k.cast(pl.Int64) * DMON_INTERVAL_NS,
     )
-    name = (
-        pl.when(pl.col("tool") == "pmon")
-        .then(pl.format("pmon.{} (pid {})", "fields", "pid"))
-        .otherwise(pl.format("dmon.{}", "fields"))
-    )
+    # pmon.<field> (pid <pid>), dmon.<field>: a pmon row has a pid, a dmon row none
+    name = pl.concat_str("tool", pl.lit("."), "fields", pl.format(" (pid {})", "pid"), ignore_nulls=True)
     unit = (
         pl.when(pl.col("hunit").is_in(["%", "W", "C", "MHz", "MB", "MiB"]))
         .then(pl.col("hunit"))
         .otherwise(pl.col("vunit"))
     )
-    return cells.filter(pl.col("value").is_not_null()).select(
+    return cells.select(
         "gpu",
         pl.lit(None, pl.String).alias("host"),
         ts.alias("ts"),
@@ -381,26 +424,30 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     return out, na, read
 
 
-def _reports(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+def _reports(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     """The lines of ``-q`` reports, each numbered (``report``, from 1): a report runs from its banner to the next
-    banner, or a line that starts with ``#`` (a capture's section rule; ``hashed``: the lines that hold a ``#``).
-    Line numbers are searched in the few banners and rules (lines are in order)."""
+    banner, or a line that starts with ``#`` (a capture's section rule; ``hashed``: the lines that hold a ``#``,
+    ``marked``: those that hold one of ``#,=``). Line numbers are searched in the few banners and rules (lines are
+    in order)."""
     t = pl.col("text")
-    starts = lines.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
+    starts = marked.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
     if not starts.size:
         return lines.clear()
     rules = hashed.filter(t.str.starts_with("#")).get_column("line").to_numpy()
     bounds = np.union1d(starts, rules)
     ends = np.append(bounds, np.iinfo(np.int64).max)[np.searchsorted(bounds, starts, side="right")]
     line = lines.get_column("line").to_numpy()
-    report = np.searchsorted(starts, line, side="right")  # the banner at or before each line, from 1
-    inside = (report > 0) & (line < ends[np.maximum(report - 1, 0)])
-    return lines.with_columns(pl.Series("report", report, pl.UInt32)).filter(pl.Series(inside))
+    # reports are disjoint runs of rows (ends[i] <= starts[i + 1]): rows lo[i]..hi[i] of report i + 1
+    lo, hi = np.searchsorted(line, starts), np.searchsorted(line, ends)
+    n = hi - lo
+    at = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n - lo, n)
+    report = np.repeat(np.arange(1, starts.size + 1, dtype=np.uint32), n)
+    return lines[at].with_columns(pl.Series("report", report, pl.UInt32))
 
 
-def _qlog(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("text")
-    df = _reports(lines, hashed)
+    df = _reports(lines, marked, hashed)
     if not df.height:
         return pl.DataFrame()
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
@@ -427,33 +474,24 @@ def _qlog(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
             )
         ),
     )
-    df = df.with_columns(pl.col("gpu_head").forward_fill().over("report"), pl.col("ts").forward_fill().over("report"))
-    df = df.with_columns(
-        pl.when(
-            pl.col("gpu_head").is_not_null() & pl.col("gpu_head").shift(1).ne_missing(pl.col("gpu_head"))
-            | pl.col("gpu_head").is_not_null() & (pl.col("report") != pl.col("report").shift(1))
-        )
-        .then(pl.col("line"))
-        .alias("gpu_start")
+    # a GPU's number: its block's place among the report's GPU blocks (a repeated busId keeps its first), worked out on
+    # the few block heads, then carried down to the block's lines with the head
+    at = df.get_column("gpu_head").is_not_null().arg_true()
+    heads = df[at].select("report", "gpu_head")
+    number = heads.unique(keep="first", maintain_order=True).with_columns(
+        pl.int_range(pl.len()).over("report").alias("gpu")
+    )
+    number = heads.join(number, on=["report", "gpu_head"], how="left", maintain_order="left").get_column("gpu")
+    gpu = pl.repeat(None, df.height, dtype=pl.Int64, eager=True).alias("gpu").scatter(at, number)
+    df = df.with_columns(gpu).with_columns(
+        pl.col("gpu_head", "gpu", "ts").forward_fill().over("report"),
     )
     df = df.with_columns(pl.col("section").forward_fill().over("report", "gpu_head"))
     df = df.with_columns(
         pl.when(pl.col("ind").str.len_chars() <= 4).then(None).otherwise(pl.col("section")).alias("section")
     )
-    gpus = (
-        df.drop_nulls("gpu_head")
-        .unique(["report", "gpu_head"], keep="first", maintain_order=True)
-        .with_columns(pl.int_range(pl.len()).over("report").alias("gpu"))
-        .select("report", "gpu_head", "gpu")
-    )
-    df = _values(df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null()).rename({"v": "raw"})).join(
-        gpus, on=["report", "gpu_head"], how="left"
-    )
-    name = (
-        pl.when(pl.col("section").is_not_null())
-        .then(pl.format("q.{}.{}", "section", "k"))
-        .otherwise(pl.format("q.{}", "k"))
-    )
+    df = _values(df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null()).rename({"v": "raw"}))
+    name = pl.concat_str(pl.lit("q"), "section", "k", separator=".", ignore_nulls=True)  # q.<section>.<k>, q.<k>
     return df.filter(pl.col("value").is_not_null()).select(
         "gpu",
         pl.lit(None, pl.String).alias("host"),
@@ -468,10 +506,17 @@ def _qlog(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
 def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
-    csv, na = _csv(lines)
-    hashed = lines.filter(pl.col("text").str.contains("#", literal=True))  # one search for three kinds of table
+    # one search over all lines for the marks of four kinds of table (CSV's ", ", dmon/pmon/dcgmi's "#", -q's "=")
+    marked = lines.filter(pl.col("text").str.contains("[#,=]"))
+    csv, na = _csv(marked)
+    hashed = marked.filter(pl.col("text").str.contains("#", literal=True))
     dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, hashed)
-    tables = {"query_gpu": csv, "dmon_pmon": _dmon(lines, hashed), "q": _qlog(lines, hashed), "dcgmi_dmon": dcgmi}
+    tables = {
+        "query_gpu": csv,
+        "dmon_pmon": _dmon(lines, hashed),
+        "q": _qlog(lines, marked, hashed),
+        "dcgmi_dmon": dcgmi,
+    }
     parts = [f for f in tables.values() if f.height]
     if not parts and not dcgmi_lines.len():
         return Parts("nvidia_smi")
@@ -481,11 +526,14 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     cols |= {"value": pl.Float64, "line": pl.UInt32}
     s = pl.concat([p.select(pl.col(c).cast(t) for c, t in cols.items()) for p in parts] or [pl.DataFrame(schema=cols)])
     epoch = bool(csv.height and csv.get_column("ts").is_not_null().all()) and not any(p is not csv for p in parts)
-    s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)))
+    s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)), pl.col("gpu").fill_null(0))
+    gpus = s.get_column("gpu").unique()  # each track's name written once
+    names = gpus.to_frame().select(pl.format("GPU {}", "gpu")).to_series()
+    track = pl.col("gpu").replace_strict(gpus, names) if s.height else pl.lit(None, pl.String)  # (none: keeps String)
     samples = s.select(
         pl.lit(None, pl.Int64).alias("rank"),
         "host",
-        pl.format("GPU {}", pl.col("gpu").fill_null(0)).alias("track"),
+        track.alias("track"),
         "series",
         "unit",
         pl.col("ts").alias("ts_ns"),
@@ -498,5 +546,8 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
             "time": "timestamps" if epoch else "relative",
         }
     }
-    claimed = pl.concat([s.get_column("line"), dcgmi_lines]).unique()
+    read = np.zeros(int(lines.get_column("line").max()) + 1, np.bool_)
+    read[s.get_column("line").to_numpy()] = True
+    read[dcgmi_lines.to_numpy()] = True
+    claimed = pl.Series("line", np.flatnonzero(read), pl.UInt32)
     return Parts("nvidia_smi", samples=samples, claimed=claimed, info=info, epoch=epoch)
