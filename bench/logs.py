@@ -10,8 +10,10 @@ warm-up:
 
 - ``lines``: :func:`di.convert.logs.text.read_lines` (read, decode, split, ANSI and
   rank prefixes stripped, garbled lines counted), MB/s of file bytes;
+- ``times``: each line's own and nearest timestamp (:func:`~di.convert.logs.text.line_times`), found once per file
+  for every family;
 - each parser (``nccl``, ``nccl_tests``, ``training``, ``nvidia_smi``, ``slurm``, ``darshan`` text) over the
-  cleaned lines;
+  cleaned lines with their times, as ``read_log`` gives them;
 - ``read_log``: the whole connector (all families, trace built), MB/s;
 - with ``--steps``, read_log's steps one by one (``times``: each line's timestamp; ``gates``: which families run;
   ``parse:<family>``: each parser the gates let run; ``build``: the trace), CPU ms of the fastest run.
@@ -126,7 +128,7 @@ def main() -> None:
     if not DATA.is_dir():
         sys.exit(f"shared log samples absent: {DATA.name}/ not found under ../shared/data")
     from di.convert.logs import reader
-    from di.convert.logs.text import read_lines
+    from di.convert.logs.text import line_times, own_line_times, read_lines
 
     results: dict[str, Any] = {
         "mb_per_family": args.mb,
@@ -144,10 +146,13 @@ def main() -> None:
             path = Path(tmp) / f"{family}.log"
             path.write_bytes(data)
             mb = len(data) / 1e6
-            lines = read_lines(path).lines
+            plain = read_lines(path).lines
+            own = own_line_times(plain)
+            lines = plain.with_columns(line_times(plain, own), own)  # as read_log gives them to every parser
             parse = reader.FAMILIES[family][1]
             steps = {
                 "lines": lambda path=path: read_lines(path),
+                "times": lambda plain=plain: plain.with_columns(line_times(plain, own_line_times(plain))),
                 family: lambda parse=parse, lines=lines: parse(lines),
                 "read_log": lambda path=path: reader.read_log(path),
             }
