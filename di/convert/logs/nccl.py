@@ -38,6 +38,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
+from di.convert.logs.text import by_distinct
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -204,13 +205,8 @@ def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> p
     """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match dropped."""
     # messages repeat (a TUNING line per collective size, a link line per communicator): the regex runs once per
     # distinct message
-    found = p.filter(which)
-    distinct = found.select(pl.col("msg").unique()).with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))
-    return (
-        found.join(distinct, on="msg", how="left", maintain_order="left", nulls_equal=True)
-        .unnest("g")
-        .drop_nulls(required)
-    )
+    groups = lambda d: d.with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))  # noqa: E731
+    return by_distinct(p.filter(which), "msg", groups).unnest("g").drop_nulls(required)
 
 
 def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None) -> pl.DataFrame:
@@ -294,8 +290,7 @@ def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     # a few distinct tails) and their fields once per distinct tail
     head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
     c = c.with_columns(head).unnest("_h")
-    tails = _coll_tail_fields(c.select(pl.col("_tail").unique()))
-    c = c.join(tails, on="_tail", how="left", maintain_order="left", nulls_equal=True)
+    c = by_distinct(c, "_tail", _coll_tail_fields)
     w = [pl.col(name) for name in COLL_WORDS[:7]]
     heads_ok = pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i < 7]).fill_null(False)
     usual = c.select(heads_ok & pl.col("_tail_ok")).to_series()

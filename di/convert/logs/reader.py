@@ -158,14 +158,14 @@ HEAD_LINES = 1000
 def _search(lines: pl.DataFrame, regexes: dict[str, tuple[str, ...]]) -> dict[str, bool]:
     """Name -> whether one of its ``regexes`` matches a line of ``lines``' ``text``.
 
-    The first :data:`HEAD_LINES` lines are searched first, and the whole text only for the names not found there (a
-    search costs about a pass over the text however early it matches). Each part is searched in two groups: the
+    The first :data:`HEAD_LINES` lines are searched first, and the lines after them only for the names not found there
+    (a search costs about a pass over the text however early it matches). Each part is searched in two groups: the
     regexes anchored at a line's start (``^``: their alternation fails at each line's first bytes) and the others
     (literal-led: their alternation is one scan for literals). A group's alternation, one search, picks the lines
     that match one of its regexes, and each regex then runs on those lines only."""
     found = dict.fromkeys(regexes, False)
     text = lines.get_column("text")
-    for part in [text.head(HEAD_LINES)] + ([text] if text.len() > HEAD_LINES else []):
+    for part in [text.head(HEAD_LINES)] + ([text.slice(HEAD_LINES)] if text.len() > HEAD_LINES else []):
         for anchored in (False, True):
             todo = [
                 (name, rx)
@@ -191,7 +191,7 @@ def _confirmed(lines: pl.DataFrame, name: str) -> bool:
     if text.tail(1).str.contains(CONFIRM[name]).any():
         return True
     body = text.head(text.len() - 1)
-    for part in [body.head(HEAD_LINES)] + ([body] if body.len() > HEAD_LINES else []):
+    for part in [body.head(HEAD_LINES)] + ([body.slice(HEAD_LINES)] if body.len() > HEAD_LINES else []):
         if part.filter(part.str.contains(lead)).str.contains(by_line).any():
             return True
     return False

@@ -21,13 +21,13 @@ read as UTC); dmon/pmon without ``-o T``: one second per sample, from 0
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts
+from di.convert.logs.text import by_distinct
 
 __all__ = ["UNITS", "parse_smi", "sniff_smi"]
 
@@ -84,17 +84,10 @@ def _ts_once(text: pl.Series) -> pl.Series:
     return text.replace_strict(distinct, ns, default=None, return_dtype=pl.Int64)
 
 
-def _by_distinct(df: pl.DataFrame, on: str, add: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
-    """``df`` with the columns ``add`` adds (functions of column ``on`` alone), worked out once per distinct value of
-    ``on``: nvidia-smi repeats most values and report lines sample after sample."""
-    distinct = add(df.select(pl.col(on).unique()))
-    return df.join(distinct, on=on, how="left", maintain_order="left", nulls_equal=True)
-
-
 def _values(df: pl.DataFrame) -> pl.DataFrame:
     g = pl.col("raw").str.extract_groups(NUM_RE)
     value = (g.struct.field("1").cast(pl.Float64).alias("value"), g.struct.field("2").alias("vunit"))
-    return _by_distinct(df, "raw", lambda d: d.with_columns(*value))
+    return by_distinct(df, "raw", lambda d: d.with_columns(*value))
 
 
 def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
@@ -451,7 +444,7 @@ def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl
     if not df.height:
         return pl.DataFrame()
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
-    df = _by_distinct(
+    df = by_distinct(
         df,
         "text",
         lambda d: (

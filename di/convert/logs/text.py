@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +63,14 @@ def ascii_mode(pattern: str, text: pl.Series) -> str:
 
 _PREFIX = re.compile(PREFIX_RE)
 _ANSI = re.compile(ANSI_RE)
+
+
+def by_distinct(df: pl.DataFrame, on: str, add: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
+    """``df`` with the columns ``add`` adds (functions of column ``on`` alone), worked out once per distinct value of
+    ``on`` and joined back (row order kept, a null ``on`` matching a null): log lines repeat their messages,
+    timestamps and table cells, and a regex or a parse costs several times the hashing."""
+    distinct = add(df.select(pl.col(on).unique()))
+    return df.join(distinct, on=on, how="left", maintain_order="left", nulls_equal=True)
 
 
 BOM = "\ufeff"
@@ -264,15 +273,18 @@ def own_line_times(lines: pl.DataFrame) -> pl.Series:
     if later.len():
         ts = ts.scatter(later, timed.gather(later).str.extract(LINE_TS_RE))
     raw = pl.DataFrame({"row": rows, "ts": ts})
-    times = raw.select(pl.col("ts").unique()).with_columns(
-        pl.col("ts")
-        .str.replace(",", ".", literal=True)
-        .str.replace("T", " ", literal=True)
-        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
-        .dt.epoch("ns")
-        .alias("ns")
+    ns = by_distinct(
+        raw,
+        "ts",
+        lambda d: d.with_columns(
+            pl.col("ts")
+            .str.replace(",", ".", literal=True)
+            .str.replace("T", " ", literal=True)
+            .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
+            .dt.epoch("ns")
+            .alias("ns")
+        ),
     )
-    ns = raw.join(times, on="ts", how="left", nulls_equal=True, maintain_order="left")
     own = pl.Series("own_ts", [], pl.Int64).extend_constant(None, text.len())
     return own.scatter(ns.get_column("row"), ns.get_column("ns")) if ns.height else own
 

@@ -26,7 +26,6 @@ compile); calling one of them from Python crashes.
 
 from __future__ import annotations
 
-import struct
 
 import numpy as np
 from llvmlite import ir
@@ -168,11 +167,6 @@ def field_len(field: int, payload: bytes) -> bytes:
 def field_str(field: int, text: str) -> bytes:
     """A string field (UTF-8)."""
     return field_len(field, text.encode())
-
-
-def field_double(field: int, v: float) -> bytes:
-    """A double field."""
-    return varint_bytes(tag(field, FIXED64)) + struct.pack("<d", v)
 
 
 def iter_fields(data: bytes) -> list[tuple[int, int, int | bytes]]:

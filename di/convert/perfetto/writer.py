@@ -88,10 +88,6 @@ def _canonical(ev: pl.DataFrame) -> tuple[np.ndarray | None, np.ndarray, np.ndar
     return order, loc[order], start[order], end[order]
 
 
-def _int_column(ev: pl.DataFrame, name: str) -> np.ndarray:
-    return ev.get_column(name).fill_null(encode.NONE).to_numpy().astype(np.int64)
-
-
 class _Output:
     """The file's bytes on their way out: the kernels fill ``buf`` from ``used`` on, :meth:`flush` writes them."""
 
