@@ -858,16 +858,18 @@ def main(argv: list[str] | None = None) -> int:
     stderr), 130 on Ctrl-C, :data:`EXIT_BUG` for an internal error (one line naming
     the log file that holds the traceback).
     """
-    from di.jitcache import light_cache_loads
+    program = argv is None and _is_the_program()
+    if program:  # a program that calls main keeps numba's own cache loading, and its process
+        from di.jitcache import light_cache_loads
 
-    light_cache_loads()
+        light_cache_loads()
     collector = process.space_full_collections()
     process.map_large_blocks()
     try:
         code = _run(argv)
     finally:
         gc.set_threshold(*collector)
-    if argv is None and _is_the_program():
+    if program:
         _exit_now(code)
     return code
 
