@@ -78,3 +78,17 @@ def test_darshan_counters_and_segments_out_of_range(tmp_path: Path) -> None:
     dxt = di.load(edited(tmp_path, "darshan/release_mpi-io-test-x86_64-3.1.4.dxt-parser.txt", damage))
     dxt.validate()
     assert dxt.events.height == 15 and dropped(dxt)["darshan: DXT segments with an unreadable number"] == 1
+
+
+def test_a_rank_beyond_int32(tmp_path: Path) -> None:
+    """A DXT segment of rank 4294967296 stopped the load in the trace's int32 rank column."""
+
+    def damage(lines: list[str]) -> list[str]:
+        at = next(i for i, x in enumerate(lines) if "X_POSIX" in x)
+        lines[at] = lines[at].replace("X_POSIX       0", "X_POSIX       4294967296", 1)
+        return lines
+
+    trace = di.load(edited(tmp_path, "darshan/release_mpi-io-test-x86_64-3.1.4.dxt-parser.txt", damage))
+    trace.validate()
+    assert trace.events.height == 15 and trace.ranks == [0, 1, 2, 3]
+    assert dropped(trace)["events with a rank outside 0..2147483647"] == 1
