@@ -176,37 +176,29 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     )
 
 
-def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The numeric pairs of ``rows`` and the table of their distinct keys.
 
-    Pairs: one row per pair, in line order: ``line``, ``rank``, ``kind``, ``ts``, ``code`` (its key's row in the
-    table, null for an MLPerf line without a key), ``value`` (float, null when unreadable) and ``u`` (the value's own
-    unit suffix, null for none). Keys: per code, ``key`` (normalised; MLPerf keys as written), ``series`` (from
-    :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`, null: the value's suffix), ``o`` (the key's place in
-    :data:`STEP_KEYS`, null for a non-step key), ``sample`` (the key is no step key: its pairs are samples) and
-    ``sid`` (the series' number). Pairs repeat a few dozen keys: each is normalised and looked up once, and the
-    pairs carry its integer code, not the string."""
-    body = pl.col("text").str.replace(TAGS_RE, "")
-    logging = pl.col("text").str.contains(" - INFO - ", literal=True) | pl.col("text").str.contains(
-        " - WARNING - ", literal=True
-    )
-    if rows.select(
-        logging.any()
-    ).item():  # Python logging's "name - LEVEL - ": a lazy regex, run only where it can match
+    Pairs: one row per pair, in line order (MLPerf lines after the others): ``r`` (the row of ``rows`` it is on),
+    ``code`` (its key's row in the table, null for an MLPerf line without a key), ``value`` (float, null when
+    unreadable) and ``u`` (the value's own unit suffix, null for none); a pair's line, rank, kind and time are its
+    row's (:func:`_of_row`), gathered where needed. Keys: per code, ``key`` (normalised; MLPerf keys as written),
+    ``series`` (from :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`, null: the value's suffix), ``o`` (the
+    key's place in :data:`STEP_KEYS`, null for a non-step key), ``sample`` (the key is no step key: its pairs are
+    samples) and ``sid`` (the series' number). Pairs repeat a few dozen keys: each is normalised and looked up once,
+    and the pairs carry its integer code, not the string. ``ascii``: every line of ``rows`` is ASCII."""
+    text = rows.get_column("text")
+    kind = rows.get_column("kind")
+    body = text.str.replace(TAGS_RE, "")
+    if text.str.contains(" - (?:INFO|WARNING) - ").any():  # Python logging's "name - LEVEL - ": only where it is
         body = body.str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
-    ascii = all_ascii(rows.get_column("text"))
-    p = (
-        rows.filter(pl.col("kind") != "mllog")
-        .select(
-            "line",
-            "rank",
-            "kind",
-            "ts",
-            body.str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE).alias("pair"),
-        )
-        .explode("pair")  # the line's text is not copied to each of its pairs
-        .drop_nulls("pair")
-    )
+    ml_rows = (kind == "mllog").arg_true()
+    other = pl.DataFrame({"r": pl.int_range(0, rows.height, dtype=pl.UInt32, eager=True), "pair": body})
+    if ml_rows.len():
+        other = other.filter(kind != "mllog")
+    # the row number is the only column copied to each of a line's pairs
+    p = other.select("r", pl.col("pair").str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE)).explode("pair")
+    p = p.drop_nulls("pair")
     # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), the unit is what follows the
     # number; one column per step: an expression reused inside another would be evaluated again (no
     # common-subexpression elimination in eager frames)
@@ -217,22 +209,16 @@ def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pair = pl.col("pair").cast(pl.Binary)
         key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
         rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
-    p = p.select("line", "rank", "kind", "ts", key.alias("k"), rest.alias("rest"))
+    p = p.select("r", key.alias("k"), rest.alias("rest"))
     # most values are a bare number; the others (spaces or '[' before, a ',' in, a unit after) are cut on their
-    # own rows: a bare number holds none of the characters cut, and none of the others casts
+    # own rows: a bare number holds none of the characters cut, and none of the others casts (nor one with a ',')
     value = p.get_column("rest").cast(pl.Float64, strict=False)
     again = value.is_null().arg_true()
     u = pl.Series("u", [], pl.String).extend_constant(None, p.height)
     if again.len():
         rest = p.get_column("rest").gather(again).str.strip_chars_start(" [")
-        v = rest.str.strip_chars_end("%KMGTiBms")
-        cast = v.cast(pl.Float64, strict=False)
-        commas = cast.is_null().arg_true()  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
-        if commas.len():
-            cast = cast.scatter(
-                commas, v.gather(commas).str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
-            )
-        value = value.scatter(again, cast)
+        v = rest.str.strip_chars_end("%KMGTiBms")  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
+        value = value.scatter(again, v.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
         cut = rest.str.len_bytes() != v.str.len_bytes()
         if cut.any():
             u = u.scatter(again.filter(cut), rest.filter(cut).str.strip_prefix(v.filter(cut)))
@@ -240,23 +226,24 @@ def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     code = p.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
     keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
     keys = keys.select(_norm("key").alias("key"))
-    ml = rows.filter(pl.col("kind") == "mllog").select(
-        "line",
-        "rank",
-        "kind",
-        "ts",
-        pl.col("text").str.extract(r"\"key\":\s*\"([^\"]+)\"").alias("key"),
-        pl.col("text")
-        .str.extract(r"\"value\":\s*([-+]?\d[\d.]*(?:[eE][-+]?\d+)?)")
-        .cast(pl.Float64, strict=False)
-        .alias("value"),
-        pl.lit(None, pl.String).alias("u"),
-    )
-    if ml.height:  # MLPerf keys as written, after the others
+    p = pl.DataFrame([p.get_column("r"), code.alias("code"), value.alias("value"), u])
+    if ml_rows.len():  # MLPerf keys as written, after the others
+        ml_text = text.gather(ml_rows)
+        ml = pl.DataFrame(
+            {
+                "r": ml_rows,
+                "key": ml_text.str.extract(r"\"key\":\s*\"([^\"]+)\""),
+                "value": ml_text.str.extract(r"\"value\":\s*([-+]?\d[\d.]*(?:[eE][-+]?\d+)?)").cast(
+                    pl.Float64, strict=False
+                ),
+                "u": pl.Series([], dtype=pl.String).extend_constant(None, ml_rows.len()),
+            }
+        )
         mk = ml.select(pl.col("key").drop_nulls().unique(maintain_order=True))
         mk = mk.with_row_index("code", offset=keys.height).with_columns(pl.col("code").cast(pl.Int64))
         keys = pl.concat([keys, mk.select("key")])
-        ml = ml.join(mk, on="key", how="left", maintain_order="left").drop("key")
+        ml = ml.join(mk, on="key", how="left", maintain_order="left")
+        p = pl.concat([p, ml.select(p.columns)])
     keys = keys.join(_KEYS, on="key", how="left", maintain_order="left").select(
         "key",
         pl.coalesce("series", "key").alias("series"),
@@ -267,9 +254,7 @@ def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         (~pl.col("key").is_in(STEP_KEYS)).alias("sample"),
     )
     keys = keys.with_columns(pl.col("series").rank("dense").cast(pl.Int64).alias("sid"))
-    p = p.select("line", "rank", "kind", "ts", code.alias("code"), value.alias("value"), u)
-    pairs = pl.concat([p, ml.select(p.columns)]) if ml.height else p
-    return pairs, keys
+    return p, keys
 
 
 def _of_key(pairs: pl.DataFrame, keys: pl.DataFrame, column: str) -> pl.Series:
@@ -277,26 +262,26 @@ def _of_key(pairs: pl.DataFrame, keys: pl.DataFrame, column: str) -> pl.Series:
     return keys.get_column(column).gather(pairs.get_column("code"))
 
 
+def _of_row(pairs: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.Series:
+    """Per pair: ``column`` of its line (the row ``r`` of ``rows``, :func:`_pairs`)."""
+    return rows.get_column(column).gather(pairs.get_column("r"))
+
+
 def _steps_of(pairs: pl.DataFrame, keys: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
-    """Per line: its step number (the first step key it has; Megatron: its iteration)."""
-    st = (
-        pairs.select("line", "value", _of_key(pairs, keys, "o"))
-        .drop_nulls("o")
-        .sort("line", "o")
-        .unique("line", keep="first")
-        .select("line", pl.col("value").cast(pl.Int64).alias("step"))
+    """Per line that has a step key: its step number (the first step key it has, in :data:`STEP_KEYS`' order)."""
+    st = pairs.select("r", "value", _of_key(pairs, keys, "o")).drop_nulls("o").sort("r", "o").unique("r", keep="first")
+    return pl.DataFrame(
+        {"line": rows.get_column("line").gather(st.get_column("r")), "step": st.get_column("value").cast(pl.Int64)}
     )
-    mg = rows.filter(pl.col("kind") == "megatron").select(
-        "line", pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("step")
-    )
-    return pl.concat([mg, st.filter(~pl.col("line").is_in(mg.get_column("line").implode()))])
 
 
 def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, keys: pl.DataFrame, epoch: bool) -> pl.DataFrame:
     elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration")
-    el = pairs.filter(elapsed.gather(pairs.get_column("code"))).filter(pl.col("kind") == "megatron")
-    el = el.select("line", "value")
-    mg = rows.filter(pl.col("kind") == "megatron").join(el, on="line").sort("line")
+    megatron = rows.get_column("kind") == "megatron"
+    el = pairs.filter(elapsed.gather(pairs.get_column("code")) & megatron.gather(pairs.get_column("r")))
+    mg = rows.select(pl.col("line", "rank", "ts", "text").gather(el.get_column("r"))).with_columns(
+        el.get_column("value")
+    )
     mg = mg.with_columns(pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("it"))
     mg = mg.with_columns((pl.col("it") - pl.col("it").shift(1).over("rank").fill_null(0)).clip(1).alias("n"))
     dur = (pl.col("value") * pl.col("n") * 1e6).round().cast(pl.Int64)
@@ -444,15 +429,18 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     # HF Trainer prints the same metrics dict once per rank: keep its first print
     if (rows.get_column("kind") == "hf").any():
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
-    pairs, keys = _pairs(rows)
-    steps = _steps_of(pairs, keys, rows)
-    rows = rows.join(steps, on="line", how="left")
-    key = pairs.filter(_of_key(pairs, keys, "sample") & pl.col("value").is_not_null())
-    mg_time = epoch or pairs.filter(pl.col("kind") == "megatron").height == 0
+    pairs, keys = _pairs(rows, all_ascii(rows.get_column("text")))
     meg = _megatron_steps(rows, pairs, keys, epoch)
+    if not meg.height:  # the step numbers serve the timed steps only (Megatron's intervals are the steps of a log)
+        rows = rows.join(_steps_of(pairs, keys, rows), on="line", how="left")
+    key = pairs.filter(_of_key(pairs, keys, "sample") & pl.col("value").is_not_null())
+    mg_time = epoch or not (rows.get_column("kind") == "megatron").gather(pairs.get_column("r")).any()
+    key = key.with_columns(_of_row(key, rows, "rank"), _of_row(key, rows, "ts"))
     if not mg_time:  # no timestamps: Megatron samples sit at their cumulative iteration time
-        key = key.join(meg.select("line", pl.col("end_ns").alias("mts")), on="line", how="left").with_columns(
-            pl.coalesce("mts", "ts").alias("ts")
+        key = (
+            key.with_columns(_of_row(key, rows, "line"))
+            .join(meg.select("line", pl.col("end_ns").alias("mts")), on="line", how="left")
+            .with_columns(pl.coalesce("mts", "ts").alias("ts"))
         )
         # other lines (errors) sit at the time of the iteration line before them
         marks = meg.select(pl.col("line"), pl.col("end_ns").alias("mts")).sort("line")
@@ -474,9 +462,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
         pl.col("ts").alias("ts_ns"),
         "value",
     )
-    timed = (
-        _timed_steps(rows) if not meg.height else None
-    )  # Megatron's intervals are the steps of a Megatron-DeepSpeed log
+    timed = None if meg.height else _timed_steps(rows)
     ev = pl.concat(
         [f for f in (meg, timed, _mllog_steps(rows) if mllog else None, inst) if f is not None], how="diagonal_relaxed"
     ).with_columns(pl.lit("training").alias("track"))
