@@ -199,34 +199,39 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame]
     # the row number is the only column copied to each of a line's pairs
     p = other.select("r", pl.col("pair").str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE)).explode("pair")
     p = p.drop_nulls("pair")
+    # pairs repeat ("skipped=0,", a memory reading, a constant lr: a third to a half are distinct in real logs): each
+    # distinct pair is cut and read once, and every pair gathers its key code, value and unit by its row among them
+    distinct = p.get_column("pair").unique()
+    at = p.get_column("pair").cast(pl.Enum(distinct)).to_physical()
+    d = pl.DataFrame({"pair": distinct})
     # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), the unit is what follows the
     # number; one column per step: an expression reused inside another would be evaluated again (no
     # common-subexpression elimination in eager frames)
-    p = p.with_columns(pl.col("pair").str.find("[:=]").alias("pos"))
+    d = d.with_columns(pl.col("pair").str.find("[:=]").alias("pos"))
     if ascii:  # str.find gives a byte offset, str.slice counts characters: the same on ASCII text
         key, rest = pl.col("pair").str.head(pl.col("pos")), pl.col("pair").str.slice(pl.col("pos") + 1)
     else:  # cut at bytes (a non-ASCII key would shift the value)
         pair = pl.col("pair").cast(pl.Binary)
         key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
         rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
-    p = p.select("r", key.alias("k"), rest.alias("rest"))
+    d = d.select(key.alias("k"), rest.alias("rest"))
     # most values are a bare number; the others (spaces or '[' before, a ',' in, a unit after) are cut on their
     # own rows: a bare number holds none of the characters cut, and none of the others casts (nor one with a ',')
-    value = p.get_column("rest").cast(pl.Float64, strict=False)
+    value = d.get_column("rest").cast(pl.Float64, strict=False)
     again = value.is_null().arg_true()
-    u = pl.Series("u", [], pl.String).extend_constant(None, p.height)
+    u = pl.Series("u", [], pl.String).extend_constant(None, d.height)
     if again.len():
-        rest = p.get_column("rest").gather(again).str.strip_chars_start(" [")
+        rest = d.get_column("rest").gather(again).str.strip_chars_start(" [")
         v = rest.str.strip_chars_end("%KMGTiBms")  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
         value = value.scatter(again, v.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
         cut = rest.str.len_bytes() != v.str.len_bytes()
         if cut.any():
             u = u.scatter(again.filter(cut), rest.filter(cut).str.strip_prefix(v.filter(cut)))
-    ks = p.get_column("k").unique()  # in any order: a code is only a row of the table
-    code = p.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
+    ks = d.get_column("k").unique()  # in any order: a code is only a row of the table
+    code = d.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
     keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
     keys = keys.select(_norm("key").alias("key"))
-    p = pl.DataFrame([p.get_column("r"), code.alias("code"), value.alias("value"), u])
+    p = pl.DataFrame([p.get_column("r"), code.gather(at).alias("code"), value.gather(at).alias("value"), u.gather(at)])
     if ml_rows.len():  # MLPerf keys as written, after the others
         ml_text = text.gather(ml_rows)
         ml = pl.DataFrame(
