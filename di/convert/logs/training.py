@@ -129,28 +129,46 @@ KIND_HINTS = {
     "jsonl": pl.col("text").str.starts_with('{"'),
 }
 """Per kind, a literal test that each of its lines passes: its regex runs only on the lines that pass it."""
-KIND_SURE = {"deepspeed": pl.col("text").str.contains("SamplesPerSec=|E2E latency=")}
-"""Per kind, a test of literal alternatives of its regex: a line that passes it matches the regex (no regex run)."""
+KIND_SURE = {"deepspeed": "SamplesPerSec=|E2E latency="}
+"""Per kind, literal alternatives of its regex: a line that holds one matches the regex (no regex run)."""
 
 
 ASCII_KINDS = frozenset(("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf"))
 """The kinds whose regex cannot match a non-ASCII byte (see :data:`~di.convert.logs.text.ASCII_MODE`)."""
+RANK_TAG_RE = r"\[Rank (\d+)\]"
+"""DeepSpeed's ``[Rank N]`` tag."""
 
 
 def _marked(lines: pl.DataFrame) -> pl.Series:
-    """Per line: whether it holds one of :data:`MARKS_RE`'s literals or starts with ``{`` (one search of the whole
-    text for the kinds, the rank tags and the errors; each of their tests then runs on these lines only)."""
-    return lines.select(pl.col("text").str.contains(MARKS_RE) | pl.col("text").str.starts_with("{")).to_series()
+    """Per line: whether it holds one of :data:`MARKS_RE`'s literals (one search of the whole text for the kinds, the
+    rank tags and the errors; each of their tests then runs on these lines only)."""
+    return lines.get_column("text").str.contains(MARKS_RE)
+
+
+def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
+    """Per line of ``text``: the N of its first :data:`RANK_TAG_RE` (null for none). On ASCII text the digits after
+    the first ``[Rank `` are read from a short slice, and only a line where they are not a whole tag (or too long for
+    the slice) is searched by the regex."""
+    if not ascii:
+        return text.str.extract(RANK_TAG_RE).cast(pl.Int64)
+    pos = text.str.find("[Rank ", literal=True)
+    tagged = pos.is_not_null().arg_true()
+    head = text.gather(tagged).str.slice(pos.gather(tagged) + len("[Rank "), 12)
+    rank = head.str.extract(ASCII_MODE + r"^(\d+)\]").cast(pl.Int64)
+    again = rank.is_null().arg_true()
+    if again.len():
+        rank = rank.scatter(again, text.gather(tagged.gather(again)).str.extract(RANK_TAG_RE).cast(pl.Int64))
+    return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
 
 
 def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
     line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N). Each regex runs on the lines a literal test picked
     (of the ``marked`` ones, :func:`_marked`); the results are put back by row."""
-    t = pl.col("text")
-    rows = lines.select("text").with_row_index("_row").filter(marked)
-    hints = rows.select(**KIND_HINTS)  # one pass, no copy of the lines per kind
-    ascii = all_ascii(rows.get_column("text"))
+    at = marked.arg_true()
+    text = lines.get_column("text").gather(at)
+    hints = pl.DataFrame({"text": text}).select(**KIND_HINTS)  # one pass, no copy of the lines per kind
+    ascii = all_ascii(text)
     n = lines.height
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
     for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
@@ -158,22 +176,14 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
         if not hinted.any():
             continue
         rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
-        sub = rows.filter(hinted)
+        sub, rows = text.filter(hinted), at.filter(hinted)
         if name in KIND_SURE:  # the lines a literal alternative of the regex finds need no regex
-            sure = sub.select(KIND_SURE[name]).to_series()
-            hit = pl.concat([sub.filter(sure), sub.filter(~sure).filter(t.str.contains(rx))]).get_column("_row")
-        else:
-            hit = sub.filter(t.str.contains(rx)).get_column("_row")
-        kind = kind.scatter(hit, name)
-    tags = rows.filter(t.str.contains("[Rank ", literal=True)).select(
-        "_row", t.str.extract(r"\[Rank (\d+)\]").cast(pl.Int64).alias("tag_rank")
-    )
+            sure = sub.str.contains(KIND_SURE[name])
+            kind = kind.scatter(rows.filter(sure), name)
+            sub, rows = sub.filter(~sure), rows.filter(~sure)
+        kind = kind.scatter(rows.filter(sub.str.contains(rx)), name)
     tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n)
-    return lines.with_columns(
-        kind,
-        tag_rank.scatter(tags.get_column("_row"), tags.get_column("tag_rank")),
-        pl.col("own_ts").alias("line_ts"),
-    )
+    return lines.with_columns(kind, tag_rank.scatter(at, _rank_tags(text, ascii)), pl.col("own_ts").alias("line_ts"))
 
 
 def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -368,8 +378,9 @@ ERROR_LITERALS = (
 """Literals one of which every :data:`ERROR_RE` line (and overflow line) holds: a fast first search."""
 
 
-MARKS_RE = rf"{HINT_RE}|{ERROR_LITERALS}|\[Rank "
-"""The literals of :data:`HINT_RE`, :data:`ERROR_LITERALS` and the ``[Rank N]`` tag."""
+MARKS_RE = rf"{HINT_RE}|{ERROR_LITERALS}|\[Rank " + "|\\{'|\\{\""
+"""The literals of :data:`HINT_RE`, :data:`ERROR_LITERALS` and the ``[Rank N]`` tag, and the ``{'`` and ``{"`` that
+HF and JSON Lines lines start with (a literal ``{`` alone would make the search stop at every brace)."""
 
 
 def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
