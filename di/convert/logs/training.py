@@ -129,8 +129,9 @@ KIND_HINTS = {
     "jsonl": pl.col("text").str.starts_with('{"'),
 }
 """Per kind, a literal test that each of its lines passes: its regex runs only on the lines that pass it."""
-KIND_SURE = {"deepspeed": "SamplesPerSec=|E2E latency="}
-"""Per kind, literal alternatives of its regex: a line that holds one matches the regex (no regex run)."""
+KIND_SURE = {"deepspeed": ("SamplesPerSec=|E2E latency=", r"\bstep=\d+, skipped=\d+")}
+"""Per kind, (literal alternatives of its regex: a line that holds one matches it, with no regex run; the regex's
+other alternatives, run on the other lines)."""
 
 
 ASCII_KINDS = frozenset(("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf"))
@@ -161,26 +162,26 @@ def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
     return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
 
 
-def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
+def _classify(lines: pl.DataFrame, marked: pl.Series, ascii: bool) -> pl.DataFrame:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
     line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N). Each regex runs on the lines a literal test picked
-    (of the ``marked`` ones, :func:`_marked`); the results are put back by row."""
+    (of the ``marked`` ones, :func:`_marked`, all ASCII where ``ascii``); the results are put back by row."""
     at = marked.arg_true()
     text = lines.get_column("text").gather(at)
     hints = pl.DataFrame({"text": text}).select(**KIND_HINTS)  # one pass, no copy of the lines per kind
-    ascii = all_ascii(text)
     n = lines.height
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
     for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
         hinted = hints.get_column(name)
         if not hinted.any():
             continue
-        rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
         sub, rows = text.filter(hinted), at.filter(hinted)
         if name in KIND_SURE:  # the lines a literal alternative of the regex finds need no regex
-            sure = sub.str.contains(KIND_SURE[name])
+            literals, rx = KIND_SURE[name]
+            sure = sub.str.contains(literals)
             kind = kind.scatter(rows.filter(sure), name)
             sub, rows = sub.filter(~sure), rows.filter(~sure)
+        rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
         kind = kind.scatter(rows.filter(sub.str.contains(rx)), name)
     tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n)
     return lines.with_columns(kind, tag_rank.scatter(at, _rank_tags(text, ascii)), pl.col("own_ts").alias("line_ts"))
@@ -422,7 +423,8 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     if "own_ts" not in lines.columns:  # read_log found them already
         lines = lines.with_columns(own_line_times(lines))
     marked = _marked(lines)
-    lines = _classify(lines, marked)
+    ascii = all_ascii(lines.get_column("text").filter(marked))  # the lines the parts below read are marked ones
+    lines = _classify(lines, marked, ascii)
     mllog = (lines.get_column("kind") == "mllog").any()  # else no line's time is read again
     lines = lines.with_columns(
         pl.when(pl.col("kind") == "mllog")
@@ -445,7 +447,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     # HF Trainer prints the same metrics dict once per rank: keep its first print
     if (rows.get_column("kind") == "hf").any():
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
-    pairs, keys = _pairs(rows, all_ascii(rows.get_column("text")))
+    pairs, keys = _pairs(rows, ascii)
     meg = _megatron_steps(rows, pairs, keys, epoch)
     if not meg.height:  # the step numbers serve the timed steps only (Megatron's intervals are the steps of a log)
         rows = rows.join(_steps_of(pairs, keys, rows), on="line", how="left")
