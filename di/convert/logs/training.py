@@ -168,21 +168,27 @@ def _classify(lines: pl.DataFrame, marked: pl.Series, ascii: bool) -> pl.DataFra
     (of the ``marked`` ones, :func:`_marked`, all ASCII where ``ascii``); the results are put back by row."""
     at = marked.arg_true()
     text = lines.get_column("text").gather(at)
-    hints = pl.DataFrame({"text": text}).select(**KIND_HINTS)  # one pass, no copy of the lines per kind
     n = lines.height
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
-    for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
-        hinted = hints.get_column(name)
+    left, left_at = text, at  # the lines no kind has matched yet
+    for name, rx in KINDS.items():  # the first kind that matches wins: its lines are not tested for the next ones
+        hinted = pl.DataFrame({"text": left}).select(KIND_HINTS[name]).to_series()
         if not hinted.any():
             continue
-        sub, rows = text.filter(hinted), at.filter(hinted)
+        sub, rows = left.filter(hinted), hinted.arg_true()
+        hit = pl.Series([], dtype=pl.Boolean).extend_constant(False, sub.len())
         if name in KIND_SURE:  # the lines a literal alternative of the regex finds need no regex
             literals, rx = KIND_SURE[name]
-            sure = sub.str.contains(literals)
-            kind = kind.scatter(rows.filter(sure), name)
-            sub, rows = sub.filter(~sure), rows.filter(~sure)
+            hit = sub.str.contains(literals)
+            sub = sub.filter(~hit)
         rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
-        kind = kind.scatter(rows.filter(sub.str.contains(rx)), name)
+        tested = (~hit).arg_true()
+        hit = hit.scatter(tested.filter(sub.str.contains(rx)), True)
+        matched = rows.filter(hit)
+        kind = kind.scatter(left_at.gather(matched), name)
+        if matched.len():
+            keep = pl.Series([], dtype=pl.Boolean).extend_constant(True, left.len()).scatter(matched, False)
+            left, left_at = left.filter(keep), left_at.filter(keep)
     tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n)
     return lines.with_columns(kind, tag_rank.scatter(at, _rank_tags(text, ascii)), pl.col("own_ts").alias("line_ts"))
 
@@ -385,17 +391,17 @@ HF and JSON Lines lines start with (a literal ``{`` alone would make the search 
 
 
 def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
-    """Errors and overflow skips, among the ``marked`` lines (:func:`_marked`)."""
-    err = (
-        lines.select("line", "rank", "ts", "text")
-        .filter(marked)
-        .filter(pl.col("text").str.contains(ERROR_LITERALS))
-        .filter(pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
-    )
-    name = (
-        pl.when(pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
-        .then(pl.lit("overflow skip"))
-        .otherwise(
+    """Errors and overflow skips, among the ``marked`` lines (:func:`_marked`). An overflow line is named at once;
+    the error regexes run on the other lines only."""
+    cand = lines.select("line", "rank", "ts", "text").filter(marked).filter(pl.col("text").str.contains(ERROR_LITERALS))
+    text = cand.get_column("text")
+    overflow = text.str.contains("OVERFLOW! Rank", literal=True)
+    other = (~overflow).arg_true()
+    is_err = text.gather(other).str.contains(ERROR_RE)
+    errs = other.filter(is_err)
+    err_name = (
+        pl.DataFrame({"text": text.gather(errs)})
+        .select(
             pl.coalesce(
                 pl.col("text").str.extract(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt))\b"),
                 pl.col("text").str.extract(
@@ -405,16 +411,27 @@ def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
                 pl.lit("error"),
             )
         )
+        .to_series()
     )
-    return err.select(
-        "rank",
-        pl.col("ts").alias("start_ns"),
-        pl.col("ts").alias("end_ns"),
-        name.alias("name"),
-        pl.lit("other").alias("cat"),
-        pl.lit(True).alias("instant"),
-        pl.struct(pl.col("text").str.slice(0, 2000).alias("msg"), "line").struct.json_encode().alias("args"),
-        "line",
+    name = (
+        pl.Series("name", [], pl.String)
+        .extend_constant(None, cand.height)
+        .scatter(overflow.arg_true(), "overflow skip")
+        .scatter(errs, err_name)
+    )
+    return (
+        cand.with_columns(name)
+        .filter(pl.col("name").is_not_null())
+        .select(
+            "rank",
+            pl.col("ts").alias("start_ns"),
+            pl.col("ts").alias("end_ns"),
+            "name",
+            pl.lit("other").alias("cat"),
+            pl.lit(True).alias("instant"),
+            pl.struct(pl.col("text").str.slice(0, 2000).alias("msg"), "line").struct.json_encode().alias("args"),
+            "line",
+        )
     )
 
 
