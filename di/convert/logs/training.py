@@ -162,12 +162,14 @@ def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
     return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
 
 
-def _classify(lines: pl.DataFrame, marked: pl.Series, ascii: bool) -> pl.DataFrame:
+def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, bool]:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
-    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N). Each regex runs on the lines a literal test picked
-    (of the ``marked`` ones, :func:`_marked`, all ASCII where ``ascii``); the results are put back by row."""
+    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N), and whether the ``marked`` lines (:func:`_marked`)
+    are all ASCII. Each regex runs on the lines a literal test picked (of the marked ones); the results are put back
+    by row."""
     at = marked.arg_true()
     text = lines.get_column("text").gather(at)
+    ascii = all_ascii(text)
     n = lines.height
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
     left, left_at = text, at  # the lines no kind has matched yet
@@ -190,7 +192,8 @@ def _classify(lines: pl.DataFrame, marked: pl.Series, ascii: bool) -> pl.DataFra
             keep = pl.Series([], dtype=pl.Boolean).extend_constant(True, left.len()).scatter(matched, False)
             left, left_at = left.filter(keep), left_at.filter(keep)
     tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n)
-    return lines.with_columns(kind, tag_rank.scatter(at, _rank_tags(text, ascii)), pl.col("own_ts").alias("line_ts"))
+    tag_rank = tag_rank.scatter(at, _rank_tags(text, ascii))
+    return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii
 
 
 def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -298,9 +301,9 @@ def _steps_of(pairs: pl.DataFrame, keys: pl.DataFrame, rows: pl.DataFrame) -> pl
 
 
 def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, keys: pl.DataFrame, epoch: bool) -> pl.DataFrame:
-    elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration")
-    megatron = rows.get_column("kind") == "megatron"
-    el = pairs.filter(elapsed.gather(pairs.get_column("code")) & megatron.gather(pairs.get_column("r")))
+    elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration").arg_true().cast(pl.Int64)
+    el = pairs.filter(pl.col("code").is_in(elapsed.implode()))  # a few keys' pairs: then those of Megatron lines
+    el = el.filter((rows.get_column("kind") == "megatron").gather(el.get_column("r")))
     mg = rows.select(pl.col("line", "rank", "ts", "text").gather(el.get_column("r"))).with_columns(
         el.get_column("value")
     )
@@ -440,8 +443,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     if "own_ts" not in lines.columns:  # read_log found them already
         lines = lines.with_columns(own_line_times(lines))
     marked = _marked(lines)
-    ascii = all_ascii(lines.get_column("text").filter(marked))  # the lines the parts below read are marked ones
-    lines = _classify(lines, marked, ascii)
+    lines, ascii = _classify(lines, marked)  # the lines the parts below read are marked ones
     mllog = (lines.get_column("kind") == "mllog").any()  # else no line's time is read again
     lines = lines.with_columns(
         pl.when(pl.col("kind") == "mllog")
