@@ -196,17 +196,19 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, boo
     return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii
 
 
-def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The numeric pairs of ``rows`` and the table of their distinct keys.
+def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The numeric pairs of ``rows``, their distinct pairs' values and the table of their distinct keys.
 
-    Pairs: one row per pair, in line order (MLPerf lines after the others): ``r`` (the row of ``rows`` it is on),
-    ``code`` (its key's row in the table, null for an MLPerf line without a key), ``value`` (float, null when
-    unreadable) and ``u`` (the value's own unit suffix, null for none); a pair's line, rank, kind and time are its
-    row's (:func:`_of_row`), gathered where needed. Keys: per code, ``key`` (normalised; MLPerf keys as written),
-    ``series`` (from :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`, null: the value's suffix), ``o`` (the
-    key's place in :data:`STEP_KEYS`, null for a non-step key), ``sample`` (the key is no step key: its pairs are
-    samples) and ``sid`` (the series' number). Pairs repeat a few dozen keys: each is normalised and looked up once,
-    and the pairs carry its integer code, not the string. ``ascii``: every line of ``rows`` is ASCII."""
+    Pairs: one row per pair, in line order (MLPerf lines after the others): ``r`` (the row of ``rows`` it is on) and
+    ``at`` (its row of the values); a pair's line, rank, kind and time are its row's (:func:`_of_row`), its code,
+    value and unit its value row's (:func:`_of_pair`), gathered where needed. Values: one row per distinct pair (and
+    per MLPerf line): ``code`` (its key's row in the table, null for an MLPerf line without a key), ``value`` (float,
+    null when unreadable) and ``u`` (the value's own unit suffix, null for none). Keys: per code, ``key``
+    (normalised; MLPerf keys as written), ``series`` (from :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`,
+    null: the value's suffix), ``o`` (the key's place in :data:`STEP_KEYS`, null for a non-step key), ``sample``
+    (the key is no step key: its pairs are samples) and ``sid`` (the series' number). Pairs repeat a few dozen keys:
+    each is normalised and looked up once, and the values carry its integer code, not the string. ``ascii``: every
+    line of ``rows`` is ASCII."""
     text = rows.get_column("text")
     kind = rows.get_column("kind")
     body = text.str.replace(TAGS_RE, "")
@@ -251,7 +253,8 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame]
     code = d.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
     keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
     keys = keys.select(_norm("key").alias("key"))
-    p = pl.DataFrame([p.get_column("r"), code.gather(at).alias("code"), value.gather(at).alias("value"), u.gather(at)])
+    vals = pl.DataFrame([code.alias("code"), value.alias("value"), u])
+    p = pl.DataFrame([p.get_column("r"), at.cast(pl.UInt32).alias("at")])
     if ml_rows.len():  # MLPerf keys as written, after the others
         ml_text = text.gather(ml_rows)
         ml = pl.DataFrame(
@@ -268,7 +271,9 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame]
         mk = mk.with_row_index("code", offset=keys.height).with_columns(pl.col("code").cast(pl.Int64))
         keys = pl.concat([keys, mk.select("key")])
         ml = ml.join(mk, on="key", how="left", maintain_order="left")
-        p = pl.concat([p, ml.select(p.columns)])
+        at = pl.int_range(vals.height, vals.height + ml.height, dtype=pl.UInt32, eager=True)
+        vals = pl.concat([vals, ml.select(vals.columns)])
+        p = pl.concat([p, pl.DataFrame([ml.get_column("r"), at.alias("at")])])
     keys = keys.join(_KEYS, on="key", how="left", maintain_order="left").select(
         "key",
         pl.coalesce("series", "key").alias("series"),
@@ -279,7 +284,7 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame]
         (~pl.col("key").is_in(STEP_KEYS)).alias("sample"),
     )
     keys = keys.with_columns(pl.col("series").rank("dense").cast(pl.Int64).alias("sid"))
-    return p, keys
+    return p, vals, keys
 
 
 def _of_key(pairs: pl.DataFrame, keys: pl.DataFrame, column: str) -> pl.Series:
@@ -287,25 +292,35 @@ def _of_key(pairs: pl.DataFrame, keys: pl.DataFrame, column: str) -> pl.Series:
     return keys.get_column(column).gather(pairs.get_column("code"))
 
 
+def _of_pair(pairs: pl.DataFrame, vals: pl.DataFrame, column: str) -> pl.Series:
+    """Per pair: ``column`` of its distinct pair (the row ``at`` of ``vals``, :func:`_pairs`)."""
+    return vals.get_column(column).gather(pairs.get_column("at"))
+
+
 def _of_row(pairs: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.Series:
     """Per pair: ``column`` of its line (the row ``r`` of ``rows``, :func:`_pairs`)."""
     return rows.get_column(column).gather(pairs.get_column("r"))
 
 
-def _steps_of(pairs: pl.DataFrame, keys: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+def _steps_of(pairs: pl.DataFrame, vals: pl.DataFrame, keys: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """Per line that has a step key: its step number (the first step key it has, in :data:`STEP_KEYS`' order)."""
-    st = pairs.select("r", "value", _of_key(pairs, keys, "o")).drop_nulls("o").sort("r", "o").unique("r", keep="first")
+    o = keys.get_column("o").gather(vals.get_column("code"))
+    st = pairs.select("r", _of_pair(pairs, vals, "value"), o.gather(pairs.get_column("at")))
+    st = st.drop_nulls("o").sort("r", "o").unique("r", keep="first")
     return pl.DataFrame(
         {"line": rows.get_column("line").gather(st.get_column("r")), "step": st.get_column("value").cast(pl.Int64)}
     )
 
 
-def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, keys: pl.DataFrame, epoch: bool) -> pl.DataFrame:
+def _megatron_steps(
+    rows: pl.DataFrame, pairs: pl.DataFrame, vals: pl.DataFrame, keys: pl.DataFrame, epoch: bool
+) -> pl.DataFrame:
     elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration").arg_true().cast(pl.Int64)
-    el = pairs.filter(pl.col("code").is_in(elapsed.implode()))  # a few keys' pairs: then those of Megatron lines
+    elapsed = vals.get_column("code").is_in(elapsed.implode()).arg_true()  # the distinct pairs of these keys
+    el = pairs.filter(pl.col("at").is_in(elapsed.implode()))  # a few keys' pairs: then those of Megatron lines
     el = el.filter((rows.get_column("kind") == "megatron").gather(el.get_column("r")))
     mg = rows.select(pl.col("line", "rank", "ts", "text").gather(el.get_column("r"))).with_columns(
-        el.get_column("value")
+        _of_pair(el, vals, "value")
     )
     mg = mg.with_columns(pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("it"))
     mg = mg.with_columns((pl.col("it") - pl.col("it").shift(1).over("rank").fill_null(0)).clip(1).alias("n"))
@@ -466,13 +481,20 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     # HF Trainer prints the same metrics dict once per rank: keep its first print
     if (rows.get_column("kind") == "hf").any():
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
-    pairs, keys = _pairs(rows, ascii)
-    meg = _megatron_steps(rows, pairs, keys, epoch)
+    pairs, vals, keys = _pairs(rows, ascii)
+    meg = _megatron_steps(rows, pairs, vals, keys, epoch)
     if not meg.height:  # the step numbers serve the timed steps only (Megatron's intervals are the steps of a log)
-        rows = rows.join(_steps_of(pairs, keys, rows), on="line", how="left")
-    key = pairs.filter(_of_key(pairs, keys, "sample") & pl.col("value").is_not_null())
+        rows = rows.join(_steps_of(pairs, vals, keys, rows), on="line", how="left")
+    # samples: the pairs of a non-step key with a value, told per distinct pair
+    sample = keys.get_column("sample").gather(vals.get_column("code")) & vals.get_column("value").is_not_null()
+    key = pairs.filter(sample.gather(pairs.get_column("at")))
     mg_time = epoch or not (rows.get_column("kind") == "megatron").gather(pairs.get_column("r")).any()
-    key = key.with_columns(_of_row(key, rows, "rank"), _of_row(key, rows, "ts"))
+    key = key.with_columns(
+        _of_row(key, rows, "rank"),
+        _of_row(key, rows, "ts"),
+        _of_pair(key, vals, "code"),
+        _of_pair(key, vals, "value"),
+    )
     if not mg_time:  # no timestamps: Megatron samples sit at their cumulative iteration time
         key = (
             key.with_columns(_of_row(key, rows, "line"))
@@ -495,7 +517,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
         "rank",
         pl.lit("training").alias("track"),
         _of_key(key, keys, "series"),
-        pl.coalesce(_of_key(key, keys, "unit"), "u").alias("unit"),
+        pl.coalesce(_of_key(key, keys, "unit"), _of_pair(key, vals, "u")).alias("unit"),
         pl.col("ts").alias("ts_ns"),
         "value",
     )
