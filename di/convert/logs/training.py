@@ -154,8 +154,14 @@ def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
         return text.str.extract(RANK_TAG_RE).cast(pl.Int64)
     pos = text.str.find("[Rank ", literal=True)
     tagged = pos.is_not_null().arg_true()
-    head = text.gather(tagged).str.slice(pos.gather(tagged) + len("[Rank "), 12)
-    rank = head.str.extract(ASCII_MODE + r"^(\d+)\]").cast(pl.Int64)
+    if not tagged.len():
+        return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len())
+    rank = (
+        pl.DataFrame({"text": text.gather(tagged), "pos": pos.gather(tagged)})
+        .select(pl.col("text").str.slice(pl.col("pos") + len("[Rank "), 12).str.extract(ASCII_MODE + r"^(\d+)\]"))
+        .to_series()
+        .cast(pl.Int64)
+    )
     again = rank.is_null().arg_true()
     if again.len():
         rank = rank.scatter(again, text.gather(tagged.gather(again)).str.extract(RANK_TAG_RE).cast(pl.Int64))
@@ -171,26 +177,20 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, boo
     text = lines.get_column("text").gather(at)
     ascii = all_ascii(text)
     n = lines.height
+    hints = pl.DataFrame({"text": text}).select(**KIND_HINTS)  # one pass, no copy of the lines per kind
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
-    left, left_at = text, at  # the lines no kind has matched yet
-    for name, rx in KINDS.items():  # the first kind that matches wins: its lines are not tested for the next ones
-        hinted = pl.DataFrame({"text": left}).select(KIND_HINTS[name]).to_series()
+    for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
+        hinted = hints.get_column(name)
         if not hinted.any():
             continue
-        sub, rows = left.filter(hinted), hinted.arg_true()
-        hit = pl.Series([], dtype=pl.Boolean).extend_constant(False, sub.len())
+        sub, rows = text.filter(hinted), at.filter(hinted)
         if name in KIND_SURE:  # the lines a literal alternative of the regex finds need no regex
             literals, rx = KIND_SURE[name]
-            hit = sub.str.contains(literals)
-            sub = sub.filter(~hit)
+            sure = sub.str.contains(literals)
+            kind = kind.scatter(rows.filter(sure), name)
+            sub, rows = sub.filter(~sure), rows.filter(~sure)
         rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
-        tested = (~hit).arg_true()
-        hit = hit.scatter(tested.filter(sub.str.contains(rx)), True)
-        matched = rows.filter(hit)
-        kind = kind.scatter(left_at.gather(matched), name)
-        if matched.len():
-            keep = pl.Series([], dtype=pl.Boolean).extend_constant(True, left.len()).scatter(matched, False)
-            left, left_at = left.filter(keep), left_at.filter(keep)
+        kind = kind.scatter(rows.filter(sub.str.contains(rx)), name)
     tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n)
     tag_rank = tag_rank.scatter(at, _rank_tags(text, ascii))
     return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii
@@ -412,31 +412,25 @@ def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     """Errors and overflow skips, among the ``marked`` lines (:func:`_marked`). An overflow line is named at once;
     the error regexes run on the other lines only."""
     cand = lines.select("line", "rank", "ts", "text").filter(marked).filter(pl.col("text").str.contains(ERROR_LITERALS))
-    text = cand.get_column("text")
-    overflow = text.str.contains("OVERFLOW! Rank", literal=True)
-    other = (~overflow).arg_true()
-    is_err = text.gather(other).str.contains(ERROR_RE)
-    errs = other.filter(is_err)
-    err_name = (
-        pl.DataFrame({"text": text.gather(errs)})
-        .select(
-            pl.coalesce(
-                pl.col("text").str.extract(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt))\b"),
-                pl.col("text").str.extract(
-                    r"(CUDA out of memory|slurmstepd: error|ChildFailedError|Traceback"
-                    r"|Segmentation fault|exits with return code)"
-                ),
-                pl.lit("error"),
+    name = pl.Series("name", [], pl.String).extend_constant(None, cand.height)
+    if cand.height:
+        text = cand.get_column("text")
+        overflow = text.str.contains("OVERFLOW! Rank", literal=True)
+        name = name.scatter(overflow.arg_true(), "overflow skip")
+        other = (~overflow).arg_true()
+        errs = other.filter(text.gather(other).str.contains(ERROR_RE))
+        if errs.len():
+            err_name = pl.DataFrame({"text": text.gather(errs)}).select(
+                pl.coalesce(
+                    pl.col("text").str.extract(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt))\b"),
+                    pl.col("text").str.extract(
+                        r"(CUDA out of memory|slurmstepd: error|ChildFailedError|Traceback"
+                        r"|Segmentation fault|exits with return code)"
+                    ),
+                    pl.lit("error"),
+                )
             )
-        )
-        .to_series()
-    )
-    name = (
-        pl.Series("name", [], pl.String)
-        .extend_constant(None, cand.height)
-        .scatter(overflow.arg_true(), "overflow skip")
-        .scatter(errs, err_name)
-    )
+            name = name.scatter(errs, err_name.to_series())
     return (
         cand.with_columns(name)
         .filter(pl.col("name").is_not_null())
@@ -460,20 +454,18 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     marked = _marked(lines)
     lines, ascii = _classify(lines, marked)  # the lines the parts below read are marked ones
     mllog = (lines.get_column("kind") == "mllog").any()  # else no line's time is read again
-    lines = lines.with_columns(
-        pl.when(pl.col("kind") == "mllog")
-        .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
-        .otherwise(pl.col("line_ts"))
-        .alias("own_ts")
-        if mllog
-        else pl.col("line_ts").alias("own_ts"),
-        pl.coalesce("prefix_rank", "tag_rank").alias("rank"),
-    ).drop("tag_rank")
-    # lines without a rank tag (DeepSpeed's timer, Megatron) come from the rank that tags the others (rank 0 logs)
-    lines = lines.with_columns(pl.col("rank").fill_null(pl.col("rank").min()))
+    if mllog:
+        lines = lines.with_columns(
+            pl.when(pl.col("kind") == "mllog")
+            .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
+            .otherwise(pl.col("line_ts"))
+            .alias("own_ts")
+        )
     epoch = lines.get_column("own_ts").is_not_null().any()
     filled = pl.col("own_ts").forward_fill().backward_fill() if epoch else pl.col("line").cast(pl.Int64)
-    lines = lines.with_columns(filled.alias("ts"))
+    rank = pl.coalesce("prefix_rank", "tag_rank")
+    # lines without a rank tag (DeepSpeed's timer, Megatron) come from the rank that tags the others (rank 0 logs)
+    lines = lines.with_columns(rank.fill_null(rank.min()).alias("rank"), filled.alias("ts")).drop("tag_rank")
     rows = lines.filter(pl.col("kind").is_not_null())
     inst = _instants(lines, marked)
     if not rows.height and not inst.filter(pl.col("name") != "overflow skip").height:
@@ -482,13 +474,14 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     if (rows.get_column("kind") == "hf").any():
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
     pairs, vals, keys = _pairs(rows, ascii)
-    meg = _megatron_steps(rows, pairs, vals, keys, epoch)
-    if not meg.height:  # the step numbers serve the timed steps only (Megatron's intervals are the steps of a log)
+    megatron = rows.get_column("kind") == "megatron"
+    meg = _megatron_steps(rows, pairs, vals, keys, epoch) if megatron.any() else None
+    if meg is None or not meg.height:  # the step numbers serve the timed steps only (Megatron's are its intervals)
         rows = rows.join(_steps_of(pairs, vals, keys, rows), on="line", how="left")
     # samples: the pairs of a non-step key with a value, told per distinct pair
     sample = keys.get_column("sample").gather(vals.get_column("code")) & vals.get_column("value").is_not_null()
     key = pairs.filter(sample.gather(pairs.get_column("at")))
-    mg_time = epoch or not (rows.get_column("kind") == "megatron").gather(pairs.get_column("r")).any()
+    mg_time = epoch or meg is None or not megatron.gather(pairs.get_column("r")).any()
     key = key.with_columns(
         _of_row(key, rows, "rank"),
         _of_row(key, rows, "ts"),
@@ -521,7 +514,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
         pl.col("ts").alias("ts_ns"),
         "value",
     )
-    timed = None if meg.height else _timed_steps(rows)
+    timed = _timed_steps(rows) if meg is None or not meg.height else None
     ev = pl.concat(
         [f for f in (meg, timed, _mllog_steps(rows) if mllog else None, inst) if f is not None], how="diagonal_relaxed"
     ).with_columns(pl.lit("training").alias("track"))
@@ -529,7 +522,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     info: dict[str, Any] = {
         "training": {
             "producers": dict(zip(kinds.get_column("kind").to_list(), kinds.get_column("len").to_list())),
-            "time": "timestamps" if epoch else ("megatron_cumulative" if meg.height else "line_order"),
+            "time": "timestamps" if epoch else ("megatron_cumulative" if timed is None else "line_order"),
             "timezone": "local time of the log, read as UTC" if epoch else None,
             "errors": inst.filter(pl.col("name") != "overflow skip").get_column("name").to_list()[:20],
         }
