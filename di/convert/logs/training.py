@@ -150,12 +150,13 @@ def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
     """Per line of ``text``: the N of its first :data:`RANK_TAG_RE` (null for none). On ASCII text the digits after
     the first ``[Rank `` are read from a short slice, and only a line where they are not a whole tag (or too long for
     the slice) is searched by the regex."""
-    if not ascii:
-        return text.str.extract(RANK_TAG_RE).cast(pl.Int64)
     pos = text.str.find("[Rank ", literal=True)
     tagged = pos.is_not_null().arg_true()
     if not tagged.len():
         return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len())
+    if not ascii:  # str.find gives a byte offset, str.slice counts characters
+        rank = text.gather(tagged).str.extract(RANK_TAG_RE).cast(pl.Int64)
+        return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
     rank = (
         pl.DataFrame({"text": text.gather(tagged), "pos": pos.gather(tagged)})
         .select(pl.col("text").str.slice(pl.col("pos") + len("[Rank "), 12).str.extract(ASCII_MODE + r"^(\d+)\]"))
