@@ -92,3 +92,30 @@ def test_a_rank_beyond_int32(tmp_path: Path) -> None:
     trace.validate()
     assert trace.events.height == 15 and trace.ranks == [0, 1, 2, 3]
     assert dropped(trace)["events with a rank outside 0..2147483647"] == 1
+
+
+def test_megatron_iteration_times_beyond_int64(tmp_path: Path) -> None:
+    """An elapsed time of 1e23 ms stopped the load (a float to int64 cast of the step's duration); so did a step
+    number of 1e23 in a timed step line. The iteration line is dropped and counted; its samples stay."""
+    rel = "training/megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out"
+    base = di.load(LOGS / rel) if (LOGS / rel).is_file() else None
+    path = edited(
+        tmp_path,
+        rel,
+        lambda lines: [x.replace("(ms): 1354.9 |", "(ms): 99999999999999999999999 |") for x in lines],
+    )
+    trace = di.load(path)
+    trace.validate()
+    steps = trace.events.filter(pl.col("cat") == "step")
+    assert base is not None and steps.height == base.events.filter(pl.col("cat") == "step").height - 1
+    assert "iteration 20" not in set(steps.get_column("name"))
+    assert dropped(trace)["training: Megatron iteration lines with a negative time or one beyond int64 ns"] == 1
+    ds_rel = "training/deepspeed_chat_sft_opt1.3b_2023.log"
+    ds_base = di.load(LOGS / ds_rel)
+    ds = di.load(
+        edited(tmp_path, ds_rel, lambda lines: [x.replace("step=380,", "step=99999999999999999999999,") for x in lines])
+    )
+    ds.validate()
+    names = set(ds.events.filter(pl.col("cat") == "step").get_column("name"))
+    assert not any("9999" in n for n in names)  # the step numbers beyond int64 give no step
+    assert 0 < len(names) <= ds_base.events.filter(pl.col("cat") == "step").height

@@ -308,14 +308,22 @@ def _steps_of(pairs: pl.DataFrame, vals: pl.DataFrame, keys: pl.DataFrame, rows:
     o = keys.get_column("o").gather(vals.get_column("code"))
     st = pairs.select("r", _of_pair(pairs, vals, "value"), o.gather(pairs.get_column("at")))
     st = st.drop_nulls("o").sort("r", "o").unique("r", keep="first")
-    return pl.DataFrame(
-        {"line": rows.get_column("line").gather(st.get_column("r")), "step": st.get_column("value").cast(pl.Int64)}
-    )
+    step = st.get_column("value").cast(pl.Int64, strict=False)  # beyond int64 (a garbled 1e23): the line has no step
+    return pl.DataFrame({"line": rows.get_column("line").gather(st.get_column("r")), "step": step}).drop_nulls("step")
 
 
 def _megatron_steps(
-    rows: pl.DataFrame, pairs: pl.DataFrame, vals: pl.DataFrame, keys: pl.DataFrame, epoch: bool
+    rows: pl.DataFrame,
+    pairs: pl.DataFrame,
+    vals: pl.DataFrame,
+    keys: pl.DataFrame,
+    epoch: bool,
+    dropped: dict[str, int],
 ) -> pl.DataFrame:
+    """Megatron's iteration lines as ``step`` events: each ends at its line's time (or, with no timestamps, at the
+    cumulative elapsed time of its rank) and lasts its elapsed time per iteration times the iterations since the
+    last line. A line whose iteration or time is beyond int64 ns, or whose time is negative, is counted in
+    ``dropped`` and left out."""
     elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration").arg_true().cast(pl.Int64)
     elapsed = vals.get_column("code").is_in(elapsed.implode()).arg_true()  # the distinct pairs of these keys
     el = pairs.filter(pl.col("at").is_in(elapsed.implode()))  # a few keys' pairs: then those of Megatron lines
@@ -323,9 +331,17 @@ def _megatron_steps(
     mg = rows.select(pl.col("line", "rank", "ts", "text").gather(el.get_column("r"))).with_columns(
         _of_pair(el, vals, "value")
     )
-    mg = mg.with_columns(pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("it"))
+    mg = mg.with_columns(pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64, strict=False).alias("it"))
     mg = mg.with_columns((pl.col("it") - pl.col("it").shift(1).over("rank").fill_null(0)).clip(1).alias("n"))
-    dur = (pl.col("value") * pl.col("n") * 1e6).round().cast(pl.Int64)
+    ns = pl.col("value") * pl.col("n") * 1e6
+    # a time beyond int64 ns, alone or summed over the rank's lines before it (no timestamps), or a negative one
+    sound = mg.filter(((ns >= 0) & (ns < 2.0**62)).fill_null(False))
+    if not epoch:
+        sound = sound.filter(ns.cum_sum().over("rank") < 2.0**62)
+    if sound.height < mg.height:
+        dropped["Megatron iteration lines with a negative time or one beyond int64 ns"] = mg.height - sound.height
+        mg = sound
+    dur = ns.round().cast(pl.Int64)
     end = pl.col("ts") if epoch else dur.cum_sum().over("rank")
     return mg.with_columns(end.alias("end_ns")).select(
         "rank",
@@ -476,7 +492,8 @@ def parse_training(lines: pl.DataFrame) -> Parts:
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
     pairs, vals, keys = _pairs(rows, ascii)
     megatron = rows.get_column("kind") == "megatron"
-    meg = _megatron_steps(rows, pairs, vals, keys, epoch) if megatron.any() else None
+    dropped: dict[str, int] = {}
+    meg = _megatron_steps(rows, pairs, vals, keys, epoch, dropped) if megatron.any() else None
     if meg is None or not meg.height:  # the step numbers serve the timed steps only (Megatron's are its intervals)
         rows = rows.join(_steps_of(pairs, vals, keys, rows), on="line", how="left")
     # samples: the pairs of a non-step key with a value, told per distinct pair
@@ -529,4 +546,4 @@ def parse_training(lines: pl.DataFrame) -> Parts:
         }
     }
     claimed = pl.concat([rows.get_column("line"), inst.get_column("line")])
-    return Parts("training", events=ev, samples=samples, claimed=claimed, info=info, epoch=bool(epoch))
+    return Parts("training", events=ev, samples=samples, claimed=claimed, dropped=dropped, info=info, epoch=bool(epoch))
