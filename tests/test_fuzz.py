@@ -80,6 +80,25 @@ def test_reader_keeps_its_contract_on_mutated_inputs(
     assert not failures, f"replay with: python bench/fuzz.py --reader {reader} --replay SEED\n" + "\n".join(failures)
 
 
+FOUND = {
+    "otf2": (270000240,),  # a location ref of 2^64 - 1 as the thread id
+    "log": (27, 10000622, 10000827, 10002443, 10002658, 10003714, 10004237, 20004785),
+}
+"""Inputs that ``bench/fuzz.py`` found failing (with ../shared/data), each fixed: kept as regression inputs."""
+
+
+@pytest.mark.parametrize("reader", sorted(FOUND))
+def test_inputs_found_by_the_fuzzer_keep_the_contract(
+    reader: str, corpus: dict[str, list[C.Seed]], tmp_path: Path
+) -> None:
+    if not DATA.is_dir():
+        pytest.skip("the inputs were found on the corpus with ../shared/data, absent here")
+    failures = []
+    for seed in FOUND[reader]:
+        failures += run_inputs(corpus, reader, range(seed, seed + 1), tmp_path)
+    assert not failures, "\n".join(failures)
+
+
 def test_inputs_are_reproducible_from_their_seed(corpus: dict[str, list[C.Seed]], tmp_path: Path) -> None:
     def files(reader: str, seed: int, name: str) -> dict[Path, bytes]:
         folder = tmp_path / reader / name

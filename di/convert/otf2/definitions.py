@@ -135,7 +135,7 @@ def _locations(g: GlobalDefs) -> list[dict[str, Any]]:
                 "rank": ranks.get(group, 0),
                 "host": _host(g, group),
                 "pid": group,
-                "tid": ref,
+                "tid": ref if ref < 1 << 63 else None,  # refs are uint64 (a damaged one: 2^64 - 1, OTF2's undefined)
                 "process": PROCESS if ref in analysis else g.location_groups.get(group, (None,))[0],
                 "sort_index": order,
                 "device": int(m.group(1)) if m else None,
