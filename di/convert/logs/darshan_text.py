@@ -36,11 +36,12 @@ COUNTER_FIELDS = ("module", "rank", "record", "counter", "value", "file", "mount
 TOTAL_RE = r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$"
 
 
-def _counter_rows(lines: pl.DataFrame) -> pl.DataFrame:
+def _counter_rows(lines: pl.DataFrame, first: pl.Series) -> pl.DataFrame:
     """The counter rows (line, module, rank, record, counter, value, file): lines split at their tabs, kept where the
-    module is a name, rank and record are integers and the row goes on past the file name."""
+    module is a name, rank and record are integers and the row goes on past the file name. ``first``: each line's
+    first character; a module name starts with a capital letter, so only such lines are split."""
     t = pl.col("text")
-    split = lines.filter(t.str.contains("\t", literal=True)).select(
+    split = lines.filter((first >= "A") & (first <= "Z")).select(
         "line", t.str.split_exact("\t", len(COUNTER_FIELDS) - 1).struct.rename_fields(list(COUNTER_FIELDS))
     )
     rows = split.unnest("text").select(
@@ -72,7 +73,10 @@ def _header(lines: pl.DataFrame, key: str) -> str | None:
 def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     """darshan-parser / darshan-dxt-parser text as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
-    commented = lines.filter(t.str.starts_with("#"))
+    # each line's first character (one pass; a view of at most 12 bytes compares in place): which lines may be
+    # comments, counter rows, totals or DXT segments
+    first = lines.get_column("text").str.head(1)
+    commented = lines.filter(first == "#")
     hashed = commented.filter(t.str.starts_with("# "))  # the header and block lines: few, searched many times
     if not hashed.select(t.str.contains(SNIFF_RE).any()).item():
         return Parts("darshan")
@@ -85,7 +89,10 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
         t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
     )
-    dxt = lines.filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))  # a literal search: the regex sees these only
+    # a segment starts with white space or its module: lines starting with another printable ASCII character are not
+    # searched, and a literal search leaves the regex the segments only
+    maybe = ~((first >= "!") & (first <= "~") & (first != "X")) & (first != "")
+    dxt = lines.filter(maybe).filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))
     dxt = (
         dxt.with_columns(t.str.extract_groups(ascii_mode(DXT_RE, dxt.get_column("text"))).alias("g"))
         .unnest("g")
@@ -117,14 +124,15 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         pl.col("length").alias("bytes"),
         pl.struct("file", "offset", "segment", "module").struct.json_encode().alias("args"),
     )
-    rows = _counter_rows(lines)
+    rows = _counter_rows(lines, first)
     counters = rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value")
     files = file_stats(counters)
     nan = counters.select(counter_number(pl.col("value")).is_null().sum()).item()
     if nan:
         dropped["counter values that are not numbers"] = nan
     tot = (
-        lines.filter(t.str.starts_with("total_"))
+        lines.filter(first == "t")
+        .filter(t.str.starts_with("total_"))
         .with_columns(t.str.extract_groups(TOTAL_RE).alias("g"))
         .unnest("g")
         .drop_nulls("k")
