@@ -95,8 +95,9 @@ def _marks(lines: pl.DataFrame) -> pl.DataFrame:
     """The lines that may be a table's header, a dashed rule or an ``scontrol`` record's start, with which they are
     (the regexes run on these few lines only) and their row position in ``lines``."""
     t = pl.col("text")
-    mark = t.str.contains_any(MARK_WORDS, ascii_case_insensitive=True)  # MARK_RE's words, one Aho-Corasick search
-    cand = lines.with_row_index("pos").filter(mark | t.str.starts_with("-"))
+    # MARK_RE's words and a rule's "- -", one Aho-Corasick search (other lines found get no flag below)
+    mark = t.str.contains_any([*MARK_WORDS, "- -"], ascii_case_insensitive=True)
+    cand = lines.with_row_index("pos").filter(mark)
     return cand.select(
         "pos",
         "line",
@@ -108,17 +109,23 @@ def _marks(lines: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _blocks(lines: pl.DataFrame, starts: pl.DataFrame, kind: np.ndarray) -> np.ndarray:
-    """Per row of ``lines``: the ``kind`` of the block it lies in (a block runs from one row of ``starts``, by their
-    ``pos``, to the next), -1 before the first; the start rows themselves get -1."""
-    pos = starts.get_column("pos").to_numpy()
-    block = np.searchsorted(pos, np.arange(lines.height), side="right") - 1
-    out = np.where(block >= 0, np.append(kind, -1)[block], -1)
-    out[pos] = -1
+def _block_of(lines: pl.DataFrame, starts: pl.DataFrame) -> np.ndarray:
+    """Per row of ``lines``: the number of the block it lies in (a block runs from one row of ``starts``, by their
+    ``pos``, to the next), -1 before the first."""
+    at = np.zeros(lines.height, np.int64)
+    at[starts.get_column("pos").to_numpy()] = 1
+    return np.cumsum(at) - 1
+
+
+def _blocks(block: np.ndarray, starts: pl.DataFrame, kind: np.ndarray) -> np.ndarray:
+    """Per row: the ``kind`` of the block it lies in (``block``: :func:`_block_of`), -1 before the first; the start
+    rows themselves get -1."""
+    out = np.append(kind, -1)[block]  # block -1 (before the first) takes the appended -1
+    out[starts.get_column("pos").to_numpy()] = -1
     return out
 
 
-def _delimited(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
+def _delimited(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[pl.DataFrame]:
     """One frame of string columns per distinct header line (``|`` or ``\\x1f`` separated): the rows after each of
     its occurrences, up to the next header or rule, with as many fields (a loop over header kinds, not header lines)."""
     t = pl.col("text")
@@ -127,7 +134,7 @@ def _delimited(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
     kind = starts.select(
         pl.when("is_head").then(pl.col("text").replace_strict(heads, list(range(len(heads))), default=None))
     ).to_series()
-    block_kind = pl.Series(_blocks(lines, starts, kind.fill_null(-1).to_numpy()))
+    block_kind = pl.Series(_blocks(block, starts, kind.fill_null(-1).to_numpy()))
     out = []
     for k, head in enumerate(heads):  # one per kind of table
         sep = "\x1f" if "\x1f" in head else "|"
@@ -138,7 +145,7 @@ def _delimited(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
     return out
 
 
-def _fixed(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
+def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[pl.DataFrame]:
     """sacct's default table: the dashed rule under the header gives the column spans (a loop over distinct
     (header, rule) pairs; the rows of a table run from its rule to the next rule or delimited header)."""
     t = pl.col("text")
@@ -150,7 +157,7 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
     kinds = rules.select("above", "rule").unique(maintain_order=True)
     kind = starts.join(kinds.with_row_index("k"), on=["above", "rule"], how="left", maintain_order="left")
     kind = kind.select(pl.when("is_rule").then(pl.col("k").cast(pl.Int64))).to_series()
-    block_kind = pl.Series(_blocks(lines, starts, kind.fill_null(-1).to_numpy()))
+    block_kind = pl.Series(_blocks(block, starts, kind.fill_null(-1).to_numpy()))
     out = []
     for k, (head, rule) in enumerate(kinds.iter_rows()):  # one per kind of table
         spans, i = [], 0
@@ -204,7 +211,8 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     """Slurm tables of a log as :class:`Parts` (see the module docstring)."""
     marks = _marks(lines)
     records, record_lines = _scontrol(lines, marks)
-    frames = [f for f in _delimited(lines, marks) + _fixed(lines, marks) + records if f.height]
+    block = _block_of(lines, marks.filter(pl.col("is_head") | pl.col("is_rule")))
+    frames = [f for f in _delimited(lines, marks, block) + _fixed(lines, marks, block) + records if f.height]
     if not frames:
         return Parts("slurm")
     jobs = pl.concat(frames, how="diagonal_relaxed")
