@@ -134,3 +134,26 @@ def test_header_fields_named_like_polars_selectors_or_the_line_column(tmp_path: 
         ("7", "a", "b", "COMPLETED"),
         ("8", "c", "d", "FAILED"),
     ]
+
+
+def test_job_rows_are_the_tables_json_rows_in_column_order() -> None:
+    """The meta's job rows of a wide table (squeue's 53 columns, a null field) and of a concatenation of every real
+    Slurm table (the tables' columns merged) are the JSON rows of the parsed table, keys in the table's column order."""
+    import json
+
+    from di.convert.logs.build import _row_dicts
+    from di.convert.logs.slurm import parse_slurm
+    from di.convert.logs.text import read_lines
+
+    paths = [need("slurm/squeue_unit_separator_null_submit_time.txt")] + sorted(LOGS.glob("slurm/*.txt"))
+    for path in paths:
+        lines = read_lines(path).lines
+        rows = parse_slurm(lines).info.get("slurm", {}).get("jobs")
+        if rows is None:
+            continue
+        frame = rows.rows
+        got = _row_dicts(frame)
+        want = json.loads(frame.write_json())
+        assert got == want and [list(g) for g in got] == [list(w) for w in want], path.name
+        assert len(got) == frame.height and all(len(g) == frame.width for g in got)
+    assert _row_dicts(pl.DataFrame()) == [] and _row_dicts(pl.DataFrame({"a": pl.Series([], dtype=pl.String)})) == []
