@@ -139,9 +139,14 @@ def _delimited(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> l
     for k, head in enumerate(heads):  # one per kind of table
         sep = "\x1f" if "\x1f" in head else "|"
         names = _unique([n.strip().lower() for n in head.split(sep)])
-        rows = lines.filter(block_kind == k).filter(t.str.count_matches(sep, literal=True) == len(names) - 1)
-        cells = rows.select("line", t.str.split(sep).list.to_struct(fields=names).alias("s")).unnest("s")
-        out.append(cells.with_columns(pl.exclude("line").str.strip_chars()))  # by name, a field "*" were every column
+        # one split into a field more than the header has: a row has as many fields when its last is there and the
+        # one past it is not
+        n = len(names)
+        split = lines.filter(block_kind == k).select("line", t.str.splitn(sep, n + 1).alias("s"))
+        field = lambda i: pl.col("s").struct.field(f"field_{i}")  # noqa: E731
+        rows = split.filter(field(n - 1).is_not_null() & field(n).is_null())
+        # by name, a field "*" were every column
+        out.append(rows.select("line", *[field(i).str.strip_chars().alias(name) for i, name in enumerate(names)]))
     return out
 
 
