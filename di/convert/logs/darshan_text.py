@@ -43,28 +43,26 @@ def _starting(lead: pl.Series, prefix: str) -> pl.Series:
 
 
 def _counter_rows(lines: pl.DataFrame, lead: pl.Series) -> pl.DataFrame:
-    """The counter rows (line, module, rank, record, counter, value, file): lines split at their tabs, kept where the
+    """The counter rows (line, module, rank, counter, value, file): lines split at their tabs, kept where the
     module is a name, rank and record are integers and the row goes on past the file name. ``lead``: each line's
     first characters; a module name starts with a capital letter, so only such lines are split."""
     t = pl.col("text")
     split = lines.filter((lead >= "A") & (lead < "[")).select(
         "line", t.str.split_exact("\t", len(COUNTER_FIELDS) - 1).struct.rename_fields(list(COUNTER_FIELDS))
     )
-    rows = split.unnest("text").select(
-        "line",
-        "module",
-        pl.col("rank").cast(pl.Int32, strict=False),
-        pl.col("record").cast(pl.UInt64, strict=False),
-        "counter",
-        "value",
-        "file",
-        "mount",
+    fields = split.unnest("text")
+    modules = fields.select(pl.col("module").unique().drop_nulls())
+    good = modules.filter(pl.col("module").str.contains(r"^[A-Z][A-Z0-9_-]*$")).get_column("module")
+    rank = pl.col("rank").cast(pl.Int32, strict=False)
+    ok = (
+        (rank >= -1)  # -1: all ranks
+        & pl.col("record").cast(pl.UInt64, strict=False).is_not_null()
+        & pl.col("mount").is_not_null()
+        & pl.col("counter").is_not_null()
+        & pl.col("module").is_in(good.implode())
     )
-    ok = (pl.col("rank") >= -1) & pl.col("record").is_not_null() & pl.col("mount").is_not_null()  # -1: all ranks
-    rows = rows.filter(ok)
-    names = rows.select(pl.col("module").unique())
-    good = names.filter(pl.col("module").str.contains(r"^[A-Z][A-Z0-9_-]*$")).get_column("module")
-    return rows.filter(pl.col("module").is_in(good.implode()) & pl.col("counter").is_not_null()).drop("mount")
+    # one filter, of the columns kept only
+    return fields.select("line", "module", rank, "counter", "value", "file", ok.alias("ok")).filter("ok").drop("ok")
 
 
 HEADER_KEYS = ("start_time", "darshan log version", "exe", "jobid", "nprocs")
