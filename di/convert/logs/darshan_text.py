@@ -78,8 +78,9 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     """darshan-parser / darshan-dxt-parser text as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
     # each line's first three characters (one pass; a view of at most 12 bytes compares in place) pick the lines that
-    # may be comments, header lines, counter rows, totals or DXT segments for the searches below
-    lines = lines.with_columns(t.str.head(3).alias("lead"))
+    # may be comments, header lines, counter rows, totals or DXT segments for the searches below; the lines' other
+    # columns are not read (not carried through the filters)
+    lines = lines.select("line", "text", t.str.head(3).alias("lead"))
     lead = lines.get_column("lead")
     commented = lines.filter(_starting(lead, "#"))
     hashed = commented.filter(_starting(commented.get_column("lead"), "# "))  # the header and block lines
