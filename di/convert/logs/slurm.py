@@ -125,17 +125,9 @@ def _blocks(block: np.ndarray, starts: pl.DataFrame, kind: np.ndarray) -> np.nda
     return out
 
 
-def _truncated(cells: pl.DataFrame, text: pl.Series) -> int:
-    """How many of the string cells of ``cells`` end with ``+`` (sacct's mark of a cut field), searched in the rows
-    whose ``text`` holds a ``+`` only."""
-    plus = cells.filter(text.str.contains("+", literal=True))
-    return sum(plus.select(pl.col(pl.String).str.ends_with("+").sum()).row(0)) if plus.height else 0
-
-
-def _delimited(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> tuple[list[pl.DataFrame], int]:
+def _delimited(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[pl.DataFrame]:
     """One frame of string columns per distinct header line (``|`` or ``\\x1f`` separated): the rows after each of
-    its occurrences, up to the next header or rule, with as many fields (a loop over header kinds, not header lines);
-    and how many of their fields sacct truncated (:func:`_truncated`)."""
+    its occurrences, up to the next header or rule, with as many fields (a loop over header kinds, not header lines)."""
     t = pl.col("text")
     starts = marks.filter(pl.col("is_head") | pl.col("is_rule"))
     heads = starts.get_column("text").filter(starts.get_column("is_head")).unique(maintain_order=True).to_list()
@@ -143,26 +135,24 @@ def _delimited(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> t
         pl.when("is_head").then(pl.col("text").replace_strict(heads, list(range(len(heads))), default=None))
     ).to_series()
     block_kind = pl.Series(_blocks(block, starts, kind.fill_null(-1).to_numpy()))
-    out, truncated = [], 0
+    out = []
     for k, head in enumerate(heads):  # one per kind of table
         sep = "\x1f" if "\x1f" in head else "|"
         names = _unique([n.strip().lower() for n in head.split(sep)])
         # one split into a field more than the header has: a row has as many fields when its last is there and the
         # one past it is not
         n = len(names)
-        split = lines.filter(block_kind == k).select("line", "text", t.str.splitn(sep, n + 1).alias("s"))
+        split = lines.filter(block_kind == k).select("line", t.str.splitn(sep, n + 1).alias("s"))
         field = lambda i: pl.col("s").struct.field(f"field_{i}")  # noqa: E731
         rows = split.filter(field(n - 1).is_not_null() & field(n).is_null())
         # by name, a field "*" were every column
         out.append(rows.select("line", *[field(i).str.strip_chars().alias(name) for i, name in enumerate(names)]))
-        truncated += _truncated(out[-1], rows.get_column("text"))
-    return out, truncated
+    return out
 
 
-def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> tuple[list[pl.DataFrame], int]:
+def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[pl.DataFrame]:
     """sacct's default table: the dashed rule under the header gives the column spans (a loop over distinct
-    (header, rule) pairs; the rows of a table run from its rule to the next rule or delimited header); and how many
-    of their fields sacct truncated (:func:`_truncated`)."""
+    (header, rule) pairs; the rows of a table run from its rule to the next rule or delimited header)."""
     t = pl.col("text")
     starts = marks.filter(pl.col("is_head") | pl.col("is_rule"))
     pos = starts.get_column("pos").cast(pl.Int64)
@@ -173,7 +163,7 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> tuple
     kind = starts.join(kinds.with_row_index("k"), on=["above", "rule"], how="left", maintain_order="left")
     kind = kind.select(pl.when("is_rule").then(pl.col("k").cast(pl.Int64))).to_series()
     block_kind = pl.Series(_blocks(block, starts, kind.fill_null(-1).to_numpy()))
-    out, truncated = [], 0
+    out = []
     for k, (head, rule) in enumerate(kinds.iter_rows()):  # one per kind of table
         spans, i = [], 0
         for dash in rule.split(" "):
@@ -188,8 +178,7 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> tuple
                 "line", *[t.str.slice(a, n).str.strip_chars().alias(name) for (a, n), name in zip(spans, names)]
             )
         )
-        truncated += _truncated(out[-1], rows.get_column("text"))
-    return out, truncated
+    return out
 
 
 def _scontrol(lines: pl.DataFrame, marks: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.Series]:
@@ -229,9 +218,7 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     records, record_lines = _scontrol(lines, marks)
     block = _block_of(lines, marks.filter(pl.col("is_head") | pl.col("is_rule")))
     text = lines.select("line", "text")  # the tables' rows are taken from these two columns only
-    delimited, delimited_truncated = _delimited(text, marks, block)
-    fixed, fixed_truncated = _fixed(text, marks, block)
-    frames = [f for f in delimited + fixed + records if f.height]
+    frames = [f for f in _delimited(text, marks, block) + _fixed(text, marks, block) + records if f.height]
     if not frames:
         return Parts("slurm")
     jobs = pl.concat(frames, how="diagonal_relaxed")
@@ -273,8 +260,7 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
             )
     events = pl.concat(ev).with_columns(pl.lit("slurm").alias("track")) if ev else None
     # per frame (each one contiguous; a column a frame lacks is null in ``jobs``, never a truncated field)
-    truncated = delimited_truncated + fixed_truncated
-    truncated += sum(sum(f.select(pl.col(pl.String).str.ends_with("+").sum()).row(0)) for f in records if f.height)
+    truncated = sum(sum(f.select(pl.col(pl.String).str.ends_with("+").sum()).row(0)) for f in frames)
     fields = jobs.drop("line")
     rows = (
         JsonRows(fields)  # made JSON values once by build_trace
