@@ -132,3 +132,56 @@ def test_a_damaged_darshan_log_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(di.FormatError) as err:
         di.load(cut)
     assert "not a readable Darshan log" in str(err.value) and "\n" not in str(err.value)
+
+
+LEAD_CASES = [
+    "# darshan log version: 3.41",
+    "# start_time: 1700000000",
+    "# DXT, file_id: 7, file_name: /scratch/a b.dat",
+    "# DXT, rank: 1, hostname: nid00042",
+    " X_POSIX       0  write        0            2048          262144      0.0300      0.0331   [106]   N/A",
+    "\tX_MPIIO\t1\tread\t0\t0\t4096\t0.5\t0.75",
+    "X_POSIX 2 write 1 -1 16 1.0 2.0",
+    "\u00a0X_POSIX 3 read 0 0 8 0.1 0.2",
+    "\u3000X_MPIIO 3 write 0 0 8 0.1 0.2",
+    "x_POSIX 3 write 0 0 8 0.1 0.2",
+    "Y X_POSIX 3 write 0 0 8 0.1 0.2",
+    "POSIX\t-1\t42\tPOSIX_READS\t3\t/scratch/a b.dat\t/scratch\tlustre",
+    "POSIX\t0\t42\tPOSIX_BYTES_READ\t300\t/scratch/a b.dat\t/scratch",
+    "MPI-IO\t1\t42\tMPIIO_INDEP_READS\t1\t/scratch/a b.dat",
+    "posix\t0\t42\tPOSIX_READS\t3\t/f\t/\tx",
+    "\u00c9POSIX\t0\t42\tPOSIX_READS\t3\t/f\t/\tx",
+    "total_POSIX_READS: 12",
+    "totals: 3",
+    "#",
+    "#comment",
+    "",
+]
+
+
+def test_lines_picked_by_their_first_characters_are_those_the_full_searches_find(tmp_path: Path) -> None:
+    """The parser looks at a line only where its first characters allow it (comments, DXT segments after white
+    space of any kind, counter rows starting with a capital, totals): on hand-built lines with every kind of start,
+    what it loads and claims is what the regexes and splits find over all lines."""
+    import re
+
+    from di.convert.logs.darshan_text import DXT_RE, TOTAL_RE, parse_darshan_text
+    from di.convert.logs.text import read_lines
+
+    path = tmp_path / "lead.txt"
+    path.write_text("\n".join(LEAD_CASES) + "\n")
+    lines = read_lines(path).lines
+    parts = parse_darshan_text(lines)
+    texts = lines.get_column("text").to_list()
+    segments = [i for i, s in enumerate(texts) if re.match(DXT_RE, s)]
+    assert parts.events.height == len(segments) == 5
+    counter_rows = [
+        i
+        for i, s in enumerate(texts)
+        if len(f := s.split("\t")) >= 7 and re.fullmatch(r"[A-Z][A-Z0-9_-]*", f[0]) and f[1].lstrip("-").isdigit()
+    ]
+    assert parts.info["darshan"]["counters"] == len(counter_rows) == 2
+    totals = [i for i, s in enumerate(texts) if re.match(TOTAL_RE, s)]
+    assert parts.info["darshan"]["totals"] == {"POSIX_READS": 12.0} and len(totals) == 1
+    comments = [i for i, s in enumerate(texts) if s.startswith("#")]
+    assert sorted(parts.claimed.to_list()) == sorted(segments + counter_rows + totals + comments)

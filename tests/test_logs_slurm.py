@@ -134,3 +134,50 @@ def test_header_fields_named_like_polars_selectors_or_the_line_column(tmp_path: 
         ("7", "a", "b", "COMPLETED"),
         ("8", "c", "d", "FAILED"),
     ]
+
+
+def test_job_rows_are_the_tables_json_rows_in_column_order() -> None:
+    """The meta's job rows of a wide table (squeue's 53 columns, a null field) and of a concatenation of every real
+    Slurm table (the tables' columns merged) are the JSON rows of the parsed table, keys in the table's column order."""
+    import json
+
+    from di.convert.logs.build import _row_dicts
+    from di.convert.logs.slurm import parse_slurm
+    from di.convert.logs.text import read_lines
+
+    paths = [need("slurm/squeue_unit_separator_null_submit_time.txt")] + sorted(LOGS.glob("slurm/*.txt"))
+    for path in paths:
+        lines = read_lines(path).lines
+        rows = parse_slurm(lines).info.get("slurm", {}).get("jobs")
+        if rows is None:
+            continue
+        frame = rows.rows
+        got = _row_dicts(frame)
+        want = json.loads(frame.write_json())
+        assert got == want and [list(g) for g in got] == [list(w) for w in want], path.name
+        assert len(got) == frame.height and all(len(g) == frame.width for g in got)
+    assert _row_dicts(pl.DataFrame()) == [] and _row_dicts(pl.DataFrame({"a": pl.Series([], dtype=pl.String)})) == []
+
+
+def test_tables_after_rules_of_every_width_and_truncated_fields_counted(tmp_path: Path) -> None:
+    """Fixed-width tables are found under rules of a one-dash column and rules followed by blanks (a rule is found by
+    its '- -'), next to a '|' table; every field ending with '+' is counted once, whichever table holds it."""
+    path = tmp_path / "sacct.txt"
+    path.write_text(
+        "JobID|JobName|State\n"
+        "7|a+|COMPLETED\n"
+        "7.0|b|FAILED+\n"
+        "JobID S\n"
+        "----- -  \n"
+        "8     +\n"
+        "       JobID    JobName      State\n"
+        "------------ ---------- ----------\n"
+        "9            verylongn+  COMPLETED\n"
+        "9.ext+           extern  COMPLETED\n"
+    )
+    src = di.load(path).meta["sources"][0]
+    jobs = src["info"]["slurm"]["jobs"]
+    assert [j["jobid"] for j in jobs] == ["7", "7.0", "8", "9", "9.ext+"]
+    assert jobs[2]["s"] == "+" and jobs[3]["jobname"] == "verylongn+"
+    plus = sum(v.endswith("+") for j in jobs for v in j.values() if v is not None)
+    assert src["info"]["slurm"]["truncated"] == plus == 5

@@ -36,28 +36,36 @@ COUNTER_FIELDS = ("module", "rank", "record", "counter", "value", "file", "mount
 TOTAL_RE = r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$"
 
 
-def _counter_rows(lines: pl.DataFrame) -> pl.DataFrame:
-    """The counter rows (line, module, rank, record, counter, value, file): lines split at their tabs, kept where the
-    module is a name, rank and record are integers and the row goes on past the file name."""
+def _starting(lead: pl.Series, prefix: str) -> pl.Series:
+    """Whether each of ``lead`` (the lines' first characters, at least as many as ``prefix`` has) starts with
+    ``prefix``: a range of two comparisons (UTF-8 orders bytes as characters)."""
+    return (lead >= prefix) & (lead < prefix[:-1] + chr(ord(prefix[-1]) + 1))
+
+
+def _counter_rows(lines: pl.DataFrame, lead: pl.Series) -> pl.DataFrame:
+    """The counter rows (line, module, rank, counter, value, file): lines split at their tabs, kept where the
+    module is a name, rank and record are integers and the row goes on past the file name. ``lead``: each line's
+    first characters; a module name starts with a capital letter, so only such lines are split."""
     t = pl.col("text")
-    split = lines.filter(t.str.contains("\t", literal=True)).select(
-        "line", t.str.split_exact("\t", len(COUNTER_FIELDS) - 1).struct.rename_fields(list(COUNTER_FIELDS))
-    )
-    rows = split.unnest("text").select(
+    split = lines.filter((lead >= "A") & (lead < "[")).select(
+        # the last field is the rest of the line (the mount point and file system type): only whether it is there
+        # is read, and a split into n fields costs less than an exact split at n - 1 tabs
         "line",
-        "module",
-        pl.col("rank").cast(pl.Int32, strict=False),
-        pl.col("record").cast(pl.UInt64, strict=False),
-        "counter",
-        "value",
-        "file",
-        "mount",
+        t.str.splitn("\t", len(COUNTER_FIELDS)).struct.rename_fields(list(COUNTER_FIELDS)),
     )
-    ok = (pl.col("rank") >= -1) & pl.col("record").is_not_null() & pl.col("mount").is_not_null()  # -1: all ranks
-    rows = rows.filter(ok)
-    names = rows.select(pl.col("module").unique())
-    good = names.filter(pl.col("module").str.contains(r"^[A-Z][A-Z0-9_-]*$")).get_column("module")
-    return rows.filter(pl.col("module").is_in(good.implode()) & pl.col("counter").is_not_null()).drop("mount")
+    fields = split.unnest("text")
+    modules = fields.select(pl.col("module").unique().drop_nulls())
+    good = modules.filter(pl.col("module").str.contains(r"^[A-Z][A-Z0-9_-]*$")).get_column("module")
+    rank = pl.col("rank").cast(pl.Int32, strict=False)
+    ok = (
+        (rank >= -1)  # -1: all ranks
+        & pl.col("record").cast(pl.UInt64, strict=False).is_not_null()
+        & pl.col("mount").is_not_null()
+        & pl.col("counter").is_not_null()
+        & pl.col("module").is_in(good.implode())
+    )
+    # one filter, of the columns kept only
+    return fields.select("line", "module", rank, "counter", "value", "file", ok.alias("ok")).filter("ok").drop("ok")
 
 
 HEADER_KEYS = ("start_time", "darshan log version", "exe", "jobid", "nprocs")
@@ -72,20 +80,34 @@ def _header(lines: pl.DataFrame, key: str) -> str | None:
 def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     """darshan-parser / darshan-dxt-parser text as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
-    commented = lines.filter(t.str.starts_with("#"))
-    hashed = commented.filter(t.str.starts_with("# "))  # the header and block lines: few, searched many times
-    if not hashed.select(t.str.contains(SNIFF_RE).any()).item():
+    # each line's first three characters (one pass; a view of at most 12 bytes compares in place) pick the lines that
+    # may be comments, header lines, counter rows, totals or DXT segments for the searches below; the lines' other
+    # columns are not read (not carried through the filters)
+    lines = lines.select("line", "text", t.str.head(3).alias("lead"))
+    lead = lines.get_column("lead")
+    commented = lines.filter(_starting(lead, "#"))
+    hashed = commented.filter(_starting(commented.get_column("lead"), "# "))  # the header and block lines
+    if not hashed.filter(pl.col("lead") == "# d").select(t.str.contains(SNIFF_RE).any()).item():
         return Parts("darshan")
-    header = hashed.filter(pl.any_horizontal(t.str.starts_with(f"# {key}: ") for key in HEADER_KEYS))
+    header = hashed.filter(pl.col("lead").is_in([f"# {key[0]}" for key in HEADER_KEYS])).filter(
+        pl.any_horizontal(t.str.starts_with(f"# {key}: ") for key in HEADER_KEYS)
+    )
     start = _header(header, "start_time")
     t0_ns = int(start) * 1_000_000_000 if start and start.isdigit() else 0
     # a segment's file and host: those of the last ``# DXT, file_id`` / ``# DXT, rank`` line at or before it
-    heads = hashed.filter(t.str.starts_with("# DXT, ")).select(
-        "line",
-        t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
-        t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
+    heads = (
+        hashed.filter(pl.col("lead") == "# D")
+        .filter(t.str.starts_with("# DXT, "))
+        .select(
+            "line",
+            t.str.extract(r"^# DXT, file_id: \d+, file_name: (.*)$").alias("file"),
+            t.str.extract(r"^# DXT, rank: \d+, hostname: (\S+)").alias("host"),
+        )
     )
-    dxt = lines.filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))  # a literal search: the regex sees these only
+    # a segment starts with white space or its module: lines starting with another printable ASCII character are not
+    # searched, and a literal search leaves the regex the segments only
+    maybe = ~((lead >= "!") & (lead < "\x7f") & ~_starting(lead, "X")) & (lead != "")
+    dxt = lines.filter(maybe).filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))
     dxt = (
         dxt.with_columns(t.str.extract_groups(ascii_mode(DXT_RE, dxt.get_column("text"))).alias("g"))
         .unnest("g")
@@ -117,14 +139,15 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         pl.col("length").alias("bytes"),
         pl.struct("file", "offset", "segment", "module").struct.json_encode().alias("args"),
     )
-    rows = _counter_rows(lines)
+    rows = _counter_rows(lines, lead)
     counters = rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value")
     files = file_stats(counters)
     nan = counters.select(counter_number(pl.col("value")).is_null().sum()).item()
     if nan:
         dropped["counter values that are not numbers"] = nan
     tot = (
-        lines.filter(t.str.starts_with("total_"))
+        lines.filter(lead == "tot")
+        .filter(t.str.starts_with("total_"))
         .with_columns(t.str.extract_groups(TOTAL_RE).alias("g"))
         .unnest("g")
         .drop_nulls("k")
@@ -148,8 +171,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         [
             segment_lines,
             rows.get_column("line"),
-            hashed.get_column("line"),
-            commented.filter(~t.str.starts_with("# ")).get_column("line"),
+            commented.get_column("line"),
             tot.get_column("line"),
         ]
     )

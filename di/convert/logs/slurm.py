@@ -95,8 +95,9 @@ def _marks(lines: pl.DataFrame) -> pl.DataFrame:
     """The lines that may be a table's header, a dashed rule or an ``scontrol`` record's start, with which they are
     (the regexes run on these few lines only) and their row position in ``lines``."""
     t = pl.col("text")
-    mark = t.str.contains_any(MARK_WORDS, ascii_case_insensitive=True)  # MARK_RE's words, one Aho-Corasick search
-    cand = lines.with_row_index("pos").filter(mark | t.str.starts_with("-"))
+    # MARK_RE's words and a rule's "- -", one Aho-Corasick search (other lines found get no flag below)
+    mark = t.str.contains_any([*MARK_WORDS, "- -"], ascii_case_insensitive=True)
+    cand = lines.with_row_index("pos").filter(mark)
     return cand.select(
         "pos",
         "line",
@@ -108,17 +109,23 @@ def _marks(lines: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _blocks(lines: pl.DataFrame, starts: pl.DataFrame, kind: np.ndarray) -> np.ndarray:
-    """Per row of ``lines``: the ``kind`` of the block it lies in (a block runs from one row of ``starts``, by their
-    ``pos``, to the next), -1 before the first; the start rows themselves get -1."""
-    pos = starts.get_column("pos").to_numpy()
-    block = np.searchsorted(pos, np.arange(lines.height), side="right") - 1
-    out = np.where(block >= 0, np.append(kind, -1)[block], -1)
-    out[pos] = -1
+def _block_of(lines: pl.DataFrame, starts: pl.DataFrame) -> np.ndarray:
+    """Per row of ``lines``: the number of the block it lies in (a block runs from one row of ``starts``, by their
+    ``pos``, to the next), -1 before the first."""
+    at = np.zeros(lines.height, np.int64)
+    at[starts.get_column("pos").to_numpy()] = 1
+    return np.cumsum(at) - 1
+
+
+def _blocks(block: np.ndarray, starts: pl.DataFrame, kind: np.ndarray) -> np.ndarray:
+    """Per row: the ``kind`` of the block it lies in (``block``: :func:`_block_of`), -1 before the first; the start
+    rows themselves get -1."""
+    out = np.append(kind, -1)[block]  # block -1 (before the first) takes the appended -1
+    out[starts.get_column("pos").to_numpy()] = -1
     return out
 
 
-def _delimited(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
+def _delimited(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[pl.DataFrame]:
     """One frame of string columns per distinct header line (``|`` or ``\\x1f`` separated): the rows after each of
     its occurrences, up to the next header or rule, with as many fields (a loop over header kinds, not header lines)."""
     t = pl.col("text")
@@ -127,18 +134,23 @@ def _delimited(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
     kind = starts.select(
         pl.when("is_head").then(pl.col("text").replace_strict(heads, list(range(len(heads))), default=None))
     ).to_series()
-    block_kind = pl.Series(_blocks(lines, starts, kind.fill_null(-1).to_numpy()))
+    block_kind = pl.Series(_blocks(block, starts, kind.fill_null(-1).to_numpy()))
     out = []
     for k, head in enumerate(heads):  # one per kind of table
         sep = "\x1f" if "\x1f" in head else "|"
         names = _unique([n.strip().lower() for n in head.split(sep)])
-        rows = lines.filter(block_kind == k).filter(t.str.count_matches(sep, literal=True) == len(names) - 1)
-        cells = rows.select("line", t.str.split(sep).list.to_struct(fields=names).alias("s")).unnest("s")
-        out.append(cells.with_columns(pl.exclude("line").str.strip_chars()))  # by name, a field "*" were every column
+        # one split into a field more than the header has: a row has as many fields when its last is there and the
+        # one past it is not
+        n = len(names)
+        split = lines.filter(block_kind == k).select("line", t.str.splitn(sep, n + 1).alias("s"))
+        field = lambda i: pl.col("s").struct.field(f"field_{i}")  # noqa: E731
+        rows = split.filter(field(n - 1).is_not_null() & field(n).is_null())
+        # by name, a field "*" were every column
+        out.append(rows.select("line", *[field(i).str.strip_chars().alias(name) for i, name in enumerate(names)]))
     return out
 
 
-def _fixed(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
+def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[pl.DataFrame]:
     """sacct's default table: the dashed rule under the header gives the column spans (a loop over distinct
     (header, rule) pairs; the rows of a table run from its rule to the next rule or delimited header)."""
     t = pl.col("text")
@@ -150,7 +162,7 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
     kinds = rules.select("above", "rule").unique(maintain_order=True)
     kind = starts.join(kinds.with_row_index("k"), on=["above", "rule"], how="left", maintain_order="left")
     kind = kind.select(pl.when("is_rule").then(pl.col("k").cast(pl.Int64))).to_series()
-    block_kind = pl.Series(_blocks(lines, starts, kind.fill_null(-1).to_numpy()))
+    block_kind = pl.Series(_blocks(block, starts, kind.fill_null(-1).to_numpy()))
     out = []
     for k, (head, rule) in enumerate(kinds.iter_rows()):  # one per kind of table
         spans, i = [], 0
@@ -204,7 +216,9 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     """Slurm tables of a log as :class:`Parts` (see the module docstring)."""
     marks = _marks(lines)
     records, record_lines = _scontrol(lines, marks)
-    frames = [f for f in _delimited(lines, marks) + _fixed(lines, marks) + records if f.height]
+    block = _block_of(lines, marks.filter(pl.col("is_head") | pl.col("is_rule")))
+    text = lines.select("line", "text")  # the tables' rows are taken from these two columns only
+    frames = [f for f in _delimited(text, marks, block) + _fixed(text, marks, block) + records if f.height]
     if not frames:
         return Parts("slurm")
     jobs = pl.concat(frames, how="diagonal_relaxed")
