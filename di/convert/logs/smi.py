@@ -21,6 +21,7 @@ read as UTC); dmon/pmon without ``-o T``: one second per sample, from 0
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -102,116 +103,179 @@ def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
 
 
-def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """``--query-gpu`` tables (``lines``: those that hold a ``,``, ``#`` or ``=``, where CSV rows are)."""
-    lines = lines.filter(
-        pl.col("text").str.contains(", ", literal=True)
-    )  # a literal test first: the regexes see CSV lines only
-    # each step its own column: an expression used twice in one eager select is evaluated twice (no common
-    # subexpression elimination there)
-    df = lines.with_columns(pl.col("text").str.strip_chars_end().alias("t"))
-    t = pl.col("t")
-    df = df.with_columns(t.str.contains(HEADER_RE).alias("is_h"))
-    if not df.get_column("is_h").any() and not df.get_column("t").str.contains(NOHEADER_RE).any():
-        return pl.DataFrame(), 0  # no table here (a training log's prose): nothing more to look at
-    # a header's first field is dotted (a --query-gpu field) or timestamp / index: tested on the few header-shaped lines
-    at = df.get_column("is_h").arg_true()
-    first_field = t.str.splitn(", ", 2).struct.field("field_0")
-    header = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
-    is_h = pl.repeat(False, df.height, eager=True).scatter(at.filter(df[at].select(header).to_series()), True)
-    df = df.with_columns(is_h.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
-    df = df.select("line", "text", "is_h", "nc", "t")
-    df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
-    # hid: the header's text, numbered (a capture repeats the same header in every sample)
-    heads = df.filter(pl.col("is_h")).select(
-        "block",
-        pl.col("nc").alias("hnc"),
-        pl.col("t").str.split(", ").alias("fields"),
-        pl.col("t").rank("dense").cast(pl.Int64).alias("hid"),
-        "t",
+def _lead(t: pl.Expr, lo: str, hi: str) -> pl.Expr:
+    """Whether a string's first byte lies in [``lo``, ``hi``): two comparisons of string views, which hold their first
+    bytes inline (several times cheaper than a regex or ``starts_with``)."""
+    return (t >= pl.lit(lo)) & (t < pl.lit(hi))
+
+
+@dataclass
+class _Kinds:
+    """The lines each kind of table is looked for in (columns ``line``, ``text``), sorted by line.
+
+    Attributes:
+        comma: lines that hold a ``, `` (``--query-gpu`` CSV), with ``t``, the text without trailing whitespace, and
+            ``real``: whether ``t`` still holds one (the text matches ``, \\s*\\S``: the line is not a dmon row).
+        hashed: lines that start with ``#`` after whitespace (dmon/pmon and dcgmi headers, unit lines, rules).
+        digits: lines that start with a digit after whitespace (dmon/pmon rows).
+        eqs: lines that start with ``=`` (``-q``'s banner).
+    """
+
+    comma: pl.DataFrame
+    hashed: pl.DataFrame
+    digits: pl.DataFrame
+    eqs: pl.DataFrame
+
+
+def _kinds(lines: pl.DataFrame) -> _Kinds:
+    """:class:`_Kinds` of ``lines``: one search over all lines (for ``, ``), and a line's first byte by comparing
+    strings (a string view holds its first bytes inline: ~2 ns a line, where a regex costs 15-20); only the lines
+    that start with whitespace or a non-ASCII character (which may be Unicode whitespace or a digit) are searched for
+    ``^\\s*[#\\d]``."""
+    t = pl.col("text")
+    lead = lines.select(
+        _lead(t, "#", "$").alias("hash"),
+        _lead(t, "0", ":").alias("digit"),
+        _lead(t, "=", ">").alias("eq"),
+        (((t < pl.lit("!")) & (t.str.len_bytes() > 0)) | (t >= pl.lit("\u0080"))).alias("indent"),
     )
-    # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
-    heads = heads.filter(~pl.col("t").str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b")).drop("t")
-    rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left", maintain_order="left")
-    noh = pl.col("t").str.contains(NOHEADER_RE) & (pl.col("hnc").is_null() | (pl.col("hnc") != pl.col("nc")))
-    rows = rows.with_columns(noh.alias("noh"))  # once (used three times)
-    rows = (
-        rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | pl.col("noh"))
-        .with_columns(
-            pl.when("noh").then(-1).otherwise(pl.col("block")).alias("block"),
-            pl.when("noh").then(-1).otherwise(pl.col("hid")).alias("hid"),
-        )
-        .drop("noh")
+    indented = lines.filter(lead.get_column("indent"))
+    indented = indented.filter(t.str.contains(r"^\s*[#\d]")).with_columns(t.str.strip_chars_start().alias("s"))
+    hash_in = indented.select(_lead(pl.col("s"), "#", "$")).to_series()
+
+    def merged(first: pl.Series, more: pl.DataFrame) -> pl.DataFrame:
+        """``lines`` where ``first``, and the rows ``more``, in line order."""
+        both = pl.concat([lines.filter(first), more.select("line", "text")])
+        return both if both.get_column("line").is_sorted() else both.sort("line")
+
+    comma = lines.filter(t.str.contains(", ", literal=True))
+    comma = comma.with_columns(t.str.strip_chars_end().alias("t"))
+    changed = comma.select(pl.col("t").str.len_bytes() != t.str.len_bytes()).to_series().arg_true()
+    real = pl.repeat(True, comma.height, eager=True)
+    if changed.len():
+        real = real.scatter(changed, comma.get_column("t").gather(changed).str.contains(", ", literal=True))
+    return _Kinds(
+        comma=comma.select("line", "t", real.alias("real")),
+        hashed=merged(lead.get_column("hash"), indented.filter(hash_in)),
+        digits=merged(lead.get_column("digit"), indented.filter(~hash_in)),
+        eqs=lines.filter(lead.get_column("eq")),
     )
-    if not rows.get_column("line").is_sorted():
-        rows = rows.sort("line")
-    # what a field says (series name, units) is worked out once per distinct header, one row per field; a cell
-    # finds its field's row by position (the header's first row + the cell's index in its row)
-    noh_width = int(rows.filter(pl.col("hid") == -1).get_column("nc").max() or -1) + 1
-    noh_fields = pl.DataFrame({"i": range(noh_width)}, schema={"i": pl.Int64}).select(
-        pl.lit(-1, pl.Int64).alias("hid"),
-        pl.when(pl.col("i") == 0).then(pl.lit("timestamp")).otherwise(pl.format("field_{}", "i")).alias("field"),
-        "i",
-    )
-    fields = pl.concat(
-        [
-            heads.unique("hid")
-            .select("hid", "fields", pl.int_ranges(0, pl.col("hnc") + 1).alias("i"))
-            .explode(["fields", "i"])
-            .select("hid", pl.col("fields").alias("field"), "i"),
-            noh_fields,
-        ]
-    ).sort("hid", "i")
+
+
+def _csv_tables(heads: pl.DataFrame, noh_width: int) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+    """One row per field of each table (the header-less one first, ``noh_width`` fields, then each header's, ``heads``:
+    its ``fields``): its ``field``, ``series`` name, header unit ``hunit`` and unit by name ``tunit``; and each table's
+    first field row and width."""
+    fl = [["timestamp"] + [f"field_{i}" for i in range(1, noh_width)]] + heads.get_column("fields").to_list()
+    width = np.array([len(x) for x in fl], np.int64)
+    f0 = np.concatenate([[0], np.cumsum(width)[:-1]]).astype(np.int64)
+    fields = pl.DataFrame({"field": [x for fs in fl for x in fs]}, schema={"field": pl.String})
     name = pl.col("field").str.replace(r" \[[^\]]+\]$", "")
     table_unit = name.str.extract(r"^([a-z_]+)").replace_strict(UNITS, default=None, return_dtype=pl.String)
     fields = fields.with_columns(
         name.alias("series"),
         pl.col("field").str.extract(r"\[([^\]]+)\]$").alias("hunit"),
-        pl.when(pl.col("hid") >= 0).then(table_unit).alias("tunit"),
-    ).with_row_index("f")
-    pos = lambda name: pl.col("i").filter(pl.col("field") == name).first().alias(name)  # noqa: E731
-    per_head = fields.group_by("hid").agg(
-        pl.col("f").min().cast(pl.Int64).alias("f0"), pos("timestamp"), pos("index"), pos("hostname")
+        pl.when(pl.int_range(pl.len()) >= noh_width).then(table_unit).alias("tunit"),
     )
-    rows = rows.join(per_head, on="hid", how="left", maintain_order="left").with_columns(
-        pl.col("t").str.split(", ").alias("raw")
-    )
-    cell = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
-    has = rows.select(pl.col("timestamp", "index", "hostname").is_not_null().any()).row(0, named=True)
+    return fields, f0, width
 
-    def where(name: str, value: pl.Expr, dtype: Any) -> pl.Expr:
-        """``value`` on the rows whose header has the field ``name`` (not worked out where none has it)."""
-        return pl.when(pl.col(name).is_not_null()).then(value) if has[name] else pl.lit(None, dtype)
 
-    per_row = rows.select(
-        "block",
-        "line",
-        where("timestamp", cell("timestamp"), pl.String).alias("ts"),
-        where("index", cell("index").str.strip_chars().cast(pl.Int64, strict=False), pl.Int64).alias("gpu"),
-        where("hostname", cell("hostname").str.strip_chars(), pl.String).alias("host"),
+def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """``--query-gpu`` tables (``comma``: :func:`_comma_lines`). A header (a ``, ``-separated list of field names,
+    the first dotted or ``timestamp``/``index``) starts a table; the lines after it with as many cells are its rows (not
+    those that start with ``#``), and a line that starts with a timestamp and has another width is a header-less row."""
+    t = pl.col("t")
+    lead = comma.select(
+        (_lead(t, "a", "{") | _lead(t, "_", "`")).alias("word"),  # where a header can start
+        (_lead(t, "0", ":") | (t >= pl.lit("\u0080"))).alias("digit"),  # where a timestamp (\d) can start
+        _lead(t, "#", "$").alias("hash"),
     )
-    per_row = _by_sample(
-        per_row.with_columns(_ts_once(per_row.get_column("ts")))
-    )  # rows are in line order: per_row's rows are rows' rows
-    # cells: (row, field, text); read where the field is a series; the row's and the field's columns gathered for the
-    # cells that hold a value only
-    cells = rows.select(
-        pl.int_range(pl.len(), dtype=pl.UInt32).alias("r"),
-        "raw",
-        pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("nc") + 1).alias("f"),
-    ).explode(["raw", "f"])
-    is_series = fields.select(~pl.col("field").is_in(["timestamp", "index"])).to_series()
-    cells = _values(cells.filter(is_series.gather(cells.get_column("f"))))
-    cells = cells.filter(pl.col("value").is_not_null())
+    word = lead.get_column("word").arg_true()
+    hc = comma[word].select("t", t.str.contains(HEADER_RE).alias("m"))
+    digit = lead.get_column("digit").arg_true()
+    if not hc.get_column("m").any() and not digit.len():
+        return pl.DataFrame(), 0  # no table here (a training log's prose): nothing more to look at
+    first_field = t.str.splitn(", ", 2).struct.field("field_0")
+    dotted = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    at = hc.get_column("m").arg_true()
+    at = at.filter(hc[at].select(dotted).to_series())
+    hpos = word.gather(at).to_numpy()
+    heads = hc[at].select(
+        pl.col("t").str.split(", ").alias("fields"),
+        pl.col("t").str.count_matches(", ", literal=True).alias("hnc"),
+        # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
+        ~pl.col("t").str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b").alias("kept"),
+        pl.col("t").rank("dense").cast(pl.Int64).alias("hid"),  # the same header text: one table
+    )
+    # a line's table: the header at or before it (block 0: none); the header's own line is not a row
+    n = comma.height
+    block = np.searchsorted(hpos, np.arange(n), "right")
+    kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])
+    hnc = np.concatenate([[-1], heads.get_column("hnc").to_numpy().astype(np.int64)])
+    in_kept = kept[block] & ~lead.get_column("hash").to_numpy()
+    in_kept[hpos] = False
+    noh = np.zeros(n, np.bool_)
+    if digit.len():
+        noh[digit.to_numpy()] = comma.get_column("t").gather(digit).str.contains(NOHEADER_RE).to_numpy()
+    cand = np.flatnonzero(in_kept | noh)
+    rows = comma[cand].select("line", "t", t.str.split(", ").alias("raw"))
+    nc = rows.select(pl.col("raw").list.len().cast(pl.Int64) - 1).to_series().to_numpy()
+    cb = block[cand]
+    row_hnc = np.where(kept[cb], hnc[cb], -1)
+    is_noh = noh[cand] & (row_hnc != nc)
+    keep = np.flatnonzero((in_kept[cand] & (nc == row_hnc)) | is_noh)
+    if not keep.size:
+        return pl.DataFrame(), 0
+    rows, nc, is_noh, cb = rows[keep], nc[keep], is_noh[keep], cb[keep]
+    # tables: 0 the header-less rows, then one per distinct kept header text
+    kept_heads = heads.with_row_index("h").filter("kept").unique("hid", keep="first", maintain_order=True)
+    tab_of_hid = np.zeros(int(heads.get_column("hid").max() or 0) + 1, np.int64)
+    tab_of_hid[kept_heads.get_column("hid").to_numpy()] = np.arange(1, kept_heads.height + 1)
+    hid = np.concatenate([[0], heads.get_column("hid").to_numpy()])
+    tab = np.where(is_noh, 0, tab_of_hid[hid[cb]])
+    fields, f0, width = _csv_tables(kept_heads, int(nc[is_noh].max()) + 1 if is_noh.any() else 0)
+    names = fields.get_column("field").to_numpy()
+    # cells: (row, field, text), a row's cells at start..start + nc
+    count = nc + 1
+    start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    cells = rows.get_column("raw").explode()
+    f = np.repeat(f0[tab] - start, count) + np.arange(int(count.sum()), dtype=np.int64)
+
+    def cell(name: str) -> pl.Series:
+        """Each row's cell of field ``name``, null where its table has none."""
+        at = np.flatnonzero(names == name)
+        of, first = np.unique(np.searchsorted(f0, at, "right") - 1, return_index=True)  # a table's first such field
+        where = np.full(width.size, -1, np.int64)
+        where[of] = at[first] - f0[of]
+        p = where[tab]
+        has = np.flatnonzero(p >= 0)
+        none = pl.Series(name, [], pl.String).extend_constant(None, rows.height)
+        return none.scatter(has, cells.gather(start[has] + p[has])) if has.size else none
+
+    per_row = pl.DataFrame(
+        {
+            "line": rows.get_column("line"),
+            "block": np.where(is_noh, -1, cb),
+            "ts": _ts_once(cell("timestamp")),
+            "gpu": cell("index").str.strip_chars().cast(pl.Int64, strict=False),
+            "host": cell("hostname").str.strip_chars(),
+        }
+    )
+    per_row = _by_sample(per_row)  # rows are in line order
+    series = np.flatnonzero(~np.isin(names, ["timestamp", "index"])[f])
+    r = np.repeat(np.arange(rows.height, dtype=np.uint32), count)
+    cv = _values(pl.DataFrame({"r": r[series], "f": f[series], "raw": cells.gather(series)}))
+    cv = cv.filter(pl.col("value").is_not_null())
     # cells that say no value, counted in their rows (a cell starts the row or follows ", "); a literal search first
-    bracketed = rows.filter(pl.col("t").str.contains("[", literal=True))
-    na = int(bracketed.select(pl.col("t").str.count_matches(NA_CELL_RE).sum()).item() or 0)
+    text = rows.get_column("t")
+    na = int(text.filter(text.str.contains("[", literal=True)).str.count_matches(NA_CELL_RE).sum() or 0)
+    r = cv.get_column("r")
     out = pl.concat(
         [
-            per_row.select("gpu", "host", "ts")[cells.get_column("r")],
-            fields.select("series", "hunit", "tunit")[cells.get_column("f")],
-            cells.select("vunit", "value"),
-            per_row.select("line")[cells.get_column("r")],
+            per_row.select("gpu", "host", "ts")[r],
+            fields.select("series", "hunit", "tunit")[cv.get_column("f")],
+            cv.select("vunit", "value"),
+            per_row.select("line")[r],
         ],
         how="horizontal",
     )
@@ -221,11 +285,9 @@ def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     return out, na
 
 
-def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
-    """dmon/pmon tables (``hashed``: the lines that hold a ``#``, where their headers and unit lines are)."""
-    marks = hashed.filter(pl.col("text").str.contains(r"^\s*#")).with_columns(
-        pl.col("text").str.strip_chars().alias("t")
-    )
+def _dmon(kinds: _Kinds) -> pl.DataFrame:
+    """dmon/pmon tables (their headers and unit lines among ``kinds.hashed``, their rows among ``kinds.digits``)."""
+    marks = kinds.hashed.with_columns(pl.col("text").str.strip_chars().alias("t"))
     heads = marks.filter(pl.col("t").str.contains(DMON_RE))
     if not heads.height:
         return pl.DataFrame()
@@ -262,8 +324,9 @@ def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
     )
     # data rows: a gpu index (or dmon -o DT's date) first, after the first header; not a --query-gpu CSV row (a ", "
     # inside the line: not split into words)
-    rows = lines.filter((pl.col("line") >= int(at[0])) & pl.col("text").str.contains(r"^\s*\d"))
-    rows = rows.filter(~pl.col("text").str.contains(r", \s*\S"))
+    rows = kinds.digits.filter(pl.col("line") >= int(at[0]))
+    csv_rows = kinds.comma.filter("real").get_column("line")
+    rows = rows.filter(~pl.col("line").is_in(csv_rows.implode())) if csv_rows.len() else rows
     rows = (
         rows.with_columns(block(rows))
         .with_columns(pl.col("text").str.extract_all(r"\S+").alias("raw"))
@@ -362,9 +425,9 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     """``dcgmi dmon`` tables: a ``#Entity  F1  F2 ...`` header (``# Entity`` in older DCGM), an ``ID`` (``Id``) line,
     rows ``GPU 0  v1  v2 ...`` (entities GPU, GPU-I, GPU-CI, ...; ``N/A`` skipped); one sample per ``-d`` interval
     (1 s by default) from 0. Also the count of ``N/A`` cells and the lines read (headers, ID lines and rows, those
-    of ``N/A`` only too). ``hashed``: the lines that hold a ``#``."""
+    of ``N/A`` only too). ``hashed``: the lines that start with ``#`` after whitespace."""
     t = pl.col("text").str.strip_chars()
-    hdr = hashed.filter(pl.col("text").str.starts_with("#")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
+    hdr = hashed.filter(_lead(pl.col("text"), "#", "$")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
     if not hdr.height:
         return pl.DataFrame(), 0, pl.Series("line", [], pl.UInt32)
     df = lines.filter(pl.col("line") >= hdr.get_column("line").min()).with_columns(
@@ -417,18 +480,18 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     return out, na, read
 
 
-def _reports(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+def _reports(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     """The lines of ``-q`` reports, each numbered (``report``, from 1): a report runs from its banner to the next
-    banner, or a line that starts with ``#`` (a capture's section rule; ``hashed``: the lines that hold a ``#``,
-    ``marked``: those that hold one of ``#,=``). Line numbers are searched in the few banners and rules (lines are
-    in order)."""
+    banner, or a line that starts with ``#`` (a capture's section rule). Line numbers are searched in the few banners
+    (among ``kinds.eqs``) and rules (among ``kinds.hashed``; lines are in order)."""
     t = pl.col("text")
-    starts = marked.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
+    starts = kinds.eqs.filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
     if not starts.size:
         return lines.clear()
-    rules = hashed.filter(t.str.starts_with("#")).get_column("line").to_numpy()
-    bounds = np.union1d(starts, rules)
-    ends = np.append(bounds, np.iinfo(np.int64).max)[np.searchsorted(bounds, starts, side="right")]
+    rules = kinds.hashed.filter(_lead(t, "#", "$")).get_column("line").to_numpy()
+    # the next banner or rule after each banner
+    next_rule = np.append(rules, np.iinfo(np.int64).max)[np.searchsorted(rules, starts, side="right")]
+    ends = np.minimum(np.append(starts[1:], np.iinfo(np.int64).max), next_rule)
     line = lines.get_column("line").to_numpy()
     # reports are disjoint runs of rows (ends[i] <= starts[i + 1]): rows lo[i]..hi[i] of report i + 1
     lo, hi = np.searchsorted(line, starts), np.searchsorted(line, ends)
@@ -438,9 +501,9 @@ def _reports(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) ->
     return lines[at].with_columns(pl.Series("report", report, pl.UInt32))
 
 
-def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     t = pl.col("text")
-    df = _reports(lines, marked, hashed)
+    df = _reports(lines, kinds)
     if not df.height:
         return pl.DataFrame()
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
@@ -499,15 +562,13 @@ def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl
 def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
-    # one search over all lines for the marks of four kinds of table (CSV's ", ", dmon/pmon/dcgmi's "#", -q's "=")
-    marked = lines.filter(pl.col("text").str.contains("[#,=]"))
-    csv, na = _csv(marked)
-    hashed = marked.filter(pl.col("text").str.contains("#", literal=True))
-    dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, hashed)
+    kinds = _kinds(lines)
+    csv, na = _csv(kinds.comma)
+    dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, kinds.hashed)
     tables = {
         "query_gpu": csv,
-        "dmon_pmon": _dmon(lines, hashed),
-        "q": _qlog(lines, marked, hashed),
+        "dmon_pmon": _dmon(kinds),
+        "q": _qlog(lines, kinds),
         "dcgmi_dmon": dcgmi,
     }
     parts = [f for f in tables.values() if f.height]
