@@ -39,8 +39,8 @@ DMON_RE = r"^#\s*(?:Date\s+Time\s+)?gpu\s+\S+"
 QLOG_RE = r"^=+NVSMI LOG=+$"
 BANNER_RE = r"^(?:# \$ nvidia-smi\b|\| NVIDIA-SMI \d|NVIDIA System Management Interface)"
 """A capture's command banner, the default table's title, ``nvidia-smi -h``'s first line."""
-NA_CELL_RE = r"(?:^|, )\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)"
-"""A ``--query-gpu`` cell that says the GPU gives no value, at the start of a row or after a ``, ``."""
+NA_CELL_RE = r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)"
+"""A ``--query-gpu`` cell that says the GPU gives no value."""
 NUM_RE = r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]+)?\s*$"
 SAMPLE_GAP_NS = 100_000_000
 """Rows of one ``-l`` sample lie within this of each other (nvidia-smi queries GPUs ~1 ms apart; samples are >= 1 s apart)."""
@@ -191,27 +191,31 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         _lead(t, "#", "$").alias("hash"),
     )
     word = lead.get_column("word").arg_true()
-    hc = comma[word].select("t", t.str.contains(HEADER_RE).alias("m"))
+    # a header repeats where each sample prints it (a loop of nvidia-smi calls): each distinct text is read once
+    texts = comma.get_column("t").gather(word)
+    heads = texts.unique().to_frame().with_columns(t.str.contains(HEADER_RE).alias("m"))
     digit = lead.get_column("digit").arg_true()
-    if not hc.get_column("m").any() and not digit.len():
+    if not heads.get_column("m").any() and not digit.len():
         return pl.DataFrame(), 0  # no table here (a training log's prose): nothing more to look at
     first_field = t.str.splitn(", ", 2).struct.field("field_0")
     dotted = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
-    at = hc.get_column("m").arg_true()
-    at = at.filter(hc[at].select(dotted).to_series())
-    hpos = word.gather(at).to_numpy()
-    heads = hc[at].select(
+    heads = heads.filter(pl.col("m") & dotted).select(
+        "t",
         pl.col("t").str.split(", ").alias("fields"),
         pl.col("t").str.count_matches(", ", literal=True).alias("hnc"),
         # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
         ~pl.col("t").str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b").alias("kept"),
-        pl.col("t").rank("dense").cast(pl.Int64).alias("hid"),  # the same header text: one table
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("hid"),  # the same header text: one table
     )
+    hid = texts.to_frame().join(heads.select("t", "hid"), on="t", how="left", maintain_order="left")
+    at = hid.get_column("hid").is_not_null().arg_true()
+    hpos = word.gather(at).to_numpy()
+    hid = np.concatenate([[0], hid.get_column("hid").gather(at).to_numpy()])  # of each header line, from 1
     # a line's table: the header at or before it (block 0: none); the header's own line is not a row
     n = comma.height
     block = np.searchsorted(hpos, np.arange(n), "right")
-    kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])
-    hnc = np.concatenate([[-1], heads.get_column("hnc").to_numpy().astype(np.int64)])
+    kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])[hid]
+    hnc = np.concatenate([[-1], heads.get_column("hnc").to_numpy().astype(np.int64)])[hid]
     in_kept = kept[block] & ~lead.get_column("hash").to_numpy()
     in_kept[hpos] = False
     noh = np.zeros(n, np.bool_)
@@ -228,10 +232,9 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         return pl.DataFrame(), 0
     rows, nc, is_noh, cb = rows[keep], nc[keep], is_noh[keep], cb[keep]
     # tables: 0 the header-less rows, then one per distinct kept header text
-    kept_heads = heads.with_row_index("h").filter("kept").unique("hid", keep="first", maintain_order=True)
-    tab_of_hid = np.zeros(int(heads.get_column("hid").max() or 0) + 1, np.int64)
+    kept_heads = heads.filter("kept")
+    tab_of_hid = np.zeros(heads.height + 1, np.int64)
     tab_of_hid[kept_heads.get_column("hid").to_numpy()] = np.arange(1, kept_heads.height + 1)
-    hid = np.concatenate([[0], heads.get_column("hid").to_numpy()])
     tab = np.where(is_noh, 0, tab_of_hid[hid[cb]])
     fields, f0, width = _csv_tables(kept_heads, int(nc[is_noh].max()) + 1 if is_noh.any() else 0)
     names = fields.get_column("field").to_numpy()
@@ -266,9 +269,10 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     r = np.repeat(np.arange(rows.height, dtype=np.uint32), count)
     cv = _values(pl.DataFrame({"r": r[series], "f": f[series], "raw": cells.gather(series)}))
     cv = cv.filter(pl.col("value").is_not_null())
-    # cells that say no value, counted in their rows (a cell starts the row or follows ", "); a literal search first
-    text = rows.get_column("t")
-    na = int(text.filter(text.str.contains("[", literal=True)).str.count_matches(NA_CELL_RE).sum() or 0)
+    # cells that say no value, among those that start with "[" or maybe whitespace
+    c = pl.col(cells.name)
+    maybe = cells.to_frame().select(_lead(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))).to_series()
+    na = int(cells.filter(maybe).str.contains(NA_CELL_RE).sum())
     r = cv.get_column("r")
     out = pl.concat(
         [
