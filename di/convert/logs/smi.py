@@ -505,19 +505,31 @@ def _reports(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     return lines[at].with_columns(pl.Series("report", report, pl.UInt32))
 
 
+def _filled(x: str, new: pl.Expr) -> pl.Expr:
+    """Column ``x`` forward filled within runs of rows that start where ``new`` (a run's first rows before a value
+    stay null): the row each value comes from, forward filled, then gathered (``forward_fill().over(...)`` costs
+    several times as much)."""
+    at = pl.int_range(pl.len())
+    return pl.col(x).gather(pl.when(pl.col(x).is_not_null() | new).then(at).forward_fill())
+
+
 def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     t = pl.col("text")
     df = _reports(lines, kinds)
     if not df.height:
         return pl.DataFrame()
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
+    num = pl.col("v").str.extract_groups(NUM_RE)
+    # what a line says, worked out once per distinct line (a report's lines repeat from sample to sample)
     df = by_distinct(
         df,
         "text",
         lambda d: (
             d.with_columns(kv.alias("g"))
             .unnest("g")
-            .with_columns(
+            .select(
+                "text",
+                "k",
                 pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
                 pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
                 .then(t.str.strip_chars())
@@ -531,9 +543,12 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
                     .dt.epoch("ns")
                 )
                 .alias("ts"),
+                (pl.col("ind").str.len_chars() <= 4).alias("shallow"),  # a key of the GPU block itself: no section
+                num.struct.field("1").cast(pl.Float64).alias("value"),
+                num.struct.field("2").alias("vunit"),
             )
         ),
-    )
+    ).drop("text")
     # a GPU's number: its block's place among the report's GPU blocks (a repeated busId keeps its first), worked out on
     # the few block heads, then carried down to the block's lines with the head
     at = df.get_column("gpu_head").is_not_null().arg_true()
@@ -543,16 +558,19 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     )
     number = heads.join(number, on=["report", "gpu_head"], how="left", maintain_order="left").get_column("gpu")
     gpu = pl.repeat(None, df.height, dtype=pl.Int64, eager=True).alias("gpu").scatter(at, number)
-    df = df.with_columns(gpu).with_columns(
-        pl.col("gpu_head", "gpu", "ts").forward_fill().over("report"),
+    report = pl.col("report") != pl.col("report").shift(1, fill_value=0)  # reports are runs of rows, from 1
+    df = df.with_columns(gpu, (report | pl.col("gpu_head").is_not_null()).alias("block"))
+    df = df.with_columns(_filled("gpu_head", report), _filled("gpu", report), _filled("ts", report))
+    if heads.is_duplicated().any():  # a busId twice in a report: its blocks share their sections
+        df = df.with_columns(pl.col("section").forward_fill().over("report", "gpu_head"))
+    else:  # a GPU block is a run of rows from its head
+        df = df.with_columns(_filled("section", pl.col("block")))
+    df = df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null() & pl.col("value").is_not_null())
+    # q.<section>.<k>, q.<k>
+    name = pl.concat_str(
+        pl.lit("q"), pl.when(~pl.col("shallow")).then("section"), "k", separator=".", ignore_nulls=True
     )
-    df = df.with_columns(pl.col("section").forward_fill().over("report", "gpu_head"))
-    df = df.with_columns(
-        pl.when(pl.col("ind").str.len_chars() <= 4).then(None).otherwise(pl.col("section")).alias("section")
-    )
-    df = _values(df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null()).rename({"v": "raw"}))
-    name = pl.concat_str(pl.lit("q"), "section", "k", separator=".", ignore_nulls=True)  # q.<section>.<k>, q.<k>
-    return df.filter(pl.col("value").is_not_null()).select(
+    return df.select(
         "gpu",
         pl.lit(None, pl.String).alias("host"),
         pl.col("ts").fill_null(0),
