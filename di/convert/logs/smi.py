@@ -291,74 +291,85 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 
 def _dmon(kinds: _Kinds) -> pl.DataFrame:
     """dmon/pmon tables (their headers and unit lines among ``kinds.hashed``, their rows among ``kinds.digits``)."""
-    marks = kinds.hashed.with_columns(pl.col("text").str.strip_chars().alias("t"))
+    # a header names the gpu column, a unit line says Idx: a literal search first
+    marks = kinds.hashed.filter(pl.col("text").str.contains_any(["gpu", "Idx"]))
+    marks = marks.with_columns(pl.col("text").str.strip_chars().alias("t"))
     heads = marks.filter(pl.col("t").str.contains(DMON_RE))
     if not heads.height:
         return pl.DataFrame()
     # a table (block, from 1) runs from its header to the next: the headers at or before a line (lines are in order)
     at = heads.get_column("line").to_numpy()
-    block = lambda df: pl.Series("block", np.searchsorted(at, df.get_column("line").to_numpy(), "right"), pl.Int64)  # noqa: E731
     words = pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+")
-    heads = heads.select(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("block"), words.alias("fields"))
-    tool = heads.with_columns(
-        pl.when(pl.col("fields").list.contains("pid")).then(pl.lit("pmon")).otherwise(pl.lit("dmon")).alias("tool")
-    )
+    heads = heads.select(words.alias("fields"))
     units = marks.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b"))
-    units = units.select(block(units), words.alias("units"))
-    units = units.unique("block", keep="first", maintain_order=True)  # (one unit line a table)
-    heads = tool.join(units, on="block", how="left", maintain_order="left")
-    heads = heads.with_columns(pl.col("fields").list.len().alias("n"))
-    heads = heads.with_columns((pl.col("n").cum_sum() - pl.col("n")).cast(pl.Int64).alias("f0"))
+    units = units.select(
+        pl.Series("block", np.searchsorted(at, units.get_column("line").to_numpy(), "right")), words.alias("units")
+    ).unique("block", keep="first", maintain_order=True)  # (one unit line a table)
     # one row per (table, field): its name, unit and tool; a cell finds its row at its table's first + its index
-    per_field = (
-        heads.select("block", "tool", "fields", "units", pl.int_ranges(0, pl.col("n")).alias("i"))
-        .explode(["fields", "i"])
-        .select(
-            "block",
-            "tool",
-            "fields",
-            "i",
-            pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"),
-        )
+    n = np.concatenate([[0], heads.select(pl.col("fields").list.len()).to_series().to_numpy().astype(np.int64)])
+    f0 = np.concatenate([[0], np.cumsum(n)[:-1]])
+    table = np.repeat(np.arange(n.size), n)
+    unit_of = np.full(n.size, -1, np.int64)
+    unit_of[units.get_column("block").to_numpy()] = np.arange(units.height)
+    u = unit_of[table]
+    unit_list = (
+        units.get_column("units").gather(np.clip(u, 0, None))
+        if units.height
+        else pl.Series([], dtype=pl.List(pl.String)).extend_constant(None, table.size)
     )
-    pos = lambda name: (  # noqa: E731
-        per_field.filter(pl.col("fields") == name)
-        .unique("block", keep="first")
-        .select("block", pl.col("i").alias(name))
+    pmon = np.concatenate([[False], heads.select(pl.col("fields").list.contains("pid")).to_series().to_numpy()])
+    per_field = pl.DataFrame(
+        {"fields": heads.get_column("fields").explode(), "i": np.arange(table.size) - f0[table], "ul": unit_list}
+    ).select(
+        "fields",
+        pl.when(pl.Series(pmon[table])).then(pl.lit("pmon")).otherwise(pl.lit("dmon")).alias("tool"),
+        pl.when(pl.Series(u >= 0)).then(pl.col("ul").list.get(pl.col("i"), null_on_oob=True)).alias("hunit"),
     )
+    names = per_field.get_column("fields").to_numpy()
+
+    def pos(name: str) -> np.ndarray:
+        """Each table's place of field ``name`` (its first), -1 where none."""
+        where = np.flatnonzero(names == name)
+        of, first = np.unique(table[where], return_index=True)
+        p = np.full(n.size, -1, np.int64)
+        p[of] = where[first] - f0[of]
+        return p
+
     # data rows: a gpu index (or dmon -o DT's date) first, after the first header; not a --query-gpu CSV row (a ", "
-    # inside the line: not split into words)
+    # inside the line: not split into words); as many words as its header
     rows = kinds.digits.filter(pl.col("line") >= int(at[0]))
     csv_rows = kinds.comma.filter("real").get_column("line")
     rows = rows.filter(~pl.col("line").is_in(csv_rows.implode())) if csv_rows.len() else rows
-    rows = (
-        rows.with_columns(block(rows))
-        .with_columns(pl.col("text").str.extract_all(r"\S+").alias("raw"))
-        .join(heads.select("block", "n", "f0"), on="block", maintain_order="left")
-        .filter(pl.col("raw").list.len() == pl.col("n"))
-    )
-    for name in ("gpu", "pid", "Date", "Time"):
-        rows = rows.join(pos(name), on="block", how="left", maintain_order="left")
-    get = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
-    per_row = rows.select(
-        "line",
-        "block",
-        pl.when(pl.col("gpu").is_not_null()).then(get("gpu")).cast(pl.Int64, strict=False).alias("gpu"),
-        pl.when(pl.col("pid").is_not_null()).then(get("pid")).alias("pid"),
-        pl.concat_str(
-            pl.when(pl.col("Date").is_not_null()).then(get("Date")),
-            pl.when(pl.col("Time").is_not_null()).then(get("Time")),
-            separator=" ",
-            ignore_nulls=True,
-        ).alias("dt"),
-    )
-    cells = rows.select(
-        pl.int_range(pl.len(), dtype=pl.UInt32).alias("r"),
-        "raw",
-        pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("n")).alias("f"),
-    ).explode(["raw", "f"])
-    skip = per_field.select(pl.col("fields").is_in(["gpu", "pid", "Date", "Time", "type", "command"])).to_series()
-    cells = _values(cells.filter(~skip.gather(cells.get_column("f"))))
+    block = np.searchsorted(at, rows.get_column("line").to_numpy(), "right")
+    raw = rows.get_column("text").str.extract_all(r"\S+")
+    keep = np.flatnonzero(raw.list.len().to_numpy() == n[block])
+    rows, raw, block = rows[keep], raw.gather(keep), block[keep]
+    count = n[block]
+    start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    cells = raw.explode()
+
+    def get(name: str) -> pl.Series:
+        """Each row's word of field ``name``, null where its table has none."""
+        p = pos(name)[block]
+        has = np.flatnonzero(p >= 0)
+        none = pl.Series(name, [], pl.String).extend_constant(None, rows.height)
+        return none.scatter(has, cells.gather(start[has] + p[has])) if has.size else none
+
+    per_row = pl.DataFrame(
+        {
+            "line": rows.get_column("line"),
+            "block": block,
+            "gpu": get("gpu").cast(pl.Int64, strict=False),
+            "pid": get("pid"),
+            "date": get("Date"),
+            "time": get("Time"),
+        }
+    ).select("line", "block", "gpu", "pid", pl.concat_str("date", "time", separator=" ", ignore_nulls=True).alias("dt"))
+    f = np.repeat(f0[block] - start, count) + np.arange(int(count.sum()), dtype=np.int64)
+    skip = np.isin(names, ["gpu", "pid", "Date", "Time", "type", "command"])
+    at_cells = np.flatnonzero(~skip[f])
+    r = np.repeat(np.arange(rows.height, dtype=np.uint32), count)
+    cells = _values(pl.DataFrame({"r": r[at_cells], "f": f[at_cells], "raw": cells.gather(at_cells)}))
     cells = cells.filter(pl.col("value").is_not_null())
     cells = pl.concat(
         [
