@@ -531,35 +531,39 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
         return pl.DataFrame()
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
     num = pl.col("v").str.extract_groups(NUM_RE)
-    # what a line says, worked out once per distinct line (a report's lines repeat from sample to sample)
-    df = by_distinct(
-        df,
-        "text",
-        lambda d: (
-            d.with_columns(kv.alias("g"))
-            .unnest("g")
-            .select(
-                "text",
-                "k",
-                pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
-                pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
-                .then(t.str.strip_chars())
-                .alias("section"),
-                pl.when(pl.col("k") == "Timestamp")
-                .then(
-                    pl.col("v")
-                    .str.strip_chars()
-                    .str.replace(r"\s+", " ", literal=False)
-                    .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
-                    .dt.epoch("ns")
-                )
-                .alias("ts"),
-                (pl.col("ind").str.len_chars() <= 4).alias("shallow"),  # a key of the GPU block itself: no section
-                num.struct.field("1").cast(pl.Float64).alias("value"),
-                num.struct.field("2").alias("vunit"),
+    # what a line says, worked out once per distinct line (a report's lines repeat from sample to sample); only the
+    # lines that say something (a value, a GPU block's head, a section, the time) are kept
+    said = (
+        df.select(pl.col("text").unique())
+        .with_columns(kv.alias("g"))
+        .unnest("g")
+        .select(
+            "text",
+            "k",
+            pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
+            pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
+            .then(t.str.strip_chars())
+            .alias("section"),
+            pl.when(pl.col("k") == "Timestamp")
+            .then(
+                pl.col("v")
+                .str.strip_chars()
+                .str.replace(r"\s+", " ", literal=False)
+                .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
+                .dt.epoch("ns")
             )
-        ),
-    ).drop("text")
+            .alias("ts"),
+            (pl.col("ind").str.len_chars() <= 4).alias("shallow"),  # a key of the GPU block itself: no section
+            num.struct.field("1").cast(pl.Float64).alias("value"),
+            num.struct.field("2").alias("vunit"),
+        )
+    )
+    said = said.filter(
+        (pl.col("k").is_not_null() & pl.col("value").is_not_null())
+        | pl.any_horizontal(pl.col("gpu_head", "section", "ts").is_not_null())
+    ).with_row_index("said")
+    df = df.join(said.select("text", "said"), on="text", how="inner", maintain_order="left")
+    df = pl.concat([df.select("line", "report"), said.drop("text", "said")[df.get_column("said")]], how="horizontal")
     # a GPU's number: its block's place among the report's GPU blocks (a repeated busId keeps its first), worked out on
     # the few block heads, then carried down to the block's lines with the head
     at = df.get_column("gpu_head").is_not_null().arg_true()
@@ -615,8 +619,14 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     epoch = bool(csv.height and csv.get_column("ts").is_not_null().all()) and not any(p is not csv for p in parts)
     s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)), pl.col("gpu").fill_null(0))
     gpus = s.get_column("gpu").unique()  # each track's name written once
-    names = gpus.to_frame().select(pl.format("GPU {}", "gpu")).to_series()
-    track = pl.col("gpu").replace_strict(gpus, names) if s.height else pl.lit(None, pl.String)  # (none: keeps String)
+    if not s.height:
+        track = pl.lit(None, pl.String)  # (keeps String)
+    elif int(gpus.max()) - int(gpus.min()) < 1 << 16:  # GPU numbers: the names of the range, gathered by number
+        low = int(gpus.min())
+        names = pl.int_range(low, int(gpus.max()) + 1, eager=True).to_frame("gpu").select(pl.format("GPU {}", "gpu"))
+        track = pl.lit(names.to_series()).gather(pl.col("gpu") - low)
+    else:
+        track = pl.col("gpu").replace_strict(gpus, gpus.to_frame().select(pl.format("GPU {}", "gpu")).to_series())
     samples = s.select(
         pl.lit(None, pl.Int64).alias("rank"),
         "host",
