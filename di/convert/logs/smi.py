@@ -149,13 +149,15 @@ def _kinds(lines: pl.DataFrame) -> _Kinds:
         return both if both.get_column("line").is_sorted() else both.sort("line")
 
     comma = lines.filter(t.str.contains(", ", literal=True))
-    comma = comma.with_columns(t.str.strip_chars_end().alias("t"))
-    changed = comma.select(pl.col("t").str.len_bytes() != t.str.len_bytes()).to_series().arg_true()
+    # trailing whitespace is taken off where there is some (few lines: no copy of the others)
+    text = comma.get_column("text")
+    changed = text.str.contains(r"\s$").arg_true()
     real = pl.repeat(True, comma.height, eager=True)
     if changed.len():
-        real = real.scatter(changed, comma.get_column("t").gather(changed).str.contains(", ", literal=True))
+        text = text.scatter(changed, text.gather(changed).str.strip_chars_end())
+        real = real.scatter(changed, text.gather(changed).str.contains(", ", literal=True))
     return _Kinds(
-        comma=comma.select("line", "t", real.alias("real")),
+        comma=pl.DataFrame({"line": comma.get_column("line"), "t": text, "real": real}),
         hashed=merged(lead.get_column("hash"), indented.filter(hash_in)),
         digits=merged(lead.get_column("digit"), indented.filter(~hash_in)),
         eqs=lines.filter(lead.get_column("eq")),
