@@ -39,6 +39,8 @@ DMON_RE = r"^#\s*(?:Date\s+Time\s+)?gpu\s+\S+"
 QLOG_RE = r"^=+NVSMI LOG=+$"
 BANNER_RE = r"^(?:# \$ nvidia-smi\b|\| NVIDIA-SMI \d|NVIDIA System Management Interface)"
 """A capture's command banner, the default table's title, ``nvidia-smi -h``'s first line."""
+TS_RE = r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$"
+""":data:`NOHEADER_RE`'s timestamp, a whole cell."""
 NA_CELL_RE = r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)"
 """A ``--query-gpu`` cell that says the GPU gives no value."""
 NUM_RE = r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]+)?\s*$"
@@ -182,57 +184,79 @@ def _csv_tables(heads: pl.DataFrame, noh_width: int) -> tuple[pl.DataFrame, np.n
     return fields, f0, width
 
 
+def _codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """(each value's number among the distinct ``values``, those distinct values): work done once per distinct
+    value is gathered back by number (a null is a value of its own)."""
+    distinct = values.unique()
+    numbered = distinct.to_frame("v").with_row_index("c")
+    code = values.to_frame("v").join(numbered, on="v", how="left", maintain_order="left", nulls_equal=True)
+    return code.get_column("c").to_numpy().astype(np.int64), distinct
+
+
+def _csv_heads(comma: pl.DataFrame, word: pl.Series) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+    """The ``--query-gpu`` headers among the lines ``word`` (rows of ``comma`` that start like a field name): each
+    distinct header text once (``t``, ``fields``, ``hnc``: its count of ``, ``, ``kept``: whether its rows are
+    series, ``hid``: from 1); the rows of ``comma`` that hold a header, and the ``hid`` of each (after a 0)."""
+    t = pl.col("t")
+    # a header repeats where each sample prints it (a loop of nvidia-smi calls): each distinct text is read once
+    texts = comma.get_column("t").gather(word)
+    heads = texts.unique().to_frame().filter(t.str.contains(HEADER_RE))
+    first_field = t.str.splitn(", ", 2).struct.field("field_0")
+    dotted = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    heads = heads.filter(dotted).select(
+        "t",
+        t.str.split(", ").alias("fields"),
+        t.str.count_matches(", ", literal=True).alias("hnc"),
+        # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
+        ~t.str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b").alias("kept"),
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("hid"),  # the same header text: one table
+    )
+    hid = texts.to_frame().join(heads.select("t", "hid"), on="t", how="left", maintain_order="left")
+    at = hid.get_column("hid").is_not_null().arg_true()
+    return heads, word.gather(at).to_numpy(), np.concatenate([[0], hid.get_column("hid").gather(at).to_numpy()])
+
+
 def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """``--query-gpu`` tables (``comma``: :func:`_comma_lines`). A header (a ``, ``-separated list of field names,
+    """``--query-gpu`` tables (``comma``: :attr:`_Kinds.comma`). A header (a ``, ``-separated list of field names,
     the first dotted or ``timestamp``/``index``) starts a table; the lines after it with as many cells are its rows (not
-    those that start with ``#``), and a line that starts with a timestamp and has another width is a header-less row."""
+    those that start with ``#``), and a line that starts with a timestamp and has another width is a header-less row.
+
+    A row is read as its first cell and the rest: the rest repeats from sample to sample (a GPU's readings, while
+    they hold), and the first cell is the timestamp of a header-less row, shared by a sample's GPUs. Each distinct
+    first cell and rest is read once, and a cell found by (row, place) from them."""
     t = pl.col("t")
     lead = comma.select(
         (_lead(t, "a", "{") | _lead(t, "_", "`")).alias("word"),  # where a header can start
         (_lead(t, "0", ":") | (t >= pl.lit("\u0080"))).alias("digit"),  # where a timestamp (\d) can start
         _lead(t, "#", "$").alias("hash"),
     )
-    word = lead.get_column("word").arg_true()
-    # a header repeats where each sample prints it (a loop of nvidia-smi calls): each distinct text is read once
-    texts = comma.get_column("t").gather(word)
-    heads = texts.unique().to_frame().with_columns(t.str.contains(HEADER_RE).alias("m"))
-    digit = lead.get_column("digit").arg_true()
-    if not heads.get_column("m").any() and not digit.len():
+    heads, hpos, hid = _csv_heads(comma, lead.get_column("word").arg_true())
+    digit = lead.get_column("digit").to_numpy()
+    if not heads.height and not digit.any():
         return pl.DataFrame(), 0  # no table here (a training log's prose): nothing more to look at
-    first_field = t.str.splitn(", ", 2).struct.field("field_0")
-    dotted = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
-    heads = heads.filter(pl.col("m") & dotted).select(
-        "t",
-        pl.col("t").str.split(", ").alias("fields"),
-        pl.col("t").str.count_matches(", ", literal=True).alias("hnc"),
-        # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
-        ~pl.col("t").str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b").alias("kept"),
-        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("hid"),  # the same header text: one table
-    )
-    hid = texts.to_frame().join(heads.select("t", "hid"), on="t", how="left", maintain_order="left")
-    at = hid.get_column("hid").is_not_null().arg_true()
-    hpos = word.gather(at).to_numpy()
-    hid = np.concatenate([[0], hid.get_column("hid").gather(at).to_numpy()])  # of each header line, from 1
     # a line's table: the header at or before it (block 0: none); the header's own line is not a row
-    n = comma.height
-    block = np.searchsorted(hpos, np.arange(n), "right")
+    block = np.searchsorted(hpos, np.arange(comma.height), "right")
     kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])[hid]
     hnc = np.concatenate([[-1], heads.get_column("hnc").to_numpy().astype(np.int64)])[hid]
     in_kept = kept[block] & ~lead.get_column("hash").to_numpy()
     in_kept[hpos] = False
-    noh = np.zeros(n, np.bool_)
-    if digit.len():
-        noh[digit.to_numpy()] = comma.get_column("t").gather(digit).str.contains(NOHEADER_RE).to_numpy()
-    cand = np.flatnonzero(in_kept | noh)
-    rows = comma[cand].select("line", "t", t.str.split(", ").alias("raw"))
-    nc = rows.select(pl.col("raw").list.len().cast(pl.Int64) - 1).to_series().to_numpy()
+    cand = np.flatnonzero(in_kept | digit)
+    split = comma.get_column("t").gather(cand).str.splitn(", ", 2)
+    hcode, firsts = _codes(split.struct.field("field_0"))
+    tcode, rests = _codes(split.struct.field("field_1"))
+    rest_cells = rests.str.split(", ")
+    nrest = rest_cells.list.len().fill_null(0).to_numpy().astype(np.int64)
+    nc = nrest[tcode]  # the row's count of ", "
+    # header-less: NOHEADER_RE, that is a first cell that is a whole timestamp, and more cells
+    noh = digit[cand] & firsts.str.contains(TS_RE).fill_null(False).to_numpy()[hcode] & (nc > 0)
     cb = block[cand]
     row_hnc = np.where(kept[cb], hnc[cb], -1)
-    is_noh = noh[cand] & (row_hnc != nc)
+    is_noh = noh & (row_hnc != nc)
     keep = np.flatnonzero((in_kept[cand] & (nc == row_hnc)) | is_noh)
     if not keep.size:
         return pl.DataFrame(), 0
-    rows, nc, is_noh, cb = rows[keep], nc[keep], is_noh[keep], cb[keep]
+    line = comma.get_column("line").gather(cand[keep])
+    hcode, tcode, nc, is_noh, cb = hcode[keep], tcode[keep], nc[keep], is_noh[keep], cb[keep]
     # tables: 0 the header-less rows, then one per distinct kept header text
     kept_heads = heads.filter("kept")
     tab_of_hid = np.zeros(heads.height + 1, np.int64)
@@ -240,50 +264,72 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     tab = np.where(is_noh, 0, tab_of_hid[hid[cb]])
     fields, f0, width = _csv_tables(kept_heads, int(nc[is_noh].max()) + 1 if is_noh.any() else 0)
     names = fields.get_column("field").to_numpy()
-    # cells: (row, field, text), a row's cells at start..start + nc
-    count = nc + 1
-    start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
-    cells = rows.get_column("raw").explode()
-    f = np.repeat(f0[tab] - start, count) + np.arange(int(count.sum()), dtype=np.int64)
+    # the texts of cells: the distinct first cells, then the cells of each distinct rest (from rest_at)
+    more = np.flatnonzero(nrest > 0)
+    texts = pl.concat([firsts, rest_cells.gather(more).explode()])
+    rest_at = np.zeros(nrest.size, np.int64)
+    rest_at[more] = firsts.len() + np.concatenate([[0], np.cumsum(nrest[more])[:-1]])
+
+    def source(r: np.ndarray, i: np.ndarray) -> np.ndarray:
+        """The text (in ``texts``) of cell ``i`` of rows ``r``."""
+        return np.where(i == 0, hcode[r], rest_at[tcode[r]] + i - 1)
+
+    def place(name: str) -> np.ndarray:
+        """Each row's place of field ``name`` (its table's first), -1 where its table has none."""
+        at = np.flatnonzero(names == name)
+        of, first = np.unique(np.searchsorted(f0, at, "right") - 1, return_index=True)
+        where = np.full(width.size, -1, np.int64)
+        where[of] = at[first] - f0[of]
+        return where[tab]
 
     def cell(name: str) -> pl.Series:
         """Each row's cell of field ``name``, null where its table has none."""
-        at = np.flatnonzero(names == name)
-        of, first = np.unique(np.searchsorted(f0, at, "right") - 1, return_index=True)  # a table's first such field
-        where = np.full(width.size, -1, np.int64)
-        where[of] = at[first] - f0[of]
-        p = where[tab]
+        p = place(name)
         has = np.flatnonzero(p >= 0)
-        none = pl.Series(name, [], pl.String).extend_constant(None, rows.height)
-        return none.scatter(has, cells.gather(start[has] + p[has])) if has.size else none
+        none = pl.Series(name, [], pl.String).extend_constant(None, line.len())
+        return none.scatter(has, texts.gather(source(has, p[has]))) if has.size else none
 
+    # timestamps: where first, read once per distinct first cell
+    p = place("timestamp")
+    ts = _ts_once(cell("timestamp")) if (p > 0).any() else None
+    if ts is None:
+        ts = firsts.to_frame("ts").select(_ts(pl.col("ts"))).to_series().gather(hcode)
+        ts = ts.scatter(np.flatnonzero(p < 0), None) if (p < 0).any() else ts
     per_row = pl.DataFrame(
         {
-            "line": rows.get_column("line"),
+            "line": line,
             "block": np.where(is_noh, -1, cb),
-            "ts": _ts_once(cell("timestamp")),
+            "ts": ts.cast(pl.Int64),
             "gpu": cell("index").str.strip_chars().cast(pl.Int64, strict=False),
             "host": cell("hostname").str.strip_chars(),
         }
     )
     per_row = _by_sample(per_row)  # rows are in line order
-    series = np.flatnonzero(~np.isin(names, ["timestamp", "index"])[f])
-    r = np.repeat(np.arange(rows.height, dtype=np.uint32), count)
-    cv = _values(pl.DataFrame({"r": r[series], "f": f[series], "raw": cells.gather(series)}))
-    cv = cv.filter(pl.col("value").is_not_null())
+    count = (nc + 1).astype(np.int32)
+    r = np.repeat(np.arange(line.len(), dtype=np.int32), count)
+    i = np.arange(int(count.sum()), dtype=np.int32) - np.repeat(np.cumsum(count, dtype=np.int32) - count, count)
+    src, f = source(r, i), f0[tab[r]] + i
     # cells that say no value, among those that start with "[" or maybe whitespace
-    c = pl.col(cells.name)
-    maybe = cells.to_frame().select(_lead(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))).to_series()
-    na = int(cells.filter(maybe).str.contains(NA_CELL_RE).sum())
-    r = cv.get_column("r")
-    out = pl.concat(
-        [
-            per_row.select("gpu", "host", "ts")[r],
-            fields.select("series", "hunit", "tunit")[cv.get_column("f")],
-            cv.select("vunit", "value"),
-            per_row.select("line")[r],
-        ],
-        how="horizontal",
+    c = pl.col("raw")
+    maybe = (_lead(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))) & c.str.contains(NA_CELL_RE)
+    read = _values(texts.to_frame("raw")).with_columns(maybe.fill_null(False).alias("na"))
+    na = int(read.get_column("na").to_numpy()[src].sum())
+    # the samples: cells of series fields that hold a number
+    number = read.get_column("value").is_not_null().to_numpy()
+    take = np.flatnonzero(number[src] & ~np.isin(names, ["timestamp", "index"])[f])
+    r, f, src = r[take], f[take], src[take]
+    out = pl.DataFrame(
+        {
+            "gpu": per_row.get_column("gpu").gather(r),
+            "host": per_row.get_column("host").gather(r),
+            "ts": per_row.get_column("ts").gather(r),
+            "series": fields.get_column("series").gather(f),
+            "hunit": fields.get_column("hunit").gather(f),
+            "vunit": read.get_column("vunit").gather(src),
+            "tunit": fields.get_column("tunit").gather(f),
+            "value": read.get_column("value").gather(src),
+            "line": per_row.get_column("line").gather(r),
+        }
     )
     out = out.select(
         "gpu", "host", "ts", "series", pl.coalesce("hunit", "vunit", "tunit").alias("unit"), "value", "line"
