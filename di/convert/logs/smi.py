@@ -305,34 +305,54 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         }
     )
     per_row = _by_sample(per_row)  # rows are in line order
-    count = (nc + 1).astype(np.int32)
-    r = np.repeat(np.arange(line.len(), dtype=np.int32), count)
-    i = np.arange(int(count.sum()), dtype=np.int32) - np.repeat(np.cumsum(count, dtype=np.int32) - count, count)
-    src, f = source(r, i), f0[tab[r]] + i
+    # cells k of the rows in turn: a row's cell i is k - start; the first from firsts, the others from the rest
+    count = nc + 1
+    start = np.cumsum(count) - count
+    k = np.arange(int(count.sum()))
+    src = np.repeat(rest_at[tcode] - 1 - start, count) + k
+    src[start] = hcode
+    f = np.repeat(f0[tab] - start, count) + k
     # cells that say no value, among those that start with "[" or maybe whitespace
     c = pl.col("raw")
     maybe = (_lead(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))) & c.str.contains(NA_CELL_RE)
     read = _values(texts.to_frame("raw")).with_columns(maybe.fill_null(False).alias("na"))
     na = int(read.get_column("na").to_numpy()[src].sum())
     # the samples: cells of series fields that hold a number
-    number = read.get_column("value").is_not_null().to_numpy()
-    take = np.flatnonzero(number[src] & ~np.isin(names, ["timestamp", "index"])[f])
-    r, f, src = r[take], f[take], src[take]
+    take = np.flatnonzero(
+        read.get_column("value").is_not_null().to_numpy()[src] & ~np.isin(names, ["timestamp", "index"])[f]
+    )
+    r = np.repeat(np.arange(line.len()), count)[take]
+    f, src = f[take], src[take]
+    # the unit: the header's, else the value's, else the field's (UNITS): one gather from all three, then a null
+    units = pl.concat(
+        [
+            fields.get_column("hunit"),
+            read.get_column("vunit"),
+            fields.get_column("tunit"),
+            pl.Series([None], dtype=pl.String),
+        ]
+    )
+    nf, nt = fields.height, read.height
+    has = lambda col: col.is_not_null().to_numpy()  # noqa: E731
+    unit = np.where(
+        has(fields.get_column("hunit"))[f],
+        f,
+        np.where(
+            has(read.get_column("vunit"))[src],
+            nf + src,
+            np.where(has(fields.get_column("tunit"))[f], nf + nt + f, 2 * nf + nt),
+        ),
+    )
     out = pl.DataFrame(
         {
             "gpu": per_row.get_column("gpu").gather(r),
             "host": per_row.get_column("host").gather(r),
             "ts": per_row.get_column("ts").gather(r),
             "series": fields.get_column("series").gather(f),
-            "hunit": fields.get_column("hunit").gather(f),
-            "vunit": read.get_column("vunit").gather(src),
-            "tunit": fields.get_column("tunit").gather(f),
+            "unit": units.gather(unit),
             "value": read.get_column("value").gather(src),
             "line": per_row.get_column("line").gather(r),
         }
-    )
-    out = out.select(
-        "gpu", "host", "ts", "series", pl.coalesce("hunit", "vunit", "tunit").alias("unit"), "value", "line"
     )
     return out, na
 
