@@ -113,19 +113,22 @@ def _lead(t: pl.Expr, lo: str, hi: str) -> pl.Expr:
 
 @dataclass
 class _Kinds:
-    """The lines each kind of table is looked for in (columns ``line``, ``text``), sorted by line.
+    """The lines each kind of table is looked for in (columns ``line``, ``text``), each sorted by line.
 
     Attributes:
         comma: lines that hold a ``, `` (``--query-gpu`` CSV), with ``t``, the text without trailing whitespace, and
             ``real``: whether ``t`` still holds one (the text matches ``, \\s*\\S``: the line is not a dmon row).
-        hashed: lines that start with ``#`` after whitespace (dmon/pmon and dcgmi headers, unit lines, rules).
-        digits: lines that start with a digit after whitespace (dmon/pmon rows).
+        hashed: lines that start with ``#`` (dmon/pmon and dcgmi headers, unit lines, a capture's rules).
+        digits: lines that start with a digit (dmon/pmon rows).
+        indented: lines that start with ``#`` or a digit after whitespace, with ``hash``: whether ``#`` (dmon/pmon
+            headers, unit lines and rows too).
         eqs: lines that start with ``=`` (``-q``'s banner).
     """
 
     comma: pl.DataFrame
     hashed: pl.DataFrame
     digits: pl.DataFrame
+    indented: pl.DataFrame
     eqs: pl.DataFrame
 
 
@@ -141,14 +144,8 @@ def _kinds(lines: pl.DataFrame) -> _Kinds:
         _lead(t, "=", ">").alias("eq"),
         (((t < pl.lit("!")) & (t.str.len_bytes() > 0)) | (t >= pl.lit("\u0080"))).alias("indent"),
     )
-    indented = lines.filter(lead.get_column("indent"))
-    indented = indented.filter(t.str.contains(r"^\s*[#\d]")).with_columns(t.str.strip_chars_start().alias("s"))
-    hash_in = indented.select(_lead(pl.col("s"), "#", "$")).to_series()
-
-    def merged(first: pl.Series, more: pl.DataFrame) -> pl.DataFrame:
-        """``lines`` where ``first``, and the rows ``more``, in line order."""
-        both = pl.concat([lines.filter(first), more.select("line", "text")])
-        return both if both.get_column("line").is_sorted() else both.sort("line")
+    indented = lines.filter(lead.get_column("indent")).filter(t.str.contains(r"^\s*[#\d]"))
+    indented = indented.with_columns(_lead(t.str.strip_chars_start(), "#", "$").alias("hash"))
 
     comma = lines.filter(t.str.contains(", ", literal=True))
     # trailing whitespace is taken off where there is some (few lines: no copy of the others)
@@ -160,8 +157,9 @@ def _kinds(lines: pl.DataFrame) -> _Kinds:
         real = real.scatter(changed, text.gather(changed).str.contains(", ", literal=True))
     return _Kinds(
         comma=pl.DataFrame({"line": comma.get_column("line"), "t": text, "real": real}),
-        hashed=merged(lead.get_column("hash"), indented.filter(hash_in)),
-        digits=merged(lead.get_column("digit"), indented.filter(~hash_in)),
+        hashed=lines.filter(lead.get_column("hash")),
+        digits=lines.filter(lead.get_column("digit")),
+        indented=indented,
         eqs=lines.filter(lead.get_column("eq")),
     )
 
@@ -360,7 +358,8 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 def _dmon(kinds: _Kinds) -> pl.DataFrame:
     """dmon/pmon tables (their headers and unit lines among ``kinds.hashed``, their rows among ``kinds.digits``)."""
     # a header names the gpu column, a unit line says Idx: a literal search first
-    marks = kinds.hashed.filter(pl.col("text").str.contains_any(["gpu", "Idx"]))
+    marks = pl.concat([kinds.hashed, kinds.indented.filter("hash").drop("hash")])
+    marks = marks.filter(pl.col("text").str.contains("gpu|Idx")).sort("line")
     marks = marks.with_columns(pl.col("text").str.strip_chars().alias("t"))
     heads = marks.filter(pl.col("t").str.contains(DMON_RE))
     if not heads.height:
@@ -405,9 +404,15 @@ def _dmon(kinds: _Kinds) -> pl.DataFrame:
 
     # data rows: a gpu index (or dmon -o DT's date) first, after the first header; not a --query-gpu CSV row (a ", "
     # inside the line: not split into words); as many words as its header
-    rows = kinds.digits.filter(pl.col("line") >= int(at[0]))
-    csv_rows = kinds.comma.filter("real").get_column("line")
-    rows = rows.filter(~pl.col("line").is_in(csv_rows.implode())) if csv_rows.len() else rows
+    rows = pl.concat([kinds.digits, kinds.indented.filter(~pl.col("hash")).drop("hash")])
+    rows = rows.filter(pl.col("line") >= int(at[0]))
+    csv_rows = kinds.comma.filter("real").get_column("line").to_numpy()
+    if csv_rows.size:
+        line = rows.get_column("line").to_numpy()
+        csv_row = np.zeros(max(int(line.max(initial=0)), int(csv_rows.max())) + 1, np.bool_)  # by line number
+        csv_row[csv_rows] = True
+        rows = rows.filter(pl.Series(~csv_row[line]))
+    rows = rows if rows.get_column("line").is_sorted() else rows.sort("line")
     block = np.searchsorted(at, rows.get_column("line").to_numpy(), "right")
     raw = rows.get_column("text").str.extract_all(r"\S+")
     keep = np.flatnonzero(raw.list.len().to_numpy() == n[block])
@@ -436,37 +441,48 @@ def _dmon(kinds: _Kinds) -> pl.DataFrame:
     f = np.repeat(f0[block] - start, count) + np.arange(int(count.sum()), dtype=np.int64)
     skip = np.isin(names, ["gpu", "pid", "Date", "Time", "type", "command"])
     at_cells = np.flatnonzero(~skip[f])
-    r = np.repeat(np.arange(rows.height, dtype=np.uint32), count)
-    cells = _values(pl.DataFrame({"r": r[at_cells], "f": f[at_cells], "raw": cells.gather(at_cells)}))
-    cells = cells.filter(pl.col("value").is_not_null())
-    cells = pl.concat(
-        [
-            per_row[cells.get_column("r")],
-            per_field.select("fields", "tool", "hunit")[cells.get_column("f")],
-            cells.select("value", "vunit"),
-        ],
-        how="horizontal",
-    )
-    k = pl.col("line").rank("dense").over("block", "gpu", "pid") - 1
-    ts = pl.coalesce(
-        pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns"),
-        k.cast(pl.Int64) * DMON_INTERVAL_NS,
+    read = _values(pl.DataFrame({"raw": cells.gather(at_cells)}))
+    number = read.get_column("value").is_not_null().to_numpy()
+    r = np.repeat(np.arange(rows.height), count)[at_cells[number]]
+    f = f[at_cells[number]]
+    read = read.filter(pl.Series(number))
+    # a row's sample: its place among its (table, gpu, pid)'s rows that hold a number, in line order, one second apart
+    # (dmon's default -d 1), where the row has no date and time
+    held = np.zeros(rows.height, np.bool_)
+    held[r] = True
+    k = np.zeros(rows.height, np.int64)
+    k[held] = per_row.filter(pl.Series(held)).select(pl.int_range(pl.len()).over("block", "gpu", "pid")).to_series()
+    per_row = per_row.with_columns(
+        pl.coalesce(
+            pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns")
+            if (per_row.get_column("dt") != "").any()
+            else pl.lit(None, pl.Int64),
+            pl.Series(k) * DMON_INTERVAL_NS,
+        ).alias("ts")
     )
     # pmon.<field> (pid <pid>), dmon.<field>: a pmon row has a pid, a dmon row none
-    name = pl.concat_str("tool", pl.lit("."), "fields", pl.format(" (pid {})", "pid"), ignore_nulls=True)
-    unit = (
-        pl.when(pl.col("hunit").is_in(["%", "W", "C", "MHz", "MB", "MiB"]))
-        .then(pl.col("hunit"))
-        .otherwise(pl.col("vunit"))
+    cells = pl.DataFrame(
+        {
+            "tool": per_field.get_column("tool").gather(f),
+            "fields": per_field.get_column("fields").gather(f),
+            "pid": per_row.get_column("pid").gather(r),
+        }
     )
-    return cells.select(
-        "gpu",
-        pl.lit(None, pl.String).alias("host"),
-        ts.alias("ts"),
-        name.alias("series"),
-        unit.alias("unit"),
-        "value",
-        "line",
+    name = pl.concat_str("tool", pl.lit("."), "fields", pl.format(" (pid {})", "pid"), ignore_nulls=True)
+    # the unit: the header's where it is one of these, else the value's
+    hunit = per_field.get_column("hunit")
+    header = hunit.is_in(["%", "W", "C", "MHz", "MB", "MiB"]).fill_null(False).to_numpy()[f]
+    unit = pl.concat([hunit, read.get_column("vunit")]).gather(np.where(header, f, hunit.len() + np.arange(f.size)))
+    return pl.DataFrame(
+        {
+            "gpu": per_row.get_column("gpu").gather(r),
+            "host": pl.Series([], dtype=pl.String).extend_constant(None, f.size),
+            "ts": per_row.get_column("ts").gather(r),
+            "series": cells.select(name).to_series(),
+            "unit": unit,
+            "value": read.get_column("value"),
+            "line": per_row.get_column("line").gather(r),
+        }
     )
 
 
