@@ -116,8 +116,7 @@ class _Kinds:
     """The lines each kind of table is looked for in (columns ``line``, ``text``), each sorted by line.
 
     Attributes:
-        comma: lines that hold a ``, `` (``--query-gpu`` CSV), with ``t``, the text without trailing whitespace, and
-            ``real``: whether ``t`` still holds one (the text matches ``, \\s*\\S``: the line is not a dmon row).
+        comma: lines that hold a ``, `` (``--query-gpu`` CSV; the text as ``t``).
         hashed: lines that start with ``#`` (dmon/pmon and dcgmi headers, unit lines, a capture's rules).
         digits: lines that start with a digit (dmon/pmon rows).
         indented: lines that start with ``#`` or a digit after whitespace, with ``hash``: whether ``#`` (dmon/pmon
@@ -147,16 +146,8 @@ def _kinds(lines: pl.DataFrame) -> _Kinds:
     indented = lines.filter(lead.get_column("indent")).filter(t.str.contains(r"^\s*[#\d]"))
     indented = indented.with_columns(_lead(t.str.strip_chars_start(), "#", "$").alias("hash"))
 
-    comma = lines.filter(t.str.contains(", ", literal=True))
-    # trailing whitespace is taken off where there is some (few lines: no copy of the others)
-    text = comma.get_column("text")
-    changed = text.str.contains(r"\s$").arg_true()
-    real = pl.repeat(True, comma.height, eager=True)
-    if changed.len():
-        text = text.scatter(changed, text.gather(changed).str.strip_chars_end())
-        real = real.scatter(changed, text.gather(changed).str.contains(", ", literal=True))
     return _Kinds(
-        comma=pl.DataFrame({"line": comma.get_column("line"), "t": text, "real": real}),
+        comma=lines.filter(t.str.contains(", ", literal=True)).rename({"text": "t"}),
         hashed=lines.filter(lead.get_column("hash")),
         digits=lines.filter(lead.get_column("digit")),
         indented=indented,
@@ -197,7 +188,7 @@ def _csv_heads(comma: pl.DataFrame, word: pl.Series) -> tuple[pl.DataFrame, np.n
     series, ``hid``: from 1); the rows of ``comma`` that hold a header, and the ``hid`` of each (after a 0)."""
     t = pl.col("t")
     # a header repeats where each sample prints it (a loop of nvidia-smi calls): each distinct text is read once
-    texts = comma.get_column("t").gather(word)
+    texts = comma.get_column("t").gather(word).str.strip_chars_end()
     heads = texts.unique().to_frame().filter(t.str.contains(HEADER_RE))
     first_field = t.str.splitn(", ", 2).struct.field("field_0")
     dotted = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
@@ -214,14 +205,17 @@ def _csv_heads(comma: pl.DataFrame, word: pl.Series) -> tuple[pl.DataFrame, np.n
     return heads, word.gather(at).to_numpy(), np.concatenate([[0], hid.get_column("hid").gather(at).to_numpy()])
 
 
-def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]:
     """``--query-gpu`` tables (``comma``: :attr:`_Kinds.comma`). A header (a ``, ``-separated list of field names,
     the first dotted or ``timestamp``/``index``) starts a table; the lines after it with as many cells are its rows (not
     those that start with ``#``), and a line that starts with a timestamp and has another width is a header-less row.
 
     A row is read as its first cell and the rest: the rest repeats from sample to sample (a GPU's readings, while
     they hold), and the first cell is the timestamp of a header-less row, shared by a sample's GPUs. Each distinct
-    first cell and rest is read once, and a cell found by (row, place) from them."""
+    first cell and rest is read once, and a cell found by (row, place) from them.
+
+    Returns the samples, the count of cells that say no value, and the lines that start with a digit and hold a ``, ``
+    that is not trailing whitespace (they match ``, \\s*\\S``: not dmon rows)."""
     t = pl.col("t")
     lead = comma.select(
         (_lead(t, "a", "{") | _lead(t, "_", "`")).alias("word"),  # where a header can start
@@ -231,7 +225,7 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     heads, hpos, hid = _csv_heads(comma, lead.get_column("word").arg_true())
     digit = lead.get_column("digit").to_numpy()
     if not heads.height and not digit.any():
-        return pl.DataFrame(), 0  # no table here (a training log's prose): nothing more to look at
+        return pl.DataFrame(), 0, np.zeros(0, np.int64)  # no table here (a training log's prose)
     # a line's table: the header at or before it (block 0: none); the header's own line is not a row
     block = np.searchsorted(hpos, np.arange(comma.height), "right")
     kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])[hid]
@@ -239,9 +233,15 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     in_kept = kept[block] & ~lead.get_column("hash").to_numpy()
     in_kept[hpos] = False
     cand = np.flatnonzero(in_kept | digit)
-    split = comma.get_column("t").gather(cand).str.splitn(", ", 2)
-    hcode, firsts = _codes(split.struct.field("field_0"))
+    text = comma.get_column("t").gather(cand)
+    split = text.str.splitn(", ", 2)
     tcode, rests = _codes(split.struct.field("field_1"))
+    # a line's trailing whitespace ends its rest: taken off (and the line split again) where there is some
+    trailing = np.flatnonzero(rests.str.contains(r"\s$").fill_null(False).to_numpy()[tcode])
+    if trailing.size:
+        split = text.scatter(trailing, text.gather(trailing).str.strip_chars_end()).str.splitn(", ", 2)
+        tcode, rests = _codes(split.struct.field("field_1"))
+    hcode, firsts = _codes(split.struct.field("field_0"))
     rest_cells = rests.str.split(", ")
     nrest = rest_cells.list.len().fill_null(0).to_numpy().astype(np.int64)
     nc = nrest[tcode]  # the row's count of ", "
@@ -251,8 +251,9 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     row_hnc = np.where(kept[cb], hnc[cb], -1)
     is_noh = noh & (row_hnc != nc)
     keep = np.flatnonzero((in_kept[cand] & (nc == row_hnc)) | is_noh)
+    real = comma.get_column("line").to_numpy()[cand[digit[cand] & (nc > 0)]]
     if not keep.size:
-        return pl.DataFrame(), 0
+        return pl.DataFrame(), 0, real
     line = comma.get_column("line").gather(cand[keep])
     hcode, tcode, nc, is_noh, cb = hcode[keep], tcode[keep], nc[keep], is_noh[keep], cb[keep]
     # tables: 0 the header-less rows, then one per distinct kept header text
@@ -352,11 +353,13 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int]:
             "line": per_row.get_column("line").gather(r),
         }
     )
-    return out, na
+    return out, na, real
 
 
-def _dmon(kinds: _Kinds) -> pl.DataFrame:
-    """dmon/pmon tables (their headers and unit lines among ``kinds.hashed``, their rows among ``kinds.digits``)."""
+def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
+    """dmon/pmon tables (their headers and unit lines among ``kinds.hashed`` and ``kinds.indented``, their rows among
+    ``kinds.digits`` and ``kinds.indented``, not the ``csv_rows``: lines of --query-gpu CSV that start with a
+    digit)."""
     # a header names the gpu column, a unit line says Idx: a literal search first
     marks = pl.concat([kinds.hashed, kinds.indented.filter("hash").drop("hash")])
     marks = marks.filter(pl.col("text").str.contains("gpu|Idx")).sort("line")
@@ -404,14 +407,14 @@ def _dmon(kinds: _Kinds) -> pl.DataFrame:
 
     # data rows: a gpu index (or dmon -o DT's date) first, after the first header; not a --query-gpu CSV row (a ", "
     # inside the line: not split into words); as many words as its header
-    rows = pl.concat([kinds.digits, kinds.indented.filter(~pl.col("hash")).drop("hash")])
-    rows = rows.filter(pl.col("line") >= int(at[0]))
-    csv_rows = kinds.comma.filter("real").get_column("line").to_numpy()
+    rows = kinds.digits.filter(pl.col("line") >= int(at[0]))
     if csv_rows.size:
         line = rows.get_column("line").to_numpy()
         csv_row = np.zeros(max(int(line.max(initial=0)), int(csv_rows.max())) + 1, np.bool_)  # by line number
         csv_row[csv_rows] = True
         rows = rows.filter(pl.Series(~csv_row[line]))
+    indented = kinds.indented.filter(~pl.col("hash") & (pl.col("line") >= int(at[0]))).drop("hash")
+    rows = pl.concat([rows, indented.filter(~pl.col("text").str.contains(r", \s*\S"))])
     rows = rows if rows.get_column("line").is_sorted() else rows.sort("line")
     block = np.searchsorted(at, rows.get_column("line").to_numpy(), "right")
     raw = rows.get_column("text").str.extract_all(r"\S+")
@@ -684,11 +687,11 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
     kinds = _kinds(lines)
-    csv, na = _csv(kinds.comma)
+    csv, na, csv_rows = _csv(kinds.comma)
     dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, kinds.hashed)
     tables = {
         "query_gpu": csv,
-        "dmon_pmon": _dmon(kinds),
+        "dmon_pmon": _dmon(kinds, csv_rows),
         "q": _qlog(lines, kinds),
         "dcgmi_dmon": dcgmi,
     }
