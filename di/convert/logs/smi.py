@@ -417,19 +417,23 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
     rows = pl.concat([rows, indented.filter(~pl.col("text").str.contains(r", \s*\S"))])
     rows = rows if rows.get_column("line").is_sorted() else rows.sort("line")
     block = np.searchsorted(at, rows.get_column("line").to_numpy(), "right")
-    raw = rows.get_column("text").str.extract_all(r"\S+")
-    keep = np.flatnonzero(raw.list.len().to_numpy() == n[block])
-    rows, raw, block = rows[keep], raw.gather(keep), block[keep]
+    # rows repeat (a GPU's readings while they hold): each distinct row is split into words once, and a row's word i
+    # is word i of its distinct row (from word_at)
+    code, distinct = _codes(rows.get_column("text"))
+    words = distinct.str.extract_all(r"\S+")
+    nw = words.list.len().to_numpy().astype(np.int64)
+    keep = np.flatnonzero(nw[code] == n[block])
+    rows, code, block = rows[keep], code[keep], block[keep]
+    cells = words.explode()  # (an empty list gives one null)
+    word_at = np.cumsum(np.maximum(nw, 1)) - np.maximum(nw, 1)
     count = n[block]
-    start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
-    cells = raw.explode()
 
     def get(name: str) -> pl.Series:
         """Each row's word of field ``name``, null where its table has none."""
         p = pos(name)[block]
         has = np.flatnonzero(p >= 0)
         none = pl.Series(name, [], pl.String).extend_constant(None, rows.height)
-        return none.scatter(has, cells.gather(start[has] + p[has])) if has.size else none
+        return none.scatter(has, cells.gather(word_at[code[has]] + p[has])) if has.size else none
 
     per_row = pl.DataFrame(
         {
@@ -441,14 +445,16 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
             "time": get("Time"),
         }
     ).select("line", "block", "gpu", "pid", pl.concat_str("date", "time", separator=" ", ignore_nulls=True).alias("dt"))
-    f = np.repeat(f0[block] - start, count) + np.arange(int(count.sum()), dtype=np.int64)
+    start = np.cumsum(count) - count
+    k = np.arange(int(count.sum()))
+    src = np.repeat(word_at[code] - start, count) + k
+    f = np.repeat(f0[block] - start, count) + k
+    read = _values(cells.to_frame("raw"))
     skip = np.isin(names, ["gpu", "pid", "Date", "Time", "type", "command"])
-    at_cells = np.flatnonzero(~skip[f])
-    read = _values(pl.DataFrame({"raw": cells.gather(at_cells)}))
-    number = read.get_column("value").is_not_null().to_numpy()
-    r = np.repeat(np.arange(rows.height), count)[at_cells[number]]
-    f = f[at_cells[number]]
-    read = read.filter(pl.Series(number))
+    take = np.flatnonzero(read.get_column("value").is_not_null().to_numpy()[src] & ~skip[f])
+    r = np.repeat(np.arange(rows.height), count)[take]
+    f = f[take]
+    read = read.select("value", "vunit")[src[take]]
     # a row's sample: its place among its (table, gpu, pid)'s rows that hold a number, in line order, one second apart
     # (dmon's default -d 1), where the row has no date and time
     held = np.zeros(rows.height, np.bool_)
