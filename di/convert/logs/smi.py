@@ -175,7 +175,18 @@ def _csv_tables(heads: pl.DataFrame, noh_width: int) -> tuple[pl.DataFrame, np.n
 
 def _codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """(each value's number among the distinct ``values``, those distinct values): work done once per distinct
-    value is gathered back by number (a null is a value of its own)."""
+    value is gathered back by number (a null is a value of its own).
+
+    Values are numbered by their 64-bit hashes (sorted, searched: cheaper than hashing strings into a join), and each
+    is checked against the distinct value of its number, so two values whose hashes collide fall back to a join."""
+    hashes = values.hash(seed=0)
+    distinct_hashes = hashes.unique().sort()
+    code = distinct_hashes.search_sorted(hashes).to_numpy().astype(np.int64)
+    first = np.empty(distinct_hashes.len(), np.int64)
+    first[code] = np.arange(code.size)  # a row of each number (any)
+    distinct = values.gather(first)
+    if distinct.gather(code).eq_missing(values).all():
+        return code, distinct
     distinct = values.unique()
     numbered = distinct.to_frame("v").with_row_index("c")
     code = values.to_frame("v").join(numbered, on="v", how="left", maintain_order="left", nulls_equal=True)
@@ -626,8 +637,9 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     num = pl.col("v").str.extract_groups(NUM_RE)
     # what a line says, worked out once per distinct line (a report's lines repeat from sample to sample); only the
     # lines that say something (a value, a GPU block's head, a section, the time) are kept
+    code, distinct = _codes(df.get_column("text"))
     said = (
-        df.select(pl.col("text").unique())
+        distinct.to_frame("text")
         .with_columns(kv.alias("g"))
         .unnest("g")
         .select(
@@ -651,12 +663,16 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
             num.struct.field("2").alias("vunit"),
         )
     )
-    said = said.filter(
-        (pl.col("k").is_not_null() & pl.col("value").is_not_null())
-        | pl.any_horizontal(pl.col("gpu_head", "section", "ts").is_not_null())
-    ).with_row_index("said")
-    df = df.join(said.select("text", "said"), on="text", how="inner", maintain_order="left")
-    df = pl.concat([df.select("line", "report"), said.drop("text", "said")[df.get_column("said")]], how="horizontal")
+    says = (
+        said.select(
+            (pl.col("k").is_not_null() & pl.col("value").is_not_null())
+            | pl.any_horizontal(pl.col("gpu_head", "section", "ts").is_not_null())
+        )
+        .to_series()
+        .to_numpy()
+    )
+    rows = np.flatnonzero(says[code])
+    df = pl.concat([df.select("line", "report")[rows], said.drop("text")[code[rows]]], how="horizontal")
     # a GPU's number: its block's place among the report's GPU blocks (a repeated busId keeps its first), worked out on
     # the few block heads, then carried down to the block's lines with the head
     at = df.get_column("gpu_head").is_not_null().arg_true()
