@@ -216,6 +216,40 @@ def _csv_heads(comma: pl.DataFrame, word: pl.Series) -> tuple[pl.DataFrame, np.n
     return heads, word.gather(at).to_numpy(), np.concatenate([[0], hid.get_column("hid").gather(at).to_numpy()])
 
 
+def _csv_samples(
+    key: np.ndarray, rest_at: np.ndarray, nrest: np.ndarray, f0: np.ndarray, series: np.ndarray, number: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The samples of ``--query-gpu`` rows: (row, field, text) of each cell of a series field that holds a number,
+    in row and cell order. ``key``: each row's distinct rest (``key // tables``) and table (``key % tables``, whose
+    fields start at ``f0``); the cells of rest ``j`` are texts ``rest_at[j]`` on (``nrest[j]`` of them), ``number``:
+    whether a text holds a number, ``series``: whether a field is a series. A row's first cell is given as text -1
+    (the caller reads it: first cells are not shared by rows).
+
+    The cells to take are worked out once per distinct (rest, table): a row takes those of its pair."""
+    tables = f0.size
+    if key.size and int(key.max()) < 4 * key.size + 4096:  # pairs numbered through a table of all keys
+        seen = np.zeros(int(key.max()) + 1, np.bool_)
+        seen[key] = True
+        keys = np.flatnonzero(seen)
+        pair = (np.cumsum(seen) - 1)[key]
+    else:
+        keys, pair = np.unique(key, return_inverse=True)
+    rest, table = keys // tables, keys % tables
+    first = series[np.minimum(f0, series.size - 1)][table] & (f0[table] < series.size)  # is its first field a series
+    count = nrest[rest] + first
+    of = np.repeat(np.arange(keys.size), count)
+    i = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + ~first[of]  # cell place in the row
+    f = f0[table[of]] + i
+    src = np.where(i == 0, -1, rest_at[rest[of]] + i - 1)
+    take = np.flatnonzero(series[f] & ((i == 0) | number[src]))
+    f, src, of = f[take], src[take], of[take]
+    count = np.bincount(of, minlength=keys.size)
+    per_row = count[pair]
+    r = np.repeat(np.arange(key.size), per_row)
+    cell = np.repeat(np.cumsum(count)[pair] - count[pair] - (np.cumsum(per_row) - per_row), per_row) + np.arange(r.size)
+    return r, f[cell], src[cell]
+
+
 def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]:
     """``--query-gpu`` tables (``comma``: :attr:`_Kinds.comma`). A header (a ``, ``-separated list of field names,
     the first dotted or ``timestamp``/``index``) starts a table; the lines after it with as many cells are its rows (not
@@ -315,24 +349,27 @@ def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]:
         }
     )
     per_row = _by_sample(per_row)  # rows are in line order
-    # cells k of the rows in turn: a row's cell i is k - start; the first from firsts, the others from the rest
-    count = nc + 1
-    start = np.cumsum(count) - count
-    k = np.arange(int(count.sum()))
-    src = np.repeat(rest_at[tcode] - 1 - start, count) + k
-    src[start] = hcode
-    f = np.repeat(f0[tab] - start, count) + k
-    # cells that say no value, among those that start with "[" or maybe whitespace
+    # cells that say no value (among those that start with "[" or maybe whitespace): counted per distinct first cell
+    # and rest, then per row
     c = pl.col("raw")
     maybe = (_lead(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))) & c.str.contains(NA_CELL_RE)
     read = _values(texts.to_frame("raw")).with_columns(maybe.fill_null(False).alias("na"))
-    na = int(read.get_column("na").to_numpy()[src].sum())
-    # the samples: cells of series fields that hold a number
-    take = np.flatnonzero(
-        read.get_column("value").is_not_null().to_numpy()[src] & ~np.isin(names, ["timestamp", "index"])[f]
+    na_text = read.get_column("na").to_numpy()
+    upto = np.concatenate([[0], np.cumsum(na_text)])  # NA cells before each text
+    na = int(na_text[hcode].sum() + (upto[rest_at + nrest] - upto[rest_at])[tcode].sum())
+    r, f, src = _csv_samples(
+        np.asarray(tcode * width.size + tab),
+        rest_at,
+        nrest,
+        f0,
+        ~np.isin(names, ["timestamp", "index"]),
+        read.get_column("value").is_not_null().to_numpy(),
     )
-    r = np.repeat(np.arange(line.len()), count)[take]
-    f, src = f[take], src[take]
+    first = np.flatnonzero(src < 0)  # a first cell: its row's, where it holds a number
+    if first.size:
+        src[first] = hcode[r[first]]
+        held = np.flatnonzero(read.get_column("value").is_not_null().to_numpy()[src])
+        r, f, src = r[held], f[held], src[held]
     # the unit: the header's, else the value's, else the field's (UNITS): one gather from all three, then a null
     units = pl.concat(
         [
