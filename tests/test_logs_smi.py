@@ -311,12 +311,12 @@ def test_query_gpu_header_whose_first_field_is_a_series(tmp_path: Path) -> None:
 def test_distinct_numbering_is_exact_when_hashes_collide(monkeypatch: pytest.MonkeyPatch) -> None:
     """Values are numbered by their hashes and checked: where all hashes collide the numbering falls back to a join,
     and either way each value's number leads back to it."""
-    from di.convert.logs.smi import _codes
+    from di.convert.logs.smi_query import distinct_codes
 
     values = pl.Series(["a", None, "b", "a", None, "c", "b"])
     for collide in (False, True):
         if collide:
             monkeypatch.setattr(pl.Series, "hash", lambda self, seed=0: pl.Series([0] * self.len(), dtype=pl.UInt64))
-        code, distinct = _codes(values)
+        code, distinct = distinct_codes(values)
         assert distinct.gather(code).eq_missing(values).all() and distinct.len() == 4
         assert code[0] == code[3] and code[1] == code[4] and code[2] == code[6] and len(set(code.tolist())) == 4

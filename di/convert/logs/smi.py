@@ -7,12 +7,12 @@ series per numeric field, named as nvidia-smi names it (``power.draw``,
 ``utilization.gpu``; dmon/pmon ``dmon.pwr``, ``pmon.sm``; ``-q``
 ``q.GPU Power Readings.Average Power Draw``; ``dcgmi dmon`` ``dcgm.SMACT``), with its unit from the header
 (``power.draw [W]``, dmon's unit line), the value (``22.89 W``) or
-:data:`UNITS`. ``[N/A]``/``[Not Supported]`` values are skipped (counted in
+:data:`~di.convert.logs.smi_query.UNITS`. ``[N/A]``/``[Not Supported]`` values are skipped (counted in
 ``info.nvidia_smi.not_available``); text fields (name, uuid, pstate) are not series.
 
 GPU identity: the ``index`` column, dmon's ``gpu`` column, ``-q``'s ``GPU <busId>``
 blocks in order; without any (``--format=csv,noheader``) the row's position in
-its sample (a sample's rows lie within :data:`SAMPLE_GAP_NS` of each other).
+its sample (:mod:`di.convert.logs.smi_query`).
 Times: the ``timestamp`` column or ``-q``'s Timestamp (``unix_epoch``, local time
 read as UTC); dmon/pmon without ``-o T``: one second per sample, from 0
 (``relative``), as dmon samples by default.
@@ -28,36 +28,25 @@ import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.text import by_distinct
+from di.convert.logs.smi_query import (
+    HEADER_RE,
+    NOHEADER_RE,
+    NUM_RE,
+    UNITS,
+    distinct_codes,
+    lead_in,
+    parse_query_gpu,
+    read_numbers,
+)
 
 __all__ = ["UNITS", "parse_smi", "sniff_smi"]
 
-FIELD = r"[a-z_][\w.]*(?: \[[^\]]+\])?"
-HEADER_RE = rf"^{FIELD}(?:, {FIELD})+\s*$"
-NOHEADER_RE = r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?, "
 DMON_RE = r"^#\s*(?:Date\s+Time\s+)?gpu\s+\S+"
 QLOG_RE = r"^=+NVSMI LOG=+$"
 BANNER_RE = r"^(?:# \$ nvidia-smi\b|\| NVIDIA-SMI \d|NVIDIA System Management Interface)"
 """A capture's command banner, the default table's title, ``nvidia-smi -h``'s first line."""
-TS_RE = r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$"
-""":data:`NOHEADER_RE`'s timestamp, a whole cell."""
-NA_CELL_RE = r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)"
-"""A ``--query-gpu`` cell that says the GPU gives no value."""
-NUM_RE = r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]+)?\s*$"
-SAMPLE_GAP_NS = 100_000_000
-"""Rows of one ``-l`` sample lie within this of each other (nvidia-smi queries GPUs ~1 ms apart; samples are >= 1 s apart)."""
 DMON_INTERVAL_NS = 1_000_000_000
 """dmon/pmon's default sampling interval (``-d 1``)."""
-UNITS = {
-    "temperature": "C",
-    "utilization": "%",
-    "memory": "MiB",
-    "clocks": "MHz",
-    "power": "W",
-    "fan": "%",
-    "enforced": "W",
-}
-"""Unit of a ``--query-gpu`` field by its first dotted part, where neither header nor value says it (``nounits``)."""
 
 
 def sniff_smi(lines: list[str]) -> bool:
@@ -71,44 +60,6 @@ def sniff_smi(lines: list[str]) -> bool:
         or (re.match(HEADER_RE, ln) and ("." in ln.split(",")[0] or ln.startswith(("timestamp", "index"))))
         for ln in lines
     )
-
-
-def _ts(col: pl.Expr) -> pl.Expr:
-    return col.str.strip_chars().str.to_datetime("%Y/%m/%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns")
-
-
-def _ts_once(text: pl.Series) -> pl.Series:
-    """``--query-gpu`` timestamps (``text``, strings) as int64 ns, each distinct string read once: the GPUs of a
-    sample share theirs, and reading one costs ~10x hashing it."""
-    distinct = text.drop_nulls().unique()
-    if 2 * distinct.len() > text.len():
-        return text.to_frame().select(_ts(pl.col(text.name))).to_series()
-    ns = distinct.to_frame().select(_ts(pl.col(text.name))).to_series()
-    return text.replace_strict(distinct, ns, default=None, return_dtype=pl.Int64)
-
-
-def _values(df: pl.DataFrame) -> pl.DataFrame:
-    g = pl.col("raw").str.extract_groups(NUM_RE)
-    value = (g.struct.field("1").cast(pl.Float64).alias("value"), g.struct.field("2").alias("vunit"))
-    return by_distinct(df, "raw", lambda d: d.with_columns(*value))
-
-
-def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
-    """``gpu`` filled where null: the row's position in its sample (rows of a block within SAMPLE_GAP_NS), by line order."""
-    if not df.get_column("line").is_sorted():
-        df = df.sort("line")
-    # the row before in line order: where it is of another block, the block's change starts a sample anyway
-    gap = (pl.col("ts") - pl.col("ts").shift(1)).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
-    new = (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True)
-    at = pl.int_range(pl.len())
-    in_sample = at - pl.when(new).then(at).forward_fill()  # a sample's rows are consecutive in line order
-    return df.with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
-
-
-def _lead(t: pl.Expr, lo: str, hi: str) -> pl.Expr:
-    """Whether a string's first byte lies in [``lo``, ``hi``): two comparisons of string views, which hold their first
-    bytes inline (several times cheaper than a regex or ``starts_with``)."""
-    return (t >= pl.lit(lo)) & (t < pl.lit(hi))
 
 
 @dataclass
@@ -138,13 +89,13 @@ def _kinds(lines: pl.DataFrame) -> _Kinds:
     ``^\\s*[#\\d]``."""
     t = pl.col("text")
     lead = lines.select(
-        _lead(t, "#", "$").alias("hash"),
-        _lead(t, "0", ":").alias("digit"),
-        _lead(t, "=", ">").alias("eq"),
+        lead_in(t, "#", "$").alias("hash"),
+        lead_in(t, "0", ":").alias("digit"),
+        lead_in(t, "=", ">").alias("eq"),
         (((t < pl.lit("!")) & (t.str.len_bytes() > 0)) | (t >= pl.lit("\u0080"))).alias("indent"),
     )
     indented = lines.filter(lead.get_column("indent")).filter(t.str.contains(r"^\s*[#\d]"))
-    indented = indented.with_columns(_lead(t.str.strip_chars_start(), "#", "$").alias("hash"))
+    indented = indented.with_columns(lead_in(t.str.strip_chars_start(), "#", "$").alias("hash"))
 
     return _Kinds(
         comma=lines.filter(t.str.contains(", ", literal=True)).rename({"text": "t"}),
@@ -153,255 +104,6 @@ def _kinds(lines: pl.DataFrame) -> _Kinds:
         indented=indented,
         eqs=lines.filter(lead.get_column("eq")),
     )
-
-
-def _csv_tables(heads: pl.DataFrame, noh_width: int) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
-    """One row per field of each table (the header-less one first, ``noh_width`` fields, then each header's, ``heads``:
-    its ``fields``): its ``field``, ``series`` name, header unit ``hunit`` and unit by name ``tunit``; and each table's
-    first field row and width."""
-    fl = [["timestamp"] + [f"field_{i}" for i in range(1, noh_width)]] + heads.get_column("fields").to_list()
-    width = np.array([len(x) for x in fl], np.int64)
-    f0 = np.concatenate([[0], np.cumsum(width)[:-1]]).astype(np.int64)
-    fields = pl.DataFrame({"field": [x for fs in fl for x in fs]}, schema={"field": pl.String})
-    name = pl.col("field").str.replace(r" \[[^\]]+\]$", "")
-    table_unit = name.str.extract(r"^([a-z_]+)").replace_strict(UNITS, default=None, return_dtype=pl.String)
-    fields = fields.with_columns(
-        name.alias("series"),
-        pl.col("field").str.extract(r"\[([^\]]+)\]$").alias("hunit"),
-        pl.when(pl.int_range(pl.len()) >= noh_width).then(table_unit).alias("tunit"),
-    )
-    return fields, f0, width
-
-
-def _codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
-    """(each value's number among the distinct ``values``, those distinct values): work done once per distinct
-    value is gathered back by number (a null is a value of its own).
-
-    Values are numbered by their 64-bit hashes (sorted, searched: cheaper than hashing strings into a join), and each
-    is checked against the distinct value of its number, so two values whose hashes collide fall back to a join."""
-    hashes = values.hash(seed=0)
-    distinct_hashes = hashes.unique().sort()
-    code = distinct_hashes.search_sorted(hashes).to_numpy().astype(np.int64)
-    first = np.empty(distinct_hashes.len(), np.int64)
-    first[code] = np.arange(code.size)  # a row of each number (any)
-    distinct = values.gather(first)
-    if distinct.gather(code).eq_missing(values).all():
-        return code, distinct
-    distinct = values.unique()
-    numbered = distinct.to_frame("v").with_row_index("c")
-    code = values.to_frame("v").join(numbered, on="v", how="left", maintain_order="left", nulls_equal=True)
-    return code.get_column("c").to_numpy().astype(np.int64), distinct
-
-
-def _csv_heads(comma: pl.DataFrame, word: pl.Series) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
-    """The ``--query-gpu`` headers among the lines ``word`` (rows of ``comma`` that start like a field name): each
-    distinct header text once (``t``, ``fields``, ``hnc``: its count of ``, ``, ``kept``: whether its rows are
-    series, ``hid``: from 1); the rows of ``comma`` that hold a header, and the ``hid`` of each (after a 0)."""
-    t = pl.col("t")
-    # a header repeats where each sample prints it (a loop of nvidia-smi calls): each distinct text is read once
-    texts = comma.get_column("t").gather(word).str.strip_chars_end()
-    heads = texts.unique().to_frame().filter(t.str.contains(HEADER_RE))
-    first_field = t.str.splitn(", ", 2).struct.field("field_0")
-    dotted = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
-    heads = heads.filter(dotted).select(
-        "t",
-        t.str.split(", ").alias("fields"),
-        t.str.count_matches(", ", literal=True).alias("hnc"),
-        # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
-        ~t.str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b").alias("kept"),
-        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("hid"),  # the same header text: one table
-    )
-    hid = texts.to_frame().join(heads.select("t", "hid"), on="t", how="left", maintain_order="left")
-    at = hid.get_column("hid").is_not_null().arg_true()
-    return heads, word.gather(at).to_numpy(), np.concatenate([[0], hid.get_column("hid").gather(at).to_numpy()])
-
-
-def _csv_samples(
-    key: np.ndarray, rest_at: np.ndarray, nrest: np.ndarray, f0: np.ndarray, series: np.ndarray, number: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The samples of ``--query-gpu`` rows: (row, field, text) of each cell of a series field that holds a number,
-    in row and cell order. ``key``: each row's distinct rest (``key // tables``) and table (``key % tables``, whose
-    fields start at ``f0``); the cells of rest ``j`` are texts ``rest_at[j]`` on (``nrest[j]`` of them), ``number``:
-    whether a text holds a number, ``series``: whether a field is a series. A row's first cell is given as text -1
-    (the caller reads it: first cells are not shared by rows).
-
-    The cells to take are worked out once per distinct (rest, table): a row takes those of its pair."""
-    tables = f0.size
-    if key.size and int(key.max()) < 4 * key.size + 4096:  # pairs numbered through a table of all keys
-        seen = np.zeros(int(key.max()) + 1, np.bool_)
-        seen[key] = True
-        keys = np.flatnonzero(seen)
-        pair = (np.cumsum(seen) - 1)[key]
-    else:
-        keys, pair = np.unique(key, return_inverse=True)
-    rest, table = keys // tables, keys % tables
-    first = series[np.minimum(f0, series.size - 1)][table] & (f0[table] < series.size)  # is its first field a series
-    count = nrest[rest] + first
-    of = np.repeat(np.arange(keys.size), count)
-    i = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + ~first[of]  # cell place in the row
-    f = f0[table[of]] + i
-    src = np.where(i == 0, -1, rest_at[rest[of]] + i - 1)
-    take = np.flatnonzero(series[f] & ((i == 0) | number[src]))
-    f, src, of = f[take], src[take], of[take]
-    count = np.bincount(of, minlength=keys.size)
-    per_row = count[pair]
-    r = np.repeat(np.arange(key.size), per_row)
-    cell = np.repeat(np.cumsum(count)[pair] - count[pair] - (np.cumsum(per_row) - per_row), per_row) + np.arange(r.size)
-    return r, f[cell], src[cell]
-
-
-def _csv(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]:
-    """``--query-gpu`` tables (``comma``: :attr:`_Kinds.comma`). A header (a ``, ``-separated list of field names,
-    the first dotted or ``timestamp``/``index``) starts a table; the lines after it with as many cells are its rows (not
-    those that start with ``#``), and a line that starts with a timestamp and has another width is a header-less row.
-
-    A row is read as its first cell and the rest: the rest repeats from sample to sample (a GPU's readings, while
-    they hold), and the first cell is the timestamp of a header-less row, shared by a sample's GPUs. Each distinct
-    first cell and rest is read once, and a cell found by (row, place) from them.
-
-    Returns the samples, the count of cells that say no value, and the lines that start with a digit and hold a ``, ``
-    that is not trailing whitespace (they match ``, \\s*\\S``: not dmon rows)."""
-    t = pl.col("t")
-    lead = comma.select(
-        (_lead(t, "a", "{") | _lead(t, "_", "`")).alias("word"),  # where a header can start
-        (_lead(t, "0", ":") | (t >= pl.lit("\u0080"))).alias("digit"),  # where a timestamp (\d) can start
-        _lead(t, "#", "$").alias("hash"),
-    )
-    heads, hpos, hid = _csv_heads(comma, lead.get_column("word").arg_true())
-    digit = lead.get_column("digit").to_numpy()
-    if not heads.height and not digit.any():
-        return pl.DataFrame(), 0, np.zeros(0, np.int64)  # no table here (a training log's prose)
-    # a line's table: the header at or before it (block 0: none); the header's own line is not a row
-    block = np.searchsorted(hpos, np.arange(comma.height), "right")
-    kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])[hid]
-    hnc = np.concatenate([[-1], heads.get_column("hnc").to_numpy().astype(np.int64)])[hid]
-    in_kept = kept[block] & ~lead.get_column("hash").to_numpy()
-    in_kept[hpos] = False
-    cand = np.flatnonzero(in_kept | digit)
-    text = comma.get_column("t").gather(cand)
-    split = text.str.splitn(", ", 2)
-    tcode, rests = _codes(split.struct.field("field_1"))
-    # a line's trailing whitespace ends its rest: taken off (and the line split again) where there is some
-    trailing = np.flatnonzero(rests.str.contains(r"\s$").fill_null(False).to_numpy()[tcode])
-    if trailing.size:
-        split = text.scatter(trailing, text.gather(trailing).str.strip_chars_end()).str.splitn(", ", 2)
-        tcode, rests = _codes(split.struct.field("field_1"))
-    hcode, firsts = _codes(split.struct.field("field_0"))
-    rest_cells = rests.str.split(", ")
-    nrest = rest_cells.list.len().fill_null(0).to_numpy().astype(np.int64)
-    nc = nrest[tcode]  # the row's count of ", "
-    # header-less: NOHEADER_RE, that is a first cell that is a whole timestamp, and more cells
-    noh = digit[cand] & firsts.str.contains(TS_RE).fill_null(False).to_numpy()[hcode] & (nc > 0)
-    cb = block[cand]
-    row_hnc = np.where(kept[cb], hnc[cb], -1)
-    is_noh = noh & (row_hnc != nc)
-    keep = np.flatnonzero((in_kept[cand] & (nc == row_hnc)) | is_noh)
-    real = comma.get_column("line").to_numpy()[cand[digit[cand] & (nc > 0)]]
-    if not keep.size:
-        return pl.DataFrame(), 0, real
-    line = comma.get_column("line").gather(cand[keep])
-    hcode, tcode, nc, is_noh, cb = hcode[keep], tcode[keep], nc[keep], is_noh[keep], cb[keep]
-    # tables: 0 the header-less rows, then one per distinct kept header text
-    kept_heads = heads.filter("kept")
-    tab_of_hid = np.zeros(heads.height + 1, np.int64)
-    tab_of_hid[kept_heads.get_column("hid").to_numpy()] = np.arange(1, kept_heads.height + 1)
-    tab = np.where(is_noh, 0, tab_of_hid[hid[cb]])
-    fields, f0, width = _csv_tables(kept_heads, int(nc[is_noh].max()) + 1 if is_noh.any() else 0)
-    names = fields.get_column("field").to_numpy()
-    # the texts of cells: the distinct first cells, then the cells of each distinct rest (from rest_at)
-    more = np.flatnonzero(nrest > 0)
-    texts = pl.concat([firsts, rest_cells.gather(more).explode()])
-    rest_at = np.zeros(nrest.size, np.int64)
-    rest_at[more] = firsts.len() + np.concatenate([[0], np.cumsum(nrest[more])[:-1]])
-
-    def source(r: np.ndarray, i: np.ndarray) -> np.ndarray:
-        """The text (in ``texts``) of cell ``i`` of rows ``r``."""
-        return np.where(i == 0, hcode[r], rest_at[tcode[r]] + i - 1)
-
-    def place(name: str) -> np.ndarray:
-        """Each row's place of field ``name`` (its table's first), -1 where its table has none."""
-        at = np.flatnonzero(names == name)
-        of, first = np.unique(np.searchsorted(f0, at, "right") - 1, return_index=True)
-        where = np.full(width.size, -1, np.int64)
-        where[of] = at[first] - f0[of]
-        return where[tab]
-
-    def cell(name: str) -> pl.Series:
-        """Each row's cell of field ``name``, null where its table has none."""
-        p = place(name)
-        has = np.flatnonzero(p >= 0)
-        none = pl.Series(name, [], pl.String).extend_constant(None, line.len())
-        return none.scatter(has, texts.gather(source(has, p[has]))) if has.size else none
-
-    # timestamps: where first, read once per distinct first cell
-    p = place("timestamp")
-    ts = _ts_once(cell("timestamp")) if (p > 0).any() else None
-    if ts is None:
-        ts = firsts.to_frame("ts").select(_ts(pl.col("ts"))).to_series().gather(hcode)
-        ts = ts.scatter(np.flatnonzero(p < 0), None) if (p < 0).any() else ts
-    per_row = pl.DataFrame(
-        {
-            "line": line,
-            "block": np.where(is_noh, -1, cb),
-            "ts": ts.cast(pl.Int64),
-            "gpu": cell("index").str.strip_chars().cast(pl.Int64, strict=False),
-            "host": cell("hostname").str.strip_chars(),
-        }
-    )
-    per_row = _by_sample(per_row)  # rows are in line order
-    # cells that say no value (among those that start with "[" or maybe whitespace): counted per distinct first cell
-    # and rest, then per row
-    c = pl.col("raw")
-    maybe = (_lead(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))) & c.str.contains(NA_CELL_RE)
-    read = _values(texts.to_frame("raw")).with_columns(maybe.fill_null(False).alias("na"))
-    na_text = read.get_column("na").to_numpy()
-    upto = np.concatenate([[0], np.cumsum(na_text)])  # NA cells before each text
-    na = int(na_text[hcode].sum() + (upto[rest_at + nrest] - upto[rest_at])[tcode].sum())
-    r, f, src = _csv_samples(
-        np.asarray(tcode * width.size + tab),
-        rest_at,
-        nrest,
-        f0,
-        ~np.isin(names, ["timestamp", "index"]),
-        read.get_column("value").is_not_null().to_numpy(),
-    )
-    first = np.flatnonzero(src < 0)  # a first cell: its row's, where it holds a number
-    if first.size:
-        src[first] = hcode[r[first]]
-        held = np.flatnonzero(read.get_column("value").is_not_null().to_numpy()[src])
-        r, f, src = r[held], f[held], src[held]
-    # the unit: the header's, else the value's, else the field's (UNITS): one gather from all three, then a null
-    units = pl.concat(
-        [
-            fields.get_column("hunit"),
-            read.get_column("vunit"),
-            fields.get_column("tunit"),
-            pl.Series([None], dtype=pl.String),
-        ]
-    )
-    nf, nt = fields.height, read.height
-    has = lambda col: col.is_not_null().to_numpy()  # noqa: E731
-    unit = np.where(
-        has(fields.get_column("hunit"))[f],
-        f,
-        np.where(
-            has(read.get_column("vunit"))[src],
-            nf + src,
-            np.where(has(fields.get_column("tunit"))[f], nf + nt + f, 2 * nf + nt),
-        ),
-    )
-    out = pl.DataFrame(
-        {
-            "gpu": per_row.get_column("gpu").gather(r),
-            "host": per_row.get_column("host").gather(r),
-            "ts": per_row.get_column("ts").gather(r),
-            "series": fields.get_column("series").gather(f),
-            "unit": units.gather(unit),
-            "value": read.get_column("value").gather(src),
-            "line": per_row.get_column("line").gather(r),
-        }
-    )
-    return out, na, real
 
 
 def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
@@ -467,7 +169,7 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
     block = np.searchsorted(at, rows.get_column("line").to_numpy(), "right")
     # rows repeat (a GPU's readings while they hold): each distinct row is split into words once, and a row's word i
     # is word i of its distinct row (from word_at)
-    code, distinct = _codes(rows.get_column("text"))
+    code, distinct = distinct_codes(rows.get_column("text"))
     words = distinct.str.extract_all(r"\S+")
     nw = words.list.len().to_numpy().astype(np.int64)
     keep = np.flatnonzero(nw[code] == n[block])
@@ -497,7 +199,7 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
     k = np.arange(int(count.sum()))
     src = np.repeat(word_at[code] - start, count) + k
     f = np.repeat(f0[block] - start, count) + k
-    read = _values(cells.to_frame("raw"))
+    read = read_numbers(cells.to_frame("raw"))
     skip = np.isin(names, ["gpu", "pid", "Date", "Time", "type", "command"])
     take = np.flatnonzero(read.get_column("value").is_not_null().to_numpy()[src] & ~skip[f])
     r = np.repeat(np.arange(rows.height), count)[take]
@@ -583,7 +285,7 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     (1 s by default) from 0. Also the count of ``N/A`` cells and the lines read (headers, ID lines and rows, those
     of ``N/A`` only too). ``hashed``: the lines that start with ``#`` after whitespace."""
     t = pl.col("text").str.strip_chars()
-    hdr = hashed.filter(_lead(pl.col("text"), "#", "$")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
+    hdr = hashed.filter(lead_in(pl.col("text"), "#", "$")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
     if not hdr.height:
         return pl.DataFrame(), 0, pl.Series("line", [], pl.UInt32)
     df = lines.filter(pl.col("line") >= hdr.get_column("line").min()).with_columns(
@@ -619,7 +321,7 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     # the header's unit line (``ID``, ``Id``; a unit per field in DCGM 4: ``ID  W  C  MHz``) right under it
     under = df.filter(pl.col("is_h").shift(1).fill_null(False) & pl.col("t").str.contains(r"^I[Dd]\b"))
     read = pl.concat([hdr.get_column("line"), under.get_column("line"), rows.get_column("line")])
-    cells = _values(cells)
+    cells = read_numbers(cells)
     name = pl.when(pl.col("entity") == "GPU").then(pl.format("dcgm.{}", "fields"))
     name = name.otherwise(pl.format("dcgm.{} ({} {})", "fields", "entity", "id"))
     out = cells.filter(pl.col("value").is_not_null()).select(
@@ -644,7 +346,7 @@ def _reports(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     starts = kinds.eqs.filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
     if not starts.size:
         return lines.clear()
-    rules = kinds.hashed.filter(_lead(t, "#", "$")).get_column("line").to_numpy()
+    rules = kinds.hashed.filter(lead_in(t, "#", "$")).get_column("line").to_numpy()
     # the next banner or rule after each banner
     next_rule = np.append(rules, np.iinfo(np.int64).max)[np.searchsorted(rules, starts, side="right")]
     ends = np.minimum(np.append(starts[1:], np.iinfo(np.int64).max), next_rule)
@@ -674,7 +376,7 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     num = pl.col("v").str.extract_groups(NUM_RE)
     # what a line says, worked out once per distinct line (a report's lines repeat from sample to sample); only the
     # lines that say something (a value, a GPU block's head, a section, the time) are kept
-    code, distinct = _codes(df.get_column("text"))
+    code, distinct = distinct_codes(df.get_column("text"))
     said = (
         distinct.to_frame("text")
         .with_columns(kv.alias("g"))
@@ -746,7 +448,7 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
     kinds = _kinds(lines)
-    csv, na, csv_rows = _csv(kinds.comma)
+    csv, na, csv_rows = parse_query_gpu(kinds.comma)
     dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, kinds.hashed)
     tables = {
         "query_gpu": csv,
