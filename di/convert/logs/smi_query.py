@@ -139,7 +139,8 @@ def _csv_heads(comma: pl.DataFrame, word: pl.Series) -> tuple[pl.DataFrame, np.n
     series, ``hid``: from 1); the rows of ``comma`` that hold a header, and the ``hid`` of each (after a 0)."""
     t = pl.col("t")
     # a header repeats where each sample prints it (a loop of nvidia-smi calls): each distinct text is read once
-    texts = comma.get_column("t").gather(word).str.strip_chars_end()
+    code, texts = distinct_codes(comma.get_column("t").gather(word))
+    texts = texts.str.strip_chars_end()
     heads = texts.unique().to_frame().filter(t.str.contains(HEADER_RE))
     first_field = t.str.splitn(", ", 2).struct.field("field_0")
     dotted = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
@@ -152,8 +153,9 @@ def _csv_heads(comma: pl.DataFrame, word: pl.Series) -> tuple[pl.DataFrame, np.n
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("hid"),  # the same header text: one table
     )
     hid = texts.to_frame().join(heads.select("t", "hid"), on="t", how="left", maintain_order="left")
-    at = hid.get_column("hid").is_not_null().arg_true()
-    return heads, word.gather(at).to_numpy(), np.concatenate([[0], hid.get_column("hid").gather(at).to_numpy()])
+    hid = hid.get_column("hid").fill_null(0).to_numpy()[code]  # of each line (0: not a header)
+    at = np.flatnonzero(hid)
+    return heads, word.to_numpy()[at], np.concatenate([[0], hid[at]])
 
 
 def _csv_samples(
@@ -213,7 +215,9 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     if not heads.height and not digit.any():
         return pl.DataFrame(), 0, np.zeros(0, np.int64)  # no table here (a training log's prose)
     # a line's table: the header at or before it (block 0: none); the header's own line is not a row
-    block = np.searchsorted(hpos, np.arange(comma.height), "right")
+    block = np.zeros(comma.height, np.int64)
+    block[hpos] = 1
+    block = np.cumsum(block)
     kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])[hid]
     hnc = np.concatenate([[-1], heads.get_column("hnc").to_numpy().astype(np.int64)])[hid]
     in_kept = kept[block] & ~lead.get_column("hash").to_numpy()
