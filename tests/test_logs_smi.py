@@ -320,3 +320,16 @@ def test_distinct_numbering_is_exact_when_hashes_collide(monkeypatch: pytest.Mon
         code, distinct = distinct_codes(values)
         assert distinct.gather(code).eq_missing(values).all() and distinct.len() == 4
         assert code[0] == code[3] and code[1] == code[4] and code[2] == code[6] and len(set(code.tolist())) == 4
+
+
+def test_a_timestamp_whose_only_comma_ends_the_line_is_no_row(tmp_path: Path) -> None:
+    # "<time>, " holds ", " only as its last two characters, trailing whitespace: not a header-less row, so it neither
+    # starts a sample nor takes a GPU's place in one
+    text = (
+        "2025/09/08 14:14:37.120, 0, 11409\n2025/09/08 14:14:37.121, 1, 10851\n2025/01/01 00:00:00, \n"
+        "2025/09/08 14:14:37.122, 2, 10911\n"
+    )
+    trace = load(tmp_path, "gpu.csv", text)
+    s = by_gpu(trace)
+    assert s[("GPU 2", "field_2")] == (None, [10911.0]) and s[("GPU 1", "field_1")] == (None, [1.0]) and len(s) == 6
+    assert trace.meta["sources"][0]["dropped"] == {"unknown lines (no log family understood them)": 1}

@@ -226,8 +226,10 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     text = comma.get_column("t").gather(cand)
     split = text.str.splitn(", ", 2)
     tcode, rests = distinct_codes(split.struct.field("field_1"))
-    # a line's trailing whitespace ends its rest: taken off (and the line split again) where there is some
-    trailing = np.flatnonzero(rests.str.contains(r"\s$").fill_null(False).to_numpy()[tcode])
+    # a line's trailing whitespace ends its rest, or was the space of its last ", " (then the rest is empty): taken
+    # off (and the line split again) where there is some
+    ends = rests.to_frame("r").select(pl.col("r").str.contains(r"\s$") | (pl.col("r") == "")).to_series()
+    trailing = np.flatnonzero(ends.fill_null(False).to_numpy()[tcode])
     if trailing.size:
         split = text.scatter(trailing, text.gather(trailing).str.strip_chars_end()).str.splitn(", ", 2)
         tcode, rests = distinct_codes(split.struct.field("field_1"))
