@@ -333,3 +333,11 @@ def test_a_timestamp_whose_only_comma_ends_the_line_is_no_row(tmp_path: Path) ->
     s = by_gpu(trace)
     assert s[("GPU 2", "field_2")] == (None, [10911.0]) and s[("GPU 1", "field_1")] == (None, [1.0]) and len(s) == 6
     assert trace.meta["sources"][0]["dropped"] == {"unknown lines (no log family understood them)": 1}
+
+
+def test_a_cell_of_other_digits_is_skipped_not_an_error(tmp_path: Path) -> None:
+    # NUM_RE's \d matches Arabic-Indic digits, which float parsing refuses: the cell holds no number (it stopped the
+    # load with an internal error before)
+    text = "# gpu    pwr     sm\n# Idx      W      %\n    0     \u0666\u0669     12\n    0     70     \u0661\n"
+    s = by_gpu(load(tmp_path, "dmon.log", text))
+    assert s[("GPU 0", "dmon.pwr")] == ("W", [70.0]) and s[("GPU 0", "dmon.sm")] == ("%", [12.0])

@@ -398,7 +398,7 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
             )
             .alias("ts"),
             (pl.col("ind").str.len_chars() <= 4).alias("shallow"),  # a key of the GPU block itself: no section
-            num.struct.field("1").cast(pl.Float64).alias("value"),
+            num.struct.field("1").cast(pl.Float64, strict=False).alias("value"),
             num.struct.field("2").alias("vunit"),
         )
     )

@@ -84,8 +84,11 @@ def distinct_codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
 
 
 def read_numbers(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with its column ``raw`` (cell texts) read as ``value`` (float) and ``vunit`` (:data:`NUM_RE`'s number
+    and unit), once per distinct text; null where a text is no number, or one float parsing does not read (digits
+    of other scripts, which ``\\d`` matches)."""
     g = pl.col("raw").str.extract_groups(NUM_RE)
-    value = (g.struct.field("1").cast(pl.Float64).alias("value"), g.struct.field("2").alias("vunit"))
+    value = (g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit"))
     return by_distinct(df, "raw", lambda d: d.with_columns(*value))
 
 
