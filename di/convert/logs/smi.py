@@ -283,9 +283,10 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     """``dcgmi dmon`` tables: a ``#Entity  F1  F2 ...`` header (``# Entity`` in older DCGM), an ``ID`` (``Id``) line,
     rows ``GPU 0  v1  v2 ...`` (entities GPU, GPU-I, GPU-CI, ...; ``N/A`` skipped); one sample per ``-d`` interval
     (1 s by default) from 0. Also the count of ``N/A`` cells and the lines read (headers, ID lines and rows, those
-    of ``N/A`` only too). ``hashed``: the lines that start with ``#`` after whitespace."""
+    of ``N/A`` only too). ``hashed``: the lines that start with ``#``."""
     t = pl.col("text").str.strip_chars()
-    hdr = hashed.filter(lead_in(pl.col("text"), "#", "$")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
+    hdr = hashed.filter(pl.col("text").str.contains("Entity", literal=True))  # a literal search first
+    hdr = hdr.filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
     if not hdr.height:
         return pl.DataFrame(), 0, pl.Series("line", [], pl.UInt32)
     df = lines.filter(pl.col("line") >= hdr.get_column("line").min()).with_columns(
@@ -346,7 +347,7 @@ def _reports(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     starts = kinds.eqs.filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
     if not starts.size:
         return lines.clear()
-    rules = kinds.hashed.filter(lead_in(t, "#", "$")).get_column("line").to_numpy()
+    rules = kinds.hashed.get_column("line").to_numpy()
     # the next banner or rule after each banner
     next_rule = np.append(rules, np.iinfo(np.int64).max)[np.searchsorted(rules, starts, side="right")]
     ends = np.minimum(np.append(starts[1:], np.iinfo(np.int64).max), next_rule)
