@@ -262,3 +262,82 @@ def test_real_dcgmi_dmon_whose_values_are_all_na_loads_and_counts_them(tmp_path:
 def test_dcgmi_na_cells_are_counted(tmp_path: Path) -> None:
     trace = load(tmp_path, "dcgm.log", DCGMI)
     assert trace.meta["sources"][0]["info"]["nvidia_smi"]["not_available"] == 4  # GPU 1 POWER, GPU-I 3's three
+
+
+def test_trailing_whitespace_decides_between_csv_and_dmon_rows(tmp_path: Path) -> None:
+    # "0 71 ,  ": its only ", " is trailing whitespace, so it is a dmon row; "0 8,   9" holds a real one: CSV, not dmon;
+    # a row led by a no-break space is a dmon row; a header-less row ending in whitespace keeps its last cell's unit
+    text = (
+        "# gpu    pwr     sm\n# Idx      W      %\n    0     70     12 \n0 71 ,  \n"
+        "2025/09/08 14:14:37.120, 5, 6 W  \t\n0 8,   9\n\u00a00 72 13\n"
+    )
+    trace = load(tmp_path, "ws.log", text)
+    s = by_gpu(trace)
+    assert s[("GPU 0", "dmon.pwr")] == ("W", [70.0, 71.0, 72.0]) and s[("GPU 0", "dmon.sm")] == ("%", [12.0, 13.0])
+    assert s[("GPU 0", "field_1")] == (None, [5.0]) and s[("GPU 0", "field_2")] == ("W", [6.0])
+    pwr = trace.series.filter(pl.col("name") == "dmon.pwr").join(trace.samples, on="series")
+    assert sorted(pwr.get_column("ts_ns").to_list()) == [0, 1_000_000_000, 2_000_000_000]
+
+
+def test_q_report_with_a_busid_twice_shares_its_sections(tmp_path: Path) -> None:
+    # the second block of GPU 00000000:00:09.0 carries on in the first block's section; a line before any GPU block is
+    # not read; each report numbers its GPUs anew
+    text = (
+        "==============NVSMI LOG==============\nGPU 00000000:00:09.0\n    Clocks\n        SM : 1 MHz\n"
+        "GPU 00000000:00:0A.0\n        SM : 5 MHz\nGPU 00000000:00:09.0\n        SM : 2 MHz\n    Clocks2\n"
+        "        SM : 3 MHz\n    Fan : 3 %\n==============NVSMI LOG==============\n        SM : 9 MHz\n"
+        "GPU 00000000:00:0A.0\n        SM : 7 MHz\n"
+    )
+    s = by_gpu(load(tmp_path, "q.txt", text))
+    assert s[("GPU 0", "q.Clocks.SM")] == ("MHz", [1.0, 2.0]) and s[("GPU 0", "q.Clocks2.SM")] == ("MHz", [3.0])
+    assert s[("GPU 1", "q.SM")] == ("MHz", [5.0]) and s[("GPU 0", "q.SM")] == ("MHz", [7.0])
+    assert s[("GPU 0", "q.Fan")] == ("%", [3.0]) and len(s) == 5
+
+
+def test_query_gpu_header_whose_first_field_is_a_series(tmp_path: Path) -> None:
+    text = (
+        "power.draw [W], index, temperature.gpu, clocks.sm [MHz]\n12.5 W, 0, 41, 1980 MHz\n[N/A], 1, 40, 1410 MHz\n"
+        "13 W, 0, 42, [N/A]\n2025/01/02 03:04:05.000, 1, 2\nmemory.used, timestamp\n100, 2025/01/02 03:04:05.000\n"
+        "  300 , 2025/01/02 03:04:07.000\n"
+    )
+    trace = load(tmp_path, "smi.csv", text)
+    s = by_gpu(trace)
+    assert s[("GPU 0", "power.draw")] == ("W", [12.5, 13.0]) and ("GPU 1", "power.draw") not in s
+    assert s[("GPU 1", "clocks.sm")] == ("MHz", [1410.0]) and s[("GPU 0", "temperature.gpu")] == ("C", [41.0, 42.0])
+    assert s[("GPU 0", "field_1")] == (None, [1.0]) and s[("GPU 0", "memory.used")] == ("MiB", [100.0, 300.0])
+    assert trace.meta["sources"][0]["info"]["nvidia_smi"]["not_available"] == 2
+
+
+def test_distinct_numbering_is_exact_when_hashes_collide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values are numbered by their hashes and checked: where all hashes collide the numbering falls back to a join,
+    and either way each value's number leads back to it."""
+    from di.convert.logs.smi_query import distinct_codes
+
+    values = pl.Series(["a", None, "b", "a", None, "c", "b"])
+    for collide in (False, True):
+        if collide:
+            monkeypatch.setattr(pl.Series, "hash", lambda self, seed=0: pl.Series([0] * self.len(), dtype=pl.UInt64))
+        code, distinct = distinct_codes(values)
+        assert distinct.gather(code).eq_missing(values).all() and distinct.len() == 4
+        assert code[0] == code[3] and code[1] == code[4] and code[2] == code[6] and len(set(code.tolist())) == 4
+
+
+def test_a_timestamp_whose_only_comma_ends_the_line_is_no_row(tmp_path: Path) -> None:
+    # "<time>, " holds ", " only as its last two characters, trailing whitespace: not a header-less row, so it neither
+    # starts a sample nor takes a GPU's place in one
+    text = (
+        "2025/09/08 14:14:37.120, 0, 11409\n2025/09/08 14:14:37.121, 1, 10851\n2025/01/01 00:00:00, \n"
+        "2025/09/08 14:14:37.122, 2, 10911\n"
+    )
+    trace = load(tmp_path, "gpu.csv", text)
+    s = by_gpu(trace)
+    assert s[("GPU 2", "field_2")] == (None, [10911.0]) and s[("GPU 1", "field_1")] == (None, [1.0]) and len(s) == 6
+    assert trace.meta["sources"][0]["dropped"] == {"unknown lines (no log family understood them)": 1}
+
+
+def test_a_cell_of_other_digits_is_skipped_not_an_error(tmp_path: Path) -> None:
+    # NUM_RE's \d matches Arabic-Indic digits, which float parsing refuses: the cell holds no number (it stopped the
+    # load with an internal error before)
+    text = "# gpu    pwr     sm\n# Idx      W      %\n    0     \u0666\u0669     12\n    0     70     \u0661\n"
+    s = by_gpu(load(tmp_path, "dmon.log", text))
+    assert s[("GPU 0", "dmon.pwr")] == ("W", [70.0]) and s[("GPU 0", "dmon.sm")] == ("%", [12.0])

@@ -7,12 +7,12 @@ series per numeric field, named as nvidia-smi names it (``power.draw``,
 ``utilization.gpu``; dmon/pmon ``dmon.pwr``, ``pmon.sm``; ``-q``
 ``q.GPU Power Readings.Average Power Draw``; ``dcgmi dmon`` ``dcgm.SMACT``), with its unit from the header
 (``power.draw [W]``, dmon's unit line), the value (``22.89 W``) or
-:data:`UNITS`. ``[N/A]``/``[Not Supported]`` values are skipped (counted in
+:data:`~di.convert.logs.smi_query.UNITS`. ``[N/A]``/``[Not Supported]`` values are skipped (counted in
 ``info.nvidia_smi.not_available``); text fields (name, uuid, pstate) are not series.
 
 GPU identity: the ``index`` column, dmon's ``gpu`` column, ``-q``'s ``GPU <busId>``
 blocks in order; without any (``--format=csv,noheader``) the row's position in
-its sample (a sample's rows lie within :data:`SAMPLE_GAP_NS` of each other).
+its sample (:mod:`di.convert.logs.smi_query`).
 Times: the ``timestamp`` column or ``-q``'s Timestamp (``unix_epoch``, local time
 read as UTC); dmon/pmon without ``-o T``: one second per sample, from 0
 (``relative``), as dmon samples by default.
@@ -21,40 +21,32 @@ read as UTC); dmon/pmon without ``-o T``: one second per sample, from 0
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.text import by_distinct
+from di.convert.logs.smi_query import (
+    HEADER_RE,
+    NOHEADER_RE,
+    NUM_RE,
+    UNITS,
+    distinct_codes,
+    lead_in,
+    parse_query_gpu,
+    read_numbers,
+)
 
 __all__ = ["UNITS", "parse_smi", "sniff_smi"]
 
-FIELD = r"[a-z_][\w.]*(?: \[[^\]]+\])?"
-HEADER_RE = rf"^{FIELD}(?:, {FIELD})+\s*$"
-NOHEADER_RE = r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?, "
 DMON_RE = r"^#\s*(?:Date\s+Time\s+)?gpu\s+\S+"
 QLOG_RE = r"^=+NVSMI LOG=+$"
 BANNER_RE = r"^(?:# \$ nvidia-smi\b|\| NVIDIA-SMI \d|NVIDIA System Management Interface)"
 """A capture's command banner, the default table's title, ``nvidia-smi -h``'s first line."""
-NA_CELL_RE = r"(?:^|, )\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)"
-"""A ``--query-gpu`` cell that says the GPU gives no value, at the start of a row or after a ``, ``."""
-NUM_RE = r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]+)?\s*$"
-SAMPLE_GAP_NS = 100_000_000
-"""Rows of one ``-l`` sample lie within this of each other (nvidia-smi queries GPUs ~1 ms apart; samples are >= 1 s apart)."""
 DMON_INTERVAL_NS = 1_000_000_000
 """dmon/pmon's default sampling interval (``-d 1``)."""
-UNITS = {
-    "temperature": "C",
-    "utilization": "%",
-    "memory": "MiB",
-    "clocks": "MHz",
-    "power": "W",
-    "fan": "%",
-    "enforced": "W",
-}
-"""Unit of a ``--query-gpu`` field by its first dotted part, where neither header nor value says it (``nounits``)."""
 
 
 def sniff_smi(lines: list[str]) -> bool:
@@ -70,257 +62,186 @@ def sniff_smi(lines: list[str]) -> bool:
     )
 
 
-def _ts(col: pl.Expr) -> pl.Expr:
-    return col.str.strip_chars().str.to_datetime("%Y/%m/%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns")
+@dataclass
+class _Kinds:
+    """The lines each kind of table is looked for in (columns ``line``, ``text``), each sorted by line.
+
+    Attributes:
+        comma: lines that hold a ``, `` (``--query-gpu`` CSV; the text as ``t``).
+        hashed: lines that start with ``#`` (dmon/pmon and dcgmi headers, unit lines, a capture's rules).
+        digits: lines that start with a digit (dmon/pmon rows).
+        indented: lines that start with ``#`` or a digit after whitespace, with ``hash``: whether ``#`` (dmon/pmon
+            headers, unit lines and rows too).
+        eqs: lines that start with ``=`` (``-q``'s banner).
+    """
+
+    comma: pl.DataFrame
+    hashed: pl.DataFrame
+    digits: pl.DataFrame
+    indented: pl.DataFrame
+    eqs: pl.DataFrame
 
 
-def _ts_once(text: pl.Series) -> pl.Series:
-    """``--query-gpu`` timestamps (``text``, strings) as int64 ns, each distinct string read once: the GPUs of a
-    sample share theirs, and reading one costs ~10x hashing it."""
-    distinct = text.drop_nulls().unique()
-    if 2 * distinct.len() > text.len():
-        return text.to_frame().select(_ts(pl.col(text.name))).to_series()
-    ns = distinct.to_frame().select(_ts(pl.col(text.name))).to_series()
-    return text.replace_strict(distinct, ns, default=None, return_dtype=pl.Int64)
-
-
-def _values(df: pl.DataFrame) -> pl.DataFrame:
-    g = pl.col("raw").str.extract_groups(NUM_RE)
-    value = (g.struct.field("1").cast(pl.Float64).alias("value"), g.struct.field("2").alias("vunit"))
-    return by_distinct(df, "raw", lambda d: d.with_columns(*value))
-
-
-def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
-    """``gpu`` filled where null: the row's position in its sample (rows of a block within SAMPLE_GAP_NS), by line order."""
-    if not df.get_column("line").is_sorted():
-        df = df.sort("line")
-    # the row before in line order: where it is of another block, the block's change starts a sample anyway
-    gap = (pl.col("ts") - pl.col("ts").shift(1)).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
-    new = (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True)
-    at = pl.int_range(pl.len())
-    in_sample = at - pl.when(new).then(at).forward_fill()  # a sample's rows are consecutive in line order
-    return df.with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
-
-
-def _csv(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """``--query-gpu`` tables (``lines``: those that hold a ``,``, ``#`` or ``=``, where CSV rows are)."""
-    lines = lines.filter(
-        pl.col("text").str.contains(", ", literal=True)
-    )  # a literal test first: the regexes see CSV lines only
-    # each step its own column: an expression used twice in one eager select is evaluated twice (no common
-    # subexpression elimination there)
-    df = lines.with_columns(pl.col("text").str.strip_chars_end().alias("t"))
-    t = pl.col("t")
-    df = df.with_columns(t.str.contains(HEADER_RE).alias("is_h"))
-    if not df.get_column("is_h").any() and not df.get_column("t").str.contains(NOHEADER_RE).any():
-        return pl.DataFrame(), 0  # no table here (a training log's prose): nothing more to look at
-    # a header's first field is dotted (a --query-gpu field) or timestamp / index: tested on the few header-shaped lines
-    at = df.get_column("is_h").arg_true()
-    first_field = t.str.splitn(", ", 2).struct.field("field_0")
-    header = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
-    is_h = pl.repeat(False, df.height, eager=True).scatter(at.filter(df[at].select(header).to_series()), True)
-    df = df.with_columns(is_h.alias("is_h"), t.str.count_matches(", ", literal=True).alias("nc"))
-    df = df.select("line", "text", "is_h", "nc", "t")
-    df = df.with_columns(pl.col("is_h").cum_sum().alias("block"))
-    # hid: the header's text, numbered (a capture repeats the same header in every sample)
-    heads = df.filter(pl.col("is_h")).select(
-        "block",
-        pl.col("nc").alias("hnc"),
-        pl.col("t").str.split(", ").alias("fields"),
-        pl.col("t").rank("dense").cast(pl.Int64).alias("hid"),
-        "t",
+def _kinds(lines: pl.DataFrame) -> _Kinds:
+    """:class:`_Kinds` of ``lines``: one search over all lines (for ``, ``), and a line's first byte by comparing
+    strings (a string view holds its first bytes inline: ~2 ns a line, where a regex costs 15-20); only the lines
+    that start with whitespace or a non-ASCII character (which may be Unicode whitespace or a digit) are searched for
+    ``^\\s*[#\\d]``."""
+    t = pl.col("text")
+    lead = lines.select(
+        lead_in(t, "#", "$").alias("hash"),
+        lead_in(t, "0", ":").alias("digit"),
+        lead_in(t, "=", ">").alias("eq"),
+        (((t < pl.lit("!")) & (t.str.len_bytes() > 0)) | (t >= pl.lit("\u0080"))).alias("indent"),
     )
-    # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
-    heads = heads.filter(~pl.col("t").str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b")).drop("t")
-    rows = df.filter(~pl.col("is_h")).join(heads.drop("fields"), on="block", how="left", maintain_order="left")
-    noh = pl.col("t").str.contains(NOHEADER_RE) & (pl.col("hnc").is_null() | (pl.col("hnc") != pl.col("nc")))
-    rows = rows.with_columns(noh.alias("noh"))  # once (used three times)
-    rows = (
-        rows.filter(((pl.col("hnc") == pl.col("nc")) & ~pl.col("t").str.starts_with("#")) | pl.col("noh"))
-        .with_columns(
-            pl.when("noh").then(-1).otherwise(pl.col("block")).alias("block"),
-            pl.when("noh").then(-1).otherwise(pl.col("hid")).alias("hid"),
-        )
-        .drop("noh")
-    )
-    if not rows.get_column("line").is_sorted():
-        rows = rows.sort("line")
-    # what a field says (series name, units) is worked out once per distinct header, one row per field; a cell
-    # finds its field's row by position (the header's first row + the cell's index in its row)
-    noh_width = int(rows.filter(pl.col("hid") == -1).get_column("nc").max() or -1) + 1
-    noh_fields = pl.DataFrame({"i": range(noh_width)}, schema={"i": pl.Int64}).select(
-        pl.lit(-1, pl.Int64).alias("hid"),
-        pl.when(pl.col("i") == 0).then(pl.lit("timestamp")).otherwise(pl.format("field_{}", "i")).alias("field"),
-        "i",
-    )
-    fields = pl.concat(
-        [
-            heads.unique("hid")
-            .select("hid", "fields", pl.int_ranges(0, pl.col("hnc") + 1).alias("i"))
-            .explode(["fields", "i"])
-            .select("hid", pl.col("fields").alias("field"), "i"),
-            noh_fields,
-        ]
-    ).sort("hid", "i")
-    name = pl.col("field").str.replace(r" \[[^\]]+\]$", "")
-    table_unit = name.str.extract(r"^([a-z_]+)").replace_strict(UNITS, default=None, return_dtype=pl.String)
-    fields = fields.with_columns(
-        name.alias("series"),
-        pl.col("field").str.extract(r"\[([^\]]+)\]$").alias("hunit"),
-        pl.when(pl.col("hid") >= 0).then(table_unit).alias("tunit"),
-    ).with_row_index("f")
-    pos = lambda name: pl.col("i").filter(pl.col("field") == name).first().alias(name)  # noqa: E731
-    per_head = fields.group_by("hid").agg(
-        pl.col("f").min().cast(pl.Int64).alias("f0"), pos("timestamp"), pos("index"), pos("hostname")
-    )
-    rows = rows.join(per_head, on="hid", how="left", maintain_order="left").with_columns(
-        pl.col("t").str.split(", ").alias("raw")
-    )
-    cell = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
-    has = rows.select(pl.col("timestamp", "index", "hostname").is_not_null().any()).row(0, named=True)
+    indented = lines.filter(lead.get_column("indent")).filter(t.str.contains(r"^\s*[#\d]"))
+    indented = indented.with_columns(lead_in(t.str.strip_chars_start(), "#", "$").alias("hash"))
 
-    def where(name: str, value: pl.Expr, dtype: Any) -> pl.Expr:
-        """``value`` on the rows whose header has the field ``name`` (not worked out where none has it)."""
-        return pl.when(pl.col(name).is_not_null()).then(value) if has[name] else pl.lit(None, dtype)
-
-    per_row = rows.select(
-        "block",
-        "line",
-        where("timestamp", cell("timestamp"), pl.String).alias("ts"),
-        where("index", cell("index").str.strip_chars().cast(pl.Int64, strict=False), pl.Int64).alias("gpu"),
-        where("hostname", cell("hostname").str.strip_chars(), pl.String).alias("host"),
+    return _Kinds(
+        comma=lines.filter(t.str.contains(", ", literal=True)).rename({"text": "t"}),
+        hashed=lines.filter(lead.get_column("hash")),
+        digits=lines.filter(lead.get_column("digit")),
+        indented=indented,
+        eqs=lines.filter(lead.get_column("eq")),
     )
-    per_row = _by_sample(
-        per_row.with_columns(_ts_once(per_row.get_column("ts")))
-    )  # rows are in line order: per_row's rows are rows' rows
-    # cells: (row, field, text); read where the field is a series; the row's and the field's columns gathered for the
-    # cells that hold a value only
-    cells = rows.select(
-        pl.int_range(pl.len(), dtype=pl.UInt32).alias("r"),
-        "raw",
-        pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("nc") + 1).alias("f"),
-    ).explode(["raw", "f"])
-    is_series = fields.select(~pl.col("field").is_in(["timestamp", "index"])).to_series()
-    cells = _values(cells.filter(is_series.gather(cells.get_column("f"))))
-    cells = cells.filter(pl.col("value").is_not_null())
-    # cells that say no value, counted in their rows (a cell starts the row or follows ", "); a literal search first
-    bracketed = rows.filter(pl.col("t").str.contains("[", literal=True))
-    na = int(bracketed.select(pl.col("t").str.count_matches(NA_CELL_RE).sum()).item() or 0)
-    out = pl.concat(
-        [
-            per_row.select("gpu", "host", "ts")[cells.get_column("r")],
-            fields.select("series", "hunit", "tunit")[cells.get_column("f")],
-            cells.select("vunit", "value"),
-            per_row.select("line")[cells.get_column("r")],
-        ],
-        how="horizontal",
-    )
-    out = out.select(
-        "gpu", "host", "ts", "series", pl.coalesce("hunit", "vunit", "tunit").alias("unit"), "value", "line"
-    )
-    return out, na
 
 
-def _dmon(lines: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
-    """dmon/pmon tables (``hashed``: the lines that hold a ``#``, where their headers and unit lines are)."""
-    marks = hashed.filter(pl.col("text").str.contains(r"^\s*#")).with_columns(
-        pl.col("text").str.strip_chars().alias("t")
-    )
+def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
+    """dmon/pmon tables (their headers and unit lines among ``kinds.hashed`` and ``kinds.indented``, their rows among
+    ``kinds.digits`` and ``kinds.indented``, not the ``csv_rows``: lines of --query-gpu CSV that start with a
+    digit)."""
+    # a header names the gpu column, a unit line says Idx: a literal search first
+    marks = pl.concat([kinds.hashed, kinds.indented.filter("hash").drop("hash")])
+    marks = marks.filter(pl.col("text").str.contains("gpu|Idx")).sort("line")
+    marks = marks.with_columns(pl.col("text").str.strip_chars().alias("t"))
     heads = marks.filter(pl.col("t").str.contains(DMON_RE))
     if not heads.height:
         return pl.DataFrame()
     # a table (block, from 1) runs from its header to the next: the headers at or before a line (lines are in order)
     at = heads.get_column("line").to_numpy()
-    block = lambda df: pl.Series("block", np.searchsorted(at, df.get_column("line").to_numpy(), "right"), pl.Int64)  # noqa: E731
     words = pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+")
-    heads = heads.select(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("block"), words.alias("fields"))
-    tool = heads.with_columns(
-        pl.when(pl.col("fields").list.contains("pid")).then(pl.lit("pmon")).otherwise(pl.lit("dmon")).alias("tool")
-    )
+    heads = heads.select(words.alias("fields"))
     units = marks.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b"))
-    units = units.select(block(units), words.alias("units"))
-    units = units.unique("block", keep="first", maintain_order=True)  # (one unit line a table)
-    heads = tool.join(units, on="block", how="left", maintain_order="left")
-    heads = heads.with_columns(pl.col("fields").list.len().alias("n"))
-    heads = heads.with_columns((pl.col("n").cum_sum() - pl.col("n")).cast(pl.Int64).alias("f0"))
+    units = units.select(
+        pl.Series("block", np.searchsorted(at, units.get_column("line").to_numpy(), "right")), words.alias("units")
+    ).unique("block", keep="first", maintain_order=True)  # (one unit line a table)
     # one row per (table, field): its name, unit and tool; a cell finds its row at its table's first + its index
-    per_field = (
-        heads.select("block", "tool", "fields", "units", pl.int_ranges(0, pl.col("n")).alias("i"))
-        .explode(["fields", "i"])
-        .select(
-            "block",
-            "tool",
-            "fields",
-            "i",
-            pl.col("units").list.get(pl.col("i"), null_on_oob=True).alias("hunit"),
-        )
+    n = np.concatenate([[0], heads.select(pl.col("fields").list.len()).to_series().to_numpy().astype(np.int64)])
+    f0 = np.concatenate([[0], np.cumsum(n)[:-1]])
+    table = np.repeat(np.arange(n.size), n)
+    unit_of = np.full(n.size, -1, np.int64)
+    unit_of[units.get_column("block").to_numpy()] = np.arange(units.height)
+    u = unit_of[table]
+    unit_list = (
+        units.get_column("units").gather(np.clip(u, 0, None))
+        if units.height
+        else pl.Series([], dtype=pl.List(pl.String)).extend_constant(None, table.size)
     )
-    pos = lambda name: (  # noqa: E731
-        per_field.filter(pl.col("fields") == name)
-        .unique("block", keep="first")
-        .select("block", pl.col("i").alias(name))
+    pmon = np.concatenate([[False], heads.select(pl.col("fields").list.contains("pid")).to_series().to_numpy()])
+    per_field = pl.DataFrame(
+        {"fields": heads.get_column("fields").explode(), "i": np.arange(table.size) - f0[table], "ul": unit_list}
+    ).select(
+        "fields",
+        pl.when(pl.Series(pmon[table])).then(pl.lit("pmon")).otherwise(pl.lit("dmon")).alias("tool"),
+        pl.when(pl.Series(u >= 0)).then(pl.col("ul").list.get(pl.col("i"), null_on_oob=True)).alias("hunit"),
     )
+    names = per_field.get_column("fields").to_numpy()
+
+    def pos(name: str) -> np.ndarray:
+        """Each table's place of field ``name`` (its first), -1 where none."""
+        where = np.flatnonzero(names == name)
+        of, first = np.unique(table[where], return_index=True)
+        p = np.full(n.size, -1, np.int64)
+        p[of] = where[first] - f0[of]
+        return p
+
     # data rows: a gpu index (or dmon -o DT's date) first, after the first header; not a --query-gpu CSV row (a ", "
-    # inside the line: not split into words)
-    rows = lines.filter((pl.col("line") >= int(at[0])) & pl.col("text").str.contains(r"^\s*\d"))
-    rows = rows.filter(~pl.col("text").str.contains(r", \s*\S"))
-    rows = (
-        rows.with_columns(block(rows))
-        .with_columns(pl.col("text").str.extract_all(r"\S+").alias("raw"))
-        .join(heads.select("block", "n", "f0"), on="block", maintain_order="left")
-        .filter(pl.col("raw").list.len() == pl.col("n"))
-    )
-    for name in ("gpu", "pid", "Date", "Time"):
-        rows = rows.join(pos(name), on="block", how="left", maintain_order="left")
-    get = lambda name: pl.col("raw").list.get(pl.col(name).fill_null(0), null_on_oob=True)  # noqa: E731
-    per_row = rows.select(
-        "line",
-        "block",
-        pl.when(pl.col("gpu").is_not_null()).then(get("gpu")).cast(pl.Int64, strict=False).alias("gpu"),
-        pl.when(pl.col("pid").is_not_null()).then(get("pid")).alias("pid"),
-        pl.concat_str(
-            pl.when(pl.col("Date").is_not_null()).then(get("Date")),
-            pl.when(pl.col("Time").is_not_null()).then(get("Time")),
-            separator=" ",
-            ignore_nulls=True,
-        ).alias("dt"),
-    )
-    cells = rows.select(
-        pl.int_range(pl.len(), dtype=pl.UInt32).alias("r"),
-        "raw",
-        pl.int_ranges(pl.col("f0"), pl.col("f0") + pl.col("n")).alias("f"),
-    ).explode(["raw", "f"])
-    skip = per_field.select(pl.col("fields").is_in(["gpu", "pid", "Date", "Time", "type", "command"])).to_series()
-    cells = _values(cells.filter(~skip.gather(cells.get_column("f"))))
-    cells = cells.filter(pl.col("value").is_not_null())
-    cells = pl.concat(
-        [
-            per_row[cells.get_column("r")],
-            per_field.select("fields", "tool", "hunit")[cells.get_column("f")],
-            cells.select("value", "vunit"),
-        ],
-        how="horizontal",
-    )
-    k = pl.col("line").rank("dense").over("block", "gpu", "pid") - 1
-    ts = pl.coalesce(
-        pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns"),
-        k.cast(pl.Int64) * DMON_INTERVAL_NS,
+    # inside the line: not split into words); as many words as its header
+    rows = kinds.digits.filter(pl.col("line") >= int(at[0]))
+    if csv_rows.size:
+        line = rows.get_column("line").to_numpy()
+        csv_row = np.zeros(max(int(line.max(initial=0)), int(csv_rows.max())) + 1, np.bool_)  # by line number
+        csv_row[csv_rows] = True
+        rows = rows.filter(pl.Series(~csv_row[line]))
+    indented = kinds.indented.filter(~pl.col("hash") & (pl.col("line") >= int(at[0]))).drop("hash")
+    rows = pl.concat([rows, indented.filter(~pl.col("text").str.contains(r", \s*\S"))])
+    rows = rows if rows.get_column("line").is_sorted() else rows.sort("line")
+    block = np.searchsorted(at, rows.get_column("line").to_numpy(), "right")
+    # rows repeat (a GPU's readings while they hold): each distinct row is split into words once, and a row's word i
+    # is word i of its distinct row (from word_at)
+    code, distinct = distinct_codes(rows.get_column("text"))
+    words = distinct.str.extract_all(r"\S+")
+    nw = words.list.len().to_numpy().astype(np.int64)
+    keep = np.flatnonzero(nw[code] == n[block])
+    rows, code, block = rows[keep], code[keep], block[keep]
+    cells = words.explode()  # (an empty list gives one null)
+    word_at = np.cumsum(np.maximum(nw, 1)) - np.maximum(nw, 1)
+    count = n[block]
+
+    def get(name: str) -> pl.Series:
+        """Each row's word of field ``name``, null where its table has none."""
+        p = pos(name)[block]
+        has = np.flatnonzero(p >= 0)
+        none = pl.Series(name, [], pl.String).extend_constant(None, rows.height)
+        return none.scatter(has, cells.gather(word_at[code[has]] + p[has])) if has.size else none
+
+    per_row = pl.DataFrame(
+        {
+            "line": rows.get_column("line"),
+            "block": block,
+            "gpu": get("gpu").cast(pl.Int64, strict=False),
+            "pid": get("pid"),
+            "date": get("Date"),
+            "time": get("Time"),
+        }
+    ).select("line", "block", "gpu", "pid", pl.concat_str("date", "time", separator=" ", ignore_nulls=True).alias("dt"))
+    start = np.cumsum(count) - count
+    k = np.arange(int(count.sum()))
+    src = np.repeat(word_at[code] - start, count) + k
+    f = np.repeat(f0[block] - start, count) + k
+    read = read_numbers(cells.to_frame("raw"))
+    skip = np.isin(names, ["gpu", "pid", "Date", "Time", "type", "command"])
+    take = np.flatnonzero(read.get_column("value").is_not_null().to_numpy()[src] & ~skip[f])
+    r = np.repeat(np.arange(rows.height), count)[take]
+    f = f[take]
+    read = read.select("value", "vunit")[src[take]]
+    # a row's sample: its place among its (table, gpu, pid)'s rows that hold a number, in line order, one second apart
+    # (dmon's default -d 1), where the row has no date and time
+    held = np.zeros(rows.height, np.bool_)
+    held[r] = True
+    k = np.zeros(rows.height, np.int64)
+    k[held] = per_row.filter(pl.Series(held)).select(pl.int_range(pl.len()).over("block", "gpu", "pid")).to_series()
+    per_row = per_row.with_columns(
+        pl.coalesce(
+            pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns")
+            if (per_row.get_column("dt") != "").any()
+            else pl.lit(None, pl.Int64),
+            pl.Series(k) * DMON_INTERVAL_NS,
+        ).alias("ts")
     )
     # pmon.<field> (pid <pid>), dmon.<field>: a pmon row has a pid, a dmon row none
-    name = pl.concat_str("tool", pl.lit("."), "fields", pl.format(" (pid {})", "pid"), ignore_nulls=True)
-    unit = (
-        pl.when(pl.col("hunit").is_in(["%", "W", "C", "MHz", "MB", "MiB"]))
-        .then(pl.col("hunit"))
-        .otherwise(pl.col("vunit"))
+    cells = pl.DataFrame(
+        {
+            "tool": per_field.get_column("tool").gather(f),
+            "fields": per_field.get_column("fields").gather(f),
+            "pid": per_row.get_column("pid").gather(r),
+        }
     )
-    return cells.select(
-        "gpu",
-        pl.lit(None, pl.String).alias("host"),
-        ts.alias("ts"),
-        name.alias("series"),
-        unit.alias("unit"),
-        "value",
-        "line",
+    name = pl.concat_str("tool", pl.lit("."), "fields", pl.format(" (pid {})", "pid"), ignore_nulls=True)
+    # the unit: the header's where it is one of these, else the value's
+    hunit = per_field.get_column("hunit")
+    header = hunit.is_in(["%", "W", "C", "MHz", "MB", "MiB"]).fill_null(False).to_numpy()[f]
+    unit = pl.concat([hunit, read.get_column("vunit")]).gather(np.where(header, f, hunit.len() + np.arange(f.size)))
+    return pl.DataFrame(
+        {
+            "gpu": per_row.get_column("gpu").gather(r),
+            "host": pl.Series([], dtype=pl.String).extend_constant(None, f.size),
+            "ts": per_row.get_column("ts").gather(r),
+            "series": cells.select(name).to_series(),
+            "unit": unit,
+            "value": read.get_column("value"),
+            "line": per_row.get_column("line").gather(r),
+        }
     )
 
 
@@ -362,9 +283,10 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     """``dcgmi dmon`` tables: a ``#Entity  F1  F2 ...`` header (``# Entity`` in older DCGM), an ``ID`` (``Id``) line,
     rows ``GPU 0  v1  v2 ...`` (entities GPU, GPU-I, GPU-CI, ...; ``N/A`` skipped); one sample per ``-d`` interval
     (1 s by default) from 0. Also the count of ``N/A`` cells and the lines read (headers, ID lines and rows, those
-    of ``N/A`` only too). ``hashed``: the lines that hold a ``#``."""
+    of ``N/A`` only too). ``hashed``: the lines that start with ``#``."""
     t = pl.col("text").str.strip_chars()
-    hdr = hashed.filter(pl.col("text").str.starts_with("#")).filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
+    hdr = hashed.filter(pl.col("text").str.contains("Entity", literal=True))  # a literal search first
+    hdr = hdr.filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
     if not hdr.height:
         return pl.DataFrame(), 0, pl.Series("line", [], pl.UInt32)
     df = lines.filter(pl.col("line") >= hdr.get_column("line").min()).with_columns(
@@ -400,7 +322,7 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     # the header's unit line (``ID``, ``Id``; a unit per field in DCGM 4: ``ID  W  C  MHz``) right under it
     under = df.filter(pl.col("is_h").shift(1).fill_null(False) & pl.col("t").str.contains(r"^I[Dd]\b"))
     read = pl.concat([hdr.get_column("line"), under.get_column("line"), rows.get_column("line")])
-    cells = _values(cells)
+    cells = read_numbers(cells)
     name = pl.when(pl.col("entity") == "GPU").then(pl.format("dcgm.{}", "fields"))
     name = name.otherwise(pl.format("dcgm.{} ({} {})", "fields", "entity", "id"))
     out = cells.filter(pl.col("value").is_not_null()).select(
@@ -417,18 +339,18 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     return out, na, read
 
 
-def _reports(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+def _reports(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     """The lines of ``-q`` reports, each numbered (``report``, from 1): a report runs from its banner to the next
-    banner, or a line that starts with ``#`` (a capture's section rule; ``hashed``: the lines that hold a ``#``,
-    ``marked``: those that hold one of ``#,=``). Line numbers are searched in the few banners and rules (lines are
-    in order)."""
+    banner, or a line that starts with ``#`` (a capture's section rule). Line numbers are searched in the few banners
+    (among ``kinds.eqs``) and rules (among ``kinds.hashed``; lines are in order)."""
     t = pl.col("text")
-    starts = marked.filter(t.str.starts_with("=")).filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
+    starts = kinds.eqs.filter(t.str.contains(QLOG_RE)).get_column("line").to_numpy()
     if not starts.size:
         return lines.clear()
-    rules = hashed.filter(t.str.starts_with("#")).get_column("line").to_numpy()
-    bounds = np.union1d(starts, rules)
-    ends = np.append(bounds, np.iinfo(np.int64).max)[np.searchsorted(bounds, starts, side="right")]
+    rules = kinds.hashed.get_column("line").to_numpy()
+    # the next banner or rule after each banner
+    next_rule = np.append(rules, np.iinfo(np.int64).max)[np.searchsorted(rules, starts, side="right")]
+    ends = np.minimum(np.append(starts[1:], np.iinfo(np.int64).max), next_rule)
     line = lines.get_column("line").to_numpy()
     # reports are disjoint runs of rows (ends[i] <= starts[i + 1]): rows lo[i]..hi[i] of report i + 1
     lo, hi = np.searchsorted(line, starts), np.searchsorted(line, ends)
@@ -438,35 +360,59 @@ def _reports(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) ->
     return lines[at].with_columns(pl.Series("report", report, pl.UInt32))
 
 
-def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl.DataFrame:
+def _filled(x: str, new: pl.Expr) -> pl.Expr:
+    """Column ``x`` forward filled within runs of rows that start where ``new`` (a run's first rows before a value
+    stay null): the row each value comes from, forward filled, then gathered (``forward_fill().over(...)`` costs
+    several times as much)."""
+    at = pl.int_range(pl.len())
+    return pl.col(x).gather(pl.when(pl.col(x).is_not_null() | new).then(at).forward_fill())
+
+
+def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     t = pl.col("text")
-    df = _reports(lines, marked, hashed)
+    df = _reports(lines, kinds)
     if not df.height:
         return pl.DataFrame()
     kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
-    df = by_distinct(
-        df,
-        "text",
-        lambda d: (
-            d.with_columns(kv.alias("g"))
-            .unnest("g")
-            .with_columns(
-                pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
-                pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
-                .then(t.str.strip_chars())
-                .alias("section"),
-                pl.when(pl.col("k") == "Timestamp")
-                .then(
-                    pl.col("v")
-                    .str.strip_chars()
-                    .str.replace(r"\s+", " ", literal=False)
-                    .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
-                    .dt.epoch("ns")
-                )
-                .alias("ts"),
+    num = pl.col("v").str.extract_groups(NUM_RE)
+    # what a line says, worked out once per distinct line (a report's lines repeat from sample to sample); only the
+    # lines that say something (a value, a GPU block's head, a section, the time) are kept
+    code, distinct = distinct_codes(df.get_column("text"))
+    said = (
+        distinct.to_frame("text")
+        .with_columns(kv.alias("g"))
+        .unnest("g")
+        .select(
+            "text",
+            "k",
+            pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
+            pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
+            .then(t.str.strip_chars())
+            .alias("section"),
+            pl.when(pl.col("k") == "Timestamp")
+            .then(
+                pl.col("v")
+                .str.strip_chars()
+                .str.replace(r"\s+", " ", literal=False)
+                .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
+                .dt.epoch("ns")
             )
-        ),
+            .alias("ts"),
+            (pl.col("ind").str.len_chars() <= 4).alias("shallow"),  # a key of the GPU block itself: no section
+            num.struct.field("1").cast(pl.Float64, strict=False).alias("value"),
+            num.struct.field("2").alias("vunit"),
+        )
     )
+    says = (
+        said.select(
+            (pl.col("k").is_not_null() & pl.col("value").is_not_null())
+            | pl.any_horizontal(pl.col("gpu_head", "section", "ts").is_not_null())
+        )
+        .to_series()
+        .to_numpy()
+    )
+    rows = np.flatnonzero(says[code])
+    df = pl.concat([df.select("line", "report")[rows], said.drop("text")[code[rows]]], how="horizontal")
     # a GPU's number: its block's place among the report's GPU blocks (a repeated busId keeps its first), worked out on
     # the few block heads, then carried down to the block's lines with the head
     at = df.get_column("gpu_head").is_not_null().arg_true()
@@ -476,16 +422,19 @@ def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl
     )
     number = heads.join(number, on=["report", "gpu_head"], how="left", maintain_order="left").get_column("gpu")
     gpu = pl.repeat(None, df.height, dtype=pl.Int64, eager=True).alias("gpu").scatter(at, number)
-    df = df.with_columns(gpu).with_columns(
-        pl.col("gpu_head", "gpu", "ts").forward_fill().over("report"),
+    report = pl.col("report") != pl.col("report").shift(1, fill_value=0)  # reports are runs of rows, from 1
+    df = df.with_columns(gpu, (report | pl.col("gpu_head").is_not_null()).alias("block"))
+    df = df.with_columns(_filled("gpu_head", report), _filled("gpu", report), _filled("ts", report))
+    if heads.is_duplicated().any():  # a busId twice in a report: its blocks share their sections
+        df = df.with_columns(pl.col("section").forward_fill().over("report", "gpu_head"))
+    else:  # a GPU block is a run of rows from its head
+        df = df.with_columns(_filled("section", pl.col("block")))
+    df = df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null() & pl.col("value").is_not_null())
+    # q.<section>.<k>, q.<k>
+    name = pl.concat_str(
+        pl.lit("q"), pl.when(~pl.col("shallow")).then("section"), "k", separator=".", ignore_nulls=True
     )
-    df = df.with_columns(pl.col("section").forward_fill().over("report", "gpu_head"))
-    df = df.with_columns(
-        pl.when(pl.col("ind").str.len_chars() <= 4).then(None).otherwise(pl.col("section")).alias("section")
-    )
-    df = _values(df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null()).rename({"v": "raw"}))
-    name = pl.concat_str(pl.lit("q"), "section", "k", separator=".", ignore_nulls=True)  # q.<section>.<k>, q.<k>
-    return df.filter(pl.col("value").is_not_null()).select(
+    return df.select(
         "gpu",
         pl.lit(None, pl.String).alias("host"),
         pl.col("ts").fill_null(0),
@@ -499,15 +448,13 @@ def _qlog(lines: pl.DataFrame, marked: pl.DataFrame, hashed: pl.DataFrame) -> pl
 def parse_smi(lines: pl.DataFrame) -> Parts:
     """nvidia-smi tables of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     lines = lines.select("line", "text")  # the tables' filters and joins carry no other column
-    # one search over all lines for the marks of four kinds of table (CSV's ", ", dmon/pmon/dcgmi's "#", -q's "=")
-    marked = lines.filter(pl.col("text").str.contains("[#,=]"))
-    csv, na = _csv(marked)
-    hashed = marked.filter(pl.col("text").str.contains("#", literal=True))
-    dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, hashed)
+    kinds = _kinds(lines)
+    csv, na, csv_rows = parse_query_gpu(kinds.comma)
+    dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, kinds.hashed)
     tables = {
         "query_gpu": csv,
-        "dmon_pmon": _dmon(lines, hashed),
-        "q": _qlog(lines, marked, hashed),
+        "dmon_pmon": _dmon(kinds, csv_rows),
+        "q": _qlog(lines, kinds),
         "dcgmi_dmon": dcgmi,
     }
     parts = [f for f in tables.values() if f.height]
@@ -521,8 +468,14 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     epoch = bool(csv.height and csv.get_column("ts").is_not_null().all()) and not any(p is not csv for p in parts)
     s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)), pl.col("gpu").fill_null(0))
     gpus = s.get_column("gpu").unique()  # each track's name written once
-    names = gpus.to_frame().select(pl.format("GPU {}", "gpu")).to_series()
-    track = pl.col("gpu").replace_strict(gpus, names) if s.height else pl.lit(None, pl.String)  # (none: keeps String)
+    if not s.height:
+        track = pl.lit(None, pl.String)  # (keeps String)
+    elif int(gpus.max()) - int(gpus.min()) < 1 << 16:  # GPU numbers: the names of the range, gathered by number
+        low = int(gpus.min())
+        names = pl.int_range(low, int(gpus.max()) + 1, eager=True).to_frame("gpu").select(pl.format("GPU {}", "gpu"))
+        track = pl.lit(names.to_series()).gather(pl.col("gpu") - low)
+    else:
+        track = pl.col("gpu").replace_strict(gpus, gpus.to_frame().select(pl.format("GPU {}", "gpu")).to_series())
     samples = s.select(
         pl.lit(None, pl.Int64).alias("rank"),
         "host",

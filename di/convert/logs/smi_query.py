@@ -1,0 +1,354 @@
+"""nvidia-smi ``--query-gpu`` CSV tables (with or without header and units), and the cell readers every
+nvidia-smi table shares (:func:`read_numbers`, :func:`distinct_codes`, :func:`lead_in`).
+
+A header (a ``, ``-separated list of field names, the first dotted or ``timestamp``/``index``) starts a table; the
+lines after it with as many cells are its rows, and a line that starts with a timestamp (:data:`NOHEADER_RE`) and has
+another width is a header-less row (``--format=csv,noheader``: fields ``timestamp``, ``field_1``, ...). A field's unit
+is the header's (``power.draw [W]``), else the value's (``22.89 W``), else :data:`UNITS`. GPU identity: the ``index``
+column, else the row's position in its sample (a sample's rows lie within :data:`SAMPLE_GAP_NS` of each other).
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import polars as pl
+
+from di.convert.logs.text import by_distinct
+
+__all__ = [
+    "HEADER_RE",
+    "NOHEADER_RE",
+    "NUM_RE",
+    "UNITS",
+    "distinct_codes",
+    "epoch_ns",
+    "lead_in",
+    "parse_query_gpu",
+    "read_numbers",
+]
+
+FIELD = r"[a-z_][\w.]*(?: \[[^\]]+\])?"
+
+HEADER_RE = rf"^{FIELD}(?:, {FIELD})+\s*$"
+
+NOHEADER_RE = r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?, "
+
+TS_RE = r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$"
+""":data:`NOHEADER_RE`'s timestamp, a whole cell."""
+
+NA_CELL_RE = r"^\s*\[(?:N/A|Not Supported|Unknown Error|Requested functionality)"
+"""A ``--query-gpu`` cell that says the GPU gives no value."""
+
+NUM_RE = r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/]+)?\s*$"
+
+SAMPLE_GAP_NS = 100_000_000
+"""Rows of one ``-l`` sample lie within this of each other (nvidia-smi queries GPUs ~1 ms apart; samples are >= 1 s apart)."""
+
+UNITS = {
+    "temperature": "C",
+    "utilization": "%",
+    "memory": "MiB",
+    "clocks": "MHz",
+    "power": "W",
+    "fan": "%",
+    "enforced": "W",
+}
+"""Unit of a ``--query-gpu`` field by its first dotted part, where neither header nor value says it (``nounits``)."""
+
+
+def lead_in(t: pl.Expr, lo: str, hi: str) -> pl.Expr:
+    """Whether a string's first byte lies in [``lo``, ``hi``): two comparisons of string views, which hold their first
+    bytes inline (several times cheaper than a regex or ``starts_with``)."""
+    return (t >= pl.lit(lo)) & (t < pl.lit(hi))
+
+
+def distinct_codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """(each value's number among the distinct ``values``, those distinct values): work done once per distinct
+    value is gathered back by number (a null is a value of its own).
+
+    Values are numbered by their 64-bit hashes (sorted, searched: cheaper than hashing strings into a join), and each
+    is checked against the distinct value of its number, so two values whose hashes collide fall back to a join."""
+    hashes = values.hash(seed=0)
+    distinct_hashes = hashes.unique().sort()
+    code = distinct_hashes.search_sorted(hashes).to_numpy().astype(np.int64)
+    first = np.empty(distinct_hashes.len(), np.int64)
+    first[code] = np.arange(code.size)  # a row of each number (any)
+    distinct = values.gather(first)
+    if distinct.gather(code).eq_missing(values).all():
+        return code, distinct
+    distinct = values.unique()
+    numbered = distinct.to_frame("v").with_row_index("c")
+    code = values.to_frame("v").join(numbered, on="v", how="left", maintain_order="left", nulls_equal=True)
+    return code.get_column("c").to_numpy().astype(np.int64), distinct
+
+
+def read_numbers(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with its column ``raw`` (cell texts) read as ``value`` (float) and ``vunit`` (:data:`NUM_RE`'s number
+    and unit), once per distinct text; null where a text is no number, or one float parsing does not read (digits
+    of other scripts, which ``\\d`` matches)."""
+    g = pl.col("raw").str.extract_groups(NUM_RE)
+    value = (g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit"))
+    return by_distinct(df, "raw", lambda d: d.with_columns(*value))
+
+
+def epoch_ns(col: pl.Expr) -> pl.Expr:
+    return col.str.strip_chars().str.to_datetime("%Y/%m/%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns")
+
+
+def _ts_once(text: pl.Series) -> pl.Series:
+    """``--query-gpu`` timestamps (``text``, strings) as int64 ns, each distinct string read once: the GPUs of a
+    sample share theirs, and reading one costs ~10x hashing it."""
+    distinct = text.drop_nulls().unique()
+    if 2 * distinct.len() > text.len():
+        return text.to_frame().select(epoch_ns(pl.col(text.name))).to_series()
+    ns = distinct.to_frame().select(epoch_ns(pl.col(text.name))).to_series()
+    return text.replace_strict(distinct, ns, default=None, return_dtype=pl.Int64)
+
+
+def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
+    """``gpu`` filled where null: the row's position in its sample (rows of a block within SAMPLE_GAP_NS), by line order."""
+    if not df.get_column("line").is_sorted():
+        df = df.sort("line")
+    # the row before in line order: where it is of another block, the block's change starts a sample anyway
+    gap = (pl.col("ts") - pl.col("ts").shift(1)).fill_null(SAMPLE_GAP_NS + 1) > SAMPLE_GAP_NS
+    new = (gap | (pl.col("block") != pl.col("block").shift(1))).fill_null(True)
+    at = pl.int_range(pl.len())
+    in_sample = at - pl.when(new).then(at).forward_fill()  # a sample's rows are consecutive in line order
+    return df.with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
+
+
+def _csv_tables(heads: pl.DataFrame, noh_width: int) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+    """One row per field of each table (the header-less one first, ``noh_width`` fields, then each header's, ``heads``:
+    its ``fields``): its ``field``, ``series`` name, header unit ``hunit`` and unit by name ``tunit``; and each table's
+    first field row and width."""
+    fl = [["timestamp"] + [f"field_{i}" for i in range(1, noh_width)]] + heads.get_column("fields").to_list()
+    width = np.array([len(x) for x in fl], np.int64)
+    f0 = np.concatenate([[0], np.cumsum(width)[:-1]]).astype(np.int64)
+    fields = pl.DataFrame({"field": [x for fs in fl for x in fs]}, schema={"field": pl.String})
+    name = pl.col("field").str.replace(r" \[[^\]]+\]$", "")
+    table_unit = name.str.extract(r"^([a-z_]+)").replace_strict(UNITS, default=None, return_dtype=pl.String)
+    fields = fields.with_columns(
+        name.alias("series"),
+        pl.col("field").str.extract(r"\[([^\]]+)\]$").alias("hunit"),
+        pl.when(pl.int_range(pl.len()) >= noh_width).then(table_unit).alias("tunit"),
+    )
+    return fields, f0, width
+
+
+def _csv_heads(comma: pl.DataFrame, word: pl.Series) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+    """The ``--query-gpu`` headers among the lines ``word`` (rows of ``comma`` that start like a field name): each
+    distinct header text once (``t``, ``fields``, ``hnc``: its count of ``, ``, ``kept``: whether its rows are
+    series, ``hid``: from 1); the rows of ``comma`` that hold a header, and the ``hid`` of each (after a 0)."""
+    t = pl.col("t")
+    # a header repeats where each sample prints it (a loop of nvidia-smi calls): each distinct text is read once
+    code, texts = distinct_codes(comma.get_column("t").gather(word))
+    texts = texts.str.strip_chars_end()
+    heads = texts.unique().to_frame().filter(t.str.contains(HEADER_RE))
+    first_field = t.str.splitn(", ", 2).struct.field("field_0")
+    dotted = first_field.str.contains(".", literal=True) | t.str.starts_with("timestamp") | t.str.starts_with("index")
+    heads = heads.filter(dotted).select(
+        "t",
+        t.str.split(", ").alias("fields"),
+        t.str.count_matches(", ", literal=True).alias("hnc"),
+        # --query-compute-apps / -accounted-apps / -retired-pages: per process or page, not per GPU: not series
+        ~t.str.contains(r"(?:^|, )(?:pid|retired_pages\.address)\b").alias("kept"),
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("hid"),  # the same header text: one table
+    )
+    hid = texts.to_frame().join(heads.select("t", "hid"), on="t", how="left", maintain_order="left")
+    hid = hid.get_column("hid").fill_null(0).to_numpy()[code]  # of each line (0: not a header)
+    at = np.flatnonzero(hid)
+    return heads, word.to_numpy()[at], np.concatenate([[0], hid[at]])
+
+
+def _csv_samples(
+    key: np.ndarray, rest_at: np.ndarray, nrest: np.ndarray, f0: np.ndarray, series: np.ndarray, number: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The samples of ``--query-gpu`` rows: (row, field, text) of each cell of a series field that holds a number,
+    in row and cell order. ``key``: each row's distinct rest (``key // tables``) and table (``key % tables``, whose
+    fields start at ``f0``); the cells of rest ``j`` are texts ``rest_at[j]`` on (``nrest[j]`` of them), ``number``:
+    whether a text holds a number, ``series``: whether a field is a series. A row's first cell is given as text -1
+    (the caller reads it: first cells are not shared by rows).
+
+    The cells to take are worked out once per distinct (rest, table): a row takes those of its pair."""
+    tables = f0.size
+    if key.size and int(key.max()) < 4 * key.size + 4096:  # pairs numbered through a table of all keys
+        seen = np.zeros(int(key.max()) + 1, np.bool_)
+        seen[key] = True
+        keys = np.flatnonzero(seen)
+        pair = (np.cumsum(seen) - 1)[key]
+    else:
+        keys, pair = np.unique(key, return_inverse=True)
+    rest, table = keys // tables, keys % tables
+    first = series[np.minimum(f0, series.size - 1)][table] & (f0[table] < series.size)  # is its first field a series
+    count = nrest[rest] + first
+    of = np.repeat(np.arange(keys.size), count)
+    i = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + ~first[of]  # cell place in the row
+    f = f0[table[of]] + i
+    src = np.where(i == 0, -1, rest_at[rest[of]] + i - 1)
+    take = np.flatnonzero(series[f] & ((i == 0) | number[src]))
+    f, src, of = f[take], src[take], of[take]
+    count = np.bincount(of, minlength=keys.size)
+    per_row = count[pair]
+    r = np.repeat(np.arange(key.size), per_row)
+    cell = np.repeat(np.cumsum(count)[pair] - count[pair] - (np.cumsum(per_row) - per_row), per_row) + np.arange(r.size)
+    return r, f[cell], src[cell]
+
+
+def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]:
+    """``--query-gpu`` tables (``comma``: columns ``line`` and ``t``, the lines that hold a ``, ``). A header (a
+    ``, ``-separated list of field names, the first dotted or ``timestamp``/``index``) starts a table; the lines after
+    it with as many cells are its rows (not those that start with ``#``), and a line that starts with a timestamp and
+    has another width is a header-less row.
+
+    A row is read as its first cell and the rest: the rest repeats from sample to sample (a GPU's readings, while
+    they hold), and the first cell is the timestamp of a header-less row, shared by a sample's GPUs. Each distinct
+    first cell and rest is read once, and a cell found by (row, place) from them.
+
+    Returns the samples, the count of cells that say no value, and the lines that start with a digit and hold a ``, ``
+    that is not trailing whitespace (they match ``, \\s*\\S``: not dmon rows)."""
+    t = pl.col("t")
+    lead = comma.select(
+        (lead_in(t, "a", "{") | lead_in(t, "_", "`")).alias("word"),  # where a header can start
+        (lead_in(t, "0", ":") | (t >= pl.lit("\u0080"))).alias("digit"),  # where a timestamp (\d) can start
+        lead_in(t, "#", "$").alias("hash"),
+    )
+    heads, hpos, hid = _csv_heads(comma, lead.get_column("word").arg_true())
+    digit = lead.get_column("digit").to_numpy()
+    if not heads.height and not digit.any():
+        return pl.DataFrame(), 0, np.zeros(0, np.int64)  # no table here (a training log's prose)
+    # a line's table: the header at or before it (block 0: none); the header's own line is not a row
+    block = np.zeros(comma.height, np.int64)
+    block[hpos] = 1
+    block = np.cumsum(block)
+    kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])[hid]
+    hnc = np.concatenate([[-1], heads.get_column("hnc").to_numpy().astype(np.int64)])[hid]
+    in_kept = kept[block] & ~lead.get_column("hash").to_numpy()
+    in_kept[hpos] = False
+    cand = np.flatnonzero(in_kept | digit)
+    text = comma.get_column("t").gather(cand)
+    split = text.str.splitn(", ", 2)
+    tcode, rests = distinct_codes(split.struct.field("field_1"))
+    # a line's trailing whitespace ends its rest, or was the space of its last ", " (then the rest is empty): taken
+    # off (and the line split again) where there is some
+    ends = rests.to_frame("r").select(pl.col("r").str.contains(r"\s$") | (pl.col("r") == "")).to_series()
+    trailing = np.flatnonzero(ends.fill_null(False).to_numpy()[tcode])
+    if trailing.size:
+        split = text.scatter(trailing, text.gather(trailing).str.strip_chars_end()).str.splitn(", ", 2)
+        tcode, rests = distinct_codes(split.struct.field("field_1"))
+    hcode, firsts = distinct_codes(split.struct.field("field_0"))
+    rest_cells = rests.str.split(", ")
+    nrest = rest_cells.list.len().fill_null(0).to_numpy().astype(np.int64)
+    nc = nrest[tcode]  # the row's count of ", "
+    # header-less: NOHEADER_RE, that is a first cell that is a whole timestamp, and more cells
+    noh = digit[cand] & firsts.str.contains(TS_RE).fill_null(False).to_numpy()[hcode] & (nc > 0)
+    cb = block[cand]
+    row_hnc = np.where(kept[cb], hnc[cb], -1)
+    is_noh = noh & (row_hnc != nc)
+    keep = np.flatnonzero((in_kept[cand] & (nc == row_hnc)) | is_noh)
+    real = comma.get_column("line").to_numpy()[cand[digit[cand] & (nc > 0)]]
+    if not keep.size:
+        return pl.DataFrame(), 0, real
+    line = comma.get_column("line").gather(cand[keep])
+    hcode, tcode, nc, is_noh, cb = hcode[keep], tcode[keep], nc[keep], is_noh[keep], cb[keep]
+    # tables: 0 the header-less rows, then one per distinct kept header text
+    kept_heads = heads.filter("kept")
+    tab_of_hid = np.zeros(heads.height + 1, np.int64)
+    tab_of_hid[kept_heads.get_column("hid").to_numpy()] = np.arange(1, kept_heads.height + 1)
+    tab = np.where(is_noh, 0, tab_of_hid[hid[cb]])
+    fields, f0, width = _csv_tables(kept_heads, int(nc[is_noh].max()) + 1 if is_noh.any() else 0)
+    names = fields.get_column("field").to_numpy()
+    # the texts of cells: the distinct first cells, then the cells of each distinct rest (from rest_at)
+    more = np.flatnonzero(nrest > 0)
+    texts = pl.concat([firsts, rest_cells.gather(more).explode()])
+    rest_at = np.zeros(nrest.size, np.int64)
+    rest_at[more] = firsts.len() + np.concatenate([[0], np.cumsum(nrest[more])[:-1]])
+
+    def source(r: np.ndarray, i: np.ndarray) -> np.ndarray:
+        """The text (in ``texts``) of cell ``i`` of rows ``r``."""
+        return np.where(i == 0, hcode[r], rest_at[tcode[r]] + i - 1)
+
+    def place(name: str) -> np.ndarray:
+        """Each row's place of field ``name`` (its table's first), -1 where its table has none."""
+        at = np.flatnonzero(names == name)
+        of, first = np.unique(np.searchsorted(f0, at, "right") - 1, return_index=True)
+        where = np.full(width.size, -1, np.int64)
+        where[of] = at[first] - f0[of]
+        return where[tab]
+
+    def cell(name: str) -> pl.Series:
+        """Each row's cell of field ``name``, null where its table has none."""
+        p = place(name)
+        has = np.flatnonzero(p >= 0)
+        none = pl.Series(name, [], pl.String).extend_constant(None, line.len())
+        return none.scatter(has, texts.gather(source(has, p[has]))) if has.size else none
+
+    # timestamps: where first, read once per distinct first cell
+    p = place("timestamp")
+    ts = _ts_once(cell("timestamp")) if (p > 0).any() else None
+    if ts is None:
+        ts = firsts.to_frame("ts").select(epoch_ns(pl.col("ts"))).to_series().gather(hcode)
+        ts = ts.scatter(np.flatnonzero(p < 0), None) if (p < 0).any() else ts
+    per_row = pl.DataFrame(
+        {
+            "line": line,
+            "block": np.where(is_noh, -1, cb),
+            "ts": ts.cast(pl.Int64),
+            "gpu": cell("index").str.strip_chars().cast(pl.Int64, strict=False),
+            "host": cell("hostname").str.strip_chars(),
+        }
+    )
+    per_row = _by_sample(per_row)  # rows are in line order
+    # cells that say no value (among those that start with "[" or maybe whitespace): counted per distinct first cell
+    # and rest, then per row
+    c = pl.col("raw")
+    maybe = (lead_in(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))) & c.str.contains(NA_CELL_RE)
+    read = read_numbers(texts.to_frame("raw")).with_columns(maybe.fill_null(False).alias("na"))
+    na_text = read.get_column("na").to_numpy()
+    upto = np.concatenate([[0], np.cumsum(na_text)])  # NA cells before each text
+    na = int(na_text[hcode].sum() + (upto[rest_at + nrest] - upto[rest_at])[tcode].sum())
+    r, f, src = _csv_samples(
+        np.asarray(tcode * width.size + tab),
+        rest_at,
+        nrest,
+        f0,
+        ~np.isin(names, ["timestamp", "index"]),
+        read.get_column("value").is_not_null().to_numpy(),
+    )
+    first = np.flatnonzero(src < 0)  # a first cell: its row's, where it holds a number
+    if first.size:
+        src[first] = hcode[r[first]]
+        held = np.flatnonzero(read.get_column("value").is_not_null().to_numpy()[src])
+        r, f, src = r[held], f[held], src[held]
+    # the unit: the header's, else the value's, else the field's (UNITS): one gather from all three, then a null
+    units = pl.concat(
+        [
+            fields.get_column("hunit"),
+            read.get_column("vunit"),
+            fields.get_column("tunit"),
+            pl.Series([None], dtype=pl.String),
+        ]
+    )
+    nf, nt = fields.height, read.height
+    has = lambda col: col.is_not_null().to_numpy()  # noqa: E731
+    unit = np.where(
+        has(fields.get_column("hunit"))[f],
+        f,
+        np.where(
+            has(read.get_column("vunit"))[src],
+            nf + src,
+            np.where(has(fields.get_column("tunit"))[f], nf + nt + f, 2 * nf + nt),
+        ),
+    )
+    out = pl.DataFrame(
+        {
+            "gpu": per_row.get_column("gpu").gather(r),
+            "host": per_row.get_column("host").gather(r),
+            "ts": per_row.get_column("ts").gather(r),
+            "series": fields.get_column("series").gather(f),
+            "unit": units.gather(unit),
+            "value": read.get_column("value").gather(src),
+            "line": per_row.get_column("line").gather(r),
+        }
+    )
+    return out, na, real
