@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.logs.build import JsonRows, Parts
+from di.convert.logs.text import by_distinct
 
 __all__ = ["SNIFF_RE", "parse_slurm"]
 
@@ -70,11 +71,15 @@ def _is_job_id(name: str) -> bool:
 
 def _unique(names: list[str]) -> list[str]:
     """Column names made unique (squeue may print one field twice): the second ``jobid`` is ``jobid_2``; a field
-    named ``line`` is ``line_2``, as ``line`` is the frame's own column."""
-    out: list[str] = ["line"]
+    named ``line`` is ``line_2``, as ``line`` is the frame's own column (:data:`RESERVED`)."""
+    out: list[str] = list(RESERVED)
     for n in names:
         out.append(n if n not in out else f"{n}_{sum(o == n or o.startswith(n + '_') for o in out) + 1}")
-    return out[1:]
+    return out[len(RESERVED) :]
+
+
+RESERVED = ("line", "_rest")
+"""Column names of the tables' own (the line number, a fixed-width row's fields after the first)."""
 
 
 DELIMITED_HEAD = rf"(?:^|[|\x1f])\s*{KEYS}\s*(?:[|\x1f]|$)"
@@ -150,6 +155,12 @@ def _delimited(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> l
     return out
 
 
+def _cut(text: pl.Expr, fields: list[tuple[tuple[int, int], str]], origin: int) -> list[pl.Expr]:
+    """The fixed-width ``fields`` ((start, width) in characters, name) of ``text``, which starts at character
+    ``origin`` of its line, without their padding."""
+    return [text.str.slice(a - origin, n).str.strip_chars().alias(name) for (a, n), name in fields]
+
+
 def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[pl.DataFrame]:
     """sacct's default table: the dashed rule under the header gives the column spans (a loop over distinct
     (header, rule) pairs; the rows of a table run from its rule to the next rule or delimited header)."""
@@ -173,11 +184,16 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[
         if not any(_is_job_id(n) for n in names):  # a dashed rule under other text (a training log's banner)
             continue
         rows = lines.filter(block_kind == k).filter(t.str.contains(r"^\s*\d"))
-        out.append(
-            rows.select(
-                "line", *[t.str.slice(a, n).str.strip_chars().alias(name) for (a, n), name in zip(spans, names)]
-            )
-        )
+        fields = list(zip(spans, names))
+        frame = rows.select("line", *_cut(t, fields[:1], 0))
+        if len(fields) > 1:  # the fields after the first repeat from row to row (a job's steps, partition, account)
+            origin = fields[1][0][0]
+            frame = by_distinct(
+                frame.with_columns(rows.get_column("text").str.slice(origin).alias("_rest")),
+                "_rest",
+                lambda d: d.with_columns(_cut(pl.col("_rest"), fields[1:], origin)),
+            ).drop("_rest")
+        out.append(frame)
     return out
 
 
