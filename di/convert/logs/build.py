@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.provenance import reader_meta
+from di.schema import polars_schema
 from di.trace import Trace
 
 __all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "JsonRows", "Parts", "build_trace", "empty_events", "empty_samples"]
@@ -239,6 +240,19 @@ def _sorted_samples(samples: pl.DataFrame) -> pl.DataFrame:
     return samples.sort("ts_ns", maintain_order=True).sort("series", maintain_order=True)
 
 
+def _fit_int32(df: pl.DataFrame, table: str, dropped: dict[str, int]) -> pl.DataFrame:
+    """``df`` (rows of the canonical ``table``) without the rows whose value in a column the schema makes int32 is
+    outside int32 (a garbled rank or channel), counted in ``dropped``."""
+    narrow = [c for c, t in polars_schema(table).items() if t == pl.Int32 and c in df.columns]
+    if not narrow or not df.height:
+        return df
+    fits = pl.all_horizontal(pl.col(c).is_between(-(2**31), MAX_RANK) | pl.col(c).is_null() for c in narrow)
+    kept = df.filter(fits)
+    if kept.height < df.height:
+        dropped[f"{table} rows with a number beyond int32"] = df.height - kept.height
+    return kept
+
+
 MAX_RANK = 2**31 - 1
 """The largest rank a trace holds (its rank columns are int32); a log's rows of other ranks are dropped and counted."""
 
@@ -329,6 +343,12 @@ def build_trace(
     warnings = [f"{path}: {k} ({n}), kept" for k, n in sorted(garbled.items())]
     if timed and not epoch:
         warnings.append(f"{path}: no absolute timestamps in this log: times are relative (see sources[].info.time)")
+    other = {
+        name: _fit_int32(
+            pl.concat([p.tables[name] for p in parts if name in p.tables], how="diagonal_relaxed"), name, dropped
+        )
+        for name in sorted({n for p in parts for n in p.tables})
+    }
     meta = reader_meta(
         path,
         fmt,
@@ -340,10 +360,6 @@ def build_trace(
         info=_json_values(info),
         warnings=warnings,
     )
-    other = {
-        name: pl.concat([p.tables[name] for p in parts if name in p.tables], how="diagonal_relaxed")
-        for name in {n for p in parts for n in p.tables}
-    }
     return Trace.build(
         meta=meta,
         **other,
