@@ -282,24 +282,46 @@ def _coll_tail_fields(tails: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    """COLL lines with the fields of the usual layout (words :data:`COLL_WORDS` at single spaces; several times
-    cheaper than regex captures), and which lines are of that layout."""
+COLL_FIELDS_OUT = ("count", "dt", "redop", "root", "comm", "nranks", "stream")
+"""The fields of a COLL line past its name and opCount, one row per ``fid`` (see :func:`_coll_by_tokens`)."""
+
+
+def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """COLL lines (``msg``, in line order) with ``opname``, ``opcount`` and ``fid``, the row of their other fields in
+    the second table (:data:`COLL_FIELDS_OUT`): one row per distinct tail of the usual layout (words
+    :data:`COLL_WORDS` at single spaces; several times cheaper than regex captures), and one per line of another
+    layout (:func:`_coll_by_regex`)."""
     # the words as columns at once (one struct; a lookup per word costs more). The seven words up to ``count`` (name,
     # opCount and buffers: new on each call) are split per line, the rest (count, datatype, op, root, comm, stream:
-    # a few distinct tails) and their fields once per distinct tail
+    # a few distinct tails) and their fields once per distinct tail, which the lines point at by ``fid``
     head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
     c = c.with_columns(head).unnest("_h")
-    c = by_distinct(c, "_tail", _coll_tail_fields)
+    tails = _coll_tail_fields(c.select(pl.col("_tail").unique())).with_row_index("fid")
+    c = c.join(
+        tails.select("_tail", "fid", "_tail_ok"), on="_tail", how="left", maintain_order="left", nulls_equal=True
+    )
     w = [pl.col(name) for name in COLL_WORDS[:7]]
     heads_ok = pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i < 7]).fill_null(False)
-    usual = c.select(heads_ok & pl.col("_tail_ok")).to_series()
     c = c.select(
-        pl.exclude(*COLL_WORDS[:7], "_tail", "_tail_ok"),
+        pl.exclude(*COLL_WORDS[:7], "_tail", "_tail_ok", "fid"),
         w[0].str.strip_suffix(":").alias("opname"),
         w[2].alias("opcount"),
+        "fid",
+        (heads_ok & pl.col("_tail_ok")).alias("_usual"),
     )
-    return c, usual
+    fields = tails.select(COLL_FIELDS_OUT)
+    usual = c.get_column("_usual")
+    if not usual.all():  # lines of another layout: their fields by regex, one row each past the tails'
+        at = (~usual).arg_true()
+        odd = _coll_by_regex(c.select(pl.col("msg").gather(at)))
+        fid = pl.int_range(fields.height, fields.height + odd.height, dtype=pl.UInt32, eager=True)
+        fields = pl.concat([fields, odd.select(COLL_FIELDS_OUT)])
+        c = c.with_columns(
+            c.get_column("fid").scatter(at, fid),
+            c.get_column("opname").scatter(at, odd.get_column("opname")),
+            c.get_column("opcount").scatter(at, odd.get_column("opcount")),
+        )
+    return c.drop("_usual"), fields
 
 
 def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
@@ -310,37 +332,68 @@ def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     return c.with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in COLL_INTS)
 
 
+JSON_ESCAPED = r'[\x00-\x1f"\\]'
+"""Characters a JSON string escapes (polars' ``json_encode`` escapes these and no others)."""
+
+
+def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+    """For each COLL line of ``c`` (in line order, with ``thread``), the row of its TUNING line's (algo, proto) in
+    the second table (null where none): the TUNING line follows its COLL line on the same thread, the first after
+    the last COLL line before it."""
+    none = pl.Series("tune", [None] * c.height, dtype=pl.UInt32)
+    t = p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True)).select("line", "hid", "msg")
+    # messages repeat (one per collective size): the regex runs once per distinct message
+    algos = (
+        t.select(pl.col("msg").unique())
+        .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("algo")
+        .with_row_index("tune")
+    )
+    t = t.join(algos.select("msg", "tune"), on="msg", how="inner", maintain_order="left")
+    if not t.height:
+        return none, algos.select("algo", "proto")
+    t = t.select(heads.get_column("thread").gather(t.get_column("hid")), "line", "tune")
+    colls = c.select("thread", pl.col("line").alias("coll_line"), pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"))
+    t = (
+        t.join_asof(
+            colls,
+            left_on="line",
+            right_on="coll_line",
+            by="thread",
+            strategy="backward",
+            check_sortedness=False,  # both in line order
+        )
+        .drop_nulls("coll_line")
+        .unique("coll_line", keep="first", maintain_order=True)
+    )
+    return none.scatter(t.get_column("row"), t.get_column("tune")), algos.select("algo", "proto")
+
+
 def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``."""
-    m = pl.col("msg")
-    c = _with_heads(p.filter(m.str.contains(": opCount ", literal=True)), heads, "rank", "thread")
+    c = p.filter(pl.col("msg").str.contains(": opCount ", literal=True)).select("line", "hid", "msg")
     n_lines = c.height
-    c, usual = _coll_by_tokens(c)
-    if not usual.all():  # the usual case: no split of the lines in two
-        c = pl.concat([c.filter(usual), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
+    c, fields = _coll_by_tokens(c)
     # a line without its count or datatype is dropped, counted with those of an unknown layout
-    c = c.drop_nulls(["opname", "count", "dt", "comm"])
-    c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
-    tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo")
-    tune = tune.select(heads.get_column("thread").gather(tune.get_column("hid")), "line", "algo", "proto")
-    if tune.height:  # the TUNING line follows its COLL line on the same thread: the last one before it
-        colls = c.select("thread", pl.col("line").alias("coll_line")).sort("coll_line")
-        tune = (
-            tune.join_asof(
-                colls,
-                left_on="line",
-                right_on="coll_line",
-                by="thread",
-                strategy="backward",
-                check_sortedness=False,  # both in line order
-            )
-            .drop_nulls("coll_line")
-            .unique("coll_line", keep="first", maintain_order=True)
-        )
-        c = c.join(tune.select(pl.col("coll_line").alias("line"), "algo", "proto"), on="line", how="left")
-    else:
-        c = c.with_columns(pl.lit(None, pl.String).alias("algo"), pl.lit(None, pl.String).alias("proto"))
+    fields_ok = fields.select(pl.all_horizontal(pl.col("count", "dt", "comm").is_not_null())).to_series()
+    c = c.filter(pl.col("opname").is_not_null() & fields_ok.gather(c.get_column("fid")))
+    c = c.with_columns(heads.get_column("thread").gather(c.get_column("hid")))
+    tune, algos = _tunings(p, heads, c)
+    c = c.with_columns(tune)
+    # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
+    # per distinct (head, fields, TUNING) and gathered by ``k``: a few for thousands of lines
+    kinds = c.select("hid", "fid", "tune").unique(maintain_order=True).with_row_index("k")
+    c = c.join(kinds, on=["hid", "fid", "tune"], how="left", maintain_order="left", nulls_equal=True)
+    hid, fid, tid = (kinds.get_column(name) for name in ("hid", "fid", "tune"))
+    k = pl.DataFrame(
+        [
+            *(heads.get_column(name).gather(hid) for name in ("host", "pid", "dev", "ts_ns", "ms_ns", "rank")),
+            *(fields.get_column(name).gather(fid) for name in COLL_FIELDS_OUT),
+            *(algos.get_column(name).gather(tid) for name in ("algo", "proto")),
+        ]
+    )
     key = comms.select(
         "host",
         "pid",
@@ -355,47 +408,72 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
         {"dt": list(DTYPES), "dtype": [v[0] for v in DTYPES.values()], "esize": [v[1] for v in DTYPES.values()]},
         schema={"dt": pl.Int64, "dtype": pl.String, "esize": pl.Int64},
     )
-    c = (
-        c.rename({"comm": "comm_ptr"})
-        .join(key, on=["host", "pid", "comm_ptr"], how="left")
-        .join(dtypes, on="dt", how="left")
+    k = (
+        k.rename({"comm": "comm_ptr"})
+        .join(key, on=["host", "pid", "comm_ptr"], how="left", maintain_order="left")
+        .join(dtypes, on="dt", how="left", maintain_order="left")
     )
     # a COLL line of a comm whose init was not logged: host, pid and pointer (formatted only where there is one)
     comm = pl.col("comm_key")
-    if c.get_column("comm_key").has_nulls():
+    if k.get_column("comm_key").has_nulls():
         comm = pl.coalesce(comm, pl.format("{}:{}:{}", "host", "pid", "comm_ptr"))
-    c = c.with_columns(
+    k = k.with_columns(
         comm.alias("comm"),
         # one thread may drive several GPUs: the comm's device and rank, not the line's
         pl.coalesce("grank", "rank").alias("rank"),
         pl.coalesce("cudadev", "dev").alias("dev"),
     )
-    c = c.sort("line").with_columns(pl.int_range(pl.len()).over("rank", "comm").cast(pl.Int64).alias("seq"))
+    # the args past opCount and up to the line's number: a JSON object's middle
+    mid = pl.struct(
+        "count",
+        pl.col("dt").alias("datatype"),
+        pl.col("redop").replace_strict(REDOPS, default=None, return_dtype=pl.String).alias("redop"),
+        "comm_ptr",
+        pl.col("crank").alias("comm_rank"),
+        "stream",
+        "algo",
+        "proto",
+        "dev",
+    ).struct.json_encode()
+    k = k.with_columns(
+        pl.format(',{},"line":', mid.str.slice(1, mid.str.len_chars() - 2)).alias("args_mid"),
+        (pl.col("count") * pl.col("esize")).alias("bytes"),
+        pl.coalesce("nranks", "cn").alias("group_size"),
+    )
+    # the calls of one (rank, comm) are numbered in line order: one id per (rank, comm)
+    groups = k.select("rank", "comm").unique(maintain_order=True).with_row_index("group")
+    k = k.join(groups, on=["rank", "comm"], how="left", maintain_order="left", nulls_equal=True)
+    at = c.get_column("k")
+    cols = ("rank", "host", "pid", "dev", "ts_ns", "ms_ns", "comm", "root", "dtype", "group_size", "bytes", "args_mid")
+    c = c.with_columns(*(k.get_column(name).gather(at) for name in cols), k.get_column("group").gather(at))
+    opcount = pl.col("opcount")
+    if c.select(opcount.is_null().any() | opcount.str.contains(JSON_ESCAPED).any()).item():
+        opc = pl.struct(opcount.alias("opCount")).struct.json_encode().str.head(-1)
+    else:
+        opc = pl.concat_str(pl.lit('{"opCount":"'), opcount, pl.lit('"'))
+    c = c.with_columns(pl.int_range(pl.len()).over("group").cast(pl.Int64).alias("seq"))
     # the op of each distinct name (a few), not a lower-casing of each line's
     ops = {name: OPS.get(name.lower(), "other") for name in c.get_column("opname").unique().to_list()}
-    coll = c.with_columns(
-        pl.col("opname").replace_strict(ops, return_dtype=pl.String).alias("op"),
-        (pl.col("count") * pl.col("esize")).alias("bytes"),
-        pl.format("{}#{}", "comm", "seq").alias("instance_key"),
-        pl.coalesce("nranks", "cn").alias("group_size"),
+    coll = c.select(
+        "rank",
+        "host",
+        "pid",
+        "dev",
+        "line",
+        "ts_ns",
+        "ms_ns",
         pl.col("opname").alias("name"),
         pl.lit("nccl").alias("cat"),
         pl.lit(False).alias("instant"),
-        pl.struct(
-            pl.col("opcount").alias("opCount"),
-            "count",
-            pl.col("dt").alias("datatype"),
-            pl.col("redop").replace_strict(REDOPS, default=None, return_dtype=pl.String).alias("redop"),
-            pl.col("comm_ptr").alias("comm_ptr"),
-            pl.col("crank").alias("comm_rank"),
-            "stream",
-            "algo",
-            "proto",
-            "dev",
-            "line",
-        )
-        .struct.json_encode()
-        .alias("args"),
+        pl.concat_str(opc, pl.col("args_mid"), pl.col("line").cast(pl.String), pl.lit("}")).alias("args"),
+        pl.col("opname").replace_strict(ops, return_dtype=pl.String).alias("op"),
+        "comm",
+        "seq",
+        pl.format("{}#{}", "comm", "seq").alias("instance_key"),
+        "root",
+        "dtype",
+        "group_size",
+        "bytes",
     )
     return coll, n_lines
 
