@@ -158,10 +158,11 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # in two, the regex, host fix-up and casts run once per distinct key
     raw = pl.col("text").cast(pl.Binary)
     found = found.with_columns(raw.bin.slice(0, pl.col("pos") + KEY_BYTES).alias("key"))
+    kid, firsts = _distinct_ids(found.get_column("key"))
     key = pl.col("key")
-    heads = found.select("key", "pos").unique("key")  # the key holds its " NCCL " at pos: one pos per key
+    heads = found.select("key", "pos").gather(firsts)  # the key holds its " NCCL " at pos: one pos per key
     heads = heads.select(
-        "key",
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("kid"),
         key.bin.slice(0, pl.col("pos")).cast(pl.String).alias("head"),
         key.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end().alias("level"),
     ).filter(pl.col("level").is_in(LEVELS))
@@ -180,7 +181,7 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if fix:
         heads = heads.with_columns(pl.col("host").replace(fix))
     heads = heads.select(
-        "key",
+        "kid",
         "level",
         "host",
         pl.col("pid").cast(pl.Int64),
@@ -191,14 +192,37 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     heads = heads.with_row_index("hid")
     heads = heads.with_columns(pl.col("hid").min().over("host", "pid", "tid").alias("thread"))  # one id per thread
-    at = heads.select("key", "hid", (7 + pl.col("level").str.len_bytes()).alias("skip"))
-    found = found.join(at, on="key", how="inner", maintain_order="left")
+    # each line's head (null where its key is not a head's: those lines are not NCCL's) and the bytes of its level
+    hid = pl.repeat(None, len(firsts), dtype=pl.UInt32, eager=True)
+    hid = hid.scatter(heads.get_column("kid"), heads.get_column("hid")).gather(kid).rename("hid")
+    skip = (7 + heads.get_column("level").str.len_bytes()).gather(hid)
+    found = found.with_columns(hid, skip.alias("skip")).filter(pl.col("hid").is_not_null())
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
     p = found.select(
         "line", "prefix_rank", "hid", raw.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String).alias("msg")
     )
-    return p, heads.drop("key")
+    return p, heads.drop("kid")
+
+
+def _distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Each row's value id (0 to the count of distinct values - 1) and, per id, the first row of its value: from one
+    hash per row and integer work (unique values joined back cost several times more). Values that share a hash
+    (never seen) are told apart by that join instead."""
+    ids = (values.hash().rank("dense") - 1).cast(pl.UInt32)
+    rows = pl.DataFrame({"id": ids}).with_row_index("row")
+    firsts = rows.filter(pl.col("id").is_first_distinct()).sort("id").get_column("row")
+    if values.gather(firsts.gather(ids)).eq_missing(values).all():
+        return ids.rename("kid"), firsts
+    return _distinct_ids_by_join(values)
+
+
+def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """:func:`_distinct_ids` by a join on the values themselves (ids in order of first row)."""
+    rows = values.rename("v").to_frame().with_row_index("row")
+    firsts = rows.unique("v", keep="first", maintain_order=True).with_row_index("kid")
+    ids = rows.join(firsts.select("v", "kid"), on="v", how="left", maintain_order="left", nulls_equal=True)
+    return ids.get_column("kid"), firsts.get_column("row")
 
 
 def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
@@ -340,7 +364,7 @@ def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.
     """For each COLL line of ``c`` (in line order, with ``thread``), the row of its TUNING line's (algo, proto) in
     the second table (null where none): the TUNING line follows its COLL line on the same thread, the first after
     the last COLL line before it."""
-    none = pl.Series("tune", [None] * c.height, dtype=pl.UInt32)
+    none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
     t = p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True)).select("line", "hid", "msg")
     # messages repeat (one per collective size): the regex runs once per distinct message
     algos = (
