@@ -135,6 +135,10 @@ KEY_BYTES = len(" NCCL ") + len("ABORT")
 """A line's key: its bytes up to and with the level's (the head, `` NCCL `` and five bytes)."""
 
 
+TRACK = pl.format("NCCL {}:{} dev {}", "host", "pid", "dev")
+"""An NCCL event's track: its process and (the communicator's) device."""
+
+
 HEAD_COLUMNS = ("level", "host", "pid", "tid", "dev", "ts_ns", "ms_ns")
 """What a line's head gives (see :func:`_prefixed`)."""
 
@@ -148,7 +152,8 @@ def _with_heads(df: pl.DataFrame, heads: pl.DataFrame, *extra: str) -> pl.DataFr
 
 def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``) and their distinct
-    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS` and ``thread``, one id per host, pid and tid).
+    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS`, ``thread``, one id per host, pid and tid, and
+    ``gpu``, one per host, pid and device).
     Each part gathers the head columns of the few lines it reads (:func:`_with_heads`): the lines' filters move four
     columns, not ten."""
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
@@ -191,7 +196,13 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
     heads = heads.with_row_index("hid")
-    heads = heads.with_columns(pl.col("hid").min().over("host", "pid", "tid").alias("thread"))  # one id per thread
+    heads = heads.with_columns(
+        pl.col("hid").min().over("host", "pid", "tid").alias("thread"),  # one id per thread
+        # one id per process and device (null where a number overflowed: such a head matches no other)
+        pl.when(pl.col("pid").is_not_null() & pl.col("dev").is_not_null())
+        .then(pl.col("hid").min().over("host", "pid", "dev"))
+        .alias("gpu"),
+    )
     # each line's head (null where its key is not a head's: those lines are not NCCL's) and the bytes of its level
     hid = pl.repeat(None, len(firsts), dtype=pl.UInt32, eager=True)
     hid = hid.scatter(heads.get_column("kid"), heads.get_column("hid")).gather(kid).rename("hid")
@@ -225,17 +236,20 @@ def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     return ids.get_column("kid"), firsts.get_column("row")
 
 
-def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
-    """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match dropped."""
-    # messages repeat (a TUNING line per collective size, a link line per communicator): the regex runs once per
-    # distinct message
+def _matching(
+    p: pl.DataFrame, which: pl.Expr, pattern: str, required: str, *, per_distinct: bool = True
+) -> pl.DataFrame:
+    """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match
+    dropped. ``per_distinct``: the regex runs once per distinct message (they repeat: an Init line per rank, a link
+    line per communicator), else once per line (lines already one per message, or a few)."""
     groups = lambda d: d.with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))  # noqa: E731
-    return by_distinct(p.filter(which), "msg", groups).unnest("g").drop_nulls(required)
+    picked = p.filter(which)
+    return (by_distinct(picked, "msg", groups) if per_distinct else groups(picked)).unnest("g").drop_nulls(required)
 
 
 def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None) -> pl.DataFrame:
     init = _matching(p, pl.col("msg").str.contains("Init ", literal=True), INIT_RE, "comm")
-    init = _with_heads(init, heads).with_columns(
+    init = _with_heads(init, heads, "gpu").with_columns(
         pl.col("crank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), pl.col("cudadev").cast(pl.Int64)
     )
     init = init.sort(pl.col("state") == "COMPLETE", descending=True, maintain_order=True).unique(
@@ -463,12 +477,27 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
         pl.format(',{},"line":', mid.str.slice(1, mid.str.len_chars() - 2)).alias("args_mid"),
         (pl.col("count") * pl.col("esize")).alias("bytes"),
         pl.coalesce("nranks", "cn").alias("group_size"),
+        TRACK.alias("track"),
     )
     # the calls of one (rank, comm) are numbered in line order: one id per (rank, comm)
     groups = k.select("rank", "comm").unique(maintain_order=True).with_row_index("group")
     k = k.join(groups, on=["rank", "comm"], how="left", maintain_order="left", nulls_equal=True)
     at = c.get_column("k")
-    cols = ("rank", "host", "pid", "dev", "ts_ns", "ms_ns", "comm", "root", "dtype", "group_size", "bytes", "args_mid")
+    cols = (
+        "rank",
+        "host",
+        "pid",
+        "dev",
+        "ts_ns",
+        "ms_ns",
+        "comm",
+        "root",
+        "dtype",
+        "group_size",
+        "bytes",
+        "args_mid",
+        "track",
+    )
     c = c.with_columns(*(k.get_column(name).gather(at) for name in cols), k.get_column("group").gather(at))
     opcount = pl.col("opcount")
     if c.select(opcount.is_null().any() | opcount.str.contains(JSON_ESCAPED).any()).item():
@@ -498,6 +527,7 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
         "dtype",
         "group_size",
         "bytes",
+        "track",
     )
     return coll, n_lines
 
@@ -505,12 +535,10 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
 def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     """``comm_key`` of each topology line (``line``, ``comm_key``): they come before their communicator's Init
     COMPLETE on the same device (or after it: lazy connections, 2.22+). Found once for all topology lines."""
-    inits = comms.select("host", "pid", "dev", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
-    df = topo.select("host", "pid", "dev", "line").sort("line")
+    inits = comms.select("gpu", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
+    df = topo.select("gpu", "line").sort("line")
     nxt, prv = (
-        df.join_asof(
-            inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy=way, check_sortedness=False
-        )
+        df.join_asof(inits, left_on="line", right_on="init_line", by="gpu", strategy=way, check_sortedness=False)
         for way in ("forward", "backward")
     )
     return nxt.select("line", pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
@@ -518,7 +546,7 @@ def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
 
 def _connections(p: pl.DataFrame) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
-    lk = _matching(p, pl.col("msg").str.contains(" via ", literal=True), LINK_RE, "via")
+    lk = _matching(p, pl.col("msg").str.contains(" via ", literal=True), LINK_RE, "via", per_distinct=False)
     return lk.select(
         pl.col("comm_key").alias("comm"),
         pl.lit("connection").alias("kind"),
@@ -534,7 +562,7 @@ def _connections(p: pl.DataFrame) -> pl.DataFrame:
 def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
-    order = _matching(p, pl.col("msg").str.starts_with("Channel "), RING_RE, "order")
+    order = _matching(p, pl.col("msg").str.starts_with("Channel "), RING_RE, "order", per_distinct=False)
     order = order.select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
@@ -554,7 +582,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
     hops = hops.with_columns(pl.col("dst_rank").list.drop_nulls())
     hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
     hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
-    ring = _matching(p, pl.col("msg").str.starts_with("Ring "), RING_HOP_RE, "me")
+    ring = _matching(p, pl.col("msg").str.starts_with("Ring "), RING_HOP_RE, "me", per_distinct=False)
     ring = ring.select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
@@ -574,7 +602,7 @@ def _trees(p: pl.DataFrame) -> pl.DataFrame:
         .explode("t")
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
-    one = _matching(p, pl.col("msg").str.starts_with("Tree "), TREE_ONE_RE, "me")
+    one = _matching(p, pl.col("msg").str.starts_with("Tree "), TREE_ONE_RE, "me", per_distinct=False)
     cols = ["comm_key", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
     return (
@@ -685,10 +713,15 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         t = pl.col("line_ts") + (pl.col("line").cast(pl.Int64) - pl.col("line").cast(pl.Int64).min().over("line_ts"))
     else:
         t = pl.col("ts_ns") if timed else (pl.col("ms_ns") if trace_ms else pl.col("line").cast(pl.Int64))
-    ev = ev.with_columns(
-        t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track")
+    # the collectives' tracks were formatted once per kind of COLL line, in the rows' order unless joined above
+    track = (
+        TRACK
+        if near
+        else pl.concat([coll.get_column("track"), inits.select(TRACK).to_series(), inst.select(TRACK).to_series()])
     )
-    topo = _with_heads(p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)")), heads)  # one anchored search
+    ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
+    topo = p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search
+    topo = topo.with_columns(heads.get_column("gpu").gather(topo.get_column("hid")))
     links, nch = _comm_links(topo, comms)
     info: dict[str, Any] = {
         "nccl": {
