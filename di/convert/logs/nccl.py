@@ -220,12 +220,24 @@ def _distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     """Each row's value id (0 to the count of distinct values - 1) and, per id, the first row of its value: from one
     hash per row and integer work (unique values joined back cost several times more). Values that share a hash
     (never seen) are told apart by that join instead."""
-    ids = (values.hash().rank("dense") - 1).cast(pl.UInt32)
-    rows = pl.DataFrame({"id": ids}).with_row_index("row")
-    firsts = rows.filter(pl.col("id").is_first_distinct()).sort("id").get_column("row")
+    ids, firsts = _dense_ids(values.hash())
     if values.gather(firsts.gather(ids)).eq_missing(values).all():
-        return ids.rename("kid"), firsts
+        return ids, firsts
     return _distinct_ids_by_join(values)
+
+
+def _dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Each row's id among the distinct integer ``codes`` (0 to their count - 1, in the codes' order) and, per id,
+    the first row of its code: a rank (integer sort), no join."""
+    ids = (codes.rank("dense") - 1).cast(pl.UInt32).rename("kid")
+    firsts = ids.arg_unique()  # in the order rows first show an id
+    return ids, firsts.gather(ids.gather(firsts).arg_sort())
+
+
+def _kinds(a: pl.Series, b: pl.Series, nb: int) -> tuple[pl.Series, pl.Series]:
+    """:func:`_dense_ids` of the pairs (``a``, ``b``) of ids (``b`` below ``nb``), packed in one u64 (ids below
+    2**32 never overflow it)."""
+    return _dense_ids(a.cast(pl.UInt64) * nb + b.cast(pl.UInt64))
 
 
 def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -422,15 +434,17 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
     c = c.with_columns(tune)
     # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
     # per distinct (head, fields, TUNING) and gathered by ``k``: a few for thousands of lines
-    kinds = c.select("hid", "fid", "tune").unique(maintain_order=True).with_row_index("k")
-    c = c.join(kinds, on=["hid", "fid", "tune"], how="left", maintain_order="left", nulls_equal=True)
-    hid, fid, tid = (kinds.get_column(name) for name in ("hid", "fid", "tune"))
-    k = pl.DataFrame(
+    hf, _ = _kinds(c.get_column("hid"), c.get_column("fid"), fields.height)
+    kind, firsts = _kinds(hf, (c.get_column("tune") + 1).fill_null(0), algos.height + 1)
+    c = c.with_columns(kind.alias("k"))
+    first = c.select("hid", "fid", "tune").gather(firsts)
+    k = pl.concat(
         [
-            *(heads.get_column(name).gather(hid) for name in ("host", "pid", "dev", "ts_ns", "ms_ns", "rank")),
-            *(fields.get_column(name).gather(fid) for name in COLL_FIELDS_OUT),
-            *(algos.get_column(name).gather(tid) for name in ("algo", "proto")),
-        ]
+            heads.select("host", "pid", "dev", "ts_ns", "ms_ns", "rank").gather(first.get_column("hid")),
+            fields.gather(first.get_column("fid")),
+            algos.gather(first.get_column("tune")),
+        ],
+        how="horizontal",
     )
     key = comms.select(
         "host",
