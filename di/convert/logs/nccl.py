@@ -33,6 +33,7 @@ one second 1 ns apart in line order); else the line number in ns (``relative``,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
@@ -73,6 +74,18 @@ RING_RE = r"^Channel (?P<channel>\d+)/(?P<nchannels>\d+) :(?P<order>(?:\s+\d+)+)
 RING_HOP_RE = r"^Ring (?P<channel>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<next>-?\d+)"
 TREE_ONE_RE = r"^Tree (?P<channel>\d+) : (?P<parent>-?\d+) -> (?P<me>\d+) -> (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)"
 TREE_RE = r"\[(?P<channel>\d+)\] (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)->(?P<me>-?\d+)->(?P<parent>-?\d+)"
+TOPOLOGY = {
+    "link": (LINK_RE, "via"),
+    "ring": (RING_RE, "order"),
+    "hop": (RING_HOP_RE, "me"),
+    "tree": (TREE_ONE_RE, "me"),
+}
+"""The anchored topology line kinds: regex and a group every match sets. They exclude each other (each begins with its
+own word, and a link's ranks carry ``[bus]`` where a ring's order has digits only), so one alternation of all four
+(:data:`TOPOLOGY_RE`, groups prefixed by kind) finds in each line what its kind's regex finds."""
+TOPOLOGY_RE = "|".join(
+    "(?:" + re.sub(r"\(\?P<(\w+)>", rf"(?P<{kind}_\1>", rx) + ")" for kind, (rx, _) in TOPOLOGY.items()
+)
 VERSION_RE = r"NCCL version (\d+\.\d+\.\d+\S*)|RCCL version (\d+\.\d+\.\d+\S*)"
 ERROR_RE = (
     r"(?i)NCCL error|nccl(?:System|Internal|Remote|InvalidUsage|Unhandled\w*)Error|Watchdog caught collective operation timeout"
@@ -110,6 +123,11 @@ OPS = {
     "allgatherv": "allgather",
 }
 """NCCL's COLL line names (lower-cased) -> the canonical collective op."""
+DTYPE_TABLE = pl.DataFrame(
+    {"dt": list(DTYPES), "dtype": [v[0] for v in DTYPES.values()], "esize": [v[1] for v in DTYPES.values()]},
+    schema={"dt": pl.Int64, "dtype": pl.String, "esize": pl.Int64},
+)
+""":data:`DTYPES` as a table to join on ``dt``."""
 REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 
 
@@ -235,10 +253,17 @@ def _dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
     return ids, firsts[ids[firsts].arg_sort()]
 
 
-def _kinds(a: pl.Series, b: pl.Series, nb: int) -> tuple[pl.Series, pl.Series]:
-    """:func:`_dense_ids` of the pairs (``a``, ``b``) of ids (``b`` below ``nb``), packed in one u64 (ids below
-    2**32 never overflow it)."""
-    return _dense_ids(a.cast(pl.UInt64) * nb + b.cast(pl.UInt64))
+def _kinds(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
+    """:func:`_dense_ids` of the rows' tuples of ids (each column's ids below its bound), packed in one u64; where
+    the next column would overflow it, the tuples so far are ranked to dense ids first."""
+    code, span = None, 1
+    for ids, bound in columns:
+        if code is not None and span * bound >= 2**64:
+            code, firsts = _dense_ids(code)
+            span = len(firsts)
+        code = ids.cast(pl.UInt64) if code is None else code.cast(pl.UInt64) * bound + ids.cast(pl.UInt64)
+        span *= bound
+    return _dense_ids(code)
 
 
 def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -435,15 +460,13 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
     c = c.with_columns(tune)
     # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
     # per distinct (head, fields, TUNING) and gathered by ``k``: a few for thousands of lines
-    hf, _ = _kinds(c.get_column("hid"), c.get_column("fid"), fields.height)
-    kind, firsts = _kinds(hf, (c.get_column("tune") + 1).fill_null(0), algos.height + 1)
-    c = c.with_columns(kind.alias("k"))
-    first = c.select("hid", "fid", "tune").gather(firsts)
+    hid, fid, tune = (c.get_column(name) for name in ("hid", "fid", "tune"))
+    at, firsts = _kinds((hid, heads.height), (fid, fields.height), ((tune + 1).fill_null(0), algos.height + 1))
     k = pl.concat(
         [
-            heads.select("host", "pid", "dev", "ts_ns", "ms_ns", "rank").gather(first.get_column("hid")),
-            fields.gather(first.get_column("fid")),
-            algos.gather(first.get_column("tune")),
+            heads[["host", "pid", "dev", "ts_ns", "ms_ns", "rank"]].gather(hid[firsts]),
+            fields.gather(fid[firsts]),
+            algos.gather(tune[firsts]),
         ],
         how="horizontal",
     )
@@ -457,20 +480,16 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
         "grank",
         "cudadev",
     )
-    dtypes = pl.DataFrame(
-        {"dt": list(DTYPES), "dtype": [v[0] for v in DTYPES.values()], "esize": [v[1] for v in DTYPES.values()]},
-        schema={"dt": pl.Int64, "dtype": pl.String, "esize": pl.Int64},
-    )
     k = (
         k.rename({"comm": "comm_ptr"})
         .join(key, on=["host", "pid", "comm_ptr"], how="left", maintain_order="left")
-        .join(dtypes, on="dt", how="left", maintain_order="left")
+        .join(DTYPE_TABLE, on="dt", how="left", maintain_order="left")
     )
     # a COLL line of a comm whose init was not logged: host, pid and pointer (formatted only where there is one)
     comm = pl.col("comm_key")
     if k.get_column("comm_key").has_nulls():
         comm = pl.coalesce(comm, pl.format("{}:{}:{}", "host", "pid", "comm_ptr"))
-    k = k.with_columns(
+    k = k.with_row_index("kind").with_columns(
         comm.alias("comm"),
         # one thread may drive several GPUs: the comm's device and rank, not the line's
         pl.coalesce("grank", "rank").alias("rank"),
@@ -493,11 +512,9 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
         (pl.col("count") * pl.col("esize")).alias("bytes"),
         pl.coalesce("nranks", "cn").alias("group_size"),
         TRACK.alias("track"),
+        # the calls of one (rank, comm) are numbered in line order: one id per (rank, comm)
+        pl.col("kind").min().over("rank", "comm").alias("group"),
     )
-    # the calls of one (rank, comm) are numbered in line order: one id per (rank, comm)
-    groups = k.select("rank", "comm").unique(maintain_order=True).with_row_index("group")
-    k = k.join(groups, on=["rank", "comm"], how="left", maintain_order="left", nulls_equal=True)
-    at = c.get_column("k")
     cols = (
         "rank",
         "host",
@@ -559,9 +576,18 @@ def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     return nxt.select("line", pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
-def _connections(p: pl.DataFrame) -> pl.DataFrame:
+def _topology_kind(g: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """The lines of one :data:`TOPOLOGY` kind (``g``: the topology lines with :data:`TOPOLOGY_RE`'s groups), with its
+    groups under their own names."""
+    prefix = f"{kind}_"
+    return g.filter(pl.col(prefix + TOPOLOGY[kind][1]).is_not_null()).select(
+        "comm_key", "line", *(pl.col(c).alias(c.removeprefix(prefix)) for c in g.columns if c.startswith(prefix))
+    )
+
+
+def _connections(g: pl.DataFrame) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
-    lk = _matching(p, pl.col("msg").str.contains(" via ", literal=True), LINK_RE, "via", per_distinct=False)
+    lk = _topology_kind(g, "link")
     return lk.select(
         pl.col("comm_key").alias("comm"),
         pl.lit("connection").alias("kind"),
@@ -574,11 +600,10 @@ def _connections(p: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rings(g: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
-    order = _matching(p, pl.col("msg").str.starts_with("Channel "), RING_RE, "order", per_distinct=False)
-    order = order.select(
+    order = _topology_kind(g, "ring").select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("nchannels").cast(pl.Int64),
@@ -597,8 +622,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
     hops = hops.with_columns(pl.col("dst_rank").list.drop_nulls())
     hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
     hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
-    ring = _matching(p, pl.col("msg").str.starts_with("Ring "), RING_HOP_RE, "me", per_distinct=False)
-    ring = ring.select(
+    ring = _topology_kind(g, "hop").select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("me").cast(pl.Int64).alias("src_rank"),
@@ -608,7 +632,7 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
     return edges.with_columns(pl.lit("ring").alias("kind")), order.select("comm", "channel", "nchannels")
 
 
-def _trees(p: pl.DataFrame) -> pl.DataFrame:
+def _trees(p: pl.DataFrame, g: pl.DataFrame) -> pl.DataFrame:
     """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
     and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
@@ -617,7 +641,7 @@ def _trees(p: pl.DataFrame) -> pl.DataFrame:
         .explode("t")
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
-    one = _matching(p, pl.col("msg").str.starts_with("Tree "), TREE_ONE_RE, "me", per_distinct=False)
+    one = _topology_kind(g, "tree")
     cols = ["comm_key", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
     return (
@@ -642,9 +666,10 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.
     p = p.with_columns(_line_comms(p, comms).get_column("comm_key")).unique(
         ["comm_key", "msg"], keep="first", maintain_order=True
     )
-    conn = _connections(p)
-    rings, nch = _rings(p, comms)
-    trees = _trees(p)
+    g = p.select("comm_key", "line", pl.col("msg").str.extract_groups(TOPOLOGY_RE).alias("g")).unnest("g")
+    conn = _connections(g)
+    rings, nch = _rings(g, comms)
+    trees = _trees(p, g)
     via = conn.unique(["comm", "channel", "src_rank", "dst_rank"], keep="first", maintain_order=True).select(
         "comm", "channel", "src_rank", "dst_rank", "transport", "via"
     )
