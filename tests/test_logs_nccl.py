@@ -336,3 +336,18 @@ def test_distinct_ids_by_hash_and_by_join_agree() -> None:
         # the same partition of the rows
         pairs = pl.DataFrame({"a": ids, "b": ids_j}).unique()
         assert pairs.height == firsts.len() and pairs.get_column("a").n_unique() == pairs.get_column("b").n_unique()
+
+
+@pytest.mark.parametrize("bound", [7, 2**40])
+def test_tuple_ids_are_one_id_per_distinct_tuple_packed_or_ranked_first(bound: int) -> None:
+    """Rows' tuples of ids get one dense id per distinct tuple, and each id's first row holds it, whether the tuple
+    packs in one u64 (small bounds) or the columns so far are ranked first (bounds whose product overflows it)."""
+    from di.convert.logs.nccl import _tuple_ids
+
+    a = pl.Series([3, 1, 3, 0, 1, 3], dtype=pl.UInt64)
+    b = pl.Series([5, 2, 5, 5, 2, 6], dtype=pl.UInt64)
+    c = pl.Series([0, 1, 0, 0, 2, 0], dtype=pl.UInt64)
+    ids, firsts = _tuple_ids((a, bound), (b, bound), (c, bound))
+    rows = pl.DataFrame({"a": a, "b": b, "c": c})
+    assert len(firsts) == rows.unique().height == ids.n_unique()
+    assert rows.gather(firsts[ids]).equals(rows)

@@ -253,7 +253,7 @@ def _dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
     return ids, firsts[ids[firsts].arg_sort()]
 
 
-def _kinds(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
+def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
     """:func:`_dense_ids` of the rows' tuples of ids (each column's ids below its bound), packed in one u64; where
     the next column would overflow it, the tuples so far are ranked to dense ids first."""
     code, span = None, 1
@@ -274,15 +274,11 @@ def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     return ids.get_column("kid"), firsts.get_column("row")
 
 
-def _matching(
-    p: pl.DataFrame, which: pl.Expr, pattern: str, required: str, *, per_distinct: bool = True
-) -> pl.DataFrame:
-    """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match
-    dropped. ``per_distinct``: the regex runs once per distinct message (they repeat: an Init line per rank, a link
-    line per communicator), else once per line (lines already one per message, or a few)."""
+def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
+    """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match dropped."""
+    # messages repeat (an Init line per rank and communicator): the regex runs once per distinct message
     groups = lambda d: d.with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))  # noqa: E731
-    picked = p.filter(which)
-    return (by_distinct(picked, "msg", groups) if per_distinct else groups(picked)).unnest("g").drop_nulls(required)
+    return by_distinct(p.filter(which), "msg", groups).unnest("g").drop_nulls(required)
 
 
 def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None) -> pl.DataFrame:
@@ -414,8 +410,8 @@ JSON_ESCAPED = r'[\x00-\x1f"\\]'
 
 def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     """For each COLL line of ``c`` (in line order, with ``thread``), the row of its TUNING line's (algo, proto) in
-    the second table (null where none): the TUNING line follows its COLL line on the same thread, the first after
-    the last COLL line before it."""
+    the second table (null where none). A TUNING line belongs to the last COLL line before it on its thread; a COLL
+    line takes the first TUNING line that belongs to it."""
     none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
     t = p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True)).select("line", "hid", "msg")
     # messages repeat (one per collective size): the regex runs once per distinct message
@@ -459,9 +455,10 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
     tune, algos = _tunings(p, heads, c)
     c = c.with_columns(tune)
     # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
-    # per distinct (head, fields, TUNING) and gathered by ``k``: a few for thousands of lines
+    # per kind of line, a distinct (head, fields, TUNING) (table ``k``), and gathered by the line's kind (``at``): a few
+    # kinds for thousands of lines
     hid, fid, tune = (c.get_column(name) for name in ("hid", "fid", "tune"))
-    at, firsts = _kinds((hid, heads.height), (fid, fields.height), ((tune + 1).fill_null(0), algos.height + 1))
+    at, firsts = _tuple_ids((hid, heads.height), (fid, fields.height), ((tune + 1).fill_null(0), algos.height + 1))
     k = pl.concat(
         [
             heads[["host", "pid", "dev", "ts_ns", "ms_ns", "rank"]].gather(hid[firsts]),
