@@ -226,7 +226,9 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     hid = pl.repeat(None, len(firsts), dtype=pl.UInt32, eager=True)
     hid = hid.scatter(heads.get_column("kid"), heads.get_column("hid"))[kid].rename("hid")
     skip = (7 + heads.get_column("level").str.len_bytes())[hid]
-    found = found.with_columns(hid, skip.alias("skip")).filter(pl.col("hid").is_not_null())
+    found = found.hstack([hid, skip.alias("skip")])
+    if hid.has_nulls():
+        found = found.filter(pl.col("hid").is_not_null())
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
     p = found.select(
