@@ -566,10 +566,11 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
 
 
 def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    """``comm_key`` of each topology line (``line``, ``comm_key``): they come before their communicator's Init
-    COMPLETE on the same device (or after it: lazy connections, 2.22+). Found once for all topology lines."""
+    """``comm_key`` of each topology line (``line``, ``comm_key``; ``topo`` in line order): they come before their
+    communicator's Init COMPLETE on the same device (or after it: lazy connections, 2.22+). Found once for all
+    topology lines."""
     inits = comms.select("gpu", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
-    df = topo.select("gpu", "line").sort("line")
+    df = topo.select("gpu", "line")
     nxt, prv = (
         df.join_asof(inits, left_on="line", right_on="init_line", by="gpu", strategy=way, check_sortedness=False)
         for way in ("forward", "backward")
@@ -663,7 +664,8 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.
     topology lines, in line order)."""
     # each rank prints the same topology lines for each communicator: the rows of one (comm, message) make the same
     # edges (the table keeps each once, the first), so those after the first are not parsed
-    p = p.sort("line")
+    if not p.get_column("line").is_sorted():
+        p = p.sort("line")
     p = p.with_columns(_line_comms(p, comms).get_column("comm_key")).unique(
         ["comm_key", "msg"], keep="first", maintain_order=True
     )
