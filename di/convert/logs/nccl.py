@@ -184,13 +184,18 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     found = found.with_columns(raw.bin.slice(0, pl.col("pos") + KEY_BYTES).alias("key"))
     kid, firsts = _distinct_ids(found.get_column("key"))
     key = pl.col("key")
-    heads = found.select("key", "pos").gather(firsts)  # the key holds its " NCCL " at pos: one pos per key
-    heads = heads.select(
-        pl.int_range(pl.len(), dtype=pl.UInt32).alias("kid"),
-        key.bin.slice(0, pl.col("pos")).cast(pl.String).alias("head"),
-        key.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end().alias("level"),
-    ).filter(pl.col("level").is_in(LEVELS))
-    heads = heads.with_columns(pl.col("head").str.extract_groups(HEAD_RE).alias("g")).unnest("g").drop_nulls("host")
+    heads = found[["key", "pos"]].gather(firsts)  # the key holds its " NCCL " at pos: one pos per key
+    head = key.bin.slice(0, pl.col("pos")).cast(pl.String)
+    heads = (
+        heads.select(
+            pl.int_range(pl.len(), dtype=pl.UInt32).alias("kid"),
+            head.alias("head"),
+            key.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end().alias("level"),
+            head.str.extract_groups(HEAD_RE).alias("g"),
+        )
+        .unnest("g")
+        .filter(pl.col("level").is_in(LEVELS) & pl.col("host").is_not_null())
+    )
     # a glued line's host may carry the tail of the line before it ("...N/A   0mew0:..."): the known host it ends with
     known = set(
         heads.filter(pl.col("head").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null())
@@ -205,6 +210,7 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if fix:
         heads = heads.with_columns(pl.col("host").replace(fix))
     heads = heads.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("hid"),
         "kid",
         "level",
         "host",
@@ -214,7 +220,6 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
-    heads = heads.with_row_index("hid")
     heads = heads.with_columns(
         pl.col("hid").min().over("host", "pid", "tid").alias("thread"),  # one id per thread
         # one id per process and device (null where a number overflowed: such a head matches no other)
