@@ -620,15 +620,14 @@ def _rings(g: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
     # a ring of many ranks is cut short in the log (NCCL prints the first ones): it wraps only when complete
     sizes = comms.group_by("comm_key").agg(pl.col("nranks").max()).rename({"comm_key": "comm"})
     order = order.join(sizes, on="comm", how="left")
-    whole = pl.col("src_rank").list.len() == pl.col("nranks")
-    hops = order.with_columns(
-        pl.concat_list(pl.col("src_rank").list.slice(1), pl.when(whole).then(pl.col("src_rank").list.first())).alias(
-            "dst_rank"
-        ),
-    ).filter(pl.col("src_rank").list.len() > 1)
-    hops = hops.with_columns(pl.col("dst_rank").list.drop_nulls())
-    hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
-    hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
+    src = pl.col("src_rank")
+    dst = pl.concat_list(src.list.slice(1), pl.when(src.list.len() == pl.col("nranks")).then(src.list.first()))
+    dst = dst.list.drop_nulls()
+    hops = (
+        order.filter(src.list.len() > 1)
+        .select("comm", "channel", src.list.head(dst.list.len()).alias("src_rank"), dst.alias("dst_rank"))
+        .explode("src_rank", "dst_rank")
+    )
     ring = _topology_kind(g, "hop").select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
