@@ -277,7 +277,7 @@ def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     """:func:`_distinct_ids` by a join on the values themselves (ids in order of first row)."""
     rows = values.rename("v").to_frame().with_row_index("row")
     firsts = rows.unique("v", keep="first", maintain_order=True).with_row_index("kid")
-    ids = rows.join(firsts.select("v", "kid"), on="v", how="left", maintain_order="left", nulls_equal=True)
+    ids = rows.join(firsts[["v", "kid"]], on="v", how="left", maintain_order="left", nulls_equal=True)
     return ids.get_column("kid"), firsts.get_column("row")
 
 
@@ -310,11 +310,8 @@ def _ranks(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> pl.Data
         .select("host", "pid", "dev", pl.col("crank").alias("rank_init"))
     )
     # the first line of each head, then of each (host, pid, dev): the first line of each (host, pid, dev)
-    by_prefix = (
-        _with_heads(p.drop_nulls("prefix_rank").unique("hid", keep="first", maintain_order=True), heads)
-        .unique(["host", "pid", "dev"], keep="first")
-        .select("host", "pid", "dev", "prefix_rank")
-    )
+    firsts = _with_heads(p.drop_nulls("prefix_rank").unique("hid", keep="first", maintain_order=True), heads)
+    by_prefix = firsts.unique(["host", "pid", "dev"], keep="first")[["host", "pid", "dev", "prefix_rank"]]
     # only left joins read this table: a (host, pid, dev) in neither part would have a null rank, as it has absent
     return by_init.join(by_prefix, on=["host", "pid", "dev"], how="full", coalesce=True).select(
         "host", "pid", "dev", pl.coalesce("rank_init", "prefix_rank").alias("rank")
@@ -376,9 +373,7 @@ def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
     c = c.with_columns(head).unnest("_h")
     tails = _coll_tail_fields(c.select(pl.col("_tail").unique())).with_row_index("fid")
-    c = c.join(
-        tails.select("_tail", "fid", "_tail_ok"), on="_tail", how="left", maintain_order="left", nulls_equal=True
-    )
+    c = c.join(tails[["_tail", "fid", "_tail_ok"]], on="_tail", how="left", maintain_order="left", nulls_equal=True)
     w = [pl.col(name) for name in COLL_WORDS[:7]]
     heads_ok = pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i < 7]).fill_null(False)
     c = c.select(
@@ -388,13 +383,13 @@ def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "fid",
         (heads_ok & pl.col("_tail_ok")).alias("_usual"),
     )
-    fields = tails.select(COLL_FIELDS_OUT)
+    fields = tails[list(COLL_FIELDS_OUT)]
     usual = c.get_column("_usual")
     if not usual.all():  # lines of another layout: their fields by regex, one row each past the tails'
         at = (~usual).arg_true()
         odd = _coll_by_regex(c.select(pl.col("msg").gather(at)))
         fid = pl.int_range(fields.height, fields.height + odd.height, dtype=pl.UInt32, eager=True)
-        fields = pl.concat([fields, odd.select(COLL_FIELDS_OUT)])
+        fields = pl.concat([fields, odd[list(COLL_FIELDS_OUT)]])
         c = c.with_columns(
             c.get_column("fid").scatter(at, fid),
             c.get_column("opname").scatter(at, odd.get_column("opname")),
@@ -420,7 +415,7 @@ def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.
     the second table (null where none). A TUNING line belongs to the last COLL line before it on its thread; a COLL
     line takes the first TUNING line that belongs to it."""
     none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
-    t = p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True)).select("line", "hid", "msg")
+    t = p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))[["line", "hid", "msg"]]
     # messages repeat (one per collective size): the regex runs once per distinct message
     algos = (
         t.select(pl.col("msg").unique())
@@ -429,10 +424,10 @@ def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.
         .drop_nulls("algo")
         .with_row_index("tune")
     )
-    t = t.join(algos.select("msg", "tune"), on="msg", how="inner", maintain_order="left")
+    t = t.join(algos[["msg", "tune"]], on="msg", how="inner", maintain_order="left")
     if not t.height:
-        return none, algos.select("algo", "proto")
-    t = t.select("line", "tune").hstack([heads.get_column("thread")[t.get_column("hid")]])
+        return none, algos[["algo", "proto"]]
+    t = t[["line", "tune"]].hstack([heads.get_column("thread")[t.get_column("hid")]])
     colls = c.select("thread", pl.col("line").alias("coll_line"), pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"))
     t = (
         t.join_asof(
@@ -446,13 +441,13 @@ def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.
         .drop_nulls("coll_line")
         .unique("coll_line", keep="first", maintain_order=True)
     )
-    return none.scatter(t.get_column("row"), t.get_column("tune")), algos.select("algo", "proto")
+    return none.scatter(t.get_column("row"), t.get_column("tune")), algos[["algo", "proto"]]
 
 
 def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``."""
-    c = p.filter(pl.col("msg").str.contains(": opCount ", literal=True)).select("line", "hid", "msg")
+    c = p.filter(pl.col("msg").str.contains(": opCount ", literal=True))[["line", "hid", "msg"]]
     n_lines = c.height
     c, fields = _coll_by_tokens(c)
     # a line without its count or datatype is dropped, counted with those of an unknown layout
@@ -575,7 +570,7 @@ def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     communicator's Init COMPLETE on the same device (or after it: lazy connections, 2.22+). Found once for all
     topology lines."""
     inits = comms.select("gpu", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
-    df = topo.select("gpu", "line")
+    df = topo[["gpu", "line"]]
     nxt, prv = (
         df.join_asof(inits, left_on="line", right_on="init_line", by="gpu", strategy=way, check_sortedness=False)
         for way in ("forward", "backward")
@@ -635,7 +630,7 @@ def _rings(g: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
         pl.col("next").cast(pl.Int64).alias("dst_rank"),
     )
     edges = pl.concat([hops, ring]).filter(pl.col("src_rank") != pl.col("dst_rank"))
-    return edges.with_columns(pl.lit("ring").alias("kind")), order.select("comm", "channel", "nchannels")
+    return edges.with_columns(pl.lit("ring").alias("kind")), order[["comm", "channel", "nchannels"]]
 
 
 def _trees(p: pl.DataFrame, g: pl.DataFrame) -> pl.DataFrame:
@@ -681,9 +676,7 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.
         "comm", "channel", "src_rank", "dst_rank", "transport", "via"
     )
     keys = ["comm", "channel", "src_rank", "dst_rank"]
-    edges = pl.concat([rings.select(keys + ["kind"]), trees.select(keys + ["kind"])]).join(
-        via, on=keys, how="left", nulls_equal=True
-    )
+    edges = pl.concat([rings[[*keys, "kind"]], trees[[*keys, "kind"]]]).join(via, on=keys, how="left", nulls_equal=True)
     links = pl.concat([conn, edges], how="diagonal_relaxed").drop_nulls(["comm"])
     return links.unique(maintain_order=True), nch
 
@@ -750,13 +743,13 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     inst = _instants(p, heads)
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
-    ev = pl.concat([coll.select(cols + extra), inits.select(cols), inst.select(cols)], how="diagonal_relaxed")
+    ev = pl.concat([coll[cols + extra], inits[cols], inst[cols]], how="diagonal_relaxed")
     timed = ev.get_column("ts_ns").is_not_null().all()
     trace_ms = not timed and ev.get_column("ms_ns").is_not_null().all()
     # else the time of the nearest timestamped line of the file (another library's, a training log's), kept in line order
     near = not timed and not trace_ms and "line_ts" in lines.columns and lines.get_column("line_ts").is_not_null().any()
     if near:
-        ev = ev.join(lines.select("line", "line_ts"), on="line", how="left")
+        ev = ev.join(lines[["line", "line_ts"]], on="line", how="left")
         t = pl.col("line_ts") + (pl.col("line").cast(pl.Int64) - pl.col("line").cast(pl.Int64).min().over("line_ts"))
     else:
         t = pl.col("ts_ns") if timed else (pl.col("ms_ns") if trace_ms else pl.col("line").cast(pl.Int64))
