@@ -351,3 +351,20 @@ def test_tuple_ids_are_one_id_per_distinct_tuple_packed_or_ranked_first(bound: i
     rows = pl.DataFrame({"a": a, "b": b, "c": c})
     assert len(firsts) == rows.unique().height == ids.n_unique()
     assert rows.gather(firsts[ids]).equals(rows)
+
+
+def test_a_head_whose_numbers_overflow_is_no_nccl_head_and_its_line_is_counted(tmp_path: Path) -> None:
+    """A head whose pid, tid or device is past int64 stopped the load with an internal error; its line is now left
+    to the unknown lines (counted) and the file's other NCCL lines load."""
+    lines = [
+        "h1:10:99999999999999999999999 [0] NCCL INFO NCCL version 2.27.7",
+        "h1:99999999999999999999999:11 [0] NCCL INFO Channel 00/0 : 0 1",
+        "h1:10:11 [99999999999999999999999] NCCL INFO x",
+        "h1:10:11 [0] NCCL INFO comm 0xa1 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0xbeef - Init COMPLETE",
+        "h1:10:11 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 comm 0xa1 stream 0x3",
+    ]
+    trace = di.load(write(tmp_path, "overflow.log", "\n".join(lines) + "\n"))
+    src = trace.meta["sources"][0]
+    # the first line is claimed as a version line (it names one); the next two are nobody's
+    assert src["dropped"]["unknown lines (no log family understood them)"] == 2
+    assert trace.collectives.height == 1 and trace.comms.get_column("pid").to_list() == [10]

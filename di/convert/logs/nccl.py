@@ -210,22 +210,18 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if fix:
         heads = heads.with_columns(pl.col("host").replace(fix))
     heads = heads.select(
-        pl.int_range(pl.len(), dtype=pl.UInt32).alias("hid"),
         "kid",
         "level",
         "host",
-        pl.col("pid").cast(pl.Int64),
-        pl.col("tid").cast(pl.Int64),
-        pl.col("dev").cast(pl.Int64),
+        *(pl.col(name).cast(pl.Int64, strict=False) for name in ("pid", "tid", "dev")),
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
+    # a pid, tid or device past int64 is no NCCL head (it stopped the load): its lines are left to the unknown ones
+    heads = heads.drop_nulls(["pid", "tid", "dev"]).with_row_index("hid")
     heads = heads.with_columns(
         pl.col("hid").min().over("host", "pid", "tid").alias("thread"),  # one id per thread
-        # one id per process and device (null where a number overflowed: such a head matches no other)
-        pl.when(pl.col("pid").is_not_null() & pl.col("dev").is_not_null())
-        .then(pl.col("hid").min().over("host", "pid", "dev"))
-        .alias("gpu"),
+        pl.col("hid").min().over("host", "pid", "dev").alias("gpu"),  # one id per process and device
     )
     # each line's head (null where its key is not a head's: those lines are not NCCL's) and the bytes of its level
     hid = pl.repeat(None, len(firsts), dtype=pl.UInt32, eager=True)
@@ -302,20 +298,19 @@ def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None) -> pl.Data
     )
 
 
-def _ranks(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    """(host, pid, dev) -> rank: the rank in the largest communicator it joined, else a launcher prefix's."""
-    by_init = (
-        comms.sort("nranks", "line", descending=[True, False])
-        .unique(["host", "pid", "dev"], keep="first")
-        .select("host", "pid", "dev", pl.col("crank").alias("rank_init"))
-    )
+def _ranks(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> pl.Series:
+    """Rank of each (host, pid, dev), at its ``gpu`` id (a row of ``heads``; null where none): the rank in the
+    largest communicator it joined, else a launcher prefix's."""
+    by_init = comms.sort("nranks", "line", descending=[True, False]).unique("gpu", keep="first")
     # the first line of each head, then of each (host, pid, dev): the first line of each (host, pid, dev)
-    firsts = _with_heads(p.drop_nulls("prefix_rank").unique("hid", keep="first", maintain_order=True), heads)
-    by_prefix = firsts.unique(["host", "pid", "dev"], keep="first")[["host", "pid", "dev", "prefix_rank"]]
-    # only left joins read this table: a (host, pid, dev) in neither part would have a null rank, as it has absent
-    return by_init.join(by_prefix, on=["host", "pid", "dev"], how="full", coalesce=True).select(
-        "host", "pid", "dev", pl.coalesce("rank_init", "prefix_rank").alias("rank")
-    )
+    firsts = _with_heads(p.drop_nulls("prefix_rank").unique("hid", keep="first", maintain_order=True), heads, "gpu")
+    by_prefix = firsts.unique("gpu", keep="first")
+    rank = pl.repeat(None, heads.height, dtype=pl.Int64, eager=True)
+    # a communicator's rank wins over a prefix's where it has one (a rank past int64 is none)
+    for part, col in ((by_prefix, "prefix_rank"), (by_init, "crank")):
+        part = part.drop_nulls(col)
+        rank = rank.scatter(part.get_column("gpu"), part.get_column(col))
+    return rank
 
 
 COLL_TOKENS = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datatype", 11: "op", 13: "root", 15: "comm"}
@@ -716,10 +711,10 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             info={"nccl": {"versions": versions}} if versions else {},
         )
     comms = _comms(p, heads, version)
-    ranks = _ranks(p, heads, comms)
-    comms = comms.join(ranks.rename({"rank": "grank"}), on=["host", "pid", "dev"], how="left")
-    # each head's rank (ranks: one row per (host, pid, dev)), gathered with the head's columns
-    heads = heads.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
+    rank = _ranks(p, heads, comms)
+    # each communicator's and head's rank: that of its (host, pid, dev)
+    comms = comms.hstack([rank[comms.get_column("gpu")].alias("grank")])
+    heads = heads.hstack([rank[heads.get_column("gpu")].alias("rank")])
     coll, n_coll_lines = _collectives(p, heads, comms)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
