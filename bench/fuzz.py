@@ -2,7 +2,7 @@
 
 Run on demand (not a test; ``tests/test_fuzz.py`` runs a few hundred inputs)::
 
-    python bench/fuzz.py [--count 100000] [--seed 0] [--reader kineto,chrome,perfetto,otf2,di,nsys]
+    python bench/fuzz.py [--count 100000] [--seed 0] [--reader kineto,chrome,perfetto,otf2,di,nsys,log]
                          [--workers 1] [--timeout 10] [--max-rss-mb 2048] [--cli-every 500]
     python bench/fuzz.py --reader otf2 --replay SEED [--keep DIR]    # one input again, in this process
 
@@ -260,8 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--reader",
-        default="kineto,chrome,perfetto,otf2,di,nsys",
-        help="comma-separated: kineto, chrome, perfetto, otf2, di, nsys",
+        default="kineto,chrome,perfetto,otf2,di,nsys,log",
+        help="comma-separated: kineto, chrome, perfetto, otf2, di, nsys, log (text logs: needs ../shared/data)",
     )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds an input may take before it counts as a hang")
@@ -282,6 +282,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown reader(s) {sorted(unknown)}; choose from {', '.join(C.READERS)}")
     with tempfile.TemporaryDirectory(prefix="di-fuzz-corpus-") as tmp:
         corpus_dir = str(C.build_corpus(Path(tmp) / "corpus", SHARED if SHARED.is_dir() else None))
+        seeded = C.load_corpus(Path(corpus_dir))
+        empty = [r for r in readers if not seeded[r]]
+        if empty:
+            print(f"no seeds for {', '.join(empty)} (../shared/data absent): skipped")
+            readers = [r for r in readers if seeded[r]]
+            if not readers:
+                return 0
         if args.replay is not None:
             return replay(corpus_dir, readers[0], args.replay, args.keep)
         per = max(1, args.count // len(readers))

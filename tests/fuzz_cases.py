@@ -30,7 +30,7 @@ from typing import Any
 
 from tests import fuzz_mutators as M
 
-READERS = ("kineto", "chrome", "perfetto", "otf2", "di", "nsys")
+READERS = ("kineto", "chrome", "perfetto", "otf2", "di", "nsys", "log")
 SHARED_KINETO = (
     "hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
     "hta_critical_path/cuda_event_sync/event_sync_trace.json.gz",
@@ -120,6 +120,9 @@ def build_corpus(root: Path, shared: Path | None) -> Path:
     from tests import nsys_fuzz
 
     nsys_fuzz.write_seeds(root / "nsys", shared)
+    from tests import log_fuzz
+
+    log_fuzz.write_seeds(root / "log", shared)
     foreign = _foreign_perfetto()
     if foreign:
         _put(root / "perfetto" / "foreign", {"sdk.pftrace": foreign})
@@ -172,7 +175,8 @@ def load_corpus(root: Path) -> dict[str, list[Seed]]:
     corpus: dict[str, list[Seed]] = {}
     for reader in READERS:
         seeds = []
-        for folder in sorted(p for p in (root / reader).iterdir() if p.is_dir()):
+        folders = (root / reader).iterdir() if (root / reader).is_dir() else ()  # log: none without shared data
+        for folder in sorted(p for p in folders if p.is_dir()):
             files = _tree(folder, "")
             entry = _entry(reader, files)
             gz = entry.endswith(".gz")
@@ -202,7 +206,7 @@ def write_case(corpus: dict[str, list[Seed]], reader: str, case_seed: int, folde
     seed = rng.choice(seeds)
     donor = rng.choice(seeds)
     files = dict(seed.files)
-    from tests import nsys_fuzz
+    from tests import log_fuzz, nsys_fuzz
 
     entry = {
         "kineto": _chrome,
@@ -211,6 +215,7 @@ def write_case(corpus: dict[str, list[Seed]], reader: str, case_seed: int, folde
         "otf2": _otf2,
         "di": _store,
         "nsys": nsys_fuzz.mutate,
+        "log": log_fuzz.mutate,
     }[reader](rng, seed, donor, files)
     _put(folder, files)
     return folder / entry

@@ -120,3 +120,17 @@ def test_job_rows_in_meta_are_the_json_values_of_the_parsed_table() -> None:
         if rel.startswith("slurm/sacct_default"):  # 1,498 rows, 7 states
             states = [j["state"] for j in jobs]
             assert len({id(s) for s in states}) == len(set(states)) < len(states)
+
+
+def test_header_fields_named_like_polars_selectors_or_the_line_column(tmp_path: Path) -> None:
+    """Found by fuzzing: a header field ``*`` selected every column (a polars wildcard) and stopped the load with a
+    ComputeError; a field named ``line`` clashed with the table's own line column."""
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID|*|Line|State\n7|a| b |COMPLETED\n8|c|d|FAILED\n")
+    trace = di.load(path)
+    trace.validate()
+    jobs = trace.meta["sources"][0]["info"]["slurm"]["jobs"]
+    assert [(j["jobid"], j["*"], j["line_2"], j["state"]) for j in jobs] == [
+        ("7", "a", "b", "COMPLETED"),
+        ("8", "c", "d", "FAILED"),
+    ]

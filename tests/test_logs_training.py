@@ -194,3 +194,32 @@ def test_each_shape_of_value_is_read_with_its_unit(tmp_path: Path) -> None:
     assert s["mfu"] == ("%", [31.6, 31.6]) and s["micro_step"] == (None, [20.0, 40.0])
     assert s["epoch"] == (None, [0.0, 0.0]) and all(v != v for v in s["grad_norm"][1])  # nan
     assert "global_step" not in s  # a step key indexes the samples
+
+
+def test_rank_tags_kinds_and_repeated_pairs(tmp_path: Path) -> None:
+    """A line's rank is its first whole ``[Rank N]`` tag (after a tag that is none, with leading zeros too); a line
+    with two kinds' markers is the first kind's (Megatron before DeepSpeed); a pair repeated on lines of two ranks
+    (read once per distinct pair) gives a sample on each line, at its own rank and time."""
+    text = (
+        "[2024-01-01 10:00:00,000] [INFO] [Rank x] then [Rank 3] step=1, skipped=0, lr=[0.5], loss=2.0\n"
+        "[2024-01-01 10:00:01,000] [INFO] [Rank 000000000007] step=1, skipped=0, lr=[0.5], loss=2.0\n"
+        "[2024-01-01 10:00:02,000] [INFO] [Rank 3] step=2, skipped=0, lr=[0.5], loss=2.0\n"
+        " iteration        1/      10 | elapsed time per iteration (ms): 100.0 | step=1, skipped=0 | lm loss: 1.5 |\n"
+    )
+    trace = load(tmp_path, "ds.log", text)
+    info = trace.meta["sources"][0]["info"]["training"]
+    assert info["producers"] == {"deepspeed": 3, "megatron": 1}
+    got = (
+        trace.series.join(trace.locations.select("loc", "rank"), on="loc")
+        .join(trace.samples, on="series")
+        .filter(pl.col("name").is_in(["loss", "lr"]))
+        .sort("name", "rank", "ts_ns")
+        .group_by("name", "rank", maintain_order=True)
+        .agg(((pl.col("ts_ns") - 1_704_103_200 * 10**9) // 10**9).alias("s"), "value")
+    )
+    assert got.rows() == [
+        ("loss", 3, [0, 2, 2], [2.0, 2.0, 1.5]),  # the Megatron line has no tag: the tagging rank, the time before
+        ("loss", 7, [1], [2.0]),
+        ("lr", 3, [0, 2], [0.5, 0.5]),
+        ("lr", 7, [1], [0.5]),
+    ]

@@ -226,6 +226,10 @@ def _sorted_samples(samples: pl.DataFrame) -> pl.DataFrame:
     return samples.sort("ts_ns", maintain_order=True).sort("series", maintain_order=True)
 
 
+MAX_RANK = 2**31 - 1
+"""The largest rank a trace holds (its rank columns are int32); a log's rows of other ranks are dropped and counted."""
+
+
 def build_trace(
     path: Path,
     parts: list[Parts],
@@ -242,6 +246,12 @@ def build_trace(
     sm = pl.concat([conform(p.samples, SAMPLE_COLUMNS) for p in parts]) if parts else empty_samples()
     ev = ev.with_columns(pl.col("rank").fill_null(rank))
     sm = sm.with_columns(pl.col("rank").fill_null(rank))
+    fits = pl.col("rank").is_between(0, MAX_RANK)
+    bad_ranks = {
+        what: n for what, df in (("events", ev), ("samples", sm)) if (n := df.height - df.select(fits.sum()).item())
+    }
+    if bad_ranks:  # a garbled rank (a number cut or run together) would stop the trace's int32 rank column
+        ev, sm = ev.filter(fits), sm.filter(fits)
     distinct, code = _series_codes(sm)
     locs = _locations(ev, distinct, source)
     keys = locs.select("loc", "rank", "track", "_kind")
@@ -295,6 +305,7 @@ def build_trace(
         for k, n in p.dropped.items():
             dropped[f"{p.family}: {k}"] = dropped.get(f"{p.family}: {k}", 0) + n
     dropped.update({k: n for k, n in unknown.items() if n})
+    dropped.update({f"{what} with a rank outside 0..{MAX_RANK}": n for what, n in bad_ranks.items()})
     timed = [p.epoch for p in parts if p.events.height or p.samples.height]
     epoch = bool(timed) and all(timed)
     info: dict[str, Any] = {"families": [p.family for p in parts if p.events.height or p.samples.height or p.info]}

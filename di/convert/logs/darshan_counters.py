@@ -79,6 +79,17 @@ def _kinds(names: pl.Series) -> pl.DataFrame:
     )
 
 
+COUNTER_LIMIT = 2.0**62
+"""Counter values at or beyond this (in magnitude, before scaling), not finite or not numbers are not numbers to
+the statistics: a garbled log's ``1e999`` or ``inf``, which would overflow the int64 sums."""
+
+
+def counter_number(value: pl.Expr) -> pl.Expr:
+    """A counter's value as a Float64 (its text or number), null where it is not a number within :data:`COUNTER_LIMIT`."""
+    v = value.cast(pl.Float64, strict=False)
+    return pl.when(v.abs() < COUNTER_LIMIT).then(v)
+
+
 def file_stats(counters: pl.DataFrame) -> pl.DataFrame:
     """Per (module, rank, file) statistics from ``counters`` (columns module, rank, file, counter, value).
 
@@ -96,7 +107,7 @@ def file_stats(counters: pl.DataFrame) -> pl.DataFrame:
         "value",
     )
     c = c.join(_kinds(c.get_column("counter")), on="counter", how="left")  # left: a record of no such counter stays
-    value = (pl.col("value").cast(pl.Float64, strict=False) * pl.col("scale")).round().cast(pl.Int64)
+    value = (counter_number(pl.col("value")) * pl.col("scale")).round().cast(pl.Int64, strict=False)
     sums = (
         c.select(*KEY, "slot", pl.when(value >= 0).then(value).alias("value"))  # -1: not collected
         .group_by(*KEY, "slot")

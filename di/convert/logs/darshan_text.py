@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.darshan_counters import COUNTER_MODULES, KEY, file_stats
+from di.convert.logs.darshan_counters import COUNTER_MODULES, KEY, counter_number, file_stats
 from di.convert.logs.text import ascii_mode
 
 __all__ = ["SNIFF_RE", "parse_darshan_text"]
@@ -53,7 +53,7 @@ def _counter_rows(lines: pl.DataFrame) -> pl.DataFrame:
         "file",
         "mount",
     )
-    ok = pl.col("rank").is_not_null() & pl.col("record").is_not_null() & pl.col("mount").is_not_null()
+    ok = (pl.col("rank") >= -1) & pl.col("record").is_not_null() & pl.col("mount").is_not_null()  # -1: all ranks
     rows = rows.filter(ok)
     names = rows.select(pl.col("module").unique())
     good = names.filter(pl.col("module").str.contains(r"^[A-Z][A-Z0-9_-]*$")).get_column("module")
@@ -96,7 +96,10 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     numbers = [pl.col(c).cast(pl.Int64, strict=False) for c in ("rank", "segment", "offset", "length")]
     numbers += [pl.col(c).cast(pl.Float64, strict=False) for c in ("start", "end")]
     dxt = dxt.with_columns(numbers)
-    sound = dxt.drop_nulls(["rank", "segment", "offset", "length", "start", "end"])
+    limit_s = ((1 << 63) - 1 - abs(t0_ns)) // 1_000_000_000  # seconds whose ns since the epoch fit an int64
+    sound = dxt.drop_nulls(["rank", "segment", "offset", "length"]).filter(
+        pl.col("start").is_between(-limit_s, limit_s) & pl.col("end").is_between(-limit_s, limit_s)
+    )
     dropped = {"DXT segments with an unreadable number": dxt.height - sound.height} if sound.height < dxt.height else {}
     segment_lines = dxt.get_column("line")  # recognised, loaded or dropped
     dxt = sound
@@ -117,7 +120,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     rows = _counter_rows(lines)
     counters = rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value")
     files = file_stats(counters)
-    nan = counters.select(pl.col("value").cast(pl.Float64, strict=False).is_null().sum()).item()
+    nan = counters.select(counter_number(pl.col("value")).is_null().sum()).item()
     if nan:
         dropped["counter values that are not numbers"] = nan
     tot = (

@@ -28,6 +28,8 @@ __all__ = ["SNIFF_RE", "parse_nccl_tests"]
 
 SNIFF_RE = r"^# (?:Collective test starting:|nThread \d+ nGpus|nccl-tests version)"
 TEST_MARK = "\x01"
+UNNAMED_TEST = "unnamed"
+"""The test of rows printed before any test's name: their series are ``nccl-tests.unnamed.*``."""
 ROW_RE = (
     r"\x01\w+|(\d+)\s+(\d+)\s+([a-z][a-z0-9_]*)\s+([a-z]+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)"
     r"\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)"
@@ -184,7 +186,11 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         found = pl.Series("m", [stream]).str.extract_all(ROW_RE).explode().drop_nulls().to_frame()
         found = found.with_columns(pl.col("m").str.starts_with(TEST_MARK).alias("is_test"))
     found = found.with_columns(
-        pl.when(pl.col("is_test")).then(pl.col("m").str.strip_chars(TEST_MARK)).forward_fill().alias("test")
+        pl.when(pl.col("is_test"))
+        .then(pl.col("m").str.strip_chars(TEST_MARK))
+        .forward_fill()
+        .fill_null(UNNAMED_TEST)  # rows before any test's name (a log cut or garbled above them)
+        .alias("test")
     )
     rows = found.filter(~pl.col("is_test")).with_row_index("i")
     if whole is None:
@@ -211,6 +217,15 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         .drop_nulls("rank")
         .unique(maintain_order=True)
     )
+    ints = ("rank", "pid", "device")
+    ranks = ranks.unique("rank", keep="first", maintain_order=True).with_columns(
+        pl.col(c).cast(pl.Int64, strict=False) for c in ints
+    )
+    fits = pl.all_horizontal(pl.col(c).is_not_null() for c in ints)
+    dropped = (
+        {"rank lines with a number beyond int64": n} if (n := ranks.height - ranks.select(fits.sum()).item()) else {}
+    )
+    ranks = ranks.filter(fits)
     avg = pl.DataFrame(
         {
             "test": test.forward_fill(),
@@ -225,10 +240,7 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
             "version": version.drop_nulls().first() if version.null_count() < version.len() else None,
             "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
             "rows": rows.height,
-            "ranks": ranks.unique("rank", keep="first", maintain_order=True)
-            .with_columns(pl.col("rank").cast(pl.Int64), pl.col("pid").cast(pl.Int64), pl.col("device").cast(pl.Int64))
-            .drop("group")
-            .to_dicts(),
+            "ranks": ranks.drop("group").to_dicts(),
             "avg_busbw_GBps": dict(avg.drop_nulls().iter_rows()),
             "time": "row_order",
         }
@@ -239,4 +251,4 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
             heads.get_column("line"),
         ]
     )
-    return Parts("nccl_tests", samples=samples, claimed=claimed, info=info, epoch=False)
+    return Parts("nccl_tests", samples=samples, claimed=claimed, dropped=dropped, info=info, epoch=False)

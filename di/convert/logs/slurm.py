@@ -69,11 +69,12 @@ def _is_job_id(name: str) -> bool:
 
 
 def _unique(names: list[str]) -> list[str]:
-    """Column names made unique (squeue may print one field twice): the second ``jobid`` is ``jobid_2``."""
-    out: list[str] = []
+    """Column names made unique (squeue may print one field twice): the second ``jobid`` is ``jobid_2``; a field
+    named ``line`` is ``line_2``, as ``line`` is the frame's own column."""
+    out: list[str] = ["line"]
     for n in names:
         out.append(n if n not in out else f"{n}_{sum(o == n or o.startswith(n + '_') for o in out) + 1}")
-    return out
+    return out[1:]
 
 
 DELIMITED_HEAD = rf"(?:^|[|\x1f])\s*{KEYS}\s*(?:[|\x1f]|$)"
@@ -133,7 +134,7 @@ def _delimited(lines: pl.DataFrame, marks: pl.DataFrame) -> list[pl.DataFrame]:
         names = _unique([n.strip().lower() for n in head.split(sep)])
         rows = lines.filter(block_kind == k).filter(t.str.count_matches(sep, literal=True) == len(names) - 1)
         cells = rows.select("line", t.str.split(sep).list.to_struct(fields=names).alias("s")).unnest("s")
-        out.append(cells.with_columns(pl.col(n).str.strip_chars() for n in names))
+        out.append(cells.with_columns(pl.exclude("line").str.strip_chars()))  # by name, a field "*" were every column
     return out
 
 

@@ -129,134 +129,152 @@ KIND_HINTS = {
     "jsonl": pl.col("text").str.starts_with('{"'),
 }
 """Per kind, a literal test that each of its lines passes: its regex runs only on the lines that pass it."""
-KIND_SURE = {"deepspeed": pl.col("text").str.contains("SamplesPerSec=|E2E latency=")}
-"""Per kind, a test of literal alternatives of its regex: a line that passes it matches the regex (no regex run)."""
+KIND_SURE = {"deepspeed": ("SamplesPerSec=|E2E latency=", r"\bstep=\d+, skipped=\d+")}
+"""Per kind, (literal alternatives of its regex: a line that holds one matches it, with no regex run; the regex's
+other alternatives, run on the other lines)."""
 
 
 ASCII_KINDS = frozenset(("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf"))
 """The kinds whose regex cannot match a non-ASCII byte (see :data:`~di.convert.logs.text.ASCII_MODE`)."""
+RANK_TAG_RE = r"\[Rank (\d+)\]"
+"""DeepSpeed's ``[Rank N]`` tag."""
 
 
 def _marked(lines: pl.DataFrame) -> pl.Series:
-    """Per line: whether it holds one of :data:`MARKS_RE`'s literals or starts with ``{`` (one search of the whole
-    text for the kinds, the rank tags and the errors; each of their tests then runs on these lines only)."""
-    return lines.select(pl.col("text").str.contains(MARKS_RE) | pl.col("text").str.starts_with("{")).to_series()
+    """Per line: whether it holds one of :data:`MARKS_RE`'s literals (one search of the whole text for the kinds, the
+    rank tags and the errors; each of their tests then runs on these lines only)."""
+    return lines.get_column("text").str.contains(MARKS_RE)
 
 
-def _classify(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
+def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
+    """Per line of ``text``: the N of its first :data:`RANK_TAG_RE` (null for none). On ASCII text the digits after
+    the first ``[Rank `` are read from a short slice, and only a line where they are not a whole tag (or too long for
+    the slice) is searched by the regex."""
+    pos = text.str.find("[Rank ", literal=True)
+    tagged = pos.is_not_null().arg_true()
+    if not tagged.len():
+        return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len())
+    if not ascii:  # str.find gives a byte offset, str.slice counts characters
+        rank = text.gather(tagged).str.extract(RANK_TAG_RE).cast(pl.Int64)
+        return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
+    rank = (
+        pl.DataFrame({"text": text.gather(tagged), "pos": pos.gather(tagged)})
+        .select(pl.col("text").str.slice(pl.col("pos") + len("[Rank "), 12).str.extract(ASCII_MODE + r"^(\d+)\]"))
+        .to_series()
+        .cast(pl.Int64)
+    )
+    again = rank.is_null().arg_true()
+    if again.len():
+        rank = rank.scatter(again, text.gather(tagged.gather(again)).str.extract(RANK_TAG_RE).cast(pl.Int64))
+    return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
+
+
+def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, bool]:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
-    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N). Each regex runs on the lines a literal test picked
-    (of the ``marked`` ones, :func:`_marked`); the results are put back by row."""
-    t = pl.col("text")
-    rows = lines.select("text").with_row_index("_row").filter(marked)
-    hints = rows.select(**KIND_HINTS)  # one pass, no copy of the lines per kind
-    ascii = all_ascii(rows.get_column("text"))
+    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N), and whether the ``marked`` lines (:func:`_marked`)
+    are all ASCII. Each regex runs on the lines a literal test picked (of the marked ones); the results are put back
+    by row."""
+    at = marked.arg_true()
+    text = lines.get_column("text").gather(at)
+    ascii = all_ascii(text)
     n = lines.height
+    hints = pl.DataFrame({"text": text}).select(**KIND_HINTS)  # one pass, no copy of the lines per kind
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
     for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
         hinted = hints.get_column(name)
         if not hinted.any():
             continue
-        rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
-        sub = rows.filter(hinted)
+        sub, rows = text.filter(hinted), at.filter(hinted)
         if name in KIND_SURE:  # the lines a literal alternative of the regex finds need no regex
-            sure = sub.select(KIND_SURE[name]).to_series()
-            hit = pl.concat([sub.filter(sure), sub.filter(~sure).filter(t.str.contains(rx))]).get_column("_row")
-        else:
-            hit = sub.filter(t.str.contains(rx)).get_column("_row")
-        kind = kind.scatter(hit, name)
-    tags = rows.filter(t.str.contains("[Rank ", literal=True)).select(
-        "_row", t.str.extract(r"\[Rank (\d+)\]").cast(pl.Int64).alias("tag_rank")
-    )
+            literals, rx = KIND_SURE[name]
+            sure = sub.str.contains(literals)
+            kind = kind.scatter(rows.filter(sure), name)
+            sub, rows = sub.filter(~sure), rows.filter(~sure)
+        rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
+        kind = kind.scatter(rows.filter(sub.str.contains(rx)), name)
     tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n)
-    return lines.with_columns(
-        kind,
-        tag_rank.scatter(tags.get_column("_row"), tags.get_column("tag_rank")),
-        pl.col("own_ts").alias("line_ts"),
-    )
+    tag_rank = tag_rank.scatter(at, _rank_tags(text, ascii))
+    return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii
 
 
-def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The numeric pairs of ``rows`` and the table of their distinct keys.
+def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The numeric pairs of ``rows``, their distinct pairs' values and the table of their distinct keys.
 
-    Pairs: one row per pair, in line order: ``line``, ``rank``, ``kind``, ``ts``, ``code`` (its key's row in the
-    table, null for an MLPerf line without a key), ``value`` (float, null when unreadable) and ``u`` (the value's own
-    unit suffix, null for none). Keys: per code, ``key`` (normalised; MLPerf keys as written), ``series`` (from
-    :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`, null: the value's suffix), ``o`` (the key's place in
-    :data:`STEP_KEYS`, null for a non-step key), ``sample`` (the key is no step key: its pairs are samples) and
-    ``sid`` (the series' number). Pairs repeat a few dozen keys: each is normalised and looked up once, and the
-    pairs carry its integer code, not the string."""
-    body = pl.col("text").str.replace(TAGS_RE, "")
-    logging = pl.col("text").str.contains(" - INFO - ", literal=True) | pl.col("text").str.contains(
-        " - WARNING - ", literal=True
-    )
-    if rows.select(
-        logging.any()
-    ).item():  # Python logging's "name - LEVEL - ": a lazy regex, run only where it can match
+    Pairs: one row per pair, in line order (MLPerf lines after the others): ``r`` (the row of ``rows`` it is on) and
+    ``at`` (its row of the values); a pair's line, rank, kind and time are its row's (:func:`_of_row`), its code,
+    value and unit its value row's (:func:`_of_pair`), gathered where needed. Values: one row per distinct pair (and
+    per MLPerf line): ``code`` (its key's row in the table, null for an MLPerf line without a key), ``value`` (float,
+    null when unreadable) and ``u`` (the value's own unit suffix, null for none). Keys: per code, ``key``
+    (normalised; MLPerf keys as written), ``series`` (from :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`,
+    null: the value's suffix), ``o`` (the key's place in :data:`STEP_KEYS`, null for a non-step key), ``sample``
+    (the key is no step key: its pairs are samples) and ``sid`` (the series' number). Pairs repeat a few dozen keys:
+    each is normalised and looked up once, and the values carry its integer code, not the string. ``ascii``: every
+    line of ``rows`` is ASCII."""
+    text = rows.get_column("text")
+    kind = rows.get_column("kind")
+    body = text.str.replace(TAGS_RE, "")
+    if text.str.contains(" - (?:INFO|WARNING) - ").any():  # Python logging's "name - LEVEL - ": only where it is
         body = body.str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
-    ascii = all_ascii(rows.get_column("text"))
-    p = (
-        rows.filter(pl.col("kind") != "mllog")
-        .select(
-            "line",
-            "rank",
-            "kind",
-            "ts",
-            body.str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE).alias("pair"),
-        )
-        .explode("pair")  # the line's text is not copied to each of its pairs
-        .drop_nulls("pair")
-    )
+    ml_rows = (kind == "mllog").arg_true()
+    other = pl.DataFrame({"r": pl.int_range(0, rows.height, dtype=pl.UInt32, eager=True), "pair": body})
+    if ml_rows.len():
+        other = other.filter(kind != "mllog")
+    # the row number is the only column copied to each of a line's pairs
+    p = other.select("r", pl.col("pair").str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE)).explode("pair")
+    p = p.drop_nulls("pair")
+    # pairs repeat ("skipped=0,", a memory reading, a constant lr: a third to a half are distinct in real logs): each
+    # distinct pair is cut and read once, and every pair gathers its key code, value and unit by its row among them
+    distinct = p.get_column("pair").unique()
+    at = p.get_column("pair").cast(pl.Enum(distinct)).to_physical()
+    d = pl.DataFrame({"pair": distinct})
     # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), the unit is what follows the
     # number; one column per step: an expression reused inside another would be evaluated again (no
     # common-subexpression elimination in eager frames)
-    p = p.with_columns(pl.col("pair").str.find("[:=]").alias("pos"))
+    d = d.with_columns(pl.col("pair").str.find("[:=]").alias("pos"))
     if ascii:  # str.find gives a byte offset, str.slice counts characters: the same on ASCII text
         key, rest = pl.col("pair").str.head(pl.col("pos")), pl.col("pair").str.slice(pl.col("pos") + 1)
     else:  # cut at bytes (a non-ASCII key would shift the value)
         pair = pl.col("pair").cast(pl.Binary)
         key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
         rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
-    p = p.select("line", "rank", "kind", "ts", key.alias("k"), rest.alias("rest"))
+    d = d.select(key.alias("k"), rest.alias("rest"))
     # most values are a bare number; the others (spaces or '[' before, a ',' in, a unit after) are cut on their
-    # own rows: a bare number holds none of the characters cut, and none of the others casts
-    value = p.get_column("rest").cast(pl.Float64, strict=False)
+    # own rows: a bare number holds none of the characters cut, and none of the others casts (nor one with a ',')
+    value = d.get_column("rest").cast(pl.Float64, strict=False)
     again = value.is_null().arg_true()
-    u = pl.Series("u", [], pl.String).extend_constant(None, p.height)
+    u = pl.Series("u", [], pl.String).extend_constant(None, d.height)
     if again.len():
-        rest = p.get_column("rest").gather(again).str.strip_chars_start(" [")
-        v = rest.str.strip_chars_end("%KMGTiBms")
-        cast = v.cast(pl.Float64, strict=False)
-        commas = cast.is_null().arg_true()  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
-        if commas.len():
-            cast = cast.scatter(
-                commas, v.gather(commas).str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
-            )
-        value = value.scatter(again, cast)
+        rest = d.get_column("rest").gather(again).str.strip_chars_start(" [")
+        v = rest.str.strip_chars_end("%KMGTiBms")  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
+        value = value.scatter(again, v.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
         cut = rest.str.len_bytes() != v.str.len_bytes()
         if cut.any():
             u = u.scatter(again.filter(cut), rest.filter(cut).str.strip_prefix(v.filter(cut)))
-    ks = p.get_column("k").unique()  # in any order: a code is only a row of the table
-    code = p.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
+    ks = d.get_column("k").unique()  # in any order: a code is only a row of the table
+    code = d.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
     keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
     keys = keys.select(_norm("key").alias("key"))
-    ml = rows.filter(pl.col("kind") == "mllog").select(
-        "line",
-        "rank",
-        "kind",
-        "ts",
-        pl.col("text").str.extract(r"\"key\":\s*\"([^\"]+)\"").alias("key"),
-        pl.col("text")
-        .str.extract(r"\"value\":\s*([-+]?\d[\d.]*(?:[eE][-+]?\d+)?)")
-        .cast(pl.Float64, strict=False)
-        .alias("value"),
-        pl.lit(None, pl.String).alias("u"),
-    )
-    if ml.height:  # MLPerf keys as written, after the others
+    vals = pl.DataFrame([code.alias("code"), value.alias("value"), u])
+    p = pl.DataFrame([p.get_column("r"), at.cast(pl.UInt32).alias("at")])
+    if ml_rows.len():  # MLPerf keys as written, after the others
+        ml_text = text.gather(ml_rows)
+        ml = pl.DataFrame(
+            {
+                "r": ml_rows,
+                "key": ml_text.str.extract(r"\"key\":\s*\"([^\"]+)\""),
+                "value": ml_text.str.extract(r"\"value\":\s*([-+]?\d[\d.]*(?:[eE][-+]?\d+)?)").cast(
+                    pl.Float64, strict=False
+                ),
+                "u": pl.Series([], dtype=pl.String).extend_constant(None, ml_rows.len()),
+            }
+        )
         mk = ml.select(pl.col("key").drop_nulls().unique(maintain_order=True))
         mk = mk.with_row_index("code", offset=keys.height).with_columns(pl.col("code").cast(pl.Int64))
         keys = pl.concat([keys, mk.select("key")])
-        ml = ml.join(mk, on="key", how="left", maintain_order="left").drop("key")
+        ml = ml.join(mk, on="key", how="left", maintain_order="left")
+        at = pl.int_range(vals.height, vals.height + ml.height, dtype=pl.UInt32, eager=True)
+        vals = pl.concat([vals, ml.select(vals.columns)])
+        p = pl.concat([p, pl.DataFrame([ml.get_column("r"), at.alias("at")])])
     keys = keys.join(_KEYS, on="key", how="left", maintain_order="left").select(
         "key",
         pl.coalesce("series", "key").alias("series"),
@@ -267,9 +285,7 @@ def _pairs(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         (~pl.col("key").is_in(STEP_KEYS)).alias("sample"),
     )
     keys = keys.with_columns(pl.col("series").rank("dense").cast(pl.Int64).alias("sid"))
-    p = p.select("line", "rank", "kind", "ts", code.alias("code"), value.alias("value"), u)
-    pairs = pl.concat([p, ml.select(p.columns)]) if ml.height else p
-    return pairs, keys
+    return p, vals, keys
 
 
 def _of_key(pairs: pl.DataFrame, keys: pl.DataFrame, column: str) -> pl.Series:
@@ -277,26 +293,36 @@ def _of_key(pairs: pl.DataFrame, keys: pl.DataFrame, column: str) -> pl.Series:
     return keys.get_column(column).gather(pairs.get_column("code"))
 
 
-def _steps_of(pairs: pl.DataFrame, keys: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
-    """Per line: its step number (the first step key it has; Megatron: its iteration)."""
-    st = (
-        pairs.select("line", "value", _of_key(pairs, keys, "o"))
-        .drop_nulls("o")
-        .sort("line", "o")
-        .unique("line", keep="first")
-        .select("line", pl.col("value").cast(pl.Int64).alias("step"))
-    )
-    mg = rows.filter(pl.col("kind") == "megatron").select(
-        "line", pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("step")
-    )
-    return pl.concat([mg, st.filter(~pl.col("line").is_in(mg.get_column("line").implode()))])
+def _of_pair(pairs: pl.DataFrame, vals: pl.DataFrame, column: str) -> pl.Series:
+    """Per pair: ``column`` of its distinct pair (the row ``at`` of ``vals``, :func:`_pairs`)."""
+    return vals.get_column(column).gather(pairs.get_column("at"))
 
 
-def _megatron_steps(rows: pl.DataFrame, pairs: pl.DataFrame, keys: pl.DataFrame, epoch: bool) -> pl.DataFrame:
-    elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration")
-    el = pairs.filter(elapsed.gather(pairs.get_column("code"))).filter(pl.col("kind") == "megatron")
-    el = el.select("line", "value")
-    mg = rows.filter(pl.col("kind") == "megatron").join(el, on="line").sort("line")
+def _of_row(pairs: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.Series:
+    """Per pair: ``column`` of its line (the row ``r`` of ``rows``, :func:`_pairs`)."""
+    return rows.get_column(column).gather(pairs.get_column("r"))
+
+
+def _steps_of(pairs: pl.DataFrame, vals: pl.DataFrame, keys: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """Per line that has a step key: its step number (the first step key it has, in :data:`STEP_KEYS`' order)."""
+    o = keys.get_column("o").gather(vals.get_column("code"))
+    st = pairs.select("r", _of_pair(pairs, vals, "value"), o.gather(pairs.get_column("at")))
+    st = st.drop_nulls("o").sort("r", "o").unique("r", keep="first")
+    return pl.DataFrame(
+        {"line": rows.get_column("line").gather(st.get_column("r")), "step": st.get_column("value").cast(pl.Int64)}
+    )
+
+
+def _megatron_steps(
+    rows: pl.DataFrame, pairs: pl.DataFrame, vals: pl.DataFrame, keys: pl.DataFrame, epoch: bool
+) -> pl.DataFrame:
+    elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration").arg_true().cast(pl.Int64)
+    elapsed = vals.get_column("code").is_in(elapsed.implode()).arg_true()  # the distinct pairs of these keys
+    el = pairs.filter(pl.col("at").is_in(elapsed.implode()))  # a few keys' pairs: then those of Megatron lines
+    el = el.filter((rows.get_column("kind") == "megatron").gather(el.get_column("r")))
+    mg = rows.select(pl.col("line", "rank", "ts", "text").gather(el.get_column("r"))).with_columns(
+        _of_pair(el, vals, "value")
+    )
     mg = mg.with_columns(pl.col("text").str.extract(MEGATRON_RE).cast(pl.Int64).alias("it"))
     mg = mg.with_columns((pl.col("it") - pl.col("it").shift(1).over("rank").fill_null(0)).clip(1).alias("n"))
     dur = (pl.col("value") * pl.col("n") * 1e6).round().cast(pl.Int64)
@@ -378,41 +404,47 @@ ERROR_LITERALS = (
 """Literals one of which every :data:`ERROR_RE` line (and overflow line) holds: a fast first search."""
 
 
-MARKS_RE = rf"{HINT_RE}|{ERROR_LITERALS}|\[Rank "
-"""The literals of :data:`HINT_RE`, :data:`ERROR_LITERALS` and the ``[Rank N]`` tag."""
+MARKS_RE = rf"{HINT_RE}|{ERROR_LITERALS}|\[Rank " + "|\\{'|\\{\""
+"""The literals of :data:`HINT_RE`, :data:`ERROR_LITERALS` and the ``[Rank N]`` tag, and the ``{'`` and ``{"`` that
+HF and JSON Lines lines start with (a literal ``{`` alone would make the search stop at every brace)."""
 
 
 def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
-    """Errors and overflow skips, among the ``marked`` lines (:func:`_marked`)."""
-    err = (
-        lines.select("line", "rank", "ts", "text")
-        .filter(marked)
-        .filter(pl.col("text").str.contains(ERROR_LITERALS))
-        .filter(pl.col("text").str.contains(ERROR_RE) | pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
-    )
-    name = (
-        pl.when(pl.col("text").str.contains("OVERFLOW! Rank", literal=True))
-        .then(pl.lit("overflow skip"))
-        .otherwise(
-            pl.coalesce(
-                pl.col("text").str.extract(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt))\b"),
-                pl.col("text").str.extract(
-                    r"(CUDA out of memory|slurmstepd: error|ChildFailedError|Traceback"
-                    r"|Segmentation fault|exits with return code)"
-                ),
-                pl.lit("error"),
+    """Errors and overflow skips, among the ``marked`` lines (:func:`_marked`). An overflow line is named at once;
+    the error regexes run on the other lines only."""
+    cand = lines.select("line", "rank", "ts", "text").filter(marked).filter(pl.col("text").str.contains(ERROR_LITERALS))
+    name = pl.Series("name", [], pl.String).extend_constant(None, cand.height)
+    if cand.height:
+        text = cand.get_column("text")
+        overflow = text.str.contains("OVERFLOW! Rank", literal=True)
+        name = name.scatter(overflow.arg_true(), "overflow skip")
+        other = (~overflow).arg_true()
+        errs = other.filter(text.gather(other).str.contains(ERROR_RE))
+        if errs.len():
+            err_name = pl.DataFrame({"text": text.gather(errs)}).select(
+                pl.coalesce(
+                    pl.col("text").str.extract(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt))\b"),
+                    pl.col("text").str.extract(
+                        r"(CUDA out of memory|slurmstepd: error|ChildFailedError|Traceback"
+                        r"|Segmentation fault|exits with return code)"
+                    ),
+                    pl.lit("error"),
+                )
             )
+            name = name.scatter(errs, err_name.to_series())
+    return (
+        cand.with_columns(name)
+        .filter(pl.col("name").is_not_null())
+        .select(
+            "rank",
+            pl.col("ts").alias("start_ns"),
+            pl.col("ts").alias("end_ns"),
+            "name",
+            pl.lit("other").alias("cat"),
+            pl.lit(True).alias("instant"),
+            pl.struct(pl.col("text").str.slice(0, 2000).alias("msg"), "line").struct.json_encode().alias("args"),
+            "line",
         )
-    )
-    return err.select(
-        "rank",
-        pl.col("ts").alias("start_ns"),
-        pl.col("ts").alias("end_ns"),
-        name.alias("name"),
-        pl.lit("other").alias("cat"),
-        pl.lit(True).alias("instant"),
-        pl.struct(pl.col("text").str.slice(0, 2000).alias("msg"), "line").struct.json_encode().alias("args"),
-        "line",
     )
 
 
@@ -421,22 +453,20 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     if "own_ts" not in lines.columns:  # read_log found them already
         lines = lines.with_columns(own_line_times(lines))
     marked = _marked(lines)
-    lines = _classify(lines, marked)
+    lines, ascii = _classify(lines, marked)  # the lines the parts below read are marked ones
     mllog = (lines.get_column("kind") == "mllog").any()  # else no line's time is read again
-    lines = lines.with_columns(
-        pl.when(pl.col("kind") == "mllog")
-        .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
-        .otherwise(pl.col("line_ts"))
-        .alias("own_ts")
-        if mllog
-        else pl.col("line_ts").alias("own_ts"),
-        pl.coalesce("prefix_rank", "tag_rank").alias("rank"),
-    ).drop("tag_rank")
-    # lines without a rank tag (DeepSpeed's timer, Megatron) come from the rank that tags the others (rank 0 logs)
-    lines = lines.with_columns(pl.col("rank").fill_null(pl.col("rank").min()))
+    if mllog:
+        lines = lines.with_columns(
+            pl.when(pl.col("kind") == "mllog")
+            .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
+            .otherwise(pl.col("line_ts"))
+            .alias("own_ts")
+        )
     epoch = lines.get_column("own_ts").is_not_null().any()
     filled = pl.col("own_ts").forward_fill().backward_fill() if epoch else pl.col("line").cast(pl.Int64)
-    lines = lines.with_columns(filled.alias("ts"))
+    rank = pl.coalesce("prefix_rank", "tag_rank")
+    # lines without a rank tag (DeepSpeed's timer, Megatron) come from the rank that tags the others (rank 0 logs)
+    lines = lines.with_columns(rank.fill_null(rank.min()).alias("rank"), filled.alias("ts")).drop("tag_rank")
     rows = lines.filter(pl.col("kind").is_not_null())
     inst = _instants(lines, marked)
     if not rows.height and not inst.filter(pl.col("name") != "overflow skip").height:
@@ -444,15 +474,26 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     # HF Trainer prints the same metrics dict once per rank: keep its first print
     if (rows.get_column("kind") == "hf").any():
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
-    pairs, keys = _pairs(rows)
-    steps = _steps_of(pairs, keys, rows)
-    rows = rows.join(steps, on="line", how="left")
-    key = pairs.filter(_of_key(pairs, keys, "sample") & pl.col("value").is_not_null())
-    mg_time = epoch or pairs.filter(pl.col("kind") == "megatron").height == 0
-    meg = _megatron_steps(rows, pairs, keys, epoch)
+    pairs, vals, keys = _pairs(rows, ascii)
+    megatron = rows.get_column("kind") == "megatron"
+    meg = _megatron_steps(rows, pairs, vals, keys, epoch) if megatron.any() else None
+    if meg is None or not meg.height:  # the step numbers serve the timed steps only (Megatron's are its intervals)
+        rows = rows.join(_steps_of(pairs, vals, keys, rows), on="line", how="left")
+    # samples: the pairs of a non-step key with a value, told per distinct pair
+    sample = keys.get_column("sample").gather(vals.get_column("code")) & vals.get_column("value").is_not_null()
+    key = pairs.filter(sample.gather(pairs.get_column("at")))
+    mg_time = epoch or meg is None or not megatron.gather(pairs.get_column("r")).any()
+    key = key.with_columns(
+        _of_row(key, rows, "rank"),
+        _of_row(key, rows, "ts"),
+        _of_pair(key, vals, "code"),
+        _of_pair(key, vals, "value"),
+    )
     if not mg_time:  # no timestamps: Megatron samples sit at their cumulative iteration time
-        key = key.join(meg.select("line", pl.col("end_ns").alias("mts")), on="line", how="left").with_columns(
-            pl.coalesce("mts", "ts").alias("ts")
+        key = (
+            key.with_columns(_of_row(key, rows, "line"))
+            .join(meg.select("line", pl.col("end_ns").alias("mts")), on="line", how="left")
+            .with_columns(pl.coalesce("mts", "ts").alias("ts"))
         )
         # other lines (errors) sit at the time of the iteration line before them
         marks = meg.select(pl.col("line"), pl.col("end_ns").alias("mts")).sort("line")
@@ -470,13 +511,11 @@ def parse_training(lines: pl.DataFrame) -> Parts:
         "rank",
         pl.lit("training").alias("track"),
         _of_key(key, keys, "series"),
-        pl.coalesce(_of_key(key, keys, "unit"), "u").alias("unit"),
+        pl.coalesce(_of_key(key, keys, "unit"), _of_pair(key, vals, "u")).alias("unit"),
         pl.col("ts").alias("ts_ns"),
         "value",
     )
-    timed = (
-        _timed_steps(rows) if not meg.height else None
-    )  # Megatron's intervals are the steps of a Megatron-DeepSpeed log
+    timed = _timed_steps(rows) if meg is None or not meg.height else None
     ev = pl.concat(
         [f for f in (meg, timed, _mllog_steps(rows) if mllog else None, inst) if f is not None], how="diagonal_relaxed"
     ).with_columns(pl.lit("training").alias("track"))
@@ -484,7 +523,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     info: dict[str, Any] = {
         "training": {
             "producers": dict(zip(kinds.get_column("kind").to_list(), kinds.get_column("len").to_list())),
-            "time": "timestamps" if epoch else ("megatron_cumulative" if meg.height else "line_order"),
+            "time": "timestamps" if epoch else ("megatron_cumulative" if timed is None else "line_order"),
             "timezone": "local time of the log, read as UTC" if epoch else None,
             "errors": inst.filter(pl.col("name") != "overflow skip").get_column("name").to_list()[:20],
         }

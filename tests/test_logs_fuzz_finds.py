@@ -1,0 +1,94 @@
+"""Damage found by fuzzing the text-log readers (``python bench/fuzz.py --reader log``), each on a real log edited
+the way the fuzzer did: the load keeps its contract (a trace that validates, what was left out counted by reason)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import DATA
+
+import di
+
+LOGS = DATA / "logs"
+
+
+def edited(tmp_path: Path, rel: str, edit) -> Path:  # type: ignore[no-untyped-def]
+    src = LOGS / rel
+    if not src.is_file():
+        pytest.skip(f"shared test data absent: logs/{rel} not found under ../shared/data")
+    lines = src.read_text().split("\n")
+    out = tmp_path / src.name
+    out.write_text("\n".join(edit(lines)))
+    return out
+
+
+def dropped(trace: di.Trace) -> dict[str, int]:
+    return trace.meta["sources"][0]["dropped"]
+
+
+def test_nccl_tests_rows_before_any_test_name(tmp_path: Path) -> None:
+    """The log cut above the first ``# Collective test starting`` line: the rows' series had no name (null), and
+    the trace did not validate."""
+    rel = "nccl/nccltests_h100_2node_alltoall_sendrecv_pair.log"
+    path = edited(tmp_path, rel, lambda lines: lines[1:])
+    trace = di.load(path)
+    trace.validate()
+    names = set(trace.series.get_column("name"))
+    assert "nccl-tests.unnamed.size" in names and "nccl-tests.sendrecv.size" in names
+    sizes = trace.samples.join(trace.series.filter(pl.col("name") == "nccl-tests.unnamed.size"), on="series")
+    assert sizes.height == 10 and sizes.get_column("value").min() == 33554432
+
+
+def test_nccl_tests_rank_line_with_a_number_beyond_int64(tmp_path: Path) -> None:
+    rel = "nccl/nccltests_h100_2node_alltoall_sendrecv_pair.log"
+    path = edited(tmp_path, rel, lambda lines: [x.replace("Rank  3 ", "Rank  99999999999999999999999 ") for x in lines])
+    trace = di.load(path)
+    trace.validate()
+    info = trace.meta["sources"][0]["info"]["nccl_tests"]
+    assert [r["rank"] for r in info["ranks"]] == [0, 1, 2, 4, 5, 6, 7]
+    assert dropped(trace)["nccl_tests: rank lines with a number beyond int64"] == 1
+
+
+def test_darshan_counters_and_segments_out_of_range(tmp_path: Path) -> None:
+    """A counter value ``inf`` stopped the per-file statistics (a float to int64 cast); a DXT segment ending 1e23 s
+    after the job's start (1e32 ns) stopped the load the same way; a counter row of rank -5 gave io_files a rank
+    below -1."""
+
+    def damage(lines: list[str]) -> list[str]:
+        out, counter, segment, rank = [], False, False, False
+        for x in lines:
+            f = x.split("\t")
+            if not counter and len(f) > 5 and f[3] == "POSIX_BYTES_WRITTEN":
+                f[4], counter = "inf", True
+            elif not rank and len(f) > 5 and f[3] == "POSIX_READS":
+                f[1], rank = "-5", True
+            elif not segment and "X_POSIX" in x:
+                w = x.split()
+                w[-2], segment = "99999999999999999999999", True  # 1e23 s: 1e32 ns
+                x = "   ".join(w)
+            out.append("\t".join(f) if len(f) > 1 else x)
+        return out
+
+    counters = di.load(edited(tmp_path, "darshan/pydarshan_ior_hdf5_example.darshan-parser.txt", damage))
+    counters.validate()
+    assert counters.io_files.get_column("rank").min() >= -1
+    assert dropped(counters)["darshan: counter values that are not numbers"] == 1
+    dxt = di.load(edited(tmp_path, "darshan/release_mpi-io-test-x86_64-3.1.4.dxt-parser.txt", damage))
+    dxt.validate()
+    assert dxt.events.height == 15 and dropped(dxt)["darshan: DXT segments with an unreadable number"] == 1
+
+
+def test_a_rank_beyond_int32(tmp_path: Path) -> None:
+    """A DXT segment of rank 4294967296 stopped the load in the trace's int32 rank column."""
+
+    def damage(lines: list[str]) -> list[str]:
+        at = next(i for i, x in enumerate(lines) if "X_POSIX" in x)
+        lines[at] = lines[at].replace("X_POSIX       0", "X_POSIX       4294967296", 1)
+        return lines
+
+    trace = di.load(edited(tmp_path, "darshan/release_mpi-io-test-x86_64-3.1.4.dxt-parser.txt", damage))
+    trace.validate()
+    assert trace.events.height == 15 and trace.ranks == [0, 1, 2, 3]
+    assert dropped(trace)["events with a rank outside 0..2147483647"] == 1
