@@ -278,3 +278,93 @@ def test_non_ascii_text_glued_before_an_nccl_prefix_is_cut_at_bytes(tmp_path: Pa
     ]
     # only "some other library's print" is unknown, as in the log without the bar
     assert trace.meta["sources"][0]["dropped"] == {"unknown lines (no log family understood them)": 1}
+
+
+def test_coll_args_are_the_json_of_their_fields_with_escapes_nulls_and_tunings(tmp_path: Path) -> None:
+    """A COLL event's args (opCount, the middle worked out once per kind of line, the line number) read back as the
+    line's fields and are byte for byte polars' JSON of those fields: an opCount and a stream that JSON escapes, an
+    opCount the regex layout cannot read (null), TUNING lines on two threads, an uninitialised comm."""
+    h, h2 = "h1:10:11 [0] NCCL INFO ", "h1:10:12 [1] NCCL INFO "
+    rows = [
+        h + "comm 0xa1 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0xbeef - Init COMPLETE",
+        h2 + "comm 0xa2 rank 1 nranks 2 cudaDev 1 busId 2000 commId 0xbeef - Init COMPLETE",
+        h
+        + "AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 12 datatype 7 op 0 root 0 comm 0xa1 [nranks=2] stream 0x3",
+        h2
+        + "AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 12 datatype 7 op 2 root 0 comm 0xa2 [nranks=2] stream 0x3",
+        h + "AllReduce: 48 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..1}",
+        h2 + "AllReduce: 48 Bytes -> Algo TREE proto SIMPLE channel{Lo..Hi}={0..1}",
+        h + 'AllReduce: opCount "q\\ sendbuff 0x1 recvbuff 0x2 count 12 datatype 7 op 0 root 0 comm 0xa1 stream 0x"3',
+        h + "AllReduce: opCount zz sendbuff 0x1  recvbuff 0x2 count 12 datatype 7 op 0 root 0 comm 0xa1 stream 0x3",
+        h + "Broadcast: opCount 1f sendbuff 0x1 recvbuff 0x2 count 5 datatype 9 op 0 root 1 comm 0xff stream 0x3",
+    ]
+    trace = di.load(write(tmp_path, "coll.log", "\n".join(rows) + "\n"))
+    ev = trace.events.filter(pl.col("cat") == "nccl", ~pl.col("instant")).sort("start_ns")
+    args = ev.get_column("args").to_list()
+    parsed = [json.loads(a) for a in args]
+    assert [a["opCount"] for a in parsed] == ["0", "0", '"q\\', None, "1f"]
+    assert [(a["algo"], a["proto"]) for a in parsed] == [
+        ("RING", "LL"),
+        ("TREE", "SIMPLE"),
+        (None,) * 2,
+        (None,) * 2,
+        (None,) * 2,
+    ]
+    assert [a["redop"] for a in parsed] == ["sum", "max", "sum", "sum", "sum"]
+    assert [a["comm_rank"] for a in parsed] == [0, 1, 0, 0, None] and parsed[2]["stream"] == '0x"3'
+    assert [a["line"] for a in parsed] == [2, 3, 6, 7, 8]
+    # polars' own JSON of the same fields, in the same order
+    again = pl.DataFrame(parsed, infer_schema_length=None).select(pl.struct(pl.all()).struct.json_encode())
+    assert again.to_series().to_list() == args
+
+
+def test_distinct_ids_by_hash_and_by_join_agree() -> None:
+    """Ids of distinct values from one hash and a rank equal, up to renumbering, those of a join on the values, and
+    the first row of each id holds its value (nulls, empty, binary)."""
+    from di.convert.logs.nccl import _distinct_ids, _distinct_ids_by_join
+
+    for values in (
+        pl.Series(["b", "a", None, "b", "c", None, "a"]),
+        pl.Series([b"x", b"y", b"x", b""], dtype=pl.Binary),
+        pl.Series([], dtype=pl.String),
+    ):
+        ids, firsts = _distinct_ids(values)
+        ids_j, firsts_j = _distinct_ids_by_join(values)
+        assert firsts.len() == firsts_j.len() == values.n_unique() if values.len() else firsts.len() == 0
+        assert values[firsts[ids]].eq_missing(values).all()
+        assert values[firsts_j[ids_j]].eq_missing(values).all()
+        # the same partition of the rows
+        pairs = pl.DataFrame({"a": ids, "b": ids_j}).unique()
+        assert pairs.height == firsts.len() and pairs.get_column("a").n_unique() == pairs.get_column("b").n_unique()
+
+
+@pytest.mark.parametrize("bound", [7, 2**40])
+def test_tuple_ids_are_one_id_per_distinct_tuple_packed_or_ranked_first(bound: int) -> None:
+    """Rows' tuples of ids get one dense id per distinct tuple, and each id's first row holds it, whether the tuple
+    packs in one u64 (small bounds) or the columns so far are ranked first (bounds whose product overflows it)."""
+    from di.convert.logs.nccl import _tuple_ids
+
+    a = pl.Series([3, 1, 3, 0, 1, 3], dtype=pl.UInt64)
+    b = pl.Series([5, 2, 5, 5, 2, 6], dtype=pl.UInt64)
+    c = pl.Series([0, 1, 0, 0, 2, 0], dtype=pl.UInt64)
+    ids, firsts = _tuple_ids((a, bound), (b, bound), (c, bound))
+    rows = pl.DataFrame({"a": a, "b": b, "c": c})
+    assert len(firsts) == rows.unique().height == ids.n_unique()
+    assert rows.gather(firsts[ids]).equals(rows)
+
+
+def test_a_head_whose_numbers_overflow_is_no_nccl_head_and_its_line_is_counted(tmp_path: Path) -> None:
+    """A head whose pid, tid or device is past int64 stopped the load with an internal error; its line is now left
+    to the unknown lines (counted) and the file's other NCCL lines load."""
+    lines = [
+        "h1:10:99999999999999999999999 [0] NCCL INFO NCCL version 2.27.7",
+        "h1:99999999999999999999999:11 [0] NCCL INFO Channel 00/0 : 0 1",
+        "h1:10:11 [99999999999999999999999] NCCL INFO x",
+        "h1:10:11 [0] NCCL INFO comm 0xa1 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0xbeef - Init COMPLETE",
+        "h1:10:11 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 comm 0xa1 stream 0x3",
+    ]
+    trace = di.load(write(tmp_path, "overflow.log", "\n".join(lines) + "\n"))
+    src = trace.meta["sources"][0]
+    # the first line is claimed as a version line (it names one); the next two are nobody's
+    assert src["dropped"]["unknown lines (no log family understood them)"] == 2
+    assert trace.collectives.height == 1 and trace.comms.get_column("pid").to_list() == [10]

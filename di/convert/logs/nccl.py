@@ -33,6 +33,7 @@ one second 1 ns apart in line order); else the line number in ns (``relative``,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
@@ -73,6 +74,18 @@ RING_RE = r"^Channel (?P<channel>\d+)/(?P<nchannels>\d+) :(?P<order>(?:\s+\d+)+)
 RING_HOP_RE = r"^Ring (?P<channel>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<next>-?\d+)"
 TREE_ONE_RE = r"^Tree (?P<channel>\d+) : (?P<parent>-?\d+) -> (?P<me>\d+) -> (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)"
 TREE_RE = r"\[(?P<channel>\d+)\] (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)->(?P<me>-?\d+)->(?P<parent>-?\d+)"
+TOPOLOGY = {
+    "link": (LINK_RE, "via"),
+    "ring": (RING_RE, "order"),
+    "hop": (RING_HOP_RE, "me"),
+    "tree": (TREE_ONE_RE, "me"),
+}
+"""The anchored topology line kinds: regex and a group every match sets. They exclude each other (each begins with its
+own word, and a link's ranks carry ``[bus]`` where a ring's order has digits only), so one alternation of all four
+(:data:`TOPOLOGY_RE`, groups prefixed by kind) finds in each line what its kind's regex finds."""
+TOPOLOGY_RE = "|".join(
+    "(?:" + re.sub(r"\(\?P<(\w+)>", rf"(?P<{kind}_\1>", rx) + ")" for kind, (rx, _) in TOPOLOGY.items()
+)
 VERSION_RE = r"NCCL version (\d+\.\d+\.\d+\S*)|RCCL version (\d+\.\d+\.\d+\S*)"
 ERROR_RE = (
     r"(?i)NCCL error|nccl(?:System|Internal|Remote|InvalidUsage|Unhandled\w*)Error|Watchdog caught collective operation timeout"
@@ -110,6 +123,11 @@ OPS = {
     "allgatherv": "allgather",
 }
 """NCCL's COLL line names (lower-cased) -> the canonical collective op."""
+DTYPE_TABLE = pl.DataFrame(
+    {"dt": list(DTYPES), "dtype": [v[0] for v in DTYPES.values()], "esize": [v[1] for v in DTYPES.values()]},
+    schema={"dt": pl.Int64, "dtype": pl.String, "esize": pl.Int64},
+)
+""":data:`DTYPES` as a table to join on ``dt``."""
 REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 
 
@@ -135,6 +153,10 @@ KEY_BYTES = len(" NCCL ") + len("ABORT")
 """A line's key: its bytes up to and with the level's (the head, `` NCCL `` and five bytes)."""
 
 
+TRACK = pl.format("NCCL {}:{} dev {}", "host", "pid", "dev")
+"""An NCCL event's track: its process and (the communicator's) device."""
+
+
 HEAD_COLUMNS = ("level", "host", "pid", "tid", "dev", "ts_ns", "ms_ns")
 """What a line's head gives (see :func:`_prefixed`)."""
 
@@ -142,13 +164,15 @@ HEAD_COLUMNS = ("level", "host", "pid", "tid", "dev", "ts_ns", "ms_ns")
 def _with_heads(df: pl.DataFrame, heads: pl.DataFrame, *extra: str) -> pl.DataFrame:
     """``df`` (rows of :func:`_prefixed`'s lines) with its heads' :data:`HEAD_COLUMNS` (and ``extra`` columns of
     ``heads``): a gather by ``hid``."""
+    # ``series[indices]`` gathers without the expression engine (``gather`` builds a query: ~10x the fixed cost)
     at = df.get_column("hid")
-    return df.with_columns(heads.get_column(name).gather(at) for name in (*HEAD_COLUMNS, *extra))
+    return df.hstack([heads.get_column(name)[at] for name in (*HEAD_COLUMNS, *extra)])
 
 
 def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``) and their distinct
-    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS` and ``thread``, one id per host, pid and tid).
+    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS`, ``thread``, one id per host, pid and tid, and
+    ``gpu``, one per host, pid and device).
     Each part gathers the head columns of the few lines it reads (:func:`_with_heads`): the lines' filters move four
     columns, not ten."""
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
@@ -158,14 +182,20 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # in two, the regex, host fix-up and casts run once per distinct key
     raw = pl.col("text").cast(pl.Binary)
     found = found.with_columns(raw.bin.slice(0, pl.col("pos") + KEY_BYTES).alias("key"))
+    kid, firsts = _distinct_ids(found.get_column("key"))
     key = pl.col("key")
-    heads = found.select("key", "pos").unique("key")  # the key holds its " NCCL " at pos: one pos per key
-    heads = heads.select(
-        "key",
-        key.bin.slice(0, pl.col("pos")).cast(pl.String).alias("head"),
-        key.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end().alias("level"),
-    ).filter(pl.col("level").is_in(LEVELS))
-    heads = heads.with_columns(pl.col("head").str.extract_groups(HEAD_RE).alias("g")).unnest("g").drop_nulls("host")
+    heads = found[["key", "pos"]].gather(firsts)  # the key holds its " NCCL " at pos: one pos per key
+    head = key.bin.slice(0, pl.col("pos")).cast(pl.String)
+    heads = (
+        heads.select(
+            pl.int_range(pl.len(), dtype=pl.UInt32).alias("kid"),
+            head.alias("head"),
+            key.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end().alias("level"),
+            head.str.extract_groups(HEAD_RE).alias("g"),
+        )
+        .unnest("g")
+        .filter(pl.col("level").is_in(LEVELS) & pl.col("host").is_not_null())
+    )
     # a glued line's host may carry the tail of the line before it ("...N/A   0mew0:..."): the known host it ends with
     known = set(
         heads.filter(pl.col("head").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null())
@@ -180,38 +210,83 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if fix:
         heads = heads.with_columns(pl.col("host").replace(fix))
     heads = heads.select(
-        "key",
+        "kid",
         "level",
         "host",
-        pl.col("pid").cast(pl.Int64),
-        pl.col("tid").cast(pl.Int64),
-        pl.col("dev").cast(pl.Int64),
+        *(pl.col(name).cast(pl.Int64, strict=False) for name in ("pid", "tid", "dev")),
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
     )
-    heads = heads.with_row_index("hid")
-    heads = heads.with_columns(pl.col("hid").min().over("host", "pid", "tid").alias("thread"))  # one id per thread
-    at = heads.select("key", "hid", (7 + pl.col("level").str.len_bytes()).alias("skip"))
-    found = found.join(at, on="key", how="inner", maintain_order="left")
+    # a pid, tid or device past int64 is no NCCL head (it stopped the load): its lines are left to the unknown ones
+    heads = heads.drop_nulls(["pid", "tid", "dev"]).with_row_index("hid")
+    heads = heads.with_columns(
+        pl.col("hid").min().over("host", "pid", "tid").alias("thread"),  # one id per thread
+        pl.col("hid").min().over("host", "pid", "dev").alias("gpu"),  # one id per process and device
+    )
+    # each line's head (null where its key is not a head's: those lines are not NCCL's) and the bytes of its level
+    hid = pl.repeat(None, len(firsts), dtype=pl.UInt32, eager=True)
+    hid = hid.scatter(heads.get_column("kid"), heads.get_column("hid"))[kid].rename("hid")
+    skip = (7 + heads.get_column("level").str.len_bytes())[hid]
+    found = found.hstack([hid, skip.alias("skip")])
+    if hid.has_nulls():
+        found = found.filter(pl.col("hid").is_not_null())
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
     p = found.select(
         "line", "prefix_rank", "hid", raw.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String).alias("msg")
     )
-    return p, heads.drop("key")
+    return p, heads.drop("kid")
+
+
+def _distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Each row's value id (0 to the count of distinct values - 1) and, per id, the first row of its value: from one
+    hash per row and integer work (unique values joined back cost several times more). Values that share a hash
+    (never seen) are told apart by that join instead."""
+    ids, firsts = _dense_ids(values.hash())
+    if values[firsts[ids]].eq_missing(values).all():
+        return ids, firsts
+    return _distinct_ids_by_join(values)
+
+
+def _dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Each row's id among the distinct integer ``codes`` (0 to their count - 1, in the codes' order) and, per id,
+    the first row of its code: a rank (integer sort), no join."""
+    ids = (codes.rank("dense") - 1).cast(pl.UInt32).rename("kid")
+    firsts = ids.arg_unique()  # in the order rows first show an id
+    return ids, firsts[ids[firsts].arg_sort()]
+
+
+def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
+    """:func:`_dense_ids` of the rows' tuples of ids (each column's ids below its bound), packed in one u64; where
+    the next column would overflow it, the tuples so far are ranked to dense ids first."""
+    code, span = None, 1
+    for ids, bound in columns:
+        if code is not None and span * bound >= 2**64:
+            code, firsts = _dense_ids(code)
+            span = len(firsts)
+        code = ids.cast(pl.UInt64) if code is None else code.cast(pl.UInt64) * bound + ids.cast(pl.UInt64)
+        span *= bound
+    return _dense_ids(code)
+
+
+def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """:func:`_distinct_ids` by a join on the values themselves (ids in order of first row)."""
+    rows = values.rename("v").to_frame().with_row_index("row")
+    firsts = rows.unique("v", keep="first", maintain_order=True).with_row_index("kid")
+    ids = rows.join(firsts[["v", "kid"]], on="v", how="left", maintain_order="left", nulls_equal=True)
+    return ids.get_column("kid"), firsts.get_column("row")
 
 
 def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
     """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match dropped."""
-    # messages repeat (a TUNING line per collective size, a link line per communicator): the regex runs once per
-    # distinct message
+    # messages repeat (an Init line per rank and communicator): the regex runs once per distinct message
     groups = lambda d: d.with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))  # noqa: E731
     return by_distinct(p.filter(which), "msg", groups).unnest("g").drop_nulls(required)
 
 
 def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None) -> pl.DataFrame:
     init = _matching(p, pl.col("msg").str.contains("Init ", literal=True), INIT_RE, "comm")
-    init = _with_heads(init, heads).with_columns(
+    init = _with_heads(init, heads, "gpu").with_columns(
         pl.col("crank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), pl.col("cudadev").cast(pl.Int64)
     )
     init = init.sort(pl.col("state") == "COMPLETE", descending=True, maintain_order=True).unique(
@@ -223,23 +298,19 @@ def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None) -> pl.Data
     )
 
 
-def _ranks(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    """(host, pid, dev) -> rank: the rank in the largest communicator it joined, else a launcher prefix's."""
-    by_init = (
-        comms.sort("nranks", "line", descending=[True, False])
-        .unique(["host", "pid", "dev"], keep="first")
-        .select("host", "pid", "dev", pl.col("crank").alias("rank_init"))
-    )
+def _ranks(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> pl.Series:
+    """Rank of each (host, pid, dev), at its ``gpu`` id (a row of ``heads``; null where none): the rank in the
+    largest communicator it joined, else a launcher prefix's."""
+    by_init = comms.sort("nranks", "line", descending=[True, False]).unique("gpu", keep="first")
     # the first line of each head, then of each (host, pid, dev): the first line of each (host, pid, dev)
-    by_prefix = (
-        _with_heads(p.drop_nulls("prefix_rank").unique("hid", keep="first", maintain_order=True), heads)
-        .unique(["host", "pid", "dev"], keep="first")
-        .select("host", "pid", "dev", "prefix_rank")
-    )
-    # only left joins read this table: a (host, pid, dev) in neither part would have a null rank, as it has absent
-    return by_init.join(by_prefix, on=["host", "pid", "dev"], how="full", coalesce=True).select(
-        "host", "pid", "dev", pl.coalesce("rank_init", "prefix_rank").alias("rank")
-    )
+    firsts = _with_heads(p.drop_nulls("prefix_rank").unique("hid", keep="first", maintain_order=True), heads, "gpu")
+    by_prefix = firsts.unique("gpu", keep="first")
+    rank = pl.repeat(None, heads.height, dtype=pl.Int64, eager=True)
+    # a communicator's rank wins over a prefix's where it has one (a rank past int64 is none)
+    for part, col in ((by_prefix, "prefix_rank"), (by_init, "crank")):
+        part = part.drop_nulls(col)
+        rank = rank.scatter(part.get_column("gpu"), part.get_column(col))
+    return rank
 
 
 COLL_TOKENS = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datatype", 11: "op", 13: "root", 15: "comm"}
@@ -282,24 +353,44 @@ def _coll_tail_fields(tails: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    """COLL lines with the fields of the usual layout (words :data:`COLL_WORDS` at single spaces; several times
-    cheaper than regex captures), and which lines are of that layout."""
+COLL_FIELDS_OUT = ("count", "dt", "redop", "root", "comm", "nranks", "stream")
+"""The fields of a COLL line past its name and opCount, one row per ``fid`` (see :func:`_coll_by_tokens`)."""
+
+
+def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """COLL lines (``msg``, in line order) with ``opname``, ``opcount`` and ``fid``, the row of their other fields in
+    the second table (:data:`COLL_FIELDS_OUT`): one row per distinct tail of the usual layout (words
+    :data:`COLL_WORDS` at single spaces; several times cheaper than regex captures), and one per line of another
+    layout (:func:`_coll_by_regex`)."""
     # the words as columns at once (one struct; a lookup per word costs more). The seven words up to ``count`` (name,
     # opCount and buffers: new on each call) are split per line, the rest (count, datatype, op, root, comm, stream:
-    # a few distinct tails) and their fields once per distinct tail
+    # a few distinct tails) and their fields once per distinct tail, which the lines point at by ``fid``
     head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
     c = c.with_columns(head).unnest("_h")
-    c = by_distinct(c, "_tail", _coll_tail_fields)
+    tails = _coll_tail_fields(c.select(pl.col("_tail").unique())).with_row_index("fid")
+    c = c.join(tails[["_tail", "fid", "_tail_ok"]], on="_tail", how="left", maintain_order="left", nulls_equal=True)
     w = [pl.col(name) for name in COLL_WORDS[:7]]
     heads_ok = pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i < 7]).fill_null(False)
-    usual = c.select(heads_ok & pl.col("_tail_ok")).to_series()
     c = c.select(
-        pl.exclude(*COLL_WORDS[:7], "_tail", "_tail_ok"),
+        pl.exclude(*COLL_WORDS[:7], "_tail", "_tail_ok", "fid"),
         w[0].str.strip_suffix(":").alias("opname"),
         w[2].alias("opcount"),
+        "fid",
+        (heads_ok & pl.col("_tail_ok")).alias("_usual"),
     )
-    return c, usual
+    fields = tails[list(COLL_FIELDS_OUT)]
+    usual = c.get_column("_usual")
+    if not usual.all():  # lines of another layout: their fields by regex, one row each past the tails'
+        at = (~usual).arg_true()
+        odd = _coll_by_regex(c.select(pl.col("msg").gather(at)))
+        fid = pl.int_range(fields.height, fields.height + odd.height, dtype=pl.UInt32, eager=True)
+        fields = pl.concat([fields, odd[list(COLL_FIELDS_OUT)]])
+        c = c.with_columns(
+            c.get_column("fid").scatter(at, fid),
+            c.get_column("opname").scatter(at, odd.get_column("opname")),
+            c.get_column("opcount").scatter(at, odd.get_column("opcount")),
+        )
+    return c.drop("_usual"), fields
 
 
 def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
@@ -310,37 +401,69 @@ def _coll_by_regex(c: pl.DataFrame) -> pl.DataFrame:
     return c.with_columns(pl.col(name).cast(pl.Int64, strict=False) for name in COLL_INTS)
 
 
+JSON_ESCAPED = r'[\x00-\x1f"\\]'
+"""Characters a JSON string escapes (polars' ``json_encode`` escapes these and no others)."""
+
+
+def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+    """For each COLL line of ``c`` (in line order, with ``thread``), the row of its TUNING line's (algo, proto) in
+    the second table (null where none). A TUNING line belongs to the last COLL line before it on its thread; a COLL
+    line takes the first TUNING line that belongs to it."""
+    none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
+    t = p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))[["line", "hid", "msg"]]
+    # messages repeat (one per collective size): the regex runs once per distinct message
+    algos = (
+        t.select(pl.col("msg").unique())
+        .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g"))
+        .unnest("g")
+        .drop_nulls("algo")
+        .with_row_index("tune")
+    )
+    t = t.join(algos[["msg", "tune"]], on="msg", how="inner", maintain_order="left")
+    if not t.height:
+        return none, algos[["algo", "proto"]]
+    t = t[["line", "tune"]].hstack([heads.get_column("thread")[t.get_column("hid")]])
+    colls = c.select("thread", pl.col("line").alias("coll_line"), pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"))
+    t = (
+        t.join_asof(
+            colls,
+            left_on="line",
+            right_on="coll_line",
+            by="thread",
+            strategy="backward",
+            check_sortedness=False,  # both in line order
+        )
+        .drop_nulls("coll_line")
+        .unique("coll_line", keep="first", maintain_order=True)
+    )
+    return none.scatter(t.get_column("row"), t.get_column("tune")), algos[["algo", "proto"]]
+
+
 def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``."""
-    m = pl.col("msg")
-    c = _with_heads(p.filter(m.str.contains(": opCount ", literal=True)), heads, "rank", "thread")
+    c = p.filter(pl.col("msg").str.contains(": opCount ", literal=True))[["line", "hid", "msg"]]
     n_lines = c.height
-    c, usual = _coll_by_tokens(c)
-    if not usual.all():  # the usual case: no split of the lines in two
-        c = pl.concat([c.filter(usual), _coll_by_regex(c.filter(~usual))], how="diagonal_relaxed")
+    c, fields = _coll_by_tokens(c)
     # a line without its count or datatype is dropped, counted with those of an unknown layout
-    c = c.drop_nulls(["opname", "count", "dt", "comm"])
-    c = c.drop("text", "msg", "level", "ts", "ms", strict=False)  # the lines' text is not carried through the joins
-    tune = _matching(p, pl.col("msg").str.contains(" Bytes -> Algo ", literal=True), TUNE_RE, "algo")
-    tune = tune.select(heads.get_column("thread").gather(tune.get_column("hid")), "line", "algo", "proto")
-    if tune.height:  # the TUNING line follows its COLL line on the same thread: the last one before it
-        colls = c.select("thread", pl.col("line").alias("coll_line")).sort("coll_line")
-        tune = (
-            tune.join_asof(
-                colls,
-                left_on="line",
-                right_on="coll_line",
-                by="thread",
-                strategy="backward",
-                check_sortedness=False,  # both in line order
-            )
-            .drop_nulls("coll_line")
-            .unique("coll_line", keep="first", maintain_order=True)
-        )
-        c = c.join(tune.select(pl.col("coll_line").alias("line"), "algo", "proto"), on="line", how="left")
-    else:
-        c = c.with_columns(pl.lit(None, pl.String).alias("algo"), pl.lit(None, pl.String).alias("proto"))
+    fields_ok = fields.select(pl.all_horizontal(pl.col("count", "dt", "comm").is_not_null())).to_series()
+    c = c.filter(pl.col("opname").is_not_null() & fields_ok[c.get_column("fid")])
+    c = c.hstack([heads.get_column("thread")[c.get_column("hid")]])
+    tune, algos = _tunings(p, heads, c)
+    c = c.with_columns(tune)
+    # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
+    # per kind of line, a distinct (head, fields, TUNING) (table ``k``), and gathered by the line's kind (``at``): a few
+    # kinds for thousands of lines
+    hid, fid, tune = (c.get_column(name) for name in ("hid", "fid", "tune"))
+    at, firsts = _tuple_ids((hid, heads.height), (fid, fields.height), ((tune + 1).fill_null(0), algos.height + 1))
+    k = pl.concat(
+        [
+            heads[["host", "pid", "dev", "ts_ns", "ms_ns", "rank"]].gather(hid[firsts]),
+            fields.gather(fid[firsts]),
+            algos.gather(tune[firsts]),
+        ],
+        how="horizontal",
+    )
     key = comms.select(
         "host",
         "pid",
@@ -351,72 +474,117 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
         "grank",
         "cudadev",
     )
-    dtypes = pl.DataFrame(
-        {"dt": list(DTYPES), "dtype": [v[0] for v in DTYPES.values()], "esize": [v[1] for v in DTYPES.values()]},
-        schema={"dt": pl.Int64, "dtype": pl.String, "esize": pl.Int64},
-    )
-    c = (
-        c.rename({"comm": "comm_ptr"})
-        .join(key, on=["host", "pid", "comm_ptr"], how="left")
-        .join(dtypes, on="dt", how="left")
+    k = (
+        k.rename({"comm": "comm_ptr"})
+        .join(key, on=["host", "pid", "comm_ptr"], how="left", maintain_order="left")
+        .join(DTYPE_TABLE, on="dt", how="left", maintain_order="left")
     )
     # a COLL line of a comm whose init was not logged: host, pid and pointer (formatted only where there is one)
     comm = pl.col("comm_key")
-    if c.get_column("comm_key").has_nulls():
+    if k.get_column("comm_key").has_nulls():
         comm = pl.coalesce(comm, pl.format("{}:{}:{}", "host", "pid", "comm_ptr"))
-    c = c.with_columns(
+    k = k.with_row_index("kind").with_columns(
         comm.alias("comm"),
         # one thread may drive several GPUs: the comm's device and rank, not the line's
         pl.coalesce("grank", "rank").alias("rank"),
         pl.coalesce("cudadev", "dev").alias("dev"),
     )
-    c = c.sort("line").with_columns(pl.int_range(pl.len()).over("rank", "comm").cast(pl.Int64).alias("seq"))
+    # the args past opCount and up to the line's number: a JSON object's middle
+    mid = pl.struct(
+        "count",
+        pl.col("dt").alias("datatype"),
+        pl.col("redop").replace_strict(REDOPS, default=None, return_dtype=pl.String).alias("redop"),
+        "comm_ptr",
+        pl.col("crank").alias("comm_rank"),
+        "stream",
+        "algo",
+        "proto",
+        "dev",
+    ).struct.json_encode()
+    k = k.with_columns(
+        pl.format(',{},"line":', mid.str.slice(1, mid.str.len_chars() - 2)).alias("args_mid"),
+        (pl.col("count") * pl.col("esize")).alias("bytes"),
+        pl.coalesce("nranks", "cn").alias("group_size"),
+        TRACK.alias("track"),
+        # the calls of one (rank, comm) are numbered in line order: one id per (rank, comm)
+        pl.col("kind").min().over("rank", "comm").alias("group"),
+    )
+    cols = (
+        "rank",
+        "host",
+        "pid",
+        "dev",
+        "ts_ns",
+        "ms_ns",
+        "comm",
+        "root",
+        "dtype",
+        "group_size",
+        "bytes",
+        "args_mid",
+        "track",
+    )
+    c = c.hstack([k.get_column(name)[at] for name in (*cols, "group")])
+    opcount = pl.col("opcount")
+    # one search of all opCounts joined (a few bytes each), not one per line
+    raw_opcount = c.get_column("opcount")
+    if raw_opcount.has_nulls() or raw_opcount.str.join("").str.contains(JSON_ESCAPED).any():
+        opc = pl.struct(opcount.alias("opCount")).struct.json_encode().str.head(-1)
+    else:
+        opc = pl.concat_str(pl.lit('{"opCount":"'), opcount, pl.lit('"'))
+    c = c.with_columns(pl.int_range(pl.len()).over("group").cast(pl.Int64).alias("seq"))
     # the op of each distinct name (a few), not a lower-casing of each line's
     ops = {name: OPS.get(name.lower(), "other") for name in c.get_column("opname").unique().to_list()}
-    coll = c.with_columns(
-        pl.col("opname").replace_strict(ops, return_dtype=pl.String).alias("op"),
-        (pl.col("count") * pl.col("esize")).alias("bytes"),
-        pl.format("{}#{}", "comm", "seq").alias("instance_key"),
-        pl.coalesce("nranks", "cn").alias("group_size"),
+    coll = c.select(
+        "rank",
+        "host",
+        "pid",
+        "dev",
+        "line",
+        "ts_ns",
+        "ms_ns",
         pl.col("opname").alias("name"),
         pl.lit("nccl").alias("cat"),
         pl.lit(False).alias("instant"),
-        pl.struct(
-            pl.col("opcount").alias("opCount"),
-            "count",
-            pl.col("dt").alias("datatype"),
-            pl.col("redop").replace_strict(REDOPS, default=None, return_dtype=pl.String).alias("redop"),
-            pl.col("comm_ptr").alias("comm_ptr"),
-            pl.col("crank").alias("comm_rank"),
-            "stream",
-            "algo",
-            "proto",
-            "dev",
-            "line",
-        )
-        .struct.json_encode()
-        .alias("args"),
+        pl.concat_str(opc, pl.col("args_mid"), pl.col("line").cast(pl.String), pl.lit("}")).alias("args"),
+        pl.col("opname").replace_strict(ops, return_dtype=pl.String).alias("op"),
+        "comm",
+        "seq",
+        pl.format("{}#{}", "comm", "seq").alias("instance_key"),
+        "root",
+        "dtype",
+        "group_size",
+        "bytes",
+        "track",
     )
     return coll, n_lines
 
 
 def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    """``comm_key`` of each topology line (``line``, ``comm_key``): they come before their communicator's Init
-    COMPLETE on the same device (or after it: lazy connections, 2.22+). Found once for all topology lines."""
-    inits = comms.select("host", "pid", "dev", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
-    df = topo.select("host", "pid", "dev", "line").sort("line")
+    """``comm_key`` of each topology line (``line``, ``comm_key``; ``topo`` in line order): they come before their
+    communicator's Init COMPLETE on the same device (or after it: lazy connections, 2.22+). Found once for all
+    topology lines."""
+    inits = comms.select("gpu", pl.col("line").alias("init_line"), "comm_key").sort("init_line")
+    df = topo[["gpu", "line"]]
     nxt, prv = (
-        df.join_asof(
-            inits, left_on="line", right_on="init_line", by=["host", "pid", "dev"], strategy=way, check_sortedness=False
-        )
+        df.join_asof(inits, left_on="line", right_on="init_line", by="gpu", strategy=way, check_sortedness=False)
         for way in ("forward", "backward")
     )
     return nxt.select("line", pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
-def _connections(p: pl.DataFrame) -> pl.DataFrame:
+def _topology_kind(g: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """The lines of one :data:`TOPOLOGY` kind (``g``: the topology lines with :data:`TOPOLOGY_RE`'s groups), with its
+    groups under their own names."""
+    prefix = f"{kind}_"
+    return g.filter(pl.col(prefix + TOPOLOGY[kind][1]).is_not_null()).select(
+        "comm_key", "line", *(pl.col(c).alias(c.removeprefix(prefix)) for c in g.columns if c.startswith(prefix))
+    )
+
+
+def _connections(g: pl.DataFrame) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
-    lk = _matching(p, pl.col("msg").str.contains(" via ", literal=True), LINK_RE, "via")
+    lk = _topology_kind(g, "link")
     return lk.select(
         pl.col("comm_key").alias("comm"),
         pl.lit("connection").alias("kind"),
@@ -429,11 +597,10 @@ def _connections(p: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rings(g: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
-    order = _matching(p, pl.col("msg").str.starts_with("Channel "), RING_RE, "order")
-    order = order.select(
+    order = _topology_kind(g, "ring").select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("nchannels").cast(pl.Int64),
@@ -443,27 +610,25 @@ def _rings(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
     # a ring of many ranks is cut short in the log (NCCL prints the first ones): it wraps only when complete
     sizes = comms.group_by("comm_key").agg(pl.col("nranks").max()).rename({"comm_key": "comm"})
     order = order.join(sizes, on="comm", how="left")
-    whole = pl.col("src_rank").list.len() == pl.col("nranks")
-    hops = order.with_columns(
-        pl.concat_list(pl.col("src_rank").list.slice(1), pl.when(whole).then(pl.col("src_rank").list.first())).alias(
-            "dst_rank"
-        ),
-    ).filter(pl.col("src_rank").list.len() > 1)
-    hops = hops.with_columns(pl.col("dst_rank").list.drop_nulls())
-    hops = hops.with_columns(pl.col("src_rank").list.head(pl.col("dst_rank").list.len()))
-    hops = hops.explode("src_rank", "dst_rank").select("comm", "channel", "src_rank", "dst_rank")
-    ring = _matching(p, pl.col("msg").str.starts_with("Ring "), RING_HOP_RE, "me")
-    ring = ring.select(
+    src = pl.col("src_rank")
+    dst = pl.concat_list(src.list.slice(1), pl.when(src.list.len() == pl.col("nranks")).then(src.list.first()))
+    dst = dst.list.drop_nulls()
+    hops = (
+        order.filter(src.list.len() > 1)
+        .select("comm", "channel", src.list.head(dst.list.len()).alias("src_rank"), dst.alias("dst_rank"))
+        .explode("src_rank", "dst_rank")
+    )
+    ring = _topology_kind(g, "hop").select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64),
         pl.col("me").cast(pl.Int64).alias("src_rank"),
         pl.col("next").cast(pl.Int64).alias("dst_rank"),
     )
     edges = pl.concat([hops, ring]).filter(pl.col("src_rank") != pl.col("dst_rank"))
-    return edges.with_columns(pl.lit("ring").alias("kind")), order.select("comm", "channel", "nchannels")
+    return edges.with_columns(pl.lit("ring").alias("kind")), order[["comm", "channel", "nchannels"]]
 
 
-def _trees(p: pl.DataFrame) -> pl.DataFrame:
+def _trees(p: pl.DataFrame, g: pl.DataFrame) -> pl.DataFrame:
     """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
     and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
@@ -472,7 +637,7 @@ def _trees(p: pl.DataFrame) -> pl.DataFrame:
         .explode("t")
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
-    one = _matching(p, pl.col("msg").str.starts_with("Tree "), TREE_ONE_RE, "me")
+    one = _topology_kind(g, "tree")
     cols = ["comm_key", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
     return (
@@ -493,20 +658,20 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.
     topology lines, in line order)."""
     # each rank prints the same topology lines for each communicator: the rows of one (comm, message) make the same
     # edges (the table keeps each once, the first), so those after the first are not parsed
-    p = p.sort("line")
+    if not p.get_column("line").is_sorted():
+        p = p.sort("line")
     p = p.with_columns(_line_comms(p, comms).get_column("comm_key")).unique(
         ["comm_key", "msg"], keep="first", maintain_order=True
     )
-    conn = _connections(p)
-    rings, nch = _rings(p, comms)
-    trees = _trees(p)
+    g = p.select("comm_key", "line", pl.col("msg").str.extract_groups(TOPOLOGY_RE).alias("g")).unnest("g")
+    conn = _connections(g)
+    rings, nch = _rings(g, comms)
+    trees = _trees(p, g)
     via = conn.unique(["comm", "channel", "src_rank", "dst_rank"], keep="first", maintain_order=True).select(
         "comm", "channel", "src_rank", "dst_rank", "transport", "via"
     )
     keys = ["comm", "channel", "src_rank", "dst_rank"]
-    edges = pl.concat([rings.select(keys + ["kind"]), trees.select(keys + ["kind"])]).join(
-        via, on=keys, how="left", nulls_equal=True
-    )
+    edges = pl.concat([rings[[*keys, "kind"]], trees[[*keys, "kind"]]]).join(via, on=keys, how="left", nulls_equal=True)
     links = pl.concat([conn, edges], how="diagonal_relaxed").drop_nulls(["comm"])
     return links.unique(maintain_order=True), nch
 
@@ -546,10 +711,10 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             info={"nccl": {"versions": versions}} if versions else {},
         )
     comms = _comms(p, heads, version)
-    ranks = _ranks(p, heads, comms)
-    comms = comms.join(ranks.rename({"rank": "grank"}), on=["host", "pid", "dev"], how="left")
-    # each head's rank (ranks: one row per (host, pid, dev)), gathered with the head's columns
-    heads = heads.join(ranks, on=["host", "pid", "dev"], how="left", maintain_order="left")
+    rank = _ranks(p, heads, comms)
+    # each communicator's and head's rank: that of its (host, pid, dev)
+    comms = comms.hstack([rank[comms.get_column("gpu")].alias("grank")])
+    heads = heads.hstack([rank[heads.get_column("gpu")].alias("rank")])
     coll, n_coll_lines = _collectives(p, heads, comms)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
@@ -573,20 +738,25 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     inst = _instants(p, heads)
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
-    ev = pl.concat([coll.select(cols + extra), inits.select(cols), inst.select(cols)], how="diagonal_relaxed")
+    ev = pl.concat([coll[cols + extra], inits[cols], inst[cols]], how="diagonal_relaxed")
     timed = ev.get_column("ts_ns").is_not_null().all()
     trace_ms = not timed and ev.get_column("ms_ns").is_not_null().all()
     # else the time of the nearest timestamped line of the file (another library's, a training log's), kept in line order
     near = not timed and not trace_ms and "line_ts" in lines.columns and lines.get_column("line_ts").is_not_null().any()
     if near:
-        ev = ev.join(lines.select("line", "line_ts"), on="line", how="left")
+        ev = ev.join(lines[["line", "line_ts"]], on="line", how="left")
         t = pl.col("line_ts") + (pl.col("line").cast(pl.Int64) - pl.col("line").cast(pl.Int64).min().over("line_ts"))
     else:
         t = pl.col("ts_ns") if timed else (pl.col("ms_ns") if trace_ms else pl.col("line").cast(pl.Int64))
-    ev = ev.with_columns(
-        t.alias("start_ns"), t.alias("end_ns"), pl.format("NCCL {}:{} dev {}", "host", "pid", "dev").alias("track")
+    # the collectives' tracks were formatted once per kind of COLL line, in the rows' order unless joined above
+    track = (
+        TRACK
+        if near
+        else pl.concat([coll.get_column("track"), inits.select(TRACK).to_series(), inst.select(TRACK).to_series()])
     )
-    topo = _with_heads(p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)")), heads)  # one anchored search
+    ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
+    topo = p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search
+    topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
     links, nch = _comm_links(topo, comms)
     info: dict[str, Any] = {
         "nccl": {
