@@ -82,7 +82,22 @@ def test_reader_keeps_its_contract_on_mutated_inputs(
 
 FOUND = {
     "otf2": (270000240,),  # a location ref of 2^64 - 1 as the thread id
-    "log": (27, 10000622, 10000827, 10002443, 10002658, 10003714, 10004237, 20004785, 30001720),
+    "log": (
+        27,
+        10000622,
+        10000827,
+        10002443,
+        10002658,
+        10003714,
+        10004237,
+        20004785,
+        30001720,
+        10003309,
+        10005462,
+        20000165,
+        20002953,
+        30004684,
+    ),
 }
 """Inputs that ``bench/fuzz.py`` found failing (with ../shared/data), each fixed: kept as regression inputs."""
 

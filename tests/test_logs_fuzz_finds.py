@@ -119,3 +119,23 @@ def test_megatron_iteration_times_beyond_int64(tmp_path: Path) -> None:
     names = set(ds.events.filter(pl.col("cat") == "step").get_column("name"))
     assert not any("9999" in n for n in names)  # the step numbers beyond int64 give no step
     assert 0 < len(names) <= ds_base.events.filter(pl.col("cat") == "step").height
+
+
+def test_nccl_topology_and_level_damage(tmp_path: Path) -> None:
+    """A tree's parent beyond int64 stopped the load (a strict cast); it is one topology edge dropped and counted.
+    A level cut inside a character (``NCCL INF\\xef\\xbf``) stopped it too (a strict UTF-8 cast of the level's bytes);
+    that line is no NCCL line."""
+    rel = "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"
+    base = di.load(LOGS / rel) if (LOGS / rel).is_file() else None
+
+    def damage(lines: list[str]) -> list[str]:
+        at = next(i for i, x in enumerate(lines) if "NCCL INFO Trees [0] -1/-1/-1->1->0 " in x)
+        lines[at] = lines[at].replace("[0] -1/-1/-1->1->0 ", "[0] -1/-1/-1->1->99999999999999999999999 ", 1)
+        lines.insert(at, lines[at].split(" NCCL ")[0] + " NCCL INF\ufffd channel.cc:42 Cuda Alloc Size 1216")
+        return lines
+
+    trace = di.load(edited(tmp_path, rel, damage))
+    trace.validate()
+    assert base is not None and trace.comm_links.height <= base.comm_links.height
+    assert dropped(trace)["nccl: topology edges with a number beyond int64"] == 1
+    assert trace.collectives.height == base.collectives.height  # the cut level's line is no NCCL line, the rest load

@@ -149,6 +149,11 @@ HEAD_RE = (
 
 
 LEVELS = ("INFO", "WARN", "TRACE", "ABORT")
+LEVEL_HEX = {
+    (level + end).encode().hex(): level for level in LEVELS for end in ("", *(" \t\n\v\f\r" if len(level) < 5 else ()))
+}
+"""The five bytes after `` NCCL `` (hex: they may end inside a character of a garbled line) that name a level: the
+level, then whitespace or the line's end."""
 KEY_BYTES = len(" NCCL ") + len("ABORT")
 """A line's key: its bytes up to and with the level's (the head, `` NCCL `` and five bytes)."""
 
@@ -190,7 +195,10 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         heads.select(
             pl.int_range(pl.len(), dtype=pl.UInt32).alias("kid"),
             head.alias("head"),
-            key.bin.slice(pl.col("pos") + 6, 5).cast(pl.String, strict=False).str.strip_chars_end().alias("level"),
+            key.bin.slice(pl.col("pos") + 6, 5)
+            .bin.encode("hex")
+            .replace_strict(LEVEL_HEX, default=None)
+            .alias("level"),
             head.str.extract_groups(HEAD_RE).alias("g"),
         )
         .unnest("g")
@@ -582,30 +590,46 @@ def _topology_kind(g: pl.DataFrame, kind: str) -> pl.DataFrame:
     )
 
 
-def _connections(g: pl.DataFrame) -> pl.DataFrame:
+def _readable(
+    edges: pl.DataFrame, bad: list[int], cols: tuple[str, ...] = ("channel", "src_rank", "dst_rank")
+) -> pl.DataFrame:
+    """``edges`` without the rows whose ``cols`` (parsed from digits, cast with ``strict=False``) are null: a number
+    beyond int64 in a garbled topology line, counted in ``bad[0]``."""
+    kept = edges.drop_nulls(list(cols))
+    bad[0] += edges.height - kept.height
+    return kept
+
+
+def _connections(g: pl.DataFrame, bad: list[int]) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
     lk = _topology_kind(g, "link")
-    return lk.select(
-        pl.col("comm_key").alias("comm"),
-        pl.lit("connection").alias("kind"),
-        pl.col("channel").cast(pl.Int64),
-        pl.col("src").cast(pl.Int64).alias("src_rank"),
-        pl.col("dst").cast(pl.Int64).alias("dst_rank"),
-        pl.col("via").str.extract(r"^([A-Za-z0-9]+)").alias("transport"),
-        "via",
-        "direction",
+    return _readable(
+        lk.select(
+            pl.col("comm_key").alias("comm"),
+            pl.lit("connection").alias("kind"),
+            pl.col("channel").cast(pl.Int64, strict=False),
+            pl.col("src").cast(pl.Int64, strict=False).alias("src_rank"),
+            pl.col("dst").cast(pl.Int64, strict=False).alias("dst_rank"),
+            pl.col("via").str.extract(r"^([A-Za-z0-9]+)").alias("transport"),
+            "via",
+            "direction",
+        ),
+        bad,
     )
 
 
-def _rings(g: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rings(g: pl.DataFrame, comms: pl.DataFrame, bad: list[int]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
     order = _topology_kind(g, "ring").select(
         pl.col("comm_key").alias("comm"),
-        pl.col("channel").cast(pl.Int64),
-        pl.col("nchannels").cast(pl.Int64),
-        pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64)).alias("src_rank"),
+        pl.col("channel").cast(pl.Int64, strict=False),
+        pl.col("nchannels").cast(pl.Int64, strict=False),
+        pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64), strict=False).alias("src_rank"),
     )
+    whole = order.filter(pl.col("src_rank").list.drop_nulls().list.len() == pl.col("src_rank").list.len())
+    bad[0] += order.height - whole.height
+    order = _readable(whole, bad, ("channel", "nchannels"))
     order = order.unique(["comm", "channel"], maintain_order=True)
     # a ring of many ranks is cut short in the log (NCCL prints the first ones): it wraps only when complete
     sizes = comms.group_by("comm_key").agg(pl.col("nranks").max()).rename({"comm_key": "comm"})
@@ -618,17 +642,20 @@ def _rings(g: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataF
         .select("comm", "channel", src.list.head(dst.list.len()).alias("src_rank"), dst.alias("dst_rank"))
         .explode("src_rank", "dst_rank")
     )
-    ring = _topology_kind(g, "hop").select(
-        pl.col("comm_key").alias("comm"),
-        pl.col("channel").cast(pl.Int64),
-        pl.col("me").cast(pl.Int64).alias("src_rank"),
-        pl.col("next").cast(pl.Int64).alias("dst_rank"),
+    ring = _readable(
+        _topology_kind(g, "hop").select(
+            pl.col("comm_key").alias("comm"),
+            pl.col("channel").cast(pl.Int64, strict=False),
+            pl.col("me").cast(pl.Int64, strict=False).alias("src_rank"),
+            pl.col("next").cast(pl.Int64, strict=False).alias("dst_rank"),
+        ),
+        bad,
     )
     edges = pl.concat([hops, ring]).filter(pl.col("src_rank") != pl.col("dst_rank"))
     return edges.with_columns(pl.lit("ring").alias("kind")), order[["comm", "channel", "nchannels"]]
 
 
-def _trees(p: pl.DataFrame, g: pl.DataFrame) -> pl.DataFrame:
+def _trees(p: pl.DataFrame, g: pl.DataFrame, bad: list[int]) -> pl.DataFrame:
     """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
     and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
@@ -640,22 +667,19 @@ def _trees(p: pl.DataFrame, g: pl.DataFrame) -> pl.DataFrame:
     one = _topology_kind(g, "tree")
     cols = ["comm_key", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
-    return (
-        t.sort("line")
-        .select(
-            pl.col("comm_key").alias("comm"),
-            pl.lit("tree").alias("kind"),
-            pl.col("channel").cast(pl.Int64),
-            pl.col("me").cast(pl.Int64).alias("src_rank"),
-            pl.col("parent").cast(pl.Int64).alias("dst_rank"),
-        )
-        .filter(pl.col("dst_rank") >= 0)
+    edges = t.sort("line").select(
+        pl.col("comm_key").alias("comm"),
+        pl.lit("tree").alias("kind"),
+        pl.col("channel").cast(pl.Int64, strict=False),
+        pl.col("me").cast(pl.Int64, strict=False).alias("src_rank"),
+        pl.col("parent").cast(pl.Int64, strict=False).alias("dst_rank"),
     )
+    return _readable(edges, bad).filter(pl.col("dst_rank") >= 0)
 
 
-def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The ``comm_links`` table (see its schema) and (comm, channel, nchannels) of the ring lines (``p``: the
-    topology lines, in line order)."""
+def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """The ``comm_links`` table (see its schema), (comm, channel, nchannels) of the ring lines (``p``: the topology
+    lines, in line order) and how many topology edges or rings held a number beyond int64 (left out)."""
     # each rank prints the same topology lines for each communicator: the rows of one (comm, message) make the same
     # edges (the table keeps each once, the first), so those after the first are not parsed
     if not p.get_column("line").is_sorted():
@@ -664,16 +688,17 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.
         ["comm_key", "msg"], keep="first", maintain_order=True
     )
     g = p.select("comm_key", "line", pl.col("msg").str.extract_groups(TOPOLOGY_RE).alias("g")).unnest("g")
-    conn = _connections(g)
-    rings, nch = _rings(g, comms)
-    trees = _trees(p, g)
+    bad = [0]
+    conn = _connections(g, bad)
+    rings, nch = _rings(g, comms, bad)
+    trees = _trees(p, g, bad)
     via = conn.unique(["comm", "channel", "src_rank", "dst_rank"], keep="first", maintain_order=True).select(
         "comm", "channel", "src_rank", "dst_rank", "transport", "via"
     )
     keys = ["comm", "channel", "src_rank", "dst_rank"]
     edges = pl.concat([rings[[*keys, "kind"]], trees[[*keys, "kind"]]]).join(via, on=keys, how="left", nulls_equal=True)
     links = pl.concat([conn, edges], how="diagonal_relaxed").drop_nulls(["comm"])
-    return links.unique(maintain_order=True), nch
+    return links.unique(maintain_order=True), nch, bad[0]
 
 
 def _instants(p: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
@@ -757,7 +782,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
     topo = p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search
     topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
-    links, nch = _comm_links(topo, comms)
+    links, nch, bad_topology = _comm_links(topo, comms)
     info: dict[str, Any] = {
         "nccl": {
             "versions": versions,
@@ -775,6 +800,8 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     bad_coll = n_coll_lines - coll.height
     if bad_coll:
         dropped["COLL lines in an unknown layout"] = bad_coll
+    if bad_topology:
+        dropped["topology edges with a number beyond int64"] = bad_topology
     claimed = pl.concat([p.get_column("line"), ver.get_column("line")])
     tables = {"comms": _comms_table(comms, ver, nch), "comm_links": links}
     return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near, tables=tables)
