@@ -97,6 +97,7 @@ FOUND = {
         20000165,
         20002953,
         30004684,
+        40001718,  # a Darshan start_time beyond int64 ns
     ),
 }
 """Inputs that ``bench/fuzz.py`` found failing (with ../shared/data), each fixed: kept as regression inputs."""

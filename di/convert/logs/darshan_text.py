@@ -94,6 +94,8 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     )
     start = _header(header, "start_time")
     t0_ns = int(start) * 1_000_000_000 if start and start.isdigit() else 0
+    late_start = t0_ns >= 1 << 62  # a garbled start_time: the times stay relative to the job's start
+    t0_ns = 0 if late_start else t0_ns
     # a segment's file and host: those of the last ``# DXT, file_id`` / ``# DXT, rank`` line at or before it
     heads = (
         hashed.filter(pl.col("lead") == "# D")
@@ -123,6 +125,8 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         pl.col("start").is_between(-limit_s, limit_s) & pl.col("end").is_between(-limit_s, limit_s)
     )
     dropped = {"DXT segments with an unreadable number": dxt.height - sound.height} if sound.height < dxt.height else {}
+    if late_start:
+        dropped["a start_time beyond int64 ns (times left relative)"] = 1
     segment_lines = dxt.get_column("line")  # recognised, loaded or dropped
     dxt = sound
     sec = lambda c: (pl.col(c) * 1e9).round().cast(pl.Int64) + t0_ns
