@@ -139,3 +139,20 @@ def test_nccl_topology_and_level_damage(tmp_path: Path) -> None:
     assert base is not None and trace.comm_links.height <= base.comm_links.height
     assert dropped(trace)["nccl: topology edges with a number beyond int64"] == 1
     assert trace.collectives.height == base.collectives.height  # the cut level's line is no NCCL line, the rest load
+
+
+def test_a_rank_tag_beyond_int64(tmp_path: Path) -> None:
+    """``[Rank 99999999999999999999999]`` stopped the load (a strict cast of the tag's digits); the line's samples
+    are dropped and counted, as those of any rank a trace cannot hold."""
+    rel = "training/deepspeed_chat_sft_opt1.3b_2023.log"
+    base = di.load(LOGS / rel) if (LOGS / rel).is_file() else None
+
+    def damage(lines: list[str]) -> list[str]:
+        at = next(i for i, x in enumerate(lines) if "[Rank 0] step=" in x)
+        lines[at] = lines[at].replace("[Rank 0]", "[Rank 99999999999999999999999]")
+        return lines
+
+    trace = di.load(edited(tmp_path, rel, damage))
+    trace.validate()
+    n = dropped(trace)["samples with a rank outside 0..2147483647"]
+    assert base is not None and n > 0 and trace.samples.height == base.samples.height - n

@@ -146,6 +146,17 @@ def _marked(lines: pl.DataFrame) -> pl.Series:
     return lines.get_column("text").str.contains(MARKS_RE)
 
 
+BEYOND_RANK = 2**62
+"""The rank of a ``[Rank N]`` tag whose N is beyond int64: no rank a trace holds, so the trace's build drops the line's
+rows and counts them (:data:`di.convert.logs.build.MAX_RANK`)."""
+
+
+def _tag_number(digits: pl.Series) -> pl.Series:
+    """A tag's digits as an Int64 (null: no tag), :data:`BEYOND_RANK` where they are too many for one."""
+    n = digits.cast(pl.Int64, strict=False)
+    return n.zip_with(n.is_not_null() | digits.is_null(), pl.Series([BEYOND_RANK], dtype=pl.Int64))
+
+
 def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
     """Per line of ``text``: the N of its first :data:`RANK_TAG_RE` (null for none). On ASCII text the digits after
     the first ``[Rank `` are read from a short slice, and only a line where they are not a whole tag (or too long for
@@ -155,17 +166,17 @@ def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
     if not tagged.len():
         return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len())
     if not ascii:  # str.find gives a byte offset, str.slice counts characters
-        rank = text.gather(tagged).str.extract(RANK_TAG_RE).cast(pl.Int64)
+        rank = _tag_number(text.gather(tagged).str.extract(RANK_TAG_RE))
         return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
     rank = (
         pl.DataFrame({"text": text.gather(tagged), "pos": pos.gather(tagged)})
         .select(pl.col("text").str.slice(pl.col("pos") + len("[Rank "), 12).str.extract(ASCII_MODE + r"^(\d+)\]"))
         .to_series()
-        .cast(pl.Int64)
+        .cast(pl.Int64, strict=False)  # too many digits: null, then read by the regex below
     )
     again = rank.is_null().arg_true()
     if again.len():
-        rank = rank.scatter(again, text.gather(tagged.gather(again)).str.extract(RANK_TAG_RE).cast(pl.Int64))
+        rank = rank.scatter(again, _tag_number(text.gather(tagged.gather(again)).str.extract(RANK_TAG_RE)))
     return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
 
 
