@@ -156,3 +156,28 @@ def test_a_rank_tag_beyond_int64(tmp_path: Path) -> None:
     trace.validate()
     n = dropped(trace)["samples with a rank outside 0..2147483647"]
     assert base is not None and n > 0 and trace.samples.height == base.samples.height - n
+
+
+def test_nccl_init_line_with_a_rank_beyond_int64(tmp_path: Path) -> None:
+    """A communicator init line whose rank is beyond int64 stopped the load; it is dropped and counted, and the
+    other rank's init still gives its communicator."""
+    rel = "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"
+    damage = lambda lines: [x.replace(" rank 1 nranks 2 ", " rank 99999999999999999999999 nranks 2 ") for x in lines]  # noqa: E731
+    trace = di.load(edited(tmp_path, rel, damage))
+    trace.validate()
+    # rank 1's two ncclCommInitRankConfig lines (its start and its COMPLETE)
+    assert dropped(trace)["nccl: communicator init lines with a number beyond int64"] == 2
+    assert trace.comms.get_column("comm_rank").to_list() == [0]
+
+
+def test_mlperf_time_ms_beyond_int64_ns(tmp_path: Path) -> None:
+    """A ``time_ms`` beyond int64 ns stopped the load (a strict cast of its digits); 9999999999999 ms wrapped when
+    made ns. Such a line has no time of its own."""
+    line = ':::MLLOG {{"namespace": "", "time_ms": {}, "event_type": "POINT", "key": "eval_accuracy", "value": {}}}\n'
+    path = tmp_path / "mlperf.log"
+    path.write_text(line.format("99999999999999999999999", 0.5) + line.format(1700000000000, 0.6))
+    trace = di.load(path)
+    trace.validate()
+    assert trace.samples.get_column("ts_ns").to_list() == [1700000000000000000] * 2  # the nearest line's time
+    path.write_text(line.format(9999999999999, 0.5))
+    assert di.load(path).samples.get_column("ts_ns").to_list() == [0]  # no time: relative

@@ -292,11 +292,19 @@ def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> p
     return by_distinct(p.filter(which), "msg", groups).unnest("g").drop_nulls(required)
 
 
-def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None) -> pl.DataFrame:
+def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]) -> pl.DataFrame:
+    """One row per communicator init line (the last state of each (host, pid, comm)); an init line whose rank,
+    nranks or cudaDev is beyond int64 is counted in ``dropped`` and left out."""
     init = _matching(p, pl.col("msg").str.contains("Init ", literal=True), INIT_RE, "comm")
-    init = _with_heads(init, heads, "gpu").with_columns(
-        pl.col("crank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), pl.col("cudadev").cast(pl.Int64)
+    numbers = ("crank", "nranks", "cudadev")
+    init = _with_heads(init, heads, "gpu")
+    fits = pl.all_horizontal(
+        pl.col(c).is_null() | pl.col(c).cast(pl.Int64, strict=False).is_not_null() for c in numbers
     )
+    sound = init.filter(fits)  # a number the line does not have (cudaDev before 2.x) stays null
+    if sound.height < init.height:
+        dropped["communicator init lines with a number beyond int64"] = init.height - sound.height
+    init = sound.with_columns(pl.col(c).cast(pl.Int64) for c in numbers)
     init = init.sort(pl.col("state") == "COMPLETE", descending=True, maintain_order=True).unique(
         ["host", "pid", "comm"], keep="first", maintain_order=True
     )
@@ -735,7 +743,8 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             claimed=ver.get_column("line"),
             info={"nccl": {"versions": versions}} if versions else {},
         )
-    comms = _comms(p, heads, version)
+    dropped: dict[str, int] = {}
+    comms = _comms(p, heads, version, dropped)
     rank = _ranks(p, heads, comms)
     # each communicator's and head's rank: that of its (host, pid, dev)
     comms = comms.hstack([rank[comms.get_column("gpu")].alias("grank")])
@@ -796,7 +805,6 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             .to_dicts(),
         }
     }
-    dropped = {}
     bad_coll = n_coll_lines - coll.height
     if bad_coll:
         dropped["COLL lines in an unknown layout"] = bad_coll

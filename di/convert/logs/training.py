@@ -146,6 +146,12 @@ def _marked(lines: pl.DataFrame) -> pl.Series:
     return lines.get_column("text").str.contains(MARKS_RE)
 
 
+def _ms_to_ns(digits: pl.Expr) -> pl.Expr:
+    """Milliseconds (digits) as int64 ns; null where they are beyond it (a garbled ``time_ms``)."""
+    ms = digits.cast(pl.Int64, strict=False)
+    return pl.when(ms < (2**63 - 1) // 1_000_000).then(ms * 1_000_000)
+
+
 BEYOND_RANK = 2**62
 """The rank of a ``[Rank N]`` tag whose N is beyond int64: no rank a trace holds, so the trace's build drops the line's
 rows and counts them (:data:`di.convert.logs.build.MAX_RANK`)."""
@@ -485,7 +491,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     if mllog:
         lines = lines.with_columns(
             pl.when(pl.col("kind") == "mllog")
-            .then(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)").cast(pl.Int64) * 1_000_000)
+            .then(_ms_to_ns(pl.col("text").str.extract(r"\"time_ms\":\s*(\d+)")))
             .otherwise(pl.col("line_ts"))
             .alias("own_ts")
         )
