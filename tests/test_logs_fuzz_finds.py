@@ -181,3 +181,24 @@ def test_mlperf_time_ms_beyond_int64_ns(tmp_path: Path) -> None:
     assert trace.samples.get_column("ts_ns").to_list() == [1700000000000000000] * 2  # the nearest line's time
     path.write_text(line.format(9999999999999, 0.5))
     assert di.load(path).samples.get_column("ts_ns").to_list() == [0]  # no time: relative
+
+
+def test_numbers_beyond_int64_in_a_nccl_trace_time_and_a_dcgmi_entity_id(tmp_path: Path) -> None:
+    """A NCCL TRACE line's milliseconds beyond int64 ns, and a ``dcgmi dmon`` row's entity id beyond int64, stopped the
+    load (strict casts); such lines are not read as their family's and are counted as unknown lines."""
+    unknown = "unknown lines (no log family understood them)"
+    nccl = tmp_path / "trace.log"
+    nccl.write_text(
+        "node1:123:456 [0] 99999999999999999999999.123456 x.cc:10 NCCL TRACE hello\n"
+        "node1:123:456 [0] 1.5 x.cc:10 NCCL TRACE hello again\n"
+    )
+    trace = di.load(nccl)
+    trace.validate()
+    assert dropped(trace)[unknown] == 1
+    dcgm = tmp_path / "dcgm.log"
+    dcgm.write_text(
+        "#Entity   POWER     GTEMP\nID\nGPU 99999999999999999999999     63.123    36\nGPU 1     61.000    35\n"
+    )
+    trace = di.load(dcgm)
+    trace.validate()
+    assert dropped(trace)[unknown] == 1 and sorted(trace.series.get_column("name")) == ["dcgm.GTEMP", "dcgm.POWER"]

@@ -223,10 +223,13 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "host",
         *(pl.col(name).cast(pl.Int64, strict=False) for name in ("pid", "tid", "dev")),
         _ts_ns("ts").alias("ts_ns"),
-        (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64).alias("ms_ns"),
+        (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64, strict=False).alias("ms_ns"),
+        pl.col("ms").is_not_null().alias("has_ms"),
     )
-    # a pid, tid or device past int64 is no NCCL head (it stopped the load): its lines are left to the unknown ones
-    heads = heads.drop_nulls(["pid", "tid", "dev"]).with_row_index("hid")
+    # a pid, tid or device past int64, or a TRACE time past int64 ns, is no NCCL head (it stopped the load): its lines
+    # are left to the unknown ones
+    fits = pl.col("ms_ns").is_not_null() | ~pl.col("has_ms")
+    heads = heads.drop_nulls(["pid", "tid", "dev"]).filter(fits).drop("has_ms").with_row_index("hid")
     heads = heads.with_columns(
         pl.col("hid").min().over("host", "pid", "tid").alias("thread"),  # one id per thread
         pl.col("hid").min().over("host", "pid", "dev").alias("gpu"),  # one id per process and device

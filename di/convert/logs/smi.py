@@ -306,9 +306,11 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
         .with_columns(pl.col("fields").list.len().alias("n"))
     )
     rows = (
-        df.filter(pl.col("t").str.contains(rf"^{DCGMI_ENTITY}\s+\d+\s"))
+        df.filter(pl.col("t").str.contains(rf"^{DCGMI_ENTITY}\s+\d{{1,9}}\s"))  # a longer id: a garbled row
         .with_columns(
-            pl.col("t").str.extract_groups(rf"^(?P<entity>{DCGMI_ENTITY})\s+(?P<id>\d+)\s+(?P<rest>.*)$").alias("g")
+            pl.col("t")
+            .str.extract_groups(rf"^(?P<entity>{DCGMI_ENTITY})\s+(?P<id>\d{{1,9}})\s+(?P<rest>.*)$")
+            .alias("g")
         )
         .unnest("g")
     )
