@@ -98,6 +98,7 @@ FOUND = {
         20002953,
         30004684,
         40001718,  # a Darshan start_time beyond int64 ns
+        60003577,  # one of 70,000 digits
     ),
 }
 """Inputs that ``bench/fuzz.py`` found failing (with ../shared/data), each fixed: kept as regression inputs."""

@@ -93,9 +93,9 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         pl.any_horizontal(t.str.starts_with(f"# {key}: ") for key in HEADER_KEYS)
     )
     start = _header(header, "start_time")
-    t0_ns = int(start) * 1_000_000_000 if start and start.isdigit() else 0
-    late_start = t0_ns >= 1 << 62  # a garbled start_time: the times stay relative to the job's start
-    t0_ns = 0 if late_start else t0_ns
+    digits = bool(start) and start.isascii() and start.isdigit()
+    late_start = digits and (len(start) > 12 or int(start) * 1_000_000_000 >= 1 << 62)  # garbled: times stay relative
+    t0_ns = int(start) * 1_000_000_000 if digits and not late_start else 0
     # a segment's file and host: those of the last ``# DXT, file_id`` / ``# DXT, rank`` line at or before it
     heads = (
         hashed.filter(pl.col("lead") == "# D")
@@ -165,7 +165,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
             "exe": _header(header, "exe"),
             "jobid": _header(header, "jobid"),
             "nprocs": _header(header, "nprocs"),
-            "start_time_s": int(start) if start and start.isdigit() else None,
+            "start_time_s": int(start) if digits and not late_start else None,
             "counters": rows.height,
             "io_files": files.height,
             "time": "start_time_plus_seconds" if t0_ns else "seconds_from_start",
