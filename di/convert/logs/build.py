@@ -240,6 +240,15 @@ def _sorted_samples(samples: pl.DataFrame) -> pl.DataFrame:
     return samples.sort("ts_ns", maintain_order=True).sort("series", maintain_order=True)
 
 
+def keep_counted(df: pl.DataFrame, keep: pl.Expr, dropped: dict[str, int], reason: str) -> pl.DataFrame:
+    """The rows of ``df`` where ``keep`` holds (a null does not); how many others there were is added to
+    ``dropped[reason]`` (a parser's rows that a garbled line would have made wrong, or stopped the load)."""
+    kept = df.filter(keep)
+    if kept.height < df.height:
+        dropped[reason] = dropped.get(reason, 0) + df.height - kept.height
+    return kept
+
+
 def _fit_int32(df: pl.DataFrame, table: str, dropped: dict[str, int]) -> pl.DataFrame:
     """``df`` (rows of the canonical ``table``) without the rows whose value in a column the schema makes int32 is
     outside int32 (a garbled rank or channel), counted in ``dropped``."""
@@ -247,10 +256,7 @@ def _fit_int32(df: pl.DataFrame, table: str, dropped: dict[str, int]) -> pl.Data
     if not narrow or not df.height:
         return df
     fits = pl.all_horizontal(pl.col(c).is_between(-(2**31), MAX_RANK) | pl.col(c).is_null() for c in narrow)
-    kept = df.filter(fits)
-    if kept.height < df.height:
-        dropped[f"{table} rows with a number beyond int32"] = df.height - kept.height
-    return kept
+    return keep_counted(df, fits, dropped, f"{table} rows with a number beyond int32")
 
 
 MAX_RANK = 2**31 - 1
@@ -273,12 +279,10 @@ def build_trace(
     sm = pl.concat([conform(p.samples, SAMPLE_COLUMNS) for p in parts]) if parts else empty_samples()
     ev = ev.with_columns(pl.col("rank").fill_null(rank))
     sm = sm.with_columns(pl.col("rank").fill_null(rank))
-    fits = pl.col("rank").is_between(0, MAX_RANK)
-    bad_ranks = {
-        what: n for what, df in (("events", ev), ("samples", sm)) if (n := df.height - df.select(fits.sum()).item())
-    }
-    if bad_ranks:  # a garbled rank (a number cut or run together) would stop the trace's int32 rank column
-        ev, sm = ev.filter(fits), sm.filter(fits)
+    # a garbled rank (a number cut or run together) would stop the trace's int32 rank column
+    fits, bad_ranks = pl.col("rank").is_between(0, MAX_RANK), dict[str, int]()
+    ev = keep_counted(ev, fits, bad_ranks, f"events with a rank outside 0..{MAX_RANK}")
+    sm = keep_counted(sm, fits, bad_ranks, f"samples with a rank outside 0..{MAX_RANK}")
     distinct, code = _series_codes(sm)
     locs = _locations(ev, distinct, source)
     keys = locs.select("loc", "rank", "track", "_kind")
@@ -332,7 +336,7 @@ def build_trace(
         for k, n in p.dropped.items():
             dropped[f"{p.family}: {k}"] = dropped.get(f"{p.family}: {k}", 0) + n
     dropped.update({k: n for k, n in unknown.items() if n})
-    dropped.update({f"{what} with a rank outside 0..{MAX_RANK}": n for what, n in bad_ranks.items()})
+    dropped.update(bad_ranks)
     timed = [p.epoch for p in parts if p.events.height or p.samples.height]
     epoch = bool(timed) and all(timed)
     info: dict[str, Any] = {"families": [p.family for p in parts if p.events.height or p.samples.height or p.info]}

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from di.convert.logs.build import Parts
+from di.convert.logs.build import Parts, keep_counted
 from di.convert.logs.darshan_counters import COUNTER_MODULES, KEY, counter_number, file_stats
 from di.convert.logs.text import ascii_mode
 
@@ -121,10 +121,10 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     numbers += [pl.col(c).cast(pl.Float64, strict=False) for c in ("start", "end")]
     dxt = dxt.with_columns(numbers)
     limit_s = ((1 << 63) - 1 - abs(t0_ns)) // 1_000_000_000  # seconds whose ns since the epoch fit an int64
-    sound = dxt.drop_nulls(["rank", "segment", "offset", "length"]).filter(
-        pl.col("start").is_between(-limit_s, limit_s) & pl.col("end").is_between(-limit_s, limit_s)
-    )
-    dropped = {"DXT segments with an unreadable number": dxt.height - sound.height} if sound.height < dxt.height else {}
+    readable = pl.all_horizontal(pl.col(c).is_not_null() for c in ("rank", "segment", "offset", "length"))
+    times = pl.col("start").is_between(-limit_s, limit_s) & pl.col("end").is_between(-limit_s, limit_s)
+    dropped: dict[str, int] = {}
+    sound = keep_counted(dxt, readable & times, dropped, "DXT segments with an unreadable number")
     if late_start:
         dropped["a start_time beyond int64 ns (times left relative)"] = 1
     segment_lines = dxt.get_column("line")  # recognised, loaded or dropped

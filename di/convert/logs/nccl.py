@@ -38,7 +38,7 @@ from typing import Any
 
 import polars as pl
 
-from di.convert.logs.build import Parts
+from di.convert.logs.build import Parts, keep_counted
 from di.convert.logs.text import by_distinct
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
@@ -304,10 +304,9 @@ def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None, dropped: d
     fits = pl.all_horizontal(
         pl.col(c).is_null() | pl.col(c).cast(pl.Int64, strict=False).is_not_null() for c in numbers
     )
-    sound = init.filter(fits)  # a number the line does not have (cudaDev before 2.x) stays null
-    if sound.height < init.height:
-        dropped["communicator init lines with a number beyond int64"] = init.height - sound.height
-    init = sound.with_columns(pl.col(c).cast(pl.Int64) for c in numbers)
+    # a number the line does not have (cudaDev before 2.x) stays null
+    init = keep_counted(init, fits, dropped, "communicator init lines with a number beyond int64")
+    init = init.with_columns(pl.col(c).cast(pl.Int64) for c in numbers)
     init = init.sort(pl.col("state") == "COMPLETE", descending=True, maintain_order=True).unique(
         ["host", "pid", "comm"], keep="first", maintain_order=True
     )
@@ -601,17 +600,19 @@ def _topology_kind(g: pl.DataFrame, kind: str) -> pl.DataFrame:
     )
 
 
+TOPOLOGY_DROPPED = "topology edges with a number beyond int64"
+"""The reason a topology edge or ring is dropped for: a number of it (parsed from digits, cast with
+``strict=False``) was null, beyond int64 in a garbled line."""
+
+
 def _readable(
-    edges: pl.DataFrame, bad: list[int], cols: tuple[str, ...] = ("channel", "src_rank", "dst_rank")
+    edges: pl.DataFrame, dropped: dict[str, int], cols: tuple[str, ...] = ("channel", "src_rank", "dst_rank")
 ) -> pl.DataFrame:
-    """``edges`` without the rows whose ``cols`` (parsed from digits, cast with ``strict=False``) are null: a number
-    beyond int64 in a garbled topology line, counted in ``bad[0]``."""
-    kept = edges.drop_nulls(list(cols))
-    bad[0] += edges.height - kept.height
-    return kept
+    """``edges`` without the rows whose ``cols`` are null, counted in ``dropped`` (:data:`TOPOLOGY_DROPPED`)."""
+    return keep_counted(edges, pl.all_horizontal(pl.col(c).is_not_null() for c in cols), dropped, TOPOLOGY_DROPPED)
 
 
-def _connections(g: pl.DataFrame, bad: list[int]) -> pl.DataFrame:
+def _connections(g: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
     lk = _topology_kind(g, "link")
     return _readable(
@@ -625,11 +626,11 @@ def _connections(g: pl.DataFrame, bad: list[int]) -> pl.DataFrame:
             "via",
             "direction",
         ),
-        bad,
+        dropped,
     )
 
 
-def _rings(g: pl.DataFrame, comms: pl.DataFrame, bad: list[int]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rings(g: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
     order = _topology_kind(g, "ring").select(
@@ -638,9 +639,8 @@ def _rings(g: pl.DataFrame, comms: pl.DataFrame, bad: list[int]) -> tuple[pl.Dat
         pl.col("nchannels").cast(pl.Int64, strict=False),
         pl.col("order").str.extract_all(r"\d+").cast(pl.List(pl.Int64), strict=False).alias("src_rank"),
     )
-    whole = order.filter(pl.col("src_rank").list.drop_nulls().list.len() == pl.col("src_rank").list.len())
-    bad[0] += order.height - whole.height
-    order = _readable(whole, bad, ("channel", "nchannels"))
+    whole = pl.col("src_rank").list.drop_nulls().list.len() == pl.col("src_rank").list.len()
+    order = _readable(keep_counted(order, whole, dropped, TOPOLOGY_DROPPED), dropped, ("channel", "nchannels"))
     order = order.unique(["comm", "channel"], maintain_order=True)
     # a ring of many ranks is cut short in the log (NCCL prints the first ones): it wraps only when complete
     sizes = comms.group_by("comm_key").agg(pl.col("nranks").max()).rename({"comm_key": "comm"})
@@ -660,13 +660,13 @@ def _rings(g: pl.DataFrame, comms: pl.DataFrame, bad: list[int]) -> tuple[pl.Dat
             pl.col("me").cast(pl.Int64, strict=False).alias("src_rank"),
             pl.col("next").cast(pl.Int64, strict=False).alias("dst_rank"),
         ),
-        bad,
+        dropped,
     )
     edges = pl.concat([hops, ring]).filter(pl.col("src_rank") != pl.col("dst_rank"))
     return edges.with_columns(pl.lit("ring").alias("kind")), order[["comm", "channel", "nchannels"]]
 
 
-def _trees(p: pl.DataFrame, g: pl.DataFrame, bad: list[int]) -> pl.DataFrame:
+def _trees(p: pl.DataFrame, g: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
     """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
     and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
@@ -685,12 +685,12 @@ def _trees(p: pl.DataFrame, g: pl.DataFrame, bad: list[int]) -> pl.DataFrame:
         pl.col("me").cast(pl.Int64, strict=False).alias("src_rank"),
         pl.col("parent").cast(pl.Int64, strict=False).alias("dst_rank"),
     )
-    return _readable(edges, bad).filter(pl.col("dst_rank") >= 0)
+    return _readable(edges, dropped).filter(pl.col("dst_rank") >= 0)
 
 
-def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """The ``comm_links`` table (see its schema), (comm, channel, nchannels) of the ring lines (``p``: the topology
-    lines, in line order) and how many topology edges or rings held a number beyond int64 (left out)."""
+def _comm_links(p: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The ``comm_links`` table (see its schema) and (comm, channel, nchannels) of the ring lines (``p``: the topology
+    lines, in line order); the edges and rings holding a number beyond int64 are left out, counted in ``dropped``."""
     # each rank prints the same topology lines for each communicator: the rows of one (comm, message) make the same
     # edges (the table keeps each once, the first), so those after the first are not parsed
     if not p.get_column("line").is_sorted():
@@ -699,17 +699,16 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.
         ["comm_key", "msg"], keep="first", maintain_order=True
     )
     g = p.select("comm_key", "line", pl.col("msg").str.extract_groups(TOPOLOGY_RE).alias("g")).unnest("g")
-    bad = [0]
-    conn = _connections(g, bad)
-    rings, nch = _rings(g, comms, bad)
-    trees = _trees(p, g, bad)
+    conn = _connections(g, dropped)
+    rings, nch = _rings(g, comms, dropped)
+    trees = _trees(p, g, dropped)
     via = conn.unique(["comm", "channel", "src_rank", "dst_rank"], keep="first", maintain_order=True).select(
         "comm", "channel", "src_rank", "dst_rank", "transport", "via"
     )
     keys = ["comm", "channel", "src_rank", "dst_rank"]
     edges = pl.concat([rings[[*keys, "kind"]], trees[[*keys, "kind"]]]).join(via, on=keys, how="left", nulls_equal=True)
     links = pl.concat([conn, edges], how="diagonal_relaxed").drop_nulls(["comm"])
-    return links.unique(maintain_order=True), nch, bad[0]
+    return links.unique(maintain_order=True), nch
 
 
 def _instants(p: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
@@ -794,7 +793,8 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
     topo = p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search
     topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
-    links, nch, bad_topology = _comm_links(topo, comms)
+    topology: dict[str, int] = {}  # listed after the COLL lines' reason
+    links, nch = _comm_links(topo, comms, topology)
     info: dict[str, Any] = {
         "nccl": {
             "versions": versions,
@@ -811,8 +811,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     bad_coll = n_coll_lines - coll.height
     if bad_coll:
         dropped["COLL lines in an unknown layout"] = bad_coll
-    if bad_topology:
-        dropped["topology edges with a number beyond int64"] = bad_topology
+    dropped.update(topology)
     claimed = pl.concat([p.get_column("line"), ver.get_column("line")])
     tables = {"comms": _comms_table(comms, ver, nch), "comm_links": links}
     return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near, tables=tables)

@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from di.convert.logs.build import Parts
+from di.convert.logs.build import Parts, keep_counted
 
 __all__ = ["SNIFF_RE", "parse_nccl_tests"]
 
@@ -222,10 +222,8 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         pl.col(c).cast(pl.Int64, strict=False) for c in ints
     )
     fits = pl.all_horizontal(pl.col(c).is_not_null() for c in ints)
-    dropped = (
-        {"rank lines with a number beyond int64": n} if (n := ranks.height - ranks.select(fits.sum()).item()) else {}
-    )
-    ranks = ranks.filter(fits)
+    dropped: dict[str, int] = {}
+    ranks = keep_counted(ranks, fits, dropped, "rank lines with a number beyond int64")
     avg = pl.DataFrame(
         {
             "test": test.forward_fill(),

@@ -30,7 +30,7 @@ from typing import Any
 
 import polars as pl
 
-from di.convert.logs.build import Parts
+from di.convert.logs.build import Parts, keep_counted
 from di.convert.logs.text import ASCII_MODE, all_ascii, own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
@@ -352,12 +352,10 @@ def _megatron_steps(
     mg = mg.with_columns((pl.col("it") - pl.col("it").shift(1).over("rank").fill_null(0)).clip(1).alias("n"))
     ns = pl.col("value") * pl.col("n") * 1e6
     # a time beyond int64 ns, alone or summed over the rank's lines before it (no timestamps), or a negative one
-    sound = mg.filter(((ns >= 0) & (ns < 2.0**62)).fill_null(False))
+    reason = "Megatron iteration lines with a negative time or one beyond int64 ns"
+    mg = keep_counted(mg, (ns >= 0) & (ns < 2.0**62), dropped, reason)
     if not epoch:
-        sound = sound.filter(ns.cum_sum().over("rank") < 2.0**62)
-    if sound.height < mg.height:
-        dropped["Megatron iteration lines with a negative time or one beyond int64 ns"] = mg.height - sound.height
-        mg = sound
+        mg = keep_counted(mg, ns.cum_sum().over("rank") < 2.0**62, dropped, reason)
     dur = ns.round().cast(pl.Int64)
     end = pl.col("ts") if epoch else dur.cum_sum().over("rank")
     return mg.with_columns(end.alias("end_ns")).select(
