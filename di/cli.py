@@ -381,7 +381,7 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
         return
     from di.analysis_parts import without_analysis
     from di.convert.registry import claim_output, expand, save_path
-    from di.viewers.analysis_tracks import VIEWER_FORMATS, with_analysis
+    from di.viewers.analysis_tracks import NEEDS, VIEWER_FORMATS, with_analysis
 
     inputs = expand(args.inputs)
     writer = claim_output(args.output, to=args.to, force=args.force, inputs=inputs)  # before minutes of loading
@@ -394,7 +394,7 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
     if add:
         with console.status("analyzing"):
             try:
-                trace = with_analysis(program, di.analyze(program, per_step=True))
+                trace = with_analysis(program, di.analyze(program, per_step=True, analyses=NEEDS))
             except Exception as exc:  # the conversion itself must not fail on an analysis bug; its traceback is kept
                 import traceback
 

@@ -139,3 +139,20 @@ def test_otf2_for_vampir_carries_the_path_and_the_metrics(tmp_path):
     assert {"rank 0 wait", "rank 1 wait", "rank 0 imbalance", "rank 1 imbalance"} <= set(
         back.series.get_column("name").to_list()
     )
+
+
+def test_the_tracks_need_only_their_analyses(tmp_path):
+    """`di convert` runs only NEEDS: the tracks equal those made from every analysis, and overlap is not run."""
+    from di.viewers.analysis_tracks import NEEDS
+
+    job = tmp_path / "job"
+    write_kineto_job(job, ranks=4, steps=3)
+    trace = di.load(job)
+    some = di.analyze(trace, per_step=True, analyses=NEEDS)
+    assert some.overlap is None and some.critical_path is not None
+    full = with_analysis(trace, di.analyze(trace, per_step=True))
+    mine = with_analysis(trace, some)
+    assert mine.events.height > trace.events.height and mine.series.height > trace.series.height
+    assert mine.meta == full.meta
+    for name, frame in full.tables().items():
+        assert mine.tables()[name].equals(frame), name

@@ -37,6 +37,10 @@ TRACK = "critical path"
 WAIT_TRACK = "wait states"
 WAITS = 50
 """The longest wait states shown on the wait-states timeline (the per-rank wait counters hold them all)."""
+NEEDS = ("breakdown", "wait_states", "critical_path")
+"""The analyses the tracks show (:func:`di.analyze` ``analyses=``): the per-step breakdown gives the imbalance
+counters' work, wait states the wait track and counters. Running only these keeps ``di convert`` from
+computing (and, on a first run, compiling) overlap and the rest that no track shows."""
 VIEWER_FORMATS = ("perfetto", "chrome", "otf2")
 """Connectors whose output ``di convert`` gives the analysis tracks unless ``--no-analysis``;
 a ``.di`` store (and plugin formats) stays raw unless ``--analysis``."""
@@ -47,7 +51,8 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
 
     Args:
         trace: the trace (an analysis it already carries is dropped first).
-        result: :func:`di.analyze` of ``without_analysis(trace)``, with ``per_step=True`` for the counters.
+        result: :func:`di.analyze` of ``without_analysis(trace)``, with ``per_step=True`` for the counters
+            and at least the analyses in :data:`NEEDS`.
     """
     trace = without_analysis(trace)
     cp = result.critical_path or {}

@@ -83,11 +83,11 @@ def prepare_trace(path: str | Path, analysis: bool = False, *, max_input_size: A
         if out.exists() and out.stat().st_mtime >= newest:
             return out, False
     from di.analysis_parts import without_analysis
-    from di.viewers.analysis_tracks import with_analysis
+    from di.viewers.analysis_tracks import NEEDS, with_analysis
 
     trace = without_analysis(di.load(src, max_input_size=max_input_size))
     if analysis:
-        trace = with_analysis(trace, di.analyze(trace, per_step=True))
+        trace = with_analysis(trace, di.analyze(trace, per_step=True, analyses=NEEDS))
     if os.access(beside.parent, os.W_OK):
         try:
             di.save(trace, beside)
