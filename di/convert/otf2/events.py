@@ -340,7 +340,7 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
             continue
         values = pl.Series(ref_ids(got.attr_type, got.attr_value))
         if name == "di.args":
-            values = values.replace_strict(defs.strings, default=None, return_dtype=pl.String)
+            values = defs.strings.gather(values.to_numpy())
         full = (
             pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True)
             .alias(column)
@@ -363,9 +363,7 @@ def flows_frame(rec: RecordRows, tl: Builder, order: np.ndarray | None, defs: An
     got = rec.take(rec.of_kind(ATTRIBUTE) & (rec.attribute == ref) & (rec.event >= 0))
     if not len(got):
         return None, 0
-    text = pl.Series(ref_ids(got.attr_type, got.attr_value)).replace_strict(
-        defs.strings, default=None, return_dtype=pl.String
-    )
+    text = defs.strings.gather(ref_ids(got.attr_type, got.attr_value))
     item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
     try:
         lists = text.str.json_decode(pl.List(item))
