@@ -341,12 +341,13 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
         values = pl.Series(ref_ids(got.attr_type, got.attr_value))
         if name == "di.args":
             values = defs.strings.gather(values.to_numpy())
-        full = (
-            pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True)
-            .alias(column)
-            .scatter(got.event, values.cast(ev.schema[column]))
+        at = np.full(ev.height, -1, np.int64)
+        at[got.event] = np.arange(got.event.size)  # one gather: a String column's texts are viewed, not copied
+        full = values.cast(ev.schema[column]).gather(pl.select(pl.when(pl.lit(at) >= 0).then(pl.lit(at))).to_series())
+        own = ev.get_column(column)
+        ev = ev.with_columns(
+            full.alias(column) if own.null_count() == own.len() else pl.coalesce(full, own).alias(column)
         )
-        ev = ev.with_columns(pl.coalesce(full, pl.col(column)).alias(column))
     return ev
 
 
