@@ -241,9 +241,12 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame,
     p = p.drop_nulls("pair")
     # pairs repeat ("skipped=0,", a memory reading, a constant lr: a third to a half are distinct in real logs): each
     # distinct pair is cut and read once, and every pair gathers its key code, value and unit by its row among them
-    distinct = p.get_column("pair").unique()
-    at = p.get_column("pair").cast(pl.Enum(distinct)).to_physical()
-    d = pl.DataFrame({"pair": distinct})
+    # distinct pair: one hash grouping gives them and each pair's row among them (an Enum of thousands of them
+    # would cost a second, slower lookup per pair)
+    groups = p.select("pair", pl.int_range(0, pl.len(), dtype=pl.UInt32).alias("i")).group_by("pair").agg("i")
+    members = groups.select(pl.int_range(0, pl.len(), dtype=pl.UInt32).alias("at"), "i").explode("i")
+    at = pl.Series("at", [], pl.UInt32).extend_constant(0, p.height).scatter(members["i"], members["at"])
+    d = groups.select("pair")
     # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), the unit is what follows the
     # number; one column per step: an expression reused inside another would be evaluated again (no
     # common-subexpression elimination in eager frames)
