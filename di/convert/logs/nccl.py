@@ -39,7 +39,6 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.text import by_distinct
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -288,17 +287,39 @@ def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     return ids.get_column("kid"), firsts.get_column("row")
 
 
-def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
-    """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match dropped."""
-    # messages repeat (an Init line per rank and communicator): the regex runs once per distinct message
-    groups = lambda d: d.with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))  # noqa: E731
-    return by_distinct(p.filter(which), "msg", groups).unnest("g").drop_nulls(required)
+def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """``p`` (:func:`_prefixed`'s lines) with ``mid``, the id of its message, and the distinct messages (row ``mid``).
+
+    Messages repeat (each rank prints the same topology and TUNING lines; a COLL line repeats its call's words where
+    the opCount is 0, NCCL 2.26+, and the buffers are reused): every search and parse of a message kind runs once per
+    distinct message, and the lines take the result by ``mid``."""
+    mid, firsts = _distinct_ids(p.get_column("msg"))
+    return p.hstack([mid.rename("mid")]), p.get_column("msg").gather(firsts)
 
 
-def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]) -> pl.DataFrame:
+def _picked(p: pl.DataFrame, pick: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
+    """The lines of ``p`` (with ``mid``) whose distinct message ``pick`` (one bool per message) picks, and for each the
+    row of its message among the picked ones (``msgs.filter(pick)``)."""
+    mid = p.get_column("mid")
+    rows = p.filter(pick.gather(mid))
+    slot = pick.cast(pl.UInt32).cum_sum() - 1  # a picked message's row among the picked ones
+    return rows, slot.gather(rows.get_column("mid"))
+
+
+def _matching(p: pl.DataFrame, msgs: pl.Series, pick: pl.Series, pattern: str, required: str) -> pl.DataFrame:
+    """The lines whose message ``pick`` picks (see :func:`_picked`), with ``pattern``'s named groups as columns; those
+    where ``required`` did not match dropped. The regex runs once per distinct message."""
+    rows, at = _picked(p, pick)
+    groups = msgs.filter(pick).str.extract_groups(pattern).struct.unnest()
+    return rows.hstack([col.gather(at) for col in groups.iter_columns()]).drop_nulls(required)
+
+
+def _comms(
+    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]
+) -> pl.DataFrame:
     """One row per communicator init line (the last state of each (host, pid, comm)); an init line whose rank,
     nranks or cudaDev is beyond int64 is counted in ``dropped`` and left out."""
-    init = _matching(p, pl.col("msg").str.contains("Init ", literal=True), INIT_RE, "comm")
+    init = _matching(p, msgs, msgs.str.contains("Init ", literal=True), INIT_RE, "comm")
     numbers = ("crank", "nranks", "cudadev")
     init = _with_heads(init, heads, "gpu")
     fits = pl.all_horizontal(
@@ -423,23 +444,22 @@ JSON_ESCAPED = r'[\x00-\x1f"\\]'
 """Characters a JSON string escapes (polars' ``json_encode`` escapes these and no others)."""
 
 
-def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+def _tunings(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     """For each COLL line of ``c`` (in line order, with ``thread``), the row of its TUNING line's (algo, proto) in
     the second table (null where none). A TUNING line belongs to the last COLL line before it on its thread; a COLL
     line takes the first TUNING line that belongs to it."""
     none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
-    t = p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))[["line", "hid", "msg"]]
-    # messages repeat (one per collective size): the regex runs once per distinct message
-    algos = (
-        t.select(pl.col("msg").unique())
-        .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("algo")
-        .with_row_index("tune")
-    )
-    t = t.join(algos[["msg", "tune"]], on="msg", how="inner", maintain_order="left")
+    pick = msgs.str.contains(" Bytes -> Algo ", literal=True)
+    rows, at = _picked(p, pick)
+    # the regex runs once per distinct message (one per collective size); a message it does not match is no TUNING line
+    algos = msgs.filter(pick).str.extract_groups(TUNE_RE).struct.unnest()
+    matched = algos.get_column("algo").is_not_null()
+    tune = (matched.cast(pl.UInt32).cum_sum() - 1).gather(at)  # the message's row among the matched ones
+    algos = algos.filter(matched)[["algo", "proto"]]
+    kept = matched.gather(at)
+    t = rows.select("line", "hid", tune.alias("tune")).filter(kept)
     if not t.height:
-        return none, algos[["algo", "proto"]]
+        return none, algos
     t = t[["line", "tune"]].hstack([heads.get_column("thread")[t.get_column("hid")]])
     colls = c.select("thread", pl.col("line").alias("coll_line"), pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"))
     t = (
@@ -454,20 +474,25 @@ def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.
         .drop_nulls("coll_line")
         .unique("coll_line", keep="first", maintain_order=True)
     )
-    return none.scatter(t.get_column("row"), t.get_column("tune")), algos[["algo", "proto"]]
+    return none.scatter(t.get_column("row"), t.get_column("tune")), algos
 
 
-def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def _collectives(
+    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, comms: pl.DataFrame
+) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``."""
-    c = p.filter(pl.col("msg").str.contains(": opCount ", literal=True))[["line", "hid", "msg"]]
-    n_lines = c.height
-    c, fields = _coll_by_tokens(c)
+    pick = msgs.str.contains(": opCount ", literal=True)
+    rows, at = _picked(p, pick)
+    n_lines = rows.height
+    # each distinct COLL message is read once: its name, opCount and the row of its other fields
+    words, fields = _coll_by_tokens(msgs.filter(pick).to_frame())
+    c = rows[["line", "hid"]].hstack([words.get_column(name).gather(at) for name in ("opname", "opcount", "fid")])
     # a line without its count or datatype is dropped, counted with those of an unknown layout
     fields_ok = fields.select(pl.all_horizontal(pl.col("count", "dt", "comm").is_not_null())).to_series()
     c = c.filter(pl.col("opname").is_not_null() & fields_ok[c.get_column("fid")])
     c = c.hstack([heads.get_column("thread")[c.get_column("hid")]])
-    tune, algos = _tunings(p, heads, c)
+    tune, algos = _tunings(p, msgs, heads, c)
     c = c.with_columns(tune)
     # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
     # per kind of line, a distinct (head, fields, TUNING) (table ``k``), and gathered by the line's kind (``at``): a few
@@ -711,10 +736,11 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -
     return links.unique(maintain_order=True), nch
 
 
-def _instants(p: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
     """``NCCL WARN`` lines and errors as instant events (``heads`` with their ``rank``)."""
-    warned = heads.filter(pl.col("level") == "WARN").get_column("hid")
-    warn = p.filter(pl.col("hid").is_in(warned.implode()) | pl.col("msg").str.contains(ERROR_RE))
+    warned = heads.get_column("level") == "WARN"  # per head (row hid), and per distinct message: one search each
+    errors = msgs.str.contains(ERROR_RE)
+    warn = p.filter(warned.gather(p.get_column("hid")) | errors.gather(p.get_column("mid")))
     warn = _with_heads(warn, heads, "rank")
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
@@ -727,6 +753,7 @@ def _instants(p: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
 def parse_nccl(lines: pl.DataFrame) -> Parts:
     """NCCL debug lines of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     p, heads = _prefixed(lines)
+    p, msgs = _message_ids(p)
     ver = (
         lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
         .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
@@ -746,12 +773,12 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             info={"nccl": {"versions": versions}} if versions else {},
         )
     dropped: dict[str, int] = {}
-    comms = _comms(p, heads, version, dropped)
+    comms = _comms(p, msgs, heads, version, dropped)
     rank = _ranks(p, heads, comms)
     # each communicator's and head's rank: that of its (host, pid, dev)
     comms = comms.hstack([rank[comms.get_column("gpu")].alias("grank")])
     heads = heads.hstack([rank[heads.get_column("gpu")].alias("rank")])
-    coll, n_coll_lines = _collectives(p, heads, comms)
+    coll, n_coll_lines = _collectives(p, msgs, heads, comms)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -771,7 +798,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         .struct.json_encode()
         .alias("args"),
     )
-    inst = _instants(p, heads)
+    inst = _instants(p, msgs, heads)
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
     ev = pl.concat([coll[cols + extra], inits[cols], inst[cols]], how="diagonal_relaxed")
@@ -791,7 +818,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         else pl.concat([coll.get_column("track"), inits.select(TRACK).to_series(), inst.select(TRACK).to_series()])
     )
     ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
-    topo = p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search
+    topo, _ = _picked(p, msgs.str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search per message
     topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
     topology: dict[str, int] = {}  # listed after the COLL lines' reason
     links, nch = _comm_links(topo, comms, topology)
