@@ -293,8 +293,13 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     Messages repeat (each rank prints the same topology and TUNING lines; a COLL line repeats its call's words where
     the opCount is 0, NCCL 2.26+, and the buffers are reused): every search and parse of a message kind runs once per
     distinct message, and the lines take the result by ``mid``."""
-    mid, firsts = _distinct_ids(p.get_column("msg"))
-    return p.hstack([mid.rename("mid")]), p.get_column("msg").gather(firsts)
+    msg = p.get_column("msg")
+    ids, firsts = _distinct_ids(msg)
+    # renumbered in order of first line: the distinct messages lie in the order of the text (the searches over them
+    # run several times faster than over messages in hash order)
+    order = firsts.arg_sort()
+    renumber = pl.zeros(len(order), pl.UInt32, eager=True).scatter(order, pl.int_range(len(order), eager=True))
+    return p.hstack([renumber.gather(ids).rename("mid")]), msg.gather(firsts.gather(order))
 
 
 def _picked(p: pl.DataFrame, pick: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
