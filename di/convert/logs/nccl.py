@@ -224,6 +224,7 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64, strict=False).alias("ms_ns"),
         pl.col("ms").is_not_null().alias("has_ms"),
+        pl.col("head").str.contains("CCL version ", literal=True).alias("head_version"),
     )
     # a pid, tid or device past int64, or a TRACE time past int64 ns, is no NCCL head (it stopped the load): its lines
     # are left to the unknown ones
@@ -755,16 +756,38 @@ def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataF
     )
 
 
+def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
+    """The lines :data:`VERSION_RE` matches (``line``, its groups ``1`` and ``2``), in line order.
+
+    An NCCL line whose head holds no ``CCL version `` is searched in its message, once per distinct message: there
+    the match is the line's (none can span the ``NCCL LEVEL`` between, which holds no ``CCL version`` and ends in
+    whitespace, or begin in a head, which ends in ``]`` or a digit). The other lines are searched whole."""
+    dirty = heads.get_column("head_version").gather(p.get_column("hid"))
+    if dirty.any():
+        p = p.filter(~dirty)
+    in_messages = pl.zeros(lines.height, pl.Boolean, eager=True).scatter(p.get_column("line"), True)
+    whole = (
+        lines.select("line", "text")
+        .filter(~in_messages)
+        .filter(pl.col("text").str.contains("CCL version ", literal=True))
+        .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
+        .unnest("g")
+    )
+    pick = msgs.str.contains("CCL version ", literal=True)
+    rows, at = _picked(p, pick)
+    groups = msgs.filter(pick).str.extract_groups(VERSION_RE).struct.unnest()
+    in_msg = rows.select("line").hstack([col.gather(at) for col in groups.iter_columns()])
+    ver = pl.concat([whole, in_msg]) if in_msg.height else whole
+    if whole.height and in_msg.height:
+        ver = ver.sort("line")
+    return ver.filter(pl.col("1").is_not_null() | pl.col("2").is_not_null())
+
+
 def parse_nccl(lines: pl.DataFrame) -> Parts:
     """NCCL debug lines of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     p, heads = _prefixed(lines)
     p, msgs = _message_ids(p)
-    ver = (
-        lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
-        .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
-        .unnest("g")
-        .filter(pl.col("1").is_not_null() | pl.col("2").is_not_null())
-    )
+    ver = _version_lines(lines, p, msgs, heads)
     versions = (
         sorted(set(ver.get_column("1").drop_nulls().to_list()) | set(ver.get_column("2").drop_nulls().to_list()))
         if ver.height
