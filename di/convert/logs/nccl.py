@@ -260,11 +260,14 @@ def _distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
 
 
 def _dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """Each row's id among the distinct integer ``codes`` (0 to their count - 1, in the codes' order) and, per id,
-    the first row of its code: a rank (integer sort), no join."""
-    ids = (codes.rank("dense") - 1).cast(pl.UInt32).rename("kid")
-    firsts = ids.arg_unique()  # in the order rows first show an id
-    return ids, firsts[ids[firsts].arg_sort()]
+    """Each row's id among the distinct integer ``codes`` (0 to their count - 1, in the order of their first rows)
+    and, per id, the first row of its code (ascending): a binary search of each row's code in the sorted distinct
+    ones, no join and no sort of the rows."""
+    firsts = codes.is_first_distinct().arg_true()
+    distinct = codes.gather(firsts)
+    order = distinct.arg_sort()  # the distinct codes' ids in the codes' order
+    ids = order.gather(distinct.gather(order).search_sorted(codes, side="left")).cast(pl.UInt32).rename("kid")
+    return ids, firsts
 
 
 def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
@@ -296,11 +299,13 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     distinct message, and the lines take the result by ``mid``."""
     msg = p.get_column("msg")
     ids, firsts = _distinct_ids(msg)
-    # renumbered in order of first line: the distinct messages lie in the order of the text (the searches over them
-    # run several times faster than over messages in hash order)
-    order = firsts.arg_sort()
-    renumber = pl.zeros(len(order), pl.UInt32, eager=True).scatter(order, pl.int_range(len(order), eager=True))
-    return p.hstack([renumber.gather(ids).rename("mid")]), msg.gather(firsts.gather(order))
+    # where the hashes told them apart, ids go in order of first line: the distinct messages lie in the order of the
+    # text (the searches over them run several times faster than over messages in hash order)
+    if not firsts.is_sorted():
+        order = firsts.arg_sort()
+        renumber = pl.zeros(len(order), pl.UInt32, eager=True).scatter(order, pl.int_range(len(order), eager=True))
+        ids, firsts = renumber.gather(ids), firsts.gather(order)
+    return p.hstack([ids.rename("mid")]), msg.gather(firsts)
 
 
 def _picked(p: pl.DataFrame, pick: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
