@@ -308,11 +308,11 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     return p.hstack([ids.rename("mid")]), msg.gather(firsts)
 
 
-def _picked(p: pl.DataFrame, pick: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
-    """The lines of ``p`` (with ``mid``) whose distinct message ``pick`` (one bool per message) picks, and for each the
-    row of its message among the picked ones (``msgs.filter(pick)``)."""
+def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFrame, pl.Series]:
+    """The lines of ``p`` (with ``mid``; only its ``columns`` and ``mid`` where given) whose distinct message ``pick``
+    (one bool per message) picks, and for each the row of its message among the picked ones (``msgs.filter(pick)``)."""
     mid = p.get_column("mid")
-    rows = p.filter(pick.gather(mid))
+    rows = (p[[*columns, "mid"]] if columns else p).filter(pick.gather(mid))
     slot = pick.cast(pl.UInt32).cum_sum() - 1  # a picked message's row among the picked ones
     return rows, slot.gather(rows.get_column("mid"))
 
@@ -461,7 +461,7 @@ def _tunings(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFr
     line takes the first TUNING line that belongs to it."""
     none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
     pick = msgs.str.contains(" Bytes -> Algo ", literal=True)
-    rows, at = _picked(p, pick)
+    rows, at = _picked(p, pick, "line", "hid")
     # the regex runs once per distinct message (one per collective size); a message it does not match is no TUNING line
     algos = msgs.filter(pick).str.extract_groups(TUNE_RE).struct.unnest()
     matched = algos.get_column("algo").is_not_null()
@@ -494,14 +494,24 @@ def _collectives(
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``."""
     pick = msgs.str.contains(": opCount ", literal=True)
-    rows, at = _picked(p, pick)
+    rows, at = _picked(p, pick, "line", "hid")
     n_lines = rows.height
     # each distinct COLL message is read once: its name, opCount and the row of its other fields
     words, fields = _coll_by_tokens(msgs.filter(pick).to_frame())
-    c = rows[["line", "hid"]].hstack([words.get_column(name).gather(at) for name in ("opname", "opcount", "fid")])
-    # a line without its count or datatype is dropped, counted with those of an unknown layout
+    # a line without its name, count or datatype is dropped, counted with those of an unknown layout
     fields_ok = fields.select(pl.all_horizontal(pl.col("count", "dt", "comm").is_not_null())).to_series()
-    c = c.filter(pl.col("opname").is_not_null() & fields_ok[c.get_column("fid")])
+    ok = words.get_column("opname").is_not_null() & fields_ok.gather(words.get_column("fid"))
+    # the op of each distinct name (a few), not a lower-casing of each line's
+    ops = {name: OPS.get(name.lower(), "other") for name in words.filter(ok).get_column("opname").unique().to_list()}
+    words = words.with_columns(pl.col("opname").replace_strict(ops, default=None, return_dtype=pl.String).alias("op"))
+    # one search of the kept messages' opCounts joined (a few bytes each), not one per line
+    raw_opcount = words.filter(ok).get_column("opcount")
+    escape = raw_opcount.has_nulls() or raw_opcount.str.join("").str.contains(JSON_ESCAPED).any()
+    keep = ok.gather(at)
+    at = at.filter(keep)
+    c = rows.filter(keep)[["line", "hid"]].hstack(
+        [words.get_column(name).gather(at) for name in ("opname", "opcount", "fid", "op")]
+    )
     c = c.hstack([heads.get_column("thread")[c.get_column("hid")]])
     tune, algos = _tunings(p, msgs, heads, c)
     c = c.with_columns(tune)
@@ -580,15 +590,11 @@ def _collectives(
     )
     c = c.hstack([k.get_column(name)[at] for name in (*cols, "group")])
     opcount = pl.col("opcount")
-    # one search of all opCounts joined (a few bytes each), not one per line
-    raw_opcount = c.get_column("opcount")
-    if raw_opcount.has_nulls() or raw_opcount.str.join("").str.contains(JSON_ESCAPED).any():
+    if escape:
         opc = pl.struct(opcount.alias("opCount")).struct.json_encode().str.head(-1)
     else:
         opc = pl.concat_str(pl.lit('{"opCount":"'), opcount, pl.lit('"'))
     c = c.with_columns(pl.int_range(pl.len()).over("group").cast(pl.Int64).alias("seq"))
-    # the op of each distinct name (a few), not a lower-casing of each line's
-    ops = {name: OPS.get(name.lower(), "other") for name in c.get_column("opname").unique().to_list()}
     coll = c.select(
         "rank",
         "host",
@@ -601,7 +607,7 @@ def _collectives(
         pl.lit("nccl").alias("cat"),
         pl.lit(False).alias("instant"),
         pl.concat_str(opc, pl.col("args_mid"), pl.col("line").cast(pl.String), pl.lit("}")).alias("args"),
-        pl.col("opname").replace_strict(ops, return_dtype=pl.String).alias("op"),
+        "op",
         "comm",
         "seq",
         pl.format("{}#{}", "comm", "seq").alias("instance_key"),
@@ -779,7 +785,7 @@ def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads:
         .unnest("g")
     )
     pick = msgs.str.contains("CCL version ", literal=True)
-    rows, at = _picked(p, pick)
+    rows, at = _picked(p, pick, "line")
     groups = msgs.filter(pick).str.extract_groups(VERSION_RE).struct.unnest()
     in_msg = rows.select("line").hstack([col.gather(at) for col in groups.iter_columns()])
     ver = pl.concat([whole, in_msg]) if in_msg.height else whole
@@ -851,7 +857,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         else pl.concat([coll.get_column("track"), inits.select(TRACK).to_series(), inst.select(TRACK).to_series()])
     )
     ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
-    topo, _ = _picked(p, msgs.str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search per message
+    topo, _ = _picked(p, msgs.str.contains("^(?:Channel |Ring |Tree)"), "line", "hid", "msg")  # one anchored search
     topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
     topology: dict[str, int] = {}  # listed after the COLL lines' reason
     links, nch = _comm_links(topo, comms, topology)
