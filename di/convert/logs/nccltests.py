@@ -147,7 +147,7 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     t = pl.col("text")
     # one anchored search picks the header and footer lines (``#``) and the number-led ones, the few lines the rest
     # reads (two passes over every line cost about twice as much)
-    picked = lines.filter(t.str.contains(r"^(?:#|\s*[\d.])"))
+    picked = lines[["line", "text"]].filter(t.str.contains(r"^(?:#|\s*[\d.])"))
     hashed = picked.select(t.str.starts_with("#")).to_series()
     heads = picked.filter(hashed)  # the header and footer lines
     # the lines that name a test, its average or the version: the regexes below see these few
@@ -212,9 +212,9 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         )
     samples = _samples(g, list(cols))
     ranks = (
-        heads.filter(t.str.starts_with("#  Rank"))
-        .select(t)
-        .filter(t.is_first_distinct())  # every test prints the list again
+        heads.select(t)
+        .filter(t.is_first_distinct())  # every test prints the list again: the few distinct lines are searched
+        .filter(t.str.starts_with("#  Rank"))
         .select(t.str.extract_groups(RANK_RE).alias("g"))
         .unnest("g")
         .drop_nulls("rank")
