@@ -264,9 +264,9 @@ def _dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
     and, per id, the first row of its code (ascending): a binary search of each row's code in the sorted distinct
     ones, no join and no sort of the rows."""
     firsts = codes.is_first_distinct().arg_true()
-    distinct = codes.gather(firsts)
+    distinct = codes[firsts]
     order = distinct.arg_sort()  # the distinct codes' ids in the codes' order
-    ids = order.gather(distinct.gather(order).search_sorted(codes, side="left")).cast(pl.UInt32).rename("kid")
+    ids = order[distinct[order].search_sorted(codes, side="left")].cast(pl.UInt32).rename("kid")
     return ids, firsts
 
 
@@ -304,17 +304,17 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     if not firsts.is_sorted():
         order = firsts.arg_sort()
         renumber = pl.zeros(len(order), pl.UInt32, eager=True).scatter(order, pl.int_range(len(order), eager=True))
-        ids, firsts = renumber.gather(ids), firsts.gather(order)
-    return p.hstack([ids.rename("mid")]), msg.gather(firsts)
+        ids, firsts = renumber[ids], firsts[order]
+    return p.hstack([ids.rename("mid")]), msg[firsts]
 
 
 def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFrame, pl.Series]:
     """The lines of ``p`` (with ``mid``; only its ``columns`` and ``mid`` where given) whose distinct message ``pick``
     (one bool per message) picks, and for each the row of its message among the picked ones (``msgs.filter(pick)``)."""
     mid = p.get_column("mid")
-    rows = (p[[*columns, "mid"]] if columns else p).filter(pick.gather(mid))
+    rows = (p[[*columns, "mid"]] if columns else p).filter(pick[mid])
     slot = pick.cast(pl.UInt32).cum_sum() - 1  # a picked message's row among the picked ones
-    return rows, slot.gather(rows.get_column("mid"))
+    return rows, slot[rows.get_column("mid")]
 
 
 def _matching(p: pl.DataFrame, msgs: pl.Series, pick: pl.Series, pattern: str, required: str) -> pl.DataFrame:
@@ -322,7 +322,7 @@ def _matching(p: pl.DataFrame, msgs: pl.Series, pick: pl.Series, pattern: str, r
     where ``required`` did not match dropped. The regex runs once per distinct message."""
     rows, at = _picked(p, pick)
     groups = msgs.filter(pick).str.extract_groups(pattern).struct.unnest()
-    return rows.hstack([col.gather(at) for col in groups.iter_columns()]).drop_nulls(required)
+    return rows.hstack([col[at] for col in groups.iter_columns()]).drop_nulls(required)
 
 
 def _comms(
@@ -465,9 +465,9 @@ def _tunings(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFr
     # the regex runs once per distinct message (one per collective size); a message it does not match is no TUNING line
     algos = msgs.filter(pick).str.extract_groups(TUNE_RE).struct.unnest()
     matched = algos.get_column("algo").is_not_null()
-    tune = (matched.cast(pl.UInt32).cum_sum() - 1).gather(at)  # the message's row among the matched ones
+    tune = (matched.cast(pl.UInt32).cum_sum() - 1)[at]  # the message's row among the matched ones
     algos = algos.filter(matched)[["algo", "proto"]]
-    kept = matched.gather(at)
+    kept = matched[at]
     t = rows.select("line", "hid", tune.alias("tune")).filter(kept)
     if not t.height:
         return none, algos
@@ -500,17 +500,17 @@ def _collectives(
     words, fields = _coll_by_tokens(msgs.filter(pick).to_frame())
     # a line without its name, count or datatype is dropped, counted with those of an unknown layout
     fields_ok = fields.select(pl.all_horizontal(pl.col("count", "dt", "comm").is_not_null())).to_series()
-    ok = words.get_column("opname").is_not_null() & fields_ok.gather(words.get_column("fid"))
+    ok = words.get_column("opname").is_not_null() & fields_ok[words.get_column("fid")]
     # the op of each distinct name (a few), not a lower-casing of each line's
     ops = {name: OPS.get(name.lower(), "other") for name in words.filter(ok).get_column("opname").unique().to_list()}
     words = words.with_columns(pl.col("opname").replace_strict(ops, default=None, return_dtype=pl.String).alias("op"))
     # one search of the kept messages' opCounts joined (a few bytes each), not one per line
     raw_opcount = words.filter(ok).get_column("opcount")
     escape = raw_opcount.has_nulls() or raw_opcount.str.join("").str.contains(JSON_ESCAPED).any()
-    keep = ok.gather(at)
+    keep = ok[at]
     at = at.filter(keep)
     c = rows.filter(keep)[["line", "hid"]].hstack(
-        [words.get_column(name).gather(at) for name in ("opname", "opcount", "fid", "op")]
+        [words.get_column(name)[at] for name in ("opname", "opcount", "fid", "op")]
     )
     c = c.hstack([heads.get_column("thread")[c.get_column("hid")]])
     tune, algos = _tunings(p, msgs, heads, c)
@@ -757,7 +757,7 @@ def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataF
     """``NCCL WARN`` lines and errors as instant events (``heads`` with their ``rank``)."""
     warned = heads.get_column("level") == "WARN"  # per head (row hid), and per distinct message: one search each
     errors = msgs.str.contains(ERROR_RE)
-    warn = p.filter(warned.gather(p.get_column("hid")) | errors.gather(p.get_column("mid")))
+    warn = p.filter(warned[p.get_column("hid")] | errors[p.get_column("mid")])
     warn = _with_heads(warn, heads, "rank")
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
@@ -773,7 +773,7 @@ def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads:
     An NCCL line whose head holds no ``CCL version `` is searched in its message, once per distinct message: there
     the match is the line's (none can span the ``NCCL LEVEL`` between, which holds no ``CCL version`` and ends in
     whitespace, or begin in a head, which ends in ``]`` or a digit). The other lines are searched whole."""
-    dirty = heads.get_column("head_version").gather(p.get_column("hid"))
+    dirty = heads.get_column("head_version")[p.get_column("hid")]
     if dirty.any():
         p = p.filter(~dirty)
     in_messages = pl.zeros(lines.height, pl.Boolean, eager=True).scatter(p.get_column("line"), True)
@@ -787,7 +787,7 @@ def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads:
     pick = msgs.str.contains("CCL version ", literal=True)
     rows, at = _picked(p, pick, "line")
     groups = msgs.filter(pick).str.extract_groups(VERSION_RE).struct.unnest()
-    in_msg = rows.select("line").hstack([col.gather(at) for col in groups.iter_columns()])
+    in_msg = rows.select("line").hstack([col[at] for col in groups.iter_columns()])
     ver = pl.concat([whole, in_msg]) if in_msg.height else whole
     if whole.height and in_msg.height:
         ver = ver.sort("line")
