@@ -383,6 +383,7 @@ REPEATED = NEW + NEW.replace("opCount 0", "opCount 1") + NEW
     "source",
     [
         "repeated",
+        "twice:nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log",
         "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log",
         "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log",
         "nccl/nccltests_allreduce_nccl2.27.7_a100x2_nvlink_fault.log",
@@ -391,17 +392,29 @@ REPEATED = NEW + NEW.replace("opCount 0", "opCount 1") + NEW
 def test_messages_parsed_once_per_distinct_message_give_what_each_line_gives(
     source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each message kind searched and parsed once per distinct message and gathered back by message id gives the
-    events, tables, drops and info of every line parsed on its own."""
+    """Repeated lines cut once per distinct text, and each message kind searched and parsed once per distinct
+    message, gathered back by text and message id, give the events, tables, drops and info of every line cut and
+    parsed on its own."""
     from di.convert.logs import nccl
     from di.convert.logs.text import read_lines
 
-    path = write(tmp_path, "r.log", REPEATED) if source == "repeated" else need(source)
+    if source == "repeated":
+        path = write(tmp_path, "r.log", REPEATED)
+    elif source.startswith("twice:"):  # a run of the same calls again: every line twice
+        path = write(tmp_path, "r.log", need(source.removeprefix("twice:")).read_text() * 2)
+    else:
+        path = need(source)
     lines = read_lines(path).lines
     p, msgs = nccl._message_ids(nccl._prefixed(lines)[0])
     assert msgs.len() < p.height, "the log repeats messages"
+    # a real log alone has about half its lines distinct: each is cut on its own
+    assert ("lid" in p.columns) == (source == "repeated" or source.startswith("twice:"))
+    if "lid" in p.columns:
+        assert p.get_column("lid").n_unique() < p.height, "lines cut once per distinct text"
     got = nccl.parse_nccl(lines)
     monkeypatch.setattr(nccl, "_message_ids", _line_messages)
+    monkeypatch.setattr(nccl, "_repeated_lines", lambda text: None)
+    assert "lid" not in nccl._prefixed(lines)[0].columns
     want = nccl.parse_nccl(lines)
     assert got.events.equals(want.events) and got.events.height
     assert got.tables.keys() == want.tables.keys()

@@ -180,7 +180,12 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     Each part gathers the head columns of the few lines it reads (:func:`_with_heads`): the lines' filters move four
     columns, not ten."""
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
-    found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
+    rows = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
+    # where whole lines repeat (a loop's calls and their TUNING lines, with no timestamp and opCount 0 or reused
+    # buffers), the head and message of each distinct line are cut and read once (``lid``: the line's text id)
+    repeated = _repeated_lines(rows.get_column("text"))
+    lid = None if repeated is None else repeated[0]
+    found = rows if repeated is None else rows[["text", "pos"]][repeated[1]]
     # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong); the head
     # and level of a line are read from its key: keys repeat (one per thread and level, or per timestamp), so the cut
     # in two, the regex, host fix-up and casts run once per distinct key
@@ -238,15 +243,39 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     hid = pl.repeat(None, len(firsts), dtype=pl.UInt32, eager=True)
     hid = hid.scatter(heads.get_column("kid"), heads.get_column("hid"))[kid].rename("hid")
     skip = (7 + heads.get_column("level").str.len_bytes())[hid]
-    found = found.hstack([hid, skip.alias("skip")])
-    if hid.has_nulls():
-        found = found.filter(pl.col("hid").is_not_null())
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
-    p = found.select(
-        "line", "prefix_rank", "hid", raw.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String).alias("msg")
-    )
+    msg = found.hstack([skip.alias("skip")]).select(raw.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String))
+    cols = [hid, msg.to_series().alias("msg")]
+    if lid is not None:
+        cols = [col[lid] for col in cols] + [lid]
+    p = rows[["line", "prefix_rank"]].hstack(cols)
+    if hid.has_nulls():
+        p = p.filter(pl.col("hid").is_not_null())
     return p, heads.drop("kid")
+
+
+REPEATED_LINES = 0.5
+"""Lines are read once per distinct text where at most this share of a sample of the NCCL lines is distinct."""
+REPEAT_SAMPLE = 16384
+"""Lines of that sample, evenly spread over the file (a file of more distinct lines is not hashed whole for nothing)."""
+
+
+def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
+    """Each line's text id (``lid``, :func:`_dense_ids`) and the first line of each, where the lines repeat
+    (:data:`REPEATED_LINES`); None where they do not, or two texts share a hash (then each line is read on its
+    own)."""
+    if not text.len():
+        return None
+    sample = text.gather_every(max(1, text.len() // REPEAT_SAMPLE))
+    if sample.n_unique() > REPEATED_LINES * sample.len():
+        return None
+    codes = text.hash()
+    first = codes.is_first_distinct()
+    ids, firsts = _dense_ids(codes, first)
+    if not text[firsts[ids]].eq_missing(text).all():
+        return None
+    return ids.rename("lid"), firsts
 
 
 def _distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -259,15 +288,17 @@ def _distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     return _distinct_ids_by_join(values)
 
 
-def _dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
+def _dense_ids(codes: pl.Series, first: pl.Series | None = None) -> tuple[pl.Series, pl.Series]:
     """Each row's id among the distinct integer ``codes`` (0 to their count - 1, in the order of their first rows)
-    and, per id, the first row of its code (ascending): a binary search of each row's code in the sorted distinct
-    ones, no join and no sort of the rows."""
-    firsts = codes.is_first_distinct().arg_true()
-    distinct = codes[firsts]
-    order = distinct.arg_sort()  # the distinct codes' ids in the codes' order
-    ids = order[distinct[order].search_sorted(codes, side="left")].cast(pl.UInt32).rename("kid")
-    return ids, firsts
+    and, per id, the first row of its code (ascending): one join of the rows' codes to the distinct ones, no sort
+    (a rank, or a binary search in the sorted distinct codes, costs more where they are many). ``first``:
+    ``codes.is_first_distinct()``, when known."""
+    firsts = (codes.is_first_distinct() if first is None else first).arg_true()
+    distinct = pl.DataFrame(
+        [codes[firsts].alias("code"), pl.int_range(len(firsts), dtype=pl.UInt32, eager=True).alias("kid")]
+    )
+    ids = codes.alias("code").to_frame().join(distinct, on="code", how="left", maintain_order="left")
+    return ids.get_column("kid"), firsts
 
 
 def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
@@ -298,7 +329,18 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     the opCount is 0, NCCL 2.26+, and the buffers are reused): every search and parse of a message kind runs once per
     distinct message, and the lines take the result by ``mid``."""
     msg = p.get_column("msg")
-    ids, firsts = _distinct_ids(msg)
+    if (
+        "lid" in p.columns and p.height
+    ):  # lines read once per distinct text (:func:`_prefixed`): their messages are searched
+        lid = p.get_column("lid")
+        lfirst = lid.is_first_distinct().arg_true()
+        slot = pl.zeros(lid.max() + 1, pl.UInt32, eager=True).scatter(
+            lid[lfirst], pl.int_range(len(lfirst), eager=True)
+        )
+        ids, firsts = _distinct_ids(msg[lfirst])
+        ids, firsts = ids[slot[lid]], lfirst[firsts]
+    else:
+        ids, firsts = _distinct_ids(msg)
     # where the hashes told them apart, ids go in order of first line: the distinct messages lie in the order of the
     # text (the searches over them run several times faster than over messages in hash order)
     if not firsts.is_sorted():
