@@ -375,15 +375,15 @@ def _line_messages(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     return p.hstack([pl.int_range(p.height, dtype=pl.UInt32, eager=True).alias("mid")]), p.get_column("msg")
 
 
-REPEATED = NEW + NEW.replace("opCount 0", "opCount 1") + NEW
-"""The new log's messages repeated (a second run of the same calls, then the same again): every kind of line twice."""
+REPEATED = NEW + NEW.replace("opCount 0", "opCount 1") + NEW * 3
+"""The new log's messages repeated (a second run of the same calls, then the first again and again)."""
 
 
 @pytest.mark.parametrize(
     "source",
     [
         "repeated",
-        "twice:nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log",
+        "thrice:nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log",
         "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log",
         "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log",
         "nccl/nccltests_allreduce_nccl2.27.7_a100x2_nvlink_fault.log",
@@ -400,15 +400,15 @@ def test_messages_parsed_once_per_distinct_message_give_what_each_line_gives(
 
     if source == "repeated":
         path = write(tmp_path, "r.log", REPEATED)
-    elif source.startswith("twice:"):  # a run of the same calls again: every line twice
-        path = write(tmp_path, "r.log", need(source.removeprefix("twice:")).read_text() * 2)
+    elif source.startswith("thrice:"):  # the same calls run again and again: every line three times
+        path = write(tmp_path, "r.log", need(source.removeprefix("thrice:")).read_text() * 3)
     else:
         path = need(source)
     lines = read_lines(path).lines
     p, msgs = nccl._message_ids(nccl._prefixed(lines)[0])
     assert msgs.len() < p.height, "the log repeats messages"
     # a real log alone has about half its lines distinct: each is cut on its own
-    assert ("lid" in p.columns) == (source == "repeated" or source.startswith("twice:"))
+    assert ("lid" in p.columns) == (source == "repeated" or source.startswith("thrice:"))
     if "lid" in p.columns:
         assert p.get_column("lid").n_unique() < p.height, "lines cut once per distinct text"
     got = nccl.parse_nccl(lines)

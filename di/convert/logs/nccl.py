@@ -255,7 +255,7 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return p, heads.drop("kid")
 
 
-REPEATED_LINES = 0.5
+REPEATED_LINES = 0.3
 """Lines are read once per distinct text where at most this share of a sample of the NCCL lines is distinct."""
 REPEAT_SAMPLE = 16384
 """Lines of that sample, evenly spread over the file (a file of more distinct lines is not hashed whole for nothing)."""
