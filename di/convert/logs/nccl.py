@@ -174,8 +174,8 @@ def _with_heads(df: pl.DataFrame, heads: pl.DataFrame, *extra: str) -> pl.DataFr
 
 
 def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``) and their distinct
-    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS`, ``thread``, one id per host, pid and tid, and
+    """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``, and ``lid``, the
+    line's text id, where the lines repeat: :func:`_repeated_lines`) and their distinct heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS`, ``thread``, one id per host, pid and tid, and
     ``gpu``, one per host, pid and device).
     Each part gathers the head columns of the few lines it reads (:func:`_with_heads`): the lines' filters move four
     columns, not ten."""
@@ -329,9 +329,8 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     the opCount is 0, NCCL 2.26+, and the buffers are reused): every search and parse of a message kind runs once per
     distinct message, and the lines take the result by ``mid``."""
     msg = p.get_column("msg")
-    if (
-        "lid" in p.columns and p.height
-    ):  # lines read once per distinct text (:func:`_prefixed`): their messages are searched
+    # lines read once per distinct text (:func:`_prefixed`): the messages of those texts are told apart
+    if "lid" in p.columns and p.height:
         lid = p.get_column("lid")
         lfirst = lid.is_first_distinct().arg_true()
         slot = pl.zeros(lid.max() + 1, pl.UInt32, eager=True).scatter(
