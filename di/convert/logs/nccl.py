@@ -175,8 +175,9 @@ def _with_heads(df: pl.DataFrame, heads: pl.DataFrame, *extra: str) -> pl.DataFr
 
 def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``, and ``lid``, the
-    line's text id, where the lines repeat: :func:`_repeated_lines`) and their distinct heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS`, ``thread``, one id per host, pid and tid, and
-    ``gpu``, one per host, pid and device).
+    line's text id, where the lines repeat: :func:`_repeated_lines`) and their distinct heads (row ``hid`` of the
+    second table: :data:`HEAD_COLUMNS`, ``thread``, one id per host, pid and tid, and ``gpu``, one per host, pid and
+    device).
     Each part gathers the head columns of the few lines it reads (:func:`_with_heads`): the lines' filters move four
     columns, not ten."""
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
