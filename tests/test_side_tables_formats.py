@@ -121,19 +121,20 @@ def test_a_damaged_table_in_chrome_json_is_dropped_with_its_count(logs_job: di.T
 def test_damaged_io_file_properties_in_otf2_are_dropped_with_their_count(logs_job: di.Trace, tmp_path: Path) -> None:
     """A rank that is no integer (an archive another tool wrote): the table is left out and said."""
     from di.convert.otf2.iofiles import read_io_files, type_code
+    from di.convert.otf2.stringdefs import StringDefs
 
     i64 = type_code("INT64")
     got = read_io_files(
         [(0, 1, i64, 5), (0, 2, i64, 7)],
         {0: "/a"},
-        {1: "io_files:POSIX:x0:opens", 2: "io_files:POSIX:0:opens"},
+        StringDefs.of({1: "io_files:POSIX:x0:opens", 2: "io_files:POSIX:0:opens"}),
         said := [],
     )
     assert got is None and len(said) == 1 and "2 rows dropped" in said[0]
     files = read_io_files(
         [(0, 2, i64, 7), (0, 3, i64, 2**64 - 1), (0, 4, i64, 2**64 - 3)],
         {0: "/a"},
-        {2: "io_files::0:opens", 3: "other", 4: "io_files::0:extra"},
+        StringDefs.of({2: "io_files::0:opens", 3: "other", 4: "io_files::0:extra"}),
         [],
     )
     assert files.select("module", "rank", "file", "opens", "extra").rows() == [(None, 0, "/a", 7, -3)]

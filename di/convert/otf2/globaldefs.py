@@ -15,6 +15,8 @@ import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from di.convert.otf2 import clib
 from di.convert.otf2.stringdefs import StringBuffer, StringDefs, string_callback
 
@@ -170,9 +172,30 @@ def _raise(code: int, what: str) -> None:
         raise RuntimeError(f"could not {what}: {clib.error_text(code)}")
 
 
+_NAMED = {
+    "SystemTreeNode": (1, 2),
+    "LocationGroup": (1,),
+    "Location": (1,),
+    "Region": (1, 3),
+    "Group": (1,),
+    "Comm": (1,),
+    "Attribute": (1,),
+    "RmaWin": (1,),
+    "Parameter": (1,),
+    "MetricMember": (1, 8),
+    "IoParadigm": (1,),
+    "IoRegularFile": (1,),
+    "IoDirectory": (1,),
+    "IoHandle": (1,),
+}
+"""The fields of each definition that are string refs (names, descriptions, units), by position."""
+
+
 def _tables(raw: dict[str, list[tuple[Any, ...]]], strings: StringDefs) -> GlobalDefs:
     out = GlobalDefs(strings=strings)
-    s = out.strings.get
+    named = [r[i] for record, fields in _NAMED.items() for r in raw[record] for i in fields]
+    refs = np.unique(np.array(named, np.int64))  # resolved in one gather, not one lookup each
+    s = dict(zip(refs.tolist(), strings.gather(refs).to_list())).get
     if raw["ClockProperties"]:
         out.clock = tuple(int(x) for x in raw["ClockProperties"][-1])  # type: ignore[assignment]
     out.nodes = {ref: (s(name), s(cls), parent) for ref, name, cls, parent in raw["SystemTreeNode"]}
