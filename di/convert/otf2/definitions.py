@@ -22,11 +22,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from di.convert.otf2.categories import parse_description, region_cat
 from di.convert.otf2.globaldefs import GlobalDefs, enum_name
-from di.convert.otf2.stringdefs import StringDefs
+
+if TYPE_CHECKING:  # the String cfunc compiles on import: the writers that import this module do not need it
+    from di.convert.otf2.stringdefs import StringDefs
 
 _DEVICE_STREAM = re.compile(r"\[(\d+):(\d+)\]")
 _RANK_NAME = re.compile(r"MPI Rank (\d+)")

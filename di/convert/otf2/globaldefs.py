@@ -13,15 +13,23 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from di.convert.otf2 import clib
-from di.convert.otf2.stringdefs import StringBuffer, StringDefs, string_callback
+
+if TYPE_CHECKING:  # the String cfunc compiles on import: only reading needs it, not the writer's enum names
+    from di.convert.otf2.stringdefs import StringDefs
 
 _c = ctypes
 _u8, _u32, _u64, _i64, _p = _c.c_uint8, _c.c_uint32, _c.c_uint64, _c.c_int64, _c.c_void_p
+
+
+def _no_strings() -> StringDefs:
+    from di.convert.otf2.stringdefs import StringDefs
+
+    return StringDefs.of({})
 
 
 @dataclass
@@ -29,7 +37,7 @@ class GlobalDefs:
     """Global definitions by ref, in file order; every name is a str (None where the ref is undefined)."""
 
     clock: tuple[int, int, int, int] = (1, 0, 0, clib.UNDEFINED_UINT64)  # resolution, global offset, length, realtime
-    strings: StringDefs = field(default_factory=lambda: StringDefs.of({}))
+    strings: StringDefs = field(default_factory=_no_strings)
     nodes: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, class name, parent ref
     location_groups: dict[int, tuple[Any, ...]] = field(
         default_factory=dict
@@ -118,6 +126,8 @@ def read_global_definitions(handle: int, text_bytes: int) -> GlobalDefs:
     Raises:
         RuntimeError: the library reports an error (the caller names the archive).
     """
+    from di.convert.otf2.stringdefs import StringBuffer
+
     lib = clib.library()
     count = _c.c_uint64(0)
     lib.OTF2_Reader_GetNumberOfGlobalDefinitions.argtypes = [_p, _c.POINTER(_c.c_uint64)]
@@ -130,8 +140,11 @@ def read_global_definitions(handle: int, text_bytes: int) -> GlobalDefs:
     return _tables(raw, strings.table())
 
 
-def _read(lib: Any, handle: int, strings: StringBuffer) -> dict[str, list[tuple[Any, ...]]]:
-    """One pass over the global definitions: every record but String as tuples, String into ``strings``."""
+def _read(lib: Any, handle: int, strings: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """One pass over the global definitions: every record but String as tuples, String into ``strings`` (a
+    :class:`~di.convert.otf2.stringdefs.StringBuffer`)."""
+    from di.convert.otf2.stringdefs import string_callback
+
     raw: dict[str, list[tuple[Any, ...]]] = {}
     keep = []  # the ctypes callbacks must outlive the read
     lib.OTF2_GlobalDefReaderCallbacks_New.restype = _p

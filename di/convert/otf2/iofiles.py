@@ -20,14 +20,16 @@ set of properties that does not make a valid table is dropped whole and said, wi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 from numba import njit
 
 from di.convert.otf2.clib import ccall as clib_call
-from di.convert.otf2.stringdefs import StringDefs
+
+if TYPE_CHECKING:  # the String cfunc compiles on import: the writers that import this module do not need it
+    from di.convert.otf2.stringdefs import StringDefs
 
 PREFIX = "io_files:"
 """Start of the name of every property di writes for io_files."""

@@ -28,7 +28,7 @@ of every member (:func:`di.merge.assign_instances`).
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -47,8 +47,10 @@ from di.convert.otf2.records import (
 )
 from di.convert.otf2.categories import COLLECTIVE_OPS
 from di.convert.otf2.recordrows import RecordRows
-from di.convert.otf2.stringdefs import StringDefs
 from di.merge import assign_instances
+
+if TYPE_CHECKING:  # the String cfunc compiles on import: the writers that import this module do not need it
+    from di.convert.otf2.stringdefs import StringDefs
 
 UNMATCHED_SENDS = "MPI sends without a matching receive (kept as events, no message row)"
 UNMATCHED_RECEIVES = "MPI receives without a matching send (kept as events, no message row)"

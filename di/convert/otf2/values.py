@@ -8,11 +8,15 @@ the reference types (STRING, REGION, LOCATION, ...) hold a definition id.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import orjson
 import polars as pl
 
-from di.convert.otf2.stringdefs import StringDefs
+if TYPE_CHECKING:  # the String cfunc compiles on import: the writers that import this module do not need it
+    from di.convert.otf2.stringdefs import StringDefs
+
 
 TYPE_UINT8, TYPE_UINT16, TYPE_UINT32, TYPE_UINT64 = 1, 2, 3, 4
 TYPE_INT8, TYPE_INT16, TYPE_INT32, TYPE_INT64 = 5, 6, 7, 8
