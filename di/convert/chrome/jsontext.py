@@ -76,12 +76,17 @@ _BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 def end_string(buf, i, n):
     """i is just after the opening quote; returns the index of the closing quote or ``TRUNCATED``.
 
-    Eight bytes per step while no byte is a quote or a backslash, then byte by byte."""
+    Eight bytes per step: the word holding the closing quote gives its place (the lowest
+    flagged byte is exact), unless a backslash comes first; then byte by byte."""
     while i + 8 <= n:
         w = load_u64(buf, i)
         q = w ^ _QUOTES
         b = w ^ _BACKSLASHES
-        if ((q - _ONES) & ~q & _HIGHS) | ((b - _ONES) & ~b & _HIGHS):
+        qm = (q - _ONES) & ~q & _HIGHS
+        bm = (b - _ONES) & ~b & _HIGHS
+        if qm | bm:
+            if qm and (bm == 0 or trailing_zeros(qm) < trailing_zeros(bm)):
+                return i + (trailing_zeros(qm) >> 3)
             break
         i += 8
     while i < n:
