@@ -331,7 +331,7 @@ def _scan(text: bytes, capacity: int | None = None):
     cols = S.alloc_columns(text.count(b"{") + 1 if capacity is None else capacity)
     abuf = np.empty(len(text) + 8, dtype=np.uint8)
     top = np.empty((8, 4), dtype=np.int64)
-    got = S.scan(buf, cols, *new_table(), abuf, top, np.zeros(1, dtype=np.int64))
+    got = S.scan(buf, cols, *new_table(), abuf, top, np.zeros(2, dtype=np.int64))
     return got, S.columns(got.cols, got.events), bytes(abuf[: got.args_bytes]), top
 
 

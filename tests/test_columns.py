@@ -45,3 +45,23 @@ def test_match_rows_finds_the_first_equal_table_column_or_minus_one() -> None:
     table = np.array([[1, 2, 1, 3], [10, 20, 10, 30]], dtype=np.int64)
     queries = np.array([[1, 3, 2, 4], [10, 30, 21, 40]], dtype=np.int64)
     assert match_rows(table, queries).tolist() == [0, 3, -1, -1]
+
+
+def test_launch_flows_not_known_equals_a_lookup_of_the_pairs() -> None:
+    """``kineto._not_known`` (by destination, pairs looked up only where several known flows with
+    different sources enter one event) against the lookup of every (src, dst) pair."""
+    import polars as pl
+
+    from di.convert.chrome.kineto import _not_known
+
+    rng = np.random.default_rng(3)
+    n_events = 50
+    for several in (False, True):
+        kd = rng.permutation(n_events)[:30] if not several else rng.integers(0, n_events, 60)
+        ks = rng.integers(0, n_events, kd.size)
+        known = pl.DataFrame({"src": ks, "dst": kd}, schema={"src": pl.Int64, "dst": pl.Int64})
+        src = np.concatenate([ks[::2], rng.integers(0, n_events, 40)])
+        dst = np.concatenate([kd[::2], rng.integers(0, n_events, 40)])
+        want = match_rows(np.stack([ks, kd]), np.stack([src, dst])) < 0
+        got = _not_known(known, src, dst, n_events)
+        assert np.array_equal(got, want) and (~got).sum() >= ks[::2].size

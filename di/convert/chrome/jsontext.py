@@ -7,8 +7,10 @@ or bad syntax (``BAD_SYNTAX``) where a function says so.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
 from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
 from di.convert.bytewords import load_u64, store_u64
 
@@ -55,15 +57,49 @@ BYTE_CLASS = _byte_classes()
 """The class (``C_*``) of each byte."""
 
 
-@njit(cache=True, _nrt=False)
-def skip_ws(buf, i, n):
-    while i < n:
-        c = buf[i]
-        if c == SPACE or c == LF or c == CR or c == TAB:
-            i += 1
-        else:
-            break
-    return i
+@intrinsic
+def skip_ws(typingctx, buf, i, n):
+    """The index of the first byte at or after i that is not JSON whitespace (n if none; i itself when
+    it is negative).
+
+    An intrinsic: its few LLVM instructions are written into each caller, where a numba function
+    of its own cost every cold start 0.2 CPU-s of compiling (numba's fixed cost per function)
+    and each call site a call; only numba code can call it."""
+    if not (
+        isinstance(buf, types.Array)
+        and buf.dtype == types.uint8
+        and isinstance(i, types.Integer)
+        and isinstance(n, types.Integer)
+    ):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        start = context.cast(builder, args[1], sig.args[1], types.int64)
+        end = context.cast(builder, args[2], sig.args[2], types.int64)
+        entry = builder.block
+        head = builder.append_basic_block("ws.head")
+        body = builder.append_basic_block("ws.body")
+        step = builder.append_basic_block("ws.step")
+        done = builder.append_basic_block("ws.done")
+        builder.branch(head)
+        builder.position_at_end(head)
+        at = builder.phi(ir.IntType(64))
+        at.add_incoming(start, entry)
+        builder.cbranch(builder.icmp_unsigned("<", at, end), body, done)  # unsigned: a negative i stops here
+        builder.position_at_end(body)
+        c = builder.load(builder.gep(data, [at]))
+        ws = builder.icmp_unsigned("==", c, ir.Constant(ir.IntType(8), ord(" ")))
+        for other in "\t\n\r":
+            ws = builder.or_(ws, builder.icmp_unsigned("==", c, ir.Constant(ir.IntType(8), ord(other))))
+        builder.cbranch(ws, step, done)
+        builder.position_at_end(step)
+        at.add_incoming(builder.add(at, ir.Constant(ir.IntType(64), 1)), step)
+        builder.branch(head)
+        builder.position_at_end(done)
+        return context.cast(builder, at, types.int64, sig.return_type)
+
+    return types.int64(buf, i, n), codegen
 
 
 _ONES = np.uint64(0x0101010101010101)

@@ -243,8 +243,8 @@ def _on_epoch(raw: Raw, base_ns: int) -> bool:
     """True when the timestamps are Unix-epoch based (a base, or values beyond 10**18 ns)."""
     if base_ns > 0:
         return True
-    ts = raw.cols["ts"][(raw.cols["flags"] & S.F_TS) != 0]
-    return bool(ts.size and int(ts.max()) > 10**18)
+    ts = raw.cols["ts"]
+    return bool(ts.size and int(ts.max(where=(raw.cols["flags"] & S.F_TS) != 0, initial=0)) > 10**18)
 
 
 def _meta(
