@@ -270,8 +270,12 @@ def _set_huge_pages(enabled: bool) -> bool:
     return bool(_set_madvise_hugepage(enabled))
 
 
+SMALL_PAGES_MIN_BYTES = 16 << 20
+"""Files (as stored: gzip counts compressed) from this size are read in small pages (:func:`small_pages`)."""
+
+
 @contextmanager
-def small_pages() -> Iterator[None]:
+def small_pages(file_bytes: int) -> Iterator[None]:
     """numpy's arrays in ordinary 4 KiB pages while a file is read, instead of the transparent
     huge pages numpy asks for (``madvise``) on arrays of 4 MB and more.
 
@@ -280,10 +284,13 @@ def small_pages() -> Iterator[None]:
     2 MB at each first touch, and must find (or compact) 2 MB of free memory; a VM whose host
     takes back the guest's free memory makes it worse. On this project's VM a 256 MB array cost
     1.4-2.2 CPU-s of system time in huge pages and 0.11-0.16 s in small ones; a 1.2 M-event
-    Kineto load, 3.6-4.4 s against 0.35-0.43 s. numpy's setting is global: the first reader
-    in turns it off, the last one out restores it; an explicit ``NUMPY_MADVISE_HUGEPAGE``
-    in the environment is left alone."""
-    if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
+    Kineto load, 3.6-4.4 s against 0.35-0.43 s. Huge pages the process has just freed come
+    back cheap, though, and a small file's few MB cost more in small pages (faulted 4 KiB at a
+    time: a 69 k-event trace loaded again and again in one process paid 5-8 ms more of its
+    45 ms), so only files of ``file_bytes`` >= :data:`SMALL_PAGES_MIN_BYTES` change it.
+    numpy's setting is global: the first reader in turns it off, the last one out restores
+    it; an explicit ``NUMPY_MADVISE_HUGEPAGE`` in the environment is left alone."""
+    if file_bytes < SMALL_PAGES_MIN_BYTES or "NUMPY_MADVISE_HUGEPAGE" in os.environ:
         yield
         return
     with _PAGES_LOCK:

@@ -164,8 +164,13 @@ def read_chrome(
         FormatError: the file is not a readable trace (see :func:`decode`).
         InputTooLargeError: the file is (or decompresses to) more than ``max_input_bytes``.
     """
-    with small_pages():  # see there: on this project's VM it is most of the system time saved
-        return _read(Path(path), rank, rank_source, source, max_input_bytes)
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError:  # decode says what is wrong with it
+        size = 0
+    with small_pages(size):  # see there: on this project's VM it is most of the system time saved
+        return _read(path, rank, rank_source, source, max_input_bytes)
 
 
 def _read(path: Path, rank: int | None, rank_source: str, source: int, max_input_bytes: int | None) -> Trace:
