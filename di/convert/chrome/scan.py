@@ -160,6 +160,9 @@ _EVENT_KEYS = {
 }
 """The event keys the scanner reads (each of at most eight bytes) and what it does with their values."""
 _KEY_MULT = np.uint64(0xBCFBB050ACAB1A6B)
+_MEMO_SHIFT = np.uint64(58)
+"""The memo of short symbols has 64 slots (the top six bits of a multiplicative hash)."""
+_ZERO, _ONE = np.uint64(0), np.uint64(1)
 _KEY_SHIFT = np.uint64(59)
 """A perfect hash of the keys' words into 32 slots: ``(word * _KEY_MULT) >> _KEY_SHIFT`` (wrapping)."""
 
@@ -185,7 +188,7 @@ T_LEN, T_ACTION, T_NEEDS, T_ROW8, T_ROW32, T_ROW64, T_FLAG, T_STATUS = range(8)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
+def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, memo):
     """Events of the array whose '[' (or, resuming, the ',' before the next event) is at
     buf[i], into rows k... of the columns ``c`` and abuf[o:]; returns (next index, n events,
     error, error offset, args bytes used).
@@ -195,7 +198,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
     event's '{' and keeps the rows before it. ``E_ROWS``: the columns are full; the next
     index is where to resume with bigger ones. ``progress[0]`` is set to the byte offset
     reached every 65,536 events; the kernel runs without the GIL so that another thread
-    can watch it. ``progress[1]`` counts the ``di_flow`` members."""
+    can watch it. ``progress[1]`` counts the ``di_flow`` members. ``memo`` (:func:`new_memo`) holds
+    the symbol ids of texts of at most 16 bytes interned by this scan."""
     w8, w32, w64 = c
     n = buf.size
     cap = w8.shape[1]
@@ -268,10 +272,28 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     if j < 0:
                         err = E_TRUNCATED
                         break
-                    sid = intern(buf, i + 1, j, slots, starts, ends, count)
+                    # a text of at most 16 bytes is its length and two words: found in the memo of
+                    # those seen (most names and categories) without a call to intern
+                    L = j - i - 1
+                    memoable = L <= 16 and i + 9 <= n
+                    sid = FULL
+                    a = b = slot = _ZERO
+                    if memoable:
+                        a = load_u64(buf, i + 1) & _BYTE_MASKS[L if L < 8 else 8]
+                        b = load_u64(buf, j - 8) if L > 8 else _ZERO
+                        slot = ((a ^ (b << _ONE) ^ np.uint64(L)) * _KEY_MULT) >> _MEMO_SHIFT
+                        if memo[slot, 0] == a and memo[slot, 1] == b and memo[slot, 2] == np.uint64(L):
+                            sid = np.int64(memo[slot, 3])
                     if sid == FULL:
-                        err = E_FULL
-                        break
+                        sid = intern(buf, i + 1, j, slots, starts, ends, count)
+                        if sid == FULL:
+                            err = E_FULL
+                            break
+                        if memoable:
+                            memo[slot, 0] = a
+                            memo[slot, 1] = b
+                            memo[slot, 2] = np.uint64(L)
+                            memo[slot, 3] = np.uint64(sid)
                     w32[_KEY_TABLE[t, T_ROW32], k] = sid
                     i = j + 1
                 elif act == G_NUMBER:
@@ -600,7 +622,7 @@ def scan(
     if i >= n:
         return Scanned(0, E_NOT_TRACE, 0, False, 0, 0, c)
     if buf[i] == OPEN_ARRAY:
-        _, nev, err, where, used, c = _events(buf, i, c, slots, starts, ends, count, abuf, progress)
+        _, nev, err, where, used, c = _events(buf, i, c, slots, starts, ends, count, abuf, progress, new_memo())
         # the array format may end without its ']' (Trace Event Format spec): truncated
         # at the end, not inside an event (there ``where`` is the event's '{')
         if err == E_TRUNCATED and where >= n:
@@ -611,7 +633,7 @@ def scan(
     i, err, ntop, events_at = _members(buf, i + 1, False, True, top, 0)
     if events_at < 0:
         return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0, c)
-    i, nev, err, where, used, c = _events(buf, events_at, c, slots, starts, ends, count, abuf, progress)
+    i, nev, err, where, used, c = _events(buf, events_at, c, slots, starts, ends, count, abuf, progress, new_memo())
     if err != E_NONE:
         return Scanned(nev, err, where, False, ntop, used, c)
     i, err, ntop, _ = _members(buf, i, True, False, top, ntop)
@@ -628,12 +650,13 @@ def _events(
     count: np.ndarray,
     abuf: np.ndarray,
     progress: np.ndarray,
+    memo: np.ndarray,
 ) -> tuple[int, int, int, int, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """:func:`_scan_array` from the '[' at i, resumed in columns twice as big (or as
     big as the bytes scanned so far predict) each time they fill up."""
     k = o = 0
     while True:
-        i, k, err, where, o = _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress)
+        i, k, err, where, o = _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, memo)
         if err != E_ROWS:
             return i, k, err, where, o, c
         grown = alloc_columns(max(2 * k, int(k * 1.25 * buf.size / max(where, 1))) + 1)
@@ -641,6 +664,12 @@ def _events(
             filled = min(k + 1, old.shape[1])
             new[:, :filled] = old[:, :filled]
         c = grown
+
+
+def new_memo() -> np.ndarray:
+    """An empty memo of short symbols for one scan (its ids are those of that scan's table):
+    per slot the text's first word, its last (or its length), its length and its id."""
+    return np.full((64, 4), np.iinfo(np.uint64).max, dtype=np.uint64)
 
 
 def capacity_guess(size: int) -> int:
