@@ -23,7 +23,7 @@ cold start pays for each (typing, LLVM, the cache entry a warm start loads).
 So the per-event parser is written out in :func:`_scan_array` itself (not an
 ``inline="always"`` helper, whose IR numba copies: that cost 0.7 s of compile)
 and the pid/tid/id values and the args copy with it; what stays a function is
-shared by several callers (``_head``, :mod:`jsontext`,
+shared by several callers (:mod:`jsontext`,
 :func:`di.convert.symbols.intern`, :func:`di.convert.chrome.numbers.parse_number`).
 Numba's passes cost per branch (each ``if`` is a typed ``bool`` call, a block,
 SSA and liveness work), so the event keys are found by a perfect hash into one
@@ -62,6 +62,7 @@ from di.convert.chrome.jsontext import (
     copy_string,
     copy_value,
     end_string,
+    head_word,
     skip_value,
     skip_ws,
 )
@@ -113,7 +114,7 @@ _US_TO_NS = np.int64(3)
 
 
 def _word(text: bytes) -> np.uint64:
-    """Up to eight ASCII bytes as the little-endian word :func:`_head` loads."""
+    """Up to eight ASCII bytes as the little-endian word :func:`~di.convert.chrome.jsontext.head_word` loads."""
     return np.uint64(int.from_bytes(text[:8], "little"))
 
 
@@ -123,19 +124,6 @@ _BYTES = _word(b"bytes")
 # a 15-byte args key: the words of its first and last eight bytes
 _COLL, _COLL_TAIL = _word(b"Collective name"), _word(b"Collective name"[7:])
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
-
-
-@njit(cache=True, _nrt=False)
-def _head(buf, s, e, n):
-    """The first min(e - s, 8) bytes of buf[s:e] as a little-endian word, zero above:
-    equal to :func:`_word` of a key of at most eight bytes exactly when the bytes are."""
-    L = e - s if e - s < 8 else 8
-    if s + 8 <= n:
-        return load_u64(buf, s) & _BYTE_MASKS[L]
-    w = np.uint64(0)
-    for j in range(L):
-        w |= np.uint64(buf[s + j]) << np.uint64(8 * j)
-    return w
 
 
 # What the scanner does with an event member's value, by its key (G_SKIP: skipped).
@@ -251,7 +239,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                 # the key's slot in the tables (a perfect hash of its word), its action
                 # G_SKIP unless the key and the value's first byte are those it reads
                 L = ke - ks
-                w = _head(buf, ks, ke, n)
+                w = head_word(buf, ks, ke, n)
                 t = (w * _KEY_MULT) >> _KEY_SHIFT
                 act = G_SKIP
                 if _KEY_WORDS[t] == w and _KEY_TABLE[t, T_LEN] == L:
@@ -389,8 +377,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                             L = ke - ks
                             lift = 0
                             if L == 15 or L == 11 or L == 5:
-                                hw = _head(buf, ks, ke, n)
-                                tw = _head(buf, ke - 8, ke, n)
+                                hw = head_word(buf, ks, ke, n)
+                                tw = head_word(buf, ke - 8, ke, n)
                                 if L == 15 and hw == _COLL and tw == _COLL_TAIL:
                                     flags |= F_COLL
                                 elif L == 11 and hw == _CORR and tw == _CORR_TAIL:
