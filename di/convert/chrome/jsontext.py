@@ -190,45 +190,6 @@ def end_string(buf, i, n):
 
 
 @njit(cache=True, _nrt=False)
-def skip_value(buf, i, n):
-    """Index just after the JSON value starting at i, ``TRUNCATED`` or ``BAD_SYNTAX``."""
-    depth = 0
-    while i < n:
-        c = BYTE_CLASS[buf[i]]
-        if c == C_QUOTE:
-            j = end_string(buf, i + 1, n)
-            if j < 0:
-                return TRUNCATED
-            i = j + 1
-        elif c == C_OPEN:
-            depth += 1
-            i += 1
-            continue
-        elif c == C_CLOSE:
-            depth -= 1
-            if depth < 0:
-                return BAD_SYNTAX
-            i += 1
-        elif c >= C_SPACE:  # whitespace, ',' or ':'
-            if depth == 0:
-                return BAD_SYNTAX
-            i += 1
-            continue
-        else:
-            # number or literal: letters, digits, signs, dots
-            start = i
-            while i < n and BYTE_CLASS[buf[i]] == C_WORD:
-                i += 1
-            if i == start:
-                return BAD_SYNTAX
-            if i >= n and depth == 0:
-                return TRUNCATED
-        if depth == 0:
-            return i
-    return TRUNCATED
-
-
-@njit(cache=True, _nrt=False)
 def copy_string(buf, i, n, out, o):
     """Copy the JSON string whose opening quote is at buf[i] to out[o:], quotes
     included; returns (index of its closing quote or ``TRUNCATED``, new o).
@@ -271,28 +232,32 @@ def copy_string(buf, i, n, out, o):
 
 
 @njit(cache=True, _nrt=False)
-def copy_value(buf, i, n, out, o):
+def copy_value(buf, i, n, out, o, copy):
     """Copy the JSON value at i (an object, an array, a literal) to out[o:] without the
     whitespace outside its strings; returns (index just after it, ``TRUNCATED`` or
-    ``BAD_SYNTAX``, new o).
+    ``BAD_SYNTAX``, new o). With ``copy`` False nothing is written: it only finds where the
+    value ends (what a separate ``skip_value`` did, whose compile every cold start paid).
 
-    One pass that both finds the value's end, exactly as :func:`skip_value` does (the
-    same errors at the same bytes), and copies it; strings go eight bytes per step
-    (:func:`copy_string`)."""
+    One pass that both checks and copies the value; strings go eight bytes per step
+    (:func:`copy_string`, or :func:`end_string` when not copying)."""
     depth = 0
     while i < n:
         c = buf[i]
         k = BYTE_CLASS[c]
         if k == C_QUOTE:
-            j, o = copy_string(buf, i, n, out, o)
+            if copy:
+                j, o = copy_string(buf, i, n, out, o)
+            else:
+                j = end_string(buf, i + 1, n)
             if j < 0:
                 return TRUNCATED, o
             i = j + 1
         elif k == C_OPEN or k == C_PUNCT:
             if k == C_PUNCT and depth == 0:
                 return BAD_SYNTAX, o
-            out[o] = c
-            o += 1
+            if copy:
+                out[o] = c
+                o += 1
             depth += k == C_OPEN
             i += 1
             continue
@@ -300,8 +265,9 @@ def copy_value(buf, i, n, out, o):
             depth -= 1
             if depth < 0:
                 return BAD_SYNTAX, o
-            out[o] = c
-            o += 1
+            if copy:
+                out[o] = c
+                o += 1
             i += 1
         elif k == C_SPACE:
             if depth == 0:
@@ -311,8 +277,9 @@ def copy_value(buf, i, n, out, o):
         else:
             start = i
             while i < n and BYTE_CLASS[buf[i]] == C_WORD:
-                out[o] = buf[i]
-                o += 1
+                if copy:
+                    out[o] = buf[i]
+                    o += 1
                 i += 1
             if i == start:
                 return BAD_SYNTAX, o
@@ -321,3 +288,9 @@ def copy_value(buf, i, n, out, o):
         if depth == 0:
             return i, o
     return TRUNCATED, o
+
+
+COPY, SKIP = np.bool_(True), np.bool_(False)
+"""The ``copy`` argument of :func:`copy_value`, typed (one compiled version for both)."""
+NO_OUT = np.zeros(1, dtype=np.uint8)
+"""The ``out`` of :func:`copy_value` calls from Python that only skip a value."""

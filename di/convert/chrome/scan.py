@@ -60,10 +60,12 @@ from di.convert.chrome.jsontext import (
     TRUNCATED,
     NUMBER_BYTES,
     copy_string,
+    COPY,
+    SKIP,
+    NO_OUT,
     copy_value,
     end_string,
     head_word,
-    skip_value,
     skip_ws,
 )
 from di.convert.chrome.numbers import parse_number
@@ -293,7 +295,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                     else:
                         if status == ST_OK:
                             status = ST_OVERFLOW if st == 3 else _KEY_TABLE[t, T_STATUS]
-                        i = skip_value(buf, i, n)
+                        i = copy_value(buf, i, n, abuf, o, SKIP)[0]
                 elif act == G_POLY:
                     # a polymorphic value: an int64, else its text as a symbol
                     kind = K_NONE
@@ -315,7 +317,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                             kind = K_INT
                             i = e
                         else:
-                            e = skip_value(buf, i, n)
+                            e = copy_value(buf, i, n, abuf, o, SKIP)[0]
                             if e >= 0 and number:
                                 # beyond int64 (or not an integer): keep its text as a symbol
                                 v = intern(buf, i, e, slots, starts, ends, count)
@@ -328,14 +330,14 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                     w64[_KEY_TABLE[t, T_ROW64], k] = v
                 elif act == G_DIFLOW:
                     progress[1] += 1
-                    e = skip_value(buf, i, n)
+                    e = copy_value(buf, i, n, abuf, o, SKIP)[0]
                     w64[I_XS, k] = i
                     w64[I_XE, k] = e
                     i = e
                 elif act == G_FLOW:
                     if v0 == TRUE_START:
                         flags |= _KEY_TABLE[t, T_FLAG]
-                    i = skip_value(buf, i, n)
+                    i = copy_value(buf, i, n, abuf, o, SKIP)[0]
                 elif act == G_ARGS:
                     # args: copied to abuf minified, 'correlation' and 'bytes' lifted
                     abuf[o] = OPEN_OBJECT
@@ -399,7 +401,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                                         w64[I_BYTES if lift == F_BYTES else I_CORR, k] = v
                                         flags |= lift
                                     else:
-                                        e = skip_value(buf, i, n)  # beyond int64: kept as written
+                                        e = copy_value(buf, i, n, abuf, o, SKIP)[0]  # beyond int64: kept as written
                                         if e < 0:
                                             err = -e
                                             break
@@ -412,7 +414,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                                         break
                                 o = copy_bytes(abuf, o, buf, i, e)
                             else:  # an object, an array or a literal
-                                e, o = copy_value(buf, i, n, abuf, o)
+                                e, o = copy_value(buf, i, n, abuf, o, COPY)
                                 if e < 0:
                                     err = -e
                                     break
@@ -436,7 +438,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                             break
                     flags |= F_ARGS
                 else:
-                    i = skip_value(buf, i, n)
+                    i = copy_value(buf, i, n, abuf, o, SKIP)[0]
                 if i < 0:
                     err = -i
                     break
@@ -549,7 +551,7 @@ def _members(
             break
         if find_events and buf[i] == OPEN_ARRAY and ke - ks == len(_EVENTS_KEY) and bytes(buf[ks:ke]) == _EVENTS_KEY:
             return i, E_NONE, ntop, i
-        e = skip_value(buf, i, n)
+        e = int(copy_value(buf, i, n, NO_OUT, 0, SKIP)[0])
         if e < 0:
             return i, -e, ntop, -1
         if ntop < top.shape[0]:
