@@ -18,6 +18,10 @@ from di.convert.chrome.jsontext import SKIP, copy_value, end_string
 from di.convert.columns import utf8_buffers
 
 
+_AT_START = np.int64(0)
+"""The ``o`` of :func:`copy_value` calls that write nothing (typed: a literal 0 compiles a version of its own)."""
+
+
 @njit(cache=True, _nrt=False)
 def _end_string(data, i, end):
     """Index of the closing quote of the string whose opening quote is at i - 1 (``end`` if none)."""
@@ -29,7 +33,7 @@ def _end_string(data, i, end):
 def _skip(data, i, end, scratch):
     """Index after the (minified) JSON value starting at i (``end`` if it does not end); ``scratch``:
     the writable ``out`` :func:`copy_value` takes (nothing is written)."""
-    j = copy_value(data, i, end, scratch, 0, SKIP)[0]
+    j = copy_value(data, i, end, scratch, _AT_START, SKIP)[0]
     return end if j < 0 else j
 
 
