@@ -17,7 +17,9 @@ small run), with ``POLARS_MAX_THREADS`` and ``NUMBA_NUM_THREADS`` set to
 CPU second and the peak RSS of the step over the RSS before it, of the run
 with the least CPU time and the median, for
 ``di.load`` of the JSON, ``di.save`` to ``.di``, OTF2 and Perfetto, and
-``di.load`` of the ``.di`` store. ``load_json`` is the first call of the
+``di.load`` of what each save wrote (``load_di``, ``load_otf2``: an archive of
+2,107 regions with a string attribute per event, ``load_pftrace``), each read
+once untimed in the same process before the timed read. ``load_json`` is the first call of the
 process, so it includes importing polars and numba and loading the kernels
 from numba's cache (about 0.6 CPU-s here); ``load_json_warm`` loads the small
 warm-up file first in the same process, so it times the reading alone. The input's event count, distinct names
@@ -70,7 +72,7 @@ with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # the peak RSS restarts from the current RSS: each step's own peak, not the load's before it
 base, base_kb = resource.getrusage(resource.RUSAGE_SELF), peak_kb()
 t = time.perf_counter()
-if what in ("load_json", "load_json_warm", "load_di"):
+if what.startswith("load"):
     trace = di.load(src)
 else:
     di.save(trace, dst, force=True)
@@ -214,7 +216,14 @@ def run_step(what: str, src: Path, dst: Path, threads: int, provision_mb: int = 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-STEPS = ("load_json", "load_json_warm", "save_di", "load_di", "save_otf2", "save_pftrace")
+STEPS = ("load_json", "load_json_warm", "save_di", "load_di", "save_otf2", "load_otf2", "save_pftrace", "load_pftrace")
+READS = {
+    "load_di": ("save_di", "x.di"),
+    "load_otf2": ("save_otf2", "x.otf2"),
+    "load_pftrace": ("save_pftrace", "x.pftrace"),
+}
+"""Steps that read what a save step wrote: the real-shaped trace as a .di store, an OTF2 archive with 2,107
+regions and a string attribute per event, and a Perfetto trace with an args text per event."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
             run_step(
                 what, small, where / (dst or "none"), args.threads
             )  # fills numba's cache: the figures below are warm
+            if dst:
+                run_step("load_" + dst.split(".")[-1], where / dst, where / "none", args.threads)
         import di
 
         trace = di.load(src)
@@ -271,11 +282,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{'step':<14}{'cpu s':>8}{'user':>7}{'sys':>7}{'M ev/cpu-s':>12}{'median':>8}{'peak MB':>9}{'peak/input':>11}"
             f"{'write floor s':>14}"
         )
-        if "load_di" in steps and "save_di" not in steps and not (where / "x.di").exists():
-            steps.insert(steps.index("load_di"), "save_di")
+        for read, (save, out) in READS.items():
+            if read in steps and save not in steps and not (where / out).exists():
+                steps.insert(steps.index(read), save)
         for what in steps:
             dst = {"save_di": "x.di", "save_otf2": "x.otf2", "save_pftrace": "x.pftrace"}.get(what)
-            source = where / "x.di" if what == "load_di" else src
+            source = where / READS[what][1] if what in READS else src
             runs = [
                 run_step(what, source, where / (dst or "none"), args.threads, args.provision)
                 for _ in range(args.repeat)

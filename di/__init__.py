@@ -85,8 +85,10 @@ def load(path_or_paths: Any, **opts: Any) -> Trace:
             ingested first, :mod:`di.capture.recover`) and cannot be ingested now.
     """
     from di.convert.registry import load_paths
+    from di.process import small_pages
 
-    return load_paths(path_or_paths, **opts)
+    with small_pages():
+        return load_paths(path_or_paths, **opts)
 
 
 def save(trace: Trace, path: Any, *, to: str | None = None, force: bool = False) -> None:
@@ -102,8 +104,10 @@ def save(trace: Trace, path: Any, *, to: str | None = None, force: bool = False)
         OSError: the file system refused (full disk, permission, read-only).
     """
     from di.convert.registry import save_path
+    from di.process import small_pages
 
-    save_path(trace, path, to=to, force=force)
+    with small_pages():
+        save_path(trace, path, to=to, force=force)
 
 
 def scan(path: Any) -> dict[str, pl.LazyFrame]:
@@ -126,8 +130,10 @@ def analyze(trace: Trace, *, window: Any = None, per_step: bool = False, **opts:
         :class:`di.engine.Analysis` whose fields are polars DataFrames (int64 ns).
     """
     from di.engine import analyze as run
+    from di.process import small_pages
 
-    return run(trace, window=window, per_step=per_step, **opts)
+    with small_pages():
+        return run(trace, window=window, per_step=per_step, **opts)
 
 
 def __getattr__(name: str) -> Any:

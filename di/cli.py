@@ -866,7 +866,8 @@ def main(argv: list[str] | None = None) -> int:
     collector = process.space_full_collections()
     process.map_large_blocks()
     try:
-        code = _run(argv)
+        with process.small_pages():
+            code = _run(argv)
     finally:
         gc.set_threshold(*collector)
     if program:

@@ -452,8 +452,10 @@ NCCL_KINDS = {
 @needs_data
 @pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
 def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
-    """NCCL's per-kind regexes, run once per distinct message and joined back, find what they find line by line."""
-    p, _ = nccl._prefixed(read_lines(path).lines)
+    """NCCL's per-kind searches and regexes, run once per distinct message and gathered back, find what they find
+    line by line."""
+    p, msgs = nccl._message_ids(nccl._prefixed(read_lines(path).lines)[0])
+    assert msgs.n_unique() == msgs.len() and msgs.gather(p.get_column("mid")).equals(p.get_column("msg"))
     for which, pattern, required in NCCL_KINDS.values():
         per_line = (
             p.filter(which)
@@ -461,7 +463,8 @@ def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
             .unnest("g")
             .drop_nulls(required)
         )
-        assert nccl._matching(p, which, pattern, required).equals(per_line)
+        pick = msgs.to_frame().select(which).to_series()
+        assert nccl._matching(p, msgs, pick, pattern, required).equals(per_line)
 
 
 COLL_ODD = [

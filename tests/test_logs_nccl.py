@@ -368,3 +368,93 @@ def test_a_head_whose_numbers_overflow_is_no_nccl_head_and_its_line_is_counted(t
     # the first line is claimed as a version line (it names one); the next two are nobody's
     assert src["dropped"]["unknown lines (no log family understood them)"] == 2
     assert trace.collectives.height == 1 and trace.comms.get_column("pid").to_list() == [10]
+
+
+def _line_messages(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """Every line its own message (what :func:`nccl._message_ids` gives where no two messages are equal)."""
+    return p.hstack([pl.int_range(p.height, dtype=pl.UInt32, eager=True).alias("mid")]), p.get_column("msg")
+
+
+REPEATED = NEW + NEW.replace("opCount 0", "opCount 1") + NEW * 3
+"""The new log's messages repeated (a second run of the same calls, then the first again and again)."""
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "repeated",
+        "thrice:nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log",
+        "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log",
+        "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log",
+        "nccl/nccltests_allreduce_nccl2.27.7_a100x2_nvlink_fault.log",
+    ],
+)
+def test_messages_parsed_once_per_distinct_message_give_what_each_line_gives(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repeated lines cut once per distinct text, and each message kind searched and parsed once per distinct
+    message, gathered back by text and message id, give the events, tables, drops and info of every line cut and
+    parsed on its own."""
+    from di.convert.logs import nccl
+    from di.convert.logs.text import read_lines
+
+    if source == "repeated":
+        path = write(tmp_path, "r.log", REPEATED)
+    elif source.startswith("thrice:"):  # the same calls run again and again: every line three times
+        path = write(tmp_path, "r.log", need(source.removeprefix("thrice:")).read_text() * 3)
+    else:
+        path = need(source)
+    lines = read_lines(path).lines
+    p, msgs = nccl._message_ids(nccl._prefixed(lines)[0])
+    assert msgs.len() < p.height, "the log repeats messages"
+    # a real log alone has about half its lines distinct: each is cut on its own
+    assert ("lid" in p.columns) == (source == "repeated" or source.startswith("thrice:"))
+    if "lid" in p.columns:
+        assert p.get_column("lid").n_unique() < p.height, "lines cut once per distinct text"
+    got = nccl.parse_nccl(lines)
+    monkeypatch.setattr(nccl, "_message_ids", _line_messages)
+    monkeypatch.setattr(nccl, "_repeated_lines", lambda text: None)
+    assert "lid" not in nccl._prefixed(lines)[0].columns
+    want = nccl.parse_nccl(lines)
+    assert got.events.equals(want.events) and got.events.height
+    assert got.tables.keys() == want.tables.keys()
+    assert all(got.tables[name].equals(want.tables[name]) for name in want.tables)
+    assert (got.dropped, got.info, got.epoch) == (want.dropped, want.info, want.epoch)
+    assert got.claimed.sort().equals(want.claimed.sort())
+
+
+VERSIONS = [
+    "hosta:1:1 [0] NCCL INFO NCCL version 2.27.7+cuda12.9",
+    "hosta:1:1 [0] NCCL INFO RCCL version 2.18.3-dev NCCL version 2.1.1",
+    "xNCCL version 9.9.9 hosta:1:2 [0] NCCL INFO NCCL version 2.27.7",
+    "xNCCL version 9.9.9 hosta:1:2 [0] NCCL INFO a message without one",
+    "Using NCCL version 2.10.3 (torch's print, no NCCL prefix)",
+    "hosta:1:1 [0] NCCL INFO NCCL version x.y",
+    "hosta:1:1 [0] NCCL WARN\tNCCL version 2.3.4",
+    "bad head NCCL INFO NCCL version 2.5.6",
+    "hosta:1:1 [0] NCCL INFO NCCL version 2.27.7+cuda12.9",
+]
+
+
+@pytest.mark.parametrize("source", ["hand-built", "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log"])
+def test_version_lines_searched_in_messages_are_those_of_the_whole_lines(source: str, tmp_path: Path) -> None:
+    """``NCCL version`` found in an NCCL line's message (once per distinct message) or, where the head holds one or
+    the line has no NCCL head, in the whole line: the lines and versions of a search of every whole line."""
+    from di.convert.logs import nccl
+    from di.convert.logs.text import read_lines
+
+    path = write(tmp_path, "v.log", "\n".join(VERSIONS) + "\n") if source == "hand-built" else need(source)
+    lines = read_lines(path).lines
+    p, heads = nccl._prefixed(lines)
+    p, msgs = nccl._message_ids(p)
+    want = (
+        lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
+        .select("line", pl.col("text").str.extract_groups(nccl.VERSION_RE).alias("g"))
+        .unnest("g")
+        .filter(pl.col("1").is_not_null() | pl.col("2").is_not_null())
+    )
+    got = nccl._version_lines(lines, p, msgs, heads)
+    assert got.equals(want) and got.height
+    if source == "hand-built":
+        assert got.get_column("line").to_list() == [0, 1, 2, 3, 4, 6, 7, 8]
+        assert got.get_column("1").to_list()[2:4] == ["9.9.9", "9.9.9"]

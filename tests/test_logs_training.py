@@ -223,3 +223,23 @@ def test_rank_tags_kinds_and_repeated_pairs(tmp_path: Path) -> None:
         ("lr", 3, [0, 2], [0.5, 0.5]),
         ("lr", 7, [1], [0.5]),
     ]
+
+
+@pytest.mark.parametrize("name", ["deepspeed_chat_sft_opt1.3b_2023.log", "deepspeed_dpo_ds0.16.2_8gpu_2025.log"])
+def test_real_deepspeed_timer_values_equal_the_lines(name: str) -> None:
+    """Each pair reads its own value, though pairs are cut once per distinct text (thousands of distinct numbers
+    here): every timer line's CurrSamplesPerSec, RunningAvgSamplesPerSec and MemAllocated, as a plain regex reads
+    them, is a sample of its series, no more, no less."""
+    import re
+
+    path = need(f"training/{name}")
+    text = path.read_text(errors="replace")
+    s = series(di.load(path))
+    for key, name_ in (
+        ("CurrSamplesPerSec", "samples_per_s"),
+        ("RunningAvgSamplesPerSec", "samples_per_s_avg"),
+        ("MemAllocated", "memory_allocated"),
+    ):
+        want = [float(v) for v in re.findall(rf"\b{key}=([-+\d.eE]+)", text)]
+        assert len(want) > 40
+        assert sorted(s[name_][1]) == sorted(want), key

@@ -157,14 +157,25 @@ def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count:
 
 def _utf8(data: np.ndarray, offsets: np.ndarray) -> bool:
     """True when every text ``data[offsets[i]:offsets[i + 1]]`` is valid UTF-8: all of them
-    together are and none starts inside a character (so none ends inside one but the last)."""
-    if not (data >= 0x80).any():
+    together are and none starts inside a character (so none ends inside one but the last).
+
+    Read in 8 MB pieces (ASCII pieces only compared), so a buffer of hundreds of MB costs no copy of itself."""
+    import codecs
+
+    chunk = 1 << 23
+    pieces = range(0, data.size, chunk)
+    if all(int(data[at : at + chunk].max()) < 0x80 for at in pieces):
         return True
     starts = offsets[:-1][offsets[1:] > offsets[:-1]]
     if ((data[starts] & 0xC0) == 0x80).any():
         return False
+    decoder = codecs.getincrementaldecoder("utf-8")()
     try:
-        data.tobytes().decode("utf-8")
+        for at in pieces:
+            part = data[at : at + chunk]
+            if decoder.getstate()[0] or int(part.max()) >= 0x80:
+                decoder.decode(memoryview(part))
+        decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         return False
     return True
@@ -174,6 +185,10 @@ def _decoded(data: np.ndarray, offsets: np.ndarray) -> pl.Series:
     """The texts decoded with U+FFFD for bytes that are not UTF-8 (damaged input only)."""
     raw = data.tobytes()
     return pl.Series("sym", [raw[s:e].decode("utf-8", "replace") for s, e in zip(offsets[:-1], offsets[1:])])
+
+
+valid_utf8 = _utf8
+decoded_texts = _decoded
 
 
 def _unescape(b: bytes) -> str:

@@ -243,7 +243,10 @@ def _sorted_samples(samples: pl.DataFrame) -> pl.DataFrame:
 def keep_counted(df: pl.DataFrame, keep: pl.Expr, dropped: dict[str, int], reason: str) -> pl.DataFrame:
     """The rows of ``df`` where ``keep`` holds (a null does not); how many others there were is added to
     ``dropped[reason]`` (a parser's rows that a garbled line would have made wrong, or stopped the load)."""
-    kept = df.filter(keep)
+    mask = df.select(keep).to_series()
+    if mask.sum() == df.height:  # all kept (most frames): no copy of every column
+        return df
+    kept = df.filter(mask)
     if kept.height < df.height:
         dropped[reason] = dropped.get(reason, 0) + df.height - kept.height
     return kept

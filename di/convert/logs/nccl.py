@@ -39,7 +39,6 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.text import by_distinct
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -175,13 +174,19 @@ def _with_heads(df: pl.DataFrame, heads: pl.DataFrame, *extra: str) -> pl.DataFr
 
 
 def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``) and their distinct
-    heads (row ``hid`` of the second table: :data:`HEAD_COLUMNS`, ``thread``, one id per host, pid and tid, and
-    ``gpu``, one per host, pid and device).
+    """The NCCL lines (``line``, ``prefix_rank``, ``hid``, ``msg``: the text after ``NCCL LEVEL``, and ``lid``, the
+    line's text id, where the lines repeat: :func:`_repeated_lines`) and their distinct heads (row ``hid`` of the
+    second table: :data:`HEAD_COLUMNS`, ``thread``, one id per host, pid and tid, and ``gpu``, one per host, pid and
+    device).
     Each part gathers the head columns of the few lines it reads (:func:`_with_heads`): the lines' filters move four
     columns, not ten."""
     pos = pl.col("text").str.find(" NCCL ", literal=True)  # a byte offset
-    found = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
+    rows = lines.select("line", "prefix_rank", "text", pos.alias("pos")).filter(pl.col("pos").is_not_null())
+    # where whole lines repeat (a loop's calls and their TUNING lines, with no timestamp and opCount 0 or reused
+    # buffers), the head and message of each distinct line are cut and read once (``lid``: the line's text id)
+    repeated = _repeated_lines(rows.get_column("text"))
+    lid = None if repeated is None else repeated[0]
+    found = rows if repeated is None else rows[["text", "pos"]][repeated[1]]
     # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong); the head
     # and level of a line are read from its key: keys repeat (one per thread and level, or per timestamp), so the cut
     # in two, the regex, host fix-up and casts run once per distinct key
@@ -225,6 +230,7 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         _ts_ns("ts").alias("ts_ns"),
         (pl.col("ms").cast(pl.Float64) * 1e6).round().cast(pl.Int64, strict=False).alias("ms_ns"),
         pl.col("ms").is_not_null().alias("has_ms"),
+        pl.col("head").str.contains("CCL version ", literal=True).alias("head_version"),
     )
     # a pid, tid or device past int64, or a TRACE time past int64 ns, is no NCCL head (it stopped the load): its lines
     # are left to the unknown ones
@@ -238,15 +244,39 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     hid = pl.repeat(None, len(firsts), dtype=pl.UInt32, eager=True)
     hid = hid.scatter(heads.get_column("kid"), heads.get_column("hid"))[kid].rename("hid")
     skip = (7 + heads.get_column("level").str.len_bytes())[hid]
-    found = found.hstack([hid, skip.alias("skip")])
-    if hid.has_nulls():
-        found = found.filter(pl.col("hid").is_not_null())
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
-    p = found.select(
-        "line", "prefix_rank", "hid", raw.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String).alias("msg")
-    )
+    msg = found.hstack([skip.alias("skip")]).select(raw.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String))
+    cols = [hid, msg.to_series().alias("msg")]
+    if lid is not None:
+        cols = [col[lid] for col in cols] + [lid]
+    p = rows[["line", "prefix_rank"]].hstack(cols)
+    if hid.has_nulls():
+        p = p.filter(pl.col("hid").is_not_null())
     return p, heads.drop("kid")
+
+
+REPEATED_LINES = 0.3
+"""Lines are read once per distinct text where at most this share of a sample of the NCCL lines is distinct."""
+REPEAT_SAMPLE = 16384
+"""Lines of that sample, evenly spread over the file (a file of more distinct lines is not hashed whole for nothing)."""
+
+
+def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
+    """Each line's text id (``lid``, :func:`_dense_ids`) and the first line of each, where the lines repeat
+    (:data:`REPEATED_LINES`); None where they do not, or two texts share a hash (then each line is read on its
+    own)."""
+    if not text.len():
+        return None
+    sample = text.gather_every(max(1, text.len() // REPEAT_SAMPLE))
+    if sample.hash().n_unique() > REPEATED_LINES * sample.len():  # equal texts, equal hashes
+        return None
+    codes = text.hash()
+    first = codes.is_first_distinct()
+    ids, firsts = _dense_ids(codes, first)
+    if not text[firsts[ids]].eq_missing(text).all():
+        return None
+    return ids.rename("lid"), firsts
 
 
 def _distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -259,12 +289,17 @@ def _distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     return _distinct_ids_by_join(values)
 
 
-def _dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """Each row's id among the distinct integer ``codes`` (0 to their count - 1, in the codes' order) and, per id,
-    the first row of its code: a rank (integer sort), no join."""
-    ids = (codes.rank("dense") - 1).cast(pl.UInt32).rename("kid")
-    firsts = ids.arg_unique()  # in the order rows first show an id
-    return ids, firsts[ids[firsts].arg_sort()]
+def _dense_ids(codes: pl.Series, first: pl.Series | None = None) -> tuple[pl.Series, pl.Series]:
+    """Each row's id among the distinct integer ``codes`` (0 to their count - 1, in the order of their first rows)
+    and, per id, the first row of its code (ascending): one join of the rows' codes to the distinct ones, no sort
+    (a rank, or a binary search in the sorted distinct codes, costs more where they are many). ``first``:
+    ``codes.is_first_distinct()``, when known."""
+    firsts = (codes.is_first_distinct() if first is None else first).arg_true()
+    distinct = pl.DataFrame(
+        [codes[firsts].alias("code"), pl.int_range(len(firsts), dtype=pl.UInt32, eager=True).alias("kid")]
+    )
+    ids = codes.alias("code").to_frame().join(distinct, on="code", how="left", maintain_order="left")
+    return ids.get_column("kid"), firsts
 
 
 def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
@@ -288,17 +323,56 @@ def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     return ids.get_column("kid"), firsts.get_column("row")
 
 
-def _matching(p: pl.DataFrame, which: pl.Expr, pattern: str, required: str) -> pl.DataFrame:
-    """The lines ``which`` picks, with ``pattern``'s named groups as columns; those where ``required`` did not match dropped."""
-    # messages repeat (an Init line per rank and communicator): the regex runs once per distinct message
-    groups = lambda d: d.with_columns(pl.col("msg").str.extract_groups(pattern).alias("g"))  # noqa: E731
-    return by_distinct(p.filter(which), "msg", groups).unnest("g").drop_nulls(required)
+def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """``p`` (:func:`_prefixed`'s lines) with ``mid``, the id of its message, and the distinct messages (row ``mid``).
+
+    Messages repeat (each rank prints the same topology and TUNING lines; a COLL line repeats its call's words where
+    the opCount is 0, NCCL 2.26+, and the buffers are reused): every search and parse of a message kind runs once per
+    distinct message, and the lines take the result by ``mid``."""
+    msg = p.get_column("msg")
+    # lines read once per distinct text (:func:`_prefixed`): the messages of those texts are told apart
+    if "lid" in p.columns and p.height:
+        lid = p.get_column("lid")
+        lfirst = lid.is_first_distinct().arg_true()
+        slot = pl.zeros(lid.max() + 1, pl.UInt32, eager=True).scatter(
+            lid[lfirst], pl.int_range(len(lfirst), eager=True)
+        )
+        ids, firsts = _distinct_ids(msg[lfirst])
+        ids, firsts = ids[slot[lid]], lfirst[firsts]
+    else:
+        ids, firsts = _distinct_ids(msg)
+    # where the hashes told them apart, ids go in order of first line: the distinct messages lie in the order of the
+    # text (the searches over them run several times faster than over messages in hash order)
+    if not firsts.is_sorted():
+        order = firsts.arg_sort()
+        renumber = pl.zeros(len(order), pl.UInt32, eager=True).scatter(order, pl.int_range(len(order), eager=True))
+        ids, firsts = renumber[ids], firsts[order]
+    return p.hstack([ids.rename("mid")]), msg[firsts]
 
 
-def _comms(p: pl.DataFrame, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]) -> pl.DataFrame:
+def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFrame, pl.Series]:
+    """The lines of ``p`` (with ``mid``; only its ``columns`` and ``mid`` where given) whose distinct message ``pick``
+    (one bool per message) picks, and for each the row of its message among the picked ones (``msgs.filter(pick)``)."""
+    mid = p.get_column("mid")
+    rows = (p[[*columns, "mid"]] if columns else p).filter(pick[mid])
+    slot = pick.cast(pl.UInt32).cum_sum() - 1  # a picked message's row among the picked ones
+    return rows, slot[rows.get_column("mid")]
+
+
+def _matching(p: pl.DataFrame, msgs: pl.Series, pick: pl.Series, pattern: str, required: str) -> pl.DataFrame:
+    """The lines whose message ``pick`` picks (see :func:`_picked`), with ``pattern``'s named groups as columns; those
+    where ``required`` did not match dropped. The regex runs once per distinct message."""
+    rows, at = _picked(p, pick)
+    groups = msgs.filter(pick).str.extract_groups(pattern).struct.unnest()
+    return rows.hstack([col[at] for col in groups.iter_columns()]).drop_nulls(required)
+
+
+def _comms(
+    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]
+) -> pl.DataFrame:
     """One row per communicator init line (the last state of each (host, pid, comm)); an init line whose rank,
     nranks or cudaDev is beyond int64 is counted in ``dropped`` and left out."""
-    init = _matching(p, pl.col("msg").str.contains("Init ", literal=True), INIT_RE, "comm")
+    init = _matching(p, msgs, msgs.str.contains("Init ", literal=True), INIT_RE, "comm")
     numbers = ("crank", "nranks", "cudadev")
     init = _with_heads(init, heads, "gpu")
     fits = pl.all_horizontal(
@@ -423,23 +497,22 @@ JSON_ESCAPED = r'[\x00-\x1f"\\]'
 """Characters a JSON string escapes (polars' ``json_encode`` escapes these and no others)."""
 
 
-def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+def _tunings(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     """For each COLL line of ``c`` (in line order, with ``thread``), the row of its TUNING line's (algo, proto) in
     the second table (null where none). A TUNING line belongs to the last COLL line before it on its thread; a COLL
     line takes the first TUNING line that belongs to it."""
     none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
-    t = p.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))[["line", "hid", "msg"]]
-    # messages repeat (one per collective size): the regex runs once per distinct message
-    algos = (
-        t.select(pl.col("msg").unique())
-        .with_columns(pl.col("msg").str.extract_groups(TUNE_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("algo")
-        .with_row_index("tune")
-    )
-    t = t.join(algos[["msg", "tune"]], on="msg", how="inner", maintain_order="left")
+    pick = msgs.str.contains(" Bytes -> Algo ", literal=True)
+    rows, at = _picked(p, pick, "line", "hid")
+    # the regex runs once per distinct message (one per collective size); a message it does not match is no TUNING line
+    algos = msgs.filter(pick).str.extract_groups(TUNE_RE).struct.unnest()
+    matched = algos.get_column("algo").is_not_null()
+    tune = (matched.cast(pl.UInt32).cum_sum() - 1)[at]  # the message's row among the matched ones
+    algos = algos.filter(matched)[["algo", "proto"]]
+    kept = matched[at]
+    t = rows.select("line", "hid", tune.alias("tune")).filter(kept)
     if not t.height:
-        return none, algos[["algo", "proto"]]
+        return none, algos
     t = t[["line", "tune"]].hstack([heads.get_column("thread")[t.get_column("hid")]])
     colls = c.select("thread", pl.col("line").alias("coll_line"), pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"))
     t = (
@@ -454,20 +527,35 @@ def _tunings(p: pl.DataFrame, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.
         .drop_nulls("coll_line")
         .unique("coll_line", keep="first", maintain_order=True)
     )
-    return none.scatter(t.get_column("row"), t.get_column("tune")), algos[["algo", "proto"]]
+    return none.scatter(t.get_column("row"), t.get_column("tune")), algos
 
 
-def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def _collectives(
+    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, comms: pl.DataFrame
+) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``."""
-    c = p.filter(pl.col("msg").str.contains(": opCount ", literal=True))[["line", "hid", "msg"]]
-    n_lines = c.height
-    c, fields = _coll_by_tokens(c)
-    # a line without its count or datatype is dropped, counted with those of an unknown layout
+    pick = msgs.str.contains(": opCount ", literal=True)
+    rows, at = _picked(p, pick, "line", "hid")
+    n_lines = rows.height
+    # each distinct COLL message is read once: its name, opCount and the row of its other fields
+    words, fields = _coll_by_tokens(msgs.filter(pick).to_frame())
+    # a line without its name, count or datatype is dropped, counted with those of an unknown layout
     fields_ok = fields.select(pl.all_horizontal(pl.col("count", "dt", "comm").is_not_null())).to_series()
-    c = c.filter(pl.col("opname").is_not_null() & fields_ok[c.get_column("fid")])
+    ok = words.get_column("opname").is_not_null() & fields_ok[words.get_column("fid")]
+    # the op of each distinct name (a few), not a lower-casing of each line's
+    ops = {name: OPS.get(name.lower(), "other") for name in words.filter(ok).get_column("opname").unique().to_list()}
+    words = words.with_columns(pl.col("opname").replace_strict(ops, default=None, return_dtype=pl.String).alias("op"))
+    # one search of the kept messages' opCounts joined (a few bytes each), not one per line
+    raw_opcount = words.filter(ok).get_column("opcount")
+    escape = raw_opcount.has_nulls() or raw_opcount.str.join("").str.contains(JSON_ESCAPED).any()
+    keep = ok[at]
+    at = at.filter(keep)
+    c = rows.filter(keep)[["line", "hid"]].hstack(
+        [words.get_column(name)[at] for name in ("opname", "opcount", "fid", "op")]
+    )
     c = c.hstack([heads.get_column("thread")[c.get_column("hid")]])
-    tune, algos = _tunings(p, heads, c)
+    tune, algos = _tunings(p, msgs, heads, c)
     c = c.with_columns(tune)
     # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
     # per kind of line, a distinct (head, fields, TUNING) (table ``k``), and gathered by the line's kind (``at``): a few
@@ -544,15 +632,11 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
     )
     c = c.hstack([k.get_column(name)[at] for name in (*cols, "group")])
     opcount = pl.col("opcount")
-    # one search of all opCounts joined (a few bytes each), not one per line
-    raw_opcount = c.get_column("opcount")
-    if raw_opcount.has_nulls() or raw_opcount.str.join("").str.contains(JSON_ESCAPED).any():
+    if escape:
         opc = pl.struct(opcount.alias("opCount")).struct.json_encode().str.head(-1)
     else:
         opc = pl.concat_str(pl.lit('{"opCount":"'), opcount, pl.lit('"'))
     c = c.with_columns(pl.int_range(pl.len()).over("group").cast(pl.Int64).alias("seq"))
-    # the op of each distinct name (a few), not a lower-casing of each line's
-    ops = {name: OPS.get(name.lower(), "other") for name in c.get_column("opname").unique().to_list()}
     coll = c.select(
         "rank",
         "host",
@@ -565,7 +649,7 @@ def _collectives(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> t
         pl.lit("nccl").alias("cat"),
         pl.lit(False).alias("instant"),
         pl.concat_str(opc, pl.col("args_mid"), pl.col("line").cast(pl.String), pl.lit("}")).alias("args"),
-        pl.col("opname").replace_strict(ops, return_dtype=pl.String).alias("op"),
+        "op",
         "comm",
         "seq",
         pl.format("{}#{}", "comm", "seq").alias("instance_key"),
@@ -711,10 +795,11 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -
     return links.unique(maintain_order=True), nch
 
 
-def _instants(p: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
+def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
     """``NCCL WARN`` lines and errors as instant events (``heads`` with their ``rank``)."""
-    warned = heads.filter(pl.col("level") == "WARN").get_column("hid")
-    warn = p.filter(pl.col("hid").is_in(warned.implode()) | pl.col("msg").str.contains(ERROR_RE))
+    warned = heads.get_column("level") == "WARN"  # per head (row hid), and per distinct message: one search each
+    errors = msgs.str.contains(ERROR_RE)
+    warn = p.filter(warned[p.get_column("hid")] | errors[p.get_column("mid")])
     warn = _with_heads(warn, heads, "rank")
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
@@ -724,15 +809,38 @@ def _instants(p: pl.DataFrame, heads: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
+    """The lines :data:`VERSION_RE` matches (``line``, its groups ``1`` and ``2``), in line order.
+
+    An NCCL line whose head holds no ``CCL version `` is searched in its message, once per distinct message: there
+    the match is the line's (none can span the ``NCCL LEVEL`` between, which holds no ``CCL version`` and ends in
+    whitespace, or begin in a head, which ends in ``]`` or a digit). The other lines are searched whole."""
+    dirty = heads.get_column("head_version")[p.get_column("hid")]
+    if dirty.any():
+        p = p.filter(~dirty)
+    in_messages = pl.zeros(lines.height, pl.Boolean, eager=True).scatter(p.get_column("line"), True)
+    whole = (
+        lines.select("line", "text")
+        .filter(~in_messages)
+        .filter(pl.col("text").str.contains("CCL version ", literal=True))
+        .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
+        .unnest("g")
+    )
+    pick = msgs.str.contains("CCL version ", literal=True)
+    rows, at = _picked(p, pick, "line")
+    groups = msgs.filter(pick).str.extract_groups(VERSION_RE).struct.unnest()
+    in_msg = rows.select("line").hstack([col[at] for col in groups.iter_columns()])
+    ver = pl.concat([whole, in_msg]) if in_msg.height else whole
+    if whole.height and in_msg.height:
+        ver = ver.sort("line")
+    return ver.filter(pl.col("1").is_not_null() | pl.col("2").is_not_null())
+
+
 def parse_nccl(lines: pl.DataFrame) -> Parts:
     """NCCL debug lines of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     p, heads = _prefixed(lines)
-    ver = (
-        lines.filter(pl.col("text").str.contains("CCL version ", literal=True))
-        .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
-        .unnest("g")
-        .filter(pl.col("1").is_not_null() | pl.col("2").is_not_null())
-    )
+    p, msgs = _message_ids(p)
+    ver = _version_lines(lines, p, msgs, heads)
     versions = (
         sorted(set(ver.get_column("1").drop_nulls().to_list()) | set(ver.get_column("2").drop_nulls().to_list()))
         if ver.height
@@ -746,12 +854,12 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             info={"nccl": {"versions": versions}} if versions else {},
         )
     dropped: dict[str, int] = {}
-    comms = _comms(p, heads, version, dropped)
+    comms = _comms(p, msgs, heads, version, dropped)
     rank = _ranks(p, heads, comms)
     # each communicator's and head's rank: that of its (host, pid, dev)
     comms = comms.hstack([rank[comms.get_column("gpu")].alias("grank")])
     heads = heads.hstack([rank[heads.get_column("gpu")].alias("rank")])
-    coll, n_coll_lines = _collectives(p, heads, comms)
+    coll, n_coll_lines = _collectives(p, msgs, heads, comms)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -771,7 +879,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         .struct.json_encode()
         .alias("args"),
     )
-    inst = _instants(p, heads)
+    inst = _instants(p, msgs, heads)
     cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
     extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
     ev = pl.concat([coll[cols + extra], inits[cols], inst[cols]], how="diagonal_relaxed")
@@ -791,7 +899,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         else pl.concat([coll.get_column("track"), inits.select(TRACK).to_series(), inst.select(TRACK).to_series()])
     )
     ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
-    topo = p.filter(pl.col("msg").str.contains("^(?:Channel |Ring |Tree)"))  # one anchored search
+    topo, _ = _picked(p, msgs.str.contains("^(?:Channel |Ring |Tree)"), "line", "hid", "msg")  # one anchored search
     topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
     topology: dict[str, int] = {}  # listed after the COLL lines' reason
     links, nch = _comm_links(topo, comms, topology)

@@ -145,8 +145,11 @@ def _on_lines_starting(frame: pl.DataFrame, prefix: str, expr: pl.Expr) -> pl.Se
 def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
-    hashed = lines.select(t.str.starts_with("#")).to_series()
-    heads = lines.filter(hashed)  # the header and footer lines
+    # one anchored search picks the header and footer lines (``#``) and the number-led ones, the few lines the rest
+    # reads (two passes over every line cost about twice as much)
+    picked = lines[["line", "text"]].filter(t.str.contains(r"^(?:#|\s*[\d.])"))
+    hashed = picked.select(t.str.starts_with("#")).to_series()
+    heads = picked.filter(hashed)  # the header and footer lines
     # the lines that name a test, its average or the version: the regexes below see these few
     marks = heads.filter(t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version)"))
     test = _on_lines_starting(
@@ -157,7 +160,7 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line: no line of ``heads``)
     # and test headers (of ``marks``); picked first, so the NCCL tail is cut on these few lines only
     is_test = t.str.starts_with("# Collective test starting: ")
-    cand = pl.concat([lines.filter(~hashed).filter(t.str.contains(r"^\s*[\d.]")), marks.filter(is_test)]).sort("line")
+    cand = pl.concat([picked.filter(~hashed), marks.filter(is_test)]).sort("line")
     nccl_tail = t.str.contains(" NCCL ", literal=True)
     test_name = pl.lit(TEST_MARK) + t.str.slice(len("# Collective test starting: ")).str.extract(r"^(\w+)")
     # each regex runs on the fragments it changes only (a when/then computes both branches on every row)
@@ -209,9 +212,9 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         )
     samples = _samples(g, list(cols))
     ranks = (
-        heads.filter(t.str.starts_with("#  Rank"))
-        .select(t)
-        .filter(t.is_first_distinct())  # every test prints the list again
+        heads.select(t)
+        .filter(t.is_first_distinct())  # every test prints the list again: the few distinct lines are searched
+        .filter(t.str.starts_with("#  Rank"))
         .select(t.str.extract_groups(RANK_RE).alias("g"))
         .unnest("g")
         .drop_nulls("rank")

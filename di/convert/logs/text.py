@@ -128,12 +128,16 @@ def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataF
     return _clean(raw, has_cr=has_cr, ansi=ansi)
 
 
-def _clean(raw: pl.Series, *, has_cr: bool, ansi: bool) -> pl.DataFrame:
-    """:func:`clean_lines`, told whether ``raw`` holds a carriage return (``has_cr``) or an escape (``ansi``)."""
+def _clean(raw: pl.Series, *, has_cr: bool, ansi: bool, held: pl.Series | None = None) -> pl.DataFrame:
+    """:func:`clean_lines`, told whether ``raw`` holds a carriage return (``has_cr``) or an escape (``ansi``), and
+    maybe the rows of the lines that can hold one (``held``, ascending: the others are not searched)."""
     s = raw.str.strip_chars_end("\r") if has_cr else raw.clone()  # scatter below changes its series: not the caller's
     if ansi:
         # the regex runs on the lines that hold an escape only
-        rows = s.str.contains("\x1b", literal=True).arg_true()
+        if held is None:
+            rows = s.str.contains("\x1b", literal=True).arg_true()
+        else:
+            rows = held.filter(s.gather(held).str.contains("\x1b", literal=True))
         s = s.scatter(rows, s.gather(rows).str.replace_all(ANSI_RE, ""))
     # a prefix is searched for once the escapes are gone (one anchored search per line; most logs have none)
     if _has_prefix(s):
@@ -194,9 +198,13 @@ def _read_plain(path: Path, limit: int | None) -> LogText | None:
         raw = pl.read_lines(source, name="text", glob=False).to_series().rechunk()
     except pl.exceptions.ComputeError:  # not UTF-8
         return None
-    special = bool(raw.str.contains(SPECIAL_RE).any())  # one search for the four (most logs hold none)
-    there = {c: special and bool(raw.str.contains(c, literal=True).any()) for c in ("\r", "\x1b", "\ufffd", "\x00")}
-    out = _clean(raw, has_cr=there["\r"], ansi=there["\x1b"])
+    # one search of all lines for the four (most logs hold none); each is then looked for in the lines that hold one
+    held = raw.str.contains(SPECIAL_RE).arg_true()
+    special = raw.gather(held) if held.len() else None
+    there = {
+        c: special is not None and special.str.contains(c, literal=True).any() for c in ("\r", "\x1b", "\ufffd", "\x00")
+    }
+    out = _clean(raw, has_cr=there["\r"], ansi=there["\x1b"], held=held)
     return LogText(out, _garbled(out, there), st.st_size)
 
 

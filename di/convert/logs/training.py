@@ -214,6 +214,15 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, boo
     return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii
 
 
+def _group_ids(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """The distinct rows of ``df`` (in no order) and each row's place among them (u32), from one hash grouping (an
+    Enum of thousands of strings, or a unique() then a join, costs a second and slower lookup per row)."""
+    groups = df.with_row_index("_i").group_by(df.columns).agg("_i")
+    members = groups.select(pl.int_range(0, pl.len(), dtype=pl.UInt32).alias("g"), "_i").explode("_i")
+    ids = pl.Series("g", [], pl.UInt32).extend_constant(0, df.height).scatter(members["_i"], members["g"])
+    return groups.drop("_i"), ids
+
+
 def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The numeric pairs of ``rows``, their distinct pairs' values and the table of their distinct keys.
 
@@ -241,9 +250,7 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame,
     p = p.drop_nulls("pair")
     # pairs repeat ("skipped=0,", a memory reading, a constant lr: a third to a half are distinct in real logs): each
     # distinct pair is cut and read once, and every pair gathers its key code, value and unit by its row among them
-    distinct = p.get_column("pair").unique()
-    at = p.get_column("pair").cast(pl.Enum(distinct)).to_physical()
-    d = pl.DataFrame({"pair": distinct})
+    d, at = _group_ids(p.select("pair"))
     # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), the unit is what follows the
     # number; one column per step: an expression reused inside another would be evaluated again (no
     # common-subexpression elimination in eager frames)
@@ -536,9 +543,16 @@ def parse_training(lines: pl.DataFrame) -> Parts:
             .drop("mts")
         )
     # HF prints once per rank: one sample per (rank, series, time, value), by the series' number, not its name
-    key = key.with_columns(_of_key(key, keys, "sid")).unique(
-        ["rank", "sid", "ts", "value"], keep="first", maintain_order=True
-    )
+    if mg_time:  # a pair's rank and time are its line's: (rank, time) told per line, (series, value) per distinct
+        # pair, then a sample's four are one integer (a hash of four columns per sample costs twice as much)
+        _, line_rt = _group_ids(rows.select("rank", "ts"))
+        _, pair_sv = _group_ids(pl.DataFrame([keys.get_column("sid").gather(vals.get_column("code")), vals["value"]]))
+        both = line_rt.gather(key.get_column("r")).cast(pl.UInt64) * 2**32 + pair_sv.gather(key.get_column("at"))
+        key = key.filter(both.is_first_distinct())
+    else:
+        key = key.with_columns(_of_key(key, keys, "sid")).unique(
+            ["rank", "sid", "ts", "value"], keep="first", maintain_order=True
+        )
     samples = key.select(
         "rank",
         pl.lit("training").alias("track"),

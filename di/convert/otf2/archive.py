@@ -173,7 +173,9 @@ def open_reader(anchor: Path) -> ArchiveReader:
     except Exception as exc:  # the otf2 package raises its own error types and plain ones
         raise _otf2_error(anchor, exc) from None
     try:
-        return ArchiveReader(handle, read_global_definitions(clib.handle(handle)))
+        return ArchiveReader(
+            handle, read_global_definitions(clib.handle(handle), anchor.with_suffix(".def").stat().st_size)
+        )
     except Exception as exc:
         _otf2.Reader_Close(handle)
         raise _otf2_error(anchor, exc) from None

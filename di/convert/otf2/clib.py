@@ -38,6 +38,8 @@ __all__ = [
     "address",
     "addresses",
     "ccall",
+    "ccall_i64",
+    "libc_addresses",
     "error_text",
     "collected_errors",
     "UNDEFINED_UINT32",
@@ -129,25 +131,42 @@ def handle(ptr: object) -> int:
     return ctypes.cast(ptr, ctypes.c_void_p).value or 0
 
 
-@intrinsic
-def ccall(typingctx, fn, args):
-    """``ccall(fn_address, (a0, a1, ...))`` -> int32: call a C function by address.
+def _caller(result_bits: int):  # noqa: ANN202
+    """An intrinsic ``(fn_address, (a0, a1, ...)) -> int<result_bits>`` calling a C function by address."""
 
-    Every element of ``args`` must be an integer (pointers as integers).
-    """
-    if not isinstance(fn, types.Integer) or not isinstance(args, types.BaseTuple):
-        return None
-    if not all(isinstance(t, types.Integer) for t in args.types):
-        return None
-    sig = types.int32(fn, args)
-    n = len(args.types)
+    def call(typingctx, fn, args):  # noqa: ANN001, ANN202
+        if not isinstance(fn, types.Integer) or not isinstance(args, types.BaseTuple):
+            return None
+        if not all(isinstance(t, types.Integer) for t in args.types):
+            return None
+        sig = types.int32(fn, args) if result_bits == 32 else types.int64(fn, args)
+        n = len(args.types)
 
-    def codegen(context, builder, signature, llargs):
-        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(64)] * n)
-        target = builder.inttoptr(context.cast(builder, llargs[0], signature.args[0], types.uint64), fnty.as_pointer())
-        values = []
-        for i, ty in enumerate(signature.args[1].types):
-            values.append(context.cast(builder, builder.extract_value(llargs[1], i), ty, types.uint64))
-        return builder.call(target, values)
+        def codegen(context, builder, signature, llargs):  # noqa: ANN001, ANN202
+            fnty = ir.FunctionType(ir.IntType(result_bits), [ir.IntType(64)] * n)
+            target = builder.inttoptr(
+                context.cast(builder, llargs[0], signature.args[0], types.uint64), fnty.as_pointer()
+            )
+            values = []
+            for i, ty in enumerate(signature.args[1].types):
+                values.append(context.cast(builder, builder.extract_value(llargs[1], i), ty, types.uint64))
+            return builder.call(target, values)
 
-    return sig, codegen
+        return sig, codegen
+
+    return intrinsic(call)
+
+
+ccall = _caller(32)
+"""``ccall(fn_address, (a0, a1, ...))`` -> int32: call a C function by address (OTF2's error and callback codes).
+
+Every element of ``args`` must be an integer (pointers as integers)."""
+ccall_i64 = _caller(64)
+"""``ccall_i64(fn_address, (a0, a1, ...))`` -> int64: the same for a C function returning a 64-bit integer or
+pointer (``strlen``, ``memcpy``)."""
+
+
+def libc_addresses(*symbols: str) -> list[int]:
+    """Addresses of C library functions (``strlen``, ``memcpy``), as ints."""
+    libc = ctypes.CDLL(None)
+    return [ctypes.cast(getattr(libc, s), ctypes.c_void_p).value or 0 for s in symbols]

@@ -26,6 +26,7 @@ from typing import Any
 
 from di.convert.otf2.categories import parse_description, region_cat
 from di.convert.otf2.globaldefs import GlobalDefs, enum_name
+from di.convert.otf2.stringdefs import StringDefs
 
 _DEVICE_STREAM = re.compile(r"\[(\d+):(\d+)\]")
 _RANK_NAME = re.compile(r"MPI Rank (\d+)")
@@ -44,7 +45,7 @@ class Definitions:
     comms: dict[int, dict[str, Any]]
     metrics: dict[int, list[dict[str, Any]]]
     attributes: dict[int, tuple[str, str]]
-    strings: dict[int, str]
+    strings: StringDefs
     windows: dict[int, str]
     parameters: dict[int, str]
     info: dict[str, Any] = field(default_factory=dict)
@@ -259,7 +260,7 @@ def read_definitions(reader: Any) -> Definitions:
         comms=_comms(g, _ranks(g)),
         metrics=_metrics(g),
         attributes={ref: (name, enum_name("Type", typ)) for ref, (name, typ) in g.attributes.items()},
-        strings=dict(g.strings),
+        strings=g.strings,
         windows=dict(g.rma_wins),
         parameters=dict(g.parameters),
         info={"creator": None},

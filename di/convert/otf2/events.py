@@ -340,13 +340,14 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
             continue
         values = pl.Series(ref_ids(got.attr_type, got.attr_value))
         if name == "di.args":
-            values = values.replace_strict(defs.strings, default=None, return_dtype=pl.String)
-        full = (
-            pl.repeat(None, ev.height, dtype=ev.schema[column], eager=True)
-            .alias(column)
-            .scatter(got.event, values.cast(ev.schema[column]))
+            values = defs.strings.gather(values.to_numpy())
+        at = np.full(ev.height, -1, np.int64)
+        at[got.event] = np.arange(got.event.size)  # one gather: a String column's texts are viewed, not copied
+        full = values.cast(ev.schema[column]).gather(pl.select(pl.when(pl.lit(at) >= 0).then(pl.lit(at))).to_series())
+        own = ev.get_column(column)
+        ev = ev.with_columns(
+            full.alias(column) if own.null_count() == own.len() else pl.coalesce(full, own).alias(column)
         )
-        ev = ev.with_columns(pl.coalesce(full, pl.col(column)).alias(column))
     return ev
 
 
@@ -363,9 +364,7 @@ def flows_frame(rec: RecordRows, tl: Builder, order: np.ndarray | None, defs: An
     got = rec.take(rec.of_kind(ATTRIBUTE) & (rec.attribute == ref) & (rec.event >= 0))
     if not len(got):
         return None, 0
-    text = pl.Series(ref_ids(got.attr_type, got.attr_value)).replace_strict(
-        defs.strings, default=None, return_dtype=pl.String
-    )
+    text = defs.strings.gather(ref_ids(got.attr_type, got.attr_value))
     item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
     try:
         lists = text.str.json_decode(pl.List(item))

@@ -3,7 +3,9 @@
 The official high-level ``otf2`` reader builds an object graph for every
 definition (about 10 µs each in Python); here each definition callback is a
 ctypes function that appends one tuple, and names are resolved from the
-string table once at the end. Only the definitions :mod:`definitions` needs
+string table once at the end. Strings, which a real-shaped trace defines by
+the million (one per distinct args text), are read by a numba ``cfunc`` into
+one buffer instead (:mod:`stringdefs`). Only the definitions :mod:`definitions` needs
 are read; enum values stay ints (their OTF2 names via :func:`enum_name`).
 """
 
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from di.convert.otf2 import clib
+from di.convert.otf2.stringdefs import StringBuffer, StringDefs, string_callback
 
 _c = ctypes
 _u8, _u32, _u64, _i64, _p = _c.c_uint8, _c.c_uint32, _c.c_uint64, _c.c_int64, _c.c_void_p
@@ -24,7 +27,7 @@ class GlobalDefs:
     """Global definitions by ref, in file order; every name is a str (None where the ref is undefined)."""
 
     clock: tuple[int, int, int, int] = (1, 0, 0, clib.UNDEFINED_UINT64)  # resolution, global offset, length, realtime
-    strings: dict[int, str] = field(default_factory=dict)
+    strings: StringDefs = field(default_factory=lambda: StringDefs.of({}))
     nodes: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, class name, parent ref
     location_groups: dict[int, tuple[Any, ...]] = field(
         default_factory=dict
@@ -58,7 +61,7 @@ def enum_name(enum: str, value: int) -> str:
 
 _FIELDS = {  # record -> (argument ctypes after userData, what the callback stores)
     "ClockProperties": (_u64, _u64, _u64, _u64),
-    "String": (_u32, _c.c_char_p),
+    "String": None,  # a cfunc: stringdefs
     "SystemTreeNode": (_u32, _u32, _u32, _u32),
     "LocationGroup": (_u32, _u32, _u8, _u32, _u32),
     "Location": (_u64, _u32, _u8, _u64, _u32),
@@ -94,11 +97,6 @@ def _collectors(raw: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
             def fn(_: Any, ref: int, n: int, members: Any, *rest: int) -> int:
                 rows.append((ref, [members[i] for i in range(n)]))
                 return 0
-        elif record == "String":
-
-            def fn(_: Any, ref: int, text: bytes | None) -> int:
-                rows.append((ref, text.decode("utf-8", "replace") if text is not None else None))
-                return 0
         else:
 
             def fn(_: Any, *args: Any) -> int:
@@ -107,16 +105,31 @@ def _collectors(raw: dict[str, list[tuple[Any, ...]]]) -> dict[str, Any]:
 
         return fn
 
-    return {record: store(record) for record in _FIELDS}
+    return {record: store(record) for record, types in _FIELDS.items() if types is not None}
 
 
-def read_global_definitions(handle: int) -> GlobalDefs:
-    """The global definitions of the open OTF2_Reader* ``handle``.
+def read_global_definitions(handle: int, text_bytes: int) -> GlobalDefs:
+    """The global definitions of the open OTF2_Reader* ``handle``; ``text_bytes``: room to start with for
+    the strings' text (the global definitions file's size holds them all unless it is compressed; when it
+    does not, the definitions are read once more with room for all).
 
     Raises:
         RuntimeError: the library reports an error (the caller names the archive).
     """
     lib = clib.library()
+    count = _c.c_uint64(0)
+    lib.OTF2_Reader_GetNumberOfGlobalDefinitions.argtypes = [_p, _c.POINTER(_c.c_uint64)]
+    _raise(lib.OTF2_Reader_GetNumberOfGlobalDefinitions(handle, _c.byref(count)), "count the global definitions")
+    strings = StringBuffer(count.value, text_bytes)
+    raw = _read(lib, handle, strings)
+    if (need := strings.overflow()) is not None:
+        strings = StringBuffer(*need)
+        raw = _read(lib, handle, strings)
+    return _tables(raw, strings.table())
+
+
+def _read(lib: Any, handle: int, strings: StringBuffer) -> dict[str, list[tuple[Any, ...]]]:
+    """One pass over the global definitions: every record but String as tuples, String into ``strings``."""
     raw: dict[str, list[tuple[Any, ...]]] = {}
     keep = []  # the ctypes callbacks must outlive the read
     lib.OTF2_GlobalDefReaderCallbacks_New.restype = _p
@@ -128,13 +141,19 @@ def read_global_definitions(handle: int) -> GlobalDefs:
             setter = getattr(lib, f"OTF2_GlobalDefReaderCallbacks_Set{record}Callback")
             setter.argtypes = [_p, _p]
             _raise(setter(callbacks, _c.cast(proto, _p)), f"set the {record} callback")
+        lib.OTF2_GlobalDefReaderCallbacks_SetStringCallback.argtypes = [_p, _p]
+        _raise(
+            lib.OTF2_GlobalDefReaderCallbacks_SetStringCallback(callbacks, string_callback()), "set the String callback"
+        )
         lib.OTF2_Reader_GetGlobalDefReader.restype = _p
         lib.OTF2_Reader_GetGlobalDefReader.argtypes = [_p]
         reader = lib.OTF2_Reader_GetGlobalDefReader(handle)
         if not reader:
             raise RuntimeError("no global definition reader (global definitions file missing or unreadable)")
         lib.OTF2_Reader_RegisterGlobalDefCallbacks.argtypes = [_p, _p, _p, _p]
-        _raise(lib.OTF2_Reader_RegisterGlobalDefCallbacks(handle, reader, callbacks, None), "register callbacks")
+        _raise(
+            lib.OTF2_Reader_RegisterGlobalDefCallbacks(handle, reader, callbacks, strings.address), "register callbacks"
+        )
         read = _c.c_uint64(0)
         lib.OTF2_Reader_ReadAllGlobalDefinitions.argtypes = [_p, _p, _c.POINTER(_c.c_uint64)]
         _raise(lib.OTF2_Reader_ReadAllGlobalDefinitions(handle, reader, _c.byref(read)), "read the global definitions")
@@ -143,7 +162,7 @@ def read_global_definitions(handle: int) -> GlobalDefs:
     finally:
         lib.OTF2_GlobalDefReaderCallbacks_Delete.argtypes = [_p]
         lib.OTF2_GlobalDefReaderCallbacks_Delete(callbacks)
-    return _tables(raw)
+    return raw
 
 
 def _raise(code: int, what: str) -> None:
@@ -151,8 +170,8 @@ def _raise(code: int, what: str) -> None:
         raise RuntimeError(f"could not {what}: {clib.error_text(code)}")
 
 
-def _tables(raw: dict[str, list[tuple[Any, ...]]]) -> GlobalDefs:
-    out = GlobalDefs(strings=dict(raw["String"]))
+def _tables(raw: dict[str, list[tuple[Any, ...]]], strings: StringDefs) -> GlobalDefs:
+    out = GlobalDefs(strings=strings)
     s = out.strings.get
     if raw["ClockProperties"]:
         out.clock = tuple(int(x) for x in raw["ClockProperties"][-1])  # type: ignore[assignment]

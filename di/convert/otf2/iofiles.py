@@ -27,6 +27,7 @@ import polars as pl
 from numba import njit
 
 from di.convert.otf2.clib import ccall as clib_call
+from di.convert.otf2.stringdefs import StringDefs
 
 PREFIX = "io_files:"
 """Start of the name of every property di writes for io_files."""
@@ -171,7 +172,7 @@ def _write_properties(fn, writer, file, name, kind, value):  # noqa: ANN001, ANN
 
 
 def read_io_files(
-    properties: list[tuple[int, int, int, int]], files: dict[int, str], strings: dict[int, str], warnings: list[str]
+    properties: list[tuple[int, int, int, int]], files: dict[int, str], strings: StringDefs, warnings: list[str]
 ) -> pl.DataFrame | None:
     """The io_files table of an archive's IoFileProperty definitions ((file ref, name ref, OTF2 type code, raw
     64-bit value) each), None when none is di's; a set that makes no valid table is said in ``warnings``."""
@@ -180,7 +181,7 @@ def read_io_files(
     raw = np.array(properties, dtype=np.uint64).reshape(-1, 4)
     name_refs = np.unique(raw[:, 1])
     names = pl.DataFrame(
-        {"name_ref": name_refs.astype(np.int64), "name": [strings.get(int(r)) for r in name_refs]},
+        {"name_ref": name_refs.astype(np.int64), "name": strings.gather(name_refs.astype(np.int64))},
         schema={"name_ref": pl.Int64, "name": pl.String},
     ).filter(pl.col("name").str.starts_with(PREFIX))
     if not names.height:
@@ -195,7 +196,7 @@ def read_io_files(
     kind = raw[:, 2].astype(np.int64)
     bits = raw[:, 3].copy()
     text = kind == type_code("STRING")
-    lookup = {int(r): strings.get(int(r)) for r in np.unique(bits[text] & np.uint64(0xFFFFFFFF))}
+    s_ref = (bits & np.uint64(0xFFFFFFFF)).astype(np.int64)
     long = pl.DataFrame(
         {
             "file_ref": raw[:, 0].astype(np.int64),
@@ -204,7 +205,7 @@ def read_io_files(
             "is_int": ~text & (kind != type_code("DOUBLE")),
             "f": bits.view(np.float64),
             "is_float": kind == type_code("DOUBLE"),
-            "s_ref": (bits & np.uint64(0xFFFFFFFF)).astype(np.int64),
+            "s": strings.gather(np.where(text, s_ref, -1)),
             "is_text": text,
         }
     ).join(names, on="name_ref", how="inner")
@@ -215,9 +216,7 @@ def read_io_files(
         "column",
         pl.when("is_int").then("i").alias("i"),
         pl.when("is_float").then("f").alias("f"),
-        pl.when("is_text")
-        .then(pl.col("s_ref").replace_strict(lookup, default=None, return_dtype=pl.String))
-        .alias("s"),
+        pl.when("is_text").then(pl.col("s")).alias("s"),
     )
     try:
         return _table(long)

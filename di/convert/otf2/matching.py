@@ -47,6 +47,7 @@ from di.convert.otf2.records import (
 )
 from di.convert.otf2.categories import COLLECTIVE_OPS
 from di.convert.otf2.recordrows import RecordRows
+from di.convert.otf2.stringdefs import StringDefs
 from di.merge import assign_instances
 
 UNMATCHED_SENDS = "MPI sends without a matching receive (kept as events, no message row)"
@@ -214,7 +215,7 @@ OWN_COLLECTIVE_ATTRIBUTES = {
 """Attributes di's writer puts on MpiCollectiveEnd -> the collectives column they restore."""
 
 
-def _own_values(rec: RecordRows, ref: int, head: np.ndarray, strings: dict[int, str] | None) -> pl.Series:
+def _own_values(rec: RecordRows, ref: int, head: np.ndarray, strings: StringDefs | None) -> pl.Series:
     """Per row in ``head``: the value of attribute ``ref`` on that record (string refs resolved through ``strings``), or null."""
     got = rec.of_kind(ATTRIBUTE) & (rec.attribute == ref)
     rows, values = rec.head[got], rec.attr_value[got]
@@ -225,13 +226,12 @@ def _own_values(rec: RecordRows, ref: int, head: np.ndarray, strings: dict[int, 
     if strings is None:
         return _nullable(values[at] if rows.size else np.zeros(head.size, np.int64), found)
     ids = (values[at] & 0xFFFFFFFF) if rows.size else np.zeros(head.size, np.int64)
-    uniq, inv = np.unique(ids, return_inverse=True)
-    text = pl.Series([strings.get(int(i)) for i in uniq], dtype=pl.String).gather(inv.ravel())
+    text = strings.gather(ids)
     return text.scatter(np.flatnonzero(~found), None) if (~found).any() else text
 
 
 def collectives(
-    rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: dict[int, str]
+    rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: StringDefs
 ) -> pl.DataFrame:
     """One row per MpiCollectiveEnd (schema ``collectives``); columns di's writer stored as attributes restored from them."""
     sel = np.flatnonzero(rec.of_kind(COLL_END) & (rec.event >= 0))

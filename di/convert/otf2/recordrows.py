@@ -130,10 +130,26 @@ class RecordRows:
         return np.isin(self.kind, np.array(kinds, np.int64))
 
     def take(self, mask: np.ndarray) -> RecordRows:
-        """The rows selected by a boolean mask or an index array."""
-        return RecordRows(*(getattr(self, f.name)[mask] for f in fields(self)))
+        """The rows selected by a boolean mask or an index array. Each column is gathered when first read:
+        consumers read three or four of the thirteen, and a real-shaped trace has millions of rows."""
+        selected = object.__new__(RecordRows)
+        selected.__dict__["_source"] = (self, np.flatnonzero(mask) if mask.dtype == np.bool_ else mask)
+        return selected
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        """A column of a :meth:`take` not read yet (called only for attributes not set)."""
+        source = self.__dict__.get("_source")
+        if source is None or name not in _COLUMNS:
+            raise AttributeError(name)
+        parent, index = source
+        column = getattr(parent, name)[index]
+        self.__dict__[name] = column
+        return column
 
     def frame(self, mask: np.ndarray | None = None) -> pl.DataFrame:
         """The selected rows (all when None) as a polars DataFrame, one column per field."""
         cols = self if mask is None else self.take(mask)
         return pl.DataFrame({f.name: getattr(cols, f.name) for f in fields(cols)})
+
+
+_COLUMNS = frozenset(f.name for f in fields(RecordRows))

@@ -12,6 +12,8 @@ import numpy as np
 import orjson
 import polars as pl
 
+from di.convert.otf2.stringdefs import StringDefs
+
 TYPE_UINT8, TYPE_UINT16, TYPE_UINT32, TYPE_UINT64 = 1, 2, 3, 4
 TYPE_INT8, TYPE_INT16, TYPE_INT32, TYPE_INT64 = 5, 6, 7, 8
 TYPE_FLOAT, TYPE_DOUBLE, TYPE_STRING = 9, 10, 11
@@ -56,7 +58,7 @@ def ref_ids(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
 
 
 def as_json(
-    types: np.ndarray, raw: np.ndarray, strings: dict[int, str], regions: dict[int, str], comms: dict[int, str]
+    types: np.ndarray, raw: np.ndarray, strings: StringDefs, regions: dict[int, str], comms: dict[int, str]
 ) -> pl.Series:
     """JSON text of each value: numbers as numbers, STRING/REGION/COMM refs as their names, other refs as ids."""
     raw = np.ascontiguousarray(raw, dtype=np.int64)
@@ -76,8 +78,12 @@ def as_json(
         .then(pl.Series(sext).cast(pl.String))
         .otherwise(pl.Series(uext).cast(pl.String))
     ).to_series()
-    lookups = {TYPE_STRING: strings, TYPE_REGION: regions, TYPE_COMM: comms}
-    for code, table in lookups.items():
+    mask = types == TYPE_STRING
+    if mask.any():  # a real-shaped trace has a string per event: resolved and quoted as columns
+        names = strings.gather(uext[mask].astype(np.int64))
+        quoted = pl.select(pl.struct(t=names).struct.json_encode().str.slice(5).str.head(-1)).to_series()
+        text = text.scatter(np.flatnonzero(mask), quoted.set(names.is_null(), None))
+    for code, table in {TYPE_REGION: regions, TYPE_COMM: comms}.items():
         mask = types == code
         if mask.any():
             ids, inv = np.unique(uext[mask], return_inverse=True)
