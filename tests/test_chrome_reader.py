@@ -578,55 +578,6 @@ def test_pages_released_behind_the_scanner_change_nothing(tmp_path: Path, monkey
         assert released.table(table).equals(whole.table(table)), table
 
 
-def test_reading_asks_numpy_for_small_pages_and_restores_its_setting(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """While a large file is read numpy's huge-page advice is off (fresh huge pages cost a VM like
-    the project's ten times the system time of small ones); afterwards, and after a failed read,
-    the setting is what it was, also when readers overlap. A small file leaves it alone."""
-    from di.convert.chrome import decode
-    from di.errors import FormatError
-
-    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
-    monkeypatch.setattr(decode, "SMALL_PAGES_MIN_BYTES", 1)  # the files here count as large
-    seen: list[bool] = []
-    scan = decode.S.scan
-
-    def watched(*args: Any) -> Any:
-        before = decode._set_huge_pages(False)  # reads the setting, then puts it back
-        decode._set_huge_pages(before)
-        seen.append(before)
-        return scan(*args)
-
-    monkeypatch.setattr(decode.S, "scan", watched)
-    path = write_json(tmp_path, "t.json", trace_doc({"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}))
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1,')
-    for initially in (True, False):
-        decode._set_huge_pages(initially)
-        try:
-            assert_valid(di.load(path))
-            with pytest.raises(FormatError):
-                di.load(bad)
-            with decode.small_pages(1 << 40):  # an outer reader still inside when the inner one ends
-                di.load(path)
-                assert decode._set_huge_pages(False) is False
-            assert decode._set_huge_pages(initially) is initially
-        finally:
-            decode._set_huge_pages(True)
-    assert seen and not any(seen)
-    seen.clear()
-    monkeypatch.setattr(decode, "SMALL_PAGES_MIN_BYTES", path.stat().st_size + 1)  # a small file
-    di.load(path)
-    assert seen == [True]
-    monkeypatch.setattr(decode, "SMALL_PAGES_MIN_BYTES", 1)
-    monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")  # the user's explicit choice is left alone
-    seen.clear()
-    di.load(path)
-    assert seen == [True]
-    decode._set_huge_pages(True)
-
-
 def test_collectives_come_from_a_top_level_collective_name_member(tmp_path: Path, load_valid) -> None:
     coll = {"Collective name": "allreduce", "In msg nelems": 4, "dtype": "Float", "Group size": 2}
     t = load_valid(

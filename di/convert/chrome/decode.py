@@ -9,7 +9,6 @@ the other top-level keys of the document.
 from __future__ import annotations
 
 import os
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -227,6 +226,7 @@ def _released_behind(buf: np.ndarray, progress: np.ndarray, *, repaired: bool) -
     back from the page cache. Not done for small files, for gunzipped buffers, or
     when bytes were repaired in place (a released page would lose the repair)."""
     import mmap
+    import threading
 
     owner = buf.base.obj if isinstance(buf.base, memoryview) else None
     if (
@@ -254,56 +254,6 @@ def _released_behind(buf: np.ndarray, progress: np.ndarray, *, repaired: bool) -
     finally:
         stop.set()
         worker.join()
-
-
-_PAGES_LOCK = threading.Lock()
-_PAGES_USERS = [0, True]
-"""Readers inside :func:`small_pages` now, and numpy's huge-page setting before the first of them."""
-
-
-def _set_huge_pages(enabled: bool) -> bool:
-    """Set whether numpy asks for transparent huge pages on its large arrays; returns the setting before."""
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
-    except ImportError:  # numpy 1.x
-        from numpy.core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined,no-redef]
-    return bool(_set_madvise_hugepage(enabled))
-
-
-SMALL_PAGES_MIN_BYTES = 16 << 20
-"""Files (as stored: gzip counts compressed) from this size are read in small pages (:func:`small_pages`)."""
-
-
-@contextmanager
-def small_pages(file_bytes: int) -> Iterator[None]:
-    """numpy's arrays in ordinary 4 KiB pages while a file is read, instead of the transparent
-    huge pages numpy asks for (``madvise``) on arrays of 4 MB and more.
-
-    A reader writes each page of its columns once or twice, so huge pages save it little TLB
-    work, and fresh huge pages can cost far more than small ones: the kernel zeroes and maps
-    2 MB at each first touch, and must find (or compact) 2 MB of free memory; a VM whose host
-    takes back the guest's free memory makes it worse. On this project's VM a 256 MB array cost
-    1.4-2.2 CPU-s of system time in huge pages and 0.11-0.16 s in small ones; a 1.2 M-event
-    Kineto load, 3.6-4.4 s against 0.35-0.43 s. Huge pages the process has just freed come
-    back cheap, though, and a small file's few MB cost more in small pages (faulted 4 KiB at a
-    time: a 69 k-event trace loaded again and again in one process paid 5-8 ms more of its
-    45 ms), so only files of ``file_bytes`` >= :data:`SMALL_PAGES_MIN_BYTES` change it.
-    numpy's setting is global: the first reader in turns it off, the last one out restores
-    it; an explicit ``NUMPY_MADVISE_HUGEPAGE`` in the environment is left alone."""
-    if file_bytes < SMALL_PAGES_MIN_BYTES or "NUMPY_MADVISE_HUGEPAGE" in os.environ:
-        yield
-        return
-    with _PAGES_LOCK:
-        if _PAGES_USERS[0] == 0:
-            _PAGES_USERS[1] = _set_huge_pages(False)
-        _PAGES_USERS[0] += 1
-    try:
-        yield
-    finally:
-        with _PAGES_LOCK:
-            _PAGES_USERS[0] -= 1
-            if _PAGES_USERS[0] == 0:
-                _set_huge_pages(_PAGES_USERS[1])
 
 
 def _spans_column(buf: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> pl.Series | None:

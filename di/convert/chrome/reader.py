@@ -18,7 +18,7 @@ import polars as pl
 
 from di.convert.chrome import ditrace, kineto, phases
 from di.convert.chrome import scan as S
-from di.convert.chrome.decode import Raw, decode, small_pages
+from di.convert.chrome.decode import Raw, decode
 from di.convert.chrome.flows import Nested, bind_id_flows, flow_events, flow_steps, has_bind_flows
 from di.convert.chrome.flows import empty as flows_empty
 from di.convert.chrome.metadata import apply_metadata, counters
@@ -159,16 +159,6 @@ def read_chrome(
         InputTooLargeError: the file is (or decompresses to) more than ``max_input_bytes``.
     """
     path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError:  # decode says what is wrong with it
-        size = 0
-    with small_pages(size):  # see there: on this project's VM it is most of the system time saved
-        return _read(path, rank, rank_source, source, max_input_bytes)
-
-
-def _read(path: Path, rank: int | None, rank_source: str, source: int, max_input_bytes: int | None) -> Trace:
-    """:func:`read_chrome`'s work."""
     raw = decode(path, max_input_bytes)
     dropped: Counter[str] = raw.dropped
     own = ditrace.info(raw.top, raw.warnings)
