@@ -494,3 +494,33 @@ def test_texts_at_offsets_random_lengths_to_the_last_byte(seed: int) -> None:
     valid = rng.random(len(texts)) > 0.1
     got = texts_at_offsets(np.frombuffer(data, np.uint8), offsets, valid, "t")
     assert got.to_list() == [t if v else None for t, v in zip(texts, valid)]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "want"),
+    [
+        (b"7", "K_INT", 7),
+        (b"0012", "K_INT", 12),
+        (b"123456789012345678", "K_INT", 123456789012345678),  # 18 digits: read in the scanner's own loop
+        (b"1234567890123456789", "K_INT", 1234567890123456789),  # 19: by parse_number
+        (b"9223372036854775808", "K_STR", "9223372036854775808"),  # beyond int64: its text
+        (b"-3", "K_INT", -3),
+        (b"1.5", "K_INT", 2),  # parse_number rounds half up
+        (b"2e3", "K_INT", 2000),
+        (b'"7"', "K_STR", "7"),
+    ],
+)
+@pytest.mark.parametrize(
+    "layout", [b'[{"ph":"X","pid":%s,"tid":1}]', b'[{"ph":"X","pid":%s ,"tid":1}]', b'[{"tid":1,"pid":%s}]']
+)
+def test_polymorphic_values_as_integers_or_texts(value: bytes, kind: str, want: object, layout: bytes) -> None:
+    """pid, tid and id: an integer when the number is one int64 can hold, else its text as a symbol."""
+    from di.convert.chrome import scan as S
+
+    text = layout % value
+    got, cols, _, _ = _scan(text)
+    assert got.events == 1 and got.error == S.E_NONE
+    assert int(cols["pid_k"][0]) == getattr(S, kind)
+    if kind == "K_INT":
+        assert int(cols["pid"][0]) == want
+    assert int(cols["tid_k"][0]) == S.K_INT and int(cols["tid"][0]) == 1

@@ -311,7 +311,15 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                     else:
                         number = v0 == MINUS or DIGIT_0 <= v0 <= DIGIT_9
                         st = 1
-                        if number:
+                        e = i
+                        if DIGIT_0 <= v0 <= DIGIT_9:  # a short integer is read here (most pids, tids and ids)
+                            v = 0
+                            while e < n and e - i < 18 and DIGIT_0 <= buf[e] <= DIGIT_9:
+                                v = v * 10 + (np.int64(buf[e]) - 48)
+                                e += 1
+                            if e < n and not NUMBER_BYTES[buf[e]]:
+                                st = 0
+                        if st != 0 and number:
                             v, e, st = parse_number(buf, i, n, _AS_IS)
                         if st == 0:
                             kind = K_INT
