@@ -43,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from di.convert.bytewords import copy_bytes, load_u64
+from di.convert.bytewords import copy_bytes
 from di.convert.chrome.jsontext import (
     BAD_SYNTAX,
     CLOSE_ARRAY,
@@ -125,7 +125,6 @@ _CORR, _CORR_TAIL = _word(b"correlation"), _word(b"correlation"[3:])
 _BYTES = _word(b"bytes")
 # a 15-byte args key: the words of its first and last eight bytes
 _COLL, _COLL_TAIL = _word(b"Collective name"), _word(b"Collective name"[7:])
-_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
 
 
 # What the scanner does with an event member's value, by its key (G_SKIP: skipped).
@@ -152,7 +151,7 @@ _EVENT_KEYS = {
 _KEY_MULT = np.uint64(0xBCFBB050ACAB1A6B)
 _MEMO_SHIFT = np.uint64(58)
 """The memo of short symbols has 64 slots (the top six bits of a multiplicative hash)."""
-_ZERO, _ONE = np.uint64(0), np.uint64(1)
+_ONE = np.uint64(1)
 _KEY_SHIFT = np.uint64(59)
 """A perfect hash of the keys' words into 32 slots: ``(word * _KEY_MULT) >> _KEY_SHIFT`` (wrapping)."""
 
@@ -262,24 +261,21 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                     if j < 0:
                         err = E_TRUNCATED
                         break
-                    # a text of at most 16 bytes is its length and two words: found in the memo of
-                    # those seen (most names and categories) without a call to intern
+                    # a text of at most 16 bytes is its length and two words (its first eight bytes and
+                    # the eight that end it): found in the memo of those seen (most names and categories)
+                    # without a call to intern
                     L = j - i - 1
-                    memoable = L <= 16 and i + 9 <= n
-                    sid = FULL
-                    a = b = slot = _ZERO
-                    if memoable:
-                        a = load_u64(buf, i + 1) & _BYTE_MASKS[L if L < 8 else 8]
-                        b = load_u64(buf, j - 8) if L > 8 else _ZERO
-                        slot = ((a ^ (b << _ONE) ^ np.uint64(L)) * _KEY_MULT) >> _MEMO_SHIFT
-                        if memo[slot, 0] == a and memo[slot, 1] == b and memo[slot, 2] == np.uint64(L):
-                            sid = np.int64(memo[slot, 3])
-                    if sid == FULL:
+                    a = head_word(buf, i + 1, j, n)
+                    b = head_word(buf, j - 8, j, n)
+                    slot = ((a ^ (b << _ONE) ^ np.uint64(L)) * _KEY_MULT) >> _MEMO_SHIFT
+                    if L <= 16 and ((memo[slot, 0] ^ a) | (memo[slot, 1] ^ b) | (memo[slot, 2] ^ np.uint64(L))) == 0:
+                        sid = np.int64(memo[slot, 3])
+                    else:
                         sid = intern(buf, i + 1, j, slots, starts, ends, count)
                         if sid == FULL:
                             err = E_FULL
                             break
-                        if memoable:
+                        if L <= 16:
                             memo[slot, 0] = a
                             memo[slot, 1] = b
                             memo[slot, 2] = np.uint64(L)
@@ -311,15 +307,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                     else:
                         number = v0 == MINUS or DIGIT_0 <= v0 <= DIGIT_9
                         st = 1
-                        e = i
-                        if DIGIT_0 <= v0 <= DIGIT_9:  # a short integer is read here (most pids, tids and ids)
-                            v = 0
-                            while e < n and e - i < 18 and DIGIT_0 <= buf[e] <= DIGIT_9:
-                                v = v * 10 + (np.int64(buf[e]) - 48)
-                                e += 1
-                            if e < n and not NUMBER_BYTES[buf[e]]:
-                                st = 0
-                        if st != 0 and number:
+                        if number:
                             v, e, st = parse_number(buf, i, n, _AS_IS)
                         if st == 0:
                             kind = K_INT
