@@ -38,10 +38,10 @@ def _byte_set(chars: bytes) -> np.ndarray:
 NUMBER_BYTES = _byte_set(b"0123456789.-+eE")
 """The bytes a JSON number is written with, as a table indexed by byte."""
 _WORD = b"0123456789.-+abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-"""The bytes :func:`skip_value` and :func:`copy_value` take as one number or literal."""
+"""The bytes :func:`copy_value` takes as one number or literal."""
 
 C_OTHER, C_WORD, C_QUOTE, C_OPEN, C_CLOSE, C_SPACE, C_PUNCT = (np.uint8(k) for k in range(7))
-"""Classes of bytes for :func:`skip_value` and :func:`copy_value`: one table lookup and a
+"""Classes of bytes for :func:`copy_value`: one table lookup and a
 switch on the class instead of a compare per kind of byte (fewer branches to compile)."""
 
 

@@ -24,7 +24,10 @@ So the per-event parser is written out in :func:`_scan_array` itself (not an
 ``inline="always"`` helper, whose IR numba copies: that cost 0.7 s of compile)
 and the pid/tid/id values and the args copy with it; what stays a function is
 shared by several callers (:mod:`jsontext`,
-:func:`di.convert.symbols.intern`, :func:`di.convert.chrome.numbers.parse_number`).
+:func:`di.convert.symbols.intern`, :func:`di.convert.chrome.numbers.parse_number`),
+and the smallest helpers (``skip_ws``, ``head_word``) are intrinsics, LLVM written into
+each caller with no numba function of their own. Names and categories of at most 16
+bytes are looked up in a small memo (their length and two words) before ``intern``.
 Numba's passes cost per branch (each ``if`` is a typed ``bool`` call, a block,
 SSA and liveness work), so the event keys are found by a perfect hash into one
 table of what to do with each (:data:`_EVENT_KEYS`), not by a switch of compares:
