@@ -331,7 +331,7 @@ def _scan(text: bytes, capacity: int | None = None):
     cols = S.alloc_columns(text.count(b"{") + 1 if capacity is None else capacity)
     abuf = np.empty(len(text) + 8, dtype=np.uint8)
     top = np.empty((8, 4), dtype=np.int64)
-    got = S.scan(buf, cols, *new_table(), abuf, top, np.zeros(1, dtype=np.int64))
+    got = S.scan(buf, cols, *new_table(), abuf, top, np.zeros(2, dtype=np.int64))
     return got, S.columns(got.cols, got.events), bytes(abuf[: got.args_bytes]), top
 
 
@@ -398,7 +398,7 @@ def test_scan_grows_its_columns_and_loses_no_event(capacity: int, array_format: 
     assert cols["pid"].tolist() == list(range(23)) and args.count(b'{"k":') == 23
 
 
-# ---- copy_value: skip_value's end and errors, whitespace outside strings dropped ----
+# ---- copy_value: where the value ends and its errors (copying or not), whitespace outside strings dropped ----
 
 
 def _minified_reference(text: bytes) -> bytes:
@@ -417,9 +417,49 @@ def _minified_reference(text: bytes) -> bytes:
     return bytes(out)
 
 
+def _value_end_reference(buf: np.ndarray, i: int, n: int) -> int:
+    """Where the JSON value at i ends, TRUNCATED or BAD_SYNTAX: the scanner's skip_value as it was
+    before copy_value took its place, in Python."""
+    from di.convert.chrome import jsontext as J
+
+    depth = 0
+    while i < n:
+        c = J.BYTE_CLASS[buf[i]]
+        if c == J.C_QUOTE:
+            j = J.end_string(buf, i + 1, n)
+            if j < 0:
+                return J.TRUNCATED
+            i = j + 1
+        elif c == J.C_OPEN:
+            depth += 1
+            i += 1
+            continue
+        elif c == J.C_CLOSE:
+            depth -= 1
+            if depth < 0:
+                return J.BAD_SYNTAX
+            i += 1
+        elif c >= J.C_SPACE:
+            if depth == 0:
+                return J.BAD_SYNTAX
+            i += 1
+            continue
+        else:
+            start = i
+            while i < n and J.BYTE_CLASS[buf[i]] == J.C_WORD:
+                i += 1
+            if i == start:
+                return J.BAD_SYNTAX
+            if i >= n and depth == 0:
+                return J.TRUNCATED
+        if depth == 0:
+            return i
+    return J.TRUNCATED
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-def test_copy_value_ends_where_skip_value_does(seed: int) -> None:
-    from di.convert.chrome.jsontext import copy_value, skip_value
+def test_copy_value_ends_where_a_json_value_ends_copying_or_not(seed: int) -> None:
+    from di.convert.chrome.jsontext import COPY, SKIP, copy_value
 
     rng = np.random.default_rng(seed)
     alphabet = np.frombuffer(b'{}[]"\\\\:,  \n\tab1-.#', dtype=np.uint8)
@@ -429,11 +469,14 @@ def test_copy_value_ends_where_skip_value_does(seed: int) -> None:
         for _ in range(20):
             data = rng.choice(alphabet, size).astype(np.uint8)
             data[0] = rng.choice(starts)
+            data.flags.writeable = False  # as the scanner's buffers are
             n = np.int64(size)
             out = np.zeros(2 * size + 16, dtype=np.uint8)
-            end = skip_value(data, np.int64(0), n)
-            got, o = copy_value(data, np.int64(0), n, out, np.int64(0))
-            assert got == end, data.tobytes()
+            end = _value_end_reference(data, 0, size)
+            got, o = copy_value(data, np.int64(0), n, out, np.int64(0), COPY)
+            untouched = np.zeros(1, dtype=np.uint8)
+            skipped, o_skip = copy_value(data, np.int64(0), n, untouched, np.int64(0), SKIP)
+            assert got == skipped == end and o_skip == 0 and untouched[0] == 0, data.tobytes()
             if end >= 0:
                 checked += 1
                 assert bytes(out[:o]) == _minified_reference(data[:end].tobytes()), data.tobytes()
@@ -451,3 +494,33 @@ def test_texts_at_offsets_random_lengths_to_the_last_byte(seed: int) -> None:
     valid = rng.random(len(texts)) > 0.1
     got = texts_at_offsets(np.frombuffer(data, np.uint8), offsets, valid, "t")
     assert got.to_list() == [t if v else None for t, v in zip(texts, valid)]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "want"),
+    [
+        (b"7", "K_INT", 7),
+        (b"0012", "K_INT", 12),
+        (b"123456789012345678", "K_INT", 123456789012345678),  # 18 digits: read in the scanner's own loop
+        (b"1234567890123456789", "K_INT", 1234567890123456789),  # 19: by parse_number
+        (b"9223372036854775808", "K_STR", "9223372036854775808"),  # beyond int64: its text
+        (b"-3", "K_INT", -3),
+        (b"1.5", "K_INT", 2),  # parse_number rounds half up
+        (b"2e3", "K_INT", 2000),
+        (b'"7"', "K_STR", "7"),
+    ],
+)
+@pytest.mark.parametrize(
+    "layout", [b'[{"ph":"X","pid":%s,"tid":1}]', b'[{"ph":"X","pid":%s ,"tid":1}]', b'[{"tid":1,"pid":%s}]']
+)
+def test_polymorphic_values_as_integers_or_texts(value: bytes, kind: str, want: object, layout: bytes) -> None:
+    """pid, tid and id: an integer when the number is one int64 can hold, else its text as a symbol."""
+    from di.convert.chrome import scan as S
+
+    text = layout % value
+    got, cols, _, _ = _scan(text)
+    assert got.events == 1 and got.error == S.E_NONE
+    assert int(cols["pid_k"][0]) == getattr(S, kind)
+    if kind == "K_INT":
+        assert int(cols["pid"][0]) == want
+    assert int(cols["tid_k"][0]) == S.K_INT and int(cols["tid"][0]) == 1

@@ -54,51 +54,74 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True, _nrt=False)
-def _dense_ids(rows, slots, ids, first):
+def _dense_ids(rows, slots, ids, first, m, start):
     """Equal columns of the (k, n) int64 array get equal ids (into ``ids``), numbered in order of
-    first appearance; ``first[id]``: the first column of each id; returns how many ids. ``slots``:
-    the hash table, a power of two above 2n, all -1 (allocated by the caller: numba's ``np.full``
-    and ``np.empty`` compile once per signature and process, part of every cold start)."""
+    first appearance; ``first[id]``: the first column of each id. ``slots``: the hash table, a power
+    of two, all -1 (allocated by the caller: numba's ``np.full`` and ``np.empty`` compile once per
+    signature and process, part of every cold start). Resumes at column ``start`` with ``m`` ids
+    known, which go into ``slots`` first. Returns (ids, the column where it stopped): it stops when
+    the table is half full, for the caller to go on with a bigger one."""
     k, n = rows.shape
     mask = np.uint64(slots.size - 1)
-    m = 0
-    for r in range(n):
+    room = slots.size // 2
+    r = -m  # first the ids known: -m..-1 stand for columns first[0..m-1]
+    while r < n:
+        c0 = first[r + m] if r < 0 else r
+        if r >= 0 and m >= room:
+            return m, r
         h = np.uint64(0)
         for c in range(k):
-            h = (h ^ np.uint64(rows[c, r])) * _MIX
+            h = (h ^ np.uint64(rows[c, c0])) * _MIX
             h ^= h >> np.uint64(31)
         j = h & mask
         while True:
             s = slots[j]
             if s < 0:
-                slots[j] = m
-                first[m] = r
-                ids[r] = m
-                m += 1
+                if r < 0:
+                    slots[j] = r + m
+                else:
+                    slots[j] = m
+                    first[m] = r
+                    ids[r] = m
+                    m += 1
                 break
             f = first[s]
             same = True
             for c in range(k):
-                if rows[c, f] != rows[c, r]:
+                if rows[c, f] != rows[c, c0]:
                     same = False
                     break
             if same:
                 ids[r] = s
                 break
             j = (j + np.uint64(1)) & mask
-    return m
+        r += 1
+    return m, n
+
+
+_FIRST_SLOTS = 1 << 12
+"""The hash table :func:`dense_row_ids` starts with (32 KB): most keys it numbers (timelines,
+names, categories) have a few distinct values, and a table of 2n slots filled with -1 costs
+8 bytes of fresh memory per slot."""
 
 
 def dense_row_ids(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dense int64 ids of the columns of a (k, n) int64 array (equal columns, equal
-    ids), numbered in order of first appearance, and the first column of each id."""
+    ids), numbered in order of first appearance, and the first column of each id.
+
+    The hash table starts small and grows sixteenfold (up to 2n slots) when half full; the
+    ids found so far move to the bigger table, and the numbering goes on where it stopped."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     n = rows.shape[1]
-    size = 16
-    while size < 2 * n:
-        size *= 2
-    ids, first = np.empty(n, np.int64), np.empty(n, np.int64)
-    m = _dense_ids(rows, np.full(size, -1, np.int64), ids, first)
+    full = 16
+    while full < 2 * n:
+        full *= 2
+    ids, first = np.empty(n, np.int64), np.empty(n, np.int64)  # pages touched only as written
+    size = min(_FIRST_SLOTS, full)
+    m, at = _dense_ids(rows, np.full(size, -1, np.int64), ids, first, 0, 0)
+    while at < n:
+        size = min(size * 16, full)
+        m, at = _dense_ids(rows, np.full(size, -1, np.int64), ids, first, m, at)
     return ids, first[:m]
 
 

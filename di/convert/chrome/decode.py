@@ -170,12 +170,13 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     abuf = np.empty(max(buf.size, 1), dtype=np.uint8)
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
     capacity = FIRST_CAPACITY
-    progress = np.zeros(1, dtype=np.int64)
+    progress = np.zeros(2, dtype=np.int64)  # the offset reached, the di_flow members seen
     text = buf.view()  # read-only, as the buffers of the Perfetto reader and of JSON text from polars are:
     text.flags.writeable = False  # the kernels they share (symbols, jsontext) then compile once
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
         while True:
             slots, starts, ends, count = new_table(capacity)
+            progress[1] = 0
             # the columns' pages are touched only as rows are filled; the scan grows them when full
             got = S.scan(
                 text, S.alloc_columns(S.capacity_guess(buf.size)), slots, starts, ends, count, abuf, top, progress
@@ -199,7 +200,8 @@ def decode(path: Path, limit: int | None = None) -> Raw:
         dropped[TRUNCATED_TAIL] += rest
     cols = S.columns(got.cols, n)
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
-    di_flow = _spans_column(buf, cols["xs"], cols["xe"])
+    # only di's own writer adds di_flow: other files' xs and xe rows are never read (nor their pages touched)
+    di_flow = _spans_column(buf, cols["xs"], cols["xe"]) if progress[1] else None
     top_keys = _top_level(buf, top, got.top_keys, warnings)
     del buf  # the file's pages (unmapped here) are not needed for the args column: peak memory drops by the file size
     args = _args_column(cols, abuf, got.args_bytes, n)

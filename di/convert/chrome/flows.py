@@ -78,7 +78,10 @@ def flow_events(
         return empty()
     c = raw.cols
     # one flow per (cat, id), its steps in (ts, file) order
-    flow, _ = dense_row_ids(np.stack([c["cat"][rows], c["id_k"][rows], c["id"][rows]]).astype(np.int64))
+    # (cat, id kind) packed in one row (the kind is one byte): two rows to hash, not three
+    flow, _ = dense_row_ids(
+        np.stack([(c["cat"][rows].astype(np.int64) << np.int64(8)) | c["id_k"][rows], c["id"][rows]])
+    )
     t = ts[rows]
     order = nesting_order(flow, t, np.zeros_like(t), rows)
     rows, flow, t = rows[order], flow[order], t[order]

@@ -7,8 +7,10 @@ or bad syntax (``BAD_SYNTAX``) where a function says so.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
 from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
 from di.convert.bytewords import load_u64, store_u64
 
@@ -36,10 +38,10 @@ def _byte_set(chars: bytes) -> np.ndarray:
 NUMBER_BYTES = _byte_set(b"0123456789.-+eE")
 """The bytes a JSON number is written with, as a table indexed by byte."""
 _WORD = b"0123456789.-+abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-"""The bytes :func:`skip_value` and :func:`copy_value` take as one number or literal."""
+"""The bytes :func:`copy_value` takes as one number or literal."""
 
 C_OTHER, C_WORD, C_QUOTE, C_OPEN, C_CLOSE, C_SPACE, C_PUNCT = (np.uint8(k) for k in range(7))
-"""Classes of bytes for :func:`skip_value` and :func:`copy_value`: one table lookup and a
+"""Classes of bytes for :func:`copy_value`: one table lookup and a
 switch on the class instead of a compare per kind of byte (fewer branches to compile)."""
 
 
@@ -55,15 +57,102 @@ BYTE_CLASS = _byte_classes()
 """The class (``C_*``) of each byte."""
 
 
-@njit(cache=True, _nrt=False)
-def skip_ws(buf, i, n):
-    while i < n:
-        c = buf[i]
-        if c == SPACE or c == LF or c == CR or c == TAB:
-            i += 1
-        else:
-            break
-    return i
+@intrinsic
+def skip_ws(typingctx, buf, i, n):
+    """The index of the first byte at or after i that is not JSON whitespace (n if none; i itself when
+    it is negative).
+
+    An intrinsic: its few LLVM instructions are written into each caller, where a numba function
+    of its own cost every cold start 0.2 CPU-s of compiling (numba's fixed cost per function)
+    and each call site a call; only numba code can call it."""
+    if not (
+        isinstance(buf, types.Array)
+        and buf.dtype == types.uint8
+        and isinstance(i, types.Integer)
+        and isinstance(n, types.Integer)
+    ):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        start = context.cast(builder, args[1], sig.args[1], types.int64)
+        end = context.cast(builder, args[2], sig.args[2], types.int64)
+        entry = builder.block
+        head = builder.append_basic_block("ws.head")
+        body = builder.append_basic_block("ws.body")
+        step = builder.append_basic_block("ws.step")
+        done = builder.append_basic_block("ws.done")
+        builder.branch(head)
+        builder.position_at_end(head)
+        at = builder.phi(ir.IntType(64))
+        at.add_incoming(start, entry)
+        builder.cbranch(builder.icmp_unsigned("<", at, end), body, done)  # unsigned: a negative i stops here
+        builder.position_at_end(body)
+        c = builder.load(builder.gep(data, [at]))
+        ws = builder.icmp_unsigned("==", c, ir.Constant(ir.IntType(8), ord(" ")))
+        for other in "\t\n\r":
+            ws = builder.or_(ws, builder.icmp_unsigned("==", c, ir.Constant(ir.IntType(8), ord(other))))
+        builder.cbranch(ws, step, done)
+        builder.position_at_end(step)
+        at.add_incoming(builder.add(at, ir.Constant(ir.IntType(64), 1)), step)
+        builder.branch(head)
+        builder.position_at_end(done)
+        return context.cast(builder, at, types.int64, sig.return_type)
+
+    return types.int64(buf, i, n), codegen
+
+
+@intrinsic
+def head_word(typingctx, buf, s, e, n):
+    """The first min(e - s, 8) bytes of buf[s:e] as a little-endian uint64, zero above (the bytes
+    of buf[:n]; the word that ends at n when fewer than eight bytes follow s; zero in a buffer of
+    fewer than eight bytes, where no JSON member has room for a key it could be compared with).
+
+    An intrinsic (see :func:`skip_ws`): a numba function of its own cost every cold start
+    0.1 CPU-s of compiling."""
+    if not (
+        isinstance(buf, types.Array)
+        and buf.dtype == types.uint8
+        and all(isinstance(x, types.Integer) for x in (s, e, n))
+    ):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        start, end, size = (context.cast(builder, v, t, types.int64) for v, t in zip(args[1:], sig.args[1:]))
+        eight = ir.Constant(i64, 8)
+        length = builder.sub(end, start)
+        length = builder.select(builder.icmp_signed("<", length, eight), length, eight)
+        length = builder.select(builder.icmp_signed("<", length, ir.Constant(i64, 0)), ir.Constant(i64, 0), length)
+        entry = builder.block
+        load_at = builder.append_basic_block("head.load")
+        done = builder.append_basic_block("head.done")
+        fits = builder.icmp_signed("<=", builder.add(start, eight), size)
+        big = builder.icmp_signed(">=", size, eight)
+        builder.cbranch(builder.or_(fits, big), load_at, done)
+        builder.position_at_end(load_at)
+        at = builder.select(fits, start, builder.sub(size, eight))  # near the end: the last eight bytes
+        word = builder.load(builder.bitcast(builder.gep(data, [at]), i64.as_pointer()), align=1)
+        shift = builder.select(
+            fits, ir.Constant(i64, 0), builder.mul(builder.sub(builder.add(start, eight), size), eight)
+        )
+        shift = builder.select(builder.icmp_unsigned(">", shift, ir.Constant(i64, 56)), ir.Constant(i64, 56), shift)
+        word = builder.lshr(word, shift)
+        builder.branch(done)
+        builder.position_at_end(done)
+        got = builder.phi(i64)
+        got.add_incoming(ir.Constant(i64, 0), entry)
+        got.add_incoming(word, load_at)
+        full = builder.icmp_signed(">=", length, eight)
+        low = builder.sub(
+            builder.shl(ir.Constant(i64, 1), builder.select(full, ir.Constant(i64, 0), builder.mul(length, eight))),
+            ir.Constant(i64, 1),
+        )
+        mask = builder.select(full, ir.Constant(i64, -1), low)
+        return builder.and_(got, mask)
+
+    return types.uint64(buf, s, e, n), codegen
 
 
 _ONES = np.uint64(0x0101010101010101)
@@ -76,12 +165,17 @@ _BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 def end_string(buf, i, n):
     """i is just after the opening quote; returns the index of the closing quote or ``TRUNCATED``.
 
-    Eight bytes per step while no byte is a quote or a backslash, then byte by byte."""
+    Eight bytes per step: the word holding the closing quote gives its place (the lowest
+    flagged byte is exact), unless a backslash comes first; then byte by byte."""
     while i + 8 <= n:
         w = load_u64(buf, i)
         q = w ^ _QUOTES
         b = w ^ _BACKSLASHES
-        if ((q - _ONES) & ~q & _HIGHS) | ((b - _ONES) & ~b & _HIGHS):
+        qm = (q - _ONES) & ~q & _HIGHS
+        bm = (b - _ONES) & ~b & _HIGHS
+        if qm | bm:
+            if qm and (bm == 0 or trailing_zeros(qm) < trailing_zeros(bm)):
+                return i + (trailing_zeros(qm) >> 3)
             break
         i += 8
     while i < n:
@@ -92,45 +186,6 @@ def end_string(buf, i, n):
             i += 2
         else:
             i += 1
-    return TRUNCATED
-
-
-@njit(cache=True, _nrt=False)
-def skip_value(buf, i, n):
-    """Index just after the JSON value starting at i, ``TRUNCATED`` or ``BAD_SYNTAX``."""
-    depth = 0
-    while i < n:
-        c = BYTE_CLASS[buf[i]]
-        if c == C_QUOTE:
-            j = end_string(buf, i + 1, n)
-            if j < 0:
-                return TRUNCATED
-            i = j + 1
-        elif c == C_OPEN:
-            depth += 1
-            i += 1
-            continue
-        elif c == C_CLOSE:
-            depth -= 1
-            if depth < 0:
-                return BAD_SYNTAX
-            i += 1
-        elif c >= C_SPACE:  # whitespace, ',' or ':'
-            if depth == 0:
-                return BAD_SYNTAX
-            i += 1
-            continue
-        else:
-            # number or literal: letters, digits, signs, dots
-            start = i
-            while i < n and BYTE_CLASS[buf[i]] == C_WORD:
-                i += 1
-            if i == start:
-                return BAD_SYNTAX
-            if i >= n and depth == 0:
-                return TRUNCATED
-        if depth == 0:
-            return i
     return TRUNCATED
 
 
@@ -177,28 +232,32 @@ def copy_string(buf, i, n, out, o):
 
 
 @njit(cache=True, _nrt=False)
-def copy_value(buf, i, n, out, o):
+def copy_value(buf, i, n, out, o, copy):
     """Copy the JSON value at i (an object, an array, a literal) to out[o:] without the
     whitespace outside its strings; returns (index just after it, ``TRUNCATED`` or
-    ``BAD_SYNTAX``, new o).
+    ``BAD_SYNTAX``, new o). With ``copy`` False nothing is written: it only finds where the
+    value ends (what a separate ``skip_value`` did, whose compile every cold start paid).
 
-    One pass that both finds the value's end, exactly as :func:`skip_value` does (the
-    same errors at the same bytes), and copies it; strings go eight bytes per step
-    (:func:`copy_string`)."""
+    One pass that both checks and copies the value; strings go eight bytes per step
+    (:func:`copy_string`, or :func:`end_string` when not copying)."""
     depth = 0
     while i < n:
         c = buf[i]
         k = BYTE_CLASS[c]
         if k == C_QUOTE:
-            j, o = copy_string(buf, i, n, out, o)
+            if copy:
+                j, o = copy_string(buf, i, n, out, o)
+            else:
+                j = end_string(buf, i + 1, n)
             if j < 0:
                 return TRUNCATED, o
             i = j + 1
         elif k == C_OPEN or k == C_PUNCT:
             if k == C_PUNCT and depth == 0:
                 return BAD_SYNTAX, o
-            out[o] = c
-            o += 1
+            if copy:
+                out[o] = c
+                o += 1
             depth += k == C_OPEN
             i += 1
             continue
@@ -206,8 +265,9 @@ def copy_value(buf, i, n, out, o):
             depth -= 1
             if depth < 0:
                 return BAD_SYNTAX, o
-            out[o] = c
-            o += 1
+            if copy:
+                out[o] = c
+                o += 1
             i += 1
         elif k == C_SPACE:
             if depth == 0:
@@ -217,8 +277,9 @@ def copy_value(buf, i, n, out, o):
         else:
             start = i
             while i < n and BYTE_CLASS[buf[i]] == C_WORD:
-                out[o] = buf[i]
-                o += 1
+                if copy:
+                    out[o] = buf[i]
+                    o += 1
                 i += 1
             if i == start:
                 return BAD_SYNTAX, o
@@ -227,3 +288,9 @@ def copy_value(buf, i, n, out, o):
         if depth == 0:
             return i, o
     return TRUNCATED, o
+
+
+COPY, SKIP = np.bool_(True), np.bool_(False)
+"""The ``copy`` argument of :func:`copy_value`, typed (one compiled version for both)."""
+NO_OUT = np.zeros(1, dtype=np.uint8)
+"""The ``out`` of :func:`copy_value` calls from Python that only skip a value."""

@@ -149,24 +149,23 @@ def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFr
     gpu = np.flatnonzero(has & _kind_is(locations, "gpu_stream")[loc])
     corr = corr_col.fill_null(0).to_numpy()
     rank = _per_loc(locations, locations.get_column("rank").fill_null(-1).to_numpy().astype(np.int64))[loc]
-    # the GPU rows of each (correlation, rank), grouped; each API call fans out to its key's group
-    gpu_key = np.stack([corr[gpu], rank[gpu]])
-    gpu_ids, first = dense_row_ids(gpu_key)
-    key = match_rows(gpu_key[:, first], np.stack([corr[cpu], rank[cpu]]))
-    cpu, key = cpu[key >= 0], key[key >= 0]
+    # the GPU rows of each (correlation, rank), grouped; each API call fans out to its key's group.
+    # One numbering of the GPU keys then the API calls' keys: the GPU rows come first, so their
+    # groups are the ids first seen among them, and an API call's key has a group when its id is one.
+    ids, first = dense_row_ids(
+        np.stack([np.concatenate([corr[gpu], corr[cpu]]), np.concatenate([rank[gpu], rank[cpu]])])
+    )
+    groups = int(np.searchsorted(first, gpu.size))
+    gpu_ids, key = ids[: gpu.size], ids[gpu.size :]
+    cpu, key = cpu[key < groups], key[key < groups]
     by_key = gpu[np.argsort(gpu_ids, kind="stable")]
-    count = np.bincount(gpu_ids, minlength=first.size)
+    count = np.bincount(gpu_ids, minlength=groups)
     fan = count[key]
     src = np.repeat(cpu, fan)
     offset = np.arange(src.size) - np.repeat(np.cumsum(fan) - fan, fan)
     dst = by_key[np.repeat((np.cumsum(count) - count)[key], fan) + offset]
     if known.height:
-        new = (
-            match_rows(
-                np.stack([known.get_column("src").to_numpy(), known.get_column("dst").to_numpy()]), np.stack([src, dst])
-            )
-            < 0
-        )
+        new = _not_known(known, src, dst, events.height)
         src, dst = src[new], dst[new]
     return pl.DataFrame(
         {
@@ -178,6 +177,33 @@ def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFr
         },
         schema=known.schema,
     )
+
+
+def _not_known(known: pl.DataFrame, src: np.ndarray, dst: np.ndarray, n_events: int) -> np.ndarray:
+    """Which edges (src, dst) are not among the ``known`` flows' (src, dst).
+
+    By destination: an array over the events holds the source of the one known flow into each
+    (a pass over the edges, where hashing both sets of pairs took three times as long); only the
+    edges into an event that several known flows with different sources enter are looked up
+    among the pairs."""
+    ks = known.get_column("src").to_numpy()
+    kd = known.get_column("dst").to_numpy()
+    if (
+        known.get_column("src").null_count()
+        or known.get_column("dst").null_count()
+        or not (0 <= kd.min() and kd.max() < n_events)
+    ):
+        return match_rows(np.stack([ks, kd]).astype(np.int64), np.stack([src, dst]).astype(np.int64)) < 0
+    only = np.full(n_events, -1, dtype=np.int64)
+    only[kd] = ks
+    only[kd[only[kd] != ks]] = -2  # several known sources: looked up below
+    found = only[dst]
+    new = found != src
+    several = np.flatnonzero(found == -2)
+    if several.size:
+        pairs = np.stack([ks, kd]).astype(np.int64)
+        new[several] = match_rows(pairs, np.stack([src[several], dst[several]]).astype(np.int64)) < 0
+    return new
 
 
 def sync_kinds(flows: pl.DataFrame, events: pl.DataFrame, locations: pl.DataFrame) -> pl.DataFrame:

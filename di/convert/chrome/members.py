@@ -14,8 +14,12 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.convert.chrome.jsontext import end_string, skip_value
+from di.convert.chrome.jsontext import SKIP, copy_value, end_string
 from di.convert.columns import utf8_buffers
+
+
+_AT_START = np.int64(0)
+"""The ``o`` of :func:`copy_value` calls that write nothing (typed: a literal 0 compiles a version of its own)."""
 
 
 @njit(cache=True, _nrt=False)
@@ -26,14 +30,15 @@ def _end_string(data, i, end):
 
 
 @njit(cache=True, _nrt=False)
-def _skip(data, i, end):
-    """Index after the (minified) JSON value starting at i (``end`` if it does not end)."""
-    j = skip_value(data, i, end)
+def _skip(data, i, end, scratch):
+    """Index after the (minified) JSON value starting at i (``end`` if it does not end); ``scratch``:
+    the writable ``out`` :func:`copy_value` takes (nothing is written)."""
+    j = copy_value(data, i, end, scratch, _AT_START, SKIP)[0]
     return end if j < 0 else j
 
 
 @njit(cache=True, _nrt=False)
-def _scan(data, offsets, out):
+def _scan(data, offsets, out, scratch):
     """Fill ``out`` rows (object row, key start, key length, number start, number length)
     in characters from the row's start; returns the number of members found."""
     m = 0
@@ -51,7 +56,7 @@ def _scan(data, offsets, out):
             if vs >= end:
                 break
             c = data[vs]
-            ve = _skip(data, vs, end)
+            ve = _skip(data, vs, end, scratch)
             if c == 45 or 48 <= c <= 57:
                 for k in range(last, ks):
                     chars += (data[k] & 0xC0) != 0x80
@@ -83,7 +88,7 @@ def numeric_members(objects: pl.Series) -> pl.DataFrame:
     texts = objects.fill_null("").cast(pl.String).rename("text")
     data, offsets = utf8_buffers(texts)
     out = np.empty((int(np.count_nonzero(data == 58)) + 1, 5), dtype=np.int64)
-    m = _scan(data, offsets, out)
+    m = _scan(data, offsets, out, np.zeros(1, dtype=np.uint8))
     found = pl.DataFrame(out[:m], schema=["row", "ks", "kl", "vs", "vl"], orient="row")
     text = texts.gather(found.get_column("row"))
     return found.with_columns(text).select(

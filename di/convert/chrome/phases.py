@@ -134,9 +134,13 @@ def concat(parts: list[Intervals]) -> Intervals:
 
 
 def timestamps(raw: Raw, base_ns: int) -> np.ndarray:
-    """Each record's ``ts`` in int64 ns plus ``base_ns`` (0 where it has none)."""
-    c = raw.cols
-    return np.where((c["flags"] & S.F_TS) != 0, c["ts"] + np.int64(base_ns), 0)
+    """Each record's ``ts`` in int64 ns plus ``base_ns`` (0 where it has none): the scanner's
+    ``ts`` column itself, changed in place (a new column of every record costs its fresh memory)."""
+    ts = raw.cols["ts"]
+    if base_ns:
+        ts += np.int64(base_ns)
+        ts[(raw.cols["flags"] & S.F_TS) == 0] = 0  # the scanner left 0 there
+    return ts
 
 
 def usable(raw: Raw, dropped: Counter[str]) -> np.ndarray:

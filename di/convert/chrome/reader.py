@@ -25,6 +25,7 @@ from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_row_ids
 from di.convert.provenance import reader_meta
 from di.convert.restore import restore, restore_meta
+from di.convert.stringviews import nullable_int64
 from di.merge import assign_instances
 from di.nesting import nest, nesting_order
 from di.trace import Trace
@@ -88,19 +89,21 @@ def _events(
         at = at[iv.merged_at]
         args = args.scatter(at[at >= 0], iv.merged_args.filter(pl.Series(at >= 0)))
     c = raw.cols
+    flags = iv.flags[order]
     cols: dict[str, Any] = {
         "loc": loc,
         "start_ns": start,
         "end_ns": end,
         "name": c["name"][row],
         "cat": c["cat"][row],
-        "corr": c["corr"][row],
-        "bytes": c["bytes"][row],
+        # null where absent, the values' own buffers with a validity bitmap (no new column each)
+        "corr": nullable_int64("corr", c["corr"][row], (flags & S.F_CORR) != 0),
+        "bytes": nullable_int64("bytes", c["bytes"][row], (flags & S.F_BYTES) != 0),
         "instant": iv.instant[order],
         "args": args,
         "depth": depth,
-        "parent": parent,
-        "flags": iv.flags[order],
+        "parent": nullable_int64("parent", parent, parent >= 0),
+        "flags": flags,
     }
     if binds:
         cols.update(
@@ -110,16 +113,7 @@ def _events(
             if raw.di_flow is not None
             else pl.Series([None] * row.size, dtype=pl.String),
         )
-    flags = pl.col("flags")
-    return (
-        pl.DataFrame(cols).with_columns(
-            pl.when((flags & S.F_CORR) != 0).then(pl.col("corr")).alias("corr"),
-            pl.when((flags & S.F_BYTES) != 0).then(pl.col("bytes")).alias("bytes"),
-            pl.when(pl.col("parent") >= 0).then(pl.col("parent")).alias("parent"),
-        ),
-        Nested(loc, start, end, parent, cols["instant"]),
-        row,
-    )
+    return pl.DataFrame(cols), Nested(loc, start, end, parent, cols["instant"]), row
 
 
 def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
@@ -238,8 +232,8 @@ def _on_epoch(raw: Raw, base_ns: int) -> bool:
     """True when the timestamps are Unix-epoch based (a base, or values beyond 10**18 ns)."""
     if base_ns > 0:
         return True
-    ts = raw.cols["ts"][(raw.cols["flags"] & S.F_TS) != 0]
-    return bool(ts.size and int(ts.max()) > 10**18)
+    ts = raw.cols["ts"]
+    return bool(ts.size and int(ts.max(where=(raw.cols["flags"] & S.F_TS) != 0, initial=0)) > 10**18)
 
 
 def _meta(

@@ -23,8 +23,11 @@ cold start pays for each (typing, LLVM, the cache entry a warm start loads).
 So the per-event parser is written out in :func:`_scan_array` itself (not an
 ``inline="always"`` helper, whose IR numba copies: that cost 0.7 s of compile)
 and the pid/tid/id values and the args copy with it; what stays a function is
-shared by several callers (``_head``, :mod:`jsontext`,
-:func:`di.convert.symbols.intern`, :func:`di.convert.chrome.numbers.parse_number`).
+shared by several callers (:mod:`jsontext`,
+:func:`di.convert.symbols.intern`, :func:`di.convert.chrome.numbers.parse_number`),
+and the smallest helpers (``skip_ws``, ``head_word``) are intrinsics, LLVM written into
+each caller with no numba function of their own. Names and categories of at most 16
+bytes are looked up in a small memo (their length and two words) before ``intern``.
 Numba's passes cost per branch (each ``if`` is a typed ``bool`` call, a block,
 SSA and liveness work), so the event keys are found by a perfect hash into one
 table of what to do with each (:data:`_EVENT_KEYS`), not by a switch of compares:
@@ -43,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from di.convert.bytewords import copy_bytes, load_u64
+from di.convert.bytewords import copy_bytes
 from di.convert.chrome.jsontext import (
     BAD_SYNTAX,
     CLOSE_ARRAY,
@@ -60,9 +63,12 @@ from di.convert.chrome.jsontext import (
     TRUNCATED,
     NUMBER_BYTES,
     copy_string,
+    COPY,
+    SKIP,
+    NO_OUT,
     copy_value,
     end_string,
-    skip_value,
+    head_word,
     skip_ws,
 )
 from di.convert.chrome.numbers import parse_number
@@ -113,7 +119,7 @@ _US_TO_NS = np.int64(3)
 
 
 def _word(text: bytes) -> np.uint64:
-    """Up to eight ASCII bytes as the little-endian word :func:`_head` loads."""
+    """Up to eight ASCII bytes as the little-endian word :func:`~di.convert.chrome.jsontext.head_word` loads."""
     return np.uint64(int.from_bytes(text[:8], "little"))
 
 
@@ -122,20 +128,6 @@ _CORR, _CORR_TAIL = _word(b"correlation"), _word(b"correlation"[3:])
 _BYTES = _word(b"bytes")
 # a 15-byte args key: the words of its first and last eight bytes
 _COLL, _COLL_TAIL = _word(b"Collective name"), _word(b"Collective name"[7:])
-_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
-
-
-@njit(cache=True, _nrt=False)
-def _head(buf, s, e, n):
-    """The first min(e - s, 8) bytes of buf[s:e] as a little-endian word, zero above:
-    equal to :func:`_word` of a key of at most eight bytes exactly when the bytes are."""
-    L = e - s if e - s < 8 else 8
-    if s + 8 <= n:
-        return load_u64(buf, s) & _BYTE_MASKS[L]
-    w = np.uint64(0)
-    for j in range(L):
-        w |= np.uint64(buf[s + j]) << np.uint64(8 * j)
-    return w
 
 
 # What the scanner does with an event member's value, by its key (G_SKIP: skipped).
@@ -160,6 +152,9 @@ _EVENT_KEYS = {
 }
 """The event keys the scanner reads (each of at most eight bytes) and what it does with their values."""
 _KEY_MULT = np.uint64(0xBCFBB050ACAB1A6B)
+_MEMO_SHIFT = np.uint64(58)
+"""The memo of short symbols has 64 slots (the top six bits of a multiplicative hash)."""
+_ONE = np.uint64(1)
 _KEY_SHIFT = np.uint64(59)
 """A perfect hash of the keys' words into 32 slots: ``(word * _KEY_MULT) >> _KEY_SHIFT`` (wrapping)."""
 
@@ -185,7 +180,7 @@ T_LEN, T_ACTION, T_NEEDS, T_ROW8, T_ROW32, T_ROW64, T_FLAG, T_STATUS = range(8)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
+def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, memo):
     """Events of the array whose '[' (or, resuming, the ',' before the next event) is at
     buf[i], into rows k... of the columns ``c`` and abuf[o:]; returns (next index, n events,
     error, error offset, args bytes used).
@@ -195,7 +190,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
     event's '{' and keeps the rows before it. ``E_ROWS``: the columns are full; the next
     index is where to resume with bigger ones. ``progress[0]`` is set to the byte offset
     reached every 65,536 events; the kernel runs without the GIL so that another thread
-    can watch it."""
+    can watch it. ``progress[1]`` counts the ``di_flow`` members. ``memo`` (:func:`new_memo`) holds
+    the symbol ids of texts of at most 16 bytes interned by this scan."""
     w8, w32, w64 = c
     n = buf.size
     cap = w8.shape[1]
@@ -247,7 +243,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                 # the key's slot in the tables (a perfect hash of its word), its action
                 # G_SKIP unless the key and the value's first byte are those it reads
                 L = ke - ks
-                w = _head(buf, ks, ke, n)
+                w = head_word(buf, ks, ke, n)
                 t = (w * _KEY_MULT) >> _KEY_SHIFT
                 act = G_SKIP
                 if _KEY_WORDS[t] == w and _KEY_TABLE[t, T_LEN] == L:
@@ -268,10 +264,25 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     if j < 0:
                         err = E_TRUNCATED
                         break
-                    sid = intern(buf, i + 1, j, slots, starts, ends, count)
-                    if sid == FULL:
-                        err = E_FULL
-                        break
+                    # a text of at most 16 bytes is its length and two words (its first eight bytes and
+                    # the eight that end it): found in the memo of those seen (most names and categories)
+                    # without a call to intern
+                    L = j - i - 1
+                    a = head_word(buf, i + 1, j, n)
+                    b = head_word(buf, j - 8, j, n)
+                    slot = ((a ^ (b << _ONE) ^ np.uint64(L)) * _KEY_MULT) >> _MEMO_SHIFT
+                    if L <= 16 and ((memo[slot, 0] ^ a) | (memo[slot, 1] ^ b) | (memo[slot, 2] ^ np.uint64(L))) == 0:
+                        sid = np.int64(memo[slot, 3])
+                    else:
+                        sid = intern(buf, i + 1, j, slots, starts, ends, count)
+                        if sid == FULL:
+                            err = E_FULL
+                            break
+                        if L <= 16:
+                            memo[slot, 0] = a
+                            memo[slot, 1] = b
+                            memo[slot, 2] = np.uint64(L)
+                            memo[slot, 3] = np.uint64(sid)
                     w32[_KEY_TABLE[t, T_ROW32], k] = sid
                     i = j + 1
                 elif act == G_NUMBER:
@@ -283,7 +294,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     else:
                         if status == ST_OK:
                             status = ST_OVERFLOW if st == 3 else _KEY_TABLE[t, T_STATUS]
-                        i = skip_value(buf, i, n)
+                        i = copy_value(buf, i, n, abuf, o, SKIP)[0]
                 elif act == G_POLY:
                     # a polymorphic value: an int64, else its text as a symbol
                     kind = K_NONE
@@ -305,7 +316,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                             kind = K_INT
                             i = e
                         else:
-                            e = skip_value(buf, i, n)
+                            e = copy_value(buf, i, n, abuf, o, SKIP)[0]
                             if e >= 0 and number:
                                 # beyond int64 (or not an integer): keep its text as a symbol
                                 v = intern(buf, i, e, slots, starts, ends, count)
@@ -317,14 +328,15 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                     w8[_KEY_TABLE[t, T_ROW8], k] = kind
                     w64[_KEY_TABLE[t, T_ROW64], k] = v
                 elif act == G_DIFLOW:
-                    e = skip_value(buf, i, n)
+                    progress[1] += 1
+                    e = copy_value(buf, i, n, abuf, o, SKIP)[0]
                     w64[I_XS, k] = i
                     w64[I_XE, k] = e
                     i = e
                 elif act == G_FLOW:
                     if v0 == TRUE_START:
                         flags |= _KEY_TABLE[t, T_FLAG]
-                    i = skip_value(buf, i, n)
+                    i = copy_value(buf, i, n, abuf, o, SKIP)[0]
                 elif act == G_ARGS:
                     # args: copied to abuf minified, 'correlation' and 'bytes' lifted
                     abuf[o] = OPEN_OBJECT
@@ -366,8 +378,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                             L = ke - ks
                             lift = 0
                             if L == 15 or L == 11 or L == 5:
-                                hw = _head(buf, ks, ke, n)
-                                tw = _head(buf, ke - 8, ke, n)
+                                hw = head_word(buf, ks, ke, n)
+                                tw = head_word(buf, ke - 8, ke, n)
                                 if L == 15 and hw == _COLL and tw == _COLL_TAIL:
                                     flags |= F_COLL
                                 elif L == 11 and hw == _CORR and tw == _CORR_TAIL:
@@ -388,7 +400,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                                         w64[I_BYTES if lift == F_BYTES else I_CORR, k] = v
                                         flags |= lift
                                     else:
-                                        e = skip_value(buf, i, n)  # beyond int64: kept as written
+                                        e = copy_value(buf, i, n, abuf, o, SKIP)[0]  # beyond int64: kept as written
                                         if e < 0:
                                             err = -e
                                             break
@@ -401,7 +413,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                                         break
                                 o = copy_bytes(abuf, o, buf, i, e)
                             else:  # an object, an array or a literal
-                                e, o = copy_value(buf, i, n, abuf, o)
+                                e, o = copy_value(buf, i, n, abuf, o, COPY)
                                 if e < 0:
                                     err = -e
                                     break
@@ -425,7 +437,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress):
                             break
                     flags |= F_ARGS
                 else:
-                    i = skip_value(buf, i, n)
+                    i = copy_value(buf, i, n, abuf, o, SKIP)[0]
                 if i < 0:
                     err = -i
                     break
@@ -486,6 +498,19 @@ def _document_start(buf: np.ndarray) -> int:
 _EVENTS_KEY = b"traceEvents"
 
 
+def _skip_space(buf: np.ndarray, i: int) -> int:
+    """The offset of the first byte at or after i that is not JSON whitespace (looked at a
+    block at a time, in Python: the whitespace between top-level members is short)."""
+    n = buf.size
+    while i < n:
+        block = bytes(buf[i : i + 4096])
+        rest = block.lstrip(_SPACE)
+        i += len(block) - len(rest)
+        if rest:
+            break
+    return i
+
+
 def _members(
     buf: np.ndarray, i: int, after_value: bool, find_events: bool, top: np.ndarray, ntop: int
 ) -> tuple[int, int, int, int]:
@@ -502,10 +527,10 @@ def _members(
     its own cost 0.3-0.5 CPU-s of compiling on every cold start.
     """
     n = buf.size
-    i = skip_ws(buf, i, n)
+    i = _skip_space(buf, i)
     if after_value:
         if i < n and buf[i] == COMMA:
-            i = skip_ws(buf, i + 1, n)
+            i = _skip_space(buf, i + 1)
         elif i < n and buf[i] != CLOSE_OBJECT:
             return i, E_SYNTAX, ntop, -1
     while i < n:
@@ -517,23 +542,23 @@ def _members(
         if j < 0:
             break
         ks, ke = i + 1, j
-        i = skip_ws(buf, j + 1, n)
+        i = _skip_space(buf, j + 1)
         if i >= n or buf[i] != COLON:
             return i, (E_TRUNCATED if i >= n else E_SYNTAX), ntop, -1
-        i = skip_ws(buf, i + 1, n)
+        i = _skip_space(buf, i + 1)
         if i >= n:
             break
         if find_events and buf[i] == OPEN_ARRAY and ke - ks == len(_EVENTS_KEY) and bytes(buf[ks:ke]) == _EVENTS_KEY:
             return i, E_NONE, ntop, i
-        e = skip_value(buf, i, n)
+        e = int(copy_value(buf, i, n, NO_OUT, 0, SKIP)[0])
         if e < 0:
             return i, -e, ntop, -1
         if ntop < top.shape[0]:
             top[ntop] = ks, ke, i, e
             ntop += 1
-        i = skip_ws(buf, e, n)
+        i = _skip_space(buf, e)
         if i < n and buf[i] == COMMA:
-            i = skip_ws(buf, i + 1, n)
+            i = _skip_space(buf, i + 1)
         elif i < n and buf[i] != CLOSE_OBJECT:
             return i, E_SYNTAX, ntop, -1
     return n, E_TRUNCATED, ntop, -1
@@ -575,7 +600,8 @@ def scan(
     (``Scanned.cols``). ``top`` receives (key start, key end, value start,
     value end) of each other top-level key of the object format, for the
     caller to decode. ``E_FULL`` means the symbol table (slots, starts, ends,
-    count) ran out of room. ``progress[0]`` is set to the byte offset reached
+    count) ran out of room. ``progress[1]`` counts the ``di_flow`` members seen (the caller zeroes it
+    before a scan). ``progress[0]`` is set to the byte offset reached
     every 65,536 events. The events array is one kernel, called from Python
     (not linked into a caller, which would compile it again); the few
     top-level members are read in Python (:func:`_members`).
@@ -585,7 +611,7 @@ def scan(
     if i >= n:
         return Scanned(0, E_NOT_TRACE, 0, False, 0, 0, c)
     if buf[i] == OPEN_ARRAY:
-        _, nev, err, where, used, c = _events(buf, i, c, slots, starts, ends, count, abuf, progress)
+        _, nev, err, where, used, c = _events(buf, i, c, slots, starts, ends, count, abuf, progress, new_memo())
         # the array format may end without its ']' (Trace Event Format spec): truncated
         # at the end, not inside an event (there ``where`` is the event's '{')
         if err == E_TRUNCATED and where >= n:
@@ -596,7 +622,7 @@ def scan(
     i, err, ntop, events_at = _members(buf, i + 1, False, True, top, 0)
     if events_at < 0:
         return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0, c)
-    i, nev, err, where, used, c = _events(buf, events_at, c, slots, starts, ends, count, abuf, progress)
+    i, nev, err, where, used, c = _events(buf, events_at, c, slots, starts, ends, count, abuf, progress, new_memo())
     if err != E_NONE:
         return Scanned(nev, err, where, False, ntop, used, c)
     i, err, ntop, _ = _members(buf, i, True, False, top, ntop)
@@ -613,12 +639,13 @@ def _events(
     count: np.ndarray,
     abuf: np.ndarray,
     progress: np.ndarray,
+    memo: np.ndarray,
 ) -> tuple[int, int, int, int, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """:func:`_scan_array` from the '[' at i, resumed in columns twice as big (or as
     big as the bytes scanned so far predict) each time they fill up."""
     k = o = 0
     while True:
-        i, k, err, where, o = _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress)
+        i, k, err, where, o = _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, memo)
         if err != E_ROWS:
             return i, k, err, where, o, c
         grown = alloc_columns(max(2 * k, int(k * 1.25 * buf.size / max(where, 1))) + 1)
@@ -626,6 +653,12 @@ def _events(
             filled = min(k + 1, old.shape[1])
             new[:, :filled] = old[:, :filled]
         c = grown
+
+
+def new_memo() -> np.ndarray:
+    """An empty memo of short symbols for one scan (its ids are those of that scan's table):
+    per slot the text's first word, its last (or its length), its length and its id."""
+    return np.full((64, 4), np.iinfo(np.uint64).max, dtype=np.uint64)
 
 
 def capacity_guess(size: int) -> int:

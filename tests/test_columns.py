@@ -1,0 +1,67 @@
+"""Dense row ids (``di.convert.columns``): the ids and first rows equal those of a Python dict
+numbering the keys in order of first appearance, across the hash table's growth (it starts at
+4,096 slots and grows sixteenfold, moving the ids found so far, when half full)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from di.convert.columns import _FIRST_SLOTS, dense_row_ids, match_rows
+
+
+def _reference(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    seen: dict[tuple[int, ...], int] = {}
+    ids, first = [], []
+    for r in range(rows.shape[1]):
+        key = tuple(int(v) for v in rows[:, r])
+        if key not in seen:
+            seen[key] = len(first)
+            first.append(r)
+        ids.append(seen[key])
+    return np.array(ids, dtype=np.int64), np.array(first, dtype=np.int64)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, _FIRST_SLOTS // 2, _FIRST_SLOTS // 2 + 1, 3 * _FIRST_SLOTS, 40_000])
+@pytest.mark.parametrize("distinct", [1, 3, _FIRST_SLOTS // 2, _FIRST_SLOTS, 2**62])
+@pytest.mark.parametrize("k", [1, 3])
+def test_dense_row_ids_number_keys_in_order_of_first_appearance(n: int, distinct: int, k: int) -> None:
+    rows = np.random.default_rng(n * 7 + k).integers(-distinct, distinct, size=(k, n), dtype=np.int64)
+    ids, first = dense_row_ids(rows)
+    want_ids, want_first = _reference(rows)
+    assert ids.dtype == first.dtype == np.int64
+    assert np.array_equal(ids, want_ids) and np.array_equal(first, want_first)
+
+
+def test_dense_row_ids_of_keys_that_differ_only_late_in_their_columns() -> None:
+    """Keys equal in their first columns, distinct in the last: each is its own id, also after growth."""
+    n = 3 * _FIRST_SLOTS
+    rows = np.stack([np.zeros(n, np.int64), np.full(n, 5, np.int64), np.arange(n, dtype=np.int64) // 2])
+    ids, first = dense_row_ids(rows)
+    assert np.array_equal(ids, np.arange(n) // 2) and np.array_equal(first, np.arange(0, n, 2))
+
+
+def test_match_rows_finds_the_first_equal_table_column_or_minus_one() -> None:
+    table = np.array([[1, 2, 1, 3], [10, 20, 10, 30]], dtype=np.int64)
+    queries = np.array([[1, 3, 2, 4], [10, 30, 21, 40]], dtype=np.int64)
+    assert match_rows(table, queries).tolist() == [0, 3, -1, -1]
+
+
+def test_launch_flows_not_known_equals_a_lookup_of_the_pairs() -> None:
+    """``kineto._not_known`` (by destination, pairs looked up only where several known flows with
+    different sources enter one event) against the lookup of every (src, dst) pair."""
+    import polars as pl
+
+    from di.convert.chrome.kineto import _not_known
+
+    rng = np.random.default_rng(3)
+    n_events = 50
+    for several in (False, True):
+        kd = rng.permutation(n_events)[:30] if not several else rng.integers(0, n_events, 60)
+        ks = rng.integers(0, n_events, kd.size)
+        known = pl.DataFrame({"src": ks, "dst": kd}, schema={"src": pl.Int64, "dst": pl.Int64})
+        src = np.concatenate([ks[::2], rng.integers(0, n_events, 40)])
+        dst = np.concatenate([kd[::2], rng.integers(0, n_events, 40)])
+        want = match_rows(np.stack([ks, kd]), np.stack([src, dst])) < 0
+        got = _not_known(known, src, dst, n_events)
+        assert np.array_equal(got, want) and (~got).sum() >= ks[::2].size
