@@ -29,6 +29,7 @@ import polars as pl
 
 from di.convert.categories import COMM_KERNEL, SYNC_API
 from di.convert.cupti_enums import MEMCPY_KINDS
+from di.convert.jsonstrings import json_strings
 from di.convert.nsys.report import Report, pid_of, tid_of
 from di.trace import CATS
 
@@ -86,14 +87,8 @@ def num(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
     return (s.set(pl.Series(null), None) if null is not None and null.any() else s).fill_null("null")
 
 
-def _json_strings(values: pl.Series) -> pl.Series:
-    """Strings as JSON string texts ("null" for null)."""
-    enc = pl.DataFrame({"s": values}).select(pl.struct("s").struct.json_encode()).to_series()
-    return enc.str.slice(5).str.strip_suffix("}")
-
-
 def json_object(fields: dict[str, pl.Series]) -> pl.Series:
-    """One JSON object text per row from JSON value texts (:func:`_num`, :func:`_json_strings`)."""
+    """One JSON object text per row from JSON value texts (:func:`_num`, :func:`json_strings`)."""
     parts: list[pl.Expr] = []
     for i, (key, value) in enumerate(fields.items()):
         parts += [pl.lit(("{" if i == 0 else ",") + '"' + key + '":'), pl.lit(value)]
@@ -223,7 +218,7 @@ def kernels(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     pos_short = report.positions(c["short"], c["short_null"])
     pos = report.positions(c["demangled"], c["demangled_null"]).fill_null(pos_short)
     name = report.derived("name", _names).gather(pos).fill_null("")
-    short = report.derived("json", _json_strings).gather(pos_short).fill_null("null")
+    short = report.derived("json", json_strings).gather(pos_short).fill_null("null")
     grid = pl.concat_str(
         pl.lit("["),
         pl.lit(num(c["gx"])),
@@ -278,9 +273,9 @@ def memcpys(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     ).to_series()
     args = json_object(
         {
-            "copy kind": _json_strings(kind),
-            "src kind": _json_strings(src),
-            "dst kind": _json_strings(dst),
+            "copy kind": json_strings(kind),
+            "src kind": json_strings(src),
+            "dst kind": json_strings(dst),
             **_graph_node(c),
         }
     )
@@ -299,7 +294,7 @@ def memsets(report: Report, dropped: Counter[str]) -> pl.DataFrame:
         .select(pl.when(pl.col("m").is_not_null()).then(pl.format("Memset ({})", "m")).otherwise(pl.lit("Memset")))
         .to_series()
     )
-    args = json_object({"value": num(c["value"], c["value_null"]), "mem kind": _json_strings(mem), **_graph_node(c)})
+    args = json_object({"value": num(c["value"], c["value_null"]), "mem kind": json_strings(mem), **_graph_node(c)})
     return frame(
         n,
         base(n, **_gpu_cols(c), name=name, src_cat="gpu_memset", cat="memset", bytes=_nullable(c, "bytes"), args=args),
@@ -311,7 +306,7 @@ def syncs(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     n = c["start"].size
     name = _enum_text(c["type"], c["type_null"], SYNC_TYPES, "Unknown Sync").fill_null("Unknown Sync")
     args = json_object(
-        {"cuda_sync_kind": _json_strings(name), "event": num(c["event"], c["event_null"] | (c["event"] == NO_STREAM))}
+        {"cuda_sync_kind": json_strings(name), "event": num(c["event"], c["event_null"] | (c["event"] == NO_STREAM))}
     )
     return frame(n, base(n, **_gpu_cols(c), name=name, src_cat="cuda_sync", cat="sync", args=args))
 
@@ -347,7 +342,7 @@ def _api(report: Report, table: str, dropped: Counter[str]) -> pl.DataFrame:
     cat = _flag(report, "sync_api", SYNC_API, pos, "sync", "cuda_api")
     args = json_object(
         {
-            "function": report.derived("json", _json_strings).gather(pos).fill_null("null"),
+            "function": report.derived("json", json_strings).gather(pos).fill_null("null"),
             "return value": num(c["ret"], c["ret_null"]),
         }
     )
@@ -449,7 +444,7 @@ def nvtx(report: Report, dropped: Counter[str]) -> pl.DataFrame:
     )
     args = json_object(
         {
-            "domain": _json_strings(domain),
+            "domain": json_strings(domain),
             "category": num(c["category"], c["category_null"]),
             "range id": num(c["range"], c["range_null"]),
         }

@@ -343,7 +343,7 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
             values = defs.strings.gather(values.to_numpy())
         at = np.full(ev.height, -1, np.int64)
         at[got.event] = np.arange(got.event.size)  # one gather: a String column's texts are viewed, not copied
-        full = values.cast(ev.schema[column]).gather(pl.select(pl.when(pl.lit(at) >= 0).then(pl.lit(at))).to_series())
+        full = values.cast(ev.schema[column]).gather(pl.Series(at).replace(-1, None))
         own = ev.get_column(column)
         ev = ev.with_columns(
             full.alias(column) if own.null_count() == own.len() else pl.coalesce(full, own).alias(column)

@@ -208,7 +208,6 @@ def read_io_files(
             "f": bits.view(np.float64),
             "is_float": kind == type_code("DOUBLE"),
             "s": strings.gather(np.where(text, s_ref, -1)),
-            "is_text": text,
         }
     ).join(names, on="name_ref", how="inner")
     long = long.select(
@@ -218,7 +217,7 @@ def read_io_files(
         "column",
         pl.when("is_int").then("i").alias("i"),
         pl.when("is_float").then("f").alias("f"),
-        pl.when("is_text").then(pl.col("s")).alias("s"),
+        "s",  # null but for STRING values (their ref's text)
     )
     try:
         return _table(long)

@@ -16,6 +16,7 @@ import orjson
 import polars as pl
 
 from di.convert.columns import readonly, text_spans, utf8_buffers
+from di.convert.jsonstrings import json_strings
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.categories import collective_op_code, describe, region_kind
@@ -483,7 +484,7 @@ def _flows_in(
     dst_id, first = key_ids(np.array(fl["dst"].to_numpy()), n)  # writable, as the other callers' keys: one signature
     by_dst = np.zeros(0, np.int64) if first.size == fl.height else np.argsort(dst_id, kind="stable")
     cat = fl["src_cat"].unique()  # JSON of each distinct src_cat, as polars writes it ("null" for null)
-    cat_json = pl.DataFrame({"c": cat}).select(pl.struct("c").struct.json_encode().str.slice(5).str.head(-1))
+    cat_json = json_strings(cat)
     cat_code = fl["src_cat"].replace_strict(cat, pl.Series(np.arange(cat.len(), dtype=np.int64)), return_dtype=pl.Int64)
     if by_dst.size:  # the flows of one destination back to back, destinations in order of first flow
         run = dst_id[by_dst]
@@ -503,7 +504,7 @@ def _flows_in(
         fl["id"].fill_null(0).to_numpy(),
         fl["id"].is_not_null().to_numpy(),
         cat_code.to_numpy(),
-        cat_json.to_series().to_list(),
+        cat_json.to_list(),
     )
     lists = texts_at_offsets(data, offsets, np.ones(offsets.size - 1, np.bool_), "flows_in")
     refs = strings.add_many(lists)

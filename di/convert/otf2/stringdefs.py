@@ -14,8 +14,8 @@ not fit, their bytes, buffer address, strlen's address, memcpy's address, 0]``
 (addresses live in the buffer, not in the compiled code, so the cached cfunc
 is valid in every process), then ``room for strings`` refs,
 as many end offsets, then the text bytes. A definition that does not fit is
-counted, not stored, and the reader reads the definitions again with room
-for all (:func:`read_strings` callers: :mod:`globaldefs`).
+counted, not stored, and :func:`di.convert.otf2.globaldefs.read_global_definitions`
+reads the definitions again with room for all.
 """
 
 from __future__ import annotations
@@ -90,8 +90,9 @@ class StringBuffer:
         data = h[self.words :].view(np.uint8)[: int(h[BYTES])]
         valid = refs < NULL_REF
         refs[~valid] -= NULL_REF
-        texts = texts_at_offsets(data, offsets, valid, "text") if valid_utf8(data, offsets) else None
-        if texts is None:  # bytes that are not UTF-8: U+FFFD, as Python's "replace"
+        if valid_utf8(data, offsets):
+            texts = texts_at_offsets(data, offsets, valid, "text")
+        else:  # bytes that are not UTF-8: U+FFFD, as Python's "replace"
             texts = decoded_texts(data, offsets).set(pl.Series(~valid), None)
         return StringDefs(refs, texts)
 
@@ -119,14 +120,7 @@ class StringDefs:
 
     def gather(self, refs: np.ndarray) -> pl.Series:
         """The text of each ref (a String Series, null where undefined)."""
-        at = pl.Series(self.positions(refs))
-        return self.texts.gather(pl.select(pl.when(at >= 0).then(at)).to_series()).alias("text")
-
-    def get(self, ref: int, default: str | None = None) -> str | None:
-        """The text of one ref (``default`` where undefined or null)."""
-        at = int(self.positions(np.array([ref]))[0])
-        text = self.texts[at] if at >= 0 else None
-        return default if text is None else text
+        return self.texts.gather(pl.Series(self.positions(refs)).replace(-1, None)).alias("text")
 
     @classmethod
     def of(cls, strings: dict[int, str | None]) -> StringDefs:

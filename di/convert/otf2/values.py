@@ -14,6 +14,8 @@ import numpy as np
 import orjson
 import polars as pl
 
+from di.convert.jsonstrings import json_strings
+
 if TYPE_CHECKING:  # the String cfunc compiles on import: the writers that import this module do not need it
     from di.convert.otf2.stringdefs import StringDefs
 
@@ -85,8 +87,7 @@ def as_json(
     mask = types == TYPE_STRING
     if mask.any():  # a real-shaped trace has a string per event: resolved and quoted as columns
         names = strings.gather(uext[mask].astype(np.int64))
-        quoted = pl.select(pl.struct(t=names).struct.json_encode().str.slice(5).str.head(-1)).to_series()
-        text = text.scatter(np.flatnonzero(mask), quoted.set(names.is_null(), None))
+        text = text.scatter(np.flatnonzero(mask), json_strings(names).set(names.is_null(), None))
     for code, table in {TYPE_REGION: regions, TYPE_COMM: comms}.items():
         mask = types == code
         if mask.any():

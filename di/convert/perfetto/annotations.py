@@ -16,6 +16,7 @@ import polars as pl
 from numba import njit
 
 from di.convert.bytewords import copy_bytes
+from di.convert.jsonstrings import json_strings
 
 from di.convert.perfetto.decode import A_BOOL, A_DOUBLE, A_INT, A_ISTRING, A_JSON, A_NESTED, A_POINTER, A_STRING, A_UINT
 
@@ -53,11 +54,6 @@ def span_strings(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> pl.Series:
             type=pa.large_string(),
         )
     return pl.Series(pl.from_arrow(arr)).cast(pl.String)
-
-
-def _json_strings(s: pl.Series) -> pl.Series:
-    """Each string as a JSON string literal."""
-    return pl.DataFrame({"v": s}).select(pl.struct("v").struct.json_encode().str.slice(5).str.head(-1)).to_series()
 
 
 def _spread(rows: np.ndarray, values: pl.Series, n: int) -> pl.Series:
@@ -111,9 +107,9 @@ def _foreign_args(df: pl.DataFrame, args: pl.Series, uint: pl.Series) -> pl.Seri
     """One JSON object per slice from the annotation rows of ``df``."""
     df = df.with_columns(
         _u=uint.cast(pl.String),
-        _s=_json_strings(df.get_column("text")),
-        _is=_json_strings(df.get_column("istr")),
-        _k=_json_strings(df.get_column("name")),
+        _s=json_strings(df.get_column("text")),
+        _is=json_strings(df.get_column("istr")),
+        _k=json_strings(df.get_column("name")),
         _p=pl.lit('"0x')
         + pl.Series(
             [f"{v:x}" for v in uint.to_list()] if (df.get_column("type") == A_POINTER).any() else [""] * df.height,
