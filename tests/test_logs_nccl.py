@@ -321,15 +321,15 @@ def test_coll_args_are_the_json_of_their_fields_with_escapes_nulls_and_tunings(t
 def test_distinct_ids_by_hash_and_by_join_agree() -> None:
     """Ids of distinct values from one hash and a rank equal, up to renumbering, those of a join on the values, and
     the first row of each id holds its value (nulls, empty, binary)."""
-    from di.convert.logs.nccl import _distinct_ids, _distinct_ids_by_join
+    from di.convert.logs.text import distinct_ids, distinct_ids_by_join
 
     for values in (
         pl.Series(["b", "a", None, "b", "c", None, "a"]),
         pl.Series([b"x", b"y", b"x", b""], dtype=pl.Binary),
         pl.Series([], dtype=pl.String),
     ):
-        ids, firsts = _distinct_ids(values)
-        ids_j, firsts_j = _distinct_ids_by_join(values)
+        ids, firsts = distinct_ids(values)
+        ids_j, firsts_j = distinct_ids_by_join(values)
         assert firsts.len() == firsts_j.len() == values.n_unique() if values.len() else firsts.len() == 0
         assert values[firsts[ids]].eq_missing(values).all()
         assert values[firsts_j[ids_j]].eq_missing(values).all()

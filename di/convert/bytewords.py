@@ -16,7 +16,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 
-def _byte_pointer(context, builder, aryty, ary_value, idx_value, idx_type):
+def byte_pointer(context, builder, aryty, ary_value, idx_value, idx_type):
+    """In an intrinsic's codegen: an i64 pointer to byte ``idx_value`` of the uint8 array ``ary_value``."""
     ary = context.make_array(aryty)(context, builder, ary_value)
     idx = context.cast(builder, idx_value, idx_type, types.intp)
     return builder.bitcast(builder.gep(ary.data, [idx]), ir.IntType(64).as_pointer())
@@ -29,7 +30,7 @@ def load_u64(typingctx, buf, i):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _byte_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        ptr = byte_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
         return builder.load(ptr, align=1)
 
     return types.uint64(buf, i), codegen
@@ -47,7 +48,7 @@ def store_u64(typingctx, out, o, w):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _byte_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        ptr = byte_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
         value = context.cast(builder, args[2], sig.args[2], types.uint64)
         builder.store(value, ptr, align=1)
         return context.get_dummy_value()

@@ -56,16 +56,16 @@ def string_views(
     return pl.Series(name, _CArray(arr)).alias(name)
 
 
-def nullable_int64(name: str, values: np.ndarray, valid: np.ndarray) -> pl.Series:
-    """An Int64 Series of the int64 ``values``, null where ``valid`` is False, over the numpy buffer
-    itself (its validity a bitmap of n / 8 bytes): where a ``when/then`` would write a new column."""
-    values = np.ascontiguousarray(values, dtype=np.int64)
+def nullable(values: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
+    """A Series of the numeric ``values``, null where ``valid`` is False, over the numpy buffer itself (its
+    validity a bitmap of n / 8 bytes): where a ``when/then`` would write a new column."""
+    values = np.ascontiguousarray(values)
     if valid.all():
         return pl.Series(name, values)
     import pyarrow as pa
 
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    arr = pa.Array.from_buffers(pa.int64(), values.size, [bitmap, pa.py_buffer(values)])
+    arr = pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), values.size, [bitmap, pa.py_buffer(values)])
     return pl.Series(name, _CArray(arr)).alias(name)
 
 

@@ -134,7 +134,7 @@ def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count:
     """
     valid = np.ones(count, dtype=np.bool_)
     data, offsets = gather_spans(np.asarray(buf), starts[:count], ends[:count], valid)
-    texts = texts_at_offsets(data, offsets, valid, "sym") if _utf8(data, offsets) else _decoded(data, offsets)
+    texts = texts_at_offsets(data, offsets, valid, "sym") if valid_utf8(data, offsets) else decoded_texts(data, offsets)
     escaped = np.flatnonzero(texts.str.contains("\\", literal=True).to_numpy())
     if not escaped.size:
         return texts
@@ -155,7 +155,7 @@ def decode_symbols(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, count:
     return texts.scatter(escaped, decoded)
 
 
-def _utf8(data: np.ndarray, offsets: np.ndarray) -> bool:
+def valid_utf8(data: np.ndarray, offsets: np.ndarray) -> bool:
     """True when every text ``data[offsets[i]:offsets[i + 1]]`` is valid UTF-8: all of them
     together are and none starts inside a character (so none ends inside one but the last).
 
@@ -163,15 +163,15 @@ def _utf8(data: np.ndarray, offsets: np.ndarray) -> bool:
     import codecs
 
     chunk = 1 << 23
-    pieces = range(0, data.size, chunk)
-    if all(int(data[at : at + chunk].max()) < 0x80 for at in pieces):
+    first = next((at for at in range(0, data.size, chunk) if int(data[at : at + chunk].max()) >= 0x80), None)
+    if first is None:
         return True
     starts = offsets[:-1][offsets[1:] > offsets[:-1]]
     if ((data[starts] & 0xC0) == 0x80).any():
         return False
-    decoder = codecs.getincrementaldecoder("utf-8")()
+    decoder = codecs.getincrementaldecoder("utf-8")()  # the pieces before the first are ASCII: nothing pending
     try:
-        for at in pieces:
+        for at in range(first, data.size, chunk):
             part = data[at : at + chunk]
             if decoder.getstate()[0] or int(part.max()) >= 0x80:
                 decoder.decode(memoryview(part))
@@ -181,14 +181,10 @@ def _utf8(data: np.ndarray, offsets: np.ndarray) -> bool:
     return True
 
 
-def _decoded(data: np.ndarray, offsets: np.ndarray) -> pl.Series:
+def decoded_texts(data: np.ndarray, offsets: np.ndarray) -> pl.Series:
     """The texts decoded with U+FFFD for bytes that are not UTF-8 (damaged input only)."""
     raw = data.tobytes()
     return pl.Series("sym", [raw[s:e].decode("utf-8", "replace") for s, e in zip(offsets[:-1], offsets[1:])])
-
-
-valid_utf8 = _utf8
-decoded_texts = _decoded
 
 
 def _unescape(b: bytes) -> str:

@@ -176,7 +176,6 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
         while True:
             slots, starts, ends, count = new_table(capacity)
-            progress[1] = 0
             # the columns' pages are touched only as rows are filled; the scan grows them when full
             got = S.scan(
                 text, S.alloc_columns(S.capacity_guess(buf.size)), slots, starts, ends, count, abuf, top, progress

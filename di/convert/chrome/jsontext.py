@@ -12,7 +12,7 @@ from numba import njit, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
-from di.convert.bytewords import load_u64, store_u64
+from di.convert.bytewords import byte_pointer, load_u64, store_u64
 
 TRUNCATED = -1
 """A position these functions return when the text ends inside the value."""
@@ -89,9 +89,9 @@ def skip_ws(typingctx, buf, i, n):
         builder.cbranch(builder.icmp_unsigned("<", at, end), body, done)  # unsigned: a negative i stops here
         builder.position_at_end(body)
         c = builder.load(builder.gep(data, [at]))
-        ws = builder.icmp_unsigned("==", c, ir.Constant(ir.IntType(8), ord(" ")))
-        for other in "\t\n\r":
-            ws = builder.or_(ws, builder.icmp_unsigned("==", c, ir.Constant(ir.IntType(8), ord(other))))
+        ws = builder.icmp_unsigned("==", c, ir.Constant(ir.IntType(8), int(SPACE)))
+        for other in (TAB, LF, CR):
+            ws = builder.or_(ws, builder.icmp_unsigned("==", c, ir.Constant(ir.IntType(8), int(other))))
         builder.cbranch(ws, step, done)
         builder.position_at_end(step)
         at.add_incoming(builder.add(at, ir.Constant(ir.IntType(64), 1)), step)
@@ -119,7 +119,6 @@ def head_word(typingctx, buf, s, e, n):
 
     def codegen(context, builder, sig, args):
         i64 = ir.IntType(64)
-        data = context.make_array(sig.args[0])(context, builder, args[0]).data
         start, end, size = (context.cast(builder, v, t, types.int64) for v, t in zip(args[1:], sig.args[1:]))
         eight = ir.Constant(i64, 8)
         length = builder.sub(end, start)
@@ -133,7 +132,7 @@ def head_word(typingctx, buf, s, e, n):
         builder.cbranch(builder.or_(fits, big), load_at, done)
         builder.position_at_end(load_at)
         at = builder.select(fits, start, builder.sub(size, eight))  # near the end: the last eight bytes
-        word = builder.load(builder.bitcast(builder.gep(data, [at]), i64.as_pointer()), align=1)
+        word = builder.load(byte_pointer(context, builder, sig.args[0], args[0], at, types.int64), align=1)
         shift = builder.select(
             fits, ir.Constant(i64, 0), builder.mul(builder.sub(builder.add(start, eight), size), eight)
         )

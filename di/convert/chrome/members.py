@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.convert.chrome.jsontext import SKIP, copy_value, end_string
+from di.convert.chrome.jsontext import NO_OUT, SKIP, copy_value, end_string
 from di.convert.columns import utf8_buffers
 
 
@@ -88,7 +88,7 @@ def numeric_members(objects: pl.Series) -> pl.DataFrame:
     texts = objects.fill_null("").cast(pl.String).rename("text")
     data, offsets = utf8_buffers(texts)
     out = np.empty((int(np.count_nonzero(data == 58)) + 1, 5), dtype=np.int64)
-    m = _scan(data, offsets, out, np.zeros(1, dtype=np.uint8))
+    m = _scan(data, offsets, out, NO_OUT)
     found = pl.DataFrame(out[:m], schema=["row", "ks", "kl", "vs", "vl"], orient="row")
     text = texts.gather(found.get_column("row"))
     return found.with_columns(text).select(

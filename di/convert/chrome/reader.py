@@ -25,7 +25,7 @@ from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_row_ids
 from di.convert.provenance import reader_meta
 from di.convert.restore import restore, restore_meta
-from di.convert.stringviews import nullable_int64
+from di.convert.stringviews import nullable
 from di.merge import assign_instances
 from di.nesting import nest, nesting_order
 from di.trace import Trace
@@ -97,12 +97,12 @@ def _events(
         "name": c["name"][row],
         "cat": c["cat"][row],
         # null where absent, the values' own buffers with a validity bitmap (no new column each)
-        "corr": nullable_int64("corr", c["corr"][row], (flags & S.F_CORR) != 0),
-        "bytes": nullable_int64("bytes", c["bytes"][row], (flags & S.F_BYTES) != 0),
+        "corr": nullable(c["corr"][row], (flags & S.F_CORR) != 0, "corr"),
+        "bytes": nullable(c["bytes"][row], (flags & S.F_BYTES) != 0, "bytes"),
         "instant": iv.instant[order],
         "args": args,
         "depth": depth,
-        "parent": nullable_int64("parent", parent, parent >= 0),
+        "parent": nullable(parent, parent >= 0, "parent"),
         "flags": flags,
     }
     if binds:

@@ -479,19 +479,9 @@ _BOM = b"\xef\xbb\xbf"
 def _document_start(buf: np.ndarray) -> int:
     """The offset of the document's first value: after whitespace and a byte order mark
     (looked at a block at a time: whitespace before a document is short)."""
-    n = buf.size
-    i = 0
-    bom = False
-    while i < n:
-        block = bytes(buf[i : i + 4096])
-        rest = block.lstrip(_SPACE)
-        i += len(block) - len(rest)
-        if rest:
-            if not bom and bytes(buf[i : i + len(_BOM)]) == _BOM:
-                bom = True
-                i += len(_BOM)
-                continue
-            break
+    i = _skip_space(buf, 0)
+    if bytes(buf[i : i + len(_BOM)]) == _BOM:
+        i = _skip_space(buf, i + len(_BOM))
     return i
 
 
@@ -600,12 +590,12 @@ def scan(
     (``Scanned.cols``). ``top`` receives (key start, key end, value start,
     value end) of each other top-level key of the object format, for the
     caller to decode. ``E_FULL`` means the symbol table (slots, starts, ends,
-    count) ran out of room. ``progress[1]`` counts the ``di_flow`` members seen (the caller zeroes it
-    before a scan). ``progress[0]`` is set to the byte offset reached
+    count) ran out of room. ``progress[1]`` counts the ``di_flow`` members seen (zeroed here). ``progress[0]`` is set to the byte offset reached
     every 65,536 events. The events array is one kernel, called from Python
     (not linked into a caller, which would compile it again); the few
     top-level members are read in Python (:func:`_members`).
     """
+    progress[1] = 0
     n = buf.size
     i = _document_start(buf)
     if i >= n:

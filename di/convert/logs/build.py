@@ -247,8 +247,7 @@ def keep_counted(df: pl.DataFrame, keep: pl.Expr, dropped: dict[str, int], reaso
     if mask.sum() == df.height:  # all kept (most frames): no copy of every column
         return df
     kept = df.filter(mask)
-    if kept.height < df.height:
-        dropped[reason] = dropped.get(reason, 0) + df.height - kept.height
+    dropped[reason] = dropped.get(reason, 0) + df.height - kept.height
     return kept
 
 

@@ -39,6 +39,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
+from di.convert.logs.text import dense_ids, distinct_ids
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -192,7 +193,7 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # in two, the regex, host fix-up and casts run once per distinct key
     raw = pl.col("text").cast(pl.Binary)
     found = found.with_columns(raw.bin.slice(0, pl.col("pos") + KEY_BYTES).alias("key"))
-    kid, firsts = _distinct_ids(found.get_column("key"))
+    kid, firsts = distinct_ids(found.get_column("key"))
     key = pl.col("key")
     heads = found[["key", "pos"]].gather(firsts)  # the key holds its " NCCL " at pos: one pos per key
     head = key.bin.slice(0, pl.col("pos")).cast(pl.String)
@@ -263,7 +264,7 @@ REPEAT_SAMPLE = 16384
 
 
 def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
-    """Each line's text id (``lid``, :func:`_dense_ids`) and the first line of each, where the lines repeat
+    """Each line's text id (``lid``, :func:`~di.convert.logs.text.dense_ids`) and the first line of each, where the lines repeat
     (:data:`REPEATED_LINES`); None where they do not, or two texts share a hash (then each line is read on its
     own)."""
     if not text.len():
@@ -271,56 +272,23 @@ def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
     sample = text.gather_every(max(1, text.len() // REPEAT_SAMPLE))
     if sample.hash().n_unique() > REPEATED_LINES * sample.len():  # equal texts, equal hashes
         return None
-    codes = text.hash()
-    first = codes.is_first_distinct()
-    ids, firsts = _dense_ids(codes, first)
+    ids, firsts = dense_ids(text.hash())
     if not text[firsts[ids]].eq_missing(text).all():
         return None
     return ids.rename("lid"), firsts
 
 
-def _distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """Each row's value id (0 to the count of distinct values - 1) and, per id, the first row of its value: from one
-    hash per row and integer work (unique values joined back cost several times more). Values that share a hash
-    (never seen) are told apart by that join instead."""
-    ids, firsts = _dense_ids(values.hash())
-    if values[firsts[ids]].eq_missing(values).all():
-        return ids, firsts
-    return _distinct_ids_by_join(values)
-
-
-def _dense_ids(codes: pl.Series, first: pl.Series | None = None) -> tuple[pl.Series, pl.Series]:
-    """Each row's id among the distinct integer ``codes`` (0 to their count - 1, in the order of their first rows)
-    and, per id, the first row of its code (ascending): one join of the rows' codes to the distinct ones, no sort
-    (a rank, or a binary search in the sorted distinct codes, costs more where they are many). ``first``:
-    ``codes.is_first_distinct()``, when known."""
-    firsts = (codes.is_first_distinct() if first is None else first).arg_true()
-    distinct = pl.DataFrame(
-        [codes[firsts].alias("code"), pl.int_range(len(firsts), dtype=pl.UInt32, eager=True).alias("kid")]
-    )
-    ids = codes.alias("code").to_frame().join(distinct, on="code", how="left", maintain_order="left")
-    return ids.get_column("kid"), firsts
-
-
 def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
-    """:func:`_dense_ids` of the rows' tuples of ids (each column's ids below its bound), packed in one u64; where
+    """:func:`~di.convert.logs.text.dense_ids` of the rows' tuples of ids (each column's ids below its bound), packed in one u64; where
     the next column would overflow it, the tuples so far are ranked to dense ids first."""
     code, span = None, 1
     for ids, bound in columns:
         if code is not None and span * bound >= 2**64:
-            code, firsts = _dense_ids(code)
+            code, firsts = dense_ids(code)
             span = len(firsts)
         code = ids.cast(pl.UInt64) if code is None else code.cast(pl.UInt64) * bound + ids.cast(pl.UInt64)
         span *= bound
-    return _dense_ids(code)
-
-
-def _distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """:func:`_distinct_ids` by a join on the values themselves (ids in order of first row)."""
-    rows = values.rename("v").to_frame().with_row_index("row")
-    firsts = rows.unique("v", keep="first", maintain_order=True).with_row_index("kid")
-    ids = rows.join(firsts[["v", "kid"]], on="v", how="left", maintain_order="left", nulls_equal=True)
-    return ids.get_column("kid"), firsts.get_column("row")
+    return dense_ids(code)
 
 
 def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
@@ -337,10 +305,10 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         slot = pl.zeros(lid.max() + 1, pl.UInt32, eager=True).scatter(
             lid[lfirst], pl.int_range(len(lfirst), eager=True)
         )
-        ids, firsts = _distinct_ids(msg[lfirst])
+        ids, firsts = distinct_ids(msg[lfirst])
         ids, firsts = ids[slot[lid]], lfirst[firsts]
     else:
-        ids, firsts = _distinct_ids(msg)
+        ids, firsts = distinct_ids(msg)
     # where the hashes told them apart, ids go in order of first line: the distinct messages lie in the order of the
     # text (the searches over them run several times faster than over messages in hash order)
     if not firsts.is_sorted():

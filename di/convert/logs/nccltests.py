@@ -218,7 +218,6 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         .select(t.str.extract_groups(RANK_RE).alias("g"))
         .unnest("g")
         .drop_nulls("rank")
-        .unique(maintain_order=True)
     )
     ints = ("rank", "pid", "device")
     ranks = ranks.unique("rank", keep="first", maintain_order=True).with_columns(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.convert.logs.text import by_distinct
+from di.convert.logs.text import by_distinct, distinct_ids
 
 __all__ = [
     "HEADER_RE",
@@ -65,22 +65,9 @@ def lead_in(t: pl.Expr, lo: str, hi: str) -> pl.Expr:
 
 def distinct_codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """(each value's number among the distinct ``values``, those distinct values): work done once per distinct
-    value is gathered back by number (a null is a value of its own).
-
-    Values are numbered by their 64-bit hashes (sorted, searched: cheaper than hashing strings into a join), and each
-    is checked against the distinct value of its number, so two values whose hashes collide fall back to a join."""
-    hashes = values.hash(seed=0)
-    distinct_hashes = hashes.unique().sort()
-    code = distinct_hashes.search_sorted(hashes).to_numpy().astype(np.int64)
-    first = np.empty(distinct_hashes.len(), np.int64)
-    first[code] = np.arange(code.size)  # a row of each number (any)
-    distinct = values.gather(first)
-    if distinct.gather(code).eq_missing(values).all():
-        return code, distinct
-    distinct = values.unique()
-    numbered = distinct.to_frame("v").with_row_index("c")
-    code = values.to_frame("v").join(numbered, on="v", how="left", maintain_order="left", nulls_equal=True)
-    return code.get_column("c").to_numpy().astype(np.int64), distinct
+    value is gathered back by number (a null is a value of its own): :func:`~di.convert.logs.text.distinct_ids`."""
+    ids, firsts = distinct_ids(values)
+    return ids.to_numpy().astype(np.int64), values.gather(firsts)
 
 
 def read_numbers(df: pl.DataFrame) -> pl.DataFrame:

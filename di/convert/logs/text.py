@@ -73,6 +73,36 @@ def by_distinct(df: pl.DataFrame, on: str, add: Callable[[pl.DataFrame], pl.Data
     return df.join(distinct, on=on, how="left", maintain_order="left", nulls_equal=True)
 
 
+def distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Each row's value id (0 to the count of distinct values - 1) and, per id, the first row of its value: from one
+    hash per row and integer work (unique values joined back cost several times more). Values that share a hash
+    (never seen) are told apart by that join instead."""
+    ids, firsts = dense_ids(values.hash())
+    if values[firsts[ids]].eq_missing(values).all():
+        return ids, firsts
+    return distinct_ids_by_join(values)
+
+
+def dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Each row's id among the distinct integer ``codes`` (0 to their count - 1, in the order of their first rows)
+    and, per id, the first row of its code (ascending): one join of the rows' codes to the distinct ones, no sort
+    (a rank, or a binary search in the sorted distinct codes, costs more where they are many)."""
+    firsts = codes.is_first_distinct().arg_true()
+    distinct = pl.DataFrame(
+        [codes[firsts].alias("code"), pl.int_range(len(firsts), dtype=pl.UInt32, eager=True).alias("kid")]
+    )
+    ids = codes.alias("code").to_frame().join(distinct, on="code", how="left", maintain_order="left")
+    return ids.get_column("kid"), firsts
+
+
+def distinct_ids_by_join(values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """:func:`distinct_ids` by a join on the values themselves (ids in order of first row)."""
+    rows = values.rename("v").to_frame().with_row_index("row")
+    firsts = rows.unique("v", keep="first", maintain_order=True).with_row_index("kid")
+    ids = rows.join(firsts[["v", "kid"]], on="v", how="left", maintain_order="left", nulls_equal=True)
+    return ids.get_column("kid"), firsts.get_column("row")
+
+
 BOM = "\ufeff"
 """A UTF-8 byte-order mark (some Windows tools start a file with it): removed from a log's first line."""
 

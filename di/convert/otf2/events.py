@@ -53,6 +53,7 @@ from di.convert.otf2.timeline import (
     IO_FLAGS_SHIFT,
 )
 from di.convert.otf2.recordrows import RecordRows
+from di.convert.stringviews import nullable
 from di.convert.otf2.values import as_json, ref_ids
 from di.nesting import nest, nesting_order
 
@@ -148,20 +149,6 @@ def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_lo
             elif ev_loc[i] < ev_loc[i - 1]:
                 ordered = False
     return desc, ordered
-
-
-def nullable(values: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
-    """``values`` as a polars Series with nulls where ``valid`` is False (through an Arrow validity bitmap, no copy of ``values``)."""
-    import pyarrow as pa
-
-    if valid.all():
-        return pl.Series(name, values)
-    values = np.ascontiguousarray(values)
-    bitmap = np.packbits(valid, bitorder="little")
-    arr = pa.Array.from_buffers(
-        pa.from_numpy_dtype(values.dtype), values.size, [pa.py_buffer(bitmap), pa.py_buffer(values)]
-    )
-    return pl.Series(name, arr)
 
 
 def events_frame(
