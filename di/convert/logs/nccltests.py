@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
+from di.convert.logs.text import ascii_mode, lead_in
 
 __all__ = ["SNIFF_RE", "parse_nccl_tests"]
 
@@ -39,6 +40,8 @@ RANK_RE = (
     r"^#\s+Rank\s+(?P<rank>\d+) Group\s+(?P<group>\d+) Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<device>\d+)"
     r" \[(?P<bus>[^\]]+)\] (?P<gpu>.*)$"
 )
+RANK_KEY_RE = r"^#\s+Rank\s+(\d+) Group"
+""":data:`RANK_RE`'s start: its ``rank`` where :data:`RANK_RE` matches."""
 METRICS = (("time", "us"), ("algbw", "GB/s"), ("busbw", "GB/s"))
 
 
@@ -142,16 +145,48 @@ def _on_lines_starting(frame: pl.DataFrame, prefix: str, expr: pl.Expr) -> pl.Se
     return pl.Series(values.name, [], values.dtype).extend_constant(None, frame.height).scatter(rows, values)
 
 
+def _first_rank_lines(rank_lines: pl.DataFrame) -> pl.DataFrame:
+    """:data:`RANK_RE`'s groups of the first line of each rank among ``rank_lines`` (columns ``line``, ``text``) that
+    :data:`RANK_RE` matches, in line order. Every test prints the list again (with other pids where the runs
+    differ), so the rank number alone, a short capture, is read from every line, and the whole regex (several times
+    the cost) reads the first line of each number; where that line is not a whole rank line, the regex reads every
+    later line of its number."""
+    t = pl.col("text")
+    key = t.str.extract(ascii_mode(RANK_KEY_RE, rank_lines.get_column("text")))
+    cand = rank_lines.select("line", "text", key.alias("key")).drop_nulls("key")
+    first = cand.filter(pl.col("key").is_first_distinct())
+    groups = t.str.extract_groups(RANK_RE).alias("g")
+    found = first.select("line", "key", groups).unnest("g")
+    failed = found.filter(pl.col("rank").is_null())
+    if failed.height:
+        later = cand.filter(pl.col("key").is_in(failed.get_column("key").implode()))
+        later = later.filter(~pl.col("line").is_in(failed.get_column("line").implode()))
+        found = pl.concat([found, later.select("line", "key", groups).unnest("g")]).drop_nulls("rank").sort("line")
+        found = found.filter(pl.col("key").is_first_distinct())
+    return found.drop_nulls("rank").drop("line", "key")
+
+
 def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
-    # one anchored search picks the header and footer lines (``#``) and the number-led ones, the few lines the rest
-    # reads (two passes over every line cost about twice as much)
-    picked = lines[["line", "text"]].filter(t.str.contains(r"^(?:#|\s*[\d.])"))
-    hashed = picked.select(t.str.starts_with("#")).to_series()
-    heads = picked.filter(hashed)  # the header and footer lines
-    # the lines that name a test, its average or the version: the regexes below see these few
-    marks = heads.filter(t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version)"))
+    # the header and footer lines (``#``) and the number-led ones, the few lines the rest reads, by their first byte
+    # (compared as string views, which hold it inline); only the lines that start with whitespace or a non-ASCII
+    # character (maybe a Unicode space or digit) are searched
+    lead = lines.select(
+        lead_in(t, "#", "$").alias("hash"),
+        (lead_in(t, "0", ":") | lead_in(t, ".", "/")).alias("num"),
+        ((t < pl.lit("!")) | (t >= pl.lit("\u0080"))).alias("odd"),
+    )
+    hashed = lead.get_column("hash")
+    heads = lines[["line", "text"]].filter(hashed)  # the header and footer lines
+    odd = lines[["line", "text"]].filter(lead.get_column("odd"))
+    picked = pl.concat(
+        [lines[["line", "text"]].filter(lead.get_column("num")), odd.filter(t.str.contains(r"^\s*[\d.]"))]
+    )
+    # the lines that name a test, its average or the version (``# A`` to ``# n``, no rank line: ``#  R``): the
+    # regexes below see these few
+    marks = heads.filter(lead_in(t, "# A", "# o"))
+    marks = marks.filter(t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version)"))
     test = _on_lines_starting(
         marks, "# Collective test starting: ", t.str.extract(r"^# Collective test starting: (\w+)")
     )
@@ -160,7 +195,7 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line: no line of ``heads``)
     # and test headers (of ``marks``); picked first, so the NCCL tail is cut on these few lines only
     is_test = t.str.starts_with("# Collective test starting: ")
-    cand = pl.concat([picked.filter(~hashed), marks.filter(is_test)]).sort("line")
+    cand = pl.concat([picked, marks.filter(is_test)]).sort("line")
     nccl_tail = t.str.contains(" NCCL ", literal=True)
     test_name = pl.lit(TEST_MARK) + t.str.slice(len("# Collective test starting: ")).str.extract(r"^(\w+)")
     # each regex runs on the fragments it changes only (a when/then computes both branches on every row)
@@ -211,16 +246,8 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
             ],
         )
     samples = _samples(g, list(cols))
-    ranks = (
-        heads.select(t)
-        .filter(t.is_first_distinct())  # every test prints the list again: the few distinct lines are searched
-        .filter(t.str.starts_with("#  Rank"))
-        .select(t.str.extract_groups(RANK_RE).alias("g"))
-        .unnest("g")
-        .drop_nulls("rank")
-    )
     ints = ("rank", "pid", "device")
-    ranks = ranks.unique("rank", keep="first", maintain_order=True).with_columns(
+    ranks = _first_rank_lines(heads.filter(lead_in(t, "#  Rank", "#  Ranl"))).with_columns(
         pl.col(c).cast(pl.Int64, strict=False) for c in ints
     )
     fits = pl.all_horizontal(pl.col(c).is_not_null() for c in ints)

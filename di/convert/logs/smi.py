@@ -34,10 +34,10 @@ from di.convert.logs.smi_query import (
     NUM_RE,
     UNITS,
     distinct_codes,
-    lead_in,
     parse_query_gpu,
     read_numbers,
 )
+from di.convert.logs.text import lead_in
 
 __all__ = ["UNITS", "parse_smi", "sniff_smi"]
 

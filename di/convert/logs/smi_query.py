@@ -1,5 +1,5 @@
 """nvidia-smi ``--query-gpu`` CSV tables (with or without header and units), and the cell readers every
-nvidia-smi table shares (:func:`read_numbers`, :func:`distinct_codes`, :func:`lead_in`).
+nvidia-smi table shares (:func:`read_numbers`, :func:`distinct_codes`).
 
 A header (a ``, ``-separated list of field names, the first dotted or ``timestamp``/``index``) starts a table; the
 lines after it with as many cells are its rows, and a line that starts with a timestamp (:data:`NOHEADER_RE`) and has
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.convert.logs.text import by_distinct, distinct_ids
+from di.convert.logs.text import by_distinct, distinct_ids, lead_in
 
 __all__ = [
     "HEADER_RE",
@@ -23,7 +23,6 @@ __all__ = [
     "UNITS",
     "distinct_codes",
     "epoch_ns",
-    "lead_in",
     "parse_query_gpu",
     "read_numbers",
 ]
@@ -55,12 +54,6 @@ UNITS = {
     "enforced": "W",
 }
 """Unit of a ``--query-gpu`` field by its first dotted part, where neither header nor value says it (``nounits``)."""
-
-
-def lead_in(t: pl.Expr, lo: str, hi: str) -> pl.Expr:
-    """Whether a string's first byte lies in [``lo``, ``hi``): two comparisons of string views, which hold their first
-    bytes inline (several times cheaper than a regex or ``starts_with``)."""
-    return (t >= pl.lit(lo)) & (t < pl.lit(hi))
 
 
 def distinct_codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:

@@ -30,6 +30,7 @@ __all__ = [
     "ascii_mode",
     "clean_lines",
     "head_lines",
+    "lead_in",
     "line_times",
     "own_line_times",
     "read_lines",
@@ -59,6 +60,13 @@ def all_ascii(text: pl.Series) -> bool:
 def ascii_mode(pattern: str, text: pl.Series) -> str:
     """``pattern`` in ASCII mode (:data:`ASCII_MODE`) when every string of ``text`` is ASCII, else as it is."""
     return ASCII_MODE + pattern if all_ascii(text) else pattern
+
+
+def lead_in(t: pl.Expr, lo: str, hi: str) -> pl.Expr:
+    """Whether a string lies in [``lo``, ``hi``) (with ``hi`` ``lo`` with its last byte plus one: whether it starts
+    with ``lo``): two comparisons of string views, which hold their first bytes inline (several times cheaper than a
+    regex or ``starts_with``)."""
+    return (t >= pl.lit(lo)) & (t < pl.lit(hi))
 
 
 _PREFIX = re.compile(PREFIX_RE)
