@@ -73,17 +73,45 @@ def read_numbers(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def epoch_ns(col: pl.Expr) -> pl.Expr:
+    """``--query-gpu`` timestamps (``YYYY/MM/DD HH:MM:SS.fff``, maybe padded) as int64 ns since the epoch (local time
+    read as UTC), null where not one."""
     return col.str.strip_chars().str.to_datetime("%Y/%m/%d %H:%M:%S%.f", strict=False, time_unit="ns").dt.epoch("ns")
 
 
+PLAIN_TS_RE = r"(?-u)^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})?$"
+"""The timestamps :func:`timestamps` reads in two parts: ASCII digits, no padding, at most 9 fraction digits."""
+
+
+def timestamps(text: pl.Series, plain: pl.Series | None = None) -> pl.Series:
+    """:func:`epoch_ns` of each of ``text``. Those of :data:`PLAIN_TS_RE` (``plain``, when known) are read as whole
+    seconds, which polars parses several times faster than a format with a fraction, plus the fraction as an integer
+    of ns; the others by :func:`epoch_ns`."""
+    plain = text.str.contains(PLAIN_TS_RE).fill_null(False) if plain is None else plain
+    ns = text.to_frame("t").select(
+        pl.when(plain)
+        .then(
+            pl.col("t")
+            .str.slice(0, 19)
+            .str.to_datetime("%Y/%m/%d %H:%M:%S", strict=False, time_unit="ns", cache=False)
+            .dt.epoch("ns")
+            + pl.col("t").str.slice(20).str.pad_end(9, "0").cast(pl.Int64)
+        )
+        .alias("ns")
+    )
+    ns = ns.to_series()
+    other = (~plain).arg_true()
+    if other.len():
+        ns = ns.scatter(other, text.gather(other).to_frame("t").select(epoch_ns(pl.col("t"))).to_series())
+    return ns
+
+
 def _ts_once(text: pl.Series) -> pl.Series:
-    """``--query-gpu`` timestamps (``text``, strings) as int64 ns, each distinct string read once: the GPUs of a
-    sample share theirs, and reading one costs ~10x hashing it."""
+    """``--query-gpu`` timestamps (``text``, strings) as int64 ns, each distinct string read once where they repeat
+    (the GPUs of a sample may share theirs)."""
     distinct = text.drop_nulls().unique()
     if 2 * distinct.len() > text.len():
-        return text.to_frame().select(epoch_ns(pl.col(text.name))).to_series()
-    ns = distinct.to_frame().select(epoch_ns(pl.col(text.name))).to_series()
-    return text.replace_strict(distinct, ns, default=None, return_dtype=pl.Int64)
+        return timestamps(text)
+    return text.replace_strict(distinct, timestamps(distinct), default=None, return_dtype=pl.Int64)
 
 
 def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
@@ -96,6 +124,18 @@ def _by_sample(df: pl.DataFrame) -> pl.DataFrame:
     at = pl.int_range(pl.len())
     in_sample = at - pl.when(new).then(at).forward_fill()  # a sample's rows are consecutive in line order
     return df.with_columns(pl.coalesce("gpu", in_sample).alias("gpu"))
+
+
+def _no_value(cells: pl.Series) -> np.ndarray:
+    """Whether each of ``cells`` says the GPU gives no value (:data:`NA_CELL_RE`): searched in the cells that start
+    with ``[`` or maybe whitespace only (a first byte is two comparisons of string views)."""
+    c = pl.col("raw")
+    frame = cells.to_frame("raw")
+    maybe = frame.select(lead_in(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))).to_series().arg_true()
+    out = np.zeros(cells.len(), np.bool_)
+    if maybe.len():
+        out[maybe.to_numpy()] = frame[maybe].select(c.str.contains(NA_CELL_RE).fill_null(False)).to_series().to_numpy()
+    return out
 
 
 def _csv_tables(heads: pl.DataFrame, noh_width: int) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
@@ -216,12 +256,23 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     if trailing.size:
         split = text.scatter(trailing, text.gather(trailing).str.strip_chars_end()).str.splitn(", ", 2)
         tcode, rests = distinct_codes(split.struct.field("field_1"))
-    hcode, firsts = distinct_codes(split.struct.field("field_0"))
+    # first cells: mostly timestamps, distinct from row to row (each row's is read, no distinct ones)
+    first = split.struct.field("field_0")
     rest_cells = rests.str.split(", ")
     nrest = rest_cells.list.len().fill_null(0).to_numpy().astype(np.int64)
     nc = nrest[tcode]  # the row's count of ", "
     # header-less: NOHEADER_RE, that is a first cell that is a whole timestamp, and more cells
-    noh = digit[cand] & firsts.str.contains(TS_RE).fill_null(False).to_numpy()[hcode] & (nc > 0)
+    noh = digit[cand] & (nc > 0)
+    maybe_ts = np.flatnonzero(noh)
+    plain_ts = np.zeros(cand.size, np.bool_)  # a first cell of PLAIN_TS_RE
+    if maybe_ts.size:
+        cells = first.gather(maybe_ts)
+        plain = cells.str.contains(PLAIN_TS_RE).fill_null(False)  # the usual ones, by the faster ASCII regex
+        plain_ts[maybe_ts] = plain.to_numpy()
+        other = (~plain).arg_true()
+        if other.len():
+            plain = plain.scatter(other, cells.gather(other).str.contains(TS_RE).fill_null(False))
+        noh[maybe_ts] = plain.to_numpy()
     cb = block[cand]
     row_hnc = np.where(kept[cb], hnc[cb], -1)
     is_noh = noh & (row_hnc != nc)
@@ -230,7 +281,9 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     if not keep.size:
         return pl.DataFrame(), 0, real
     line = comma.get_column("line").gather(cand[keep])
-    hcode, tcode, nc, is_noh, cb = hcode[keep], tcode[keep], nc[keep], is_noh[keep], cb[keep]
+    firsts = first.gather(keep)
+    tcode, nc, is_noh, cb, plain_ts = tcode[keep], nc[keep], is_noh[keep], cb[keep], plain_ts[keep]
+    hcode = np.arange(keep.size)  # each row's first cell is text hcode[row]
     # tables: 0 the header-less rows, then one per distinct kept header text
     kept_heads = heads.filter("kept")
     tab_of_hid = np.zeros(heads.height + 1, np.int64)
@@ -238,9 +291,10 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     tab = np.where(is_noh, 0, tab_of_hid[hid[cb]])
     fields, f0, width = _csv_tables(kept_heads, int(nc[is_noh].max()) + 1 if is_noh.any() else 0)
     names = fields.get_column("field").to_numpy()
-    # the texts of cells: the distinct first cells, then the cells of each distinct rest (from rest_at)
+    # the texts of cells: the rows' first cells, then the cells of each distinct rest (from rest_at)
     more = np.flatnonzero(nrest > 0)
-    texts = pl.concat([firsts, rest_cells.gather(more).explode()])
+    rest_texts = rest_cells.gather(more).explode()
+    texts = pl.concat([firsts, rest_texts])
     rest_at = np.zeros(nrest.size, np.int64)
     rest_at[more] = firsts.len() + np.concatenate([[0], np.cumsum(nrest[more])[:-1]])
 
@@ -263,11 +317,12 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
         none = pl.Series(name, [], pl.String).extend_constant(None, line.len())
         return none.scatter(has, texts.gather(source(has, p[has]))) if has.size else none
 
-    # timestamps: where first, read once per distinct first cell
+    # timestamps: where first, each row's first cell
     p = place("timestamp")
     ts = _ts_once(cell("timestamp")) if (p > 0).any() else None
     if ts is None:
-        ts = firsts.to_frame("ts").select(epoch_ns(pl.col("ts"))).to_series().gather(hcode)
+        # a first cell not searched (not digit-led, or the row's only cell) is searched for PLAIN_TS_RE again
+        ts = timestamps(firsts, None if (~plain_ts & (p == 0)).any() else pl.Series(plain_ts))
         ts = ts.scatter(np.flatnonzero(p < 0), None) if (p < 0).any() else ts
     per_row = pl.DataFrame(
         {
@@ -279,12 +334,19 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
         }
     )
     per_row = _by_sample(per_row)  # rows are in line order
-    # cells that say no value (among those that start with "[" or maybe whitespace): counted per distinct first cell
-    # and rest, then per row
-    c = pl.col("raw")
-    maybe = (lead_in(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))) & c.str.contains(NA_CELL_RE)
-    read = read_numbers(texts.to_frame("raw")).with_columns(maybe.fill_null(False).alias("na"))
-    na_text = read.get_column("na").to_numpy()
+    # the numbers of the cells: of each distinct rest's cells, and of the rows' first cells where their table's first
+    # field is a series (a timestamp or index first is not read)
+    series = ~np.isin(names, ["timestamp", "index"])
+    first_series = np.flatnonzero((series[np.minimum(f0, series.size - 1)] & (f0 < series.size))[tab])
+    read_first = pl.DataFrame(schema={"value": pl.Float64, "vunit": pl.String}).clear(firsts.len())
+    if first_series.size:
+        numbers = read_numbers(firsts.gather(first_series).to_frame("raw"))
+        read_first = read_first.with_columns(
+            read_first.get_column(c).scatter(first_series, numbers.get_column(c)) for c in ("value", "vunit")
+        )
+    read = pl.concat([read_first, read_numbers(rest_texts.to_frame("raw")).select("value", "vunit")])
+    # cells that say no value: counted in the first cells and the distinct rests' cells, then per row
+    na_text = np.concatenate([_no_value(firsts), _no_value(rest_texts)])
     upto = np.concatenate([[0], np.cumsum(na_text)])  # NA cells before each text
     na = int(na_text[hcode].sum() + (upto[rest_at + nrest] - upto[rest_at])[tcode].sum())
     r, f, src = _csv_samples(
@@ -292,7 +354,7 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
         rest_at,
         nrest,
         f0,
-        ~np.isin(names, ["timestamp", "index"]),
+        series,
         read.get_column("value").is_not_null().to_numpy(),
     )
     first = np.flatnonzero(src < 0)  # a first cell: its row's, where it holds a number
