@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.text import ascii_mode, lead_in
+from di.convert.logs.text import lead_in
 
 __all__ = ["SNIFF_RE", "parse_nccl_tests"]
 
@@ -146,24 +146,32 @@ def _on_lines_starting(frame: pl.DataFrame, prefix: str, expr: pl.Expr) -> pl.Se
 
 
 def _first_rank_lines(rank_lines: pl.DataFrame) -> pl.DataFrame:
-    """:data:`RANK_RE`'s groups of the first line of each rank among ``rank_lines`` (columns ``line``, ``text``) that
-    :data:`RANK_RE` matches, in line order. Every test prints the list again (with other pids where the runs
-    differ), so the rank number alone, a short capture, is read from every line, and the whole regex (several times
-    the cost) reads the first line of each number; where that line is not a whole rank line, the regex reads every
-    later line of its number."""
+    """:data:`RANK_RE`'s groups of the first line of each rank among ``rank_lines`` (columns ``line``, ``text``; each
+    starts with ``#  Rank``) that :data:`RANK_RE` matches, in line order.
+
+    Every test prints the list again (with other pids where the runs differ), so the whole regex (several times the
+    cost of a slice) reads only the first line of each key: the 6 characters after ``#  Rank``, which tell a rank
+    line's number where they hold the `` G`` of its `` Group`` (lines of other keys are keyed by their number,
+    :data:`RANK_KEY_RE`). Where a key's first line is not a whole rank line, the regex reads its later lines."""
     t = pl.col("text")
-    key = t.str.extract(ascii_mode(RANK_KEY_RE, rank_lines.get_column("text")))
-    cand = rank_lines.select("line", "text", key.alias("key")).drop_nulls("key")
-    first = cand.filter(pl.col("key").is_first_distinct())
+    keyed = rank_lines.select("line", "text", t.str.slice(len("#  Rank"), 6).alias("key"))
+    first = keyed.filter(pl.col("key").is_first_distinct())
+    open_keys = first.filter(~pl.col("key").str.contains(" G", literal=True)).get_column("key")
+    if open_keys.len():  # a long rank number or wide spacing: keyed by the number ("\n" first: no slice holds one)
+        is_open = pl.col("key").is_in(open_keys.implode())
+        numbered = keyed.filter(is_open).with_columns(("\n" + t.str.extract(RANK_KEY_RE)).alias("key"))
+        keyed = pl.concat([keyed.filter(~is_open), numbered.drop_nulls("key")]).sort("line")
+        first = keyed.filter(pl.col("key").is_first_distinct())
     groups = t.str.extract_groups(RANK_RE).alias("g")
     found = first.select("line", "key", groups).unnest("g")
     failed = found.filter(pl.col("rank").is_null())
     if failed.height:
-        later = cand.filter(pl.col("key").is_in(failed.get_column("key").implode()))
+        later = keyed.filter(pl.col("key").is_in(failed.get_column("key").implode()))
         later = later.filter(~pl.col("line").is_in(failed.get_column("line").implode()))
-        found = pl.concat([found, later.select("line", "key", groups).unnest("g")]).drop_nulls("rank").sort("line")
-        found = found.filter(pl.col("key").is_first_distinct())
-    return found.drop_nulls("rank").drop("line", "key")
+        found = pl.concat([found, later.select("line", "key", groups).unnest("g")]).sort("line")
+    found = found.drop_nulls("rank")
+    # a rank keyed twice (other spacing): its first line
+    return found.unique("rank", keep="first", maintain_order=True).drop("line", "key")
 
 
 def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
