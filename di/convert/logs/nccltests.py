@@ -42,6 +42,8 @@ RANK_RE = (
 )
 RANK_KEY_RE = r"^#\s+Rank\s+(\d+) Group"
 """:data:`RANK_RE`'s start: its ``rank`` where :data:`RANK_RE` matches."""
+RANK_HEAD_RE = r"^#  Rank\s+\d+\D"
+"""A rank line's first characters that hold its whole number (a character follows it)."""
 METRICS = (("time", "us"), ("algbw", "GB/s"), ("busbw", "GB/s"))
 
 
@@ -145,28 +147,31 @@ def _on_lines_starting(frame: pl.DataFrame, prefix: str, expr: pl.Expr) -> pl.Se
     return pl.Series(values.name, [], values.dtype).extend_constant(None, frame.height).scatter(rows, values)
 
 
-def _first_rank_lines(rank_lines: pl.DataFrame) -> pl.DataFrame:
-    """:data:`RANK_RE`'s groups of the first line of each rank among ``rank_lines`` (columns ``line``, ``text``; each
-    starts with ``#  Rank``) that :data:`RANK_RE` matches, in line order.
+def _first_rank_lines(heads: pl.DataFrame) -> pl.DataFrame:
+    """:data:`RANK_RE`'s groups of the first line of each rank among the rank lines (those that start with
+    ``#  Rank``) of ``heads`` (columns ``line``, ``text``) that :data:`RANK_RE` matches, in line order.
 
     Every test prints the list again (with other pids where the runs differ), so the whole regex (several times the
-    cost of a slice) reads only the first line of each key: the 6 characters after ``#  Rank``, which tell a rank
-    line's number where they hold the `` G`` of its `` Group`` (lines of other keys are keyed by their number,
-    :data:`RANK_KEY_RE`). Where a key's first line is not a whole rank line, the regex reads its later lines."""
-    t = pl.col("text")
-    keyed = rank_lines.select("line", "text", t.str.slice(len("#  Rank"), 6).alias("key"))
-    first = keyed.filter(pl.col("key").is_first_distinct())
-    open_keys = first.filter(~pl.col("key").str.contains(" G", literal=True)).get_column("key")
-    if open_keys.len():  # a long rank number or wide spacing: keyed by the number ("\n" first: no slice holds one)
-        is_open = pl.col("key").is_in(open_keys.implode())
-        numbered = keyed.filter(is_open).with_columns(("\n" + t.str.extract(RANK_KEY_RE)).alias("key"))
-        keyed = pl.concat([keyed.filter(~is_open), numbered.drop_nulls("key")]).sort("line")
-        first = keyed.filter(pl.col("key").is_first_distinct())
+    cost of a slice) reads only the first line of each key: a line's first 12 characters (a string view holds them
+    inline), which tell a rank line's number where they hold a character after it (:data:`RANK_HEAD_RE`); lines of
+    other keys are keyed by their number (:data:`RANK_KEY_RE`). Where a key's first line is not a whole rank line,
+    the regex reads its later lines."""
+    t, key = pl.col("text"), pl.col("key")
+    keyed = heads.filter(lead_in(t, "#  ", "#  S")).select("line", "text", t.str.head(12).alias("key"))
+    first = keyed.filter(key.is_first_distinct()).filter(key.str.starts_with("#  Rank"))
+    open_keys = first.filter(~key.str.contains(RANK_HEAD_RE)).get_column("key")
+    if open_keys.len():  # a long rank number or wide spacing: keyed by the number ("\n" first: no head holds one)
+        is_open = key.is_in(open_keys.implode())
+        numbered = (
+            keyed.filter(is_open).with_columns(("\n" + t.str.extract(RANK_KEY_RE)).alias("key")).drop_nulls("key")
+        )
+        keyed = pl.concat([keyed.filter(~is_open), numbered]).sort("line")
+        first = pl.concat([first.filter(~is_open), numbered.filter(key.is_first_distinct())]).sort("line")
     groups = t.str.extract_groups(RANK_RE).alias("g")
     found = first.select("line", "key", groups).unnest("g")
     failed = found.filter(pl.col("rank").is_null())
     if failed.height:
-        later = keyed.filter(pl.col("key").is_in(failed.get_column("key").implode()))
+        later = keyed.filter(key.is_in(failed.get_column("key").implode()))
         later = later.filter(~pl.col("line").is_in(failed.get_column("line").implode()))
         found = pl.concat([found, later.select("line", "key", groups).unnest("g")]).sort("line")
     found = found.drop_nulls("rank")
@@ -255,9 +260,7 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         )
     samples = _samples(g, list(cols))
     ints = ("rank", "pid", "device")
-    ranks = _first_rank_lines(heads.filter(lead_in(t, "#  Rank", "#  Ranl"))).with_columns(
-        pl.col(c).cast(pl.Int64, strict=False) for c in ints
-    )
+    ranks = _first_rank_lines(heads).with_columns(pl.col(c).cast(pl.Int64, strict=False) for c in ints)
     fits = pl.all_horizontal(pl.col(c).is_not_null() for c in ints)
     dropped: dict[str, int] = {}
     ranks = keep_counted(ranks, fits, dropped, "rank lines with a number beyond int64")
