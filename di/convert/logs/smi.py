@@ -370,40 +370,62 @@ def _filled(x: str, new: pl.Expr) -> pl.Expr:
     return pl.col(x).gather(pl.when(pl.col(x).is_not_null() | new).then(at).forward_fill())
 
 
+KV_RE = r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$"
+"""A ``-q`` line's key and value (``    Product Name                          : NVIDIA H100``)."""
+
+
+def _key_values(text: pl.Series) -> pl.DataFrame:
+    """Columns ``text``, ``ind`` (the indent's length in characters), ``k`` and ``v``: :data:`KV_RE`'s groups of each
+    of ``text``, null where it does not match. A line is split at the first ``:`` after its indent (a capture of the
+    lazy regex costs several times more); a line whose first character after the indent is ``:`` is read by
+    :data:`KV_RE` itself."""
+    t, s = pl.col("text"), pl.col("s")
+    df = text.to_frame("text").with_columns(t.str.strip_chars_start().alias("s"))
+    parts = s.str.splitn(":", 2)
+    key, after = parts.struct.field("field_0").str.strip_chars_end(), parts.struct.field("field_1")
+    said = (key != "") & after.str.contains(r"^\s")  # a key, and a space after its ":"
+    out = df.select(
+        "text",
+        pl.when(said).then(t.str.len_chars() - s.str.len_chars()).alias("ind"),
+        pl.when(said).then(key).alias("k"),
+        pl.when(said).then(after.str.slice(1)).alias("v"),
+    )
+    colon = df.select(s.str.starts_with(":")).to_series().arg_true()
+    if colon.len():
+        groups = out[colon].select(t.str.extract_groups(KV_RE).alias("g")).unnest("g")
+        groups = groups.with_columns(pl.col("ind").str.len_chars().cast(out.schema["ind"]))
+        out = out.with_columns(out.get_column(c).scatter(colon, groups.get_column(c)) for c in ("ind", "k", "v"))
+    return out
+
+
 def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     t = pl.col("text")
     df = _reports(lines, kinds)
     if not df.height:
         return pl.DataFrame()
-    kv = t.str.extract_groups(r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$")
     num = pl.col("v").str.extract_groups(NUM_RE)
     # what a line says, worked out once per distinct line (a report's lines repeat from sample to sample); only the
     # lines that say something (a value, a GPU block's head, a section, the time) are kept
     code, distinct = distinct_codes(df.get_column("text"))
-    said = (
-        distinct.to_frame("text")
-        .with_columns(kv.alias("g"))
-        .unnest("g")
-        .select(
-            "text",
-            "k",
-            pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
-            pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
-            .then(t.str.strip_chars())
-            .alias("section"),
-            pl.when(pl.col("k") == "Timestamp")
-            .then(
-                pl.col("v")
-                .str.strip_chars()
-                .str.replace(r"\s+", " ", literal=False)
-                .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
-                .dt.epoch("ns")
-            )
-            .alias("ts"),
-            (pl.col("ind").str.len_chars() <= 4).alias("shallow"),  # a key of the GPU block itself: no section
-            num.struct.field("1").cast(pl.Float64, strict=False).alias("value"),
-            num.struct.field("2").alias("vunit"),
+    said = _key_values(distinct).select(
+        "text",
+        "k",
+        pl.when(t.str.contains(r"^GPU [0-9A-Fa-f]+:")).then(t.str.strip_chars()).alias("gpu_head"),
+        pl.when(pl.col("k").is_null() & t.str.contains(r"^    \S") & ~t.str.contains(r":\s"))
+        .then(t.str.strip_chars())
+        .alias("section"),
+        pl.when(pl.col("k") == "Timestamp")
+        .then(
+            pl.col("v")
+            .str.strip_chars()
+            .str.replace(r"\s+", " ", literal=False)
+            .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="ns")
+            .dt.epoch("ns")
         )
+        .alias("ts"),
+        (pl.col("ind") <= 4).alias("shallow"),  # a key of the GPU block itself: no section
+        num.struct.field("1").cast(pl.Float64, strict=False).alias("value"),
+        num.struct.field("2").alias("vunit"),
     )
     says = (
         said.select(
