@@ -112,7 +112,7 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
     digit)."""
     # a header names the gpu column, a unit line says Idx: a literal search first
     marks = pl.concat([kinds.hashed, kinds.indented.filter("hash").drop("hash")])
-    marks = marks.filter(pl.col("text").str.contains("gpu|Idx")).sort("line")
+    marks = marks.filter(pl.col("text").str.contains_any(["gpu", "Idx"])).sort("line")
     marks = marks.with_columns(pl.col("text").str.strip_chars().alias("t"))
     heads = marks.filter(pl.col("t").str.contains(DMON_RE))
     if not heads.height:
@@ -374,21 +374,30 @@ KV_RE = r"^(?P<ind>\s*)(?P<k>\S[^:]*?)\s*:\s(?P<v>.*)$"
 """A ``-q`` line's key and value (``    Product Name                          : NVIDIA H100``)."""
 
 
+SPLIT_KV_LINES = 2048
+"""From this many lines :func:`_key_values` splits them (fewer, the regex costs less than the split's own steps)."""
+
+
 def _key_values(text: pl.Series) -> pl.DataFrame:
     """Columns ``text``, ``ind`` (the indent's length in characters), ``k`` and ``v``: :data:`KV_RE`'s groups of each
-    of ``text``, null where it does not match. A line is split at the first ``:`` after its indent (a capture of the
-    lazy regex costs several times more); a line whose first character after the indent is ``:`` is read by
-    :data:`KV_RE` itself."""
+    of ``text``, null where it does not match. From :data:`SPLIT_KV_LINES` lines, a line is split at the first ``:``
+    after its indent (a capture of the lazy regex costs several times more), and a line whose first character after
+    the indent is ``:`` is read by :data:`KV_RE` itself."""
     t, s = pl.col("text"), pl.col("s")
+    if text.len() < SPLIT_KV_LINES:
+        groups = text.to_frame("text").with_columns(t.str.extract_groups(KV_RE).alias("g")).unnest("g")
+        return groups.with_columns(pl.col("ind").str.len_chars())
     df = text.to_frame("text").with_columns(t.str.strip_chars_start().alias("s"))
-    parts = s.str.splitn(":", 2)
-    key, after = parts.struct.field("field_0").str.strip_chars_end(), parts.struct.field("field_1")
-    said = (key != "") & after.str.contains(r"^\s")  # a key, and a space after its ":"
-    out = df.select(
+    parts = df.select(
         "text",
-        pl.when(said).then(t.str.len_chars() - s.str.len_chars()).alias("ind"),
-        pl.when(said).then(key).alias("k"),
-        pl.when(said).then(after.str.slice(1)).alias("v"),
+        (t.str.len_chars() - s.str.len_chars()).alias("ind"),
+        s.str.splitn(":", 2).struct.field("field_0").str.strip_chars_end().alias("k"),
+        s.str.splitn(":", 2).struct.field("field_1").alias("after"),
+    )
+    said = (pl.col("k") != "") & pl.col("after").str.contains(r"^\s")  # a key, and a space after its ":"
+    out = parts.select(
+        "text",
+        *(pl.when(said).then(c).alias(n) for n, c in (("ind", "ind"), ("k", "k"), ("v", pl.col("after").str.slice(1)))),
     )
     colon = df.select(s.str.starts_with(":")).to_series().arg_true()
     if colon.len():

@@ -69,23 +69,29 @@ def read_numbers(df: pl.DataFrame) -> pl.DataFrame:
     ``\\d`` matches). A plain integer (what an integer cast reads: ``[-+]?`` and ASCII digits; not a negative zero,
     which :data:`NUM_RE` reads as -0.0) is cast; the other texts are read by :data:`NUM_RE`, once per distinct text."""
     raw = pl.col("raw")
+    if df.height < CAST_FIRST_ROWS:
+        return _read_matched(df)
     ints = df.select(raw.cast(pl.Int64, strict=False)).to_series()
     plain = df.select(ints.is_not_null() & ((ints != 0) | ~lead_in(raw, "-", "."))).to_series()
     value = ints.cast(pl.Float64).alias("value")
     vunit = pl.Series("vunit", [], pl.String).extend_constant(None, df.height)
     other = (~plain).arg_true()
     if other.len():
-        g = raw.str.extract_groups(NUM_RE)
-        read = by_distinct(
-            df[other].select("raw"),
-            "raw",
-            lambda d: d.with_columns(
-                g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit")
-            ),
-        )
+        read = _read_matched(df[other].select("raw"))
         value = value.scatter(other, read.get_column("value"))
         vunit = vunit.scatter(other, read.get_column("vunit"))
     return df.with_columns(value, vunit)
+
+
+CAST_FIRST_ROWS = 4096
+"""From this many texts :func:`read_numbers` casts the plain integers first (fewer, its own steps cost more)."""
+
+
+def _read_matched(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with ``value`` and ``vunit`` read from ``raw`` by :data:`NUM_RE`, once per distinct text."""
+    g = pl.col("raw").str.extract_groups(NUM_RE)
+    value = (g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit"))
+    return by_distinct(df, "raw", lambda d: d.with_columns(*value))
 
 
 def epoch_ns(col: pl.Expr) -> pl.Expr:
@@ -272,23 +278,30 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     if trailing.size:
         split = text.scatter(trailing, text.gather(trailing).str.strip_chars_end()).str.splitn(", ", 2)
         tcode, rests = distinct_codes(split.struct.field("field_1"))
-    # first cells: mostly timestamps, distinct from row to row (each row's is read, no distinct ones)
+    # first cells (mostly timestamps): each distinct one read once where they repeat (a file of repeated samples),
+    # else each row's (a timestamp differs from row to row: finding the distinct ones costs more than it saves)
     first = split.struct.field("field_0")
+    repeats = 2 * first.hash().n_unique() <= first.len()
+    hcode, firsts = distinct_codes(first) if repeats else (np.arange(cand.size), first)
     rest_cells = rests.str.split(", ")
     nrest = rest_cells.list.len().fill_null(0).to_numpy().astype(np.int64)
     nc = nrest[tcode]  # the row's count of ", "
     # header-less: NOHEADER_RE, that is a first cell that is a whole timestamp, and more cells
     noh = digit[cand] & (nc > 0)
-    maybe_ts = np.flatnonzero(noh)
-    plain_ts = np.zeros(cand.size, np.bool_)  # a first cell of PLAIN_TS_RE
+    checked = np.zeros(firsts.len(), np.bool_)  # first cells searched for a timestamp
+    plain_ts = np.zeros(firsts.len(), np.bool_)  # of PLAIN_TS_RE
+    whole_ts = np.zeros(firsts.len(), np.bool_)  # of TS_RE
+    maybe_ts = np.unique(hcode[noh]) if repeats else np.flatnonzero(noh)
     if maybe_ts.size:
-        cells = first.gather(maybe_ts)
+        cells = firsts.gather(maybe_ts)
         plain = cells.str.contains(PLAIN_TS_RE).fill_null(False)  # the usual ones, by the faster ASCII regex
+        checked[maybe_ts] = True
         plain_ts[maybe_ts] = plain.to_numpy()
         other = (~plain).arg_true()
         if other.len():
             plain = plain.scatter(other, cells.gather(other).str.contains(TS_RE).fill_null(False))
-        noh[maybe_ts] = plain.to_numpy()
+        whole_ts[maybe_ts] = plain.to_numpy()
+    noh &= whole_ts[hcode]
     cb = block[cand]
     row_hnc = np.where(kept[cb], hnc[cb], -1)
     is_noh = noh & (row_hnc != nc)
@@ -297,9 +310,11 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     if not keep.size:
         return pl.DataFrame(), 0, real
     line = comma.get_column("line").gather(cand[keep])
-    firsts = first.gather(keep)
-    tcode, nc, is_noh, cb, plain_ts = tcode[keep], nc[keep], is_noh[keep], cb[keep], plain_ts[keep]
-    hcode = np.arange(keep.size)  # each row's first cell is text hcode[row]
+    tcode, nc, is_noh, cb = tcode[keep], nc[keep], is_noh[keep], cb[keep]
+    if repeats:
+        hcode = hcode[keep]  # each row's first cell is text hcode[row]
+    else:
+        firsts, checked, plain_ts, hcode = firsts.gather(keep), checked[keep], plain_ts[keep], np.arange(keep.size)
     # tables: 0 the header-less rows, then one per distinct kept header text
     kept_heads = heads.filter("kept")
     tab_of_hid = np.zeros(heads.height + 1, np.int64)
@@ -307,7 +322,7 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     tab = np.where(is_noh, 0, tab_of_hid[hid[cb]])
     fields, f0, width = _csv_tables(kept_heads, int(nc[is_noh].max()) + 1 if is_noh.any() else 0)
     names = fields.get_column("field").to_numpy()
-    # the texts of cells: the rows' first cells, then the cells of each distinct rest (from rest_at)
+    # the texts of cells: the first cells, then the cells of each distinct rest (from rest_at)
     more = np.flatnonzero(nrest > 0)
     rest_texts = rest_cells.gather(more).explode()
     texts = pl.concat([firsts, rest_texts])
@@ -326,34 +341,38 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
         where[of] = at[first] - f0[of]
         return where[tab]
 
-    def cell(name: str) -> pl.Series:
-        """Each row's cell of field ``name``, null where its table has none."""
+    def cell(name: str, read: pl.Expr | None = None, dtype: pl.DataType = pl.String) -> pl.Series:
+        """Each row's cell of field ``name`` (maybe ``read``: an expression of ``pl.col(name)`` of type ``dtype``), null
+        where its table has none; read on the rows that have one only."""
         p = place(name)
         has = np.flatnonzero(p >= 0)
-        none = pl.Series(name, [], pl.String).extend_constant(None, line.len())
-        return none.scatter(has, texts.gather(source(has, p[has]))) if has.size else none
+        none = pl.Series(name, [], dtype).extend_constant(None, line.len())
+        if not has.size:
+            return none
+        cells = texts.gather(source(has, p[has])).alias(name)
+        return none.scatter(has, cells if read is None else cells.to_frame().select(read).to_series())
 
-    # timestamps: where first, each row's first cell
+    # timestamps: where first, of the first cells
     p = place("timestamp")
     ts = _ts_once(cell("timestamp")) if (p > 0).any() else None
     if ts is None:
-        # a first cell not searched (not digit-led, or the row's only cell) is searched for PLAIN_TS_RE again
-        ts = timestamps(firsts, None if (~plain_ts & (p == 0)).any() else pl.Series(plain_ts))
+        # where a row's first cell was not searched (not digit-led, or the row's only cell), all are searched again
+        ts = timestamps(firsts, None if (~checked[hcode] & (p == 0)).any() else pl.Series(plain_ts)).gather(hcode)
         ts = ts.scatter(np.flatnonzero(p < 0), None) if (p < 0).any() else ts
     per_row = pl.DataFrame(
         {
             "line": line,
             "block": np.where(is_noh, -1, cb),
             "ts": ts.cast(pl.Int64),
-            "gpu": cell("index").str.strip_chars().cast(pl.Int64, strict=False),
-            "host": cell("hostname").str.strip_chars(),
+            "gpu": cell("index", pl.col("index").str.strip_chars().cast(pl.Int64, strict=False), pl.Int64),
+            "host": cell("hostname", pl.col("hostname").str.strip_chars()),
         }
     )
     per_row = _by_sample(per_row)  # rows are in line order
     # the numbers of the cells: of each distinct rest's cells, and of the rows' first cells where their table's first
     # field is a series (a timestamp or index first is not read)
     series = ~np.isin(names, ["timestamp", "index"])
-    first_series = np.flatnonzero((series[np.minimum(f0, series.size - 1)] & (f0 < series.size))[tab])
+    first_series = np.unique(hcode[(series[np.minimum(f0, series.size - 1)] & (f0 < series.size))[tab]])
     read_first = pl.DataFrame(schema={"value": pl.Float64, "vunit": pl.String}).clear(firsts.len())
     if first_series.size:
         numbers = read_numbers(firsts.gather(first_series).to_frame("raw"))
