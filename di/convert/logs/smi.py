@@ -394,7 +394,7 @@ def _key_values(text: pl.Series) -> pl.DataFrame:
         s.str.splitn(":", 2).struct.field("field_0").str.strip_chars_end().alias("k"),
         s.str.splitn(":", 2).struct.field("field_1").alias("after"),
     )
-    said = (pl.col("k") != "") & pl.col("after").str.contains(r"^\s")  # a key, and a space after its ":"
+    said = pl.col("after").str.contains(r"^\s")  # a space after the ":" (a line of no key is read below)
     out = parts.select(
         "text",
         *(pl.when(said).then(c).alias(n) for n, c in (("ind", "ind"), ("k", "k"), ("v", pl.col("after").str.slice(1)))),

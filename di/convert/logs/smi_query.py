@@ -237,6 +237,11 @@ def _csv_samples(
     return r, f[cell], src[cell]
 
 
+def _repeats(cells: pl.Series) -> bool:
+    """Whether ``cells`` repeat enough (at most half of them distinct) that reading each distinct one once pays."""
+    return 2 * cells.hash().n_unique() <= cells.len()
+
+
 def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]:
     """``--query-gpu`` tables (``comma``: columns ``line`` and ``t``, the lines that hold a ``, ``). A header (a
     ``, ``-separated list of field names, the first dotted or ``timestamp``/``index``) starts a table; the lines after
@@ -281,7 +286,7 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     # first cells (mostly timestamps): each distinct one read once where they repeat (a file of repeated samples),
     # else each row's (a timestamp differs from row to row: finding the distinct ones costs more than it saves)
     first = split.struct.field("field_0")
-    repeats = 2 * first.hash().n_unique() <= first.len()
+    repeats = _repeats(first)
     hcode, firsts = distinct_codes(first) if repeats else (np.arange(cand.size), first)
     rest_cells = rests.str.split(", ")
     nrest = rest_cells.list.len().fill_null(0).to_numpy().astype(np.int64)
