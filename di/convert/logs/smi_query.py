@@ -109,19 +109,14 @@ def timestamps(text: pl.Series, plain: pl.Series | None = None) -> pl.Series:
     seconds, which polars parses several times faster than a format with a fraction, plus the fraction as an integer
     of ns; the others by :func:`epoch_ns`."""
     plain = text.str.contains(PLAIN_TS_RE).fill_null(False) if plain is None else plain
+    t, fraction = pl.col("t"), pl.col("t").str.slice(20)
+    scale = pl.lit(pl.Series([10**k for k in range(9, -1, -1)], dtype=pl.Int64))  # ns of a fraction digit, by count
     ns = text.to_frame("t").select(
-        pl.when(plain)
-        .then(
-            pl.col("t")
-            .str.slice(0, 19)
-            .str.to_datetime("%Y/%m/%d %H:%M:%S", strict=False, time_unit="ns", cache=False)
-            .dt.epoch("ns")
-            + pl.col("t").str.slice(20).str.pad_end(9, "0").cast(pl.Int64)
-        )
-        .alias("ns")
+        t.str.slice(0, 19).str.to_datetime("%Y/%m/%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns")
+        + fraction.cast(pl.Int64, strict=False).fill_null(0) * scale.gather(fraction.str.len_bytes().clip(0, 9))
     )
-    ns = ns.to_series()
-    other = (~plain).arg_true()
+    ns = ns.to_series().alias(text.name)
+    other = (~plain).arg_true()  # (their values above are not theirs)
     if other.len():
         ns = ns.scatter(other, text.gather(other).to_frame("t").select(epoch_ns(pl.col("t"))).to_series())
     return ns
