@@ -24,7 +24,15 @@ from conftest import DATA
 from di.convert.logs import smi_query
 from di.convert.logs.nccltests import RANK_RE, _first_rank_lines, parse_nccl_tests
 from di.convert.logs.smi import KV_RE, SPLIT_KV_LINES, _key_values, parse_smi
-from di.convert.logs.smi_query import CAST_FIRST_ROWS, NUM_RE, PLAIN_TS_RE, epoch_ns, read_numbers, timestamps
+from di.convert.logs.smi_query import (
+    CAST_FIRST_ROWS,
+    NA_CELL_RE,
+    NUM_RE,
+    PLAIN_TS_RE,
+    epoch_ns,
+    read_numbers,
+    timestamps,
+)
 from di.convert.logs.text import lead_in, read_lines
 
 LOGS = DATA / "logs"
@@ -146,7 +154,23 @@ def test_numbers_cast_first_are_num_re() -> None:
     """Cells read with plain integers cast first (from CAST_FIRST_ROWS cells) equal NUM_RE's reading of each: value
     (negative zero's sign too) and unit; other columns kept."""
     rng = random.Random(7)
-    alphabet = ["0", "1", "9", "-", "+", ".", " ", "W", "%", "\u0663", "e", "\u00a0", "[N/A]", "99999999999999999999"]
+    alphabet = [
+        "0",
+        "1",
+        "9",
+        "-",
+        "+",
+        ".",
+        " ",
+        "W",
+        "%",
+        "\u0663",
+        "e",
+        "\u00a0",
+        "[N/A]",
+        "[Not Supported]",
+        "9" * 20,
+    ]
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) for _ in range(2 * CAST_FIRST_ROWS)]
     texts += [str(rng.randint(-(10**20), 10**20) // 10 ** rng.randint(0, 20)) for _ in range(CAST_FIRST_ROWS)]
     df = pl.DataFrame({"raw": texts + ["-0", "-00", "+0", "0", "+12", "007", None], "k": range(len(texts) + 7)})
@@ -159,6 +183,12 @@ def test_numbers_cast_first_are_num_re() -> None:
     pairs = zip(got.get_column("value").to_list(), want.get_column("value").to_list(), strict=True)
     assert all(a == b and math.copysign(1, a) == math.copysign(1, b) if b is not None else a is None for a, b in pairs)
     assert df.select(pl.col("raw").cast(pl.Int64, strict=False).is_not_null().sum()).item() > CAST_FIRST_ROWS
+    for rows in (df, df.head(CAST_FIRST_ROWS - 1)):  # cast first, and not
+        na = read_numbers(rows, no_value=True)
+        assert na.drop("na").equals(read_numbers(rows)) and na.get_column("na").sum() > 0
+        assert na.get_column("na").equals(
+            rows.get_column("raw").str.contains(NA_CELL_RE).fill_null(False), check_names=False
+        )
 
 
 def test_q_lines_split_at_the_colon_are_kv_re() -> None:

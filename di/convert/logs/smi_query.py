@@ -63,34 +63,41 @@ def distinct_codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return ids.to_numpy().astype(np.int64), values.gather(firsts)
 
 
-def read_numbers(df: pl.DataFrame) -> pl.DataFrame:
+def read_numbers(df: pl.DataFrame, *, no_value: bool = False) -> pl.DataFrame:
     """``df`` with its column ``raw`` (cell texts) read as ``value`` (float) and ``vunit`` (:data:`NUM_RE`'s number
     and unit); null where a text is no number, or one float parsing does not read (digits of other scripts, which
     ``\\d`` matches). A plain integer (what an integer cast reads: ``[-+]?`` and ASCII digits; not a negative zero,
-    which :data:`NUM_RE` reads as -0.0) is cast; the other texts are read by :data:`NUM_RE`, once per distinct text."""
+    which :data:`NUM_RE` reads as -0.0) is cast; the other texts are read by :data:`NUM_RE`, once per distinct text.
+    With ``no_value``, also ``na``: whether the text says the GPU gives no value (:data:`NA_CELL_RE`)."""
     raw = pl.col("raw")
     if df.height < CAST_FIRST_ROWS:
-        return _read_matched(df)
+        return _read_matched(df, no_value)
     ints = df.select(raw.cast(pl.Int64, strict=False)).to_series()
     plain = df.select(ints.is_not_null() & ((ints != 0) | ~lead_in(raw, "-", "."))).to_series()
     value = ints.cast(pl.Float64).alias("value")
     vunit = pl.Series("vunit", [], pl.String).extend_constant(None, df.height)
+    na = pl.Series("na", [], pl.Boolean).extend_constant(False, df.height)  # (an integer says a value)
     other = (~plain).arg_true()
     if other.len():
-        read = _read_matched(df[other].select("raw"))
+        read = _read_matched(df[other].select("raw"), no_value)
         value = value.scatter(other, read.get_column("value"))
         vunit = vunit.scatter(other, read.get_column("vunit"))
-    return df.with_columns(value, vunit)
+        na = na.scatter(other, read.get_column("na")) if no_value else na
+    return df.with_columns(value, vunit, *([na] if no_value else []))
 
 
 CAST_FIRST_ROWS = 4096
 """From this many texts :func:`read_numbers` casts the plain integers first (fewer, its own steps cost more)."""
 
 
-def _read_matched(df: pl.DataFrame) -> pl.DataFrame:
-    """``df`` with ``value`` and ``vunit`` read from ``raw`` by :data:`NUM_RE`, once per distinct text."""
-    g = pl.col("raw").str.extract_groups(NUM_RE)
-    value = (g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit"))
+def _read_matched(df: pl.DataFrame, no_value: bool) -> pl.DataFrame:
+    """``df`` with ``value`` and ``vunit`` read from ``raw`` by :data:`NUM_RE` (and ``na``, with ``no_value``), once
+    per distinct text."""
+    raw = pl.col("raw")
+    g = raw.str.extract_groups(NUM_RE)
+    value = [g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit")]
+    if no_value:
+        value.append(raw.str.contains(NA_CELL_RE).fill_null(False).alias("na"))
     return by_distinct(df, "raw", lambda d: d.with_columns(*value))
 
 
@@ -379,9 +386,10 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
         read_first = read_first.with_columns(
             read_first.get_column(c).scatter(first_series, numbers.get_column(c)) for c in ("value", "vunit")
         )
-    read = pl.concat([read_first, read_numbers(rest_texts.to_frame("raw")).select("value", "vunit")])
+    rest_read = read_numbers(rest_texts.to_frame("raw"), no_value=True)
+    read = pl.concat([read_first, rest_read.select("value", "vunit")])
     # cells that say no value: counted in the first cells and the distinct rests' cells, then per row
-    na_text = np.concatenate([_no_value(firsts), _no_value(rest_texts)])
+    na_text = np.concatenate([_no_value(firsts), rest_read.get_column("na").to_numpy()])
     upto = np.concatenate([[0], np.cumsum(na_text)])  # NA cells before each text
     na = int(na_text[hcode].sum() + (upto[rest_at + nrest] - upto[rest_at])[tcode].sum())
     r, f, src = _csv_samples(
