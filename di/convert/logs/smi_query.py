@@ -251,8 +251,9 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     has another width is a header-less row.
 
     A row is read as its first cell and the rest: the rest repeats from sample to sample (a GPU's readings, while
-    they hold), and the first cell is the timestamp of a header-less row, shared by a sample's GPUs. Each distinct
-    first cell and rest is read once, and a cell found by (row, place) from them.
+    they hold) and is read once per distinct rest; the first cell, mostly a timestamp that differs from row to row,
+    is read once per distinct cell only where the first cells repeat (:func:`_repeats`), else once per row. A cell is
+    found by (row, place) from them.
 
     Returns the samples, the count of cells that say no value, and the lines that start with a digit and hold a ``, ``
     that is not trailing whitespace (they match ``, \\s*\\S``: not dmon rows)."""
