@@ -67,22 +67,35 @@ def read_numbers(df: pl.DataFrame, *, no_value: bool = False) -> pl.DataFrame:
     """``df`` with its column ``raw`` (cell texts) read as ``value`` (float) and ``vunit`` (:data:`NUM_RE`'s number
     and unit); null where a text is no number, or one float parsing does not read (digits of other scripts, which
     ``\\d`` matches). A plain integer (what an integer cast reads: ``[-+]?`` and ASCII digits; not a negative zero,
-    which :data:`NUM_RE` reads as -0.0) is cast; the other texts are read by :data:`NUM_RE`, once per distinct text.
-    With ``no_value``, also ``na``: whether the text says the GPU gives no value (:data:`NA_CELL_RE`)."""
+    which :data:`NUM_RE` reads as -0.0) is cast; of the other texts, those :data:`NUM_RE` can match (a digit, a sign or
+    a space first) are read by it once per distinct text. With ``no_value``, also ``na``: whether the text says the
+    GPU gives no value (:data:`NA_CELL_RE`)."""
     raw = pl.col("raw")
     if df.height < CAST_FIRST_ROWS:
         return _read_matched(df, no_value)
     ints = df.select(raw.cast(pl.Int64, strict=False)).to_series()
-    plain = df.select(ints.is_not_null() & ((ints != 0) | ~lead_in(raw, "-", "."))).to_series()
-    value = ints.cast(pl.Float64).alias("value")
+    kind = df.select(
+        (ints.is_not_null() & ((ints != 0) | ~lead_in(raw, "-", "."))).alias("plain"),
+        # where NUM_RE can match (a digit, maybe of another script, a sign or a space first) and NA_CELL_RE ("[" or a
+        # space first): first bytes, as string views hold them
+        (lead_in(raw, "0", ":") | lead_in(raw, "+", ".") | (raw < pl.lit("!")) | (raw >= pl.lit("\u0080")))
+        .fill_null(False)
+        .alias("num"),
+        lead_in(raw, "[", "\\").fill_null(False).alias("bracket"),
+    )
+    plain = kind.get_column("plain")
+    value = ints.cast(pl.Float64).alias("value")  # (null where no integer)
     vunit = pl.Series("vunit", [], pl.String).extend_constant(None, df.height)
     na = pl.Series("na", [], pl.Boolean).extend_constant(False, df.height)  # (an integer says a value)
-    other = (~plain).arg_true()
+    other = (~plain & kind.get_column("num")).arg_true()
     if other.len():
         read = _read_matched(df[other].select("raw"), no_value)
         value = value.scatter(other, read.get_column("value"))
         vunit = vunit.scatter(other, read.get_column("vunit"))
         na = na.scatter(other, read.get_column("na")) if no_value else na
+    bracket = kind.get_column("bracket").arg_true()
+    if no_value and bracket.len():
+        na = na.scatter(bracket, df[bracket].select(raw.str.contains(NA_CELL_RE)).to_series())
     return df.with_columns(value, vunit, *([na] if no_value else []))
 
 
