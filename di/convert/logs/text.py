@@ -64,8 +64,9 @@ def ascii_mode(pattern: str, text: pl.Series) -> str:
 
 def lead_in(t: pl.Expr, lo: str, hi: str) -> pl.Expr:
     """Whether a string lies in [``lo``, ``hi``) (with ``hi`` ``lo`` with its last byte plus one: whether it starts
-    with ``lo``): two comparisons of string views, which hold their first bytes inline (several times cheaper than a
-    regex or ``starts_with``)."""
+    with ``lo``): two comparisons of string views, which hold their first 4 bytes inline (several times cheaper than a
+    regex or ``starts_with`` where ``lo`` and ``hi`` have at most 4 bytes; a longer bound reads the text of every
+    string whose first 4 bytes are its own)."""
     return (t >= pl.lit(lo)) & (t < pl.lit(hi))
 
 
