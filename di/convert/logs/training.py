@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
+from di.convert.logs.pairscan import line_pairs
 from di.convert.logs.text import ASCII_MODE, all_ascii, own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
@@ -223,6 +224,35 @@ def _group_ids(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     return groups.drop("_i"), ids
 
 
+LEVEL_HEAD_RE = " - (?:INFO|WARNING) - "
+"""Python logging's level between its logger's name and the message: what comes before it holds no pair."""
+
+
+def _regex_pairs(text: pl.Series, kind: pl.Series, level_heads: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+    """:func:`~di.convert.logs.pairscan.line_pairs` by polars regexes, for text that is not all ASCII (the scan
+    reads ASCII classes), as (pairs: ``r``, ``at``; distinct pairs: ``rest``, ``code``; keys as written)."""
+    body = text.str.replace(TAGS_RE, "")
+    if level_heads:
+        body = body.str.replace(r"^.*?" + LEVEL_HEAD_RE, "")
+    other = pl.DataFrame({"r": pl.int_range(0, text.len(), dtype=pl.UInt32, eager=True), "pair": body})
+    other = other.filter(kind != "mllog")
+    # the row number is the only column copied to each of a line's pairs
+    p = other.select("r", pl.col("pair").str.extract_all(PAIR_RE)).explode("pair").drop_nulls("pair")
+    # each distinct pair is cut once, and every pair gathers its key code, value and unit by its row among them
+    d, at = _group_ids(p.select("pair"))
+    # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), at bytes (str.find gives a byte
+    # offset, str.slice counts characters)
+    d = d.with_columns(pl.col("pair").str.find("[:=]").alias("pos"))
+    pair = pl.col("pair").cast(pl.Binary)
+    d = d.select(
+        pair.bin.slice(0, pl.col("pos")).cast(pl.String).alias("k"),
+        pair.bin.slice(pl.col("pos") + 1).cast(pl.String).alias("rest"),
+    )
+    ks = d.get_column("k").unique()  # in any order: a code is only a row of the table
+    code = d.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64).alias("code")
+    return pl.DataFrame([p.get_column("r"), at.cast(pl.UInt32).alias("at")]), pl.DataFrame([d["rest"], code]), ks
+
+
 def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The numeric pairs of ``rows``, their distinct pairs' values and the table of their distinct keys.
 
@@ -238,30 +268,15 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame,
     line of ``rows`` is ASCII."""
     text = rows.get_column("text")
     kind = rows.get_column("kind")
-    body = text.str.replace(TAGS_RE, "")
-    if text.str.contains(" - (?:INFO|WARNING) - ").any():  # Python logging's "name - LEVEL - ": only where it is
-        body = body.str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
+    level_heads = bool(text.str.contains(LEVEL_HEAD_RE).any())  # Python logging's "name - LEVEL - ": only where it is
     ml_rows = (kind == "mllog").arg_true()
-    other = pl.DataFrame({"r": pl.int_range(0, rows.height, dtype=pl.UInt32, eager=True), "pair": body})
-    if ml_rows.len():
-        other = other.filter(kind != "mllog")
-    # the row number is the only column copied to each of a line's pairs
-    p = other.select("r", pl.col("pair").str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE)).explode("pair")
-    p = p.drop_nulls("pair")
-    # pairs repeat ("skipped=0,", a memory reading, a constant lr: a third to a half are distinct in real logs): each
-    # distinct pair is cut and read once, and every pair gathers its key code, value and unit by its row among them
-    d, at = _group_ids(p.select("pair"))
-    # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), the unit is what follows the
-    # number; one column per step: an expression reused inside another would be evaluated again (no
-    # common-subexpression elimination in eager frames)
-    d = d.with_columns(pl.col("pair").str.find("[:=]").alias("pos"))
-    if ascii:  # str.find gives a byte offset, str.slice counts characters: the same on ASCII text
-        key, rest = pl.col("pair").str.head(pl.col("pos")), pl.col("pair").str.slice(pl.col("pos") + 1)
-    else:  # cut at bytes (a non-ASCII key would shift the value)
-        pair = pl.col("pair").cast(pl.Binary)
-        key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
-        rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
-    d = d.select(key.alias("k"), rest.alias("rest"))
+    if ascii:
+        found = line_pairs(text, kind == "mllog", level_heads=level_heads)
+        p = pl.DataFrame([found.row, found.at])
+        d = pl.DataFrame([found.rest, found.key_code])
+        ks = found.keys
+    else:
+        p, d, ks = _regex_pairs(text, kind, level_heads)
     # most values are a bare number; the others (spaces or '[' before, a ',' in, a unit after) are cut on their
     # own rows: a bare number holds none of the characters cut, and none of the others casts (nor one with a ',')
     value = d.get_column("rest").cast(pl.Float64, strict=False)
@@ -274,12 +289,9 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame,
         cut = rest.str.len_bytes() != v.str.len_bytes()
         if cut.any():
             u = u.scatter(again.filter(cut), rest.filter(cut).str.strip_prefix(v.filter(cut)))
-    ks = d.get_column("k").unique()  # in any order: a code is only a row of the table
-    code = d.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
     keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
     keys = keys.select(_norm("key").alias("key"))
-    vals = pl.DataFrame([code.alias("code"), value.alias("value"), u])
-    p = pl.DataFrame([p.get_column("r"), at.cast(pl.UInt32).alias("at")])
+    vals = pl.DataFrame([d.get_column("code"), value.alias("value"), u])
     if ml_rows.len():  # MLPerf keys as written, after the others
         ml_text = text.gather(ml_rows)
         ml = pl.DataFrame(

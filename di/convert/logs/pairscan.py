@@ -1,0 +1,333 @@
+"""Numeric ``key: value`` / ``key=value`` pairs of ASCII log lines, found by one numba scan of their bytes.
+
+What :data:`di.convert.logs.training.PAIR_RE` (in ASCII mode) finds with polars ``extract_all``, after the line's
+leading ``[...]`` tags (:data:`~di.convert.logs.training.TAGS_RE`) and, where asked, Python logging's
+``name - LEVEL -`` head: the same matches, leftmost first and not overlapping, told by their byte spans. Each pair
+and each key (its text before the ``:`` or ``=``) is interned in a byte-span table (:mod:`di.convert.symbols`), so
+only the distinct ones become strings: real logs repeat their keys and many of their pairs (``skipped=0,``, a
+constant lr), and cutting or hashing a string per pair cost several times the scan.
+
+Why one pass gives the regex's match: the key ``[A-Za-z_][\\w \\-/().]*?`` runs over key characters, none of which is
+a quote, ``:`` or ``=``; so wherever it starts in a run of them, the ``:``/``=`` after the run (past one quote and
+spaces) and all that follows are the same, and the greedy rest (spaces, ``[``, sign, digits, exponent, unit) has one
+way to match. A run where no number follows is skipped whole.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+from di.convert import symbols
+from di.convert.stringviews import VIEW_BUFFER_BYTES, put_view, string_views, texts_at_spans
+
+__all__ = ["LinePairs", "line_pairs"]
+
+_PAIRS_FULL = np.int64(-1)
+"""What :func:`_scan` returns when its pair arrays or pair table filled up (the caller retries with more room)."""
+_KEYS_FULL = np.int64(-2)
+"""What :func:`_scan` returns when its key table filled up."""
+
+
+SPACE, DIGIT, WORD, KEY_START, KEY_CHAR = np.uint8(1), np.uint8(2), np.uint8(4), np.uint8(8), np.uint8(16)
+"""Bits of :data:`_CLASSES`: ASCII ``\\s`` (tab, newline, vertical tab, form feed, carriage return, space), ``\\d``,
+``\\w``, a key's first character ``[A-Za-z_]`` and its others ``[\\w \\-/().]``."""
+
+
+def _classes() -> np.ndarray:
+    table = np.zeros(256, np.uint8)
+    for c in range(256):
+        ch = chr(c)
+        word = c < 128 and (ch.isalnum() or ch == "_")
+        table[c] = (
+            SPACE * (ch in " \t\n\v\f\r")
+            | DIGIT * (c < 128 and ch.isdigit())
+            | WORD * word
+            | KEY_START * (c < 128 and (ch.isalpha() or ch == "_"))
+            | KEY_CHAR * (word or ch in " -/().")
+        )
+    return table
+
+
+_CLASSES = _classes()
+"""Per byte: its :data:`SPACE`... bits (a constant of the kernel: one load per byte, not a chain of compares)."""
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _is(data, bits, i):
+    """Whether byte ``i`` of ``data`` has one of the class ``bits``."""
+    return (_CLASSES[data[i]] & bits) != 0
+
+
+def _new_table(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """An empty span table for up to ``capacity`` spans: (slots, starts, ends, count). A slot holds a span's id
+    (-1: free) and its hash, side by side: a probe reads one cache line, and bytes are compared only where the
+    hashes agree."""
+    size = 1
+    while size < 2 * capacity:
+        size *= 2
+    return (
+        np.full((size, 2), -1, np.int64),
+        np.empty(capacity, np.int64),
+        np.empty(capacity, np.int64),
+        np.zeros(1, np.int64),
+    )
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _intern(data, s, e, slots, starts, ends, count):
+    """Id of the span ``data[s:e]`` in the table (:func:`_new_table`), a new one when it is new; -1 when it is new
+    and the table is full."""
+    h = symbols.hash_span(data, s, e)
+    mask = np.uint64(slots.shape[0] - 1)
+    j = h & mask
+    hi = np.int64(h)
+    while True:
+        sid = slots[j, 0]
+        if sid < 0:
+            break
+        if slots[j, 1] == hi and symbols.same_span(data, s, e, starts[sid], ends[sid]):
+            return sid
+        j = (j + np.uint64(1)) & mask
+    sid = count[0]
+    if sid >= starts.size:
+        return -1
+    starts[sid] = s
+    ends[sid] = e
+    count[0] = sid + 1
+    slots[j, 0] = sid
+    slots[j, 1] = hi
+    return sid
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _level_at(data, p, b1):
+    """Length of `` - INFO - `` or `` - WARNING - `` at ``data[p:b1]``, else 0."""
+    if p + 9 > b1 or data[p] != 32 or data[p + 1] != 45 or data[p + 2] != 32:
+        return 0
+    if (
+        data[p + 3] == 73
+        and data[p + 4] == 78
+        and data[p + 5] == 70
+        and data[p + 6] == 79
+        and data[p + 7] == 32
+        and data[p + 8] == 45
+        and p + 9 < b1
+        and data[p + 9] == 32
+    ):
+        return 10  # " - INFO - "
+    if (
+        p + 13 <= b1
+        and data[p + 3] == 87
+        and data[p + 4] == 65
+        and data[p + 5] == 82
+        and data[p + 6] == 78
+        and data[p + 7] == 73
+        and data[p + 8] == 78
+        and data[p + 9] == 71
+        and data[p + 10] == 32
+        and data[p + 11] == 45
+        and data[p + 12] == 32
+    ):
+        return 13  # " - WARNING - "
+    return 0
+
+
+@njit(cache=True, _nrt=False)
+def _scan(
+    data, offsets, skip_row, level_heads, pair_row, pair_value, value_colon, value_end, value_key, values, kslots,
+    kstarts, kends, kcount, last,
+):  # fmt: skip
+    """Find the pairs of every row ``data[offsets[r]:offsets[r + 1]]`` not in ``skip_row`` (see the module docstring;
+    ``level_heads``: strip Python logging's head too). Per pair, in order: its row (``pair_row``) and value's number
+    (``pair_value``). Per value (``values[0]`` of them): the bytes of its ``:``/``=`` (``value_colon``) and of its end
+    (``value_end``) and its key's number (``value_key``) in the key table (``kslots...kcount``, :func:`_new_table`).
+    A pair whose text after the key is that of the last value of its key (``last``, -1: none yet) takes that value.
+    Returns the number of pairs, or :data:`_PAIRS_FULL` or :data:`_KEYS_FULL`."""
+    n = 0
+    room = pair_row.size
+    for r in range(offsets.size - 1):
+        if skip_row[r]:
+            continue
+        b = offsets[r]
+        b1 = offsets[r + 1]
+        # the leading tags: ^(?:\[[^\]]*\]:?\s*)+
+        while b < b1 and data[b] == 91:
+            q = b + 1
+            while q < b1 and data[q] != 93:
+                q += 1
+            if q >= b1:
+                break
+            q += 1
+            if q < b1 and data[q] == 58:
+                q += 1
+            while q < b1 and _is(data, SPACE, q):
+                q += 1
+            b = q
+        if level_heads:  # ^.*? - (?:INFO|WARNING) -
+            for p in range(b, b1):
+                if data[p] == 32:
+                    m = _level_at(data, p, b1)
+                    if m:
+                        b = p + m
+                        break
+        i = b
+        while i < b1:
+            if not _is(data, KEY_START, i):
+                i += 1
+                continue
+            s = i
+            k = i + 1
+            while k < b1 and _is(data, KEY_CHAR, k):
+                k += 1
+            i = k  # no match starts in this run of key characters unless one starts at s
+            j = k
+            if j < b1 and (data[j] == 39 or data[j] == 34):
+                j += 1
+            while j < b1 and _is(data, SPACE, j):
+                j += 1
+            if j >= b1 or (data[j] != 58 and data[j] != 61):
+                continue
+            c = j
+            j += 1
+            while j < b1 and _is(data, SPACE, j):
+                j += 1
+            if j < b1 and data[j] == 91:
+                j += 1
+            if j < b1 and (data[j] == 43 or data[j] == 45):
+                j += 1
+            if j < b1 and _is(data, DIGIT, j):
+                j += 1
+                while j < b1 and (_is(data, DIGIT, j) or data[j] == 44):
+                    j += 1
+                if j < b1 and data[j] == 46:
+                    j += 1
+                while j < b1 and _is(data, DIGIT, j):
+                    j += 1
+                if j < b1 and (data[j] == 101 or data[j] == 69):
+                    t = j + 1
+                    if t < b1 and (data[t] == 43 or data[t] == 45):
+                        t += 1
+                    if t < b1 and _is(data, DIGIT, t):
+                        while t < b1 and _is(data, DIGIT, t):
+                            t += 1
+                        j = t
+            elif j + 3 <= b1 and (
+                (data[j] == 110 and data[j + 1] == 97 and data[j + 2] == 110)
+                or (data[j] == 105 and data[j + 1] == 110 and data[j + 2] == 102)
+            ):
+                j += 3  # nan, inf
+            else:
+                continue
+            # the unit: (?:%|[KMGT]i?B|ms\b|s\b)?
+            if j < b1:
+                u = data[j]
+                if u == 37:
+                    j += 1
+                elif u == 75 or u == 77 or u == 71 or u == 84:
+                    if j + 1 < b1 and data[j + 1] == 66:
+                        j += 2
+                    elif j + 2 < b1 and data[j + 1] == 105 and data[j + 2] == 66:
+                        j += 3
+                elif u == 109:
+                    if j + 1 < b1 and data[j + 1] == 115 and (j + 2 == b1 or not _is(data, WORD, j + 2)):
+                        j += 2
+                elif u == 115:
+                    if j + 1 == b1 or not _is(data, WORD, j + 1):
+                        j += 1
+            if n == room:
+                return _PAIRS_FULL
+            key = _intern(data, s, c, kslots, kstarts, kends, kcount)
+            if key < 0:
+                return _KEYS_FULL
+            v = last[key]
+            if v < 0 or not symbols.same_span(data, c, j, value_colon[v], value_end[v]):
+                v = values[0]  # no more values than pairs: room enough
+                value_colon[v] = c
+                value_end[v] = j
+                value_key[v] = key
+                values[0] = v + 1
+                last[key] = v
+            pair_row[n] = r
+            pair_value[n] = v
+            n += 1
+            i = j
+    return n
+
+
+class LinePairs:
+    """The numeric pairs of some lines (:func:`line_pairs`).
+
+    Attributes:
+        row: per pair, in line order: its row among the lines (u32).
+        at: per pair: its value's number (u32): pairs of a key that repeat its last value share it.
+        key_code: per value: its key's number (i64).
+        rest: per value: its text after the ``:`` or ``=`` (String).
+        keys: per key number: the key as written, the text before the ``:`` or ``=`` (String).
+    """
+
+    def __init__(self, row: pl.Series, at: pl.Series, key_code: pl.Series, rest: pl.Series, keys: pl.Series) -> None:
+        self.row, self.at, self.key_code, self.rest, self.keys = row, at, key_code, rest, keys
+
+
+def _bytes_of(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of the strings of ``text`` (no nulls) one after another, and their offsets (one more than
+    strings): one copy of the text, through Arrow."""
+    arr = text.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string: int64 offsets
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return data, offsets
+
+
+@njit(cache=True, _nrt=False)
+def _span_views(data, starts, ends, views):
+    """Fill ``views`` with the string views of the spans ``data[starts[e]:ends[e]]``, in data buffer 0."""
+    for e in range(starts.size):
+        put_view(views, e, data, starts[e], ends[e], 0, starts[e])
+
+
+def _texts(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) -> pl.Series:
+    """The spans ``data[starts[e]:ends[e]]`` as a String Series viewing ``data`` (no copy of their bytes; gathered
+    where ``data`` is too long for one view buffer)."""
+    valid = np.ones(starts.size, np.bool_)
+    if data.size > VIEW_BUFFER_BYTES:
+        return texts_at_spans(data, starts, ends, valid, name)
+    views = np.empty(16 * starts.size, np.uint8)
+    _span_views(data, starts, ends, views)
+    return string_views(starts.size, views, [(data, np.array([0, data.size], np.int64))], valid, name)
+
+
+def line_pairs(text: pl.Series, skip: pl.Series, *, level_heads: bool) -> LinePairs:
+    """The pairs of the ASCII strings of ``text`` but those where ``skip`` is true (see the module docstring;
+    ``level_heads``: a line's Python logging head, up to its `` - INFO - `` or `` - WARNING - ``, holds no pair)."""
+    data, offsets = _bytes_of(text)
+    skip_row = skip.to_numpy()
+    capacity = max(1024, int(offsets[-1] - offsets[0]) // 32)
+    key_capacity = 256
+    while True:
+        pair_row = np.empty(capacity, np.uint32)
+        pair_value = np.empty(capacity, np.uint32)
+        value_colon = np.empty(capacity, np.int64)
+        value_end = np.empty(capacity, np.int64)
+        value_key = np.empty(capacity, np.int64)
+        values = np.zeros(1, np.int64)
+        kslots, kstarts, kends, kcount = _new_table(key_capacity)
+        last = np.full(key_capacity, -1, np.int64)
+        n = _scan(
+            data, offsets, skip_row, level_heads, pair_row, pair_value, value_colon, value_end, value_key, values,
+            kslots, kstarts, kends, kcount, last,
+        )  # fmt: skip
+        if n >= 0:
+            break
+        if n == _KEYS_FULL:
+            key_capacity = symbols.grown_capacity(key_capacity)
+        else:
+            capacity = symbols.grown_capacity(capacity)
+    m, keys = int(values[0]), int(kcount[0])
+    rest = _texts(data, value_colon[:m] + 1, value_end[:m], "rest")
+    key_text = _texts(data, kstarts[:keys], kends[:keys], "k")
+    return LinePairs(
+        pl.Series("r", pair_row[:n]), pl.Series("at", pair_value[:n]), pl.Series("code", value_key[:m]), rest, key_text
+    )
