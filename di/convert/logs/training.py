@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
+from numba import njit
 
 from di.convert.logs.build import Parts, keep_counted
 from di.convert.logs.pairscan import line_pairs
@@ -498,6 +500,65 @@ def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     )
 
 
+MAX_RUN_SAMPLES = np.int64(256)
+"""The most samples of one run of equal (rank, time) that :func:`_first_of_runs` compares with each other."""
+
+
+@njit(cache=True, _nrt=False)
+def _first_of_runs(rank, rank_valid, ts, ts_valid, sid, value, keep, run_first):
+    """Mark in ``keep`` each sample whose (series ``sid``, ``value``) no sample before it in its run has (values
+    equal as polars groups them: -0.0 is 0.0, NaN is NaN), a run being consecutive samples of one (``rank``, ``ts``;
+    their ``*_valid``: not null); ``run_first`` gets each run's first sample. Returns the number of runs, or -1 where
+    a run holds more than :data:`MAX_RUN_SAMPLES`."""
+    runs = 0
+    start = 0
+    for i in range(rank.size):
+        if (
+            i == 0
+            or rank[i] != rank[i - 1]
+            or ts[i] != ts[i - 1]
+            or rank_valid[i] != rank_valid[i - 1]
+            or ts_valid[i] != ts_valid[i - 1]
+        ):
+            start = i
+            run_first[runs] = i
+            runs += 1
+        elif i - start >= MAX_RUN_SAMPLES:
+            return -1
+        keep[i] = True
+        v = value[i]
+        for j in range(start, i):
+            if keep[j] and sid[j] == sid[i] and (value[j] == v or (value[j] != value[j] and v != v)):
+                keep[i] = False
+                break
+    return runs
+
+
+def _first_samples(rank: pl.Series, ts: pl.Series, sid: pl.Series, value: pl.Series) -> pl.Series | None:
+    """Per sample: whether it is the first of its (rank, series ``sid``, time, value), told within runs of samples of
+    one (rank, time) (a few samples each, no hash of four columns); None where such a run is too long or a (rank,
+    time) comes back after another (then the caller tells them apart by hashing)."""
+    n = rank.len()
+    keep = np.zeros(n, np.bool_)
+    run_first = np.empty(n, np.int64)
+    runs = _first_of_runs(
+        rank.fill_null(0).to_numpy(),
+        rank.is_not_null().to_numpy(),
+        ts.fill_null(0).to_numpy(),
+        ts.is_not_null().to_numpy(),
+        sid.to_numpy(),
+        value.to_numpy(),
+        keep,
+        run_first,
+    )
+    if runs < 0:
+        return None
+    heads = pl.DataFrame([rank, ts]).select(pl.all().gather(pl.Series(run_first[:runs])))
+    if heads.is_duplicated().any():
+        return None
+    return pl.Series(keep)
+
+
 def parse_training(lines: pl.DataFrame) -> Parts:
     """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring)."""
     if "own_ts" not in lines.columns:  # read_log found them already
@@ -555,7 +616,12 @@ def parse_training(lines: pl.DataFrame) -> Parts:
             .drop("mts")
         )
     # HF prints once per rank: one sample per (rank, series, time, value), by the series' number, not its name
-    if mg_time:  # a pair's rank and time are its line's: (rank, time) told per line, (series, value) per distinct
+    first = _first_samples(
+        key.get_column("rank"), key.get_column("ts"), _of_key(key, keys, "sid"), key.get_column("value")
+    )
+    if first is not None:
+        key = key.filter(first)
+    elif mg_time:  # a pair's rank and time are its line's: (rank, time) told per line, (series, value) per distinct
         # pair, then a sample's four are one integer (a hash of four columns per sample costs twice as much)
         _, line_rt = _group_ids(rows.select("rank", "ts"))
         _, pair_sv = _group_ids(pl.DataFrame([keys.get_column("sid").gather(vals.get_column("code")), vals["value"]]))
