@@ -294,7 +294,7 @@ def _texts(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) ->
     valid = np.ones(starts.size, np.bool_)
     if data.size > VIEW_BUFFER_BYTES:
         return texts_at_spans(data, starts, ends, valid, name)
-    views = np.empty(16 * starts.size, np.uint8)
+    views = np.zeros(16 * starts.size, np.uint8)  # an inline text is padded with zeros
     _span_views(data, starts, ends, views)
     return string_views(starts.size, views, [(data, np.array([0, data.size], np.int64))], valid, name)
 

@@ -1,0 +1,155 @@
+"""Training logs: the numba scans read what the polars reference reads.
+
+- :func:`di.convert.logs.pairscan.line_pairs` (one byte scan) finds, line by line, the pairs that
+  ``PAIR_RE``'s ``extract_all`` finds after the tags and logging heads (``training._regex_pairs``, the path of
+  non-ASCII text): same rows, keys and values as written, on random lines built from the characters the regex
+  turns on and on the real logs of ../shared/data/logs (skipped when absent);
+- ``training._first_samples`` (runs of one rank and time compared sample by sample) keeps what a polars
+  ``unique`` over (rank, series, time, value) keeps, nulls, NaN and -0.0 included, and gives way where a
+  (rank, time) comes back.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import DATA
+
+from di.convert.logs import training
+from di.convert.logs.pairscan import line_pairs
+from di.convert.logs.text import read_lines
+
+LOGS = DATA / "logs"
+
+PIECES = [
+    "a", "Z", "_", "lr", "loss", "step", "x1", " ", "  ", "\t", "\x0b", "-", "/", "(", ")", ".", ":", "=", "'", '"',
+    "[", "]", ",", "0", "7", "12", "3.5", "1e", "E+", "e-3", "+", "-", "nan", "inf", "%", "K", "MiB", "GB", "B", "i",
+    "ms", "s", "m", "|", "{", "}", " - INFO - ", " - WARNING - ", "[2024-01-01 10:00:00]", "[INFO]:", "[Rank 3] ",
+]  # fmt: skip
+"""What random lines are made of: the characters and words ``PAIR_RE``, the tags and the logging heads turn on."""
+
+
+def random_pair(rng: random.Random) -> str:
+    """A piece shaped like a pair, each part maybe left out or doubled."""
+    parts = [
+        rng.choice(["lr", "loss", "a b", "x(ms)", "_k", "k/s", "9x"]),
+        rng.choice(["", "'", '"']),
+        rng.choice(["", " ", "\t", "  "]),
+        rng.choice([":", "=", ":", "=", ""]),
+        rng.choice(["", " ", "\x0b", "   "]),
+        rng.choice(["", "", "[", "(["]),
+        rng.choice(["", "", "+", "-"]),
+        rng.choice(["0", "12", "3.5", "1,024", "2.", ".5", "1e5", "1E-3", "4e", "nan", "inf", "x", "7,,8.9.1"]),
+        rng.choice(["", "", "%", "GB", "KiB", "Ki", "ms", "s", "ms_", "sx", "m"]),
+    ]
+    return "".join(parts)
+
+
+def random_lines(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    pieces = (lambda: rng.choice(PIECES), lambda: random_pair(rng))
+    return ["".join(rng.choice(pieces)() for _ in range(rng.randint(0, 20))) for _ in range(count)]
+
+
+def scanned(text: pl.Series, skip: pl.Series, level_heads: bool) -> pl.DataFrame:
+    """Per pair the scan finds: row, key as written and the text after its ``:``/``=``."""
+    found = line_pairs(text, skip, level_heads=level_heads)
+    return pl.DataFrame(
+        {
+            "r": found.row.cast(pl.Int64),
+            "k": found.keys.gather(found.key_code.gather(found.at)),
+            "rest": found.rest.gather(found.at),
+        }
+    )
+
+
+def by_regex(text: pl.Series, skip: pl.Series, level_heads: bool) -> pl.DataFrame:
+    """The same, by the polars regexes (the path of non-ASCII text)."""
+    kind = pl.Series("kind", ["mllog" if s else "other" for s in skip.to_list()])
+    p, d, ks = training._regex_pairs(text, kind, level_heads)
+    code = d.get_column("code").gather(p.get_column("at"))
+    return pl.DataFrame(
+        {
+            "r": p.get_column("r").cast(pl.Int64),
+            "k": ks.gather(code),
+            "rest": d.get_column("rest").gather(p.get_column("at")),
+        }
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("level_heads", [False, True])
+def test_scan_finds_the_regex_pairs_of_random_lines(seed: int, level_heads: bool) -> None:
+    text = pl.Series("text", random_lines(seed, 3000))
+    skip = pl.Series([i % 7 == 3 for i in range(text.len())])  # the MLPerf lines: no pairs read
+    expected = by_regex(text, skip, level_heads)
+    assert expected.height > 1000  # the pieces make pairs
+    assert scanned(text, skip, level_heads).equals(expected)
+
+
+def test_scan_hand_cases() -> None:
+    cases = [
+        "q=5ms_ q=5msa q=5ms. k=1e k=1e+ k=1e+5 k=-nan k=1,,2.3.4 ab(c)=5KiBx z=5KB z=5Ki z=.5",
+        '[t] [u]: lr=[0.0, 0.0], mom=[(0.9, 0.95)] x" : 4 b =\t3',
+        "name - WARNING - x - INFO - loss: 2.5 step=3",
+        "elapsed time per iteration (ms): 942.0 | learning rate: 5.308E-07 |",
+        "[unclosed tag lr=1",
+        "",
+    ]
+    text = pl.Series("text", cases)
+    skip = pl.Series([False] * len(cases))
+    for level_heads in (False, True):
+        got = scanned(text, skip, level_heads)
+        assert got.equals(by_regex(text, skip, level_heads))
+    assert "lr" in got.get_column("k").to_list()
+
+
+def training_logs() -> list[Path]:
+    if not LOGS.is_dir():
+        return []
+    return sorted(p for p in LOGS.rglob("*") if p.is_file() and p.suffix != ".darshan" and p.parent.name != "LICENSES")
+
+
+@pytest.mark.parametrize("path", training_logs(), ids=lambda p: p.name)
+def test_scan_finds_the_regex_pairs_of_real_logs(path: Path) -> None:
+    text = read_lines(path).lines.get_column("text")
+    text = text.filter(text.str.len_bytes() == text.str.len_chars())  # the scan reads ASCII lines
+    skip = text.str.contains(":::MLLOG", literal=True)
+    level_heads = bool(text.str.contains(training.LEVEL_HEAD_RE).any())
+    assert scanned(text, skip, level_heads).equals(by_regex(text, skip, level_heads))
+
+
+def unique_samples(df: pl.DataFrame) -> pl.Series:
+    """Reference: whether each row is the first of its (rank, sid, ts, value), by polars."""
+    first = df.with_row_index("i").unique(["rank", "sid", "ts", "value"], keep="first", maintain_order=True)
+    return pl.Series(np.isin(np.arange(df.height), first.get_column("i").to_numpy()))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_first_samples_is_unique_over_rank_series_time_value(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 4000
+    # runs of one (rank, time) in order: each time a new one, as lines of growing timestamps give them
+    run = np.cumsum(rng.random(n) < 0.15)
+    rank = pl.Series("rank", (run % 3).astype(np.int64)).scatter(np.flatnonzero(run == 5), None)
+    ts = pl.Series("ts", run.astype(np.int64) * 1000).scatter(np.flatnonzero(run == 7), None)
+    values = np.array([0.0, -0.0, 1.5, np.nan, 2.0, -1.0])
+    df = pl.DataFrame(
+        [rank, ts, pl.Series("sid", rng.integers(0, 4, n)), pl.Series("value", values[rng.integers(0, 6, n)])]
+    )
+    got = training._first_samples(df["rank"], df["ts"], df["sid"], df["value"])
+    assert got is not None
+    expected = unique_samples(df)
+    assert 0 < int((~expected).sum()) and got.equals(expected, check_names=False)
+
+
+def test_first_samples_gives_way_where_a_time_comes_back() -> None:
+    df = pl.DataFrame({"rank": [0, 0, 0], "ts": [5, 6, 5], "sid": [1, 1, 1], "value": [2.0, 2.0, 2.0]})
+    assert training._first_samples(df["rank"], df["ts"], df["sid"], df["value"]) is None
+    long_run = pl.Series("ts", [7] * (int(training.MAX_RUN_SAMPLES) + 1))
+    same = pl.Series("rank", [0] * long_run.len())
+    assert training._first_samples(same, long_run, same, same.cast(pl.Float64)) is None
