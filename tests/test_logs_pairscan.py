@@ -2,8 +2,9 @@
 
 - :func:`di.convert.logs.pairscan.line_pairs` (one byte scan) finds, line by line, the pairs that
   ``PAIR_RE``'s ``extract_all`` finds after the tags and logging heads (``training._regex_pairs``, the path of
-  non-ASCII text): same rows, keys and values as written, on random lines built from the characters the regex
-  turns on and on the real logs of ../shared/data/logs (skipped when absent);
+  non-ASCII text), and reads their values and units as ``training._read_values`` reads the text after the key: same
+  rows, keys as written, values and units, on random lines built from the characters the regex turns on and on the
+  real logs of ../shared/data/logs (skipped when absent);
 - ``training._first_samples`` (runs of one rank and time compared sample by sample) keeps what a polars
   ``unique`` over (rank, series, time, value) keeps, nulls, NaN and -0.0 included, and gives way where a
   (rank, time) comes back.
@@ -20,6 +21,7 @@ import pytest
 from conftest import DATA
 
 from di.convert.logs import training
+from di.convert.logs.linekinds import KIND_CODES, line_kinds
 from di.convert.logs.pairscan import line_pairs
 from di.convert.logs.text import read_lines
 
@@ -56,13 +58,14 @@ def random_lines(seed: int, count: int) -> list[str]:
 
 
 def scanned(text: pl.Series, skip: pl.Series, level_heads: bool) -> pl.DataFrame:
-    """Per pair the scan finds: row, key as written and the text after its ``:``/``=``."""
+    """Per pair the scan finds: row, key as written, value and unit."""
     found = line_pairs(text, skip, level_heads=level_heads)
     return pl.DataFrame(
         {
             "r": found.row.cast(pl.Int64),
             "k": found.keys.gather(found.key_code.gather(found.at)),
-            "rest": found.rest.gather(found.at),
+            "value": found.value.gather(found.at),
+            "unit": found.unit.gather(found.at),
         }
     )
 
@@ -71,12 +74,14 @@ def by_regex(text: pl.Series, skip: pl.Series, level_heads: bool) -> pl.DataFram
     """The same, by the polars regexes (the path of non-ASCII text)."""
     kind = pl.Series("kind", ["mllog" if s else "other" for s in skip.to_list()])
     p, d, ks = training._regex_pairs(text, kind, level_heads)
-    code = d.get_column("code").gather(p.get_column("at"))
+    value, unit = training._read_values(d.get_column("rest"))
+    at = p.get_column("at")
     return pl.DataFrame(
         {
             "r": p.get_column("r").cast(pl.Int64),
-            "k": ks.gather(code),
-            "rest": d.get_column("rest").gather(p.get_column("at")),
+            "k": ks.gather(d.get_column("code").gather(at)),
+            "value": value.gather(at),
+            "unit": unit.gather(at),
         }
     )
 
@@ -153,3 +158,42 @@ def test_first_samples_gives_way_where_a_time_comes_back() -> None:
     long_run = pl.Series("ts", [7] * (int(training.MAX_RUN_SAMPLES) + 1))
     same = pl.Series("rank", [0] * long_run.len())
     assert training._first_samples(same, long_run, same, same.cast(pl.Float64)) is None
+
+
+KIND_PIECES = [
+    "iteration", " ", "  ", "\t", "12", "7", "/", "|", "step=", ", skipped=", "SamplesPerSec=", "E2E latency=", "step:",
+    "loss:", "epoch: ", "|step: ", "{'", '{"', '"loss":', '"global_step": ', '"lr"', "'", "x", "_", "a", "-", "+",
+    ".", ":::MLLOG {", "[Rank ", "]", "[Rank 3]", "9223372036854775807", "9223372036854775808", "0007", "[", ":",
+    "iteration 12/ 7 |", "iteration\t3/4|", "iteration 3 /4 |", "iteration  5/  6  |", "xiteration 1/2 |",
+    "step: 3  loss:", "step:3 loss:", "step: 3loss:", "_step: 1 loss:", "step=1, skipped=0", "[Rank 0007]",
+    "[Rank 9223372036854775807]", "[Rank 9223372036854775808]", "[Rank 99999999999999999999]", "[Rank 5 ]",
+]  # fmt: skip
+"""What random lines for the kind scan are made of: the words and classes of the kinds' regexes and rank tags."""
+
+
+def kind_lines(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    starts = ["", "epoch: 3|step: 4|", "{'loss': ", "{'a_b': x", '{"', "{'", "epoch: "]
+    return [
+        rng.choice(starts) + "".join(rng.choice(KIND_PIECES) for _ in range(rng.randint(0, 14))) for _ in range(count)
+    ]
+
+
+def assert_kinds_as_the_regexes(text: pl.Series) -> None:
+    kind, rank = line_kinds(text)
+    assert kind.equals(training._regex_kinds(text), check_names=False)
+    assert rank.equals(training._rank_tags(text), check_names=False)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kind_scan_is_the_regexes_on_random_lines(seed: int) -> None:
+    text = pl.Series("text", kind_lines(seed, 5000))
+    kind, rank = line_kinds(text)
+    assert kind.n_unique() == len(KIND_CODES) + 1 and rank.n_unique() > 3  # every kind, none, and ranks are there
+    assert_kinds_as_the_regexes(text)
+
+
+@pytest.mark.parametrize("path", training_logs(), ids=lambda p: p.name)
+def test_kind_scan_is_the_regexes_on_real_logs(path: Path) -> None:
+    text = read_lines(path).lines.get_column("text")
+    assert_kinds_as_the_regexes(text.filter(text.str.len_bytes() == text.str.len_chars()))

@@ -22,8 +22,13 @@ from numba import njit
 from di.convert import symbols
 from di.convert.stringviews import VIEW_BUFFER_BYTES, put_view, string_views, texts_at_spans
 
-__all__ = ["LinePairs", "line_pairs"]
+__all__ = ["DIGIT", "SPACE", "WORD", "LinePairs", "bytes_of", "is_class", "line_pairs"]
 
+COMMA = np.int8(1)
+"""A value's flag: its number holds a ``,`` (``1,024``; ``0,`` where a list goes on)."""
+ODD_SPACE = np.int8(2)
+"""A value's flag: a white space other than ``" "`` comes before it (a tab): it reads as no number (as
+``str.strip_chars(" [")`` then a cast leave it)."""
 _PAIRS_FULL = np.int64(-1)
 """What :func:`_scan` returns when its pair arrays or pair table filled up (the caller retries with more room)."""
 _KEYS_FULL = np.int64(-2)
@@ -55,7 +60,7 @@ _CLASSES = _classes()
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _is(data, bits, i):
+def is_class(data, bits, i):
     """Whether byte ``i`` of ``data`` has one of the class ``bits``."""
     return (_CLASSES[data[i]] & bits) != 0
 
@@ -136,13 +141,14 @@ def _level_at(data, p, b1):
 
 @njit(cache=True, _nrt=False)
 def _scan(
-    data, offsets, skip_row, level_heads, pair_row, pair_value, value_colon, value_end, value_key, values, kslots,
-    kstarts, kends, kcount, last,
+    data, offsets, skip_row, level_heads, pair_row, pair_value, value_colon, value_number, value_unit, value_end,
+    value_key, value_flags, values, kslots, kstarts, kends, kcount, last,
 ):  # fmt: skip
     """Find the pairs of every row ``data[offsets[r]:offsets[r + 1]]`` not in ``skip_row`` (see the module docstring;
     ``level_heads``: strip Python logging's head too). Per pair, in order: its row (``pair_row``) and value's number
-    (``pair_value``). Per value (``values[0]`` of them): the bytes of its ``:``/``=`` (``value_colon``) and of its end
-    (``value_end``) and its key's number (``value_key``) in the key table (``kslots...kcount``, :func:`_new_table`).
+    (``pair_value``). Per value (``values[0]`` of them): the bytes of its ``:``/``=`` (``value_colon``), number (sign
+    included, ``value_number``), unit (``value_unit``) and end (``value_end``), its key's number (``value_key``) in the
+    key table (``kslots...kcount``, :func:`_new_table`) and its :data:`COMMA` and :data:`ODD_SPACE` ``value_flags``.
     A pair whose text after the key is that of the last value of its key (``last``, -1: none yet) takes that value.
     Returns the number of pairs, or :data:`_PAIRS_FULL` or :data:`_KEYS_FULL`."""
     n = 0
@@ -162,7 +168,7 @@ def _scan(
             q += 1
             if q < b1 and data[q] == 58:
                 q += 1
-            while q < b1 and _is(data, SPACE, q):
+            while q < b1 and is_class(data, SPACE, q):
                 q += 1
             b = q
         if level_heads:  # ^.*? - (?:INFO|WARNING) -
@@ -174,43 +180,49 @@ def _scan(
                         break
         i = b
         while i < b1:
-            if not _is(data, KEY_START, i):
+            if not is_class(data, KEY_START, i):
                 i += 1
                 continue
             s = i
             k = i + 1
-            while k < b1 and _is(data, KEY_CHAR, k):
+            while k < b1 and is_class(data, KEY_CHAR, k):
                 k += 1
             i = k  # no match starts in this run of key characters unless one starts at s
             j = k
             if j < b1 and (data[j] == 39 or data[j] == 34):
                 j += 1
-            while j < b1 and _is(data, SPACE, j):
+            while j < b1 and is_class(data, SPACE, j):
                 j += 1
             if j >= b1 or (data[j] != 58 and data[j] != 61):
                 continue
             c = j
             j += 1
-            while j < b1 and _is(data, SPACE, j):
+            flags = np.int8(0)
+            while j < b1 and is_class(data, SPACE, j):
+                if data[j] != 32:
+                    flags |= ODD_SPACE
                 j += 1
             if j < b1 and data[j] == 91:
                 j += 1
+            number = j
             if j < b1 and (data[j] == 43 or data[j] == 45):
                 j += 1
-            if j < b1 and _is(data, DIGIT, j):
+            if j < b1 and is_class(data, DIGIT, j):
                 j += 1
-                while j < b1 and (_is(data, DIGIT, j) or data[j] == 44):
+                while j < b1 and (is_class(data, DIGIT, j) or data[j] == 44):
+                    if data[j] == 44:
+                        flags |= COMMA
                     j += 1
                 if j < b1 and data[j] == 46:
                     j += 1
-                while j < b1 and _is(data, DIGIT, j):
+                while j < b1 and is_class(data, DIGIT, j):
                     j += 1
                 if j < b1 and (data[j] == 101 or data[j] == 69):
                     t = j + 1
                     if t < b1 and (data[t] == 43 or data[t] == 45):
                         t += 1
-                    if t < b1 and _is(data, DIGIT, t):
-                        while t < b1 and _is(data, DIGIT, t):
+                    if t < b1 and is_class(data, DIGIT, t):
+                        while t < b1 and is_class(data, DIGIT, t):
                             t += 1
                         j = t
             elif j + 3 <= b1 and (
@@ -220,7 +232,7 @@ def _scan(
                 j += 3  # nan, inf
             else:
                 continue
-            # the unit: (?:%|[KMGT]i?B|ms\b|s\b)?
+            unit = j  # (?:%|[KMGT]i?B|ms\b|s\b)?
             if j < b1:
                 u = data[j]
                 if u == 37:
@@ -231,10 +243,10 @@ def _scan(
                     elif j + 2 < b1 and data[j + 1] == 105 and data[j + 2] == 66:
                         j += 3
                 elif u == 109:
-                    if j + 1 < b1 and data[j + 1] == 115 and (j + 2 == b1 or not _is(data, WORD, j + 2)):
+                    if j + 1 < b1 and data[j + 1] == 115 and (j + 2 == b1 or not is_class(data, WORD, j + 2)):
                         j += 2
                 elif u == 115:
-                    if j + 1 == b1 or not _is(data, WORD, j + 1):
+                    if j + 1 == b1 or not is_class(data, WORD, j + 1):
                         j += 1
             if n == room:
                 return _PAIRS_FULL
@@ -245,7 +257,10 @@ def _scan(
             if v < 0 or not symbols.same_span(data, c, j, value_colon[v], value_end[v]):
                 v = values[0]  # no more values than pairs: room enough
                 value_colon[v] = c
+                value_number[v] = number
+                value_unit[v] = unit
                 value_end[v] = j
+                value_flags[v] = flags
                 value_key[v] = key
                 values[0] = v + 1
                 last[key] = v
@@ -263,15 +278,18 @@ class LinePairs:
         row: per pair, in line order: its row among the lines (u32).
         at: per pair: its value's number (u32): pairs of a key that repeat its last value share it.
         key_code: per value: its key's number (i64).
-        rest: per value: its text after the ``:`` or ``=`` (String).
+        value: per value: its number (f64; null where it does not read as one, as ``str.cast`` says).
+        unit: per value: the unit after its number (String, null for none).
         keys: per key number: the key as written, the text before the ``:`` or ``=`` (String).
     """
 
-    def __init__(self, row: pl.Series, at: pl.Series, key_code: pl.Series, rest: pl.Series, keys: pl.Series) -> None:
-        self.row, self.at, self.key_code, self.rest, self.keys = row, at, key_code, rest, keys
+    def __init__(
+        self, row: pl.Series, at: pl.Series, key_code: pl.Series, value: pl.Series, unit: pl.Series, keys: pl.Series
+    ) -> None:
+        self.row, self.at, self.key_code, self.value, self.unit, self.keys = row, at, key_code, value, unit, keys
 
 
-def _bytes_of(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+def bytes_of(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """The UTF-8 bytes of the strings of ``text`` (no nulls) one after another, and their offsets (one more than
     strings): one copy of the text, through Arrow."""
     arr = text.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string: int64 offsets
@@ -301,23 +319,27 @@ def _texts(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) ->
 
 def line_pairs(text: pl.Series, skip: pl.Series, *, level_heads: bool) -> LinePairs:
     """The pairs of the ASCII strings of ``text`` but those where ``skip`` is true (see the module docstring;
-    ``level_heads``: a line's Python logging head, up to its `` - INFO - `` or `` - WARNING - ``, holds no pair)."""
-    data, offsets = _bytes_of(text)
+    ``level_heads``: a line's Python logging head, up to its `` - INFO - `` or `` - WARNING - ``, holds no pair).
+
+    A value is read as the text after its ``:`` or ``=`` was read, less leading spaces and ``[``, its unit and its
+    commas (a cast of that text): its number's bytes, commas taken out, cast by polars; none where a tab or other
+    odd space comes first (:data:`ODD_SPACE`)."""
+    data, offsets = bytes_of(text)
     skip_row = skip.to_numpy()
     capacity = max(1024, int(offsets[-1] - offsets[0]) // 32)
     key_capacity = 256
     while True:
         pair_row = np.empty(capacity, np.uint32)
         pair_value = np.empty(capacity, np.uint32)
-        value_colon = np.empty(capacity, np.int64)
-        value_end = np.empty(capacity, np.int64)
+        spans = np.empty((4, capacity), np.int64)  # per value: its colon, number, unit and end
         value_key = np.empty(capacity, np.int64)
+        value_flags = np.empty(capacity, np.int8)
         values = np.zeros(1, np.int64)
         kslots, kstarts, kends, kcount = _new_table(key_capacity)
         last = np.full(key_capacity, -1, np.int64)
         n = _scan(
-            data, offsets, skip_row, level_heads, pair_row, pair_value, value_colon, value_end, value_key, values,
-            kslots, kstarts, kends, kcount, last,
+            data, offsets, skip_row, level_heads, pair_row, pair_value, spans[0], spans[1], spans[2], spans[3],
+            value_key, value_flags, values, kslots, kstarts, kends, kcount, last,
         )  # fmt: skip
         if n >= 0:
             break
@@ -326,8 +348,25 @@ def line_pairs(text: pl.Series, skip: pl.Series, *, level_heads: bool) -> LinePa
         else:
             capacity = symbols.grown_capacity(capacity)
     m, keys = int(values[0]), int(kcount[0])
-    rest = _texts(data, value_colon[:m] + 1, value_end[:m], "rest")
-    key_text = _texts(data, kstarts[:keys], kends[:keys], "k")
+    number, unit, end = spans[1, :m], spans[2, :m], spans[3, :m]
+    flags = value_flags[:m]
+    numbers = _texts(data, number, unit, "value")
+    comma = np.flatnonzero(flags & COMMA)
+    if comma.size:
+        numbers = numbers.scatter(comma, numbers.gather(comma).str.replace_all(",", "", literal=True))
+    value = numbers.cast(pl.Float64, strict=False)
+    odd = np.flatnonzero(flags & ODD_SPACE)
+    if odd.size:
+        value = value.scatter(odd, None)
+    # units and keys are copied out of the lines' bytes: the tables they go to do not hold on to the whole text
+    has_unit = end > unit
+    units = texts_at_spans(data, unit, end, has_unit, "u")
+    key_text = texts_at_spans(data, kstarts[:keys], kends[:keys], np.ones(keys, np.bool_), "k")
     return LinePairs(
-        pl.Series("r", pair_row[:n]), pl.Series("at", pair_value[:n]), pl.Series("code", value_key[:m]), rest, key_text
+        pl.Series("r", pair_row[:n]),
+        pl.Series("at", pair_value[:n]),
+        pl.Series("code", value_key[:m]),
+        value,
+        units,
+        key_text,
     )

@@ -33,8 +33,9 @@ import polars as pl
 from numba import njit
 
 from di.convert.logs.build import Parts, keep_counted
+from di.convert.logs.linekinds import line_kinds
 from di.convert.logs.pairscan import line_pairs
-from di.convert.logs.text import ASCII_MODE, all_ascii, own_line_times
+from di.convert.logs.text import all_ascii, own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
 
@@ -137,8 +138,6 @@ KIND_SURE = {"deepspeed": ("SamplesPerSec=|E2E latency=", r"\bstep=\d+, skipped=
 other alternatives, run on the other lines)."""
 
 
-ASCII_KINDS = frozenset(("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf"))
-"""The kinds whose regex cannot match a non-ASCII byte (see :data:`~di.convert.logs.text.ASCII_MODE`)."""
 RANK_TAG_RE = r"\[Rank (\d+)\]"
 """DeepSpeed's ``[Rank N]`` tag."""
 
@@ -166,40 +165,35 @@ def _tag_number(digits: pl.Series) -> pl.Series:
     return n.zip_with(n.is_not_null() | digits.is_null(), pl.Series([BEYOND_RANK], dtype=pl.Int64))
 
 
-def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
-    """Per line of ``text``: the N of its first :data:`RANK_TAG_RE` (null for none). On ASCII text the digits after
-    the first ``[Rank `` are read from a short slice, and only a line where they are not a whole tag (or too long for
-    the slice) is searched by the regex."""
-    pos = text.str.find("[Rank ", literal=True)
-    tagged = pos.is_not_null().arg_true()
-    if not tagged.len():
-        return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len())
-    if not ascii:  # str.find gives a byte offset, str.slice counts characters
-        rank = _tag_number(text.gather(tagged).str.extract(RANK_TAG_RE))
-        return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
-    rank = (
-        pl.DataFrame({"text": text.gather(tagged), "pos": pos.gather(tagged)})
-        .select(pl.col("text").str.slice(pl.col("pos") + len("[Rank "), 12).str.extract(ASCII_MODE + r"^(\d+)\]"))
-        .to_series()
-        .cast(pl.Int64, strict=False)  # too many digits: null, then read by the regex below
-    )
-    again = rank.is_null().arg_true()
-    if again.len():
-        rank = rank.scatter(again, _tag_number(text.gather(tagged.gather(again)).str.extract(RANK_TAG_RE)))
+def _rank_tags(text: pl.Series) -> pl.Series:
+    """Per line of ``text`` (not all ASCII: ASCII lines are read by :func:`~di.convert.logs.linekinds.line_kinds`):
+    the N of its first :data:`RANK_TAG_RE` (null for none), searched for on the lines that hold its literal only."""
+    tagged = text.str.contains("[Rank ", literal=True).arg_true()
+    rank = _tag_number(text.gather(tagged).str.extract(RANK_TAG_RE))
     return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
 
 
 def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, bool]:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
     line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N), and whether the ``marked`` lines (:func:`_marked`)
-    are all ASCII. Each regex runs on the lines a literal test picked (of the marked ones); the results are put back
-    by row."""
+    are all ASCII. ASCII lines are read by one scan (:func:`~di.convert.logs.linekinds.line_kinds`), others by the
+    regexes (:func:`_regex_kinds`); the results are put back by row."""
     at = marked.arg_true()
     text = lines.get_column("text").gather(at)
     ascii = all_ascii(text)
     n = lines.height
+    found, ranks = line_kinds(text) if ascii else (_regex_kinds(text), _rank_tags(text))
+    kind = pl.Series("kind", [], pl.String).extend_constant(None, n).scatter(at, found)
+    tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n).scatter(at, ranks)
+    return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii
+
+
+def _regex_kinds(text: pl.Series) -> pl.Series:
+    """Per line of ``text`` (not all ASCII): the first :data:`KINDS` name whose regex matches, null for none. Each
+    regex runs on the lines a literal test picked; the results are put back by row."""
     hints = pl.DataFrame({"text": text}).select(**KIND_HINTS)  # one pass, no copy of the lines per kind
-    kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
+    at = pl.int_range(0, text.len(), dtype=pl.UInt32, eager=True)
+    kind = pl.Series("kind", [], pl.String).extend_constant(None, text.len())
     for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
         hinted = hints.get_column(name)
         if not hinted.any():
@@ -210,11 +204,8 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, boo
             sure = sub.str.contains(literals)
             kind = kind.scatter(rows.filter(sure), name)
             sub, rows = sub.filter(~sure), rows.filter(~sure)
-        rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
         kind = kind.scatter(rows.filter(sub.str.contains(rx)), name)
-    tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n)
-    tag_rank = tag_rank.scatter(at, _rank_tags(text, ascii))
-    return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii
+    return kind
 
 
 def _group_ids(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
@@ -255,6 +246,24 @@ def _regex_pairs(text: pl.Series, kind: pl.Series, level_heads: bool) -> tuple[p
     return pl.DataFrame([p.get_column("r"), at.cast(pl.UInt32).alias("at")]), pl.DataFrame([d["rest"], code]), ks
 
 
+def _read_values(rest: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Per pair's text after its ``:`` or ``=`` (``rest``): its value (f64, null where it reads as no number) and
+    unit (the suffix after the number, null for none)."""
+    # most values are a bare number; the others (spaces or '[' before, a ',' in, a unit after) are cut on their
+    # own rows: a bare number holds none of the characters cut, and none of the others casts (nor one with a ',')
+    value = rest.cast(pl.Float64, strict=False)
+    again = value.is_null().arg_true()
+    u = pl.Series("u", [], pl.String).extend_constant(None, rest.len())
+    if again.len():
+        cut_rest = rest.gather(again).str.strip_chars_start(" [")
+        v = cut_rest.str.strip_chars_end("%KMGTiBms")  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
+        value = value.scatter(again, v.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
+        cut = cut_rest.str.len_bytes() != v.str.len_bytes()
+        if cut.any():
+            u = u.scatter(again.filter(cut), cut_rest.filter(cut).str.strip_prefix(v.filter(cut)))
+    return value, u
+
+
 def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The numeric pairs of ``rows``, their distinct pairs' values and the table of their distinct keys.
 
@@ -275,25 +284,14 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame,
     if ascii:
         found = line_pairs(text, kind == "mllog", level_heads=level_heads)
         p = pl.DataFrame([found.row, found.at])
-        d = pl.DataFrame([found.rest, found.key_code])
-        ks = found.keys
+        value, u, ks, code = found.value, found.unit, found.keys, found.key_code
     else:
         p, d, ks = _regex_pairs(text, kind, level_heads)
-    # most values are a bare number; the others (spaces or '[' before, a ',' in, a unit after) are cut on their
-    # own rows: a bare number holds none of the characters cut, and none of the others casts (nor one with a ',')
-    value = d.get_column("rest").cast(pl.Float64, strict=False)
-    again = value.is_null().arg_true()
-    u = pl.Series("u", [], pl.String).extend_constant(None, d.height)
-    if again.len():
-        rest = d.get_column("rest").gather(again).str.strip_chars_start(" [")
-        v = rest.str.strip_chars_end("%KMGTiBms")  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
-        value = value.scatter(again, v.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
-        cut = rest.str.len_bytes() != v.str.len_bytes()
-        if cut.any():
-            u = u.scatter(again.filter(cut), rest.filter(cut).str.strip_prefix(v.filter(cut)))
+        value, u = _read_values(d.get_column("rest"))
+        code = d.get_column("code")
     keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
     keys = keys.select(_norm("key").alias("key"))
-    vals = pl.DataFrame([d.get_column("code"), value.alias("value"), u])
+    vals = pl.DataFrame([code.alias("code"), value.alias("value"), u.alias("u")])
     if ml_rows.len():  # MLPerf keys as written, after the others
         ml_text = text.gather(ml_rows)
         ml = pl.DataFrame(
