@@ -2,9 +2,11 @@
 
 - :func:`di.convert.logs.pairscan.line_pairs` (one byte scan) finds, line by line, the pairs that
   ``PAIR_RE``'s ``extract_all`` finds after the tags and logging heads (``training._regex_pairs``, the path of
-  non-ASCII text), and reads their values and units as ``training._read_values`` reads the text after the key: same
+  non-ASCII and small logs), and reads their values and units as ``training._read_values`` reads the text after the key: same
   rows, keys as written, values and units, on random lines built from the characters the regex turns on and on the
   real logs of ../shared/data/logs (skipped when absent);
+- :func:`di.convert.logs.linekinds.line_kinds` gives each line the kind and rank tag the regexes give it;
+- a whole training log parsed through the scans gives the tables the regexes give;
 - ``training._first_samples`` (runs of one rank and time compared sample by sample) keeps what a polars
   ``unique`` over (rank, series, time, value) keeps, nulls, NaN and -0.0 included, and gives way where a
   (rank, time) comes back.
@@ -23,7 +25,7 @@ from conftest import DATA
 from di.convert.logs import training
 from di.convert.logs.linekinds import KIND_CODES, line_kinds
 from di.convert.logs.pairscan import line_pairs
-from di.convert.logs.text import read_lines
+from di.convert.logs.text import line_times, own_line_times, read_lines
 
 LOGS = DATA / "logs"
 
@@ -73,7 +75,7 @@ def scanned(text: pl.Series, skip: pl.Series, level_heads: bool) -> pl.DataFrame
 def by_regex(text: pl.Series, skip: pl.Series, level_heads: bool) -> pl.DataFrame:
     """The same, by the polars regexes (the path of non-ASCII text)."""
     kind = pl.Series("kind", ["mllog" if s else "other" for s in skip.to_list()])
-    p, d, ks = training._regex_pairs(text, kind, level_heads)
+    p, d, ks = training._regex_pairs(text, kind, level_heads, ascii=False)
     value, unit = training._read_values(d.get_column("rest"))
     at = p.get_column("at")
     return pl.DataFrame(
@@ -113,13 +115,13 @@ def test_scan_hand_cases() -> None:
     assert "lr" in got.get_column("k").to_list()
 
 
-def training_logs() -> list[Path]:
+def text_logs() -> list[Path]:
     if not LOGS.is_dir():
         return []
     return sorted(p for p in LOGS.rglob("*") if p.is_file() and p.suffix != ".darshan" and p.parent.name != "LICENSES")
 
 
-@pytest.mark.parametrize("path", training_logs(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", text_logs(), ids=lambda p: p.name)
 def test_scan_finds_the_regex_pairs_of_real_logs(path: Path) -> None:
     text = read_lines(path).lines.get_column("text")
     text = text.filter(text.str.len_bytes() == text.str.len_chars())  # the scan reads ASCII lines
@@ -181,8 +183,9 @@ def kind_lines(seed: int, count: int) -> list[str]:
 
 def assert_kinds_as_the_regexes(text: pl.Series) -> None:
     kind, rank = line_kinds(text)
-    assert kind.equals(training._regex_kinds(text), check_names=False)
-    assert rank.equals(training._rank_tags(text), check_names=False)
+    for ascii in (False, True):  # the Unicode regexes and those in ASCII mode (small ASCII logs)
+        assert kind.equals(training._regex_kinds(text, ascii), check_names=False)
+        assert rank.equals(training._rank_tags(text, ascii), check_names=False)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -193,7 +196,18 @@ def test_kind_scan_is_the_regexes_on_random_lines(seed: int) -> None:
     assert_kinds_as_the_regexes(text)
 
 
-@pytest.mark.parametrize("path", training_logs(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", text_logs(), ids=lambda p: p.name)
 def test_kind_scan_is_the_regexes_on_real_logs(path: Path) -> None:
     text = read_lines(path).lines.get_column("text")
     assert_kinds_as_the_regexes(text.filter(text.str.len_bytes() == text.str.len_chars()))
+
+
+@pytest.mark.parametrize("path", text_logs(), ids=lambda p: p.name)
+def test_real_logs_parse_alike_through_the_scans(path: Path) -> None:
+    lines = read_lines(path).lines
+    lines = lines.with_columns(own_line_times(lines))
+    lines = lines.with_columns(line_times(lines, lines.get_column("own_ts")))
+    by_regex, by_scan = training.parse_training(lines), training.parse_training(lines, scan_min_bytes=0)
+    for table in ("events", "samples", "claimed"):
+        assert getattr(by_scan, table).equals(getattr(by_regex, table)), table
+    assert (by_scan.dropped, by_scan.info, by_scan.epoch) == (by_regex.dropped, by_regex.info, by_regex.epoch)

@@ -66,48 +66,7 @@ def is_class(data, bits, i):
     return (_CLASSES[data[i]] & bits) != 0
 
 
-def _new_table(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """An empty span table for up to ``capacity`` spans: (slots, starts, ends, count). A slot holds a span's id
-    (-1: free) and its hash, side by side: a probe reads one cache line, and bytes are compared only where the
-    hashes agree."""
-    size = 1
-    while size < 2 * capacity:
-        size *= 2
-    return (
-        np.full((size, 2), -1, np.int64),
-        np.empty(capacity, np.int64),
-        np.empty(capacity, np.int64),
-        np.zeros(1, np.int64),
-    )
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _intern(data, s, e, slots, starts, ends, count):
-    """Id of the span ``data[s:e]`` in the table (:func:`_new_table`), a new one when it is new; -1 when it is new
-    and the table is full."""
-    h = symbols.hash_span(data, s, e)
-    mask = np.uint64(slots.shape[0] - 1)
-    j = h & mask
-    hi = np.int64(h)
-    while True:
-        sid = slots[j, 0]
-        if sid < 0:
-            break
-        if slots[j, 1] == hi and symbols.same_span(data, s, e, starts[sid], ends[sid]):
-            return sid
-        j = (j + np.uint64(1)) & mask
-    sid = count[0]
-    if sid >= starts.size:
-        return -1
-    starts[sid] = s
-    ends[sid] = e
-    count[0] = sid + 1
-    slots[j, 0] = sid
-    slots[j, 1] = hi
-    return sid
-
-
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _level_at(data, p, b1):
     """Length of `` - INFO - `` or `` - WARNING - `` at ``data[p:b1]``, else 0."""
     if p + 9 > b1 or data[p] != 32 or data[p + 1] != 45 or data[p + 2] != 32:
@@ -251,7 +210,7 @@ def _scan(
                         j += 1
             if n == room:
                 return _PAIRS_FULL
-            key = _intern(data, s, c, kslots, kstarts, kends, kcount)
+            key = symbols.intern(data, s, c, kslots, kstarts, kends, kcount)
             if key < 0:
                 return _KEYS_FULL
             v = last[key]
@@ -367,7 +326,7 @@ def line_pairs(text: pl.Series, skip: pl.Series, *, level_heads: bool) -> LinePa
         value_key = np.empty(capacity, np.int64)
         value_flags = np.empty(capacity, np.int8)
         values = np.zeros(1, np.int64)
-        kslots, kstarts, kends, kcount = _new_table(key_capacity)
+        kslots, kstarts, kends, kcount = symbols.new_table(key_capacity)
         last = np.full(key_capacity, -1, np.int64)
         n = _scan(
             data, offsets, skip_row, level_heads, pair_row, pair_value, spans[0], spans[1], spans[2], spans[3],

@@ -35,7 +35,7 @@ from numba import njit
 from di.convert.logs.build import Parts, keep_counted
 from di.convert.logs.linekinds import line_kinds
 from di.convert.logs.pairscan import line_pairs
-from di.convert.logs.text import all_ascii, own_line_times
+from di.convert.logs.text import ASCII_MODE, all_ascii, own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
 
@@ -138,6 +138,8 @@ KIND_SURE = {"deepspeed": ("SamplesPerSec=|E2E latency=", r"\bstep=\d+, skipped=
 other alternatives, run on the other lines)."""
 
 
+ASCII_KINDS = frozenset(("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf"))
+"""The kinds whose regex cannot match a non-ASCII byte (see :data:`~di.convert.logs.text.ASCII_MODE`)."""
 RANK_TAG_RE = r"\[Rank (\d+)\]"
 """DeepSpeed's ``[Rank N]`` tag."""
 
@@ -165,32 +167,56 @@ def _tag_number(digits: pl.Series) -> pl.Series:
     return n.zip_with(n.is_not_null() | digits.is_null(), pl.Series([BEYOND_RANK], dtype=pl.Int64))
 
 
-def _rank_tags(text: pl.Series) -> pl.Series:
-    """Per line of ``text`` (not all ASCII: ASCII lines are read by :func:`~di.convert.logs.linekinds.line_kinds`):
-    the N of its first :data:`RANK_TAG_RE` (null for none), searched for on the lines that hold its literal only."""
-    tagged = text.str.contains("[Rank ", literal=True).arg_true()
-    rank = _tag_number(text.gather(tagged).str.extract(RANK_TAG_RE))
+def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
+    """Per line of ``text``: the N of its first :data:`RANK_TAG_RE` (null for none). On ASCII text the digits after
+    the first ``[Rank `` are read from a short slice, and only a line where they are not a whole tag (or too long for
+    the slice) is searched by the regex."""
+    pos = text.str.find("[Rank ", literal=True)
+    tagged = pos.is_not_null().arg_true()
+    if not tagged.len():
+        return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len())
+    if not ascii:  # str.find gives a byte offset, str.slice counts characters
+        rank = _tag_number(text.gather(tagged).str.extract(RANK_TAG_RE))
+        return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
+    rank = (
+        pl.DataFrame({"text": text.gather(tagged), "pos": pos.gather(tagged)})
+        .select(pl.col("text").str.slice(pl.col("pos") + len("[Rank "), 12).str.extract(ASCII_MODE + r"^(\d+)\]"))
+        .to_series()
+        .cast(pl.Int64, strict=False)  # too many digits: null, then read by the regex below
+    )
+    again = rank.is_null().arg_true()
+    if again.len():
+        rank = rank.scatter(again, _tag_number(text.gather(tagged.gather(again)).str.extract(RANK_TAG_RE)))
     return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
 
 
-def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, bool]:
+SCAN_MIN_BYTES = 4 << 20
+"""The bytes of marked lines (:func:`_marked`) from which ASCII text is read by the numba scans
+(:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`, :func:`_first_of_runs`) rather than by polars
+regexes and hashing: they read about twice as fast, but loading them costs numba's start in a process that had not
+used it yet (0.6-1 CPU s; then about 30 ms) and their compiles on a cold cache (about 6 CPU s), which a smaller log
+would not win back."""
+
+
+def _classify(lines: pl.DataFrame, marked: pl.Series, scan_min_bytes: int) -> tuple[pl.DataFrame, bool, bool]:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
-    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N), and whether the ``marked`` lines (:func:`_marked`)
-    are all ASCII. ASCII lines are read by one scan (:func:`~di.convert.logs.linekinds.line_kinds`), others by the
-    regexes (:func:`_regex_kinds`); the results are put back by row."""
+    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N); whether the ``marked`` lines (:func:`_marked`) are
+    all ASCII, and whether they are read by the scans (ASCII and ``scan_min_bytes`` long at least: see
+    :data:`SCAN_MIN_BYTES`), else by the regexes (:func:`_regex_kinds`). Results are put back by row."""
     at = marked.arg_true()
     text = lines.get_column("text").gather(at)
     ascii = all_ascii(text)
+    scan = ascii and text.str.len_bytes().sum() >= scan_min_bytes
     n = lines.height
-    found, ranks = line_kinds(text) if ascii else (_regex_kinds(text), _rank_tags(text))
+    found, ranks = line_kinds(text) if scan else (_regex_kinds(text, ascii), _rank_tags(text, ascii))
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n).scatter(at, found)
     tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n).scatter(at, ranks)
-    return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii
+    return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii, scan
 
 
-def _regex_kinds(text: pl.Series) -> pl.Series:
-    """Per line of ``text`` (not all ASCII): the first :data:`KINDS` name whose regex matches, null for none. Each
-    regex runs on the lines a literal test picked; the results are put back by row."""
+def _regex_kinds(text: pl.Series, ascii: bool) -> pl.Series:
+    """Per line of ``text``: the first :data:`KINDS` name whose regex matches, null for none (``ascii``: every line
+    is ASCII). Each regex runs on the lines a literal test picked; the results are put back by row."""
     hints = pl.DataFrame({"text": text}).select(**KIND_HINTS)  # one pass, no copy of the lines per kind
     at = pl.int_range(0, text.len(), dtype=pl.UInt32, eager=True)
     kind = pl.Series("kind", [], pl.String).extend_constant(None, text.len())
@@ -204,6 +230,7 @@ def _regex_kinds(text: pl.Series) -> pl.Series:
             sure = sub.str.contains(literals)
             kind = kind.scatter(rows.filter(sure), name)
             sub, rows = sub.filter(~sure), rows.filter(~sure)
+        rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
         kind = kind.scatter(rows.filter(sub.str.contains(rx)), name)
     return kind
 
@@ -221,26 +248,35 @@ LEVEL_HEAD_RE = " - (?:INFO|WARNING) - "
 """Python logging's level between its logger's name and the message: what comes before it holds no pair."""
 
 
-def _regex_pairs(text: pl.Series, kind: pl.Series, level_heads: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
-    """:func:`~di.convert.logs.pairscan.line_pairs` by polars regexes, for text that is not all ASCII (the scan
-    reads ASCII classes), as (pairs: ``r``, ``at``; distinct pairs: ``rest``, ``code``; keys as written)."""
+def _regex_pairs(
+    text: pl.Series, kind: pl.Series, level_heads: bool, ascii: bool
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+    """:func:`~di.convert.logs.pairscan.line_pairs` by polars regexes (``ascii``: every line is ASCII), as (pairs:
+    ``r``, ``at``; distinct pairs: ``rest``, ``code``; keys as written)."""
     body = text.str.replace(TAGS_RE, "")
     if level_heads:
         body = body.str.replace(r"^.*?" + LEVEL_HEAD_RE, "")
     other = pl.DataFrame({"r": pl.int_range(0, text.len(), dtype=pl.UInt32, eager=True), "pair": body})
-    other = other.filter(kind != "mllog")
+    mllog = kind == "mllog"
+    if mllog.any():
+        other = other.filter(~mllog)
     # the row number is the only column copied to each of a line's pairs
-    p = other.select("r", pl.col("pair").str.extract_all(PAIR_RE)).explode("pair").drop_nulls("pair")
-    # each distinct pair is cut once, and every pair gathers its key code, value and unit by its row among them
+    p = other.select("r", pl.col("pair").str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE)).explode("pair")
+    p = p.drop_nulls("pair")
+    # pairs repeat ("skipped=0,", a memory reading, a constant lr: a third to a half are distinct in real logs): each
+    # distinct pair is cut and read once, and every pair gathers its key code, value and unit by its row among them
     d, at = _group_ids(p.select("pair"))
-    # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), at bytes (str.find gives a byte
-    # offset, str.slice counts characters)
+    # a pair matched PAIR_RE: cut it at its first ':' or '=' (no capturing regex), the unit is what follows the
+    # number; one column per step: an expression reused inside another would be evaluated again (no
+    # common-subexpression elimination in eager frames)
     d = d.with_columns(pl.col("pair").str.find("[:=]").alias("pos"))
-    pair = pl.col("pair").cast(pl.Binary)
-    d = d.select(
-        pair.bin.slice(0, pl.col("pos")).cast(pl.String).alias("k"),
-        pair.bin.slice(pl.col("pos") + 1).cast(pl.String).alias("rest"),
-    )
+    if ascii:  # str.find gives a byte offset, str.slice counts characters: the same on ASCII text
+        key, rest = pl.col("pair").str.head(pl.col("pos")), pl.col("pair").str.slice(pl.col("pos") + 1)
+    else:  # cut at bytes (a non-ASCII key would shift the value)
+        pair = pl.col("pair").cast(pl.Binary)
+        key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
+        rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
+    d = d.select(key.alias("k"), rest.alias("rest"))
     ks = d.get_column("k").unique()  # in any order: a code is only a row of the table
     code = d.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64).alias("code")
     return pl.DataFrame([p.get_column("r"), at.cast(pl.UInt32).alias("at")]), pl.DataFrame([d["rest"], code]), ks
@@ -264,7 +300,7 @@ def _read_values(rest: pl.Series) -> tuple[pl.Series, pl.Series]:
     return value, u
 
 
-def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _pairs(rows: pl.DataFrame, ascii: bool, scan: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The numeric pairs of ``rows``, their distinct pairs' values and the table of their distinct keys.
 
     Pairs: one row per pair, in line order (MLPerf lines after the others): ``r`` (the row of ``rows`` it is on) and
@@ -276,17 +312,18 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame,
     null: the value's suffix), ``o`` (the key's place in :data:`STEP_KEYS`, null for a non-step key), ``sample``
     (the key is no step key: its pairs are samples) and ``sid`` (the series' number). Pairs repeat a few dozen keys:
     each is normalised and looked up once, and the values carry its integer code, not the string. ``ascii``: every
-    line of ``rows`` is ASCII."""
+    line of ``rows`` is ASCII; ``scan``: they are read by :func:`~di.convert.logs.pairscan.line_pairs`, else by
+    :func:`_regex_pairs`."""
     text = rows.get_column("text")
     kind = rows.get_column("kind")
     level_heads = bool(text.str.contains(LEVEL_HEAD_RE).any())  # Python logging's "name - LEVEL - ": only where it is
     ml_rows = (kind == "mllog").arg_true()
-    if ascii:
+    if scan:
         found = line_pairs(text, kind == "mllog", level_heads=level_heads)
         p = pl.DataFrame([found.row, found.at])
         value, u, ks, code = found.value, found.unit, found.keys, found.key_code
     else:
-        p, d, ks = _regex_pairs(text, kind, level_heads)
+        p, d, ks = _regex_pairs(text, kind, level_heads, ascii)
         value, u = _read_values(d.get_column("rest"))
         code = d.get_column("code")
     keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
@@ -557,12 +594,13 @@ def _first_samples(rank: pl.Series, ts: pl.Series, sid: pl.Series, value: pl.Ser
     return pl.Series(keep)
 
 
-def parse_training(lines: pl.DataFrame) -> Parts:
-    """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring)."""
+def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int = SCAN_MIN_BYTES) -> Parts:
+    """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring).
+    ``scan_min_bytes``: see :data:`SCAN_MIN_BYTES` (the same tables either way)."""
     if "own_ts" not in lines.columns:  # read_log found them already
         lines = lines.with_columns(own_line_times(lines))
     marked = _marked(lines)
-    lines, ascii = _classify(lines, marked)  # the lines the parts below read are marked ones
+    lines, ascii, scan = _classify(lines, marked, scan_min_bytes)  # the lines the parts below read are marked ones
     mllog = (lines.get_column("kind") == "mllog").any()  # else no line's time is read again
     if mllog:
         lines = lines.with_columns(
@@ -583,7 +621,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     # HF Trainer prints the same metrics dict once per rank: keep its first print
     if (rows.get_column("kind") == "hf").any():
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
-    pairs, vals, keys = _pairs(rows, ascii)
+    pairs, vals, keys = _pairs(rows, ascii, scan)
     megatron = rows.get_column("kind") == "megatron"
     dropped: dict[str, int] = {}
     meg = _megatron_steps(rows, pairs, vals, keys, epoch, dropped) if megatron.any() else None
@@ -614,9 +652,11 @@ def parse_training(lines: pl.DataFrame) -> Parts:
             .drop("mts")
         )
     # HF prints once per rank: one sample per (rank, series, time, value), by the series' number, not its name
-    first = _first_samples(
-        key.get_column("rank"), key.get_column("ts"), _of_key(key, keys, "sid"), key.get_column("value")
-    )
+    first = None
+    if scan:
+        first = _first_samples(
+            key.get_column("rank"), key.get_column("ts"), _of_key(key, keys, "sid"), key.get_column("value")
+        )
     if first is not None:
         key = key.filter(first)
     elif mg_time:  # a pair's rank and time are its line's: (rank, time) told per line, (series, value) per distinct
