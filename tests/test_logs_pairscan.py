@@ -7,7 +7,7 @@
   real logs of ../shared/data/logs (skipped when absent);
 - :func:`di.convert.logs.linekinds.line_kinds` gives each line the kind and rank tag the regexes give it;
 - a whole training log parsed through the scans gives the tables the regexes give;
-- ``training._first_samples`` (runs of one rank and time compared sample by sample) keeps what a polars
+- ``first_samples`` (runs of one rank and time compared sample by sample) keeps what a polars
   ``unique`` over (rank, series, time, value) keeps, nulls, NaN and -0.0 included, and gives way where a
   (rank, time) comes back.
 """
@@ -24,7 +24,7 @@ from conftest import DATA
 
 from di.convert.logs import training
 from di.convert.logs.linekinds import KIND_CODES, line_kinds
-from di.convert.logs.pairscan import line_pairs
+from di.convert.logs.pairscan import MAX_RUN_SAMPLES, first_samples, line_pairs
 from di.convert.logs.text import line_times, own_line_times, read_lines
 
 LOGS = DATA / "logs"
@@ -148,7 +148,7 @@ def test_first_samples_is_unique_over_rank_series_time_value(seed: int) -> None:
     df = pl.DataFrame(
         [rank, ts, pl.Series("sid", rng.integers(0, 4, n)), pl.Series("value", values[rng.integers(0, 6, n)])]
     )
-    got = training._first_samples(df["rank"], df["ts"], df["sid"], df["value"])
+    got = first_samples(df["rank"], df["ts"], df["sid"], df["value"])
     assert got is not None
     expected = unique_samples(df)
     assert 0 < int((~expected).sum()) and got.equals(expected, check_names=False)
@@ -156,10 +156,10 @@ def test_first_samples_is_unique_over_rank_series_time_value(seed: int) -> None:
 
 def test_first_samples_gives_way_where_a_time_comes_back() -> None:
     df = pl.DataFrame({"rank": [0, 0, 0], "ts": [5, 6, 5], "sid": [1, 1, 1], "value": [2.0, 2.0, 2.0]})
-    assert training._first_samples(df["rank"], df["ts"], df["sid"], df["value"]) is None
-    long_run = pl.Series("ts", [7] * (int(training.MAX_RUN_SAMPLES) + 1))
+    assert first_samples(df["rank"], df["ts"], df["sid"], df["value"]) is None
+    long_run = pl.Series("ts", [7] * (int(MAX_RUN_SAMPLES) + 1))
     same = pl.Series("rank", [0] * long_run.len())
-    assert training._first_samples(same, long_run, same, same.cast(pl.Float64)) is None
+    assert first_samples(same, long_run, same, same.cast(pl.Float64)) is None
 
 
 KIND_PIECES = [

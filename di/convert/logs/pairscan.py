@@ -1,16 +1,20 @@
-"""Numeric ``key: value`` / ``key=value`` pairs of ASCII log lines, found by one numba scan of their bytes.
+"""Numeric ``key: value`` / ``key=value`` pairs of ASCII log lines, found by one numba scan of their bytes, and the
+first of repeated training samples, for :mod:`di.convert.logs.training` on logs long enough to pay for numba.
 
-What :data:`di.convert.logs.training.PAIR_RE` (in ASCII mode) finds with polars ``extract_all``, after the line's
-leading ``[...]`` tags (:data:`~di.convert.logs.training.TAGS_RE`) and, where asked, Python logging's
-``name - LEVEL -`` head: the same matches, leftmost first and not overlapping, told by their byte spans. Each pair
-and each key (its text before the ``:`` or ``=``) is interned in a byte-span table (:mod:`di.convert.symbols`), so
-only the distinct ones become strings: real logs repeat their keys and many of their pairs (``skipped=0,``, a
-constant lr), and cutting or hashing a string per pair cost several times the scan.
+:func:`line_pairs` finds what :data:`di.convert.logs.training.PAIR_RE` (in ASCII mode) finds with polars
+``extract_all``, after the line's leading ``[...]`` tags (:data:`~di.convert.logs.training.TAGS_RE`) and, where
+asked, Python logging's ``name - LEVEL -`` head: the same matches, leftmost first and not overlapping, told by their
+byte spans. Keys (the text before the ``:`` or ``=``) are interned (:func:`di.convert.symbols.intern`); a pair that
+repeats its key's last value (``skipped=0,``, a constant lr) shares it; each value's number is cast by polars (exact
+float parsing) from a string view of its bytes, and its unit copied out.
 
-Why one pass gives the regex's match: the key ``[A-Za-z_][\\w \\-/().]*?`` runs over key characters, none of which is
-a quote, ``:`` or ``=``; so wherever it starts in a run of them, the ``:``/``=`` after the run (past one quote and
+Why one pass gives the regex's match: the key ``[A-Za-z_][\\w \\-/().]*?`` runs over key characters, none of which
+is a quote, ``:`` or ``=``; so wherever it starts in a run of them, the ``:``/``=`` after the run (past one quote and
 spaces) and all that follows are the same, and the greedy rest (spaces, ``[``, sign, digits, exponent, unit) has one
 way to match. A run where no number follows is skipped whole.
+
+:func:`first_samples` keeps one sample per (rank, series, time, value) by comparing the few samples of each run of
+one (rank, time), where a polars ``unique`` hashes four columns per sample.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from di.convert import symbols
 from di.convert.bytewords import load_u64
 from di.convert.stringviews import VIEW_BUFFER_BYTES, string_views, texts_at_spans
 
-__all__ = ["DIGIT", "SPACE", "WORD", "LinePairs", "bytes_of", "is_class", "line_pairs"]
+__all__ = ["DIGIT", "SPACE", "WORD", "LinePairs", "bytes_of", "first_samples", "is_class", "line_pairs"]
 
 COMMA = np.int8(1)
 """A value's flag: its number holds a ``,`` (``1,024``; ``0,`` where a list goes on)."""
@@ -361,3 +365,62 @@ def line_pairs(text: pl.Series, skip: pl.Series, *, level_heads: bool) -> LinePa
         units,
         key_text,
     )
+
+
+MAX_RUN_SAMPLES = np.int64(256)
+"""The most samples of one run of equal (rank, time) that :func:`_first_of_runs` compares with each other."""
+
+
+@njit(cache=True, _nrt=False)
+def _first_of_runs(rank, rank_valid, ts, ts_valid, sid, value, keep, run_first):
+    """Mark in ``keep`` each sample whose (series ``sid``, ``value``) no sample before it in its run has (values
+    equal as polars groups them: -0.0 is 0.0, NaN is NaN), a run being consecutive samples of one (``rank``, ``ts``;
+    their ``*_valid``: not null); ``run_first`` gets each run's first sample. Returns the number of runs, or -1 where
+    a run holds more than :data:`MAX_RUN_SAMPLES`."""
+    runs = 0
+    start = 0
+    for i in range(rank.size):
+        if (
+            i == 0
+            or rank[i] != rank[i - 1]
+            or ts[i] != ts[i - 1]
+            or rank_valid[i] != rank_valid[i - 1]
+            or ts_valid[i] != ts_valid[i - 1]
+        ):
+            start = i
+            run_first[runs] = i
+            runs += 1
+        elif i - start >= MAX_RUN_SAMPLES:
+            return -1
+        keep[i] = True
+        v = value[i]
+        for j in range(start, i):
+            if keep[j] and sid[j] == sid[i] and (value[j] == v or (value[j] != value[j] and v != v)):
+                keep[i] = False
+                break
+    return runs
+
+
+def first_samples(rank: pl.Series, ts: pl.Series, sid: pl.Series, value: pl.Series) -> pl.Series | None:
+    """Per sample: whether it is the first of its (rank, series ``sid``, time, value), told within runs of samples of
+    one (rank, time) (a few samples each, no hash of four columns); None where such a run is too long or a (rank,
+    time) comes back after another (then the caller tells them apart by hashing)."""
+    n = rank.len()
+    keep = np.zeros(n, np.bool_)
+    run_first = np.empty(n, np.int64)
+    runs = _first_of_runs(
+        rank.fill_null(0).to_numpy(),
+        rank.is_not_null().to_numpy(),
+        ts.fill_null(0).to_numpy(),
+        ts.is_not_null().to_numpy(),
+        sid.to_numpy(),
+        value.to_numpy(),
+        keep,
+        run_first,
+    )
+    if runs < 0:
+        return None
+    heads = pl.DataFrame([rank, ts]).select(pl.all().gather(pl.Series(run_first[:runs])))
+    if heads.is_duplicated().any():
+        return None
+    return pl.Series(keep)

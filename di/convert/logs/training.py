@@ -28,13 +28,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import polars as pl
-from numba import njit
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.linekinds import line_kinds
-from di.convert.logs.pairscan import line_pairs
 from di.convert.logs.text import ASCII_MODE, all_ascii, own_line_times
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
@@ -192,7 +188,7 @@ def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
 
 SCAN_MIN_BYTES = 4 << 20
 """The bytes of marked lines (:func:`_marked`) from which ASCII text is read by the numba scans
-(:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`, :func:`_first_of_runs`) rather than by polars
+(:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`) rather than by polars
 regexes and hashing: they read about twice as fast, but loading them costs numba's start in a process that had not
 used it yet (0.6-1 CPU s; then about 30 ms) and their compiles on a cold cache (about 6 CPU s), which a smaller log
 would not win back."""
@@ -208,7 +204,12 @@ def _classify(lines: pl.DataFrame, marked: pl.Series, scan_min_bytes: int) -> tu
     ascii = all_ascii(text)
     scan = ascii and text.str.len_bytes().sum() >= scan_min_bytes
     n = lines.height
-    found, ranks = line_kinds(text) if scan else (_regex_kinds(text, ascii), _rank_tags(text, ascii))
+    if scan:  # numba only where it pays (SCAN_MIN_BYTES)
+        from di.convert.logs.linekinds import line_kinds
+
+        found, ranks = line_kinds(text)
+    else:
+        found, ranks = _regex_kinds(text, ascii), _rank_tags(text, ascii)
     kind = pl.Series("kind", [], pl.String).extend_constant(None, n).scatter(at, found)
     tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n).scatter(at, ranks)
     return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii, scan
@@ -319,6 +320,8 @@ def _pairs(rows: pl.DataFrame, ascii: bool, scan: bool) -> tuple[pl.DataFrame, p
     level_heads = bool(text.str.contains(LEVEL_HEAD_RE).any())  # Python logging's "name - LEVEL - ": only where it is
     ml_rows = (kind == "mllog").arg_true()
     if scan:
+        from di.convert.logs.pairscan import line_pairs
+
         found = line_pairs(text, kind == "mllog", level_heads=level_heads)
         p = pl.DataFrame([found.row, found.at])
         value, u, ks, code = found.value, found.unit, found.keys, found.key_code
@@ -535,65 +538,6 @@ def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     )
 
 
-MAX_RUN_SAMPLES = np.int64(256)
-"""The most samples of one run of equal (rank, time) that :func:`_first_of_runs` compares with each other."""
-
-
-@njit(cache=True, _nrt=False)
-def _first_of_runs(rank, rank_valid, ts, ts_valid, sid, value, keep, run_first):
-    """Mark in ``keep`` each sample whose (series ``sid``, ``value``) no sample before it in its run has (values
-    equal as polars groups them: -0.0 is 0.0, NaN is NaN), a run being consecutive samples of one (``rank``, ``ts``;
-    their ``*_valid``: not null); ``run_first`` gets each run's first sample. Returns the number of runs, or -1 where
-    a run holds more than :data:`MAX_RUN_SAMPLES`."""
-    runs = 0
-    start = 0
-    for i in range(rank.size):
-        if (
-            i == 0
-            or rank[i] != rank[i - 1]
-            or ts[i] != ts[i - 1]
-            or rank_valid[i] != rank_valid[i - 1]
-            or ts_valid[i] != ts_valid[i - 1]
-        ):
-            start = i
-            run_first[runs] = i
-            runs += 1
-        elif i - start >= MAX_RUN_SAMPLES:
-            return -1
-        keep[i] = True
-        v = value[i]
-        for j in range(start, i):
-            if keep[j] and sid[j] == sid[i] and (value[j] == v or (value[j] != value[j] and v != v)):
-                keep[i] = False
-                break
-    return runs
-
-
-def _first_samples(rank: pl.Series, ts: pl.Series, sid: pl.Series, value: pl.Series) -> pl.Series | None:
-    """Per sample: whether it is the first of its (rank, series ``sid``, time, value), told within runs of samples of
-    one (rank, time) (a few samples each, no hash of four columns); None where such a run is too long or a (rank,
-    time) comes back after another (then the caller tells them apart by hashing)."""
-    n = rank.len()
-    keep = np.zeros(n, np.bool_)
-    run_first = np.empty(n, np.int64)
-    runs = _first_of_runs(
-        rank.fill_null(0).to_numpy(),
-        rank.is_not_null().to_numpy(),
-        ts.fill_null(0).to_numpy(),
-        ts.is_not_null().to_numpy(),
-        sid.to_numpy(),
-        value.to_numpy(),
-        keep,
-        run_first,
-    )
-    if runs < 0:
-        return None
-    heads = pl.DataFrame([rank, ts]).select(pl.all().gather(pl.Series(run_first[:runs])))
-    if heads.is_duplicated().any():
-        return None
-    return pl.Series(keep)
-
-
 def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int = SCAN_MIN_BYTES) -> Parts:
     """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring).
     ``scan_min_bytes``: see :data:`SCAN_MIN_BYTES` (the same tables either way)."""
@@ -654,7 +598,9 @@ def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int = SCAN_MIN_BYTES)
     # HF prints once per rank: one sample per (rank, series, time, value), by the series' number, not its name
     first = None
     if scan:
-        first = _first_samples(
+        from di.convert.logs.pairscan import first_samples
+
+        first = first_samples(
             key.get_column("rank"), key.get_column("ts"), _of_key(key, keys, "sid"), key.get_column("value")
         )
     if first is not None:
