@@ -190,6 +190,7 @@ def assert_kinds_as_the_regexes(text: pl.Series) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_kind_scan_is_the_regexes_on_random_lines(seed: int) -> None:
+    assert KIND_CODES == tuple(training.KINDS)
     text = pl.Series("text", kind_lines(seed, 5000))
     kind, rank = line_kinds(text)
     assert kind.n_unique() == len(KIND_CODES) + 1 and rank.n_unique() > 3  # every kind, none, and ranks are there

@@ -20,15 +20,17 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.convert.logs import training
 from di.convert.logs.pairscan import DIGIT, SPACE, WORD, bytes_of, is_class
 
 __all__ = ["KIND_CODES", "line_kinds"]
 
 KIND_CODES = ("megatron", "mllog", "deepspeed", "torchtitan", "epoch_step", "hf", "jsonl")
-"""The kinds in the order the scan gives their codes (0, 1...; -1: none), that of :data:`training.KINDS`."""
+"""The kinds in the order the scan gives their codes (0, 1...; -1: none), that of
+:data:`di.convert.logs.training.KINDS`."""
 NO_KIND = np.int8(-1)
-BEYOND_RANK = np.int64(2**62)
-"""As :data:`di.convert.logs.training.BEYOND_RANK`."""
+BEYOND_RANK = np.int64(training.BEYOND_RANK)
+"""The rank of a tag whose N is beyond int64 (typed for the kernel)."""
 _MAX_DIV10 = np.int64((2**63 - 1) // 10)
 
 _ITERATION = np.frombuffer(b"iteration", np.uint8)

@@ -35,7 +35,7 @@ ODD_SPACE = np.int8(2)
 """A value's flag: a white space other than ``" "`` comes before it (a tab): it reads as no number (as
 ``str.strip_chars(" [")`` then a cast leave it)."""
 _PAIRS_FULL = np.int64(-1)
-"""What :func:`_scan` returns when its pair arrays or pair table filled up (the caller retries with more room)."""
+"""What :func:`_scan` returns when its pair arrays filled up (the caller retries with more room)."""
 _KEYS_FULL = np.int64(-2)
 """What :func:`_scan` returns when its key table filled up."""
 

@@ -2,7 +2,9 @@
 
 Lines are classified by a few literal markers and their ``key: value`` /
 ``key=value`` / ``'key': value`` pairs are pulled out with one regex over all of
-them (polars ``extract_all``, no Python loop per line). What it maps to:
+them (polars ``extract_all``, no Python loop per line); a long ASCII log
+(:data:`SCAN_MIN_BYTES`) is read by numba scans of its bytes that find the same
+(:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`). What it maps to:
 
 - every numeric pair becomes a sample of a series named by :data:`KEYS` (``loss``,
   ``lr``, ``step_time``, ``samples_per_s``, ``tokens_per_s``, ``tflops``, ``mfu``,
@@ -306,8 +308,8 @@ def _pairs(rows: pl.DataFrame, ascii: bool, scan: bool) -> tuple[pl.DataFrame, p
 
     Pairs: one row per pair, in line order (MLPerf lines after the others): ``r`` (the row of ``rows`` it is on) and
     ``at`` (its row of the values); a pair's line, rank, kind and time are its row's (:func:`_of_row`), its code,
-    value and unit its value row's (:func:`_of_pair`), gathered where needed. Values: one row per distinct pair (and
-    per MLPerf line): ``code`` (its key's row in the table, null for an MLPerf line without a key), ``value`` (float,
+    value and unit its value row's (:func:`_of_pair`), gathered where needed. Values: one row per distinct pair (the
+    scan: per pair that does not repeat its key's last value) and per MLPerf line: ``code`` (its key's row in the table, null for an MLPerf line without a key), ``value`` (float,
     null when unreadable) and ``u`` (the value's own unit suffix, null for none). Keys: per code, ``key``
     (normalised; MLPerf keys as written), ``series`` (from :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`,
     null: the value's suffix), ``o`` (the key's place in :data:`STEP_KEYS`, null for a non-step key), ``sample``
