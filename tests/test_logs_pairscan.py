@@ -157,6 +157,9 @@ def test_first_samples_is_unique_over_rank_series_time_value(seed: int) -> None:
 def test_first_samples_gives_way_where_a_time_comes_back() -> None:
     df = pl.DataFrame({"rank": [0, 0, 0], "ts": [5, 6, 5], "sid": [1, 1, 1], "value": [2.0, 2.0, 2.0]})
     assert first_samples(df["rank"], df["ts"], df["sid"], df["value"]) is None
+    back = pl.DataFrame({"rank": [0, 0, 1, 1], "ts": [6, 6, 5, 5], "sid": [1, 1, 1, 2], "value": [2.0] * 4})
+    got = first_samples(back["rank"], back["ts"], back["sid"], back["value"])  # times go back, no (rank, time) does
+    assert got is not None and got.to_list() == [True, False, True, True]
     long_run = pl.Series("ts", [7] * (int(MAX_RUN_SAMPLES) + 1))
     same = pl.Series("rank", [0] * long_run.len())
     assert first_samples(same, long_run, same, same.cast(pl.Float64)) is None

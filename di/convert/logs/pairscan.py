@@ -408,19 +408,23 @@ def first_samples(rank: pl.Series, ts: pl.Series, sid: pl.Series, value: pl.Seri
     n = rank.len()
     keep = np.zeros(n, np.bool_)
     run_first = np.empty(n, np.int64)
-    runs = _first_of_runs(
-        rank.fill_null(0).to_numpy(),
-        rank.is_not_null().to_numpy(),
-        ts.fill_null(0).to_numpy(),
-        ts.is_not_null().to_numpy(),
-        sid.to_numpy(),
-        value.to_numpy(),
-        keep,
-        run_first,
-    )
+    rank_np, rank_valid = _with_nulls(rank)
+    ts_np, ts_valid = _with_nulls(ts)
+    runs = _first_of_runs(rank_np, rank_valid, ts_np, ts_valid, sid.to_numpy(), value.to_numpy(), keep, run_first)
     if runs < 0:
         return None
-    heads = pl.DataFrame([rank, ts]).select(pl.all().gather(pl.Series(run_first[:runs])))
-    if heads.is_duplicated().any():
-        return None
+    heads = run_first[:runs]
+    t, r = ts_np[heads], rank_np[heads]
+    # runs in ascending (time, rank) order, none null: no (rank, time) comes back (else a hash tells)
+    ascending = ((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (r[1:] > r[:-1]))).all()
+    if not (ascending and rank_valid[heads].all() and ts_valid[heads].all()):
+        if pl.DataFrame([rank, ts]).select(pl.all().gather(pl.Series(heads))).is_duplicated().any():
+            return None
     return pl.Series(keep)
+
+
+def _with_nulls(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column's values (0 where null) and where they are not null, as numpy arrays."""
+    if not column.null_count():
+        return column.to_numpy(), np.ones(column.len(), np.bool_)
+    return column.fill_null(0).to_numpy(), column.is_not_null().to_numpy()

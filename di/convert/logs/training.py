@@ -403,9 +403,8 @@ def _megatron_steps(
     last line. A line whose iteration or time is beyond int64 ns, or whose time is negative, is counted in
     ``dropped`` and left out."""
     elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration").arg_true().cast(pl.Int64)
-    elapsed = vals.get_column("code").is_in(elapsed.implode()).arg_true()  # the distinct pairs of these keys
-    el = pairs.filter(pl.col("at").is_in(elapsed.implode()))  # a few keys' pairs: then those of Megatron lines
-    el = el.filter((rows.get_column("kind") == "megatron").gather(el.get_column("r")))
+    el = pairs.filter((rows.get_column("kind") == "megatron").gather(pairs.get_column("r")))  # Megatron lines' pairs
+    el = el.filter(_of_pair(el, vals, "code").is_in(elapsed.implode()))  # then those of these few keys
     mg = rows.select(pl.col("line", "rank", "ts", "text").gather(el.get_column("r"))).with_columns(
         _of_pair(el, vals, "value")
     )
