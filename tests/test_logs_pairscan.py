@@ -215,3 +215,25 @@ def test_real_logs_parse_alike_through_the_scans(path: Path) -> None:
     for table in ("events", "samples", "claimed"):
         assert getattr(by_scan, table).equals(getattr(by_regex, table)), table
     assert (by_scan.dropped, by_scan.info, by_scan.epoch) == (by_regex.dropped, by_regex.info, by_regex.epoch)
+
+
+def test_damaged_logs_parse_alike_through_the_scans(tmp_path: Path) -> None:
+    """The fuzzer's line edits (deleted, repeated, cut lines; huge, empty or odd numbers; rank prefixes, colours,
+    tabs; another log's lines interleaved) of the shared training logs: the scans give the regexes' tables."""
+    from tests.log_fuzz import _edit_lines
+
+    seeds = [p.read_bytes().split(b"\n")[:400] for p in text_logs() if p.parent.name == "training"]
+    if not seeds:
+        pytest.skip("shared training logs absent")
+    rng = random.Random(21)
+    for case in range(60):
+        lines = _edit_lines(rng, list(rng.choice(seeds)), rng.choice(seeds))
+        path = tmp_path / f"case{case}.log"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        read = read_lines(path).lines
+        read = read.with_columns(own_line_times(read))
+        read = read.with_columns(line_times(read, read.get_column("own_ts")))
+        by_regex, by_scan = training.parse_training(read), training.parse_training(read, scan_min_bytes=0)
+        for table in ("events", "samples", "claimed"):
+            assert getattr(by_scan, table).equals(getattr(by_regex, table)), (case, table)
+        assert (by_scan.dropped, by_scan.info) == (by_regex.dropped, by_regex.info), case
