@@ -255,7 +255,8 @@ class LinePairs:
 
 def bytes_of(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """The UTF-8 bytes of the strings of ``text`` (no nulls) one after another, and their offsets (one more than
-    strings): one copy of the text, through Arrow."""
+    strings): one copy of the text, through Arrow. Read-only arrays, as the Chrome reader's text is: the kernel both
+    call (:func:`di.convert.symbols.intern`) compiles once for them."""
     arr = text.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string: int64 offsets
     bufs = arr.buffers()
     offsets = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
