@@ -189,11 +189,12 @@ def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
 
 
 SCAN_MIN_BYTES = 4 << 20
-"""The bytes of marked lines (:func:`_marked`) from which ASCII text is read by the numba scans
-(:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`) rather than by polars
-regexes and hashing: they read about twice as fast, but loading them costs numba's start in a process that had not
-used it yet (0.6-1 CPU s; then about 30 ms) and their compiles on a cold cache (about 6 CPU s), which a smaller log
-would not win back."""
+"""The bytes of marked lines (:func:`_marked`, about half a training log's) from which ASCII text is read by the numba
+scans (:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`) rather than by polars regexes and
+hashing. The scans read about twice as fast (some 6 CPU ms less per MB of log), but cost numba's start in a process
+that has not used it yet (0.6-1 CPU s), the loading of their kernels (about 30 ms) and, on a cold cache, their
+compiles (about 5.5 CPU s, once). So they win from a log of about 8 MB where numba runs anyway (``di convert``,
+``di analyze``), of about 75 MB where it does not (``di info``); a smaller log never imports numba here."""
 
 
 def _classify(lines: pl.DataFrame, marked: pl.Series, scan_min_bytes: int) -> tuple[pl.DataFrame, bool, bool]:
