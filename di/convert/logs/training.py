@@ -2,7 +2,9 @@
 
 Lines are classified by a few literal markers and their ``key: value`` /
 ``key=value`` / ``'key': value`` pairs are pulled out with one regex over all of
-them (polars ``extract_all``, no Python loop per line). What it maps to:
+them (polars ``extract_all``, no Python loop per line); a long ASCII log
+(:data:`SCAN_MIN_BYTES`) is read by numba scans of its bytes that find the same
+(:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`). What it maps to:
 
 - every numeric pair becomes a sample of a series named by :data:`KEYS` (``loss``,
   ``lr``, ``step_time``, ``samples_per_s``, ``tokens_per_s``, ``tflops``, ``mfu``,
@@ -186,17 +188,42 @@ def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
     return pl.Series("tag_rank", [], pl.Int64).extend_constant(None, text.len()).scatter(tagged, rank)
 
 
-def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, bool]:
+SCAN_MIN_BYTES = 4 << 20
+"""The bytes of marked lines (:func:`_marked`, about half a training log's) from which ASCII text is read by the numba
+scans (:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`) rather than by polars regexes and
+hashing. The scans read about twice as fast (some 6 CPU ms less per MB of log), but cost numba's start in a process
+that has not used it yet (0.6-1 CPU s), the loading of their kernels (about 30 ms) and, on a cold cache, their
+compiles (about 5.5 CPU s, once). So they win from a log of about 8 MB where numba runs anyway (``di convert``,
+``di analyze``), of about 75 MB where it does not (``di info``); a smaller log never imports numba here."""
+
+
+def _classify(lines: pl.DataFrame, marked: pl.Series, scan_min_bytes: int) -> tuple[pl.DataFrame, bool, bool]:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
-    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N), and whether the ``marked`` lines (:func:`_marked`)
-    are all ASCII. Each regex runs on the lines a literal test picked (of the marked ones); the results are put back
-    by row."""
+    line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N); whether the ``marked`` lines (:func:`_marked`) are
+    all ASCII, and whether they are read by the scans (ASCII and ``scan_min_bytes`` long at least: see
+    :data:`SCAN_MIN_BYTES`), else by the regexes (:func:`_regex_kinds`). Results are put back by row."""
     at = marked.arg_true()
     text = lines.get_column("text").gather(at)
     ascii = all_ascii(text)
+    scan = ascii and text.str.len_bytes().sum() >= scan_min_bytes
     n = lines.height
+    if scan:  # numba only where it pays (SCAN_MIN_BYTES)
+        from di.convert.logs.linekinds import line_kinds
+
+        found, ranks = line_kinds(text)
+    else:
+        found, ranks = _regex_kinds(text, ascii), _rank_tags(text, ascii)
+    kind = pl.Series("kind", [], pl.String).extend_constant(None, n).scatter(at, found)
+    tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n).scatter(at, ranks)
+    return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii, scan
+
+
+def _regex_kinds(text: pl.Series, ascii: bool) -> pl.Series:
+    """Per line of ``text``: the first :data:`KINDS` name whose regex matches, null for none (``ascii``: every line
+    is ASCII). Each regex runs on the lines a literal test picked; the results are put back by row."""
     hints = pl.DataFrame({"text": text}).select(**KIND_HINTS)  # one pass, no copy of the lines per kind
-    kind = pl.Series("kind", [], pl.String).extend_constant(None, n)
+    at = pl.int_range(0, text.len(), dtype=pl.UInt32, eager=True)
+    kind = pl.Series("kind", [], pl.String).extend_constant(None, text.len())
     for name, rx in reversed(KINDS.items()):  # the first kind that matches is set last
         hinted = hints.get_column(name)
         if not hinted.any():
@@ -209,9 +236,7 @@ def _classify(lines: pl.DataFrame, marked: pl.Series) -> tuple[pl.DataFrame, boo
             sub, rows = sub.filter(~sure), rows.filter(~sure)
         rx = ASCII_MODE + rx if ascii and name in ASCII_KINDS else rx  # \b in ASCII: the DFA runs
         kind = kind.scatter(rows.filter(sub.str.contains(rx)), name)
-    tag_rank = pl.Series("tag_rank", [], pl.Int64).extend_constant(None, n)
-    tag_rank = tag_rank.scatter(at, _rank_tags(text, ascii))
-    return lines.with_columns(kind, tag_rank, pl.col("own_ts").alias("line_ts")), ascii
+    return kind
 
 
 def _group_ids(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
@@ -223,28 +248,22 @@ def _group_ids(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     return groups.drop("_i"), ids
 
 
-def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """The numeric pairs of ``rows``, their distinct pairs' values and the table of their distinct keys.
+LEVEL_HEAD_RE = " - (?:INFO|WARNING) - "
+"""Python logging's level between its logger's name and the message: what comes before it holds no pair."""
 
-    Pairs: one row per pair, in line order (MLPerf lines after the others): ``r`` (the row of ``rows`` it is on) and
-    ``at`` (its row of the values); a pair's line, rank, kind and time are its row's (:func:`_of_row`), its code,
-    value and unit its value row's (:func:`_of_pair`), gathered where needed. Values: one row per distinct pair (and
-    per MLPerf line): ``code`` (its key's row in the table, null for an MLPerf line without a key), ``value`` (float,
-    null when unreadable) and ``u`` (the value's own unit suffix, null for none). Keys: per code, ``key``
-    (normalised; MLPerf keys as written), ``series`` (from :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`,
-    null: the value's suffix), ``o`` (the key's place in :data:`STEP_KEYS`, null for a non-step key), ``sample``
-    (the key is no step key: its pairs are samples) and ``sid`` (the series' number). Pairs repeat a few dozen keys:
-    each is normalised and looked up once, and the values carry its integer code, not the string. ``ascii``: every
-    line of ``rows`` is ASCII."""
-    text = rows.get_column("text")
-    kind = rows.get_column("kind")
+
+def _regex_pairs(
+    text: pl.Series, kind: pl.Series, level_heads: bool, ascii: bool
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+    """:func:`~di.convert.logs.pairscan.line_pairs` by polars regexes (``ascii``: every line is ASCII), as (pairs:
+    ``r``, ``at``; distinct pairs: ``rest``, ``code``; keys as written)."""
     body = text.str.replace(TAGS_RE, "")
-    if text.str.contains(" - (?:INFO|WARNING) - ").any():  # Python logging's "name - LEVEL - ": only where it is
-        body = body.str.replace(r"^.*? - (?:INFO|WARNING) - ", "")
-    ml_rows = (kind == "mllog").arg_true()
-    other = pl.DataFrame({"r": pl.int_range(0, rows.height, dtype=pl.UInt32, eager=True), "pair": body})
-    if ml_rows.len():
-        other = other.filter(kind != "mllog")
+    if level_heads:
+        body = body.str.replace(r"^.*?" + LEVEL_HEAD_RE, "")
+    other = pl.DataFrame({"r": pl.int_range(0, text.len(), dtype=pl.UInt32, eager=True), "pair": body})
+    mllog = kind == "mllog"
+    if mllog.any():
+        other = other.filter(~mllog)
     # the row number is the only column copied to each of a line's pairs
     p = other.select("r", pl.col("pair").str.extract_all(ASCII_MODE + PAIR_RE if ascii else PAIR_RE)).explode("pair")
     p = p.drop_nulls("pair")
@@ -262,24 +281,60 @@ def _pairs(rows: pl.DataFrame, ascii: bool) -> tuple[pl.DataFrame, pl.DataFrame,
         key = pair.bin.slice(0, pl.col("pos")).cast(pl.String)
         rest = pair.bin.slice(pl.col("pos") + 1).cast(pl.String)
     d = d.select(key.alias("k"), rest.alias("rest"))
+    ks = d.get_column("k").unique()  # in any order: a code is only a row of the table
+    code = d.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64).alias("code")
+    return pl.DataFrame([p.get_column("r"), at.cast(pl.UInt32).alias("at")]), pl.DataFrame([d["rest"], code]), ks
+
+
+def _read_values(rest: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Per pair's text after its ``:`` or ``=`` (``rest``): its value (f64, null where it reads as no number) and
+    unit (the suffix after the number, null for none)."""
     # most values are a bare number; the others (spaces or '[' before, a ',' in, a unit after) are cut on their
     # own rows: a bare number holds none of the characters cut, and none of the others casts (nor one with a ',')
-    value = d.get_column("rest").cast(pl.Float64, strict=False)
+    value = rest.cast(pl.Float64, strict=False)
     again = value.is_null().arg_true()
-    u = pl.Series("u", [], pl.String).extend_constant(None, d.height)
+    u = pl.Series("u", [], pl.String).extend_constant(None, rest.len())
     if again.len():
-        rest = d.get_column("rest").gather(again).str.strip_chars_start(" [")
-        v = rest.str.strip_chars_end("%KMGTiBms")  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
+        cut_rest = rest.gather(again).str.strip_chars_start(" [")
+        v = cut_rest.str.strip_chars_end("%KMGTiBms")  # "1,024", "0," (a ',' after a number is taken by [\d,]*)
         value = value.scatter(again, v.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
-        cut = rest.str.len_bytes() != v.str.len_bytes()
+        cut = cut_rest.str.len_bytes() != v.str.len_bytes()
         if cut.any():
-            u = u.scatter(again.filter(cut), rest.filter(cut).str.strip_prefix(v.filter(cut)))
-    ks = d.get_column("k").unique()  # in any order: a code is only a row of the table
-    code = d.get_column("k").cast(pl.Enum(ks)).to_physical().cast(pl.Int64)
+            u = u.scatter(again.filter(cut), cut_rest.filter(cut).str.strip_prefix(v.filter(cut)))
+    return value, u
+
+
+def _pairs(rows: pl.DataFrame, ascii: bool, scan: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The numeric pairs of ``rows``, their distinct pairs' values and the table of their distinct keys.
+
+    Pairs: one row per pair, in line order (MLPerf lines after the others): ``r`` (the row of ``rows`` it is on) and
+    ``at`` (its row of the values); a pair's line, rank, kind and time are its row's (:func:`_of_row`), its code,
+    value and unit its value row's (:func:`_of_pair`), gathered where needed. Values: one row per distinct pair (the
+    scan: per pair that does not repeat its key's last value) and per MLPerf line: ``code`` (its key's row in the table, null for an MLPerf line without a key), ``value`` (float,
+    null when unreadable) and ``u`` (the value's own unit suffix, null for none). Keys: per code, ``key``
+    (normalised; MLPerf keys as written), ``series`` (from :data:`KEYS`, else the key), ``unit`` (from :data:`KEYS`,
+    null: the value's suffix), ``o`` (the key's place in :data:`STEP_KEYS`, null for a non-step key), ``sample``
+    (the key is no step key: its pairs are samples) and ``sid`` (the series' number). Pairs repeat a few dozen keys:
+    each is normalised and looked up once, and the values carry its integer code, not the string. ``ascii``: every
+    line of ``rows`` is ASCII; ``scan``: they are read by :func:`~di.convert.logs.pairscan.line_pairs`, else by
+    :func:`_regex_pairs`."""
+    text = rows.get_column("text")
+    kind = rows.get_column("kind")
+    level_heads = bool(text.str.contains(LEVEL_HEAD_RE).any())  # Python logging's "name - LEVEL - ": only where it is
+    ml_rows = (kind == "mllog").arg_true()
+    if scan:
+        from di.convert.logs.pairscan import line_pairs
+
+        found = line_pairs(text, kind == "mllog", level_heads=level_heads)
+        p = pl.DataFrame([found.row, found.at])
+        value, u, ks, code = found.value, found.unit, found.keys, found.key_code
+    else:
+        p, d, ks = _regex_pairs(text, kind, level_heads, ascii)
+        value, u = _read_values(d.get_column("rest"))
+        code = d.get_column("code")
     keys = pl.DataFrame({"k": ks}).select(pl.col("k").str.strip_chars(" '\"").alias("key"))
     keys = keys.select(_norm("key").alias("key"))
-    vals = pl.DataFrame([code.alias("code"), value.alias("value"), u])
-    p = pl.DataFrame([p.get_column("r"), at.cast(pl.UInt32).alias("at")])
+    vals = pl.DataFrame([code.alias("code"), value.alias("value"), u.alias("u")])
     if ml_rows.len():  # MLPerf keys as written, after the others
         ml_text = text.gather(ml_rows)
         ml = pl.DataFrame(
@@ -349,9 +404,8 @@ def _megatron_steps(
     last line. A line whose iteration or time is beyond int64 ns, or whose time is negative, is counted in
     ``dropped`` and left out."""
     elapsed = keys.get_column("key").str.starts_with("elapsed_time_per_iteration").arg_true().cast(pl.Int64)
-    elapsed = vals.get_column("code").is_in(elapsed.implode()).arg_true()  # the distinct pairs of these keys
-    el = pairs.filter(pl.col("at").is_in(elapsed.implode()))  # a few keys' pairs: then those of Megatron lines
-    el = el.filter((rows.get_column("kind") == "megatron").gather(el.get_column("r")))
+    el = pairs.filter((rows.get_column("kind") == "megatron").gather(pairs.get_column("r")))  # Megatron lines' pairs
+    el = el.filter(_of_pair(el, vals, "code").is_in(elapsed.implode()))  # then those of these few keys
     mg = rows.select(pl.col("line", "rank", "ts", "text").gather(el.get_column("r"))).with_columns(
         _of_pair(el, vals, "value")
     )
@@ -486,12 +540,13 @@ def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     )
 
 
-def parse_training(lines: pl.DataFrame) -> Parts:
-    """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring)."""
+def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int = SCAN_MIN_BYTES) -> Parts:
+    """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring).
+    ``scan_min_bytes``: see :data:`SCAN_MIN_BYTES` (the same tables either way)."""
     if "own_ts" not in lines.columns:  # read_log found them already
         lines = lines.with_columns(own_line_times(lines))
     marked = _marked(lines)
-    lines, ascii = _classify(lines, marked)  # the lines the parts below read are marked ones
+    lines, ascii, scan = _classify(lines, marked, scan_min_bytes)  # the lines the parts below read are marked ones
     mllog = (lines.get_column("kind") == "mllog").any()  # else no line's time is read again
     if mllog:
         lines = lines.with_columns(
@@ -512,7 +567,7 @@ def parse_training(lines: pl.DataFrame) -> Parts:
     # HF Trainer prints the same metrics dict once per rank: keep its first print
     if (rows.get_column("kind") == "hf").any():
         rows = rows.filter((pl.col("kind") != "hf") | pl.col("text").is_first_distinct())
-    pairs, vals, keys = _pairs(rows, ascii)
+    pairs, vals, keys = _pairs(rows, ascii, scan)
     megatron = rows.get_column("kind") == "megatron"
     dropped: dict[str, int] = {}
     meg = _megatron_steps(rows, pairs, vals, keys, epoch, dropped) if megatron.any() else None
@@ -543,7 +598,16 @@ def parse_training(lines: pl.DataFrame) -> Parts:
             .drop("mts")
         )
     # HF prints once per rank: one sample per (rank, series, time, value), by the series' number, not its name
-    if mg_time:  # a pair's rank and time are its line's: (rank, time) told per line, (series, value) per distinct
+    first = None
+    if scan:
+        from di.convert.logs.pairscan import first_samples
+
+        first = first_samples(
+            key.get_column("rank"), key.get_column("ts"), _of_key(key, keys, "sid"), key.get_column("value")
+        )
+    if first is not None:
+        key = key.filter(first)
+    elif mg_time:  # a pair's rank and time are its line's: (rank, time) told per line, (series, value) per distinct
         # pair, then a sample's four are one integer (a hash of four columns per sample costs twice as much)
         _, line_rt = _group_ids(rows.select("rank", "ts"))
         _, pair_sv = _group_ids(pl.DataFrame([keys.get_column("sid").gather(vals.get_column("code")), vals["value"]]))
