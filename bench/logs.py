@@ -30,6 +30,10 @@ costs. Target from the issue: >= 200 MB/s per parser. ``rss MB`` is the process'
 RSS after the family (a running maximum: run one family per process, ``--families X``, for
 that family's own peak). Set ``POLARS_MAX_THREADS=1`` for single-thread figures. A table
 goes to stdout and the numbers to ``bench/out/logs.json``.
+
+numba is imported first, as in ``di convert`` and ``di analyze`` of a job with traces: a long training log is then
+read by its numba scans (``training.SCAN_MIN_BYTES``). ``--no-numba`` measures a process without it, as ``di info``
+of a log is, where those scans start only from ``training.SCAN_ALONE_BYTES`` and the regexes read the rest.
 """
 
 from __future__ import annotations
@@ -145,7 +149,10 @@ def main() -> None:
     ap.add_argument("--families", default=",".join(SAMPLES), help="comma-separated families to run (default all)")
     ap.add_argument("--steps", action="store_true", help="also time read_log's steps one by one")
     ap.add_argument("--vary", action="store_true", help="change the numbers of each copy (see the module docstring)")
+    ap.add_argument("--no-numba", action="store_true", help="do not import numba first (see the module docstring)")
     args = ap.parse_args()
+    if not args.no_numba:
+        import numba  # noqa: F401  (as in di convert / di analyze: see the module docstring)
     if not DATA.is_dir():
         sys.exit(f"shared log samples absent: {DATA.name}/ not found under ../shared/data")
     from di.convert.logs import reader

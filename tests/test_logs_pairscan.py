@@ -237,3 +237,30 @@ def test_damaged_logs_parse_alike_through_the_scans(tmp_path: Path) -> None:
         for table in ("events", "samples", "claimed"):
             assert getattr(by_scan, table).equals(getattr(by_regex, table)), (case, table)
         assert (by_scan.dropped, by_scan.info) == (by_regex.dropped, by_regex.info), case
+
+
+SWITCH = r"""
+import sys
+import polars as pl
+from di.convert.logs import training
+assert "numba" not in sys.modules
+print(training._scans_pay(1 << 20, None), training._scans_pay(training.SCAN_ALONE_BYTES, None))
+import numba  # noqa: F401
+print(training._scans_pay(training.SCAN_MIN_BYTES, None), training._scans_pay(training.SCAN_MIN_BYTES - 1, None))
+"""
+
+
+def test_scans_wait_for_numba_or_a_large_log(tmp_path: Path) -> None:
+    """Without numba imported, the scans start only from SCAN_ALONE_BYTES (numba's start is theirs to pay); with it,
+    from SCAN_MIN_BYTES; and loading a small training log leaves numba unimported."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", SWITCH], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True", "True", "False"]
+    log = tmp_path / "train.log"
+    line = " iteration {i}/ 100 | elapsed time per iteration (ms): 812.5 | lm loss: 2.25 | learning rate: 1.0E-04 |"
+    log.write_text("\n".join(line.format(i=i) for i in range(1, 101)) + "\n")
+    small = "import di, sys; t = di.load(sys.argv[1]); print(t.samples.height > 0, 'numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", small, str(log)], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False"]

@@ -3,7 +3,7 @@
 Lines are classified by a few literal markers and their ``key: value`` /
 ``key=value`` / ``'key': value`` pairs are pulled out with one regex over all of
 them (polars ``extract_all``, no Python loop per line); a long ASCII log
-(:data:`SCAN_MIN_BYTES`) is read by numba scans of its bytes that find the same
+(:data:`SCAN_MIN_BYTES`, :data:`SCAN_ALONE_BYTES`) is read by numba scans of its bytes that find the same
 (:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`). What it maps to:
 
 - every numeric pair becomes a sample of a series named by :data:`KEYS` (``loss``,
@@ -28,6 +28,7 @@ the line number in ns (``info.training.time``).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import polars as pl
@@ -191,23 +192,32 @@ def _rank_tags(text: pl.Series, ascii: bool) -> pl.Series:
 SCAN_MIN_BYTES = 4 << 20
 """The bytes of marked lines (:func:`_marked`, about half a training log's) from which ASCII text is read by the numba
 scans (:mod:`~di.convert.logs.linekinds`, :mod:`~di.convert.logs.pairscan`) rather than by polars regexes and
-hashing. The scans read about twice as fast (some 6 CPU ms less per MB of log), but cost numba's start in a process
-that has not used it yet (0.6-1 CPU s), the loading of their kernels (about 30 ms) and, on a cold cache, their
-compiles (about 5.5 CPU s, once). So they win from a log of about 8 MB where numba runs anyway (``di convert``,
-``di analyze``), of about 75 MB where it does not (``di info``); a smaller log never imports numba here."""
+hashing, in a process that runs numba already (``di convert`` and ``di analyze`` of a job with traces, a program that
+loaded a trace). The scans read about twice as fast (some 6 CPU ms less per MB of log) and cost the loading of their
+kernels (about 30 ms) and, on a cold cache, their compiles (about 5.5 CPU s, once): they win from about 8 MB."""
+SCAN_ALONE_BYTES = 64 << 20
+"""The same where numba has not been imported yet (``di info`` of a log): its start costs 0.6-1 CPU s more, which the
+scans win back from about 75 MB; a smaller log never imports numba here."""
 
 
-def _classify(lines: pl.DataFrame, marked: pl.Series, scan_min_bytes: int) -> tuple[pl.DataFrame, bool, bool]:
+def _scans_pay(nbytes: int, scan_min_bytes: int | None) -> bool:
+    """Whether ``nbytes`` of marked ASCII lines are read by the scans: ``scan_min_bytes`` when given, else
+    :data:`SCAN_MIN_BYTES` with numba imported already and :data:`SCAN_ALONE_BYTES` without."""
+    if scan_min_bytes is None:
+        scan_min_bytes = SCAN_MIN_BYTES if "numba" in sys.modules else SCAN_ALONE_BYTES
+    return nbytes >= scan_min_bytes
+
+
+def _classify(lines: pl.DataFrame, marked: pl.Series, scan_min_bytes: int | None) -> tuple[pl.DataFrame, bool, bool]:
     """``lines`` with ``kind`` (the first :data:`KINDS` name whose regex matches, null for none), ``line_ts`` the
     line's own time and ``tag_rank`` (a ``[Rank N]`` tag's N); whether the ``marked`` lines (:func:`_marked`) are
-    all ASCII, and whether they are read by the scans (ASCII and ``scan_min_bytes`` long at least: see
-    :data:`SCAN_MIN_BYTES`), else by the regexes (:func:`_regex_kinds`). Results are put back by row."""
+    all ASCII, and whether they are read by the scans (ASCII and long enough: :func:`_scans_pay`), else by the regexes (:func:`_regex_kinds`). Results are put back by row."""
     at = marked.arg_true()
     text = lines.get_column("text").gather(at)
     ascii = all_ascii(text)
-    scan = ascii and text.str.len_bytes().sum() >= scan_min_bytes
+    scan = ascii and _scans_pay(text.str.len_bytes().sum(), scan_min_bytes)
     n = lines.height
-    if scan:  # numba only where it pays (SCAN_MIN_BYTES)
+    if scan:
         from di.convert.logs.linekinds import line_kinds
 
         found, ranks = line_kinds(text)
@@ -540,9 +550,10 @@ def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     )
 
 
-def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int = SCAN_MIN_BYTES) -> Parts:
+def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int | None = None) -> Parts:
     """Training-log lines (from :func:`di.convert.logs.text.read_lines`) as :class:`Parts` (see the module docstring).
-    ``scan_min_bytes``: see :data:`SCAN_MIN_BYTES` (the same tables either way)."""
+    ``scan_min_bytes``: the bytes of marked lines from which the numba scans read them, None for :func:`_scans_pay`'s
+    choice (the same tables either way)."""
     if "own_ts" not in lines.columns:  # read_log found them already
         lines = lines.with_columns(own_line_times(lines))
     marked = _marked(lines)
