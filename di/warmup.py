@@ -96,6 +96,26 @@ def _chrome(work: Path) -> None:
         di.load(work / f"{name}.json.gz")
 
 
+TRAINING_LOG = "\n".join(
+    f" iteration {i}/ 100 | elapsed time per iteration (ms): 81{i}.5 | lm loss: 2.{i} | learning rate: 1.0E-04 |"
+    for i in range(1, 9)
+)
+"""Megatron iteration lines: the kernels of the training-log scans, which di runs on long logs."""
+
+
+def _logs(work: Path) -> None:
+    """The training-log scans (:mod:`di.convert.logs.pairscan`, :mod:`~di.convert.logs.linekinds`), which a log
+    this short would not reach by itself (``training.SCAN_MIN_BYTES``)."""
+    from di.convert.logs import training
+    from di.convert.logs.text import line_times, own_line_times, read_lines
+
+    path = work / "train.log"
+    path.write_text(TRAINING_LOG + "\n")
+    lines = read_lines(path).lines
+    lines = lines.with_columns(own_line_times(lines))
+    training.parse_training(lines.with_columns(line_times(lines, lines.get_column("own_ts"))), scan_min_bytes=0)
+
+
 class WarmupError(DIError):
     """A warmup task failed (the message names the task and its error)."""
 
@@ -106,6 +126,7 @@ TASKS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "perfetto": (_perfetto, ("analyze",)),
     "otf2": (_otf2, ("analyze",)),
     "chrome": (_chrome, ("analyze",)),
+    "logs": (_logs, ()),
 }
 """Task name -> (function of the work directory, tasks whose outputs it reads)."""
 

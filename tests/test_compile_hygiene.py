@@ -86,7 +86,14 @@ def test_allow_list_is_current(dispatchers: dict[str, list[str]]) -> None:
     assert not stale, f"allow-list entries no longer needed: {stale}"
 
 
-MAIN_PATHS = ("di.convert.chrome.", "di.convert.perfetto.", "di.convert.otf2.", "di.engine.", "di.convert.lanes.")
+MAIN_PATHS = (
+    "di.convert.chrome.",
+    "di.convert.perfetto.",
+    "di.convert.otf2.",
+    "di.engine.",
+    "di.convert.lanes.",
+    "di.convert.logs.",
+)
 """Packages whose kernels the warmup tasks must reach (each main path; the count of kernels per path
 falls as kernels are merged, so the test asks for each path rather than a total)."""
 
