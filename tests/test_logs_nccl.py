@@ -371,8 +371,18 @@ def test_a_head_whose_numbers_overflow_is_no_nccl_head_and_its_line_is_counted(t
 
 
 def _line_messages(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    """Every line its own message (what :func:`nccl._message_ids` gives where no two messages are equal)."""
-    return p.hstack([pl.int_range(p.height, dtype=pl.UInt32, eager=True).alias("mid")]), p.get_column("msg")
+    """Every line its own message (what :func:`nccl._message_ids` gives where no two messages are equal), its kind
+    found by a polars search per literal."""
+    from di.convert.logs import nccl
+    from di.convert.logs.nccl_scan import KIND_LITERALS, KIND_TOPOLOGY
+
+    msg = p.get_column("msg")
+    kind = pl.repeat(0, msg.len(), dtype=pl.UInt8, eager=True)
+    for bit, literal in enumerate(KIND_LITERALS):
+        kind = kind | msg.str.contains(literal, literal=True).cast(pl.UInt8) * (1 << bit)
+    kind = kind | msg.str.contains("^(?:Channel |Ring |Tree)").cast(pl.UInt8) * KIND_TOPOLOGY
+    mids = pl.int_range(p.height, dtype=pl.UInt32, eager=True).alias("mid")
+    return p.hstack([mids]), nccl.Messages(msg, kind.to_numpy())
 
 
 REPEATED = NEW + NEW.replace("opCount 0", "opCount 1") + NEW * 3
@@ -406,7 +416,7 @@ def test_messages_parsed_once_per_distinct_message_give_what_each_line_gives(
         path = need(source)
     lines = read_lines(path).lines
     p, msgs = nccl._message_ids(nccl._prefixed(lines)[0])
-    assert msgs.len() < p.height, "the log repeats messages"
+    assert msgs.text.len() < p.height, "the log repeats messages"
     # a real log alone has about half its lines distinct: each is cut on its own
     assert ("lid" in p.columns) == (source == "repeated" or source.startswith("thrice:"))
     if "lid" in p.columns:
@@ -458,3 +468,57 @@ def test_version_lines_searched_in_messages_are_those_of_the_whole_lines(source:
     if source == "hand-built":
         assert got.get_column("line").to_list() == [0, 1, 2, 3, 4, 6, 7, 8]
         assert got.get_column("1").to_list()[2:4] == ["9.9.9", "9.9.9"]
+
+
+KIND_EDGES = [
+    "",
+    ":",
+    "Tree",
+    "Trees [0] 1/-1/-1->0->-1",
+    "Tre",
+    "Ring 00 : 3 -> 0 -> 1",
+    "Ring",
+    "Channel 00/24 : 0 1",
+    "Channel",
+    " Channel 00/24 : 0 1",
+    "AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 comm 0xa1 stream 0x3",
+    "AllReduce:: opCount ",
+    "AllReduce: opCount",
+    ": opCount : opCount ",
+    "AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE",
+    "x Bytes -> Algo",
+    " Bytes -> Algo ",
+    "BBBBBBBB Bytes -> Algo x",
+    "comm 0xa1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
+    "Init",
+    "IInit IIIIIIIIInit ",
+    "NCCL version 2.27.7+cuda12.9",
+    "RCCL version 2.18.3-dev NCCL version 2.1.1",
+    "CCCL version CCL versio",
+    "é:é opCount é Init é CCL version ç",
+    "Channel 00 \u00e9 : opCount Init CCL version  Bytes -> Algo ",
+]
+"""Messages with each literal at the start, the end, cut short, doubled, after repeated anchor bytes and among
+non-ASCII characters."""
+
+
+@pytest.mark.parametrize("source", ["edges", "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"])
+def test_message_kinds_are_what_a_search_per_literal_finds(source: str) -> None:
+    """:func:`~di.convert.logs.nccl_scan.kinds_of` (one numba pass) sets each literal's bit where a polars search
+    of that literal finds it, and the topology bit where the anchored regex of the topology lines matches."""
+    from di.convert.logs.nccl_scan import KIND_LITERALS, KIND_TOPOLOGY, kinds_of
+    from di.convert.logs.text import read_lines
+
+    if source == "edges":
+        msgs = pl.Series(KIND_EDGES)
+    else:
+        msgs = read_lines(need(source)).lines.get_column("text").str.splitn(" NCCL INFO ", 2).struct.field("field_1")
+        msgs = msgs.drop_nulls()
+    kinds = pl.Series(kinds_of(msgs))
+    for bit, literal in enumerate(KIND_LITERALS):
+        want = msgs.str.contains(literal, literal=True)
+        assert ((kinds & (1 << bit)) != 0).equals(want, check_names=False), literal
+        assert want.any()
+    want = msgs.str.contains("^(?:Channel |Ring |Tree)")
+    assert ((kinds & KIND_TOPOLOGY) != 0).equals(want, check_names=False) and want.any()
+    assert (kinds < 2 * KIND_TOPOLOGY).all()

@@ -34,11 +34,14 @@ one second 1 ns apart in line order); else the line number in ns (``relative``,
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
+from di.convert.logs.nccl_scan import KIND_LITERALS, KIND_TOPOLOGY, kinds_of
 from di.convert.logs.text import dense_ids, distinct_ids
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
@@ -160,6 +163,23 @@ KEY_BYTES = len(" NCCL ") + len("ABORT")
 
 TRACK = pl.format("NCCL {}:{} dev {}", "host", "pid", "dev")
 """An NCCL event's track: its process and (the communicator's) device."""
+
+
+@dataclass(frozen=True)
+class Messages:
+    """The distinct messages of the NCCL lines (``text``, row ``mid``) and the kind of each
+    (:func:`~di.convert.logs.nccl_scan.kinds_of`: one pass over their bytes, not one search per literal)."""
+
+    text: pl.Series
+    kind: np.ndarray
+
+    def holding(self, literal: str) -> pl.Series:
+        """Whether each message holds ``literal`` (one of :data:`~di.convert.logs.nccl_scan.KIND_LITERALS`)."""
+        return pl.Series((self.kind & (1 << KIND_LITERALS.index(literal))) != 0)
+
+    def topology(self) -> pl.Series:
+        """Whether each message starts with ``Channel ``, ``Ring `` or ``Tree``."""
+        return pl.Series((self.kind & KIND_TOPOLOGY) != 0)
 
 
 HEAD_COLUMNS = ("level", "host", "pid", "tid", "dev", "ts_ns", "ms_ns")
@@ -291,7 +311,7 @@ def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
     return dense_ids(code)
 
 
-def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, Messages]:
     """``p`` (:func:`_prefixed`'s lines) with ``mid``, the id of its message, and the distinct messages (row ``mid``).
 
     Messages repeat (each rank prints the same topology and TUNING lines; a COLL line repeats its call's words where
@@ -315,7 +335,8 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         order = firsts.arg_sort()
         renumber = pl.zeros(len(order), pl.UInt32, eager=True).scatter(order, pl.int_range(len(order), eager=True))
         ids, firsts = renumber[ids], firsts[order]
-    return p.hstack([ids.rename("mid")]), msg[firsts]
+    msgs = msg[firsts]
+    return p.hstack([ids.rename("mid")]), Messages(msgs, kinds_of(msgs))
 
 
 def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFrame, pl.Series]:
@@ -327,20 +348,20 @@ def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFra
     return rows, slot[rows.get_column("mid")]
 
 
-def _matching(p: pl.DataFrame, msgs: pl.Series, pick: pl.Series, pattern: str, required: str) -> pl.DataFrame:
+def _matching(p: pl.DataFrame, msgs: Messages, pick: pl.Series, pattern: str, required: str) -> pl.DataFrame:
     """The lines whose message ``pick`` picks (see :func:`_picked`), with ``pattern``'s named groups as columns; those
     where ``required`` did not match dropped. The regex runs once per distinct message."""
     rows, at = _picked(p, pick)
-    groups = msgs.filter(pick).str.extract_groups(pattern).struct.unnest()
+    groups = msgs.text.filter(pick).str.extract_groups(pattern).struct.unnest()
     return rows.hstack([col[at] for col in groups.iter_columns()]).drop_nulls(required)
 
 
 def _comms(
-    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]
+    p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]
 ) -> pl.DataFrame:
     """One row per communicator init line (the last state of each (host, pid, comm)); an init line whose rank,
     nranks or cudaDev is beyond int64 is counted in ``dropped`` and left out."""
-    init = _matching(p, msgs, msgs.str.contains("Init ", literal=True), INIT_RE, "comm")
+    init = _matching(p, msgs, msgs.holding("Init "), INIT_RE, "comm")
     numbers = ("crank", "nranks", "cudadev")
     init = _with_heads(init, heads, "gpu")
     fits = pl.all_horizontal(
@@ -465,15 +486,15 @@ JSON_ESCAPED = r'[\x00-\x1f"\\]'
 """Characters a JSON string escapes (polars' ``json_encode`` escapes these and no others)."""
 
 
-def _tunings(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+def _tunings(p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     """For each COLL line of ``c`` (in line order, with ``thread``), the row of its TUNING line's (algo, proto) in
     the second table (null where none). A TUNING line belongs to the last COLL line before it on its thread; a COLL
     line takes the first TUNING line that belongs to it."""
     none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
-    pick = msgs.str.contains(" Bytes -> Algo ", literal=True)
+    pick = msgs.holding(" Bytes -> Algo ")
     rows, at = _picked(p, pick, "line", "hid")
     # the regex runs once per distinct message (one per collective size); a message it does not match is no TUNING line
-    algos = msgs.filter(pick).str.extract_groups(TUNE_RE).struct.unnest()
+    algos = msgs.text.filter(pick).str.extract_groups(TUNE_RE).struct.unnest()
     matched = algos.get_column("algo").is_not_null()
     tune = (matched.cast(pl.UInt32).cum_sum() - 1)[at]  # the message's row among the matched ones
     algos = algos.filter(matched)[["algo", "proto"]]
@@ -498,16 +519,14 @@ def _tunings(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFr
     return none.scatter(t.get_column("row"), t.get_column("tune")), algos
 
 
-def _collectives(
-    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, comms: pl.DataFrame
-) -> tuple[pl.DataFrame, int]:
+def _collectives(p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``."""
-    pick = msgs.str.contains(": opCount ", literal=True)
+    pick = msgs.holding(": opCount ")
     rows, at = _picked(p, pick, "line", "hid")
     n_lines = rows.height
     # each distinct COLL message is read once: its name, opCount and the row of its other fields
-    words, fields = _coll_by_tokens(msgs.filter(pick).to_frame())
+    words, fields = _coll_by_tokens(msgs.text.filter(pick).to_frame())
     # a line without its name, count or datatype is dropped, counted with those of an unknown layout
     fields_ok = fields.select(pl.all_horizontal(pl.col("count", "dt", "comm").is_not_null())).to_series()
     ok = words.get_column("opname").is_not_null() & fields_ok[words.get_column("fid")]
@@ -763,10 +782,10 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -
     return links.unique(maintain_order=True), nch
 
 
-def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
+def _instants(p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame) -> pl.DataFrame:
     """``NCCL WARN`` lines and errors as instant events (``heads`` with their ``rank``)."""
     warned = heads.get_column("level") == "WARN"  # per head (row hid), and per distinct message: one search each
-    errors = msgs.str.contains(ERROR_RE)
+    errors = msgs.text.str.contains(ERROR_RE)
     warn = p.filter(warned[p.get_column("hid")] | errors[p.get_column("mid")])
     warn = _with_heads(warn, heads, "rank")
     return warn.with_columns(
@@ -777,7 +796,7 @@ def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataF
     )
 
 
-def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
+def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame) -> pl.DataFrame:
     """The lines :data:`VERSION_RE` matches (``line``, its groups ``1`` and ``2``), in line order.
 
     An NCCL line whose head holds no ``CCL version `` is searched in its message, once per distinct message: there
@@ -794,9 +813,9 @@ def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads:
         .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
         .unnest("g")
     )
-    pick = msgs.str.contains("CCL version ", literal=True)
+    pick = msgs.holding("CCL version ")
     rows, at = _picked(p, pick, "line")
-    groups = msgs.filter(pick).str.extract_groups(VERSION_RE).struct.unnest()
+    groups = msgs.text.filter(pick).str.extract_groups(VERSION_RE).struct.unnest()
     in_msg = rows.select("line").hstack([col[at] for col in groups.iter_columns()])
     ver = pl.concat([whole, in_msg]) if in_msg.height else whole
     if whole.height and in_msg.height:
@@ -867,7 +886,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         else pl.concat([coll.get_column("track"), inits.select(TRACK).to_series(), inst.select(TRACK).to_series()])
     )
     ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
-    topo, _ = _picked(p, msgs.str.contains("^(?:Channel |Ring |Tree)"), "line", "hid", "msg")  # one anchored search
+    topo, _ = _picked(p, msgs.topology(), "line", "hid", "msg")
     topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
     topology: dict[str, int] = {}  # listed after the COLL lines' reason
     links, nch = _comm_links(topo, comms, topology)
