@@ -522,3 +522,27 @@ def test_message_kinds_are_what_a_search_per_literal_finds(source: str) -> None:
     want = msgs.str.contains("^(?:Channel |Ring |Tree)")
     assert ((kinds & KIND_TOPOLOGY) != 0).equals(want, check_names=False) and want.any()
     assert (kinds < 2 * KIND_TOPOLOGY).all()
+
+
+@pytest.mark.parametrize("case", ["few", "many", "wide", "empty", "nccl"])
+def test_dense_ids_by_numba_are_polars(case: str) -> None:
+    """:func:`~di.convert.logs.nccl_scan.dense_ids` (a growing open-addressing table) numbers codes as
+    :func:`di.convert.logs.text.dense_ids` (a polars join) does: ids in order of first row, first rows ascending."""
+    import numpy as np
+
+    from di.convert.logs import nccl_scan, text
+
+    rng = np.random.default_rng(7)
+    if case == "nccl":
+        path = need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log")
+        codes = text.read_lines(path).lines.get_column("text").hash()
+    else:
+        codes = {
+            "few": pl.Series(rng.integers(0, 3, 1000, dtype=np.uint64)),
+            "many": pl.Series(rng.integers(0, 50_000, 200_000, dtype=np.uint64)),  # the table grows several times
+            "wide": pl.Series(rng.integers(0, 2**64 - 1, 5000, dtype=np.uint64, endpoint=True)),
+            "empty": pl.Series([], dtype=pl.UInt64),
+        }[case]
+    got, want = nccl_scan.dense_ids(codes), text.dense_ids(codes)
+    assert got[0].equals(want[0], check_names=False) and got[1].equals(want[1], check_names=False)
+    assert got[0].dtype == want[0].dtype and got[1].dtype == want[1].dtype

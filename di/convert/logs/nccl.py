@@ -33,7 +33,6 @@ one second 1 ns apart in line order); else the line number in ns (``relative``,
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +40,8 @@ import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.nccl_scan import KIND_LITERALS, KIND_TOPOLOGY, kinds_of
-from di.convert.logs.text import dense_ids, distinct_ids
+from di.convert.logs.nccl_scan import KIND_LITERALS, KIND_TOPOLOGY, dense_ids, kinds_of
+from di.convert.logs.text import distinct_ids_by_join
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -78,17 +77,14 @@ RING_HOP_RE = r"^Ring (?P<channel>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<n
 TREE_ONE_RE = r"^Tree (?P<channel>\d+) : (?P<parent>-?\d+) -> (?P<me>\d+) -> (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)"
 TREE_RE = r"\[(?P<channel>\d+)\] (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)->(?P<me>-?\d+)->(?P<parent>-?\d+)"
 TOPOLOGY = {
-    "link": (LINK_RE, "via"),
-    "ring": (RING_RE, "order"),
-    "hop": (RING_HOP_RE, "me"),
-    "tree": (TREE_ONE_RE, "me"),
+    "link": (LINK_RE, "via", ("Channel ", " via ")),
+    "ring": (RING_RE, "order", ("Channel ", None)),
+    "hop": (RING_HOP_RE, "me", ("Ring ", None)),
+    "tree": (TREE_ONE_RE, "me", ("Tree ", None)),
 }
-"""The anchored topology line kinds: regex and a group every match sets. They exclude each other (each begins with its
-own word, and a link's ranks carry ``[bus]`` where a ring's order has digits only), so one alternation of all four
-(:data:`TOPOLOGY_RE`, groups prefixed by kind) finds in each line what its kind's regex finds."""
-TOPOLOGY_RE = "|".join(
-    "(?:" + re.sub(r"\(\?P<(\w+)>", rf"(?P<{kind}_\1>", rx) + ")" for kind, (rx, _) in TOPOLOGY.items()
-)
+"""The anchored topology line kinds: regex, a group every match sets, and the start and a text every match has (the
+regex runs on the messages that have them only). They exclude each other (each begins with its own word, and a link's
+ranks carry ``[bus]`` where a ring's order has digits only)."""
 VERSION_RE = r"NCCL version (\d+\.\d+\.\d+\S*)|RCCL version (\d+\.\d+\.\d+\S*)"
 ERROR_RE = (
     r"(?i)NCCL error|nccl(?:System|Internal|Remote|InvalidUsage|Unhandled\w*)Error|Watchdog caught collective operation timeout"
@@ -277,6 +273,16 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return p, heads.drop("kid")
 
 
+def distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """What :func:`di.convert.logs.text.distinct_ids` gives (each row's value id, in order of first row, and per id
+    its first row), numbered by :func:`~di.convert.logs.nccl_scan.dense_ids`: one hash per row, the ids checked
+    against the values (values that share a hash are told apart by a join instead)."""
+    ids, firsts = dense_ids(values.hash())
+    if values[firsts[ids]].eq_missing(values).all():
+        return ids, firsts
+    return distinct_ids_by_join(values)
+
+
 REPEATED_LINES = 0.3
 """Lines are read once per distinct text where at most this share of a sample of the NCCL lines is distinct."""
 REPEAT_SAMPLE = 16384
@@ -284,7 +290,7 @@ REPEAT_SAMPLE = 16384
 
 
 def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
-    """Each line's text id (``lid``, :func:`~di.convert.logs.text.dense_ids`) and the first line of each, where the lines repeat
+    """Each line's text id (``lid``, :func:`~di.convert.logs.nccl_scan.dense_ids`) and the first line of each, where the lines repeat
     (:data:`REPEATED_LINES`); None where they do not, or two texts share a hash (then each line is read on its
     own)."""
     if not text.len():
@@ -299,7 +305,7 @@ def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
 
 
 def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
-    """:func:`~di.convert.logs.text.dense_ids` of the rows' tuples of ids (each column's ids below its bound), packed in one u64; where
+    """:func:`~di.convert.logs.nccl_scan.dense_ids` of the rows' tuples of ids (each column's ids below its bound), packed in one u64; where
     the next column would overflow it, the tuples so far are ranked to dense ids first."""
     code, span = None, 1
     for ids, bound in columns:
@@ -662,13 +668,23 @@ def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     return nxt.select("line", pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
-def _topology_kind(g: pl.DataFrame, kind: str) -> pl.DataFrame:
-    """The lines of one :data:`TOPOLOGY` kind (``g``: the topology lines with :data:`TOPOLOGY_RE`'s groups), with its
-    groups under their own names."""
-    prefix = f"{kind}_"
-    return g.filter(pl.col(prefix + TOPOLOGY[kind][1]).is_not_null()).select(
-        "comm_key", "line", *(pl.col(c).alias(c.removeprefix(prefix)) for c in g.columns if c.startswith(prefix))
-    )
+def _topology_kinds(p: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """The lines of each :data:`TOPOLOGY` kind (``p``: the topology lines, with ``comm_key``, ``line``, ``mid`` and
+    ``msg``), in ``p``'s order: ``comm_key``, ``line`` and the kind's groups. Each kind's regex runs once per distinct
+    message of that kind's start and text."""
+    distinct = p.select("mid", "msg").unique("mid", keep="first", maintain_order=True)
+    msg = pl.col("msg")
+    kinds = {}
+    for kind, (rx, required, (start, holds)) in TOPOLOGY.items():
+        which = msg.str.starts_with(start)
+        if holds is not None:
+            which = which & msg.str.contains(holds, literal=True)
+        groups = (
+            distinct.filter(which).select("mid", msg.str.extract_groups(rx).alias("g")).unnest("g").drop_nulls(required)
+        )
+        kinds[kind] = p.select("comm_key", "line", "mid").join(groups, on="mid", how="inner", maintain_order="left")
+        kinds[kind] = kinds[kind].drop("mid")
+    return kinds
 
 
 TOPOLOGY_DROPPED = "topology edges with a number beyond int64"
@@ -683,9 +699,9 @@ def _readable(
     return keep_counted(edges, pl.all_horizontal(pl.col(c).is_not_null() for c in cols), dropped, TOPOLOGY_DROPPED)
 
 
-def _connections(g: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
+def _connections(g: dict[str, pl.DataFrame], dropped: dict[str, int]) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
-    lk = _topology_kind(g, "link")
+    lk = g["link"]
     return _readable(
         lk.select(
             pl.col("comm_key").alias("comm"),
@@ -701,10 +717,12 @@ def _connections(g: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
     )
 
 
-def _rings(g: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rings(
+    g: dict[str, pl.DataFrame], comms: pl.DataFrame, dropped: dict[str, int]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
-    order = _topology_kind(g, "ring").select(
+    order = g["ring"].select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64, strict=False),
         pl.col("nchannels").cast(pl.Int64, strict=False),
@@ -725,7 +743,7 @@ def _rings(g: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -> tup
         .explode("src_rank", "dst_rank")
     )
     ring = _readable(
-        _topology_kind(g, "hop").select(
+        g["hop"].select(
             pl.col("comm_key").alias("comm"),
             pl.col("channel").cast(pl.Int64, strict=False),
             pl.col("me").cast(pl.Int64, strict=False).alias("src_rank"),
@@ -737,7 +755,7 @@ def _rings(g: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -> tup
     return edges.with_columns(pl.lit("ring").alias("kind")), order[["comm", "channel", "nchannels"]]
 
 
-def _trees(p: pl.DataFrame, g: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
+def _trees(p: pl.DataFrame, g: dict[str, pl.DataFrame], dropped: dict[str, int]) -> pl.DataFrame:
     """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
     and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
@@ -746,7 +764,7 @@ def _trees(p: pl.DataFrame, g: pl.DataFrame, dropped: dict[str, int]) -> pl.Data
         .explode("t")
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
-    one = _topology_kind(g, "tree")
+    one = g["tree"]
     cols = ["comm_key", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
     edges = t.sort("line").select(
@@ -767,9 +785,9 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -
     if not p.get_column("line").is_sorted():
         p = p.sort("line")
     p = p.with_columns(_line_comms(p, comms).get_column("comm_key")).unique(
-        ["comm_key", "msg"], keep="first", maintain_order=True
+        ["comm_key", "mid"], keep="first", maintain_order=True
     )
-    g = p.select("comm_key", "line", pl.col("msg").str.extract_groups(TOPOLOGY_RE).alias("g")).unnest("g")
+    g = _topology_kinds(p)
     conn = _connections(g, dropped)
     rings, nch = _rings(g, comms, dropped)
     trees = _trees(p, g, dropped)

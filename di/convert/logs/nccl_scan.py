@@ -103,3 +103,57 @@ def kinds_of(messages: pl.Series) -> np.ndarray:
     kinds = np.empty(n, dtype=np.uint8)
     message_kinds(data, offsets, kinds)
     return kinds
+
+
+_MUL = np.uint64(0x9E3779B97F4A7C15)
+_FIRST_BITS = np.int64(10)
+
+
+@njit(cache=True)
+def first_codes(codes, ids, firsts):
+    """Each row's id among the distinct ``codes`` (uint64; 0 to their count - 1, in the order of their first rows)
+    in ``ids`` and, per id, its first row in ``firsts``; returns the count. An open-addressing table of (code, id + 1)
+    pairs, a quarter full at most (grown four times over when it would pass that), stays small where the codes are
+    few: the rows' lookups then hit the cache."""
+    bits = _FIRST_BITS
+    table = np.zeros((np.int64(1) << bits, 2), dtype=np.uint64)
+    count = 0
+    for e in range(codes.size):
+        if 4 * (count + 1) > table.shape[0]:
+            bits += 2
+            grown = np.zeros((np.int64(1) << bits, 2), dtype=np.uint64)
+            for s in range(table.shape[0]):
+                if table[s, 1] != 0:
+                    slot = np.int64((table[s, 0] * _MUL) >> np.uint64(64 - bits))
+                    while grown[slot, 1] != 0:
+                        slot = (slot + 1) & (grown.shape[0] - 1)
+                    grown[slot, 0] = table[s, 0]
+                    grown[slot, 1] = table[s, 1]
+            table = grown
+        code = codes[e]
+        slot = np.int64((code * _MUL) >> np.uint64(64 - bits))
+        while True:
+            got = table[slot, 1]
+            if got == 0:
+                table[slot, 0] = code
+                table[slot, 1] = np.uint64(count + 1)
+                firsts[count] = e
+                ids[e] = count
+                count += 1
+                break
+            if table[slot, 0] == code:
+                ids[e] = np.int64(got) - 1
+                break
+            slot = (slot + 1) & (table.shape[0] - 1)
+    return count
+
+
+def dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """What :func:`di.convert.logs.text.dense_ids` gives (each row's id among the distinct integer ``codes``, in the
+    order of their first rows, and per id its first row; both UInt32), from :func:`first_codes`: several times less
+    CPU than a polars join of the codes to the distinct ones. ``codes`` hold no null."""
+    n = codes.len()
+    ids = np.empty(n, dtype=np.uint32)
+    firsts = np.empty(n, dtype=np.uint32)
+    count = first_codes(codes.cast(pl.UInt64).to_numpy(), ids, firsts)
+    return pl.Series("kid", ids), pl.Series(codes.name, firsts[:count])
