@@ -372,17 +372,21 @@ def test_a_head_whose_numbers_overflow_is_no_nccl_head_and_its_line_is_counted(t
 
 def _line_messages(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     """Every line its own message (what :func:`nccl._message_ids` gives where no two messages are equal), its kind
-    found by a polars search per literal."""
+    found by a polars search per literal and a split at single spaces."""
+    import dataclasses
+
     from di.convert.logs import nccl
-    from di.convert.logs.nccl_scan import KIND_LITERALS, KIND_TOPOLOGY
+    from di.convert.logs.nccl_scan import COLL_HEAD_WORDS, KIND_COLL_HEAD, KIND_LITERALS, KIND_TOPOLOGY, scan_messages
 
     msg = p.get_column("msg")
-    kind = pl.repeat(0, msg.len(), dtype=pl.UInt8, eager=True)
+    words = msg.str.split(" ")
+    head = pl.all_horizontal(words.list.get(i, null_on_oob=True) == w for i, w in COLL_HEAD_WORDS.items())
+    kind = pl.select(head.fill_null(False)).to_series().cast(pl.UInt8) * KIND_COLL_HEAD
     for bit, literal in enumerate(KIND_LITERALS):
         kind = kind | msg.str.contains(literal, literal=True).cast(pl.UInt8) * (1 << bit)
     kind = kind | msg.str.contains("^(?:Channel |Ring |Tree)").cast(pl.UInt8) * KIND_TOPOLOGY
     mids = pl.int_range(p.height, dtype=pl.UInt32, eager=True).alias("mid")
-    return p.hstack([mids]), nccl.Messages(msg, kind.to_numpy())
+    return p.hstack([mids]), nccl.Messages(msg, dataclasses.replace(scan_messages(msg), kinds=kind.to_numpy()))
 
 
 REPEATED = NEW + NEW.replace("opCount 0", "opCount 1") + NEW * 3
@@ -504,9 +508,17 @@ non-ASCII characters."""
 
 @pytest.mark.parametrize("source", ["edges", "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"])
 def test_message_kinds_are_what_a_search_per_literal_finds(source: str) -> None:
-    """:func:`~di.convert.logs.nccl_scan.kinds_of` (one numba pass) sets each literal's bit where a polars search
-    of that literal finds it, and the topology bit where the anchored regex of the topology lines matches."""
-    from di.convert.logs.nccl_scan import KIND_LITERALS, KIND_TOPOLOGY, kinds_of
+    """:func:`~di.convert.logs.nccl_scan.scan_messages` (one numba pass) sets each literal's bit where a polars search
+    of that literal finds it, the topology bit where the anchored regex of the topology lines matches, the COLL head
+    bit where a split at single spaces has a COLL line's words, and gives the offsets of the first spaces."""
+    from di.convert.logs.nccl_scan import (
+        COLL_HEAD_WORDS,
+        KIND_COLL_HEAD,
+        KIND_LITERALS,
+        KIND_TOPOLOGY,
+        WORD_SPACES,
+        scan_messages,
+    )
     from di.convert.logs.text import read_lines
 
     if source == "edges":
@@ -514,14 +526,24 @@ def test_message_kinds_are_what_a_search_per_literal_finds(source: str) -> None:
     else:
         msgs = read_lines(need(source)).lines.get_column("text").str.splitn(" NCCL INFO ", 2).struct.field("field_1")
         msgs = msgs.drop_nulls()
-    kinds = pl.Series(kinds_of(msgs))
+    scanned = scan_messages(msgs)
+    kinds = pl.Series(scanned.kinds)
     for bit, literal in enumerate(KIND_LITERALS):
         want = msgs.str.contains(literal, literal=True)
         assert ((kinds & (1 << bit)) != 0).equals(want, check_names=False), literal
         assert want.any()
     want = msgs.str.contains("^(?:Channel |Ring |Tree)")
     assert ((kinds & KIND_TOPOLOGY) != 0).equals(want, check_names=False) and want.any()
-    assert (kinds < 2 * KIND_TOPOLOGY).all()
+    words = msgs.str.split(" ")
+    want = pl.select(
+        pl.all_horizontal(words.list.get(i, null_on_oob=True) == w for i, w in COLL_HEAD_WORDS.items()).fill_null(False)
+    ).to_series()
+    assert ((kinds & KIND_COLL_HEAD) != 0).equals(want, check_names=False) and want.any()
+    assert (kinds < 2 * KIND_COLL_HEAD).all()
+    # the byte offsets of the first spaces, -1 past the last
+    ends = [[i for i, byte in enumerate(m.encode()) if byte == 32][:WORD_SPACES] for m in msgs.to_list()]
+    assert [[x for x in row if x >= 0] for row in scanned.spaces.tolist()] == ends
+    assert all(row[len(e) :] == [-1] * (WORD_SPACES - len(e)) for row, e in zip(scanned.spaces.tolist(), ends))
 
 
 @pytest.mark.parametrize("case", ["few", "many", "wide", "empty", "nccl"])

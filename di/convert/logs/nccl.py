@@ -40,7 +40,16 @@ import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.nccl_scan import KIND_LITERALS, KIND_TOPOLOGY, dense_ids, kinds_of
+from di.convert.logs.nccl_scan import (
+    KIND_COLL_HEAD,
+    KIND_LITERALS,
+    KIND_TOPOLOGY,
+    WORD_SPACES,
+    ScannedMessages,
+    dense_ids,
+    scan_messages,
+    span_ids,
+)
 from di.convert.logs.text import distinct_ids_by_join
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
@@ -163,19 +172,19 @@ TRACK = pl.format("NCCL {}:{} dev {}", "host", "pid", "dev")
 
 @dataclass(frozen=True)
 class Messages:
-    """The distinct messages of the NCCL lines (``text``, row ``mid``) and the kind of each
-    (:func:`~di.convert.logs.nccl_scan.kinds_of`: one pass over their bytes, not one search per literal)."""
+    """The distinct messages of the NCCL lines (``text``, row ``mid``), their bytes, kinds and first spaces
+    (:func:`~di.convert.logs.nccl_scan.scan_messages`: one pass over their bytes, not one search per literal)."""
 
     text: pl.Series
-    kind: np.ndarray
+    scanned: ScannedMessages
 
     def holding(self, literal: str) -> pl.Series:
         """Whether each message holds ``literal`` (one of :data:`~di.convert.logs.nccl_scan.KIND_LITERALS`)."""
-        return pl.Series((self.kind & (1 << KIND_LITERALS.index(literal))) != 0)
+        return pl.Series((self.scanned.kinds & (1 << KIND_LITERALS.index(literal))) != 0)
 
     def topology(self) -> pl.Series:
         """Whether each message starts with ``Channel ``, ``Ring `` or ``Tree``."""
-        return pl.Series((self.kind & KIND_TOPOLOGY) != 0)
+        return pl.Series((self.scanned.kinds & KIND_TOPOLOGY) != 0)
 
 
 HEAD_COLUMNS = ("level", "host", "pid", "tid", "dev", "ts_ns", "ms_ns")
@@ -342,7 +351,7 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, Messages]:
         renumber = pl.zeros(len(order), pl.UInt32, eager=True).scatter(order, pl.int_range(len(order), eager=True))
         ids, firsts = renumber[ids], firsts[order]
     msgs = msg[firsts]
-    return p.hstack([ids.rename("mid")]), Messages(msgs, kinds_of(msgs))
+    return p.hstack([ids.rename("mid")]), Messages(msgs, scan_messages(msgs))
 
 
 def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFrame, pl.Series]:
@@ -444,26 +453,57 @@ COLL_FIELDS_OUT = ("count", "dt", "redop", "root", "comm", "nranks", "stream")
 """The fields of a COLL line past its name and opCount, one row per ``fid`` (see :func:`_coll_by_tokens`)."""
 
 
-def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _coll_by_tokens(
+    c: pl.DataFrame, scanned: ScannedMessages | None = None, rows: np.ndarray | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """COLL lines (``msg``, in line order) with ``opname``, ``opcount`` and ``fid``, the row of their other fields in
     the second table (:data:`COLL_FIELDS_OUT`): one row per distinct tail of the usual layout (words
     :data:`COLL_WORDS` at single spaces; several times cheaper than regex captures), and one per line of another
-    layout (:func:`_coll_by_regex`)."""
-    # the words as columns at once (one struct; a lookup per word costs more). The seven words up to ``count`` (name,
-    # opCount and buffers: new on each call) are split per line, the rest (count, datatype, op, root, comm, stream:
-    # a few distinct tails) and their fields once per distinct tail, which the lines point at by ``fid``
-    head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
-    c = c.with_columns(head).unnest("_h")
-    tails = _coll_tail_fields(c.select(pl.col("_tail").unique())).with_row_index("fid")
-    c = c.join(tails[["_tail", "fid", "_tail_ok"]], on="_tail", how="left", maintain_order="left", nulls_equal=True)
-    w = [pl.col(name) for name in COLL_WORDS[:7]]
-    heads_ok = pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i < 7]).fill_null(False)
-    c = c.select(
-        pl.exclude(*COLL_WORDS[:7], "_tail", "_tail_ok", "fid"),
-        w[0].str.strip_suffix(":").alias("opname"),
-        w[2].alias("opcount"),
-        "fid",
-        (heads_ok & pl.col("_tail_ok")).alias("_usual"),
+    layout (:func:`_coll_by_regex`). ``scanned``: the messages scanned (:func:`~di.convert.logs.nccl_scan.
+    scan_messages`), ``c``'s at ``rows``, where known."""
+    msg = c.get_column("msg")
+    if scanned is None or rows is None:
+        scanned, rows = scan_messages(msg), np.arange(c.height)
+    # the words at the first seven spaces (what a split in eight at single spaces gives; null past the last): the
+    # name (a few distinct ones) and the words past the buffers (count, datatype, op, root, comm, stream: a few
+    # distinct tails) are cut and read once per distinct bytes (:func:`~di.convert.logs.nccl_scan.span_ids`), which
+    # the lines point at; the opCount is cut per line
+    at = scanned.offsets[rows]
+    end = scanned.offsets[rows + 1]
+    spaces = scanned.spaces[rows]
+    n = (spaces >= 0).sum(axis=1)
+    name_id, name_first = span_ids(scanned.data, at, np.where(n >= 1, at + spaces[:, 0], end))
+    has_tail = n >= WORD_SPACES
+    tail_id, tail_first = span_ids(scanned.data, (at + spaces[:, WORD_SPACES - 1] + 1)[has_tail], end[has_tail])
+    tail_rows = np.flatnonzero(has_tail)[tail_first]
+    b = pl.col("b")
+    names = (
+        pl.DataFrame([msg.gather(name_first).cast(pl.Binary).alias("b"), pl.Series("n", (spaces[name_first, 0]))])
+        .select(pl.when(pl.col("n") >= 0).then(b.bin.slice(0, pl.col("n"))).otherwise(b).cast(pl.String))
+        .to_series()
+        .str.strip_suffix(":")
+    )
+    tails = pl.DataFrame(
+        [msg.gather(tail_rows).cast(pl.Binary).alias("b"), pl.Series("t", spaces[tail_rows, WORD_SPACES - 1] + 1)]
+    ).select(b.bin.slice(pl.col("t")).cast(pl.String).alias("_tail"))
+    fid = np.full(c.height, tails.height, dtype=np.uint32)  # a line without a tail: the null tail's row, last
+    fid[has_tail] = tail_id
+    if not has_tail.all():
+        tails = pl.concat([tails, pl.DataFrame({"_tail": [None]}, schema={"_tail": pl.String})])
+    tails = _coll_tail_fields(tails).with_row_index("fid")
+    size = end - at
+    cut = pl.DataFrame(
+        [
+            msg.cast(pl.Binary).alias("b"),
+            pl.Series("count_at", spaces[:, 1] + 1),
+            pl.Series("count_len", np.where(n >= 3, spaces[:, 2], size) - spaces[:, 1] - 1),
+        ]
+    )
+    opcount = cut.select(pl.when(pl.lit(pl.Series(n >= 2))).then(b.bin.slice("count_at", "count_len").cast(pl.String)))
+    fid = pl.Series("fid", fid)
+    usual = pl.Series((scanned.kinds[rows] & KIND_COLL_HEAD) != 0) & tails.get_column("_tail_ok").gather(fid)
+    c = c.hstack(
+        [names.gather(name_id).alias("opname"), opcount.to_series().alias("opcount"), fid, usual.alias("_usual")]
     )
     fields = tails[list(COLL_FIELDS_OUT)]
     usual = c.get_column("_usual")
@@ -532,7 +572,7 @@ def _collectives(p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame, comms: pl
     rows, at = _picked(p, pick, "line", "hid")
     n_lines = rows.height
     # each distinct COLL message is read once: its name, opCount and the row of its other fields
-    words, fields = _coll_by_tokens(msgs.text.filter(pick).to_frame())
+    words, fields = _coll_by_tokens(msgs.text.filter(pick).to_frame(), msgs.scanned, pick.arg_true().to_numpy())
     # a line without its name, count or datatype is dropped, counted with those of an unknown layout
     fields_ok = fields.select(pl.all_horizontal(pl.col("count", "dt", "comm").is_not_null())).to_series()
     ok = words.get_column("opname").is_not_null() & fields_ok[words.get_column("fid")]
