@@ -226,12 +226,22 @@ def first_spans(data, starts, ends, ids, firsts):
     return count
 
 
+def _read_only(data: np.ndarray) -> np.ndarray:
+    """``data`` read-only (a view where it is not), as polars gives its buffers: the kernels get one type of buffer,
+    so one specialisation each."""
+    if not data.flags.writeable:
+        return data
+    view = data.view()
+    view.flags.writeable = False
+    return view
+
+
 def span_ids(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`first_spans` of the spans ``data[starts[e]:ends[e]]`` (``data`` with :data:`PAD_BYTES` past the last):
     each span's id and, per id, its first span (uint32 both)."""
     ids = np.empty(starts.size, dtype=np.uint32)
     firsts = np.empty(starts.size, dtype=np.uint32)
-    count = first_spans(data, starts.astype(np.int64), ends.astype(np.int64), ids, firsts)
+    count = first_spans(_read_only(data), starts.astype(np.int64), ends.astype(np.int64), ids, firsts)
     return ids, firsts[:count]
 
 
@@ -267,5 +277,6 @@ def scan_messages(messages: pl.Series) -> ScannedMessages:
     np.cumsum(messages.str.len_bytes().to_numpy(), out=offsets[1:])
     kinds = np.empty(n, dtype=np.uint8)
     spaces = np.empty((n, WORD_SPACES), dtype=np.int64)
+    data = _read_only(data)
     message_kinds(data, offsets, kinds, spaces)
     return ScannedMessages(data, offsets, kinds, spaces)
