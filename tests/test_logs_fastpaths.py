@@ -455,8 +455,7 @@ def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
     """NCCL's per-kind searches and regexes, run once per distinct message and gathered back, find what they find
     line by line."""
     p, msgs = nccl._message_ids(nccl._prefixed(read_lines(path).lines)[0])
-    text = msgs.text
-    assert text.n_unique() == text.len() and text.gather(p.get_column("mid")).equals(p.get_column("msg"))
+    assert msgs.n_unique() == msgs.len() and msgs.gather(p.get_column("mid")).equals(p.get_column("msg"))
     for which, pattern, required in NCCL_KINDS.values():
         per_line = (
             p.filter(which)
@@ -464,7 +463,7 @@ def test_real_logs_nccl_matching_by_distinct_is_per_line(path: Path) -> None:
             .unnest("g")
             .drop_nulls(required)
         )
-        pick = text.to_frame().select(which).to_series()
+        pick = msgs.to_frame().select(which).to_series()
         assert nccl._matching(p, msgs, pick, pattern, required).equals(per_line)
 
 

@@ -371,22 +371,8 @@ def test_a_head_whose_numbers_overflow_is_no_nccl_head_and_its_line_is_counted(t
 
 
 def _line_messages(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    """Every line its own message (what :func:`nccl._message_ids` gives where no two messages are equal), its kind
-    found by a polars search per literal and a split at single spaces."""
-    import dataclasses
-
-    from di.convert.logs import nccl
-    from di.convert.logs.nccl_scan import COLL_HEAD_WORDS, KIND_COLL_HEAD, KIND_LITERALS, KIND_TOPOLOGY, scan_messages
-
-    msg = p.get_column("msg")
-    words = msg.str.split(" ")
-    head = pl.all_horizontal(words.list.get(i, null_on_oob=True) == w for i, w in COLL_HEAD_WORDS.items())
-    kind = pl.select(head.fill_null(False)).to_series().cast(pl.UInt8) * KIND_COLL_HEAD
-    for bit, literal in enumerate(KIND_LITERALS):
-        kind = kind | msg.str.contains(literal, literal=True).cast(pl.UInt8) * (1 << bit)
-    kind = kind | msg.str.contains("^(?:Channel |Ring |Tree)").cast(pl.UInt8) * KIND_TOPOLOGY
-    mids = pl.int_range(p.height, dtype=pl.UInt32, eager=True).alias("mid")
-    return p.hstack([mids]), nccl.Messages(msg, dataclasses.replace(scan_messages(msg), kinds=kind.to_numpy()))
+    """Every line its own message (what :func:`nccl._message_ids` gives where no two messages are equal)."""
+    return p.hstack([pl.int_range(p.height, dtype=pl.UInt32, eager=True).alias("mid")]), p.get_column("msg")
 
 
 REPEATED = NEW + NEW.replace("opCount 0", "opCount 1") + NEW * 3
@@ -420,7 +406,7 @@ def test_messages_parsed_once_per_distinct_message_give_what_each_line_gives(
         path = need(source)
     lines = read_lines(path).lines
     p, msgs = nccl._message_ids(nccl._prefixed(lines)[0])
-    assert msgs.text.len() < p.height, "the log repeats messages"
+    assert msgs.len() < p.height, "the log repeats messages"
     # a real log alone has about half its lines distinct: each is cut on its own
     assert ("lid" in p.columns) == (source == "repeated" or source.startswith("thrice:"))
     if "lid" in p.columns:
@@ -474,97 +460,40 @@ def test_version_lines_searched_in_messages_are_those_of_the_whole_lines(source:
         assert got.get_column("1").to_list()[2:4] == ["9.9.9", "9.9.9"]
 
 
-KIND_EDGES = [
-    "",
-    ":",
-    "Tree",
-    "Trees [0] 1/-1/-1->0->-1",
-    "Tre",
-    "Ring 00 : 3 -> 0 -> 1",
-    "Ring",
-    "Channel 00/24 : 0 1",
-    "Channel",
-    " Channel 00/24 : 0 1",
-    "AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 comm 0xa1 stream 0x3",
-    "AllReduce:: opCount ",
-    "AllReduce: opCount",
-    ": opCount : opCount ",
-    "AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE",
-    "x Bytes -> Algo",
-    " Bytes -> Algo ",
-    "BBBBBBBB Bytes -> Algo x",
-    "comm 0xa1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
-    "Init",
-    "IInit IIIIIIIIInit ",
-    "NCCL version 2.27.7+cuda12.9",
-    "RCCL version 2.18.3-dev NCCL version 2.1.1",
-    "CCCL version CCL versio",
-    "é:é opCount é Init é CCL version ç",
-    "Channel 00 \u00e9 : opCount Init CCL version  Bytes -> Algo ",
+LINK_MESSAGES = [
+    "Channel 00/0 : 1[1] -> 0[0] via P2P/direct pointer/read",
+    "Channel 01/24 : 0[17000] -> 1[65000] [send] via NET/IB/0/GDRDMA",
+    "Channel 02 : 3[3000] -> 0[0] [receive] via NET/Socket/1 comm 0x55b6aa64a990 nRanks 02",
+    "Channel 03/0 : 0[0] -> 1[1] via P2P/CUMEM comm 0x1 comm 0x2",
+    "Channel 04/0 : 0[0] -> 1[1] via  comm 0x1",
+    "Channel 05/0 : 0[0] -> 1[1] via  comm 0x1 comm 0x2",
+    "Channel 06/0 : 0[0] -> 1[1] via x comm 0x",
+    "Channel 07/0 : 0[0] -> 1[1] via  comm 0",
+    "Channel 08/0 : 0[0] -> 1[1] via ",
+    "Channel 09/0 : 0[0] -> 1[1] [sent] via SHM/direct/direct",
+    "Channel 10/0 : 0[0] ->  1[1] via SHM",
+    "Channel 11/0 : 99999999999999999999999[0] -> 1[1] via SHM",
 ]
-"""Messages with each literal at the start, the end, cut short, doubled, after repeated anchor bytes and among
-non-ASCII characters."""
+"""Link lines: with and without ``/nchannels`` and a direction, the ``via`` followed by ``comm 0x`` once, twice, at
+its first character, cut short, empty, and lines a link's regex does not match."""
 
 
-@pytest.mark.parametrize("source", ["edges", "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"])
-def test_message_kinds_are_what_a_search_per_literal_finds(source: str) -> None:
-    """:func:`~di.convert.logs.nccl_scan.scan_messages` (one numba pass) sets each literal's bit where a polars search
-    of that literal finds it, the topology bit where the anchored regex of the topology lines matches, the COLL head
-    bit where a split at single spaces has a COLL line's words, and gives the offsets of the first spaces."""
-    from di.convert.logs.nccl_scan import (
-        COLL_HEAD_WORDS,
-        KIND_COLL_HEAD,
-        KIND_LITERALS,
-        KIND_TOPOLOGY,
-        WORD_SPACES,
-        scan_messages,
-    )
-    from di.convert.logs.text import read_lines
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_link_groups_are_the_link_regexs(ascii_only: bool) -> None:
+    """:func:`nccl._link_groups` (the one-pass ASCII regex and the ``via`` cut after it, or :data:`nccl.LINK_RE`
+    where a message is not ASCII) gives :data:`nccl.LINK_RE`'s groups."""
+    from di.convert.logs import nccl
 
-    if source == "edges":
-        msgs = pl.Series(KIND_EDGES)
-    else:
-        msgs = read_lines(need(source)).lines.get_column("text").str.splitn(" NCCL INFO ", 2).struct.field("field_1")
-        msgs = msgs.drop_nulls()
-    scanned = scan_messages(msgs)
-    kinds = pl.Series(scanned.kinds)
-    for bit, literal in enumerate(KIND_LITERALS):
-        want = msgs.str.contains(literal, literal=True)
-        assert ((kinds & (1 << bit)) != 0).equals(want, check_names=False), literal
-        assert want.any()
-    want = msgs.str.contains("^(?:Channel |Ring |Tree)")
-    assert ((kinds & KIND_TOPOLOGY) != 0).equals(want, check_names=False) and want.any()
-    words = msgs.str.split(" ")
-    want = pl.select(
-        pl.all_horizontal(words.list.get(i, null_on_oob=True) == w for i, w in COLL_HEAD_WORDS.items()).fill_null(False)
-    ).to_series()
-    assert ((kinds & KIND_COLL_HEAD) != 0).equals(want, check_names=False) and want.any()
-    assert (kinds < 2 * KIND_COLL_HEAD).all()
-    # the byte offsets of the first spaces, -1 past the last
-    ends = [[i for i, byte in enumerate(m.encode()) if byte == 32][:WORD_SPACES] for m in msgs.to_list()]
-    assert [[x for x in row if x >= 0] for row in scanned.spaces.tolist()] == ends
-    assert all(row[len(e) :] == [-1] * (WORD_SPACES - len(e)) for row, e in zip(scanned.spaces.tolist(), ends))
-
-
-@pytest.mark.parametrize("case", ["few", "many", "wide", "empty", "nccl"])
-def test_dense_ids_by_numba_are_polars(case: str) -> None:
-    """:func:`~di.convert.logs.nccl_scan.dense_ids` (a growing open-addressing table) numbers codes as
-    :func:`di.convert.logs.text.dense_ids` (a polars join) does: ids in order of first row, first rows ascending."""
-    import numpy as np
-
-    from di.convert.logs import nccl_scan, text
-
-    rng = np.random.default_rng(7)
-    if case == "nccl":
-        path = need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log")
-        codes = text.read_lines(path).lines.get_column("text").hash()
-    else:
-        codes = {
-            "few": pl.Series(rng.integers(0, 3, 1000, dtype=np.uint64)),
-            "many": pl.Series(rng.integers(0, 50_000, 200_000, dtype=np.uint64)),  # the table grows several times
-            "wide": pl.Series(rng.integers(0, 2**64 - 1, 5000, dtype=np.uint64, endpoint=True)),
-            "empty": pl.Series([], dtype=pl.UInt64),
-        }[case]
-    got, want = nccl_scan.dense_ids(codes), text.dense_ids(codes)
-    assert got[0].equals(want[0], check_names=False) and got[1].equals(want[1], check_names=False)
-    assert got[0].dtype == want[0].dtype and got[1].dtype == want[1].dtype
+    msgs = LINK_MESSAGES if ascii_only else [*LINK_MESSAGES, "Channel 12/0 : 0[0] -> 1[1] via P2P é comm 0x1"]
+    links = pl.DataFrame({"mid": range(len(msgs)), "msg": msgs})
+    want = links.select("mid", pl.col("msg").str.extract_groups(nccl.LINK_RE).alias("g")).unnest("g")
+    got = nccl._link_groups(links)
+    assert got.equals(want)
+    assert got.get_column("via").to_list()[2:8] == [
+        "NET/Socket/1",
+        "P2P/CUMEM",
+        " comm 0x1",
+        " comm 0x1",
+        "x",
+        " comm 0",
+    ]

@@ -33,24 +33,12 @@ one second 1 ns apart in line order); else the line number in ns (``relative``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.nccl_scan import (
-    KIND_COLL_HEAD,
-    KIND_LITERALS,
-    KIND_TOPOLOGY,
-    WORD_SPACES,
-    ScannedMessages,
-    dense_ids,
-    scan_messages,
-    span_ids,
-)
-from di.convert.logs.text import distinct_ids_by_join
+from di.convert.logs.text import all_ascii, dense_ids, distinct_ids
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -81,6 +69,14 @@ LINK_RE = (
     r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
     r"(?: \[(?P<direction>send|receive)\])? via (?P<via>.+?)(?: comm 0x.*)?$"
 )
+LINK_ASCII_RE = (
+    r"^Channel (?P<channel>[0-9]+)(?:/[0-9]+)? : (?P<src>[0-9]+)\[[0-9a-fA-Fx]+\] -> (?P<dst>[0-9]+)\[[0-9a-fA-Fx]+\]"
+    r" (?:\[(?P<direction>send|receive)\] )?via (?P<via>.+)$"
+)
+"""What :data:`LINK_RE` matches in ASCII text, its ``via`` to the line's end (:func:`_link_groups` cuts it): a regex
+the one-pass engine captures with, about half the CPU of the backtracking one :data:`LINK_RE` needs."""
+LINK_VIA_END = " comm 0x"
+"""Where :data:`LINK_RE`'s ``via`` ends: the first of these past its first character, else the line's end."""
 RING_RE = r"^Channel (?P<channel>\d+)/(?P<nchannels>\d+) :(?P<order>(?:\s+\d+)+)\s*$"
 RING_HOP_RE = r"^Ring (?P<channel>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<next>-?\d+)"
 TREE_ONE_RE = r"^Tree (?P<channel>\d+) : (?P<parent>-?\d+) -> (?P<me>\d+) -> (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)"
@@ -168,23 +164,6 @@ KEY_BYTES = len(" NCCL ") + len("ABORT")
 
 TRACK = pl.format("NCCL {}:{} dev {}", "host", "pid", "dev")
 """An NCCL event's track: its process and (the communicator's) device."""
-
-
-@dataclass(frozen=True)
-class Messages:
-    """The distinct messages of the NCCL lines (``text``, row ``mid``), their bytes, kinds and first spaces
-    (:func:`~di.convert.logs.nccl_scan.scan_messages`: one pass over their bytes, not one search per literal)."""
-
-    text: pl.Series
-    scanned: ScannedMessages
-
-    def holding(self, literal: str) -> pl.Series:
-        """Whether each message holds ``literal`` (one of :data:`~di.convert.logs.nccl_scan.KIND_LITERALS`)."""
-        return pl.Series((self.scanned.kinds & (1 << KIND_LITERALS.index(literal))) != 0)
-
-    def topology(self) -> pl.Series:
-        """Whether each message starts with ``Channel ``, ``Ring `` or ``Tree``."""
-        return pl.Series((self.scanned.kinds & KIND_TOPOLOGY) != 0)
 
 
 HEAD_COLUMNS = ("level", "host", "pid", "tid", "dev", "ts_ns", "ms_ns")
@@ -282,16 +261,6 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return p, heads.drop("kid")
 
 
-def distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """What :func:`di.convert.logs.text.distinct_ids` gives (each row's value id, in order of first row, and per id
-    its first row), numbered by :func:`~di.convert.logs.nccl_scan.dense_ids`: one hash per row, the ids checked
-    against the values (values that share a hash are told apart by a join instead)."""
-    ids, firsts = dense_ids(values.hash())
-    if values[firsts[ids]].eq_missing(values).all():
-        return ids, firsts
-    return distinct_ids_by_join(values)
-
-
 REPEATED_LINES = 0.3
 """Lines are read once per distinct text where at most this share of a sample of the NCCL lines is distinct."""
 REPEAT_SAMPLE = 16384
@@ -299,7 +268,7 @@ REPEAT_SAMPLE = 16384
 
 
 def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
-    """Each line's text id (``lid``, :func:`~di.convert.logs.nccl_scan.dense_ids`) and the first line of each, where the lines repeat
+    """Each line's text id (``lid``, :func:`~di.convert.logs.text.dense_ids`) and the first line of each, where the lines repeat
     (:data:`REPEATED_LINES`); None where they do not, or two texts share a hash (then each line is read on its
     own)."""
     if not text.len():
@@ -314,7 +283,7 @@ def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
 
 
 def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
-    """:func:`~di.convert.logs.nccl_scan.dense_ids` of the rows' tuples of ids (each column's ids below its bound), packed in one u64; where
+    """:func:`~di.convert.logs.text.dense_ids` of the rows' tuples of ids (each column's ids below its bound), packed in one u64; where
     the next column would overflow it, the tuples so far are ranked to dense ids first."""
     code, span = None, 1
     for ids, bound in columns:
@@ -326,7 +295,7 @@ def _tuple_ids(*columns: tuple[pl.Series, int]) -> tuple[pl.Series, pl.Series]:
     return dense_ids(code)
 
 
-def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, Messages]:
+def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     """``p`` (:func:`_prefixed`'s lines) with ``mid``, the id of its message, and the distinct messages (row ``mid``).
 
     Messages repeat (each rank prints the same topology and TUNING lines; a COLL line repeats its call's words where
@@ -350,33 +319,37 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, Messages]:
         order = firsts.arg_sort()
         renumber = pl.zeros(len(order), pl.UInt32, eager=True).scatter(order, pl.int_range(len(order), eager=True))
         ids, firsts = renumber[ids], firsts[order]
-    msgs = msg[firsts]
-    return p.hstack([ids.rename("mid")]), Messages(msgs, scan_messages(msgs))
+    return p.hstack([ids.rename("mid")]), msg[firsts]
+
+
+def _gathered(flags: pl.Series, at: pl.Series) -> pl.Series:
+    """``flags[at]`` (Boolean, no null): gathered as bytes, about a third of the CPU of a gather of bits."""
+    return flags.cast(pl.UInt8).gather(at) != 0
 
 
 def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFrame, pl.Series]:
     """The lines of ``p`` (with ``mid``; only its ``columns`` and ``mid`` where given) whose distinct message ``pick``
     (one bool per message) picks, and for each the row of its message among the picked ones (``msgs.filter(pick)``)."""
     mid = p.get_column("mid")
-    rows = (p[[*columns, "mid"]] if columns else p).filter(pick[mid])
+    rows = (p[[*columns, "mid"]] if columns else p).filter(_gathered(pick, mid))
     slot = pick.cast(pl.UInt32).cum_sum() - 1  # a picked message's row among the picked ones
     return rows, slot[rows.get_column("mid")]
 
 
-def _matching(p: pl.DataFrame, msgs: Messages, pick: pl.Series, pattern: str, required: str) -> pl.DataFrame:
+def _matching(p: pl.DataFrame, msgs: pl.Series, pick: pl.Series, pattern: str, required: str) -> pl.DataFrame:
     """The lines whose message ``pick`` picks (see :func:`_picked`), with ``pattern``'s named groups as columns; those
     where ``required`` did not match dropped. The regex runs once per distinct message."""
     rows, at = _picked(p, pick)
-    groups = msgs.text.filter(pick).str.extract_groups(pattern).struct.unnest()
+    groups = msgs.filter(pick).str.extract_groups(pattern).struct.unnest()
     return rows.hstack([col[at] for col in groups.iter_columns()]).drop_nulls(required)
 
 
 def _comms(
-    p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]
+    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]
 ) -> pl.DataFrame:
     """One row per communicator init line (the last state of each (host, pid, comm)); an init line whose rank,
     nranks or cudaDev is beyond int64 is counted in ``dropped`` and left out."""
-    init = _matching(p, msgs, msgs.holding("Init "), INIT_RE, "comm")
+    init = _matching(p, msgs, msgs.str.contains("Init ", literal=True), INIT_RE, "comm")
     numbers = ("crank", "nranks", "cudadev")
     init = _with_heads(init, heads, "gpu")
     fits = pl.all_horizontal(
@@ -453,57 +426,26 @@ COLL_FIELDS_OUT = ("count", "dt", "redop", "root", "comm", "nranks", "stream")
 """The fields of a COLL line past its name and opCount, one row per ``fid`` (see :func:`_coll_by_tokens`)."""
 
 
-def _coll_by_tokens(
-    c: pl.DataFrame, scanned: ScannedMessages | None = None, rows: np.ndarray | None = None
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """COLL lines (``msg``, in line order) with ``opname``, ``opcount`` and ``fid``, the row of their other fields in
     the second table (:data:`COLL_FIELDS_OUT`): one row per distinct tail of the usual layout (words
     :data:`COLL_WORDS` at single spaces; several times cheaper than regex captures), and one per line of another
-    layout (:func:`_coll_by_regex`). ``scanned``: the messages scanned (:func:`~di.convert.logs.nccl_scan.
-    scan_messages`), ``c``'s at ``rows``, where known."""
-    msg = c.get_column("msg")
-    if scanned is None or rows is None:
-        scanned, rows = scan_messages(msg), np.arange(c.height)
-    # the words at the first seven spaces (what a split in eight at single spaces gives; null past the last): the
-    # name (a few distinct ones) and the words past the buffers (count, datatype, op, root, comm, stream: a few
-    # distinct tails) are cut and read once per distinct bytes (:func:`~di.convert.logs.nccl_scan.span_ids`), which
-    # the lines point at; the opCount is cut per line
-    at = scanned.offsets[rows]
-    end = scanned.offsets[rows + 1]
-    spaces = scanned.spaces[rows]
-    n = (spaces >= 0).sum(axis=1)
-    name_id, name_first = span_ids(scanned.data, at, np.where(n >= 1, at + spaces[:, 0], end))
-    has_tail = n >= WORD_SPACES
-    tail_id, tail_first = span_ids(scanned.data, (at + spaces[:, WORD_SPACES - 1] + 1)[has_tail], end[has_tail])
-    tail_rows = np.flatnonzero(has_tail)[tail_first]
-    b = pl.col("b")
-    names = (
-        pl.DataFrame([msg.gather(name_first).cast(pl.Binary).alias("b"), pl.Series("n", (spaces[name_first, 0]))])
-        .select(pl.when(pl.col("n") >= 0).then(b.bin.slice(0, pl.col("n"))).otherwise(b).cast(pl.String))
-        .to_series()
-        .str.strip_suffix(":")
-    )
-    tails = pl.DataFrame(
-        [msg.gather(tail_rows).cast(pl.Binary).alias("b"), pl.Series("t", spaces[tail_rows, WORD_SPACES - 1] + 1)]
-    ).select(b.bin.slice(pl.col("t")).cast(pl.String).alias("_tail"))
-    fid = np.full(c.height, tails.height, dtype=np.uint32)  # a line without a tail: the null tail's row, last
-    fid[has_tail] = tail_id
-    if not has_tail.all():
-        tails = pl.concat([tails, pl.DataFrame({"_tail": [None]}, schema={"_tail": pl.String})])
-    tails = _coll_tail_fields(tails).with_row_index("fid")
-    size = end - at
-    cut = pl.DataFrame(
-        [
-            msg.cast(pl.Binary).alias("b"),
-            pl.Series("count_at", spaces[:, 1] + 1),
-            pl.Series("count_len", np.where(n >= 3, spaces[:, 2], size) - spaces[:, 1] - 1),
-        ]
-    )
-    opcount = cut.select(pl.when(pl.lit(pl.Series(n >= 2))).then(b.bin.slice("count_at", "count_len").cast(pl.String)))
-    fid = pl.Series("fid", fid)
-    usual = pl.Series((scanned.kinds[rows] & KIND_COLL_HEAD) != 0) & tails.get_column("_tail_ok").gather(fid)
-    c = c.hstack(
-        [names.gather(name_id).alias("opname"), opcount.to_series().alias("opcount"), fid, usual.alias("_usual")]
+    layout (:func:`_coll_by_regex`)."""
+    # the words as columns at once (one struct; a lookup per word costs more). The seven words up to ``count`` (name,
+    # opCount and buffers: new on each call) are split per line, the rest (count, datatype, op, root, comm, stream:
+    # a few distinct tails) and their fields once per distinct tail, which the lines point at by ``fid``
+    head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
+    c = c.with_columns(head).unnest("_h")
+    tails = _coll_tail_fields(c.select(pl.col("_tail").unique())).with_row_index("fid")
+    c = c.join(tails[["_tail", "fid", "_tail_ok"]], on="_tail", how="left", maintain_order="left", nulls_equal=True)
+    w = [pl.col(name) for name in COLL_WORDS[:7]]
+    heads_ok = pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i < 7]).fill_null(False)
+    c = c.select(
+        pl.exclude(*COLL_WORDS[:7], "_tail", "_tail_ok", "fid"),
+        w[0].str.strip_suffix(":").alias("opname"),
+        w[2].alias("opcount"),
+        "fid",
+        (heads_ok & pl.col("_tail_ok")).alias("_usual"),
     )
     fields = tails[list(COLL_FIELDS_OUT)]
     usual = c.get_column("_usual")
@@ -532,15 +474,15 @@ JSON_ESCAPED = r'[\x00-\x1f"\\]'
 """Characters a JSON string escapes (polars' ``json_encode`` escapes these and no others)."""
 
 
-def _tunings(p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+def _tunings(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     """For each COLL line of ``c`` (in line order, with ``thread``), the row of its TUNING line's (algo, proto) in
     the second table (null where none). A TUNING line belongs to the last COLL line before it on its thread; a COLL
     line takes the first TUNING line that belongs to it."""
     none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
-    pick = msgs.holding(" Bytes -> Algo ")
+    pick = msgs.str.contains(" Bytes -> Algo ", literal=True)
     rows, at = _picked(p, pick, "line", "hid")
     # the regex runs once per distinct message (one per collective size); a message it does not match is no TUNING line
-    algos = msgs.text.filter(pick).str.extract_groups(TUNE_RE).struct.unnest()
+    algos = msgs.filter(pick).str.extract_groups(TUNE_RE).struct.unnest()
     matched = algos.get_column("algo").is_not_null()
     tune = (matched.cast(pl.UInt32).cum_sum() - 1)[at]  # the message's row among the matched ones
     algos = algos.filter(matched)[["algo", "proto"]]
@@ -565,14 +507,16 @@ def _tunings(p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame, c: pl.DataFra
     return none.scatter(t.get_column("row"), t.get_column("tune")), algos
 
 
-def _collectives(p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def _collectives(
+    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, comms: pl.DataFrame
+) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``."""
-    pick = msgs.holding(": opCount ")
+    pick = msgs.str.contains(": opCount ", literal=True)
     rows, at = _picked(p, pick, "line", "hid")
     n_lines = rows.height
     # each distinct COLL message is read once: its name, opCount and the row of its other fields
-    words, fields = _coll_by_tokens(msgs.text.filter(pick).to_frame(), msgs.scanned, pick.arg_true().to_numpy())
+    words, fields = _coll_by_tokens(msgs.filter(pick).to_frame())
     # a line without its name, count or datatype is dropped, counted with those of an unknown layout
     fields_ok = fields.select(pl.all_horizontal(pl.col("count", "dt", "comm").is_not_null())).to_series()
     ok = words.get_column("opname").is_not_null() & fields_ok[words.get_column("fid")]
@@ -719,12 +663,27 @@ def _topology_kinds(p: pl.DataFrame) -> dict[str, pl.DataFrame]:
         which = msg.str.starts_with(start)
         if holds is not None:
             which = which & msg.str.contains(holds, literal=True)
+        of_kind = distinct.filter(which)
         groups = (
-            distinct.filter(which).select("mid", msg.str.extract_groups(rx).alias("g")).unnest("g").drop_nulls(required)
-        )
-        kinds[kind] = p.select("comm_key", "line", "mid").join(groups, on="mid", how="inner", maintain_order="left")
-        kinds[kind] = kinds[kind].drop("mid")
+            _link_groups(of_kind)
+            if kind == "link"
+            else of_kind.select("mid", msg.str.extract_groups(rx).alias("g")).unnest("g")
+        ).drop_nulls(required)
+        rows = p.select("comm_key", "line", "mid").join(groups, on="mid", how="inner", maintain_order="left")
+        kinds[kind] = rows.drop("mid")
     return kinds
+
+
+def _link_groups(links: pl.DataFrame) -> pl.DataFrame:
+    """``mid`` and :data:`LINK_RE`'s groups of the messages ``links`` (``mid``, ``msg``): by :data:`LINK_ASCII_RE`
+    where every message is ASCII (``\\d`` and ``[0-9]`` then match alike), its ``via`` cut before the first
+    :data:`LINK_VIA_END` past its first character (where :data:`LINK_RE`'s lazy ``via`` stops)."""
+    if not all_ascii(links.get_column("msg")):
+        return links.select("mid", pl.col("msg").str.extract_groups(LINK_RE).alias("g")).unnest("g")
+    groups = links.select("mid", pl.col("msg").str.extract_groups(LINK_ASCII_RE).alias("g")).unnest("g")
+    via = pl.col("via")
+    end = via.str.slice(1).str.find(LINK_VIA_END, literal=True)  # a byte offset: a character one in ASCII
+    return groups.with_columns(pl.when(end.is_null()).then(via).otherwise(via.str.head(end + 1)))
 
 
 TOPOLOGY_DROPPED = "topology edges with a number beyond int64"
@@ -840,11 +799,11 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -
     return links.unique(maintain_order=True), nch
 
 
-def _instants(p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame) -> pl.DataFrame:
+def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
     """``NCCL WARN`` lines and errors as instant events (``heads`` with their ``rank``)."""
     warned = heads.get_column("level") == "WARN"  # per head (row hid), and per distinct message: one search each
-    errors = msgs.text.str.contains(ERROR_RE)
-    warn = p.filter(warned[p.get_column("hid")] | errors[p.get_column("mid")])
+    errors = msgs.str.contains(ERROR_RE)
+    warn = p.filter(_gathered(warned, p.get_column("hid")) | _gathered(errors, p.get_column("mid")))
     warn = _with_heads(warn, heads, "rank")
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
@@ -854,13 +813,13 @@ def _instants(p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame) -> pl.DataFr
     )
 
 
-def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: Messages, heads: pl.DataFrame) -> pl.DataFrame:
+def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
     """The lines :data:`VERSION_RE` matches (``line``, its groups ``1`` and ``2``), in line order.
 
     An NCCL line whose head holds no ``CCL version `` is searched in its message, once per distinct message: there
     the match is the line's (none can span the ``NCCL LEVEL`` between, which holds no ``CCL version`` and ends in
     whitespace, or begin in a head, which ends in ``]`` or a digit). The other lines are searched whole."""
-    dirty = heads.get_column("head_version")[p.get_column("hid")]
+    dirty = _gathered(heads.get_column("head_version"), p.get_column("hid"))
     if dirty.any():
         p = p.filter(~dirty)
     in_messages = pl.zeros(lines.height, pl.Boolean, eager=True).scatter(p.get_column("line"), True)
@@ -871,9 +830,9 @@ def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: Messages, heads: 
         .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
         .unnest("g")
     )
-    pick = msgs.holding("CCL version ")
+    pick = msgs.str.contains("CCL version ", literal=True)
     rows, at = _picked(p, pick, "line")
-    groups = msgs.text.filter(pick).str.extract_groups(VERSION_RE).struct.unnest()
+    groups = msgs.filter(pick).str.extract_groups(VERSION_RE).struct.unnest()
     in_msg = rows.select("line").hstack([col[at] for col in groups.iter_columns()])
     ver = pl.concat([whole, in_msg]) if in_msg.height else whole
     if whole.height and in_msg.height:
@@ -944,7 +903,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         else pl.concat([coll.get_column("track"), inits.select(TRACK).to_series(), inst.select(TRACK).to_series()])
     )
     ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
-    topo, _ = _picked(p, msgs.topology(), "line", "hid", "msg")
+    topo, _ = _picked(p, msgs.str.contains("^(?:Channel |Ring |Tree)"), "line", "hid", "msg")  # one anchored search
     topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
     topology: dict[str, int] = {}  # listed after the COLL lines' reason
     links, nch = _comm_links(topo, comms, topology)
