@@ -458,3 +458,42 @@ def test_version_lines_searched_in_messages_are_those_of_the_whole_lines(source:
     if source == "hand-built":
         assert got.get_column("line").to_list() == [0, 1, 2, 3, 4, 6, 7, 8]
         assert got.get_column("1").to_list()[2:4] == ["9.9.9", "9.9.9"]
+
+
+LINK_MESSAGES = [
+    "Channel 00/0 : 1[1] -> 0[0] via P2P/direct pointer/read",
+    "Channel 01/24 : 0[17000] -> 1[65000] [send] via NET/IB/0/GDRDMA",
+    "Channel 02 : 3[3000] -> 0[0] [receive] via NET/Socket/1 comm 0x55b6aa64a990 nRanks 02",
+    "Channel 03/0 : 0[0] -> 1[1] via P2P/CUMEM comm 0x1 comm 0x2",
+    "Channel 04/0 : 0[0] -> 1[1] via  comm 0x1",
+    "Channel 05/0 : 0[0] -> 1[1] via  comm 0x1 comm 0x2",
+    "Channel 06/0 : 0[0] -> 1[1] via x comm 0x",
+    "Channel 07/0 : 0[0] -> 1[1] via  comm 0",
+    "Channel 08/0 : 0[0] -> 1[1] via ",
+    "Channel 09/0 : 0[0] -> 1[1] [sent] via SHM/direct/direct",
+    "Channel 10/0 : 0[0] ->  1[1] via SHM",
+    "Channel 11/0 : 99999999999999999999999[0] -> 1[1] via SHM",
+]
+"""Link lines: with and without ``/nchannels`` and a direction, the ``via`` followed by ``comm 0x`` once, twice, at
+its first character, cut short, empty, and lines a link's regex does not match."""
+
+
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_link_groups_are_the_link_regexs(ascii_only: bool) -> None:
+    """:func:`nccl._link_groups` (the one-pass ASCII regex and the ``via`` cut after it, or :data:`nccl.LINK_RE`
+    where a message is not ASCII) gives :data:`nccl.LINK_RE`'s groups."""
+    from di.convert.logs import nccl
+
+    msgs = LINK_MESSAGES if ascii_only else [*LINK_MESSAGES, "Channel 12/0 : 0[0] -> 1[1] via P2P é comm 0x1"]
+    links = pl.DataFrame({"mid": range(len(msgs)), "msg": msgs})
+    want = links.select("mid", pl.col("msg").str.extract_groups(nccl.LINK_RE).alias("g")).unnest("g")
+    got = nccl._link_groups(links)
+    assert got.equals(want)
+    assert got.get_column("via").to_list()[2:8] == [
+        "NET/Socket/1",
+        "P2P/CUMEM",
+        " comm 0x1",
+        " comm 0x1",
+        "x",
+        " comm 0",
+    ]

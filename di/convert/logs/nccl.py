@@ -33,13 +33,12 @@ one second 1 ns apart in line order); else the line number in ns (``relative``,
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.text import dense_ids, distinct_ids
+from di.convert.logs.text import all_ascii, dense_ids, distinct_ids
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -70,22 +69,27 @@ LINK_RE = (
     r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
     r"(?: \[(?P<direction>send|receive)\])? via (?P<via>.+?)(?: comm 0x.*)?$"
 )
+LINK_ASCII_RE = (
+    r"^Channel (?P<channel>[0-9]+)(?:/[0-9]+)? : (?P<src>[0-9]+)\[[0-9a-fA-Fx]+\] -> (?P<dst>[0-9]+)\[[0-9a-fA-Fx]+\]"
+    r" (?:\[(?P<direction>send|receive)\] )?via (?P<via>.+)$"
+)
+"""What :data:`LINK_RE` matches in ASCII text, its ``via`` to the line's end (:func:`_link_groups` cuts it): a regex
+the one-pass engine captures with, about half the CPU of the backtracking one :data:`LINK_RE` needs."""
+LINK_VIA_END = " comm 0x"
+"""Where :data:`LINK_RE`'s ``via`` ends: the first of these past its first character, else the line's end."""
 RING_RE = r"^Channel (?P<channel>\d+)/(?P<nchannels>\d+) :(?P<order>(?:\s+\d+)+)\s*$"
 RING_HOP_RE = r"^Ring (?P<channel>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<next>-?\d+)"
 TREE_ONE_RE = r"^Tree (?P<channel>\d+) : (?P<parent>-?\d+) -> (?P<me>\d+) -> (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)"
 TREE_RE = r"\[(?P<channel>\d+)\] (?P<c1>-?\d+)/(?P<c2>-?\d+)/(?P<c3>-?\d+)->(?P<me>-?\d+)->(?P<parent>-?\d+)"
 TOPOLOGY = {
-    "link": (LINK_RE, "via"),
-    "ring": (RING_RE, "order"),
-    "hop": (RING_HOP_RE, "me"),
-    "tree": (TREE_ONE_RE, "me"),
+    "link": (LINK_RE, "via", ("Channel ", " via ")),
+    "ring": (RING_RE, "order", ("Channel ", None)),
+    "hop": (RING_HOP_RE, "me", ("Ring ", None)),
+    "tree": (TREE_ONE_RE, "me", ("Tree ", None)),
 }
-"""The anchored topology line kinds: regex and a group every match sets. They exclude each other (each begins with its
-own word, and a link's ranks carry ``[bus]`` where a ring's order has digits only), so one alternation of all four
-(:data:`TOPOLOGY_RE`, groups prefixed by kind) finds in each line what its kind's regex finds."""
-TOPOLOGY_RE = "|".join(
-    "(?:" + re.sub(r"\(\?P<(\w+)>", rf"(?P<{kind}_\1>", rx) + ")" for kind, (rx, _) in TOPOLOGY.items()
-)
+"""The anchored topology line kinds: regex, a group every match sets, and the start and a text every match has (the
+regex runs on the messages that have them only). They exclude each other (each begins with its own word, and a link's
+ranks carry ``[bus]`` where a ring's order has digits only)."""
 VERSION_RE = r"NCCL version (\d+\.\d+\.\d+\S*)|RCCL version (\d+\.\d+\.\d+\S*)"
 ERROR_RE = (
     r"(?i)NCCL error|nccl(?:System|Internal|Remote|InvalidUsage|Unhandled\w*)Error|Watchdog caught collective operation timeout"
@@ -318,11 +322,17 @@ def _message_ids(p: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     return p.hstack([ids.rename("mid")]), msg[firsts]
 
 
+def _gathered(flags: pl.Series, at: pl.Series) -> pl.Series:
+    """``flags[at]`` (Boolean): gathered as bytes, about a third of the CPU of a gather of bits (and by indexing:
+    ``gather`` converts and checks the indices first)."""
+    return flags.cast(pl.UInt8)[at] != 0
+
+
 def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFrame, pl.Series]:
     """The lines of ``p`` (with ``mid``; only its ``columns`` and ``mid`` where given) whose distinct message ``pick``
     (one bool per message) picks, and for each the row of its message among the picked ones (``msgs.filter(pick)``)."""
     mid = p.get_column("mid")
-    rows = (p[[*columns, "mid"]] if columns else p).filter(pick[mid])
+    rows = (p[[*columns, "mid"]] if columns else p).filter(_gathered(pick, mid))
     slot = pick.cast(pl.UInt32).cum_sum() - 1  # a picked message's row among the picked ones
     return rows, slot[rows.get_column("mid")]
 
@@ -643,13 +653,38 @@ def _line_comms(topo: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
     return nxt.select("line", pl.coalesce(pl.col("comm_key"), prv.get_column("comm_key")).alias("comm_key"))
 
 
-def _topology_kind(g: pl.DataFrame, kind: str) -> pl.DataFrame:
-    """The lines of one :data:`TOPOLOGY` kind (``g``: the topology lines with :data:`TOPOLOGY_RE`'s groups), with its
-    groups under their own names."""
-    prefix = f"{kind}_"
-    return g.filter(pl.col(prefix + TOPOLOGY[kind][1]).is_not_null()).select(
-        "comm_key", "line", *(pl.col(c).alias(c.removeprefix(prefix)) for c in g.columns if c.startswith(prefix))
-    )
+def _topology_kinds(p: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """The lines of each :data:`TOPOLOGY` kind (``p``: the topology lines, with ``comm_key``, ``line``, ``mid`` and
+    ``msg``), in ``p``'s order: ``comm_key``, ``line`` and the kind's groups. Each kind's regex runs once per distinct
+    message of that kind's start and text."""
+    distinct = p.select("mid", "msg").unique("mid", keep="first", maintain_order=True)
+    msg = pl.col("msg")
+    kinds = {}
+    for kind, (rx, required, (start, holds)) in TOPOLOGY.items():
+        which = msg.str.starts_with(start)
+        if holds is not None:
+            which = which & msg.str.contains(holds, literal=True)
+        of_kind = distinct.filter(which)
+        groups = (
+            _link_groups(of_kind)
+            if kind == "link"
+            else of_kind.select("mid", msg.str.extract_groups(rx).alias("g")).unnest("g")
+        ).drop_nulls(required)
+        rows = p.select("comm_key", "line", "mid").join(groups, on="mid", how="inner", maintain_order="left")
+        kinds[kind] = rows.drop("mid")
+    return kinds
+
+
+def _link_groups(links: pl.DataFrame) -> pl.DataFrame:
+    """``mid`` and :data:`LINK_RE`'s groups of the messages ``links`` (``mid``, ``msg``): by :data:`LINK_ASCII_RE`
+    where every message is ASCII (``\\d`` and ``[0-9]`` then match alike), its ``via`` cut before the first
+    :data:`LINK_VIA_END` past its first character (where :data:`LINK_RE`'s lazy ``via`` stops)."""
+    if not all_ascii(links.get_column("msg")):
+        return links.select("mid", pl.col("msg").str.extract_groups(LINK_RE).alias("g")).unnest("g")
+    groups = links.select("mid", pl.col("msg").str.extract_groups(LINK_ASCII_RE).alias("g")).unnest("g")
+    via = pl.col("via")
+    end = via.str.slice(1).str.find(LINK_VIA_END, literal=True)  # a byte offset: a character one in ASCII
+    return groups.with_columns(pl.when(end.is_null()).then(via).otherwise(via.str.head(end + 1)))
 
 
 TOPOLOGY_DROPPED = "topology edges with a number beyond int64"
@@ -664,9 +699,9 @@ def _readable(
     return keep_counted(edges, pl.all_horizontal(pl.col(c).is_not_null() for c in cols), dropped, TOPOLOGY_DROPPED)
 
 
-def _connections(g: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
+def _connections(g: dict[str, pl.DataFrame], dropped: dict[str, int]) -> pl.DataFrame:
     """``Channel NN[/c] : a[bus] -> b[bus] [send|receive] via T``: one ``connection`` edge per channel and peer."""
-    lk = _topology_kind(g, "link")
+    lk = g["link"]
     return _readable(
         lk.select(
             pl.col("comm_key").alias("comm"),
@@ -682,10 +717,12 @@ def _connections(g: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
     )
 
 
-def _rings(g: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _rings(
+    g: dict[str, pl.DataFrame], comms: pl.DataFrame, dropped: dict[str, int]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ring next hops: ``Channel 00/24 : 0 1 2 3`` (the whole ring, printed once per channel) gives
     r[i] -> r[i+1] and the channel count; ``Ring 00 : 3 -> 0 -> 1`` (2.19+, each rank's prev -> me -> next) me -> next."""
-    order = _topology_kind(g, "ring").select(
+    order = g["ring"].select(
         pl.col("comm_key").alias("comm"),
         pl.col("channel").cast(pl.Int64, strict=False),
         pl.col("nchannels").cast(pl.Int64, strict=False),
@@ -706,7 +743,7 @@ def _rings(g: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -> tup
         .explode("src_rank", "dst_rank")
     )
     ring = _readable(
-        _topology_kind(g, "hop").select(
+        g["hop"].select(
             pl.col("comm_key").alias("comm"),
             pl.col("channel").cast(pl.Int64, strict=False),
             pl.col("me").cast(pl.Int64, strict=False).alias("src_rank"),
@@ -718,7 +755,7 @@ def _rings(g: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -> tup
     return edges.with_columns(pl.lit("ring").alias("kind")), order[["comm", "channel", "nchannels"]]
 
 
-def _trees(p: pl.DataFrame, g: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
+def _trees(p: pl.DataFrame, g: dict[str, pl.DataFrame], dropped: dict[str, int]) -> pl.DataFrame:
     """Tree edges me -> parent: ``Trees [0] 1/-1/-1->0->-1 [1] ...`` (per channel: children->me->parent, -1 none)
     and ``Tree 0 : -1 -> 0 -> 1/-1/-1`` (2.19+: parent -> me -> children)."""
     t = (
@@ -727,7 +764,7 @@ def _trees(p: pl.DataFrame, g: pl.DataFrame, dropped: dict[str, int]) -> pl.Data
         .explode("t")
     )
     t = t.drop_nulls("t").with_columns(pl.col("t").str.extract_groups(TREE_RE).alias("g")).unnest("g")
-    one = _topology_kind(g, "tree")
+    one = g["tree"]
     cols = ["comm_key", "line", "channel", "me", "parent"]
     t = pl.concat([t.select(cols), one.select(cols)])
     edges = t.sort("line").select(
@@ -748,9 +785,9 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -
     if not p.get_column("line").is_sorted():
         p = p.sort("line")
     p = p.with_columns(_line_comms(p, comms).get_column("comm_key")).unique(
-        ["comm_key", "msg"], keep="first", maintain_order=True
+        ["comm_key", "mid"], keep="first", maintain_order=True
     )
-    g = p.select("comm_key", "line", pl.col("msg").str.extract_groups(TOPOLOGY_RE).alias("g")).unnest("g")
+    g = _topology_kinds(p)
     conn = _connections(g, dropped)
     rings, nch = _rings(g, comms, dropped)
     trees = _trees(p, g, dropped)
@@ -767,7 +804,7 @@ def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataF
     """``NCCL WARN`` lines and errors as instant events (``heads`` with their ``rank``)."""
     warned = heads.get_column("level") == "WARN"  # per head (row hid), and per distinct message: one search each
     errors = msgs.str.contains(ERROR_RE)
-    warn = p.filter(warned[p.get_column("hid")] | errors[p.get_column("mid")])
+    warn = p.filter(_gathered(warned, p.get_column("hid")) | _gathered(errors, p.get_column("mid")))
     warn = _with_heads(warn, heads, "rank")
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
@@ -783,7 +820,7 @@ def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads:
     An NCCL line whose head holds no ``CCL version `` is searched in its message, once per distinct message: there
     the match is the line's (none can span the ``NCCL LEVEL`` between, which holds no ``CCL version`` and ends in
     whitespace, or begin in a head, which ends in ``]`` or a digit). The other lines are searched whole."""
-    dirty = heads.get_column("head_version")[p.get_column("hid")]
+    dirty = _gathered(heads.get_column("head_version"), p.get_column("hid"))
     if dirty.any():
         p = p.filter(~dirty)
     in_messages = pl.zeros(lines.height, pl.Boolean, eager=True).scatter(p.get_column("line"), True)
