@@ -1,0 +1,62 @@
+"""A shorter numba compile pipeline for di's scalar kernels (issue 15: the first run's compile).
+
+numba compiles every ``@njit`` function through its default pipeline of about 27
+passes. Several of them serve Python features that di's kernels do not use
+(closures and ``with`` contexts, ``literal_unroll``, ``literally``, dead
+branches on constant conditions, array expressions to fuse), and most of those
+re-run numba's IR post-processing (liveness over every block) whether or not
+they change anything: on a cold ``di convert X.json.gz -o x.otf2`` the
+post-processing alone was 1.2 of 9.3 CPU-s of compiling.
+
+:class:`ScalarKernelCompiler` is numba's own nopython pipeline
+(``DefaultPassBuilder.define_nopython_pipeline``) less :data:`SKIPPED`, given to
+a kernel as ``@njit(..., pipeline_class=ScalarKernelCompiler)`` (numba's
+documented way to customise its pipeline). What a kernel may then not use:
+
+- closures, inner functions and comprehensions (``InlineClosureLikes``,
+  ``MakeFunctionToJitFunction``), ``with`` blocks (``WithLifting``),
+  ``literal_unroll`` and ``literally``;
+- whole-array expressions (``a + b`` on arrays: ``NopythonRewrites`` fuses them
+  into one loop; without it each operator allocates its result);
+- a constant index into a tuple written ``t[0]`` on a call's result: without
+  the after-typing rewrite numba lowers it as a switch over the tuple; unpack
+  it instead (``a, _ = f()``).
+
+A kernel that uses one of these fails to compile (a typing error) or compiles
+slower code, which :mod:`tests.test_compile_hygiene` would not see: the
+kernels given this pipeline are checked to produce the same optimised LLVM as
+with numba's default one (``bench/cold_start.py --help``).
+"""
+
+from __future__ import annotations
+
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler_machinery import PassManager
+
+SKIPPED = frozenset(
+    {
+        "WithLifting",
+        "InlineClosureLikes",
+        "RewriteSemanticConstants",
+        "DeadBranchPrune",
+        "MakeFunctionToJitFunction",
+        "FindLiterallyCalls",
+        "LiteralUnroll",
+        "NopythonRewrites",
+        "DumpParforDiagnostics",
+    }
+)
+"""Names of the passes of numba's nopython pipeline that :class:`ScalarKernelCompiler` leaves out."""
+
+
+class ScalarKernelCompiler(CompilerBase):
+    """numba's nopython pipeline less the passes named in :data:`SKIPPED`."""
+
+    def define_pipelines(self) -> list[PassManager]:
+        full = DefaultPassBuilder.define_nopython_pipeline(self.state)
+        pm = PassManager("di_scalar_kernel")
+        for pass_class, description in full.passes:
+            if pass_class.__name__ not in SKIPPED:
+                pm.add_pass(pass_class, description)
+        pm.finalize()
+        return [pm]
