@@ -30,8 +30,11 @@ with numba's default one (``bench/cold_start.py --help``).
 
 from __future__ import annotations
 
+from numba.core import postproc
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
-from numba.core.compiler_machinery import PassManager
+from numba.core.compiler_machinery import AnalysisPass, PassManager, register_pass
+from numba.core.ir_utils import enforce_no_dels, enforce_no_phis
+from numba.core.typed_passes import IRLegalization
 
 SKIPPED = frozenset(
     {
@@ -49,6 +52,22 @@ SKIPPED = frozenset(
 """Names of the passes of numba's nopython pipeline that :class:`ScalarKernelCompiler` leaves out."""
 
 
+@register_pass(mutates_CFG=False, analysis_only=True)
+class LegalizeWithoutDels(AnalysisPass):
+    """numba's ``IRLegalization`` less the ``del`` statements it inserts after each variable's last use."""
+
+    _name = "di_legalize_without_dels"
+
+    def __init__(self) -> None:
+        AnalysisPass.__init__(self)
+
+    def run_pass(self, state) -> bool:  # type: ignore[no-untyped-def]
+        enforce_no_phis(state.func_ir)
+        enforce_no_dels(state.func_ir)
+        postproc.PostProcessor(state.func_ir).run(emit_dels=False)
+        return True
+
+
 class ScalarKernelCompiler(CompilerBase):
     """numba's nopython pipeline less the passes named in :data:`SKIPPED`."""
 
@@ -56,7 +75,9 @@ class ScalarKernelCompiler(CompilerBase):
         full = DefaultPassBuilder.define_nopython_pipeline(self.state)
         pm = PassManager("di_scalar_kernel")
         for pass_class, description in full.passes:
-            if pass_class.__name__ not in SKIPPED:
+            if pass_class is IRLegalization:
+                pm.add_pass(LegalizeWithoutDels, description)
+            elif pass_class.__name__ not in SKIPPED:
                 pm.add_pass(pass_class, description)
         pm.finalize()
         return [pm]
