@@ -75,7 +75,7 @@ class ScalarKernelCompiler(CompilerBase):
         full = DefaultPassBuilder.define_nopython_pipeline(self.state)
         pm = PassManager("di_scalar_kernel")
         for pass_class, description in full.passes:
-            if pass_class is IRLegalization:
+            if pass_class is IRLegalization and not self.state.flags.nrt:
                 pm.add_pass(LegalizeWithoutDels, description)
             elif pass_class.__name__ not in SKIPPED:
                 pm.add_pass(pass_class, description)
