@@ -190,7 +190,7 @@ def end_string(buf, i, n):
     return TRUNCATED
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def copy_string(buf, i, n, out, o):
     """Copy the JSON string whose opening quote is at buf[i] to out[o:], quotes
     included; returns (index of its closing quote or ``TRUNCATED``, new o).
