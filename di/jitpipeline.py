@@ -23,9 +23,18 @@ documented way to customise its pipeline). What a kernel may then not use:
   it instead (``a, _ = f()``).
 
 A kernel that uses one of these fails to compile (a typing error) or compiles
-slower code, which :mod:`tests.test_compile_hygiene` would not see: the
-kernels given this pipeline are checked to produce the same optimised LLVM as
-with numba's default one (``bench/cold_start.py --help``).
+slower code; ``tests/test_jitpipeline.py`` checks that the kernels given this
+pipeline on ``di convert``'s paths compile to the same optimised LLVM as with
+numba's default one.
+
+IRLegalization is replaced by :class:`LegalizeWithoutDels` in kernels compiled
+without numba's runtime (``_nrt=False``): numba's lowering turns each ``del``
+into a load and a null store of the variable (for the reference count it would
+drop), which LLVM then deletes again; with no reference counts there is nothing
+to drop.
+
+Measured (in one process, fresh compiles of the kernels of ``di convert X.json.gz
+-o x.otf2`` and ``-o x.pftrace``, alternating, best of three): 11.9 -> 10.0 CPU-s.
 """
 
 from __future__ import annotations
