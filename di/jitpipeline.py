@@ -18,9 +18,10 @@ documented way to customise its pipeline). What a kernel may then not use:
   ``literal_unroll`` and ``literally``;
 - whole-array expressions (``a + b`` on arrays: ``NopythonRewrites`` fuses them
   into one loop; without it each operator allocates its result);
-- a constant index into a tuple written ``t[0]`` on a call's result: without
-  the after-typing rewrite numba lowers it as a switch over the tuple; unpack
-  it instead (``a, _ = f()``).
+- a constant index into a tuple written ``t[0]`` on a call's result still
+  works, but without the after-typing rewrite numba lowers it as a switch over
+  the tuple that LLVM must fold away (more to compile); unpack it instead
+  (``a, _ = f()``).
 
 A kernel that uses one of these fails to compile (a typing error) or compiles
 slower code; ``tests/test_jitpipeline.py`` checks that the kernels given this
