@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 
 def nest(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return (depth int32, parent int64 with -1 for none) for sorted events.
@@ -27,7 +29,7 @@ def nest(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.
     return depth, parent
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _nest(loc, start_ns, end_ns, depth, parent, stack):
     """:func:`nest` on read-only int64 arrays, into ``depth`` (zeros) and ``parent`` (-1s);
     ``stack`` is scratch of the same length."""

@@ -6,6 +6,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 
 def utf8_buffers(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes and int64 offsets (len + 1) of a String Series; null = empty."""
@@ -53,7 +55,7 @@ def readonly(a: np.ndarray) -> np.ndarray:
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _dense_ids(rows, slots, ids, first, m, start):
     """Equal columns of the (k, n) int64 array get equal ids (into ``ids``), numbered in order of
     first appearance; ``first[id]``: the first column of each id. ``slots``: the hash table, a power

@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.nesting import readonly_int64
 
 __all__ = ["assign_lanes", "innermost_points", "is_sorted"]
@@ -72,7 +74,7 @@ def is_sorted(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> bool
     )
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _lanes_kernel(
     loc: np.ndarray, start: np.ndarray, end: np.ndarray, lane: np.ndarray, below: np.ndarray, top: np.ndarray
 ) -> None:

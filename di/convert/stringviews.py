@@ -13,6 +13,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.bytewords import load_u64
 
 VIEW_BUFFER_BYTES = (1 << 31) - 1
@@ -84,7 +86,7 @@ class _CArray:
 _LOW32 = np.uint64(0xFFFFFFFF)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _offset_views(data, offsets, limit, views, starts):
     """Fill the views (two uint64 words each) of the texts ``data[offsets[e]:offsets[e + 1]]``
     and ``starts`` (zeros) with the data buffers' starts and end (a new buffer begins where a

@@ -19,6 +19,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.bytewords import load_u64
 from di.convert.stringviews import gather_spans, texts_at_offsets
 
@@ -91,7 +93,7 @@ def _same(buf, s1, e1, s2, e2):
     return True
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def intern(buf, s, e, slots, starts, ends, count):
     """Id of span buf[s:e], or ``FULL`` when it is new and the table has no room.
 

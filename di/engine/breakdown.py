@@ -27,6 +27,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.engine import intervals as iv
 from di.engine.classify import ACTIVITIES, COMM, COMPUTE, CPU, IO, MEMORY, NONE, SYNC, UNTRACED
 from di.engine.groups import HOST, make_groups, span
@@ -41,7 +43,7 @@ STATE_LABELS = {"untraced": "outside traced calls"}
 """How viewers name a state whose name alone would mislead."""
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _sweep(by_start, by_end, group_of, start, end, activity, host_group, host_prio, gpu_prio, excl, union, count):
     """One pass over interval boundaries in (group, time) order.
 

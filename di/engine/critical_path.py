@@ -45,6 +45,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.engine.classify import NONE
 from di.engine.intervals import scatter_max
 from di.engine.critical_path_graph import EDGE_KINDS, LAUNCH_INFERRED, LOCAL, Graph, build_graph
@@ -126,7 +128,7 @@ def relax(v, local_w, first, in_ptr, in_src, in_w, dist, pred, via):
     dist[v] = best
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _longest(order, first, local_w, in_ptr, in_src, in_w, dist, pred, via):
     """Longest path: ``dist`` (zeroed), ``pred`` and ``via`` (-1: none, -2: local edge, e >= 0: cross edge e,
     its CSR position) per node, filled in ``order``. Then the path from its last longest end ``sink`` back to

@@ -40,6 +40,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.engine.classify import NONE, SYNC
 from di.engine.inferred_edges import launch_edges, sync_calls
 from di.engine.intervals import sort_order
@@ -99,7 +101,7 @@ def in_graph(frame: EventFrame) -> np.ndarray:
     return frame.selected & (frame.end_ns > frame.start_ns) & timeline[loc] & ~gpu_sync
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _layout(rows, loc, start, end, end_order, ev, t, is_end, first, owner, closed, stack):
     """The nodes in program order, into ev, t, is_end, first, owner (two nodes per event; ``is_end`` and
     ``first`` zeroed by the caller). Scratch from the caller: ``closed``, one zeroed flag per event row of

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+
+from di.jitpipeline import ScalarKernelCompiler
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
@@ -160,7 +162,7 @@ _QUOTES = np.uint64(0x2222222222222222)
 _BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def end_string(buf, i, n):
     """i is just after the opening quote; returns the index of the closing quote or ``TRUNCATED``.
 
@@ -188,7 +190,7 @@ def end_string(buf, i, n):
     return TRUNCATED
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def copy_string(buf, i, n, out, o):
     """Copy the JSON string whose opening quote is at buf[i] to out[o:], quotes
     included; returns (index of its closing quote or ``TRUNCATED``, new o).
@@ -230,7 +232,7 @@ def copy_string(buf, i, n, out, o):
     return TRUNCATED, o
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def copy_value(buf, i, n, out, o, copy):
     """Copy the JSON value at i (an object, an array, a literal) to out[o:] without the
     whitespace outside its strings; returns (index just after it, ``TRUNCATED`` or

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.bytewords import load_u64
 from di.convert.chrome.jsontext import DIGIT_0, DIGIT_9, DOT, EXP_LOWER, EXP_UPPER, MINUS, PLUS
 
@@ -23,7 +25,7 @@ _SCALE_MAX_U64 = np.array(
 )  # largest v with v * 10**k in int64
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@njit(cache=True, _nrt=False, error_model="numpy", no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def parse_number(buf, i, n, shift):
     """Parse the JSON number at i as an integer of unit 10**-shift of its value.
 

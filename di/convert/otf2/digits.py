@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
 
-@njit(cache=True)
+
+@njit(cache=True, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def write_int(out, o, v):
     """Decimal digits of int64 ``v`` at out[o:]; returns the new end."""
     if v < 0:

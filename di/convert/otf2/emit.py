@@ -29,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cfunc, njit, types
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.bytewords import load_u64, store_u64
 from di.convert.otf2 import clib
 
@@ -132,7 +134,7 @@ _LOW_BITS = np.uint64(0x0101010101010101)
 _HIGH_BITS = np.uint64(0x8080808080808080)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def write_strings(fns, writer, first_ref, data, starts, ends, rows, scratch):
     """WriteString(ref = first_ref + i, the UTF-8 text ``data[starts[r]:ends[r]]`` of row r = ``rows[i]``)
     for every i. Each text is copied, eight bytes per step, into ``scratch`` (uint8, at least 8 bytes more than
@@ -167,7 +169,7 @@ def scratch_for(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np.nd
     return np.empty(longest + 8, np.uint8)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def emit_events(
     fns,
     writers,
@@ -296,7 +298,7 @@ def stack_for(bounds: np.ndarray) -> np.ndarray:
     return np.empty((max(int(np.diff(bounds).max(initial=0)), 1), 3), np.int64)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def emit_metrics(fns, writers, bounds, ts, metric, values, type_ids):
     """Metric records: location k writes samples bounds[k]:bounds[k+1] (time-sorted), one DOUBLE each.
     ``values``: contiguous float64, each passed by its address; ``type_ids``: uint8 [TYPE_DOUBLE]."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.bytewords import copy_bytes
 from di.convert.columns import readonly
 from di.convert.otf2.digits import write_int
@@ -23,7 +25,7 @@ _LONGEST_INT = 20
 """Characters of the longest int64 in decimal (with its sign)."""
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _flow_lists(order, first, last, loc, ordinal, kind, ids, has_id, cat, pieces, bounds, kinds_at, cats_at, out, ends):
     """Write the lists into ``out`` (inputs read-only: one signature); the flows in ``order``, a list opening at
     ``first[j]`` and closing after ``last[j]`` (j: position in ``order``); ``ends``: each list's end in ``out``.

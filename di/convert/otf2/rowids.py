@@ -14,12 +14,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.columns import dense_row_ids
 from di.convert.symbols import hash_span, new_table, same_span
 from di.nesting import readonly_int64
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _first_use_ids(key, slot, ids, first):
     """Fill ``ids`` and ``first`` (see :func:`key_ids`) through the direct-address table ``slot`` (all -1, one
     entry per key value); returns the number of ids."""
@@ -69,7 +71,7 @@ def key_ids(key: np.ndarray, span: int | None = None) -> tuple[np.ndarray, np.nd
     return ids, first[:count]
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _text_ids(data, offsets, valid, slots, starts, ends, count, hashes, ids, first):
     n = valid.size
     for i in range(n):  # hashed first, in one pass: the table's cache misses below then do not wait on each hash

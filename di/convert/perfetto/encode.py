@@ -61,6 +61,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.perfetto import fields as F
 from di.convert.bytewords import copy_bytes, store_u64
 from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_varint, tag, varint_size
@@ -156,7 +158,7 @@ B_SLICE_BEGIN, B_SLICE_END, B_INSTANT = _byte(F.TYPE_SLICE_BEGIN), _byte(F.TYPE_
 per-packet code (fewer call sites for numba to type and lower; issue 15)."""
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _interned_size(strings, s):
     """Bytes string ``s`` adds to a packet's InternedData: its field tag, length, iid and name."""
     size = strings[STR_OFF, s + 1] - strings[STR_OFF, s]
@@ -164,7 +166,7 @@ def _interned_size(strings, s):
     return 1 + varint_size(entry) + entry
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _put_interned(out, pos, strings, string_bytes, s):
     a, b = strings[STR_OFF, s], strings[STR_OFF, s + 1]
     iid = strings[STR_IID, s]
@@ -177,7 +179,7 @@ def _put_interned(out, pos, strings, string_bytes, s):
     return copy_bytes(out, pos, string_bytes, a, b)
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _packet_head(out, pos, body, ts, seq):
     """Tag and length of a packet of ``body`` bytes, then its timestamp, sequence id and 'needs state' flag."""
     out[pos] = B_PACKET
@@ -191,7 +193,7 @@ def _packet_head(out, pos, body, ts, seq):
     return pos + 2
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _header(out, pos, seq, uuid):
     """The first packet of a sequence: state cleared, default track uuid."""
     ev_def = 1 + varint_size(uuid)
@@ -211,7 +213,7 @@ def _header(out, pos, seq, uuid):
     return put_varint(out, pos, uuid)
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
     for m in range(flow_ptr[i], flow_ptr[i + 1]):
         if flow_bits[m] & FLOW_AT_END == at:
@@ -221,7 +223,7 @@ def _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, at):
     return pos
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def encode_events(
     state,
     stack,
@@ -397,7 +399,7 @@ def encode_events(
     return pos
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def encode_counters(state, out, start, series_ptr, order, series_seq, series_uuid, ts, value_bits):
     """Write counter packets (double values, bits as uint64) of the series from ``state`` on; see :func:`encode_events`
     (the next packet needs at most :data:`SLACK` bytes)."""

@@ -30,6 +30,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+
+from di.jitpipeline import ScalarKernelCompiler
 from numba.extending import intrinsic
 
 from di.convert.bytewords import load_u64
@@ -43,7 +45,7 @@ def tag(field: int, wire: int) -> int:
     return (field << 3) | wire
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def varint_size(v: int) -> int:
     """Bytes the varint of ``v`` takes (``v`` as uint64: negative -> 10)."""
     if v < 0:
@@ -57,7 +59,7 @@ def varint_size(v: int) -> int:
     return n
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     """Write ``v`` (as uint64) as a varint at ``pos``; return the position after it."""
     if 0 <= v < 128:

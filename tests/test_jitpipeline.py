@@ -1,0 +1,85 @@
+"""di's shorter numba pipeline (di/jitpipeline.py) compiles the kernels given it to the same code as numba's own.
+
+The kernels ``di convert`` reaches are compiled once more here, fresh (no cache), through numba's default
+pipeline and through :class:`ScalarKernelCompiler` with the same options and signatures, and the optimised
+LLVM of each kernel's own function is compared (value and block names aside, and the order of a phi's
+incoming values): a pass left out that a kernel needed shows as a different function (or a compile error).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+from numba import njit
+from numba.core.dispatcher import Dispatcher
+
+from di.jitpipeline import ScalarKernelCompiler
+
+TRACE = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "kineto" / "hta_trace_filter" / "sampled_rank-0.json.gz"
+)
+
+
+def _function(dispatcher: Dispatcher) -> str:
+    """The optimised LLVM of the kernel's own function (not its wrappers or linked callees), normalised."""
+    ir = dispatcher.inspect_llvm(dispatcher.signatures[0])
+    name = dispatcher.py_func.__name__
+    wanted = f"{len(name)}{name}B"
+    bodies = []
+    for chunk in re.split(r"\n(?=define )", ir):
+        head = re.search(r"@(\S+?)\(", chunk)
+        if chunk.startswith("define") and head and head.group(1).startswith("_ZN2di") and wanted in head.group(1):
+            bodies.append(chunk.split("\n}\n")[0])
+    assert len(bodies) == 1, f"{name}: {len(bodies)} functions found"
+    text = re.sub(r"\s*;.*$", "", bodies[0], flags=re.M)
+    text = re.sub(r"%[\w.$\"-]+", "%v", text)
+    text = re.sub(r"^[\w.$-]+:", "L:", text, flags=re.M)
+    text = re.sub(r"@[\w.$\"-]+", "@g", text)
+    text = re.sub(
+        r"(phi [^\[]+)(.*)$", lambda m: m.group(1) + ", ".join(sorted(m.group(2).split(", "))), text, flags=re.M
+    )
+    return text
+
+
+def _kernels_reached(work: Path) -> list[Dispatcher]:
+    """The dispatchers given :class:`ScalarKernelCompiler` that a ``di convert`` to OTF2 and to Perfetto compiled."""
+    from di import cli
+
+    for ext in ("otf2", "pftrace"):
+        cli.main(["convert", str(TRACE), "-o", str(work / f"x.{ext}")])
+    found = []
+    for path in sorted(Path(cli.__file__).parent.rglob("*.py")):
+        if "ScalarKernelCompiler" not in path.read_text(encoding="utf-8") or path.name == "jitpipeline.py":
+            continue
+        module = importlib.import_module(
+            ".".join(path.relative_to(Path(cli.__file__).parents[1]).with_suffix("").parts)
+        )
+        for value in vars(module).values():
+            if (
+                isinstance(value, Dispatcher)
+                and value.py_func.__module__ == module.__name__
+                and value._compiler.pipeline_class is ScalarKernelCompiler
+                and value.signatures
+            ):
+                found.append(value)
+    return found
+
+
+@pytest.mark.skipif(not TRACE.exists(), reason="shared Kineto data absent")
+def test_kernels_compile_to_the_same_code_as_with_numbas_pipeline(tmp_path: Path) -> None:
+    kernels = _kernels_reached(tmp_path)
+    assert len(kernels) >= 10, f"only {len(kernels)} kernels with ScalarKernelCompiler reached by di convert"
+    differ = []
+    for kernel in kernels:
+        options = {k: v for k, v in kernel.targetoptions.items() if k != "nopython"}
+        options.pop("cache", None)
+        ours = njit(**options, pipeline_class=ScalarKernelCompiler)(kernel.py_func)
+        numbas = njit(**options)(kernel.py_func)
+        for fresh in (ours, numbas):
+            fresh.compile(kernel.signatures[0])
+        if _function(ours) != _function(numbas):
+            differ.append(f"{kernel.py_func.__module__}.{kernel.py_func.__qualname__}")
+    assert not differ, f"kernels whose code differs with di's pipeline: {differ}"
