@@ -20,6 +20,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.logs import training
 from di.convert.logs.pairscan import DIGIT, SPACE, WORD, bytes_of, is_class
 
@@ -61,7 +63,7 @@ _TRIGGERS[np.frombuffer(b'i:SEs"[', np.uint8)] = True
 """The first bytes of the words the scan tests (a constant of the kernel: other bytes are skipped by one load)."""
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _at(data, p, b1, word):
     """Whether ``data[p:b1]`` starts with the bytes ``word``."""
     if p + word.size > b1:
@@ -72,7 +74,7 @@ def _at(data, p, b1, word):
     return True
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _skip(data, p, b1, bits):
     """The first byte at or after ``p`` (up to ``b1``) of none of the class ``bits``."""
     while p < b1 and is_class(data, bits, p):
@@ -80,19 +82,19 @@ def _skip(data, p, b1, bits):
     return p
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _boundary(data, b0, p):
     """``\\b`` before a word byte at ``p``: the line starts there or a non-word byte comes before."""
     return p == b0 or not is_class(data, WORD, p - 1)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _number_sign(data, p, b1):
     """``[-+\\d.]`` at ``p``."""
     return p < b1 and (data[p] == 45 or data[p] == 43 or data[p] == 46 or is_class(data, DIGIT, p))
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _scan(data, offsets, kind, rank, ranked):
     """Per line ``data[offsets[r]:offsets[r + 1]]``: its kind code (``kind``) and first tag's rank (``rank``, where
     ``ranked``; see the module docstring)."""
@@ -175,7 +177,7 @@ def _scan(data, offsets, kind, rank, ranked):
         kind[r] = code
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _epoch_step(data, b0, b1):
     """``^epoch: \\d+\\|step: \\d+\\|``."""
     if not _at(data, b0, b1, _EPOCH):
@@ -187,7 +189,7 @@ def _epoch_step(data, b0, b1):
     return e > d + 7 and e < b1 and data[e] == 124
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _hf(data, b0, b1):
     """``^\\{'\\w+': [-+\\d.]``."""
     if b1 - b0 < 2 or data[b0] != 123 or data[b0 + 1] != 39:

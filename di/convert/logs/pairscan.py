@@ -23,6 +23,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert import symbols
 from di.convert.bytewords import load_u64
 from di.convert.stringviews import VIEW_BUFFER_BYTES, string_views, texts_at_spans
@@ -70,7 +72,7 @@ def is_class(data, bits, i):
     return (_CLASSES[data[i]] & bits) != 0
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _level_at(data, p, b1):
     """Length of `` - INFO - `` or `` - WARNING - `` at ``data[p:b1]``, else 0."""
     if p + 9 > b1 or data[p] != 32 or data[p + 1] != 45 or data[p + 2] != 32:
@@ -103,7 +105,7 @@ def _level_at(data, p, b1):
     return 0
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _scan(
     data, offsets, skip_row, level_heads, pair_row, pair_value, value_colon, value_number, value_unit, value_end,
     value_key, value_flags, values, kslots, kstarts, kends, kcount, last,
@@ -269,7 +271,7 @@ _INLINE_BYTES = np.int64(12)
 """The longest text an Arrow string view holds itself (see :mod:`di.convert.stringviews`)."""
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _span_views(data, starts, ends, views):
     """Fill ``views`` (two uint64 words per view) with the Arrow string views of the spans
     ``data[starts[e]:ends[e]]``, in data buffer 0 (as :mod:`di.convert.stringviews` lays them out), reading eight
@@ -372,7 +374,7 @@ MAX_RUN_SAMPLES = np.int64(256)
 """The most samples of one run of equal (rank, time) that :func:`_first_of_runs` compares with each other."""
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _first_of_runs(rank, rank_valid, ts, ts_valid, sid, value, keep, run_first):
     """Mark in ``keep`` each sample whose (series ``sid``, ``value``) no sample before it in its run has (values
     equal as polars groups them: -0.0 is 0.0, NaN is NaN), a run being consecutive samples of one (``rank``, ``ts``;
