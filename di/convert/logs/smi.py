@@ -36,6 +36,7 @@ from di.convert.logs.smi_query import (
     distinct_codes,
     parse_query_gpu,
     read_numbers,
+    read_once,
 )
 from di.convert.logs.text import lead_in
 
@@ -198,7 +199,7 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
     k = np.arange(int(count.sum()))
     src = np.repeat(word_at[code] - start, count) + k
     f = np.repeat(f0[block] - start, count) + k
-    read = read_numbers(cells.to_frame("raw"))
+    read = read_once(cells.rename("raw"))
     skip = np.isin(names, ["gpu", "pid", "Date", "Time", "type", "command"])
     take = np.flatnonzero(read.get_column("value").is_not_null().to_numpy()[src] & ~skip[f])
     r = np.repeat(np.arange(rows.height), count)[take]
