@@ -450,18 +450,21 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     number = heads.join(number, on=["report", "gpu_head"], how="left", maintain_order="left").get_column("gpu")
     gpu = pl.repeat(None, df.height, dtype=pl.Int64, eager=True).alias("gpu").scatter(at, number)
     report = pl.col("report") != pl.col("report").shift(1, fill_value=0)  # reports are runs of rows, from 1
-    df = df.with_columns(gpu, (report | pl.col("gpu_head").is_not_null()).alias("block"))
-    df = df.with_columns(_filled("gpu_head", report), _filled("gpu", report), _filled("ts", report))
+    # a block's GPU number, time and section carried down its rows (the number stands for the busId: one per busId in
+    # a report), then the rows of a value in a GPU block kept
+    block = report | pl.col("gpu_head").is_not_null()
+    q = df.with_columns(gpu)
     if heads.is_duplicated().any():  # a busId twice in a report: its blocks share their sections
-        df = df.with_columns(pl.col("section").forward_fill().over("report", "gpu_head"))
+        q = q.with_columns(_filled("gpu", report), _filled("ts", report))
+        q = q.with_columns(pl.col("section").forward_fill().over("report", "gpu"))
     else:  # a GPU block is a run of rows from its head
-        df = df.with_columns(_filled("section", pl.col("block")))
-    df = df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null() & pl.col("value").is_not_null())
+        q = q.with_columns(_filled("gpu", report), _filled("ts", report), _filled("section", block))
+    q = q.filter(pl.col("k").is_not_null() & pl.col("gpu").is_not_null() & pl.col("value").is_not_null())
     # q.<section>.<k>, q.<k>
     name = pl.concat_str(
         pl.lit("q"), pl.when(~pl.col("shallow")).then("section"), "k", separator=".", ignore_nulls=True
     )
-    return df.select(
+    return q.select(
         "gpu",
         pl.lit(None, pl.String).alias("host"),
         pl.col("ts").fill_null(0),
