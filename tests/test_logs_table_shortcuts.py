@@ -8,7 +8,8 @@ Over the real logs of ../shared/data/logs (skipped when absent) and hand-built l
 - ``--query-gpu`` timestamps read as whole seconds plus a fraction equal the one-format parse;
 - cell numbers cast as integers first equal :data:`~di.convert.logs.smi_query.NUM_RE`'s reading (negative zero too);
 - ``-q`` lines split at their first colon give :data:`~di.convert.logs.smi.KV_RE`'s groups;
-- ``--query-gpu`` first cells read once per distinct cell, or once per row, give the same samples.
+- ``--query-gpu`` first cells read once per distinct cell, or once per row, give the same samples;
+- cells read once per distinct cell (:func:`~di.convert.logs.smi_query.read_once`) equal each cell read.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from di.convert.logs.smi_query import (
     PLAIN_TS_RE,
     epoch_ns,
     read_numbers,
+    read_once,
     timestamps,
 )
 from di.convert.logs.text import lead_in, read_lines
@@ -223,3 +225,25 @@ def test_query_gpu_first_cells_by_distinct_or_by_row_alike(monkeypatch: pytest.M
         assert parts[True].samples.height, path.name
         assert parts[True].samples.equals(parts[False].samples), path.name
         assert parts[True].claimed.equals(parts[False].claimed) and parts[True].info == parts[False].info
+
+
+def test_cells_read_once_per_distinct_are_each_cell_read() -> None:
+    """read_once (each distinct cell read once, where at least CAST_FIRST_ROWS cells repeat) equals read_numbers of
+    every cell, na too: the cells of every real nvidia-smi log's lines (split at ``, `` and spaces), repeated, with
+    random cells of digits, signs, units, N/A and nulls among them; and where the cells do not repeat."""
+    cells: list[str | None] = []
+    for path in real_logs("nvidia-smi"):
+        text = read_lines(path).lines.get_column("text")
+        cells += text.str.split(", ").explode().to_list() + text.str.extract_all(r"\S+").explode().to_list()
+    rng = random.Random(5)
+    alphabet = ["0", "7", "-", "+", ".", " ", "W", "%", "MiB", "\u0663", "[N/A]", "[Not Supported]", "9" * 20]
+    cells += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 5))) for _ in range(CAST_FIRST_ROWS)]
+    cells += [None, "-0", "0"]
+    repeated = pl.Series("raw", [cells[rng.randrange(len(cells))] for _ in range(4 * len(cells))])
+    distinct = pl.Series("raw", [f"{i} W" if i % 3 else str(i) for i in range(2 * CAST_FIRST_ROWS)])
+    for series in (repeated, distinct, repeated.head(CAST_FIRST_ROWS - 1)):
+        for no_value in (False, True):
+            want = read_numbers(series.to_frame(), no_value=no_value)
+            got = read_once(series, no_value=no_value)
+            assert got.equals(want), (series.len(), no_value)
+    assert 2 * repeated.n_unique() <= repeated.len() and read_numbers(repeated.to_frame(), no_value=True)["na"].any()

@@ -36,6 +36,7 @@ from di.convert.logs.smi_query import (
     distinct_codes,
     parse_query_gpu,
     read_numbers,
+    read_once,
 )
 from di.convert.logs.text import lead_in
 
@@ -178,28 +179,27 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
     word_at = np.cumsum(np.maximum(nw, 1)) - np.maximum(nw, 1)
     count = n[block]
 
-    def get(name: str) -> pl.Series:
-        """Each row's word of field ``name``, null where its table has none."""
+    def get(name: str) -> pl.Expr:
+        """Each row's word of field ``name`` (from ``per_row``'s ``word``: each row's first word in ``cells``), null
+        where its table has none."""
         p = pos(name)[block]
-        has = np.flatnonzero(p >= 0)
-        none = pl.Series(name, [], pl.String).extend_constant(None, rows.height)
-        return none.scatter(has, cells.gather(word_at[code[has]] + p[has])) if has.size else none
+        return pl.when(pl.lit(pl.Series(p >= 0))).then(
+            pl.lit(cells).gather(pl.col("word") + pl.lit(pl.Series(np.maximum(p, 0))))
+        )
 
-    per_row = pl.DataFrame(
-        {
-            "line": rows.get_column("line"),
-            "block": block,
-            "gpu": get("gpu").cast(pl.Int64, strict=False),
-            "pid": get("pid"),
-            "date": get("Date"),
-            "time": get("Time"),
-        }
-    ).select("line", "block", "gpu", "pid", pl.concat_str("date", "time", separator=" ", ignore_nulls=True).alias("dt"))
+    # one select for every per-row word (each word a gather of ``cells``)
+    per_row = pl.DataFrame({"line": rows.get_column("line"), "block": block, "word": word_at[code]}).select(
+        "line",
+        "block",
+        get("gpu").cast(pl.Int64, strict=False).alias("gpu"),
+        get("pid").alias("pid"),
+        pl.concat_str(get("Date"), get("Time"), separator=" ", ignore_nulls=True).alias("dt"),
+    )
     start = np.cumsum(count) - count
     k = np.arange(int(count.sum()))
     src = np.repeat(word_at[code] - start, count) + k
     f = np.repeat(f0[block] - start, count) + k
-    read = read_numbers(cells.to_frame("raw"))
+    read = read_once(cells.rename("raw"))
     skip = np.isin(names, ["gpu", "pid", "Date", "Time", "type", "command"])
     take = np.flatnonzero(read.get_column("value").is_not_null().to_numpy()[src] & ~skip[f])
     r = np.repeat(np.arange(rows.height), count)[take]
@@ -219,29 +219,23 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
             pl.Series(k) * DMON_INTERVAL_NS,
         ).alias("ts")
     )
-    # pmon.<field> (pid <pid>), dmon.<field>: a pmon row has a pid, a dmon row none
-    cells = pl.DataFrame(
-        {
-            "tool": per_field.get_column("tool").gather(f),
-            "fields": per_field.get_column("fields").gather(f),
-            "pid": per_row.get_column("pid").gather(r),
-        }
+    # pmon.<field> (pid <pid>), dmon.<field>: a pmon row has a pid, a dmon row none; the unit: the header's where it
+    # is one of these, else the value's. One select of gathers from the per-field and per-row columns
+    of_field = lambda c: pl.lit(per_field.get_column(c)).gather(pl.col("f"))  # noqa: E731
+    of_row = lambda c: pl.lit(per_row.get_column(c)).gather(pl.col("r"))  # noqa: E731
+    name = pl.concat_str(
+        of_field("tool"), pl.lit("."), of_field("fields"), pl.format(" (pid {})", of_row("pid")), ignore_nulls=True
     )
-    name = pl.concat_str("tool", pl.lit("."), "fields", pl.format(" (pid {})", "pid"), ignore_nulls=True)
-    # the unit: the header's where it is one of these, else the value's
-    hunit = per_field.get_column("hunit")
-    header = hunit.is_in(["%", "W", "C", "MHz", "MB", "MiB"]).fill_null(False).to_numpy()[f]
-    unit = pl.concat([hunit, read.get_column("vunit")]).gather(np.where(header, f, hunit.len() + np.arange(f.size)))
-    return pl.DataFrame(
-        {
-            "gpu": per_row.get_column("gpu").gather(r),
-            "host": pl.Series([], dtype=pl.String).extend_constant(None, f.size),
-            "ts": per_row.get_column("ts").gather(r),
-            "series": cells.select(name).to_series(),
-            "unit": unit,
-            "value": read.get_column("value"),
-            "line": per_row.get_column("line").gather(r),
-        }
+    hunit = of_field("hunit")
+    header = hunit.is_in(["%", "W", "C", "MHz", "MB", "MiB"]).fill_null(False)
+    return read.with_columns(pl.Series("f", f), pl.Series("r", r)).select(
+        of_row("gpu").alias("gpu"),
+        pl.lit(None, pl.String).alias("host"),
+        of_row("ts").alias("ts"),
+        name.alias("series"),
+        pl.when(header).then(hunit).otherwise("vunit").alias("unit"),
+        "value",
+        of_row("line").alias("line"),
     )
 
 
@@ -456,18 +450,21 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     number = heads.join(number, on=["report", "gpu_head"], how="left", maintain_order="left").get_column("gpu")
     gpu = pl.repeat(None, df.height, dtype=pl.Int64, eager=True).alias("gpu").scatter(at, number)
     report = pl.col("report") != pl.col("report").shift(1, fill_value=0)  # reports are runs of rows, from 1
-    df = df.with_columns(gpu, (report | pl.col("gpu_head").is_not_null()).alias("block"))
-    df = df.with_columns(_filled("gpu_head", report), _filled("gpu", report), _filled("ts", report))
+    # a block's GPU number, time and section carried down its rows (the number stands for the busId: one per busId in
+    # a report), then the rows of a value in a GPU block kept
+    block = report | pl.col("gpu_head").is_not_null()
+    q = df.with_columns(gpu)
     if heads.is_duplicated().any():  # a busId twice in a report: its blocks share their sections
-        df = df.with_columns(pl.col("section").forward_fill().over("report", "gpu_head"))
+        q = q.with_columns(_filled("gpu", report), _filled("ts", report))
+        q = q.with_columns(pl.col("section").forward_fill().over("report", "gpu"))
     else:  # a GPU block is a run of rows from its head
-        df = df.with_columns(_filled("section", pl.col("block")))
-    df = df.filter(pl.col("k").is_not_null() & pl.col("gpu_head").is_not_null() & pl.col("value").is_not_null())
+        q = q.with_columns(_filled("gpu", report), _filled("ts", report), _filled("section", block))
+    q = q.filter(pl.col("k").is_not_null() & pl.col("gpu").is_not_null() & pl.col("value").is_not_null())
     # q.<section>.<k>, q.<k>
     name = pl.concat_str(
         pl.lit("q"), pl.when(~pl.col("shallow")).then("section"), "k", separator=".", ignore_nulls=True
     )
-    return df.select(
+    return q.select(
         "gpu",
         pl.lit(None, pl.String).alias("host"),
         pl.col("ts").fill_null(0),

@@ -25,6 +25,7 @@ __all__ = [
     "epoch_ns",
     "parse_query_gpu",
     "read_numbers",
+    "read_once",
 ]
 
 FIELD = r"[a-z_][\w.]*(?: \[[^\]]+\])?"
@@ -257,6 +258,18 @@ def _repeats(cells: pl.Series) -> bool:
     return 2 * cells.hash().n_unique() <= cells.len()
 
 
+def read_once(cells: pl.Series, *, no_value: bool = False) -> pl.DataFrame:
+    """:func:`read_numbers` of ``cells`` (column ``raw``), each distinct cell read once where there are at least
+    :data:`CAST_FIRST_ROWS` and at most half of them are distinct (a field's readings repeat from row to row: the
+    codes cost less than reading every cell; fewer cells are read once per distinct text anyway)."""
+    if cells.len() < CAST_FIRST_ROWS:
+        return read_numbers(cells.to_frame("raw"), no_value=no_value)
+    code, distinct = distinct_codes(cells)
+    if 2 * distinct.len() > cells.len():
+        return read_numbers(cells.to_frame("raw"), no_value=no_value)
+    return read_numbers(distinct.to_frame("raw"), no_value=no_value)[code]
+
+
 def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]:
     """``--query-gpu`` tables (``comma``: columns ``line`` and ``t``, the lines that hold a ``, ``). A header (a
     ``, ``-separated list of field names, the first dotted or ``timestamp``/``index``) starts a table; the lines after
@@ -400,7 +413,7 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
         read_first = read_first.with_columns(
             read_first.get_column(c).scatter(first_series, numbers.get_column(c)) for c in ("value", "vunit")
         )
-    rest_read = read_numbers(rest_texts.to_frame("raw"), no_value=True)
+    rest_read = read_once(rest_texts, no_value=True)
     read = pl.concat([read_first, rest_read.select("value", "vunit")])
     # cells that say no value: counted in the first cells and the distinct rests' cells, then per row
     na_text = np.concatenate([_no_value(firsts), rest_read.get_column("na").to_numpy()])
