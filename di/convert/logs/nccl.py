@@ -376,7 +376,7 @@ def _comms(
     """One row per communicator init line (the last state of each (host, pid, comm); ``kinds``:
     :func:`_message_kinds`); an init line whose rank,
     nranks or cudaDev is beyond int64 is counted in ``dropped`` and left out."""
-    init = _matching(p, msgs, kinds["init"], INIT_RE, "comm")
+    init = _matching(p[["line", "hid", "mid"]], msgs, kinds["init"], INIT_RE, "comm")  # the columns it keeps
     numbers = ("crank", "nranks", "cudadev")
     init = _with_heads(init, heads, "gpu")
     fits = pl.all_horizontal(
