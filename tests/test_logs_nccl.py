@@ -453,7 +453,7 @@ def test_version_lines_searched_in_messages_are_those_of_the_whole_lines(source:
         .unnest("g")
         .filter(pl.col("1").is_not_null() | pl.col("2").is_not_null())
     )
-    got = nccl._version_lines(lines, p, msgs, heads)
+    got = nccl._version_lines(lines, p, msgs, heads, nccl._message_kinds(msgs)["version"])
     assert got.equals(want) and got.height
     if source == "hand-built":
         assert got.get_column("line").to_list() == [0, 1, 2, 3, 4, 6, 7, 8]
@@ -497,3 +497,40 @@ def test_link_groups_are_the_link_regexs(ascii_only: bool) -> None:
         "x",
         " comm 0",
     ]
+
+
+@pytest.mark.parametrize("source", ["hand-built", "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"])
+def test_message_kinds_are_those_of_one_search_each(source: str) -> None:
+    """The kinds of the distinct messages found in one pass (:func:`nccl._message_kinds`) are those of a search of
+    each kind's text and an anchored regex for the topology lines, also where texts overlap or share a space."""
+    from di.convert.logs import nccl
+    from di.convert.logs.text import read_lines
+
+    if source == "hand-built":
+        msgs = pl.Series(
+            "msg",
+            [
+                "Init  Bytes -> Algo RING",  # two texts sharing no byte, one after the other
+                "Init Bytes -> Algo RING",  # they overlap in their space: both found
+                "AllReduce: opCount 0 ... Init COMPLETE NCCL version 2.3",
+                "Channel",
+                "Channel 00/02 : 0 1",
+                "Channel! 00",
+                "ChanneL 00",
+                "Ring 00 : 1 -> 0 -> 1",
+                "Ring",
+                "Tree 0 : -1 -> 0 -> 1/-1/-1",
+                "Tre",
+                "Trees [0] 1/-1/-1->0->-1",
+                " Channel 00",
+                "Chänel ÿ Init ",
+                "",
+            ],
+        )
+    else:
+        _, msgs = nccl._message_ids(nccl._prefixed(read_lines(need(source)).lines)[0])
+    kinds = nccl._message_kinds(msgs)
+    for kind, text in nccl.MESSAGE_TEXTS.items():
+        assert kinds[kind].equals(msgs.str.contains(text, literal=True).alias(kind)), kind
+    assert kinds["topology"].equals(msgs.str.contains("^(?:Channel |Ring |Tree)").alias("topology"))
+    assert kinds["coll"].any() and kinds["topology"].any() and not kinds["topology"].all()

@@ -38,7 +38,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.text import all_ascii, dense_ids, distinct_ids
+from di.convert.logs.text import all_ascii, dense_ids, distinct_ids, lead_in
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -328,6 +328,26 @@ def _gathered(flags: pl.Series, at: pl.Series) -> pl.Series:
     return flags.cast(pl.UInt8)[at] != 0
 
 
+MESSAGE_TEXTS = {"coll": ": opCount ", "tune": " Bytes -> Algo ", "init": "Init ", "version": "CCL version "}
+"""The texts that pick a distinct message for each kind of line's parse (COLL, TUNING, communicator init and version
+lines): a message of a kind holds its text anywhere."""
+
+
+def _message_kinds(msgs: pl.Series) -> dict[str, pl.Series]:
+    """One bool per distinct message for each :data:`MESSAGE_TEXTS` kind, and ``topology``: the message begins with
+    ``Channel ``, ``Ring `` or ``Tree``. The texts are found in one pass of all four (each one searched on its own
+    costs about as much as the pass); the starts by comparing the strings' inline first bytes (:func:`lead_in`)."""
+    texts = list(MESSAGE_TEXTS.values())
+    found = msgs.str.extract_many(texts, overlapping=True).rename("found").to_frame()  # every occurrence of each
+    m = pl.col("msg")
+    topology = lead_in(m, "Channel ", "Channel!") | lead_in(m, "Ring ", "Ring!") | lead_in(m, "Tree", "Tref")
+    picks = found.select(
+        *(pl.col("found").list.contains(pl.lit(text)).alias(kind) for kind, text in MESSAGE_TEXTS.items()),
+        msgs.rename("msg").to_frame().select(topology.alias("topology")).to_series(),
+    )
+    return {name: picks.get_column(name) for name in picks.columns}
+
+
 def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFrame, pl.Series]:
     """The lines of ``p`` (with ``mid``; only its ``columns`` and ``mid`` where given) whose distinct message ``pick``
     (one bool per message) picks, and for each the row of its message among the picked ones (``msgs.filter(pick)``)."""
@@ -346,11 +366,17 @@ def _matching(p: pl.DataFrame, msgs: pl.Series, pick: pl.Series, pattern: str, r
 
 
 def _comms(
-    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, version: str | None, dropped: dict[str, int]
+    p: pl.DataFrame,
+    msgs: pl.Series,
+    heads: pl.DataFrame,
+    version: str | None,
+    dropped: dict[str, int],
+    kinds: dict[str, pl.Series],
 ) -> pl.DataFrame:
-    """One row per communicator init line (the last state of each (host, pid, comm)); an init line whose rank,
+    """One row per communicator init line (the last state of each (host, pid, comm); ``kinds``:
+    :func:`_message_kinds`); an init line whose rank,
     nranks or cudaDev is beyond int64 is counted in ``dropped`` and left out."""
-    init = _matching(p, msgs, msgs.str.contains("Init ", literal=True), INIT_RE, "comm")
+    init = _matching(p[["line", "hid", "mid"]], msgs, kinds["init"], INIT_RE, "comm")  # the columns it keeps
     numbers = ("crank", "nranks", "cudadev")
     init = _with_heads(init, heads, "gpu")
     fits = pl.all_horizontal(
@@ -475,12 +501,13 @@ JSON_ESCAPED = r'[\x00-\x1f"\\]'
 """Characters a JSON string escapes (polars' ``json_encode`` escapes these and no others)."""
 
 
-def _tunings(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+def _tunings(
+    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFrame, pick: pl.Series
+) -> tuple[pl.Series, pl.DataFrame]:
     """For each COLL line of ``c`` (in line order, with ``thread``), the row of its TUNING line's (algo, proto) in
-    the second table (null where none). A TUNING line belongs to the last COLL line before it on its thread; a COLL
+    the second table (null where none); ``pick``: the messages that hold a TUNING line's text. A TUNING line belongs to the last COLL line before it on its thread; a COLL
     line takes the first TUNING line that belongs to it."""
     none = pl.repeat(None, c.height, dtype=pl.UInt32, eager=True).rename("tune")
-    pick = msgs.str.contains(" Bytes -> Algo ", literal=True)
     rows, at = _picked(p, pick, "line", "hid")
     # the regex runs once per distinct message (one per collective size); a message it does not match is no TUNING line
     algos = msgs.filter(pick).str.extract_groups(TUNE_RE).struct.unnest()
@@ -509,11 +536,11 @@ def _tunings(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, c: pl.DataFr
 
 
 def _collectives(
-    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, comms: pl.DataFrame
+    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, comms: pl.DataFrame, kinds: dict[str, pl.Series]
 ) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
-    ``heads`` with their ``rank``."""
-    pick = msgs.str.contains(": opCount ", literal=True)
+    ``heads`` with their ``rank``; ``kinds``: :func:`_message_kinds`."""
+    pick = kinds["coll"]
     rows, at = _picked(p, pick, "line", "hid")
     n_lines = rows.height
     # each distinct COLL message is read once: its name, opCount and the row of its other fields
@@ -533,7 +560,7 @@ def _collectives(
         [words.get_column(name)[at] for name in ("opname", "opcount", "fid", "op")]
     )
     c = c.hstack([heads.get_column("thread")[c.get_column("hid")]])
-    tune, algos = _tunings(p, msgs, heads, c)
+    tune, algos = _tunings(p, msgs, heads, c, kinds["tune"])
     c = c.with_columns(tune)
     # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
     # per kind of line, a distinct (head, fields, TUNING) (table ``k``), and gathered by the line's kind (``at``): a few
@@ -814,10 +841,13 @@ def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataF
     )
 
 
-def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
+def _version_lines(
+    lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, pick: pl.Series
+) -> pl.DataFrame:
     """The lines :data:`VERSION_RE` matches (``line``, its groups ``1`` and ``2``), in line order.
 
-    An NCCL line whose head holds no ``CCL version `` is searched in its message, once per distinct message: there
+    An NCCL line whose head holds no ``CCL version `` is searched in its message (``pick``: the distinct messages
+    that hold it), once per distinct message: there
     the match is the line's (none can span the ``NCCL LEVEL`` between, which holds no ``CCL version`` and ends in
     whitespace, or begin in a head, which ends in ``]`` or a digit). The other lines are searched whole."""
     dirty = _gathered(heads.get_column("head_version"), p.get_column("hid"))
@@ -831,7 +861,6 @@ def _version_lines(lines: pl.DataFrame, p: pl.DataFrame, msgs: pl.Series, heads:
         .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
         .unnest("g")
     )
-    pick = msgs.str.contains("CCL version ", literal=True)
     rows, at = _picked(p, pick, "line")
     groups = msgs.filter(pick).str.extract_groups(VERSION_RE).struct.unnest()
     in_msg = rows.select("line").hstack([col[at] for col in groups.iter_columns()])
@@ -845,7 +874,8 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     """NCCL debug lines of a log (``lines`` from :func:`di.convert.logs.text.read_lines`) as :class:`Parts`."""
     p, heads = _prefixed(lines)
     p, msgs = _message_ids(p)
-    ver = _version_lines(lines, p, msgs, heads)
+    kinds = _message_kinds(msgs)
+    ver = _version_lines(lines, p, msgs, heads, kinds["version"])
     versions = (
         sorted(set(ver.get_column("1").drop_nulls().to_list()) | set(ver.get_column("2").drop_nulls().to_list()))
         if ver.height
@@ -859,12 +889,12 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             info={"nccl": {"versions": versions}} if versions else {},
         )
     dropped: dict[str, int] = {}
-    comms = _comms(p, msgs, heads, version, dropped)
+    comms = _comms(p, msgs, heads, version, dropped, kinds)
     rank = _ranks(p, heads, comms)
     # each communicator's and head's rank: that of its (host, pid, dev)
     comms = comms.hstack([rank[comms.get_column("gpu")].alias("grank")])
     heads = heads.hstack([rank[heads.get_column("gpu")].alias("rank")])
-    coll, n_coll_lines = _collectives(p, msgs, heads, comms)
+    coll, n_coll_lines = _collectives(p, msgs, heads, comms, kinds)
     inits = comms.with_columns(
         pl.lit("ncclCommInit").alias("name"),
         pl.lit("nccl").alias("cat"),
@@ -904,7 +934,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
         else pl.concat([coll.get_column("track"), inits.select(TRACK).to_series(), inst.select(TRACK).to_series()])
     )
     ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
-    topo, _ = _picked(p, msgs.str.contains("^(?:Channel |Ring |Tree)"), "line", "hid", "msg")  # one anchored search
+    topo, _ = _picked(p, kinds["topology"], "line", "hid", "msg")
     topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
     topology: dict[str, int] = {}  # listed after the COLL lines' reason
     links, nch = _comm_links(topo, comms, topology)
