@@ -1,6 +1,6 @@
 """di's shorter numba pipeline (di/jitpipeline.py) compiles the kernels given it to the same code as numba's own.
 
-The kernels ``di convert`` (and the training-log scans) reach are compiled once more here, fresh (no cache), through numba's default
+The kernels that ``di convert``, ``di info``, ``di analyze`` and the training-log scans reach are compiled once more here, fresh (no cache), through numba's default
 pipeline and through :class:`ScalarKernelCompiler` with the same options and signatures, and the optimised
 LLVM of each kernel's own function is compared (value and block names aside, and the order of a phi's
 incoming values): a pass left out that a kernel needed shows as a different function (or a compile error).
@@ -45,13 +45,15 @@ def _function(dispatcher: Dispatcher) -> str:
 
 
 def _kernels_reached(work: Path) -> list[Dispatcher]:
-    """The dispatchers given :class:`ScalarKernelCompiler` that a ``di convert`` to OTF2 and to Perfetto and
-    ``di warmup``'s training-log task compiled."""
+    """The dispatchers given :class:`ScalarKernelCompiler` that ``di convert`` to OTF2, Perfetto and Chrome JSON,
+    ``di info`` of each output, ``di analyze`` and ``di warmup``'s training-log task compiled."""
     from di import cli
     from di.warmup import TASKS
 
-    for ext in ("otf2", "pftrace"):
+    for ext in ("otf2", "pftrace", "json.gz"):
         cli.main(["convert", str(TRACE), "-o", str(work / f"x.{ext}")])
+        cli.main(["info", str(work / f"x.{ext}")])
+    cli.main(["analyze", str(TRACE)])
     TASKS["logs"][0](work)
     found = []
     for path in sorted(Path(cli.__file__).parent.rglob("*.py")):

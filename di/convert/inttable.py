@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 NO_KEY = np.int64(0)
 """The padding of unused key parts (typed, see the module docstring)."""
 
@@ -41,7 +43,7 @@ def _start(keys, a, b, c):
     return np.int64((h ^ (h >> np.uint64(29))) & np.uint64(keys.shape[0] - 1))
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def find(keys, a, b, c):
     """Slot of key (a, b, c), or -1 when it is not in the table."""
     mask = keys.shape[0] - 1
@@ -53,7 +55,7 @@ def find(keys, a, b, c):
     return -1
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def claim(keys, count, a, b, c):
     """Slot of key (a, b, c), taken for it when new (its value row is then as the caller allocated it);
     -1 when the key is new and the table is half full (see the module docstring)."""

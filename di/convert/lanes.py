@@ -129,7 +129,7 @@ def innermost_points(
     return out
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _points_kernel(
     loc: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray, lower: np.ndarray, out: np.ndarray
 ) -> None:

@@ -19,6 +19,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 
 class IntervalSet(NamedTuple):
     """Intervals ``[start_ns, end_ns)`` tagged by ``group`` (all int64 arrays of one length)."""
@@ -43,7 +45,7 @@ def _outputs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _merge_sorted(group, start, end, og, os_, oe):
     """Union of intervals sorted by (group, start) into ``og, os_, oe``; returns how many, or -1 (nothing
     usable written) when the input is not sorted. In place (``og is group``...) is allowed: k never passes i."""
@@ -66,7 +68,7 @@ def _merge_sorted(group, start, end, og, os_, oe):
     return k + 1
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _merge_rows(rows, group, start, end, og, os_, oe):
     """Union of the intervals ``rows`` (positions in ``group, start, end``, in (group, start) order) into
     ``og, os_, oe``; returns how many. Reads through ``rows``: no gathered copy of the columns."""
@@ -163,7 +165,7 @@ def union_sets(*sets: IntervalSet) -> IntervalSet:
     return out
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _merge_two(ag, as_, ae, bg, bs, be, g, s, e):
     """Merge two normal sets into ``g, s, e`` (room for both), then their union in place; returns its size."""
     n = ag.size + bg.size
@@ -178,7 +180,7 @@ def _merge_two(ag, as_, ae, bg, bs, be, g, s, e):
     return _merge_sorted(g, s, e, g, s, e)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _combine(ag, as_, ae, bg, bs, be, keep_b, og, os_, oe):
     # keep_b True: a ∩ b; False: a \ b.  Both inputs normal, so the result has at
     # most na + nb intervals (each b interval ends at most one piece of a): the room in og, os_, oe.

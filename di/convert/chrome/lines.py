@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.bytewords import copy_bytes
 from di.convert.columns import readonly
 
@@ -27,7 +29,7 @@ def us_text(ns: int) -> str:
     return f"{sign}{v // 1000}.{v % 1000:03d}"
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _put_int(out: np.ndarray, pos: int, v: int) -> int:
     if v < 0:
         out[pos] = 45  # "-"
@@ -43,7 +45,7 @@ def _put_int(out: np.ndarray, pos: int, v: int) -> int:
     return pos + digits
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _put_time(out: np.ndarray, pos: int, v: int) -> int:
     if v < 0:
         out[pos] = 45
@@ -58,7 +60,7 @@ def _put_time(out: np.ndarray, pos: int, v: int) -> int:
     return pos + 4
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _put_args(
     out: np.ndarray,
     pos: int,
@@ -97,7 +99,7 @@ def _put_args(
     return pos + 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _assemble_kernel(
     ops: np.ndarray,
     lo: int,

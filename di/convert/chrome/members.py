@@ -14,6 +14,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.chrome.jsontext import NO_OUT, SKIP, copy_value, end_string
 from di.convert.columns import utf8_buffers
 
@@ -22,14 +24,14 @@ _AT_START = np.int64(0)
 """The ``o`` of :func:`copy_value` calls that write nothing (typed: a literal 0 compiles a version of its own)."""
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _end_string(data, i, end):
     """Index of the closing quote of the string whose opening quote is at i - 1 (``end`` if none)."""
     j = end_string(data, i, end)
     return end if j < 0 else j
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _skip(data, i, end, scratch):
     """Index after the (minified) JSON value starting at i (``end`` if it does not end); ``scratch``:
     the writable ``out`` :func:`copy_value` takes (nothing is written)."""
@@ -37,7 +39,7 @@ def _skip(data, i, end, scratch):
     return end if j < 0 else j
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _scan(data, offsets, out, scratch):
     """Fill ``out`` rows (object row, key start, key length, number start, number length)
     in characters from the row's start; returns the number of members found."""

@@ -31,6 +31,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.otf2.records import (
     ATTRIBUTE,
     COLL_END,
@@ -108,7 +110,7 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
     return lookup, table
 
 
-@njit(cache=True)
+@njit(cache=True, pipeline_class=ScalarKernelCompiler)
 def _ticks_to_ns(t, offset, res, realtime):
     """One OTF2 tick count -> int64 ns, exactly as :func:`di.convert.otf2.reader.ticks_to_ns`."""
     d = t - offset
@@ -122,7 +124,7 @@ def _ticks_to_ns(t, offset, res, realtime):
     return ns + realtime
 
 
-@njit(cache=True)
+@njit(cache=True, pipeline_class=ScalarKernelCompiler)
 def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs, instant_of, offset, res, realtime):
     """In place: ticks -> ns (instants end where they start). Returns (descriptor row of every event,
     whether the events are in (loc, start, -end) order)."""

@@ -26,6 +26,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.otf2.clib import ccall as clib_call
 
 if TYPE_CHECKING:  # the String cfunc compiles on import: the writers that import this module do not need it
@@ -162,7 +164,7 @@ def write_io_file_properties(g: Any, props: IoFileProperties, anchor: Any) -> No
         )
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
 def _write_properties(fn, writer, file, name, kind, value):  # noqa: ANN001, ANN202
     """WriteIoFileProperty(writer, file[i], name[i], kind[i], value[i]) for every i (the 8-byte value union
     passed as an integer, :mod:`di.convert.otf2.clib`); the first error code, else 0."""

@@ -38,6 +38,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.otf2.records import (
     A,
     ATTRIBUTE,
@@ -101,7 +103,7 @@ IO_FLAGS_SHIFT = 8
 IO_CANCELLED_BIT = 1 << 40
 
 
-@njit(cache=True)
+@njit(cache=True, pipeline_class=ScalarKernelCompiler)
 def _is_instant(kind):
     return (kind >= PROGRAM_BEGIN and kind <= PARAMETER_UINT) or (kind >= IO_ISSUED and kind <= IO_TRY_LOCK)
 
@@ -120,7 +122,7 @@ def _take(ev, open_ids, open_match, n, ref, match):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, pipeline_class=ScalarKernelCompiler)
 def _folded(rows, k, fold_ref):
     """True when record k carries attribute ``fold_ref`` (its ATTRIBUTE rows follow it)."""
     q = k + 1
@@ -131,7 +133,7 @@ def _folded(rows, k, fold_ref):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, pipeline_class=ScalarKernelCompiler)
 def _build_location(rows, li, base, ev, ev_type, rec, rec_idx, counts, state, fold_ref):
     """Events and kept records of one location (rows = its records; see the module docstring).
 

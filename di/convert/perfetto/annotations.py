@@ -15,6 +15,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.bytewords import copy_bytes
 from di.convert.jsonstrings import json_strings
 
@@ -32,7 +34,7 @@ def gather_spans(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.nd
     return out, off
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _copy_spans(buf, s0, s1, off, out):
     """Copy buf[s0[i]:s1[i]] to out[off[i]:off[i + 1]] for every i."""
     for i in range(s0.shape[0]):  # one memcpy each: a byte loop is vectorised by LLVM, which costs the cold compile

@@ -52,6 +52,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.perfetto import fields as F
 from di.convert.inttable import NO_KEY, claim, find, new_table
 from di.convert.perfetto.clocks import CLOCK_WIDTH, MAX_CLOCKS, SNAPSHOT_ROWS, read_snapshot, to_trace_ns
@@ -144,7 +146,7 @@ def sequence_track(seq: int) -> int:
     return -(seq + 1)
 
 
-@njit(cache=True, no_cfunc_wrapper=True)
+@njit(cache=True, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def count_packets(buf: np.ndarray) -> tuple[int, int]:
     """(number of complete TracePackets, byte offset where the readable part ends)."""
     pos, end, n = _ZERO, buf.shape[0], _ZERO  # typed: a literal 0 compiles read_varint twice
@@ -206,7 +208,7 @@ def _sym(buf, a, b, sym, stats):
     return sid
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _interned(buf, a, b, interned, seq, gen, sym, stats):
     """Store the entries of an InternedData message (buf[a:b])."""
     pos = a
@@ -253,7 +255,9 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
                 return
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(
+    cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True
+)  # numba's pipeline: di's compiles it to other code (tests/test_jitpipeline.py)
 def _defaults(buf, a, b, state, stats):
     """Read TracePacketDefaults (buf[a:b]): its track_event_defaults' track_uuid into ``state[D_TRACK]`` and its
     timestamp_clock_id into ``state[D_CLOCK]``, each when present; True when either was. A track_event_defaults
@@ -290,7 +294,7 @@ def _defaults(buf, a, b, state, stats):
     return uuid >= 0 or clock >= 0
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _packet_fields(buf, a, b, spans, state, stats):
     """Read the fields of the TracePacket buf[a:b] into the ``D_P_*`` slots of ``state``, and append its
     descriptor and di packet spans to ``spans`` (from row ``state[D_SPANS]``, without their sequence, which
@@ -365,7 +369,7 @@ def _category(ev, ne, c):
         ev[EV_CAT1, ne] = c
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _annotation(buf, a, b, interned, seq, gen, stats, sym, an, na, ne):
     """Row ``na`` of ``an`` for a DebugAnnotation (buf[a:b]) of event ``ne``: event, name symbol, value type, int
     value, span start, span end, double value's bits as int64."""
@@ -418,7 +422,7 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym, an, na, ne):
                 break
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _ids(buf, pos, b, wire, flows, nf, k, term):
     """Append flow ids of one field (fixed64, varint, or packed) to ``flows`` (rows of id bits,
     event, terminating; the caller made room: one row per byte of the field); returns (pos, nf), pos -1 when a
@@ -510,7 +514,9 @@ def _grown(rows: np.ndarray, need: int) -> np.ndarray:
     return out
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(
+    cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True
+)  # numba's pipeline: di's compiles it to other code (tests/test_jitpipeline.py)
 def _track_event(buf, packet, interned, seqs, sym, stats, ev, flows, an, state):
     """Read the TrackEvent of packet ``packet`` (``state[D_P_TE0]:state[D_P_TE1]``, on sequence ``state[D_P_SEQ]``)
     into column ``state[D_EVENTS]`` of ``ev``, its flow ids into ``flows`` and its annotations into ``an`` from
@@ -600,7 +606,7 @@ def _track_event(buf, packet, interned, seqs, sym, stats, ev, flows, an, state):
     # else the event was dropped: so are its flow ids and annotations (the counts stay as they were)
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary, ev, spans, flows, an, state):
     """:func:`decode_packets` into the arrays it is given: ``ev`` (:data:`EV_ROWS`, n) int64 rows of the
     events (the counter value as its float64 bits), ``spans`` (kind (0 track descriptor, 1 di packet, 2

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from di.jitpipeline import ScalarKernelCompiler
+
 from di.convert.perfetto import fields as F
 
 
@@ -39,7 +41,7 @@ def pair_slices(
     return begin[:ns], end_ns[:ns], instant[:ns], slice_of, unmatched, unclosed
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _pair_slices(track, ts, etype, order, last_ns, begin, end_ns, instant, slice_of, stack, counts):
     """:func:`pair_slices` into the arrays it is given; ``counts`` = [slices, unmatched ENDs, unclosed]."""
     n = order.shape[0]
@@ -92,7 +94,7 @@ def chain_flows(
     return src[:m], dst[:m], edge_ids[:m]
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _chain_flows(fid, code, slice_id, terminating, order, slice_start, active, src, dst, ids):
     """:func:`chain_flows` into the arrays it is given; returns the number of edges."""
     n = order.shape[0]

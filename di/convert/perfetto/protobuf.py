@@ -74,7 +74,7 @@ def put_varint(out: np.ndarray, pos: int, v: int) -> int:
     return pos + 1
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def read_varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """(value as int64, new position); new position -1 when the varint runs past ``end`` or is over 10 bytes."""
     if pos < end and buf[pos] < 128:
@@ -127,7 +127,7 @@ def double_bits(typingctx, value):
     return types.int64(value), codegen
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def skip_field(buf: np.ndarray, pos: int, end: int, wire: int) -> int:
     """Position after the value of a field of wire type ``wire`` at ``pos``; -1 when malformed."""
     if wire == 0:
