@@ -255,9 +255,8 @@ def _interned(buf, a, b, interned, seq, gen, sym, stats):
                 return
 
 
-@njit(
-    cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True
-)  # numba's pipeline: di's compiles it to other code (tests/test_jitpipeline.py)
+# numba's own pipeline: di's (ScalarKernelCompiler) compiles this kernel to other code (tests/test_jitpipeline.py)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _defaults(buf, a, b, state, stats):
     """Read TracePacketDefaults (buf[a:b]): its track_event_defaults' track_uuid into ``state[D_TRACK]`` and its
     timestamp_clock_id into ``state[D_CLOCK]``, each when present; True when either was. A track_event_defaults
@@ -514,9 +513,8 @@ def _grown(rows: np.ndarray, need: int) -> np.ndarray:
     return out
 
 
-@njit(
-    cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True
-)  # numba's pipeline: di's compiles it to other code (tests/test_jitpipeline.py)
+# numba's own pipeline: di's (ScalarKernelCompiler) compiles this kernel to other code (tests/test_jitpipeline.py)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 def _track_event(buf, packet, interned, seqs, sym, stats, ev, flows, an, state):
     """Read the TrackEvent of packet ``packet`` (``state[D_P_TE0]:state[D_P_TE1]``, on sequence ``state[D_P_SEQ]``)
     into column ``state[D_EVENTS]`` of ``ev``, its flow ids into ``flows`` and its annotations into ``an`` from
