@@ -16,6 +16,7 @@ from numba import njit
 from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.bytewords import load_u64
+from di.convert.columns import readonly
 
 VIEW_BUFFER_BYTES = (1 << 31) - 1
 """Largest data buffer one Arrow string view can point into (offsets are int32)."""
@@ -87,16 +88,17 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
-def _offset_views(data, offsets, limit, views, starts):
-    """Fill the views (two uint64 words each) of the texts ``data[offsets[e]:offsets[e + 1]]``
-    and ``starts`` (zeros) with the data buffers' starts and end (a new buffer begins where a
-    text would end beyond ``limit`` bytes of the current one); returns the number of buffers."""
-    n = offsets.size - 1
+def _span_views(data, los, his, end, limit, views, starts):
+    """Fill the views (two uint64 words each) of the texts ``data[los[e]:his[e]]`` and ``starts``
+    (zeros) with the data buffers' starts and ``end`` (a new buffer begins where a text would end
+    beyond ``limit`` bytes of the current one: the spans ascend, unless all of them lie in the
+    first ``limit`` bytes); returns the number of buffers."""
+    n = los.size
     size = data.size
     nb = 1
     for e in range(n):
-        lo = offsets[e]
-        hi = offsets[e + 1]
+        lo = los[e]
+        hi = his[e]
         if hi - starts[nb - 1] > limit:
             starts[nb] = lo
             nb += 1
@@ -125,7 +127,7 @@ def _offset_views(data, offsets, limit, views, starts):
             views[2 * e + 1] = (head >> np.uint64(32)) | (tail << np.uint64(32))
         else:
             views[2 * e + 1] = np.uint64(nb - 1) | (np.uint64(lo - starts[nb - 1]) << np.uint64(32))
-    starts[nb] = offsets[n]
+    starts[nb] = end
     return nb
 
 
@@ -138,7 +140,7 @@ def texts_at_offsets(
     n = offsets.size - 1
     views = np.empty(2 * n, np.uint64)  # every word is written
     starts = np.zeros(2 * (int(offsets[n]) // limit) + 3, np.int64)
-    buffers = _offset_views(data, offsets, np.int64(limit), views, starts)
+    buffers = _span_views(readonly(data), offsets[:-1], offsets[1:], offsets[n], np.int64(limit), views, starts)
     return string_views(n, views, [(data, starts[: buffers + 1])], valid, name)
 
 
@@ -153,6 +155,18 @@ def gather_spans(
     # byte j of the gathered text is data[starts[e] + j - offsets[e]] for the span e holding it
     at = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], length)
     return data[at], offsets
+
+
+def texts_in_place(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) -> pl.Series:
+    """A String Series of the UTF-8 texts ``data[starts[i]:ends[i]]`` (int64 spans in any order), viewing ``data``
+    in place when it fits one view buffer (:data:`VIEW_BUFFER_BYTES`), else gathered (:func:`texts_at_spans`)."""
+    valid = np.ones(starts.size, np.bool_)
+    if data.size > VIEW_BUFFER_BYTES:
+        return texts_at_spans(data, starts, ends, valid, name)
+    views = np.empty(2 * starts.size, np.uint64)  # every word is written
+    first = np.zeros(3, np.int64)
+    _span_views(readonly(data), starts, ends, np.int64(data.size), np.int64(VIEW_BUFFER_BYTES), views, first)
+    return string_views(starts.size, views, [(data, first[:2])], valid, name)
 
 
 def texts_at_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:

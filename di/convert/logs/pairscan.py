@@ -26,8 +26,7 @@ from numba import njit
 from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert import symbols
-from di.convert.bytewords import load_u64
-from di.convert.stringviews import VIEW_BUFFER_BYTES, string_views, texts_at_spans
+from di.convert.stringviews import texts_at_spans, texts_in_place
 
 __all__ = ["DIGIT", "SPACE", "WORD", "LinePairs", "bytes_of", "first_samples", "is_class", "line_pairs"]
 
@@ -266,55 +265,6 @@ def bytes_of(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-_LOW32 = np.uint64(0xFFFFFFFF)
-_INLINE_BYTES = np.int64(12)
-"""The longest text an Arrow string view holds itself (see :mod:`di.convert.stringviews`)."""
-
-
-@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
-def _span_views(data, starts, ends, views):
-    """Fill ``views`` (two uint64 words per view) with the Arrow string views of the spans
-    ``data[starts[e]:ends[e]]``, in data buffer 0 (as :mod:`di.convert.stringviews` lays them out), reading eight
-    bytes at a time."""
-    size = data.size
-    for e in range(starts.size):
-        lo = starts[e]
-        length = ends[e] - lo
-        m = length if length < _INLINE_BYTES else _INLINE_BYTES
-        head = np.uint64(0)  # the text's first twelve bytes (fewer when it is shorter; zeros above)
-        tail = np.uint64(0)
-        if lo + 16 <= size:
-            head = load_u64(data, lo)
-            tail = load_u64(data, lo + 8) & _LOW32
-            if m < 8:
-                head &= (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)
-                tail = np.uint64(0)
-            else:
-                tail &= (np.uint64(1) << np.uint64(8 * (m - 8))) - np.uint64(1)
-        else:
-            for k in range(m):
-                if k < 8:
-                    head |= np.uint64(data[lo + k]) << np.uint64(8 * k)
-                else:
-                    tail |= np.uint64(data[lo + k]) << np.uint64(8 * (k - 8))
-        views[2 * e] = np.uint64(length) | (head << np.uint64(32))
-        if length <= _INLINE_BYTES:
-            views[2 * e + 1] = (head >> np.uint64(32)) | (tail << np.uint64(32))
-        else:
-            views[2 * e + 1] = np.uint64(lo) << np.uint64(32)
-
-
-def _texts(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) -> pl.Series:
-    """The spans ``data[starts[e]:ends[e]]`` as a String Series viewing ``data`` (no copy of their bytes; gathered
-    where ``data`` is too long for one view buffer)."""
-    valid = np.ones(starts.size, np.bool_)
-    if data.size > VIEW_BUFFER_BYTES:
-        return texts_at_spans(data, starts, ends, valid, name)
-    views = np.empty(2 * starts.size, np.uint64)  # every word is written
-    _span_views(data, starts, ends, views)
-    return string_views(starts.size, views, [(data, np.array([0, data.size], np.int64))], valid, name)
-
-
 def line_pairs(text: pl.Series, skip: pl.Series, *, level_heads: bool) -> LinePairs:
     """The pairs of the ASCII strings of ``text`` but those where ``skip`` is true (see the module docstring;
     ``level_heads``: a line's Python logging head, up to its `` - INFO - `` or `` - WARNING - ``, holds no pair).
@@ -348,7 +298,7 @@ def line_pairs(text: pl.Series, skip: pl.Series, *, level_heads: bool) -> LinePa
     m, keys = int(values[0]), int(kcount[0])
     number, unit, end = spans[1, :m], spans[2, :m], spans[3, :m]
     flags = value_flags[:m]
-    numbers = _texts(data, number, unit, "value")
+    numbers = texts_in_place(data, number, unit, "value")
     comma = np.flatnonzero(flags & COMMA)
     if comma.size:
         numbers = numbers.scatter(comma, numbers.gather(comma).str.replace_all(",", "", literal=True))
