@@ -24,13 +24,13 @@ _INLINE_BYTES = np.int64(12)
 """The longest text a view holds itself."""
 
 
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def _put_u32(views, at, v):
     for b in range(4):
         views[at + b] = np.uint8((v >> (8 * b)) & 0xFF)
 
 
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def put_view(views, e, text, lo, hi, buffer, at):
     """Write string view ``e`` of ``text[lo:hi]``, which sits at byte ``at`` of data buffer ``buffer``."""
     v = 16 * e

@@ -84,7 +84,7 @@ def _local_weights(frame: EventFrame, g: Graph, arrival: np.ndarray) -> np.ndarr
     return w
 
 
-@njit(cache=True, nogil=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, nogil=True, _nrt=False)
 def _local_weight(v, t, first, owner, event, activity, on_gpu, call_only, a_v):
     """:func:`_local_weights` of one node, its arrival ``a_v`` given, for kernels that weigh nodes as they go
     (:mod:`di.parallel.critical_path`'s replay; compiled only where that runs)."""

@@ -56,7 +56,6 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.jitpipeline import ScalarKernelCompiler
 
 from di.engine.window import EventFrame
 
@@ -192,7 +191,7 @@ def _fifo(
 _NO_END = np.int64(np.iinfo(np.int64).min)
 
 
-@njit(cache=True, nogil=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, nogil=True, _nrt=False)
 def _queue(call_ptr, call_t, kern_ptr, kern_t, kern_end, skew_ns, lost_ns, out):
     """Per group g (calls ``call_ptr[g]:call_ptr[g+1]``, kernels likewise, each sorted by time), the call
     position each kernel takes (-1: none): the pending call, unless it started after the kernel (by more

@@ -45,7 +45,7 @@ def _outputs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
 
 
-@njit(cache=True, nogil=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, nogil=True, _nrt=False)
 def _merge_sorted(group, start, end, og, os_, oe):
     """Union of intervals sorted by (group, start) into ``og, os_, oe``; returns how many, or -1 (nothing
     usable written) when the input is not sorted. In place (``og is group``...) is allowed: k never passes i."""
@@ -165,7 +165,7 @@ def union_sets(*sets: IntervalSet) -> IntervalSet:
     return out
 
 
-@njit(cache=True, nogil=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, nogil=True, _nrt=False)
 def _merge_two(ag, as_, ae, bg, bs, be, g, s, e):
     """Merge two normal sets into ``g, s, e`` (room for both), then their union in place; returns its size."""
     n = ag.size + bg.size

@@ -11,10 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from di.jitpipeline import ScalarKernelCompiler
 
-
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def match_begin_end(key, is_begin):
     """Pair begins with ends LIFO within each key.
 
@@ -60,7 +58,7 @@ def match_begin_end(key, is_begin):
     return b_out[:m], e_out[:m], lone_b[:nb], lone_e[:ne]
 
 
-@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, _nrt=False)
 def _first_at_or_after(values, lo, hi, x):
     """The first k in [lo, hi) with values[k] >= x (hi when none); values sorted there."""
     while lo < hi:
@@ -72,7 +70,7 @@ def _first_at_or_after(values, lo, hi, x):
     return lo
 
 
-@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, _nrt=False)
 def _first_after(values, lo, hi, x):
     """The first k in [lo, hi) with values[k] > x (hi when none); values sorted there."""
     while lo < hi:
@@ -84,7 +82,7 @@ def _first_after(values, lo, hi, x):
     return lo
 
 
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def bind_points(loc_first, start_ns, end_ns, parent, instant, q_loc, q_ts, q_next):
     """The event each flow end point binds to, or -1.
 
@@ -124,7 +122,7 @@ def bind_points(loc_first, start_ns, end_ns, parent, instant, q_loc, q_ts, q_nex
     return out
 
 
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def chain_flows(key, step, row):
     """Turn flow steps into edges.
 

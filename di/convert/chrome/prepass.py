@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from di.jitpipeline import ScalarKernelCompiler
 
 _HIGH = np.uint64(0x8080808080808080)
 
@@ -23,7 +22,7 @@ def has_high_bytes(buf: np.ndarray) -> bool:
     return high or bool(buf.size > whole and buf[whole:].max() >= 0x80)
 
 
-@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, _nrt=False)
 def fix_utf8(buf):
     """Replace each byte that is not part of valid UTF-8 by '?', in place.
 

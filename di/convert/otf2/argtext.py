@@ -16,7 +16,6 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.otf2.digits import write_int as _write_int
 from di.convert.otf2.records import (
@@ -96,7 +95,7 @@ def _prefix_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _PREFIXES = _prefix_table()
 
 
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def _instant_kernel(kinds, a, b, c, pre, pre_off, first):
     n = kinds.size
     out = np.empty(n * (pre.size + 3 * 21 + 3) + 1, np.uint8)
@@ -129,7 +128,7 @@ def instant_members(kinds: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarr
     return _instant_kernel(kinds, *(np.ascontiguousarray(x, dtype=np.int64) for x in (a, b, c)), pre, pre_off, first)
 
 
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def _text_int_kernel(head, texts, text_off, idx, mid, ints):
     n = idx.size
     widest = 0
@@ -175,7 +174,7 @@ def text_int_members(
     )
 
 
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def _buffer_of(offsets, limit):
     """Split member bytes into Arrow data buffers of at most ``limit`` bytes at member boundaries: (buffer of each
     member, buffer starts + end)."""
@@ -192,7 +191,7 @@ def _buffer_of(offsets, limit):
     return which, starts[: n + 1]
 
 
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def _counting_order(n_events, event):
     """The members in stable order of their event (a counting sort: for members about as many as events)."""
     start = np.zeros(n_events + 1, np.int64)
@@ -207,7 +206,7 @@ def _counting_order(n_events, event):
     return order
 
 
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True)
 def _join_kernel(event, order, data, offsets, limit, views, valid):
     """Fill the string views (16 bytes per event, zero = null) and validity of every event with members (``order``:
     the members in stable event order); returns (member buffer starts, joined text, its buffer starts). Events with

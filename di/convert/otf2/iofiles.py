@@ -26,7 +26,6 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.otf2.clib import ccall as clib_call
 
@@ -164,7 +163,7 @@ def write_io_file_properties(g: Any, props: IoFileProperties, anchor: Any) -> No
         )
 
 
-@njit(cache=True, _nrt=False, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, _nrt=False)
 def _write_properties(fn, writer, file, name, kind, value):  # noqa: ANN001, ANN202
     """WriteIoFileProperty(writer, file[i], name[i], kind[i], value[i]) for every i (the 8-byte value union
     passed as an integer, :mod:`di.convert.otf2.clib`); the first error code, else 0."""

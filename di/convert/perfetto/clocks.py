@@ -20,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.perfetto import fields as F
 from di.convert.inttable import NO_KEY, claim, find
@@ -35,7 +34,7 @@ SNAPSHOT_ROWS = 4
 """Rows of the scratch array :func:`read_snapshot` takes: ids, values, incremental, unit multipliers."""
 
 
-@njit(cache=True, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, no_cfunc_wrapper=True)
 def read_snapshot(buf, a, b, seq, clocks, primary, snapshot):
     """Record the clocks of a ClockSnapshot (buf[a:b]) in ``clocks`` (keys, count, values); ``primary[0]``
     is the trace clock id; ``snapshot`` is int64 scratch (:data:`SNAPSHOT_ROWS`, :data:`MAX_CLOCKS`), made by

@@ -94,7 +94,7 @@ def chain_flows(
     return src[:m], dst[:m], edge_ids[:m]
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True)
 def _chain_flows(fid, code, slice_id, terminating, order, slice_start, active, src, dst, ids):
     """:func:`chain_flows` into the arrays it is given; returns the number of edges."""
     n = order.shape[0]
