@@ -23,10 +23,18 @@ def byte_pointer(context, builder, aryty, ary_value, idx_value, idx_type):
     return builder.bitcast(builder.gep(ary.data, [idx]), ir.IntType(64).as_pointer())
 
 
+def byte_arrays_and_ints(arrays: tuple, ints: tuple) -> bool:
+    """In an intrinsic's typing: whether ``arrays`` are all numba uint8 arrays and ``ints`` all integers (else the
+    intrinsic returns None: no match for those argument types)."""
+    return all(isinstance(a, types.Array) and a.dtype == types.uint8 for a in arrays) and all(
+        isinstance(x, types.Integer) for x in ints
+    )
+
+
 @intrinsic
 def load_u64(typingctx, buf, i):
     """The uint64 at bytes buf[i:i+8] (little-endian on the machines di runs on)."""
-    if not (isinstance(buf, types.Array) and buf.dtype == types.uint8 and isinstance(i, types.Integer)):
+    if not byte_arrays_and_ints((buf,), (i,)):
         return None
 
     def codegen(context, builder, sig, args):
@@ -39,12 +47,7 @@ def load_u64(typingctx, buf, i):
 @intrinsic
 def store_u64(typingctx, out, o, w):
     """Write the uint64 ``w`` to bytes out[o:o+8]."""
-    if not (
-        isinstance(out, types.Array)
-        and out.dtype == types.uint8
-        and isinstance(o, types.Integer)
-        and isinstance(w, types.Integer)
-    ):
+    if not byte_arrays_and_ints((out,), (o, w)):
         return None
 
     def codegen(context, builder, sig, args):
@@ -64,11 +67,7 @@ def copy_bytes(typingctx, out, o, src, a, b):
     A byte loop compiles to a vectorised loop with alias checks and tails at every call
     site, which costs LLVM far more time than a call (and runs no faster on short texts).
     Unchecked, like :func:`load_u64`: the caller guarantees both ranges are in bounds."""
-    ints = (o, a, b)
-    if not (
-        all(isinstance(x, types.Array) and x.dtype == types.uint8 for x in (out, src))
-        and all(isinstance(x, types.Integer) for x in ints)
-    ):
+    if not byte_arrays_and_ints((out, src), (o, a, b)):
         return None
 
     def codegen(context, builder, sig, args):

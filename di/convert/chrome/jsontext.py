@@ -14,7 +14,7 @@ from di.jitpipeline import ScalarKernelCompiler
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
-from di.convert.bytewords import byte_pointer, load_u64, store_u64
+from di.convert.bytewords import byte_arrays_and_ints, byte_pointer, load_u64, store_u64
 
 TRUNCATED = -1
 """A position these functions return when the text ends inside the value."""
@@ -67,12 +67,7 @@ def skip_ws(typingctx, buf, i, n):
     An intrinsic: its few LLVM instructions are written into each caller, where a numba function
     of its own cost every cold start 0.2 CPU-s of compiling (numba's fixed cost per function)
     and each call site a call; only numba code can call it."""
-    if not (
-        isinstance(buf, types.Array)
-        and buf.dtype == types.uint8
-        and isinstance(i, types.Integer)
-        and isinstance(n, types.Integer)
-    ):
+    if not byte_arrays_and_ints((buf,), (i, n)):
         return None
 
     def codegen(context, builder, sig, args):
@@ -112,11 +107,7 @@ def head_word(typingctx, buf, s, e, n):
 
     An intrinsic (see :func:`skip_ws`): a numba function of its own cost every cold start
     0.1 CPU-s of compiling."""
-    if not (
-        isinstance(buf, types.Array)
-        and buf.dtype == types.uint8
-        and all(isinstance(x, types.Integer) for x in (s, e, n))
-    ):
+    if not byte_arrays_and_ints((buf,), (s, e, n)):
         return None
 
     def codegen(context, builder, sig, args):

@@ -23,7 +23,8 @@ from numba import njit
 from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.logs import training
-from di.convert.logs.pairscan import DIGIT, SPACE, WORD, bytes_of, is_class
+from di.convert.columns import utf8_buffers
+from di.convert.logs.pairscan import DIGIT, SPACE, WORD, is_class
 
 __all__ = ["KIND_CODES", "line_kinds"]
 
@@ -208,7 +209,7 @@ def _hf(data, b0, b1):
 def line_kinds(text: pl.Series) -> tuple[pl.Series, pl.Series]:
     """Per string of ``text`` (ASCII): its kind (String, null for none; see the module docstring) and its first
     ``[Rank N]`` tag's N (Int64, null for none)."""
-    data, offsets = bytes_of(text)
+    data, offsets = utf8_buffers(text)
     n = offsets.size - 1
     kind = np.empty(n, np.int8)
     rank = np.zeros(n, np.int64)

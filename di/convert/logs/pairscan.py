@@ -26,9 +26,10 @@ from numba import njit
 from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert import symbols
+from di.convert.columns import utf8_buffers
 from di.convert.stringviews import texts_at_spans, texts_in_place
 
-__all__ = ["DIGIT", "SPACE", "WORD", "LinePairs", "bytes_of", "first_samples", "is_class", "line_pairs"]
+__all__ = ["DIGIT", "SPACE", "WORD", "LinePairs", "first_samples", "is_class", "line_pairs"]
 
 COMMA = np.int8(1)
 """A value's flag: its number holds a ``,`` (``1,024``; ``0,`` where a list goes on)."""
@@ -254,17 +255,6 @@ class LinePairs:
         self.row, self.at, self.key_code, self.value, self.unit, self.keys = row, at, key_code, value, unit, keys
 
 
-def bytes_of(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The UTF-8 bytes of the strings of ``text`` (no nulls) one after another, and their offsets (one more than
-    strings): one copy of the text, through Arrow. Read-only arrays, as the Chrome reader's text is: the kernel both
-    call (:func:`di.convert.symbols.intern`) compiles once for them."""
-    arr = text.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string: int64 offsets
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return data, offsets
-
-
 def line_pairs(text: pl.Series, skip: pl.Series, *, level_heads: bool) -> LinePairs:
     """The pairs of the ASCII strings of ``text`` but those where ``skip`` is true (see the module docstring;
     ``level_heads``: a line's Python logging head, up to its `` - INFO - `` or `` - WARNING - ``, holds no pair).
@@ -272,7 +262,7 @@ def line_pairs(text: pl.Series, skip: pl.Series, *, level_heads: bool) -> LinePa
     A value is read as the text after its ``:`` or ``=`` was read, less leading spaces and ``[``, its unit and its
     commas (a cast of that text): its number's bytes, commas taken out, cast by polars; none where a tab or other
     odd space comes first (:data:`ODD_SPACE`)."""
-    data, offsets = bytes_of(text)
+    data, offsets = utf8_buffers(text)
     skip_row = skip.to_numpy()
     capacity = max(1024, int(offsets[-1] - offsets[0]) // 32)
     key_capacity = 256

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import types
-from numba.extending import intrinsic
+
+from di.convert.ccall import ccall_i64
 
 __all__ = ["int_columns", "native_available"]
 
@@ -85,26 +84,6 @@ def _address(lib: ctypes.CDLL, symbol: str) -> int:
     return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value or 0
 
 
-@intrinsic
-def _call(typingctx, fn, args):
-    """``_call(fn_address, (a0, a1, ...))`` -> int64: call a C function taking integer (or pointer) arguments."""
-    if not isinstance(fn, types.Integer) or not isinstance(args, types.BaseTuple):
-        return None
-    sig = types.int64(fn, args)
-    n = len(args.types)
-
-    def codegen(context, builder, signature, llargs):
-        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)] * n)
-        target = builder.inttoptr(context.cast(builder, llargs[0], signature.args[0], types.uint64), fnty.as_pointer())
-        values = [
-            context.cast(builder, builder.extract_value(llargs[1], i), ty, types.uint64)
-            for i, ty in enumerate(signature.args[1].types)
-        ]
-        return builder.call(target, values)
-
-    return sig, codegen
-
-
 @numba.njit(cache=True)
 def _step_rows(stmt, fns, nullable, out, null):  # pragma: no cover - compiled
     """Step ``stmt`` into ``out`` (rows x columns); a column's NULLs are looked for only where
@@ -113,18 +92,18 @@ def _step_rows(stmt, fns, nullable, out, null):  # pragma: no cover - compiled
     n, k = out.shape
     i = 0
     while i < n:
-        rc = _call(step, (stmt,)) & 0xFF
+        rc = ccall_i64(step, (stmt,)) & 0xFF
         if rc != SQLITE_ROW:
             return i, rc
         for j in range(k):
-            value = _call(col_int64, (stmt, j))
+            value = ccall_i64(col_int64, (stmt, j))
             # a NULL reads as 0, so only a 0 of a nullable column asks for the value's type
-            if value == 0 and nullable[j] and (_call(col_type, (stmt, j)) & 0xFF) == SQLITE_NULL:
+            if value == 0 and nullable[j] and (ccall_i64(col_type, (stmt, j)) & 0xFF) == SQLITE_NULL:
                 null[i, j] = True
             else:
                 out[i, j] = value
         i += 1
-    rc = _call(step, (stmt,)) & 0xFF
+    rc = ccall_i64(step, (stmt,)) & 0xFF
     return i, rc
 
 

@@ -27,10 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from llvmlite import ir
-from numba.core import types
-from numba.extending import intrinsic
 
+from di.convert import ccall as ccall_of
 from di.errors import MissingDependencyError
 
 __all__ = [
@@ -131,39 +129,10 @@ def handle(ptr: object) -> int:
     return ctypes.cast(ptr, ctypes.c_void_p).value or 0
 
 
-def _caller(result_bits: int):  # noqa: ANN202
-    """An intrinsic ``(fn_address, (a0, a1, ...)) -> int<result_bits>`` calling a C function by address."""
-
-    def call(typingctx, fn, args):  # noqa: ANN001, ANN202
-        if not isinstance(fn, types.Integer) or not isinstance(args, types.BaseTuple):
-            return None
-        if not all(isinstance(t, types.Integer) for t in args.types):
-            return None
-        sig = types.int32(fn, args) if result_bits == 32 else types.int64(fn, args)
-        n = len(args.types)
-
-        def codegen(context, builder, signature, llargs):  # noqa: ANN001, ANN202
-            fnty = ir.FunctionType(ir.IntType(result_bits), [ir.IntType(64)] * n)
-            target = builder.inttoptr(
-                context.cast(builder, llargs[0], signature.args[0], types.uint64), fnty.as_pointer()
-            )
-            values = []
-            for i, ty in enumerate(signature.args[1].types):
-                values.append(context.cast(builder, builder.extract_value(llargs[1], i), ty, types.uint64))
-            return builder.call(target, values)
-
-        return sig, codegen
-
-    return intrinsic(call)
-
-
-ccall = _caller(32)
-"""``ccall(fn_address, (a0, a1, ...))`` -> int32: call a C function by address (OTF2's error and callback codes).
-
-Every element of ``args`` must be an integer (pointers as integers)."""
-ccall_i64 = _caller(64)
-"""``ccall_i64(fn_address, (a0, a1, ...))`` -> int64: the same for a C function returning a 64-bit integer or
-pointer (``strlen``, ``memcpy``)."""
+ccall = ccall_of.ccall
+"""See :data:`di.convert.ccall.ccall` (OTF2's error and callback codes are int32)."""
+ccall_i64 = ccall_of.ccall_i64
+"""See :data:`di.convert.ccall.ccall_i64`."""
 
 
 def libc_addresses(*symbols: str) -> list[int]:
