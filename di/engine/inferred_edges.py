@@ -56,7 +56,6 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-
 from di.engine.window import EventFrame
 
 LAUNCH_NAME = r"(?i)^((cu|cuda|hip|hipModule|hipExt|hipExtModule)Launch(Kernel|CooperativeKernel|Cooperative|Grid|GridAsync)?(_v\d+|_ptsz|_spt)?$|clEnqueueNDRangeKernel$|clEnqueueTask$)"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
 _HIGH = np.uint64(0x8080808080808080)
 
 

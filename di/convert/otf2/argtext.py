@@ -16,7 +16,6 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-
 from di.convert.otf2.digits import write_int as _write_int
 from di.convert.otf2.records import (
     BUFFER_FLUSH,

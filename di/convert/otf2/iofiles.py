@@ -26,7 +26,6 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-
 from di.convert.otf2.clib import ccall as clib_call
 
 if TYPE_CHECKING:  # the String cfunc compiles on import: the writers that import this module do not need it

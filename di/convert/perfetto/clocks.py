@@ -20,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
 from di.convert.perfetto import fields as F
 from di.convert.inttable import NO_KEY, claim, find
 from di.convert.perfetto.protobuf import read_varint, skip_field
