@@ -33,12 +33,14 @@ one second 1 ns apart in line order); else the line number in ns (``relative``,
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import polars as pl
 
+from di.convert.logs import text as log_text
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.text import all_ascii, dense_ids, distinct_ids, lead_in
+from di.convert.logs.text import all_ascii, lead_in
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -133,6 +135,35 @@ DTYPE_TABLE = pl.DataFrame(
 )
 """:data:`DTYPES` as a table to join on ``dt``."""
 REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
+
+
+NUMBA_MIN_ROWS = 1 << 15
+"""The codes from which :func:`dense_ids` numbers them by :mod:`~di.convert.logs.nccl_ids`' numba table, in a process
+that runs numba already (``di convert`` and ``di analyze`` of a job with traces): polars takes about 1 CPU ms on
+32 k codes, the table a tenth of it; loading its kernel costs about 10 ms once per process, its compile on a cold cache
+about 0.3 CPU s once."""
+NUMBA_ALONE_ROWS = 1 << 25
+"""The same where numba has not been imported yet (``di info`` of a log): its start (0.6-1 CPU s, about 110 MB) is
+won back from about this many codes; a shorter log never imports numba here."""
+
+
+def dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """:func:`di.convert.logs.text.dense_ids` of ``codes``: by :func:`di.convert.logs.nccl_ids.dense_ids` from
+    :data:`NUMBA_MIN_ROWS` codes (:data:`NUMBA_ALONE_ROWS` where numba is not loaded), else by polars."""
+    if codes.len() < (NUMBA_MIN_ROWS if "numba" in sys.modules else NUMBA_ALONE_ROWS) or codes.has_nulls():
+        return log_text.dense_ids(codes)
+    from di.convert.logs import nccl_ids
+
+    return nccl_ids.dense_ids(codes)
+
+
+def distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """:func:`di.convert.logs.text.distinct_ids` by :func:`dense_ids`: from one hash per row; values that share a
+    hash (never seen) are told apart by a join of the values instead."""
+    ids, firsts = dense_ids(values.hash())
+    if values[firsts[ids]].eq_missing(values).all():
+        return ids, firsts
+    return log_text.distinct_ids_by_join(values)
 
 
 def _ts_ns(col: str) -> pl.Expr:
