@@ -295,7 +295,22 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 REPEATED_LINES = 0.3
 """Lines are read once per distinct text where at most this share of a sample of the NCCL lines is distinct."""
 REPEAT_SAMPLE = 16384
-"""Lines of that sample, evenly spread over the file (a file of more distinct lines is not hashed whole for nothing)."""
+"""Lines of that sample, spread over the file in :data:`REPEAT_BLOCK`-line runs (a file of more distinct lines is not
+hashed whole for nothing)."""
+REPEAT_BLOCK = 64
+"""Lines of each run of the sample: the lines of a run lie side by side in memory (hashing lines strewn over the file
+costs several times more, a cache miss each), and a loop's repeated lines still fall in several runs."""
+
+
+def _line_sample(text: pl.Series) -> pl.Series:
+    """:data:`REPEAT_SAMPLE` of the lines ``text`` in :data:`REPEAT_BLOCK`-line runs evenly spread (all of them where
+    they are fewer)."""
+    n = text.len()
+    if n <= REPEAT_SAMPLE:
+        return text
+    runs = REPEAT_SAMPLE // REPEAT_BLOCK
+    at = pl.int_range(REPEAT_SAMPLE, dtype=pl.Int64, eager=True)
+    return text.gather((at // REPEAT_BLOCK) * (n // runs) + at % REPEAT_BLOCK)
 
 
 def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
@@ -304,7 +319,7 @@ def _repeated_lines(text: pl.Series) -> tuple[pl.Series, pl.Series] | None:
     own)."""
     if not text.len():
         return None
-    sample = text.gather_every(max(1, text.len() // REPEAT_SAMPLE))
+    sample = _line_sample(text)
     if sample.hash().n_unique() > REPEATED_LINES * sample.len():  # equal texts, equal hashes
         return None
     ids, firsts = dense_ids(text.hash())
