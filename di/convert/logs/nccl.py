@@ -147,10 +147,16 @@ NUMBA_ALONE_ROWS = 1 << 25
 won back from about this many codes; a shorter log never imports numba here."""
 
 
+def _table_pays(rows: int) -> bool:
+    """Whether ``rows`` codes are numbered by the numba table: from :data:`NUMBA_MIN_ROWS` where numba is loaded,
+    else from :data:`NUMBA_ALONE_ROWS`."""
+    return rows >= (NUMBA_MIN_ROWS if "numba" in sys.modules else NUMBA_ALONE_ROWS)
+
+
 def dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
     """:func:`di.convert.logs.text.dense_ids` of ``codes``: by :func:`di.convert.logs.nccl_ids.dense_ids` from
     :data:`NUMBA_MIN_ROWS` codes (:data:`NUMBA_ALONE_ROWS` where numba is not loaded), else by polars."""
-    if codes.len() < (NUMBA_MIN_ROWS if "numba" in sys.modules else NUMBA_ALONE_ROWS) or codes.has_nulls():
+    if not _table_pays(codes.len()) or codes.has_nulls():
         return log_text.dense_ids(codes)
     from di.convert.logs import nccl_ids
 
