@@ -403,8 +403,8 @@ def _message_kinds(msgs: pl.Series) -> dict[str, pl.Series]:
 def _picked(p: pl.DataFrame, pick: pl.Series, *columns: str) -> tuple[pl.DataFrame, pl.Series]:
     """The lines of ``p`` (with ``mid``; only its ``columns`` and ``mid`` where given) whose distinct message ``pick``
     (one bool per message) picks, and for each the row of its message among the picked ones (``msgs.filter(pick)``)."""
-    mid = p.get_column("mid")
-    rows = (p[[*columns, "mid"]] if columns else p).filter(_gathered(pick, mid))
+    keep = _gathered(pick, p.get_column("mid"))
+    rows = pl.DataFrame([col.filter(keep) for col in (p[[*columns, "mid"]] if columns else p).iter_columns()])
     slot = pick.cast(pl.UInt32).cum_sum() - 1  # a picked message's row among the picked ones
     return rows, slot[rows.get_column("mid")]
 
@@ -515,8 +515,9 @@ def _coll_by_tokens(c: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # a few distinct tails) and their fields once per distinct tail, which the lines point at by ``fid``
     head = pl.col("msg").str.splitn(" ", 8).struct.rename_fields([*COLL_WORDS[:7], "_tail"]).alias("_h")
     c = c.with_columns(head).unnest("_h")
-    tails = _coll_tail_fields(c.select(pl.col("_tail").unique())).with_row_index("fid")
-    c = c.join(tails[["_tail", "fid", "_tail_ok"]], on="_tail", how="left", maintain_order="left", nulls_equal=True)
+    fid, firsts = distinct_ids(c.get_column("_tail"))
+    tails = _coll_tail_fields(c[["_tail"]][firsts])
+    c = c.hstack([fid.alias("fid"), tails.get_column("_tail_ok")[fid]])
     w = [pl.col(name) for name in COLL_WORDS[:7]]
     heads_ok = pl.all_horizontal([w[i] == word for i, word in COLL_TOKENS.items() if i < 7]).fill_null(False)
     c = c.select(
