@@ -896,7 +896,8 @@ def _instants(p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame) -> pl.DataF
     """``NCCL WARN`` lines and errors as instant events (``heads`` with their ``rank``)."""
     warned = heads.get_column("level") == "WARN"  # per head (row hid), and per distinct message: one search each
     errors = msgs.str.contains(ERROR_RE)
-    warn = p.filter(_gathered(warned, p.get_column("hid")) | _gathered(errors, p.get_column("mid")))
+    # the few rows gathered (a filter of the frame copies every column of every line)
+    warn = p[(_gathered(warned, p.get_column("hid")) | _gathered(errors, p.get_column("mid"))).arg_true()]
     warn = _with_heads(warn, heads, "rank")
     return warn.with_columns(
         pl.when(pl.col("level") == "WARN").then(pl.lit("NCCL WARN")).otherwise(pl.lit("NCCL error")).alias("name"),
@@ -915,14 +916,13 @@ def _version_lines(
     that hold it), once per distinct message: there
     the match is the line's (none can span the ``NCCL LEVEL`` between, which holds no ``CCL version`` and ends in
     whitespace, or begin in a head, which ends in ``]`` or a digit). The other lines are searched whole."""
-    dirty = _gathered(heads.get_column("head_version"), p.get_column("hid"))
-    if dirty.any():
-        p = p.filter(~dirty)
-    in_messages = pl.zeros(lines.height, pl.Boolean, eager=True).scatter(p.get_column("line"), True)
+    if heads.get_column("head_version").any():
+        p = p.filter(~_gathered(heads.get_column("head_version"), p.get_column("hid")))
+    outside = pl.ones(lines.height, pl.Boolean, eager=True).scatter(p.get_column("line"), False).arg_true()
+    text = lines.get_column("text").gather(outside)
+    has = text.str.contains("CCL version ", literal=True)
     whole = (
-        lines.select("line", "text")
-        .filter(~in_messages)
-        .filter(pl.col("text").str.contains("CCL version ", literal=True))
+        pl.DataFrame([lines.get_column("line").gather(outside.filter(has)), text.filter(has)])
         .select("line", pl.col("text").str.extract_groups(VERSION_RE).alias("g"))
         .unnest("g")
     )
