@@ -137,14 +137,16 @@ DTYPE_TABLE = pl.DataFrame(
 REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 
 
-NUMBA_MIN_ROWS = 1 << 15
+NUMBA_MIN_ROWS = 1 << 16
 """The codes from which :func:`dense_ids` numbers them by :mod:`~di.convert.logs.nccl_ids`' numba table, in a process
-that runs numba already (``di convert`` and ``di analyze`` of a job with traces): polars takes about 1 CPU ms on
-32 k codes, the table a tenth of it; loading its kernel costs about 10 ms once per process, its compile on a cold cache
-about 0.3 CPU s once."""
+that runs numba already (``di convert`` and ``di analyze``, whose writers and analyses run kernels anyway): the table
+takes about 10 ns a code where polars takes 40-55, and its kernel's load costs about 7 CPU ms once per process. A parse
+numbers about 2.3 codes per NCCL line (heads, messages, collectives), so the first call of this size (the heads of
+as many lines) starts a parse that wins the load back. On a cold cache the kernel compiles once, in about 0.45 CPU s;
+in a process that has run no kernel yet, numba's own start costs about 0.2 CPU s more."""
 NUMBA_ALONE_ROWS = 1 << 25
-"""The same where numba has not been imported yet (``di info`` of a log): its start (0.6-1 CPU s, about 110 MB) is
-won back from about this many codes; a shorter log never imports numba here."""
+"""The same where numba has not been imported yet (``di info`` of a log): its import and start (about 1 CPU s and
+110 MB) are won back from about this many codes; a shorter log never imports numba here."""
 
 
 def _table_pays(rows: int) -> bool:
