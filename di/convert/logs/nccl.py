@@ -590,12 +590,39 @@ def _tunings(
     return none.scatter(t.get_column("row"), t.get_column("tune")), algos
 
 
+COLL_SCHEMA = {
+    "rank": pl.Int64,
+    "host": pl.String,
+    "pid": pl.Int64,
+    "dev": pl.Int64,
+    "line": pl.UInt32,
+    "ts_ns": pl.Int64,
+    "ms_ns": pl.Int64,
+    "name": pl.String,
+    "cat": pl.String,
+    "instant": pl.Boolean,
+    "args": pl.String,
+    "op": pl.String,
+    "comm": pl.String,
+    "seq": pl.Int64,
+    "instance_key": pl.String,
+    "root": pl.Int64,
+    "dtype": pl.String,
+    "group_size": pl.Int64,
+    "bytes": pl.Int64,
+    "track": pl.String,
+}
+"""The columns of :func:`_collectives`' rows (``line`` as the lines' own)."""
+
+
 def _collectives(
     p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, comms: pl.DataFrame, kinds: dict[str, pl.Series]
 ) -> tuple[pl.DataFrame, int]:
     """The COLL lines' collectives, and how many COLL lines there were (those of an unknown layout are dropped);
     ``heads`` with their ``rank``; ``kinds``: :func:`_message_kinds`."""
     pick = kinds["coll"]
+    if not pick.any():  # no COLL line (most logs): none of the ~60 steps below on empty frames
+        return pl.DataFrame(schema={**COLL_SCHEMA, "line": p.schema["line"]}), 0
     rows, at = _picked(p, pick, "line", "hid")
     n_lines = rows.height
     # each distinct COLL message is read once: its name, opCount and the row of its other fields
