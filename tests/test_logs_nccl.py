@@ -534,3 +534,43 @@ def test_message_kinds_are_those_of_one_search_each(source: str) -> None:
         assert kinds[kind].equals(msgs.str.contains(text, literal=True).alias(kind)), kind
     assert kinds["topology"].equals(msgs.str.contains("^(?:Channel |Ring |Tree)").alias("topology"))
     assert kinds["coll"].any() and kinds["topology"].any() and not kinds["topology"].all()
+
+
+def _read(path: Path) -> pl.DataFrame:
+    """``path``'s lines with their times, as :func:`di.convert.logs.reader.read_log` gives them to the parsers."""
+    from di.convert.logs.text import line_times, own_line_times, read_lines
+
+    lines = read_lines(path).lines
+    own = own_line_times(lines)
+    return lines.with_columns(line_times(lines, own), own)
+
+
+UNREADABLE = """\
+hosta:100:101 [0] NCCL INFO ncclCommInitRankConfig comm 0xa1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0xfeed - Init COMPLETE
+hosta:100:101 [0] NCCL INFO AllReduce: opCount 0 of a garbled call
+hosta:100:101 [0] NCCL INFO Channel 00/0 : garbled
+hosta:100:101 [0] NCCL INFO Ring 99999999999999999999999 : 0 -> 1 -> 0
+"""
+"""A COLL line and topology lines that none of their steps can read: those steps run to the end on them and give
+empty tables of their own making."""
+NEITHER = UNREADABLE.splitlines()[0] + "\n"
+"""The same log without the COLL and topology lines: those steps are skipped."""
+
+
+def test_skipped_steps_give_the_tables_the_steps_give(tmp_path: Path) -> None:
+    """A log with no COLL line or no topology line skips the collectives' or the links' steps: its empty tables have
+    the columns and types of those the steps give where all such lines are unreadable."""
+    from di.convert.logs import nccl
+
+    parsed = {}
+    for name, text in (("unreadable", UNREADABLE), ("neither", NEITHER)):
+        path = tmp_path / f"{name}.log"
+        path.write_text(text)
+        parsed[name] = nccl.parse_nccl(_read(path))
+    ran, skipped = parsed["unreadable"], parsed["neither"]
+    assert ran.dropped == {"COLL lines in an unknown layout": 1, nccl.TOPOLOGY_DROPPED: 1}
+    assert not skipped.dropped
+    assert ran.tables["comm_links"].height == skipped.tables["comm_links"].height == 0
+    assert ran.tables["comm_links"].schema == skipped.tables["comm_links"].schema
+    assert ran.tables["comms"].equals(skipped.tables["comms"])
+    assert ran.events.schema == skipped.events.schema and ran.events.equals(skipped.events)

@@ -898,9 +898,26 @@ def _trees(p: pl.DataFrame, g: dict[str, pl.DataFrame], dropped: dict[str, int])
     return _readable(edges, dropped).filter(pl.col("dst_rank") >= 0)
 
 
+LINK_SCHEMA = {
+    "comm": pl.String,
+    "kind": pl.String,
+    "channel": pl.Int64,
+    "src_rank": pl.Int64,
+    "dst_rank": pl.Int64,
+    "transport": pl.String,
+    "via": pl.String,
+    "direction": pl.String,
+}
+"""The columns of :func:`_comm_links`' table."""
+RING_CHANNELS_SCHEMA = {"comm": pl.String, "channel": pl.Int64, "nchannels": pl.Int64}
+"""The columns of :func:`_comm_links`' (comm, channel, nchannels) of the ring lines."""
+
+
 def _comm_links(p: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The ``comm_links`` table (see its schema) and (comm, channel, nchannels) of the ring lines (``p``: the topology
     lines, in line order); the edges and rings holding a number beyond int64 are left out, counted in ``dropped``."""
+    if not p.height:  # no topology line: none of the ~50 steps below on empty frames
+        return pl.DataFrame(schema=LINK_SCHEMA), pl.DataFrame(schema=RING_CHANNELS_SCHEMA)
     # each rank prints the same topology lines for each communicator: the rows of one (comm, message) make the same
     # edges (the table keeps each once, the first), so those after the first are not parsed
     if not p.get_column("line").is_sorted():
