@@ -65,8 +65,8 @@ def test_parser_gives_the_same_tables_with_the_table_as_without(source: str, mon
     if not path.is_file():
         pytest.skip(f"shared test data absent: logs/{source} not found under ../shared/data")
     lines = _lines(path)
-    monkeypatch.setattr(nccl, "NUMBA_MIN_ROWS", 1 << 62)
-    monkeypatch.setattr(nccl, "NUMBA_ALONE_ROWS", 1 << 62)
+    for name in ("NUMBA_MIN_ROWS", "NUMBA_ALONE_ROWS", "NUMBA_LOADED_ROWS"):
+        monkeypatch.setattr(nccl, name, 1 << 62)
     want = nccl.parse_nccl(lines)
     used = []
     real = nccl_ids.dense_ids
@@ -75,8 +75,8 @@ def test_parser_gives_the_same_tables_with_the_table_as_without(source: str, mon
         used.append(codes.len())
         return real(codes)
 
-    monkeypatch.setattr(nccl, "NUMBA_MIN_ROWS", 0)
-    monkeypatch.setattr(nccl, "NUMBA_ALONE_ROWS", 0)
+    for name in ("NUMBA_MIN_ROWS", "NUMBA_ALONE_ROWS", "NUMBA_LOADED_ROWS"):
+        monkeypatch.setattr(nccl, name, 0)
     monkeypatch.setattr(nccl_ids, "dense_ids", counted)
     got = nccl.parse_nccl(lines)
     assert used, "the table numbered the codes"
@@ -94,14 +94,17 @@ assert "numba" not in sys.modules
 print(nccl._table_pays(1 << 20), nccl._table_pays(nccl.NUMBA_ALONE_ROWS))
 import numba  # noqa: F401
 print(nccl._table_pays(nccl.NUMBA_MIN_ROWS), nccl._table_pays(nccl.NUMBA_MIN_ROWS - 1))
+from di.convert.logs import nccl_ids  # noqa: F401  (the kernel loaded: a parse's heads used it)
+print(nccl._table_pays(nccl.NUMBA_LOADED_ROWS), nccl._table_pays(nccl.NUMBA_LOADED_ROWS - 1))
 """
 
 
 def test_the_table_waits_for_numba_or_a_large_log(tmp_path: Path) -> None:
     """Without numba imported, the table numbers codes only from NUMBA_ALONE_ROWS (numba's start is its to pay); with
-    it, from NUMBA_MIN_ROWS; and loading a small NCCL log leaves numba unimported."""
+    it, from NUMBA_MIN_ROWS; once its kernel is loaded, from NUMBA_LOADED_ROWS; and loading a small NCCL log leaves
+    numba unimported."""
     out = subprocess.run([sys.executable, "-c", SWITCH], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "True", "True", "False"]
+    assert out.split() == ["False", "True", "True", "False", "True", "False"]
     log = tmp_path / "nccl.log"
     line = "h{h}:1:{t} [0] NCCL INFO AllReduce: opCount {i} sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 comm 0xa stream 0x3"
     log.write_text("\n".join(line.format(h=i % 3, t=i % 5, i=i) for i in range(2000)) + "\n")
