@@ -147,8 +147,6 @@ in a process that has run no kernel yet, numba's own start costs about 0.2 CPU s
 NUMBA_ALONE_ROWS = 1 << 25
 """The same where numba has not been imported yet (``di info`` of a log): its import and start (about 1 CPU s and
 110 MB) are won back from about this many codes; a shorter log never imports numba here."""
-
-
 NUMBA_LOADED_ROWS = 1 << 12
 """The same once the table's kernel is loaded in this process (a parse's heads numbered it): from here on the table
 costs less than polars' hash join (about 0.3 ms fixed)."""
@@ -163,8 +161,8 @@ def _table_pays(rows: int) -> bool:
 
 
 def dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """:func:`di.convert.logs.text.dense_ids` of ``codes``: by :func:`di.convert.logs.nccl_ids.dense_ids` from
-    :data:`NUMBA_MIN_ROWS` codes (:data:`NUMBA_ALONE_ROWS` where numba is not loaded), else by polars."""
+    """:func:`di.convert.logs.text.dense_ids` of ``codes``: by :func:`di.convert.logs.nccl_ids.dense_ids` where
+    :func:`_table_pays`, else by polars."""
     if not _table_pays(codes.len()) or codes.has_nulls():
         return log_text.dense_ids(codes)
     from di.convert.logs import nccl_ids
