@@ -19,7 +19,7 @@ VIEW_PREFIX = 4
 
 
 def lead_bytes(values: pl.Series, k: int = 1) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(each of ``values``' length in bytes, uint32; its first ``k`` (at most 4) bytes: ``k`` uint8 arrays, byte
+    """(each of ``values``' length in bytes, uint32 (read-only: a view of the column's views); its first ``k`` (at most 4) bytes: ``k`` uint8 arrays, byte
     ``j`` of each string in the ``j``-th). A null is the empty string; byte ``j`` of a string is 0 where ``j`` is not
     below its length (a NUL byte of the text itself is 0 too: the length tells them apart where it matters)."""
     if not 1 <= k <= VIEW_PREFIX:
@@ -27,9 +27,8 @@ def lead_bytes(values: pl.Series, k: int = 1) -> tuple[np.ndarray, list[np.ndarr
     lengths, prefix = _views(values)
     lead = []
     for j in range(k):  # byte j of the little-endian word, where the string has one
-        byte = (prefix >> np.uint32(8 * j)).astype(np.uint8)
-        byte[lengths <= j] = 0
-        lead.append(byte)
+        byte = (prefix >> np.uint32(8 * j)).astype(np.uint8) if j else prefix.astype(np.uint8)
+        lead.append(byte * (lengths > j))
     return lengths, lead
 
 
@@ -45,7 +44,5 @@ def _views(values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     if arr.type != pa.string_view():  # (polars gives its String columns as views; another type is cast)
         arr = arr.cast(pa.string_view())
     words = np.frombuffer(arr.buffers()[1], "<u4").reshape(-1, 4)[arr.offset : arr.offset + len(arr)]
-    lengths = words[:, 0].copy()
-    if null is not None:
-        lengths[null] = 0
+    lengths = words[:, 0] if null is None else np.where(null, np.uint32(0), words[:, 0])
     return lengths, words[:, 1]

@@ -274,7 +274,16 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     (1 s by default) from 0. Also the count of ``N/A`` cells and the lines read (headers, ID lines and rows, those
     of ``N/A`` only too). ``hashed``: the lines that start with ``#``."""
     t = pl.col("text").str.strip_chars()
-    hdr = hashed.filter(pl.col("text").str.contains("Entity", literal=True))  # a literal search first
+    # the header's "E" is its first character after the "#" and ASCII whitespace (other whitespace is not ASCII): a
+    # line whose first 3 bytes after the "#" say otherwise is not searched
+    _, (_, *after) = lead_bytes(hashed.get_column("text"), 4)
+    ruled_out = np.zeros(hashed.height, np.bool_)
+    decided = np.zeros(hashed.height, np.bool_)
+    for byte in after:
+        space = (byte == ord(" ")) | ((byte >= 0x09) & (byte <= 0x0D))
+        ruled_out |= ~decided & ~space & (byte != ord("E")) & (byte < 0x80)
+        decided |= ~space
+    hdr = hashed.filter(pl.Series(~ruled_out)).filter(pl.col("text").str.contains("Entity", literal=True))
     hdr = hdr.filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
     if not hdr.height:
         return pl.DataFrame(), 0, pl.Series("line", [], pl.UInt32)
