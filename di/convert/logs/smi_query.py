@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.convert.logs.text import by_distinct, distinct_ids_by_join, lead_in
+from di.convert.logs.leadbytes import lead_bytes
+from di.convert.logs.text import by_distinct, distinct_ids_by_join
 
 __all__ = [
     "HEADER_RE",
@@ -91,27 +92,25 @@ def read_numbers(df: pl.DataFrame, *, no_value: bool = False) -> pl.DataFrame:
     if df.height < CAST_FIRST_ROWS:
         return _read_matched(df, no_value)
     ints = df.select(raw.cast(pl.Int64, strict=False)).to_series()
-    kind = df.select(
-        (ints.is_not_null() & ((ints != 0) | ~lead_in(raw, "-", "."))).alias("plain"),
-        # where NUM_RE can match (a digit, maybe of another script, a sign or a space first) and NA_CELL_RE ("[" or a
-        # space first): first bytes, as string views hold them
-        (lead_in(raw, "0", ":") | lead_in(raw, "+", ".") | (raw < pl.lit("!")) | (raw >= pl.lit("\u0080")))
-        .fill_null(False)
-        .alias("num"),
-        lead_in(raw, "[", "\\").fill_null(False).alias("bracket"),
-    )
-    plain = kind.get_column("plain")
+    # where NUM_RE can match (a digit, maybe of another script, a sign or a space first; not a null) and NA_CELL_RE
+    # ("[" or a space first): first bytes, from the texts' string views
+    _, (b,) = lead_bytes(df.get_column("raw"))
+    if df.get_column("raw").null_count():
+        b = np.where(df.get_column("raw").is_null().to_numpy(), np.uint8(ord("a")), b)  # (a byte that says neither)
+    num = ((b >= ord("0")) & (b <= ord("9"))) | ((b >= ord("+")) & (b <= ord("-"))) | (b < ord("!")) | (b >= 0x80)
+    # a plain integer: what the cast reads, but a zero that starts with "-"
+    plain = ints.is_not_null().to_numpy() & ((ints != 0).fill_null(False).to_numpy() | (b != ord("-")))
     value = ints.cast(pl.Float64).alias("value")  # (null where no integer)
     vunit = pl.Series("vunit", [], pl.String).extend_constant(None, df.height)
     na = pl.Series("na", [], pl.Boolean).extend_constant(False, df.height)  # (an integer says a value)
-    other = (~plain & kind.get_column("num")).arg_true()
-    if other.len():
+    other = np.flatnonzero(~plain & num)
+    if other.size:
         read = _read_matched(df[other].select("raw"), no_value)
         value = value.scatter(other, read.get_column("value"))
         vunit = vunit.scatter(other, read.get_column("vunit"))
         na = na.scatter(other, read.get_column("na")) if no_value else na
-    bracket = kind.get_column("bracket").arg_true()
-    if no_value and bracket.len():
+    bracket = np.flatnonzero(b == ord("["))
+    if no_value and bracket.size:
         na = na.scatter(bracket, df[bracket].select(raw.str.contains(NA_CELL_RE)).to_series())
     return df.with_columns(value, vunit, *([na] if no_value else []))
 
@@ -185,10 +184,14 @@ def _no_value(cells: pl.Series) -> np.ndarray:
     with ``[`` or maybe whitespace only (a first byte is two comparisons of string views)."""
     c = pl.col("raw")
     frame = cells.to_frame("raw")
-    maybe = frame.select(lead_in(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))).to_series().arg_true()
+    _, (b,) = lead_bytes(cells)
+    maybe = (b == ord("[")) | (b < ord("!")) | (b >= 0x80)
+    if cells.null_count():
+        maybe &= cells.is_not_null().to_numpy()
+    maybe = np.flatnonzero(maybe)
     out = np.zeros(cells.len(), np.bool_)
-    if maybe.len():
-        out[maybe.to_numpy()] = frame[maybe].select(c.str.contains(NA_CELL_RE).fill_null(False)).to_series().to_numpy()
+    if maybe.size:
+        out[maybe] = frame[maybe].select(c.str.contains(NA_CELL_RE).fill_null(False)).to_series().to_numpy()
     return out
 
 
@@ -299,14 +302,10 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
 
     Returns the samples, the count of cells that say no value, and the lines that start with a digit and hold a ``, ``
     that is not trailing whitespace (they match ``, \\s*\\S``: not dmon rows)."""
-    t = pl.col("t")
-    lead = comma.select(
-        (lead_in(t, "a", "{") | lead_in(t, "_", "`")).alias("word"),  # where a header can start
-        (lead_in(t, "0", ":") | (t >= pl.lit("\u0080"))).alias("digit"),  # where a timestamp (\d) can start
-        lead_in(t, "#", "$").alias("hash"),
-    )
-    heads, hpos, hid = _csv_heads(comma, lead.get_column("word").arg_true())
-    digit = lead.get_column("digit").to_numpy()
+    _, (b,) = lead_bytes(comma.get_column("t"))
+    word = ((b >= ord("a")) & (b <= ord("z"))) | (b == ord("_"))  # where a header can start
+    digit = ((b >= ord("0")) & (b <= ord("9"))) | (b >= 0x80)  # where a timestamp (\d) can start
+    heads, hpos, hid = _csv_heads(comma, pl.Series(np.flatnonzero(word), dtype=pl.UInt32))
     if not heads.height and not digit.any():
         return pl.DataFrame(), 0, np.zeros(0, np.int64)  # no table here (a training log's prose)
     # a line's table: the header at or before it (block 0: none); the header's own line is not a row
@@ -315,7 +314,7 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     block = np.cumsum(block)
     kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])[hid]
     hnc = np.concatenate([[-1], heads.get_column("hnc").to_numpy().astype(np.int64)])[hid]
-    in_kept = kept[block] & ~lead.get_column("hash").to_numpy()
+    in_kept = kept[block] & (b != ord("#"))
     in_kept[hpos] = False
     cand = np.flatnonzero(in_kept | digit)
     text = comma.get_column("t").gather(cand)
