@@ -270,3 +270,33 @@ def test_lead_bytes_are_each_lines_first_bytes(folder: str) -> None:
             assert lengths.tolist() == [len(b) for b in raw]
             for j in range(k):
                 assert lead[j].tolist() == [b[j] if j < len(b) else 0 for b in raw]
+
+
+INDENT_EDGES = [
+    "    # gpu   pwr",  # a dmon header after spaces
+    "\t# Idx   W",  # after a tab: the regex decides
+    "\u00a0\u00a0# gpu",  # after Unicode whitespace
+    "  \t  7   12",  # a row after mixed whitespace
+    "   \u0663  1",  # a digit of another script
+    "      --help",  # help text: not kept
+    "     ",  # whitespace only
+    " \x00# x",  # a NUL is no whitespace
+    "\u2003\u0665",  # an em space, then an Arabic-Indic digit
+]
+
+
+def test_indented_lines_are_those_the_regex_picks() -> None:
+    """The lines that start with ``#`` or a digit after whitespace, picked by their first byte after the leading
+    spaces (the regex only where other whitespace or a non-ASCII character comes first), are those ``^\\s*[#\\d]``
+    picks, and ``hash`` says where the first character after all whitespace is ``#``."""
+    from di.convert.logs.smi import _kinds
+
+    texts = [read_lines(p).lines.get_column("text") for p in real_logs("nvidia-smi")]
+    text = pl.concat([*texts, pl.Series("text", INDENT_EDGES)])
+    lines = text.to_frame().with_row_index("line")
+    got = _kinds(lines).indented
+    t = pl.col("text")
+    want = lines.filter(~lead_in(t, "!", "\u0080") & (t != "")).filter(t.str.contains(r"^\s*[#\d]"))
+    want = want.with_columns(t.str.strip_chars_start().str.starts_with("#").alias("hash"))
+    assert got.equals(want)
+    assert got.get_column("text").is_in(INDENT_EDGES).sum() == 6

@@ -90,9 +90,21 @@ def _kinds(lines: pl.DataFrame) -> _Kinds:
     non-ASCII character (which may be Unicode whitespace or a digit) are searched for ``^\\s*[#\\d]``."""
     t = pl.col("text")
     length, (b,) = lead_bytes(lines.get_column("text"))
-    indent = ((b < ord("!")) & (length > 0)) | (b >= 0x80)
-    indented = lines.filter(pl.Series(indent)).filter(t.str.contains(r"^\s*[#\d]"))
-    indented = indented.with_columns(lead_in(t.str.strip_chars_start(), "#", "$").alias("hash"))
+    indent = lines.filter(pl.Series(((b < ord("!")) & (length > 0)) | (b >= 0x80)))
+    # their first character after the leading spaces: "#" or an ASCII digit is kept, any other ASCII character but
+    # whitespace is not (none at all: not either); after other whitespace, or a non-ASCII character (Unicode
+    # whitespace, a digit of another script), the regex decides, and a strip of all whitespace tells "#"
+    _, (first,) = lead_bytes(indent.get_column("text").str.strip_chars_start(" "))
+    hashed = first == ord("#")
+    keep = hashed | ((first >= ord("0")) & (first <= ord("9")))
+    other = np.flatnonzero(((first >= 0x09) & (first <= 0x0D)) | (first >= 0x80))
+    if other.size:
+        said = indent[other].select(
+            t.str.contains(r"^\s*[#\d]").alias("keep"), lead_in(t.str.strip_chars_start(), "#", "$").alias("hash")
+        )
+        keep[other] = said.get_column("keep").to_numpy()
+        hashed[other] = said.get_column("hash").to_numpy()
+    indented = indent.filter(pl.Series(keep)).with_columns(pl.Series("hash", hashed[keep]))
     return _Kinds(
         comma=lines.filter(t.str.contains(", ", literal=True)).rename({"text": "t"}),
         hashed=lines.filter(pl.Series(b == ord("#"))),
