@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.darshan_counters import COUNTER_MODULES, KEY, counter_number, file_stats
+from di.convert.logs.darshan_counters import COUNTER_MODULES, counter_number, file_stats
 from di.convert.logs.leadbytes import lead_bytes
 from di.convert.logs.text import ascii_mode
 
@@ -38,10 +38,12 @@ COUNTER_FIELDS = ("module", "rank", "record", "counter", "value", "file", "mount
 TOTAL_RE = r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$"
 
 
-def _counter_rows(lines: pl.DataFrame, capital: np.ndarray) -> pl.DataFrame:
-    """The counter rows (line, module, rank, counter, value, file): lines split at their tabs, kept where the
-    module is a name, rank and record are integers and the row goes on past the file name. ``capital``: whether each
-    line starts with a capital letter, as a module name does; only those lines are split."""
+def _counter_rows(lines: pl.DataFrame, capital: np.ndarray) -> tuple[pl.Series, pl.DataFrame]:
+    """The counter rows: lines split at their tabs, kept where the module is a name, rank and record are integers and
+    the row goes on past the file name. ``capital``: whether each line starts with a capital letter, as a module name
+    does; only those lines are split. Returns the lines of all counter rows, and the counters of the modules whose
+    counters are per-file statistics (:data:`~.darshan_counters.COUNTER_MODULES`; columns module, rank, file, counter,
+    value)."""
     t = pl.col("text")
     split = lines.filter(pl.Series(capital)).select(
         # the last field is the rest of the line (the mount point and file system type): only whether it is there
@@ -60,8 +62,11 @@ def _counter_rows(lines: pl.DataFrame, capital: np.ndarray) -> pl.DataFrame:
         & pl.col("counter").is_not_null()
         & pl.col("module").is_in(good.implode())
     )
-    # one filter, of the columns kept only
-    return fields.select("line", "module", rank, "counter", "value", "file", ok.alias("ok")).filter("ok").drop("ok")
+    kinds = fields.select(ok.fill_null(False).alias("ok"), pl.col("module").is_in(COUNTER_MODULES).fill_null(False))
+    ok, statistics = kinds.get_column("ok").to_numpy(), kinds.get_column("module").to_numpy()
+    # the few columns of the statistics' rows only (a third of a log's rows, HDF5 and Lustre records being the others)
+    counters = fields.filter(pl.Series(ok & statistics)).select("module", rank, "file", "counter", "value")
+    return fields.get_column("line").filter(pl.Series(ok)), counters
 
 
 HEADER_KEYS = ("start_time", "darshan log version", "exe", "jobid", "nprocs")
@@ -139,8 +144,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         pl.col("length").alias("bytes"),
         pl.struct("file", "offset", "segment", "module").struct.json_encode().alias("args"),
     )
-    rows = _counter_rows(lines, (b0 >= ord("A")) & (b0 <= ord("Z")))
-    counters = rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value")
+    rows, counters = _counter_rows(lines, (b0 >= ord("A")) & (b0 <= ord("Z")))
     files = file_stats(counters)
     nan = counters.select(counter_number(pl.col("value")).is_null().sum()).item()
     if nan:
@@ -162,7 +166,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
             "jobid": _header(header, "jobid"),
             "nprocs": _header(header, "nprocs"),
             "start_time_s": int(start) if digits and not late_start else None,
-            "counters": rows.height,
+            "counters": rows.len(),
             "io_files": files.height,
             "time": "start_time_plus_seconds" if t0_ns else "seconds_from_start",
         }
@@ -170,7 +174,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     claimed = pl.concat(
         [
             segment_lines,
-            rows.get_column("line"),
+            rows,
             commented.get_column("line"),
             tot.get_column("line"),
         ]
