@@ -81,16 +81,16 @@ def _ranked_ids(codes: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return number[rank], firsts
 
 
-def read_numbers(df: pl.DataFrame, *, no_value: bool = False) -> pl.DataFrame:
+def read_numbers(df: pl.DataFrame, *, no_value: bool = False, distinct: bool = False) -> pl.DataFrame:
     """``df`` with its column ``raw`` (cell texts) read as ``value`` (float) and ``vunit`` (:data:`NUM_RE`'s number
     and unit); null where a text is no number, or one float parsing does not read (digits of other scripts, which
     ``\\d`` matches). A plain integer (what an integer cast reads: ``[-+]?`` and ASCII digits; not a negative zero,
     which :data:`NUM_RE` reads as -0.0) is cast; of the other texts, those :data:`NUM_RE` can match (a digit, a sign or
-    a space first) are read by it once per distinct text. With ``no_value``, also ``na``: whether the text says the
-    GPU gives no value (:data:`NA_CELL_RE`)."""
+    a space first) are read by it once per distinct text (``distinct``: the texts are distinct already). With
+    ``no_value``, also ``na``: whether the text says the GPU gives no value (:data:`NA_CELL_RE`)."""
     raw = pl.col("raw")
     if df.height < CAST_FIRST_ROWS:
-        return _read_matched(df, no_value)
+        return _read_matched(df, no_value, distinct=distinct)
     ints = df.select(raw.cast(pl.Int64, strict=False)).to_series()
     # where NUM_RE can match (a digit, maybe of another script, a sign or a space first; not a null) and NA_CELL_RE
     # ("[" or a space first): first bytes, from the texts' string views
@@ -105,7 +105,7 @@ def read_numbers(df: pl.DataFrame, *, no_value: bool = False) -> pl.DataFrame:
     na = pl.Series("na", [], pl.Boolean).extend_constant(False, df.height)  # (an integer says a value)
     other = np.flatnonzero(~plain & num)
     if other.size:
-        read = _read_matched(df[other].select("raw"), no_value)
+        read = _read_matched(df[other].select("raw"), no_value, distinct=distinct)
         value = value.scatter(other, read.get_column("value"))
         vunit = vunit.scatter(other, read.get_column("vunit"))
         na = na.scatter(other, read.get_column("na")) if no_value else na
@@ -119,15 +119,20 @@ CAST_FIRST_ROWS = 4096
 """From this many texts :func:`read_numbers` casts the plain integers first (fewer, its own steps cost more)."""
 
 
-def _read_matched(df: pl.DataFrame, no_value: bool) -> pl.DataFrame:
+def _read_matched(df: pl.DataFrame, no_value: bool, *, distinct: bool = False) -> pl.DataFrame:
     """``df`` with ``value`` and ``vunit`` read from ``raw`` by :data:`NUM_RE` (and ``na``, with ``no_value``), once
-    per distinct text."""
+    per distinct text (``distinct``: the texts are distinct already, and each is read as it is)."""
     raw = pl.col("raw")
-    g = raw.str.extract_groups(NUM_RE)
-    value = [g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit")]
-    if no_value:
-        value.append(raw.str.contains(NA_CELL_RE).fill_null(False).alias("na"))
-    return by_distinct(df, "raw", lambda d: d.with_columns(*value))
+
+    def add(d: pl.DataFrame) -> pl.DataFrame:
+        # one match per text: the groups' struct is taken apart after (a select would run the regex per field)
+        read = d.with_columns(raw.str.extract_groups(NUM_RE).alias("g"))
+        g = pl.col("g")
+        na = [raw.str.contains(NA_CELL_RE).fill_null(False).alias("na")] if no_value else []
+        value = [g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit")]
+        return read.with_columns(*value, *na).drop("g")
+
+    return add(df) if distinct else by_distinct(df, "raw", add)
 
 
 def epoch_ns(col: pl.Expr) -> pl.Expr:
@@ -286,7 +291,7 @@ def read_once(cells: pl.Series, *, no_value: bool = False) -> pl.DataFrame:
     code, distinct = distinct_codes(cells)
     if 2 * distinct.len() > cells.len():
         return read_numbers(cells.to_frame("raw"), no_value=no_value)
-    return read_numbers(distinct.to_frame("raw"), no_value=no_value)[code]
+    return read_numbers(distinct.to_frame("raw"), no_value=no_value, distinct=True)[code]
 
 
 def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]:
