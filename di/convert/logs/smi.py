@@ -316,10 +316,10 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
         .with_columns(pl.col("fields").list.len().alias("n"))
     )
     rows = (
-        df.filter(pl.col("t").str.contains(rf"^{DCGMI_ENTITY}\s+\d{{1,9}}\s"))  # a longer id: a garbled row
+        df.filter(pl.col("t").str.contains(rf"^{DCGMI_ENTITY}\s+[0-9]{{1,9}}\s"))  # a longer id, other digits: garbled
         .with_columns(
             pl.col("t")
-            .str.extract_groups(rf"^(?P<entity>{DCGMI_ENTITY})\s+(?P<id>\d{{1,9}})\s+(?P<rest>.*)$")
+            .str.extract_groups(rf"^(?P<entity>{DCGMI_ENTITY})\s+(?P<id>[0-9]{{1,9}})\s+(?P<rest>.*)$")
             .alias("g")
         )
         .unnest("g")
