@@ -253,12 +253,18 @@ def test_cells_read_once_per_distinct_are_each_cell_read() -> None:
 LEAD_EDGES = ["", "a", "ab", "abc", "abcd", "abcdefghijkl", "abcdefghijklm", "\u00e9t\u00e9", "\u0663", "\x00x", "#"]
 
 
+@pytest.mark.parametrize("views", [True, False])
 @pytest.mark.parametrize("folder", ["nvidia-smi", "darshan", "nccl"])
-def test_lead_bytes_are_each_lines_first_bytes(folder: str) -> None:
+def test_lead_bytes_are_each_lines_first_bytes(folder: str, views: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first bytes read from the lines' string views (:func:`~di.convert.logs.leadbytes.lead_bytes`) are those
     of the lines' UTF-8 texts, 0 past a line's end: on real logs, on short and non-ASCII texts (whose views hold them
-    inline, maybe with other bytes after them), a null, a slice and a column of several chunks."""
+    inline, maybe with other bytes after them), a null, a slice and a column of several chunks; and so are those
+    polars reads where a column is not exported as views."""
+    from di.convert.logs import leadbytes
     from di.convert.logs.leadbytes import lead_bytes
+
+    if not views:
+        monkeypatch.setattr(leadbytes, "_view_bytes", lambda values, k: None)
 
     texts = [read_lines(p).lines.get_column("text") for p in real_logs(folder)]
     edges = pl.Series("text", LEAD_EDGES + [None])

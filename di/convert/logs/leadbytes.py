@@ -4,10 +4,14 @@ the text.
 A string view (16 bytes) holds a string's length and, inline, its first 4 bytes (all of it up to 12 bytes): the
 parsers pick the lines a table can start or continue on by their first bytes, which this gives for every line at
 the cost of one numpy copy of those words (a ``str.head``, or two string comparisons per byte range, each read every
-line's view through polars: tens of times more).
+line's view through polars: several times more). The views are read through the Arrow C stream interface that
+polars offers (``__arrow_c_stream__``, zero-copy), with ``ctypes``: no pyarrow import (about 20 MB and tens of ms of
+a log-only command).
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 import polars as pl
@@ -19,30 +23,105 @@ VIEW_PREFIX = 4
 
 
 def lead_bytes(values: pl.Series, k: int = 1) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(each of ``values``' length in bytes, uint32 (read-only: a view of the column's views); its first ``k`` (at most 4) bytes: ``k`` uint8 arrays, byte
+    """(each of ``values``' length in bytes, uint32; its first ``k`` (at most 4) bytes: ``k`` uint8 arrays, byte
     ``j`` of each string in the ``j``-th). A null is the empty string; byte ``j`` of a string is 0 where ``j`` is not
     below its length (a NUL byte of the text itself is 0 too: the length tells them apart where it matters)."""
     if not 1 <= k <= VIEW_PREFIX:
         raise ValueError(f"lead_bytes reads 1 to {VIEW_PREFIX} bytes, not {k}")
-    lengths, prefix = _views(values)
-    lead = []
-    for j in range(k):  # byte j of the little-endian word, where the string has one
-        byte = (prefix >> np.uint32(8 * j)).astype(np.uint8) if j else prefix.astype(np.uint8)
-        lead.append(byte * (lengths > j))
+    read = _view_bytes(values, k)
+    if read is None:  # not exported as views: polars reads the bytes (slower, the same numbers)
+        binary = values.cast(pl.Binary).to_frame("b")
+        lengths = binary.select(pl.col("b").bin.size().fill_null(0)).to_series().to_numpy().astype(np.uint32)
+        lead = [
+            binary.select(pl.col("b").bin.get(j, null_on_oob=True).fill_null(0)).to_series().to_numpy().astype(np.uint8)
+            for j in range(k)
+        ]
+        return lengths, lead
+    lengths, lead = read
+    if values.null_count():
+        lengths[values.is_null().to_numpy()] = 0
+    for j in range(k):  # an inline string's bytes past its end are not always zero
+        lead[j] *= lengths > j
     return lengths, lead
 
 
-def _views(values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(lengths in bytes, uint32, 0 for a null; each view's second 32-bit word: its string's first 4 bytes, as a
-    little-endian uint32)."""
-    import pyarrow as pa
+# the Arrow C data interface's structs (https://arrow.apache.org/docs/format/CDataInterface.html)
+class _ArrowSchema(ctypes.Structure):
+    _fields_ = [
+        ("format", ctypes.c_char_p),
+        ("name", ctypes.c_char_p),
+        ("metadata", ctypes.c_char_p),
+        ("flags", ctypes.c_int64),
+        ("n_children", ctypes.c_int64),
+        ("children", ctypes.c_void_p),
+        ("dictionary", ctypes.c_void_p),
+        ("release", ctypes.CFUNCTYPE(None, ctypes.c_void_p)),
+        ("private_data", ctypes.c_void_p),
+    ]
 
-    arr = values.to_arrow(compat_level=pl.CompatLevel.newest())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
-    null = values.is_null().to_numpy() if values.null_count() else None
-    if arr.type != pa.string_view():  # (polars gives its String columns as views; another type is cast)
-        arr = arr.cast(pa.string_view())
-    words = np.frombuffer(arr.buffers()[1], "<u4").reshape(-1, 4)[arr.offset : arr.offset + len(arr)]
-    lengths = words[:, 0] if null is None else np.where(null, np.uint32(0), words[:, 0])
-    return lengths, words[:, 1]
+
+class _ArrowArray(ctypes.Structure):
+    _fields_ = [
+        ("length", ctypes.c_int64),
+        ("null_count", ctypes.c_int64),
+        ("offset", ctypes.c_int64),
+        ("n_buffers", ctypes.c_int64),
+        ("n_children", ctypes.c_int64),
+        ("buffers", ctypes.POINTER(ctypes.c_void_p)),
+        ("children", ctypes.c_void_p),
+        ("dictionary", ctypes.c_void_p),
+        ("release", ctypes.CFUNCTYPE(None, ctypes.c_void_p)),
+        ("private_data", ctypes.c_void_p),
+    ]
+
+
+class _ArrowArrayStream(ctypes.Structure):
+    _fields_ = [
+        ("get_schema", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)),
+        ("get_next", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)),
+        ("get_last_error", ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)),
+        ("release", ctypes.CFUNCTYPE(None, ctypes.c_void_p)),
+        ("private_data", ctypes.c_void_p),
+    ]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _view_bytes(values: pl.Series, k: int) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """(each view's length word, uint32; bytes 4 to 4 + ``k`` of each view, the first ``k`` of its string, as ``k``
+    uint8 arrays), copied from the Arrow C stream polars exports (format ``vu``: string views); None where it exports
+    another format."""
+    capsule = values.__arrow_c_stream__()  # (its destructor releases the stream)
+    stream = _ArrowArrayStream.from_address(_capsule_pointer(capsule, b"arrow_array_stream"))
+    at = ctypes.addressof(stream)
+    schema = _ArrowSchema()
+    if stream.get_schema(at, ctypes.addressof(schema)):
+        return None
+    views = schema.format == b"vu"
+    schema.release(ctypes.addressof(schema))
+    if not views:
+        return None
+    chunks = []
+    while True:
+        array = _ArrowArray()
+        if stream.get_next(at, ctypes.addressof(array)):
+            return None
+        if not array.release:  # the stream's end
+            break
+        try:
+            n, offset = array.length, array.offset
+            if n:
+                words = (ctypes.c_uint32 * (4 * (offset + n))).from_address(array.buffers[1])
+                view = np.frombuffer(words, np.uint8).reshape(-1, 16)[offset:]
+                # (copied before the array is released)
+                chunks.append((view[:, :4].view(np.uint32)[:, 0].copy(), [view[:, 4 + j].copy() for j in range(k)]))
+        finally:
+            array.release(ctypes.addressof(array))
+    if len(chunks) == 1:
+        return chunks[0]
+    if not chunks:
+        return np.zeros(0, np.uint32), [np.zeros(0, np.uint8) for _ in range(k)]
+    return np.concatenate([c[0] for c in chunks]), [np.concatenate([c[1][j] for c in chunks]) for j in range(k)]
