@@ -94,7 +94,10 @@ def _view_bytes(values: pl.Series, k: int) -> tuple[np.ndarray, list[np.ndarray]
     """(each view's length word, uint32; bytes 4 to 4 + ``k`` of each view, the first ``k`` of its string, as ``k``
     uint8 arrays), copied from the Arrow C stream polars exports (format ``vu``: string views); None where it exports
     another format."""
-    capsule = values.__arrow_c_stream__()  # (its destructor releases the stream)
+    export = getattr(values, "__arrow_c_stream__", None)  # (polars versions before the PyCapsule interface: none)
+    if export is None:
+        return None
+    capsule = export()  # (its destructor releases the stream)
     stream = _ArrowArrayStream.from_address(_capsule_pointer(capsule, b"arrow_array_stream"))
     at = ctypes.addressof(stream)
     schema = _ArrowSchema()
