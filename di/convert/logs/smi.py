@@ -86,8 +86,9 @@ class _Kinds:
 
 def _kinds(lines: pl.DataFrame) -> _Kinds:
     """:class:`_Kinds` of ``lines``: one search over all lines (for ``, ``), and each line's first byte, which its
-    string view holds (:func:`~di.convert.logs.leadbytes.lead_bytes`); only the lines that start with whitespace or a
-    non-ASCII character (which may be Unicode whitespace or a digit) are searched for ``^\\s*[#\\d]``."""
+    string view holds (:func:`~di.convert.logs.leadbytes.lead_bytes`). Of the lines that start with whitespace or a
+    non-ASCII character (which may be Unicode whitespace or a digit), those that ``^\\s*[#\\d]`` matches are found by
+    their first byte after the leading spaces, and by the regex itself where that byte does not tell."""
     t = pl.col("text")
     length, (b,) = lead_bytes(lines.get_column("text"))
     indent = lines.filter(pl.Series(((b < ord("!")) & (length > 0)) | (b >= 0x80)))
