@@ -264,6 +264,16 @@ def test_dcgmi_na_cells_are_counted(tmp_path: Path) -> None:
     assert trace.meta["sources"][0]["info"]["nvidia_smi"]["not_available"] == 4  # GPU 1 POWER, GPU-I 3's three
 
 
+def test_a_dcgmi_entity_id_of_other_digits_is_a_garbled_row_not_a_crash(tmp_path: Path) -> None:
+    # found by fuzzing: an id of Arabic-Indic digits matched \d, and its integer cast raised; the row is now unknown
+    text = DCGMI_DOCS_MIG.replace("  GPU-I 1  0.533", "  GPU-I \u0661  0.533")
+    trace = load(tmp_path, "dcgm_digits.log", text)
+    src = trace.meta["sources"][0]
+    assert src["dropped"] == {"unknown lines (no log family understood them)": 2}  # the prompt and that row
+    mig = {n: v for (_, n), v in by_gpu(trace).items() if "GPU-I 1" in n}
+    assert mig["dcgm.GRACT (GPU-I 1)"] == ("ratio", [0.0, 0.0, 0.985])  # its other three samples
+
+
 def test_trailing_whitespace_decides_between_csv_and_dmon_rows(tmp_path: Path) -> None:
     # "0 71 ,  ": its only ", " is trailing whitespace, so it is a dmon row; "0 8,   9" holds a real one: CSV, not dmon;
     # a row led by a no-break space is a dmon row; a header-less row ending in whitespace keeps its last cell's unit

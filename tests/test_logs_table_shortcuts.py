@@ -1,4 +1,4 @@
-"""nvidia-smi and nccl-tests: the shortcuts that keep their tables fast must not change what is read.
+"""nvidia-smi, nccl-tests and Darshan text: the shortcuts that keep their tables fast must not change what is read.
 
 Over the real logs of ../shared/data/logs (skipped when absent) and hand-built lines:
 
@@ -9,7 +9,8 @@ Over the real logs of ../shared/data/logs (skipped when absent) and hand-built l
 - cell numbers cast as integers first equal :data:`~di.convert.logs.smi_query.NUM_RE`'s reading (negative zero too);
 - ``-q`` lines split at their first colon give :data:`~di.convert.logs.smi.KV_RE`'s groups;
 - ``--query-gpu`` first cells read once per distinct cell, or once per row, give the same samples;
-- cells read once per distinct cell (:func:`~di.convert.logs.smi_query.read_once`) equal each cell read.
+- cells read once per distinct cell (:func:`~di.convert.logs.smi_query.read_once`) equal each cell read;
+- lines' first bytes read from their string views (:func:`~di.convert.logs.leadbytes.lead_bytes`) are their texts'.
 """
 
 from __future__ import annotations
@@ -247,3 +248,61 @@ def test_cells_read_once_per_distinct_are_each_cell_read() -> None:
             got = read_once(series, no_value=no_value)
             assert got.equals(want), (series.len(), no_value)
     assert 2 * repeated.n_unique() <= repeated.len() and read_numbers(repeated.to_frame(), no_value=True)["na"].any()
+
+
+LEAD_EDGES = ["", "a", "ab", "abc", "abcd", "abcdefghijkl", "abcdefghijklm", "\u00e9t\u00e9", "\u0663", "\x00x", "#"]
+
+
+@pytest.mark.parametrize("views", [True, False])
+@pytest.mark.parametrize("folder", ["nvidia-smi", "darshan", "nccl"])
+def test_lead_bytes_are_each_lines_first_bytes(folder: str, views: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first bytes read from the lines' string views (:func:`~di.convert.logs.leadbytes.lead_bytes`) are those
+    of the lines' UTF-8 texts, 0 past a line's end: on real logs, on short and non-ASCII texts (whose views hold them
+    inline, maybe with other bytes after them), a null, a slice and a column of several chunks; and so are those
+    polars reads where a column is not exported as views."""
+    from di.convert.logs import leadbytes
+    from di.convert.logs.leadbytes import lead_bytes
+
+    if not views:
+        monkeypatch.setattr(leadbytes, "_view_bytes", lambda values, k: None)
+
+    texts = [read_lines(p).lines.get_column("text") for p in real_logs(folder)]
+    edges = pl.Series("text", LEAD_EDGES + [None])
+    sliced = pl.concat([*texts, edges]).slice(3)
+    for values in (*texts, edges, sliced, pl.concat([edges, texts[0]], rechunk=False)):
+        for k in (1, 3, 4):
+            lengths, lead = lead_bytes(values, k)
+            raw = [(v or "").encode() for v in values.to_list()]
+            assert lengths.tolist() == [len(b) for b in raw]
+            for j in range(k):
+                assert lead[j].tolist() == [b[j] if j < len(b) else 0 for b in raw]
+
+
+INDENT_EDGES = [
+    "    # gpu   pwr",  # a dmon header after spaces
+    "\t# Idx   W",  # after a tab: the regex decides
+    "\u00a0\u00a0# gpu",  # after Unicode whitespace
+    "  \t  7   12",  # a row after mixed whitespace
+    "   \u0663  1",  # a digit of another script
+    "      --help",  # help text: not kept
+    "     ",  # whitespace only
+    " \x00# x",  # a NUL is no whitespace
+    "\u2003\u0665",  # an em space, then an Arabic-Indic digit
+]
+
+
+def test_indented_lines_are_those_the_regex_picks() -> None:
+    """The lines that start with ``#`` or a digit after whitespace, picked by their first byte after the leading
+    spaces (the regex only where other whitespace or a non-ASCII character comes first), are those ``^\\s*[#\\d]``
+    picks, and ``hash`` says where the first character after all whitespace is ``#``."""
+    from di.convert.logs.smi import _kinds
+
+    texts = [read_lines(p).lines.get_column("text") for p in real_logs("nvidia-smi")]
+    text = pl.concat([*texts, pl.Series("text", INDENT_EDGES)])
+    lines = text.to_frame().with_row_index("line")
+    got = _kinds(lines).indented
+    t = pl.col("text")
+    want = lines.filter(~lead_in(t, "!", "\u0080") & (t != "")).filter(t.str.contains(r"^\s*[#\d]"))
+    want = want.with_columns(t.str.strip_chars_start().str.starts_with("#").alias("hash"))
+    assert got.equals(want)
+    assert got.get_column("text").is_in(INDENT_EDGES).sum() == 6

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
-from di.convert.logs.darshan_counters import COUNTER_MODULES, KEY, counter_number, file_stats
+from di.convert.logs.darshan_counters import COUNTER_MODULES, counter_number, file_stats
+from di.convert.logs.leadbytes import lead_bytes
 from di.convert.logs.text import ascii_mode
 
 __all__ = ["SNIFF_RE", "parse_darshan_text"]
@@ -36,18 +38,14 @@ COUNTER_FIELDS = ("module", "rank", "record", "counter", "value", "file", "mount
 TOTAL_RE = r"^total_(?P<k>\w+):\s+(?P<v>\S+)\s*$"
 
 
-def _starting(lead: pl.Series, prefix: str) -> pl.Series:
-    """Whether each of ``lead`` (the lines' first characters, at least as many as ``prefix`` has) starts with
-    ``prefix``: a range of two comparisons (UTF-8 orders bytes as characters)."""
-    return (lead >= prefix) & (lead < prefix[:-1] + chr(ord(prefix[-1]) + 1))
-
-
-def _counter_rows(lines: pl.DataFrame, lead: pl.Series) -> pl.DataFrame:
-    """The counter rows (line, module, rank, counter, value, file): lines split at their tabs, kept where the
-    module is a name, rank and record are integers and the row goes on past the file name. ``lead``: each line's
-    first characters; a module name starts with a capital letter, so only such lines are split."""
+def _counter_rows(lines: pl.DataFrame, capital: np.ndarray) -> tuple[pl.Series, pl.DataFrame]:
+    """The counter rows: lines split at their tabs, kept where the module is a name, rank and record are integers and
+    the row goes on past the file name. ``capital``: whether each line starts with a capital letter, as a module name
+    does; only those lines are split. Returns the lines of all counter rows, and the counters of the modules whose
+    counters are per-file statistics (:data:`~.darshan_counters.COUNTER_MODULES`; columns module, rank, file, counter,
+    value)."""
     t = pl.col("text")
-    split = lines.filter((lead >= "A") & (lead < "[")).select(
+    split = lines.filter(pl.Series(capital)).select(
         # the last field is the rest of the line (the mount point and file system type): only whether it is there
         # is read, and a split into n fields costs less than an exact split at n - 1 tabs
         "line",
@@ -64,8 +62,11 @@ def _counter_rows(lines: pl.DataFrame, lead: pl.Series) -> pl.DataFrame:
         & pl.col("counter").is_not_null()
         & pl.col("module").is_in(good.implode())
     )
-    # one filter, of the columns kept only
-    return fields.select("line", "module", rank, "counter", "value", "file", ok.alias("ok")).filter("ok").drop("ok")
+    kinds = fields.select(ok.fill_null(False).alias("ok"), pl.col("module").is_in(COUNTER_MODULES).fill_null(False))
+    ok, statistics = kinds.get_column("ok").to_numpy(), kinds.get_column("module").to_numpy()
+    # the few columns of the statistics' rows only (a third of a log's rows, HDF5 and Lustre records being the others)
+    counters = fields.filter(pl.Series(ok & statistics)).select("module", rank, "file", "counter", "value")
+    return fields.get_column("line").filter(pl.Series(ok)), counters
 
 
 HEADER_KEYS = ("start_time", "darshan log version", "exe", "jobid", "nprocs")
@@ -80,16 +81,16 @@ def _header(lines: pl.DataFrame, key: str) -> str | None:
 def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     """darshan-parser / darshan-dxt-parser text as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
-    # each line's first three characters (one pass; a view of at most 12 bytes compares in place) pick the lines that
-    # may be comments, header lines, counter rows, totals or DXT segments for the searches below; the lines' other
-    # columns are not read (not carried through the filters)
-    lines = lines.select("line", "text", t.str.head(3).alias("lead"))
-    lead = lines.get_column("lead")
-    commented = lines.filter(_starting(lead, "#"))
-    hashed = commented.filter(_starting(commented.get_column("lead"), "# "))  # the header and block lines
-    if not hashed.filter(pl.col("lead") == "# d").select(t.str.contains(SNIFF_RE).any()).item():
+    # each line's first three bytes (read from its string view, no pass over the text) pick the lines that may be
+    # comments, header lines, counter rows, totals or DXT segments for the searches below; the lines' other columns
+    # are not read (not carried through the filters)
+    lines = lines.select("line", "text")
+    length, (b0, b1, b2) = lead_bytes(lines.get_column("text"), 3)
+    hash_space = (b0 == ord("#")) & (b1 == ord(" "))
+    commented = lines.filter(pl.Series(b0 == ord("#")))
+    if not lines.filter(pl.Series(hash_space & (b2 == ord("d")))).select(t.str.contains(SNIFF_RE).any()).item():
         return Parts("darshan")
-    header = hashed.filter(pl.col("lead").is_in([f"# {key[0]}" for key in HEADER_KEYS])).filter(
+    header = lines.filter(pl.Series(hash_space & np.isin(b2, [ord(key[0]) for key in HEADER_KEYS]))).filter(
         pl.any_horizontal(t.str.starts_with(f"# {key}: ") for key in HEADER_KEYS)
     )
     start = _header(header, "start_time")
@@ -98,7 +99,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     t0_ns = int(start) * 1_000_000_000 if digits and not late_start else 0
     # a segment's file and host: those of the last ``# DXT, file_id`` / ``# DXT, rank`` line at or before it
     heads = (
-        hashed.filter(pl.col("lead") == "# D")
+        lines.filter(pl.Series(hash_space & (b2 == ord("D"))))
         .filter(t.str.starts_with("# DXT, "))
         .select(
             "line",
@@ -108,8 +109,8 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     )
     # a segment starts with white space or its module: lines starting with another printable ASCII character are not
     # searched, and a literal search leaves the regex the segments only
-    maybe = ~((lead >= "!") & (lead < "\x7f") & ~_starting(lead, "X")) & (lead != "")
-    dxt = lines.filter(maybe).filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))
+    maybe = ~((b0 >= ord("!")) & (b0 < 0x7F) & (b0 != ord("X"))) & (length > 0)
+    dxt = lines.filter(pl.Series(maybe)).filter(t.str.contains_any(["X_POSIX", "X_MPIIO"]))
     dxt = (
         dxt.with_columns(t.str.extract_groups(ascii_mode(DXT_RE, dxt.get_column("text"))).alias("g"))
         .unnest("g")
@@ -143,14 +144,13 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
         pl.col("length").alias("bytes"),
         pl.struct("file", "offset", "segment", "module").struct.json_encode().alias("args"),
     )
-    rows = _counter_rows(lines, lead)
-    counters = rows.filter(pl.col("module").is_in(COUNTER_MODULES)).select(*KEY, "counter", "value")
+    rows, counters = _counter_rows(lines, (b0 >= ord("A")) & (b0 <= ord("Z")))
     files = file_stats(counters)
     nan = counters.select(counter_number(pl.col("value")).is_null().sum()).item()
     if nan:
         dropped["counter values that are not numbers"] = nan
     tot = (
-        lines.filter(lead == "tot")
+        lines.filter(pl.Series((b0 == ord("t")) & (b1 == ord("o")) & (b2 == ord("t"))))
         .filter(t.str.starts_with("total_"))
         .with_columns(t.str.extract_groups(TOTAL_RE).alias("g"))
         .unnest("g")
@@ -166,7 +166,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
             "jobid": _header(header, "jobid"),
             "nprocs": _header(header, "nprocs"),
             "start_time_s": int(start) if digits and not late_start else None,
-            "counters": rows.height,
+            "counters": rows.len(),
             "io_files": files.height,
             "time": "start_time_plus_seconds" if t0_ns else "seconds_from_start",
         }
@@ -174,7 +174,7 @@ def parse_darshan_text(lines: pl.DataFrame) -> Parts:
     claimed = pl.concat(
         [
             segment_lines,
-            rows.get_column("line"),
+            rows,
             commented.get_column("line"),
             tot.get_column("line"),
         ]

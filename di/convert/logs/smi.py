@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts
+from di.convert.logs.leadbytes import lead_bytes
 from di.convert.logs.smi_query import (
     HEADER_RE,
     NOHEADER_RE,
@@ -84,26 +85,33 @@ class _Kinds:
 
 
 def _kinds(lines: pl.DataFrame) -> _Kinds:
-    """:class:`_Kinds` of ``lines``: one search over all lines (for ``, ``), and a line's first byte by comparing
-    strings (a string view holds its first bytes inline: ~2 ns a line, where a regex costs 15-20); only the lines
-    that start with whitespace or a non-ASCII character (which may be Unicode whitespace or a digit) are searched for
-    ``^\\s*[#\\d]``."""
+    """:class:`_Kinds` of ``lines``: one search over all lines (for ``, ``), and each line's first byte, which its
+    string view holds (:func:`~di.convert.logs.leadbytes.lead_bytes`). Of the lines that start with whitespace or a
+    non-ASCII character (which may be Unicode whitespace or a digit), those that ``^\\s*[#\\d]`` matches are found by
+    their first byte after the leading spaces, and by the regex itself where that byte does not tell."""
     t = pl.col("text")
-    lead = lines.select(
-        lead_in(t, "#", "$").alias("hash"),
-        lead_in(t, "0", ":").alias("digit"),
-        lead_in(t, "=", ">").alias("eq"),
-        (((t < pl.lit("!")) & (t.str.len_bytes() > 0)) | (t >= pl.lit("\u0080"))).alias("indent"),
-    )
-    indented = lines.filter(lead.get_column("indent")).filter(t.str.contains(r"^\s*[#\d]"))
-    indented = indented.with_columns(lead_in(t.str.strip_chars_start(), "#", "$").alias("hash"))
-
+    length, (b,) = lead_bytes(lines.get_column("text"))
+    indent = lines.filter(pl.Series(((b < ord("!")) & (length > 0)) | (b >= 0x80)))
+    # their first character after the leading spaces: "#" or an ASCII digit is kept, any other ASCII character but
+    # whitespace is not (none at all: not either); after other whitespace, or a non-ASCII character (Unicode
+    # whitespace, a digit of another script), the regex decides, and a strip of all whitespace tells "#"
+    _, (first,) = lead_bytes(indent.get_column("text").str.strip_chars_start(" "))
+    hashed = first == ord("#")
+    keep = hashed | ((first >= ord("0")) & (first <= ord("9")))
+    other = np.flatnonzero(((first >= 0x09) & (first <= 0x0D)) | (first >= 0x80))
+    if other.size:
+        said = indent[other].select(
+            t.str.contains(r"^\s*[#\d]").alias("keep"), lead_in(t.str.strip_chars_start(), "#", "$").alias("hash")
+        )
+        keep[other] = said.get_column("keep").to_numpy()
+        hashed[other] = said.get_column("hash").to_numpy()
+    indented = indent.filter(pl.Series(keep)).with_columns(pl.Series("hash", hashed[keep]))
     return _Kinds(
         comma=lines.filter(t.str.contains(", ", literal=True)).rename({"text": "t"}),
-        hashed=lines.filter(lead.get_column("hash")),
-        digits=lines.filter(lead.get_column("digit")),
+        hashed=lines.filter(pl.Series(b == ord("#"))),
+        digits=lines.filter(pl.Series((b >= ord("0")) & (b <= ord("9")))),
         indented=indented,
-        eqs=lines.filter(lead.get_column("eq")),
+        eqs=lines.filter(pl.Series(b == ord("="))),
     )
 
 
@@ -279,7 +287,16 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
     (1 s by default) from 0. Also the count of ``N/A`` cells and the lines read (headers, ID lines and rows, those
     of ``N/A`` only too). ``hashed``: the lines that start with ``#``."""
     t = pl.col("text").str.strip_chars()
-    hdr = hashed.filter(pl.col("text").str.contains("Entity", literal=True))  # a literal search first
+    # the header's "E" is its first character after the "#" and ASCII whitespace (other whitespace is not ASCII): a
+    # line whose first 3 bytes after the "#" say otherwise is not searched
+    _, (_, *after) = lead_bytes(hashed.get_column("text"), 4)
+    ruled_out = np.zeros(hashed.height, np.bool_)
+    decided = np.zeros(hashed.height, np.bool_)
+    for byte in after:
+        space = (byte == ord(" ")) | ((byte >= 0x09) & (byte <= 0x0D))
+        ruled_out |= ~decided & ~space & (byte != ord("E")) & (byte < 0x80)
+        decided |= ~space
+    hdr = hashed.filter(pl.Series(~ruled_out)).filter(pl.col("text").str.contains("Entity", literal=True))
     hdr = hdr.filter(pl.col("text").str.contains(DCGMI_HEADER_RE))
     if not hdr.height:
         return pl.DataFrame(), 0, pl.Series("line", [], pl.UInt32)
@@ -300,10 +317,10 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
         .with_columns(pl.col("fields").list.len().alias("n"))
     )
     rows = (
-        df.filter(pl.col("t").str.contains(rf"^{DCGMI_ENTITY}\s+\d{{1,9}}\s"))  # a longer id: a garbled row
+        df.filter(pl.col("t").str.contains(rf"^{DCGMI_ENTITY}\s+[0-9]{{1,9}}\s"))  # a longer id, other digits: garbled
         .with_columns(
             pl.col("t")
-            .str.extract_groups(rf"^(?P<entity>{DCGMI_ENTITY})\s+(?P<id>\d{{1,9}})\s+(?P<rest>.*)$")
+            .str.extract_groups(rf"^(?P<entity>{DCGMI_ENTITY})\s+(?P<id>[0-9]{{1,9}})\s+(?P<rest>.*)$")
             .alias("g")
         )
         .unnest("g")

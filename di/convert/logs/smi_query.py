@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.convert.logs.text import by_distinct, distinct_ids, lead_in
+from di.convert.logs.leadbytes import lead_bytes
+from di.convert.logs.text import by_distinct, distinct_ids_by_join
 
 __all__ = [
     "HEADER_RE",
@@ -58,44 +59,58 @@ UNITS = {
 
 
 def distinct_codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
-    """(each value's number among the distinct ``values``, those distinct values): work done once per distinct
-    value is gathered back by number (a null is a value of its own): :func:`~di.convert.logs.text.distinct_ids`."""
-    ids, firsts = distinct_ids(values)
-    return ids.to_numpy().astype(np.int64), values.gather(firsts)
+    """(each value's number among the distinct ``values``, in the order of their first rows; those distinct values):
+    work done once per distinct value is gathered back by number (a null is a value of its own). The same numbers as
+    :func:`~di.convert.logs.text.distinct_ids`, from a dense rank of the values' hashes (a sort of integers) and numpy
+    gathers, which cost about half of its join; values that share a hash (never seen) are told apart by a join on the
+    values themselves."""
+    ids, firsts = _ranked_ids(values.hash())
+    if values.len() and not values.gather(firsts[ids]).eq_missing(values).all():
+        by_join, by_join_firsts = distinct_ids_by_join(values)
+        ids, firsts = by_join.to_numpy().astype(np.int64), by_join_firsts.to_numpy()
+    return ids, values.gather(firsts)
 
 
-def read_numbers(df: pl.DataFrame, *, no_value: bool = False) -> pl.DataFrame:
+def _ranked_ids(codes: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's number among the distinct integer ``codes`` (0 to their count - 1, in the order of their first rows)
+    and, per number, the first row of its code (ascending), as int64 arrays."""
+    rank = codes.rank("dense").to_numpy().astype(np.int64) - 1  # 0 to count - 1, by code
+    firsts = np.flatnonzero(codes.is_first_distinct().to_numpy())
+    number = np.empty(firsts.size, np.int64)
+    number[rank[firsts]] = np.arange(firsts.size)
+    return number[rank], firsts
+
+
+def read_numbers(df: pl.DataFrame, *, no_value: bool = False, distinct: bool = False) -> pl.DataFrame:
     """``df`` with its column ``raw`` (cell texts) read as ``value`` (float) and ``vunit`` (:data:`NUM_RE`'s number
     and unit); null where a text is no number, or one float parsing does not read (digits of other scripts, which
     ``\\d`` matches). A plain integer (what an integer cast reads: ``[-+]?`` and ASCII digits; not a negative zero,
     which :data:`NUM_RE` reads as -0.0) is cast; of the other texts, those :data:`NUM_RE` can match (a digit, a sign or
-    a space first) are read by it once per distinct text. With ``no_value``, also ``na``: whether the text says the
-    GPU gives no value (:data:`NA_CELL_RE`)."""
+    a space first) are read by it once per distinct text (``distinct``: the texts are distinct already). With
+    ``no_value``, also ``na``: whether the text says the GPU gives no value (:data:`NA_CELL_RE`)."""
     raw = pl.col("raw")
     if df.height < CAST_FIRST_ROWS:
-        return _read_matched(df, no_value)
+        return _read_matched(df, no_value, distinct=distinct)
     ints = df.select(raw.cast(pl.Int64, strict=False)).to_series()
-    kind = df.select(
-        (ints.is_not_null() & ((ints != 0) | ~lead_in(raw, "-", "."))).alias("plain"),
-        # where NUM_RE can match (a digit, maybe of another script, a sign or a space first) and NA_CELL_RE ("[" or a
-        # space first): first bytes, as string views hold them
-        (lead_in(raw, "0", ":") | lead_in(raw, "+", ".") | (raw < pl.lit("!")) | (raw >= pl.lit("\u0080")))
-        .fill_null(False)
-        .alias("num"),
-        lead_in(raw, "[", "\\").fill_null(False).alias("bracket"),
-    )
-    plain = kind.get_column("plain")
+    # where NUM_RE can match (a digit, maybe of another script, a sign or a space first; not a null) and NA_CELL_RE
+    # ("[" or a space first): first bytes, from the texts' string views
+    _, (b,) = lead_bytes(df.get_column("raw"))
+    if df.get_column("raw").null_count():
+        b = np.where(df.get_column("raw").is_null().to_numpy(), np.uint8(ord("a")), b)  # (a byte that says neither)
+    num = ((b >= ord("0")) & (b <= ord("9"))) | ((b >= ord("+")) & (b <= ord("-"))) | (b < ord("!")) | (b >= 0x80)
+    # a plain integer: what the cast reads, but a zero that starts with "-"
+    plain = ints.is_not_null().to_numpy() & ((ints != 0).fill_null(False).to_numpy() | (b != ord("-")))
     value = ints.cast(pl.Float64).alias("value")  # (null where no integer)
     vunit = pl.Series("vunit", [], pl.String).extend_constant(None, df.height)
     na = pl.Series("na", [], pl.Boolean).extend_constant(False, df.height)  # (an integer says a value)
-    other = (~plain & kind.get_column("num")).arg_true()
-    if other.len():
-        read = _read_matched(df[other].select("raw"), no_value)
+    other = np.flatnonzero(~plain & num)
+    if other.size:
+        read = _read_matched(df[other].select("raw"), no_value, distinct=distinct)
         value = value.scatter(other, read.get_column("value"))
         vunit = vunit.scatter(other, read.get_column("vunit"))
         na = na.scatter(other, read.get_column("na")) if no_value else na
-    bracket = kind.get_column("bracket").arg_true()
-    if no_value and bracket.len():
+    bracket = np.flatnonzero(b == ord("["))
+    if no_value and bracket.size:
         na = na.scatter(bracket, df[bracket].select(raw.str.contains(NA_CELL_RE)).to_series())
     return df.with_columns(value, vunit, *([na] if no_value else []))
 
@@ -104,15 +119,20 @@ CAST_FIRST_ROWS = 4096
 """From this many texts :func:`read_numbers` casts the plain integers first (fewer, its own steps cost more)."""
 
 
-def _read_matched(df: pl.DataFrame, no_value: bool) -> pl.DataFrame:
+def _read_matched(df: pl.DataFrame, no_value: bool, *, distinct: bool = False) -> pl.DataFrame:
     """``df`` with ``value`` and ``vunit`` read from ``raw`` by :data:`NUM_RE` (and ``na``, with ``no_value``), once
-    per distinct text."""
+    per distinct text (``distinct``: the texts are distinct already, and each is read as it is)."""
     raw = pl.col("raw")
-    g = raw.str.extract_groups(NUM_RE)
-    value = [g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit")]
-    if no_value:
-        value.append(raw.str.contains(NA_CELL_RE).fill_null(False).alias("na"))
-    return by_distinct(df, "raw", lambda d: d.with_columns(*value))
+
+    def add(d: pl.DataFrame) -> pl.DataFrame:
+        # one match per text: the groups' struct is taken apart after (a select would run the regex per field)
+        read = d.with_columns(raw.str.extract_groups(NUM_RE).alias("g"))
+        g = pl.col("g")
+        na = [raw.str.contains(NA_CELL_RE).fill_null(False).alias("na")] if no_value else []
+        value = [g.struct.field("1").cast(pl.Float64, strict=False).alias("value"), g.struct.field("2").alias("vunit")]
+        return read.with_columns(*value, *na).drop("g")
+
+    return add(df) if distinct else by_distinct(df, "raw", add)
 
 
 def epoch_ns(col: pl.Expr) -> pl.Expr:
@@ -169,10 +189,14 @@ def _no_value(cells: pl.Series) -> np.ndarray:
     with ``[`` or maybe whitespace only (a first byte is two comparisons of string views)."""
     c = pl.col("raw")
     frame = cells.to_frame("raw")
-    maybe = frame.select(lead_in(c, "[", "\\") | (c < pl.lit("!")) | (c >= pl.lit("\u0080"))).to_series().arg_true()
+    _, (b,) = lead_bytes(cells)
+    maybe = (b == ord("[")) | (b < ord("!")) | (b >= 0x80)
+    if cells.null_count():
+        maybe &= cells.is_not_null().to_numpy()
+    maybe = np.flatnonzero(maybe)
     out = np.zeros(cells.len(), np.bool_)
-    if maybe.len():
-        out[maybe.to_numpy()] = frame[maybe].select(c.str.contains(NA_CELL_RE).fill_null(False)).to_series().to_numpy()
+    if maybe.size:
+        out[maybe] = frame[maybe].select(c.str.contains(NA_CELL_RE).fill_null(False)).to_series().to_numpy()
     return out
 
 
@@ -267,7 +291,7 @@ def read_once(cells: pl.Series, *, no_value: bool = False) -> pl.DataFrame:
     code, distinct = distinct_codes(cells)
     if 2 * distinct.len() > cells.len():
         return read_numbers(cells.to_frame("raw"), no_value=no_value)
-    return read_numbers(distinct.to_frame("raw"), no_value=no_value)[code]
+    return read_numbers(distinct.to_frame("raw"), no_value=no_value, distinct=True)[code]
 
 
 def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]:
@@ -283,14 +307,10 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
 
     Returns the samples, the count of cells that say no value, and the lines that start with a digit and hold a ``, ``
     that is not trailing whitespace (they match ``, \\s*\\S``: not dmon rows)."""
-    t = pl.col("t")
-    lead = comma.select(
-        (lead_in(t, "a", "{") | lead_in(t, "_", "`")).alias("word"),  # where a header can start
-        (lead_in(t, "0", ":") | (t >= pl.lit("\u0080"))).alias("digit"),  # where a timestamp (\d) can start
-        lead_in(t, "#", "$").alias("hash"),
-    )
-    heads, hpos, hid = _csv_heads(comma, lead.get_column("word").arg_true())
-    digit = lead.get_column("digit").to_numpy()
+    _, (b,) = lead_bytes(comma.get_column("t"))
+    word = ((b >= ord("a")) & (b <= ord("z"))) | (b == ord("_"))  # where a header can start
+    digit = ((b >= ord("0")) & (b <= ord("9"))) | (b >= 0x80)  # where a timestamp (\d) can start
+    heads, hpos, hid = _csv_heads(comma, pl.Series(np.flatnonzero(word), dtype=pl.UInt32))
     if not heads.height and not digit.any():
         return pl.DataFrame(), 0, np.zeros(0, np.int64)  # no table here (a training log's prose)
     # a line's table: the header at or before it (block 0: none); the header's own line is not a row
@@ -299,7 +319,7 @@ def parse_query_gpu(comma: pl.DataFrame) -> tuple[pl.DataFrame, int, np.ndarray]
     block = np.cumsum(block)
     kept = np.concatenate([[False], heads.get_column("kept").to_numpy()])[hid]
     hnc = np.concatenate([[-1], heads.get_column("hnc").to_numpy().astype(np.int64)])[hid]
-    in_kept = kept[block] & ~lead.get_column("hash").to_numpy()
+    in_kept = kept[block] & (b != ord("#"))
     in_kept[hpos] = False
     cand = np.flatnonzero(in_kept | digit)
     text = comma.get_column("t").gather(cand)
