@@ -658,24 +658,3 @@ def test_training_gate_admits_each_line_the_parser_reads(kind: str) -> None:
     ):
         gate = _search(pl.DataFrame({"text": filler + [other]}), {"training": GATES["training"]})
         assert gate == {"training": False}, other
-
-
-def test_row_dicts_are_the_rows_json_values() -> None:
-    """The meta's rows made from shared column values (repeated, null, all-null and distinct columns) equal the JSON
-    round trip of the frame."""
-    import json
-
-    from di.convert.logs.build import _row_dicts
-
-    n = 1000
-    rows = pl.DataFrame(
-        {
-            "state": ["COMPLETED", "FAILED", None, "COMPLETED"] * (n // 4),
-            "jobid": [str(i) for i in range(n)],
-            "none": pl.Series([None] * n, dtype=pl.String),
-            "part": ["gpu", "c\u00e9pu"] * (n // 2),
-        }
-    )
-    got = _row_dicts(rows)
-    assert got == json.loads(rows.write_json()) and len(got) == n
-    assert got[0]["state"] is got[3]["state"]  # one str per distinct value

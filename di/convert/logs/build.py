@@ -11,20 +11,18 @@ order where both are equal), and the
 
 from __future__ import annotations
 
-import gc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from di.convert.provenance import reader_meta
 from di.schema import polars_schema
 from di.trace import Trace
 
-__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "JsonRows", "Parts", "build_trace", "empty_events", "empty_samples"]
+__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples"]
 
 EVENT_COLUMNS: dict[str, Any] = {
     "rank": pl.Int64,
@@ -83,7 +81,7 @@ class Parts:
         dropped: lines or records the family recognised but could not load, by reason.
         info: what the family knows about the run (versions, communicators...).
         epoch: True when times are ns since the Unix epoch; False when relative (line order or cumulative step time).
-        tables: rows of other canonical tables (``comms``, ``comm_links``) by table name.
+        tables: rows of other canonical tables (``comms``, ``comm_links``, ``jobs``) by table name.
     """
 
     family: str
@@ -96,67 +94,8 @@ class Parts:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
-@dataclass
-class JsonRows:
-    """Rows a family puts in its ``info``, held as a frame of string columns and made a list of dicts once by
-    :func:`build_trace` (:func:`_row_dicts`), so that the parser's cost does not include the trace's metadata."""
-
-    rows: pl.DataFrame
-
-
-SHARED_VALUES = 0.5
-"""A column with at most this share of distinct values gives its rows shared ``str`` objects (one per value)."""
-
-
-def _column_values(s: pl.Series) -> list[Any]:
-    """``s`` as a list, each distinct value one Python object when values repeat (fewer objects made and freed)."""
-    distinct = s.unique(maintain_order=True)
-    if distinct.len() > SHARED_VALUES * s.len():
-        return s.to_list()
-    # each value's index in ``distinct`` (null: one past its values): a cast to the enum of the values, which looks
-    # each up once, costs less than a join to them
-    values = distinct.drop_nulls()
-    code = s.cast(pl.Enum(values)).to_physical().fill_null(values.len()).to_numpy()
-    return np.array([*values.to_list(), None], dtype=object)[code].tolist()
-
-
-def _row_maker(n: int) -> str:
-    """The source of ``lambda k0, .., k<n-1>: lambda v0, .., v<n-1>: {k0: v0, ..}``: given the column names, a
-    function of one value per column that returns the row's dict. A dict display is built at its final size;
-    ``dict(zip(names, values))`` grows it (a resize past five keys), which made it cost twice as much. The names are
-    arguments, never part of the source."""
-    keys = ", ".join(f"k{i}" for i in range(n))
-    values = ", ".join(f"v{i}" for i in range(n))
-    pairs = ", ".join(f"k{i}: v{i}" for i in range(n))
-    return f"lambda {keys}: lambda {values}: {{{pairs}}}"
-
-
-def _row_dicts(rows: pl.DataFrame) -> list[dict[str, Any]]:
-    """``rows`` as one dict per row, as ``json.loads(rows.write_json())`` gives for string columns (str or None),
-    built from column lists by a C loop (``map`` over :func:`_row_maker`'s function), with the collector paused: the
-    dicts hold no cycles, and a collection over hundreds of thousands of new dicts would walk them again and again."""
-    if not rows.width:
-        return []
-    values = [_column_values(rows.get_column(c)) for c in rows.columns]
-    row = eval(_row_maker(rows.width))(*rows.columns)  # the source holds the column count only
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return list(map(row, *values))
-    finally:
-        if collecting:
-            gc.enable()
-
-
 def _json_values(value: Any) -> Any:
-    """``value`` as JSON values (what ``json.loads(json.dumps(value, default=str))`` gives), :class:`JsonRows`
-    as a list of dicts (:func:`_row_dicts`; a JSON round trip of its rows would cost twice as much)."""
-    if isinstance(value, JsonRows):
-        if all(t == pl.String for t in value.rows.dtypes):
-            return _row_dicts(value.rows)
-        return json.loads(value.rows.write_json())
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: _json_values(v) for k, v in value.items()}
+    """``value`` as JSON values (what ``json.loads(json.dumps(value, default=str))`` gives)."""
     return json.loads(json.dumps(value, default=str))
 
 

@@ -5,9 +5,10 @@
 The header names the columns (case folded: ``JobID``, ``JOBID``); each row is one
 job or job step. What it maps to:
 
-- ``info.slurm.jobs``: one dict per row with the columns it has (job id, name,
-  state, exit code, nodes, node list, start, end, elapsed...); ``+`` marks a field
-  sacct truncated (``info.slurm.truncated`` counts them).
+- the trace's ``jobs`` table: one row per row, with the columns it has (job id, name,
+  state, exit code, nodes, node list, start, end, elapsed...) as String columns, ``jobid`` its first job id field
+  (``schemas/trace/v1/jobs.schema.json``); ``+`` marks a field sacct truncated (``info.slurm.truncated`` counts
+  them; ``info.slurm.rows`` is the row count).
 - rows with a start and an end (``Start``/``End``, ``START_TIME``/``END_TIME``, ISO
   times, read as UTC) become ``step`` events (``slurm <jobid>``) on a ``slurm`` timeline,
   with the row in args; FAILED/CANCELLED/TIMEOUT/OUT_OF_MEMORY/NODE_FAIL rows are also
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.convert.logs.build import JsonRows, Parts
+from di.convert.logs.build import Parts
 from di.convert.logs.text import by_distinct
 
 __all__ = ["SNIFF_RE", "parse_slurm"]
@@ -277,14 +278,22 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     events = pl.concat(ev).with_columns(pl.lit("slurm").alias("track")) if ev else None
     # per frame (each one contiguous; a column a frame lacks is null in ``jobs``, never a truncated field)
     truncated = sum(sum(f.select(pl.col(pl.String).str.ends_with("+").sum()).row(0)) for f in frames)
-    fields = jobs.drop("line")
-    rows = (
-        JsonRows(fields)  # made JSON values once by build_trace
-        if all(t == pl.String for t in fields.dtypes)
-        else fields.to_dicts()
-    )
-    info: dict[str, Any] = {"slurm": {"jobs": rows, "truncated": truncated}}
+    info: dict[str, Any] = {"slurm": {"rows": jobs.height, "truncated": truncated}}
     kw: dict[str, Any] = {"events": events} if events is not None and events.height else {}
     header_lines = marks.filter(pl.col("sniff") | pl.col("is_rule")).get_column("line")
     claimed = pl.concat([jobs.get_column("line"), header_lines, record_lines])
-    return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), **kw)
+    return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), tables={"jobs": _jobs_table(jobs)}, **kw)
+
+
+def _jobs_table(jobs: pl.DataFrame) -> pl.DataFrame:
+    """The rows of the trace's ``jobs`` table (``schemas/trace/v1/jobs.schema.json``): every field of ``jobs`` as
+    parsed, and ``jobid``, the row's first job id field (each table of the output has one: a table of several
+    kinds' rows holds each row's in the column its own header names). A field whose header is empty (a separator
+    at the header's end) is the column :data:`UNNAMED` (a table's columns need names)."""
+    ids = [c for c in jobs.columns if _is_job_id(c)]
+    table = jobs.drop("line").with_columns(pl.coalesce(ids).alias("jobid"))
+    return table.rename({"": UNNAMED}) if "" in table.columns and UNNAMED not in table.columns else table
+
+
+UNNAMED = "unnamed"
+"""The ``jobs`` column of a field with an empty header."""
