@@ -183,6 +183,32 @@ def test_line_times_scan_is_the_regex() -> None:
     assert own_line_times(lines).equals(times_by_regex(lines.get_column("text")))
 
 
+ASCII_TIMES = [
+    "2024-05-01 10:00:00",
+    "2024-05-01T10:00:00,1",
+    "2024-05-01 10:00:00.123456789",
+    "2024-05-01 10:00:00.1234567891234",
+    "2024-05-01 10:00:00.000000000000000000000000000000001",
+    "2024-02-30 10:00:00.5",
+    "2024-13-01 10:00:00",
+    "2024-05-01 24:00:00,25",
+    "2016-12-31 23:59:60.5",
+    "0000-01-01 00:00:00",
+    "9999-12-31T23:59:59.999999999",
+]
+
+
+@pytest.mark.parametrize("repeats", [1, 5])
+def test_ascii_line_times_are_the_fraction_format(repeats: int) -> None:
+    """ASCII times are read as whole seconds plus their fraction's digits: what ``%.f`` gives, for bad dates, leap
+    seconds and fractions of any length too, with each distinct time parsed once (``repeats`` 5) or every time."""
+    text = [f"[{i}] {t} x" for i in range(repeats) for t in ASCII_TIMES] + ["no time"]
+    lines = pl.DataFrame({"text": text})
+    got = own_line_times(lines)
+    assert got.equals(times_by_regex(lines.get_column("text")))
+    assert got.null_count() == 1 + 3 * repeats  # the line without a time and the three impossible ones
+
+
 SMI_LINES = [
     "2025/09/01 12:00:01.123, 45, 1024",
     "2025/09/01 12:00:0",
@@ -350,6 +376,31 @@ def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
         parts = parse(lines)
         if parts.events.height or parts.samples.height or parts.info:
             assert present[name], f"{path.name}: the {name} gate turned away a family its parser finds"
+
+
+DEFAULT_SMI_TABLE = """\
++ nvidia-smi
+Wed May 12 10:00:00 2021
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 460.32.03    Driver Version: 460.32.03    CUDA Version: 11.2     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+|   0  Tesla V100-SXM2...  On   | 00000000:1A:00.0 Off |                    0 |
+| N/A   40C    P0    56W / 300W |      0MiB / 32510MiB |      0%      Default |
++-------------------------------+----------------------+----------------------+
+"""
+
+
+def test_smi_gate_shuts_on_the_default_table_the_parser_cannot_read() -> None:
+    """A training log that prints nvidia-smi's default table (a job script's ``nvidia-smi``) does not run the
+    nvidia-smi parser: it reads no such table, and its gate names only what it reads."""
+    from di.convert.logs.smi import parse_smi
+
+    lines = pl.DataFrame({"text": DEFAULT_SMI_TABLE.splitlines()}).with_row_index("line")
+    lines = lines.with_columns(line_times(lines))
+    parts = parse_smi(lines)
+    assert not (parts.events.height or parts.samples.height or parts.info)
+    assert _search(lines, {"nvidia_smi": GATES["nvidia_smi"]}) == {"nvidia_smi": False}
 
 
 def test_nccl_tests_row_numbers_are_the_words() -> None:

@@ -123,10 +123,11 @@ GATES: dict[str, tuple[str, ...]] = {
         r"|return code|Segmentation fault|core dumped",
         r"^(?:\{|epoch: |Traceback|[\w.]*(?:Error|Exception|Interrupt)(?::|$))",
     ),
-    # the reports' literals, and the tables' lines (--format=csv,noheader rows, dmon/pmon and dcgmi dmon headers,
-    # --query-gpu headers), which no literal marks
+    # the -q report's banner (smi.QLOG_RE: no report is read without one), and the tables' lines (--format=csv,noheader
+    # rows, dmon/pmon and dcgmi dmon headers, --query-gpu headers), which no literal marks; not the default table's
+    # title ("| NVIDIA-SMI 460.32.03 ...") or a capture's command line, of which the parser reads nothing
     "nvidia_smi": (
-        r"NVSMI LOG|NVIDIA-SMI|nvidia-smi",
+        r"NVSMI LOG",
         r"^\d{4}/\d\d/\d\d \d\d:",
         r"^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]",
         r"^#[^\S\n]*Entity[^\S\n]",
