@@ -127,7 +127,7 @@ def read_log_steps(path: Path, repeats: int) -> dict[str, float]:
         claimed = np.zeros(lines.height, dtype=np.bool_)
         for p in parts:
             claimed[p.claimed.to_numpy()] = True
-        return int(lines.filter(pl.Series(~claimed)).select((pl.col("text").str.strip_chars() != "").sum()).item())
+        return reader._non_blank(lines.get_column("text").filter(pl.Series(~claimed)))
 
     steps: dict[str, Callable[[], Any]] = {
         "read_lines": lambda: read_lines(path),

@@ -403,6 +403,16 @@ def test_smi_gate_shuts_on_the_default_table_the_parser_cannot_read() -> None:
     assert _search(lines, {"nvidia_smi": GATES["nvidia_smi"]}) == {"nvidia_smi": False}
 
 
+def test_unknown_line_count_is_the_stripped_count() -> None:
+    """The reader counts a line as unknown where stripping leaves it non-empty, testing only the lines that do not
+    start with a printable ASCII character."""
+    from di.convert.logs.reader import _non_blank
+
+    cases = ["", " ", "\t", "a", " a", "\u00a0", "\u00a0x", "\u2003", "\u00e9", "\x7f", "\x1f", "\x85", " \u3000 ", "!"]
+    text = pl.Series(cases * 3)
+    assert _non_blank(text) == int((text.str.strip_chars() != "").sum()) == 3 * 7
+
+
 def test_nccl_tests_row_numbers_are_the_words() -> None:
     """nccl-tests row numbers read by position in the rows (one ASCII regex) equal each row's words cast one by one;
     a row with a tab, other whitespace or a non-ASCII character goes the slow way (None)."""

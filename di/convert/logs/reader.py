@@ -212,6 +212,15 @@ def families_in(head: bytes) -> list[str]:
     return [name for name, (sniff, _) in FAMILIES.items() if sniff(lines)]
 
 
+def _non_blank(text: pl.Series) -> int:
+    """How many strings of ``text`` hold a character that is not whitespace: those that start with a printable ASCII
+    character (two comparisons of string views) and those of the others that stripping leading whitespace leaves
+    non-empty."""
+    first_printable = (text >= "!") & (text < "\x80")
+    rest = text.filter(~first_printable)
+    return int(first_printable.sum()) + int((rest.str.strip_chars_start() != "").sum())
+
+
 def read_log(
     path: Path,
     *,
@@ -247,8 +256,7 @@ def read_log(
     claimed = np.zeros(lines.height, dtype=np.bool_)  # by line number (lines are numbered 0..height-1)
     for p in parts:
         claimed[p.claimed.to_numpy()] = True
-    unclaimed = lines.filter(pl.Series(~claimed))  # then only these are stripped
-    unknown = int(unclaimed.select((pl.col("text").str.strip_chars() != "").sum()).item())
+    unknown = _non_blank(lines.get_column("text").filter(pl.Series(~claimed)))
     fmt = "log:" + "+".join(p.family for p in parts)
     return build_trace(
         path,
