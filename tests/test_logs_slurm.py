@@ -118,6 +118,10 @@ def test_jobs_table_is_the_parsed_rows_and_goes_through_every_writer(tmp_path: P
     trace.validate()
     assert trace.jobs.equals(parsed) and trace.jobs.height == 1498
     assert trace.jobs.get_column("state").n_unique() == 7
+    from di.viewers.info import summary
+
+    states = summary(trace)["job_states"]  # di info's line of them
+    assert sum(states.values()) == 1498 and states["FAILED"] == 7 and list(states)[0] == "COMPLETED"
     for name in ("jobs.di", "jobs.otf2", "jobs.pftrace", "jobs.json"):
         di.save(trace, tmp_path / name)
         back = di.load(tmp_path / name).jobs
