@@ -168,3 +168,29 @@ def test_tables_after_rules_of_every_width_and_truncated_fields_counted(tmp_path
     assert jobs[2]["s"] == "+" and jobs[3]["jobname"] == "verylongn+"
     plus = sum(v.endswith("+") for j in jobs for v in j.values() if v is not None)
     assert src["info"]["slurm"]["truncated"] == plus == 5
+
+
+def test_delimited_rows_are_those_with_the_headers_field_count(tmp_path: Path) -> None:
+    """Rows split once per distinct rest (after the job id) are those a split of each whole row gives: as many
+    fields as the header, each stripped; rows with fewer or more are not rows of the table (random rows, many
+    rests repeated)."""
+    import random
+
+    rng = random.Random(21)
+    names = ["JobID", "JobName", "State", "ExitCode"]
+    words = ["a", " b ", "", "COMPLETED", "FAILED ", " 0:0", "x y"]
+    lines = ["|".join(names)]
+    for i in range(400):
+        fields = [f"{i}{rng.choice(['', '.0', '.batch'])}"] + [
+            rng.choice(words) for _ in range(rng.choice([2, 3, 3, 3, 4]))
+        ]
+        lines.append("|".join(fields))
+    path = tmp_path / "sacct.txt"
+    path.write_text("\n".join(lines) + "\n")
+    want = [
+        dict(zip([n.lower() for n in names], [f.strip() for f in ln.split("|")]))
+        for ln in lines[1:]
+        if ln.count("|") == len(names) - 1
+    ]
+    got = di.load(path).jobs.to_dicts()
+    assert got == want and 0 < len(want) < 400

@@ -145,14 +145,23 @@ def _delimited(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> l
     for k, head in enumerate(heads):  # one per kind of table
         sep = "\x1f" if "\x1f" in head else "|"
         names = _unique([n.strip().lower() for n in head.split(sep)])
-        # one split into a field more than the header has: a row has as many fields when its last is there and the
-        # one past it is not
+        # the first field (the job id, distinct from row to row) and the rest, which repeats (a step's name,
+        # partition, account, state): the rest is split once per distinct rest, into a field more than it has (n - 1
+        # with n fields in the header: a row has as many when its last is there and the one past it is not)
         n = len(names)
-        split = lines.filter(block_kind == k).select("line", t.str.splitn(sep, n + 1).alias("s"))
-        field = lambda i: pl.col("s").struct.field(f"field_{i}")  # noqa: E731
-        rows = split.filter(field(n - 1).is_not_null() & field(n).is_null())
+        first_rest = t.str.splitn(sep, 2).struct.rename_fields(["_first", "_rest"])
+        split = lines.filter(block_kind == k).select("line", first_rest.alias("s")).unnest("s")
+        rest = pl.col("_rest").str.splitn(sep, n)
+        field = lambda i: rest.struct.field(f"field_{i}")  # noqa: E731
+        rest_fields = lambda d: d.select(  # noqa: E731
+            "_rest",
+            (field(n - 2).is_not_null() & field(n - 1).is_null()).alias("_fits"),
+            *[field(i - 1).str.strip_chars().alias(f"_{i}") for i in range(1, n)],
+        )
+        rows = by_distinct(split.filter(pl.col("_rest").is_not_null()), "_rest", rest_fields).filter("_fits")
         # by name, a field "*" were every column
-        out.append(rows.select("line", *[field(i).str.strip_chars().alias(name) for i, name in enumerate(names)]))
+        fields = [pl.col("_first").str.strip_chars().alias(names[0])]
+        out.append(rows.select("line", *fields, *[pl.col(f"_{i}").alias(names[i]) for i in range(1, n)]))
     return out
 
 
