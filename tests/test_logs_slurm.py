@@ -194,3 +194,14 @@ def test_delimited_rows_are_those_with_the_headers_field_count(tmp_path: Path) -
     ]
     got = di.load(path).jobs.to_dicts()
     assert got == want and 0 < len(want) < 400
+
+
+def test_fixed_width_rows_by_first_character_are_the_regex() -> None:
+    """A fixed-width table's rows (``^\\s*\\d``) picked by their first character, the regex only where it is a blank
+    or not ASCII, are those the regex picks."""
+    from di.convert.logs.slurm import _numbered
+
+    texts = ["1 a", "  12 b", "\t3", "x1", "", " ", "-- --", "\u00a04 nbsp", "\u0665 digit", "\u00e9 1", "9", ":", "/"]
+    rows = pl.DataFrame({"line": list(range(len(texts))), "text": texts})
+    want = rows.filter(pl.col("text").str.contains(r"^\s*\d"))
+    assert _numbered(rows).equals(want) and want.height == 6

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts
-from di.convert.logs.text import by_distinct
+from di.convert.logs.text import by_distinct, lead_in
 
 __all__ = ["SNIFF_RE", "parse_slurm"]
 
@@ -193,7 +193,7 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[
         names = _unique([head[a : a + n].strip().lower() for a, n in spans])
         if not any(_is_job_id(n) for n in names):  # a dashed rule under other text (a training log's banner)
             continue
-        rows = lines.filter(block_kind == k).filter(t.str.contains(r"^\s*\d"))
+        rows = _numbered(lines.filter(block_kind == k))
         fields = list(zip(spans, names))
         frame = rows.select("line", *_cut(t, fields[:1], 0))
         if len(fields) > 1:  # the fields after the first repeat from row to row (a job's steps, partition, account)
@@ -205,6 +205,20 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[
             ).drop("_rest")
         out.append(frame)
     return out
+
+
+def _numbered(rows: pl.DataFrame) -> pl.DataFrame:
+    r"""The rows whose text starts with a digit after blanks (``^\s*\d``: a fixed-width table's job rows): those that
+    start with an ASCII digit by two comparisons of string views, the regex only on those that start with a blank
+    or a non-ASCII character (a Unicode blank or digit)."""
+    t = rows.get_column("text")
+    digit = lead_in(pl.col("text"), "0", ":")
+    keep = rows.select(digit).to_series()
+    other = rows.select(~digit & ((pl.col("text") < pl.lit("!")) | (pl.col("text") >= pl.lit("\u0080")))).to_series()
+    at = other.arg_true()
+    if at.len():
+        keep = keep.scatter(at, t.gather(at).str.contains(r"^\s*\d"))
+    return rows.filter(keep)
 
 
 def _scontrol(lines: pl.DataFrame, marks: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.Series]:
