@@ -315,6 +315,51 @@ RAW_CASES = {
 }
 
 
+ANCHORED_CASES = {
+    **RAW_CASES,
+    "BOM before a time": b"\xef\xbb\xbf2024-05-01 10:00:00 x\n# Collective test starting\n",
+    "BOM before a gate": b"\xef\xbb\xbf# darshan log version: 3.41\nplain\n",
+    "prefixed times": b"0: 2024-05-01 10:00:00 a\n1: # gpu pwr\nplain\n",
+    "escaped time": b"\x1b[32m2024-05-01 10:00:00\x1b[0m ok\r\nTraceback (most recent call last):\n",
+}
+
+
+def _anchored_read_is_the_full_search(path: Path, want_rows: bool | None = None) -> None:
+    """What the reader finds from the rows its read picked (:attr:`LogText.anchored_rows`) is what it finds searching
+    every line: each line's time and the gates; every line an anchored regex matches is among the rows; the polars
+    and the bytes path pick the same rows."""
+    from di.convert.logs.reader import ANCHORED
+
+    text = read_lines(path, anchored=ANCHORED)
+    lines, rows = text.lines, text.anchored_rows
+    if want_rows is not None:
+        assert (rows is not None) == want_rows
+    if rows is not None:
+        hit = lines.select(pl.any_horizontal(*(pl.col("text").str.contains(rx) for rx in ANCHORED))).to_series()
+        assert set(hit.arg_true().to_list()) <= set(rows.to_list()) and rows.is_sorted()
+    own = own_line_times(lines, rows)
+    assert own.equals(own_line_times(lines))
+    timed = lines.with_columns(line_times(lines, own), own)
+    assert present_families(timed, rows) == present_families(timed)
+    plain, by_bytes = _read_plain(path, None, ANCHORED), _read_bytes_lines(path, None, ANCHORED)
+    if plain is not None:
+        assert (plain.anchored_rows is None) == (by_bytes.anchored_rows is None)
+        assert plain.anchored_rows is None or plain.anchored_rows.equals(by_bytes.anchored_rows)
+
+
+@pytest.mark.parametrize("case", list(ANCHORED_CASES))
+def test_anchored_rows_give_what_every_line_gives(case: str, tmp_path: Path) -> None:
+    path = tmp_path / "case.log"
+    path.write_bytes(ANCHORED_CASES[case])
+    _anchored_read_is_the_full_search(path, want_rows=False if case in ("prefixed times", "CRLF", "escapes") else None)
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_anchored_rows_give_what_every_line_gives(path: Path) -> None:
+    _anchored_read_is_the_full_search(path)
+
+
 @pytest.mark.parametrize("case", list(RAW_CASES))
 def test_lines_read_by_polars_are_those_read_as_bytes(case: str, tmp_path: Path) -> None:
     """A plain file read into lines by polars gives the lines, garbled counts and size the bytes path gives; a file
