@@ -162,13 +162,15 @@ def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataF
     shows to change nothing (no carriage return, no escape anywhere) be skipped; launcher prefixes are searched for
     line by line either way.
     """
-    if whole is None:
-        has_cr = ansi = True
-    elif isinstance(whole, str):
-        has_cr, ansi = "\r" in whole, "\x1b" in whole
-    else:
-        has_cr, ansi = b"\r" in whole, b"\x1b" in whole
+    has_cr, ansi = (True, True) if whole is None else _cr_and_escape(whole)
     return _clean(raw, has_cr=has_cr, ansi=ansi)[0]
+
+
+def _cr_and_escape(whole: str | bytes) -> tuple[bool, bool]:
+    """Whether the text ``whole`` holds a carriage return, and an escape."""
+    if isinstance(whole, str):
+        return "\r" in whole, "\x1b" in whole
+    return b"\r" in whole, b"\x1b" in whole
 
 
 def _clean(
@@ -281,7 +283,7 @@ def _read_bytes_lines(path: Path, limit: int | None, anchored: tuple[str, ...] =
     raw = series.str.split("\n").explode()  # no Python string per line
     if raw.len() and raw[-1] == "":
         raw = raw.head(raw.len() - 1)
-    has_cr, ansi = ("\r" in whole, "\x1b" in whole) if isinstance(whole, str) else (b"\r" in whole, b"\x1b" in whole)
+    has_cr, ansi = _cr_and_escape(whole)
     out, rows = _clean(raw, has_cr=has_cr, ansi=ansi, anchored=anchored)
     # the text's search stops at the first
     there = {
