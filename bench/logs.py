@@ -15,7 +15,8 @@ warm-up:
 - each parser (``nccl``, ``nccl_tests``, ``training``, ``nvidia_smi``, ``slurm``, ``darshan`` text) over the
   cleaned lines with their times, as ``read_log`` gives them;
 - ``read_log``: the whole connector (all families, trace built), MB/s;
-- with ``--steps``, read_log's steps one by one (``times``: each line's timestamp; ``gates``: which families run;
+- with ``--steps``, read_log's steps one by one (``read_lines``: with the search for the lines the anchored regexes
+  may match, ``reader.ANCHORED``; ``times``: each line's timestamp; ``gates``: which families run;
   ``parse:<family>``: each parser the gates let run; ``build``: the trace), CPU ms of the fastest run.
 
 With ``--vary`` each copy of the samples has its numbers changed (the last two
@@ -116,10 +117,11 @@ def read_log_steps(path: Path, repeats: int) -> dict[str, float]:
     from di.convert.logs.build import build_trace
     from di.convert.logs.text import line_times, own_line_times, read_lines
 
-    text = read_lines(path)
-    own = own_line_times(text.lines)
+    text = read_lines(path, anchored=reader.ANCHORED)
+    rows = text.anchored_rows
+    own = own_line_times(text.lines, rows)
     lines = text.lines.with_columns(line_times(text.lines, own), own)
-    present = reader.present_families(lines)
+    present = reader.present_families(lines, rows)
     parsers = {name: parse for name, (_, parse) in reader.FAMILIES.items() if present.get(name, True)}
     parts = [p for p in (parse(lines) for parse in parsers.values()) if p.events.height or p.samples.height or p.info]
 
@@ -127,12 +129,12 @@ def read_log_steps(path: Path, repeats: int) -> dict[str, float]:
         claimed = np.zeros(lines.height, dtype=np.bool_)
         for p in parts:
             claimed[p.claimed.to_numpy()] = True
-        return int(lines.filter(pl.Series(~claimed)).select((pl.col("text").str.strip_chars() != "").sum()).item())
+        return reader._non_blank(lines.get_column("text").filter(pl.Series(~claimed)))
 
     steps: dict[str, Callable[[], Any]] = {
-        "read_lines": lambda: read_lines(path),
-        "times": lambda: text.lines.with_columns(line_times(text.lines, own_line_times(text.lines))),
-        "gates": lambda: reader.present_families(lines),
+        "read_lines": lambda: read_lines(path, anchored=reader.ANCHORED),
+        "times": lambda: text.lines.with_columns(line_times(text.lines, own_line_times(text.lines, rows))),
+        "gates": lambda: reader.present_families(lines, rows),
         **{f"parse:{name}": (lambda parse=parse: parse(lines)) for name, parse in parsers.items()},
         "unknown lines": unknown,
         "build": lambda: build_trace(

@@ -426,7 +426,7 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
     added = trace.events.height - program.events.height
     also = "".join(
         f", {getattr(program, t).height:,} {t}"
-        for t in ("messages", "collectives", "comms", "comm_links", "io_files")
+        for t in ("messages", "collectives", "comms", "comm_links", "io_files", "jobs")
         if getattr(program, t).height
     )
     console.print(

@@ -71,6 +71,7 @@ def merge(parts: Sequence[Trace]) -> Trace:
         tables["comms"].append(t.comms)
         tables["comm_links"].append(t.comm_links)
         tables["io_files"].append(t.io_files)
+        tables["jobs"].append(t.jobs)
         sources.extend(t.meta.get("sources", []))
         warnings.extend(t.meta.get("warnings", []))
         ev_off += t.events.height
@@ -84,7 +85,8 @@ def merge(parts: Sequence[Trace]) -> Trace:
         "warnings": warnings,
         "world_size": max(worlds) if worlds else None,
     }
-    merged = {k: pl.concat(v, how="vertical_relaxed") for k, v in tables.items()}
+    # jobs: each log's table has the columns of its scheduler output (the schema is a floor)
+    merged = {k: pl.concat(v, how="diagonal_relaxed" if k == "jobs" else "vertical_relaxed") for k, v in tables.items()}
     merged["collectives"] = assign_instances(merged["collectives"])
     merged["comms"] = merged["comms"].unique(maintain_order=True)  # two logs of one job may print the same init
     merged["comm_links"] = merged["comm_links"].unique(maintain_order=True)

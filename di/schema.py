@@ -32,6 +32,7 @@ TABLES = (
     "comms",
     "comm_links",
     "io_files",
+    "jobs",
 )
 
 

@@ -180,7 +180,7 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return meta
 
 
-OPTIONAL_TABLES = ("comms", "comm_links", "io_files")
+OPTIONAL_TABLES = ("comms", "comm_links", "io_files", "jobs")
 """Tables added after schema v1's first stores: a store without their files has none of their rows."""
 
 

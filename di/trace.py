@@ -63,6 +63,7 @@ class Trace:
         comms: one row per rank and communicator it joined (NCCL logs).
         comm_links: channel connections, ring and tree edges of communicators, with transports.
         io_files: per-file I/O statistics (di record's I/O shim, Darshan counters), whole-run totals.
+        jobs: jobs and job steps a batch scheduler reported (Slurm sacct, squeue, scontrol), their fields as printed.
         meta: the content of meta.json (schema version, clock, sources, drops, warnings).
     """
 
@@ -76,6 +77,7 @@ class Trace:
     comms: pl.DataFrame = field(default_factory=lambda: conform("comms", None))
     comm_links: pl.DataFrame = field(default_factory=lambda: conform("comm_links", None))
     io_files: pl.DataFrame = field(default_factory=lambda: conform("io_files", None))
+    jobs: pl.DataFrame = field(default_factory=lambda: conform("jobs", None))
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

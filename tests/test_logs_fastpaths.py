@@ -183,6 +183,32 @@ def test_line_times_scan_is_the_regex() -> None:
     assert own_line_times(lines).equals(times_by_regex(lines.get_column("text")))
 
 
+ASCII_TIMES = [
+    "2024-05-01 10:00:00",
+    "2024-05-01T10:00:00,1",
+    "2024-05-01 10:00:00.123456789",
+    "2024-05-01 10:00:00.1234567891234",
+    "2024-05-01 10:00:00.000000000000000000000000000000001",
+    "2024-02-30 10:00:00.5",
+    "2024-13-01 10:00:00",
+    "2024-05-01 24:00:00,25",
+    "2016-12-31 23:59:60.5",
+    "0000-01-01 00:00:00",
+    "9999-12-31T23:59:59.999999999",
+]
+
+
+@pytest.mark.parametrize("repeats", [1, 5])
+def test_ascii_line_times_are_the_fraction_format(repeats: int) -> None:
+    """ASCII times are read as whole seconds plus their fraction's digits: what ``%.f`` gives, for bad dates, leap
+    seconds and fractions of any length too, with each distinct time parsed once (``repeats`` 5) or every time."""
+    text = [f"[{i}] {t} x" for i in range(repeats) for t in ASCII_TIMES] + ["no time"]
+    lines = pl.DataFrame({"text": text})
+    got = own_line_times(lines)
+    assert got.equals(times_by_regex(lines.get_column("text")))
+    assert got.null_count() == 1 + 3 * repeats  # the line without a time and the three impossible ones
+
+
 SMI_LINES = [
     "2025/09/01 12:00:01.123, 45, 1024",
     "2025/09/01 12:00:0",
@@ -289,6 +315,51 @@ RAW_CASES = {
 }
 
 
+ANCHORED_CASES = {
+    **RAW_CASES,
+    "BOM before a time": b"\xef\xbb\xbf2024-05-01 10:00:00 x\n# Collective test starting\n",
+    "BOM before a gate": b"\xef\xbb\xbf# darshan log version: 3.41\nplain\n",
+    "prefixed times": b"0: 2024-05-01 10:00:00 a\n1: # gpu pwr\nplain\n",
+    "escaped time": b"\x1b[32m2024-05-01 10:00:00\x1b[0m ok\r\nTraceback (most recent call last):\n",
+}
+
+
+def _anchored_read_is_the_full_search(path: Path, want_rows: bool | None = None) -> None:
+    """What the reader finds from the rows its read picked (:attr:`LogText.anchored_rows`) is what it finds searching
+    every line: each line's time and the gates; every line an anchored regex matches is among the rows; the polars
+    and the bytes path pick the same rows."""
+    from di.convert.logs.reader import ANCHORED
+
+    text = read_lines(path, anchored=ANCHORED)
+    lines, rows = text.lines, text.anchored_rows
+    if want_rows is not None:
+        assert (rows is not None) == want_rows
+    if rows is not None:
+        hit = lines.select(pl.any_horizontal(*(pl.col("text").str.contains(rx) for rx in ANCHORED))).to_series()
+        assert set(hit.arg_true().to_list()) <= set(rows.to_list()) and rows.is_sorted()
+    own = own_line_times(lines, rows)
+    assert own.equals(own_line_times(lines))
+    timed = lines.with_columns(line_times(lines, own), own)
+    assert present_families(timed, rows) == present_families(timed)
+    plain, by_bytes = _read_plain(path, None, ANCHORED), _read_bytes_lines(path, None, ANCHORED)
+    if plain is not None:
+        assert (plain.anchored_rows is None) == (by_bytes.anchored_rows is None)
+        assert plain.anchored_rows is None or plain.anchored_rows.equals(by_bytes.anchored_rows)
+
+
+@pytest.mark.parametrize("case", list(ANCHORED_CASES))
+def test_anchored_rows_give_what_every_line_gives(case: str, tmp_path: Path) -> None:
+    path = tmp_path / "case.log"
+    path.write_bytes(ANCHORED_CASES[case])
+    _anchored_read_is_the_full_search(path, want_rows=False if case in ("prefixed times", "CRLF", "escapes") else None)
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
+def test_real_logs_anchored_rows_give_what_every_line_gives(path: Path) -> None:
+    _anchored_read_is_the_full_search(path)
+
+
 @pytest.mark.parametrize("case", list(RAW_CASES))
 def test_lines_read_by_polars_are_those_read_as_bytes(case: str, tmp_path: Path) -> None:
     """A plain file read into lines by polars gives the lines, garbled counts and size the bytes path gives; a file
@@ -350,6 +421,41 @@ def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
         parts = parse(lines)
         if parts.events.height or parts.samples.height or parts.info:
             assert present[name], f"{path.name}: the {name} gate turned away a family its parser finds"
+
+
+DEFAULT_SMI_TABLE = """\
++ nvidia-smi
+Wed May 12 10:00:00 2021
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 460.32.03    Driver Version: 460.32.03    CUDA Version: 11.2     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+|   0  Tesla V100-SXM2...  On   | 00000000:1A:00.0 Off |                    0 |
+| N/A   40C    P0    56W / 300W |      0MiB / 32510MiB |      0%      Default |
++-------------------------------+----------------------+----------------------+
+"""
+
+
+def test_smi_gate_shuts_on_the_default_table_the_parser_cannot_read() -> None:
+    """A training log that prints nvidia-smi's default table (a job script's ``nvidia-smi``) does not run the
+    nvidia-smi parser: it reads no such table, and its gate names only what it reads."""
+    from di.convert.logs.smi import parse_smi
+
+    lines = pl.DataFrame({"text": DEFAULT_SMI_TABLE.splitlines()}).with_row_index("line")
+    lines = lines.with_columns(line_times(lines))
+    parts = parse_smi(lines)
+    assert not (parts.events.height or parts.samples.height or parts.info)
+    assert _search(lines, {"nvidia_smi": GATES["nvidia_smi"]}) == {"nvidia_smi": False}
+
+
+def test_unknown_line_count_is_the_stripped_count() -> None:
+    """The reader counts a line as unknown where stripping leaves it non-empty, testing only the lines that do not
+    start with a printable ASCII character."""
+    from di.convert.logs.reader import _non_blank
+
+    cases = ["", " ", "\t", "a", " a", "\u00a0", "\u00a0x", "\u2003", "\u00e9", "\x7f", "\x1f", "\x85", " \u3000 ", "!"]
+    text = pl.Series(cases * 3)
+    assert _non_blank(text) == int((text.str.strip_chars() != "").sum()) == 3 * 7
 
 
 def test_nccl_tests_row_numbers_are_the_words() -> None:
@@ -658,24 +764,3 @@ def test_training_gate_admits_each_line_the_parser_reads(kind: str) -> None:
     ):
         gate = _search(pl.DataFrame({"text": filler + [other]}), {"training": GATES["training"]})
         assert gate == {"training": False}, other
-
-
-def test_row_dicts_are_the_rows_json_values() -> None:
-    """The meta's rows made from shared column values (repeated, null, all-null and distinct columns) equal the JSON
-    round trip of the frame."""
-    import json
-
-    from di.convert.logs.build import _row_dicts
-
-    n = 1000
-    rows = pl.DataFrame(
-        {
-            "state": ["COMPLETED", "FAILED", None, "COMPLETED"] * (n // 4),
-            "jobid": [str(i) for i in range(n)],
-            "none": pl.Series([None] * n, dtype=pl.String),
-            "part": ["gpu", "c\u00e9pu"] * (n // 2),
-        }
-    )
-    got = _row_dicts(rows)
-    assert got == json.loads(rows.write_json()) and len(got) == n
-    assert got[0]["state"] is got[3]["state"]  # one str per distinct value

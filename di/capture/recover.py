@@ -47,6 +47,7 @@ DI_FILES = (
     "samples.parquet",
     "comms.parquet",
     "comm_links.parquet",
+    "jobs.parquet",
 )
 """The files of a recording's store that di writes (di.schema.TABLES, meta.json, the I/O table)."""
 LOCK_WAIT_S = 600.0  # how long a load waits for another process's ingest of the same recording

@@ -1,9 +1,9 @@
-"""The trace's side tables (``comms``, ``comm_links``, ``io_files``) in formats that have no table for them.
+"""The trace's side tables (``comms``, ``comm_links``, ``io_files``, ``jobs``) in formats that have no table for them.
 
-These tables hold no event references and no times: one row per communicator member, topology edge or
-(module, rank, file). Chrome JSON and Perfetto have no place for them, so di's writers store them in their own
+These tables hold no event references and no times: one row per communicator member, topology edge,
+(module, rank, file) or scheduler job step. Chrome JSON and Perfetto have no place for them, so di's writers store them in their own
 document (Chrome: ``diTrace.side_tables``; Perfetto: di's packet ``side_tables``); OTF2 keeps ``io_files`` in
-its own IoFile property definitions (:mod:`di.convert.otf2.iofiles`) and the other two in an archive property
+its own IoFile property definitions (:mod:`di.convert.otf2.iofiles`) and the others in an archive property
 (:mod:`di.convert.otf2.sideprops`). One document per table::
 
     {"columns": {column: [value per row]}, "dtypes": {column: polars dtype name}}
@@ -24,7 +24,7 @@ import polars as pl
 
 from di.errors import DataLossWarning
 
-SIDE_TABLES = ("comms", "comm_links", "io_files")
+SIDE_TABLES = ("comms", "comm_links", "io_files", "jobs")
 """The canonical tables without event references that formats carry only in di's own document."""
 KEY = "side_tables"
 """Key of the tables' document in di's Chrome ``diTrace`` and Perfetto packet."""

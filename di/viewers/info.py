@@ -1,8 +1,9 @@
 """``di info``: what a trace holds, in one screen.
 
 Ranks, hosts, timelines by kind, events by canonical category, time range,
-sources (with where each rank came from), what was dropped and why, and the
-per-file I/O statistics' totals per module (``io_files``: di record, Darshan).
+sources (with where each rank came from), what was dropped and why, the
+per-file I/O statistics' totals per module (``io_files``: di record, Darshan), and
+the scheduler's job rows per state (``jobs``: Slurm).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def summary(trace: Trace, *, categories: pl.DataFrame | None = None) -> dict[str
         "warnings": meta.get("warnings", []),
         "analysis_timelines": _analysis_timelines(trace),
         "io_files": _io_files(trace.io_files),
+        "job_states": _job_states(trace.jobs),
     }
 
 
@@ -65,6 +67,17 @@ def _io_files(files: pl.DataFrame) -> list[dict[str, Any]]:
         pl.len().alias("rows"), pl.col("file").n_unique().alias("files"), *[pl.col(c).sum() for c in cols]
     )
     return agg.sort("module", nulls_last=True).to_dicts()
+
+
+def _job_states(jobs: pl.DataFrame) -> dict[str, int]:
+    """Rows of the ``jobs`` table per state (its first word: ``CANCELLED by 7`` is ``CANCELLED``; ``?`` where the
+    output has no state column or the row no state), most rows first."""
+    if not jobs.height:
+        return {}
+    state = next((c for c in ("state", "st") if c in jobs.columns), None)
+    words = jobs.get_column(state).str.split(" ").list.first() if state else pl.repeat(None, jobs.height, eager=True)
+    counts = words.fill_null("?").value_counts(sort=True, name="n")
+    return {str(k): int(n) for k, n in counts.iter_rows()}
 
 
 def _analysis_timelines(trace: Trace) -> int:
@@ -116,6 +129,9 @@ def render(trace: Trace, console: Any, *, categories: pl.DataFrame | None = None
                 *(f"{m[k] / 1e6:,.1f}" for k in ("read_time_ns", "write_time_ns", "meta_time_ns")),
             )
         console.print(io)
+    if s["job_states"]:
+        states = ", ".join(f"{k} {n:,}" for k, n in s["job_states"].items())
+        console.print(f"[bold]jobs[/bold] {sum(s['job_states'].values()):,} rows (Slurm): {states}")
     if s["analysis_timelines"]:
         console.print(
             f"[bold]analysis tracks[/bold] {s['analysis_timelines']} timelines added by di (process 'di analysis'); "

@@ -11,20 +11,19 @@ order where both are equal), and the
 
 from __future__ import annotations
 
-import gc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
+from di.convert.logs.text import dense_ids
 from di.convert.provenance import reader_meta
 from di.schema import polars_schema
 from di.trace import Trace
 
-__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "JsonRows", "Parts", "build_trace", "empty_events", "empty_samples"]
+__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples"]
 
 EVENT_COLUMNS: dict[str, Any] = {
     "rank": pl.Int64,
@@ -83,7 +82,7 @@ class Parts:
         dropped: lines or records the family recognised but could not load, by reason.
         info: what the family knows about the run (versions, communicators...).
         epoch: True when times are ns since the Unix epoch; False when relative (line order or cumulative step time).
-        tables: rows of other canonical tables (``comms``, ``comm_links``) by table name.
+        tables: rows of other canonical tables (``comms``, ``comm_links``, ``jobs``) by table name.
     """
 
     family: str
@@ -96,67 +95,8 @@ class Parts:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
-@dataclass
-class JsonRows:
-    """Rows a family puts in its ``info``, held as a frame of string columns and made a list of dicts once by
-    :func:`build_trace` (:func:`_row_dicts`), so that the parser's cost does not include the trace's metadata."""
-
-    rows: pl.DataFrame
-
-
-SHARED_VALUES = 0.5
-"""A column with at most this share of distinct values gives its rows shared ``str`` objects (one per value)."""
-
-
-def _column_values(s: pl.Series) -> list[Any]:
-    """``s`` as a list, each distinct value one Python object when values repeat (fewer objects made and freed)."""
-    distinct = s.unique(maintain_order=True)
-    if distinct.len() > SHARED_VALUES * s.len():
-        return s.to_list()
-    # each value's index in ``distinct`` (null: one past its values): a cast to the enum of the values, which looks
-    # each up once, costs less than a join to them
-    values = distinct.drop_nulls()
-    code = s.cast(pl.Enum(values)).to_physical().fill_null(values.len()).to_numpy()
-    return np.array([*values.to_list(), None], dtype=object)[code].tolist()
-
-
-def _row_maker(n: int) -> str:
-    """The source of ``lambda k0, .., k<n-1>: lambda v0, .., v<n-1>: {k0: v0, ..}``: given the column names, a
-    function of one value per column that returns the row's dict. A dict display is built at its final size;
-    ``dict(zip(names, values))`` grows it (a resize past five keys), which made it cost twice as much. The names are
-    arguments, never part of the source."""
-    keys = ", ".join(f"k{i}" for i in range(n))
-    values = ", ".join(f"v{i}" for i in range(n))
-    pairs = ", ".join(f"k{i}: v{i}" for i in range(n))
-    return f"lambda {keys}: lambda {values}: {{{pairs}}}"
-
-
-def _row_dicts(rows: pl.DataFrame) -> list[dict[str, Any]]:
-    """``rows`` as one dict per row, as ``json.loads(rows.write_json())`` gives for string columns (str or None),
-    built from column lists by a C loop (``map`` over :func:`_row_maker`'s function), with the collector paused: the
-    dicts hold no cycles, and a collection over hundreds of thousands of new dicts would walk them again and again."""
-    if not rows.width:
-        return []
-    values = [_column_values(rows.get_column(c)) for c in rows.columns]
-    row = eval(_row_maker(rows.width))(*rows.columns)  # the source holds the column count only
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return list(map(row, *values))
-    finally:
-        if collecting:
-            gc.enable()
-
-
 def _json_values(value: Any) -> Any:
-    """``value`` as JSON values (what ``json.loads(json.dumps(value, default=str))`` gives), :class:`JsonRows`
-    as a list of dicts (:func:`_row_dicts`; a JSON round trip of its rows would cost twice as much)."""
-    if isinstance(value, JsonRows):
-        if all(t == pl.String for t in value.rows.dtypes):
-            return _row_dicts(value.rows)
-        return json.loads(value.rows.write_json())
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: _json_values(v) for k, v in value.items()}
+    """``value`` as JSON values (what ``json.loads(json.dumps(value, default=str))`` gives)."""
     return json.loads(json.dumps(value, default=str))
 
 
@@ -199,24 +139,14 @@ def _series_codes(sm: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     """The first sample of each distinct :data:`SERIES_KEY` of ``sm`` (rank, host, track, series, unit), in the order
     first seen, and each sample's row in it (its series, from 0).
 
-    The keys are hashed once to one integer per row, so that the later steps (locations, the series table) run over
-    the distinct rows only: a join of every sample on four string columns cost 6-10 times more. Each row's key is
-    then compared with its series' (null equal to null); where a hash collision makes them differ, the strings are
-    joined instead."""
-    hashed = sm.select(pl.struct(*SERIES_KEY).hash().alias("key"))
-    firsts = hashed.with_row_index("row").unique("key", keep="first", maintain_order=True)
-    code = (
-        hashed.join(
-            firsts.select("key", pl.int_range(pl.len(), dtype=pl.Int64).alias("series")),
-            on="key",
-            how="left",
-            maintain_order="left",
-        )
-        .get_column("series")
-        .alias("series")
-    )
+    The keys are hashed once to one integer per row (``hash_rows``: a quarter of a struct's hash), so that the later
+    steps (locations, the series table) run over the distinct rows only: a join of every sample on four string
+    columns cost 6-10 times more. Each row's key is then compared with its series' (null equal to null); where a
+    hash collision makes them differ, the strings are joined instead."""
+    ids, firsts = dense_ids(sm.select(SERIES_KEY).hash_rows())
+    code = ids.cast(pl.Int64).alias("series")
     columns = ["rank", "host", "track", "series", "unit"]
-    distinct = sm.select(columns)[firsts.get_column("row")]
+    distinct = sm.select(columns)[firsts]
     same = sm.select(
         pl.all_horizontal(pl.col(c).eq_missing(distinct.get_column(c).gather(code)) for c in SERIES_KEY)
     ).to_series()
@@ -236,8 +166,11 @@ def _series_codes(sm: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
 
 def _sorted_samples(samples: pl.DataFrame) -> pl.DataFrame:
     """``samples`` (series, ts_ns, value) sorted by series then ts_ns, samples of the same both in file order: two
-    stable sorts of one integer column each (a sort on both columns at once cost 3-5 times more)."""
-    return samples.sort("ts_ns", maintain_order=True).sort("series", maintain_order=True)
+    stable sorts of one integer column each (a sort on both columns at once cost 3-5 times more), the first left out
+    where the times are in order already (a log's samples mostly are)."""
+    ts = samples.get_column("ts_ns")
+    by_time = samples if ts.is_sorted() and not ts.null_count() else samples.sort("ts_ns", maintain_order=True)
+    return by_time.sort("series", maintain_order=True)
 
 
 def keep_counted(df: pl.DataFrame, keep: pl.Expr, dropped: dict[str, int], reason: str) -> pl.DataFrame:

@@ -19,7 +19,7 @@ import polars as pl
 
 from di.convert.logs import nccl, slurm
 from di.convert.logs.build import Parts, build_trace
-from di.convert.logs.text import head_lines, line_times, own_line_times, read_lines
+from di.convert.logs.text import LINE_TS_RE, head_lines, line_times, own_line_times, read_lines
 from di.errors import UnknownFormatError
 from di.trace import Trace
 
@@ -123,10 +123,11 @@ GATES: dict[str, tuple[str, ...]] = {
         r"|return code|Segmentation fault|core dumped",
         r"^(?:\{|epoch: |Traceback|[\w.]*(?:Error|Exception|Interrupt)(?::|$))",
     ),
-    # the reports' literals, and the tables' lines (--format=csv,noheader rows, dmon/pmon and dcgmi dmon headers,
-    # --query-gpu headers), which no literal marks
+    # the -q report's banner (smi.QLOG_RE: no report is read without one), and the tables' lines (--format=csv,noheader
+    # rows, dmon/pmon and dcgmi dmon headers, --query-gpu headers), which no literal marks; not the default table's
+    # title ("| NVIDIA-SMI 460.32.03 ...") or a capture's command line, of which the parser reads nothing
     "nvidia_smi": (
-        r"NVSMI LOG|NVIDIA-SMI|nvidia-smi",
+        r"NVSMI LOG",
         r"^\d{4}/\d\d/\d\d \d\d:",
         r"^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]",
         r"^#[^\S\n]*Entity[^\S\n]",
@@ -151,22 +152,36 @@ break follows). ``\s`` can match that line break in the joined text: a header's 
 match on the line of its key (``^\s*key`` or ``key\s*$``), a rule's ``\s*$`` one on the rule's line, and a record's
 ``JobId=\d+\s`` is ``JobId=\d+(?:\s|$)`` on its line; the last line, which no line break follows, takes
 :data:`CONFIRM` itself."""
+ANCHORED = (LINE_TS_RE, *(rx for rxs in GATES.values() for rx in rxs if rx.startswith("^")))
+"""The regexes anchored at a line's start that a read searches every line with: each line's time and the gates' anchored
+ones. :func:`~di.convert.logs.text.read_lines` finds the lines one of them may match in its search for launcher
+prefixes (one pass for all), and only those are searched again."""
 HEAD_LINES = 1000
 """The gates search these first lines before the whole text: a family seen there is not searched for again."""
 
 
-def _search(lines: pl.DataFrame, regexes: dict[str, tuple[str, ...]]) -> dict[str, bool]:
+def _search(
+    lines: pl.DataFrame, regexes: dict[str, tuple[str, ...]], candidates: pl.Series | None = None
+) -> dict[str, bool]:
     """Name -> whether one of its ``regexes`` matches a line of ``lines``' ``text``.
 
     The first :data:`HEAD_LINES` lines are searched first, and the lines after them only for the names not found there
     (a search costs about a pass over the text however early it matches). Each part is searched in two groups: the
     regexes anchored at a line's start (``^``: their alternation fails at each line's first bytes) and the others
     (literal-led: their alternation is one scan for literals). A group's alternation, one search, picks the lines
-    that match one of its regexes, and each regex then runs on those lines only."""
+    that match one of its regexes, and each regex then runs on those lines only. ``candidates``: the rows
+    (ascending) of the only lines an anchored regex may match (:attr:`~di.convert.logs.text.LogText.anchored_rows`
+    of a search that included them all); None: every line."""
     found = dict.fromkeys(regexes, False)
     text = lines.get_column("text")
-    for part in [text.head(HEAD_LINES)] + ([text.slice(HEAD_LINES)] if text.len() > HEAD_LINES else []):
+    parts = [(text.head(HEAD_LINES), 0)] + ([(text.slice(HEAD_LINES), 1)] if text.len() > HEAD_LINES else [])
+    for whole, i in parts:
         for anchored in (False, True):
+            part = whole
+            if anchored and candidates is not None:
+                part = text.gather(
+                    candidates.filter((candidates < HEAD_LINES) if i == 0 else (candidates >= HEAD_LINES))
+                )
             todo = [
                 (name, rx)
                 for name, rxs in regexes.items()
@@ -197,9 +212,10 @@ def _confirmed(lines: pl.DataFrame, name: str) -> bool:
     return False
 
 
-def present_families(lines: pl.DataFrame) -> dict[str, bool]:
-    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text``."""
-    present = _search(lines, GATES)
+def present_families(lines: pl.DataFrame, candidates: pl.Series | None = None) -> dict[str, bool]:
+    """Family name -> whether its :data:`GATES` (and :data:`CONFIRM`) match ``lines``' ``text`` (``candidates``:
+    see :func:`_search`)."""
+    present = _search(lines, GATES, candidates)
     return present | {name: _confirmed(lines, name) for name in CONFIRM if present[name]}
 
 
@@ -209,6 +225,15 @@ def families_in(head: bytes) -> list[str]:
         return []
     lines = head_lines(head)
     return [name for name, (sniff, _) in FAMILIES.items() if sniff(lines)]
+
+
+def _non_blank(text: pl.Series) -> int:
+    """How many strings of ``text`` hold a character that is not whitespace: those that start with a printable ASCII
+    character (two comparisons of string views) and those of the others that stripping leading whitespace leaves
+    non-empty."""
+    first_printable = (text >= "!") & (text < "\x80")
+    rest = text.filter(~first_printable)
+    return int(first_printable.sum()) + int((rest.str.strip_chars_start() != "").sum())
 
 
 def read_log(
@@ -230,10 +255,10 @@ def read_log(
         InputTooLargeError: over ``max_input_bytes``.
     """
     path = Path(path)
-    text = read_lines(path, max_input_bytes=max_input_bytes)
-    own = own_line_times(text.lines)  # each line's own timestamp, found once for every family
+    text = read_lines(path, max_input_bytes=max_input_bytes, anchored=ANCHORED)
+    own = own_line_times(text.lines, text.anchored_rows)  # each line's own timestamp, found once for every family
     lines = text.lines.with_columns(line_times(text.lines, own), own)
-    present = present_families(lines)
+    present = present_families(lines, text.anchored_rows)
     parts = [parse(lines) for name, (_, parse) in FAMILIES.items() if present.get(name, True)]
     parts = [p for p in parts if p.events.height or p.samples.height or p.info]
     if not parts:
@@ -246,8 +271,7 @@ def read_log(
     claimed = np.zeros(lines.height, dtype=np.bool_)  # by line number (lines are numbered 0..height-1)
     for p in parts:
         claimed[p.claimed.to_numpy()] = True
-    unclaimed = lines.filter(pl.Series(~claimed))  # then only these are stripped
-    unknown = int(unclaimed.select((pl.col("text").str.strip_chars() != "").sum()).item())
+    unknown = _non_blank(lines.get_column("text").filter(pl.Series(~claimed)))
     fmt = "log:" + "+".join(p.family for p in parts)
     return build_trace(
         path,

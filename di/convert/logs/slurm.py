@@ -5,9 +5,10 @@
 The header names the columns (case folded: ``JobID``, ``JOBID``); each row is one
 job or job step. What it maps to:
 
-- ``info.slurm.jobs``: one dict per row with the columns it has (job id, name,
-  state, exit code, nodes, node list, start, end, elapsed...); ``+`` marks a field
-  sacct truncated (``info.slurm.truncated`` counts them).
+- the trace's ``jobs`` table: one row per row, with the columns it has (job id, name,
+  state, exit code, nodes, node list, start, end, elapsed...) as String columns, ``jobid`` its first job id field
+  (``schemas/trace/v1/jobs.schema.json``); ``+`` marks a field sacct truncated (``info.slurm.truncated`` counts
+  them; ``info.slurm.rows`` is the row count).
 - rows with a start and an end (``Start``/``End``, ``START_TIME``/``END_TIME``, ISO
   times, read as UTC) become ``step`` events (``slurm <jobid>``) on a ``slurm`` timeline,
   with the row in args; FAILED/CANCELLED/TIMEOUT/OUT_OF_MEMORY/NODE_FAIL rows are also
@@ -21,8 +22,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.convert.logs.build import JsonRows, Parts
-from di.convert.logs.text import by_distinct
+from di.convert.logs.build import Parts
+from di.convert.logs.text import by_distinct, lead_in
 
 __all__ = ["SNIFF_RE", "parse_slurm"]
 
@@ -144,14 +145,23 @@ def _delimited(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> l
     for k, head in enumerate(heads):  # one per kind of table
         sep = "\x1f" if "\x1f" in head else "|"
         names = _unique([n.strip().lower() for n in head.split(sep)])
-        # one split into a field more than the header has: a row has as many fields when its last is there and the
-        # one past it is not
+        # the first field (the job id, distinct from row to row) and the rest, which repeats (a step's name,
+        # partition, account, state): the rest is split once per distinct rest, into a field more than it has (n - 1
+        # with n fields in the header: a row has as many when its last is there and the one past it is not)
         n = len(names)
-        split = lines.filter(block_kind == k).select("line", t.str.splitn(sep, n + 1).alias("s"))
-        field = lambda i: pl.col("s").struct.field(f"field_{i}")  # noqa: E731
-        rows = split.filter(field(n - 1).is_not_null() & field(n).is_null())
+        first_rest = t.str.splitn(sep, 2).struct.rename_fields(["_first", "_rest"])
+        split = lines.filter(block_kind == k).select("line", first_rest.alias("s")).unnest("s")
+        rest = pl.col("_rest").str.splitn(sep, n)
+        field = lambda i: rest.struct.field(f"field_{i}")  # noqa: E731
+        rest_fields = lambda d: d.select(  # noqa: E731
+            "_rest",
+            (field(n - 2).is_not_null() & field(n - 1).is_null()).alias("_fits"),
+            *[field(i - 1).str.strip_chars().alias(f"_{i}") for i in range(1, n)],
+        )
+        rows = by_distinct(split.filter(pl.col("_rest").is_not_null()), "_rest", rest_fields).filter("_fits")
         # by name, a field "*" were every column
-        out.append(rows.select("line", *[field(i).str.strip_chars().alias(name) for i, name in enumerate(names)]))
+        fields = [pl.col("_first").str.strip_chars().alias(names[0])]
+        out.append(rows.select("line", *fields, *[pl.col(f"_{i}").alias(names[i]) for i in range(1, n)]))
     return out
 
 
@@ -183,7 +193,7 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[
         names = _unique([head[a : a + n].strip().lower() for a, n in spans])
         if not any(_is_job_id(n) for n in names):  # a dashed rule under other text (a training log's banner)
             continue
-        rows = lines.filter(block_kind == k).filter(t.str.contains(r"^\s*\d"))
+        rows = _numbered(lines.filter(block_kind == k))
         fields = list(zip(spans, names))
         frame = rows.select("line", *_cut(t, fields[:1], 0))
         if len(fields) > 1:  # the fields after the first repeat from row to row (a job's steps, partition, account)
@@ -195,6 +205,20 @@ def _fixed(lines: pl.DataFrame, marks: pl.DataFrame, block: np.ndarray) -> list[
             ).drop("_rest")
         out.append(frame)
     return out
+
+
+def _numbered(rows: pl.DataFrame) -> pl.DataFrame:
+    r"""The rows whose text starts with a digit after blanks (``^\s*\d``: a fixed-width table's job rows): those that
+    start with an ASCII digit by two comparisons of string views, the regex only on those that start with a blank
+    or a non-ASCII character (a Unicode blank or digit)."""
+    t = rows.get_column("text")
+    digit = lead_in(pl.col("text"), "0", ":")
+    keep = rows.select(digit).to_series()
+    other = rows.select(~digit & ((pl.col("text") < pl.lit("!")) | (pl.col("text") >= pl.lit("\u0080")))).to_series()
+    at = other.arg_true()
+    if at.len():
+        keep = keep.scatter(at, t.gather(at).str.contains(r"^\s*\d"))
+    return rows.filter(keep)
 
 
 def _scontrol(lines: pl.DataFrame, marks: pl.DataFrame) -> tuple[list[pl.DataFrame], pl.Series]:
@@ -277,14 +301,22 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     events = pl.concat(ev).with_columns(pl.lit("slurm").alias("track")) if ev else None
     # per frame (each one contiguous; a column a frame lacks is null in ``jobs``, never a truncated field)
     truncated = sum(sum(f.select(pl.col(pl.String).str.ends_with("+").sum()).row(0)) for f in frames)
-    fields = jobs.drop("line")
-    rows = (
-        JsonRows(fields)  # made JSON values once by build_trace
-        if all(t == pl.String for t in fields.dtypes)
-        else fields.to_dicts()
-    )
-    info: dict[str, Any] = {"slurm": {"jobs": rows, "truncated": truncated}}
+    info: dict[str, Any] = {"slurm": {"rows": jobs.height, "truncated": truncated}}
     kw: dict[str, Any] = {"events": events} if events is not None and events.height else {}
     header_lines = marks.filter(pl.col("sniff") | pl.col("is_rule")).get_column("line")
     claimed = pl.concat([jobs.get_column("line"), header_lines, record_lines])
-    return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), **kw)
+    return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), tables={"jobs": _jobs_table(jobs)}, **kw)
+
+
+def _jobs_table(jobs: pl.DataFrame) -> pl.DataFrame:
+    """The rows of the trace's ``jobs`` table (``schemas/trace/v1/jobs.schema.json``): every field of ``jobs`` as
+    parsed, and ``jobid``, the row's first job id field (each table of the output has one: a table of several
+    kinds' rows holds each row's in the column its own header names). A field whose header is empty (a separator
+    at the header's end) is the column :data:`UNNAMED` (a table's columns need names)."""
+    ids = [c for c in jobs.columns if _is_job_id(c)]
+    table = jobs.drop("line").with_columns(pl.coalesce(ids).alias("jobid"))
+    return table.rename({"": UNNAMED}) if "" in table.columns and UNNAMED not in table.columns else table
+
+
+UNNAMED = "unnamed"
+"""The ``jobs`` column of a field with an empty header."""

@@ -125,11 +125,15 @@ class LogText:
             null: the rank a launcher prefix named) and ``text`` (the cleaned line).
         garbled: count of garbled lines per reason (kept, not dropped).
         nbytes: bytes of (decompressed) text read.
+        anchored_rows: the rows (ascending) of the lines of which one of the ``anchored`` regexes given to
+            :func:`read_lines` may match ``text``: every line it matches is among them; None where they were not
+            searched (none given, or launcher prefixes were taken off after the search).
     """
 
     lines: pl.DataFrame
     garbled: dict[str, int] = field(default_factory=dict)
     nbytes: int = 0
+    anchored_rows: pl.Series | None = None
 
 
 def _read_bytes(path: Path, limit: int | None) -> bytes:
@@ -158,18 +162,25 @@ def clean_lines(raw: pl.Series, *, whole: str | bytes | None = None) -> pl.DataF
     shows to change nothing (no carriage return, no escape anywhere) be skipped; launcher prefixes are searched for
     line by line either way.
     """
-    if whole is None:
-        has_cr = ansi = True
-    elif isinstance(whole, str):
-        has_cr, ansi = "\r" in whole, "\x1b" in whole
-    else:
-        has_cr, ansi = b"\r" in whole, b"\x1b" in whole
-    return _clean(raw, has_cr=has_cr, ansi=ansi)
+    has_cr, ansi = (True, True) if whole is None else _cr_and_escape(whole)
+    return _clean(raw, has_cr=has_cr, ansi=ansi)[0]
 
 
-def _clean(raw: pl.Series, *, has_cr: bool, ansi: bool, held: pl.Series | None = None) -> pl.DataFrame:
+def _cr_and_escape(whole: str | bytes) -> tuple[bool, bool]:
+    """Whether the text ``whole`` holds a carriage return, and an escape."""
+    if isinstance(whole, str):
+        return "\r" in whole, "\x1b" in whole
+    return b"\r" in whole, b"\x1b" in whole
+
+
+def _clean(
+    raw: pl.Series, *, has_cr: bool, ansi: bool, held: pl.Series | None = None, anchored: tuple[str, ...] = ()
+) -> tuple[pl.DataFrame, pl.Series | None]:
     """:func:`clean_lines`, told whether ``raw`` holds a carriage return (``has_cr``) or an escape (``ansi``), and
-    maybe the rows of the lines that can hold one (``held``, ascending: the others are not searched)."""
+    maybe the rows of the lines that can hold one (``held``, ascending: the others are not searched); with the
+    rows of the lines one of the ``anchored`` regexes matches (:attr:`LogText.anchored_rows`), found by the search
+    for launcher prefixes: one alternation of regexes anchored at a line's start fails at each line's first bytes
+    as one of them does, so they cost one pass together (None where none are given, or a prefix was found)."""
     s = raw.str.strip_chars_end("\r") if has_cr else raw.clone()  # scatter below changes its series: not the caller's
     if ansi:
         # the regex runs on the lines that hold an escape only
@@ -179,15 +190,23 @@ def _clean(raw: pl.Series, *, has_cr: bool, ansi: bool, held: pl.Series | None =
             rows = held.filter(s.gather(held).str.contains("\x1b", literal=True))
         s = s.scatter(rows, s.gather(rows).str.replace_all(ANSI_RE, ""))
     # a prefix is searched for once the escapes are gone (one anchored search per line; most logs have none)
-    if _has_prefix(s):
+    rows = None
+    if anchored:
+        rows = s.str.contains("|".join(f"(?:{rx})" for rx in (PREFIX_RE, *anchored))).arg_true()
+        prefixed = bool(rows.len()) and bool(s.gather(rows).str.contains(PREFIX_RE).any())
+        rows = None if prefixed else rows  # the lines' text is not what was searched
+    else:
+        prefixed = _has_prefix(s)
+    if prefixed:
         groups = s.str.extract_groups(PREFIX_RE).struct.unnest()
         prefix_rank = pl.coalesce(*(pl.lit(groups.get_column(c)) for c in groups.columns)).cast(pl.Int64)
         text = pl.col("text").str.replace(PREFIX_RE, "")
     else:
         prefix_rank, text = pl.lit(None, pl.Int64), pl.col("text")
-    return pl.DataFrame({"text": s}).select(
+    lines = pl.DataFrame({"text": s}).select(
         pl.int_range(0, pl.len(), dtype=pl.UInt32).alias("line"), prefix_rank.alias("prefix_rank"), text
     )
+    return lines, rows
 
 
 POLARS_UNPACKS = (gunzip.GZIP_MAGIC, b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda", b"\x28\xb5\x2f\xfd")
@@ -208,7 +227,7 @@ def _utf8(name: str) -> bool:
     return True
 
 
-def _read_plain(path: Path, limit: int | None) -> LogText | None:
+def _read_plain(path: Path, limit: int | None, anchored: tuple[str, ...] = ()) -> LogText | None:
     """A plain UTF-8 regular file read into lines by polars from the file itself (no Python bytes of it: about half
     the CPU of reading the bytes and splitting them); None for any other file (then :func:`_read_bytes_lines` reads
     it: gzip, a file that starts like what polars would unpack, :data:`POLARS_UNPACKS`, one of size 0), or where polars has no
@@ -243,11 +262,11 @@ def _read_plain(path: Path, limit: int | None) -> LogText | None:
     there = {
         c: special is not None and special.str.contains(c, literal=True).any() for c in ("\r", "\x1b", "\ufffd", "\x00")
     }
-    out = _clean(raw, has_cr=there["\r"], ansi=there["\x1b"], held=held)
-    return LogText(out, _garbled(out, there), st.st_size)
+    out, rows = _clean(raw, has_cr=there["\r"], ansi=there["\x1b"], held=held, anchored=anchored)
+    return LogText(out, _garbled(out, there), st.st_size, rows)
 
 
-def _read_bytes_lines(path: Path, limit: int | None) -> LogText:
+def _read_bytes_lines(path: Path, limit: int | None, anchored: tuple[str, ...] = ()) -> LogText:
     """Any log (gzip too) read as bytes: UTF-8 text goes to polars as bytes (checked there, no Python string of it);
     other bytes are decoded with U+FFFD for what is not UTF-8.
 
@@ -264,13 +283,14 @@ def _read_bytes_lines(path: Path, limit: int | None) -> LogText:
     raw = series.str.split("\n").explode()  # no Python string per line
     if raw.len() and raw[-1] == "":
         raw = raw.head(raw.len() - 1)
-    out = clean_lines(raw, whole=whole)
+    has_cr, ansi = _cr_and_escape(whole)
+    out, rows = _clean(raw, has_cr=has_cr, ansi=ansi, anchored=anchored)
     # the text's search stops at the first
     there = {
         c: c in whole if isinstance(whole, str) else c.encode()[:1] in whole and c.encode() in whole  # a byte: memchr
         for c, _ in GARBLED
     }
-    return LogText(out, _garbled(out, there), len(data))
+    return LogText(out, _garbled(out, there), len(data), rows)
 
 
 def _garbled(out: pl.DataFrame, there: dict[str, bool]) -> dict[str, int]:
@@ -281,21 +301,30 @@ def _garbled(out: pl.DataFrame, there: dict[str, bool]) -> dict[str, int]:
     return {reason: n for reason, n in counts.items() if n}
 
 
-def read_lines(path: Path, *, max_input_bytes: int | None = None) -> LogText:
+def read_lines(path: Path, *, max_input_bytes: int | None = None, anchored: tuple[str, ...] = ()) -> LogText:
     """Read and clean a text log (plain or gzip): a plain UTF-8 file by polars (:func:`_read_plain`), any other
     as bytes (:func:`_read_bytes_lines`); both give the same lines.
+
+    Args:
+        anchored: regexes, each anchored at a line's start (``^`` at the start of each alternative, nothing that
+            matches across a line break), whose lines the caller will search: :attr:`LogText.anchored_rows`.
 
     Raises:
         InputTooLargeError: over ``max_input_bytes``.
     """
     path = Path(path)
-    plain = _read_plain(path, max_input_bytes)
-    text = plain if plain is not None else _read_bytes_lines(path, max_input_bytes)
+    plain = _read_plain(path, max_input_bytes, anchored)
+    text = plain if plain is not None else _read_bytes_lines(path, max_input_bytes, anchored)
     first = text.lines.get_column("text").head(1)
     if first.len() and first.str.starts_with(BOM).item():  # a byte-order mark would shift the first line's columns
         text.lines = text.lines.with_columns(
             pl.when(pl.col("line") == 0).then(pl.col("text").str.strip_prefix(BOM)).otherwise(pl.col("text"))
         )
+        if text.anchored_rows is not None:  # the first line, searched with its mark, is one to search again
+            rows = text.anchored_rows
+            text.anchored_rows = (
+                rows if rows.len() and rows[0] == 0 else pl.concat([pl.Series([0], dtype=rows.dtype), rows])
+            )
     return text
 
 
@@ -305,12 +334,20 @@ def head_lines(head: bytes) -> list[str]:
     return [_PREFIX.sub("", _ANSI.sub("", ln.rstrip("\r")), count=1) for ln in text.split("\n")]
 
 
-def own_line_times(lines: pl.DataFrame) -> pl.Series:
+def own_line_times(lines: pl.DataFrame, candidates: pl.Series | None = None) -> pl.Series:
     """Per line: the ns since the epoch of its own leading timestamp (``own_ts``), null where it has none.
     Zone-less times are read as UTC. The regex captures only on the lines its plain search keeps (capturing costs
-    more), and each distinct time is parsed once."""
+    more), and each distinct time is parsed once.
+
+    Args:
+        candidates: the rows (ascending) of the lines that may have a time (:attr:`LogText.anchored_rows` of a search
+            that included :data:`LINE_TS_RE`); only these are searched. None: every line.
+    """
     text = lines.get_column("text")
-    rows = text.str.contains(LINE_TS_RE).arg_true()
+    if candidates is None:
+        rows = text.str.contains(LINE_TS_RE).arg_true()
+    else:
+        rows = candidates.filter(text.gather(candidates).str.contains(LINE_TS_RE)).cast(pl.UInt32)
     timed = text.gather(rows)
     # LINE_TS_RE takes the time after the most bracketed tags (up to 3) it can: where no tag is followed by a time
     # (a search, no capture) its match is the time at the line's start, which a one-pass regex reads several times
@@ -319,21 +356,46 @@ def own_line_times(lines: pl.DataFrame) -> pl.Series:
     later = timed.str.contains(TS_AFTER_TAGS_RE).arg_true()
     if later.len():
         ts = ts.scatter(later, timed.gather(later).str.extract(LINE_TS_RE))
-    raw = pl.DataFrame({"row": rows, "ts": ts})
-    ns = by_distinct(
-        raw,
-        "ts",
-        lambda d: d.with_columns(
-            pl.col("ts")
-            .str.replace(",", ".", literal=True)
-            .str.replace("T", " ", literal=True)
-            .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
-            .dt.epoch("ns")
-            .alias("ns")
-        ),
-    )
     own = pl.Series("own_ts", [], pl.Int64).extend_constant(None, text.len())
-    return own.scatter(ns.get_column("row"), ns.get_column("ns")) if ns.height else own
+    if not rows.len():
+        return own
+    raw = pl.DataFrame({"row": rows, "ts": ts})
+    parse = _ascii_epoch_ns if all_ascii(ts) else _epoch_ns
+    # each distinct time parsed once where times repeat; where most are distinct the join would cost more than it saves
+    if ts.n_unique() > SHARED_TIMES * ts.len():
+        ns = raw.with_columns(parse(pl.col("ts")).alias("ns"))
+    else:
+        ns = by_distinct(raw, "ts", lambda d: d.with_columns(parse(pl.col("ts")).alias("ns")))
+    return own.scatter(ns.get_column("row"), ns.get_column("ns"))
+
+
+SHARED_TIMES = 0.5
+""":func:`own_line_times` parses each distinct time once where at most this share of the times are distinct."""
+
+
+def _epoch_ns(ts: pl.Expr) -> pl.Expr:
+    """ns since the epoch of :data:`LINE_TS_RE`'s time (UTC; null where it is no date and time: ``02-30``, ``24:00``)."""
+    return (
+        ts.str.replace(",", ".", literal=True)
+        .str.replace("T", " ", literal=True)
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ns")
+        .dt.epoch("ns")
+    )
+
+
+def _ascii_epoch_ns(ts: pl.Expr) -> pl.Expr:
+    """:func:`_epoch_ns` of ASCII times: the whole seconds by a format without a fraction (``%.f`` made the parse
+    about 4 times as costly) and the fraction's digits, at most 9 (as ``%.f`` reads them: nanoseconds, the rest
+    ignored), as an integer. A time matched by :data:`LINE_TS_RE` is 19 characters, then maybe a separator and
+    digits."""
+    seconds = (
+        ts.str.slice(0, 19)
+        .str.replace("T", " ", literal=True)
+        .str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="ns")
+        .dt.epoch("ns")
+    )
+    digits = ts.str.slice(20, 9)
+    return seconds + pl.when(digits == "").then(0).otherwise(digits.str.pad_end(9, "0").cast(pl.Int64))
 
 
 def line_times(lines: pl.DataFrame, own: pl.Series | None = None) -> pl.Series:

@@ -1,8 +1,8 @@
-"""``comms`` and ``comm_links`` in an OTF2 archive: one archive property holding their documents.
+"""``comms``, ``comm_links`` and ``jobs`` in an OTF2 archive: one archive property holding their documents.
 
 OTF2 has no definition for what NCCL logs say of a communicator's members (host, pid, device, bus id,
 version) or its channel, ring and tree edges with their transports; its Comm definitions hold a name and a
-group only. di writes both tables in the anchor file's property :data:`PROPERTY` (``otf2-print -A`` lists
+group only; nor for a scheduler's jobs. di writes these tables in the anchor file's property :data:`PROPERTY` (``otf2-print -A`` lists
 it), one JSON object ``{table: document}`` in :mod:`di.convert.side_tables`' form. ``io_files`` has an
 OTF2 home of its own (:mod:`di.convert.otf2.iofiles`).
 """
@@ -18,11 +18,11 @@ from di.convert.side_tables import decode_all, encode_all
 
 PROPERTY = "DI::SIDE_TABLES"
 """Name of the archive property (OTF2 property names are ``NAMESPACE::NAME``)."""
-TABLES = ("comms", "comm_links")
+TABLES = ("comms", "comm_links", "jobs")
 
 
 def side_document(trace: Any, losses: list[str]) -> str:
-    """The property's value for ``trace`` (empty when both tables are empty); what JSON cannot hold is said in
+    """The property's value for ``trace`` (empty when the tables are all empty); what JSON cannot hold is said in
     ``losses``."""
     docs = encode_all(trace, "OTF2", TABLES, losses)
     return orjson.dumps(docs).decode() if docs else ""
@@ -47,7 +47,7 @@ def read_side_property(o: Any, reader: Any, warnings: list[str]) -> dict[str, pl
 
 
 def read_side_tables(reader: Any, warnings: list[str]) -> dict[str, pl.DataFrame]:
-    """comms, comm_links and io_files of an open :class:`di.convert.otf2.archive.ArchiveReader`, those it has;
+    """comms, comm_links, jobs and io_files of an open :class:`di.convert.otf2.archive.ArchiveReader`, those it has;
     damaged ones are said in ``warnings``."""
     import _otf2
 
