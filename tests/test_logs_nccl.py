@@ -221,6 +221,21 @@ def test_nccl_tests_rows_cut_by_nccl_lines_are_put_back_together(tmp_path: Path)
     assert trace.collectives.height == 1
 
 
+def test_nccl_tests_avg_bus_bandwidth_without_a_number_is_counted(tmp_path: Path) -> None:
+    """A garbled ``# Avg bus bandwidth`` value (found by fuzzing: it stopped the load with a cast error) is counted."""
+    text = (
+        "# Collective test starting: all_reduce_perf\n"
+        "     1024   256   float   sum   -1    10.5   0.10   0.10      0    9.5   0.11   0.11      0\n"
+        "# Avg bus bandwidth    : 1.2.3\n"
+        "# Collective test starting: alltoall_perf\n"
+        "     4096  1024  float  none   -1    20.0   0.20   0.15      0   21.0   0.19   0.14    N/A\n"
+        "# Avg bus bandwidth    : 0.14\n"
+    )
+    source = di.load(write(tmp_path, "bench.log", text)).meta["sources"][0]
+    assert source["info"]["nccl_tests"]["avg_busbw_GBps"] == {"alltoall_perf": 0.14}
+    assert source["dropped"]["nccl_tests: Avg bus bandwidth lines without a number"] == 1
+
+
 def test_real_nccl_tests_logs_healthy_and_degraded() -> None:
     good = di.load(need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log"))
     bad = di.load(need("nccl/nccltests_allreduce_nccl2.27.7_a100x2_nvlink_fault.log"))

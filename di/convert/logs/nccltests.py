@@ -264,14 +264,12 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     fits = pl.all_horizontal(pl.col(c).is_not_null() for c in ints)
     dropped: dict[str, int] = {}
     ranks = keep_counted(ranks, fits, dropped, "rank lines with a number beyond int64")
-    avg = pl.DataFrame(
-        {
-            "test": test.forward_fill(),
-            "v": _on_lines_starting(
-                marks, "# Avg bus bandwidth", t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64)
-            ),
-        }
-    )
+    avg_value = t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64, strict=False)
+    avg = pl.DataFrame({"test": test.forward_fill(), "v": _on_lines_starting(marks, "# Avg bus bandwidth", avg_value)})
+    avg_lines = marks.get_column("text").str.starts_with("# Avg bus bandwidth")
+    unread = int((avg_lines & avg.get_column("v").is_null()).sum())
+    if unread:  # "1.2.3", no number: the line is the run's, its value none
+        dropped["Avg bus bandwidth lines without a number"] = unread
     version = _on_lines_starting(marks, "# nccl-tests version ", t.str.extract(r"^# nccl-tests version (\S+)"))
     info: dict[str, Any] = {
         "nccl_tests": {
