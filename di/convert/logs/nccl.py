@@ -39,7 +39,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs import text as log_text
-from di.convert.logs.build import Parts, keep_counted
+from di.convert.logs.build import EVENT_COLUMNS, Parts, keep_counted
 from di.convert.logs.text import all_ascii, lead_in
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
@@ -607,14 +607,7 @@ COLL_SCHEMA = {
     "cat": pl.String,
     "instant": pl.Boolean,
     "args": pl.String,
-    "op": pl.String,
-    "comm": pl.String,
-    "seq": pl.Int64,
-    "instance_key": pl.String,
-    "root": pl.Int64,
-    "dtype": pl.String,
-    "group_size": pl.Int64,
-    "bytes": pl.Int64,
+    **{c: EVENT_COLUMNS[c] for c in ("op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes")},
     "track": pl.String,
 }
 """The columns of :func:`_collectives`' rows (``line`` as the lines' own)."""
