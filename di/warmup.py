@@ -105,11 +105,11 @@ TRAINING_LOG = "\n".join(
 
 def _logs(work: Path) -> None:
     """The training-log scans (:mod:`di.convert.logs.pairscan`, :mod:`~di.convert.logs.linekinds`) and the NCCL
-    parser's id table (:mod:`di.convert.logs.nccl_ids`), which logs this short would not reach by themselves
-    (``training.SCAN_MIN_BYTES``, ``nccl.NUMBA_MIN_ROWS``)."""
+    parsers' id table (:mod:`di.convert.logs.idtable`), which logs this short would not reach by themselves
+    (``training.SCAN_MIN_BYTES``, ``text.NUMBA_MIN_ROWS``)."""
     import polars as pl
 
-    from di.convert.logs import nccl_ids, training
+    from di.convert.logs import idtable, training
     from di.convert.logs.text import line_times, own_line_times, read_lines
 
     path = work / "train.log"
@@ -117,7 +117,7 @@ def _logs(work: Path) -> None:
     lines = read_lines(path).lines
     lines = lines.with_columns(own_line_times(lines))
     training.parse_training(lines.with_columns(line_times(lines, lines.get_column("own_ts"))), scan_min_bytes=0)
-    nccl_ids.dense_ids(pl.Series("code", [3, 1, 3], pl.UInt64))
+    idtable.dense_ids(pl.Series("code", [3, 1, 3], pl.UInt64))
 
 
 class WarmupError(DIError):

@@ -33,14 +33,12 @@ one second 1 ns apart in line order); else the line number in ns (``relative``,
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import polars as pl
 
-from di.convert.logs import text as log_text
 from di.convert.logs.build import EVENT_COLUMNS, Parts, keep_counted
-from di.convert.logs.text import all_ascii, lead_in
+from di.convert.logs.text import all_ascii, dense_ids, distinct_ids, lead_in
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -135,48 +133,6 @@ DTYPE_TABLE = pl.DataFrame(
 )
 """:data:`DTYPES` as a table to join on ``dt``."""
 REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
-
-
-NUMBA_MIN_ROWS = 1 << 16
-"""The codes from which :func:`dense_ids` numbers them by :mod:`~di.convert.logs.nccl_ids`' numba table, in a process
-that runs numba already (``di convert`` and ``di analyze``, whose writers and analyses run kernels anyway): the table
-takes about 10 ns a code where polars takes 40-55, and its kernel's load costs about 7 CPU ms once per process. A parse
-numbers about 2.3 codes per NCCL line (heads, messages, collectives), so the first call of this size (the heads of
-as many lines) starts a parse that wins the load back. On a cold cache the kernel compiles once, in about 0.45 CPU s;
-in a process that has run no kernel yet, numba's own start costs about 0.2 CPU s more."""
-NUMBA_ALONE_ROWS = 1 << 25
-"""The same where numba has not been imported yet (``di info`` of a log): its import and start (about 1 CPU s and
-110 MB) are won back from about this many codes; a shorter log never imports numba here."""
-NUMBA_LOADED_ROWS = 1 << 12
-"""The same once the table's kernel is loaded in this process (a parse's heads numbered it): from here on the table
-costs less than polars' hash join (about 0.3 ms fixed)."""
-
-
-def _table_pays(rows: int) -> bool:
-    """Whether ``rows`` codes are numbered by the numba table: from :data:`NUMBA_LOADED_ROWS` once its kernel is
-    loaded, else from :data:`NUMBA_MIN_ROWS` where numba is, else from :data:`NUMBA_ALONE_ROWS`."""
-    if "di.convert.logs.nccl_ids" in sys.modules:
-        return rows >= NUMBA_LOADED_ROWS
-    return rows >= (NUMBA_MIN_ROWS if "numba" in sys.modules else NUMBA_ALONE_ROWS)
-
-
-def dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """:func:`di.convert.logs.text.dense_ids` of ``codes``: by :func:`di.convert.logs.nccl_ids.dense_ids` where
-    :func:`_table_pays`, else by polars."""
-    if not _table_pays(codes.len()) or codes.has_nulls():
-        return log_text.dense_ids(codes)
-    from di.convert.logs import nccl_ids
-
-    return nccl_ids.dense_ids(codes)
-
-
-def distinct_ids(values: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """:func:`di.convert.logs.text.distinct_ids` by :func:`dense_ids`: from one hash per row; values that share a
-    hash (never seen) are told apart by a join of the values instead."""
-    ids, firsts = dense_ids(values.hash())
-    if values[firsts[ids]].eq_missing(values).all():
-        return ids, firsts
-    return log_text.distinct_ids_by_join(values)
 
 
 def _ts_ns(col: str) -> pl.Expr:

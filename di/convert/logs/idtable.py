@@ -1,5 +1,5 @@
-"""Dense ids of integer codes (the hashes of an NCCL log's line heads and messages) by one numba hash table, for
-:mod:`di.convert.logs.nccl` on logs long enough to pay for numba (:func:`di.convert.logs.nccl.dense_ids` decides).
+"""Dense ids of integer codes (the hashes of a log's line heads, messages, series keys) by one numba hash table, for
+logs long enough to pay for numba (:func:`di.convert.logs.text.dense_ids` decides).
 
 :func:`dense_ids` gives what :func:`di.convert.logs.text.dense_ids` gives (each row's id, 0 to the count of distinct
 codes - 1 in the order of their first rows, and per id its first row), from one open-addressing table of the codes

@@ -1,5 +1,6 @@
-"""NCCL logs: the numba table of dense ids (:mod:`di.convert.logs.nccl_ids`) numbers codes as polars does, and the
-parser gives the same tables with it as without it."""
+"""Log parsers: the numba table of dense ids (:mod:`di.convert.logs.idtable`, behind
+:func:`di.convert.logs.text.dense_ids`) numbers codes as polars does, and the NCCL parser gives the same tables with
+it as without it."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import polars as pl
 import pytest
 from conftest import DATA
 
-from di.convert.logs import nccl, nccl_ids
-from di.convert.logs.text import dense_ids, line_times, own_line_times, read_lines
+from di.convert.logs import idtable, nccl, text
+from di.convert.logs.text import line_times, own_line_times, read_lines
 
 LOGS = DATA / "logs"
 
@@ -36,8 +37,8 @@ def _codes() -> dict[str, pl.Series]:
 def test_table_ids_are_polars_ids(case: str) -> None:
     """Each row's id and each id's first row, as text.dense_ids gives them (ids in order of first row, u32)."""
     codes = _codes()[case]
-    ids, firsts = nccl_ids.dense_ids(codes)
-    want_ids, want_firsts = dense_ids(codes)
+    ids, firsts = idtable.dense_ids(codes)
+    want_ids, want_firsts = text._dense_ids_by_join(codes)
     assert ids.dtype == want_ids.dtype == pl.UInt32 and firsts.dtype == want_firsts.dtype
     assert ids.equals(want_ids, check_names=False) and firsts.equals(want_firsts, check_names=False)
     assert firsts.len() == codes.n_unique()
@@ -66,18 +67,18 @@ def test_parser_gives_the_same_tables_with_the_table_as_without(source: str, mon
         pytest.skip(f"shared test data absent: logs/{source} not found under ../shared/data")
     lines = _lines(path)
     for name in ("NUMBA_MIN_ROWS", "NUMBA_ALONE_ROWS", "NUMBA_LOADED_ROWS"):
-        monkeypatch.setattr(nccl, name, 1 << 62)
+        monkeypatch.setattr(text, name, 1 << 62)
     want = nccl.parse_nccl(lines)
     used = []
-    real = nccl_ids.dense_ids
+    real = idtable.dense_ids
 
     def counted(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
         used.append(codes.len())
         return real(codes)
 
     for name in ("NUMBA_MIN_ROWS", "NUMBA_ALONE_ROWS", "NUMBA_LOADED_ROWS"):
-        monkeypatch.setattr(nccl, name, 0)
-    monkeypatch.setattr(nccl_ids, "dense_ids", counted)
+        monkeypatch.setattr(text, name, 0)
+    monkeypatch.setattr(idtable, "dense_ids", counted)
     got = nccl.parse_nccl(lines)
     assert used, "the table numbered the codes"
     assert got.events.height and got.events.equals(want.events)
@@ -89,13 +90,13 @@ def test_parser_gives_the_same_tables_with_the_table_as_without(source: str, mon
 
 SWITCH = r"""
 import sys
-from di.convert.logs import nccl
+from di.convert.logs import text
 assert "numba" not in sys.modules
-print(nccl._table_pays(1 << 20), nccl._table_pays(nccl.NUMBA_ALONE_ROWS))
+print(text._table_pays(1 << 20), text._table_pays(text.NUMBA_ALONE_ROWS))
 import numba  # noqa: F401
-print(nccl._table_pays(nccl.NUMBA_MIN_ROWS), nccl._table_pays(nccl.NUMBA_MIN_ROWS - 1))
-from di.convert.logs import nccl_ids  # noqa: F401  (the kernel loaded: a parse's heads used it)
-print(nccl._table_pays(nccl.NUMBA_LOADED_ROWS), nccl._table_pays(nccl.NUMBA_LOADED_ROWS - 1))
+print(text._table_pays(text.NUMBA_MIN_ROWS), text._table_pays(text.NUMBA_MIN_ROWS - 1))
+from di.convert.logs import idtable  # noqa: F401  (the kernel loaded: a parse's heads used it)
+print(text._table_pays(text.NUMBA_LOADED_ROWS), text._table_pays(text.NUMBA_LOADED_ROWS - 1))
 """
 
 
