@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.logs.leadbytes import lead_bytes
-from di.convert.logs.text import by_distinct, distinct_ids_by_join
+from di.convert.logs.text import by_distinct, distinct_ids_by_join, fraction_ns
 
 __all__ = [
     "HEADER_RE",
@@ -150,11 +150,10 @@ def timestamps(text: pl.Series, plain: pl.Series | None = None) -> pl.Series:
     seconds, which polars parses several times faster than a format with a fraction, plus the fraction as an integer
     of ns; the others by :func:`epoch_ns`."""
     plain = text.str.contains(PLAIN_TS_RE).fill_null(False) if plain is None else plain
-    t, fraction = pl.col("t"), pl.col("t").str.slice(20)
-    scale = pl.lit(pl.Series([10**k for k in range(9, -1, -1)], dtype=pl.Int64))  # ns of a fraction digit, by count
+    t = pl.col("t")
     ns = text.to_frame("t").select(
         t.str.slice(0, 19).str.to_datetime("%Y/%m/%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns")
-        + fraction.cast(pl.Int64, strict=False).fill_null(0) * scale.gather(fraction.str.len_bytes().clip(0, 9))
+        + fraction_ns(t)
     )
     ns = ns.to_series().alias(text.name)
     other = (~plain).arg_true()  # (their values above are not theirs)

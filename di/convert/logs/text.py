@@ -428,8 +428,15 @@ def _ascii_epoch_ns(ts: pl.Expr) -> pl.Expr:
         .str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="ns")
         .dt.epoch("ns")
     )
+    return seconds + fraction_ns(ts)
+
+
+def fraction_ns(ts: pl.Expr) -> pl.Expr:
+    """The ns of the fraction of a second that follows 19 characters of whole seconds and a separator (``.123``,
+    ``,5``): its digits, at most 9 (as ``%.f`` reads them: the rest ignored), as an integer; 0 where there is none,
+    null where they are not digits."""
     digits = ts.str.slice(20, 9)
-    return seconds + pl.when(digits == "").then(0).otherwise(digits.str.pad_end(9, "0").cast(pl.Int64))
+    return pl.when(digits == "").then(0).otherwise(digits.str.pad_end(9, "0").cast(pl.Int64, strict=False))
 
 
 def line_times(lines: pl.DataFrame, own: pl.Series | None = None) -> pl.Series:
