@@ -4,7 +4,8 @@ Run on demand (not a test)::
 
     python bench/cold_start.py [--repo DIR] [--only info-json,analyze] [--no-sequence] [--label before]
 
-Each command below runs in a fresh ``python -m di`` process, first with an
+Each command below (the last two: an OTF2 archive read, and a trace converted with a long training
+and NCCL log) runs in a fresh ``python -m di`` process, first with an
 empty ``NUMBA_CACHE_DIR`` of its own (cold: numba compiles every kernel the
 command reaches) and then again with the cache that run left (warm). Each
 process is measured with ``os.wait4``: CPU seconds (user + sys, the process
@@ -79,7 +80,32 @@ def _commands(trace: str, work: str) -> dict[str, list[str]]:
             sys.executable,
             job,
         ],
+        # after the six of the sequence: the OTF2 reader's string-definition cfunc, and the log scans with numba
+        # running (a trace given with long training and NCCL logs: di/convert/logs/linekinds.py, pairscan.py,
+        # idtable.py)
+        "info otf2": ["info", f"{work}/x.otf2"],
+        "convert job+log": ["convert", trace, f"{work}/{LOG_NAME}", "-o", f"{work}/job.di"],
     }
+
+
+LOG_NAME = "train-nccl.log"
+LOG_SAMPLES = (
+    "training/megatron_deepspeed_ds0.7.3_gpt3moe_nccl2.10.3_2022.log",
+    "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log",
+)
+LOG_MB = 8
+"""The log of ``convert job+log``: these shared samples repeated to this many MB (past the scans' 4 MB and the id
+table's 64 k codes, so the command reaches their kernels)."""
+
+
+def _write_log(work: str) -> bool:
+    """Write ``convert job+log``'s log into ``work``; False where the shared samples are absent."""
+    logs = REPO.parent / "shared" / "data" / "logs"
+    if not all((logs / f).is_file() for f in LOG_SAMPLES):
+        return False
+    text = b"".join((logs / f).read_bytes().rstrip(b"\n") + b"\n" for f in LOG_SAMPLES)
+    Path(work, LOG_NAME).write_bytes(text * max(1, LOG_MB * 1_000_000 // len(text)))
+    return True
 
 
 COMPILES = r"""
@@ -212,6 +238,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="di-cold-") as work:
         commands = _commands(args.trace, work)
         names = args.only.split(",") if args.only else list(commands)
+        if "convert job+log" in names and not _write_log(work):
+            print("  convert job+log: skipped, the shared log samples are absent")
+            names.remove("convert job+log")
         if "record mpi" in names:  # build the C shims once, outside the timing
             _measure(commands["record mpi"], _env(args.repo, f"{work}/shim-cache"), work)
             shutil.rmtree(f"{work}/rec.di", ignore_errors=True)
