@@ -5,7 +5,7 @@ Run on demand (not a test)::
     python bench/cold_start.py [--repo DIR] [--only info-json,analyze] [--no-sequence] [--label before]
 
 Each command below (the last two: an OTF2 archive read, and a trace converted with a long training
-and NCCL log) runs in a fresh ``python -m di`` process, first with an
+and NCCL log of 24 MB) runs in a fresh ``python -m di`` process, first with an
 empty ``NUMBA_CACHE_DIR`` of its own (cold: numba compiles every kernel the
 command reaches) and then again with the cache that run left (warm). Each
 process is measured with ``os.wait4``: CPU seconds (user + sys, the process
@@ -81,7 +81,7 @@ def _commands(trace: str, work: str) -> dict[str, list[str]]:
             job,
         ],
         # after the six of the sequence: the OTF2 reader's string-definition cfunc, and the log scans with numba
-        # running (a trace given with long training and NCCL logs: di/convert/logs/linekinds.py, pairscan.py,
+        # running (a trace given with a long training and NCCL log: di/convert/logs/linekinds.py, pairscan.py,
         # idtable.py)
         "info otf2": ["info", f"{work}/x.otf2"],
         "convert job+log": ["convert", trace, f"{work}/{LOG_NAME}", "-o", f"{work}/job.di"],
@@ -90,10 +90,11 @@ def _commands(trace: str, work: str) -> dict[str, list[str]]:
 
 LOG_NAME = "train-nccl.log"
 LOG_SAMPLES = (
-    "training/megatron_deepspeed_ds0.7.3_gpt3moe_nccl2.10.3_2022.log",
-    "nccl/torch_allreduce_bench_nccl2.10.3_a100_4node.log",
+    "training/megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out",
+    "training/deepspeed_chat_sft_opt1.3b_2023.log",
+    "nccl/nccltests_allreduce_nccl2.27.7_a100x2_debug_all.log",
 )
-LOG_MB = 8
+LOG_MB = 24
 """The log of ``convert job+log``: these shared samples repeated to this many MB (past the scans' 4 MB and the id
 table's 64 k codes, so the command reaches their kernels)."""
 
