@@ -477,7 +477,8 @@ def _analyze(args: argparse.Namespace, console: Any) -> None:
     from di.engine import analyze
     from di.engine.window import parse_window
     from di.output import claim, file_starts_with
-    from di.viewers.analysis import JSON_MARK, is_csv_folder, render, write_csv, write_json
+    from di.viewers.analysis import JSON_MARK, is_csv_folder, write_csv, write_json
+    from di.viewers.terminal import render
 
     window = parse_window(args.window)
     from di.parallel import world

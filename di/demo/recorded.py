@@ -89,7 +89,7 @@ def run_demo(output: str | Path, *, ranks: int = 4, steps: int = 6, console: Any
 def _analysis(trace: Any, console: Any) -> None:
     """The ``di analyze`` summary of the recorded job."""
     import di
-    from di.viewers.analysis import render
+    from di.viewers.terminal import render
 
     with console.status("analyzing"):
         result = di.analyze(trace)

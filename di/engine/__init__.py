@@ -13,7 +13,8 @@ together; the modules hold the definitions:
   :mod:`di.engine.critical_path` (its graph in :mod:`di.engine.critical_path_graph`,
   launch and sync edges a trace does not record in :mod:`di.engine.inferred_edges`),
   :mod:`di.engine.gpu_clocks` (GPU clocks, power and temperature during each kernel, from counter series),
-  :mod:`di.engine.gpu_step_clocks` (the same during each step).
+  :mod:`di.engine.gpu_step_clocks` (the same during each step),
+  :mod:`di.engine.step_times` (each rank's step durations: median, p90, slowest, slow steps).
 
 Compile cost: every numba kernel here is compiled on a command's first run
 (0.1 to 0.5 CPU-s each, once per signature) before the cache serves it, so
@@ -54,6 +55,8 @@ class Analysis:
             (empty without such series), see :mod:`di.engine.gpu_clocks`.
         gpu_step_clocks: per rank, step and GPU, the same over the step's time, with the step's slowdown
             (run with ``gpu_clocks``), see :mod:`di.engine.gpu_step_clocks`.
+        step_times: per rank, its steps' count, median, p90, longest and slow ones (always computed: the steps
+            are), see :mod:`di.engine.step_times`.
         per_step: whether breakdown/overlap/imbalance/wait states carry one row per step.
         window: the window text; seconds: wall time of each analysis.
     """
@@ -66,6 +69,7 @@ class Analysis:
     critical_path: dict[str, Any] | None = None
     gpu_clocks: pl.DataFrame | None = None
     gpu_step_clocks: pl.DataFrame | None = None
+    step_times: pl.DataFrame | None = None
     per_step: bool = False
     window: str = "all"
     seconds: dict[str, float] = field(default_factory=dict)
@@ -109,6 +113,9 @@ def analyze(
 
             out["gpu_step_clocks"] = gpu_step_clocks(frame)
         seconds[name] = time.perf_counter() - t0
+    from di.engine.step_times import step_times
+
+    out["step_times"] = step_times(frame.steps)
     return Analysis(steps=frame.steps, per_step=per_step, window=win.text, seconds=seconds, **out)
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from di.engine.gpu_clocks import READING_COLUMNS, THROTTLE_SHARE, gpu_series, integrate_series
+from di.engine.step_times import step_durations
 
 if TYPE_CHECKING:
     from di.engine.window import EventFrame
@@ -50,17 +51,7 @@ def _step_gpus(frame: EventFrame) -> pl.DataFrame:
         .select(pl.col("rank").cast(pl.Int64), pl.col("device").cast(pl.Int64), "host")
         .unique(["rank", "device"], keep="first", maintain_order=True)
     )
-    steps = frame.steps.select(
-        pl.col("rank").cast(pl.Int64),
-        pl.col("step").cast(pl.Int64),
-        pl.col("label").cast(pl.String),
-        "start_ns",
-        "end_ns",
-    ).with_columns(
-        (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
-    )
-    median = pl.col("duration_ns").median().over("rank")
-    steps = steps.with_columns(pl.when(median > 0).then(pl.col("duration_ns") / median - 1).alias("slowdown"))
+    steps = step_durations(frame.steps).drop("source")
     return steps.join(gpus, on="rank").with_row_index("row")
 
 

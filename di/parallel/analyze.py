@@ -224,5 +224,8 @@ def _assemble(
 
         out["gpu_clocks"] = in_order(cat("gpu_clocks"))
         out["gpu_step_clocks"] = cat("gpu_step_clocks").sort("rank", "step", "device")
+    from di.engine.step_times import step_times
+
+    out["step_times"] = step_times(steps)
     order = {name: seconds.get(name, 0.0) for name in ("prepare", "local", "critical_path")}
     return Analysis(steps=steps, per_step=per_step, window=win.text, seconds=order, **out)

@@ -23,7 +23,8 @@ def analyze_command(args: argparse.Namespace, console: Any, comm: Any) -> None:
     from di.output import claim, file_starts_with
     from di.parallel.analyze import analyze
     from di.store import is_store
-    from di.viewers.analysis import JSON_MARK, is_csv_folder, render, write_csv, write_json
+    from di.viewers.analysis import JSON_MARK, is_csv_folder, write_csv, write_json
+    from di.viewers.terminal import render
 
     ex = Exchange(comm)
     inputs = expand(args.inputs)

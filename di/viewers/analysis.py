@@ -1,4 +1,4 @@
-"""Showing analysis results: the terminal summary, JSON (schemas/analysis/v1) and CSV files.
+"""Analysis results as files: JSON (schemas/analysis/v1) and CSV (the terminal summary is :mod:`di.viewers.terminal`).
 
 Reads an :class:`di.engine.Analysis` (and nothing of the engine's internals).
 The JSON holds one record per rank carrying its ``rank``, plus the job-wide
@@ -14,8 +14,6 @@ from typing import Any
 import polars as pl
 
 from di.engine import Analysis
-from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
-from di.engine.imbalance import WORK
 from di.errors import SchemaError
 
 PATH_EVENTS_IN_JSON = 1000
@@ -64,6 +62,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
         "critical_path": _cp_json(cp),
         "gpu_clocks": result.gpu_clocks.to_dicts() if result.gpu_clocks is not None else [],
         "gpu_step_clocks": result.gpu_step_clocks.to_dicts() if result.gpu_step_clocks is not None else [],
+        "step_times": result.step_times.to_dicts() if result.step_times is not None else [],
         "seconds": result.seconds,
     }
     return doc
@@ -115,8 +114,8 @@ def is_csv_folder(path: Path) -> bool:
 
 
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
-    """One CSV per table (steps, breakdown, overlap, imbalance, wait_states, gpu_clocks and gpu_step_clocks where
-    the trace has GPU clock series, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
+    """One CSV per table (steps, step_times, breakdown, overlap, imbalance, wait_states, gpu_clocks and
+    gpu_step_clocks where the trace has GPU clock series, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
 
     Returns:
         The files written, under ``folder``.
@@ -125,6 +124,7 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
 
     tables = {
         "steps": result.steps,
+        "step_times": result.step_times,
         "breakdown": result.breakdown,
         "overlap": result.overlap,
         "imbalance": result.imbalance,
@@ -197,181 +197,3 @@ def _cp_json(cp: dict[str, Any]) -> dict[str, Any]:
         "events_total": events.height,
         "waits": cp["waits"].to_dicts(),
     }
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}"
-
-
-def _ms(ns: float | int | None) -> str:
-    return "—" if ns is None else f"{ns / 1e6:,.2f}"
-
-
-def render(result: Analysis, console: Any, *, title: str = "") -> None:
-    """A readable summary on a rich console."""
-    from rich.table import Table
-
-    console.print(
-        f"[bold]di analyze[/bold] {title}  window: {result.window}  steps: {result.steps.height and result.steps.get_column('step').n_unique()}"
-    )
-    if result.breakdown is not None:
-        t = Table(title="Temporal breakdown (% of each scope's span; states exclusive, never summed overlaps)")
-        for c in ("rank", "scope", "step", "span ms", *(STATE_LABELS.get(s, s) for s in STATES)):
-            t.add_column(c, justify="right")
-        wide = result.breakdown.pivot(on="state", index=["rank", "scope", "step", "span_ns"], values="share").sort(
-            "rank", "scope", "step", nulls_last=False
-        )
-        for r in wide.iter_rows(named=True):
-            t.add_row(
-                str(r["rank"]),
-                r["scope"],
-                "" if r["step"] is None else str(r["step"]),
-                _ms(r["span_ns"]),
-                *(_pct(r.get(s)) for s in STATES),
-            )
-        console.print(t)
-    if result.overlap is not None:
-        t = Table(title="Overlap (% of the first activity hidden behind the second; — = undefined)")
-        pairs = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
-        for c in ("rank", "step", *pairs):
-            t.add_column(c, justify="right")
-        wide = result.overlap.pivot(on="pair", index=["rank", "step"], values="ratio").sort(
-            "rank", "step", nulls_last=False
-        )
-        for r in wide.iter_rows(named=True):
-            t.add_row(str(r["rank"]), "" if r["step"] is None else str(r["step"]), *(_pct(r.get(p)) for p in pairs))
-        console.print(t)
-    _render_imbalance(result, console)
-    _render_waits(result, console)
-    _render_path(result, console)
-    _render_clocks(result, console)
-    _render_step_clocks(result, console)
-
-
-def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
-    """The longest kernels' GPU clock, power and temperature (where the trace has such series)."""
-    from rich.table import Table
-
-    clocks = result.gpu_clocks
-    if clocks is None or not clocks.drop_nulls("sm_clock_mhz").height:
-        return
-    t = Table(title="GPU clocks during the longest kernels (mean over their time; * = under 95 % of the GPU's highest)")
-    for c in ("rank", "gpu", "kernel", "total ms", "SM MHz", "max MHz", "under ms", "W", "C"):
-        t.add_column(c, justify="left" if c == "kernel" else "right")
-    for r in clocks.drop_nulls("sm_clock_mhz").head(top).iter_rows(named=True):
-        t.add_row(
-            str(r["rank"]),
-            str(r["device"]),
-            r["name"][:60],
-            _ms(r["total_ns"]),
-            *_clock_cells(r),
-        )
-    console.print(t)
-
-
-def _clock_cells(r: dict) -> tuple[str, ...]:
-    """SM MHz (``*``: throttled), max MHz, ms under 95 % of it, W and °C of a kernels' or a step's row."""
-    return (
-        f"{r['sm_clock_mhz']:,.0f}{'*' if r['throttled'] else ''}",
-        f"{r['max_sm_clock_mhz']:,.0f}",
-        _ms(r["below_ns"]),
-        "" if r["power_w"] is None else f"{r['power_w']:,.0f}",
-        "" if r["temperature_c"] is None else f"{r['temperature_c']:,.0f}",
-    )
-
-
-def _render_step_clocks(result: Analysis, console: Any, top: int = 12) -> None:
-    """The slowest steps' GPU clock, power and temperature (where the trace has steps and such series)."""
-    from rich.table import Table
-
-    clocks = result.gpu_step_clocks
-    if clocks is None or not clocks.drop_nulls("sm_clock_mhz").height:
-        return
-    t = Table(title="GPU clocks during the slowest steps (mean over the step; * = under 95 % of the GPU's highest)")
-    for c in ("rank", "step", "gpu", "step ms", "vs median %", "SM MHz", "max MHz", "under ms", "W", "C"):
-        t.add_column(c, justify="right")
-    rows = clocks.drop_nulls("sm_clock_mhz").sort(
-        "duration_ns", "rank", "step", "device", descending=[True, False, False, False]
-    )
-    for r in rows.head(top).iter_rows(named=True):
-        t.add_row(
-            str(r["rank"]),
-            str(r["step"]),
-            str(r["device"]),
-            _ms(r["duration_ns"]),
-            _pct(r["slowdown"]),
-            *_clock_cells(r),
-        )
-    console.print(t)
-
-
-def _render_imbalance(result: Analysis, console: Any) -> None:
-    from rich.table import Table
-
-    imb = result.imbalance
-    if imb is None or not imb.height:
-        return
-    t = Table(
-        title=f"Imbalance across ranks (work = {' + '.join(STATE_LABELS.get(w, w) for w in WORK)}; max rank of work = straggler)"
-    )
-    for c in ("step", "side", "state", "max ms", "mean ms", "max/mean-1 %", "(max-mean)/max %", "max rank"):
-        t.add_column(c, justify="right")
-    rows = imb.filter(pl.col("max_ns") > 0).sort("step", "side", "state", nulls_last=False)
-    for r in rows.head(40).iter_rows(named=True):
-        t.add_row(
-            "all" if r["step"] is None else str(r["step"]),
-            r["side"],
-            r["state"],
-            _ms(r["max_ns"]),
-            _ms(r["mean_ns"]),
-            _pct(r["imbalance"]),
-            _pct(r["percent_imbalance"]),
-            str(r["max_rank"]),
-        )
-    console.print(t)
-
-
-def _render_waits(result: Analysis, console: Any) -> None:
-    from rich.table import Table
-
-    w = result.wait_states
-    if w is None:
-        return
-    if not w.height:
-        console.print("Wait states: none (no messages or collectives with waits in the window)")
-        return
-    t = Table(title="Wait states (Scalasca): time waited, and time caused to others")
-    for c in ("rank", "kind", "waited ms", "caused ms"):
-        t.add_column(c, justify="right")
-    waited = w.group_by("rank", "kind").agg(pl.col("wait_ns").sum().alias("waited"))
-    caused = w.group_by(pl.col("cause_rank").alias("rank"), "kind").agg(pl.col("wait_ns").sum().alias("caused"))
-    both = waited.join(caused, on=["rank", "kind"], how="full", coalesce=True).fill_null(0).sort("rank", "kind")
-    for r in both.iter_rows(named=True):
-        t.add_row(str(r["rank"]), r["kind"], _ms(r["waited"]), _ms(r["caused"]))
-    console.print(t)
-
-
-def _render_path(result: Analysis, console: Any) -> None:
-    from rich.table import Table
-
-    cp = result.critical_path
-    if not cp:
-        return
-    s = cp["summary"]
-    console.print(
-        f"[bold]Critical path[/bold]: {_ms(s['length_ns'])} ms of a {_ms(s['window_span_ns'])} ms window, "
-        f"{s['events']:,} events on it"
-        + (f", {s['dropped_edges']:,} edges dropped (pointing back in time)" if s["dropped_edges"] else "")
-    )
-    for key, label in (("by_category", "category"), ("by_rank", "rank"), ("by_name", "name")):
-        t = Table(title=f"Critical path by {label}")
-        t.add_column(label)
-        t.add_column("ms", justify="right")
-        t.add_column("%", justify="right")
-        for r in cp[key].head(8).iter_rows(named=True):
-            t.add_row(
-                str(r[key.removeprefix("by_")] if key != "by_category" else r["category"]),
-                _ms(r["contrib_ns"]),
-                _pct(r["share"]),
-            )
-        console.print(t)

@@ -1,0 +1,269 @@
+"""The terminal summary of an analysis (``di analyze`` without ``--json -``): rich tables, the slowest first.
+
+Reads an :class:`di.engine.Analysis` (and nothing of the engine's internals). A table with nothing to show is one
+line saying why, not an empty frame: a text log alone (``di analyze train.log``) has steps and counters but no
+program events, so it gets its step times and no breakdown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from di.engine import Analysis
+from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
+from di.engine.imbalance import WORK
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def _ms(ns: float | int | None) -> str:
+    return "—" if ns is None else f"{ns / 1e6:,.2f}"
+
+
+STEP_RANKS_SHOWN = 16
+"""Ranks in the step-time table (those with the longest median step first); all are in ``--csv``/``--json``."""
+SLOWEST_STEPS_SHOWN = 5
+
+
+def render(result: Analysis, console: Any, *, title: str = "") -> None:
+    """A readable summary on a rich console."""
+    console.print(
+        f"[bold]di analyze[/bold] {title}  window: {result.window}  steps: {result.steps.height and result.steps.get_column('step').n_unique()}"
+    )
+    _render_step_times(result, console)
+    if result.breakdown is not None and not result.breakdown.height:
+        console.print(
+            "Breakdown, overlap, wait states, critical path: no program events in the window (a text log alone "
+            "has none: its steps and counters are what it gives)"
+        )
+    else:
+        _render_breakdown(result, console)
+        _render_overlap(result, console)
+        _render_waits(result, console)
+        _render_path(result, console)
+    _render_imbalance(result, console)
+    _render_clocks(result, console)
+    _render_step_clocks(result, console)
+
+
+def _render_step_times(result: Analysis, console: Any) -> None:
+    """Each rank's step durations (the longest medians first), then the steps slowest against their rank's
+    median."""
+    from rich.table import Table
+
+    from di.engine.step_times import SLOW_SLOWDOWN, step_durations
+
+    st = result.step_times
+    if st is None or not st.height:
+        return
+    shown = st.sort("median_ns", "rank", descending=[True, False]).head(STEP_RANKS_SHOWN)
+    more = f"; {st.height - shown.height} more ranks in --csv/--json" if st.height > shown.height else ""
+    sources = ", ".join(st.get_column("source").unique(maintain_order=True).to_list())
+    t = Table(
+        title=f"Step times per rank (steps from {sources}; slow = over {1 + SLOW_SLOWDOWN:g}x the rank's median{more})"
+    )
+    columns = ("rank", "steps", "median ms", "p90 ms", "max ms", "slowest", "cv %", "slow")
+    several = st.height > 1
+    for c in (*columns, "vs fastest %") if several else columns:
+        t.add_column(c, justify="right")
+    for r in shown.iter_rows(named=True):
+        cells = [
+            str(r["rank"]),
+            f"{r['steps']:,}",
+            _ms(r["median_ns"]),
+            _ms(r["p90_ns"]),
+            _ms(r["max_ns"]),
+            str(r["slowest_step"]),
+            _pct(r["cv"]),
+            f"{r['slow_steps']:,}",
+        ]
+        t.add_row(*cells, _pct(r["vs_fastest"])) if several else t.add_row(*cells)
+    console.print(t)
+    slow = step_durations(result.steps).filter(pl.col("slowdown") > SLOW_SLOWDOWN)
+    if not slow.height:
+        return
+    t = Table(title=f"Slowest steps against their rank's median ({slow.height:,} over {1 + SLOW_SLOWDOWN:g}x)")
+    for c in ("rank", "step", "label", "ms", "vs median %"):
+        t.add_column(c, justify="left" if c == "label" else "right")
+    for r in (
+        slow.sort("slowdown", "rank", "step", descending=[True, False, False])
+        .head(SLOWEST_STEPS_SHOWN)
+        .iter_rows(named=True)
+    ):
+        t.add_row(str(r["rank"]), str(r["step"]), r["label"] or "", _ms(r["duration_ns"]), _pct(r["slowdown"]))
+    console.print(t)
+
+
+def _render_breakdown(result: Analysis, console: Any) -> None:
+    from rich.table import Table
+
+    if result.breakdown is None:
+        return
+    t = Table(title="Temporal breakdown (% of each scope's span; states exclusive, never summed overlaps)")
+    for c in ("rank", "scope", "step", "span ms", *(STATE_LABELS.get(s, s) for s in STATES)):
+        t.add_column(c, justify="right")
+    wide = result.breakdown.pivot(on="state", index=["rank", "scope", "step", "span_ns"], values="share").sort(
+        "rank", "scope", "step", nulls_last=False
+    )
+    for r in wide.iter_rows(named=True):
+        t.add_row(
+            str(r["rank"]),
+            r["scope"],
+            "" if r["step"] is None else str(r["step"]),
+            _ms(r["span_ns"]),
+            *(_pct(r.get(s)) for s in STATES),
+        )
+    console.print(t)
+
+
+def _render_overlap(result: Analysis, console: Any) -> None:
+    from rich.table import Table
+
+    if result.overlap is None:
+        return
+    t = Table(title="Overlap (% of the first activity hidden behind the second; — = undefined)")
+    pairs = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
+    for c in ("rank", "step", *pairs):
+        t.add_column(c, justify="right")
+    wide = result.overlap.pivot(on="pair", index=["rank", "step"], values="ratio").sort(
+        "rank", "step", nulls_last=False
+    )
+    for r in wide.iter_rows(named=True):
+        t.add_row(str(r["rank"]), "" if r["step"] is None else str(r["step"]), *(_pct(r.get(p)) for p in pairs))
+    console.print(t)
+
+
+def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
+    """The longest kernels' GPU clock, power and temperature (where the trace has such series)."""
+    from rich.table import Table
+
+    clocks = result.gpu_clocks
+    if clocks is None or not clocks.drop_nulls("sm_clock_mhz").height:
+        return
+    t = Table(title="GPU clocks during the longest kernels (mean over their time; * = under 95 % of the GPU's highest)")
+    for c in ("rank", "gpu", "kernel", "total ms", "SM MHz", "max MHz", "under ms", "W", "C"):
+        t.add_column(c, justify="left" if c == "kernel" else "right")
+    for r in clocks.drop_nulls("sm_clock_mhz").head(top).iter_rows(named=True):
+        t.add_row(
+            str(r["rank"]),
+            str(r["device"]),
+            r["name"][:60],
+            _ms(r["total_ns"]),
+            *_clock_cells(r),
+        )
+    console.print(t)
+
+
+def _clock_cells(r: dict) -> tuple[str, ...]:
+    """SM MHz (``*``: throttled), max MHz, ms under 95 % of it, W and °C of a kernels' or a step's row."""
+    return (
+        f"{r['sm_clock_mhz']:,.0f}{'*' if r['throttled'] else ''}",
+        f"{r['max_sm_clock_mhz']:,.0f}",
+        _ms(r["below_ns"]),
+        "" if r["power_w"] is None else f"{r['power_w']:,.0f}",
+        "" if r["temperature_c"] is None else f"{r['temperature_c']:,.0f}",
+    )
+
+
+def _render_step_clocks(result: Analysis, console: Any, top: int = 12) -> None:
+    """The slowest steps' GPU clock, power and temperature (where the trace has steps and such series)."""
+    from rich.table import Table
+
+    clocks = result.gpu_step_clocks
+    if clocks is None or not clocks.drop_nulls("sm_clock_mhz").height:
+        return
+    t = Table(title="GPU clocks during the slowest steps (mean over the step; * = under 95 % of the GPU's highest)")
+    for c in ("rank", "step", "gpu", "step ms", "vs median %", "SM MHz", "max MHz", "under ms", "W", "C"):
+        t.add_column(c, justify="right")
+    rows = clocks.drop_nulls("sm_clock_mhz").sort(
+        "duration_ns", "rank", "step", "device", descending=[True, False, False, False]
+    )
+    for r in rows.head(top).iter_rows(named=True):
+        t.add_row(
+            str(r["rank"]),
+            str(r["step"]),
+            str(r["device"]),
+            _ms(r["duration_ns"]),
+            _pct(r["slowdown"]),
+            *_clock_cells(r),
+        )
+    console.print(t)
+
+
+def _render_imbalance(result: Analysis, console: Any) -> None:
+    from rich.table import Table
+
+    imb = result.imbalance
+    if imb is None or not imb.height:
+        return
+    t = Table(
+        title=f"Imbalance across ranks (work = {' + '.join(STATE_LABELS.get(w, w) for w in WORK)}; max rank of work = straggler)"
+    )
+    for c in ("step", "side", "state", "max ms", "mean ms", "max/mean-1 %", "(max-mean)/max %", "max rank"):
+        t.add_column(c, justify="right")
+    rows = imb.filter(pl.col("max_ns") > 0).sort("step", "side", "state", nulls_last=False)
+    for r in rows.head(40).iter_rows(named=True):
+        t.add_row(
+            "all" if r["step"] is None else str(r["step"]),
+            r["side"],
+            r["state"],
+            _ms(r["max_ns"]),
+            _ms(r["mean_ns"]),
+            _pct(r["imbalance"]),
+            _pct(r["percent_imbalance"]),
+            str(r["max_rank"]),
+        )
+    console.print(t)
+
+
+def _render_waits(result: Analysis, console: Any) -> None:
+    from rich.table import Table
+
+    w = result.wait_states
+    if w is None:
+        return
+    if not w.height:
+        console.print("Wait states: none (no messages or collectives with waits in the window)")
+        return
+    t = Table(title="Wait states (Scalasca): time waited, and time caused to others")
+    for c in ("rank", "kind", "waited ms", "caused ms"):
+        t.add_column(c, justify="right")
+    waited = w.group_by("rank", "kind").agg(pl.col("wait_ns").sum().alias("waited"))
+    caused = w.group_by(pl.col("cause_rank").alias("rank"), "kind").agg(pl.col("wait_ns").sum().alias("caused"))
+    both = waited.join(caused, on=["rank", "kind"], how="full", coalesce=True).fill_null(0).sort("rank", "kind")
+    for r in both.iter_rows(named=True):
+        t.add_row(str(r["rank"]), r["kind"], _ms(r["waited"]), _ms(r["caused"]))
+    console.print(t)
+
+
+def _render_path(result: Analysis, console: Any) -> None:
+    from rich.table import Table
+
+    cp = result.critical_path
+    if not cp:
+        return
+    s = cp["summary"]
+    if not s["events"]:
+        console.print("Critical path: none (no program events in the window)")
+        return
+    console.print(
+        f"[bold]Critical path[/bold]: {_ms(s['length_ns'])} ms of a {_ms(s['window_span_ns'])} ms window, "
+        f"{s['events']:,} events on it"
+        + (f", {s['dropped_edges']:,} edges dropped (pointing back in time)" if s["dropped_edges"] else "")
+    )
+    for key, label in (("by_category", "category"), ("by_rank", "rank"), ("by_name", "name")):
+        t = Table(title=f"Critical path by {label}")
+        t.add_column(label)
+        t.add_column("ms", justify="right")
+        t.add_column("%", justify="right")
+        for r in cp[key].head(8).iter_rows(named=True):
+            t.add_row(
+                str(r[key.removeprefix("by_")] if key != "by_category" else r["category"]),
+                _ms(r["contrib_ns"]),
+                _pct(r["share"]),
+            )
+        console.print(t)

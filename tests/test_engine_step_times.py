@@ -1,0 +1,150 @@
+"""Step times (di.engine.step_times): jobs whose step durations are known by construction, a training log alone,
+and the statistics against a plain-Python reference."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import di
+from di.engine.step_times import COLUMNS, SLOW_SLOWDOWN, step_durations, step_times
+from di.viewers.analysis import validate
+from engine_jobs import MS, Job
+
+STEPS = 10
+BASE_MS = 100.0
+STRAGGLER, STRAGGLER_EXTRA = 2, 0.1
+"""Rank 2's steps last 10 % longer than the others'."""
+HICCUP_STEP, HICCUP_MS = 7, 200.0
+"""One step of the straggler lasts 200 ms (an outlier of its own rank, not only of the job)."""
+
+
+def straggler_job(ranks: int = 3) -> Job:
+    """``ranks`` ranks of ``STEPS`` back-to-back ProfilerStep markers, each filled with one compute region; the
+    straggler's steps take 110 ms, its step ``HICCUP_STEP`` 200 ms, everyone else's 100 ms."""
+    job = Job()
+    for rank in range(ranks):
+        cpu = job.thread(rank)
+        t = 0.0
+        for step in range(STEPS):
+            d = BASE_MS * (1 + STRAGGLER_EXTRA) if rank == STRAGGLER else BASE_MS
+            d = HICCUP_MS if (rank, step) == (STRAGGLER, HICCUP_STEP) else d
+            job.ev(cpu, t, t + d, f"ProfilerStep#{step}", "step")
+            job.ev(cpu, t, t + d, "forward_backward", "compute")
+            t += d
+    return job
+
+
+def test_the_straggler_and_its_slow_step_are_told_and_the_other_analyses_agree() -> None:
+    result = di.analyze(straggler_job().build())
+    st = result.step_times
+    assert st is not None and st.schema == pl.Schema(COLUMNS)
+    by_rank = {r["rank"]: r for r in st.iter_rows(named=True)}
+    assert sorted(by_rank) == [0, 1, 2]
+    for rank in (0, 1):
+        r = by_rank[rank]
+        assert (r["steps"], r["median_ns"], r["p90_ns"], r["max_ns"]) == (STEPS, 100 * MS, 100 * MS, 100 * MS)
+        assert r["cv"] == 0 and r["slow_steps"] == 0 and r["vs_fastest"] == 0 and r["source"] == "marker"
+    late = by_rank[STRAGGLER]
+    assert late["median_ns"] == late["p90_ns"] == 110 * MS  # nine of ten steps take 110 ms
+    assert (late["max_ns"], late["slowest_step"], late["slow_steps"]) == (200 * MS, HICCUP_STEP, 1)
+    assert late["total_ns"] == (9 * 110 + 200) * MS and late["mean_ns"] == round((9 * 110 + 200) / 10 * MS)
+    assert late["vs_fastest"] == pytest.approx(STRAGGLER_EXTRA)
+    # the imbalance and the critical path name the same straggler
+    work = result.imbalance.filter((pl.col("state") == "work") & pl.col("step").is_null())
+    assert work.get_column("max_rank").to_list() == [STRAGGLER]
+    path_ranks = result.critical_path["by_rank"].sort("contrib_ns", descending=True)
+    assert path_ranks.get_column("rank")[0] == STRAGGLER
+    # the slow step's slowdown is the one the GPU step clocks use
+    slow = step_durations(result.steps).filter(pl.col("slowdown") > SLOW_SLOWDOWN)
+    assert slow.select("rank", "step").rows() == [(STRAGGLER, HICCUP_STEP)]
+    assert slow.get_column("slowdown")[0] == pytest.approx(200 / 110 - 1)
+
+
+def test_a_time_window_keeps_the_steps_it_touches() -> None:
+    trace = straggler_job().build()
+    result = di.analyze(trace, window="time=250ms:450ms")  # steps 2-4 of ranks 0 and 1, 2-4 of rank 2 (110 ms each)
+    st = {r["rank"]: r for r in result.step_times.iter_rows(named=True)}
+    assert {rank: r["steps"] for rank, r in st.items()} == {0: 3, 1: 3, 2: 3}
+
+
+def reference(durations: list[int]) -> dict[str, float | int | None]:
+    """The per-rank statistics by their definitions (module docstring of di.engine.step_times), in plain Python."""
+    n = len(durations)
+    ordered = sorted(durations)
+    median = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+    mean = sum(durations) / n
+    std = math.sqrt(sum((d - mean) ** 2 for d in durations) / n)
+    return {
+        "steps": n,
+        "total_ns": sum(durations),
+        "median_ns": round(median),
+        "p90_ns": ordered[math.ceil(0.9 * n) - 1],
+        "min_ns": ordered[0],
+        "max_ns": ordered[-1],
+        "slowest_step": durations.index(max(durations)),
+        "cv": std / mean if mean else None,
+        "slow_steps": sum(1 for d in durations if median > 0 and d / median - 1 > SLOW_SLOWDOWN),
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_statistics_equal_a_plain_python_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = []
+    want = {}
+    for rank in range(4):
+        n = int(rng.integers(1, 40))
+        durations = rng.integers(0 if seed == 0 else 1, 5, n) * int(rng.integers(1, 10**9))  # ties and zeros
+        starts = np.concatenate([[0], np.cumsum(durations)[:-1]])
+        rows += [(rank, k, int(s), int(s + d)) for k, (s, d) in enumerate(zip(starts, durations))]
+        want[rank] = reference([int(d) for d in durations])
+    steps = pl.DataFrame(rows, schema=["rank", "step", "start_ns", "end_ns"], orient="row").with_columns(
+        pl.col("rank").cast(pl.Int32), pl.lit(None, pl.String).alias("label"), pl.lit("marker").alias("source")
+    )
+    got = {r["rank"]: r for r in step_times(steps.sample(fraction=1.0, shuffle=True, seed=seed)).iter_rows(named=True)}
+    for rank, w in want.items():
+        for key, value in w.items():
+            assert got[rank][key] == (pytest.approx(value) if isinstance(value, float) else value), (rank, key)
+    assert step_times(steps.clear()).schema == pl.Schema(COLUMNS)
+
+
+MEGATRON_LINE = (
+    " iteration {i:>8}/    1000 | consumed samples: {s:>10} | elapsed time per iteration (ms): {ms:.1f} |"
+    " learning rate: 1.500E-04 | global batch size:     8 | lm loss: 6.5E+00 |"
+)
+LOG_MS = [2000.0, 1000.0, 1000.0, 1500.0, 1000.0, 1000.0]
+"""Each logged interval's milliseconds per iteration, 10 iterations an interval: the fourth is 50 % slower."""
+
+
+def test_a_training_log_alone_gives_its_step_times(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(
+        "\n".join(MEGATRON_LINE.format(i=10 * (k + 1), s=80 * (k + 1), ms=ms) for k, ms in enumerate(LOG_MS)) + "\n"
+    )
+    out = tmp_path / "result.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "di", "analyze", str(log), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    validate(doc)
+    (row,) = doc["step_times"]
+    ms = [10 * x for x in LOG_MS]  # an interval of 10 iterations
+    assert row["steps"] == len(LOG_MS) and row["max_ns"] == max(ms) * MS and row["slowest_step"] == 10
+    assert row["median_ns"] == 10_000 * MS and row["slow_steps"] == 2  # the first interval and the 50 % slower one
+    shown = subprocess.run(
+        [sys.executable, "-m", "di", "analyze", str(log)], capture_output=True, text=True, timeout=300
+    ).stdout
+    assert "Step times per rank" in shown and "no program events in the window" in shown
+    assert "Temporal breakdown" not in shown  # no empty table frames
