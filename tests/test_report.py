@@ -162,7 +162,7 @@ def test_recorded_job_report_has_io_and_counters(recorded_job, tmp_path, capsys)
 def test_cumulative_counters_become_rates():
     import polars as pl
 
-    from di.viewers.report.counters import as_rates
+    from di.engine.counters import as_rates
 
     series = pl.DataFrame(
         {"series": [0, 1], "loc": [0, 0], "name": ["mlx5_0/1 port_rcv_data", "mem used"], "unit": ["bytes", "bytes"]}

@@ -1,4 +1,4 @@
-"""The analyses: breakdown, overlap, imbalance, wait states, critical path, steps, GPU clocks.
+"""The analyses: breakdown, overlap, imbalance, wait states, critical path, steps, GPU clocks, counters.
 
 Every analysis reads only the canonical :class:`di.trace.Trace` (never
 modifies it) and returns polars DataFrames with times in int64 ns.
@@ -14,7 +14,8 @@ together; the modules hold the definitions:
   launch and sync edges a trace does not record in :mod:`di.engine.inferred_edges`),
   :mod:`di.engine.gpu_clocks` (GPU clocks, power and temperature during each kernel, from counter series),
   :mod:`di.engine.gpu_step_clocks` (the same during each step),
-  :mod:`di.engine.step_times` (each rank's step durations: median, p90, slowest, slow steps).
+  :mod:`di.engine.step_times` (each rank's step durations: median, p90, slowest, slow steps),
+  :mod:`di.engine.counters` (each counter series' samples, min, mean, max and last value in the window).
 
 Compile cost: every numba kernel here is compiled on a command's first run
 (0.1 to 0.5 CPU-s each, once per signature) before the cache serves it, so
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from di.engine.window import Window
     from di.trace import Trace
 
-ANALYSES = ("breakdown", "overlap", "imbalance", "wait_states", "critical_path", "gpu_clocks")
+ANALYSES = ("breakdown", "overlap", "imbalance", "wait_states", "critical_path", "gpu_clocks", "counters")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class Analysis:
             (empty without such series), see :mod:`di.engine.gpu_clocks`.
         gpu_step_clocks: per rank, step and GPU, the same over the step's time, with the step's slowdown
             (run with ``gpu_clocks``), see :mod:`di.engine.gpu_step_clocks`.
+        counters: per counter series with samples in the window, its count, min, mean, max and last value
+            (cumulative counters as rates), see :mod:`di.engine.counters`.
         step_times: per rank, its steps' count, median, p90, longest and slow ones (always computed: the steps
             are), see :mod:`di.engine.step_times`.
         per_step: whether breakdown/overlap/imbalance/wait states carry one row per step.
@@ -69,6 +72,7 @@ class Analysis:
     critical_path: dict[str, Any] | None = None
     gpu_clocks: pl.DataFrame | None = None
     gpu_step_clocks: pl.DataFrame | None = None
+    counters: pl.DataFrame | None = None
     step_times: pl.DataFrame | None = None
     per_step: bool = False
     window: str = "all"
@@ -163,6 +167,10 @@ def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
         from di.engine.gpu_clocks import gpu_clocks
 
         return gpu_clocks(frame)
+    if name == "counters":
+        from di.engine.counters import counters
+
+        return counters(frame)
     from di.engine.critical_path import critical_path
 
     return critical_path(frame)

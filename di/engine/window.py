@@ -37,12 +37,12 @@ class Window:
 
 
 def parse_window(text: str | None) -> Window:
-    """Parse ``steps=SLICE`` or ``time=T0:T1``.
+    """Parse ``steps=SLICE`` or ``time=T0:T1`` (None, empty or ``all``: the whole trace).
 
     Raises:
         ValueError: the text is neither, naming what was expected.
     """
-    if not text:
+    if not text or text.strip() == "all":  # "all": what the results call the whole trace
         return Window()
     key, _, value = text.partition("=")
     key = key.strip()
@@ -139,6 +139,16 @@ def window_events(trace: Trace, window: Window | str | None) -> pl.DataFrame:
     return ev.with_columns(pl.Series("start_ns", start), pl.Series("end_ns", end)).filter(pl.Series(selected))
 
 
+def time_bounds(trace: Trace, window: Window) -> tuple[int, int]:
+    """[lo, hi) in ns of a time window: its ``t0``/``t1`` from the trace's start (``meta.time_range.start_ns``,
+    else its first event's start), an open end the int64 limit."""
+    start = trace.events.get_column("start_ns")
+    base = int(trace.meta.get("time_range", {}).get("start_ns") or (start.min() if start.len() else 0))
+    lo = _INT64_MIN if window.t0_ns is None else base + window.t0_ns
+    hi = _INT64_MAX if window.t1_ns is None else base + window.t1_ns
+    return lo, hi
+
+
 def _select(
     trace: Trace, window: Window, steps: pl.DataFrame, step: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pl.DataFrame]:
@@ -151,9 +161,7 @@ def _select(
         selected = np.isin(step, np.asarray(ids, np.int64)) & (step != NO_STEP)
         steps = steps.filter(pl.col("step").is_in(ids))
     elif window.t0_ns is not None or window.t1_ns is not None:
-        base = int(trace.meta.get("time_range", {}).get("start_ns") or (start.min() if start.size else 0))
-        lo = _INT64_MIN if window.t0_ns is None else base + window.t0_ns
-        hi = _INT64_MAX if window.t1_ns is None else base + window.t1_ns
+        lo, hi = time_bounds(trace, window)
         selected = (end > lo) & (start < hi) | ((start == end) & (start >= lo) & (start < hi))
         start, end = np.clip(start, lo, hi), np.clip(end, lo, hi)
         steps = steps.filter((pl.col("end_ns") > lo) & (pl.col("start_ns") < hi))

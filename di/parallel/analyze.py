@@ -136,6 +136,8 @@ def analyze_with(
         kernels, steps = _gpu_clocks(part, frame, ex)
         local["gpu_clocks"] = kernels.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
         local["gpu_step_clocks"] = steps.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
+    if "counters" in analyses:
+        local["counters"] = _counters(part, frame, ex)
     seconds["local"] = time.perf_counter() - t0
     cp = None
     if "critical_path" in analyses:
@@ -181,6 +183,18 @@ def _gpu_clocks(part: Part, frame: EventFrame, ex: Exchange) -> tuple[pl.DataFra
     return gpu_clocks(joined, use), gpu_step_clocks(joined, use)
 
 
+def _counters(part: Part, frame: EventFrame, ex: Exchange) -> pl.DataFrame:
+    """:func:`di.engine.counters.counters` of the part's series (a series' samples lie with its timeline's rank,
+    the series table is whole); a ``steps=`` window's span is the job's, from every process's steps."""
+    from di.engine.counters import counter_stats, sample_span
+
+    span = sample_span(frame)
+    if frame.window.steps is not None:
+        spans = [s for s in ex.allgather(span if frame.steps.height else None, "counter span") if s is not None]
+        span = (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if spans else (0, 0)
+    return counter_stats(part.trace, span)
+
+
 def ex_any_steps(ex: Exchange, frame: EventFrame) -> bool:
     """Whether any process found steps in the window (every process must make the same calls)."""
     return any(ex.allgather(bool(frame.steps.height), "steps found"))
@@ -224,6 +238,8 @@ def _assemble(
 
         out["gpu_clocks"] = in_order(cat("gpu_clocks"))
         out["gpu_step_clocks"] = cat("gpu_step_clocks").sort("rank", "step", "device")
+    if "counters" in analyses:
+        out["counters"] = cat("counters").sort("series")
     from di.engine.step_times import step_times
 
     out["step_times"] = step_times(steps)

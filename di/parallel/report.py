@@ -275,7 +275,7 @@ def _counter_part(part: Any, window: Any, every: list[Any], events: pl.DataFrame
 
     trace = part.trace
     span = _job_span(window, every, trace.meta) if window.text != "all" else None
-    series, samples = window_samples(trace.series, trace.samples, window.text, span)
+    series, samples = window_samples(trace, window.text, span)
     ts = samples.get_column("ts_ns")
     job = ex.allgather((samples.height, ts.min(), ts.max()), "report samples")
     if not sum(j[0] for j in job):  # none in the window, or none left as rates

@@ -27,6 +27,8 @@ def _ms(ns: float | int | None) -> str:
 STEP_RANKS_SHOWN = 16
 """Ranks in the step-time table (those with the longest median step first); all are in ``--csv``/``--json``."""
 SLOWEST_STEPS_SHOWN = 5
+COUNTER_ROWS_SHOWN = 24
+"""Counter series shown one per row; with more, one row per counter name (over its timelines)."""
 
 
 def render(result: Analysis, console: Any, *, title: str = "") -> None:
@@ -48,6 +50,62 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
     _render_imbalance(result, console)
     _render_clocks(result, console)
     _render_step_clocks(result, console)
+    _render_counters(result, console)
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.4g}"
+
+
+def _render_counters(result: Analysis, console: Any) -> None:
+    """Each counter series' samples, min, mean, max and last value, those whose value changed first; with more
+    than :data:`COUNTER_ROWS_SHOWN` series, one row per name and unit over its timelines."""
+    from rich.table import Table
+
+    c = result.counters
+    if c is None or not c.height:
+        return
+    # the series that moved first (utilisation, power, clocks, loss), then the constant ones (sizes, limits)
+    c = c.sort(pl.col("max") == pl.col("min"), maintain_order=True)
+    if c.height <= COUNTER_ROWS_SHOWN:
+        t = Table(title="Counters in the window (cumulative ones as rates)")
+        for col in ("timeline", "counter", "unit", "samples", "min", "mean", "max", "last"):
+            t.add_column(col, justify="left" if col in ("timeline", "counter", "unit") else "right")
+        for r in c.iter_rows(named=True):
+            t.add_row(
+                r["location"] or "",
+                r["name"],
+                r["unit"] or "",
+                f"{r['samples']:,}",
+                *(_num(r[k]) for k in ("min", "mean", "max", "last")),
+            )
+        console.print(t)
+        return
+    by_name = (
+        c.with_columns(pl.col("mean") * pl.col("samples"))
+        .group_by("name", "unit", maintain_order=True)
+        .agg(
+            pl.len().alias("timelines"),
+            pl.col("samples").sum(),
+            pl.col("min").min(),
+            (pl.col("mean").sum() / pl.col("samples").sum()).alias("mean"),
+            pl.col("max").max(),
+            pl.col("location").get(pl.col("max").arg_max()).alias("max_at"),
+        )
+    )
+    t = Table(title=f"Counters in the window, {c.height:,} series by name (cumulative ones as rates; all in --csv)")
+    for col in ("counter", "unit", "timelines", "samples", "min", "mean", "max", "max on"):
+        t.add_column(col, justify="left" if col in ("counter", "unit", "max on") else "right")
+    for r in by_name.head(COUNTER_ROWS_SHOWN).iter_rows(named=True):
+        t.add_row(
+            r["name"],
+            r["unit"] or "",
+            f"{r['timelines']:,}",
+            f"{r['samples']:,}",
+            *(_num(r[k]) for k in ("min", "mean", "max")),
+            r["max_at"] or "",
+        )
+    console.print(t)
 
 
 def _render_step_times(result: Analysis, console: Any) -> None:

@@ -5,7 +5,7 @@ plotting, so the page stays small whatever the sampling rate. One plot per
 unit; series whose names mention GPUs, power, utilisation or InfiniBand come
 first. Cumulative counters (bytes, packets or counts that never decrease, such
 as InfiniBand and network port counters or a rank's read bytes) are shown as
-rates per second (difference between samples / time between them). A table
+rates per second (difference between samples / time between them, :func:`di.engine.counters.as_rates`). A table
 lists every series as plotted with its sample count, min, mean and max.
 With a ``--window``, only the samples inside the window's time span count.
 """
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from di.engine.counters import as_rates, text_log_locations
+from di.trace import Trace
 from di.viewers.report.page import Section, new_figure, num, svg_plot, table
 
 BINS = 400
@@ -34,52 +36,15 @@ def binned(samples: pl.DataFrame, t0: int, t1: int, bins: int = BINS) -> pl.Data
     )
 
 
-CUMULATIVE_UNITS = ("bytes", "B", "packets", "count")
-
-
-def as_rates(series: pl.DataFrame, samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(series with unit "UNIT/s" for cumulative counters, samples with their values as rates).
-
-    A series is cumulative when its unit is one of :data:`CUMULATIVE_UNITS`, its name
-    does not name a memory level (mem, rss) and no sample is below the one before.
-    """
-    s = samples.sort("series", "ts_ns").with_columns(
-        pl.col("value").diff().over("series").alias("dv"), pl.col("ts_ns").diff().over("series").alias("dt")
-    )
-    mono = s.group_by("series").agg(
-        (pl.col("dv").drop_nulls() >= 0).all().alias("mono"), (pl.len() > 1).alias("several")
-    )
-    low = pl.col("name").str.to_lowercase()
-    cumulative = (
-        series.join(mono, on="series")
-        .filter(
-            pl.col("mono") & pl.col("several") & pl.col("unit").is_in(CUMULATIVE_UNITS) & ~low.str.contains("mem|rss")
-        )
-        .get_column("series")
-    )
-    is_cum = pl.col("series").is_in(cumulative.implode())
-    rates = (
-        s.filter(~is_cum | (pl.col("dt") > 0))
-        .with_columns(pl.when(is_cum).then(pl.col("dv") * 1e9 / pl.col("dt")).otherwise(pl.col("value")).alias("value"))
-        .select(samples.columns)
-    )
-    units = series.with_columns(
-        pl.when(is_cum).then(pl.format("{}/s", pl.col("unit"))).otherwise(pl.col("unit")).alias("unit")
-    )
-    return units, rates
-
-
 def _rank(name: str) -> int:
     low = name.lower()
     return next((i for i, p in enumerate(PRIORITY) if p in low), len(PRIORITY))
 
 
-def window_samples(
-    series: pl.DataFrame, samples: pl.DataFrame, window: str, span: tuple[int, int] | None
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """:func:`as_rates`, then (``window`` not "all") the samples inside the window's time ``span`` (rates from
-    all samples)."""
-    series, samples = as_rates(series, samples)
+def window_samples(trace: Trace, window: str, span: tuple[int, int] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`as_rates` of the trace's series, then (``window`` not "all") the samples inside the window's time
+    ``span`` (rates from all samples)."""
+    series, samples = as_rates(trace.series, trace.samples, text_log_locations(trace))
     if window != "all":
         samples = samples.filter(pl.col("ts_ns").is_between(*span)) if span else samples.clear()
     return series, samples
@@ -101,7 +66,7 @@ def _tables(ctx) -> tuple[pl.DataFrame, pl.DataFrame] | None:  # noqa: ANN001
     if not ctx.trace.samples.height:
         return None
     span = ctx.window_span if ctx.result.window != "all" else None
-    series, samples = window_samples(ctx.trace.series, ctx.trace.samples, ctx.result.window, span)
+    series, samples = window_samples(ctx.trace, ctx.result.window, span)
     if not samples.height:  # none in the window, or none left as rates (a counter's samples at one time)
         return None
     ev = ctx.window_events
