@@ -35,14 +35,27 @@ ROW_RE = (
     r"\x01\w+|(\d+)\s+(\d+)\s+([a-z][a-z0-9_]*)\s+([a-z]+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)"
     r"\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)"
 )
+LEGACY_ROW_RE = (
+    r"\x01\w+|(\d+)\s+(\d+)\s+([a-z][a-z0-9_]*)\s+([a-z]+)\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)"
+    r"\s+([\d.]+)\s+([\d.]+|N/A)\s+([\d.]+|N/A)\s+(\S+)"
+)
+""":data:`ROW_RE` of nccl-tests before 2.10, whose tables have no ``root`` column (``size count type redop time algbw
+busbw error ...``)."""
+LEGACY_HEAD_RE = r"^#\s+size\s+count\s+type\s+redop\s+time\s"
+"""The column header of a table without ``root`` (:data:`LEGACY_ROW_RE`)."""
+RUN_HEAD = "# nThread "
+"""The first line of a run's header in every nccl-tests version (``# nThread 1 nGpus 8 minBytes 8 ...``); before 2.13
+no ``# Collective test starting:`` line names the test, so a run's rows are named by the last ``*_perf`` program
+a line before this header names (the command line a job script echoes), else ``unnamed``."""
+PERF_NAME_RE = r"\b([a-z][a-z0-9_]*_perf)\b"
 NCCL_TAIL_RE = r"[A-Za-z][\w.\-]*:\d+:\d+ \[\d+\] .*$"
 RANK_RE = (
-    r"^#\s+Rank\s+(?P<rank>\d+) Group\s+(?P<group>\d+) Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<device>\d+)"
+    r"^#\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<device>\d+)"
     r" \[(?P<bus>[^\]]+)\] (?P<gpu>.*)$"
 )
-RANK_KEY_RE = r"^#\s+Rank\s+(\d+) Group"
+RANK_KEY_RE = r"^#\s+Rank\s+(\d+) "
 """:data:`RANK_RE`'s start: its ``rank`` where :data:`RANK_RE` matches."""
-RANK_HEAD_RE = r"^#  Rank\s+\d+\D"
+RANK_HEAD_RE = r"^#\s+Rank\s+\d+\D"
 """A rank line's first characters that hold its whole number (a character follows it)."""
 METRICS = (("time", "us"), ("algbw", "GB/s"), ("busbw", "GB/s"))
 
@@ -65,15 +78,15 @@ def _ascii_spaced(text: pl.Series) -> bool:
     )
 
 
-def _row_numbers(rows: pl.Series, cols: dict[str, int]) -> pl.DataFrame | None:
+def _row_numbers(rows: pl.Series, cols: dict[str, int], n_words: int = ROW_WORDS) -> pl.DataFrame | None:
     """Column ``name`` (Float64) of word ``k`` of each row, for each of ``cols``: one ASCII-mode regex captures the
-    words of ``cols`` (a row is :data:`ROW_WORDS` words apart by spaces, so its words are its groups; the ASCII mode
+    words of ``cols`` (a row is ``n_words`` words apart by spaces, so its words are its groups; the ASCII mode
     runs several times faster than the Unicode one, or than a split at spaces, which makes a string per space); None
     when a row holds other whitespace or a non-ASCII character."""
     if not _ascii_spaced(rows):
         return None
     wanted = set(cols.values())
-    words = " +".join(f"({WORD})" if k in wanted else WORD for k in range(ROW_WORDS))
+    words = " +".join(f"({WORD})" if k in wanted else WORD for k in range(n_words))
     groups = rows.str.extract_groups(f"(?-u)^{words}$").struct.unnest()
     if groups.null_count().row(0) != (0,) * groups.width:  # not ROW_WORDS words apart by spaces (not a ROW_RE row)
         return None
@@ -86,11 +99,16 @@ ROW_WORD_RES = (
     r"[\d.]+", r"(?:[\d.]+|N/A)", r"(?:[\d.]+|N/A)", WORD,
 )  # fmt: skip
 """The words of a :data:`ROW_RE` row, on ASCII text."""
+LEGACY_WORD_RES = ROW_WORD_RES[:4] + ROW_WORD_RES[5:]
+"""The words of a :data:`LEGACY_ROW_RE` row (no ``root``)."""
 
 
-def _whole_rows(frags: pl.Series, cols: dict[str, int]) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+def _whole_rows(
+    frags: pl.Series, cols: dict[str, int], word_res: tuple[str, ...] = ROW_WORD_RES
+) -> tuple[pl.DataFrame, pl.DataFrame] | None:
     """The usual table, where no NCCL line cut a row: when every fragment is one test mark or one whole row
-    (ASCII, spaces only), ROW_RE's matches in the joined fragments are the fragments themselves, so one anchored
+    (ASCII, spaces only; a row the words ``word_res`` match), ROW_RE's matches in the joined fragments are the
+    fragments themselves, so one anchored
     ASCII regex per fragment finds the rows and captures their words of ``cols`` (Float64, as in
     :func:`_row_numbers`), instead of a search of the joined fragments and a capture per row. (found: ``m``,
     ``is_test`` as the search gives them; the numbers of the rows), or None when a fragment is anything else."""
@@ -99,7 +117,7 @@ def _whole_rows(frags: pl.Series, cols: dict[str, int]) -> tuple[pl.DataFrame, p
     is_test = frags.str.starts_with(TEST_MARK)
     rows = frags.filter(~is_test)
     wanted = set(cols.values())
-    words = " +".join(f"({rx})" if k in wanted else rx for k, rx in enumerate(ROW_WORD_RES))
+    words = " +".join(f"({rx})" if k in wanted else rx for k, rx in enumerate(word_res))
     groups = rows.str.extract_groups(f"(?-u)^ *{words} *$").struct.unnest()
     if groups.null_count().row(0) != (0,) * groups.width:  # a fragment that is not one whole row
         return None
@@ -109,6 +127,38 @@ def _whole_rows(frags: pl.Series, cols: dict[str, int]) -> tuple[pl.DataFrame, p
         pl.when(pl.col("is_test")).then(pl.col("m")).otherwise(pl.col("m").str.strip_chars(" "))
     )
     return found, nums
+
+
+COLS = {
+    "size": 0,
+    "time.out-of-place": 5,
+    "algbw.out-of-place": 6,
+    "busbw.out-of-place": 7,
+    "time.in-place": 9,
+    "algbw.in-place": 10,
+    "busbw.in-place": 11,
+}
+"""Each series' word of a :data:`ROW_RE` row."""
+LEGACY_COLS = {name: k if k < 4 else k - 1 for name, k in COLS.items()}
+"""Each series' word of a :data:`LEGACY_ROW_RE` row."""
+
+
+def _legacy_tests(lines: pl.DataFrame, marks: pl.DataFrame) -> pl.Series | None:
+    """Per line of ``marks``, the test of a run header (:data:`RUN_HEAD`) among them: the last ``*_perf``
+    program named on a line before it (:data:`PERF_NAME_RE`), else :data:`UNNAMED_TEST`; null on other lines; None
+    without a run header."""
+    t = pl.col("text")
+    runs = marks.select(t.str.starts_with(RUN_HEAD)).to_series()
+    if not runs.any():
+        return None
+    named = lines.filter(t.str.contains("_perf", literal=True)).select(
+        "line", t.str.extract(PERF_NAME_RE).alias("name")
+    )
+    heads = marks.select("line").with_row_index("at").filter(runs)
+    by = heads.join_asof(named.drop_nulls().sort("line"), on="line", strategy="backward", allow_exact_matches=False)
+    names = by.get_column("name").fill_null(UNNAMED_TEST)
+    out = pl.Series("test", [None] * marks.height, pl.String)
+    return out.scatter(by.get_column("at"), names)
 
 
 UNITS = {"size": "bytes", **{f"{m}.{p}": u for m, u in METRICS for p in ("out-of-place", "in-place")}}
@@ -158,7 +208,9 @@ def _first_rank_lines(heads: pl.DataFrame) -> pl.DataFrame:
     the regex reads its later lines."""
     t, key = pl.col("text"), pl.col("key")
     keyed = heads.filter(lead_in(t, "#  ", "#  S")).select("line", "text", t.str.head(12).alias("key"))
-    first = keyed.filter(key.is_first_distinct()).filter(key.str.starts_with("#  Rank"))
+    first = keyed.filter(key.is_first_distinct()).filter(
+        key.str.starts_with("#  Rank") | key.str.starts_with("#   Rank")
+    )
     open_keys = first.filter(~key.str.contains(RANK_HEAD_RE)).get_column("key")
     if open_keys.len():  # a long rank number or wide spacing: keyed by the number ("\n" first: no head holds one)
         is_open = key.is_in(open_keys.implode())
@@ -199,18 +251,24 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     # the lines that name a test, its average or the version (``# A`` to ``# n``, no rank line: ``#  R``): the
     # regexes below see these few
     marks = heads.filter(lead_in(t, "# A", "# o"))
-    marks = marks.filter(t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version)"))
+    marks = marks.filter(
+        t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version|nThread \d+ nGpus)")
+    )
     test = _on_lines_starting(
         marks, "# Collective test starting: ", t.str.extract(r"^# Collective test starting: (\w+)")
     )
-    if not test.is_not_null().any():
-        return Parts("nccl_tests")
+    named = bool(test.is_not_null().any())
+    if not named:  # nccl-tests before 2.13: each run's header names no test
+        test = _legacy_tests(lines, marks)
+        if test is None:
+            return Parts("nccl_tests")
     # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line: no line of ``heads``)
     # and test headers (of ``marks``); picked first, so the NCCL tail is cut on these few lines only
-    is_test = t.str.starts_with("# Collective test starting: ")
-    cand = pl.concat([picked, marks.filter(is_test)]).sort("line")
+    is_test = t.str.starts_with("# Collective test starting: " if named else RUN_HEAD)
+    marks = marks.with_columns(test.alias("test"))
+    cand = pl.concat([picked.with_columns(pl.lit(None, pl.String).alias("test")), marks.filter(is_test)]).sort("line")
     nccl_tail = t.str.contains(" NCCL ", literal=True)
-    test_name = pl.lit(TEST_MARK) + t.str.slice(len("# Collective test starting: ")).str.extract(r"^(\w+)")
+    test_name = pl.lit(TEST_MARK) + pl.col("test")
     # each regex runs on the fragments it changes only (a when/then computes both branches on every row)
     frag = cand.get_column("text")
     for which, value in ((is_test, test_name), (~is_test & nccl_tail, t.str.replace(NCCL_TAIL_RE, ""))):
@@ -220,21 +278,14 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     cand = cand.with_columns(frag.alias("frag"))
     used = cand.select("line", "frag").drop_nulls("frag")
     # a row matched ROW_RE: its fields are its words (no capturing regex)
-    cols = {
-        "size": 0,
-        "time.out-of-place": 5,
-        "algbw.out-of-place": 6,
-        "busbw.out-of-place": 7,
-        "time.in-place": 9,
-        "algbw.in-place": 10,
-        "busbw.in-place": 11,
-    }
-    whole = _whole_rows(used.get_column("frag"), cols)
+    legacy = bool(heads.select(t.str.contains(LEGACY_HEAD_RE).any()).item())
+    row_re, word_res, cols = (LEGACY_ROW_RE, LEGACY_WORD_RES, LEGACY_COLS) if legacy else (ROW_RE, ROW_WORD_RES, COLS)
+    whole = _whole_rows(used.get_column("frag"), cols, word_res)
     if whole is not None:
         found, nums = whole
     else:
         stream = used.select(pl.col("frag").str.join(" ")).item()
-        found = pl.Series("m", [stream]).str.extract_all(ROW_RE).explode().drop_nulls().to_frame()
+        found = pl.Series("m", [stream]).str.extract_all(row_re).explode().drop_nulls().to_frame()
         found = found.with_columns(pl.col("m").str.starts_with(TEST_MARK).alias("is_test"))
     found = found.with_columns(
         pl.when(pl.col("is_test"))
@@ -245,7 +296,7 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     )
     rows = found.filter(~pl.col("is_test")).with_row_index("i")
     if whole is None:
-        nums = _row_numbers(rows.get_column("m"), cols)
+        nums = _row_numbers(rows.get_column("m"), cols, len(word_res))
     if nums is not None:
         g = rows.select("i", "test").hstack(nums)
     else:
@@ -275,6 +326,7 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         "nccl_tests": {
             "version": version.drop_nulls().first() if version.null_count() < version.len() else None,
             "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
+            "layout": "no root column (before 2.10)" if legacy else "current",
             "rows": rows.height,
             "ranks": ranks.drop("group").to_dicts(),
             "avg_busbw_GBps": dict(avg.drop_nulls().iter_rows()),

@@ -115,7 +115,7 @@ def is_log(path: Path, head: bytes) -> bool:
 
 GATES: dict[str, tuple[str, ...]] = {
     "nccl": (r" NCCL |CCL version",),
-    "nccl_tests": (r"^# Collective test starting",),
+    "nccl_tests": (r"^# (?:Collective test starting|nThread \d+ nGpus|nccl-tests version)",),
     # training.KIND_HINTS' literals, and training.ERROR_RE's literals and line starts (a bare "step" would admit every
     # nccl-tests header, a bare "Error" every nvidia-smi -q report; overflow lines alone give no training part)
     "training": (
