@@ -81,7 +81,11 @@ def test_reader_keeps_its_contract_on_mutated_inputs(
 
 
 FOUND = {
-    "otf2": (270000240,),  # a location ref of 2^64 - 1 as the thread id
+    "otf2": (
+        270000240,  # a location ref of 2^64 - 1 as the thread id
+        771230001549,  # a region description of di's with a category the model lacks
+    ),
+    "kineto": (771230001692,),  # a distributedInfo rank nested thousands deep (no repr)
     "log": (
         27,
         10000622,

@@ -91,7 +91,8 @@ def _dtype(name: Any) -> pl.DataType | None:
     got = getattr(pl, name, None) if isinstance(name, str) and name.isidentifier() else None
     dtype = got() if isinstance(got, type) and issubclass(got, pl.DataType) and not got.is_nested() else None
     if dtype is None or not _json_type(dtype):
-        raise ValueError(f"dtype {str(name)[:40]!r} is not one di writes")
+        shown = str(name)[:40] if isinstance(name, (str, int, float)) else f"(a JSON {type(name).__name__})"
+        raise ValueError(f"dtype {shown!r} is not one di writes")
     return dtype
 
 

@@ -116,6 +116,14 @@ def _events(
     return pl.DataFrame(cols), Nested(loc, start, end, parent, cols["instant"]), row
 
 
+def _brief(value: Any) -> str:
+    """A JSON value in at most 40 characters, an array or object by its kind: one nested thousands deep has no
+    repr (RecursionError)."""
+    if isinstance(value, (list, dict)):
+        return "(a JSON array)" if isinstance(value, list) else "(a JSON object)"
+    return str(value)[:40]
+
+
 def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: list[str]) -> tuple[int, str, int | None]:
     """(rank, where it came from, world size): an explicit option wins, then
     ``distributedInfo``, then the caller's fallback (file name, position)."""
@@ -125,7 +133,7 @@ def _rank(top: dict[str, Any], rank: int | None, rank_source: str, warnings: lis
     world = ws if isinstance(ws, int) and not isinstance(ws, bool) and 0 < ws < 2**31 else None
     own = info.get("rank")
     if own is not None and not (isinstance(own, int) and not isinstance(own, bool) and 0 <= own < 2**31):
-        warnings.append(f"distributedInfo rank {str(own)[:40]} ignored: not a rank")
+        warnings.append(f"distributedInfo rank {_brief(own)} ignored: not a rank")
         own = None
     if rank_source == "option" and rank is not None:
         if own is not None and own != rank:

@@ -122,7 +122,8 @@ def describe(cat: str, src_cat: str | None, instant: bool) -> str:
 
 
 def parse_description(text: str | None) -> dict[str, Any] | None:
-    """The dict :func:`describe` wrote, or None for any other description."""
+    """The dict :func:`describe` wrote, or None for any other description (one whose ``cat`` is no category of
+    the model, or whose ``src_cat`` is no string)."""
     if not text or not text.startswith(DESCRIPTION_PREFIX):
         return None
     import orjson
@@ -131,7 +132,12 @@ def parse_description(text: str | None) -> dict[str, Any] | None:
         got = orjson.loads(text[len(DESCRIPTION_PREFIX) :])
     except orjson.JSONDecodeError:
         return None
-    return got if isinstance(got, dict) and "cat" in got else None
+    if not isinstance(got, dict) or not isinstance(got.get("src_cat"), (str, type(None))):
+        return None
+    from di import schema
+
+    # a category the model lacks (a damaged or foreign description): the region's paradigm and role decide instead
+    return got if got.get("cat") in schema.polars_schema("events")["cat"].categories.to_list() else None
 
 
 COLLECTIVE_OPS = {
