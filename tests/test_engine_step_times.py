@@ -148,3 +148,14 @@ def test_a_training_log_alone_gives_its_step_times(tmp_path: Path) -> None:
     ).stdout
     assert "Step times per rank" in shown and "no program events in the window" in shown
     assert "Temporal breakdown" not in shown  # no empty table frames
+
+
+def test_the_report_shows_the_step_times_and_names_the_straggler() -> None:
+    from di.viewers.report import build_report
+
+    trace = straggler_job().build()
+    page, problems = build_report(trace, di.analyze(trace, per_step=True), plugins=False)
+    assert not problems
+    assert 'data-table="step_times"' in page
+    assert f"Rank {STRAGGLER}&#x27;s typical step (110.0 ms) is 10 % longer than the fastest rank" in page
+    assert f"step {HICCUP_STEP} on rank {STRAGGLER}, 82 % longer" in page

@@ -144,6 +144,7 @@ def builtin_panels() -> list[tuple[str, Panel]]:
         imbalance,
         io_stats,
         overlap,
+        step_times,
         summary,
         top_events,
         waits,
@@ -151,6 +152,7 @@ def builtin_panels() -> list[tuple[str, Panel]]:
 
     return [
         ("summary", summary.panel),
+        ("step_times", step_times.panel),
         ("breakdown", breakdown.panel),
         ("overlap", overlap.panel),
         ("imbalance", imbalance.panel),
