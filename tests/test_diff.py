@@ -299,3 +299,39 @@ def test_the_window_applies_to_both_runs():
         uneven.step_stat("delta", "mean_ns") == 0
         and row(uneven.kernels, name="gemm_128x128_kernel")["delta_mean_ns"] == 0
     )
+
+
+TRAIN_LINE = (
+    " iteration {i:>8}/    1000 | consumed samples: {s:>10} | elapsed time per iteration (ms): {ms:.1f} |"
+    " learning rate: 1.500E-04 | global batch size:     8 | lm loss: 6.5E+00 | tokens per second: {tps:.1f} |"
+)
+
+
+def test_two_training_logs_differ_by_their_counters(tmp_path):
+    """B's iterations take 1.25x A's and its throughput is 0.8x: the step time and both series say so."""
+    paths = []
+    for name, scale in (("a", 1.0), ("b", 1.25)):
+        p = tmp_path / f"train_{name}.log"
+        p.write_text(
+            "\n".join(
+                TRAIN_LINE.format(i=10 * (k + 1), s=80 * (k + 1), ms=1000 * scale, tps=8000 / scale) for k in range(6)
+            )
+            + "\n"
+        )
+        paths.append(p)
+    d = diff(*(di.load(p) for p in paths))
+    assert d.step_stat("b", "mean_ns") == 1.25 * d.step_stat("a", "mean_ns")
+    tps = row(d.counters, name="tokens_per_s")
+    assert (tps["unit"], tps["a_mean"], tps["b_mean"]) == ("tokens/s", 8000.0, 6400.0)
+    assert tps["rel_mean"] == pytest.approx(-0.2)
+    step = row(d.counters, name="step_time")
+    assert step["rel_mean"] == pytest.approx(0.25) and step["a_samples"] == step["b_samples"] == 6
+    assert row(d.counters, name="loss")["delta_mean"] == 0
+    rel = [abs(r) for r in d.counters.get_column("rel_mean").drop_nulls().to_list()]
+    assert rel == sorted(rel, reverse=True)
+    doc = to_json(d, inputs=("a", "b"))
+    validate(doc)
+    assert {c["name"] for c in doc["counters"]} >= {"tokens_per_s", "step_time", "loss", "lr"}
+    from di.viewers.diff.page import build_page
+
+    assert 'data-table="counters"' in build_page(d)

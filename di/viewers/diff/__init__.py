@@ -5,7 +5,7 @@ reads their events tables; every table of the :class:`Diff` puts A's rows
 beside B's (:mod:`di.viewers.diff.sides`: ``a_X``, ``b_X``, ``delta_X = b_X - a_X``),
 times in int64 ns. Definitions live in the modules:
 
-- :mod:`di.viewers.diff.results`: step time, breakdown, overlap, critical path;
+- :mod:`di.viewers.diff.results`: step time, breakdown, overlap, critical path, counters;
 - :mod:`di.viewers.diff.names`: kernels and operators by name, kernels by launch stack;
 - :mod:`di.viewers.diff.collectives`: collectives by op and size, algbw and busbw.
 
@@ -53,6 +53,8 @@ class Diff:
         kernel_stacks: stack, op, status, a/b count, total_ns, mean_ns, names, delta_ns.
         ops: name, cat, status, a/b count, total_ns, mean_ns, delta_ns.
         collectives: op, bytes, a/b parts, calls, ranks, total_ns, mean_ns, algbw_gbps, busbw_gbps, delta_ns, busbw_factor.
+        counters: rank, location, name, unit, a/b samples, mean, max, last, delta_mean, rel_mean
+            (:func:`di.viewers.diff.results.counters_table`).
         window: the window text; notes: what the reader must know to read the numbers right.
     """
 
@@ -67,6 +69,7 @@ class Diff:
     kernel_stacks: pl.DataFrame
     ops: pl.DataFrame
     collectives: pl.DataFrame
+    counters: pl.DataFrame
     window: str = "all"
     notes: list[str] = field(default_factory=list)
 
@@ -129,6 +132,7 @@ def diff(a: Trace, b: Trace, *, window: Window | str | None = None) -> Diff:
         kernel_stacks=stacks,
         ops=_named(*(names.by_name(o) for o in ops)),
         collectives=coll,
+        counters=results.counters_table(*res),
         window=win.text,
         notes=_notes(res, kev),
     )

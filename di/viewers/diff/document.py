@@ -57,6 +57,7 @@ def to_json(d: Diff, *, inputs: tuple[str, str]) -> dict[str, Any]:
         "kernel_stacks": _rows(d.kernel_stacks),
         "ops": _rows(d.ops),
         "collectives": _rows(d.collectives),
+        "counters": _rows(d.counters),
         "bandwidth": {"algbw": ALGBW_FORMULA, "busbw": BUSBW_FORMULA, "factors": dict(BUSBW_FACTORS)},
         "notes": list(d.notes),
     }

@@ -57,6 +57,7 @@ def build_page(d: Diff, *, names: tuple[str, str] = ("A", "B")) -> str:
             _stacks(d),
             _named(d.ops, "ops", "Operators (CPU) by name"),
             _collectives(d),
+            _counters(d),
             _breakdown(d),
             _path(d),
         )
@@ -252,6 +253,32 @@ def _collectives(d: Diff) -> Section | None:
     ]
     note = f'<p class="note">{html.escape(ALGBW_FORMULA)}.<br>{html.escape(BUSBW_FORMULA)}.</p>'
     return Section("collectives", "Collectives by op and message size", table("collectives", cols, rows) + note)
+
+
+def _counters(d: Diff) -> Section | None:
+    c = d.counters
+    if not c.height:
+        return None
+    rows = [
+        (
+            r["location"] or "",
+            r["name"],
+            r["unit"] or "",
+            num(r["a_samples"]),
+            num(r["b_samples"]),
+            num(r["a_mean"], "{:,.4g}"),
+            num(r["b_mean"], "{:,.4g}"),
+            pct(r["rel_mean"]),
+            num(r["a_max"], "{:,.4g}"),
+            num(r["b_max"], "{:,.4g}"),
+        )
+        for r in c.head(ROWS).iter_rows(named=True)
+    ]
+    cols = ["where", "counter", "unit", "a_samples", "b_samples", "a_mean", "b_mean", "rel_mean", "a_max", "b_max"]
+    note = (
+        '<p class="note">Mean over the window (cumulative counters as rates per second); rel_mean = (B - A) / |A|.</p>'
+    )
+    return Section("counters", "Counters", table("counters", cols, rows) + note)
 
 
 def _breakdown(d: Diff) -> Section | None:

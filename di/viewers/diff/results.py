@@ -8,6 +8,10 @@
 - **Overlap**: per rank and pair, the ratio and its parts (:mod:`di.engine.overlap`).
 - **Critical path**: its length, and its composition by category and by name
   (``contrib_ns``, ``share``) (:mod:`di.engine.critical_path`).
+- **Counters**: per counter series, matched by rank, timeline name, series name and unit (ids differ between
+  runs), each run's samples, mean, max and last value over the window (:mod:`di.engine.counters`, cumulative
+  counters as rates) and the change of the mean, ``delta_mean`` and ``rel_mean`` (over A's mean; null where that
+  is 0 or missing), the largest relative change first.
 """
 
 from __future__ import annotations
@@ -140,3 +144,25 @@ def critical_path_tables(a: Analysis, b: Analysis) -> tuple[dict[str, int | None
         )
         tables.append(by_change(t.rename({"delta_contrib_ns": "delta_ns"}), "delta_ns", col))
     return summary, tables[0], tables[1]
+
+
+COUNTER_KEY = ("rank", "location", "name", "unit")
+
+
+def counters_table(a: Analysis, b: Analysis) -> pl.DataFrame:
+    """rank, location, name, unit; a/b samples, mean, max, last; delta_mean, rel_mean (see the module docstring)."""
+    from di.engine.counters import COLUMNS
+
+    def side(r: Analysis) -> pl.DataFrame:
+        c = r.counters if r.counters is not None else pl.DataFrame(schema=COLUMNS)
+        return c.select(*COUNTER_KEY, "samples", "mean", "max", "last")
+
+    t = side_by_side(
+        side(a), side(b), list(COUNTER_KEY), totals=["samples"], values=["mean", "max", "last"], deltas=["mean"]
+    )
+    t = t.with_columns(
+        pl.when(pl.col("a_mean") != 0).then(pl.col("delta_mean") / pl.col("a_mean").abs()).alias("rel_mean")
+    )
+    return t.sort(
+        pl.col("rel_mean").abs(), *COUNTER_KEY, descending=[True, False, False, False, False], nulls_last=True
+    )

@@ -87,6 +87,7 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
     _stacks(console, d)
     _named(console, d.ops, "Operators by name (CPU)")
     _collectives(console, d)
+    _counters(console, d)
     _breakdown(console, d)
     _path(console, d)
 
@@ -220,6 +221,30 @@ def _collectives(console: Any, d: Diff) -> None:
     console.print(f"[dim]{ALGBW_FORMULA}; {BUSBW_FORMULA}[/dim]", soft_wrap=True)
 
 
+def _counters(console: Any, d: Diff) -> None:
+    c = d.counters.filter((pl.col("delta_mean") != 0) | pl.col("delta_mean").is_null())
+    if not c.height:
+        console.print("Counters: " + ("no change" if d.counters.height else "none in either run"))
+        return
+    t = _table(
+        "Counters (A→B, mean over the window; largest change first)", "where", "counter", "unit", "mean", "Δ", "max"
+    )
+    for r in c.head(TOP).iter_rows(named=True):
+        t.add_row(
+            _cut(r["location"], 24),
+            _cut(r["name"], 40),
+            r["unit"] or "",
+            f"{_val(r['a_mean'])}→{_val(r['b_mean'])}",
+            _rel(r["a_mean"], r["b_mean"]),
+            f"{_val(r['a_max'])}→{_val(r['b_max'])}",
+        )
+    console.print(t)
+
+
+def _val(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.4g}"
+
+
 def _breakdown(console: Any, d: Diff) -> None:
     from di.viewers.diff.results import breakdown_totals
 
@@ -285,7 +310,7 @@ def _table(title: str, *cols: str) -> Any:
     t = Table(title=title, title_justify="left")
     for i, c in enumerate(cols):
         text = c in ("name", "A name", "B name", "launched from")
-        left = text or i == 0 or c in ("status", "state", "pair", "op", "kind", "where")
+        left = text or i == 0 or c in ("status", "state", "pair", "op", "kind", "where", "counter", "unit")
         t.add_column(c, justify="left" if left else "right", overflow="fold", min_width=20 if text else None)
     return t
 
