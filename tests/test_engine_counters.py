@@ -102,7 +102,7 @@ def test_the_same_counters_under_mpiexec(window: str, tmp_path: Path) -> None:
     assert docs[0] == docs[1] and len(docs[0]) == 2 * RANKS
 
 
-NCCL_TESTS = """# nccl-tests all_reduce_perf
+NCCL_TESTS = """# nThread 1 nGpus 8 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
 #                                                              out-of-place                       in-place
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
