@@ -129,7 +129,7 @@ GATES: dict[str, tuple[str, ...]] = {
     "nvidia_smi": (
         r"NVSMI LOG",
         r"^\d{4}/\d\d/\d\d \d\d:",
-        r"^[^\S\n]*#[^\S\n]*(?:Date[^\S\n]+Time[^\S\n]+)?gpu[^\S\n]",
+        r"^[^\S\n]*#[^\S\n]*(?:(?:Date[^\S\n]+)?Time[^\S\n]+)?gpu[^\S\n]",
         r"^#[^\S\n]*Entity[^\S\n]",
         r"^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
     ),

@@ -43,7 +43,8 @@ from di.convert.logs.text import lead_in
 
 __all__ = ["UNITS", "parse_smi", "sniff_smi"]
 
-DMON_RE = r"^#\s*(?:Date\s+Time\s+)?gpu\s+\S+"
+DMON_RE = r"^#\s*(?:(?:Date\s+)?Time\s+)?gpu\s+\S+"
+"""A dmon/pmon header: ``-o DT`` puts ``Date Time`` before ``gpu``, ``-o T`` ``Time`` alone."""
 QLOG_RE = r"^=+NVSMI LOG=+$"
 BANNER_RE = r"^(?:# \$ nvidia-smi\b|\| NVIDIA-SMI \d|NVIDIA System Management Interface)"
 """A capture's command banner, the default table's title, ``nvidia-smi -h``'s first line."""
@@ -115,25 +116,28 @@ def _kinds(lines: pl.DataFrame) -> _Kinds:
     )
 
 
-def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
+def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> tuple[pl.DataFrame, pl.Series]:
     """dmon/pmon tables (their headers and unit lines among ``kinds.hashed`` and ``kinds.indented``, their rows among
     ``kinds.digits`` and ``kinds.indented``, not the ``csv_rows``: lines of --query-gpu CSV that start with a
-    digit)."""
+    digit), and the lines of their headers and unit lines."""
     # a header names the gpu column, a unit line says Idx: a literal search first
     marks = pl.concat([kinds.hashed, kinds.indented.filter("hash").drop("hash")])
     marks = marks.filter(pl.col("text").str.contains_any(["gpu", "Idx"])).sort("line")
     marks = marks.with_columns(pl.col("text").str.strip_chars().alias("t"))
     heads = marks.filter(pl.col("t").str.contains(DMON_RE))
     if not heads.height:
-        return pl.DataFrame()
+        return pl.DataFrame(), pl.Series("line", [], pl.UInt32)
     # a table (block, from 1) runs from its header to the next: the headers at or before a line (lines are in order)
     at = heads.get_column("line").to_numpy()
     words = pl.col("t").str.replace(r"^#\s*", "").str.extract_all(r"\S+")
     heads = heads.select(words.alias("fields"))
-    units = marks.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+\S+\s+)?Idx\b"))
+    units = marks.filter(pl.col("t").str.contains(r"^#\s*(?:\S+\s+){0,2}Idx\b"))  # -o T: a time before Idx
     units = units.select(
-        pl.Series("block", np.searchsorted(at, units.get_column("line").to_numpy(), "right")), words.alias("units")
+        "line",
+        pl.Series("block", np.searchsorted(at, units.get_column("line").to_numpy(), "right")),
+        words.alias("units"),
     ).unique("block", keep="first", maintain_order=True)  # (one unit line a table)
+    read_lines = pl.concat([pl.Series("line", at, pl.UInt32), units.get_column("line").cast(pl.UInt32)])
     # one row per (table, field): its name, unit and tool; a cell finds its row at its table's first + its index
     n = np.concatenate([[0], heads.select(pl.col("fields").list.len()).to_series().to_numpy().astype(np.int64)])
     f0 = np.concatenate([[0], np.cumsum(n)[:-1]])
@@ -219,13 +223,15 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
     held[r] = True
     k = np.zeros(rows.height, np.int64)
     k[held] = per_row.filter(pl.Series(held)).select(pl.int_range(pl.len()).over("block", "gpu", "pid")).to_series()
-    per_row = per_row.with_columns(
-        pl.coalesce(
-            pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns")
-            if (per_row.get_column("dt") != "").any()
-            else pl.lit(None, pl.Int64),
-            pl.Series(k) * DMON_INTERVAL_NS,
-        ).alias("ts")
+    dated = (per_row.get_column("dt") != "").any()
+    absolute = (
+        pl.col("dt").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="ns").dt.epoch("ns")
+        if dated
+        else pl.lit(None, pl.Int64)
+    )
+    per_row = per_row.with_columns(absolute.alias("abs_ts")).with_columns(
+        pl.coalesce("abs_ts", _time_of_day("dt") if dated else None, pl.Series(k) * DMON_INTERVAL_NS).alias("ts"),
+        pl.col("abs_ts").is_not_null().alias("abs"),
     )
     # pmon.<field> (pid <pid>), dmon.<field>: a pmon row has a pid, a dmon row none; the unit: the header's where it
     # is one of these, else the value's. One select of gathers from the per-field and per-row columns
@@ -236,15 +242,25 @@ def _dmon(kinds: _Kinds, csv_rows: np.ndarray) -> pl.DataFrame:
     )
     hunit = of_field("hunit")
     header = hunit.is_in(["%", "W", "C", "MHz", "MB", "MiB"]).fill_null(False)
-    return read.with_columns(pl.Series("f", f), pl.Series("r", r)).select(
+    out = read.with_columns(pl.Series("f", f), pl.Series("r", r)).select(
         of_row("gpu").alias("gpu"),
         pl.lit(None, pl.String).alias("host"),
         of_row("ts").alias("ts"),
+        of_row("abs").alias("abs"),
         name.alias("series"),
         pl.when(header).then(hunit).otherwise("vunit").alias("unit"),
         "value",
         of_row("line").alias("line"),
     )
+    return out, read_lines
+
+
+def _time_of_day(col: str) -> pl.Expr:
+    """dmon ``-o T``'s ``HH:MM:SS`` (no date) as ns from the first row's midnight: a time earlier than the row before
+    it is on the next day (dmon samples every few seconds, so it never skips a whole day)."""
+    t = pl.col(col).str.to_time("%H:%M:%S", strict=False).cast(pl.Int64)  # ns since midnight
+    days = (t < t.shift(1)).fill_null(False).cum_sum().cast(pl.Int64)
+    return t + days * 86_400_000_000_000
 
 
 DCGMI_HEADER_RE = r"^#\s*Entity\s+\S"
@@ -342,6 +358,7 @@ def _dcgmi(lines: pl.DataFrame, hashed: pl.DataFrame) -> tuple[pl.DataFrame, int
         pl.when(pl.col("entity") == "GPU").then(pl.col("id").cast(pl.Int64)).alias("gpu"),
         pl.lit(None, pl.String).alias("host"),
         (pl.col("k") * DMON_INTERVAL_NS).alias("ts"),
+        pl.lit(False).alias("abs"),
         name.alias("series"),
         pl.coalesce(pl.col("fields").replace_strict(DCGMI_UNITS, default=None, return_dtype=pl.String), "vunit").alias(
             "unit"
@@ -418,11 +435,14 @@ def _key_values(text: pl.Series) -> pl.DataFrame:
     return out
 
 
-def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
+def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> tuple[pl.DataFrame, pl.Series]:
+    """``-q`` reports' numeric values per GPU, and every line of the reports (nvidia-smi's own, names and states
+    included: read, though only numbers make series)."""
     t = pl.col("text")
     df = _reports(lines, kinds)
     if not df.height:
-        return pl.DataFrame()
+        return pl.DataFrame(), pl.Series("line", [], pl.UInt32)
+    report_lines = df.get_column("line").cast(pl.UInt32)
     num = pl.col("v").str.extract_groups(NUM_RE)
     # what a line says, worked out once per distinct line (a report's lines repeat from sample to sample); only the
     # lines that say something (a value, a GPU block's head, a section, the time) are kept
@@ -481,15 +501,17 @@ def _qlog(lines: pl.DataFrame, kinds: _Kinds) -> pl.DataFrame:
     name = pl.concat_str(
         pl.lit("q"), pl.when(~pl.col("shallow")).then("section"), "k", separator=".", ignore_nulls=True
     )
-    return q.select(
+    out = q.select(
         "gpu",
         pl.lit(None, pl.String).alias("host"),
         pl.col("ts").fill_null(0),
+        pl.col("ts").is_not_null().alias("abs"),
         name.alias("series"),
         pl.col("vunit").alias("unit"),
         "value",
         "line",
     )
+    return out, report_lines
 
 
 def parse_smi(lines: pl.DataFrame) -> Parts:
@@ -498,10 +520,12 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
     kinds = _kinds(lines)
     csv, na, csv_rows = parse_query_gpu(kinds.comma)
     dcgmi, dcgmi_na, dcgmi_lines = _dcgmi(lines, kinds.hashed)
+    dmon, dmon_lines = _dmon(kinds, csv_rows)
+    q, q_lines = _qlog(lines, kinds)
     tables = {
-        "query_gpu": csv,
-        "dmon_pmon": _dmon(kinds, csv_rows),
-        "q": _qlog(lines, kinds),
+        "query_gpu": csv.with_columns(pl.col("ts").is_not_null().alias("abs")) if csv.height else csv,
+        "dmon_pmon": dmon,
+        "q": q,
         "dcgmi_dmon": dcgmi,
     }
     parts = [f for f in tables.values() if f.height]
@@ -509,10 +533,16 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
         return Parts("nvidia_smi")
     # a dcgmi table whose every value is N/A (fields DCGM cannot read on that GPU) is read, with no series
     found = [n for n, f in tables.items() if f.height or (n == "dcgmi_dmon" and dcgmi_lines.len())]
-    cols = {"gpu": pl.Int64, "host": pl.String, "ts": pl.Int64, "series": pl.String, "unit": pl.String}
-    cols |= {"value": pl.Float64, "line": pl.UInt32}
+    cols = {"gpu": pl.Int64, "host": pl.String, "ts": pl.Int64, "abs": pl.Boolean, "series": pl.String}
+    cols |= {"unit": pl.String, "value": pl.Float64, "line": pl.UInt32}
     s = pl.concat([p.select(pl.col(c).cast(t) for c, t in cols.items()) for p in parts] or [pl.DataFrame(schema=cols)])
-    epoch = bool(csv.height and csv.get_column("ts").is_not_null().all()) and not any(p is not csv for p in parts)
+    # one clock per log: absolute where every reading has a date and time (--query-gpu's timestamp, dmon -o DT, -q's
+    # Timestamp); else relative, the dated readings from the first of them (dmon without -o DT counts seconds from 0)
+    absolute = s.get_column("abs")
+    epoch = bool(s.height) and bool(absolute.all())
+    base = None if epoch or not absolute.any() else int(s.filter("abs").get_column("ts").min())
+    if base is not None:
+        s = s.with_columns(pl.when("abs").then(pl.col("ts") - base).otherwise("ts").alias("ts"))
     s = s.with_columns(pl.col("ts").fill_null(pl.col("line").cast(pl.Int64)), pl.col("gpu").fill_null(0))
     gpus = s.get_column("gpu").unique()  # each track's name written once
     if not s.height:
@@ -539,8 +569,11 @@ def parse_smi(lines: pl.DataFrame) -> Parts:
             "time": "timestamps" if epoch else "relative",
         }
     }
+    if base is not None:  # the readings' own dates, for whoever needs them: base + the sample's time
+        info["nvidia_smi"]["dated_from_ns"] = base
     read = np.zeros(int(lines.get_column("line").max()) + 1, np.bool_)
     read[s.get_column("line").to_numpy()] = True
-    read[dcgmi_lines.to_numpy()] = True
+    for also in (dcgmi_lines, dmon_lines, q_lines):  # headers, unit lines, a report's non-numeric lines
+        read[also.to_numpy()] = True
     claimed = pl.Series("line", np.flatnonzero(read), pl.UInt32)
     return Parts("nvidia_smi", samples=samples, claimed=claimed, info=info, epoch=epoch)
