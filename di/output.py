@@ -346,8 +346,8 @@ def _write_json(path: Path, doc: dict[str, object]) -> None:
 def clean_leftovers(target: Path) -> list[Path]:
     """Remove what killed runs of this host left beside ``target``; returns the removed paths.
 
-    A staged output (``.NAME.di-tmp.HOST.PID``) of a process that no longer runs
-    is removed; an old output moved aside (``.NAME.di-old.HOST.PID``) is put
+    A staged output (``.NAME.di-tmp.HOST.PID``, or a journal's ``..NAME.di-swap.di-tmp.HOST.PID``) of a process
+    that no longer runs is removed; an old output moved aside (``.NAME.di-old.HOST.PID``) is put
     back when ``target`` is missing, else removed; a journal is finished.
     """
     removed: list[Path] = []
@@ -355,12 +355,13 @@ def clean_leftovers(target: Path) -> list[Path]:
     if not parent.is_dir():
         return removed
     finish_swap(target)
-    prefix = f".{target.name}."
+    # the target's staged outputs, and those of its journal (a run killed while writing the journal leaves one)
+    prefixes = (f".{target.name}.", f".{_journal(target).name}.")
     try:
-        siblings = [p for p in parent.iterdir() if p.name.startswith(prefix)]
+        siblings = [(p, pre) for p in parent.iterdir() for pre in prefixes if p.name.startswith(pre)]
     except OSError:
         return removed
-    for p in siblings:
+    for p, prefix in siblings:
         tag, host, pid = _parse_leftover(p.name[len(prefix) :])
         if tag is None or host != _HOST or _alive(pid):
             continue

@@ -144,6 +144,11 @@ def test_leftovers_of_dead_runs_are_removed_and_an_old_output_moved_aside_is_put
     (aside / "meta.json").write_text("{}")
     clean_leftovers(store)
     assert (store / "meta.json").read_text() == "{}" and not aside.exists()
+    # a run killed while writing the journal of a part-by-part replacement leaves the journal's own staged file
+    archive = tmp_path / "z.otf2"
+    journal_tmp = tmp_path / f"..z.otf2.di-swap.{staged_name(archive).name.split('.', 3)[-1].rsplit('.', 1)[0]}.{dead}"
+    journal_tmp.write_text("{")
+    assert clean_leftovers(archive) == [journal_tmp] and _leftovers(tmp_path) == []
 
 
 def test_replace_parts_finishes_after_a_kill_between_moves(tmp_path: Path) -> None:
