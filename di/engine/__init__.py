@@ -15,7 +15,8 @@ together; the modules hold the definitions:
   :mod:`di.engine.gpu_clocks` (GPU clocks, power and temperature during each kernel, from counter series),
   :mod:`di.engine.gpu_step_clocks` (the same during each step),
   :mod:`di.engine.step_times` (each rank's step durations: median, p90, slowest, slow steps),
-  :mod:`di.engine.counters` (each counter series' samples, min, mean, max and last value in the window).
+  :mod:`di.engine.counters` (each counter series' samples, min, mean, max and last value in the window),
+  :mod:`di.engine.communicators` (each communicator's ranks, hosts, channels and transports; the whole trace).
 
 Compile cost: every numba kernel here is compiled on a command's first run
 (0.1 to 0.5 CPU-s each, once per signature) before the cache serves it, so
@@ -58,6 +59,8 @@ class Analysis:
             (run with ``gpu_clocks``), see :mod:`di.engine.gpu_step_clocks`.
         counters: per counter series with samples in the window, its count, min, mean, max and last value
             (cumulative counters as rates), see :mod:`di.engine.counters`.
+        communicators: per communicator, its members, hosts, NCCL version, channels and the transports inside
+            and across nodes (always computed, over the whole trace), see :mod:`di.engine.communicators`.
         step_times: per rank, its steps' count, median, p90, longest and slow ones (always computed: the steps
             are), see :mod:`di.engine.step_times`.
         per_step: whether breakdown/overlap/imbalance/wait states carry one row per step.
@@ -74,6 +77,7 @@ class Analysis:
     gpu_step_clocks: pl.DataFrame | None = None
     counters: pl.DataFrame | None = None
     step_times: pl.DataFrame | None = None
+    communicators: pl.DataFrame | None = None
     per_step: bool = False
     window: str = "all"
     seconds: dict[str, float] = field(default_factory=dict)
@@ -120,6 +124,9 @@ def analyze(
     from di.engine.step_times import step_times
 
     out["step_times"] = step_times(frame.steps)
+    from di.engine.communicators import communicators
+
+    out["communicators"] = communicators(frame.trace)
     return Analysis(steps=frame.steps, per_step=per_step, window=win.text, seconds=seconds, **out)
 
 

@@ -138,6 +138,10 @@ def analyze_with(
         local["gpu_step_clocks"] = steps.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
     if "counters" in analyses:
         local["counters"] = _counters(part, frame, ex)
+    if ex.rank == 0:  # every part holds the whole comms and comm_links
+        from di.engine.communicators import communicators
+
+        local["communicators"] = communicators(part.trace)
     seconds["local"] = time.perf_counter() - t0
     cp = None
     if "critical_path" in analyses:
@@ -243,5 +247,6 @@ def _assemble(
     from di.engine.step_times import step_times
 
     out["step_times"] = step_times(steps)
+    out["communicators"] = cat("communicators")
     order = {name: seconds.get(name, 0.0) for name in ("prepare", "local", "critical_path")}
     return Analysis(steps=steps, per_step=per_step, window=win.text, seconds=order, **out)

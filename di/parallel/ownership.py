@@ -318,6 +318,8 @@ def _build(
         "flows": remap(tables["flows"], ("src", "dst")),
         "series": tables["series"],
         "samples": tables["samples"].drop(ROW),
+        # whole in every part (small: per communicator and channel)
+        **{name: tables[name] for name in ("comms", "comm_links") if name in tables},
     }
     trace = Trace(**{n: conform(n, df) for n, df in built.items()}, meta=meta)
     return trace, global_row, own, src

@@ -64,6 +64,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
         "gpu_step_clocks": result.gpu_step_clocks.to_dicts() if result.gpu_step_clocks is not None else [],
         "step_times": result.step_times.to_dicts() if result.step_times is not None else [],
         "counters": result.counters.to_dicts() if result.counters is not None else [],
+        "communicators": result.communicators.to_dicts() if result.communicators is not None else [],
         "seconds": result.seconds,
     }
     return doc
@@ -116,7 +117,8 @@ def is_csv_folder(path: Path) -> bool:
 
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
     """One CSV per table (steps, step_times, breakdown, overlap, imbalance, wait_states, gpu_clocks and
-    gpu_step_clocks where the trace has GPU clock series, counters where it has samples, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
+    gpu_step_clocks where the trace has GPU clock series, counters where it has samples, communicators where it has
+    some, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
 
     Returns:
         The files written, under ``folder``.
@@ -135,6 +137,9 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
         if result.gpu_step_clocks is not None and result.gpu_step_clocks.height
         else None,
         "counters": result.counters if result.counters is not None and result.counters.height else None,
+        "communicators": result.communicators
+        if result.communicators is not None and result.communicators.height
+        else None,
     }
     for k, v in (result.critical_path or {}).items():
         if isinstance(v, pl.DataFrame):

@@ -40,7 +40,7 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
     if result.breakdown is not None and not result.breakdown.height:
         console.print(
             "Breakdown, overlap, wait states, critical path: no program events in the window (a text log alone "
-            "has none: its steps and counters are what it gives)"
+            "has none: its steps, counters and communicators are what it gives)"
         )
     else:
         _render_breakdown(result, console)
@@ -50,7 +50,50 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
     _render_imbalance(result, console)
     _render_clocks(result, console)
     _render_step_clocks(result, console)
+    _render_communicators(result, console)
     _render_counters(result, console)
+
+
+COMMS_SHOWN = 12
+
+
+def _render_communicators(result: Analysis, console: Any) -> None:
+    """Each communicator's ranks, hosts, channels and transports, then what looks wrong in them."""
+    from rich.table import Table
+
+    c = result.communicators
+    if c is None or not c.height:
+        return
+    more = f"; {c.height - COMMS_SHOWN} more in --csv/--json" if c.height > COMMS_SHOWN else ""
+    t = Table(title=f"Communicators (connections per transport as NCCL printed it{more})")
+    for col in ("comm", "NCCL", "ranks", "hosts", "channels", "inside a node", "across nodes"):
+        t.add_column(col, justify="right" if col in ("ranks", "hosts", "channels") else "left", overflow="fold")
+    for r in (
+        c.sort("nranks", "comm", descending=[True, False], nulls_last=True).head(COMMS_SHOWN).iter_rows(named=True)
+    ):
+        t.add_row(
+            r["comm"],
+            r["version"] or "",
+            f"{r['members']}/{r['nranks'] if r['nranks'] is not None else '?'}",
+            str(r["hosts"]),
+            "" if r["nchannels"] is None else str(r["nchannels"]),
+            r["intra_node"] or "—",
+            r["inter_node"] or "—",
+        )
+    console.print(t)
+    for r in c.iter_rows(named=True):
+        if r["socket_links"]:
+            console.print(
+                f"comm {r['comm']}: {r['socket_links']} connections across nodes over TCP sockets (NET/Socket): NCCL "
+                "used no InfiniBand/RoCE (NCCL_IB_DISABLE, NCCL_IB_HCA, or no IB driver in the container?)"
+            )
+        if r["shm_links"]:
+            console.print(
+                f"comm {r['comm']}: {r['shm_links']} connections inside a node through host memory (SHM): no GPU "
+                "peer access (NCCL_P2P_DISABLE, PCIe ACS, or a container without IPC?)"
+            )
+        if r["init_incomplete"]:
+            console.print(f"comm {r['comm']}: {r['init_incomplete']} members started their init and never completed it")
 
 
 def _num(x: float | None) -> str:

@@ -137,6 +137,7 @@ def builtin_panels() -> list[tuple[str, Panel]]:
     """The built-in panels in page order, as (name, function)."""
     from di.viewers.report import (
         breakdown,
+        communicators,
         counters,
         critical_path,
         files,
@@ -162,6 +163,7 @@ def builtin_panels() -> list[tuple[str, Panel]]:
         ("wait_states", waits.panel),
         ("io", files.panel),
         ("io_stats", io_stats.panel),
+        ("communicators", communicators.panel),
         ("counters", counters.panel),
     ]
 
