@@ -122,3 +122,41 @@ def test_a_logs_growing_series_stay_readings(tmp_path: Path) -> None:
     assert (size["unit"], size["samples"], size["min"], size["max"]) == ("bytes", 3, 1048576.0, 4194304.0)
     busbw = got.filter(pl.col("name").str.contains("busbw.out-of-place")).row(0, named=True)
     assert (busbw["unit"], busbw["max"], busbw["last"]) == ("GB/s", 41.94, 41.94)
+
+
+MEGATRON = (
+    " iteration {i:>8}/    1000 | consumed samples: {s:>10} | elapsed time per iteration (ms): 1000.0 |"
+    " learning rate: 1.500E-04 | global batch size:     8 | lm loss: {loss} | grad norm: {gn} |"
+)
+
+
+def test_nan_and_infinite_readings_are_counted_and_the_json_stays_json(tmp_path: Path) -> None:
+    """A diverged step logs ``lm loss: nan``, an overflowed one ``grad norm: inf``: the statistics are of the finite
+    readings, the others counted, and the analysis JSON holds no NaN (which no strict JSON reader accepts)."""
+    log = tmp_path / "train.log"
+    rows = [("6.0", "1.0"), ("5.0", "2.0"), ("nan", "3.0"), ("4.0", "inf")]
+    log.write_text(
+        "\n".join(MEGATRON.format(i=10 * (k + 1), s=80 * (k + 1), loss=a, gn=b) for k, (a, b) in enumerate(rows)) + "\n"
+    )
+    got = {r["name"]: r for r in di.analyze(di.load(log), analyses=("counters",)).counters.iter_rows(named=True)}
+    assert (got["loss"]["samples"], got["loss"]["nonfinite"], got["loss"]["mean"], got["loss"]["last"]) == (
+        4,
+        1,
+        5.0,
+        4.0,
+    )
+    assert (got["grad_norm"]["nonfinite"], got["grad_norm"]["max"], got["grad_norm"]["last"]) == (1, 3.0, 3.0)
+    out = tmp_path / "r.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "di", "analyze", str(log), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+    def no_constant(name: str) -> None:
+        raise AssertionError(f"{name} in the analysis JSON")
+
+    doc = json.loads(out.read_text(), parse_constant=no_constant)
+    assert {c["name"]: c["nonfinite"] for c in doc["counters"]}["loss"] == 1

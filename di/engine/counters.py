@@ -14,9 +14,10 @@ Definitions:
 - **The window's samples**: all for the whole trace; for ``time=T0:T1`` those with ``ts_ns`` in ``[lo, hi)``
   (:func:`di.engine.window.time_bounds`); for ``steps=`` those from the first selected step's start to the last
   one's end (``span``), none without steps. Rates come from all samples, then the window picks.
-- Per series: ``samples`` (count), ``min``, ``mean`` (of the samples, not weighted by time), ``max``, ``last``
-  (the value of the latest sample), ``first_ns``/``last_ns`` (its first and latest sample's time); ``rank`` and
-  ``location`` (the name) of its timeline.
+- Per series: ``samples`` (count), ``nonfinite`` (those that are NaN or infinite: a log's ``loss: nan``, an
+  overflowed ``grad norm: inf``), ``min``, ``mean`` (of the samples, not weighted by time), ``max`` and ``last``
+  (the latest one's value), all four of the finite samples (null where none is), ``first_ns``/``last_ns`` (its
+  first and latest sample's time); ``rank`` and ``location`` (the name) of its timeline.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ COLUMNS = {
     "name": pl.String,
     "unit": pl.String,
     "samples": pl.Int64,
+    "nonfinite": pl.Int64,
     "min": pl.Float64,
     "mean": pl.Float64,
     "max": pl.Float64,
@@ -128,12 +130,14 @@ def counter_stats(trace: Trace, span: tuple[int, int] | None) -> pl.DataFrame:
     series, samples = as_rates(trace.series, trace.samples, text_log_locations(trace))
     if span is not None:
         samples = samples.filter((pl.col("ts_ns") >= span[0]) & (pl.col("ts_ns") < span[1]))
+    finite = pl.col("value").filter(pl.col("value").is_finite())
     stats = samples.group_by("series").agg(
         pl.len().alias("samples"),
-        pl.col("value").min().alias("min"),
-        pl.col("value").mean().alias("mean"),
-        pl.col("value").max().alias("max"),
-        pl.col("value").sort_by("ts_ns").last().alias("last"),
+        (~pl.col("value").is_finite()).sum().alias("nonfinite"),
+        finite.min().alias("min"),
+        finite.mean().alias("mean"),
+        finite.max().alias("max"),
+        finite.last().alias("last"),  # the samples are in time order (as_rates sorts them)
         pl.col("ts_ns").min().alias("first_ns"),
         pl.col("ts_ns").max().alias("last_ns"),
     )

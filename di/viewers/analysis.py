@@ -96,7 +96,7 @@ def write_json(result: Analysis, target: str, *, inputs: list[str], seconds: dic
     if seconds:
         doc["seconds"] = {**doc["seconds"], **seconds}
     validate(doc)
-    text = json.dumps(doc, indent=1)
+    text = json.dumps(doc, indent=1, allow_nan=False)  # NaN is no JSON: a non-finite number here is a bug
     if target == "-":
         print(text)
         return

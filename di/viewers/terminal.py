@@ -110,9 +110,11 @@ def _render_counters(result: Analysis, console: Any) -> None:
         return
     # the series that moved first (utilisation, power, clocks, loss), then the constant ones (sizes, limits)
     c = c.sort(pl.col("max") == pl.col("min"), maintain_order=True)
+    odd = bool(c.get_column("nonfinite").sum())  # NaN or infinite readings: a column of their own
     if c.height <= COUNTER_ROWS_SHOWN:
-        t = Table(title="Counters in the window (cumulative ones as rates)")
-        for col in ("timeline", "counter", "unit", "samples", "min", "mean", "max", "last"):
+        t = Table(title="Counters in the window (cumulative ones as rates; min to last of the finite readings)")
+        cols = ("timeline", "counter", "unit", "samples", *(("NaN/inf",) if odd else ()), "min", "mean", "max", "last")
+        for col in cols:
             t.add_column(col, justify="left" if col in ("timeline", "counter", "unit") else "right")
         for r in c.iter_rows(named=True):
             t.add_row(
@@ -120,6 +122,7 @@ def _render_counters(result: Analysis, console: Any) -> None:
                 r["name"],
                 r["unit"] or "",
                 f"{r['samples']:,}",
+                *((f"{r['nonfinite']:,}",) if odd else ()),
                 *(_num(r[k]) for k in ("min", "mean", "max", "last")),
             )
         console.print(t)
