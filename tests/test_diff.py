@@ -335,3 +335,20 @@ def test_two_training_logs_differ_by_their_counters(tmp_path):
     from di.viewers.diff.page import build_page
 
     assert 'data-table="counters"' in build_page(d)
+
+
+def test_a_communicator_whose_traffic_moved_to_sockets_is_named(tmp_path):
+    """The same 4-rank job twice: A's connections across nodes over InfiniBand, B's over TCP sockets."""
+    from test_engine_communicators import nccl_log
+
+    b_log = nccl_log(tmp_path)
+    a_log = tmp_path / "ib.log"
+    a_log.write_text(b_log.read_text().replace("NET/Socket/0", "NET/IB/0"))
+    d = diff(di.load(a_log), di.load(b_log))
+    (r,) = d.communicators.to_dicts()
+    assert (r["nranks"], r["hosts"], r["a_comms"], r["b_comms"], r["changed"]) == (4, 2, 1, 1, True)
+    assert (r["a_inter_node"], r["b_inter_node"]) == ("NET/IB/0 (2)", "NET/Socket/0 (2)")
+    assert r["a_intra_node"] == r["b_intra_node"]
+    validate(to_json(d, inputs=("a", "b")))
+    same = diff(di.load(a_log), di.load(a_log)).communicators
+    assert same.get_column("changed").to_list() == [False]

@@ -5,7 +5,7 @@ reads their events tables; every table of the :class:`Diff` puts A's rows
 beside B's (:mod:`di.viewers.diff.sides`: ``a_X``, ``b_X``, ``delta_X = b_X - a_X``),
 times in int64 ns. Definitions live in the modules:
 
-- :mod:`di.viewers.diff.results`: step time, breakdown, overlap, critical path, counters;
+- :mod:`di.viewers.diff.results`: step time, breakdown, overlap, critical path, counters, communicators;
 - :mod:`di.viewers.diff.names`: kernels and operators by name, kernels by launch stack;
 - :mod:`di.viewers.diff.collectives`: collectives by op and size, algbw and busbw.
 
@@ -55,6 +55,8 @@ class Diff:
         collectives: op, bytes, a/b parts, calls, ranks, total_ns, mean_ns, algbw_gbps, busbw_gbps, delta_ns, busbw_factor.
         counters: rank, location, name, unit, a/b samples, mean, max, last, delta_mean, rel_mean
             (:func:`di.viewers.diff.results.counters_table`).
+        communicators: nranks, hosts, max_ranks_per_host, a/b comms, version, intra_node, inter_node, changed
+            (:func:`di.viewers.diff.results.communicators_table`).
         window: the window text; notes: what the reader must know to read the numbers right.
     """
 
@@ -70,6 +72,7 @@ class Diff:
     ops: pl.DataFrame
     collectives: pl.DataFrame
     counters: pl.DataFrame
+    communicators: pl.DataFrame
     window: str = "all"
     notes: list[str] = field(default_factory=list)
 
@@ -133,6 +136,7 @@ def diff(a: Trace, b: Trace, *, window: Window | str | None = None) -> Diff:
         ops=_named(*(names.by_name(o) for o in ops)),
         collectives=coll,
         counters=results.counters_table(*res),
+        communicators=results.communicators_table(*res),
         window=win.text,
         notes=_notes(res, kev),
     )

@@ -58,6 +58,7 @@ def to_json(d: Diff, *, inputs: tuple[str, str]) -> dict[str, Any]:
         "ops": _rows(d.ops),
         "collectives": _rows(d.collectives),
         "counters": _rows(d.counters),
+        "communicators": _rows(d.communicators),
         "bandwidth": {"algbw": ALGBW_FORMULA, "busbw": BUSBW_FORMULA, "factors": dict(BUSBW_FACTORS)},
         "notes": list(d.notes),
     }

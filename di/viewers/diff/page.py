@@ -58,6 +58,7 @@ def build_page(d: Diff, *, names: tuple[str, str] = ("A", "B")) -> str:
             _named(d.ops, "ops", "Operators (CPU) by name"),
             _collectives(d),
             _counters(d),
+            _communicators(d),
             _breakdown(d),
             _path(d),
         )
@@ -279,6 +280,43 @@ def _counters(d: Diff) -> Section | None:
         '<p class="note">Mean over the window (cumulative counters as rates per second); rel_mean = (B - A) / |A|.</p>'
     )
     return Section("counters", "Counters", table("counters", cols, rows) + note)
+
+
+def _communicators(d: Diff) -> Section | None:
+    c = d.communicators
+    if not c.height:
+        return None
+    rows = [
+        (
+            num(r["nranks"]),
+            num(r["hosts"]),
+            num(r["a_comms"]),
+            num(r["b_comms"]),
+            r["a_version"] or "—",
+            r["b_version"] or "—",
+            r["a_intra_node"] or "—",
+            r["b_intra_node"] or "—",
+            r["a_inter_node"] or "—",
+            r["b_inter_node"] or "—",
+            "changed" if r["changed"] else "",
+        )
+        for r in c.head(ROWS).iter_rows(named=True)
+    ]
+    cols = [
+        "nranks",
+        "hosts",
+        "a_comms",
+        "b_comms",
+        "a_NCCL",
+        "b_NCCL",
+        "a_inside",
+        "b_inside",
+        "a_across",
+        "b_across",
+        "status",
+    ]
+    note = '<p class="note">Communicators of the same size and hosts together; transports as NCCL printed them.</p>'
+    return Section("communicators", "Communicators and their transports", table("communicators", cols, rows) + note)
 
 
 def _breakdown(d: Diff) -> Section | None:

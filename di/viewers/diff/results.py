@@ -12,6 +12,10 @@
   runs), each run's samples, mean, max and last value over the window (:mod:`di.engine.counters`, cumulative
   counters as rates) and the change of the mean, ``delta_mean`` and ``rel_mean`` (over A's mean; null where that
   is 0 or missing), the largest relative change first.
+- **Communicators**: those of the same shape (``nranks``, ``hosts``, ``max_ranks_per_host``) together (their keys
+  differ between runs), each run's count of them, NCCL versions and transports inside and across nodes
+  (:mod:`di.engine.communicators`, the distinct texts joined with `` | ``), ``changed`` where a run's versions or
+  transports differ from the other's: a job whose traffic moved from InfiniBand to sockets shows here.
 """
 
 from __future__ import annotations
@@ -166,3 +170,31 @@ def counters_table(a: Analysis, b: Analysis) -> pl.DataFrame:
     return t.sort(
         pl.col("rel_mean").abs(), *COUNTER_KEY, descending=[True, False, False, False, False], nulls_last=True
     )
+
+
+COMM_SHAPE = ("nranks", "hosts", "max_ranks_per_host")
+
+
+def communicators_table(a: Analysis, b: Analysis) -> pl.DataFrame:
+    """nranks, hosts, max_ranks_per_host; a/b comms, version, intra_node, inter_node; changed (see the module
+    docstring), the changed shapes first, then by nranks (largest first)."""
+    from di.engine.communicators import COLUMNS
+
+    def side(r: Analysis) -> pl.DataFrame:
+        c = r.communicators if r.communicators is not None else pl.DataFrame(schema=COLUMNS)
+
+        def joined(col: str) -> pl.Expr:
+            return pl.col(col).drop_nulls().unique().sort().str.join(" | ")
+
+        return c.group_by(*COMM_SHAPE).agg(
+            pl.len().alias("comms"), joined("version"), joined("intra_node"), joined("inter_node")
+        )
+
+    t = side_by_side(
+        side(a), side(b), list(COMM_SHAPE), totals=["comms"], values=["version", "intra_node", "inter_node"]
+    )
+    differ = pl.any_horizontal(
+        pl.col(f"a_{c}").ne_missing(pl.col(f"b_{c}")) for c in ("version", "intra_node", "inter_node")
+    )
+    t = t.with_columns((differ & pl.col("in_a") & pl.col("in_b")).alias("changed"))
+    return t.sort("changed", "nranks", "hosts", descending=[True, True, False], nulls_last=True)

@@ -88,6 +88,7 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
     _named(console, d.ops, "Operators by name (CPU)")
     _collectives(console, d)
     _counters(console, d)
+    _communicators(console, d)
     _breakdown(console, d)
     _path(console, d)
 
@@ -241,6 +242,30 @@ def _counters(console: Any, d: Diff) -> None:
     console.print(t)
 
 
+def _communicators(console: Any, d: Diff) -> None:
+    c = d.communicators.filter(pl.col("changed") | ~pl.col("in_a") | ~pl.col("in_b"))
+    if not c.height:
+        if d.communicators.height:
+            console.print("Communicators: the same versions and transports")
+        return
+    t = _table("Communicators that changed (by size; A→B)", "ranks", "hosts", "NCCL", "inside a node", "across nodes")
+    for r in c.head(TOP).iter_rows(named=True):
+        t.add_row(
+            str(r["nranks"]),
+            str(r["hosts"]),
+            _pair(r["a_version"], r["b_version"]),
+            _pair(r["a_intra_node"], r["b_intra_node"]),
+            _pair(r["a_inter_node"], r["b_inter_node"]),
+        )
+    console.print(t)
+
+
+def _pair(a: str | None, b: str | None) -> str:
+    from rich.markup import escape
+
+    return escape(a or "—") if a == b else f"{escape(a or '—')} → {escape(b or '—')}"
+
+
 def _val(x: float | None) -> str:
     return "—" if x is None else f"{x:,.4g}"
 
@@ -310,7 +335,8 @@ def _table(title: str, *cols: str) -> Any:
     t = Table(title=title, title_justify="left")
     for i, c in enumerate(cols):
         text = c in ("name", "A name", "B name", "launched from")
-        left = text or i == 0 or c in ("status", "state", "pair", "op", "kind", "where", "counter", "unit")
+        left = text or i == 0 or c in ("status", "state", "pair", "op", "kind", "where", "counter", "unit", "NCCL")
+        left = left or c in ("inside a node", "across nodes")
         t.add_column(c, justify="left" if left else "right", overflow="fold", min_width=20 if text else None)
     return t
 
