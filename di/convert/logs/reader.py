@@ -62,6 +62,18 @@ def _sniff_nccl_tests(lines: list[str]) -> bool:
     return any(re.search(SNIFF_RE, ln) for ln in lines)
 
 
+def _progress(lines: pl.DataFrame) -> Parts:
+    from di.convert.logs.progress import parse_progress
+
+    return parse_progress(lines)
+
+
+def _sniff_progress(lines: list[str]) -> bool:
+    from di.convert.logs.progress import SNIFF_RE
+
+    return any(re.search(SNIFF_RE, ln) for ln in lines)
+
+
 def _slurm(lines: pl.DataFrame) -> Parts:
     from di.convert.logs.slurm import parse_slurm
 
@@ -90,6 +102,7 @@ FAMILIES: dict[str, tuple[Callable[[list[str]], bool], Callable[[pl.DataFrame], 
     "nccl": (lambda ls: any(re.search(nccl.SNIFF_RE, ln) or "NCCL version" in ln for ln in ls), nccl.parse_nccl),
     "nccl_tests": (_sniff_nccl_tests, _nccl_tests),
     "training": (_sniff_training, _training),
+    "progress": (_sniff_progress, _progress),
     "nvidia_smi": (_sniff_smi, _smi),
     "slurm": (_sniff_slurm, _slurm),
     "darshan": (_sniff_darshan, _darshan),
@@ -133,6 +146,7 @@ GATES: dict[str, tuple[str, ...]] = {
         r"^#[^\S\n]*Entity[^\S\n]",
         r"^(?:timestamp|index|[a-z_]+\.[\w.]*)(?: \[[^\]\n]+\])?, ",
     ),
+    "progress": (r"it/s|s/it",),
     "slurm": (r"(?i)job_?id",),
     "darshan": (r"^# darshan log version",),
 }

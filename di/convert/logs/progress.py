@@ -1,0 +1,157 @@
+"""Progress bars (tqdm's, which PyTorch Lightning, HF Trainer, Accelerate and most training scripts print):
+the training loop's pace and the metrics in the bar's postfix.
+
+A bar renders as ``Epoch 3:  45%|████▌     | 450/1000 [01:23<01:42,  5.38it/s, v_num=0, train_loss=2.31]``; written
+to a file, its updates follow each other on one line, apart by carriage returns, so every segment of a line between
+them is read (polars string ops on the lines that name a rate only). What it maps to, on the rank's ``training``
+counter timeline:
+
+- ``steps_per_s`` (steps/s) and ``step_time`` (s): the bar's rate (``it/s``, or ``s/it`` for slow loops), which tqdm
+  smooths over its last updates (an exponential moving average), not one step's own time;
+- ``step`` (count): the bar's position (``450`` of ``450/1000``);
+- each numeric ``key=value`` of the postfix as a series named like a training log's key (``train_loss`` ->
+  ``loss``, ``lr``), but ``v_num`` (Lightning's run version, no measurement).
+
+Times: the bar's elapsed time (``[01:23<``) from the bar's start; a bar whose position goes back or whose description
+changes (the next epoch) is a new bar. Where the log prints timestamps (``sources[].info.progress.time``
+``timestamps``), a bar starts at the last one printed at or before its first line (a bar is drawn after the line
+that announced it), else it ends at the first printed after it (the summary a trainer prints when the bar is done);
+in a log without any, a bar starts where the one before ended, the first at 0 (``elapsed``). Segments that are no whole
+bar (a bar cut by the end of the file, another program's print after a carriage return) are counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from di.convert.logs.build import Parts
+
+__all__ = ["SNIFF_RE", "parse_progress"]
+
+RATE_LITERALS = ("it/s", "s/it")
+SNIFF_RE = r"\d+/(?:\d+|\?) \[(?:\d+:)?\d+:\d+(?:<[^,\]]*)?,\s*(?:[\d.]+|\?)\s*(?:it/s|s/it)"
+BAR_RE = (
+    r"^(?P<desc>.*?)(?:\d+%\|[^|]*\|)?\s*(?P<n>\d+)/(?P<total>\d+|\?)\s*"
+    r"\[(?P<elapsed>(?:\d+:)?\d+:\d+)(?:<[^,\]]*)?,\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>it/s|s/it)(?P<post>[^\]]*)\]"
+)
+"""One rendering of a bar: its description (before the percentage), position, total, elapsed ``[H:]MM:SS``, rate
+and the postfix (``, key=value...``) up to the closing bracket."""
+POSTFIX_RE = r"([A-Za-z_][\w./\-]*)=([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|inf))"
+SKIPPED_KEYS = ("v_num",)
+"""Postfix keys that measure nothing (Lightning's run version)."""
+NS = 1_000_000_000
+
+
+def _elapsed_ns(col: str) -> pl.Expr:
+    """tqdm's ``[H:]MM:SS`` as int64 ns."""
+    p = pl.col(col).str.split(":")
+    h = pl.when(p.list.len() == 3).then(p.list.get(0, null_on_oob=True).cast(pl.Int64, strict=False)).otherwise(0)
+    m = p.list.get(-2, null_on_oob=True).cast(pl.Int64, strict=False)
+    s = p.list.get(-1, null_on_oob=True).cast(pl.Int64, strict=False)
+    return (h * 3600 + m * 60 + s) * NS
+
+
+def parse_progress(lines: pl.DataFrame) -> Parts:
+    """tqdm progress bars of a log as :class:`Parts` (see the module docstring)."""
+    t = pl.col("text")
+    own = pl.col("own_ts") if "own_ts" in lines.columns else pl.lit(None, pl.Int64)
+    # the times the log printed at or before each line, and at or after it
+    cand = lines.with_columns(own.forward_fill().alias("before"), own.backward_fill().alias("after")).filter(
+        t.str.contains_any(list(RATE_LITERALS))
+    )
+    if not cand.height:
+        return Parts("progress")
+    rank = pl.col("prefix_rank") if "prefix_rank" in cand.columns else pl.lit(None, pl.Int64)
+    seg = (
+        cand.select("line", rank.cast(pl.Int64).alias("rank"), "before", "after", t.str.split("\r").alias("seg"))
+        .explode("seg")
+        .filter(pl.col("seg").str.strip_chars() != "")
+    )
+    bars = seg.with_columns(pl.col("seg").str.extract_groups(BAR_RE).alias("g")).unnest("g")
+    ok = pl.col("n").is_not_null()
+    if not bars.select(ok.any()).item():
+        return Parts("progress")
+    dropped: dict[str, int] = {}
+    cut = bars.filter(~ok & pl.col("seg").str.contains_any(list(RATE_LITERALS))).height
+    if cut:
+        dropped["segments naming a rate that are no whole bar"] = cut
+    b = bars.filter(ok).with_columns(
+        pl.col("n").cast(pl.Int64, strict=False),
+        _elapsed_ns("elapsed").alias("elapsed_ns"),
+        pl.col("rate").cast(pl.Float64, strict=False),
+        pl.col("desc").str.strip_chars().str.strip_chars_end(":").alias("desc"),
+    )
+    # a new bar where the position goes back or the description changes, per rank; each bar starts where the last
+    # one ended (its largest elapsed time)
+    new_bar = (pl.col("n") < pl.col("n").shift(1)) | (pl.col("desc") != pl.col("desc").shift(1))
+    b = b.with_columns(new_bar.over("rank").fill_null(True).cum_sum().over("rank").alias("bar"))
+    ends = b.group_by("rank", "bar").agg(pl.col("elapsed_ns").max().alias("end")).sort("rank", "bar")
+    ends = ends.with_columns((pl.col("end").cum_sum().over("rank") - pl.col("end")).alias("offset"))
+    b = b.join(ends.select("rank", "bar", "offset"), on=["rank", "bar"], how="left", nulls_equal=True)
+    # a bar starts at the last time the log printed before it, else it ends at the first printed after it
+    span = pl.col("elapsed_ns").max().over("rank", "bar")
+    before, after = pl.col("before").first().over("rank", "bar"), pl.col("after").last().over("rank", "bar")
+    b = b.with_columns(pl.coalesce(before, after - span).alias("start"))
+    timed = bool(b.get_column("start").is_not_null().all())
+    start = pl.col("start") if timed else pl.col("offset")
+    b = b.with_columns((start + pl.col("elapsed_ns")).alias("ts_ns"))
+    per_s = pl.when(pl.col("unit") == "it/s").then(pl.col("rate")).otherwise(1 / pl.col("rate"))
+    base = [pl.col("rank"), pl.lit(None, pl.String).alias("host"), pl.lit("training").alias("track")]
+    fixed = pl.concat(
+        [
+            b.select(*base, pl.lit(name).alias("series"), pl.lit(unit).alias("unit"), "ts_ns", value.alias("value"))
+            for name, unit, value in (
+                ("steps_per_s", "steps/s", per_s),
+                ("step_time", "s", 1 / per_s),
+                ("step", "count", pl.col("n").cast(pl.Float64)),
+            )
+        ]
+    )
+    post = (
+        b.select("rank", "ts_ns", pl.col("post").str.extract_all(POSTFIX_RE).alias("kv"))
+        .explode("kv")
+        .drop_nulls("kv")
+        .with_columns(pl.col("kv").str.extract_groups(r"^(?P<k>[^=]+)=(?P<v>.*)$").alias("g"))
+        .unnest("g")
+        .filter(~pl.col("k").is_in(list(SKIPPED_KEYS)))
+    )
+    samples = fixed
+    if post.height:
+        from di.convert.logs.training import KEYS
+
+        key = pl.col("k").str.to_lowercase()
+        names = pl.DataFrame(
+            {"k": list(KEYS), "series": [v[0] for v in KEYS.values()], "unit": [v[1] for v in KEYS.values()]}
+        )
+        post = post.with_columns(key.alias("k")).join(names, on="k", how="left", maintain_order="left")
+        samples = pl.concat(
+            [
+                fixed,
+                post.select(
+                    *base,
+                    pl.coalesce("series", "k").alias("series"),
+                    pl.col("unit").cast(pl.String),
+                    "ts_ns",
+                    pl.col("v").cast(pl.Float64, strict=False).alias("value"),
+                ),
+            ]
+        )
+    samples = samples.filter(pl.col("value").is_not_null() & pl.col("ts_ns").is_not_null())
+    info: dict[str, Any] = {
+        "progress": {
+            "bars": int(b.select(pl.struct("rank", "bar").n_unique()).item()),
+            "updates": b.height,
+            "descriptions": b.get_column("desc").unique(maintain_order=True).head(20).to_list(),
+            "time": "timestamps" if timed else "elapsed",
+        }
+    }
+    return Parts(
+        "progress",
+        samples=samples,
+        claimed=cand.get_column("line").cast(pl.UInt32),
+        dropped=dropped,
+        info=info,
+        epoch=timed,
+    )
