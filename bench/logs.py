@@ -12,7 +12,8 @@ warm-up:
   rank prefixes stripped, garbled lines counted), MB/s of file bytes;
 - ``times``: each line's own and nearest timestamp (:func:`~di.convert.logs.text.line_times`), found once per file
   for every family;
-- each parser (``nccl``, ``nccl_tests``, ``training``, ``nvidia_smi``, ``slurm``, ``darshan`` text) over the
+- each parser (``nccl``, ``nccl_tests``, ``training``, ``progress`` bars, ``nvidia_smi``, ``slurm``, ``darshan``
+  text) over the
   cleaned lines with their times, as ``read_log`` gives them;
 - ``read_log``: the whole connector (all families, trace built), MB/s;
 - with ``--steps``, read_log's steps one by one (``read_lines``: with the search for the lines the anchored regexes
@@ -68,6 +69,7 @@ SAMPLES = {
         "training/deepspeed_chat_sft_opt1.3b_2023.log",
         "training/megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out",
     ],
+    "progress": ["training/hf_trainer_deepspeed0.3.17_gpt2_4node_2021.out"],
     "nvidia_smi": [
         "nvidia-smi/query_gpu_timeseries_noheader_nounits_4gpu.csv",
         "nvidia-smi/capture_linux_h100_80gb_hbm3_drv590.48.01.txt",

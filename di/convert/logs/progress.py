@@ -27,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from di.convert.logs.build import Parts
+from di.convert.logs.text import ASCII_MODE, all_ascii, ascii_mode
 
 __all__ = ["SNIFF_RE", "parse_progress"]
 
@@ -53,6 +54,34 @@ def _elapsed_ns(col: str) -> pl.Expr:
     return (h * 3600 + m * 60 + s) * NS
 
 
+AFTER_BAR_RE = (
+    r"^\s*(?P<n>\d+)/(?P<total>\d+|\?)\s*\[(?P<elapsed>(?:\d+:)?\d+:\d+)(?:<(?u:[^,\]])*)?,\s*(?P<rate>[\d.]+|\?)\s*"
+    r"(?P<unit>it/s|s/it)(?P<post>(?u:[^\]])*)\]"
+)
+""":data:`BAR_RE` after the bar's last ``|``: a bar holds no ``|``, so splitting there first leaves a short text for an
+anchored regex (the whole one's lazy description costs several times as much)."""
+GROUPS = ("desc", "n", "total", "elapsed", "rate", "unit", "post")
+
+
+def _bars(seg: pl.DataFrame) -> pl.DataFrame:
+    """``seg`` with :data:`BAR_RE`'s groups of each ``seg``: read after the bar's last ``|`` (:data:`AFTER_BAR_RE`),
+    the description before the first; a segment that does not read so (a bar without its bar) by the whole regex."""
+    parts = pl.col("seg").str.split("|")
+    rest = seg.select(parts.list.last()).to_series()
+    mode = ASCII_MODE if all_ascii(rest) else ""  # the ASCII classes match several times faster
+    g = seg.with_columns(
+        rest.str.extract_groups(mode + AFTER_BAR_RE).alias("g"),
+        # tqdm writes "{desc}: {percentage:3.0f}%|": the description is what precedes the percentage
+        parts.list.first().str.strip_chars_end(" 0123456789%").alias("desc"),
+    ).unnest("g")
+    miss = g.select(pl.col("n").is_null() & pl.col("seg").str.contains_any(list(RATE_LITERALS))).to_series()
+    if miss.any():
+        rows = miss.arg_true()
+        whole = seg[rows].select(pl.col("seg").str.extract_groups(BAR_RE).alias("g")).unnest("g")
+        g = g.with_columns(g.get_column(c).scatter(rows, whole.get_column(c)) for c in GROUPS)
+    return g
+
+
 def parse_progress(lines: pl.DataFrame) -> Parts:
     """tqdm progress bars of a log as :class:`Parts` (see the module docstring)."""
     t = pl.col("text")
@@ -69,7 +98,7 @@ def parse_progress(lines: pl.DataFrame) -> Parts:
         .explode("seg")
         .filter(pl.col("seg").str.strip_chars() != "")
     )
-    bars = seg.with_columns(pl.col("seg").str.extract_groups(BAR_RE).alias("g")).unnest("g")
+    bars = _bars(seg)
     ok = pl.col("n").is_not_null()
     if not bars.select(ok.any()).item():
         return Parts("progress")
@@ -110,10 +139,10 @@ def parse_progress(lines: pl.DataFrame) -> Parts:
         ]
     )
     post = (
-        b.select("rank", "ts_ns", pl.col("post").str.extract_all(POSTFIX_RE).alias("kv"))
+        b.select("rank", "ts_ns", pl.col("post").str.extract_all(ascii_mode(POSTFIX_RE, b["post"])).alias("kv"))
         .explode("kv")
         .drop_nulls("kv")
-        .with_columns(pl.col("kv").str.extract_groups(r"^(?P<k>[^=]+)=(?P<v>.*)$").alias("g"))
+        .with_columns(pl.col("kv").str.split_exact("=", 1).struct.rename_fields(["k", "v"]).alias("g"))
         .unnest("g")
         .filter(~pl.col("k").is_in(list(SKIPPED_KEYS)))
     )
