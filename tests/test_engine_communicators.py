@@ -4,20 +4,15 @@ the same table under mpiexec."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from analyze_cli import MPIEXEC, analyze_json, analyze_text, one_and_many
 from conftest import DATA
 
 import di
 from di.engine.communicators import COLUMNS, communicators
-from di.store import write_store
-from di.viewers.analysis import validate
 
-MPIEXEC = Path(sys.executable).parent / "mpiexec"
 INIT = "{host}:{pid}:{pid}1 [{dev}] NCCL INFO ncclCommInitRank comm 0x{pid} rank {rank} nranks 4 cudaDev {dev} busId {dev}b000 commId 0xfeed - Init {state}"
 MEMBERS = [("hosta", 100, 0), ("hosta", 110, 1), ("hostb", 200, 0), ("hostb", 210, 1)]
 LINKS = [  # (printing member, line): rank 0 -> 1 peer-to-peer, 1 -> 2 and 3 -> 0 over sockets, 2 -> 3 through SHM
@@ -67,22 +62,10 @@ def test_members_hosts_and_transports_are_told(tmp_path: Path) -> None:
 
 def test_di_analyze_of_the_log_names_what_looks_wrong(tmp_path: Path) -> None:
     log = nccl_log(tmp_path)
-    out = tmp_path / "r.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "di", "analyze", str(log), "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    doc = json.loads(out.read_text())
-    validate(doc)
-    assert doc["communicators"][0]["socket_links"] == 2
-    shown = subprocess.run(
-        [sys.executable, "-m", "di", "analyze", str(log)], capture_output=True, text=True, timeout=300, env=None
-    ).stdout
-    assert "over TCP sockets (NET/Socket)" in shown and "through host memory (SHM)" in shown
-    assert "1 members started their init and never completed it" in shown
+    assert analyze_json(log, tmp_path / "r.json")["communicators"][0]["socket_links"] == 2
+    shown = analyze_text(log)
+    assert "over TCP sockets (2 connections" in shown and "through host memory inside a node (1 connections" in shown
+    assert "1 member(s) of communicator 0xfeed never completed their init" in shown
 
 
 def test_a_real_four_node_log() -> None:
@@ -97,19 +80,8 @@ def test_a_real_four_node_log() -> None:
 
 @pytest.mark.skipif(not MPIEXEC.exists(), reason="mpiexec of the mpich wheel not installed")
 def test_the_same_table_under_mpiexec(tmp_path: Path) -> None:
-    trace = di.load(nccl_log(tmp_path))
-    single, parted = tmp_path / "single.di", tmp_path / "parted.di"
-    write_store(trace, single)
-    write_store(trace, parted, partitioned=True, ranks_per_group=1)
-    docs = []
-    for store, processes in ((single, None), (parted, 2)):
-        out = tmp_path / f"{processes}.json"
-        cmd = [sys.executable, "-m", "di", "analyze", str(store), "--json", str(out)]
-        cmd = cmd if processes is None else [str(MPIEXEC), "-n", str(processes), *cmd]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        docs.append(json.loads(out.read_text())["communicators"])
-    assert docs[0] == docs[1] and docs[0][0]["members"] == 4
+    one, many = one_and_many(di.load(nccl_log(tmp_path)), tmp_path, 2, 1)
+    assert one["communicators"] == many["communicators"] and one["communicators"][0]["members"] == 4
 
 
 def test_the_report_shows_them_with_the_hints(tmp_path: Path) -> None:

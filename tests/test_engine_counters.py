@@ -3,21 +3,17 @@ window, under mpiexec, and a text log's series, which are never read as running 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from analyze_cli import MPIEXEC, analyze_json, one_and_many
 from parallel_jobs import RANKS, SAMPLE_MS, report_job
 
 import di
 from di.engine.counters import COLUMNS
-from di.store import write_store
 
 MS = 1_000_000
-MPIEXEC = Path(sys.executable).parent / "mpiexec"
 
 
 def expected(trace: di.Trace, lo: int | None = None, hi: int | None = None) -> dict[str, dict]:
@@ -87,19 +83,8 @@ def test_a_steps_window_keeps_the_samples_of_its_steps() -> None:
 @pytest.mark.skipif(not MPIEXEC.exists(), reason="mpiexec of the mpich wheel not installed")
 @pytest.mark.parametrize("window", ["all", "steps=1:3"])
 def test_the_same_counters_under_mpiexec(window: str, tmp_path: Path) -> None:
-    trace = report_job()
-    single, parted = tmp_path / "single.di", tmp_path / "parted.di"
-    write_store(trace, single)
-    write_store(trace, parted, partitioned=True, ranks_per_group=3)
-    docs = []
-    for store, processes in ((single, None), (parted, 3)):
-        out = tmp_path / f"{processes}.json"
-        cmd = [sys.executable, "-m", "di", "analyze", str(store), "--json", str(out), "--window", window]
-        cmd = cmd if processes is None else [str(MPIEXEC), "-n", str(processes), *cmd]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        docs.append(json.loads(out.read_text())["counters"])
-    assert docs[0] == docs[1] and len(docs[0]) == 2 * RANKS
+    one, many = one_and_many(report_job(), tmp_path, 3, 3, "--window", window)
+    assert one["counters"] == many["counters"] and len(one["counters"]) == 2 * RANKS
 
 
 NCCL_TESTS = """# nThread 1 nGpus 8 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
@@ -146,17 +131,5 @@ def test_nan_and_infinite_readings_are_counted_and_the_json_stays_json(tmp_path:
         4.0,
     )
     assert (got["grad_norm"]["nonfinite"], got["grad_norm"]["max"], got["grad_norm"]["last"]) == (1, 3.0, 3.0)
-    out = tmp_path / "r.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "di", "analyze", str(log), "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-
-    def no_constant(name: str) -> None:
-        raise AssertionError(f"{name} in the analysis JSON")
-
-    doc = json.loads(out.read_text(), parse_constant=no_constant)
+    doc = analyze_json(log, tmp_path / "r.json")  # read strictly: no NaN in it
     assert {c["name"]: c["nonfinite"] for c in doc["counters"]}["loss"] == 1

@@ -3,19 +3,16 @@ and the statistics against a plain-Python reference."""
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
+from analyze_cli import analyze_json, analyze_text
 
 import di
 from di.engine.step_times import COLUMNS, SLOW_SLOWDOWN, step_durations, step_times
-from di.viewers.analysis import validate
 from engine_jobs import MS, Job
 
 STEPS = 10
@@ -129,23 +126,12 @@ def test_a_training_log_alone_gives_its_step_times(tmp_path: Path) -> None:
     log.write_text(
         "\n".join(MEGATRON_LINE.format(i=10 * (k + 1), s=80 * (k + 1), ms=ms) for k, ms in enumerate(LOG_MS)) + "\n"
     )
-    out = tmp_path / "result.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "di", "analyze", str(log), "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    doc = json.loads(out.read_text())
-    validate(doc)
+    doc = analyze_json(log, tmp_path / "result.json")
     (row,) = doc["step_times"]
     ms = [10 * x for x in LOG_MS]  # an interval of 10 iterations
     assert row["steps"] == len(LOG_MS) and row["max_ns"] == max(ms) * MS and row["slowest_step"] == 10
     assert row["median_ns"] == 10_000 * MS and row["slow_steps"] == 2  # the first interval and the 50 % slower one
-    shown = subprocess.run(
-        [sys.executable, "-m", "di", "analyze", str(log)], capture_output=True, text=True, timeout=300
-    ).stdout
+    shown = analyze_text(log)
     assert "Step times per rank" in shown and "no program events in the window" in shown
     assert "Temporal breakdown" not in shown  # no empty table frames
 

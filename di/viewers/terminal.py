@@ -81,19 +81,10 @@ def _render_communicators(result: Analysis, console: Any) -> None:
             r["inter_node"] or "—",
         )
     console.print(t)
-    for r in c.iter_rows(named=True):
-        if r["socket_links"]:
-            console.print(
-                f"comm {r['comm']}: {r['socket_links']} connections across nodes over TCP sockets (NET/Socket): NCCL "
-                "used no InfiniBand/RoCE (NCCL_IB_DISABLE, NCCL_IB_HCA, or no IB driver in the container?)"
-            )
-        if r["shm_links"]:
-            console.print(
-                f"comm {r['comm']}: {r['shm_links']} connections inside a node through host memory (SHM): no GPU "
-                "peer access (NCCL_P2P_DISABLE, PCIe ACS, or a container without IPC?)"
-            )
-        if r["init_incomplete"]:
-            console.print(f"comm {r['comm']}: {r['init_incomplete']} members started their init and never completed it")
+    from di.viewers.communicator_hints import hints
+
+    for line in hints(c):
+        console.print(line)
 
 
 def _num(x: float | None) -> str:

@@ -7,6 +7,7 @@ memory, and inits that never completed.
 
 from __future__ import annotations
 
+from di.viewers.communicator_hints import hints
 from di.viewers.report.page import Section, num, table
 
 
@@ -29,19 +30,5 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         for r in c.iter_rows(named=True)
     ]
     cols = ["comm", "NCCL", "members", "nranks", "hosts", "ranks per host", "channels", "inside a node", "across nodes"]
-    hints = []
-    for r in c.iter_rows(named=True):
-        if r["socket_links"]:
-            hints.append(
-                f"Communicator {r['comm']} sends across nodes over TCP sockets ({r['socket_links']} connections, "
-                "NET/Socket): NCCL used no InfiniBand/RoCE; check NCCL_IB_DISABLE, NCCL_IB_HCA and the IB drivers."
-            )
-        if r["shm_links"]:
-            hints.append(
-                f"Communicator {r['comm']} goes through host memory inside a node ({r['shm_links']} connections, SHM): "
-                "no GPU peer access; check NCCL_P2P_DISABLE, PCIe ACS and the container's IPC."
-            )
-        if r["init_incomplete"]:
-            hints.append(f"{r['init_incomplete']} member(s) of communicator {r['comm']} never completed their init.")
     body = table("communicators", cols, rows)
-    return Section("communicators", "Communicators and their transports", body, hints)
+    return Section("communicators", "Communicators and their transports", body, hints(c))
