@@ -1,4 +1,5 @@
-"""The analyses: breakdown, overlap, imbalance, wait states, critical path, steps, GPU clocks, counters.
+"""The analyses: breakdown, overlap, imbalance, wait states, critical path, steps and step times, GPU clocks, counters,
+communicators.
 
 Every analysis reads only the canonical :class:`di.trace.Trace` (never
 modifies it) and returns polars DataFrames with times in int64 ns.
