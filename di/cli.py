@@ -646,7 +646,7 @@ def _diff(args: argparse.Namespace, console: Any) -> None:
     if args.json:
         doc = to_json(result, inputs=(args.a, args.b))
         validate(doc)
-        text = json.dumps(doc, indent=1)
+        text = json.dumps(doc, indent=1, allow_nan=False)  # its ratios are guarded: a NaN here is a bug
         if args.json == "-":  # stdout holds the JSON only
             print(text)
             return
