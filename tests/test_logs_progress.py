@@ -90,11 +90,15 @@ def test_a_bar_starts_at_the_time_the_log_printed_before_it(tmp_path: Path) -> N
     assert [t for t, _ in series(trace, "step")] == [t0 + 10 * S, t0 + 20 * S]
 
 
-def test_a_cut_bar_is_counted(tmp_path: Path) -> None:
-    trace = di.load(lightning(tmp_path, tail="\rEpoch 1:  60%|██████    | 600/1000 [02:0"))
-    assert not any(k.startswith("progress") for k in trace.meta["sources"][0]["dropped"])  # it names no rate
-    trace = di.load(lightning(tmp_path, tail="\rEpoch 1:  60%|██████    | 600/1000 [02:00<01:20, 4.00it/s, loss=1"))
-    assert trace.meta["sources"][0]["dropped"]["progress: segments naming a rate that are no whole bar"] == 1
+def test_a_cut_bar_is_counted_and_other_text_naming_a_rate_is_not(tmp_path: Path) -> None:
+    reason = "progress: segments naming a rate that are no whole bar"
+    for tail in (
+        "\rEpoch 1:  60%|██████    | 600/1000 [02:0",
+        "\rEpoch 1:  60%|██████    | 600/1000 [02:00<01:20, 4.0",
+    ):
+        assert di.load(lightning(tmp_path, tail=tail)).meta["sources"][0]["dropped"][reason] == 1
+    trace = di.load(lightning(tmp_path, tail="\nvalidation throughput 5.2 it/s"))
+    assert reason not in trace.meta["sources"][0]["dropped"]  # no bar: an unknown line like any other
 
 
 def test_a_real_hf_trainer_log_keeps_its_clock() -> None:

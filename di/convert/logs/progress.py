@@ -40,6 +40,8 @@ BAR_RE = (
 """One rendering of a bar: its description (before the percentage), position, total, elapsed ``[H:]MM:SS``, rate
 and the postfix (``, key=value...``) up to the closing bracket."""
 POSTFIX_RE = r"([A-Za-z_][\w./\-]*)=([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|inf))"
+CUT_BAR_RE = r"\d+/(?:\d+|\?)\s*\["
+"""A bar's position and opening bracket: a segment holding them that is no whole bar is a bar cut short."""
 SKIPPED_KEYS = ("v_num",)
 """Postfix keys that measure nothing (Lightning's run version)."""
 NS = 1_000_000_000
@@ -103,7 +105,9 @@ def parse_progress(lines: pl.DataFrame) -> Parts:
     if not bars.select(ok.any()).item():
         return Parts("progress")
     dropped: dict[str, int] = {}
-    cut = bars.filter(~ok & pl.col("seg").str.contains_any(list(RATE_LITERALS))).height
+    # a bar's start (its position and bracket) without the rest: a bar cut short; other text naming a rate
+    # ("throughput 5.2 it/s") is no bar, and the lines' other families read it
+    cut = bars.filter(~ok & pl.col("seg").str.contains(CUT_BAR_RE)).height
     if cut:
         dropped["segments naming a rate that are no whole bar"] = cut
     b = bars.filter(ok).with_columns(

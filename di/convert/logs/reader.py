@@ -280,7 +280,7 @@ def read_log(
 
         raise UnknownFormatError(
             f"{path}: no connector recognised this file (a text file in which no log family "
-            f"was found: NCCL debug, nccl-tests, training log, nvidia-smi, Slurm, Darshan text); installed: {installed()}"
+            f"was found: NCCL debug, nccl-tests, training log, progress bars, nvidia-smi, Slurm, Darshan text); installed: {installed()}"
         )
     claimed = np.zeros(lines.height, dtype=np.bool_)  # by line number (lines are numbered 0..height-1)
     for p in parts:
