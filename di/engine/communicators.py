@@ -91,19 +91,12 @@ def communicators(trace: Trace) -> pl.DataFrame:
     known = links.filter(pl.col("src_host").is_not_null() & pl.col("dst_host").is_not_null())
     same = pl.col("src_host") == pl.col("dst_host")
     intra, inter = known.filter(same), known.filter(~same)
-    flagged = pl.concat(
-        [
-            inter.filter(pl.col("via").str.starts_with(SOCKET)).group_by("comm").len().rename({"len": "socket_links"}),
-            intra.filter(pl.col("via").str.starts_with(SHM)).group_by("comm").len().rename({"len": "shm_links"}),
-        ],
-        how="diagonal",
+    via = pl.col("via").fill_null("")
+    flagged = known.group_by("comm").agg(
+        (~same & via.str.starts_with(SOCKET)).sum().alias("socket_links"),
+        (same & via.str.starts_with(SHM)).sum().alias("shm_links"),
     )
-    flagged = flagged.group_by("comm").agg(pl.col("socket_links", "shm_links").sum()) if flagged.height else None
-    for part in (_transports(intra, "intra_node"), _transports(inter, "inter_node")):
+    for part in (_transports(intra, "intra_node"), _transports(inter, "inter_node"), flagged):
         out = out.join(part, on="comm", how="left")
-    if flagged is not None:
-        out = out.join(flagged, on="comm", how="left")
-    out = out.with_columns(
-        *(pl.lit(None).alias(c) for c in ("socket_links", "shm_links") if c not in out.columns)
-    ).with_columns(pl.col("socket_links", "shm_links").fill_null(0))
+    out = out.with_columns(pl.col("socket_links", "shm_links").fill_null(0))
     return out.select([pl.col(c).cast(t) for c, t in COLUMNS.items()]).sort("comm")

@@ -31,7 +31,16 @@ if TYPE_CHECKING:
     from di.engine.window import EventFrame
     from di.trace import Trace
 
-__all__ = ["COLUMNS", "CUMULATIVE_UNITS", "as_rates", "counter_stats", "counters", "sample_span", "text_log_locations"]
+__all__ = [
+    "COLUMNS",
+    "CUMULATIVE_UNITS",
+    "as_rates",
+    "counter_stats",
+    "counters",
+    "sample_span",
+    "text_log_locations",
+    "trace_rates",
+]
 
 CUMULATIVE_UNITS = ("bytes", "B", "packets", "count")
 """Units of counters that may only grow (port and file byte counts, packets, events): such a series whose samples
@@ -91,6 +100,12 @@ def as_rates(
     return units, rates
 
 
+def trace_rates(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`as_rates` of the trace's series and samples, its text logs' series never rates: the counters as every
+    reader of them (the analysis, the report) takes them."""
+    return as_rates(trace.series, trace.samples, text_log_locations(trace))
+
+
 def text_log_locations(trace: Trace) -> list[int]:
     """The timelines (``loc``) of the trace's text-log sources (``sources[].format`` ``log:...``): a log's values
     are readings per line (a message size, a step's count of skipped iterations), never running totals, however
@@ -127,7 +142,7 @@ def counter_stats(trace: Trace, span: tuple[int, int] | None) -> pl.DataFrame:
     docstring), by series; empty (:data:`COLUMNS`) without."""
     if not trace.samples.height:
         return pl.DataFrame(schema=COLUMNS)
-    series, samples = as_rates(trace.series, trace.samples, text_log_locations(trace))
+    series, samples = trace_rates(trace)
     if span is not None:
         samples = samples.filter((pl.col("ts_ns") >= span[0]) & (pl.col("ts_ns") < span[1]))
     finite = pl.col("value").filter(pl.col("value").is_finite())

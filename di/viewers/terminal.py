@@ -118,14 +118,15 @@ def _render_counters(result: Analysis, console: Any) -> None:
             )
         console.print(t)
         return
+    finite = pl.col("samples") - pl.col("nonfinite")  # the readings each series' mean is of
     by_name = (
-        c.with_columns(pl.col("mean") * pl.col("samples"))
+        c.with_columns((pl.col("mean") * finite).alias("total"), finite.alias("finite"))
         .group_by("name", "unit", maintain_order=True)
         .agg(
             pl.len().alias("timelines"),
             pl.col("samples").sum(),
             pl.col("min").min(),
-            (pl.col("mean").sum() / pl.col("samples").sum()).alias("mean"),
+            (pl.col("total").sum() / pl.col("finite").sum()).alias("mean"),
             pl.col("max").max(),
             pl.col("location").get(pl.col("max").arg_max()).alias("max_at"),
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from di.engine.counters import as_rates, text_log_locations
+from di.engine.counters import trace_rates
 from di.trace import Trace
 from di.viewers.report.page import Section, new_figure, num, svg_plot, table
 
@@ -42,9 +42,9 @@ def _rank(name: str) -> int:
 
 
 def window_samples(trace: Trace, window: str, span: tuple[int, int] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """:func:`as_rates` of the trace's series, then (``window`` not "all") the samples inside the window's time
+    """:func:`~di.engine.counters.trace_rates`, then (``window`` not "all") the samples inside the window's time
     ``span`` (rates from all samples)."""
-    series, samples = as_rates(trace.series, trace.samples, text_log_locations(trace))
+    series, samples = trace_rates(trace)
     if window != "all":
         samples = samples.filter(pl.col("ts_ns").is_between(*span)) if span else samples.clear()
     return series, samples
