@@ -110,6 +110,12 @@ def test_statistics_equal_a_plain_python_reference(seed: int) -> None:
     for rank, w in want.items():
         for key, value in w.items():
             assert got[rank][key] == (pytest.approx(value) if isinstance(value, float) else value), (rank, key)
+    fastest = min(w["median_ns"] for w in want.values())
+    for rank, w in want.items():  # null where the fastest median is 0
+        want_vs = (w["median_ns"] - fastest) / fastest if fastest else None
+        assert got[rank]["vs_fastest"] == (pytest.approx(want_vs) if fastest else None)
+    if fastest:  # exactly 0 on the fastest rank, never below (a recorded job's gave -1.1e-16 once)
+        assert min(r["vs_fastest"] for r in got.values()) == 0
     assert step_times(steps.clear()).schema == pl.Schema(COLUMNS)
 
 

@@ -103,8 +103,9 @@ def step_times(steps: pl.DataFrame) -> pl.DataFrame:
             (pl.col("slowdown") > SLOW_SLOWDOWN).sum().alias("slow_steps"),
         )
         .with_columns(
+            # (m - fastest) / fastest, not m / fastest - 1: exactly 0 for the fastest rank, never below
             pl.when(pl.col("median_ns").min() > 0)
-            .then(pl.col("median_ns") / pl.col("median_ns").min() - 1)
+            .then((pl.col("median_ns") - pl.col("median_ns").min()) / pl.col("median_ns").min())
             .alias("vs_fastest")
         )
     )
