@@ -41,7 +41,7 @@ from di.convert.logs.text import (
     LINE_TS_RE,
     PREFIX_RE,
     _has_prefix,
-    _read_bytes,
+    read_bytes,
     _read_bytes_lines,
     _read_plain,
     clean_lines,
@@ -407,7 +407,7 @@ def test_real_logs_smi_table_scan(path: Path) -> None:
 @needs_data
 @pytest.mark.parametrize("path", LOG_FILES, ids=ids(LOG_FILES))
 def test_real_logs_clean_and_gate_like_the_slow_path(path: Path) -> None:
-    text = _read_bytes(path, None).decode("utf-8", errors="replace")
+    text = read_bytes(path, None).decode("utf-8", errors="replace")
     assert clean_lines(split(text), whole=text).equals(clean_lines(split(text)))
     assert clean_lines(split(text)).equals(cleaned_by_regex(split(text)))
     assert clean_lines(split(text), whole=text.encode()).equals(clean_lines(split(text)))

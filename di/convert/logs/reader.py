@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from di.convert import gunzip
 from di.convert.logs import nccl, slurm
 from di.convert.logs.build import Parts, build_trace
-from di.convert.logs.text import LINE_TS_RE, head_lines, line_times, own_line_times, read_lines
+from di.convert.logs.slurm_json import is_slurm_json, parse_slurm_json
+from di.convert.logs.text import LINE_TS_RE, head_lines, line_times, own_line_times, read_bytes, read_lines
 from di.errors import UnknownFormatError
 from di.trace import Trace
 
@@ -116,7 +118,10 @@ JSON_START = re.compile(rb"^\s*(?:\{\s*[\"}]|\[\s*[\[{\"\]])")
 
 
 def is_log(path: Path, head: bytes) -> bool:
-    """True when ``head`` shows a log family, or ``path`` is named like a log and its head is text but not JSON."""
+    """True when ``head`` shows a log family or is Slurm's JSON, or ``path`` is named like a log and its head is text
+    but not JSON."""
+    if is_slurm_json(head):
+        return True
     if JSON_START.match(head) and (b'"traceEvents"' in head or b'"schemaVersion"' in head):
         return False  # a Chrome / Kineto trace, however its events look
     if families_in(head):
@@ -269,6 +274,10 @@ def read_log(
         InputTooLargeError: over ``max_input_bytes``.
     """
     path = Path(path)
+    if is_slurm_json(gunzip.head(path)):  # a JSON document, not lines
+        parts = [parse_slurm_json(path, read_bytes(path, max_input_bytes))]
+        kw = {"rank": 0 if rank is None else rank, "rank_source": rank_source, "source": source}
+        return build_trace(path, parts, fmt="log:slurm", unknown={}, garbled={}, **kw)
     text = read_lines(path, max_input_bytes=max_input_bytes, anchored=ANCHORED)
     own = own_line_times(text.lines, text.anchored_rows)  # each line's own timestamp, found once for every family
     lines = text.lines.with_columns(line_times(text.lines, own), own)

@@ -25,7 +25,7 @@ import polars as pl
 from di.convert.logs.build import Parts
 from di.convert.logs.text import by_distinct, lead_in
 
-__all__ = ["SNIFF_RE", "parse_slurm"]
+__all__ = ["SNIFF_RE", "job_events", "jobs_table", "parse_slurm"]
 
 KEYS = r"(?i:jobid|job_id)"
 SCONTROL_RE = r"^JobId=\d+\s"
@@ -267,54 +267,62 @@ def parse_slurm(lines: pl.DataFrame) -> Parts:
     jobid = next((c for c in jobs.columns if _is_job_id(c)), None)
     if jobid is None:  # tables without a job id are no Slurm output
         return Parts("slurm")
-    start = next((c for c in jobs.columns if c in START), None)
-    end = next((c for c in jobs.columns if c in END), None)
-    state = next((c for c in jobs.columns if c in ("state", "st")), None)
-    ev = []
-    args = pl.struct(pl.all().exclude("line")).struct.json_encode()
-    if start and end:
-        timed = jobs.with_columns(_iso(start).alias("s_ns"), _iso(end).alias("e_ns"), args.alias("args")).filter(
-            pl.col("s_ns").is_not_null() & pl.col("e_ns").is_not_null() & (pl.col("e_ns") >= pl.col("s_ns"))
-        )
-        ev.append(
-            timed.select(
-                pl.col("s_ns").alias("start_ns"),
-                pl.col("e_ns").alias("end_ns"),
-                pl.format("slurm {}", jobid).alias("name"),
-                pl.lit("step").alias("cat"),
-                pl.lit(False).alias("instant"),
-                "args",
-            )
-        )
-        if state:
-            bad = timed.filter(pl.col(state).str.split(" ").list.first().is_in(BAD_STATES))
-            ev.append(
-                bad.select(
-                    pl.col("e_ns").alias("start_ns"),
-                    pl.col("e_ns").alias("end_ns"),
-                    pl.format("slurm {}", pl.col(state).str.split(" ").list.first()).alias("name"),
-                    pl.lit("other").alias("cat"),
-                    pl.lit(True).alias("instant"),
-                    "args",
-                )
-            )
-    events = pl.concat(ev).with_columns(pl.lit("slurm").alias("track")) if ev else None
+    events = job_events(jobs, jobid)
     # per frame (each one contiguous; a column a frame lacks is null in ``jobs``, never a truncated field)
     truncated = sum(sum(f.select(pl.col(pl.String).str.ends_with("+").sum()).row(0)) for f in frames)
     info: dict[str, Any] = {"slurm": {"rows": jobs.height, "truncated": truncated}}
-    kw: dict[str, Any] = {"events": events} if events is not None and events.height else {}
+    kw: dict[str, Any] = {"events": events} if events.height else {}
     header_lines = marks.filter(pl.col("sniff") | pl.col("is_rule")).get_column("line")
     claimed = pl.concat([jobs.get_column("line"), header_lines, record_lines])
-    return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), tables={"jobs": _jobs_table(jobs)}, **kw)
+    return Parts("slurm", claimed=claimed, info=info, epoch=bool(kw), tables={"jobs": jobs_table(jobs)}, **kw)
 
 
-def _jobs_table(jobs: pl.DataFrame) -> pl.DataFrame:
+def job_events(jobs: pl.DataFrame, jobid: str) -> pl.DataFrame:
+    """The ``slurm`` timeline's events of the rows of ``jobs`` (String columns named as sacct names its fields, an
+    optional ``line``): a ``step`` event ``slurm <jobid>`` per row with a start and an end (ISO times, read as UTC)
+    that do not run backwards, the row in its args, and an instant ``slurm <STATE>`` at the end of each such row
+    whose state is one of :data:`BAD_STATES`. Empty where no row has both times."""
+    start = next((c for c in jobs.columns if c in START), None)
+    end = next((c for c in jobs.columns if c in END), None)
+    state = next((c for c in jobs.columns if c in ("state", "st")), None)
+    if not (start and end):
+        return pl.DataFrame()
+    args = pl.struct(pl.all().exclude("line")).struct.json_encode()
+    timed = jobs.with_columns(_iso(start).alias("s_ns"), _iso(end).alias("e_ns"), args.alias("args")).filter(
+        pl.col("s_ns").is_not_null() & pl.col("e_ns").is_not_null() & (pl.col("e_ns") >= pl.col("s_ns"))
+    )
+    ev = [
+        timed.select(
+            pl.col("s_ns").alias("start_ns"),
+            pl.col("e_ns").alias("end_ns"),
+            pl.format("slurm {}", jobid).alias("name"),
+            pl.lit("step").alias("cat"),
+            pl.lit(False).alias("instant"),
+            "args",
+        )
+    ]
+    if state:
+        first = pl.col(state).str.split(" ").list.first()
+        ev.append(
+            timed.filter(first.is_in(BAD_STATES)).select(
+                pl.col("e_ns").alias("start_ns"),
+                pl.col("e_ns").alias("end_ns"),
+                pl.format("slurm {}", first).alias("name"),
+                pl.lit("other").alias("cat"),
+                pl.lit(True).alias("instant"),
+                "args",
+            )
+        )
+    return pl.concat(ev).with_columns(pl.lit("slurm").alias("track"))
+
+
+def jobs_table(jobs: pl.DataFrame) -> pl.DataFrame:
     """The rows of the trace's ``jobs`` table (``schemas/trace/v1/jobs.schema.json``): every field of ``jobs`` as
     parsed, and ``jobid``, the row's first job id field (each table of the output has one: a table of several
     kinds' rows holds each row's in the column its own header names). A field whose header is empty (a separator
     at the header's end) is the column :data:`UNNAMED` (a table's columns need names)."""
     ids = [c for c in jobs.columns if _is_job_id(c)]
-    table = jobs.drop("line").with_columns(pl.coalesce(ids).alias("jobid"))
+    table = jobs.drop("line", strict=False).with_columns(pl.coalesce(ids).alias("jobid"))
     return table.rename({"": UNNAMED}) if "" in table.columns and UNNAMED not in table.columns else table
 
 

@@ -170,7 +170,12 @@ class LogText:
     anchored_rows: pl.Series | None = None
 
 
-def _read_bytes(path: Path, limit: int | None) -> bytes:
+def read_bytes(path: Path, limit: int | None) -> bytes:
+    """The whole file (gunzipped when it is gzip).
+
+    Raises:
+        InputTooLargeError: over ``limit``.
+    """
     with open(path, "rb") as fh:
         if fh.read(2) == gunzip.GZIP_MAGIC:
             fh.seek(0)
@@ -307,7 +312,7 @@ def _read_bytes_lines(path: Path, limit: int | None, anchored: tuple[str, ...] =
     Raises:
         InputTooLargeError: over ``limit``.
     """
-    data = _read_bytes(path, limit)
+    data = read_bytes(path, limit)
     whole: str | bytes = data
     try:
         series = pl.Series("text", [data], dtype=pl.Binary).cast(pl.String)
