@@ -16,6 +16,7 @@ together; the modules hold the definitions:
   :mod:`di.engine.gpu_clocks` (GPU clocks, power and temperature during each kernel, from counter series),
   :mod:`di.engine.gpu_step_clocks` (the same during each step),
   :mod:`di.engine.step_times` (each rank's step durations: median, p90, slowest, slow steps),
+  :mod:`di.engine.slow_steps` (what happened in the slow ones: rare marks, grown timed phases),
   :mod:`di.engine.counters` (each counter series' samples, min, mean, max and last value in the window),
   :mod:`di.engine.communicators` (each communicator's ranks, hosts, channels and transports; the whole trace).
 
@@ -64,6 +65,8 @@ class Analysis:
             and across nodes (always computed, over the whole trace), see :mod:`di.engine.communicators`.
         step_times: per rank, its steps' count, median, p90, longest and slow ones (always computed: the steps
             are), see :mod:`di.engine.step_times`.
+        slow_steps: each slow step with the rare marks and the grown timed phases in it (always computed), see
+            :mod:`di.engine.slow_steps`.
         per_step: whether breakdown/overlap/imbalance/wait states carry one row per step.
         window: the window text; seconds: wall time of each analysis.
     """
@@ -78,6 +81,7 @@ class Analysis:
     gpu_step_clocks: pl.DataFrame | None = None
     counters: pl.DataFrame | None = None
     step_times: pl.DataFrame | None = None
+    slow_steps: pl.DataFrame | None = None
     communicators: pl.DataFrame | None = None
     per_step: bool = False
     window: str = "all"
@@ -125,6 +129,9 @@ def analyze(
     from di.engine.step_times import step_times
 
     out["step_times"] = step_times(frame.steps)
+    from di.engine.slow_steps import slow_steps
+
+    out["slow_steps"] = slow_steps(frame)
     from di.engine.communicators import communicators
 
     out["communicators"] = communicators(frame.trace)

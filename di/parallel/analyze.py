@@ -138,6 +138,10 @@ def analyze_with(
         local["gpu_step_clocks"] = steps.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
     if "counters" in analyses:
         local["counters"] = _counters(part, frame, ex)
+    from di.engine.slow_steps import slow_steps
+
+    # a rank's steps, instants and series lie with its part: its slow steps are told there
+    local["slow_steps"] = slow_steps(frame).filter(pl.col("rank").cast(pl.Int32).is_in(mine))
     if ex.rank == 0:  # every part holds the whole comms and comm_links
         from di.engine.communicators import communicators
 
@@ -247,6 +251,7 @@ def _assemble(
     from di.engine.step_times import step_times
 
     out["step_times"] = step_times(steps)
+    out["slow_steps"] = cat("slow_steps").sort("rank", "start_ns", "step")
     out["communicators"] = cat("communicators")
     order = {name: seconds.get(name, 0.0) for name in ("prepare", "local", "critical_path")}
     return Analysis(steps=steps, per_step=per_step, window=win.text, seconds=order, **out)

@@ -63,6 +63,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
         "gpu_clocks": result.gpu_clocks.to_dicts() if result.gpu_clocks is not None else [],
         "gpu_step_clocks": result.gpu_step_clocks.to_dicts() if result.gpu_step_clocks is not None else [],
         "step_times": result.step_times.to_dicts() if result.step_times is not None else [],
+        "slow_steps": result.slow_steps.to_dicts() if result.slow_steps is not None else [],
         "counters": result.counters.to_dicts() if result.counters is not None else [],
         "communicators": result.communicators.to_dicts() if result.communicators is not None else [],
         "seconds": result.seconds,
@@ -116,7 +117,7 @@ def is_csv_folder(path: Path) -> bool:
 
 
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
-    """One CSV per table (steps, step_times, breakdown, overlap, imbalance, wait_states, gpu_clocks and
+    """One CSV per table (steps, step_times, slow_steps where there are some, breakdown, overlap, imbalance, wait_states, gpu_clocks and
     gpu_step_clocks where the trace has GPU clock series, counters where it has samples, communicators where it has
     some, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
 
@@ -128,6 +129,7 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
     tables = {
         "steps": result.steps,
         "step_times": result.step_times,
+        "slow_steps": result.slow_steps if result.slow_steps is not None and result.slow_steps.height else None,
         "breakdown": result.breakdown,
         "overlap": result.overlap,
         "imbalance": result.imbalance,

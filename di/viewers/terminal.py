@@ -151,7 +151,7 @@ def _render_step_times(result: Analysis, console: Any) -> None:
     median."""
     from rich.table import Table
 
-    from di.engine.step_times import SLOW_SLOWDOWN, step_durations
+    from di.engine.step_times import SLOW_SLOWDOWN
 
     st = result.step_times
     if st is None or not st.height:
@@ -179,18 +179,21 @@ def _render_step_times(result: Analysis, console: Any) -> None:
         ]
         t.add_row(*cells, _pct(r["vs_fastest"])) if several else t.add_row(*cells)
     console.print(t)
-    slow = step_durations(result.steps).filter(pl.col("slowdown") > SLOW_SLOWDOWN)
-    if not slow.height:
+    slow = result.slow_steps
+    if slow is None or not slow.height:
         return
     t = Table(title=f"Slowest steps against their rank's median ({slow.height:,} over {1 + SLOW_SLOWDOWN:g}x)")
-    for c in ("rank", "step", "label", "ms", "vs median %"):
-        t.add_column(c, justify="left" if c == "label" else "right")
+    why = slow.select((pl.col("marks").is_not_null() | pl.col("grew").is_not_null()).any()).item()
+    for c in ("rank", "step", "label", "ms", "vs median %", *(("in the step",) if why else ())):
+        t.add_column(c, justify="left" if c in ("label", "in the step") else "right")
     for r in (
         slow.sort("slowdown", "rank", "step", descending=[True, False, False])
         .head(SLOWEST_STEPS_SHOWN)
         .iter_rows(named=True)
     ):
-        t.add_row(str(r["rank"]), str(r["step"]), r["label"] or "", _ms(r["duration_ns"]), _pct(r["slowdown"]))
+        cells = [str(r["rank"]), str(r["step"]), r["label"] or "", _ms(r["duration_ns"]), _pct(r["slowdown"])]
+        notes = "; ".join(x for x in (r["marks"], r["grew"]) if x)
+        t.add_row(*cells, notes) if why else t.add_row(*cells)
     console.print(t)
 
 

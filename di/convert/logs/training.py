@@ -35,6 +35,7 @@ import polars as pl
 
 from di.convert.logs.build import Parts, keep_counted
 from di.convert.logs.text import ASCII_MODE, all_ascii, own_line_times
+from di.convert.logs.training_phases import step_phases
 
 __all__ = ["KEYS", "SNIFF_RE", "parse_training"]
 
@@ -636,9 +637,12 @@ def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int | None = None) ->
         pl.col("ts").alias("ts_ns"),
         "value",
     )
+    ph_samples, ph_events, ph_lines = step_phases(lines, meg)
+    samples = pl.concat([samples, ph_samples], how="diagonal_relaxed") if ph_samples.height else samples
     timed = _timed_steps(rows) if meg is None or not meg.height else None
     ev = pl.concat(
-        [f for f in (meg, timed, _mllog_steps(rows) if mllog else None, inst) if f is not None], how="diagonal_relaxed"
+        [f for f in (meg, timed, _mllog_steps(rows) if mllog else None, inst, ph_events) if f is not None],
+        how="diagonal_relaxed",
     ).with_columns(pl.lit("training").alias("track"))
     kinds = rows.group_by("kind").len().sort("kind")
     info: dict[str, Any] = {
@@ -649,5 +653,5 @@ def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int | None = None) ->
             "errors": inst.filter(pl.col("name") != "overflow skip").get_column("name").to_list()[:20],
         }
     }
-    claimed = pl.concat([rows.get_column("line"), inst.get_column("line")])
+    claimed = pl.concat([rows.get_column("line"), inst.get_column("line"), ph_lines])
     return Parts("training", events=ev, samples=samples, claimed=claimed, dropped=dropped, info=info, epoch=bool(epoch))

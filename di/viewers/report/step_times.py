@@ -1,6 +1,7 @@
 """Step times: each step's duration per rank over the run, each rank's median, p90 and slow steps.
 
-Reads the engine's :mod:`di.engine.step_times` (the statistics and their definitions) and the steps of the window.
+Reads the engine's :mod:`di.engine.step_times` (the statistics and their definitions), the steps of the window and
+:mod:`di.engine.slow_steps` (the marks and grown timed phases in the slow steps, listed where there are some).
 The plot draws at most :data:`RANKS_PLOTTED` ranks: those with the longest median step and the one with the
 shortest, so that a straggler stands out against the fastest.
 """
@@ -13,6 +14,8 @@ from di.engine.step_times import SLOW_SLOWDOWN, step_durations
 from di.viewers.report.page import Section, ms, new_figure, num, pct, svg_plot, table
 
 RANKS_PLOTTED = 8
+SLOW_ROWS = 20
+"""The most slow steps listed with what happened in them (the slowest first)."""
 STRAGGLER_SHARE = 0.05
 """A rank whose median step is this much longer than the fastest rank's is named in a hint (5 %: beyond the
 jitter of a healthy synchronous job)."""
@@ -55,6 +58,18 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     ]
     columns = ["rank", "from", "steps", "median", "p90", "max", "slowest step", "cv", "slow steps", "vs fastest"]
     body += table("step_times", columns, rows)
+    slow = ctx.result.slow_steps
+    noted = slow.filter(pl.col("marks").is_not_null() | pl.col("grew").is_not_null()) if slow is not None else None
+    if noted is not None and noted.height:  # what the trace says happened in them (di.engine.slow_steps)
+        noted = noted.sort("slowdown", "rank", "step", descending=[True, False, False]).head(SLOW_ROWS)
+        body += table(
+            "slow_steps",
+            ["rank", "step", "duration", "vs median", "marks in the step", "timed phases that grew"],
+            [
+                (r["rank"], r["step"], ms(r["duration_ns"]), pct(r["slowdown"]), r["marks"] or "", r["grew"] or "")
+                for r in noted.iter_rows(named=True)
+            ],
+        )
     return Section("step_times", "Step times", body, _hints(st, d))
 
 

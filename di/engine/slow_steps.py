@@ -1,0 +1,146 @@
+"""Slow steps and what the trace says happened in them: the marks that are rare in the rank's steps, and the timed
+phases that grew.
+
+A step is slow when its ``slowdown`` (:func:`di.engine.step_times.step_durations`: its duration over the median of
+its rank's steps in the window, minus 1) is over :data:`~di.engine.step_times.SLOW_SLOWDOWN`. Per slow step:
+
+- ``marks``: the instants on the rank's timelines at ``start_ns <= t < end_ns`` whose name occurs in at most half of
+  the rank's steps (an evaluation, a checkpoint save, an fp16 overflow skip, an error, an ``ncclCommInit``; not a
+  marker every step has), as ``name`` or ``name ×count``, in the order of their first time, joined by ``, ``. An
+  instant at a step's boundary belongs to the step that begins there: a log prints what happened after the line
+  that ended the step before.
+- ``grew``: the series in units of time (``ns``, ``us``, ``ms``, ``s``; not ``step_time``, which restates the
+  step's own duration) on the rank's timelines whose reading in the step (the mean of its samples at
+  ``start_ns < t <= end_ns``: a log's line for step k closes step k) is at least :data:`GREW_RATIO` times its median
+  reading over the rank's steps, by how much it grew, largest first, at most :data:`GREW_SHOWN`: ``optimizer-time
+  309.28 ms (median 14.03)``. Megatron's timers (:mod:`di.convert.logs.training_phases`) are such series.
+
+Rows: by rank and start. Both columns are null where nothing qualifies. Vectorised: two inequality joins of the
+slow steps (and every step, for the medians) with the rank's instants and time series.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from di.engine.step_times import SLOW_SLOWDOWN, step_durations
+
+if TYPE_CHECKING:
+    from di.engine.window import EventFrame
+
+__all__ = ["COLUMNS", "GREW_RATIO", "GREW_SHOWN", "slow_steps"]
+
+GREW_RATIO = 1.5
+"""A timed phase grew in a step when its reading there is at least this many times its median over the rank's steps."""
+GREW_SHOWN = 3
+"""The most grown phases named per slow step."""
+TIME_UNITS = ("ns", "us", "ms", "s")
+RESTATED = ("step_time",)
+"""Series that restate a step's own duration (a training log's ``elapsed time per iteration``)."""
+
+COLUMNS = {
+    "rank": pl.Int64,
+    "step": pl.Int64,
+    "label": pl.String,
+    "start_ns": pl.Int64,
+    "duration_ns": pl.Int64,
+    "slowdown": pl.Float64,
+    "marks": pl.String,
+    "grew": pl.String,
+}
+"""The columns of :func:`slow_steps`: one row per slow step."""
+
+
+def slow_steps(frame: EventFrame) -> pl.DataFrame:
+    """The window's slow steps with their ``marks`` and ``grew`` (module docstring); empty (:data:`COLUMNS`) without
+    slow steps."""
+    every = step_durations(frame.steps)
+    slow = every.filter(pl.col("slowdown") > SLOW_SLOWDOWN)
+    if not slow.height:
+        return pl.DataFrame(schema=COLUMNS)
+    trace = frame.trace
+    ranks = trace.locations.select("loc", pl.col("rank").cast(pl.Int64))
+    out = slow.join(_marks(every, trace.events, ranks), on=["rank", "step", "start_ns"], how="left")
+    out = out.join(_grew(every, trace, ranks), on=["rank", "step", "start_ns"], how="left")
+    return out.select([pl.col(c).cast(t) for c, t in COLUMNS.items()]).sort("rank", "start_ns", "step")
+
+
+def _marks(every: pl.DataFrame, events: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    """Per step with marks: ``marks`` (module docstring)."""
+    inst = events.filter(pl.col("instant")).select("loc", pl.col("start_ns").alias("t"), pl.col("name").cast(pl.String))
+    if not inst.height:
+        return pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "start_ns": pl.Int64, "marks": pl.String})
+    inst = inst.join(ranks, on="loc").drop("loc").rename({"rank": "r"})
+    steps = every.select("rank", "step", "start_ns", "end_ns")
+    hits = steps.join_where(
+        inst, pl.col("rank") == pl.col("r"), pl.col("t") >= pl.col("start_ns"), pl.col("t") < pl.col("end_ns")
+    )
+    n_steps = steps.group_by("rank").len("n")
+    rare = (
+        hits.group_by("rank", "name")
+        .agg(pl.col("step").n_unique().alias("in_steps"))
+        .join(n_steps, on="rank")
+        .filter(pl.col("in_steps") * 2 <= pl.col("n"))
+        .select("rank", "name")
+    )
+    counted = (
+        hits.join(rare, on=["rank", "name"])
+        .group_by("rank", "step", "start_ns", "name")
+        .agg(pl.len().alias("count"), pl.col("t").min())
+        .sort("rank", "step", "t", "name")
+        .with_columns(
+            pl.when(pl.col("count") > 1).then(pl.format("{} ×{}", "name", "count")).otherwise("name").alias("mark")
+        )
+    )
+    return counted.group_by("rank", "step", "start_ns", maintain_order=True).agg(
+        pl.col("mark").str.join(", ").alias("marks")
+    )
+
+
+def _grew(every: pl.DataFrame, trace: object, ranks: pl.DataFrame) -> pl.DataFrame:
+    """Per step with a grown phase: ``grew`` (module docstring)."""
+    empty = pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "start_ns": pl.Int64, "grew": pl.String})
+    series = trace.series.filter(  # type: ignore[attr-defined]
+        pl.col("unit").is_in(TIME_UNITS) & ~pl.col("name").cast(pl.String).is_in(RESTATED)
+    ).select("series", "loc", pl.col("name").cast(pl.String), "unit")
+    if not series.height:
+        return empty
+    samples = (
+        trace.samples.join(series, on="series")  # type: ignore[attr-defined]
+        .join(ranks, on="loc")
+        .select(pl.col("rank").alias("r"), "series", "name", "unit", pl.col("ts_ns").alias("t"), "value")
+        .filter(pl.col("value").is_finite())
+    )
+    steps = every.select("rank", "step", "start_ns", "end_ns")
+    per_step = (
+        steps.join_where(
+            samples, pl.col("rank") == pl.col("r"), pl.col("t") > pl.col("start_ns"), pl.col("t") <= pl.col("end_ns")
+        )
+        .group_by("rank", "step", "start_ns", "series", "name", "unit")
+        .agg(pl.col("value").mean())
+    )
+    if not per_step.height:
+        return empty
+    median = pl.col("value").median().over("rank", "series")
+    grown = (
+        per_step.with_columns(median.alias("median"))
+        .filter((pl.col("median") > 0) & (pl.col("value") >= GREW_RATIO * pl.col("median")))
+        .with_columns((pl.col("value") - pl.col("median")).alias("excess"))
+        .sort("rank", "step", "excess", "name", descending=[False, False, True, False])
+        .group_by("rank", "step", "start_ns", maintain_order=True)
+        .head(GREW_SHOWN)
+        .with_columns(
+            pl.format(
+                "{} {} {} (median {})",
+                "name",
+                pl.col("value").round_sig_figs(4),
+                "unit",
+                pl.col("median").round_sig_figs(4),
+            ).alias("phase")
+        )
+    )
+    return grown.group_by("rank", "step", "start_ns", maintain_order=True).agg(
+        pl.col("phase").str.join(", ").alias("grew")
+    )
