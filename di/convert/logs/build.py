@@ -23,7 +23,7 @@ from di.convert.provenance import reader_meta
 from di.schema import polars_schema
 from di.trace import Trace
 
-__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples"]
+__all__ = ["EVENT_COLUMNS", "SAMPLE_COLUMNS", "Parts", "build_trace", "empty_events", "empty_samples", "line_instants"]
 
 EVENT_COLUMNS: dict[str, Any] = {
     "rank": pl.Int64,
@@ -63,6 +63,21 @@ def empty_events() -> pl.DataFrame:
 
 def empty_samples() -> pl.DataFrame:
     return pl.DataFrame(schema=SAMPLE_COLUMNS)
+
+
+def line_instants(rows: pl.DataFrame, cat: str) -> pl.DataFrame:
+    """Log lines as instants: ``rows``' ``rank``, ``name`` and ``line``, at their ``ts`` (ns), of category ``cat``,
+    with the line's ``text`` (its first 2,000 characters) and number in args (``{"msg": ..., "line": ...}``)."""
+    return rows.select(
+        "rank",
+        pl.col("ts").alias("start_ns"),
+        pl.col("ts").alias("end_ns"),
+        "name",
+        pl.lit(cat).alias("cat"),
+        pl.lit(True).alias("instant"),
+        pl.struct(pl.col("text").str.slice(0, 2000).alias("msg"), "line").struct.json_encode().alias("args"),
+        "line",
+    )
 
 
 def conform(df: pl.DataFrame, columns: dict[str, Any]) -> pl.DataFrame:

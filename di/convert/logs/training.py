@@ -33,7 +33,7 @@ from typing import Any
 
 import polars as pl
 
-from di.convert.logs.build import Parts, keep_counted
+from di.convert.logs.build import Parts, keep_counted, line_instants
 from di.convert.logs.text import ASCII_MODE, all_ascii, own_line_times
 from di.convert.logs.training_phases import step_phases
 
@@ -535,20 +535,7 @@ def _instants(lines: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
                 )
             )
             name = name.scatter(errs, err_name.to_series())
-    return (
-        cand.with_columns(name)
-        .filter(pl.col("name").is_not_null())
-        .select(
-            "rank",
-            pl.col("ts").alias("start_ns"),
-            pl.col("ts").alias("end_ns"),
-            "name",
-            pl.lit("other").alias("cat"),
-            pl.lit(True).alias("instant"),
-            pl.struct(pl.col("text").str.slice(0, 2000).alias("msg"), "line").struct.json_encode().alias("args"),
-            "line",
-        )
-    )
+    return line_instants(cand.with_columns(name).filter(pl.col("name").is_not_null()), "other")
 
 
 def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int | None = None) -> Parts:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from di.convert.logs.build import empty_events, empty_samples, line_instants
+
 __all__ = ["PHASES_RE", "step_phases"]
 
 TIMERS_LINE = "time (ms) |"
@@ -52,15 +54,16 @@ def step_phases(lines: pl.DataFrame, megatron: pl.DataFrame | None) -> tuple[pl.
         megatron: the Megatron iteration steps (``line``, ``rank``, ``end_ns``), or None.
 
     Returns:
-        (samples: ``rank``, ``track``, ``series``, ``unit``, ``ts_ns``, ``value``; events: ``rank``, ``start_ns``,
-        ``end_ns``, ``name``, ``cat``, ``instant``, ``args``, ``line``; the line numbers read).
+        (samples: ``rank``, ``track``, ``series``, ``unit``, ``ts_ns``, ``value``; instants: ``rank``, ``start_ns``,
+        ``end_ns``, ``name``, ``cat``, ``instant``, ``args``, ``line`` (:func:`~di.convert.logs.build.line_instants`);
+        the line numbers read).
     """
     own = pl.col("own_ts") if "own_ts" in lines.columns else pl.lit(None, pl.Int64)
     found = lines.select("line", "rank", "ts", own.alias("own_ts"), "text").filter(
         pl.col("text").str.contains(PHASES_RE)
     )
     if not found.height:
-        return _no_samples(), _no_events(), pl.Series("line", [], pl.UInt32)
+        return empty_samples(), empty_events(), pl.Series("line", [], pl.UInt32)
     found = _at_iteration(found, megatron)
     text = pl.col("text")
     flat = found.filter(text.str.contains(TIMERS_LINE, literal=True)).with_columns(
@@ -119,22 +122,7 @@ def step_phases(lines: pl.DataFrame, megatron: pl.DataFrame | None) -> tuple[pl.
         .when(text.str.contains(CHECKPOINT_RE))
         .then(pl.lit("checkpoint save"))
     )
-    events = (
-        found.with_columns(name.alias("name"))
-        .filter(pl.col("name").is_not_null())
-        .select(
-            "rank",
-            pl.col("ts").alias("start_ns"),
-            pl.col("ts").alias("end_ns"),
-            "name",
-            pl.lit("user").alias("cat"),
-            pl.lit(True).alias("instant"),
-            pl.struct(text.str.strip_chars().str.slice(0, 2000).alias("msg"), "line")
-            .struct.json_encode()
-            .alias("args"),
-            "line",
-        )
-    )
+    events = line_instants(found.with_columns(name.alias("name")).filter(pl.col("name").is_not_null()), "user")
     read = pl.concat([timers.get_column("line"), val.get_column("line"), events.get_column("line")]).unique()
     heads = found.filter(text.str.contains(TIMERS_HEAD, literal=True) | text.str.contains(SAVED_RE)).get_column("line")
     return samples, events, pl.concat([read, heads]).cast(pl.UInt32).unique().sort()
@@ -153,32 +141,4 @@ def _at_iteration(found: pl.DataFrame, megatron: pl.DataFrame | None) -> pl.Data
         .join_asof(ends, on="k", by="by", strategy="backward", check_sortedness=False)
         .with_columns(pl.coalesce("own_ts", "it_ns", "ts").alias("ts"))
         .drop("k", "by", "it_ns")
-    )
-
-
-def _no_samples() -> pl.DataFrame:
-    return pl.DataFrame(
-        schema={
-            "rank": pl.Int64,
-            "track": pl.String,
-            "series": pl.String,
-            "unit": pl.String,
-            "ts_ns": pl.Int64,
-            "value": pl.Float64,
-        }
-    )
-
-
-def _no_events() -> pl.DataFrame:
-    return pl.DataFrame(
-        schema={
-            "rank": pl.Int64,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "name": pl.String,
-            "cat": pl.String,
-            "instant": pl.Boolean,
-            "args": pl.String,
-            "line": pl.UInt32,
-        }
     )
