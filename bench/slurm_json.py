@@ -76,7 +76,14 @@ def job(k: int) -> dict[str, Any]:
         "state": {"current": [state], "reason": "None"},
         "exit_code": _exit(1 if state == "FAILED" else 0),
         "derived_exit_code": _exit(0),
-        "time": {"elapsed": end - start, "eligible": start, "end": end, "limit": _num(1440), "start": start, "submission": start},
+        "time": {
+            "elapsed": end - start,
+            "eligible": start,
+            "end": end,
+            "limit": _num(1440),
+            "start": start,
+            "submission": start,
+        },
         "steps": [step("batch", "batch", start, end), step("0", "python", start + 5, end - 1)],
         "tres": {"allocated": _tres(128, 16)},
         "user": "ada",
@@ -119,7 +126,9 @@ def main() -> None:
         loads = best(lambda: orjson.loads(data), args.repeats)
         load = best(lambda: di.load(path), args.repeats)
     print(f"{args.jobs:,} jobs, {mb:.1f} MB")
-    print(f"parse_slurm_json  {mb / parse:7.1f} MB/CPU-s  {args.jobs / parse:9,.0f} jobs/CPU-s  (orjson.loads {loads / parse:.0%})")
+    print(
+        f"parse_slurm_json  {mb / parse:7.1f} MB/CPU-s  {args.jobs / parse:9,.0f} jobs/CPU-s  (orjson.loads {loads / parse:.0%})"
+    )
     print(f"di.load           {mb / load:7.1f} MB/CPU-s  {args.jobs / load:9,.0f} jobs/CPU-s")
 
 
