@@ -192,3 +192,44 @@ def test_slow_steps_under_mpiexec_equal_one_process(tmp_path: Path) -> None:
     assert one["slow_steps"] == many["slow_steps"]
     assert [(r["rank"], r["step"]) for r in one["slow_steps"]] == [(0, 60), (0, 90), (1, 30)]
     assert one["slow_steps"][2]["grew"] == "optimizer-time 150.0 ms (median 5.0)"
+    one, many = one_and_many(late_sender_job().build(), tmp_path / "job", 2, 1)
+    assert one["slow_steps"] == many["slow_steps"] and len(one["slow_steps"]) == 2
+    assert one["slow_steps"][1]["states"] == "host comm 102.0 ms (median 2.0)"
+
+
+def test_a_step_slow_by_its_own_work_and_one_that_waited_are_told_apart() -> None:
+    """Rank 0 computes 200 ms in step 5 (100 elsewhere) before it sends; rank 1 computes 99 ms and waits in
+    MPI_Recv for the rest. Rank 0's slow step grew its host cpu, rank 1's its host comm; the wait states name the
+    late sender, and the straggler job's one slow step grew its cpu."""
+    from test_engine_step_times import straggler_job
+
+    job = late_sender_job()
+    result = di.analyze(job.build())
+    rows = {r["rank"]: r for r in result.slow_steps.iter_rows(named=True)}
+    assert [(r["rank"], r["step"]) for r in rows.values()] == [(0, 5), (1, 5)]
+    assert rows[0]["states"] == "host cpu 200.0 ms (median 100.0)"
+    assert rows[1]["states"] == "host comm 102.0 ms (median 2.0)"
+    late = result.wait_states.filter(pl.col("kind") == "late_sender")
+    assert late.filter(pl.col("wait_ns") > 50 * MS).select("rank", "cause_rank").rows() == [(1, 0)]
+    straggler = di.analyze(straggler_job().build()).slow_steps
+    assert straggler.select("rank", "step", "states").rows() == [(2, 7, "host cpu 200.0 ms (median 110.0)")]
+
+
+def late_sender_job():  # noqa: ANN201
+    """Two ranks, ten steps: rank 0 computes 100 ms (200 in step 5) then sends; rank 1 computes 99 ms, then receives."""
+    from engine_jobs import Job
+
+    job = Job()
+    cpu = [job.thread(0), job.thread(1)]
+    t = 0.0
+    for step in range(10):
+        work = 200.0 if step == 5 else 100.0
+        send = job.ev(cpu[0], t + work, t + work + 1, "MPI_Send", "mpi_p2p")
+        recv = job.ev(cpu[1], t + 99, t + work + 1, "MPI_Recv", "mpi_p2p")
+        job.message(send, recv)
+        job.ev(cpu[0], t, t + work, "compute", "compute")
+        job.ev(cpu[1], t, t + 99, "compute", "compute")
+        for rank in (0, 1):
+            job.ev(cpu[rank], t, t + work + 1, f"ProfilerStep#{step}", "step")
+        t += work + 1
+    return job

@@ -131,7 +131,7 @@ def analyze(
     out["step_times"] = step_times(frame.steps)
     from di.engine.slow_steps import slow_steps
 
-    out["slow_steps"] = slow_steps(frame)
+    out["slow_steps"] = slow_steps(frame, cache.get("by_step"))
     from di.engine.communicators import communicators
 
     out["communicators"] = communicators(frame.trace)

@@ -1,8 +1,16 @@
-"""Slow steps and what the trace says happened in them: the marks that are rare in the rank's steps, and the timed
-phases that grew.
+"""Slow steps and what the trace says happened in them: the breakdown's states that grew, the marks that are rare in
+the rank's steps, and the timed phases that grew.
 
 A step is slow when its ``slowdown`` (:func:`di.engine.step_times.step_durations`: its duration over the median of
 its rank's steps in the window, minus 1) is over :data:`~di.engine.step_times.SLOW_SLOWDOWN`. Per slow step:
+
+- ``states``: the states of the per-step temporal breakdown (:mod:`di.engine.breakdown`: each scope's exclusive
+  time in ``cpu``, ``comm``, ``sync``, ``compute``, ``idle``...; the host and each GPU of the rank) whose time in the
+  step exceeds their median over the rank's steps by at least :data:`STATE_SHARE` of the step's own excess over its
+  median duration, largest excess first, at most :data:`STATES_SHOWN`: ``host comm 101.0 ms (median 1.0)``. A step
+  slow by its own work grows ``cpu`` or ``compute``; one that waited for another rank grows ``comm`` or ``sync``
+  (the wait states name whom it waited for). Null where the breakdown per step was not computed (it is with
+  ``imbalance``, which ``di analyze`` runs by default).
 
 - ``marks``: the instants on the rank's timelines at ``start_ns <= t < end_ns`` whose name occurs in at most half of
   the rank's steps (an evaluation, a checkpoint save, an fp16 overflow skip, an error, an ``ncclCommInit``; not a
@@ -30,8 +38,13 @@ from di.engine.step_times import SLOW_SLOWDOWN, step_durations
 if TYPE_CHECKING:
     from di.engine.window import EventFrame
 
-__all__ = ["COLUMNS", "GREW_RATIO", "GREW_SHOWN", "slow_steps"]
+__all__ = ["COLUMNS", "GREW_RATIO", "GREW_SHOWN", "NOTES", "STATE_SHARE", "STATES_SHOWN", "slow_steps"]
 
+STATE_SHARE = 0.25
+"""A breakdown state grew in a slow step when its excess over its median is at least this share of the step's excess
+over the rank's median step."""
+STATES_SHOWN = 2
+"""The most grown breakdown states named per slow step."""
 GREW_RATIO = 1.5
 """A timed phase grew in a step when its reading there is at least this many times its median over the rank's steps."""
 GREW_SHOWN = 3
@@ -47,24 +60,62 @@ COLUMNS = {
     "start_ns": pl.Int64,
     "duration_ns": pl.Int64,
     "slowdown": pl.Float64,
+    "states": pl.String,
     "marks": pl.String,
     "grew": pl.String,
 }
 """The columns of :func:`slow_steps`: one row per slow step."""
+NOTES = ("states", "marks", "grew")
+"""The columns that say what happened in a slow step, in the order viewers show them."""
 
 
-def slow_steps(frame: EventFrame) -> pl.DataFrame:
-    """The window's slow steps with their ``marks`` and ``grew`` (module docstring); empty (:data:`COLUMNS`) without
-    slow steps."""
+def slow_steps(frame: EventFrame, by_step: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The window's slow steps with their ``states``, ``marks`` and ``grew`` (module docstring); empty
+    (:data:`COLUMNS`) without slow steps. ``by_step``: the window's breakdown per step
+    (:func:`di.engine.breakdown.breakdown` with ``per_step=True``), None where it was not computed."""
     every = step_durations(frame.steps)
     slow = every.filter(pl.col("slowdown") > SLOW_SLOWDOWN)
     if not slow.height:
         return pl.DataFrame(schema=COLUMNS)
     trace = frame.trace
     ranks = trace.locations.select("loc", pl.col("rank").cast(pl.Int64))
-    out = slow.join(_marks(every, trace.events, ranks), on=["rank", "step", "start_ns"], how="left")
+    out = slow.join(_states(every, by_step), on=["rank", "step"], how="left") if by_step is not None else slow
+    out = out.join(_marks(every, trace.events, ranks), on=["rank", "step", "start_ns"], how="left")
     out = out.join(_grew(every, trace, ranks), on=["rank", "step", "start_ns"], how="left")
-    return out.select([pl.col(c).cast(t) for c, t in COLUMNS.items()]).sort("rank", "start_ns", "step")
+    out = out.select([(pl.col(c) if c in out.columns else pl.lit(None)).cast(t).alias(c) for c, t in COLUMNS.items()])
+    return out.sort("rank", "start_ns", "step")
+
+
+def _states(every: pl.DataFrame, by_step: pl.DataFrame) -> pl.DataFrame:
+    """Per slow step with a grown breakdown state: ``states`` (module docstring)."""
+    b = by_step.filter(pl.col("step").is_not_null()).select(
+        pl.col("rank").cast(pl.Int64), "scope", "device", pl.col("step").cast(pl.Int64), "state", "time_ns"
+    )
+    excess = every.select(
+        "rank", "step", (pl.col("duration_ns") - pl.col("duration_ns").median().over("rank")).alias("step_excess")
+    )
+    where = pl.when(pl.col("scope") == "host").then(pl.lit("host")).otherwise(pl.format("GPU {}", "device"))
+    grown = (
+        b.with_columns(pl.col("time_ns").median().over("rank", "scope", "device", "state").alias("median"))
+        .join(excess.filter(pl.col("step_excess") > 0), on=["rank", "step"])
+        .with_columns((pl.col("time_ns") - pl.col("median")).alias("excess"))
+        .filter((pl.col("excess") > 0) & (pl.col("excess") >= STATE_SHARE * pl.col("step_excess")))
+        .sort(
+            "rank", "step", "excess", "scope", "device", "state", descending=[False, False, True, False, False, False]
+        )
+        .group_by("rank", "step", maintain_order=True)
+        .head(STATES_SHOWN)
+        .with_columns(
+            pl.format(
+                "{} {} {} ms (median {})",
+                where,
+                "state",
+                (pl.col("time_ns") / 1e6).round_sig_figs(4),
+                (pl.col("median") / 1e6).round_sig_figs(4),
+            ).alias("grown")
+        )
+    )
+    return grown.group_by("rank", "step", maintain_order=True).agg(pl.col("grown").str.join(", ").alias("states"))
 
 
 def _marks(every: pl.DataFrame, events: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:

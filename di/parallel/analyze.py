@@ -141,7 +141,7 @@ def analyze_with(
     from di.engine.slow_steps import slow_steps
 
     # a rank's steps, instants and series lie with its part: its slow steps are told there
-    local["slow_steps"] = slow_steps(frame).filter(pl.col("rank").cast(pl.Int32).is_in(mine))
+    local["slow_steps"] = slow_steps(frame, local.get("by_step")).filter(pl.col("rank").cast(pl.Int32).is_in(mine))
     if ex.rank == 0:  # every part holds the whole comms and comm_links
         from di.engine.communicators import communicators
 

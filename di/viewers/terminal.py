@@ -151,6 +151,7 @@ def _render_step_times(result: Analysis, console: Any) -> None:
     median."""
     from rich.table import Table
 
+    from di.engine.slow_steps import NOTES
     from di.engine.step_times import SLOW_SLOWDOWN
 
     st = result.step_times
@@ -183,7 +184,7 @@ def _render_step_times(result: Analysis, console: Any) -> None:
     if slow is None or not slow.height:
         return
     t = Table(title=f"Slowest steps against their rank's median ({slow.height:,} over {1 + SLOW_SLOWDOWN:g}x)")
-    why = slow.select((pl.col("marks").is_not_null() | pl.col("grew").is_not_null()).any()).item()
+    why = slow.select(pl.any_horizontal(pl.col(NOTES).is_not_null()).any()).item()
     for c in ("rank", "step", "label", "ms", "vs median %", *(("in the step",) if why else ())):
         t.add_column(c, justify="left" if c in ("label", "in the step") else "right")
     for r in (
@@ -192,7 +193,7 @@ def _render_step_times(result: Analysis, console: Any) -> None:
         .iter_rows(named=True)
     ):
         cells = [str(r["rank"]), str(r["step"]), r["label"] or "", _ms(r["duration_ns"]), _pct(r["slowdown"])]
-        notes = "; ".join(x for x in (r["marks"], r["grew"]) if x)
+        notes = "; ".join(r[c] for c in NOTES if r[c])
         t.add_row(*cells, notes) if why else t.add_row(*cells)
     console.print(t)
 

@@ -1,7 +1,8 @@
 """Step times: each step's duration per rank over the run, each rank's median, p90 and slow steps.
 
 Reads the engine's :mod:`di.engine.step_times` (the statistics and their definitions), the steps of the window and
-:mod:`di.engine.slow_steps` (the marks and grown timed phases in the slow steps, listed where there are some).
+:mod:`di.engine.slow_steps` (the grown breakdown states, marks and grown timed phases in the slow steps, listed
+where there are some).
 The plot draws at most :data:`RANKS_PLOTTED` ranks: those with the longest median step and the one with the
 shortest, so that a straggler stands out against the fastest.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from di.engine.slow_steps import NOTES
 from di.engine.step_times import SLOW_SLOWDOWN, step_durations
 from di.viewers.report.page import Section, ms, new_figure, num, pct, svg_plot, table
 
@@ -59,14 +61,22 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     columns = ["rank", "from", "steps", "median", "p90", "max", "slowest step", "cv", "slow steps", "vs fastest"]
     body += table("step_times", columns, rows)
     slow = ctx.result.slow_steps
-    noted = slow.filter(pl.col("marks").is_not_null() | pl.col("grew").is_not_null()) if slow is not None else None
+    noted = slow.filter(pl.any_horizontal(pl.col(NOTES).is_not_null())) if slow is not None else None
     if noted is not None and noted.height:  # what the trace says happened in them (di.engine.slow_steps)
         noted = noted.sort("slowdown", "rank", "step", descending=[True, False, False]).head(SLOW_ROWS)
         body += table(
             "slow_steps",
-            ["rank", "step", "duration", "vs median", "marks in the step", "timed phases that grew"],
             [
-                (r["rank"], r["step"], ms(r["duration_ns"]), pct(r["slowdown"]), r["marks"] or "", r["grew"] or "")
+                "rank",
+                "step",
+                "duration",
+                "vs median",
+                "states that grew",
+                "marks in the step",
+                "timed phases that grew",
+            ],
+            [
+                (r["rank"], r["step"], ms(r["duration_ns"]), pct(r["slowdown"]), *(r[c] or "" for c in NOTES))
                 for r in noted.iter_rows(named=True)
             ],
         )
