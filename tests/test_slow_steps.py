@@ -125,6 +125,15 @@ def test_a_data_stall_and_a_checkpoint_are_told_in_their_steps(tmp_path: Path) -
     import subprocess
     import sys
 
+    csv = tmp_path / "csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "di", "analyze", str(path), "--csv", str(csv)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert pl.read_csv(csv / "slow_steps.csv").select("step", "marks").rows() == [
+        (60, None),
+        (90, "checkpoint save, evaluation"),
+    ]
     report = tmp_path / "r.html"
     done = subprocess.run(
         [sys.executable, "-m", "di", "report", str(path), "-o", str(report)], capture_output=True, text=True
