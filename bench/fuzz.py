@@ -260,8 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--reader",
-        default="kineto,chrome,perfetto,otf2,di,nsys,log",
-        help="comma-separated: kineto, chrome, perfetto, otf2, di, nsys, log (text logs: needs ../shared/data)",
+        default="kineto,chrome,perfetto,otf2,di,nsys,log,slurm_json",
+        help="comma-separated: kineto, chrome, perfetto, otf2, di, nsys, log (text logs: needs ../shared/data), "
+        "slurm_json (Slurm's --json documents)",
     )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds an input may take before it counts as a hang")

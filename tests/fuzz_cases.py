@@ -30,7 +30,7 @@ from typing import Any
 
 from tests import fuzz_mutators as M
 
-READERS = ("kineto", "chrome", "perfetto", "otf2", "di", "nsys", "log")
+READERS = ("kineto", "chrome", "perfetto", "otf2", "di", "nsys", "log", "slurm_json")
 SHARED_KINETO = (
     "hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
     "hta_critical_path/cuda_event_sync/event_sync_trace.json.gz",
@@ -123,6 +123,10 @@ def build_corpus(root: Path, shared: Path | None) -> Path:
     from tests import log_fuzz
 
     log_fuzz.write_seeds(root / "log", shared)
+    from tests.test_logs_slurm_json import sacct41, squeue
+
+    _put(root / "slurm_json" / "sacct", {"sacct.json": json.dumps(sacct41(), indent=2).encode()})
+    _put(root / "slurm_json" / "squeue", {"squeue.json": json.dumps(squeue(), indent=2).encode()})
     foreign = _foreign_perfetto()
     if foreign:
         _put(root / "perfetto" / "foreign", {"sdk.pftrace": foreign})
@@ -216,6 +220,7 @@ def write_case(corpus: dict[str, list[Seed]], reader: str, case_seed: int, folde
         "di": _store,
         "nsys": nsys_fuzz.mutate,
         "log": log_fuzz.mutate,
+        "slurm_json": _chrome,  # a JSON document: the same structural and byte mutations
     }[reader](rng, seed, donor, files)
     _put(folder, files)
     return folder / entry

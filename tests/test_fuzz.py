@@ -21,7 +21,16 @@ import pytest
 from tests import fuzz_cases as C
 from tests.conftest import DATA
 
-INPUTS = {"kineto": 100, "chrome": 100, "perfetto": 100, "otf2": 40, "di": 120, "nsys": 40, "log": 150}
+INPUTS = {
+    "kineto": 100,
+    "chrome": 100,
+    "perfetto": 100,
+    "otf2": 40,
+    "di": 120,
+    "nsys": 40,
+    "log": 150,
+    "slurm_json": 100,
+}
 """Inputs per reader in CI: 1-4 s each warm on a shared 2-core machine."""
 HANG_S = 60
 """An input still loading after this long is a hang: faulthandler dumps every thread and ends the run."""
@@ -29,7 +38,16 @@ SLOW_S = 10.0
 """An input taking more CPU seconds than this is reported (the warm loads take well under a second); CPU time,
 not wall time, so that a loaded machine does not fail the run."""
 REPO = Path(__file__).resolve().parents[1]
-CLI_SEEDS = {"kineto": (3,), "chrome": (1,), "perfetto": (1,), "otf2": (1,), "di": (3,), "nsys": (1,), "log": (2,)}
+CLI_SEEDS = {
+    "kineto": (3,),
+    "chrome": (1,),
+    "perfetto": (1,),
+    "otf2": (1,),
+    "di": (3,),
+    "nsys": (1,),
+    "log": (2,),
+    "slurm_json": (1,),
+}
 """Inputs checked through ``python -m di info`` (with ../shared/data: kineto's and otf2's an error, chrome's
 and perfetto's a load with warnings, di's a clean load)."""
 

@@ -103,6 +103,32 @@ def sacct41() -> dict[str, Any]:
     return {"meta": meta, "jobs": [failed, done], "warnings": [], "errors": []}
 
 
+def squeue() -> dict[str, Any]:
+    """``squeue --json`` of a running job and a pending one (the controller's shape)."""
+    jobs = [
+        {
+            "job_id": 77,
+            "name": "train",
+            "job_state": ["RUNNING"],
+            "state_reason": "None",
+            "user_name": "ada",
+            "partition": "gpu",
+            "nodes": "gpu[01-04]",
+            "node_count": num(4),
+            "start_time": num(T0),
+            "end_time": num(T0 + 7200),
+            "submit_time": num(T0 - 5),
+            "time_limit": num(120),
+            "array_job_id": num(0),
+            "array_task_id": num(0, set_=False),
+            "tres_alloc_str": "cpu=64,mem=512G,node=4,billing=64,gres/gpu=32",
+            "exit_code": exit41(0),
+        },
+        {"job_id": 78, "name": "next", "job_state": ["PENDING"], "start_time": num(0), "end_time": num(0)},
+    ]
+    return {"jobs": jobs, "meta": {}, "errors": [], "warnings": []}
+
+
 def write(path: Path, doc: Any) -> Path:
     path.write_text(json.dumps(doc, indent=2))
     return path
@@ -204,28 +230,7 @@ def test_slurm_21_08_plain_numbers_and_string_states(tmp_path: Path) -> None:
 def test_squeue_json_controller_shape(tmp_path: Path) -> None:
     """``squeue --json``: job_state, start_time/end_time as numbers, user_name, tres_alloc_str; a running job's end
     is in the future (its limit), a pending one has no start."""
-    jobs = [
-        {
-            "job_id": 77,
-            "name": "train",
-            "job_state": ["RUNNING"],
-            "state_reason": "None",
-            "user_name": "ada",
-            "partition": "gpu",
-            "nodes": "gpu[01-04]",
-            "node_count": num(4),
-            "start_time": num(T0),
-            "end_time": num(T0 + 7200),
-            "submit_time": num(T0 - 5),
-            "time_limit": num(120),
-            "array_job_id": num(0),
-            "array_task_id": num(0, set_=False),
-            "tres_alloc_str": "cpu=64,mem=512G,node=4,billing=64,gres/gpu=32",
-            "exit_code": exit41(0),
-        },
-        {"job_id": 78, "name": "next", "job_state": ["PENDING"], "start_time": num(0), "end_time": num(0)},
-    ]
-    trace = di.load(write(tmp_path / "squeue.json", {"jobs": jobs, "meta": {}, "errors": [], "warnings": []}))
+    trace = di.load(write(tmp_path / "squeue.json", squeue()))
     rows = trace.jobs.to_dicts()
     assert [(r["jobid"], r["state"], r["user"], r["nnodes"]) for r in rows] == [
         ("77", "RUNNING", "ada", "4"),

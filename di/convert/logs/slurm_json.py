@@ -86,7 +86,7 @@ def parse_slurm_json(path: Path, data: bytes) -> Parts:
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list):
         raise FormatError(path, "Slurm JSON without a 'jobs' array")
-    errors = [_error_text(e) for e in doc.get("errors") or [] if e]
+    errors = [_error_text(e) for e in _list(doc.get("errors")) if e]
     if not jobs and errors:
         raise FormatError(path, f"Slurm reported {len(errors)} error(s) and no job: {'; '.join(errors[:3])}")
     rows: list[dict[str, str | None]] = []
@@ -96,17 +96,17 @@ def parse_slurm_json(path: Path, data: bytes) -> Parts:
             bad += 1
             continue
         rows.append(_job_row(job))
-        rows.extend(_step_row(job, step) for step in job.get("steps") or [] if isinstance(step, dict))
+        rows.extend(_step_row(job, step) for step in _list(job.get("steps")) if isinstance(step, dict))
     if bad:
         dropped["jobs without a job id"] = bad
-    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    meta = _dict(doc.get("meta"))
     info: dict[str, Any] = {"rows": len(rows), "truncated": 0, "format": "json"}
-    release = ((meta.get("slurm") or meta.get("Slurm") or {}) if isinstance(meta, dict) else {}).get("release")
-    parser = (meta.get("plugin") or {}).get("data_parser") if isinstance(meta.get("plugin"), dict) else None
+    release = _dict(meta.get("slurm") or meta.get("Slurm")).get("release")
+    parser = _dict(meta.get("plugin")).get("data_parser")
     info |= {k: v for k, v in (("release", release), ("data_parser", parser)) if isinstance(v, str) and v}
     if errors:
         info["errors"] = errors
-    warnings = [_error_text(w) for w in doc.get("warnings") or [] if w]
+    warnings = [_error_text(w) for w in _list(doc.get("warnings")) if w]
     if warnings:
         info["warnings"] = warnings
     if not rows:
@@ -153,6 +153,16 @@ def _document(path: Path, data: bytes) -> tuple[Any, dict[str, int]]:
         except ValueError:
             pass
     return doc, {f"bytes after the last whole job (cut or damaged: {damage})": lost} if lost else {}
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` where it is a list, else no items (a field of another type in a damaged document)."""
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` where it is an object, else an empty one."""
+    return value if isinstance(value, dict) else {}
 
 
 def _number(value: Any) -> int | float | None:
@@ -241,12 +251,12 @@ def _tres_count(items: Any, kind: str) -> str | None:
 def _job_id(job: dict[str, Any]) -> str:
     """The id sacct prints: ``ARRAYJOB_TASK`` for an array task, ``HETJOB+OFFSET`` for a heterogeneous part."""
     raw = _number(job.get("job_id"))
-    array = job.get("array") if isinstance(job.get("array"), dict) else {}
+    array = _dict(job.get("array"))
     master = _number(array.get("job_id")) or _number(job.get("array_job_id"))
     task = _number(array.get("task_id")) if "task_id" in array else _number(job.get("array_task_id"))
     if master and task is not None:
         return f"{master}_{task}"
-    het = job.get("het") if isinstance(job.get("het"), dict) else {}
+    het = _dict(job.get("het"))
     leader = _number(het.get("job_id")) or _number(job.get("het_job_id"))
     offset = _number(het.get("job_offset")) if "job_offset" in het else _number(job.get("het_job_offset"))
     if leader and offset is not None:
@@ -256,16 +266,16 @@ def _job_id(job: dict[str, Any]) -> str:
 
 def _job_row(job: dict[str, Any]) -> dict[str, str | None]:
     """One job as sacct's row (accounting's fields, else the controller's)."""
-    time = job.get("time") if isinstance(job.get("time"), dict) else {}
+    time = _dict(job.get("time"))
     state = job.get("state")
-    tres = job.get("tres") if isinstance(job.get("tres"), dict) else {}
+    tres = _dict(job.get("tres"))
     allocated = tres.get("allocated")
     start = time.get("start", job.get("start_time"))
     end = time.get("end", job.get("end_time"))
     elapsed = _number(time.get("elapsed"))
     if elapsed is None and _number(start) and _number(end):
         elapsed = _number(end) - _number(start)  # type: ignore[operator]
-    required = job.get("required") if isinstance(job.get("required"), dict) else {}
+    required = _dict(job.get("required"))
     return {
         "jobid": _job_id(job),
         "jobidraw": _text(_number(job.get("job_id"))),
@@ -298,16 +308,16 @@ def _job_row(job: dict[str, Any]) -> dict[str, str | None]:
 def _step_row(job: dict[str, Any], step: dict[str, Any]) -> dict[str, str | None]:
     """One step of a job (accounting only) as sacct's row: the step's own fields; the job's name, user and account
     are not repeated (sacct leaves them empty on a step's row too, except the name)."""
-    ident = step.get("step") if isinstance(step.get("step"), dict) else {}
+    ident = _dict(step.get("step"))
     sid = ident.get("id")
     if isinstance(sid, dict):  # an older parser: {"job_id": 9682, "step_id": "batch"}
         sid = f"{sid.get('job_id', _job_id(job))}.{sid.get('step_id', '')}"
     elif sid is not None and "." not in str(sid):
         sid = f"{_job_id(job)}.{sid}"
-    time = step.get("time") if isinstance(step.get("time"), dict) else {}
-    nodes = step.get("nodes") if isinstance(step.get("nodes"), dict) else {}
-    tres = step.get("tres") if isinstance(step.get("tres"), dict) else {}
-    tasks = step.get("tasks") if isinstance(step.get("tasks"), dict) else {}
+    time = _dict(step.get("time"))
+    nodes = _dict(step.get("nodes"))
+    tres = _dict(step.get("tres"))
+    tasks = _dict(step.get("tasks"))
     elapsed = _number(time.get("elapsed"))
     return dict.fromkeys(ROW_FIELDS) | {
         "jobid": _text(sid) or f"{_job_id(job)}.?",
