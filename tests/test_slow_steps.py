@@ -242,3 +242,32 @@ def late_sender_job():  # noqa: ANN201
             job.ev(cpu[rank], t, t + work + 1, f"ProfilerStep#{step}", "step")
         t += work + 1
     return job
+
+
+def test_deepspeed_timers_belong_to_the_step_line_before_them(tmp_path: Path) -> None:
+    """DeepSpeed prints ``step=N`` and then its ``time (ms) |`` breakdown, a few ms later by its own timestamp: the
+    timers are step N's. Step 6 waits 300 ms for its optimizer step (30 ms in the others)."""
+    out, t = [], 0.0
+    for step in range(1, 11):
+        t += 1.3 if step == 6 else 1.0
+        stamp = f"[2023-10-12 10:00:{t:06.3f}".replace(".", ",")
+        out.append(
+            f"{stamp}] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]"
+        )
+        late = f"[2023-10-12 10:00:{t + 0.004:06.3f}".replace(".", ",")
+        opt = 300.0 if step == 6 else 30.0
+        out.append(
+            f"{late}] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd_microstep: 400.00 | "
+            f"bwd_microstep: 500.00 | step_microstep: {opt:.2f}"
+        )
+    path = tmp_path / "ds.log"
+    path.write_text("\n".join(out) + "\n")
+    trace = di.load(path)
+    steps = trace.events.filter(pl.col("cat") == "step").sort("start_ns")
+    s = trace.samples.join(trace.series.select("series", "name"), on="series")
+    opt = s.filter(pl.col("name") == "step_microstep-time").sort("ts_ns")
+    assert opt.height == 10  # step 1's line opens the first step: its timers sit at that line
+    ends = dict(zip(steps.get_column("name").cast(pl.String), steps.get_column("end_ns")))
+    assert opt.filter(pl.col("value") == 300.0).get_column("ts_ns").to_list() == [ends["step 6"]]
+    rows = di.analyze(trace).slow_steps.select("step", "grew").rows()
+    assert rows == [(6, "step_microstep-time 300.0 ms (median 30.0)")]

@@ -624,9 +624,9 @@ def parse_training(lines: pl.DataFrame, *, scan_min_bytes: int | None = None) ->
         pl.col("ts").alias("ts_ns"),
         "value",
     )
-    ph_samples, ph_events, ph_lines = step_phases(lines, meg)
-    samples = pl.concat([samples, ph_samples], how="diagonal_relaxed") if ph_samples.height else samples
     timed = _timed_steps(rows) if meg is None or not meg.height else None
+    ph_samples, ph_events, ph_lines = step_phases(lines, meg if timed is None else timed)
+    samples = pl.concat([samples, ph_samples], how="diagonal_relaxed") if ph_samples.height else samples
     ev = pl.concat(
         [f for f in (meg, timed, _mllog_steps(rows) if mllog else None, inst, ph_events) if f is not None],
         how="diagonal_relaxed",

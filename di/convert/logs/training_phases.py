@@ -8,10 +8,12 @@
           forward-backward ...............................: (1083.59, 1083.82)
           batch-generator ................................: (0.91, 1.20)
 
-  Each timer is a sample of the series ``<name>-time`` (ms per iteration of the interval, the name Megatron gives it
-  in TensorBoard), of the across-ranks maximum in the second layout (the time the step waited for). A timer line
-  after an iteration line is that interval's: its samples sit at the iteration line's step end, so they fall in
-  that step (setup timers before the first iteration keep their line's time).
+  DeepSpeed's ``wall_clock_breakdown`` prints the first layout too (``[Rank 0] time (ms) | fwd_microstep: 77.03 |
+  bwd_microstep: 160.23 | step_microstep: 12.32``). Each timer is a sample of the series ``<name>-time`` (ms, per
+  iteration of the interval for Megatron; the name Megatron gives it in TensorBoard), of the across-ranks maximum
+  in the second layout (the time the step waited for). A timer line after a step line (Megatron's iteration line,
+  DeepSpeed's ``step=N``) is that step's: its samples sit at that step's end, so they fall in it, whatever the
+  timer line's own timestamp (setup timers before the first step keep their line's time).
 - **Evaluations**: Megatron's ``validation loss at iteration N | lm loss value: X | lm loss PPL: Y`` gives the
   samples ``val_loss`` and ``val_ppl`` and an instant ``evaluation``; HF Trainer's ``***** Running Evaluation *****``
   an instant ``evaluation``.
@@ -46,12 +48,14 @@ PHASES_RE = (
 """Literals one of which every line this module reads holds: one search of the whole text finds them."""
 
 
-def step_phases(lines: pl.DataFrame, megatron: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+def step_phases(lines: pl.DataFrame, steps: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
     """The timers' and evaluations' samples, the evaluation and checkpoint instants, and the lines read.
 
     Args:
-        lines: the log's lines with ``line``, ``text``, ``rank`` and ``ts`` (ns, as the training parser times them).
-        megatron: the Megatron iteration steps (``line``, ``rank``, ``end_ns``), or None.
+        lines: the log's lines with ``line``, ``text``, ``rank``, ``ts`` (ns, as the training parser times them) and
+            ``own_ts`` (the line's own timestamp, null where it has none).
+        steps: the step events the log's step lines gave (``line``, ``rank``, ``end_ns``: Megatron's iteration
+            lines, or DeepSpeed's and the other producers' timestamped step lines), or None.
 
     Returns:
         (samples: ``rank``, ``track``, ``series``, ``unit``, ``ts_ns``, ``value``; instants: ``rank``, ``start_ns``,
@@ -64,7 +68,7 @@ def step_phases(lines: pl.DataFrame, megatron: pl.DataFrame | None) -> tuple[pl.
     )
     if not found.height:
         return empty_samples(), empty_events(), pl.Series("line", [], pl.UInt32)
-    found = _at_iteration(found, megatron)
+    found = _after_step(found, steps)
     text = pl.col("text")
     flat = found.filter(text.str.contains(TIMERS_LINE, literal=True)).with_columns(
         text.str.split(TIMERS_LINE).list.last().str.extract_all(r"([\w\-/.]+): ([-+\d.eE]+)").alias("pair")
@@ -74,6 +78,7 @@ def step_phases(lines: pl.DataFrame, megatron: pl.DataFrame | None) -> tuple[pl.
         "line",
         "rank",
         "ts",
+        "step_ts",
         pl.col("pair").str.extract(r"^([\w\-/.]+):").alias("name"),
         pl.col("pair").str.extract(r": ([-+\d.eE]+)$").cast(pl.Float64, strict=False).alias("value"),
     )
@@ -81,11 +86,12 @@ def step_phases(lines: pl.DataFrame, megatron: pl.DataFrame | None) -> tuple[pl.
         "line",
         "rank",
         "ts",
+        "step_ts",
         text.str.extract(TIMER_ROW_RE, 1).alias("name"),
         text.str.extract(TIMER_ROW_RE, 3).cast(pl.Float64, strict=False).alias("value"),
     )
     timers = pl.concat([flat, rows]).with_columns(
-        pl.format("{}-time", "name").alias("series"), pl.lit("ms").alias("unit")
+        pl.format("{}-time", "name").alias("series"), pl.lit("ms").alias("unit"), pl.col("step_ts").alias("ts")
     )
     val = found.filter(text.str.contains(VALIDATION_RE))
     val = pl.concat(
@@ -128,17 +134,20 @@ def step_phases(lines: pl.DataFrame, megatron: pl.DataFrame | None) -> tuple[pl.
     return samples, events, pl.concat([read, heads]).cast(pl.UInt32).unique().sort()
 
 
-def _at_iteration(found: pl.DataFrame, megatron: pl.DataFrame | None) -> pl.DataFrame:
-    """``ts`` of each found line: its own timestamp, else the step end of the Megatron iteration line before it,
-    else the time the training parser gave it."""
-    if megatron is None or not megatron.height:
-        return found
+def _after_step(found: pl.DataFrame, steps: pl.DataFrame | None) -> pl.DataFrame:
+    """``found`` with ``ts`` its own timestamp, else the end of the step line before it, else the time the training
+    parser gave it (where marks are), and ``step_ts`` the end of the step line before it first (where a timer's
+    samples are: they report the interval that line closed)."""
+    if steps is None or not steps.height:
+        return found.with_columns(pl.coalesce("own_ts", "ts").alias("ts"), pl.coalesce("own_ts", "ts").alias("step_ts"))
     by = pl.col("rank").fill_null(-1).alias("by")  # a log without rank tags has null ranks (its file's rank, later)
-    ends = megatron.select(pl.col("line").cast(pl.Int64).alias("k"), by, pl.col("end_ns").alias("it_ns")).sort("k")
+    ends = steps.select(pl.col("line").cast(pl.Int64).alias("k"), by, pl.col("end_ns").alias("it_ns")).sort("k")
     return (
         found.with_columns(pl.col("line").cast(pl.Int64).alias("k"), by)
         .sort("k")
         .join_asof(ends, on="k", by="by", strategy="backward", check_sortedness=False)
-        .with_columns(pl.coalesce("own_ts", "it_ns", "ts").alias("ts"))
+        .with_columns(
+            pl.coalesce("it_ns", "own_ts", "ts").alias("step_ts"), pl.coalesce("own_ts", "it_ns", "ts").alias("ts")
+        )
         .drop("k", "by", "it_ns")
     )
