@@ -271,3 +271,28 @@ def test_deepspeed_timers_belong_to_the_step_line_before_them(tmp_path: Path) ->
     assert opt.filter(pl.col("value") == 300.0).get_column("ts_ns").to_list() == [ends["step 6"]]
     rows = di.analyze(trace).slow_steps.select("step", "grew").rows()
     assert rows == [(6, "step_microstep-time 300.0 ms (median 30.0)")]
+
+
+def test_points_fall_in_their_step_without_pairing_every_point_with_every_step() -> None:
+    """300,000 instants over 2,000 steps of one rank (and a rank without steps): each point's step is the one
+    np.searchsorted gives, for both closures. A join on the rank with a range filter pairs 600 million rows first."""
+    import numpy as np
+
+    from di.engine.slow_steps import _in_steps
+
+    rng = np.random.default_rng(5)
+    starts = np.arange(2000, dtype=np.int64) * 1000
+    steps = pl.DataFrame(
+        {"rank": np.zeros(2000, np.int64), "step": np.arange(2000), "start_ns": starts, "end_ns": starts + 1000}
+    )
+    t = rng.integers(-500, 2_000_500, 300_000)
+    points = pl.DataFrame({"r": np.where(np.arange(t.size) % 10 == 0, 1, 0), "t": t})
+    mine = (points.get_column("r") == 0).to_numpy()
+    tt = np.sort(t[mine])
+    for closed in (False, True):
+        got = _in_steps(steps, points, ends_closed=closed).sort("t", "step").get_column("step").to_list()
+        if closed:  # step k holds (1000 k, 1000 k + 1000]
+            want = (-(-tt // 1000) - 1)[(tt > 0) & (tt <= 2_000_000)]
+        else:  # step k holds [1000 k, 1000 k + 1000)
+            want = (tt // 1000)[(tt >= 0) & (tt < 2_000_000)]
+        assert got == want.tolist(), closed

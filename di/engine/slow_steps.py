@@ -125,9 +125,7 @@ def _marks(every: pl.DataFrame, events: pl.DataFrame, ranks: pl.DataFrame) -> pl
         return pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "start_ns": pl.Int64, "marks": pl.String})
     inst = inst.join(ranks, on="loc").drop("loc").rename({"rank": "r"})
     steps = every.select("rank", "step", "start_ns", "end_ns")
-    hits = steps.join_where(
-        inst, pl.col("rank") == pl.col("r"), pl.col("t") >= pl.col("start_ns"), pl.col("t") < pl.col("end_ns")
-    )
+    hits = _in_steps(steps, inst, ends_closed=False)
     n_steps = steps.group_by("rank").len("n")
     rare = (
         hits.group_by("rank", "name")
@@ -166,9 +164,7 @@ def _grew(every: pl.DataFrame, trace: object, ranks: pl.DataFrame) -> pl.DataFra
     )
     steps = every.select("rank", "step", "start_ns", "end_ns")
     per_step = (
-        steps.join_where(
-            samples, pl.col("rank") == pl.col("r"), pl.col("t") > pl.col("start_ns"), pl.col("t") <= pl.col("end_ns")
-        )
+        _in_steps(steps, samples, ends_closed=True)
         .group_by("rank", "step", "start_ns", "series", "name", "unit")
         .agg(pl.col("value").mean())
     )
@@ -194,4 +190,20 @@ def _grew(every: pl.DataFrame, trace: object, ranks: pl.DataFrame) -> pl.DataFra
     )
     return grown.group_by("rank", "step", "start_ns", maintain_order=True).agg(
         pl.col("phase").str.join(", ").alias("grew")
+    )
+
+
+def _in_steps(steps: pl.DataFrame, points: pl.DataFrame, *, ends_closed: bool) -> pl.DataFrame:
+    """Each point (``r`` its rank, ``t`` its time) with the step of its rank it falls in (``rank``, ``step``,
+    ``start_ns``, ``end_ns``): ``start_ns <= t < end_ns`` (the last step that starts at or before it), or with
+    ``ends_closed`` ``start_ns < t <= end_ns`` (the first step that ends at or after it: a log's line closes the step
+    it ends, even where the next step's estimated start lies before it); points in no step are left out. One sorted
+    as-of join: a join on the rank with a range filter would pair every point with every step of its rank first."""
+    bound, strategy = ("end_ns", "forward") if ends_closed else ("start_ns", "backward")
+    keyed = steps.sort(bound).select(pl.col(bound).alias("t"), pl.col("rank").alias("r"), pl.all())
+    inside = (pl.col("start_ns") < pl.col("t")) if ends_closed else (pl.col("t") < pl.col("end_ns"))
+    return (
+        points.sort("t")
+        .join_asof(keyed, on="t", by="r", strategy=strategy, check_sortedness=False)
+        .filter(pl.col("step").is_not_null() & inside)
     )
