@@ -54,9 +54,13 @@ def _setup_path() -> None:
         sys.path.insert(0, str(REPO))
 
 
-def worker(conn: Connection, corpus_dir: str, readers: list[str]) -> None:
-    """Run inputs sent as (reader, case seed, cli) until None; answer each with a result dict."""
+def worker(conn: Connection, corpus_dir: str, readers: list[str], stacks: str, timeout_s: float) -> None:
+    """Run inputs sent as (reader, case seed, cli) until None; answer each with a result dict. An input still running
+    just before ``timeout_s`` has every thread's stack written to the file ``stacks`` (the parent reports it)."""
     _setup_path()
+    import faulthandler
+
+    stack_file = open(stacks, "w")  # noqa: SIM115  open for the worker's life
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)  # the OTF2 library prints its errors to stderr
     import di
@@ -79,12 +83,16 @@ def worker(conn: Connection, corpus_dir: str, readers: list[str]) -> None:
         folder = scratch / f"case-{case_seed}"
         folder.mkdir(parents=True)
         started = time.perf_counter()
+        stack_file.seek(0)
+        stack_file.truncate()
+        faulthandler.dump_traceback_later(max(1.0, timeout_s - 1.0), file=stack_file)
         try:
             path = C.write_case(corpus, reader, case_seed, folder)
         except Exception as exc:  # noqa: BLE001  a bug of the mutations, not of di: counted apart
             outcome, cli = C.Outcome("skipped", f"mutation raised {type(exc).__name__}: {exc}"[:200]), False
         else:
             outcome = C.check(path, folder)
+        faulthandler.cancel_dump_traceback_later()
         cli_problem = C.cli_problem(path, REPO) if cli else None
         shutil.rmtree(folder, ignore_errors=True)
         conn.send(
@@ -113,9 +121,11 @@ def _rss_mb(pid: int) -> float:
 class Slot:
     """One worker process and the input it is running."""
 
-    def __init__(self, ctx: Any, corpus_dir: str, readers: list[str]) -> None:
+    def __init__(self, ctx: Any, corpus_dir: str, readers: list[str], timeout_s: float) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=worker, args=(child, corpus_dir, readers), daemon=True)
+        fd, self.stacks = tempfile.mkstemp(prefix="di-fuzz-stacks-", suffix=".txt")
+        os.close(fd)
+        self.proc = ctx.Process(target=worker, args=(child, corpus_dir, readers, self.stacks, timeout_s), daemon=True)
         self.proc.start()
         child.close()
         if self.conn.recv() != "ready":
@@ -137,6 +147,14 @@ class Slot:
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join()
+        Path(self.stacks).unlink(missing_ok=True)
+
+    def stack_dump(self) -> str:
+        """The stacks the worker wrote before a hang (its last lines), or nothing."""
+        try:
+            return Path(self.stacks).read_text(errors="replace")[-1500:]
+        except OSError:
+            return ""
 
 
 def run(
@@ -152,7 +170,7 @@ def run(
     from tests.fuzz_cases import CLI_TIMEOUT_S
 
     ctx = mp.get_context("spawn")
-    slots = [Slot(ctx, corpus_dir, readers) for _ in range(min(workers, len(jobs)))]
+    slots = [Slot(ctx, corpus_dir, readers, timeout_s) for _ in range(min(workers, len(jobs)))]
     todo = list(reversed(jobs))
     for s in slots:
         if todo:
@@ -181,17 +199,19 @@ def run(
                 job = s.job
                 s.proc.kill()
                 s.proc.join()
+                stacks = s.stack_dump() if failure["key"].startswith("hang") else ""
+                Path(s.stacks).unlink(missing_ok=True)
                 report(
                     job,
                     {
                         **failure,
-                        "message": "",
+                        "message": stacks,
                         "cli": False,
                         "cli_problem": None,
                         "seconds": time.monotonic() - s.since,
                     },
                 )
-                s.__init__(ctx, corpus_dir, readers)  # a fresh worker
+                s.__init__(ctx, corpus_dir, readers, timeout_s)  # a fresh worker
             if not s.job and todo:
                 s.start(todo.pop())
     for s in slots:
@@ -347,8 +367,10 @@ def _print(
         )
     for r in readers:
         for key, f in sorted(tally.failures[r].items(), key=lambda kv: -kv[1]["count"]):
+            # a hang's message is the worker's stacks just before the time ran out: shown whole
+            message = f["message"] if key.startswith("hang") else repr(f["message"][:200])
             print(
-                f"{'SKIP' if key.startswith('mutation raised') else 'FAIL'} {r}: {f['count']} x {key}\n     {f['message'][:200]!r}\n     replay: python bench/fuzz.py --reader {r} --replay {f['seeds'][0]}"
+                f"{'SKIP' if key.startswith('mutation raised') else 'FAIL'} {r}: {f['count']} x {key}\n     {message}\n     replay: python bench/fuzz.py --reader {r} --replay {f['seeds'][0]}"
                 f"   (seeds {', '.join(map(str, f['seeds']))})"
             )
     args.json.parent.mkdir(parents=True, exist_ok=True)
