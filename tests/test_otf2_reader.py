@@ -250,3 +250,23 @@ def test_clock_offsets_are_applied_linearly_per_location(name: str) -> None:
             continue
         slope, icpt = np.polyfit(x - x[0], y, 1)
         assert np.abs(y - (slope * (x - x[0]) + icpt)).max() <= 2.0  # one line per location (ticks, rounding)
+
+
+def test_events_read_in_bounded_batches_are_the_same_and_a_loop_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each library call reads at most records.READ_BATCH records: batches of 7 give the same trace as one call per
+    location, and a location that yields more records than its file has bytes ends as corrupt, with a warning,
+    instead of reading on (the library counts records of every type, so such a loop cannot hide from the count)."""
+    from di.convert.otf2 import archive, records
+
+    path = otf2_archive("casita_2_cuda_simple")
+    whole = di.load(path)
+    monkeypatch.setattr(records, "READ_BATCH", 7)
+    batched = di.load(path)
+    assert batched.events.equals(whole.events) and batched.messages.equals(whole.messages)
+    # a location that "yields more records than its file has bytes": the bound is its file size, here taken as 100
+    real = records.read_location
+    monkeypatch.setattr(records, "read_location", lambda evt, cb, buf, max_rows: real(evt, cb, buf, 100))
+    cut = di.load(path)
+    assert any("more records than the file has bytes" in w for w in cut.meta["warnings"])
+    assert cut.events.height < whole.events.height
+    assert archive.TRUNCATED_EVENT_FILE in " ".join(cut.meta["sources"][0]["dropped"])

@@ -58,6 +58,10 @@ ROOM = 1024
 CALLBACK_SUCCESS, CALLBACK_INTERRUPT = 0, 1
 ERROR_INTERRUPTED_BY_CALLBACK = 92
 """OTF2_ERROR_INTERRUPTED_BY_CALLBACK (``_otf2.ErrorCodes``)."""
+READ_BATCH = 1 << 16
+"""Records one ``OTF2_EvtReader_ReadEvents`` call reads at most. The library counts every record it decodes, those of
+types di registers no callback for too, so a bounded call returns and the reader can tell a file it reads in a loop
+(more records than the file has bytes) from one it reads to the end; an unbounded one need never return."""
 
 # kinds
 ENTER, LEAVE = 1, 2
@@ -549,8 +553,13 @@ def read_location(evt_reader: int, callbacks: Callbacks, buf: RecordBuffer, max_
         if code:
             break
         before = buf.rows
-        code = lib.OTF2_EvtReader_ReadEvents(evt_reader, clib.UNDEFINED_UINT64, ctypes.byref(read))
+        code = lib.OTF2_EvtReader_ReadEvents(evt_reader, READ_BATCH, ctypes.byref(read))
         total += read.value
+        if total > max_rows:
+            code = CORRUPT  # a corrupt file can make the library read one stretch of bytes again and again
+            break
+        if code == 0 and read.value == READ_BATCH:
+            continue  # the batch is read; fewer records than asked is the end of the file
         if code != ERROR_INTERRUPTED_BY_CALLBACK:
             break
         if buf.rows - first > max_rows or (buf.rows == before and read.value == 0):
