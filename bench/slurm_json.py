@@ -6,7 +6,7 @@ Run on demand (not a test)::
 
 The document has the shape of Slurm 24.11's ``sacct --json`` (data_parser v0.0.41: numbers as
 ``{"set", "infinite", "number"}``, state lists), each job with a batch step and one ``srun`` step, its TRES and
-exit codes, pretty-printed as sacct prints it (about 5 KB a job). Figures: MB and jobs per CPU second of
+exit codes, pretty-printed as sacct prints it (about 5 KB a job), built with the pieces of the Slurm JSON tests. Figures: MB and jobs per CPU second of
 :func:`di.convert.logs.slurm_json.parse_slurm_json` (the bytes in memory) and of ``di.load`` (the file), best of
 ``--repeats`` after a warm-up, and the parse's share spent in ``orjson.loads`` (building the Python objects).
 """
@@ -26,66 +26,40 @@ sys.path.insert(0, str(ROOT))
 T0 = 1780298556
 
 
-def _num(n: int, *, set_: bool = True) -> dict[str, Any]:
-    return {"set": set_, "infinite": False, "number": n}
-
-
-def _exit(code: int) -> dict[str, Any]:
-    return {
-        "status": ["SUCCESS" if code == 0 else "ERROR"],
-        "return_code": _num(code),
-        "signal": {"id": _num(0, set_=False), "name": ""},
-    }
-
-
-def _tres(cpus: int, gpus: int) -> list[dict[str, Any]]:
-    return [
-        {"type": "cpu", "name": "", "id": 1, "count": cpus},
-        {"type": "mem", "name": "", "id": 2, "count": 4096 * cpus},
-        {"type": "node", "name": "", "id": 4, "count": max(1, gpus // 8)},
-        {"type": "gres", "name": "gpu:h100", "id": 1001, "count": gpus},
-    ]
-
-
 def job(k: int) -> dict[str, Any]:
-    """Job ``k``: starts k minutes after T0, runs 50 minutes; every 7th failed."""
+    """Job ``k``: starts k minutes after T0, runs 50 minutes on two nodes with a batch and an ``srun`` step; every
+    7th failed. Built with the Slurm JSON tests' pieces (``tests/test_logs_slurm_json.py``)."""
+    from tests.test_logs_slurm_json import exit41, num, step41, tres
+
     start, end = T0 + 60 * k, T0 + 60 * k + 3000
     state = "FAILED" if k % 7 == 0 else "COMPLETED"
-
-    def step(sid: str, name: str, s: int, e: int) -> dict[str, Any]:
-        return {
-            "time": {"elapsed": e - s, "end": _num(e), "start": _num(s), "suspended": 0},
-            "exit_code": _exit(1 if state == "FAILED" else 0),
-            "nodes": {"count": 2, "range": f"gpu[{k % 90:02d}-{k % 90 + 1:02d}]", "list": []},
-            "tasks": {"count": 16},
-            "state": [state],
-            "step": {"id": f"{100000 + k}.{sid}", "name": name},
-            "tres": {"allocated": _tres(128, 16)},
-        }
-
+    nodes = f"gpu[{k % 90:02d}-{k % 90 + 1:02d}]"
     return {
         "account": "llm",
         "allocation_nodes": 2,
-        "array": {"job_id": 0, "task_id": _num(0, set_=False), "task": ""},
+        "array": {"job_id": 0, "task_id": num(0, set_=False), "task": ""},
         "cluster": "hpc",
         "job_id": 100000 + k,
         "name": f"pretrain-{k % 13}",
-        "nodes": f"gpu[{k % 90:02d}-{k % 90 + 1:02d}]",
+        "nodes": nodes,
         "partition": "gpu",
         "qos": "normal",
         "state": {"current": [state], "reason": "None"},
-        "exit_code": _exit(1 if state == "FAILED" else 0),
-        "derived_exit_code": _exit(0),
+        "exit_code": exit41(1 if state == "FAILED" else 0),
+        "derived_exit_code": exit41(0),
         "time": {
             "elapsed": end - start,
             "eligible": start,
             "end": end,
-            "limit": _num(1440),
+            "limit": num(1440),
             "start": start,
             "submission": start,
         },
-        "steps": [step("batch", "batch", start, end), step("0", "python", start + 5, end - 1)],
-        "tres": {"allocated": _tres(128, 16)},
+        "steps": [
+            step41(f"{100000 + k}.batch", "batch", start, end, state, nodes, 2),
+            step41(f"{100000 + k}.0", "python", start + 5, end - 1, state, nodes, 2),
+        ],
+        "tres": {"allocated": tres(("cpu", "", 128), ("mem", "", 524288), ("node", "", 2), ("gres", "gpu:h100", 16))},
         "user": "ada",
         "working_directory": "/home/ada/run",
     }

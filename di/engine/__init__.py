@@ -16,7 +16,8 @@ together; the modules hold the definitions:
   :mod:`di.engine.gpu_clocks` (GPU clocks, power and temperature during each kernel, from counter series),
   :mod:`di.engine.gpu_step_clocks` (the same during each step),
   :mod:`di.engine.step_times` (each rank's step durations: median, p90, slowest, slow steps),
-  :mod:`di.engine.slow_steps` (what happened in the slow ones: rare marks, grown timed phases),
+  :mod:`di.engine.slow_steps` (what happened in the slow ones: grown breakdown states, rare marks, grown timed
+  phases),
   :mod:`di.engine.counters` (each counter series' samples, min, mean, max and last value in the window),
   :mod:`di.engine.communicators` (each communicator's ranks, hosts, channels and transports; the whole trace).
 
@@ -65,7 +66,8 @@ class Analysis:
             and across nodes (always computed, over the whole trace), see :mod:`di.engine.communicators`.
         step_times: per rank, its steps' count, median, p90, longest and slow ones (always computed: the steps
             are), see :mod:`di.engine.step_times`.
-        slow_steps: each slow step with the rare marks and the grown timed phases in it (always computed), see
+        slow_steps: each slow step with the breakdown states that grew, the rare marks and the grown timed phases
+            in it (always computed), see
             :mod:`di.engine.slow_steps`.
         per_step: whether breakdown/overlap/imbalance/wait states carry one row per step.
         window: the window text; seconds: wall time of each analysis.

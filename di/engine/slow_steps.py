@@ -23,8 +23,8 @@ its rank's steps in the window, minus 1) is over :data:`~di.engine.step_times.SL
   reading over the rank's steps, by how much it grew, largest first, at most :data:`GREW_SHOWN`: ``optimizer-time
   309.28 ms (median 14.03)``. Megatron's timers (:mod:`di.convert.logs.training_phases`) are such series.
 
-Rows: by rank and start. Both columns are null where nothing qualifies. Vectorised: two inequality joins of the
-slow steps (and every step, for the medians) with the rank's instants and time series.
+Rows: by rank and start; each of the three is null where nothing qualifies. Vectorised: every step of the window (the
+medians need them all) is matched to the rank's instants and time series by one sorted as-of join each.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from di.engine.step_times import SLOW_SLOWDOWN, step_durations
 
 if TYPE_CHECKING:
     from di.engine.window import EventFrame
+    from di.trace import Trace
 
 __all__ = ["COLUMNS", "GREW_RATIO", "GREW_SHOWN", "NOTES", "STATE_SHARE", "STATES_SHOWN", "slow_steps"]
 
@@ -79,9 +80,10 @@ def slow_steps(frame: EventFrame, by_step: pl.DataFrame | None = None) -> pl.Dat
         return pl.DataFrame(schema=COLUMNS)
     trace = frame.trace
     ranks = trace.locations.select("loc", pl.col("rank").cast(pl.Int64))
+    steps = every.select("rank", "step", "start_ns", "end_ns")  # (rank, step) is unique: di.engine.steps
     out = slow.join(_states(every, by_step), on=["rank", "step"], how="left") if by_step is not None else slow
-    out = out.join(_marks(every, trace.events, ranks), on=["rank", "step", "start_ns"], how="left")
-    out = out.join(_grew(every, trace, ranks), on=["rank", "step", "start_ns"], how="left")
+    out = out.join(_marks(steps, trace.events, ranks), on=["rank", "step"], how="left")
+    out = out.join(_grew(steps, trace, ranks), on=["rank", "step"], how="left")
     out = out.select([(pl.col(c) if c in out.columns else pl.lit(None)).cast(t).alias(c) for c, t in COLUMNS.items()])
     return out.sort("rank", "start_ns", "step")
 
@@ -118,13 +120,17 @@ def _states(every: pl.DataFrame, by_step: pl.DataFrame) -> pl.DataFrame:
     return grown.group_by("rank", "step", maintain_order=True).agg(pl.col("grown").str.join(", ").alias("states"))
 
 
-def _marks(every: pl.DataFrame, events: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+def _none(column: str) -> pl.DataFrame:
+    """No step with a ``column`` note."""
+    return pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, column: pl.String})
+
+
+def _marks(steps: pl.DataFrame, events: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
     """Per step with marks: ``marks`` (module docstring)."""
     inst = events.filter(pl.col("instant")).select("loc", pl.col("start_ns").alias("t"), pl.col("name").cast(pl.String))
     if not inst.height:
-        return pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "start_ns": pl.Int64, "marks": pl.String})
+        return _none("marks")
     inst = inst.join(ranks, on="loc").drop("loc").rename({"rank": "r"})
-    steps = every.select("rank", "step", "start_ns", "end_ns")
     hits = _in_steps(steps, inst, ends_closed=False)
     n_steps = steps.group_by("rank").len("n")
     rare = (
@@ -136,47 +142,43 @@ def _marks(every: pl.DataFrame, events: pl.DataFrame, ranks: pl.DataFrame) -> pl
     )
     counted = (
         hits.join(rare, on=["rank", "name"])
-        .group_by("rank", "step", "start_ns", "name")
+        .group_by("rank", "step", "name")
         .agg(pl.len().alias("count"), pl.col("t").min())
         .sort("rank", "step", "t", "name")
         .with_columns(
             pl.when(pl.col("count") > 1).then(pl.format("{} ×{}", "name", "count")).otherwise("name").alias("mark")
         )
     )
-    return counted.group_by("rank", "step", "start_ns", maintain_order=True).agg(
-        pl.col("mark").str.join(", ").alias("marks")
-    )
+    return counted.group_by("rank", "step", maintain_order=True).agg(pl.col("mark").str.join(", ").alias("marks"))
 
 
-def _grew(every: pl.DataFrame, trace: object, ranks: pl.DataFrame) -> pl.DataFrame:
+def _grew(steps: pl.DataFrame, trace: Trace, ranks: pl.DataFrame) -> pl.DataFrame:
     """Per step with a grown phase: ``grew`` (module docstring)."""
-    empty = pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "start_ns": pl.Int64, "grew": pl.String})
-    series = trace.series.filter(  # type: ignore[attr-defined]
+    series = trace.series.filter(
         pl.col("unit").is_in(TIME_UNITS) & ~pl.col("name").cast(pl.String).is_in(RESTATED)
     ).select("series", "loc", pl.col("name").cast(pl.String), "unit")
     if not series.height:
-        return empty
+        return _none("grew")
     samples = (
-        trace.samples.join(series, on="series")  # type: ignore[attr-defined]
+        trace.samples.join(series, on="series")
         .join(ranks, on="loc")
         .select(pl.col("rank").alias("r"), "series", "name", "unit", pl.col("ts_ns").alias("t"), "value")
         .filter(pl.col("value").is_finite())
     )
-    steps = every.select("rank", "step", "start_ns", "end_ns")
     per_step = (
         _in_steps(steps, samples, ends_closed=True)
-        .group_by("rank", "step", "start_ns", "series", "name", "unit")
+        .group_by("rank", "step", "series", "name", "unit")
         .agg(pl.col("value").mean())
     )
     if not per_step.height:
-        return empty
+        return _none("grew")
     median = pl.col("value").median().over("rank", "series")
     grown = (
         per_step.with_columns(median.alias("median"))
         .filter((pl.col("median") > 0) & (pl.col("value") >= GREW_RATIO * pl.col("median")))
         .with_columns((pl.col("value") - pl.col("median")).alias("excess"))
         .sort("rank", "step", "excess", "name", descending=[False, False, True, False])
-        .group_by("rank", "step", "start_ns", maintain_order=True)
+        .group_by("rank", "step", maintain_order=True)
         .head(GREW_SHOWN)
         .with_columns(
             pl.format(
@@ -188,9 +190,7 @@ def _grew(every: pl.DataFrame, trace: object, ranks: pl.DataFrame) -> pl.DataFra
             ).alias("phase")
         )
     )
-    return grown.group_by("rank", "step", "start_ns", maintain_order=True).agg(
-        pl.col("phase").str.join(", ").alias("grew")
-    )
+    return grown.group_by("rank", "step", maintain_order=True).agg(pl.col("phase").str.join(", ").alias("grew"))
 
 
 def _in_steps(steps: pl.DataFrame, points: pl.DataFrame, *, ends_closed: bool) -> pl.DataFrame:

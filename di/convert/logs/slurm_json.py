@@ -126,11 +126,11 @@ def _document(path: Path, data: bytes) -> tuple[Any, dict[str, int]]:
         return orjson.loads(data), {}
     except orjson.JSONDecodeError as exc:
         damage = str(exc)
-    found = re.search(rb'"jobs"\s*:\s*\[', data)
+    text = data.decode("utf-8", errors="replace")
+    found = re.search(r'"jobs"\s*:\s*\[', text)
     if found is None:
         raise FormatError(path, f"Slurm JSON that does not parse and has no 'jobs' array ({damage})")
-    text = data.decode("utf-8", errors="replace")
-    at = len(data[: found.end()].decode("utf-8", errors="replace"))
+    at = found.end()
     decoder = json.JSONDecoder()
     jobs: list[Any] = []
     while True:
@@ -144,7 +144,7 @@ def _document(path: Path, data: bytes) -> tuple[Any, dict[str, int]]:
             break
         jobs.append(job)
     lost = len(text) - at
-    head = text[: len(data[: found.start()].decode("utf-8", errors="replace"))]
+    head = text[: found.start()]
     meta = re.search(r'"meta"\s*:\s*', head)
     doc: dict[str, Any] = {"jobs": jobs}
     if meta is not None:  # a meta before the jobs (sacct prints it first) is kept when it parses

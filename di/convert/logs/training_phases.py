@@ -138,16 +138,14 @@ def _after_step(found: pl.DataFrame, steps: pl.DataFrame | None) -> pl.DataFrame
     """``found`` with ``ts`` its own timestamp, else the end of the step line before it, else the time the training
     parser gave it (where marks are), and ``step_ts`` the end of the step line before it first (where a timer's
     samples are: they report the interval that line closed)."""
-    if steps is None or not steps.height:
-        return found.with_columns(pl.coalesce("own_ts", "ts").alias("ts"), pl.coalesce("own_ts", "ts").alias("step_ts"))
+    if steps is None or not steps.height:  # ``ts`` is the line's own timestamp where it has one
+        return found.with_columns(pl.col("ts").alias("step_ts"))
     by = pl.col("rank").fill_null(-1).alias("by")  # a log without rank tags has null ranks (its file's rank, later)
     ends = steps.select(pl.col("line").cast(pl.Int64).alias("k"), by, pl.col("end_ns").alias("it_ns")).sort("k")
     return (
         found.with_columns(pl.col("line").cast(pl.Int64).alias("k"), by)
         .sort("k")
         .join_asof(ends, on="k", by="by", strategy="backward", check_sortedness=False)
-        .with_columns(
-            pl.coalesce("it_ns", "own_ts", "ts").alias("step_ts"), pl.coalesce("own_ts", "it_ns", "ts").alias("ts")
-        )
+        .with_columns(pl.coalesce("it_ns", "ts").alias("step_ts"), pl.coalesce("own_ts", "it_ns", "ts").alias("ts"))
         .drop("k", "by", "it_ns")
     )

@@ -80,10 +80,10 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
                 for r in noted.iter_rows(named=True)
             ],
         )
-    return Section("step_times", "Step times", body, _hints(st, d))
+    return Section("step_times", "Step times", body, _hints(st, slow))
 
 
-def _hints(st: pl.DataFrame, d: pl.DataFrame) -> list[str]:
+def _hints(st: pl.DataFrame, slow: pl.DataFrame | None) -> list[str]:
     hints = []
     worst = st.sort("vs_fastest", "rank", descending=[True, False], nulls_last=True).row(0, named=True)
     if st.height > 1 and (worst["vs_fastest"] or 0) > STRAGGLER_SHARE:
@@ -92,9 +92,8 @@ def _hints(st: pl.DataFrame, d: pl.DataFrame) -> list[str]:
             f"{100 * worst['vs_fastest']:.0f} % longer than the fastest rank's: a straggler; the imbalance and "
             "wait-state panels say where its time goes."
         )
-    slow = d.filter(pl.col("slowdown") > SLOW_SLOWDOWN).sort("slowdown", descending=True)
-    if slow.height:
-        s = slow.row(0, named=True)
+    if slow is not None and slow.height:
+        s = slow.sort("slowdown", descending=True).row(0, named=True)
         hints.append(
             f"{slow.height:,} step(s) took over {1 + SLOW_SLOWDOWN:g}x their rank's median; the slowest, step "
             f"{s['step']} on rank {s['rank']}, {100 * s['slowdown']:.0f} % longer (GPU clocks, I/O and "
