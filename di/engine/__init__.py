@@ -1,5 +1,5 @@
-"""The analyses: breakdown, overlap, imbalance, wait states, critical path, steps and step times, GPU clocks, counters,
-communicators.
+"""The analyses: breakdown, GPU idle causes, overlap, imbalance, wait states, critical path, steps and step times, GPU
+clocks, counters, communicators.
 
 Every analysis reads only the canonical :class:`di.trace.Trace` (never
 modifies it) and returns polars DataFrames with times in int64 ns.
@@ -9,7 +9,8 @@ together; the modules hold the definitions:
 - :mod:`di.engine.intervals`: interval-set algebra (numba).
 - :mod:`di.engine.classify`: the activity of each event.
 - :mod:`di.engine.steps`, :mod:`di.engine.window`: steps and ``--window``.
-- :mod:`di.engine.breakdown`, :mod:`di.engine.overlap`,
+- :mod:`di.engine.breakdown`, :mod:`di.engine.gpu_idle` (why each GPU is idle: the breakdown's idle time
+  given to the host, a device wait, launch latency, gaps between queued kernels, queued work), :mod:`di.engine.overlap`,
   :mod:`di.engine.imbalance`, :mod:`di.engine.waitstates`,
   :mod:`di.engine.critical_path` (its graph in :mod:`di.engine.critical_path_graph`,
   launch and sync edges a trace does not record in :mod:`di.engine.inferred_edges`),
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from di.engine.window import Window
     from di.trace import Trace
 
-ANALYSES = ("breakdown", "overlap", "imbalance", "wait_states", "critical_path", "gpu_clocks", "counters")
+ANALYSES = ("breakdown", "gpu_idle", "overlap", "imbalance", "wait_states", "critical_path", "gpu_clocks", "counters")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,9 @@ class Analysis:
     Attributes:
         steps: the steps inside the window (rank, step, label, start_ns, end_ns, source).
         breakdown, overlap, imbalance, wait_states: long frames, see each module.
+        gpu_idle: per rank, GPU (and step with ``per_step``) and cause, the GPU's idle time given to its causes;
+            gpu_idle_gaps: the longest idle gaps with the work that ended each and the operator that launched it;
+            see :mod:`di.engine.gpu_idle`.
         critical_path: dict of frames (``segments``, ``events``, ``by_category``,
             ``by_rank``, ``by_name``, ``waits``) and ``summary``.
         gpu_clocks: per rank, GPU and kernel name, the SM clock, power and temperature over the kernels' time
@@ -75,6 +79,8 @@ class Analysis:
 
     steps: pl.DataFrame
     breakdown: pl.DataFrame | None = None
+    gpu_idle: pl.DataFrame | None = None
+    gpu_idle_gaps: pl.DataFrame | None = None
     overlap: pl.DataFrame | None = None
     imbalance: pl.DataFrame | None = None
     wait_states: pl.DataFrame | None = None
@@ -123,6 +129,8 @@ def analyze(
     for name in analyses:
         t0 = time.perf_counter()
         out[name] = _run(name, frame, per_step, cache)
+        if name == "gpu_idle":
+            out["gpu_idle"], out["gpu_idle_gaps"] = out["gpu_idle"]
         if name == "gpu_clocks":
             from di.engine.gpu_step_clocks import gpu_step_clocks
 
@@ -167,6 +175,10 @@ def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
 
     if name == "breakdown":
         return pl.concat([table(False), table(True)]) if per_step else table(False)
+    if name == "gpu_idle":
+        from di.engine.gpu_idle import gpu_idle_tables
+
+        return gpu_idle_tables(frame, per_step)
     if name == "overlap":
         from di.engine.overlap import overlap
 

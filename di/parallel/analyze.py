@@ -120,6 +120,10 @@ def analyze_with(
         local["whole"] = breakdown(frame, per_step=False).filter(pl.col("rank").is_in(mine))
         if (per_step and "breakdown" in analyses) or ("imbalance" in analyses and ex_any_steps(ex, frame)):
             local["by_step"] = breakdown(frame, per_step=True).filter(pl.col("rank").is_in(mine))
+    if "gpu_idle" in analyses:  # a rank's GPU work and the host calls that launched it lie with its part
+        from di.engine.gpu_idle import gpu_idle_tables
+
+        local["gpu_idle"], local["gpu_idle_gaps"] = gpu_idle_tables(frame, per_step, ranks=list(part.ranks))
     if "overlap" in analyses:
         local["overlap"] = overlap(frame).filter(pl.col("rank").is_in(mine))
         if per_step:
@@ -228,6 +232,13 @@ def _assemble(
     whole, by_step = cat("whole"), cat("by_step")
     if "breakdown" in analyses:
         out["breakdown"] = pl.concat([whole, by_step]) if per_step and by_step is not None else whole
+    if "gpu_idle" in analyses:
+        from di.engine.gpu_idle import GAPS_SHOWN, LONGEST_ORDER, in_order
+
+        out["gpu_idle"] = in_order(cat("gpu_idle"))
+        out["gpu_idle_gaps"] = (
+            cat("gpu_idle_gaps").sort(*LONGEST_ORDER, descending=[True, False, False, False]).head(GAPS_SHOWN)
+        )
     if "overlap" in analyses:
         ov = cat("overlap")
         out["overlap"] = pl.concat([ov, cat("overlap_steps")]) if per_step else ov

@@ -41,6 +41,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
             {
                 "rank": r,
                 "breakdown": _rows(result.breakdown, r, drop=("rank",)),
+                "gpu_idle": _rows(result.gpu_idle, r, drop=("rank",)),
                 "overlap": _rows(result.overlap, r, drop=("rank",)),
                 "wait_states": waits.get(r, {"waited_ns": {}, "caused_ns": {}}),
                 "critical_path": {
@@ -60,6 +61,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
         "ranks": records,
         "imbalance": result.imbalance.to_dicts() if result.imbalance is not None else [],
         "critical_path": _cp_json(cp),
+        "gpu_idle_gaps": result.gpu_idle_gaps.to_dicts() if result.gpu_idle_gaps is not None else [],
         "gpu_clocks": result.gpu_clocks.to_dicts() if result.gpu_clocks is not None else [],
         "gpu_step_clocks": result.gpu_step_clocks.to_dicts() if result.gpu_step_clocks is not None else [],
         "step_times": result.step_times.to_dicts() if result.step_times is not None else [],
@@ -117,7 +119,8 @@ def is_csv_folder(path: Path) -> bool:
 
 
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
-    """One CSV per table (steps, step_times, slow_steps where there are some, breakdown, overlap, imbalance, wait_states, gpu_clocks and
+    """One CSV per table (steps, step_times, slow_steps where there are some, breakdown, gpu_idle and gpu_idle_gaps
+    where a GPU was idle, overlap, imbalance, wait_states, gpu_clocks and
     gpu_step_clocks where the trace has GPU clock series, counters where it has samples, communicators where it has
     some, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
 
@@ -131,6 +134,10 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
         "step_times": result.step_times,
         "slow_steps": result.slow_steps if result.slow_steps is not None and result.slow_steps.height else None,
         "breakdown": result.breakdown,
+        "gpu_idle": result.gpu_idle if result.gpu_idle is not None and result.gpu_idle.height else None,
+        "gpu_idle_gaps": result.gpu_idle_gaps
+        if result.gpu_idle_gaps is not None and result.gpu_idle_gaps.height
+        else None,
         "overlap": result.overlap,
         "imbalance": result.imbalance,
         "wait_states": result.wait_states,

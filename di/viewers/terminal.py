@@ -13,6 +13,7 @@ import polars as pl
 
 from di.engine import Analysis
 from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
+from di.engine.gpu_idle import CAUSE_HELP, CAUSE_LABELS, CAUSES
 from di.engine.imbalance import WORK
 
 
@@ -22,6 +23,45 @@ def _pct(x: float | None) -> str:
 
 def _ms(ns: float | int | None) -> str:
     return "—" if ns is None else f"{ns / 1e6:,.2f}"
+
+
+NAME_CHARS = 60
+"""The most characters of an event name in a table cell (all of it is in ``--csv``/``--json``)."""
+
+
+def short_name(name: str | None, width: int = NAME_CHARS) -> str:
+    """A kernel or function name for a table cell: C++ template arguments and parameter lists folded to ``<…>`` and
+    ``(…)`` (``void cutlass::Kernel2<cutlass_80_…>(Params)`` -> ``cutlass::Kernel2<…>(…)``), then cut to ``width``."""
+    if name is None:
+        return "—"
+    text = name.removeprefix("void ")
+    out, depth, prev = [], 0, ""
+    for ch in text:  # one pass over a name of a table row (at most a few dozen rows)
+        opens = ch == "<" or (ch == "(" and prev not in ("", " "))  # "Memcpy DtoD (Device -> Device)" stays whole
+        if opens or (ch in "<(" and depth):
+            if depth == 0:
+                out.append(ch + "…")
+            depth += 1
+        elif ch in ">)" and depth and prev != "-":
+            depth -= 1
+            if depth == 0:
+                out.append(">" if ch == ">" else ")")
+        elif depth == 0:
+            out.append(ch)
+        prev = ch
+    folded = "".join(out).strip() or text
+    return folded if len(folded) <= width else folded[: width - 1] + "…"
+
+
+def _print(console: Any, table: Any) -> None:
+    """Print a rich table whose right-aligned (number) columns are never cut: each keeps the width of its widest
+    cell, and on a narrow terminal the headers and the text columns wrap or shorten instead."""
+    for column in table.columns:
+        if column.justify == "right":
+            words = str(column.header).split()
+            column.min_width = max([len(str(c)) for c in column.cells] + [len(w) for w in words])
+            column.no_wrap = True
+    console.print(table)
 
 
 STEP_RANKS_SHOWN = 16
@@ -44,6 +84,7 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
         )
     else:
         _render_breakdown(result, console)
+        _render_gpu_idle(result, console)
         _render_overlap(result, console)
         _render_waits(result, console)
         _render_path(result, console)
@@ -80,7 +121,7 @@ def _render_communicators(result: Analysis, console: Any) -> None:
             r["intra_node"] or "—",
             r["inter_node"] or "—",
         )
-    console.print(t)
+    _print(console, t)
     from di.viewers.communicator_hints import hints
 
     for line in hints(c):
@@ -116,7 +157,7 @@ def _render_counters(result: Analysis, console: Any) -> None:
                 *((f"{r['nonfinite']:,}",) if odd else ()),
                 *(_num(r[k]) for k in ("min", "mean", "max", "last")),
             )
-        console.print(t)
+        _print(console, t)
         return
     finite = pl.col("samples") - pl.col("nonfinite")  # the readings each series' mean is of
     by_name = (
@@ -143,7 +184,7 @@ def _render_counters(result: Analysis, console: Any) -> None:
             *(_num(r[k]) for k in ("min", "mean", "max")),
             r["max_at"] or "",
         )
-    console.print(t)
+    _print(console, t)
 
 
 def _render_step_times(result: Analysis, console: Any) -> None:
@@ -179,7 +220,7 @@ def _render_step_times(result: Analysis, console: Any) -> None:
             f"{r['slow_steps']:,}",
         ]
         t.add_row(*cells, _pct(r["vs_fastest"])) if several else t.add_row(*cells)
-    console.print(t)
+    _print(console, t)
     slow = result.slow_steps
     if slow is None or not slow.height:
         return
@@ -195,7 +236,7 @@ def _render_step_times(result: Analysis, console: Any) -> None:
         cells = [str(r["rank"]), str(r["step"]), r["label"] or "", _ms(r["duration_ns"]), _pct(r["slowdown"])]
         notes = "; ".join(r[c] for c in NOTES if r[c])
         t.add_row(*cells, notes) if why else t.add_row(*cells)
-    console.print(t)
+    _print(console, t)
 
 
 def _render_breakdown(result: Analysis, console: Any) -> None:
@@ -203,21 +244,77 @@ def _render_breakdown(result: Analysis, console: Any) -> None:
 
     if result.breakdown is None:
         return
-    t = Table(title="Temporal breakdown (% of each scope's span; states exclusive, never summed overlaps)")
-    for c in ("rank", "scope", "step", "span ms", *(STATE_LABELS.get(s, s) for s in STATES)):
-        t.add_column(c, justify="right")
     wide = result.breakdown.pivot(on="state", index=["rank", "scope", "step", "span_ns"], values="share").sort(
         "rank", "scope", "step", nulls_last=False
     )
+    shown = [s for s in STATES if s == "idle" or (s in wide.columns and (wide.get_column(s).fill_null(0) > 0).any())]
+    hidden = [STATE_LABELS.get(s, s) for s in STATES if s not in shown]
+    t = Table(
+        title="Temporal breakdown (% of each scope's span; states exclusive, never summed overlaps)",
+        caption=f"0.0 everywhere: {', '.join(hidden)}" if hidden else None,
+    )
+    for c in ("rank", "scope", *(("step",) if wide.get_column("step").is_not_null().any() else ()), "span ms"):
+        t.add_column(c, justify="right")
+    for s in shown:
+        t.add_column(STATE_LABELS.get(s, s), justify="right")
+    per_step = "step" in [c.header for c in t.columns]
     for r in wide.iter_rows(named=True):
         t.add_row(
             str(r["rank"]),
             r["scope"],
-            "" if r["step"] is None else str(r["step"]),
+            *(("" if r["step"] is None else str(r["step"]),) if per_step else ()),
             _ms(r["span_ns"]),
-            *(_pct(r.get(s)) for s in STATES),
+            *(_pct(r.get(s)) for s in shown),
         )
-    console.print(t)
+    _print(console, t)
+
+
+GAPS_SHOWN = 5
+"""Longest GPU idle gaps in the terminal (more in ``--json``/``--csv``)."""
+
+
+def _render_gpu_idle(result: Analysis, console: Any) -> None:
+    """Each GPU's idle time by cause (the whole window's rows), then its longest gaps."""
+    from rich.table import Table
+
+    idle = result.gpu_idle
+    if idle is None or not idle.height:
+        return
+    whole = idle.filter(pl.col("step").is_null())
+    wide = whole.pivot(on="cause", index=["rank", "scope", "idle_ns", "span_ns"], values="share").sort("rank", "scope")
+    shown = [c for c in CAUSES if c in wide.columns and (wide.get_column(c).fill_null(0) > 0).any()]
+    t = Table(
+        title="Why the GPUs are idle (% of each GPU's idle time)",
+        caption="; ".join(f"{CAUSE_LABELS[c]}: {CAUSE_HELP[c]}" for c in shown),
+    )
+    for c in ("rank", "gpu", "idle ms", "% span", *(CAUSE_LABELS[c] for c in shown)):
+        t.add_column(c, justify="right")
+    for r in wide.iter_rows(named=True):
+        t.add_row(
+            str(r["rank"]),
+            r["scope"],
+            _ms(r["idle_ns"]),
+            _pct(r["idle_ns"] / r["span_ns"] if r["span_ns"] else None),
+            *(_pct(r.get(c)) for c in shown),
+        )
+    _print(console, t)
+    gaps = result.gpu_idle_gaps
+    if gaps is None or not gaps.height:
+        return
+    g = Table(title="Longest GPU idle gaps (the work that ended each, its launch and the operator that launched it)")
+    for c in ("rank", "gpu", "ms", "cause", "next", "launch", "operator"):
+        g.add_column(c, justify="right" if c in ("rank", "gpu", "ms") else "left")
+    for r in gaps.head(GAPS_SHOWN).iter_rows(named=True):
+        g.add_row(
+            str(r["rank"]),
+            str(r["device"]),
+            _ms(r["dur_ns"]),
+            CAUSE_LABELS[r["cause"]],
+            short_name(r["next"], 40),
+            short_name(r["launch"], 24),
+            short_name(r["operator"], 32),
+        )
+    _print(console, g)
 
 
 def _render_overlap(result: Analysis, console: Any) -> None:
@@ -234,7 +331,7 @@ def _render_overlap(result: Analysis, console: Any) -> None:
     )
     for r in wide.iter_rows(named=True):
         t.add_row(str(r["rank"]), "" if r["step"] is None else str(r["step"]), *(_pct(r.get(p)) for p in pairs))
-    console.print(t)
+    _print(console, t)
 
 
 def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
@@ -251,11 +348,11 @@ def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
         t.add_row(
             str(r["rank"]),
             str(r["device"]),
-            r["name"][:60],
+            short_name(r["name"]),
             _ms(r["total_ns"]),
             *_clock_cells(r),
         )
-    console.print(t)
+    _print(console, t)
 
 
 def _clock_cells(r: dict) -> tuple[str, ...]:
@@ -291,7 +388,7 @@ def _render_step_clocks(result: Analysis, console: Any, top: int = 12) -> None:
             _pct(r["slowdown"]),
             *_clock_cells(r),
         )
-    console.print(t)
+    _print(console, t)
 
 
 def _render_imbalance(result: Analysis, console: Any) -> None:
@@ -317,7 +414,7 @@ def _render_imbalance(result: Analysis, console: Any) -> None:
             _pct(r["percent_imbalance"]),
             str(r["max_rank"]),
         )
-    console.print(t)
+    _print(console, t)
 
 
 def _render_waits(result: Analysis, console: Any) -> None:
@@ -337,7 +434,7 @@ def _render_waits(result: Analysis, console: Any) -> None:
     both = waited.join(caused, on=["rank", "kind"], how="full", coalesce=True).fill_null(0).sort("rank", "kind")
     for r in both.iter_rows(named=True):
         t.add_row(str(r["rank"]), r["kind"], _ms(r["waited"]), _ms(r["caused"]))
-    console.print(t)
+    _print(console, t)
 
 
 def _render_path(result: Analysis, console: Any) -> None:
@@ -361,9 +458,13 @@ def _render_path(result: Analysis, console: Any) -> None:
         t.add_column("ms", justify="right")
         t.add_column("%", justify="right")
         for r in cp[key].head(8).iter_rows(named=True):
+            if key == "by_name":
+                label_text = short_name(r["name"]) if r["name"] is not None else "(no event: GPU gaps, launches)"
+            else:
+                label_text = str(r[key.removeprefix("by_")] if key != "by_category" else r["category"])
             t.add_row(
-                str(r[key.removeprefix("by_")] if key != "by_category" else r["category"]),
+                label_text,
                 _ms(r["contrib_ns"]),
                 _pct(r["share"]),
             )
-        console.print(t)
+        _print(console, t)

@@ -71,8 +71,9 @@ def _hints(b: pl.DataFrame) -> list[str]:
     if idle.height and (idle.item(0, "share") or 0) > 0.2:
         r = idle.row(0, named=True)
         hints.append(
-            f"GPU {r['scope']} of rank {r['rank']} is idle {100 * r['share']:.0f} % of its span: look for host-side stalls "
-            "(data loading, synchronizations, small kernels) or increase the work per launch."
+            f"GPU {r['scope']} of rank {r['rank']} is idle {100 * r['share']:.0f} % of its span: the GPU idle panel "
+            "says why (the host launching late, waiting for the device, queued work) and which operators launched "
+            "the work after the longest gaps."
         )
     comm = gpu.filter(pl.col("state") == "comm").sort("share", descending=True)
     if comm.height and (comm.item(0, "share") or 0) > 0.25:
