@@ -55,12 +55,13 @@ def short_name(name: str | None, width: int = NAME_CHARS) -> str:
 
 def _print(console: Any, table: Any) -> None:
     """Print a rich table whose right-aligned (number) columns are never cut: each keeps the width of its widest
-    cell, and on a narrow terminal the headers and the text columns wrap or shorten instead."""
+    cell, and on a narrow terminal the headers and the text columns wrap or shorten instead, and the cells lose
+    their padding when even that does not fit."""
     for column in table.columns:
-        if column.justify == "right":
-            words = str(column.header).split()
-            column.min_width = max([len(str(c)) for c in column.cells] + [len(w) for w in words])
-            column.no_wrap = True
+        if column.justify == "right":  # a number is one word: at its width it never wraps
+            column.min_width = max((len(str(c)) for c in column.cells), default=0)
+    if console.measure(table).maximum > console.width:
+        table.padding = (0, 0)
     console.print(table)
 
 
