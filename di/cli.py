@@ -423,7 +423,12 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
             write_store(trace, args.output, partitioned=True)
         else:
             save_path(trace, args.output, to=args.to, force=args.force, inputs=inputs)
-    added = trace.events.height - program.events.height
+    added = (
+        trace.events.slice(program.events.height).group_by("src_cat").len().sort("src_cat").iter_rows()
+        if trace is not program
+        else []
+    )
+    kinds = {"critical_path": "critical-path", "wait_state": "wait-state", "gpu_idle": "GPU idle"}
     also = "".join(
         f", {getattr(program, t).height:,} {t}"
         for t in ("messages", "collectives", "comms", "comm_links", "io_files", "jobs")
@@ -432,7 +437,9 @@ def _convert(args: argparse.Namespace, console: Any) -> None:
     console.print(
         f"wrote {args.output}: {len(program.ranks)} ranks, {program.events.height:,} events, {program.flows.height:,} flows{also}"
         + (
-            f" + analysis tracks ({added:,} critical-path slices, {trace.series.height - program.series.height} counters)"
+            " + analysis tracks ("
+            + "".join(f"{n:,} {kinds.get(str(k), str(k))} slices, " for k, n in added)
+            + f"{trace.series.height - program.series.height} counters)"
             if trace is not program
             else ""
         )

@@ -33,6 +33,8 @@ def test_many_stores_give_one_row_per_trace_and_rank(runs, tmp_path, capsys):
     b = result.breakdown.filter((pl.col("rank") == 3) & (pl.col("scope") != "host"))
     row = table.filter((pl.col("trace") == str(runs / "job4.di")) & (pl.col("rank") == 3)).row(0, named=True)
     assert row["idle_ns"] == b.filter(pl.col("state") == "idle").get_column("time_ns").sum()
+    causes = [c for c in table.columns if c.startswith("gpu_idle_")]
+    assert len(causes) == 6 and sum(row[c] for c in causes) == row["idle_ns"] > 0
     assert row["cp_length_ns"] == result.critical_path["summary"]["length_ns"]
     assert row["waited_ns"] == result.wait_states.filter(pl.col("rank") == 3).get_column("wait_ns").sum()
 

@@ -56,7 +56,14 @@ def known_job(steps: bool = False) -> Job:
     return job
 
 
-EXPECTED_MS = {"host": 2.1 + 1, "host_sync": 1.5, "launch": 0.4 + 0.5 + 1, "kernel_wait": 0.03, "queued": 5, "unknown": 2}
+EXPECTED_MS = {
+    "host": 2.1 + 1,
+    "host_sync": 1.5,
+    "launch": 0.4 + 0.5 + 1,
+    "kernel_wait": 0.03,
+    "queued": 5,
+    "unknown": 2,
+}
 EXPECTED_GAPS = {"host": 2, "host_sync": 1, "launch": 3, "kernel_wait": 2, "queued": 1, "unknown": 1}
 
 
@@ -100,7 +107,9 @@ def test_no_sync_means_host_and_a_longer_wait_is_not_the_device_overhead() -> No
     frame = prepare(job.build())
     got = dict(zip(*gpu_idle(frame).select("cause", "time_ns").to_dict(as_series=False).values()))
     assert got["host_sync"] == 0 and got["host"] == round((2.1 + 1 + 1.5) * MS)
-    tight = dict(zip(*gpu_idle(frame, kernel_wait_ns=15_000).select("cause", "time_ns").to_dict(as_series=False).values()))
+    tight = dict(
+        zip(*gpu_idle(frame, kernel_wait_ns=15_000).select("cause", "time_ns").to_dict(as_series=False).values())
+    )
     assert tight["kernel_wait"] == round(0.01 * MS) and tight["queued"] == round(5.02 * MS)
 
 
@@ -112,9 +121,7 @@ def test_causes_sum_to_the_breakdown_idle_time_whole_and_per_step() -> None:
         .select("rank", "scope", "step", pl.col("time_ns").alias("breakdown_idle"))
         .filter(pl.col("breakdown_idle") > 0)
     )
-    causes = result.gpu_idle.group_by("rank", "scope", "step").agg(
-        pl.col("time_ns").sum(), pl.col("idle_ns").first()
-    )
+    causes = result.gpu_idle.group_by("rank", "scope", "step").agg(pl.col("time_ns").sum(), pl.col("idle_ns").first())
     both = idle.join(causes, on=["rank", "scope", "step"], how="full", nulls_equal=True, coalesce=True)
     assert both.height == 3  # the window and its two steps
     assert both.get_column("breakdown_idle").to_list() == both.get_column("time_ns").to_list()
@@ -151,7 +158,9 @@ def test_the_viewers_show_it(tmp_path: Path) -> None:
 def test_short_names() -> None:
     from di.viewers.terminal import short_name
 
-    assert short_name("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_f16>(Params_68_7)") == "cutlass::Kernel2<…>(…)"
+    assert (
+        short_name("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_f16>(Params_68_7)") == "cutlass::Kernel2<…>(…)"
+    )
     assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
     assert short_name("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long)") == (
         "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(…)"
@@ -210,3 +219,28 @@ def test_report_panel(tmp_path: Path) -> None:
     page = out.read_text()
     assert 'data-table="gpu_idle"' in page and 'data-table="gpu_idle_gaps"' in page
     assert "is idle 23 % of its span, 37 % of it queued" in page
+
+
+def test_diff_shows_the_causes_that_changed(tmp_path: Path) -> None:
+    """B is A without the device wait: the gap after it moves from host_sync to host, the total unchanged."""
+    from rich.console import Console
+
+    from di.viewers.diff import diff
+    from di.viewers.diff.document import to_json as diff_json, validate as diff_validate
+    from di.viewers.diff.results import gpu_idle_totals
+    from di.viewers.diff.terminal import render as diff_render
+
+    after = known_job()
+    for e in after.events:
+        if e["name"] == "cudaStreamSynchronize":
+            e.update(name="cudaGetDevice", cat="cuda_api")
+    d = diff(known_job().build(), after.build())
+    tot = {r["cause"]: r["delta_ns"] for r in gpu_idle_totals(d.gpu_idle).iter_rows(named=True)}
+    assert tot["host_sync"] == -round(1.5 * MS) and tot["host"] == round(1.5 * MS)
+    assert sum(tot.values()) == 0
+    doc = diff_json(d, inputs=("a", "b"))
+    diff_validate(doc)
+    assert {r["cause"] for r in doc["gpu_idle"]} == set(CAUSES)
+    out = io.StringIO()
+    diff_render(d, Console(file=out, width=100, color_system=None), names=("a", "b"))
+    assert "Why the GPUs are idle" in out.getvalue() and "-1.50" in out.getvalue()

@@ -46,7 +46,18 @@ from di.engine.groups import make_groups
 from di.engine.inferred_edges import launch_edges, sync_calls
 from di.engine.window import EventFrame
 
-__all__ = ["CAUSES", "GAPS_SHOWN", "KERNEL_WAIT_NS", "LONGEST_ORDER", "SYNC_SLACK_NS", "gpu_idle", "gpu_idle_tables", "idle_gaps", "in_order", "longest_gaps"]
+__all__ = [
+    "CAUSES",
+    "GAPS_SHOWN",
+    "KERNEL_WAIT_NS",
+    "LONGEST_ORDER",
+    "SYNC_SLACK_NS",
+    "gpu_idle",
+    "gpu_idle_tables",
+    "idle_gaps",
+    "in_order",
+    "longest_gaps",
+]
 
 CAUSES = ("host", "host_sync", "launch", "kernel_wait", "queued", "unknown")
 """The causes of a GPU's idle time, in this order everywhere (tables, JSON, CSV, report)."""
@@ -76,7 +87,7 @@ SYNC_SLACK_NS = 10_000
 that drained it (the host sees the device finish a few microseconds late, or early across clock conversion)."""
 COPY_CALL_NAME = r"(?i)^(cu|cuda|hip)Memcpy\w*$"
 """Host calls that issue a device copy: a copy with no launch record belongs to the one running when it starts."""
-GAPS_SHOWN = 20
+GAPS_SHOWN = 50
 """The longest gaps :func:`longest_gaps` lists."""
 LONGEST_ORDER = ("dur_ns", "rank", "device", "start_ns")
 """Order of the longest gaps: longest first, then by rank, device and time (ties broken the same everywhere)."""
@@ -287,8 +298,9 @@ def _launches(frame: EventFrame) -> np.ndarray:
         dst = f.get_column("dst").to_numpy().astype(np.int64)
         on = frame.on_gpu[dst]
         out[dst[on]] = f.get_column("src").to_numpy().astype(np.int64)[on]
-    calls, kernels = launch_edges(frame)
-    if kernels.size:
+    gpu_ranks = np.unique(frame.rank[frame.on_gpu])
+    if np.isin(gpu_ranks, np.unique(frame.rank[out >= 0]), invert=True).any():  # a rank with no launch flow
+        calls, kernels = launch_edges(frame)
         out[kernels] = calls
     copies = np.flatnonzero(frame.on_gpu & (frame.activity == MEMORY) & (out < 0) & frame.selected)
     if copies.size:
@@ -305,7 +317,12 @@ def _copy_calls(frame: EventFrame, copies: np.ndarray) -> np.ndarray:
     if not calls.size:
         return np.full(copies.size, -1, np.int64)
     table = pl.DataFrame(
-        {"rank": frame.rank[calls].astype(np.int64), "t": frame.start_ns[calls], "e": frame.end_ns[calls], "call": calls}
+        {
+            "rank": frame.rank[calls].astype(np.int64),
+            "t": frame.start_ns[calls],
+            "e": frame.end_ns[calls],
+            "call": calls,
+        }
     ).sort("rank", "t")
     query = pl.DataFrame(
         {"i": np.arange(copies.size), "rank": frame.rank[copies].astype(np.int64), "t": frame.start_ns[copies]}
@@ -316,26 +333,27 @@ def _copy_calls(frame: EventFrame, copies: np.ndarray) -> np.ndarray:
 
 
 def _launcher_in_sync(frame: EventFrame, first: pl.DataFrame) -> pl.Series:
-    """Per gap of ``first`` (columns a, launch_row): whether the launching thread was in a device wait at ``a``."""
+    """Per gap of ``first`` (columns a, l, launch_row): whether its work was launched late (``l > a``) by a thread
+    that was in a device wait at ``a``."""
     n = first.height
-    launch = first.get_column("launch_row")
-    if not n or launch.null_count() == n:
-        return pl.Series(np.zeros(n, bool))
-    calls, _, _ = sync_calls(frame, frame.selected)
-    waits = np.union1d(calls, np.flatnonzero(~frame.on_gpu & (frame.activity == SYNC) & frame.selected))
-    if not waits.size:
-        return pl.Series(np.zeros(n, bool))
+    late = np.flatnonzero((first.get_column("l") > first.get_column("a")).fill_null(False).to_numpy())
+    out = np.zeros(n, bool)
+    if not late.size:
+        return pl.Series(out)
     loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)
+    launcher = loc[first.get_column("launch_row").gather(late).to_numpy().astype(np.int64)]
+    threads = np.zeros(int(loc.max()) + 1, bool)
+    threads[launcher] = True
+    keep = frame.selected & threads[loc]
+    calls, _, _ = sync_calls(frame, keep)
+    waits = np.union1d(calls, np.flatnonzero(keep & ~frame.on_gpu & (frame.activity == SYNC)))
+    if not waits.size:
+        return pl.Series(out)
     spans = iv.union(loc[waits], frame.start_ns[waits], frame.end_ns[waits])
     table = pl.DataFrame({"loc": spans.group, "s": spans.start_ns, "e": spans.end_ns}).sort("loc", "s")
-    query = pl.DataFrame(
-        {
-            "i": np.arange(n),
-            "loc": np.where(launch.is_null().to_numpy(), -1, loc[launch.fill_null(0).to_numpy()]),
-            "s": first.get_column("a").to_numpy(),
-        }
-    ).sort("loc", "s")
-    hit = query.join_asof(table, on="s", by="loc", strategy="backward", check_sortedness=False).with_columns(
-        (pl.col("e") >= pl.col("s") - SYNC_SLACK_NS).fill_null(False).alias("hit")
+    query = pl.DataFrame({"i": late, "loc": launcher, "s": first.get_column("a").to_numpy()[late]}).sort("loc", "s")
+    hit = query.join_asof(table, on="s", by="loc", strategy="backward", check_sortedness=False).filter(
+        pl.col("e") >= pl.col("s") - SYNC_SLACK_NS
     )
-    return hit.sort("i").get_column("hit")
+    out[hit.get_column("i").to_numpy()] = True
+    return pl.Series(out)

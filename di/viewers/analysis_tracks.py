@@ -12,6 +12,10 @@
   late sender, wait at N x N ...), one slice each from the waiting rank's entry
   for ``wait_ns``, named ``KIND: rank R waits for rank C``, ``src_cat``
   "wait_state", args ``rank``, ``cause_rank``, ``kind``, ``wait_ns``, ``event``;
+- **GPU idle** timelines, one per GPU (of the rank the GPU belongs to): the longest GPU idle gaps of the job
+  (:data:`di.engine.gpu_idle.GAPS_SHOWN`), one slice each,
+  named ``GPU idle: CAUSE`` (:data:`di.engine.gpu_idle.CAUSE_LABELS`), ``src_cat`` "gpu_idle", args ``rank``,
+  ``device``, ``cause``, ``next`` (the work that ended the gap), ``launch``, ``operator``;
 - per rank two **counter series** sampled at each step start: ``rank N wait``
   (ms waited in the step, wait states) and ``rank N imbalance`` (work in the step
   relative to the step mean, %);
@@ -35,11 +39,14 @@ from di.trace import CATS, Trace
 
 TRACK = "critical path"
 WAIT_TRACK = "wait states"
+GPU_IDLE_TRACK = "GPU idle (longest gaps)"
+"""Name of a GPU idle timeline, followed by its GPU (``gpu0``)."""
+GPU_IDLE_SRC_CAT = "gpu_idle"
 WAITS = 50
 """The longest wait states shown on the wait-states timeline (the per-rank wait counters hold them all)."""
-NEEDS = ("breakdown", "wait_states", "critical_path")
+NEEDS = ("breakdown", "gpu_idle", "wait_states", "critical_path")
 """The analyses the tracks show (:func:`di.analyze` ``analyses=``): the per-step breakdown gives the imbalance
-counters' work, wait states the wait track and counters. Running only these keeps ``di convert`` from
+counters' work, gpu_idle the GPU idle track, wait states the wait track and counters. Running only these keeps ``di convert`` from
 computing (and, on a first run, compiling) overlap and the rest that no track shows."""
 VIEWER_FORMATS = ("perfetto", "chrome", "otf2")
 """Connectors whose output ``di convert`` gives the analysis tracks unless ``--no-analysis``;
@@ -111,6 +118,10 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
     if waits is not None:
         new_locs.append(waits[0])
         tables["events"] = pl.concat([tables["events"], waits[1]], how="diagonal_relaxed")
+    idle = _gpu_idle_tracks(result, loc_next + len(new_locs), source)
+    if idle is not None:
+        new_locs += idle[0]
+        tables["events"] = pl.concat([tables["events"], idle[1]], how="diagonal_relaxed")
     counters = _step_counters(
         result,
         loc_next + len(new_locs),
@@ -190,6 +201,44 @@ def _wait_track(result: Any, loc: int, source: int) -> tuple[dict[str, Any], pl.
         "process": PROCESS,
         "source": source,
     }, events
+
+
+def _gpu_idle_tracks(result: Any, loc0: int, source: int) -> tuple[list[dict[str, Any]], pl.DataFrame] | None:
+    """The GPU idle timelines, one per GPU with a gap among the longest (location rows, events), or None."""
+    from di.engine.gpu_idle import CAUSE_LABELS
+
+    gaps = getattr(result, "gpu_idle_gaps", None)
+    if gaps is None or not gaps.height:
+        return None
+    gpus = gaps.select("rank", "device").unique().sort("rank", "device").with_row_index("_i")
+    label = pl.col("cause").replace_strict(CAUSE_LABELS, default=pl.col("cause"))
+    events = (
+        gaps.join(gpus, on=["rank", "device"])
+        .sort("_i", "start_ns")
+        .select(
+            (pl.col("_i") + loc0).cast(pl.UInt32).alias("loc"),
+            "start_ns",
+            (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
+            pl.format("GPU idle: {}", label).alias("name"),
+            pl.lit("other").alias("cat"),
+            pl.lit(GPU_IDLE_SRC_CAT).alias("src_cat"),
+            pl.lit(0, pl.Int32).alias("depth"),
+            pl.lit(False).alias("instant"),
+            pl.struct("rank", "device", "cause", "next", "launch", "operator").struct.json_encode().alias("args"),
+        )
+    )
+    locs = [
+        {
+            "loc": loc0 + i,
+            "rank": rank,
+            "kind": "cpu_thread",
+            "name": f"{GPU_IDLE_TRACK} gpu{device}",
+            "process": PROCESS,
+            "source": source,
+        }
+        for i, rank, device in gpus.iter_rows()
+    ]
+    return locs, events
 
 
 def _step_counters(

@@ -5,6 +5,7 @@ Columns, all over the analysis window (times int64 ns, shares as fractions):
 - ``trace``: the input as given; ``rank``; ``window``; ``steps`` (distinct steps of the rank);
 - ``span_ns`` and ``<state>_ns`` for the GPU side (summed over the rank's GPUs) and
   ``host_span_ns``, ``host_<state>_ns`` for its CPU threads (:mod:`di.engine.breakdown`);
+- ``gpu_idle_<cause>_ns``: the GPU idle time by cause, summed over the rank's GPUs (:mod:`di.engine.gpu_idle`);
 - ``<pair>`` overlap ratios (:mod:`di.engine.overlap`; null when undefined);
 - ``waited_ns`` / ``caused_ns``: wait states of the rank and those it caused;
 - ``cp_contrib_ns``, ``cp_share``: its part of the critical path; ``cp_length_ns``: the path (job-wide).
@@ -18,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from di.engine.breakdown import STATE_NAMES as STATES
+from di.engine.gpu_idle import CAUSES
 
 PAIRS = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
 FILE = "per_trace_rank.csv"
@@ -45,6 +47,10 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
                 rows[rank][f"{prefix}span_ns"] = span
             for rank, state, t in side.group_by("rank", "state").agg(pl.col("time_ns").sum()).iter_rows():
                 rows[rank][f"{prefix}{state}_ns"] = t
+    if result.gpu_idle is not None:
+        whole = result.gpu_idle.filter(pl.col("step").is_null())
+        for rank, cause, t in whole.group_by("rank", "cause").agg(pl.col("time_ns").sum()).iter_rows():
+            rows[rank][f"gpu_idle_{cause}_ns"] = t
     if result.overlap is not None:
         for rank, pair, ratio in (
             result.overlap.filter(pl.col("step").is_null()).select("rank", "pair", "ratio").iter_rows()
@@ -73,6 +79,7 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         *(f"{s}_ns" for s in STATES),
         "host_span_ns",
         *(f"host_{s}_ns" for s in STATES),
+        *(f"gpu_idle_{c}_ns" for c in CAUSES),
         *PAIRS,
         "waited_ns",
         "caused_ns",

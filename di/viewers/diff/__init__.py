@@ -45,6 +45,7 @@ class Diff:
         steps: stat (count, mean_ns, p50_ns, p90_ns, min_ns, max_ns), a, b, delta, ratio.
         step_times: run ("a"/"b"), step, label, start_ns, end_ns, time_ns.
         breakdown: rank, scope, state, a/b time_ns and share, delta_ns, delta_share.
+        gpu_idle: rank, scope (gpuN), cause, a/b time_ns and share (of the GPU's idle time), delta_ns, delta_share.
         overlap: rank, pair, a/b ratio, numerator_ns, denominator_ns, delta_ratio.
         critical_path: a_length_ns, b_length_ns, delta_ns.
         cp_by_category, cp_by_name: a/b contrib_ns and share, delta_ns.
@@ -63,6 +64,7 @@ class Diff:
     steps: pl.DataFrame
     step_times: pl.DataFrame
     breakdown: pl.DataFrame
+    gpu_idle: pl.DataFrame
     overlap: pl.DataFrame
     critical_path: dict[str, int | None]
     cp_by_category: pl.DataFrame
@@ -127,6 +129,7 @@ def diff(a: Trace, b: Trace, *, window: Window | str | None = None) -> Diff:
         steps=results.steps_table(*res),
         step_times=times,
         breakdown=results.breakdown_table(*res),
+        gpu_idle=results.gpu_idle_table(*res),
         overlap=results.overlap_table(*res),
         critical_path=summary,
         cp_by_category=cp_cat,

@@ -47,6 +47,7 @@ def to_json(d: Diff, *, inputs: tuple[str, str]) -> dict[str, Any]:
         "window": d.window,
         "steps": steps,
         "breakdown": _rows(d.breakdown),
+        "gpu_idle": _rows(d.gpu_idle),
         "overlap": _rows(d.overlap),
         "critical_path": {
             **d.critical_path,

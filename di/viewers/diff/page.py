@@ -60,6 +60,7 @@ def build_page(d: Diff, *, names: tuple[str, str] = ("A", "B")) -> str:
             _counters(d),
             _communicators(d),
             _breakdown(d),
+            _gpu_idle(d),
             _path(d),
         )
         if s is not None
@@ -317,6 +318,42 @@ def _communicators(d: Diff) -> Section | None:
     ]
     note = '<p class="note">Communicators of the same size and hosts together; transports as NCCL printed them.</p>'
     return Section("communicators", "Communicators and their transports", table("communicators", cols, rows) + note)
+
+
+def _gpu_idle(d: Diff) -> Section | None:
+    from di.engine.gpu_idle import CAUSE_LABELS
+    from di.viewers.diff.results import gpu_idle_totals
+
+    if not d.gpu_idle.height:
+        return None
+    tot = gpu_idle_totals(d.gpu_idle)
+    body = "<h3>Summed over the GPUs</h3>" + table(
+        "gpu_idle_totals",
+        ["cause", "a_time_ns", "b_time_ns", "delta_ns"],
+        [
+            (CAUSE_LABELS.get(r["cause"], r["cause"]), ms(r["a_time_ns"]), ms(r["b_time_ns"]), ms(r["delta_ns"]))
+            for r in tot.iter_rows(named=True)
+        ],
+    )
+    per = d.gpu_idle.filter((pl.col("a_time_ns") != 0) | (pl.col("b_time_ns") != 0))
+    body += "<h3>Per GPU</h3>" + table(
+        "gpu_idle",
+        ["rank", "scope", "cause", "a_time_ns", "b_time_ns", "delta_ns", "a_share", "b_share"],
+        [
+            (
+                r["rank"],
+                r["scope"],
+                CAUSE_LABELS.get(r["cause"], r["cause"]),
+                ms(r["a_time_ns"]),
+                ms(r["b_time_ns"]),
+                ms(r["delta_ns"]),
+                pct(r["a_share"]),
+                pct(r["b_share"]),
+            )
+            for r in per.iter_rows(named=True)
+        ],
+    )
+    return Section("gpu_idle", "Why the GPUs are idle (idle time by cause)", body)
 
 
 def _breakdown(d: Diff) -> Section | None:

@@ -5,6 +5,8 @@
   p50, p90 (nearest rank), min and max over the steps of the window.
 - **Breakdown**: per rank, scope (gpuN, host) and state, the exclusive time
   and share of the window (:mod:`di.engine.breakdown`).
+- **GPU idle**: per rank, GPU and cause, the idle time given to the cause and its share of the GPU's idle time
+  (:mod:`di.engine.gpu_idle`); summed over the GPUs per cause by :func:`gpu_idle_totals`.
 - **Overlap**: per rank and pair, the ratio and its parts (:mod:`di.engine.overlap`).
 - **Critical path**: its length, and its composition by category and by name
   (``contrib_ns``, ``share``) (:mod:`di.engine.critical_path`).
@@ -25,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from di.engine import Analysis
+from di.engine.gpu_idle import CAUSES
 from di.viewers.diff.sides import by_change, side_by_side
 
 STEP_STATS = ("count", "mean_ns", "p50_ns", "p90_ns", "min_ns", "max_ns")
@@ -104,6 +107,30 @@ def breakdown_totals(table: pl.DataFrame) -> pl.DataFrame:
         "delta_ns",
         "kind",
         "state",
+    )
+
+
+def gpu_idle_table(a: Analysis, b: Analysis) -> pl.DataFrame:
+    """rank, scope, cause; a/b time_ns, a/b share (of the GPU's idle time), delta_ns, delta_share (whole window)."""
+    schema = {"rank": pl.Int32, "scope": pl.String, "cause": pl.String, "time_ns": pl.Int64, "share": pl.Float64}
+    out = side_by_side(
+        _whole(a.gpu_idle, schema),
+        _whole(b.gpu_idle, schema),
+        ["rank", "scope", "cause"],
+        totals=["time_ns"],
+        values=["share"],
+        deltas=["time_ns", "share"],
+    )
+    cause_order = pl.col("cause").replace_strict({c: i for i, c in enumerate(CAUSES)}, default=len(CAUSES))
+    return out.rename({"delta_time_ns": "delta_ns"}).sort("rank", "scope", cause_order)
+
+
+def gpu_idle_totals(table: pl.DataFrame) -> pl.DataFrame:
+    """Per cause over all GPUs: a_time_ns, b_time_ns, delta_ns, largest change first."""
+    return by_change(
+        table.group_by("cause").agg(pl.col("a_time_ns", "b_time_ns", "delta_ns").sum()),
+        "delta_ns",
+        "cause",
     )
 
 

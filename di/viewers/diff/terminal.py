@@ -90,6 +90,7 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
     _counters(console, d)
     _communicators(console, d)
     _breakdown(console, d)
+    _gpu_idle(console, d)
     _path(console, d)
 
 
@@ -268,6 +269,27 @@ def _pair(a: str | None, b: str | None) -> str:
 
 def _val(x: float | None) -> str:
     return "—" if x is None else f"{x:,.4g}"
+
+
+def _gpu_idle(console: Any, d: Diff) -> None:
+    from di.engine.gpu_idle import CAUSE_LABELS
+    from di.viewers.diff.results import gpu_idle_totals
+
+    tot = gpu_idle_totals(d.gpu_idle).filter(pl.col("delta_ns") != 0)
+    if not tot.height:
+        return
+    t = _table(
+        "Why the GPUs are idle: idle time per cause, summed over the GPUs", "cause", "A ms", "B ms", "Δ ms", "Δ %"
+    )
+    for r in tot.iter_rows(named=True):
+        t.add_row(
+            CAUSE_LABELS.get(r["cause"], r["cause"]),
+            _ms(r["a_time_ns"]),
+            _ms(r["b_time_ns"]),
+            _signed_ms(r["delta_ns"]),
+            _rel(r["a_time_ns"], r["b_time_ns"]),
+        )
+    console.print(t)
 
 
 def _breakdown(console: Any, d: Diff) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
-from di.viewers.report.page import Section, ms, new_figure, svg_plot, table
+from di.viewers.report.page import Section, ms, share_bars, table
 
 COLORS = {
     "compute": "#2e7d32",
@@ -36,27 +36,18 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     if not b.height:
         return None
     wide = b.pivot(on="state", index=["rank", "scope", "span_ns"], values="time_ns").sort("rank", "scope")
-    labels = [f"rank {r} {s}" for r, s in zip(wide.get_column("rank"), wide.get_column("scope"))]
-    fig = new_figure(9, max(1.6, 0.32 * len(labels) + 0.9))
-    ax = fig.add_subplot()
-    left = [0.0] * len(labels)
-    spans = wide.get_column("span_ns").to_list()
-    for state in STATES:
-        if state not in wide.columns:
-            continue
-        vals = [100 * (t or 0) / s if s else 0.0 for t, s in zip(wide.get_column(state).to_list(), spans)]
-        ax.barh(labels, vals, left=left, color=COLORS[state], label=STATE_LABELS.get(state, state))
-        left = [a + v for a, v in zip(left, vals)]
-    ax.invert_yaxis()
-    ax.set_xlabel("% of the scope's span")
-    ax.set_xlim(0, 100)
-    ax.legend(ncol=len(STATES), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=8)
     states = [st for st in STATES if st in wide.columns]
+    bars = share_bars(
+        wide,
+        [(st, COLORS[st], STATE_LABELS.get(st, st)) for st in states],
+        "% of the scope's span",
+        "temporal breakdown per rank",
+    )
     rows = [
         (r["rank"], r["scope"], ms(r["span_ns"]), *(ms(r[st]) for st in states)) for r in wide.iter_rows(named=True)
     ]
     body = (
-        svg_plot(fig, "temporal breakdown per rank")
+        bars
         + '<p class="note">Exclusive states: each instant counts once, for the highest-priority activity; idle = span minus busy time; '
         "untraced = the program's work between the calls of a timeline that records only calls (MPI, I/O).</p>"
         + table("breakdown", ["rank", "scope", "span_ns", *(f"{st}_ns" for st in states)], rows)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from di.engine.gpu_idle import CAUSE_HELP, CAUSE_LABELS, CAUSES
-from di.viewers.report.page import Section, ms, new_figure, svg_plot, table
+from di.viewers.report.page import Section, ms, share_bars, table
 
 COLORS = {
     "host": "#ef6c00",
@@ -43,25 +43,18 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         "rank", "scope"
     )
     causes = [c for c in CAUSES if c in wide.columns and (wide.get_column(c).fill_null(0) > 0).any()]
-    labels = [f"rank {r} {s}" for r, s in zip(wide.get_column("rank"), wide.get_column("scope"))]
-    fig = new_figure(9, max(1.6, 0.32 * len(labels) + 0.9))
-    ax = fig.add_subplot()
-    left = [0.0] * len(labels)
-    spans = wide.get_column("span_ns").to_list()
-    for c in causes:
-        vals = [100 * (t or 0) / s if s else 0.0 for t, s in zip(wide.get_column(c).to_list(), spans)]
-        ax.barh(labels, vals, left=left, color=COLORS[c], label=CAUSE_LABELS[c])
-        left = [a + v for a, v in zip(left, vals)]
-    ax.invert_yaxis()
-    ax.set_xlabel("% of the GPU's span (idle time only)")
-    ax.legend(ncol=len(causes), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=8)
     rows = [
         (r["rank"], r["scope"], ms(r["span_ns"]), ms(r["idle_ns"]), *(ms(r[c]) for c in causes))
         for r in wide.iter_rows(named=True)
     ]
     legend = "".join(f"<li><b>{CAUSE_LABELS[c]}</b>: {CAUSE_HELP[c]}</li>" for c in causes)
     body = (
-        svg_plot(fig, "GPU idle time by cause")
+        share_bars(
+            wide,
+            [(c, COLORS[c], CAUSE_LABELS[c]) for c in causes],
+            "% of the GPU's span (idle time only)",
+            "GPU idle time by cause",
+        )
         + f'<ul class="note">{legend}</ul>'
         + table("gpu_idle", ["rank", "gpu", "span_ns", "idle_ns", *(f"{c}_ns" for c in causes)], rows)
     )
@@ -69,7 +62,7 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     if gaps is not None and gaps.height:
         span = ctx.window_span
         t0 = span[0] if span is not None else 0
-        body += "<h3>Longest idle gaps</h3><p class=\"note\">at: from the window start.</p>" + table(
+        body += '<h3>Longest idle gaps</h3><p class="note">at: from the window start.</p>' + table(
             "gpu_idle_gaps",
             ["rank", "gpu", "at_ns", "dur_ns", "cause", "next work", "launch", "operator"],
             [
@@ -100,8 +93,10 @@ def _hints(whole: pl.DataFrame) -> list[str]:
     rank, scope, idle_ns, span_ns = first["rank"], first["scope"], first["idle_ns"], first["span_ns"]
     if idle_ns < 0.1 * span_ns:
         return []
-    top = worst.filter((pl.col("rank") == rank) & (pl.col("scope") == scope)).sort("time_ns", descending=True).row(
-        0, named=True
+    top = (
+        worst.filter((pl.col("rank") == rank) & (pl.col("scope") == scope))
+        .sort("time_ns", descending=True)
+        .row(0, named=True)
     )
     return [
         f"GPU {scope} of rank {rank} is idle {100 * idle_ns / span_ns:.0f} % of its span, "

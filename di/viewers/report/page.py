@@ -141,6 +141,25 @@ def new_figure(width: float = 9.0, height: float = 3.2) -> Any:
     return fig
 
 
+def share_bars(wide: Any, parts: Sequence[tuple[str, str, str]], xlabel: str, label: str) -> str:
+    """Horizontal stacked bars, one per row of ``wide`` (columns rank, scope, span_ns and each part's ns), of each
+    part as a % of the row's span; ``parts``: (column, colour, legend label) in stacking order. The SVG."""
+    labels = [f"rank {r} {s}" for r, s in zip(wide.get_column("rank"), wide.get_column("scope"))]
+    fig = new_figure(9, max(1.6, 0.32 * len(labels) + 0.9))
+    ax = fig.add_subplot()
+    left = [0.0] * len(labels)
+    spans = wide.get_column("span_ns").to_list()
+    for column, color, legend in parts:
+        vals = [100 * (t or 0) / s if s else 0.0 for t, s in zip(wide.get_column(column).to_list(), spans)]
+        ax.barh(labels, vals, left=left, color=color, label=legend)
+        left = [a + v for a, v in zip(left, vals)]
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_xlim(0, 100)
+    ax.legend(ncol=max(len(parts), 1), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=8)
+    return svg_plot(fig, label)
+
+
 def svg_plot(fig: Any, label: str) -> str:
     """The figure as inline SVG (text kept as text, no external references)."""
     import matplotlib
