@@ -244,3 +244,25 @@ def test_diff_shows_the_causes_that_changed(tmp_path: Path) -> None:
     out = io.StringIO()
     diff_render(d, Console(file=out, width=100, color_system=None), names=("a", "b"))
     assert "Why the GPUs are idle" in out.getvalue() and "-1.50" in out.getvalue()
+
+
+def test_analysis_track_per_gpu_survives_a_round_trip(tmp_path: Path) -> None:
+    """The longest gaps become a timeline per GPU in the viewers' trace; reading the file back, the analysis
+    parts come out whole and the program's trace is as it was."""
+    from di.analysis_parts import PROCESS, without_analysis
+    from di.viewers.analysis_tracks import GPU_IDLE_TRACK, NEEDS, with_analysis
+
+    trace = known_job().build()
+    shown = with_analysis(trace, di.analyze(trace, per_step=True, analyses=NEEDS))
+    out = tmp_path / "known.pftrace"
+    di.save(shown, out)
+    back = di.load(out)
+    locs = back.locations.filter(pl.col("process") == PROCESS)
+    track = locs.filter(pl.col("name") == f"{GPU_IDLE_TRACK} gpu0")
+    assert track.height == 1
+    slices = back.events.filter(pl.col("loc") == track.item(0, "loc")).sort("start_ns")
+    assert slices.height == 7  # every gap of the job
+    assert slices.filter(pl.col("start_ns") == 40 * MS).item(0, "name") == "GPU idle: queued"
+    assert (slices.get_column("end_ns") - slices.get_column("start_ns")).sum() == round(13.53 * MS)
+    assert json.loads(slices.filter(pl.col("start_ns") == 10 * MS).item(0, "args"))["operator"] == "aten::add"
+    assert without_analysis(back).events.height == trace.events.height
