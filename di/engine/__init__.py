@@ -1,5 +1,5 @@
 """The analyses: breakdown, GPU idle causes, overlap, imbalance, wait states, critical path, steps and step times, GPU
-clocks, counters, communicators.
+clocks, device memory, counters, communicators.
 
 Every analysis reads only the canonical :class:`di.trace.Trace` (never
 modifies it) and returns polars DataFrames with times in int64 ns.
@@ -19,6 +19,7 @@ together; the modules hold the definitions:
   :mod:`di.engine.step_times` (each rank's step durations: median, p90, slowest, slow steps),
   :mod:`di.engine.slow_steps` (what happened in the slow ones: grown breakdown states, rare marks, grown timed
   phases),
+  :mod:`di.engine.memory` (the framework allocator's peak memory per device, what held it, its growth per step),
   :mod:`di.engine.counters` (each counter series' samples, min, mean, max and last value in the window),
   :mod:`di.engine.communicators` (each communicator's ranks, hosts, channels and transports; the whole trace).
 
@@ -45,7 +46,17 @@ if TYPE_CHECKING:
     from di.engine.window import Window
     from di.trace import Trace
 
-ANALYSES = ("breakdown", "gpu_idle", "overlap", "imbalance", "wait_states", "critical_path", "gpu_clocks", "counters")
+ANALYSES = (
+    "breakdown",
+    "gpu_idle",
+    "overlap",
+    "imbalance",
+    "wait_states",
+    "critical_path",
+    "gpu_clocks",
+    "memory",
+    "counters",
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,9 @@ class Analysis:
             (empty without such series), see :mod:`di.engine.gpu_clocks`.
         gpu_step_clocks: per rank, step and GPU, the same over the step's time, with the step's slowdown
             (run with ``gpu_clocks``), see :mod:`di.engine.gpu_step_clocks`.
+        memory: per rank and device (and step with ``per_step``), the framework allocator's peak, when and in what
+            operator, reserved memory and growth per step; memory_holders: what held each device's memory at its
+            peak, by the operator and module that allocated it; see :mod:`di.engine.memory`.
         counters: per counter series with samples in the window, its count, min, mean, max and last value
             (cumulative counters as rates), see :mod:`di.engine.counters`.
         communicators: per communicator, its members, hosts, NCCL version, channels and the transports inside
@@ -87,6 +101,8 @@ class Analysis:
     critical_path: dict[str, Any] | None = None
     gpu_clocks: pl.DataFrame | None = None
     gpu_step_clocks: pl.DataFrame | None = None
+    memory: pl.DataFrame | None = None
+    memory_holders: pl.DataFrame | None = None
     counters: pl.DataFrame | None = None
     step_times: pl.DataFrame | None = None
     slow_steps: pl.DataFrame | None = None
@@ -131,6 +147,8 @@ def analyze(
         out[name] = _run(name, frame, per_step, cache)
         if name == "gpu_idle":
             out["gpu_idle"], out["gpu_idle_gaps"] = out["gpu_idle"]
+        if name == "memory":
+            out["memory"], out["memory_holders"] = out["memory"]
         if name == "gpu_clocks":
             from di.engine.gpu_step_clocks import gpu_step_clocks
 
@@ -196,6 +214,10 @@ def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
         from di.engine.gpu_clocks import gpu_clocks
 
         return gpu_clocks(frame)
+    if name == "memory":
+        from di.engine.memory import memory_tables
+
+        return memory_tables(frame, per_step)
     if name == "counters":
         from di.engine.counters import counters
 

@@ -124,6 +124,10 @@ def analyze_with(
         from di.engine.gpu_idle import gpu_idle_tables
 
         local["gpu_idle"], local["gpu_idle_gaps"] = gpu_idle_tables(frame, per_step, ranks=list(part.ranks))
+    if "memory" in analyses:  # a rank's allocator events and the operators around them lie with its part
+        from di.engine.memory import memory_tables
+
+        local["memory"], local["memory_holders"] = memory_tables(frame, per_step, ranks=list(part.ranks))
     if "overlap" in analyses:
         local["overlap"] = overlap(frame).filter(pl.col("rank").is_in(mine))
         if per_step:
@@ -239,6 +243,10 @@ def _assemble(
         out["gpu_idle_gaps"] = (
             cat("gpu_idle_gaps").sort(*LONGEST_ORDER, descending=[True, False, False, False]).head(GAPS_SHOWN)
         )
+    if "memory" in analyses:
+        from di.engine.memory import in_order as memory_order
+
+        out["memory"], out["memory_holders"] = memory_order(cat("memory"), cat("memory_holders"))
     if "overlap" in analyses:
         ov = cat("overlap")
         out["overlap"] = pl.concat([ov, cat("overlap_steps")]) if per_step else ov

@@ -25,6 +25,10 @@ def _ms(ns: float | int | None) -> str:
     return "—" if ns is None else f"{ns / 1e6:,.2f}"
 
 
+def _mib(b: float | int | None) -> str:
+    return "—" if b is None else f"{b / 2**20:,.1f}"
+
+
 NAME_CHARS = 60
 """The most characters of an event name in a table cell (all of it is in ``--csv``/``--json``)."""
 
@@ -89,6 +93,7 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
         _render_overlap(result, console)
         _render_waits(result, console)
         _render_path(result, console)
+    _render_memory(result, console)
     _render_imbalance(result, console)
     _render_clocks(result, console)
     _render_step_clocks(result, console)
@@ -316,6 +321,69 @@ def _render_gpu_idle(result: Analysis, console: Any) -> None:
             short_name(r["operator"], 32),
         )
     _print(console, g)
+
+
+HOLDERS_SHOWN = 5
+"""Rows of the held-at-the-peak table per device (all of :data:`di.engine.memory.HOLDERS_SHOWN` are in
+``--csv``/``--json``)."""
+
+
+def holder_label(row: dict[str, Any]) -> str:
+    """What a row of :func:`di.engine.memory.memory_holders` names: the operator (and module) that allocated, or
+    what the trace cannot tell apart."""
+    if row["kind"] == "before_trace":
+        return "(allocated before the trace)"
+    if row["kind"] == "rest":
+        return "(the other operators)"
+    if row["op"] is None and row["module"] is None:
+        return "(no operator)"
+    op = short_name(row["op"], 40) if row["op"] is not None else "—"
+    return op if row["module"] is None else f"{op} in {row['module'].removeprefix('nn.Module: ')}"
+
+
+def _render_memory(result: Analysis, console: Any) -> None:
+    """Each device's allocator peak and what held the memory then (traces with allocator events)."""
+    from rich.table import Table
+
+    mem = result.memory
+    if mem is None or not mem.height:
+        return
+    whole = mem.filter(pl.col("step").is_null())
+    t = Table(
+        title="Device memory (the framework's allocator, MiB)",
+        caption="reserved: held by the allocator at the peak (allocated + cached); growth: per step, of the memory "
+        "left at each step's end",
+    )
+    for c in ("rank", "device", "peak", "reserved", "growth", "step", "at the peak"):
+        t.add_column(c, justify="left" if c == "at the peak" else "right")
+    for r in whole.iter_rows(named=True):
+        t.add_row(
+            str(r["rank"]),
+            r["device"],
+            _mib(r["peak_bytes"]),
+            _mib(r["reserved_at_peak_bytes"]),
+            _mib(r["growth_bytes_per_step"]),
+            "—" if r["peak_step"] is None else str(r["peak_step"]),
+            holder_label({**r, "kind": "allocated"}),
+        )
+    _print(console, t)
+    held = result.memory_holders
+    if held is None or not held.height:
+        return
+    h = Table(title="Held at each device's peak (allocations alive then, by the operator and module that made them)")
+    for c in ("rank", "device", "MiB", "%", "allocs", "allocated by"):
+        h.add_column(c, justify="left" if c == "allocated by" else "right")
+    shown = held.filter(pl.col("bytes").rank("ordinal", descending=True).over("rank", "device") <= HOLDERS_SHOWN)
+    for r in shown.iter_rows(named=True):
+        h.add_row(
+            str(r["rank"]),
+            r["device"],
+            _mib(r["bytes"]),
+            _pct(r["share"]),
+            "—" if r["allocations"] is None else f"{r['allocations']:,}",
+            holder_label(r),
+        )
+    _print(console, h)
 
 
 def _render_overlap(result: Analysis, console: Any) -> None:

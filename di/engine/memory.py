@@ -1,0 +1,323 @@
+"""Device memory from the framework's allocator: each device's peak, what ran at the peak, what held the memory then,
+and how the memory grew over the steps.
+
+The input is the allocator's events: instants named :data:`MEMORY_EVENT` (PyTorch's profiler with
+``profile_memory=True`` writes one per allocation and free, on the thread that asked) whose ``args`` carry
+``Total Allocated`` and ``Total Reserved`` (bytes the caching allocator has handed out, and holds from the driver,
+after the event), ``Bytes`` (the allocation's size, negative for a free), ``Addr`` (its address), ``Device Type``
+and ``Device Id`` (PyTorch's device: :data:`DEVICE_TYPES`). A connector that knows an allocator writes the same.
+
+Definitions (times int64 ns, sizes int64 bytes), per rank and device (``cuda:0``, ``cpu``):
+
+- **peak_bytes**: the largest ``Total Allocated`` after an event in the window; ``peak_ns``/``peak_step``: the
+  first event that reached it. ``reserved_at_peak_bytes``: ``Total Reserved`` then; ``reserved_at_peak_bytes -
+  peak_bytes`` is the allocator's cache, free but held (fragmentation). ``peak_reserved_bytes``: the largest
+  ``Total Reserved`` in the window.
+- **start_bytes**: allocated before the window's first event (its ``Total Allocated`` less its ``Bytes``);
+  **end_bytes**: after its last one.
+- **op** and **module** of an event: the outermost CPU operator (cat ``compute``) enclosing it, the framework call
+  that asked for the memory (``aten::linear``, ``autograd::engine::evaluate_function: AddmmBackward0``), and the
+  innermost ``nn.Module: NAME`` Python region enclosing it (a trace recorded ``with_stack``); null where none.
+- **Held at the peak** (:func:`memory_holders`): the allocations made before the peak event (it included) whose free
+  does not come before it, summed by the op and module that allocated them; what the trace cannot explain (memory
+  allocated before the trace began: weights, optimizer state) is one row of kind ``before_trace``. The rows of a
+  device sum to its ``peak_bytes``; the :data:`HOLDERS_SHOWN` largest (kind ``allocated``) are kept, the rest
+  summed in one row of kind ``rest``.
+- **Per step** (``per_step``): the same over each step's events; **growth_bytes_per_step** (whole-window row): the
+  least-squares slope of ``end_bytes`` over the rank's steps in order (null under :data:`GROWTH_MIN_STEPS` steps).
+  Memory that grows by a steady amount each step is kept alive across steps (a list of losses kept with their graph,
+  a cache): a leak on the way to running out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from di.engine.steps import NO_STEP
+from di.engine.window import EventFrame, location_arrays
+from di.trace import Trace
+
+__all__ = [
+    "DEVICE_TYPES",
+    "GROWTH_MIN_STEPS",
+    "HOLDERS_SHOWN",
+    "HOLDER_KINDS",
+    "MEMORY_EVENT",
+    "allocator_events",
+    "in_order",
+    "memory",
+    "memory_holders",
+    "memory_tables",
+]
+
+MEMORY_EVENT = "[memory]"
+"""Name of an allocator event (PyTorch's profiler)."""
+DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 19: "mtia", 20: "privateuse1"}
+"""PyTorch's ``c10::DeviceType`` codes of the devices it profiles (ROCm's GPUs report ``cuda``)."""
+HOLDERS_SHOWN = 10
+"""Rows of :func:`memory_holders` kept per device, the largest."""
+HOLDER_KINDS = ("allocated", "rest", "before_trace")
+"""Kinds of a :func:`memory_holders` row: an operator's and module's allocations, the rest of them summed, memory
+allocated before the trace."""
+GROWTH_MIN_STEPS = 3
+"""Steps a rank needs before its memory growth per step is given."""
+MODULE_PREFIX = "nn.Module: "
+"""How PyTorch names the Python region of an ``nn.Module``'s forward (``with_stack=True``)."""
+
+_FIELDS = {
+    "allocated": "Total Allocated",
+    "reserved": "Total Reserved",
+    "bytes": "Bytes",
+    "addr": "Addr",
+    "device_type": "Device Type",
+    "device_id": "Device Id",
+}
+_TABLE = {
+    "rank": pl.Int32,
+    "device": pl.String,
+    "step": pl.Int64,
+    "events": pl.Int64,
+    "allocs": pl.Int64,
+    "frees": pl.Int64,
+    "alloc_bytes": pl.Int64,
+    "peak_bytes": pl.Int64,
+    "peak_ns": pl.Int64,
+    "peak_step": pl.Int64,
+    "reserved_at_peak_bytes": pl.Int64,
+    "peak_reserved_bytes": pl.Int64,
+    "start_bytes": pl.Int64,
+    "end_bytes": pl.Int64,
+    "growth_bytes_per_step": pl.Float64,
+    "op": pl.String,
+    "module": pl.String,
+}
+_HOLDERS = {
+    "rank": pl.Int32,
+    "device": pl.String,
+    "op": pl.String,
+    "module": pl.String,
+    "kind": pl.String,
+    "bytes": pl.Int64,
+    "allocations": pl.Int64,
+    "share": pl.Float64,
+}
+
+
+def allocator_events(trace: Trace, frame: EventFrame | None = None) -> pl.DataFrame:
+    """The trace's allocator events with their fields (see the module docstring), sorted by rank, device, time;
+    their steps and window from ``frame`` (:func:`di.engine.window.prepare` of ``trace``; without it, no steps
+    and all selected).
+
+    Returns:
+        row (event row), rank, device (``cuda:0``, ``cpu``), ts_ns, step, selected (in the window), allocated,
+        reserved, bytes, addr (nulls where an event lacks the field), pos (0.. in this order).
+    """
+    ev = trace.events
+    hit = (ev.get_column("name") == MEMORY_EVENT).to_numpy() & ev.get_column("instant").to_numpy()
+    rows = np.flatnonzero(hit)
+    if not rows.size:
+        return pl.DataFrame(schema=_EVENTS)
+    rank = location_arrays(trace)[0] if frame is None else frame.rank
+    args = ev.get_column("args").gather(rows)
+    fields = pl.DataFrame({"args": args}).select(
+        pl.col("args").str.extract(rf'"{key}"\s*:\s*(-?\d+)').cast(pl.Int64, strict=False).alias(col)
+        for col, key in _FIELDS.items()
+    )
+    kind = pl.col("device_type").replace_strict(DEVICE_TYPES, default=None, return_dtype=pl.String)
+    kind = pl.coalesce(kind, pl.format("type{}", pl.col("device_type")), pl.lit("device"))
+    device = pl.when(pl.col("device_id") >= 0).then(pl.format("{}:{}", kind, pl.col("device_id"))).otherwise(kind)
+    return (
+        fields.with_columns(
+            pl.Series("row", rows, pl.Int64),
+            pl.Series("rank", rank[rows], pl.Int32),
+            pl.Series("ts_ns", ev.get_column("start_ns").gather(rows)),
+            pl.lit(NO_STEP, pl.Int64).alias("step") if frame is None else pl.Series("step", frame.step[rows]),
+            pl.lit(True).alias("selected") if frame is None else pl.Series("selected", frame.selected[rows]),
+            device.alias("device"),
+        )
+        .select([c for c in _EVENTS if c != "pos"])
+        .sort("rank", "device", "ts_ns", "row")
+        .with_row_index("pos")
+        .select(*(pl.col(c).cast(t) for c, t in _EVENTS.items()))
+    )
+
+
+_EVENTS = {
+    "row": pl.Int64,
+    "rank": pl.Int32,
+    "device": pl.String,
+    "ts_ns": pl.Int64,
+    "step": pl.Int64,
+    "selected": pl.Boolean,
+    "allocated": pl.Int64,
+    "reserved": pl.Int64,
+    "bytes": pl.Int64,
+    "addr": pl.Int64,
+    "pos": pl.Int64,
+}
+
+
+def memory(frame: EventFrame, *, per_step: bool = False, events: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Each rank's and device's allocator memory in the window (and per step with ``per_step``); see the module
+    docstring.
+
+    Returns:
+        rank, device, step (null: the whole window), events, allocs, frees, alloc_bytes (bytes allocated), peak_bytes,
+        peak_ns, peak_step, reserved_at_peak_bytes, peak_reserved_bytes, start_bytes, end_bytes,
+        growth_bytes_per_step (whole-window rows), op and module of the peak event. No rows without allocator events.
+    """
+    ev = allocator_events(frame.trace, frame) if events is None else events
+    ev = ev.filter(pl.col("selected") & pl.col("allocated").is_not_null())
+    if not ev.height:
+        return pl.DataFrame(schema=_TABLE)
+    whole = _summary(ev, ["rank", "device"]).with_columns(pl.lit(None, pl.Int64).alias("step"))
+    by_step = _summary(ev.filter(pl.col("step") != NO_STEP), ["rank", "device", "step"])
+    x = pl.col("step").rank("dense").over("rank", "device").cast(pl.Float64)
+    growth = (
+        by_step.sort("rank", "device", "step")
+        .group_by("rank", "device")
+        .agg(
+            pl.when(pl.len() >= GROWTH_MIN_STEPS)
+            .then(pl.cov(x, pl.col("end_bytes")) / x.var())
+            .alias("growth_bytes_per_step")
+        )
+        if by_step.height
+        else pl.DataFrame(schema={"rank": pl.Int32, "device": pl.String, "growth_bytes_per_step": pl.Float64})
+    )
+    whole = whole.join(growth, on=["rank", "device"], how="left")
+    table = pl.concat([whole, by_step], how="diagonal_relaxed") if per_step else whole
+    op, module = _attribution(frame, table.get_column("peak_row").to_numpy())
+    table = table.with_columns(op, module, pl.col("peak_step").replace(NO_STEP, None))
+    return table.sort("rank", "device", "step", nulls_last=False).select(
+        *(pl.col(c).cast(t) for c, t in _TABLE.items())
+    )
+
+
+def _summary(ev: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    at_peak = pl.col("allocated").arg_max()
+    return ev.group_by(keys, maintain_order=True).agg(
+        pl.len().cast(pl.Int64).alias("events"),
+        (pl.col("bytes") > 0).sum().cast(pl.Int64).alias("allocs"),
+        (pl.col("bytes") < 0).sum().cast(pl.Int64).alias("frees"),
+        pl.col("bytes").clip(lower_bound=0).sum().alias("alloc_bytes"),
+        pl.col("allocated").max().alias("peak_bytes"),
+        pl.col("ts_ns").get(at_peak).alias("peak_ns"),
+        pl.col("step").get(at_peak).alias("peak_step"),
+        pl.col("row").get(at_peak).alias("peak_row"),
+        pl.col("reserved").get(at_peak).alias("reserved_at_peak_bytes"),
+        pl.col("reserved").max().alias("peak_reserved_bytes"),
+        (pl.col("allocated") - pl.col("bytes").fill_null(0)).first().alias("start_bytes"),
+        pl.col("allocated").last().alias("end_bytes"),
+    )
+
+
+def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFrame | None = None) -> pl.DataFrame:
+    """What held each device's memory at its window peak (the whole-window rows of ``table``, a :func:`memory`
+    result): the allocations alive then, by the op and module that made them, largest first; see the module
+    docstring.
+
+    Returns:
+        rank, device, op, module, kind (``allocated``, ``rest``, ``before_trace``), bytes, allocations (count; null
+        for the before-trace row), share (of the peak).
+    """
+    peaks = table.filter(pl.col("step").is_null()).select("rank", "device", "peak_bytes", "peak_ns")
+    ev = allocator_events(frame.trace, frame) if events is None else events
+    if not peaks.height or not ev.height:
+        return pl.DataFrame(schema=_HOLDERS)
+    # the peak event's position: the first event of the device at peak_ns reaching peak_bytes
+    peak_pos = (
+        ev.join(peaks, on=["rank", "device"])
+        .filter((pl.col("ts_ns") == pl.col("peak_ns")) & (pl.col("allocated") == pl.col("peak_bytes")))
+        .group_by("rank", "device")
+        .agg(pl.col("pos").min().alias("peak_pos"), pl.col("peak_bytes").first())
+    )
+    upto = (
+        ev.join(peak_pos, on=["rank", "device"])
+        .filter(pl.col("pos") <= pl.col("peak_pos"))
+        .with_columns(pl.col("addr").fill_null(-1 - pl.col("pos")))  # an event without address matches none
+        .sort("rank", "device", "addr", "pos")
+    )
+    same = [pl.col(c).shift(-1) == pl.col(c) for c in ("rank", "device", "addr")]
+    live = upto.filter((pl.col("bytes") > 0) & ~(same[0] & same[1] & same[2]).fill_null(False))
+    op, module = _attribution(frame, live.get_column("row").to_numpy())
+    held = (
+        live.with_columns(op, module)
+        .group_by("rank", "device", "op", "module")
+        .agg(pl.col("bytes").sum(), pl.len().cast(pl.Int64).alias("allocations"))
+        .with_columns(pl.lit("allocated").alias("kind"))
+    )
+    ranked = held.with_columns(pl.col("bytes").rank("ordinal", descending=True).over("rank", "device").alias("_r"))
+    shown = ranked.filter(pl.col("_r") <= HOLDERS_SHOWN).drop("_r")
+    rest = (
+        ranked.filter(pl.col("_r") > HOLDERS_SHOWN)
+        .group_by("rank", "device")
+        .agg(pl.col("bytes").sum(), pl.col("allocations").sum())
+        .with_columns(pl.lit(None, pl.String).alias("op"), pl.lit(None, pl.String).alias("module"))
+        .with_columns(pl.lit("rest").alias("kind"))
+    )
+    traced = held.group_by("rank", "device").agg(pl.col("bytes").sum().alias("traced"))
+    before = (
+        peak_pos.join(traced, on=["rank", "device"], how="left")
+        .select(
+            "rank",
+            "device",
+            pl.lit(None, pl.String).alias("op"),
+            pl.lit(None, pl.String).alias("module"),
+            pl.lit("before_trace").alias("kind"),
+            (pl.col("peak_bytes") - pl.col("traced").fill_null(0)).alias("bytes"),
+            pl.lit(None, pl.Int64).alias("allocations"),
+        )
+        .filter(pl.col("bytes") > 0)
+    )
+    out = pl.concat([shown, rest, before], how="diagonal_relaxed").join(
+        peak_pos.select("rank", "device", "peak_bytes"), on=["rank", "device"]
+    )
+    out = out.with_columns((pl.col("bytes") / pl.col("peak_bytes")).alias("share"))
+    return in_order(pl.DataFrame(schema=_TABLE), out.select(*(pl.col(c).cast(t) for c, t in _HOLDERS.items())))[1]
+
+
+def memory_tables(
+    frame: EventFrame, per_step: bool = False, ranks: list[int] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(:func:`memory` of the window, with per-step rows when ``per_step``; :func:`memory_holders` at each device's
+    peak), as :func:`di.analyze` reports them; only of ``ranks`` when given."""
+    ev = allocator_events(frame.trace, frame)
+    if ranks is not None:
+        ev = ev.filter(pl.col("rank").is_in(ranks))
+    table = memory(frame, per_step=per_step, events=ev)
+    return table, memory_holders(frame, table, events=ev)
+
+
+def in_order(table: pl.DataFrame, holders: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A :func:`memory` table and its :func:`memory_holders` (or their parts, concatenated) in their order."""
+    return (
+        table.sort("rank", "device", "step", nulls_last=False),
+        holders.sort(
+            ["rank", "device", "bytes", "op", "module"], descending=[False, False, True, False, False], nulls_last=True
+        ),
+    )
+
+
+def _attribution(frame: EventFrame, rows: np.ndarray) -> tuple[pl.Series, pl.Series]:
+    """(op, module) of each event row (-1 or null: none), see the module docstring."""
+    ev = frame.trace.events
+    rows = np.asarray(rows, dtype=np.float64)
+    at = np.where(np.isnan(rows), -1, rows).astype(np.int64)
+    names = ev.get_column("name").cast(pl.String)
+    parent = ev.get_column("parent").fill_null(-1).to_numpy().astype(np.int64)
+    is_op = (ev.get_column("cat") == "compute").to_numpy() & ~frame.on_gpu
+    op, module = np.full(at.size, -1, np.int64), np.full(at.size, -1, np.int64)
+    if at.size and (at >= 0).any():
+        is_module = names.str.starts_with(MODULE_PREFIX).fill_null(False).to_numpy()
+        while (at >= 0).any():  # one step up the nesting per pass, for all rows at once
+            at = np.where(at >= 0, parent[np.maximum(at, 0)], -1)
+            up = np.maximum(at, 0)
+            op = np.where((at >= 0) & is_op[up], at, op)
+            module = np.where((at >= 0) & (module < 0) & is_module[up], at, module)
+
+    def name_at(found: np.ndarray, alias: str) -> pl.Series:
+        frame_ = pl.DataFrame({"name": names.gather(np.maximum(found, 0)), "found": found >= 0})
+        return frame_.select(pl.when(pl.col("found")).then(pl.col("name")).alias(alias)).to_series()
+
+    return name_at(op, "op"), name_at(module, "module")

@@ -1,0 +1,233 @@
+"""Device memory from the allocator's events (di.engine.memory): a Kineto job whose peak, holders and growth per step
+are known by construction, read through the Kineto reader; the shared trace checked against its own file; the
+viewers; one process against several."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import KINETO
+
+import di
+from di.engine.memory import HOLDERS_SHOWN, MEMORY_EVENT, memory, memory_holders, memory_tables
+from di.engine.window import prepare
+
+MIB = 2**20
+STEP_US = 100_000
+BASE = 1000 * MIB
+"""Allocated before the trace (the weights)."""
+RESERVED = 1536 * MIB
+BACKWARD = "autograd::engine::evaluate_function: AddmmBackward0"
+TRACELENS = KINETO / "tracelens_h100_bert_small_with_stack.json.gz"
+
+
+def kineto_job(rank: int, *, steps: int = 4, leak_mib: int = 8, extra_ops: int = 0) -> dict:
+    """One rank of a training loop, profiled with ``profile_memory`` (times in us from the step's start):
+
+    - ``nn.Module: Linear_0`` / ``aten::linear`` allocates 200 MiB of activations at 3,000;
+    - ``nn.Module: ReLU_0`` / ``aten::relu`` 100 MiB at 23,000;
+    - ``nn.Module: Loss_0`` / ``aten::add`` ``leak_mib`` at 33,000, never freed (a loss kept with its graph);
+    - on the autograd thread, ``AddmmBackward0`` allocates a 50 MiB gradient at 60,000 (the step's peak), frees it at
+      70,000, then the activations at 80,000 and 85,000.
+
+    Step k (1-based) peaks at BASE + k x leak + 350 MiB; it ends at BASE + k x leak. ``extra_ops`` more operators in
+    step 1 each allocate 1 MiB, never freed, before the loss.
+    """
+    events: list[dict] = []
+    addr = [0x7F0000000000 + rank * 0x1000000000]
+    allocated = [BASE]
+
+    def op(name: str, t0: int, t1: int, tid: int = 1, cat: str = "cpu_op") -> None:
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": 100 + rank, "tid": tid, "ts": t0, "dur": t1 - t0})
+
+    def mem(ts: int, size: int, at: int | None = None, tid: int = 1, device: tuple[int, int] = (1, 0)) -> int:
+        if at is None:
+            addr[0] += 0x10000000
+            at = addr[0]
+        if device[0] == 1:
+            allocated[0] += size
+        args = {
+            "Total Reserved": RESERVED if device[0] == 1 else 0,
+            "Total Allocated": allocated[0] if device[0] == 1 else max(size, 0),
+            "Bytes": size,
+            "Addr": at,
+            "Device Id": device[1],
+            "Device Type": device[0],
+        }
+        events.append(
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "s": "t",
+                "name": MEMORY_EVENT,
+                "pid": 100 + rank,
+                "tid": tid,
+                "ts": ts,
+                "args": args,
+            }
+        )
+        return at
+
+    for k in range(steps):
+        t = 1_000_000 + k * STEP_US
+        op(f"ProfilerStep#{k + 1}", t, t + STEP_US - 1, cat="user_annotation")
+        op("nn.Module: Linear_0", t + 1000, t + 20000, cat="python_function")
+        op("aten::linear", t + 2000, t + 19000)
+        act = mem(t + 3000, 200 * MIB)
+        op("nn.Module: ReLU_0", t + 21000, t + 30000, cat="python_function")
+        op("aten::relu", t + 22000, t + 29000)
+        relu = mem(t + 23000, 100 * MIB)
+        if k == 0:
+            for i in range(extra_ops):
+                op(f"aten::extra{i}", t + 30100 + 50 * i, t + 30140 + 50 * i)
+                mem(t + 30110 + 50 * i, MIB)
+            op("aten::empty", t + 30900, t + 30990)
+            host = mem(t + 30910, 4096, device=(0, -1))
+            mem(t + 30980, -4096, host, device=(0, -1))
+        op("nn.Module: Loss_0", t + 31000, t + 40000, cat="python_function")
+        op("aten::add", t + 32000, t + 39000)
+        if leak_mib:
+            mem(t + 33000, leak_mib * MIB)
+        op(BACKWARD, t + 50000, t + 90000, tid=2)
+        grad = mem(t + 60000, 50 * MIB, tid=2)
+        mem(t + 70000, -50 * MIB, grad, tid=2)
+        mem(t + 80000, -100 * MIB, relu, tid=2)
+        mem(t + 85000, -200 * MIB, act, tid=2)
+    return {"distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}
+
+
+def write_job(tmp: Path, **kw) -> list[Path]:
+    files = []
+    for rank, leak in ((0, 8), (1, 0)):
+        f = tmp / f"rank{rank}.json"
+        f.write_text(json.dumps(kineto_job(rank, leak_mib=leak, **kw)))
+        files.append(f)
+    return files
+
+
+def whole(table: pl.DataFrame, rank: int, device: str = "cuda:0") -> dict:
+    return table.filter((pl.col("rank") == rank) & (pl.col("device") == device) & pl.col("step").is_null()).row(
+        0, named=True
+    )
+
+
+def test_peak_holders_and_growth_of_a_known_job(tmp_path: Path) -> None:
+    trace = di.load(write_job(tmp_path))
+    frame = prepare(trace)
+    table, held = memory_tables(frame, per_step=True)
+    r0 = whole(table, 0)
+    assert r0["peak_bytes"] == BASE + 4 * 8 * MIB + 350 * MIB
+    assert (r0["peak_step"], r0["op"], r0["module"]) == (4, BACKWARD, None)
+    assert r0["peak_ns"] == (1_000_000 + 3 * STEP_US + 60000) * 1000
+    assert (r0["start_bytes"], r0["end_bytes"]) == (BASE, BASE + 32 * MIB)
+    assert r0["growth_bytes_per_step"] == pytest.approx(8 * MIB)
+    assert (r0["reserved_at_peak_bytes"], r0["peak_reserved_bytes"]) == (RESERVED, RESERVED)
+    assert (r0["events"], r0["allocs"], r0["frees"]) == (28, 16, 12)
+    assert r0["alloc_bytes"] == 4 * 358 * MIB
+    r1 = whole(table, 1)
+    assert r1["peak_bytes"] == BASE + 350 * MIB and r1["growth_bytes_per_step"] == pytest.approx(0.0)
+    assert r1["peak_step"] == 1  # the first event that reached the peak
+    step2 = table.filter((pl.col("rank") == 0) & (pl.col("device") == "cuda:0") & (pl.col("step") == 2)).row(
+        0, named=True
+    )
+    assert (step2["peak_bytes"], step2["end_bytes"]) == (BASE + 16 * MIB + 350 * MIB, BASE + 16 * MIB)
+
+    mine = held.filter((pl.col("rank") == 0) & (pl.col("device") == "cuda:0"))
+    got = {(r["kind"], r["op"], r["module"]): (r["bytes"], r["allocations"]) for r in mine.iter_rows(named=True)}
+    assert got == {
+        ("before_trace", None, None): (BASE, None),
+        ("allocated", "aten::linear", "nn.Module: Linear_0"): (200 * MIB, 1),
+        ("allocated", "aten::relu", "nn.Module: ReLU_0"): (100 * MIB, 1),
+        ("allocated", BACKWARD, None): (50 * MIB, 1),
+        ("allocated", "aten::add", "nn.Module: Loss_0"): (32 * MIB, 4),  # every step's leaked loss
+    }
+    assert mine.get_column("bytes").sum() == r0["peak_bytes"]
+    assert mine.get_column("bytes").to_list() == sorted(mine.get_column("bytes").to_list(), reverse=True)
+    assert mine.get_column("share").sum() == pytest.approx(1.0)
+
+    host = whole(table, 0, "cpu")
+    assert (host["peak_bytes"], host["events"], host["op"]) == (4096, 2, "aten::empty")
+
+
+def test_a_window_and_the_rest_of_many_holders(tmp_path: Path) -> None:
+    trace = di.load(write_job(tmp_path, extra_ops=HOLDERS_SHOWN + 2))
+    early = memory(prepare(trace, di.engine.window.parse_window("steps=:2")))
+    r0 = whole(early, 0)
+    extra = (HOLDERS_SHOWN + 2) * MIB
+    assert r0["peak_bytes"] == BASE + extra + 16 * MIB + 350 * MIB and r0["peak_step"] == 2
+
+    frame = prepare(trace)
+    table = memory(frame)
+    held = memory_holders(frame, table).filter((pl.col("rank") == 0) & (pl.col("device") == "cuda:0"))
+    kinds = held.get_column("kind").to_list()
+    assert kinds.count("allocated") == HOLDERS_SHOWN and kinds.count("rest") == 1
+    rest = held.filter(pl.col("kind") == "rest").row(0, named=True)
+    smallest = 4 + HOLDERS_SHOWN + 2 - HOLDERS_SHOWN  # 16 operators hold memory: the 1 MiB ones past the 10 largest
+    assert (rest["bytes"], rest["allocations"], rest["op"]) == (smallest * MIB, smallest, None)
+    assert held.get_column("bytes").sum() == whole(table, 0)["peak_bytes"]
+
+
+def test_no_allocator_events_no_rows(tmp_path: Path) -> None:
+    job = kineto_job(0)
+    job["traceEvents"] = [e for e in job["traceEvents"] if e["name"] != MEMORY_EVENT]
+    (tmp_path / "t.json").write_text(json.dumps(job))
+    result = di.analyze(di.load(tmp_path / "t.json"))
+    assert result.memory is not None and result.memory.height == 0 and result.memory_holders.height == 0
+
+
+@pytest.mark.skipif(not TRACELENS.exists(), reason="shared test data absent")
+def test_shared_trace_against_its_own_events() -> None:
+    """The peak, reserved memory and event counts equal what the file's own [memory] events say, read with json."""
+    with gzip.open(TRACELENS, "rt") as fh:
+        raw = [e for e in json.load(fh)["traceEvents"] if e.get("name") == MEMORY_EVENT]
+    gpu = [e["args"] for e in raw if e["args"]["Device Type"] == 1]
+    frame = prepare(di.load(TRACELENS))
+    table, held = memory_tables(frame)
+    row = whole(table, 0)
+    peak = max(a["Total Allocated"] for a in gpu)
+    assert row["peak_bytes"] == peak and row["events"] == len(gpu)
+    assert row["reserved_at_peak_bytes"] == next(a["Total Reserved"] for a in gpu if a["Total Allocated"] == peak)
+    assert (row["allocs"], row["frees"]) == (sum(a["Bytes"] > 0 for a in gpu), sum(a["Bytes"] < 0 for a in gpu))
+    assert row["start_bytes"] == gpu[0]["Total Allocated"] - gpu[0]["Bytes"]
+    assert (row["op"], row["module"]) == ("aten::linear", "nn.Module: Linear_25")
+    mine = held.filter(pl.col("device") == "cuda:0")
+    assert mine.get_column("bytes").sum() == peak
+    assert mine.filter(pl.col("kind") == "before_trace").get_column("bytes").to_list() == [
+        gpu[0]["Total Allocated"] - gpu[0]["Bytes"]
+    ]
+
+
+def run_di(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "di", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "COLUMNS": "80"},
+    )
+
+
+def test_viewers(tmp_path: Path) -> None:
+    files = write_job(tmp_path)
+    done = run_di("analyze", *map(str, files), "--json", "r.json", "--csv", "csv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "Device memory" in text and "1,382.0" in text and "(allocated before the trace)" in text
+    assert "aten::add in Loss_0" in text and "8.0" in text  # the leak and its growth per step
+    assert max(len(line) for line in text.splitlines()) <= 80
+    doc = json.loads((tmp_path / "r.json").read_text())  # validated against the schema when written
+    mem0 = [m for m in doc["ranks"][0]["memory"] if m["device"] == "cuda:0"][0]
+    assert mem0["peak_bytes"] == 1382 * MIB and mem0["op"] == BACKWARD
+    assert {h["kind"] for h in doc["memory_holders"]} == {"allocated", "before_trace"}
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "csv" / "memory_holders.csv").read_text())))
+    assert sum(int(r["bytes"]) for r in rows if r["rank"] == "0" and r["device"] == "cuda:0") == 1382 * MIB
+    assert (tmp_path / "csv" / "memory.csv").is_file()
