@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="add the engine's results to the output whatever its format (a .di store too); the default for "
         "Perfetto, Chrome JSON and OTF2 output: a critical-path track (with flows between ranks), a track of the worst "
-        "wait states, per-rank wait and imbalance counters, critical_path_ns in the args of path events (OTF2: also a "
+        "wait states, the longest GPU idle gaps per GPU, per-rank wait and imbalance counters, each device's "
+        "allocated and reserved memory where the trace has allocator events, critical_path_ns in the args of path events (OTF2: also a "
         "'Critical path' region group and markers on the longest path segments and the worst wait states)",
     )
     on_off.add_argument(
@@ -257,7 +258,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--no-analysis",
         action="store_true",
-        help="leave out the analysis tracks (critical path, wait and imbalance counters); see di convert --help",
+        help="leave out the analysis tracks (critical path, GPU idle, wait, imbalance and memory counters); see di "
+        "convert --help",
     )
     _size_option(v)
     warmup.add_parser(sub, fmt)

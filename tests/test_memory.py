@@ -231,3 +231,52 @@ def test_viewers(tmp_path: Path) -> None:
     rows = list(csv.DictReader(io.StringIO((tmp_path / "csv" / "memory_holders.csv").read_text())))
     assert sum(int(r["bytes"]) for r in rows if r["rank"] == "0" and r["device"] == "cuda:0") == 1382 * MIB
     assert (tmp_path / "csv" / "memory.csv").is_file()
+
+
+def test_memory_counters_as_analysis_tracks(tmp_path: Path) -> None:
+    """di convert to Perfetto adds each device's allocated and reserved bytes as counters; converting the result
+    again replaces them, never stacks them."""
+    files = write_job(tmp_path)
+    first, second = tmp_path / "job.pftrace", tmp_path / "again.pftrace"
+    for src, dst in ((files, first), ([first], second)):
+        done = run_di("convert", *map(str, src), "-o", str(dst), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    for path in (first, second):
+        trace = di.load(path)
+        got = trace.samples.join(trace.series, on="series").group_by("name").agg(pl.len(), pl.col("value").max())
+        got = {r[0]: (r[1], r[2]) for r in got.iter_rows() if " cuda:0 " in r[0] or " cpu " in r[0]}
+        assert got == {
+            "rank 0 cuda:0 allocated": (28, float(1382 * MIB)),
+            "rank 0 cuda:0 reserved": (28, float(RESERVED)),
+            "rank 1 cuda:0 allocated": (24, float(1350 * MIB)),
+            "rank 1 cuda:0 reserved": (24, float(RESERVED)),
+            "rank 0 cpu allocated": (2, 4096.0),
+            "rank 1 cpu allocated": (2, 4096.0),
+        }
+
+
+def test_batch_table_has_each_ranks_peak_and_growth(tmp_path: Path) -> None:
+    files = write_job(tmp_path)
+    done = run_di("analyze", "--batch", str(files[0]), str(files[1]), "--csv", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    from di.viewers.batch import FILE
+
+    table = pl.read_csv(tmp_path / "out" / FILE)
+    got = {r["rank"]: (r["memory_peak_bytes"], r["memory_growth_bytes_per_step"]) for r in table.iter_rows(named=True)}
+    assert got[0] == (1382 * MIB, pytest.approx(8 * MIB)) and got[1] == (1350 * MIB, pytest.approx(0.0))
+
+
+@pytest.mark.skipif(not (Path(sys.executable).parent / "mpiexec").exists(), reason="mpiexec of the mpich wheel absent")
+def test_under_mpiexec_the_same_answer(tmp_path: Path) -> None:
+    """Each process reads its ranks of a partitioned store; the memory rows and holders equal one process's."""
+    from test_parallel import analysis, stores
+
+    single, parted = stores(di.load(write_job(tmp_path)), tmp_path, ranks_per_group=1)
+    one = analysis(single, tmp_path, None, "--steps")
+    assert [
+        m["peak_bytes"] for r in one["ranks"] for m in r["memory"] if m["device"] == "cuda:0" and m["step"] is None
+    ] == [
+        1382 * MIB,
+        1350 * MIB,
+    ]
+    assert analysis(parted, tmp_path, 2, "--steps") == one

@@ -178,10 +178,13 @@ def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
     )
     out = pl.concat(rows)
     scope = pl.when(pl.col("scope") == HOST).then(pl.lit("host")).otherwise(pl.format("gpu{}", pl.col("scope")))
+    time_ns, spans = out.get_column("time_ns").to_numpy(), out.get_column("span_ns").to_numpy()
+    # numpy's division: polars divided one part's columns as a product with the reciprocal (1 ulp apart)
+    share = np.divide(time_ns, spans, out=np.full(out.height, np.nan), where=spans > 0)
     return (
         out.with_columns(
             scope.alias("scope_name"),
-            pl.when(pl.col("span_ns") > 0).then(pl.col("time_ns") / pl.col("span_ns")).otherwise(None).alias("share"),
+            pl.Series("share", share).fill_nan(None),
             pl.when(pl.col("span_ns") > 0).then(None).otherwise(pl.lit("no busy events in this scope")).alias("reason"),
         )
         .select(

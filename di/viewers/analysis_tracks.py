@@ -19,6 +19,9 @@
 - per rank two **counter series** sampled at each step start: ``rank N wait``
   (ms waited in the step, wait states) and ``rank N imbalance`` (work in the step
   relative to the step mean, %);
+- per rank a **memory** counter timeline where the trace has allocator events (:mod:`di.engine.memory`): per device,
+  ``rank N cuda:0 allocated`` and ``... reserved`` (bytes) after each allocation and free (a series that is 0
+  throughout, as a CPU allocator's reserved memory, is left out);
 - on every event of the path, ``critical_path_ns`` (its exclusive time on the
   path) added to its ``args``.
 
@@ -42,6 +45,8 @@ WAIT_TRACK = "wait states"
 GPU_IDLE_TRACK = "GPU idle (longest gaps)"
 """Name of a GPU idle timeline, followed by its GPU (``gpu0``)."""
 GPU_IDLE_SRC_CAT = "gpu_idle"
+MEMORY_TRACK = "memory"
+"""Name of a rank's counter timeline of its devices' allocator memory."""
 WAITS = 50
 """The longest wait states shown on the wait-states timeline (the per-rank wait counters hold them all)."""
 NEEDS = ("breakdown", "gpu_idle", "wait_states", "critical_path")
@@ -122,17 +127,18 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
     if idle is not None:
         new_locs += idle[0]
         tables["events"] = pl.concat([tables["events"], idle[1]], how="diagonal_relaxed")
-    counters = _step_counters(
-        result,
-        loc_next + len(new_locs),
-        int(trace.series.get_column("series").max()) + 1 if trace.series.height else 0,
-        source,
-    )
+    counters = _step_counters(result, loc_next + len(new_locs), _next_series(trace.series), source)
     if counters is not None:
         locs, series, samples = counters
         new_locs += locs
-        tables["series"] = pl.concat([trace.series, series], how="diagonal_relaxed")
-        tables["samples"] = pl.concat([trace.samples, samples], how="diagonal_relaxed")
+        tables["series"] = pl.concat([tables["series"], series], how="diagonal_relaxed")
+        tables["samples"] = pl.concat([tables["samples"], samples], how="diagonal_relaxed")
+    memory = _memory_counters(trace, loc_next + len(new_locs), _next_series(tables["series"]), source)
+    if memory is not None:
+        locs, series, samples = memory
+        new_locs += locs
+        tables["series"] = pl.concat([tables["series"], series], how="diagonal_relaxed")
+        tables["samples"] = pl.concat([tables["samples"], samples], how="diagonal_relaxed")
     if new_locs:
         tables["locations"] = pl.concat([trace.locations, pl.DataFrame(new_locs)], how="diagonal_relaxed")
         meta["sources"] = [
@@ -239,6 +245,44 @@ def _gpu_idle_tracks(result: Any, loc0: int, source: int) -> tuple[list[dict[str
         for i, rank, device in gpus.iter_rows()
     ]
     return locs, events
+
+
+def _next_series(series: pl.DataFrame) -> int:
+    return int(series.get_column("series").max()) + 1 if series.height else 0  # type: ignore[arg-type]
+
+
+def _memory_counters(
+    trace: Trace, loc0: int, series0: int, source: int
+) -> tuple[list[dict[str, Any]], pl.DataFrame, pl.DataFrame] | None:
+    """Per rank one counter timeline "memory" with, per device, the allocator's allocated and reserved bytes after
+    each of its events (:func:`di.engine.memory.allocator_events`)."""
+    from di.engine.memory import allocator_events
+
+    ev = allocator_events(trace).filter(pl.col("allocated").is_not_null())
+    if not ev.height:
+        return None
+    keys = ev.select("rank", "device").unique(maintain_order=True)
+    ranks = sorted(set(keys.get_column("rank").to_list()))
+    locs = [
+        {"loc": loc0 + i, "rank": r, "kind": "counter", "name": MEMORY_TRACK, "process": PROCESS, "source": source}
+        for i, r in enumerate(ranks)
+    ]
+    loc_of = {r: loc0 + i for i, r in enumerate(ranks)}
+    series: list[dict[str, Any]] = []
+    samples = []
+    for rank, device in keys.iter_rows():  # one pass per device of a rank, not per event
+        mine = ev.filter((pl.col("rank") == rank) & (pl.col("device") == device))
+        for col in ("allocated", "reserved"):
+            if not (mine.get_column(col).fill_null(0) != 0).any():  # a CPU allocator reserves nothing
+                continue
+            sid = series0 + len(series)
+            series.append({"series": sid, "loc": loc_of[rank], "name": f"rank {rank} {device} {col}", "unit": "bytes"})
+            samples.append(
+                mine.filter(pl.col(col).is_not_null()).select(
+                    pl.lit(sid, pl.UInt32).alias("series"), "ts_ns", pl.col(col).cast(pl.Float64).alias("value")
+                )
+            )
+    return locs, pl.DataFrame(series), pl.concat(samples)
 
 
 def _step_counters(

@@ -6,6 +6,9 @@ Columns, all over the analysis window (times int64 ns, shares as fractions):
 - ``span_ns`` and ``<state>_ns`` for the GPU side (summed over the rank's GPUs) and
   ``host_span_ns``, ``host_<state>_ns`` for its CPU threads (:mod:`di.engine.breakdown`);
 - ``gpu_idle_<cause>_ns``: the GPU idle time by cause, summed over the rank's GPUs (:mod:`di.engine.gpu_idle`);
+- ``memory_peak_bytes``, ``memory_growth_bytes_per_step``: the framework allocator's largest peak among the rank's
+  accelerators (not ``cpu``) and that device's growth per step (:mod:`di.engine.memory`; null without allocator
+  events);
 - ``<pair>`` overlap ratios (:mod:`di.engine.overlap`; null when undefined);
 - ``waited_ns`` / ``caused_ns``: wait states of the rank and those it caused;
 - ``cp_contrib_ns``, ``cp_share``: its part of the critical path; ``cp_length_ns``: the path (job-wide).
@@ -51,6 +54,15 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         whole = result.gpu_idle.filter(pl.col("step").is_null())
         for rank, cause, t in whole.group_by("rank", "cause").agg(pl.col("time_ns").sum()).iter_rows():
             rows[rank][f"gpu_idle_{cause}_ns"] = t
+    if result.memory is not None and result.memory.height:
+        peaks = (
+            result.memory.filter(pl.col("step").is_null() & (pl.col("device") != "cpu"))
+            .sort("peak_bytes", descending=True)
+            .unique("rank", keep="first")
+        )
+        for rank, peak, growth in peaks.select("rank", "peak_bytes", "growth_bytes_per_step").iter_rows():
+            if rank in rows:
+                rows[rank]["memory_peak_bytes"], rows[rank]["memory_growth_bytes_per_step"] = peak, growth
     if result.overlap is not None:
         for rank, pair, ratio in (
             result.overlap.filter(pl.col("step").is_null()).select("rank", "pair", "ratio").iter_rows()
@@ -80,6 +92,8 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         "host_span_ns",
         *(f"host_{s}_ns" for s in STATES),
         *(f"gpu_idle_{c}_ns" for c in CAUSES),
+        "memory_peak_bytes",
+        "memory_growth_bytes_per_step",
         *PAIRS,
         "waited_ns",
         "caused_ns",
@@ -90,7 +104,13 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
     zero = {c for c in columns if c.endswith("_ns") or c == "steps"} - {"span_ns", "host_span_ns"}
     data = {c: [r.get(c, 0 if c in zero else None) for r in rows.values()] for c in columns}
     schema = {
-        c: (pl.String if c in ("trace", "window") else pl.Float64 if c in PAIRS or c == "cp_share" else pl.Int64)
+        c: (
+            pl.String
+            if c in ("trace", "window")
+            else pl.Float64
+            if c in (*PAIRS, "cp_share", "memory_growth_bytes_per_step")
+            else pl.Int64
+        )
         for c in columns
     }
     return pl.DataFrame(data, schema=schema)
