@@ -48,6 +48,7 @@ def to_json(d: Diff, *, inputs: tuple[str, str]) -> dict[str, Any]:
         "steps": steps,
         "breakdown": _rows(d.breakdown),
         "gpu_idle": _rows(d.gpu_idle),
+        "memory": _rows(d.memory),
         "overlap": _rows(d.overlap),
         "critical_path": {
             **d.critical_path,

@@ -2,8 +2,8 @@
 
 Everything is inline (:func:`di.viewers.report.page.render_page`: CSS, the
 sort script, SVG), nothing is fetched. Numeric cells carry their exact value
-in ``data-v`` (ns as integers) as in ``di report``, so the page can be checked
-against ``di diff --json``.
+in ``data-v`` (ns and bytes as integers; memory is shown in MiB, 2^20 bytes) as
+in ``di report``, so the page can be checked against ``di diff --json``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import polars as pl
 
 from di.viewers.diff import Diff
 from di.viewers.diff.collectives import ALGBW_FORMULA, BUSBW_FORMULA
-from di.viewers.diff.results import breakdown_totals
+from di.viewers.diff.results import breakdown_totals, memory_headline
 from di.viewers.diff.terminal import biggest_changes
 from di.viewers.report.page import (
     Cell,
@@ -32,6 +32,8 @@ from di.viewers.report.page import (
 
 ROWS = 200
 """Rows per table at most (the JSON holds all)."""
+MIB = 2**20
+"""Bytes in a MiB."""
 NAMED = [
     "name",
     "cat",
@@ -61,6 +63,7 @@ def build_page(d: Diff, *, names: tuple[str, str] = ("A", "B")) -> str:
             _communicators(d),
             _breakdown(d),
             _gpu_idle(d),
+            _memory(d),
             _path(d),
         )
         if s is not None
@@ -129,6 +132,13 @@ def _summary(d: Diff, names: tuple[str, str]) -> Section:
     a, b = d.step_stat("a", "mean_ns"), d.step_stat("b", "mean_ns")
     if a and b is not None:
         hints.insert(0, f"Mean step time {a / 1e6:,.3f} → {b / 1e6:,.3f} ms ({100 * (b - a) / a:+.1f} %).")
+    peak = memory_headline(d.memory)
+    if peak is not None:
+        hints.append(
+            f"Peak memory of rank {peak['rank']} {peak['device']}: {peak['a_peak_bytes'] / MIB:,.1f} → "
+            f"{peak['b_peak_bytes'] / MIB:,.1f} MiB ({peak['delta_peak_bytes'] / MIB:+,.1f} MiB, "
+            f"{100 * peak['rel_peak']:+.1f} %)."
+        )
     return Section("summary", "Step time", body, hints)
 
 
@@ -356,6 +366,50 @@ def _gpu_idle(d: Diff) -> Section | None:
     return Section("gpu_idle", "Why the GPUs are idle (idle time by cause)", body)
 
 
+def _memory(d: Diff) -> Section | None:
+    m = d.memory
+    if not m.height:
+        return None
+    rows = [
+        (
+            r["rank"],
+            r["device"],
+            _mib(r["a_peak_bytes"]),
+            _mib(r["b_peak_bytes"]),
+            _mib(r["delta_peak_bytes"], "+"),
+            pct(r["rel_peak"]),
+            _mib(r["a_reserved_at_peak_bytes"]),
+            _mib(r["b_reserved_at_peak_bytes"]),
+            _mib(r["a_growth_bytes_per_step"]),
+            _mib(r["b_growth_bytes_per_step"]),
+            r["a_op"] or "—",
+            r["b_op"] or "—",
+        )
+        for r in m.head(ROWS).iter_rows(named=True)
+    ]
+    cols = [
+        "rank",
+        "device",
+        "a_peak MiB",
+        "b_peak MiB",
+        "delta MiB",
+        "change %",
+        "a_reserved MiB",
+        "b_reserved MiB",
+        "a_growth MiB/step",
+        "b_growth MiB/step",
+        "a_op",
+        "b_op",
+    ]
+    note = (
+        '<p class="note">The framework allocator\'s peak of allocated memory over the window per rank and device; '
+        "reserved: what the allocator held from the driver at the peak (reserved - peak: its cache); growth: the "
+        "least-squares slope of the memory at each step's end (null under 3 steps; a steady growth is memory kept "
+        f"across steps); op: the operator that reached the peak. Cells hold the exact bytes.{_more(m)}</p>"
+    )
+    return Section("memory", "Peak device memory", table("memory", cols, rows) + note)
+
+
 def _breakdown(d: Diff) -> Section | None:
     if not d.breakdown.height:
         return None
@@ -447,6 +501,13 @@ def _cell(stat: str, v: Any) -> Cell:
 def _ratio(d: Diff, stat: str) -> float | None:
     r = d.step_stat("ratio", stat)
     return None if r is None else r - 1
+
+
+def _mib(b: float | None, sign: str = "") -> Cell:
+    """A memory cell: shown in MiB (one decimal, three significant digits under 0.1 MiB), exact bytes in data-v."""
+    if b is None:
+        return Cell("—", None)
+    return Cell(f"{b / MIB:{sign},.1f}" if b == 0 or abs(b) >= MIB / 10 else f"{b / MIB:{sign}.3g}", b)
 
 
 def _gb(x: float | None) -> Cell:

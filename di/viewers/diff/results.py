@@ -7,6 +7,11 @@
   and share of the window (:mod:`di.engine.breakdown`).
 - **GPU idle**: per rank, GPU and cause, the idle time given to the cause and its share of the GPU's idle time
   (:mod:`di.engine.gpu_idle`); summed over the GPUs per cause by :func:`gpu_idle_totals`.
+- **Memory**: per rank and device (``cuda:0``, ``cpu``), the framework allocator's peak over the window
+  (``peak_bytes``), the memory it reserved then and the growth per step (:mod:`di.engine.memory`, its whole-window
+  rows), and the operator that reached the peak; ``delta_peak_bytes`` (B - A, bytes) and ``rel_peak`` (b/a - 1,
+  null where A's peak is 0 or a run lacks the device). :func:`memory_headline` names the largest change when it is at
+  least :data:`MEMORY_HEADLINE_SHARE` of A's peak.
 - **Overlap**: per rank and pair, the ratio and its parts (:mod:`di.engine.overlap`).
 - **Critical path**: its length, and its composition by category and by name
   (``contrib_ns``, ``share``) (:mod:`di.engine.critical_path`).
@@ -31,6 +36,8 @@ from di.engine.gpu_idle import CAUSES
 from di.viewers.diff.sides import by_change, side_by_side
 
 STEP_STATS = ("count", "mean_ns", "p50_ns", "p90_ns", "min_ns", "max_ns")
+MEMORY_HEADLINE_SHARE = 0.05
+"""A peak-memory change is a headline when its |delta| is at least this share of A's peak."""
 
 
 def step_times(result: Analysis) -> pl.DataFrame:
@@ -132,6 +139,41 @@ def gpu_idle_totals(table: pl.DataFrame) -> pl.DataFrame:
         "delta_ns",
         "cause",
     )
+
+
+def memory_table(a: Analysis, b: Analysis) -> pl.DataFrame:
+    """rank, device; a/b peak_bytes, reserved_at_peak_bytes (bytes), growth_bytes_per_step (bytes per step, null under
+    3 steps), op (the operator at the peak); delta_peak_bytes (bytes), rel_peak (b/a - 1): one row per rank and device
+    of either run (whole window), a run without the device null on its side; by rank, GPUs before the CPU."""
+    schema = {
+        "rank": pl.Int32,
+        "device": pl.String,
+        "peak_bytes": pl.Int64,
+        "reserved_at_peak_bytes": pl.Int64,
+        "growth_bytes_per_step": pl.Float64,
+        "op": pl.String,
+    }
+    out = side_by_side(
+        _whole(a.memory, schema).select(*schema),
+        _whole(b.memory, schema).select(*schema),
+        ["rank", "device"],
+        values=["peak_bytes", "reserved_at_peak_bytes", "growth_bytes_per_step", "op"],
+        deltas=["peak_bytes"],
+    )
+    rel = pl.when(pl.col("a_peak_bytes") > 0).then(pl.col("b_peak_bytes") / pl.col("a_peak_bytes") - 1)
+    return out.with_columns(rel.alias("rel_peak")).sort("rank", pl.col("device") == "cpu", "device")
+
+
+def memory_headline(table: pl.DataFrame) -> dict[str, Any] | None:
+    """The row of a :func:`memory_table` with the largest |delta_peak_bytes|, when that is at least
+    :data:`MEMORY_HEADLINE_SHARE` of A's peak (bytes); else None."""
+    big = table.filter(
+        (pl.col("a_peak_bytes") > 0)
+        & (pl.col("delta_peak_bytes").abs() >= MEMORY_HEADLINE_SHARE * pl.col("a_peak_bytes"))
+    )
+    if not big.height:
+        return None
+    return by_change(big, "delta_peak_bytes", "rank", "device").row(0, named=True)
 
 
 def overlap_table(a: Analysis, b: Analysis) -> pl.DataFrame:

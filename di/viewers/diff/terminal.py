@@ -1,7 +1,7 @@
 """The terminal summary of a :class:`di.viewers.diff.Diff` (rich): the biggest changes first, then the tables.
 
-Times are shown in ms; Δ is B - A. Only what changed is listed in the long
-tables (the JSON and the HTML page hold every row).
+Times are shown in ms, memory in MiB (2^20 bytes); Δ is B - A. Only what
+changed is listed in the long tables (the JSON and the HTML page hold every row).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ TOP = 12
 """Rows per table."""
 NAME_CHARS = 70
 """Names are cut to this many characters."""
+MIB = 2**20
+"""Bytes in a MiB."""
 
 
 def biggest_changes(d: Diff, n: int = TOP) -> pl.DataFrame:
@@ -60,6 +62,9 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
         console.print(
             f"Critical path: {_ms(cp['a_length_ns'])} → {_ms(cp['b_length_ns'])} ms ({_signed_ms(cp['delta_ns'])} ms, {_rel(cp['a_length_ns'], cp['b_length_ns'])})"
         )
+    line = memory_line(d)
+    if line:
+        console.print(line)
     big = biggest_changes(d)
     t = _table(
         "Biggest changes (total time over all ranks; Δ = B - A)",
@@ -91,6 +96,7 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
     _communicators(console, d)
     _breakdown(console, d)
     _gpu_idle(console, d)
+    _memory(console, d)
     _path(console, d)
 
 
@@ -292,6 +298,55 @@ def _gpu_idle(console: Any, d: Diff) -> None:
     console.print(t)
 
 
+def memory_line(d: Diff) -> str | None:
+    """The headline of the largest peak-memory change (MiB), when it is at least
+    :data:`di.viewers.diff.results.MEMORY_HEADLINE_SHARE` of A's peak; else None."""
+    from rich.markup import escape
+
+    from di.viewers.diff.results import memory_headline
+
+    r = memory_headline(d.memory)
+    if r is None:
+        return None
+    return (
+        f"Peak memory (rank {r['rank']}, {escape(r['device'])}): {_mib(r['a_peak_bytes'])} → {_mib(r['b_peak_bytes'])} MiB "
+        f"({_signed_mib(r['delta_peak_bytes'])} MiB, {_rel(r['a_peak_bytes'], r['b_peak_bytes'])})"
+    )
+
+
+def _memory(console: Any, d: Diff) -> None:
+    m = d.memory
+    if not m.height:
+        return
+    t = _table(
+        "Peak device memory (MiB)",
+        "rank",
+        "device",
+        "A",
+        "B",
+        "Δ",
+        "Δ %",
+        "reserved at peak A→B",
+        "growth/step A→B",
+        "op at peak A → B",
+    )
+    for r in m.head(TOP).iter_rows(named=True):
+        t.add_row(
+            str(r["rank"]),
+            _cut(r["device"]),
+            _mib(r["a_peak_bytes"]),
+            _mib(r["b_peak_bytes"]),
+            _signed_mib(r["delta_peak_bytes"]),
+            _rel(r["a_peak_bytes"], r["b_peak_bytes"]),
+            f"{_mib(r['a_reserved_at_peak_bytes'])}→{_mib(r['b_reserved_at_peak_bytes'])}",
+            f"{_mib(r['a_growth_bytes_per_step'])}→{_mib(r['b_growth_bytes_per_step'])}",
+            _pair(_short(r["a_op"], 40), _short(r["b_op"], 40)),
+        )
+    console.print(t)
+    if m.height > TOP:
+        console.print(f"[dim]{m.height - TOP} more rank/device rows in the JSON and the HTML page[/dim]")
+
+
 def _breakdown(console: Any, d: Diff) -> None:
     from di.viewers.diff.results import breakdown_totals
 
@@ -358,7 +413,7 @@ def _table(title: str, *cols: str) -> Any:
     for i, c in enumerate(cols):
         text = c in ("name", "A name", "B name", "launched from")
         left = text or i == 0 or c in ("status", "state", "pair", "op", "kind", "where", "counter", "unit", "NCCL")
-        left = left or c in ("inside a node", "across nodes")
+        left = left or c in ("inside a node", "across nodes", "device", "op at peak A → B")
         t.add_column(c, justify="left" if left else "right", overflow="fold", min_width=20 if text else None)
     return t
 
@@ -366,8 +421,12 @@ def _table(title: str, *cols: str) -> Any:
 def _cut(text: str | None, n: int = NAME_CHARS) -> str:
     from rich.markup import escape
 
-    text = text or ""
-    return escape(text if len(text) <= n else text[: n - 1] + "…")
+    return escape(_short(text, n) or "")
+
+
+def _short(text: str | None, n: int = NAME_CHARS) -> str | None:
+    """``text`` cut to ``n`` characters (not escaped); None stays None."""
+    return text if text is None or len(text) <= n else text[: n - 1] + "…"
 
 
 def _ms(ns: float | None) -> str:
@@ -380,6 +439,17 @@ def _signed_ms(ns: float | None) -> str:
 
 def _us(ns: float | None) -> str:
     return "—" if ns is None else f"{ns / 1e3:,.1f}"
+
+
+def _mib(b: float | None, sign: str = "") -> str:
+    """Bytes in MiB: one decimal, three significant digits under 0.1 MiB (a host buffer of 4 KiB is not 0.0)."""
+    if b is None:
+        return "—"
+    return f"{b / MIB:{sign},.1f}" if b == 0 or abs(b) >= MIB / 10 else f"{b / MIB:{sign}.3g}"
+
+
+def _signed_mib(b: float | None) -> str:
+    return _mib(b, "+")
 
 
 def _gb(x: float | None) -> str:
