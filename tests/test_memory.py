@@ -280,3 +280,22 @@ def test_under_mpiexec_the_same_answer(tmp_path: Path) -> None:
         1350 * MIB,
     ]
     assert analysis(parted, tmp_path, 2, "--steps") == one
+
+
+def test_args_that_are_not_json_are_read_field_by_field() -> None:
+    """A connector's args text that is not JSON (a cut line) still gives the fields it holds."""
+    from di.engine.memory import _fields
+
+    args = pl.Series(
+        [
+            '{"Total Reserved":4096,"Total Allocated":2048,"Bytes":-512,"Addr":77,"Device Id":1,"Device Type":1}',
+            '{"Total Allocated": 1024, "Bytes": 1024, "Device Type": 1, "Device Id": 0, "Addr": 78',
+        ]
+    )
+    got = _fields(args)
+    assert got.row(0, named=True) == dict(
+        allocated=2048, reserved=4096, bytes=-512, addr=77, device_type=1, device_id=1
+    )
+    assert got.row(1, named=True) == dict(
+        allocated=1024, reserved=None, bytes=1024, addr=78, device_type=1, device_id=0
+    )
