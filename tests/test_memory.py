@@ -299,3 +299,14 @@ def test_args_that_are_not_json_are_read_field_by_field() -> None:
     assert got.row(1, named=True) == dict(
         allocated=1024, reserved=None, bytes=1024, addr=78, device_type=1, device_id=0
     )
+
+
+def test_dashboard_summary_has_the_peak(tmp_path: Path) -> None:
+    from di.viewers.dashboard.summary import summarize
+
+    files = write_job(tmp_path)
+    assert summarize(files[0])["memory_peak_bytes"] == 1382 * MIB
+    job = kineto_job(0)
+    job["traceEvents"] = [e for e in job["traceEvents"] if e["name"] != MEMORY_EVENT]
+    (tmp_path / "plain.json").write_text(json.dumps(job))
+    assert summarize(tmp_path / "plain.json")["memory_peak_bytes"] is None

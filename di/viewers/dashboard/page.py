@@ -5,8 +5,8 @@ runs appear and pending summaries fill in):
 
 - the **runs table**: name, time, command, ranks, GPUs, steps, step time
   (mean; p50 and p90 in the tooltip), the largest bottleneck (the biggest
-  breakdown state other than idle, with its share) and the critical path's
-  top category; sortable (click a header) and filtered by a text box over
+  breakdown state other than idle, with its share), the critical path's
+  top category and the peak device memory (the allocator's, MiB); sortable (click a header) and filtered by a text box over
   every column; a broken run is a row with its error;
 - **trends**: inline SVG of the mean step time across runs (in time order)
   and of each run's breakdown (stacked shares per state);
@@ -17,7 +17,7 @@ runs appear and pending summaries fill in):
 - the ``di.report_panels`` plugins that the reports include.
 
 Responsive: the table scrolls sideways in its box, and below 720 px wide the
-less needed columns (command, GPUs, steps, critical path) are hidden.
+less needed columns (command, GPUs, steps, critical path, memory) are hidden.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ var COLUMNS = [
   {key: "step", label: "step time (ms)", num: true},
   {key: "bottleneck", label: "largest bottleneck"},
   {key: "cp", label: "critical path top", wide: true},
+  {key: "memory", label: "peak memory (MiB)", num: true, wide: true},
   {key: "actions", label: "", sort: false}
 ];
 
@@ -83,6 +84,7 @@ function sortValue(r, key) {
   if (key === "step") return r.step_ns ? r.step_ns.mean : null;
   if (key === "bottleneck") return r.bottleneck ? r.bottleneck.state + " " + pct(r.bottleneck.share) : (r.error || "");
   if (key === "cp") return r.cp_top ? r.cp_top.category : "";
+  if (key === "memory") return r.memory_peak_bytes === undefined ? null : r.memory_peak_bytes;
   var v = r[key];
   return v === undefined ? null : v;
 }
@@ -136,6 +138,10 @@ function runRow(r) {
       else if (r.state === "pending") td.textContent = "summarising…";
       else td.textContent = r.bottleneck ? r.bottleneck.state + " " + pct(r.bottleneck.share) + " of " + (r.breakdown ? r.breakdown.scope : "") + " time" : "—";
     } else if (c.key === "cp") td.textContent = r.cp_top ? r.cp_top.category + " " + pct(r.cp_top.share) : "—";
+    else if (c.key === "memory") {
+      td.textContent = r.memory_peak_bytes === null || r.memory_peak_bytes === undefined ? "—" : (r.memory_peak_bytes / 1048576).toFixed(1);
+      if (r.memory_peak_bytes !== null && r.memory_peak_bytes !== undefined) td.dataset.v = r.memory_peak_bytes;
+    }
     else if (c.key === "actions") {
       var rep = el("button", {"data-action": "report"}, "Report");
       rep.addEventListener("click", function () { show("report?run=" + encodeURIComponent(r.name), "Report: " + r.name); });

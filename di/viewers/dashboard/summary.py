@@ -15,6 +15,8 @@ A summary is a small JSON-able dict read by the runs table and the trends:
 - ``bottleneck``: the largest state of that breakdown other than idle
   (``{"state", "share"}``, share of the summed span), and ``cp_top``: the
   critical path's largest category (``{"category", "share"}``), ``cp_length_ns``;
+- ``memory_peak_bytes``: the framework allocator's largest peak over the ranks' accelerators (not ``cpu``), null
+  without allocator events (:mod:`di.engine.memory`);
 - ``warnings``: how many the trace carries; ``error``: one line when the run
   could not be read or analysed (every other field then null).
 
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 CACHE_FORMAT = "di-dashboard-summary"
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 """Bumped when a summary's fields change: older cache files are recomputed."""
 HASH_CHARS = 16
 """Hex digits of the SHA-256 of the run's resolved path in its cache file's name (64 bits)."""
@@ -153,6 +155,7 @@ def _base(path: Path, error: str | None) -> dict[str, Any]:
         "bottleneck": None,
         "cp_top": None,
         "cp_length_ns": None,
+        "memory_peak_bytes": None,
         "warnings": None,
         "error": error,
     }
@@ -160,6 +163,8 @@ def _base(path: Path, error: str | None) -> dict[str, Any]:
 
 def facts(trace: Any, result: Any, path: Path) -> dict[str, Any]:
     """The summary fields read from a loaded trace and :func:`di.analyze` of it."""
+    import polars as pl
+
     from di.viewers.diff.results import step_stats, step_times
     from di.viewers.report.summary import job_facts
 
@@ -187,6 +192,9 @@ def facts(trace: Any, result: Any, path: Path) -> dict[str, Any]:
     if busy and b["span_ns"]:
         state = max(busy, key=lambda k: busy[k])
         out["bottleneck"] = {"state": state, "share": busy[state] / b["span_ns"]}
+    mem = result.memory
+    gpu = mem.filter(pl.col("step").is_null() & (pl.col("device") != "cpu")) if mem is not None else None
+    out["memory_peak_bytes"] = int(gpu.get_column("peak_bytes").max()) if gpu is not None and gpu.height else None  # type: ignore[arg-type]
     cp = result.critical_path
     if cp:
         out["cp_length_ns"] = int(cp["summary"]["length_ns"])
