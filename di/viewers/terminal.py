@@ -26,7 +26,10 @@ def _ms(ns: float | int | None) -> str:
 
 
 def _mib(b: float | int | None) -> str:
-    return "—" if b is None else f"{b / 2**20:,.1f}"
+    """Bytes in MiB: one decimal, three significant digits under 0.1 MiB (a 4 KiB host buffer is not 0.0)."""
+    if b is None:
+        return "—"
+    return f"{b / 2**20:,.1f}" if b == 0 or abs(b) >= 2**20 / 10 else f"{b / 2**20:.3g}"
 
 
 NAME_CHARS = 60
@@ -323,6 +326,8 @@ def _render_gpu_idle(result: Analysis, console: Any) -> None:
     _print(console, g)
 
 
+BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+"""How PyTorch's profiler names the backward of an autograd node (shown as the node's name)."""
 HOLDERS_SHOWN = 5
 """Rows of the held-at-the-peak table per device (all of :data:`di.engine.memory.HOLDERS_SHOWN` are in
 ``--csv``/``--json``)."""
@@ -337,7 +342,10 @@ def holder_label(row: dict[str, Any]) -> str:
         return "(the other operators)"
     if row["op"] is None and row["module"] is None:
         return "(no operator)"
-    op = short_name(row["op"], 40) if row["op"] is not None else "—"
+    op = row["op"]
+    if op is not None and op.startswith(BACKWARD_PREFIX):  # the autograd node that ran: AddmmBackward0
+        op = op.removeprefix(BACKWARD_PREFIX) + " (backward)"
+    op = short_name(op, 40) if op is not None else "—"
     return op if row["module"] is None else f"{op} in {row['module'].removeprefix('nn.Module: ')}"
 
 
