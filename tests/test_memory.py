@@ -122,7 +122,7 @@ def whole(table: pl.DataFrame, rank: int, device: str = "cuda:0") -> dict:
 def test_peak_holders_and_growth_of_a_known_job(tmp_path: Path) -> None:
     trace = di.load(write_job(tmp_path))
     frame = prepare(trace)
-    table, held = memory_tables(frame, per_step=True)
+    table, held, timeline = memory_tables(frame, per_step=True)
     r0 = whole(table, 0)
     assert r0["peak_bytes"] == BASE + 4 * 8 * MIB + 350 * MIB
     assert (r0["peak_step"], r0["op"], r0["module"]) == (4, BACKWARD, None)
@@ -141,13 +141,16 @@ def test_peak_holders_and_growth_of_a_known_job(tmp_path: Path) -> None:
     assert (step2["peak_bytes"], step2["end_bytes"]) == (BASE + 16 * MIB + 350 * MIB, BASE + 16 * MIB)
 
     mine = held.filter((pl.col("rank") == 0) & (pl.col("device") == "cuda:0"))
-    got = {(r["kind"], r["op"], r["module"]): (r["bytes"], r["allocations"]) for r in mine.iter_rows(named=True)}
+    got = {
+        (r["kind"], r["op"], r["module"]): (r["bytes"], r["earlier_bytes"], r["allocations"])
+        for r in mine.iter_rows(named=True)
+    }
     assert got == {
-        ("before_trace", None, None): (BASE, None),
-        ("allocated", "aten::linear", "nn.Module: Linear_0"): (200 * MIB, 1),
-        ("allocated", "aten::relu", "nn.Module: ReLU_0"): (100 * MIB, 1),
-        ("allocated", BACKWARD, None): (50 * MIB, 1),
-        ("allocated", "aten::add", "nn.Module: Loss_0"): (32 * MIB, 4),  # every step's leaked loss
+        ("before_trace", None, None): (BASE, None, None),
+        ("allocated", "aten::linear", "nn.Module: Linear_0"): (200 * MIB, 0, 1),
+        ("allocated", "aten::relu", "nn.Module: ReLU_0"): (100 * MIB, 0, 1),
+        ("allocated", BACKWARD, None): (50 * MIB, 0, 1),
+        ("allocated", "aten::add", "nn.Module: Loss_0"): (32 * MIB, 24 * MIB, 4),  # every step's leaked loss
     }
     assert mine.get_column("bytes").sum() == r0["peak_bytes"]
     assert mine.get_column("bytes").to_list() == sorted(mine.get_column("bytes").to_list(), reverse=True)
@@ -155,6 +158,61 @@ def test_peak_holders_and_growth_of_a_known_job(tmp_path: Path) -> None:
 
     host = whole(table, 0, "cpu")
     assert (host["peak_bytes"], host["events"], host["op"]) == (4096, 2, "aten::empty")
+
+    line = timeline.filter((pl.col("rank") == 0) & (pl.col("device") == "cuda:0"))
+    assert line.height == 28 and line.get_column("allocated").max() == r0["peak_bytes"]  # every event: under 1,000
+    assert line.get_column("ts_ns").is_sorted()
+
+
+def test_timeline_of_many_events_keeps_each_buckets_largest(tmp_path: Path) -> None:
+    from di.engine.memory import TIMELINE_POINTS, allocator_events, memory_timeline
+
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(kineto_job(0, steps=300)))  # 2,100 events on cuda:0
+    trace = di.load(path)
+    ev = allocator_events(trace)
+    line = memory_timeline(ev).filter(pl.col("device") == "cuda:0")
+    assert TIMELINE_POINTS // 2 < line.height <= TIMELINE_POINTS
+    gpu = ev.filter(pl.col("device") == "cuda:0")
+    assert line.get_column("allocated").max() == gpu.get_column("allocated").max()
+    assert line.get_column("ts_ns").is_sorted() and line.get_column("ts_ns").is_unique().all()
+
+
+def test_a_first_step_that_creates_state_is_not_growth(tmp_path: Path) -> None:
+    """An optimizer's state made at the end of the first step's update (profiled in step 2) and kept: a step up
+    from the first step's end, then flat. The slope over all steps would be 19 MiB per step; after the first, 0."""
+    job = kineto_job(0, leak_mib=0)
+    first = [e for e in job["traceEvents"] if e["name"] == "aten::add"][1]  # the first optimizer step's end
+    t = first["ts"] + 10
+    job["traceEvents"].append(
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "s": "t",
+            "name": MEMORY_EVENT,
+            "pid": 100,
+            "tid": 1,
+            "ts": t,
+            "args": {
+                "Total Reserved": RESERVED,
+                "Total Allocated": BASE + 300 * MIB + 64 * MIB,
+                "Bytes": 64 * MIB,
+                "Addr": 1,
+                "Device Id": 0,
+                "Device Type": 1,
+            },
+        }
+    )
+    for e in job["traceEvents"]:  # every later total holds the state
+        if e["name"] == MEMORY_EVENT and e["ts"] > t and e["args"]["Device Type"] == 1:
+            e["args"]["Total Allocated"] += 64 * MIB
+    (tmp_path / "t.json").write_text(json.dumps(job))
+    frame = prepare(di.load(tmp_path / "t.json"))
+    table, held, _ = memory_tables(frame)
+    assert whole(table, 0)["growth_bytes_per_step"] == pytest.approx(0.0)
+    state = held.filter(pl.col("op") == "aten::add").row(0, named=True)
+    assert whole(table, 0)["peak_step"] == 2  # every later step peaks as high: the first is the peak
+    assert (state["bytes"], state["earlier_bytes"]) == (64 * MIB, 0)
 
 
 def test_a_window_and_the_rest_of_many_holders(tmp_path: Path) -> None:
@@ -190,7 +248,7 @@ def test_shared_trace_against_its_own_events() -> None:
         raw = [e for e in json.load(fh)["traceEvents"] if e.get("name") == MEMORY_EVENT]
     gpu = [e["args"] for e in raw if e["args"]["Device Type"] == 1]
     frame = prepare(di.load(TRACELENS))
-    table, held = memory_tables(frame)
+    table, held, _ = memory_tables(frame)
     row = whole(table, 0)
     peak = max(a["Total Allocated"] for a in gpu)
     assert row["peak_bytes"] == peak and row["events"] == len(gpu)

@@ -77,7 +77,8 @@ class Analysis:
             (run with ``gpu_clocks``), see :mod:`di.engine.gpu_step_clocks`.
         memory: per rank and device (and step with ``per_step``), the framework allocator's peak, when and in what
             operator, reserved memory and growth per step; memory_holders: what held each device's memory at its
-            peak, by the operator and module that allocated it; see :mod:`di.engine.memory`.
+            peak, by the operator and module that allocated it; memory_timeline: each device's allocated and reserved
+            bytes over the window (at most 1,000 points a device); see :mod:`di.engine.memory`.
         counters: per counter series with samples in the window, its count, min, mean, max and last value
             (cumulative counters as rates), see :mod:`di.engine.counters`.
         communicators: per communicator, its members, hosts, NCCL version, channels and the transports inside
@@ -103,6 +104,7 @@ class Analysis:
     gpu_step_clocks: pl.DataFrame | None = None
     memory: pl.DataFrame | None = None
     memory_holders: pl.DataFrame | None = None
+    memory_timeline: pl.DataFrame | None = None
     counters: pl.DataFrame | None = None
     step_times: pl.DataFrame | None = None
     slow_steps: pl.DataFrame | None = None
@@ -148,7 +150,7 @@ def analyze(
         if name == "gpu_idle":
             out["gpu_idle"], out["gpu_idle_gaps"] = out["gpu_idle"]
         if name == "memory":
-            out["memory"], out["memory_holders"] = out["memory"]
+            out["memory"], out["memory_holders"], out["memory_timeline"] = out["memory"]
         if name == "gpu_clocks":
             from di.engine.gpu_step_clocks import gpu_step_clocks
 

@@ -24,7 +24,14 @@ Definitions (times int64 ns, sizes int64 bytes), per rank and device (``cuda:0``
   device sum to its ``peak_bytes``; the :data:`HOLDERS_SHOWN` largest (kind ``allocated``) are kept, the rest
   summed in one row of kind ``rest``.
 - **Per step** (``per_step``): the same over each step's events; **growth_bytes_per_step** (whole-window row): the
-  least-squares slope of ``end_bytes`` over the rank's steps in order (null under :data:`GROWTH_MIN_STEPS` steps).
+  least-squares slope of ``end_bytes`` over the rank's steps in order after its first (which creates, once, the
+  optimizer's state, workspaces and caches), null under :data:`GROWTH_MIN_STEPS` such steps.
+- **earlier_bytes** of a holder: its allocations alive at the peak that were made outside the peak's step (in earlier
+  steps, or between steps): memory that outlives the step that made it. A growing device's leak is the holder with
+  the most.
+- **Over time** (:func:`memory_timeline`): each device's allocated and reserved bytes in the window, at most
+  :data:`TIMELINE_POINTS` points: a device with more events gets its largest values per time bucket (the bucket's
+  largest allocated and the time it was reached; its largest reserved).
   Memory that grows by a steady amount each step is kept alive across steps (a list of losses kept with their graph,
   a cache): a leak on the way to running out.
 """
@@ -49,6 +56,7 @@ __all__ = [
     "memory",
     "memory_holders",
     "memory_tables",
+    "memory_timeline",
 ]
 
 MEMORY_EVENT = "[memory]"
@@ -61,7 +69,9 @@ HOLDER_KINDS = ("allocated", "rest", "before_trace")
 """Kinds of a :func:`memory_holders` row: an operator's and module's allocations, the rest of them summed, memory
 allocated before the trace."""
 GROWTH_MIN_STEPS = 3
-"""Steps a rank needs before its memory growth per step is given."""
+"""Steps after its first a rank needs before its memory growth per step is given."""
+TIMELINE_POINTS = 1000
+"""The most points of a device's :func:`memory_timeline`."""
 MODULE_PREFIX = "nn.Module: "
 """How PyTorch names the Python region of an ``nn.Module``'s forward (``with_stack=True``)."""
 
@@ -99,6 +109,7 @@ _HOLDERS = {
     "module": pl.String,
     "kind": pl.String,
     "bytes": pl.Int64,
+    "earlier_bytes": pl.Int64,
     "allocations": pl.Int64,
     "share": pl.Float64,
 }
@@ -153,6 +164,10 @@ def _fields(args: pl.Series) -> pl.DataFrame:
         )
 
 
+_TABLE_EMPTY = pl.DataFrame(schema=_TABLE)
+_TIMELINE_EMPTY = pl.DataFrame(
+    schema={"rank": pl.Int32, "device": pl.String, "ts_ns": pl.Int64, "allocated": pl.Int64, "reserved": pl.Int64}
+)
 _EVENTS = {
     "row": pl.Int64,
     "rank": pl.Int32,
@@ -186,6 +201,7 @@ def memory(frame: EventFrame, *, per_step: bool = False, events: pl.DataFrame | 
     x = pl.col("step").rank("dense").over("rank", "device").cast(pl.Float64)
     growth = (
         by_step.sort("rank", "device", "step")
+        .filter(pl.col("step") != pl.col("step").first().over("rank", "device"))
         .group_by("rank", "device")
         .agg(
             pl.when(pl.len() >= GROWTH_MIN_STEPS)
@@ -228,8 +244,9 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
     docstring.
 
     Returns:
-        rank, device, op, module, kind (``allocated``, ``rest``, ``before_trace``), bytes, allocations (count; null
-        for the before-trace row), share (of the peak).
+        rank, device, op, module, kind (``allocated``, ``rest``, ``before_trace``), bytes, earlier_bytes (made
+        outside the peak's step; null for the before-trace row), allocations (count; null for the before-trace row),
+        share (of the peak).
     """
     peaks = table.filter(pl.col("step").is_null()).select("rank", "device", "peak_bytes", "peak_ns")
     ev = allocator_events(frame.trace, frame) if events is None else events
@@ -240,7 +257,11 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
         ev.join(peaks, on=["rank", "device"])
         .filter((pl.col("ts_ns") == pl.col("peak_ns")) & (pl.col("allocated") == pl.col("peak_bytes")))
         .group_by("rank", "device")
-        .agg(pl.col("pos").min().alias("peak_pos"), pl.col("peak_bytes").first())
+        .agg(
+            pl.col("pos").min().alias("peak_pos"),
+            pl.col("peak_bytes").first(),
+            pl.col("step").get(pl.col("pos").arg_min()).alias("peak_step"),
+        )
     )
     upto = (
         ev.join(peak_pos, on=["rank", "device"])
@@ -250,11 +271,16 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
     )
     same = [pl.col(c).shift(-1) == pl.col(c) for c in ("rank", "device", "addr")]
     live = upto.filter((pl.col("bytes") > 0) & ~(same[0] & same[1] & same[2]).fill_null(False))
+    earlier = (pl.col("peak_step") != NO_STEP) & (pl.col("step") != pl.col("peak_step"))
     op, module = _attribution(frame, live.get_column("row").to_numpy())
     held = (
         live.with_columns(op, module)
         .group_by("rank", "device", "op", "module")
-        .agg(pl.col("bytes").sum(), pl.len().cast(pl.Int64).alias("allocations"))
+        .agg(
+            pl.col("bytes").sum(),
+            pl.col("bytes").filter(earlier).sum().alias("earlier_bytes"),
+            pl.len().cast(pl.Int64).alias("allocations"),
+        )
         .with_columns(pl.lit("allocated").alias("kind"))
     )
     ranked = held.with_columns(pl.col("bytes").rank("ordinal", descending=True).over("rank", "device").alias("_r"))
@@ -262,7 +288,7 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
     rest = (
         ranked.filter(pl.col("_r") > HOLDERS_SHOWN)
         .group_by("rank", "device")
-        .agg(pl.col("bytes").sum(), pl.col("allocations").sum())
+        .agg(pl.col("bytes").sum(), pl.col("earlier_bytes").sum(), pl.col("allocations").sum())
         .with_columns(pl.lit(None, pl.String).alias("op"), pl.lit(None, pl.String).alias("module"))
         .with_columns(pl.lit("rest").alias("kind"))
     )
@@ -276,6 +302,7 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
             pl.lit(None, pl.String).alias("module"),
             pl.lit("before_trace").alias("kind"),
             (pl.col("peak_bytes") - pl.col("traced").fill_null(0)).alias("bytes"),
+            pl.lit(None, pl.Int64).alias("earlier_bytes"),
             pl.lit(None, pl.Int64).alias("allocations"),
         )
         .filter(pl.col("bytes") > 0)
@@ -284,28 +311,53 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
         peak_pos.select("rank", "device", "peak_bytes"), on=["rank", "device"]
     )
     out = out.with_columns((pl.col("bytes") / pl.col("peak_bytes")).alias("share"))
-    return in_order(pl.DataFrame(schema=_TABLE), out.select(*(pl.col(c).cast(t) for c, t in _HOLDERS.items())))[1]
+    return in_order(_TABLE_EMPTY, out.select(*(pl.col(c).cast(t) for c, t in _HOLDERS.items())), _TIMELINE_EMPTY)[1]
+
+
+def memory_timeline(events: pl.DataFrame, points: int = TIMELINE_POINTS) -> pl.DataFrame:
+    """Each device's allocated and reserved bytes over the window (``events``: :func:`allocator_events`), at most
+    ``points`` per device; see the module docstring.
+
+    Returns:
+        rank, device, ts_ns, allocated, reserved; by rank, device and time.
+    """
+    ev = events.filter(pl.col("selected") & pl.col("allocated").is_not_null())
+    keys = ["rank", "device"]
+    lo, hi = pl.col("ts_ns").min().over(keys), pl.col("ts_ns").max().over(keys)
+    bucket = (pl.col("ts_ns") - lo) * points // (hi - lo + 1)
+    key = pl.when(pl.len().over(keys) > points).then(bucket).otherwise(pl.col("pos"))
+    return (
+        ev.with_columns(key.alias("_b"))
+        .group_by(*keys, "_b")
+        .agg(pl.col("ts_ns").get(pl.col("allocated").arg_max()), pl.col("allocated").max(), pl.col("reserved").max())
+        .sort(*keys, "ts_ns")
+        .select(*keys, "ts_ns", "allocated", "reserved")
+    )
 
 
 def memory_tables(
     frame: EventFrame, per_step: bool = False, ranks: list[int] | None = None
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(:func:`memory` of the window, with per-step rows when ``per_step``; :func:`memory_holders` at each device's
-    peak), as :func:`di.analyze` reports them; only of ``ranks`` when given."""
+    peak; :func:`memory_timeline`), as :func:`di.analyze` reports them; only of ``ranks`` when given."""
     ev = allocator_events(frame.trace, frame)
     if ranks is not None:
         ev = ev.filter(pl.col("rank").is_in(ranks))
     table = memory(frame, per_step=per_step, events=ev)
-    return table, memory_holders(frame, table, events=ev)
+    return table, memory_holders(frame, table, events=ev), memory_timeline(ev)
 
 
-def in_order(table: pl.DataFrame, holders: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A :func:`memory` table and its :func:`memory_holders` (or their parts, concatenated) in their order."""
+def in_order(
+    table: pl.DataFrame, holders: pl.DataFrame, timeline: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """A :func:`memory` table, its :func:`memory_holders` and :func:`memory_timeline` (or their parts, concatenated)
+    in their order."""
     return (
         table.sort("rank", "device", "step", nulls_last=False),
         holders.sort(
             ["rank", "device", "bytes", "op", "module"], descending=[False, False, True, False, False], nulls_last=True
         ),
+        timeline.sort("rank", "device", "ts_ns"),
     )
 
 

@@ -127,7 +127,9 @@ def analyze_with(
     if "memory" in analyses:  # a rank's allocator events and the operators around them lie with its part
         from di.engine.memory import memory_tables
 
-        local["memory"], local["memory_holders"] = memory_tables(frame, per_step, ranks=list(part.ranks))
+        local["memory"], local["memory_holders"], local["memory_timeline"] = memory_tables(
+            frame, per_step, ranks=list(part.ranks)
+        )
     if "overlap" in analyses:
         local["overlap"] = overlap(frame).filter(pl.col("rank").is_in(mine))
         if per_step:
@@ -246,7 +248,9 @@ def _assemble(
     if "memory" in analyses:
         from di.engine.memory import in_order as memory_order
 
-        out["memory"], out["memory_holders"] = memory_order(cat("memory"), cat("memory_holders"))
+        out["memory"], out["memory_holders"], out["memory_timeline"] = memory_order(
+            cat("memory"), cat("memory_holders"), cat("memory_timeline")
+        )
     if "overlap" in analyses:
         ov = cat("overlap")
         out["overlap"] = pl.concat([ov, cat("overlap_steps")]) if per_step else ov
