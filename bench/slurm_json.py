@@ -17,7 +17,6 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +64,9 @@ def job(k: int) -> dict[str, Any]:
     }
 
 
-def best(fn: Any, repeats: int) -> float:
-    fn()
-    runs = []
-    for _ in range(repeats):
-        c = time.process_time()
-        fn()
-        runs.append(time.process_time() - c)
-    return min(runs)
-
-
 def main() -> None:
+    from bench.timing import best_cpu as best
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=12000)
     ap.add_argument("--repeats", type=int, default=3)
