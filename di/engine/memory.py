@@ -134,7 +134,14 @@ def allocator_events(trace: Trace, frame: EventFrame | None = None) -> pl.DataFr
     fields = _fields(args)
     kind = pl.col("device_type").replace_strict(DEVICE_TYPES, default=None, return_dtype=pl.String)
     kind = pl.coalesce(kind, pl.format("type{}", pl.col("device_type")), pl.lit("device"))
-    device = pl.when(pl.col("device_id") >= 0).then(pl.format("{}:{}", kind, pl.col("device_id"))).otherwise(kind)
+    label = pl.when(pl.col("device_id") >= 0).then(pl.format("{}:{}", kind, pl.col("device_id"))).otherwise(kind)
+    devices = (  # labelled once per device, sorted by an integer code instead of by the label of every event
+        fields.select("device_type", "device_id")
+        .unique()
+        .with_columns(label.alias("device"))
+        .sort("device")
+        .with_row_index("_d")
+    )
     return (
         fields.with_columns(
             pl.Series("row", rows, pl.Int64),
@@ -142,10 +149,10 @@ def allocator_events(trace: Trace, frame: EventFrame | None = None) -> pl.DataFr
             pl.Series("ts_ns", ev.get_column("start_ns").gather(rows)),
             pl.lit(NO_STEP, pl.Int64).alias("step") if frame is None else pl.Series("step", frame.step[rows]),
             pl.lit(True).alias("selected") if frame is None else pl.Series("selected", frame.selected[rows]),
-            device.alias("device"),
         )
+        .join(devices, on=["device_type", "device_id"], how="left", nulls_equal=True)
+        .sort("rank", "_d", "ts_ns", "row")
         .select([c for c in _EVENTS if c != "pos"])
-        .sort("rank", "device", "ts_ns", "row")
         .with_row_index("pos")
         .select(*(pl.col(c).cast(t) for c, t in _EVENTS.items()))
     )
@@ -366,12 +373,12 @@ def _attribution(frame: EventFrame, rows: np.ndarray) -> tuple[pl.Series, pl.Ser
     ev = frame.trace.events
     rows = np.asarray(rows, dtype=np.float64)
     at = np.where(np.isnan(rows), -1, rows).astype(np.int64)
-    names = ev.get_column("name").cast(pl.String)
+    names = ev.get_column("name")
     parent = ev.get_column("parent").fill_null(-1).to_numpy().astype(np.int64)
     is_op = (ev.get_column("cat") == "compute").to_numpy() & ~frame.on_gpu
     op, module = np.full(at.size, -1, np.int64), np.full(at.size, -1, np.int64)
     if at.size and (at >= 0).any():
-        is_module = names.str.starts_with(MODULE_PREFIX).fill_null(False).to_numpy()
+        is_module = _named_like_module(names)
         while (at >= 0).any():  # one step up the nesting per pass, for all rows at once
             at = np.where(at >= 0, parent[np.maximum(at, 0)], -1)
             up = np.maximum(at, 0)
@@ -379,7 +386,14 @@ def _attribution(frame: EventFrame, rows: np.ndarray) -> tuple[pl.Series, pl.Ser
             module = np.where((at >= 0) & (module < 0) & is_module[up], at, module)
 
     def name_at(found: np.ndarray, alias: str) -> pl.Series:
-        frame_ = pl.DataFrame({"name": names.gather(np.maximum(found, 0)), "found": found >= 0})
+        frame_ = pl.DataFrame({"name": names.gather(np.maximum(found, 0)).cast(pl.String), "found": found >= 0})
         return frame_.select(pl.when(pl.col("found")).then(pl.col("name")).alias(alias)).to_series()
 
     return name_at(op, "op"), name_at(module, "module")
+
+
+def _named_like_module(names: pl.Series) -> np.ndarray:
+    """Whether each name is an ``nn.Module`` region's, each distinct name tested once."""
+    distinct = names.unique().drop_nulls()
+    modules = distinct.filter(distinct.cast(pl.String).str.starts_with(MODULE_PREFIX))
+    return names.is_in(modules.implode()).fill_null(False).to_numpy()
