@@ -368,3 +368,30 @@ def test_dashboard_summary_has_the_peak(tmp_path: Path) -> None:
     job["traceEvents"] = [e for e in job["traceEvents"] if e["name"] != MEMORY_EVENT]
     (tmp_path / "plain.json").write_text(json.dumps(job))
     assert summarize(tmp_path / "plain.json")["memory_peak_bytes"] is None
+
+
+def test_damaged_allocator_events_are_read_for_what_they_hold(tmp_path: Path) -> None:
+    """Values of the wrong type, a float, an address past int64, missing fields and an allocation without its free:
+    the analysis, the report and the diff run; the damaged fields are null, never misread; the sound events count."""
+    job = kineto_job(0)
+    mem = [e for e in job["traceEvents"] if e["name"] == MEMORY_EVENT and e["args"]["Device Type"] == 1]
+    mem[0]["args"]["Addr"] = 2**64 - 1
+    mem[1]["args"]["Bytes"] = 1.5e6
+    mem[2]["args"]["Total Allocated"] = "12"
+    del mem[3]["args"]["Device Type"], mem[3]["args"]["Device Id"]
+    job["traceEvents"].remove(mem[4])  # the gradient's free: the allocation never ends
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(job))
+    from di.engine.memory import allocator_events
+
+    ev = allocator_events(di.load(path))
+    rows = {r["ts_ns"]: r for r in ev.iter_rows(named=True)}
+    first = [rows[round(e["ts"] * 1000)] for e in mem[:4]]
+    assert first[0]["addr"] is None and first[0]["bytes"] == 200 * MIB
+    assert first[1]["bytes"] is None and first[1]["allocated"] == BASE + 300 * MIB
+    assert first[2]["allocated"] is None
+    assert first[3]["device"] == "device" and first[3]["bytes"] == 50 * MIB
+    assert ev.height == 28 + 2 - 1  # the GPU's and the CPU allocator's, less the one removed
+    for args in (["analyze", str(path)], ["report", str(path), "-o", "r.html"], ["diff", str(path), str(path)]):
+        done = run_di(*args, cwd=tmp_path)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
