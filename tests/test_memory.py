@@ -258,6 +258,15 @@ def test_shared_trace_against_its_own_events() -> None:
     assert (row["op"], row["module"]) == ("aten::linear", "nn.Module: Linear_25")
     mine = held.filter(pl.col("device") == "cuda:0")
     assert mine.get_column("bytes").sum() == peak
+    live: dict[int, int] = {}  # an independent replay: address -> size, up to the first event reaching the peak
+    for a in gpu[: next(i for i, a in enumerate(gpu) if a["Total Allocated"] == peak) + 1]:
+        if a["Bytes"] > 0:
+            live[a["Addr"]] = a["Bytes"]
+        else:
+            live.pop(a["Addr"], None)
+    traced = mine.filter(pl.col("kind") != "before_trace")
+    assert traced.get_column("bytes").sum() == sum(live.values())
+    assert traced.get_column("allocations").sum() == len(live)
     assert mine.filter(pl.col("kind") == "before_trace").get_column("bytes").to_list() == [
         gpu[0]["Total Allocated"] - gpu[0]["Bytes"]
     ]
