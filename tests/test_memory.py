@@ -29,7 +29,7 @@ BACKWARD = "autograd::engine::evaluate_function: AddmmBackward0"
 TRACELENS = KINETO / "tracelens_h100_bert_small_with_stack.json.gz"
 
 
-def kineto_job(rank: int, *, steps: int = 4, leak_mib: int = 8, extra_ops: int = 0) -> dict:
+def kineto_job(rank: int, *, steps: int = 4, leak_mib: int = 8, extra_ops: int = 0, optimizer_mib: int = 0) -> dict:
     """One rank of a training loop, profiled with ``profile_memory`` (times in us from the step's start):
 
     - ``nn.Module: Linear_0`` / ``aten::linear`` allocates 200 MiB of activations at 3,000;
@@ -39,7 +39,9 @@ def kineto_job(rank: int, *, steps: int = 4, leak_mib: int = 8, extra_ops: int =
       70,000, then the activations at 80,000 and 85,000.
 
     Step k (1-based) peaks at BASE + k x leak + 350 MiB; it ends at BASE + k x leak. ``extra_ops`` more operators in
-    step 1 each allocate 1 MiB, never freed, before the loss.
+    step 1 each allocate 1 MiB, never freed, before the loss. With ``optimizer_mib``, each step ends in
+    ``Optimizer.step#AdamW.step`` (92,000 to 98,000), whose ``aten::zeros_like`` makes that much state in step 1,
+    kept (every later total is that much higher).
     """
     events: list[dict] = []
     addr = [0x7F0000000000 + rank * 0x1000000000]
@@ -101,6 +103,11 @@ def kineto_job(rank: int, *, steps: int = 4, leak_mib: int = 8, extra_ops: int =
         mem(t + 70000, -50 * MIB, grad, tid=2)
         mem(t + 80000, -100 * MIB, relu, tid=2)
         mem(t + 85000, -200 * MIB, act, tid=2)
+        if optimizer_mib:
+            op("Optimizer.step#AdamW.step", t + 92000, t + 98000, cat="user_annotation")
+            if k == 0:
+                op("aten::zeros_like", t + 93000, t + 94000)
+                mem(t + 93500, optimizer_mib * MIB)
     return {"distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}
 
 
@@ -141,6 +148,14 @@ def test_peak_holders_and_growth_of_a_known_job(tmp_path: Path) -> None:
     assert (step2["peak_bytes"], step2["end_bytes"]) == (BASE + 16 * MIB + 350 * MIB, BASE + 16 * MIB)
 
     mine = held.filter((pl.col("rank") == 0) & (pl.col("device") == "cuda:0"))
+    assert dict(zip(mine["op"], mine["phase"])) == {
+        None: None,
+        "aten::linear": "forward",
+        "aten::relu": "forward",
+        BACKWARD: "backward",
+        "aten::add": "forward",
+    }
+    assert r0["phase"] == "backward"
     got = {
         (r["kind"], r["op"], r["module"]): (r["bytes"], r["earlier_bytes"], r["allocations"])
         for r in mine.iter_rows(named=True)
@@ -150,7 +165,7 @@ def test_peak_holders_and_growth_of_a_known_job(tmp_path: Path) -> None:
         ("allocated", "aten::linear", "nn.Module: Linear_0"): (200 * MIB, 0, 1),
         ("allocated", "aten::relu", "nn.Module: ReLU_0"): (100 * MIB, 0, 1),
         ("allocated", BACKWARD, None): (50 * MIB, 0, 1),
-        ("allocated", "aten::add", "nn.Module: Loss_0"): (32 * MIB, 24 * MIB, 4),  # every step's leaked loss
+        ("allocated", "aten::add", "nn.Module: Loss_0"): (32 * MIB, 16 * MIB, 4),  # every step's leaked loss; 2 and 3
     }
     assert mine.get_column("bytes").sum() == r0["peak_bytes"]
     assert mine.get_column("bytes").to_list() == sorted(mine.get_column("bytes").to_list(), reverse=True)
@@ -288,7 +303,7 @@ def test_viewers(tmp_path: Path) -> None:
     done = run_di("analyze", *map(str, files), "--json", "r.json", "--csv", "csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     text = done.stdout
-    assert "Device memory" in text and "1,382.0" in text and "(allocated before the trace)" in text
+    assert "Device memory" in text and "1,382.0" in text and "(before the trace)" in text
     assert "aten::add in Loss_0" in text and "8.0" in text  # the leak and its growth per step
     assert max(len(line) for line in text.splitlines()) <= 80
     doc = json.loads((tmp_path / "r.json").read_text())  # validated against the schema when written
@@ -404,3 +419,25 @@ def test_damaged_allocator_events_are_read_for_what_they_hold(tmp_path: Path) ->
     for args in (["analyze", str(path)], ["report", str(path), "-o", "r.html"], ["diff", str(path), str(path)]):
         done = run_di(*args, cwd=tmp_path)
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_phases_and_optimizer_state_made_once(tmp_path: Path) -> None:
+    """The optimizer's state, made in the first step and kept, is held at the peak in the optimizer phase and is not
+    memory kept from an earlier step; the leak is; the growth is the leak's alone."""
+    path = tmp_path / "adam.json"
+    path.write_text(json.dumps(kineto_job(0, optimizer_mib=64)))
+    table, held, _ = memory_tables(prepare(di.load(path)))
+    r0 = whole(table, 0)
+    assert r0["peak_bytes"] == BASE + 64 * MIB + 32 * MIB + 350 * MIB
+    assert r0["growth_bytes_per_step"] == pytest.approx(8 * MIB)
+    mine = held.filter(pl.col("device") == "cuda:0")
+    by_op = {r["op"]: (r["phase"], r["bytes"], r["earlier_bytes"]) for r in mine.iter_rows(named=True)}
+    assert by_op["aten::zeros_like"] == ("optimizer", 64 * MIB, 0)
+    assert by_op["aten::add"] == ("forward", 32 * MIB, 16 * MIB)
+    phases = mine.group_by("phase").agg(pl.col("bytes").sum())
+    assert dict(phases.iter_rows()) == {
+        None: BASE,
+        "forward": (200 + 100 + 32) * MIB,
+        "backward": 50 * MIB,
+        "optimizer": 64 * MIB,
+    }

@@ -18,17 +18,20 @@ Definitions (times int64 ns, sizes int64 bytes), per rank and device (``cuda:0``
 - **op** and **module** of an event: the outermost CPU operator (cat ``compute``) enclosing it, the framework call
   that asked for the memory (``aten::linear``, ``autograd::engine::evaluate_function: AddmmBackward0``), and the
   innermost ``nn.Module: NAME`` Python region enclosing it (a trace recorded ``with_stack``); null where none.
+- **phase** of an event (:data:`PHASES`): ``optimizer`` inside an ``Optimizer.*`` region (``Optimizer.step#AdamW.step``,
+  ``zero_grad``: its state), else ``backward`` inside an autograd node's evaluation (:data:`BACKWARD_PREFIX`: gradients
+  and the backward's temporaries), else ``forward`` inside a step (activations, the loss), else ``other``.
 - **Held at the peak** (:func:`memory_holders`): the allocations made before the peak event (it included) whose free
-  does not come before it, summed by the op and module that allocated them; what the trace cannot explain (memory
+  does not come before it, summed by the op, module and phase that allocated them; what the trace cannot explain (memory
   allocated before the trace began: weights, optimizer state) is one row of kind ``before_trace``. The rows of a
   device sum to its ``peak_bytes``; the :data:`HOLDERS_SHOWN` largest (kind ``allocated``) are kept, the rest
-  summed in one row of kind ``rest``.
+  summed in one row of kind ``rest`` per phase.
 - **Per step** (``per_step``): the same over each step's events; **growth_bytes_per_step** (whole-window row): the
   least-squares slope of ``end_bytes`` over the rank's steps in order after its first (which creates, once, the
   optimizer's state, workspaces and caches), null under :data:`GROWTH_MIN_STEPS` such steps.
-- **earlier_bytes** of a holder: its allocations alive at the peak that were made outside the peak's step (in earlier
-  steps, or between steps): memory that outlives the step that made it. A growing device's leak is the holder with
-  the most.
+- **earlier_bytes** of a holder: its allocations alive at the peak that were made in a step before the peak's, other
+  than the rank's first in the window (which makes the optimizer's state and caches once): memory a steady step
+  should have freed. A growing device's leak is the holder with the most.
 - **Over time** (:func:`memory_timeline`): each device's allocated and reserved bytes in the window, at most
   :data:`TIMELINE_POINTS` points: a device with more events gets its largest values per time bucket (the bucket's
   largest allocated and the time it was reached; its largest reserved).
@@ -51,6 +54,7 @@ __all__ = [
     "HOLDERS_SHOWN",
     "HOLDER_KINDS",
     "MEMORY_EVENT",
+    "PHASES",
     "allocator_events",
     "in_order",
     "memory",
@@ -74,6 +78,12 @@ TIMELINE_POINTS = 1000
 """The most points of a device's :func:`memory_timeline`."""
 MODULE_PREFIX = "nn.Module: "
 """How PyTorch names the Python region of an ``nn.Module``'s forward (``with_stack=True``)."""
+BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+"""How PyTorch names the evaluation of an autograd node in the backward pass (``... AddmmBackward0``)."""
+OPTIMIZER_PREFIX = "Optimizer."
+"""How PyTorch names an optimizer's ``step`` and ``zero_grad`` regions (``Optimizer.step#AdamW.step``)."""
+PHASES = ("forward", "backward", "optimizer", "other")
+"""The phases of a training step an allocation is given to (see the module docstring)."""
 
 _FIELDS = {
     "allocated": "Total Allocated",
@@ -101,12 +111,14 @@ _TABLE = {
     "growth_bytes_per_step": pl.Float64,
     "op": pl.String,
     "module": pl.String,
+    "phase": pl.String,
 }
 _HOLDERS = {
     "rank": pl.Int32,
     "device": pl.String,
     "op": pl.String,
     "module": pl.String,
+    "phase": pl.String,
     "kind": pl.String,
     "bytes": pl.Int64,
     "earlier_bytes": pl.Int64,
@@ -198,7 +210,8 @@ def memory(frame: EventFrame, *, per_step: bool = False, events: pl.DataFrame | 
     Returns:
         rank, device, step (null: the whole window), events, allocs, frees, alloc_bytes (bytes allocated), peak_bytes,
         peak_ns, peak_step, reserved_at_peak_bytes, peak_reserved_bytes, start_bytes, end_bytes,
-        growth_bytes_per_step (whole-window rows), op and module of the peak event. No rows without allocator events.
+        growth_bytes_per_step (whole-window rows), op, module and phase of the peak event. No rows without allocator
+        events.
     """
     ev = allocator_events(frame.trace, frame) if events is None else events
     ev = ev.filter(pl.col("selected") & pl.col("allocated").is_not_null())
@@ -221,8 +234,10 @@ def memory(frame: EventFrame, *, per_step: bool = False, events: pl.DataFrame | 
     )
     whole = whole.join(growth, on=["rank", "device"], how="left")
     table = pl.concat([whole, by_step], how="diagonal_relaxed") if per_step else whole
-    op, module = _attribution(frame, table.get_column("peak_row").to_numpy())
-    table = table.with_columns(op, module, pl.col("peak_step").replace(NO_STEP, None))
+    op, module, phase = _attribution(
+        frame, table.get_column("peak_row").to_numpy(), table.get_column("peak_step").to_numpy()
+    )
+    table = table.with_columns(op, module, phase, pl.col("peak_step").replace(NO_STEP, None))
     return table.sort("rank", "device", "step", nulls_last=False).select(
         *(pl.col(c).cast(t) for c, t in _TABLE.items())
     )
@@ -252,9 +267,9 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
     docstring.
 
     Returns:
-        rank, device, op, module, kind (``allocated``, ``rest``, ``before_trace``), bytes, earlier_bytes (made
-        outside the peak's step; null for the before-trace row), allocations (count; null for the before-trace row),
-        share (of the peak).
+        rank, device, op, module, phase (null for the before-trace row), kind (``allocated``, ``rest``: one per
+        phase, ``before_trace``), bytes, earlier_bytes (made in a step after the rank's first and before the peak's;
+        null for the before-trace row), allocations (count; null for the before-trace row), share (of the peak).
     """
     peaks = table.filter(pl.col("step").is_null()).select("rank", "device", "peak_bytes", "peak_ns")
     ev = allocator_events(frame.trace, frame) if events is None else events
@@ -279,11 +294,13 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
     )
     same = [pl.col(c).shift(-1) == pl.col(c) for c in ("rank", "device", "addr")]
     live = upto.filter((pl.col("bytes") > 0) & ~(same[0] & same[1] & same[2]).fill_null(False))
-    earlier = (pl.col("peak_step") != NO_STEP) & (pl.col("step") != pl.col("peak_step"))
-    op, module = _attribution(frame, live.get_column("row").to_numpy())
+    first = frame.steps.group_by("rank").agg(pl.col("step").min().alias("first_step"))
+    live = live.join(first.with_columns(pl.col("rank").cast(pl.Int32)), on="rank", how="left")
+    earlier = (pl.col("step") > pl.col("first_step")) & (pl.col("step") < pl.col("peak_step"))
+    op, module, phase = _attribution(frame, live.get_column("row").to_numpy(), live.get_column("step").to_numpy())
     held = (
-        live.with_columns(op, module)
-        .group_by("rank", "device", "op", "module")
+        live.with_columns(op, module, phase)
+        .group_by("rank", "device", "op", "module", "phase")
         .agg(
             pl.col("bytes").sum(),
             pl.col("bytes").filter(earlier).sum().alias("earlier_bytes"),
@@ -295,7 +312,7 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
     shown = ranked.filter(pl.col("_r") <= HOLDERS_SHOWN).drop("_r")
     rest = (
         ranked.filter(pl.col("_r") > HOLDERS_SHOWN)
-        .group_by("rank", "device")
+        .group_by("rank", "device", "phase")
         .agg(pl.col("bytes").sum(), pl.col("earlier_bytes").sum(), pl.col("allocations").sum())
         .with_columns(pl.lit(None, pl.String).alias("op"), pl.lit(None, pl.String).alias("module"))
         .with_columns(pl.lit("rest").alias("kind"))
@@ -308,6 +325,7 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
             "device",
             pl.lit(None, pl.String).alias("op"),
             pl.lit(None, pl.String).alias("module"),
+            pl.lit(None, pl.String).alias("phase"),
             pl.lit("before_trace").alias("kind"),
             (pl.col("peak_bytes") - pl.col("traced").fill_null(0)).alias("bytes"),
             pl.lit(None, pl.Int64).alias("earlier_bytes"),
@@ -369,8 +387,9 @@ def in_order(
     )
 
 
-def _attribution(frame: EventFrame, rows: np.ndarray) -> tuple[pl.Series, pl.Series]:
-    """(op, module) of each event row (-1 or null: none), see the module docstring."""
+def _attribution(frame: EventFrame, rows: np.ndarray, steps: np.ndarray) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(op, module, phase) of each event row (-1 or NaN: none; ``steps``: each one's step), see the module
+    docstring."""
     ev = frame.trace.events
     rows = np.asarray(rows, dtype=np.float64)
     at = np.where(np.isnan(rows), -1, rows).astype(np.int64)
@@ -378,23 +397,31 @@ def _attribution(frame: EventFrame, rows: np.ndarray) -> tuple[pl.Series, pl.Ser
     parent = ev.get_column("parent").fill_null(-1).to_numpy().astype(np.int64)
     is_op = (ev.get_column("cat") == "compute").to_numpy() & ~frame.on_gpu
     op, module = np.full(at.size, -1, np.int64), np.full(at.size, -1, np.int64)
+    backward, optimizer = np.zeros(at.size, bool), np.zeros(at.size, bool)
     if at.size and (at >= 0).any():
-        is_module = _named_like_module(names)
+        is_module, is_backward, is_optimizer = (
+            _named_like(names, p) for p in (MODULE_PREFIX, BACKWARD_PREFIX, OPTIMIZER_PREFIX)
+        )
         while (at >= 0).any():  # one step up the nesting per pass, for all rows at once
             at = np.where(at >= 0, parent[np.maximum(at, 0)], -1)
-            up = np.maximum(at, 0)
-            op = np.where((at >= 0) & is_op[up], at, op)
-            module = np.where((at >= 0) & (module < 0) & is_module[up], at, module)
+            up, inside = np.maximum(at, 0), at >= 0
+            op = np.where(inside & is_op[up], at, op)
+            module = np.where(inside & (module < 0) & is_module[up], at, module)
+            backward |= inside & is_backward[up]
+            optimizer |= inside & is_optimizer[up]
+    in_step = np.nan_to_num(np.asarray(steps, dtype=np.float64), nan=NO_STEP) != NO_STEP
+    phase = np.where(optimizer, 2, np.where(backward, 1, np.where(in_step, 0, 3)))
 
     def name_at(found: np.ndarray, alias: str) -> pl.Series:
         frame_ = pl.DataFrame({"name": names.gather(np.maximum(found, 0)).cast(pl.String), "found": found >= 0})
         return frame_.select(pl.when(pl.col("found")).then(pl.col("name")).alias(alias)).to_series()
 
-    return name_at(op, "op"), name_at(module, "module")
+    phases = pl.Series("phase", PHASES, pl.String).gather(phase).alias("phase")
+    return name_at(op, "op"), name_at(module, "module"), phases
 
 
-def _named_like_module(names: pl.Series) -> np.ndarray:
-    """Whether each name is an ``nn.Module`` region's, each distinct name tested once."""
+def _named_like(names: pl.Series, prefix: str) -> np.ndarray:
+    """Whether each name starts with ``prefix``, each distinct name tested once."""
     distinct = names.unique().drop_nulls()
-    modules = distinct.filter(distinct.cast(pl.String).str.starts_with(MODULE_PREFIX))
+    modules = distinct.filter(distinct.cast(pl.String).str.starts_with(prefix))
     return names.is_in(modules.implode()).fill_null(False).to_numpy()

@@ -15,6 +15,7 @@ from di.engine import Analysis
 from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
 from di.engine.gpu_idle import CAUSE_HELP, CAUSE_LABELS, CAUSES
 from di.engine.imbalance import WORK
+from di.engine.memory import BACKWARD_PREFIX
 
 
 def _pct(x: float | None) -> str:
@@ -326,8 +327,6 @@ def _render_gpu_idle(result: Analysis, console: Any) -> None:
     _print(console, g)
 
 
-BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
-"""How PyTorch's profiler names the backward of an autograd node (shown as the node's name)."""
 HOLDERS_SHOWN = 5
 """Rows of the held-at-the-peak table per device (all of :data:`di.engine.memory.HOLDERS_SHOWN` are in
 ``--csv``/``--json``)."""
@@ -337,14 +336,14 @@ def holder_label(row: dict[str, Any]) -> str:
     """What a row of :func:`di.engine.memory.memory_holders` names: the operator (and module) that allocated, or
     what the trace cannot tell apart."""
     if row["kind"] == "before_trace":
-        return "(allocated before the trace)"
+        return "(before the trace)"
     if row["kind"] == "rest":
         return "(the other operators)"
     if row["op"] is None and row["module"] is None:
         return "(no operator)"
     op = row["op"]
     if op is not None and op.startswith(BACKWARD_PREFIX):  # the autograd node that ran: AddmmBackward0
-        op = op.removeprefix(BACKWARD_PREFIX) + " (backward)"
+        op = op.removeprefix(BACKWARD_PREFIX)
     op = short_name(op, 40) if op is not None else "—"
     return op if row["module"] is None else f"{op} in {row['module'].removeprefix('nn.Module: ')}"
 
@@ -379,8 +378,8 @@ def _render_memory(result: Analysis, console: Any) -> None:
     if held is None or not held.height:
         return
     h = Table(title="Held at each device's peak (allocations alive then, by the operator and module that made them)")
-    for c in ("rank", "device", "MiB", "%", "allocs", "allocated by"):
-        h.add_column(c, justify="left" if c == "allocated by" else "right")
+    for c in ("rank", "device", "MiB", "%", "allocs", "phase", "allocated by"):
+        h.add_column(c, justify="left" if c in ("phase", "allocated by") else "right")
     shown = held.filter(pl.col("bytes").rank("ordinal", descending=True).over("rank", "device") <= HOLDERS_SHOWN)
     for r in shown.iter_rows(named=True):
         h.add_row(
@@ -389,6 +388,7 @@ def _render_memory(result: Analysis, console: Any) -> None:
             _mib(r["bytes"]),
             _pct(r["share"]),
             "—" if r["allocations"] is None else f"{r['allocations']:,}",
+            r["phase"] or "—",
             holder_label(r),
         )
     _print(console, h)

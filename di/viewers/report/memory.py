@@ -14,6 +14,7 @@ import html
 import numpy as np
 import polars as pl
 
+from di.engine.memory import PHASES
 from di.viewers.report.page import Cell, Section, num, pct, table
 from di.viewers.terminal import holder_label
 
@@ -90,17 +91,46 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     if held.height:
         body += (
             "<h3>Held at each device's peak</h3>"
-            '<p class="note">the allocations alive at the peak, by the operator (and module) that made them.</p>'
+            '<p class="note">the allocations alive at the peak, by the operator (and module) that made them and the '
+            "phase of the step they were made in: forward (activations, the loss), backward (inside an autograd node: "
+            "gradients), optimizer (inside an Optimizer region: its state); before the trace: weights and state made "
+            "before the profiler started.</p>"
+            + _phases(held)
             + table(
                 "memory_holders",
-                ["rank", "device", "held (MiB)", "share", "allocations", "allocated by"],
+                ["rank", "device", "held (MiB)", "share", "allocations", "phase", "allocated by"],
                 [
-                    (r["rank"], r["device"], mib(r["bytes"]), pct(r["share"]), num(r["allocations"]), holder_label(r))
+                    (
+                        r["rank"],
+                        r["device"],
+                        mib(r["bytes"]),
+                        pct(r["share"]),
+                        num(r["allocations"]),
+                        r["phase"] or "—",
+                        holder_label(r),
+                    )
                     for r in held.iter_rows(named=True)
                 ],
             )
         )
     return Section("memory", "Device memory (the framework's allocator)", body, _hints(whole, held))
+
+
+def _phases(held: pl.DataFrame) -> str:
+    """Each device's peak by phase (the holders' rows summed: every rest row keeps its phase)."""
+    phase = pl.col("phase").fill_null("before_trace")
+    wide = (
+        held.group_by("rank", "device", phase)
+        .agg(pl.col("bytes").sum())
+        .pivot(on="phase", index=["rank", "device"], values="bytes")
+        .sort("rank", "device")
+    )
+    cols = [c for c in ("before_trace", *PHASES) if c in wide.columns]
+    return table(
+        "memory_phases",
+        ["rank", "device", *(f"{c.replace('_', ' ')} (MiB)" for c in cols)],
+        [(r["rank"], r["device"], *(mib(r[c]) for c in cols)) for r in wide.iter_rows(named=True)],
+    )
 
 
 def _charts(ctx, whole: pl.DataFrame) -> str:  # noqa: ANN001
