@@ -26,11 +26,12 @@ def _ms(ns: float | int | None) -> str:
     return "—" if ns is None else f"{ns / 1e6:,.2f}"
 
 
-def _mib(b: float | int | None) -> str:
-    """Bytes in MiB: one decimal, three significant digits under 0.1 MiB (a 4 KiB host buffer is not 0.0)."""
+def mib_text(b: float | int | None, sign: str = "") -> str:
+    """Bytes as MiB text (2**20 bytes): one decimal, three significant digits under 0.1 MiB (a 4 KiB host buffer is
+    not 0.0); ``sign`` "+" for a change."""
     if b is None:
         return "—"
-    return f"{b / 2**20:,.1f}" if b == 0 or abs(b) >= 2**20 / 10 else f"{b / 2**20:.3g}"
+    return f"{b / 2**20:{sign},.1f}" if b == 0 or abs(b) >= 2**20 / 10 else f"{b / 2**20:{sign}.3g}"
 
 
 NAME_CHARS = 60
@@ -367,9 +368,9 @@ def _render_memory(result: Analysis, console: Any) -> None:
         t.add_row(
             str(r["rank"]),
             r["device"],
-            _mib(r["peak_bytes"]),
-            _mib(r["reserved_at_peak_bytes"]),
-            _mib(r["growth_bytes_per_step"]),
+            mib_text(r["peak_bytes"]),
+            mib_text(r["reserved_at_peak_bytes"]),
+            mib_text(r["growth_bytes_per_step"]),
             "—" if r["peak_step"] is None else str(r["peak_step"]),
             holder_label({**r, "kind": "allocated"}),
         )
@@ -385,7 +386,7 @@ def _render_memory(result: Analysis, console: Any) -> None:
         h.add_row(
             str(r["rank"]),
             r["device"],
-            _mib(r["bytes"]),
+            mib_text(r["bytes"]),
             _pct(r["share"]),
             "—" if r["allocations"] is None else f"{r['allocations']:,}",
             r["phase"] or "—",

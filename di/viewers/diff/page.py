@@ -504,10 +504,10 @@ def _ratio(d: Diff, stat: str) -> float | None:
 
 
 def _mib(b: float | None, sign: str = "") -> Cell:
-    """A memory cell: shown in MiB (one decimal, three significant digits under 0.1 MiB), exact bytes in data-v."""
-    if b is None:
-        return Cell("—", None)
-    return Cell(f"{b / MIB:{sign},.1f}" if b == 0 or abs(b) >= MIB / 10 else f"{b / MIB:{sign}.3g}", b)
+    """A memory cell: shown in MiB (:func:`di.viewers.terminal.mib_text`), exact bytes in data-v."""
+    from di.viewers.terminal import mib_text
+
+    return Cell(mib_text(b, sign), b)
 
 
 def _gb(x: float | None) -> Cell:

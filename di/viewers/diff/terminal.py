@@ -13,13 +13,12 @@ import polars as pl
 from di.viewers.diff import Diff
 from di.viewers.diff.collectives import ALGBW_FORMULA, BUSBW_FORMULA
 from di.viewers.diff.sides import by_change
+from di.viewers.terminal import mib_text
 
 TOP = 12
 """Rows per table."""
 NAME_CHARS = 70
 """Names are cut to this many characters."""
-MIB = 2**20
-"""Bytes in a MiB."""
 
 
 def biggest_changes(d: Diff, n: int = TOP) -> pl.DataFrame:
@@ -309,7 +308,7 @@ def memory_line(d: Diff) -> str | None:
     if r is None:
         return None
     return (
-        f"Peak memory (rank {r['rank']}, {escape(r['device'])}): {_mib(r['a_peak_bytes'])} → {_mib(r['b_peak_bytes'])} MiB "
+        f"Peak memory (rank {r['rank']}, {escape(r['device'])}): {mib_text(r['a_peak_bytes'])} → {mib_text(r['b_peak_bytes'])} MiB "
         f"({_signed_mib(r['delta_peak_bytes'])} MiB, {_rel(r['a_peak_bytes'], r['b_peak_bytes'])})"
     )
 
@@ -334,12 +333,12 @@ def _memory(console: Any, d: Diff) -> None:
         t.add_row(
             str(r["rank"]),
             _cut(r["device"]),
-            _mib(r["a_peak_bytes"]),
-            _mib(r["b_peak_bytes"]),
+            mib_text(r["a_peak_bytes"]),
+            mib_text(r["b_peak_bytes"]),
             _signed_mib(r["delta_peak_bytes"]),
             _rel(r["a_peak_bytes"], r["b_peak_bytes"]),
-            f"{_mib(r['a_reserved_at_peak_bytes'])}→{_mib(r['b_reserved_at_peak_bytes'])}",
-            f"{_mib(r['a_growth_bytes_per_step'])}→{_mib(r['b_growth_bytes_per_step'])}",
+            f"{mib_text(r['a_reserved_at_peak_bytes'])}→{mib_text(r['b_reserved_at_peak_bytes'])}",
+            f"{mib_text(r['a_growth_bytes_per_step'])}→{mib_text(r['b_growth_bytes_per_step'])}",
             _pair(_short(r["a_op"], 40), _short(r["b_op"], 40)),
         )
     console.print(t)
@@ -441,15 +440,8 @@ def _us(ns: float | None) -> str:
     return "—" if ns is None else f"{ns / 1e3:,.1f}"
 
 
-def _mib(b: float | None, sign: str = "") -> str:
-    """Bytes in MiB: one decimal, three significant digits under 0.1 MiB (a host buffer of 4 KiB is not 0.0)."""
-    if b is None:
-        return "—"
-    return f"{b / MIB:{sign},.1f}" if b == 0 or abs(b) >= MIB / 10 else f"{b / MIB:{sign}.3g}"
-
-
 def _signed_mib(b: float | None) -> str:
-    return _mib(b, "+")
+    return mib_text(b, "+")
 
 
 def _gb(x: float | None) -> str:

@@ -16,7 +16,7 @@ import polars as pl
 
 from di.engine.memory import PHASES
 from di.viewers.report.page import Cell, Section, num, pct, table
-from di.viewers.terminal import holder_label
+from di.viewers.terminal import holder_label, mib_text
 
 MIB = 2**20
 CHARTS_SHOWN = 16
@@ -37,11 +37,10 @@ LEFT, RIGHT, TOP, BOTTOM = 64, 16, 22, 34
 
 
 def mib(b: float | int | None) -> Cell:
-    """A size cell: shown in MiB (two significant digits under 0.1 MiB), exact bytes in data-v."""
+    """A size cell: shown in MiB (:func:`di.viewers.terminal.mib_text`), exact bytes in data-v."""
     if b is None:
         return Cell("—", None)
-    text = f"{b / MIB:,.1f}" if b == 0 or abs(b) >= MIB / 10 else f"{b / MIB:.2g}"
-    return Cell(text, int(b) if float(b).is_integer() else float(b))
+    return Cell(mib_text(b), int(b) if float(b).is_integer() else float(b))
 
 
 def panel(ctx) -> Section | None:  # noqa: ANN001
