@@ -19,6 +19,8 @@ from di.viewers.report.page import Cell, Section, num, pct, table
 from di.viewers.terminal import holder_label, mib_text
 
 MIB = 2**20
+CHART_MIN_BYTES = 2**20
+"""Devices whose peak is smaller get no chart (a CPU allocator's few KiB beside a GPU's GiB)."""
 CHARTS_SHOWN = 16
 """Charts drawn: the devices with the highest peak."""
 GROWTH_SHARE = 0.01
@@ -138,13 +140,18 @@ def _charts(ctx, whole: pl.DataFrame) -> str:  # noqa: ANN001
     if span is None or line is None or not line.height:
         return ""
     t0, t1 = span
-    shown = whole.sort("peak_bytes", descending=True).head(CHARTS_SHOWN).sort("rank", "device")
+    drawn = whole.filter(pl.col("peak_bytes") >= CHART_MIN_BYTES)
+    shown = drawn.sort("peak_bytes", descending=True).head(CHARTS_SHOWN).sort("rank", "device")
+    if not shown.height:
+        return ""
     points = line.join(shown.select("rank", "device"), on=["rank", "device"])
     charts = [
         _chart(r, points.filter((pl.col("rank") == r["rank"]) & (pl.col("device") == r["device"])), t0, t1)
         for r in shown.iter_rows(named=True)
     ]
-    note = "" if shown.height == whole.height else f", the {shown.height} devices with the highest peak"
+    note = "" if shown.height == drawn.height else f", the {shown.height} devices with the highest peak"
+    if drawn.height < whole.height:
+        note += f"; {whole.height - drawn.height} whose peak is under 1 MiB (a host allocator's) not drawn"
     return f'<h3>Memory over time</h3><p class="note">ms from the window start{note}.</p>' + "".join(charts)
 
 
