@@ -28,15 +28,15 @@ Definitions (times int64 ns, sizes int64 bytes), per rank and device (``cuda:0``
   summed in one row of kind ``rest`` per phase.
 - **Per step** (``per_step``): the same over each step's events; **growth_bytes_per_step** (whole-window row): the
   least-squares slope of ``end_bytes`` over the rank's steps in order after its first (which creates, once, the
-  optimizer's state, workspaces and caches), null under :data:`GROWTH_MIN_STEPS` such steps.
+  optimizer's state, workspaces and caches), null under :data:`GROWTH_MIN_STEPS` such steps. Memory that grows by a
+  steady amount each step is kept alive across steps (losses kept with their graph, a cache): a leak on the way to
+  running out.
 - **earlier_bytes** of a holder: its allocations alive at the peak that were made in a step before the peak's, other
   than the rank's first in the window (which makes the optimizer's state and caches once): memory a steady step
   should have freed. A growing device's leak is the holder with the most.
 - **Over time** (:func:`memory_timeline`): each device's allocated and reserved bytes in the window, at most
   :data:`TIMELINE_POINTS` points: a device with more events gets its largest values per time bucket (the bucket's
   largest allocated and the time it was reached; its largest reserved).
-  Memory that grows by a steady amount each step is kept alive across steps (a list of losses kept with their graph,
-  a cache): a leak on the way to running out.
 """
 
 from __future__ import annotations
