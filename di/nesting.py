@@ -7,11 +7,16 @@ parent's start); depth is the number of such open ancestors. An event that
 starts inside an open one but ends after it (overlap without nesting, common
 in Kineto traces) still gets that parent; writers that need proper nesting
 move such events to lanes (:mod:`di.convert.lanes`).
+
+:func:`enclosing` and :func:`names_at` read the columns back: the ancestor of
+given rows that has some mark (the outermost operator around a launch or an
+allocation), and names of rows.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 from numba import njit
 
 from di.jitpipeline import ScalarKernelCompiler
@@ -88,3 +93,24 @@ def readonly_int64(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a, dtype=np.int64).view()
     a.flags.writeable = False
     return a
+
+
+def enclosing(parent: np.ndarray, rows: np.ndarray, marked: np.ndarray, *, outermost: bool) -> np.ndarray:
+    """For each of ``rows`` (event rows, -1: none), the row of its outermost (or innermost) ancestor whose
+    ``marked`` is true, by the ``parent`` column (-1 for none); -1 where there is none. One pass per level of
+    nesting, over all rows at once."""
+    at = np.asarray(rows, dtype=np.int64).copy()
+    found = np.full(at.size, -1, np.int64)
+    while (at >= 0).any():
+        at = np.where(at >= 0, parent[np.maximum(at, 0)], -1)
+        hit = (at >= 0) & marked[np.maximum(at, 0)]
+        found = np.where(hit & (outermost | (found < 0)), at, found)
+    return found
+
+
+def names_at(names: pl.Series, rows: np.ndarray) -> pl.Series:
+    """The ``names`` (an events ``name`` column) of ``rows``, as text; null where a row is -1. Only the rows
+    gathered are cast from the categorical."""
+    rows = np.asarray(rows, dtype=np.int64)
+    picked = pl.DataFrame({"name": names.gather(np.maximum(rows, 0)).cast(pl.String), "found": rows >= 0})
+    return picked.select(pl.when(pl.col("found")).then(pl.col("name"))).to_series()

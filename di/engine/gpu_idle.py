@@ -45,6 +45,7 @@ from di.engine.classify import MEMORY, NONE, SYNC
 from di.engine.groups import make_groups
 from di.engine.inferred_edges import launch_edges, sync_calls
 from di.engine.window import EventFrame
+from di.nesting import enclosing, names_at
 
 __all__ = [
     "CAUSES",
@@ -264,18 +265,11 @@ def longest_gaps(frame: EventFrame, gaps: pl.DataFrame | None = None, *, shown: 
         .sort(*LONGEST_ORDER, descending=[True, False, False, False])
     )
     ev = frame.trace.events
-    names = ev.get_column("name").cast(pl.String)
+    names = ev.get_column("name")
     parent = ev.get_column("parent").fill_null(-1).to_numpy()
     is_op = (ev.get_column("cat") == "compute").to_numpy() & ~frame.on_gpu
     launch = top.get_column("launch_row").fill_null(-1).to_numpy()
-    at, operator = launch.copy(), np.full(launch.size, -1, np.int64)
-    while (at >= 0).any():  # up the nesting of at most `shown` calls, a few levels each
-        at = np.where(at >= 0, parent[np.maximum(at, 0)], -1)
-        operator = np.where((at >= 0) & is_op[np.maximum(at, 0)], at, operator)
-
-    def name_at(rows: np.ndarray) -> pl.Series:
-        return pl.Series([names[int(r)] if r >= 0 else None for r in rows], dtype=pl.String)
-
+    operator = enclosing(parent, launch, is_op, outermost=True)
     times = top.select(CAUSES).to_numpy().reshape(top.height, len(CAUSES))
     return top.select(
         pl.col("rank").cast(pl.Int32),
@@ -283,9 +277,9 @@ def longest_gaps(frame: EventFrame, gaps: pl.DataFrame | None = None, *, shown: 
         "start_ns",
         "dur_ns",
         pl.Series("cause", [CAUSES[i] for i in times.argmax(axis=1)], dtype=pl.String),
-        name_at(top.get_column("next_row").to_numpy()).alias("next"),
-        name_at(launch).alias("launch"),
-        name_at(operator).alias("operator"),
+        names_at(names, top.get_column("next_row").fill_null(-1).to_numpy()).alias("next"),
+        names_at(names, launch).alias("launch"),
+        names_at(names, operator).alias("operator"),
     )
 
 

@@ -46,6 +46,7 @@ import polars as pl
 
 from di.engine.steps import NO_STEP
 from di.engine.window import EventFrame, location_arrays
+from di.nesting import enclosing, names_at
 from di.trace import Trace
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "memory_holders",
     "memory_tables",
     "memory_timeline",
+    "rank_peaks",
 ]
 
 MEMORY_EVENT = "[memory]"
@@ -184,10 +186,6 @@ def _fields(args: pl.Series) -> pl.DataFrame:
         )
 
 
-_TABLE_EMPTY = pl.DataFrame(schema=_TABLE)
-_TIMELINE_EMPTY = pl.DataFrame(
-    schema={"rank": pl.Int32, "device": pl.String, "ts_ns": pl.Int64, "allocated": pl.Int64, "reserved": pl.Int64}
-)
 _EVENTS = {
     "row": pl.Int64,
     "rank": pl.Int32,
@@ -337,7 +335,7 @@ def memory_holders(frame: EventFrame, table: pl.DataFrame, *, events: pl.DataFra
         peak_pos.select("rank", "device", "peak_bytes"), on=["rank", "device"]
     )
     out = out.with_columns((pl.col("bytes") / pl.col("peak_bytes")).alias("share"))
-    return in_order(_TABLE_EMPTY, out.select(*(pl.col(c).cast(t) for c, t in _HOLDERS.items())), _TIMELINE_EMPTY)[1]
+    return _holders_in_order(out.select(*(pl.col(c).cast(t) for c, t in _HOLDERS.items())))
 
 
 def memory_timeline(events: pl.DataFrame, points: int = TIMELINE_POINTS) -> pl.DataFrame:
@@ -373,6 +371,18 @@ def memory_tables(
     return table, memory_holders(frame, table, events=ev), memory_timeline(ev)
 
 
+def rank_peaks(table: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, its accelerator (not ``cpu``) with the largest window peak in a :func:`memory` table: rank, device,
+    peak_bytes, growth_bytes_per_step; no row for a rank without one."""
+    return (
+        table.filter(pl.col("step").is_null() & (pl.col("device") != "cpu"))
+        .sort("peak_bytes", "device", descending=[True, False])
+        .unique("rank", keep="first")
+        .sort("rank")
+        .select("rank", "device", "peak_bytes", "growth_bytes_per_step")
+    )
+
+
 def in_order(
     table: pl.DataFrame, holders: pl.DataFrame, timeline: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -380,10 +390,14 @@ def in_order(
     in their order."""
     return (
         table.sort("rank", "device", "step", nulls_last=False),
-        holders.sort(
-            ["rank", "device", "bytes", "op", "module"], descending=[False, False, True, False, False], nulls_last=True
-        ),
+        _holders_in_order(holders),
         timeline.sort("rank", "device", "ts_ns"),
+    )
+
+
+def _holders_in_order(holders: pl.DataFrame) -> pl.DataFrame:
+    return holders.sort(
+        ["rank", "device", "bytes", "op", "module"], descending=[False, False, True, False, False], nulls_last=True
     )
 
 
@@ -396,32 +410,19 @@ def _attribution(frame: EventFrame, rows: np.ndarray, steps: np.ndarray) -> tupl
     names = ev.get_column("name")
     parent = ev.get_column("parent").fill_null(-1).to_numpy().astype(np.int64)
     is_op = (ev.get_column("cat") == "compute").to_numpy() & ~frame.on_gpu
-    op, module = np.full(at.size, -1, np.int64), np.full(at.size, -1, np.int64)
-    backward, optimizer = np.zeros(at.size, bool), np.zeros(at.size, bool)
-    if at.size and (at >= 0).any():
-        is_module, is_backward, is_optimizer = (
-            _named_like(names, p) for p in (MODULE_PREFIX, BACKWARD_PREFIX, OPTIMIZER_PREFIX)
-        )
-        while (at >= 0).any():  # one step up the nesting per pass, for all rows at once
-            at = np.where(at >= 0, parent[np.maximum(at, 0)], -1)
-            up, inside = np.maximum(at, 0), at >= 0
-            op = np.where(inside & is_op[up], at, op)
-            module = np.where(inside & (module < 0) & is_module[up], at, module)
-            backward |= inside & is_backward[up]
-            optimizer |= inside & is_optimizer[up]
+    op = enclosing(parent, at, is_op, outermost=True)
+    module, backward, optimizer = (
+        enclosing(parent, at, _named_like(names, prefix), outermost=False)
+        for prefix in (MODULE_PREFIX, BACKWARD_PREFIX, OPTIMIZER_PREFIX)
+    )
     in_step = np.nan_to_num(np.asarray(steps, dtype=np.float64), nan=NO_STEP) != NO_STEP
-    phase = np.where(optimizer, 2, np.where(backward, 1, np.where(in_step, 0, 3)))
-
-    def name_at(found: np.ndarray, alias: str) -> pl.Series:
-        frame_ = pl.DataFrame({"name": names.gather(np.maximum(found, 0)).cast(pl.String), "found": found >= 0})
-        return frame_.select(pl.when(pl.col("found")).then(pl.col("name")).alias(alias)).to_series()
-
+    phase = np.where(optimizer >= 0, 2, np.where(backward >= 0, 1, np.where(in_step, 0, 3)))
     phases = pl.Series("phase", PHASES, pl.String).gather(phase).alias("phase")
-    return name_at(op, "op"), name_at(module, "module"), phases
+    return names_at(names, op).alias("op"), names_at(names, module).alias("module"), phases
 
 
 def _named_like(names: pl.Series, prefix: str) -> np.ndarray:
     """Whether each name starts with ``prefix``, each distinct name tested once."""
     distinct = names.unique().drop_nulls()
-    modules = distinct.filter(distinct.cast(pl.String).str.starts_with(prefix))
-    return names.is_in(modules.implode()).fill_null(False).to_numpy()
+    named = distinct.filter(distinct.cast(pl.String).str.starts_with(prefix))
+    return names.is_in(named.implode()).fill_null(False).to_numpy()

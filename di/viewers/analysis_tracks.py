@@ -261,28 +261,30 @@ def _memory_counters(
     ev = allocator_events(trace).filter(pl.col("allocated").is_not_null())
     if not ev.height:
         return None
-    keys = ev.select("rank", "device").unique(maintain_order=True)
-    ranks = sorted(set(keys.get_column("rank").to_list()))
+    ranks = sorted(set(ev.get_column("rank").to_list()))
     locs = [
         {"loc": loc0 + i, "rank": r, "kind": "counter", "name": MEMORY_TRACK, "process": PROCESS, "source": source}
         for i, r in enumerate(ranks)
     ]
-    loc_of = {r: loc0 + i for i, r in enumerate(ranks)}
-    series: list[dict[str, Any]] = []
-    samples = []
-    for rank, device in keys.iter_rows():  # one pass per device of a rank, not per event
-        mine = ev.filter((pl.col("rank") == rank) & (pl.col("device") == device))
-        for col in ("allocated", "reserved"):
-            if not (mine.get_column(col).fill_null(0) != 0).any():  # a CPU allocator reserves nothing
-                continue
-            sid = series0 + len(series)
-            series.append({"series": sid, "loc": loc_of[rank], "name": f"rank {rank} {device} {col}", "unit": "bytes"})
-            samples.append(
-                mine.filter(pl.col(col).is_not_null()).select(
-                    pl.lit(sid, pl.UInt32).alias("series"), "ts_ns", pl.col(col).cast(pl.Float64).alias("value")
-                )
-            )
-    return locs, pl.DataFrame(series), pl.concat(samples)
+    long = (
+        ev.unpivot(["allocated", "reserved"], index=["rank", "device", "ts_ns", "pos"], variable_name="col")
+        .filter(pl.col("value").is_not_null())
+        .filter((pl.col("value") != 0).any().over("rank", "device", "col"))  # a CPU allocator reserves nothing
+        .sort("rank", "device", "col", "pos")
+    )
+    keys = long.select("rank", "device", "col").unique(maintain_order=True).with_row_index("series", offset=series0)
+    long = long.join(keys, on=["rank", "device", "col"], maintain_order="left")
+    loc_of = pl.DataFrame(
+        {"rank": ranks, "loc": [loc0 + i for i in range(len(ranks))]}, schema_overrides={"rank": pl.Int32}
+    )
+    series = keys.join(loc_of, on="rank").select(
+        "series",
+        "loc",
+        pl.format("rank {} {} {}", "rank", "device", "col").alias("name"),
+        pl.lit("bytes").alias("unit"),
+    )
+    samples = long.select(pl.col("series").cast(pl.UInt32), "ts_ns", pl.col("value").cast(pl.Float64))
+    return locs, series.sort("series"), samples
 
 
 def _step_counters(

@@ -54,13 +54,12 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         whole = result.gpu_idle.filter(pl.col("step").is_null())
         for rank, cause, t in whole.group_by("rank", "cause").agg(pl.col("time_ns").sum()).iter_rows():
             rows[rank][f"gpu_idle_{cause}_ns"] = t
-    if result.memory is not None and result.memory.height:
-        peaks = (
-            result.memory.filter(pl.col("step").is_null() & (pl.col("device") != "cpu"))
-            .sort("peak_bytes", descending=True)
-            .unique("rank", keep="first")
-        )
-        for rank, peak, growth in peaks.select("rank", "peak_bytes", "growth_bytes_per_step").iter_rows():
+    if result.memory is not None:
+        from di.engine.memory import rank_peaks
+
+        for rank, peak, growth in (
+            rank_peaks(result.memory).select("rank", "peak_bytes", "growth_bytes_per_step").iter_rows()
+        ):
             if rank in rows:
                 rows[rank]["memory_peak_bytes"], rows[rank]["memory_growth_bytes_per_step"] = peak, growth
     if result.overlap is not None:

@@ -163,8 +163,7 @@ def _base(path: Path, error: str | None) -> dict[str, Any]:
 
 def facts(trace: Any, result: Any, path: Path) -> dict[str, Any]:
     """The summary fields read from a loaded trace and :func:`di.analyze` of it."""
-    import polars as pl
-
+    from di.engine.memory import rank_peaks
     from di.viewers.diff.results import step_stats, step_times
     from di.viewers.report.summary import job_facts
 
@@ -192,9 +191,8 @@ def facts(trace: Any, result: Any, path: Path) -> dict[str, Any]:
     if busy and b["span_ns"]:
         state = max(busy, key=lambda k: busy[k])
         out["bottleneck"] = {"state": state, "share": busy[state] / b["span_ns"]}
-    mem = result.memory
-    gpu = mem.filter(pl.col("step").is_null() & (pl.col("device") != "cpu")) if mem is not None else None
-    out["memory_peak_bytes"] = int(gpu.get_column("peak_bytes").max()) if gpu is not None and gpu.height else None  # type: ignore[arg-type]
+    peaks = rank_peaks(result.memory) if result.memory is not None else None
+    out["memory_peak_bytes"] = int(peaks.get_column("peak_bytes").max()) if peaks is not None and peaks.height else None  # type: ignore[arg-type]
     cp = result.critical_path
     if cp:
         out["cp_length_ns"] = int(cp["summary"]["length_ns"])

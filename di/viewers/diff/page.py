@@ -21,6 +21,7 @@ from di.viewers.diff.terminal import biggest_changes
 from di.viewers.report.page import (
     Cell,
     Section,
+    mib,
     ms,
     new_figure,
     num,
@@ -374,14 +375,14 @@ def _memory(d: Diff) -> Section | None:
         (
             r["rank"],
             r["device"],
-            _mib(r["a_peak_bytes"]),
-            _mib(r["b_peak_bytes"]),
-            _mib(r["delta_peak_bytes"], "+"),
+            mib(r["a_peak_bytes"]),
+            mib(r["b_peak_bytes"]),
+            mib(r["delta_peak_bytes"], "+"),
             pct(r["rel_peak"]),
-            _mib(r["a_reserved_at_peak_bytes"]),
-            _mib(r["b_reserved_at_peak_bytes"]),
-            _mib(r["a_growth_bytes_per_step"]),
-            _mib(r["b_growth_bytes_per_step"]),
+            mib(r["a_reserved_at_peak_bytes"]),
+            mib(r["b_reserved_at_peak_bytes"]),
+            mib(r["a_growth_bytes_per_step"]),
+            mib(r["b_growth_bytes_per_step"]),
             r["a_op"] or "—",
             r["b_op"] or "—",
         )
@@ -501,13 +502,6 @@ def _cell(stat: str, v: Any) -> Cell:
 def _ratio(d: Diff, stat: str) -> float | None:
     r = d.step_stat("ratio", stat)
     return None if r is None else r - 1
-
-
-def _mib(b: float | None, sign: str = "") -> Cell:
-    """A memory cell: shown in MiB (:func:`di.viewers.terminal.mib_text`), exact bytes in data-v."""
-    from di.viewers.terminal import mib_text
-
-    return Cell(mib_text(b, sign), b)
 
 
 def _gb(x: float | None) -> Cell:

@@ -15,8 +15,8 @@ import numpy as np
 import polars as pl
 
 from di.engine.memory import PHASES
-from di.viewers.report.page import Cell, Section, num, pct, table
-from di.viewers.terminal import holder_label, mib_text
+from di.viewers.report.page import Section, mib, num, pct, table
+from di.viewers.terminal import holder_label
 
 MIB = 2**20
 CHART_MIN_BYTES = 2**20
@@ -36,13 +36,6 @@ UNITS = ((MIB, "MiB"), (2**10, "KiB"), (1, "bytes"))
 COLORS = {"allocated": "#1565c0", "reserved": "#9e9e9e", "peak": "#c62828"}
 WIDTH, HEIGHT = 900, 220
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 22, 34
-
-
-def mib(b: float | int | None) -> Cell:
-    """A size cell: shown in MiB (:func:`di.viewers.terminal.mib_text`), exact bytes in data-v."""
-    if b is None:
-        return Cell("—", None)
-    return Cell(mib_text(b), int(b) if float(b).is_integer() else float(b))
 
 
 def panel(ctx) -> Section | None:  # noqa: ANN001

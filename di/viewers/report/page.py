@@ -71,6 +71,14 @@ def ms(ns: float | int | None) -> Cell:
     return Cell("—", None) if ns is None else Cell(f"{ns / 1e6:,.3f}", int(ns) if float(ns).is_integer() else float(ns))
 
 
+def mib(b: float | int | None, sign: str = "") -> Cell:
+    """A size cell: shown in MiB (:func:`di.viewers.terminal.mib_text`; ``sign`` "+" for a change), exact bytes in
+    data-v."""
+    from di.viewers.terminal import mib_text
+
+    return Cell("—", None) if b is None else Cell(mib_text(b, sign), int(b) if float(b).is_integer() else float(b))
+
+
 def pct(share: float | None) -> Cell:
     """A share cell: shown in %, exact fraction in data-v."""
     return Cell("—", None) if share is None else Cell(f"{100 * share:.1f}", float(share))
