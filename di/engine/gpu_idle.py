@@ -6,10 +6,10 @@ Definitions (all times int64 ns):
   together; per step with ``per_step``) in which none of its busy events runs. The gaps of a scope sum to its
   breakdown ``idle`` time exactly: the same events, the same span.
 - The gap ``[a, b)`` ends when work starts at ``b``; of the works starting there, the one launched first decides.
-  Its *launch* is the host call that enqueued it: the source of its ``launch`` flow (Kineto's ``ac2g``, CUPTI's
-  correlation; for a GPU wait record, its ``sync`` flow), else the launch :mod:`di.engine.inferred_edges` matches to
-  it (Score-P), else for a copy the rank's host copy call (:data:`COPY_CALL_NAME`) running when the copy starts
-  (Score-P's RMA copies). ``l`` is the launch's start.
+  Its *launch* is the host call that enqueued it (:func:`di.engine.launches.launch_calls`): the source of its
+  ``launch`` flow (Kineto's ``ac2g``, CUPTI's correlation; for a GPU wait record, its ``sync`` flow), else the launch
+  :mod:`di.engine.inferred_edges` matches to it (Score-P), else for a copy the rank's host copy call running when the
+  copy starts (Score-P's RMA copies). ``l`` is the launch's start.
 - Causes, per gap (:data:`CAUSES`):
 
   - ``host``: ``l > a``: the host had not asked for the work when the GPU ran dry; ``[a, min(l, b))``. The CPU
@@ -41,9 +41,10 @@ import numpy as np
 import polars as pl
 
 from di.engine import intervals as iv
-from di.engine.classify import MEMORY, NONE, SYNC
+from di.engine.classify import NONE, SYNC
 from di.engine.groups import make_groups
-from di.engine.inferred_edges import launch_edges, sync_calls
+from di.engine.inferred_edges import sync_calls
+from di.engine.launches import launch_calls
 from di.engine.window import EventFrame
 from di.nesting import enclosing, names_at
 
@@ -86,8 +87,6 @@ KERNEL_WAIT_NS = 30_000
 SYNC_SLACK_NS = 10_000
 """How long before the GPU ran dry a device wait on the launching thread may appear to end and still be the one
 that drained it (the host sees the device finish a few microseconds late, or early across clock conversion)."""
-COPY_CALL_NAME = r"(?i)^(cu|cuda|hip)Memcpy\w*$"
-"""Host calls that issue a device copy: a copy with no launch record belongs to the one running when it starts."""
 GAPS_SHOWN = 50
 """The longest gaps :func:`longest_gaps` lists."""
 LONGEST_ORDER = ("dur_ns", "rank", "device", "start_ns")
@@ -125,7 +124,7 @@ def idle_gaps(frame: EventFrame, *, per_step: bool = False, kernel_wait_ns: int 
         {"g": u.group[1:][inside], "a": u.end_ns[:-1][inside], "b": u.start_ns[1:][inside]},
         schema={"g": pl.Int64, "a": pl.Int64, "b": pl.Int64},
     ).with_row_index("gap")
-    launch_of = _launches(frame)
+    launch_of = launch_calls(frame)
     launch = launch_of[rows]
     starting = pl.DataFrame(
         {
@@ -281,49 +280,6 @@ def longest_gaps(frame: EventFrame, gaps: pl.DataFrame | None = None, *, shown: 
         names_at(names, launch).alias("launch"),
         names_at(names, operator).alias("operator"),
     )
-
-
-def _launches(frame: EventFrame) -> np.ndarray:
-    """Event row -> row of the host call that enqueued it (-1: none): ``launch`` and ``sync`` flows, then inferred
-    launches, then, for a copy with neither, the rank's host copy call running when it starts."""
-    out = np.full(frame.rank.size, -1, np.int64)
-    f = frame.trace.flows.filter(pl.col("kind").is_in(["launch", "sync"]))
-    if f.height:
-        dst = f.get_column("dst").to_numpy().astype(np.int64)
-        on = frame.on_gpu[dst]
-        out[dst[on]] = f.get_column("src").to_numpy().astype(np.int64)[on]
-    gpu_ranks = np.unique(frame.rank[frame.on_gpu])
-    if np.isin(gpu_ranks, np.unique(frame.rank[out >= 0]), invert=True).any():  # a rank with no launch flow
-        calls, kernels = launch_edges(frame)
-        out[kernels] = calls
-    copies = np.flatnonzero(frame.on_gpu & (frame.activity == MEMORY) & (out < 0) & frame.selected)
-    if copies.size:
-        out[copies] = _copy_calls(frame, copies)
-    return out
-
-
-def _copy_calls(frame: EventFrame, copies: np.ndarray) -> np.ndarray:
-    """Per copy row, the latest-starting host call of its rank named :data:`COPY_CALL_NAME` that runs when the copy
-    starts (Score-P writes copies as RMA records with no launch), else -1."""
-    host = np.flatnonzero(~frame.on_gpu & frame.selected & (frame.end_ns > frame.start_ns))
-    names = frame.trace.events.get_column("name").gather(host).cast(pl.String)
-    calls = host[names.str.contains(COPY_CALL_NAME).fill_null(False).to_numpy()]
-    if not calls.size:
-        return np.full(copies.size, -1, np.int64)
-    table = pl.DataFrame(
-        {
-            "rank": frame.rank[calls].astype(np.int64),
-            "t": frame.start_ns[calls],
-            "e": frame.end_ns[calls],
-            "call": calls,
-        }
-    ).sort("rank", "t")
-    query = pl.DataFrame(
-        {"i": np.arange(copies.size), "rank": frame.rank[copies].astype(np.int64), "t": frame.start_ns[copies]}
-    ).sort("rank", "t")
-    hit = query.join_asof(table, on="t", by="rank", strategy="backward", check_sortedness=False)
-    found = pl.when(pl.col("e") >= pl.col("t")).then(pl.col("call")).otherwise(-1).fill_null(-1)
-    return hit.sort("i").select(found).to_series().to_numpy().astype(np.int64)
 
 
 def _launcher_in_sync(frame: EventFrame, first: pl.DataFrame) -> pl.Series:

@@ -1,0 +1,67 @@
+"""The host call that enqueued each piece of GPU work (its *launch*).
+
+Per GPU event row, in this order of evidence:
+
+1. the source of its ``launch`` flow (Kineto's ``ac2g``, CUPTI's correlation) or, for a GPU wait record, its
+   ``sync`` flow;
+2. on a rank with no such flow at all, the launch :func:`di.engine.inferred_edges.launch_edges` matches to it (the
+   k-th launch call of a stream to its k-th kernel, as CASITA does);
+3. for a copy with neither, the rank's host call named :data:`COPY_CALL_NAME` running when the copy starts
+   (Score-P writes copies as RMA records with no launch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from di.engine.classify import MEMORY
+from di.engine.inferred_edges import launch_edges
+from di.engine.window import EventFrame
+
+__all__ = ["COPY_CALL_NAME", "launch_calls"]
+
+COPY_CALL_NAME = r"(?i)^(cu|cuda|hip)Memcpy\w*$"
+"""Host calls that issue a device copy: a copy with no launch record belongs to the one running when it starts."""
+
+
+def launch_calls(frame: EventFrame) -> np.ndarray:
+    """Event row -> row of the host call that enqueued it (-1: none; host rows are -1)."""
+    out = np.full(frame.rank.size, -1, np.int64)
+    f = frame.trace.flows.filter(pl.col("kind").is_in(["launch", "sync"]))
+    if f.height:
+        dst = f.get_column("dst").to_numpy().astype(np.int64)
+        on = frame.on_gpu[dst]
+        out[dst[on]] = f.get_column("src").to_numpy().astype(np.int64)[on]
+    gpu_ranks = np.unique(frame.rank[frame.on_gpu])
+    if np.isin(gpu_ranks, np.unique(frame.rank[out >= 0]), invert=True).any():  # a rank with no launch flow
+        calls, kernels = launch_edges(frame)
+        out[kernels] = calls
+    copies = np.flatnonzero(frame.on_gpu & (frame.activity == MEMORY) & (out < 0) & frame.selected)
+    if copies.size:
+        out[copies] = _copy_calls(frame, copies)
+    return out
+
+
+def _copy_calls(frame: EventFrame, copies: np.ndarray) -> np.ndarray:
+    """Per copy row, the latest-starting host call of its rank named :data:`COPY_CALL_NAME` that runs when the copy
+    starts, else -1."""
+    host = np.flatnonzero(~frame.on_gpu & frame.selected & (frame.end_ns > frame.start_ns))
+    names = frame.trace.events.get_column("name").gather(host).cast(pl.String)
+    calls = host[names.str.contains(COPY_CALL_NAME).fill_null(False).to_numpy()]
+    if not calls.size:
+        return np.full(copies.size, -1, np.int64)
+    table = pl.DataFrame(
+        {
+            "rank": frame.rank[calls].astype(np.int64),
+            "t": frame.start_ns[calls],
+            "e": frame.end_ns[calls],
+            "call": calls,
+        }
+    ).sort("rank", "t")
+    query = pl.DataFrame(
+        {"i": np.arange(copies.size), "rank": frame.rank[copies].astype(np.int64), "t": frame.start_ns[copies]}
+    ).sort("rank", "t")
+    hit = query.join_asof(table, on="t", by="rank", strategy="backward", check_sortedness=False)
+    found = pl.when(pl.col("e") >= pl.col("t")).then(pl.col("call")).otherwise(-1).fill_null(-1)
+    return hit.sort("i").select(found).to_series().to_numpy().astype(np.int64)
