@@ -95,6 +95,11 @@ def readonly_int64(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def parent_rows(events: pl.DataFrame) -> np.ndarray:
+    """The events' ``parent`` column as int64 rows, -1 for none (the input :func:`enclosing` walks)."""
+    return events.get_column("parent").fill_null(-1).to_numpy().astype(np.int64)
+
+
 def enclosing(parent: np.ndarray, rows: np.ndarray, marked: np.ndarray, *, outermost: bool) -> np.ndarray:
     """For each of ``rows`` (event rows, -1: none), the row of its outermost (or innermost) ancestor whose
     ``marked`` is true, by the ``parent`` column (-1 for none); -1 where there is none. One pass per level of

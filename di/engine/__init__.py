@@ -55,6 +55,7 @@ ANALYSES = (
     "critical_path",
     "gpu_clocks",
     "memory",
+    "flops",
     "counters",
 )
 
@@ -79,6 +80,9 @@ class Analysis:
             operator, reserved memory and growth per step; memory_holders: what held each device's memory at its
             peak, by the operator and module that allocated it; memory_timeline: each device's allocated and reserved
             bytes over the window (at most 1,000 points a device); see :mod:`di.engine.memory`.
+        flops: per rank and GPU (and step with ``per_step``), the floating-point work of the matrix operators
+            (matrix products, convolutions, attention) and its rate against the GPU's peak (utilization);
+            flops_ops: the same per operator, dtype and input shape; see :mod:`di.engine.flops`.
         counters: per counter series with samples in the window, its count, min, mean, max and last value
             (cumulative counters as rates), see :mod:`di.engine.counters`.
         communicators: per communicator, its members, hosts, NCCL version, channels and the transports inside
@@ -105,6 +109,8 @@ class Analysis:
     memory: pl.DataFrame | None = None
     memory_holders: pl.DataFrame | None = None
     memory_timeline: pl.DataFrame | None = None
+    flops: pl.DataFrame | None = None
+    flops_ops: pl.DataFrame | None = None
     counters: pl.DataFrame | None = None
     step_times: pl.DataFrame | None = None
     slow_steps: pl.DataFrame | None = None
@@ -151,6 +157,8 @@ def analyze(
             out["gpu_idle"], out["gpu_idle_gaps"] = out["gpu_idle"]
         if name == "memory":
             out["memory"], out["memory_holders"], out["memory_timeline"] = out["memory"]
+        if name == "flops":
+            out["flops"], out["flops_ops"] = out["flops"]
         if name == "gpu_clocks":
             from di.engine.gpu_step_clocks import gpu_step_clocks
 
@@ -220,6 +228,10 @@ def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
         from di.engine.memory import memory_tables
 
         return memory_tables(frame, per_step)
+    if name == "flops":
+        from di.engine.flops import flops_tables
+
+        return flops_tables(frame, per_step)
     if name == "counters":
         from di.engine.counters import counters
 

@@ -46,7 +46,7 @@ from di.engine.groups import make_groups
 from di.engine.inferred_edges import sync_calls
 from di.engine.launches import launch_calls
 from di.engine.window import EventFrame
-from di.nesting import enclosing, names_at
+from di.nesting import enclosing, names_at, parent_rows
 
 __all__ = [
     "CAUSES",
@@ -265,7 +265,7 @@ def longest_gaps(frame: EventFrame, gaps: pl.DataFrame | None = None, *, shown: 
     )
     ev = frame.trace.events
     names = ev.get_column("name")
-    parent = ev.get_column("parent").fill_null(-1).to_numpy()
+    parent = parent_rows(ev)
     is_op = (ev.get_column("cat") == "compute").to_numpy() & ~frame.on_gpu
     launch = top.get_column("launch_row").fill_null(-1).to_numpy()
     operator = enclosing(parent, launch, is_op, outermost=True)

@@ -46,7 +46,7 @@ import polars as pl
 
 from di.engine.steps import NO_STEP
 from di.engine.window import EventFrame, location_arrays
-from di.nesting import enclosing, names_at
+from di.nesting import enclosing, names_at, parent_rows
 from di.trace import Trace
 
 __all__ = [
@@ -408,7 +408,7 @@ def _attribution(frame: EventFrame, rows: np.ndarray, steps: np.ndarray) -> tupl
     rows = np.asarray(rows, dtype=np.float64)
     at = np.where(np.isnan(rows), -1, rows).astype(np.int64)
     names = ev.get_column("name")
-    parent = ev.get_column("parent").fill_null(-1).to_numpy().astype(np.int64)
+    parent = parent_rows(ev)
     is_op = (ev.get_column("cat") == "compute").to_numpy() & ~frame.on_gpu
     op = enclosing(parent, at, is_op, outermost=True)
     module, backward, optimizer = (

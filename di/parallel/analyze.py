@@ -130,6 +130,12 @@ def analyze_with(
         local["memory"], local["memory_holders"], local["memory_timeline"] = memory_tables(
             frame, per_step, ranks=list(part.ranks)
         )
+    if "flops" in analyses:  # a rank's operators and the kernels they launched lie with its part
+        from di.engine.flops import flops_tables
+
+        local["flops"], local["flops_ops"] = (
+            t.filter(pl.col("rank").is_in(mine)) for t in flops_tables(frame, per_step)
+        )
     if "overlap" in analyses:
         local["overlap"] = overlap(frame).filter(pl.col("rank").is_in(mine))
         if per_step:
@@ -251,6 +257,10 @@ def _assemble(
         out["memory"], out["memory_holders"], out["memory_timeline"] = memory_order(
             cat("memory"), cat("memory_holders"), cat("memory_timeline")
         )
+    if "flops" in analyses:
+        from di.engine.flops import in_order as flops_order
+
+        out["flops"], out["flops_ops"] = flops_order(cat("flops"), cat("flops_ops"))
     if "overlap" in analyses:
         ov = cat("overlap")
         out["overlap"] = pl.concat([ov, cat("overlap_steps")]) if per_step else ov

@@ -43,6 +43,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
                 "breakdown": _rows(result.breakdown, r, drop=("rank",)),
                 "gpu_idle": _rows(result.gpu_idle, r, drop=("rank",)),
                 "memory": _rows(result.memory, r, drop=("rank",)),
+                "flops": _rows(result.flops, r, drop=("rank",)),
                 "overlap": _rows(result.overlap, r, drop=("rank",)),
                 "wait_states": waits.get(r, {"waited_ns": {}, "caused_ns": {}}),
                 "critical_path": {
@@ -64,6 +65,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
         "critical_path": _cp_json(cp),
         "gpu_idle_gaps": result.gpu_idle_gaps.to_dicts() if result.gpu_idle_gaps is not None else [],
         "memory_holders": result.memory_holders.to_dicts() if result.memory_holders is not None else [],
+        "flops_ops": result.flops_ops.to_dicts() if result.flops_ops is not None else [],
         "gpu_clocks": result.gpu_clocks.to_dicts() if result.gpu_clocks is not None else [],
         "gpu_step_clocks": result.gpu_step_clocks.to_dicts() if result.gpu_step_clocks is not None else [],
         "step_times": result.step_times.to_dicts() if result.step_times is not None else [],
@@ -122,8 +124,8 @@ def is_csv_folder(path: Path) -> bool:
 
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
     """One CSV per table (steps, step_times, slow_steps where there are some, breakdown, gpu_idle and gpu_idle_gaps
-    where a GPU was idle, memory and memory_holders where the trace has allocator events, overlap, imbalance, wait_states, gpu_clocks and
-    gpu_step_clocks where the trace has GPU clock series, counters where it has samples, communicators where it has
+    where a GPU was idle, memory and memory_holders where the trace has allocator events, flops and flops_ops where
+    it has matrix operators with shapes, overlap, imbalance, wait_states, gpu_clocks and gpu_step_clocks where the trace has GPU clock series, counters where it has samples, communicators where it has
     some, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
 
     Returns:
@@ -144,6 +146,8 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
         "memory_holders": result.memory_holders
         if result.memory_holders is not None and result.memory_holders.height
         else None,
+        "flops": result.flops if result.flops is not None and result.flops.height else None,
+        "flops_ops": result.flops_ops if result.flops_ops is not None and result.flops_ops.height else None,
         "overlap": result.overlap,
         "imbalance": result.imbalance,
         "wait_states": result.wait_states,
@@ -171,7 +175,7 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
 
 def _ranks(result: Analysis) -> set[int]:
     found: set[int] = set()
-    for df in (result.breakdown, result.overlap, result.memory):
+    for df in (result.breakdown, result.overlap, result.memory, result.flops):
         if df is not None:
             found |= set(df.get_column("rank").to_list())
     return found

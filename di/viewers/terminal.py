@@ -99,6 +99,7 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
         _render_waits(result, console)
         _render_path(result, console)
     _render_memory(result, console)
+    _render_flops(result, console)
     _render_imbalance(result, console)
     _render_clocks(result, console)
     _render_step_clocks(result, console)
@@ -393,6 +394,98 @@ def _render_memory(result: Analysis, console: Any) -> None:
             holder_label(r),
         )
     _print(console, h)
+
+
+FLOP_OPS_SHOWN = 8
+"""Rows of the operator table per rank (all are in ``--csv``/``--json``)."""
+
+
+def tflops_text(value: float | None) -> str:
+    """TFLOP/s with three significant digits (``12.7``, ``0.418``); — for null."""
+    if value is None:
+        return "—"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+OP_LABELS = (
+    ("aten::_scaled_dot_product_flash_attention", "sdpa flash"),
+    ("aten::_scaled_dot_product_efficient_attention", "sdpa mem-eff"),
+    ("aten::_scaled_dot_product_cudnn_attention", "sdpa cudnn"),
+    ("aten::convolution_backward", "conv backward"),
+    ("aten::convolution", "conv"),
+    ("aten::", ""),
+)
+"""Short names of the counted operators (a prefix and what it becomes; ``_backward`` is kept as `` backward``)."""
+
+
+def op_label(op: str) -> str:
+    """``aten::_scaled_dot_product_flash_attention_backward`` as ``sdpa flash backward``, ``aten::addmm`` as
+    ``addmm``."""
+    for prefix, short in OP_LABELS:
+        if op.startswith(prefix):
+            rest = op.removeprefix(prefix)
+            return (short + rest.replace("_backward", " backward")).strip() if short else rest
+    return op
+
+
+def dims_label(dims: str | None) -> str:
+    """An ``Input Dims`` text as its tensors' shapes (``[[512],[141,512],[512,512],[],[]]`` as
+    ``512 141x512 512x512``); the text itself where it is not such a list."""
+    import json
+
+    try:
+        shapes = json.loads(dims) if dims else None
+        return " ".join("x".join(str(int(d)) for d in shape) for shape in shapes if shape)
+    except (ValueError, TypeError):
+        return dims or "—"
+
+
+def _render_flops(result: Analysis, console: Any) -> None:
+    """Each GPU's matrix-operator work against its peak, and the operators by GPU time (traces with shapes)."""
+    from rich.table import Table
+
+    rates = result.flops
+    if rates is None or not rates.height:
+        return
+    t = Table(
+        title="Matrix work (matmul, conv, attention; TFLOP/s)",
+        caption="achieved: while their kernels ran; rate: over the steps (or the GPU's span); util: rate / the "
+        "GPU's dense peak (MFU when nothing is recomputed)",
+    )
+    for c in ("rank", "gpu", "calls", "TFLOP", "achieved", "rate", "peak", "util"):
+        t.add_column(c, justify="right")
+    for r in rates.filter(pl.col("step").is_null()).iter_rows(named=True):
+        peak = "—" if r["peak_tflops"] is None else f"{tflops_text(r['peak_tflops'])} {r['peak_dtype']}"
+        t.add_row(
+            str(r["rank"]),
+            str(r["device"]),
+            f"{r['calls']:,}" + (f" ({r['unknown_calls']:,} ?)" if r["unknown_calls"] else ""),
+            "—" if r["flop"] is None else f"{r['flop'] / 1e12:.3g}",
+            tflops_text(r["achieved_tflops"]),
+            tflops_text(r["flop_rate_tflops"]),
+            peak,
+            _pct(r["utilization"]),
+        )
+    _print(console, t)
+    ops = result.flops_ops
+    if ops is None or not ops.height:
+        return
+    o = Table(title="Matrix operators by GPU time (per input shape)")
+    for c in ("rank", "operator", "dtype", "calls", "GPU ms", "TFLOP/s", "% peak", "input shapes"):
+        o.add_column(c, justify="left" if c in ("operator", "input shapes", "dtype") else "right")
+    shown = ops.filter(pl.int_range(pl.len()).over("rank") < FLOP_OPS_SHOWN)
+    for r in shown.iter_rows(named=True):
+        o.add_row(
+            str(r["rank"]),
+            short_name(op_label(r["op"]), 20),
+            r["dtype"] or "—",
+            f"{r['calls']:,}",
+            f"{r['gpu_ns'] / 1e6:.3f}",
+            tflops_text(r["tflops"]),
+            _pct(r["of_peak"]),
+            short_name(dims_label(r["dims"]), 22),
+        )
+    _print(console, o)
 
 
 def _render_overlap(result: Analysis, console: Any) -> None:

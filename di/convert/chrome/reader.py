@@ -261,6 +261,9 @@ def _meta(
         if k in ("traceName", "schemaVersion", "displayTimeUnit", "distributedInfo", "baseTimeNanoseconds")
     }
     info["top_level_keys"] = sorted(raw.top)
+    devices = _devices(raw.top.get("deviceProperties"))
+    if devices:
+        info["devices"] = devices
     fmt = "kineto" if ("distributedInfo" in raw.top or "deviceProperties" in raw.top or base_ns) else "chrome"
     return reader_meta(
         path,
@@ -274,3 +277,27 @@ def _meta(
         warnings=[f"{path}: {w}" for w in raw.warnings],
         world_size=world,
     )
+
+
+DEVICE_FIELDS = {"id": int, "name": str, "computeMajor": int, "computeMinor": int, "numSms": int, "totalGlobalMem": int}
+"""The fields of Kineto's ``deviceProperties`` entries kept in the source's ``info.devices`` (the rest are limits of
+a block or an SM, which no analysis reads)."""
+
+
+def _devices(props: Any) -> list[dict[str, Any]]:
+    """Kineto's ``deviceProperties`` (one object per GPU: id, name, compute capability, SMs, memory), the fields of
+    :data:`DEVICE_FIELDS` that have their type; entries without an integer id or a name are left out."""
+    if not isinstance(props, list):
+        return []
+    out = []
+    for entry in props:
+        if not isinstance(entry, dict):
+            continue
+        kept = {
+            k: v
+            for k, kind in DEVICE_FIELDS.items()
+            if isinstance(v := entry.get(k), kind) and not (kind is int and isinstance(v, bool))
+        }
+        if "id" in kept and "name" in kept:
+            out.append(kept)
+    return out

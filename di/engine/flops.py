@@ -1,0 +1,502 @@
+"""Floating-point work of the matrix operators and the rate the GPU did it at, against the GPU's peak.
+
+The input is the operators a framework recorded with their input shapes (PyTorch's profiler with
+``record_shapes=True``: each ``cpu_op`` event's args carry ``Input Dims``, ``Input type`` and, since 2.1,
+``Concrete Inputs``), the GPU kernels each one launched, and the GPU's name (Kineto's ``deviceProperties``, kept in
+the source's ``info.devices``).
+
+Definitions (times int64 ns, work int64 floating-point operations, a multiply-add is 2), the counts of
+``torch.utils.flop_counter`` (so the figures match PyTorch's ``FlopCounterMode``):
+
+- **Counted operators** (:data:`FAMILIES`): matrix products ``aten::mm`` (and fp8 ``aten::_scaled_mm``),
+  ``aten::addmm``, ``aten::bmm``, ``aten::baddbmm`` (``2 m k n``, times the batch; the added term is not counted),
+  convolutions ``aten::convolution`` (``2 N K C/g prod(out) prod(kernel)``, the output's size from the stride,
+  padding and dilation of ``Concrete Inputs``) and ``aten::convolution_backward`` (the forward's count once per
+  gradient ``output_mask`` asks for), and scaled-dot-product attention (flash, memory-efficient, cuDNN): forward
+  ``2 b h s_q s_k (d + d_v)``, backward ``2 b h s_q s_k (3 d + 2 d_v)`` (the scores recomputed). Causal masking is
+  not subtracted, as in PyTorch. An operator nested in a counted one (``aten::mm`` in ``aten::linear``'s
+  ``aten::addmm`` never is, but a framework may wrap one in another) is counted once, as its outermost counted
+  ancestor.
+- **gpu_ns** of an operator: the summed durations of the kernels launched from inside it (their launch, see
+  :mod:`di.engine.launches`, enclosed by it); **tflops** = flop / gpu_ns / 1000 (TFLOP/s while its kernels ran).
+- **dtype**: of the first matrix input (``bf16``, ``fp16``, ``fp32``, ``fp64``, ``fp8``). **peak_tflops**: the GPU's
+  dense (no sparsity) peak for it from :data:`PEAKS` (vendors' datasheets, boost clock); fp32 matrix products count
+  against the fp32 peak (PyTorch leaves TF32 off for matmuls by default), fp32 convolutions against TF32 (cuDNN's
+  default), ``peak_dtype`` says which. Null for a GPU not in the table.
+- **Per rank and device** (:func:`flop_rates`): ``flop`` and ``gpu_ns`` of the counted operators, ``time_ns``: the
+  rank's steps in the window summed (and only the operators in them counted) when it has steps, else the span of
+  its GPU work (first start to last end);
+  ``achieved_tflops`` = flop / gpu_ns / 1000, ``flop_rate_tflops`` = flop / time_ns / 1000, and **utilization** =
+  flop_rate / peak of the dtype with the most flop: the model FLOP utilization (MFU) where nothing is recomputed,
+  the hardware's (HFU) with activation recomputation, since the recomputed operators run and count again.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+
+from di.engine.launches import launch_calls
+from di.engine.steps import NO_STEP
+from di.engine.window import EventFrame
+from di.nesting import enclosing, parent_rows
+
+__all__ = [
+    "FAMILIES",
+    "PEAKS",
+    "device_names",
+    "device_peak",
+    "flop_ops",
+    "flop_rates",
+    "flops_tables",
+    "in_order",
+    "operator_flops",
+]
+
+FAMILIES = {
+    "aten::mm": "mm",
+    "aten::_scaled_mm": "mm",
+    "aten::addmm": "addmm",
+    "aten::bmm": "bmm",
+    "aten::baddbmm": "baddbmm",
+    "aten::convolution": "conv",
+    "aten::convolution_backward": "conv_backward",
+    "aten::_scaled_dot_product_flash_attention": "sdpa",
+    "aten::_scaled_dot_product_efficient_attention": "sdpa",
+    "aten::_scaled_dot_product_cudnn_attention": "sdpa",
+    "aten::_scaled_dot_product_flash_attention_backward": "sdpa_backward",
+    "aten::_scaled_dot_product_efficient_attention_backward": "sdpa_backward",
+    "aten::_scaled_dot_product_cudnn_attention_backward": "sdpa_backward",
+}
+"""Counted operators (ATen's names) and their family: which inputs are the matrices and how the work is counted."""
+
+_FIRST_MATRIX = {
+    "mm": 0,
+    "addmm": 1,
+    "bmm": 0,
+    "baddbmm": 1,
+    "conv": 0,
+    "conv_backward": 1,
+    "sdpa": 0,
+    "sdpa_backward": 1,
+}
+"""Position in ``Input Dims`` of the first matrix operand (for ``conv_backward``: the input; ``sdpa_backward``: q)."""
+
+DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64"}
+"""PyTorch's ``Input type`` texts of the floating-point types; ``c10::Float8_*`` are ``fp8``."""
+
+PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
+    # (pattern of the device name, dense TFLOP/s per dtype); the first pattern that matches wins
+    (r"H100.*NVL", {"fp64": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}),
+    (r"H100.*PCIe", {"fp64": 51.2, "fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0, "fp8": 1513.0}),
+    (r"H200.*NVL", {"fp64": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}),
+    (r"GH200|H100|H200", {"fp64": 66.9, "fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}),
+    (r"A100", {"fp64": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
+    (r"V100S", {"fp64": 8.2, "fp32": 16.4, "fp16": 130.0}),
+    (r"V100.*PCIE", {"fp64": 7.0, "fp32": 14.0, "fp16": 112.0}),
+    (r"V100", {"fp64": 7.8, "fp32": 15.7, "fp16": 125.0}),
+    (r"L40S", {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "fp8": 733.0}),
+    (r"L40\b", {"fp32": 90.5, "tf32": 90.5, "bf16": 181.05, "fp16": 181.05, "fp8": 362.0}),
+    (r"\bL4\b", {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5}),
+    (r"\bA10\b", {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0}),
+    (r"B200", {"tf32": 1100.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0}),
+    (r"MI300X|MI325X", {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9}),
+    (r"MI250X", {"fp64": 95.7, "fp32": 95.7, "bf16": 383.0, "fp16": 383.0}),
+    (r"MI250\b", {"fp64": 90.5, "fp32": 90.5, "bf16": 362.1, "fp16": 362.1}),
+)
+"""Dense peak TFLOP/s of GPUs by name (NVIDIA's and AMD's datasheets, boost clock, matrix/tensor cores where the
+dtype uses them, no sparsity)."""
+
+_OPS = {
+    "rank": pl.Int32,
+    "device": pl.Int32,
+    "device_name": pl.String,
+    "op": pl.String,
+    "dtype": pl.String,
+    "dims": pl.String,
+    "calls": pl.Int64,
+    "flop_per_call": pl.Int64,
+    "flop": pl.Int64,
+    "kernels": pl.Int64,
+    "gpu_ns": pl.Int64,
+    "tflops": pl.Float64,
+    "peak_dtype": pl.String,
+    "peak_tflops": pl.Float64,
+    "of_peak": pl.Float64,
+}
+_RATES = {
+    "rank": pl.Int32,
+    "device": pl.Int32,
+    "device_name": pl.String,
+    "step": pl.Int64,
+    "calls": pl.Int64,
+    "unknown_calls": pl.Int64,
+    "flop": pl.Int64,
+    "gpu_ns": pl.Int64,
+    "time_ns": pl.Int64,
+    "achieved_tflops": pl.Float64,
+    "flop_rate_tflops": pl.Float64,
+    "peak_dtype": pl.String,
+    "peak_tflops": pl.Float64,
+    "utilization": pl.Float64,
+}
+_DIMS_TEXT = r'"Input Dims"\s*:\s*(\[(?:\[[^\[\]]*\]|[^\[\]])*\])'
+_TYPES_TEXT = r'"Input type"\s*:\s*(\[[^\[\]]*\])'
+_CONCRETE_TEXT = r'"Concrete Inputs"\s*:\s*(\[[^\[\]]*\])'
+
+
+def device_names(frame: EventFrame) -> pl.DataFrame:
+    """rank, device (GPU id), device_name: the names the sources recorded for their GPUs (Kineto's
+    ``deviceProperties``), for the GPUs that have timelines in the trace."""
+    rows = []
+    for source in frame.trace.meta.get("sources", []):
+        for dev in (source.get("info") or {}).get("devices", []):
+            if isinstance(source.get("rank"), int):
+                rows.append((source["rank"], dev["id"], dev["name"]))
+    names = pl.DataFrame(rows, schema={"rank": pl.Int32, "device": pl.Int32, "device_name": pl.String}, orient="row")
+    return names.unique(["rank", "device"], keep="first", maintain_order=True)
+
+
+def device_peak(name: str | None, dtype: str | None) -> float | None:
+    """Dense peak TFLOP/s of the GPU named ``name`` for ``dtype`` (see :data:`PEAKS`), None when unknown."""
+    if name is None or dtype is None:
+        return None
+    for pattern, peaks in PEAKS:
+        if re.search(pattern, name, re.IGNORECASE):
+            return peaks.get(dtype)
+    return None
+
+
+def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFrame:
+    """One row per counted operator call in the window (outermost counted ones only), with its work and kernels.
+
+    Returns:
+        row (event row), rank, device (GPU of its kernels, null without any), step, op, family, dtype, dims (the
+        ``Input Dims`` text), flop (null where the shapes are missing or unreadable), kernels, gpu_ns.
+    """
+    ev = frame.trace.events
+    counted = ev.get_column("name").cast(pl.String).is_in(list(FAMILIES)).to_numpy() & ~frame.on_gpu
+    parent = parent_rows(ev)
+    rows = np.flatnonzero(counted & frame.selected)
+    rows = rows[enclosing(parent, rows, counted, outermost=True) < 0]
+    if not rows.size:
+        return pl.DataFrame(schema=_OP_ROWS)
+    launches = launch_calls(frame) if launches is None else launches
+    kernels = np.flatnonzero(frame.on_gpu & frame.selected & (launches >= 0) & _is_kernel(ev))
+    owner = enclosing(parent, launches[kernels], counted, outermost=True)
+    own = owner >= 0
+    work = (
+        pl.DataFrame(
+            {
+                "row": owner[own],
+                "device": frame.device[kernels[own]].astype(np.int32),
+                "dur": (frame.end_ns - frame.start_ns)[kernels[own]],
+            }
+        )
+        .group_by("row")
+        .agg(pl.len().cast(pl.Int64).alias("kernels"), pl.col("dur").sum().alias("gpu_ns"), pl.col("device").min())
+    )
+    ops = pl.DataFrame(
+        {
+            "row": rows,
+            "rank": frame.rank[rows].astype(np.int32),
+            "step": frame.step[rows],
+            "op": ev.get_column("name").gather(rows).cast(pl.String),
+            "args": ev.get_column("args").gather(rows),
+        }
+    ).with_columns(pl.col("op").replace_strict(FAMILIES).alias("family"))
+    return (
+        pl.concat([ops, _shapes(ops.get_column("args"))], how="horizontal")
+        .with_columns(_flop().alias("flop"), _dtype().alias("dtype"))
+        .join(work, on="row", how="left")
+        .with_columns(pl.col("kernels").fill_null(0), pl.col("gpu_ns").fill_null(0))
+        .select(*(pl.col(c).cast(t) for c, t in _OP_ROWS.items()))
+    )
+
+
+_OP_ROWS = {
+    "row": pl.Int64,
+    "rank": pl.Int32,
+    "device": pl.Int32,
+    "step": pl.Int64,
+    "op": pl.String,
+    "family": pl.String,
+    "dtype": pl.String,
+    "dims": pl.String,
+    "flop": pl.Int64,
+    "kernels": pl.Int64,
+    "gpu_ns": pl.Int64,
+}
+
+
+def _is_kernel(ev: pl.DataFrame) -> np.ndarray:
+    return (ev.get_column("cat") == "kernel").to_numpy()
+
+
+def _shapes(args: pl.Series) -> pl.DataFrame:
+    """shape (``Input Dims``: list of int lists), types (list of text), concrete (list of text), dims (the ``Input Dims`` text): one JSON parse of the
+    counted operators' args; where that fails (a text that is not JSON, a field of another type), each field's JSON
+    cut out of the texts and parsed alone (null where that fails too)."""
+    frame = pl.DataFrame({"args": args})
+    fields = [
+        ("shape", "Input Dims", _DIMS_TEXT, pl.List(pl.List(pl.Int64))),
+        ("types", "Input type", _TYPES_TEXT, pl.List(pl.String)),
+        ("concrete", "Concrete Inputs", _CONCRETE_TEXT, pl.List(pl.String)),
+    ]
+    try:
+        decoded = args.str.json_decode(pl.Struct({key: dtype for _, key, _, dtype in fields})).struct.unnest()
+        out = decoded.rename({key: col for col, key, _, _ in fields})
+    except pl.exceptions.PolarsError:
+        out = pl.DataFrame([_cut(frame, col, text, dtype) for col, _, text, dtype in fields])
+    return out.with_columns(frame.select(pl.col("args").str.extract(_DIMS_TEXT).alias("dims")))
+
+
+def _cut(frame: pl.DataFrame, col: str, pattern: str, dtype: pl.DataType) -> pl.Series:
+    """One field's JSON value cut out of each args text and parsed; all null when some value is not ``dtype``."""
+    try:
+        return frame.select(pl.col("args").str.extract(pattern).str.json_decode(dtype).alias(col)).to_series()
+    except pl.exceptions.PolarsError:
+        return pl.Series(col, [None] * frame.height, dtype)
+
+
+def _dim(arg: int, axis: int) -> pl.Expr:
+    """Size ``axis`` (negative: from the end) of input ``arg`` (null where the input has no such axis)."""
+    return pl.col("shape").list.get(arg, null_on_oob=True).list.get(axis, null_on_oob=True)
+
+
+def _rank_of(arg: int) -> pl.Expr:
+    return pl.col("shape").list.get(arg, null_on_oob=True).list.len()
+
+
+def _concrete_ints(pos: int) -> pl.Expr:
+    """``Concrete Inputs[pos]`` read as a list of ints (``[1, 1]``), null where absent or not such a list."""
+    text = pl.col("concrete").list.get(pos, null_on_oob=True)
+    return pl.when(text.str.starts_with("[")).then(text).str.json_decode(pl.List(pl.Int64))
+
+
+def _flop() -> pl.Expr:
+    """The work of one call per family (see the module docstring), int64; null where a needed size is missing."""
+    fam = pl.col("family")
+    mm = 2 * _dim(0, 0) * _dim(0, 1) * _dim(1, 1)
+    addmm = 2 * _dim(1, 0) * _dim(1, 1) * _dim(2, 1)
+    bmm = 2 * _dim(0, 0) * _dim(0, 1) * _dim(0, 2) * _dim(1, 2)
+    baddbmm = 2 * _dim(1, 0) * _dim(1, 1) * _dim(1, 2) * _dim(2, 2)
+
+    def attention(q: int, k: int, v: int, backward: bool) -> pl.Expr:
+        b, h, s_q, d = _dim(q, 0), _dim(q, 1), _dim(q, 2), _dim(q, 3)
+        s_k, d_v = _dim(k, 2), _dim(v, 3)
+        return 2 * b * h * s_q * s_k * ((3 * d + 2 * d_v) if backward else (d + d_v))
+
+    return (
+        pl.when(fam == "mm")
+        .then(mm)
+        .when(fam == "addmm")
+        .then(addmm)
+        .when(fam == "bmm")
+        .then(bmm)
+        .when(fam == "baddbmm")
+        .then(baddbmm)
+        .when(fam == "sdpa")
+        .then(attention(0, 1, 2, False))
+        .when(fam == "sdpa_backward")
+        .then(attention(1, 2, 3, True))
+        .when(fam == "conv")
+        .then(_conv_forward())
+        .when(fam == "conv_backward")
+        .then(_conv_backward())
+    )
+
+
+_SPATIAL = 3
+"""Spatial axes a convolution may have (1d, 2d, 3d)."""
+
+
+def _conv_core(x: int, w: int, out_spatial: list[pl.Expr]) -> pl.Expr:
+    """``2 N K C/g prod(kernel) prod(conv_shape)`` with the weight's ``[K, C/g, *kernel]`` at input ``w``."""
+    work = 2 * _dim(x, 0) * _dim(w, 0) * _dim(w, 1)
+    for i in range(_SPATIAL):
+        has = _rank_of(w) > 2 + i
+        work = work * pl.when(has).then(_dim(w, 2 + i) * out_spatial[i]).otherwise(1)
+    return work
+
+
+def _conv_forward() -> pl.Expr:
+    """aten::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups): the
+    output's spatial size from the concrete stride, padding and dilation; a transposed one counts over its input."""
+    stride, pad, dil = _concrete_ints(3), _concrete_ints(4), _concrete_ints(5)
+    transposed = pl.col("concrete").list.get(6, null_on_oob=True) == "True"
+    out = []
+    for i in range(_SPATIAL):
+        size, k = _dim(0, 2 + i), _dim(1, 2 + i)
+        s, p, d = (v.list.get(i, null_on_oob=True) for v in (stride, pad, dil))
+        out.append(pl.when(transposed).then(size).otherwise((size + 2 * p - d * (k - 1) - 1) // s + 1))
+    return _conv_core(0, 1, out)
+
+
+def _conv_backward() -> pl.Expr:
+    """aten::convolution_backward(grad_output, input, weight, ..., transposed (7), ..., output_mask (10)): the
+    forward's work (over grad_output's spatial size, or the input's for a transposed one) once per gradient asked
+    for; both input and weight gradients when the mask is not recorded."""
+    transposed = pl.col("concrete").list.get(7, null_on_oob=True) == "True"
+    mask = pl.col("concrete").list.get(10, null_on_oob=True)
+    grads = (
+        pl.when(mask.str.starts_with("["))
+        .then(mask.str.json_decode(pl.List(pl.Boolean)).list.head(2).list.sum())
+        .otherwise(2)
+    )
+    out = [pl.when(transposed).then(_dim(1, 2 + i)).otherwise(_dim(0, 2 + i)) for i in range(_SPATIAL)]
+    return _conv_core(0, 2, out) * grads
+
+
+def _dtype() -> pl.Expr:
+    """The first matrix input's dtype (:data:`DTYPES`; ``fp8`` for ``c10::Float8_*``), else its type text."""
+    first = pl.col("family").replace_strict(_FIRST_MATRIX, return_dtype=pl.Int64)
+    text = pl.col("types").list.get(first, null_on_oob=True)
+    return pl.when(text.str.starts_with("c10::Float8")).then(pl.lit("fp8")).otherwise(text.replace(DTYPES))
+
+
+def _peak_dtype() -> pl.Expr:
+    """The peak an operator's dtype is held against: fp32 convolutions run on TF32 (cuDNN's default)."""
+    conv = pl.col("family").is_in(["conv", "conv_backward"])
+    return pl.when(conv & (pl.col("dtype") == "fp32")).then(pl.lit("tf32")).otherwise(pl.col("dtype"))
+
+
+def operator_flops(ops: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, GPU, operator, dtype and shape (``Input Dims``): calls, flop, kernels, gpu_ns, tflops, and the
+    peak of the GPU for the dtype; sorted by rank and gpu_ns (largest first)."""
+    if not ops.height:
+        return pl.DataFrame(schema=_OPS)
+    grouped = (
+        ops.with_columns(_peak_dtype().alias("peak_dtype"))
+        .group_by("rank", "device", "op", "dtype", "dims", "peak_dtype")
+        .agg(
+            pl.len().cast(pl.Int64).alias("calls"),
+            pl.col("flop").first().alias("flop_per_call"),
+            pl.col("flop").sum().alias("flop"),
+            pl.col("kernels").sum(),
+            pl.col("gpu_ns").sum(),
+        )
+        .join(names, on=["rank", "device"], how="left")
+    )
+    return (
+        _with_peaks(grouped)
+        .with_columns(_tflops("flop", "gpu_ns").alias("tflops"))
+        .with_columns((pl.col("tflops") / pl.col("peak_tflops")).alias("of_peak"))
+        .select(*(pl.col(c).cast(t) for c, t in _OPS.items()))
+        .pipe(_ops_in_order)
+    )
+
+
+_OPS_ORDER = ["rank", "gpu_ns", "flop", "device", "op", "dtype", "dims"]
+
+
+def _ops_in_order(ops: pl.DataFrame) -> pl.DataFrame:
+    return ops.sort(_OPS_ORDER, descending=[c in ("gpu_ns", "flop") for c in _OPS_ORDER], nulls_last=True)
+
+
+def in_order(rates: pl.DataFrame | None, ops: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Both tables of :func:`flops_tables` in their order (the parts of several processes put together), empty
+    where None."""
+    rates = pl.DataFrame(schema=_RATES) if rates is None else rates.sort(["rank", "device", "step"], nulls_last=False)
+    return rates, _ops_in_order(pl.DataFrame(schema=_OPS) if ops is None else ops)
+
+
+def _with_peaks(frame: pl.DataFrame) -> pl.DataFrame:
+    """``peak_tflops`` of each row's (device_name, peak_dtype), looked up once per distinct pair."""
+    pairs = frame.select("device_name", "peak_dtype").unique()
+    peaks = pairs.with_columns(
+        pl.Series(
+            "peak_tflops",
+            [device_peak(n, d) for n, d in pairs.iter_rows()],
+            pl.Float64,
+        )
+    )
+    return frame.join(peaks, on=["device_name", "peak_dtype"], how="left", nulls_equal=True)
+
+
+def _tflops(flop: str, ns: str) -> pl.Expr:
+    return pl.when(pl.col(ns) > 0).then(pl.col(flop) / pl.col(ns) / 1000.0)
+
+
+def flop_rates(frame: EventFrame, ops: pl.DataFrame, names: pl.DataFrame, *, per_step: bool = False) -> pl.DataFrame:
+    """Per rank and GPU (and step with ``per_step``, step null for the window): the counted operators' calls (and
+    those whose work could not be read), flop, gpu_ns, time_ns, achieved and overall TFLOP/s and the utilization of
+    the peak of the dtype with the most flop (see the module docstring)."""
+    ops = ops.filter(pl.col("device").is_not_null())
+    if not ops.height:
+        return pl.DataFrame(schema=_RATES)
+    ops = ops.with_columns(_peak_dtype().alias("peak_dtype"))
+    keys = ["rank", "device"]
+    stepped_ranks = frame.steps.get_column("rank").unique().cast(pl.Int32)
+    in_time = ~pl.col("rank").is_in(stepped_ranks.implode()) | (pl.col("step") != NO_STEP)
+    out = [
+        _rates(ops.filter(in_time), keys, _window_times(frame, ops)).with_columns(pl.lit(None, pl.Int64).alias("step"))
+    ]
+    if per_step:
+        stepped = ops.filter(pl.col("step") != NO_STEP)
+        steps = frame.steps.select(
+            pl.col("rank").cast(pl.Int32), "step", (pl.col("end_ns") - pl.col("start_ns")).alias("time_ns")
+        )
+        out.append(_rates(stepped, [*keys, "step"], steps))
+    return (
+        pl.concat(out, how="diagonal_relaxed")
+        .join(names, on=["rank", "device"], how="left")
+        .pipe(_with_peaks)
+        .with_columns(
+            _tflops("flop", "gpu_ns").alias("achieved_tflops"), _tflops("flop", "time_ns").alias("flop_rate_tflops")
+        )
+        .with_columns((pl.col("flop_rate_tflops") / pl.col("peak_tflops")).alias("utilization"))
+        .sort(["rank", "device", "step"], nulls_last=False)
+        .select(*(pl.col(c).cast(t) for c, t in _RATES.items()))
+    )
+
+
+def _rates(ops: pl.DataFrame, keys: list[str], times: pl.DataFrame) -> pl.DataFrame:
+    top = (  # the dtype doing most of the work names the peak
+        ops.group_by(*keys, "peak_dtype")
+        .agg(pl.col("flop").sum())
+        .sort([*keys, "flop", "peak_dtype"], descending=[*(False for _ in keys), True, False])
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col("peak_dtype").first())
+    )
+    sums = ops.group_by(keys).agg(
+        pl.len().cast(pl.Int64).alias("calls"),
+        pl.col("flop").null_count().cast(pl.Int64).alias("unknown_calls"),
+        pl.col("flop").sum(),
+        pl.col("gpu_ns").sum(),
+    )
+    on = [k for k in keys if k != "device"]
+    return sums.join(top, on=keys, how="left").join(times, on=on, how="left")
+
+
+def _window_times(frame: EventFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """rank, time_ns of the window: its steps summed where the rank has steps, else null (filled per device)."""
+    steps = frame.steps.filter(pl.col("step") != NO_STEP) if "step" in frame.steps.columns else frame.steps
+    summed = steps.group_by(pl.col("rank").cast(pl.Int32)).agg((pl.col("end_ns") - pl.col("start_ns")).sum())
+    summed = summed.rename({"end_ns": "time_ns"})
+    ranks = ops.select("rank").unique()
+    spans = _device_spans(frame)
+    return (
+        ranks.join(summed, on="rank", how="left")
+        .join(spans, on="rank", how="left")
+        .select("rank", pl.coalesce("time_ns", "span_ns").alias("time_ns"))
+    )
+
+
+def _device_spans(frame: EventFrame) -> pl.DataFrame:
+    """rank, span_ns: first start to last end of the rank's GPU work in the window (all its GPUs)."""
+    on = np.flatnonzero(frame.on_gpu & frame.selected & (frame.end_ns > frame.start_ns))
+    return (
+        pl.DataFrame({"rank": frame.rank[on].astype(np.int32), "s": frame.start_ns[on], "e": frame.end_ns[on]})
+        .group_by("rank")
+        .agg((pl.col("e").max() - pl.col("s").min()).alias("span_ns"))
+    )
+
+
+def flops_tables(frame: EventFrame, per_step: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(:func:`flop_rates`, :func:`operator_flops`) of the window."""
+    ops = flop_ops(frame)
+    names = device_names(frame)
+    return flop_rates(frame, ops, names, per_step=per_step), operator_flops(ops, names)
