@@ -23,7 +23,8 @@ Definitions (times int64 ns, work int64 floating-point operations, a multiply-ad
   dense (no sparsity) peak for it from :data:`PEAKS` (vendors' datasheets, boost clock); fp32 matrix products count
   against the fp32 peak (PyTorch leaves TF32 off for matmuls by default), fp32 convolutions against TF32 (cuDNN's
   default), ``peak_dtype`` says which. Null for a GPU not in the table.
-- **Per rank and device** (:func:`flop_rates`): ``flop`` and ``gpu_ns`` of the counted operators, ``time_ns``: the
+- **Per rank and device** (:func:`flop_rates`): ``flop`` and ``gpu_ns`` of the counted operators whose work is known
+  (``unknown_calls``: those recorded without readable shapes), ``time_ns``: the
   rank's steps in the window summed (and only the operators in them counted) when it has steps, else the span of
   its GPU work (first start to last end);
   ``achieved_tflops`` = flop / gpu_ns / 1000, ``flop_rate_tflops`` = flop / time_ns / 1000, and **utilization** =
@@ -143,8 +144,10 @@ _RATES = {
     "utilization": pl.Float64,
 }
 _DIMS_TEXT = r'"Input Dims"\s*:\s*(\[(?:\[[^\[\]]*\]|[^\[\]])*\])'
-_TYPES_TEXT = r'"Input type"\s*:\s*(\[[^\[\]]*\])'
-_CONCRETE_TEXT = r'"Concrete Inputs"\s*:\s*(\[[^\[\]]*\])'
+_STRINGS = r'\[(?:"(?:[^"\\]|\\.)*"|[^\[\]"])*\]'
+"""A JSON list of strings (which may hold brackets: ``"[1, 1]"``)."""
+_TYPES_TEXT = rf'"Input type"\s*:\s*({_STRINGS})'
+_CONCRETE_TEXT = rf'"Concrete Inputs"\s*:\s*({_STRINGS})'
 
 
 def device_names(frame: EventFrame) -> pl.DataFrame:
@@ -236,12 +239,13 @@ def _is_kernel(ev: pl.DataFrame) -> np.ndarray:
 
 
 def _shapes(args: pl.Series) -> pl.DataFrame:
-    """shape (``Input Dims``: list of int lists), types (list of text), concrete (list of text), dims (the ``Input Dims`` text): one JSON parse of the
-    counted operators' args; where that fails (a text that is not JSON, a field of another type), each field's JSON
-    cut out of the texts and parsed alone (null where that fails too)."""
+    """shape (``Input Dims``: list of int lists), types (list of text), concrete (list of text), dims (the ``Input
+    Dims`` text; null where a size is not a whole number: never a float's or a text's digits): one JSON parse of the
+    counted operators' args; where that fails (a text that is not JSON, a value of
+    another type), each field's JSON cut out of the texts and parsed alone, null for the texts where that fails."""
     frame = pl.DataFrame({"args": args})
     fields = [
-        ("shape", "Input Dims", _DIMS_TEXT, pl.List(pl.List(pl.Int64))),
+        ("shape", "Input Dims", _DIMS_TEXT, pl.List(pl.List(pl.Float64))),  # whole sizes checked below
         ("types", "Input type", _TYPES_TEXT, pl.List(pl.String)),
         ("concrete", "Concrete Inputs", _CONCRETE_TEXT, pl.List(pl.String)),
     ]
@@ -249,16 +253,25 @@ def _shapes(args: pl.Series) -> pl.DataFrame:
         decoded = args.str.json_decode(pl.Struct({key: dtype for _, key, _, dtype in fields})).struct.unnest()
         out = decoded.rename({key: col for col, key, _, _ in fields})
     except pl.exceptions.PolarsError:
-        out = pl.DataFrame([_cut(frame, col, text, dtype) for col, _, text, dtype in fields])
-    return out.with_columns(frame.select(pl.col("args").str.extract(_DIMS_TEXT).alias("dims")))
+        out = pl.DataFrame(
+            [_decode(frame.get_column("args").str.extract(text), dtype).alias(col) for col, _, text, dtype in fields]
+        )
+    sizes = pl.col("shape").list.eval(pl.element().list.eval((pl.element() % 1 == 0) & (pl.element() >= 0)).list.all())
+    whole = pl.when(sizes.list.all()).then(pl.col("shape").cast(pl.List(pl.List(pl.Int64))))
+    dims = args.str.extract(_DIMS_TEXT).alias("dims")
+    return out.with_columns(whole.alias("shape"), dims)
 
 
-def _cut(frame: pl.DataFrame, col: str, pattern: str, dtype: pl.DataType) -> pl.Series:
-    """One field's JSON value cut out of each args text and parsed; all null when some value is not ``dtype``."""
+def _decode(texts: pl.Series, dtype: pl.DataType) -> pl.Series:
+    """``texts`` parsed as JSON of ``dtype``, null where a text is not: the column parsed whole, and where that
+    fails, its halves, so a few damaged texts cost a few parses each (log2 of the rows), not one per row."""
     try:
-        return frame.select(pl.col("args").str.extract(pattern).str.json_decode(dtype).alias(col)).to_series()
+        return texts.str.json_decode(dtype)
     except pl.exceptions.PolarsError:
-        return pl.Series(col, [None] * frame.height, dtype)
+        if texts.len() <= 1:
+            return pl.Series(texts.name, [None] * texts.len(), dtype)
+        half = texts.len() // 2
+        return pl.concat([_decode(texts.slice(0, half), dtype), _decode(texts.slice(half), dtype)])
 
 
 def _dim(arg: int, axis: int) -> pl.Expr:
@@ -271,9 +284,11 @@ def _rank_of(arg: int) -> pl.Expr:
 
 
 def _concrete_ints(pos: int) -> pl.Expr:
-    """``Concrete Inputs[pos]`` read as a list of ints (``[1, 1]``), null where absent or not such a list."""
+    """``Concrete Inputs[pos]`` read as a list of ints (``[1, 1]``), null where absent or not a list (its digit runs
+    taken, so a damaged text gives nulls, never an error)."""
     text = pl.col("concrete").list.get(pos, null_on_oob=True)
-    return pl.when(text.str.starts_with("[")).then(text).str.json_decode(pl.List(pl.Int64))
+    ints = text.str.extract_all(r"-?\d+").list.eval(pl.element().cast(pl.Int64, strict=False))
+    return pl.when(text.str.starts_with("[")).then(ints)
 
 
 def _flop() -> pl.Expr:
@@ -341,11 +356,8 @@ def _conv_backward() -> pl.Expr:
     for; both input and weight gradients when the mask is not recorded."""
     transposed = pl.col("concrete").list.get(7, null_on_oob=True) == "True"
     mask = pl.col("concrete").list.get(10, null_on_oob=True)
-    grads = (
-        pl.when(mask.str.starts_with("["))
-        .then(mask.str.json_decode(pl.List(pl.Boolean)).list.head(2).list.sum())
-        .otherwise(2)
-    )
+    asked = mask.str.extract_all("True|False").list.head(2).list.eval(pl.element() == "True").list.sum()
+    grads = pl.when(mask.str.starts_with("[")).then(asked).otherwise(2)
     out = [pl.when(transposed).then(_dim(1, 2 + i)).otherwise(_dim(0, 2 + i)) for i in range(_SPATIAL)]
     return _conv_core(0, 2, out) * grads
 
@@ -370,14 +382,10 @@ def operator_flops(ops: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema=_OPS)
     grouped = (
         ops.with_columns(_peak_dtype().alias("peak_dtype"))
-        .group_by("rank", "device", "op", "dtype", "dims", "peak_dtype")
-        .agg(
-            pl.len().cast(pl.Int64).alias("calls"),
-            pl.col("flop").first().alias("flop_per_call"),
-            pl.col("flop").sum().alias("flop"),
-            pl.col("kernels").sum(),
-            pl.col("gpu_ns").sum(),
-        )
+        .rename({"flop": "flop_per_call"})  # the same shape may differ in stride: one row per work per call
+        .group_by("rank", "device", "op", "dtype", "dims", "flop_per_call", "peak_dtype")
+        .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("kernels").sum(), pl.col("gpu_ns").sum())
+        .with_columns((pl.col("flop_per_call") * pl.col("calls")).alias("flop"))
         .join(names, on=["rank", "device"], how="left")
     )
     return (
@@ -465,7 +473,7 @@ def _rates(ops: pl.DataFrame, keys: list[str], times: pl.DataFrame) -> pl.DataFr
         pl.len().cast(pl.Int64).alias("calls"),
         pl.col("flop").null_count().cast(pl.Int64).alias("unknown_calls"),
         pl.col("flop").sum(),
-        pl.col("gpu_ns").sum(),
+        pl.col("gpu_ns").filter(pl.col("flop").is_not_null()).sum(),
     )
     on = [k for k in keys if k != "device"]
     return sums.join(top, on=keys, how="left").join(times, on=on, how="left")
