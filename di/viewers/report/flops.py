@@ -1,0 +1,218 @@
+"""Matrix work (matrix products, convolutions, attention) and the rate the GPUs did it at, against their peak.
+
+Numbers are the engine's (:mod:`di.engine.flops`): work in TFLOP (10**12 floating-point operations, a multiply-add
+is 2), rates in TFLOP/s, times in ms with the exact ns in ``data-v``, as ``di analyze --json`` reports them under
+``ranks[].flops`` and ``flops_ops``.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from di.viewers.report.page import Cell, Section, ms, num, pct, table
+from di.viewers.terminal import dims_label, op_label, tflops_text
+
+LOW_UTILIZATION = 0.2
+"""A hint for a GPU whose matrix work runs at under this share of its peak over the steps."""
+LOW_OP_SHARE = 0.2
+"""Operators under this share of the peak while their kernels run are named in that hint (the one with the most
+GPU time)."""
+SLOW_RANK_RATIO = 0.8
+"""A hint when a rank runs an operator of the same shape at under this share of the fastest rank's rate."""
+MIN_SHARE_OF_TIME = 0.05
+"""Operators with less than this share of their GPU's counted kernel time are not named in hints."""
+FP32_SHARE = 0.5
+"""A hint when this share of a GPU's matrix work or more runs in fp32 on a GPU with faster tensor-core types."""
+OPS_SHOWN = 25
+"""Operator rows per rank (the most GPU time first); all are in ``di analyze --csv``."""
+
+
+def tflop(flop: int | None) -> Cell:
+    """A work cell: shown in TFLOP, exact operations in data-v."""
+    return Cell("—", None) if flop is None else Cell(f"{flop / 1e12:,.4g}", int(flop))
+
+
+def rate(value: float | None) -> Cell:
+    """A TFLOP/s cell."""
+    return Cell(tflops_text(value), value)
+
+
+def panel(ctx) -> Section | None:  # noqa: ANN001
+    rates = ctx.result.flops
+    if rates is None or not rates.height:
+        return None
+    ops = ctx.result.flops_ops if ctx.result.flops_ops is not None else pl.DataFrame()
+    whole = rates.filter(pl.col("step").is_null())
+    body = (
+        '<p class="note">Counted: matrix products, convolutions and scaled-dot-product attention, from the shapes '
+        "the profiler recorded (PyTorch's FlopCounterMode counts; a multiply-add is 2). achieved: their work over "
+        "the time their kernels ran; rate: over the steps (or the GPU's span without steps); utilization: rate / the "
+        "GPU's dense peak for the dtype doing most of the work (the model FLOP utilization, MFU, when nothing is "
+        "recomputed).</p>"
+        + table(
+            "flops",
+            [
+                "rank",
+                "gpu",
+                "device",
+                "calls",
+                "unknown work",
+                "TFLOP",
+                "kernel time (ms)",
+                "time (ms)",
+                "achieved TFLOP/s",
+                "rate TFLOP/s",
+                "peak TFLOP/s",
+                "peak dtype",
+                "utilization",
+            ],
+            [
+                (
+                    r["rank"],
+                    r["device"],
+                    r["device_name"] or "—",
+                    num(r["calls"]),
+                    num(r["unknown_calls"]),
+                    tflop(r["flop"]),
+                    ms(r["gpu_ns"]),
+                    ms(r["time_ns"]),
+                    rate(r["achieved_tflops"]),
+                    rate(r["flop_rate_tflops"]),
+                    rate(r["peak_tflops"]),
+                    r["peak_dtype"] or "—",
+                    pct(r["utilization"]),
+                )
+                for r in whole.iter_rows(named=True)
+            ],
+        )
+    )
+    steps = rates.filter(pl.col("step").is_not_null())
+    if steps.height:
+        body += "<h3>Per step</h3>" + table(
+            "flops_steps",
+            ["rank", "gpu", "step", "TFLOP", "time (ms)", "rate TFLOP/s", "utilization"],
+            [
+                (
+                    r["rank"],
+                    r["device"],
+                    r["step"],
+                    tflop(r["flop"]),
+                    ms(r["time_ns"]),
+                    rate(r["flop_rate_tflops"]),
+                    pct(r["utilization"]),
+                )
+                for r in steps.iter_rows(named=True)
+            ],
+        )
+    if ops.height:
+        shown = ops.filter(pl.int_range(pl.len()).over("rank") < OPS_SHOWN)
+        body += "<h3>Operators by kernel time (one row per input shape)</h3>" + table(
+            "flops_ops",
+            [
+                "rank",
+                "gpu",
+                "operator",
+                "dtype",
+                "input shapes",
+                "calls",
+                "TFLOP per call",
+                "kernel time (ms)",
+                "TFLOP/s",
+                "of peak",
+            ],
+            [
+                (
+                    r["rank"],
+                    num(r["device"]),
+                    r["op"],
+                    r["dtype"] or "—",
+                    dims_label(r["dims"]),
+                    num(r["calls"]),
+                    tflop(r["flop_per_call"]),
+                    ms(r["gpu_ns"]),
+                    rate(r["tflops"]),
+                    pct(r["of_peak"]),
+                )
+                for r in shown.iter_rows(named=True)
+            ],
+        )
+    return Section("flops", "Matrix work against the GPU's peak", body, hints=_hints(whole, ops))
+
+
+def _hints(whole: pl.DataFrame, ops: pl.DataFrame) -> list[str]:
+    out: list[str] = []
+    unknown = sorted({r["device_name"] for r in whole.iter_rows(named=True) if r["peak_tflops"] is None} - {None})
+    if unknown:
+        out.append(
+            f"No peak is known for {', '.join(unknown)}: the rates are shown without a utilization "
+            "(di.engine.flops.PEAKS lists the GPUs it knows)."
+        )
+    if whole.get_column("device_name").null_count():
+        out.append("The trace does not name its GPU (Kineto writes it in deviceProperties): no peak to compare with.")
+    known = ops.filter(pl.col("flop").is_not_null() & pl.col("device").is_not_null())
+    if known.height:
+        known = known.with_columns(
+            (pl.col("gpu_ns") / pl.col("gpu_ns").sum().over("rank", "device")).alias("time_share")
+        )
+    for r in whole.iter_rows(named=True):
+        if r["utilization"] is None or r["utilization"] >= LOW_UTILIZATION:
+            continue
+        text = (
+            f"Rank {r['rank']} GPU {r['device']} does its matrix work at {100 * r['utilization']:.1f}% of its "
+            f"{r['peak_dtype']} peak over the steps"
+        )
+        busy = None if r["achieved_tflops"] is None else r["achieved_tflops"] / r["peak_tflops"]
+        if busy is not None and busy >= LOW_UTILIZATION:
+            text += (
+                f"; its matrix kernels run at {100 * busy:.0f}% while they run, so the time goes elsewhere: other "
+                "kernels, copies and idle gaps (see the breakdown and GPU idle)"
+            )
+        slow = known.filter(
+            (pl.col("rank") == r["rank"])
+            & (pl.col("device") == r["device"])
+            & (pl.col("of_peak") < LOW_OP_SHARE)
+            & (pl.col("time_share") >= MIN_SHARE_OF_TIME)
+        )
+        if slow.height:
+            s = slow.row(0, named=True)
+            text += (
+                f"; {op_label(s['op'])} on {dims_label(s['dims'])} holds {100 * s['time_share']:.0f}% of the matrix "
+                f"kernels' time at {100 * s['of_peak']:.1f}% of peak: small matrices leave the tensor cores idle "
+                "(batch more, fuse with torch.compile, or pad sizes to multiples of 64)"
+            )
+        out.append(text + ".")
+    if known.height:
+        fp32 = known.group_by("rank", "device").agg(
+            (pl.col("flop").filter(pl.col("dtype") == "fp32").sum() / pl.col("flop").sum()).alias("fp32_share")
+        )
+        for r in fp32.filter(pl.col("fp32_share") >= FP32_SHARE).sort("rank", "device").iter_rows(named=True):
+            out.append(
+                f"Rank {r['rank']} GPU {r['device']}: {100 * r['fp32_share']:.0f}% of the matrix work runs in fp32; "
+                "bf16 autocast (torch.autocast('cuda', torch.bfloat16)) or TF32 matmuls "
+                "(torch.backends.cuda.matmul.allow_tf32 = True) run it on the tensor cores."
+            )
+        out += _slow_ranks(known)
+    return out
+
+
+def _slow_ranks(known: pl.DataFrame) -> list[str]:
+    """The same operator and shape run much slower on one rank than on the fastest: a slow GPU or one shared."""
+    if known.get_column("rank").n_unique() < 2:
+        return []
+    best = known.group_by("op", "dtype", "dims", "flop_per_call").agg(
+        pl.col("tflops").max().alias("best"),
+        pl.col("rank").sort_by("tflops", descending=True).first().alias("best_rank"),
+    )
+    slow = (
+        known.join(best, on=["op", "dtype", "dims", "flop_per_call"], nulls_equal=True)
+        .filter((pl.col("tflops") < SLOW_RANK_RATIO * pl.col("best")) & (pl.col("time_share") >= MIN_SHARE_OF_TIME))
+        .sort("gpu_ns", descending=True)
+        .unique("rank", keep="first", maintain_order=True)
+        .sort("rank")
+    )
+    return [
+        f"Rank {r['rank']} runs {op_label(r['op'])} on {dims_label(r['dims'])} at {tflops_text(r['tflops'])} TFLOP/s "
+        f"against {tflops_text(r['best'])} on rank {r['best_rank']} (same shapes): a slower GPU (clocks, power, "
+        "heat: see GPU clocks) or one shared with other work."
+        for r in slow.iter_rows(named=True)
+    ]
