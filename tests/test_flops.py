@@ -393,3 +393,14 @@ def test_under_mpiexec_the_same_answer(tmp_path: Path) -> None:
     one = analysis(single, tmp_path, None, "--steps")
     assert [r["flop"] for rank in one["ranks"] for r in rank["flops"] if r["step"] is None] == [STEP_FLOP * STEPS] * 2
     assert analysis(parted, tmp_path, 2, "--steps") == one
+
+
+def test_batch_table_has_each_ranks_work_and_utilization(tmp_path: Path) -> None:
+    from di.viewers.batch import rank_rows
+
+    result = di.analyze(di.load(write_job(tmp_path)))
+    rows = {r["rank"]: r for r in rank_rows("job", result).iter_rows(named=True)}
+    time_ns = (STEP_US - 1) * 1000 * STEPS
+    for rank in (0, 1):
+        assert rows[rank]["flop"] == STEP_FLOP * STEPS
+        assert rows[rank]["flop_utilization"] == pytest.approx(STEP_FLOP * STEPS / time_ns / 1000 / 989.4)

@@ -9,6 +9,8 @@ Columns, all over the analysis window (times int64 ns, shares as fractions):
 - ``memory_peak_bytes``, ``memory_growth_bytes_per_step``: the framework allocator's largest peak among the rank's
   accelerators (not ``cpu``) and that device's growth per step (:mod:`di.engine.memory`; null without allocator
   events);
+- ``flop``, ``flop_utilization``: the matrix operators' floating-point work on the rank's GPUs and the mean over
+  them of its rate against each GPU's peak (:mod:`di.engine.flops`; null without recorded shapes or a known peak);
 - ``<pair>`` overlap ratios (:mod:`di.engine.overlap`; null when undefined);
 - ``waited_ns`` / ``caused_ns``: wait states of the rank and those it caused;
 - ``cp_contrib_ns``, ``cp_share``: its part of the critical path; ``cp_length_ns``: the path (job-wide).
@@ -62,6 +64,15 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         ):
             if rank in rows:
                 rows[rank]["memory_peak_bytes"], rows[rank]["memory_growth_bytes_per_step"] = peak, growth
+    if result.flops is not None and result.flops.height:
+        per_rank = (
+            result.flops.filter(pl.col("step").is_null())
+            .group_by("rank")
+            .agg(pl.col("flop").sum(), pl.col("utilization").mean())
+        )
+        for rank, flop, utilization in per_rank.iter_rows():
+            if rank in rows:
+                rows[rank]["flop"], rows[rank]["flop_utilization"] = flop, utilization
     if result.overlap is not None:
         for rank, pair, ratio in (
             result.overlap.filter(pl.col("step").is_null()).select("rank", "pair", "ratio").iter_rows()
@@ -93,6 +104,8 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         *(f"gpu_idle_{c}_ns" for c in CAUSES),
         "memory_peak_bytes",
         "memory_growth_bytes_per_step",
+        "flop",
+        "flop_utilization",
         *PAIRS,
         "waited_ns",
         "caused_ns",
@@ -107,7 +120,7 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
             pl.String
             if c in ("trace", "window")
             else pl.Float64
-            if c in (*PAIRS, "cp_share", "memory_growth_bytes_per_step")
+            if c in (*PAIRS, "cp_share", "memory_growth_bytes_per_step", "flop_utilization")
             else pl.Int64
         )
         for c in columns
