@@ -404,3 +404,14 @@ def test_batch_table_has_each_ranks_work_and_utilization(tmp_path: Path) -> None
     for rank in (0, 1):
         assert rows[rank]["flop"] == STEP_FLOP * STEPS
         assert rows[rank]["flop_utilization"] == pytest.approx(STEP_FLOP * STEPS / time_ns / 1000 / 989.4)
+
+
+def test_dashboard_summary_has_the_utilization(tmp_path: Path) -> None:
+    from di.viewers.dashboard.summary import summarize
+
+    files = write_job(tmp_path)
+    time_ns = (STEP_US - 1) * 1000 * STEPS
+    assert summarize(files[0])["flop_utilization"] == pytest.approx(STEP_FLOP * STEPS / time_ns / 1000 / 989.4)
+    unknown = tmp_path / "unknown"
+    unknown.mkdir()
+    assert summarize(write_job(unknown, device_name=None)[0])["flop_utilization"] is None

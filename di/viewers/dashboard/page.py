@@ -6,8 +6,9 @@ runs appear and pending summaries fill in):
 - the **runs table**: name, time, command, ranks, GPUs, steps, step time
   (mean; p50 and p90 in the tooltip), the largest bottleneck (the biggest
   breakdown state other than idle, with its share), the critical path's
-  top category and the peak device memory (the allocator's, MiB); sortable (click a header) and filtered by a text box over
-  every column; a broken run is a row with its error;
+  top category, the peak device memory (the allocator's, MiB) and the matrix
+  work's share of the GPUs' peak (MFU); sortable (click a header) and filtered
+  by a text box over every column; a broken run is a row with its error;
 - **trends**: inline SVG of the mean step time across runs (in time order)
   and of each run's breakdown (stacked shares per state);
 - per run, **Report** (``/report``, rendered when asked, shown in a frame),
@@ -17,7 +18,7 @@ runs appear and pending summaries fill in):
 - the ``di.report_panels`` plugins that the reports include.
 
 Responsive: the table scrolls sideways in its box, and below 720 px wide the
-less needed columns (command, GPUs, steps, critical path, memory) are hidden.
+less needed columns (command, GPUs, steps, critical path, memory, matrix work) are hidden.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ var COLUMNS = [
   {key: "bottleneck", label: "largest bottleneck"},
   {key: "cp", label: "critical path top", wide: true},
   {key: "memory", label: "peak memory (MiB)", num: true, wide: true},
+  {key: "mfu", label: "matrix work (% of peak)", num: true, wide: true},
   {key: "actions", label: "", sort: false}
 ];
 
@@ -85,6 +87,7 @@ function sortValue(r, key) {
   if (key === "bottleneck") return r.bottleneck ? r.bottleneck.state + " " + pct(r.bottleneck.share) : (r.error || "");
   if (key === "cp") return r.cp_top ? r.cp_top.category : "";
   if (key === "memory") return r.memory_peak_bytes === undefined ? null : r.memory_peak_bytes;
+  if (key === "mfu") return r.flop_utilization === undefined ? null : r.flop_utilization;
   var v = r[key];
   return v === undefined ? null : v;
 }
@@ -141,6 +144,10 @@ function runRow(r) {
     else if (c.key === "memory") {
       td.textContent = r.memory_peak_bytes === null || r.memory_peak_bytes === undefined ? "—" : (r.memory_peak_bytes / 1048576).toFixed(1);
       if (r.memory_peak_bytes !== null && r.memory_peak_bytes !== undefined) td.dataset.v = r.memory_peak_bytes;
+    }
+    else if (c.key === "mfu") {
+      td.textContent = r.flop_utilization === null || r.flop_utilization === undefined ? "—" : (100 * r.flop_utilization).toFixed(1);
+      if (r.flop_utilization !== null && r.flop_utilization !== undefined) td.dataset.v = r.flop_utilization;
     }
     else if (c.key === "actions") {
       var rep = el("button", {"data-action": "report"}, "Report");

@@ -17,6 +17,8 @@ A summary is a small JSON-able dict read by the runs table and the trends:
   critical path's largest category (``{"category", "share"}``), ``cp_length_ns``;
 - ``memory_peak_bytes``: the framework allocator's largest peak over the ranks' accelerators (not ``cpu``), null
   without allocator events (:mod:`di.engine.memory`);
+- ``flop_utilization``: the mean over the ranks' GPUs of their matrix work's rate against the GPU's peak (MFU when
+  nothing is recomputed), null without recorded shapes or a known peak (:mod:`di.engine.flops`);
 - ``warnings``: how many the trace carries; ``error``: one line when the run
   could not be read or analysed (every other field then null).
 
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 CACHE_FORMAT = "di-dashboard-summary"
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 """Bumped when a summary's fields change: older cache files are recomputed."""
 HASH_CHARS = 16
 """Hex digits of the SHA-256 of the run's resolved path in its cache file's name (64 bits)."""
@@ -156,6 +158,7 @@ def _base(path: Path, error: str | None) -> dict[str, Any]:
         "cp_top": None,
         "cp_length_ns": None,
         "memory_peak_bytes": None,
+        "flop_utilization": None,
         "warnings": None,
         "error": error,
     }
@@ -193,6 +196,7 @@ def facts(trace: Any, result: Any, path: Path) -> dict[str, Any]:
         out["bottleneck"] = {"state": state, "share": busy[state] / b["span_ns"]}
     peaks = rank_peaks(result.memory) if result.memory is not None else None
     out["memory_peak_bytes"] = int(peaks.get_column("peak_bytes").max()) if peaks is not None and peaks.height else None  # type: ignore[arg-type]
+    out["flop_utilization"] = flop_utilization(result)
     cp = result.critical_path
     if cp:
         out["cp_length_ns"] = int(cp["summary"]["length_ns"])
@@ -218,3 +222,13 @@ def breakdown(result: Any) -> dict[str, Any] | None:
     span = int(side.select("rank", "scope", "span_ns").unique().get_column("span_ns").fill_null(0).sum())
     per = dict(side.group_by("state").agg(pl.col("time_ns").fill_null(0).sum()).iter_rows())
     return {"scope": scope, "span_ns": span, "states": {s: int(per.get(s, 0) or 0) for s in STATE_NAMES}}
+
+
+def flop_utilization(result: Any) -> float | None:
+    """The mean of the whole-window utilization of the run's GPUs (:mod:`di.engine.flops`), None without any."""
+    import polars as pl
+
+    if result.flops is None or not result.flops.height:
+        return None
+    mean = result.flops.filter(pl.col("step").is_null()).get_column("utilization").mean()
+    return None if mean is None else float(mean)  # type: ignore[arg-type]
