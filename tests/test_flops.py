@@ -211,6 +211,13 @@ def test_work_rates_and_peaks_of_a_known_job(tmp_path: Path) -> None:
     shapeless = row(0, "aten::mm")
     assert shapeless["flop"] is None and shapeless["tflops"] is None and shapeless["gpu_ns"] == 3_000 * STEPS
     assert "aten::linear" not in ops.get_column("op").to_list() and "aten::matmul" not in ops.get_column("op").to_list()
+    # the breakdown and imbalance tell the same story: rank 1's GPU computes longer by its slow GEMM's extra time
+    imb = di.analyze(trace, analyses=("breakdown", "imbalance")).imbalance
+    gpu = imb.filter(pl.col("step").is_null() & (pl.col("side") == "gpu") & (pl.col("state") == "compute")).row(
+        0, named=True
+    )
+    extra_ns = (kernel_us(1)["addmm"] - kernel_us(0)["addmm"]) * 1000 * STEPS
+    assert (gpu["max_rank"], gpu["max_ns"] - gpu["min_ns"]) == (1, extra_ns)
     # by GPU time, largest first, per rank
     for rank in (0, 1):
         gpu = ops.filter(pl.col("rank") == rank).get_column("gpu_ns").to_list()
