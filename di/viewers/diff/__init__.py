@@ -5,8 +5,8 @@ reads their events tables; every table of the :class:`Diff` puts A's rows
 beside B's (:mod:`di.viewers.diff.sides`: ``a_X``, ``b_X``, ``delta_X = b_X - a_X``),
 times in int64 ns. Definitions live in the modules:
 
-- :mod:`di.viewers.diff.results`: step time, breakdown, GPU idle, device memory, overlap, critical path, counters,
-  communicators;
+- :mod:`di.viewers.diff.results`: step time, breakdown, GPU idle, device memory, matrix work, overlap, critical
+  path, counters, communicators;
 - :mod:`di.viewers.diff.names`: kernels and operators by name, kernels by launch stack;
 - :mod:`di.viewers.diff.collectives`: collectives by op and size, algbw and busbw.
 
@@ -49,6 +49,9 @@ class Diff:
         gpu_idle: rank, scope (gpuN), cause, a/b time_ns and share (of the GPU's idle time), delta_ns, delta_share.
         memory: rank, device, a/b peak_bytes, reserved_at_peak_bytes (bytes), growth_bytes_per_step (bytes per
             step), op (at the peak), delta_peak_bytes, rel_peak (b/a - 1) (:func:`di.viewers.diff.results.memory_table`).
+        flops: rank, device (GPU id), a/b device_name, peak_dtype, flop, gpu_ns, achieved_tflops (TFLOP/s),
+            utilization (fraction of the peak), delta_utilization, rel_achieved (b/a - 1)
+            (:func:`di.viewers.diff.results.flops_table`).
         overlap: rank, pair, a/b ratio, numerator_ns, denominator_ns, delta_ratio.
         critical_path: a_length_ns, b_length_ns, delta_ns.
         cp_by_category, cp_by_name: a/b contrib_ns and share, delta_ns.
@@ -69,6 +72,7 @@ class Diff:
     breakdown: pl.DataFrame
     gpu_idle: pl.DataFrame
     memory: pl.DataFrame
+    flops: pl.DataFrame
     overlap: pl.DataFrame
     critical_path: dict[str, int | None]
     cp_by_category: pl.DataFrame
@@ -135,6 +139,7 @@ def diff(a: Trace, b: Trace, *, window: Window | str | None = None) -> Diff:
         breakdown=results.breakdown_table(*res),
         gpu_idle=results.gpu_idle_table(*res),
         memory=results.memory_table(*res),
+        flops=results.flops_table(*res),
         overlap=results.overlap_table(*res),
         critical_path=summary,
         cp_by_category=cp_cat,

@@ -49,6 +49,7 @@ def to_json(d: Diff, *, inputs: tuple[str, str]) -> dict[str, Any]:
         "breakdown": _rows(d.breakdown),
         "gpu_idle": _rows(d.gpu_idle),
         "memory": _rows(d.memory),
+        "flops": _rows(d.flops),
         "overlap": _rows(d.overlap),
         "critical_path": {
             **d.critical_path,

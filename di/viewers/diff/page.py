@@ -2,8 +2,8 @@
 
 Everything is inline (:func:`di.viewers.report.page.render_page`: CSS, the
 sort script, SVG), nothing is fetched. Numeric cells carry their exact value
-in ``data-v`` (ns and bytes as integers; memory is shown in MiB, 2^20 bytes) as
-in ``di report``, so the page can be checked against ``di diff --json``.
+in ``data-v`` (ns, bytes and floating-point operations as integers; memory is shown in MiB, 2^20 bytes, work in
+TFLOP, 10^12 operations) as in ``di report``, so the page can be checked against ``di diff --json``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import polars as pl
 
 from di.viewers.diff import Diff
 from di.viewers.diff.collectives import ALGBW_FORMULA, BUSBW_FORMULA
-from di.viewers.diff.results import breakdown_totals, memory_headline
+from di.viewers.diff.results import breakdown_totals, flops_headline, memory_headline
 from di.viewers.diff.terminal import biggest_changes
 from di.viewers.report.page import (
     Cell,
@@ -65,6 +65,7 @@ def build_page(d: Diff, *, names: tuple[str, str] = ("A", "B")) -> str:
             _breakdown(d),
             _gpu_idle(d),
             _memory(d),
+            _flops(d),
             _path(d),
         )
         if s is not None
@@ -140,7 +141,25 @@ def _summary(d: Diff, names: tuple[str, str]) -> Section:
             f"{peak['b_peak_bytes'] / MIB:,.1f} MiB ({peak['delta_peak_bytes'] / MIB:+,.1f} MiB, "
             f"{100 * peak['rel_peak']:+.1f} %)."
         )
+    work = _flops_hint(d)
+    if work is not None:
+        hints.append(work)
     return Section("summary", "Step time", body, hints)
+
+
+def _flops_hint(d: Diff) -> str | None:
+    """The headline of :func:`di.viewers.diff.results.flops_headline` as a sentence; None without one."""
+    from di.viewers.terminal import tflops_text
+
+    r = flops_headline(d.flops)
+    if r is None:
+        return None
+    return (
+        f"Matrix work of rank {r['rank']} GPU {r['device']}: utilization {100 * r['a_utilization']:.1f} → "
+        f"{100 * r['b_utilization']:.1f} % of the {_pair(r['a_peak_dtype'], r['b_peak_dtype'])} peak "
+        f"({100 * r['delta_utilization']:+.1f} points), achieved "
+        f"{tflops_text(r['a_achieved_tflops'])} → {tflops_text(r['b_achieved_tflops'])} TFLOP/s."
+    )
 
 
 def _changes(d: Diff) -> Section | None:
@@ -409,6 +428,64 @@ def _memory(d: Diff) -> Section | None:
         f"across steps); op: the operator that reached the peak. Cells hold the exact bytes.{_more(m)}</p>"
     )
     return Section("memory", "Peak device memory", table("memory", cols, rows) + note)
+
+
+def _flops(d: Diff) -> Section | None:
+    from di.viewers.report.flops import rate, tflop
+
+    f = d.flops
+    if not f.height:
+        return None
+    rows = [
+        (
+            r["rank"],
+            r["device"],
+            _pair(r["a_device_name"], r["b_device_name"]),
+            tflop(r["a_flop"]),
+            tflop(r["b_flop"]),
+            ms(r["a_gpu_ns"]),
+            ms(r["b_gpu_ns"]),
+            rate(r["a_achieved_tflops"]),
+            rate(r["b_achieved_tflops"]),
+            pct(r["rel_achieved"]),
+            pct(r["a_utilization"]),
+            pct(r["b_utilization"]),
+            Cell("—", None)
+            if r["delta_utilization"] is None
+            else Cell(f"{100 * r['delta_utilization']:+.1f}", r["delta_utilization"]),
+            _pair(r["a_peak_dtype"], r["b_peak_dtype"]),
+        )
+        for r in f.head(ROWS).iter_rows(named=True)
+    ]
+    cols = [
+        "rank",
+        "gpu",
+        "device",
+        "a_TFLOP",
+        "b_TFLOP",
+        "a_kernel_ns",
+        "b_kernel_ns",
+        "a_achieved TFLOP/s",
+        "b_achieved TFLOP/s",
+        "achieved change %",
+        "a_utilization %",
+        "b_utilization %",
+        "delta points",
+        "peak dtype",
+    ]
+    note = (
+        '<p class="note">Counted: matrix products, convolutions and scaled-dot-product attention, from the shapes '
+        "the profiler recorded (a multiply-add is 2). achieved: their work over the time their kernels ran; "
+        "utilization: their work over the window's steps (or the GPU's span without steps) / the GPU's dense peak for "
+        "the dtype doing most of the work (the model FLOP utilization when nothing is recomputed; — for a GPU whose "
+        f"peak is unknown). Cells hold the exact operations, ns and fractions.{_more(f)}</p>"
+    )
+    return Section("flops", "Matrix work", table("flops", cols, rows) + note)
+
+
+def _pair(a: str | None, b: str | None) -> str:
+    """One text when A's and B's agree, else ``A → B``; — for null."""
+    return a or "—" if a == b else f"{a or '—'} → {b or '—'}"
 
 
 def _breakdown(d: Diff) -> Section | None:

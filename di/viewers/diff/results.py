@@ -12,6 +12,11 @@
   rows), and the operator that reached the peak; ``delta_peak_bytes`` (B - A, bytes) and ``rel_peak`` (b/a - 1,
   null where A's peak is 0 or a run lacks the device). :func:`memory_headline` names the largest change when it is at
   least :data:`MEMORY_HEADLINE_SHARE` of A's peak.
+- **Matrix work**: per rank and GPU, the floating-point work of the matrix operators (``flop``), the rate while
+  their kernels ran (``achieved_tflops``, TFLOP/s) and the utilization of the GPU's dense peak over the window (a
+  fraction; null for a GPU whose peak is unknown) (:mod:`di.engine.flops`, its whole-window rows);
+  ``delta_utilization`` (B - A, a fraction: 0.01 is one percentage point) and ``rel_achieved`` (b/a - 1).
+  :func:`flops_headline` names the largest utilization change when it is at least :data:`FLOPS_HEADLINE_POINTS`.
 - **Overlap**: per rank and pair, the ratio and its parts (:mod:`di.engine.overlap`).
 - **Critical path**: its length, and its composition by category and by name
   (``contrib_ns``, ``share``) (:mod:`di.engine.critical_path`).
@@ -38,6 +43,9 @@ from di.viewers.diff.sides import by_change, side_by_side
 STEP_STATS = ("count", "mean_ns", "p50_ns", "p90_ns", "min_ns", "max_ns")
 MEMORY_HEADLINE_SHARE = 0.05
 """A peak-memory change is a headline when its |delta| is at least this share of A's peak."""
+FLOPS_HEADLINE_POINTS = 0.02
+"""A utilization change is a headline when its |delta| is at least this (an absolute fraction: 2 percentage points
+of the GPU's peak)."""
 
 
 def step_times(result: Analysis) -> pl.DataFrame:
@@ -174,6 +182,42 @@ def memory_headline(table: pl.DataFrame) -> dict[str, Any] | None:
     if not big.height:
         return None
     return by_change(big, "delta_peak_bytes", "rank", "device").row(0, named=True)
+
+
+def flops_table(a: Analysis, b: Analysis) -> pl.DataFrame:
+    """rank, device (the GPU's id); a/b device_name, peak_dtype (the dtype whose peak the utilization is of), flop
+    (floating-point operations), gpu_ns (their kernels' time), achieved_tflops (TFLOP/s while their kernels ran),
+    utilization (of the peak over the window, a fraction); delta_utilization (B - A), rel_achieved (b/a - 1, null
+    where A's rate is 0 or missing): one row per rank and GPU of either run (whole window), a run without the GPU
+    null on its side; by rank and GPU."""
+    schema = {
+        "rank": pl.Int32,
+        "device": pl.Int32,
+        "device_name": pl.String,
+        "peak_dtype": pl.String,
+        "flop": pl.Int64,
+        "gpu_ns": pl.Int64,
+        "achieved_tflops": pl.Float64,
+        "utilization": pl.Float64,
+    }
+    out = side_by_side(
+        _whole(a.flops, schema).select(*schema),
+        _whole(b.flops, schema).select(*schema),
+        ["rank", "device"],
+        values=[c for c in schema if c not in ("rank", "device")],
+        deltas=["utilization"],
+    )
+    rel = pl.when(pl.col("a_achieved_tflops") > 0).then(pl.col("b_achieved_tflops") / pl.col("a_achieved_tflops") - 1)
+    return out.with_columns(rel.alias("rel_achieved")).sort("rank", "device")
+
+
+def flops_headline(table: pl.DataFrame) -> dict[str, Any] | None:
+    """The row of a :func:`flops_table` with the largest |delta_utilization|, when that is at least
+    :data:`FLOPS_HEADLINE_POINTS`; else None (also where no GPU has a known peak in both runs)."""
+    big = table.filter(pl.col("delta_utilization").abs() >= FLOPS_HEADLINE_POINTS)
+    if not big.height:
+        return None
+    return by_change(big, "delta_utilization", "rank", "device").row(0, named=True)
 
 
 def overlap_table(a: Analysis, b: Analysis) -> pl.DataFrame:

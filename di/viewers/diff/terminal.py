@@ -1,6 +1,6 @@
 """The terminal summary of a :class:`di.viewers.diff.Diff` (rich): the biggest changes first, then the tables.
 
-Times are shown in ms, memory in MiB (2^20 bytes); Δ is B - A. Only what
+Times are shown in ms, memory in MiB (2^20 bytes), matrix work's rates in TFLOP/s; Δ is B - A. Only what
 changed is listed in the long tables (the JSON and the HTML page hold every row).
 """
 
@@ -13,7 +13,7 @@ import polars as pl
 from di.viewers.diff import Diff
 from di.viewers.diff.collectives import ALGBW_FORMULA, BUSBW_FORMULA
 from di.viewers.diff.sides import by_change
-from di.viewers.terminal import mib_text
+from di.viewers.terminal import mib_text, tflops_text
 
 TOP = 12
 """Rows per table."""
@@ -61,9 +61,9 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
         console.print(
             f"Critical path: {_ms(cp['a_length_ns'])} → {_ms(cp['b_length_ns'])} ms ({_signed_ms(cp['delta_ns'])} ms, {_rel(cp['a_length_ns'], cp['b_length_ns'])})"
         )
-    line = memory_line(d)
-    if line:
-        console.print(line)
+    for line in (memory_line(d), flops_line(d)):
+        if line:
+            console.print(line)
     big = biggest_changes(d)
     t = _table(
         "Biggest changes (total time over all ranks; Δ = B - A)",
@@ -96,6 +96,7 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
     _breakdown(console, d)
     _gpu_idle(console, d)
     _memory(console, d)
+    _flops(console, d)
     _path(console, d)
 
 
@@ -344,6 +345,43 @@ def _memory(console: Any, d: Diff) -> None:
     console.print(t)
     if m.height > TOP:
         console.print(f"[dim]{m.height - TOP} more rank/device rows in the JSON and the HTML page[/dim]")
+
+
+def flops_line(d: Diff) -> str | None:
+    """The headline of the largest change of matrix work's utilization (of the GPU's dense peak, %) with the
+    achieved TFLOP/s, when it is at least :data:`di.viewers.diff.results.FLOPS_HEADLINE_POINTS`; else None."""
+    from di.viewers.diff.results import flops_headline
+
+    r = flops_headline(d.flops)
+    if r is None:
+        return None
+    return (
+        f"Matrix work (rank {r['rank']}, GPU {r['device']}): utilization {_pct(r['a_utilization'])}% → "
+        f"{_pct(r['b_utilization'])}% of the {_pair(r['a_peak_dtype'], r['b_peak_dtype'])} peak, achieved "
+        f"{tflops_text(r['a_achieved_tflops'])} → {tflops_text(r['b_achieved_tflops'])} TFLOP/s"
+    )
+
+
+def _flops(console: Any, d: Diff) -> None:
+    f = d.flops
+    if not f.height:
+        return
+    t = _table("Matrix work per GPU", "rank", "GPU", "util A %", "util B %", "Δ points", "TFLOP/s A", "TFLOP/s B")
+    for r in f.head(TOP).iter_rows(named=True):
+        delta = r["delta_utilization"]
+        t.add_row(
+            str(r["rank"]),
+            str(r["device"]),
+            _pct(r["a_utilization"]),
+            _pct(r["b_utilization"]),
+            "—" if delta is None else f"{100 * delta:+.1f}",
+            tflops_text(r["a_achieved_tflops"]),
+            tflops_text(r["b_achieved_tflops"]),
+        )
+    console.print(t)
+    console.print("[dim]util %: rate over the window / dense peak; TFLOP/s: achieved while kernels ran[/dim]")
+    if f.height > TOP:
+        console.print(f"[dim]{f.height - TOP} more rank/GPU rows in the JSON and the HTML page[/dim]")
 
 
 def _breakdown(console: Any, d: Diff) -> None:
