@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 
@@ -66,3 +70,23 @@ def read_page(text: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any
     p = _Tables()
     p.feed(text)
     return p.tables, p.keys
+
+
+def run_report(files: list[Path], tmp: Path) -> str:
+    """The page ``di report FILES`` writes (in a fresh process, as a user runs it)."""
+    out = tmp / "r.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "di", "report", *map(str, files), "-o", str(out), "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return out.read_text()
+
+
+def section_hints(page: str, section: str) -> list[str]:
+    """The hints above the first table of the page's section ``section`` (its id)."""
+    part = page[page.index(f'<section id="{section}"') :]
+    part = part[: part.index("</section>")]
+    return re.findall(r"<li>(.*?)</li>", part[: part.index("<table")])

@@ -4,37 +4,18 @@ and a slow rank: the tables' exact values equal the JSON, the hints past their t
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from report_tables import read_page
+from report_tables import read_page, run_report, section_hints
 from test_flops import ADDMM, H100, STEP_FLOP, STEPS, flops_job, write_job
-
-
-def report(files: list[Path], tmp: Path) -> str:
-    out = tmp / "r.html"
-    done = subprocess.run(
-        [sys.executable, "-m", "di", "report", *map(str, files), "-o", str(out), "--force"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return out.read_text()
-
-
-def hints(page: str) -> list[str]:
-    section = page[page.index('<section id="flops"') :]
-    section = section[: section.index("</section>")]
-    return re.findall(r"<li>(.*?)</li>", section[: section.index("<table")])
 
 
 def test_known_job(tmp_path: Path) -> None:
     files = write_job(tmp_path)
-    page = report(files, tmp_path)
+    page = run_report(files, tmp_path)
     tables, _ = read_page(page)
     rows = {r["rank"]: r for r in tables["flops"]}
     assert rows[0]["TFLOP"] == rows[1]["TFLOP"] == STEP_FLOP * STEPS
@@ -56,7 +37,7 @@ def test_known_job(tmp_path: Path) -> None:
     ops = [r for r in tables["flops_ops"] if r["rank"] == 0 and r["operator"] == "aten::addmm"]
     assert [r["TFLOP per call"] for r in ops] == [ADDMM]
     assert ops[0]["input shapes"] == "512 4096x1024 1024x512"
-    found = hints(page)
+    found = section_hints(page, "flops")
     assert any(h.startswith("Rank 0 GPU 0 does its matrix work at") for h in found)
     slow = [h for h in found if h.startswith("Rank 1 runs addmm")]
     assert slow and "against 429 on rank 0" in slow[0] and "at 215 TFLOP/s" in slow[0]
@@ -72,8 +53,8 @@ def test_fp32_work_and_an_unknown_gpu(tmp_path: Path) -> None:
             e["args"]["Input type"] = ["float" if t == "c10::BFloat16" else t for t in types]
     f = tmp_path / "fp32.json"
     f.write_text(json.dumps(doc))
-    page = report([f], tmp_path)
-    found = hints(page)
+    page = run_report([f], tmp_path)
+    found = section_hints(page, "flops")
     assert any("No peak is known for Some Future Accelerator" in h for h in found)
     assert any(h.startswith("Rank 0 GPU 0: 100% of the matrix work runs in fp32") for h in found)
     tables, _ = read_page(page)
@@ -85,4 +66,4 @@ def test_no_panel_without_shapes(tmp_path: Path) -> None:
 
     f = tmp_path / "plain.json"
     f.write_text(json.dumps(kineto_job(0)))
-    assert '<section id="flops"' not in report([f], tmp_path)
+    assert '<section id="flops"' not in run_report([f], tmp_path)

@@ -6,36 +6,17 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import test_memory
-from report_tables import read_page
+from report_tables import read_page, run_report, section_hints
 from test_memory import MEMORY_EVENT, MIB, kineto_job, write_job
 
 
-def report(files: list[Path], tmp: Path) -> str:
-    out = tmp / "r.html"
-    done = subprocess.run(
-        [sys.executable, "-m", "di", "report", *map(str, files), "-o", str(out), "--force"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return out.read_text()
-
-
-def hints(page: str) -> list[str]:
-    section = page[page.index('<section id="memory"') :]
-    section = section[: section.index("</section>")]
-    return re.findall(r"<li>(.*?)</li>", section[: section.index("<table")])
-
-
 def test_known_job(tmp_path: Path) -> None:
-    page = report(write_job(tmp_path), tmp_path)
+    page = run_report(write_job(tmp_path), tmp_path)
     assert "Device memory (the framework&#x27;s allocator)" in page
     tables, _ = read_page(page)
     rows = {(r["rank"], r["device"]): r for r in tables["memory"]}
@@ -66,7 +47,7 @@ def test_known_job(tmp_path: Path) -> None:
 
     # the leak: 16 MiB made in steps 2 and 3 alive at the peak in step 4, 1.2 % of it; rank 1 does not grow. The reserved
     # memory caches 10 % of it, under the fragmentation hint's 20 %
-    assert hints(page) == [
+    assert section_hints(page, "memory") == [
         "Memory on cuda:0 of rank 0 grows 8.0 MiB per step; at the peak 16.0 MiB made by aten::add in Loss_0 in "
         "earlier steps was still alive: memory kept across steps (losses kept with their graph, a growing cache) "
         "runs out in a long run.",
@@ -78,7 +59,7 @@ def test_known_job(tmp_path: Path) -> None:
 def test_fragmentation_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """2 GiB reserved: the allocator caches a fifth or more of it at the peak on both ranks."""
     monkeypatch.setattr(test_memory, "RESERVED", 2048 * MIB)
-    found = hints(report(write_job(tmp_path), tmp_path))
+    found = section_hints(run_report(write_job(tmp_path), tmp_path), "memory")
     assert found[1].startswith("At its peak the allocator on cuda:0 of rank 1 caches 698.0 MiB, free but held (34 %")
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in found[1] and "(and 1 more device)" in found[1]
     assert len(found) == 3
@@ -88,7 +69,7 @@ def test_no_allocator_events_no_panel(tmp_path: Path) -> None:
     job = kineto_job(0)
     job["traceEvents"] = [e for e in job["traceEvents"] if e["name"] != MEMORY_EVENT]
     (tmp_path / "t.json").write_text(json.dumps(job))
-    page = report([tmp_path / "t.json"], tmp_path)
+    page = run_report([tmp_path / "t.json"], tmp_path)
     assert 'id="memory"' not in page and 'data-table="memory"' not in page and "<polyline" not in page
 
 
