@@ -422,3 +422,21 @@ def test_dashboard_summary_has_the_utilization(tmp_path: Path) -> None:
     unknown = tmp_path / "unknown"
     unknown.mkdir()
     assert summarize(write_job(unknown, device_name=None)[0])["flop_utilization"] is None
+
+
+def test_matrix_rate_per_step_as_a_counter_track(tmp_path: Path) -> None:
+    """di convert's analysis tracks: per rank a "matrix TFLOP/s" counter sampled at each step start, the step's work
+    over the step's time."""
+    out = tmp_path / "t.pftrace"
+    done = subprocess.run(
+        [sys.executable, "-m", "di", "convert", *map(str, write_job(tmp_path)), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    trace = di.load(out)
+    series = trace.series.filter(pl.col("name").str.ends_with("matrix TFLOP/s"))
+    assert sorted(series.get_column("name").to_list()) == ["rank 0 matrix TFLOP/s", "rank 1 matrix TFLOP/s"]
+    values = trace.samples.filter(pl.col("series").is_in(series.get_column("series").implode())).get_column("value")
+    assert values.len() == 2 * STEPS
+    assert values.to_list() == pytest.approx([STEP_FLOP / ((STEP_US - 1) * 1000) / 1000] * (2 * STEPS), rel=1e-6)

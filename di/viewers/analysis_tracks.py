@@ -18,7 +18,9 @@
   ``device``, ``cause``, ``next`` (the work that ended the gap), ``launch``, ``operator``;
 - per rank two **counter series** sampled at each step start: ``rank N wait``
   (ms waited in the step, wait states) and ``rank N imbalance`` (work in the step
-  relative to the step mean, %);
+  relative to the step mean, %), and where the trace has matrix operators with
+  shapes a third, ``rank N matrix TFLOP/s`` (their work in the step over the step's
+  time, summed over the rank's GPUs: :mod:`di.engine.flops`);
 - per rank a **memory** counter timeline where the trace has allocator events (:mod:`di.engine.memory`): per device,
   ``rank N cuda:0 allocated`` and ``... reserved`` (bytes) after each allocation and free (a series that is 0
   throughout, as a CPU allocator's reserved memory, is left out);
@@ -49,9 +51,10 @@ MEMORY_TRACK = "memory"
 """Name of a rank's counter timeline of its devices' allocator memory."""
 WAITS = 50
 """The longest wait states shown on the wait-states timeline (the per-rank wait counters hold them all)."""
-NEEDS = ("breakdown", "gpu_idle", "wait_states", "critical_path")
+NEEDS = ("breakdown", "gpu_idle", "wait_states", "critical_path", "flops")
 """The analyses the tracks show (:func:`di.analyze` ``analyses=``): the per-step breakdown gives the imbalance
-counters' work, gpu_idle the GPU idle track, wait states the wait track and counters. Running only these keeps ``di convert`` from
+counters' work, gpu_idle the GPU idle track, wait states the wait track and counters, flops the matrix
+TFLOP/s counters. Running only these keeps ``di convert`` from
 computing (and, on a first run, compiling) overlap and the rest that no track shows."""
 VIEWER_FORMATS = ("perfetto", "chrome", "otf2")
 """Connectors whose output ``di convert`` gives the analysis tracks unless ``--no-analysis``;
@@ -310,6 +313,12 @@ def _step_counters(
     base = base.join(waited, on=["rank", "step"], how="left").join(
         work.select("rank", "step", "imb"), on=["rank", "step"], how="left"
     )
+    counters = [("wait", pl.col("wait_ns").fill_null(0) / 1e6, "ms"), ("imbalance", pl.col("imb").fill_null(0.0), "%")]
+    f = result.flops
+    if f is not None and f.filter(pl.col("step").is_not_null()).height:
+        rate = f.filter(pl.col("step").is_not_null()).group_by("rank", "step").agg(pl.col("flop_rate_tflops").sum())
+        base = base.join(rate, on=["rank", "step"], how="left")
+        counters.append(("matrix TFLOP/s", pl.col("flop_rate_tflops").fill_null(0.0), "TFLOP/s"))
     ranks = sorted(set(base.get_column("rank").to_list()))
     locs, series, samples = [], [], []
     for i, r in enumerate(ranks):
@@ -318,10 +327,8 @@ def _step_counters(
             {"loc": loc, "rank": r, "kind": "counter", "name": "analysis", "process": PROCESS, "source": source}
         )
         mine = base.filter(pl.col("rank") == r).sort("ts_ns")
-        for j, (label, col, unit) in enumerate(
-            (("wait", pl.col("wait_ns").fill_null(0) / 1e6, "ms"), ("imbalance", pl.col("imb").fill_null(0.0), "%"))
-        ):
-            sid = series0 + 2 * i + j
+        for j, (label, col, unit) in enumerate(counters):
+            sid = series0 + len(counters) * i + j
             series.append({"series": sid, "loc": loc, "name": f"rank {r} {label}", "unit": unit})
             samples.append(
                 mine.select(pl.lit(sid, pl.UInt32).alias("series"), "ts_ns", col.cast(pl.Float64).alias("value"))
