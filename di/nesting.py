@@ -8,7 +8,7 @@ starts inside an open one but ends after it (overlap without nesting, common
 in Kineto traces) still gets that parent; writers that need proper nesting
 move such events to lanes (:mod:`di.convert.lanes`).
 
-:func:`enclosing` and :func:`names_at` read the columns back: the ancestor of
+:func:`enclosing` (:func:`enclosing_all`) and :func:`names_at` read the columns back: the ancestor of
 given rows that has some mark (the outermost operator around a launch or an
 allocation), and names of rows.
 """
@@ -102,15 +102,21 @@ def parent_rows(events: pl.DataFrame) -> np.ndarray:
 
 def enclosing(parent: np.ndarray, rows: np.ndarray, marked: np.ndarray, *, outermost: bool) -> np.ndarray:
     """For each of ``rows`` (event rows, -1: none), the row of its outermost (or innermost) ancestor whose
-    ``marked`` is true, by the ``parent`` column (-1 for none); -1 where there is none.
+    ``marked`` is true, by the ``parent`` column (-1 for none); -1 where there is none (:func:`enclosing_all`)."""
+    at = np.asarray(rows, dtype=np.int64)
+    return enclosing_all(parent, marked, outermost=outermost)[np.where(at >= 0, at, parent.size)]
 
-    By pointer jumping over all events: after round i each event knows its 2**i-th ancestor and the outermost
-    (innermost) marked one among its first 2**i, so the rounds are log2 of the deepest nesting (10 for the depth
-    of 752 that overlapping Kineto events reach), each a few gathers over the events; a walk up from the rows,
-    one level per pass, took 0.89 CPU-s for 300,000 kernels' launches at that depth (now 0.06)."""
+
+def enclosing_all(parent: np.ndarray, marked: np.ndarray, *, outermost: bool) -> np.ndarray:
+    """For every event and one more (position ``parent.size``: "no event", -1), the row of its outermost (or
+    innermost) ancestor whose ``marked`` is true; -1 where there is none.
+
+    By pointer jumping: after round i each event knows its 2**i-th ancestor and the outermost (innermost) marked one
+    among its first 2**i, so the rounds are log2 of the deepest nesting (10 for the depth of 752 that overlapping
+    Kineto events reach), each a few gathers over the events; a walk up from the rows, one level per pass, took
+    0.89 CPU-s for 300,000 kernels' launches at that depth (now 0.05 for all 1.2 M events)."""
     n = parent.size
-    up = np.where(parent >= 0, parent, n).astype(np.int64)  # row n: "no event", its own ancestor
-    up = np.append(up, n)
+    up = np.append(np.where(parent >= 0, parent, n).astype(np.int64), n)  # row n: "no event", its own ancestor
     hit = np.append(np.asarray(marked, dtype=np.bool_), False)
     best = np.where(hit[up], up, -1)
     best[n] = -1
@@ -118,8 +124,7 @@ def enclosing(parent: np.ndarray, rows: np.ndarray, marked: np.ndarray, *, outer
         further = best[up]
         best = np.where(further >= 0, further, best) if outermost else np.where(best >= 0, best, further)
         up = up[up]
-    at = np.asarray(rows, dtype=np.int64)
-    return best[np.where(at >= 0, at, n)]
+    return best
 
 
 def names_at(names: pl.Series, rows: np.ndarray) -> pl.Series:

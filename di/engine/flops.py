@@ -42,7 +42,7 @@ import polars as pl
 from di.engine.launches import launch_calls
 from di.engine.steps import NO_STEP
 from di.engine.window import EventFrame
-from di.nesting import enclosing, parent_rows
+from di.nesting import enclosing_all, parent_rows
 
 __all__ = [
     "FAMILIES",
@@ -187,13 +187,13 @@ def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFr
     ev = frame.trace.events
     counted = ev.get_column("name").is_in(list(FAMILIES)).to_numpy() & ~frame.on_gpu
     parent = parent_rows(ev)
-    rows = np.flatnonzero(counted & frame.selected)
-    rows = rows[enclosing(parent, rows, counted, outermost=True) < 0]
+    outer = enclosing_all(parent, counted, outermost=True)  # per event its outermost counted ancestor
+    rows = np.flatnonzero(counted & frame.selected & (outer[:-1] < 0))
     if not rows.size:
         return pl.DataFrame(schema=_OP_ROWS)
     launches = launch_calls(frame) if launches is None else launches
     kernels = np.flatnonzero(frame.on_gpu & frame.selected & (launches >= 0) & _is_kernel(ev))
-    owner = enclosing(parent, launches[kernels], counted, outermost=True)
+    owner = outer[launches[kernels]]
     own = owner >= 0
     work = (
         pl.DataFrame(
