@@ -200,6 +200,15 @@ def test_work_rates_and_peaks_of_a_known_job(tmp_path: Path) -> None:
     assert gemm0["of_peak"] == pytest.approx(ADDMM / 10_000 / 1000 / 989.4)
     assert gemm1["tflops"] == pytest.approx(gemm0["tflops"] / 2)  # the straggler's GEMM at half the rate
     assert gemm0["dims"] == "[[512],[4096,1024],[1024,512],[],[]]"
+    # the roofline: the least traffic of a call (its non-empty inputs and its output) at the dtype's size
+    gemm_bytes = (512 + 4096 * 1024 + 1024 * 512 + 4096 * 512) * 2
+    assert gemm0["bytes_per_call"] == gemm_bytes and gemm0["intensity"] == pytest.approx(ADDMM / gemm_bytes)
+    assert (gemm0["bound"], gemm0["attainable_tflops"]) == ("compute", 989.4)  # 315 flop/B x 3.35 TB/s > peak
+    strided = row(0, "aten::convolution", flop_per_call=STRIDED_CONV)
+    strided_bytes = (8 * 64 * 56 * 56 + 128 * 64 * 3 * 3 + 8 * 128 * 28 * 28) * 4
+    assert strided["bytes_per_call"] == strided_bytes and strided["bound"] == "memory"
+    assert strided["attainable_tflops"] == pytest.approx(STRIDED_CONV / strided_bytes * 3.35)
+    assert strided["of_attainable"] == pytest.approx(strided["tflops"] / strided["attainable_tflops"])
     bmm = row(0, "aten::bmm")
     assert (bmm["flop_per_call"], bmm["dtype"], bmm["peak_dtype"], bmm["peak_tflops"]) == (BMM, "fp32", "fp32", 66.9)
     assert row(0, "aten::_scaled_dot_product_flash_attention")["flop_per_call"] == SDPA

@@ -67,3 +67,19 @@ def test_no_panel_without_shapes(tmp_path: Path) -> None:
     f = tmp_path / "plain.json"
     f.write_text(json.dumps(kineto_job(0)))
     assert '<section id="flops"' not in run_report([f], tmp_path)
+
+
+def test_shared_trace_names_its_short_gemm(tmp_path: Path) -> None:
+    """TraceLens' H100 BERT: most matrix-kernel time is 17 GEMMs of 141x512 by 512x512, each 5.8 us, far under even
+    their roofline: the hint says so, with the numbers of the operator table."""
+    from test_flops import TRACELENS
+
+    if not TRACELENS.exists():
+        pytest.skip("shared data absent")
+    page = run_report([TRACELENS], tmp_path)
+    (hint,) = section_hints(page, "flops")
+    tables, _ = read_page(page)
+    gemm = next(r for r in tables["flops_ops"] if r["input shapes"] == "512 141x512 512x512")
+    assert gemm["bound"] == "memory" and gemm["calls"] == 17
+    assert f"{100 * gemm['of roofline']:.1f}% of its roofline" in hint and "5.8 us per kernel" in hint
+    assert hint.startswith("Rank 0 GPU 0 does its matrix work at 0.2% of its bf16 peak")

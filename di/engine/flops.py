@@ -23,6 +23,11 @@ Definitions (times int64 ns, work int64 floating-point operations, a multiply-ad
   dense (no sparsity) peak for it from :data:`PEAKS` (vendors' datasheets, boost clock); fp32 matrix products count
   against the fp32 peak (PyTorch leaves TF32 off for matmuls by default), fp32 convolutions against TF32 (cuDNN's
   default), ``peak_dtype`` says which. Null for a GPU not in the table.
+- **Roofline** (per operator and shape): ``bytes_per_call``: the elements of its tensor inputs and of its outputs
+  (mm: ``m n``; attention: ``b h s_q d_v``; a backward: its gradients) times the dtype's size
+  (:data:`ELEMENT_BYTES`): the least traffic to memory; **intensity** = flop / byte; **attainable_tflops** = min(peak,
+  intensity x the GPU's bandwidth, :data:`BANDWIDTH`); ``bound``: ``memory`` where the bandwidth is the limit, else
+  ``compute``; **of_attainable** = tflops / attainable_tflops, a small GEMM's honest score.
 - **Per rank and device** (:func:`flop_rates`): ``flop`` and ``gpu_ns`` of the counted operators whose work is known
   (``unknown_calls``: those recorded without readable shapes), ``time_ns``: the
   rank's steps in the window summed (and only the operators in them counted) when it has steps, else the span of
@@ -45,8 +50,11 @@ from di.engine.window import EventFrame
 from di.nesting import enclosing_all, parent_rows
 
 __all__ = [
+    "BANDWIDTH",
+    "ELEMENT_BYTES",
     "FAMILIES",
     "PEAKS",
+    "device_bandwidth",
     "device_names",
     "device_peak",
     "flop_ops",
@@ -109,6 +117,27 @@ PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
 )
 """Dense peak TFLOP/s of GPUs by name (NVIDIA's and AMD's datasheets, boost clock, matrix/tensor cores where the
 dtype uses them, no sparsity)."""
+BANDWIDTH: tuple[tuple[str, float], ...] = (
+    (r"H100.*NVL", 3.9),
+    (r"H100.*PCIe", 2.0),
+    (r"H200", 4.8),
+    (r"GH200", 4.0),
+    (r"H100", 3.35),
+    (r"A100.*80GB", 2.039),
+    (r"A100", 1.555),
+    (r"V100S", 1.134),
+    (r"V100", 0.9),
+    (r"L40S|L40\b", 0.864),
+    (r"\bL4\b", 0.3),
+    (r"\bA10\b", 0.6),
+    (r"B200", 8.0),
+    (r"MI325X", 6.0),
+    (r"MI300X", 5.3),
+    (r"MI250", 3.2),
+)
+"""Peak memory bandwidth in TB/s (10**12 bytes per second) of GPUs by name (datasheets); the first match wins."""
+ELEMENT_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
+"""Bytes per element of the dtypes whose traffic is counted."""
 
 _OPS = {
     "rank": pl.Int32,
@@ -126,6 +155,11 @@ _OPS = {
     "peak_dtype": pl.String,
     "peak_tflops": pl.Float64,
     "of_peak": pl.Float64,
+    "bytes_per_call": pl.Int64,
+    "intensity": pl.Float64,
+    "attainable_tflops": pl.Float64,
+    "of_attainable": pl.Float64,
+    "bound": pl.String,
 }
 _RATES = {
     "rank": pl.Int32,
@@ -177,12 +211,23 @@ def device_peak(name: str | None, dtype: str | None) -> float | None:
     return None
 
 
+def device_bandwidth(name: str | None) -> float | None:
+    """Peak memory bandwidth (TB/s) of the GPU named ``name`` (see :data:`BANDWIDTH`), None when unknown."""
+    if name is None:
+        return None
+    for pattern, tbps in BANDWIDTH:
+        if re.search(pattern, name, re.IGNORECASE):
+            return tbps
+    return None
+
+
 def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFrame:
     """One row per counted operator call in the window (outermost counted ones only), with its work and kernels.
 
     Returns:
         row (event row), rank, device (GPU of its kernels, null without any), step, op, family, dtype, dims (the
-        ``Input Dims`` text), flop (null where the shapes are missing or unreadable), kernels, gpu_ns.
+        ``Input Dims`` text), flop (null where the shapes are missing or unreadable), bytes (the least memory
+        traffic, see the module docstring), kernels, gpu_ns.
     """
     ev = frame.trace.events
     counted = ev.get_column("name").is_in(list(FAMILIES)).to_numpy() & ~frame.on_gpu
@@ -219,6 +264,7 @@ def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFr
     return (
         pl.concat([ops, _shapes(ops.get_column("args"), conv)], how="horizontal")
         .with_columns(_flop().alias("flop"), _dtype().alias("dtype"))
+        .with_columns(_bytes().alias("bytes"))
         .join(work, on="row", how="left")
         .with_columns(pl.col("kernels").fill_null(0), pl.col("gpu_ns").fill_null(0))
         .select(*(pl.col(c).cast(t) for c, t in _OP_ROWS.items()))
@@ -235,6 +281,7 @@ _OP_ROWS = {
     "dtype": pl.String,
     "dims": pl.String,
     "flop": pl.Int64,
+    "bytes": pl.Int64,
     "kernels": pl.Int64,
     "gpu_ns": pl.Int64,
 }
@@ -364,6 +411,40 @@ def _conv_backward() -> pl.Expr:
     return _conv_core(0, 2, out) * grads
 
 
+def _bytes() -> pl.Expr:
+    """The least memory traffic of one call (see the module docstring): its tensor inputs and outputs, in elements,
+    times the dtype's size; null where a size or the dtype's size is unknown."""
+    fam = pl.col("family")
+    non_empty = pl.element().filter(pl.element().list.len() > 0)
+    inputs = pl.col("shape").list.eval(non_empty.list.eval(pl.element().product()).list.first()).list.sum()
+
+    def size(arg: int) -> pl.Expr:
+        return pl.col("shape").list.get(arg, null_on_oob=True).list.eval(pl.element().product()).list.first()
+
+    kernel = pl.lit(1, pl.Int64)
+    for i in range(_SPATIAL):
+        kernel = kernel * pl.when(_rank_of(1) > 2 + i).then(_dim(1, 2 + i)).otherwise(1)
+    outputs = (
+        pl.when(fam == "mm")
+        .then(_dim(0, 0) * _dim(1, 1))
+        .when(fam == "addmm")
+        .then(_dim(1, 0) * _dim(2, 1))
+        .when(fam == "bmm")
+        .then(_dim(0, 0) * _dim(0, 1) * _dim(1, 2))
+        .when(fam == "baddbmm")
+        .then(_dim(1, 0) * _dim(1, 1) * _dim(2, 2))
+        .when(fam == "sdpa")
+        .then(_dim(0, 0) * _dim(0, 1) * _dim(0, 2) * _dim(2, 3))
+        .when(fam == "sdpa_backward")
+        .then(size(1) + size(2) + size(3))
+        .when(fam == "conv")  # N K prod(out): the work over 2 C/g prod(kernel)
+        .then(pl.col("flop") // (2 * _dim(1, 1) * kernel))
+        .when(fam == "conv_backward")
+        .then(size(1) + size(2))
+    )
+    return (inputs + outputs) * pl.col("dtype").replace_strict(ELEMENT_BYTES, default=None, return_dtype=pl.Int64)
+
+
 def _dtype() -> pl.Expr:
     """The first matrix input's dtype (:data:`DTYPES`; ``fp8`` for ``c10::Float8_*``), else its type text."""
     first = pl.col("family").replace_strict(_FIRST_MATRIX, return_dtype=pl.Int64)
@@ -385,7 +466,8 @@ def operator_flops(ops: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
     grouped = (
         ops.with_columns(_peak_dtype().alias("peak_dtype"))
         .rename({"flop": "flop_per_call"})  # the same shape may differ in stride: one row per work per call
-        .group_by("rank", "device", "op", "dtype", "dims", "flop_per_call", "peak_dtype")
+        .rename({"bytes": "bytes_per_call"})
+        .group_by("rank", "device", "op", "dtype", "dims", "flop_per_call", "bytes_per_call", "peak_dtype")
         .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("kernels").sum(), pl.col("gpu_ns").sum())
         .with_columns((pl.col("flop_per_call") * pl.col("calls")).alias("flop"))
         .join(names, on=["rank", "device"], how="left")
@@ -394,8 +476,36 @@ def operator_flops(ops: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
         _with_peaks(grouped)
         .with_columns(_tflops("flop", "gpu_ns").alias("tflops"))
         .with_columns((pl.col("tflops") / pl.col("peak_tflops")).alias("of_peak"))
+        .pipe(_roofline)
         .select(*(pl.col(c).cast(t) for c, t in _OPS.items()))
         .pipe(_ops_in_order)
+    )
+
+
+def _roofline(ops: pl.DataFrame) -> pl.DataFrame:
+    """intensity, attainable_tflops, of_attainable and bound of each row (see the module docstring)."""
+    names = ops.select("device_name").unique()
+    bandwidth = names.with_columns(
+        pl.Series("bandwidth", [device_bandwidth(n) for (n,) in names.iter_rows()], pl.Float64)
+    )
+    memory_limit = pl.col("intensity") * pl.col("bandwidth")
+    return (
+        ops.join(bandwidth, on="device_name", how="left", nulls_equal=True)
+        .with_columns((pl.col("flop_per_call") / pl.col("bytes_per_call")).alias("intensity"))
+        .with_columns(
+            pl.min_horizontal(pl.col("peak_tflops"), memory_limit).alias("attainable_tflops"),
+            pl.when(memory_limit < pl.col("peak_tflops"))
+            .then(pl.lit("memory"))
+            .when(memory_limit.is_not_null() & pl.col("peak_tflops").is_not_null())
+            .then(pl.lit("compute"))
+            .alias("bound"),
+        )
+        .with_columns(
+            pl.when(pl.col("bound").is_not_null())
+            .then(pl.col("tflops") / pl.col("attainable_tflops"))
+            .alias("of_attainable"),
+            pl.when(pl.col("bound").is_not_null()).then(pl.col("attainable_tflops")).alias("attainable_tflops"),
+        )
     )
 
 

@@ -470,8 +470,11 @@ def _render_flops(result: Analysis, console: Any) -> None:
     ops = result.flops_ops
     if ops is None or not ops.height:
         return
-    o = Table(title="Matrix operators by GPU time (per input shape)")
-    for c in ("rank", "operator", "dtype", "calls", "GPU ms", "TFLOP/s", "% peak", "input shapes"):
+    o = Table(
+        title="Matrix operators by GPU time (per input shape)",
+        caption="% roof: of the roofline, min(peak, flop per byte x the GPU's bandwidth); m: memory-bound",
+    )
+    for c in ("rank", "operator", "dtype", "calls", "GPU ms", "TFLOP/s", "% roof", "input shapes"):
         o.add_column(c, justify="left" if c in ("operator", "input shapes", "dtype") else "right")
     shown = ops.filter(pl.int_range(pl.len()).over("rank") < FLOP_OPS_SHOWN)
     for r in shown.iter_rows(named=True):
@@ -482,7 +485,7 @@ def _render_flops(result: Analysis, console: Any) -> None:
             f"{r['calls']:,}",
             f"{r['gpu_ns'] / 1e6:.3f}",
             tflops_text(r["tflops"]),
-            _pct(r["of_peak"]),
+            _pct(r["of_attainable"]) + ("m" if r["bound"] == "memory" else ""),
             short_name(dims_label(r["dims"]), 22),
         )
     _print(console, o)

@@ -1,6 +1,6 @@
 """Matrix work (matrix products, convolutions, attention) and the rate the GPUs did it at, against their peak.
 
-Numbers are the engine's (:mod:`di.engine.flops`): work in TFLOP (10**12 floating-point operations, a multiply-add
+Numbers are the engine's (:mod:`di.engine.flops`, where the roofline's terms are defined): work in TFLOP (10**12 floating-point operations, a multiply-add
 is 2), rates in TFLOP/s, times in ms with the exact ns in ``data-v``, as ``di analyze --json`` reports them under
 ``ranks[].flops`` and ``flops_ops``.
 """
@@ -119,6 +119,9 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
                 "kernel time (ms)",
                 "TFLOP/s",
                 "of peak",
+                "flop per byte",
+                "bound",
+                "of roofline",
             ],
             [
                 (
@@ -132,6 +135,9 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
                     ms(r["gpu_ns"]),
                     rate(r["tflops"]),
                     pct(r["of_peak"]),
+                    num(r["intensity"], "{:,.1f}"),
+                    r["bound"] or "—",
+                    pct(r["of_attainable"]),
                 )
                 for r in shown.iter_rows(named=True)
             ],
@@ -177,9 +183,21 @@ def _hints(whole: pl.DataFrame, ops: pl.DataFrame) -> list[str]:
             s = slow.row(0, named=True)
             text += (
                 f"; {op_label(s['op'])} on {dims_label(s['dims'])} holds {100 * s['time_share']:.0f}% of the matrix "
-                f"kernels' time at {100 * s['of_peak']:.1f}% of peak: small matrices leave the tensor cores idle "
-                "(batch more, fuse with torch.compile, or pad sizes to multiples of 64)"
+                f"kernels' time at {100 * s['of_peak']:.1f}% of peak: "
             )
+            per_kernel_us = s["gpu_ns"] / max(s["kernels"], 1) / 1e3
+            if s["of_attainable"] is not None and s["of_attainable"] >= LOW_OP_SHARE:
+                text += (
+                    f"at {s['intensity']:.0f} flop per byte it is memory-bound (its roofline is "
+                    f"{tflops_text(s['attainable_tflops'])} TFLOP/s): fuse it with its neighbours (torch.compile) "
+                    "or batch more so each byte moved does more work"
+                )
+            else:
+                roof = "" if s["of_attainable"] is None else f", {100 * s['of_attainable']:.1f}% of its roofline"
+                text += (
+                    f"{per_kernel_us:.1f} us per kernel{roof}: too little work per kernel to fill the GPU (batch "
+                    "more, fuse with torch.compile, capture the step in a CUDA graph)"
+                )
         out.append(text + ".")
     if known.height:
         fp32 = known.group_by("rank", "device").agg(
