@@ -56,6 +56,7 @@ ANALYSES = (
     "gpu_clocks",
     "memory",
     "flops",
+    "comm_bandwidth",
     "counters",
 )
 
@@ -83,6 +84,9 @@ class Analysis:
         flops: per rank and GPU (and step with ``per_step``), the floating-point work of the matrix operators
             (matrix products, convolutions, attention) and its rate against the GPU's peak (utilization);
             flops_ops: the same per operator, dtype and input shape; see :mod:`di.engine.flops`.
+        comm_bandwidth: per collective operation, size, ranks and scope (inside a node or across), the bandwidth of
+            the calls as nccl-tests reports it and of the transfers once every member had arrived, with the skew
+            of the arrivals; see :mod:`di.engine.comm_bandwidth`.
         counters: per counter series with samples in the window, its count, min, mean, max and last value
             (cumulative counters as rates), see :mod:`di.engine.counters`.
         communicators: per communicator, its members, hosts, NCCL version, channels and the transports inside
@@ -111,6 +115,7 @@ class Analysis:
     memory_timeline: pl.DataFrame | None = None
     flops: pl.DataFrame | None = None
     flops_ops: pl.DataFrame | None = None
+    comm_bandwidth: pl.DataFrame | None = None
     counters: pl.DataFrame | None = None
     step_times: pl.DataFrame | None = None
     slow_steps: pl.DataFrame | None = None
@@ -232,6 +237,10 @@ def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
         from di.engine.flops import flops_tables
 
         return flops_tables(frame, per_step)
+    if name == "comm_bandwidth":
+        from di.engine.comm_bandwidth import collective_parts, comm_bandwidth
+
+        return comm_bandwidth(collective_parts(frame))
     if name == "counters":
         from di.engine.counters import counters
 

@@ -136,6 +136,10 @@ def analyze_with(
         local["flops"], local["flops_ops"] = (
             t.filter(pl.col("rank").is_in(mine)) for t in flops_tables(frame, per_step)
         )
+    if "comm_bandwidth" in analyses:  # a part holds every member of its ranks' collectives
+        from di.engine.comm_bandwidth import collective_parts
+
+        local["collective_parts"] = collective_parts(frame, ranks=list(part.ranks))
     if "overlap" in analyses:
         local["overlap"] = overlap(frame).filter(pl.col("rank").is_in(mine))
         if per_step:
@@ -261,6 +265,13 @@ def _assemble(
         from di.engine.flops import in_order as flops_order
 
         out["flops"], out["flops_ops"] = flops_order(cat("flops"), cat("flops_ops"))
+    if "comm_bandwidth" in analyses:
+        from di.engine.comm_bandwidth import collective_parts_schema, comm_bandwidth
+
+        parts = cat("collective_parts")
+        out["comm_bandwidth"] = comm_bandwidth(
+            parts if parts is not None else pl.DataFrame(schema=collective_parts_schema())
+        )
     if "overlap" in analyses:
         ov = cat("overlap")
         out["overlap"] = pl.concat([ov, cat("overlap_steps")]) if per_step else ov

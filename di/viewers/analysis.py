@@ -66,6 +66,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
         "gpu_idle_gaps": result.gpu_idle_gaps.to_dicts() if result.gpu_idle_gaps is not None else [],
         "memory_holders": result.memory_holders.to_dicts() if result.memory_holders is not None else [],
         "flops_ops": result.flops_ops.to_dicts() if result.flops_ops is not None else [],
+        "comm_bandwidth": result.comm_bandwidth.to_dicts() if result.comm_bandwidth is not None else [],
         "gpu_clocks": result.gpu_clocks.to_dicts() if result.gpu_clocks is not None else [],
         "gpu_step_clocks": result.gpu_step_clocks.to_dicts() if result.gpu_step_clocks is not None else [],
         "step_times": result.step_times.to_dicts() if result.step_times is not None else [],
@@ -125,7 +126,7 @@ def is_csv_folder(path: Path) -> bool:
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
     """One CSV per table (steps, step_times, slow_steps where there are some, breakdown, gpu_idle and gpu_idle_gaps
     where a GPU was idle, memory and memory_holders where the trace has allocator events, flops and flops_ops where
-    it has matrix operators with shapes, overlap, imbalance, wait_states, gpu_clocks and gpu_step_clocks where the trace has GPU clock series, counters where it has samples, communicators where it has
+    it has matrix operators with shapes, comm_bandwidth where it has collectives, overlap, imbalance, wait_states, gpu_clocks and gpu_step_clocks where the trace has GPU clock series, counters where it has samples, communicators where it has
     some, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
 
     Returns:
@@ -148,6 +149,9 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
         else None,
         "flops": result.flops if result.flops is not None and result.flops.height else None,
         "flops_ops": result.flops_ops if result.flops_ops is not None and result.flops_ops.height else None,
+        "comm_bandwidth": result.comm_bandwidth
+        if result.comm_bandwidth is not None and result.comm_bandwidth.height
+        else None,
         "overlap": result.overlap,
         "imbalance": result.imbalance,
         "wait_states": result.wait_states,

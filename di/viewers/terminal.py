@@ -100,6 +100,7 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
         _render_path(result, console)
     _render_memory(result, console)
     _render_flops(result, console)
+    _render_comm_bandwidth(result, console)
     _render_imbalance(result, console)
     _render_clocks(result, console)
     _render_step_clocks(result, console)
@@ -489,6 +490,56 @@ def _render_flops(result: Analysis, console: Any) -> None:
             short_name(dims_label(r["dims"]), 22),
         )
     _print(console, o)
+
+
+COMM_ROWS_SHOWN = 10
+"""Collective groups shown (the most total call time first; all are in ``--csv``/``--json``)."""
+
+
+def _render_comm_bandwidth(result: Analysis, console: Any) -> None:
+    """The collectives' bus bandwidth over the calls and once all members had arrived (traces with collectives)."""
+    from rich.table import Table
+
+    groups = result.comm_bandwidth
+    if groups is None or not groups.height:
+        return
+    t = Table(
+        title="Collective bandwidth (busbw, GB/s)",
+        caption="call: over each rank's call, as nccl-tests; xfer: from the last member's arrival to the end; "
+        "skew: last arrival less first; n: ranks",
+    )
+    for c in ("op", "size", "n", "scope", "calls", "call ms", "skew ms", "call", "xfer"):
+        t.add_column(c, justify="left" if c in ("op", "scope") else "right")
+    for r in groups.head(COMM_ROWS_SHOWN).iter_rows(named=True):
+        t.add_row(
+            short_name(r["op"], 14),
+            size_text(r["bytes"]),
+            "—" if r["ranks"] is None else str(r["ranks"]),
+            (r["scope"] or "—").removesuffix("-node"),
+            f"{r['calls']:,}",
+            "—" if r["mean_call_ns"] is None else f"{r['mean_call_ns'] / 1e6:.3f}",
+            "—" if r["mean_skew_ns"] is None else f"{r['mean_skew_ns'] / 1e6:.3f}",
+            _gbps(r["busbw_gbps"]),
+            _gbps(r["transfer_busbw_gbps"]),
+        )
+    _print(console, t)
+
+
+def size_text(value: int | None) -> str:
+    """Bytes in the largest binary unit they reach (``8 B``, ``1.5 KiB``, ``30.0 MiB``, ``2.00 GiB``)."""
+    if value is None:
+        return "—"
+    for unit, scale, fmt in (("GiB", 2**30, "{:.2f}"), ("MiB", 2**20, "{:.1f}"), ("KiB", 2**10, "{:.1f}")):
+        if abs(value) >= scale:
+            return f"{fmt.format(value / scale)} {unit}"
+    return f"{value} B"
+
+
+def _gbps(value: float | None) -> str:
+    """GB/s: whole from 100, three significant digits from 1, else four decimals."""
+    if value is None:
+        return "—"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}" if value >= 1 else f"{value:.4f}"
 
 
 def _render_overlap(result: Analysis, console: Any) -> None:

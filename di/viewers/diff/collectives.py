@@ -11,47 +11,21 @@ bandwidths of NVIDIA's nccl-tests (``doc/PERFORMANCE.md``):
   trace records each rank's part (elements x dtype size), times ``ranks`` for
   allgather (its output is every rank's part);
 - ``busbw_gbps = algbw_gbps * factor``, the factor per operation in
-  :data:`BUSBW_FACTORS` (n = ``ranks``); null where nccl-tests gives none.
+  :data:`di.engine.comm_bandwidth.BUSBW_FACTORS` (n = ``ranks``); null where nccl-tests gives none.
 
 The duration of a part is that rank's whole call, waiting for late members
-included, as nccl-tests times a collective on each rank.
+included, as nccl-tests times a collective on each rank (``di analyze``'s
+:mod:`di.engine.comm_bandwidth` adds the bandwidth once all members arrived).
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from di.engine.comm_bandwidth import ALGBW_FORMULA, BUSBW_FACTORS, BUSBW_FORMULA, busbw_factor
 from di.trace import Trace
 
-BUSBW_FACTORS = {
-    "allreduce": "2(n-1)/n",
-    "allgather": "(n-1)/n",
-    "reduce_scatter": "(n-1)/n",
-    "alltoall": "(n-1)/n",
-    "broadcast": "1",
-    "reduce": "1",
-    "send": "1",
-    "recv": "1",
-}
-"""busbw / algbw per operation, from nccl-tests doc/PERFORMANCE.md; n = ranks in the collective."""
-ALGBW_FORMULA = "algbw = S / t: S the message size in bytes (allgather: n x each rank's part), t the mean duration of a rank's part; bytes/ns = GB/s"
-BUSBW_FORMULA = "busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md): " + ", ".join(
-    f"{k} {v}" for k, v in BUSBW_FACTORS.items()
-)
-
-
-def factor(op: pl.Expr, n: pl.Expr) -> pl.Expr:
-    """The busbw factor of :data:`BUSBW_FACTORS` as a float expression (null: none)."""
-    frac = (n - 1).cast(pl.Float64) / n.cast(pl.Float64)
-    return (
-        pl.when(op == "allreduce")
-        .then(2 * frac)
-        .when(op.is_in(["allgather", "reduce_scatter", "alltoall"]))
-        .then(frac)
-        .when(op.is_in(["broadcast", "reduce", "send", "recv"]))
-        .then(pl.lit(1.0))
-        .otherwise(pl.lit(None, pl.Float64))
-    )
+__all__ = ["ALGBW_FORMULA", "BUSBW_FACTORS", "BUSBW_FORMULA", "collective_groups"]
 
 
 def collective_groups(trace: Trace, events: pl.DataFrame) -> pl.DataFrame:
@@ -97,7 +71,7 @@ def collective_groups(trace: Trace, events: pl.DataFrame) -> pl.DataFrame:
     return (
         groups.with_columns(algbw.alias("algbw_gbps"))
         .with_columns(
-            (pl.col("algbw_gbps") * factor(pl.col("op"), pl.col("ranks"))).alias("busbw_gbps"),
+            (pl.col("algbw_gbps") * busbw_factor(pl.col("op"), pl.col("ranks"))).alias("busbw_gbps"),
             pl.col("op").replace_strict(BUSBW_FACTORS, default=None, return_dtype=pl.String).alias("busbw_factor"),
         )
         .sort("op", "bytes", nulls_last=True)
