@@ -20,17 +20,10 @@ from di.engine.window import prepare
 STEPS = 4
 BIG = 64 * 2**20  # bytes of each rank's part of the large allreduce
 SMALL = 2**20
-SKEW_US = 400  # rank 1 starts the large allreduce this late in every step
+SKEW_US = 2000  # rank 1 starts the large allreduce this late in every step
 TRANSFER_US = 800  # both finish this long after rank 1 started
 SMALL_US = 100
 CLOVERLEAF = DATA / "otf2" / "casita_2_cloverleaf_oaccregions_cudafull" / "traces.otf2"
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "data"
-    / "otf2"
-    / "casita_2_cloverleaf_oaccregions_cudafull"
-    / "traces.otf2"
-)
 
 
 def nccl_job(rank: int) -> dict:
@@ -187,3 +180,16 @@ def test_under_mpiexec_the_same_answer(tmp_path: Path) -> None:
     one = analysis(single, tmp_path, None, "--steps")
     assert [r["mean_transfer_ns"] for r in one["comm_bandwidth"] if r["bytes"] == BIG] == [TRANSFER_US * 1000]
     assert analysis(parted, tmp_path, 2, "--steps") == one
+
+
+def test_report_panel_and_its_hint(tmp_path: Path) -> None:
+    from report_tables import read_page, run_report, section_hints
+
+    page = run_report(write_job(tmp_path), tmp_path)
+    tables, _ = read_page(page)
+    big = next(r for r in tables["comm_bandwidth"] if r["size"] == BIG)
+    assert (big["skew (ms)"], big["transfer (ms)"]) == (SKEW_US * 1000, TRANSFER_US * 1000)
+    (hint,) = section_hints(page, "comm_bandwidth")
+    # the calls last 0.8 + 2.0 / 2 = 1.8 ms on average, the transfers 0.8: the calls' busbw is under half
+    assert hint.startswith("allreduce of 64.0 MiB over 2 ranks: the calls reach 37.3 GB/s of bus bandwidth")
+    assert "moves at 83.9 once every member has arrived" in hint and "starts 2.000 ms after the first" in hint

@@ -137,6 +137,7 @@ def builtin_panels() -> list[tuple[str, Panel]]:
     """The built-in panels in page order, as (name, function)."""
     from di.viewers.report import (
         breakdown,
+        comm_bandwidth,
         communicators,
         counters,
         critical_path,
@@ -164,6 +165,7 @@ def builtin_panels() -> list[tuple[str, Panel]]:
         ("overlap", overlap.panel),
         ("imbalance", imbalance.panel),
         ("top_events", top_events.panel),
+        ("comm_bandwidth", comm_bandwidth.panel),
         ("gpu_clocks", gpu_clocks.panel),
         ("critical_path", critical_path.panel),
         ("wait_states", waits.panel),
