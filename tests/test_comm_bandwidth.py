@@ -14,7 +14,7 @@ import pytest
 from conftest import DATA
 
 import di
-from di.engine.comm_bandwidth import collective_parts, comm_bandwidth
+from di.engine.comm_bandwidth import collective_rows, comm_bandwidth
 from di.engine.window import prepare
 
 STEPS = 4
@@ -86,7 +86,7 @@ def write_job(tmp: Path) -> list[Path]:
 
 def test_known_job(tmp_path: Path) -> None:
     trace = di.load(write_job(tmp_path))
-    groups = comm_bandwidth(collective_parts(prepare(trace)))
+    groups = comm_bandwidth(collective_rows(prepare(trace)))
     big = groups.filter(pl.col("bytes") == BIG).row(0, named=True)
     assert (big["op"], big["ranks"], big["scope"], big["calls"], big["parts"]) == (
         "allreduce",
@@ -128,7 +128,7 @@ def test_shared_trace_against_its_own_collectives() -> None:
     if not CLOVERLEAF.exists():
         pytest.skip("shared data absent")
     trace = di.load(CLOVERLEAF)
-    groups = comm_bandwidth(collective_parts(prepare(trace)))
+    groups = comm_bandwidth(collective_rows(prepare(trace)))
     assert set(groups.get_column("scope")) == {"inter-node"}  # its two ranks ran on two hosts
     ev = trace.events
     coll = trace.collectives.filter(pl.col("op") != "barrier").with_columns(

@@ -238,9 +238,9 @@ def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
 
         return flops_tables(frame, per_step)
     if name == "comm_bandwidth":
-        from di.engine.comm_bandwidth import collective_parts, comm_bandwidth
+        from di.engine.comm_bandwidth import collective_rows, comm_bandwidth
 
-        return comm_bandwidth(collective_parts(frame))
+        return comm_bandwidth(collective_rows(frame))
     if name == "counters":
         from di.engine.counters import counters
 

@@ -33,8 +33,8 @@ __all__ = [
     "BUSBW_FACTORS",
     "BUSBW_FORMULA",
     "busbw_factor",
-    "collective_parts",
-    "collective_parts_schema",
+    "collective_rows",
+    "collective_rows_schema",
     "comm_bandwidth",
     "in_order",
 ]
@@ -56,20 +56,16 @@ BUSBW_FORMULA = "busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md): " + ", 
 )
 SCOPES = ("intra-node", "inter-node")
 
-_PARTS = {
+_ROWS = {
     "rank": pl.Int32,
     "instance": pl.Int64,
     "op": pl.String,
     "bytes": pl.Int64,
-    "ranks": pl.Int64,
+    "group_size": pl.Int64,
     "host": pl.String,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
-    "first_ns": pl.Int64,
-    "last_ns": pl.Int64,
-    "finish_ns": pl.Int64,
-    "complete": pl.Boolean,
-    "hosts": pl.Int64,
+    "selected": pl.Boolean,
 }
 _GROUPS = {
     "op": pl.String,
@@ -103,22 +99,19 @@ def busbw_factor(op: pl.Expr, n: pl.Expr) -> pl.Expr:
     )
 
 
-def collective_parts(frame: EventFrame, ranks: list[int] | None = None) -> pl.DataFrame:
-    """One row per part of a collective whose event is in the window (of ``ranks`` only, when given), with its
-    instance's first and last member's start, its last member's end, whether every member is in the trace and on
-    how many hosts they run (a part without an instance is an instance of its own).
+def collective_rows(frame: EventFrame, ranks: list[int] | None = None) -> pl.DataFrame:
+    """One row per part of a collective (of ``ranks`` only, when given: the parts of several processes put together
+    are the whole job's); a part without an instance is an instance of its own.
 
     Returns:
-        rank, instance, op, bytes, ranks (the communicator's size, else the members seen), host, start_ns, end_ns,
-        first_ns, last_ns, finish_ns, complete, hosts (distinct known hosts of the members; null when one is
-        unknown).
+        rank, instance, op, bytes, group_size, host (of the rank, null when unnamed), start_ns, end_ns, selected
+        (its event is in the window).
     """
     coll = frame.trace.collectives.filter(pl.col("op") != "barrier")
     if not coll.height:
-        return pl.DataFrame(schema=_PARTS)
+        return pl.DataFrame(schema=_ROWS)
     event = coll.get_column("event").to_numpy()
-    host_of = _hosts(frame)
-    parts = coll.select(
+    rows = coll.select(
         pl.col("instance").fill_null(-1 - pl.col("event")),  # an unmatched part is a call of its own
         "op",
         "bytes",
@@ -127,10 +120,23 @@ def collective_parts(frame: EventFrame, ranks: list[int] | None = None) -> pl.Da
         pl.Series("start_ns", frame.start_ns[event]),
         pl.Series("end_ns", frame.end_ns[event]),
         pl.Series("selected", frame.selected[event]),
-    ).join(host_of, on="rank", how="left")
+    ).join(_hosts(frame), on="rank", how="left")
+    if ranks is not None:
+        rows = rows.filter(pl.col("rank").is_in(pl.Series(ranks, dtype=pl.Int32).implode()))
+    return rows.select(*(pl.col(c).cast(t) for c, t in _ROWS.items()))
+
+
+def collective_rows_schema() -> dict[str, pl.DataType]:
+    """The columns of :func:`collective_rows`."""
+    return dict(_ROWS)
+
+
+def _instances(rows: pl.DataFrame) -> pl.DataFrame:
+    """The window's parts with their instance's ranks, first and last member's start, last member's end, whether
+    every member is in the trace and on how many hosts they run (null when one is unknown)."""
     members = pl.col("rank").n_unique().over("instance")
     n = pl.coalesce(pl.col("group_size").cast(pl.Int64), members.cast(pl.Int64))
-    parts = parts.with_columns(
+    return rows.with_columns(
         n.alias("ranks"),
         pl.col("start_ns").min().over("instance").alias("first_ns"),
         pl.col("start_ns").max().over("instance").alias("last_ns"),
@@ -142,9 +148,6 @@ def collective_parts(frame: EventFrame, ranks: list[int] | None = None) -> pl.Da
         .cast(pl.Int64)
         .alias("hosts"),
     ).filter(pl.col("selected"))
-    if ranks is not None:
-        parts = parts.filter(pl.col("rank").is_in(pl.Series(ranks, dtype=pl.Int32).implode()))
-    return parts.select(*(pl.col(c).cast(t) for c, t in _PARTS.items()))
 
 
 def _hosts(frame: EventFrame) -> pl.DataFrame:
@@ -155,14 +158,11 @@ def _hosts(frame: EventFrame) -> pl.DataFrame:
     )
 
 
-def collective_parts_schema() -> dict[str, pl.DataType]:
-    """The columns of :func:`collective_parts`."""
-    return dict(_PARTS)
-
-
-def comm_bandwidth(parts: pl.DataFrame) -> pl.DataFrame:
+def comm_bandwidth(rows: pl.DataFrame) -> pl.DataFrame:
     """Per operation, bytes, ranks and scope, the calls' and the transfers' bandwidth (see the module docstring),
-    from :func:`collective_parts` (of all ranks: several processes' parts put together are the same)."""
+    from :func:`collective_rows` of every rank. An instance's arrivals and end are its members', those outside the
+    window included; its parts in the window are counted."""
+    parts = _instances(rows)
     if not parts.height:
         return pl.DataFrame(schema=_GROUPS)
     scope = pl.when(pl.col("hosts") == 1).then(pl.lit(SCOPES[0])).when(pl.col("hosts") > 1).then(pl.lit(SCOPES[1]))

@@ -136,10 +136,10 @@ def analyze_with(
         local["flops"], local["flops_ops"] = (
             t.filter(pl.col("rank").is_in(mine)) for t in flops_tables(frame, per_step)
         )
-    if "comm_bandwidth" in analyses:  # a part holds every member of its ranks' collectives
-        from di.engine.comm_bandwidth import collective_parts
+    if "comm_bandwidth" in analyses:  # its ranks' parts; process 0 puts the instances together
+        from di.engine.comm_bandwidth import collective_rows
 
-        local["collective_parts"] = collective_parts(frame, ranks=list(part.ranks))
+        local["collective_rows"] = collective_rows(frame, ranks=list(part.ranks))
     if "overlap" in analyses:
         local["overlap"] = overlap(frame).filter(pl.col("rank").is_in(mine))
         if per_step:
@@ -266,11 +266,11 @@ def _assemble(
 
         out["flops"], out["flops_ops"] = flops_order(cat("flops"), cat("flops_ops"))
     if "comm_bandwidth" in analyses:
-        from di.engine.comm_bandwidth import collective_parts_schema, comm_bandwidth
+        from di.engine.comm_bandwidth import collective_rows_schema, comm_bandwidth
 
-        parts = cat("collective_parts")
+        parts = cat("collective_rows")
         out["comm_bandwidth"] = comm_bandwidth(
-            parts if parts is not None else pl.DataFrame(schema=collective_parts_schema())
+            parts if parts is not None else pl.DataFrame(schema=collective_rows_schema())
         )
     if "overlap" in analyses:
         ov = cat("overlap")
