@@ -47,7 +47,19 @@ KINETO = REPO.parent / "shared" / "data" / "kineto"
 TARGET_S, TARGET_RSS_GB = 30.0, 3.0  # from the issue
 US = 1_000
 OP_PERIOD, OP_DUR, KERNEL_DUR = 20 * US, 15 * US, 12 * US
-ANALYSES = ("prepare", "breakdown", "overlap", "imbalance", "wait_states", "critical_path", "all")
+ANALYSES = (
+    "prepare",
+    "breakdown",
+    "gpu_idle",
+    "overlap",
+    "imbalance",
+    "wait_states",
+    "critical_path",
+    "memory",
+    "flops",
+    "comm_bandwidth",
+    "all",
+)
 
 CHILD = r"""
 import os, sys, time, json

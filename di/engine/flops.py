@@ -231,6 +231,8 @@ def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFr
     """
     ev = frame.trace.events
     counted = ev.get_column("name").is_in(list(FAMILIES)).to_numpy() & ~frame.on_gpu
+    if not (counted & frame.selected).any():
+        return pl.DataFrame(schema=_OP_ROWS)
     parent = parent_rows(ev)
     outer = enclosing_all(parent, counted, outermost=True)  # per event its outermost counted ancestor
     rows = np.flatnonzero(counted & frame.selected & (outer[:-1] < 0))
