@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,15 @@ def one_and_many(trace: Any, tmp: Path, processes: int, ranks_per_group: int, *e
         assert done.returncode == 0, done.stderr
         docs.append(json.loads(out.read_text()))
     return docs[0], docs[1]
+
+
+def run_di(*args: str, cwd: Path, columns: int = 80) -> subprocess.CompletedProcess[str]:
+    """``di ARGS`` in a fresh process in ``cwd``, on a terminal ``columns`` wide (its output captured)."""
+    return subprocess.run(
+        [sys.executable, "-m", "di", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": str(columns)},
+    )

@@ -5,12 +5,12 @@ viewers; one process against several."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from analyze_cli import run_di
 from conftest import DATA
 
 import di
@@ -146,21 +146,8 @@ def test_shared_trace_against_its_own_collectives() -> None:
 
 def test_viewers(tmp_path: Path) -> None:
     files = write_job(tmp_path)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "di",
-            "analyze",
-            *map(str, files),
-            "--json",
-            str(tmp_path / "a.json"),
-            "--csv",
-            str(tmp_path / "csv"),
-        ],
-        capture_output=True,
-        text=True,
-        env={**__import__("os").environ, "COLUMNS": "80"},
+    out = run_di(
+        "analyze", *map(str, files), "--json", str(tmp_path / "a.json"), "--csv", str(tmp_path / "csv"), cwd=tmp_path
     )
     assert out.returncode == 0, out.stderr
     assert "Collective bandwidth" in out.stdout and "64.0 MiB" in out.stdout

@@ -8,12 +8,12 @@ import csv
 import gzip
 import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from analyze_cli import run_di
 from conftest import KINETO
 
 import di
@@ -285,17 +285,6 @@ def test_shared_trace_against_its_own_events() -> None:
     assert mine.filter(pl.col("kind") == "before_trace").get_column("bytes").to_list() == [
         gpu[0]["Total Allocated"] - gpu[0]["Bytes"]
     ]
-
-
-def run_di(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "di", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**__import__("os").environ, "COLUMNS": "80"},
-    )
 
 
 def test_viewers(tmp_path: Path) -> None:
