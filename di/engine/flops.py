@@ -240,19 +240,7 @@ def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFr
         return pl.DataFrame(schema=_OP_ROWS)
     launches = launch_calls(frame) if launches is None else launches
     kernels = np.flatnonzero(frame.on_gpu & frame.selected & (launches >= 0) & _is_kernel(ev))
-    owner = outer[launches[kernels]]
-    own = owner >= 0
-    work = (
-        pl.DataFrame(
-            {
-                "row": owner[own],
-                "device": frame.device[kernels[own]].astype(np.int32),
-                "dur": (frame.end_ns - frame.start_ns)[kernels[own]],
-            }
-        )
-        .group_by("row")
-        .agg(pl.len().cast(pl.Int64).alias("kernels"), pl.col("dur").sum().alias("gpu_ns"), pl.col("device").min())
-    )
+    kernel_count, gpu_ns, device = _kernel_work(frame, rows, kernels, outer[launches[kernels]])
     ops = pl.DataFrame(
         {
             "row": rows,
@@ -260,17 +248,41 @@ def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFr
             "step": frame.step[rows],
             "op": ev.get_column("name").gather(rows).cast(pl.String),
             "args": ev.get_column("args").gather(rows),
+            "kernels": kernel_count,
+            "gpu_ns": gpu_ns,
+            "device": pl.Series(device, dtype=pl.Int32).scatter(np.flatnonzero(kernel_count == 0), None),
         }
     ).with_columns(pl.col("op").replace_strict(FAMILIES).alias("family"))
     conv = np.flatnonzero(ops.get_column("family").str.starts_with("conv").to_numpy())
-    return (
-        pl.concat([ops, _shapes(ops.get_column("args"), conv)], how="horizontal")
+    shaped = pl.concat([ops, _shapes(ops.get_column("args"), conv)], how="horizontal")
+    known = shaped.get_column("shape").is_not_null()  # a trace without record_shapes: no work to count, cheaply
+    counted_work = (
+        shaped.filter(known)
         .with_columns(_flop().alias("flop"), _dtype().alias("dtype"))
         .with_columns(_bytes().alias("bytes"))
-        .join(work, on="row", how="left")
-        .with_columns(pl.col("kernels").fill_null(0), pl.col("gpu_ns").fill_null(0))
+    )
+    return (
+        pl.concat([counted_work, shaped.filter(~known)], how="diagonal_relaxed")
+        .sort("row")
         .select(*(pl.col(c).cast(t) for c, t in _OP_ROWS.items()))
     )
+
+
+def _kernel_work(
+    frame: EventFrame, rows: np.ndarray, kernels: np.ndarray, owner: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per operator of ``rows`` (sorted): its kernels (those whose launch ``owner`` is it), their summed durations
+    (int64 ns) and their smallest GPU id (-1 without kernels), with numpy's scatter-adds, not a group-by and join."""
+    at = np.searchsorted(rows, owner)
+    mine = (owner >= 0) & (at < rows.size)
+    mine[mine] = rows[at[mine]] == owner[mine]  # an owner outside the window is no row of the table
+    at, kernels = at[mine], kernels[mine]
+    count = np.bincount(at, minlength=rows.size).astype(np.int64)
+    gpu_ns = np.zeros(rows.size, np.int64)
+    np.add.at(gpu_ns, at, (frame.end_ns - frame.start_ns)[kernels])
+    device = np.full(rows.size, np.iinfo(np.int32).max, np.int64)
+    np.minimum.at(device, at, frame.device[kernels])
+    return count, gpu_ns, np.where(count > 0, device, -1).astype(np.int32)
 
 
 _OP_ROWS = {
