@@ -14,9 +14,8 @@ Definitions (times int64 ns, work int64 floating-point operations, a multiply-ad
   padding and dilation of ``Concrete Inputs``) and ``aten::convolution_backward`` (the forward's count once per
   gradient ``output_mask`` asks for), and scaled-dot-product attention (flash, memory-efficient, cuDNN): forward
   ``2 b h s_q s_k (d + d_v)``, backward ``2 b h s_q s_k (3 d + 2 d_v)`` (the scores recomputed). Causal masking is
-  not subtracted, as in PyTorch. An operator nested in a counted one (``aten::mm`` in ``aten::linear``'s
-  ``aten::addmm`` never is, but a framework may wrap one in another) is counted once, as its outermost counted
-  ancestor.
+  not subtracted, as in PyTorch. A counted operator nested in another (a backend's ``aten::mm`` inside
+  ``aten::addmm``) is counted once, as the outermost.
 - **gpu_ns** of an operator: the summed durations of the kernels launched from inside it (their launch, see
   :mod:`di.engine.launches`, enclosed by it); **tflops** = flop / gpu_ns / 1000 (TFLOP/s while its kernels ran).
 - **dtype**: of the first matrix input (``bf16``, ``fp16``, ``fp32``, ``fp64``, ``fp8``). **peak_tflops**: the GPU's
@@ -29,12 +28,11 @@ Definitions (times int64 ns, work int64 floating-point operations, a multiply-ad
   intensity x the GPU's bandwidth, :data:`BANDWIDTH`); ``bound``: ``memory`` where the bandwidth is the limit, else
   ``compute``; **of_attainable** = tflops / attainable_tflops, a small GEMM's honest score.
 - **Per rank and device** (:func:`flop_rates`): ``flop`` and ``gpu_ns`` of the counted operators whose work is known
-  (``unknown_calls``: those recorded without readable shapes), ``time_ns``: the
-  rank's steps in the window summed (and only the operators in them counted) when it has steps, else the span of
-  its GPU work (first start to last end);
-  ``achieved_tflops`` = flop / gpu_ns / 1000, ``flop_rate_tflops`` = flop / time_ns / 1000, and **utilization** =
-  flop_rate / peak of the dtype with the most flop: the model FLOP utilization (MFU) where nothing is recomputed,
-  the hardware's (HFU) with activation recomputation, since the recomputed operators run and count again.
+  (``unknown_calls``: those recorded without readable shapes); ``time_ns``: the rank's steps in the window summed
+  (and only the operators in them counted) when it has steps, else the span of its GPU work (first start to last
+  end); ``achieved_tflops`` = flop / gpu_ns / 1000, ``flop_rate_tflops`` = flop / time_ns / 1000, and
+  **utilization** = flop_rate / the peak of the dtype with the most flop: the model FLOP utilization (MFU) where
+  nothing is recomputed, the hardware's (HFU) with activation recomputation, whose operators run and count again.
 """
 
 from __future__ import annotations
