@@ -437,3 +437,17 @@ def test_matrix_rate_per_step_as_a_counter_track(tmp_path: Path) -> None:
     values = trace.samples.filter(pl.col("series").is_in(series.get_column("series").implode())).get_column("value")
     assert values.len() == 2 * STEPS
     assert values.to_list() == pytest.approx([STEP_FLOP / ((STEP_US - 1) * 1000) / 1000] * (2 * STEPS), rel=1e-6)
+
+
+def test_the_kineto_demo_has_matrix_work(tmp_path: Path) -> None:
+    """``di demo --kineto`` records its GEMMs' shapes and its GPUs' name, as a profiler with record_shapes does."""
+    done = run_di("demo", "--kineto", "-o", "demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rates, ops = flops_tables(prepare(di.load(tmp_path / "demo")))
+    gemm = 2 * 2048 * 1024 * 1024
+    assert set(ops.get_column("op")) == {"aten::addmm", "aten::mm"}
+    assert set(ops.get_column("flop_per_call")) == {gemm} and set(ops.get_column("dtype")) == {"bf16"}
+    whole = rates.filter(pl.col("step").is_null())
+    assert whole.height == 4 and set(whole.get_column("device_name")) == {H100}
+    assert whole.get_column("flop").to_list() == (whole.get_column("calls") * gemm).to_list()
+    assert all(50 < r < 200 for r in whole.get_column("achieved_tflops"))  # a 4.3 GFLOP GEMM in about 42 us
