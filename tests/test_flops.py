@@ -17,7 +17,7 @@ from analyze_cli import run_di
 from conftest import KINETO
 
 import di
-from di.engine.flops import device_peak, flops_tables
+from di.engine.flops import device_bandwidth, device_peak, flops_tables
 from di.engine.window import prepare
 
 STEP_US = 10_000
@@ -252,7 +252,11 @@ def test_peaks_by_device_name() -> None:
     assert device_peak("NVIDIA A100-SXM4-80GB", "fp32") == 19.5
     assert device_peak("NVIDIA A100-PG509-200", "tf32") == 156.0
     assert device_peak("NVIDIA L4", "bf16") == 121.0 and device_peak("NVIDIA L40S", "bf16") == 362.05
-    assert device_peak("AMD Instinct MI300X", "bf16") == 1307.4
+    assert device_peak("AMD Instinct MI300X", "bf16") == 1307.4 and device_peak("AMD Instinct MI210", "bf16") == 181.0
+    assert device_peak("NVIDIA A40", "tf32") == 74.8 and device_peak("Tesla T4", "fp16") == 65.0
+    assert device_peak("NVIDIA A30", "bf16") == 165.0
+    assert device_bandwidth("NVIDIA A100-SXM4-80GB") == 2.039 and device_bandwidth("NVIDIA A100-PG509-200") == 1.555
+    assert device_bandwidth("NVIDIA H200") == 4.8 and device_bandwidth("Some Future Accelerator") is None
     assert device_peak("Tesla V100-SXM2-32GB", "bf16") is None  # no bf16 on Volta
     assert device_peak("ARTEMIS", "bf16") is None and device_peak(None, "bf16") is None
 

@@ -101,6 +101,9 @@ PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
     (r"H200.*NVL", {"fp64": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}),
     (r"GH200|H100|H200", {"fp64": 66.9, "fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}),
     (r"A100", {"fp64": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
+    (r"\bA30\b", {"fp64": 10.3, "fp32": 10.3, "tf32": 82.0, "bf16": 165.0, "fp16": 165.0}),
+    (r"\bA40\b", {"fp32": 37.4, "tf32": 74.8, "bf16": 149.7, "fp16": 149.7}),
+    (r"\bT4\b", {"fp32": 8.1, "fp16": 65.0}),
     (r"V100S", {"fp64": 8.2, "fp32": 16.4, "fp16": 130.0}),
     (r"V100.*PCIE", {"fp64": 7.0, "fp32": 14.0, "fp16": 112.0}),
     (r"V100", {"fp64": 7.8, "fp32": 15.7, "fp16": 125.0}),
@@ -111,6 +114,7 @@ PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
     (r"B200", {"tf32": 1100.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0}),
     (r"MI300X|MI325X", {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9}),
     (r"MI250X", {"fp64": 95.7, "fp32": 95.7, "bf16": 383.0, "fp16": 383.0}),
+    (r"MI210", {"fp64": 45.3, "fp32": 45.3, "bf16": 181.0, "fp16": 181.0}),
     (r"MI250\b", {"fp64": 90.5, "fp32": 90.5, "bf16": 362.1, "fp16": 362.1}),
 )
 """Dense peak TFLOP/s of GPUs by name (NVIDIA's and AMD's datasheets, boost clock, matrix/tensor cores where the
@@ -123,6 +127,9 @@ BANDWIDTH: tuple[tuple[str, float], ...] = (
     (r"H100", 3.35),
     (r"A100.*80GB", 2.039),
     (r"A100", 1.555),
+    (r"\bA30\b", 0.933),
+    (r"\bA40\b", 0.696),
+    (r"\bT4\b", 0.32),
     (r"V100S", 1.134),
     (r"V100", 0.9),
     (r"L40S|L40\b", 0.864),
@@ -132,6 +139,7 @@ BANDWIDTH: tuple[tuple[str, float], ...] = (
     (r"MI325X", 6.0),
     (r"MI300X", 5.3),
     (r"MI250", 3.2),
+    (r"MI210", 1.6),
 )
 """Peak memory bandwidth in TB/s (10**12 bytes per second) of GPUs by name (datasheets); the first match wins."""
 ELEMENT_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
