@@ -1,5 +1,5 @@
 """The analyses: breakdown, GPU idle causes, overlap, imbalance, wait states, critical path, steps and step times, GPU
-clocks, device memory, counters, communicators.
+clocks, device memory, matrix work, collective bandwidth, counters, communicators.
 
 Every analysis reads only the canonical :class:`di.trace.Trace` (never
 modifies it) and returns polars DataFrames with times in int64 ns.
@@ -20,6 +20,9 @@ together; the modules hold the definitions:
   :mod:`di.engine.slow_steps` (what happened in the slow ones: grown breakdown states, rare marks, grown timed
   phases),
   :mod:`di.engine.memory` (the framework allocator's peak memory per device, what held it, its growth per step),
+  :mod:`di.engine.flops` (the matrix operators' floating-point work from their recorded shapes, its rate against
+  the GPU's peak and each operator's roofline; the launches it reads in :mod:`di.engine.launches`),
+  :mod:`di.engine.comm_bandwidth` (the collectives' bus bandwidth over the calls and once all members arrived),
   :mod:`di.engine.counters` (each counter series' samples, min, mean, max and last value in the window),
   :mod:`di.engine.communicators` (each communicator's ranks, hosts, channels and transports; the whole trace).
 
