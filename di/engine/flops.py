@@ -228,7 +228,8 @@ def device_bandwidth(name: str | None) -> float | None:
 
 
 def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFrame:
-    """One row per counted operator call in the window (outermost counted ones only), with its work and kernels.
+    """One row per counted operator call in the window (outermost counted ones only, in no set order), with its work
+    and kernels.
 
     Returns:
         row (event row), rank, device (GPU of its kernels, null without any), step, op, family, dtype, dims (the
@@ -244,7 +245,7 @@ def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFr
     rows = np.flatnonzero(counted & frame.selected & (outer[:-1] < 0))
     if not rows.size:
         return pl.DataFrame(schema=_OP_ROWS)
-    launches = launch_calls(frame) if launches is None else launches
+    launches = launch_calls(frame, copies=False) if launches is None else launches
     kernels = np.flatnonzero(frame.on_gpu & frame.selected & (launches >= 0) & _is_kernel(ev))
     kernel_count, gpu_ns, device = _kernel_work(frame, rows, kernels, outer[launches[kernels]])
     ops = pl.DataFrame(
@@ -267,10 +268,8 @@ def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFr
         .with_columns(_flop().alias("flop"), _dtype().alias("dtype"))
         .with_columns(_bytes().alias("bytes"))
     )
-    return (
-        pl.concat([counted_work, shaped.filter(~known)], how="diagonal_relaxed")
-        .sort("row")
-        .select(*(pl.col(c).cast(t) for c, t in _OP_ROWS.items()))
+    return pl.concat([counted_work, shaped.filter(~known)], how="diagonal_relaxed").select(
+        *(pl.col(c).cast(t) for c, t in _OP_ROWS.items())
     )
 
 

@@ -25,8 +25,9 @@ COPY_CALL_NAME = r"(?i)^(cu|cuda|hip)Memcpy\w*$"
 """Host calls that issue a device copy: a copy with no launch record belongs to the one running when it starts."""
 
 
-def launch_calls(frame: EventFrame) -> np.ndarray:
-    """Event row -> row of the host call that enqueued it (-1: none; host rows are -1)."""
+def launch_calls(frame: EventFrame, *, copies: bool = True) -> np.ndarray:
+    """Event row -> row of the host call that enqueued it (-1: none; host rows are -1). ``copies=False`` leaves out
+    the third kind of evidence (a copy's running host copy call) for a reader of kernels only."""
     out = np.full(frame.rank.size, -1, np.int64)
     f = frame.trace.flows.filter(pl.col("kind").is_in(["launch", "sync"]))
     if f.height:
@@ -37,9 +38,11 @@ def launch_calls(frame: EventFrame) -> np.ndarray:
     if np.isin(gpu_ranks, np.unique(frame.rank[out >= 0]), invert=True).any():  # a rank with no launch flow
         calls, kernels = launch_edges(frame)
         out[kernels] = calls
-    copies = np.flatnonzero(frame.on_gpu & (frame.activity == MEMORY) & (out < 0) & frame.selected)
-    if copies.size:
-        out[copies] = _copy_calls(frame, copies)
+    unlaunched = (
+        np.flatnonzero(frame.on_gpu & (frame.activity == MEMORY) & (out < 0) & frame.selected) if copies else []
+    )
+    if len(unlaunched):
+        out[unlaunched] = _copy_calls(frame, unlaunched)
     return out
 
 
