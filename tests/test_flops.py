@@ -455,3 +455,37 @@ def test_the_kineto_demo_has_matrix_work(tmp_path: Path) -> None:
     assert whole.height == 4 and set(whole.get_column("device_name")) == {H100}
     assert whole.get_column("flop").to_list() == (whole.get_column("calls") * gemm).to_list()
     assert all(50 < r < 200 for r in whole.get_column("achieved_tflops"))  # a 4.3 GFLOP GEMM in about 42 us
+
+
+def test_a_profile_without_shapes_says_so_in_one_line(tmp_path: Path) -> None:
+    """PyTorch's default (record_shapes=False): the matrix operators are counted as calls of unknown work, the
+    terminal and the report say in one line how to record them, and no table of dashes is printed."""
+    from report_tables import run_report
+
+    from di.viewers.batch import rank_rows
+
+    files = []
+    for rank in (0, 1):
+        doc = flops_job(rank)
+        for e in doc["traceEvents"]:
+            e.get("args", {}).pop("Input Dims", None)
+        files.append(tmp_path / f"r{rank}.json")
+        files[-1].write_text(json.dumps(doc))
+    result = di.analyze(di.load(files))
+    whole = result.flops.filter(pl.col("step").is_null())
+    assert whole.get_column("flop").to_list() == [None, None]
+    assert whole.get_column("unknown_calls").to_list() == whole.get_column("calls").to_list() == [8 * STEPS] * 2
+    assert whole.get_column("achieved_tflops").null_count() == 2 and whole.get_column("utilization").null_count() == 2
+    assert [r["flop"] for r in rank_rows("job", result).iter_rows(named=True)] == [None, None]
+    out = run_di("analyze", *map(str, files), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "Matrix work: 64 matrix-operator calls (matmul, conv, attention) were recorded without" in " ".join(
+        out.stdout.split()
+    )
+    assert "Matrix operators by GPU time" not in out.stdout
+    page = run_report(files, tmp_path)
+    section = page[page.index('<section id="flops"') :]
+    assert (
+        "record_shapes=True" in section[: section.index("</section>")]
+        and "<table" not in section[: section.index("</section>")]
+    )

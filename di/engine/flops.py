@@ -603,7 +603,7 @@ def _rates(ops: pl.DataFrame, keys: list[str], times: pl.DataFrame) -> pl.DataFr
     sums = ops.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("calls"),
         pl.col("flop").null_count().cast(pl.Int64).alias("unknown_calls"),
-        pl.col("flop").sum(),
+        pl.when(pl.col("flop").count() > 0).then(pl.col("flop").sum()).alias("flop"),  # null: no work known
         pl.col("gpu_ns").filter(pl.col("flop").is_not_null()).sum(),
     )
     on = [k for k in keys if k != "device"]

@@ -68,7 +68,7 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         per_rank = (
             result.flops.filter(pl.col("step").is_null())
             .group_by("rank")
-            .agg(pl.col("flop").sum(), pl.col("utilization").mean())
+            .agg(pl.when(pl.col("flop").count() > 0).then(pl.col("flop").sum()), pl.col("utilization").mean())
         )
         for rank, flop, utilization in per_rank.iter_rows():
             if rank in rows:

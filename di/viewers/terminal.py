@@ -441,12 +441,24 @@ def dims_label(dims: str | None) -> str:
         return dims or "—"
 
 
+def shapeless_text(calls: int) -> str:
+    """What a trace whose matrix operators have no recorded shapes says about them."""
+    return (
+        f"{calls:,} matrix-operator calls (matmul, conv, attention) were recorded without their input shapes; "
+        "PyTorch's profiler with record_shapes=True records them, and di then counts their work against the GPU's peak."
+    )
+
+
 def _render_flops(result: Analysis, console: Any) -> None:
     """Each GPU's matrix-operator work against its peak, and the operators by GPU time (traces with shapes)."""
     from rich.table import Table
 
     rates = result.flops
     if rates is None or not rates.height:
+        return
+    if rates.get_column("flop").null_count() == rates.height:  # a profile without record_shapes: nothing to count
+        calls = rates.filter(pl.col("step").is_null()).get_column("calls").sum()
+        console.print(f"Matrix work: {shapeless_text(calls)}")
         return
     t = Table(
         title="Matrix work (matmul, conv, attention; TFLOP/s)",

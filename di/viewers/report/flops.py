@@ -7,10 +7,12 @@ is 2), rates in TFLOP/s, times in ms with the exact ns in ``data-v``, as ``di an
 
 from __future__ import annotations
 
+import html
+
 import polars as pl
 
 from di.viewers.report.page import Cell, Section, ms, num, pct, table
-from di.viewers.terminal import dims_label, op_label, tflops_text
+from di.viewers.terminal import dims_label, op_label, shapeless_text, tflops_text
 
 LOW_UTILIZATION = 0.2
 """A hint for a GPU whose matrix work runs at under this share of its peak over the steps."""
@@ -43,6 +45,9 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         return None
     ops = ctx.result.flops_ops if ctx.result.flops_ops is not None else pl.DataFrame()
     whole = rates.filter(pl.col("step").is_null())
+    if rates.get_column("flop").null_count() == rates.height:  # a profile without record_shapes
+        note = f'<p class="note">{html.escape(shapeless_text(int(whole.get_column("calls").sum())))}</p>'
+        return Section("flops", "Matrix work against the GPU's peak", note)
     body = (
         '<p class="note">Counted: matrix products, convolutions and scaled-dot-product attention, from the shapes '
         "the profiler recorded (PyTorch's FlopCounterMode counts; a multiply-add is 2). achieved: their work over "
