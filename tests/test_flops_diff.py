@@ -230,3 +230,15 @@ def test_a_gpu_in_one_run_only_has_nulls_on_the_other_side(tmp_path: Path) -> No
     assert gone["delta_utilization"] is None and gone["rel_achieved"] is None
     assert flops_headline(f) is None
     assert f.filter(pl.col("rank") == 0).get_column("delta_utilization").item() == 0
+
+
+def test_profiles_without_shapes_have_no_matrix_rows(tmp_path: Path) -> None:
+    """Both runs recorded their matrix operators without shapes: no row of unknowns on either side."""
+    from di.viewers.diff import diff
+
+    doc = flops_job(0)
+    for e in doc["traceEvents"]:
+        e.get("args", {}).pop("Input Dims", None)
+    f = tmp_path / "plain.json"
+    f.write_text(json.dumps(doc))
+    assert diff(di.load(f), di.load(f)).flops.height == 0

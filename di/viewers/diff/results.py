@@ -188,8 +188,8 @@ def flops_table(a: Analysis, b: Analysis) -> pl.DataFrame:
     """rank, device (the GPU's id); a/b device_name, peak_dtype (the dtype whose peak the utilization is of), flop
     (floating-point operations), gpu_ns (their kernels' time), achieved_tflops (TFLOP/s while their kernels ran),
     utilization (of the peak over the window, a fraction); delta_utilization (B - A), rel_achieved (b/a - 1, null
-    where A's rate is 0 or missing): one row per rank and GPU of either run (whole window), a run without the GPU
-    null on its side; by rank and GPU."""
+    where A's rate is 0 or missing): one row per rank and GPU of either run (whole window) whose work either run
+    knows (a profile without shapes has none), a run without the GPU null on its side; by rank and GPU."""
     schema = {
         "rank": pl.Int32,
         "device": pl.Int32,
@@ -208,7 +208,8 @@ def flops_table(a: Analysis, b: Analysis) -> pl.DataFrame:
         deltas=["utilization"],
     )
     rel = pl.when(pl.col("a_achieved_tflops") > 0).then(pl.col("b_achieved_tflops") / pl.col("a_achieved_tflops") - 1)
-    return out.with_columns(rel.alias("rel_achieved")).sort("rank", "device")
+    known = pl.col("a_flop").is_not_null() | pl.col("b_flop").is_not_null()  # not a GPU whose shapes neither recorded
+    return out.filter(known).with_columns(rel.alias("rel_achieved")).sort("rank", "device")
 
 
 def flops_headline(table: pl.DataFrame) -> dict[str, Any] | None:
