@@ -234,8 +234,6 @@ def test_a_gpu_in_one_run_only_has_nulls_on_the_other_side(tmp_path: Path) -> No
 
 def test_profiles_without_shapes_have_no_matrix_rows(tmp_path: Path) -> None:
     """Both runs recorded their matrix operators without shapes: no row of unknowns on either side."""
-    from di.viewers.diff import diff
-
     doc = flops_job(0)
     for e in doc["traceEvents"]:
         e.get("args", {}).pop("Input Dims", None)
