@@ -37,6 +37,7 @@ __all__ = [
     "collective_rows_schema",
     "comm_bandwidth",
     "in_order",
+    "nccl_size",
 ]
 
 BUSBW_FACTORS = {
@@ -97,6 +98,12 @@ def busbw_factor(op: pl.Expr, n: pl.Expr) -> pl.Expr:
         .then(pl.lit(1.0))
         .otherwise(pl.lit(None, pl.Float64))
     )
+
+
+def nccl_size(op: pl.Expr, nbytes: pl.Expr, ranks: pl.Expr) -> pl.Expr:
+    """The size nccl-tests names a collective by: each rank's part, times the ranks for allgather (whose output is
+    every rank's part)."""
+    return nbytes * pl.when(op == "allgather").then(ranks).otherwise(1)
 
 
 def collective_rows(frame: EventFrame, ranks: list[int] | None = None) -> pl.DataFrame:
@@ -192,7 +199,7 @@ def comm_bandwidth(rows: pl.DataFrame) -> pl.DataFrame:
     calls = parts.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("parts"), pl.col("call_ns").mean().round().cast(pl.Int64).alias("mean_call_ns")
     )
-    size = pl.col("bytes") * pl.when(pl.col("op") == "allgather").then(pl.col("ranks")).otherwise(1)
+    size = nccl_size(pl.col("op"), pl.col("bytes"), pl.col("ranks"))
     factor = busbw_factor(pl.col("op"), pl.col("ranks"))
 
     def gbps(ns: str) -> pl.Expr:

@@ -38,6 +38,7 @@ Definitions (times int64 ns, work int64 floating-point operations, a multiply-ad
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -209,21 +210,21 @@ def device_names(frame: EventFrame) -> pl.DataFrame:
 
 def device_peak(name: str | None, dtype: str | None) -> float | None:
     """Dense peak TFLOP/s of the GPU named ``name`` for ``dtype`` (see :data:`PEAKS`), None when unknown."""
-    if name is None or dtype is None:
-        return None
-    for pattern, peaks in PEAKS:
-        if re.search(pattern, name, re.IGNORECASE):
-            return peaks.get(dtype)
-    return None
+    peaks = _first_match(PEAKS, name)
+    return None if peaks is None or dtype is None else peaks.get(dtype)
 
 
 def device_bandwidth(name: str | None) -> float | None:
     """Peak memory bandwidth (TB/s) of the GPU named ``name`` (see :data:`BANDWIDTH`), None when unknown."""
-    if name is None:
-        return None
-    for pattern, tbps in BANDWIDTH:
-        if re.search(pattern, name, re.IGNORECASE):
-            return tbps
+    return _first_match(BANDWIDTH, name)
+
+
+def _first_match(table: tuple[tuple[str, Any], ...], name: str | None) -> Any:
+    """The value of the first pattern of ``table`` found in ``name`` (case-insensitive), None when none is."""
+    if name is not None:
+        for pattern, value in table:
+            if re.search(pattern, name, re.IGNORECASE):
+                return value
     return None
 
 
@@ -232,8 +233,8 @@ def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFr
     and kernels.
 
     Returns:
-        row (event row), rank, device (GPU of its kernels, null without any), step, op, family, dtype, dims (the
-        ``Input Dims`` text), flop (null where the shapes are missing or unreadable), bytes (the least memory
+        row (event row), rank, device (GPU of its kernels, null without any), step, op, family, dtype, peak_dtype
+        (the dtype whose peak it is held against), dims (the ``Input Dims`` text), flop (null where the shapes are missing or unreadable), bytes (the least memory
         traffic, see the module docstring), kernels, gpu_ns.
     """
     ev = frame.trace.events
@@ -268,8 +269,10 @@ def flop_ops(frame: EventFrame, launches: np.ndarray | None = None) -> pl.DataFr
         .with_columns(_flop().alias("flop"), _dtype().alias("dtype"))
         .with_columns(_bytes().alias("bytes"))
     )
-    return pl.concat([counted_work, shaped.filter(~known)], how="diagonal_relaxed").select(
-        *(pl.col(c).cast(t) for c, t in _OP_ROWS.items())
+    return (
+        pl.concat([counted_work, shaped.filter(~known)], how="diagonal_relaxed")
+        .with_columns(_peak_dtype().alias("peak_dtype"))
+        .select(*(pl.col(c).cast(t) for c, t in _OP_ROWS.items()))
     )
 
 
@@ -298,6 +301,7 @@ _OP_ROWS = {
     "op": pl.String,
     "family": pl.String,
     "dtype": pl.String,
+    "peak_dtype": pl.String,
     "dims": pl.String,
     "flop": pl.Int64,
     "bytes": pl.Int64,
@@ -483,8 +487,7 @@ def operator_flops(ops: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
     if not ops.height:
         return pl.DataFrame(schema=_OPS)
     grouped = (
-        ops.with_columns(_peak_dtype().alias("peak_dtype"))
-        .rename({"flop": "flop_per_call"})  # the same shape may differ in stride: one row per work per call
+        ops.rename({"flop": "flop_per_call"})  # the same shape may differ in stride: one row per work per call
         .rename({"bytes": "bytes_per_call"})
         .group_by("rank", "device", "op", "dtype", "dims", "flop_per_call", "bytes_per_call", "peak_dtype")
         .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("kernels").sum(), pl.col("gpu_ns").sum())
@@ -566,7 +569,6 @@ def flop_rates(frame: EventFrame, ops: pl.DataFrame, names: pl.DataFrame, *, per
     ops = ops.filter(pl.col("device").is_not_null())
     if not ops.height:
         return pl.DataFrame(schema=_RATES)
-    ops = ops.with_columns(_peak_dtype().alias("peak_dtype"))
     keys = ["rank", "device"]
     stepped_ranks = frame.steps.get_column("rank").unique().cast(pl.Int32)
     in_time = ~pl.col("rank").is_in(stepped_ranks.implode()) | (pl.col("step") != NO_STEP)
@@ -611,9 +613,8 @@ def _rates(ops: pl.DataFrame, keys: list[str], times: pl.DataFrame) -> pl.DataFr
 
 
 def _window_times(frame: EventFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """rank, time_ns of the window: its steps summed where the rank has steps, else null (filled per device)."""
-    steps = frame.steps.filter(pl.col("step") != NO_STEP) if "step" in frame.steps.columns else frame.steps
-    summed = steps.group_by(pl.col("rank").cast(pl.Int32)).agg((pl.col("end_ns") - pl.col("start_ns")).sum())
+    """rank, time_ns of the window: its steps summed where the rank has steps, else the span of its GPU work."""
+    summed = frame.steps.group_by(pl.col("rank").cast(pl.Int32)).agg((pl.col("end_ns") - pl.col("start_ns")).sum())
     summed = summed.rename({"end_ns": "time_ns"})
     ranks = ops.select("rank").unique()
     spans = _device_spans(frame)

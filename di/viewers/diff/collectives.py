@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from di.engine.comm_bandwidth import ALGBW_FORMULA, BUSBW_FACTORS, BUSBW_FORMULA, busbw_factor
+from di.engine.comm_bandwidth import ALGBW_FORMULA, BUSBW_FACTORS, BUSBW_FORMULA, busbw_factor, nccl_size
 from di.trace import Trace
 
 __all__ = ["ALGBW_FORMULA", "BUSBW_FACTORS", "BUSBW_FORMULA", "collective_groups"]
@@ -65,7 +65,7 @@ def collective_groups(trace: Trace, events: pl.DataFrame) -> pl.DataFrame:
     )
     groups = groups.with_columns(
         (pl.col("total_ns") / pl.col("parts")).round().cast(pl.Int64).alias("mean_ns"),
-        (pl.col("bytes") * pl.when(pl.col("op") == "allgather").then(pl.col("ranks")).otherwise(1)).alias("size_bytes"),
+        nccl_size(pl.col("op"), pl.col("bytes"), pl.col("ranks")).alias("size_bytes"),
     )
     algbw = pl.when(pl.col("mean_ns") > 0).then(pl.col("size_bytes") / pl.col("mean_ns"))
     return (

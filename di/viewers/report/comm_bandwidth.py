@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 
+import polars as pl
+
 from di.engine.comm_bandwidth import ALGBW_FORMULA, BUSBW_FORMULA
 from di.viewers.report.page import Cell, Section, ms, num, table
 from di.viewers.terminal import size_text
@@ -71,9 +73,7 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     return Section("comm_bandwidth", "Collective bandwidth", body, hints=_hints(groups))
 
 
-def _hints(groups) -> list[str]:  # noqa: ANN001
-    import polars as pl
-
+def _hints(groups: pl.DataFrame) -> list[str]:
     total = (groups.get_column("parts") * groups.get_column("mean_call_ns")).sum()
     if not total:
         return []
