@@ -1,4 +1,4 @@
-"""The analyses: breakdown, GPU idle causes, overlap, imbalance, wait states, critical path, steps and step times, GPU
+"""The analyses: breakdown, training phases, GPU idle causes, overlap, imbalance, wait states, critical path, steps and step times, GPU
 clocks, device memory, matrix work, collective bandwidth, counters, communicators.
 
 Every analysis reads only the canonical :class:`di.trace.Trace` (never
@@ -9,7 +9,8 @@ together; the modules hold the definitions:
 - :mod:`di.engine.intervals`: interval-set algebra (numba).
 - :mod:`di.engine.classify`: the activity of each event.
 - :mod:`di.engine.steps`, :mod:`di.engine.window`: steps and ``--window``.
-- :mod:`di.engine.breakdown`, :mod:`di.engine.gpu_idle` (why each GPU is idle: the breakdown's idle time
+- :mod:`di.engine.breakdown`, :mod:`di.engine.phases` (data loading, forward, backward and optimizer time on the
+  host and the GPUs), :mod:`di.engine.gpu_idle` (why each GPU is idle: the breakdown's idle time
   given to the host, a device wait, launch latency, gaps between queued kernels, queued work), :mod:`di.engine.overlap`,
   :mod:`di.engine.imbalance`, :mod:`di.engine.waitstates`,
   :mod:`di.engine.critical_path` (its graph in :mod:`di.engine.critical_path_graph`,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 
 ANALYSES = (
     "breakdown",
+    "phases",
     "gpu_idle",
     "overlap",
     "imbalance",
@@ -71,6 +73,9 @@ class Analysis:
     Attributes:
         steps: the steps inside the window (rank, step, label, start_ns, end_ns, source).
         breakdown, overlap, imbalance, wait_states: long frames, see each module.
+        phases: per rank (and step with ``per_step``) and training phase (data, forward, backward, optimizer,
+            other), its host time, the GPU time of the work it launched and the time the GPUs sat idle in it; see
+            :mod:`di.engine.phases`.
         gpu_idle: per rank, GPU (and step with ``per_step``) and cause, the GPU's idle time given to its causes;
             gpu_idle_gaps: the longest idle gaps with the work that ended each and the operator that launched it;
             see :mod:`di.engine.gpu_idle`.
@@ -105,6 +110,7 @@ class Analysis:
 
     steps: pl.DataFrame
     breakdown: pl.DataFrame | None = None
+    phases: pl.DataFrame | None = None
     gpu_idle: pl.DataFrame | None = None
     gpu_idle_gaps: pl.DataFrame | None = None
     overlap: pl.DataFrame | None = None
@@ -211,6 +217,10 @@ def _run(name: str, frame: Any, per_step: bool, cache: dict[str, Any]) -> Any:
 
     if name == "breakdown":
         return pl.concat([table(False), table(True)]) if per_step else table(False)
+    if name == "phases":
+        from di.engine.phases import phases
+
+        return phases(frame, per_step)
     if name == "gpu_idle":
         from di.engine.gpu_idle import gpu_idle_tables
 

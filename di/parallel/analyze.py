@@ -120,6 +120,10 @@ def analyze_with(
         local["whole"] = breakdown(frame, per_step=False).filter(pl.col("rank").is_in(mine))
         if (per_step and "breakdown" in analyses) or ("imbalance" in analyses and ex_any_steps(ex, frame)):
             local["by_step"] = breakdown(frame, per_step=True).filter(pl.col("rank").is_in(mine))
+    if "phases" in analyses:  # a rank's markers, the work inside them and the GPU work it launched lie with its part
+        from di.engine.phases import phases
+
+        local["phases"] = phases(frame, per_step).filter(pl.col("rank").is_in(mine))
     if "gpu_idle" in analyses:  # a rank's GPU work and the host calls that launched it lie with its part
         from di.engine.gpu_idle import gpu_idle_tables
 
@@ -248,6 +252,10 @@ def _assemble(
     whole, by_step = cat("whole"), cat("by_step")
     if "breakdown" in analyses:
         out["breakdown"] = pl.concat([whole, by_step]) if per_step and by_step is not None else whole
+    if "phases" in analyses:
+        from di.engine.phases import in_order as phases_order
+
+        out["phases"] = phases_order(cat("phases"))
     if "gpu_idle" in analyses:
         from di.engine.gpu_idle import GAPS_SHOWN, LONGEST_ORDER, in_order
 

@@ -41,6 +41,7 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
             {
                 "rank": r,
                 "breakdown": _rows(result.breakdown, r, drop=("rank",)),
+                "phases": _rows(result.phases, r, drop=("rank",)),
                 "gpu_idle": _rows(result.gpu_idle, r, drop=("rank",)),
                 "memory": _rows(result.memory, r, drop=("rank",)),
                 "flops": _rows(result.flops, r, drop=("rank",)),
@@ -124,7 +125,8 @@ def is_csv_folder(path: Path) -> bool:
 
 
 def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataFrame] | None = None) -> list[Path]:
-    """One CSV per table (steps, step_times, slow_steps where there are some, breakdown, gpu_idle and gpu_idle_gaps
+    """One CSV per table (steps, step_times, slow_steps where there are some, breakdown, phases where a rank has
+    time in a training phase, gpu_idle and gpu_idle_gaps
     where a GPU was idle, memory and memory_holders where the trace has allocator events, flops and flops_ops where
     it has matrix operators with shapes, comm_bandwidth where it has collectives, overlap, imbalance, wait_states, gpu_clocks and gpu_step_clocks where the trace has GPU clock series, counters where it has samples, communicators where it has
     some, critical_path_*, then ``extra`` by name), the folder written whole and swapped in (:func:`di.output.atomic_dir`).
@@ -139,6 +141,7 @@ def write_csv(result: Analysis, folder: str | Path, *, extra: dict[str, pl.DataF
         "step_times": result.step_times,
         "slow_steps": result.slow_steps if result.slow_steps is not None and result.slow_steps.height else None,
         "breakdown": result.breakdown,
+        "phases": result.phases if result.phases is not None and result.phases.height else None,
         "gpu_idle": result.gpu_idle if result.gpu_idle is not None and result.gpu_idle.height else None,
         "gpu_idle_gaps": result.gpu_idle_gaps
         if result.gpu_idle_gaps is not None and result.gpu_idle_gaps.height

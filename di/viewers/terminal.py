@@ -94,6 +94,7 @@ def render(result: Analysis, console: Any, *, title: str = "") -> None:
         )
     else:
         _render_breakdown(result, console)
+        _render_phases(result, console)
         _render_gpu_idle(result, console)
         _render_overlap(result, console)
         _render_waits(result, console)
@@ -250,6 +251,58 @@ def _render_step_times(result: Analysis, console: Any) -> None:
         notes = "; ".join(r[c] for c in NOTES if r[c])
         t.add_row(*cells, notes) if why else t.add_row(*cells)
     _print(console, t)
+
+
+PHASE_IDLE_NOTE = 0.05
+"""A note under the phases table names the rank and phase whose GPUs sit idle longest when that is at least this share
+of the rank's time."""
+
+
+def _render_phases(result: Analysis, console: Any) -> None:
+    """Each rank's share of its steps in each training phase, with the share its GPUs sat idle in it."""
+    from rich.table import Table
+
+    from di.engine.phases import PHASES
+
+    ph = result.phases
+    if ph is None or not ph.height:
+        return
+    whole = ph.filter(pl.col("step").is_null())
+    present = [p for p in PHASES if p in set(whole.get_column("phase").to_list())]
+    ranks = whole.get_column("rank").unique().sort()
+    shown = ranks.head(STEP_RANKS_SHOWN).to_list()
+    more = f"; {ranks.len() - len(shown)} more ranks in --csv/--json" if ranks.len() > len(shown) else ""
+    gpu = whole.get_column("gpu_ns").null_count() < whole.height
+    how = "; GPU idle: the part with the rank's GPUs idle" if gpu else ""
+    t = Table(title=f"Training phases: % of each rank's steps on the host{how}{more}")
+    for c in ("rank", "time ms", *(("",) if gpu else ()), *present):
+        t.add_column(c, justify="left" if c == "" else "right")
+    cells = {(r["rank"], r["phase"]): r for r in whole.iter_rows(named=True)}
+    for rank in shown:
+        rows = [cells.get((rank, p)) for p in present]
+        time_ns = next(r["time_ns"] for r in rows if r is not None)
+        host = [_pct(r["host_share"]) if r is not None else "—" for r in rows]
+        if not gpu:
+            t.add_row(str(rank), _ms(time_ns), *host)
+            continue
+        idle = [
+            _pct(r["gpu_idle_ns"] / time_ns) if r is not None and r["gpu_idle_ns"] is not None and time_ns else "—"
+            for r in rows
+        ]
+        t.add_row(str(rank), _ms(time_ns), "host", *host)
+        t.add_row("", "", "GPU idle", *idle)
+    _print(console, t)
+    worst = (
+        whole.filter(pl.col("gpu_idle_ns").is_not_null() & (pl.col("time_ns") > 0))
+        .with_columns((pl.col("gpu_idle_ns") / pl.col("time_ns")).alias("idle"))
+        .sort("idle", "rank", descending=[True, False])
+        .head(1)
+    )
+    for r in worst.filter(pl.col("idle") >= PHASE_IDLE_NOTE).iter_rows(named=True):
+        console.print(
+            f"Rank {r['rank']}'s GPUs sat idle {_ms(r['gpu_idle_ns'])} ms ({_pct(r['idle'])}% of its steps) in its "
+            f"{r['phase']} phase."
+        )
 
 
 def _render_breakdown(result: Analysis, console: Any) -> None:

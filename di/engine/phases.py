@@ -1,0 +1,295 @@
+"""Training phases: how much of each step a rank spends loading data, in the forward pass, in the backward pass
+and in the optimizer, on its host and on its GPUs, and how long its GPUs sit idle in each.
+
+The input is the regions frameworks name each phase by (:data:`MARKERS`): PyTorch's profiler writes
+``enumerate(DataLoader)#...__next__`` around each batch, ``autograd::engine::evaluate_function: ...`` around each
+autograd node of the backward pass and ``Optimizer.step#AdamW.step``/``Optimizer.zero_grad#...`` around the
+optimizer; PyTorch Lightning's profiler and users' own ranges (NVTX, ``record_function``, di's Python regions) name
+them ``forward``, ``backward``, ``optimizer_step``, ``training_step`` and the like.
+
+Definitions (times int64 ns), per rank (and step with ``per_step``):
+
+- **phase of a host event**: that of the innermost marker among the event and its ancestors (a recomputed forward
+  inside a backward is ``forward``; an optimizer hook inside the backward is ``optimizer``). An event with no marker
+  above it is ``forward`` where it lies in a step, is no *container* (the step's own region, or a region holding a
+  marker: a ``train_step`` Python frame), its rank names no forward of its own, and it starts before the step's last
+  backward marker (PyTorch marks everything but the forward; the loss counts with it, and the micro-batches of
+  gradient accumulation or a pipeline's schedule alternate forwards with backwards); every other event is ``other``
+  (the gradients' all-reduce and synchronization after the last backward, logging, time outside the steps).
+- **phase of GPU work** (kernels, copies, memsets): that of the host call that launched it
+  (:mod:`di.engine.launches`); ``other`` for work with no known launch.
+- **host_ns**: the union over the rank's host timelines of the phase's time: each marker's interval less those of
+  the markers directly inside it (Lightning's ``optimizer_step`` runs the closure's forward and backward inside it),
+  and the intervals of the phase's other host work (operators, calls; containers and annotations left out), so
+  nesting and threads never count twice. On a timeline of calls only (di's PMPI capture) the markers' intervals hold
+  the computation between the calls. **gpu_ns**: the union over the rank's GPUs of the phase's GPU work.
+  **gpu_idle_ns**: the part of host_ns during which none of the rank's GPUs ran anything (of the step's GPU work,
+  with ``per_step``): a data loader the GPU waits for, an optimizer or forward that does not launch work fast
+  enough. **kernels**: the phase's kernels (GPU work other than copies and memsets).
+- **time_ns**: the rank's steps summed where it has steps (and only events inside them counted), else the span of
+  its counted events in the window; per step, the step's duration. **host_share** = host_ns / time_ns,
+  **gpu_share** = gpu_ns / time_ns. The phases' host_ns need not add up to time_ns (the gaps between events are
+  nobody's) and may exceed it together when threads run phases at once (a backward thread beside the main one).
+
+A rank without GPU work has null gpu_ns and gpu_idle_ns. Rows are those phases a rank has time in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from di.engine import intervals as iv
+from di.engine.classify import COMM, COMPUTE, MEMORY, NONE
+from di.engine.groups import make_groups
+from di.engine.launches import launch_calls
+from di.engine.steps import NO_STEP
+from di.engine.window import EventFrame
+from di.nesting import enclosing_all, parent_rows
+
+__all__ = ["MARKERS", "PHASES", "event_phases", "in_order", "phases"]
+
+PHASES = ("data", "forward", "backward", "optimizer", "other")
+"""The phases, in the order of a step."""
+DATA, FORWARD, BACKWARD, OPTIMIZER, OTHER = range(len(PHASES))
+MARKERS = {
+    "data": r"^enumerate\(DataLoader\)#|^(?i:data|data[ _-]?load(er|ing)?|load[ _-]batch|get[ _-]batch|next[ _-]batch)$"
+    r"|(?i:dataloader_next)$",
+    "forward": r"^(?i:forward|fwd|forward[ _-](pass|compute|step)|model[ _.-]forward)$|(?i:\.training_step)$",
+    "backward": r"^autograd::engine::evaluate_function: |^(?i:backward|bwd|backward[ _-](pass|compute|step)"
+    r"|loss[ _.-]backward)$|^\[\w+\][\w.]*\.backward$",
+    "optimizer": r"^Optimizer\.|^(?i:optimizer|optim|optimizer[ _.-](step|zero_grad)|opt[ _-]step|step[ _-]optimizer"
+    r"|zero[ _-]grad)$|\.optimizer_(step|zero_grad)$",
+}
+"""Per phase, the pattern of the names of the regions that mark it (searched in each distinct event name): PyTorch's
+profiler's own (``enumerate(DataLoader)#``, ``autograd::engine::evaluate_function: ``, ``Optimizer.``), PyTorch
+Lightning's profiler's (``[Strategy]DDPStrategy.training_step``, ``[LightningModule]Model.optimizer_step``,
+``[_TrainingEpochLoop].train_dataloader_next``) and the plain names users give their ranges."""
+
+_TABLE = {
+    "rank": pl.Int32,
+    "step": pl.Int64,
+    "phase": pl.String,
+    "host_ns": pl.Int64,
+    "gpu_ns": pl.Int64,
+    "gpu_idle_ns": pl.Int64,
+    "kernels": pl.Int64,
+    "time_ns": pl.Int64,
+    "host_share": pl.Float64,
+    "gpu_share": pl.Float64,
+}
+
+
+def event_phases(frame: EventFrame) -> tuple[np.ndarray, np.ndarray, iv.IntervalSet]:
+    """(phase, counted, markers): the :data:`PHASES` index of each event row (GPU work by its launch, see the
+    module docstring); whether its own interval counts toward its phase's time (GPU work, and host work that is no
+    marker, no container and not instant); and the host time of the markers, each marker's interval less those of
+    the markers directly inside it (group: the marker's event row), so that a region that holds another phase's
+    marker (Lightning's ``optimizer_step`` around the closure's forward and backward) has only the rest."""
+    ev = frame.trace.events
+    n = ev.height
+    names = ev.get_column("name")
+    code = _marker_codes(names)
+    marked = code >= 0
+    parent = parent_rows(ev)
+    inner = enclosing_all(parent, marked, outermost=False)[:n]
+    own = np.where(marked, np.arange(n), inner)
+    phase = np.where(own >= 0, code[np.maximum(own, 0)], -1).astype(np.int8)
+    container = (_ancestors(parent, np.flatnonzero(marked)) | _covers_step(frame)) & ~marked
+    host = ~frame.on_gpu
+    loose = host & (phase < 0) & ~container & (frame.step != NO_STEP)
+    if loose.any():
+        forward_ranks = np.unique(frame.rank[marked & (code == FORWARD) & host])
+        before = frame.start_ns < _last_backward(frame, marked & (code == BACKWARD) & host)
+        phase[loose & before & ~np.isin(frame.rank, forward_ranks)] = FORWARD
+    phase[host & (phase < 0)] = OTHER
+    gpu = np.flatnonzero(frame.on_gpu)
+    if gpu.size:
+        launch = launch_calls(frame)[gpu]
+        phase[gpu] = np.where(launch >= 0, phase[np.maximum(launch, 0)], OTHER)
+        phase[gpu[phase[gpu] < 0]] = OTHER
+    work = np.where(frame.on_gpu, np.isin(frame.activity, (COMPUTE, COMM, MEMORY)), frame.activity != NONE)
+    counted = work & ~container & ~marked & (frame.end_ns > frame.start_ns)
+    return phase, counted, _marker_time(frame, np.flatnonzero(marked & host), inner)
+
+
+def _marker_time(frame: EventFrame, markers: np.ndarray, inner: np.ndarray) -> iv.IntervalSet:
+    """Each host marker's interval (group: its row) less the intervals of the markers whose innermost enclosing
+    marker it is (on one thread they nest, so the rest is the time only it accounts for)."""
+    markers = markers[frame.end_ns[markers] > frame.start_ns[markers]]
+    whole = iv.IntervalSet(markers, frame.start_ns[markers], frame.end_ns[markers])
+    within = markers[inner[markers] >= 0]
+    holes = iv.union(inner[within], frame.start_ns[within], frame.end_ns[within])
+    return iv.subtract(whole, holes)
+
+
+def _marker_codes(names: pl.Series) -> np.ndarray:
+    """Per event, the :data:`PHASES` index its name marks (-1: none), each distinct name tested once."""
+    distinct = names.unique().drop_nulls().cast(pl.String)
+    codes = np.full(distinct.len(), -1, np.int8)
+    for phase, pattern in reversed(MARKERS.items()):  # the first pattern that matches wins
+        codes[distinct.str.contains(pattern).fill_null(False).to_numpy()] = PHASES.index(phase)
+    codes = pl.Series(codes)
+    table = pl.DataFrame({"name": distinct, "code": codes})
+    looked = pl.DataFrame({"name": names.cast(pl.String)}).join(table, on="name", how="left", maintain_order="left")
+    return looked.get_column("code").fill_null(-1).to_numpy().astype(np.int8)
+
+
+def _ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Whether each event is a strict ancestor of one of ``rows``: one gather per level of nesting, each over the
+    ancestors not yet seen."""
+    out = np.zeros(parent.size, bool)
+    up = parent[rows]
+    up = np.unique(up[up >= 0])
+    while up.size:
+        up = up[~out[up]]
+        out[up] = True
+        up = parent[up]
+        up = np.unique(up[up >= 0])
+    return out
+
+
+def _covers_step(frame: EventFrame) -> np.ndarray:
+    """Whether each host event covers the whole of its step (the step's own region and any around it)."""
+    out = np.zeros(frame.rank.size, bool)
+    rows = np.flatnonzero(~frame.on_gpu & (frame.step != NO_STEP))
+    if not rows.size or not frame.steps.height:
+        return out
+    bounds = _step_bounds(frame, rows)
+    out[rows] = (frame.start_ns[rows] <= bounds[0]) & (frame.end_ns[rows] >= bounds[1])
+    return out
+
+
+def _step_bounds(frame: EventFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (int64 ns) of the step of each of ``rows`` (a step outside the window: an empty range at
+    the int64 limits, which no event covers)."""
+    steps = frame.steps.select(pl.col("rank").cast(pl.Int64), "step", "start_ns", "end_ns")
+    found = pl.DataFrame({"rank": frame.rank[rows].astype(np.int64), "step": frame.step[rows]}).join(
+        steps, on=["rank", "step"], how="left", maintain_order="left"
+    )
+    lo = found.get_column("start_ns").fill_null(np.iinfo(np.int64).min).to_numpy()
+    hi = found.get_column("end_ns").fill_null(np.iinfo(np.int64).max).to_numpy()
+    return lo, hi
+
+
+def _last_backward(frame: EventFrame, backward: np.ndarray) -> np.ndarray:
+    """Per event, the start of the last backward marker of its rank's step (the int64 maximum where none)."""
+    big = np.iinfo(np.int64).max
+    rows = np.flatnonzero(backward & (frame.step != NO_STEP))
+    if not rows.size:
+        return np.full(frame.rank.size, big, np.int64)
+    first = (
+        pl.DataFrame({"rank": frame.rank[rows], "step": frame.step[rows], "t": frame.start_ns[rows]})
+        .group_by("rank", "step")
+        .agg(pl.col("t").max())
+    )
+    return (
+        pl.DataFrame({"rank": frame.rank, "step": frame.step})
+        .join(first, on=["rank", "step"], how="left", maintain_order="left")
+        .get_column("t")
+        .fill_null(big)
+        .to_numpy()
+    )
+
+
+def phases(frame: EventFrame, per_step: bool = False) -> pl.DataFrame:
+    """Per rank (and step with ``per_step``, step null for the window) and phase: host_ns, gpu_ns, gpu_idle_ns,
+    kernels, time_ns, host_share, gpu_share (see the module docstring)."""
+    phase, counted, markers = event_phases(frame)
+    stepped = np.isin(frame.rank, np.unique(frame.steps.get_column("rank").to_numpy()))
+    in_time = ~stepped | (frame.step != NO_STEP)
+    timed = np.zeros(frame.rank.size, bool)
+    timed[markers.group] = True
+    out = [_measured(frame, phase, counted & in_time, timed & in_time, markers, by_step=False)]
+    if per_step:
+        in_step = frame.step != NO_STEP
+        out.append(_measured(frame, phase, counted & in_step, timed & in_step, markers, by_step=True))
+    table = pl.concat(out, how="vertical_relaxed")
+    return in_order(table.select(*(pl.col(c).cast(t) for c, t in _TABLE.items())))
+
+
+def _measured(
+    frame: EventFrame,
+    phase: np.ndarray,
+    counted: np.ndarray,
+    timed: np.ndarray,
+    markers: iv.IntervalSet,
+    *,
+    by_step: bool,
+) -> pl.DataFrame:
+    """The rows of one grouping: per rank (or per rank and step) and phase, from the ``counted`` events and the
+    time of the ``timed`` markers."""
+    groups = make_groups(frame, by_scope=False, by_step=by_step, include=counted | timed)
+    if not groups.n:
+        return pl.DataFrame(schema=_TABLE)
+    p = len(PHASES)
+    n = groups.n * p
+    of = groups.of_event
+    gid = np.where(of >= 0, of * p + phase, -1)
+    rows = np.flatnonzero(counted & (gid >= 0))
+    host = rows[~frame.on_gpu[rows]]
+    gpu = rows[frame.on_gpu[rows]]
+    pieces = gid[markers.group]
+    mine = pieces >= 0
+    host_set = iv.union(
+        np.concatenate([gid[host], pieces[mine]]),
+        np.concatenate([frame.start_ns[host], markers.start_ns[mine]]),
+        np.concatenate([frame.end_ns[host], markers.end_ns[mine]]),
+    )
+    busy = iv.union_rows(gpu, of, frame.start_ns, frame.end_ns, groups.n)  # all the GPU work, by group
+    every = np.repeat(busy.group * p, p) + np.tile(np.arange(p), len(busy))  # ... once per phase
+    busy_by_phase = iv.union(every, np.repeat(busy.start_ns, p), np.repeat(busy.end_ns, p))
+    host_ns = iv.measure(host_set, n)
+    gpu_ns = iv.measure(iv.union_rows(gpu, gid, frame.start_ns, frame.end_ns, n), n)
+    idle_ns = iv.measure(iv.subtract(host_set, busy_by_phase), n)
+    kernel = gpu[frame.activity[gpu] != MEMORY]
+    kernels = np.bincount(gid[kernel], minlength=n).astype(np.int64)
+    no_gpu = np.flatnonzero(np.repeat(iv.measure(busy, groups.n) == 0, p))
+    table = pl.DataFrame(
+        {
+            "g": np.repeat(np.arange(groups.n), p),
+            "phase": np.tile(np.asarray(PHASES), groups.n),
+            "host_ns": host_ns,
+            "gpu_ns": pl.Series(gpu_ns).scatter(no_gpu, None),
+            "gpu_idle_ns": pl.Series(idle_ns).scatter(no_gpu, None),
+            "kernels": kernels,
+        }
+    ).filter((pl.col("host_ns") > 0) | (pl.col("gpu_ns") > 0))
+    keys = groups.keys.select("rank", "step").with_row_index("g").cast({"g": pl.Int64})
+    table = table.join(keys, on="g", how="left").drop("g")
+    times = _times(frame, counted | timed, by_step)
+    return (
+        table.join(times, on=["rank", "step"], how="left", nulls_equal=True)
+        .with_columns(
+            (pl.col("host_ns") / pl.col("time_ns")).alias("host_share"),
+            (pl.col("gpu_ns") / pl.col("time_ns")).alias("gpu_share"),
+        )
+        .select(*(pl.col(c).cast(t) for c, t in _TABLE.items()))
+    )
+
+
+def _times(frame: EventFrame, include: np.ndarray, by_step: bool) -> pl.DataFrame:
+    """rank, step, time_ns: each step's duration (``by_step``), else per rank its steps summed or, for a rank
+    without steps, the span of its included events (step null)."""
+    steps = frame.steps.select(
+        pl.col("rank").cast(pl.Int32), "step", (pl.col("end_ns") - pl.col("start_ns")).alias("time_ns")
+    )
+    if by_step:
+        return steps
+    rows = np.flatnonzero(include)
+    spans = (
+        pl.DataFrame({"rank": frame.rank[rows].astype(np.int32), "s": frame.start_ns[rows], "e": frame.end_ns[rows]})
+        .group_by("rank")
+        .agg((pl.col("e").max() - pl.col("s").min()).alias("span_ns"))
+    )
+    summed = steps.group_by("rank").agg(pl.col("time_ns").sum())
+    return spans.join(summed, on="rank", how="left").select(
+        "rank", pl.lit(None, pl.Int64).alias("step"), pl.coalesce("time_ns", "span_ns").alias("time_ns")
+    )
+
+
+def in_order(table: pl.DataFrame) -> pl.DataFrame:
+    """A :func:`phases` table (or its parts, concatenated) in its order: rank, step (the window first), phase in
+    :data:`PHASES` order."""
+    order = pl.col("phase").replace_strict(list(PHASES), list(range(len(PHASES))), default=len(PHASES))
+    return table.sort(["rank", "step", order], nulls_last=False)
