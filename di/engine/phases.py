@@ -258,14 +258,18 @@ def _measured(
     keys = groups.keys.select("rank", "step").with_row_index("g").cast({"g": pl.Int64})
     table = table.join(keys, on="g", how="left").drop("g")
     times = _times(frame, counted | timed, by_step)
-    return (
-        table.join(times, on=["rank", "step"], how="left", nulls_equal=True)
-        .with_columns(
-            (pl.col("host_ns") / pl.col("time_ns")).alias("host_share"),
-            (pl.col("gpu_ns") / pl.col("time_ns")).alias("gpu_share"),
-        )
-        .select(*(pl.col(c).cast(t) for c, t in _TABLE.items()))
-    )
+    table = table.join(times, on=["rank", "step"], how="left", nulls_equal=True)
+    return table.with_columns(_share(table, "host_ns").alias("host_share"), _share(table, "gpu_ns").alias("gpu_share"))
+
+
+def _share(table: pl.DataFrame, column: str) -> pl.Series:
+    """``column`` / time_ns, null where either is null or the time 0 (numpy's division, correctly rounded whatever
+    the table's shape: polars may divide by a one-row column as a multiplication by its reciprocal)."""
+    part = table.get_column(column).cast(pl.Float64).to_numpy()
+    whole = table.get_column("time_ns").cast(pl.Float64).to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(whole > 0, part / whole, np.nan)
+    return pl.Series(share).fill_nan(None)
 
 
 def _times(frame: EventFrame, include: np.ndarray, by_step: bool) -> pl.DataFrame:
