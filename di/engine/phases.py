@@ -36,6 +36,8 @@ A rank without GPU work has null gpu_ns and gpu_idle_ns. Rows are those phases a
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import polars as pl
 
@@ -55,14 +57,16 @@ DATA, FORWARD, BACKWARD, OPTIMIZER, OTHER = range(len(PHASES))
 MARKERS = {
     "data": r"^enumerate\(DataLoader\)#|^(?i:data|data[ _-]?load(er|ing)?|load[ _-]batch|get[ _-]batch|next[ _-]batch)$"
     r"|(?i:dataloader_next)$",
-    "forward": r"^(?i:forward|fwd|forward[ _-](pass|compute|step)|model[ _.-]forward)$|(?i:\.training_step)$",
+    "forward": r"^nn\.Module: |^(?i:forward|fwd|forward[ _-](pass|compute|step)|model[ _.-]forward)$"
+    r"|(?i:\.training_step)$",
     "backward": r"^autograd::engine::evaluate_function: |^(?i:backward|bwd|backward[ _-](pass|compute|step)"
     r"|loss[ _.-]backward)$|^\[\w+\][\w.]*\.backward$",
     "optimizer": r"^Optimizer\.|^(?i:optimizer|optim|optimizer[ _.-](step|zero_grad)|opt[ _-]step|step[ _-]optimizer"
     r"|zero[ _-]grad)$|\.optimizer_(step|zero_grad)$",
 }
 """Per phase, the pattern of the names of the regions that mark it (searched in each distinct event name): PyTorch's
-profiler's own (``enumerate(DataLoader)#``, ``autograd::engine::evaluate_function: ``, ``Optimizer.``), PyTorch
+profiler's own (``enumerate(DataLoader)#``, ``nn.Module: `` around each module's forward with ``with_stack=True``,
+``autograd::engine::evaluate_function: ``, ``Optimizer.``), PyTorch
 Lightning's profiler's (``[Strategy]DDPStrategy.training_step``, ``[LightningModule]Model.optimizer_step``,
 ``[_TrainingEpochLoop].train_dataloader_next``) and the plain names users give their ranges."""
 
@@ -80,27 +84,45 @@ _TABLE = {
 }
 
 
-def event_phases(frame: EventFrame) -> tuple[np.ndarray, np.ndarray, iv.IntervalSet]:
-    """(phase, counted, markers): the :data:`PHASES` index of each event row (GPU work by its launch, see the
-    module docstring); whether its own interval counts toward its phase's time (GPU work, and host work that is no
-    marker, no container and not instant); and the host time of the markers, each marker's interval less those of
-    the markers directly inside it (group: the marker's event row), so that a region that holds another phase's
-    marker (Lightning's ``optimizer_step`` around the closure's forward and backward) has only the rest."""
+class Phased(NamedTuple):
+    """The phase of each event and the times :func:`phases` measures (arrays over the event rows)."""
+
+    phase: np.ndarray
+    """int8 :data:`PHASES` index of each event (GPU work by its launch; see the module docstring)."""
+    counted: np.ndarray
+    """Whether the event's own interval counts toward its phase's time: GPU work, and host work that is no marker,
+    no container and not instant."""
+    markers: iv.IntervalSet
+    """The host time of the markers: each marker's interval less those of the markers directly inside it (group: the
+    marker's event row), so that a region holding another phase's marker (Lightning's ``optimizer_step`` around the
+    closure's forward and backward) keeps only the rest."""
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    """The events' times, a host event of a step cut to the step (int64 ns)."""
+    marked_ranks: np.ndarray
+    """The ranks with at least one marker on their host timelines: the others' phases are unknown."""
+
+
+def event_phases(frame: EventFrame) -> Phased:
+    """Each event's phase and the times the phases are measured from (see :class:`Phased`)."""
     ev = frame.trace.events
     n = ev.height
-    names = ev.get_column("name")
-    code = _marker_codes(names)
-    marked = code >= 0
+    code = _marker_codes(ev.get_column("name"))
+    host = ~frame.on_gpu
+    marked = (code >= 0) & host
+    if not marked.any():  # no rank's phases are known: nothing to measure
+        none = np.zeros(n, bool)
+        return Phased(np.full(n, OTHER, np.int8), none, iv.empty(), frame.start_ns, frame.end_ns, np.zeros(0, np.int64))
+    start, end, covers = _in_steps(frame)
     parent = parent_rows(ev)
     inner = enclosing_all(parent, marked, outermost=False)[:n]
     own = np.where(marked, np.arange(n), inner)
     phase = np.where(own >= 0, code[np.maximum(own, 0)], -1).astype(np.int8)
-    container = (_ancestors(parent, np.flatnonzero(marked)) | _covers_step(frame)) & ~marked
-    host = ~frame.on_gpu
+    container = (_ancestors(parent, np.flatnonzero(marked)) | covers) & ~marked
     loose = host & (phase < 0) & ~container & (frame.step != NO_STEP)
     if loose.any():
-        forward_ranks = np.unique(frame.rank[marked & (code == FORWARD) & host])
-        before = frame.start_ns < _last_backward(frame, marked & (code == BACKWARD) & host)
+        forward_ranks = np.unique(frame.rank[marked & (code == FORWARD)])
+        before = frame.start_ns < _last_backward(frame, marked & (code == BACKWARD))
         phase[loose & before & ~np.isin(frame.rank, forward_ranks)] = FORWARD
     phase[host & (phase < 0)] = OTHER
     gpu = np.flatnonzero(frame.on_gpu)
@@ -109,30 +131,35 @@ def event_phases(frame: EventFrame) -> tuple[np.ndarray, np.ndarray, iv.Interval
         phase[gpu] = np.where(launch >= 0, phase[np.maximum(launch, 0)], OTHER)
         phase[gpu[phase[gpu] < 0]] = OTHER
     work = np.where(frame.on_gpu, np.isin(frame.activity, (COMPUTE, COMM, MEMORY)), frame.activity != NONE)
-    counted = work & ~container & ~marked & (frame.end_ns > frame.start_ns)
-    return phase, counted, _marker_time(frame, np.flatnonzero(marked & host), inner)
+    counted = work & ~container & ~marked & (end > start)
+    markers = _marker_time(np.flatnonzero(marked), inner, start, end)
+    return Phased(phase, counted, markers, start, end, np.unique(frame.rank[marked]))
 
 
-def _marker_time(frame: EventFrame, markers: np.ndarray, inner: np.ndarray) -> iv.IntervalSet:
+def _marker_time(markers: np.ndarray, inner: np.ndarray, start: np.ndarray, end: np.ndarray) -> iv.IntervalSet:
     """Each host marker's interval (group: its row) less the intervals of the markers whose innermost enclosing
     marker it is (on one thread they nest, so the rest is the time only it accounts for)."""
-    markers = markers[frame.end_ns[markers] > frame.start_ns[markers]]
-    whole = iv.IntervalSet(markers, frame.start_ns[markers], frame.end_ns[markers])
+    markers = markers[end[markers] > start[markers]]
+    whole = iv.IntervalSet(markers, start[markers], end[markers])
     within = markers[inner[markers] >= 0]
-    holes = iv.union(inner[within], frame.start_ns[within], frame.end_ns[within])
+    holes = iv.union(inner[within], start[within], end[within])
     return iv.subtract(whole, holes)
 
 
 def _marker_codes(names: pl.Series) -> np.ndarray:
-    """Per event, the :data:`PHASES` index its name marks (-1: none), each distinct name tested once."""
-    distinct = names.unique().drop_nulls().cast(pl.String)
+    """Per event, the :data:`PHASES` index its name marks (-1: none): each distinct name tested once, the events
+    looked up by their categorical codes."""
+    distinct = names.unique().drop_nulls()
     codes = np.full(distinct.len(), -1, np.int8)
+    text = distinct.cast(pl.String)
     for phase, pattern in reversed(MARKERS.items()):  # the first pattern that matches wins
-        codes[distinct.str.contains(pattern).fill_null(False).to_numpy()] = PHASES.index(phase)
-    codes = pl.Series(codes)
-    table = pl.DataFrame({"name": distinct, "code": codes})
-    looked = pl.DataFrame({"name": names.cast(pl.String)}).join(table, on="name", how="left", maintain_order="left")
-    return looked.get_column("code").fill_null(-1).to_numpy().astype(np.int8)
+        codes[text.str.contains(pattern).fill_null(False).to_numpy()] = PHASES.index(phase)
+    if not (codes >= 0).any():
+        return np.full(names.len(), -1, np.int8)
+    physical = distinct.to_physical().to_numpy().astype(np.int64)
+    lookup = np.full(int(physical.max()) + 2, -1, np.int8)  # the last entry: a null name
+    lookup[physical] = codes
+    return lookup[names.to_physical().fill_null(lookup.size - 1).to_numpy()]
 
 
 def _ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -149,20 +176,23 @@ def _ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _covers_step(frame: EventFrame) -> np.ndarray:
-    """Whether each host event covers the whole of its step (the step's own region and any around it)."""
-    out = np.zeros(frame.rank.size, bool)
+def _in_steps(frame: EventFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, covers): the events' times with a host event of a step cut to the step's time (one that ends after
+    it), and whether a host event covers the whole of its step (the step's own region and those around it)."""
+    start, end = frame.start_ns.copy(), frame.end_ns.copy()
+    covers = np.zeros(start.size, bool)
     rows = np.flatnonzero(~frame.on_gpu & (frame.step != NO_STEP))
-    if not rows.size or not frame.steps.height:
-        return out
-    bounds = _step_bounds(frame, rows)
-    out[rows] = (frame.start_ns[rows] <= bounds[0]) & (frame.end_ns[rows] >= bounds[1])
-    return out
+    if rows.size and frame.steps.height:
+        lo, hi = _step_bounds(frame, rows)
+        covers[rows] = (start[rows] <= lo) & (end[rows] >= hi)
+        start[rows] = np.maximum(start[rows], lo)
+        end[rows] = np.maximum(np.minimum(end[rows], hi), start[rows])
+    return start, end, covers
 
 
 def _step_bounds(frame: EventFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (int64 ns) of the step of each of ``rows`` (a step outside the window: an empty range at
-    the int64 limits, which no event covers)."""
+    """Start and end (int64 ns) of the step of each of ``rows`` (a step outside the window: an empty range at the
+    int64 limits, which no event covers and which cuts nothing)."""
     steps = frame.steps.select(pl.col("rank").cast(pl.Int64), "step", "start_ns", "end_ns")
     found = pl.DataFrame({"rank": frame.rank[rows].astype(np.int64), "step": frame.step[rows]}).join(
         steps, on=["rank", "step"], how="left", maintain_order="left"
@@ -195,28 +225,23 @@ def _last_backward(frame: EventFrame, backward: np.ndarray) -> np.ndarray:
 def phases(frame: EventFrame, per_step: bool = False) -> pl.DataFrame:
     """Per rank (and step with ``per_step``, step null for the window) and phase: host_ns, gpu_ns, gpu_idle_ns,
     kernels, time_ns, host_share, gpu_share (see the module docstring)."""
-    phase, counted, markers = event_phases(frame)
+    ph = event_phases(frame)
+    if not ph.marked_ranks.size:
+        return pl.DataFrame(schema=_TABLE)
     stepped = np.isin(frame.rank, np.unique(frame.steps.get_column("rank").to_numpy()))
-    in_time = ~stepped | (frame.step != NO_STEP)
+    mine = np.isin(frame.rank, ph.marked_ranks)
+    in_time = mine & (~stepped | (frame.step != NO_STEP))
     timed = np.zeros(frame.rank.size, bool)
-    timed[markers.group] = True
-    out = [_measured(frame, phase, counted & in_time, timed & in_time, markers, by_step=False)]
+    timed[ph.markers.group] = True
+    out = [_measured(frame, ph, ph.counted & in_time, timed & in_time, by_step=False)]
     if per_step:
-        in_step = frame.step != NO_STEP
-        out.append(_measured(frame, phase, counted & in_step, timed & in_step, markers, by_step=True))
+        in_step = mine & (frame.step != NO_STEP)
+        out.append(_measured(frame, ph, ph.counted & in_step, timed & in_step, by_step=True))
     table = pl.concat(out, how="vertical_relaxed")
     return in_order(table.select(*(pl.col(c).cast(t) for c, t in _TABLE.items())))
 
 
-def _measured(
-    frame: EventFrame,
-    phase: np.ndarray,
-    counted: np.ndarray,
-    timed: np.ndarray,
-    markers: iv.IntervalSet,
-    *,
-    by_step: bool,
-) -> pl.DataFrame:
+def _measured(frame: EventFrame, ph: Phased, counted: np.ndarray, timed: np.ndarray, *, by_step: bool) -> pl.DataFrame:
     """The rows of one grouping: per rank (or per rank and step) and phase, from the ``counted`` events and the
     time of the ``timed`` markers."""
     groups = make_groups(frame, by_scope=False, by_step=by_step, include=counted | timed)
@@ -225,7 +250,8 @@ def _measured(
     p = len(PHASES)
     n = groups.n * p
     of = groups.of_event
-    gid = np.where(of >= 0, of * p + phase, -1)
+    gid = np.where(of >= 0, of * p + ph.phase, -1)
+    markers, start, end = ph.markers, ph.start_ns, ph.end_ns
     rows = np.flatnonzero(counted & (gid >= 0))
     host = rows[~frame.on_gpu[rows]]
     gpu = rows[frame.on_gpu[rows]]
@@ -233,14 +259,14 @@ def _measured(
     mine = pieces >= 0
     host_set = iv.union(
         np.concatenate([gid[host], pieces[mine]]),
-        np.concatenate([frame.start_ns[host], markers.start_ns[mine]]),
-        np.concatenate([frame.end_ns[host], markers.end_ns[mine]]),
+        np.concatenate([start[host], markers.start_ns[mine]]),
+        np.concatenate([end[host], markers.end_ns[mine]]),
     )
-    busy = iv.union_rows(gpu, of, frame.start_ns, frame.end_ns, groups.n)  # all the GPU work, by group
+    busy = iv.union_rows(gpu, of, start, end, groups.n)  # all the GPU work, by group
     every = np.repeat(busy.group * p, p) + np.tile(np.arange(p), len(busy))  # ... once per phase
     busy_by_phase = iv.union(every, np.repeat(busy.start_ns, p), np.repeat(busy.end_ns, p))
     host_ns = iv.measure(host_set, n)
-    gpu_ns = iv.measure(iv.union_rows(gpu, gid, frame.start_ns, frame.end_ns, n), n)
+    gpu_ns = iv.measure(iv.union_rows(gpu, gid, start, end, n), n)
     idle_ns = iv.measure(iv.subtract(host_set, busy_by_phase), n)
     kernel = gpu[frame.activity[gpu] != MEMORY]
     kernels = np.bincount(gid[kernel], minlength=n).astype(np.int64)
