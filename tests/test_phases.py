@@ -250,3 +250,37 @@ def test_under_mpiexec_the_same_answer(job: list[Path], tmp_path: Path) -> None:
     one, many = one_and_many(di.load([str(f) for f in job]), tmp_path, 2, 1, "--steps")
     assert [r["phases"] for r in one["ranks"]] == [r["phases"] for r in many["ranks"]]
     assert all(len(r["phases"]) == len(PHASES) * (STEPS + 1) for r in one["ranks"])
+
+
+def test_batch_table_has_each_phases_time(job: list[Path]) -> None:
+    from di.viewers.batch import rank_rows
+
+    rows = {r["rank"]: r for r in rank_rows("job", di.analyze(di.load([str(f) for f in job]))).iter_rows(named=True)}
+    for rank in DATA_US:
+        want = expected(rank)
+        for phase in PHASES:
+            assert rows[rank][f"phase_{phase}_ns"] == want[phase]["host"]
+            assert rows[rank][f"phase_{phase}_gpu_idle_ns"] == want[phase]["idle"]
+
+
+def test_batch_table_leaves_unknown_phases_null(tmp_path: Path) -> None:
+    """A rank without any phase marker has no phase times (null, not 0)."""
+    from di.viewers.batch import rank_rows
+
+    doc = phases_job(0)
+    marks = ("enumerate(", "autograd::", "Optimizer.")  # the job's markers; its steps stay
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith(marks)]
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(doc))
+    result = di.analyze(di.load(path))
+    assert result.phases is not None and result.phases.height == 0
+    row = rank_rows("plain", result).row(0, named=True)
+    assert all(row[f"phase_{p}_ns"] is None for p in PHASES)
+
+
+def test_dashboard_summary_has_the_slowest_ranks_data_wait(job: list[Path]) -> None:
+    from di.viewers.dashboard.summary import data_wait_share
+
+    result = di.analyze(di.load([str(f) for f in job]))
+    assert data_wait_share(result) == pytest.approx(DATA_US[1] / (STEP_US - 1))
+    assert data_wait_share(di.analyze(di.load(job[0]))) == pytest.approx(DATA_US[0] / (STEP_US - 1))

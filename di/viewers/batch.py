@@ -5,6 +5,8 @@ Columns, all over the analysis window (times int64 ns, shares as fractions):
 - ``trace``: the input as given; ``rank``; ``window``; ``steps`` (distinct steps of the rank);
 - ``span_ns`` and ``<state>_ns`` for the GPU side (summed over the rank's GPUs) and
   ``host_span_ns``, ``host_<state>_ns`` for its CPU threads (:mod:`di.engine.breakdown`);
+- ``phase_<phase>_ns``, ``phase_<phase>_gpu_idle_ns``: the host time of each training phase and the part of it with
+  the rank's GPUs idle (:mod:`di.engine.phases`; null for a rank without phase markers, or without GPU work);
 - ``gpu_idle_<cause>_ns``: the GPU idle time by cause, summed over the rank's GPUs (:mod:`di.engine.gpu_idle`);
 - ``memory_peak_bytes``, ``memory_growth_bytes_per_step``: the framework allocator's largest peak among the rank's
   accelerators (not ``cpu``) and that device's growth per step (:mod:`di.engine.memory`; null without allocator
@@ -25,6 +27,7 @@ import polars as pl
 
 from di.engine.breakdown import STATE_NAMES as STATES
 from di.engine.gpu_idle import CAUSES
+from di.engine.phases import PHASES
 
 PAIRS = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
 FILE = "per_trace_rank.csv"
@@ -52,6 +55,18 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
                 rows[rank][f"{prefix}span_ns"] = span
             for rank, state, t in side.group_by("rank", "state").agg(pl.col("time_ns").sum()).iter_rows():
                 rows[rank][f"{prefix}{state}_ns"] = t
+    if result.phases is not None and result.phases.height:
+        whole = result.phases.filter(pl.col("step").is_null())
+        gpu = whole.group_by("rank").agg(pl.col("gpu_ns").is_not_null().any())
+        for rank, has_gpu in gpu.iter_rows():
+            if rank in rows:
+                for phase in PHASES:
+                    rows[rank][f"phase_{phase}_ns"] = 0
+                    rows[rank][f"phase_{phase}_gpu_idle_ns"] = 0 if has_gpu else None
+        for rank, phase, host, idle in whole.select("rank", "phase", "host_ns", "gpu_idle_ns").iter_rows():
+            if rank in rows:
+                rows[rank][f"phase_{phase}_ns"] = host
+                rows[rank][f"phase_{phase}_gpu_idle_ns"] = idle
     if result.gpu_idle is not None:
         whole = result.gpu_idle.filter(pl.col("step").is_null())
         for rank, cause, t in whole.group_by("rank", "cause").agg(pl.col("time_ns").sum()).iter_rows():
@@ -101,6 +116,8 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         *(f"{s}_ns" for s in STATES),
         "host_span_ns",
         *(f"host_{s}_ns" for s in STATES),
+        *(f"phase_{p}_ns" for p in PHASES),
+        *(f"phase_{p}_gpu_idle_ns" for p in PHASES),
         *(f"gpu_idle_{c}_ns" for c in CAUSES),
         "memory_peak_bytes",
         "memory_growth_bytes_per_step",
@@ -113,7 +130,8 @@ def rank_rows(label: str, result: Any) -> pl.DataFrame:
         "cp_share",
         "cp_length_ns",
     ]
-    zero = {c for c in columns if c.endswith("_ns") or c == "steps"} - {"span_ns", "host_span_ns"}
+    zero = {c for c in columns if (c.endswith("_ns") and not c.startswith("phase_")) or c == "steps"}
+    zero -= {"span_ns", "host_span_ns"}
     data = {c: [r.get(c, 0 if c in zero else None) for r in rows.values()] for c in columns}
     schema = {
         c: (

@@ -7,7 +7,8 @@ runs appear and pending summaries fill in):
   (mean; p50 and p90 in the tooltip), the largest bottleneck (the biggest
   breakdown state other than idle, with its share), the critical path's
   top category, the peak device memory (the allocator's, MiB) and the matrix
-  work's share of the GPUs' peak (MFU); sortable (click a header) and filtered
+  work's share of the GPUs' peak (MFU), the share of the steps the GPUs waited for
+  data (the slowest rank's); sortable (click a header) and filtered
   by a text box over every column; a broken run is a row with its error;
 - **trends**: inline SVG of the mean step time across runs (in time order)
   and of each run's breakdown (stacked shares per state);
@@ -71,6 +72,7 @@ var COLUMNS = [
   {key: "cp", label: "critical path top", wide: true},
   {key: "memory", label: "peak memory (MiB)", num: true, wide: true},
   {key: "mfu", label: "matrix work (% of peak)", num: true, wide: true},
+  {key: "data", label: "waiting for data (% of steps)", num: true, wide: true},
   {key: "actions", label: "", sort: false}
 ];
 
@@ -88,6 +90,7 @@ function sortValue(r, key) {
   if (key === "cp") return r.cp_top ? r.cp_top.category : "";
   if (key === "memory") return r.memory_peak_bytes === undefined ? null : r.memory_peak_bytes;
   if (key === "mfu") return r.flop_utilization === undefined ? null : r.flop_utilization;
+  if (key === "data") return r.data_wait_share === undefined ? null : r.data_wait_share;
   var v = r[key];
   return v === undefined ? null : v;
 }
@@ -148,6 +151,10 @@ function runRow(r) {
     else if (c.key === "mfu") {
       td.textContent = r.flop_utilization === null || r.flop_utilization === undefined ? "—" : (100 * r.flop_utilization).toFixed(1);
       if (r.flop_utilization !== null && r.flop_utilization !== undefined) td.dataset.v = r.flop_utilization;
+    }
+    else if (c.key === "data") {
+      td.textContent = r.data_wait_share === null || r.data_wait_share === undefined ? "—" : (100 * r.data_wait_share).toFixed(1);
+      if (r.data_wait_share !== null && r.data_wait_share !== undefined) td.dataset.v = r.data_wait_share;
     }
     else if (c.key === "actions") {
       var rep = el("button", {"data-action": "report"}, "Report");

@@ -19,6 +19,9 @@ A summary is a small JSON-able dict read by the runs table and the trends:
   without allocator events (:mod:`di.engine.memory`);
 - ``flop_utilization``: the mean over the ranks' GPUs of their matrix work's rate against the GPU's peak (MFU when
   nothing is recomputed), null without recorded shapes or a known peak (:mod:`di.engine.flops`);
+- ``data_wait_share``: the largest over the ranks of the share of their steps their GPUs sat idle while they loaded
+  data (the host's data-loading time for a rank without GPU work), null without data-loading regions
+  (:mod:`di.engine.phases`);
 - ``warnings``: how many the trace carries; ``error``: one line when the run
   could not be read or analysed (every other field then null).
 
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 CACHE_FORMAT = "di-dashboard-summary"
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 """Bumped when a summary's fields change: older cache files are recomputed."""
 HASH_CHARS = 16
 """Hex digits of the SHA-256 of the run's resolved path in its cache file's name (64 bits)."""
@@ -159,6 +162,7 @@ def _base(path: Path, error: str | None) -> dict[str, Any]:
         "cp_length_ns": None,
         "memory_peak_bytes": None,
         "flop_utilization": None,
+        "data_wait_share": None,
         "warnings": None,
         "error": error,
     }
@@ -197,6 +201,7 @@ def facts(trace: Any, result: Any, path: Path) -> dict[str, Any]:
     peaks = rank_peaks(result.memory) if result.memory is not None else None
     out["memory_peak_bytes"] = int(peaks.get_column("peak_bytes").max()) if peaks is not None and peaks.height else None  # type: ignore[arg-type]
     out["flop_utilization"] = flop_utilization(result)
+    out["data_wait_share"] = data_wait_share(result)
     cp = result.critical_path
     if cp:
         out["cp_length_ns"] = int(cp["summary"]["length_ns"])
@@ -232,3 +237,15 @@ def flop_utilization(result: Any) -> float | None:
         return None
     mean = result.flops.filter(pl.col("step").is_null()).get_column("utilization").mean()
     return None if mean is None else float(mean)  # type: ignore[arg-type]
+
+
+def data_wait_share(result: Any) -> float | None:
+    """The largest over the ranks of their data phase's GPU idle time (host time without GPU work) over their steps'
+    time (:mod:`di.engine.phases`), None where no rank has a data phase."""
+    import polars as pl
+
+    if result.phases is None or not result.phases.height:
+        return None
+    data = result.phases.filter(pl.col("step").is_null() & (pl.col("phase") == "data") & (pl.col("time_ns") > 0))
+    share = data.select((pl.coalesce("gpu_idle_ns", "host_ns") / pl.col("time_ns")).max()).item()
+    return None if share is None else float(share)
