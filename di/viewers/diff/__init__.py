@@ -5,8 +5,8 @@ reads their events tables; every table of the :class:`Diff` puts A's rows
 beside B's (:mod:`di.viewers.diff.sides`: ``a_X``, ``b_X``, ``delta_X = b_X - a_X``),
 times in int64 ns. Definitions live in the modules:
 
-- :mod:`di.viewers.diff.results`: step time, breakdown, GPU idle, device memory, matrix work, overlap, critical
-  path, counters, communicators;
+- :mod:`di.viewers.diff.results`: step time, breakdown, training phases, GPU idle, device memory, matrix work,
+  overlap, critical path, counters, communicators;
 - :mod:`di.viewers.diff.names`: kernels and operators by name, kernels by launch stack;
 - :mod:`di.viewers.diff.collectives`: collectives by op and size, algbw and busbw.
 
@@ -46,6 +46,9 @@ class Diff:
         steps: stat (count, mean_ns, p50_ns, p90_ns, min_ns, max_ns), a, b, delta, ratio.
         step_times: run ("a"/"b"), step, label, start_ns, end_ns, time_ns.
         breakdown: rank, scope, state, a/b time_ns and share, delta_ns, delta_share.
+        phases: rank, phase (data, forward, backward, optimizer, other), a/b host_ns, gpu_idle_ns, host_share (of
+            the rank's steps), time_ns (the rank's steps summed), delta_host_ns, delta_gpu_idle_ns
+            (:func:`di.viewers.diff.results.phases_table`).
         gpu_idle: rank, scope (gpuN), cause, a/b time_ns and share (of the GPU's idle time), delta_ns, delta_share.
         memory: rank, device, a/b peak_bytes, reserved_at_peak_bytes (bytes), growth_bytes_per_step (bytes per
             step), op (at the peak), delta_peak_bytes, rel_peak (b/a - 1) (:func:`di.viewers.diff.results.memory_table`).
@@ -70,6 +73,7 @@ class Diff:
     steps: pl.DataFrame
     step_times: pl.DataFrame
     breakdown: pl.DataFrame
+    phases: pl.DataFrame
     gpu_idle: pl.DataFrame
     memory: pl.DataFrame
     flops: pl.DataFrame
@@ -137,6 +141,7 @@ def diff(a: Trace, b: Trace, *, window: Window | str | None = None) -> Diff:
         steps=results.steps_table(*res),
         step_times=times,
         breakdown=results.breakdown_table(*res),
+        phases=results.phases_table(*res),
         gpu_idle=results.gpu_idle_table(*res),
         memory=results.memory_table(*res),
         flops=results.flops_table(*res),

@@ -47,6 +47,7 @@ def to_json(d: Diff, *, inputs: tuple[str, str]) -> dict[str, Any]:
         "window": d.window,
         "steps": steps,
         "breakdown": _rows(d.breakdown),
+        "phases": _rows(d.phases),
         "gpu_idle": _rows(d.gpu_idle),
         "memory": _rows(d.memory),
         "flops": _rows(d.flops),

@@ -16,7 +16,7 @@ import polars as pl
 
 from di.viewers.diff import Diff
 from di.viewers.diff.collectives import ALGBW_FORMULA, BUSBW_FORMULA
-from di.viewers.diff.results import breakdown_totals, flops_headline, memory_headline
+from di.viewers.diff.results import breakdown_totals, flops_headline, memory_headline, phases_headline
 from di.viewers.diff.terminal import biggest_changes
 from di.viewers.report.page import (
     Cell,
@@ -63,6 +63,7 @@ def build_page(d: Diff, *, names: tuple[str, str] = ("A", "B")) -> str:
             _counters(d),
             _communicators(d),
             _breakdown(d),
+            _phases(d),
             _gpu_idle(d),
             _memory(d),
             _flops(d),
@@ -141,9 +142,7 @@ def _summary(d: Diff, names: tuple[str, str]) -> Section:
             f"{peak['b_peak_bytes'] / MIB:,.1f} MiB ({peak['delta_peak_bytes'] / MIB:+,.1f} MiB, "
             f"{100 * peak['rel_peak']:+.1f} %)."
         )
-    work = _flops_hint(d)
-    if work is not None:
-        hints.append(work)
+    hints += [h for h in (_flops_hint(d), _phases_hint(d)) if h is not None]
     return Section("summary", "Step time", body, hints)
 
 
@@ -160,6 +159,29 @@ def _flops_hint(d: Diff) -> str | None:
         f"({100 * r['delta_utilization']:+.1f} points), achieved "
         f"{tflops_text(r['a_achieved_tflops'])} → {tflops_text(r['b_achieved_tflops'])} TFLOP/s."
     )
+
+
+def _phases_hint(d: Diff) -> str | None:
+    """The headline of :func:`di.viewers.diff.results.phases_headline` as a sentence; None without one."""
+    r = phases_headline(d.phases)
+    if r is None:
+        return None
+    idle = ""
+    if r["a_gpu_idle_ns"] is not None or r["b_gpu_idle_ns"] is not None:
+        idle = f"; its GPUs sat idle {_ms_text(r['a_gpu_idle_ns'])} → {_ms_text(r['b_gpu_idle_ns'])} ms in it"
+    return (
+        f"Rank {r['rank']}'s {r['phase']} phase: host time {_ms_text(r['a_host_ns'])} → {_ms_text(r['b_host_ns'])} "
+        f"ms ({r['delta_host_ns'] / 1e6:+,.3f} ms, {_pct_text(r['a_host_share'])} → {_pct_text(r['b_host_share'])} % "
+        f"of its steps){idle}."
+    )
+
+
+def _ms_text(ns: int | None) -> str:
+    return "—" if ns is None else f"{ns / 1e6:,.3f}"
+
+
+def _pct_text(share: float | None) -> str:
+    return "—" if share is None else f"{100 * share:.1f}"
 
 
 def _changes(d: Diff) -> Section | None:
@@ -481,6 +503,47 @@ def _flops(d: Diff) -> Section | None:
         f"peak is unknown). Cells hold the exact operations, ns and fractions.{_more(f)}</p>"
     )
     return Section("flops", "Matrix work", table("flops", cols, rows) + note)
+
+
+def _phases(d: Diff) -> Section | None:
+    p = d.phases
+    if not p.height:
+        return None
+    rows = [
+        (
+            num(r["rank"]),
+            r["phase"],
+            ms(r["a_host_ns"]),
+            ms(r["b_host_ns"]),
+            ms(r["delta_host_ns"]),
+            pct(r["a_host_share"]),
+            pct(r["b_host_share"]),
+            ms(r["a_gpu_idle_ns"]),
+            ms(r["b_gpu_idle_ns"]),
+            ms(r["delta_gpu_idle_ns"]),
+        )
+        for r in p.head(ROWS).iter_rows(named=True)
+    ]
+    cols = [
+        "rank",
+        "phase",
+        "a_host_ns",
+        "b_host_ns",
+        "delta_host_ns",
+        "a_host %",
+        "b_host %",
+        "a_gpu_idle_ns",
+        "b_gpu_idle_ns",
+        "delta_gpu_idle_ns",
+    ]
+    note = (
+        "<p class=\"note\">host: the union over the rank's threads of the phase's regions and work (PyTorch's "
+        "DataLoader, autograd and optimizer regions, users' forward/backward/optimizer ranges; unmarked work in a "
+        "step before its last backward is the forward); host %: of the rank's steps; GPU idle: the part of the host "
+        "time with the rank's GPUs running nothing (— for a rank without GPU work, or a run that names no phase of "
+        f"the rank). Cells hold the exact ns and fractions.{_more(p)}</p>"
+    )
+    return Section("phases", "Training phases", table("phases", cols, rows) + note)
 
 
 def _pair(a: str | None, b: str | None) -> str:

@@ -17,6 +17,11 @@
   fraction; null for a GPU whose peak is unknown) (:mod:`di.engine.flops`, its whole-window rows);
   ``delta_utilization`` (B - A, a fraction: 0.01 is one percentage point) and ``rel_achieved`` (b/a - 1).
   :func:`flops_headline` names the largest utilization change when it is at least :data:`FLOPS_HEADLINE_POINTS`.
+- **Training phases**: per rank and phase (data, forward, backward, optimizer, other), the host time, the part of it
+  the rank's GPUs sat idle and its share of the rank's steps (:mod:`di.engine.phases`, its whole-window rows), with
+  ``delta_host_ns`` and ``delta_gpu_idle_ns`` (B - A). A run that names no phase of a rank (no marker: its phases are
+  unknown) has nulls on its side; one that names some has 0 for the others. :func:`phases_headline` names the
+  largest host-time change when it is at least :data:`PHASES_HEADLINE_SHARE` of the rank's step time in A.
 - **Overlap**: per rank and pair, the ratio and its parts (:mod:`di.engine.overlap`).
 - **Critical path**: its length, and its composition by category and by name
   (``contrib_ns``, ``share``) (:mod:`di.engine.critical_path`).
@@ -38,6 +43,7 @@ import polars as pl
 
 from di.engine import Analysis
 from di.engine.gpu_idle import CAUSES
+from di.engine.phases import PHASES
 from di.viewers.diff.sides import by_change, side_by_side
 
 STEP_STATS = ("count", "mean_ns", "p50_ns", "p90_ns", "min_ns", "max_ns")
@@ -46,6 +52,12 @@ MEMORY_HEADLINE_SHARE = 0.05
 FLOPS_HEADLINE_POINTS = 0.02
 """A utilization change is a headline when its |delta| is at least this (an absolute fraction: 2 percentage points
 of the GPU's peak)."""
+PHASES_HEADLINE_SHARE = 0.05
+"""A phase's host-time change is a headline when its |delta_host_ns| is at least this share of the rank's step time
+in A (``a_time_ns``): 5 percentage points of A's host_share, a twentieth of the step. The same bar as the report's
+phase hints (:data:`di.viewers.report.phases.IDLE_HINT`, ``SLOW_PHASE_MIN``) and :data:`MEMORY_HEADLINE_SHARE`: a
+phase growing by what the report would call a phase's excess is news here too. Measured against A's step rather than
+as a change of host_share, so that a phase that shrinks together with the step still shows what it saved."""
 
 
 def step_times(result: Analysis) -> pl.DataFrame:
@@ -219,6 +231,69 @@ def flops_headline(table: pl.DataFrame) -> dict[str, Any] | None:
     if not big.height:
         return None
     return by_change(big, "delta_utilization", "rank", "device").row(0, named=True)
+
+
+PHASE_COLUMNS = ("host_ns", "gpu_idle_ns", "host_share", "time_ns")
+"""The columns of :func:`phases_table` per run."""
+
+
+def phases_table(a: Analysis, b: Analysis) -> pl.DataFrame:
+    """rank, phase; a/b host_ns, gpu_idle_ns (null for a rank without GPU work), host_share (host_ns / time_ns),
+    time_ns (the rank's steps summed, else its span); delta_host_ns, delta_gpu_idle_ns (B - A, null where either is);
+    in_a/in_b (the run names the rank's phases): one row per rank and phase that either run has (whole window), a
+    run without phases for the rank null on its side; by rank, the phases in :data:`di.engine.phases.PHASES` order."""
+    out = side_by_side(
+        _phase_side(a),
+        _phase_side(b),
+        ["rank", "phase"],
+        values=[*PHASE_COLUMNS, "has"],
+        deltas=["host_ns", "gpu_idle_ns"],
+    )
+    order = pl.col("phase").replace_strict(list(PHASES), list(range(len(PHASES))), default=len(PHASES))
+    has = pl.col("a_has").fill_null(False) | pl.col("b_has").fill_null(False)
+    sides = [f"{s}_{c}" for c in PHASE_COLUMNS[:2] for s in ("a", "b", "delta")]
+    sides += [f"{s}_{c}" for c in PHASE_COLUMNS[2:] for s in "ab"]
+    return out.filter(has).sort("rank", order).select("rank", "phase", *sides, "in_a", "in_b")
+
+
+def _phase_side(result: Analysis) -> pl.DataFrame:
+    """rank, phase, host_ns, gpu_idle_ns, host_share, time_ns, has: a run's whole-window phases, every phase of each
+    rank it has phases for (a phase without a row: no host time in it, no idle; ``has`` false)."""
+    schema = {
+        "rank": pl.Int32,
+        "phase": pl.String,
+        "host_ns": pl.Int64,
+        "gpu_ns": pl.Int64,
+        "gpu_idle_ns": pl.Int64,
+        "time_ns": pl.Int64,
+        "host_share": pl.Float64,
+    }
+    whole = _whole(result.phases, schema).select(*schema)
+    ranks = whole.group_by("rank").agg(pl.col("time_ns").first(), pl.col("gpu_ns").is_not_null().any().alias("gpu"))
+    grid = ranks.join(pl.DataFrame({"phase": list(PHASES)}), how="cross")
+    rows = whole.select("rank", "phase", "host_ns", "gpu_idle_ns", "host_share", pl.lit(True).alias("has"))
+    return grid.join(rows, on=["rank", "phase"], how="left").select(
+        "rank",
+        "phase",
+        pl.col("host_ns").fill_null(0),
+        pl.when(pl.col("gpu")).then(pl.col("gpu_idle_ns").fill_null(0)).alias("gpu_idle_ns"),
+        pl.when(pl.col("time_ns") > 0).then(pl.col("host_share").fill_null(0.0)).alias("host_share"),
+        "time_ns",
+        pl.col("has").fill_null(False),
+    )
+
+
+def phases_headline(table: pl.DataFrame) -> dict[str, Any] | None:
+    """The row of a :func:`phases_table` with the largest |delta_host_ns|, when that is at least
+    :data:`PHASES_HEADLINE_SHARE` of the rank's step time in A (``a_time_ns``); else None (also where a run has no
+    phases for the rank). Ties: the lower rank, then the earlier phase."""
+    big = table.filter(
+        (pl.col("a_time_ns") > 0) & (pl.col("delta_host_ns").abs() >= PHASES_HEADLINE_SHARE * pl.col("a_time_ns"))
+    )
+    if not big.height:
+        return None
+    order = pl.col("phase").replace_strict(list(PHASES), list(range(len(PHASES))), default=len(PHASES))
+    return big.sort(pl.col("delta_host_ns").abs(), "rank", order, descending=[True, False, False]).row(0, named=True)
 
 
 def overlap_table(a: Analysis, b: Analysis) -> pl.DataFrame:

@@ -1,7 +1,8 @@
 """The terminal summary of a :class:`di.viewers.diff.Diff` (rich): the biggest changes first, then the tables.
 
-Times are shown in ms, memory in MiB (2^20 bytes), matrix work's rates in TFLOP/s; Δ is B - A. Only what
-changed is listed in the long tables (the JSON and the HTML page hold every row).
+Times are shown in ms, memory in MiB (2^20 bytes), matrix work's rates in TFLOP/s, training phases' shares in % of
+the rank's steps; Δ is B - A. Only what changed is listed in the long tables (the JSON and the HTML page hold every
+row).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
         console.print(
             f"Critical path: {_ms(cp['a_length_ns'])} → {_ms(cp['b_length_ns'])} ms ({_signed_ms(cp['delta_ns'])} ms, {_rel(cp['a_length_ns'], cp['b_length_ns'])})"
         )
-    for line in (memory_line(d), flops_line(d)):
+    for line in (memory_line(d), flops_line(d), phases_line(d)):
         if line:
             console.print(line)
     big = biggest_changes(d)
@@ -94,6 +95,7 @@ def render(d: Diff, console: Any, *, names: tuple[str, str] = ("A", "B")) -> Non
     _counters(console, d)
     _communicators(console, d)
     _breakdown(console, d)
+    _phases(console, d)
     _gpu_idle(console, d)
     _memory(console, d)
     _flops(console, d)
@@ -384,6 +386,63 @@ def _flops(console: Any, d: Diff) -> None:
         console.print(f"[dim]{f.height - TOP} more rank/GPU rows in the JSON and the HTML page[/dim]")
 
 
+def phases_line(d: Diff) -> str | None:
+    """The headline of the largest change of a training phase's host time (ms, and % of the rank's steps), with the
+    GPUs' idle time in it, when it is at least :data:`di.viewers.diff.results.PHASES_HEADLINE_SHARE` of the rank's
+    step time in A; else None."""
+    from di.viewers.diff.results import phases_headline
+
+    r = phases_headline(d.phases)
+    if r is None:
+        return None
+    idle = ""
+    if r["a_gpu_idle_ns"] is not None or r["b_gpu_idle_ns"] is not None:
+        idle = f"; GPUs idle in it {_ms(r['a_gpu_idle_ns'])} → {_ms(r['b_gpu_idle_ns'])} ms"
+    return (
+        f"Training phase (rank {r['rank']}, {r['phase']}): host {_ms(r['a_host_ns'])} → {_ms(r['b_host_ns'])} ms "
+        f"({_signed_ms(r['delta_host_ns'])} ms), {_pct(r['a_host_share'])}% → {_pct(r['b_host_share'])}% of its "
+        f"steps{idle}"
+    )
+
+
+def _phases(console: Any, d: Diff) -> None:
+    p = d.phases
+    if not p.height:
+        return
+    moved = p.filter(
+        pl.col("a_host_ns").ne_missing(pl.col("b_host_ns"))
+        | pl.col("a_gpu_idle_ns").ne_missing(pl.col("b_gpu_idle_ns"))
+    )
+    if not moved.height:
+        console.print("Training phases: no change")
+        return
+    t = _table(
+        "Training phases that changed: host time (largest |Δ| first)",
+        "rank",
+        "phase",
+        "A ms",
+        "B ms",
+        "Δ ms",
+        "% A→B",
+        "idle Δ ms",
+    )
+    moved = moved.sort(pl.col("delta_host_ns").abs(), descending=True, nulls_last=True, maintain_order=True)
+    for r in moved.head(TOP).iter_rows(named=True):
+        t.add_row(
+            str(r["rank"]),
+            r["phase"],
+            _ms(r["a_host_ns"]),
+            _ms(r["b_host_ns"]),
+            _signed_ms(r["delta_host_ns"]),
+            f"{_pct(r['a_host_share'])}→{_pct(r['b_host_share'])}",
+            _signed_ms(r["delta_gpu_idle_ns"]),
+        )
+    console.print(t)
+    console.print("[dim]%: of the rank's steps; idle: the GPUs' idle time during the phase[/dim]")
+    if moved.height > TOP:
+        console.print(f"[dim]{moved.height - TOP} more changed rank/phase rows in the JSON and the HTML page[/dim]")
+
+
 def _breakdown(console: Any, d: Diff) -> None:
     from di.viewers.diff.results import breakdown_totals
 
@@ -450,7 +509,7 @@ def _table(title: str, *cols: str) -> Any:
     for i, c in enumerate(cols):
         text = c in ("name", "A name", "B name", "launched from")
         left = text or i == 0 or c in ("status", "state", "pair", "op", "kind", "where", "counter", "unit", "NCCL")
-        left = left or c in ("inside a node", "across nodes", "device", "op at peak A → B")
+        left = left or c in ("inside a node", "across nodes", "device", "op at peak A → B", "phase")
         t.add_column(c, justify="left" if left else "right", overflow="fold", min_width=20 if text else None)
     return t
 
