@@ -46,3 +46,32 @@ Every element of ``args`` must be an integer (pointers as integers)."""
 ccall_i64 = _caller(64)
 """``ccall_i64(fn_address, (a0, a1, ...))`` -> int64: the same for a C function returning a 64-bit integer or
 pointer (``strlen``, ``memcpy``)."""
+
+
+@intrinsic
+def load_at(typingctx, address):
+    """The uint64 stored at the memory ``address`` (an integer): for C data a numba kernel reaches only by address
+    (a callback's ``void**``)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, llargs):  # noqa: ANN001, ANN202
+        at = context.cast(builder, llargs[0], signature.args[0], types.uint64)
+        return builder.load(builder.inttoptr(at, ir.IntType(64).as_pointer()), align=8)
+
+    return types.uint64(address), codegen
+
+
+@intrinsic
+def store_at(typingctx, address, value):
+    """Store the integer ``value`` as a uint64 at the memory ``address`` (an integer)."""
+    if not isinstance(address, types.Integer) or not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, llargs):  # noqa: ANN001, ANN202
+        at = context.cast(builder, llargs[0], signature.args[0], types.uint64)
+        word = context.cast(builder, llargs[1], signature.args[1], types.uint64)
+        builder.store(word, builder.inttoptr(at, ir.IntType(64).as_pointer()), align=8)
+        return context.get_dummy_value()
+
+    return types.void(address, value), codegen

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from di.convert.columns import readonly
-from di.convert.otf2 import clib, emit
+from di.convert.otf2 import chunkpool, clib, emit
 from di.convert.otf2.analysis_defs import AnalysisDefs, plan_analysis, write_groups, write_markers
 from di.convert.otf2.archive import is_anchor
 from di.convert.otf2.iofiles import write_io_file_properties
@@ -127,10 +127,13 @@ def _write_archive(_otf2: object, staged: Path, anchor: Path, lay: Layout, extra
     archive = o.Archive_Open(
         str(staged), anchor.stem, o.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS, o.SUBSTRATE_POSIX, o.COMPRESSION_NONE
     )
+    pool = chunkpool.callback_data()  # the memory callbacks' data: alive until the archive is closed
     try:
+        _check(chunkpool.set_callbacks(clib.library(), clib.handle(archive), pool), anchor, "memory callbacks")
         _write(archive, lay, anchor, extra)
     finally:
         o.Archive_Close(archive)
+    del pool
 
 
 def _write_error(anchor: Path, codes: list[int], exc: Exception) -> Exception:
