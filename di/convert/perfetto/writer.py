@@ -35,8 +35,9 @@ from di.trace import CATS, Trace
 
 __all__ = ["write_perfetto", "is_own_file"]
 
-BUFFER_BYTES = 16 << 20
-"""Output written per kernel call; bounds memory beyond the trace's own columns."""
+BUFFER_BYTES = 4 << 20
+"""Output written per kernel call (one write each); bounds memory beyond the trace's own columns. 4 MiB: a 16 MiB buffer
+wrote as fast and was 3,000 more first touches of a page (0.01-0.02 s of system time here)."""
 DESCRIPTOR_SEQUENCE = 1
 
 
@@ -157,13 +158,15 @@ def _events(
     args_column = ev.get_column("args")
     args, args_start, args_end = text_spans(args_column)
 
-    events = np.empty((len(encode.EVENT_ROWS), n), dtype=np.int64)
-    np.subtract(start, offset, out=events[encode.E_START])
-    np.subtract(end, offset, out=events[encode.E_END])
-    for row, name in ((encode.E_CORR, "corr"), (encode.E_BYTES, "bytes")):
-        events[row] = ev.get_column(name).fill_null(encode.NONE).to_numpy()
-    events[encode.E_ARGS_START] = args_start
-    events[encode.E_ARGS_END] = args_end
+    columns = {
+        encode.E_START: start - offset if offset else start,
+        encode.E_END: end - offset if offset else end,
+        encode.E_CORR: ev.get_column("corr").fill_null(encode.NONE).to_numpy(),
+        encode.E_BYTES: ev.get_column("bytes").fill_null(encode.NONE).to_numpy(),
+        encode.E_ARGS_START: args_start,
+        encode.E_ARGS_END: args_end,
+    }
+    events = tuple(readonly(np.ascontiguousarray(columns[r], dtype=np.int64)) for r in range(len(encode.EVENT_ROWS)))
     codes = np.empty((len(encode.CODE_ROWS), n), dtype=np.int32)
     np.add(names, first_name, out=codes[encode.C_NAME], casting="unsafe")
     np.add(ev.get_column("cat").to_physical().to_numpy(), first_cat, out=codes[encode.C_CAT], casting="unsafe")
