@@ -7,7 +7,8 @@ Run on demand (not a test)::
 
 The job (generated with numpy, no per-event Python loop): per rank one CPU
 thread and two GPU streams; per step a ProfilerStep, ``--ops`` CPU operators
-each with a nested cudaLaunchKernel that launches a kernel on stream A, a
+(the first half ``aten::mm``, the second autograd's backward nodes, so that the training phases have a forward and a
+backward to measure) each with a nested cudaLaunchKernel that launches a kernel on stream A, a
 memcpy and an NCCL allreduce kernel on stream B (one collective instance per
 step across all ranks), and a ring of MPI send/receive pairs with jitter (late
 senders). Ranks run 0-10 % slow per step. 64 x 110 x (3 x 500 + 6) = 10.6 M events.
@@ -126,6 +127,8 @@ def generate(ranks: int, steps: int, ops: int, seed: int = 0) -> Any:
     start = np.concatenate([p[1] for p in parts]).astype(np.int64)
     end = np.concatenate([p[2] for p in parts]).astype(np.int64)
     kind = np.concatenate([np.full(p[1].size, p[3], np.int8) for p in parts])
+    ops_of = slice(parts[0][1].size, parts[0][1].size + parts[1][1].size)
+    kind[ops_of][np.arange(parts[1][1].size) % ops >= ops // 2] = 9  # the step's second half: backward nodes
     order = np.lexsort((-end, start, loc))
     row_of = np.empty(order.size, np.int64)
     row_of[order] = np.arange(order.size)
@@ -142,8 +145,9 @@ def generate(ranks: int, steps: int, ops: int, seed: int = 0) -> Any:
         "MPI_Send",
         "MPI_Recv",
         "cudaLaunchKernel",
+        "autograd::engine::evaluate_function: MmBackward0",
     ]
-    cats = ["step", "compute", "cuda_api", "kernel", "memcpy", "nccl", "mpi_p2p", "mpi_p2p", "cuda_api"]
+    cats = ["step", "compute", "cuda_api", "kernel", "memcpy", "nccl", "mpi_p2p", "mpi_p2p", "cuda_api", "compute"]
     events = pl.DataFrame(
         {
             "loc": loc.astype(np.uint32),
