@@ -16,7 +16,7 @@ import polars as pl
 
 from di.viewers.diff import Diff
 from di.viewers.diff.collectives import ALGBW_FORMULA, BUSBW_FORMULA
-from di.viewers.diff.results import breakdown_totals, flops_headline, memory_headline, phases_headline
+from di.viewers.diff.results import breakdown_totals, flops_headline, memory_headline
 from di.viewers.diff.terminal import biggest_changes
 from di.viewers.report.page import (
     Cell,
@@ -162,26 +162,12 @@ def _flops_hint(d: Diff) -> str | None:
 
 
 def _phases_hint(d: Diff) -> str | None:
-    """The headline of :func:`di.viewers.diff.results.phases_headline` as a sentence; None without one."""
-    r = phases_headline(d.phases)
-    if r is None:
-        return None
-    idle = ""
-    if r["a_gpu_idle_ns"] is not None or r["b_gpu_idle_ns"] is not None:
-        idle = f"; its GPUs sat idle {_ms_text(r['a_gpu_idle_ns'])} → {_ms_text(r['b_gpu_idle_ns'])} ms in it"
-    return (
-        f"Rank {r['rank']}'s {r['phase']} phase: host time {_ms_text(r['a_host_ns'])} → {_ms_text(r['b_host_ns'])} "
-        f"ms ({r['delta_host_ns'] / 1e6:+,.3f} ms, {_pct_text(r['a_host_share'])} → {_pct_text(r['b_host_share'])} % "
-        f"of its steps){idle}."
-    )
+    """The headline of :func:`di.viewers.diff.results.phases_headline` (the terminal's sentence,
+    :func:`di.viewers.diff.terminal.phases_line`); None without one."""
+    from di.viewers.diff.terminal import phases_line
 
-
-def _ms_text(ns: int | None) -> str:
-    return "—" if ns is None else f"{ns / 1e6:,.3f}"
-
-
-def _pct_text(share: float | None) -> str:
-    return "—" if share is None else f"{100 * share:.1f}"
+    line = phases_line(d)
+    return None if line is None else f"{line}."
 
 
 def _changes(d: Diff) -> Section | None:
