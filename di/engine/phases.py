@@ -113,17 +113,18 @@ def event_phases(frame: EventFrame) -> Phased:
     if not marked.any():  # no rank's phases are known: nothing to measure
         none = np.zeros(n, bool)
         return Phased(np.full(n, OTHER, np.int8), none, iv.empty(), frame.start_ns, frame.end_ns, np.zeros(0, np.int64))
-    start, end, covers = _in_steps(frame)
+    step_of = _step_rows(frame)
+    start, end, covers = _in_steps(frame, step_of)
     parent = parent_rows(ev)
     inner = enclosing_all(parent, marked, outermost=False)[:n]
     own = np.where(marked, np.arange(n), inner)
     phase = np.where(own >= 0, code[np.maximum(own, 0)], -1).astype(np.int8)
     container = (_ancestors(parent, np.flatnonzero(marked)) | covers) & ~marked
-    loose = host & (phase < 0) & ~container & (frame.step != NO_STEP)
-    if loose.any():
+    loose = np.flatnonzero(host & (phase < 0) & ~container & (step_of >= 0))
+    if loose.size:
         forward_ranks = np.unique(frame.rank[marked & (code == FORWARD)])
-        before = frame.start_ns < _last_backward(frame, marked & (code == BACKWARD))
-        phase[loose & before & ~np.isin(frame.rank, forward_ranks)] = FORWARD
+        before = frame.start_ns[loose] < _last_backward(frame, step_of, marked & (code == BACKWARD), loose)
+        phase[loose[before & ~np.isin(frame.rank[loose], forward_ranks)]] = FORWARD
     phase[host & (phase < 0)] = OTHER
     gpu = np.flatnonzero(frame.on_gpu)
     if gpu.size:
@@ -132,6 +133,10 @@ def event_phases(frame: EventFrame) -> Phased:
         phase[gpu[phase[gpu] < 0]] = OTHER
     work = np.where(frame.on_gpu, np.isin(frame.activity, (COMPUTE, COMM, MEMORY)), frame.activity != NONE)
     counted = work & ~container & ~marked & (end > start)
+    # host work inside counted work of its phase and step adds nothing to the union: left out of it (half the rows)
+    up = np.maximum(parent, 0)
+    inside = host & (parent >= 0) & counted[up] & (phase[up] == phase) & (frame.step[up] == frame.step)
+    counted &= ~inside
     markers = _marker_time(np.flatnonzero(marked), inner, start, end)
     return Phased(phase, counted, markers, start, end, np.unique(frame.rank[marked]))
 
@@ -176,50 +181,55 @@ def _ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _in_steps(frame: EventFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _in_steps(frame: EventFrame, step_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, covers): the events' times with a host event of a step cut to the step's time (one that ends after
-    it), and whether a host event covers the whole of its step (the step's own region and those around it)."""
+    it), and whether a host event covers the whole of its step (the step's own region and those around it).
+    ``step_of``: each event's row of ``frame.steps`` (-1: none, :func:`_step_rows`)."""
     start, end = frame.start_ns.copy(), frame.end_ns.copy()
     covers = np.zeros(start.size, bool)
-    rows = np.flatnonzero(~frame.on_gpu & (frame.step != NO_STEP))
-    if rows.size and frame.steps.height:
-        lo, hi = _step_bounds(frame, rows)
+    rows = np.flatnonzero(~frame.on_gpu & (step_of >= 0))
+    if rows.size:
+        at = step_of[rows]
+        lo = frame.steps.get_column("start_ns").to_numpy()[at]
+        hi = frame.steps.get_column("end_ns").to_numpy()[at]
         covers[rows] = (start[rows] <= lo) & (end[rows] >= hi)
         start[rows] = np.maximum(start[rows], lo)
         end[rows] = np.maximum(np.minimum(end[rows], hi), start[rows])
     return start, end, covers
 
 
-def _step_bounds(frame: EventFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (int64 ns) of the step of each of ``rows`` (a step outside the window: an empty range at the
-    int64 limits, which no event covers and which cuts nothing)."""
-    steps = frame.steps.select(pl.col("rank").cast(pl.Int64), "step", "start_ns", "end_ns")
-    found = pl.DataFrame({"rank": frame.rank[rows].astype(np.int64), "step": frame.step[rows]}).join(
-        steps, on=["rank", "step"], how="left", maintain_order="left"
-    )
-    lo = found.get_column("start_ns").fill_null(np.iinfo(np.int64).min).to_numpy()
-    hi = found.get_column("end_ns").fill_null(np.iinfo(np.int64).max).to_numpy()
-    return lo, hi
+_STEP_BITS = 40
+"""Bits of a step id in the (rank, step) key of :func:`_step_rows` (ids up to 2**40, ranks up to 2**23)."""
 
 
-def _last_backward(frame: EventFrame, backward: np.ndarray) -> np.ndarray:
-    """Per event, the start of the last backward marker of its rank's step (the int64 maximum where none)."""
+def _step_rows(frame: EventFrame) -> np.ndarray:
+    """Per event, the row of its step in ``frame.steps`` (-1: none, or a step outside the window), by a binary search
+    of the (rank, step) keys: no join over the events."""
+    out = np.full(frame.rank.size, -1, np.int64)
+    rows = np.flatnonzero(frame.step != NO_STEP)
+    if not rows.size or not frame.steps.height:
+        return out
+    keys = (frame.steps.get_column("rank").to_numpy().astype(np.int64) << _STEP_BITS) + frame.steps.get_column(
+        "step"
+    ).to_numpy().astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    want = (frame.rank[rows].astype(np.int64) << _STEP_BITS) + frame.step[rows]
+    at = np.minimum(np.searchsorted(sorted_keys, want), sorted_keys.size - 1)
+    found = sorted_keys[at] == want
+    out[rows[found]] = order[at[found]]
+    return out
+
+
+def _last_backward(frame: EventFrame, step_of: np.ndarray, backward: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For each of ``rows``, the start of the last backward marker of its step (the int64 maximum where none)."""
     big = np.iinfo(np.int64).max
-    rows = np.flatnonzero(backward & (frame.step != NO_STEP))
-    if not rows.size:
-        return np.full(frame.rank.size, big, np.int64)
-    first = (
-        pl.DataFrame({"rank": frame.rank[rows], "step": frame.step[rows], "t": frame.start_ns[rows]})
-        .group_by("rank", "step")
-        .agg(pl.col("t").max())
-    )
-    return (
-        pl.DataFrame({"rank": frame.rank, "step": frame.step})
-        .join(first, on=["rank", "step"], how="left", maintain_order="left")
-        .get_column("t")
-        .fill_null(big)
-        .to_numpy()
-    )
+    last = np.full(frame.steps.height + 1, np.iinfo(np.int64).min, np.int64)  # the last entry: no step
+    marks = np.flatnonzero(backward)
+    np.maximum.at(last, step_of[marks], frame.start_ns[marks])
+    last[-1] = np.iinfo(np.int64).min
+    found = last[step_of[rows]]
+    return np.where(found == np.iinfo(np.int64).min, big, found)
 
 
 def phases(frame: EventFrame, per_step: bool = False) -> pl.DataFrame:
@@ -263,11 +273,13 @@ def _measured(frame: EventFrame, ph: Phased, counted: np.ndarray, timed: np.ndar
         np.concatenate([end[host], markers.end_ns[mine]]),
     )
     busy = iv.union_rows(gpu, of, start, end, groups.n)  # all the GPU work, by group
-    every = np.repeat(busy.group * p, p) + np.tile(np.arange(p), len(busy))  # ... once per phase
-    busy_by_phase = iv.union(every, np.repeat(busy.start_ns, p), np.repeat(busy.end_ns, p))
     host_ns = iv.measure(host_set, n)
     gpu_ns = iv.measure(iv.union_rows(gpu, gid, start, end, n), n)
-    idle_ns = iv.measure(iv.subtract(host_set, busy_by_phase), n)
+    idle_ns = host_ns.copy()  # less, phase by phase, the part of the host time the GPUs were busy in
+    for k in range(p):
+        of_k = host_set.group % p == k  # still sorted by group: the phase's set is normal
+        part = iv.IntervalSet(host_set.group[of_k] // p, host_set.start_ns[of_k], host_set.end_ns[of_k])
+        idle_ns[k::p] -= iv.measure(iv.intersect(part, busy), groups.n)
     kernel = gpu[frame.activity[gpu] != MEMORY]
     kernels = np.bincount(gid[kernel], minlength=n).astype(np.int64)
     no_gpu = np.flatnonzero(np.repeat(iv.measure(busy, groups.n) == 0, p))
