@@ -124,14 +124,15 @@ def event_phases(frame: EventFrame) -> Phased:
     if loose.size:
         forward_ranks = np.unique(frame.rank[marked & (code == FORWARD)])
         before = frame.start_ns[loose] < _last_backward(frame, step_of, marked & (code == BACKWARD), loose)
-        phase[loose[before & ~np.isin(frame.rank[loose], forward_ranks)]] = FORWARD
+        phase[loose[before & ~_of_ranks(frame.rank[loose], forward_ranks)]] = FORWARD
     phase[host & (phase < 0)] = OTHER
     gpu = np.flatnonzero(frame.on_gpu)
     if gpu.size:
         launch = launch_calls(frame)[gpu]
         phase[gpu] = np.where(launch >= 0, phase[np.maximum(launch, 0)], OTHER)
         phase[gpu[phase[gpu] < 0]] = OTHER
-    work = np.where(frame.on_gpu, np.isin(frame.activity, (COMPUTE, COMM, MEMORY)), frame.activity != NONE)
+    gpu_work = (frame.activity == COMPUTE) | (frame.activity == COMM) | (frame.activity == MEMORY)
+    work = np.where(frame.on_gpu, gpu_work, frame.activity != NONE)
     counted = work & ~container & ~marked & (end > start)
     # host work inside counted work of its phase and step adds nothing to the union: left out of it (half the rows)
     up = np.maximum(parent, 0)
@@ -183,18 +184,24 @@ def _ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def _in_steps(frame: EventFrame, step_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, covers): the events' times with a host event of a step cut to the step's time (one that ends after
-    it), and whether a host event covers the whole of its step (the step's own region and those around it).
-    ``step_of``: each event's row of ``frame.steps`` (-1: none, :func:`_step_rows`)."""
-    start, end = frame.start_ns.copy(), frame.end_ns.copy()
+    it; the frame's own arrays when none does), and whether a host event covers the whole of its step (the step's own
+    region and those around it). ``step_of``: each host event's row of ``frame.steps`` (-1: none,
+    :func:`_step_rows`)."""
+    start, end = frame.start_ns, frame.end_ns
     covers = np.zeros(start.size, bool)
-    rows = np.flatnonzero(~frame.on_gpu & (step_of >= 0))
+    rows = np.flatnonzero(step_of >= 0)
     if rows.size:
         at = step_of[rows]
         lo = frame.steps.get_column("start_ns").to_numpy()[at]
         hi = frame.steps.get_column("end_ns").to_numpy()[at]
-        covers[rows] = (start[rows] <= lo) & (end[rows] >= hi)
-        start[rows] = np.maximum(start[rows], lo)
-        end[rows] = np.maximum(np.minimum(end[rows], hi), start[rows])
+        s, e = start[rows], end[rows]
+        covers[rows] = (s <= lo) & (e >= hi)
+        out = (s < lo) | (e > hi)
+        if out.any():
+            cut = rows[out]
+            start, end = start.copy(), end.copy()
+            start[cut] = np.maximum(s[out], lo[out])
+            end[cut] = np.maximum(np.minimum(e[out], hi[out]), start[cut])
     return start, end, covers
 
 
@@ -203,10 +210,10 @@ _STEP_BITS = 40
 
 
 def _step_rows(frame: EventFrame) -> np.ndarray:
-    """Per event, the row of its step in ``frame.steps`` (-1: none, or a step outside the window), by a binary search
-    of the (rank, step) keys: no join over the events."""
+    """Per host event, the row of its step in ``frame.steps`` (-1: none, a step outside the window, or GPU work), by
+    a binary search of the (rank, step) keys: no join over the events."""
     out = np.full(frame.rank.size, -1, np.int64)
-    rows = np.flatnonzero(frame.step != NO_STEP)
+    rows = np.flatnonzero((frame.step != NO_STEP) & ~frame.on_gpu)
     if not rows.size or not frame.steps.height:
         return out
     keys = (frame.steps.get_column("rank").to_numpy().astype(np.int64) << _STEP_BITS) + frame.steps.get_column(
@@ -219,6 +226,13 @@ def _step_rows(frame: EventFrame) -> np.ndarray:
     found = sorted_keys[at] == want
     out[rows[found]] = order[at[found]]
     return out
+
+
+def _of_ranks(rank: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Whether each of ``rank`` is one of ``ranks`` (a table indexed by rank: numpy's isin sorts the events)."""
+    table = np.zeros(int(max(rank.max(initial=0), np.max(ranks, initial=0))) + 1, bool)
+    table[np.asarray(ranks, dtype=np.int64)] = True
+    return table[rank]
 
 
 def _last_backward(frame: EventFrame, step_of: np.ndarray, backward: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -238,8 +252,8 @@ def phases(frame: EventFrame, per_step: bool = False) -> pl.DataFrame:
     ph = event_phases(frame)
     if not ph.marked_ranks.size:
         return pl.DataFrame(schema=_TABLE)
-    stepped = np.isin(frame.rank, np.unique(frame.steps.get_column("rank").to_numpy()))
-    mine = np.isin(frame.rank, ph.marked_ranks)
+    stepped = _of_ranks(frame.rank, frame.steps.get_column("rank").to_numpy())
+    mine = _of_ranks(frame.rank, ph.marked_ranks)
     in_time = mine & (~stepped | (frame.step != NO_STEP))
     timed = np.zeros(frame.rank.size, bool)
     timed[ph.markers.group] = True
@@ -318,15 +332,13 @@ def _times(frame: EventFrame, include: np.ndarray, by_step: bool) -> pl.DataFram
     )
     if by_step:
         return steps
-    rows = np.flatnonzero(include)
-    spans = (
-        pl.DataFrame({"rank": frame.rank[rows].astype(np.int32), "s": frame.start_ns[rows], "e": frame.end_ns[rows]})
-        .group_by("rank")
-        .agg((pl.col("e").max() - pl.col("s").min()).alias("span_ns"))
-    )
     summed = steps.group_by("rank").agg(pl.col("time_ns").sum())
-    return spans.join(summed, on="rank", how="left").select(
-        "rank", pl.lit(None, pl.Int64).alias("step"), pl.coalesce("time_ns", "span_ns").alias("time_ns")
+    rows = np.flatnonzero(include & ~_of_ranks(frame.rank, summed.get_column("rank").to_numpy()))
+    ranks, at = np.unique(frame.rank[rows], return_inverse=True)
+    lo, hi = iv.group_extent(at.astype(np.int64), frame.start_ns[rows], frame.end_ns[rows], ranks.size)
+    spans = pl.DataFrame({"rank": ranks.astype(np.int32), "time_ns": hi - lo})
+    return pl.concat([summed, spans], how="vertical_relaxed").select(
+        "rank", pl.lit(None, pl.Int64).alias("step"), "time_ns"
     )
 
 
