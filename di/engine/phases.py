@@ -90,8 +90,8 @@ class Phased(NamedTuple):
     phase: np.ndarray
     """int8 :data:`PHASES` index of each event (GPU work by its launch; see the module docstring)."""
     counted: np.ndarray
-    """Whether the event's own interval counts toward its phase's time: GPU work, and host work that is no marker,
-    no container and not instant."""
+    """Whether the event's own interval goes into its phase's union: GPU work, and host work that is no marker, no
+    container, not instant and not inside counted work of its phase and step (which holds it already)."""
     markers: iv.IntervalSet
     """The host time of the markers: each marker's interval less those of the markers directly inside it (group: the
     marker's event row), so that a region holding another phase's marker (Lightning's ``optimizer_step`` around the
@@ -129,8 +129,7 @@ def event_phases(frame: EventFrame) -> Phased:
     gpu = np.flatnonzero(frame.on_gpu)
     if gpu.size:
         launch = launch_calls(frame)[gpu]
-        phase[gpu] = np.where(launch >= 0, phase[np.maximum(launch, 0)], OTHER)
-        phase[gpu[phase[gpu] < 0]] = OTHER
+        phase[gpu] = np.where(launch >= 0, phase[np.maximum(launch, 0)], OTHER)  # a launch is host: phase set
     gpu_work = (frame.activity == COMPUTE) | (frame.activity == COMM) | (frame.activity == MEMORY)
     work = np.where(frame.on_gpu, gpu_work, frame.activity != NONE)
     counted = work & ~container & ~marked & (end > start)
