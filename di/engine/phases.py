@@ -129,7 +129,8 @@ def event_phases(frame: EventFrame) -> Phased:
     gpu = np.flatnonzero(frame.on_gpu)
     if gpu.size:
         launch = launch_calls(frame)[gpu]
-        phase[gpu] = np.where(launch >= 0, phase[np.maximum(launch, 0)], OTHER)  # a launch is host: phase set
+        phase[gpu] = np.where(launch >= 0, phase[np.maximum(launch, 0)], OTHER)
+        phase[gpu[phase[gpu] < 0]] = OTHER  # a sync flow from GPU work (its phase not set yet)
     gpu_work = (frame.activity == COMPUTE) | (frame.activity == COMM) | (frame.activity == MEMORY)
     work = np.where(frame.on_gpu, gpu_work, frame.activity != NONE)
     counted = work & ~container & ~marked & (end > start)
