@@ -49,7 +49,7 @@ from di.engine.steps import NO_STEP
 from di.engine.window import EventFrame
 from di.nesting import enclosing_all, parent_rows
 
-__all__ = ["MARKERS", "PHASES", "event_phases", "in_order", "phases"]
+__all__ = ["MARKERS", "PHASES", "event_phases", "in_order", "phase_order", "phases"]
 
 PHASES = ("data", "forward", "backward", "optimizer", "other")
 """The phases, in the order of a step."""
@@ -345,5 +345,9 @@ def _times(frame: EventFrame, include: np.ndarray, by_step: bool) -> pl.DataFram
 def in_order(table: pl.DataFrame) -> pl.DataFrame:
     """A :func:`phases` table (or its parts, concatenated) in its order: rank, step (the window first), phase in
     :data:`PHASES` order."""
-    order = pl.col("phase").replace_strict(list(PHASES), list(range(len(PHASES))), default=len(PHASES))
-    return table.sort(["rank", "step", order], nulls_last=False)
+    return table.sort(["rank", "step", phase_order()], nulls_last=False)
+
+
+def phase_order() -> pl.Expr:
+    """The ``phase`` column as its position in :data:`PHASES` (a step's order: sort by it)."""
+    return pl.col("phase").replace_strict(list(PHASES), list(range(len(PHASES))), default=len(PHASES))

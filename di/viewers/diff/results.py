@@ -43,7 +43,7 @@ import polars as pl
 
 from di.engine import Analysis
 from di.engine.gpu_idle import CAUSES
-from di.engine.phases import PHASES
+from di.engine.phases import PHASES, phase_order
 from di.viewers.diff.sides import by_change, side_by_side
 
 STEP_STATS = ("count", "mean_ns", "p50_ns", "p90_ns", "min_ns", "max_ns")
@@ -249,11 +249,10 @@ def phases_table(a: Analysis, b: Analysis) -> pl.DataFrame:
         values=[*PHASE_COLUMNS, "has"],
         deltas=["host_ns", "gpu_idle_ns"],
     )
-    order = pl.col("phase").replace_strict(list(PHASES), list(range(len(PHASES))), default=len(PHASES))
     has = pl.col("a_has").fill_null(False) | pl.col("b_has").fill_null(False)
     sides = [f"{s}_{c}" for c in PHASE_COLUMNS[:2] for s in ("a", "b", "delta")]
     sides += [f"{s}_{c}" for c in PHASE_COLUMNS[2:] for s in "ab"]
-    return out.filter(has).sort("rank", order).select("rank", "phase", *sides, "in_a", "in_b")
+    return out.filter(has).sort("rank", phase_order()).select("rank", "phase", *sides, "in_a", "in_b")
 
 
 def _phase_side(result: Analysis) -> pl.DataFrame:
@@ -292,8 +291,9 @@ def phases_headline(table: pl.DataFrame) -> dict[str, Any] | None:
     )
     if not big.height:
         return None
-    order = pl.col("phase").replace_strict(list(PHASES), list(range(len(PHASES))), default=len(PHASES))
-    return big.sort(pl.col("delta_host_ns").abs(), "rank", order, descending=[True, False, False]).row(0, named=True)
+    return big.sort(pl.col("delta_host_ns").abs(), "rank", phase_order(), descending=[True, False, False]).row(
+        0, named=True
+    )
 
 
 def overlap_table(a: Analysis, b: Analysis) -> pl.DataFrame:
