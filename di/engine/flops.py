@@ -21,7 +21,8 @@ Definitions (times int64 ns, work int64 floating-point operations, a multiply-ad
 - **dtype**: of the first matrix input (``bf16``, ``fp16``, ``fp32``, ``fp64``, ``fp8``). **peak_tflops**: the GPU's
   dense (no sparsity) peak for it from :data:`PEAKS` (vendors' datasheets, boost clock); fp32 matrix products count
   against the fp32 peak (PyTorch leaves TF32 off for matmuls by default), fp32 convolutions against TF32 (cuDNN's
-  default), ``peak_dtype`` says which. Null for a GPU not in the table.
+  default), ``peak_dtype`` says which. A user's own figures (:mod:`di.engine.gpu_specs`, the file ``DI_GPU_SPECS``
+  names) come first. Null for a GPU in neither.
 - **Roofline** (per operator and shape): ``bytes_per_call``: the elements of its tensor inputs and of its outputs
   (mm: ``m n``; attention: ``b h s_q d_v``; a backward: its gradients) times the dtype's size
   (:data:`ELEMENT_BYTES`): the least traffic to memory; **intensity** = flop / byte; **attainable_tflops** = min(peak,
@@ -43,6 +44,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from di.engine.gpu_specs import user_gpu
 from di.engine.launches import launch_calls
 from di.engine.steps import NO_STEP
 from di.engine.window import EventFrame
@@ -209,13 +211,23 @@ def device_names(frame: EventFrame) -> pl.DataFrame:
 
 
 def device_peak(name: str | None, dtype: str | None) -> float | None:
-    """Dense peak TFLOP/s of the GPU named ``name`` for ``dtype`` (see :data:`PEAKS`), None when unknown."""
+    """Dense peak TFLOP/s of the GPU named ``name`` for ``dtype``: the user's (:mod:`di.engine.gpu_specs`), else
+    :data:`PEAKS`'; None when unknown."""
+    if dtype is None:
+        return None
+    mine = user_gpu(name)
+    if mine is not None and dtype in mine.peak_tflops:
+        return mine.peak_tflops[dtype]
     peaks = _first_match(PEAKS, name)
-    return None if peaks is None or dtype is None else peaks.get(dtype)
+    return None if peaks is None else peaks.get(dtype)
 
 
 def device_bandwidth(name: str | None) -> float | None:
-    """Peak memory bandwidth (TB/s) of the GPU named ``name`` (see :data:`BANDWIDTH`), None when unknown."""
+    """Peak memory bandwidth (TB/s) of the GPU named ``name``: the user's (:mod:`di.engine.gpu_specs`), else
+    :data:`BANDWIDTH`'s; None when unknown."""
+    mine = user_gpu(name)
+    if mine is not None and mine.bandwidth_tbps is not None:
+        return mine.bandwidth_tbps
     return _first_match(BANDWIDTH, name)
 
 

@@ -79,8 +79,10 @@ def signature(path: Path) -> list[int]:
 
 
 def read_cached(path: Path, sig: list[int]) -> dict[str, Any] | None:
-    """The cached summary of ``path`` when its signature and di version match; else None."""
+    """The cached summary of ``path`` when its signature, di version and the user's GPU peaks
+    (:mod:`di.engine.gpu_specs`) match; else None."""
     from di import __version__
+    from di.engine import gpu_specs
 
     try:
         doc = json.loads(cache_file(path).read_text())
@@ -93,6 +95,7 @@ def read_cached(path: Path, sig: list[int]) -> dict[str, Any] | None:
         and doc.get("di_version") == __version__
         and doc.get("signature") == sig
         and doc.get("path") == str(path.resolve())
+        and doc.get("gpu_specs") == gpu_specs.fingerprint()  # the user's GPU peaks: the utilization depends on them
     )
     return doc.get("summary") if ok else None
 
@@ -100,6 +103,7 @@ def read_cached(path: Path, sig: list[int]) -> dict[str, Any] | None:
 def write_cached(path: Path, sig: list[int], summary: dict[str, Any]) -> None:
     """Store ``summary`` (atomically); a cache folder that cannot be written is no error (the summary is recomputed next time)."""
     from di import __version__
+    from di.engine import gpu_specs
     from di.output import atomic_write
 
     doc = {
@@ -108,6 +112,7 @@ def write_cached(path: Path, sig: list[int], summary: dict[str, Any]) -> None:
         "di_version": __version__,
         "path": str(path.resolve()),
         "signature": sig,
+        "gpu_specs": gpu_specs.fingerprint(),
         "summary": summary,
     }
     target = cache_file(path)

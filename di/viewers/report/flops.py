@@ -156,7 +156,8 @@ def _hints(whole: pl.DataFrame, ops: pl.DataFrame) -> list[str]:
     if unknown:
         out.append(
             f"No peak is known for {', '.join(unknown)}: the rates are shown without a utilization "
-            "(di.engine.flops.PEAKS lists the GPUs it knows)."
+            "(di.engine.flops.PEAKS lists the GPUs it knows). Name its peaks in a JSON file and set DI_GPU_SPECS to "
+            'it: [{"name": "RTX 4090", "peak_tflops": {"bf16": 165.2}, "bandwidth_tbps": 1.008}].'
         )
     if whole.get_column("device_name").null_count():
         out.append("The trace does not name its GPU (Kineto writes it in deviceProperties): no peak to compare with.")
