@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from analyze_cli import MPIEXEC, one_and_many
 from test_flops import STEP_FLOP, STEP_US, STEPS, write_job
 
 import di
@@ -109,3 +110,12 @@ def test_dashboard_summaries_made_with_other_peaks_are_made_again(
     assert read_cached(run, sig) == {"flop_utilization": 0.1}
     monkeypatch.delenv(ENV)
     assert read_cached(run, sig) is None
+
+
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="mpiexec of the mpich wheel absent")
+def test_every_mpiexec_process_reads_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, str(specs(tmp_path, [{"name": "RTX 4090", "peak_tflops": {"bf16": 165.2}}])))
+    one, many = one_and_many(di.load(write_job(tmp_path, device_name=RTX)), tmp_path, 2, 1)
+    peaks = [[r["peak_tflops"] for r in rank["flops"]] for rank in one["ranks"]]
+    assert peaks == [[165.2], [165.2]]
+    assert [rank["flops"] for rank in many["ranks"]] == [rank["flops"] for rank in one["ranks"]]
