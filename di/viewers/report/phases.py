@@ -100,6 +100,7 @@ def _hints(whole: pl.DataFrame) -> list[str]:
     for r in slow.head(HINTS_SHOWN).iter_rows(named=True):
         out.append(
             f"Rank {r['rank']} spends {100 * r['host_share']:.1f}% of its steps in its {r['phase']} phase against a "
-            f"median of {100 * r['median']:.1f}% over the ranks: its extra time is there."
+            f"median of {100 * r['median']:.1f}% over the ranks: its extra time is there, in work or in waiting (the "
+            "wait states say which)."
         )
     return out[:HINTS_SHOWN]
