@@ -284,3 +284,14 @@ def test_dashboard_summary_has_the_slowest_ranks_data_wait(job: list[Path]) -> N
     result = di.analyze(di.load([str(f) for f in job]))
     assert data_wait_share(result) == pytest.approx(DATA_US[1] / (STEP_US - 1))
     assert data_wait_share(di.analyze(di.load(job[0]))) == pytest.approx(DATA_US[0] / (STEP_US - 1))
+
+
+def test_report_names_the_rank_whose_phase_is_longer_than_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three ranks, one loading data five times longer: the report says where its extra time is."""
+    monkeypatch.setitem(DATA_US, 2, 500)
+    page = run_report(write_job(tmp_path / "three"), tmp_path)
+    hints = section_hints(page, "phases")
+    want = "Rank 1 spends 25.0% of its steps in its data phase against a median of 5.0% over the ranks"
+    assert any(want in h for h in hints), hints
