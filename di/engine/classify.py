@@ -43,6 +43,8 @@ and is decided per timeline from its events (:func:`call_only_locations`):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 
@@ -74,6 +76,24 @@ _BY_CAT = {
 }
 
 
+def name_codes(names: pl.Series, patterns: Sequence[str]) -> np.ndarray:
+    """Per event of a ``name`` column (Categorical), the index (int8) of the first of ``patterns`` (regular
+    expressions, searched) its name matches; -1 for none, or a null name. Each distinct name is tested once and the
+    events are looked up by their categorical codes, never matched one by one."""
+    distinct = names.unique().drop_nulls()
+    codes = np.full(distinct.len(), -1, np.int8)
+    text = distinct.cast(pl.String)
+    for i in reversed(range(len(patterns))):  # the first pattern that matches wins
+        codes[text.str.contains(patterns[i]).fill_null(False).to_numpy()] = i
+    physical = names.to_physical()
+    top = int(distinct.to_physical().max() or 0) if distinct.len() else 0
+    lookup = np.full(top + 2, -1, np.int8)  # the last entry: a null name
+    lookup[distinct.to_physical().to_numpy().astype(np.int64)] = codes
+    if physical.null_count():
+        physical = physical.fill_null(lookup.size - 1)
+    return lookup[physical.to_numpy()]
+
+
 def activities(trace: Trace) -> np.ndarray:
     """int8 activity code of every event row (see the module docstring).
 
@@ -85,13 +105,8 @@ def activities(trace: Trace) -> np.ndarray:
     by_cat = np.array([_BY_CAT.get(c, NONE) for c in cats], np.int8)
     cat_code = ev.get_column("cat").to_physical().to_numpy()
     out = by_cat[cat_code]
-    names = ev.get_column("name")
-    name_code = names.to_physical().to_numpy()
-    distinct = names.unique().drop_nulls()
-    comm_name = np.zeros(int(name_code.max()) + 1 if name_code.size else 0, bool)
-    hits = distinct.filter(distinct.cast(pl.String).str.contains(COMM_KERNEL_NAME))
-    comm_name[hits.to_physical().to_numpy()] = True
-    out[(cat_code == cats.index("kernel")) & comm_name[name_code]] = COMM
+    comm_name = name_codes(ev.get_column("name"), [COMM_KERNEL_NAME]) == 0
+    out[(cat_code == cats.index("kernel")) & comm_name] = COMM
     kind = _loc_kinds(trace)[ev.get_column("loc").to_numpy()]
     host_cat = np.isin(cat_code, [cats.index(c) for c in ("compute", "cuda_api", "python")])
     out[host_cat & (kind == 1)] = COMPUTE

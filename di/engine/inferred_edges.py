@@ -56,6 +56,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from di.engine.classify import name_codes
 from di.engine.window import EventFrame
 
 LAUNCH_NAME = r"(?i)^((cu|cuda|hip|hipModule|hipExt|hipExtModule)Launch(Kernel|CooperativeKernel|Cooperative|Grid|GridAsync)?(_v\d+|_ptsz|_spt)?$|clEnqueueNDRangeKernel$|clEnqueueTask$)"
@@ -84,16 +85,10 @@ EVENT_REF = r'"\w*EVENT_REF"\s*:\s*(\d+)'
 
 def _matching(frame: EventFrame, rows: np.ndarray, pattern: str, unless: str | None = None) -> np.ndarray:
     """The rows among ``rows`` whose event name matches ``pattern`` and not ``unless`` (each distinct name tested once)."""
-    names = frame.trace.events.get_column("name")
-    codes = names.to_physical().to_numpy()
-    distinct = names.unique().drop_nulls()
-    hit = np.zeros(int(codes.max()) + 1 if codes.size else 0, bool)
-    text = distinct.cast(pl.String)
-    match = text.str.contains(pattern)
-    if unless:
-        match = match & ~text.str.contains(unless)
-    hit[distinct.filter(match).to_physical().to_numpy()] = True
-    return rows[hit[codes[rows]]] if rows.size else rows
+    if not rows.size:
+        return rows
+    patterns = [unless, pattern] if unless else [pattern]  # the first match wins: a name matching unless is out
+    return rows[name_codes(frame.trace.events.get_column("name"), patterns)[rows] == len(patterns) - 1]
 
 
 def _arg_int(frame: EventFrame, rows: np.ndarray, pattern: str) -> np.ndarray:

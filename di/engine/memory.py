@@ -41,9 +41,13 @@ Definitions (times int64 ns, sizes int64 bytes), per rank and device (``cuda:0``
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 
+from di.engine.classify import name_codes
+from di.engine.phases import BACKWARD_PREFIX, MODULE_PREFIX, OPTIMIZER_PREFIX
 from di.engine.steps import NO_STEP
 from di.engine.window import EventFrame, location_arrays
 from di.nesting import enclosing, names_at, parent_rows
@@ -78,12 +82,6 @@ GROWTH_MIN_STEPS = 3
 """Steps after its first a rank needs before its memory growth per step is given."""
 TIMELINE_POINTS = 1000
 """The most points of a device's :func:`memory_timeline`."""
-MODULE_PREFIX = "nn.Module: "
-"""How PyTorch names the Python region of an ``nn.Module``'s forward (``with_stack=True``)."""
-BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
-"""How PyTorch names the evaluation of an autograd node in the backward pass (``... AddmmBackward0``)."""
-OPTIMIZER_PREFIX = "Optimizer."
-"""How PyTorch names an optimizer's ``step`` and ``zero_grad`` regions (``Optimizer.step#AdamW.step``)."""
 PHASES = ("forward", "backward", "optimizer", "other")
 """The phases of a training step an allocation is given to (see the module docstring)."""
 
@@ -412,17 +410,10 @@ def _attribution(frame: EventFrame, rows: np.ndarray, steps: np.ndarray) -> tupl
     is_op = (ev.get_column("cat") == "compute").to_numpy() & ~frame.on_gpu
     op = enclosing(parent, at, is_op, outermost=True)
     module, backward, optimizer = (
-        enclosing(parent, at, _named_like(names, prefix), outermost=False)
+        enclosing(parent, at, name_codes(names, ["^" + re.escape(prefix)]) == 0, outermost=False)
         for prefix in (MODULE_PREFIX, BACKWARD_PREFIX, OPTIMIZER_PREFIX)
     )
     in_step = np.nan_to_num(np.asarray(steps, dtype=np.float64), nan=NO_STEP) != NO_STEP
     phase = np.where(optimizer >= 0, 2, np.where(backward >= 0, 1, np.where(in_step, 0, 3)))
     phases = pl.Series("phase", PHASES, pl.String).gather(phase).alias("phase")
     return names_at(names, op).alias("op"), names_at(names, module).alias("module"), phases
-
-
-def _named_like(names: pl.Series, prefix: str) -> np.ndarray:
-    """Whether each name starts with ``prefix``, each distinct name tested once."""
-    distinct = names.unique().drop_nulls()
-    named = distinct.filter(distinct.cast(pl.String).str.starts_with(prefix))
-    return names.is_in(named.implode()).fill_null(False).to_numpy()

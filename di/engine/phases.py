@@ -36,33 +36,51 @@ A rank without GPU work has null gpu_ns and gpu_idle_ns. Rows are those phases a
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
 from di.engine import intervals as iv
-from di.engine.classify import COMM, COMPUTE, MEMORY, NONE
+from di.engine.classify import COMM, COMPUTE, MEMORY, NONE, name_codes
 from di.engine.groups import make_groups
 from di.engine.launches import launch_calls
 from di.engine.steps import NO_STEP
 from di.engine.window import EventFrame
 from di.nesting import enclosing_all, parent_rows
 
-__all__ = ["MARKERS", "PHASES", "event_phases", "in_order", "phase_order", "phases"]
+__all__ = [
+    "BACKWARD_PREFIX",
+    "MARKERS",
+    "MODULE_PREFIX",
+    "OPTIMIZER_PREFIX",
+    "PHASES",
+    "event_phases",
+    "in_order",
+    "phase_order",
+    "phases",
+]
 
 PHASES = ("data", "forward", "backward", "optimizer", "other")
 """The phases, in the order of a step."""
 DATA, FORWARD, BACKWARD, OPTIMIZER, OTHER = range(len(PHASES))
+MODULE_PREFIX = "nn.Module: "
+"""How PyTorch names the Python region of an ``nn.Module``'s forward (``with_stack=True``)."""
+BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+"""How PyTorch names the evaluation of an autograd node in the backward pass (``... AddmmBackward0``)."""
+OPTIMIZER_PREFIX = "Optimizer."
+"""How PyTorch names an optimizer's ``step`` and ``zero_grad`` regions (``Optimizer.step#AdamW.step``)."""
 MARKERS = {
     "data": r"^enumerate\(DataLoader\)#|^(?i:data|data[ _-]?load(er|ing)?|load[ _-]batch|get[ _-]batch|next[ _-]batch)$"
     r"|(?i:dataloader_next)$",
-    "forward": r"^nn\.Module: |^(?i:forward|fwd|forward[ _-](pass|compute|step)|model[ _.-]forward)$"
-    r"|(?i:\.training_step)$",
-    "backward": r"^autograd::engine::evaluate_function: |^(?i:backward|bwd|backward[ _-](pass|compute|step)"
-    r"|loss[ _.-]backward)$|^\[\w+\][\w.]*\.backward$",
-    "optimizer": r"^Optimizer\.|^(?i:optimizer|optim|optimizer[ _.-](step|zero_grad)|opt[ _-]step|step[ _-]optimizer"
-    r"|zero[ _-]grad)$|\.optimizer_(step|zero_grad)$",
+    "forward": f"^{re.escape(MODULE_PREFIX)}"
+    r"|^(?i:forward|fwd|forward[ _-](pass|compute|step)|model[ _.-]forward)$|(?i:\.training_step)$",
+    "backward": f"^{re.escape(BACKWARD_PREFIX)}"
+    r"|^(?i:backward|bwd|backward[ _-](pass|compute|step)|loss[ _.-]backward)$|^\[\w+\][\w.]*\.backward$",
+    "optimizer": f"^{re.escape(OPTIMIZER_PREFIX)}"
+    r"|^(?i:optimizer|optim|optimizer[ _.-](step|zero_grad)|opt[ _-]step|step[ _-]optimizer|zero[ _-]grad)$"
+    r"|\.optimizer_(step|zero_grad)$",
 }
 """Per phase, the pattern of the names of the regions that mark it (searched in each distinct event name): PyTorch's
 profiler's own (``enumerate(DataLoader)#``, ``nn.Module: `` around each module's forward with ``with_stack=True``,
@@ -153,19 +171,9 @@ def _marker_time(markers: np.ndarray, inner: np.ndarray, start: np.ndarray, end:
 
 
 def _marker_codes(names: pl.Series) -> np.ndarray:
-    """Per event, the :data:`PHASES` index its name marks (-1: none): each distinct name tested once, the events
-    looked up by their categorical codes."""
-    distinct = names.unique().drop_nulls()
-    codes = np.full(distinct.len(), -1, np.int8)
-    text = distinct.cast(pl.String)
-    for phase, pattern in reversed(MARKERS.items()):  # the first pattern that matches wins
-        codes[text.str.contains(pattern).fill_null(False).to_numpy()] = PHASES.index(phase)
-    if not (codes >= 0).any():
-        return np.full(names.len(), -1, np.int8)
-    physical = distinct.to_physical().to_numpy().astype(np.int64)
-    lookup = np.full(int(physical.max()) + 2, -1, np.int8)  # the last entry: a null name
-    lookup[physical] = codes
-    return lookup[names.to_physical().fill_null(lookup.size - 1).to_numpy()]
+    """Per event, the :data:`PHASES` index its name marks (-1: none)."""
+    index = np.array([*(PHASES.index(p) for p in MARKERS), -1], np.int8)  # pattern number -> phase; -1 -> -1
+    return index[name_codes(names, list(MARKERS.values()))]
 
 
 def _ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:

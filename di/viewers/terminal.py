@@ -15,7 +15,7 @@ from di.engine import Analysis
 from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
 from di.engine.gpu_idle import CAUSE_HELP, CAUSE_LABELS, CAUSES
 from di.engine.imbalance import WORK
-from di.engine.memory import BACKWARD_PREFIX
+from di.engine.phases import BACKWARD_PREFIX
 
 
 def _pct(x: float | None) -> str:
