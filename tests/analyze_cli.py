@@ -73,3 +73,11 @@ def run_di(*args: str, cwd: Path, columns: int = 80) -> subprocess.CompletedProc
         timeout=300,
         env={**os.environ, "COLUMNS": str(columns)},
     )
+
+
+def analyze_outputs(files: list[Path], tmp: Path) -> tuple[str, dict[str, Any], Path]:
+    """``di analyze FILES --json --csv`` on an 80-column terminal (it must succeed): what it printed, the JSON
+    document and the CSV folder."""
+    done = run_di("analyze", *map(str, files), "--json", str(tmp / "a.json"), "--csv", str(tmp / "csv"), cwd=tmp)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, json.loads((tmp / "a.json").read_text()), tmp / "csv"

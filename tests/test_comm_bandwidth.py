@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analyze_cli import run_di
+from analyze_cli import analyze_outputs
 from conftest import DATA
 
 import di
@@ -146,16 +146,12 @@ def test_shared_trace_against_its_own_collectives() -> None:
 
 def test_viewers(tmp_path: Path) -> None:
     files = write_job(tmp_path)
-    out = run_di(
-        "analyze", *map(str, files), "--json", str(tmp_path / "a.json"), "--csv", str(tmp_path / "csv"), cwd=tmp_path
-    )
-    assert out.returncode == 0, out.stderr
-    assert "Collective bandwidth" in out.stdout and "64.0 MiB" in out.stdout
-    assert max(len(line) for line in out.stdout.splitlines()) <= 80
-    doc = json.loads((tmp_path / "a.json").read_text())
+    text, doc, csv_dir = analyze_outputs(files, tmp_path)
+    assert "Collective bandwidth" in text and "64.0 MiB" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
     big = next(r for r in doc["comm_bandwidth"] if r["bytes"] == BIG)
     assert big["mean_transfer_ns"] == TRANSFER_US * 1000
-    assert (tmp_path / "csv" / "comm_bandwidth.csv").exists()
+    assert (csv_dir / "comm_bandwidth.csv").exists()
 
 
 @pytest.mark.skipif(not (Path(sys.executable).parent / "mpiexec").exists(), reason="mpiexec of the mpich wheel absent")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analyze_cli import MPIEXEC, one_and_many, run_di
+from analyze_cli import MPIEXEC, analyze_outputs, one_and_many, run_di
 from report_tables import read_page, run_report, section_hints
 
 import di
@@ -204,19 +204,13 @@ def test_a_rank_without_gpu_work_has_null_gpu_times(tmp_path: Path) -> None:
 
 
 def test_terminal_json_csv_and_report(job: list[Path], tmp_path: Path) -> None:
-    files = [str(f) for f in job]
-    done = run_di("analyze", *files, "--json", str(tmp_path / "a.json"), "--csv", str(tmp_path / "csv"), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    doc = json.loads((tmp_path / "a.json").read_text())
+    text, doc, csv_dir = analyze_outputs(job, tmp_path)
     ranks = {r["rank"]: r for r in doc["ranks"]}
     data = next(p for p in ranks[1]["phases"] if p["phase"] == "data" and p["step"] is None)
     assert data["gpu_idle_ns"] == STEPS * DATA_US[1] * 1000
-    with open(tmp_path / "csv" / "phases.csv") as fh:
+    with open(csv_dir / "phases.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert {(int(r["rank"]), r["phase"]) for r in rows} == {(r, p) for r in DATA_US for p in PHASES}
-    shown = run_di("analyze", *files, cwd=tmp_path)
-    assert shown.returncode == 0, shown.stderr
-    text = shown.stdout
     assert "Training phases" in text
     assert "Rank 1's GPUs sat idle 10.00 ms (25.0% of its steps) in its data phase." in text
     page = run_report(job, tmp_path)
