@@ -238,9 +238,9 @@ def test_string_table_refs_give_back_each_text_whether_or_not_the_column_is_sear
     assert distinct_refs == (column.drop_nulls().len() if repeats == 1 else column.drop_nulls().n_unique())
 
 
-def test_text_spans_give_each_rows_text_in_place_or_copied() -> None:
-    """A loaded Kineto trace's args (views into one buffer, every text over 12 bytes) are read in place; short texts
-    held in their views, nulls and a column of two chunks are copied; each row's span is its text either way."""
+def test_text_spans_read_each_rows_text_in_place() -> None:
+    """Each row's span is its text, an empty one for a null, and it lies in the column's own memory: a long text in
+    its chunk's data buffer, a short one in its view, over a column of two chunks (as a store's row groups load): no text is copied."""
     import polars as pl
     from conftest import kineto_file
 
@@ -249,14 +249,18 @@ def test_text_spans_give_each_rows_text_in_place_or_copied() -> None:
 
     args = di.load(kineto_file("hta_ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")).events["args"]
     short = pl.Series(["", None, "a", "é" * 9, "x" * 13], dtype=pl.String)
-    for column in (args, short, pl.concat([args.head(100), short], rechunk=False)):
+    both = pl.concat([args.head(100), short], rechunk=False)
+    for column in (args, short, both):
         data, starts, ends = text_spans(column)
+        assert not data.flags.writeable
         got = [None if t is None else bytes(data[a:b]).decode() for t, a, b in zip(column, starts, ends)]
         assert got == column.to_list()
         assert all(a == b for t, a, b in zip(column, starts, ends) if t is None)
-    data, _, _ = text_spans(args)
-    held = args.to_arrow(compat_level=pl.CompatLevel.newest()).buffers()[2]
-    assert data.ctypes.data == held.address  # the column's own buffer, not a copy
+    data, starts, _ = text_spans(both)
+    held = both.to_arrow(compat_level=pl.CompatLevel.newest()).buffers()[2:]  # polars shares its text buffers
+    assert any(b.address <= data.ctypes.data + starts[0] < b.address + b.size for b in held)
+    empty = text_spans(pl.Series([None, ""], dtype=pl.String))
+    assert empty[0].size == 0 and (empty[1] == 0).all() and (empty[2] == 0).all()
 
 
 def test_attachment_table_passes_each_otf2_function_its_own_parameters() -> None:

@@ -8,6 +8,9 @@ from numba import njit
 
 from di.jitpipeline import ScalarKernelCompiler
 
+INLINE_TEXT_BYTES = np.int64(12)
+"""The longest text an Arrow string view holds itself (:mod:`di.convert.stringviews`)."""
+
 
 def utf8_buffers(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes and int64 offsets (len + 1) of a String Series; null = empty."""
@@ -24,24 +27,55 @@ def utf8_buffers(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(UTF-8 bytes, start and end of each row's text there) of a String column, empty for a null. A column whose
-    Arrow string views all point into one data buffer (every non-empty text longer than the 12 bytes a view holds
-    itself, as the args texts of a loaded Kineto trace) is read in place; any other is first copied into one buffer
-    (:func:`utf8_buffers`)."""
+    """(UTF-8 bytes, start and end of each row's text there) of a String column, empty for a null, read in place.
+
+    polars holds a String column as Arrow string views (:mod:`di.convert.stringviews`): a text of at most 12 bytes
+    sits in its 16-byte view, a longer one in one of the chunk's data buffers. Each row's text is at a byte address
+    in memory the column holds, so the bytes returned are one read-only span of the address space from the lowest
+    of those addresses to the highest end, and each row's start is its address minus the span's first: no text is
+    copied (a column of 177 MB of args texts, loaded from a store in row-group chunks, would otherwise be copied
+    into one buffer first). The span may cover memory that is not the column's between its buffers: only
+    ``bytes[start:end]`` of a row may be read. The span keeps the column's buffers alive. A column that is not
+    held as views (an older polars) is copied into one buffer (:func:`utf8_buffers`)."""
     import pyarrow as pa
 
-    arr = values.to_arrow(compat_level=pl.CompatLevel.newest())
-    if isinstance(arr, pa.ChunkedArray) and arr.num_chunks == 1:
-        arr = arr.chunk(0)
-    buffers = arr.buffers() if isinstance(arr, pa.Array) and arr.type == pa.string_view() else []
-    if len(buffers) == 3 and buffers[2] is not None:  # validity, views, one data buffer
-        views = np.frombuffer(buffers[1], np.uint32).reshape(-1, 4)[arr.offset : arr.offset + len(arr)]
-        length = np.where(values.is_not_null().to_numpy(), views[:, 0], 0).astype(np.int64)
-        if not ((length > 0) & (length <= 12)).any():  # no text held in its view
-            starts = np.where(length > 0, views[:, 3], 0).astype(np.int64)
-            return np.frombuffer(buffers[2], np.uint8), starts, starts + length
-    data, offsets = utf8_buffers(values)
-    return data, offsets[:-1], offsets[1:]
+    chunks = [part.to_arrow(compat_level=pl.CompatLevel.newest()) for part in values.get_chunks()]  # no rechunk
+    if values.dtype != pl.String or any(not isinstance(c, pa.Array) or c.type != pa.string_view() for c in chunks):
+        data, offsets = utf8_buffers(values)
+        return data, offsets[:-1], offsets[1:]
+    valid = values.is_not_null().to_numpy()
+    address = np.empty(len(values), np.uint64)
+    length = np.empty(len(values), np.int64)
+    row = 0
+    for chunk in chunks:
+        n = len(chunk)
+        buffers = chunk.buffers()  # validity, views, then the data buffers
+        views = np.frombuffer(buffers[1], np.uint32).reshape(-1, 4)[chunk.offset : chunk.offset + n]
+        at, size = address[row : row + n], length[row : row + n]
+        size[:] = views[:, 0]
+        held = size <= INLINE_TEXT_BYTES
+        at[:] = buffers[1].address + 16 * (chunk.offset + np.arange(n, dtype=np.uint64)) + 4
+        if not held.all():
+            data_at = np.array([b.address for b in buffers[2:]], np.uint64)
+            far = ~held
+            at[far] = data_at[views[far, 2]] + views[far, 3]
+        row += n
+    length[~valid] = 0
+    used = length > 0
+    if not used.any():
+        return np.zeros(0, np.uint8), np.zeros(len(values), np.int64), np.zeros(len(values), np.int64)
+    first = int(address[used].min())
+    span = np.asarray(_HeldBytes(first, int((address[used] + length[used].astype(np.uint64)).max()) - first, chunks))
+    starts = np.where(used, address - np.uint64(first), np.uint64(0)).astype(np.int64)
+    return span, starts, starts + length
+
+
+class _HeldBytes:
+    """``size`` read-only bytes at address ``at`` as numpy takes them, keeping ``owner`` (what holds them) alive."""
+
+    def __init__(self, at: int, size: int, owner: object) -> None:
+        self.owner = owner
+        self.__array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (at, True), "version": 3}
 
 
 def readonly(a: np.ndarray) -> np.ndarray:

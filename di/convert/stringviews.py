@@ -16,12 +16,10 @@ from numba import njit
 from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.bytewords import load_u64
-from di.convert.columns import readonly
+from di.convert.columns import INLINE_TEXT_BYTES as _INLINE_BYTES, readonly
 
 VIEW_BUFFER_BYTES = (1 << 31) - 1
 """Largest data buffer one Arrow string view can point into (offsets are int32)."""
-_INLINE_BYTES = np.int64(12)
-"""The longest text a view holds itself."""
 
 
 @njit(cache=True)
@@ -36,7 +34,7 @@ def put_view(views, e, text, lo, hi, buffer, at):
     v = 16 * e
     length = hi - lo
     _put_u32(views, v, length)
-    if length <= 12:
+    if length <= _INLINE_BYTES:
         for b in range(length):
             views[v + 4 + b] = text[lo + b]
     else:
