@@ -250,7 +250,9 @@ def test_text_spans_read_each_rows_text_in_place() -> None:
     args = di.load(kineto_file("hta_ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")).events["args"]
     short = pl.Series(["", None, "a", "é" * 9, "x" * 13], dtype=pl.String)
     both = pl.concat([args.head(100), short], rechunk=False)
-    for column in (args, short, both):
+    merged = pl.concat([args.head(100), short], rechunk=True)  # one chunk, two data buffers and held texts
+    assert len(merged.to_arrow(compat_level=pl.CompatLevel.newest()).buffers()) == 4
+    for column in (args, short, both, merged):
         data, starts, ends = text_spans(column)
         assert not data.flags.writeable
         got = [None if t is None else bytes(data[a:b]).decode() for t, a, b in zip(column, starts, ends)]

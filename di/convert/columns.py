@@ -43,7 +43,6 @@ def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if values.dtype != pl.String or any(not isinstance(c, pa.Array) or c.type != pa.string_view() for c in chunks):
         data, offsets = utf8_buffers(values)
         return data, offsets[:-1], offsets[1:]
-    valid = values.is_not_null().to_numpy()
     address = np.empty(len(values), np.uint64)
     length = np.empty(len(values), np.int64)
     row = 0
@@ -54,19 +53,25 @@ def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         at, size = address[row : row + n], length[row : row + n]
         size[:] = views[:, 0]
         held = size <= INLINE_TEXT_BYTES
-        at[:] = buffers[1].address + 16 * (chunk.offset + np.arange(n, dtype=np.uint64)) + 4
-        if not held.all():
-            data_at = np.array([b.address for b in buffers[2:]], np.uint64)
-            far = ~held
-            at[far] = data_at[views[far, 2]] + views[far, 3]
+        if len(buffers) == 3:  # one data buffer, as a loaded Kineto trace's args
+            np.add(views[:, 3], np.uint64(buffers[2].address), out=at, casting="unsafe")
+        elif len(buffers) > 3:  # a held text's view has no buffer number
+            far = np.flatnonzero(~held)
+            at[far] = np.array([b.address for b in buffers[2:]], np.uint64)[views[far, 2]] + views[far, 3]
+        held = np.flatnonzero(held)
+        at[held] = buffers[1].address + 16 * (chunk.offset + held).astype(np.uint64) + 4
         row += n
-    length[~valid] = 0
+    if values.has_nulls():
+        length[values.is_null().to_numpy()] = 0
     used = length > 0
     if not used.any():
         return np.zeros(0, np.uint8), np.zeros(len(values), np.int64), np.zeros(len(values), np.int64)
-    first = int(address[used].min())
-    span = np.asarray(_HeldBytes(first, int((address[used] + length[used].astype(np.uint64)).max()) - first, chunks))
-    starts = np.where(used, address - np.uint64(first), np.uint64(0)).astype(np.int64)
+    first = address[used].min()
+    span = np.asarray(
+        _HeldBytes(int(first), int((address[used] + length[used].astype(np.uint64)).max() - first), chunks)
+    )
+    starts = (address - first).view(np.int64)
+    starts[~used] = 0
     return span, starts, starts + length
 
 
