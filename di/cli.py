@@ -548,6 +548,7 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
     from di.convert.registry import expand, load_paths
     from di.engine import analyze
     from di.viewers.batch import rank_rows, write_table
+    from di.viewers.terminal import print_table
 
     if args.json or args.steps:
         raise ValueError("--json and --steps take one trace; with many traces (--batch) use --csv DIR")
@@ -582,7 +583,7 @@ def _analyze_batch(args: argparse.Namespace, window: Any, console: Any) -> None:
                 f"{r['waited_ns'] / 1e6:,.2f}",
                 f"{(r['cp_contrib_ns'] or 0) / 1e6:,.2f}",
             )
-    console.print(t)
+    print_table(console, t)
     if args.csv:
         console.print(f"wrote {write_table(frames, args.csv)}")
 

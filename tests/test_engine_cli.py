@@ -114,3 +114,29 @@ def test_schema_rejects_a_record_without_rank(demo_job, capsys):
     del doc["ranks"][0]["rank"]
     with pytest.raises(di.SchemaError, match="ranks/0"):
         validate(doc)
+
+
+def test_summary_written_to_a_file_keeps_every_column_whole(demo_job):
+    """``di analyze X > summary.txt``: no window crops a file, so each table is as wide as its cells ask (here over
+    80 columns), every row ends at the table's right border and no header wraps; an explicit ``COLUMNS`` is a
+    terminal's width, which the tables keep to."""
+    import os
+    import subprocess
+    import sys
+
+    wide, narrow = (
+        subprocess.run(
+            [sys.executable, "-m", "di", "analyze", str(demo_job)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**{k: v for k, v in os.environ.items() if k != "COLUMNS"}, **columns},
+        )
+        for columns in ({}, {"COLUMNS": "80"})
+    )
+    assert wide.returncode == 0 and narrow.returncode == 0, wide.stderr + narrow.stderr
+    rows = [line for line in wide.stdout.splitlines() if line[:1] in "│┃┏┡└"]
+    assert max(map(len, rows)) > 80
+    assert all(line[-1] in "│┃┓┩┘" for line in rows)
+    assert any("vs fastest %" in line for line in rows)  # the step table's last header, on one line
+    assert max(map(len, narrow.stdout.splitlines())) <= 80

@@ -12,6 +12,8 @@ def render(console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from di.viewers.terminal import print_table
+
     found = all_plugins()
     if not found:
         console.print(f"no plugins installed (entry-point groups: {', '.join(GROUPS)})")
@@ -22,4 +24,4 @@ def render(console: Any) -> None:
     for p in found:
         status = "[green]loaded[/green]" if p.error is None else f"[red]skipped:[/red] {escape(p.error)}"
         t.add_row(p.group, p.name, escape(p.value), p.dist, status)
-    console.print(t)
+    print_table(console, t)

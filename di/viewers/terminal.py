@@ -7,6 +7,7 @@ program events, so it gets its step times and no breakdown.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import polars as pl
@@ -62,18 +63,32 @@ def short_name(name: str | None, width: int = NAME_CHARS) -> str:
     return folded if len(folded) <= width else folded[: width - 1] + "…"
 
 
-def _print(console: Any, table: Any) -> None:
+def print_table(console: Any, table: Any) -> None:
     """Print a rich table whose right-aligned (number) columns are never cut: each keeps the width of its widest
-    cell, and on a narrow terminal the headers and the text columns wrap or shorten instead, and the cells lose
-    their padding when even that does not fit."""
+    cell. On a narrow terminal the headers and the text columns wrap or shorten instead, and the cells lose
+    their padding when even that does not fit. Written to a file or a pipe (``di analyze x.di > summary.txt``),
+    where no window crops the lines, the table is as wide as its cells ask: nothing is cut or wrapped, unless
+    ``COLUMNS`` sets a width to keep to."""
     for column in table.columns:
         if column.justify == "right":  # a number is one word: at its width it never wraps
             column.min_width = max((len(str(c)) for c in column.cells), default=0)
-    if console.measure(table).maximum > console.width:
+    from rich.measure import Measurement
+
+    wide = Measurement.get(console, console.options.update_width(UNBOUNDED_WIDTH), table).maximum
+    if wide > console.width and not console.is_terminal and "COLUMNS" not in os.environ:
+        narrow, console.width = console.width, wide  # rich's print never goes past the console's width
+        try:
+            console.print(table)
+        finally:
+            console.width = narrow
+        return
+    if wide > console.width:
         table.padding = (0, 0)
     console.print(table)
 
 
+UNBOUNDED_WIDTH = 1 << 16
+"""Columns offered to a table when measuring the width its cells ask for."""
 STEP_RANKS_SHOWN = 16
 """Ranks in the step-time table (those with the longest median step first); all are in ``--csv``/``--json``."""
 SLOWEST_STEPS_SHOWN = 5
@@ -135,7 +150,7 @@ def _render_communicators(result: Analysis, console: Any) -> None:
             r["intra_node"] or "—",
             r["inter_node"] or "—",
         )
-    _print(console, t)
+    print_table(console, t)
     from di.viewers.communicator_hints import hints
 
     for line in hints(c):
@@ -171,7 +186,7 @@ def _render_counters(result: Analysis, console: Any) -> None:
                 *((f"{r['nonfinite']:,}",) if odd else ()),
                 *(_num(r[k]) for k in ("min", "mean", "max", "last")),
             )
-        _print(console, t)
+        print_table(console, t)
         return
     finite = pl.col("samples") - pl.col("nonfinite")  # the readings each series' mean is of
     by_name = (
@@ -198,7 +213,7 @@ def _render_counters(result: Analysis, console: Any) -> None:
             *(_num(r[k]) for k in ("min", "mean", "max")),
             r["max_at"] or "",
         )
-    _print(console, t)
+    print_table(console, t)
 
 
 def _render_step_times(result: Analysis, console: Any) -> None:
@@ -234,7 +249,7 @@ def _render_step_times(result: Analysis, console: Any) -> None:
             f"{r['slow_steps']:,}",
         ]
         t.add_row(*cells, _pct(r["vs_fastest"])) if several else t.add_row(*cells)
-    _print(console, t)
+    print_table(console, t)
     slow = result.slow_steps
     if slow is None or not slow.height:
         return
@@ -250,7 +265,7 @@ def _render_step_times(result: Analysis, console: Any) -> None:
         cells = [str(r["rank"]), str(r["step"]), r["label"] or "", _ms(r["duration_ns"]), _pct(r["slowdown"])]
         notes = "; ".join(r[c] for c in NOTES if r[c])
         t.add_row(*cells, notes) if why else t.add_row(*cells)
-    _print(console, t)
+    print_table(console, t)
 
 
 PHASE_IDLE_NOTE = 0.05
@@ -291,7 +306,7 @@ def _render_phases(result: Analysis, console: Any) -> None:
         ]
         t.add_row(str(rank), _ms(time_ns), "host", *host)
         t.add_row("", "", "GPU idle", *idle)
-    _print(console, t)
+    print_table(console, t)
     worst = (
         whole.filter(pl.col("gpu_idle_ns").is_not_null() & (pl.col("time_ns") > 0))
         .with_columns((pl.col("gpu_idle_ns") / pl.col("time_ns")).alias("idle"))
@@ -332,7 +347,7 @@ def _render_breakdown(result: Analysis, console: Any) -> None:
             _ms(r["span_ns"]),
             *(_pct(r.get(s)) for s in shown),
         )
-    _print(console, t)
+    print_table(console, t)
 
 
 GAPS_SHOWN = 5
@@ -363,7 +378,7 @@ def _render_gpu_idle(result: Analysis, console: Any) -> None:
             _pct(r["idle_ns"] / r["span_ns"] if r["span_ns"] else None),
             *(_pct(r.get(c)) for c in shown),
         )
-    _print(console, t)
+    print_table(console, t)
     gaps = result.gpu_idle_gaps
     if gaps is None or not gaps.height:
         return
@@ -380,7 +395,7 @@ def _render_gpu_idle(result: Analysis, console: Any) -> None:
             short_name(r["launch"], 24),
             short_name(r["operator"], 32),
         )
-    _print(console, g)
+    print_table(console, g)
 
 
 HOLDERS_SHOWN = 5
@@ -429,7 +444,7 @@ def _render_memory(result: Analysis, console: Any) -> None:
             "—" if r["peak_step"] is None else str(r["peak_step"]),
             holder_label({**r, "kind": "allocated"}),
         )
-    _print(console, t)
+    print_table(console, t)
     held = result.memory_holders
     if held is None or not held.height:
         return
@@ -447,7 +462,7 @@ def _render_memory(result: Analysis, console: Any) -> None:
             r["phase"] or "—",
             holder_label(r),
         )
-    _print(console, h)
+    print_table(console, h)
 
 
 FLOP_OPS_SHOWN = 8
@@ -532,7 +547,7 @@ def _render_flops(result: Analysis, console: Any) -> None:
             peak,
             _pct(r["utilization"]),
         )
-    _print(console, t)
+    print_table(console, t)
     ops = result.flops_ops
     if ops is None or not ops.height:
         return
@@ -554,7 +569,7 @@ def _render_flops(result: Analysis, console: Any) -> None:
             _pct(r["of_attainable"]) + ("m" if r["bound"] == "memory" else ""),
             short_name(dims_label(r["dims"]), 22),
         )
-    _print(console, o)
+    print_table(console, o)
 
 
 COMM_ROWS_SHOWN = 10
@@ -587,7 +602,7 @@ def _render_comm_bandwidth(result: Analysis, console: Any) -> None:
             _gbps(r["busbw_gbps"]),
             _gbps(r["transfer_busbw_gbps"]),
         )
-    _print(console, t)
+    print_table(console, t)
 
 
 def size_text(value: int | None) -> str:
@@ -621,7 +636,7 @@ def _render_overlap(result: Analysis, console: Any) -> None:
     )
     for r in wide.iter_rows(named=True):
         t.add_row(str(r["rank"]), "" if r["step"] is None else str(r["step"]), *(_pct(r.get(p)) for p in pairs))
-    _print(console, t)
+    print_table(console, t)
 
 
 def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
@@ -642,7 +657,7 @@ def _render_clocks(result: Analysis, console: Any, top: int = 10) -> None:
             _ms(r["total_ns"]),
             *_clock_cells(r),
         )
-    _print(console, t)
+    print_table(console, t)
 
 
 def _clock_cells(r: dict) -> tuple[str, ...]:
@@ -678,7 +693,7 @@ def _render_step_clocks(result: Analysis, console: Any, top: int = 12) -> None:
             _pct(r["slowdown"]),
             *_clock_cells(r),
         )
-    _print(console, t)
+    print_table(console, t)
 
 
 def _render_imbalance(result: Analysis, console: Any) -> None:
@@ -704,7 +719,7 @@ def _render_imbalance(result: Analysis, console: Any) -> None:
             _pct(r["percent_imbalance"]),
             str(r["max_rank"]),
         )
-    _print(console, t)
+    print_table(console, t)
 
 
 def _render_waits(result: Analysis, console: Any) -> None:
@@ -724,7 +739,7 @@ def _render_waits(result: Analysis, console: Any) -> None:
     both = waited.join(caused, on=["rank", "kind"], how="full", coalesce=True).fill_null(0).sort("rank", "kind")
     for r in both.iter_rows(named=True):
         t.add_row(str(r["rank"]), r["kind"], _ms(r["waited"]), _ms(r["caused"]))
-    _print(console, t)
+    print_table(console, t)
 
 
 def _render_path(result: Analysis, console: Any) -> None:
@@ -757,4 +772,4 @@ def _render_path(result: Analysis, console: Any) -> None:
                 _ms(r["contrib_ns"]),
                 _pct(r["share"]),
             )
-        _print(console, t)
+        print_table(console, t)

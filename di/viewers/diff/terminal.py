@@ -14,7 +14,7 @@ import polars as pl
 from di.viewers.diff import Diff
 from di.viewers.diff.collectives import ALGBW_FORMULA, BUSBW_FORMULA
 from di.viewers.diff.sides import by_change
-from di.viewers.terminal import mib_text, tflops_text
+from di.viewers.terminal import mib_text, print_table, tflops_text
 
 TOP = 12
 """Rows per table."""
@@ -142,7 +142,7 @@ def _named(console: Any, df: pl.DataFrame, title: str) -> None:
             _signed_ms(r["delta_ns"]),
             f"{_us(r['a_mean_ns'])}→{_us(r['b_mean_ns'])}",
         )
-    console.print(t)
+    print_table(console, t)
 
 
 def _renamed(console: Any, d: Diff) -> None:
@@ -172,7 +172,7 @@ def _renamed(console: Any, d: Diff) -> None:
             _ms(r["partner_b_ns"]),
             _signed_ms(r["partner_b_ns"] - r["a_total_ns"]),
         )
-    console.print(t)
+    print_table(console, t)
 
 
 def _stacks(console: Any, d: Diff) -> None:
@@ -197,7 +197,7 @@ def _stacks(console: Any, d: Diff) -> None:
             _ms(r["b_total_ns"]),
             _signed_ms(r["delta_ns"]),
         )
-    console.print(t)
+    print_table(console, t)
 
 
 def _collectives(console: Any, d: Diff) -> None:
@@ -227,7 +227,7 @@ def _collectives(console: Any, d: Diff) -> None:
             f"{_gb(r['a_busbw_gbps'])}→{_gb(r['b_busbw_gbps'])}",
             _signed_ms(r["delta_ns"]),
         )
-    console.print(t)
+    print_table(console, t)
     console.print(f"[dim]{ALGBW_FORMULA}; {BUSBW_FORMULA}[/dim]", soft_wrap=True)
 
 
@@ -248,7 +248,7 @@ def _counters(console: Any, d: Diff) -> None:
             _rel(r["a_mean"], r["b_mean"]),
             f"{_val(r['a_max'])}→{_val(r['b_max'])}",
         )
-    console.print(t)
+    print_table(console, t)
 
 
 def _communicators(console: Any, d: Diff) -> None:
@@ -266,7 +266,7 @@ def _communicators(console: Any, d: Diff) -> None:
             _pair(r["a_intra_node"], r["b_intra_node"]),
             _pair(r["a_inter_node"], r["b_inter_node"]),
         )
-    console.print(t)
+    print_table(console, t)
 
 
 def _pair(a: str | None, b: str | None) -> str:
@@ -297,7 +297,7 @@ def _gpu_idle(console: Any, d: Diff) -> None:
             _signed_ms(r["delta_ns"]),
             _rel(r["a_time_ns"], r["b_time_ns"]),
         )
-    console.print(t)
+    print_table(console, t)
 
 
 def memory_line(d: Diff) -> str | None:
@@ -344,7 +344,7 @@ def _memory(console: Any, d: Diff) -> None:
             f"{mib_text(r['a_growth_bytes_per_step'])}→{mib_text(r['b_growth_bytes_per_step'])}",
             _pair(_short(r["a_op"], 40), _short(r["b_op"], 40)),
         )
-    console.print(t)
+    print_table(console, t)
     if m.height > TOP:
         console.print(f"[dim]{m.height - TOP} more rank/device rows in the JSON and the HTML page[/dim]")
 
@@ -380,7 +380,7 @@ def _flops(console: Any, d: Diff) -> None:
             tflops_text(r["a_achieved_tflops"]),
             tflops_text(r["b_achieved_tflops"]),
         )
-    console.print(t)
+    print_table(console, t)
     console.print("[dim]util %: rate over the window / dense peak; TFLOP/s: achieved while kernels ran[/dim]")
     if f.height > TOP:
         console.print(f"[dim]{f.height - TOP} more rank/GPU rows in the JSON and the HTML page[/dim]")
@@ -437,7 +437,7 @@ def _phases(console: Any, d: Diff) -> None:
             f"{_pct(r['a_host_share'])}→{_pct(r['b_host_share'])}",
             _signed_ms(r["delta_gpu_idle_ns"]),
         )
-    console.print(t)
+    print_table(console, t)
     console.print("[dim]%: of the rank's steps; idle: the GPUs' idle time during the phase[/dim]")
     if moved.height > TOP:
         console.print(f"[dim]{moved.height - TOP} more changed rank/phase rows in the JSON and the HTML page[/dim]")
@@ -468,7 +468,7 @@ def _breakdown(console: Any, d: Diff) -> None:
             _signed_ms(r["delta_ns"]),
             _rel(r["a_time_ns"], r["b_time_ns"]),
         )
-    console.print(t)
+    print_table(console, t)
     ov = d.overlap.filter(pl.col("delta_ratio").abs() > 1e-9)
     if ov.height:
         t = _table(
