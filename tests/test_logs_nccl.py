@@ -411,6 +411,7 @@ def test_messages_parsed_once_per_distinct_message_give_what_each_line_gives(
     message, gathered back by text and message id, give the events, tables, drops and info of every line cut and
     parsed on its own."""
     from di.convert.logs import nccl
+    from di.convert.logs.nccl import heads
     from di.convert.logs.text import read_lines
 
     if source == "repeated":
@@ -428,7 +429,7 @@ def test_messages_parsed_once_per_distinct_message_give_what_each_line_gives(
         assert p.get_column("lid").n_unique() < p.height, "lines cut once per distinct text"
     got = nccl.parse_nccl(lines)
     monkeypatch.setattr(nccl, "_message_ids", _line_messages)
-    monkeypatch.setattr(nccl, "_repeated_lines", lambda text: None)
+    monkeypatch.setattr(heads, "_repeated_lines", lambda text: None)  # where _prefixed looks it up
     assert "lid" not in nccl._prefixed(lines)[0].columns
     want = nccl.parse_nccl(lines)
     assert got.events.equals(want.events) and got.events.height
