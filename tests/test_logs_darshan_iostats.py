@@ -186,6 +186,30 @@ def test_a_darshan_log_and_a_recording_are_stored_and_shown_alike(tmp_path: Path
     assert row["reads"] >= 1 and row["bytes_read"] == 1000 and row["write_sizes"]["1K-10K"] == 3
 
 
+def test_info_shows_every_io_total_whole_on_a_terminal_and_in_a_file(monkeypatch) -> None:
+    """``di info``'s I/O table: on an 80-column terminal every number of every column is whole (the cells keep
+    one space between them instead of two), and written to a file it is as wide as its cells."""
+    import io
+
+    from rich.console import Console
+
+    from di.viewers.info import render
+
+    trace = di.load(need("pydarshan_ior_hdf5_example.darshan"))
+    totals = trace.io_files.group_by("module").agg(pl.col("bytes_read", "bytes_written", "opens").sum())
+    monkeypatch.delenv("COLUMNS", raising=False)
+    for terminal in (True, False):
+        out = io.StringIO()
+        render(trace, Console(file=out, width=80, force_terminal=terminal, color_system=None, highlight=False))
+        lines = out.getvalue().splitlines()
+        header = next(line for line in lines if line.split()[:2] == ["I/O", "files"])
+        assert header.split()[-2:] == ["meta", "ms"]
+        assert (max(map(len, lines)) <= 80) == terminal
+        for module, *values in totals.iter_rows():
+            row = next(line for line in lines if line.split()[:1] == [module])
+            assert all(f"{v:,}" in row.split() for v in values)
+
+
 def test_io_files_survive_a_merge_and_a_partitioned_store(tmp_path: Path) -> None:
     """With the job's trace (combine) and in a store split by rank group, the table is kept whole."""
     from di.store import read_store, write_store

@@ -90,6 +90,8 @@ def render(trace: Trace, console: Any, *, categories: pl.DataFrame | None = None
     """Print the summary with rich (``categories``: see :func:`summary`)."""
     from rich.table import Table
 
+    from di.viewers.terminal import print_table
+
     s = summary(trace, categories=categories)
     dur_ms = s["duration_ns"] / 1e6
     console.print(
@@ -101,13 +103,16 @@ def render(trace: Trace, console: Any, *, categories: pl.DataFrame | None = None
     cats = Table("category", "events", title=None, box=None)
     for c, n in s["events_by_cat"].items():
         cats.add_row(c, f"{n:,}")
-    console.print(cats)
+    cats.columns[1].justify = "right"
+    print_table(console, cats)
     src = Table("source", "format", "rank", "rank from", "events", "dropped", box=None)
     for x in s["sources"]:
         dropped = "; ".join(f"{v} {k}" for k, v in (x["dropped"] or {}).items()) or "nothing"
         rank_from = x["rank_source"] + (f" ({x['rank_variable']})" if x.get("rank_variable") else "")
         src.add_row(str(x["path"]), x["format"], str(x["rank"]), rank_from, f"{x['events']:,}", dropped)
-    console.print(src)
+    for column in (src.columns[2], src.columns[4]):
+        column.justify = "right"
+    print_table(console, src)
     if s["io_files"]:
         io = Table(
             "I/O",
@@ -128,7 +133,9 @@ def render(trace: Trace, console: Any, *, categories: pl.DataFrame | None = None
                 *(f"{m[k]:,}" for k in ("files", "opens", "reads", "writes", "bytes_read", "bytes_written")),
                 *(f"{m[k] / 1e6:,.1f}" for k in ("read_time_ns", "write_time_ns", "meta_time_ns")),
             )
-        console.print(io)
+        for column in io.columns[1:]:
+            column.justify = "right"
+        print_table(console, io)
     if s["job_states"]:
         states = ", ".join(f"{k} {n:,}" for k, n in s["job_states"].items())
         console.print(f"[bold]jobs[/bold] {sum(s['job_states'].values()):,} rows (Slurm): {states}")

@@ -74,7 +74,7 @@ def short_name(name: str | None, width: int = NAME_CHARS) -> str:
 def print_table(console: Any, table: Any) -> None:
     """Print a rich table whose right-aligned (number) columns are never cut: each keeps the width of its widest
     cell. On a narrow terminal the headers and the text columns wrap or shorten instead, and the cells lose
-    their padding when even that does not fit. Written to a file or a pipe (``di analyze x.di > summary.txt``),
+    their padding when even that does not fit (all of it in a boxed table, all but one space in one without lines). Written to a file or a pipe (``di analyze x.di > summary.txt``),
     where no window crops the lines, the table is as wide as its cells ask: nothing is cut or wrapped, unless
     ``COLUMNS`` sets a width to keep to."""
     for column in table.columns:
@@ -90,8 +90,8 @@ def print_table(console: Any, table: Any) -> None:
         finally:
             console.width = narrow
         return
-    if wide > console.width:
-        table.padding = (0, 0)
+    if wide > console.width:  # without lines between them, cells keep one space
+        table.padding = (0, 0) if table.box is not None else (0, 1, 0, 0)
     console.print(table)
 
 
