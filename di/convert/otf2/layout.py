@@ -316,10 +316,16 @@ def _comms(
     used: dict[str, set[int]] = {}
     msg = trace.messages
     if msg.height:
-        src = loc_rank[trace.events["loc"].to_numpy()[msg["send"].to_numpy()]]
-        dst = loc_rank[trace.events["loc"].to_numpy()[msg["recv"].to_numpy()]]
-        for c, a, b in zip(msg["comm"].fill_null(DEFAULT_COMM).to_list(), src.tolist(), dst.tolist()):
-            used.setdefault(c, set()).update((a, b))
+        ev_loc = trace.events["loc"].to_numpy()
+        comm = msg["comm"].fill_null(DEFAULT_COMM)
+        ends = pl.DataFrame(
+            {
+                "comm": pl.concat([comm, comm]),
+                "rank": loc_rank[ev_loc[np.concatenate([msg["send"].to_numpy(), msg["recv"].to_numpy()])]],
+            }
+        ).unique()
+        for c, r in ends.iter_rows():  # one row per communicator and rank
+            used.setdefault(c, set()).add(r)
     given: dict[str, list[int]] = {}
     coll = trace.collectives
     for c, r, gr in coll.select(pl.col("comm").fill_null(DEFAULT_COMM), "rank", "group_ranks").unique().iter_rows():
@@ -349,72 +355,98 @@ def _comms(
     return comms, local
 
 
-def _attachments(
-    trace: Trace, loc_rank: np.ndarray, comm_ref: dict[str, int], local: dict[str, dict[int, int]], strings: Strings
-) -> np.ndarray:
-    """Attachment rows (see :mod:`emit`) for messages and collectives."""
+class _LocalRanks:
+    """Per row of a communicator column and a global rank column: the communicator's ref (its position in
+    ``local``) and the rank within it (the global rank where the communicator does not list it), looked up by
+    array search over the communicators' members, not per row."""
+
+    def __init__(self, local: dict[str, dict[int, int]]) -> None:
+        self.names = pl.Series(list(local), dtype=pl.String)
+        members = [(c, r, i) for c, m in enumerate(local.values()) for r, i in m.items()]
+        comm, rank, index = (np.array(v, np.int64) for v in zip(*members)) if members else (np.zeros(0, np.int64),) * 3
+        self.width = int(rank.max(initial=0)) + 1
+        key = comm * self.width + rank
+        order = np.argsort(key)
+        self.keys, self.index = key[order], index[order]
+
+    def comm_refs(self, comm: pl.Series) -> np.ndarray:
+        """The ref of each row's communicator (a null is :data:`DEFAULT_COMM`)."""
+        codes = pl.Series(np.arange(self.names.len(), dtype=np.int64))
+        return comm.fill_null(DEFAULT_COMM).replace_strict(self.names, codes, return_dtype=pl.Int64).to_numpy()
+
+    def ranks(self, refs: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        """Each row's rank within its communicator ``refs``."""
+        rank = rank.astype(np.int64)
+        key = refs * self.width + np.minimum(rank, self.width - 1)
+        at = np.minimum(np.searchsorted(self.keys, key), max(self.keys.size - 1, 0))
+        found = (rank >= 0) & (rank < self.width) & (self.keys[at] == key) if self.keys.size else rank < 0
+        return np.where(found, self.index[at] if self.keys.size else rank, rank)
+
+
+def _attachments(trace: Trace, loc_rank: np.ndarray, comms: _LocalRanks, strings: Strings) -> np.ndarray:
+    """Attachment rows (see :mod:`emit`) for messages and collectives, in no particular order (:func:`plan` sorts
+    them), filled into one array column by column."""
     ev_loc = trace.events["loc"].to_numpy()
-    rows = []
-    msg = trace.messages
-    if msg.height:
+    msg, coll = trace.messages, trace.collectives
+    done, post = msg["send_done"].fill_null(-1).to_numpy(), msg["recv_post"].fill_null(-1).to_numpy()
+    isend, irecv = done >= 0, post >= 0
+    m, c = msg.height, coll.height
+    n_isend, n_irecv = int(isend.sum()), int(irecv.sum())
+    att = np.zeros((2 * m + n_isend + n_irecv + 2 * c, emit.ATT_WIDTH), np.int64)
+    if m:
         send, recv = msg["send"].to_numpy(), msg["recv"].to_numpy()
-        comm = msg["comm"].fill_null(DEFAULT_COMM).to_list()
-        src, dst = loc_rank[ev_loc[send]], loc_rank[ev_loc[recv]]
-        cref = np.array([comm_ref[c] for c in comm], np.int64)
-        src_l = np.array([local[c][r] for c, r in zip(comm, src.tolist())], np.int64)
-        dst_l = np.array([local[c][r] for c, r in zip(comm, dst.tolist())], np.int64)
+        cref = comms.comm_refs(msg["comm"])
+        request = np.arange(1, m + 1, dtype=np.int64)  # one request id per message, unique on every location
         tag, nb = msg["tag"].fill_null(0).to_numpy(), msg["bytes"].fill_null(0).to_numpy()
-        z = np.zeros(send.size, np.int64)
-        pad = np.zeros((send.size, 4), np.int64)
-        request = np.arange(1, send.size + 1, dtype=np.int64)  # one request id per message, unique on every location
-        done, post = msg["send_done"].fill_null(-1).to_numpy(), msg["recv_post"].fill_null(-1).to_numpy()
-        isend, irecv = done >= 0, post >= 0
-        rows.append(
-            np.column_stack(
-                [send, z, np.where(isend, emit.ATT_ISEND, emit.ATT_SEND), dst_l, cref, tag, nb, request, pad]
-            )
-        )
-        rows.append(
-            np.column_stack(
-                [recv, z + 1, np.where(irecv, emit.ATT_IRECV, emit.ATT_RECV), src_l, cref, tag, nb, request, pad]
-            )
-        )
-        rows.append(np.column_stack([done, z + 1, z + emit.ATT_ISEND_COMPLETE, z, z, z, z, request, pad])[isend])
-        rows.append(np.column_stack([post, z, z + emit.ATT_IRECV_REQUEST, z, z, z, z, request, pad])[irecv])
-    coll = trace.collectives
-    if coll.height:
-        args = trace.events["args"][coll["event"].to_list()]
-        extra = pl.DataFrame({"args": args}).select(
+        for rows, event, phase, kinds, peer in (
+            (att[:m], send, 0, np.where(isend, emit.ATT_ISEND, emit.ATT_SEND), loc_rank[ev_loc[recv]]),
+            (att[m : 2 * m], recv, 1, np.where(irecv, emit.ATT_IRECV, emit.ATT_RECV), loc_rank[ev_loc[send]]),
+        ):
+            rows[:, emit.COL_EVENT], rows[:, emit.COL_PHASE], rows[:, emit.COL_TYPE] = event, phase, kinds
+            rows[:, emit.COL_PEER] = comms.ranks(cref, peer)
+            rows[:, emit.COL_COMM], rows[:, emit.COL_TAG], rows[:, emit.COL_BYTES] = cref, tag, nb
+            rows[:, emit.COL_REQUEST] = request
+        at = 2 * m
+        for event, phase, kind, which, count in (
+            (done, 1, emit.ATT_ISEND_COMPLETE, isend, n_isend),
+            (post, 0, emit.ATT_IRECV_REQUEST, irecv, n_irecv),
+        ):
+            rows = att[at : at + count]
+            rows[:, emit.COL_EVENT], rows[:, emit.COL_PHASE], rows[:, emit.COL_TYPE] = event[which], phase, kind
+            rows[:, emit.COL_REQUEST] = request[which]
+            at += count
+    if c:
+        extra = pl.DataFrame({"args": trace.events["args"].gather(coll["event"])}).select(
             pl.col("args").str.json_path_match("$.collective_op").alias("otf2_op"),
             pl.col("args").str.json_path_match("$.bytes_received").cast(pl.Int64, strict=False).alias("received"),
         )
-        comm = coll["comm"].fill_null(DEFAULT_COMM).to_list()
-        ops = np.array(
-            [collective_op_code(op, o) for op, o in zip(coll["op"].to_list(), extra["otf2_op"].to_list())], np.int64
-        )
-        root = np.array(
-            [clib.UNDEFINED_UINT32 if r is None else local[c].get(r, r) for c, r in zip(comm, coll["root"].to_list())],
-            np.int64,
+        begin, end = att[-2 * c : -c], att[-c:]
+        event = coll["event"].to_numpy()
+        begin[:, emit.COL_EVENT], begin[:, emit.COL_TYPE] = event, emit.ATT_COLL_BEGIN
+        end[:, emit.COL_EVENT], end[:, emit.COL_PHASE], end[:, emit.COL_TYPE] = event, 1, emit.ATT_COLL_END
+        cref = comms.comm_refs(coll["comm"])
+        end[:, emit.COL_OP] = _op_codes(coll["op"], extra["otf2_op"])
+        end[:, emit.COL_COMM] = cref
+        root = coll["root"]
+        end[:, emit.COL_ROOT] = np.where(
+            root.is_null().to_numpy(), clib.UNDEFINED_UINT32, comms.ranks(cref, root.fill_null(0).to_numpy())
         )
         sent = coll["bytes"].fill_null(0).to_numpy()
-        received = extra["received"].fill_null(pl.Series(sent)).to_numpy()
-        event = coll["event"].to_numpy()
-        z = np.zeros(event.size, np.int64)
-        cref = np.array([comm_ref[c] for c in comm], np.int64)
-        own = np.column_stack(
-            [
-                strings.add_many(coll["dtype"]),
-                strings.add_many(coll["op"]),
-                _optional(coll["group_size"]),
-                strings.add_many(coll["group_ranks"]),
-            ]
-        )
-        rows.append(np.column_stack([event, z, z + emit.ATT_COLL_BEGIN, z, z, z, z, z, np.zeros_like(own)]))
-        rows.append(np.column_stack([event, z + 1, z + emit.ATT_COLL_END, ops, cref, root, sent, received, own]))
-    if not rows:
-        return np.zeros((0, emit.ATT_WIDTH), np.int64)
-    att = np.concatenate(rows).astype(np.int64)
-    return att[np.lexsort((att[:, 1], att[:, 0]))]
+        end[:, emit.COL_SENT], end[:, emit.COL_RECEIVED] = sent, extra["received"].fill_null(pl.Series(sent)).to_numpy()
+        own = end[:, emit.COL_ATTRS :]
+        own[:, 0], own[:, 1] = strings.add_many(coll["dtype"]), strings.add_many(coll["op"])
+        own[:, 2], own[:, 3] = _optional(coll["group_size"]), strings.add_many(coll["group_ranks"])
+    return att
+
+
+def _op_codes(op: pl.Series, otf2_op: pl.Series) -> np.ndarray:
+    """OTF2_CollectiveOp of each collective (:func:`collective_op_code`), found once per distinct pair."""
+    pairs = pl.DataFrame({"op": op.cast(pl.String).fill_null(""), "otf2": otf2_op.fill_null("")})
+    distinct = pairs.unique(maintain_order=True)
+    codes = distinct.with_columns(
+        pl.Series("code", [collective_op_code(o, x) for o, x in distinct.iter_rows()], dtype=pl.Int64)
+    )
+    return pairs.join(codes, on=["op", "otf2"], how="left", maintain_order="left")["code"].to_numpy()
 
 
 def _metrics(trace: Trace, shift: int, out: pl.DataFrame) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
@@ -559,9 +591,8 @@ def plan(trace: Trace) -> Layout:
     np.cumsum(counts, out=bounds[1:])
     regions, region = _regions(trace, strings)
     comms, local = _comms(trace, loc_rank, ranks, strings)
-    comm_ref = {name: i for i, name in enumerate(local)}
     io_att, io_defs = plan_io(trace, strings)
-    att = _attachments(trace, loc_rank, comm_ref, local, strings)
+    att = _attachments(trace, loc_rank, _LocalRanks(local), strings)
     if io_att.size:
         att = np.concatenate([att, io_att])
     att_out = out_of(att[:, 0]) if att.size else np.zeros(0, np.int64)
