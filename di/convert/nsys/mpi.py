@@ -383,7 +383,9 @@ def _collectives(ev: pl.DataFrame, members: pl.DataFrame, world_size: int | None
     c = ev.filter(pl.col("role") == COLLECTIVE).sort("start_ns", "row")
     c = c.join(_group_ranks(members), on="uid", how="left", maintain_order="left")
     world = f"[{','.join(map(str, range(world_size)))}]" if world_size and world_size <= 65536 else None
-    op = pl.Series([COLLECTIVE_OPS.get(base_name(n), "other") for n in c.get_column("name").to_list()], dtype=pl.String)
+    names = c.get_column("name").unique()  # an op per distinct call name, not per call
+    ops = pl.Series([COLLECTIVE_OPS.get(base_name(n), "other") for n in names.to_list()], dtype=pl.String)
+    op = c.get_column("name").replace_strict(names, ops, return_dtype=pl.String)
     return (
         c.with_columns(op=op, seq=pl.int_range(pl.len()).over("rank", "comm"))
         .sort("row")
