@@ -84,10 +84,10 @@ def test_a_slow_load_reports_its_time_on_stderr_not_in_the_json(demo_job, capsys
     stdout, where ``--json -`` writes the result."""
     import itertools
 
-    import di.cli
+    import di.cli.loading
 
     ticks = itertools.count(0.0, 5.0)  # every clock read is 5 s after the last
-    monkeypatch.setattr(di.cli.time, "monotonic", lambda: next(ticks))
+    monkeypatch.setattr(di.cli.loading.time, "monotonic", lambda: next(ticks))
     assert main(["analyze", str(demo_job), "--json", "-"]) == 0
     out, err = capsys.readouterr()
     validate(json.loads(out))

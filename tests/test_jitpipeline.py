@@ -55,6 +55,7 @@ def _kernels_reached(work: Path) -> list[Dispatcher]:
     """The dispatchers given :class:`ScalarKernelCompiler`, after ``di convert`` to OTF2, Perfetto and Chrome JSON,
     ``di info`` of each output, ``di analyze`` and ``di warmup``'s training-log task ran (every one of them
     must then have a signature: a kernel only other tests reach is not checked here, so may not have the pipeline)."""
+    import di
     from di import cli
     from di.warmup import TASKS
 
@@ -64,12 +65,10 @@ def _kernels_reached(work: Path) -> list[Dispatcher]:
     cli.main(["analyze", str(TRACE)])
     TASKS["logs"][0](work)
     found = []
-    for path in sorted(Path(cli.__file__).parent.rglob("*.py")):
+    for path in sorted(Path(di.__file__).parent.rglob("*.py")):
         if "ScalarKernelCompiler" not in path.read_text(encoding="utf-8") or path.name == "jitpipeline.py":
             continue
-        module = importlib.import_module(
-            ".".join(path.relative_to(Path(cli.__file__).parents[1]).with_suffix("").parts)
-        )
+        module = importlib.import_module(".".join(path.relative_to(Path(di.__file__).parents[1]).with_suffix("").parts))
         for value in vars(module).values():
             if (
                 isinstance(value, Dispatcher)
