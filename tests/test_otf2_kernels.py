@@ -335,3 +335,37 @@ def test_flow_lists_match_python_formatting_and_fit_their_buffer(seed: int) -> N
     got = [bytes(data[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:])]
     assert got == want
     assert [json.loads(t)[0]["c"] for t in got[:3]] == [json.loads(w)[0]["c"] for w in want[:3]]
+
+
+def test_flow_lists_read_back_as_json_reads_them_and_other_texts_are_left_to_json() -> None:
+    """``read_flow_lists`` gives the items JSON gives for texts of the writer's form (ids and categories null or not,
+    negative and 12-digit integers, an escaped quote, UTF-8) and flags every other text for the JSON reader: null,
+    truncated, a leading zero, another key order, a trailing space, an integer too long, an empty list."""
+    import polars as pl
+
+    from di.convert.otf2.flowtext import read_flow_lists
+
+    regular = [
+        '[{"l":3,"k":17,"t":"launch","i":null,"c":"cuda_api"}]',
+        '[{"l":0,"k":-5,"t":"user","i":123456789012,"c":null},{"l":1,"k":2,"t":"launch","i":-7,"c":"a\\"b"}]',
+        '[{"l":3,"k":1,"t":"é","i":5,"c":"\\u00e9"}]',
+    ]
+    other = [
+        None,
+        '[{"l":3,"k":17,"t":"launch","i":null,"c":"cuda_api"}',
+        '[{"l":3,"k":017,"t":"launch","i":null,"c":"x"}]',
+        '[{"k":1,"l":3,"t":"launch","i":null,"c":"x"}]',
+        '[{"l":3,"k":1,"t":"launch","i":null,"c":"x"}] ',
+        '[{"l":99999999999999999999,"k":1,"t":"launch","i":null,"c":"x"}]',
+        "[]",
+    ]
+    texts = pl.Series([*regular[:1], *other, *regular[1:]], dtype=pl.String)
+    frame, rest = read_flow_lists(texts)
+    assert rest.tolist() == list(range(1, 1 + len(other)))
+    item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
+    read = [i for i in range(texts.len()) if i not in set(rest.tolist())]
+    expected = (
+        pl.DataFrame({"text": read, "j": texts.gather(read).str.json_decode(pl.List(item))}).explode("j").unnest("j")
+    )
+    assert frame.equals(expected.with_columns(pl.col("text").cast(pl.Int64)))
+    assert frame.height == 4 and frame["c"].to_list() == ["cuda_api", None, 'a"b', "é"]

@@ -54,6 +54,7 @@ from di.convert.otf2.timeline import (
     IO_CANCELLED_BIT,
     IO_FLAGS_SHIFT,
 )
+from di.convert.otf2.flowtext import read_flow_lists
 from di.convert.otf2.recordrows import RecordRows
 from di.convert.stringviews import nullable
 from di.convert.otf2.values import as_json, ref_ids
@@ -354,14 +355,23 @@ def flows_frame(rec: RecordRows, tl: Builder, order: np.ndarray | None, defs: An
     if not len(got):
         return None, 0
     text = defs.strings.gather(ref_ids(got.attr_type, got.attr_value))
-    item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
-    try:
-        lists = text.str.json_decode(pl.List(item))
-    except (
-        pl.exceptions.PolarsError
-    ):  # a damaged archive: keep the items that read (the others count as missing sources)
-        lists = pl.Series([_flow_items(t) for t in text.to_list()], dtype=pl.List(item))
-    items = pl.DataFrame({"dst": got.event, "j": lists}).explode("j").unnest("j")
+    dst = np.asarray(got.event, np.int64)
+    parsed = read_flow_lists(text)  # the texts as di's writer writes them; any other is read as JSON
+    parts, rest = [], np.arange(text.len())
+    if parsed is not None:
+        frame, rest = parsed
+        parts.append(frame.select(pl.Series("dst", dst[frame["text"].to_numpy()]), pl.exclude("text")))
+    if rest.size:
+        item = pl.Struct({"l": pl.Int64, "k": pl.Int64, "t": pl.String, "i": pl.Int64, "c": pl.String})
+        other = text.gather(rest)
+        try:
+            lists = other.str.json_decode(pl.List(item))
+        except (
+            pl.exceptions.PolarsError
+        ):  # a damaged archive: keep the items that read (the others count as missing sources)
+            lists = pl.Series([_flow_items(t) for t in other.to_list()], dtype=pl.List(item))
+        parts.append(pl.DataFrame({"dst": dst[rest], "j": lists}).explode("j").unnest("j"))
+    items = pl.concat(parts)  # within one destination (one text) the items keep their order
     ev_loc, ev_type = tl.ev_loc, tl.ev_type
     regions = np.flatnonzero(ev_type == EV_REGION)
     dense = {loc["ref"]: i for i, loc in enumerate(defs.locations)}
