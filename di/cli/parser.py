@@ -1,6 +1,7 @@
-"""The argparse definition of the ``di`` command (:func:`_parser`): every subcommand's options, help texts and
-examples (:data:`EXAMPLES`), and the option helpers several subcommands share (``--force``, ``--rank``/
-``--ranks``/``--jobs``, ``--max-input-size``, a TCP ``--port``).
+"""The argparse definition of the ``di`` command (:func:`_parser`, which adds each subcommand through its own
+``_add_<command>`` function, in the order of the help): every subcommand's options, help texts and examples
+(:data:`EXAMPLES`), and the option helpers several subcommands share (``--force``, ``--rank``/``--ranks``/``--jobs``,
+``--max-input-size``, a TCP ``--port``).
 """
 
 from __future__ import annotations
@@ -38,12 +39,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"di {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    fmt = argparse.RawDescriptionHelpFormatter
+    _add_convert(sub)
+    _add_info(sub)
+    _add_analyze(sub)
+    _add_report(sub)
+    _add_diff(sub)
+    _add_dashboard(sub)
+    _add_plugins(sub)
+    _add_demo(sub)
+    _add_record(sub)
+    _add_view(sub)
+    warmup.add_parser(sub, argparse.RawDescriptionHelpFormatter)
+    return p
+
+
+def _add_convert(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di convert`` subcommand."""
     c = sub.add_parser(
         "convert",
         help="convert traces between formats (merging per-rank files)",
         epilog=EXAMPLES["convert"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     c.add_argument(
@@ -52,6 +68,24 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         help="output path; the format comes from its extension (.di, .json, .json.gz, .otf2, .perfetto-trace, .pftrace)",
     )
+    _analysis_switch(c)
+    c.add_argument(
+        "--to",
+        help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)",
+    )
+    c.add_argument(
+        "--partition",
+        action="store_true",
+        help="write a .di store split by rank (one Parquet file per table and rank), so that `mpiexec -n P di "
+        "analyze` reads in each process only the ranks it owns; the form di convert writes of several input files "
+        "holding several ranks, and under mpiexec",
+    )
+    _force_option(c)
+    _rank_options(c)
+
+
+def _analysis_switch(c: argparse.ArgumentParser) -> None:
+    """``di convert``'s ``--analysis``/``--no-analysis`` pair (one ``analysis`` dest: True, False or None)."""
     on_off = c.add_mutually_exclusive_group()
     on_off.add_argument(
         "--analysis",
@@ -73,33 +107,28 @@ def _parser() -> argparse.ArgumentParser:
         help="write the program's events only; the default for a .di store (and plugin formats), which stays raw. "
         "Analysis tracks an input already carries are always replaced or dropped, never stacked",
     )
-    c.add_argument(
-        "--to",
-        help="output format name, overriding the extension (di, chrome, otf2, perfetto; otf2 to a directory writes DIR/traces.otf2)",
-    )
-    c.add_argument(
-        "--partition",
-        action="store_true",
-        help="write a .di store split by rank (one Parquet file per table and rank), so that `mpiexec -n P di "
-        "analyze` reads in each process only the ranks it owns; the form di convert writes of several input files "
-        "holding several ranks, and under mpiexec",
-    )
-    _force_option(c)
-    _rank_options(c)
+
+
+def _add_info(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di info`` subcommand."""
     i = sub.add_parser(
         "info",
         help="summarise a trace: ranks, timelines, categories, sources, drops",
         epilog=EXAMPLES["info"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     i.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     i.add_argument("--json", action="store_true", help="print the summary as JSON")
     _rank_options(i)
+
+
+def _add_analyze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di analyze`` subcommand."""
     a = sub.add_parser(
         "analyze",
         help="breakdown, overlap, imbalance, wait states and critical path",
         epilog=EXAMPLES["analyze"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     a.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     a.add_argument("--steps", action="store_true", help="also report every metric per step")
@@ -117,11 +146,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     _force_option(a)
     _rank_options(a)
+
+
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di report`` subcommand."""
     rp = sub.add_parser(
         "report",
         help="write a self-contained HTML report (summary, breakdown, imbalance, waits, critical path ...)",
         epilog=EXAMPLES["report"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rp.add_argument("inputs", nargs="+", help="files, directories, globs or .di stores")
     rp.add_argument("-o", "--output", required=True, help="the HTML file to write")
@@ -131,11 +164,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     _force_option(rp)
     _rank_options(rp)
+
+
+def _add_diff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di diff`` subcommand."""
     df = sub.add_parser(
         "diff",
         help="compare run A with run B: step time, breakdown, overlap, critical path, kernels, ops, collectives",
         epilog=EXAMPLES["diff"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     df.add_argument(
         "a", help="run A, the baseline: anything di loads (a file, a directory of per-rank files, a .di store)"
@@ -146,11 +183,15 @@ def _parser() -> argparse.ArgumentParser:
     df.add_argument("--html", metavar="OUT", help="write a self-contained HTML page of the diff")
     _force_option(df)
     _size_option(df)
+
+
+def _add_dashboard(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di dashboard`` subcommand."""
     db = sub.add_parser(
         "dashboard",
         help="a local web app over a folder of runs: table, trends, reports, diffs, Perfetto (127.0.0.1 only)",
         epilog=EXAMPLES["dashboard"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     db.add_argument(
         "folder",
@@ -166,17 +207,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     db.add_argument("--no-browser", action="store_true", help="only print the URL")
     _size_option(db)
+
+
+def _add_plugins(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di plugins`` subcommand (no options)."""
     sub.add_parser(
         "plugins",
         help="list installed plugins (di.connectors, di.analyses, di.report_panels) and those that failed to load",
         epilog=EXAMPLES["plugins"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di demo`` subcommand."""
     d = sub.add_parser(
         "demo",
         help="record the built-in 4-rank MPI training-like job (or write a Kineto-shaped one)",
         epilog=EXAMPLES["demo"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     d.add_argument(
         "-o",
@@ -188,11 +237,15 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--ranks", type=int, default=4)
     d.add_argument("--steps", type=int, default=6)
     _force_option(d)
+
+
+def _add_record(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di record`` subcommand."""
     r = sub.add_parser(
         "record",
         help="run a command under capture (MPI, file I/O, host/InfiniBand/network/GPU counters) and ingest it",
         epilog=EXAMPLES["record"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument(
         "-o", "--output", required=True, help="the trace directory to write (RUN.di); raw shards go to RUN.di/raw/"
@@ -229,11 +282,15 @@ def _parser() -> argparse.ArgumentParser:
     for root in ("proc-root", "ib-root", "net-root"):
         r.add_argument(f"--{root}", help=argparse.SUPPRESS)
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --")
+
+
+def _add_view(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``di view`` subcommand."""
     v = sub.add_parser(
         "view",
         help="open a trace in the Perfetto UI (served on 127.0.0.1)",
         epilog=EXAMPLES["view"],
-        formatter_class=fmt,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     v.add_argument("trace", help="a trace di reads; converted to NAME.perfetto-trace beside it (cached)")
     v.add_argument(
@@ -253,8 +310,6 @@ def _parser() -> argparse.ArgumentParser:
         "convert --help",
     )
     _size_option(v)
-    warmup.add_parser(sub, fmt)
-    return p
 
 
 def _force_option(p: argparse.ArgumentParser) -> None:
