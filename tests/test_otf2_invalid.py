@@ -227,8 +227,13 @@ def _edit_def(anchor: Path, old: bytes, new: bytes) -> None:
     defs.write_bytes(data.replace(old, new))
 
 
-def test_flows_in_attribute_that_is_not_json(di_archive: Path) -> None:
-    """fuzz: ComputeError from json_decode in flows_frame."""
+@pytest.mark.parametrize("compiled", [False, True])
+def test_flows_in_attribute_that_is_not_json(di_archive: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fuzz: ComputeError from json_decode in flows_frame; the same with the kernel reading the sound texts."""
+    from di.convert.otf2 import events
+
+    if compiled:
+        monkeypatch.setattr(events, "FLOW_TEXTS_COMPILED", 0)
     whole = di.load(di_archive)
     _edit_def(di_archive, b'[{"l":0,"k":7,', b'[{"l":0,"k":7R')
     _edit_def(di_archive, b'"t":"launch","i":4001', b'"t":"bogus!","i":4001')

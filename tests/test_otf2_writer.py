@@ -229,7 +229,17 @@ def test_otf2_print_reads_what_we_wrote(source: str, tmp_path: Path) -> None:
     assert defs.returncode == 0 and "CLOCK_PROPERTIES" in defs.stdout
 
 
-def test_flows_ride_on_the_enter_of_their_destination(tmp_path: Path) -> None:
+@pytest.fixture(params=["json", "kernel"])
+def flow_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each reading of ``di.flows_in`` texts: by polars' JSON reader (few texts), or by the numba kernel (many)."""
+    from di.convert.otf2 import events
+
+    if request.param == "kernel":
+        monkeypatch.setattr(events, "FLOW_TEXTS_COMPILED", 0)
+    return request.param
+
+
+def test_flows_ride_on_the_enter_of_their_destination(tmp_path: Path, flow_reader: str) -> None:
     trace = di.load(kineto_file("hta_critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
     assert trace.flows.height > 0 and trace.flows["kind"].n_unique() > 1
     write_otf2(trace, tmp_path / "f.otf2")
@@ -246,7 +256,9 @@ def test_flows_ride_on_the_enter_of_their_destination(tmp_path: Path) -> None:
     assert not back.meta["sources"][0]["dropped"]
 
 
-def test_flows_with_shared_destinations_null_ids_and_odd_categories_round_trip(tmp_path: Path) -> None:
+def test_flows_with_shared_destinations_null_ids_and_odd_categories_round_trip(
+    tmp_path: Path, flow_reader: str
+) -> None:
     """The writer's ``di.flows_in`` texts (written in numba) on flows the Kineto trace lacks: several flows into one
     event, of different kinds, null and negative ids, null and non-ASCII / quoted source categories."""
     trace = di.load(kineto_file("hta_critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))

@@ -341,6 +341,13 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
     return ev
 
 
+FLOW_TEXTS_COMPILED = 200_000
+"""From this many ``di.flows_in`` texts on, the texts of the writer's form are parsed by
+:func:`di.convert.otf2.flowtext.read_flow_lists` (about 0.15 us a text here) and only the others as JSON; fewer are
+all read as JSON by polars (about 1 us a text: 0.2 s at this count), and the kernel is not compiled (0.6 CPU-s on a
+first run, with the symbol table's ``intern``)."""
+
+
 def flows_frame(rec: RecordRows, tl: Builder, order: np.ndarray | None, defs: Any) -> tuple[pl.DataFrame | None, int]:
     """(flows restored from the ``di.flows_in`` attributes di's writer wrote, or None; flows whose source is missing).
 
@@ -356,7 +363,7 @@ def flows_frame(rec: RecordRows, tl: Builder, order: np.ndarray | None, defs: An
         return None, 0
     text = defs.strings.gather(ref_ids(got.attr_type, got.attr_value))
     dst = np.asarray(got.event, np.int64)
-    parsed = read_flow_lists(text)  # the texts as di's writer writes them; any other is read as JSON
+    parsed = read_flow_lists(text) if text.len() >= FLOW_TEXTS_COMPILED else None
     parts, rest = [], np.arange(text.len())
     if parsed is not None:
         frame, rest = parsed
