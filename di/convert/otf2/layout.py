@@ -377,10 +377,12 @@ class _LocalRanks:
     def ranks(self, refs: np.ndarray, rank: np.ndarray) -> np.ndarray:
         """Each row's rank within its communicator ``refs``."""
         rank = rank.astype(np.int64)
-        key = refs * self.width + np.minimum(rank, self.width - 1)
-        at = np.minimum(np.searchsorted(self.keys, key), max(self.keys.size - 1, 0))
-        found = (rank >= 0) & (rank < self.width) & (self.keys[at] == key) if self.keys.size else rank < 0
-        return np.where(found, self.index[at] if self.keys.size else rank, rank)
+        if not self.keys.size:
+            return rank
+        key = refs * self.width + np.clip(rank, 0, self.width - 1)
+        at = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
+        found = (rank >= 0) & (rank < self.width) & (self.keys[at] == key)
+        return np.where(found, self.index[at], rank)
 
 
 def _attachments(trace: Trace, loc_rank: np.ndarray, comms: _LocalRanks, strings: Strings) -> np.ndarray:
