@@ -58,8 +58,8 @@ def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         elif len(buffers) > 3:  # a held text's view has no buffer number
             far = np.flatnonzero(~held)
             at[far] = np.array([b.address for b in buffers[2:]], np.uint64)[views[far, 2]] + views[far, 3]
-        held = np.flatnonzero(held)
-        at[held] = buffers[1].address + 16 * (chunk.offset + held).astype(np.uint64) + 4
+        in_view = np.flatnonzero(held)
+        at[in_view] = buffers[1].address + 16 * (chunk.offset + in_view).astype(np.uint64) + 4
         row += n
     if values.has_nulls():
         length[values.is_null().to_numpy()] = 0
