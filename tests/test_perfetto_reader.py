@@ -137,6 +137,35 @@ def test_foreign_trace_reads_slices_counters_flows(foreign: Path) -> None:
     assert any("nested debug annotations" in w for w in t.meta["warnings"])
 
 
+def test_foreign_pointer_and_unsigned_annotations_read_as_the_ui_shows_them(tmp_path: Path) -> None:
+    """Pointer annotations become "0x" and their hex digits (no leading zeros), unsigned ones their decimal value,
+    for all 64 bits; the other annotations of the same slices are untouched."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    pointers = [0, 0xDEADBEEF, 2**64 - 1, 0x7FFF0000ABCD]
+    b = TraceProtoBuilder()
+    for k, ptr in enumerate(pointers):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = 100 + k
+        p.track_event.type = INSTANT
+        p.track_event.track_uuid = 5
+        p.track_event.name = f"alloc{k}"
+        p.track_event.debug_annotations.add(name="ptr", pointer_value=ptr)
+        p.track_event.debug_annotations.add(name="size", uint_value=2**64 - 1 - k)
+        if k % 2:
+            p.track_event.debug_annotations.add(name="ok", bool_value=True)
+    path = tmp_path / "pointers.pftrace"
+    path.write_bytes(b.serialize())
+    args = [orjson.loads(a) for a in di.load(path).events.sort("start_ns").get_column("args").to_list()]
+    assert args == [
+        {"ptr": "0x0", "size": 2**64 - 1},
+        {"ptr": "0xdeadbeef", "size": 2**64 - 2, "ok": True},
+        {"ptr": "0xffffffffffffffff", "size": 2**64 - 3},
+        {"ptr": "0x7fff0000abcd", "size": 2**64 - 4, "ok": True},
+    ]
+
+
 @pytest.mark.skipif(engine_problem() is not None, reason=engine_problem() or "")
 def test_foreign_trace_agrees_with_the_trace_processor(foreign: Path) -> None:
     t = di.load(foreign)
