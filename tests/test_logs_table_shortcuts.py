@@ -23,9 +23,8 @@ import polars as pl
 import pytest
 from conftest import DATA
 
-from di.convert.logs import smi_query
 from di.convert.logs.nccltests import RANK_RE, _first_rank_lines, parse_nccl_tests
-from di.convert.logs.smi import KV_RE, SPLIT_KV_LINES, _key_values, parse_smi
+from di.convert.logs.smi import KV_RE, SPLIT_KV_LINES, _key_values, parse_smi, query_gpu
 from di.convert.logs.smi_query import (
     CAST_FIRST_ROWS,
     NA_CELL_RE,
@@ -221,7 +220,7 @@ def test_query_gpu_first_cells_by_distinct_or_by_row_alike(monkeypatch: pytest.M
         )
         parts = {}
         for repeats in (True, False):
-            monkeypatch.setattr(smi_query, "_repeats", lambda cells, repeats=repeats: repeats)
+            monkeypatch.setattr(query_gpu, "_repeats", lambda cells, repeats=repeats: repeats)
             parts[repeats] = parse_smi(lines)
         assert parts[True].samples.height, path.name
         assert parts[True].samples.equals(parts[False].samples), path.name
