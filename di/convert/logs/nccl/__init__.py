@@ -34,7 +34,7 @@ One module per concern: :mod:`.heads` (the NCCL prefix of each line, lines that 
 :mod:`.messages` (the distinct messages and their kinds), :mod:`.communicators` (Init lines, ranks, the ``comms``
 table), :mod:`.coll_fields` and :mod:`.collectives` (COLL lines), :mod:`.tunings` (TUNING lines),
 :mod:`.topology` (rings, trees and connections: ``comm_links``), :mod:`.versions` and :mod:`.instants` (WARN
-lines and errors); :func:`parse_nccl` puts their parts together.
+lines and errors), :mod:`.events` (the events together, on one clock); :func:`parse_nccl` puts their parts together.
 """
 
 from __future__ import annotations
@@ -53,22 +53,23 @@ from di.convert.logs.nccl.coll_fields import _coll_by_tokens as _coll_by_tokens
 from di.convert.logs.nccl.collectives import DTYPES, OPS, _collectives
 from di.convert.logs.nccl.collectives import _tuple_ids as _tuple_ids
 from di.convert.logs.nccl.communicators import INIT_RE as INIT_RE
-from di.convert.logs.nccl.communicators import _comms, _comms_table, _ranks
-from di.convert.logs.nccl.heads import SNIFF_RE, TRACK, _prefixed
+from di.convert.logs.nccl.communicators import _comms, _comms_table, _with_ranks
+from di.convert.logs.nccl.events import EPOCH_CLOCKS, _init_events, _timed_events
+from di.convert.logs.nccl.heads import SNIFF_RE, _prefixed
 from di.convert.logs.nccl.instants import _instants
 from di.convert.logs.nccl.messages import MESSAGE_TEXTS as MESSAGE_TEXTS
 from di.convert.logs.nccl.messages import _matching as _matching
-from di.convert.logs.nccl.messages import _message_ids, _message_kinds, _picked
+from di.convert.logs.nccl.messages import _message_ids, _message_kinds
 from di.convert.logs.nccl.topology import LINK_RE as LINK_RE
 from di.convert.logs.nccl.topology import RING_HOP_RE as RING_HOP_RE
 from di.convert.logs.nccl.topology import RING_RE as RING_RE
 from di.convert.logs.nccl.topology import TOPOLOGY_DROPPED as TOPOLOGY_DROPPED
 from di.convert.logs.nccl.topology import TREE_ONE_RE as TREE_ONE_RE
-from di.convert.logs.nccl.topology import _comm_links
+from di.convert.logs.nccl.topology import _comm_links, _topology_lines, _transports
 from di.convert.logs.nccl.topology import _link_groups as _link_groups
 from di.convert.logs.nccl.tunings import TUNE_RE as TUNE_RE
 from di.convert.logs.nccl.versions import VERSION_RE as VERSION_RE
-from di.convert.logs.nccl.versions import _version_lines
+from di.convert.logs.nccl.versions import _version_lines, _versions
 
 __all__ = ["DTYPES", "OPS", "SNIFF_RE", "parse_nccl"]
 
@@ -79,12 +80,7 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
     p, msgs = _message_ids(p)
     kinds = _message_kinds(msgs)
     ver = _version_lines(lines, p, msgs, heads, kinds["version"])
-    versions = (
-        sorted(set(ver.get_column("1").drop_nulls().to_list()) | set(ver.get_column("2").drop_nulls().to_list()))
-        if ver.height
-        else []
-    )
-    version = versions[0] if len(versions) == 1 else None
+    versions = _versions(ver)
     if not p.height:
         return Parts(
             "nccl",
@@ -92,72 +88,19 @@ def parse_nccl(lines: pl.DataFrame) -> Parts:
             info={"nccl": {"versions": versions}} if versions else {},
         )
     dropped: dict[str, int] = {}
+    version = versions[0] if len(versions) == 1 else None
     comms = _comms(p, msgs, heads, version, dropped, kinds)
-    rank = _ranks(p, heads, comms)
-    # each communicator's and head's rank: that of its (host, pid, dev)
-    comms = comms.hstack([rank[comms.get_column("gpu")].alias("grank")])
-    heads = heads.hstack([rank[heads.get_column("gpu")].alias("rank")])
+    comms, heads = _with_ranks(p, heads, comms)
     coll, n_coll_lines = _collectives(p, msgs, heads, comms, kinds)
-    inits = comms.with_columns(
-        pl.lit("ncclCommInit").alias("name"),
-        pl.lit("nccl").alias("cat"),
-        pl.lit(True).alias("instant"),
-        pl.col("grank").alias("rank"),
-        pl.struct(
-            pl.col("comm_key").alias("comm"),
-            pl.col("comm").alias("comm_ptr"),
-            pl.col("crank").alias("comm_rank"),
-            "nranks",
-            "cudadev",
-            "busid",
-            "version",
-            "state",
-            "line",
-        )
-        .struct.json_encode()
-        .alias("args"),
-    )
-    inst = _instants(p, msgs, heads)
-    cols = ["rank", "host", "pid", "dev", "line", "ts_ns", "ms_ns", "name", "cat", "instant", "args"]
-    extra = ["op", "comm", "seq", "instance_key", "root", "dtype", "group_size", "bytes"]
-    ev = pl.concat([coll[cols + extra], inits[cols], inst[cols]], how="diagonal_relaxed")
-    timed = ev.get_column("ts_ns").is_not_null().all()
-    trace_ms = not timed and ev.get_column("ms_ns").is_not_null().all()
-    # else the time of the nearest timestamped line of the file (another library's, a training log's), kept in line order
-    near = not timed and not trace_ms and "line_ts" in lines.columns and lines.get_column("line_ts").is_not_null().any()
-    if near:
-        ev = ev.join(lines[["line", "line_ts"]], on="line", how="left")
-        t = pl.col("line_ts") + (pl.col("line").cast(pl.Int64) - pl.col("line").cast(pl.Int64).min().over("line_ts"))
-    else:
-        t = pl.col("ts_ns") if timed else (pl.col("ms_ns") if trace_ms else pl.col("line").cast(pl.Int64))
-    # the collectives' tracks were formatted once per kind of COLL line, in the rows' order unless joined above
-    track = (
-        TRACK
-        if near
-        else pl.concat([coll.get_column("track"), inits.select(TRACK).to_series(), inst.select(TRACK).to_series()])
-    )
-    ev = ev.with_columns(t.alias("start_ns"), t.alias("end_ns"), track.alias("track"))
-    topo, _ = _picked(p, kinds["topology"], "line", "hid", "msg")
-    topo = topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
+    ev, clock = _timed_events(lines, coll, _init_events(comms), _instants(p, msgs, heads))
     topology: dict[str, int] = {}  # listed after the COLL lines' reason
-    links, nch = _comm_links(topo, comms, topology)
-    info: dict[str, Any] = {
-        "nccl": {
-            "versions": versions,
-            "time": "timestamps"
-            if timed
-            else ("trace_ms_since_start" if trace_ms else ("nearest_line_timestamp" if near else "line_order")),
-            "transports": links.filter(pl.col("kind") == "connection")
-            .group_by("comm", "via")
-            .len()
-            .sort("comm", "via")
-            .to_dicts(),
-        }
-    }
+    links, nch = _comm_links(_topology_lines(p, kinds["topology"], heads), comms, topology)
+    info: dict[str, Any] = {"nccl": {"versions": versions, "time": clock, "transports": _transports(links)}}
     bad_coll = n_coll_lines - coll.height
     if bad_coll:
         dropped["COLL lines in an unknown layout"] = bad_coll
     dropped.update(topology)
     claimed = pl.concat([p.get_column("line"), ver.get_column("line")])
     tables = {"comms": _comms_table(comms, ver, nch), "comm_links": links}
-    return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=timed or near, tables=tables)
+    epoch = clock in EPOCH_CLOCKS
+    return Parts("nccl", events=ev, claimed=claimed, dropped=dropped, info=info, epoch=epoch, tables=tables)

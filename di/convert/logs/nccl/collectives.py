@@ -94,8 +94,34 @@ def _collectives(
     pick = kinds["coll"]
     if not pick.any():  # no COLL line (most logs): none of the ~60 steps below on empty frames
         return pl.DataFrame(schema={**COLL_SCHEMA, "line": p.schema["line"]}), 0
+    c, fields, escape, n_lines = _coll_lines(p, msgs, heads, pick)
+    tune, algos = _tunings(p, msgs, heads, c, kinds["tune"])
+    c = c.with_columns(tune)
+    # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
+    # per kind of line, a distinct (head, fields, TUNING) (table ``k``), and gathered by the line's kind (``at``): a few
+    # kinds for thousands of lines
+    hid, fid, tune = (c.get_column(name) for name in ("hid", "fid", "tune"))
+    at, firsts = _tuple_ids((hid, heads.height), (fid, fields.height), ((tune + 1).fill_null(0), algos.height + 1))
+    k = pl.concat(
+        [
+            heads[["host", "pid", "dev", "ts_ns", "ms_ns", "rank"]].gather(hid[firsts]),
+            fields.gather(fid[firsts]),
+            algos.gather(tune[firsts]),
+        ],
+        how="horizontal",
+    )
+    k = _kind_columns(_kind_comms(k, comms))
+    c = c.hstack([k.get_column(name)[at] for name in (*KIND_COLUMNS, "group")])
+    return _coll_rows(c, escape), n_lines
+
+
+def _coll_lines(
+    p: pl.DataFrame, msgs: pl.Series, heads: pl.DataFrame, pick: pl.Series
+) -> tuple[pl.DataFrame, pl.DataFrame, bool, int]:
+    """The COLL lines (``pick``: the messages that are COLL lines) of a known layout (``line``, ``hid``, ``opname``,
+    ``opcount``, ``fid``: their row of the fields, ``op``, ``thread``), the distinct messages' fields
+    (:func:`_coll_by_tokens`), whether an opCount needs escaping in JSON, and how many COLL lines there were."""
     rows, at = _picked(p, pick, "line", "hid")
-    n_lines = rows.height
     # each distinct COLL message is read once: its name, opCount and the row of its other fields
     words, fields = _coll_by_tokens(msgs.filter(pick).to_frame())
     # a line without its name, count or datatype is dropped, counted with those of an unknown layout
@@ -113,21 +139,13 @@ def _collectives(
         [words.get_column(name)[at] for name in ("opname", "opcount", "fid", "op")]
     )
     c = c.hstack([heads.get_column("thread")[c.get_column("hid")]])
-    tune, algos = _tunings(p, msgs, heads, c, kinds["tune"])
-    c = c.with_columns(tune)
-    # what a line's head, fields and TUNING line give (comm, rank, device, sizes, most of its args) is worked out once
-    # per kind of line, a distinct (head, fields, TUNING) (table ``k``), and gathered by the line's kind (``at``): a few
-    # kinds for thousands of lines
-    hid, fid, tune = (c.get_column(name) for name in ("hid", "fid", "tune"))
-    at, firsts = _tuple_ids((hid, heads.height), (fid, fields.height), ((tune + 1).fill_null(0), algos.height + 1))
-    k = pl.concat(
-        [
-            heads[["host", "pid", "dev", "ts_ns", "ms_ns", "rank"]].gather(hid[firsts]),
-            fields.gather(fid[firsts]),
-            algos.gather(tune[firsts]),
-        ],
-        how="horizontal",
-    )
+    return c, fields, escape, rows.height
+
+
+def _kind_comms(k: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
+    """The kinds of COLL line ``k`` (row ``kind``) with their communicator (``comm``: its key, or host, pid and
+    pointer where its init was not logged; ``comm_ptr``, ``crank``, ``cn``: its size) and data type (``dtype``,
+    ``esize``); ``rank`` and ``dev`` those of the communicator where it is known."""
     key = comms.select(
         "host",
         "pid",
@@ -147,12 +165,35 @@ def _collectives(
     comm = pl.col("comm_key")
     if k.get_column("comm_key").has_nulls():
         comm = pl.coalesce(comm, pl.format("{}:{}:{}", "host", "pid", "comm_ptr"))
-    k = k.with_row_index("kind").with_columns(
+    return k.with_row_index("kind").with_columns(
         comm.alias("comm"),
         # one thread may drive several GPUs: the comm's device and rank, not the line's
         pl.coalesce("grank", "rank").alias("rank"),
         pl.coalesce("cudadev", "dev").alias("dev"),
     )
+
+
+KIND_COLUMNS = (
+    "rank",
+    "host",
+    "pid",
+    "dev",
+    "ts_ns",
+    "ms_ns",
+    "comm",
+    "root",
+    "dtype",
+    "group_size",
+    "bytes",
+    "args_mid",
+    "track",
+)
+"""What a COLL line takes from its kind (:func:`_kind_columns`), with the kind's ``group``."""
+
+
+def _kind_columns(k: pl.DataFrame) -> pl.DataFrame:
+    """``k`` (:func:`_kind_comms`) with ``args_mid`` (the args past opCount and up to the line's number), ``bytes``,
+    ``group_size``, ``track`` and ``group``, one id per (rank, comm)."""
     # the args past opCount and up to the line's number: a JSON object's middle
     mid = pl.struct(
         "count",
@@ -165,7 +206,7 @@ def _collectives(
         "proto",
         "dev",
     ).struct.json_encode()
-    k = k.with_columns(
+    return k.with_columns(
         pl.format(',{},"line":', mid.str.slice(1, mid.str.len_chars() - 2)).alias("args_mid"),
         (pl.col("count") * pl.col("esize")).alias("bytes"),
         pl.coalesce("nranks", "cn").alias("group_size"),
@@ -173,29 +214,18 @@ def _collectives(
         # the calls of one (rank, comm) are numbered in line order: one id per (rank, comm)
         pl.col("kind").min().over("rank", "comm").alias("group"),
     )
-    cols = (
-        "rank",
-        "host",
-        "pid",
-        "dev",
-        "ts_ns",
-        "ms_ns",
-        "comm",
-        "root",
-        "dtype",
-        "group_size",
-        "bytes",
-        "args_mid",
-        "track",
-    )
-    c = c.hstack([k.get_column(name)[at] for name in (*cols, "group")])
+
+
+def _coll_rows(c: pl.DataFrame, escape: bool) -> pl.DataFrame:
+    """The collectives (:data:`COLL_SCHEMA`) of the COLL lines ``c`` with their kinds' columns: ``seq`` numbered per
+    ``group``, args the opCount (escaped for JSON where ``escape``), the kind's middle and the line's number."""
     opcount = pl.col("opcount")
     if escape:
         opc = pl.struct(opcount.alias("opCount")).struct.json_encode().str.head(-1)
     else:
         opc = pl.concat_str(pl.lit('{"opCount":"'), opcount, pl.lit('"'))
     c = c.with_columns(pl.int_range(pl.len()).over("group").cast(pl.Int64).alias("seq"))
-    coll = c.select(
+    return c.select(
         "rank",
         "host",
         "pid",
@@ -217,4 +247,3 @@ def _collectives(
         "bytes",
         "track",
     )
-    return coll, n_lines

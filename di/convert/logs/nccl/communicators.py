@@ -59,6 +59,15 @@ def _ranks(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> pl.Seri
     return rank
 
 
+def _with_ranks(p: pl.DataFrame, heads: pl.DataFrame, comms: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``comms`` with ``grank`` and ``heads`` with ``rank``: each one's rank, that of its (host, pid, dev)
+    (:func:`_ranks`)."""
+    rank = _ranks(p, heads, comms)
+    comms = comms.hstack([rank[comms.get_column("gpu")].alias("grank")])
+    heads = heads.hstack([rank[heads.get_column("gpu")].alias("rank")])
+    return comms, heads
+
+
 def _comms_table(comms: pl.DataFrame, ver: pl.DataFrame, nch: pl.DataFrame) -> pl.DataFrame:
     """The ``comms`` table (see its schema): each init's version is the nearest ``NCCL version`` line before it
     (after it, for a log that prints it late)."""

@@ -36,6 +36,8 @@ LEVEL_HEX = {
 level, then whitespace or the line's end."""
 KEY_BYTES = len(" NCCL ") + len("ABORT")
 """A line's key: its bytes up to and with the level's (the head, `` NCCL `` and five bytes)."""
+RAW_TEXT = pl.col("text").cast(pl.Binary)
+"""A line's text as bytes (cut at byte offsets)."""
 
 
 TRACK = pl.format("NCCL {}:{} dev {}", "host", "pid", "dev")
@@ -71,14 +73,28 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # cut at bytes (str.slice counts characters: a line with non-ASCII text before the prefix was cut wrong); the head
     # and level of a line are read from its key: keys repeat (one per thread and level, or per timestamp), so the cut
     # in two, the regex, host fix-up and casts run once per distinct key
-    raw = pl.col("text").cast(pl.Binary)
-    found = found.with_columns(raw.bin.slice(0, pl.col("pos") + KEY_BYTES).alias("key"))
+    found = found.with_columns(RAW_TEXT.bin.slice(0, pl.col("pos") + KEY_BYTES).alias("key"))
     kid, firsts = distinct_ids(found.get_column("key"))
+    # the key holds its " NCCL " at pos: one pos per key
+    heads = _typed_heads(_fixed_hosts(_head_fields(found[["key", "pos"]].gather(firsts))))
+    hid, msg = _line_heads(found, heads, kid, len(firsts))
+    cols = [hid, msg]
+    if lid is not None:
+        cols = [col[lid] for col in cols] + [lid]
+    p = rows[["line", "prefix_rank"]].hstack(cols)
+    if hid.has_nulls():
+        p = p.filter(pl.col("hid").is_not_null())
+    return p, heads.drop("kid")
+
+
+def _head_fields(keys: pl.DataFrame) -> pl.DataFrame:
+    """The heads of the distinct keys ``keys`` (``key``, ``pos``; row ``kid``): ``kid``, ``head`` (the text before
+    `` NCCL ``), ``level`` and :data:`HEAD_RE`'s groups, kept where the level is one of :data:`LEVELS` and the head
+    names a host."""
     key = pl.col("key")
-    heads = found[["key", "pos"]].gather(firsts)  # the key holds its " NCCL " at pos: one pos per key
     head = key.bin.slice(0, pl.col("pos")).cast(pl.String)
-    heads = (
-        heads.select(
+    return (
+        keys.select(
             pl.int_range(pl.len(), dtype=pl.UInt32).alias("kid"),
             head.alias("head"),
             key.bin.slice(pl.col("pos") + 6, 5)
@@ -90,6 +106,10 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .unnest("g")
         .filter(pl.col("level").is_in(LEVELS) & pl.col("host").is_not_null())
     )
+
+
+def _fixed_hosts(heads: pl.DataFrame) -> pl.DataFrame:
+    """``heads`` (:func:`_head_fields`) with each unknown host replaced by the longest known host it ends with."""
     # a glued line's host may carry the tail of the line before it ("...N/A   0mew0:..."): the known host it ends with
     known = set(
         heads.filter(pl.col("head").str.starts_with(pl.col("host")) | pl.col("ts").is_not_null())
@@ -103,6 +123,12 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     }
     if fix:
         heads = heads.with_columns(pl.col("host").replace(fix))
+    return heads
+
+
+def _typed_heads(heads: pl.DataFrame) -> pl.DataFrame:
+    """``heads`` (:func:`_fixed_hosts`) as :func:`_prefixed`'s second table (still with ``kid``): numbers cast, times
+    in ns, heads whose numbers do not fit dropped, then ``hid`` (the row), ``thread`` and ``gpu``."""
     heads = heads.select(
         "kid",
         "level",
@@ -117,24 +143,23 @@ def _prefixed(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # are left to the unknown ones
     fits = pl.col("ms_ns").is_not_null() | ~pl.col("has_ms")
     heads = heads.drop_nulls(["pid", "tid", "dev"]).filter(fits).drop("has_ms").with_row_index("hid")
-    heads = heads.with_columns(
+    return heads.with_columns(
         pl.col("hid").min().over("host", "pid", "tid").alias("thread"),  # one id per thread
         pl.col("hid").min().over("host", "pid", "dev").alias("gpu"),  # one id per process and device
     )
-    # each line's head (null where its key is not a head's: those lines are not NCCL's) and the bytes of its level
-    hid = pl.repeat(None, len(firsts), dtype=pl.UInt32, eager=True)
+
+
+def _line_heads(found: pl.DataFrame, heads: pl.DataFrame, kid: pl.Series, n_keys: int) -> tuple[pl.Series, pl.Series]:
+    """Each line of ``found`` (``text``, ``pos``)'s head ``hid`` (null where its key ``kid``, one of ``n_keys``, is
+    not a head's: those lines are not NCCL's) and its message ``msg``, the text after ``NCCL LEVEL``."""
+    hid = pl.repeat(None, n_keys, dtype=pl.UInt32, eager=True)
     hid = hid.scatter(heads.get_column("kid"), heads.get_column("hid"))[kid].rename("hid")
+    # the bytes of each line's level
     skip = (7 + heads.get_column("level").str.len_bytes())[hid]
     # the message after "NCCL LEVEL ": one slice of the line (no copy of its rest first); the line's text and the
     # head's strings are not carried through the filters and joins that follow
-    msg = found.hstack([skip.alias("skip")]).select(raw.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String))
-    cols = [hid, msg.to_series().alias("msg")]
-    if lid is not None:
-        cols = [col[lid] for col in cols] + [lid]
-    p = rows[["line", "prefix_rank"]].hstack(cols)
-    if hid.has_nulls():
-        p = p.filter(pl.col("hid").is_not_null())
-    return p, heads.drop("kid")
+    msg = found.hstack([skip.alias("skip")]).select(RAW_TEXT.bin.slice(pl.col("pos") + pl.col("skip")).cast(pl.String))
+    return hid, msg.to_series().alias("msg")
 
 
 REPEATED_LINES = 0.3

@@ -5,9 +5,12 @@ prev -> me -> next``) and tree edges (``Trees [c] a/b/c->me->parent``, ``Tree c 
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from di.convert.logs.build import keep_counted
+from di.convert.logs.nccl.messages import _picked
 from di.convert.logs.text import all_ascii
 
 LINK_RE = (
@@ -224,3 +227,16 @@ def _comm_links(p: pl.DataFrame, comms: pl.DataFrame, dropped: dict[str, int]) -
     edges = pl.concat([rings[[*keys, "kind"]], trees[[*keys, "kind"]]]).join(via, on=keys, how="left", nulls_equal=True)
     links = pl.concat([conn, edges], how="diagonal_relaxed").drop_nulls(["comm"])
     return links.unique(maintain_order=True), nch
+
+
+def _topology_lines(p: pl.DataFrame, pick: pl.Series, heads: pl.DataFrame) -> pl.DataFrame:
+    """The topology lines of :func:`_prefixed`'s lines ``p`` (with ``mid``; ``pick``: whether each distinct message
+    is one, :func:`_message_kinds`' ``topology``) as :func:`_comm_links` reads them: ``line``, ``hid``, ``msg``,
+    ``mid`` and their head's ``gpu``."""
+    topo, _ = _picked(p, pick, "line", "hid", "msg")
+    return topo.hstack([heads.get_column("gpu")[topo.get_column("hid")]])
+
+
+def _transports(links: pl.DataFrame) -> list[dict[str, Any]]:
+    """How many connections of ``links`` (:func:`_comm_links`) each (comm, via) has (``info.nccl.transports``)."""
+    return links.filter(pl.col("kind") == "connection").group_by("comm", "via").len().sort("comm", "via").to_dicts()

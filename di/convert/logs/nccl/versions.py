@@ -35,3 +35,10 @@ def _version_lines(
     if whole.height and in_msg.height:
         ver = ver.sort("line")
     return ver.filter(pl.col("1").is_not_null() | pl.col("2").is_not_null())
+
+
+def _versions(ver: pl.DataFrame) -> list[str]:
+    """The distinct versions of the version lines ``ver`` (:func:`_version_lines`), sorted."""
+    if not ver.height:
+        return []
+    return sorted(set(ver.get_column("1").drop_nulls().to_list()) | set(ver.get_column("2").drop_nulls().to_list()))
