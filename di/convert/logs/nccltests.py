@@ -233,10 +233,47 @@ def _first_rank_lines(heads: pl.DataFrame) -> pl.DataFrame:
 
 def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     """nccl-tests tables and headers of a log as :class:`Parts` (see the module docstring)."""
+    heads, picked = _read_lines(lines)
+    marks = _mark_lines(heads)
+    tests = _run_tests(lines, marks)
+    if tests is None:
+        return Parts("nccl_tests")
+    test, named = tests
+    used = _fragments(picked, marks, test, named)
+    # a row matched ROW_RE: its fields are its words (no capturing regex)
+    legacy = bool(heads.select(pl.col("text").str.contains(LEGACY_HEAD_RE).any()).item())
+    row_re, word_res, cols = (LEGACY_ROW_RE, LEGACY_WORD_RES, LEGACY_COLS) if legacy else (ROW_RE, ROW_WORD_RES, COLS)
+    found, rows, g = _table_rows(used, row_re, word_res, cols)
+    samples = _samples(g, list(cols))
+    dropped: dict[str, int] = {}
+    ranks = _rank_lines(heads, dropped)
+    avg = _avg_busbw(marks, test, dropped)
+    info: dict[str, Any] = {
+        "nccl_tests": {
+            "version": _version(marks),
+            "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
+            "layout": "no root column (before 2.10)" if legacy else "current",
+            "rows": rows.height,
+            "ranks": ranks.drop("group").to_dicts(),
+            "avg_busbw_GBps": avg,
+            "time": "row_order",
+        }
+    }
+    claimed = pl.concat(
+        [
+            used.filter(~pl.col("frag").str.contains(" NCCL ", literal=True)).get_column("line"),
+            heads.get_column("line"),
+        ]
+    )
+    return Parts("nccl_tests", samples=samples, claimed=claimed, dropped=dropped, info=info, epoch=False)
+
+
+def _read_lines(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The header and footer lines (``#``) and the number-led ones of ``lines`` (each ``line``, ``text``): the few
+    lines the rest reads."""
     t = pl.col("text")
-    # the header and footer lines (``#``) and the number-led ones, the few lines the rest reads, by their first byte
-    # (compared as string views, which hold it inline); only the lines that start with whitespace or a non-ASCII
-    # character (maybe a Unicode space or digit) are searched
+    # by their first byte (compared as string views, which hold it inline); only the lines that start with whitespace
+    # or a non-ASCII character (maybe a Unicode space or digit) are searched
     lead = lines.select(
         lead_in(t, "#", "$").alias("hash"),
         (lead_in(t, "0", ":") | lead_in(t, ".", "/")).alias("num"),
@@ -248,22 +285,41 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     picked = pl.concat(
         [lines[["line", "text"]].filter(lead.get_column("num")), odd.filter(t.str.contains(r"^\s*[\d.]"))]
     )
-    # the lines that name a test, its average or the version (``# A`` to ``# n``, no rank line: ``#  R``): the
-    # regexes below see these few
+    return heads, picked
+
+
+def _mark_lines(heads: pl.DataFrame) -> pl.DataFrame:
+    """The lines of ``heads`` that name a test, its average or the version (``# A`` to ``# n``, no rank line: ``#
+    R``): the regexes that read the header see these few."""
+    t = pl.col("text")
     marks = heads.filter(lead_in(t, "# A", "# o"))
-    marks = marks.filter(
+    return marks.filter(
         t.str.contains(r"^# (?:Collective test starting:|Avg bus bandwidth|nccl-tests version|nThread \d+ nGpus)")
     )
+
+
+def _run_tests(lines: pl.DataFrame, marks: pl.DataFrame) -> tuple[pl.Series, bool] | None:
+    """Per line of ``marks``, the test it starts (null on the others), and whether ``# Collective test starting:``
+    lines name them (else, before 2.13, :func:`_legacy_tests`); None where no line starts a run."""
+    t = pl.col("text")
     test = _on_lines_starting(
         marks, "# Collective test starting: ", t.str.extract(r"^# Collective test starting: (\w+)")
     )
     named = bool(test.is_not_null().any())
     if not named:  # nccl-tests before 2.13: each run's header names no test
-        test = _legacy_tests(lines, marks)
-        if test is None:
-            return Parts("nccl_tests")
-    # table fragments: number-led lines (a row, a row's tail, a row head glued to an NCCL line: no line of ``heads``)
-    # and test headers (of ``marks``); picked first, so the NCCL tail is cut on these few lines only
+        legacy = _legacy_tests(lines, marks)
+        if legacy is None:
+            return None
+        test = legacy
+    return test, named
+
+
+def _fragments(picked: pl.DataFrame, marks: pl.DataFrame, test: pl.Series, named: bool) -> pl.DataFrame:
+    """The table fragments (``line``, ``frag``), in line order: number-led lines (a row, a row's tail, a row head glued
+    to an NCCL line: no line of ``heads``), the NCCL tail cut off, and test headers (of ``marks``) as
+    :data:`TEST_MARK` and the test's name."""
+    t = pl.col("text")
+    # picked first, so the NCCL tail is cut on these few lines only
     is_test = t.str.starts_with("# Collective test starting: " if named else RUN_HEAD)
     marks = marks.with_columns(test.alias("test"))
     cand = pl.concat([picked.with_columns(pl.lit(None, pl.String).alias("test")), marks.filter(is_test)]).sort("line")
@@ -276,10 +332,15 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
         if rows.len():
             frag = frag.scatter(rows, cand[rows].select(value).to_series())
     cand = cand.with_columns(frag.alias("frag"))
-    used = cand.select("line", "frag").drop_nulls("frag")
-    # a row matched ROW_RE: its fields are its words (no capturing regex)
-    legacy = bool(heads.select(t.str.contains(LEGACY_HEAD_RE).any()).item())
-    row_re, word_res, cols = (LEGACY_ROW_RE, LEGACY_WORD_RES, LEGACY_COLS) if legacy else (ROW_RE, ROW_WORD_RES, COLS)
+    return cand.select("line", "frag").drop_nulls("frag")
+
+
+def _table_rows(
+    used: pl.DataFrame, row_re: str, word_res: tuple[str, ...], cols: dict[str, int]
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The tables' rows in the fragments ``used`` (:func:`_fragments`): the matches (``m``, ``is_test``, ``test``) of
+    ``row_re`` (a row of words ``word_res``), the rows among them (numbered ``i``), and the rows' values (``i``,
+    ``test`` and a Float64 column per series of ``cols``)."""
     whole = _whole_rows(used.get_column("frag"), cols, word_res)
     if whole is not None:
         found, nums = whole
@@ -298,45 +359,41 @@ def parse_nccl_tests(lines: pl.DataFrame) -> Parts:
     if whole is None:
         nums = _row_numbers(rows.get_column("m"), cols, len(word_res))
     if nums is not None:
-        g = rows.select("i", "test").hstack(nums)
-    else:
-        words = pl.col("m").str.extract_all(r"\S+")
-        g = rows.select("i", "test", words.alias("w")).select(
-            "i",
-            "test",
-            *[
-                pl.col("w").list.get(k, null_on_oob=True).cast(pl.Float64, strict=False).alias(n)
-                for n, k in cols.items()
-            ],
-        )
-    samples = _samples(g, list(cols))
+        return found, rows, rows.select("i", "test").hstack(nums)
+    words = pl.col("m").str.extract_all(r"\S+")
+    g = rows.select("i", "test", words.alias("w")).select(
+        "i",
+        "test",
+        *[pl.col("w").list.get(k, null_on_oob=True).cast(pl.Float64, strict=False).alias(n) for n, k in cols.items()],
+    )
+    return found, rows, g
+
+
+def _rank_lines(heads: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
+    """The ranks of the header (:func:`_first_rank_lines`), their numbers as Int64; those with a number beyond int64
+    left out, counted in ``dropped``."""
     ints = ("rank", "pid", "device")
     ranks = _first_rank_lines(heads).with_columns(pl.col(c).cast(pl.Int64, strict=False) for c in ints)
     fits = pl.all_horizontal(pl.col(c).is_not_null() for c in ints)
-    dropped: dict[str, int] = {}
-    ranks = keep_counted(ranks, fits, dropped, "rank lines with a number beyond int64")
+    return keep_counted(ranks, fits, dropped, "rank lines with a number beyond int64")
+
+
+def _avg_busbw(marks: pl.DataFrame, test: pl.Series, dropped: dict[str, int]) -> dict[str, float]:
+    """Each test's ``# Avg bus bandwidth`` (GB/s; ``test``: the test each line of ``marks`` starts); the lines
+    without a number counted in ``dropped``."""
+    t = pl.col("text")
     avg_value = t.str.extract(r"^# Avg bus bandwidth\s*:\s*([\d.]+)").cast(pl.Float64, strict=False)
     avg = pl.DataFrame({"test": test.forward_fill(), "v": _on_lines_starting(marks, "# Avg bus bandwidth", avg_value)})
     avg_lines = marks.get_column("text").str.starts_with("# Avg bus bandwidth")
     unread = int((avg_lines & avg.get_column("v").is_null()).sum())
     if unread:  # "1.2.3", no number: the line is the run's, its value none
         dropped["Avg bus bandwidth lines without a number"] = unread
-    version = _on_lines_starting(marks, "# nccl-tests version ", t.str.extract(r"^# nccl-tests version (\S+)"))
-    info: dict[str, Any] = {
-        "nccl_tests": {
-            "version": version.drop_nulls().first() if version.null_count() < version.len() else None,
-            "tests": found.filter("is_test").get_column("test").unique(maintain_order=True).to_list(),
-            "layout": "no root column (before 2.10)" if legacy else "current",
-            "rows": rows.height,
-            "ranks": ranks.drop("group").to_dicts(),
-            "avg_busbw_GBps": dict(avg.drop_nulls().iter_rows()),
-            "time": "row_order",
-        }
-    }
-    claimed = pl.concat(
-        [
-            used.filter(~pl.col("frag").str.contains(" NCCL ", literal=True)).get_column("line"),
-            heads.get_column("line"),
-        ]
+    return dict(avg.drop_nulls().iter_rows())
+
+
+def _version(marks: pl.DataFrame) -> str | None:
+    """The version of the first ``# nccl-tests version`` line of ``marks`` (None without one)."""
+    version = _on_lines_starting(
+        marks, "# nccl-tests version ", pl.col("text").str.extract(r"^# nccl-tests version (\S+)")
     )
-    return Parts("nccl_tests", samples=samples, claimed=claimed, dropped=dropped, info=info, epoch=False)
+    return version.drop_nulls().first() if version.null_count() < version.len() else None
