@@ -86,21 +86,10 @@ def _bars(seg: pl.DataFrame) -> pl.DataFrame:
 
 def parse_progress(lines: pl.DataFrame) -> Parts:
     """tqdm progress bars of a log as :class:`Parts` (see the module docstring)."""
-    t = pl.col("text")
-    own = pl.col("own_ts") if "own_ts" in lines.columns else pl.lit(None, pl.Int64)
-    # the times the log printed at or before each line, and at or after it
-    cand = lines.with_columns(own.forward_fill().alias("before"), own.backward_fill().alias("after")).filter(
-        t.str.contains_any(list(RATE_LITERALS))
-    )
+    cand = _rate_lines(lines)
     if not cand.height:
         return Parts("progress")
-    rank = pl.col("prefix_rank") if "prefix_rank" in cand.columns else pl.lit(None, pl.Int64)
-    seg = (
-        cand.select("line", rank.cast(pl.Int64).alias("rank"), "before", "after", t.str.split("\r").alias("seg"))
-        .explode("seg")
-        .filter(pl.col("seg").str.strip_chars() != "")
-    )
-    bars = _bars(seg)
+    bars = _bars(_segments(cand))
     ok = pl.col("n").is_not_null()
     if not bars.select(ok.any()).item():
         return Parts("progress")
@@ -110,67 +99,11 @@ def parse_progress(lines: pl.DataFrame) -> Parts:
     cut = bars.filter(~ok & pl.col("seg").str.contains(CUT_BAR_RE)).height
     if cut:
         dropped["segments naming a rate that are no whole bar"] = cut
-    b = bars.filter(ok).with_columns(
-        pl.col("n").cast(pl.Int64, strict=False),
-        _elapsed_ns("elapsed").alias("elapsed_ns"),
-        pl.col("rate").cast(pl.Float64, strict=False),
-        pl.col("desc").str.strip_chars().str.strip_chars_end(":").alias("desc"),
-    )
-    # a new bar where the position goes back or the description changes, per rank; each bar starts where the last
-    # one ended (its largest elapsed time)
-    new_bar = (pl.col("n") < pl.col("n").shift(1)) | (pl.col("desc") != pl.col("desc").shift(1))
-    b = b.with_columns(new_bar.over("rank").fill_null(True).cum_sum().over("rank").alias("bar"))
-    ends = b.group_by("rank", "bar").agg(pl.col("elapsed_ns").max().alias("end")).sort("rank", "bar")
-    ends = ends.with_columns((pl.col("end").cum_sum().over("rank") - pl.col("end")).alias("offset"))
-    b = b.join(ends.select("rank", "bar", "offset"), on=["rank", "bar"], how="left", nulls_equal=True)
-    # a bar starts at the last time the log printed before it, else it ends at the first printed after it
-    span = pl.col("elapsed_ns").max().over("rank", "bar")
-    before, after = pl.col("before").first().over("rank", "bar"), pl.col("after").last().over("rank", "bar")
-    b = b.with_columns(pl.coalesce(before, after - span).alias("start"))
-    timed = bool(b.get_column("start").is_not_null().all())
-    start = pl.col("start") if timed else pl.col("offset")
-    b = b.with_columns((start + pl.col("elapsed_ns")).alias("ts_ns"))
-    per_s = pl.when(pl.col("unit") == "it/s").then(pl.col("rate")).otherwise(1 / pl.col("rate"))
-    base = [pl.col("rank"), pl.lit(None, pl.String).alias("host"), pl.lit("training").alias("track")]
-    fixed = pl.concat(
-        [
-            b.select(*base, pl.lit(name).alias("series"), pl.lit(unit).alias("unit"), "ts_ns", value.alias("value"))
-            for name, unit, value in (
-                ("steps_per_s", "steps/s", per_s),
-                ("step_time", "s", 1 / per_s),
-                ("step", "count", pl.col("n").cast(pl.Float64)),
-            )
-        ]
-    )
-    post = (
-        b.select("rank", "ts_ns", pl.col("post").str.extract_all(ascii_mode(POSTFIX_RE, b["post"])).alias("kv"))
-        .explode("kv")
-        .drop_nulls("kv")
-        .with_columns(pl.col("kv").str.split_exact("=", 1).struct.rename_fields(["k", "v"]).alias("g"))
-        .unnest("g")
-        .filter(~pl.col("k").is_in(list(SKIPPED_KEYS)))
-    )
-    samples = fixed
-    if post.height:
-        from di.convert.logs.training import KEYS
-
-        key = pl.col("k").str.to_lowercase()
-        names = pl.DataFrame(
-            {"k": list(KEYS), "series": [v[0] for v in KEYS.values()], "unit": [v[1] for v in KEYS.values()]}
-        )
-        post = post.with_columns(key.alias("k")).join(names, on="k", how="left", maintain_order="left")
-        samples = pl.concat(
-            [
-                fixed,
-                post.select(
-                    *base,
-                    pl.coalesce("series", "k").alias("series"),
-                    pl.col("unit").cast(pl.String),
-                    "ts_ns",
-                    pl.col("v").cast(pl.Float64, strict=False).alias("value"),
-                ),
-            ]
-        )
+    b, timed = _timed(_numbered(bars.filter(ok)))
+    samples = _fixed_samples(b)
+    post = _postfix_samples(b)
+    if post is not None:
+        samples = pl.concat([samples, post])
     samples = samples.filter(pl.col("value").is_not_null() & pl.col("ts_ns").is_not_null())
     info: dict[str, Any] = {
         "progress": {
@@ -187,4 +120,105 @@ def parse_progress(lines: pl.DataFrame) -> Parts:
         dropped=dropped,
         info=info,
         epoch=timed,
+    )
+
+
+def _rate_lines(lines: pl.DataFrame) -> pl.DataFrame:
+    """The lines that name a rate (:data:`RATE_LITERALS`), with ``before`` and ``after``: the times the log printed at
+    or before each line, and at or after it."""
+    own = pl.col("own_ts") if "own_ts" in lines.columns else pl.lit(None, pl.Int64)
+    return lines.with_columns(own.forward_fill().alias("before"), own.backward_fill().alias("after")).filter(
+        pl.col("text").str.contains_any(list(RATE_LITERALS))
+    )
+
+
+def _segments(cand: pl.DataFrame) -> pl.DataFrame:
+    """The non-blank segments (``seg``) of the lines ``cand`` between carriage returns, with their ``line``,
+    ``rank`` (a launcher's prefix, else null), ``before`` and ``after``."""
+    rank = pl.col("prefix_rank") if "prefix_rank" in cand.columns else pl.lit(None, pl.Int64)
+    return (
+        cand.select(
+            "line", rank.cast(pl.Int64).alias("rank"), "before", "after", pl.col("text").str.split("\r").alias("seg")
+        )
+        .explode("seg")
+        .filter(pl.col("seg").str.strip_chars() != "")
+    )
+
+
+def _numbered(bars: pl.DataFrame) -> pl.DataFrame:
+    """The whole bars' updates (:func:`_bars`) read (``n``, ``elapsed_ns``, ``rate``, ``desc``), each with its
+    ``bar`` (numbered per rank) and ``offset`` (the sum of the rank's bars before it: their largest elapsed times)."""
+    b = bars.with_columns(
+        pl.col("n").cast(pl.Int64, strict=False),
+        _elapsed_ns("elapsed").alias("elapsed_ns"),
+        pl.col("rate").cast(pl.Float64, strict=False),
+        pl.col("desc").str.strip_chars().str.strip_chars_end(":").alias("desc"),
+    )
+    # a new bar where the position goes back or the description changes, per rank; each bar starts where the last
+    # one ended (its largest elapsed time)
+    new_bar = (pl.col("n") < pl.col("n").shift(1)) | (pl.col("desc") != pl.col("desc").shift(1))
+    b = b.with_columns(new_bar.over("rank").fill_null(True).cum_sum().over("rank").alias("bar"))
+    ends = b.group_by("rank", "bar").agg(pl.col("elapsed_ns").max().alias("end")).sort("rank", "bar")
+    ends = ends.with_columns((pl.col("end").cum_sum().over("rank") - pl.col("end")).alias("offset"))
+    return b.join(ends.select("rank", "bar", "offset"), on=["rank", "bar"], how="left", nulls_equal=True)
+
+
+def _timed(b: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """The updates ``b`` (:func:`_numbered`) with ``start`` and ``ts_ns``, and whether every bar is timed by the log's
+    timestamps (else all by their ``offset``)."""
+    # a bar starts at the last time the log printed before it, else it ends at the first printed after it
+    span = pl.col("elapsed_ns").max().over("rank", "bar")
+    before, after = pl.col("before").first().over("rank", "bar"), pl.col("after").last().over("rank", "bar")
+    b = b.with_columns(pl.coalesce(before, after - span).alias("start"))
+    timed = bool(b.get_column("start").is_not_null().all())
+    start = pl.col("start") if timed else pl.col("offset")
+    return b.with_columns((start + pl.col("elapsed_ns")).alias("ts_ns")), timed
+
+
+def _base() -> list[pl.Expr]:
+    """A sample's ``rank``, ``host`` and ``track``."""
+    return [pl.col("rank"), pl.lit(None, pl.String).alias("host"), pl.lit("training").alias("track")]
+
+
+def _fixed_samples(b: pl.DataFrame) -> pl.DataFrame:
+    """The ``steps_per_s``, ``step_time`` and ``step`` samples of the updates ``b`` (:func:`_timed`)."""
+    per_s = pl.when(pl.col("unit") == "it/s").then(pl.col("rate")).otherwise(1 / pl.col("rate"))
+    return pl.concat(
+        [
+            b.select(*_base(), pl.lit(name).alias("series"), pl.lit(unit).alias("unit"), "ts_ns", value.alias("value"))
+            for name, unit, value in (
+                ("steps_per_s", "steps/s", per_s),
+                ("step_time", "s", 1 / per_s),
+                ("step", "count", pl.col("n").cast(pl.Float64)),
+            )
+        ]
+    )
+
+
+def _postfix_samples(b: pl.DataFrame) -> pl.DataFrame | None:
+    """The samples of the postfixes' numeric ``key=value`` s of the updates ``b`` (:func:`_timed`), named as a
+    training log's keys (:data:`di.convert.logs.training.KEYS`); None where there are none."""
+    post = (
+        b.select("rank", "ts_ns", pl.col("post").str.extract_all(ascii_mode(POSTFIX_RE, b["post"])).alias("kv"))
+        .explode("kv")
+        .drop_nulls("kv")
+        .with_columns(pl.col("kv").str.split_exact("=", 1).struct.rename_fields(["k", "v"]).alias("g"))
+        .unnest("g")
+        .filter(~pl.col("k").is_in(list(SKIPPED_KEYS)))
+    )
+    if not post.height:
+        return None
+    from di.convert.logs.training import KEYS
+
+    key = pl.col("k").str.to_lowercase()
+    names = pl.DataFrame(
+        {"k": list(KEYS), "series": [v[0] for v in KEYS.values()], "unit": [v[1] for v in KEYS.values()]}
+    )
+    post = post.with_columns(key.alias("k")).join(names, on="k", how="left", maintain_order="left")
+    return post.select(
+        *_base(),
+        pl.coalesce("series", "k").alias("series"),
+        pl.col("unit").cast(pl.String),
+        "ts_ns",
+        pl.col("v").cast(pl.Float64, strict=False).alias("value"),
     )

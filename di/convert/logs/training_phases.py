@@ -69,6 +69,30 @@ def step_phases(lines: pl.DataFrame, steps: pl.DataFrame | None) -> tuple[pl.Dat
     if not found.height:
         return empty_samples(), empty_events(), pl.Series("line", [], pl.UInt32)
     found = _after_step(found, steps)
+    timers, val = _timers(found), _validations(found)
+    samples = (
+        pl.concat([timers.select("line", "rank", "ts", "series", "unit", "value"), val])
+        .drop_nulls("value")
+        .select(
+            "rank",
+            pl.lit("training").alias("track"),
+            "series",
+            "unit",
+            pl.col("ts").alias("ts_ns"),
+            "value",
+        )
+    )
+    events = _phase_instants(found)
+    text = pl.col("text")
+    read = pl.concat([timers.get_column("line"), val.get_column("line"), events.get_column("line")]).unique()
+    heads = found.filter(text.str.contains(TIMERS_HEAD, literal=True) | text.str.contains(SAVED_RE)).get_column("line")
+    return samples, events, pl.concat([read, heads]).cast(pl.UInt32).unique().sort()
+
+
+def _timers(found: pl.DataFrame) -> pl.DataFrame:
+    """The timers of the lines ``found`` (:func:`_after_step`'s), in either layout: ``line``, ``rank``, ``ts`` (the
+    end of the step line before them: :func:`_after_step`'s ``step_ts``), ``step_ts``, ``name``, ``value`` (ms,
+    null where unreadable), ``series`` (``<name>-time``) and ``unit``."""
     text = pl.col("text")
     flat = found.filter(text.str.contains(TIMERS_LINE, literal=True)).with_columns(
         text.str.split(TIMERS_LINE).list.last().str.extract_all(r"([\w\-/.]+): ([-+\d.eE]+)").alias("pair")
@@ -90,11 +114,17 @@ def step_phases(lines: pl.DataFrame, steps: pl.DataFrame | None) -> tuple[pl.Dat
         text.str.extract(TIMER_ROW_RE, 1).alias("name"),
         text.str.extract(TIMER_ROW_RE, 3).cast(pl.Float64, strict=False).alias("value"),
     )
-    timers = pl.concat([flat, rows]).with_columns(
+    return pl.concat([flat, rows]).with_columns(
         pl.format("{}-time", "name").alias("series"), pl.lit("ms").alias("unit"), pl.col("step_ts").alias("ts")
     )
+
+
+def _validations(found: pl.DataFrame) -> pl.DataFrame:
+    """Megatron's validation lines among ``found``: a ``val_loss`` and a ``val_ppl`` row each (``line``, ``rank``,
+    ``ts``, ``series``, ``unit``, ``value``; null where the line gives none)."""
+    text = pl.col("text")
     val = found.filter(text.str.contains(VALIDATION_RE))
-    val = pl.concat(
+    return pl.concat(
         [
             val.select(
                 "line",
@@ -110,28 +140,18 @@ def step_phases(lines: pl.DataFrame, steps: pl.DataFrame | None) -> tuple[pl.Dat
             )
         ]
     )
-    samples = (
-        pl.concat([timers.select("line", "rank", "ts", "series", "unit", "value"), val])
-        .drop_nulls("value")
-        .select(
-            "rank",
-            pl.lit("training").alias("track"),
-            "series",
-            "unit",
-            pl.col("ts").alias("ts_ns"),
-            "value",
-        )
-    )
+
+
+def _phase_instants(found: pl.DataFrame) -> pl.DataFrame:
+    """The ``evaluation`` and ``checkpoint save`` instants of the lines ``found``, cat ``user``."""
+    text = pl.col("text")
     name = (
         pl.when(text.str.contains(VALIDATION_RE) | text.str.contains(EVALUATION_RE))
         .then(pl.lit("evaluation"))
         .when(text.str.contains(CHECKPOINT_RE))
         .then(pl.lit("checkpoint save"))
     )
-    events = line_instants(found.with_columns(name.alias("name")).filter(pl.col("name").is_not_null()), "user")
-    read = pl.concat([timers.get_column("line"), val.get_column("line"), events.get_column("line")]).unique()
-    heads = found.filter(text.str.contains(TIMERS_HEAD, literal=True) | text.str.contains(SAVED_RE)).get_column("line")
-    return samples, events, pl.concat([read, heads]).cast(pl.UInt32).unique().sort()
+    return line_instants(found.with_columns(name.alias("name")).filter(pl.col("name").is_not_null()), "user")
 
 
 def _after_step(found: pl.DataFrame, steps: pl.DataFrame | None) -> pl.DataFrame:
