@@ -35,7 +35,7 @@ from di.convert.logs.reader import (
     _search,
     present_families,
 )
-from di.convert.logs.smi_query import NUM_RE, read_numbers
+from di.convert.logs.smi.cells import NUM_RE, read_numbers
 from di.convert.logs.text import (
     ANSI_RE,
     LINE_TS_RE,

@@ -321,7 +321,7 @@ def test_query_gpu_header_whose_first_field_is_a_series(tmp_path: Path) -> None:
 def test_distinct_numbering_is_exact_when_hashes_collide(monkeypatch: pytest.MonkeyPatch) -> None:
     """Values are numbered by their hashes and checked: where all hashes collide the numbering falls back to a join,
     and either way each value's number leads back to it."""
-    from di.convert.logs.smi_query import distinct_codes
+    from di.convert.logs.smi.cells import distinct_codes
 
     values = pl.Series(["a", None, "b", "a", None, "c", "b"])
     for collide in (False, True):
