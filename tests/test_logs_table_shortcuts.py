@@ -7,7 +7,7 @@ Over the real logs of ../shared/data/logs (skipped when absent) and hand-built l
 - nccl-tests' table and header lines picked by their first byte are those the anchored regex picks;
 - ``--query-gpu`` timestamps read as whole seconds plus a fraction equal the one-format parse;
 - cell numbers cast as integers first equal :data:`~di.convert.logs.smi.cells.NUM_RE`'s reading (negative zero too);
-- ``-q`` lines split at their first colon give :data:`~di.convert.logs.smi.KV_RE`'s groups;
+- ``-q`` lines split at their first colon give :data:`~di.convert.logs.smi.qlog.KV_RE`'s groups;
 - ``--query-gpu`` first cells read once per distinct cell, or once per row, give the same samples;
 - cells read once per distinct cell (:func:`~di.convert.logs.smi.cells.read_once`) equal each cell read;
 - lines' first bytes read from their string views (:func:`~di.convert.logs.leadbytes.lead_bytes`) are their texts'.
@@ -24,7 +24,8 @@ import pytest
 from conftest import DATA
 
 from di.convert.logs.nccltests import RANK_RE, _first_rank_lines, parse_nccl_tests
-from di.convert.logs.smi import KV_RE, SPLIT_KV_LINES, _key_values, parse_smi, query_gpu
+from di.convert.logs.smi import parse_smi, query_gpu
+from di.convert.logs.smi.qlog import KV_RE, SPLIT_KV_LINES, _key_values
 from di.convert.logs.smi.cells import CAST_FIRST_ROWS, NA_CELL_RE, NUM_RE, read_numbers, read_once
 from di.convert.logs.smi.timestamps import PLAIN_TS_RE, epoch_ns, timestamps
 from di.convert.logs.text import lead_in, read_lines

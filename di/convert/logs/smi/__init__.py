@@ -31,26 +31,10 @@ import numpy as np
 import polars as pl
 
 from di.convert.logs.build import Parts
-
-# ``import X as X``: names read from this package elsewhere (the reader, the tests, older imports), not by parse_smi
-from di.convert.logs.smi.cells import NUM_RE as NUM_RE
-from di.convert.logs.smi.cells import distinct_codes as distinct_codes
-from di.convert.logs.smi.cells import read_numbers as read_numbers
-from di.convert.logs.smi.cells import read_once as read_once
-from di.convert.logs.smi.dcgmi import DCGMI_ENTITY as DCGMI_ENTITY
 from di.convert.logs.smi.dcgmi import DCGMI_HEADER_RE, _dcgmi
-from di.convert.logs.smi.dcgmi import DCGMI_UNITS as DCGMI_UNITS
-from di.convert.logs.smi.dmon import DMON_INTERVAL_NS as DMON_INTERVAL_NS
 from di.convert.logs.smi.dmon import DMON_RE, _dmon
-from di.convert.logs.smi.dmon import _time_of_day as _time_of_day
-from di.convert.logs.smi.kinds import _Kinds as _Kinds
 from di.convert.logs.smi.kinds import _kinds
-from di.convert.logs.smi.qlog import KV_RE as KV_RE
 from di.convert.logs.smi.qlog import QLOG_RE, _qlog
-from di.convert.logs.smi.qlog import SPLIT_KV_LINES as SPLIT_KV_LINES
-from di.convert.logs.smi.qlog import _filled as _filled
-from di.convert.logs.smi.qlog import _key_values as _key_values
-from di.convert.logs.smi.qlog import _reports as _reports
 from di.convert.logs.smi.query_gpu import parse_query_gpu
 from di.convert.logs.smi.query_heads import HEADER_RE, NOHEADER_RE, UNITS
 
