@@ -1,0 +1,109 @@
+"""What the Chrome writer writes besides trace events: the M lines and the ``diTrace`` object.
+
+* M lines: ``process_name`` / ``process_sort_index`` of every process that holds
+  data, ``thread_name`` / ``thread_sort_index`` of every track that holds events.
+* ``diTrace``: what Chrome events cannot carry, read back by
+  :mod:`di.convert.chrome.ditrace`: every emitted (pid, tid) with its location and
+  lane, the series table, meta, counts, the ``messages`` and ``collectives`` tables
+  (columns of values; event references are events rows), ``categories`` (each
+  event's canonical category as one letter, only when reading the written ``cat``
+  back would not give it) and ``side_tables`` (:mod:`di.convert.side_tables`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from di.convert import side_tables
+from di.convert.chrome.fragments import json_text
+from di.convert.chrome.tracks import TrackLayout
+from di.trace import Trace
+
+__all__ = ["di_trace", "metadata_lines"]
+
+
+def metadata_lines(layout: TrackLayout, counter_pids: set[int]) -> bytes:
+    """M lines: names and sort indices of the processes and tracks that hold data."""
+    tracks = layout.tracks.filter("used")
+    used = set(tracks.get_column("pid").to_list()) | counter_pids
+    lines = []
+    for p in layout.procs.filter(pl.col("pid").is_in(sorted(used))).iter_rows(named=True):
+        lines.append({"ph": "M", "pid": p["pid"], "name": "process_name", "args": {"name": p["process_name"]}})
+        lines.append({"ph": "M", "pid": p["pid"], "name": "process_sort_index", "args": {"sort_index": p["pid"]}})
+    for t in tracks.select("pid", "tid", "thread_name").iter_rows(named=True):
+        lines.append(
+            {"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_name", "args": {"name": t["thread_name"]}}
+        )
+        lines.append(
+            {"ph": "M", "pid": t["pid"], "tid": t["tid"], "name": "thread_sort_index", "args": {"sort_index": t["tid"]}}
+        )
+    return "".join(",\n" + json_text(line) for line in lines).encode()
+
+
+def di_trace(trace: Trace, layout: TrackLayout, series: list[dict[str, Any]], t0: int, counts: dict[str, int]) -> bytes:
+    """The diTrace object: every emitted (pid, tid) with its location and lane, series, meta."""
+    locations = layout.tracks.select(
+        "pid",
+        "tid",
+        "loc",
+        "lane",
+        "rank",
+        pl.col("kind").cast(pl.String),
+        "device",
+        "stream",
+        "name",
+        "process",
+        "host",
+        "src_pid",
+        "src_tid",
+        "sort_index",
+        "source",
+    ).to_dicts()
+    meta = trace.meta
+    di_meta = {
+        "clock": meta.get("clock"),
+        "sources": meta.get("sources", []),
+        "world_size": meta.get("world_size"),
+        "start_ns": t0,
+    }
+    tables = {
+        name: _columns(getattr(trace, name)) for name in ("messages", "collectives") if getattr(trace, name).height
+    }
+    cats = _categories(trace.events)
+    side = side_tables.encode_all(trace, "Chrome JSON")
+    if side:
+        tables[side_tables.KEY] = side
+    return json_text(
+        {
+            "schema_version": 1,
+            "locations": locations,
+            "series": series,
+            "meta": di_meta,
+            **counts,
+            **tables,
+            **({"categories": cats} if cats else {}),
+        }
+    ).encode()
+
+
+def _columns(table: pl.DataFrame) -> dict[str, list[Any]]:
+    """A table as {column: values}, for diTrace (Chrome JSON has no place for messages and collectives)."""
+    return {c: table.get_column(c).to_list() for c in table.columns}
+
+
+def _categories(ev: pl.DataFrame) -> str | None:
+    """Each event's canonical ``cat``, one letter per events row ('a' + its index in
+    the vocabulary), when reading the written ``cat`` (``src_cat``, else ``cat``)
+    and name back would give another category for some event; else None."""
+    from di.convert.categories import canonical_cats
+
+    if not ev.height:
+        return None
+    written = ev.select(pl.coalesce(pl.col("src_cat").cast(pl.String), pl.col("cat").cast(pl.String))).to_series()
+    codes = ev.get_column("cat").to_physical().to_numpy()
+    if (canonical_cats(written, ev.get_column("name")).to_physical().to_numpy() == codes).all():
+        return None
+    return (codes.astype(np.uint8) + ord("a")).tobytes().decode("ascii")
