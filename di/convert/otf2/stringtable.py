@@ -1,0 +1,146 @@
+"""The OTF2 writer's string definitions: one table, ref = insertion order, ``""`` is ref 0.
+
+Names that are few (regions, locations, communicators, attributes) are added one
+by one (:meth:`Strings.ref`); a column of per-event strings (args texts,
+``di.flows_in`` lists) is added whole (:meth:`Strings.add_many`) and numbered on
+its UTF-8 buffer in numba, never through a Python dict or loop per row.
+:meth:`Strings.chunks` hands the table to :func:`emit.write_strings` in ref order;
+after it only lookups are allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from di.convert.columns import readonly, text_spans, utf8_buffers
+from di.convert.otf2 import emit
+from di.convert.otf2.rowids import text_ids
+from di.convert.stringviews import gather_spans
+
+__all__ = ["DISTINCT_SAMPLE", "MOSTLY_DISTINCT", "Strings", "TextColumn", "mostly_distinct"]
+
+
+@dataclass
+class TextColumn:
+    """Strings a column added whole (:meth:`Strings.add_many`): ref ``first_ref + i`` is the text of row ``rows[i]``,
+    ``data[starts[r]:ends[r]]`` (UTF-8); ``ids``: the id (ref - first_ref) of every row, -1 for a null."""
+
+    first_ref: int
+    values: pl.Series
+    data: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    rows: np.ndarray
+    ids: np.ndarray
+
+
+DISTINCT_SAMPLE = 4096
+"""Rows of a string column sampled (evenly spread) to tell whether its texts are nearly all distinct."""
+MOSTLY_DISTINCT = 0.9
+"""Share of distinct texts in the sample above which a column's texts are not searched for repeats."""
+
+
+def mostly_distinct(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray) -> bool:
+    """True when the texts ``data[starts[i]:ends[i]]`` of the ``valid`` rows are nearly all distinct, judged on
+    :data:`DISTINCT_SAMPLE` rows spread evenly over the column (False for a column of fewer than four times as many
+    rows: those are numbered whole). Numbering a million args texts of a real PyTorch profile by hash costs a fifth of
+    the OTF2 write and finds no repeat; writing the rare repeat of such a column twice only costs its bytes."""
+    rows = np.flatnonzero(valid)
+    if rows.size < 4 * DISTINCT_SAMPLE:
+        return False
+    take = rows[np.linspace(0, rows.size - 1, DISTINCT_SAMPLE).astype(np.int64)]
+    picked = np.ones(take.size, np.bool_)
+    sample, sample_offsets = gather_spans(data, starts[take], ends[take], picked)
+    _, first = text_ids(*(readonly(a) for a in (sample, sample_offsets, picked)))
+    return first.size >= MOSTLY_DISTINCT * take.size
+
+
+class Strings:
+    """The archive's string definitions: ref = insertion order, ``""`` is ref 0.
+
+    A few hundred names (regions, locations, communicators) are looked up one
+    by one through a dict; a column of per-event strings (args texts, a
+    million distinct ones in a real PyTorch profile) is numbered on its UTF-8
+    buffer by a numba hash table (:func:`rowids.text_ids`) and its distinct
+    texts take consecutive refs, never through a Python dict or loop; when a
+    sample shows them nearly all distinct (:func:`mostly_distinct`), every
+    row takes a ref of its own without hashing. Such a column's texts are not
+    matched against the dict's: OTF2 allows two refs of one text.
+    """
+
+    SMALL = 4096
+    """Distinct strings of one :meth:`add_many` up to which the dict takes them."""
+
+    def __init__(self) -> None:
+        self.refs: dict[str, int] = {"": 0}
+        self.n = 1
+        self.pieces: list[str | TextColumn] = [""]
+        """The strings in ref order: single strings, and columns of new distinct strings."""
+        self.frozen = False
+
+    def ref(self, s: str) -> int:
+        """Ref of ``s``, added while planning; after :meth:`chunks` only lookups."""
+        got = self.refs.get(s)
+        if got is None and self.frozen:
+            got = self._in_columns(s)
+        if got is None:
+            if self.frozen:
+                raise KeyError(f"string {s!r} was not planned")
+            got = self.refs[s] = self.n
+            self.pieces.append(s)
+            self.n += 1
+        return got
+
+    def _in_columns(self, s: str) -> int | None:
+        for col in self.pieces:
+            if isinstance(col, TextColumn):
+                hit = (col.values.cast(pl.String) == s).arg_true()
+                if hit.len():
+                    self.refs[s] = col.first_ref + int(col.ids[int(hit[0])])
+                    return self.refs[s]
+        return None
+
+    def add_many(self, values: pl.Series) -> np.ndarray:
+        """Refs (int64, ``emit.NO_VALUE`` for nulls) of a column of strings, adding the new ones. A column whose
+        texts are nearly all distinct (:func:`mostly_distinct`) is not searched for repeats: each of its non-null
+        rows takes a ref of its own."""
+        valid = values.is_not_null().to_numpy()
+        data, starts, ends = text_spans(values)
+        if mostly_distinct(data, starts, ends, valid):
+            rows = np.flatnonzero(valid)
+            ids = np.where(valid, np.cumsum(valid) - 1, -1)
+        else:
+            data, offsets = utf8_buffers(values)
+            starts, ends = offsets[:-1], offsets[1:]
+            ids, rows = text_ids(*(readonly(a) for a in (data, offsets, valid)))
+        if rows.size <= self.SMALL:
+            lut = np.full(rows.size + 1, emit.NO_VALUE, np.int64)  # ids of nulls (-1) pick the last entry
+            lut[:-1] = [self.ref(v) for v in values.gather(rows).cast(pl.String).to_list()]
+            return lut[ids]
+        self.pieces.append(TextColumn(self.n, values, data, starts, ends, rows, ids))
+        refs = np.where(ids >= 0, ids + self.n, emit.NO_VALUE)
+        self.n += rows.size
+        return refs
+
+    def chunks(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The strings in ref order as (UTF-8 bytes, int64 starts and ends, rows) for :func:`emit.write_strings`; ref
+        lookups only from now on."""
+        self.frozen = True
+        out, singles = [], []
+        for piece in [*self.pieces, None]:
+            if isinstance(piece, str):
+                singles.append(piece)
+                continue
+            if singles:
+                data, offsets = utf8_buffers(pl.Series(singles, dtype=pl.String))
+                out.append((data, offsets[:-1], offsets[1:], np.arange(len(singles), dtype=np.int64)))
+                singles = []
+            if piece is not None:
+                out.append((piece.data, piece.starts, piece.ends, piece.rows))
+        return [tuple(readonly(a) for a in chunk) for chunk in out]
+
+    def check_frozen(self) -> None:
+        assert self.frozen
