@@ -191,15 +191,9 @@ def _completion_rows(
     return done, rows
 
 
-def messages(
-    cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicators, warnings: list[str]
-) -> pl.DataFrame:
-    """Matched point-to-point messages (see the module docstring)."""
-    send_op, recv_op, irecv_op, _ = _op_sets()
-    kind, op = cols["kind"], cols["op"]
-    call = kind == shard.KIND_CALL
-    done, done_rows = _completion_rows(cols, row_of)
-    done_by_req = pl.DataFrame(
+def _done_by_req(cols: dict[str, np.ndarray], done: np.ndarray, done_rows: np.ndarray) -> pl.DataFrame:
+    """The request completions (REQ_DONE records) with their event rows, keyed by (process, request)."""
+    return pl.DataFrame(
         {
             "thread_src": cols["source"][done],
             "req": cols["req"][done],
@@ -213,11 +207,15 @@ def messages(
         }
     )
 
-    started, start_rows = _completion_rows(cols, row_of, shard.KIND_REQ_START)  # persistent requests' posts
-    start_send = cols["aux"][started] == 1
-    s = np.flatnonzero(call & send_op[op])
-    s_row = row_of[s]
-    s, s_row = np.concatenate([s, started[start_send]]), np.concatenate([s_row, start_rows[start_send]])
+
+def _sends(
+    cols: dict[str, np.ndarray],
+    comms: Communicators,
+    s: np.ndarray,
+    s_row: np.ndarray,
+    done_by_req: pl.DataFrame,
+) -> pl.DataFrame:
+    """The sends (records ``s``, event rows ``s_row``) with the row that completed each nonblocking one."""
     sends = pl.DataFrame(
         {
             "src": cols["rank"][s].astype(np.int64),
@@ -230,14 +228,18 @@ def messages(
             "thread_src": cols["source"][s],
         }
     )
-    sends = sends.join(
+    return sends.join(
         done_by_req.filter(pl.col("req") > 0).select("thread_src", "req", send_done="done_row"),
         on=["thread_src", "req"],
         how="left",
     )
 
-    r = np.flatnonzero(call & recv_op[op])
-    blocking = pl.DataFrame(
+
+def _blocking_recvs(
+    cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicators, r: np.ndarray
+) -> pl.DataFrame:
+    """The blocking receives (records ``r``): the data arrived in the call itself."""
+    return pl.DataFrame(
         {
             "dst": cols["rank"][r].astype(np.int64),
             "src": comms.world_peer(cols["comm"][r], cols["peer"][r]),
@@ -249,9 +251,13 @@ def messages(
             "recv_post": np.full(r.size, -1, np.int64),
         }
     )
-    ir = np.flatnonzero(call & irecv_op[op])
-    ir_row = row_of[ir]
-    ir, ir_row = np.concatenate([ir, started[~start_send]]), np.concatenate([ir_row, start_rows[~start_send]])
+
+
+def _nonblocking_recvs(
+    cols: dict[str, np.ndarray], comms: Communicators, ir: np.ndarray, ir_row: np.ndarray, done_by_req: pl.DataFrame
+) -> pl.DataFrame:
+    """The nonblocking receives (posts: records ``ir``, event rows ``ir_row``), each where its
+    completion says the data came from and arrived."""
     posts = pl.DataFrame(
         {
             "dst": cols["rank"][ir].astype(np.int64),
@@ -264,7 +270,7 @@ def messages(
     )
     posts = posts.join(done_by_req, on=["thread_src", "req"], how="inner")
     post_src = comms.world_peer(posts.get_column("comm").to_numpy(), posts.get_column("d_peer").to_numpy())
-    nonblocking = posts.select(
+    return posts.select(
         "dst",
         pl.Series("src", post_src),
         "comm",
@@ -274,6 +280,12 @@ def messages(
         bytes="d_bytes",
         recv_post="recv_post",
     )
+
+
+def _sendrecv_halves(
+    cols: dict[str, np.ndarray], comms: Communicators, call: np.ndarray, done: np.ndarray, done_by_req: pl.DataFrame
+) -> pl.DataFrame:
+    """The receive halves of Sendrecv calls, on the communicator of the call they belong to."""
     # the receive half of Sendrecv: a REQ_DONE with aux 2 right before the Sendrecv call
     sr = done_by_req.with_row_index("k").filter(pl.col("d_aux") == 2)
     sr_idx = done[sr.get_column("k").to_numpy()]
@@ -284,7 +296,7 @@ def messages(
         if call_idx.size
         else np.empty(0, np.uint64)
     )
-    halves = pl.DataFrame(
+    return pl.DataFrame(
         {
             "dst": cols["rank"][sr_idx].astype(np.int64),
             "src": comms.world_peer(sr_comm, cols["peer"][sr_idx]),
@@ -296,8 +308,10 @@ def messages(
             "recv_post": np.full(sr_idx.size, -1, np.int64),
         }
     )
-    recvs = pl.concat([blocking, nonblocking, halves], how="vertical_relaxed")
 
+
+def _matched(sends: pl.DataFrame, recvs: pl.DataFrame, comms: Communicators, warnings: list[str]) -> pl.DataFrame:
+    """The k-th send of each (src, dst, comm, tag) paired with the k-th receive, in send-row order."""
     key = ["src", "dst", "comm", "tag"]
     sends = sends.sort("t").with_columns(k=pl.int_range(pl.len()).over(key))
     recvs = recvs.sort("t").with_columns(k=pl.int_range(pl.len()).over(key))
@@ -320,6 +334,33 @@ def messages(
         src_rank="src",
         dst_rank="dst",
     )
+
+
+def messages(
+    cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicators, warnings: list[str]
+) -> pl.DataFrame:
+    """Matched point-to-point messages (see the module docstring)."""
+    send_op, recv_op, irecv_op, _ = _op_sets()
+    kind, op = cols["kind"], cols["op"]
+    call = kind == shard.KIND_CALL
+    done, done_rows = _completion_rows(cols, row_of)
+    done_by_req = _done_by_req(cols, done, done_rows)
+
+    started, start_rows = _completion_rows(cols, row_of, shard.KIND_REQ_START)  # persistent requests' posts
+    start_send = cols["aux"][started] == 1
+    s = np.flatnonzero(call & send_op[op])
+    s_row = row_of[s]
+    s, s_row = np.concatenate([s, started[start_send]]), np.concatenate([s_row, start_rows[start_send]])
+    sends = _sends(cols, comms, s, s_row, done_by_req)
+
+    blocking = _blocking_recvs(cols, row_of, comms, np.flatnonzero(call & recv_op[op]))
+    ir = np.flatnonzero(call & irecv_op[op])
+    ir_row = row_of[ir]
+    ir, ir_row = np.concatenate([ir, started[~start_send]]), np.concatenate([ir_row, start_rows[~start_send]])
+    nonblocking = _nonblocking_recvs(cols, comms, ir, ir_row, done_by_req)
+    halves = _sendrecv_halves(cols, comms, call, done, done_by_req)
+    recvs = pl.concat([blocking, nonblocking, halves], how="vertical_relaxed")
+    return _matched(sends, recvs, comms, warnings)
 
 
 def collectives(cols: dict[str, np.ndarray], row_of: np.ndarray, comms: Communicators) -> pl.DataFrame:
