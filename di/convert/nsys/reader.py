@@ -4,7 +4,7 @@ Pipeline: open read-only and check it is an export (:mod:`.report`) -> one
 frame per known table, integer columns read by a numba loop over the SQLite C
 API (:mod:`.scan`), strings resolved through ``StringIds`` (:mod:`.activity`)
 -> timelines (CPU threads from ``globalTid``, GPU streams from device and
-stream ids, named from ``ThreadNames``, ``PROCESSES``, ``TARGET_INFO_GPU``)
+stream ids, named from ``ThreadNames``, ``PROCESSES``, ``TARGET_INFO_GPU``: :mod:`.locations`)
 -> events sorted and nested -> launch/sync flows from correlation ids, as for
 Kineto. Times are made absolute (ns since the Unix epoch) by adding
 ``TARGET_INFO_SESSION_START_TIME``, so the reports of one job merge on one clock.
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.convert.columns import dense_row_ids
 from di.convert.nsys import activity, mpi, ranks
-from di.convert.nsys.report import Report, one_line, open_report, pid_of, tid_of
+from di.convert.nsys.locations import _locations
+from di.convert.nsys.report import Report, one_line, open_report
 from di.convert.provenance import END_BEFORE_START, reader_meta
 from di.errors import FormatError
 from di.inputsize import check_size
@@ -108,29 +108,9 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     path = report.path
     dropped: Counter[str] = Counter()
     warnings: list[str] = []
-    version = dict(
-        report.pairs("META_DATA_EXPORT", "name", "value") or report.pairs("EXPORT_META_DATA", "name", "value")
-    )
-    major = version.get("EXPORT_SCHEMA_VERSION_MAJOR") or version.get("EXPORT_SCHEMA_VERSION", "").split(".")[0]
-    if not major.isdigit() or int(major) not in KNOWN_SCHEMA_MAJORS:
-        warnings.append(
-            f"{path}: export schema version {version.get('EXPORT_SCHEMA_VERSION') or 'unknown'} was never seen by di; "
-            "loaded what could be read"
-        )
-    missing = [t for t in EXPECTED if t not in report.tables]
-    if missing:
-        warnings.append(
-            f"{path}: no {', '.join(missing)} table{'s' if len(missing) > 1 else ''} in this report (not traced, or "
-            "another nsys version): skipped"
-        )
-    start = (
-        report.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
-        if "utcEpochNs" in report.columns("TARGET_INFO_SESSION_START_TIME")
-        else None
-    )
-    offset = int(start) if isinstance(start, int) else 0
-    if not offset:
-        warnings.append(f"{path}: no TARGET_INFO_SESSION_START_TIME: times stay relative to the session start")
+    version = _version(report, warnings)
+    _say_missing(report, warnings)
+    offset = _session_start(report, warnings)
     frames, read = activity.frames(report, dropped, warnings)
     mpi_frames, mpi_read = mpi.frames(report, dropped, warnings)
     frames, read = frames + mpi_frames, read + mpi_read
@@ -140,29 +120,10 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
     if rank_source == "option":
         mpi_ranks = {}
     host = ranks.host_of(report, env)
-    ev = pl.concat(frames, how="vertical_relaxed") if frames else activity.frame(0, {})
-    ev = ev.with_columns(pl.col("start_ns") + offset, pl.col("end_ns") + offset)
-    negative = ev.get_column("bytes") < 0
-    if negative.any():
-        dropped["negative byte counts (set to null)"] += int(negative.sum())
-        ev = ev.with_columns(pl.when(~negative).then(pl.col("bytes")).alias("bytes"))
-    bad = ev.get_column("end_ns") < ev.get_column("start_ns")
-    if bad.any():
-        dropped[END_BEFORE_START] += int(bad.sum())
-        ev = ev.filter(~bad)
+    ev = _rows(frames, offset, dropped)
     locations, loc = _locations(report, ev, rank, host, source, mpi_ranks)
     events, flows = _events(ev, loc)
-    info.update(
-        {
-            "nsys_version": version.get("EXPORT_PRODUCT_VERSION"),
-            "export_schema": version.get("EXPORT_SCHEMA_VERSION"),
-            "tables_read": read,
-            "tables_not_read": [t for t in NOT_READ if t in report.tables],
-        }
-    )
-    comms = mpi.communicators(report)
-    if comms:
-        info["mpi_communicators"] = comms
+    info.update(_export_info(report, version, read))
     meta = reader_meta(
         path,
         "nsys",
@@ -177,6 +138,73 @@ def _read(report: Report, rank: int | None, rank_source: str, source: int) -> Tr
         command=_command(report),
     )
     return mpi.link(Trace.build(meta=meta, locations=locations, events=events, flows=flows))
+
+
+def _version(report: Report, warnings: list[str]) -> dict[str, str]:
+    """The export's metadata (EXPORT_SCHEMA_VERSION, EXPORT_PRODUCT_VERSION, ...); a schema never seen is said."""
+    version = dict(
+        report.pairs("META_DATA_EXPORT", "name", "value") or report.pairs("EXPORT_META_DATA", "name", "value")
+    )
+    major = version.get("EXPORT_SCHEMA_VERSION_MAJOR") or version.get("EXPORT_SCHEMA_VERSION", "").split(".")[0]
+    if not major.isdigit() or int(major) not in KNOWN_SCHEMA_MAJORS:
+        warnings.append(
+            f"{report.path}: export schema version {version.get('EXPORT_SCHEMA_VERSION') or 'unknown'} was never "
+            "seen by di; loaded what could be read"
+        )
+    return version
+
+
+def _say_missing(report: Report, warnings: list[str]) -> None:
+    """One warning naming the :data:`EXPECTED` tables the report lacks."""
+    missing = [t for t in EXPECTED if t not in report.tables]
+    if missing:
+        warnings.append(
+            f"{report.path}: no {', '.join(missing)} table{'s' if len(missing) > 1 else ''} in this report (not "
+            "traced, or another nsys version): skipped"
+        )
+
+
+def _session_start(report: Report, warnings: list[str]) -> int:
+    """The session's start, ns since the Unix epoch (0, said, when the report does not give it)."""
+    start = (
+        report.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+        if "utcEpochNs" in report.columns("TARGET_INFO_SESSION_START_TIME")
+        else None
+    )
+    offset = int(start) if isinstance(start, int) else 0
+    if not offset:
+        warnings.append(f"{report.path}: no TARGET_INFO_SESSION_START_TIME: times stay relative to the session start")
+    return offset
+
+
+def _rows(frames: list[pl.DataFrame], offset: int, dropped: Counter[str]) -> pl.DataFrame:
+    """The tables' rows in one frame on the epoch clock; negative byte counts nulled, rows ending before they
+    start dropped (both counted)."""
+    ev = pl.concat(frames, how="vertical_relaxed") if frames else activity.frame(0, {})
+    ev = ev.with_columns(pl.col("start_ns") + offset, pl.col("end_ns") + offset)
+    negative = ev.get_column("bytes") < 0
+    if negative.any():
+        dropped["negative byte counts (set to null)"] += int(negative.sum())
+        ev = ev.with_columns(pl.when(~negative).then(pl.col("bytes")).alias("bytes"))
+    bad = ev.get_column("end_ns") < ev.get_column("start_ns")
+    if bad.any():
+        dropped[END_BEFORE_START] += int(bad.sum())
+        ev = ev.filter(~bad)
+    return ev
+
+
+def _export_info(report: Report, version: dict[str, str], read: list[str]) -> dict[str, Any]:
+    """What the source's ``info`` says of the export: versions, tables read and not, MPI communicators."""
+    info: dict[str, Any] = {
+        "nsys_version": version.get("EXPORT_PRODUCT_VERSION"),
+        "export_schema": version.get("EXPORT_SCHEMA_VERSION"),
+        "tables_read": read,
+        "tables_not_read": [t for t in NOT_READ if t in report.tables],
+    }
+    comms = mpi.communicators(report)
+    if comms:
+        info["mpi_communicators"] = comms
+    return info
 
 
 def _rank(
@@ -212,178 +240,35 @@ def _command(report: Report) -> str | None:
     return " ".join(cmd + args) if cmd else None
 
 
-def _names(report: Report) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, str]]:
-    """Thread names (pid, tid, name), process names (pid, process), GPU names by device id."""
-    t = report.ints("ThreadNames", {"name": "nameId", "gtid": "globalTid"}) if "ThreadNames" in report.tables else None
-    threads = (
-        pl.DataFrame(
-            {"pid": pid_of(t["gtid"]), "tid": tid_of(t["gtid"]), "tname": report.text(t["name"], t["name_null"])}
-        ).unique(["pid", "tid"], keep="last")
-        if t is not None
-        else pl.DataFrame(schema={"pid": pl.Int64, "tid": pl.Int64, "tname": pl.String})
-    )
-    procs = report.pairs("PROCESSES", "pid", "name")
-    processes = pl.DataFrame(
-        {
-            "pid": [int(p) for p, _ in procs if p.lstrip("-").isdigit()],
-            "process": [n for p, n in procs if p.lstrip("-").isdigit()],
-        },
-        schema={"pid": pl.Int64, "process": pl.String},
-    ).unique("pid", keep="last")
-    gpus = {
-        int(i): str(n)
-        for i, n in report.pairs("TARGET_INFO_GPU", "id", "name")
-        if i.lstrip("-").isdigit() and -(2**31) <= int(i) < 2**31  # device ids are Int32
-    }
-    return threads, processes, gpus
-
-
-STREAM_KINDS = {3: "null stream", 2: "non-blocking"}
-"""TARGET_INFO_CUDA_STREAM.flag (ENUM_CUPTI_STREAM_TYPE) said in a stream's name; 1 (default) and 0 (unknown) are not."""
-
-
-def _streams(report: Report) -> pl.DataFrame:
-    """(pid, stream) -> what the stream's name adds: the NVTX name given to it (TARGET_INFO_NVTX_CUDA_STREAM), or
-    its kind and priority (TARGET_INFO_CUDA_STREAM: `` (null stream)``, `` (non-blocking, priority -5)``)."""
-    schema = {"pid": pl.Int64, "stream": pl.Int64, "stream_kind": pl.String, "nvtx_name": pl.String}
-    parts = []
-    if {"processId", "streamId"} <= set(report.columns("TARGET_INFO_CUDA_STREAM")):
-        have = report.columns("TARGET_INFO_CUDA_STREAM")
-        c = report.ints(
-            "TARGET_INFO_CUDA_STREAM",
-            {"pid": "processId", "stream": "streamId", "priority": "priority", "flag": "flag"},
-        )
-        priority = np.where(c["priority"] >= 2**31, c["priority"] - 2**32, c["priority"])  # an int32 stored unsigned
-        words = pl.DataFrame(
-            {
-                "kind": pl.Series(c["flag"]).replace_strict(STREAM_KINDS, default=None, return_dtype=pl.String),
-                "prio": pl.Series(priority).cast(pl.String).set(pl.Series(c["priority_null"] | (priority == 0)), None)
-                if "priority" in have
-                else pl.Series([], dtype=pl.String).extend_constant(None, c["pid"].size),
-            }
-        ).select(
-            pl.concat_list("kind", pl.concat_str(pl.lit("priority "), "prio"))
-            .list.drop_nulls()
-            .list.join(", ")
-            .alias("words")
-        )
-        parts.append(
-            pl.DataFrame({"pid": c["pid"], "stream": c["stream"]}).with_columns(
-                pl.when(words.get_column("words") != "")
-                .then(pl.concat_str(pl.lit(" ("), pl.lit(words.get_column("words")), pl.lit(")")))
-                .alias("stream_kind"),
-                pl.lit(None, pl.String).alias("nvtx_name"),
-            )
-        )
-    if {"processId", "streamId", "name"} <= set(report.columns("TARGET_INFO_NVTX_CUDA_STREAM")):
-        rows = report.con.execute("SELECT processId, streamId, name FROM TARGET_INFO_NVTX_CUDA_STREAM").fetchall()
-        ok = [(p, s_, str(n)) for p, s_, n in rows if isinstance(p, int) and isinstance(s_, int) and n is not None]
-        parts.append(
-            pl.DataFrame(ok, schema={"pid": pl.Int64, "stream": pl.Int64, "nvtx_name": pl.String}, orient="row")
-            .with_columns(pl.lit(None, pl.String).alias("stream_kind"))
-            .select(list(schema))
-        )
-    if not parts:
-        return pl.DataFrame(schema=schema)
-    return (
-        pl.concat([p.cast(schema) for p in parts])  # type: ignore[arg-type]
-        .group_by("pid", "stream", maintain_order=True)
-        .agg(pl.col("stream_kind").drop_nulls().first(), pl.col("nvtx_name").drop_nulls().first())
-    )
-
-
-def _locations(
-    report: Report, ev: pl.DataFrame, rank: int, host: str | None, source: int, mpi_ranks: dict[int, int]
-) -> tuple[pl.DataFrame, np.ndarray]:
-    """One location per (kind, pid, tid, device, stream, NVTX domain of start/end ranges), numbered in that
-    order; and the location of each row of ``ev``."""
-    dom = ev.select(
-        pl.when(pl.col("kind") == "async")
-        .then(pl.col("domain").fill_null(""))
-        .otherwise(pl.lit(""))
-        .cast(pl.Categorical)
-        .to_physical()
-    ).to_series()
-    keys = np.stack(
-        [ev.get_column("kind").to_physical().to_numpy().astype(np.int64)]
-        + [
-            ev.get_column(c).fill_null(fill).to_numpy().astype(np.int64)
-            for c, fill in (("pid", -1), ("tid", -1), ("device", -1), ("stream", -2))
-        ]
-        + [dom.to_numpy().astype(np.int64)]
-    )
-    ids, first = dense_row_ids(keys)
-    locs = ev[first].select(
-        "kind", "pid", "tid", "device", "stream", pl.when(pl.col("kind") == "async").then("domain").alias("domain")
-    )
-    locs = locs.with_row_index("_id").sort("kind", "pid", "tid", "device", "stream", "domain", nulls_last=True)
-    loc_of = np.empty(len(first), np.int64)
-    loc_of[locs.get_column("_id").to_numpy()] = np.arange(len(first))
-    threads, processes, gpus = _names(report)
-    locs = (
-        locs.join(threads, on=["pid", "tid"], how="left", maintain_order="left")
-        .join(processes, on="pid", how="left", maintain_order="left")
-        .join(_streams(report), on=["pid", "stream"], how="left", maintain_order="left")
-    )
-    gpu_name = (
-        pl.col("device").replace_strict(gpus, default=None, return_dtype=pl.String) if gpus else pl.lit(None, pl.String)
-    )
-    locs = locs.with_row_index("loc").with_columns(
-        pl.col("pid").replace_strict(mpi_ranks, default=rank, return_dtype=pl.Int32).alias("rank")
-        if mpi_ranks
-        else pl.lit(rank, pl.Int32).alias("rank"),
-        pl.lit(host, pl.String).alias("host"),
-        pl.when(pl.col("kind") == "gpu_stream")
-        .then(
-            pl.when(pl.col("stream") < 0)
-            .then(pl.format("GPU {} device-wide", "device"))
-            .when(pl.col("nvtx_name").is_not_null())
-            .then(pl.format("GPU {} {}", "device", "nvtx_name"))
-            .otherwise(
-                pl.concat_str(pl.format("GPU {} stream {}", "device", "stream"), pl.col("stream_kind").fill_null(""))
-            )
-        )
-        .when(pl.col("kind") == "async")
-        .then(
-            pl.concat_str(
-                pl.lit("NVTX start/end ranges"),
-                pl.when(pl.col("domain").fill_null("") != "")
-                .then(pl.concat_str(pl.lit(" ("), "domain", pl.lit(")")))
-                .otherwise(pl.lit("")),
-            )
-        )
-        .otherwise(pl.coalesce("tname", pl.format("thread {}", "tid")))
-        .alias("name"),
-        pl.when(pl.col("kind") == "gpu_stream").then(gpu_name).alias("gpu_model"),
-        pl.lit(source, pl.Int32).alias("source"),
-    )
-    out = locs.select(
-        "loc",
-        "rank",
-        "host",
-        "pid",
-        pl.when(pl.col("kind") == "cpu_thread").then("tid").alias("tid"),
-        pl.col("kind").cast(pl.String),
-        "device",
-        "stream",
-        "name",
-        "process",
-        pl.lit(None, pl.Int32).alias("sort_index"),
-        "source",
-        "gpu_model",
-    )
-    return out, loc_of[ids]
-
-
 def _events(ev: pl.DataFrame, loc: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Events sorted by (loc, start_ns, -end_ns) and nested; and the launch/sync flows between them: each API call
-    (cuda_api or sync, on a CPU thread) -> every GPU record of the same process with its correlation id."""
+    """Events sorted by (loc, start_ns, -end_ns) and nested; and the launch/sync flows between them (:func:`_flows`)."""
     start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     order = nesting_order(loc, start, end, np.arange(loc.size))
     keep = ("kind", "pid", "start_ns", "end_ns", "name", "cat", "src_cat", "corr", "bytes", "instant", "args")
     ev = ev.select(keep)[order]
     loc = loc[order]
     depth, parent = nest(loc, ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy())
+    flows = _flows(ev)
+    events = ev.select(
+        pl.Series("loc", loc).cast(pl.UInt32),
+        "start_ns",
+        "end_ns",
+        pl.col("name").cast(pl.Categorical),
+        pl.col("cat").cast(pl.Enum(list(CATS))),
+        pl.col("src_cat").cast(pl.Categorical),
+        pl.Series("depth", depth).cast(pl.Int32),
+        pl.Series("parent", parent).replace(-1, None).cast(pl.Int64),
+        "corr",
+        "bytes",
+        "instant",
+        "args",
+    )
+    return events, flows
+
+
+def _flows(ev: pl.DataFrame) -> pl.DataFrame:
+    """Launch/sync flows between the sorted events ``ev``: each API call (cuda_api or sync, on a CPU thread) ->
+    every GPU record of the same process with its correlation id."""
     rows = ev.select("kind", "pid", "corr", "cat").with_row_index("row").filter(pl.col("corr").is_not_null())
     calls = rows.filter((pl.col("kind") == "cpu_thread") & pl.col("cat").is_in(["cuda_api", "sync"]))
     gpu = rows.filter(pl.col("kind") == "gpu_stream")
@@ -400,25 +285,10 @@ def _events(ev: pl.DataFrame, loc: np.ndarray) -> tuple[pl.DataFrame, pl.DataFra
             how="vertical_relaxed",
         )
     edges = edges.sort("row", "dst")
-    flows = edges.select(
+    return edges.select(
         pl.col("row").cast(pl.Int64).alias("src"),
         pl.col("dst").cast(pl.Int64),
         pl.when(pl.col("cat") == "sync").then(pl.lit("sync")).otherwise(pl.lit("launch")).alias("kind"),
         pl.col("corr").alias("id"),
         pl.lit(None, pl.String).alias("src_cat"),
     )
-    events = ev.select(
-        pl.Series("loc", loc).cast(pl.UInt32),
-        "start_ns",
-        "end_ns",
-        pl.col("name").cast(pl.Categorical),
-        pl.col("cat").cast(pl.Enum(list(CATS))),
-        pl.col("src_cat").cast(pl.Categorical),
-        pl.Series("depth", depth).cast(pl.Int32),
-        pl.Series("parent", parent).replace(-1, None).cast(pl.Int64),
-        "corr",
-        "bytes",
-        "instant",
-        "args",
-    )
-    return events, flows
