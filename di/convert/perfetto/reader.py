@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -86,6 +86,36 @@ def _take(strings: pl.Series, ids: np.ndarray) -> pl.Series:
     return strings.gather(pl.Series(ids).replace(-1, None))
 
 
+class Columns(NamedTuple):
+    """The decoder's columns (:func:`~.decode.decode_packets`): per event, per flow id, per annotation, spans."""
+
+    packet: np.ndarray
+    ts: np.ndarray
+    etype: np.ndarray
+    track: np.ndarray
+    name: np.ndarray
+    cats: np.ndarray
+    corr: np.ndarray
+    has_corr: np.ndarray
+    value: np.ndarray
+    fl_id: np.ndarray
+    fl_ev: np.ndarray
+    fl_term: np.ndarray
+    ann: np.ndarray
+    ann_dbl: np.ndarray
+    spans: np.ndarray
+
+
+class Slices(NamedTuple):
+    """The slices paired from the events (:func:`~.pairing.pair_slices`)."""
+
+    begin: np.ndarray
+    end_ns: np.ndarray
+    instant: np.ndarray
+    slice_of: np.ndarray
+    unclosed: int
+
+
 def read_perfetto(
     path: str | Path,
     *,
@@ -112,95 +142,24 @@ def read_perfetto(
         InputTooLargeError: the file is (or decompresses to) more than ``max_input_bytes``.
     """
     path = Path(path)
-    buf, gz_warnings = _bytes(path, max_input_bytes)
-    n_packets, readable = count_packets(buf)
-    if n_packets == 0:
-        raise FormatError(path, NOT_PERFETTO)
+    again = {"rank": rank, "rank_source": rank_source, "source": source, "max_input_bytes": max_input_bytes}
     dropped: Counter[str] = Counter()
-    for w in gz_warnings:
-        dropped[f"the rest of the file: {w}"] += 1
-    if readable < len(buf):
-        dropped[TRUNCATED_TAIL] += len(buf) - int(readable)
-    capacity = FIRST_CAPACITY
-    while True:  # a full symbol table means: decode again with a bigger one (rare: capacities grow sixteenfold)
-        sym = new_table(capacity)
-        stats = np.zeros(len(STAT_NAMES) + 1, dtype=np.int64)
-        decoded = decode_packets(buf, n_packets, sym, stats)
-        if not stats[ST_SYMBOLS_FULL]:
-            break
-        capacity = grown_capacity(capacity)
-    (packet, ts, etype, track, name, cats, corr, has_corr, value, fl_id, fl_ev, fl_term, ann, ann_dbl, spans) = decoded
-    for k, v in zip(STAT_NAMES, stats.tolist()):
-        if v:
-            dropped[k] += v
-    strings = _strings(buf, sym)
-    descriptors, doc = [], None
-    for kind, a, b, seq in spans.tolist():
-        data = buf[a:b].tobytes()
-        if kind == 1:
-            doc = (ditrace.parse(data) if di_packet else None) or doc
-            continue
-        try:
-            descriptors.append(parse_descriptor(data) if kind == 0 else sequence_thread(data, sequence_track(seq)))
-        except ValueError:
-            dropped["malformed track descriptors"] += 1
+    buf, sym, cols = _decoded(path, max_input_bytes, dropped)
+    descriptors, doc = _descriptors(buf, cols.spans, di_packet, dropped)
     if doc is not None and (why := ditrace.problem(doc)):
-        return _without_di_packet(
-            path, why, rank=rank, rank_source=rank_source, source=source, max_input_bytes=max_input_bytes
-        )
+        return _without_di_packet(path, why, **again)
     complaints: list[str] = []  # what of di's packet meta does not fit the schema
     written = ditrace.written(doc, path, complaints)
-    ts = ts + ditrace.offset_ns(doc)
-
-    is_slice = np.flatnonzero(etype != F.TYPE_COUNTER)
-    order = is_slice[np.lexsort((packet[is_slice], ts[is_slice], track[is_slice]))]
-    last_ns = int(ts.max()) if len(ts) else 0
-    begin, end_ns, instant, slice_of, unmatched, unclosed = pair_slices(track, ts, etype, order, last_ns)
-    if unmatched:
-        dropped[f"slice {END_WITHOUT_BEGIN}"] += int(unmatched)
-    counters = np.flatnonzero(etype == F.TYPE_COUNTER)
-    origin = (
-        DiOrigin(doc)
-        if doc is not None
-        else ForeignOrigin(
-            descriptors,
-            sorted(set(track[begin].tolist())),
-            sorted(set(track[counters].tolist())),
-            rank if rank is not None else 0,
-            source,
-        )
-    )
-    ev, slice_row, lost = _events(
-        begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, origin
-    )
-    if lost:
-        dropped["slices on tracks di's packet does not name"] += lost
-    args, nbytes, nested = annotation_columns(
-        ann, ann_dbl, buf, strings, slice_of, len(begin), own=origin.own_annotations
-    )
-    if nested:
-        dropped["nested debug annotations (written as null)"] += nested
-    keep = slice_row >= 0
-    order_rows = np.argsort(np.where(keep, slice_row, len(slice_row)), kind="stable")[: int(keep.sum())]
-    ev = ev.with_columns(args=args.gather(order_rows), bytes=nbytes.gather(order_rows))
-    events = _nested(ev)
-    if unclosed:
-        dropped["slices still open at the end of the trace (ended at the last timestamp)"] += int(unclosed)
-
-    mark_slice = slice_of[fl_ev] if len(fl_ev) else np.zeros(0, np.int64)
-    mark_row = (
-        np.where(mark_slice >= 0, slice_row[np.maximum(mark_slice, 0)], -1)
-        if len(slice_row)
-        else np.full(len(mark_slice), -1, np.int64)
-    )  # flow marks but no slice to bind them to
-    order_marks = np.lexsort((packet[fl_ev], ts[fl_ev])) if len(fl_ev) else np.zeros(0, np.int64)
-    flows, messages, unpaired = origin.flows(
-        fl_id, mark_row, fl_term, order_marks, events.get_column("start_ns").to_numpy()
-    )
+    cols = cols._replace(ts=cols.ts + ditrace.offset_ns(doc))
+    slices = _paired(cols, dropped)
+    counters = np.flatnonzero(cols.etype == F.TYPE_COUNTER)
+    origin = _origin(doc, descriptors, cols.track, slices.begin, counters, rank, source)
+    events, slice_row = _slice_events(buf, sym, cols, slices, origin, dropped)
+    flows, messages, unpaired = _flows(cols, slices.slice_of, slice_row, events, origin)
     events, flows, restored = restore(events, flows, written, ditrace.loaded_rows(doc, events.height), dropped)
     if unpaired:
         dropped[FLOW_WITHOUT_BOTH_ENDS] += unpaired
-    samples, lost = _samples(counters, ts, track, value, origin.series_of, origin.rules)
+    samples, lost = _samples(counters, cols.ts, cols.track, cols.value, origin.series_of, origin.rules)
     if lost:
         dropped["counter values on tracks that are not counter series"] += lost
     meta = reader_meta(
@@ -222,10 +181,123 @@ def read_perfetto(
         try:
             trace.validate()
         except SchemaError as exc:
-            return _without_di_packet(
-                path, str(exc)[:200], rank=rank, rank_source=rank_source, source=source, max_input_bytes=max_input_bytes
-            )
+            return _without_di_packet(path, str(exc)[:200], **again)
     return trace
+
+
+def _decoded(path: Path, max_input_bytes: int | None, dropped: Counter[str]) -> tuple[np.ndarray, Any, Columns]:
+    """The file's bytes, its symbol table and its decoded columns; counts in ``dropped`` what was lost
+    (the unreadable rest of the file, the decoder's stats)."""
+    buf, gz_warnings = _bytes(path, max_input_bytes)
+    n_packets, readable = count_packets(buf)
+    if n_packets == 0:
+        raise FormatError(path, NOT_PERFETTO)
+    for w in gz_warnings:
+        dropped[f"the rest of the file: {w}"] += 1
+    if readable < len(buf):
+        dropped[TRUNCATED_TAIL] += len(buf) - int(readable)
+    capacity = FIRST_CAPACITY
+    while True:  # a full symbol table means: decode again with a bigger one (rare: capacities grow sixteenfold)
+        sym = new_table(capacity)
+        stats = np.zeros(len(STAT_NAMES) + 1, dtype=np.int64)
+        decoded = decode_packets(buf, n_packets, sym, stats)
+        if not stats[ST_SYMBOLS_FULL]:
+            break
+        capacity = grown_capacity(capacity)
+    for k, v in zip(STAT_NAMES, stats.tolist()):
+        if v:
+            dropped[k] += v
+    return buf, sym, Columns(*decoded)
+
+
+def _descriptors(
+    buf: np.ndarray, spans: np.ndarray, di_packet: bool, dropped: Counter[str]
+) -> tuple[list[Any], dict[str, Any] | None]:
+    """The track (and sequence thread) descriptors of the spans, and di's packet (None: none, or not read)."""
+    descriptors, doc = [], None
+    for kind, a, b, seq in spans.tolist():
+        data = buf[a:b].tobytes()
+        if kind == 1:
+            doc = (ditrace.parse(data) if di_packet else None) or doc
+            continue
+        try:
+            descriptors.append(parse_descriptor(data) if kind == 0 else sequence_thread(data, sequence_track(seq)))
+        except ValueError:
+            dropped["malformed track descriptors"] += 1
+    return descriptors, doc
+
+
+def _paired(cols: Columns, dropped: Counter[str]) -> Slices:
+    """The slice events paired per track, in (track, ts, packet) order; ends without a begin counted."""
+    track, ts, etype, packet = cols.track, cols.ts, cols.etype, cols.packet
+    is_slice = np.flatnonzero(etype != F.TYPE_COUNTER)
+    order = is_slice[np.lexsort((packet[is_slice], ts[is_slice], track[is_slice]))]
+    last_ns = int(ts.max()) if len(ts) else 0
+    begin, end_ns, instant, slice_of, unmatched, unclosed = pair_slices(track, ts, etype, order, last_ns)
+    if unmatched:
+        dropped[f"slice {END_WITHOUT_BEGIN}"] += int(unmatched)
+    return Slices(begin, end_ns, instant, slice_of, unclosed)
+
+
+def _origin(
+    doc: dict[str, Any] | None,
+    descriptors: list[Any],
+    track: np.ndarray,
+    begin: np.ndarray,
+    counters: np.ndarray,
+    rank: int | None,
+    source: int,
+) -> Origin:
+    """Where locations, series and flows come from: di's packet, or the descriptors of another producer."""
+    if doc is not None:
+        return DiOrigin(doc)
+    return ForeignOrigin(
+        descriptors,
+        sorted(set(track[begin].tolist())),
+        sorted(set(track[counters].tolist())),
+        rank if rank is not None else 0,
+        source,
+    )
+
+
+def _slice_events(
+    buf: np.ndarray, sym: Any, cols: Columns, slices: Slices, origin: Origin, dropped: Counter[str]
+) -> tuple[pl.DataFrame, np.ndarray]:
+    """The events table (with args, depth and parent) and each slice's row in it (-1: dropped); counts the
+    slices on no location, nested annotations and slices still open at the end."""
+    strings = _strings(buf, sym)
+    begin = slices.begin
+    ev, slice_row, lost = _events(cols, slices, strings, origin)
+    if lost:
+        dropped["slices on tracks di's packet does not name"] += lost
+    args, nbytes, nested = annotation_columns(
+        cols.ann, cols.ann_dbl, buf, strings, slices.slice_of, len(begin), own=origin.own_annotations
+    )
+    if nested:
+        dropped["nested debug annotations (written as null)"] += nested
+    keep = slice_row >= 0
+    order_rows = np.argsort(np.where(keep, slice_row, len(slice_row)), kind="stable")[: int(keep.sum())]
+    ev = ev.with_columns(args=args.gather(order_rows), bytes=nbytes.gather(order_rows))
+    events = _nested(ev)
+    if slices.unclosed:
+        dropped["slices still open at the end of the trace (ended at the last timestamp)"] += int(slices.unclosed)
+    return events, slice_row
+
+
+def _flows(
+    cols: Columns, slice_of: np.ndarray, slice_row: np.ndarray, events: pl.DataFrame, origin: Origin
+) -> tuple[pl.DataFrame, pl.DataFrame | None, int]:
+    """Flows and messages from the flow ids, each bound to the row of its event's slice (-1: none); the count
+    of flows without both ends."""
+    fl_ev = cols.fl_ev
+    mark_slice = slice_of[fl_ev] if len(fl_ev) else np.zeros(0, np.int64)
+    mark_row = (
+        np.where(mark_slice >= 0, slice_row[np.maximum(mark_slice, 0)], -1)
+        if len(slice_row)
+        else np.full(len(mark_slice), -1, np.int64)
+    )  # flow marks but no slice to bind them to
+    order_marks = np.lexsort((cols.packet[fl_ev], cols.ts[fl_ev])) if len(fl_ev) else np.zeros(0, np.int64)
+    return origin.flows(cols.fl_id, mark_row, cols.fl_term, order_marks, events.get_column("start_ns").to_numpy())
 
 
 def _without_di_packet(path: Path, why: str, **kw: Any) -> Trace:
@@ -235,10 +307,11 @@ def _without_di_packet(path: Path, why: str, **kw: Any) -> Trace:
     return trace.with_meta({**trace.meta, "warnings": [*trace.meta.get("warnings", []), warning]})
 
 
-def _events(
-    begin, end_ns, instant, packet, ts, track, name, cats, corr, has_corr, strings, origin: Origin
-) -> tuple[pl.DataFrame, np.ndarray, int]:
+def _events(cols: Columns, slices: Slices, strings: pl.Series, origin: Origin) -> tuple[pl.DataFrame, np.ndarray, int]:
     """Slice rows sorted (loc, start, -end, packet); and each slice's row (-1: dropped), dropped count."""
+    begin, end_ns, instant = slices.begin, slices.end_ns, slices.instant
+    packet, ts, track, name = cols.packet, cols.ts, cols.track, cols.name
+    cats, corr, has_corr = cols.cats, cols.corr, cols.has_corr
     loc = map_ids(track[begin], origin.loc_of)
     names = _take(strings, name[begin]).fill_null("")
     cat, src_cat = origin.categories(_take(strings, cats[begin, 0]), _take(strings, cats[begin, 1]), names)
