@@ -1,5 +1,5 @@
 """Log parsers: the numba table of dense ids (:mod:`di.convert.logs.idtable`, behind
-:func:`di.convert.logs.text.dense_ids`) numbers codes as polars does, and the NCCL parser gives the same tables with
+:func:`di.convert.logs.ids.dense_ids`) numbers codes as polars does, and the NCCL parser gives the same tables with
 it as without it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from conftest import DATA
 
-from di.convert.logs import idtable, nccl, text
+from di.convert.logs import idtable, ids, nccl
 from di.convert.logs.text import line_times, own_line_times, read_lines
 
 LOGS = DATA / "logs"
@@ -35,12 +35,12 @@ def _codes() -> dict[str, pl.Series]:
 
 @pytest.mark.parametrize("case", list(_codes()))
 def test_table_ids_are_polars_ids(case: str) -> None:
-    """Each row's id and each id's first row, as text.dense_ids gives them (ids in order of first row, u32)."""
+    """Each row's id and each id's first row, as ids.dense_ids gives them (ids in order of first row, u32)."""
     codes = _codes()[case]
-    ids, firsts = idtable.dense_ids(codes)
-    want_ids, want_firsts = text._dense_ids_by_join(codes)
-    assert ids.dtype == want_ids.dtype == pl.UInt32 and firsts.dtype == want_firsts.dtype
-    assert ids.equals(want_ids, check_names=False) and firsts.equals(want_firsts, check_names=False)
+    got_ids, firsts = idtable.dense_ids(codes)
+    want_ids, want_firsts = ids._dense_ids_by_join(codes)
+    assert got_ids.dtype == want_ids.dtype == pl.UInt32 and firsts.dtype == want_firsts.dtype
+    assert got_ids.equals(want_ids, check_names=False) and firsts.equals(want_firsts, check_names=False)
     assert firsts.len() == codes.n_unique()
 
 
@@ -67,7 +67,7 @@ def test_parser_gives_the_same_tables_with_the_table_as_without(source: str, mon
         pytest.skip(f"shared test data absent: logs/{source} not found under ../shared/data")
     lines = _lines(path)
     for name in ("NUMBA_MIN_ROWS", "NUMBA_ALONE_ROWS", "NUMBA_LOADED_ROWS"):
-        monkeypatch.setattr(text, name, 1 << 62)
+        monkeypatch.setattr(ids, name, 1 << 62)
     want = nccl.parse_nccl(lines)
     used = []
     real = idtable.dense_ids
@@ -77,7 +77,7 @@ def test_parser_gives_the_same_tables_with_the_table_as_without(source: str, mon
         return real(codes)
 
     for name in ("NUMBA_MIN_ROWS", "NUMBA_ALONE_ROWS", "NUMBA_LOADED_ROWS"):
-        monkeypatch.setattr(text, name, 0)
+        monkeypatch.setattr(ids, name, 0)
     monkeypatch.setattr(idtable, "dense_ids", counted)
     got = nccl.parse_nccl(lines)
     assert used, "the table numbered the codes"
@@ -90,13 +90,13 @@ def test_parser_gives_the_same_tables_with_the_table_as_without(source: str, mon
 
 SWITCH = r"""
 import sys
-from di.convert.logs import text
+from di.convert.logs import ids
 assert "numba" not in sys.modules
-print(text._table_pays(1 << 20), text._table_pays(text.NUMBA_ALONE_ROWS))
+print(ids._table_pays(1 << 20), ids._table_pays(ids.NUMBA_ALONE_ROWS))
 import numba  # noqa: F401
-print(text._table_pays(text.NUMBA_MIN_ROWS), text._table_pays(text.NUMBA_MIN_ROWS - 1))
+print(ids._table_pays(ids.NUMBA_MIN_ROWS), ids._table_pays(ids.NUMBA_MIN_ROWS - 1))
 from di.convert.logs import idtable  # noqa: F401  (the kernel loaded: a parse's heads used it)
-print(text._table_pays(text.NUMBA_LOADED_ROWS), text._table_pays(text.NUMBA_LOADED_ROWS - 1))
+print(ids._table_pays(ids.NUMBA_LOADED_ROWS), ids._table_pays(ids.NUMBA_LOADED_ROWS - 1))
 """
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from di.convert.logs.text import dense_ids
+from di.convert.logs.ids import dense_ids
 from di.convert.provenance import reader_meta
 from di.schema import polars_schema
 from di.trace import Trace
@@ -225,6 +225,31 @@ def build_trace(
     garbled: dict[str, int],
 ) -> Trace:
     """The trace of one log file from its families' parts (see the module docstring)."""
+    ev, sm, bad_ranks = _ranked_rows(parts, rank)
+    distinct, code = _series_codes(sm)
+    locs = _locations(ev, distinct, source)
+    keys = locs.select("loc", "rank", "track", "_kind")
+    ev = _placed_events(ev, keys)
+    events = _events(ev)
+    dropped = _dropped(parts, unknown, bad_ranks)
+    other = _other_tables(parts, dropped)
+    meta = _meta(
+        path, parts, fmt=fmt, rank=rank, rank_source=rank_source, events=events.height, dropped=dropped, garbled=garbled
+    )
+    return Trace.build(
+        meta=meta,
+        **other,
+        locations=locs.drop("track", "_kind"),
+        events=events,
+        collectives=_collectives(ev),
+        series=_series(distinct, keys),
+        samples=_sorted_samples(sm.select(code.alias("series"), "ts_ns", "value").drop_nulls("value")),
+    )
+
+
+def _ranked_rows(parts: list[Parts], rank: int) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
+    """The events and samples of every part (in :data:`EVENT_COLUMNS`, :data:`SAMPLE_COLUMNS`), a null rank read as
+    ``rank``, without the rows of a rank outside 0..:data:`MAX_RANK`; and how many of those there were, by reason."""
     ev = pl.concat([conform(p.events, EVENT_COLUMNS) for p in parts]) if parts else empty_events()
     sm = pl.concat([conform(p.samples, SAMPLE_COLUMNS) for p in parts]) if parts else empty_samples()
     ev = ev.with_columns(pl.col("rank").fill_null(rank))
@@ -233,15 +258,22 @@ def build_trace(
     fits, bad_ranks = pl.col("rank").is_between(0, MAX_RANK), dict[str, int]()
     ev = keep_counted(ev, fits, bad_ranks, f"events with a rank outside 0..{MAX_RANK}")
     sm = keep_counted(sm, fits, bad_ranks, f"samples with a rank outside 0..{MAX_RANK}")
-    distinct, code = _series_codes(sm)
-    locs = _locations(ev, distinct, source)
-    keys = locs.select("loc", "rank", "track", "_kind")
-    ev = (
+    return ev, sm, bad_ranks
+
+
+def _placed_events(ev: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """``ev`` with each event's ``loc`` (its (rank, track)'s marker timeline in ``keys``), sorted by (loc, start_ns,
+    -end_ns) in file order where those are equal, and its ``row`` in that order."""
+    return (
         ev.join(keys.filter(pl.col("_kind") == "cpu_thread").drop("_kind"), on=["rank", "track"], how="left")
         .sort("loc", "start_ns", pl.col("end_ns") * -1, maintain_order=True)
         .with_row_index("row")
     )
-    events = ev.select(
+
+
+def _events(ev: pl.DataFrame) -> pl.DataFrame:
+    """The ``events`` table of the placed events ``ev`` (:func:`_placed_events`)."""
+    return ev.select(
         "loc",
         "start_ns",
         "end_ns",
@@ -255,8 +287,13 @@ def build_trace(
         "instant",
         "args",
     )
+
+
+def _collectives(ev: pl.DataFrame) -> pl.DataFrame:
+    """The ``collectives`` table of the placed events ``ev`` (:func:`_placed_events`) that have an ``op``: each
+    pointing at its event's row, instances numbered from 0 by ``instance_key``."""
     coll = ev.filter(pl.col("op").is_not_null())
-    collectives = coll.select(
+    return coll.select(
         pl.col("instance_key").rank("dense").cast(pl.Int64).alias("instance") - 1,
         pl.col("row").cast(pl.Int64).alias("event"),
         "rank",
@@ -269,7 +306,12 @@ def build_trace(
         "group_size",
         pl.lit(None, pl.String).alias("group_ranks"),
     )
-    series = (
+
+
+def _series(distinct: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """The ``series`` table: one per distinct series (:func:`_series_codes`), on its (rank, track)'s counter timeline
+    in ``keys``."""
+    return (
         distinct.select("rank", "track", pl.col("series").alias("name"), "unit")
         .with_row_index("series")
         .join(
@@ -280,13 +322,45 @@ def build_trace(
         )
         .select(pl.col("series").cast(pl.Int64), "loc", "name", "unit")
     )
-    samples = _sorted_samples(sm.select(code.alias("series"), "ts_ns", "value").drop_nulls("value"))
+
+
+def _dropped(parts: list[Parts], unknown: dict[str, int], bad_ranks: dict[str, int]) -> dict[str, int]:
+    """What was dropped, by reason: each family's drops (``family: reason``), the ``unknown`` lines where there are
+    any, then the rows of ranks out of range."""
     dropped: dict[str, int] = {}
     for p in parts:
         for k, n in p.dropped.items():
             dropped[f"{p.family}: {k}"] = dropped.get(f"{p.family}: {k}", 0) + n
     dropped.update({k: n for k, n in unknown.items() if n})
     dropped.update(bad_ranks)
+    return dropped
+
+
+def _other_tables(parts: list[Parts], dropped: dict[str, int]) -> dict[str, pl.DataFrame]:
+    """The parts' other canonical tables by name (in name order), each part's rows concatenated; rows with a number
+    beyond int32 are left out and counted in ``dropped``."""
+    return {
+        name: _fit_int32(
+            pl.concat([p.tables[name] for p in parts if name in p.tables], how="diagonal_relaxed"), name, dropped
+        )
+        for name in sorted({n for p in parts for n in p.tables})
+    }
+
+
+def _meta(
+    path: Path,
+    parts: list[Parts],
+    *,
+    fmt: str,
+    rank: int,
+    rank_source: str,
+    events: int,
+    dropped: dict[str, int],
+    garbled: dict[str, int],
+) -> dict[str, Any]:
+    """The trace's meta: the clock is the epoch where every family that found something has epoch times; the
+    families' info and the garbled lines as the source's info; a warning per reason of garbled lines, and one where
+    the times are relative."""
     timed = [p.epoch for p in parts if p.events.height or p.samples.height]
     epoch = bool(timed) and all(timed)
     info: dict[str, Any] = {"families": [p.family for p in parts if p.events.height or p.samples.height or p.info]}
@@ -297,29 +371,14 @@ def build_trace(
     warnings = [f"{path}: {k} ({n}), kept" for k, n in sorted(garbled.items())]
     if timed and not epoch:
         warnings.append(f"{path}: no absolute timestamps in this log: times are relative (see sources[].info.time)")
-    other = {
-        name: _fit_int32(
-            pl.concat([p.tables[name] for p in parts if name in p.tables], how="diagonal_relaxed"), name, dropped
-        )
-        for name in sorted({n for p in parts for n in p.tables})
-    }
-    meta = reader_meta(
+    return reader_meta(
         path,
         fmt,
         epoch=epoch,
         rank=rank,
         rank_source=rank_source,
-        events=events.height,
+        events=events,
         dropped=dropped,
         info=_json_values(info),
         warnings=warnings,
-    )
-    return Trace.build(
-        meta=meta,
-        **other,
-        locations=locs.drop("track", "_kind"),
-        events=events,
-        collectives=collectives,
-        series=series.select("series", "loc", "name", "unit"),
-        samples=samples,
     )

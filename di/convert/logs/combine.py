@@ -177,14 +177,29 @@ def join_collectives(trace: Trace) -> Trace:
     comms, coll = trace.comms, trace.collectives
     if not comms.height or not coll.height:
         return trace
+    traced = _traced(trace)
+    out = _with_comm_columns(_log_comms(coll, traced, _members(trace), _one_per_size(comms)))
+    joined = int(out.get_column("log_comm").is_not_null().sum())
+    n_traced = int(traced.sum())
+    out = out.select(*coll.columns, "log_comm", "comm_hosts", "transports")
+    return replace(trace, collectives=out).with_meta(_joined_meta(trace.meta, joined, n_traced))
+
+
+def _traced(trace: Trace) -> pl.Series:
+    """Per collective of ``trace``: whether its event is a traced one (not on a timeline of a log source)."""
     formats = [str(s.get("format", "")) for s in trace.meta.get("sources") or []]
     log_sources = [i for i, f in enumerate(formats) if f.startswith("log:")]
     log_locs = trace.locations.filter(pl.col("source").is_in(log_sources)).get_column("loc")
     ev_loc = trace.events.get_column("loc")
-    traced = ~pl.Series(ev_loc.gather(coll.get_column("event"))).is_in(log_locs.implode())
+    return ~pl.Series(ev_loc.gather(trace.collectives.get_column("event"))).is_in(log_locs.implode())
+
+
+def _members(trace: Trace) -> pl.DataFrame:
+    """Per communicator of the logs (``comm``): its members' hosts (``_hosts``) and ranks (``_ranks``) by
+    communicator rank, its ``comm_id``, and its transport classes (``_transports``, comma-separated)."""
     links = trace.comm_links.drop_nulls("transport")
-    members = (
-        comms.sort("comm_rank")
+    return (
+        trace.comms.sort("comm_rank")
         .group_by("comm", maintain_order=True)
         .agg(
             pl.col("host").alias("_hosts"),
@@ -197,8 +212,17 @@ def join_collectives(trace: Trace) -> Trace:
             how="left",
         )
     )
+
+
+def _one_per_size(comms: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, nranks): a communicator of that size the rank joined, and how many there are (``_n``)."""
     per_rank = comms.select(pl.col("rank").cast(pl.Int64), pl.col("nranks").cast(pl.Int64), "comm").unique()
-    one = per_rank.group_by("rank", "nranks").agg(pl.col("comm").first(), pl.len().alias("_n"))
+    return per_rank.group_by("rank", "nranks").agg(pl.col("comm").first(), pl.len().alias("_n"))
+
+
+def _log_comms(coll: pl.DataFrame, traced: pl.Series, members: pl.DataFrame, one: pl.DataFrame) -> pl.DataFrame:
+    """``coll`` (in its order) with each traced collective's communicator of the logs (``log_comm``) and that
+    communicator's :func:`_members` columns."""
     rows = coll.with_row_index("_row").with_columns(
         traced.alias("_traced"),
         pl.col("rank").cast(pl.Int64).alias("_rank"),
@@ -219,10 +243,15 @@ def join_collectives(trace: Trace) -> Trace:
     out = by_size.with_columns(key.alias("log_comm")).join(
         members.rename({"comm": "log_comm"}).drop("comm_id"), on="log_comm", how="left"
     )
-    out = out.sort("_row").with_columns(
+    return out.sort("_row").with_columns(
         pl.col("_hosts").cast(pl.List(pl.String)).list.eval(pl.element().fill_null("")).alias("_hosts"),
     )
-    out = out.with_columns(
+
+
+def _with_comm_columns(out: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_log_comms`' rows with ``comm_hosts`` (JSON list), ``transports``, and ``group_ranks`` where the trace
+    had none and every member's rank is known."""
+    return out.with_columns(
         pl.when(pl.col("log_comm").is_not_null())
         .then(pl.format("[{}]", pl.col("_hosts").list.eval(pl.format('"{}"', pl.element())).list.join(", ")))
         .alias("comm_hosts"),
@@ -234,17 +263,18 @@ def join_collectives(trace: Trace) -> Trace:
             ),
         ).alias("group_ranks"),
     )
-    joined = int(out.get_column("log_comm").is_not_null().sum())
-    n_traced = int(traced.sum())
-    out = out.select(*coll.columns, "log_comm", "comm_hosts", "transports")
-    meta = dict(trace.meta)
+
+
+def _joined_meta(meta: dict[str, Any], joined: int, n_traced: int) -> dict[str, Any]:
+    """``meta`` with the counts of traced and joined collectives, and a warning where some were not joined."""
+    meta = dict(meta)
     note = f"combine: {joined} of {n_traced} traced collectives joined to an NCCL communicator of the logs"
     if n_traced and joined < n_traced:
         meta["warnings"] = list(meta.get("warnings") or []) + [
             note + " (the others: no communicator of their rank and group size, or several)"
         ]
     meta["combine"] = {"collectives_traced": n_traced, "collectives_joined": joined}  # meta.json admits more keys
-    return replace(trace, collectives=out).with_meta(meta)
+    return meta
 
 
 def combine(traces: Sequence[Trace]) -> Trace:

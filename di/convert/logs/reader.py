@@ -275,9 +275,7 @@ def read_log(
     """
     path = Path(path)
     if is_slurm_json(gunzip.head(path)):  # a JSON document, not lines
-        parts = [parse_slurm_json(path, read_bytes(path, max_input_bytes))]
-        kw = {"rank": 0 if rank is None else rank, "rank_source": rank_source, "source": source}
-        return build_trace(path, parts, fmt="log:slurm", unknown={}, garbled={}, **kw)
+        return _read_slurm_json(path, rank=rank, rank_source=rank_source, source=source, limit=max_input_bytes)
     text = read_lines(path, max_input_bytes=max_input_bytes, anchored=ANCHORED)
     own = own_line_times(text.lines, text.anchored_rows)  # each line's own timestamp, found once for every family
     lines = text.lines.with_columns(line_times(text.lines, own), own)
@@ -291,10 +289,6 @@ def read_log(
             f"{path}: no connector recognised this file (a text file in which no log family "
             f"was found: NCCL debug, nccl-tests, training log, progress bars, nvidia-smi, Slurm, Darshan text); installed: {installed()}"
         )
-    claimed = np.zeros(lines.height, dtype=np.bool_)  # by line number (lines are numbered 0..height-1)
-    for p in parts:
-        claimed[p.claimed.to_numpy()] = True
-    unknown = _non_blank(lines.get_column("text").filter(pl.Series(~claimed)))
     fmt = "log:" + "+".join(p.family for p in parts)
     return build_trace(
         path,
@@ -303,6 +297,21 @@ def read_log(
         rank_source=rank_source,
         source=source,
         fmt=fmt,
-        unknown={"unknown lines (no log family understood them)": unknown},
+        unknown={"unknown lines (no log family understood them)": _unknown_lines(lines, parts)},
         garbled=text.garbled,
     )
+
+
+def _read_slurm_json(path: Path, *, rank: int | None, rank_source: str, source: int, limit: int | None) -> Trace:
+    """:func:`read_log` of Slurm's JSON document (``sacct --json``, ``squeue --json``...)."""
+    parts = [parse_slurm_json(path, read_bytes(path, limit))]
+    kw = {"rank": 0 if rank is None else rank, "rank_source": rank_source, "source": source}
+    return build_trace(path, parts, fmt="log:slurm", unknown={}, garbled={}, **kw)
+
+
+def _unknown_lines(lines: pl.DataFrame, parts: list[Parts]) -> int:
+    """How many non-blank lines of ``lines`` no part claimed."""
+    claimed = np.zeros(lines.height, dtype=np.bool_)  # by line number (lines are numbered 0..height-1)
+    for p in parts:
+        claimed[p.claimed.to_numpy()] = True
+    return _non_blank(lines.get_column("text").filter(pl.Series(~claimed)))
