@@ -111,7 +111,7 @@ TRAINING_LOG = "\n".join(
 def _logs(work: Path) -> None:
     """The training-log scans (:mod:`di.convert.logs.pairscan`, :mod:`~di.convert.logs.linekinds`) and the NCCL
     parsers' id table (:mod:`di.convert.logs.idtable`), which logs this short would not reach by themselves
-    (``training.SCAN_MIN_BYTES``, ``text.NUMBA_MIN_ROWS``)."""
+    (``training.SCAN_MIN_BYTES``, ``ids.NUMBA_MIN_ROWS``)."""
     import polars as pl
 
     from di.convert.logs import idtable, training

@@ -1,7 +1,7 @@
 """Dense ids of integer codes (the hashes of a log's line heads, messages, series keys) by one numba hash table, for
-logs long enough to pay for numba (:func:`di.convert.logs.text.dense_ids` decides).
+logs long enough to pay for numba (:func:`di.convert.logs.ids.dense_ids` decides).
 
-:func:`dense_ids` gives what :func:`di.convert.logs.text.dense_ids` gives (each row's id, 0 to the count of distinct
+:func:`dense_ids` gives what :func:`di.convert.logs.ids.dense_ids` gives (each row's id, 0 to the count of distinct
 codes - 1 in the order of their first rows, and per id its first row), from one open-addressing table of the codes
 instead of polars' ``is_first_distinct`` and a hash join: about a tenth of the CPU on 10^5 codes.
 """
@@ -46,7 +46,7 @@ def _first_ids(codes, slots, ids, firsts):  # type: ignore[no-untyped-def]
 
 
 def dense_ids(codes: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """:func:`di.convert.logs.text.dense_ids` of ``codes`` (integers, no nulls): each row's id (UInt32 ``kid``) and,
+    """:func:`di.convert.logs.ids.dense_ids` of ``codes`` (integers, no nulls): each row's id (UInt32 ``kid``) and,
     per id, its first row (UInt32, ascending)."""
     n = codes.len()
     values = readonly(np.ascontiguousarray(codes.cast(pl.UInt64).to_numpy()))
