@@ -23,7 +23,7 @@ from di.convert.otf2.globaldefs import GlobalDefs, read_global_definitions
 from di.errors import FormatError
 
 if TYPE_CHECKING:
-    from di.convert.otf2.records import RecordBuffer
+    from di.convert.otf2.records import Callbacks, RecordBuffer
 
 LOCATION_WITHOUT_EVENT_FILE = "locations without an event file"
 TRUNCATED_EVENT_FILE = "event files cut short (truncated or corrupt)"
@@ -225,23 +225,11 @@ def read_records(
     """
     import _otf2
 
-    from di.convert.otf2 import (
-        records,
-    )  # its callbacks compile on import: the writer, which needs is_anchor, skips them
+    from di.convert.otf2 import records  # its kernel compiles on import: the writer, which needs is_anchor, skips it
 
     handle = reader.handle
     evt_dir = anchor.with_suffix("")
-    for ref in location_refs:
-        _otf2.Reader_SelectLocation(handle, ref)
-    try:
-        _otf2.Reader_OpenDefFiles(handle)
-        defs_open = True
-    except _otf2.Error:
-        defs_open = False
-    try:
-        _otf2.Reader_OpenEvtFiles(handle)
-    except _otf2.Error as exc:
-        raise _otf2_error(anchor, exc) from None
+    defs_open = _open_files(handle, location_refs, anchor)
     out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(len(location_refs) + 1, np.int64))
     callbacks = records.Callbacks(io_records)
     buf = records.RecordBuffer(int(expected_records * ATTRIBUTE_ROOM) if consume is None else 1 << 16)
@@ -251,33 +239,16 @@ def read_records(
             out.bounds[i] = taken + buf.rows
             if defs_open:
                 _local_definitions(_otf2, handle, ref, evt_dir, out)
-            evt_file = evt_dir / f"{ref}.evt"
-            if not evt_file.is_file():
-                out.warnings.append(
-                    f"{anchor}: location {ref}: event file {evt_file.name} missing; its events are not loaded"
-                )
-                out.dropped[LOCATION_WITHOUT_EVENT_FILE] += 1
+            evt_file = _event_file(evt_dir, ref, anchor, out)
+            if evt_file is None:
                 continue
-            evt = _otf2.Reader_GetEvtReader(handle, ref)
-            if not apply_clock_offsets:
-                _otf2.EvtReader_ApplyClockOffsets(evt, False)
             first = buf.rows
-            n, _, attrs_dropped, code = records.read_location(
-                clib.handle(evt), callbacks, buf, evt_file.stat().st_size + records.ROOM
-            )
+            n, attrs_dropped, code = _read_events(handle, ref, evt_file, callbacks, buf, apply_clock_offsets)
             out.records_read += n
             if code:
-                why = (
-                    "more records than the file has bytes: truncated or corrupt"
-                    if code == records.CORRUPT
-                    else clib.error_text(code)
+                _note_damage(
+                    out, anchor, ref, evt_file, n, code, buf, first, time_window if apply_clock_offsets else None
                 )
-                garbage = _cut_garbage(buf, first, time_window if apply_clock_offsets else None)
-                out.warnings.append(
-                    f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({why}); the rest is dropped"
-                    + (f", with {garbage} record rows decoded from the damaged part" if garbage else "")
-                )
-                out.dropped[TRUNCATED_EVENT_FILE] += 1
             if attrs_dropped:
                 out.dropped[UNREADABLE_ATTRIBUTE] += attrs_dropped
             if consume is not None:
@@ -292,6 +263,82 @@ def read_records(
     if consume is None:
         out.rows = buf.view()
     return out
+
+
+def _open_files(handle: Any, location_refs: list[int], anchor: Path) -> bool:
+    """Select the locations and open their files; returns whether their local definition files are open.
+
+    Raises:
+        FormatError: the library cannot open the event files.
+    """
+    import _otf2
+
+    for ref in location_refs:
+        _otf2.Reader_SelectLocation(handle, ref)
+    try:
+        _otf2.Reader_OpenDefFiles(handle)
+        defs_open = True
+    except _otf2.Error:
+        defs_open = False
+    try:
+        _otf2.Reader_OpenEvtFiles(handle)
+    except _otf2.Error as exc:
+        raise _otf2_error(anchor, exc) from None
+    return defs_open
+
+
+def _event_file(evt_dir: Path, ref: int, anchor: Path, out: Records) -> Path | None:
+    """Location ``ref``'s event file, or None (warned and counted in ``out``) when it is missing."""
+    evt_file = evt_dir / f"{ref}.evt"
+    if not evt_file.is_file():
+        out.warnings.append(f"{anchor}: location {ref}: event file {evt_file.name} missing; its events are not loaded")
+        out.dropped[LOCATION_WITHOUT_EVENT_FILE] += 1
+        return None
+    return evt_file
+
+
+def _read_events(
+    handle: Any, ref: int, evt_file: Path, callbacks: Callbacks, buf: RecordBuffer, apply_clock_offsets: bool
+) -> tuple[int, int, int]:
+    """Append location ``ref``'s records to ``buf``: (records read, attributes dropped, error code or 0)."""
+    import _otf2
+
+    from di.convert.otf2 import records
+
+    evt = _otf2.Reader_GetEvtReader(handle, ref)
+    if not apply_clock_offsets:
+        _otf2.EvtReader_ApplyClockOffsets(evt, False)
+    n, _, attrs_dropped, code = records.read_location(
+        clib.handle(evt), callbacks, buf, evt_file.stat().st_size + records.ROOM
+    )
+    return n, attrs_dropped, code
+
+
+def _note_damage(
+    out: Records,
+    anchor: Path,
+    ref: int,
+    evt_file: Path,
+    n: int,
+    code: int,
+    buf: RecordBuffer,
+    first: int,
+    window: tuple[int, int] | None,
+) -> None:
+    """Warn of and count an event file read only up to record ``n`` (error ``code``), its garbage rows cut."""
+    from di.convert.otf2 import records
+
+    why = (
+        "more records than the file has bytes: truncated or corrupt"
+        if code == records.CORRUPT
+        else clib.error_text(code)
+    )
+    garbage = _cut_garbage(buf, first, window)
+    out.warnings.append(
+        f"{anchor}: location {ref}: {evt_file.name} unreadable after {n} records ({why}); the rest is dropped"
+        + (f", with {garbage} record rows decoded from the damaged part" if garbage else "")
+    )
+    out.dropped[TRUNCATED_EVENT_FILE] += 1
 
 
 def _cut_garbage(buf: RecordBuffer, first: int, window: tuple[int, int] | None) -> int:

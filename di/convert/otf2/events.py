@@ -1,26 +1,18 @@
-"""Timeline output -> the ``events`` table (names, categories, nesting, args).
+"""Timeline output -> the ``events`` table: its ``args``, the columns di's writer stored as attributes, the flows.
 
-* Regions: name and ``cat`` from the region definition (``cat_gpu`` on GPU
-  locations), ``src_cat`` = ``"<paradigm>/<role>"``; regions di wrote carry
-  their own cat/src_cat/instant flag (:mod:`categories`).
-* Instant records: name = OTF2 record name, cat ``other``, src_cat
-  ``otf2_record``; their fields go to ``args``.
-* RMA copies: name ``RmaPut``/``RmaGet``, cat ``memcpy``, ``bytes`` from the
-  record, window and remote in ``args``.
-* I/O operations (IoOperationBegin .. Complete): name ``read``/``write``/
-  ``flush`` (the operation mode), cat ``io``, src_cat ``otf2/io_operation``,
-  ``bytes`` = bytes transferred (null when never completed); ``args``: mode,
-  handle, file and paradigm (from the IoHandle, IoFile and IoParadigm
-  definitions), bytes requested, operation flags when set, ``cancelled``.
-  The other I/O records are instants with cat ``io``.
+The table itself (names, categories, bytes, nesting, row order) is built by
+:mod:`eventtable` (:func:`events_frame`, :func:`rows_of`, re-exported here).
+
 * ``args``: the record's attributes (by attribute name; STRING/REGION/COMM
-  values by name), the fields above, a collective's OTF2 op and bytes received.
-  Attributes on a record that is not an event's own (MPI, metrics) go to the
-  region that holds it.
-
-Rows are sorted by (loc, start_ns, -end_ns, creation order) and nested with
-:func:`di.nesting.nest`; ``order`` maps creation index -> row (None when the
-creation order is already the row order, as in time-ordered archives).
+  values by name), a collective's OTF2 op and bytes received, and the
+  fields of the records that make events: an instant record's fields; an RMA
+  copy's window and remote; an I/O operation's mode, handle, file and paradigm
+  (from the IoHandle, IoFile and IoParadigm definitions), bytes requested,
+  operation flags when set, ``cancelled``. Attributes on a record that is not
+  an event's own (MPI, metrics) go to the region that holds it.
+* ``bytes``, ``corr``, ``args`` of events di wrote: from the attributes its
+  writer adds (:data:`OWN_ATTRIBUTES`); flows: from ``di.flows_in``
+  (:func:`flows_frame`).
 """
 
 from __future__ import annotations
@@ -29,22 +21,9 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from numba import njit
 
-from di.jitpipeline import ScalarKernelCompiler
-
-from di.convert.otf2.records import (
-    ATTRIBUTE,
-    COLL_END,
-    INSTANT_NAMES,
-    IO_INSTANTS,
-    IO_OPERATION_FLUSH,
-    IO_OPERATION_READ,
-    IO_OPERATION_WRITE,
-    LEAVE,
-    RMA_GET,
-    RMA_PUT,
-)
+from di.convert.otf2.eventtable import IO_MODES, IO_OPERATIONS, NS_PER_S, events_frame, rows_of
+from di.convert.otf2.records import ATTRIBUTE, COLL_END, LEAVE
 from di.convert.otf2.timeline import (
     Builder,
     EV_INSTANT,
@@ -56,15 +35,23 @@ from di.convert.otf2.timeline import (
 )
 from di.convert.otf2.flowtext import read_flow_lists
 from di.convert.otf2.recordrows import RecordRows
-from di.convert.stringviews import nullable
 from di.convert.otf2.values import as_json, ref_ids
-from di.nesting import nest, nesting_order
 
-NS_PER_S = 1_000_000_000
+__all__ = [
+    "FLOWS_ATTRIBUTE",
+    "FLOW_TEXTS_COMPILED",
+    "IO_ATTRIBUTE",
+    "IO_MODES",
+    "IO_OPERATIONS",
+    "NS_PER_S",
+    "OWN_ATTRIBUTES",
+    "args_column",
+    "events_frame",
+    "flows_frame",
+    "own_columns",
+    "rows_of",
+]
 
-IO_MODES = ("read", "write", "flush")
-"""OTF2_IoOperationMode 0, 1, 2: the names of I/O operation events."""
-IO_OPERATIONS = (IO_OPERATION_READ, IO_OPERATION_WRITE, IO_OPERATION_FLUSH)
 IO_ATTRIBUTE = "di.io"
 """Attribute di's writer puts on the I/O operation records it writes inside the I/O event they describe (no event of their own)."""
 OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
@@ -72,162 +59,32 @@ OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
 FLOWS_ATTRIBUTE = "di.flows_in"
 """Attribute di's writer puts on the Enter of a flow's destination (see :func:`flows_frame`)."""
 
-
-def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.DataFrame]:
-    """(ref -> region position lookup, one row per event kind: name, cat, src_cat, instant).
-
-    Rows: each region on a CPU location (0..R-1), each region on a GPU location
-    (R..2R-1), then each record kind (2R + kind) for instants and RMA copies,
-    then one row for regions the definitions lack (name ``?``).
-    """
-    from di import schema
-
-    dtypes = schema.polars_schema("events")
-    refs = np.array(list(regions), dtype=np.int64)
-    lookup = np.full(int(refs.max()) + 1 if refs.size else 1, -1, np.int64)
-    lookup[refs] = np.arange(refs.size)
-    rs = list(regions.values())
-    record_names = {**INSTANT_NAMES, RMA_PUT: "RmaPut", RMA_GET: "RmaGet", **dict(zip(IO_OPERATIONS, IO_MODES))}
-    n_kinds = max(record_names) + 1
-    kinds = [
-        (
-            record_names.get(k, "?"),
-            "memcpy" if k in (RMA_PUT, RMA_GET) else "io" if k in IO_INSTANTS or k in IO_OPERATIONS else "other",
-            "otf2/rma" if k in (RMA_PUT, RMA_GET) else "otf2/io_operation" if k in IO_OPERATIONS else "otf2_record",
-            k in INSTANT_NAMES,
-        )
-        for k in range(n_kinds)
-    ]
-    kinds.append(("?", "other", "otf2/undefined_region", False))
-    table = pl.DataFrame(
-        {
-            "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
-            "cat": [r["cat"] for r in rs] + [r["cat_gpu"] for r in rs] + [k[1] for k in kinds],
-            "src_cat": [r["src_cat"] for r in rs] * 2 + [k[2] for k in kinds],
-            "instant": [r["instant"] for r in rs] * 2 + [k[3] for k in kinds],
-        },
-        schema={"name": dtypes["name"], "cat": dtypes["cat"], "src_cat": dtypes["src_cat"], "instant": pl.Boolean},
-    )
-    return lookup, table
-
-
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
-def _ticks_to_ns(t, offset, res, realtime):
-    """One OTF2 tick count -> int64 ns, exactly as :func:`di.convert.otf2.reader.ticks_to_ns`."""
-    d = t - offset
-    if res == NS_PER_S:
-        ns = d
-    elif res < 9_223_372_036:  # 2**63 // 1e9: q * 1e9 cannot overflow
-        q = d // res
-        ns = q * NS_PER_S + ((d - q * res) * NS_PER_S) // res
-    else:
-        ns = np.int64(np.floor(np.float64(d) * (NS_PER_S / res)))
-    return ns + realtime
-
-
-@njit(cache=True, pipeline_class=ScalarKernelCompiler)
-def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_locs, instant_of, offset, res, realtime):
-    """In place: ticks -> ns (instants end where they start). Returns (descriptor row of every event,
-    whether the events are in (loc, start, -end) order)."""
-    n_kinds_base = 2 * n_regions
-    unknown = instant_of.size - 1
-    ordered = True
-    desc = np.empty(ev_loc.size, np.int64)
-    for i in range(ev_loc.size):
-        ref = ev_ref[i]
-        if ev_type[i] == EV_REGION:
-            pos = lookup[ref] if ref >= 0 and ref < lookup.size else -1
-            d = unknown if pos < 0 else pos + n_regions * gpu_locs[ev_loc[i]]
-        else:
-            d = n_kinds_base + ref
-        desc[i] = d
-        s = _ticks_to_ns(ev_start[i], offset, res, realtime)
-        ev_start[i] = s
-        ev_end[i] = s if instant_of[d] else _ticks_to_ns(ev_end[i], offset, res, realtime)
-        if i > 0 and ordered:
-            if ev_loc[i] == ev_loc[i - 1] and (
-                s < ev_start[i - 1] or (s == ev_start[i - 1] and ev_end[i] > ev_end[i - 1])
-            ):
-                ordered = False
-            elif ev_loc[i] < ev_loc[i - 1]:
-                ordered = False
-    return desc, ordered
-
-
-def events_frame(
-    tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray
-) -> tuple[pl.DataFrame, np.ndarray | None]:
-    """(events without args sorted and nested, creation index -> row or None when they are the same).
-
-    ``tl``: the :class:`timeline.Builder` arrays (ev_loc .. ev_c); ``clock``: (global offset
-    ticks, timer resolution ticks/s, realtime ns added). ev_start and ev_end are converted to ns in place.
-    """
-    ev_loc, ev_start, ev_end, ev_type, ev_ref, _, _, ev_c, ev_d = tl[:9]
-    lookup, table = _descriptors(regions)
-    n_regions = len(regions)
-    instant_of = table["instant"].to_numpy()
-    desc, ordered = _finish(
-        ev_loc,
-        ev_start,
-        ev_end,
-        ev_type,
-        ev_ref,
-        lookup,
-        n_regions,
-        gpu_locs.astype(np.int64),
-        instant_of,
-        *(np.int64(c) for c in clock),
-    )
-    n = ev_loc.size
-    order = None
-    io = ev_type == EV_IO
-    loc, start, end = ev_loc, ev_start, ev_end
-    nbytes, known = (
-        (np.where(io, ev_d, ev_c), (ev_type == EV_RMA) | (io & (ev_d >= 0))) if io.any() else (ev_c, ev_type == EV_RMA)
-    )
-    if not ordered:
-        perm = nesting_order(ev_loc, ev_start, ev_end, np.arange(n, dtype=np.int64))
-        loc, start, end, desc, nbytes, known = (a[perm] for a in (loc, start, end, desc, nbytes, known))
-        order = np.empty(n, np.int64)
-        order[perm] = np.arange(n, dtype=np.int64)
-    depth, parent = nest(loc, start, end)
-    codes = pl.Series(desc.astype(np.uint32))  # polars' index type: no conversion per gather
-    df = pl.DataFrame(
-        {
-            "loc": loc.astype(np.uint32),
-            "start_ns": start,
-            "end_ns": end,
-            "name": table["name"].gather(codes),
-            "cat": table["cat"].gather(codes),
-            "src_cat": table["src_cat"].gather(codes),
-            "bytes": nullable(nbytes, known, "bytes")
-            if known.any()
-            else pl.repeat(None, n, dtype=pl.Int64, eager=True),
-            "instant": instant_of[desc],
-            "depth": depth,
-            "parent": nullable(parent, parent >= 0, "parent"),
-        }
-    )
-    return df, order
-
-
-def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
-    """Rows in ``events`` of events given by creation index (-1 stays -1)."""
-    created = np.asarray(created, dtype=np.int64)
-    if order is None:
-        return created
-    return np.where(created >= 0, order[np.maximum(created, 0)] if order.size else created, -1)
+_Part = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""One source of args members: (event rows, the members' UTF-8 bytes, their offsets)."""
 
 
 def args_column(n_events: int, rec: RecordRows, tl: Builder, order: np.ndarray | None, defs: Any) -> pl.Series:
     """The ``args`` JSON text of every event row (null where the source had nothing more)."""
-    import orjson
+    from di.convert.otf2.argtext import join_members
 
+    parts = [
+        part
+        for part in (
+            _attribute_members(rec, defs),
+            _instant_members(tl, order),
+            _rma_members(tl, order, defs),
+            _io_members(tl, order, defs),
+            _collective_members(rec),
+        )
+        if part is not None
+    ]
+    return join_members(n_events, parts)
+
+
+def _attribute_members(rec: RecordRows, defs: Any) -> _Part | None:
+    """The members of the records' attributes (those di's writer adds for itself aside), by attribute name."""
     from di.convert.columns import utf8_buffers
-    from di.convert.otf2.argtext import instant_members, join_members, text_int_members
-    from di.convert.otf2.matching import collective_ops
 
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (event rows, members UTF-8, offsets) per source
     own = [
         ref
         for ref, (name, _) in defs.attributes.items()
@@ -236,68 +93,98 @@ def args_column(n_events: int, rec: RecordRows, tl: Builder, order: np.ndarray |
     got = rec.of_kind(ATTRIBUTE) & (rec.event >= 0)
     if own:
         got &= ~np.isin(rec.attribute, np.array(own, np.int64))
-    if got.any():
-        attrs = rec.take(got)
-        value = as_json(
-            attrs.attr_type,
-            attrs.attr_value,
-            defs.strings,
-            {k: r["name"] for k, r in defs.regions.items()},
-            {k: c["name"] for k, c in defs.comms.items()},
-        )
-        key = attrs.attribute * 2 + (attrs.after == LEAVE)
-        uniq, inv = np.unique(key, return_inverse=True)
-        names = {
-            ref: name for ref, (name, _) in defs.attributes.items() if isinstance(name, str)
-        }  # a damaged definition may have none
-        keys = pl.Series(
-            [
-                orjson.dumps(("leave." if k & 1 else "") + names.get(int(k) >> 1, str(int(k) >> 1))).decode() + ":"
-                for k in uniq.tolist()
-            ],
-            dtype=pl.String,
-        ).gather(inv.ravel())
-        parts.append(
-            (
-                attrs.event,
-                *utf8_buffers(
-                    pl.select(pl.concat_str(pl.lit("{"), keys, value.fill_null("null"), pl.lit("}"))).to_series()
-                ),
-            )
-        )
-    ev_type, ev_ref, ev_a, ev_b, ev_c = tl.ev_type, tl.ev_ref, tl.ev_a, tl.ev_b, tl.ev_c
-    instants = np.flatnonzero(ev_type == EV_INSTANT)
-    if instants.size:
-        parts.append(
-            (
-                rows_of(order, instants),
-                *instant_members(ev_ref[instants], ev_a[instants], ev_b[instants], ev_c[instants]),
-            )
-        )
-    rma = np.flatnonzero(ev_type == EV_RMA)
-    if rma.size:
-        wins, win_idx = np.unique(ev_a[rma], return_inverse=True)
-        texts = [orjson.dumps(defs.windows.get(int(w), str(w))).decode() for w in wins.tolist()]
-        parts.append(
-            (rows_of(order, rma), *text_int_members('"window":', texts, win_idx.ravel(), ',"remote":', ev_b[rma]))
-        )
-    io = np.flatnonzero(ev_type == EV_IO)
-    if io.size:
-        combos, idx = np.unique(np.column_stack([ev_a[io], ev_b[io]]), axis=0, return_inverse=True)
-        texts = [_io_text(int(h), int(b), defs.io_handles) for h, b in combos.tolist()]
-        parts.append((rows_of(order, io), *text_int_members("", texts, idx.ravel(), ',"bytes_requested":', ev_c[io])))
+    if not got.any():
+        return None
+    attrs = rec.take(got)
+    value = as_json(
+        attrs.attr_type,
+        attrs.attr_value,
+        defs.strings,
+        {k: r["name"] for k, r in defs.regions.items()},
+        {k: c["name"] for k, c in defs.comms.items()},
+    )
+    keys = _attribute_keys(attrs, defs)
+    return (
+        attrs.event,
+        *utf8_buffers(pl.select(pl.concat_str(pl.lit("{"), keys, value.fill_null("null"), pl.lit("}"))).to_series()),
+    )
+
+
+def _attribute_keys(attrs: RecordRows, defs: Any) -> pl.Series:
+    """The JSON key (with its colon) of each attribute row: its name, ``leave.`` before it on a Leave record."""
+    import orjson
+
+    key = attrs.attribute * 2 + (attrs.after == LEAVE)
+    uniq, inv = np.unique(key, return_inverse=True)
+    names = {
+        ref: name for ref, (name, _) in defs.attributes.items() if isinstance(name, str)
+    }  # a damaged definition may have none
+    return pl.Series(
+        [
+            orjson.dumps(("leave." if k & 1 else "") + names.get(int(k) >> 1, str(int(k) >> 1))).decode() + ":"
+            for k in uniq.tolist()
+        ],
+        dtype=pl.String,
+    ).gather(inv.ravel())
+
+
+def _instant_members(tl: Builder, order: np.ndarray | None) -> _Part | None:
+    """The members of the instant events: their records' fields."""
+    from di.convert.otf2.argtext import instant_members
+
+    instants = np.flatnonzero(tl.ev_type == EV_INSTANT)
+    if not instants.size:
+        return None
+    ev_ref, ev_a, ev_b, ev_c = tl.ev_ref, tl.ev_a, tl.ev_b, tl.ev_c
+    return (
+        rows_of(order, instants),
+        *instant_members(ev_ref[instants], ev_a[instants], ev_b[instants], ev_c[instants]),
+    )
+
+
+def _rma_members(tl: Builder, order: np.ndarray | None, defs: Any) -> _Part | None:
+    """The members of the RMA copies: window (by name) and remote rank."""
+    import orjson
+
+    from di.convert.otf2.argtext import text_int_members
+
+    rma = np.flatnonzero(tl.ev_type == EV_RMA)
+    if not rma.size:
+        return None
+    ev_a, ev_b = tl.ev_a, tl.ev_b
+    wins, win_idx = np.unique(ev_a[rma], return_inverse=True)
+    texts = [orjson.dumps(defs.windows.get(int(w), str(w))).decode() for w in wins.tolist()]
+    return (rows_of(order, rma), *text_int_members('"window":', texts, win_idx.ravel(), ',"remote":', ev_b[rma]))
+
+
+def _io_members(tl: Builder, order: np.ndarray | None, defs: Any) -> _Part | None:
+    """The members of the I/O operations (:func:`_io_text`) and their bytes requested."""
+    from di.convert.otf2.argtext import text_int_members
+
+    io = np.flatnonzero(tl.ev_type == EV_IO)
+    if not io.size:
+        return None
+    ev_a, ev_b, ev_c = tl.ev_a, tl.ev_b, tl.ev_c
+    combos, idx = np.unique(np.column_stack([ev_a[io], ev_b[io]]), axis=0, return_inverse=True)
+    texts = [_io_text(int(h), int(b), defs.io_handles) for h, b in combos.tolist()]
+    return (rows_of(order, io), *text_int_members("", texts, idx.ravel(), ',"bytes_requested":', ev_c[io]))
+
+
+def _collective_members(rec: RecordRows) -> _Part | None:
+    """The members of the regions holding an MpiCollectiveEnd: its OTF2 op and bytes received."""
+    from di.convert.otf2.argtext import text_int_members
+    from di.convert.otf2.matching import collective_ops
+
     coll = rec.of_kind(COLL_END) & (rec.event >= 0)
-    if coll.any():
-        idx, names_ = collective_ops(rec.coll_op[coll])
-        parts.append(
-            (
-                rec.event[coll],
-                *text_int_members(
-                    '"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.received[coll]
-                ),
-            )
-        )
-    return join_members(n_events, parts)
+    if not coll.any():
+        return None
+    idx, names_ = collective_ops(rec.coll_op[coll])
+    return (
+        rec.event[coll],
+        *text_int_members(
+            '"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.received[coll]
+        ),
+    )
 
 
 def _io_text(handle: int, b: int, handles: dict[int, dict[str, Any]]) -> str:

@@ -144,10 +144,28 @@ def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.Data
     inside = rec.event >= 0
     s = rec.take(inside & rec.of_kind(MPI_SEND, MPI_ISEND))
     r = rec.take(inside & rec.of_kind(MPI_RECV, MPI_IRECV))
-    done = rec.take(inside & rec.of_kind(MPI_ISEND_COMPLETE))
-    post = rec.take(inside & rec.of_kind(MPI_IRECV_REQUEST))
-    s_peer, r_peer = _global_rank(s.comm, s.peer, comms), _global_rank(r.comm, r.peer, comms)
-    isend, irecv = s.kind == MPI_ISEND, r.kind == MPI_IRECV
+    send_done = _send_done(s, rec.take(inside & rec.of_kind(MPI_ISEND_COMPLETE)))
+    recv_post, r_order = _recv_post(r, rec.take(inside & rec.of_kind(MPI_IRECV_REQUEST)))
+    i_s, i_r = _matched(s, r, r_order, comms)
+    done_of, post_of = send_done[i_s], recv_post[i_r]
+    out = pl.DataFrame(
+        {
+            "send": s.event[i_s],
+            "recv": r.event[i_r],
+            "bytes": s.msg_bytes[i_s],
+            "tag": s.tag[i_s],
+            "comm": _comm_names(s.comm[i_s], comms),
+            "send_done": _nullable(done_of, done_of >= 0),
+            "recv_post": _nullable(post_of, post_of >= 0),
+        }
+    )
+    unmatched = {UNMATCHED_SENDS: len(s) - i_s.size, UNMATCHED_RECEIVES: len(r) - i_r.size}
+    return out, {k: v for k, v in unmatched.items() if v}
+
+
+def _send_done(s: RecordRows, done: RecordRows) -> np.ndarray:
+    """Per send: the region holding its Isend's MpiIsendComplete (``done``), -1 for blocking sends and where none."""
+    isend = s.kind == MPI_ISEND
     at = _asof(
         np.column_stack([s.loc, s.request])[isend],
         s.ts_ns[isend],
@@ -157,6 +175,13 @@ def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.Data
     )
     send_done = np.full(len(s), -1, np.int64)
     send_done[isend] = np.where(at >= 0, done.event[np.maximum(at, 0)] if len(done) else -1, -1)
+    return send_done
+
+
+def _recv_post(r: RecordRows, post: RecordRows) -> tuple[np.ndarray, np.ndarray]:
+    """Per receive: (the region holding its Irecv's MpiIrecvRequest (``post``), -1 for blocking receives and where
+    none; the time it was posted, ns: the MpiIrecvRequest's, else the receive's own)."""
+    irecv = r.kind == MPI_IRECV
     at = _asof(
         np.column_stack([r.loc, r.request])[irecv],
         r.ts_ns[irecv],
@@ -169,6 +194,15 @@ def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.Data
     if len(post):
         recv_post[irecv] = np.where(at >= 0, post.event[np.maximum(at, 0)], -1)
         r_order[irecv] = np.where(at >= 0, post.ts_ns[np.maximum(at, 0)], r.ts_ns[irecv])
+    return recv_post, r_order
+
+
+def _matched(
+    s: RecordRows, r: RecordRows, r_order: np.ndarray, comms: dict[int, dict[str, Any]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(sends, receives) of the matched pairs, as row indices into ``s`` and ``r``, in send event order: the k-th
+    send and the k-th receive (by ``r_order``) of one (comm, sender, receiver, tag) match."""
+    s_peer, r_peer = _global_rank(s.comm, s.peer, comms), _global_rank(r.comm, r.peer, comms)
     n_s = len(s)
     key = _group_ids(
         np.r_[s.comm, r.comm],
@@ -183,29 +217,18 @@ def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.Data
         key[:n_s] * span + k_s, key[n_s:] * span + k_r, assume_unique=True, return_indices=True
     )
     by_send = np.lexsort((i_s, s.event[i_s]))
-    i_s, i_r = i_s[by_send], i_r[by_send]
+    return i_s[by_send], i_r[by_send]
+
+
+def _comm_names(comm_refs: np.ndarray, comms: dict[int, dict[str, Any]]) -> pl.Series:
+    """The name of each communicator ref (null where the definitions have none)."""
     names = {ref: c["name"] for ref, c in comms.items()}
-    comm_refs = s.comm[i_s]
     uniq, inv = np.unique(comm_refs, return_inverse=True)
-    comm = (
+    return (
         pl.Series([names.get(int(c)) for c in uniq], dtype=pl.String).gather(inv.ravel())
         if uniq.size
         else pl.Series([], dtype=pl.String)
     )
-    done_of, post_of = send_done[i_s], recv_post[i_r]
-    out = pl.DataFrame(
-        {
-            "send": s.event[i_s],
-            "recv": r.event[i_r],
-            "bytes": s.msg_bytes[i_s],
-            "tag": s.tag[i_s],
-            "comm": comm,
-            "send_done": _nullable(done_of, done_of >= 0),
-            "recv_post": _nullable(post_of, post_of >= 0),
-        }
-    )
-    unmatched = {UNMATCHED_SENDS: n_s - i_s.size, UNMATCHED_RECEIVES: len(r) - i_r.size}
-    return out, {k: v for k, v in unmatched.items() if v}
 
 
 OWN_COLLECTIVE_ATTRIBUTES = {
@@ -240,42 +263,14 @@ def collectives(
     order = sel[np.lexsort((rec.row[sel], rec.ts_ns[sel], rec.rank[sel]))]
     c = rec.take(order)
     n = len(c)
-    refs = np.array(list(comms), dtype=np.int64)
-    pos = np.searchsorted(np.sort(refs), c.comm) if refs.size else np.zeros(n, np.int64)
-    by_ref = np.argsort(refs, kind="stable")
-    known = (
-        (pos < refs.size) & (refs[by_ref][np.minimum(pos, max(refs.size - 1, 0))] == c.comm)
-        if refs.size
-        else np.zeros(n, bool)
-    )
-    info = [comms[int(x)] for x in refs[by_ref]] + [{"name": None, "group_ranks": []}]
-    idx = np.where(known, pos, len(info) - 1)
-    comm = pl.Series([i["name"] for i in info], dtype=pl.String).gather(idx)
-    group_size = pl.Series([_size(i["group_ranks"]) for i in info], dtype=pl.Int32).gather(idx)
-    group_ranks = pl.Series([_text(i["group_ranks"]) for i in info], dtype=pl.String).gather(idx)
+    known, pos, comm, group_size, group_ranks = _comm_columns(c, comms)
     root = _nullable(_global_rank(c.comm, c.root, comms), c.root != clib.UNDEFINED_UINT32, pl.Int64).cast(pl.Int32)
     seq = _nth_in_group(_group_ids(c.rank.astype(np.int64), np.where(known, pos, -1)), np.arange(n, dtype=np.int64))
-    names = _op_names()
-    op_codes = np.arange(max(names, default=0) + 2)
-    canon = [COLLECTIVE_OPS.get(names.get(int(k), ""), "other") for k in op_codes]
-    op = pl.Series(canon, dtype=pl.String).gather(np.clip(c.coll_op, 0, op_codes.size - 1))
+    op = _canonical_ops(c.coll_op)
     own = {name: ref for ref, (name, _) in attributes.items() if name in OWN_COLLECTIVE_ATTRIBUTES}
     dtype = pl.repeat(None, n, dtype=pl.String, eager=True)
     if own:
-        got = {
-            name: _own_values(rec, ref, c.row, None if name == "di.group_size" else strings)
-            for name, ref in own.items()
-        }
-        nulls = {
-            name: pl.repeat(None, n, dtype=pl.Int32 if name == "di.group_size" else pl.String, eager=True)
-            for name in OWN_COLLECTIVE_ATTRIBUTES
-        }
-        got = {**nulls, **got}
-        op = pl.select(
-            pl.coalesce(got["di.op"], op)
-        ).to_series()  # the record's own op where the attribute is missing (a damaged archive)
-        dtype, group_ranks = got["di.dtype"], got["di.group_ranks"]
-        group_size = got["di.group_size"].cast(pl.Int32)
+        op, dtype, group_size, group_ranks = _restored(rec, own, c.row, strings, op)
     out = pl.DataFrame(
         {
             "instance": pl.repeat(None, n, dtype=pl.Int64, eager=True),
@@ -292,6 +287,56 @@ def collectives(
         }
     )
     return assign_instances(out)
+
+
+def _comm_columns(
+    c: RecordRows, comms: dict[int, dict[str, Any]]
+) -> tuple[np.ndarray, np.ndarray, pl.Series, pl.Series, pl.Series]:
+    """(whether each row's communicator is defined, its position among the defined refs sorted, and the comm,
+    group_size and group_ranks columns from its definition, null where it has none)."""
+    n = len(c)
+    refs = np.array(list(comms), dtype=np.int64)
+    pos = np.searchsorted(np.sort(refs), c.comm) if refs.size else np.zeros(n, np.int64)
+    by_ref = np.argsort(refs, kind="stable")
+    known = (
+        (pos < refs.size) & (refs[by_ref][np.minimum(pos, max(refs.size - 1, 0))] == c.comm)
+        if refs.size
+        else np.zeros(n, bool)
+    )
+    info = [comms[int(x)] for x in refs[by_ref]] + [{"name": None, "group_ranks": []}]
+    idx = np.where(known, pos, len(info) - 1)
+    comm = pl.Series([i["name"] for i in info], dtype=pl.String).gather(idx)
+    group_size = pl.Series([_size(i["group_ranks"]) for i in info], dtype=pl.Int32).gather(idx)
+    group_ranks = pl.Series([_text(i["group_ranks"]) for i in info], dtype=pl.String).gather(idx)
+    return known, pos, comm, group_size, group_ranks
+
+
+def _canonical_ops(codes: np.ndarray) -> pl.Series:
+    """di's collective op name (:data:`categories.COLLECTIVE_OPS`) of each OTF2_CollectiveOp code, ``other``
+    where it has none."""
+    names = _op_names()
+    op_codes = np.arange(max(names, default=0) + 2)
+    canon = [COLLECTIVE_OPS.get(names.get(int(k), ""), "other") for k in op_codes]
+    return pl.Series(canon, dtype=pl.String).gather(np.clip(codes, 0, op_codes.size - 1))
+
+
+def _restored(
+    rec: RecordRows, own: dict[str, int], head: np.ndarray, strings: StringDefs, op: pl.Series
+) -> tuple[pl.Series, pl.Series, pl.Series, pl.Series]:
+    """(op, dtype, group_size, group_ranks) of the MpiCollectiveEnd records at rows ``head``, from the attributes
+    di's writer put on them (``own``: attribute name -> ref); null where an attribute is missing, the record's op
+    for the op."""
+    n = head.size
+    got = {name: _own_values(rec, ref, head, None if name == "di.group_size" else strings) for name, ref in own.items()}
+    nulls = {
+        name: pl.repeat(None, n, dtype=pl.Int32 if name == "di.group_size" else pl.String, eager=True)
+        for name in OWN_COLLECTIVE_ATTRIBUTES
+    }
+    got = {**nulls, **got}
+    op = pl.select(
+        pl.coalesce(got["di.op"], op)
+    ).to_series()  # the record's own op where the attribute is missing (a damaged archive)
+    return op, got["di.dtype"], got["di.group_size"].cast(pl.Int32), got["di.group_ranks"]
 
 
 @cache

@@ -1,7 +1,8 @@
 """Event records of one OTF2 location -> rows of an int64 array, no Python per event.
 
-Each OTF2 event callback is a numba ``cfunc`` that appends one row of
-``WIDTH`` int64 to a buffer passed as the reader's ``userData``::
+Each OTF2 event callback is a numba ``cfunc`` (:mod:`eventcallbacks`, and
+:mod:`iorecords` for the I/O records) that appends one row of ``WIDTH`` int64
+through :func:`_push` to a buffer passed as the reader's ``userData``::
 
     row = [kind, time, a, b, c, d, e]     time: clock ticks, clock offsets applied
 
@@ -16,7 +17,7 @@ fn GetAttributeByIndex, records_handled, attributes_dropped, 0]``. A callback
 returns OTF2_CALLBACK_INTERRUPT when fewer than ``ROOM`` rows are left, the
 caller grows the buffer and resumes reading (:func:`read_location`).
 
-Which fields a..e hold, per kind, is listed beside each callback below and
+Which fields a..e hold, per kind, is listed beside each callback and
 named by the column constants (``PEER``, ``COMM``, ``TAG``, ...); the meaning
 of each field is the OTF2 record's (see the OTF2 event records docs).
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from numba import cfunc, carray, njit, types
+from numba import carray, njit, types
 
 from di.convert.otf2 import clib
 
@@ -173,294 +174,15 @@ def _push(user, kind, time, a, b, c, d, e, attrs):
     return CALLBACK_INTERRUPT if hdr[1] - r < ROOM else CALLBACK_SUCCESS
 
 
-@cfunc(_sig(_u32), cache=True)
-def _enter(loc, time, pos, user, attrs, region):
-    return _push(user, ENTER, np.int64(time), np.int64(region), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32), cache=True)
-def _leave(loc, time, pos, user, attrs, region):
-    return _push(user, LEAVE, np.int64(time), np.int64(region), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
-def _mpi_send(loc, time, pos, user, attrs, receiver, comm, tag, length):  # a=receiver b=comm c=tag d=bytes
-    return _push(
-        user,
-        MPI_SEND,
-        np.int64(time),
-        np.int64(receiver),
-        np.int64(comm),
-        np.int64(tag),
-        np.int64(length),
-        0,
-        np.int64(attrs),
-    )
-
-
-@cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
-def _mpi_isend(loc, time, pos, user, attrs, receiver, comm, tag, length, request):  # e=request
-    return _push(
-        user,
-        MPI_ISEND,
-        np.int64(time),
-        np.int64(receiver),
-        np.int64(comm),
-        np.int64(tag),
-        np.int64(length),
-        np.int64(request),
-        np.int64(attrs),
-    )
-
-
-@cfunc(_sig(_u64), cache=True)
-def _mpi_isend_complete(loc, time, pos, user, attrs, request):  # e=request
-    return _push(user, MPI_ISEND_COMPLETE, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
-
-
-@cfunc(_sig(_u64), cache=True)
-def _mpi_irecv_request(loc, time, pos, user, attrs, request):  # e=request
-    return _push(user, MPI_IRECV_REQUEST, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
-
-
-@cfunc(_sig(_u32, _u32, _u32, _u64), cache=True)
-def _mpi_recv(loc, time, pos, user, attrs, sender, comm, tag, length):  # a=sender b=comm c=tag d=bytes
-    return _push(
-        user,
-        MPI_RECV,
-        np.int64(time),
-        np.int64(sender),
-        np.int64(comm),
-        np.int64(tag),
-        np.int64(length),
-        0,
-        np.int64(attrs),
-    )
-
-
-@cfunc(_sig(_u32, _u32, _u32, _u64, _u64), cache=True)
-def _mpi_irecv(loc, time, pos, user, attrs, sender, comm, tag, length, request):  # e=request
-    return _push(
-        user,
-        MPI_IRECV,
-        np.int64(time),
-        np.int64(sender),
-        np.int64(comm),
-        np.int64(tag),
-        np.int64(length),
-        np.int64(request),
-        np.int64(attrs),
-    )
-
-
-@cfunc(_sig(_u64), cache=True)
-def _mpi_request_test(loc, time, pos, user, attrs, request):
-    return _push(user, MPI_REQUEST_TEST, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
-
-
-@cfunc(_sig(_u64), cache=True)
-def _mpi_request_cancelled(loc, time, pos, user, attrs, request):
-    return _push(user, MPI_REQUEST_CANCELLED, np.int64(time), 0, 0, 0, 0, np.int64(request), np.int64(attrs))
-
-
-@cfunc(_sig(), cache=True)
-def _coll_begin(loc, time, pos, user, attrs):
-    return _push(user, COLL_BEGIN, np.int64(time), 0, 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u8, _u32, _u32, _u64, _u64), cache=True)
-def _coll_end(loc, time, pos, user, attrs, op, comm, root, sent, received):  # a=op b=comm c=root d=sent e=received
-    return _push(
-        user,
-        COLL_END,
-        np.int64(time),
-        np.int64(op),
-        np.int64(comm),
-        np.int64(root),
-        np.int64(sent),
-        np.int64(received),
-        np.int64(attrs),
-    )
-
-
-@cfunc(_sig(_u32, _u32, _u64, _u64), cache=True)
-def _rma_put(loc, time, pos, user, attrs, win, remote, nbytes, matching):  # a=win b=remote c=bytes d=matching id
-    return _push(
-        user,
-        RMA_PUT,
-        np.int64(time),
-        np.int64(win),
-        np.int64(remote),
-        np.int64(nbytes),
-        np.int64(matching),
-        0,
-        np.int64(attrs),
-    )
-
-
-@cfunc(_sig(_u32, _u32, _u64, _u64), cache=True)
-def _rma_get(loc, time, pos, user, attrs, win, remote, nbytes, matching):
-    return _push(
-        user,
-        RMA_GET,
-        np.int64(time),
-        np.int64(win),
-        np.int64(remote),
-        np.int64(nbytes),
-        np.int64(matching),
-        0,
-        np.int64(attrs),
-    )
-
-
-@cfunc(_sig(_u32, _u64), cache=True)
-def _rma_complete(loc, time, pos, user, attrs, win, matching):  # a=win d=matching id
-    return _push(user, RMA_COMPLETE, np.int64(time), np.int64(win), 0, 0, np.int64(matching), 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32, _u8, _ptr, _ptr), cache=True)
-def _metric(loc, time, pos, user, attrs, metric, count, type_ids, values):  # a=metric b=count
-    code = _push(user, METRIC, np.int64(time), np.int64(metric), np.int64(count), 0, 0, 0, np.int64(attrs))
-    hdr = carray(user, (HEADER,), np.int64)
-    buf = carray(user, (HEADER + hdr[1] * WIDTH,), np.int64)
-    tids = carray(type_ids, (count,), np.uint8)
-    vals = carray(values, (count,), np.int64)
-    r = hdr[0]
-    for i in range(count):
-        o = HEADER + r * WIDTH
-        buf[o + KIND] = METRIC_VALUE
-        buf[o + TIME] = np.int64(time)
-        buf[o + VALUE_TYPE] = tids[i]
-        buf[o + VALUE_BITS] = vals[i]
-        buf[o + C] = 0
-        buf[o + D] = 0
-        buf[o + E] = 0
-        r += 1
-    hdr[0] = r
-    return CALLBACK_INTERRUPT if hdr[1] - r < ROOM else code
-
-
-@cfunc(_sig(_u32, _u32, _ptr), cache=True)
-def _program_begin(loc, time, pos, user, attrs, name, nargs, args):  # a=program name string ref
-    return _push(user, PROGRAM_BEGIN, np.int64(time), np.int64(name), np.int64(nargs), 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_i64), cache=True)
-def _program_end(loc, time, pos, user, attrs, status):  # a=exit status
-    return _push(user, PROGRAM_END, np.int64(time), np.int64(status), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u8, _u32), cache=True)
-def _thread_fork(loc, time, pos, user, attrs, model, threads):  # a=paradigm b=threads requested
-    return _push(user, THREAD_FORK, np.int64(time), np.int64(model), np.int64(threads), 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u8), cache=True)
-def _thread_join(loc, time, pos, user, attrs, model):
-    return _push(user, THREAD_JOIN, np.int64(time), np.int64(model), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32), cache=True)
-def _team_begin(loc, time, pos, user, attrs, team):  # a=thread team comm
-    return _push(user, TEAM_BEGIN, np.int64(time), np.int64(team), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32), cache=True)
-def _team_end(loc, time, pos, user, attrs, team):
-    return _push(user, TEAM_END, np.int64(time), np.int64(team), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u8, _u32, _u32), cache=True)
-def _lock_acquire(loc, time, pos, user, attrs, model, lock, order):  # a=paradigm b=lock c=order
-    return _push(
-        user, LOCK_ACQUIRE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs)
-    )
-
-
-@cfunc(_sig(_u8, _u32, _u32), cache=True)
-def _lock_release(loc, time, pos, user, attrs, model, lock, order):
-    return _push(
-        user, LOCK_RELEASE, np.int64(time), np.int64(model), np.int64(lock), np.int64(order), 0, 0, np.int64(attrs)
-    )
-
-
-@cfunc(_sig(_u8), cache=True)
-def _measurement(loc, time, pos, user, attrs, mode):  # a=mode (1 on, 2 off)
-    return _push(user, MEASUREMENT_ON_OFF, np.int64(time), np.int64(mode), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u64), cache=True)
-def _buffer_flush(loc, time, pos, user, attrs, stop):  # a=stop time (ticks)
-    return _push(user, BUFFER_FLUSH, np.int64(time), np.int64(stop), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32), cache=True)
-def _win_create(loc, time, pos, user, attrs, win):
-    return _push(user, RMA_WIN_CREATE, np.int64(time), np.int64(win), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32), cache=True)
-def _win_destroy(loc, time, pos, user, attrs, win):
-    return _push(user, RMA_WIN_DESTROY, np.int64(time), np.int64(win), 0, 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32, _u32), cache=True)
-def _param_string(loc, time, pos, user, attrs, param, value):  # a=parameter b=string ref
-    return _push(user, PARAMETER_STRING, np.int64(time), np.int64(param), np.int64(value), 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32, _i64), cache=True)
-def _param_int(loc, time, pos, user, attrs, param, value):
-    return _push(user, PARAMETER_INT, np.int64(time), np.int64(param), np.int64(value), 0, 0, 0, np.int64(attrs))
-
-
-@cfunc(_sig(_u32, _u64), cache=True)
-def _param_uint(loc, time, pos, user, attrs, param, value):
-    return _push(user, PARAMETER_UINT, np.int64(time), np.int64(param), np.int64(value), 0, 0, 0, np.int64(attrs))
-
-
-CALLBACKS = {
-    "Enter": _enter,
-    "Leave": _leave,
-    "MpiSend": _mpi_send,
-    "MpiIsend": _mpi_isend,
-    "MpiIsendComplete": _mpi_isend_complete,
-    "MpiIrecvRequest": _mpi_irecv_request,
-    "MpiRecv": _mpi_recv,
-    "MpiIrecv": _mpi_irecv,
-    "MpiRequestTest": _mpi_request_test,
-    "MpiRequestCancelled": _mpi_request_cancelled,
-    "MpiCollectiveBegin": _coll_begin,
-    "MpiCollectiveEnd": _coll_end,
-    "RmaPut": _rma_put,
-    "RmaGet": _rma_get,
-    "RmaOpCompleteBlocking": _rma_complete,
-    "Metric": _metric,
-    "ProgramBegin": _program_begin,
-    "ProgramEnd": _program_end,
-    "ThreadFork": _thread_fork,
-    "ThreadJoin": _thread_join,
-    "ThreadTeamBegin": _team_begin,
-    "ThreadTeamEnd": _team_end,
-    "ThreadAcquireLock": _lock_acquire,
-    "ThreadReleaseLock": _lock_release,
-    "MeasurementOnOff": _measurement,
-    "BufferFlush": _buffer_flush,
-    "RmaWinCreate": _win_create,
-    "RmaWinDestroy": _win_destroy,
-    "ParameterString": _param_string,
-    "ParameterInt": _param_int,
-    "ParameterUnsignedInt": _param_uint,
-}
-"""OTF2 record name -> the cfunc that stores it (the I/O records' are in :mod:`iorecords`)."""
-
-
 class Callbacks:
-    """An OTF2_EvtReaderCallbacks with every callback of :data:`CALLBACKS` set, and those of
+    """An OTF2_EvtReaderCallbacks with every callback of :data:`eventcallbacks.CALLBACKS` set, and those of
     :data:`iorecords.IO_CALLBACKS` when ``io`` (numba compiles them on first use, so archives without I/O
-    definitions, which cannot hold I/O records, do not pay for it)."""
+    definitions, which cannot hold I/O records, do not pay for it; the others on the first reader made, so the
+    modules that import the record kinds from here do not)."""
 
     def __init__(self, io: bool = True) -> None:
+        from di.convert.otf2.eventcallbacks import CALLBACKS
+
         lib = clib.library()
         lib.OTF2_EvtReaderCallbacks_New.restype = ctypes.c_void_p
         self.ptr = lib.OTF2_EvtReaderCallbacks_New()
