@@ -95,12 +95,35 @@ def _collectives(frame: EventFrame) -> pl.DataFrame:
     c = frame.trace.collectives.filter(pl.col("instance").is_not_null() & ~pl.col("op").is_in(["send", "recv"]))
     if not c.height:
         return pl.DataFrame(schema=_SCHEMA)
+    c = _with_references(_members(frame, c)).with_columns(_kind().alias("kind"))
+    cause = _cause()
+    return c.select(
+        "kind",
+        "rank",
+        "event",
+        cause.struct.field("r").cast(pl.Int32).alias("cause_rank"),
+        cause.struct.field("e").alias("cause_event"),
+        "instance",
+        pl.lit(None, pl.Int64).alias("step"),
+        pl.col("E").alias("start_ns"),
+        pl.max_horizontal(_wait().fill_null(0), pl.lit(0)).alias("wait_ns"),
+    )
+
+
+def _members(frame: EventFrame, c: pl.DataFrame) -> pl.DataFrame:
+    """The members' instance, event, op and root with their rank, enter (E) and leave (L)."""
     ev = c.get_column("event").to_numpy()
-    c = c.select("instance", "event", "op", "root").with_columns(
+    return c.select("instance", "event", "op", "root").with_columns(
         pl.Series("rank", frame.rank[ev], dtype=pl.Int32),
         pl.Series("E", frame.start_ns[ev]),
         pl.Series("L", frame.end_ns[ev]),
     )
+
+
+def _with_references(c: pl.DataFrame) -> pl.DataFrame:
+    """The members with the members their waits refer to in their instance: the last to enter (E_last, last_rank,
+    last_event), the root (E_root, root_event; null where no member is the root) and the first non-root to enter
+    (E_first, first_rank, first_event)."""
     last = (
         c.sort("E", "rank")
         .group_by("instance")
@@ -123,13 +146,17 @@ def _collectives(frame: EventFrame) -> pl.DataFrame:
             pl.col("event").first().alias("first_event"),
         )
     )
-    c = (
+    return (
         c.join(last, on="instance", how="left")
         .join(roots, on="instance", how="left")
         .join(first, on="instance", how="left")
     )
+
+
+def _kind() -> pl.Expr:
+    """A member's wait kind: the barrier's, a rooted one's where its root is known, else N x N."""
     rooted_known = pl.col("E_root").is_not_null()
-    kind = (
+    return (
         pl.when(pl.col("op") == "barrier")
         .then(pl.lit("wait_barrier"))
         .when(pl.col("op").is_in(ONE_TO_N) & rooted_known)
@@ -138,8 +165,11 @@ def _collectives(frame: EventFrame) -> pl.DataFrame:
         .then(pl.lit("early_reduce"))
         .otherwise(pl.lit("wait_nxn"))
     )
-    c = c.with_columns(kind.alias("kind"))
-    wait = (
+
+
+def _wait() -> pl.Expr:
+    """A member's wait by its kind (see the module docstring), before it is clipped at 0."""
+    return (
         pl.when(pl.col("kind") == "late_broadcast")
         .then(pl.min_horizontal("E_root", "L") - pl.col("E"))
         .when(pl.col("kind") == "early_reduce")
@@ -148,23 +178,16 @@ def _collectives(frame: EventFrame) -> pl.DataFrame:
         )
         .otherwise(pl.min_horizontal("E_last", "L") - pl.col("E"))
     )
-    cause = (
+
+
+def _cause() -> pl.Expr:
+    """The member that caused a member's wait, a struct of its rank (r) and event (e)."""
+    return (
         pl.when(pl.col("kind") == "late_broadcast")
         .then(pl.struct(r=pl.col("root"), e=pl.col("root_event")))
         .when(pl.col("kind") == "early_reduce")
         .then(pl.struct(r=pl.col("first_rank"), e=pl.col("first_event")))
         .otherwise(pl.struct(r=pl.col("last_rank"), e=pl.col("last_event")))
-    )
-    return c.select(
-        "kind",
-        "rank",
-        "event",
-        cause.struct.field("r").cast(pl.Int32).alias("cause_rank"),
-        cause.struct.field("e").alias("cause_event"),
-        "instance",
-        pl.lit(None, pl.Int64).alias("step"),
-        pl.col("E").alias("start_ns"),
-        pl.max_horizontal(wait.fill_null(0), pl.lit(0)).alias("wait_ns"),
     )
 
 

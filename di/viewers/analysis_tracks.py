@@ -71,53 +71,16 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
     """
     trace = without_analysis(trace)
     cp = result.critical_path or {}
-    seg = cp.get("segments")
     tables = dict(trace.tables())
     meta = dict(trace.meta)
     source = len(meta.get("sources", []))
     loc_next = int(trace.locations.get_column("loc").max()) + 1 if trace.locations.height else 0
-    new_locs, new_events, flows = [], None, None
-    if seg is not None and seg.height:
-        seg = seg.filter(pl.col("end_ns") > pl.col("start_ns")).sort("start_ns")
-        rank0 = int(seg.get_column("rank").drop_nulls().first() or 0)
-        new_locs.append(
-            {"loc": loc_next, "rank": rank0, "kind": "cpu_thread", "name": TRACK, "process": PROCESS, "source": source}
-        )
-        n = trace.events.height
-        name = (
-            pl.when(pl.col("kind") == "local")
-            .then(pl.col("name"))
-            .otherwise(pl.format("{} ({})", pl.col("category"), pl.col("name")))
-        )
-        new_events = seg.select(
-            pl.lit(loc_next, pl.UInt32).alias("loc"),
-            "start_ns",
-            "end_ns",
-            name.fill_null(pl.col("category")).alias("name"),
-            pl.when((pl.col("kind") == "local") & pl.col("cat").is_in(list(CATS)))
-            .then(pl.col("cat"))
-            .otherwise(pl.lit("other"))
-            .alias("cat"),
-            pl.lit(SRC_CAT).alias("src_cat"),
-            pl.lit(0, pl.Int32).alias("depth"),
-            pl.lit(False).alias("instant"),
-            pl.struct(pl.col("rank"), pl.col("event"), pl.col("kind"), pl.col("contrib_ns"))
-            .struct.json_encode()
-            .alias("args"),
-        )
-        hops = seg.select(
-            pl.col("event").alias("src"),
-            pl.col("rank").alias("a"),
-            pl.col("event").shift(-1).alias("dst"),
-            pl.col("rank").shift(-1).alias("b"),
-        ).filter(
-            (pl.col("a") != pl.col("b"))
-            & pl.col("src").is_not_null()
-            & pl.col("dst").is_not_null()
-            & (pl.col("src") < n)
-            & (pl.col("dst") < n)
-        )
-        flows = hops.select("src", "dst", pl.lit("user").alias("kind"), pl.lit(SRC_CAT).alias("src_cat"))
+    new_locs: list[dict[str, Any]] = []
+    new_events = None
+    path = _path_track(trace, cp.get("segments"), loc_next, source)
+    if path is not None:
+        loc, new_events, flows = path
+        new_locs.append(loc)
         tables["events"] = _with_path_args(trace.events, cp["events"])
         tables["events"] = pl.concat([tables["events"], new_events], how="diagonal_relaxed")
         if flows.height:
@@ -131,36 +94,103 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
         new_locs += idle[0]
         tables["events"] = pl.concat([tables["events"], idle[1]], how="diagonal_relaxed")
     counters = _step_counters(result, loc_next + len(new_locs), _next_series(trace.series), source)
-    if counters is not None:
-        locs, series, samples = counters
-        new_locs += locs
-        tables["series"] = pl.concat([tables["series"], series], how="diagonal_relaxed")
-        tables["samples"] = pl.concat([tables["samples"], samples], how="diagonal_relaxed")
+    _add_counters(tables, new_locs, counters)
     memory = _memory_counters(trace, loc_next + len(new_locs), _next_series(tables["series"]), source)
-    if memory is not None:
-        locs, series, samples = memory
-        new_locs += locs
-        tables["series"] = pl.concat([tables["series"], series], how="diagonal_relaxed")
-        tables["samples"] = pl.concat([tables["samples"], samples], how="diagonal_relaxed")
+    _add_counters(tables, new_locs, memory)
     if new_locs:
         tables["locations"] = pl.concat([trace.locations, pl.DataFrame(new_locs)], how="diagonal_relaxed")
-        meta["sources"] = [
-            *meta.get("sources", []),
-            {
-                "path": "(di analyze)",
-                "format": SOURCE_FORMAT,
-                "rank": new_locs[0]["rank"],
-                "rank_source": "single",
-                "events": 0 if new_events is None else new_events.height,
-                "dropped": {},
-            },
-        ]
-        meta[META_KEY] = {
-            "window": result.window,
-            "critical_path_ns": int((cp.get("summary") or {}).get("length_ns") or 0),
-            "timelines": len(new_locs),
-        }
+        _add_source(meta, new_locs, new_events, result, cp)
     return Trace.build(meta=meta, **tables)
+
+
+def _path_track(
+    trace: Trace, seg: pl.DataFrame | None, loc: int, source: int
+) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame] | None:
+    """The critical-path timeline (location row, its slices, the flows between ranks), or None without segments."""
+    if seg is None or not seg.height:
+        return None
+    seg = seg.filter(pl.col("end_ns") > pl.col("start_ns")).sort("start_ns")
+    rank0 = int(seg.get_column("rank").drop_nulls().first() or 0)
+    row = {"loc": loc, "rank": rank0, "kind": "cpu_thread", "name": TRACK, "process": PROCESS, "source": source}
+    name = (
+        pl.when(pl.col("kind") == "local")
+        .then(pl.col("name"))
+        .otherwise(pl.format("{} ({})", pl.col("category"), pl.col("name")))
+    )
+    events = seg.select(
+        pl.lit(loc, pl.UInt32).alias("loc"),
+        "start_ns",
+        "end_ns",
+        name.fill_null(pl.col("category")).alias("name"),
+        pl.when((pl.col("kind") == "local") & pl.col("cat").is_in(list(CATS)))
+        .then(pl.col("cat"))
+        .otherwise(pl.lit("other"))
+        .alias("cat"),
+        pl.lit(SRC_CAT).alias("src_cat"),
+        pl.lit(0, pl.Int32).alias("depth"),
+        pl.lit(False).alias("instant"),
+        pl.struct(pl.col("rank"), pl.col("event"), pl.col("kind"), pl.col("contrib_ns"))
+        .struct.json_encode()
+        .alias("args"),
+    )
+    return row, events, _path_flows(seg, trace.events.height)
+
+
+def _path_flows(seg: pl.DataFrame, n: int) -> pl.DataFrame:
+    """A flow from each path event to the next one where the path changes rank (both among the ``n`` event rows)."""
+    hops = seg.select(
+        pl.col("event").alias("src"),
+        pl.col("rank").alias("a"),
+        pl.col("event").shift(-1).alias("dst"),
+        pl.col("rank").shift(-1).alias("b"),
+    ).filter(
+        (pl.col("a") != pl.col("b"))
+        & pl.col("src").is_not_null()
+        & pl.col("dst").is_not_null()
+        & (pl.col("src") < n)
+        & (pl.col("dst") < n)
+    )
+    return hops.select("src", "dst", pl.lit("user").alias("kind"), pl.lit(SRC_CAT).alias("src_cat"))
+
+
+def _add_counters(
+    tables: dict[str, Any],
+    new_locs: list[dict[str, Any]],
+    counters: tuple[list[dict[str, Any]], pl.DataFrame, pl.DataFrame] | None,
+) -> None:
+    """Counter timelines (location rows, series, samples) added to the new locations and the tables."""
+    if counters is None:
+        return
+    locs, series, samples = counters
+    new_locs += locs
+    tables["series"] = pl.concat([tables["series"], series], how="diagonal_relaxed")
+    tables["samples"] = pl.concat([tables["samples"], samples], how="diagonal_relaxed")
+
+
+def _add_source(
+    meta: dict[str, Any],
+    new_locs: list[dict[str, Any]],
+    new_events: pl.DataFrame | None,
+    result: Any,
+    cp: dict[str, Any],
+) -> None:
+    """The analysis as one more source of the trace and its mark (:data:`di.analysis_parts.META_KEY`) in ``meta``."""
+    meta["sources"] = [
+        *meta.get("sources", []),
+        {
+            "path": "(di analyze)",
+            "format": SOURCE_FORMAT,
+            "rank": new_locs[0]["rank"],
+            "rank_source": "single",
+            "events": 0 if new_events is None else new_events.height,
+            "dropped": {},
+        },
+    ]
+    meta[META_KEY] = {
+        "window": result.window,
+        "critical_path_ns": int((cp.get("summary") or {}).get("length_ns") or 0),
+        "timelines": len(new_locs),
+    }
 
 
 def _with_path_args(events: pl.DataFrame, path_events: pl.DataFrame) -> pl.DataFrame:

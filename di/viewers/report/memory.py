@@ -10,6 +10,7 @@ largest): x in ms from the window start, y in MiB (KiB or bytes on a device that
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -45,7 +46,15 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     whole = mem.filter(pl.col("step").is_null()).sort("rank", "device")
     held = ctx.result.memory_holders
     held = held if held is not None else pl.DataFrame()
-    body = (
+    body = _peaks(whole) + _charts(ctx, whole)
+    if held.height:
+        body += _held(held)
+    return Section("memory", "Device memory (the framework's allocator)", body, _hints(whole, held))
+
+
+def _peaks(whole: pl.DataFrame) -> str:
+    """The table of each device's peak (the whole-window rows of the engine's memory table), with its note."""
+    return (
         '<p class="note">peak: the most memory the allocator had handed out; reserved at peak: what it held from the '
         "driver then (the peak and its cache); max reserved: the most it held; start and end: allocated before the "
         "window's first allocator event and after its last; growth: per step, of the memory left at each step's "
@@ -80,34 +89,35 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
                 for r in whole.iter_rows(named=True)
             ],
         )
-        + _charts(ctx, whole)
     )
-    if held.height:
-        body += (
-            "<h3>Held at each device's peak</h3>"
-            '<p class="note">the allocations alive at the peak, by the operator (and module) that made them and the '
-            "phase of the step they were made in: forward (activations, the loss), backward (inside an autograd node: "
-            "gradients), optimizer (inside an Optimizer region: its state); before the trace: weights and state made "
-            "before the profiler started.</p>"
-            + _phases(held)
-            + table(
-                "memory_holders",
-                ["rank", "device", "held (MiB)", "share", "allocations", "phase", "allocated by"],
-                [
-                    (
-                        r["rank"],
-                        r["device"],
-                        mib(r["bytes"]),
-                        pct(r["share"]),
-                        num(r["allocations"]),
-                        r["phase"] or "—",
-                        holder_label(r),
-                    )
-                    for r in held.iter_rows(named=True)
-                ],
-            )
+
+
+def _held(held: pl.DataFrame) -> str:
+    """What held each device's memory at its peak: by phase, then by the operator that allocated it."""
+    return (
+        "<h3>Held at each device's peak</h3>"
+        '<p class="note">the allocations alive at the peak, by the operator (and module) that made them and the '
+        "phase of the step they were made in: forward (activations, the loss), backward (inside an autograd node: "
+        "gradients), optimizer (inside an Optimizer region: its state); before the trace: weights and state made "
+        "before the profiler started.</p>"
+        + _phases(held)
+        + table(
+            "memory_holders",
+            ["rank", "device", "held (MiB)", "share", "allocations", "phase", "allocated by"],
+            [
+                (
+                    r["rank"],
+                    r["device"],
+                    mib(r["bytes"]),
+                    pct(r["share"]),
+                    num(r["allocations"]),
+                    r["phase"] or "—",
+                    holder_label(r),
+                )
+                for r in held.iter_rows(named=True)
+            ],
         )
-    return Section("memory", "Device memory (the framework's allocator)", body, _hints(whole, held))
+    )
 
 
 def _phases(held: pl.DataFrame) -> str:
@@ -148,6 +158,22 @@ def _charts(ctx, whole: pl.DataFrame) -> str:  # noqa: ANN001
     return f'<h3>Memory over time</h3><p class="note">ms from the window start{note}.</p>' + "".join(charts)
 
 
+@dataclass(frozen=True)
+class _Plot:
+    """A chart's scales: x in ms from the window start up to ``x_hi``, y in the chart's unit up to ``y_hi``."""
+
+    x_hi: float
+    y_hi: float
+    w: int = WIDTH - LEFT - RIGHT
+    h: int = HEIGHT - TOP - BOTTOM
+
+    def px(self, x: np.ndarray | float) -> np.ndarray | float:
+        return LEFT + np.asarray(x) * (self.w / self.x_hi)
+
+    def py(self, y: np.ndarray | float) -> np.ndarray | float:
+        return TOP + self.h - np.asarray(y) * (self.h / self.y_hi)
+
+
 def _chart(row: dict, points: pl.DataFrame, t0: int, t1: int) -> str:
     """One device's chart: allocated and reserved memory as step lines, the peak marked."""
     if not points.height:
@@ -158,62 +184,71 @@ def _chart(row: dict, points: pl.DataFrame, t0: int, t1: int) -> str:
     alloc = points.get_column("allocated").to_numpy().astype(np.float64) / scale
     reserved = points.get_column("reserved").fill_null(0).to_numpy().astype(np.float64) / scale
     held_any = bool((reserved > 0).any())  # a CPU allocator reserves nothing: no line at 0
-    x_hi = max((t1 - t0) / 1e6, 1e-9)
-    y_hi = max(top_bytes / scale, 1e-9) * 1.05
-    w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def px(x: np.ndarray | float) -> np.ndarray | float:
-        return LEFT + np.asarray(x) * (w / x_hi)
-
-    def py(y: np.ndarray | float) -> np.ndarray | float:
-        return TOP + h - np.asarray(y) * (h / y_hi)
-
+    plot = _Plot(x_hi=max((t1 - t0) / 1e6, 1e-9), y_hi=max(top_bytes / scale, 1e-9) * 1.05)
     rank, device = row["rank"], html.escape(row["device"])
-
-    def line(y: np.ndarray, series: str) -> str:
-        xs, ys = px(np.repeat(x_ms, 2)[1:]), py(np.repeat(y, 2)[:-1])
-        coords = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs.tolist(), ys.tolist()))
-        return (
-            f'<polyline data-rank="{rank}" data-device="{device}" data-series="{series}" fill="none" '
-            f'stroke="{COLORS[series]}" stroke-width="1.3" points="{coords}"/>'
-        )
-
-    axes = [f'<line x1="{LEFT}" y1="{TOP + h}" x2="{LEFT + w}" y2="{TOP + h}" stroke="#888"/>']
-    axes.append(f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + h}" stroke="#888"/>')
-    for y in _ticks(y_hi):
-        axes.append(
-            f'<line x1="{LEFT - 4}" y1="{py(y):.1f}" x2="{LEFT + w}" y2="{py(y):.1f}" stroke="#e3e6eb"/>'
-            f'<text x="{LEFT - 6}" y="{py(y) + 3:.1f}" text-anchor="end">{y:,.{_decimals(y_hi)}f}</text>'
-        )
-    for x in _ticks(x_hi):
-        axes.append(f'<text x="{px(x):.1f}" y="{TOP + h + 14}" text-anchor="middle">{x:,.{_decimals(x_hi)}f}</text>')
-    peak = ""
-    if row["peak_ns"] is not None and t0 <= row["peak_ns"] <= t1:
-        x, y = (row["peak_ns"] - t0) / 1e6, row["peak_bytes"] / scale
-        anchor = "end" if x > 0.7 * x_hi else "start"
-        dx = -6 if anchor == "end" else 6
-        peak = (
-            f'<circle data-peak="{row["peak_bytes"]}" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" '
-            f'fill="{COLORS["peak"]}"/><text x="{px(x) + dx:.1f}" y="{py(y) - 5:.1f}" text-anchor="{anchor}" '
-            f'fill="{COLORS["peak"]}">peak {y:,.1f} {unit} at {x:,.3f} ms</text>'
-        )
-    title = (
-        f'<text x="{LEFT}" y="14" font-weight="600">rank {rank} {device} ({unit})</text>'
-        f'<text x="{LEFT + w}" y="14" text-anchor="end"><tspan fill="{COLORS["allocated"]}">— allocated</tspan> '
-        + (f'<tspan fill="{COLORS["reserved"]}">— reserved</tspan>' if held_any else "")
-        + "</text>"
-    )
     label = f"allocated and reserved memory of rank {rank} {row['device']} over time"
     return (
         f'<div class="plot" role="img" aria-label="{html.escape(label)}">'
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
         f'font-size="10" font-family="system-ui,sans-serif">'
-        + title
-        + "".join(axes)
-        + (line(reserved, "reserved") if held_any else "")
-        + line(alloc, "allocated")
-        + peak
-        + f'<text x="{LEFT + w}" y="{HEIGHT - 4}" text-anchor="end">ms</text></svg></div>'
+        + _title(plot, rank, device, unit, held_any)
+        + "".join(_axes(plot))
+        + (_line(plot, x_ms, reserved, "reserved", rank, device) if held_any else "")
+        + _line(plot, x_ms, alloc, "allocated", rank, device)
+        + _peak(plot, row, t0, t1, scale, unit)
+        + f'<text x="{LEFT + plot.w}" y="{HEIGHT - 4}" text-anchor="end">ms</text></svg></div>'
+    )
+
+
+def _title(plot: _Plot, rank: int, device: str, unit: str, held_any: bool) -> str:
+    """The chart's title (rank, device, unit) and its legend (reserved only where drawn)."""
+    return (
+        f'<text x="{LEFT}" y="14" font-weight="600">rank {rank} {device} ({unit})</text>'
+        f'<text x="{LEFT + plot.w}" y="14" text-anchor="end"><tspan fill="{COLORS["allocated"]}">— allocated</tspan> '
+        + (f'<tspan fill="{COLORS["reserved"]}">— reserved</tspan>' if held_any else "")
+        + "</text>"
+    )
+
+
+def _axes(plot: _Plot) -> list[str]:
+    """The axes, the y grid lines with their values and the x tick values."""
+    w, h, px, py = plot.w, plot.h, plot.px, plot.py
+    axes = [f'<line x1="{LEFT}" y1="{TOP + h}" x2="{LEFT + w}" y2="{TOP + h}" stroke="#888"/>']
+    axes.append(f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + h}" stroke="#888"/>')
+    for y in _ticks(plot.y_hi):
+        axes.append(
+            f'<line x1="{LEFT - 4}" y1="{py(y):.1f}" x2="{LEFT + w}" y2="{py(y):.1f}" stroke="#e3e6eb"/>'
+            f'<text x="{LEFT - 6}" y="{py(y) + 3:.1f}" text-anchor="end">{y:,.{_decimals(plot.y_hi)}f}</text>'
+        )
+    for x in _ticks(plot.x_hi):
+        axes.append(
+            f'<text x="{px(x):.1f}" y="{TOP + h + 14}" text-anchor="middle">{x:,.{_decimals(plot.x_hi)}f}</text>'
+        )
+    return axes
+
+
+def _line(plot: _Plot, x_ms: np.ndarray, y: np.ndarray, series: str, rank: int, device: str) -> str:
+    """One series as a step line: each value held until the next point."""
+    xs, ys = plot.px(np.repeat(x_ms, 2)[1:]), plot.py(np.repeat(y, 2)[:-1])
+    coords = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs.tolist(), ys.tolist()))
+    return (
+        f'<polyline data-rank="{rank}" data-device="{device}" data-series="{series}" fill="none" '
+        f'stroke="{COLORS[series]}" stroke-width="1.3" points="{coords}"/>'
+    )
+
+
+def _peak(plot: _Plot, row: dict, t0: int, t1: int, scale: int, unit: str) -> str:
+    """The peak's mark and label, where the peak lies in the window."""
+    if row["peak_ns"] is None or not t0 <= row["peak_ns"] <= t1:
+        return ""
+    x, y = (row["peak_ns"] - t0) / 1e6, row["peak_bytes"] / scale
+    anchor = "end" if x > 0.7 * plot.x_hi else "start"
+    dx = -6 if anchor == "end" else 6
+    px, py = plot.px(x), plot.py(y)
+    return (
+        f'<circle data-peak="{row["peak_bytes"]}" cx="{px:.1f}" cy="{py:.1f}" r="3.5" '
+        f'fill="{COLORS["peak"]}"/><text x="{px + dx:.1f}" y="{py - 5:.1f}" text-anchor="{anchor}" '
+        f'fill="{COLORS["peak"]}">peak {y:,.1f} {unit} at {x:,.3f} ms</text>'
     )
 
 

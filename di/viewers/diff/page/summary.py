@@ -19,24 +19,35 @@ MIB = 2**20
 """Bytes in a MiB."""
 
 
+_STEP_STATS = {
+    "count": "steps",
+    "mean_ns": "mean step (ms)",
+    "p50_ns": "p50 step (ms)",
+    "p90_ns": "p90 step (ms)",
+    "min_ns": "shortest step (ms)",
+    "max_ns": "longest step (ms)",
+}
+"""The step statistics of the table, by their name in :meth:`di.viewers.diff.Diff.step_stat`, with their labels."""
+
+
 def summary_section(d: Diff, names: tuple[str, str]) -> Section:
-    label = {
-        "count": "steps",
-        "mean_ns": "mean step (ms)",
-        "p50_ns": "p50 step (ms)",
-        "p90_ns": "p90 step (ms)",
-        "min_ns": "shortest step (ms)",
-        "max_ns": "longest step (ms)",
-    }
-    rows = [
+    body = f"<p class=\"note\">A = {html.escape(names[0])}; B = {html.escape(names[1])}. A step's time: from the first rank's start to the last rank's end.</p>"
+    body += table("steps", ["stat", "A", "B", "delta", "change %"], _step_rows(d), sortable=False)
+    body += _step_chart(d)
+    return Section("summary", "Step time", body, _hints(d))
+
+
+def _step_rows(d: Diff) -> list[tuple[Any, ...]]:
+    """The step statistics of A and B, their difference and change, and the critical path's length."""
+    rows: list[tuple[Any, ...]] = [
         (
-            label[s],
+            label,
             _cell(s, d.step_stat("a", s)),
             _cell(s, d.step_stat("b", s)),
             _cell(s, d.step_stat("delta", s)),
             pct(_ratio(d, s)),
         )
-        for s in label
+        for s, label in _STEP_STATS.items()
     ]
     cp = d.critical_path
     rows.append(
@@ -52,25 +63,33 @@ def summary_section(d: Diff, names: tuple[str, str]) -> Section:
             ),
         )
     )
-    body = f"<p class=\"note\">A = {html.escape(names[0])}; B = {html.escape(names[1])}. A step's time: from the first rank's start to the last rank's end.</p>"
-    body += table("steps", ["stat", "A", "B", "delta", "change %"], rows, sortable=False)
+    return rows
+
+
+def _step_chart(d: Diff) -> str:
+    """Each step's time in A and B, in window order; empty without steps."""
     times = d.step_times
-    if times.height:
-        fig = new_figure(9, 2.6)
-        ax = fig.add_subplot()
-        for run, color in (("a", "#8d99ae"), ("b", "#5c6bc0")):
-            t = times.filter(pl.col("run") == run)
-            ax.plot(
-                range(t.height),
-                [v / 1e6 for v in t.get_column("time_ns").to_list()],
-                marker="o",
-                color=color,
-                label=run.upper(),
-            )
-        ax.set_xlabel("step (in window order)")
-        ax.set_ylabel("ms")
-        ax.legend()
-        body += svg_plot(fig, "step time of A and B")
+    if not times.height:
+        return ""
+    fig = new_figure(9, 2.6)
+    ax = fig.add_subplot()
+    for run, color in (("a", "#8d99ae"), ("b", "#5c6bc0")):
+        t = times.filter(pl.col("run") == run)
+        ax.plot(
+            range(t.height),
+            [v / 1e6 for v in t.get_column("time_ns").to_list()],
+            marker="o",
+            color=color,
+            label=run.upper(),
+        )
+    ax.set_xlabel("step (in window order)")
+    ax.set_ylabel("ms")
+    ax.legend()
+    return svg_plot(fig, "step time of A and B")
+
+
+def _hints(d: Diff) -> list[str]:
+    """The diff's notes after the change of the mean step, then the headlines of memory, matrix work and phases."""
     hints = list(d.notes)
     a, b = d.step_stat("a", "mean_ns"), d.step_stat("b", "mean_ns")
     if a and b is not None:
@@ -83,7 +102,7 @@ def summary_section(d: Diff, names: tuple[str, str]) -> Section:
             f"{100 * peak['rel_peak']:+.1f} %)."
         )
     hints += [h for h in (_flops_hint(d), _phases_hint(d)) if h is not None]
-    return Section("summary", "Step time", body, hints)
+    return hints
 
 
 def _flops_hint(d: Diff) -> str | None:
