@@ -103,7 +103,14 @@ def _held(frame: EventFrame, live: pl.DataFrame) -> pl.DataFrame:
 
 
 def _shown_and_rest(held: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the :data:`HOLDERS_SHOWN` largest rows of each device, the others summed per phase as kind ``rest``)."""
+    """(the :data:`HOLDERS_SHOWN` largest rows of each device, the others summed per phase as kind ``rest``); rows
+    of equal bytes are taken in (op, module, phase) order, so that which of them are shown is the same on every run
+    (the group_by that made them keeps no order)."""
+    held = held.sort(
+        ["rank", "device", "bytes", "op", "module", "phase"],
+        descending=[False, False, True, False, False, False],
+        nulls_last=True,
+    )
     ranked = held.with_columns(pl.col("bytes").rank("ordinal", descending=True).over("rank", "device").alias("_r"))
     shown = ranked.filter(pl.col("_r") <= HOLDERS_SHOWN).drop("_r")
     rest = (
