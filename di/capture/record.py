@@ -33,6 +33,9 @@ ingest (its ``di record`` killed, or the ingest killed) is ingested by the next
 ``di record --ingest``, ``di info`` or ``di.load`` (:mod:`di.capture.recover`).
 ``-o`` must be absent, empty, or a di recording or store; only what di wrote
 there is replaced.
+
+What the command's processes are given is :mod:`di.capture.environment`'s; the files
+through which the ranks of the per-rank form meet are :mod:`di.capture.rendezvous`'s.
 """
 
 from __future__ import annotations
@@ -46,17 +49,21 @@ from pathlib import Path
 from typing import Any
 
 from di.capture import child
+from di.capture.environment import application_env, child_env, gpu_capture, preload_libs
+from di.capture.rendezvous import SETUP_TIMEOUT_S as SETUP_TIMEOUT_S  # re-exported: record's constants before
+from di.capture.rendezvous import START_SKEW_S as START_SKEW_S
+from di.capture.rendezvous import ingested, lock_path, take_ingest_lock, unreported, wait_for_setup
 from di.errors import DIError
 
 RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
 SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
 LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK", "SLURM_LOCALID")
 REPORT_TIMEOUT_S = 30.0  # rank 0 waits this long for other ranks' exit reports
-SETUP_TIMEOUT_S = 60.0  # other ranks wait this long for rank 0 to prepare raw/
-START_SKEW_S = 10.0  # ranks start within this of each other (stale run.json detection)
 ABNORMAL_GRACE_S = 1.0  # a rank whose command failed waits this long for the others' reports (ranks ending at once)
 INGESTER_POLL_S = 0.05
 STOPPING = "stopping"  # raw/STOPPING: di record got SIGINT/SIGTERM (the PMPI shim's MPI_Finalize stops waiting)
+_lock_path, _take_ingest_lock = lock_path, take_ingest_lock  # the names di.capture.recover imports
+_application = application_env  # the name tests call
 
 
 @dataclass(frozen=True)
@@ -90,54 +97,6 @@ def _env_int(names: tuple[str, ...]) -> int | None:
         if value and value.lstrip("-").isdigit():
             return int(value)
     return None
-
-
-def _preload(opts: RecordOptions) -> list[str]:
-    from di.capture import build
-
-    libs = []
-    if opts.mpi:
-        libs.append(str(build.pmpi_shim()))
-    if opts.io:
-        libs.append(str(build.io_shim()))
-    return libs
-
-
-def _application(opts: RecordOptions) -> tuple[dict[str, str], list[str]]:
-    """The application layer: (child env, notes). di's NVTX library goes into ``NVTX_INJECTION64_PATH``
-    (NVTX's one injection slot per process: with it set, CUPTI never sees NVTX calls, so
-    ranges come from one source, whether or not ``--gpu`` runs CUPTI) and ``DI_NVTX_LIB``
-    (:mod:`di.region`); ``python`` adds the startup hook that records Python calls."""
-    from di.capture import build
-    from di.capture.gpu_setup import HOOK_DIR, PACKAGE_ROOT
-
-    try:
-        lib = str(build.nvtx_lib())
-    except DIError as exc:
-        return {}, [f"NVTX ranges, di.region and Python calls not recorded: {exc}"]
-    env, notes = {"DI_NVTX_LIB": lib}, []
-    current = os.environ.get("NVTX_INJECTION64_PATH")
-    if opts.nvtx and current and current != lib:
-        notes.append(
-            f"NVTX_INJECTION64_PATH was already set ({current}): NVTX ranges go to that tool, not into the trace"
-        )
-    elif opts.nvtx:
-        env["NVTX_INJECTION64_PATH"] = lib
-    if opts.python:
-        env["DI_CAPTURE_PYTHON"] = str(max(int(opts.python_min_ns), 0))
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(HOOK_DIR), str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-        )
-    return env, notes
-
-
-def _child_env(raw: Path, libs: list[str], extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(extra or {})
-    if libs:
-        env["LD_PRELOAD"] = " ".join(libs + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
-    env["DI_CAPTURE_DIR"] = str(raw.resolve())
-    return env
 
 
 def _prepare(run: Path) -> Path:
@@ -278,9 +237,9 @@ def record(command: list[str], opts: RecordOptions, console: Any = None) -> tupl
 def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> tuple[int, Any, int | None]:
     run = Path(opts.output)
     raw = _prepare(run)
-    libs = _preload(opts)
-    app_env, notes = _application(opts)
-    gpu_env, gpu_libs, gpu_notes, opts = _gpu(raw, opts, console)
+    libs = preload_libs(opts)
+    app_env, notes = application_env(opts)
+    gpu_env, gpu_libs, gpu_notes, opts = gpu_capture(raw, opts, console)
     notes += gpu_notes
     _write_json(
         raw / "run.json",
@@ -295,7 +254,7 @@ def _record_launcher(command: list[str], opts: RecordOptions, console: Any) -> t
     )
     outcome = _run(
         command,
-        _child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}),
+        child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}),
         lambda: _sampler(raw, opts),
         raw,
         watch=_job_pids(raw),
@@ -327,10 +286,10 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
         )
     else:
         raw = run / "raw"
-        _wait_for_setup(raw / "run.json", started)
-    libs = _preload(opts)
-    app_env, notes = _application(opts)
-    gpu_env, gpu_libs, gpu_notes, opts = _gpu(raw, opts, console if rank == 0 else None)
+        wait_for_setup(raw / "run.json", started)
+    libs = preload_libs(opts)
+    app_env, notes = application_env(opts)
+    gpu_env, gpu_libs, gpu_notes, opts = gpu_capture(raw, opts, console if rank == 0 else None)
     notes += gpu_notes
     if rank == 0 and notes:
         _write_json(raw / "run.json", {**json.loads((raw / "run.json").read_text()), "notes": notes})
@@ -338,7 +297,7 @@ def _record_rank(command: list[str], opts: RecordOptions, rank: int, console: An
     node_first = local == 0 or (local is None and rank == 0)  # runs the node's samplers
     outcome = _run(
         command,
-        _child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}),
+        child_env(raw, libs + gpu_libs, {**app_env, **gpu_env}),
         lambda: _sampler(raw, opts) if node_first else None,
         raw,
     )
@@ -355,14 +314,14 @@ def _finish_per_rank(run: Path, size: int, rank: int, code: int, console: Any) -
     raw = run / "raw"
     deadline = time.monotonic() + (REPORT_TIMEOUT_S if rank == 0 and code == 0 else ABNORMAL_GRACE_S)
     while True:
-        if _ingested(run):
+        if ingested(run):
             return None
-        missing = _unreported(raw, size)
+        missing = unreported(raw, size)
         if missing is not None and (not missing or time.monotonic() > deadline):
-            lock = _take_ingest_lock(run)
+            lock = take_ingest_lock(run)
             if lock is not None:
                 try:
-                    if _ingested(run):
+                    if ingested(run):
                         return None
                     return _ingest_per_rank(run, size, missing, code, console)
                 finally:
@@ -381,70 +340,6 @@ def _ingest_per_rank(run: Path, size: int, missing: list[int], code: int, consol
     worst = next((c for c in codes.values() if c), 0)
     _write_json(raw / "run.json", {**info, "exit_code": worst, "exit_codes": codes, "unreported_ranks": missing})
     return _ingest_after(run, worst or code, console)
-
-
-def _lock_path(run: Path) -> Path:
-    return run.parent / f".{run.name}.ingesting"
-
-
-def _ingested(run: Path) -> bool:
-    """The recording's trace is written (and no rank is writing it)."""
-    return (run / "meta.json").exists() and (run / "raw").is_dir() and not _lock_path(run).exists()
-
-
-def _take_ingest_lock(run: Path) -> Path | None:
-    """Create the ingest lock (host and pid inside); None when another live process holds it.
-
-    A lock left by a dead process of this host is removed and taken.
-    """
-    path = _lock_path(run)
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                host, pid = path.read_text().split()
-                if host == socket.gethostname() and not Path(f"/proc/{int(pid)}").exists():
-                    path.unlink(missing_ok=True)
-                    continue
-            except (OSError, ValueError):
-                pass
-            return None
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{socket.gethostname()} {os.getpid()}\n")
-        return path
-    return None
-
-
-def _unreported(raw: Path, size: int) -> list[int] | None:
-    """Ranks without an exit report; None while raw/ is away (another rank writing the trace)."""
-    if not (raw / "run.json").exists():
-        return None
-    return [r for r in range(size) if not (raw / f"exit-{r}.json").exists()]
-
-
-def _wait_for_setup(path: Path, started: float) -> None:
-    deadline = time.monotonic() + SETUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        try:
-            if json.loads(path.read_text())["started_unix_s"] >= started - START_SKEW_S:
-                return
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.01)
-    raise DIError(f"{path}: rank 0's di record did not prepare the recording within {SETUP_TIMEOUT_S:.0f} s")
-
-
-def _gpu(raw: Path, opts: RecordOptions, _console: Any) -> tuple[dict[str, str], list[str], list[str], RecordOptions]:
-    """GPU capture setup when asked for: (child env, preload libs, notes said once, options with NVML set)."""
-    if not opts.gpu:
-        return {}, [], [], opts
-    from dataclasses import replace
-
-    from di.capture import gpu_setup
-
-    setup = gpu_setup.prepare(raw)  # its notes reach the user once, as warnings of the ingested trace
-    return setup.env, setup.libs, setup.notes, replace(opts, nvml=opts.nvml or setup.driver)
 
 
 def _options(opts: RecordOptions) -> dict[str, Any]:
