@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import numpy as np
 import polars as pl
 
 from di.demo.plan import (
     ALLREDUCE_NELEMS,
-    BASE_TIME_NS,
     CBID,
     COMPUTE_STREAM,
     CORRELATION_BASE,
@@ -21,7 +19,6 @@ from di.demo.plan import (
     GPUS_PER_NODE,
     LAUNCH,
     NCCL_STREAM,
-    NUM_SMS,
     ROLE_HOST_SYNC,
     ROLE_NCCL,
     ROLE_OPT,
@@ -30,6 +27,7 @@ from di.demo.plan import (
     TRACE_START_REL_NS,
     Plan,
 )
+from di.demo.envelope import footer, header, metadata, span
 from di.demo.simulate import Timeline, share
 
 
@@ -95,24 +93,27 @@ def _cpu_frames(plan: Plan, tl: Timeline, r: int, pid: int) -> list[pl.DataFrame
                 _END,
             )
         )
+    frames.append(_step_roots(tl, r, pid, per))
+    return frames
+
+
+def _step_roots(tl: Timeline, r: int, pid: int, per: int) -> pl.DataFrame:
+    """The ProfilerStep#N annotations, one per step (``per``: CPU events per step, the root included)."""
     steps = np.arange(tl.t0.shape[1])
     roots = pl.DataFrame({"key": steps * per, "step": steps, "ts": tl.t0[r], "dur": tl.step_end[r] - tl.t0[r]})
-    frames.append(
-        _text(
-            roots,
-            '  {\n    "ph": "X", "cat": "user_annotation", "name": "ProfilerStep#',
-            _ints("step"),
-            f'", "pid": {pid}, "tid": {pid},\n    "ts": ',
-            _us("ts"),
-            _X_MID,
-            _us("dur"),
-            *_record_ids(),
-            ', "Ev Idx": ',
-            _ints("key"),
-            _END,
-        )
+    return _text(
+        roots,
+        '  {\n    "ph": "X", "cat": "user_annotation", "name": "ProfilerStep#',
+        _ints("step"),
+        f'", "pid": {pid}, "tid": {pid},\n    "ts": ',
+        _us("ts"),
+        _X_MID,
+        _us("dur"),
+        *_record_ids(),
+        ', "Ev Idx": ',
+        _ints("key"),
+        _END,
     )
-    return frames
 
 
 _BF16 = '"c10::BFloat16"'
@@ -336,109 +337,18 @@ def render_rank(plan: Plan, tl: Timeline, r: int) -> memoryview:
     pid, dev, steps = int(tl.pid[r]), r % GPUS_PER_NODE, tl.t0.shape[1]
     rt = _runtime_frame(plan, tl, r)
     end = int(tl.step_end[r].max()) + 1_000_000
-    tail = _metadata(pid, dev, plan.ranks, TRACE_START_REL_NS, steps)
-    tail += _span(TRACE_START_REL_NS, end)
+    tail = metadata(pid, dev, plan.ranks, TRACE_START_REL_NS, steps)
+    tail += span(TRACE_START_REL_NS, end)
     frames = [
-        pl.DataFrame({"key": [-1], "text": [_header(r, plan.ranks)]}),
+        pl.DataFrame({"key": [-1], "text": [header(r, plan.ranks)]}),
         *_cpu_frames(plan, tl, r, pid),
         *_runtime_texts(rt, pid),
         *_device_texts(rt, dev, plan.ranks),
         _gpu_step_frame(plan, tl, r, dev),
-        pl.DataFrame({"key": [1 << 62], "text": [",\n".join(tail) + _footer(r)]}),
+        pl.DataFrame({"key": [1 << 62], "text": [",\n".join(tail) + footer(r)]}),
     ]
     text = pl.concat(frames).sort("key")["text"]
     arrow = text.to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string
     offsets = np.frombuffer(arrow.buffers()[1], np.int64)
     first, last = offsets[arrow.offset], offsets[arrow.offset + len(arrow)]
     return memoryview(arrow.buffers()[2])[first:last]
-
-
-def _fmt(ns: int) -> str:
-    return f"{ns // 1000}.{ns % 1000:03d}"
-
-
-def _header(r: int, ranks: int) -> str:
-    devices = ",\n".join(
-        f'    {{\n      "id": {d}, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": '
-        '85018279936,\n      "computeMajor": 9, "computeMinor": 0,\n      "maxThreadsPerBlock": '
-        '1024, "maxThreadsPerMultiprocessor": 2048,\n      "regsPerBlock": 65536, "warpSize": '
-        f'32,\n      "sharedMemPerBlock": 49152, "numSms": {NUM_SMS}\n    , '
-        '"regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 232448, '
-        '"sharedMemPerMultiprocessor": 233472\n    }'
-        for d in range(min(ranks, GPUS_PER_NODE))
-    )
-    members = list(range(ranks))
-    info = {
-        "backend": "nccl",
-        "rank": r,
-        "world_size": ranks,
-        "pg_count": 1,
-        "pg_config": [
-            {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": ranks, "ranks": members}
-        ],
-        "nccl_version": "2.21.5",
-    }
-    return (
-        f'\n{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n{devices}\n  ],\n'
-        f'  "distributedInfo": {json.dumps(info)},\n  "traceEvents": [\n'
-    )
-
-
-def _meta(name: str, ts: str, pid: int | str, tid: int, key: str, value: Any) -> str:
-    return (
-        f'  {{\n    "name": "{name}", "ph": "M", "ts": {ts}, "pid": {json.dumps(pid)}, '
-        f'"tid": {tid},\n    "args": {{\n      "{key}": {json.dumps(value)}\n    }}\n  }}'
-    )
-
-
-def _metadata(pid: int, dev: int, ranks: int, start: int, steps: int) -> list[str]:
-    """process/thread names, labels and sort indices, as Kineto lists them."""
-    ts = _fmt(start + 28_362_646)
-    out = [
-        _meta("process_name", ts, pid, 0, "name", "python3.10"),
-        _meta("process_labels", ts, pid, 0, "labels", "CPU"),
-        _meta("process_sort_index", ts, pid, 0, "sort_index", pid),
-    ]
-    for d in range(min(ranks, GPUS_PER_NODE)):
-        out += [
-            _meta("process_name", ts, d, 0, "name", "python3.10"),
-            _meta("process_labels", ts, d, 0, "labels", f"GPU {d}"),
-            _meta("process_sort_index", ts, d, 0, "sort_index", 16_777_216 + d),
-        ]
-    threads = [(tid, f"stream {tid} ") for tid in (COMPUTE_STREAM, NCCL_STREAM)]
-    if steps >= DEVICE_SYNC_EVERY:
-        threads.insert(0, (-1, f"Device {dev}"))
-    for tid, name in threads:
-        out += [
-            _meta("thread_name", ts, dev, tid, "name", name),
-            _meta("thread_sort_index", ts, dev, tid, "sort_index", tid),
-        ]
-    out += [
-        _meta("thread_name", ts, pid, pid, "name", f"thread {pid} (pt_main_thread)"),
-        _meta("thread_sort_index", ts, pid, pid, "sort_index", pid),
-    ]
-    return out
-
-
-def _span(start: int, end: int) -> list[str]:
-    """The profiler's own span and instants, with Kineto's string pids."""
-    ts = _fmt(start)
-    return [
-        f'  {{\n    "ph": "X", "cat": "Trace", "ts": {ts}, "dur": {_fmt(end - start)},\n'
-        '    "pid": "Spans", "tid": "PyTorch Profiler",\n    "name": "PyTorch Profiler (0)",\n'
-        '    "args": {\n      "Op count": 0\n    }\n  }',
-        _meta("process_sort_index", ts, "Spans", 0, "sort_index", 536_870_912).replace(
-            f'"ts": {ts}, "pid"', f'"ts": {ts},\n    "pid"'
-        ),
-        '  {\n    "name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g",\n'
-        f'    "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": {ts}\n  }}',
-        '  {\n    "name": "Record Window End", "ph": "i", "s": "g",\n'
-        f'    "pid": "", "tid": "", "ts": {_fmt(end + 3_141)}\n  }}',
-    ]
-
-
-def _footer(r: int) -> str:
-    return (
-        f'\n  ],\n  "traceName": "rank-{r}.pt.trace.json",\n  "displayTimeUnit": "ms",\n'
-        f'  "baseTimeNanoseconds": {BASE_TIME_NS}\n}}'
-    )
