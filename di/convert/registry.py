@@ -4,23 +4,25 @@ Detection: magic bytes first (a ``.di`` directory's meta.json, gzip, a JSON
 ``{``/``[``, a protobuf TracePacket), then the extension. "file not found", "no connector
 recognised this" and "connector failed" are three different errors; the
 last two list the connectors installed.
+
+Expansion and merging (:func:`expand`, :func:`rank_hint`, :func:`load_paths`) are
+:mod:`di.convert.loading`'s, re-exported here.
 """
 
 from __future__ import annotations
 
-import glob
-import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from di.errors import FormatError, UnknownFormatError
+# ``import X as X``: names of this module before loading moved to di.convert.loading
+from di.convert.loading import RANK_IN_NAME as RANK_IN_NAME
+from di.convert.loading import expand as expand
+from di.convert.loading import load_paths as load_paths
+from di.convert.loading import rank_hint as rank_hint
+from di.errors import UnknownFormatError
 from di.trace import Trace
-
-# "rank-3", "rank_3", "trace.rank3.json", not "frank3" nor a longer number's tail
-RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)(?!\d)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -255,105 +257,6 @@ def writer_for(path: Path, to: str | None = None) -> Connector:
             return c
     what = f"format {to!r}" if to else f"the extension of {path}"
     raise UnknownFormatError(f"no connector writes {what}; installed: {installed()}")
-
-
-def expand(path_or_paths: Any) -> list[Path]:
-    """Files to load: each item a file, a store, a directory of trace files, or a glob.
-
-    A ``di record`` recording that holds shards but no complete trace (its job or ingest
-    was killed) is ingested first (:func:`di.capture.recover.ingest_pending`).
-    """
-    items: Iterable[Any] = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else path_or_paths
-    out: list[Path] = []
-    for item in items:
-        p = Path(item)
-        if (p / "raw").is_dir() or not (p.exists() or any(ch in str(item) for ch in "*?[")):
-            from di.capture.recover import ingest_pending
-
-            ingest_pending(p)
-        if p.is_dir() and not (p / "meta.json").exists():
-            found = sorted(
-                f
-                for f in p.iterdir()
-                if f.is_file() and any(f.name.endswith(e) for c in connectors() for e in c.extensions)
-            )
-            if not found:
-                raise UnknownFormatError(f"{p}: directory holds no trace files; installed: {installed()}")
-            out.extend(found)
-        elif not p.exists() and any(ch in str(item) for ch in "*?["):
-            matches = sorted(Path(m) for m in glob.glob(str(item)))
-            if not matches:
-                raise FileNotFoundError(f"{item}: no file matches this pattern")
-            out.extend(matches)
-        else:
-            out.append(p)
-    return out
-
-
-def rank_hint(
-    path: Path, position: int, ranks: list[int] | None, rank: int | None, count: int
-) -> tuple[int | None, str]:
-    """Fallback rank of a file whose content names none: option, file name, position."""
-    if ranks is not None:
-        return ranks[position], "option"
-    if rank is not None and count == 1:
-        return rank, "option"
-    match = RANK_IN_NAME.search(path.name)
-    if match:
-        return int(match.group(1)), "file_name"
-    return position, ("single" if count == 1 else "position")
-
-
-def load_paths(
-    path_or_paths: Any,
-    *,
-    rank: int | None = None,
-    ranks: list[int] | None = None,
-    progress: Any = None,
-    max_input_size: int | str | None = None,
-) -> Trace:
-    """Load and merge; see :func:`di.load`. Per-file failures are collected and
-    reported together. ``max_input_size`` bounds each file's (decompressed) bytes:
-    None the default limit, 0 none (:func:`di.inputsize.limit_bytes`)."""
-    from di.inputsize import limit_bytes
-    from di.merge import merge
-
-    limit = limit_bytes(max_input_size)
-    paths = expand(path_or_paths)
-    if ranks is not None and len(ranks) != len(paths):
-        raise ValueError(f"{len(ranks)} ranks given for {len(paths)} files")
-    traces, failures, used = [], [], []
-    for i, p in enumerate(paths):
-        try:
-            conn = connector_for(p)
-            used.append(conn)
-            hint, source = rank_hint(p, i, ranks, rank, len(paths))
-            own = {"max_input_bytes": limit} if conn in CONNECTORS else {}  # plugins' readers take no limit
-            traces.append(
-                conn.read(p, rank=hint, rank_source=source, source=0, **own)
-                if conn.name != "di"
-                else conn.read(p, **own)
-            )
-        except (FormatError, UnknownFormatError, FileNotFoundError) as exc:
-            failures.append(exc)
-        if progress is not None:
-            progress(i + 1, len(paths))
-    if failures:
-        if len(failures) == 1:
-            raise failures[0]
-        raise FormatError(f"{len(failures)} of {len(paths)} files", "; ".join(str(f) for f in failures))
-    if len(traces) == 1 and paths[0].is_dir():
-        return traces[0]
-    if len(traces) > 1:
-        from di.convert.logs.combine import combine  # text logs beside traces: aligned and joined
-
-        job = combine(traces)
-    else:
-        job = merge(traces)
-    for conn in dict.fromkeys(used):
-        if conn.link is not None and used.count(conn) > 1:
-            job = conn.link(job)
-    return job
 
 
 OUTPUT_KINDS = {
