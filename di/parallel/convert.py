@@ -181,33 +181,75 @@ def write_partitioned(ex: Exchange, part: Trace, path: Path) -> dict[str, Any]:
     Raises:
         FormatError: two processes hold the same rank.
     """
-    from di.errors import FormatError
-    from di.merge import assign_instances
-    from di.store import META, _write_parquet
-    from di.store_partition import PARTITIONED, home_ranks, whole_tables, write_rows
+    from di.store_partition import PARTITIONED, home_ranks, whole_tables
 
     sizes = ex.allgather(
         {t: part.table(t).height for t in ("events", "locations", "series", *PARTITIONED)}
         | {"sources": len(part.meta.get("sources", [])), "ranks": part.ranks},
         "part sizes",
     )
+    seen = _rank_processes(sizes)
+    before = {k: sum(s[k] for s in sizes[: ex.rank]) for k in sizes[0] if k != "ranks"}
+    homes = home_ranks(part.tables())
+    shifted = _numbered(ex, part, before)
+    groups = [[r] for r in sorted(seen)]
+    others = [n for n in whole_tables() if n not in ("locations", "series")]  # per communicator: no row references
+    locations = ex.gather(
+        (shifted["locations"], shifted["series"], part.meta, {n: part.table(n) for n in others}), "locations"
+    )
+    staged, ctx = _open_store(ex, path)
+    rows, error = _write_rows(shifted, homes, staged, groups, before)
+    counts = ex.gather(rows, "row counts")
+    time_range = ex.allgather(_time_range(part), "time range")
+    if ex.rank != 0:
+        ex.check(error, "writing its files")
+        return ex.bcast(None, 0, "meta")
+    meta: dict[str, Any] = {}
+    try:
+        if error is None:
+            assert locations is not None and counts is not None
+            meta = _job_meta(locations, counts, groups, time_range)
+            _write_whole(staged, locations, others, meta)
+    except Exception as exc:
+        error = exc
+    _close_store(ex, ctx, error)
+    return ex.bcast(meta, 0, "meta")
+
+
+def _rank_processes(sizes: list[dict[str, Any]]) -> dict[int, int]:
+    """{rank: the process holding it} from every process's part sizes.
+
+    Raises:
+        FormatError: two processes hold the same rank.
+    """
+    from di.errors import FormatError
+
     seen: dict[int, int] = {}
     for p, s in enumerate(sizes):
         for r in s["ranks"]:
             if r in seen:
                 raise FormatError(f"process {p}'s inputs", f"rank {r} is also in process {seen[r]}'s; give --ranks")
             seen[r] = p
-    before = {k: sum(s[k] for s in sizes[: ex.rank]) for k in sizes[0] if k != "ranks"}
-    homes = home_ranks(part.tables())
+    return seen
+
+
+def _numbered(ex: Exchange, part: Trace, before: dict[str, int]) -> dict[str, pl.DataFrame]:
+    """The part's tables shifted past the processes before it (:func:`_shift`), its collectives'
+    ``instance`` numbered over the whole job's (comm, seq) keys."""
+    from di.merge import assign_instances
+
     shifted = _shift(part, before)
     keys = shifted["collectives"].select(pl.col("comm").fill_null(""), "seq").unique()
     every = pl.concat(ex.allgather(keys, "collective keys")).unique()
     shifted["collectives"] = _instances(shifted["collectives"], every, assign_instances)
-    groups = [[r] for r in sorted(seen)]
-    others = [n for n in whole_tables() if n not in ("locations", "series")]  # per communicator: no row references
-    locations = ex.gather(
-        (shifted["locations"], shifted["series"], part.meta, {n: part.table(n) for n in others}), "locations"
-    )
+    return shifted
+
+
+def _open_store(ex: Exchange, path: Path) -> tuple[Path, Any]:
+    """Process 0 claims ``path`` and stages the store's folder (with one folder per partitioned table):
+    (the staged folder, on every process; process 0's :func:`di.output.atomic_dir`, None elsewhere)."""
+    from di.store_partition import PARTITIONED
+
     staged = None
     error: BaseException | None = None
     ctx = None
@@ -224,40 +266,45 @@ def write_partitioned(ex: Exchange, part: Trace, path: Path) -> dict[str, Any]:
         except Exception as exc:
             error = exc
     ex.check(error, "creating the store")
-    staged = ex.bcast(staged, 0, "store folder")
-    error, rows = None, {}
+    return ex.bcast(staged, 0, "store folder"), ctx
+
+
+def _write_rows(
+    shifted: dict[str, pl.DataFrame], homes: Any, staged: Path, groups: list[list[int]], before: dict[str, int]
+) -> tuple[dict[str, list[int]], BaseException | None]:
+    """This process's rows of the partitioned tables written into ``staged``: (rows per table and
+    group, {} on failure; the failure, reported by every process together)."""
+    from di.store import _write_parquet
+    from di.store_partition import PARTITIONED, write_rows
+
     try:
         level = 3
 
         def write(df: pl.DataFrame, file: Path) -> None:
             _write_parquet(df, file, level)
 
-        rows = write_rows(shifted, homes, staged, write, groups, {t: before[t] for t in PARTITIONED})
+        return write_rows(shifted, homes, staged, write, groups, {t: before[t] for t in PARTITIONED}), None
     except Exception as exc:
-        error = exc
-    counts = ex.gather(rows, "row counts")
-    time_range = ex.allgather(_time_range(part), "time range")
-    if ex.rank != 0:
-        ex.check(error, "writing its files")
-        return ex.bcast(None, 0, "meta")
-    meta: dict[str, Any] = {}
-    try:
-        if error is None:
-            assert locations is not None and counts is not None
-            meta = _job_meta(locations, counts, groups, time_range)
-            _write_parquet(
-                pl.concat([x[0] for x in locations], how="vertical_relaxed"), staged / "locations.parquet", 3
-            )
-            _write_parquet(pl.concat([x[1] for x in locations], how="vertical_relaxed"), staged / "series.parquet", 3)
-            for name in others:
-                _write_parquet(
-                    pl.concat([x[3][name] for x in locations], how="vertical_relaxed"), staged / f"{name}.parquet", 3
-                )
-            import json
+        return {}, exc
 
-            (staged / META).write_text(json.dumps(meta, indent=1) + "\n")
-    except Exception as exc:
-        error = exc
+
+def _write_whole(staged: Path, locations: list[Any], others: list[str], meta: dict[str, Any]) -> None:
+    """Process 0: the tables kept whole (locations, series, the per-communicator ones) and meta.json."""
+    from di.store import META, _write_parquet
+
+    _write_parquet(pl.concat([x[0] for x in locations], how="vertical_relaxed"), staged / "locations.parquet", 3)
+    _write_parquet(pl.concat([x[1] for x in locations], how="vertical_relaxed"), staged / "series.parquet", 3)
+    for name in others:
+        _write_parquet(
+            pl.concat([x[3][name] for x in locations], how="vertical_relaxed"), staged / f"{name}.parquet", 3
+        )
+    import json
+
+    (staged / META).write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def _close_store(ex: Exchange, ctx: Any, error: BaseException | None) -> None:
+    """Process 0: swap the staged store in once every process wrote its files, else drop it and raise."""
     try:
         ex.check(error, "writing its files")
     except BaseException as exc:
@@ -266,7 +313,6 @@ def write_partitioned(ex: Exchange, part: Trace, path: Path) -> dict[str, Any]:
         raise
     assert ctx is not None
     ctx.__exit__(None, None, None)
-    return ex.bcast(meta, 0, "meta")
 
 
 def _shift(part: Trace, before: dict[str, int]) -> dict[str, pl.DataFrame]:
