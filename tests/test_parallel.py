@@ -387,13 +387,13 @@ def test_replay_kernel_paused_and_resumed_equals_the_engine_kernel() -> None:
 
 @pytest.mark.parametrize("batch", [1, 7, 1 << 18])
 def test_layout_in_batches_equals_the_engine_layout(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """:func:`di.parallel.critical_path._lay_out`, a batch of whole timelines at a time (a timeline longer than
-    a batch is one batch), lays the nodes out as the engine's one-pass layout does."""
+    """:func:`di.parallel.critical_path.layout.lay_out`, a batch of whole timelines at a time (a timeline longer
+    than a batch is one batch), lays the nodes out as the engine's one-pass layout does."""
     import numpy as np
 
     from di.engine.critical_path_graph import build_graph, in_graph
     from di.engine.window import prepare
-    from di.parallel import critical_path
+    from di.parallel.critical_path import layout
 
     path = SHARED["otf2_10_ranks"]
     if not path.exists():
@@ -410,9 +410,9 @@ def test_layout_in_batches_equals_the_engine_layout(batch: int, monkeypatch: pyt
         np.zeros(m, np.bool_),
         np.empty(m, np.int32),
     )
-    monkeypatch.setattr(critical_path, "LAYOUT_BATCH", batch)
+    monkeypatch.setattr(layout, "LAYOUT_BATCH", batch)
     ev_loc = frame.trace.events.get_column("loc").to_numpy()
-    critical_path._lay_out(frame, rows, ev_loc, out, np.zeros(frame.rank.size, np.bool_))
+    layout.lay_out(frame, rows, ev_loc, out, np.zeros(frame.rank.size, np.bool_))
     assert m > 2 * 7 and all(np.array_equal(a, b) for a, b in zip(out, want, strict=True))
 
 

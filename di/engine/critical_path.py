@@ -212,11 +212,33 @@ def _result(
     length: int,
     arrival: np.ndarray | None = None,
 ) -> dict[str, Any]:
+    """The result tables of the path's ``steps`` (u, v, kind, weight per step, in path order) through ``g``
+    (see :func:`critical_path`); without ``arrival`` (a_v per node) neither launch delays nor waits are told."""
+    u, v, kind, w = steps
+    event = np.where(kind == LOCAL, g.owner[v] if v.size else v, g.event[v] if v.size else v)
+    seg = _with_categories(_segments(frame, g, v, kind, w, event), g, v, kind, arrival)
+    waits = _waits(frame, g, u, v, kind, w, arrival, event) if arrival is not None else _waits_empty()
+    total = max(length, 1)
+    events = _path_events(seg)
+    return {
+        "summary": _summary(frame, seg, events, length, dropped),
+        "segments": seg,
+        "events": events,
+        "by_category": _shares(seg, "category", total),
+        "by_rank": _shares(seg, "rank", total),
+        "by_name": _shares(seg, "name", total),
+        "waits": waits,
+    }
+
+
+def _segments(
+    frame: EventFrame, g: Graph, v: np.ndarray, kind: np.ndarray, w: np.ndarray, event: np.ndarray
+) -> pl.DataFrame:
+    """One row per step into node v: start_ns, end_ns, contrib_ns, kind, event (null: none), rank, and the
+    event's cat and name; a local step through no event is a GPU gap or, on a CPU thread, untraced work."""
     ev = frame.trace.events
     names = ev.get_column("name")
     cats = ev.get_column("cat")
-    u, v, kind, w = steps
-    event = np.where(kind == LOCAL, g.owner[v] if v.size else v, g.event[v] if v.size else v)
     has = event >= 0
     seg = pl.DataFrame(
         {
@@ -242,7 +264,7 @@ def _result(
     )
     on_gpu = pl.lit(pl.Series(frame.on_gpu[g.event[v]] if v.size else np.zeros(0, bool)))
     gap = pl.col("event").is_null() & (pl.col("kind") == "local")
-    seg = seg.with_columns(
+    return seg.with_columns(
         pl.when(gap & on_gpu)
         .then(pl.lit("gpu_gap"))
         .when(gap)
@@ -256,13 +278,19 @@ def _result(
         .otherwise(pl.col("name"))
         .alias("name"),
     )
+
+
+def _with_categories(
+    seg: pl.DataFrame, g: Graph, v: np.ndarray, kind: np.ndarray, arrival: np.ndarray | None
+) -> pl.DataFrame:
+    """The segments that weigh something, with their ``category``: a local step's cat, a cross step's kind."""
     # a GPU gap that only began when the launch arrived is launch delay, whichever edge the path took
     if arrival is not None and v.size:
         after_launch = (kind == LOCAL) & ~g.first_of_loc[v] & (arrival[v] > g.time_ns[np.maximum(v - 1, 0)])
         inferred = _arrival_kinds(g, v) == LAUNCH_INFERRED
     else:
         after_launch = inferred = np.zeros(v.size, bool)
-    seg = seg.with_columns(
+    return seg.with_columns(
         pl.when(pl.Series(after_launch) & (pl.col("cat") == "gpu_gap"))
         .then(pl.when(pl.Series(inferred)).then(pl.lit("launch_inferred")).otherwise(pl.lit("launch")))
         .when(pl.col("kind") == "local")
@@ -270,25 +298,24 @@ def _result(
         .otherwise(pl.col("kind"))
         .alias("category")
     ).filter(pl.col("contrib_ns") > 0)
-    waits = _waits(frame, g, u, v, kind, w, arrival, event) if arrival is not None else _waits_empty()
-    total = max(length, 1)
 
-    def by(col: str) -> pl.DataFrame:
-        out = (
-            seg.group_by(col)
-            .agg(pl.col("contrib_ns").sum())
-            .with_columns((pl.col("contrib_ns") / total).alias("share"))
-        )
-        tie = (
-            pl.col(col).cast(pl.String)
-            if out.schema[col] in (pl.Categorical, pl.Enum) or isinstance(out.schema[col], pl.Enum)
-            else pl.col(col)
-        )
-        return out.sort(
-            pl.col("contrib_ns"), tie, descending=[True, False], nulls_last=True
-        )  # ties by name: the same order whatever the source
 
-    events = (
+def _shares(seg: pl.DataFrame, col: str, total: int) -> pl.DataFrame:
+    """contrib_ns per value of ``col`` and its share of ``total``, largest first."""
+    out = seg.group_by(col).agg(pl.col("contrib_ns").sum()).with_columns((pl.col("contrib_ns") / total).alias("share"))
+    tie = (
+        pl.col(col).cast(pl.String)
+        if out.schema[col] in (pl.Categorical, pl.Enum) or isinstance(out.schema[col], pl.Enum)
+        else pl.col(col)
+    )
+    return out.sort(
+        pl.col("contrib_ns"), tie, descending=[True, False], nulls_last=True
+    )  # ties by name: the same order whatever the source
+
+
+def _path_events(seg: pl.DataFrame) -> pl.DataFrame:
+    """Per event on the path, its rank, name, cat, first start, last end and contrib_ns, by start."""
+    return (
         seg.filter(pl.col("event").is_not_null())
         .group_by("event", maintain_order=True)
         .agg(
@@ -301,9 +328,13 @@ def _result(
         )
         .sort("start_ns")
     )
+
+
+def _summary(frame: EventFrame, seg: pl.DataFrame, events: pl.DataFrame, length: int, dropped: int) -> dict[str, Any]:
+    """The result's ``summary``: the path's length and span, the window's span (ns) and the counts."""
     lo = int(frame.start_ns[frame.selected].min()) if frame.selected.any() else 0
     hi = int(frame.end_ns[frame.selected].max()) if frame.selected.any() else 0
-    summary = {
+    return {
         "length_ns": length,
         "start_ns": int(seg.get_column("start_ns").min()) if seg.height else None,
         "end_ns": int(seg.get_column("end_ns").max()) if seg.height else None,
@@ -311,15 +342,6 @@ def _result(
         "segments": seg.height,
         "events": events.height,
         "dropped_edges": dropped,
-    }
-    return {
-        "summary": summary,
-        "segments": seg,
-        "events": events,
-        "by_category": by("category"),
-        "by_rank": by("rank"),
-        "by_name": by("name"),
-        "waits": waits,
     }
 
 

@@ -102,74 +102,14 @@ def analyze_with(
         FormatError and kin: a process could not read its part (every process raises).
         ValueError: an unknown analysis or a malformed window.
     """
-    from di.engine.breakdown import breakdown
-    from di.engine.overlap import overlap
-    from di.engine.waitstates import wait_states
-
     win = requested_window(window, analyses)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     part = load_part(path, ex, win, load_whole=load_whole, keep_columns=keep_columns)
     frame = prepare_part(part, win, ex)
     seconds["prepare"] = time.perf_counter() - t0
-    mine = pl.Series(part.ranks, dtype=pl.Int32).implode()
-    local: dict[str, Any] = {"steps": frame.steps}
     t0 = time.perf_counter()
-    need_table = {"breakdown", "imbalance"} & set(analyses)
-    if need_table:
-        local["whole"] = breakdown(frame, per_step=False).filter(pl.col("rank").is_in(mine))
-        if (per_step and "breakdown" in analyses) or ("imbalance" in analyses and ex_any_steps(ex, frame)):
-            local["by_step"] = breakdown(frame, per_step=True).filter(pl.col("rank").is_in(mine))
-    if "phases" in analyses:  # a rank's markers, the work inside them and the GPU work it launched lie with its part
-        from di.engine.phases import phases
-
-        local["phases"] = phases(frame, per_step).filter(pl.col("rank").is_in(mine))
-    if "gpu_idle" in analyses:  # a rank's GPU work and the host calls that launched it lie with its part
-        from di.engine.gpu_idle import gpu_idle_tables
-
-        local["gpu_idle"], local["gpu_idle_gaps"] = gpu_idle_tables(frame, per_step, ranks=list(part.ranks))
-    if "memory" in analyses:  # a rank's allocator events and the operators around them lie with its part
-        from di.engine.memory import memory_tables
-
-        local["memory"], local["memory_holders"], local["memory_timeline"] = memory_tables(
-            frame, per_step, ranks=list(part.ranks)
-        )
-    if "flops" in analyses:  # a rank's operators and the kernels they launched lie with its part
-        from di.engine.flops import flops_tables
-
-        local["flops"], local["flops_ops"] = (
-            t.filter(pl.col("rank").is_in(mine)) for t in flops_tables(frame, per_step)
-        )
-    if "comm_bandwidth" in analyses:  # its ranks' parts; process 0 puts the instances together
-        from di.engine.comm_bandwidth import collective_rows
-
-        local["collective_rows"] = collective_rows(frame, ranks=list(part.ranks))
-    if "overlap" in analyses:
-        local["overlap"] = overlap(frame).filter(pl.col("rank").is_in(mine))
-        if per_step:
-            local["overlap_steps"] = overlap(frame, per_step=True).filter(pl.col("rank").is_in(mine))
-    if "wait_states" in analyses:
-        w = wait_states(frame).filter(pl.col("rank").is_in(mine))
-        rows = pl.Series(part.global_row)
-        local["waits"] = w.with_columns(
-            rows.gather(w.get_column("event")).alias("event"),
-            rows.gather(w.get_column("cause_event")).alias("cause_event"),
-        )
-        del rows, w
-    if "gpu_clocks" in analyses:
-        kernels, steps = _gpu_clocks(part, frame, ex)
-        local["gpu_clocks"] = kernels.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
-        local["gpu_step_clocks"] = steps.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
-    if "counters" in analyses:
-        local["counters"] = _counters(part, frame, ex)
-    from di.engine.slow_steps import slow_steps
-
-    # a rank's steps, instants and series lie with its part: its slow steps are told there
-    local["slow_steps"] = slow_steps(frame, local.get("by_step")).filter(pl.col("rank").cast(pl.Int32).is_in(mine))
-    if ex.rank == 0:  # every part holds the whole comms and comm_links
-        from di.engine.communicators import communicators
-
-        local["communicators"] = communicators(part.trace)
+    local = _local_results(part, frame, ex, analyses, per_step)
     seconds["local"] = time.perf_counter() - t0
     cp = None
     if "critical_path" in analyses:
@@ -181,12 +121,7 @@ def analyze_with(
     if extra is not None:
         local["extra"] = extra(part, frame, local.get("waits"))
     if not wait_rows and "waits" in local:
-        local["waits"] = (
-            local["waits"]
-            .group_by("rank", "kind", "cause_rank")
-            .agg(pl.col("wait_ns").sum())
-            .sort("rank", "kind", "cause_rank")
-        )
+        local["waits"] = _wait_totals(local["waits"])
     ranks = sorted(int(r) for r in part.owner_of_rank[0])
     del part, frame  # the part's trace: what process 0 gathers and assembles next reuses its memory
     gathered = ex.gather(local, "results")
@@ -194,6 +129,101 @@ def analyze_with(
         return None, None
     extras = [g.pop("extra") for g in gathered] if extra is not None else None
     return _assemble(gathered, ranks, win, per_step, analyses, cp, seconds, wait_rows), extras
+
+
+def _local_results(
+    part: Part, frame: EventFrame, ex: Exchange, analyses: tuple[str, ...], per_step: bool
+) -> dict[str, Any]:
+    """This process's results, rows of its ranks only (process 0 adds the job's communicators), by key."""
+    from di.engine.overlap import overlap
+    from di.engine.slow_steps import slow_steps
+
+    mine = pl.Series(part.ranks, dtype=pl.Int32).implode()
+    local: dict[str, Any] = {"steps": frame.steps}
+    local |= _breakdown_tables(frame, ex, analyses, per_step, mine)
+    local |= _rank_tables(part, frame, analyses, per_step, mine)
+    if "overlap" in analyses:
+        local["overlap"] = overlap(frame).filter(pl.col("rank").is_in(mine))
+        if per_step:
+            local["overlap_steps"] = overlap(frame, per_step=True).filter(pl.col("rank").is_in(mine))
+    if "wait_states" in analyses:
+        local["waits"] = _rank_waits(part, frame, mine)
+    if "gpu_clocks" in analyses:
+        kernels, steps = _gpu_clocks(part, frame, ex)
+        local["gpu_clocks"] = kernels.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
+        local["gpu_step_clocks"] = steps.filter(pl.col("rank").cast(pl.Int32).is_in(mine))
+    if "counters" in analyses:
+        local["counters"] = _counters(part, frame, ex)
+    # a rank's steps, instants and series lie with its part: its slow steps are told there
+    local["slow_steps"] = slow_steps(frame, local.get("by_step")).filter(pl.col("rank").cast(pl.Int32).is_in(mine))
+    if ex.rank == 0:  # every part holds the whole comms and comm_links
+        from di.engine.communicators import communicators
+
+        local["communicators"] = communicators(part.trace)
+    return local
+
+
+def _breakdown_tables(
+    frame: EventFrame, ex: Exchange, analyses: tuple[str, ...], per_step: bool, mine: pl.Series
+) -> dict[str, pl.DataFrame]:
+    """The part's breakdown (``whole``) and, where breakdown per step or imbalance needs it, per step
+    (``by_step``), rows of its ranks (``mine``)."""
+    from di.engine.breakdown import breakdown
+
+    out = {}
+    if {"breakdown", "imbalance"} & set(analyses):
+        out["whole"] = breakdown(frame, per_step=False).filter(pl.col("rank").is_in(mine))
+        if (per_step and "breakdown" in analyses) or ("imbalance" in analyses and ex_any_steps(ex, frame)):
+            out["by_step"] = breakdown(frame, per_step=True).filter(pl.col("rank").is_in(mine))
+    return out
+
+
+def _rank_tables(
+    part: Part, frame: EventFrame, analyses: tuple[str, ...], per_step: bool, mine: pl.Series
+) -> dict[str, pl.DataFrame]:
+    """The tables of the analyses whose inputs all lie with a rank's part: phases, GPU idle time, memory,
+    FLOPs and the collective rows of comm_bandwidth, rows of the part's ranks (``mine``)."""
+    out = {}
+    if "phases" in analyses:  # a rank's markers, the work inside them and the GPU work it launched lie with its part
+        from di.engine.phases import phases
+
+        out["phases"] = phases(frame, per_step).filter(pl.col("rank").is_in(mine))
+    if "gpu_idle" in analyses:  # a rank's GPU work and the host calls that launched it lie with its part
+        from di.engine.gpu_idle import gpu_idle_tables
+
+        out["gpu_idle"], out["gpu_idle_gaps"] = gpu_idle_tables(frame, per_step, ranks=list(part.ranks))
+    if "memory" in analyses:  # a rank's allocator events and the operators around them lie with its part
+        from di.engine.memory import memory_tables
+
+        out["memory"], out["memory_holders"], out["memory_timeline"] = memory_tables(
+            frame, per_step, ranks=list(part.ranks)
+        )
+    if "flops" in analyses:  # a rank's operators and the kernels they launched lie with its part
+        from di.engine.flops import flops_tables
+
+        out["flops"], out["flops_ops"] = (t.filter(pl.col("rank").is_in(mine)) for t in flops_tables(frame, per_step))
+    if "comm_bandwidth" in analyses:  # its ranks' parts; process 0 puts the instances together
+        from di.engine.comm_bandwidth import collective_rows
+
+        out["collective_rows"] = collective_rows(frame, ranks=list(part.ranks))
+    return out
+
+
+def _rank_waits(part: Part, frame: EventFrame, mine: pl.Series) -> pl.DataFrame:
+    """The wait states of the part's ranks (``mine``), their events as rows of the whole job's ``events``."""
+    from di.engine.waitstates import wait_states
+
+    w = wait_states(frame).filter(pl.col("rank").is_in(mine))
+    rows = pl.Series(part.global_row)
+    return w.with_columns(
+        rows.gather(w.get_column("event")).alias("event"),
+        rows.gather(w.get_column("cause_event")).alias("cause_event"),
+    )
+
+
+def _wait_totals(waits: pl.DataFrame) -> pl.DataFrame:
+    """wait_ns summed per rank, kind and cause_rank."""
+    return waits.group_by("rank", "kind", "cause_rank").agg(pl.col("wait_ns").sum()).sort("rank", "kind", "cause_rank")
 
 
 def _gpu_clocks(part: Part, frame: EventFrame, ex: Exchange) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -242,68 +272,88 @@ def _assemble(
     seconds: dict[str, float],
     wait_rows: bool,
 ) -> Analysis:
-    def cat(key: str) -> pl.DataFrame | None:
-        parts = [g[key] for g in gathered if key in g]
-        return pl.concat(parts) if parts else None
+    """The :class:`di.engine.Analysis` of the job from every process's results (``gathered``, in process order)."""
+    from di.engine.step_times import step_times
 
-    steps = cat("steps")
+    steps = _concat(gathered, "steps")
     assert steps is not None
     out: dict[str, Any] = {}
-    whole, by_step = cat("whole"), cat("by_step")
+    whole, by_step = _concat(gathered, "whole"), _concat(gathered, "by_step")
     if "breakdown" in analyses:
         out["breakdown"] = pl.concat([whole, by_step]) if per_step and by_step is not None else whole
-    if "phases" in analyses:
-        from di.engine.phases import in_order as phases_order
-
-        out["phases"] = phases_order(cat("phases"))
-    if "gpu_idle" in analyses:
-        from di.engine.gpu_idle import GAPS_SHOWN, LONGEST_ORDER, in_order
-
-        out["gpu_idle"] = in_order(cat("gpu_idle"))
-        out["gpu_idle_gaps"] = (
-            cat("gpu_idle_gaps").sort(*LONGEST_ORDER, descending=[True, False, False, False]).head(GAPS_SHOWN)
-        )
-    if "memory" in analyses:
-        from di.engine.memory import in_order as memory_order
-
-        out["memory"], out["memory_holders"], out["memory_timeline"] = memory_order(
-            cat("memory"), cat("memory_holders"), cat("memory_timeline")
-        )
-    if "flops" in analyses:
-        from di.engine.flops import in_order as flops_order
-
-        out["flops"], out["flops_ops"] = flops_order(cat("flops"), cat("flops_ops"))
-    if "comm_bandwidth" in analyses:
-        from di.engine.comm_bandwidth import collective_rows_schema, comm_bandwidth
-
-        parts = cat("collective_rows")
-        out["comm_bandwidth"] = comm_bandwidth(
-            parts if parts is not None else pl.DataFrame(schema=collective_rows_schema())
-        )
+    out |= _rank_outputs(gathered, analyses)
     if "overlap" in analyses:
-        ov = cat("overlap")
-        out["overlap"] = pl.concat([ov, cat("overlap_steps")]) if per_step else ov
+        ov = _concat(gathered, "overlap")
+        out["overlap"] = pl.concat([ov, _concat(gathered, "overlap_steps")]) if per_step else ov
     if "imbalance" in analyses:
         from di.engine.imbalance import imbalance
 
         job = SimpleNamespace(steps=steps, ranks=ranks)
         out["imbalance"] = imbalance(job, whole=whole, by_step=by_step if steps.height else None)  # type: ignore[arg-type]
     if "wait_states" in analyses:
-        w = cat("waits")
+        w = _concat(gathered, "waits")
         out["wait_states"] = None if w is None else w.sort("start_ns", "rank") if wait_rows else w.sort(w.columns)
     if "critical_path" in analyses:
         out["critical_path"] = cp
+    out |= _series_outputs(gathered, analyses)
+    out["step_times"] = step_times(steps)
+    out["slow_steps"] = _concat(gathered, "slow_steps").sort("rank", "start_ns", "step")
+    out["communicators"] = _concat(gathered, "communicators")
+    order = {name: seconds.get(name, 0.0) for name in ("prepare", "local", "critical_path")}
+    return Analysis(steps=steps, per_step=per_step, window=win.text, seconds=order, **out)
+
+
+def _concat(gathered: list[dict[str, Any]], key: str) -> pl.DataFrame | None:
+    """Every process's table ``key`` in process order; None when no process has one."""
+    parts = [g[key] for g in gathered if key in g]
+    return pl.concat(parts) if parts else None
+
+
+def _rank_outputs(gathered: list[dict[str, Any]], analyses: tuple[str, ...]) -> dict[str, Any]:
+    """The job's tables of phases, GPU idle time, memory, FLOPs and comm_bandwidth from every process's, in the
+    engine's order (comm_bandwidth from the collective rows of every process)."""
+    out: dict[str, Any] = {}
+    if "phases" in analyses:
+        from di.engine.phases import in_order as phases_order
+
+        out["phases"] = phases_order(_concat(gathered, "phases"))
+    if "gpu_idle" in analyses:
+        from di.engine.gpu_idle import GAPS_SHOWN, LONGEST_ORDER, in_order
+
+        out["gpu_idle"] = in_order(_concat(gathered, "gpu_idle"))
+        out["gpu_idle_gaps"] = (
+            _concat(gathered, "gpu_idle_gaps")
+            .sort(*LONGEST_ORDER, descending=[True, False, False, False])
+            .head(GAPS_SHOWN)
+        )
+    if "memory" in analyses:
+        from di.engine.memory import in_order as memory_order
+
+        out["memory"], out["memory_holders"], out["memory_timeline"] = memory_order(
+            *(_concat(gathered, key) for key in ("memory", "memory_holders", "memory_timeline"))
+        )
+    if "flops" in analyses:
+        from di.engine.flops import in_order as flops_order
+
+        out["flops"], out["flops_ops"] = flops_order(_concat(gathered, "flops"), _concat(gathered, "flops_ops"))
+    if "comm_bandwidth" in analyses:
+        from di.engine.comm_bandwidth import collective_rows_schema, comm_bandwidth
+
+        parts = _concat(gathered, "collective_rows")
+        out["comm_bandwidth"] = comm_bandwidth(
+            parts if parts is not None else pl.DataFrame(schema=collective_rows_schema())
+        )
+    return out
+
+
+def _series_outputs(gathered: list[dict[str, Any]], analyses: tuple[str, ...]) -> dict[str, Any]:
+    """The job's GPU clock and counter tables from every process's, in the engine's order."""
+    out: dict[str, Any] = {}
     if "gpu_clocks" in analyses:
         from di.engine.gpu_clocks import in_order
 
-        out["gpu_clocks"] = in_order(cat("gpu_clocks"))
-        out["gpu_step_clocks"] = cat("gpu_step_clocks").sort("rank", "step", "device")
+        out["gpu_clocks"] = in_order(_concat(gathered, "gpu_clocks"))
+        out["gpu_step_clocks"] = _concat(gathered, "gpu_step_clocks").sort("rank", "step", "device")
     if "counters" in analyses:
-        out["counters"] = cat("counters").sort("series")
-    from di.engine.step_times import step_times
-
-    out["step_times"] = step_times(steps)
-    out["slow_steps"] = cat("slow_steps").sort("rank", "start_ns", "step")
-    out["communicators"] = cat("communicators")
-    order = {name: seconds.get(name, 0.0) for name in ("prepare", "local", "critical_path")}
-    return Analysis(steps=steps, per_step=per_step, window=win.text, seconds=order, **out)
+        out["counters"] = _concat(gathered, "counters").sort("series")
+    return out
