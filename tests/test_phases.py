@@ -170,6 +170,26 @@ def test_a_window_of_steps_holds_those_steps_only(job: list[Path]) -> None:
     assert measured(result.phases, 0) == expected(0, steps=2)
 
 
+def test_per_step_rows_of_a_job_without_steps_are_none_not_an_error(tmp_path: Path) -> None:
+    """Ranks with phase markers but no ProfilerStep: the window's rows per rank, no rows per step (the empty per-step
+    table, whose columns came in another order, failed to join the window's)."""
+    tmp_path.mkdir(exist_ok=True)
+    files = []
+    for rank in DATA_US:
+        job = phases_job(rank)
+        job["traceEvents"] = [e for e in job["traceEvents"] if not e["name"].startswith("ProfilerStep#")]
+        files.append(tmp_path / f"rank{rank}.json")
+        files[-1].write_text(json.dumps(job))
+    table = table_of(files, per_step=True)
+    assert table.height and table.get_column("step").null_count() == table.height
+    assert list(table.columns) == list(table_of(files).columns)
+    for rank in DATA_US:  # marked phases as in a stepped job; without steps no forward (the work before a backward)
+        got, want = measured(table, rank), expected(rank)
+        assert "forward" not in got and {p: got[p] for p in ("data", "backward", "optimizer")} == {
+            p: want[p] for p in ("data", "backward", "optimizer")
+        }
+
+
 def test_lightning_optimizer_step_keeps_only_its_own_time(tmp_path: Path) -> None:
     """Lightning's ``optimizer_step`` holds the closure's forward and backward: it keeps the time outside them, and
     the regions' gaps around the operators are their phases' time."""

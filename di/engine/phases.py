@@ -269,8 +269,9 @@ def phases(frame: EventFrame, per_step: bool = False) -> pl.DataFrame:
     if per_step:
         in_step = mine & (frame.step != NO_STEP)
         out.append(_measured(frame, ph, ph.counted & in_step, timed & in_step, by_step=True))
-    table = pl.concat(out, how="vertical_relaxed")
-    return in_order(table.select(*(pl.col(c).cast(t) for c, t in _TABLE.items())))
+    # each grouping in the table's columns first: an empty one (no steps in the window) has them in another order
+    table = pl.concat([part.select(*(pl.col(c).cast(t) for c, t in _TABLE.items())) for part in out])
+    return in_order(table)
 
 
 def _measured(frame: EventFrame, ph: Phased, counted: np.ndarray, timed: np.ndarray, *, by_step: bool) -> pl.DataFrame:
