@@ -47,6 +47,23 @@ def assign_instances(collectives: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _merged_meta(parts: Sequence[Trace], sources: list[dict[str, Any]], warnings: list[str]) -> dict[str, Any]:
+    """The meta of a job of several parts: their sources and warnings in order, the largest world size, and their
+    clock when they all have one and the same (else one of their domain, or ``relative``, without a sync)."""
+    clocks = [t.meta.get("clock") for t in parts]
+    domains = {(c or {}).get("domain", "relative") for c in clocks}
+    same = clocks[0] is not None and all(c == clocks[0] for c in clocks)
+    worlds = [t.meta.get("world_size") for t in parts if t.meta.get("world_size")]
+    return {
+        "clock": clocks[0]
+        if same
+        else {"unit": "ns", "domain": domains.pop() if len(domains) == 1 else "relative", "sync": None},
+        "sources": sources,
+        "warnings": warnings,
+        "world_size": max(worlds) if worlds else None,
+    }
+
+
 def merge(parts: Sequence[Trace]) -> Trace:
     """One job trace from per-rank (or per-file) traces.
 
@@ -77,14 +94,7 @@ def merge(parts: Sequence[Trace]) -> Trace:
         ev_off += t.events.height
         loc_off += t.locations.height
         ser_off += t.series.height
-    domains = {t.meta.get("clock", {}).get("domain", "relative") for t in parts}
-    worlds = [t.meta.get("world_size") for t in parts if t.meta.get("world_size")]
-    meta = {
-        "clock": {"unit": "ns", "domain": domains.pop() if len(domains) == 1 else "relative", "sync": None},
-        "sources": sources,
-        "warnings": warnings,
-        "world_size": max(worlds) if worlds else None,
-    }
+    meta = dict(parts[0].meta) if len(parts) == 1 else _merged_meta(parts, sources, warnings)
     # jobs: each log's table has the columns of its scheduler output (the schema is a floor)
     merged = {k: pl.concat(v, how="diagonal_relaxed" if k == "jobs" else "vertical_relaxed") for k, v in tables.items()}
     merged["collectives"] = assign_instances(merged["collectives"])

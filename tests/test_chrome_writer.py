@@ -346,7 +346,12 @@ def test_di_trace_locations_and_meta(tmp_path: Path) -> None:
         "src_pid": 100,
         "src_tid": 101,
     }
-    assert di["meta"] == {"clock": trace.meta["clock"], "sources": [], "world_size": 2, "start_ns": T0}
+    kept = {
+        k: v
+        for k, v in trace.meta.items()
+        if k not in ("format", "schema_version", "di_version", "tables", "ranks", "time_range")
+    }
+    assert di["meta"] == {**kept, "start_ns": T0} and {"clock", "sources", "world_size"} <= set(kept)
 
 
 @pytest.mark.parametrize(

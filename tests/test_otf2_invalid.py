@@ -36,7 +36,7 @@ def archive(tmp_path: Path) -> Path:
 
 
 def _dropped(trace: di.Trace) -> dict[str, int]:
-    return trace.meta["sources"][0]["dropped"]
+    return trace.meta["sources"][-1]["dropped"]
 
 
 def test_missing_global_definitions_is_a_one_line_error(archive: Path) -> None:
@@ -239,7 +239,7 @@ def test_flows_in_attribute_that_is_not_json(di_archive: Path, compiled: bool, m
     _edit_def(di_archive, b'"t":"launch","i":4001', b'"t":"bogus!","i":4001')
     t = assert_valid(di.load(di_archive))
     assert 0 < t.flows.height == whole.flows.height - 2
-    assert t.meta["sources"][0]["dropped"][FLOW_END_WITHOUT_START] == 2
+    assert t.meta["sources"][-1]["dropped"][FLOW_END_WITHOUT_START] == 2
 
 
 def test_collective_op_attribute_missing(di_archive: Path) -> None:
@@ -267,4 +267,4 @@ def test_leave_before_its_enter(tmp_path: Path) -> None:
     t = assert_valid(di.load(tmp_path / "back" / "traces.otf2"))
     (s0, _), *_ = rows = t.events.select("start_ns", "end_ns").rows()
     assert [(s - s0, e - s0) for s, e in rows] == [(0, 10), (20, 20)]
-    assert t.meta["sources"][0]["dropped"][END_BEFORE_START_REPAIRED] == 1
+    assert t.meta["sources"][-1]["dropped"][END_BEFORE_START_REPAIRED] == 1

@@ -522,7 +522,9 @@ def test_collectives_of_a_di_trace_whose_events_did_not_all_read_back_are_droppe
     t = di.load(bad)
     t.validate()
     assert t.events.height == n and t.collectives.height == 0
-    assert t.messages.height == job.messages.height and t.meta["sources"] == job.meta["sources"]
+    assert t.messages.height == job.messages.height and t.meta["sources"][:-1] == job.meta["sources"]
+    read = t.meta["sources"][-1]  # the file read stays among the sources, with what reading it dropped
+    assert read["path"] == str(bad) and read["dropped"] == {f"collectives {ROWS_UNKNOWN}": job.collectives.height}
     assert any(f"dropped collectives {ROWS_UNKNOWN} ({job.collectives.height})" in w for w in t.meta["warnings"])
     assert not any("di's packet ignored" in w for w in t.meta["warnings"])
 

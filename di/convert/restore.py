@@ -60,6 +60,26 @@ class Written:
     """comms, comm_links, io_files as di wrote them (:mod:`di.convert.side_tables`): no event references."""
 
 
+RECOMPUTED_META = ("format", "schema_version", "di_version", "tables", "ranks", "time_range", "partitions")
+"""meta.json fields that the tables (:meth:`di.trace.Trace.build`) or a store's layout give: never restored."""
+
+
+def written_meta(meta: Any, warnings: list[str], what: str, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of a trace's meta stored in a file di wrote that reading restores: all but
+    :data:`RECOMPUTED_META` and ``drop`` (a format's own keys). Those meta.json's schema defines only when they
+    match it, each that does not said in ``warnings`` (``what`` names where the meta was stored); the others
+    (a recording's ``capture``, a combined job's ``combine``) as they are."""
+    from di.schema import json_schema, valid_meta_fields
+
+    if not isinstance(meta, dict):
+        warnings.append(f"{what} ignored: not an object")
+        return {}
+    known = json_schema("meta")["properties"]
+    keys = [k for k in meta if k not in RECOMPUTED_META and k not in drop]
+    out = valid_meta_fields(meta, tuple(k for k in keys if k in known), warnings, what)
+    return {**out, **{k: meta[k] for k in keys if k not in known}}
+
+
 def loaded_rows(written: np.ndarray, n_written: int) -> np.ndarray:
     """By written row (``n_written`` of them): the loaded event row that holds it, -1 for none.
 
@@ -105,15 +125,19 @@ def restore(
 
 def restore_meta(meta: dict[str, Any], written: Written | None) -> dict[str, Any]:
     """The reader's ``meta`` with the fields di wrote in their place (see :class:`Written`); warnings di
-    wrote come first."""
+    wrote come first. The sources di wrote (the files the trace came from) replace the reader's, but the
+    file just read stays last among them when reading it dropped something, with what it dropped."""
     if written is None:
         return meta
+    read = [s for s in meta.get("sources", []) if isinstance(s, dict) and s.get("dropped")]
     if written.replaces_meta:
         meta = {"warnings": meta.get("warnings", [])}
     out = {**meta, **written.meta}
     if "warnings" in written.meta:
         del out["warnings"]
         out["warnings"] = [*written.meta["warnings"], *meta.get("warnings", [])]
+    if read and "sources" in written.meta:
+        out["sources"] = [*written.meta["sources"], *read]
     return out
 
 

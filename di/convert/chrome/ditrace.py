@@ -25,7 +25,7 @@ import polars as pl
 
 from di.convert.chrome import scan as S
 from di.convert.chrome.phases import LK_COUNTER, LK_THREAD, SLICE
-from di.convert.restore import WRITTEN_ROW_REFS, Written, loaded_rows
+from di.convert.restore import WRITTEN_ROW_REFS, Written, loaded_rows, written_meta
 
 _LOC_COLS = ("loc", "rank", "host", "kind", "device", "stream", "name", "process", "sort_index", "source")
 
@@ -208,10 +208,9 @@ def written(d: dict[str, Any] | None, n_written: int, warnings: list[str]) -> Wr
 
 
 def _meta(d: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
-    """clock, sources and world size of the trace that was written (those that match the meta.json schema)."""
-    from di.schema import valid_meta_fields
-
-    return valid_meta_fields(d.get("meta", {}), ("clock", "sources", "world_size"), warnings, "diTrace meta")
+    """The meta of the trace that was written (:func:`di.convert.restore.written_meta`; ``start_ns`` is the clock
+    origin, not meta)."""
+    return written_meta(d.get("meta", {}), warnings, "diTrace meta", drop=("start_ns",))
 
 
 def _categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> np.ndarray | None:

@@ -20,6 +20,7 @@ import polars as pl
 from di.convert import side_tables
 from di.convert.chrome.fragments import json_text
 from di.convert.chrome.tracks import TrackLayout
+from di.convert.restore import RECOMPUTED_META
 from di.trace import Trace
 
 __all__ = ["di_trace", "metadata_lines"]
@@ -63,12 +64,7 @@ def di_trace(trace: Trace, layout: TrackLayout, series: list[dict[str, Any]], t0
         "source",
     ).to_dicts()
     meta = trace.meta
-    di_meta = {
-        "clock": meta.get("clock"),
-        "sources": meta.get("sources", []),
-        "world_size": meta.get("world_size"),
-        "start_ns": t0,
-    }
+    di_meta = {**{k: v for k, v in meta.items() if k not in RECOMPUTED_META}, "start_ns": t0}
     tables = {
         name: _columns(getattr(trace, name)) for name in ("messages", "collectives") if getattr(trace, name).height
     }

@@ -26,6 +26,7 @@ import polars as pl
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib
 from di.convert.otf2.attachments import optional, plan_attachments
+from di.convert.otf2.ditrace import document as own_document
 from di.convert.otf2.communicators import DEFAULT_COMM, GROUP_NAME_PREFIX, NULL_COMM, LocalRanks, plan_comms
 from di.convert.otf2.flowrefs import plan_flows_in
 from di.convert.otf2.iofiles import IoFileProperties, plan_io_files
@@ -92,6 +93,8 @@ class Layout:
     io_file_props: IoFileProperties = field(default_factory=IoFileProperties)
     side_text: str = ""
     """comms and comm_links for the archive property (:mod:`di.convert.otf2.sideprops`)."""
+    own_text: str = ""
+    """meta, locations and the loc of each output location for di's own property (:mod:`di.convert.otf2.ditrace`)."""
 
     def __getattr__(self, name: str) -> np.ndarray:
         try:
@@ -236,12 +239,13 @@ def _metric_records(
     return members, metric_arrays
 
 
-def _add_side_definitions(lay: Layout, trace: Trace) -> None:
-    """The I/O file properties, the side tables' document and the description, with one DataLossWarning for what
-    OTF2 cannot hold."""
+def _add_side_definitions(lay: Layout, trace: Trace, out_loc: pl.Series) -> None:
+    """The I/O file properties, the side tables' document, di's own document (``out_loc``: the trace's loc of each
+    output location) and the description, with one DataLossWarning for what OTF2 cannot hold."""
     losses: list[str] = []
     lay.io_file_props = plan_io_files(trace, lay.io.files, lay.strings, losses)
     lay.side_text = side_document(trace, losses)
+    lay.own_text = own_document(trace, out_loc, losses)
     warn_losses(losses)  # one DataLossWarning for the writing
     lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)"
 
@@ -283,7 +287,7 @@ def plan(trace: Trace) -> Layout:
         realtime=realtime,
         io=io_defs,
     )
-    _add_side_definitions(lay, trace)
+    _add_side_definitions(lay, trace, out.get_column("loc"))
     lay.arrays.update(metric_arrays)
     lay.arrays.update(
         {

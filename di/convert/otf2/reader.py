@@ -41,6 +41,8 @@ from di.convert.otf2.timeline import (
 from di.convert.otf2.definitions import Definitions, read_definitions
 from di.convert.otf2.recordrows import RecordRows
 from di.convert.otf2.sideprops import read_side_tables
+from di.convert.otf2.ditrace import Own, read_own
+from di.convert.restore import restore_meta
 from di.convert import provenance as P
 from di.convert.provenance import reader_meta
 from di.trace import Trace
@@ -94,6 +96,7 @@ def read_otf2(
             defs = read_definitions(reader)
             side_warnings: list[str] = []
             side = read_side_tables(reader, side_warnings)
+            own = read_own(reader, [loc["ref"] for loc in defs.locations], side_warnings)
             # every record takes at least one byte of its event file: a definition claiming more sizes nothing
             expected = min(sum(loc["records"] for loc in defs.locations), files)
             fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
@@ -110,7 +113,7 @@ def read_otf2(
             builder.finish()
         finally:
             reader.close()
-    return _assemble(anchor, defs, recs, builder, source, side, side_warnings)
+    return _assemble(anchor, defs, recs, builder, source, side, side_warnings, own)
 
 
 def _assemble(
@@ -121,18 +124,25 @@ def _assemble(
     source: int,
     side: dict[str, pl.DataFrame],
     side_warnings: list[str],
+    own: Own | None,
 ) -> Trace:
-    """The trace of what was read; ``side``: comms, comm_links, io_files (:mod:`di.convert.otf2.sideprops`)."""
+    """The trace of what was read; ``side``: comms, comm_links, io_files (:mod:`di.convert.otf2.sideprops`);
+    ``own``: di's property, whose locations replace the archive's (records go to the trace's loc of their
+    location)."""
     dropped: Counter[str] = Counter(recs.dropped)
     warnings = [*recs.warnings, *side_warnings]
     for name, n in zip(COUNT_NAMES, tl.counts.tolist()):
         if n:
             dropped[name] += n
-    gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
+    built = tl.events()
+    if own is None:
+        gpu = np.array([loc["kind"] == "gpu_stream" for loc in defs.locations], dtype=bool)
+    else:  # the lanes of one location become one again (flow sources stay (OTF2 location, ordinal) in tl)
+        built, gpu = (own.loc_of[tl.ev_loc], *built[1:]), own.is_gpu()
     ev, order = events.events_frame(
-        tl.events(), (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu
+        built, (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu
     )
-    rec = _record_rows(recs, tl, order, defs)
+    rec = _record_rows(recs, tl, order, defs, own)
     outside = int((rec.of_kind(MPI_SEND, MPI_ISEND, MPI_RECV, MPI_IRECV, COLL_END) & (rec.event < 0)).sum())
     if outside:
         dropped["MPI records outside any region"] += outside
@@ -148,8 +158,10 @@ def _assemble(
     flows, lost = events.flows_frame(rec, tl, order, defs)
     if lost:
         dropped[P.FLOW_END_WITHOUT_START] += lost
-    locations, counter_loc = _locations(defs, rec, source)
+    locations, counter_loc = _locations(defs, rec, source) if own is None else _own_locations(own, rec)
     series, samples, unknown_metric = metrics.series_samples(rec, defs.metrics, counter_loc)
+    if own is not None:
+        series, samples = own.renumber(series, samples, warnings)
     if unknown_metric:
         dropped["metric values of an undefined metric"] += unknown_metric
     backwards = ev.get_column("end_ns") < ev.get_column("start_ns")  # damaged timestamps: a Leave before its Enter
@@ -160,6 +172,8 @@ def _assemble(
     if recs.records_read > handled:
         dropped[P.UNSUPPORTED_RECORD] += recs.records_read - handled
     meta = _meta(anchor, defs, recs, ev.height, dropped, warnings)
+    if own is not None:
+        meta = restore_meta(meta, own.written)
     return Trace.build(
         meta=meta,
         locations=locations,
@@ -173,11 +187,16 @@ def _assemble(
     )
 
 
-def _record_rows(recs: archive.Records, tl: Builder, order: np.ndarray | None, defs: Definitions) -> RecordRows:
-    """The records other than Enter/Leave (their events are built already), see :mod:`recordrows`."""
+def _record_rows(
+    recs: archive.Records, tl: Builder, order: np.ndarray | None, defs: Definitions, own: Own | None
+) -> RecordRows:
+    """The records other than Enter/Leave (their events are built already), see :mod:`recordrows`; ``loc``: the
+    position of their location in the definitions, or with ``own`` the trace's loc."""
     sub = np.ascontiguousarray(tl.rec.T)
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
     loc = np.searchsorted(recs.bounds, tl.rec_row, side="right") - 1
+    if own is not None:
+        loc, ranks = own.loc_of[loc], own.rank_of()
     return RecordRows(
         kind=sub[0],
         ts_ns=ticks_to_ns(sub[1], defs),
@@ -217,6 +236,12 @@ def _locations(defs: Definitions, rec: RecordRows, source: int) -> tuple[pl.Data
         .with_columns(pl.lit(source, pl.Int32).alias("source"))
     )
     return df, counter_loc
+
+
+def _own_locations(own: Own, rec: RecordRows) -> tuple[pl.DataFrame, dict[int, int]]:
+    """The locations di wrote; the metrics of each are its own series' (each series is on its loc again)."""
+    with_metrics = np.unique(rec.loc[rec.of_kind(METRIC)]).tolist()
+    return own.locations, {i: i for i in with_metrics}
 
 
 def _meta(

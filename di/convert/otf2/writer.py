@@ -36,7 +36,10 @@ destination event, as the string attribute ``di.flows_in``: a JSON list of
 "t": kind, "i": id, "c": src_cat}`` (:mod:`di.convert.otf2.flowtext`), which di's reader turns back into flow
 rows and Vampir shows with the event (with ``di.corr``, the correlation id
 that ties a kernel to its launch). A trace that carries di's analysis also
-gets the groups and markers of :mod:`di.convert.otf2.analysis_defs`.
+gets the groups and markers of :mod:`di.convert.otf2.analysis_defs`. What OTF2's
+definitions cannot say of the locations (host, pid, tid, device, stream, which
+OTF2 locations are lanes of one) and the meta go in di's own archive property
+(:mod:`di.convert.otf2.ditrace`), so di reads its archives back as they were.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from di.convert.otf2.iofiles import write_io_file_properties
 from di.convert.otf2.iolayout import write_io_definitions
 from di.convert.otf2.layout import Layout, plan
 from di.convert.otf2.sideprops import set_side_property
+from di.convert.otf2.ditrace import set_own_property
 from di.errors import FormatError
 from di.trace import Trace
 
@@ -228,6 +232,7 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     _global_definitions(_otf2, archive, lay, fns, anchor, extra)
     write_markers(_otf2, archive, extra)
     set_side_property(_otf2, archive, lay.side_text)
+    set_own_property(_otf2, archive, lay.own_text)
 
 
 def _global_definitions(

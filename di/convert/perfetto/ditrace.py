@@ -38,7 +38,7 @@ from di.convert import side_tables
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.protobuf import field_len, field_varint
 
-from di.convert.restore import Written
+from di.convert.restore import Written, written_meta
 
 if TYPE_CHECKING:
     from di.convert.perfetto.flows import FlowMarks
@@ -195,14 +195,7 @@ def written(doc: dict[str, Any] | None, path: Any, warnings: list[str]) -> Writt
     (``event``: rows in the events order the reader rebuilds, which are the written rows)."""
     if doc is None:
         return None
-    from di.schema import valid_meta_fields
-
-    meta = valid_meta_fields(
-        doc.get("meta"),
-        ("clock", "sources", "world_size", "command", "hosts", "warnings"),
-        warnings,
-        f"{path}: di packet meta",
-    )
+    meta = written_meta(doc.get("meta"), warnings, f"{path}: di packet meta")
     return Written(
         meta={**meta, "warnings": meta.get("warnings", [])},
         tables={"collectives": table(doc, "collectives")},
