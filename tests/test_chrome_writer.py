@@ -196,6 +196,10 @@ def test_category_falls_back_to_canonical_cat(tmp_path: Path) -> None:
     )
     doc, _ = _write(trace, tmp_path)
     assert [e["cat"] for e in _phase(doc, "X")] == ["cpu_op", "io"]
+    assert doc["diTrace"]["categories"] == "hJ"  # mpi_coll (cpu_op reads back as compute); io, with no source category
+    back = di.load(tmp_path / "t.json")
+    assert back.events.get_column("src_cat").to_list() == ["cpu_op", None]
+    assert back.events.get_column("cat").to_list() == ["mpi_coll", "io"]
 
 
 def test_args_gain_correlation_and_bytes(tmp_path: Path) -> None:

@@ -49,11 +49,14 @@ class Written:
     whole meta of the trace written, which replaces the reader's (but for its warnings,
     which follow those di wrote), else fields that override the reader's. ``categories``: the
     canonical category (index in ``di.trace.CATS``) of each written event row, or
-    None. ``tables``: messages and collectives with event references as written rows.
+    None; ``no_source_category``: whether each written event row had no ``src_cat`` (the
+    format wrote its canonical one in its place), or None. ``tables``: messages and
+    collectives with event references as written rows.
     """
 
     meta: dict[str, Any] = field(default_factory=dict)
     categories: np.ndarray | None = None
+    no_source_category: np.ndarray | None = None
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     replaces_meta: bool = False
     side_tables: dict[str, pl.DataFrame] = field(default_factory=dict)
@@ -110,6 +113,8 @@ def restore(
         return events, flows, {}
     if written.categories is not None:
         events = _categories(events, written.categories, at)
+    if written.no_source_category is not None:
+        events = _no_source_category(events, written.no_source_category, at)
     out = {}
     for name, table in written.tables.items():
         rows = {
@@ -149,6 +154,16 @@ def _categories(events: pl.DataFrame, codes: np.ndarray, at: np.ndarray) -> pl.D
     cat = events.get_column("cat").to_physical().to_numpy().astype(np.int64)
     cat[at[loaded]] = codes[loaded]
     return events.with_columns(pl.Series("cat", list(CATS), dtype=pl.Enum(list(CATS))).gather(cat))
+
+
+def _no_source_category(events: pl.DataFrame, flags: np.ndarray, at: np.ndarray) -> pl.DataFrame:
+    """``events`` whose rows di wrote without a source category have none again."""
+    rows = at[flags & (at >= 0)]
+    if not rows.size:
+        return events
+    none = np.zeros(events.height, dtype=bool)
+    none[rows] = True
+    return events.with_columns(pl.when(pl.Series(none)).then(None).otherwise(pl.col("src_cat")).alias("src_cat"))
 
 
 def _rows_of(written: np.ndarray, at: np.ndarray) -> np.ndarray:

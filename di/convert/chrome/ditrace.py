@@ -198,10 +198,11 @@ def written(d: dict[str, Any] | None, n_written: int, warnings: list[str]) -> Wr
         return None
     from di.convert.side_tables import KEY, decode_all
 
-    categories, tables = _categories(d, n_written, warnings), _tables(d, warnings)
+    (categories, no_source), tables = _categories(d, n_written, warnings), _tables(d, warnings)
     return Written(
         meta={k: v for k, v in _meta(d, warnings).items() if v},
         categories=categories,
+        no_source_category=no_source,
         tables=tables,
         side_tables=decode_all(d.get(KEY), "diTrace", warnings),
     )
@@ -213,21 +214,24 @@ def _meta(d: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
     return written_meta(d.get("meta", {}), warnings, "diTrace meta", drop=("start_ns",))
 
 
-def _categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> np.ndarray | None:
-    """The canonical category (index in the vocabulary) of each written event row, when
-    diTrace has them for exactly ``n_written`` rows; else None (a mismatch is warned)."""
+def _categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The canonical category (index in the vocabulary) of each written event row and whether it had no source
+    category (its letter upper case), when diTrace has them for exactly ``n_written`` rows; else None, None (a
+    mismatch is warned)."""
     from di.trace import CATS
 
     text = d.get("categories")
     if not isinstance(text, str):
-        return None
-    codes = np.frombuffer(text.encode("ascii", "replace"), dtype=np.uint8).astype(np.int64) - ord("a")
+        return None, None
+    letters = np.frombuffer(text.encode("ascii", "replace"), dtype=np.uint8).astype(np.int64)
+    upper = letters < ord("a")
+    codes = letters - np.where(upper, ord("A"), ord("a"))
     if codes.size != n_written or codes.min(initial=0) < 0 or codes.max(initial=0) >= len(CATS):
         warnings.append(
             f"diTrace categories ignored: {codes.size} letters for {n_written} events, or letters out of range"
         )
-        return None
-    return codes
+        return None, None
+    return codes, upper
 
 
 def _tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:

@@ -92,14 +92,17 @@ def _columns(table: pl.DataFrame) -> dict[str, list[Any]]:
 
 def _categories(ev: pl.DataFrame) -> str | None:
     """Each event's canonical ``cat``, one letter per events row ('a' + its index in
-    the vocabulary), when reading the written ``cat`` (``src_cat``, else ``cat``)
-    and name back would give another category for some event; else None."""
+    the vocabulary; upper case where the event has no ``src_cat``, as the written
+    ``cat`` is then the canonical one), when reading the written ``cat`` (``src_cat``,
+    else ``cat``) and name back would give another category or a source category for
+    some event; else None."""
     from di.convert.categories import canonical_cats
 
     if not ev.height:
         return None
+    none = ev.get_column("src_cat").is_null().to_numpy()
     written = ev.select(pl.coalesce(pl.col("src_cat").cast(pl.String), pl.col("cat").cast(pl.String))).to_series()
     codes = ev.get_column("cat").to_physical().to_numpy()
-    if (canonical_cats(written, ev.get_column("name")).to_physical().to_numpy() == codes).all():
+    if not none.any() and (canonical_cats(written, ev.get_column("name")).to_physical().to_numpy() == codes).all():
         return None
-    return (codes.astype(np.uint8) + ord("a")).tobytes().decode("ascii")
+    return (codes.astype(np.uint8) + np.where(none, ord("A"), ord("a")).astype(np.uint8)).tobytes().decode("ascii")

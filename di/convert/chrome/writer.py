@@ -37,7 +37,8 @@ File layout (one JSON object, one trace event per line)::
   ``collectives`` tables (columns of values; event references are events
   rows, i.e. X/i lines in order), and ``categories``, each event's canonical
   category as one letter, when reading the written ``cat`` back would not give
-  it (e.g. an MPI call whose ``cat`` is its source's ``mpi``), and ``side_tables``: comms, comm_links and
+  it (e.g. an MPI call whose ``cat`` is its source's ``mpi``) or the event has no
+  source category (its letter upper case: the ``cat`` written is the canonical one), and ``side_tables``: comms, comm_links and
   io_files (:mod:`di.convert.side_tables`).
 * Lines are assembled by one numba kernel (:mod:`di.convert.chrome.lines`) from
   byte fragments (names escaped once per distinct string with orjson), never a
