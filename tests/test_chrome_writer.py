@@ -217,6 +217,11 @@ def test_args_gain_correlation_and_bytes(tmp_path: Path) -> None:
         {"bytes": 9},
         {"a": {"b": [1, 2]}},
     ]
+    assert doc["diTrace"]["args_added"] == "522300"  # 1: correlation, 2: bytes, + 4: there were no args
+    back = di.load(tmp_path / "t.json")  # the keys di put in are taken out again (whitespace is not kept)
+    texts = back.events.get_column("args").to_list()
+    assert texts[0] is None and [orjson.loads(t) for t in texts[1:]] == [orjson.loads(a) for a in args[1:]]
+    assert back.events.get_column("corr").to_list() == corr and back.events.get_column("bytes").to_list() == nbytes
 
 
 def _flows_written(doc: dict[str, Any]) -> list[tuple[int, int, dict[str, Any]]]:
@@ -508,3 +513,24 @@ def test_messages_are_drawn_as_flows_that_read_back_as_messages_only(tmp_path: P
     back = assert_valid(di.load(tmp_path / "t.json"))
     assert back.flows.select("src", "dst", "kind").rows() == [(1, 2, "user")]
     assert back.messages.select("send", "recv", "bytes").rows() == [(0, 1, 8)]
+
+
+def test_locations_keep_their_own_columns(tmp_path: Path) -> None:
+    """A connector's location columns beyond the schema's (Nsight's gpu_model) ride in diTrace and come back;
+    a damaged set of them is said and left out."""
+    trace = Trace.build(
+        meta={"world_size": 2},
+        locations={**LOCATIONS, "gpu_model": [None, "H100", None, "A100"]},
+        events=_events([(0, T0, T0 + 10, "a"), (1, T0 + 1, T0 + 5, "k", "kernel")]),
+    )
+    doc, text = _write(trace, tmp_path)
+    assert doc["diTrace"]["location_columns"]["columns"] == {
+        "loc": [0, 1, 2, 3],
+        "gpu_model": [None, "H100", None, "A100"],
+    }
+    back = di.load(tmp_path / "t.json")
+    assert back.locations.get_column("gpu_model").to_list() == [None, "H100", None, "A100"]
+    (tmp_path / "t.json").write_bytes(text.replace(b'"gpu_model":[null,"H100"', b'"gpu_model":[null,"H100",7'))
+    damaged = di.load(tmp_path / "t.json")
+    assert "gpu_model" not in damaged.locations.columns
+    assert any("location_columns ignored" in w for w in damaged.meta["warnings"])

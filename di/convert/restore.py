@@ -57,6 +57,9 @@ class Written:
     meta: dict[str, Any] = field(default_factory=dict)
     categories: np.ndarray | None = None
     no_source_category: np.ndarray | None = None
+    args_added: np.ndarray | None = None
+    """By written event row: the keys the format's writer put in its args (1: correlation, 2: bytes, + 4: the event
+    had no args), or None."""
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     replaces_meta: bool = False
     side_tables: dict[str, pl.DataFrame] = field(default_factory=dict)
@@ -115,6 +118,8 @@ def restore(
         events = _categories(events, written.categories, at)
     if written.no_source_category is not None:
         events = _no_source_category(events, written.no_source_category, at)
+    if written.args_added is not None:
+        events = _without_added_keys(events, written.args_added, at)
     out = {}
     for name, table in written.tables.items():
         rows = {
@@ -164,6 +169,33 @@ def _no_source_category(events: pl.DataFrame, flags: np.ndarray, at: np.ndarray)
     none = np.zeros(events.height, dtype=bool)
     none[rows] = True
     return events.with_columns(pl.when(pl.Series(none)).then(None).otherwise(pl.col("src_cat")).alias("src_cat"))
+
+
+_ADDED_PREFIX = {1: r'^\{"correlation":-?\d+,?', 2: r'^\{"bytes":-?\d+,?', 3: r'^\{"correlation":-?\d+,"bytes":-?\d+,?'}
+"""The start of an args text whose writer put these keys first (:data:`Written.args_added` & 3)."""
+
+
+def _without_added_keys(events: pl.DataFrame, flags: np.ndarray, at: np.ndarray) -> pl.DataFrame:
+    """``events`` whose args di's writer gave keys of their own have their args as before: the keys taken out,
+    null again where there were none."""
+    per_row = np.zeros(events.height, dtype=np.uint8)
+    ok = at >= 0
+    per_row[at[ok]] = flags[ok]
+    rows = np.flatnonzero(per_row)
+    if not rows.size:
+        return events
+    got = events.get_column("args").gather(rows)
+    kind = pl.Series(per_row[rows])
+    fixed = pl.select(
+        pl.when(kind >= 4)
+        .then(None)
+        .when(kind == 1)
+        .then(got.str.replace(_ADDED_PREFIX[1], "{"))
+        .when(kind == 2)
+        .then(got.str.replace(_ADDED_PREFIX[2], "{"))
+        .otherwise(got.str.replace(_ADDED_PREFIX[3], "{"))
+    ).to_series()
+    return events.with_columns(events.get_column("args").scatter(rows, fixed))
 
 
 def _rows_of(written: np.ndarray, at: np.ndarray) -> np.ndarray:

@@ -96,16 +96,12 @@ def _dtype(name: Any) -> pl.DataType | None:
     return dtype
 
 
-def decode(doc: Any, name: str) -> pl.DataFrame:
-    """One table from its document, conformed to and checked against its schema.
+def decode_columns(doc: Any, known: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The columns of a document as they are, ``known`` ones of the type given, the others of their ``dtypes``.
 
     Raises:
-        ValueError: the document is not columns of one length, or its values do not fit the schema.
+        ValueError: the document is not columns of one length, or a value does not fit its column's type.
     """
-    from di.errors import SchemaError
-    from di.schema import polars_schema, validate_table
-    from di.trace import conform
-
     cols = doc.get("columns") if isinstance(doc, dict) else None
     dtypes = (doc.get("dtypes") or {}) if isinstance(doc, dict) else {}
     if (
@@ -116,12 +112,27 @@ def decode(doc: Any, name: str) -> pl.DataFrame:
         raise ValueError("not an object of column lists")
     if len({len(v) for v in cols.values()}) > 1:
         raise ValueError("columns of unequal length")
-    known = polars_schema(name)
     try:
-        df = pl.DataFrame(
+        return pl.DataFrame(
             [pl.Series(c, v, dtype=known.get(c) or _dtype(dtypes.get(c)), strict=True) for c, v in cols.items()]
         )
-        df = conform(name, df)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError) as exc:
+        raise ValueError(str(exc).splitlines()[0][:160]) from None
+
+
+def decode(doc: Any, name: str) -> pl.DataFrame:
+    """One table from its document, conformed to and checked against its schema.
+
+    Raises:
+        ValueError: the document is not columns of one length, or its values do not fit the schema.
+    """
+    from di.errors import SchemaError
+    from di.schema import polars_schema, validate_table
+    from di.trace import conform
+
+    known = polars_schema(name)
+    try:
+        df = conform(name, decode_columns(doc, known))
         validate_table(name, df)
         for c, dtype in known.items():  # the schema's checks stop at a struct column, not its fields
             if isinstance(dtype, pl.Struct) and df.get_column(c).struct.unnest().null_count().sum_horizontal().item():

@@ -27,6 +27,11 @@ from di.convert.chrome import scan as S
 from di.convert.chrome.phases import LK_COUNTER, LK_THREAD, SLICE
 from di.convert.restore import WRITTEN_ROW_REFS, Written, loaded_rows, written_meta
 
+LOCATION_COLUMNS = "location_columns"
+"""diTrace key of the locations' columns beyond the schema's (:func:`di.convert.side_tables.encode` form, with ``loc``)."""
+ARGS_ADDED = "args_added"
+"""diTrace key of the keys di's writer put in each event's args: one digit per written row (1: correlation,
+2: bytes, + 4: the event had no args), as Chrome events carry ``corr`` and ``bytes`` only there."""
 _LOC_COLS = ("loc", "rank", "host", "kind", "device", "stream", "name", "process", "sort_index", "source")
 
 
@@ -158,8 +163,11 @@ def phases_key() -> list[str]:
     return list(KEY)
 
 
-def locations(d: dict[str, Any] | None, keys: pl.DataFrame, fallback: pl.DataFrame) -> pl.DataFrame:
-    """The original locations, plus the fallback rows of timelines diTrace does not name (but not the
+def locations(
+    d: dict[str, Any] | None, keys: pl.DataFrame, fallback: pl.DataFrame, warnings: list[str] | None = None
+) -> pl.DataFrame:
+    """The original locations (with the columns beyond the schema's that diTrace holds; a damaged set of them
+    is said in ``warnings``), plus the fallback rows of timelines diTrace does not name (but not the
     per-process counter timelines of the series diTrace maps); no diTrace: the fallback."""
     if d is None or not d["locations"]:
         return fallback
@@ -169,6 +177,7 @@ def locations(d: dict[str, Any] | None, keys: pl.DataFrame, fallback: pl.DataFra
         pl.col("src_pid").alias("pid"),
         pl.col("src_tid").alias("tid"),
     ).unique("loc", keep="first")
+    known = _with_own_columns(known, d.get(LOCATION_COLUMNS), warnings if warnings is not None else [])
     extra = fallback.join(known.select(pl.col("loc").cast(fallback.schema["loc"])), on="loc", how="anti")
     series_pids = [s["pid"] for s in d.get("series", [])]
     if series_pids:  # the counter processes of di's series: their samples go to the series' own locations
@@ -179,6 +188,26 @@ def locations(d: dict[str, Any] | None, keys: pl.DataFrame, fallback: pl.DataFra
         how="diagonal_relaxed",
     )
     return out.sort("loc")
+
+
+def _with_own_columns(known: pl.DataFrame, doc: Any, warnings: list[str]) -> pl.DataFrame:
+    """``known`` with the locations' extra columns of diTrace's ``location_columns`` (none: as it is)."""
+    if doc is None:
+        return known
+    from di.convert.side_tables import decode_columns
+    from di.schema import polars_schema
+
+    try:
+        extra = decode_columns(doc, {"loc": polars_schema("locations")["loc"]})
+        if "loc" not in extra.columns or extra.get_column("loc").is_duplicated().any():
+            raise ValueError("no loc column, or one loc twice")
+    except ValueError as exc:
+        warnings.append(f"diTrace {LOCATION_COLUMNS} ignored ({exc})")
+        return known
+    own = [c for c in extra.columns if c != "loc" and c not in known.columns]
+    return known.with_columns(pl.col("loc").cast(pl.UInt32)).join(
+        extra.select("loc", *own), on="loc", how="left", maintain_order="left"
+    )
 
 
 def series_map(d: dict[str, Any] | None) -> dict[tuple[int, str], tuple[int, str, str | None]] | None:
@@ -199,10 +228,12 @@ def written(d: dict[str, Any] | None, n_written: int, warnings: list[str]) -> Wr
     from di.convert.side_tables import KEY, decode_all
 
     (categories, no_source), tables = _categories(d, n_written, warnings), _tables(d, warnings)
+    added = _args_added(d, n_written, warnings)
     return Written(
         meta={k: v for k, v in _meta(d, warnings).items() if v},
         categories=categories,
         no_source_category=no_source,
+        args_added=added,
         tables=tables,
         side_tables=decode_all(d.get(KEY), "diTrace", warnings),
     )
@@ -232,6 +263,19 @@ def _categories(d: dict[str, Any], n_written: int, warnings: list[str]) -> tuple
         )
         return None, None
     return codes, upper
+
+
+def _args_added(d: dict[str, Any], n_written: int, warnings: list[str]) -> np.ndarray | None:
+    """The digits of ``args_added`` (see :data:`ARGS_ADDED`) when there is one for exactly ``n_written`` rows; else
+    None (a mismatch is warned)."""
+    text = d.get(ARGS_ADDED)
+    if not isinstance(text, str):
+        return None
+    flags = np.frombuffer(text.encode("ascii", "replace"), dtype=np.uint8).astype(np.int64) - ord("0")
+    if flags.size != n_written or flags.min(initial=0) < 0 or flags.max(initial=0) > 7:
+        warnings.append(f"diTrace {ARGS_ADDED} ignored: {flags.size} digits for {n_written} events, or not 0-7")
+        return None
+    return flags.astype(np.uint8)
 
 
 def _tables(d: dict[str, Any], warnings: list[str]) -> dict[str, pl.DataFrame]:

@@ -205,7 +205,7 @@ def read_chrome(
     raw.cols = {}  # in ev and flows now
     del steps, ts, nested
     the_rank, rank_from, world = _rank(raw.top, rank, rank_source, raw.warnings)
-    locations = ditrace.locations(own, keys, apply_metadata(keys, meta_rows, syms, the_rank, source))
+    locations = ditrace.locations(own, keys, apply_metadata(keys, meta_rows, syms, the_rank, source), raw.warnings)
     series, samples = counters(counter_rows, keys, syms, dropped, ditrace.series_map(own))
     n_events = ev.height
     coll_flags = ev.get_column("flags").to_numpy()

@@ -20,7 +20,10 @@ import polars as pl
 from di.convert import side_tables
 from di.convert.chrome.fragments import json_text
 from di.convert.chrome.tracks import TrackLayout
+from di.convert.chrome.ditrace import ARGS_ADDED, LOCATION_COLUMNS
+from di.convert.chrome.lines import NO_TIME
 from di.convert.restore import RECOMPUTED_META
+from di.schema import polars_schema
 from di.trace import Trace
 
 __all__ = ["di_trace", "metadata_lines"]
@@ -44,8 +47,27 @@ def metadata_lines(layout: TrackLayout, counter_pids: set[int]) -> bytes:
     return "".join(",\n" + json_text(line) for line in lines).encode()
 
 
-def di_trace(trace: Trace, layout: TrackLayout, series: list[dict[str, Any]], t0: int, counts: dict[str, int]) -> bytes:
-    """The diTrace object: every emitted (pid, tid) with its location and lane, series, meta."""
+def added_keys(ints: np.ndarray, args_null: np.ndarray) -> str | None:
+    """diTrace's ``args_added``: one digit per events row, the keys the writer put in its args (1: correlation,
+    2: bytes, plus 4 when the event had no args); None when no row got any. ``ints``: the corr and bytes
+    added (:func:`di.convert.chrome.eventlines.args_columns`)."""
+    flags = (ints[0] != NO_TIME).astype(np.uint8) | ((ints[1] != NO_TIME).astype(np.uint8) << 1)
+    if not flags.any():
+        return None
+    flags[(flags > 0) & args_null] |= 4
+    return (flags + np.uint8(ord("0"))).tobytes().decode("ascii")
+
+
+def di_trace(
+    trace: Trace,
+    layout: TrackLayout,
+    series: list[dict[str, Any]],
+    t0: int,
+    counts: dict[str, int],
+    added: str | None = None,
+) -> bytes:
+    """The diTrace object: every emitted (pid, tid) with its location and lane, series, meta; ``added``: the
+    keys put in each event's args (:func:`added_keys`)."""
     locations = layout.tracks.select(
         "pid",
         "tid",
@@ -69,9 +91,16 @@ def di_trace(trace: Trace, layout: TrackLayout, series: list[dict[str, Any]], t0
         name: _columns(getattr(trace, name)) for name in ("messages", "collectives") if getattr(trace, name).height
     }
     cats = _categories(trace.events)
-    side = side_tables.encode_all(trace, "Chrome JSON")
+    losses: list[str] = []
+    side = side_tables.encode_all(trace, "Chrome JSON", losses=losses)
     if side:
         tables[side_tables.KEY] = side
+    extra = [c for c in trace.locations.columns if c not in polars_schema("locations")]
+    if extra:  # a connector's own location columns (Nsight's gpu_model): beside the timelines' rows
+        tables[LOCATION_COLUMNS] = side_tables.encode(
+            trace.locations.select("loc", *extra), "locations", "Chrome JSON", losses
+        )
+    side_tables.warn_losses(losses)
     return json_text(
         {
             "schema_version": 1,
@@ -81,6 +110,7 @@ def di_trace(trace: Trace, layout: TrackLayout, series: list[dict[str, Any]], t0
             **counts,
             **tables,
             **({"categories": cats} if cats else {}),
+            **({ARGS_ADDED: added} if added else {}),
         }
     ).encode()
 

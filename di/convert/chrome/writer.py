@@ -69,7 +69,7 @@ from di.convert.chrome.fragments import Block, Pool, json_literals
 from di.convert.chrome.lines import assemble, us_text
 from di.convert.columns import utf8_buffers
 from di.convert.chrome.tracks import event_lanes, event_rows, sorted_events, track_layout
-from di.convert.chrome.writemeta import di_trace, metadata_lines
+from di.convert.chrome.writemeta import added_keys, di_trace, metadata_lines
 from di.trace import Trace
 
 __all__ = ["write_chrome", "us_text", "is_own_file", "BIND_ID_BASE"]
@@ -173,4 +173,5 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
         "samples": counters.rows,
         "nonfinite_samples_skipped": nonfinite,
     }
-    f.write(b'\n],\n"displayTimeUnit":"ns",\n"diTrace":' + di_trace(trace, layout, series, t0, counts) + b"}\n")
+    added = added_keys(events.ints, ev.get_column("args").is_null().to_numpy())
+    f.write(b'\n],\n"displayTimeUnit":"ns",\n"diTrace":' + di_trace(trace, layout, series, t0, counts, added) + b"}\n")
