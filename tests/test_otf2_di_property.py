@@ -134,6 +134,7 @@ def test_a_kineto_profile_through_otf2_has_the_same_analysis(name: str, tmp_path
     ("old", "new", "said"),
     [
         (b'"format":"di-otf2"', b'"format":"di-otfX"', "not di-otf2 version 1"),
+        (b'"format":"di-otf2"', b'"format":"di-otf\xba"', "not UTF-8 JSON"),  # fuzz: UnicodeDecodeError
         (b'"written":[0,', b'"written":[9,', "written or series name locations it does not define"),
         (b'"kind":["cpu_thread"', b'"kind":["cpu_threaX"', "locations:"),
     ],

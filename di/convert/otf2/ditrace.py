@@ -119,8 +119,8 @@ def read_own(reader: Any, refs: list[int], warnings: list[str]) -> Own | None:
     where = f"archive property {PROPERTY}"
     try:
         doc = orjson.loads(_otf2.Reader_GetProperty(reader.handle, PROPERTY))
-    except orjson.JSONDecodeError as exc:
-        warnings.append(f"{where} ignored: not JSON ({exc}); locations read as the archive defines them")
+    except (orjson.JSONDecodeError, UnicodeDecodeError) as exc:  # the otf2 package decodes the text
+        warnings.append(f"{where} ignored: not UTF-8 JSON ({exc}); locations read as the archive defines them")
         return None
     why, own = _checked(doc, refs, where, warnings)
     if own is None:

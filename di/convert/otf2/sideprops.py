@@ -40,8 +40,8 @@ def read_side_property(o: Any, reader: Any, warnings: list[str]) -> dict[str, pl
         return {}
     try:
         docs = orjson.loads(o.Reader_GetProperty(reader, PROPERTY))
-    except orjson.JSONDecodeError as exc:
-        warnings.append(f"archive property {PROPERTY} ignored: not JSON ({exc})")
+    except (orjson.JSONDecodeError, UnicodeDecodeError) as exc:  # the otf2 package decodes the text
+        warnings.append(f"archive property {PROPERTY} ignored: not UTF-8 JSON ({exc})")
         return {}
     return decode_all(docs, f"archive property {PROPERTY}", warnings)
 
