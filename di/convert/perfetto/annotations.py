@@ -65,6 +65,14 @@ def _spread(rows: np.ndarray, values: pl.Series, n: int) -> pl.Series:
     return values.gather(pl.Series(where).replace(-1, None))
 
 
+def _first_per_slice(slices: np.ndarray, values: pl.Series, n: int) -> pl.Series:
+    """:func:`_spread` of the first value of each slice (in annotation order; di writes one a slice, in order)."""
+    if slices.size > 1 and not (slices[1:] > slices[:-1]).all():
+        first = np.unique(slices, return_index=True)[1]
+        slices, values = slices[first], values.gather(first)
+    return _spread(slices, values, n)
+
+
 def annotation_columns(
     ann: np.ndarray,
     ann_dbl: np.ndarray,
@@ -86,17 +94,23 @@ def annotation_columns(
         np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 4], 0),
         np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 5], 0),
     )
-    df = pl.DataFrame({"slice": ann_slice, "name": name, "type": vtype, "i": ival, "d": ann_dbl, "text": text})
     args = pl.Series("args", dtype=pl.String).extend_constant(None, n_slices)
     nbytes = pl.Series("bytes", dtype=pl.Int64).extend_constant(None, n_slices)
-    if own:
-        is_args = (pl.col("name") == OWN_ARGS) & (pl.col("type") == A_JSON)
-        is_bytes = (pl.col("name") == OWN_BYTES) & (pl.col("type") == A_INT)
-        a = df.filter(is_args).unique("slice", keep="first")
-        b = df.filter(is_bytes).unique("slice", keep="first")
-        args = _spread(a.get_column("slice").to_numpy(), a.get_column("text"), n_slices).alias("args")
-        nbytes = _spread(b.get_column("slice").to_numpy(), b.get_column("i"), n_slices).alias("bytes")
-        df = df.filter(~is_args & ~is_bytes)
+    if own:  # di's own annotations: the args text and bytes of each slice, the rest read as any producer's
+        is_args = (name == OWN_ARGS).to_numpy() & (vtype == A_JSON)
+        is_bytes = (name == OWN_BYTES).to_numpy() & (vtype == A_INT)
+        args = _first_per_slice(ann_slice[is_args], text.filter(is_args), n_slices).alias("args")
+        nbytes = _first_per_slice(ann_slice[is_bytes], pl.Series(ival[is_bytes]), n_slices).alias("bytes")
+        rest = ~(is_args | is_bytes)
+        ann_slice, name, vtype, ival, ann_dbl, text = (
+            ann_slice[rest],
+            name.filter(rest),
+            vtype[rest],
+            ival[rest],
+            ann_dbl[rest],
+            text.filter(rest),
+        )
+    df = pl.DataFrame({"slice": ann_slice, "name": name, "type": vtype, "i": ival, "d": ann_dbl, "text": text})
     if not df.height:
         return args, nbytes, 0
     istr = np.where(df.get_column("type").to_numpy() == A_ISTRING, df.get_column("i").to_numpy(), -1)

@@ -45,7 +45,7 @@ from di.convert.restore import restore, restore_meta
 from di.convert.perfetto.tracks import parse_descriptor, sequence_thread
 from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
 from di.errors import FormatError, SchemaError
-from di.nesting import nest
+from di.nesting import nest, nesting_order
 from di.trace import CATS, Trace
 
 __all__ = ["read_perfetto"]
@@ -325,16 +325,15 @@ def _events(cols: Columns, slices: Slices, strings: pl.Series, origin: Origin) -
             "src_cat": src_cat,
             "corr": pl.Series(corr[begin]).set(~pl.Series(has_corr[begin].astype(bool)), None),
             "instant": instant.astype(bool),
-            "_packet": packet[begin],
-            "_slice": np.arange(len(begin)),
         }
     )
-    keep = df.filter(pl.col("loc") >= 0).sort(
-        ["loc", "start_ns", "end_ns", "_packet"], descending=[False, False, True, False]
-    )
+    kept = np.flatnonzero(loc >= 0)
+    perm = kept[nesting_order(loc[kept], ts[begin][kept], end_ns[kept], packet[begin][kept])]
+    in_order = perm.size == len(begin) and bool((perm[1:] > perm[:-1]).all())  # di's own traces mostly are
+    keep = df if in_order else df[perm]
     row = np.full(len(begin), -1, dtype=np.int64)
-    row[keep.get_column("_slice").to_numpy()] = np.arange(keep.height)
-    return keep.drop("_packet", "_slice"), row, len(begin) - keep.height
+    row[perm] = np.arange(perm.size)
+    return keep, row, len(begin) - keep.height
 
 
 def _nested(ev: pl.DataFrame) -> pl.DataFrame:
