@@ -179,17 +179,8 @@ def read_chrome(
     counter_rows = phases.records(raw, phases.rows_of(raw, ok, phases.COUNTER), ts, COUNTER_FIELDS)
     meta_rows = phases.records(raw, phases.rows_of(raw, ok, phases.META), ts, META_FIELDS)
     steps = flow_steps(raw, ok)
-    parts = [phases.slices(raw, ts, ok, dropped)]
-    if found & set(phases.BEGIN_END):
-        parts.append(phases.begin_end(raw, ts, ok, dropped))
-    if found & set(phases.INSTANT):
-        parts.append(phases.instants(raw, ts, ok))
-    if found & set(phases.ASYNC):
-        parts.append(phases.async_events(raw, ts, ok, dropped))
-    if phases.COUNTER in found:
-        parts.append(phases.counter_anchors(raw, ts, ok))
-    iv = phases.concat(parts) if len(parts) > 1 else parts[0]
-    del parts, ok
+    iv = _intervals(raw, ts, ok, found, dropped)
+    del ok
     loc, keys = _timelines(iv, raw, own)
     binds = has_bind_flows(iv.flags)
     ev, nested, row = _events(raw, iv, loc, keys, binds)
@@ -216,13 +207,7 @@ def read_chrome(
     flows = kineto.sync_kinds(
         pl.concat([flows, kineto.launch_flows(events, locations, flows)], how="vertical_relaxed"), events, locations
     )
-    collectives = restored.get("collectives")
-    if collectives is None:
-        collectives = kineto.collectives(events, locations, the_rank, np.flatnonzero(coll_flags & S.F_COLL))
-    if (
-        collectives.get_column("rank").n_unique() > 1
-    ):  # a merged job file (di's own writer): match them across ranks here
-        collectives = assign_instances(collectives)
+    collectives = _collectives(restored.get("collectives"), events, locations, the_rank, coll_flags)
     return Trace.build(
         meta=restore_meta(_meta(path, raw, base_ns, epoch, the_rank, rank_from, world, n_events, dropped), written),
         locations=locations,
@@ -234,6 +219,34 @@ def read_chrome(
         messages=restored.get("messages"),
         **(written.side_tables if written is not None else {}),
     )
+
+
+def _intervals(raw: Raw, ts: np.ndarray, ok: np.ndarray, found: set[str], dropped: Counter[str]) -> Any:
+    """The intervals of every phase the file holds (X slices, B/E pairs, instants, async, counter anchors), as
+    one table of :mod:`phases`."""
+    parts = [phases.slices(raw, ts, ok, dropped)]
+    if found & set(phases.BEGIN_END):
+        parts.append(phases.begin_end(raw, ts, ok, dropped))
+    if found & set(phases.INSTANT):
+        parts.append(phases.instants(raw, ts, ok))
+    if found & set(phases.ASYNC):
+        parts.append(phases.async_events(raw, ts, ok, dropped))
+    if phases.COUNTER in found:
+        parts.append(phases.counter_anchors(raw, ts, ok))
+    return phases.concat(parts) if len(parts) > 1 else parts[0]
+
+
+def _collectives(
+    written: pl.DataFrame | None, events: pl.DataFrame, locations: pl.DataFrame, rank: int, flags: np.ndarray
+) -> pl.DataFrame:
+    """The collectives di wrote (``written``), else those of the file's NCCL events (``flags``: each event row's
+    scan flags); matched across ranks when a merged job file (di's own writer) holds several."""
+    collectives = written
+    if collectives is None:
+        collectives = kineto.collectives(events, locations, rank, np.flatnonzero(flags & S.F_COLL))
+    if collectives.get_column("rank").n_unique() > 1:
+        collectives = assign_instances(collectives)
+    return collectives
 
 
 def _on_epoch(raw: Raw, base_ns: int) -> bool:
