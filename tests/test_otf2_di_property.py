@@ -185,3 +185,13 @@ def _otf2_locations(anchor: Path) -> list[dict[str, Any]]:
 
     with otf2.reader.open(str(anchor)) as reader:
         return [{"name": loc.name, "type": str(loc.type)} for loc in reader.definitions.locations]
+
+
+def test_two_series_of_one_name_on_one_location_are_said(tmp_path: Path) -> None:
+    """OTF2 holds them as one metric member: the archive's series are kept and the property's series said."""
+    trace = _trace()
+    twice = replace(trace, series=trace.series.with_columns(pl.lit("rss").alias("name")))
+    di.save(twice, tmp_path / "t.otf2")
+    back = assert_valid(di.load(tmp_path / "t.otf2"))
+    assert back.series.get_column("name").to_list() == ["rss"] and back.samples.height == trace.samples.height
+    assert any("two series of one name on one location" in w for w in back.meta["warnings"])

@@ -77,6 +77,9 @@ class Own:
         series read is not in that table (an archive changed since), the reader's, said in ``warnings``."""
         if not series.height:
             return self.series, samples
+        if self.series.select("loc", "name").is_duplicated().any():  # OTF2 held them as one metric member each
+            warnings.append(f"archive property {PROPERTY} series ignored: two series of one name on one location")
+            return series, samples
         ids = series.join(self.series, on=["loc", "name"], how="left", suffix="_written")
         if ids.get_column("series_written").null_count():
             warnings.append(f"archive property {PROPERTY} series ignored: it lacks some of the archive's metrics")
