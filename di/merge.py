@@ -22,19 +22,26 @@ def _shift(df: pl.DataFrame, cols: Sequence[str], by: int) -> pl.DataFrame:
     return df.with_columns([(pl.col(c) + by).cast(df.schema[c]) for c in cols if c in df.columns]) if by else df
 
 
-def _check_ranks(parts: Sequence[Trace]) -> None:
+def check_ranks(parts: Sequence[Trace], names: Sequence[str] | None = None) -> None:
+    """Refuse two parts that claim one rank; ``names``: the files the parts were read from (default: each part's
+    first source, which for a file di wrote is the file it came from).
+
+    Raises:
+        FormatError: naming the second part's file, the rank, and the file that has it already.
+    """
     seen: dict[int, str] = {}
-    for t in parts:
+    for i, t in enumerate(parts):
         srcs = t.meta.get("sources") or [{"path": "?", "rank_source": "?"}]
         if all(str(s.get("format", "")).startswith("log:") for s in srcs):
             continue  # a text log (NCCL, training, nvidia-smi) describes the ranks that the job's traces hold too
+        name = str(names[i]) if names is not None else srcs[0]["path"]
         for r in t.ranks:
             if r in seen:
                 raise FormatError(
-                    srcs[0]["path"],
+                    name,
                     f"rank {r} is also in {seen[r]} ({srcs[0].get('rank_source')}); give each file its rank with --ranks",
                 )
-            seen[r] = srcs[0]["path"]
+            seen[r] = name
 
 
 def assign_instances(collectives: pl.DataFrame) -> pl.DataFrame:
@@ -47,21 +54,32 @@ def assign_instances(collectives: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _merged_meta(parts: Sequence[Trace], sources: list[dict[str, Any]], warnings: list[str]) -> dict[str, Any]:
-    """The meta of a job of several parts: their sources and warnings in order, the largest world size, and their
-    clock when they all have one and the same (else one of their domain, or ``relative``, without a sync)."""
-    clocks = [t.meta.get("clock") for t in parts]
+def merged_meta(metas: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The meta of a job of parts with these metas. One part keeps its own (clock sync and offsets, command, a
+    recording's capture); several: their sources and warnings in order, the largest world size, and their clock
+    when they all have one and the same (else one of their domain, or ``relative``, without a sync). What the
+    tables give (:func:`di.trace.refresh_meta`) is recomputed by :meth:`Trace.build`."""
+    if len(metas) == 1:
+        return dict(metas[0])
+    clocks = [m.get("clock") for m in metas]
     domains = {(c or {}).get("domain", "relative") for c in clocks}
     same = clocks[0] is not None and all(c == clocks[0] for c in clocks)
-    worlds = [t.meta.get("world_size") for t in parts if t.meta.get("world_size")]
+    worlds = [m.get("world_size") for m in metas if m.get("world_size")]
     return {
         "clock": clocks[0]
         if same
         else {"unit": "ns", "domain": domains.pop() if len(domains) == 1 else "relative", "sync": None},
-        "sources": sources,
-        "warnings": warnings,
+        "sources": [s for m in metas for s in m.get("sources", [])],
+        "warnings": [w for m in metas for w in m.get("warnings", [])],
         "world_size": max(worlds) if worlds else None,
     }
+
+
+def stack(frames: Sequence[pl.DataFrame], *, rechunk: bool = True) -> pl.DataFrame:
+    """The rows of parts of one table, one after another. The schema is a floor: a part may carry columns of its
+    own (Nsight's ``gpu_model`` on locations, a scheduler's columns on jobs), null in the parts without them."""
+    same = all(f.columns == frames[0].columns for f in frames)
+    return pl.concat(frames, how="vertical_relaxed" if same else "diagonal_relaxed", rechunk=rechunk)
 
 
 def merge(parts: Sequence[Trace]) -> Trace:
@@ -70,14 +88,13 @@ def merge(parts: Sequence[Trace]) -> Trace:
     Raises:
         FormatError: two parts claim the same rank (text logs excepted: they sit beside the traces of their ranks).
     """
-    _check_ranks(parts)
+    check_ranks(parts)
     tables: dict[str, list[pl.DataFrame]] = {k: [] for k in TABLES}
-    sources: list[dict[str, Any]] = []
-    warnings: list[str] = []
+    n_sources = 0
     ev_off = loc_off = ser_off = 0
     for t in parts:
         tables["locations"].append(
-            _shift(t.locations, ["loc"], loc_off).with_columns((pl.col("source") + len(sources)).cast(pl.Int32))
+            _shift(t.locations, ["loc"], loc_off).with_columns((pl.col("source") + n_sources).cast(pl.Int32))
         )
         tables["events"].append(_shift(_shift(t.events, ["loc"], loc_off), ["parent"], ev_off))
         tables["messages"].append(_shift(t.messages, ["send", "recv", "send_done", "recv_post"], ev_off))
@@ -89,14 +106,12 @@ def merge(parts: Sequence[Trace]) -> Trace:
         tables["comm_links"].append(t.comm_links)
         tables["io_files"].append(t.io_files)
         tables["jobs"].append(t.jobs)
-        sources.extend(t.meta.get("sources", []))
-        warnings.extend(t.meta.get("warnings", []))
+        n_sources += len(t.meta.get("sources", []))
         ev_off += t.events.height
         loc_off += t.locations.height
         ser_off += t.series.height
-    meta = dict(parts[0].meta) if len(parts) == 1 else _merged_meta(parts, sources, warnings)
-    # jobs: each log's table has the columns of its scheduler output (the schema is a floor)
-    merged = {k: pl.concat(v, how="diagonal_relaxed" if k == "jobs" else "vertical_relaxed") for k, v in tables.items()}
+    meta = merged_meta([t.meta for t in parts])
+    merged = {k: stack(v) for k, v in tables.items()}
     merged["collectives"] = assign_instances(merged["collectives"])
     merged["comms"] = merged["comms"].unique(maintain_order=True)  # two logs of one job may print the same init
     merged["comm_links"] = merged["comm_links"].unique(maintain_order=True)

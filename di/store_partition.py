@@ -179,6 +179,7 @@ def table_files(store: Path, meta: dict[str, Any], table: str, groups: list[int]
 def read_groups(store: Path, meta: dict[str, Any], groups: list[int], read: Any) -> dict[str, pl.DataFrame]:
     """The partitioned tables' rows of some rank groups (each with ``_row``, in ``_row`` order), read with
     ``read(file)``; nothing of the other groups is read. Empty tables have the schema's columns and ``_row``."""
+    from di.merge import stack
     from di.trace import conform
 
     out = {}
@@ -186,7 +187,7 @@ def read_groups(store: Path, meta: dict[str, Any], groups: list[int], read: Any)
         parts = [read(f) for f in table_files(store, meta, name, groups)]
         if parts:
             # the files' chunks side by side (no copy); one copy when the rows of several groups interleave
-            df = pl.concat(parts, how="vertical_relaxed", rechunk=False)
+            df = stack(parts, rechunk=False)
             del parts
             df = conform(name, df.drop(ROW)).with_columns(df.get_column(ROW).cast(pl.Int64))
             row = df.get_column(ROW).to_numpy()

@@ -195,3 +195,14 @@ def test_two_series_of_one_name_on_one_location_are_said(tmp_path: Path) -> None
     back = assert_valid(di.load(tmp_path / "t.otf2"))
     assert back.series.get_column("name").to_list() == ["rss"] and back.samples.height == trace.samples.height
     assert any("two series of one name on one location" in w for w in back.meta["warnings"])
+
+
+def test_two_files_of_one_rank_are_named_by_the_files_given(tmp_path: Path) -> None:
+    """The sources di restores name where a trace came from; a rank clash names the files the user gave."""
+    from di.errors import FormatError
+
+    trace = replace(_trace(), meta={**_trace().meta, "sources": [{"path": "run/rank-0.json", "format": "kineto"}]})
+    di.save(trace, tmp_path / "a.otf2")
+    di.save(trace, tmp_path / "b.pftrace")
+    with pytest.raises(FormatError, match=r"b\.pftrace.*rank 0 is also in .*a\.otf2"):
+        di.load([tmp_path / "a.otf2", tmp_path / "b.pftrace"])

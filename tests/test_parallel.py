@@ -240,6 +240,39 @@ def test_mpi_convert_writes_the_partitioned_store_of_one_process(tmp_path: Path)
 
 
 @need_mpi
+def test_parts_with_columns_of_their_own_merge_serial_and_under_mpi(tmp_path: Path) -> None:
+    """One input's locations carry a column the others lack (Nsight's gpu_model): merged, it is null on the
+    other ranks' locations, the same by one process and by two (before: polars refused to stack the tables,
+    an internal error)."""
+    from dataclasses import replace
+
+    import polars as pl
+
+    from tests.perfetto_cases import generated_job
+
+    generated_job(tmp_path / "job", ranks=2, steps=1)
+    inputs = []
+    for rank in (0, 1):
+        part = di.load(tmp_path / "job" / f"rank-{rank}.json")
+        if rank == 0:
+            part = replace(part, locations=part.locations.with_columns(gpu_model=pl.lit("H100")))
+        di.save(part, tmp_path / f"part-{rank}.pftrace")
+        inputs.append(str(tmp_path / f"part-{rank}.pftrace"))
+    one = di.load(inputs)
+    assert one.locations.filter(pl.col("rank") == 0).get_column("gpu_model").to_list() == ["H100"] * int(
+        (one.locations.get_column("rank") == 0).sum()
+    )
+    assert one.locations.filter(pl.col("rank") == 1).get_column("gpu_model").null_count() > 0
+    done = di_run(["convert", *inputs, "-o", "one.di"], None, tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = di_run(["convert", *inputs, "-o", "two.di"], 2, tmp_path)
+    assert done.returncode == 0, done.stderr
+    a, b = di.load(tmp_path / "one.di"), di.load(tmp_path / "two.di")
+    for table in a.tables():
+        assert a.table(table).equals(b.table(table)), table
+
+
+@need_mpi
 def test_mpi_convert_of_an_unreadable_input_fails_every_process(tmp_path: Path) -> None:
     files = kineto_inputs()
     bad = tmp_path / "rank-9.json"

@@ -94,7 +94,7 @@ def load_paths(
     traces, used = _read_paths(paths, rank, ranks, progress, limit)
     if len(traces) == 1 and paths[0].is_dir():
         return traces[0]
-    return _joined(traces, used)
+    return _joined(traces, used, paths)
 
 
 def _read_paths(
@@ -130,10 +130,12 @@ def _read_paths(
     return traces, used
 
 
-def _joined(traces: list[Trace], used: list[Any]) -> Trace:
-    """The traces as one job, linked by each connector that read two or more of the files."""
-    from di.merge import merge
+def _joined(traces: list[Trace], used: list[Any], paths: list[Path]) -> Trace:
+    """The traces as one job (two claiming one rank refused, naming the files), linked by each connector that read
+    two or more of the files."""
+    from di.merge import check_ranks, merge
 
+    check_ranks(traces, [str(p) for p in paths])
     if len(traces) > 1:
         from di.convert.logs.combine import combine  # text logs beside traces: aligned and joined
 

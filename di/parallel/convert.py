@@ -290,14 +290,13 @@ def _write_rows(
 
 def _write_whole(staged: Path, locations: list[Any], others: list[str], meta: dict[str, Any]) -> None:
     """Process 0: the tables kept whole (locations, series, the per-communicator ones) and meta.json."""
+    from di.merge import stack
     from di.store import META, _write_parquet
 
-    _write_parquet(pl.concat([x[0] for x in locations], how="vertical_relaxed"), staged / "locations.parquet", 3)
-    _write_parquet(pl.concat([x[1] for x in locations], how="vertical_relaxed"), staged / "series.parquet", 3)
+    _write_parquet(stack([x[0] for x in locations]), staged / "locations.parquet", 3)
+    _write_parquet(stack([x[1] for x in locations]), staged / "series.parquet", 3)
     for name in others:
-        _write_parquet(
-            pl.concat([x[3][name] for x in locations], how="vertical_relaxed"), staged / f"{name}.parquet", 3
-        )
+        _write_parquet(stack([x[3][name] for x in locations]), staged / f"{name}.parquet", 3)
     import json
 
     (staged / META).write_text(json.dumps(meta, indent=1) + "\n")
@@ -357,11 +356,9 @@ def _time_range(part: Trace) -> tuple[int, int] | None:
 def _job_meta(locations: list[Any], counts: list[dict[str, list[int]]], groups: list[list[int]], spans: list) -> dict:
     """meta.json of the whole job: what :func:`di.merge.merge` and :func:`di.trace.refresh_meta` give it."""
     from di import __version__, schema
+    from di.merge import merged_meta, stack
 
-    metas = [x[2] for x in locations]
-    locs = pl.concat([x[0] for x in locations], how="vertical_relaxed")
-    domains = {m.get("clock", {}).get("domain", "relative") for m in metas}
-    worlds = [m.get("world_size") for m in metas if m.get("world_size")]
+    locs = stack([x[0] for x in locations])
     rows = {t: [sum(c[t][g] for c in counts if c) for g in range(len(groups))] for t in counts[0]}
     known = [s for s in spans if s is not None]
     tables = {t: sum(rows[t]) if t in rows else 0 for t in schema.TABLES}
@@ -370,13 +367,10 @@ def _job_meta(locations: list[Any], counts: list[dict[str, list[int]]], groups: 
     for name in locations[0][3]:
         tables[name] = sum(x[3][name].height for x in locations)
     meta = {
+        **merged_meta([x[2] for x in locations]),
         "format": "di-trace",
         "schema_version": schema.SCHEMA_VERSION,
         "di_version": __version__,
-        "clock": {"unit": "ns", "domain": domains.pop() if len(domains) == 1 else "relative", "sync": None},
-        "sources": [s for m in metas for s in m.get("sources", [])],
-        "warnings": [w for m in metas for w in m.get("warnings", [])],
-        "world_size": max(worlds) if worlds else None,
         "hosts": sorted(h for h in locs.get_column("host").unique().to_list() if h),
         "tables": tables,
         "ranks": sorted(locs.get_column("rank").unique().to_list()),
