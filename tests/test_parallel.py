@@ -297,6 +297,26 @@ def test_jobs_load_equals_one_process(tmp_path: Path, monkeypatch: pytest.Monkey
     assert many.meta == one.meta
 
 
+def test_jobs_load_joins_logs_and_links_as_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files read by several processes are joined as load_paths joins them: a text log aligned to the job and
+    its collectives joined (before: merged as they were, so the answer depended on the cores and input size)."""
+    from di.convert.registry import load_paths
+    from di.demo import write_kineto_job
+    from di.parallel import convert
+    from tests.conftest import DATA
+
+    log = DATA / "logs" / "training" / "megatron_lm_2021_gpt2_tp4pp4_4node_slurm.out"
+    if not log.exists():
+        pytest.skip("../shared/data is absent")
+    files = [*write_kineto_job(tmp_path / "job", ranks=2, steps=2), log]
+    monkeypatch.setattr(convert, "PARALLEL_LOAD_MIN_BYTES", 0)
+    many = convert.load_jobs(files, jobs=2)
+    one = load_paths(files)
+    for table in one.tables():
+        assert one.table(table).equals(many.table(table)), table
+    assert many.meta == one.meta
+
+
 def test_jobs_default_is_the_idle_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """``--jobs``'s default leaves out the cores that other processes keep busy (the load beyond this one)."""
     import os

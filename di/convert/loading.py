@@ -94,7 +94,7 @@ def load_paths(
     traces, used = _read_paths(paths, rank, ranks, progress, limit)
     if len(traces) == 1 and paths[0].is_dir():
         return traces[0]
-    return _joined(traces, used, paths)
+    return join_job(traces, used, paths)
 
 
 def _read_paths(
@@ -105,20 +105,12 @@ def _read_paths(
     Raises:
         The one failure, or a FormatError naming them all.
     """
-    from di.convert.registry import CONNECTORS, connector_for
-
     traces, failures, used = [], [], []
     for i, p in enumerate(paths):
         try:
-            conn = connector_for(p)
+            trace, conn = read_one(p, i, len(paths), rank, ranks, limit)
+            traces.append(trace)
             used.append(conn)
-            hint, source = rank_hint(p, i, ranks, rank, len(paths))
-            own = {"max_input_bytes": limit} if conn in CONNECTORS else {}  # plugins' readers take no limit
-            traces.append(
-                conn.read(p, rank=hint, rank_source=source, source=0, **own)
-                if conn.name != "di"
-                else conn.read(p, **own)
-            )
         except (FormatError, UnknownFormatError, FileNotFoundError) as exc:
             failures.append(exc)
         if progress is not None:
@@ -130,7 +122,21 @@ def _read_paths(
     return traces, used
 
 
-def _joined(traces: list[Trace], used: list[Any], paths: list[Path]) -> Trace:
+def read_one(
+    path: Path, position: int, count: int, rank: int | None, ranks: list[int] | None, limit: Any
+) -> tuple[Trace, Any]:
+    """One input file, read as the ``position``-th of ``count`` inputs (its rank hint), and its connector."""
+    from di.convert.registry import CONNECTORS, connector_for
+
+    conn = connector_for(path)
+    hint, source = rank_hint(path, position, ranks, rank, count)
+    own = {"max_input_bytes": limit} if conn in CONNECTORS else {}  # plugins' readers take no limit
+    if conn.name == "di":
+        return conn.read(path, **own), conn
+    return conn.read(path, rank=hint, rank_source=source, source=0, **own), conn
+
+
+def join_job(traces: list[Trace], used: list[Any], paths: list[Path]) -> Trace:
     """The traces as one job (two claiming one rank refused, naming the files), linked by each connector that read
     two or more of the files."""
     from di.merge import check_ranks, merge

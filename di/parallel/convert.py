@@ -51,14 +51,9 @@ def idle_cores() -> int:
 
 def read_file(path: Path, position: int, count: int, rank: int | None, ranks: list[int] | None, limit: int) -> Trace:
     """One input file as :func:`di.convert.registry.load_paths` reads it at ``position`` of ``count`` inputs."""
-    from di.convert.registry import CONNECTORS, connector_for, rank_hint
+    from di.convert.loading import read_one
 
-    conn = connector_for(path)
-    hint, source = rank_hint(path, position, ranks, rank, count)
-    own = {"max_input_bytes": limit} if conn in CONNECTORS else {}
-    if conn.name == "di":
-        return conn.read(path, **own)
-    return conn.read(path, rank=hint, rank_source=source, source=0, **own)
+    return read_one(path, position, count, rank, ranks, limit)[0]
 
 
 def read_files(
@@ -95,9 +90,9 @@ def load_jobs(
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from di.convert.registry import expand, load_paths
+    from di.convert.loading import join_job
+    from di.convert.registry import connector_for, expand, load_paths
     from di.inputsize import limit_bytes
-    from di.merge import merge
 
     paths = expand(inputs)
     size = sum(_bytes(p) for p in paths)
@@ -114,7 +109,8 @@ def load_jobs(
         ]
         parts = read_files(paths, shares[0], len(paths), rank=rank, ranks=ranks, limit=limit)
         parts += [t for f in futures for t in f.result()]
-    return merge(parts)
+    # as load_paths joins them: text logs aligned, each connector's link (Nsight's MPI across ranks)
+    return join_job(parts, [connector_for(p) for p in paths], paths)
 
 
 def _bytes(path: Path) -> int:
