@@ -49,23 +49,17 @@ def idle_cores() -> int:
     return max(1, min(cores, cores - int(max(0.0, others))))
 
 
-def read_file(path: Path, position: int, count: int, rank: int | None, ranks: list[int] | None, limit: int) -> Trace:
-    """One input file as :func:`di.convert.registry.load_paths` reads it at ``position`` of ``count`` inputs."""
-    from di.convert.loading import read_one
-
-    return read_one(path, position, count, rank, ranks, limit)[0]
-
-
 def read_files(
     paths: list[Path], positions: list[int], count: int, *, rank: int | None, ranks: list[int] | None, limit: int
 ) -> list[Trace]:
     """The files at ``positions``; their failures are collected and raised together (as load_paths does)."""
+    from di.convert.loading import read_one
     from di.errors import FormatError, UnknownFormatError
 
     traces, failures = [], []
     for i in positions:
         try:
-            traces.append(read_file(paths[i], i, count, rank, ranks, limit))
+            traces.append(read_one(paths[i], i, count, rank, ranks, limit)[0])
         except (FormatError, UnknownFormatError, FileNotFoundError) as exc:
             failures.append(exc)
     if len(failures) == 1:

@@ -58,16 +58,17 @@ class Own:
 
     def rank_of(self) -> np.ndarray:
         """The rank of each ``loc`` value (an array indexed by loc)."""
-        locs = self.locations
-        out = np.zeros(int(locs.get_column("loc").max() or 0) + 1, np.int32)
-        out[locs.get_column("loc").to_numpy()] = locs.get_column("rank").to_numpy()
-        return out
+        return self._by_loc(self.locations.get_column("rank").to_numpy().astype(np.int32))
 
     def is_gpu(self) -> np.ndarray:
         """Whether each ``loc`` value is a GPU stream (an array indexed by loc)."""
-        locs = self.locations
-        out = np.zeros(int(locs.get_column("loc").max() or 0) + 1, bool)
-        out[locs.get_column("loc").to_numpy()] = (locs.get_column("kind") == "gpu_stream").to_numpy()
+        return self._by_loc((self.locations.get_column("kind") == "gpu_stream").to_numpy())
+
+    def _by_loc(self, values: np.ndarray) -> np.ndarray:
+        """``values`` (one per locations row) as an array indexed by ``loc`` (zero for unused loc values)."""
+        loc = self.locations.get_column("loc").to_numpy()
+        out = np.zeros(int(loc.max(initial=0)) + 1, values.dtype)
+        out[loc] = values
         return out
 
     def renumber(
