@@ -225,12 +225,12 @@ def _jobs_parts(paths: list[str]) -> dict[str, Any]:
     each file, sending its trace back (pickling it, and unpickling it in the parent), merging the parts."""
     import pickle
 
+    from di.convert.loading import read_one
     from di.merge import merge
-    from di.parallel import convert
 
     probe = (
-        "import sys, time; from pathlib import Path; c = time.process_time(); from di.parallel import convert; "
-        "convert.read_file(Path(sys.argv[1]), 0, 2, None, None, None); print(time.process_time() - c)"
+        "import sys, time; from pathlib import Path; c = time.process_time(); from di.convert.loading import read_one; "
+        "read_one(Path(sys.argv[1]), 0, 2, None, None, None); print(time.process_time() - c)"
     )
     start = subprocess.run([sys.executable, "-c", probe, paths[0]], capture_output=True, text=True, check=True)
     parts, times = [], {"read": 0.0, "pickle": 0.0, "unpickle": 0.0}
@@ -238,7 +238,7 @@ def _jobs_parts(paths: list[str]) -> dict[str, Any]:
     nbytes = 0
     for i, p in enumerate(paths):
         c = time.process_time()
-        trace = convert.read_file(Path(p), i, len(paths), None, None, None)
+        trace = read_one(Path(p), i, len(paths), None, None, None)[0]
         times["read"] += time.process_time() - c
         first_read = time.process_time() - c if first_read is None else first_read
         c = time.process_time()
