@@ -57,6 +57,7 @@ NOT_PERFETTO = "no TracePacket found: not a Perfetto protobuf trace (or empty)"
 def _bytes(path: Path, limit: int | None) -> tuple[np.ndarray, list[str]]:
     """The file's bytes (gunzipped), after its first bytes were checked: a file whose
     first field is no protobuf field is refused before the rest is read or inflated."""
+    import mmap
     import os
 
     try:
@@ -68,9 +69,13 @@ def _bytes(path: Path, limit: int | None) -> tuple[np.ndarray, list[str]]:
                 return gunzip.gunzip(fh, path=path, limit=limit)
             check_size(path, os.fstat(fh.fileno()).st_size, limit)
             fh.seek(0)
-            data = fh.read() if limit is None else fh.read(limit + 1)  # a special file has no size to check first
+            try:  # the page cache's pages, not a copy in fresh memory; writable (private) as the decoder's arrays are
+                return np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8), []
+            except (OSError, ValueError):  # an empty file, a file system or special file without mmap
+                pass
+            data = bytearray(fh.read() if limit is None else fh.read(limit + 1))  # a special file: no size first
             check_size(path, len(data), limit)
-            return np.frombuffer(data, dtype=np.uint8), []
+            return np.frombuffer(data, dtype=np.uint8), []  # writable, as the other two: one kernel specialisation
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc}") from None
 
