@@ -215,12 +215,14 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
         got = attrs.take(attrs.attribute == refs.get(name, -1))
         if not len(got):
             continue
-        values = pl.Series(ref_ids(got.attr_type, got.attr_value))
-        if name == "di.args":
-            values = defs.strings.gather(values.to_numpy())
+        values = ref_ids(got.attr_type, got.attr_value)
         at = np.full(ev.height, -1, np.int64)
-        at[got.event] = np.arange(got.event.size)  # one gather: a String column's texts are viewed, not copied
-        full = values.cast(ev.schema[column]).gather(pl.Series(at).replace(-1, None))
+        if name == "di.args":  # each event's row in the string table: one gather of the texts (viewed, not copied)
+            at[got.event] = defs.strings.positions(values)
+            full = defs.strings.texts.gather(at if (at >= 0).all() else pl.Series(at).replace(-1, None))
+        else:
+            at[got.event] = np.arange(got.event.size)
+            full = pl.Series(values).cast(ev.schema[column]).gather(pl.Series(at).replace(-1, None))
         own = ev.get_column(column)
         ev = ev.with_columns(
             full.alias(column) if own.null_count() == own.len() else pl.coalesce(full, own).alias(column)

@@ -192,7 +192,7 @@ def _record_rows(
 ) -> RecordRows:
     """The records other than Enter/Leave (their events are built already), see :mod:`recordrows`; ``loc``: the
     position of their location in the definitions, or with ``own`` the trace's loc."""
-    sub = np.ascontiguousarray(tl.rec.T)
+    sub = [tl.rec[:, q] for q in range(tl.rec.shape[1])]  # views: the builder keeps each field in a contiguous column
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
     loc = np.searchsorted(recs.bounds, tl.rec_row, side="right") - 1
     if own is not None:

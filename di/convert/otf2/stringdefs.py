@@ -113,6 +113,10 @@ class StringDefs:
     def positions(self, refs: np.ndarray) -> np.ndarray:
         """Row in :attr:`texts` of each ref (int64), -1 where undefined."""
         refs = np.asarray(refs, np.int64)
+        n = self._refs.size
+        if n and self._refs[0] == 0 and self._refs[-1] == n - 1:  # refs 0..n-1, as writers number them: a lookup
+            ok = (refs >= 0) & (refs < n)
+            return np.where(ok, self._at[np.where(ok, refs, 0)], -1)
         i = np.searchsorted(self._refs, refs)
         i = np.minimum(i, max(self._refs.size - 1, 0))
         found = (self._refs[i] == refs) if self._refs.size else np.zeros(refs.size, bool)

@@ -279,7 +279,7 @@ class Builder:
         cap = max(expected_records, 1024)
         self._ev = np.zeros((cap, 8), np.int64, order="F")  # columns contiguous; zeroed lazily by the OS
         self._ev_type = np.empty(cap, np.int8)
-        self._rec = np.empty((cap, WIDTH), np.int64)
+        self._rec = np.empty((cap, WIDTH), np.int64, order="F")  # as _ev: each field one contiguous column
         self._rec_idx = np.empty((cap, 4), np.int64, order="F")
         self.counts = np.zeros(N_COUNTS, np.int64)
         self._state = np.zeros(2, np.int64)
