@@ -137,6 +137,32 @@ def test_foreign_trace_reads_slices_counters_flows(foreign: Path) -> None:
     assert any("nested debug annotations" in w for w in t.meta["warnings"])
 
 
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_annotation_bytes_that_are_not_utf8_read_as_replacement_characters(tmp_path: Path, gzipped: bool) -> None:
+    """Texts are read as views of the file's bytes; a damaged one is decoded on its own, U+FFFD for each bad byte."""
+    import gzip
+
+    data = _foreign_trace()
+    assert data.count(b"quoted") == 1
+    path = tmp_path / ("bad.pftrace.gz" if gzipped else "bad.pftrace")
+    damaged = data.replace(b"quoted", b"quot\xff\xfe")
+    path.write_bytes(gzip.compress(damaged) if gzipped else damaged)
+    args = di.load(path).events.get_column("args")
+    assert orjson.loads(args[0]) == {"batch": 3, "lr": 0.5, "tag": 'a "quot\ufffd\ufffd" text'}
+    assert orjson.loads(args[1]) == {"nested": None}
+
+
+def test_a_trace_keeps_its_texts_when_its_file_is_replaced(foreign: Path) -> None:
+    """The texts view the file's mapped pages: replacing the file (as every di write does) leaves them as read."""
+    t = di.load(foreign)
+    before = t.events.get_column("args").to_list()
+    di.save(di.load(foreign).with_meta({**t.meta}), foreign.with_suffix(".other.pftrace"))
+    foreign.with_suffix(".other.pftrace").replace(foreign)
+    foreign.with_suffix(".other.pftrace").write_bytes(b"")
+    assert t.events.get_column("args").to_list() == before
+    assert orjson.loads(before[0])["tag"] == 'a "quoted" text'
+
+
 def test_foreign_pointer_and_unsigned_annotations_read_as_the_ui_shows_them(tmp_path: Path) -> None:
     """Pointer annotations become "0x" and their hex digits (no leading zeros), unsigned ones their decimal value,
     for all 64 bits; the other annotations of the same slices are untouched."""

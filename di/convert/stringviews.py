@@ -45,15 +45,27 @@ def put_view(views, e, text, lo, hi, buffer, at):
 
 
 def string_views(
-    n: int, views: np.ndarray, texts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, name: str
+    n: int,
+    views: np.ndarray,
+    texts: list[tuple[np.ndarray, np.ndarray]],
+    valid: np.ndarray,
+    name: str,
+    *,
+    check_utf8: bool = False,
 ) -> pl.Series:
     """A polars String Series from Arrow string views and their data buffers: ``texts`` holds (bytes, buffer
-    starts + end) pairs, the buffers numbered in that order (no copy of the text)."""
+    starts + end) pairs, the buffers numbered in that order (no copy of the text).
+
+    Raises:
+        pyarrow.ArrowInvalid: with ``check_utf8``, a text is not UTF-8 (bytes of unknown origin).
+    """
     import pyarrow as pa
 
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
     chunks = [pa.py_buffer(data[starts[i] : starts[i + 1]]) for data, starts in texts for i in range(starts.size - 1)]
     arr = pa.Array.from_buffers(pa.string_view(), n, [bitmap, pa.py_buffer(views), *chunks])
+    if check_utf8:
+        arr.validate(full=True)
     return pl.Series(name, _CArray(arr)).alias(name)
 
 
@@ -130,16 +142,23 @@ def _span_views(data, los, his, end, limit, views, starts):
 
 
 def texts_at_offsets(
-    data: np.ndarray, offsets: np.ndarray, valid: np.ndarray, name: str, *, limit: int = VIEW_BUFFER_BYTES
+    data: np.ndarray,
+    offsets: np.ndarray,
+    valid: np.ndarray,
+    name: str,
+    *,
+    limit: int = VIEW_BUFFER_BYTES,
+    check_utf8: bool = False,
 ) -> pl.Series:
     """A String Series of the UTF-8 texts ``data[offsets[i]:offsets[i + 1]]`` (int64
     offsets, one more than rows), null where ``valid`` is False, viewing ``data``
-    in place (``limit``: the most bytes of one data buffer; smaller only in tests)."""
+    in place (``limit``: the most bytes of one data buffer; smaller only in tests;
+    ``check_utf8``: see :func:`string_views`)."""
     n = offsets.size - 1
     views = np.empty(2 * n, np.uint64)  # every word is written
     starts = np.zeros(2 * (int(offsets[n]) // limit) + 3, np.int64)
     buffers = _span_views(readonly(data), offsets[:-1], offsets[1:], offsets[n], np.int64(limit), views, starts)
-    return string_views(n, views, [(data, starts[: buffers + 1])], valid, name)
+    return string_views(n, views, [(data, starts[: buffers + 1])], valid, name, check_utf8=check_utf8)
 
 
 def gather_spans(
@@ -155,21 +174,26 @@ def gather_spans(
     return data[at], offsets
 
 
-def texts_in_place(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) -> pl.Series:
+def texts_in_place(
+    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str, *, check_utf8: bool = False
+) -> pl.Series:
     """A String Series of the UTF-8 texts ``data[starts[i]:ends[i]]`` (int64 spans in any order), viewing ``data``
-    in place when it fits one view buffer (:data:`VIEW_BUFFER_BYTES`), else gathered (:func:`texts_at_spans`)."""
+    in place when it fits one view buffer (:data:`VIEW_BUFFER_BYTES`), else gathered (:func:`texts_at_spans`);
+    ``check_utf8``: see :func:`string_views`."""
     valid = np.ones(starts.size, np.bool_)
     if data.size > VIEW_BUFFER_BYTES:
-        return texts_at_spans(data, starts, ends, valid, name)
+        return texts_at_spans(data, starts, ends, valid, name, check_utf8=check_utf8)
     views = np.empty(2 * starts.size, np.uint64)  # every word is written
     first = np.zeros(3, np.int64)
     _span_views(readonly(data), starts, ends, np.int64(data.size), np.int64(VIEW_BUFFER_BYTES), views, first)
-    return string_views(starts.size, views, [(data, first[:2])], valid, name)
+    return string_views(starts.size, views, [(data, first[:2])], valid, name, check_utf8=check_utf8)
 
 
-def texts_at_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
+def texts_at_spans(
+    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray, name: str, *, check_utf8: bool = False
+) -> pl.Series:
     """A String Series of the UTF-8 texts ``data[starts[i]:ends[i]]`` (null where ``valid`` is
     False): the spans' bytes gathered into one new buffer (so ``data`` can be released) and
-    viewed there."""
+    viewed there; ``check_utf8``: see :func:`string_views`."""
     gathered, offsets = gather_spans(data, starts, ends, valid)
-    return texts_at_offsets(gathered, offsets, valid, name)
+    return texts_at_offsets(gathered, offsets, valid, name, check_utf8=check_utf8)

@@ -13,49 +13,30 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from numba import njit
 
-from di.jitpipeline import ScalarKernelCompiler
 
-from di.convert.bytewords import copy_bytes
 from di.convert.jsonstrings import json_strings
+from di.convert.stringviews import gather_spans, texts_in_place
 
 from di.convert.perfetto.decode import A_BOOL, A_DOUBLE, A_INT, A_ISTRING, A_JSON, A_NESTED, A_POINTER, A_STRING, A_UINT
 
 OWN_ARGS, OWN_BYTES = "args", "bytes"
 
 
-def gather_spans(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes of the spans buf[s0[i]:s1[i]] back to back, and int64 offsets (len + 1)."""
-    off = np.zeros(s0.shape[0] + 1, np.int64)
-    np.cumsum(s1 - s0, out=off[1:])
-    out = np.empty(off[-1], np.uint8)  # made here: numba compiles its np.empty into every cold start
-    _copy_spans(buf, s0, s1, off, out)
-    return out, off
-
-
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
-def _copy_spans(buf, s0, s1, off, out):
-    """Copy buf[s0[i]:s1[i]] to out[off[i]:off[i + 1]] for every i."""
-    for i in range(s0.shape[0]):  # one memcpy each: a byte loop is vectorised by LLVM, which costs the cold compile
-        copy_bytes(out, off[i], buf, s0[i], s1[i])
-
-
 def span_strings(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> pl.Series:
-    """The spans as a String Series (invalid UTF-8 replaced)."""
+    """The spans ``buf[s0[i]:s1[i]]`` as a String Series: string views of ``buf`` itself, no text copied (the
+    Series keeps ``buf``, the file's mapped pages, alive); where some span is not UTF-8 (a damaged file), each
+    text decoded on its own, U+FFFD replacing the bad bytes."""
     import pyarrow as pa
 
-    data, off = gather_spans(buf, s0.astype(np.int64), s1.astype(np.int64))
-    arr = pa.LargeStringArray.from_buffers(len(s0), pa.py_buffer(off), pa.py_buffer(data))
+    s0, s1 = s0.astype(np.int64), s1.astype(np.int64)
     try:
-        arr.validate(full=True)
+        return texts_in_place(buf, s0, s1, "", check_utf8=True)
     except pa.ArrowInvalid:
+        data, off = gather_spans(buf, s0, s1, np.ones(s0.size, np.bool_))
         raw = data.tobytes()
-        arr = pa.array(
-            [raw[a:b].decode("utf-8", "replace") for a, b in zip(off[:-1].tolist(), off[1:].tolist())],
-            type=pa.large_string(),
-        )
-    return pl.Series(pl.from_arrow(arr)).cast(pl.String)
+        texts = [raw[a:b].decode("utf-8", "replace") for a, b in zip(off[:-1].tolist(), off[1:].tolist())]
+        return pl.Series("", texts, dtype=pl.String)
 
 
 def _spread(rows: np.ndarray, values: pl.Series, n: int) -> pl.Series:

@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from di.convert import gunzip
+from di.convert.columns import readonly
 from di.inputsize import check_size
 from di.convert.perfetto import ditrace
 from di.convert.provenance import (
@@ -66,16 +67,17 @@ def _bytes(path: Path, limit: int | None) -> tuple[np.ndarray, list[str]]:
         with open(path, "rb") as fh:
             if fh.read(2) == gunzip.GZIP_MAGIC:
                 fh.seek(0)
-                return gunzip.gunzip(fh, path=path, limit=limit)
+                inflated, warnings = gunzip.gunzip(fh, path=path, limit=limit)
+                return readonly(inflated), warnings  # read-only as the other two: the kernels compile once
             check_size(path, os.fstat(fh.fileno()).st_size, limit)
             fh.seek(0)
-            try:  # the page cache's pages, not a copy in fresh memory; writable (private) as the decoder's arrays are
-                return np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8), []
+            try:  # the page cache's pages, not a copy in fresh memory (the texts read are views of them)
+                return np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), dtype=np.uint8), []
             except (OSError, ValueError):  # an empty file, a file system or special file without mmap
                 pass
-            data = bytearray(fh.read() if limit is None else fh.read(limit + 1))  # a special file: no size first
+            data = fh.read() if limit is None else fh.read(limit + 1)  # a special file has no size to check first
             check_size(path, len(data), limit)
-            return np.frombuffer(data, dtype=np.uint8), []  # writable, as the other two: one kernel specialisation
+            return np.frombuffer(data, dtype=np.uint8), []
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc}") from None
 
