@@ -19,7 +19,9 @@ with the least CPU time and the median, for
 ``di.load`` of the JSON, ``di.save`` to ``.di``, OTF2 and Perfetto, and
 ``di.load`` of what each save wrote (``load_di``, ``load_otf2``: an archive of
 2,107 regions with a string attribute per event, ``load_pftrace``), each read
-once untimed in the same process before the timed read. ``load_json`` is the first call of the
+once untimed in the same process before the timed read (``load_di_first``, ``load_otf2_first``,
+``load_pftrace_first``: the same file as the first large read of a process, as a ``di`` command reads it: the
+small warm-up file read first, so only the memory is new). ``load_json`` is the first call of the
 process, so it includes importing polars and numba and loading the kernels
 from numba's cache (about 0.6 CPU-s here); ``load_json_warm`` loads the small
 warm-up file first in the same process, so it times the reading alone. The input's event count, distinct names
@@ -62,9 +64,10 @@ def peak_kb():
         return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
 
 what, src, dst, provision_mb = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[5])
-if what == "load_json_warm":  # the libraries imported and the kernels loaded by a small file first
+first = what == "load_json_warm" or what.endswith("_first")
+if first:  # the libraries imported and the kernels loaded by a small file first
     di.load(sys.argv[4])
-trace = di.load(src) if not what.startswith("load_json") else None
+trace = di.load(src) if not (what.startswith("load_json") or first) else None
 if provision_mb:  # touched and freed: the step's first touches find memory the guest holds already
     import numpy as np
     np.ones(provision_mb << 20, dtype=np.uint8)
@@ -216,11 +219,23 @@ def run_step(what: str, src: Path, dst: Path, threads: int, provision_mb: int = 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-STEPS = ("load_json", "load_json_warm", "save_di", "load_di", "save_otf2", "load_otf2", "save_pftrace", "load_pftrace")
+STEPS = (
+    "load_json",
+    "load_json_warm",
+    "save_di",
+    "load_di",
+    "load_di_first",
+    "save_otf2",
+    "load_otf2",
+    "load_otf2_first",
+    "save_pftrace",
+    "load_pftrace",
+    "load_pftrace_first",
+)
 READS = {
-    "load_di": ("save_di", "x.di"),
-    "load_otf2": ("save_otf2", "x.otf2"),
-    "load_pftrace": ("save_pftrace", "x.pftrace"),
+    **{step: ("save_di", "x.di") for step in ("load_di", "load_di_first")},
+    **{step: ("save_otf2", "x.otf2") for step in ("load_otf2", "load_otf2_first")},
+    **{step: ("save_pftrace", "x.pftrace") for step in ("load_pftrace", "load_pftrace_first")},
 }
 """Steps that read what a save step wrote: the real-shaped trace as a .di store, an OTF2 archive with 2,107
 regions and a string attribute per event, and a Perfetto trace with an args text per event."""
@@ -279,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         size = src.stat().st_size
         print(json.dumps({"input": counts, "json_bytes": size}))
         print(
-            f"{'step':<14}{'cpu s':>8}{'user':>7}{'sys':>7}{'M ev/cpu-s':>12}{'median':>8}{'peak MB':>9}{'peak/input':>11}"
+            f"{'step':<19}{'cpu s':>8}{'user':>7}{'sys':>7}{'M ev/cpu-s':>12}{'median':>8}{'peak MB':>9}{'peak/input':>11}"
             f"{'write floor s':>14}"
         )
         for read, (save, out) in READS.items():
@@ -294,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             failed = [r for r in runs if "error" in r]
             if failed:
-                print(f"{what:<14} failed: {failed[0]['error']}")
+                print(f"{what:<19} failed: {failed[0]['error']}")
                 continue
             runs.sort(key=lambda r: r["cpu_s"])
             best, median = runs[0], runs[len(runs) // 2]
@@ -302,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             median_rate = median["events"] / median["cpu_s"] / 1e6 if median["cpu_s"] else float("inf")
             peak_mb = (best["peak_kb"] - best["base_kb"]) / 1024
             print(
-                f"{what:<14}{best['cpu_s']:>8.2f}{best['user_s']:>7.2f}{best['sys_s']:>7.2f}{rate:>12.2f}"
+                f"{what:<19}{best['cpu_s']:>8.2f}{best['user_s']:>7.2f}{best['sys_s']:>7.2f}{rate:>12.2f}"
                 f"{median_rate:>8.2f}{peak_mb:>9.0f}{peak_mb * 2**20 / size:>11.2f}"
                 + (f"{best['floor_s']:>14.2f}" if best.get("floor_s") is not None else "")
             )
