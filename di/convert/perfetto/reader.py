@@ -15,6 +15,12 @@ Perfetto's trace processor chains them); their debug annotations become ``args``
 (nested ones are written as null and counted); timestamps on other clocks
 are converted by their ClockSnapshots (:mod:`.clocks`). Not read, and
 counted: legacy (phase-based) events.
+
+A plain file is memory-mapped, not copied, and the texts read (args, names)
+are string views of its pages, as polars' memory-mapped IPC reads are: a file
+replaced while the trace is in use (renamed over, as every di write and most
+tools replace one) leaves the trace as it was read; truncating the file in
+place under a trace still in use is not supported.
 """
 
 from __future__ import annotations
