@@ -32,6 +32,9 @@ On a shared machine the system time (first touches of fresh memory, which a
 loaded host makes slow) varies several-fold from run to run; the best run is
 the figure to compare, the median says how far the others were.
 
+To compare two versions, give the other's folder in ``PYTHONPATH``: each step runs in
+the input's folder, so the ``di`` beside this script is not found first.
+
 Two figures separate the program from the machine it runs on. This machine is a
 VM whose host takes back the memory the guest frees (free-page reporting), so
 the first touch of a page costs about 8 ms per MB of system time (a 256 MB
@@ -212,6 +215,7 @@ def run_step(what: str, src: Path, dst: Path, threads: int, provision_mb: int = 
         capture_output=True,
         text=True,
         env=env,
+        cwd=src.parent,  # not the checkout: ``-c`` puts the working folder first on sys.path, before PYTHONPATH
         check=False,
     )
     if done.returncode:
