@@ -64,7 +64,6 @@ def ref_ids(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
     return raw & _REF_MASKS[np.clip(types, 0, 31)]
 
 
-
 def as_json(
     types: np.ndarray, raw: np.ndarray, strings: StringDefs, regions: dict[int, str], comms: dict[int, str]
 ) -> pl.Series:
