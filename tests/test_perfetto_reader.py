@@ -156,10 +156,11 @@ def test_a_trace_keeps_its_texts_when_its_file_is_replaced(foreign: Path) -> Non
     """The texts view the file's mapped pages: replacing the file (as every di write does) leaves them as read."""
     t = di.load(foreign)
     before = t.events.get_column("args").to_list()
-    di.save(di.load(foreign).with_meta({**t.meta}), foreign.with_suffix(".other.pftrace"))
-    foreign.with_suffix(".other.pftrace").replace(foreign)
-    foreign.with_suffix(".other.pftrace").write_bytes(b"")
+    other = foreign.with_suffix(".other.pftrace")
+    other.write_bytes(_foreign_trace().replace(b"quoted", b"QUOTED"))  # other texts, renamed over the file
+    other.replace(foreign)
     assert t.events.get_column("args").to_list() == before
+    assert "QUOTED" in di.load(foreign).events.get_column("args")[0]
     assert orjson.loads(before[0])["tag"] == 'a "quoted" text'
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-
 from di.convert.jsonstrings import json_strings
 from di.convert.stringviews import gather_spans, texts_in_place
+from di.convert.symbols import decoded_texts
 
 from di.convert.perfetto.decode import A_BOOL, A_DOUBLE, A_INT, A_ISTRING, A_JSON, A_NESTED, A_POINTER, A_STRING, A_UINT
 
@@ -33,10 +33,7 @@ def span_strings(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> pl.Series:
     try:
         return texts_in_place(buf, s0, s1, "", check_utf8=True)
     except pa.ArrowInvalid:
-        data, off = gather_spans(buf, s0, s1, np.ones(s0.size, np.bool_))
-        raw = data.tobytes()
-        texts = [raw[a:b].decode("utf-8", "replace") for a, b in zip(off[:-1].tolist(), off[1:].tolist())]
-        return pl.Series("", texts, dtype=pl.String)
+        return decoded_texts(*gather_spans(buf, s0, s1, np.ones(s0.size, np.bool_))).alias("")
 
 
 def _spread(rows: np.ndarray, values: pl.Series, n: int) -> pl.Series:
