@@ -148,3 +148,27 @@ def test_enclosing_finds_the_outermost_and_innermost_marked_ancestor() -> None:
     marked[[10, 2000, 4000]] = True
     assert enclosing(chain, np.array([4999, 2000, 5]), marked, outermost=True).tolist() == [10, 10, -1]
     assert enclosing(chain, np.array([4999, 2000, 5]), marked, outermost=False).tolist() == [4000, 10, -1]
+
+
+def test_enclosing_takes_parents_stored_after_their_children() -> None:
+    """A parent column in any row order (a store written by another tool) gives the same ancestors as a walk up;
+    a cycle, which no sound trace has, ends the walk instead of looping."""
+    from di.nesting import enclosing_all
+
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        n = int(rng.integers(1, 300))
+        ordered = np.array([int(rng.integers(-1, k)) if k else -1 for k in range(n)], dtype=np.int64)
+        perm = rng.permutation(n)  # row r of the shuffled forest is row perm[r] of the ordered one
+        inv = np.empty(n, np.int64)
+        inv[perm] = np.arange(n)
+        shuffled = np.where(ordered[perm] >= 0, inv[np.maximum(ordered[perm], 0)], -1)
+        marked = rng.random(n) < 0.4
+        for outermost in (True, False):
+            want = enclosing_all(ordered, marked, outermost=outermost)
+            got = enclosing_all(shuffled, marked[perm], outermost=outermost)
+            mapped = np.where(want[:-1][perm] >= 0, inv[np.maximum(want[:-1][perm], 0)], -1)
+            assert got[:-1].tolist() == mapped.tolist() and got[-1] == -1
+    cycle = np.array([1, 2, 0, 0], dtype=np.int64)  # 0 -> 1 -> 2 -> 0, and 3 under 0
+    got = enclosing_all(cycle, np.array([True, True, True, False]), outermost=True)
+    assert got.size == 5 and got[-1] == -1 and got[3] >= 0
