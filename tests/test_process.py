@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 from pathlib import Path
 
@@ -83,3 +84,45 @@ def test_large_blocks_are_mapped_and_given_back_when_freed() -> None:
 
     assert returned_kb("heap") < 16 << 10  # the control: without it, most of the 64 MiB stays
     assert returned_kb("mapped") > 60 << 10
+
+
+TOP_CHILD = r"""
+import ctypes, sys
+from pathlib import Path
+from di import process
+assert process.map_large_blocks()
+if sys.argv[1] == "padded":
+    assert process.keep_heap_top()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def rss_kb():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+blocks = [libc.malloc(512 << 10) for _ in range(64)]  # under the mmap threshold: from the heap, at its top
+for b in blocks:
+    ctypes.memset(b, 1, 512 << 10)
+held = rss_kb()
+for b in reversed(blocks):
+    libc.free(b)
+print(held - rss_kb())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _glibc(), reason="glibc's malloc only")
+def test_the_heap_keeps_its_top_for_the_next_blocks() -> None:
+    """32 MiB in blocks under the mmap threshold, freed at the top of the heap: glibc trims them away (the next
+    blocks would fault their pages in again); with keep_heap_top the heap keeps them."""
+    import subprocess
+
+    def returned_kb(mode: str) -> int:
+        env = {k: v for k, v in os.environ.items() if k != "MALLOC_TOP_PAD_"}
+        out = subprocess.run(
+            [sys.executable, "-c", TOP_CHILD, mode], capture_output=True, text=True, check=True, env=env
+        )
+        return int(out.stdout)
+
+    assert returned_kb("default") > 24 << 10  # the control: trimmed back to the system
+    assert returned_kb("padded") < 4 << 10

@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         light_cache_loads()
     collector = process.space_full_collections()
     process.map_large_blocks()
+    process.keep_heap_top()
     try:
         with process.small_pages():
             code = _run(argv)
