@@ -40,12 +40,10 @@ def test_cli_spaces_full_collections_while_it_runs_and_restores_them(tmp_path: P
     assert after == (700, 10, 10)
 
 
-CHILD = r"""
+MALLOC = r"""
 import ctypes, sys
 from pathlib import Path
 from di import process
-if sys.argv[1] == "mapped":
-    assert process.map_large_blocks()
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = [ctypes.c_size_t]
@@ -54,6 +52,14 @@ def rss_kb():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
+"""
+"""The children's preamble: glibc's malloc and free, and the process's resident KiB."""
+
+CHILD = (
+    MALLOC
+    + r"""
+if sys.argv[1] == "mapped":
+    assert process.map_large_blocks()
 libc.free(libc.malloc(8 << 20))  # glibc's own rule: the threshold rises past a freed mapped block
 blocks = [libc.malloc(2 << 20) for _ in range(32)]
 pin = libc.malloc(256 << 10)  # after them, so a heap cannot give their pages back by trimming its top
@@ -64,6 +70,17 @@ for b in blocks:
     libc.free(b)
 print(held - rss_kb())
 """
+)
+
+
+def _returned_kb(script: str, mode: str) -> int:
+    """The KiB a child running ``script`` with ``mode`` gave back to the system (glibc's settings from the
+    environment left out)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TOP_PAD_"}
+    out = subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True, check=True, env=env)
+    return int(out.stdout)
 
 
 def _glibc() -> bool:
@@ -76,31 +93,16 @@ def _glibc() -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not _glibc(), reason="glibc's malloc only")
 def test_large_blocks_are_mapped_and_given_back_when_freed() -> None:
     """64 MiB in 2 MiB blocks, freed below a live block: glibc's heap keeps them; with map_large_blocks they go back."""
-    import subprocess
-
-    def returned_kb(mode: str) -> int:
-        out = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, check=True)
-        return int(out.stdout)
-
-    assert returned_kb("heap") < 16 << 10  # the control: without it, most of the 64 MiB stays
-    assert returned_kb("mapped") > 60 << 10
+    assert _returned_kb(CHILD, "heap") < 16 << 10  # the control: without it, most of the 64 MiB stays
+    assert _returned_kb(CHILD, "mapped") > 60 << 10
 
 
-TOP_CHILD = r"""
-import ctypes, sys
-from pathlib import Path
-from di import process
+TOP_CHILD = (
+    MALLOC
+    + r"""
 assert process.map_large_blocks()
 if sys.argv[1] == "padded":
     assert process.keep_heap_top()
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
-def rss_kb():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
 blocks = [libc.malloc(512 << 10) for _ in range(64)]  # under the mmap threshold: from the heap, at its top
 for b in blocks:
     ctypes.memset(b, 1, 512 << 10)
@@ -109,20 +111,12 @@ for b in reversed(blocks):
     libc.free(b)
 print(held - rss_kb())
 """
+)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not _glibc(), reason="glibc's malloc only")
 def test_the_heap_keeps_its_top_for_the_next_blocks() -> None:
     """32 MiB in blocks under the mmap threshold, freed at the top of the heap: glibc trims them away (the next
     blocks would fault their pages in again); with keep_heap_top the heap keeps them."""
-    import subprocess
-
-    def returned_kb(mode: str) -> int:
-        env = {k: v for k, v in os.environ.items() if k != "MALLOC_TOP_PAD_"}
-        out = subprocess.run(
-            [sys.executable, "-c", TOP_CHILD, mode], capture_output=True, text=True, check=True, env=env
-        )
-        return int(out.stdout)
-
-    assert returned_kb("default") > 24 << 10  # the control: trimmed back to the system
-    assert returned_kb("padded") < 4 << 10
+    assert _returned_kb(TOP_CHILD, "default") > 24 << 10  # the control: trimmed back to the system
+    assert _returned_kb(TOP_CHILD, "padded") < 4 << 10
