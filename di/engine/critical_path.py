@@ -354,7 +354,7 @@ def _segments(frame: EventFrame, path: _Steps) -> pl.DataFrame:
             "end_ns": path.end,
             "contrib_ns": path.contrib,
             "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(path.kind),
-            "event": pl.Series(path.event).cast(pl.UInt64, strict=False).cast(pl.Int64),
+            "event": pl.Series(path.event).cast(pl.UInt64, strict=False).cast(pl.Int64),  # -1: null
             "rank": path.rank,
             "cat": path.texts.gather(pl.Series(path.cat).cast(pl.UInt32, strict=False)),
             "name": _names(frame, path, rows),
@@ -394,14 +394,13 @@ def _shares(
     col: str, codes: np.ndarray, contrib: np.ndarray, total: int, labels: Callable[[np.ndarray], pl.Series]
 ) -> pl.DataFrame:
     """contrib_ns per value of ``col`` (the steps' ``codes``, one per value) and its share of ``total``, largest
-    first; ``labels`` gives the value of given steps."""
+    first and ties by value (the same order whatever the source); ``labels`` gives the value of given steps."""
     order, starts = _groups(codes)
     sums = np.add.reduceat(contrib[order], starts) if starts.size else np.zeros(0, np.int64)
     out = pl.DataFrame({col: labels(order[starts]), "contrib_ns": sums.astype(np.int64)}).with_columns(
         (pl.col("contrib_ns") / total).alias("share")
     )
     return out.sort(pl.col("contrib_ns"), pl.col(col), descending=[True, False], nulls_last=True)
-    # ties by name: the same order whatever the source
 
 
 def _path_events(frame: EventFrame, path: _Steps) -> pl.DataFrame:
