@@ -78,11 +78,11 @@ def keep_heap_top() -> bool:
     On the real-shaped 1.2 M-event profile (bench/realshape.py, this project's 2-core VM, issue 16):
 
     - ``di analyze`` of its ``.di``: 950-960 k page faults, 2.8-3.0 s of system time and 6.5-6.7 CPU-s in all
-      with glibc's default; 545-559 k, 1.5-1.9 s and 4.7-5.3 CPU-s with this pad; peak RSS 1,128 -> 1,144-1,150 MB;
+      with glibc's default; 545-559 k, 1.5-1.9 s and 4.7-5.3 CPU-s with this pad; peak RSS 1,101 -> 1,118-1,123 MiB;
     - ``di convert`` of its JSON to Perfetto: 1.51-1.52 M faults and 11.3-12.8 CPU-s; 0.98-1.02 M and
-      9.0-10.0 CPU-s; peak RSS 1,469-1,490 -> 1,563-1,590 MB.
+      9.0-10.0 CPU-s; peak RSS 1,434-1,455 -> 1,526-1,553 MiB.
 
-    A pad of 256 MiB took the faults of ``di analyze`` down to 400 k for no less CPU and up to 140 MB more
+    A pad of 256 MiB took the faults of ``di analyze`` down to 400 k for no less CPU and up to 150 MiB more
     peak; raising the trim threshold instead (``M_TRIM_THRESHOLD``, up to 1 GiB) changed nothing. Memory is
     kept only up to the pad: a block freed below a live one stays where :func:`map_large_blocks` says.
     ``MALLOC_TOP_PAD_`` or a ``glibc.malloc.top_pad`` tunable set in the environment (the user's own choice)
