@@ -60,13 +60,7 @@ def map_large_blocks() -> bool:
     and on a 1.2 M-event Kineto profile from 1,226-1,235 to 1,121-1,163 MB, CPU
     within noise (issue 19). Once set, it holds for the rest of the process.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None)
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-    except (OSError, AttributeError):  # musl and others: no mallopt
-        return False
+    return _mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def keep_heap_top() -> bool:
@@ -88,14 +82,18 @@ def keep_heap_top() -> bool:
     ``MALLOC_TOP_PAD_`` or a ``glibc.malloc.top_pad`` tunable set in the environment (the user's own choice)
     is left alone.
     """
-    if not sys.platform.startswith("linux"):
-        return False
     if "MALLOC_TOP_PAD_" in os.environ or "glibc.malloc.top_pad" in os.environ.get("GLIBC_TUNABLES", ""):
         return False
+    return _mallopt(_M_TOP_PAD, HEAP_TOP_PAD)
+
+
+def _mallopt(param: int, value: int) -> bool:
+    """glibc's ``mallopt(param, value)``; False where it refused or malloc is not glibc's (musl's does nothing
+    and says so, other systems have none)."""
+    if not sys.platform.startswith("linux"):
+        return False
     try:
-        libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018 (glibc's only: musl's mallopt does nothing)
-        return bool(libc.mallopt(_M_TOP_PAD, HEAP_TOP_PAD))
+        return bool(ctypes.CDLL(None).mallopt(param, value))
     except (OSError, AttributeError):
         return False
 

@@ -224,13 +224,15 @@ def _result(
     waits = _waits(frame, g, u, v, kind, w, arrival, event) if arrival is not None else _waits_empty()
     path = _weighted_steps(frame, g, v, kind, w, event, arrival)
     seg = _segments(frame, path)
-    events = _path_events(frame, path)
+    events = _path_events(path, seg)
     total = max(length, 1)
     return {
         "summary": _summary(frame, seg, events, length, dropped),
         "segments": seg,
         "events": events,
-        "by_category": _shares("category", path.category, path.contrib, total, lambda rows: _texts(path, rows)),
+        "by_category": _shares(
+            "category", path.category, path.contrib, total, lambda rows: _texts(path, path.category[rows])
+        ),
         "by_rank": _shares("rank", path.rank, path.contrib, total, lambda rows: pl.Series(path.rank[rows])),
         "by_name": _shares(
             "name", _name_codes(frame, path), path.contrib, total, lambda rows: _names(frame, path, rows)
@@ -310,24 +312,33 @@ def _enum_codes(col: pl.Series) -> tuple[np.ndarray, tuple[str, ...]]:
     if not isinstance(dtype, pl.Enum):
         dtype = pl.Enum(col.drop_nulls().cast(pl.String).unique().sort())
         col = col.cast(pl.String).cast(dtype)
-    return col.to_physical().cast(pl.Int64).fill_null(-1).to_numpy(), tuple(dtype.categories)
+    return _codes(col), tuple(dtype.categories)
 
 
-def _texts(path: _Steps, rows: np.ndarray) -> pl.Series:
-    """The ``category`` text of the steps ``rows`` (null where it is)."""
-    return path.texts.gather(pl.Series(path.category[rows]).cast(pl.UInt32, strict=False))
+def _codes(col: pl.Series) -> np.ndarray:
+    """The physical codes of a Categorical or Enum column as int64, -1 for null."""
+    return col.to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
+
+
+def _texts(path: _Steps, codes: np.ndarray) -> pl.Series:
+    """The texts of ``codes`` (positions in ``path.texts``; -1: null)."""
+    return path.texts.gather(pl.Series(codes).cast(pl.UInt32, strict=False))
 
 
 def _names(frame: EventFrame, path: _Steps, rows: np.ndarray) -> pl.Series:
     """The ``name`` of the steps ``rows``: their event's, :data:`UNTRACED_NAME` for untraced work, else null."""
     event = path.event[rows]
     names = frame.trace.events.get_column("name")
-    got = names.gather(np.maximum(event, 0)).cast(pl.String) if names.len() else pl.Series([None] * rows.size)
+    got = (
+        names.gather(np.maximum(event, 0)).cast(pl.String)
+        if names.len()
+        else pl.Series([None] * rows.size, dtype=pl.String)
+    )
     return pl.select(
         pl.when(pl.lit(pl.Series(path.untraced[rows])))
         .then(pl.lit(UNTRACED_NAME))
         .when(pl.lit(pl.Series(event >= 0)))
-        .then(pl.lit(got.cast(pl.String)))
+        .then(pl.lit(got))
         .alias("name")
     ).to_series()
 
@@ -338,7 +349,7 @@ def _name_codes(frame: EventFrame, path: _Steps) -> np.ndarray:
     names = frame.trace.events.get_column("name")
     if names.dtype != pl.Categorical and not isinstance(names.dtype, pl.Enum):
         names = names.cast(pl.String).cast(pl.Categorical)
-    codes = names.to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
+    codes = _codes(names)
     out = np.where(path.event >= 0, codes[np.maximum(path.event, 0)] if codes.size else -1, -1)
     out[path.untraced] = -2
     return out
@@ -356,9 +367,9 @@ def _segments(frame: EventFrame, path: _Steps) -> pl.DataFrame:
             "kind": pl.Series(EDGE_KINDS, dtype=pl.String).gather(path.kind),
             "event": pl.Series(path.event).cast(pl.UInt64, strict=False).cast(pl.Int64),  # -1: null
             "rank": path.rank,
-            "cat": path.texts.gather(pl.Series(path.cat).cast(pl.UInt32, strict=False)),
+            "cat": _texts(path, path.cat),
             "name": _names(frame, path, rows),
-            "category": _texts(path, rows),
+            "category": _texts(path, path.category),
         },
         schema=_SEGMENT_SCHEMA,
     )
@@ -403,9 +414,10 @@ def _shares(
     return out.sort(pl.col("contrib_ns"), pl.col(col), descending=[True, False], nulls_last=True)
 
 
-def _path_events(frame: EventFrame, path: _Steps) -> pl.DataFrame:
+def _path_events(path: _Steps, seg: pl.DataFrame) -> pl.DataFrame:
     """Per event on the path, its rank, name, cat, first start, last end and contrib_ns, by start (ties in the
-    order the path reaches them)."""
+    order the path reaches them); names and cats are those of the event's first row of ``seg`` (the segments
+    of ``path``)."""
     on = np.flatnonzero(path.event >= 0)
     order, starts = _groups(path.event[on])
     steps = on[order]
@@ -422,8 +434,8 @@ def _path_events(frame: EventFrame, path: _Steps) -> pl.DataFrame:
         {
             "event": path.event[first],
             "rank": path.rank[first],
-            "name": _names(frame, path, first),
-            "cat": path.texts.gather(pl.Series(path.cat[first]).cast(pl.UInt32, strict=False)),
+            "name": seg.get_column("name").gather(first),
+            "cat": seg.get_column("cat").gather(first),
             "start_ns": start[by_start],
             "end_ns": end[by_start],
             "contrib_ns": contrib[by_start],
