@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from analyze_cli import analyze_outputs, run_di
@@ -485,3 +486,44 @@ def test_a_profile_without_shapes_says_so_in_one_line(tmp_path: Path) -> None:
         "record_shapes=True" in section[: section.index("</section>")]
         and "<table" not in section[: section.index("</section>")]
     )
+
+
+def test_input_elements_against_python() -> None:
+    """Each call's input elements: the product of every input's sizes, summed over the inputs with an axis; a scalar
+    (``[]``) or null input adds nothing, a null size is skipped (polars' ``product``), a null shape stays null, and
+    products wrap in int64 as polars' do. Checked against plain Python over calls of every such kind."""
+    from di.engine.flops.shapes import input_elements
+
+    rng = np.random.default_rng(7)
+    rows: list[list[list[int | None] | None] | None] = [None, [], [[]], [None], [[3, None, 5]], [[2**40] * 2]]
+    for _ in range(3000):
+        rows.append(
+            [
+                None
+                if rng.random() < 0.03
+                else [
+                    None if rng.random() < 0.02 else int(rng.choice([0, 1, 3, 1024, 4096]))
+                    for _ in range(rng.integers(0, 5))
+                ]
+                for _ in range(rng.integers(0, 6))
+            ]
+        )
+
+    def wrap(v: int) -> int:
+        return (v + 2**63) % 2**64 - 2**63
+
+    def want(shape: list[list[int | None] | None] | None) -> int | None:
+        if shape is None:
+            return None
+        total = 0
+        for sizes in shape:
+            if sizes:
+                product = 1
+                for size in sizes:
+                    product = wrap(product * (1 if size is None else size))
+                total = wrap(total + product)
+        return total
+
+    got = input_elements(pl.Series("shape", rows, dtype=pl.List(pl.List(pl.Int64))))
+    assert got.to_list() == [want(r) for r in rows]
+    assert got.to_list()[:6] == [None, 0, 0, 0, 15, wrap(2**80) * 2]

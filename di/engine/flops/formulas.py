@@ -1,5 +1,6 @@
 """The work and memory traffic of one call of a counted operator, per operator family, as polars expressions over the
-columns :func:`di.engine.flops.shapes.read_shapes` makes (``shape``, ``types``, ``concrete``) and ``family``.
+columns :func:`di.engine.flops.shapes.read_shapes` makes (``shape``, ``types``, ``concrete``), ``family`` and, for
+:func:`call_bytes`, ``input_elements``.
 
 Contract (the definitions are :mod:`di.engine.flops`'): :func:`call_flop` is ``torch.utils.flop_counter``'s count of
 one call, int64; :func:`call_bytes` the least memory traffic of one call (its tensor inputs and outputs times the
@@ -120,11 +121,10 @@ def _conv_backward() -> pl.Expr:
 
 
 def call_bytes() -> pl.Expr:
-    """The least memory traffic of one call (see :mod:`di.engine.flops`): its tensor inputs and outputs, in elements,
-    times the dtype's size; null where a size or the dtype's size is unknown."""
-    non_empty = pl.element().filter(pl.element().list.len() > 0)
-    inputs = pl.col("shape").list.eval(non_empty.list.eval(pl.element().product()).list.first()).list.sum()
-    return (inputs + _output_elements()) * pl.col("dtype").replace_strict(
+    """The least memory traffic of one call (see :mod:`di.engine.flops`): its tensor inputs
+    (``input_elements``, :func:`~di.engine.flops.shapes.input_elements`) and outputs, in elements, times the dtype's
+    size; null where a size or the dtype's size is unknown."""
+    return (pl.col("input_elements") + _output_elements()) * pl.col("dtype").replace_strict(
         ELEMENT_BYTES, default=None, return_dtype=pl.Int64
     )
 

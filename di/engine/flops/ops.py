@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from di.engine.flops.formulas import FAMILIES, call_bytes, call_flop, matrix_dtype, peak_dtype
-from di.engine.flops.shapes import read_shapes
+from di.engine.flops.shapes import input_elements, read_shapes
 from di.engine.launches import launch_calls
 from di.engine.window import EventFrame
 from di.nesting import enclosing_all, parent_rows
@@ -84,6 +84,7 @@ def _with_work(ops: pl.DataFrame) -> pl.DataFrame:
     counted_work = (
         shaped.filter(known)
         .with_columns(call_flop().alias("flop"), matrix_dtype().alias("dtype"))
+        .with_columns(input_elements(shaped.get_column("shape").filter(known)))
         .with_columns(call_bytes().alias("bytes"))
     )
     return (

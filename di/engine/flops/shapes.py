@@ -57,6 +57,28 @@ def _strings(args: pl.Series, pattern: str) -> pl.Series:
     return quoted.list.eval(pl.element().str.strip_prefix('"').str.strip_suffix('"'))
 
 
+def input_elements(shape: pl.Series) -> pl.Series:
+    """Per call, the elements of its tensor inputs: the product of each input's sizes (int64, wrapping as polars'
+    ``product`` does), summed over the inputs with at least one axis (a scalar input, ``[]``, is no tensor); null
+    where the shape is null.
+
+    The two levels of lists are flattened and reduced with numpy's ``reduceat`` over their lengths: a nested
+    ``list.eval`` took 0.10 s for 60 k calls (1.7 us each) of a real-shaped profile."""
+    outer = shape.list.len().fill_null(0).to_numpy().astype(np.int64)
+    inputs = shape.explode(empty_as_null=False, keep_nulls=False)
+    sizes = inputs.list.len().fill_null(0).to_numpy().astype(np.int64)  # a null input counts as a scalar
+    values = inputs.explode(empty_as_null=False, keep_nulls=False).fill_null(1)  # polars' product skips nulls
+    product = np.zeros(sizes.size, np.int64)
+    tensor = sizes > 0
+    if tensor.any():
+        product[tensor] = np.multiply.reduceat(values.to_numpy().astype(np.int64), (np.cumsum(sizes) - sizes)[tensor])
+    total = np.zeros(outer.size, np.int64)
+    some = outer > 0
+    if some.any():
+        total[some] = np.add.reduceat(product, (np.cumsum(outer) - outer)[some])
+    return pl.Series("input_elements", total).scatter(np.flatnonzero(shape.is_null().to_numpy()), None)
+
+
 def dim(arg: int, axis: int) -> pl.Expr:
     """Size ``axis`` (negative: from the end) of input ``arg`` (null where the input has no such axis)."""
     return pl.col("shape").list.get(arg, null_on_oob=True).list.get(axis, null_on_oob=True)
