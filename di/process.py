@@ -24,6 +24,17 @@ MMAP_THRESHOLD = 1 << 20
 """Bytes from which glibc's malloc maps each allocation on its own (its default
 starts at 128 KiB and rises, up to 32 MiB, with every large block freed)."""
 
+ANALYSIS_MMAP_THRESHOLD = 16 << 20
+"""The mmap threshold of the commands that run the analyses (:data:`ANALYSIS_COMMANDS`), set once the command is
+known. An analysis allocates and frees many columns of a few MiB (an int64 column of 1.2 M events is 9.6 MB): from
+the heap, the next one reuses the pages the last one freed, where mapped on its own each one faults its pages in
+afresh. On this project's 2-core VM, ``di analyze`` of the real-shaped 1.2 M-event profile (issue 16) took 1.20-1.50
+instead of 2.79-3.35 s of system time from its JSON (0.33-0.36 M page faults instead of 0.69-0.91 M) and 0.91-1.14
+instead of 1.46-1.78 s from its ``.di`` store, for 45-60 MB (4-5%) more peak RSS. ``di convert``, which holds the
+whole trace while it writes, keeps :data:`MMAP_THRESHOLD`: at 16 MiB its peak rose from 1,544-1,565 to 1,813 MB."""
+ANALYSIS_COMMANDS = ("analyze", "report", "diff")
+"""The ``di`` commands that run the analyses over one or two traces."""
+
 _M_MMAP_THRESHOLD = -3
 """glibc's ``mallopt`` parameter number for the mmap threshold (malloc.h)."""
 
@@ -49,8 +60,9 @@ def space_full_collections() -> tuple[int, int, int]:
     return before
 
 
-def map_large_blocks() -> bool:
-    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD`; False where malloc is not glibc's.
+def map_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Fix glibc's mmap threshold at ``threshold`` bytes (:data:`MMAP_THRESHOLD`, or :data:`ANALYSIS_MMAP_THRESHOLD`
+    for the analysing commands); False where malloc is not glibc's or refuses the value.
 
     With glibc's rising threshold, the engine's arrays of a few MiB to 32 MiB
     come from the heap, and what one analysis frees stays in the heap's
@@ -58,9 +70,9 @@ def map_large_blocks() -> bool:
     Mapped on their own, they are returned when freed: the whole-process peak of
     ``di analyze`` on a 64-rank, 2 M-event job fell from 762-779 to 679-702 MB,
     and on a 1.2 M-event Kineto profile from 1,226-1,235 to 1,121-1,163 MB, CPU
-    within noise (issue 19). Once set, it holds for the rest of the process.
+    within noise (issue 19). It holds until it is set again.
     """
-    return _mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    return _mallopt(_M_MMAP_THRESHOLD, threshold)
 
 
 def keep_heap_top() -> bool:
