@@ -24,16 +24,22 @@ MMAP_THRESHOLD = 1 << 20
 """Bytes from which glibc's malloc maps each allocation on its own (its default
 starts at 128 KiB and rises, up to 32 MiB, with every large block freed)."""
 
-ANALYSIS_MMAP_THRESHOLD = 16 << 20
-"""The mmap threshold of the commands that run the analyses (:data:`ANALYSIS_COMMANDS`), set once the command is
-known. An analysis allocates and frees many columns of a few MiB (an int64 column of 1.2 M events is 9.6 MB): from
-the heap, the next one reuses the pages the last one freed, where mapped on its own each one faults its pages in
-afresh. On this project's 2-core VM, ``di analyze`` of the real-shaped 1.2 M-event profile (issue 16) took 1.20-1.50
-instead of 2.79-3.35 s of system time from its JSON (0.33-0.36 M page faults instead of 0.69-0.91 M) and 0.91-1.14
-instead of 1.46-1.78 s from its ``.di`` store, for 45-60 MB (4-5%) more peak RSS. ``di convert``, which holds the
-whole trace while it writes, keeps :data:`MMAP_THRESHOLD`: at 16 MiB its peak rose from 1,544-1,565 to 1,813 MB."""
-ANALYSIS_COMMANDS = ("analyze", "report", "diff")
-"""The ``di`` commands that run the analyses over one or two traces."""
+READING_MMAP_THRESHOLD = 16 << 20
+"""The mmap threshold of the commands that read traces and write only what they find (:data:`READING_COMMANDS`),
+set once the command is known. Reading and analysing allocate and free many columns of a few MiB (an int64 column of
+1.2 M events is 9.6 MB): from the heap, the next one reuses the pages the last one freed, where mapped on its own each
+one faults its pages in afresh. On this project's 2-core VM, on the real-shaped 1.2 M-event profile (issue 16):
+
+- ``di analyze`` of its JSON: 1.20-1.50 instead of 2.79-3.35 s of system time (0.33-0.36 M page faults instead of
+  0.69-0.91 M), 45-55 MB (4%) more peak RSS; of its ``.di`` store: 0.91-1.14 instead of 1.46-1.78 s, 50 MB more;
+- ``di info`` of its JSON: 0.70-0.81 instead of 0.96-1.02 s, the same peak;
+- ``di analyze`` of a 64-rank 1.2 M-event store: 0.84-0.99 instead of 1.98-2.24 s, 0-20 MB more.
+
+The commands that write a trace (``di convert``, ``view``, ``demo``) keep :data:`MMAP_THRESHOLD`: they hold the
+trace while they encode it, and at 16 MiB the peak of a ``di convert`` of the same JSON to Perfetto rose from
+1,544-1,565 to 1,813 MB."""
+READING_COMMANDS = ("analyze", "report", "diff", "info")
+"""The ``di`` commands that read traces and write no trace of their own: analyses, reports, summaries."""
 
 _M_MMAP_THRESHOLD = -3
 """glibc's ``mallopt`` parameter number for the mmap threshold (malloc.h)."""
@@ -61,8 +67,8 @@ def space_full_collections() -> tuple[int, int, int]:
 
 
 def map_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
-    """Fix glibc's mmap threshold at ``threshold`` bytes (:data:`MMAP_THRESHOLD`, or :data:`ANALYSIS_MMAP_THRESHOLD`
-    for the analysing commands); False where malloc is not glibc's or refuses the value.
+    """Fix glibc's mmap threshold at ``threshold`` bytes (:data:`MMAP_THRESHOLD`, or :data:`READING_MMAP_THRESHOLD`
+    for the commands that only read traces); False where malloc is not glibc's or refuses the value.
 
     With glibc's rising threshold, the engine's arrays of a few MiB to 32 MiB
     come from the heap, and what one analysis frees stays in the heap's

@@ -122,11 +122,11 @@ def test_the_heap_keeps_its_top_for_the_next_blocks() -> None:
     assert _returned_kb(TOP_CHILD, "padded") < 4 << 10
 
 
-ANALYSIS_CHILD = (
+READING_CHILD = (
     MALLOC
     + r"""
 assert process.map_large_blocks(
-    process.ANALYSIS_MMAP_THRESHOLD if sys.argv[1] == "analysis" else process.MMAP_THRESHOLD
+    process.READING_MMAP_THRESHOLD if sys.argv[1] == "reading" else process.MMAP_THRESHOLD
 )
 blocks = [libc.malloc(9 << 20) for _ in range(8)]  # a 1.2 M-event int64 column is 9.6 MB
 pin = libc.malloc(256 << 10)  # after them, so a heap cannot give their pages back by trimming its top
@@ -141,13 +141,13 @@ print(held - rss_kb())
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not _glibc(), reason="glibc's malloc only")
-def test_analysing_commands_keep_column_sized_blocks_for_reuse() -> None:
-    """72 MiB in 9 MiB blocks, freed below a live block: mapped on their own (any command but the analysing ones)
-    they go back to the system, to be faulted in again by the next; under the analysing commands' threshold the heap
-    keeps them for the next analysis."""
-    assert _returned_kb(ANALYSIS_CHILD, "other") > 64 << 10
-    assert _returned_kb(ANALYSIS_CHILD, "analysis") < 8 << 10
-    assert set(process.ANALYSIS_COMMANDS) <= set(_parser_commands())
+def test_reading_commands_keep_column_sized_blocks_for_reuse() -> None:
+    """72 MiB in 9 MiB blocks, freed below a live block: mapped on their own (the commands that write a trace) they
+    go back to the system, to be faulted in again by the next; under the reading commands' threshold the heap keeps
+    them for the next step. Every reading command is a command of the CLI."""
+    assert _returned_kb(READING_CHILD, "other") > 64 << 10
+    assert _returned_kb(READING_CHILD, "reading") < 8 << 10
+    assert set(process.READING_COMMANDS) <= set(_parser_commands())
 
 
 def _parser_commands() -> list[str]:

@@ -95,8 +95,8 @@ def _run(argv: list[str] | None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
-    if args.command in process.ANALYSIS_COMMANDS:
-        process.map_large_blocks(process.ANALYSIS_MMAP_THRESHOLD)
+    if args.command in process.READING_COMMANDS:
+        process.map_large_blocks(process.READING_MMAP_THRESHOLD)
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
     notes = _notes(err, args.command)
