@@ -242,3 +242,42 @@ def test_window_reaches_io_and_counters(recorded_job, tmp_path, capsys):
     in_window = trace.samples.filter(pl.col("ts_ns").is_between(t0, t0 + cut)).height
     assert 0 < sum(r["samples"] for r in tables["counters"]) <= in_window
     assert sum(r["samples"] for r in tables["counters"]) < sum(r["samples"] for r in whole["counters"])
+
+
+def test_axes_label_at_most_max_tick_labels() -> None:
+    """A heat map of 750 steps labels 24 of them, evenly spaced, the first and the last among them; a short axis keeps
+    every label. Each label is text matplotlib measures and draws: one per step cost a 750-step profile's report 6 of
+    its 15 CPU-s."""
+    from matplotlib.figure import Figure
+
+    from di.viewers.report.page import MAX_TICK_LABELS, label_ticks
+
+    ax = Figure().add_subplot()
+    ax.imshow([[0.0] * 750] * 3, aspect="auto")
+    label_ticks(ax.xaxis, range(750), [str(s) for s in range(750)])
+    label_ticks(ax.yaxis, range(3), ["rank 0", "rank 1", "rank 2"])
+    shown = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(shown) == MAX_TICK_LABELS and shown[0] == "0" and shown[-1] == "749"
+    gaps = {int(b) - int(a) for a, b in zip(shown, shown[1:])}
+    assert max(gaps) - min(gaps) <= 1
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["rank 0", "rank 1", "rank 2"]
+
+
+def test_imbalance_heat_map_values_against_python() -> None:
+    """Each cell: a rank's work in a step as % above the step's mean over every rank of the breakdown (a rank with no
+    work there counts 0; a step whose mean is 0 shows 0), checked against plain Python on uneven work."""
+    from di.viewers.report.imbalance import _relative_work
+
+    work = pl.DataFrame(
+        {"rank": [0, 0, 1, 2, 2, 0], "step": [3, 5, 3, 3, 5, 9], "work_ns": [10, 30, 20, 60, 10, 0]},
+        schema={"rank": pl.Int32, "step": pl.Int64, "work_ns": pl.Int64},
+    )
+    ranks, steps, z = _relative_work(pl.Series([2, 0, 1, 1, 3], dtype=pl.Int32), work)
+    assert ranks == [0, 1, 2, 3] and steps == [3, 5, 9]
+    cells = {(r, s): w for r, s, w in work.iter_rows()}
+    for i, r in enumerate(ranks):
+        for j, s in enumerate(steps):
+            mean = sum(cells.get((q, s), 0) for q in ranks) / len(ranks)
+            want = 100 * (cells.get((r, s), 0) / mean - 1) if mean else 0.0
+            assert z[i, j] == pytest.approx(want)
+    assert z[3, 0] == pytest.approx(-100.0) and z[2, 0] == pytest.approx(100 * (60 / 22.5 - 1))

@@ -7,10 +7,11 @@ colour is a rank's work in a step relative to that step's mean over ranks.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from di.engine.imbalance import WORK
-from di.viewers.report.page import Section, ms, new_figure, pct, svg_plot, table
+from di.viewers.report.page import Section, label_ticks, ms, new_figure, pct, svg_plot, table
 
 
 def work_per_step(result) -> tuple[str, pl.DataFrame]:  # noqa: ANN001
@@ -38,19 +39,13 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     side, work = work_per_step(ctx.result)
     body, hints = "", []
     if work.height:
-        ranks = sorted(
-            set(ctx.result.breakdown.get_column("rank").to_list())
-        )  # ranks without work in a step count as 0
-        steps = sorted(set(work.get_column("step").to_list()))
-        grid = {(r, s): w for r, s, w in work.iter_rows()}
-        means = {s: sum(grid.get((r, s), 0) for r in ranks) / len(ranks) for s in steps}
-        z = [[100 * (grid.get((r, s), 0) / means[s] - 1) if means[s] else 0.0 for s in steps] for r in ranks]
-        lim = max(5.0, max(abs(v) for row in z for v in row))
+        ranks, steps, z = _relative_work(ctx.result.breakdown.get_column("rank"), work)
+        lim = max(5.0, float(np.abs(z).max()))
         fig = new_figure(min(10, 2 + 0.5 * len(steps)), min(8, 1.2 + 0.35 * len(ranks)))
         ax = fig.add_subplot()
         im = ax.imshow(z, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
-        ax.set_yticks(range(len(ranks)), [f"rank {r}" for r in ranks])
-        ax.set_xticks(range(len(steps)), [str(s) for s in steps])
+        label_ticks(ax.yaxis, range(len(ranks)), [f"rank {r}" for r in ranks])
+        label_ticks(ax.xaxis, range(len(steps)), [str(s) for s in steps])
         ax.set_xlabel("step")
         fig.colorbar(im, ax=ax, label="work vs step mean (%)")
         body += (
@@ -78,6 +73,24 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         rows,
     )
     return Section("imbalance", "Load imbalance across ranks", body, hints)
+
+
+def _relative_work(rank: pl.Series, work: pl.DataFrame) -> tuple[list[int], list[int], np.ndarray]:
+    """(ranks, steps, z): the ranks of the breakdown (``rank``; one without work in a step counts 0 there), the steps
+    of ``work`` (rank, step, work_ns), both sorted, and per rank and step the % of its work above the step's mean over
+    the ranks (0 where that mean is 0)."""
+    ranks = rank.unique().sort().to_numpy()
+    steps = work.get_column("step").unique().sort().to_numpy()
+    grid = np.zeros((ranks.size, steps.size))
+    grid[
+        np.searchsorted(ranks, work.get_column("rank").to_numpy()),
+        np.searchsorted(steps, work.get_column("step").to_numpy()),
+    ] = work.get_column("work_ns").to_numpy()
+    mean = grid.mean(axis=0)
+    z = np.zeros_like(grid)
+    np.divide(grid, mean, out=z, where=mean != 0)
+    z = np.where(mean != 0, 100 * (z - 1), 0.0)
+    return ranks.tolist(), steps.tolist(), z
 
 
 def _straggler_hint(imb: pl.DataFrame, side: str) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from di.viewers.report.page import Section, ms, new_figure, pct, svg_plot, table
+from di.viewers.report.page import Section, label_ticks, ms, new_figure, pct, svg_plot, table
 
 PAIRS = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
 
@@ -35,7 +35,7 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
             ax.bar(
                 [k + i * width for k in range(len(ranks))], [100 * sel.get(r, 0.0) for r in ranks], width, label=pair
             )
-        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(ranks))], [f"rank {r}" for r in ranks])
+        label_ticks(ax.xaxis, [k + 0.4 - width / 2 for k in range(len(ranks))], [f"rank {r}" for r in ranks])
         ax.set_ylabel("% hidden")
         ax.set_ylim(0, 100)
         ax.legend(ncol=4, fontsize=8, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0))

@@ -141,6 +141,22 @@ def _label(column: str) -> str:
     return column.replace("_", " ")
 
 
+MAX_TICK_LABELS = 24
+"""The most labelled ticks on one axis of a plot. matplotlib lays out and draws every label's text: the imbalance
+heat map of a 750-step profile, a label per step, took 6 of its report's 15 CPU-s (issue 16), and a few dozen labels
+are all an axis can show legibly."""
+
+
+def label_ticks(axis: Any, positions: Sequence[float], labels: Sequence[str]) -> None:
+    """Ticks at ``positions`` with ``labels`` on ``axis`` (``ax.xaxis`` or ``ax.yaxis``); more than
+    :data:`MAX_TICK_LABELS` are thinned to that many, evenly spaced, the first and the last kept."""
+    if len(labels) > MAX_TICK_LABELS:
+        last = len(labels) - 1
+        keep = sorted({round(k * last / (MAX_TICK_LABELS - 1)) for k in range(MAX_TICK_LABELS)})
+        positions, labels = [positions[k] for k in keep], [labels[k] for k in keep]
+    axis.set_ticks(list(positions), list(labels))
+
+
 def new_figure(width: float = 9.0, height: float = 3.2) -> Any:
     """A matplotlib Figure not tied to pyplot's global state (no GUI backend)."""
     from matplotlib.figure import Figure

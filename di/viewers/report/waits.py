@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from di.viewers.report.page import Section, ms, new_figure, svg_plot, table
+from di.viewers.report.page import Section, label_ticks, ms, new_figure, svg_plot, table
 
 ADVICE = {
     "wait_nxn": "check its input pipeline, data shard or extra work before the collective",
@@ -66,8 +66,8 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     fig = new_figure(min(8, 2.5 + 0.4 * len(ranks)), min(7, 1.5 + 0.35 * len(ranks)))
     ax = fig.add_subplot()
     im = ax.imshow([[grid.get((a, b), 0) / 1e6 for b in ranks] for a in ranks], cmap="Oranges", aspect="auto")
-    ax.set_yticks(range(len(ranks)), [str(r) for r in ranks])
-    ax.set_xticks(range(len(ranks)), [str(r) for r in ranks])
+    label_ticks(ax.yaxis, range(len(ranks)), [str(r) for r in ranks])
+    label_ticks(ax.xaxis, range(len(ranks)), [str(r) for r in ranks])
     ax.set_ylabel("waiting rank")
     ax.set_xlabel("rank that caused the wait")
     fig.colorbar(im, ax=ax, label="ms waited")
