@@ -281,3 +281,31 @@ def test_imbalance_heat_map_values_against_python() -> None:
             want = 100 * (cells.get((r, s), 0) / mean - 1) if mean else 0.0
             assert z[i, j] == pytest.approx(want)
     assert z[3, 0] == pytest.approx(-100.0) and z[2, 0] == pytest.approx(100 * (60 / 22.5 - 1))
+
+
+def test_bar_charts_draw_the_rows_least_like_the_median() -> None:
+    """Of more rows than MAX_BARS, a chart draws the ones least like the median row, in their order, and says so; a
+    straggler among 200 ranks is always drawn. Fewer rows: all, with no note."""
+    import numpy as np
+
+    from di.viewers.report.page import MAX_BARS, share_bars, unusual_rows
+
+    values = np.full((200, 3), 10.0)
+    values[150] = [90.0, 5.0, 5.0]  # the straggler
+    values[7, 1] = 12.0
+    assert unusual_rows(values, 2).tolist() == [7, 150]
+    assert unusual_rows(values[:5], 8).tolist() == [0, 1, 2, 3, 4]
+    wide = pl.DataFrame(
+        {
+            "rank": list(range(200)),
+            "scope": ["host"] * 200,
+            "span_ns": [1000] * 200,
+            "compute": (values[:, 0] * 10).astype(int),
+            "idle": (values[:, 1] * 10).astype(int),
+        }
+    )
+    svg = share_bars(wide, [("compute", "C0", "compute"), ("idle", "C1", "idle")], "%", "test")
+    assert svg.count('id="ytick_') == MAX_BARS and "rank 150 host" in svg
+    assert f"{MAX_BARS} of 200 rows drawn" in svg
+    few = share_bars(wide.head(3), [("compute", "C0", "compute")], "%", "test")
+    assert few.count('id="ytick_') == 3 and "drawn" not in few

@@ -7,9 +7,10 @@ first activity is absent (reason given).
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from di.viewers.report.page import Section, label_ticks, ms, new_figure, pct, svg_plot, table
+from di.viewers.report.page import MAX_BARS, Section, drawn_note, ms, new_figure, pct, svg_plot, table, unusual_rows
 
 PAIRS = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
 
@@ -26,20 +27,25 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     defined = o.filter(pl.col("ratio").is_not_null())
     body = ""
     if defined.height:
-        ranks = sorted(set(o.get_column("rank").to_list()))
+        ranks = o.get_column("rank").unique().sort().to_numpy()
+        hidden = np.zeros((ranks.size, len(PAIRS)))  # % hidden per rank and pair, 0 where undefined
+        for i, pair in enumerate(PAIRS):
+            sel = defined.filter(pl.col("pair") == pair)
+            hidden[np.searchsorted(ranks, sel.get_column("rank").to_numpy()), i] = (
+                100 * sel.get_column("ratio").to_numpy()
+            )
+        drawn = unusual_rows(hidden, MAX_BARS // len(PAIRS))
+        ranks, hidden = ranks[drawn], hidden[drawn]
         fig = new_figure(9, 2.6)
         ax = fig.add_subplot()
         width = 0.8 / len(PAIRS)
         for i, pair in enumerate(PAIRS):
-            sel = {r: v for r, v in defined.filter(pl.col("pair") == pair).select("rank", "ratio").iter_rows()}
-            ax.bar(
-                [k + i * width for k in range(len(ranks))], [100 * sel.get(r, 0.0) for r in ranks], width, label=pair
-            )
-        label_ticks(ax.xaxis, [k + 0.4 - width / 2 for k in range(len(ranks))], [f"rank {r}" for r in ranks])
+            ax.bar([k + i * width for k in range(ranks.size)], hidden[:, i], width, label=pair)
+        ax.set_xticks([k + 0.4 - width / 2 for k in range(ranks.size)], [f"rank {r}" for r in ranks])
         ax.set_ylabel("% hidden")
         ax.set_ylim(0, 100)
         ax.legend(ncol=4, fontsize=8, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0))
-        body += svg_plot(fig, "overlap per rank")
+        body += svg_plot(fig, "overlap per rank") + drawn_note(ranks.size, o.get_column("rank").n_unique(), "ranks")
     body += table("overlap", ["rank", "pair", "ratio", "numerator_ns", "denominator_ns", "reason"], rows)
     hints = []
     b = ctx.result.breakdown

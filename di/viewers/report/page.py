@@ -165,23 +165,62 @@ def new_figure(width: float = 9.0, height: float = 3.2) -> Any:
     return fig
 
 
+MAX_BARS = 32
+"""The most rows a bar chart of the report draws (a bar, or a group of bars, per rank or per rank and scope). Each bar
+is a shape and each row a label that matplotlib lays out and draws: a 64-rank job's two charts of 128 stacked bars took
+5.9 of its report's 16 CPU-s, and a thousand rows would be unreadable as well as slow. The tables list every row."""
+
+
+def unusual_rows(values: Any, most: int = MAX_BARS) -> Any:
+    """The positions, in order, of the ``most`` rows of ``values`` (a rows x columns float array) least like the median
+    row: the largest sums of absolute differences from each column's median, the earlier row first among equal ones.
+    All rows when there are no more than ``most``."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape[0] <= most:
+        return np.arange(values.shape[0])
+    distance = np.abs(values - np.median(values, axis=0)).sum(axis=1)
+    return np.sort(np.argsort(-distance, kind="stable")[:most])
+
+
+def drawn_note(drawn: int, rows: int, what: str) -> str:
+    """The note under a chart that draws ``drawn`` of ``rows`` rows (:func:`unusual_rows`); empty when it draws all."""
+    if drawn == rows:
+        return ""
+    return (
+        f'<p class="note">{drawn} of {rows} {what} drawn: those least like the median one (the largest summed '
+        "differences from the median of each column); the table lists them all.</p>"
+    )
+
+
 def share_bars(wide: Any, parts: Sequence[tuple[str, str, str]], xlabel: str, label: str) -> str:
     """Horizontal stacked bars, one per row of ``wide`` (columns rank, scope, span_ns and each part's ns), of each
-    part as a % of the row's span; ``parts``: (column, colour, legend label) in stacking order. The SVG."""
-    labels = [f"rank {r} {s}" for r, s in zip(wide.get_column("rank"), wide.get_column("scope"))]
+    part as a % of the row's span; ``parts``: (column, colour, legend label) in stacking order. More rows than
+    :data:`MAX_BARS`: the :func:`unusual_rows` of the parts' shares. The SVG, and the note saying which rows it draws."""
+    import numpy as np
+
+    span = wide.get_column("span_ns").fill_null(0).to_numpy().astype(np.float64)
+    shares = np.zeros((wide.height, len(parts)))
+    for k, (column, _, _) in enumerate(parts):
+        time_ns = wide.get_column(column).fill_null(0).to_numpy().astype(np.float64)
+        np.divide(100 * time_ns, span, out=shares[:, k], where=span != 0)
+    rows = unusual_rows(shares)
+    shares = shares[rows]
+    labels = [
+        f"rank {r} {s}" for r, s in zip(wide.get_column("rank").gather(rows), wide.get_column("scope").gather(rows))
+    ]
     fig = new_figure(9, max(1.6, 0.32 * len(labels) + 0.9))
     ax = fig.add_subplot()
-    left = [0.0] * len(labels)
-    spans = wide.get_column("span_ns").to_list()
-    for column, color, legend in parts:
-        vals = [100 * (t or 0) / s if s else 0.0 for t, s in zip(wide.get_column(column).to_list(), spans)]
-        ax.barh(labels, vals, left=left, color=color, label=legend)
-        left = [a + v for a, v in zip(left, vals)]
+    left = np.zeros(len(labels))
+    for k, (_, color, legend) in enumerate(parts):
+        ax.barh(labels, shares[:, k], left=left, color=color, label=legend)
+        left = left + shares[:, k]
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     ax.set_xlim(0, 100)
     ax.legend(ncol=max(len(parts), 1), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=8)
-    return svg_plot(fig, label)
+    return svg_plot(fig, label) + drawn_note(rows.size, wide.height, "rows")
 
 
 def svg_plot(fig: Any, label: str) -> str:
