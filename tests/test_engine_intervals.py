@@ -90,3 +90,31 @@ def test_breakdown_sweep_matches_reference(items, host):
     got = _sweep_arrays(frame, g, np.arange(g.size), 3, host_group)
     want = sweep_reference(g, s, e, a, host_group, 3)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(-3, 3)), max_size=40),
+    st.lists(st.tuples(st.integers(-1, 6), st.integers(-4, 4)), max_size=20),
+    st.sampled_from([0, 2**61, -(2**62)]),
+)
+def test_pair_positions_is_searchsorted_over_pairs(sorted_items, queries, shift):
+    """Each query pair's count of the sorted pairs before it, as Python's bisect over tuples gives it; with times
+    near int64's ends the packed keys do not fit and the lexsort path answers the same."""
+    import bisect
+
+    pairs = sorted(sorted_items)
+    g = np.array([p[0] for p in pairs], np.int64)
+    t = np.array([p[1] for p in pairs], np.int64) + shift
+    qg = np.array([q[0] for q in queries], np.int64)
+    qt = np.array([q[1] for q in queries], np.int64) + shift
+    want = [bisect.bisect_left(pairs, (a, b)) for a, b in queries]
+    assert iv.pair_positions(g, t, qg, qt).tolist() == want
+    if pairs and queries:  # the same with a time range too wide to pack
+        wide_t, wide_qt = t.copy(), qt.copy()
+        wide_t[t == t.max()] += 2**62 if shift <= 0 else 0
+        wide = sorted(zip(g.tolist(), wide_t.tolist()))
+        g2, t2 = np.array([p[0] for p in wide], np.int64), np.array([p[1] for p in wide], np.int64)
+        assert iv.pair_positions(g2, t2, qg, wide_qt).tolist() == [
+            bisect.bisect_left(wide, (a, b)) for a, b in zip(qg.tolist(), wide_qt.tolist())
+        ]

@@ -266,3 +266,21 @@ def test_analysis_track_per_gpu_survives_a_round_trip(tmp_path: Path) -> None:
     assert (slices.get_column("end_ns") - slices.get_column("start_ns")).sum() == round(13.53 * MS)
     assert json.loads(slices.filter(pl.col("start_ns") == 10 * MS).item(0, "args"))["operator"] == "aten::add"
     assert without_analysis(back).events.height == trace.events.height
+
+
+def test_the_work_after_a_gap_is_the_one_launched_first() -> None:
+    """Of the works that start where a gap ends, the one whose launch started first; launched ones before the
+    others; among unlaunched ones the lowest row. Checked on rows stored out of time order, in two groups."""
+    import numpy as np
+
+    from di.engine.gpu_idle import _next_work
+
+    #                  row: 0   1   2   3   4   5   6   7   8  9
+    start = np.array([50, 10, 10, 10, 0, 10, 10, 0, 3, 5], np.int64)
+    group = np.array([0, 0, 0, 0, 0, 1, 1, 1, -1, -1], np.int64)
+    launch = np.array([-1, -1, 9, 8, -1, -1, -1, -1, -1, -1], np.int64)
+    rows = np.arange(8, dtype=np.int64)
+    got = _next_work(np.array([0, 0, 1]), np.array([10, 50, 10]), rows, group, start, launch)
+    assert got.tolist() == [3, 0, 5]  # launched at 3 beats launched at 5 and unlaunched row 1; row 5 before row 6
+    launch[3] = -1
+    assert _next_work(np.array([0]), np.array([10]), rows, group, start, launch).tolist() == [2]

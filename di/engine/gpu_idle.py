@@ -120,28 +120,28 @@ def idle_gaps(frame: EventFrame, *, per_step: bool = False, kernel_wait_ns: int 
     u = iv.union_rows(rows, groups.of_event, frame.start_ns, frame.end_ns, groups.n)
     lo, hi = iv.group_extent(u.group, u.start_ns, u.end_ns, groups.n)
     inside = np.flatnonzero(u.group[1:] == u.group[:-1])
-    gaps = pl.DataFrame(
-        {"g": u.group[1:][inside], "a": u.end_ns[:-1][inside], "b": u.start_ns[1:][inside]},
-        schema={"g": pl.Int64, "a": pl.Int64, "b": pl.Int64},
-    ).with_row_index("gap")
-    launch_of = launch_calls(frame)
-    launch = launch_of[rows]
-    starting = pl.DataFrame(
+    g, b = u.group[1:][inside], u.start_ns[1:][inside]
+    launch = launch_calls(frame)
+    nxt = _next_work(g, b, rows, groups.of_event, frame.start_ns, launch)
+    launch = launch[nxt]
+    first = pl.DataFrame(
         {
-            "g": groups.of_event[rows],
-            "b": frame.start_ns[rows],
-            "next_row": rows,
-            "launch_row": np.where(launch >= 0, launch, 0),
-            "l": np.where(launch >= 0, frame.start_ns[np.maximum(launch, 0)], 0),
+            "g": g,
+            "a": u.end_ns[:-1][inside],
+            "b": b,
+            "next_row": nxt,
+            "launch_row": launch,
+            "l": frame.start_ns[np.maximum(launch, 0)],
         },
-        schema={"g": pl.Int64, "b": pl.Int64, "next_row": pl.Int64, "launch_row": pl.Int64, "l": pl.Int64},
+        schema={
+            "g": pl.Int64,
+            "a": pl.Int64,
+            "b": pl.Int64,
+            "next_row": pl.Int64,
+            "launch_row": pl.Int64,
+            "l": pl.Int64,
+        },
     ).with_columns(pl.when(pl.Series(launch >= 0)).then(pl.col("launch_row", "l")))
-    # of the works that start when the gap ends, the one launched first (launched ones before the others)
-    first = (
-        gaps.join(starting, on=["g", "b"], how="left")
-        .sort("gap", "l", "next_row", nulls_last=True)
-        .unique("gap", keep="first", maintain_order=True)
-    )
     in_sync = _launcher_in_sync(frame, first)
     a, b, launched = pl.col("a"), pl.col("b"), pl.col("l").is_not_null()
     late = launched & (pl.col("l") > a)
@@ -174,6 +174,33 @@ def idle_gaps(frame: EventFrame, *, per_step: bool = False, kernel_wait_ns: int 
         )
         .sort("rank", "device", "step", "start_ns", nulls_last=False)
     )
+
+
+def _next_work(
+    g: np.ndarray, b: np.ndarray, rows: np.ndarray, group: np.ndarray, start_ns: np.ndarray, launch: np.ndarray
+) -> np.ndarray:
+    """Per gap of group ``g[i]`` that ends at ``b[i]``, the event row of the work that ended it: of the ``rows`` of
+    that group that start at ``b[i]`` (one at least: a gap ends where work starts), the one launched first (by its
+    launch's start, ``launch``: each event's launch row, -1 for none), the launched ones before the others, then the
+    lowest row. numpy searches over the rows sorted by (group, start), not a join of every gap with every row."""
+    if not g.size:
+        return np.zeros(0, np.int64)
+    srt = iv.rows_order(rows, group, start_ns, int(group.max()) + 1)  # stable: equal starts in row order
+    sg, sb = group[srt], start_ns[srt]
+    first = iv.pair_positions(sg, sb, g, b)
+    run_end = np.r_[np.flatnonzero((sg[1:] != sg[:-1]) | (sb[1:] != sb[:-1])) + 1, srt.size]
+    count = run_end[np.searchsorted(run_end, first, side="right")] - first
+    best = first.copy()
+    tied = np.flatnonzero(count > 1)
+    if tied.size:  # several works start at the gap's end: order each run by (unlaunched, launch start, row)
+        n = count[tied]
+        at = np.repeat(first[tied], n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        by = launch[srt[at]]
+        order = np.lexsort(
+            (srt[at], np.where(by >= 0, start_ns[np.maximum(by, 0)], 0), by < 0, np.repeat(np.arange(tied.size), n))
+        )
+        best[tied] = at[order[np.cumsum(n) - n]]
+    return srt[best]
 
 
 def gpu_idle_tables(

@@ -259,6 +259,35 @@ def group_sum(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray
     return out
 
 
+def pair_positions(
+    group_sorted: np.ndarray, time_sorted: np.ndarray, group: np.ndarray, time: np.ndarray
+) -> np.ndarray:
+    """For each pair (``group[i]``, ``time[i]``), the number of pairs of (``group_sorted``, ``time_sorted``), which are
+    sorted by (group, time), that come before it: ``np.searchsorted(side="left")`` over pairs, int64.
+
+    One search of packed int64 keys when the groups and the range of times fit in 62 bits (as :func:`rows_order`
+    packs them), else one lexsort of both sets of pairs."""
+    n, m = group_sorted.size, group.size
+    if not n or not m:
+        return np.zeros(m, np.int64)
+    lo = min(int(time_sorted.min()), int(time.min()))
+    bits = max(max(int(time_sorted.max()), int(time.max())) - lo, 1).bit_length()
+    top = max(int(group_sorted.max()), int(group.max()))
+    if min(int(group_sorted.min()), int(group.min())) >= 0 and top.bit_length() + bits <= 62:
+        sorted_keys = (group_sorted.astype(np.int64) << bits) | (time_sorted - lo)
+        return np.searchsorted(sorted_keys, (group.astype(np.int64) << bits) | (time - lo), side="left").astype(
+            np.int64
+        )
+    # the queries first among equal pairs: a query's place less the queries before it counts the sorted pairs before it
+    order = np.lexsort(
+        (np.r_[np.ones(n, np.int8), np.zeros(m, np.int8)], np.r_[time_sorted, time], np.r_[group_sorted, group])
+    )
+    at = np.flatnonzero(order >= n)
+    out = np.empty(m, np.int64)
+    out[order[at] - n] = at - np.arange(m)
+    return out
+
+
 def group_extent(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """First start and last end per group (both 0 for a group with no interval), int64."""
     lo = np.full(n_groups, np.iinfo(np.int64).max, np.int64)
