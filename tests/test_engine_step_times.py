@@ -151,3 +151,16 @@ def test_the_report_shows_the_step_times_and_names_the_straggler() -> None:
     assert 'data-table="step_times"' in page
     assert f"Rank {STRAGGLER}&#x27;s typical step (110.0 ms) is 10 % longer than the fastest rank" in page
     assert f"step {HICCUP_STEP} on rank {STRAGGLER}, 82 % longer" in page
+
+
+def test_candidate_rows_split_by_rank() -> None:
+    """Each rank's rows, ascending; a row of a rank not listed (an event on a location the locations table lacks,
+    read as rank 0) belongs to none."""
+    import numpy as np
+
+    from di.engine.steps import _by_rank
+
+    rank_ev = np.array([0, 3, 5, 3, 0, 5, 3], np.int64)
+    mask = np.array([True, True, True, True, True, False, True])
+    got = _by_rank(mask, rank_ev, np.array([3, 5, 7], np.int64))
+    assert [g.tolist() for g in got] == [[1, 3, 6], [2], []]

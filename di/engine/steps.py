@@ -66,35 +66,48 @@ def find_steps(trace: Trace) -> pl.DataFrame:
     on_log = log_of[loc] & ~ev.get_column("instant").to_numpy()
     cats = ev.schema["cat"].categories.to_list()  # type: ignore[attr-defined]
     cat = ev.get_column("cat").to_physical().to_numpy()
+    ranks = np.unique(rank_of[li])
+    rank_ev = rank_of[loc]
+    # each kind of candidate row split by rank once (not a pass over every event per rank)
+    cpu = _by_rank(on_cpu, rank_ev, ranks)
+    step_marks = _by_rank(on_cpu & (cat == cats.index("step")), rank_ev, ranks)
+    log_marks = _by_rank(on_log & (cat == cats.index("step")), rank_ev, ranks)
+    user_marks = _by_rank(on_cpu & (cat == cats.index("user")), rank_ev, ranks)
     found = []
     coll = _collective_starts(trace)
-    for rank in np.unique(rank_of[li]):
-        mine = on_cpu & (rank_of[loc] == rank)
-        marks = _rows(ev, mine & (cat == cats.index("step")), rank_of)
+    for k, rank in enumerate(ranks):
+        marks = _rows(ev, step_marks[k], rank_of)
         source = "marker"
         if not marks.height:  # a text log's steps (its ``marker`` timelines) where the trace has none
-            marks = _rows(ev, on_log & (rank_of[loc] == rank) & (cat == cats.index("step")), rank_of)
+            marks = _rows(ev, log_marks[k], rank_of)
         if not marks.height:
-            marks = _rows(ev, mine & (cat == cats.index("user")), rank_of)
+            marks = _rows(ev, user_marks[k], rank_of)
             marks = marks.filter(pl.col("name").cast(pl.String).str.contains(STEP_ANNOTATION))
             source = "annotation"
         if marks.height:
             found.append(_from_marks(marks, int(rank), source))
         else:
-            main = int(np.argmax(np.bincount(loc[mine], minlength=n_loc))) if mine.any() else -1
-            found.append(
-                _detected(
-                    _rows(ev, mine & (loc == main) & (ev.get_column("depth").to_numpy() <= 1), rank_of), int(rank), coll
-                )
-            )
+            mine = cpu[k]
+            main = int(np.argmax(np.bincount(loc[mine], minlength=n_loc))) if mine.size else -1
+            top = mine[(loc[mine] == main) & (ev.get_column("depth").to_numpy()[mine] <= 1)]
+            found.append(_detected(_rows(ev, top, rank_of), int(rank), coll))
     found = [f for f in found if f.height]
     if not found:
         return pl.DataFrame(schema=_STEP_SCHEMA)
     return pl.concat([f.cast(_STEP_SCHEMA) for f in found]).sort("rank", "start_ns")  # type: ignore[arg-type]
 
 
-def _rows(ev: pl.DataFrame, mask: np.ndarray, rank_of: np.ndarray) -> pl.DataFrame:
-    idx = np.flatnonzero(mask)
+def _by_rank(mask: np.ndarray, rank_ev: np.ndarray, ranks: np.ndarray) -> list[np.ndarray]:
+    """The rows where ``mask`` holds, split by their rank (``rank_ev``, per event) into one ascending array per
+    rank of ``ranks`` (sorted)."""
+    rows = np.flatnonzero(mask)
+    rows = rows[np.argsort(rank_ev[rows], kind="stable")]
+    of = rank_ev[rows]
+    return [rows[a:b] for a, b in zip(np.searchsorted(of, ranks, "left"), np.searchsorted(of, ranks, "right"))]
+
+
+def _rows(ev: pl.DataFrame, idx: np.ndarray, rank_of: np.ndarray) -> pl.DataFrame:
+    """The columns of the events at rows ``idx`` that steps are read from, with each one's rank."""
     part = ev.select("loc", "start_ns", "end_ns", "name", "depth", "cat")[idx]
     return part.with_columns(pl.Series("rank", rank_of[part.get_column("loc").to_numpy()]))
 
