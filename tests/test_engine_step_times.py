@@ -156,8 +156,6 @@ def test_the_report_shows_the_step_times_and_names_the_straggler() -> None:
 def test_candidate_rows_split_by_rank() -> None:
     """Each rank's rows, ascending; a row of a rank not listed (an event on a location the locations table lacks,
     read as rank 0) belongs to none."""
-    import numpy as np
-
     from di.engine.steps import _by_rank
 
     rank_ev = np.array([0, 3, 5, 3, 0, 5, 3], np.int64)
