@@ -278,3 +278,21 @@ def test_hip_event_sync_weighs_nothing_the_kernel_explains():
     assert "sync" not in cats and cp["summary"]["length_ns"] == 10 * MS
     waits = cp["waits"].select("kind", "event", "cause_event", "wait_ns").rows()
     assert waits == [("sync_inferred", job.row[sync], job.row[k], round(9.7 * MS))]
+
+
+def test_launches_are_found_once_per_frame():
+    """The analyses that ask a frame for its launches get the one read-only array; a frame made from it with
+    another selection finds its own, and the kernels-only answer differs from the full one only by the copies."""
+    from dataclasses import replace
+
+    from di.engine.launches import launch_calls
+
+    job, _ = _two_streams()
+    frame = prepare(job.build())
+    first = launch_calls(frame)
+    assert launch_calls(frame) is first and not first.flags.writeable
+    assert (first >= 0).sum() == 4  # the four kernels, each with its launch
+    kernels_only = launch_calls(frame, copies=False)
+    assert kernels_only is not first and np.array_equal(kernels_only, first)  # the job has no copies
+    narrowed = replace(frame, selected=np.zeros_like(frame.selected))
+    assert narrowed.memo == {} and launch_calls(narrowed) is not first

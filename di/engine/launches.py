@@ -26,8 +26,20 @@ COPY_CALL_NAME = r"(?i)^(cu|cuda|hip)Memcpy\w*$"
 
 
 def launch_calls(frame: EventFrame, *, copies: bool = True) -> np.ndarray:
-    """Event row -> row of the host call that enqueued it (-1: none; host rows are -1). ``copies=False`` leaves out
-    the third kind of evidence (a copy's running host copy call) for a reader of kernels only."""
+    """Event row -> row of the host call that enqueued it (-1: none; host rows are -1), read-only. ``copies=False``
+    leaves out the third kind of evidence (a copy's running host copy call) for a reader of kernels only.
+
+    Found once per frame (its ``memo``): GPU idle, phases and flops each ask for it."""
+    got = frame.memo.get(("launch_calls", copies))
+    if got is None:
+        got = _launches(frame) if not copies else _with_copies(frame, launch_calls(frame, copies=False))
+        got.flags.writeable = False
+        frame.memo[("launch_calls", copies)] = got
+    return got
+
+
+def _launches(frame: EventFrame) -> np.ndarray:
+    """The launch of each event row from the first two kinds of evidence (flows, inferred edges)."""
     out = np.full(frame.rank.size, -1, np.int64)
     f = frame.trace.flows.filter(pl.col("kind").is_in(["launch", "sync"]))
     if f.height:
@@ -38,10 +50,14 @@ def launch_calls(frame: EventFrame, *, copies: bool = True) -> np.ndarray:
     if np.isin(gpu_ranks, np.unique(frame.rank[out >= 0]), invert=True).any():  # a rank with no launch flow
         calls, kernels = launch_edges(frame)
         out[kernels] = calls
-    unlaunched = (
-        np.flatnonzero(frame.on_gpu & (frame.activity == MEMORY) & (out < 0) & frame.selected) if copies else []
-    )
-    if len(unlaunched):
+    return out
+
+
+def _with_copies(frame: EventFrame, launches: np.ndarray) -> np.ndarray:
+    """``launches`` (not changed) with the third kind of evidence added: each copy's running host copy call."""
+    out = launches.copy()
+    unlaunched = np.flatnonzero(frame.on_gpu & (frame.activity == MEMORY) & (out < 0) & frame.selected)
+    if unlaunched.size:
         out[unlaunched] = _copy_calls(frame, unlaunched)
     return out
 

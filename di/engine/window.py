@@ -13,7 +13,8 @@ range and clips intervals to it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -91,6 +92,9 @@ class EventFrame:
         window: the window applied.
         call_only: the event's timeline records only calls, so the time between its
             events is untraced work, not idle (:func:`~di.engine.classify.call_only_locations`).
+        memo: what several analyses derive from the frame alike, kept by the one that derives it first
+            (:func:`di.engine.launches.launch_calls`); a frame made from this one (``dataclasses.replace``)
+            starts with an empty one.
     """
 
     trace: Trace
@@ -105,6 +109,10 @@ class EventFrame:
     steps: pl.DataFrame
     window: Window
     call_only: np.ndarray
+    memo: dict[Any, Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "memo", {})
 
     @property
     def ranks(self) -> list[int]:
