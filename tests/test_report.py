@@ -309,3 +309,18 @@ def test_bar_charts_draw_the_rows_least_like_the_median() -> None:
     assert f"{MAX_BARS} of 200 rows drawn" in svg
     few = share_bars(wide.head(3), [("compute", "C0", "compute")], "%", "test")
     assert few.count('id="ytick_') == 3 and "drawn" not in few
+
+
+def test_wait_matrix_grid_against_python() -> None:
+    """The wait-state heat map's cells: ns waited per waiting rank (row) and causing rank (column) over every rank
+    that waited or caused a wait; a wait with no causing rank is in no cell."""
+    from di.viewers.report.waits import _wait_grid
+
+    matrix = pl.DataFrame(
+        {"rank": [0, 0, 2, 5, 2], "cause_rank": [2, None, 7, 0, 0], "wait_ns": [10, 99, 30, 40, 50]},
+        schema={"rank": pl.Int32, "cause_rank": pl.Int32, "wait_ns": pl.Int64},
+    )
+    ranks, grid = _wait_grid(matrix)
+    assert ranks == [0, 2, 5, 7]
+    want = {(0, 2): 10, (2, 7): 30, (5, 0): 40, (2, 0): 50}
+    assert grid.tolist() == [[want.get((a, b), 0) for b in ranks] for a in ranks]

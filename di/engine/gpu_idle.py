@@ -121,9 +121,9 @@ def idle_gaps(frame: EventFrame, *, per_step: bool = False, kernel_wait_ns: int 
     lo, hi = iv.group_extent(u.group, u.start_ns, u.end_ns, groups.n)
     inside = np.flatnonzero(u.group[1:] == u.group[:-1])
     g, b = u.group[1:][inside], u.start_ns[1:][inside]
-    launch = launch_calls(frame)
-    nxt = _next_work(g, b, rows, groups.of_event, frame.start_ns, launch)
-    launch = launch[nxt]
+    launch_of = launch_calls(frame)
+    nxt = _next_work(g, b, rows, groups.of_event, frame.start_ns, launch_of)
+    launch = launch_of[nxt]
     first = pl.DataFrame(
         {
             "g": g,

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2330;background:#f5f6f8}
 header{background:#1d2330;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}header p{margin:4px 0 0;color:#b8c0d0;font-size:12px}
@@ -171,12 +173,10 @@ is a shape and each row a label that matplotlib lays out and draws: a 64-rank jo
 5.9 of its report's 16 CPU-s, and a thousand rows would be unreadable as well as slow. The tables list every row."""
 
 
-def unusual_rows(values: Any, most: int = MAX_BARS) -> Any:
+def unusual_rows(values: np.ndarray, most: int = MAX_BARS) -> np.ndarray:
     """The positions, in order, of the ``most`` rows of ``values`` (a rows x columns float array) least like the median
     row: the largest sums of absolute differences from each column's median, the earlier row first among equal ones.
     All rows when there are no more than ``most``."""
-    import numpy as np
-
     values = np.asarray(values, dtype=np.float64)
     if values.shape[0] <= most:
         return np.arange(values.shape[0])
@@ -198,8 +198,6 @@ def share_bars(wide: Any, parts: Sequence[tuple[str, str, str]], xlabel: str, la
     """Horizontal stacked bars, one per row of ``wide`` (columns rank, scope, span_ns and each part's ns), of each
     part as a % of the row's span; ``parts``: (column, colour, legend label) in stacking order. More rows than
     :data:`MAX_BARS`: the :func:`unusual_rows` of the parts' shares. The SVG, and the note saying which rows it draws."""
-    import numpy as np
-
     span = wide.get_column("span_ns").fill_null(0).to_numpy().astype(np.float64)
     shares = np.zeros((wide.height, len(parts)))
     for k, (column, _, _) in enumerate(parts):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from di.viewers.report.page import Section, label_ticks, ms, new_figure, svg_plot, table
@@ -59,13 +60,10 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     if not n:
         return Section("waits", "Wait states", '<p class="note">No waits at messages or collectives in the window.</p>')
     rows = [(r["rank"], r["kind"], ms(r["waited_ns"]), ms(r["caused_ns"])) for r in totals.iter_rows(named=True)]
-    ranks = sorted(
-        set(matrix.get_column("rank").to_list()) | set(matrix.get_column("cause_rank").drop_nulls().to_list())
-    )
-    grid = {(a, b): v for a, b, v in matrix.iter_rows()}
+    ranks, grid = _wait_grid(matrix)
     fig = new_figure(min(8, 2.5 + 0.4 * len(ranks)), min(7, 1.5 + 0.35 * len(ranks)))
     ax = fig.add_subplot()
-    im = ax.imshow([[grid.get((a, b), 0) / 1e6 for b in ranks] for a in ranks], cmap="Oranges", aspect="auto")
+    im = ax.imshow(grid / 1e6, cmap="Oranges", aspect="auto")
     label_ticks(ax.yaxis, range(len(ranks)), [str(r) for r in ranks])
     label_ticks(ax.xaxis, range(len(ranks)), [str(r) for r in ranks])
     ax.set_ylabel("waiting rank")
@@ -75,6 +73,24 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
         "wait_states", ["rank", "kind", "waited_ns", "caused_ns"], rows
     )
     return Section("waits", "Wait states", body, hints)
+
+
+def _wait_grid(matrix: pl.DataFrame) -> tuple[list[int], np.ndarray]:
+    """(ranks, grid): every rank that waited or caused a wait, sorted, and the ns waited per waiting rank (row) and
+    causing rank (column) from :func:`wait_matrix`'s rows (those with no causing rank left out)."""
+    caused = matrix.filter(pl.col("cause_rank").is_not_null())
+    ranks = (
+        pl.concat([matrix.get_column("rank").cast(pl.Int64), caused.get_column("cause_rank").cast(pl.Int64)])
+        .unique()
+        .sort()
+        .to_numpy()
+    )
+    grid = np.zeros((ranks.size, ranks.size))
+    grid[
+        np.searchsorted(ranks, caused.get_column("rank").to_numpy()),
+        np.searchsorted(ranks, caused.get_column("cause_rank").to_numpy()),
+    ] = caused.get_column("wait_ns").to_numpy()
+    return ranks.tolist(), grid
 
 
 def caused_by_others(w: pl.DataFrame) -> pl.DataFrame:
