@@ -55,21 +55,34 @@ def rss_kb():
 """
 """The children's preamble: glibc's malloc and free, and the process's resident KiB."""
 
-CHILD = (
-    MALLOC
-    + r"""
-if sys.argv[1] == "mapped":
-    assert process.map_large_blocks()
-libc.free(libc.malloc(8 << 20))  # glibc's own rule: the threshold rises past a freed mapped block
-blocks = [libc.malloc(2 << 20) for _ in range(32)]
+
+def _freed_below_child(setup: str, blocks: int, size: str) -> str:
+    """A child script: ``setup``, then ``blocks`` blocks of ``size`` bytes allocated, touched and freed below a
+    live block; it prints the KiB the process gave back to the system."""
+    return (
+        MALLOC
+        + setup
+        + f"""
+blocks = [libc.malloc({size}) for _ in range({blocks})]
 pin = libc.malloc(256 << 10)  # after them, so a heap cannot give their pages back by trimming its top
 for b in blocks:
-    ctypes.memset(b, 1, 2 << 20)
+    ctypes.memset(b, 1, {size})
 held = rss_kb()
 for b in blocks:
     libc.free(b)
 print(held - rss_kb())
 """
+    )
+
+
+CHILD = _freed_below_child(
+    r"""
+if sys.argv[1] == "mapped":
+    assert process.map_large_blocks()
+libc.free(libc.malloc(8 << 20))  # glibc's own rule: the threshold rises past a freed mapped block
+""",
+    32,
+    "2 << 20",
 )
 
 
@@ -122,21 +135,14 @@ def test_the_heap_keeps_its_top_for_the_next_blocks() -> None:
     assert _returned_kb(TOP_CHILD, "padded") < 4 << 10
 
 
-READING_CHILD = (
-    MALLOC
-    + r"""
+READING_CHILD = _freed_below_child(
+    r"""
 assert process.map_large_blocks(
     process.READING_MMAP_THRESHOLD if sys.argv[1] == "reading" else process.MMAP_THRESHOLD
 )
-blocks = [libc.malloc(9 << 20) for _ in range(8)]  # a 1.2 M-event int64 column is 9.6 MB
-pin = libc.malloc(256 << 10)  # after them, so a heap cannot give their pages back by trimming its top
-for b in blocks:
-    ctypes.memset(b, 1, 9 << 20)
-held = rss_kb()
-for b in blocks:
-    libc.free(b)
-print(held - rss_kb())
-"""
+""",
+    8,
+    "9 << 20",  # a 1.2 M-event int64 column is 9.6 MB
 )
 
 
