@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from di.nesting import enclosing_all
 from di.trace import Trace
 
 KERNEL_CATS = ("kernel", "memcpy", "memset", "nccl")
@@ -74,8 +75,11 @@ def op_events(trace: Trace, events: pl.DataFrame) -> pl.DataFrame:
 def launch_stacks(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
     """For kernel rows of ``trace.events``: ``stack`` and ``op`` (see the module doc), in the order of ``rows``.
 
-    The parent chain is walked one level per iteration for all kernels at once
-    (as many iterations as the deepest stack), never one kernel at a time.
+    The chain of the ancestors a stack keeps is walked one level per iteration for all kernels at once, never one
+    kernel at a time: each event's nearest kept ancestor comes from one pass over the parent column
+    (:func:`di.nesting.enclosing_all`), so the iterations are as many as the deepest stack, not the deepest nesting.
+    On a real-shaped profile, a chain of 752 nested Python frames above each launch made the raw walk 752 levels
+    for a stack of one: ``di diff`` of it took 68 s and 8 GB in this function.
     """
     ev = trace.events
     launch = (
@@ -91,12 +95,13 @@ def launch_stacks(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
     parent = ev.get_column("parent").fill_null(-1).to_numpy()
     cat = ev.get_column("cat")
     keep = ~cat.is_in(pl.Series(STACK_SKIP_CATS, dtype=cat.dtype).implode()).to_numpy()
+    up = enclosing_all(parent, keep, outermost=False)  # per row its nearest kept ancestor; up[ev.height] = -1
     names = ev.get_column("name")  # categorical: cast to text only what is gathered
-    levels: list[np.ndarray] = []  # innermost first: row of the ancestor at this level, or -1
-    cur = np.where(src >= 0, parent[np.maximum(src, 0)], -1)
+    levels: list[np.ndarray] = []  # innermost first: row of the kept ancestor at this level, or -1
+    cur = up[np.where(src >= 0, src, ev.height)]
     while (cur >= 0).any() and len(levels) < ev.height:
-        levels.append(np.where((cur >= 0) & keep[np.maximum(cur, 0)], cur, -1))
-        cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
+        levels.append(cur)
+        cur = up[np.where(cur >= 0, cur, ev.height)]
     if not levels:
         return pl.DataFrame(
             {"stack": np.where(src < 0, NO_LAUNCH, NO_OP).tolist(), "op": [None] * rows.size},
