@@ -39,7 +39,6 @@ def main(argv: list[str] | None = None) -> int:
 
         light_cache_loads()
     collector = process.space_full_collections()
-    process.map_large_blocks()
     process.keep_heap_top()
     try:
         with process.small_pages():
@@ -95,8 +94,9 @@ def _run(argv: list[str] | None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
-    if args.command in process.READING_COMMANDS:
-        process.map_large_blocks(process.READING_MMAP_THRESHOLD)
+    process.map_large_blocks(
+        process.READING_MMAP_THRESHOLD if args.command in process.READING_COMMANDS else process.MMAP_THRESHOLD
+    )
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
     notes = _notes(err, args.command)

@@ -102,13 +102,13 @@ def rows_order(rows: np.ndarray, group: np.ndarray, time_ns: np.ndarray, n_group
     by (group, time), as a new array.
 
     Sorts one packed int64 key built in place (no second gathered column alive at the sort) when the
-    groups and the range of ``time_ns`` fit in 63 bits, else falls back to :func:`sort_order`. Stable: rows
+    groups and the range of ``time_ns`` fit in it (:func:`_packed_bits`), else falls back to :func:`sort_order`. Stable: rows
     of equal (group, time) keep their order."""
     if not rows.size:
         return rows.copy()
-    lo, hi = int(time_ns.min()), int(time_ns.max())
-    bits = max(hi - lo, 1).bit_length()
-    if max(n_groups - 1, 0).bit_length() + bits > 62:
+    lo = int(time_ns.min())
+    bits = _packed_bits(0, max(n_groups - 1, 0), lo, int(time_ns.max()))
+    if bits is None:
         return rows[sort_order(group[rows], time_ns[rows])]
     key = group[rows].astype(np.int64, copy=False)
     key <<= bits
@@ -145,15 +145,25 @@ def union(group: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> Interv
 
 def sort_order(group: np.ndarray, time_ns: np.ndarray, *, stable: bool = False) -> np.ndarray:
     """Permutation sorting by (group, time): one argsort of a packed key when
-    groups and the time range fit in 63 bits, else a lexsort (always stable).
+    groups and the time range fit in it (:func:`_packed_bits`), else a lexsort (always stable).
     ``stable`` keeps the input order among equal (group, time)."""
-    lo, hi = int(time_ns.min()), int(time_ns.max())
-    bits = max(hi - lo, 1).bit_length()
-    gmax = int(group.max()) if group.size else 0
-    if group.size and int(group.min()) >= 0 and gmax.bit_length() + bits <= 62:
-        key = (group.astype(np.int64) << bits) | (time_ns - lo)
-        return np.argsort(key, kind="stable" if stable else "quicksort")
+    lo = int(time_ns.min())
+    bits = _packed_bits(int(group.min()), int(group.max()), lo, int(time_ns.max())) if group.size else None
+    if bits is not None:
+        return np.argsort(_packed(group, time_ns, lo, bits), kind="stable" if stable else "quicksort")
     return np.lexsort((time_ns, group))
+
+
+def _packed_bits(group_lo: int, group_hi: int, time_lo: int, time_hi: int) -> int | None:
+    """The bits of the time part when (group, time - time_lo) pairs of these ranges pack into one int64 key of at
+    most 62 bits (:func:`_packed`) that sorts as the pairs do; None when they do not."""
+    bits = max(time_hi - time_lo, 1).bit_length()
+    return bits if group_lo >= 0 and group_hi.bit_length() + bits <= 62 else None
+
+
+def _packed(group: np.ndarray, time_ns: np.ndarray, lo: int, bits: int) -> np.ndarray:
+    """The int64 keys ``group << bits | (time_ns - lo)`` (:func:`_packed_bits`)."""
+    return (group.astype(np.int64) << bits) | (time_ns - lo)
 
 
 def union_sets(*sets: IntervalSet) -> IntervalSet:
@@ -265,19 +275,21 @@ def pair_positions(
     """For each pair (``group[i]``, ``time[i]``), the number of pairs of (``group_sorted``, ``time_sorted``), which are
     sorted by (group, time), that come before it: ``np.searchsorted(side="left")`` over pairs, int64.
 
-    One search of packed int64 keys when the groups and the range of times fit in 62 bits (as :func:`rows_order`
-    packs them), else one lexsort of both sets of pairs."""
+    One search of packed int64 keys (:func:`_packed`) when the groups and the range of times fit in them, else one
+    lexsort of both sets of pairs."""
     n, m = group_sorted.size, group.size
     if not n or not m:
         return np.zeros(m, np.int64)
     lo = min(int(time_sorted.min()), int(time.min()))
-    bits = max(max(int(time_sorted.max()), int(time.max())) - lo, 1).bit_length()
-    top = max(int(group_sorted.max()), int(group.max()))
-    if min(int(group_sorted.min()), int(group.min())) >= 0 and top.bit_length() + bits <= 62:
-        sorted_keys = (group_sorted.astype(np.int64) << bits) | (time_sorted - lo)
-        return np.searchsorted(sorted_keys, (group.astype(np.int64) << bits) | (time - lo), side="left").astype(
-            np.int64
-        )
+    bits = _packed_bits(
+        min(int(group_sorted.min()), int(group.min())),
+        max(int(group_sorted.max()), int(group.max())),
+        lo,
+        max(int(time_sorted.max()), int(time.max())),
+    )
+    if bits is not None:
+        keys = _packed(group_sorted, time_sorted, lo, bits)
+        return np.searchsorted(keys, _packed(group, time, lo, bits), side="left").astype(np.int64)
     # the queries first among equal pairs: a query's place less the queries before it counts the sorted pairs before it
     order = np.lexsort(
         (np.r_[np.ones(n, np.int8), np.zeros(m, np.int8)], np.r_[time_sorted, time], np.r_[group_sorted, group])

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from di.engine.imbalance import WORK
-from di.viewers.report.page import Section, label_ticks, ms, new_figure, pct, svg_plot, table
+from di.viewers.report.page import Section, cells, label_ticks, ms, new_figure, pct, svg_plot, table
 
 
 def work_per_step(result) -> tuple[str, pl.DataFrame]:  # noqa: ANN001
@@ -81,11 +81,7 @@ def _relative_work(rank: pl.Series, work: pl.DataFrame) -> tuple[list[int], list
     the ranks (0 where that mean is 0)."""
     ranks = rank.unique().sort().to_numpy()
     steps = work.get_column("step").unique().sort().to_numpy()
-    grid = np.zeros((ranks.size, steps.size))
-    grid[
-        np.searchsorted(ranks, work.get_column("rank").to_numpy()),
-        np.searchsorted(steps, work.get_column("step").to_numpy()),
-    ] = work.get_column("work_ns").to_numpy()
+    grid = cells(ranks, steps, work.get_column("rank"), work.get_column("step"), work.get_column("work_ns"))
     mean = grid.mean(axis=0)
     z = np.zeros_like(grid)
     np.divide(grid, mean, out=z, where=mean != 0)

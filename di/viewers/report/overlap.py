@@ -10,7 +10,18 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.viewers.report.page import MAX_BARS, Section, drawn_note, ms, new_figure, pct, svg_plot, table, unusual_rows
+from di.viewers.report.page import (
+    MAX_BARS,
+    Section,
+    cells,
+    drawn_note,
+    ms,
+    new_figure,
+    pct,
+    svg_plot,
+    table,
+    unusual_rows,
+)
 
 PAIRS = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
 
@@ -28,12 +39,11 @@ def panel(ctx) -> Section | None:  # noqa: ANN001
     body = ""
     if defined.height:
         ranks = o.get_column("rank").unique().sort().to_numpy()
-        hidden = np.zeros((ranks.size, len(PAIRS)))  # % hidden per rank and pair, 0 where undefined
-        for i, pair in enumerate(PAIRS):
-            sel = defined.filter(pl.col("pair") == pair)
-            hidden[np.searchsorted(ranks, sel.get_column("rank").to_numpy()), i] = (
-                100 * sel.get_column("ratio").to_numpy()
-            )
+        known = defined.filter(pl.col("pair").is_in(PAIRS))
+        column = known.get_column("pair").replace_strict(PAIRS, range(len(PAIRS)), return_dtype=pl.Int64)
+        hidden = cells(  # % hidden per rank and pair, 0 where undefined
+            ranks, np.arange(len(PAIRS)), known.get_column("rank"), column, 100 * known.get_column("ratio")
+        )
         drawn = unusual_rows(hidden, MAX_BARS // len(PAIRS))
         ranks, hidden = ranks[drawn], hidden[drawn]
         fig = new_figure(9, 2.6)

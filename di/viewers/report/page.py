@@ -174,6 +174,14 @@ job (two charts of 128 stacked bars, one of 64 groups) took 10.4-10.8 CPU-s and 
 CPU-s and 548 KB; a thousand rows would be unreadable as well as slow. The tables list every row."""
 
 
+def cells(row_keys: np.ndarray, col_keys: np.ndarray, rows: Any, cols: Any, values: Any) -> np.ndarray:
+    """A float grid of ``row_keys`` x ``col_keys`` (both sorted), 0 but at (``rows[i]``, ``cols[i]``), a key of
+    each, where it holds ``values[i]``: a heat map's or a grouped chart's cells from a table's rows."""
+    grid = np.zeros((len(row_keys), len(col_keys)))
+    grid[np.searchsorted(row_keys, np.asarray(rows)), np.searchsorted(col_keys, np.asarray(cols))] = np.asarray(values)
+    return grid
+
+
 def unusual_rows(values: np.ndarray, most: int = MAX_BARS) -> np.ndarray:
     """The positions, in order, of the ``most`` rows of ``values`` (a rows x columns float array) least like the median
     row: the largest sums of absolute differences from each column's median, the earlier row first among equal ones.

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.viewers.report.page import Section, label_ticks, ms, new_figure, svg_plot, table
+from di.viewers.report.page import Section, cells, label_ticks, ms, new_figure, svg_plot, table
 
 ADVICE = {
     "wait_nxn": "check its input pipeline, data shard or extra work before the collective",
@@ -85,11 +85,7 @@ def _wait_grid(matrix: pl.DataFrame) -> tuple[list[int], np.ndarray]:
         .sort()
         .to_numpy()
     )
-    grid = np.zeros((ranks.size, ranks.size))
-    grid[
-        np.searchsorted(ranks, caused.get_column("rank").to_numpy()),
-        np.searchsorted(ranks, caused.get_column("cause_rank").to_numpy()),
-    ] = caused.get_column("wait_ns").to_numpy()
+    grid = cells(ranks, ranks, caused.get_column("rank"), caused.get_column("cause_rank"), caused.get_column("wait_ns"))
     return ranks.tolist(), grid
 
 
