@@ -20,8 +20,8 @@ from di.viewers.report.page import (
     pct,
     svg_plot,
     table,
-    unusual_rows,
 )
+from di.viewers.rows_shown import unusual_rows
 
 PAIRS = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
 

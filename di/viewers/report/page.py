@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from di.viewers.rows_shown import unusual_rows
+
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2330;background:#f5f6f8}
 header{background:#1d2330;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}header p{margin:4px 0 0;color:#b8c0d0;font-size:12px}
@@ -182,17 +184,6 @@ def cells(row_keys: np.ndarray, col_keys: np.ndarray, rows: Any, cols: Any, valu
     return grid
 
 
-def unusual_rows(values: np.ndarray, most: int = MAX_BARS) -> np.ndarray:
-    """The positions, in order, of the ``most`` rows of ``values`` (a rows x columns float array) least like the median
-    row: the largest sums of absolute differences from each column's median, the earlier row first among equal ones.
-    All rows when there are no more than ``most``."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.shape[0] <= most:
-        return np.arange(values.shape[0])
-    distance = np.abs(values - np.median(values, axis=0)).sum(axis=1)
-    return np.sort(np.argsort(-distance, kind="stable")[:most])
-
-
 def drawn_note(drawn: int, rows: int, what: str) -> str:
     """The note under a chart that draws ``drawn`` of ``rows`` rows (:func:`unusual_rows`); empty when it draws all."""
     if drawn == rows:
@@ -212,7 +203,7 @@ def share_bars(wide: Any, parts: Sequence[tuple[str, str, str]], xlabel: str, la
     for k, (column, _, _) in enumerate(parts):
         time_ns = wide.get_column(column).fill_null(0).to_numpy().astype(np.float64)
         np.divide(100 * time_ns, span, out=shares[:, k], where=span != 0)
-    rows = unusual_rows(shares)
+    rows = unusual_rows(shares, MAX_BARS)
     shares = shares[rows]
     labels = [
         f"rank {r} {s}" for r, s in zip(wide.get_column("rank").gather(rows), wide.get_column("scope").gather(rows))

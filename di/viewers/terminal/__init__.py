@@ -26,9 +26,10 @@ from di.viewers.terminal.imbalance import render_imbalance
 from di.viewers.terminal.memory import HOLDERS_SHOWN, holder_label, render_memory
 from di.viewers.terminal.overlap import render_overlap
 from di.viewers.terminal.phases import PHASE_IDLE_NOTE, render_phases
-from di.viewers.terminal.steps import SLOWEST_STEPS_SHOWN, STEP_RANKS_SHOWN, render_step_times
+from di.viewers.terminal.steps import SLOWEST_STEPS_SHOWN, render_step_times
 from di.viewers.terminal.tables import (
     NAME_CHARS,
+    RANKS_SHOWN,
     UNBOUNDED_WIDTH,
     mib_text,
     print_table,
@@ -51,7 +52,7 @@ __all__ = [
     "shapeless_text",
     "NAME_CHARS",
     "UNBOUNDED_WIDTH",
-    "STEP_RANKS_SHOWN",
+    "RANKS_SHOWN",
     "SLOWEST_STEPS_SHOWN",
     "PHASE_IDLE_NOTE",
     "GAPS_SHOWN",

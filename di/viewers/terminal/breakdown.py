@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import polars as pl
+
 from di.engine import Analysis
 from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
-from di.viewers.terminal.tables import ms_text, pct_text, print_table
+from di.viewers.rows_shown import more_note, unusual_ranks
+from di.viewers.terminal.tables import RANKS_SHOWN, ms_text, pct_text, print_table
 
 
 def render_breakdown(result: Analysis, console: Any) -> None:
+    """Each scope's span and its states' shares; of more than :data:`RANKS_SHOWN` ranks, the rows of those with the
+    scopes least like the median one of their kind (host, GPU) and step."""
     from rich.table import Table
 
     if result.breakdown is None:
@@ -19,8 +24,16 @@ def render_breakdown(result: Analysis, console: Any) -> None:
     )
     shown = [s for s in STATES if s == "idle" or (s in wide.columns and (wide.get_column(s).fill_null(0) > 0).any())]
     hidden = [STATE_LABELS.get(s, s) for s in STATES if s not in shown]
+    total = wide.get_column("rank").n_unique()
+    if total > RANKS_SHOWN:  # a GPU's row held against the median GPU's, the host's against the host's, per step
+        shares = wide.select(pl.col(s).fill_null(0) for s in shown if s in wide.columns).to_numpy()
+        kind = pl.struct(pl.col("scope").str.replace(r"\d+$", ""), "step").rank("dense")
+        groups = wide.select(kind).to_series().to_numpy()
+        picked = unusual_ranks(wide.get_column("rank").to_numpy(), shares, RANKS_SHOWN, groups)
+        wide = wide.filter(pl.col("rank").is_in(picked))
+    more = more_note(wide.get_column("rank").n_unique(), total, rule="whose scopes are least like the median one")
     t = Table(
-        title="Temporal breakdown (% of each scope's span; states exclusive, never summed overlaps)",
+        title=f"Temporal breakdown (% of each scope's span; states exclusive, never summed overlaps{more})",
         caption=f"0.0 everywhere: {', '.join(hidden)}" if hidden else None,
     )
     for c in ("rank", "scope", *(("step",) if wide.get_column("step").is_not_null().any() else ()), "span ms"):

@@ -5,21 +5,34 @@ from __future__ import annotations
 from typing import Any
 
 from di.engine import Analysis
-from di.viewers.terminal.tables import pct_text, print_table
+import polars as pl
+
+from di.viewers.rows_shown import more_note, unusual_ranks
+from di.viewers.terminal.tables import RANKS_SHOWN, pct_text, print_table
 
 
 def render_overlap(result: Analysis, console: Any) -> None:
+    """Each rank's (and step's) share of each activity hidden behind another; of more than :data:`RANKS_SHOWN`
+    ranks, those whose shares are least like the median rank's (each step's rows against that step's)."""
     from rich.table import Table
 
     if result.overlap is None:
         return
-    t = Table(title="Overlap (% of the first activity hidden behind the second; — = undefined)")
     pairs = ("comm_compute", "memcpy_compute", "io_compute", "cpu_gpu")
-    for c in ("rank", "step", *pairs):
-        t.add_column(c, justify="right")
     wide = result.overlap.pivot(on="pair", index=["rank", "step"], values="ratio").sort(
         "rank", "step", nulls_last=False
     )
+    total = wide.get_column("rank").n_unique()
+    if total > RANKS_SHOWN:
+        ratios = wide.select(pl.col(p).cast(pl.Float64) for p in pairs if p in wide.columns).to_numpy()
+        steps = wide.get_column("step").fill_null(-1).to_numpy()
+        wide = wide.filter(
+            pl.col("rank").is_in(unusual_ranks(wide.get_column("rank").to_numpy(), ratios, RANKS_SHOWN, steps))
+        )
+    more = more_note(wide.get_column("rank").n_unique(), total)
+    t = Table(title=f"Overlap (% of the first activity hidden behind the second; — = undefined{more})")
+    for c in ("rank", "step", *pairs):
+        t.add_column(c, justify="right")
     for r in wide.iter_rows(named=True):
         t.add_row(str(r["rank"]), "" if r["step"] is None else str(r["step"]), *(pct_text(r.get(p)) for p in pairs))
     print_table(console, t)

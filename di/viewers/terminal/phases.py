@@ -7,8 +7,8 @@ from typing import Any
 import polars as pl
 
 from di.engine import Analysis
-from di.viewers.terminal.steps import STEP_RANKS_SHOWN
-from di.viewers.terminal.tables import ms_text, pct_text, print_table
+from di.viewers.rows_shown import more_note, unusual_ranks
+from di.viewers.terminal.tables import RANKS_SHOWN, ms_text, pct_text, print_table
 
 PHASE_IDLE_NOTE = 0.05
 """A note under the phases table names the rank and phase whose GPUs sit idle longest when that is at least this share
@@ -16,7 +16,8 @@ of the rank's time."""
 
 
 def render_phases(result: Analysis, console: Any) -> None:
-    """Each rank's share of its steps in each training phase, with the share its GPUs sat idle in it."""
+    """Each rank's share of its steps in each training phase, with the share its GPUs sat idle in it; of more than
+    :data:`RANKS_SHOWN` ranks, those whose shares are least like the median rank's."""
     from rich.table import Table
 
     from di.engine.phases import PHASES
@@ -26,10 +27,14 @@ def render_phases(result: Analysis, console: Any) -> None:
         return
     whole = ph.filter(pl.col("step").is_null())
     present = [p for p in PHASES if p in set(whole.get_column("phase").to_list())]
-    ranks = whole.get_column("rank").unique().sort()
-    shown = ranks.head(STEP_RANKS_SHOWN).to_list()
-    more = f"; {ranks.len() - len(shown)} more ranks in --csv/--json" if ranks.len() > len(shown) else ""
     gpu = whole.get_column("gpu_ns").null_count() < whole.height
+    idle_share = (pl.col("gpu_idle_ns") / pl.col("time_ns")).fill_nan(None)
+    per_rank = whole.with_columns(idle_share.alias("idle_share")).pivot(
+        on="phase", index="rank", values=["host_share", "idle_share"], sort_columns=True
+    )
+    shares = per_rank.drop("rank").select(pl.all().cast(pl.Float64).fill_null(0)).to_numpy()
+    shown = unusual_ranks(per_rank.get_column("rank").to_numpy(), shares, RANKS_SHOWN).tolist()
+    more = more_note(len(shown), per_rank.height)
     how = "; GPU idle: the part with the rank's GPUs idle" if gpu else ""
     t = Table(title=f"Training phases: % of each rank's steps on the host{how}{more}")
     for c in ("rank", "time ms", *(("",) if gpu else ()), *present):

@@ -7,15 +7,14 @@ from typing import Any
 import polars as pl
 
 from di.engine import Analysis
-from di.viewers.terminal.tables import ms_text, pct_text, print_table
+from di.viewers.rows_shown import more_note
+from di.viewers.terminal.tables import RANKS_SHOWN, ms_text, pct_text, print_table
 
-STEP_RANKS_SHOWN = 16
-"""Ranks in the step-time table (those with the longest median step first); all are in ``--csv``/``--json``."""
 SLOWEST_STEPS_SHOWN = 5
 
 
 def render_step_times(result: Analysis, console: Any) -> None:
-    """Each rank's step durations (the longest medians first), then the steps slowest against their rank's
+    """Each rank's step durations (the :data:`RANKS_SHOWN` longest medians first), then the steps slowest against their rank's
     median."""
     from rich.table import Table
 
@@ -25,8 +24,8 @@ def render_step_times(result: Analysis, console: Any) -> None:
     st = result.step_times
     if st is None or not st.height:
         return
-    shown = st.sort("median_ns", "rank", descending=[True, False]).head(STEP_RANKS_SHOWN)
-    more = f"; {st.height - shown.height} more ranks in --csv/--json" if st.height > shown.height else ""
+    shown = st.sort("median_ns", "rank", descending=[True, False]).head(RANKS_SHOWN)
+    more = more_note(shown.height, st.height, rule="with the longest median step")
     sources = ", ".join(st.get_column("source").unique(maintain_order=True).to_list())
     t = Table(
         title=f"Step times per rank (steps from {sources}; slow = over {1 + SLOW_SLOWDOWN:g}x the rank's median{more})"

@@ -43,6 +43,10 @@ def tflops_text(value: float | None) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+RANKS_SHOWN = 16
+"""The most ranks a per-rank table of the terminal summary lists (each section says which it picks); all are in
+``--csv``/``--json``."""
+
 NAME_CHARS = 60
 """The most characters of an event name in a table cell (all of it is in ``--csv``/``--json``)."""
 
