@@ -162,3 +162,36 @@ def test_candidate_rows_split_by_rank() -> None:
     mask = np.array([True, True, True, True, True, False, True])
     got = _by_rank(mask, rank_ev, np.array([3, 5, 7], np.int64))
     assert [g.tolist() for g in got] == [[1, 3, 6], [2], []]
+
+
+def test_each_rank_takes_its_steps_from_the_best_source_it_has() -> None:
+    """Rank 0 marks its steps (ProfilerStep#5, #6, and a second #6 that starts with the first: one step each);
+    rank 1 has no markers but annotations (``step 3``, ``iteration#4``; ``forward`` is not one); rank 2 has
+    neither: a region that repeats and covers its timeline; rank 3 has markers whose numbers repeat, so its steps
+    are numbered by position; rank 4 has annotations and markers, and the markers win."""
+    from di.engine.steps import find_steps
+
+    job = Job()
+    th = [job.thread(r) for r in range(5)]
+    job.ev(th[0], 0, 10, "ProfilerStep#5", "step")
+    job.ev(th[0], 10, 20, "ProfilerStep#6", "step")
+    job.ev(th[0], 10, 15, "ProfilerStep#6", "step")
+    job.ev(th[1], 0, 10, "step 3", "user")
+    job.ev(th[1], 2, 4, "forward", "user")
+    job.ev(th[1], 10, 20, "iteration#4", "user")
+    for k in range(3):
+        job.ev(th[2], 10 * k, 10 * k + 9, "train_batch", "compute")
+        job.ev(th[2], 10 * k + 1, 10 * k + 2, "MPI_Allreduce", "mpi_coll")
+    job.ev(th[3], 0, 10, "ProfilerStep#1", "step")
+    job.ev(th[3], 10, 20, "ProfilerStep#1", "step")
+    job.ev(th[4], 0, 10, "step 7", "user")
+    job.ev(th[4], 0, 10, "ProfilerStep#9", "step")
+    got = find_steps(job.build()).sort("rank", "start_ns")
+    rows = {r: got.filter(pl.col("rank") == r).select("step", "label", "start_ns", "source").rows() for r in range(5)}
+    ms = MS
+    assert rows[0] == [(5, "ProfilerStep#5", 0, "marker"), (6, "ProfilerStep#6", 10 * ms, "marker")]
+    assert rows[1] == [(3, "step 3", 0, "annotation"), (4, "iteration#4", 10 * ms, "annotation")]
+    assert rows[2] == [(k, f"train_batch #{k}", 10 * k * ms, "detected") for k in range(3)]
+    assert rows[3] == [(0, "ProfilerStep#1", 0, "marker"), (1, "ProfilerStep#1", 10 * ms, "marker")]
+    assert rows[4] == [(9, "ProfilerStep#9", 0, "marker")]
+    assert got.get_column("end_ns").to_list()[:2] == [10 * ms, 20 * ms]

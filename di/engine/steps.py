@@ -68,28 +68,29 @@ def find_steps(trace: Trace) -> pl.DataFrame:
     cat = ev.get_column("cat").to_physical().to_numpy()
     ranks = np.unique(rank_of[li])
     rank_ev = rank_of[loc]
-    # each kind of candidate row split by rank once (not a pass over every event per rank)
-    cpu = _by_rank(on_cpu, rank_ev, ranks)
-    step_marks = _by_rank(on_cpu & (cat == cats.index("step")), rank_ev, ranks)
-    log_marks = _by_rank(on_log & (cat == cats.index("step")), rank_ev, ranks)
-    user_marks = _by_rank(on_cpu & (cat == cats.index("user")), rank_ev, ranks)
-    found = []
-    coll = _collective_starts(trace)
-    for k, rank in enumerate(ranks):
-        marks = _rows(ev, step_marks[k], rank_of)
-        source = "marker"
-        if not marks.height:  # a text log's steps (its ``marker`` timelines) where the trace has none
-            marks = _rows(ev, log_marks[k], rank_of)
-        if not marks.height:
-            marks = _rows(ev, user_marks[k], rank_of)
+    step_cat, user_cat = cats.index("step"), cats.index("user")
+    found, have = [], np.empty(0, np.int64)
+    # every rank's marks of a kind at once, for the ranks that have none of a kind preferred to it
+    for candidates, source in (
+        (on_cpu & (cat == step_cat), "marker"),
+        (on_log & (cat == step_cat), "marker"),  # a text log's steps (its ``marker`` timelines) where the trace has none
+        (on_cpu & (cat == user_cat), "annotation"),
+    ):
+        marks = _rows(ev, np.flatnonzero(candidates & ~np.isin(rank_ev, have)), rank_of)
+        if source == "annotation":
             marks = marks.filter(pl.col("name").cast(pl.String).str.contains(STEP_ANNOTATION))
-            source = "annotation"
         if marks.height:
-            found.append(_from_marks(marks, int(rank), source))
-        else:
+            found.append(_from_marks(marks, source))
+            have = np.union1d(have, marks.get_column("rank").unique().to_numpy())
+    rest = np.setdiff1d(ranks, have)
+    if rest.size:  # the ranks without marks or annotations: steps from the repeating pattern, rank by rank
+        coll = _collective_starts(trace)
+        cpu = _by_rank(on_cpu, rank_ev, rest)
+        depth = ev.get_column("depth").to_numpy()
+        for k, rank in enumerate(rest):
             mine = cpu[k]
             main = int(np.argmax(np.bincount(loc[mine], minlength=n_loc))) if mine.size else -1
-            top = mine[(loc[mine] == main) & (ev.get_column("depth").to_numpy()[mine] <= 1)]
+            top = mine[(loc[mine] == main) & (depth[mine] <= 1)]
             found.append(_detected(_rows(ev, top, rank_of), int(rank), coll))
     found = [f for f in found if f.height]
     if not found:
@@ -112,23 +113,22 @@ def _rows(ev: pl.DataFrame, idx: np.ndarray, rank_of: np.ndarray) -> pl.DataFram
     return part.with_columns(pl.Series("rank", rank_of[part.get_column("loc").to_numpy()]))
 
 
-def _from_marks(marks: pl.DataFrame, rank: int, source: str) -> pl.DataFrame:
-    marks = marks.sort("start_ns").unique("start_ns", keep="first", maintain_order=True)
-    num = marks.get_column("name").cast(pl.String).str.extract(r"(\d+)\s*$", 1).cast(pl.Int64, strict=False)
-    ids = (
-        num
-        if num.null_count() == 0 and num.n_unique() == num.len()
-        else pl.Series(np.arange(marks.height, dtype=np.int64))
+def _from_marks(marks: pl.DataFrame, source: str) -> pl.DataFrame:
+    """The steps of each rank of ``marks`` (its step events, any number of ranks): one per distinct start, the
+    first of equal starts; the id is the number a rank's names end with where each has a distinct one, else the
+    mark's position on its rank."""
+    marks = marks.sort("rank", "start_ns", maintain_order=True).unique(
+        ["rank", "start_ns"], keep="first", maintain_order=True
     )
-    return pl.DataFrame(
-        {
-            "rank": [rank] * marks.height,
-            "step": ids,
-            "label": marks.get_column("name").cast(pl.String),
-            "start_ns": marks.get_column("start_ns"),
-            "end_ns": marks.get_column("end_ns"),
-            "source": [source] * marks.height,
-        }
+    num = pl.col("name").cast(pl.String).str.extract(r"(\d+)\s*$", 1).cast(pl.Int64, strict=False)
+    numbered = (num.null_count() == 0) & (num.n_unique() == pl.len())
+    return marks.select(
+        "rank",
+        pl.when(numbered.over("rank")).then(num).otherwise(pl.int_range(pl.len()).over("rank")).alias("step"),
+        pl.col("name").cast(pl.String).alias("label"),
+        "start_ns",
+        "end_ns",
+        pl.lit(source).alias("source"),
     )
 
 
