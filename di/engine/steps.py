@@ -73,7 +73,10 @@ def find_steps(trace: Trace) -> pl.DataFrame:
     # every rank's marks of a kind at once, for the ranks that have none of a kind preferred to it
     for candidates, source in (
         (on_cpu & (cat == step_cat), "marker"),
-        (on_log & (cat == step_cat), "marker"),  # a text log's steps (its ``marker`` timelines) where the trace has none
+        (
+            on_log & (cat == step_cat),
+            "marker",
+        ),  # a text log's steps (its ``marker`` timelines) where the trace has none
         (on_cpu & (cat == user_cat), "annotation"),
     ):
         marks = _rows(ev, np.flatnonzero(candidates & ~np.isin(rank_ev, have)), rank_of)

@@ -14,7 +14,6 @@ from typing import Any
 import polars as pl
 
 from di.engine import Analysis
-from di.errors import SchemaError
 
 PATH_EVENTS_IN_JSON = 1000
 """Path events listed in the JSON (the longest contributors); all go to the CSV."""
@@ -80,18 +79,14 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
 
 
 def validate(doc: dict[str, Any]) -> None:
-    """Check a result document against the schema.
+    """Check a result document against the schema (:mod:`di.document_check`).
 
     Raises:
         SchemaError: naming where it fails.
     """
-    import jsonschema
+    from di.document_check import validate_document
 
-    try:
-        jsonschema.validate(doc, json_schema())
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-        raise SchemaError(f"analysis JSON at {where}: {exc.message}") from None
+    validate_document(doc, "analysis", "analysis JSON")
 
 
 def write_json(result: Analysis, target: str, *, inputs: list[str], seconds: dict[str, Any] | None = None) -> None:

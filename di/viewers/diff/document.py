@@ -10,7 +10,6 @@ from typing import Any
 
 import polars as pl
 
-from di.errors import SchemaError
 from di.viewers.diff import Diff
 from di.viewers.diff.collectives import ALGBW_FORMULA, BUSBW_FACTORS, BUSBW_FORMULA
 from di.viewers.diff.results import STEP_STATS
@@ -69,18 +68,14 @@ def to_json(d: Diff, *, inputs: tuple[str, str]) -> dict[str, Any]:
 
 
 def validate(doc: dict[str, Any]) -> None:
-    """Check a diff document against the schema.
+    """Check a diff document against the schema (:mod:`di.document_check`).
 
     Raises:
         SchemaError: naming where it fails.
     """
-    import jsonschema
+    from di.document_check import validate_document
 
-    try:
-        jsonschema.validate(doc, json_schema())
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-        raise SchemaError(f"diff JSON at {where}: {exc.message}") from None
+    validate_document(doc, "diff", "diff JSON")
 
 
 def _rows(df: pl.DataFrame) -> list[dict[str, Any]]:
