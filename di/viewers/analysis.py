@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from di.engine import Analysis
@@ -34,17 +35,16 @@ def to_json(result: Analysis, *, inputs: list[str]) -> dict[str, Any]:
     waits = _wait_totals(result)
     cp = result.critical_path or {}
     cp_rank = {r["rank"]: r for r in cp["by_rank"].iter_rows(named=True)} if cp else {}
+    per_rank = {
+        name: _rows_by_rank(getattr(result, name))
+        for name in ("breakdown", "phases", "gpu_idle", "memory", "flops", "overlap")
+    }
     records = []
     for r in ranks:
         records.append(
             {
                 "rank": r,
-                "breakdown": _rows(result.breakdown, r, drop=("rank",)),
-                "phases": _rows(result.phases, r, drop=("rank",)),
-                "gpu_idle": _rows(result.gpu_idle, r, drop=("rank",)),
-                "memory": _rows(result.memory, r, drop=("rank",)),
-                "flops": _rows(result.flops, r, drop=("rank",)),
-                "overlap": _rows(result.overlap, r, drop=("rank",)),
+                **{name: rows.get(r, []) for name, rows in per_rank.items()},
                 "wait_states": waits.get(r, {"waited_ns": {}, "caused_ns": {}}),
                 "critical_path": {
                     "contrib_ns": int(cp_rank.get(r, {}).get("contrib_ns") or 0),
@@ -183,10 +183,15 @@ def _ranks(result: Analysis) -> set[int]:
     return found
 
 
-def _rows(df: pl.DataFrame | None, rank: int, drop: tuple[str, ...]) -> list[dict[str, Any]]:
-    if df is None:
-        return []
-    return df.filter(pl.col("rank") == rank).drop(list(drop)).to_dicts()
+def _rows_by_rank(df: pl.DataFrame | None) -> dict[int, list[dict[str, Any]]]:
+    """A per-rank table's rows, without their rank, by rank (each rank's in the table's order)."""
+    if df is None or not df.height:
+        return {}
+    df = df.sort("rank", maintain_order=True)
+    rows = df.drop("rank").to_dicts()
+    ranks, first = np.unique(df.get_column("rank").to_numpy(), return_index=True)
+    ends = [*first[1:], len(rows)]
+    return {int(r): rows[a:b] for r, a, b in zip(ranks, first, ends)}
 
 
 def _wait_totals(result: Analysis) -> dict[int, dict[str, dict[str, int]]]:
