@@ -377,3 +377,34 @@ def test_launch_stack_under_a_deep_chain_of_python_frames():
     trace = job.build()
     got = launch_stacks(trace, np.array([job.row[kernel]], np.int64))
     assert got.row(0) == ("outer_op > inner_op", "inner_op")
+
+
+def test_overlap_rows_of_many_ranks_are_the_largest_changes_first() -> None:
+    """20 ranks whose communication kernel (10 ms) overlaps 5 ms of compute in A and 5 - r/4 ms in B: the overlap
+    table lists the 12 largest changes (rank 19's -47.5 points first) of the 19 (rank 0 is unchanged), saying the rest are in --json."""
+    import io
+
+    from engine_jobs import Job
+    from rich.console import Console
+
+    from di.viewers.diff.terminal import TOP, render
+
+    def run(shift: float) -> di.Trace:
+        j = Job()
+        for rank in range(20):
+            compute, comm = j.stream(rank, device=rank, stream=7), j.stream(rank, device=rank, stream=20)
+            j.ev(compute, 0, 10, "gemm", "kernel")
+            j.ev(comm, 5 + shift * rank, 15 + shift * rank, "ncclAllReduce", "nccl")
+        return j.build()
+
+    out = io.StringIO()
+    render(diff(run(0.0), run(0.25)), Console(file=out, width=200, color_system=None))
+    lines = out.getvalue().splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("Overlap"))
+    top = next(i for i in range(start, len(lines)) if lines[i].startswith("┏"))
+    end = next(i for i in range(top, len(lines)) if lines[i].startswith("└"))
+    assert f"largest |Δ| first; {TOP} of 19 rows, all in --json" in " ".join(x.strip() for x in lines[start:top])
+    rows = [[c.strip() for c in x.split("│")[1:-1]] for x in lines[top:end] if x.startswith("│")]
+    assert [int(r[0]) for r in rows] == list(range(19, 19 - TOP, -1))
+    assert {r[1] for r in rows} == {"comm_compute"}
+    assert rows[0][2:] == ["50.0", "2.5", "-47.5"]

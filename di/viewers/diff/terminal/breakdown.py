@@ -9,7 +9,8 @@ from typing import Any
 import polars as pl
 
 from di.viewers.diff import Diff
-from di.viewers.diff.terminal.cells import ms, new_table, pct, rel, signed_ms
+from di.viewers.diff.sides import by_change
+from di.viewers.diff.terminal.cells import TOP, ms, new_table, pct, rel, signed_ms
 from di.viewers.terminal import print_table
 
 
@@ -62,9 +63,15 @@ def print_breakdown(console: Any, d: Diff) -> None:
     print_table(console, t)
     ov = d.overlap.filter(pl.col("delta_ratio").abs() > 1e-9)
     if ov.height:
+        more = f"; {TOP} of {ov.height} rows, all in --json" if ov.height > TOP else ""
         t = new_table(
-            "Overlap (% of the first activity hidden behind the second)", "rank", "pair", "A %", "B %", "Δ points"
+            f"Overlap (% of the first activity hidden behind the second; largest |Δ| first{more})",
+            "rank",
+            "pair",
+            "A %",
+            "B %",
+            "Δ points",
         )
-        for r in ov.iter_rows(named=True):
+        for r in by_change(ov, "delta_ratio", "rank", "pair").head(TOP).iter_rows(named=True):
             t.add_row(str(r["rank"]), r["pair"], pct(r["a_ratio"]), pct(r["b_ratio"]), f"{100 * r['delta_ratio']:+.1f}")
-        console.print(t)
+        print_table(console, t)
