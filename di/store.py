@@ -258,8 +258,17 @@ def read_store(path: str | os.PathLike[str], *, max_input_bytes: int | None = No
     return trace
 
 
-def _read_checked(file: Path) -> pl.DataFrame:
-    """One Parquet file, or FormatError naming it."""
+def _read_checked(file: Path | list[Path]) -> pl.DataFrame:
+    """One Parquet file, or several of one table's columns into one frame (in order), or FormatError naming the
+    file that cannot be read."""
+    if isinstance(file, list):
+        try:
+            with _stderr_silenced():
+                return pl.read_parquet(file)
+        except (Exception, pl.exceptions.PanicException):  # one by one, to name the file that fails
+            from di.merge import stack
+
+            return stack([_read_checked(f) for f in file], rechunk=False)
     try:
         return _read_parquet(file)
     except (Exception, pl.exceptions.PanicException) as exc:

@@ -178,17 +178,17 @@ def table_files(store: Path, meta: dict[str, Any], table: str, groups: list[int]
 
 def read_groups(store: Path, meta: dict[str, Any], groups: list[int], read: Any) -> dict[str, pl.DataFrame]:
     """The partitioned tables' rows of some rank groups (each with ``_row``, in ``_row`` order), read with
-    ``read(file)``; nothing of the other groups is read. Empty tables have the schema's columns and ``_row``."""
-    from di.merge import stack
+    ``read(files)`` (a table's files, in group order, into one frame); nothing of the other groups is read. Empty
+    tables have the schema's columns and ``_row``."""
     from di.trace import conform
 
     out = {}
     for name in PARTITIONED:
-        parts = [read(f) for f in table_files(store, meta, name, groups)]
-        if parts:
-            # the files' chunks side by side (no copy); one copy when the rows of several groups interleave
-            df = stack(parts, rechunk=False)
-            del parts
+        files = table_files(store, meta, name, groups)
+        if files:
+            # one read of all a table's files (polars reads them side by side: a 512-rank store's 2,054 files read
+            # one by one took 1.7 CPU-s); one copy when the rows of several groups interleave
+            df = read(files)
             df = conform(name, df.drop(ROW)).with_columns(df.get_column(ROW).cast(pl.Int64))
             row = df.get_column(ROW).to_numpy()
             out[name] = df.rechunk() if bool((row[1:] >= row[:-1]).all()) else df.sort(ROW)

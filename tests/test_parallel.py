@@ -124,6 +124,15 @@ def test_single_file_store_meta_has_no_partitions(tmp_path: Path) -> None:
     assert (again / "events.parquet").is_file() and "partitions" not in json.loads((again / "meta.json").read_text())
 
 
+def test_a_damaged_group_file_is_named_when_the_table_is_read_at_once(tmp_path: Path) -> None:
+    """A table's group files are read in one call; when one is damaged the error still names that file."""
+    _, parted = stores(ring_job().build(), tmp_path, ranks_per_group=2)
+    assert len(list((parted / "events").glob("g*.parquet"))) > 2
+    (parted / "events" / "g00001.parquet").write_bytes(b"not parquet")
+    with pytest.raises(di.FormatError, match=r"g00001\.parquet: unreadable Parquet"):
+        di.load(parted)
+
+
 @need_mpi
 def test_generated_16_rank_job_same_answer_and_known(tmp_path: Path) -> None:
     single, parted = stores(ring_job().build(), tmp_path, ranks_per_group=3)  # 6 groups: uneven on 4 processes
