@@ -138,15 +138,16 @@ class Job:
         return trace
 
 
-def late_allreduce(late_rank: int = 2, late_ms: float = 30.0, ranks: int = 4, steps: int = 1) -> Job:
-    """``ranks`` ranks compute 100 ms (``late_rank`` 100 + late_ms) then allreduce
+def late_allreduce(late_rank: int = 2, late_ms: float | list[float] = 30.0, ranks: int = 4, steps: int = 1) -> Job:
+    """``ranks`` ranks compute 100 ms (``late_rank`` 100 + late_ms; a list: each step's) then allreduce
     until 10 ms after the last one arrives; repeated ``steps`` times with
     ProfilerStep markers."""
     job = Job()
     threads = [job.thread(r) for r in range(ranks)]
     t0 = 0.0
     for k in range(steps):
-        arrive = [t0 + 100 + (late_ms if r == late_rank else 0) for r in range(ranks)]
+        late = late_ms[k] if isinstance(late_ms, list) else late_ms
+        arrive = [t0 + 100 + (late if r == late_rank else 0) for r in range(ranks)]
         done = max(arrive) + 10
         members = []
         for r, th in enumerate(threads):

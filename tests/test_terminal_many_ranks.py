@@ -115,24 +115,9 @@ def test_unusual_rows_and_the_note() -> None:
 def test_the_imbalance_table_shows_the_most_imbalanced_steps_first() -> None:
     """15 steps whose rank 2 computes 5 ms longer than the others, but 50 ms in step 11: after the whole window's
     rows, the table lists step 11 first, and says how many per-step rows it left out."""
-    from engine_jobs import Job
-
     from di.viewers.terminal.imbalance import IMBALANCE_ROWS_SHOWN
 
-    job = Job()
-    threads = [job.thread(r) for r in range(4)]
-    t0 = 0.0
-    for k in range(15):
-        late = 50.0 if k == 11 else 5.0
-        arrive = [t0 + 100 + (late if r == 2 else 0) for r in range(4)]
-        done = max(arrive) + 10
-        members = []
-        for r, th in enumerate(threads):
-            job.ev(th, t0, done, f"ProfilerStep#{k}", "step")
-            job.ev(th, t0, arrive[r], "forward_backward", "compute")
-            members.append(job.ev(th, arrive[r], done, "MPI_Allreduce", "mpi_coll"))
-        job.collective(members, "allreduce")
-        t0 = done
+    job = late_allreduce(late_rank=2, late_ms=[50.0 if k == 11 else 5.0 for k in range(15)], steps=15)
     result = analyze(job.build())
     out = io.StringIO()
     render(result, Console(file=out, width=200, color_system=None))
