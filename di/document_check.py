@@ -6,7 +6,8 @@ bounds, allowed values). Such a row is valid when each of its values is, so the 
 rows made of each column's *witnesses* are: per Python type of the column's values, the least and the greatest
 number (and a number with a fraction where the schema wants integers), every distinct value where the schema lists
 the allowed ones, else one value. Nested tables (each rank's breakdown rows) are pooled across the rows and
-reduced the same way; maps of one value schema (wait time per kind) pool their values. What the reduction cannot
+reduced the same way, as are arrays of arrays (a partitioned store's groups of ranks); arrays of plain values keep
+their witnesses; maps of one value schema (wait time per kind) pool their values. What the reduction cannot
 prove equivalent (rows with different keys, a schema keyword it does not know) is kept whole.
 
 jsonschema then checks the reduced document: for the analysis of a 512-rank job, about 2,000 values instead of
@@ -36,9 +37,19 @@ def validate_document(doc: dict[str, Any], family: str, what: str) -> None:
     Raises:
         SchemaError: ``what`` (``analysis JSON``) and the path in the document where it fails.
     """
+    schema, validator = _validator(family)
+    check(doc, schema, validator, what)
+
+
+def check(doc: Any, schema: dict[str, Any], validator: Any, what: str) -> None:
+    """Check ``doc`` against ``schema`` with its jsonschema ``validator``: its witness rows, and the whole of it
+    when they fail, for the error's real place.
+
+    Raises:
+        SchemaError: ``what`` and the path in the document where it fails.
+    """
     import jsonschema
 
-    schema, validator = _validator(family)
     if validator.is_valid(_reduced(doc, schema, schema)):
         return
     error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
@@ -86,16 +97,16 @@ def _resolved(sub: Any, root: dict[str, Any]) -> Any:
 
 
 def _reduced(value: Any, sub: Any, root: dict[str, Any]) -> Any:
-    """``value`` with its long tables replaced by their witness rows."""
+    """``value`` with its long arrays replaced by their witnesses."""
     sub = _resolved(sub, root)
     if not isinstance(sub, dict):
         return value
     if isinstance(value, list):
         items = _resolved(sub.get("items"), root)
         if len(value) > SMALL and set(sub) <= ARRAY:
-            rows = _witness_rows(value, items, root)
-            if rows is not None:
-                return rows
+            witnesses = _column_witnesses(value, items, root)
+            if witnesses is not None:
+                return witnesses
         return [_reduced(v, items, root) for v in value] if isinstance(items, dict) else value
     if isinstance(value, dict):
         props = sub.get("properties") if isinstance(sub.get("properties"), dict) else {}

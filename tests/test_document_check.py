@@ -116,3 +116,32 @@ def test_the_error_names_the_row_that_is_wrong(documents) -> None:
     where = f"ranks/{broken['ranks'].index(rank)}/breakdown/2/share"
     with pytest.raises(di.SchemaError, match=f"test at {where}: 1.5 is greater than the maximum of 1"):
         validate_document(broken, family, "test")
+
+
+def test_a_partitioned_store_manifest_is_checked_on_its_witnesses(tmp_path) -> None:
+    """meta.json of a store of 40 one-rank groups (arrays of rank lists and of row counts): the reduced check and
+    the whole one agree on it and on each of 60 copies with one value broken."""
+    import json
+
+    from di.document_check import _reduced
+    from di.schema import _meta_validator, json_schema
+    from di.store import write_store
+
+    write_store(late_allreduce(ranks=40, steps=2).build(), tmp_path / "p.di", partitioned=True, ranks_per_group=1)
+    meta = json.loads((tmp_path / "p.di" / "meta.json").read_text())
+    assert len(meta["partitions"]["groups"]) == 40
+    schema, validator = json_schema("meta"), _meta_validator()
+    reduced = _reduced(meta, schema, schema)
+    assert len(_leaves(reduced["partitions"])) < 20 < len(_leaves(meta["partitions"]))
+    assert validator.is_valid(reduced) and validator.is_valid(meta)
+    rng = random.Random(3)
+    leaves = [p for p in _leaves(meta) if p[0] == "partitions"]
+    for _ in range(60):
+        path, bad = rng.choice(leaves), rng.choice(BAD_VALUES)
+        broken = copy.deepcopy(meta)
+        _at(broken, path)[path[-1]] = bad
+        assert validator.is_valid(_reduced(broken, schema, schema)) == validator.is_valid(broken), (path, bad)
+    broken = copy.deepcopy(meta)
+    broken["partitions"]["groups"][17] = [17, "x"]
+    with pytest.raises(di.SchemaError, match="meta.json at partitions/groups/17/1: 'x' is not of type 'integer'"):
+        di.schema.validate_meta(broken)
