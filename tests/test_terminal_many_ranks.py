@@ -129,3 +129,35 @@ def test_the_imbalance_table_shows_the_most_imbalanced_steps_first() -> None:
     assert rows[: len(whole)] == whole and len(whole) == 3  # comm, cpu, work
     assert [r[0] for r in rows[len(whole) : len(whole) + 2]] == ["11", "11"]
     assert rows[len(whole)][7] == "2"  # the max rank of step 11's work
+
+
+def test_memory_and_matrix_work_tables_list_the_ranks_that_matter(tmp_path) -> None:
+    """20 ranks of a profile with allocator events, rank 13 keeping 300 MiB more each step (the highest peak), and
+    20 of one with input shapes, each rank's GEMM slower than the last: the memory tables list 16 ranks with rank
+    13; the matrix-work table 16 with the fastest and the slowest ranks, and its operators those ranks' only."""
+    from test_flops import flops_job
+    from test_memory import kineto_job
+
+    def summary(jobs: list[dict]) -> str:
+        paths = []
+        for rank, doc in enumerate(jobs):
+            paths.append(tmp_path / f"r{rank}-{len(paths)}.json")
+            paths[-1].write_text(json.dumps({**doc, "distributedInfo": {"rank": rank, "world_size": len(jobs)}}))
+        out = io.StringIO()
+        render(analyze(di.load(paths)), Console(file=out, width=250, color_system=None))
+        return out.getvalue()
+
+    mem = summary([kineto_job(r, leak_mib=300 if r == 13 else 8) for r in range(20)])
+    head, rows = _table(mem, "Device memory")
+    assert "16 of 20 ranks: those with the highest peaks (all in --csv/--json)" in head
+    assert len({r[0] for r in rows}) == RANKS_SHOWN and "13" in {r[0] for r in rows}
+    _, held = _table(mem, "Held at each device's peak")
+    assert {r[0] for r in held if r[0]} == {r[0] for r in rows}
+
+    work = summary([flops_job(r) for r in range(20)])
+    head, rows = _table(work, "Matrix work")
+    assert "16 of 20 ranks: those whose rates are least like the median rank's (all in --csv/--json)" in head
+    shown = {int(r[0]) for r in rows}
+    assert len(shown) == RANKS_SHOWN and {0, 19} <= shown
+    _, ops = _table(work, "Matrix operators by GPU time")
+    assert {int(r[0]) for r in ops if r[0]} == shown

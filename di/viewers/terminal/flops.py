@@ -9,7 +9,8 @@ from typing import Any
 import polars as pl
 
 from di.engine import Analysis
-from di.viewers.terminal.tables import pct_text, print_table, short_name, tflops_text
+from di.viewers.rows_shown import more_note, unusual_ranks
+from di.viewers.terminal.tables import RANKS_SHOWN, pct_text, print_table, short_name, tflops_text
 
 FLOP_OPS_SHOWN = 8
 """Rows of the operator table per rank (all are in ``--csv``/``--json``)."""
@@ -55,7 +56,8 @@ def shapeless_text(calls: int) -> str:
 
 
 def render_flops(result: Analysis, console: Any) -> None:
-    """Each GPU's matrix-operator work against its peak, and the operators by GPU time (traces with shapes)."""
+    """Each GPU's matrix-operator work against its peak, and the operators by GPU time (traces with shapes); of more
+    than :data:`RANKS_SHOWN` ranks, those whose rates are least like the median rank's."""
     from rich.table import Table
 
     rates = result.flops
@@ -65,14 +67,20 @@ def render_flops(result: Analysis, console: Any) -> None:
         calls = rates.filter(pl.col("step").is_null()).get_column("calls").sum()
         console.print(f"Matrix work: {shapeless_text(calls)}")
         return
+    whole = rates.filter(pl.col("step").is_null())
+    total = whole.get_column("rank").n_unique()
+    speeds = whole.select(pl.col("achieved_tflops", "flop_rate_tflops", "utilization").cast(pl.Float64).fill_null(0))
+    ranks = unusual_ranks(whole.get_column("rank").to_numpy(), speeds.to_numpy(), RANKS_SHOWN).tolist()
+    whole = whole.filter(pl.col("rank").is_in(ranks))
+    more = more_note(len(ranks), total, rule="whose rates are least like the median rank's")
     t = Table(
-        title="Matrix work (matmul, conv, attention; TFLOP/s)",
+        title=f"Matrix work (matmul, conv, attention; TFLOP/s{more})",
         caption="achieved: while their kernels ran; rate: over the steps (or the GPU's span); util: rate / the "
         "GPU's dense peak (MFU when nothing is recomputed)",
     )
     for c in ("rank", "gpu", "calls", "TFLOP", "achieved", "rate", "peak", "util"):
         t.add_column(c, justify="right")
-    for r in rates.filter(pl.col("step").is_null()).iter_rows(named=True):
+    for r in whole.iter_rows(named=True):
         peak = "—" if r["peak_tflops"] is None else f"{tflops_text(r['peak_tflops'])} {r['peak_dtype']}"
         t.add_row(
             str(r["rank"]),
@@ -94,6 +102,7 @@ def render_flops(result: Analysis, console: Any) -> None:
     )
     for c in ("rank", "operator", "dtype", "calls", "GPU ms", "TFLOP/s", "% roof", "input shapes"):
         o.add_column(c, justify="left" if c in ("operator", "input shapes", "dtype") else "right")
+    ops = ops.filter(pl.col("rank").is_in(ranks))
     shown = ops.filter(pl.int_range(pl.len()).over("rank") < FLOP_OPS_SHOWN)
     for r in shown.iter_rows(named=True):
         o.add_row(

@@ -8,7 +8,8 @@ import polars as pl
 
 from di.engine import Analysis
 from di.engine.phases import BACKWARD_PREFIX
-from di.viewers.terminal.tables import mib_text, pct_text, print_table, short_name
+from di.viewers.rows_shown import more_note
+from di.viewers.terminal.tables import RANKS_SHOWN, mib_text, pct_text, print_table, short_name
 
 HOLDERS_SHOWN = 5
 """Rows of the held-at-the-peak table per device (all of :data:`di.engine.memory.HOLDERS_SHOWN` are in
@@ -32,15 +33,21 @@ def holder_label(row: dict[str, Any]) -> str:
 
 
 def render_memory(result: Analysis, console: Any) -> None:
-    """Each device's allocator peak and what held the memory then (traces with allocator events)."""
+    """Each device's allocator peak and what held the memory then (traces with allocator events); of more than
+    :data:`RANKS_SHOWN` ranks, those with the highest peaks."""
     from rich.table import Table
 
     mem = result.memory
     if mem is None or not mem.height:
         return
     whole = mem.filter(pl.col("step").is_null())
+    total = whole.get_column("rank").n_unique()
+    peaks = whole.group_by("rank").agg(pl.col("peak_bytes").max()).sort("peak_bytes", "rank", descending=[True, False])
+    ranks = peaks.head(RANKS_SHOWN).get_column("rank").implode()
+    whole = whole.filter(pl.col("rank").is_in(ranks))
+    more = more_note(min(total, RANKS_SHOWN), total, rule="with the highest peaks")
     t = Table(
-        title="Device memory (the framework's allocator, MiB)",
+        title=f"Device memory (the framework's allocator, MiB{more})",
         caption="reserved: held by the allocator at the peak (allocated + cached); growth: per step, of the memory "
         "left at each step's end",
     )
@@ -63,6 +70,7 @@ def render_memory(result: Analysis, console: Any) -> None:
     h = Table(title="Held at each device's peak (allocations alive then, by the operator and module that made them)")
     for c in ("rank", "device", "MiB", "%", "allocs", "phase", "allocated by"):
         h.add_column(c, justify="left" if c in ("phase", "allocated by") else "right")
+    held = held.filter(pl.col("rank").is_in(ranks))
     shown = held.filter(pl.col("bytes").rank("ordinal", descending=True).over("rank", "device") <= HOLDERS_SHOWN)
     for r in shown.iter_rows(named=True):
         h.add_row(
