@@ -1,4 +1,4 @@
-"""The reading commands on a job of many ranks, whole process: what a user of a 512-rank run waits for and reads.
+"""The commands on a job of many ranks, whole process: what a user of a 512-rank run waits for and reads.
 
 Run on demand (not a test)::
 
@@ -12,8 +12,9 @@ operators to diff against, and a rank-partitioned copy. Each command runs
 filled by a first untimed run): CPU seconds (user + system) of the best and the
 median run, the peak RSS, and what it wrote (lines of the terminal summary,
 bytes of a file). Commands: ``di analyze`` (terminal), ``--json``, ``--csv``,
-``di report``, ``di diff`` (terminal and ``--json``), ``di info``, and
-``di analyze`` of the partitioned store.
+``di report``, ``di diff`` (terminal and ``--json``), ``di info``,
+``di analyze`` of the partitioned store, and ``di convert`` to OTF2 (one
+location per timeline: 1,536 at 512 ranks) and to Perfetto.
 
 ``--repo DIR`` runs another checkout's ``di`` (put first on ``PYTHONPATH``, the
 commands run in a scratch folder), to compare two versions on the same inputs.
@@ -97,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             "diff": (["diff", job, slower], None),
             "diff --json": (["diff", job, slower, "--json", "d.json"], "d.json"),
             "info": (["info", job], None),
+            "convert otf2": (["convert", job, "-o", "x.otf2"], "x"),
+            "convert pftrace": (["convert", job, "-o", "x.pftrace"], "x.pftrace"),
         }
         events = json.loads((paths["job"] / "meta.json").read_text())["tables"]["events"]
         result: dict[str, Any] = {

@@ -66,9 +66,18 @@ from di.trace import Trace
 
 __all__ = ["write_otf2", "anchor_for"]
 
-CHUNK_EVENTS = 1 << 22
-"""OTF2 event chunk size in bytes (4 MiB)."""
-CHUNK_DEFS = 1 << 22
+CHUNK_EVENTS = 1 << 20
+"""OTF2 event chunk size in bytes: 1 MiB. Each location's buffer costs the library a whole chunk of fresh pages when
+it is closed, whatever it holds. ``di convert`` of a generated 512-rank job (1,536 locations of about 220 events
+each, bench/many_ranks.py's) to OTF2, whole process: with 4 MiB chunks 22.6-27.9 CPU-s (17-22 of them system time,
+in ``Archive_CloseEvtWriter``/``CloseDefWriter``); with 1 MiB 9.5-10.1 CPU-s, the same peak RSS (410-417 MB); with
+256 KiB, the library's smallest, 7.4-8.0 CPU-s but 895 MB, since chunks under the mmap threshold
+(:data:`di.process.MMAP_THRESHOLD`, 1 MiB) come from the heap with their pages resident, where a mapped chunk's
+untouched pages cost nothing. A 64-rank 1.2 M-event job: 7.9-8.7 -> 7.3-7.6 CPU-s; the real-shaped 1.2 M-event
+profile of a few locations the same within noise."""
+CHUNK_DEFS = 1 << 20
+"""OTF2 definition chunk size in bytes (the local definitions of each location and the global ones): as
+:data:`CHUNK_EVENTS`."""
 
 
 def anchor_for(path: str | os.PathLike[str]) -> Path:
