@@ -26,7 +26,7 @@ from di.convert.ccall import ccall_i64, load_at, store_at
 from di.convert.otf2.clib import libc_addresses
 
 CHUNKS = 2
-"""Chunks a buffer may hold before the library must flush it (the writer's chunks are 1 MiB: 2 MiB a buffer)."""
+"""Chunks a buffer may hold before the library must flush it (the writer's chunks are 4 MiB, or 1 MiB: 8 or 2 MiB a buffer)."""
 _MALLOC, _FREE, _LIMIT, _MADE = np.uint64(0), np.uint64(8), np.uint64(16), np.uint64(24)
 """Byte offsets of the fields of the callbacks' data (:func:`callback_data`); uint64 like the addresses they are
 added to (an int64 beside a uint64 makes numba compute in float64)."""

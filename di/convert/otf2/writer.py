@@ -62,22 +62,35 @@ from di.convert.otf2.layout import Layout, plan
 from di.convert.otf2.sideprops import set_side_property
 from di.convert.otf2.ditrace import set_own_property
 from di.errors import FormatError
+from di.process import mapped_alone
 from di.trace import Trace
 
 __all__ = ["write_otf2", "anchor_for"]
 
-CHUNK_EVENTS = 1 << 20
-"""OTF2 event chunk size in bytes: 1 MiB. Each location's buffer costs the library a whole chunk of fresh pages when
-it is closed, whatever it holds. ``di convert`` of a generated 512-rank job (1,536 locations of about 220 events
-each, bench/many_ranks.py's) to OTF2, whole process: with 4 MiB chunks 22.6-27.9 CPU-s (17-22 of them system time,
-in ``Archive_CloseEvtWriter``/``CloseDefWriter``); with 1 MiB 9.5-10.1 CPU-s, the same peak RSS (410-417 MB); with
-256 KiB, the library's smallest, 7.4-8.0 CPU-s but 895 MB, since chunks under the mmap threshold
-(:data:`di.process.MMAP_THRESHOLD`, 1 MiB) come from the heap with their pages resident, where a mapped chunk's
-untouched pages cost nothing. A 64-rank 1.2 M-event job: 7.9-8.7 -> 7.3-7.6 CPU-s; the real-shaped 1.2 M-event
-profile of a few locations the same within noise."""
-CHUNK_DEFS = 1 << 20
+CHUNK_EVENTS = 1 << 22
+"""OTF2 event chunk size in bytes (4 MiB); 1 MiB where such blocks are mapped on their own (:func:`chunk_size`)."""
+CHUNK_DEFS = 1 << 22
 """OTF2 definition chunk size in bytes (the local definitions of each location and the global ones): as
 :data:`CHUNK_EVENTS`."""
+CHUNK_MAPPED = 1 << 20
+"""The chunk size of a process whose malloc maps 1 MiB blocks on its own (``di convert``: :mod:`di.process`)."""
+
+
+def chunk_size(size: int) -> int:
+    """The chunk size to open an archive with, for a default of ``size`` bytes: :data:`CHUNK_MAPPED` when the
+    process maps such blocks on its own (:func:`di.process.mapped_alone`), else ``size``.
+
+    Each location's buffer costs the library a whole chunk of fresh pages when it is closed, whatever it holds.
+    ``di convert`` of a generated 512-rank job (1,536 locations of about 220 events each, bench/many_ranks.py's) to
+    OTF2, whole process: with 4 MiB chunks 22.6-27.9 CPU-s (17-22 of them system time, in
+    ``Archive_CloseEvtWriter``/``CloseDefWriter``); with 1 MiB 9.5-10.1 CPU-s, the same peak RSS (410-417 MB). A
+    64-rank 1.2 M-event job: 7.9-8.7 -> 7.3-7.6 CPU-s; the real-shaped 1.2 M-event profile of a few locations the
+    same within noise. Smaller chunks are worth it only when each is mapped alone: with 256 KiB (the library's
+    smallest, under di's 1 MiB mmap threshold, so from the heap and resident) the 512-rank convert took 7.4-8.0
+    CPU-s and 895 MB; and where glibc's threshold still rises (di used as a library), 1 MiB chunks came from the
+    heap after the first was freed, and :func:`di.save` of that job peaked 1,572 MB above its start against 68 MB
+    with 4 MiB."""
+    return CHUNK_MAPPED if size > CHUNK_MAPPED and mapped_alone(CHUNK_MAPPED) else size
 
 
 def anchor_for(path: str | os.PathLike[str]) -> Path:
@@ -138,7 +151,13 @@ def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> None:
 def _write_archive(_otf2: object, staged: Path, anchor: Path, lay: Layout, extra: AnalysisDefs) -> None:
     o = _otf2
     archive = o.Archive_Open(
-        str(staged), anchor.stem, o.FILEMODE_WRITE, CHUNK_EVENTS, CHUNK_DEFS, o.SUBSTRATE_POSIX, o.COMPRESSION_NONE
+        str(staged),
+        anchor.stem,
+        o.FILEMODE_WRITE,
+        chunk_size(CHUNK_EVENTS),
+        chunk_size(CHUNK_DEFS),
+        o.SUBSTRATE_POSIX,
+        o.COMPRESSION_NONE,
     )
     pool = chunkpool.callback_data()  # the memory callbacks' data: alive until the archive is closed
     try:
