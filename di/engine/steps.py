@@ -70,13 +70,11 @@ def find_steps(trace: Trace) -> pl.DataFrame:
     rank_ev = rank_of[loc]
     step_cat, user_cat = cats.index("step"), cats.index("user")
     found, have = [], np.empty(0, np.int64)
-    # every rank's marks of a kind at once, for the ranks that have none of a kind preferred to it
+    # every rank's marks of a kind at once, for the ranks that have none of a kind preferred to it: step events,
+    # then a text log's steps (its ``marker`` timelines), then user annotations named like steps
     for candidates, source in (
         (on_cpu & (cat == step_cat), "marker"),
-        (
-            on_log & (cat == step_cat),
-            "marker",
-        ),  # a text log's steps (its ``marker`` timelines) where the trace has none
+        (on_log & (cat == step_cat), "marker"),
         (on_cpu & (cat == user_cat), "annotation"),
     ):
         marks = _rows(ev, np.flatnonzero(candidates & ~np.isin(rank_ev, have)), rank_of)
