@@ -8,18 +8,16 @@ report's table) has the rest.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
 def unusual_rows(values: np.ndarray, most: int) -> np.ndarray:
     """The positions, in order, of the ``most`` rows of ``values`` (a rows x columns float array) least like the median
-    row: the largest sums of absolute differences from each column's median, the earlier row first among equal ones.
-    All rows when there are no more than ``most``."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.shape[0] <= most:
-        return np.arange(values.shape[0])
-    distance = np.abs(values - np.median(values, axis=0)).sum(axis=1)
-    return np.sort(np.argsort(-distance, kind="stable")[:most])
+    row (:func:`unusual_ranks` with each row its own rank): the earlier row first among equal ones. All rows when
+    there are no more than ``most``."""
+    return unusual_ranks(np.arange(np.shape(values)[0]), values, most)
 
 
 def unusual_ranks(ranks: np.ndarray, values: np.ndarray, most: int, groups: np.ndarray | None = None) -> np.ndarray:
@@ -53,3 +51,21 @@ def more_note(shown: int, total: int, what: str = "ranks", rule: str = "least li
     if shown >= total:
         return ""
     return f"; {shown} of {total} {what}: those {rule} (all in --csv/--json)"
+
+
+def unusual_rank_rows(
+    frame: Any, values: list[Any], most: int, rule: str = "least like the median rank", groups: Any = None
+) -> tuple[Any, str]:
+    """The rows of ``frame`` (a polars DataFrame with a ``rank`` column) of its :func:`unusual_ranks` by the
+    polars expressions ``values`` (cast to Float64; null counts as 0), rows held against their ``groups`` (an
+    expression) when given; and the :func:`more_note` saying so (``rule``). All of ``frame`` and no note when it
+    has no more than ``most`` ranks."""
+    import polars as pl
+
+    total = frame.get_column("rank").n_unique()
+    if total <= most:
+        return frame, ""
+    numbers = frame.select(v.cast(pl.Float64) for v in values).to_numpy()
+    codes = frame.select(groups).to_series().to_numpy() if groups is not None else None
+    picked = unusual_ranks(frame.get_column("rank").to_numpy(), numbers, most, codes)
+    return frame.filter(pl.col("rank").is_in(picked.tolist())), more_note(picked.size, total, rule=rule)

@@ -8,7 +8,7 @@ import polars as pl
 
 from di.engine import Analysis
 from di.engine.breakdown import STATE_LABELS, STATE_NAMES as STATES
-from di.viewers.rows_shown import more_note, unusual_ranks
+from di.viewers.rows_shown import unusual_rank_rows
 from di.viewers.terminal.tables import RANKS_SHOWN, ms_text, pct_text, print_table
 
 
@@ -24,14 +24,9 @@ def render_breakdown(result: Analysis, console: Any) -> None:
     )
     shown = [s for s in STATES if s == "idle" or (s in wide.columns and (wide.get_column(s).fill_null(0) > 0).any())]
     hidden = [STATE_LABELS.get(s, s) for s in STATES if s not in shown]
-    total = wide.get_column("rank").n_unique()
-    if total > RANKS_SHOWN:  # a GPU's row held against the median GPU's, the host's against the host's, per step
-        shares = wide.select(pl.col(s).fill_null(0) for s in shown if s in wide.columns).to_numpy()
-        kind = pl.struct(pl.col("scope").str.replace(r"\d+$", ""), "step").rank("dense")
-        groups = wide.select(kind).to_series().to_numpy()
-        picked = unusual_ranks(wide.get_column("rank").to_numpy(), shares, RANKS_SHOWN, groups)
-        wide = wide.filter(pl.col("rank").is_in(picked))
-    more = more_note(wide.get_column("rank").n_unique(), total, rule="whose scopes are least like the median one")
+    kind = pl.struct(pl.col("scope").str.replace(r"\d+$", ""), "step").rank("dense")  # a GPU against GPUs, per step
+    states = [pl.col(s) for s in shown if s in wide.columns]
+    wide, more = unusual_rank_rows(wide, states, RANKS_SHOWN, "whose scopes are least like the median one", kind)
     t = Table(
         title=f"Temporal breakdown (% of each scope's span; states exclusive, never summed overlaps{more})",
         caption=f"0.0 everywhere: {', '.join(hidden)}" if hidden else None,

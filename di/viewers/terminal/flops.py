@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from di.engine import Analysis
-from di.viewers.rows_shown import more_note, unusual_ranks
+from di.viewers.rows_shown import unusual_rank_rows
 from di.viewers.terminal.tables import RANKS_SHOWN, pct_text, print_table, short_name, tflops_text
 
 FLOP_OPS_SHOWN = 8
@@ -67,12 +67,10 @@ def render_flops(result: Analysis, console: Any) -> None:
         calls = rates.filter(pl.col("step").is_null()).get_column("calls").sum()
         console.print(f"Matrix work: {shapeless_text(calls)}")
         return
-    whole = rates.filter(pl.col("step").is_null())
-    total = whole.get_column("rank").n_unique()
-    speeds = whole.select(pl.col("achieved_tflops", "flop_rate_tflops", "utilization").cast(pl.Float64).fill_null(0))
-    ranks = unusual_ranks(whole.get_column("rank").to_numpy(), speeds.to_numpy(), RANKS_SHOWN).tolist()
-    whole = whole.filter(pl.col("rank").is_in(ranks))
-    more = more_note(len(ranks), total, rule="whose rates are least like the median rank's")
+    speeds = [pl.col("achieved_tflops", "flop_rate_tflops", "utilization")]
+    rule = "whose rates are least like the median rank's"
+    whole, more = unusual_rank_rows(rates.filter(pl.col("step").is_null()), speeds, RANKS_SHOWN, rule)
+    ranks = whole.get_column("rank").unique().to_list()
     t = Table(
         title=f"Matrix work (matmul, conv, attention; TFLOP/s{more})",
         caption="achieved: while their kernels ran; rate: over the steps (or the GPU's span); util: rate / the "

@@ -8,7 +8,7 @@ import polars as pl
 
 from di.engine import Analysis
 from di.engine.gpu_idle import CAUSE_HELP, CAUSE_LABELS, CAUSES
-from di.viewers.rows_shown import more_note, unusual_ranks
+from di.viewers.rows_shown import unusual_rank_rows
 from di.viewers.terminal.tables import RANKS_SHOWN, ms_text, pct_text, print_table, short_name
 
 GAPS_SHOWN = 5
@@ -26,13 +26,9 @@ def render_gpu_idle(result: Analysis, console: Any) -> None:
     whole = idle.filter(pl.col("step").is_null())
     wide = whole.pivot(on="cause", index=["rank", "scope", "idle_ns", "span_ns"], values="share").sort("rank", "scope")
     shown = [c for c in CAUSES if c in wide.columns and (wide.get_column(c).fill_null(0) > 0).any()]
-    total = wide.get_column("rank").n_unique()
-    if total > RANKS_SHOWN:
-        span_share = pl.col("idle_ns") / pl.col("span_ns").replace(0, None)
-        shares = wide.select(span_share.cast(pl.Float64).fill_null(0), *(pl.col(c).fill_null(0) for c in shown))
-        picked = unusual_ranks(wide.get_column("rank").to_numpy(), shares.to_numpy(), RANKS_SHOWN)
-        wide = wide.filter(pl.col("rank").is_in(picked))
-    more = more_note(wide.get_column("rank").n_unique(), total, rule="whose GPUs are least like the median one")
+    span_share = pl.col("idle_ns") / pl.col("span_ns").replace(0, None)
+    causes = [span_share, *(pl.col(c) for c in shown)]
+    wide, more = unusual_rank_rows(wide, causes, RANKS_SHOWN, "whose GPUs are least like the median one")
     t = Table(
         title=f"Why the GPUs are idle (% of each GPU's idle time{more})",
         caption="; ".join(f"{CAUSE_LABELS[c]}: {CAUSE_HELP[c]}" for c in shown),

@@ -7,7 +7,7 @@ from typing import Any
 from di.engine import Analysis
 import polars as pl
 
-from di.viewers.rows_shown import more_note, unusual_ranks
+from di.viewers.rows_shown import unusual_rank_rows
 from di.viewers.terminal.tables import RANKS_SHOWN, pct_text, print_table
 
 
@@ -22,14 +22,8 @@ def render_overlap(result: Analysis, console: Any) -> None:
     wide = result.overlap.pivot(on="pair", index=["rank", "step"], values="ratio").sort(
         "rank", "step", nulls_last=False
     )
-    total = wide.get_column("rank").n_unique()
-    if total > RANKS_SHOWN:
-        ratios = wide.select(pl.col(p).cast(pl.Float64) for p in pairs if p in wide.columns).to_numpy()
-        steps = wide.get_column("step").fill_null(-1).to_numpy()
-        wide = wide.filter(
-            pl.col("rank").is_in(unusual_ranks(wide.get_column("rank").to_numpy(), ratios, RANKS_SHOWN, steps))
-        )
-    more = more_note(wide.get_column("rank").n_unique(), total)
+    ratios = [pl.col(p) for p in pairs if p in wide.columns]
+    wide, more = unusual_rank_rows(wide, ratios, RANKS_SHOWN, groups=pl.col("step").fill_null(-1))
     t = Table(title=f"Overlap (% of the first activity hidden behind the second; — = undefined{more})")
     for c in ("rank", "step", *pairs):
         t.add_column(c, justify="right")

@@ -7,7 +7,7 @@ from typing import Any
 import polars as pl
 
 from di.engine import Analysis
-from di.viewers.rows_shown import more_note, unusual_ranks
+from di.viewers.rows_shown import unusual_rank_rows
 from di.viewers.terminal.tables import RANKS_SHOWN, ms_text, pct_text, print_table
 
 PHASE_IDLE_NOTE = 0.05
@@ -32,9 +32,8 @@ def render_phases(result: Analysis, console: Any) -> None:
     per_rank = whole.with_columns(idle_share.alias("idle_share")).pivot(
         on="phase", index="rank", values=["host_share", "idle_share"], sort_columns=True
     )
-    shares = per_rank.drop("rank").select(pl.all().cast(pl.Float64).fill_null(0)).to_numpy()
-    shown = unusual_ranks(per_rank.get_column("rank").to_numpy(), shares, RANKS_SHOWN).tolist()
-    more = more_note(len(shown), per_rank.height)
+    per_rank, more = unusual_rank_rows(per_rank, [pl.all().exclude("rank")], RANKS_SHOWN)
+    shown = per_rank.get_column("rank").to_list()
     how = "; GPU idle: the part with the rank's GPUs idle" if gpu else ""
     t = Table(title=f"Training phases: % of each rank's steps on the host{how}{more}")
     for c in ("rank", "time ms", *(("",) if gpu else ()), *present):
