@@ -275,8 +275,8 @@ def _read_checked(file: Path | list[Path]) -> pl.DataFrame:
 
 
 def _read_parquet(file: Path | list[Path]) -> pl.DataFrame:
-    """polars' reader (2-4x less CPU than pyarrow's) of a file, or of several of one table; one it cannot read, on which polars may
-    panic and print a Rust backtrace to the process's stderr, is read again by pyarrow, whose
+    """polars' reader (2-4x less CPU than pyarrow's) of a file, or of several of one table; what it cannot read,
+    on which polars may panic and print a Rust backtrace to the process's stderr, is read again by pyarrow, whose
     error names what is wrong: the backtrace never reaches the user's terminal."""
     try:
         with _stderr_silenced():
