@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from di.convert.bytewords import copy_bytes, load_u64, store_u64
+import pytest
+from numba.core.errors import TypingError
+
+from di.convert.bytewords import copy_bytes, load_u64, prefetch, store_u64
 
 
 @njit(_nrt=False)
@@ -16,6 +19,28 @@ def _copy(out, o, src, a, b):
 @njit(_nrt=False)
 def _word_round_trip(buf, i, out, o):
     store_u64(out, o, load_u64(buf, i))
+
+
+@njit(_nrt=False)
+def _sum_with_prefetch(buf, ahead):
+    total = 0
+    for i in range(buf.size):
+        prefetch(buf, i + ahead)
+        total += buf[i]
+    return total
+
+
+def test_prefetch_is_a_hint_that_changes_nothing_and_never_faults() -> None:
+    buf = np.arange(256, dtype=np.uint8)
+    want = int(buf.sum(dtype=np.int64))
+    # ahead of the data, far past the end of the buffer (unmapped memory) and behind its start
+    for ahead in (0, 64, 1 << 40, -(1 << 40)):
+        assert _sum_with_prefetch(buf, ahead) == want
+
+
+def test_prefetch_takes_only_byte_buffers() -> None:
+    with pytest.raises(TypingError):
+        _sum_with_prefetch(np.arange(4, dtype=np.int64), 0)
 
 
 def test_copy_bytes_copies_the_span_and_returns_the_end() -> None:

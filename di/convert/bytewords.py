@@ -82,3 +82,26 @@ def copy_bytes(typingctx, out, o, src, a, b):
         return builder.add(at, size)
 
     return types.intp(out, o, src, a, b), codegen
+
+
+@intrinsic
+def prefetch(typingctx, buf, i):
+    """Ask the processor to bring the cache line of byte ``buf[i]`` in ahead of use (``llvm.prefetch``, a read
+    with no temporal locality). Only a hint: it never faults, so ``i`` may lie past the buffer's end.
+
+    For loops that hop through a large buffer (a length read at each record says where the next one starts):
+    each hop's load waits on the one before, which the hardware's stream prefetcher does not hide. Counting the
+    2.4 M packets of a 256 MB Perfetto trace (one cache line of each read) took 45 ns per packet; with the line
+    256 bytes ahead asked for at each, 20-35 ns. A scanner that reads every byte gains nothing from it."""
+    if not byte_arrays_and_ints((buf,), (i,)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        ptr = builder.bitcast(byte_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1]), i8p)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        builder.call(fn, [ptr, i32(0), i32(0), i32(1)])  # read, locality 0 (streaming), data cache
+        return context.get_dummy_value()
+
+    return types.void(buf, i), codegen

@@ -14,6 +14,7 @@ from numba import njit
 
 from di.jitpipeline import ScalarKernelCompiler
 
+from di.convert.bytewords import prefetch
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.protobuf import read_varint, skip_field
 from di.convert.perfetto.slots import (
@@ -38,11 +39,16 @@ from di.convert.perfetto.slots import (
 )
 
 
+_AHEAD = np.int64(256)
+"""Bytes ahead of the packet being read whose cache line is asked for."""
+
+
 @njit(cache=True, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def count_packets(buf: np.ndarray) -> tuple[int, int]:
     """(number of complete TracePackets, byte offset where the readable part ends)."""
     pos, end, n = _ZERO, buf.shape[0], _ZERO  # typed: a literal 0 compiles read_varint twice
     while pos < end:
+        prefetch(buf, pos + _AHEAD)  # each hop waits on the length read before it (bytewords.prefetch)
         key, p = read_varint(buf, pos, end)
         if p < 0 or key >> 3 == 0:
             return n, pos
