@@ -78,21 +78,7 @@ def map_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
     and on a 1.2 M-event Kineto profile from 1,226-1,235 to 1,121-1,163 MB, CPU
     within noise (issue 19). It holds until it is set again.
     """
-    fixed = _mallopt(_M_MMAP_THRESHOLD, threshold)
-    if fixed:
-        _FIXED_THRESHOLD[0] = threshold
-    return fixed
-
-
-_FIXED_THRESHOLD: list[int | None] = [None]
-"""The mmap threshold :func:`map_large_blocks` fixed in this process (None: glibc's own, rising one)."""
-
-
-def mapped_alone(size: int) -> bool:
-    """True when glibc's malloc maps every block of ``size`` bytes on its own (so its pages cost nothing until
-    touched and go back when it is freed): :func:`map_large_blocks` fixed the threshold at ``size`` or less. With
-    glibc's rising threshold a block freed raises it, and the next ones of that size come from the heap."""
-    return _FIXED_THRESHOLD[0] is not None and _FIXED_THRESHOLD[0] <= size
+    return _mallopt(_M_MMAP_THRESHOLD, threshold)
 
 
 def keep_heap_top() -> bool:

@@ -49,41 +49,57 @@ def test_buffers_reuse_their_chunks_and_the_archive_reads_back(tmp_path: Path, m
     assert back.events.sort(key).get_column("args").to_list() == events.sort(key).get_column("args").to_list()
 
 
-@pytest.mark.parametrize(
-    "fixed, default, expected",
-    [(None, 1 << 22, 1 << 22), (1 << 20, 1 << 22, 1 << 20), (16 << 20, 1 << 22, 1 << 22), (1 << 20, 1 << 18, 1 << 18)],
-)
-def test_chunks_are_1_mib_only_where_such_blocks_are_mapped_alone(
-    fixed: int | None, default: int, expected: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``di convert`` fixes glibc's mmap threshold at 1 MiB: its archives get 1 MiB chunks. A library caller keeps
-    glibc's rising threshold (1 MiB chunks would come from the heap, resident) and the reading commands' 16 MiB
-    maps no 1 MiB block alone: both keep 4 MiB; a smaller chunk asked for stays as it is."""
-    from di import process
-    from di.convert.otf2 import writer
-
-    monkeypatch.setattr(process, "_FIXED_THRESHOLD", [fixed])
-    assert writer.chunk_size(default) == expected
+def _mapped(address: int) -> bool:
+    """Whether ``address`` lies in one of this process's mappings (/proc/self/maps)."""
+    with open("/proc/self/maps") as fh:
+        spans = (line.split(None, 1)[0].split("-") for line in fh)
+        return any(int(lo, 16) <= address < int(hi, 16) for lo, hi in spans)
 
 
-def test_di_convert_fixes_the_threshold_it_writes_archives_under(tmp_path: Path) -> None:
-    """The CLI records the threshold it fixed, in a process of its own (the setting is process-wide)."""
-    import subprocess
-    import sys
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc/self/maps (Linux)")
+def test_chunks_are_mapped_alone_kept_for_the_next_buffers_and_released() -> None:
+    """Each chunk is a mapping of its own, whatever malloc's threshold (a block from malloc is not page-aligned: it
+    follows malloc's header); a flush keeps the buffer's chunks for its next records; a deleted buffer's chunks
+    (resident: the library wrote its end-of-chunk marker over them) take the next buffers' records, up to POOLED
+    of them, the others are unmapped; release() unmaps the kept ones."""
+    import ctypes
 
-    code = (
-        "import sys; from di.cli import main; from di import process; from di.convert.otf2 import writer\n"
-        "main(['convert', sys.argv[1], '-o', sys.argv[2]])\n"
-        "print(process._FIXED_THRESHOLD[0], writer.chunk_size(writer.CHUNK_EVENTS))"
+    import numpy as np
+
+    from di.convert.otf2 import chunkpool, writer
+
+    data = chunkpool.callback_data()
+    allocate = ctypes.CFUNCTYPE(
+        ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint8, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64
+    )(chunkpool.allocate.address)
+    free_all = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint8, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_bool)(
+        chunkpool.free_all.address
     )
-    from di.demo import write_kineto_job
+    size = writer.CHUNK_EVENTS
+    buffers = np.zeros(3, dtype=np.uint64)  # three buffers' perBufferData
 
-    write_kineto_job(tmp_path / "job", ranks=2, steps=2)
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "job"), str(tmp_path / "t.otf2")],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert out[-2:] == [str(1 << 20), str(1 << 20)]
-    assert di.load(tmp_path / "t.otf2").events.height > 0
+    def take(b: int) -> int:
+        return allocate(data.ctypes.data, 0, 0, buffers.ctypes.data + 8 * b, size)
+
+    def delete(b: int, final: bool = True) -> None:
+        free_all(data.ctypes.data, 0, 0, buffers.ctypes.data + 8 * b, final)
+
+    chunks = [[take(b) for _ in range(chunkpool.CHUNKS)] for b in range(3)]
+    assert take(0) == 0  # the buffer holds its limit: the library must flush
+    every = [c for cs in chunks for c in cs]
+    assert all(c and c % 4096 == 0 for c in every) and len(set(every)) == len(every)
+    assert all(_mapped(c) and _mapped(c + size - 1) for c in every)
+    assert int(data[chunkpool.CHUNKS_MADE]) == len(every)
+    ctypes.memset(chunks[0][0], 0xAB, size)  # the library's records
+    delete(0, final=False)  # flushed: the same chunks take the next records
+    assert [take(0) for _ in range(chunkpool.CHUNKS)] == chunks[0]
+    for b in range(3):  # deleted: the first POOLED chunks are kept, the rest unmapped
+        delete(b)
+    assert int(buffers[0]) == 0
+    kept, unmapped = every[: chunkpool.POOLED], every[chunkpool.POOLED :]
+    assert all(_mapped(c) for c in kept) and not any(_mapped(c) or _mapped(c + size - 1) for c in unmapped)
+    again = take(1)  # a new buffer takes a kept chunk: no new mapping
+    assert again in kept and int(data[chunkpool.CHUNKS_MADE]) == len(every)
+    delete(1)
+    chunkpool.release(data)
+    assert not any(_mapped(c) or _mapped(c + size - 1) for c in every)

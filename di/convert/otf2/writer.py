@@ -62,35 +62,22 @@ from di.convert.otf2.layout import Layout, plan
 from di.convert.otf2.sideprops import set_side_property
 from di.convert.otf2.ditrace import set_own_property
 from di.errors import FormatError
-from di.process import mapped_alone
 from di.trace import Trace
 
 __all__ = ["write_otf2", "anchor_for"]
 
-CHUNK_EVENTS = 1 << 22
-"""OTF2 event chunk size in bytes (4 MiB); 1 MiB where such blocks are mapped on their own (:func:`chunk_size`)."""
-CHUNK_DEFS = 1 << 22
-"""OTF2 definition chunk size in bytes (the local definitions of each location and the global ones): as
-:data:`CHUNK_EVENTS`."""
-CHUNK_MAPPED = 1 << 20
-"""The chunk size of a process whose malloc maps 1 MiB blocks on its own (``di convert``: :mod:`di.process`)."""
+CHUNK_EVENTS = 1 << 20
+"""OTF2 event chunk size in bytes (1 MiB), each chunk mapped on its own (:mod:`chunkpool`).
 
-
-def chunk_size(size: int) -> int:
-    """The chunk size to open an archive with, for a default of ``size`` bytes: :data:`CHUNK_MAPPED` when the
-    process maps such blocks on its own (:func:`di.process.mapped_alone`), else ``size``.
-
-    Each location's buffer costs the library a whole chunk of fresh pages when it is closed, whatever it holds.
-    ``di convert`` of a generated 512-rank job (1,536 locations of about 220 events each, bench/many_ranks.py's) to
-    OTF2, whole process: with 4 MiB chunks 22.6-27.9 CPU-s (17-22 of them system time, in
-    ``Archive_CloseEvtWriter``/``CloseDefWriter``); with 1 MiB 9.5-10.1 CPU-s, the same peak RSS (410-417 MB). A
-    64-rank 1.2 M-event job: 7.9-8.7 -> 7.3-7.6 CPU-s; the real-shaped 1.2 M-event profile of a few locations the
-    same within noise. Smaller chunks are worth it only when each is mapped alone: with 256 KiB (the library's
-    smallest, under di's 1 MiB mmap threshold, so from the heap and resident) the 512-rank convert took 7.4-8.0
-    CPU-s and 895 MB; and where glibc's threshold still rises (di used as a library), 1 MiB chunks came from the
-    heap after the first was freed, and :func:`di.save` of that job peaked 1,572 MB above its start against 68 MB
-    with 4 MiB."""
-    return CHUNK_MAPPED if size > CHUNK_MAPPED and mapped_alone(CHUNK_MAPPED) else size
+Each location's buffer costs the library a whole chunk of fresh pages when it is closed, whatever it holds.
+``di convert`` of a generated 512-rank job (1,536 locations of about 220 events each, bench/many_ranks.py's) to
+OTF2, whole process: with 4 MiB chunks 22.6-27.9 CPU-s (17-22 of them system time, in
+``Archive_CloseEvtWriter``/``CloseDefWriter``); with 1 MiB 9.5-10.1 CPU-s, the same peak RSS (410-417 MB). A
+64-rank 1.2 M-event job: 7.9-8.7 -> 7.3-7.6 CPU-s; the real-shaped 1.2 M-event profile of a few locations the
+same within noise. 256 KiB (the library's smallest) from the heap took 7.4-8.0 CPU-s but peaked at 895 MB; and a
+chunk bounds the largest record (an args text is one string definition)."""
+CHUNK_DEFS = CHUNK_EVENTS
+"""OTF2 definition chunk size in bytes (the local definitions of each location and the global ones)."""
 
 
 def anchor_for(path: str | os.PathLike[str]) -> Path:
@@ -154,8 +141,8 @@ def _write_archive(_otf2: object, staged: Path, anchor: Path, lay: Layout, extra
         str(staged),
         anchor.stem,
         o.FILEMODE_WRITE,
-        chunk_size(CHUNK_EVENTS),
-        chunk_size(CHUNK_DEFS),
+        CHUNK_EVENTS,
+        CHUNK_DEFS,
         o.SUBSTRATE_POSIX,
         o.COMPRESSION_NONE,
     )
@@ -165,6 +152,7 @@ def _write_archive(_otf2: object, staged: Path, anchor: Path, lay: Layout, extra
         _write(archive, lay, anchor, extra)
     finally:
         o.Archive_Close(archive)
+        chunkpool.release(pool)
     del pool
 
 
@@ -215,15 +203,13 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     _otf2.Archive_SetDescription(archive, lay.description)
     _otf2.Archive_OpenEvtFiles(archive)
     n_out = len(lay.out_locations)
-    writers = [_otf2.Archive_GetEvtWriter(archive, ref) for ref in range(n_out)]
-    addrs = np.array([clib.handle(w) for w in writers], dtype=np.int64)
     fns = np.array(clib.addresses(*emit.FN_NAMES), dtype=np.int64)
     lib.OTF2_AttributeList_New.restype = ctypes.c_void_p
     alist = lib.OTF2_AttributeList_New()
-    try:
-        columns = (
+    order, start_t, end_t, region, nbytes, corr, args_ref, flows_ref, att = (
+        readonly(a)  # whether polars copied them or not: one signature
+        for a in (
             lay.order,
-            lay.bounds,
             lay.start_t,
             lay.end_t,
             lay.region,
@@ -232,26 +218,36 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
             lay.args_ref,
             lay.flows_ref,
             lay.att,
-            lay.att_bounds,
-        )  # read-only, whether polars copied them or not: one signature
-        stack = emit.stack_for(lay.bounds)
-        _check(
-            emit.emit_events(fns, addrs, alist, lay.attr_refs, *(readonly(a) for a in columns), stack), anchor, "events"
         )
-        metrics = (lay.metric_bounds, lay.metric_ts, lay.metric_ref, lay.metric_values)
-        if lay.metric_ts.size:  # not compiled for the traces without counters
-            _check(
-                emit.emit_metrics(
-                    fns, addrs[lay.metric_writers], *(readonly(a) for a in metrics), readonly(emit.DOUBLE_TYPE_IDS)
-                ),
-                anchor,
-                "metrics",
-            )
+    )
+    bounds, att_bounds, metric_bounds = (readonly(a) for a in (lay.bounds, lay.att_bounds, lay.metric_bounds))
+    metrics = tuple(readonly(a) for a in (lay.metric_ts, lay.metric_ref, lay.metric_values))
+    metric_of = np.full(n_out, -1, dtype=np.int64)
+    metric_of[lay.metric_writers] = np.arange(lay.metric_writers.size)
+    stack = emit.stack_for(lay.bounds)
+    try:
+        # one location's buffer at a time: the chunks of each one closed take the next one's records
+        # (chunkpool), where all open at once each faulted in a chunk of fresh pages
+        for ref in range(n_out):
+            w = _otf2.Archive_GetEvtWriter(archive, ref)
+            at = np.array([clib.handle(w)], dtype=np.int64)
+            one, att_one = bounds[ref : ref + 2], att_bounds[ref : ref + 2]
+            code = emit.emit_events(
+                fns, at, alist, lay.attr_refs, order, one, start_t, end_t, region, nbytes, corr, args_ref, flows_ref,
+                att, att_one, stack,
+            )  # fmt: skip
+            _check(code, anchor, "events")
+            m = int(metric_of[ref])
+            if m >= 0 and metric_bounds[m + 1] > metric_bounds[m]:  # not compiled for the traces without counters
+                _check(
+                    emit.emit_metrics(fns, at, metric_bounds[m : m + 2], *metrics, readonly(emit.DOUBLE_TYPE_IDS)),
+                    anchor,
+                    "metrics",
+                )
+            _otf2.Archive_CloseEvtWriter(archive, w)
     finally:
         lib.OTF2_AttributeList_Delete.argtypes = [ctypes.c_void_p]
         lib.OTF2_AttributeList_Delete(alist)
-    for w in writers:
-        _otf2.Archive_CloseEvtWriter(archive, w)
     _otf2.Archive_CloseEvtFiles(archive)
     _otf2.Archive_OpenDefFiles(archive)
     for ref in range(n_out):
