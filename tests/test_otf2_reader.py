@@ -270,3 +270,37 @@ def test_events_read_in_bounded_batches_are_the_same_and_a_loop_is_cut(monkeypat
     assert any("more records than the file has bytes" in w for w in cut.meta["warnings"])
     assert cut.events.height < whole.events.height
     assert archive.TRUNCATED_EVENT_FILE in " ".join(cut.meta["sources"][0]["dropped"])
+
+
+def test_an_archive_of_more_locations_than_open_files_allowed_loads_whole(tmp_path: Path) -> None:
+    """Each location's event reader is closed once read: with all left open until the archive closed, past the
+    process's limit of open files (1,024 by default on many systems) the rest of the locations read as damaged
+    event files and were dropped. Here 120 locations load under a limit of 64 files, in a process of their own."""
+    import subprocess
+    import sys
+
+    from di.demo import write_kineto_job
+
+    write_kineto_job(tmp_path / "job", ranks=40, steps=2)
+    whole = di.load(tmp_path / "job")
+    di.save(whole, tmp_path / "many.otf2")
+    locations = whole.locations.height
+    assert locations > 64
+    code = (
+        "import resource, sys, json, di\n"
+        "di.load(sys.argv[2])  # imports done and kernels loaded before the limit\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        "t = di.load(sys.argv[1])\n"
+        "print(json.dumps([t.events.height, t.meta['warnings']]))\n"
+    )
+    small = tmp_path / "small.otf2"
+    write_kineto_job(tmp_path / "one", ranks=2, steps=1)
+    di.save(di.load(tmp_path / "one"), small)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "many.otf2"), str(small)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    height, warnings = json.loads(out.strip().splitlines()[-1])
+    assert warnings == [] and height == di.load(tmp_path / "many.otf2").events.height == whole.events.height
