@@ -350,17 +350,29 @@ def _step_counters(
         base = base.join(rate, on=["rank", "step"], how="left")
         counters.append(("matrix TFLOP/s", pl.col("flop_rate_tflops").fill_null(0.0), "TFLOP/s"))
     ranks = sorted(set(base.get_column("rank").to_list()))
-    locs, series, samples = [], [], []
-    for i, r in enumerate(ranks):
-        loc = loc0 + i
-        locs.append(
-            {"loc": loc, "rank": r, "kind": "counter", "name": "analysis", "process": PROCESS, "source": source}
+    locs = [
+        {"loc": loc0 + i, "rank": r, "kind": "counter", "name": "analysis", "process": PROCESS, "source": source}
+        for i, r in enumerate(ranks)
+    ]
+    series = [
+        {"series": series0 + len(counters) * i + j, "loc": loc0 + i, "name": f"rank {r} {label}", "unit": unit}
+        for i, r in enumerate(ranks)
+        for j, (label, _, unit) in enumerate(counters)
+    ]
+    # every rank's samples at once (one frame per counter), in the order of their series: rank, counter, time
+    rows = base.join(base.select(pl.col("rank").unique().sort()).with_row_index("i"), on="rank")
+    samples = (
+        pl.concat(
+            [
+                rows.select("i", pl.lit(j, pl.Int64).alias("j"), "ts_ns", col.cast(pl.Float64).alias("value"))
+                for j, (_, col, _) in enumerate(counters)
+            ]
         )
-        mine = base.filter(pl.col("rank") == r).sort("ts_ns")
-        for j, (label, col, unit) in enumerate(counters):
-            sid = series0 + len(counters) * i + j
-            series.append({"series": sid, "loc": loc, "name": f"rank {r} {label}", "unit": unit})
-            samples.append(
-                mine.select(pl.lit(sid, pl.UInt32).alias("series"), "ts_ns", col.cast(pl.Float64).alias("value"))
-            )
-    return locs, pl.DataFrame(series), pl.concat(samples)
+        .sort("i", "j", "ts_ns", maintain_order=True)
+        .select(
+            (series0 + len(counters) * pl.col("i").cast(pl.Int64) + pl.col("j")).cast(pl.UInt32).alias("series"),
+            "ts_ns",
+            "value",
+        )
+    )
+    return locs, pl.DataFrame(series), samples
