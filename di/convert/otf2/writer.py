@@ -67,15 +67,16 @@ from di.trace import Trace
 __all__ = ["write_otf2", "anchor_for"]
 
 CHUNK_EVENTS = 1 << 20
-"""OTF2 event chunk size in bytes (1 MiB), each chunk mapped on its own (:mod:`chunkpool`).
+"""OTF2 event chunk size in bytes (1 MiB), each chunk mapped on its own and reused (:mod:`chunkpool`).
 
-Each location's buffer costs the library a whole chunk of fresh pages when it is closed, whatever it holds.
-``di convert`` of a generated 512-rank job (1,536 locations of about 220 events each, bench/many_ranks.py's) to
-OTF2, whole process: with 4 MiB chunks 22.6-27.9 CPU-s (17-22 of them system time, in
-``Archive_CloseEvtWriter``/``CloseDefWriter``); with 1 MiB 9.5-10.1 CPU-s, the same peak RSS (410-417 MB). A
-64-rank 1.2 M-event job: 7.9-8.7 -> 7.3-7.6 CPU-s; the real-shaped 1.2 M-event profile of a few locations the
-same within noise. 256 KiB (the library's smallest) from the heap took 7.4-8.0 CPU-s but peaked at 895 MB; and a
-chunk bounds the largest record (an args text is one string definition)."""
+The library writes its end-of-chunk marker over the rest of each buffer's chunk when it closes the buffer, whatever
+the buffer holds, so a location costs a whole chunk of pages. ``di convert`` of a generated 512-rank job (1,536
+locations of about 220 events each, bench/many_ranks.py's) to OTF2, whole process: with 4 MiB chunks 22.6-27.9 CPU-s
+(17-22 of them system time, in ``Archive_CloseEvtWriter``/``CloseDefWriter``), with 1 MiB 9.5-10.1, and with the
+chunks of closed buffers taking the next ones' records (one location's buffer open at a time) 2.5-2.6, the same
+peak RSS (410-430 MB). The real-shaped 1.2 M-event profile of a few locations writes in the same time with 1 or
+4 MiB. Smaller chunks gain nothing once chunks are reused, and a chunk bounds the largest record (an args text is
+one string definition)."""
 CHUNK_DEFS = CHUNK_EVENTS
 """OTF2 definition chunk size in bytes (the local definitions of each location and the global ones)."""
 
@@ -151,8 +152,10 @@ def _write_archive(_otf2: object, staged: Path, anchor: Path, lay: Layout, extra
         _check(chunkpool.set_callbacks(clib.library(), clib.handle(archive), pool), anchor, "memory callbacks")
         _write(archive, lay, anchor, extra)
     finally:
-        o.Archive_Close(archive)
-        chunkpool.release(pool)
+        try:
+            o.Archive_Close(archive)
+        finally:
+            chunkpool.release(pool)
     del pool
 
 
