@@ -66,6 +66,11 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> dict[str, Any]:
     return {"cpu_s": float(user) + float(system), "peak_mib": int(peak_kb) / 1024, "lines": done.stdout.count("\n")}
 
 
+def _folder(tmp: Path, command: str, k: int) -> Path:
+    """The folder run ``k`` of ``command`` (a name of the commands' table) runs in."""
+    return tmp / f"run-{command.replace(' ', '-').replace('--', '')}-{k}"
+
+
 def _size(path: Path) -> int:
     if path.is_dir():
         return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
@@ -101,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             "info": (["info", job], None),
             "convert otf2": (["convert", job, "-o", "x.otf2"], "x"),
             "convert pftrace": (["convert", job, "-o", "x.pftrace"], "x.pftrace"),
-            "info otf2": (["info", str(tmp / "run-convert-otf2-0" / "x.otf2")], None),  # what convert otf2 wrote
+            "info otf2": (["info", str(_folder(tmp, "convert otf2", 0) / "x.otf2")], None),  # what it wrote
         }
         events = json.loads((paths["job"] / "meta.json").read_text())["tables"]["events"]
         result: dict[str, Any] = {
@@ -116,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, (cmd, wrote) in commands.items():
             # each run in a folder of its own: a run that replaced the last one's output would pay for deleting it
             # (on this project's VM, creating files just after 3,072 were deleted cost up to 1.5 ms a file)
-            folders = [tmp / f"run-{name.replace(' ', '-').replace('--', '')}-{k}" for k in range(args.repeat + 1)]
+            folders = [_folder(tmp, name, k) for k in range(args.repeat + 1)]
             for f in folders:
                 f.mkdir(exist_ok=True)
             _run(cmd, folders[0], env)  # numba's cache filled, the store's pages cached

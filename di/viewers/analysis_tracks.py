@@ -349,7 +349,8 @@ def _step_counters(
         rate = f.filter(pl.col("step").is_not_null()).group_by("rank", "step").agg(pl.col("flop_rate_tflops").sum())
         base = base.join(rate, on=["rank", "step"], how="left")
         counters.append(("matrix TFLOP/s", pl.col("flop_rate_tflops").fill_null(0.0), "TFLOP/s"))
-    ranks = sorted(set(base.get_column("rank").to_list()))
+    index = base.select(pl.col("rank").unique().sort()).with_row_index("i")  # the ranks in order, numbered
+    ranks = index.get_column("rank").to_list()
     locs = [
         {"loc": loc0 + i, "rank": r, "kind": "counter", "name": "analysis", "process": PROCESS, "source": source}
         for i, r in enumerate(ranks)
@@ -360,7 +361,7 @@ def _step_counters(
         for j, (label, _, unit) in enumerate(counters)
     ]
     # every rank's samples at once (one frame per counter), in the order of their series: rank, counter, time
-    rows = base.join(base.select(pl.col("rank").unique().sort()).with_row_index("i"), on="rank")
+    rows = base.join(index, on="rank")
     samples = (
         pl.concat(
             [

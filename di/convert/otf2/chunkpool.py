@@ -126,10 +126,9 @@ def free_all(data, file_type, location, per_buffer, final):
     store_at(per_buffer, _NULL)
 
 
-CHUNKS_MADE = 3
-"""Index in :func:`callback_data` of the count of chunks the callbacks mapped (what a test reads)."""
-_KEPT_SIZE, _KEPT = 8, 9
-"""Indexes in :func:`callback_data` of the size of the kept chunks and their count (their addresses follow)."""
+CHUNKS_MADE, _KEPT_SIZE, _KEPT, _KEPT0 = (int(offset) // 8 for offset in (_MADE, _POOL_SIZE, _POOLED, _POOL0))
+"""Indexes in :func:`callback_data` of the count of chunks the callbacks mapped (what a test reads), of the size
+of the kept chunks, their count and the first one's address."""
 
 
 def callback_data() -> np.ndarray:
@@ -147,7 +146,7 @@ def release(data: np.ndarray) -> None:
     unmap = ctypes.CDLL(None).munmap
     unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     for k in range(int(data[_KEPT])):
-        unmap(int(data[_KEPT + 1 + k]), int(data[_KEPT_SIZE]))
+        unmap(int(data[_KEPT0 + k]), int(data[_KEPT_SIZE]))
     data[_KEPT] = 0
 
 
