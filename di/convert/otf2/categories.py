@@ -1,7 +1,7 @@
 """OTF2 region paradigm and role <-> the canonical ``cat`` vocabulary, collective ops.
 
-Reading: :func:`region_cat` maps (paradigm, role, region name, on a GPU
-location) to one ``cat``; ``src_cat`` keeps ``"<paradigm>/<role>"`` in lower
+Reading: :func:`region_cats` maps (paradigm, role, region name, on a GPU
+location) to one ``cat``, as an expression over a table of regions; ``src_cat`` keeps ``"<paradigm>/<role>"`` in lower
 case (e.g. ``"mpi/point2point"``). Writing: :func:`region_kind` picks the
 paradigm and role closest to a ``cat``. Regions di writes carry their exact
 ``cat``, ``src_cat`` and instant flag in the region description
@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["region_cat", "region_kind", "describe", "parse_description", "COLLECTIVE_OPS", "collective_op_code"]
+import polars as pl
 
-_SYNC_ROLES = {
+__all__ = ["region_cats", "region_kind", "describe", "parse_description", "COLLECTIVE_OPS", "collective_op_code"]
+
+_SYNC_ROLES = (
     "BARRIER",
     "IMPLICIT_BARRIER",
     "CRITICAL",
@@ -25,49 +27,60 @@ _SYNC_ROLES = {
     "TASK_WAIT",
     "FLUSH",
     "THREAD_WAIT",
-}
-_COLL_ROLES = {"COLL_ONE2ALL", "COLL_ALL2ONE", "COLL_ALL2ALL", "COLL_OTHER", "BARRIER"}
-_ACCEL = {"CUDA", "OPENCL", "HIP", "OPENACC", "OPENMP_TARGET", "KOKKOS"}
-_THREADS = {"OPENMP", "PTHREAD", "OMPSS", "WINTHREAD", "QTTHREAD", "ACETHREAD", "TBBTHREAD", "MTAPI"}
+)
+_COLL_ROLES = ("COLL_ONE2ALL", "COLL_ALL2ONE", "COLL_ALL2ALL", "COLL_OTHER", "BARRIER")
+_ACCEL = ("CUDA", "OPENCL", "HIP", "OPENACC", "OPENMP_TARGET", "KOKKOS")
+_THREADS = ("OPENMP", "PTHREAD", "OMPSS", "WINTHREAD", "QTTHREAD", "ACETHREAD", "TBBTHREAD", "MTAPI")
 _MPI_P2P_PREFIXES = ("MPI_Wait", "MPI_Test", "MPI_Request", "MPI_Start", "MPI_Cancel", "MPI_Probe", "MPI_Iprobe")
 _MPI_COLL_NAMES = ("MPI_Init", "MPI_Finalize", "MPI_Comm_split", "MPI_Comm_dup", "MPI_Comm_create", "MPI_Cart_create")
 DESCRIPTION_PREFIX = "di:"
 
 
-def region_cat(paradigm: str, role: str, name: str, gpu: bool) -> str:
-    """The canonical ``cat`` of an OTF2 region (paradigm/role as OTF2 enum names)."""
-    lower = name.lower()
-    if role in ("FILE_IO", "FILE_IO_METADATA"):
-        return "io"
-    if paradigm in _ACCEL:
-        if role in _SYNC_ROLES or "synchron" in lower or "wait" in lower:
-            return "sync"
-        if not gpu:
-            return "cuda_api"  # host-side calls, copies and kernel launches included (as Kineto's cuda_runtime)
-        if (
-            "memcpy" in lower
-            or role == "DATA_TRANSFER"
-            or (paradigm == "OPENACC" and ("data" in lower or "update" in lower))
-        ):
-            return "memcpy"
-        if "memset" in lower:
-            return "memset"
-        return "kernel" if role in ("FUNCTION", "KERNEL", "UNKNOWN") else "other"
-    if paradigm == "MPI":
-        if role == "POINT2POINT" or name.startswith(_MPI_P2P_PREFIXES):
-            return "mpi_p2p"
-        if role in _COLL_ROLES or name.startswith(_MPI_COLL_NAMES):
-            return "mpi_coll"
-        return "other"
-    if paradigm in _THREADS:
-        return "sync" if role in _SYNC_ROLES else "compute"
-    if paradigm == "USER":
-        return "other" if role == "ARTIFICIAL" else "user"
-    if paradigm in ("COMPILER", "SAMPLING"):
-        return "compute"
-    if gpu:
-        return "kernel"
-    return "other"
+def region_cats(paradigm: pl.Expr, role: pl.Expr, name: pl.Expr, gpu: bool) -> pl.Expr:
+    """The canonical ``cat`` of OTF2 regions (paradigm and role as OTF2 enum names, String expressions) on a GPU
+    location (``gpu``) or a CPU one: one expression over a table of regions, however many."""
+    lower = name.fill_null("").str.to_lowercase()
+    has = lower.str.contains
+    accel = (
+        pl.when(role.is_in(_SYNC_ROLES) | has("synchron", literal=True) | has("wait", literal=True))
+        .then(pl.lit("sync"))
+        .when(pl.lit(not gpu))
+        .then(pl.lit("cuda_api"))  # host-side calls, copies and kernel launches included (as Kineto's cuda_runtime)
+        .when(
+            has("memcpy", literal=True)
+            | (role == "DATA_TRANSFER")
+            | ((paradigm == "OPENACC") & (has("data", literal=True) | has("update", literal=True)))
+        )
+        .then(pl.lit("memcpy"))
+        .when(has("memset", literal=True))
+        .then(pl.lit("memset"))
+        .when(role.is_in(("FUNCTION", "KERNEL", "UNKNOWN")))
+        .then(pl.lit("kernel"))
+        .otherwise(pl.lit("other"))
+    )
+    named = name.fill_null("")
+    mpi = (
+        pl.when((role == "POINT2POINT") | pl.any_horizontal([named.str.starts_with(p) for p in _MPI_P2P_PREFIXES]))
+        .then(pl.lit("mpi_p2p"))
+        .when(role.is_in(_COLL_ROLES) | pl.any_horizontal([named.str.starts_with(p) for p in _MPI_COLL_NAMES]))
+        .then(pl.lit("mpi_coll"))
+        .otherwise(pl.lit("other"))
+    )
+    return (
+        pl.when(role.is_in(("FILE_IO", "FILE_IO_METADATA")))
+        .then(pl.lit("io"))
+        .when(paradigm.is_in(_ACCEL))
+        .then(accel)
+        .when(paradigm == "MPI")
+        .then(mpi)
+        .when(paradigm.is_in(_THREADS))
+        .then(pl.when(role.is_in(_SYNC_ROLES)).then(pl.lit("sync")).otherwise(pl.lit("compute")))
+        .when(paradigm == "USER")
+        .then(pl.when(role == "ARTIFICIAL").then(pl.lit("other")).otherwise(pl.lit("user")))
+        .when(paradigm.is_in(("COMPILER", "SAMPLING")))
+        .then(pl.lit("compute"))
+        .otherwise(pl.lit("kernel" if gpu else "other"))
+    )
 
 
 _KINDS = {

@@ -24,7 +24,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from di.convert.otf2.categories import parse_description, region_cat
+import polars as pl
+
+from di.convert.otf2.categories import DESCRIPTION_PREFIX, parse_description, region_cats
 from di.convert.otf2.globaldefs import GlobalDefs, enum_name
 
 if TYPE_CHECKING:  # the String cfunc compiles on import: the writers that import this module do not need it
@@ -43,7 +45,8 @@ class Definitions:
     trace_length: int
     realtime_ns: int | None
     locations: list[dict[str, Any]]
-    regions: dict[int, dict[str, Any]]
+    regions: pl.DataFrame
+    """One row per region (:func:`_regions`)."""
     comms: dict[int, dict[str, Any]]
     metrics: dict[int, list[dict[str, Any]]]
     attributes: dict[int, tuple[str, str]]
@@ -150,28 +153,50 @@ def _locations(g: GlobalDefs) -> list[dict[str, Any]]:
     return out
 
 
-def _regions(g: GlobalDefs) -> dict[int, dict[str, Any]]:
-    """ref -> name, cat on a CPU location, cat_gpu on a GPU location, src_cat, instant, paradigm, role."""
-    out = {}
-    for ref, (name, description, role_code, paradigm_code) in g.regions.items():
-        paradigm, role = enum_name("Paradigm", paradigm_code), enum_name("RegionRole", role_code)
-        own = parse_description(description)
-        if own is not None:
-            cat = cat_gpu = own["cat"]
-            src_cat, instant = own.get("src_cat"), bool(own.get("instant"))
-        else:
-            cat, cat_gpu = (region_cat(paradigm, role, name or "", gpu) for gpu in (False, True))
-            src_cat, instant = f"{paradigm}/{role}".lower(), False
-        out[ref] = {
-            "name": name or "",
-            "cat": cat,
-            "cat_gpu": cat_gpu,
-            "src_cat": src_cat,
-            "instant": instant,
-            "paradigm": paradigm,
-            "role": role,
-        }
-    return out
+def _regions(g: GlobalDefs) -> pl.DataFrame:
+    """One row per region: ref, name, cat on a CPU location, cat_gpu on a GPU location, src_cat, instant, paradigm,
+    role (OTF2 enum names). A region di wrote takes cat, src_cat and instant from its description (parsed once per
+    distinct description: di writes one per kind of region); any other from its paradigm, role and name
+    (:func:`region_cats`), with src_cat ``"<paradigm>/<role>"`` in lower case."""
+    r = g.regions.with_columns(
+        _enum_names("Paradigm", g.regions.get_column("paradigm")),
+        _enum_names("RegionRole", g.regions.get_column("role")),
+    )
+    own = [
+        (text, got["cat"], got.get("src_cat"), bool(got.get("instant")))
+        for text in r.get_column("description")
+        .filter(r.get_column("description").str.starts_with(DESCRIPTION_PREFIX))
+        .unique()
+        .to_list()
+        if (got := parse_description(text)) is not None
+    ]
+    described = pl.DataFrame(
+        own,
+        schema={"description": pl.String, "own_cat": pl.String, "own_src_cat": pl.String, "own_instant": pl.Boolean},
+        orient="row",
+    )
+    r = r.join(described, on="description", how="left", maintain_order="left")
+    paradigm, role, name = pl.col("paradigm"), pl.col("role"), pl.col("name")
+    is_own = pl.col("own_cat").is_not_null()
+    return r.select(
+        "ref",
+        name.fill_null(""),
+        pl.when(is_own).then(pl.col("own_cat")).otherwise(region_cats(paradigm, role, name, False)).alias("cat"),
+        pl.when(is_own).then(pl.col("own_cat")).otherwise(region_cats(paradigm, role, name, True)).alias("cat_gpu"),
+        pl.when(is_own)
+        .then(pl.col("own_src_cat"))
+        .otherwise(pl.concat_str(paradigm, pl.lit("/"), role).str.to_lowercase())
+        .alias("src_cat"),
+        pl.col("own_instant").fill_null(False).alias("instant"),
+        paradigm,
+        role,
+    )
+
+
+def _enum_names(enum: str, codes: pl.Series) -> pl.Series:
+    """The OTF2 names of a column of enum values (:func:`enum_name` once per distinct value)."""
+    distinct = codes.unique().to_list()
+    return codes.replace_strict(distinct, [enum_name(enum, v) for v in distinct], return_dtype=pl.String)
 
 
 def _comm_group_locations(g: GlobalDefs) -> dict[int, list[int]]:

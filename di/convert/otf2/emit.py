@@ -162,6 +162,34 @@ def write_strings(fns, writer, first_ref, data, starts, ends, rows, scratch):
     return 0
 
 
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+def write_definitions(fn, writer, rows):
+    """``fn(writer, rows[0, i], ..., rows[9, i])`` for each column i of the int64 (10, n) ``rows``: one global
+    definition per column (a writer taking fewer arguments ignores the trailing ones, see :mod:`clib`); returns the
+    first OTF2 error code (0 when none). The regions, as many as a trace's distinct event names, are written so
+    (:mod:`regions`): through the ``_otf2`` module each cost 5 us of Python."""
+    for i in range(rows.shape[1]):
+        code = clib.ccall(
+            fn,
+            (
+                writer,
+                rows[0, i],
+                rows[1, i],
+                rows[2, i],
+                rows[3, i],
+                rows[4, i],
+                rows[5, i],
+                rows[6, i],
+                rows[7, i],
+                rows[8, i],
+                rows[9, i],
+            ),
+        )
+        if code != 0:
+            return code
+    return 0
+
+
 def scratch_for(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The scratch buffer :func:`write_strings` needs for these rows (allocated here: numba would compile its
     ``np.empty`` once more per cold start)."""

@@ -35,7 +35,7 @@ from di.convert.otf2.timeline import (
 )
 from di.convert.otf2.flowtext import read_flow_lists
 from di.convert.otf2.recordrows import RecordRows
-from di.convert.otf2.values import as_json, ref_ids
+from di.convert.otf2.values import TYPE_REGION, as_json, ref_ids
 
 __all__ = [
     "FLOWS_ATTRIBUTE",
@@ -96,11 +96,13 @@ def _attribute_members(rec: RecordRows, defs: Any) -> _Part | None:
     if not got.any():
         return None
     attrs = rec.take(got)
+    referenced = np.unique(ref_ids(attrs.attr_type, attrs.attr_value)[attrs.attr_type == TYPE_REGION])
+    regions = defs.regions.filter(pl.col("ref").is_in(referenced))  # of a trace's many regions, the few values name
     value = as_json(
         attrs.attr_type,
         attrs.attr_value,
         defs.strings,
-        {k: r["name"] for k, r in defs.regions.items()},
+        dict(zip(regions.get_column("ref").to_list(), regions.get_column("name").to_list())),
         {k: c["name"] for k, c in defs.comms.items()},
     )
     keys = _attribute_keys(attrs, defs)

@@ -19,7 +19,6 @@ creation order is already the row order, as in time-ordered archives).
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -47,20 +46,20 @@ IO_MODES = ("read", "write", "flush")
 IO_OPERATIONS = (IO_OPERATION_READ, IO_OPERATION_WRITE, IO_OPERATION_FLUSH)
 
 
-def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.DataFrame]:
+def _descriptors(regions: pl.DataFrame) -> tuple[np.ndarray, pl.DataFrame]:
     """(ref -> region position lookup, one row per event kind: name, cat, src_cat, instant).
 
     Rows: each region on a CPU location (0..R-1), each region on a GPU location
     (R..2R-1), then each record kind (2R + kind) for instants and RMA copies,
-    then one row for regions the definitions lack (name ``?``).
+    then one row for regions the definitions lack (name ``?``). ``regions``: one row per region
+    (:func:`di.convert.otf2.definitions._regions`).
     """
     from di import schema
 
     dtypes = schema.polars_schema("events")
-    refs = np.array(list(regions), dtype=np.int64)
+    refs = regions.get_column("ref").to_numpy().astype(np.int64)
     lookup = np.full(int(refs.max()) + 1 if refs.size else 1, -1, np.int64)
     lookup[refs] = np.arange(refs.size)
-    rs = list(regions.values())
     record_names = {**INSTANT_NAMES, RMA_PUT: "RmaPut", RMA_GET: "RmaGet", **dict(zip(IO_OPERATIONS, IO_MODES))}
     n_kinds = max(record_names) + 1
     kinds = [
@@ -73,16 +72,16 @@ def _descriptors(regions: dict[int, dict[str, Any]]) -> tuple[np.ndarray, pl.Dat
         for k in range(n_kinds)
     ]
     kinds.append(("?", "other", "otf2/undefined_region", False))
-    table = pl.DataFrame(
-        {
-            "name": [r["name"] for r in rs] * 2 + [k[0] for k in kinds],
-            "cat": [r["cat"] for r in rs] + [r["cat_gpu"] for r in rs] + [k[1] for k in kinds],
-            "src_cat": [r["src_cat"] for r in rs] * 2 + [k[2] for k in kinds],
-            "instant": [r["instant"] for r in rs] * 2 + [k[3] for k in kinds],
-        },
-        schema={"name": dtypes["name"], "cat": dtypes["cat"], "src_cat": dtypes["src_cat"], "instant": pl.Boolean},
+    columns = ("name", "cat", "src_cat", "instant")
+    table = pl.concat(
+        [
+            regions.select(columns),
+            regions.select("name", pl.col("cat_gpu").alias("cat"), "src_cat", "instant"),
+            pl.DataFrame(kinds, schema=list(columns), orient="row"),
+        ],
+        how="vertical_relaxed",
     )
-    return lookup, table
+    return lookup, table.cast({"name": dtypes["name"], "cat": dtypes["cat"], "src_cat": dtypes["src_cat"]})
 
 
 @njit(cache=True, pipeline_class=ScalarKernelCompiler)
@@ -129,7 +128,7 @@ def _finish(ev_loc, ev_start, ev_end, ev_type, ev_ref, lookup, n_regions, gpu_lo
 
 
 def events_frame(
-    tl: tuple, clock: tuple[int, int, int], regions: dict[int, dict[str, Any]], gpu_locs: np.ndarray
+    tl: tuple, clock: tuple[int, int, int], regions: pl.DataFrame, gpu_locs: np.ndarray
 ) -> tuple[pl.DataFrame, np.ndarray | None]:
     """(events without args sorted and nested, creation index -> row or None when they are the same).
 
@@ -138,7 +137,7 @@ def events_frame(
     """
     ev_loc, ev_start, ev_end, ev_type, ev_ref, _, _, ev_c, ev_d = tl[:9]
     lookup, table = _descriptors(regions)
-    n_regions = len(regions)
+    n_regions = regions.height
     instant_of = table["instant"].to_numpy()
     desc, ordered = _finish(
         ev_loc,

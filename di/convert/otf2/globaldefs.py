@@ -4,8 +4,9 @@ The official high-level ``otf2`` reader builds an object graph for every
 definition (about 10 µs each in Python); here each definition callback is a
 ctypes function that appends one tuple, and names are resolved from the
 string table once at the end. Strings, which a real-shaped trace defines by
-the million (one per distinct args text), are read by a numba ``cfunc`` into
-one buffer instead (:mod:`stringdefs`). Only the definitions :mod:`definitions` needs
+the million (one per distinct args text), and regions, one per distinct event
+name, are read by numba ``cfunc`` callbacks into arrays instead
+(:mod:`stringdefs`, :mod:`regiondefs`). Only the definitions :mod:`definitions` needs
 are read; enum values stay ints (their OTF2 names via :func:`enum_name`).
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import polars as pl
 
 from di.convert.otf2 import clib
 
@@ -43,7 +45,8 @@ class GlobalDefs:
         default_factory=dict
     )  # name, system tree parent ref, creating group ref
     locations: list[tuple[Any, ...]] = field(default_factory=list)  # ref, name, type, events, location group ref
-    regions: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, description, role, paradigm
+    regions: pl.DataFrame = field(default_factory=lambda: _region_table(np.zeros((0, 5), np.int64), _no_strings()))
+    """One row per region: ref, name, description (String, null where undefined), role, paradigm (OTF2 enum values)."""
     groups: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, type, paradigm, member refs
     comms: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, group ref
     attributes: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # name, type
@@ -75,7 +78,7 @@ _FIELDS = {  # record -> (argument ctypes after userData, what the callback stor
     "SystemTreeNode": (_u32, _u32, _u32, _u32),
     "LocationGroup": (_u32, _u32, _u8, _u32, _u32),
     "Location": (_u64, _u32, _u8, _u64, _u32),
-    "Region": (_u32, _u32, _u32, _u32, _u8, _u8, _u32, _u32, _u32, _u32),
+    "Region": None,  # a cfunc: regiondefs
     "Group": (_u32, _u32, _u8, _u8, _u32, _u32, _c.POINTER(_u64)),
     "Comm": (_u32, _u32, _u32, _u32, _u32),
     "Attribute": (_u32, _u32, _u32, _u8),
@@ -133,19 +136,23 @@ def read_global_definitions(handle: int, text_bytes: int) -> GlobalDefs:
     lib.OTF2_Reader_GetNumberOfGlobalDefinitions.argtypes = [_p, _c.POINTER(_c.c_uint64)]
     _raise(lib.OTF2_Reader_GetNumberOfGlobalDefinitions(handle, _c.byref(count)), "count the global definitions")
     strings = StringBuffer(count.value, text_bytes)
-    raw = _read(lib, handle, strings)
+    raw, regions = _read(lib, handle, strings, count.value)
     if (need := strings.overflow()) is not None:
         strings = StringBuffer(*need)
-        raw = _read(lib, handle, strings)
-    return _tables(raw, strings.table())
+        raw, regions = _read(lib, handle, strings, count.value)
+    return _tables(raw, regions, strings.table())
 
 
-def _read(lib: Any, handle: int, strings: Any) -> dict[str, list[tuple[Any, ...]]]:
-    """One pass over the global definitions: every record but String as tuples, String into ``strings`` (a
-    :class:`~di.convert.otf2.stringdefs.StringBuffer`)."""
-    from di.convert.otf2.stringdefs import string_callback
+def _read(lib: Any, handle: int, strings: Any, count: int) -> tuple[dict[str, list[tuple[Any, ...]]], np.ndarray]:
+    """One pass over the global definitions (``count`` of them): every record but String and Region as tuples, String
+    into ``strings`` (a :class:`~di.convert.otf2.stringdefs.StringBuffer`), and the Region rows
+    (:data:`~di.convert.otf2.regiondefs.FIELDS`)."""
+    from di.convert.otf2.regiondefs import RegionBuffer, region_callback
+    from di.convert.otf2.stringdefs import OTHER, string_callback
 
     raw: dict[str, list[tuple[Any, ...]]] = {}
+    regions = RegionBuffer(count)
+    strings.array[OTHER] = regions.address
     keep = []  # the ctypes callbacks must outlive the read
     lib.OTF2_GlobalDefReaderCallbacks_New.restype = _p
     callbacks = lib.OTF2_GlobalDefReaderCallbacks_New()
@@ -159,6 +166,10 @@ def _read(lib: Any, handle: int, strings: Any) -> dict[str, list[tuple[Any, ...]
         lib.OTF2_GlobalDefReaderCallbacks_SetStringCallback.argtypes = [_p, _p]
         _raise(
             lib.OTF2_GlobalDefReaderCallbacks_SetStringCallback(callbacks, string_callback()), "set the String callback"
+        )
+        lib.OTF2_GlobalDefReaderCallbacks_SetRegionCallback.argtypes = [_p, _p]
+        _raise(
+            lib.OTF2_GlobalDefReaderCallbacks_SetRegionCallback(callbacks, region_callback()), "set the Region callback"
         )
         lib.OTF2_Reader_GetGlobalDefReader.restype = _p
         lib.OTF2_Reader_GetGlobalDefReader.argtypes = [_p]
@@ -177,7 +188,7 @@ def _read(lib: Any, handle: int, strings: Any) -> dict[str, list[tuple[Any, ...]
     finally:
         lib.OTF2_GlobalDefReaderCallbacks_Delete.argtypes = [_p]
         lib.OTF2_GlobalDefReaderCallbacks_Delete(callbacks)
-    return raw
+    return raw, regions.rows()
 
 
 def _raise(code: int, what: str) -> None:
@@ -189,7 +200,6 @@ _NAMED = {
     "SystemTreeNode": (1, 2),
     "LocationGroup": (1,),
     "Location": (1,),
-    "Region": (1, 3),
     "Group": (1,),
     "Comm": (1,),
     "Attribute": (1,),
@@ -204,8 +214,23 @@ _NAMED = {
 """The fields of each definition that are string refs (names, descriptions, units), by position."""
 
 
-def _tables(raw: dict[str, list[tuple[Any, ...]]], strings: StringDefs) -> GlobalDefs:
-    out = GlobalDefs(strings=strings)
+def _region_table(rows: np.ndarray, strings: StringDefs) -> pl.DataFrame:
+    """The Region rows (:data:`~di.convert.otf2.regiondefs.FIELDS`) with their names and descriptions resolved; a ref
+    defined twice keeps its last definition."""
+    ref, name, description, role, paradigm = (rows[:, i] for i in range(5))
+    return pl.DataFrame(
+        {
+            "ref": ref,
+            "name": strings.gather(name),
+            "description": strings.gather(description),
+            "role": role,
+            "paradigm": paradigm,
+        }
+    ).unique("ref", keep="last", maintain_order=True)
+
+
+def _tables(raw: dict[str, list[tuple[Any, ...]]], regions: np.ndarray, strings: StringDefs) -> GlobalDefs:
+    out = GlobalDefs(strings=strings, regions=_region_table(regions, strings))
     named = [r[i] for record, fields in _NAMED.items() for r in raw[record] for i in fields]
     refs = np.unique(np.array(named, np.int64))  # resolved in one gather, not one lookup each
     s = dict(zip(refs.tolist(), strings.gather(refs).to_list())).get
@@ -214,7 +239,6 @@ def _tables(raw: dict[str, list[tuple[Any, ...]]], strings: StringDefs) -> Globa
     out.nodes = {ref: (s(name), s(cls), parent) for ref, name, cls, parent in raw["SystemTreeNode"]}
     out.location_groups = {ref: (s(name), parent, creator) for ref, name, _, parent, creator in raw["LocationGroup"]}
     out.locations = [(ref, s(name), typ, events, group) for ref, name, typ, events, group in raw["Location"]]
-    out.regions = {r[0]: (s(r[1]), s(r[3]), r[4], r[5]) for r in raw["Region"]}
     out.groups = {ref: (s(name), typ, paradigm, members) for ref, name, typ, paradigm, members in raw["Group"]}
     out.comms = {ref: (s(name), group) for ref, name, group, _, _ in raw["Comm"]}
     out.attributes = {ref: (s(name), typ) for ref, name, _, typ in raw["Attribute"]}

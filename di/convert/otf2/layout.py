@@ -1,7 +1,9 @@
 """Plan of an OTF2 archive for a Trace: locations, definitions, and the arrays :mod:`emit` writes.
 
 Everything here is vectorised (numpy / polars) except loops over
-definitions (ranks, hosts, regions, communicators, series), which are few.
+definitions (ranks, hosts, communicators, series), which are few; regions,
+which may be as many as the distinct event names, are a table
+(:mod:`~di.convert.otf2.regions`).
 See :mod:`di.convert.otf2.writer` for the layout's definitions.
 
 :func:`plan` takes its steps in the order that numbers the strings (a string's
@@ -79,7 +81,8 @@ class Layout:
     groups: list[tuple[int, int]]
     out_locations: list[dict[str, Any]]
     rank_locations: list[int]
-    regions: list[dict[str, Any]]
+    regions: np.ndarray
+    """int64, one column per region, rows :data:`~di.convert.otf2.regions.REGION_FIELDS`."""
     comms: list[dict[str, Any]]
     metric_members: list[dict[str, Any]]
     global_offset: int

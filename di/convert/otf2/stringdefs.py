@@ -10,9 +10,11 @@ buffer, and :meth:`StringDefs.gather` resolves a column of refs at once.
 
 Buffer layout (``int64`` words, then bytes): ``HEADER`` words
 ``[strings, room for strings, text bytes, room for bytes, strings that did
-not fit, their bytes, buffer address, strlen's address, memcpy's address, 0]``
+not fit, their bytes, buffer address, strlen's address, memcpy's address, other]``
 (addresses live in the buffer, not in the compiled code, so the cached cfunc
-is valid in every process), then ``room for strings`` refs,
+is valid in every process; ``other``: the address of the table the Region
+callback fills, :mod:`~di.convert.otf2.regiondefs`, as every definition callback
+gets this buffer), then ``room for strings`` refs,
 as many end offsets, then the text bytes. A definition that does not fit is
 counted, not stored, and :func:`di.convert.otf2.globaldefs.read_global_definitions`
 reads the definitions again with room for all.
@@ -29,7 +31,7 @@ from di.convert.stringviews import texts_at_offsets
 from di.convert.symbols import decoded_texts, valid_utf8
 
 HEADER = 10
-N, ROOM_N, BYTES, ROOM_BYTES, OVER_N, OVER_BYTES, ADDRESS, STRLEN, MEMCPY = range(HEADER - 1)
+N, ROOM_N, BYTES, ROOM_BYTES, OVER_N, OVER_BYTES, ADDRESS, STRLEN, MEMCPY, OTHER = range(HEADER)
 NULL_REF = np.int64(1) << np.int64(40)
 """Added to the ref of a definition whose text pointer is NULL (stored as an empty, null text)."""
 

@@ -66,6 +66,9 @@ from di.trace import Trace
 
 __all__ = ["write_otf2", "anchor_for"]
 
+REGION_WRITER = "OTF2_GlobalDefWriter_WriteRegion"
+"""The C function that writes a region (:func:`emit.write_definitions`)."""
+
 CHUNK_EVENTS = 1 << 20
 """OTF2 event chunk size in bytes (1 MiB), each chunk mapped on its own and reused (:mod:`chunkpool`).
 
@@ -291,20 +294,9 @@ def _global_definitions(
         o.GlobalDefWriter_WriteLocation(
             g, ref, s(loc["name"]), types.get(loc["kind"], o.LOCATION_TYPE_CPU_THREAD), loc["records"], loc["group"]
         )
-    for ref, r in enumerate(lay.regions):
-        o.GlobalDefWriter_WriteRegion(
-            g,
-            ref,
-            s(r["name"]),
-            s(r["name"]),
-            s(r["description"]),
-            getattr(o, f"REGION_ROLE_{r['role']}"),
-            getattr(o, f"PARADIGM_{r['paradigm']}"),
-            o.REGION_FLAG_NONE,
-            0,
-            0,
-            0,
-        )
+    _check(
+        emit.write_definitions(np.int64(clib.address(REGION_WRITER)), clib.handle(g), lay.regions), anchor, "regions"
+    )
     for ref, (name, typ) in enumerate(lay.attributes):
         o.GlobalDefWriter_WriteAttribute(g, ref, s(name), 0, getattr(o, f"TYPE_{typ}"))
     o.GlobalDefWriter_WriteGroup(
