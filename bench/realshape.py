@@ -1,7 +1,7 @@
 """Speed on a trace shaped like a real PyTorch profile (issue 16), not one that is kind to the code.
 
-    python bench/realshape.py [--events 1200000] [--keep DIR] [--threads 1] [--repeat 3] [--steps load_json,save_di]
-                              [--provision MB]
+    python bench/realshape.py [--events 1200000] [--shapes 12] [--keep DIR] [--threads 1] [--repeat 3]
+                              [--steps load_json,save_di] [--provision MB]
 
 The input is a Kineto JSON file written here the way the PyTorch profiler
 writes one (not by di's writer, whose files di reads through its own fast
@@ -10,7 +10,9 @@ events (``python_function``), CUDA runtime calls with a correlation id, and
 their kernels and copies on two streams, each event with args as Kineto
 writes them (External id, correlation, ``Input Dims``/``Input type``/
 ``Input Strides``, grid/block for kernels), so nearly every args text is
-distinct; kernel names are many (Triton- and CUTLASS-style, one per shape).
+distinct; kernel names are many (Triton- and CUTLASS-style, one per op and tile
+shape: 2,107 distinct names with the default 12 shapes, about 170,000 with
+``--shapes 1500``, as a trace of autotuned kernels may hold).
 Each step is timed in a fresh process (warm: numba's cache filled first by a
 small run), with ``POLARS_MAX_THREADS`` and ``NUMBA_NUM_THREADS`` set to
 ``--threads``, ``--repeat`` times: CPU seconds (user and system), events per
@@ -18,7 +20,7 @@ CPU second and the peak RSS of the step over the RSS before it, of the run
 with the least CPU time and the median, for
 ``di.load`` of the JSON, ``di.save`` to ``.di``, OTF2 and Perfetto, and
 ``di.load`` of what each save wrote (``load_di``, ``load_otf2``: an archive of
-2,107 regions with a string attribute per event, ``load_pftrace``), each read
+a region per distinct name and a string attribute per event, ``load_pftrace``), each read
 once untimed in the same process before the timed read (``load_di_first``, ``load_otf2_first``,
 ``load_pftrace_first``: the same file as the first large read of a process, as a ``di`` command reads it: the
 small warm-up file read first, so only the memory is new). ``load_json`` is the first call of the
@@ -140,8 +142,9 @@ def kernel_name(op: int, shape: int) -> str:
     return f"void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_f16_{64 * (1 + shape % 4)}x64_64x3_tn_align8>(Params_{op}_{shape})"
 
 
-def write_trace(path: Path, events: int) -> dict[str, int]:
-    """A Kineto-shaped JSON file with about ``events`` events; returns its counts."""
+def write_trace(path: Path, events: int, shapes: int = 12) -> dict[str, int]:
+    """A Kineto-shaped JSON file with about ``events`` events, kernels of ``shapes`` tile shapes per op; returns its
+    counts."""
     import random
 
     rng = random.Random(0)
@@ -157,7 +160,7 @@ def write_trace(path: Path, events: int) -> dict[str, int]:
         step_lines: list[str] = []
         for k in range(400):
             op = rng.randrange(len(OPS) * 8)
-            shape = rng.randrange(12)
+            shape = rng.randrange(shapes)
             dims = [rng.choice((1, 8, 16, 32)), rng.choice((128, 512, 1024, 2048)), rng.choice((768, 1024, 4096))]
             ext += 1
             corr += 1
@@ -241,13 +244,16 @@ READS = {
     **{step: ("save_otf2", "x.otf2") for step in ("load_otf2", "load_otf2_first")},
     **{step: ("save_pftrace", "x.pftrace") for step in ("load_pftrace", "load_pftrace_first")},
 }
-"""Steps that read what a save step wrote: the real-shaped trace as a .di store, an OTF2 archive with 2,107
-regions and a string attribute per event, and a Perfetto trace with an args text per event."""
+"""Steps that read what a save step wrote: the real-shaped trace as a .di store, an OTF2 archive with a region per
+distinct name and a string attribute per event, and a Perfetto trace with an args text per event."""
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--events", type=int, default=1_200_000)
+    p.add_argument(
+        "--shapes", type=int, default=12, help="kernel tile shapes per op: the distinct names grow with it (see above)"
+    )
     p.add_argument("--keep", help="folder for the input and outputs (default: a temporary one)")
     p.add_argument(
         "--threads", type=int, default=1, help="POLARS_MAX_THREADS and NUMBA_NUM_THREADS of the measured processes"
@@ -268,11 +274,12 @@ def main(argv: list[str] | None = None) -> int:
         where.mkdir(parents=True, exist_ok=True)
         src = where / "real-shaped.json"
         made = where / "real-shaped.counts.json"
-        if src.exists() and made.exists() and json.loads(made.read_text()).get("asked") == args.events:
+        asked = [args.events, args.shapes]
+        if src.exists() and made.exists() and json.loads(made.read_text()).get("asked") == asked:
             counts = json.loads(made.read_text())["counts"]
         else:
-            counts = write_trace(src, args.events)
-            made.write_text(json.dumps({"asked": args.events, "counts": counts}))
+            counts = write_trace(src, args.events, args.shapes)
+            made.write_text(json.dumps({"asked": asked, "counts": counts}))
         small = where / "warm.json"
         write_trace(small, 2_000)
         for what, dst in (

@@ -677,3 +677,21 @@ def test_canonical_category_columns_follow_the_rules_row_by_row() -> None:
     pairs = [(c, n) for c in src for n in names]
     got = canonical_cats(pl.Series([c for c, _ in pairs], dtype=pl.String), pl.Series([n for _, n in pairs]))
     assert got.cast(pl.String).to_list() == [canonical_cat_of(c, n) for c, n in pairs]
+
+
+def test_more_names_than_the_first_symbol_table_holds(tmp_path: Path) -> None:
+    """100,000 events of 70,000 distinct names, short (looked up in the scanner's memo) and long, repeating after
+    the symbol table's first 65,536 fill it: the scan goes on with a bigger table of the same ids, and every event
+    keeps its own name and category."""
+    names = [f"k{i}" if i % 2 else f"void cutlass::Kernel2<tile_{i}x64_64x3_tn_align8>" for i in range(70_000)]
+    cats = ["kernel", "cpu_op", "cuda_runtime"]
+    events = [
+        {"ph": "X", "cat": cats[i % 3], "name": names[i % 70_000], "pid": 1, "tid": f"t{i % 5}", "ts": i, "dur": 1}
+        for i in range(100_000)
+    ]
+    trace = di.load(write_json(tmp_path, "names.json", trace_doc(*events)))
+    ev = trace.events.sort("start_ns")
+    assert ev.height == 100_000
+    assert ev["name"].cast(pl.String).to_list() == [names[i % 70_000] for i in range(100_000)]
+    assert ev["src_cat"].cast(pl.String).to_list() == [cats[i % 3] for i in range(100_000)]
+    assert trace.locations.height == 5

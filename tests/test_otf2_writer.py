@@ -330,3 +330,27 @@ def test_writer_refuses_to_overwrite_other_files(tmp_path: Path) -> None:
         with pytest.raises(OutputError, match="not an OTF2 archive that di wrote; di replaces only its own archives"):
             di.save(trace, tmp_path / "x.otf2", force=force)
     assert (tmp_path / "x.otf2").read_text() == "my notes"
+
+
+def test_regions_of_many_distinct_names_round_trip(tmp_path: Path) -> None:
+    """6,000 kernel names (past the string table's dict, so the names enter it as one column), some also the name of
+    a CPU op or of an instant (one region per (name, cat, src_cat, instant)): the official reader sees each region
+    once with its name and role, and di reads every event back."""
+    events = []
+    for k in range(6_000):
+        t = 10 * k
+        events.append({"ph": "X", "cat": "kernel", "name": f"triton_poi_{k}", "pid": 0, "tid": 7, "ts": t, "dur": 5})
+        if k % 1000 == 0:  # the same name as a CPU op and as an instant: regions of their own
+            events.append(
+                {"ph": "X", "cat": "cpu_op", "name": f"triton_poi_{k}", "pid": 1, "tid": 1, "ts": t, "dur": 2}
+            )
+            events.append({"ph": "i", "cat": "cpu_op", "name": f"triton_poi_{k}", "pid": 1, "tid": 1, "ts": t + 3})
+    first = di.load(write_json(tmp_path, "many.json", trace_doc(*events)))
+    write_otf2(first, tmp_path / "many.otf2")
+    with otf2.reader.open(str(tmp_path / "many.otf2")) as tr:
+        regions = [(r.name, str(r.region_role)) for r in tr.definitions.regions]
+    per_name = collections.Counter(name for name, _ in regions)
+    assert len(regions) == 6_012 and per_name == {f"triton_poi_{k}": 3 if k % 1000 == 0 else 1 for k in range(6_000)}
+    assert collections.Counter(role for _, role in regions) == {"RegionRole.KERNEL": 6_000, "RegionRole.FUNCTION": 12}
+    second = assert_valid(di.load(tmp_path / "many.otf2"))
+    assert events_by_content(second).equals(events_by_content(first))

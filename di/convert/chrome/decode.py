@@ -25,7 +25,7 @@ from di.convert.chrome.prepass import fix_utf8, has_high_bytes
 from di.convert.provenance import TRUNCATED_TAIL
 from di.convert.stringviews import texts_at_offsets, texts_at_spans
 from di.inputsize import check_size
-from di.convert.symbols import FIRST_CAPACITY, decode_symbols, grown_capacity, new_table
+from di.convert.symbols import decode_symbols, new_table
 from di.errors import FormatError
 
 JSON_SPACE = b" \t\r\n\xef\xbb\xbf"
@@ -169,20 +169,13 @@ def decode(path: Path, limit: int | None = None) -> Raw:
             dropped["non-UTF-8 bytes replaced"] += int(bad)
     abuf = np.empty(max(buf.size, 1), dtype=np.uint8)
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
-    capacity = FIRST_CAPACITY
     progress = np.zeros(2, dtype=np.int64)  # the offset reached, the di_flow members seen
     text = buf.view()  # read-only, as the buffers of the Perfetto reader and of JSON text from polars are:
     text.flags.writeable = False  # the kernels they share (symbols, jsontext) then compile once
     with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
-        while True:
-            slots, starts, ends, count = new_table(capacity)
-            # the columns' pages are touched only as rows are filled; the scan grows them when full
-            got = S.scan(
-                text, S.alloc_columns(S.capacity_guess(buf.size)), slots, starts, ends, count, abuf, top, progress
-            )
-            if got.error != S.E_FULL:
-                break
-            capacity = grown_capacity(capacity)
+        # the columns' pages are touched only as rows are filled; the scan grows them, and the symbol table, when full
+        got = S.scan(text, S.alloc_columns(S.capacity_guess(buf.size)), *new_table(), abuf, top, progress)
+    _, starts, ends, count = got.symbols
     n, err, pos = got.events, got.error, got.error_at
     if err == S.E_NOT_TRACE:
         if bytes(buf[:4096]).lstrip(JSON_SPACE)[:1] not in (b"{", b"["):

@@ -80,7 +80,7 @@ from di.convert.chrome.jsontext import (
     skip_ws,
 )
 from di.convert.chrome.numbers import parse_number
-from di.convert.symbols import FULL, intern
+from di.convert.symbols import FULL, grown_table, intern
 
 
 # Per-event status codes (0 = sound). Named in di.convert.chrome.reader.
@@ -100,7 +100,7 @@ E_NONE = 0
 E_TRUNCATED = -TRUNCATED
 E_SYNTAX = -BAD_SYNTAX
 E_NOT_TRACE = 3
-E_FULL = 4  # the symbol table filled up: scan again with a bigger one
+E_FULL = 4  # the symbol table filled up: :func:`scan` goes on with a bigger one (never returned by it)
 E_ROWS = 5  # the columns filled up: :func:`scan` resumes with bigger ones (never returned by it)
 
 
@@ -461,6 +461,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                 else:
                     err = E_SYNTAX
                     break
+        if err == E_FULL:  # resumed, like E_ROWS, from the separator before this event
+            return sep, k, err, ev, o0
         if err != E_NONE:
             return ev, k, err, ev, o0
         w8[B_FLAGS, k] = flags
@@ -579,6 +581,8 @@ class Scanned(NamedTuple):
     """The bytes of args text written to ``abuf``."""
     cols: tuple[np.ndarray, np.ndarray, np.ndarray]
     """The columns filled: those given, or bigger ones when they filled up."""
+    symbols: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    """The symbol table (slots, starts, ends, count): the one given, or a bigger one when it filled up."""
 
 
 def scan(
@@ -597,55 +601,62 @@ def scan(
     When the events outnumber the columns, the scan goes on in bigger ones
     (``Scanned.cols``). ``top`` receives (key start, key end, value start,
     value end) of each other top-level key of the object format, for the
-    caller to decode. ``E_FULL`` means the symbol table (slots, starts, ends,
-    count) ran out of room. ``progress[1]`` counts the ``di_flow`` members seen (zeroed here). ``progress[0]`` is set to the byte offset reached
+    caller to decode. When the symbol table (slots, starts, ends, count) fills up, the scan goes on with a
+    bigger one holding the same ids (``Scanned.symbols``, :func:`di.convert.symbols.grown_table`). ``progress[1]``
+    counts the ``di_flow`` members seen (zeroed here). ``progress[0]`` is set to the byte offset reached
     every 65,536 events. The events array is one kernel, called from Python
     (not linked into a caller, which would compile it again); the few
     top-level members are read in Python (:func:`_members`).
     """
     progress[1] = 0
+    table = (slots, starts, ends, count)
     n = buf.size
     i = _document_start(buf)
     if i >= n:
-        return Scanned(0, E_NOT_TRACE, 0, False, 0, 0, c)
+        return Scanned(0, E_NOT_TRACE, 0, False, 0, 0, c, table)
     if buf[i] == OPEN_ARRAY:
-        _, nev, err, where, used, c = _events(buf, i, c, slots, starts, ends, count, abuf, progress, new_memo())
+        _, nev, err, where, used, c, table = _events(buf, i, c, table, abuf, progress, new_memo())
         # the array format may end without its ']' (Trace Event Format spec): truncated
         # at the end, not inside an event (there ``where`` is the event's '{')
         if err == E_TRUNCATED and where >= n:
             err = E_NONE
-        return Scanned(nev, err, where, True, 0, used, c)
+        return Scanned(nev, err, where, True, 0, used, c, table)
     if buf[i] != OPEN_OBJECT:
-        return Scanned(0, E_NOT_TRACE, i, False, 0, 0, c)
+        return Scanned(0, E_NOT_TRACE, i, False, 0, 0, c, table)
     i, err, ntop, events_at = _members(buf, i + 1, False, True, top, 0)
     if events_at < 0:
-        return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0, c)
-    i, nev, err, where, used, c = _events(buf, events_at, c, slots, starts, ends, count, abuf, progress, new_memo())
+        return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0, c, table)
+    i, nev, err, where, used, c, table = _events(buf, events_at, c, table, abuf, progress, new_memo())
     if err != E_NONE:
-        return Scanned(nev, err, where, False, ntop, used, c)
+        return Scanned(nev, err, where, False, ntop, used, c, table)
     i, err, ntop, _ = _members(buf, i, True, False, top, ntop)
-    return Scanned(nev, err, i, False, ntop, used, c)
+    return Scanned(nev, err, i, False, ntop, used, c, table)
+
+
+Table = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""A symbol table: (slots, starts, ends, count) of :mod:`di.convert.symbols`."""
 
 
 def _events(
     buf: np.ndarray,
     i: int,
     c: tuple[np.ndarray, np.ndarray, np.ndarray],
-    slots: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    count: np.ndarray,
+    table: Table,
     abuf: np.ndarray,
     progress: np.ndarray,
     memo: np.ndarray,
-) -> tuple[int, int, int, int, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+) -> tuple[int, int, int, int, int, tuple[np.ndarray, np.ndarray, np.ndarray], Table]:
     """:func:`_scan_array` from the '[' at i, resumed in columns twice as big (or as
-    big as the bytes scanned so far predict) each time they fill up."""
+    big as the bytes scanned so far predict) each time they fill up, and with a symbol table sixteen times as big
+    (the same ids) each time it fills up."""
     k = o = 0
     while True:
-        i, k, err, where, o = _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, memo)
+        i, k, err, where, o = _scan_array(buf, i, k, o, c, *table, abuf, progress, memo)
+        if err == E_FULL:
+            table = grown_table(buf, table)
+            continue
         if err != E_ROWS:
-            return i, k, err, where, o, c
+            return i, k, err, where, o, c, table
         grown = alloc_columns(max(2 * k, int(k * 1.25 * buf.size / max(where, 1))) + 1)
         for old, new in zip(c, grown):
             filled = min(k + 1, old.shape[1])
