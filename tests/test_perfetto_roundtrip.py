@@ -11,6 +11,7 @@ import pytest
 import di
 from di.schema import polars_schema
 from di.trace import Trace
+from conftest import trace_doc, write_json
 from tests.perfetto_cases import generated_job, shared_cases
 
 EVENT_COLS = list(polars_schema("events"))
@@ -127,3 +128,30 @@ def test_large_trace_spans_several_buffers(tmp_path: Path, monkeypatch: pytest.M
     start = np.arange(n, dtype=np.int64) * 100
     t = _small([(k % 2, int(s), int(s) + 50 + (k % 3) * 100, f"e{k % 7}") for k, s in enumerate(start)])
     assert_same(t, round_trip(t, tmp_path))
+
+
+def test_more_names_than_the_first_tables_hold(tmp_path: Path) -> None:
+    """60,000 distinct event names, past three quarters of the first symbol table (65,536): the decoder grows its
+    tables between packets and goes on, without decoding the file again, and every event keeps its name."""
+    from di.convert.perfetto.decode import ST_SYMBOLS_FULL, STAT_NAMES, count_packets, decode_packets
+    from di.convert.symbols import FIRST_CAPACITY, new_table
+
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"kernel_{i % 60_000}_{'x' * (i % 7)}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 1,
+        }
+        for i in range(80_000)
+    ]
+    trace = di.load(write_json(tmp_path, "names.json", trace_doc(*events)))
+    back = round_trip(trace, tmp_path, "names.pftrace")
+    assert_same(trace, back)
+    buf = np.fromfile(tmp_path / "names.pftrace", dtype=np.uint8)
+    stats = np.zeros(len(STAT_NAMES) + 1, dtype=np.int64)
+    *_, sym = decode_packets(buf, count_packets(buf)[0], new_table(FIRST_CAPACITY), stats)
+    assert stats[ST_SYMBOLS_FULL] == 0 and sym[1].size > FIRST_CAPACITY and sym[3][0] > 60_000

@@ -10,7 +10,9 @@ linearly; the table holds at most half its slots, so a probe always ends.
 
 Like the symbol table (:mod:`di.convert.symbols`), a full table does not
 grow: :func:`claim` returns -1, the kernel reports it and its caller runs it
-again with a bigger table; kernels that return no new arrays compile faster. Every key part is an int64 (pass :data:`NO_KEY`, not a
+again with a bigger table, or, stopped before it fills, goes on with a bigger
+one holding the same entries (:func:`grown`); kernels that return no new arrays
+compile faster. Every key part is an int64 (pass :data:`NO_KEY`, not a
 literal ``0``), so each function compiles once.
 """
 
@@ -70,3 +72,24 @@ def claim(keys, count, a, b, c):
     keys[h, 0], keys[h, 1], keys[h, 2], keys[h, 3] = 1, a, b, c
     count[0] += 1
     return h
+
+
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+def _moved(keys, values, new_keys, new_count, new_values):
+    """Claim every key of (keys, values) in the empty table (new_keys, new_count, new_values), with its values."""
+    for h in range(keys.shape[0]):
+        if keys[h, 0]:
+            g = claim(new_keys, new_count, keys[h, 1], keys[h, 2], keys[h, 3])
+            for k in range(values.shape[1]):
+                new_values[g, k] = values[h, k]
+
+
+def grown(
+    table: tuple[np.ndarray, np.ndarray, np.ndarray], factor: int = 16
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A table of ``factor`` times the slots holding the keys and values of ``table`` (their slots differ: the
+    caller looks them up again)."""
+    keys, _, values = table
+    bigger = new_table(keys.shape[0] * factor, values.shape[1])
+    _moved(keys, values, *bigger)
+    return bigger

@@ -138,7 +138,9 @@ def grown_table(
     n = int(count[0])
     grown = new_table(grown_capacity(starts.size))
     grown[1][:n], grown[2][:n], grown[3][0] = starts[:n], ends[:n], n
-    _rehash(buf, grown[0], grown[1], grown[2], np.int64(n))
+    text = buf.view()
+    text.flags.writeable = False  # as the scanners' buffers: one compiled version
+    _rehash(text, grown[0], grown[1], grown[2], np.int64(n))
     return grown
 
 

@@ -22,8 +22,9 @@ timestamp, legacy events (``legacy_event`` phases), events of unknown type.
 The per-sequence state (interned entries, generation, default track and
 clock, thread sequences) and the clocks are array hash tables
 (:mod:`di.convert.inttable`), not numba typed Dicts, which cost ~55 compiles;
-they are sized from the symbol table and, like it, make the caller decode
-again with bigger ones when they fill up. Counters and ids passed to helpers
+they are sized from the symbol table and, like it, grow between packets when
+three quarters full (:data:`~.slots.NEED_TABLES`); one that fills inside a packet
+makes the caller decode again with bigger ones. Counters and ids passed to helpers
 are ``np.int64`` (``_ZERO``, the ``K_*`` kinds), never literal ints, so that
 each helper compiles once (see :mod:`di.convert.perfetto.encode`).
 
@@ -62,7 +63,8 @@ from numba import njit
 from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.perfetto import fields as F
-from di.convert.inttable import NO_KEY, find, new_table
+from di.convert.inttable import NO_KEY, find, grown, new_table
+from di.convert.symbols import grown_table
 from di.convert.perfetto.clocks import CLOCK_WIDTH, MAX_CLOCKS, SNAPSHOT_ROWS, read_snapshot, to_trace_ns
 from di.convert.perfetto.interned import _interned, _seq_row
 from di.convert.perfetto.packets import _defaults, _packet_fields
@@ -111,11 +113,16 @@ from di.convert.perfetto.slots import (
     NEED_ROWS,
     NEED_SNAPSHOT,
     NEED_SPANS,
+    NEED_TABLES,
     Q_CLOCK,
     Q_THREAD,
     Q_TRACK,
     ST_CLOCK_ID,
     ST_SYMBOLS_FULL,
+    T_CLOCKS,
+    T_INTERNED,
+    T_SEQUENCES,
+    T_SYMBOLS,
 )
 from di.convert.perfetto.trackevent import _track_event
 
@@ -172,7 +179,8 @@ def decode_packets(
     """Decode every TracePacket; see the module docstring. Returns (packet, ts, type, track, name,
     categories (n, 2), correlation id, has correlation, counter value, flow ids (uint64), flow events,
     flow terminating (uint8), annotations (n, 6: event, name, type, int value, span start, end),
-    annotation doubles, spans (n, 4: kind, start, end, sequence))."""
+    annotation doubles, spans (n, 4: kind, start, end, sequence), the symbol table: ``sym``, or a bigger one with
+    the same ids when it grew)."""
     slots = sym[0].shape[0]  # a power of two, twice the symbol capacity
     tables = (new_table(slots, _ONE), new_table(max(slots // 16, 16), _SEQ_WIDTH))
     clocks = new_table(max(slots // 16, 16), CLOCK_WIDTH)
@@ -199,10 +207,17 @@ def decode_packets(
             state[D_SNAPSHOT_READ] = 1
         elif stopped == NEED_SPANS:
             spans = _grown(spans, 2 * spans.shape[0])
+        elif stopped == NEED_TABLES:
+            crowded = int(state[D_NEED])
+            if crowded & T_SYMBOLS:
+                sym = grown_table(buf, sym)
+            tables = tuple(grown(t) if crowded & bit else t for t, bit in zip(tables, (T_INTERNED, T_SEQUENCES)))
+            if crowded & T_CLOCKS:
+                clocks = grown(clocks)
         else:
             flows = _grown(flows, state[D_FLOWS] + state[D_NEED])
             ann = _grown(ann, state[D_ANNS] + state[D_NEED])
-    return _columns(events, flows, ann, spans, state)
+    return (*_columns(events, flows, ann, spans, state), sym)
 
 
 def _columns(
@@ -270,6 +285,16 @@ def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary,
             ):  # a flow id takes a byte at least, an annotation 2
                 stopped, pos = NEED_ROWS, at
                 state[D_NEED] = plen
+                break
+            crowded = (
+                T_SYMBOLS * (4 * sym[3][0] > 3 * sym[1].shape[0])
+                | T_INTERNED * (4 * interned[1][0] > 3 * (interned[0].shape[0] >> 1))
+                | T_SEQUENCES * (4 * seqs[1][0] > 3 * (seqs[0].shape[0] >> 1))
+                | T_CLOCKS * (4 * clocks[1][0] > 3 * (clocks[0].shape[0] >> 1))
+            )
+            if crowded:  # grown before they fill: a table full inside a packet means decoding again
+                stopped, pos = NEED_TABLES, at
+                state[D_NEED] = crowded
                 break
             b = pos + plen
             if not _packet_fields(buf, pos, b, spans, state, stats):  # nothing of this packet is kept yet

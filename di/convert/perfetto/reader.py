@@ -210,13 +210,13 @@ def _decoded(path: Path, max_input_bytes: int | None, dropped: Counter[str]) -> 
     if readable < len(buf):
         dropped[TRUNCATED_TAIL] += len(buf) - int(readable)
     capacity = FIRST_CAPACITY
-    while True:  # a full symbol table means: decode again with a bigger one (rare: capacities grow sixteenfold)
+    while True:  # a table full inside a packet means: decode again with bigger ones (rare: they grow between packets)
         sym = new_table(capacity)
         stats = np.zeros(len(STAT_NAMES) + 1, dtype=np.int64)
-        decoded = decode_packets(buf, n_packets, sym, stats)
+        *decoded, sym = decode_packets(buf, n_packets, sym, stats)
         if not stats[ST_SYMBOLS_FULL]:
             break
-        capacity = grown_capacity(capacity)
+        capacity = grown_capacity(sym[1].size)
     for k, v in zip(STAT_NAMES, stats.tolist()):
         if v:
             dropped[k] += v

@@ -83,10 +83,16 @@ EV_PACKET, EV_TS, EV_TYPE, EV_TRACK, EV_NAME, EV_CAT0, EV_CAT1, EV_CORR, EV_HAS_
 EV_ROWS = 10
 _NAN_BITS = int(np.array(np.nan, np.float64).view(np.int64))
 """A counter value's default, NaN, as its bits."""
-NEED_ROWS, NEED_SPANS, NEED_SNAPSHOT = np.int64(1), np.int64(2), np.int64(3)
+NEED_ROWS, NEED_SPANS, NEED_SNAPSHOT, NEED_TABLES = np.int64(1), np.int64(2), np.int64(3), np.int64(4)
 """What :func:`_decode_packets` returns when it stopped before a packet: its flow and annotation rows may not
-fit (``state[D_NEED]`` more rows of each, at most), or its span rows do not; or within a packet, for the caller
-to read its ClockSnapshot (``state[D_P_CS0]:state[D_P_CS1]``); 0 when every packet is decoded."""
+fit (``state[D_NEED]`` more rows of each, at most), or its span rows do not, or a table is three quarters full
+(``state[D_NEED]``: the ``T_*`` bits of those that are); or within a packet, for the caller to read its
+ClockSnapshot (``state[D_P_CS0]:state[D_P_CS1]``); 0 when every packet is decoded."""
+T_SYMBOLS, T_INTERNED, T_SEQUENCES, T_CLOCKS = np.int64(1), np.int64(2), np.int64(4), np.int64(8)
+"""Bits of the tables :data:`NEED_TABLES` asks to grow: the symbols, the interned entries, the per-sequence table,
+the clocks. Grown at three quarters, between packets, they never fill inside a packet but for one that adds more
+entries than a quarter of a table holds (16,384 symbols at first); then the caller decodes again from the start with
+bigger ones (``stats[ST_SYMBOLS_FULL]``)."""
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, inline="always")
