@@ -99,13 +99,14 @@ def read_otf2(
             own = read_own(reader, [loc["ref"] for loc in defs.locations], side_warnings)
             # every record takes at least one byte of its event file: a definition claiming more sizes nothing
             expected = min(sum(loc["records"] for loc in defs.locations), files)
+            largest = min(max((loc["records"] for loc in defs.locations), default=0), files)
             fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
             builder = Builder(expected, fold)
             recs = archive.read_records(
                 reader,
                 [loc["ref"] for loc in defs.locations],
                 anchor,
-                expected_records=expected,
+                expected_records=largest,  # a location at a time: the buffer is reused
                 consume=builder.add,
                 time_window=(defs.global_offset, defs.global_offset + defs.trace_length),
                 io_records=bool(defs.io_handles or defs.io_files),
