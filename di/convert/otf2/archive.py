@@ -40,6 +40,9 @@ Enter carries args, corr, bytes and flows). The rows past those filled are pages
 no memory, while a buffer that fills is copied into one twice its size: at 1.125 (and 65,536 rows when the buffer
 served one location at a time) a 1.2 M-event real-shaped archive's largest location grew the buffer six times,
 0.1 CPU-s of copies and fresh pages."""
+FIRST_ROWS = (1 << 16, 1 << 24)
+"""Bounds of the buffer's first room in rows (the largest, 0.9 GB of address space, where damaged definitions
+announce more records than the memory holds: past it the buffer grows as it fills)."""
 
 
 def is_anchor(head: bytes) -> bool:
@@ -237,7 +240,7 @@ def read_records(
     defs_open = _open_files(handle, location_refs, anchor)
     out = Records(np.zeros((0, records.WIDTH), np.int64), np.zeros(len(location_refs) + 1, np.int64))
     callbacks = records.Callbacks(io_records)
-    buf = records.RecordBuffer(max(int(expected_records * ATTRIBUTE_ROOM), 1 << 16))
+    buf = records.RecordBuffer(min(max(int(expected_records * ATTRIBUTE_ROOM), FIRST_ROWS[0]), FIRST_ROWS[1]))
     taken = 0
     try:
         for i, ref in enumerate(location_refs):
