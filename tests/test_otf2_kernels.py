@@ -252,7 +252,8 @@ def test_text_spans_read_each_rows_text_in_place() -> None:
     both = pl.concat([args.head(100), short], rechunk=False)
     merged = pl.concat([args.head(100), short], rechunk=True)  # one chunk, two data buffers and held texts
     assert len(merged.to_arrow(compat_level=pl.CompatLevel.newest()).buffers()) == 4
-    for column in (args, short, both, merged):
+    full = pl.concat([args.drop_nulls().head(50), pl.Series(["a", "x" * 13])], rechunk=False)  # no empty text
+    for column in (args, short, both, merged, full):
         data, starts, ends = text_spans(column)
         assert not data.flags.writeable
         got = [None if t is None else bytes(data[a:b]).decode() for t, a, b in zip(column, starts, ends)]

@@ -64,14 +64,15 @@ def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if values.has_nulls():
         length[values.is_null().to_numpy()] = 0
     used = length > 0
-    if not used.any():
+    every = bool(used.all())  # as args texts are: the span's ends need no masked copies
+    if not every and not used.any():
         return np.zeros(0, np.uint8), np.zeros(len(values), np.int64), np.zeros(len(values), np.int64)
-    first = address[used].min()
-    span = np.asarray(
-        _HeldBytes(int(first), int((address[used] + length[used].astype(np.uint64)).max() - first), chunks)
-    )
-    starts = (address - first).view(np.int64)
-    starts[~used] = 0
+    first = address.min() if every else address[used].min()
+    ends = address + length.view(np.uint64) if every else address[used] + length[used].astype(np.uint64)
+    span = np.asarray(_HeldBytes(int(first), int(ends.max() - first), chunks))
+    starts = np.subtract(address, first, out=address).view(np.int64)
+    if not every:
+        starts[~used] = 0
     return span, starts, starts + length
 
 
