@@ -1,7 +1,7 @@
 """Speed on a trace shaped like a real PyTorch profile (issue 16), not one that is kind to the code.
 
-    python bench/realshape.py [--events 1200000] [--shapes 12] [--keep DIR] [--threads 1] [--repeat 3]
-                              [--steps load_json,save_di] [--provision MB]
+    python bench/realshape.py [--events 1200000] [--shapes 12] [--layout kineto] [--keep DIR] [--threads 1]
+                              [--repeat 3] [--steps load_json,save_di] [--provision MB]
 
 The input is a Kineto JSON file written here the way the PyTorch profiler
 writes one (not by di's writer, whose files di reads through its own fast
@@ -11,8 +11,10 @@ their kernels and copies on two streams, each event with args as Kineto
 writes them (External id, correlation, ``Input Dims``/``Input type``/
 ``Input Strides``, grid/block for kernels), so nearly every args text is
 distinct; kernel names are many (Triton- and CUTLASS-style, one per op and tile
-shape: 2,107 distinct names with the default 12 shapes, about 170,000 with
-``--shapes 1500``, as a trace of autotuned kernels may hold).
+shape: 2,107 distinct names with the default 12 shapes, about 115,000 with
+``--shapes 1500``, as a trace of autotuned kernels may hold). The JSON is laid
+out as libkineto writes it (an event over indented lines, 470 MB for 1.2 M
+events, a fifth of it whitespace), or compact with ``--layout compact`` (382 MB).
 Each step is timed in a fresh process (warm: numba's cache filled first by a
 small run), with ``POLARS_MAX_THREADS`` and ``NUMBA_NUM_THREADS`` set to
 ``--threads``, ``--repeat`` times: CPU seconds (user and system), events per
@@ -142,19 +144,55 @@ def kernel_name(op: int, shape: int) -> str:
     return f"void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_f16_{64 * (1 + shape % 4)}x64_64x3_tn_align8>(Params_{op}_{shape})"
 
 
-def write_trace(path: Path, events: int, shapes: int = 12) -> dict[str, int]:
-    """A Kineto-shaped JSON file with about ``events`` events, kernels of ``shapes`` tile shapes per op; returns its
-    counts."""
+LAYOUTS = ("kineto", "compact")
+"""How the input's JSON is laid out: as libkineto writes it (an event over three or four indented lines, a space after
+each colon and comma, as the Kineto traces of ../shared/data hold them: a quarter of the bytes is whitespace), or
+compact (no whitespace, as a re-serialised trace may be)."""
+
+
+def _event(layout: str, head: list[tuple[str, str]], times: list[tuple[str, str]], args: list[tuple[str, str]]) -> str:
+    """One event object: ``head`` and ``times`` members (key, JSON value text) and its ``args`` (none: no args), laid
+    out as libkineto writes them (the head on one line, ts and dur on the next, then the args indented) or compact."""
+    if layout == "compact":
+        members = [f'"{k}":{v}' for k, v in head + times]
+        if args:
+            members.append('"args":{' + ",".join(f'"{k}":{v}' for k, v in args) + "}")
+        return "{" + ",".join(members) + "}"
+    text = "  {\n    " + ", ".join(f'"{k}": {v}' for k, v in head)
+    if times:
+        text += ",\n    " + ", ".join(f'"{k}": {v}' for k, v in times)
+    if args:  # libkineto writes "External id" first and no space after its comma
+        first, *rest = args
+        text += ',\n    "args": {\n      ' + f'"{first[0]}": {first[1]}' + ("," if rest else "")
+        text += ", ".join(f'"{k}": {v}' for k, v in rest)
+        text += "\n    }"
+    return text + "\n  }"
+
+
+def _list(values: list, layout: str) -> str:
+    """A JSON list as the layout writes it (nested lists too)."""
+    sep = "," if layout == "compact" else ", "
+    return "[" + sep.join(_list(v, layout) if isinstance(v, list) else str(v) for v in values) + "]"
+
+
+def write_trace(path: Path, events: int, shapes: int = 12, layout: str = "kineto") -> dict[str, int]:
+    """A Kineto-shaped JSON file with about ``events`` events, kernels of ``shapes`` tile shapes per op, laid out as
+    ``layout`` says (:data:`LAYOUTS`); returns its counts."""
     import random
 
     rng = random.Random(0)
-    out = [
+    top = (
         '{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8}, '
         '"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],\n"traceEvents": [\n'
-    ]
+    )
     t, ext, corr, n, step = 1_000_000.0, 0, 0, 0, 0
     names, args = set(), 0
     lines: list[str] = []
+
+    def event(head: list[tuple[str, str]], ts: float, dur: float | None, a: list[tuple[str, str]]) -> str:
+        times = [("ts", f"{ts:.3f}")] + ([("dur", f"{dur:.3f}")] if dur is not None else [])
+        return _event(layout, head, times, a)
+
     while n < events:
         step_start = t
         step_lines: list[str] = []
@@ -165,39 +203,86 @@ def write_trace(path: Path, events: int, shapes: int = 12) -> dict[str, int]:
             ext += 1
             corr += 1
             dur = 5 + rng.random() * 40
-            py = f'{{"ph":"X","cat":"python_function","name":"nn.Module: Layer_{k % 48}","pid":1,"tid":1,"ts":{t:.3f},"dur":{dur + 4:.3f},"args":{{"Python id":{ext},"Python parent id":{ext - 1},"Python thread":0}}}}'
-            opname = OPS[op % len(OPS)]
-            cpu = (
-                f'{{"ph":"X","cat":"cpu_op","name":"{opname}","pid":1,"tid":1,"ts":{t + 1:.3f},"dur":{dur:.3f},'
-                f'"args":{{"External id":{ext},"Sequence number":{ext * 3},"Fwd thread id":0,"Record function id":0,'
-                f'"Input Dims":[{dims},{dims[1:]}],"Input type":["c10::Half","c10::Half"],"Input Strides":[[{dims[1] * dims[2]},{dims[2]},1],[{dims[2]},1]],'
-                f'"Ev Idx":{ext * 2}}}}}'
+            host = [("pid", "1"), ("tid", "1")]
+            py = event(
+                [("ph", '"X"'), ("cat", '"python_function"'), ("name", f'"nn.Module: Layer_{k % 48}"'), *host],
+                t,
+                dur + 4,
+                [("Python id", str(ext)), ("Python parent id", str(ext - 1)), ("Python thread", "0")],
             )
-            api = (
-                f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{t + 2:.3f},"dur":3.5,'
-                f'"args":{{"External id":{ext},"cbid":211,"correlation":{corr}}}}}'
+            cpu = event(
+                [("ph", '"X"'), ("cat", '"cpu_op"'), ("name", f'"{OPS[op % len(OPS)]}"'), *host],
+                t + 1,
+                dur,
+                [
+                    ("External id", str(ext)),
+                    ("Sequence number", str(ext * 3)),
+                    ("Fwd thread id", "0"),
+                    ("Record function id", "0"),
+                    ("Input Dims", _list([dims, dims[1:]], layout)),
+                    ("Input type", _list(['"c10::Half"', '"c10::Half"'], layout)),
+                    ("Input Strides", _list([[dims[1] * dims[2], dims[2], 1], [dims[2], 1]], layout)),
+                    ("Ev Idx", str(ext * 2)),
+                ],
+            )
+            api = event(
+                [("ph", '"X"'), ("cat", '"cuda_runtime"'), ("name", '"cudaLaunchKernel"'), *host],
+                t + 2,
+                3.5,
+                [("External id", str(ext)), ("cbid", "211"), ("correlation", str(corr))],
             )
             kname = kernel_name(op, shape)
             names.add(kname)
-            kern = (
-                f'{{"ph":"X","cat":"kernel","name":"{kname}","pid":0,"tid":7,"ts":{t + 8:.3f},"dur":{dur * 0.8:.3f},'
-                f'"args":{{"External id":{ext},"queued":0,"device":0,"context":1,"stream":7,"correlation":{corr},'
-                f'"registers per thread":{rng.choice((32, 64, 128, 168))},"shared memory":{rng.choice((0, 16384, 49152))},'
-                f'"blocks per SM":{rng.random() * 4:.6f},"warps per SM":{rng.random() * 32:.6f},'
-                f'"grid":[{rng.randrange(1, 4096)},1,1],"block":[128,1,1],"est. achieved occupancy %":{rng.randrange(100)}}}}}'
+            kern = event(
+                [("ph", '"X"'), ("cat", '"kernel"'), ("name", f'"{kname}"'), ("pid", "0"), ("tid", "7")],
+                t + 8,
+                dur * 0.8,
+                [
+                    ("External id", str(ext)),
+                    ("queued", "0"),
+                    ("device", "0"),
+                    ("context", "1"),
+                    ("stream", "7"),
+                    ("correlation", str(corr)),
+                    ("registers per thread", str(rng.choice((32, 64, 128, 168)))),
+                    ("shared memory", str(rng.choice((0, 16384, 49152)))),
+                    ("blocks per SM", f"{rng.random() * 4:.6f}"),
+                    ("warps per SM", f"{rng.random() * 32:.6f}"),
+                    ("grid", _list([rng.randrange(1, 4096), 1, 1], layout)),
+                    ("block", _list([128, 1, 1], layout)),
+                    ("est. achieved occupancy %", str(rng.randrange(100))),
+                ],
             )
-            flow = (
-                f'{{"ph":"s","id":{corr},"pid":1,"tid":1,"ts":{t + 2:.3f},"cat":"ac2g","name":"ac2g"}},\n'
-                f'{{"ph":"f","id":{corr},"pid":0,"tid":7,"ts":{t + 8:.3f},"cat":"ac2g","name":"ac2g","bp":"e"}}'
+            start = _event(
+                layout,
+                [("ph", '"s"'), ("id", str(corr)), *host, ("ts", f"{t + 2:.3f}")],
+                [("cat", '"ac2g"'), ("name", '"ac2g"')],
+                [],
             )
-            step_lines += [py, cpu, api, kern, flow]
+            finish = _event(
+                layout,
+                [("ph", '"f"'), ("id", str(corr)), ("pid", "0"), ("tid", "7"), ("ts", f"{t + 8:.3f}")],
+                [("cat", '"ac2g"'), ("name", '"ac2g"'), ("bp", '"e"')],
+                [],
+            )
+            step_lines += [py, cpu, api, kern, start, finish]
             n += 4
             args += 4
             t += dur + 6
         step_lines.insert(
             0,
-            f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{step}","pid":1,"tid":1,"ts":{step_start - 0.5:.3f},'
-            f'"dur":{t - step_start + 1:.3f},"args":{{"External id":{ext + 1}}}}}',
+            event(
+                [
+                    ("ph", '"X"'),
+                    ("cat", '"user_annotation"'),
+                    ("name", f'"ProfilerStep#{step}"'),
+                    ("pid", "1"),
+                    ("tid", "1"),
+                ],
+                step_start - 0.5,
+                t - step_start + 1,
+                [("External id", str(ext + 1))],
+            ),
         )
         ext += 1
         n += 1
@@ -205,7 +290,7 @@ def write_trace(path: Path, events: int, shapes: int = 12) -> dict[str, int]:
         lines.append(",\n".join(step_lines))
     names.update(OPS)
     path.write_text(
-        out[0] + ",\n".join(lines) + '\n],\n"displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}\n'
+        top + ",\n".join(lines) + '\n],\n"displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}\n'
     )
     return {"events": n, "distinct_names": len(names) + 2, "distinct_args_about": args}
 
@@ -254,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--shapes", type=int, default=12, help="kernel tile shapes per op: the distinct names grow with it (see above)"
     )
+    p.add_argument("--layout", choices=LAYOUTS, default="kineto", help="the input's JSON layout (see LAYOUTS)")
     p.add_argument("--keep", help="folder for the input and outputs (default: a temporary one)")
     p.add_argument(
         "--threads", type=int, default=1, help="POLARS_MAX_THREADS and NUMBA_NUM_THREADS of the measured processes"
@@ -274,14 +360,14 @@ def main(argv: list[str] | None = None) -> int:
         where.mkdir(parents=True, exist_ok=True)
         src = where / "real-shaped.json"
         made = where / "real-shaped.counts.json"
-        asked = [args.events, args.shapes]
+        asked = [args.events, args.shapes, args.layout]
         if src.exists() and made.exists() and json.loads(made.read_text()).get("asked") == asked:
             counts = json.loads(made.read_text())["counts"]
         else:
-            counts = write_trace(src, args.events, args.shapes)
+            counts = write_trace(src, args.events, args.shapes, args.layout)
             made.write_text(json.dumps({"asked": asked, "counts": counts}))
         small = where / "warm.json"
-        write_trace(small, 2_000)
+        write_trace(small, 2_000, layout=args.layout)
         for what, dst in (
             ("load_json", None),
             ("save_di", "w.di"),
