@@ -64,9 +64,9 @@ def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if values.has_nulls():
         length[values.is_null().to_numpy()] = 0
     used = length > 0
-    every = bool(used.all())  # as args texts are: the span's ends need no masked copies
-    if not every and not used.any():
+    if not used.any():  # no text (or no row)
         return np.zeros(0, np.uint8), np.zeros(len(values), np.int64), np.zeros(len(values), np.int64)
+    every = bool(used.all())  # as args texts are: the span's ends need no masked copies
     first = address.min() if every else address[used].min()
     ends = address + length.view(np.uint64) if every else address[used] + length[used].astype(np.uint64)
     span = np.asarray(_HeldBytes(int(first), int(ends.max() - first), chunks))

@@ -74,7 +74,7 @@ def claim(keys, count, a, b, c):
     return h
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, _nrt=False)  # numba's own pipeline: reached only when a table fills (tests/test_jitpipeline.py)
 def _moved(keys, values, new_keys, new_count, new_values):
     """Claim every key of (keys, values) in the empty table (new_keys, new_count, new_values), with its values."""
     for h in range(keys.shape[0]):

@@ -117,7 +117,7 @@ def intern(buf, s, e, slots, starts, ends, count):
     return sid
 
 
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+@njit(cache=True, _nrt=False)  # numba's own pipeline: reached only when a table fills (tests/test_jitpipeline.py)
 def _rehash(buf, slots, starts, ends, n):
     """Put symbols 0..n-1 (their spans in ``starts``/``ends``, all distinct) into the empty ``slots``."""
     mask = np.uint64(slots.size - 1)

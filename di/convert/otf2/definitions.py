@@ -196,6 +196,8 @@ def _regions(g: GlobalDefs) -> pl.DataFrame:
 def _enum_names(enum: str, codes: pl.Series) -> pl.Series:
     """The OTF2 names of a column of enum values (:func:`enum_name` once per distinct value)."""
     distinct = codes.unique().to_list()
+    if not distinct:  # replace_strict keeps the dtype (Int64) of an empty column
+        return codes.cast(pl.String)
     return codes.replace_strict(distinct, [enum_name(enum, v) for v in distinct], return_dtype=pl.String)
 
 
