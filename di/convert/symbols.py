@@ -132,8 +132,8 @@ def grown_table(
     buf: np.ndarray, table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A table of :func:`grown_capacity` holding the symbols of the full ``table`` (spans of ``buf``) under the same
-    ids, for a scan to go on where it stopped instead of starting again (a Kineto trace of 115,000 distinct kernel
-    names filled the first table a fifth of the way through its 382 MB: that much more scanning)."""
+    ids, for a scan to go on where it stopped instead of starting again (loading a Kineto trace of 115,327 distinct
+    kernel names, ``bench/realshape.py --shapes 1500``: 1.48 CPU-s with the scan started again, 1.25 going on)."""
     _, starts, ends, count = table
     n = int(count[0])
     grown = new_table(grown_capacity(starts.size))

@@ -1,8 +1,9 @@
 """The OTF2 writer's string definitions: one table, ref = insertion order, ``""`` is ref 0.
 
-Names that are few (regions, locations, communicators, attributes) are added one
-by one (:meth:`Strings.ref`); a column of per-event strings (args texts,
-``di.flows_in`` lists) is added whole (:meth:`Strings.add_many`) and numbered on
+Names that are few (communicators, attributes, the kinds of region) are added one
+by one (:meth:`Strings.ref`); a column of strings (args texts, ``di.flows_in``
+lists, location and region names: a region per distinct event name, which may be
+a hundred thousand) is added whole (:meth:`Strings.add_many`) and numbered on
 its UTF-8 buffer in numba, never through a Python dict or loop per row.
 :meth:`Strings.chunks` hands the table to :func:`emit.write_strings` in ref order;
 after it only lookups are allowed.
@@ -61,9 +62,9 @@ def mostly_distinct(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, vali
 class Strings:
     """The archive's string definitions: ref = insertion order, ``""`` is ref 0.
 
-    A few hundred names (regions, locations, communicators) are looked up one
-    by one through a dict; a column of per-event strings (args texts, a
-    million distinct ones in a real PyTorch profile) is numbered on its UTF-8
+    A few hundred names (communicators, attributes) are looked up one by one
+    through a dict; a column of strings (args texts, a million distinct ones in
+    a real PyTorch profile; region names) is numbered on its UTF-8
     buffer by a numba hash table (:func:`rowids.text_ids`) and its distinct
     texts take consecutive refs, never through a Python dict or loop; when a
     sample shows them nearly all distinct (:func:`mostly_distinct`), every
