@@ -172,15 +172,14 @@ def _detected(part: pl.DataFrame, rank: int, coll: pl.DataFrame) -> pl.DataFrame
 def _spans(rank: int, starts: np.ndarray, last_end: int, name: str) -> pl.DataFrame:
     """Step k from the k-th start to the next one; the last to ``last_end``."""
     ends = np.append(starts[1:], max(last_end, int(starts[-1]) + 1))
-    return pl.DataFrame(
-        {
-            "rank": [rank] * starts.size,
-            "step": np.arange(starts.size, dtype=np.int64),
-            "label": [f"{name} #{k}" for k in range(starts.size)],
-            "start_ns": starts,
-            "end_ns": ends,
-            "source": ["detected"] * starts.size,
-        }
+    step = pl.Series("step", np.arange(starts.size, dtype=np.int64))
+    return pl.DataFrame({"step": step, "start_ns": starts, "end_ns": ends}).select(
+        pl.lit(rank, pl.Int64).alias("rank"),
+        "step",
+        pl.concat_str(pl.lit(f"{name} #"), pl.col("step").cast(pl.String)).alias("label"),
+        "start_ns",
+        "end_ns",
+        pl.lit("detected").alias("source"),
     )
 
 
