@@ -158,46 +158,35 @@ def breakdown(frame: EventFrame, *, per_step: bool = False) -> pl.DataFrame:
     rows = np.flatnonzero(busy & (groups.of_event >= 0) & (frame.end_ns > frame.start_ns))
     excl, union = _sweep_arrays(frame, groups.of_event, rows, groups.n, is_host)
     busy_ns = excl.sum(axis=1)
-    rows = []
-    for a in range(1, len(ACTIVITIES)):
-        rows.append(
-            groups.keys.with_columns(
-                pl.lit(ACTIVITIES[a]).alias("state"),
-                pl.Series("time_ns", excl[:, a]),
-                pl.Series("union_ns", union[:, a], dtype=pl.Int64),
-                pl.Series("span_ns", span_ns),
-            )
-        )
-    rows.append(
-        groups.keys.with_columns(
-            pl.lit("idle").alias("state"),
-            pl.Series("time_ns", span_ns - busy_ns),
-            pl.lit(None, pl.Int64).alias("union_ns"),
-            pl.Series("span_ns", span_ns),
-        )
+    # rows in (rank, scope name, step, state) order, made so rather than sorted: the groups (few per step) are
+    # sorted, each then repeated once per state in the states' text order (a sort of the 2.4 M rows of a trace of
+    # 300,000 steps took 0.8 CPU-s)
+    keys = groups.keys.with_columns(
+        pl.when(pl.col("scope") == HOST)
+        .then(pl.lit("host"))
+        .otherwise(pl.format("gpu{}", pl.col("scope")))
+        .alias("name")
     )
-    out = pl.concat(rows)
-    scope = pl.when(pl.col("scope") == HOST).then(pl.lit("host")).otherwise(pl.format("gpu{}", pl.col("scope")))
-    time_ns, spans = out.get_column("time_ns").to_numpy(), out.get_column("span_ns").to_numpy()
+    by_key = keys.with_row_index("group").sort("rank", "name", "step", nulls_last=False).get_column("group").to_numpy()
+    time_ns = np.column_stack([excl[:, 1:], span_ns - busy_ns])  # one column per state of STATE_NAMES
+    union_ns = np.column_stack([union[:, 1:], np.zeros(groups.n, np.int64)])  # idle's is null (below)
+    in_text_order = np.argsort(np.array(STATE_NAMES), kind="stable")
+    group = np.repeat(by_key, in_text_order.size)  # of each output row
+    state = np.tile(in_text_order, by_key.size)
+    spans = span_ns[group]
+    times = time_ns[group, state]
     # numpy's division: polars divided one part's columns as a product with the reciprocal (1 ulp apart)
-    share = np.divide(time_ns, spans, out=np.full(out.height, np.nan), where=spans > 0)
-    return (
-        out.with_columns(
-            scope.alias("scope_name"),
-            pl.Series("share", share).fill_nan(None),
-            pl.when(pl.col("span_ns") > 0).then(None).otherwise(pl.lit("no busy events in this scope")).alias("reason"),
-        )
-        .select(
-            "rank",
-            pl.col("scope_name").alias("scope"),
-            pl.when(pl.col("scope") == HOST).then(None).otherwise(pl.col("scope")).alias("device"),
-            "step",
-            "state",
-            "time_ns",
-            "union_ns",
-            "span_ns",
-            "share",
-            "reason",
-        )
-        .sort("rank", "scope", "step", "state", nulls_last=False)
+    share = np.divide(times, spans, out=np.full(times.size, np.nan), where=spans > 0)
+    names = pl.Series("state", STATE_NAMES, dtype=pl.String).gather(state)
+    return keys[group].select(
+        "rank",
+        pl.col("name").alias("scope"),
+        pl.when(pl.col("scope") == HOST).then(None).otherwise(pl.col("scope")).alias("device"),
+        "step",
+        names,
+        pl.Series("time_ns", times, dtype=pl.Int64),
+        pl.Series("union_ns", union_ns[group, state], dtype=pl.Int64).set(names == "idle", None),
+        pl.Series("span_ns", spans, dtype=pl.Int64),
+        pl.Series("share", share).fill_nan(None),
+        pl.when(pl.Series(spans) > 0).then(None).otherwise(pl.lit("no busy events in this scope")).alias("reason"),
     )
