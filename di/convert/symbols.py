@@ -22,6 +22,7 @@ from numba import njit
 from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.bytewords import load_u64
+from di.convert.columns import readonly
 from di.convert.stringviews import gather_spans, texts_at_offsets
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -138,9 +139,7 @@ def grown_table(
     n = int(count[0])
     grown = new_table(grown_capacity(starts.size))
     grown[1][:n], grown[2][:n], grown[3][0] = starts[:n], ends[:n], n
-    text = buf.view()
-    text.flags.writeable = False  # as the scanners' buffers: one compiled version
-    _rehash(text, grown[0], grown[1], grown[2], np.int64(n))
+    _rehash(readonly(buf), grown[0], grown[1], grown[2], np.int64(n))  # read-only as the scanners': one version
     return grown
 
 

@@ -49,6 +49,7 @@ from numba import njit
 from di.jitpipeline import ScalarKernelCompiler
 
 from di.engine.classify import NONE
+from di.engine.groups import runs
 from di.engine.intervals import scatter_max
 from di.engine.critical_path_graph import EDGE_KINDS, LAUNCH, LAUNCH_INFERRED, LOCAL, Graph, build_graph
 from di.engine.window import EventFrame
@@ -388,25 +389,12 @@ _SEGMENT_SCHEMA = {
 }
 
 
-def _groups(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(order, starts): ``order`` sorts the int64 ``codes`` stably; ``starts`` are the positions in it where a
-    group of equal codes begins. Codes that fit 16 bits after their least are sorted as such (numpy's radix
-    sort: a few ms for 1.5 M steps, against 40-50 for a comparison sort of int64 in no order)."""
-    if not codes.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    low = codes.min()
-    narrow = codes - low if codes.max() - low < 1 << 16 else None
-    order = np.argsort(narrow.astype(np.uint16) if narrow is not None else codes, kind="stable")
-    sorted_codes = codes[order]
-    return order, np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
-
-
 def _shares(
     col: str, codes: np.ndarray, contrib: np.ndarray, total: int, labels: Callable[[np.ndarray], pl.Series]
 ) -> pl.DataFrame:
     """contrib_ns per value of ``col`` (the steps' ``codes``, one per value) and its share of ``total``, largest
     first and ties by value (the same order whatever the source); ``labels`` gives the value of given steps."""
-    order, starts = _groups(codes)
+    order, starts = runs(codes)
     sums = np.add.reduceat(contrib[order], starts) if starts.size else np.zeros(0, np.int64)
     out = pl.DataFrame({col: labels(order[starts]), "contrib_ns": sums.astype(np.int64)}).with_columns(
         (pl.col("contrib_ns") / total).alias("share")
@@ -419,7 +407,7 @@ def _path_events(path: _Steps, seg: pl.DataFrame) -> pl.DataFrame:
     order the path reaches them); names and cats are those of the event's first row of ``seg`` (the segments
     of ``path``)."""
     on = np.flatnonzero(path.event >= 0)
-    order, starts = _groups(path.event[on])
+    order, starts = runs(path.event[on])
     steps = on[order]
     first = steps[starts]  # each event's first step on the path
     if starts.size:

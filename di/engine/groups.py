@@ -110,3 +110,16 @@ def span(frame: EventFrame, groups: Groups, mask: np.ndarray) -> tuple[np.ndarra
     """First start and last end (int64 ns) of the masked events of each group (0, 0 when none)."""
     m = mask & (groups.of_event >= 0)
     return iv.group_extent(groups.of_event[m], frame.start_ns[m], frame.end_ns[m], groups.n)
+
+
+def runs(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, starts): ``order`` sorts the int64 ``codes`` stably; ``starts`` are the positions in it where a
+    group of equal codes begins. Codes that fit 16 bits after their least are sorted as such (numpy's radix
+    sort: a few ms for 1.5 M steps, against 40-50 for a comparison sort of int64 in no order)."""
+    if not codes.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    low = codes.min()
+    narrow = codes - low if codes.max() - low < 1 << 16 else None
+    order = np.argsort(narrow.astype(np.uint16) if narrow is not None else codes, kind="stable")
+    sorted_codes = codes[order]
+    return order, np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])

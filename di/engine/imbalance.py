@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from di.engine.breakdown import breakdown
+from di.engine.groups import runs
 from di.engine.window import EventFrame
 
 WORK = ("compute", "memory", "cpu", "io", "untraced")
@@ -68,20 +69,19 @@ def _stats(b: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
     side = (b.get_column("scope") == "host").to_numpy().astype(np.int64)  # "gpu" < "host"
     state = b.get_column("state").replace_strict(names, list(range(len(names))), return_dtype=pl.Int64).to_numpy()
     rank = np.searchsorted(np.array(ranks, np.int64), b.get_column("rank").to_numpy())
-    key = ((step_code * 2 + side) * n_ranks + rank) * n_states + state
+    # key: (step, side, state) then rank; work's rows are those of the WORK states under work's code
+    key = ((step_code * 2 + side) * n_states + state) * n_ranks + rank
     work = np.isin(state, [names.index(w) for w in WORK if w in names])
-    key = np.concatenate([key, key[work] - state[work] + names.index("work")])
+    key = np.concatenate([key, key[work] + (names.index("work") - state[work]) * n_ranks])
     time_ns = b.get_column("time_ns").to_numpy()
     time_ns = np.concatenate([time_ns, time_ns[work]])
-    # each rank's time in each (step, side, state): the rows summed, in (step, side, state, rank) order
-    cell = (key // (n_states * n_ranks)) * n_states + key % n_states
-    order = np.lexsort(((key // n_states) % n_ranks, cell))
-    key, cell = key[order], cell[order]
-    first = _run_starts(key)
+    # each rank's time in each (step, side, state): its rows summed, in key order
+    order, first = runs(key)
+    key = key[order][first]
     time_ns = np.add.reduceat(time_ns[order], first)
-    cell, rank = cell[first], (key[first] // n_states) % n_ranks
-    # then over the ranks of each (step, side, state)
-    start = _run_starts(cell)
+    cell, rank = key // n_ranks, key % n_ranks
+    # then over the ranks of each (step, side, state): its runs of cells, already in order
+    _, start = runs(cell)
     present = np.diff(np.r_[start, cell.size])
     max_ns = np.maximum.reduceat(time_ns, start)
     at_max = np.minimum.reduceat(
@@ -103,13 +103,6 @@ def _stats(b: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
         },
         schema_overrides={"min_ns": pl.Int64, "max_ns": pl.Int64, "mean_ns": pl.Float64},
     )
-
-
-def _run_starts(sorted_keys: np.ndarray) -> np.ndarray:
-    """The first index of each run of equal values (none for no values)."""
-    if not sorted_keys.size:
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
 
 
 def stragglers(table: pl.DataFrame) -> pl.DataFrame:
