@@ -7,7 +7,7 @@ import pytest
 
 from oracles import assign_lanes_reference, innermost_points_reference
 
-from di.convert.lanes import NO_POINT, assign_lanes, innermost_points, is_sorted
+from di.convert.lanes import NO_POINT, assign_lanes, canonical_lanes, innermost_points
 
 
 def _lanes(rows: list[tuple[int, int, int]]) -> list[int]:
@@ -64,8 +64,26 @@ def _random_events(rng: np.random.Generator, n: int, span: int) -> tuple[np.ndar
 def test_kernel_matches_reference(seed: int) -> None:
     rng = np.random.default_rng(seed)
     loc, start, end = _random_events(rng, int(rng.integers(1, 400)), int(rng.choice([10, 100, 10_000])))
-    assert is_sorted(loc, start, end)
-    np.testing.assert_array_equal(assign_lanes(loc, start, end), assign_lanes_reference(loc, start, end))
+    order, lanes = canonical_lanes(loc, start, end)
+    assert order is None  # in (loc, start, -end) order: nothing sorted
+    np.testing.assert_array_equal(lanes, assign_lanes_reference(loc, start, end))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_rows_out_of_order_get_the_lanes_of_the_sorted_events(seed: int) -> None:
+    rng = np.random.default_rng(50 + seed)
+    loc, start, end = _random_events(rng, int(rng.integers(2, 400)), int(rng.choice([10, 100, 10_000])))
+    shuffle = rng.permutation(len(loc))
+    if (shuffle == np.arange(len(loc))).all():
+        shuffle = shuffle[::-1]
+    rows = loc[shuffle], start[shuffle], end[shuffle]
+    order, lanes = canonical_lanes(*rows)
+    assert order is not None
+    sorted_rows = tuple(a[order] for a in rows)
+    np.testing.assert_array_equal(np.lexsort((-sorted_rows[2], sorted_rows[1], sorted_rows[0])), np.arange(len(loc)))
+    np.testing.assert_array_equal(lanes, assign_lanes_reference(*sorted_rows))
+    by_row = assign_lanes(*rows)  # mapped back to the rows as given
+    np.testing.assert_array_equal(by_row[order], lanes)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -80,11 +98,12 @@ def test_every_lane_is_properly_nested(seed: int) -> None:
                 assert e1 <= s2 or e2 <= s1 or (s1 <= s2 and e2 <= e1) or (s2 <= s1 and e1 <= e2)
 
 
-def test_is_sorted() -> None:
+def test_order_is_checked_on_loc_start_and_end() -> None:
     loc, start, end = (np.array(c) for c in ([0, 0, 1], [0, 0, 5], [10, 5, 6]))
-    assert is_sorted(loc, start, end)
-    assert not is_sorted(loc, start, end[[1, 0, 2]])  # equal start: longer first
-    assert not is_sorted(loc[::-1], start, end)
+    assert canonical_lanes(loc, start, end)[0] is None
+    assert canonical_lanes(loc, start, end[[1, 0, 2]])[0].tolist() == [1, 0, 2]  # equal start: longer first
+    assert canonical_lanes(loc[::-1], start, end)[0].tolist() == [1, 2, 0]  # by loc first
+    assert canonical_lanes(loc, start[::-1], end)[0].tolist() == [1, 0, 2]  # then by start
 
 
 def test_innermost_points_skip_children() -> None:

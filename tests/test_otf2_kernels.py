@@ -164,7 +164,7 @@ def test_text_int_members_matches_python(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_run_starts_match_numpy(seed: int) -> None:
-    from di.convert.otf2.rowids import run_starts
+    from di.convert.columns import run_starts
 
     rng = np.random.default_rng(seed)
     key = np.sort(rng.integers(0, int(rng.integers(1, 20)), int(rng.integers(0, 300)))).astype(np.int64)

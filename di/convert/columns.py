@@ -32,9 +32,9 @@ def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     polars holds a String column as Arrow string views (:mod:`di.convert.stringviews`): a text of at most 12 bytes
     sits in its 16-byte view, a longer one in one of the chunk's data buffers. Each row's text is at a byte address
     in memory the column holds, so the bytes returned are one read-only span of the address space from the lowest
-    of those addresses to the highest end, and each row's start is its address minus the span's first: no text is
-    copied (a column of 177 MB of args texts, loaded from a store in row-group chunks, would otherwise be copied
-    into one buffer first). The span may cover memory that is not the column's between its buffers: only
+    address of the column's buffers to the highest end of one, and each row's start is its address minus the
+    span's first: no text is copied (a column of 177 MB of args texts, loaded from a store in row-group chunks,
+    would otherwise be copied into one buffer first), and besides the starts only the ends are made. The span may cover memory that is not the column's between its buffers: only
     ``bytes[start:end]`` of a row may be read. The span keeps the column's buffers alive. A column that is not
     held as views (an older polars) is copied into one buffer (:func:`utf8_buffers`)."""
     import pyarrow as pa
@@ -66,14 +66,13 @@ def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     used = length > 0
     if not used.any():  # no text (or no row)
         return np.zeros(0, np.uint8), np.zeros(len(values), np.int64), np.zeros(len(values), np.int64)
-    every = bool(used.all())  # as args texts are: the span's ends need no masked copies
-    first = address.min() if every else address[used].min()
-    ends = address + length.view(np.uint64) if every else address[used] + length[used].astype(np.uint64)
-    span = np.asarray(_HeldBytes(int(first), int(ends.max() - first), chunks))
-    starts = np.subtract(address, first, out=address).view(np.int64)
-    if not every:
+    held_buffers = [b for chunk in chunks for b in chunk.buffers()[1:] if b is not None]  # views, then data
+    first = min(b.address for b in held_buffers)
+    span = np.asarray(_HeldBytes(first, max(b.address + b.size for b in held_buffers) - first, chunks))
+    starts = np.subtract(address, np.uint64(first), out=address).view(np.int64)
+    if not used.all():
         starts[~used] = 0
-    return span, starts, starts + length
+    return span, starts, np.add(starts, length, out=length)
 
 
 class _HeldBytes:
@@ -82,6 +81,13 @@ class _HeldBytes:
     def __init__(self, at: int, size: int, owner: object) -> None:
         self.owner = owner
         self.__array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (at, True), "version": 3}
+
+
+def run_starts(key: np.ndarray) -> np.ndarray:
+    """First row of each run of equal adjacent values of ``key`` (int64)."""
+    if not key.size:
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
 
 
 def readonly(a: np.ndarray) -> np.ndarray:

@@ -26,68 +26,80 @@ from numba import njit
 
 from di.jitpipeline import ScalarKernelCompiler
 
+from di.convert.columns import readonly
 from di.nesting import readonly_int64
 
-__all__ = ["assign_lanes", "innermost_points", "is_sorted"]
+__all__ = ["assign_lanes", "canonical_lanes", "innermost_points"]
 
 NO_POINT = np.iinfo(np.int64).min
 """What :func:`innermost_points` returns for an event that is never the innermost one after the bound."""
 
 
-def assign_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
-    """Lane of each event, 0 for events that nest on their location.
+def canonical_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """The (loc, start_ns, -end_ns) order of the events and the lane of each event in that order.
 
     Args:
-        loc: location of each event (any integer dtype), grouped: equal values adjacent.
+        loc: location of each event (any integer dtype).
         start_ns: start of each event, int64 ns.
-        end_ns: end of each event, int64 ns (``>= start_ns``).
-
-    The three arrays are sorted by (loc, start_ns, -end_ns), as ``events`` is.
+        end_ns: end of each event, int64 ns (``>= start_ns``; an instant's is its start).
 
     Returns:
-        int32 array, one lane per event (0, 1, ...).
+        (order, lane): ``order`` the rows in (loc, start_ns, -end_ns) order, None when they are in it already (as
+        ``events`` is); ``lane`` int32, one per event in that order (0, 1, ...). The kernel checks the order as it
+        goes: rows in order cost no pass of their own (a vectorized check was 0.02 CPU-s per 1.2 M events).
     """
     n = len(loc)
     if len(start_ns) != n or len(end_ns) != n:
-        raise ValueError(f"assign_lanes: arrays differ in length ({n}, {len(start_ns)}, {len(end_ns)})")
-    if n == 0:
-        return np.zeros(0, dtype=np.int32)
+        raise ValueError(f"lanes: arrays differ in length ({n}, {len(start_ns)}, {len(end_ns)})")
     lane = np.zeros(n, np.int32)
-    # one signature whatever the caller has; the kernel's room allocated here (numba's np.empty compiles per caller)
-    _lanes_kernel(
-        *(readonly_int64(a) for a in (loc, start_ns, end_ns)), lane, np.empty(n, np.int64), np.empty(n, np.int64)
-    )
-    return lane
+    if n == 0:
+        return None, lane
+    loc, start_ns, end_ns = (
+        readonly_int64(a) for a in (loc, start_ns, end_ns)
+    )  # one signature whatever the caller has
+    below, top = (
+        np.empty(n, np.int64),
+        np.empty(n, np.int64),
+    )  # the kernel's room (numba's np.empty compiles per caller)
+    if _lanes_kernel(loc, start_ns, end_ns, lane, below, top) < 0:
+        return None, lane
+    order = np.lexsort((-end_ns, start_ns, loc))
+    lane[:] = 0
+    _lanes_kernel(*(readonly(a[order]) for a in (loc, start_ns, end_ns)), lane, below, top)
+    return order, lane
 
 
-def is_sorted(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> bool:
-    """True when the events are in (loc, start_ns, -end_ns) order, as :func:`assign_lanes` needs."""
-    if len(loc) < 2:
-        return True
-    loc, start_ns, end_ns = (np.asarray(a, dtype=np.int64) for a in (loc, start_ns, end_ns))
-    d_loc = np.diff(loc)
-    tie = d_loc == 0
-    d_start = np.diff(start_ns)
-    # vectorised (a numba kernel would add its compile to every writer's cold start)
-    return not (
-        (d_loc < 0).any() or (tie & (d_start < 0)).any() or (tie & (d_start == 0) & (np.diff(end_ns) > 0)).any()
-    )
+def assign_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """Lane of each event row (int32), 0 for events that nest on their location; rows in any order
+    (:func:`canonical_lanes` on their (loc, start_ns, -end_ns) order; times int64 ns)."""
+    order, lane = canonical_lanes(loc, start_ns, end_ns)
+    if order is None:
+        return lane
+    rows = np.empty_like(lane)
+    rows[order] = lane
+    return rows
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _lanes_kernel(
     loc: np.ndarray, start: np.ndarray, end: np.ndarray, lane: np.ndarray, below: np.ndarray, top: np.ndarray
-) -> None:
+) -> int:
     # lane: out, zeroed; below: the event under each one on its lane's stack, -1 at the bottom;
-    # top: innermost open event of each lane, -1 when empty; set when a lane opens
+    # top: innermost open event of each lane, -1 when empty; set when a lane opens.
+    # Returns -1, or the first row out of (loc, start, -end) order, where it stopped.
     n = loc.shape[0]
     used = 0  # lanes in use on the current location
     for i in range(n):
-        if i > 0 and loc[i] != loc[i - 1]:
-            top[:used] = -1
-            used = 0
         s = start[i]
         e = end[i]
+        if i > 0:
+            if loc[i] != loc[i - 1]:
+                if loc[i] < loc[i - 1]:
+                    return i
+                top[:used] = -1
+                used = 0
+            elif s < start[i - 1] or (s == start[i - 1] and e > end[i - 1]):
+                return i
         k = 0
         while True:
             if k == used:
@@ -103,6 +115,7 @@ def _lanes_kernel(
                 lane[i] = k
                 break
             k += 1
+    return -1
 
 
 def innermost_points(

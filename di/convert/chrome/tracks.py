@@ -5,7 +5,7 @@
 * tracks: one per (location, lane); tids are unique in the whole file, never
   equal a pid, and follow (pid, sort_index, loc, lane).
 * lanes: events that overlap without nesting on one location go to extra lanes
-  (:func:`di.convert.lanes.assign_lanes`, run on the (loc, start, -end) order).
+  (:func:`di.convert.lanes.canonical_lanes`, run on the (loc, start, -end) order).
 
 A row that refers to a location or event that does not exist raises
 :class:`~di.errors.SchemaError` naming the table and row.
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from di.convert.lanes import assign_lanes, is_sorted
+from di.convert.lanes import canonical_lanes
 from di.errors import SchemaError
 
-__all__ = ["TrackLayout", "event_lanes", "event_rows", "locate", "sorted_events", "track_layout"]
+__all__ = ["TrackLayout", "event_rows", "locate", "sorted_events", "track_layout"]
 
 
 @dataclass(frozen=True)
@@ -124,22 +124,14 @@ def track_layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray) 
     return TrackLayout(tracks, procs, track_of_event, loc_row, locs.get_column("pid").to_numpy())
 
 
-def sorted_events(ev: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """loc, start_ns, end_ns (instants: = start) in (loc, start, -end) order, and that order (None: rows already are)."""
+def sorted_events(ev: pl.DataFrame) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]:
+    """loc, start_ns, end_ns in (loc, start, -end) order and that order (None: rows already are; an instant's end is
+    its start, a model invariant), and the lane of each event row (:func:`di.convert.lanes.canonical_lanes`)."""
     loc = ev.get_column("loc").to_numpy().astype(np.int64)
-    start = ev.get_column("start_ns").to_numpy()
-    end = np.where(ev.get_column("instant").to_numpy(), start, ev.get_column("end_ns").to_numpy())
-    if is_sorted(loc, start, end):
-        return loc, start, end, None
-    order = np.lexsort((-end, start, loc))
-    return loc[order], start[order], end[order], order
-
-
-def event_lanes(loc: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.ndarray | None) -> np.ndarray:
-    """Lane per event row (:func:`assign_lanes` on the sorted view, mapped back to rows)."""
-    lanes = assign_lanes(loc, start, end)
+    start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
+    order, lanes = canonical_lanes(loc, start, end)
     if order is None:
-        return lanes
-    out = np.empty_like(lanes)
-    out[order] = lanes
-    return out
+        return (loc, start, end, None), lanes
+    rows = np.empty_like(lanes)
+    rows[order] = lanes
+    return (loc[order], start[order], end[order], order), rows

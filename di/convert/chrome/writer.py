@@ -68,7 +68,7 @@ from di.convert.chrome.flowlines import pair_block
 from di.convert.chrome.fragments import Block, Pool, json_literals
 from di.convert.chrome.lines import assemble, us_text
 from di.convert.columns import utf8_buffers
-from di.convert.chrome.tracks import event_lanes, event_rows, sorted_events, track_layout
+from di.convert.chrome.tracks import event_rows, sorted_events, track_layout
 from di.convert.chrome.writemeta import added_keys, di_trace, metadata_lines
 from di.trace import Trace
 
@@ -149,8 +149,8 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
     ev, flows = trace.events, drawn_flows(trace.flows, trace.messages)
     starts = [s.min() for s in (ev.get_column("start_ns"), trace.samples.get_column("ts_ns")) if len(s)]
     t0 = int(min(starts)) if starts else 0  # type: ignore[call-overload]
-    ordered = sorted_events(ev)
-    layout = track_layout(trace.locations, ev.get_column("loc").to_numpy().astype(np.int64), event_lanes(*ordered))
+    ordered, lanes = sorted_events(ev)
+    layout = track_layout(trace.locations, ev.get_column("loc").to_numpy().astype(np.int64), lanes)
     start, end, instant = (ev.get_column(c).to_numpy() for c in ("start_ns", "end_ns", "instant"))
     src, dst = (event_rows(flows.get_column(c).to_numpy(), ev.height, f"flows.{c}") for c in ("src", "dst"))
     bind = bind_ids(src, dst, start, end, instant)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from di.convert.columns import run_starts
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib
 from di.convert.otf2.attachments import optional, plan_attachments
@@ -36,7 +37,7 @@ from di.convert.otf2.iolayout import IoDefs, plan_io
 from di.convert.otf2.metricplan import plan_metrics
 from di.convert.otf2.outlocations import plan_locations
 from di.convert.otf2.regions import plan_regions
-from di.convert.otf2.rowids import key_ids, run_starts
+from di.convert.otf2.rowids import key_ids
 from di.convert.otf2.sideprops import side_document
 from di.convert.otf2.stringtable import DISTINCT_SAMPLE, MOSTLY_DISTINCT, Strings, TextColumn, mostly_distinct
 from di.convert.side_tables import warn_losses

@@ -4,7 +4,6 @@
   order of first use, and the first row of each id;
 * :func:`combined_ids`: the same for tuples of four non-negative code columns
   (region = (name, cat, src_cat, instant)), by their mixed-radix key;
-* :func:`run_starts`: the first row of each run of equal adjacent values;
 * :func:`text_ids`: one id per distinct text of a column of UTF-8 texts (args, flow lists),
   by the byte-span hash table of :mod:`di.convert.symbols`.
 """
@@ -47,13 +46,6 @@ def combined_ids(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> 
         key *= r
         key += col
     return key_ids(key, (int(a.max()) + 1) * radix[0] * radix[1] * radix[2])
-
-
-def run_starts(key: np.ndarray) -> np.ndarray:
-    """First row of each run of equal adjacent values of ``key``."""
-    if not key.size:
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
 
 
 def key_ids(key: np.ndarray, span: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from di.convert.columns import run_starts
 from di.convert.perfetto import fields as F
 from di.convert.perfetto.protobuf import field_len, field_str, field_varint
 from di.errors import SchemaError
@@ -40,35 +41,54 @@ class Layout:
         tracks: per event track: uuid, loc, lane, pid, tid (null for non-thread tracks), name, parent uuid, thread flag.
         processes: per rank: uuid, pid, rank, name.
         series: per series: uuid, series, loc, name, unit, parent uuid.
-        track_of_event: event track (row of ``tracks``) per event, in the order given.
+        track_events: int64 events per event track (row of ``tracks``).
+        emit: the events (positions in the order given) grouped by track, in order within each: the events of
+            track t are ``emit[sum(track_events[:t]):][:track_events[t]]``.
     """
 
     tracks: pl.DataFrame
     processes: pl.DataFrame
     series: pl.DataFrame
-    track_of_event: np.ndarray
+    track_events: np.ndarray
+    emit: np.ndarray
 
 
-def _loc_rows(locations: pl.DataFrame, loc: np.ndarray, what: str) -> np.ndarray:
+def _loc_rows(locations: pl.DataFrame, loc: np.ndarray, what: str, rows_of: np.ndarray | None = None) -> np.ndarray:
+    """Row of ``locations`` (sorted by loc) of each ``loc``; an unknown one is an error naming the ``what`` row
+    (``rows_of[i]`` when given: the row of entry i)."""
     ids = locations.get_column("loc").to_numpy().astype(np.int64)
     lut = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, dtype=np.int64)
     lut[ids] = np.arange(len(ids))
     rows = lut[np.clip(loc, 0, max(len(lut) - 1, 0))] if len(lut) else np.full(len(loc), -1)
     bad = np.flatnonzero((rows < 0) | (loc >= len(lut)) | (loc < 0))
     if len(bad):
-        raise SchemaError(f"{what} row {bad[0]}: refers to location {loc[bad[0]]}, which does not exist")
+        at = bad[0] if rows_of is None else rows_of[bad[0]]
+        raise SchemaError(f"{what} row {at}: refers to location {loc[bad[0]]}, which does not exist")
     return rows
 
 
 def build_layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray, series: pl.DataFrame) -> Layout:
-    """Tracks for events at locations ``ev_loc`` on lanes ``lane``, and for ``series``."""
+    """Tracks for events at locations ``ev_loc`` (sorted, as in the (loc, start, -end) order) on lanes ``lane``, and
+    for ``series``. Per event only the track's events are counted and, when a location has
+    lanes, the events grouped by track: the rest is per run of a location."""
     locs = locations.sort("loc")
-    row = _loc_rows(locs, ev_loc, "events")
+    run = run_starts(ev_loc)
+    length = np.diff(np.r_[run, len(ev_loc)])
+    row = _loc_rows(locs, ev_loc[run], "events", run)
     width = np.ones(locs.height, dtype=np.int64)
-    np.maximum.at(width, row, lane.astype(np.int64) + 1)
+    lanes = len(lane) > 0 and int(lane.max()) > 0
+    if lanes:
+        np.maximum.at(width, row, np.maximum.reduceat(lane, run).astype(np.int64) + 1)
     base = np.cumsum(width) - width
-    track_of_event = base[row] + lane
-    used = np.bincount(track_of_event, minlength=int(width.sum())) > 0
+    track_events = np.zeros(int(width.sum()), np.int64)
+    if lanes:
+        track_of_event = np.repeat(base[row], length) + lane
+        track_events += np.bincount(track_of_event, minlength=track_events.size)
+        emit = np.argsort(track_of_event, kind="stable")
+    else:  # each location's run is its one track's events, in order
+        np.add.at(track_events, base[row], length)
+        emit = np.arange(len(ev_loc), dtype=np.int64)
+    used = track_events > 0
 
     ranks = locs.get_column("rank").unique().sort()
     processes = (
@@ -128,7 +148,7 @@ def build_layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray, 
     ser = ser.with_row_index("uuid", offset=first_series_uuid).join(
         processes.select("rank", pl.col("uuid").alias("parent_uuid")), on="rank", how="left", maintain_order="left"
     )
-    return Layout(tracks, processes, ser, track_of_event)
+    return Layout(tracks, processes, ser, track_events, emit)
 
 
 def descriptor_packets(layout: Layout, sequence_id: int, used_only: bool = True) -> bytes:

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.columns import readonly, text_spans, utf8_buffers
-from di.convert.lanes import assign_lanes, is_sorted
+from di.convert.lanes import canonical_lanes
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
 from di.convert.perfetto.layout import build_layout, descriptor_packets
@@ -78,15 +78,15 @@ def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return lut[p], s.gather(first[present]).cast(pl.String)
 
 
-def _canonical(ev: pl.DataFrame) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
-    """Order (None: rows already are) into (loc, start_ns, -end_ns), and loc, start, end in that order."""
-    loc = ev.get_column("loc").to_numpy().astype(np.int64)
-    start = ev.get_column("start_ns").to_numpy()
-    end = np.where(ev.get_column("instant").to_numpy(), start, ev.get_column("end_ns").to_numpy())
-    if is_sorted(loc, start, end):
-        return None, loc, start, end
-    order = np.lexsort((-end, start, loc))
-    return order, loc[order], start[order], end[order]
+def _canonical(ev: pl.DataFrame) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Order (None: rows already are) into (loc, start_ns, -end_ns); loc, start, end in that order and each event's
+    lane (an instant's end is its start: a model invariant)."""
+    loc = ev.get_column("loc").to_numpy()
+    start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
+    order, lane = canonical_lanes(loc, start, end)
+    if order is None:
+        return None, loc, start, end, lane
+    return order, loc[order], start[order], end[order], lane
 
 
 class _Output:
@@ -118,13 +118,12 @@ class _Output:
 
 
 def _write(trace: Trace, f: IO[bytes]) -> None:
-    order, loc, start, end = _canonical(trace.events)
+    order, loc, start, end, lane = _canonical(trace.events)
     ev = trace.events if order is None else trace.events[order]
     row_of = None
     if order is not None:
         row_of = np.empty(len(order), dtype=np.int64)
         row_of[order] = np.arange(len(order))
-    lane = assign_lanes(loc, start, end)
     layout = build_layout(trace.locations, loc, lane, trace.series)
     samples = trace.samples
     times = [a.min() for a in (start, samples.get_column("ts_ns").to_numpy()) if len(a)]
@@ -177,19 +176,14 @@ def _events(
     flags[instant] |= encode.FLAG_INSTANT
 
     tracks_df = layout.tracks
-    counts = np.bincount(layout.track_of_event, minlength=tracks_df.height)
+    counts, emit = layout.track_events, readonly(layout.emit)
     used = np.flatnonzero(counts)
-    emit = np.argsort(layout.track_of_event, kind="stable")
     tracks = np.zeros((len(encode.TRACK_ROWS), len(used) + 1), dtype=np.int64)
     np.cumsum(counts[used], out=tracks[encode.TRK_PTR, 1:])
     tracks[encode.TRK_SEQ, :-1] = DESCRIPTOR_SEQUENCE + 1 + used
     tracks[encode.TRK_UUID, :-1] = tracks_df.get_column("uuid").to_numpy()[used]
 
     flow_bits = marks.terminating * np.uint8(encode.FLOW_TERMINATING) | marks.at_end * np.uint8(encode.FLOW_AT_END)
-    marked = np.repeat(np.arange(n), np.diff(marks.ptr))  # the event of each flow mark
-    at_end = marks.at_end.astype(bool)
-    for row, of_phase in ((encode.C_FLOW_BEGIN, ~at_end), (encode.C_FLOW_END, at_end)):
-        np.multiply(np.bincount(marked[of_phase], minlength=n), encode.FLOW_BYTES, out=codes[row], casting="unsafe")
     state = np.zeros(encode.STATE_SLOTS, dtype=np.int64)
     stack = np.empty(max(n, 1), dtype=np.int64)
     args, string_bytes = readonly(args), readonly(string_bytes)
