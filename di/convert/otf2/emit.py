@@ -193,7 +193,12 @@ def write_definitions(fn, writer, rows):
 def scratch_for(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The scratch buffer :func:`write_strings` needs for these rows (allocated here: numba would compile its
     ``np.empty`` once more per cold start)."""
-    longest = int((ends[rows] - starts[rows]).max()) if rows.size else 0
+    if not rows.size:
+        longest = 0
+    elif rows.size == starts.size:  # every row (a column of no null): no gathers
+        longest = int((ends - starts).max())
+    else:
+        longest = int((ends[rows] - starts[rows]).max())
     return np.empty(longest + 8, np.uint8)
 
 

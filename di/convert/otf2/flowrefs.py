@@ -37,7 +37,6 @@ def plan_flows_in(
         return np.zeros(0, np.int64)
     n = trace.events.height
     src = fl["src"].to_numpy()
-    emitted = _emission_positions(order, n)
     src_loc = out_of(src)
     dst_id, first = key_ids(np.array(fl["dst"].to_numpy()), n)  # writable, as the other callers' keys: one signature
     by_dst = np.zeros(0, np.int64) if first.size == fl.height else np.argsort(dst_id, kind="stable")
@@ -51,7 +50,7 @@ def plan_flows_in(
         starts,
         ends,
         src_loc,
-        emitted[src] - bounds[src_loc],
+        _emission_positions(order, n, src) - bounds[src_loc],
         kinds.to_physical().to_numpy(),
         list(kinds.dtype.categories),
         fl["id"].fill_null(0).to_numpy(),
@@ -67,14 +66,13 @@ def plan_flows_in(
     return out
 
 
-def _emission_positions(order: np.ndarray, n: int) -> np.ndarray:
-    """Event row -> position in the emission order (``order`` empty: the rows' own order)."""
-    if order.size:
-        emitted = np.empty(n, np.int64)
-        emitted[order] = np.arange(n, dtype=np.int64)
-    else:
-        emitted = np.arange(n, dtype=np.int64)
-    return emitted
+def _emission_positions(order: np.ndarray, n: int, rows: np.ndarray) -> np.ndarray:
+    """Position in the emission order of each of the event ``rows`` (``order`` empty: the rows' own order)."""
+    if not order.size:
+        return rows
+    emitted = np.empty(n, np.int64)
+    emitted[order] = np.arange(n, dtype=np.int64)
+    return emitted[rows]
 
 
 def _destination_runs(dst_id: np.ndarray, by_dst: np.ndarray, n_flows: int) -> tuple[np.ndarray, np.ndarray]:

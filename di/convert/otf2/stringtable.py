@@ -111,8 +111,11 @@ class Strings:
         valid = values.is_not_null().to_numpy()
         data, starts, ends = text_spans(values)
         if mostly_distinct(data, starts, ends, valid):
-            rows = np.flatnonzero(valid)
-            ids = np.where(valid, np.cumsum(valid) - 1, -1)
+            if valid.all():  # as args texts are: row i is id i, no masked copies
+                rows = ids = np.arange(valid.size, dtype=np.int64)
+            else:
+                rows = np.flatnonzero(valid)
+                ids = np.where(valid, np.cumsum(valid) - 1, -1)
         else:
             data, offsets = utf8_buffers(values)
             starts, ends = offsets[:-1], offsets[1:]
@@ -122,7 +125,7 @@ class Strings:
             lut[:-1] = [self.ref(v) for v in values.gather(rows).cast(pl.String).to_list()]
             return lut[ids]
         self.pieces.append(TextColumn(self.n, values, data, starts, ends, rows, ids))
-        refs = np.where(ids >= 0, ids + self.n, emit.NO_VALUE)
+        refs = ids + self.n if rows.size == ids.size else np.where(ids >= 0, ids + self.n, emit.NO_VALUE)
         self.n += rows.size
         return refs
 
