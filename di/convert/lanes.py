@@ -54,13 +54,9 @@ def canonical_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -
     lane = np.zeros(n, np.int32)
     if n == 0:
         return None, lane
-    loc, start_ns, end_ns = (
-        readonly_int64(a) for a in (loc, start_ns, end_ns)
-    )  # one signature whatever the caller has
-    below, top = (
-        np.empty(n, np.int64),
-        np.empty(n, np.int64),
-    )  # the kernel's room (numba's np.empty compiles per caller)
+    # one signature whatever the caller has; the kernel's room allocated here (numba's np.empty compiles per caller)
+    loc, start_ns, end_ns = (readonly_int64(a) for a in (loc, start_ns, end_ns))
+    below, top = np.empty(n, np.int64), np.empty(n, np.int64)
     if _lanes_kernel(loc, start_ns, end_ns, lane, below, top) < 0:
         return None, lane
     order = np.lexsort((-end_ns, start_ns, loc))
