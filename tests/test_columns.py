@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from di.convert.columns import _FIRST_SLOTS, dense_row_ids, match_rows
+import polars as pl
+
+from di.convert.columns import _FIRST_SLOTS, dense_codes, dense_row_ids, match_rows
 
 
 def _reference(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -65,3 +67,18 @@ def test_launch_flows_not_known_equals_a_lookup_of_the_pairs() -> None:
         want = match_rows(np.stack([ks, kd]), np.stack([src, dst])) < 0
         got = _not_known(known, src, dst, n_events)
         assert np.array_equal(got, want) and (~got).sum() >= ks[::2].size
+
+
+@pytest.mark.parametrize("dtype", [pl.String, pl.Categorical, pl.Enum(["z", "b", "a", "c", "unused"])])
+@pytest.mark.parametrize("seed", range(4))
+def test_dense_codes_number_the_values_in_order_of_first_appearance(dtype: pl.DataType, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = [None if v == "n" else v for v in rng.choice(["z", "b", "a", "c", "n"], int(rng.integers(0, 60)))]
+    codes, distinct = dense_codes(pl.Series(values, dtype=pl.String).cast(dtype))
+    want: dict[str, int] = {}
+    for v in values:
+        if v is not None:
+            want.setdefault(v, len(want))
+    assert codes.dtype == np.int32
+    assert distinct.dtype == pl.String and distinct.to_list() == list(want)  # unused categories left out
+    assert codes.tolist() == [-1 if v is None else want[v] for v in values]

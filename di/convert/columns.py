@@ -83,6 +83,26 @@ class _HeldBytes:
         self.__array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (at, True), "version": 3}
 
 
+def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """Row -> int32 index into the distinct non-null values of ``s`` in order of first appearance (-1: null), and
+    those values (String). A Categorical or Enum column is numbered on its physical codes: no text is hashed."""
+    if not (s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum)):
+        s = s.cast(pl.String).cast(pl.Categorical)
+    phys = s.to_physical()
+    nulls = phys.null_count()
+    if nulls == len(phys):
+        return np.full(len(phys), -1, np.int32), pl.Series([], dtype=pl.String)
+    top = int(phys.max()) + 1  # type: ignore[arg-type]
+    p = (phys.fill_null(top) if nulls else phys).to_numpy()
+    first = np.full(top + 1, len(p), dtype=np.int64)
+    np.minimum.at(first, p, np.arange(len(p)))
+    present = np.flatnonzero(first[:top] < len(p))
+    present = present[np.argsort(first[present], kind="stable")]
+    lut = np.full(top + 1, -1, dtype=np.int32)
+    lut[present] = np.arange(len(present), dtype=np.int32)
+    return lut[p], s.gather(first[present]).cast(pl.String)
+
+
 def run_starts(key: np.ndarray) -> np.ndarray:
     """First row of each run of equal adjacent values of ``key`` (int64)."""
     if not key.size:

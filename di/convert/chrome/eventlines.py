@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.convert.chrome.fragments import Block, Pool, dense_codes, json_text
+from di.convert.chrome.fragments import Block, Pool, json_text
+from di.convert.columns import dense_codes
 from di.convert.chrome.lines import ARGS, CONST, FRAG, NO_TIME, TIME
 from di.convert.chrome.tracks import TrackLayout
 
@@ -53,10 +54,10 @@ def event_block(
     x_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"X"'), *pid_tid])).to_series())
     i_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"i","s":"t"'), *pid_tid])).to_series())
     names, name_values = dense_codes(ev.get_column("name"))
-    name_base = pool.add([',"name":' + json_text(v) for v in name_values])
+    name_base = pool.add([',"name":' + json_text(v) for v in name_values.to_list()])
     cats, cat_values = dense_codes(ev.get_column("cat"))
     src_cats, src_values = dense_codes(ev.get_column("src_cat"))
-    cat_base = pool.add([',"cat":' + json_text(v) for v in cat_values + src_values])
+    cat_base = pool.add([',"cat":' + json_text(v) for v in cat_values.to_list() + src_values.to_list()])
     ints = np.empty((2, n), dtype=np.int64)
     args = args_columns(ev, ints)
     rows, text = suffix

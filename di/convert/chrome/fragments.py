@@ -4,8 +4,8 @@
   are added at once and the pool is frozen into one UTF-8 buffer with offsets.
 * :class:`Block`: one kind of line (X/i events, C samples, s/f flows) as a
   template of ops plus column-major fragment ids, time cells, integers and text.
-* :func:`dense_codes`, :func:`json_text`, :func:`json_literals`: strings are
-  escaped once per distinct value (orjson, DEL escaped too), never per row.
+* :func:`json_text`, :func:`json_literals`: strings are escaped once per distinct
+  value (:func:`di.convert.columns.dense_codes`; orjson, DEL escaped too), never per row.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 import orjson
 import polars as pl
 
-from di.convert.columns import utf8_buffers
+from di.convert.columns import dense_codes, utf8_buffers
 
-__all__ = ["Block", "Pool", "dense_codes", "json_literals", "json_text"]
+__all__ = ["Block", "Pool", "json_literals", "json_text"]
 
 
 class Pool:
@@ -53,19 +53,6 @@ class Block:
     text: pl.Series | None = None
 
 
-def dense_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
-    """Row -> index into the distinct non-null values of ``s`` (-1 for null), and those values."""
-    if not (s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum)):
-        s = s.cast(pl.String).cast(pl.Categorical)
-    uniq = s.drop_nulls().unique()
-    ids = uniq.to_physical().cast(pl.Int64).to_numpy()
-    size = int(ids.max()) + 2 if len(ids) else 1
-    lut = np.full(size, -1, dtype=np.int64)
-    lut[ids] = np.arange(len(ids))
-    codes = lut[s.to_physical().cast(pl.Int64).fill_null(size - 1).to_numpy()]
-    return codes, uniq.cast(pl.String).to_list()
-
-
 def json_text(value: Any) -> str:
     """JSON text by orjson, with DEL escaped too: Perfetto's tokenizer rejects raw control characters in strings."""
     return orjson.dumps(value).decode().replace("\x7f", "\\u007f")
@@ -74,7 +61,7 @@ def json_text(value: Any) -> str:
 def json_literals(s: pl.Series) -> pl.Series:
     """Each value as a JSON string literal (escaped once per distinct value); null stays null."""
     codes, values = dense_codes(s)
-    if not values:
+    if not values.len():
         return pl.Series([None] * len(s), dtype=pl.String)
-    lits = pl.Series([json_text(v) for v in values], dtype=pl.String)
+    lits = pl.Series([json_text(v) for v in values.to_list()], dtype=pl.String)
     return lits.gather(pl.Series(codes).replace(-1, None))

@@ -25,7 +25,7 @@ from typing import IO
 import numpy as np
 import polars as pl
 
-from di.convert.columns import readonly, text_spans, utf8_buffers
+from di.convert.columns import dense_codes, readonly, text_spans, utf8_buffers
 from di.convert.lanes import canonical_lanes
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
@@ -60,22 +60,6 @@ def is_own_file(path: str | os.PathLike[str]) -> bool:
     ``{"format":"di-perfetto"`` document (:mod:`di.convert.perfetto.ditrace`)."""
     with open(path, "rb") as fh:
         return b'{"format":"di-perfetto"' in fh.read(64)
-
-
-def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
-    """Row -> index into the distinct non-null values of ``s`` in order of first appearance (-1: null), and those values."""
-    if not (s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum)):
-        s = s.cast(pl.String).cast(pl.Categorical)
-    phys = s.to_physical().cast(pl.Int64)
-    top = int(phys.max()) + 1 if phys.null_count() < len(phys) else 0
-    p = phys.fill_null(top).to_numpy()
-    first = np.full(top + 1, len(p), dtype=np.int64)
-    np.minimum.at(first, p, np.arange(len(p)))
-    present = np.flatnonzero(first[:top] < len(p))
-    present = present[np.argsort(first[present], kind="stable")]
-    lut = np.full(top + 1, -1, dtype=np.int64)
-    lut[present] = np.arange(len(present))
-    return lut[p], s.gather(first[present]).cast(pl.String)
 
 
 def _canonical(ev: pl.DataFrame) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
