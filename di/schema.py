@@ -105,7 +105,8 @@ def validate_table(table: str, df: pl.DataFrame) -> None:
         if col not in nullable and series.null_count():
             raise SchemaError(f"table {table!r}: column {col!r} has {series.null_count()} nulls but is not nullable")
         minimum = props[col].get("minimum")
-        if minimum is not None and len(series) and series.min() is not None and series.min() < minimum:
+        lowest = series.min() if minimum is not None and len(series) else None
+        if lowest is not None and lowest < minimum:  # type: ignore[operator]
             raise SchemaError(f"table {table!r}: column {col!r} has values below {minimum}")
 
 

@@ -226,12 +226,14 @@ def test_invariants_the_schemas_cannot_state() -> None:
         "instant": [False, False],
         "parent": [None, 7],
     }
+    flows = {"src": [0, 1, 1], "dst": [1, 5, 2], "kind": ["user", "user", "user"]}  # two past the last row
     with pytest.raises(di.SchemaError) as err:
-        di.Trace.build(meta={}, locations=locations, events=events).validate()
+        di.Trace.build(meta={}, locations=locations, events=events, flows=flows).validate()
     for problem in (
         "1 events end before they start",
         "1 events out of (loc, start_ns) order",
         "1 events.parent values",
+        "2 flows.dst values",
     ):
         assert problem in str(err.value)
 
