@@ -34,9 +34,10 @@ def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     in memory the column holds, so the bytes returned are one read-only span of the address space from the lowest
     address of the column's buffers to the highest end of one, and each row's start is its address minus the
     span's first: no text is copied (a column of 177 MB of args texts, loaded from a store in row-group chunks,
-    would otherwise be copied into one buffer first), and besides the starts only the ends are made. The span may cover memory that is not the column's between its buffers: only
-    ``bytes[start:end]`` of a row may be read. The span keeps the column's buffers alive. A column that is not
-    held as views (an older polars) is copied into one buffer (:func:`utf8_buffers`)."""
+    would otherwise be copied into one buffer first), and besides the starts only the ends are made. The span may
+    cover memory that is not the column's between its buffers: only ``bytes[start:end]`` of a row may be read. The
+    span keeps the column's buffers alive. A column that is not held as views (an older polars) is copied into one
+    buffer (:func:`utf8_buffers`)."""
     import pyarrow as pa
 
     chunks = [part.to_arrow(compat_level=pl.CompatLevel.newest()) for part in values.get_chunks()]  # no rechunk

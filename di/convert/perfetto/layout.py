@@ -69,8 +69,8 @@ def _loc_rows(locations: pl.DataFrame, loc: np.ndarray, what: str, rows_of: np.n
 
 def build_layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray, series: pl.DataFrame) -> Layout:
     """Tracks for events at locations ``ev_loc`` (sorted, as in the (loc, start, -end) order) on lanes ``lane``, and
-    for ``series``. Per event only the track's events are counted and, when a location has
-    lanes, the events grouped by track: the rest is per run of a location."""
+    for ``series``. Per event only the tracks' events are counted and, when a location has lanes, the events
+    grouped by track: the rest is per run of a location."""
     locs = locations.sort("loc")
     run = run_starts(ev_loc)
     length = np.diff(np.r_[run, len(ev_loc)])
