@@ -144,8 +144,8 @@ def _events(
     columns = {
         encode.E_START: start - offset if offset else start,
         encode.E_END: end - offset if offset else end,
-        encode.E_CORR: ev.get_column("corr").fill_null(encode.NONE).to_numpy(),
-        encode.E_BYTES: ev.get_column("bytes").fill_null(encode.NONE).to_numpy(),
+        encode.E_CORR: _filled(ev.get_column("corr")),
+        encode.E_BYTES: _filled(ev.get_column("bytes")),
         encode.E_ARGS_START: args_start,
         encode.E_ARGS_END: args_end,
     }
@@ -193,6 +193,13 @@ def _events(
         else:
             out.used = int(end)
             out.flush()
+
+
+def _filled(col: pl.Series) -> np.ndarray:
+    """An int64 events column with :data:`encode.NONE` for null, or empty when every value is null."""
+    if col.null_count() == col.len():
+        return np.zeros(0, np.int64)
+    return col.fill_null(encode.NONE).to_numpy()
 
 
 def _string_table(name_values: pl.Series, src_values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
