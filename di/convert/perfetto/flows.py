@@ -55,7 +55,7 @@ def _rows(values: np.ndarray, n: int, what: str) -> np.ndarray:
     bad = np.flatnonzero((values < 0) | (values >= n))
     if len(bad):
         raise SchemaError(f"{what} row {bad[0]}: event row {values[bad[0]]} does not exist ({n} events)")
-    return values.astype(np.int64)
+    return values.astype(np.int64, copy=False)
 
 
 def collective_edges(collectives: pl.DataFrame, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,16 +130,19 @@ def flow_marks(
 def _attach(
     src: np.ndarray, dst: np.ndarray, start: np.ndarray, end: np.ndarray, instant: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """X (flow_ids on its begin), Y (terminating), reversed (X is dst), Y's mark on its end packet."""
-
-    def ends_later(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """a's end packet comes after b's begin packet."""
-        return ~instant[a] & (end[a] > start[b])
-
-    swap = (start[dst] < start[src]) | ((start[dst] == start[src]) & ~ends_later(dst, src) & ends_later(src, dst))
+    """X (flow_ids on its begin), Y (terminating), reversed (X is dst), Y's mark on its end packet. Each event column
+    is read once per end of the edges (gathers of the edges' rows, not of n)."""
+    s_start, d_start = start[src], start[dst]
+    s_end, d_end = end[src], end[dst]
+    s_slice, d_slice = ~instant[src], ~instant[dst]
+    # a's end packet comes after b's begin packet: ~instant[a] & (end[a] > start[b])
+    d_after_s = d_slice & (d_end > s_start)
+    s_after_d = s_slice & (s_end > d_start)
+    swap = (d_start < s_start) | ((d_start == s_start) & ~d_after_s & s_after_d)
     x = np.where(swap, dst, src)
     y = np.where(swap, src, dst)
-    y_end = ~(start[y] > start[x]) & ends_later(y, x)
+    # Y's end after X's begin, with Y not starting after X
+    y_end = np.where(swap, ~(s_start > d_start) & s_after_d, ~(d_start > s_start) & d_after_s)
     return x, y, swap, y_end
 
 
