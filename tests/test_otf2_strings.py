@@ -83,3 +83,46 @@ def test_a_string_per_event_round_trips(tmp_path: Path) -> None:
     back = di.load(tmp_path / "t.otf2")
     key = ["start_ns", "end_ns", "name"]
     assert back.events.sort(key).get_column("args").to_list() == events.sort(key).get_column("args").to_list()
+
+
+def test_the_region_callback_stores_rows_and_counts_what_does_not_fit() -> None:
+    from di.convert.otf2.regiondefs import RegionBuffer, _region
+    from di.convert.otf2.stringdefs import OTHER
+
+    strings, regions = StringBuffer(1, 8), RegionBuffer(2)
+    strings.array[OTHER] = regions.address
+    for ref in (5, 6, 7):  # ref, name, canonical name, description, role, paradigm, flags, source, begin, end
+        _region.ctypes(ctypes.c_void_p(strings.address), ref, 10 + ref, 0, 20 + ref, 3, 4, 0, 0, 0, 0)
+    assert regions.overflow() == 3
+    assert regions.rows().tolist() == [[5, 15, 25, 3, 4], [6, 16, 26, 3, 4]]
+    assert RegionBuffer(3).overflow() is None
+
+
+@pytest.mark.skipif(not ARCHIVES, reason="shared test data absent: ../shared/data/otf2 not found")
+def test_regions_past_the_counted_room_are_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An archive counting fewer definitions than its regions: the second read has room for all of them."""
+    import _otf2
+
+    from di.convert.otf2 import regiondefs
+
+    anchor = ARCHIVES[0]
+    handle = _otf2.Reader_Open(str(anchor))
+    try:
+        want = read_global_definitions(clib.handle(handle), anchor.with_suffix(".def").stat().st_size).regions
+    finally:
+        _otf2.Reader_Close(handle)
+    assert want.height > 1
+    made = []
+
+    class OneFirst(regiondefs.RegionBuffer):
+        def __init__(self, regions: int) -> None:
+            made.append(regions)
+            super().__init__(1 if len(made) == 1 else regions)
+
+    monkeypatch.setattr(regiondefs, "RegionBuffer", OneFirst)
+    handle = _otf2.Reader_Open(str(anchor))
+    try:
+        got = read_global_definitions(clib.handle(handle), anchor.with_suffix(".def").stat().st_size).regions
+    finally:
+        _otf2.Reader_Close(handle)
+    assert len(made) == 2 and got.equals(want)

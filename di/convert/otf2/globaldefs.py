@@ -129,29 +129,31 @@ def read_global_definitions(handle: int, text_bytes: int) -> GlobalDefs:
     Raises:
         RuntimeError: the library reports an error (the caller names the archive).
     """
+    from di.convert.otf2.regiondefs import RegionBuffer
     from di.convert.otf2.stringdefs import StringBuffer
 
     lib = clib.library()
     count = _c.c_uint64(0)
     lib.OTF2_Reader_GetNumberOfGlobalDefinitions.argtypes = [_p, _c.POINTER(_c.c_uint64)]
     _raise(lib.OTF2_Reader_GetNumberOfGlobalDefinitions(handle, _c.byref(count)), "count the global definitions")
-    strings = StringBuffer(count.value, text_bytes)
-    raw, regions = _read(lib, handle, strings, count.value)
-    if (need := strings.overflow()) is not None:
-        strings = StringBuffer(*need)
-        raw, regions = _read(lib, handle, strings, count.value)
-    return _tables(raw, regions, strings.table())
+    strings, regions = StringBuffer(count.value, text_bytes), RegionBuffer(count.value)
+    raw = _read(lib, handle, strings, regions)
+    need_strings, need_regions = strings.overflow(), regions.overflow()
+    if need_strings is not None or need_regions is not None:  # the archive counts fewer definitions than it has
+        strings = StringBuffer(*need_strings) if need_strings else StringBuffer(count.value, text_bytes)
+        regions = RegionBuffer(need_regions or count.value)
+        raw = _read(lib, handle, strings, regions)
+    return _tables(raw, regions.rows(), strings.table())
 
 
-def _read(lib: Any, handle: int, strings: Any, count: int) -> tuple[dict[str, list[tuple[Any, ...]]], np.ndarray]:
-    """One pass over the global definitions (``count`` of them): every record but String and Region as tuples, String
-    into ``strings`` (a :class:`~di.convert.otf2.stringdefs.StringBuffer`), and the Region rows
-    (:data:`~di.convert.otf2.regiondefs.FIELDS`)."""
-    from di.convert.otf2.regiondefs import RegionBuffer, region_callback
+def _read(lib: Any, handle: int, strings: Any, regions: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """One pass over the global definitions: every record but String and Region as tuples, String into ``strings``
+    (a :class:`~di.convert.otf2.stringdefs.StringBuffer`), Region into ``regions`` (a
+    :class:`~di.convert.otf2.regiondefs.RegionBuffer`)."""
+    from di.convert.otf2.regiondefs import region_callback
     from di.convert.otf2.stringdefs import OTHER, string_callback
 
     raw: dict[str, list[tuple[Any, ...]]] = {}
-    regions = RegionBuffer(count)
     strings.array[OTHER] = regions.address
     keep = []  # the ctypes callbacks must outlive the read
     lib.OTF2_GlobalDefReaderCallbacks_New.restype = _p
@@ -188,7 +190,7 @@ def _read(lib: Any, handle: int, strings: Any, count: int) -> tuple[dict[str, li
     finally:
         lib.OTF2_GlobalDefReaderCallbacks_Delete.argtypes = [_p]
         lib.OTF2_GlobalDefReaderCallbacks_Delete(callbacks)
-    return raw, regions.rows()
+    return raw
 
 
 def _raise(code: int, what: str) -> None:

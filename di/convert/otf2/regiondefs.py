@@ -10,7 +10,8 @@ holds the address of this table.
 
 Table layout (``int64`` words): ``[regions, room for regions]``, then ``room``
 rows of :data:`FIELDS`. A definition past the room is counted, not stored
-(:meth:`RegionBuffer.rows` says so); the room is the archive's count of global
+(:meth:`RegionBuffer.overflow`, and the definitions are read again with room
+for all, as the strings are); the room is the archive's count of global
 definitions, of which the regions are a part.
 """
 
@@ -65,13 +66,12 @@ class RegionBuffer:
     def address(self) -> int:
         return int(self.array.ctypes.data)
 
-    def rows(self) -> np.ndarray:
-        """The definitions read, one row each (:data:`FIELDS`).
-
-        Raises:
-            RuntimeError: more Region definitions than the room (the archive counts fewer definitions than it has).
-        """
+    def overflow(self) -> int | None:
+        """The room the definitions need when some did not fit, else None."""
         n, room = int(self.array[0]), int(self.array[1])
-        if n > room:
-            raise RuntimeError(f"the archive defines more regions ({n}) than it counts global definitions ({room})")
+        return n if n > room else None
+
+    def rows(self) -> np.ndarray:
+        """The definitions stored, one row each (:data:`FIELDS`)."""
+        n = min(int(self.array[0]), int(self.array[1]))
         return self.array[int(_TOP) : int(_TOP) + int(_WIDTH) * n].reshape(n, int(_WIDTH))
