@@ -29,7 +29,7 @@ from di.jitpipeline import ScalarKernelCompiler
 from di.convert.columns import readonly
 from di.nesting import readonly_int64
 
-__all__ = ["assign_lanes", "canonical_lanes", "innermost_points"]
+__all__ = ["assign_lanes", "canonical_lanes", "innermost_points", "lanes_of_rows"]
 
 NO_POINT = np.iinfo(np.int64).min
 """What :func:`innermost_points` returns for an event that is never the innermost one after the bound."""
@@ -68,7 +68,11 @@ def canonical_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -
 def assign_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
     """Lane of each event row (int32), 0 for events that nest on their location; rows in any order
     (:func:`canonical_lanes` on their (loc, start_ns, -end_ns) order; times int64 ns)."""
-    order, lane = canonical_lanes(loc, start_ns, end_ns)
+    return lanes_of_rows(*canonical_lanes(loc, start_ns, end_ns))
+
+
+def lanes_of_rows(order: np.ndarray | None, lane: np.ndarray) -> np.ndarray:
+    """The lanes :func:`canonical_lanes` gives in (loc, start_ns, -end_ns) order, put back on the rows they came from."""
     if order is None:
         return lane
     rows = np.empty_like(lane)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from di.convert.lanes import canonical_lanes
+from di.convert.lanes import canonical_lanes, lanes_of_rows
 from di.errors import SchemaError
 
 __all__ = ["TrackLayout", "event_rows", "locate", "sorted_events", "track_layout"]
@@ -132,6 +132,4 @@ def sorted_events(ev: pl.DataFrame) -> tuple[tuple[np.ndarray, np.ndarray, np.nd
     order, lanes = canonical_lanes(loc, start, end)
     if order is None:
         return (loc, start, end, None), lanes
-    rows = np.empty_like(lanes)
-    rows[order] = lanes
-    return (loc[order], start[order], end[order], order), rows
+    return (loc[order], start[order], end[order], order), lanes_of_rows(order, lanes)
