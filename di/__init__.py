@@ -35,11 +35,6 @@ from di.jitcache import configure as _configure_jit_cache
 
 _configure_jit_cache()
 
-# polars' allocator asks for transparent huge pages, as numpy does (see di.hugepages); before polars loads
-from di.hugepages import configure as _configure_huge_pages
-
-_configure_huge_pages()
-
 if TYPE_CHECKING:
     import polars as pl
 

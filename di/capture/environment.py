@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from di import hugepages
 from di.errors import DIError
 
 if TYPE_CHECKING:
@@ -63,7 +62,7 @@ def application_env(opts: RecordOptions) -> tuple[dict[str, str], list[str]]:
 def child_env(raw: Path, libs: list[str], extra: dict[str, str] | None = None) -> dict[str, str]:
     """This process's environment with ``extra``, ``libs`` before any ``LD_PRELOAD`` already set, and
     ``DI_CAPTURE_DIR`` (where the shards go) set to ``raw``."""
-    env = hugepages.child_environ(dict(os.environ))
+    env = dict(os.environ)
     env.update(extra or {})
     if libs:
         env["LD_PRELOAD"] = " ".join(libs + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
