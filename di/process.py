@@ -142,7 +142,10 @@ def small_pages() -> Iterator[None]:
     5.9-7.7 s of system time with huge pages and 0.9-1.0 s without (user time equal), a 1.2 M-event
     Kineto load 3.6-4.4 s against 0.35-0.49 s (issue 16). numpy's setting is process-wide: the first
     caller in turns the advice off, the last one out restores it; ``NUMPY_MADVISE_HUGEPAGE`` set in
-    the environment (the user's own choice) is left alone.
+    the environment (the user's own choice) is left alone. polars' tables stay in small pages for the
+    same reason: with ``POLARS_THP=1`` (jemalloc's ``thp:always``) reading back a 1.2 M-event ``.di``
+    store took 0.30-0.90 CPU-s (0.16-0.74 s of it system time) against 0.25-0.27 without, and 0.21
+    only when the guest already held the pages (``bench/realshape.py --provision``).
     """
     if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
         yield
