@@ -1,9 +1,11 @@
-"""Process-wide settings a di command runs under: Python's cyclic collector, glibc's malloc and numpy's pages.
+"""Process-wide settings a di command runs under: Python's cyclic collector, glibc's malloc, numpy's pages and
+OpenBLAS's threads.
 
 The CLI (:func:`di.cli.main`) and ``di warmup``'s worker processes apply them;
 a program that imports di as a library keeps its own, except numpy's pages,
 which :func:`di.load`, :func:`di.save` and :func:`di.analyze` set for their
-own duration (:func:`small_pages`).
+own duration (:func:`small_pages`). The programs a command runs (``di record``'s)
+get the user's environment back (:func:`program_environ`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,39 @@ HEAP_TOP_PAD = 64 << 20
 """Bytes of free memory glibc's malloc keeps at the top of a heap when it trims it (its default: 128 KiB)."""
 _M_TOP_PAD = -2
 """glibc's ``mallopt`` parameter number for the top pad (malloc.h)."""
+
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+"""OpenBLAS's variable: the threads it starts when it loads (with numpy, whose Linux wheels link it)."""
+
+_SET_BY_DI: dict[str, str] = {}
+"""The variables this process set in ``os.environ`` for itself, with their values (see :func:`program_environ`)."""
+
+
+def no_blas_threads(environ: dict[str, str] | None = None, modules: dict[str, object] | None = None) -> bool:
+    """Set ``OPENBLAS_NUM_THREADS=1`` unless the user set it or numpy (so OpenBLAS) is loaded; returns whether it did.
+
+    di calls no BLAS routine, but OpenBLAS starts a thread per core when numpy loads, and each spins (busy-waits
+    for work) for a while before it sleeps: on this project's 2-core VM, ``import numpy`` took 0.16-0.17 CPU-s with
+    its thread and 0.06 without, and a warm ``di info`` of a 2,000-event Kineto file 0.48 against 0.38 CPU-s; a
+    node of 64 cores starts 63 such threads. Only the ``di`` command sets it: a program that imports di keeps its
+    BLAS threads, and the programs ``di record`` runs do not inherit it (:func:`program_environ`).
+    """
+    env = os.environ if environ is None else environ
+    if BLAS_THREADS in env or "numpy" in (sys.modules if modules is None else modules):
+        return False
+    env[BLAS_THREADS] = "1"
+    if environ is None:
+        _SET_BY_DI[BLAS_THREADS] = "1"
+    return True
+
+
+def program_environ(env: dict[str, str]) -> dict[str, str]:
+    """``env`` (a copy of this process's environment, for a program di runs) without the variables di set for
+    itself (:func:`no_blas_threads`), where they still hold di's values."""
+    for name, value in _SET_BY_DI.items():
+        if env.get(name) == value:
+            del env[name]
+    return env
 
 
 def space_full_collections() -> tuple[int, int, int]:

@@ -161,3 +161,47 @@ def _parser_commands() -> list[str]:
 
     actions = [a for a in _parser()._subparsers._group_actions if hasattr(a, "choices")]  # type: ignore[union-attr]
     return list(actions[0].choices)
+
+
+def test_no_blas_threads_only_where_the_user_did_not_choose_and_numpy_is_not_loaded() -> None:
+    env: dict[str, str] = {}
+    assert process.no_blas_threads(env, {}) and env == {process.BLAS_THREADS: "1"}
+    mine = {process.BLAS_THREADS: "8"}
+    assert not process.no_blas_threads(mine, {}) and mine == {process.BLAS_THREADS: "8"}
+    late: dict[str, str] = {}
+    assert not process.no_blas_threads(late, {"numpy": object()}) and late == {}
+
+
+_PRINT_BLAS = "import os; print(os.environ.get('OPENBLAS_NUM_THREADS'))"
+
+
+@pytest.mark.parametrize("users", [None, "3"])
+def test_the_di_command_runs_without_blas_threads_and_the_program_it_records_gets_the_users_setting(
+    tmp_path: Path, users: str | None
+) -> None:
+    """``python -m di`` sets OPENBLAS_NUM_THREADS=1 for itself; ``di record``'s program sees the user's environment."""
+    import subprocess
+
+    from tests.capture_helpers import env
+
+    extra = {} if users is None else {process.BLAS_THREADS: users}
+    environ = {k: v for k, v in env(**extra).items() if users is not None or k != process.BLAS_THREADS}
+    seen = tmp_path / "seen.txt"
+    program = f"import os; open({str(seen)!r}, 'w').write(str(os.environ.get('OPENBLAS_NUM_THREADS')))"
+    # the di process itself: its own atexit handler reports the variable as the command ends
+    own = (
+        "import atexit, os, sys; atexit.register(lambda: print('DI', os.environ.get('OPENBLAS_NUM_THREADS')));"
+        "sys.argv = ['di', 'record', '-o', sys.argv[1], '--', sys.executable, '-c', sys.argv[2]];"
+        "from di.cli import main; sys.exit(main())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", own, str(tmp_path / "run.di"), program],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"DI {users or '1'}" in done.stdout
+    assert seen.read_text() == str(users)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from di.errors import DIError
+from di.process import program_environ
 
 if TYPE_CHECKING:
     from di.capture.record import RecordOptions
@@ -60,9 +61,10 @@ def application_env(opts: RecordOptions) -> tuple[dict[str, str], list[str]]:
 
 
 def child_env(raw: Path, libs: list[str], extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This process's environment with ``extra``, ``libs`` before any ``LD_PRELOAD`` already set, and
-    ``DI_CAPTURE_DIR`` (where the shards go) set to ``raw``."""
-    env = dict(os.environ)
+    """This process's environment (less what di set for itself: :func:`di.process.program_environ`) with
+    ``extra``, ``libs`` before any ``LD_PRELOAD`` already set, and ``DI_CAPTURE_DIR`` (where the shards go)
+    set to ``raw``."""
+    env = program_environ(dict(os.environ))
     env.update(extra or {})
     if libs:
         env["LD_PRELOAD"] = " ".join(libs + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))

@@ -34,9 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     the log file that holds the traceback).
     """
     program = argv is None and _is_the_program()
-    if program:  # a program that calls main keeps numba's own cache loading, and its process
+    if program:  # a program that calls main keeps numba's own cache loading, its BLAS threads, and its process
         from di.jitcache import light_cache_loads
 
+        process.no_blas_threads()  # before numpy loads
         light_cache_loads()
     collector = process.space_full_collections()
     process.keep_heap_top()
