@@ -15,8 +15,10 @@ import gc
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
 
 FULL_COLLECTION_EVERY = 1000
 """Young collections between two full ones of Python's cyclic collector while a
@@ -54,11 +56,16 @@ _M_TOP_PAD = -2
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 """OpenBLAS's variable: the threads it starts when it loads (with numpy, whose Linux wheels link it)."""
 
-_SET_BY_DI: dict[str, str] = {}
-"""The variables this process set in ``os.environ`` for itself, with their values (see :func:`program_environ`)."""
+POLARS_THP = "POLARS_THP"
+"""polars' variable: ``1`` when ``import polars`` runs gives its allocator (jemalloc) ``thp:always``."""
+JEMALLOC_OPTIONS = "_RJEM_MALLOC_CONF"
+"""The options ``import polars`` writes into ``os.environ`` for its allocator (from ``POLARS_THP`` among others)."""
+
+_USERS: dict[str, str | None] = {}
+"""The user's values (None: unset) of the variables this process changed for itself (see :func:`program_environ`)."""
 
 
-def no_blas_threads(environ: dict[str, str] | None = None, modules: dict[str, object] | None = None) -> bool:
+def no_blas_threads(environ: dict[str, str] | None = None, modules: Mapping[str, object] | None = None) -> bool:
     """Set ``OPENBLAS_NUM_THREADS=1`` unless the user set it or numpy (so OpenBLAS) is loaded; returns whether it did.
 
     di calls no BLAS routine, but OpenBLAS starts a thread per core when numpy loads, and each spins (busy-waits
@@ -70,18 +77,48 @@ def no_blas_threads(environ: dict[str, str] | None = None, modules: dict[str, ob
     env = os.environ if environ is None else environ
     if BLAS_THREADS in env or "numpy" in (sys.modules if modules is None else modules):
         return False
+    _remember(env, environ is None, BLAS_THREADS)
     env[BLAS_THREADS] = "1"
-    if environ is None:
-        _SET_BY_DI[BLAS_THREADS] = "1"
     return True
 
 
+def huge_pages_for_polars(
+    environ: dict[str, str] | None = None, modules: Mapping[str, object] | None = None, *, reported: bool | None = None
+) -> bool:
+    """Set ``POLARS_THP=1`` (polars' tables in transparent huge pages, as numpy's arrays are) unless the user set
+    it, polars is loaded, or the host takes back the guest's free memory (:func:`free_memory_reported`, where
+    :func:`small_pages` holds for numpy too); returns whether it did.
+
+    With pages the machine holds, reading back a 1.2 M-event ``.di`` store took 0.21-0.22 CPU-s instead of
+    0.25-0.27 (see :func:`small_pages` for all the steps). Only the ``di`` command sets it, before polars
+    loads: a program that imports di keeps its allocator as it is, and the programs ``di record`` runs get
+    the user's environment back (:func:`program_environ`), without the allocator options polars wrote from it.
+    """
+    env = os.environ if environ is None else environ
+    names = sys.modules if modules is None else modules
+    dear = free_memory_reported() if reported is None else reported
+    if dear or POLARS_THP in env or "polars" in names or any(m.startswith("_polars_runtime") for m in names):
+        return False
+    _remember(env, environ is None, POLARS_THP, JEMALLOC_OPTIONS)
+    env[POLARS_THP] = "1"
+    return True
+
+
+def _remember(env: Mapping[str, str], own: bool, *names: str) -> None:
+    """Keep the user's values of ``names`` before this process changes them (only for its own environment)."""
+    if own:
+        for name in names:
+            _USERS.setdefault(name, env.get(name))
+
+
 def program_environ(env: dict[str, str]) -> dict[str, str]:
-    """``env`` (a copy of this process's environment, for a program di runs) without the variables di set for
-    itself (:func:`no_blas_threads`), where they still hold di's values."""
-    for name, value in _SET_BY_DI.items():
-        if env.get(name) == value:
-            del env[name]
+    """``env`` (a copy of this process's environment, for a program di runs) with the user's values of the
+    variables this process changed for itself (:func:`no_blas_threads`, :func:`huge_pages_for_polars`)."""
+    for name, value in _USERS.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
 
 
@@ -165,24 +202,52 @@ def _huge_pages(enabled: bool) -> bool:
     return bool(_set_madvise_hugepage(enabled))
 
 
+VIRTIO_DEVICES = Path("/sys/bus/virtio/devices")
+"""Where Linux lists a VM's virtio devices (``device``: the device id, ``features``: one 0/1 per feature bit)."""
+_VIRTIO_BALLOON = "0x0005"
+"""The virtio device id of a memory balloon."""
+_BALLOON_F_REPORTING = 5
+"""The balloon's feature bit of free page reporting (``VIRTIO_BALLOON_F_REPORTING``, linux/virtio_balloon.h)."""
+
+
+@cache
+def free_memory_reported(devices: Path = VIRTIO_DEVICES) -> bool:
+    """Whether this machine is a VM that reports its free memory to its host, which takes it back: a virtio
+    balloon with free page reporting (Firecracker's, some clouds'). There the first touch of memory the guest
+    freed a while ago costs a fault in the host as well, and a transparent huge page costs 512 of them at once
+    (see :func:`small_pages`)."""
+    try:
+        for dev in devices.iterdir():
+            if (dev / "device").read_text().strip() == _VIRTIO_BALLOON:
+                bits = (dev / "features").read_text().strip()
+                if len(bits) > _BALLOON_F_REPORTING and bits[_BALLOON_F_REPORTING] == "1":
+                    return True
+    except OSError:  # no virtio bus (not a VM, not Linux), or a device going away
+        return False
+    return False
+
+
 @contextmanager
 def small_pages() -> Iterator[None]:
     """numpy's arrays in ordinary 4 KiB pages inside the block, not the transparent huge pages numpy
-    advises (``madvise``) for arrays of 4 MB and more.
+    advises (``madvise``) for arrays of 4 MB and more, on a VM whose host takes back the guest's free
+    memory (:func:`free_memory_reported`); elsewhere numpy's own advice holds.
 
-    di's readers, writers and analyses write most pages of their columns once, so huge pages save
-    them little TLB work, while each first touch of a fresh huge page makes the kernel find (or
-    compact) and zero 2 MB; a VM whose host takes back the guest's free memory makes that far
-    dearer. On this project's 2-core VM, reading back a real-shaped 1.2 M-event OTF2 archive took
-    5.9-7.7 s of system time with huge pages and 0.9-1.0 s without (user time equal), a 1.2 M-event
-    Kineto load 3.6-4.4 s against 0.35-0.49 s (issue 16). numpy's setting is process-wide: the first
-    caller in turns the advice off, the last one out restores it; ``NUMPY_MADVISE_HUGEPAGE`` set in
-    the environment (the user's own choice) is left alone. polars' tables stay in small pages for the
-    same reason: with ``POLARS_THP=1`` (jemalloc's ``thp:always``) reading back a 1.2 M-event ``.di``
-    store took 0.30-0.90 CPU-s (0.16-0.74 s of it system time) against 0.25-0.27 without, and 0.21
-    only when the guest already held the pages (``bench/realshape.py --provision``).
+    Each first touch of a fresh huge page makes the kernel find (or compact) and zero 2 MB; where the
+    host took that memory back, it faults in the host too. On this project's 2-core VM (Firecracker,
+    free page reporting), reading back a real-shaped 1.2 M-event OTF2 archive took 5.9-7.7 s of system
+    time with huge pages and 0.9-1.0 s without (user time equal), a 1.2 M-event Kineto load 3.6-4.4 s
+    against 0.35-0.49 s, and, with polars' tables in huge pages too (``POLARS_THP=1``), reading back its
+    ``.di`` store 0.30-0.90 CPU-s against 0.25-0.27 (issue 16). With pages the guest holds (touched and
+    freed just before, ``bench/realshape.py --provision 1024``: what a machine whose memory is its own
+    gives), huge pages win every step, two runs each (M events per CPU-s, small -> huge): Kineto load
+    0.99-1.01 -> 1.11-1.14 (system time 0.22-0.30 -> 0.11-0.14 s), Perfetto read 0.90 -> 1.05, OTF2 read
+    1.21-1.23 -> 1.49-1.59, ``.di`` read 4.47-4.71 -> 5.51-5.78, ``.di`` write 2.27-2.28 -> 2.38-2.46,
+    the Perfetto and OTF2 writes alike, peak RSS 2-4% more. numpy's setting is process-wide: the first
+    caller in turns the advice off, the last one out restores it; ``NUMPY_MADVISE_HUGEPAGE`` set in the
+    environment (the user's own choice) is left alone.
     """
-    if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
+    if "NUMPY_MADVISE_HUGEPAGE" in os.environ or not free_memory_reported():
         yield
         return
     with _PAGES_LOCK:

@@ -205,3 +205,25 @@ def test_the_di_command_runs_without_blas_threads_and_the_program_it_records_get
     assert done.returncode == 0, done.stderr
     assert f"DI {users or '1'}" in done.stdout
     assert seen.read_text() == str(users)
+
+
+def test_huge_pages_for_polars_where_the_machine_keeps_its_memory_and_nobody_chose() -> None:
+    env: dict[str, str] = {}
+    assert process.huge_pages_for_polars(env, {}, reported=False) and env == {process.POLARS_THP: "1"}
+    for dear, given, modules in ((True, {}, {}), (False, {process.POLARS_THP: "0"}, {}), (False, {}, {"polars": 1})):
+        env = dict(given)
+        assert not process.huge_pages_for_polars(env, modules, reported=dear) and env == given
+
+
+def test_programs_get_the_users_environment_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What di set for itself (and what polars wrote from it) is put back as the user had it for the programs it runs."""
+    monkeypatch.setattr(process, "_USERS", {})
+    monkeypatch.delenv(process.BLAS_THREADS, raising=False)
+    monkeypatch.delenv(process.POLARS_THP, raising=False)
+    monkeypatch.setenv(process.JEMALLOC_OPTIONS, "narenas:2")
+    assert process.no_blas_threads(modules={}) and process.huge_pages_for_polars(modules={}, reported=False)
+    monkeypatch.setenv(process.JEMALLOC_OPTIONS, "dirty_decay_ms:500,thp:always,narenas:2")  # as polars rewrites it
+    assert os.environ[process.BLAS_THREADS] == "1" and os.environ[process.POLARS_THP] == "1"
+    env = process.program_environ(dict(os.environ))
+    assert process.BLAS_THREADS not in env and process.POLARS_THP not in env
+    assert env[process.JEMALLOC_OPTIONS] == "narenas:2"

@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         from di.jitcache import light_cache_loads
 
         process.no_blas_threads()  # before numpy loads
+        process.huge_pages_for_polars()  # before polars loads
         light_cache_loads()
     collector = process.space_full_collections()
     process.keep_heap_top()
