@@ -45,7 +45,11 @@ the first touch of a page costs about 8 ms per MB of system time (a 256 MB
 ``np.ones`` costs 2.2 s of it, the same again on a page held already 0.01 s).
 ``--provision MB`` touches and frees that much memory just before each timed
 step, so the step's pages are ones the guest holds, as on a machine without
-such a host; the default (0) measures the machine as it is. ``write floor s``
+such a host; the default (0) measures the machine as it is. On such a host di
+keeps numpy's arrays in small pages (``di.process.small_pages``); elsewhere
+numpy's huge pages stay and the ``di`` command puts polars' tables in huge
+pages too (``POLARS_THP=1``): ``NUMPY_MADVISE_HUGEPAGE=1 POLARS_THP=1`` with
+``--provision`` measures that here. ``write floor s``
 is the CPU time of writing as many bytes as the step wrote, from memory
 touched already, with one ``write`` per 8 MB and an ``fsync``: what any writer
 of that output pays on this machine.
