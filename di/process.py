@@ -1,5 +1,5 @@
-"""Process-wide settings a di command runs under: Python's cyclic collector, glibc's malloc, numpy's pages and
-OpenBLAS's threads.
+"""Process-wide settings a di command runs under: Python's cyclic collector, glibc's malloc, numpy's and polars'
+pages and OpenBLAS's threads.
 
 The CLI (:func:`di.cli.main`) and ``di warmup``'s worker processes apply them;
 a program that imports di as a library keeps its own, except numpy's pages,
