@@ -215,7 +215,8 @@ def free_memory_reported(devices: Path = VIRTIO_DEVICES) -> bool:
     """Whether this machine is a VM that reports its free memory to its host, which takes it back: a virtio
     balloon with free page reporting (Firecracker's, some clouds'). There the first touch of memory the guest
     freed a while ago costs a fault in the host as well, and a transparent huge page costs 512 of them at once
-    (see :func:`small_pages`)."""
+    (see :func:`small_pages`). Other hypervisors' reporting (Hyper-V's balloon) is not read: there
+    ``NUMPY_MADVISE_HUGEPAGE=0 POLARS_THP=0`` in the environment keeps small pages."""
     try:
         for dev in devices.iterdir():
             if (dev / "device").read_text().strip() == _VIRTIO_BALLOON:
