@@ -82,3 +82,21 @@ def test_dense_codes_number_the_values_in_order_of_first_appearance(dtype: pl.Da
     assert codes.dtype == np.int32
     assert distinct.dtype == pl.String and distinct.to_list() == list(want)  # unused categories left out
     assert codes.tolist() == [-1 if v is None else want[v] for v in values]
+
+
+def test_gather_spans_copies_each_valid_span_in_order() -> None:
+    """Spans in any order, overlapping, empty and invalid (an empty text), read-only data: the bytes of a join."""
+    from di.convert.columns import readonly
+    from di.convert.stringviews import gather_spans
+
+    rng = np.random.default_rng(7)
+    data = readonly(rng.integers(32, 127, 100_000, dtype=np.uint8))
+    starts = rng.integers(0, 99_000, 2_000)
+    ends = starts + rng.integers(0, 1_000, starts.size)
+    valid = rng.random(starts.size) > 0.2
+    out, offsets = gather_spans(data, starts, ends, valid)
+    expected = [bytes(data[a:b]) if v else b"" for a, b, v in zip(starts, ends, valid)]
+    assert out.tobytes() == b"".join(expected)
+    assert [out[offsets[i] : offsets[i + 1]].tobytes() for i in range(starts.size)] == expected
+    none, at = gather_spans(data, starts[:0], ends[:0], valid[:0])
+    assert none.size == 0 and at.tolist() == [0]
