@@ -654,7 +654,7 @@ def test_canonical_category_rules(src_cat: str | None, name: str, cat: str) -> N
 
 
 def test_canonical_category_columns_follow_the_rules_row_by_row() -> None:
-    from di.convert.categories import SOURCE_CATEGORIES, canonical_cat_of, canonical_cats
+    from di.convert.categories import SOURCE_CATEGORIES, canonical_cat_of, canonical_cat_rows, canonical_cats
     from di.trace import CATS
 
     names = [
@@ -675,8 +675,10 @@ def test_canonical_category_columns_follow_the_rules_row_by_row() -> None:
     ]
     src = [None, "", "weird", *SOURCE_CATEGORIES, *CATS]
     pairs = [(c, n) for c in src for n in names]
-    got = canonical_cats(pl.Series([c for c, _ in pairs], dtype=pl.String), pl.Series([n for _, n in pairs]))
-    assert got.cast(pl.String).to_list() == [canonical_cat_of(c, n) for c, n in pairs]
+    src_cats, texts = pl.Series([c for c, _ in pairs], dtype=pl.String), pl.Series([n for _, n in pairs])
+    expected = [canonical_cat_of(c, n) for c, n in pairs]
+    assert canonical_cats(src_cats, texts).cast(pl.String).to_list() == expected
+    assert canonical_cat_rows(src_cats, texts).cast(pl.String).to_list() == expected  # the pairs are distinct
 
 
 def test_more_names_than_the_first_symbol_table_holds(tmp_path: Path) -> None:

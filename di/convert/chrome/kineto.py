@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.convert.categories import canonical_cat
+from di.convert.categories import canonical_cat_rows
 from di.convert.columns import dense_row_ids, match_rows
 from di.trace import CATS
 
@@ -95,11 +95,7 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
     c[c < 0] = last + 1
     # the canonical category of each distinct (name, cat), then per event
     combo, first = dense_row_ids(np.stack([n, c]))
-    canon = (
-        pl.DataFrame({"c": texts.gather(c[first]), "n": texts.gather(n[first])})
-        .select(canonical_cat(pl.col("c"), pl.col("n")).cast(pl.Enum(list(CATS))).alias("cat"))
-        .get_column("cat")
-    )
+    canon = canonical_cat_rows(texts.gather(c[first]), texts.gather(n[first]))
     return ev.select(
         "loc",
         "start_ns",
