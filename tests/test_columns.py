@@ -100,3 +100,8 @@ def test_gather_spans_copies_each_valid_span_in_order() -> None:
     assert [out[offsets[i] : offsets[i + 1]].tobytes() for i in range(starts.size)] == expected
     none, at = gather_spans(data, starts[:0], ends[:0], valid[:0])
     assert none.size == 0 and at.tolist() == [0]
+    one = np.ones(1, np.bool_)
+    for lo, hi in ((99_990, 100_001), (-1, 5), (10, 9)):  # past the end, before the start, backwards
+        with pytest.raises(IndexError):
+            gather_spans(data, np.array([lo]), np.array([hi]), one)
+    assert gather_spans(data, np.array([-5]), np.array([200_000]), ~one)[0].size == 0  # an invalid span is not read

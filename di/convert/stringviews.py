@@ -165,8 +165,14 @@ def gather_spans(
     data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The bytes ``data[starts[i]:ends[i]]`` of the ``valid`` spans one after another in a new
-    buffer, and their offsets there (one more than spans; an invalid span is empty)."""
+    buffer, and their offsets there (one more than spans; an invalid span is empty).
+
+    Raises:
+        IndexError: a valid span reaches outside ``data`` or ends before it starts (the copy is unchecked).
+    """
     length = np.where(valid, ends - starts, 0)
+    if valid.any() and (length.min() < 0 or starts[valid].min() < 0 or ends[valid].max() > data.size):
+        raise IndexError(f"a span outside the {data.size} bytes it reads")
     offsets = np.zeros(length.size + 1, dtype=np.int64)
     np.cumsum(length, out=offsets[1:])
     out = np.empty(int(offsets[-1]), np.uint8)
