@@ -194,17 +194,20 @@ def _add_source(
 
 
 def _with_path_args(events: pl.DataFrame, path_events: pl.DataFrame) -> pl.DataFrame:
-    """``critical_path_ns`` added into the args JSON of the events on the path."""
-    contrib = path_events.group_by(pl.col("event").alias("_row")).agg(pl.col("contrib_ns").sum())
-    idx = (
-        events.with_row_index("_row")
-        .with_columns(pl.col("_row").cast(pl.Int64))
-        .join(contrib, on="_row", how="left")
-        .sort("_row")
+    """``critical_path_ns`` added into the args JSON of the events on the path (``path_events``: the critical
+    path's ``events`` table, one row per event; an event's rows are summed where it has several).
+
+    Only the path's rows are rewritten (gathered, edited, scattered back): joining the whole events table to the
+    contributions and sorting it back took 0.49-0.56 CPU-s for 1.2 M events (0.9 M on the path), this 0.16."""
+    if path_events.get_column("event").n_unique() < path_events.height:
+        path_events = path_events.group_by("event").agg(pl.col("contrib_ns").sum())
+    on = path_events.filter(pl.col("event").is_between(0, events.height - 1))
+    rows = on.get_column("event").to_numpy()
+    args = events.get_column("args")
+    edited = pl.DataFrame({"a": args.gather(rows), "c": on.get_column("contrib_ns")}).select(
+        path_args(pl.col("a"), pl.col("c"))
     )
-    return idx.with_columns(path_args(pl.col("args").cast(pl.String), pl.col("contrib_ns")).alias("args")).drop(
-        "_row", "contrib_ns"
-    )
+    return events.with_columns(args.scatter(rows, edited.to_series()))
 
 
 def _wait_track(result: Any, loc: int, source: int) -> tuple[dict[str, Any], pl.DataFrame] | None:
