@@ -40,7 +40,7 @@ from typing import Any
 import polars as pl
 
 from di.analysis_parts import META_KEY, PROCESS, SOURCE_FORMAT, SRC_CAT, WAIT_SRC_CAT, path_args, without_analysis
-from di.trace import CATS, Trace
+from di.trace import CATS, Trace, conform
 
 TRACK = "critical path"
 WAIT_TRACK = "wait states"
@@ -82,17 +82,17 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
         loc, new_events, flows = path
         new_locs.append(loc)
         tables["events"] = _with_path_args(trace.events, cp["events"])
-        tables["events"] = pl.concat([tables["events"], new_events], how="diagonal_relaxed")
+        tables["events"] = pl.concat([tables["events"], _as_events(new_events)], how="diagonal_relaxed")
         if flows.height:
             tables["flows"] = pl.concat([trace.flows, flows], how="diagonal_relaxed")
     waits = _wait_track(result, loc_next + len(new_locs), source)
     if waits is not None:
         new_locs.append(waits[0])
-        tables["events"] = pl.concat([tables["events"], waits[1]], how="diagonal_relaxed")
+        tables["events"] = pl.concat([tables["events"], _as_events(waits[1])], how="diagonal_relaxed")
     idle = _gpu_idle_tracks(result, loc_next + len(new_locs), source)
     if idle is not None:
         new_locs += idle[0]
-        tables["events"] = pl.concat([tables["events"], idle[1]], how="diagonal_relaxed")
+        tables["events"] = pl.concat([tables["events"], _as_events(idle[1])], how="diagonal_relaxed")
     counters = _step_counters(result, loc_next + len(new_locs), _next_series(trace.series), source)
     _add_counters(tables, new_locs, counters)
     memory = _memory_counters(trace, loc_next + len(new_locs), _next_series(tables["series"]), source)
@@ -101,6 +101,13 @@ def with_analysis(trace: Trace, result: Any) -> Trace:
         tables["locations"] = pl.concat([trace.locations, pl.DataFrame(new_locs)], how="diagonal_relaxed")
         _add_source(meta, new_locs, new_events, result, cp)
     return Trace.build(meta=meta, **tables)
+
+
+def _as_events(new: pl.DataFrame) -> pl.DataFrame:
+    """New events in the events table's dtypes (Categorical names, the ``cat`` Enum), so that appending them casts
+    only their rows: appended as Strings, the whole table's names became Strings and were cast back by
+    :meth:`Trace.build` (0.11 CPU-s for the 2.7 M events of a 1.2 M-event trace with its analysis tracks)."""
+    return conform("events", new)
 
 
 def _path_track(
