@@ -52,7 +52,10 @@ pages too (``POLARS_THP=1``): ``NUMPY_MADVISE_HUGEPAGE=1 POLARS_THP=1`` with
 ``--provision`` measures that here. ``write floor s``
 is the CPU time of writing as many bytes as the step wrote, from memory
 touched already, with one ``write`` per 8 MB and an ``fsync``: what any writer
-of that output pays on this machine.
+of that output pays on this machine. ``polars s`` (the ``.di`` steps) is the
+CPU time of polars alone writing the events table as the store does (zstd 1)
+or reading it back, right after the step in the same process: the part of the
+step no code of di's can take away.
 """
 
 from __future__ import annotations
@@ -110,7 +113,22 @@ if what.startswith("save"):  # the machine's cost of writing as many bytes, from
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     probe.unlink()
     floor = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
-print(json.dumps({"floor_s": floor, "wall_s": wall, "cpu_s": cpu, "user_s": after.ru_utime - base.ru_utime,
+lib = None
+if what in ("save_di", "load_di", "load_di_first"):  # polars alone on the events table, as the store writes and reads it
+    import pathlib
+    import polars as pl
+    events = pathlib.Path(dst if what == "save_di" else src) / "events.parquet"
+    probe = events.with_name("events.floor.parquet")
+    table = trace.events if what == "save_di" else None
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    if table is not None:
+        table.write_parquet(probe, compression="zstd", compression_level=1)
+    else:
+        pl.read_parquet(events)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    probe.unlink(missing_ok=True)
+    lib = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+print(json.dumps({"floor_s": floor, "lib_s": lib, "wall_s": wall, "cpu_s": cpu, "user_s": after.ru_utime - base.ru_utime,
                   "sys_s": after.ru_stime - base.ru_stime, "peak_kb": peak_kb(), "base_kb": base_kb,
                   "events": trace.events.height}))
 """
@@ -396,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"input": counts, "json_bytes": size}))
         print(
             f"{'step':<19}{'cpu s':>8}{'user':>7}{'sys':>7}{'M ev/cpu-s':>12}{'median':>8}{'peak MB':>9}{'peak/input':>11}"
-            f"{'write floor s':>14}"
+            f"{'write floor s':>14}{'polars s':>10}"
         )
         for read, (save, out) in READS.items():
             if read in steps and save not in steps and not (where / out).exists():
@@ -420,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{what:<19}{best['cpu_s']:>8.2f}{best['user_s']:>7.2f}{best['sys_s']:>7.2f}{rate:>12.2f}"
                 f"{median_rate:>8.2f}{peak_mb:>9.0f}{peak_mb * 2**20 / size:>11.2f}"
-                + (f"{best['floor_s']:>14.2f}" if best.get("floor_s") is not None else "")
+                + (f"{best['floor_s']:>14.2f}" if best.get("floor_s") is not None else f"{'':>14}")
+                + (f"{best['lib_s']:>10.2f}" if best.get("lib_s") is not None else "")
             )
     return 0
 
