@@ -104,6 +104,14 @@ def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return lut[p], s.gather(first[present]).cast(pl.String)
 
 
+def filled_or_empty(col: pl.Series, fill: int) -> np.ndarray:
+    """An integer column as int64 with ``fill`` for null, or an empty array when every value is null (as ``bytes`` is
+    in most traces: the writers' kernels read an empty column as absent, and no column of n is made to say so)."""
+    if col.null_count() == col.len():
+        return np.zeros(0, np.int64)
+    return col.cast(pl.Int64).fill_null(fill).to_numpy()
+
+
 def run_starts(key: np.ndarray) -> np.ndarray:
     """First row of each run of equal adjacent values of ``key`` (int64)."""
     if not key.size:

@@ -29,7 +29,7 @@ from di.jitpipeline import ScalarKernelCompiler
 from di.convert.columns import readonly
 from di.nesting import readonly_int64
 
-__all__ = ["assign_lanes", "canonical_lanes", "innermost_points", "lanes_of_rows"]
+__all__ = ["assign_lanes", "canonical_events", "canonical_lanes", "innermost_points", "lanes_of_rows"]
 
 NO_POINT = np.iinfo(np.int64).min
 """What :func:`innermost_points` returns for an event that is never the innermost one after the bound."""
@@ -63,6 +63,17 @@ def canonical_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -
     lane[:] = 0
     _lanes_kernel(*(readonly(a[order]) for a in (loc, start_ns, end_ns)), lane, below, top)
     return order, lane
+
+
+def canonical_events(
+    loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(order, loc, start_ns, end_ns, lane): :func:`canonical_lanes` with the three columns in its order (the
+    arrays themselves when ``order`` is None), as the writers lay the events out."""
+    order, lane = canonical_lanes(loc, start_ns, end_ns)
+    if order is None:
+        return None, loc, start_ns, end_ns, lane
+    return order, loc[order], start_ns[order], end_ns[order], lane
 
 
 def assign_lanes(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:

@@ -40,7 +40,6 @@ def apply_metadata(
 ) -> pl.DataFrame:
     """The locations table of one file: kinds, ids, names and sort order. Symbols are read one by one (a few per
     location and M record): the whole table as a list took 18 ms for a trace of 115,000 kernel names."""
-    strings = syms
     proc_name: dict[tuple[Any, ...], str] = {}
     thread_name: dict[tuple[Any, ...], str] = {}
     proc_sort: dict[tuple[Any, ...], int] = {}
@@ -60,14 +59,14 @@ def apply_metadata(
         kind = _KINDS.get(lkind, "gpu_stream" if gpu else "cpu_thread")
         pid = p if pk == S.K_INT else None
         tid = t if tk == S.K_INT and lkind != LK_ASYNC else None
-        process = proc_name.get((pk, p)) or (strings[p] if pk == S.K_STR else None)
+        process = proc_name.get((pk, p)) or (syms[p] if pk == S.K_STR else None)
         name = thread_name.get((pk, p, tk, t))
         if lkind == LK_ASYNC:
-            name = strings[t] if t >= 0 else "async"
+            name = syms[t] if t >= 0 else "async"
         elif lkind == LK_MARKER:
             name = "global markers" if pk == 0 else "process markers"
         elif name is None and tk == S.K_STR:
-            name = strings[t]
+            name = syms[t]
         elif name is None and gpu:
             name = f"stream {t}"
         rows.append(

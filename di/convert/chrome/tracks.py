@@ -5,7 +5,7 @@
 * tracks: one per (location, lane); tids are unique in the whole file, never
   equal a pid, and follow (pid, sort_index, loc, lane).
 * lanes: events that overlap without nesting on one location go to extra lanes
-  (:func:`di.convert.lanes.canonical_lanes`, run on the (loc, start, -end) order).
+  (:func:`di.convert.lanes.canonical_events`, run on the (loc, start, -end) order).
 
 A row that refers to a location or event that does not exist raises
 :class:`~di.errors.SchemaError` naming the table and row.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from di.convert.lanes import canonical_lanes, lanes_of_rows
+from di.convert.lanes import canonical_events, lanes_of_rows
 from di.errors import SchemaError
 
 __all__ = ["TrackLayout", "event_rows", "locate", "sorted_events", "track_layout"]
@@ -126,10 +126,9 @@ def track_layout(locations: pl.DataFrame, ev_loc: np.ndarray, lane: np.ndarray) 
 
 def sorted_events(ev: pl.DataFrame) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]:
     """loc, start_ns, end_ns in (loc, start, -end) order and that order (None: rows already are; an instant's end is
-    its start, a model invariant), and the lane of each event row (:func:`di.convert.lanes.canonical_lanes`)."""
+    its start, a model invariant), and the lane of each event row (:func:`di.convert.lanes.canonical_events`)."""
     loc = ev.get_column("loc").to_numpy().astype(np.int64)
-    start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
-    order, lanes = canonical_lanes(loc, start, end)
-    if order is None:
-        return (loc, start, end, None), lanes
-    return (loc[order], start[order], end[order], order), lanes_of_rows(order, lanes)
+    order, loc, start, end, lane = canonical_events(
+        loc, ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
+    )
+    return (loc, start, end, order), lanes_of_rows(order, lane)

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from di.convert.columns import run_starts
+from di.convert.columns import filled_or_empty, run_starts
 from di.convert.lanes import assign_lanes
-from di.convert.otf2 import clib
-from di.convert.otf2.attachments import optional, plan_attachments
+from di.convert.otf2 import clib, emit
+from di.convert.otf2.attachments import plan_attachments
 from di.convert.otf2.ditrace import document as own_document
 from di.convert.otf2.communicators import DEFAULT_COMM, GROUP_NAME_PREFIX, NULL_COMM, LocalRanks, plan_comms
 from di.convert.otf2.flowrefs import plan_flows_in
@@ -254,11 +254,6 @@ def _add_side_definitions(lay: Layout, trace: Trace, out_loc: pl.Series) -> None
     lay.description = f"written by di from {len(trace.meta.get('sources', []))} source(s)"
 
 
-def _event_attribute(col: pl.Series) -> np.ndarray:
-    """:func:`optional` of an events column, or an empty array when every value is null (see :func:`emit.emit_events`)."""
-    return np.zeros(0, np.int64) if col.null_count() == col.len() else optional(col)
-
-
 def plan(trace: Trace) -> Layout:
     """Everything the writer needs for ``trace``."""
     strings = _attribute_strings()
@@ -300,8 +295,8 @@ def plan(trace: Trace) -> Layout:
             "start_t": start + shift if shift else start,
             "end_t": end + shift if shift else end,
             "region": region,
-            "nbytes": _event_attribute(ev["bytes"]),
-            "corr": _event_attribute(ev["corr"]),
+            "nbytes": filled_or_empty(ev["bytes"], emit.NO_VALUE),  # empty: absent (see emit.emit_events)
+            "corr": filled_or_empty(ev["corr"], emit.NO_VALUE),
             "args_ref": args_ref,
             "flows_ref": plan_flows_in(trace, placed.out_of, placed.order, placed.bounds, strings),
             "att": att,

@@ -25,8 +25,8 @@ from typing import IO
 import numpy as np
 import polars as pl
 
-from di.convert.columns import dense_codes, readonly, text_spans, utf8_buffers
-from di.convert.lanes import canonical_lanes
+from di.convert.columns import dense_codes, filled_or_empty, readonly, text_spans, utf8_buffers
+from di.convert.lanes import canonical_events
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
 from di.convert.perfetto.layout import build_layout, descriptor_packets
@@ -62,17 +62,6 @@ def is_own_file(path: str | os.PathLike[str]) -> bool:
         return b'{"format":"di-perfetto"' in fh.read(64)
 
 
-def _canonical(ev: pl.DataFrame) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Order (None: rows already are) into (loc, start_ns, -end_ns); loc, start, end in that order and each event's
-    lane (an instant's end is its start: a model invariant)."""
-    loc = ev.get_column("loc").to_numpy()
-    start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
-    order, lane = canonical_lanes(loc, start, end)
-    if order is None:
-        return None, loc, start, end, lane
-    return order, loc[order], start[order], end[order], lane
-
-
 class _Output:
     """The file's bytes on their way out: the kernels fill ``buf`` from ``used`` on, :meth:`flush` writes them."""
 
@@ -102,8 +91,12 @@ class _Output:
 
 
 def _write(trace: Trace, f: IO[bytes]) -> None:
-    order, loc, start, end, lane = _canonical(trace.events)
-    ev = trace.events if order is None else trace.events[order]
+    ev = trace.events
+    # an instant's end is its start (a model invariant)
+    order, loc, start, end, lane = canonical_events(
+        *(ev.get_column(c).to_numpy() for c in ("loc", "start_ns", "end_ns"))
+    )
+    ev = ev if order is None else ev[order]
     row_of = None
     if order is not None:
         row_of = np.empty(len(order), dtype=np.int64)
@@ -144,8 +137,8 @@ def _events(
     columns = {
         encode.E_START: start - offset if offset else start,
         encode.E_END: end - offset if offset else end,
-        encode.E_CORR: _filled(ev.get_column("corr")),
-        encode.E_BYTES: _filled(ev.get_column("bytes")),
+        encode.E_CORR: filled_or_empty(ev.get_column("corr"), encode.NONE),
+        encode.E_BYTES: filled_or_empty(ev.get_column("bytes"), encode.NONE),
         encode.E_ARGS_START: args_start,
         encode.E_ARGS_END: args_end,
     }
@@ -193,13 +186,6 @@ def _events(
         else:
             out.used = int(end)
             out.flush()
-
-
-def _filled(col: pl.Series) -> np.ndarray:
-    """An int64 events column with :data:`encode.NONE` for null, or empty when every value is null."""
-    if col.null_count() == col.len():
-        return np.zeros(0, np.int64)
-    return col.fill_null(encode.NONE).to_numpy()
 
 
 def _string_table(name_values: pl.Series, src_values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
