@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.convert.chrome.fragments import Block, Pool, json_text
+from di.convert.chrome.fragments import Block, Pool, json_column
 from di.convert.columns import dense_codes
 from di.convert.chrome.lines import ARGS, CONST, FRAG, NO_TIME, TIME
 from di.convert.chrome.tracks import TrackLayout
@@ -54,10 +54,10 @@ def event_block(
     x_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"X"'), *pid_tid])).to_series())
     i_base = pool.add(layout.tracks.select(pl.concat_str([pl.lit('{"ph":"i","s":"t"'), *pid_tid])).to_series())
     names, name_values = dense_codes(ev.get_column("name"))
-    name_base = pool.add([',"name":' + json_text(v) for v in name_values.to_list()])
+    name_base = pool.add(_fragments(',"name":', name_values))
     cats, cat_values = dense_codes(ev.get_column("cat"))
     src_cats, src_values = dense_codes(ev.get_column("src_cat"))
-    cat_base = pool.add([',"cat":' + json_text(v) for v in cat_values.to_list() + src_values.to_list()])
+    cat_base = pool.add(_fragments(',"cat":', pl.concat([cat_values.cast(pl.String), src_values.cast(pl.String)])))
     ints = np.empty((2, n), dtype=np.int64)
     args = args_columns(ev, ints)
     rows, text = suffix
@@ -74,3 +74,8 @@ def event_block(
     times[1, inst] = NO_TIME
     ops = [(FRAG, 0), (TIME, 0), (FRAG, 1), (TIME, 1), (FRAG, 2), (FRAG, 3), (ARGS, args_id), (FRAG, 4)]
     return Block(n, ops + [(CONST, pool.add(["}"]))], frag, times, ints, args)
+
+
+def _fragments(key: str, values: pl.Series) -> pl.Series:
+    """``key`` and the JSON string literal of each distinct text (a trace of autotuned kernels has 100,000 names)."""
+    return key + json_column(values)

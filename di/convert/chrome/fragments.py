@@ -4,8 +4,9 @@
   are added at once and the pool is frozen into one UTF-8 buffer with offsets.
 * :class:`Block`: one kind of line (X/i events, C samples, s/f flows) as a
   template of ops plus column-major fragment ids, time cells, integers and text.
-* :func:`json_text`, :func:`json_literals`: strings are escaped once per distinct
-  value (:func:`di.convert.columns.dense_codes`; orjson, DEL escaped too), never per row.
+* :func:`json_text`, :func:`json_column`, :func:`json_literals`: strings are escaped once per distinct
+  value (:func:`di.convert.columns.dense_codes`; a column of them by polars' JSON encoder, a single one by
+  orjson, DEL escaped too), never per row.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import orjson
 import polars as pl
 
 from di.convert.columns import dense_codes, utf8_buffers
+from di.convert.jsonstrings import json_strings
 
-__all__ = ["Block", "Pool", "json_literals", "json_text"]
+__all__ = ["Block", "Pool", "json_column", "json_literals", "json_text"]
 
 
 class Pool:
@@ -58,10 +60,15 @@ def json_text(value: Any) -> str:
     return orjson.dumps(value).decode().replace("\x7f", "\\u007f")
 
 
+def json_column(values: pl.Series) -> pl.Series:
+    """Each text of a String column as a JSON string literal, escaped as :func:`json_text` escapes it (DEL too),
+    by polars' JSON encoder: no Python per text (``"null"`` for a null)."""
+    return json_strings(values.cast(pl.String)).str.replace_all("\x7f", "\\u007f", literal=True)
+
+
 def json_literals(s: pl.Series) -> pl.Series:
     """Each value as a JSON string literal (escaped once per distinct value); null stays null."""
     codes, values = dense_codes(s)
     if not values.len():
         return pl.Series([None] * len(s), dtype=pl.String)
-    lits = pl.Series([json_text(v) for v in values.to_list()], dtype=pl.String)
-    return lits.gather(pl.Series(codes).replace(-1, None))
+    return json_column(values).gather(pl.Series(codes).replace(-1, None))
