@@ -36,6 +36,10 @@ On a shared machine the system time (first touches of fresh memory, which a
 loaded host makes slow) varies several-fold from run to run; the best run is
 the figure to compare, the median says how far the others were.
 
+``--no-args`` saves the same trace with its args texts null (and the load steps read
+what those saves wrote): the cost of every other column, so the share of each step
+that the args texts take (1.2 M distinct texts, 177 MB) is a measured figure.
+
 To compare two versions, give the other's folder in ``PYTHONPATH``: each step runs in
 the input's folder, so the ``di`` beside this script is not found first.
 
@@ -77,11 +81,14 @@ def peak_kb():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
 
-what, src, dst, provision_mb = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[5])
+what, src, dst, provision_mb, no_args = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[5]), sys.argv[6] == "1"
 first = what == "load_json_warm" or what.endswith("_first")
 if first:  # the libraries imported and the kernels loaded by a small file first
     di.load(sys.argv[4])
 trace = di.load(src) if not (what.startswith("load_json") or first) else None
+if no_args and what.startswith("save"):  # --no-args: the same trace, its args texts null
+    import dataclasses, polars as pl
+    trace = dataclasses.replace(trace, events=trace.events.with_columns(pl.lit(None, pl.String).alias("args")))
 if provision_mb:  # touched and freed: the step's first touches find memory the guest holds already
     import numpy as np
     np.ones(provision_mb << 20, dtype=np.uint8)
@@ -317,11 +324,13 @@ def write_trace(path: Path, events: int, shapes: int = 12, layout: str = "kineto
     return {"events": n, "distinct_names": len(names) + 2, "distinct_args_about": args}
 
 
-def run_step(what: str, src: Path, dst: Path, threads: int, provision_mb: int = 0) -> dict[str, Any]:
+def run_step(
+    what: str, src: Path, dst: Path, threads: int, provision_mb: int = 0, no_args: bool = False
+) -> dict[str, Any]:
     env = {**os.environ, "POLARS_MAX_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads)}
     small = src.parent / "warm.json"
     done = subprocess.run(
-        [sys.executable, "-c", STEP, what, str(src), str(dst), str(small), str(provision_mb)],
+        [sys.executable, "-c", STEP, what, str(src), str(dst), str(small), str(provision_mb), str(int(no_args))],
         capture_output=True,
         text=True,
         env=env,
@@ -375,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MB",
         help="touch and free this many MB just before each timed step (see the module docstring)",
     )
+    p.add_argument(
+        "--no-args",
+        action="store_true",
+        help="save the same trace with its args texts null (to x-noargs.*, which the load steps then read): what the "
+        "other columns cost, the args aside",
+    )
     args = p.parse_args(argv)
     steps = [s for s in args.steps.split(",") if s]
     with tempfile.TemporaryDirectory(prefix="di-realshape-") as tmp:
@@ -416,14 +431,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{'step':<19}{'cpu s':>8}{'user':>7}{'sys':>7}{'M ev/cpu-s':>12}{'median':>8}{'peak MB':>9}{'peak/input':>11}"
             f"{'write floor s':>14}{'polars s':>10}"
         )
+
+        def output(name: str) -> Path:
+            return where / (name.replace("x.", "x-noargs.") if args.no_args else name)
+
         for read, (save, out) in READS.items():
-            if read in steps and save not in steps and not (where / out).exists():
+            if read in steps and save not in steps and not output(out).exists():
                 steps.insert(steps.index(read), save)
         for what in steps:
             dst = {"save_di": "x.di", "save_otf2": "x.otf2", "save_pftrace": "x.pftrace"}.get(what)
-            source = where / READS[what][1] if what in READS else src
+            source = output(READS[what][1]) if what in READS else src
             runs = [
-                run_step(what, source, where / (dst or "none"), args.threads, args.provision)
+                run_step(
+                    what, source, output(dst) if dst else where / "none", args.threads, args.provision, args.no_args
+                )
                 for _ in range(args.repeat)
             ]
             failed = [r for r in runs if "error" in r]

@@ -65,10 +65,14 @@ PATH_TEXTS: tuple[str, ...] = tuple(dict.fromkeys([*CATS, "gpu_gap", UNTRACED_CA
 edge kind, each once (an edge kind may be spelled as a category, ``sync``, and ``by_category`` counts them together)."""
 PATH_CATEGORY = pl.Enum(PATH_TEXTS)
 """dtype of the ``cat`` and ``category`` columns of the result: like the events' ``cat``, a closed vocabulary, so
-a path of millions of steps holds one small code per row, not a text (on a 1.2 M-event trace, 1.5 M steps: the
-result's four text columns were 220 MB as strings), and the results of two traces concatenate and join."""
+a path of millions of steps holds one small code per row, not a text (the real-shaped 1.2 M-event trace's path of
+1.5 M steps: segments and events 158 MB with the texts as strings, 101 MB so, by polars' estimate), and the results of two traces concatenate
+and join."""
 EDGE_KIND = pl.Enum(EDGE_KINDS)
 """dtype of the ``kind`` columns of the result (:data:`EDGE_KINDS`)."""
+_CODE = np.int8
+"""numpy dtype of a step's kind, cat and category codes (positions in :data:`EDGE_KINDS` and :data:`PATH_TEXTS`)."""
+assert len(PATH_TEXTS) <= np.iinfo(_CODE).max
 
 
 def weights(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -212,28 +216,35 @@ def critical_path(frame: EventFrame) -> dict[str, Any]:
     edge[local] = 0
     kind = np.where(local, LOCAL, in_kind[edge] if in_kind.size else 0).astype(np.int64)
     w = np.where(local, local_w[v], in_w[edge] if in_w.size else 0).astype(np.int64)
-    steps = (pred[v].astype(np.int64), v, kind, w)
+    steps = [pred[v].astype(np.int64), v, kind, w]
+    del v, kind, w, edge, local, local_w, pred, via, in_src, in_w, in_kind
     return _result(frame, g, steps, dropped, int(length), arrival=arrival)
 
 
 def _result(
     frame: EventFrame,
     g: Graph,
-    steps: tuple[np.ndarray, ...],
+    steps: list[np.ndarray] | tuple[np.ndarray, ...],
     dropped: int,
     length: int,
     arrival: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The result tables of the path's ``steps`` (u, v, kind, weight per step, in path order) through ``g``
     (see :func:`critical_path`); without ``arrival`` (a_v per node) neither launch delays nor waits are told.
+    A list of steps is emptied, so that the caller's arrays are freed once the steps are weighed: the peak comes
+    while the result tables are built (with the steps' codes int8, the critical path of the real-shaped 1.2 M-event
+    trace of bench/realshape.py peaked 517 -> 378 MB above the loaded trace).
 
     The steps are grouped (per event, category, rank, name) as integer columns, sorted and reduced in numpy;
     texts are made only for the rows of the result. Grouping the text columns with polars took 0.55 CPU-s of
     the 0.93 this function took on a 1.2 M-event trace whose path has 1.5 M steps."""
     u, v, kind, w = steps
+    if isinstance(steps, list):
+        steps.clear()
     event = np.where(kind == LOCAL, g.owner[v] if v.size else v, g.event[v] if v.size else v)
     waits = _waits(frame, g, u, v, kind, w, arrival, event) if arrival is not None else _waits_empty()
     path = _weighted_steps(frame, g, v, kind, w, event, arrival)
+    del u, v, kind, w, event
     seg = _segments(frame, path)
     events = _path_events(path, seg)
     total = max(length, 1)
@@ -262,15 +273,15 @@ class _Steps(NamedTuple):
     contrib: np.ndarray
     """int64 ns: the time it puts on the path."""
     kind: np.ndarray
-    """int64: the edge's position in :data:`EDGE_KINDS`."""
+    """int8: the edge's position in :data:`EDGE_KINDS`."""
     event: np.ndarray
     """int64: the event row it runs through, -1 for none (a gap)."""
     rank: np.ndarray
     """int32: the rank of the node's timeline."""
     cat: np.ndarray
-    """int64: the segment's cat, a position in ``texts`` (-1: null)."""
+    """int8: the segment's cat, a position in ``texts`` (-1: null)."""
     category: np.ndarray
-    """int64: what ``by_category`` counts it as: a local step's cat, a cross step's kind; a position in ``texts``."""
+    """int8: what ``by_category`` counts it as: a local step's cat, a cross step's kind; a position in ``texts``."""
     untraced: np.ndarray
     """bool: a stretch of untraced work between the calls of a call-only timeline."""
     texts: pl.Series
@@ -290,20 +301,21 @@ def _weighted_steps(
     thread, untraced work, and a GPU gap that only began when the launch arrived is launch delay (whichever
     edge the path took)."""
     keep = np.flatnonzero(w > 0)
-    v, kind, w, event = v[keep], kind[keep].astype(np.int64), w[keep], event[keep]
+    v, kind, w, event = v[keep], kind[keep].astype(np.int8), w[keep], event[keep]
     cat_codes, cat_texts = _enum_codes(frame.trace.events.get_column("cat"))
     known = {text: at for at, text in enumerate(PATH_TEXTS)}
     if cat_codes.size and cat_texts != CATS:  # not the model's Enum: its codes as positions in PATH_TEXTS
         at = np.array([known.get(t, known["other"]) for t in cat_texts], np.int64)  # conform admits no other text
         cat_codes = np.where(cat_codes >= 0, at[np.maximum(cat_codes, 0)] if at.size else -1, -1)
+    cat_codes = cat_codes.astype(_CODE)
     texts = pl.Series(PATH_TEXTS, dtype=PATH_CATEGORY)
     gpu_gap, untraced_cat = known["gpu_gap"], known[UNTRACED_CAT]
-    kinds = np.array([known[k] for k in EDGE_KINDS], np.int64)
+    kinds = np.array([known[k] for k in EDGE_KINDS], _CODE)
     node_event = g.event[v]
     has = event >= 0
     gap = ~has & (kind == LOCAL)
     on_gpu = frame.on_gpu[node_event]
-    cat = cat_codes[np.maximum(event, 0)] if cat_codes.size else np.full(v.size, -1, np.int64)
+    cat = cat_codes[np.maximum(event, 0)] if cat_codes.size else np.full(v.size, -1, _CODE)
     cat[~has] = -1
     cat[gap & on_gpu] = gpu_gap
     cat[gap & ~on_gpu] = untraced_cat
