@@ -67,14 +67,14 @@ INFERRED = {LAUNCH_INFERRED: LAUNCH, SYNC_INFERRED: SYNC_EDGE}
 
 @dataclass(frozen=True)
 class Graph:
-    """Nodes in per-timeline program order and cross edges (all int64 arrays).
+    """Nodes in per-timeline program order and cross edges (int64 arrays where not said otherwise).
 
     Attributes:
         event (int32 row), time_ns, is_end: per node.
         first_of_loc: True where a node has no local predecessor.
         owner: per node, the innermost event (int32 row) open in the segment
             that ends at the node (-1: nothing open).
-        start_node, end_node: per event row, its nodes (-1: not in the graph);
+        start_node, end_node: per event row, its nodes (int32, -1: not in the graph);
             empty once the edges are built.
         src, dst, kind: cross edges.
     """
@@ -107,7 +107,9 @@ def _layout(rows, loc, start, end, end_order, ev, t, is_end, first, owner, close
     ``first`` zeroed by the caller). Scratch from the caller: ``closed``, one zeroed flag per event row of
     the trace; ``stack``, room for one entry per graph event.
 
-    rows: graph events in (loc, start, -end) order; end_order: the same events by (loc, end, -start).
+    rows (int32 event rows), loc (int32), start, end (int64 ns): graph events in (loc, start, -end) order;
+    end_order (int32): the same events by (loc, end, -start) (:func:`by_end`). Int32 where int64 is not needed:
+    on a 64-rank job of 10.6 M events the layout's inputs were 510 MB as int64.
     ``owner`` of a node: the innermost event open just before it on its timeline (-1: none).
     """
     n = rows.size
@@ -169,7 +171,7 @@ def _nodes(
         np.zeros(n_events, np.bool_),
         np.empty(rows.size + 1, np.int32),
     )
-    start_node, end_node = np.full(n_events, -1, np.int64), np.full(n_events, -1, np.int64)
+    start_node, end_node = np.full(n_events, -1, np.int32), np.full(n_events, -1, np.int32)
     ends = np.flatnonzero(is_end)
     end_node[ev[ends]] = ends
     del ends
@@ -181,14 +183,12 @@ def _nodes(
 def build_graph(frame: EventFrame) -> tuple[Graph, int]:
     """The graph and the number of cross edges dropped for pointing back in time."""
     keep = in_graph(frame)
-    rows = np.flatnonzero(keep).astype(np.int64)
-    loc = frame.trace.events.get_column("loc").to_numpy().astype(np.int64)[rows]
+    rows = np.flatnonzero(keep).astype(np.int32)
+    loc = frame.trace.events.get_column("loc").to_numpy()[rows].astype(np.int32)
     start, end = frame.start_ns[rows], frame.end_ns[rows]
-    # by (loc, end), later starts first among equal ends: a stable sort of the reversed (loc, start) order
-    rev = np.arange(rows.size - 1, -1, -1, dtype=np.int64)
-    end_order = rev[sort_order(loc[rev], end[rev], stable=True)].astype(np.int64) if rows.size else rev
+    end_order = by_end(loc, end)
     ev, t, is_end, first, owner, start_node, end_node = _nodes(rows, loc, start, end, end_order, frame.rank.size)
-    del rows, loc, start, end, end_order, rev
+    del rows, loc, start, end, end_order
     g = Graph(ev, t, is_end, first, owner, start_node, end_node, *_empty_edges())
     src, dst, kind = _cross_edges(frame, g, keep)
     ok = (src >= 0) & (dst >= 0)
@@ -197,6 +197,13 @@ def build_graph(frame: EventFrame) -> tuple[Graph, int]:
     dropped = int((~forward).sum())
     none = np.zeros(0, np.int64)  # the per-event node index is only needed to build the edges
     return Graph(ev, t, is_end, first, owner, none, none, src[forward], dst[forward], kind[forward]), dropped
+
+
+def by_end(loc: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Positions (int32) of events in (loc, start, -end) order sorted by (loc, end), later starts first among equal
+    ends: a stable sort of the reversed order."""
+    rev = np.arange(loc.size - 1, -1, -1, dtype=np.int32)
+    return rev[sort_order(loc[rev], end[rev], stable=True)] if loc.size else rev
 
 
 def _empty_edges() -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from di.engine.critical_path_graph import _layout
-from di.engine.intervals import sort_order
+from di.engine.critical_path_graph import _layout, by_end
 from di.engine.window import EventFrame
 
 LAYOUT_BATCH = 1 << 18
@@ -30,11 +29,9 @@ def lay_out(frame: EventFrame, rows: np.ndarray, ev_loc: np.ndarray, out: tuple,
     bounds = _batch_bounds(loc)
     stack = np.empty(min(rows.size, LAYOUT_BATCH) + 1, np.int32)
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        r, lc = rows[lo:hi], loc[lo:hi].astype(np.int64)
+        r, lc = rows[lo:hi].astype(np.int32), loc[lo:hi].astype(np.int32)
         start, end = frame.start_ns[r], frame.end_ns[r]
-        rev = np.arange(r.size - 1, -1, -1, dtype=np.int64)
-        end_order = rev[sort_order(lc[rev], end[rev], stable=True)].astype(np.int64)
-        del rev
+        end_order = by_end(lc, end)
         if stack.size <= r.size:
             stack = np.empty(r.size + 1, np.int32)
         _layout(r, lc, start, end, end_order, *(a[2 * lo : 2 * hi] for a in out), closed, stack)
