@@ -242,7 +242,7 @@ def gpu_clocks(frame: EventFrame, use: pl.DataFrame | None = None) -> pl.DataFra
     if not use.height:
         return empty
     ev = trace.events
-    is_kernel = (ev.get_column("cat").cast(pl.String) == "kernel").to_numpy()
+    is_kernel = (ev.get_column("cat") == "kernel").to_numpy()  # on the Enum's codes: no text per row
     rows = np.flatnonzero(is_kernel & frame.selected & frame.on_gpu)
     if not rows.size:
         return empty

@@ -128,7 +128,7 @@ def launch_edges(frame: EventFrame) -> tuple[np.ndarray, np.ndarray]:
     timed = ~ev.get_column("instant").to_numpy() & (
         ev.get_column("end_ns").to_numpy() > ev.get_column("start_ns").to_numpy()
     )
-    cat = ev.get_column("cat").cast(pl.String)
+    cat = ev.get_column("cat")  # the Enum's codes compared: a text per row costs 0.18 CPU-s on 10.6 M events
     kernel = np.flatnonzero(open_rank & frame.on_gpu & timed & cat.is_in(["kernel", "nccl"]).to_numpy())
     calls = _matching(frame, np.flatnonzero(open_rank & ~frame.on_gpu & timed), LAUNCH_NAME)
     calls = _innermost(ev.get_column("parent").fill_null(-1).to_numpy().astype(np.int64), calls)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.engine.classify import MEMORY
+from di.engine.classify import MEMORY, name_codes
 from di.engine.inferred_edges import launch_edges
 from di.engine.window import EventFrame
 
@@ -66,8 +66,7 @@ def _copy_calls(frame: EventFrame, copies: np.ndarray) -> np.ndarray:
     """Per copy row, the latest-starting host call of its rank named :data:`COPY_CALL_NAME` that runs when the copy
     starts, else -1."""
     host = np.flatnonzero(~frame.on_gpu & frame.selected & (frame.end_ns > frame.start_ns))
-    names = frame.trace.events.get_column("name").gather(host).cast(pl.String)
-    calls = host[names.str.contains(COPY_CALL_NAME).fill_null(False).to_numpy()]
+    calls = host[name_codes(frame.trace.events.get_column("name"), [COPY_CALL_NAME])[host] == 0]  # per distinct name
     if not calls.size:
         return np.full(copies.size, -1, np.int64)
     table = pl.DataFrame(
