@@ -66,8 +66,8 @@ edge kind, each once (an edge kind may be spelled as a category, ``sync``, and `
 PATH_CATEGORY = pl.Enum(PATH_TEXTS)
 """dtype of the ``cat`` and ``category`` columns of the result: like the events' ``cat``, a closed vocabulary, so
 a path of millions of steps holds one small code per row, not a text (the real-shaped 1.2 M-event trace's path of
-1.5 M steps: segments and events 158 MB with the texts as strings, 101 MB so, by polars' estimate), and the results of two traces concatenate
-and join."""
+1.5 M steps: segments and events 158 MB with the texts as strings, 101 MB so, by polars' estimate), and the results
+of two traces concatenate and join."""
 EDGE_KIND = pl.Enum(EDGE_KINDS)
 """dtype of the ``kind`` columns of the result (:data:`EDGE_KINDS`)."""
 _CODE = np.int8
