@@ -70,9 +70,8 @@ a path of millions of steps holds one small code per row, not a text (the real-s
 of two traces concatenate and join."""
 EDGE_KIND = pl.Enum(EDGE_KINDS)
 """dtype of the ``kind`` columns of the result (:data:`EDGE_KINDS`)."""
-_CODE = np.int8
+_CODE = np.int8 if len(PATH_TEXTS) <= np.iinfo(np.int8).max else np.int16
 """numpy dtype of a step's kind, cat and category codes (positions in :data:`EDGE_KINDS` and :data:`PATH_TEXTS`)."""
-assert len(PATH_TEXTS) <= np.iinfo(_CODE).max
 
 
 def weights(frame: EventFrame, g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -273,15 +272,16 @@ class _Steps(NamedTuple):
     contrib: np.ndarray
     """int64 ns: the time it puts on the path."""
     kind: np.ndarray
-    """int8: the edge's position in :data:`EDGE_KINDS`."""
+    """:data:`_CODE`: the edge's position in :data:`EDGE_KINDS`."""
     event: np.ndarray
     """int64: the event row it runs through, -1 for none (a gap)."""
     rank: np.ndarray
     """int32: the rank of the node's timeline."""
     cat: np.ndarray
-    """int8: the segment's cat, a position in ``texts`` (-1: null)."""
+    """:data:`_CODE`: the segment's cat, a position in ``texts`` (-1: null)."""
     category: np.ndarray
-    """int8: what ``by_category`` counts it as: a local step's cat, a cross step's kind; a position in ``texts``."""
+    """:data:`_CODE`: what ``by_category`` counts it as: a local step's cat, a cross step's kind; a position in
+    ``texts``."""
     untraced: np.ndarray
     """bool: a stretch of untraced work between the calls of a call-only timeline."""
     texts: pl.Series
@@ -301,7 +301,7 @@ def _weighted_steps(
     thread, untraced work, and a GPU gap that only began when the launch arrived is launch delay (whichever
     edge the path took)."""
     keep = np.flatnonzero(w > 0)
-    v, kind, w, event = v[keep], kind[keep].astype(np.int8), w[keep], event[keep]
+    v, kind, w, event = v[keep], kind[keep].astype(_CODE), w[keep], event[keep]
     cat_codes, cat_texts = _enum_codes(frame.trace.events.get_column("cat"))
     known = {text: at for at, text in enumerate(PATH_TEXTS)}
     if cat_codes.size and cat_texts != CATS:  # not the model's Enum: its codes as positions in PATH_TEXTS
