@@ -129,7 +129,8 @@ if what in ("save_di", "load_di", "load_di_first"):  # polars alone on the event
     table = trace.events if what == "save_di" else None
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     if table is not None:
-        table.write_parquet(probe, compression="zstd", compression_level=1)
+        from di.store import COMPRESSION_LEVEL
+        table.write_parquet(probe, compression="zstd", compression_level=COMPRESSION_LEVEL)
     else:
         pl.read_parquet(events)
     r1 = resource.getrusage(resource.RUSAGE_SELF)

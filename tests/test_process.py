@@ -172,9 +172,6 @@ def test_no_blas_threads_only_where_the_user_did_not_choose_and_numpy_is_not_loa
     assert not process.no_blas_threads(late, {"numpy": object()}) and late == {}
 
 
-_PRINT_BLAS = "import os; print(os.environ.get('OPENBLAS_NUM_THREADS'))"
-
-
 @pytest.mark.parametrize("users", [None, "3"])
 def test_the_di_command_runs_without_blas_threads_and_the_program_it_records_gets_the_users_setting(
     tmp_path: Path, users: str | None

@@ -302,12 +302,8 @@ def _weighted_steps(
     edge the path took)."""
     keep = np.flatnonzero(w > 0)
     v, kind, w, event = v[keep], kind[keep].astype(_CODE), w[keep], event[keep]
-    cat_codes, cat_texts = _enum_codes(frame.trace.events.get_column("cat"))
+    cat_codes = _path_cat_codes(frame.trace.events.get_column("cat"))
     known = {text: at for at, text in enumerate(PATH_TEXTS)}
-    if cat_codes.size and cat_texts != CATS:  # not the model's Enum: its codes as positions in PATH_TEXTS
-        at = np.array([known.get(t, known["other"]) for t in cat_texts], np.int64)  # conform admits no other text
-        cat_codes = np.where(cat_codes >= 0, at[np.maximum(cat_codes, 0)] if at.size else -1, -1)
-    cat_codes = cat_codes.astype(_CODE)
     texts = pl.Series(PATH_TEXTS, dtype=PATH_CATEGORY)
     gpu_gap, untraced_cat = known["gpu_gap"], known[UNTRACED_CAT]
     kinds = np.array([known[k] for k in EDGE_KINDS], _CODE)
@@ -330,14 +326,15 @@ def _weighted_steps(
     return _Steps(t - w, t, w, kind, event, rank, cat, category, gap & ~on_gpu, texts)
 
 
-def _enum_codes(col: pl.Series) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Per row of a text column, the position of its text in the returned texts (int64, -1: null): an Enum's
-    physical codes and categories; another column through an Enum of its distinct texts."""
-    dtype = col.dtype
-    if not isinstance(dtype, pl.Enum):
-        dtype = pl.Enum(col.drop_nulls().cast(pl.String).unique().sort())
-        col = col.cast(pl.String).cast(dtype)
-    return _codes(col), tuple(dtype.categories)
+def _path_cat_codes(col: pl.Series) -> np.ndarray:
+    """Per row of an events ``cat`` column, the position of its text in :data:`PATH_TEXTS` (:data:`_CODE`, -1:
+    null): the model's Enum's own codes (:data:`PATH_TEXTS` begins with its categories); another column (the
+    parallel replay's String cats) cast to :data:`PATH_CATEGORY`, a text outside it counted as ``other``."""
+    if col.dtype == pl.Enum(CATS):
+        return _codes(col).astype(_CODE)
+    text = col.cast(pl.String)
+    codes = _codes(text.cast(PATH_CATEGORY, strict=False))
+    return np.where((codes < 0) & text.is_not_null().to_numpy(), PATH_TEXTS.index("other"), codes).astype(_CODE)
 
 
 def _codes(col: pl.Series) -> np.ndarray:

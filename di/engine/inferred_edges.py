@@ -220,16 +220,17 @@ def sync_calls(frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, np.ndar
     each on a 1.2 M-event trace)."""
     got = frame.memo.get("sync_calls")
     if got is None:
-        got = frame.memo["sync_calls"] = _sync_calls(frame, np.ones(frame.rank.size, bool))
+        got = frame.memo["sync_calls"] = _sync_calls(frame)
     calls, stream, recorded = got
     mine = keep[calls]
     return calls[mine], stream[mine], recorded[mine]
 
 
-def _sync_calls(frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sync_calls(frame: EventFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sync_calls` of every row."""
     ev = frame.trace.events
     loc = ev.get_column("loc").to_numpy().astype(np.int64)
-    host = np.flatnonzero(keep & ~frame.on_gpu)
+    host = np.flatnonzero(~frame.on_gpu)
     named = np.union1d(_matching(frame, host, DEVICE_SYNC_NAME), _matching(frame, host, BLOCKING_COPY_NAME, ASYNC_NAME))
     stream_of = np.full(frame.rank.size, -1, np.int64)
     flowed = np.zeros(frame.rank.size, bool)
@@ -239,7 +240,7 @@ def _sync_calls(frame: EventFrame, keep: np.ndarray) -> tuple[np.ndarray, np.nda
         flowed[src] = True
         names = ev.get_column("name").gather(f.get_column("dst")).cast(pl.String).str.contains("(?i)stream").to_numpy()
         stream_of[src[names]] = loc[f.get_column("dst").to_numpy()[names]]
-    calls = np.union1d(named, np.flatnonzero(flowed & keep & ~frame.on_gpu)).astype(np.int64)
+    calls = np.union1d(named, np.flatnonzero(flowed & ~frame.on_gpu)).astype(np.int64)
     stream = stream_of[calls]
     guess = np.flatnonzero(~flowed[calls])
     stream[guess] = _stream_of_ref(frame, calls[guess])
