@@ -70,9 +70,26 @@ def _dtype(spec: dict[str, Any]) -> pl.DataType:
 
 @cache
 def polars_schema(table: str) -> dict[str, pl.DataType]:
-    """Column name -> polars dtype for a table of the current schema version."""
+    """Column name -> polars dtype of the columns every table of the current schema version has
+    (the optional ones, ``x-optional`` in the JSON Schema, are in :func:`optional_schema`)."""
     props = json_schema(table)["properties"]
-    return {col: _dtype(spec) for col, spec in props.items()}
+    return {col: _dtype(spec) for col, spec in props.items() if not spec.get("x-optional")}
+
+
+@cache
+def optional_schema(table: str) -> dict[str, pl.DataType]:
+    """Column name -> polars dtype of a table's optional columns: present only where a source has their
+    values, so a trace without them holds no all-null column (8 bytes a row each)."""
+    props = json_schema(table)["properties"]
+    return {col: _dtype(spec) for col, spec in props.items() if spec.get("x-optional")}
+
+
+@cache
+def args_keys(table: str = "events") -> tuple[tuple[str, str], ...]:
+    """(column, args key) of each column that holds an ``args`` member of its own (``x-args-key``), in schema
+    order: readers lift that member out of the args text into the column, writers put it back first."""
+    props = json_schema(table)["properties"]
+    return tuple((col, spec["x-args-key"]) for col, spec in props.items() if "x-args-key" in spec)
 
 
 @cache
@@ -85,7 +102,7 @@ def nullable_columns(table: str) -> frozenset[str]:
 def validate_table(table: str, df: pl.DataFrame) -> None:
     """Check one table against its JSON Schema, vectorized.
 
-    Checks: every required column present with its declared dtype; no nulls in
+    Checks: every required column present with its declared dtype (an optional one, where present, too); no nulls in
     non-nullable columns; values within ``minimum``; enum values allowed (the
     Enum dtype already guarantees it).
 
@@ -93,7 +110,8 @@ def validate_table(table: str, df: pl.DataFrame) -> None:
         SchemaError: naming the table, column and problem.
     """
     props = json_schema(table)["properties"]
-    expected = polars_schema(table)
+    optional = optional_schema(table)
+    expected = polars_schema(table) | {c: t for c, t in optional.items() if c in df.columns}
     nullable = nullable_columns(table)
     for col, dtype in expected.items():
         if col not in df.columns:

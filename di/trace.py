@@ -26,18 +26,23 @@ LOCATION_KINDS: tuple[str, ...] = tuple(schema.json_schema("locations")["propert
 def conform(table: str, df: pl.DataFrame | dict[str, Any] | None) -> pl.DataFrame:
     """Return ``df`` with exactly the schema's columns, in order, cast to their dtypes.
 
-    Missing nullable columns are added as nulls; extra columns are kept after
-    the schema's columns (the schema is a floor, not a ceiling).
+    Missing nullable columns are added as nulls; the schema's optional columns
+    (:func:`di.schema.optional_schema`) follow, in schema order and cast, where
+    ``df`` has them; other columns are kept after those (the schema is a floor,
+    not a ceiling).
     """
     target = schema.polars_schema(table)
     if df is None:
         return pl.DataFrame(schema=target)
     if isinstance(df, dict):
         df = pl.DataFrame(df)
-    if list(df.schema.items()) == list(target.items()):  # already conforming, columns in order: no new frame
+    have = df.schema  # built on every access: once here
+    optional = {c: t for c, t in schema.optional_schema(table).items() if c in have}
+    if optional:
+        target = target | optional
+    if list(have.items())[: len(target)] == list(target.items()):  # already conforming, in order: no new frame
         return df
     n = df.height
-    have = df.schema  # built on every access: once here
     cols = []
     for col, dtype in target.items():
         if col in have:

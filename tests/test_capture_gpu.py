@@ -248,7 +248,6 @@ def test_cupti_records_to_canonical_trace(tmp_path: Path, make: Make) -> None:
         "device": DEVICE,
         "context": CONTEXT,
         "stream": 7,
-        "correlation": 100,
         "grid": [64, 2, 1],
         "block": [256, 1, 1],
     }

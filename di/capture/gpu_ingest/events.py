@@ -103,7 +103,8 @@ def _frame(r: np.ndarray, t1: np.ndarray, instant: np.ndarray, strings: dict[int
 
 
 def _gpu_args() -> pl.Expr:
-    """The args JSON of GPU work: device, context, stream, correlation and the kind's own fields."""
+    """The args JSON of GPU work: device, context, stream and the kind's own fields (the correlation id is the
+    ``corr`` column's, not repeated in a text that it would make distinct per record: :func:`di.schema.args_keys`)."""
     c = pl.col
     gpu_args = pl.concat_str(
         pl.lit('{"device":'),
@@ -112,8 +113,6 @@ def _gpu_args() -> pl.Expr:
         c("context").cast(pl.String),
         pl.lit(',"stream":'),
         c("stream").cast(pl.String),
-        pl.lit(',"correlation":'),
-        c("corr").cast(pl.String),
     )
     extra = (
         pl.when(c("kind") == K_KERNEL)
@@ -146,7 +145,6 @@ def _gpu_args() -> pl.Expr:
 def _with_names_and_args(df: pl.DataFrame, k: np.ndarray) -> pl.DataFrame:
     """``df`` with its final name, args, corr, bytes, cat and src_cat (``k``: its record kinds)."""
     c = pl.col
-    api_args = pl.concat_str(pl.lit('{"correlation":'), c("corr").cast(pl.String), pl.lit("}"))
     return df.with_columns(
         name=pl.when(c("kind") == K_MEMCPY)
         .then(pl.concat_str(pl.lit("Memcpy "), c("copy")))
@@ -155,7 +153,7 @@ def _with_names_and_args(df: pl.DataFrame, k: np.ndarray) -> pl.DataFrame:
         .when(c("kind") == K_SYNC)
         .then(c("sync"))
         .otherwise(c("name").fill_null("?")),
-        args=pl.when(c("gpu")).then(_gpu_args()).when(c("kind") == K_MARKER).then(None).otherwise(api_args),
+        args=pl.when(c("gpu")).then(_gpu_args()),  # an API call's only field is its correlation id: corr
         corr=pl.when(c("corr") > 0).then(c("corr")),
         bytes=pl.when(c("kind").is_in([K_MEMCPY, K_MEMSET])).then(c("bytes")),
         cat=pl.Series([CAT_OF.get(i, "other") for i in range(8)]).gather(k),

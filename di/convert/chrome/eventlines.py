@@ -4,8 +4,10 @@ A line is ``{"ph":"X","pid":..,"tid":..,"ts":..,"dur":..,"name":..,"cat":..,"arg
 (instants: ``{"ph":"i","s":"t",...}`` without ``dur``) plus the flow-v2 suffix of
 the events that carry a bind_id (:func:`di.convert.chrome.flowlines.bind_suffix`).
 Names and categories are escaped once per distinct value; ``ts`` is relative to ``t0``
-(ns, written as exact microsecond text by the kernel). ``args`` gets ``correlation`` and
-``bytes`` from the ``corr`` and ``bytes`` columns unless its text has that key already.
+(ns, written as exact microsecond text by the kernel). ``args`` gets, first, the members
+that integer columns hold (:func:`di.schema.args_keys`: ``correlation`` from ``corr``,
+``bytes``, Kineto's ``External id`` and other ids) unless its text has that key already
+(a store written before those members were lifted out of the text).
 """
 
 from __future__ import annotations
@@ -17,22 +19,34 @@ from di.convert.chrome.fragments import Block, Pool, json_column
 from di.convert.columns import dense_codes
 from di.convert.chrome.lines import ARGS, CONST, FRAG, NO_TIME, TIME
 from di.convert.chrome.tracks import TrackLayout
+from di.schema import args_keys
 
 __all__ = ["args_columns", "event_block"]
 
 
-def args_columns(ev: pl.DataFrame, ints: np.ndarray) -> pl.Series:
-    """events.args; fills ``ints`` (2, n) with the corr / bytes values to add to them (NO_TIME: none to add)."""
+def args_columns(ev: pl.DataFrame) -> tuple[pl.Series, np.ndarray, list[str]]:
+    """events.args; the values (k, n) of the k integer columns of :func:`di.schema.args_keys` that have some, to
+    put in the args (NO_TIME: none to put), and the k keys.
+
+    Whether a text has a key already is asked of each distinct text (the ids lifted out, a trace's texts repeat)."""
     args = ev.get_column("args")
     if args.str.contains("[\r\n]").any():  # raw CR/LF can only be whitespace in valid JSON: keep one event per line
         args = args.str.replace_all("[\r\n]", " ")
-
-    for row, (column, key) in enumerate((("corr", "correlation"), ("bytes", "bytes"))):
-        values = ev.get_column(column)
-        ints[row] = NO_TIME if values.null_count() == len(values) else values.fill_null(NO_TIME).to_numpy()
-        if values.null_count() < len(values):
-            ints[row, args.str.contains(f'"{key}"\\s*:').fill_null(False).to_numpy()] = NO_TIME
-    return args
+    present = [
+        (column, key)
+        for column, key in args_keys()
+        if column in ev.columns and ev.get_column(column).null_count() < ev.height
+    ]
+    ints = np.empty((len(present), ev.height), dtype=np.int64)
+    if not present:
+        return args, ints, []
+    texts = args.unique().drop_nulls()
+    for row, (column, key) in enumerate(present):
+        ints[row] = ev.get_column(column).fill_null(NO_TIME).to_numpy()
+        written = texts.filter(texts.str.contains(f'"{key}"\\s*:'))
+        if written.len():
+            ints[row, args.is_in(written.implode()).fill_null(False).to_numpy()] = NO_TIME
+    return args, ints, [key for _, key in present]
 
 
 def event_block(
@@ -43,7 +57,6 @@ def event_block(
     start, end = ev.get_column("start_ns").to_numpy(), ev.get_column("end_ns").to_numpy()
     inst = ev.get_column("instant").to_numpy()
     dur_id = pool.add([',"dur":'])
-    args_id = pool.add([',"args":', '"correlation":', '"bytes":'])
     pid_tid = [
         pl.lit(',"pid":'),
         pl.col("pid").cast(pl.String),
@@ -58,8 +71,8 @@ def event_block(
     cats, cat_values = dense_codes(ev.get_column("cat"))
     src_cats, src_values = dense_codes(ev.get_column("src_cat"))
     cat_base = pool.add(_fragments(',"cat":', pl.concat([cat_values.cast(pl.String), src_values.cast(pl.String)])))
-    ints = np.empty((2, n), dtype=np.int64)
-    args = args_columns(ev, ints)
+    args, ints, keys = args_columns(ev)
+    args_id = pool.add([',"args":', *(f'"{key}":' for key in keys)])
     rows, text = suffix
     frag = np.empty((5, n), dtype=np.int32)
     frag[0] = np.where(inst, i_base, x_base) + layout.track_of_event
@@ -73,7 +86,7 @@ def event_block(
     np.subtract(end, start, out=times[1])
     times[1, inst] = NO_TIME
     ops = [(FRAG, 0), (TIME, 0), (FRAG, 1), (TIME, 1), (FRAG, 2), (FRAG, 3), (ARGS, args_id), (FRAG, 4)]
-    return Block(n, ops + [(CONST, pool.add(["}"]))], frag, times, ints, args)
+    return Block(n, ops + [(CONST, pool.add(["}"]))], frag, times, ints, args, keys)
 
 
 def _fragments(key: str, values: pl.Series) -> pl.Series:

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,8 @@ class Block:
     times: np.ndarray
     ints: np.ndarray
     text: pl.Series | None = None
+    keys: list[str] = field(default_factory=list)
+    """The member name of each row of ``ints`` (an ARGS op's integer members)."""
 
 
 def json_text(value: Any) -> str:

@@ -16,6 +16,7 @@ import polars as pl
 
 from di.convert.categories import canonical_cat_rows
 from di.convert.columns import dense_row_ids, match_rows
+from di.schema import optional_schema
 from di.trace import CATS
 
 
@@ -109,6 +110,7 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
         "bytes",
         "instant",
         "args",
+        *(c for c in optional_schema("events") if c in ev.columns),
     )
 
 

@@ -4,7 +4,8 @@ byte fragments, time cells and text, following a small template.
 A template is a list of (op, column) pairs: ``FRAG`` a per-row fragment id
 (-1: none), ``TIME`` a per-row ns value written as exact microseconds
 (``NO_TIME``: nothing), ``TEXT`` the row's text, ``CONST`` one fixed fragment,
-``ARGS`` the row's args object with ``correlation``/``bytes`` added. Rows are
+``ARGS`` the row's args object with the members of integer columns put first
+(``correlation``, ``bytes``, Kineto's ids: :func:`di.schema.args_keys`). Rows are
 written comma-first (``,\n{...}``) so blocks concatenate.
 """
 
@@ -67,28 +68,32 @@ def _put_args(
     text: np.ndarray,
     a: int,
     b: int,
-    corr: int,
-    nbytes: int,
+    ints: np.ndarray,
+    i: int,
     pool: np.ndarray,
     pool_off: np.ndarray,
     key: int,
 ) -> int:
-    """``,"args":`` + the args text, with "correlation"/"bytes" put first when given (not NO_TIME)."""
-    if corr == NO_TIME and nbytes == NO_TIME:
+    """``,"args":`` + the args text, with the members ``ints[r, i]`` (not NO_TIME) put first: fragment
+    ``key`` is ``,"args":``, ``key + 1 + r`` the member name of ``ints`` row r (``"correlation":``)."""
+    first = True
+    for r in range(ints.shape[0]):
+        v = ints[r, i]
+        if v != NO_TIME:
+            if first:
+                pos = copy_bytes(out, pos, pool, pool_off[key], pool_off[key + 1])
+                out[pos] = 123  # "{"
+                pos += 1
+                first = False
+            else:
+                out[pos] = 44  # ","
+                pos += 1
+            pos = _put_int(out, copy_bytes(out, pos, pool, pool_off[key + 1 + r], pool_off[key + 2 + r]), v)
+    if first:
         if b > a:
             pos = copy_bytes(out, pos, pool, pool_off[key], pool_off[key + 1])
             pos = copy_bytes(out, pos, text, a, b)
         return pos
-    pos = copy_bytes(out, pos, pool, pool_off[key], pool_off[key + 1])
-    out[pos] = 123  # "{"
-    pos += 1
-    if corr != NO_TIME:
-        pos = _put_int(out, copy_bytes(out, pos, pool, pool_off[key + 1], pool_off[key + 2]), corr)
-    if nbytes != NO_TIME:
-        if corr != NO_TIME:
-            out[pos] = 44
-            pos += 1
-        pos = _put_int(out, copy_bytes(out, pos, pool, pool_off[key + 2], pool_off[key + 3]), nbytes)
     j = a
     while j < b and (text[j] == 123 or text[j] == 32 or text[j] == 9 or text[j] == 10 or text[j] == 13):
         j += 1  # the opening brace and whitespace of the stored object
@@ -127,7 +132,7 @@ def _assemble_kernel(
             elif op == TEXT:
                 pos = copy_bytes(out, pos, text, text_off[t], text_off[t + 1])
             elif op == ARGS:
-                pos = _put_args(out, pos, text, text_off[t], text_off[t + 1], ints[0, i], ints[1, i], pool, pool_off, c)
+                pos = _put_args(out, pos, text, text_off[t], text_off[t + 1], ints, i, pool, pool_off, c)
             else:
                 f = frag[c, i] if op == FRAG else c
                 if f >= 0:
@@ -158,7 +163,8 @@ def assemble(
         if op == FRAG:
             size += int(flen[frag[c, lo:hi]].sum())
         elif op in (CONST, ARGS):
-            size += n * (int(flen[c]) if op == CONST else int(flen[c : c + 3].sum()) + 2 * _TIME_CHARS + 3)
+            k = ints.shape[0]  # ARGS: the members of the integer columns, each at most a time cell long
+            size += n * (int(flen[c]) if op == CONST else int(flen[c : c + 1 + k].sum()) + k * (_TIME_CHARS + 1) + 2)
     out = out if out is not None and len(out) >= size else np.empty(size, dtype=np.uint8)
     texts = (readonly(a) for a in (pool[0], pool[1], text_data, text_off))  # one signature: see di.convert.columns
     end = _assemble_kernel(np.array(ops, dtype=np.int64).reshape(-1, 2), lo, hi, frag, times, ints, *texts, out)

@@ -206,7 +206,7 @@ def records(raw: Raw, rows: np.ndarray, ts: np.ndarray, columns: list[str]) -> p
         elif name == "ph_code":
             out[name] = c["ph"][rows]
         elif name == "args":
-            out[name] = raw.args.gather(rows)
+            out[name] = args_as_written(raw, rows)
         elif name == "di_flow":
             out[name] = (
                 raw.di_flow.gather(rows)
@@ -271,8 +271,37 @@ def _paired(raw: Raw, ts: np.ndarray, begins: np.ndarray, ends: np.ndarray, lkin
     out = _intervals(raw, begins, lkind, ts[begins], ts[ends], False, **key)
     out.flags = out.flags | (raw.cols["flags"][ends] & S.F_COLL)
     out.merged_at = np.arange(begins.size, dtype=np.int64)
-    out.merged_args = _merged_objects(raw.args.gather(begins), raw.args.gather(ends))
+    out.merged_args = _merged_objects(raw.args.gather(begins), args_as_written(raw, ends))
     return out
+
+
+def args_as_written(raw: Raw, rows: np.ndarray) -> pl.Series:
+    """The args texts of scanner ``rows`` with the members the scanner lifted out put back, first: for the
+    records whose args are read as text (counter values, metadata, an end record's args merged into its
+    begin's), where no column takes them."""
+    c, args = raw.cols, raw.args.gather(rows)
+    parts = []
+    for column, key in S.args_keys():
+        if column in ("corr", "bytes"):
+            has = (c["flags"][rows] & (S.F_CORR if column == "corr" else S.F_BYTES)) != 0
+        else:
+            has = (c["lifted"][rows] & (1 << S.LIFTED_IDS.index(column))) != 0
+        if has.any():
+            text = pl.Series(c[column][rows]).cast(pl.String)
+            parts.append(('"' + key + '":' + text).set(pl.Series(~has), None))
+    if not parts:
+        return args
+    members = pl.select(pl.concat_str(parts, separator=",", ignore_nulls=True)).to_series()
+    frame = pl.DataFrame({"a": args, "m": members})
+    a, m = pl.col("a"), pl.col("m")
+    return frame.select(
+        pl.when(m.is_null() | (m == ""))
+        .then(a)
+        .when(a.is_null() | (a == "{}"))
+        .then("{" + m + "}")
+        .otherwise("{" + m + "," + a.str.slice(1))
+        .alias("args")
+    ).to_series()
 
 
 def _merged_objects(a: pl.Series, b: pl.Series) -> pl.Series:

@@ -99,6 +99,7 @@ def _events(
         # null where absent, the values' own buffers with a validity bitmap (no new column each)
         "corr": nullable(c["corr"][row], (flags & S.F_CORR) != 0, "corr"),
         "bytes": nullable(c["bytes"][row], (flags & S.F_BYTES) != 0, "bytes"),
+        **_lifted_ids(c, row),
         "instant": iv.instant[order],
         "args": args,
         "depth": depth,
@@ -114,6 +115,18 @@ def _events(
             else pl.Series([None] * row.size, dtype=pl.String),
         )
     return pl.DataFrame(cols), Nested(loc, start, end, parent, cols["instant"]), row
+
+
+def _lifted_ids(c: dict[str, np.ndarray], row: np.ndarray) -> dict[str, pl.Series]:
+    """The optional id columns (:data:`scan.LIFTED_IDS`) of the scanner ``row`` that some of them have, null where
+    one has none; a trace without an id has no column of it."""
+    bits = c["lifted"][row]
+    out = {}
+    for j, column in enumerate(S.LIFTED_IDS):
+        has = (bits & (1 << j)) != 0
+        if has.any():
+            out[column] = nullable(c[column][row], has, column)
+    return out
 
 
 def _brief(value: Any) -> str:

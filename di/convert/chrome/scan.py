@@ -11,8 +11,12 @@ fills one numpy column per field the reader needs:
   dense ids over the raw byte spans (an open-addressing table that compares
   bytes, so equal ids mean equal text);
 - ``args`` copied, whitespace removed, into one contiguous buffer with int64
-  offsets (so a string column is built from it without a Python loop), with
-  ``args.correlation`` and ``args.bytes`` lifted out as integers.
+  offsets (so a string column is built from it without a Python loop), less
+  the members that columns of the model hold (:func:`di.schema.args_keys`:
+  ``correlation``, ``bytes`` and Kineto's per-event ids such as ``External id``),
+  whose integer values are lifted out into int64 rows of their own. Those ids
+  made almost every event's args text distinct (a real-shaped 1.2 M-event
+  profile: 1.2 M distinct texts, 177 MB); without them the texts repeat.
 
 The scanner stops at the first syntax error and reports its byte offset;
 everything before it is kept. No Python object is created per event.
@@ -81,6 +85,7 @@ from di.convert.chrome.jsontext import (
 )
 from di.convert.chrome.numbers import parse_number
 from di.convert.symbols import FULL, grown_table, intern
+from di.schema import args_keys
 
 
 # Per-event status codes (0 = sound). Named in di.convert.chrome.reader.
@@ -107,12 +112,18 @@ E_ROWS = 5  # the columns filled up: :func:`scan` resumes with bigger ones (neve
 # The scanner's output: three 2-D arrays, one row per field and one column per
 # event, so that each field is a contiguous row (a zero-copy column) and the
 # kernels take three arrays instead of twenty-two.
-U8_FIELDS = ("ph", "pid_k", "tid_k", "id_k", "bind_k", "flags", "scope", "bp", "status")
+LIFTED_IDS = ("ext_id", "seq", "ev_idx", "rf_id", "py_id", "py_parent")
+"""The optional id columns lifted out of args (bit ``1 << j`` of the ``lifted`` column for ``LIFTED_IDS[j]``). Written
+out here, not read from the schema, as the kernel's tables are constants of its cached machine code (a change of
+the schema alone would not recompile it); the import checks them against :func:`di.schema.args_keys`."""
+U8_FIELDS = ("ph", "pid_k", "tid_k", "id_k", "bind_k", "flags", "scope", "bp", "status", "lifted")
 I32_FIELDS = ("name", "cat")
-I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "corr", "bytes", "xs", "xe", "args_off")
-B_PH, B_PID_K, B_TID_K, B_ID_K, B_BIND_K, B_FLAGS, B_SCOPE, B_BP, B_STATUS = range(len(U8_FIELDS))
+I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "corr", "bytes", "xs", "xe", "args_off", *LIFTED_IDS)
+B_PH, B_PID_K, B_TID_K, B_ID_K, B_BIND_K, B_FLAGS, B_SCOPE, B_BP, B_STATUS, B_LIFTED = range(len(U8_FIELDS))
 S_NAME, S_CAT = range(len(I32_FIELDS))
-I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_CORR, I_BYTES, I_XS, I_XE, I_ARGS_OFF = range(len(I64_FIELDS))
+I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_CORR, I_BYTES, I_XS, I_XE, I_ARGS_OFF = range(11)
+I_LIFTED = 11
+"""Row of ``LIFTED_IDS[0]`` among the int64 fields."""
 COLUMNS = U8_FIELDS + I32_FIELDS + I64_FIELDS
 
 # flags bits
@@ -131,11 +142,57 @@ def _word(text: bytes) -> np.uint64:
     return np.uint64(int.from_bytes(text[:8], "little"))
 
 
-# 11-byte keys: the word of their first eight bytes and of their last eight
-_CORR, _CORR_TAIL = _word(b"correlation"), _word(b"correlation"[3:])
-_BYTES = _word(b"bytes")
-# a 15-byte args key: the words of its first and last eight bytes
-_COLL, _COLL_TAIL = _word(b"Collective name"), _word(b"Collective name"[7:])
+# What the scanner does with an args member, by its key (A_COPY: copies it).
+A_COPY, A_COLL, A_FLAG, A_ID = 0, 1, 2, 3
+
+
+_ARGS_KEYS = {
+    b"Collective name": (A_COLL, 0, F_COLL),
+    b"correlation": (A_FLAG, I_CORR, F_CORR),
+    b"bytes": (A_FLAG, I_BYTES, F_BYTES),
+    b"External id": (A_ID, I_LIFTED, 1),
+    b"Sequence number": (A_ID, I_LIFTED + 1, 2),
+    b"Ev Idx": (A_ID, I_LIFTED + 2, 4),
+    b"Record function id": (A_ID, I_LIFTED + 3, 8),
+    b"Python id": (A_ID, I_LIFTED + 4, 16),
+    b"Python parent id": (A_ID, I_LIFTED + 5, 32),
+}
+"""Args key -> (action, int64 row, bit): ``Collective name`` sets the F_COLL flag (and is copied); the members
+of :func:`di.schema.args_keys` are lifted into their int64 row (corr and bytes with their flags bit, the ids with
+their bit of ``lifted``)."""
+_LIFTED_KEYS = {("corr", "correlation"), ("bytes", "bytes")} | {
+    (LIFTED_IDS[(bit).bit_length() - 1], key.decode()) for key, (act, _, bit) in _ARGS_KEYS.items() if act == A_ID
+}
+if _LIFTED_KEYS != set(args_keys()):
+    raise AssertionError(f"the scanner lifts {sorted(_LIFTED_KEYS)}, the schema names {sorted(args_keys())}")
+
+_ARG_MULT = np.uint64(0xE4B06CE60741C7A9)
+_ARG_SHIFT = np.uint64(59)
+"""The args keys hash into 32 slots: ``((head + 31 * tail + length) * _ARG_MULT) >> _ARG_SHIFT`` (wrapping),
+where head and tail are the words of the key's first and last eight bytes (tail = head below eight bytes);
+the multiplier is one that gives each key of :data:`_ARGS_KEYS` a slot of its own (checked at import)."""
+
+
+def _arg_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(each slot's (head, tail) words; each slot's key length (-1: empty), action, int64 row and bit),
+    checking that no two keys share a slot and that their lengths are within [ARG_MIN, ARG_MAX]."""
+    words = np.zeros((32, 2), dtype=np.uint64)
+    table = np.zeros((32, 4), dtype=np.int64)
+    table[:, 0] = -1
+    for key, row in _ARGS_KEYS.items():
+        head = int(_word(key))
+        tail = int(_word(key[-8:])) if len(key) >= 8 else head
+        slot = (((head + 31 * tail + len(key)) * int(_ARG_MULT)) & (2**64 - 1)) >> int(_ARG_SHIFT)
+        if table[slot, 0] >= 0:
+            raise AssertionError(f"args keys {key!r} and another share slot {slot}")
+        if not ARG_MIN <= len(key) <= ARG_MAX:
+            raise AssertionError(f"args key {key!r}: outside the lengths the scanner hashes")
+        words[slot] = (head, tail)
+        table[slot] = (len(key), *row)
+    return words, table
+
+
+ARG_MIN, ARG_MAX = 5, 24
 
 
 # What the scanner does with an event member's value, by its key (G_SKIP: skipped).
@@ -185,6 +242,7 @@ def _key_tables() -> tuple[np.ndarray, np.ndarray]:
 
 _KEY_WORDS, _KEY_TABLE = _key_tables()
 T_LEN, T_ACTION, T_NEEDS, T_ROW8, T_ROW32, T_ROW64, T_FLAG, T_STATUS = range(8)
+_ARG_WORDS, _ARG_TABLE = _arg_tables()
 
 
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
@@ -346,7 +404,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                         flags |= _KEY_TABLE[t, T_FLAG]
                     i, _ = copy_value(buf, i, n, abuf, o, SKIP)
                 elif act == G_ARGS:
-                    # args: copied to abuf minified, 'correlation' and 'bytes' lifted
+                    # args: copied to abuf minified, less the members lifted into int64 rows
                     abuf[o] = OPEN_OBJECT
                     o += 1
                     i = skip_ws(buf, i + 1, n)
@@ -362,6 +420,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                             if buf[i] != QUOTE:
                                 err = E_SYNTAX
                                 break
+                            om = o  # where this member starts in abuf: a lifted one is taken back
                             j, o = copy_string(buf, i, n, abuf, o)
                             if j < 0:
                                 err = E_TRUNCATED
@@ -380,21 +439,21 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                             if i >= n:
                                 err = E_TRUNCATED
                                 break
-                            # the members lifted: 'Collective name' (a flag), 'correlation' and 'bytes'
-                            # (their int64 values), found by length and the words of their first and last
-                            # eight bytes (the key is preceded by more than eight bytes of the event)
+                            # the members lifted or flagged (_ARG_TABLE), found by length and the words of
+                            # their first and last eight bytes (a perfect hash of the keys di knows)
                             L = ke - ks
-                            lift = 0
-                            if L == 15 or L == 11 or L == 5:
+                            lift = A_COPY
+                            slot = np.uint64(0)
+                            if ARG_MIN <= L <= ARG_MAX:
                                 hw = head_word(buf, ks, ke, n)
-                                tw = head_word(buf, ke - 8, ke, n)
-                                if L == 15 and hw == _COLL and tw == _COLL_TAIL:
-                                    flags |= F_COLL
-                                elif L == 11 and hw == _CORR and tw == _CORR_TAIL:
-                                    lift = F_CORR
-                                elif L == 5 and hw == _BYTES:
-                                    lift = F_BYTES
+                                tw = head_word(buf, ke - 8, ke, n) if L >= 8 else hw
+                                slot = ((hw + tw * np.uint64(31) + np.uint64(L)) * _ARG_MULT) >> _ARG_SHIFT
+                                if _ARG_TABLE[slot, 0] == L and _ARG_WORDS[slot, 0] == hw and _ARG_WORDS[slot, 1] == tw:
+                                    lift = _ARG_TABLE[slot, 1]
+                                    if lift == A_COLL:
+                                        flags |= F_COLL
                             v0 = buf[i]
+                            dropped = False
                             if v0 == QUOTE:  # a string value: copied while it is scanned
                                 j, o = copy_string(buf, i, n, abuf, o)
                                 if j < 0:
@@ -402,16 +461,22 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                                     break
                                 e = j + 1
                             elif DIGIT_0 <= v0 <= DIGIT_9 or v0 == MINUS:  # a number: found, then copied
-                                if lift != 0:
+                                if lift >= A_FLAG:
                                     v, e, st = parse_number(buf, i, n, _AS_IS)
-                                    if st == 0:
-                                        w64[I_BYTES if lift == F_BYTES else I_CORR, k] = v
-                                        flags |= lift
+                                    if st == 0:  # lifted: its int64 row and presence bit; the member taken back
+                                        w64[_ARG_TABLE[slot, 2], k] = v
+                                        if lift == A_FLAG:
+                                            flags |= _ARG_TABLE[slot, 3]
+                                        else:
+                                            w8[B_LIFTED, k] |= _ARG_TABLE[slot, 3]
+                                        dropped = True
+                                        o = om
                                     else:
                                         e, _ = copy_value(buf, i, n, abuf, o, SKIP)  # beyond int64: kept as written
                                         if e < 0:
                                             err = -e
                                             break
+                                        o = copy_bytes(abuf, o, buf, i, e)
                                 else:
                                     e = i
                                     while e < n and NUMBER_BYTES[buf[e]]:
@@ -419,7 +484,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                                     if e >= n:
                                         err = E_TRUNCATED
                                         break
-                                o = copy_bytes(abuf, o, buf, i, e)
+                                    o = copy_bytes(abuf, o, buf, i, e)
                             else:  # an object, an array or a literal
                                 e, o = copy_value(buf, i, n, abuf, o, COPY)
                                 if e < 0:
@@ -430,10 +495,13 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                                 err = E_TRUNCATED
                                 break
                             if buf[i] == COMMA:
-                                abuf[o] = COMMA
-                                o += 1
+                                if not dropped:
+                                    abuf[o] = COMMA
+                                    o += 1
                                 i = skip_ws(buf, i + 1, n)
                             elif buf[i] == CLOSE_OBJECT:
+                                if abuf[o - 1] == COMMA:  # the last member was lifted: the comma before it goes
+                                    o -= 1
                                 abuf[o] = CLOSE_OBJECT
                                 o += 1
                                 i += 1

@@ -47,14 +47,19 @@ def metadata_lines(layout: TrackLayout, counter_pids: set[int]) -> bytes:
     return "".join(",\n" + json_text(line) for line in lines).encode()
 
 
-def added_keys(ints: np.ndarray, args_null: np.ndarray) -> str | None:
+def added_keys(ints: np.ndarray, keys: list[str], args_null: np.ndarray) -> str | None:
     """diTrace's ``args_added``: one digit per events row, the keys the writer put in its args (1: correlation,
-    2: bytes, plus 4 when the event had no args); None when no row got any. ``ints``: the corr and bytes
-    added (:func:`di.convert.chrome.eventlines.args_columns`)."""
-    flags = (ints[0] != NO_TIME).astype(np.uint8) | ((ints[1] != NO_TIME).astype(np.uint8) << 1)
-    if not flags.any():
+    2: bytes, plus 4 when the event had no args, whichever keys it got); None when no row got any. ``ints``: the
+    values of ``keys`` added (:func:`di.convert.chrome.eventlines.args_columns`)."""
+    got = ints != NO_TIME
+    flags = np.zeros(ints.shape[1], dtype=np.uint8)
+    for row, key in enumerate(keys):
+        if key in ("correlation", "bytes"):
+            flags |= got[row].astype(np.uint8) << (0 if key == "correlation" else 1)
+    any_added = got.any(axis=0)
+    if not any_added.any():
         return None
-    flags[(flags > 0) & args_null] |= 4
+    flags[any_added & args_null] |= 4
     return (flags + np.uint8(ord("0"))).tobytes().decode("ascii")
 
 

@@ -173,5 +173,5 @@ def _write(trace: Trace, f: IO[bytes]) -> None:
         "samples": counters.rows,
         "nonfinite_samples_skipped": nonfinite,
     }
-    added = added_keys(events.ints, ev.get_column("args").is_null().to_numpy())
+    added = added_keys(events.ints, events.keys, ev.get_column("args").is_null().to_numpy())
     f.write(b'\n],\n"displayTimeUnit":"ns",\n"diTrace":' + di_trace(trace, layout, series, t0, counts, added) + b"}\n")

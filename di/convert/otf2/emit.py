@@ -3,9 +3,9 @@
 :func:`emit_events` walks each output location's events in (start, -end)
 order and writes, through OTF2_EvtWriter function addresses (:func:`clib.ccall`):
 
-* ``Enter(start)`` with the event's attributes (``di.bytes``, ``di.corr``,
-  ``di.args``, ``di.flows_in``), then the records attached to the event's start (MpiSend or
-  MpiIsend, MpiIrecvRequest, MpiCollectiveBegin);
+* ``Enter(start)`` with the event's attributes (``di.bytes``; the INT64 ids ``di.corr`` and those of the
+  optional id columns a trace has, ``di.ext_id`` ...; ``di.args``, ``di.flows_in``), then the records attached
+  to the event's start (MpiSend or MpiIsend, MpiIrecvRequest, MpiCollectiveBegin);
 * before an open event is left: the records attached to its end (MpiRecv or
   MpiIrecv, MpiIsendComplete, MpiCollectiveEnd), then ``Leave(end)``. An open event is left when the next
   event starts at or after its end (the same rule as :mod:`di.convert.lanes`,
@@ -94,7 +94,7 @@ FLOWS_ATTRIBUTE = 7
 IO_ATTRIBUTE = 8
 """Position of ``di.io`` in ``layout.ATTRIBUTES`` (on the I/O operation records, see :mod:`iolayout`)."""
 NO_VALUE = np.iinfo(np.int64).min
-"""Marks a missing bytes / corr / args value."""
+"""Marks a missing bytes / id / args value."""
 _AT_ENTER, _AT_LEAVE = np.int64(0), np.int64(1)
 """Phases of an attachment (``att[:, 1]``)."""
 TYPE_DOUBLE = 10
@@ -214,7 +214,8 @@ def emit_events(
     end_t,
     region,
     nbytes,
-    corr,
+    ids,
+    id_refs,
     args_ref,
     flows_ref,
     att,
@@ -231,8 +232,11 @@ def emit_events(
         order: event rows, location after location, each in (start, -end) order (empty: the rows in order).
         bounds: order[bounds[k]:bounds[k+1]] are location k's events.
         start_t, end_t: ticks of every event row; region: region ref per row.
-        nbytes, corr, args_ref, flows_ref: per row, NO_VALUE when absent (an empty array: absent everywhere);
+        nbytes, args_ref, flows_ref: per row, NO_VALUE when absent (an empty array: absent everywhere);
             flows_ref is the string ref of the ``di.flows_in`` attribute (:mod:`layout`).
+        ids, id_refs: int64 (K, rows) values of the INT64 attributes (``di.corr`` and the optional id columns,
+            only those the trace has: K = 0 for none, one signature for every trace), NO_VALUE when absent, and
+            the ref of each one's attribute (K,).
         att, att_bounds: attachment records (see the module docstring) in emission order (output location,
             event row, phase); location k's are att[att_bounds[k]:att_bounds[k+1]].
         stack: int64 (at least the most events of one location, 3), scratch for the open events: the event
@@ -267,9 +271,10 @@ def emit_events(
                 if nbytes.size and nbytes[e] != NO_VALUE:
                     clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
                     has_attrs = True
-                if corr.size and corr[e] != NO_VALUE:
-                    clib.ccall(fns[F_ADD_I64], (alist, attr_refs[1], corr[e]))
-                    has_attrs = True
+                for j in range(ids.shape[0]):  # one call site for every id column
+                    if ids[j, e] != NO_VALUE:
+                        clib.ccall(fns[F_ADD_I64], (alist, id_refs[j], ids[j, e]))
+                        has_attrs = True
                 if args_ref.size and args_ref[e] != NO_VALUE:
                     clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))
                     has_attrs = True

@@ -10,9 +10,10 @@ The table itself (names, categories, bytes, nesting, row order) is built by
   (from the IoHandle, IoFile and IoParadigm definitions), bytes requested,
   operation flags when set, ``cancelled``. Attributes on a record that is not
   an event's own (MPI, metrics) go to the region that holds it.
-* ``bytes``, ``corr``, ``args`` of events di wrote: from the attributes its
-  writer adds (:data:`OWN_ATTRIBUTES`); flows: from ``di.flows_in``
-  (:func:`flows_frame`).
+* ``bytes``, ``corr``, ``args`` and the optional id columns (Kineto's ``ext_id``
+  ...) of events di wrote: from the attributes its writer adds
+  (:data:`OWN_ATTRIBUTES`), an optional column only where some event has its
+  attribute; flows: from ``di.flows_in`` (:func:`flows_frame`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from di import schema
 from di.convert.otf2.eventtable import IO_MODES, IO_OPERATIONS, NS_PER_S, events_frame, rows_of
 from di.convert.otf2.records import ATTRIBUTE, COLL_END, LEAVE
 from di.convert.otf2.timeline import (
@@ -54,8 +56,11 @@ __all__ = [
 
 IO_ATTRIBUTE = "di.io"
 """Attribute di's writer puts on the I/O operation records it writes inside the I/O event they describe (no event of their own)."""
-OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"}
-"""Attributes di's writer puts on Enter records -> the event column they restore."""
+OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"} | {
+    f"di.{c}": c for c, _ in schema.args_keys("events") if schema.optional_schema("events").get(c) == pl.Int64
+}
+"""Attributes di's writer puts on Enter records -> the event column they restore (the optional id columns',
+``di.ext_id`` ...: :data:`di.convert.otf2.layout.ID_COLUMNS`)."""
 FLOWS_ATTRIBUTE = "di.flows_in"
 """Attribute di's writer puts on the Enter of a flow's destination (see :func:`flows_frame`)."""
 
@@ -206,7 +211,8 @@ def _io_text(handle: int, b: int, handles: dict[int, dict[str, Any]]) -> str:
 
 
 def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
-    """``ev`` with bytes, corr and args taken from the attributes di's writer adds (:data:`OWN_ATTRIBUTES`)."""
+    """``ev`` with bytes, corr, args and the optional id columns taken from the attributes di's writer adds
+    (:data:`OWN_ATTRIBUTES`); an optional column is added where at least one event has its attribute."""
     refs = {name: ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES}
     if not refs:
         return ev
@@ -224,10 +230,11 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
             full = defs.strings.texts.gather(at if (at >= 0).all() else pl.Series(at).replace(-1, None))
         else:
             at[got.event] = np.arange(got.event.size)
-            full = pl.Series(values).cast(ev.schema[column]).gather(pl.Series(at).replace(-1, None))
-        own = ev.get_column(column)
+            dtype = ev.schema[column] if column in ev.columns else schema.optional_schema("events")[column]
+            full = pl.Series(values).cast(dtype).gather(pl.Series(at).replace(-1, None))
+        own = ev.get_column(column) if column in ev.columns else None
         ev = ev.with_columns(
-            full.alias(column) if own.null_count() == own.len() else pl.coalesce(full, own).alias(column)
+            full.alias(column) if own is None or own.null_count() == own.len() else pl.coalesce(full, own).alias(column)
         )
     return ev
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from di import schema
 from di.convert.columns import filled_or_empty, run_starts
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
@@ -48,6 +49,7 @@ __all__ = [
     "DEFAULT_COMM",
     "DISTINCT_SAMPLE",
     "GROUP_NAME_PREFIX",
+    "ID_COLUMNS",
     "MOSTLY_DISTINCT",
     "NULL_COMM",
     "Layout",
@@ -70,7 +72,14 @@ ATTRIBUTES = (
 )
 """Attributes di writes (refs in this order): the first three and ``di.flows_in`` on Enter records, ``di.io`` on
 I/O operation records (:mod:`iolayout`), the others on MpiCollectiveEnd (the ``collectives`` columns OTF2 has no
-field for, or whose OTF2 field is coarser)."""
+field for, or whose OTF2 field is coarser). The INT64 attributes of :data:`ID_COLUMNS` other than ``corr`` follow,
+those of the columns a trace has values in only (:func:`id_attributes`)."""
+
+ID_COLUMNS = ("corr",) + tuple(
+    c for c, _ in schema.args_keys("events") if schema.optional_schema("events").get(c) == pl.Int64
+)
+"""The integer event columns written as INT64 attributes ``di.<column>`` on Enter, where not null: ``corr``, then
+the optional columns holding args members (Kineto's ids, ``ext_id`` ...; :func:`di.schema.args_keys`)."""
 
 
 @dataclass
@@ -137,12 +146,25 @@ class _Placement:
     """Event rows -> their output location refs."""
 
 
-def _attribute_strings() -> Strings:
-    """A string table holding the names of :data:`ATTRIBUTES` first."""
+def _attribute_strings(attributes: tuple[tuple[str, str], ...]) -> Strings:
+    """A string table holding the names of ``attributes`` first."""
     strings = Strings()
-    for name, _ in ATTRIBUTES:
+    for name, _ in attributes:
         strings.ref(name)
     return strings
+
+
+def id_attributes(ev: pl.DataFrame) -> tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray]:
+    """The attributes di writes for ``ev`` (:data:`ATTRIBUTES`, then one per optional id column with values), the
+    int64 (K, rows) values of the :data:`ID_COLUMNS` with values (``emit.NO_VALUE`` for null; K = 0 when none) and
+    the ref of each one's attribute (K,)."""
+    present = [c for c in ID_COLUMNS if c in ev.columns and ev.get_column(c).null_count() < ev.height]
+    attributes = ATTRIBUTES + tuple((f"di.{c}", "INT64") for c in present if c != "corr")
+    names = [name for name, _ in attributes]
+    ids = np.empty((len(present), ev.height), np.int64)
+    for j, c in enumerate(present):
+        ids[j] = ev.get_column(c).cast(pl.Int64).fill_null(emit.NO_VALUE).to_numpy()
+    return attributes, ids, np.array([names.index(f"di.{c}") for c in present], np.int64)
 
 
 def _lane_pairs(
@@ -256,8 +278,9 @@ def _add_side_definitions(lay: Layout, trace: Trace, out_loc: pl.Series) -> None
 
 def plan(trace: Trace) -> Layout:
     """Everything the writer needs for ``trace``."""
-    strings = _attribute_strings()
     ev = trace.events
+    attributes, ids, id_refs = id_attributes(ev)
+    strings = _attribute_strings(attributes)
     loc, start, end = ev["loc"].to_numpy().astype(np.int64), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
     pairs, pair, first = _lane_pairs(loc, start, end)
     out, hosts, groups, rank_locs = plan_locations(trace, pairs, strings)
@@ -285,6 +308,8 @@ def plan(trace: Trace) -> Layout:
         trace_length=length,
         realtime=realtime,
         io=io_defs,
+        attributes=attributes,
+        attr_refs=np.arange(len(attributes), dtype=np.int64),
     )
     _add_side_definitions(lay, trace, out.get_column("loc"))
     lay.arrays.update(metric_arrays)
@@ -296,7 +321,8 @@ def plan(trace: Trace) -> Layout:
             "end_t": end + shift if shift else end,
             "region": region,
             "nbytes": filled_or_empty(ev["bytes"], emit.NO_VALUE),  # empty: absent (see emit.emit_events)
-            "corr": filled_or_empty(ev["corr"], emit.NO_VALUE),
+            "ids": ids,
+            "id_refs": id_refs,
             "args_ref": args_ref,
             "flows_ref": plan_flows_in(trace, placed.out_of, placed.order, placed.bounds, strings),
             "att": att,

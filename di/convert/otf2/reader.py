@@ -178,7 +178,7 @@ def _assemble(
     return Trace.build(
         meta=meta,
         locations=locations,
-        events=ev.select(list(schema.polars_schema("events"))),
+        events=ev.select(*schema.polars_schema("events"), *(c for c in schema.optional_schema("events") if c in ev)),
         messages=messages,
         collectives=collectives,
         flows=flows,

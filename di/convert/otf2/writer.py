@@ -13,7 +13,10 @@ Layout written:
 * events: Enter/Leave (instants as Enter+Leave at one time), attributes
   ``di.bytes``, ``di.corr``, ``di.args`` (the args JSON as a string; when a
   sample shows the texts nearly all distinct, as a PyTorch profile's, each
-  event's text is its own string definition, repeats not searched for);
+  event's text is its own string definition, repeats not searched for), and
+  one INT64 attribute ``di.<column>`` per optional id column the trace has
+  (Kineto's ``ext_id``, ``seq``, ...: :data:`layout.ID_COLUMNS`; defined only
+  for those), each on the events whose value is not null;
   messages as MpiSend at the send event's start and MpiRecv at the receive
   event's end, or, where ``send_done`` / ``recv_post`` mark them non-blocking,
   MpiIsend + MpiIsendComplete (end of the ``send_done`` event) and
@@ -212,7 +215,7 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     fns = np.array(clib.addresses(*emit.FN_NAMES), dtype=np.int64)
     lib.OTF2_AttributeList_New.restype = ctypes.c_void_p
     alist = lib.OTF2_AttributeList_New()
-    order, start_t, end_t, region, nbytes, corr, args_ref, flows_ref, att = (
+    order, start_t, end_t, region, nbytes, ids, id_refs, args_ref, flows_ref, att = (
         readonly(a)  # whether polars copied them or not: one signature
         for a in (
             lay.order,
@@ -220,7 +223,8 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
             lay.end_t,
             lay.region,
             lay.nbytes,
-            lay.corr,
+            lay.ids,
+            lay.id_refs,
             lay.args_ref,
             lay.flows_ref,
             lay.att,
@@ -239,8 +243,8 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
             at = np.array([clib.handle(w)], dtype=np.int64)
             one, att_one = bounds[ref : ref + 2], att_bounds[ref : ref + 2]
             code = emit.emit_events(
-                fns, at, alist, lay.attr_refs, order, one, start_t, end_t, region, nbytes, corr, args_ref, flows_ref,
-                att, att_one, stack,
+                fns, at, alist, lay.attr_refs, order, one, start_t, end_t, region, nbytes, ids, id_refs, args_ref,
+                flows_ref, att, att_one, stack,
             )  # fmt: skip
             _check(code, anchor, "events")
             m = int(metric_of[ref])
