@@ -20,8 +20,11 @@ di writes:
   (``{"critical_path_ns":N}``) or ``{}`` (``{ "critical_path_ns":N}``, so that
   each comes back as it was). It is found by its key, wherever it stands and
   however the JSON is spaced, so a file that another tool reformatted (keys
-  sorted, indented) still gives the program's args back; only the difference
-  between null and ``{}`` args is lost then.
+  sorted, indented) still gives the program's args back. Where the spacing is
+  lost (di's Chrome reader keeps no whitespace), the member alone comes back as
+  ``{}`` on an event that has a member lifted into a column (``corr``,
+  ``ext_id``, ...: :func:`di.schema.args_keys`; its reader left ``{}`` where
+  every member of the object was lifted), else as null.
 - **meta** (a note only: readers of other formats rebuild meta):
   ``meta["analysis"]`` (window, path length, timelines added) and a
   ``sources`` entry of format ``di-analysis``.
@@ -37,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from di.schema import args_keys
 from di.trace import EVENT_REFS, Trace
 
 PROCESS = "di analysis"
@@ -55,7 +59,7 @@ _MEMBER = rf'\s*"{PATH_ARG}"\s*:\s*-?\d+\s*'
 _ARG_ONLY_OF_EMPTY = rf'^\{{ "{PATH_ARG}":-?\d+\}}$'
 """What di writes for args that were ``{}``: they come back as ``{}``."""
 _ARG_ONLY = rf"^\s*\{{{_MEMBER}\}}\s*$"
-"""The member alone (args that were null, or ``{}`` reformatted): null."""
+"""The member alone (args that were null, or ``{}`` reformatted): null, or ``{}`` on an event with lifted members."""
 _ARG_FIRST = rf"\{{{_MEMBER},\s*"
 _ARG_OTHER = rf",{_MEMBER}([,}}])"
 
@@ -106,9 +110,10 @@ def without_analysis(trace: Trace) -> Trace:
     tables = dict(trace.tables())
     tables["locations"] = locs.filter(~pl.col("loc").is_in(drop)).with_columns(_mapped("loc", loc_map))
     args = pl.col("args")
+    lifted = [pl.col(c).is_not_null() for c, _ in args_keys() if c in trace.events.columns]
     tables["events"] = trace.events.filter(pl.Series(keep)).with_columns(
         _mapped("loc", loc_map),
-        pl.when(args.str.contains(_ARG_ONLY_OF_EMPTY))
+        pl.when(args.str.contains(_ARG_ONLY_OF_EMPTY) | (args.str.contains(_ARG_ONLY) & pl.any_horizontal(lifted)))
         .then(pl.lit("{}"))
         .when(args.str.contains(_ARG_ONLY))
         .then(None)

@@ -229,10 +229,24 @@ def _numbered(ex: Exchange, part: Trace, before: dict[str, int]) -> dict[str, pl
     from di.merge import assign_instances
 
     shifted = _shift(part, before)
+    shifted["events"] = _same_columns(ex, shifted["events"])
     keys = shifted["collectives"].select(pl.col("comm").fill_null(""), "seq").unique()
     every = pl.concat(ex.allgather(keys, "collective keys")).unique()
     shifted["collectives"] = _instances(shifted["collectives"], every, assign_instances)
     return shifted
+
+
+def _same_columns(ex: Exchange, events: pl.DataFrame) -> pl.DataFrame:
+    """``events`` with every column some process's part has (the schema's optional ones, such as Kineto's ids, are
+    present only in parts whose files had them), null where its files had none: every file of the store, and the
+    store, then has the columns one process reading all the files gives."""
+    from di.trace import conform
+
+    every: dict[str, pl.DataType] = {}
+    for names in ex.allgather(dict(events.schema), "events columns"):
+        every.update({c: t for c, t in names.items() if c not in every})
+    missing = [pl.lit(None, dtype=t).alias(c) for c, t in every.items() if c not in events.columns]
+    return conform("events", events.with_columns(missing)) if missing else events
 
 
 def _open_store(ex: Exchange, path: Path) -> tuple[Path, Any]:

@@ -153,7 +153,8 @@ def _with_names_and_args(df: pl.DataFrame, k: np.ndarray) -> pl.DataFrame:
         .when(c("kind") == K_SYNC)
         .then(c("sync"))
         .otherwise(c("name").fill_null("?")),
-        args=pl.when(c("gpu")).then(_gpu_args()),  # an API call's only field is its correlation id: corr
+        # an API call's only member is its correlation id, in corr: an object of none left, as readers leave it
+        args=pl.when(c("gpu")).then(_gpu_args()).when(c("kind") == K_MARKER).then(None).otherwise(pl.lit("{}")),
         corr=pl.when(c("corr") > 0).then(c("corr")),
         bytes=pl.when(c("kind").is_in([K_MEMCPY, K_MEMSET])).then(c("bytes")),
         cat=pl.Series([CAT_OF.get(i, "other") for i in range(8)]).gather(k),

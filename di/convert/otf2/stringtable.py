@@ -18,8 +18,6 @@ import polars as pl
 
 from di.convert.columns import dense_codes, readonly, text_spans, utf8_buffers
 from di.convert.otf2 import emit
-from di.convert.otf2.rowids import text_ids
-from di.convert.stringviews import gather_spans
 
 __all__ = ["DISTINCT_SAMPLE", "MOSTLY_DISTINCT", "Strings", "TextColumn", "mostly_distinct"]
 
@@ -44,19 +42,17 @@ MOSTLY_DISTINCT = 0.9
 """Share of distinct texts in the sample above which a column's texts are not searched for repeats."""
 
 
-def mostly_distinct(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray) -> bool:
-    """True when the texts ``data[starts[i]:ends[i]]`` of the ``valid`` rows are nearly all distinct, judged on
+def mostly_distinct(values: pl.Series, valid: np.ndarray) -> bool:
+    """True when the texts of the ``valid`` rows of ``values`` are nearly all distinct, judged on
     :data:`DISTINCT_SAMPLE` rows spread evenly over the column (False for a column of fewer than four times as many
-    rows: those are numbered whole). Numbering a million args texts of a real PyTorch profile by hash costs a fifth of
-    the OTF2 write and finds no repeat; writing the rare repeat of such a column twice only costs its bytes."""
+    rows: those are numbered whole). A column of a million distinct texts (a PyTorch profile's args as written, when
+    a reader kept Kineto's per-event ids in them) would be numbered by hash for nothing; writing the rare repeat of
+    such a column twice only costs its bytes."""
     rows = np.flatnonzero(valid)
     if rows.size < 4 * DISTINCT_SAMPLE:
         return False
     take = rows[np.linspace(0, rows.size - 1, DISTINCT_SAMPLE).astype(np.int64)]
-    picked = np.ones(take.size, np.bool_)
-    sample, sample_offsets = gather_spans(data, starts[take], ends[take], picked)
-    _, first = text_ids(*(readonly(a) for a in (sample, sample_offsets, picked)))
-    return first.size >= MOSTLY_DISTINCT * take.size
+    return values.gather(take).n_unique() >= MOSTLY_DISTINCT * take.size
 
 
 class Strings:
@@ -111,8 +107,8 @@ class Strings:
         0.024 CPU-s for a real-shaped trace's 1.2 M args texts, where a hash table over their UTF-8 buffer took
         0.065), their distinct texts copied to a buffer of their own."""
         valid = values.is_not_null().to_numpy()
-        data, starts, ends = text_spans(values)
-        if mostly_distinct(data, starts, ends, valid):
+        if mostly_distinct(values, valid):
+            data, starts, ends = text_spans(values)
             if valid.all():  # as args texts are: row i is id i, no masked copies
                 rows = ids = np.arange(valid.size, dtype=np.int64)
             else:

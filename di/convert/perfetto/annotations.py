@@ -1,8 +1,12 @@
-"""Debug annotations of slices -> the ``args`` (JSON object text) and ``bytes`` columns.
+"""Debug annotations of slices -> the ``args`` (JSON object text), ``bytes`` and lifted id columns.
 
 In a trace di wrote, the annotation ``args`` holds the event's args JSON text
 (legacy_json_value) and ``bytes`` the integer byte count; both come back as
-they were. Other producers' annotations become one JSON object per slice,
+they were. In any trace, an integer (int or uint) annotation named by the args
+key of an optional events column (:data:`LIFTED`: "External id" -> ``ext_id``,
+...) becomes that column's value (Int64; a uint above int64's range stays in
+``args``), not a member of the args text; a column comes back only when some
+slice has a value. Other annotations become one JSON object per slice,
 keys in the order the annotations come: bool, integers, doubles (non-finite:
 null), strings (interned or inline), pointers (``"0x.."``), legacy JSON as
 it is; nested dicts and arrays are written as null and counted. Annotations
@@ -17,10 +21,13 @@ import polars as pl
 from di.convert.jsonstrings import json_strings
 from di.convert.stringviews import gather_spans, texts_in_place
 from di.convert.symbols import decoded_texts
+from di.schema import args_keys, optional_schema
 
 from di.convert.perfetto.decode import A_BOOL, A_DOUBLE, A_INT, A_ISTRING, A_JSON, A_NESTED, A_POINTER, A_STRING, A_UINT
 
 OWN_ARGS, OWN_BYTES = "args", "bytes"
+LIFTED = tuple((col, key) for col, key in args_keys("events") if col in optional_schema("events"))
+"""(column, args key) of the optional events columns read from integer annotations named by the key."""
 
 
 def span_strings(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> pl.Series:
@@ -60,8 +67,9 @@ def annotation_columns(
     n_slices: int,
     *,
     own: bool,
-) -> tuple[pl.Series, pl.Series, int]:
-    """(args String per slice, bytes Int64 per slice, number of nested annotations written as null)."""
+) -> tuple[pl.Series, pl.Series, dict[str, pl.Series], int]:
+    """(args String per slice, bytes Int64 per slice, the lifted columns that have a value (Int64 per slice, by
+    column name), number of nested annotations written as null)."""
     ann_slice = slice_of[ann[:, 0]] if len(ann) else np.zeros(0, np.int64)
     ok = ann_slice >= 0
     ann, ann_dbl, ann_slice = ann[ok], ann_dbl[ok], ann_slice[ok]
@@ -74,12 +82,14 @@ def annotation_columns(
     )
     args = pl.Series("args", dtype=pl.String).extend_constant(None, n_slices)
     nbytes = pl.Series("bytes", dtype=pl.Int64).extend_constant(None, n_slices)
+    lifted, rest = _lifted_columns(name, vtype, ival, ann_slice, n_slices)
     if own:  # di's own annotations: the args text and bytes of each slice, the rest read as any producer's
         is_args = (name == OWN_ARGS).to_numpy() & (vtype == A_JSON)
         is_bytes = (name == OWN_BYTES).to_numpy() & (vtype == A_INT)
         args = _first_per_slice(ann_slice[is_args], text.filter(is_args), n_slices).alias("args")
         nbytes = _first_per_slice(ann_slice[is_bytes], pl.Series(ival[is_bytes]), n_slices).alias("bytes")
-        rest = ~(is_args | is_bytes)
+        rest &= ~(is_args | is_bytes)
+    if not rest.all():
         ann_slice, name, vtype, ival, ann_dbl, text = (
             ann_slice[rest],
             name.filter(rest),
@@ -90,11 +100,26 @@ def annotation_columns(
         )
     df = pl.DataFrame({"slice": ann_slice, "name": name, "type": vtype, "i": ival, "d": ann_dbl, "text": text})
     if not df.height:
-        return args, nbytes, 0
+        return args, nbytes, lifted, 0
     istr = np.where(df.get_column("type").to_numpy() == A_ISTRING, df.get_column("i").to_numpy(), -1)
     df = df.with_columns(istr=strings.gather(pl.Series(istr).replace(-1, None)).fill_null(""))
     uint = pl.Series(df.get_column("i").to_numpy().view(np.uint64))
-    return _foreign_args(df, args, uint), nbytes, int((df.get_column("type") == A_NESTED).sum())
+    return _foreign_args(df, args, uint), nbytes, lifted, int((df.get_column("type") == A_NESTED).sum())
+
+
+def _lifted_columns(
+    name: pl.Series, vtype: np.ndarray, ival: np.ndarray, ann_slice: np.ndarray, n_slices: int
+) -> tuple[dict[str, pl.Series], np.ndarray]:
+    """The :data:`LIFTED` columns read from the integer annotations named by their keys (the first value of each
+    slice), only those with some value; and which annotations are left for the args text (the others)."""
+    named = name.replace_strict([k for _, k in LIFTED], list(range(len(LIFTED))), default=-1, return_dtype=pl.Int64)
+    integer = (vtype == A_INT) | ((vtype == A_UINT) & (ival >= 0))  # a uint past int64's range stays in args
+    key = np.where(integer, named.to_numpy(), -1)
+    columns = {}
+    for k in np.unique(key[key >= 0]).tolist():  # a few keys at most, not a loop over annotations
+        col, rows = LIFTED[k][0], key == k
+        columns[col] = _first_per_slice(ann_slice[rows], pl.Series(ival[rows], dtype=pl.Int64), n_slices).alias(col)
+    return columns, key < 0
 
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)

@@ -25,7 +25,10 @@ as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
   event its times (ns, >= 0) and ``corr``/``bytes`` (:data:`NONE` when absent; empty when every event's is, as
   ``bytes`` in most traces: no column of n made to say so), the columns as they are, not
   copied into one matrix (on the 1.2 M-event real-shaped trace the matrix was 58 MB of fresh memory, 14,000 first
-  touches of a page); ``codes``, int32
+  touches of a page); ``lifted``, int64 (k, n), read-only: the values of the k optional columns of
+  :data:`LIFTED` the trace has (:data:`NONE` when null; (0, n) when it has none, the same array type, so
+  one specialisation), row j written as the integer debug annotation whose name is row
+  ``lifted_names[j]`` of ``strings``; ``codes``, int32
   (``len(CODE_ROWS)``, n): its strings (rows of ``strings``; ``src_cat`` -1
   when absent) and :data:`FLAG_INSTANT` / :data:`FLAG_ARGS` bits (one array
   per dtype, as the Chrome scanner's columns); the args JSON text of event i
@@ -64,6 +67,7 @@ import numpy as np
 from numba import njit
 
 from di.jitpipeline import ScalarKernelCompiler
+from di.schema import args_keys, optional_schema
 
 from di.convert.perfetto import fields as F
 from di.convert.bytewords import copy_bytes, store_u64
@@ -96,13 +100,21 @@ T_A_NAME_IID = np.int64(tag(F.ANNOTATION_NAME_IID, VARINT))
 T_A_INT = np.int64(tag(F.ANNOTATION_INT, VARINT))
 T_A_JSON = np.int64(tag(F.ANNOTATION_LEGACY_JSON, LEN))
 
-ANNOTATION_NAMES = ("args", "bytes")
-"""Interned debug-annotation names: iid 1 = "args" (the event's args JSON text), 2 = "bytes".
-They are the first two rows of ``strings``."""
-STR_ARGS, STR_BYTES = np.int64(0), np.int64(1)
-"""Rows of ``strings`` of the annotation names (typed: they are passed to plain calls)."""
+LIFTED = tuple((col, key) for col, key in args_keys("events") if col in optional_schema("events"))
+"""(column, args key) of the optional events columns lifted out of ``args`` (Kineto's ids: ``ext_id`` <->
+"External id", ...), in schema order: each non-null value is written as the integer debug annotation named by
+its key."""
+ANNOTATION_NAMES = ("args", "bytes", *(key for _, key in LIFTED))
+"""Interned debug-annotation names: iid 1 = "args" (the event's args JSON text), 2 = "bytes", 3... = the keys
+of :data:`LIFTED`. They are the first rows of ``strings``."""
+STR_ARGS, STR_BYTES, STR_LIFTED = np.int64(0), np.int64(1), np.int64(2)
+"""Rows of ``strings`` of the annotation names, the first of :data:`LIFTED`'s (typed: passed to plain calls)."""
 ANN_ARGS, ANN_BYTES = np.int64(1), np.int64(2)
 """Their iids."""
+assert len(ANNOTATION_NAMES) < 128  # their iids and rows are stored as one byte (B_ANN_ARGS, lifted ids' iids)
+LIFTED_BYTES = np.int64(32 + max((len(key.encode()) for _, key in LIFTED), default=0))
+"""Bytes one lifted id may add to a packet: its annotation (tag, length, name iid, int tag, 10-byte varint: 15)
+and its name's InternedData entry (tag, length, iid, name tag and length, the name: 6 + the name)."""
 
 EVENT_ROWS = ("start", "end", "corr", "bytes", "args_start", "args_end")
 E_START, E_END, E_CORR, E_BYTES, E_ARGS_START, E_ARGS_END = range(len(EVENT_ROWS))
@@ -245,6 +257,8 @@ def encode_events(
     tracks,
     emit,
     events,
+    lifted,
+    lifted_names,
     codes,
     args,
     strings,
@@ -265,6 +279,7 @@ def encode_events(
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
     ntracks = tracks.shape[1] - 1
+    nlifted = lifted.shape[0]
     # the rows used per event, as 1-D arrays: numba lowers each 2-D index into more code
     start, end, corr_of, bytes_of = events[E_START], events[E_END], events[E_CORR], events[E_BYTES]
     args_start, args_end = events[E_ARGS_START], events[E_ARGS_END]
@@ -310,7 +325,7 @@ def encode_events(
         need = text[name + 1] - text[name] + text[cat + 1] - text[cat] + args_end[i] - args_start[i]
         if src >= 0:
             need += text[src + 1] - text[src]
-        need += 2 * SLACK + 32 + 2 * FLOW_BYTES * (flow_ptr[i + 1] - flow_ptr[i])
+        need += 2 * SLACK + 32 + 2 * FLOW_BYTES * (flow_ptr[i + 1] - flow_ptr[i]) + LIFTED_BYTES * nlifted
         if pos + need > cap:
             state[S_NEED] = need
             break
@@ -351,6 +366,13 @@ def encode_events(
             ev += 1 + (varint_size(ann_args) + ann_args)
         if has_bytes:
             ev += 1 + (varint_size(ann_bytes) + ann_bytes)
+        for j in range(nlifted):  # the lifted ids: integer annotations, their names interned as "bytes" is
+            v = lifted[j, i]
+            if v != NONE:
+                s = lifted_names[j]
+                if seen_by[s] != t:
+                    interned += _interned_size(strings, s)
+                ev += 2 + (2 + 1 + varint_size(v))  # tag, length (< 128), then name iid (< 128), int tag, value
         ts = start[i]
         body = 1 + varint_size(ts) + 1 + varint_size(seq) + _FIXED + (varint_size(ev) + ev)
         if interned:
@@ -374,6 +396,11 @@ def encode_events(
             if new_bytes:
                 pos = _put_interned(out, pos, strings, string_bytes, STR_BYTES)
                 seen_by[STR_BYTES] = t
+            for j in range(nlifted):
+                s = lifted_names[j]
+                if lifted[j, i] != NONE and seen_by[s] != t:
+                    pos = _put_interned(out, pos, strings, string_bytes, s)
+                    seen_by[s] = t
         out[pos] = B_EVENT
         pos = put_varint(out, pos + 1, ev)
         out[pos] = B_TYPE
@@ -403,6 +430,15 @@ def encode_events(
             out[pos + 1] = B_ANN_BYTES
             out[pos + 2] = B_A_INT
             pos = put_varint(out, pos + 3, nbytes)
+        for j in range(nlifted):
+            v = lifted[j, i]
+            if v != NONE:
+                out[pos] = B_ANN
+                out[pos + 1] = 2 + 1 + varint_size(v)
+                out[pos + 2] = B_A_NAME_IID
+                out[pos + 3] = iid_of[lifted_names[j]]
+                out[pos + 4] = B_A_INT
+                pos = put_varint(out, pos + 5, v)
         pos = _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_BEGIN)
         if not bits & FLAG_INSTANT:  # a zero-length slice ends before the next event starts: at the next step
             stack[sp] = i

@@ -12,7 +12,9 @@ trace reads back as it was written. Other producers' traces give slices (thread 
 tracks, and the thread a sequence's deprecated ThreadDescriptor names for its
 events without a track), instants, counters and flows (flow ids, chained as
 Perfetto's trace processor chains them); their debug annotations become ``args``
-(nested ones are written as null and counted); timestamps on other clocks
+(nested ones are written as null and counted), but integer ones named by the args key
+of an optional events column ("External id", ...), which become that column
+(:mod:`.annotations`); timestamps on other clocks
 are converted by their ClockSnapshots (:mod:`.clocks`). Not read, and
 counted: legacy (phase-based) events.
 
@@ -283,14 +285,16 @@ def _slice_events(
     ev, slice_row, lost = _events(cols, slices, strings, origin)
     if lost:
         dropped["slices on tracks di's packet does not name"] += lost
-    args, nbytes, nested = annotation_columns(
+    args, nbytes, lifted, nested = annotation_columns(
         cols.ann, cols.ann_dbl, buf, strings, slices.slice_of, len(begin), own=origin.own_annotations
     )
     if nested:
         dropped["nested debug annotations (written as null)"] += nested
     keep = slice_row >= 0
     order_rows = np.argsort(np.where(keep, slice_row, len(slice_row)), kind="stable")[: int(keep.sum())]
-    ev = ev.with_columns(args=args.gather(order_rows), bytes=nbytes.gather(order_rows))
+    gathered = {col: values.gather(order_rows) for col, values in lifted.items()}
+    lifted = {col: v for col, v in gathered.items() if v.null_count() < v.len()}  # not of dropped slices only
+    ev = ev.with_columns(args=args.gather(order_rows), bytes=nbytes.gather(order_rows), **lifted)
     events = _nested(ev)
     if slices.unclosed:
         dropped["slices still open at the end of the trace (ended at the last timestamp)"] += int(slices.unclosed)

@@ -12,7 +12,10 @@ File layout (a ``Trace`` message: TracePackets, each field 1 of the file):
 Per event: name and category interned; ``src_cat`` as a second category;
 ``corr`` as the TrackEvent's ``correlation_id``; ``args`` as the debug
 annotation ``args`` holding the JSON text (legacy_json_value); ``bytes`` as the
-integer debug annotation ``bytes``. Times: packet timestamps are the model's
+integer debug annotation ``bytes``; each optional column lifted out of ``args``
+(:data:`~di.convert.perfetto.encode.LIFTED`: ``ext_id``, ``seq``, ...) that the
+trace has as the integer debug annotation named by its args key ("External id",
+...), on the events where it is not null. Times: packet timestamps are the model's
 int64 ns, shifted by ``offset_ns`` (stored in di's packet) only when some
 time is negative. Non-finite counter values are written as they are.
 """
@@ -143,6 +146,7 @@ def _events(
         encode.E_ARGS_END: args_end,
     }
     events = tuple(readonly(np.ascontiguousarray(columns[r], dtype=np.int64)) for r in range(len(encode.EVENT_ROWS)))
+    lifted, lifted_names = _lifted(ev)
     codes = np.empty((len(encode.CODE_ROWS), n), dtype=np.int32)
     np.add(names, first_name, out=codes[encode.C_NAME], casting="unsafe")
     np.add(ev.get_column("cat").to_physical().to_numpy(), first_cat, out=codes[encode.C_CAT], casting="unsafe")
@@ -173,6 +177,8 @@ def _events(
             tracks,
             emit,
             events,
+            lifted,
+            lifted_names,
             codes,
             args,
             strings,
@@ -186,6 +192,22 @@ def _events(
         else:
             out.used = int(end)
             out.flush()
+
+
+def _lifted(ev: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's ``lifted`` rows (:mod:`di.convert.perfetto.encode`): the values of each column of
+    :data:`~di.convert.perfetto.encode.LIFTED` that ``ev`` has with some value (:data:`~.encode.NONE` for null),
+    and the ``strings`` row of each one's annotation name; (0, n) and (0,) when none, read-only both (one
+    specialisation of the kernel whichever columns a trace has)."""
+    present = [
+        (encode.STR_LIFTED + k, ev.get_column(col))
+        for k, (col, _) in enumerate(encode.LIFTED)
+        if col in ev.columns and ev.get_column(col).null_count() < ev.height
+    ]
+    lifted = np.empty((len(present), ev.height), dtype=np.int64)
+    for r, (_, column) in enumerate(present):
+        lifted[r] = column.cast(pl.Int64).fill_null(encode.NONE).to_numpy()
+    return readonly(lifted), readonly(np.array([s for s, _ in present], dtype=np.int64))
 
 
 def _string_table(name_values: pl.Series, src_values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
