@@ -193,6 +193,9 @@ def _arg_tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 ARG_MIN, ARG_MAX = 5, 24
+_ARG_LENGTHS = np.uint64(np.bitwise_or.reduce([1 << len(key) for key in _ARGS_KEYS]))
+"""Bit L set for each length L of a key of :data:`_ARGS_KEYS`: a member of another length is copied unhashed (most of
+Kineto's: ``queued``, ``grid``, ``Input Dims``, ``registers per thread`` ...)."""
 
 
 # What the scanner does with an event member's value, by its key (G_SKIP: skipped).
@@ -444,7 +447,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                             L = ke - ks
                             lift = A_COPY
                             slot = np.uint64(0)
-                            if ARG_MIN <= L <= ARG_MAX:
+                            if ARG_MIN <= L <= ARG_MAX and (_ARG_LENGTHS >> np.uint64(L)) & _ONE:
                                 hw = head_word(buf, ks, ke, n)
                                 tw = head_word(buf, ke - 8, ke, n) if L >= 8 else hw
                                 slot = ((hw + tw * np.uint64(31) + np.uint64(L)) * _ARG_MULT) >> _ARG_SHIFT

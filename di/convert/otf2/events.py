@@ -36,7 +36,7 @@ from di.convert.otf2.timeline import (
     IO_FLAGS_SHIFT,
 )
 from di.convert.otf2.flowtext import read_flow_lists
-from di.convert.otf2.recordrows import RecordRows
+from di.convert.otf2.recordrows import RecordRows, one_of
 from di.convert.otf2.values import TYPE_REGION, as_json, ref_ids
 
 __all__ = [
@@ -63,6 +63,8 @@ OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"} | {
 ``di.ext_id`` ...: :data:`di.convert.otf2.layout.ID_COLUMNS`)."""
 FLOWS_ATTRIBUTE = "di.flows_in"
 """Attribute di's writer puts on the Enter of a flow's destination (see :func:`flows_frame`)."""
+ENTER_ATTRIBUTES = frozenset(OWN_ATTRIBUTES) | {FLOWS_ATTRIBUTE}
+"""Every attribute di's writer may put on an Enter record."""
 
 _Part = tuple[np.ndarray, np.ndarray, np.ndarray]
 """One source of args members: (event rows, the members' UTF-8 bytes, their offsets)."""
@@ -97,7 +99,7 @@ def _attribute_members(rec: RecordRows, defs: Any) -> _Part | None:
     ]
     got = rec.of_kind(ATTRIBUTE) & (rec.event >= 0)
     if own:
-        got &= ~np.isin(rec.attribute, np.array(own, np.int64))
+        got &= ~one_of(rec.attribute, own)
     if not got.any():
         return None
     attrs = rec.take(got)
@@ -216,11 +218,14 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
     refs = {name: ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES}
     if not refs:
         return ev
-    attrs = rec.take(
-        rec.of_kind(ATTRIBUTE) & (rec.event >= 0) & np.isin(rec.attribute, np.array(list(refs.values()), np.int64))
-    )
-    for name, column in OWN_ATTRIBUTES.items():
-        got = attrs.take(attrs.attribute == refs.get(name, -1))
+    attrs = rec.take(rec.of_kind(ATTRIBUTE) & (rec.event >= 0) & one_of(rec.attribute, list(refs.values())))
+    code = np.full(max(refs.values()) + 1, -1, np.int8)  # attribute ref -> position in OWN_ATTRIBUTES
+    for j, name in enumerate(OWN_ATTRIBUTES):
+        if name in refs:
+            code[refs[name]] = j
+    codes = code[attrs.attribute]
+    for j, (name, column) in enumerate(OWN_ATTRIBUTES.items()):
+        got = attrs.take(codes == j)
         if not len(got):
             continue
         values = ref_ids(got.attr_type, got.attr_value)

@@ -101,12 +101,15 @@ def read_otf2(
             expected = min(sum(loc["records"] for loc in defs.locations), files)
             largest = min(max((loc["records"] for loc in defs.locations), default=0), files)
             fold = next((ref for ref, (name, _) in defs.attributes.items() if name == events.IO_ATTRIBUTE), -1)
-            builder = Builder(expected, fold)
+            on_enter = sum(name in events.ENTER_ATTRIBUTES for name, _ in defs.attributes.values())
+            room = archive.rows_per_record(on_enter)
+            builder = Builder(min(int(expected * room), files), fold)
             recs = archive.read_records(
                 reader,
                 [loc["ref"] for loc in defs.locations],
                 anchor,
                 expected_records=largest,  # a location at a time: the buffer is reused
+                room=room,
                 consume=builder.add,
                 time_window=(defs.global_offset, defs.global_offset + defs.trace_length),
                 io_records=bool(defs.io_handles or defs.io_files),

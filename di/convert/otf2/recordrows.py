@@ -127,7 +127,7 @@ class RecordRows:
         """Boolean mask of the rows whose kind is one of ``kinds``."""
         if len(kinds) == 1:
             return self.kind == kinds[0]
-        return np.isin(self.kind, np.array(kinds, np.int64))
+        return one_of(self.kind, list(kinds))
 
     def take(self, mask: np.ndarray) -> RecordRows:
         """The rows selected by a boolean mask or an index array. Each column is gathered when first read:
@@ -153,3 +153,16 @@ class RecordRows:
 
 
 _COLUMNS = frozenset(f.name for f in fields(RecordRows))
+
+
+def one_of(values: np.ndarray, refs: list[int]) -> np.ndarray:
+    """Whether each value is one of the few small non-negative ``refs`` (record kinds, attribute refs): compares, or a
+    lookup table, where ``np.isin`` sorted the millions of rows of a real-shaped archive (0.02-0.1 CPU-s a call)."""
+    if len(refs) <= 4:  # a compare per ref: 1 ms each on 5 M rows
+        out = values == refs[0]
+        for ref in refs[1:]:
+            out |= values == ref
+        return out
+    lut = np.zeros(max(refs) + 2, np.bool_)  # the last entry, False, takes every value beyond (negatives too)
+    lut[refs] = True
+    return np.take(lut, np.asarray(values, np.int64).view(np.uint64), mode="clip")

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.jsonstrings import json_strings
-from di.convert.stringviews import gather_spans, texts_in_place
+from di.convert.stringviews import gather_spans, nullable, texts_in_place
 from di.convert.symbols import decoded_texts
 from di.schema import args_keys, optional_schema
 
@@ -69,57 +69,71 @@ def annotation_columns(
     own: bool,
 ) -> tuple[pl.Series, pl.Series, dict[str, pl.Series], int]:
     """(args String per slice, bytes Int64 per slice, the lifted columns that have a value (Int64 per slice, by
-    column name), number of nested annotations written as null)."""
+    column name), number of nested annotations written as null).
+
+    Annotations are told apart by their interned name ids (:func:`_name_codes`): the texts of names and values are
+    made only for the annotations that go into an args text (a real-shaped trace of di's has five million
+    annotations, most of them ids and byte counts)."""
     ann_slice = slice_of[ann[:, 0]] if len(ann) else np.zeros(0, np.int64)
     ok = ann_slice >= 0
-    ann, ann_dbl, ann_slice = ann[ok], ann_dbl[ok], ann_slice[ok]
-    name = strings.gather(pl.Series(ann[:, 1]).replace(-1, None)).fill_null("")
+    if not ok.all():  # annotations of dropped slices (a copy of the rows only then)
+        ann, ann_dbl, ann_slice = ann[ok], ann_dbl[ok], ann_slice[ok]
     vtype, ival = ann[:, 2], ann[:, 3]
-    text = span_strings(
-        buf,
-        np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 4], 0),
-        np.where((vtype == A_STRING) | (vtype == A_JSON), ann[:, 5], 0),
-    )
+    code = _name_codes(strings, ann[:, 1], [OWN_ARGS, OWN_BYTES, *(key for _, key in LIFTED)])
     args = pl.Series("args", dtype=pl.String).extend_constant(None, n_slices)
     nbytes = pl.Series("bytes", dtype=pl.Int64).extend_constant(None, n_slices)
-    lifted, rest = _lifted_columns(name, vtype, ival, ann_slice, n_slices)
+    lifted, rest = _lifted_columns(code, 2, vtype, ival, ann_slice, n_slices)
     if own:  # di's own annotations: the args text and bytes of each slice, the rest read as any producer's
-        is_args = (name == OWN_ARGS).to_numpy() & (vtype == A_JSON)
-        is_bytes = (name == OWN_BYTES).to_numpy() & (vtype == A_INT)
-        args = _first_per_slice(ann_slice[is_args], text.filter(is_args), n_slices).alias("args")
+        is_args = (code == 0) & (vtype == A_JSON)
+        is_bytes = (code == 1) & (vtype == A_INT)
+        texts = span_strings(buf, ann[is_args, 4], ann[is_args, 5])
+        args = _first_per_slice(ann_slice[is_args], texts, n_slices).alias("args")
         nbytes = _first_per_slice(ann_slice[is_bytes], pl.Series(ival[is_bytes]), n_slices).alias("bytes")
         rest &= ~(is_args | is_bytes)
-    if not rest.all():
-        ann_slice, name, vtype, ival, ann_dbl, text = (
-            ann_slice[rest],
-            name.filter(rest),
-            vtype[rest],
-            ival[rest],
-            ann_dbl[rest],
-            text.filter(rest),
-        )
-    df = pl.DataFrame({"slice": ann_slice, "name": name, "type": vtype, "i": ival, "d": ann_dbl, "text": text})
-    if not df.height:
+    if not rest.any():
         return args, nbytes, lifted, 0
-    istr = np.where(df.get_column("type").to_numpy() == A_ISTRING, df.get_column("i").to_numpy(), -1)
+    ann, ann_dbl, ann_slice, vtype, ival = ann[rest], ann_dbl[rest], ann_slice[rest], vtype[rest], ival[rest]
+    name = strings.gather(pl.Series(ann[:, 1]).replace(-1, None)).fill_null("")
+    has_text = (vtype == A_STRING) | (vtype == A_JSON)
+    text = span_strings(buf, np.where(has_text, ann[:, 4], 0), np.where(has_text, ann[:, 5], 0))
+    df = pl.DataFrame({"slice": ann_slice, "name": name, "type": vtype, "i": ival, "d": ann_dbl, "text": text})
+    istr = np.where(vtype == A_ISTRING, ival, -1)
     df = df.with_columns(istr=strings.gather(pl.Series(istr).replace(-1, None)).fill_null(""))
-    uint = pl.Series(df.get_column("i").to_numpy().view(np.uint64))
-    return _foreign_args(df, args, uint), nbytes, lifted, int((df.get_column("type") == A_NESTED).sum())
+    uint = pl.Series(ival.view(np.uint64))
+    return _foreign_args(df, args, uint), nbytes, lifted, int((vtype == A_NESTED).sum())
+
+
+def _name_codes(strings: pl.Series, ids: np.ndarray, texts: list[str]) -> np.ndarray:
+    """For each annotation's name id (a row of ``strings``; -1: none) the index of its text in ``texts``, -1 for
+    another: one comparison of each text with the interned strings, then a lookup per annotation."""
+    lut = np.full(strings.len() + 1, -1, dtype=np.int8)  # the last entry takes the ids of no name (-1, clipped)
+    for j, text in enumerate(texts):
+        lut[(strings == text).arg_true().to_numpy()] = j
+    return np.take(lut, np.asarray(ids, np.int64).view(np.uint64), mode="clip")
 
 
 def _lifted_columns(
-    name: pl.Series, vtype: np.ndarray, ival: np.ndarray, ann_slice: np.ndarray, n_slices: int
+    code: np.ndarray, first: int, vtype: np.ndarray, ival: np.ndarray, ann_slice: np.ndarray, n_slices: int
 ) -> tuple[dict[str, pl.Series], np.ndarray]:
-    """The :data:`LIFTED` columns read from the integer annotations named by their keys (the first value of each
-    slice), only those with some value; and which annotations are left for the args text (the others)."""
-    named = name.replace_strict([k for _, k in LIFTED], list(range(len(LIFTED))), default=-1, return_dtype=pl.Int64)
-    integer = (vtype == A_INT) | ((vtype == A_UINT) & (ival >= 0))  # a uint past int64's range stays in args
-    key = np.where(integer, named.to_numpy(), -1)
+    """The :data:`LIFTED` columns read from the integer annotations named by their keys (``code - first``: the
+    index in LIFTED of each annotation's name; the first value of each slice), only those with some value; and
+    which annotations are left for the args text (the others)."""
+    named = code >= first
+    # a uint past int64's range stays in args
+    integer = (vtype == A_INT) | ((vtype == A_UINT) & (ival >= 0)) if named.any() else named
+    lifted = named & integer
     columns = {}
-    for k in np.unique(key[key >= 0]).tolist():  # a few keys at most, not a loop over annotations
-        col, rows = LIFTED[k][0], key == k
-        columns[col] = _first_per_slice(ann_slice[rows], pl.Series(ival[rows], dtype=pl.Int64), n_slices).alias(col)
-    return columns, key < 0
+    present = np.bincount(code[lifted], minlength=first + len(LIFTED))[first:]
+    for k in np.flatnonzero(present).tolist():  # a few keys at most
+        col, rows = LIFTED[k][0], np.flatnonzero(lifted & (code == first + k))
+        slices = ann_slice[rows]
+        if slices.size > 1 and not (slices[1:] > slices[:-1]).all():  # the first value of each slice
+            firsts = np.unique(slices, return_index=True)[1]
+            slices, rows = slices[firsts], rows[firsts]
+        values, has = np.zeros(n_slices, np.int64), np.zeros(n_slices, np.bool_)
+        values[slices], has[slices] = ival[rows], True
+        columns[col] = nullable(values, has, col)
+    return columns, ~lifted
 
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
