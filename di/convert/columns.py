@@ -104,6 +104,17 @@ def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return lut[p], s.gather(first[present]).cast(pl.String)
 
 
+def filled_rows(df: pl.DataFrame, columns: list[str], fill: int) -> tuple[np.ndarray, list[str]]:
+    """The integer ``columns`` of ``df`` that it has with some value, as the rows of one int64 (k, n) array with
+    ``fill`` for null (the writers' kernels take the lifted args members, :func:`di.schema.args_keys`, so: one
+    signature whichever a trace has), and those k columns' names."""
+    present = [c for c in columns if c in df.columns and df.get_column(c).null_count() < df.height]
+    out = np.empty((len(present), df.height), dtype=np.int64)
+    for r, c in enumerate(present):
+        out[r] = df.get_column(c).cast(pl.Int64).fill_null(fill).to_numpy()
+    return out, present
+
+
 def filled_or_empty(col: pl.Series, fill: int) -> np.ndarray:
     """An integer column as int64 with ``fill`` for null, or an empty array when every value is null (as ``bytes`` is
     in most traces: the writers' kernels read an empty column as absent, and no column of n is made to say so)."""

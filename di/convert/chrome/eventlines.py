@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.chrome.fragments import Block, Pool, json_column
-from di.convert.columns import dense_codes
+from di.convert.columns import dense_codes, filled_rows
 from di.convert.chrome.lines import ARGS, CONST, FRAG, NO_TIME, TIME
 from di.convert.chrome.tracks import TrackLayout
 from di.schema import args_keys
@@ -32,21 +32,16 @@ def args_columns(ev: pl.DataFrame) -> tuple[pl.Series, np.ndarray, list[str]]:
     args = ev.get_column("args")
     if args.str.contains("[\r\n]").any():  # raw CR/LF can only be whitespace in valid JSON: keep one event per line
         args = args.str.replace_all("[\r\n]", " ")
-    present = [
-        (column, key)
-        for column, key in args_keys()
-        if column in ev.columns and ev.get_column(column).null_count() < ev.height
-    ]
-    ints = np.empty((len(present), ev.height), dtype=np.int64)
+    key_of = dict(args_keys())
+    ints, present = filled_rows(ev, list(key_of), NO_TIME)
     if not present:
         return args, ints, []
     texts = args.unique().drop_nulls()
-    for row, (column, key) in enumerate(present):
-        ints[row] = ev.get_column(column).fill_null(NO_TIME).to_numpy()
-        written = texts.filter(texts.str.contains(f'"{key}"\\s*:'))
+    for row, column in enumerate(present):
+        written = texts.filter(texts.str.contains(f'"{key_of[column]}"\\s*:'))
         if written.len():
             ints[row, args.is_in(written.implode()).fill_null(False).to_numpy()] = NO_TIME
-    return args, ints, [key for _, key in present]
+    return args, ints, [key_of[column] for column in present]
 
 
 def event_block(

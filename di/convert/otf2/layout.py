@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from di import schema
-from di.convert.columns import filled_or_empty, run_starts
+from di.convert.columns import filled_or_empty, filled_rows, run_starts
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.attachments import plan_attachments
@@ -158,12 +158,9 @@ def id_attributes(ev: pl.DataFrame) -> tuple[tuple[tuple[str, str], ...], np.nda
     """The attributes di writes for ``ev`` (:data:`ATTRIBUTES`, then one per optional id column with values), the
     int64 (K, rows) values of the :data:`ID_COLUMNS` with values (``emit.NO_VALUE`` for null; K = 0 when none) and
     the ref of each one's attribute (K,)."""
-    present = [c for c in ID_COLUMNS if c in ev.columns and ev.get_column(c).null_count() < ev.height]
+    ids, present = filled_rows(ev, list(ID_COLUMNS), emit.NO_VALUE)
     attributes = ATTRIBUTES + tuple((f"di.{c}", "INT64") for c in present if c != "corr")
     names = [name for name, _ in attributes]
-    ids = np.empty((len(present), ev.height), np.int64)
-    for j, c in enumerate(present):
-        ids[j] = ev.get_column(c).cast(pl.Int64).fill_null(emit.NO_VALUE).to_numpy()
     return attributes, ids, np.array([names.index(f"di.{c}") for c in present], np.int64)
 
 

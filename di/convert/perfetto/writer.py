@@ -28,7 +28,7 @@ from typing import IO
 import numpy as np
 import polars as pl
 
-from di.convert.columns import dense_codes, filled_or_empty, readonly, text_spans, utf8_buffers
+from di.convert.columns import dense_codes, filled_or_empty, filled_rows, readonly, text_spans, utf8_buffers
 from di.convert.lanes import canonical_events
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
@@ -199,15 +199,10 @@ def _lifted(ev: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     :data:`~di.convert.perfetto.encode.LIFTED` that ``ev`` has with some value (:data:`~.encode.NONE` for null),
     and the ``strings`` row of each one's annotation name; (0, n) and (0,) when none, read-only both (one
     specialisation of the kernel whichever columns a trace has)."""
-    present = [
-        (encode.STR_LIFTED + k, ev.get_column(col))
-        for k, (col, _) in enumerate(encode.LIFTED)
-        if col in ev.columns and ev.get_column(col).null_count() < ev.height
-    ]
-    lifted = np.empty((len(present), ev.height), dtype=np.int64)
-    for r, (_, column) in enumerate(present):
-        lifted[r] = column.cast(pl.Int64).fill_null(encode.NONE).to_numpy()
-    return readonly(lifted), readonly(np.array([s for s, _ in present], dtype=np.int64))
+    names = [col for col, _ in encode.LIFTED]
+    lifted, present = filled_rows(ev, names, encode.NONE)
+    rows = np.array([encode.STR_LIFTED + names.index(col) for col in present], dtype=np.int64)
+    return readonly(lifted), readonly(rows)
 
 
 def _string_table(name_values: pl.Series, src_values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
