@@ -160,6 +160,7 @@ def _foreign() -> bytes:
     p.track_event.type = BEGIN
     p.track_event.name = "aten::add"
     p.track_event.debug_annotations.add(name="External id", int_value=43)
+    p.track_event.debug_annotations.add(name="External id", int_value=44)  # a key again: the first is the column's
     packet(4_000).track_event.type = END
     p = packet(5_000)
     p.track_event.type = INSTANT
@@ -178,7 +179,7 @@ def test_foreign_integer_annotations_named_by_args_keys_become_columns(tmp_path:
     assert not {"ev_idx", "py_id", "rf_id", "py_parent"} & set(ev.columns)
     assert ev.get_column("args").to_list() == [
         f'{{"Ev Idx":"not an integer","Python id":{2**64 - 1},"batch":3}}',
-        None,
+        '{"External id":44}',
         None,
     ]
 

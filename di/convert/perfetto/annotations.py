@@ -117,7 +117,7 @@ def _lifted_columns(
 ) -> tuple[dict[str, pl.Series], np.ndarray]:
     """The :data:`LIFTED` columns read from the integer annotations named by their keys (``code - first``: the
     index in LIFTED of each annotation's name; the first value of each slice), only those with some value; and
-    which annotations are left for the args text (the others)."""
+    which annotations are left for the args text (the others, and a key's later values on one slice)."""
     named = code >= first
     # a uint past int64's range stays in args
     integer = (vtype == A_INT) | ((vtype == A_UINT) & (ival >= 0)) if named.any() else named
@@ -127,8 +127,11 @@ def _lifted_columns(
     for k in np.flatnonzero(present).tolist():  # a few keys at most
         col, rows = LIFTED[k][0], np.flatnonzero(lifted & (code == first + k))
         slices = ann_slice[rows]
-        if slices.size > 1 and not (slices[1:] > slices[:-1]).all():  # the first value of each slice
-            firsts = np.unique(slices, return_index=True)[1]
+        if slices.size > 1 and not (slices[1:] > slices[:-1]).all():  # the first value of each slice: a later
+            firsts = np.unique(slices, return_index=True)[1]  # one of the same key stays in the args text
+            again = np.ones(rows.size, np.bool_)
+            again[firsts] = False
+            lifted[rows[again]] = False
             slices, rows = slices[firsts], rows[firsts]
         values, has = np.zeros(n_slices, np.int64), np.zeros(n_slices, np.bool_)
         values[slices], has[slices] = ival[rows], True
