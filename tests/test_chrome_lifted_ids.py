@@ -122,6 +122,18 @@ def test_counter_and_metadata_args_keep_their_members(tmp_path: Path) -> None:
     }
 
 
+def test_a_begin_end_pair_takes_the_ids_of_both_records(tmp_path: Path) -> None:
+    """A B/E pair is one event: the end's lifted members its begin lacks go to the event's columns; one both have
+    stays the end's in the args text the pair merges (as the end's other members do)."""
+    pair = [
+        {"ph": "B", "name": "b", "pid": 1, "tid": 2, "ts": 5, "args": {"External id": 8, "Ev Idx": 1}},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 8, "args": {"correlation": 3, "Ev Idx": 2, "Sequence number": 4, "x": 1}},
+    ]
+    (ev,) = _load(tmp_path, pair).events.iter_rows(named=True)
+    assert (ev["ext_id"], ev["corr"], ev["seq"], ev["ev_idx"]) == (8, 3, 4, 1)
+    assert json.loads(ev["args"]) == {"Ev Idx": 2, "x": 1}
+
+
 def test_chrome_round_trip_puts_the_ids_back_first(tmp_path: Path) -> None:
     events = [
         _x("aten::mm", 0, {"External id": 4, "Input Dims": [[2, 3]], "Sequence number": 9}),

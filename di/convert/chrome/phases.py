@@ -267,12 +267,38 @@ def _pair(
 
 def _paired(raw: Raw, ts: np.ndarray, begins: np.ndarray, ends: np.ndarray, lkind: int, **key: np.ndarray) -> Intervals:
     """Intervals from the begin's fields to the end's ts; args merged (on a repeated
-    key the end's value comes last, which JSON readers take)."""
+    key the end's value comes last, which JSON readers take), the lifted members of
+    the end that its begin lacks in the begin's columns (:func:`_lifted_from_ends`)."""
+    _lifted_from_ends(raw, begins, ends)
     out = _intervals(raw, begins, lkind, ts[begins], ts[ends], False, **key)
     out.flags = out.flags | (raw.cols["flags"][ends] & S.F_COLL)
     out.merged_at = np.arange(begins.size, dtype=np.int64)
     out.merged_args = _merged_objects(raw.args.gather(begins), args_as_written(raw, ends))
     return out
+
+
+def _lifted_from_ends(raw: Raw, begins: np.ndarray, ends: np.ndarray) -> None:
+    """Each lifted member (``correlation``, ``bytes``, Kineto's ids) that an end record has and its begin lacks
+    moves to the begin's scanner row, whose fields the pair's event takes; one both have stays the end's, put
+    back in the text that joins the begin's args (:func:`args_as_written`)."""
+    c = raw.cols
+    for bit, column in ((S.F_CORR, "corr"), (S.F_BYTES, "bytes")):
+        move = ((c["flags"][ends] & bit) != 0) & ((c["flags"][begins] & bit) == 0)
+        if move.any():
+            b, e = begins[move], ends[move]
+            c[column][b] = c[column][e]
+            c["flags"][b] |= bit
+            c["flags"][e] &= ~np.uint8(bit)
+    lifted_b, lifted_e = c["lifted"][begins], c["lifted"][ends]
+    move_bits = lifted_e & ~lifted_b
+    if not move_bits.any():
+        return
+    for j, column in enumerate(S.LIFTED_IDS):
+        move = (move_bits & (1 << j)) != 0
+        if move.any():
+            c[column][begins[move]] = c[column][ends[move]]
+    c["lifted"][begins] = lifted_b | move_bits
+    c["lifted"][ends] = lifted_e & ~move_bits
 
 
 def args_as_written(raw: Raw, rows: np.ndarray) -> pl.Series:
