@@ -93,6 +93,13 @@ def args_keys(table: str = "events") -> tuple[tuple[str, str], ...]:
 
 
 @cache
+def optional_args_keys(table: str = "events") -> tuple[tuple[str, str], ...]:
+    """The pairs of :func:`args_keys` whose column is optional (Kineto's ids: ``ext_id`` <-> "External id", ...):
+    the integer columns the writers carry as attributes or annotations of their own, where a trace has them."""
+    return tuple((col, key) for col, key in args_keys(table) if col in optional_schema(table))
+
+
+@cache
 def nullable_columns(table: str) -> frozenset[str]:
     """Columns of a table whose JSON type admits null."""
     props = json_schema(table)["properties"]

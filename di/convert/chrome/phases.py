@@ -282,23 +282,13 @@ def _lifted_from_ends(raw: Raw, begins: np.ndarray, ends: np.ndarray) -> None:
     moves to the begin's scanner row, whose fields the pair's event takes; one both have stays the end's, put
     back in the text that joins the begin's args (:func:`args_as_written`)."""
     c = raw.cols
-    for bit, column in ((S.F_CORR, "corr"), (S.F_BYTES, "bytes")):
-        move = ((c["flags"][ends] & bit) != 0) & ((c["flags"][begins] & bit) == 0)
+    for column, (field, bit) in S.PRESENCE.items():
+        move = S.lifted(c, column, ends) & ~S.lifted(c, column, begins)
         if move.any():
             b, e = begins[move], ends[move]
             c[column][b] = c[column][e]
-            c["flags"][b] |= bit
-            c["flags"][e] &= ~np.uint8(bit)
-    lifted_b, lifted_e = c["lifted"][begins], c["lifted"][ends]
-    move_bits = lifted_e & ~lifted_b
-    if not move_bits.any():
-        return
-    for j, column in enumerate(S.LIFTED_IDS):
-        move = (move_bits & (1 << j)) != 0
-        if move.any():
-            c[column][begins[move]] = c[column][ends[move]]
-    c["lifted"][begins] = lifted_b | move_bits
-    c["lifted"][ends] = lifted_e & ~move_bits
+            c[field][b] |= bit
+            c[field][e] &= ~np.uint8(bit)
 
 
 def args_as_written(raw: Raw, rows: np.ndarray) -> pl.Series:
@@ -308,10 +298,7 @@ def args_as_written(raw: Raw, rows: np.ndarray) -> pl.Series:
     c, args = raw.cols, raw.args.gather(rows)
     parts = []
     for column, key in S.args_keys():
-        if column in ("corr", "bytes"):
-            has = (c["flags"][rows] & (S.F_CORR if column == "corr" else S.F_BYTES)) != 0
-        else:
-            has = (c["lifted"][rows] & (1 << S.LIFTED_IDS.index(column))) != 0
+        has = S.lifted(c, column, rows)
         if has.any():
             text = pl.Series(c[column][rows]).cast(pl.String)
             parts.append(('"' + key + '":' + text).set(pl.Series(~has), None))

@@ -120,10 +120,9 @@ def _events(
 def _lifted_ids(c: dict[str, np.ndarray], row: np.ndarray) -> dict[str, pl.Series]:
     """The optional id columns (:data:`scan.LIFTED_IDS`) of the scanner ``row`` that some of them have, null where
     one has none; a trace without an id has no column of it."""
-    bits = c["lifted"][row]
     out = {}
-    for j, column in enumerate(S.LIFTED_IDS):
-        has = (bits & (1 << j)) != 0
+    for column in S.LIFTED_IDS:
+        has = S.lifted(c, column, row)
         if has.any():
             out[column] = nullable(c[column][row], has, column)
     return out

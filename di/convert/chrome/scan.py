@@ -160,11 +160,22 @@ _ARGS_KEYS = {
 """Args key -> (action, int64 row, bit): ``Collective name`` sets the F_COLL flag (and is copied); the members
 of :func:`di.schema.args_keys` are lifted into their int64 row (corr and bytes with their flags bit, the ids with
 their bit of ``lifted``)."""
-_LIFTED_KEYS = {("corr", "correlation"), ("bytes", "bytes")} | {
-    (LIFTED_IDS[(bit).bit_length() - 1], key.decode()) for key, (act, _, bit) in _ARGS_KEYS.items() if act == A_ID
+PRESENCE = {
+    I64_FIELDS[row]: ("flags" if act == A_FLAG else "lifted", bit)
+    for act, row, bit in _ARGS_KEYS.values()
+    if act != A_COLL
 }
+"""Lifted column -> (the uint8 field, ``flags`` or ``lifted``, whose bit says a record has it; that bit)."""
+_LIFTED_KEYS = {(I64_FIELDS[row], key.decode()) for key, (act, row, _) in _ARGS_KEYS.items() if act != A_COLL}
 if _LIFTED_KEYS != set(args_keys()):
     raise AssertionError(f"the scanner lifts {sorted(_LIFTED_KEYS)}, the schema names {sorted(args_keys())}")
+
+
+def lifted(c: dict[str, np.ndarray], column: str, rows: np.ndarray) -> np.ndarray:
+    """Whether each of the scanner ``rows`` had the args member that ``column`` holds (:data:`PRESENCE`)."""
+    field, bit = PRESENCE[column]
+    return (c[field][rows] & bit) != 0
+
 
 _ARG_MULT = np.uint64(0xE4B06CE60741C7A9)
 _ARG_SHIFT = np.uint64(59)
@@ -175,7 +186,7 @@ the multiplier is one that gives each key of :data:`_ARGS_KEYS` a slot of its ow
 
 def _arg_tables() -> tuple[np.ndarray, np.ndarray]:
     """(each slot's (head, tail) words; each slot's key length (-1: empty), action, int64 row and bit),
-    checking that no two keys share a slot and that their lengths are within [ARG_MIN, ARG_MAX]."""
+    checking that no two keys share a slot and that each one's length has its bit in :data:`_ARG_LENGTHS`."""
     words = np.zeros((32, 2), dtype=np.uint64)
     table = np.zeros((32, 4), dtype=np.int64)
     table[:, 0] = -1
@@ -185,14 +196,15 @@ def _arg_tables() -> tuple[np.ndarray, np.ndarray]:
         slot = (((head + 31 * tail + len(key)) * int(_ARG_MULT)) & (2**64 - 1)) >> int(_ARG_SHIFT)
         if table[slot, 0] >= 0:
             raise AssertionError(f"args keys {key!r} and another share slot {slot}")
-        if not ARG_MIN <= len(key) <= ARG_MAX:
+        if len(key) > ARG_LONGEST:
             raise AssertionError(f"args key {key!r}: outside the lengths the scanner hashes")
         words[slot] = (head, tail)
         table[slot] = (len(key), *row)
     return words, table
 
 
-ARG_MIN, ARG_MAX = 5, 24
+ARG_LONGEST = 63
+"""The longest key :data:`_ARG_LENGTHS` has a bit for."""
 _ARG_LENGTHS = np.uint64(np.bitwise_or.reduce([1 << len(key) for key in _ARGS_KEYS]))
 """Bit L set for each length L of a key of :data:`_ARGS_KEYS`: a member of another length is copied unhashed (most of
 Kineto's: ``queued``, ``grid``, ``Input Dims``, ``registers per thread`` ...)."""
@@ -447,7 +459,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                             L = ke - ks
                             lift = A_COPY
                             slot = np.uint64(0)
-                            if ARG_MIN <= L <= ARG_MAX and (_ARG_LENGTHS >> np.uint64(L)) & _ONE:
+                            if L <= ARG_LONGEST and (_ARG_LENGTHS >> np.uint64(L)) & _ONE:
                                 hw = head_word(buf, ks, ke, n)
                                 tw = head_word(buf, ke - 8, ke, n) if L >= 8 else hw
                                 slot = ((hw + tw * np.uint64(31) + np.uint64(L)) * _ARG_MULT) >> _ARG_SHIFT

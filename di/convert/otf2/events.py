@@ -57,7 +57,7 @@ __all__ = [
 IO_ATTRIBUTE = "di.io"
 """Attribute di's writer puts on the I/O operation records it writes inside the I/O event they describe (no event of their own)."""
 OWN_ATTRIBUTES = {"di.bytes": "bytes", "di.corr": "corr", "di.args": "args"} | {
-    f"di.{c}": c for c, _ in schema.args_keys("events") if schema.optional_schema("events").get(c) == pl.Int64
+    f"di.{c}": c for c, _ in schema.optional_args_keys()
 }
 """Attributes di's writer puts on Enter records -> the event column they restore (the optional id columns',
 ``di.ext_id`` ...: :data:`di.convert.otf2.layout.ID_COLUMNS`)."""

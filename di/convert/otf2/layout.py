@@ -75,9 +75,7 @@ I/O operation records (:mod:`iolayout`), the others on MpiCollectiveEnd (the ``c
 field for, or whose OTF2 field is coarser). The INT64 attributes of :data:`ID_COLUMNS` other than ``corr`` follow,
 those of the columns a trace has values in only (:func:`id_attributes`)."""
 
-ID_COLUMNS = ("corr",) + tuple(
-    c for c, _ in schema.args_keys("events") if schema.optional_schema("events").get(c) == pl.Int64
-)
+ID_COLUMNS = ("corr",) + tuple(c for c, _ in schema.optional_args_keys())
 """The integer event columns written as INT64 attributes ``di.<column>`` on Enter, where not null: ``corr``, then
 the optional columns holding args members (Kineto's ids, ``ext_id`` ...; :func:`di.schema.args_keys`)."""
 

@@ -125,16 +125,8 @@ class Strings:
                 return lut[ids]
             data, offsets = utf8_buffers(distinct)
             column = TextColumn(self.n, distinct, data, offsets[:-1], offsets[1:], rows, rows)
-        if rows.size <= self.SMALL:
-            lut = np.full(rows.size + 1, emit.NO_VALUE, np.int64)
-            lut[:-1] = [self.ref(v) for v in values.gather(rows).cast(pl.String).to_list()]
-            return lut[ids]
-        self.pieces.append(column)
-        refs = (
-            ids + self.n
-            if rows.size == ids.size and ids.min(initial=0) >= 0
-            else np.where(ids >= 0, ids + self.n, emit.NO_VALUE)
-        )
+        self.pieces.append(column)  # (a mostly distinct column has more than SMALL rows: mostly_distinct)
+        refs = ids + self.n if valid.all() else np.where(ids >= 0, ids + self.n, emit.NO_VALUE)
         self.n += rows.size
         return refs
 

@@ -21,12 +21,12 @@ import polars as pl
 from di.convert.jsonstrings import json_strings
 from di.convert.stringviews import gather_spans, nullable, texts_in_place
 from di.convert.symbols import decoded_texts
-from di.schema import args_keys, optional_schema
+from di.schema import optional_args_keys
 
 from di.convert.perfetto.decode import A_BOOL, A_DOUBLE, A_INT, A_ISTRING, A_JSON, A_NESTED, A_POINTER, A_STRING, A_UINT
 
 OWN_ARGS, OWN_BYTES = "args", "bytes"
-LIFTED = tuple((col, key) for col, key in args_keys("events") if col in optional_schema("events"))
+LIFTED = optional_args_keys()
 """(column, args key) of the optional events columns read from integer annotations named by the key."""
 
 

@@ -67,7 +67,7 @@ import numpy as np
 from numba import njit
 
 from di.jitpipeline import ScalarKernelCompiler
-from di.schema import args_keys, optional_schema
+from di.schema import optional_args_keys
 
 from di.convert.perfetto import fields as F
 from di.convert.bytewords import copy_bytes, store_u64
@@ -100,7 +100,7 @@ T_A_NAME_IID = np.int64(tag(F.ANNOTATION_NAME_IID, VARINT))
 T_A_INT = np.int64(tag(F.ANNOTATION_INT, VARINT))
 T_A_JSON = np.int64(tag(F.ANNOTATION_LEGACY_JSON, LEN))
 
-LIFTED = tuple((col, key) for col, key in args_keys("events") if col in optional_schema("events"))
+LIFTED = optional_args_keys()
 """(column, args key) of the optional events columns lifted out of ``args`` (Kineto's ids: ``ext_id`` <->
 "External id", ...), in schema order: each non-null value is written as the integer debug annotation named by
 its key."""
