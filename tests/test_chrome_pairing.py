@@ -5,9 +5,12 @@ plus hand cases."""
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+import di
 
 from di.convert.chrome.pairing import bind_points, chain_flows, match_begin_end
 from di.convert.chrome.numbers import parse_number
@@ -368,10 +371,77 @@ def test_scan_names_what_it_found(text: bytes, events: int, error: str, at: int 
         assert cols["ts"].tolist() == [1000, 3000] and cols["dur"].tolist()[0] == 2000
         assert cols["flags"].tolist() == [S.F_TS | S.F_DUR | S.F_ARGS, S.F_TS]
         assert args == b'{"a":[1,2]}'
-        assert cols["args_off"].tolist() == [0, len(args), len(args)]
+        assert cols["args_at"].tolist() == [0, 0] and cols["args_end"].tolist() == [len(args), 0]
     if keys == 2:
         names = [text[s:e] for s, e, _, _ in top[: got.top_keys]]
         assert names == [b"a", b"b"] and text[top[1, 2] : top[1, 3]] == b"[2]"
+
+
+def test_equal_args_texts_are_copied_once() -> None:
+    """An args text equal to one copied before points at that copy; texts that differ in their last byte, in a
+    middle word, in length or only in a member the scanner lifts stay apart, and each event reads its own text."""
+    import json
+
+    from di.convert.chrome import scan as S
+
+    long = {"Input Dims": [[4096, 1024], [1024]], "Input type": ["float", "float"], "Concrete Inputs": ["", ""]}
+    variants = [
+        long,
+        {**long, "Concrete Inputs": ["", "x"]},  # the last bytes differ
+        {**long, "Input type": ["float", "floa8"]},  # a middle word differs
+        {"a": 1},  # short: inlined in its view
+        {**long, "Concrete Inputs": ["", "", ""]},  # longer
+    ]
+    order = [0, 1, 0, 2, 3, 0, 4, 3, 1, 2]
+    events = [
+        {"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {**variants[v], "External id": i}}
+        for i, v in enumerate(order)
+    ]
+    events.insert(4, {"ph": "i", "name": "no args", "pid": 1, "tid": 1, "ts": 4})
+    text = json.dumps({"traceEvents": events}).encode()
+    got, cols, args, _ = _scan(text)
+    assert got.events == len(events)
+    texts = [
+        args[a:b].decode() if f & S.F_ARGS else None
+        for a, b, f in zip(cols["args_at"].tolist(), cols["args_end"].tolist(), cols["flags"].tolist())
+    ]
+    assert texts == [
+        json.dumps(e["args"] and {k: v for k, v in e["args"].items() if k != "External id"}, separators=(",", ":"))
+        if "args" in e
+        else None
+        for e in events
+    ]
+    assert cols["ext_id"][[i for i, e in enumerate(events) if "args" in e]].tolist() == list(range(len(order)))
+    distinct = {json.dumps(v, separators=(",", ":")) for v in variants}
+    assert len(args) == sum(len(t) for t in distinct)  # each distinct text copied once
+    firsts = {}
+    for t, at in zip(texts, cols["args_at"].tolist()):
+        if t is not None:
+            assert firsts.setdefault(t, at) == at
+
+
+def test_more_distinct_args_texts_than_the_memo_holds(tmp_path: Path) -> None:
+    """Past ARGS_MEMO_SLOTS distinct texts, slots are taken over by later texts: every event still reads its own
+    text, and repeats of recent texts still share a copy."""
+    import json
+
+    from di.convert.chrome import scan as S
+
+    n = S.ARGS_MEMO_SLOTS + 5000
+    values = [i % (n - 3000) for i in range(n)]  # the last 3000 repeat the first ones, long evicted or not
+    events = [
+        {"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {"a long key": v, "b": [v]}}
+        for i, v in enumerate(values)
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    got, cols, args, _ = _scan(path.read_bytes())
+    assert got.events == n
+    texts = [args[a:b] for a, b in zip(cols["args_at"].tolist(), cols["args_end"].tolist())]
+    assert texts == [json.dumps(e["args"], separators=(",", ":")).encode() for e in events]
+    assert len(set(texts)) * 20 < len(args) < sum(map(len, texts))  # repeats shared; the distinct ones kept apart
+    trace = di.load(path)
+    assert trace.events.get_column("args").to_list() == [json.dumps(e["args"], separators=(",", ":")) for e in events]
 
 
 @pytest.mark.parametrize("capacity", [0, 1, 2, 3, 7])

@@ -191,12 +191,19 @@ def _copy_spans(data, starts, offsets, out):
 
 
 def texts_in_place(
-    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str, *, check_utf8: bool = False
+    data: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    name: str,
+    *,
+    check_utf8: bool = False,
+    valid: np.ndarray | None = None,
 ) -> pl.Series:
-    """A String Series of the UTF-8 texts ``data[starts[i]:ends[i]]`` (int64 spans in any order), viewing ``data``
-    in place when it fits one view buffer (:data:`VIEW_BUFFER_BYTES`), else gathered (:func:`texts_at_spans`);
-    ``check_utf8``: see :func:`string_views`."""
-    valid = np.ones(starts.size, np.bool_)
+    """A String Series of the UTF-8 texts ``data[starts[i]:ends[i]]`` (int64 spans in any order, null where
+    ``valid`` is False), viewing ``data`` in place when it fits one view buffer (:data:`VIEW_BUFFER_BYTES`), else
+    gathered (:func:`texts_at_spans`); ``check_utf8``: see :func:`string_views`."""
+    if valid is None:
+        valid = np.ones(starts.size, np.bool_)
     if data.size > VIEW_BUFFER_BYTES:
         return texts_at_spans(data, starts, ends, valid, name, check_utf8=check_utf8)
     views = np.empty(2 * starts.size, np.uint64)  # every word is written

@@ -23,7 +23,7 @@ from di.convert.chrome import scan as S
 from di.convert import gunzip
 from di.convert.chrome.prepass import fix_utf8, has_high_bytes
 from di.convert.provenance import TRUNCATED_TAIL
-from di.convert.stringviews import texts_at_offsets, texts_at_spans
+from di.convert.stringviews import texts_at_spans, texts_in_place
 from di.inputsize import check_size
 from di.convert.symbols import decode_symbols, new_table
 from di.errors import FormatError
@@ -140,12 +140,11 @@ def _top_level(buf: np.ndarray, top: np.ndarray, ntop: int, warnings: list[str])
     return out
 
 
-def _args_column(cols: dict[str, np.ndarray], abuf: np.ndarray, used: int, n: int) -> pl.Series:
+def _args_column(cols: dict[str, np.ndarray], abuf: np.ndarray, used: int) -> pl.Series:
     """The args texts the scanner copied into ``abuf`` (null for events without args),
-    as string views into ``abuf`` itself."""
-    return texts_at_offsets(
-        abuf[:used], np.ascontiguousarray(cols["args_off"][: n + 1]), (cols["flags"] & S.F_ARGS) != 0, "args"
-    )
+    as string views into ``abuf`` itself (events with equal texts view one copy)."""
+    valid = (cols["flags"] & S.F_ARGS) != 0
+    return texts_in_place(abuf[:used], cols["args_at"], cols["args_end"], "args", valid=valid)
 
 
 def decode(path: Path, limit: int | None = None) -> Raw:
@@ -196,7 +195,7 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     di_flow = _spans_column(buf, cols["xs"], cols["xe"]) if progress[1] else None
     top_keys = _top_level(buf, top, got.top_keys, warnings)
     del buf  # the file's pages (unmapped here) are not needed for the args column: peak memory drops by the file size
-    args = _args_column(cols, abuf, got.args_bytes, n)
+    args = _args_column(cols, abuf, got.args_bytes)
     del abuf
     return Raw(path, cols, symbols, args, top_keys, di_flow, dropped, warnings, got.array_format)
 

@@ -10,13 +10,16 @@ fills one numpy column per field the reader needs:
 - strings (``name``, ``cat``, string ``pid``/``tid``/``id``) interned into
   dense ids over the raw byte spans (an open-addressing table that compares
   bytes, so equal ids mean equal text);
-- ``args`` copied, whitespace removed, into one contiguous buffer with int64
-  offsets (so a string column is built from it without a Python loop), less
+- ``args`` copied, whitespace removed, into one buffer with each event's int64
+  span there (so a string column views it without a Python loop), less
   the members that columns of the model hold (:func:`di.schema.args_keys`:
   ``correlation``, ``bytes`` and Kineto's per-event ids such as ``External id``),
   whose integer values are lifted out into int64 rows of their own. Those ids
   made almost every event's args text distinct (a real-shaped 1.2 M-event
-  profile: 1.2 M distinct texts, 177 MB); without them the texts repeat.
+  profile: 1.2 M distinct texts, 177 MB); without them the texts repeat, and a
+  text equal to one copied before is not kept twice: its event's span points at
+  the earlier copy (:func:`_seen_args`; that profile's 114 MB of texts take
+  375 distinct copies).
 
 The scanner stops at the first syntax error and reports its byte offset;
 everything before it is kept. No Python object is created per event.
@@ -58,7 +61,7 @@ from numba import njit
 
 from di.jitpipeline import ScalarKernelCompiler
 
-from di.convert.bytewords import copy_bytes
+from di.convert.bytewords import copy_bytes, load_u64
 from di.convert.chrome.jsontext import (
     BAD_SYNTAX,
     CLOSE_ARRAY,
@@ -118,11 +121,11 @@ out here, not read from the schema, as the kernel's tables are constants of its 
 the schema alone would not recompile it); the import checks them against :func:`di.schema.args_keys`."""
 U8_FIELDS = ("ph", "pid_k", "tid_k", "id_k", "bind_k", "flags", "scope", "bp", "status", "lifted")
 I32_FIELDS = ("name", "cat")
-I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "corr", "bytes", "xs", "xe", "args_off", *LIFTED_IDS)
+I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "corr", "bytes", "xs", "xe", "args_at", "args_end", *LIFTED_IDS)
 B_PH, B_PID_K, B_TID_K, B_ID_K, B_BIND_K, B_FLAGS, B_SCOPE, B_BP, B_STATUS, B_LIFTED = range(len(U8_FIELDS))
 S_NAME, S_CAT = range(len(I32_FIELDS))
-I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_CORR, I_BYTES, I_XS, I_XE, I_ARGS_OFF = range(11)
-I_LIFTED = 11
+I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_CORR, I_BYTES, I_XS, I_XE, I_ARGS_AT, I_ARGS_END = range(12)
+I_LIFTED = 12
 """Row of ``LIFTED_IDS[0]`` among the int64 fields."""
 COLUMNS = U8_FIELDS + I32_FIELDS + I64_FIELDS
 
@@ -260,8 +263,48 @@ T_LEN, T_ACTION, T_NEEDS, T_ROW8, T_ROW32, T_ROW64, T_FLAG, T_STATUS = range(8)
 _ARG_WORDS, _ARG_TABLE = _arg_tables()
 
 
+ARGS_MEMO_SLOTS = 1 << 16
+"""Slots of the memo of args texts copied (:func:`new_args_memo`): one text each, the last one whose hash fell
+there, so a trace with more distinct texts than slots keeps some equal texts twice (its column is right, only
+larger)."""
+_ARGS_SHIFT = np.uint64(64 - 16)
+_WORD = 8
+
+
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
-def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, memo):
+def _seen_args(abuf, a, b, seen):
+    """The start of an args text copied before that equals ``abuf[a:b]``, or ``a`` when none is in the memo
+    ``seen`` (which then remembers this one): a hash of the text's words picks the slot, whose (hash, start,
+    length) must match and whose bytes must be equal."""
+    h = np.uint64(b - a)
+    p = a
+    while p + _WORD <= b:
+        h = (h ^ load_u64(abuf, p)) * _KEY_MULT
+        h ^= h >> np.uint64(29)
+        p += _WORD
+    while p < b:
+        h = (h ^ np.uint64(abuf[p])) * _KEY_MULT
+        p += 1
+    slot = (h * _KEY_MULT) >> _ARGS_SHIFT
+    key = np.int64(h >> _ONE)
+    at = seen[slot, 1]
+    if seen[slot, 0] == key and seen[slot, 2] == b - a:
+        p = 0
+        while p + _WORD <= b - a and load_u64(abuf, at + p) == load_u64(abuf, a + p):
+            p += _WORD
+        if p + _WORD > b - a:
+            while p < b - a and abuf[at + p] == abuf[a + p]:
+                p += 1
+            if p == b - a:
+                return at
+    seen[slot, 0] = key
+    seen[slot, 1] = a
+    seen[slot, 2] = b - a
+    return a
+
+
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, memo, seen):
     """Events of the array whose '[' (or, resuming, the ',' before the next event) is at
     buf[i], into rows k... of the columns ``c`` and abuf[o:]; returns (next index, n events,
     error, error offset, args bytes used).
@@ -272,7 +315,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
     index is where to resume with bigger ones. ``progress[0]`` is set to the byte offset
     reached every 65,536 events; the kernel runs without the GIL so that another thread
     can watch it. ``progress[1]`` counts the ``di_flow`` members. ``memo`` (:func:`new_memo`) holds
-    the symbol ids of texts of at most 16 bytes interned by this scan."""
+    the symbol ids of texts of at most 16 bytes interned by this scan, ``seen`` (:func:`new_args_memo`) the args
+    texts copied (an event's args span: ``args_at``, ``args_end``)."""
     w8, w32, w64 = c
     n = buf.size
     cap = w8.shape[1]
@@ -551,7 +595,12 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
         w8[B_FLAGS, k] = flags
         if status != ST_OK:
             w8[B_STATUS, k] = status
-        w64[I_ARGS_OFF, k + 1] = o
+        if flags & F_ARGS:
+            at = _seen_args(abuf, o0, o, seen)
+            w64[I_ARGS_AT, k] = at
+            w64[I_ARGS_END, k] = at + o - o0
+            if at != o0:  # copied before: the copy just made is given back
+                o = o0
         k += 1
         if (k & 0xFFFF) == 0:
             progress[0] = i  # for a thread that releases the pages behind (see decode)
@@ -698,7 +747,7 @@ def scan(
     if i >= n:
         return Scanned(0, E_NOT_TRACE, 0, False, 0, 0, c, table)
     if buf[i] == OPEN_ARRAY:
-        _, nev, err, where, used, c, table = _events(buf, i, c, table, abuf, progress, new_memo())
+        _, nev, err, where, used, c, table = _events(buf, i, c, table, abuf, progress, new_memo(), new_args_memo())
         # the array format may end without its ']' (Trace Event Format spec): truncated
         # at the end, not inside an event (there ``where`` is the event's '{')
         if err == E_TRUNCATED and where >= n:
@@ -709,7 +758,7 @@ def scan(
     i, err, ntop, events_at = _members(buf, i + 1, False, True, top, 0)
     if events_at < 0:
         return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0, c, table)
-    i, nev, err, where, used, c, table = _events(buf, events_at, c, table, abuf, progress, new_memo())
+    i, nev, err, where, used, c, table = _events(buf, events_at, c, table, abuf, progress, new_memo(), new_args_memo())
     if err != E_NONE:
         return Scanned(nev, err, where, False, ntop, used, c, table)
     i, err, ntop, _ = _members(buf, i, True, False, top, ntop)
@@ -728,13 +777,14 @@ def _events(
     abuf: np.ndarray,
     progress: np.ndarray,
     memo: np.ndarray,
+    seen: np.ndarray,
 ) -> tuple[int, int, int, int, int, tuple[np.ndarray, np.ndarray, np.ndarray], Table]:
     """:func:`_scan_array` from the '[' at i, resumed in columns twice as big (or as
     big as the bytes scanned so far predict) each time they fill up, and with a symbol table sixteen times as big
     (the same ids) each time it fills up."""
     k = o = 0
     while True:
-        i, k, err, where, o = _scan_array(buf, i, k, o, c, *table, abuf, progress, memo)
+        i, k, err, where, o = _scan_array(buf, i, k, o, c, *table, abuf, progress, memo, seen)
         if err == E_FULL:
             table = grown_table(buf, table)
             continue
@@ -742,9 +792,14 @@ def _events(
             return i, k, err, where, o, c, table
         grown = alloc_columns(max(2 * k, int(k * 1.25 * buf.size / max(where, 1))) + 1)
         for old, new in zip(c, grown):
-            filled = min(k + 1, old.shape[1])
-            new[:, :filled] = old[:, :filled]
+            new[:, :k] = old[:, :k]
         c = grown
+
+
+def new_args_memo() -> np.ndarray:
+    """An empty memo of the args texts one scan copied (:data:`ARGS_MEMO_SLOTS`; per slot the text's hash, its
+    start and its length in the args buffer; -1: empty)."""
+    return np.full((ARGS_MEMO_SLOTS, 3), -1, dtype=np.int64)
 
 
 def new_memo() -> np.ndarray:
@@ -761,8 +816,7 @@ def capacity_guess(size: int) -> int:
 
 
 def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events; the int64
-    rows have one slot more, for the last args offset.
+    """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events.
 
     Zero is the value of an absent field (``K_NONE``, ``ST_OK``, no flags, pid 0),
     so the scanner writes only the fields an event has. The zeroing costs
@@ -772,13 +826,13 @@ def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (
         np.zeros((len(U8_FIELDS), capacity), dtype=np.uint8),
         np.zeros((len(I32_FIELDS), capacity), dtype=np.int32),
-        np.zeros((len(I64_FIELDS), capacity + 1), dtype=np.int64),
+        np.zeros((len(I64_FIELDS), capacity), dtype=np.int64),
     )
 
 
 def columns(c: tuple[np.ndarray, np.ndarray, np.ndarray], n: int) -> dict[str, np.ndarray]:
-    """The first ``n`` events' fields by name (views; ``args_off`` has n + 1)."""
+    """The first ``n`` events' fields by name (views)."""
     out = {name: c[0][r, :n] for r, name in enumerate(U8_FIELDS)}
     out.update({name: c[1][r, :n] for r, name in enumerate(I32_FIELDS)})
-    out.update({name: c[2][r, : n + 1 if name == "args_off" else n] for r, name in enumerate(I64_FIELDS)})
+    out.update({name: c[2][r, :n] for r, name in enumerate(I64_FIELDS)})
     return out
