@@ -1,5 +1,13 @@
 """The ``.di`` store: a directory with one zstd Parquet file per table and meta.json.
 
+Each table is written by pyarrow's Parquet writer (:func:`_write_parquet`): int64 columns (times, ids) as
+``DELTA_BINARY_PACKED``, every other column dictionary-encoded where that pays (names, categories, the args
+texts), and min/max statistics on the numeric columns only. Any Parquet reader reads these (polars, pyarrow,
+DuckDB, Spark). On a real-shaped 1.2 M-event Kineto profile (bench/realshape.py) this writes the events table in
+0.24 CPU-s where polars' own writer (plain int64 pages, statistics of every column) took 0.39, into 7.2 MB instead
+of 18.2, and polars reads it back in 0.06 CPU-s instead of 0.085. Min/max of the args texts alone cost 0.03 s and
+helps no query.
+
 Layout::
 
     NAME.di/
@@ -21,7 +29,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -29,6 +37,9 @@ from di import schema
 from di.inputsize import check_size
 from di.errors import FormatError, SchemaVersionError
 from di.trace import Trace, conform, refresh_meta
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 META = "meta.json"
 COMPRESSION_LEVEL = 1
@@ -126,22 +137,50 @@ def write_store(
 
 
 def _write_parquet(df: pl.DataFrame, file: Path, level: int) -> None:
-    """polars reports a failing write (full disk) as ComputeError with the OS error in its text."""
-    try:
-        df.write_parquet(file, compression="zstd", compression_level=level)
-    except OSError:
-        raise
-    except Exception as exc:  # polars.exceptions.ComputeError and kin
-        import re
+    """Write ``df`` as one Parquet file, zstd at ``level``, encoded as the module docstring says.
 
-        found = re.search(r"os error (\d+)", str(exc))
-        if found is not None:
-            code = int(found.group(1))
-        elif _nearly_full(file.parent):  # a short write seen later, as a damaged footer ("thrift transport error")
-            code = errno.ENOSPC
-        else:
+    Raises:
+        OSError: the file system refused, with its errno (pyarrow words a full disk as an ``OSError`` whose
+            errno may be unset; the free space tells).
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        pq.write_table(_arrow_table(df), file, **parquet_options(df, level))
+    except OSError as exc:
+        if exc.errno is not None:
             raise
+        code = errno.ENOSPC if _nearly_full(file.parent) else errno.EIO
         raise OSError(code, os.strerror(code), str(file)) from None
+
+
+def parquet_options(df: pl.DataFrame, level: int) -> dict[str, Any]:
+    """The keywords of ``pyarrow.parquet.write_table`` that write ``df`` as the module docstring says."""
+    delta = {name: "DELTA_BINARY_PACKED" for name, dtype in df.schema.items() if dtype == pl.Int64}
+    return {
+        "compression": "zstd",
+        "compression_level": level,
+        "use_dictionary": [name for name in df.columns if name not in delta],
+        "column_encoding": delta or None,
+        "write_statistics": [name for name, dtype in df.schema.items() if dtype.is_numeric()],
+    }
+
+
+def _arrow_table(df: pl.DataFrame) -> "pa.Table":
+    """``df`` as pyarrow takes it without copying text: String columns as Arrow string views (polars' own layout;
+    converting them to plain strings copied the 114 MB of args texts of a real-shaped profile), Categorical and
+    Enum columns with plain-string dictionaries (pyarrow's writer takes no dictionary of views; each distinct text
+    is in it once)."""
+    import pyarrow as pa
+
+    coded = [name for name, dtype in df.schema.items() if dtype == pl.Categorical or isinstance(dtype, pl.Enum)]
+    table = df.drop(coded).to_arrow(compat_level=pl.CompatLevel.newest())
+    if not coded:
+        return table
+    dictionaries = df.select(coded).to_arrow(compat_level=pl.CompatLevel.oldest())
+    columns = {**dict(zip(table.column_names, table.columns)), **dict(zip(coded, dictionaries.columns))}
+    fields = {**{f.name: f for f in table.schema}, **{f.name: f for f in dictionaries.schema}}
+    return pa.table([columns[name] for name in df.columns], schema=pa.schema([fields[name] for name in df.columns]))
 
 
 def _nearly_full(folder: Path) -> bool:

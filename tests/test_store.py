@@ -173,6 +173,34 @@ def test_every_table_is_zstd_parquet(store: Path) -> None:
         assert codecs == {"ZSTD"} or (meta.num_row_groups == 0 and meta.num_rows == 0), (name, codecs)
 
 
+def test_tables_are_encoded_for_their_columns(store: Path) -> None:
+    """int64 columns are delta-encoded, texts and categories dictionary-encoded, statistics only on numbers: and
+    polars and pyarrow both read the files back as written."""
+    import pyarrow.parquet as pq
+
+    kinds = dict(schema.polars_schema("events"))
+    meta = pq.ParquetFile(store / "events.parquet").metadata
+    assert meta.num_rows > 0
+    seen: dict[str, set[str]] = {}
+    for g in range(meta.num_row_groups):
+        for c in range(meta.num_columns):
+            col = meta.row_group(g).column(c)
+            name = col.path_in_schema
+            seen.setdefault(name, set()).update(col.encodings)
+            numeric = kinds[name].is_numeric() if name in kinds else col.physical_type in ("INT32", "INT64")
+            assert col.is_stats_set == numeric, name
+            if numeric and col.statistics.has_min_max:
+                assert col.statistics.min <= col.statistics.max
+    for name, dtype in kinds.items():
+        if dtype == pl.Int64:
+            assert "DELTA_BINARY_PACKED" in seen[name], (name, seen[name])
+        elif dtype in (pl.String, pl.Categorical):
+            assert seen[name] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, (name, seen[name])
+    back = pl.read_parquet(store / "events.parquet")
+    assert back.equals(di.load(store).events)
+    assert pq.read_table(store / "events.parquet").num_rows == back.height
+
+
 def test_meta_json_validates_against_its_schema(store: Path) -> None:
     import jsonschema
 
