@@ -121,10 +121,12 @@ def _lifted_ids(c: dict[str, np.ndarray], row: np.ndarray) -> dict[str, pl.Serie
     """The optional id columns (:data:`scan.LIFTED_IDS`) of the scanner ``row`` that some of them have, null where
     one has none; a trace without an id has no column of it."""
     out = {}
+    bits = c["lifted"][row]  # the ids' presence bits (scan.PRESENCE), gathered once for all six
+    found = int(np.bitwise_or.reduce(bits)) if bits.size else 0
     for column in S.LIFTED_IDS:
-        has = S.lifted(c, column, row)
-        if has.any():
-            out[column] = nullable(c[column][row], has, column)
+        bit = S.PRESENCE[column][1]
+        if found & bit:
+            out[column] = nullable(c[column][row], (bits & bit) != 0, column)
     return out
 
 
