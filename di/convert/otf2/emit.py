@@ -94,7 +94,7 @@ FLOWS_ATTRIBUTE = 7
 IO_ATTRIBUTE = 8
 """Position of ``di.io`` in ``layout.ATTRIBUTES`` (on the I/O operation records, see :mod:`iolayout`)."""
 NO_VALUE = np.iinfo(np.int64).min
-"""Marks a missing bytes / id / args value."""
+"""Marks a missing bytes / args / flows value."""
 _AT_ENTER, _AT_LEAVE = np.int64(0), np.int64(1)
 """Phases of an attachment (``att[:, 1]``)."""
 TYPE_DOUBLE = 10
@@ -215,6 +215,8 @@ def emit_events(
     region,
     nbytes,
     ids,
+    id_at,
+    id_valid,
     id_refs,
     args_ref,
     flows_ref,
@@ -234,9 +236,10 @@ def emit_events(
         start_t, end_t: ticks of every event row; region: region ref per row.
         nbytes, args_ref, flows_ref: per row, NO_VALUE when absent (an empty array: absent everywhere);
             flows_ref is the string ref of the ``di.flows_in`` attribute (:mod:`layout`).
-        ids, id_refs: int64 (K, rows) values of the INT64 attributes (``di.corr`` and the optional id columns,
-            only those the trace has: K = 0 for none, one signature for every trace), NO_VALUE when absent, and
-            the ref of each one's attribute (K,).
+        ids, id_at, id_valid, id_refs: the INT64 attributes (``di.corr`` and the optional id columns, only those
+            the trace has: K = 0 for none, one signature for every trace): column j's value of row e is
+            ``ids[id_at[j] + e]`` (int64, read where polars holds it: :mod:`idcolumns`), written where
+            ``id_valid[j, e]`` (bool (K, rows)), with the attribute ref ``id_refs[j]``.
         att, att_bounds: attachment records (see the module docstring) in emission order (output location,
             event row, phase); location k's are att[att_bounds[k]:att_bounds[k+1]].
         stack: int64 (at least the most events of one location, 3), scratch for the open events: the event
@@ -271,9 +274,9 @@ def emit_events(
                 if nbytes.size and nbytes[e] != NO_VALUE:
                     clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
                     has_attrs = True
-                for j in range(ids.shape[0]):  # one call site for every id column
-                    if ids[j, e] != NO_VALUE:
-                        clib.ccall(fns[F_ADD_I64], (alist, id_refs[j], ids[j, e]))
+                for j in range(id_at.size):  # one call site for every id column
+                    if id_valid[j, e]:
+                        clib.ccall(fns[F_ADD_I64], (alist, id_refs[j], ids[id_at[j] + e]))
                         has_attrs = True
                 if args_ref.size and args_ref[e] != NO_VALUE:
                     clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))

@@ -3,7 +3,7 @@
 A destination's text is the JSON list of the flows that end at it, written in
 numba (:func:`flowtext.flow_lists`); a flow's source is named by its output
 location and Enter ordinal there (its position in that location's emission
-order), which survive lanes. The texts go to the string table as one column.
+order), which survive lanes. The texts go to the string table where they were written (:meth:`Strings.add_texts`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from di.convert.otf2 import emit
 from di.convert.otf2.flowtext import flow_lists
 from di.convert.otf2.rowids import key_ids
 from di.convert.otf2.stringtable import Strings
-from di.convert.stringviews import texts_at_offsets
 from di.trace import Trace
 
 __all__ = ["plan_flows_in"]
@@ -58,8 +57,7 @@ def plan_flows_in(
         cat_code.to_numpy(),
         cat_json.to_list(),
     )
-    lists = texts_at_offsets(data, offsets, np.ones(offsets.size - 1, np.bool_), "flows_in")
-    refs = strings.add_many(lists)
+    refs = strings.add_texts(data, offsets)
     dst = fl["dst"].to_numpy()[first]
     out = np.full(n, emit.NO_VALUE, np.int64)
     out[dst] = refs
@@ -70,9 +68,9 @@ def _emission_positions(order: np.ndarray, n: int, rows: np.ndarray) -> np.ndarr
     """Position in the emission order of each of the event ``rows`` (``order`` empty: the rows' own order)."""
     if not order.size:
         return rows
-    emitted = np.empty(n, np.int64)
-    emitted[order] = np.arange(n, dtype=np.int64)
-    return emitted[rows]
+    emitted = np.empty(n, np.int32 if n < 1 << 31 else np.int64)
+    emitted[order] = np.arange(n, dtype=emitted.dtype)
+    return emitted[rows].astype(np.int64)
 
 
 def _destination_runs(dst_id: np.ndarray, by_dst: np.ndarray, n_flows: int) -> tuple[np.ndarray, np.ndarray]:

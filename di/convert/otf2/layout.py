@@ -26,13 +26,14 @@ import numpy as np
 import polars as pl
 
 from di import schema
-from di.convert.columns import filled_or_empty, filled_rows, run_starts
+from di.convert.columns import filled_or_empty, run_starts
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.attachments import plan_attachments
 from di.convert.otf2.ditrace import document as own_document
 from di.convert.otf2.communicators import DEFAULT_COMM, GROUP_NAME_PREFIX, NULL_COMM, LocalRanks, plan_comms
 from di.convert.otf2.flowrefs import plan_flows_in
+from di.convert.otf2.idcolumns import IdColumns, id_columns
 from di.convert.otf2.iofiles import IoFileProperties, plan_io_files
 from di.convert.otf2.iolayout import IoDefs, plan_io
 from di.convert.otf2.metricplan import plan_metrics
@@ -152,14 +153,14 @@ def _attribute_strings(attributes: tuple[tuple[str, str], ...]) -> Strings:
     return strings
 
 
-def id_attributes(ev: pl.DataFrame) -> tuple[tuple[tuple[str, str], ...], np.ndarray, np.ndarray]:
+def id_attributes(ev: pl.DataFrame) -> tuple[tuple[tuple[str, str], ...], IdColumns, np.ndarray]:
     """The attributes di writes for ``ev`` (:data:`ATTRIBUTES`, then one per optional id column with values), the
-    int64 (K, rows) values of the :data:`ID_COLUMNS` with values (``emit.NO_VALUE`` for null; K = 0 when none) and
-    the ref of each one's attribute (K,)."""
-    ids, present = filled_rows(ev, list(ID_COLUMNS), emit.NO_VALUE)
-    attributes = ATTRIBUTES + tuple((f"di.{c}", "INT64") for c in present if c != "corr")
+    :data:`ID_COLUMNS` with values (none when K = 0), read in place (:mod:`~di.convert.otf2.idcolumns`), and the ref
+    of each one's attribute (K,)."""
+    ids = id_columns(ev, ID_COLUMNS)
+    attributes = ATTRIBUTES + tuple((f"di.{c}", "INT64") for c in ids.names if c != "corr")
     names = [name for name, _ in attributes]
-    return attributes, ids, np.array([names.index(f"di.{c}") for c in present], np.int64)
+    return attributes, ids, np.array([names.index(f"di.{c}") for c in ids.names], np.int64)
 
 
 def _lane_pairs(
@@ -171,7 +172,9 @@ def _lane_pairs(
     n_lanes = int(lanes.max(initial=0)) + 1
     pair = None
     if n_lanes > 1:
-        pair, first = key_ids(loc * n_lanes + lanes)
+        key = loc * n_lanes
+        key += lanes
+        pair, first = key_ids(key)
     else:  # one output location per timeline, in loc order: no array per event needed (events are sorted by loc)
         first = run_starts(loc)
     pairs = pl.DataFrame({"loc": loc[first].astype(np.int64), "lane": lanes[first].astype(np.int64)})
@@ -196,9 +199,7 @@ def _place_events(
     if pair is not None:
         out_ref = pair_ref[pair]
         grouped = out_ref.size < 2 or bool((out_ref[1:] >= out_ref[:-1]).all())  # no lanes split a timeline
-        order = (
-            np.zeros(0, np.int64) if grouped else np.argsort(out_ref, kind="stable").astype(np.int64)
-        )  # empty: identity
+        order = np.zeros(0, np.int64) if grouped else np.argsort(out_ref, kind="stable")  # empty: identity
 
         def out_of(rows: np.ndarray) -> np.ndarray:
             return out_ref[rows]
@@ -316,7 +317,9 @@ def plan(trace: Trace) -> Layout:
             "end_t": end + shift if shift else end,
             "region": region,
             "nbytes": filled_or_empty(ev["bytes"], emit.NO_VALUE),  # empty: absent (see emit.emit_events)
-            "ids": ids,
+            "ids": ids.values,
+            "id_at": ids.at,
+            "id_valid": ids.valid,
             "id_refs": id_refs,
             "args_ref": args_ref,
             "flows_ref": plan_flows_in(trace, placed.out_of, placed.order, placed.bounds, strings),
