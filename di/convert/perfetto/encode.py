@@ -22,16 +22,16 @@ The kernels take grouped arrays, one row per field (the row names below),
 as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
 
 * ``events``, a tuple of ``len(EVENT_ROWS)`` int64 arrays of n (read-only, so that the tuple has one type): per
-  event its times (ns, >= 0) and ``corr``/``bytes`` (:data:`NONE` when absent; empty when every event's is, as
-  ``bytes`` in most traces: no column of n made to say so), the columns as they are, not
+  event its times (ns, >= 0) and args spans, the columns as they are, not
   copied into one matrix (on the 1.2 M-event real-shaped trace the matrix was 58 MB of fresh memory, 14,000 first
-  touches of a page); ``lifted``, int64 (k, n), read-only: the values of the k optional columns of
-  :data:`LIFTED` the trace has (:data:`NONE` when null; (0, n) when it has none, the same array type, so
-  one specialisation), row j written as the integer debug annotation whose name is row
-  ``lifted_names[j]`` of ``strings``; ``codes``, int32
-  (``len(CODE_ROWS)``, n): its strings (rows of ``strings``; ``src_cat`` -1
-  when absent) and :data:`FLAG_INSTANT` / :data:`FLAG_ARGS` bits (one array
-  per dtype, as the Chrome scanner's columns); the args JSON text of event i
+  touches of a page); ``ints``, ``valid``, ``int_cols``: the nullable integer columns read in place
+  (:mod:`di.convert.perfetto.nullable`), ``corr`` (:data:`I_CORR`), ``bytes`` (:data:`I_BYTES`), then the optional
+  columns of :data:`LIFTED` the trace has, each written as the integer debug annotation whose name is row
+  ``int_cols[INT_NAME, c]`` of ``strings``; its strings (:mod:`di.convert.perfetto.strings`): name
+  ``code_row[CODE_NAME, name_of[i]]`` and ``src_cat`` ``code_row[CODE_SRC, src_of[i]]`` (-1: none), rows of
+  ``strings`` by uint32 code; ``flags`` (uint8): :data:`FLAG_INSTANT`, :data:`FLAG_ARGS_NULL` and the canonical
+  category's index from bit :data:`CAT_SHIFT` on (row ``FIRST_CAT +`` it of ``strings``); the args JSON text of
+  event i
   is ``args[events[E_ARGS_START][i]:events[E_ARGS_END][i]]`` (spans, not offsets: a loaded trace's texts are read
   where they are, in the order of their buffer).
 * ``strings``, int64 (``len(STRING_ROWS)``, m + 1): for every string that
@@ -71,6 +71,7 @@ from di.schema import optional_args_keys
 
 from di.convert.perfetto import fields as F
 from di.convert.bytewords import copy_bytes, store_u64
+from di.convert.perfetto.nullable import INT_AT, INT_ROWS, INT_VALID
 from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_varint, tag, varint_size
 
 # tags as varint values (np.int64: typed constants, see the module docstring)
@@ -116,12 +117,19 @@ LIFTED_BYTES = np.int64(32 + max((len(key.encode()) for _, key in LIFTED), defau
 """Bytes one lifted id may add to a packet: its annotation (tag, length, name iid, int tag, 10-byte varint: 15)
 and its name's InternedData entry (tag, length, iid, name tag and length, the name: 6 + the name)."""
 
-EVENT_ROWS = ("start", "end", "corr", "bytes", "args_start", "args_end")
-E_START, E_END, E_CORR, E_BYTES, E_ARGS_START, E_ARGS_END = range(len(EVENT_ROWS))
-CODE_ROWS = ("name", "cat", "src_cat", "flags")
-C_NAME, C_CAT, C_SRC_CAT, C_FLAGS = range(len(CODE_ROWS))
-FLAG_INSTANT, FLAG_ARGS = 1, 2
-"""Bits of the ``flags`` row: an instant; has args (else args are null)."""
+EVENT_ROWS = ("start", "end", "args_start", "args_end")
+E_START, E_END, E_ARGS_START, E_ARGS_END = range(len(EVENT_ROWS))
+I_CORR, I_BYTES, I_LIFTED = np.int64(0), np.int64(1), np.int64(2)
+"""Columns of ``int_cols``: ``corr``, ``bytes``, then the lifted ones the trace has."""
+INT_NAME = len(INT_ROWS)
+"""Row of ``int_cols`` after :data:`~di.convert.perfetto.nullable.INT_ROWS`: the row of ``strings`` of a lifted
+column's annotation name."""
+CODE_NAME, CODE_SRC = 0, 1
+"""Rows of ``code_row``."""
+FLAG_INSTANT, FLAG_ARGS_NULL, CAT_SHIFT = 1, 2, 2
+"""Bits of ``flags``: an instant; its args text is null; the category's index from this bit on."""
+FIRST_CAT = np.int64(len(ANNOTATION_NAMES))
+"""Row of ``strings`` of the first canonical category (after the annotation names)."""
 
 STRING_ROWS = ("off", "iid", "field", "seen")
 STR_OFF, STR_IID, STR_FIELD, STR_SEEN = range(len(STRING_ROWS))
@@ -139,7 +147,7 @@ FLOW_BYTES = 10
 """Bytes of one flow id field: tag (2) and fixed64 (8)."""
 
 NONE = np.iinfo(np.int64).min
-"""An absent integer (corr, bytes) in the kernels' int64 rows."""
+"""An absent integer (a null corr, bytes or lifted id); a value equal to it is written as absent too."""
 
 # state array slots
 S_TRACK, S_CURSOR, S_HEADER, S_SP, S_NEED = 0, 1, 2, 3, 4
@@ -228,6 +236,19 @@ def _header(out, pos, seq, uuid):
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
+def _int_value(ints, valid, at, b, i):
+    """Row i's value of the nullable integer column at ``at`` in ``ints`` with validity bits from ``b`` on in
+    ``valid`` (:mod:`di.convert.perfetto.nullable`); :data:`NONE` when null."""
+    if at < 0:
+        return NONE
+    if b >= 0:
+        b += i
+        if not (valid[b >> 3] >> (b & 7)) & 1:
+            return NONE
+    return ints[at + i]
+
+
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _flow_bytes(flow_ptr, flow_bits, i, at):
     """Bytes of the flow id fields of event i's packet ``at`` (its begin or its end): counted here, where the marks
     are read anyway, not in two columns of n made by the caller (50 MB of fresh memory on 1.2 M events)."""
@@ -257,9 +278,13 @@ def encode_events(
     tracks,
     emit,
     events,
-    lifted,
-    lifted_names,
-    codes,
+    ints,
+    valid,
+    int_cols,
+    name_of,
+    src_of,
+    code_row,
+    flags,
     args,
     strings,
     string_bytes,
@@ -279,13 +304,14 @@ def encode_events(
     cap = out.shape[0]
     t, k, header, sp = state[S_TRACK], state[S_CURSOR], state[S_HEADER], state[S_SP]
     ntracks = tracks.shape[1] - 1
-    nlifted = lifted.shape[0]
+    nlifted = int_cols.shape[1] - I_LIFTED
     # the rows used per event, as 1-D arrays: numba lowers each 2-D index into more code
-    start, end, corr_of, bytes_of = events[E_START], events[E_END], events[E_CORR], events[E_BYTES]
+    start, end = events[E_START], events[E_END]
     args_start, args_end = events[E_ARGS_START], events[E_ARGS_END]
-    name_code, cat_code, src_code, flag_bits = codes[C_NAME], codes[C_CAT], codes[C_SRC_CAT], codes[C_FLAGS]
     text, iid_of, seen_by = strings[STR_OFF], strings[STR_IID], strings[STR_SEEN]
     track_ptr, track_seq, track_uuid = tracks[TRK_PTR], tracks[TRK_SEQ], tracks[TRK_UUID]
+    int_at, int_valid, lifted_names = int_cols[INT_AT], int_cols[INT_VALID], int_cols[INT_NAME, I_LIFTED:]
+    name_row, src_row = code_row[CODE_NAME], code_row[CODE_SRC]
     while t < ntracks:
         seq = track_seq[t]
         if header == 0:
@@ -321,7 +347,8 @@ def encode_events(
             header = 0
             continue
         # an upper bound of the bytes of event i's begin and end packets together
-        name, cat, src = np.int64(name_code[i]), np.int64(cat_code[i]), np.int64(src_code[i])
+        bits = flags[i]
+        name, cat, src = name_row[name_of[i]], FIRST_CAT + (bits >> CAT_SHIFT), src_row[src_of[i]]
         need = text[name + 1] - text[name] + text[cat + 1] - text[cat] + args_end[i] - args_start[i]
         if src >= 0:
             need += text[src + 1] - text[src]
@@ -330,10 +357,10 @@ def encode_events(
             state[S_NEED] = need
             break
         # the BEGIN or INSTANT packet of event i, interning what track t's sequence has not seen
-        bits = flag_bits[i]
-        corr = corr_of[i] if corr_of.size else NONE
-        nbytes = bytes_of[i] if bytes_of.size else NONE
-        has_args = bits & FLAG_ARGS != 0
+        is_instant = bits & FLAG_INSTANT != 0
+        corr = _int_value(ints, valid, int_at[I_CORR], int_valid[I_CORR], i)
+        nbytes = _int_value(ints, valid, int_at[I_BYTES], int_valid[I_BYTES], i)
+        has_args = bits & FLAG_ARGS_NULL == 0
         has_bytes = nbytes != NONE
         name_iid, cat_iid = iid_of[name], iid_of[cat]
         src_iid = iid_of[src] if src >= 0 else 0
@@ -366,9 +393,11 @@ def encode_events(
             ev += 1 + (varint_size(ann_args) + ann_args)
         if has_bytes:
             ev += 1 + (varint_size(ann_bytes) + ann_bytes)
+        present = 0  # bit j: lifted id j is there
         for j in range(nlifted):  # the lifted ids: integer annotations, their names interned as "bytes" is
-            v = lifted[j, i]
+            v = _int_value(ints, valid, int_at[I_LIFTED + j], int_valid[I_LIFTED + j], i)
             if v != NONE:
+                present |= 1 << j
                 s = lifted_names[j]
                 if seen_by[s] != t:
                     interned += _interned_size(strings, s)
@@ -398,13 +427,13 @@ def encode_events(
                 seen_by[STR_BYTES] = t
             for j in range(nlifted):
                 s = lifted_names[j]
-                if lifted[j, i] != NONE and seen_by[s] != t:
+                if present >> j & 1 and seen_by[s] != t:
                     pos = _put_interned(out, pos, strings, string_bytes, s)
                     seen_by[s] = t
         out[pos] = B_EVENT
         pos = put_varint(out, pos + 1, ev)
         out[pos] = B_TYPE
-        out[pos + 1] = B_INSTANT if bits & FLAG_INSTANT else B_SLICE_BEGIN
+        out[pos + 1] = B_INSTANT if is_instant else B_SLICE_BEGIN
         out[pos + 2] = B_NAME_IID
         pos = put_varint(out, pos + 3, name_iid)
         out[pos] = B_CAT_IID
@@ -431,8 +460,8 @@ def encode_events(
             out[pos + 2] = B_A_INT
             pos = put_varint(out, pos + 3, nbytes)
         for j in range(nlifted):
-            v = lifted[j, i]
-            if v != NONE:
+            if present >> j & 1:
+                v = ints[int_at[I_LIFTED + j] + i]
                 out[pos] = B_ANN
                 out[pos + 1] = 2 + 1 + varint_size(v)
                 out[pos + 2] = B_A_NAME_IID
@@ -440,7 +469,7 @@ def encode_events(
                 out[pos + 4] = B_A_INT
                 pos = put_varint(out, pos + 5, v)
         pos = _put_flows(out, pos, flow_ptr, flow_id, flow_bits, i, _AT_BEGIN)
-        if not bits & FLAG_INSTANT:  # a zero-length slice ends before the next event starts: at the next step
+        if not is_instant:  # a zero-length slice ends before the next event starts: at the next step
             stack[sp] = i
             sp += 1
         k += 1

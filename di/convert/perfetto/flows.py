@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from di.convert.perfetto.encode import FLOW_AT_END, FLOW_TERMINATING
 from di.errors import SchemaError
 from di.trace import FLOW_KINDS
 
@@ -39,15 +40,15 @@ class FlowMarks:
     Attributes:
         ptr: int64 (n + 1); the marks of event i are ``ptr[i]:ptr[i+1]``.
         fid: uint64 flow id of each mark.
-        terminating: uint8, 1 = terminating_flow_ids, 0 = flow_ids.
-        at_end: uint8, 1 = on the event's end packet, 0 = on its begin (or instant) packet.
+        bits: uint8 of each mark: :data:`~di.convert.perfetto.encode.FLOW_TERMINATING` (in terminating_flow_ids,
+            else flow_ids), :data:`~di.convert.perfetto.encode.FLOW_AT_END` (on the event's end packet, else on its
+            begin or instant packet).
         edges: number of edges by table: flows, messages, collective.
     """
 
     ptr: np.ndarray
     fid: np.ndarray
-    terminating: np.ndarray
-    at_end: np.ndarray
+    bits: np.ndarray
     edges: dict[str, int]
 
 
@@ -115,15 +116,22 @@ def flow_marks(
         | code.astype(np.uint64)
     )
     ev = np.concatenate([x, y])
-    order = np.argsort(ev, kind="stable")
+    count = np.bincount(ev, minlength=n)
     ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ev, minlength=n), out=ptr[1:])
+    np.cumsum(count, out=ptr[1:])
+    if len(ev) and count.max() > 1:  # the slot of each mark: X's marks first, then Y's, each in edge order
+        at = np.empty(len(ev), dtype=np.int64)
+        at[np.argsort(ev, kind="stable")] = np.arange(len(ev))
+    else:  # an event has at most one mark: its slot is the event's first (no sort)
+        at = ptr[ev]
+    at_x, at_y = at[: len(x)], at[len(x) :]
+    marks = np.empty(len(ev), dtype=np.uint64)
+    marks[at_x] = fid
+    marks[at_y] = fid
+    bits = np.zeros(len(ev), dtype=np.uint8)
+    bits[at_y] = np.where(y_end, np.uint8(FLOW_TERMINATING | FLOW_AT_END), np.uint8(FLOW_TERMINATING))
     return FlowMarks(
-        ptr=ptr,
-        fid=np.concatenate([fid, fid])[order],
-        terminating=np.concatenate([np.zeros(len(x), np.uint8), np.ones(len(y), np.uint8)])[order],
-        at_end=np.concatenate([np.zeros(len(x), np.uint8), y_end.astype(np.uint8)])[order],
-        edges={"flows": len(fs), "messages": len(ms), "collective": len(cs)},
+        ptr=ptr, fid=marks, bits=bits, edges={"flows": len(fs), "messages": len(ms), "collective": len(cs)}
     )
 
 

@@ -28,13 +28,15 @@ from typing import IO
 import numpy as np
 import polars as pl
 
-from di.convert.columns import dense_codes, filled_or_empty, filled_rows, readonly, text_spans, utf8_buffers
+from di.convert.columns import readonly, text_spans
 from di.convert.lanes import canonical_events
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
 from di.convert.perfetto.layout import build_layout, descriptor_packets
+from di.convert.perfetto.nullable import int_columns
+from di.convert.perfetto.strings import event_strings
 from di.output import atomic_write
-from di.trace import CATS, Trace
+from di.trace import Trace
 
 __all__ = ["write_perfetto", "is_own_file"]
 
@@ -130,31 +132,22 @@ def _events(
 ) -> None:
     """Write the event packets of every used track (start/end: ns in canonical order, written less ``offset``)."""
     n = ev.height
-    names, name_values = dense_codes(ev.get_column("name"))
-    src, src_values = dense_codes(ev.get_column("src_cat"))
-    strings, string_bytes = _string_table(name_values, src_values)
-    first_cat, first_name = len(encode.ANNOTATION_NAMES), len(encode.ANNOTATION_NAMES) + len(CATS) + len(src_values)
+    strings, string_bytes, name_of, src_of, code_row = event_strings(ev)
     args_column = ev.get_column("args")
+    flags = ev.get_column("cat").to_physical().to_numpy() << np.uint8(encode.CAT_SHIFT)
+    flags |= instant
+    if args_column.has_nulls():
+        flags |= args_column.is_null().to_numpy() * np.uint8(encode.FLAG_ARGS_NULL)
     args, args_start, args_end = text_spans(args_column)
 
     columns = {
         encode.E_START: start - offset if offset else start,
         encode.E_END: end - offset if offset else end,
-        encode.E_CORR: filled_or_empty(ev.get_column("corr"), encode.NONE),
-        encode.E_BYTES: filled_or_empty(ev.get_column("bytes"), encode.NONE),
         encode.E_ARGS_START: args_start,
         encode.E_ARGS_END: args_end,
     }
     events = tuple(readonly(np.ascontiguousarray(columns[r], dtype=np.int64)) for r in range(len(encode.EVENT_ROWS)))
-    lifted, lifted_names = _lifted(ev)
-    codes = np.empty((len(encode.CODE_ROWS), n), dtype=np.int32)
-    np.add(names, first_name, out=codes[encode.C_NAME], casting="unsafe")
-    np.add(ev.get_column("cat").to_physical().to_numpy(), first_cat, out=codes[encode.C_CAT], casting="unsafe")
-    np.add(src, first_cat + len(CATS), out=codes[encode.C_SRC_CAT], casting="unsafe")
-    codes[encode.C_SRC_CAT, src < 0] = -1
-    flags = codes[encode.C_FLAGS]
-    np.multiply(args_column.is_not_null().to_numpy(), encode.FLAG_ARGS, out=flags, casting="unsafe")
-    flags[instant] |= encode.FLAG_INSTANT
+    ints, valid, int_cols = _int_columns(ev)
 
     tracks_df = layout.tracks
     counts, emit = layout.track_events, readonly(layout.emit)
@@ -164,10 +157,9 @@ def _events(
     tracks[encode.TRK_SEQ, :-1] = DESCRIPTOR_SEQUENCE + 1 + used
     tracks[encode.TRK_UUID, :-1] = tracks_df.get_column("uuid").to_numpy()[used]
 
-    flow_bits = marks.terminating * np.uint8(encode.FLOW_TERMINATING) | marks.at_end * np.uint8(encode.FLOW_AT_END)
     state = np.zeros(encode.STATE_SLOTS, dtype=np.int64)
     stack = np.empty(max(n, 1), dtype=np.int64)
-    args, string_bytes = readonly(args), readonly(string_bytes)
+    args = readonly(args)
     while state[encode.S_TRACK] < len(used):
         end = encode.encode_events(
             state,
@@ -177,15 +169,19 @@ def _events(
             tracks,
             emit,
             events,
-            lifted,
-            lifted_names,
-            codes,
+            ints,
+            valid,
+            int_cols,
+            name_of,
+            src_of,
+            code_row,
+            readonly(flags.astype(np.uint8, copy=False)),
             args,
             strings,
             string_bytes,
             marks.ptr,
             marks.fid,
-            flow_bits,
+            marks.bits,
         )
         if end == out.used:  # the next event's packets do not fit in what is left of the buffer
             out.room(int(state[encode.S_NEED]))
@@ -194,32 +190,15 @@ def _events(
             out.flush()
 
 
-def _lifted(ev: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's ``lifted`` rows (:mod:`di.convert.perfetto.encode`): the values of each column of
-    :data:`~di.convert.perfetto.encode.LIFTED` that ``ev`` has with some value (:data:`~.encode.NONE` for null),
-    and the ``strings`` row of each one's annotation name; (0, n) and (0,) when none, read-only both (one
-    specialisation of the kernel whichever columns a trace has)."""
+def _int_columns(ev: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel's nullable integer columns (:mod:`di.convert.perfetto.nullable`): ``corr``, ``bytes``, then each
+    column of :data:`~di.convert.perfetto.encode.LIFTED` that ``ev`` has with some value, with the ``strings`` row
+    of each lifted one's annotation name (row :data:`~di.convert.perfetto.encode.INT_NAME`)."""
     names = [col for col, _ in encode.LIFTED]
-    lifted, present = filled_rows(ev, names, encode.NONE)
-    rows = np.array([encode.STR_LIFTED + names.index(col) for col in present], dtype=np.int64)
-    return readonly(lifted), readonly(rows)
-
-
-def _string_table(name_values: pl.Series, src_values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's ``strings`` rows (:mod:`di.convert.perfetto.encode`) and their UTF-8 bytes: the annotation
-    names, the categories (canonical, then the distinct ``src_cat`` values), then the event names."""
-    groups = (
-        (pl.Series(encode.ANNOTATION_NAMES, dtype=pl.String), encode.T_I_ANN),
-        (pl.concat([pl.Series(CATS, dtype=pl.String), src_values]), encode.T_I_CATS),
-        (name_values, encode.T_I_NAMES),
-    )
-    string_bytes, off = utf8_buffers(pl.concat([texts for texts, _ in groups]))
-    strings = np.empty((len(encode.STRING_ROWS), len(off)), dtype=np.int64)
-    strings[encode.STR_OFF] = off
-    strings[encode.STR_IID, :-1] = np.concatenate([np.arange(1, len(texts) + 1) for texts, _ in groups])
-    strings[encode.STR_FIELD, :-1] = np.repeat([field for _, field in groups], [len(texts) for texts, _ in groups])
-    strings[encode.STR_SEEN] = -1
-    return strings, string_bytes
+    lifted = [col for col in names if col in ev.columns and ev.get_column(col).null_count() < ev.height]
+    ints, valid, cols = int_columns([ev.get_column(col) for col in ("corr", "bytes", *lifted)])
+    name_row = np.array([-1, -1, *(encode.STR_LIFTED + names.index(col) for col in lifted)], dtype=np.int64)
+    return ints, valid, readonly(np.vstack([cols, name_row]))
 
 
 def _counters(out: _Output, samples: pl.DataFrame, layout, offset: int, first_seq: int) -> None:
