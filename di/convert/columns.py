@@ -69,19 +69,20 @@ def text_spans(values: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.zeros(0, np.uint8), np.zeros(len(values), np.int64), np.zeros(len(values), np.int64)
     held_buffers = [b for chunk in chunks for b in chunk.buffers()[1:] if b is not None]  # views, then data
     first = min(b.address for b in held_buffers)
-    span = np.asarray(_HeldBytes(first, max(b.address + b.size for b in held_buffers) - first, chunks))
+    span = np.asarray(HeldMemory(first, max(b.address + b.size for b in held_buffers) - first, "|u1", chunks))
     starts = np.subtract(address, np.uint64(first), out=address).view(np.int64)
     if not used.all():
         starts[~used] = 0
     return span, starts, np.add(starts, length, out=length)
 
 
-class _HeldBytes:
-    """``size`` read-only bytes at address ``at`` as numpy takes them, keeping ``owner`` (what holds them) alive."""
+class HeldMemory:
+    """``size`` read-only items of numpy type ``typestr`` at address ``at`` as numpy takes them, keeping ``owner``
+    (what holds them) alive."""
 
-    def __init__(self, at: int, size: int, owner: object) -> None:
+    def __init__(self, at: int, size: int, typestr: str, owner: object) -> None:
         self.owner = owner
-        self.__array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (at, True), "version": 3}
+        self.__array_interface__ = {"shape": (size,), "typestr": typestr, "data": (at, True), "version": 3}
 
 
 def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:

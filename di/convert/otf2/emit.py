@@ -32,6 +32,7 @@ from numba import cfunc, njit, types
 from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.bytewords import load_u64, store_u64
+from di.convert.intcolumns import INT_AT, INT_VALID, NULL, value_at
 from di.convert.otf2 import clib
 
 ATT_WIDTH = 12
@@ -93,8 +94,8 @@ FLOWS_ATTRIBUTE = 7
 """Position of ``di.flows_in`` in ``layout.ATTRIBUTES``."""
 IO_ATTRIBUTE = 8
 """Position of ``di.io`` in ``layout.ATTRIBUTES`` (on the I/O operation records, see :mod:`iolayout`)."""
-NO_VALUE = np.iinfo(np.int64).min
-"""Marks a missing bytes / args / flows value."""
+NO_VALUE = NULL
+"""Marks a missing bytes / args / flows / id value (the null of :func:`di.convert.intcolumns.value_at`)."""
 _AT_ENTER, _AT_LEAVE = np.int64(0), np.int64(1)
 """Phases of an attachment (``att[:, 1]``)."""
 TYPE_DOUBLE = 10
@@ -215,8 +216,8 @@ def emit_events(
     region,
     nbytes,
     ids,
-    id_at,
     id_valid,
+    id_cols,
     id_refs,
     args_ref,
     flows_ref,
@@ -236,10 +237,10 @@ def emit_events(
         start_t, end_t: ticks of every event row; region: region ref per row.
         nbytes, args_ref, flows_ref: per row, NO_VALUE when absent (an empty array: absent everywhere);
             flows_ref is the string ref of the ``di.flows_in`` attribute (:mod:`layout`).
-        ids, id_at, id_valid, id_refs: the INT64 attributes (``di.corr`` and the optional id columns, only those
-            the trace has: K = 0 for none, one signature for every trace): column j's value of row e is
-            ``ids[id_at[j] + e]`` (int64, read where polars holds it: :mod:`idcolumns`), written where
-            ``id_valid[j, e]`` (bool (K, rows)), with the attribute ref ``id_refs[j]``.
+        ids, id_valid, id_cols, id_refs: the INT64 attributes (``di.corr`` and the optional id columns, only those
+            the trace has: K = 0 for none, one signature for every trace), read in place: ``ints``, ``valid`` and
+            ``cols`` (int64 (2, K)) of :func:`di.convert.intcolumns.int_columns`, each with the attribute ref
+            ``id_refs[j]``; a null is not written.
         att, att_bounds: attachment records (see the module docstring) in emission order (output location,
             event row, phase); location k's are att[att_bounds[k]:att_bounds[k+1]].
         stack: int64 (at least the most events of one location, 3), scratch for the open events: the event
@@ -274,9 +275,10 @@ def emit_events(
                 if nbytes.size and nbytes[e] != NO_VALUE:
                     clib.ccall(fns[F_ADD_U64], (alist, attr_refs[0], nbytes[e]))
                     has_attrs = True
-                for j in range(id_at.size):  # one call site for every id column
-                    if id_valid[j, e]:
-                        clib.ccall(fns[F_ADD_I64], (alist, id_refs[j], ids[id_at[j] + e]))
+                for j in range(id_refs.size):  # one call site for every id column
+                    v = value_at(ids, id_valid, id_cols[INT_AT, j], id_cols[INT_VALID, j], e)
+                    if v != NO_VALUE:
+                        clib.ccall(fns[F_ADD_I64], (alist, id_refs[j], v))
                         has_attrs = True
                 if args_ref.size and args_ref[e] != NO_VALUE:
                     clib.ccall(fns[F_ADD_STR], (alist, attr_refs[2], args_ref[e]))

@@ -27,13 +27,13 @@ import polars as pl
 
 from di import schema
 from di.convert.columns import filled_or_empty, run_starts
+from di.convert.intcolumns import int_columns
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
 from di.convert.otf2.attachments import plan_attachments
 from di.convert.otf2.ditrace import document as own_document
 from di.convert.otf2.communicators import DEFAULT_COMM, GROUP_NAME_PREFIX, NULL_COMM, LocalRanks, plan_comms
 from di.convert.otf2.flowrefs import plan_flows_in
-from di.convert.otf2.idcolumns import IdColumns, id_columns
 from di.convert.otf2.iofiles import IoFileProperties, plan_io_files
 from di.convert.otf2.iolayout import IoDefs, plan_io
 from di.convert.otf2.metricplan import plan_metrics
@@ -153,14 +153,17 @@ def _attribute_strings(attributes: tuple[tuple[str, str], ...]) -> Strings:
     return strings
 
 
-def id_attributes(ev: pl.DataFrame) -> tuple[tuple[tuple[str, str], ...], IdColumns, np.ndarray]:
+def id_attributes(
+    ev: pl.DataFrame,
+) -> tuple[tuple[tuple[str, str], ...], tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """The attributes di writes for ``ev`` (:data:`ATTRIBUTES`, then one per optional id column with values), the
-    :data:`ID_COLUMNS` with values (none when K = 0), read in place (:mod:`~di.convert.otf2.idcolumns`), and the ref
-    of each one's attribute (K,)."""
-    ids = id_columns(ev, ID_COLUMNS)
-    attributes = ATTRIBUTES + tuple((f"di.{c}", "INT64") for c in ids.names if c != "corr")
-    names = [name for name, _ in attributes]
-    return attributes, ids, np.array([names.index(f"di.{c}") for c in ids.names], np.int64)
+    :data:`ID_COLUMNS` with values read in place (``ints``, ``valid``, ``cols`` of
+    :func:`di.convert.intcolumns.int_columns`; K = 0 columns when none) and the ref of each one's attribute (K,)."""
+    names = [c for c in ID_COLUMNS if c in ev.columns and ev.get_column(c).null_count() < ev.height]
+    attributes = ATTRIBUTES + tuple((f"di.{c}", "INT64") for c in names if c != "corr")
+    refs = [name for name, _ in attributes]
+    ints = int_columns([ev.get_column(c) for c in names])
+    return attributes, ints, np.array([refs.index(f"di.{c}") for c in names], np.int64)
 
 
 def _lane_pairs(
@@ -317,9 +320,9 @@ def plan(trace: Trace) -> Layout:
             "end_t": end + shift if shift else end,
             "region": region,
             "nbytes": filled_or_empty(ev["bytes"], emit.NO_VALUE),  # empty: absent (see emit.emit_events)
-            "ids": ids.values,
-            "id_at": ids.at,
-            "id_valid": ids.valid,
+            "ids": ids[0],
+            "id_valid": ids[1],
+            "id_cols": ids[2],
             "id_refs": id_refs,
             "args_ref": args_ref,
             "flows_ref": plan_flows_in(trace, placed.out_of, placed.order, placed.bounds, strings),

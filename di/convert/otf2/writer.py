@@ -215,7 +215,7 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
     fns = np.array(clib.addresses(*emit.FN_NAMES), dtype=np.int64)
     lib.OTF2_AttributeList_New.restype = ctypes.c_void_p
     alist = lib.OTF2_AttributeList_New()
-    order, start_t, end_t, region, nbytes, ids, id_at, id_valid, id_refs, args_ref, flows_ref, att = (
+    order, start_t, end_t, region, nbytes, ids, id_valid, id_cols, id_refs, args_ref, flows_ref, att = (
         readonly(a)  # whether polars copied them or not: one signature
         for a in (
             lay.order,
@@ -224,8 +224,8 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
             lay.region,
             lay.nbytes,
             lay.ids,
-            lay.id_at,
             lay.id_valid,
+            lay.id_cols,
             lay.id_refs,
             lay.args_ref,
             lay.flows_ref,
@@ -245,7 +245,7 @@ def _write(archive: object, lay: Layout, anchor: Path, extra: AnalysisDefs) -> N
             at = np.array([clib.handle(w)], dtype=np.int64)
             one, att_one = bounds[ref : ref + 2], att_bounds[ref : ref + 2]
             code = emit.emit_events(
-                fns, at, alist, lay.attr_refs, order, one, start_t, end_t, region, nbytes, ids, id_at, id_valid,
+                fns, at, alist, lay.attr_refs, order, one, start_t, end_t, region, nbytes, ids, id_valid, id_cols,
                 id_refs, args_ref, flows_ref, att, att_one, stack,
             )  # fmt: skip
             _check(code, anchor, "events")

@@ -25,7 +25,7 @@ as the Chrome scanner does (:mod:`di.convert.chrome.scan`):
   event its times (ns, >= 0) and args spans, the columns as they are, not
   copied into one matrix (on the 1.2 M-event real-shaped trace the matrix was 58 MB of fresh memory, 14,000 first
   touches of a page); ``ints``, ``valid``, ``int_cols``: the nullable integer columns read in place
-  (:mod:`di.convert.perfetto.nullable`), ``corr`` (:data:`I_CORR`), ``bytes`` (:data:`I_BYTES`), then the optional
+  (:mod:`di.convert.intcolumns`), ``corr`` (:data:`I_CORR`), ``bytes`` (:data:`I_BYTES`), then the optional
   columns of :data:`LIFTED` the trace has, each written as the integer debug annotation whose name is row
   ``int_cols[INT_NAME, c]`` of ``strings``; its strings (:mod:`di.convert.perfetto.strings`): name
   ``code_row[CODE_NAME, name_of[i]]`` and ``src_cat`` ``code_row[CODE_SRC, src_of[i]]`` (-1: none), rows of
@@ -71,7 +71,7 @@ from di.schema import optional_args_keys
 
 from di.convert.perfetto import fields as F
 from di.convert.bytewords import copy_bytes, store_u64
-from di.convert.perfetto.nullable import INT_AT, INT_ROWS, INT_VALID
+from di.convert.intcolumns import INT_AT, INT_ROWS, INT_VALID, NULL, value_at
 from di.convert.perfetto.protobuf import LEN, VARINT, FIXED64, put_varint, tag, varint_size
 
 # tags as varint values (np.int64: typed constants, see the module docstring)
@@ -122,7 +122,7 @@ E_START, E_END, E_ARGS_START, E_ARGS_END = range(len(EVENT_ROWS))
 I_CORR, I_BYTES, I_LIFTED = np.int64(0), np.int64(1), np.int64(2)
 """Columns of ``int_cols``: ``corr``, ``bytes``, then the lifted ones the trace has."""
 INT_NAME = len(INT_ROWS)
-"""Row of ``int_cols`` after :data:`~di.convert.perfetto.nullable.INT_ROWS`: the row of ``strings`` of a lifted
+"""Row of ``int_cols`` after :data:`~di.convert.intcolumns.INT_ROWS`: the row of ``strings`` of a lifted
 column's annotation name."""
 CODE_NAME, CODE_SRC = 0, 1
 """Rows of ``code_row``."""
@@ -146,7 +146,7 @@ SLACK = 192
 FLOW_BYTES = 10
 """Bytes of one flow id field: tag (2) and fixed64 (8)."""
 
-NONE = np.iinfo(np.int64).min
+NONE = NULL
 """An absent integer (a null corr, bytes or lifted id); a value equal to it is written as absent too."""
 
 # state array slots
@@ -233,19 +233,6 @@ def _header(out, pos, seq, uuid):
     pos = put_varint(out, pos, ev_def)
     pos = put_varint(out, pos, T_DEF_UUID)
     return put_varint(out, pos, uuid)
-
-
-@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
-def _int_value(ints, valid, at, b, i):
-    """Row i's value of the nullable integer column at ``at`` in ``ints`` with validity bits from ``b`` on in
-    ``valid`` (:mod:`di.convert.perfetto.nullable`); :data:`NONE` when null."""
-    if at < 0:
-        return NONE
-    if b >= 0:
-        b += i
-        if not (valid[b >> 3] >> (b & 7)) & 1:
-            return NONE
-    return ints[at + i]
 
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
@@ -358,8 +345,8 @@ def encode_events(
             break
         # the BEGIN or INSTANT packet of event i, interning what track t's sequence has not seen
         is_instant = bits & FLAG_INSTANT != 0
-        corr = _int_value(ints, valid, int_at[I_CORR], int_valid[I_CORR], i)
-        nbytes = _int_value(ints, valid, int_at[I_BYTES], int_valid[I_BYTES], i)
+        corr = value_at(ints, valid, int_at[I_CORR], int_valid[I_CORR], i)
+        nbytes = value_at(ints, valid, int_at[I_BYTES], int_valid[I_BYTES], i)
         has_args = bits & FLAG_ARGS_NULL == 0
         has_bytes = nbytes != NONE
         name_iid, cat_iid = iid_of[name], iid_of[cat]
@@ -395,7 +382,7 @@ def encode_events(
             ev += 1 + (varint_size(ann_bytes) + ann_bytes)
         present = 0  # bit j: lifted id j is there
         for j in range(nlifted):  # the lifted ids: integer annotations, their names interned as "bytes" is
-            v = _int_value(ints, valid, int_at[I_LIFTED + j], int_valid[I_LIFTED + j], i)
+            v = value_at(ints, valid, int_at[I_LIFTED + j], int_valid[I_LIFTED + j], i)
             if v != NONE:
                 present |= 1 << j
                 s = lifted_names[j]

@@ -33,7 +33,7 @@ from di.convert.lanes import canonical_events
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
 from di.convert.perfetto.layout import build_layout, descriptor_packets
-from di.convert.perfetto.nullable import int_columns
+from di.convert.intcolumns import int_columns
 from di.convert.perfetto.strings import event_strings
 from di.output import atomic_write
 from di.trace import Trace
@@ -191,7 +191,7 @@ def _events(
 
 
 def _int_columns(ev: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The kernel's nullable integer columns (:mod:`di.convert.perfetto.nullable`): ``corr``, ``bytes``, then each
+    """The kernel's nullable integer columns (:mod:`di.convert.intcolumns`): ``corr``, ``bytes``, then each
     column of :data:`~di.convert.perfetto.encode.LIFTED` that ``ev`` has with some value, with the ``strings`` row
     of each lifted one's annotation name (row :data:`~di.convert.perfetto.encode.INT_NAME`)."""
     names = [col for col, _ in encode.LIFTED]

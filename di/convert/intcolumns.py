@@ -1,4 +1,5 @@
-"""Nullable integer columns as the event kernel reads them: in place, where polars holds them.
+"""Nullable integer columns as the writers' event kernels read them (Perfetto's and OTF2's): in place, where polars
+holds them.
 
 A column of c is read as ``ints[cols[INT_AT, c] + i]`` (row i's value) and is valid where bit
 ``cols[INT_VALID, c] + i`` of ``valid`` is set (Arrow's validity bitmap: least significant bit first);
@@ -6,24 +7,35 @@ A column of c is read as ``ints[cols[INT_AT, c] + i]`` (row i's value) and is va
 ``ints`` and ``valid`` are read-only spans of the address space from the lowest address of the columns' buffers
 to the highest end of one, as :func:`di.convert.columns.text_spans` reads texts: no column is copied or filled (six
 Kineto id columns of 1.2 M events filled with a null marker were 58 MB of fresh memory and 0.04-0.09 CPU-s). Only
-a row's own value and bit may be read; the spans keep the columns' buffers alive.
+a row's own value and bit may be read (:func:`value_at`); the spans keep the columns' buffers alive.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from numba import njit
+
+from di.convert.columns import HeldMemory
+from di.jitpipeline import ScalarKernelCompiler
 
 INT_ROWS = ("at", "valid")
 INT_AT, INT_VALID = range(len(INT_ROWS))
+NULL = np.iinfo(np.int64).min
+"""What :func:`value_at` gives for a null (a value equal to it reads as null too)."""
 
 
-class _Held:
-    """``size`` read-only items of ``typestr`` at address ``at`` as numpy takes them, keeping ``owner`` alive."""
-
-    def __init__(self, at: int, size: int, typestr: str, owner: object) -> None:
-        self.owner = owner
-        self.__array_interface__ = {"shape": (size,), "typestr": typestr, "data": (at, True), "version": 3}
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
+def value_at(ints, valid, at, b, i):
+    """Row i's value of the column at ``at`` in ``ints`` (``cols[INT_AT, c]``) with validity bits from ``b``
+    (``cols[INT_VALID, c]``) on in ``valid``; :data:`NULL` when null or when the column is absent."""
+    if at < 0:
+        return NULL
+    if b >= 0:
+        b += i
+        if not (valid[b >> 3] >> (b & 7)) & 1:
+            return NULL
+    return ints[at + i]
 
 
 def _span(parts: list[tuple[int, int]], dtype: type, owner: object) -> tuple[np.ndarray, int]:
@@ -35,7 +47,7 @@ def _span(parts: list[tuple[int, int]], dtype: type, owner: object) -> tuple[np.
         return empty, 0
     first = min(at for at, _ in parts)
     size = (max(at + nbytes for at, nbytes in parts) - first) // np.dtype(dtype).itemsize
-    return np.asarray(_Held(first, size, np.dtype(dtype).str, owner)), first
+    return np.asarray(HeldMemory(first, size, np.dtype(dtype).str, owner)), first
 
 
 def int_columns(columns: list[pl.Series | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
