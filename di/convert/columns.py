@@ -85,24 +85,32 @@ class HeldMemory:
         self.__array_interface__ = {"shape": (size,), "typestr": typestr, "data": (at, True), "version": 3}
 
 
-def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
-    """Row -> int32 index into the distinct non-null values of ``s`` in order of first appearance (-1: null), and
-    those values (String). A Categorical or Enum column is numbered on its physical codes: no text is hashed."""
+def code_index(s: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
+    """The distinct non-null values of ``s`` in order of first appearance (String), the uint32 code of each row
+    (read-only, where polars holds them when ``s`` has no null; a null's code is the largest), and ``index``: the
+    position of each code's value among those values (int64; -1: the null code, or a code no row has).
+
+    A Categorical or Enum column is numbered on its physical codes (no text hashed); another is made a Categorical
+    first (polars hashes each text once). A row's position among the distinct values is ``index[code]``."""
     if not (s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum)):
         s = s.cast(pl.String).cast(pl.Categorical)
     phys = s.to_physical()
     nulls = phys.null_count()
     if nulls == len(phys):
-        return np.full(len(phys), -1, np.int32), pl.Series([], dtype=pl.String)
+        return readonly(np.zeros(len(phys), np.uint32)), np.full(1, -1, np.int64), pl.Series([], dtype=pl.String)
     top = int(phys.max()) + 1  # type: ignore[arg-type]
-    p = (phys.fill_null(top) if nulls else phys).to_numpy()
-    first = np.full(top + 1, len(p), dtype=np.int64)
-    np.minimum.at(first, p, np.arange(len(p)))
-    present = np.flatnonzero(first[:top] < len(p))
-    present = present[np.argsort(first[present], kind="stable")]
-    lut = np.full(top + 1, -1, dtype=np.int32)
-    lut[present] = np.arange(len(present), dtype=np.int32)
-    return lut[p], s.gather(first[present]).cast(pl.String)
+    values = (s.drop_nulls() if nulls else s).unique(maintain_order=True)
+    index = np.full(top + 1, -1, dtype=np.int64)  # code top: null
+    index[values.to_physical().to_numpy()] = np.arange(len(values))
+    code = np.ascontiguousarray((phys.fill_null(top) if nulls else phys).to_numpy(), dtype=np.uint32)
+    return readonly(code), index, values.cast(pl.String)
+
+
+def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """Row -> int32 index into the distinct non-null values of ``s`` in order of first appearance (-1: null), and
+    those values (String): :func:`code_index` per row."""
+    code, index, values = code_index(s)
+    return index.astype(np.int32)[code], values
 
 
 def filled_rows(df: pl.DataFrame, columns: list[str], fill: int) -> tuple[np.ndarray, list[str]]:

@@ -5,7 +5,7 @@
 * :func:`combined_ids`: the same for tuples of four non-negative code columns
   (region = (name, cat, src_cat, instant)), by their mixed-radix key.
 
-Columns of texts are numbered by polars' categorical hashing (:func:`di.convert.columns.dense_codes`).
+Columns of texts are numbered by polars' categorical hashing (:func:`di.convert.columns.code_index`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from di.convert.columns import readonly, text_spans, utf8_buffers
+from di.convert.columns import code_index, readonly, text_spans, utf8_buffers
 from di.convert.otf2 import emit
 
 __all__ = ["DISTINCT_SAMPLE", "MOSTLY_DISTINCT", "Strings", "TextColumn", "mostly_distinct"]
@@ -104,31 +104,13 @@ def _texts_at(data: np.ndarray, offsets: np.ndarray, take: np.ndarray) -> pl.Ser
     return _texts(data[np.repeat(lo - at[:-1], length) + np.arange(at[-1])], at)
 
 
-def _first_use_codes(values: pl.Series) -> tuple[np.ndarray, np.ndarray, int]:
-    """(integer code of each row, the first row of each distinct non-null value in order of first appearance, the
-    codes' bound: a null's code is the bound less one). Texts are coded by polars' categorical hashing (a Categorical
-    or Enum column by its physical codes, no text hashed), the first rows found on the codes."""
-    if not (values.dtype == pl.Categorical or isinstance(values.dtype, pl.Enum)):
-        values = values.cast(pl.String).cast(pl.Categorical)
-    phys = values.to_physical()
-    top = int(phys.max() or 0) + 1  # type: ignore[arg-type]
-    nulls = phys.null_count()
-    codes = (phys.cast(pl.UInt32).fill_null(top) if nulls else phys).to_numpy()
-    first = phys.arg_unique().to_numpy()  # null's first row included
-    if first.size > 1 and bool((first[1:] < first[:-1]).any()):
-        first = np.sort(first)
-    if nulls:
-        first = first[codes[first] != top]
-    return codes, first, top + 1
-
-
 class Strings:
     """The archive's string definitions: ref = insertion order, ``""`` is ref 0.
 
     A few hundred names (communicators, attributes) are looked up one by one
     through a dict; a column of strings (args texts, a million distinct ones in a
     real PyTorch profile before its ids are lifted out; region names) is
-    numbered by polars' categorical hashing (:func:`_first_use_codes`) and its distinct
+    numbered by polars' categorical hashing (:func:`di.convert.columns.code_index`) and its distinct
     texts take consecutive refs, never through a Python dict or loop; when a
     sample shows them nearly all distinct (:func:`mostly_distinct`), every
     row takes a ref of its own without hashing. Such a column's texts are not
@@ -171,7 +153,7 @@ class Strings:
         """Refs (int64, ``emit.NO_VALUE`` for nulls) of a column of strings, adding the new ones. A column whose
         texts are nearly all distinct (:func:`mostly_distinct`) is not searched for repeats: each of its non-null
         rows takes a ref of its own. Other columns are numbered by polars' categorical hashing
-        (:func:`_first_use_codes`: 0.019 CPU-s for a real-shaped trace's 1.2 M args texts, where a hash table over
+        (:func:`di.convert.columns.code_index`: 0.019 CPU-s for a real-shaped trace's 1.2 M args texts, where a hash table over
         their UTF-8 buffer took 0.065), each row's ref read from a table by code; their distinct texts, when more than
         :attr:`SMALL`, copied to a buffer of their own."""
         valid = values.is_not_null().to_numpy()
@@ -186,17 +168,18 @@ class Strings:
             refs = ids + self.n if valid.all() else np.where(ids >= 0, ids + self.n, emit.NO_VALUE)
             self.n += rows.size
             return refs
-        codes, first, bound = _first_use_codes(values)
-        distinct = values.gather(first).cast(pl.String)
-        ref_of = np.full(bound, emit.NO_VALUE, np.int64)  # by code; a null's code is the last
-        if first.size <= self.SMALL:
-            ref_of[codes[first]] = [self.ref(v) for v in distinct.to_list()]
-            return ref_of[codes]
-        data, offsets = utf8_buffers(distinct)
-        rows = np.arange(first.size, dtype=np.int64)
-        self.pieces.append(TextColumn(self.n, distinct, data, offsets[:-1], offsets[1:], rows, rows))
-        ref_of[codes[first]] = rows + self.n
-        self.n += rows.size
+        codes, index, distinct = code_index(values)
+        if distinct.len() <= self.SMALL:
+            refs = np.array([self.ref(v) for v in distinct.to_list()], np.int64)
+        else:
+            data, offsets = utf8_buffers(distinct)
+            rows = np.arange(distinct.len(), dtype=np.int64)
+            self.pieces.append(TextColumn(self.n, distinct, data, offsets[:-1], offsets[1:], rows, rows))
+            refs = rows + self.n
+            self.n += rows.size
+        ref_of = np.full(index.size, emit.NO_VALUE, np.int64)  # by code: null and unused codes have none
+        used = index >= 0
+        ref_of[used] = refs[index[used]]
         return ref_of[codes]
 
     def add_texts(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -10,27 +10,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from di.convert.columns import readonly, utf8_buffers
+from di.convert.columns import code_index, readonly, utf8_buffers
 from di.convert.perfetto import encode
 from di.trace import CATS
-
-
-def distinct(s: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
-    """The uint32 code of each row of ``s`` (read-only, in place when it has no null), the index of each code
-    among the distinct non-null values in order of first appearance (int64, -1: null or unused), and those
-    values (String). A column that is not Categorical or Enum is made one first."""
-    if not (s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum)):
-        s = s.cast(pl.String).cast(pl.Categorical)
-    phys = s.to_physical()
-    nulls = phys.null_count()
-    if nulls == len(phys):
-        return readonly(np.zeros(len(phys), np.uint32)), np.full(1, -1, np.int64), pl.Series([], dtype=pl.String)
-    top = int(phys.max()) + 1  # type: ignore[arg-type]
-    values = (s.drop_nulls() if nulls else s).unique(maintain_order=True)
-    index = np.full(top + 1, -1, dtype=np.int64)  # code top: null
-    index[values.to_physical().to_numpy()] = np.arange(len(values))
-    code = np.ascontiguousarray((phys.fill_null(top) if nulls else phys).to_numpy(), dtype=np.uint32)
-    return readonly(code), index, values.cast(pl.String)
 
 
 def string_table(name_values: pl.Series, src_values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +36,8 @@ def event_strings(ev: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     """``strings``, ``string_bytes``, per event the codes of its name and of its ``src_cat``, and ``code_row``: the
     row of ``strings`` of each code, a name's in row ``CODE_NAME``, a ``src_cat``'s in row ``CODE_SRC`` (-1: null),
     as :func:`~di.convert.perfetto.encode.encode_events` takes them."""
-    name_of, name_index, name_values = distinct(ev.get_column("name"))
-    src_of, src_index, src_values = distinct(ev.get_column("src_cat"))
+    name_of, name_index, name_values = code_index(ev.get_column("name"))
+    src_of, src_index, src_values = code_index(ev.get_column("src_cat"))
     strings, string_bytes = string_table(name_values, src_values)
     first_src = encode.FIRST_CAT + len(CATS)
     code_row = np.full((2, max(len(name_index), len(src_index))), -1, dtype=np.int64)
