@@ -66,24 +66,36 @@ def nesting_order(loc: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, idx
     or ``idx`` are out of order by the full key: a four-key ``np.lexsort`` of all
     events is several times slower on big traces.
     """
-    loc, start_ns, end_ns, idx = (np.asarray(a, dtype=np.int64) for a in (loc, start_ns, end_ns, idx))
+    loc, start_ns, end_ns, idx = (np.asarray(a) for a in (loc, start_ns, end_ns, idx))
     if loc.size == 0:
         return np.zeros(0, dtype=np.int64)
-    narrow = loc.astype(np.uint16) if 0 <= loc.min() and loc.max() < 1 << 16 else loc
+    start_ns = start_ns.astype(np.int64, copy=False)
+    # a timeline index that fits sorts as uint16; the ends and idx are gathered only for the
+    # neighbours of equal (timeline, start), whose order they decide
+    narrow = loc.astype(np.uint16) if 0 <= loc.min() and loc.max() < 1 << 16 else loc.astype(np.int64, copy=False)
     perm = np.argsort(start_ns, kind="stable")
     perm = perm[np.argsort(narrow[perm], kind="stable")]
-    tl, s, e, i = loc[perm], start_ns[perm], end_ns[perm], idx[perm]
+    tl, s = narrow[perm], start_ns[perm]
     same_start = (tl[1:] == tl[:-1]) & (s[1:] == s[:-1])
-    tied = same_start & ((e[1:] > e[:-1]) | ((e[1:] == e[:-1]) & (i[1:] < i[:-1])))
+    pairs = np.flatnonzero(same_start)
+    if not pairs.size:
+        return perm
+    first, second = perm[pairs], perm[pairs + 1]
+    e1, e2 = end_ns[first].astype(np.int64, copy=False), end_ns[second].astype(np.int64, copy=False)
+    i1, i2 = idx[first].astype(np.int64, copy=False), idx[second].astype(np.int64, copy=False)
+    tied = (e2 > e1) | ((e2 == e1) & (i2 < i1))
     if not tied.any():
         return perm
     # Whole groups of equal (timeline, start) with a pair out of order; they are
     # contiguous, so sorting their rows by the full key keeps each in its positions.
     group = np.concatenate(([0], np.cumsum(~same_start)))
     unsorted = np.zeros(int(group[-1]) + 1, dtype=np.bool_)
-    unsorted[group[1:][tied]] = True
+    unsorted[group[1:][pairs[tied]]] = True
     rows = np.flatnonzero(unsorted[group])
-    perm[rows] = perm[rows][np.lexsort((i[rows], -e[rows], s[rows], tl[rows]))]
+    at = perm[rows]
+    perm[rows] = at[
+        np.lexsort((idx[at].astype(np.int64, copy=False), -end_ns[at].astype(np.int64, copy=False), s[rows], tl[rows]))
+    ]
     return perm
 
 

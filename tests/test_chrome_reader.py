@@ -697,3 +697,18 @@ def test_more_names_than_the_first_symbol_table_holds(tmp_path: Path) -> None:
     assert ev["name"].cast(pl.String).to_list() == [names[i % 70_000] for i in range(100_000)]
     assert ev["src_cat"].cast(pl.String).to_list() == [cats[i % 3] for i in range(100_000)]
     assert trace.locations.height == 5
+
+
+def test_phase_counts_count_every_record_block_by_block() -> None:
+    """The records of each phase byte, counted a block at a time, are those of one count of all of them."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from di.convert.chrome import phases
+
+    codes = np.frombuffer(b"XXXsfBEiMC\x00", dtype=np.uint8)
+    for n in (0, 1, phases._COUNT_BLOCK, 2 * phases._COUNT_BLOCK + 17):
+        ph = np.random.default_rng(n).choice(codes, n)
+        raw = SimpleNamespace(cols={"ph": ph})
+        assert np.array_equal(phases.phase_counts(raw), np.bincount(ph, minlength=256))

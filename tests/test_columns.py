@@ -9,7 +9,7 @@ import pytest
 
 import polars as pl
 
-from di.convert.columns import _FIRST_SLOTS, dense_codes, dense_row_ids, match_rows
+from di.convert.columns import _FIRST_SLOTS, dense_codes, dense_row_ids, match_rows, packed_key
 
 
 def _reference(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -43,10 +43,44 @@ def test_dense_row_ids_of_keys_that_differ_only_late_in_their_columns() -> None:
     assert np.array_equal(ids, np.arange(n) // 2) and np.array_equal(first, np.arange(0, n, 2))
 
 
+@pytest.mark.parametrize("distinct", [2, 50, 3 * _FIRST_SLOTS])
+def test_dense_row_ids_of_runs_of_equal_keys(distinct: int) -> None:
+    """Runs of equal adjacent columns (which take the id of the one before without a look-up), also where the
+    table grows inside or at the end of a run."""
+    rng = np.random.default_rng(distinct)
+    values = rng.integers(0, distinct, size=(2, 4 * distinct), dtype=np.int64)
+    rows = np.repeat(values, rng.integers(1, 6, size=values.shape[1]), axis=1)
+    ids, first = dense_row_ids(rows)
+    want_ids, want_first = _reference(rows)
+    assert np.array_equal(ids, want_ids) and np.array_equal(first, want_first)
+
+
+def test_packed_key_numbers_columns_as_the_columns_apart() -> None:
+    rng = np.random.default_rng(3)
+    n = 5000
+    columns = [
+        rng.integers(-3, 3, n).astype(np.int8),
+        rng.integers(0, 3, n).astype(np.uint8),
+        rng.integers(-(2**20), 2**20, n).astype(np.int32),
+        rng.integers(2**40, 2**40 + 9, n).astype(np.int64),
+    ]
+    key = packed_key(columns)
+    assert key is not None and key.shape == (1, n) and key.dtype == np.int64
+    for got, want in zip(dense_row_ids(key), dense_row_ids(np.stack([c.astype(np.int64) for c in columns]))):
+        assert np.array_equal(got, want)
+    assert packed_key([np.array([0, 2**62]), np.array([0, 3])]) is None  # 63 + 2 bits
+    assert packed_key([np.array([-(2**63), 2**63 - 1])]) is None  # a range of 64 bits
+    assert packed_key([np.array([1, 2], dtype=np.uint64)]) is None
+    assert packed_key([np.array([1.0, 2.0])]) is None
+    assert packed_key([np.zeros(0, np.int64)]).shape == (1, 0)
+
+
 def test_match_rows_finds_the_first_equal_table_column_or_minus_one() -> None:
     table = np.array([[1, 2, 1, 3], [10, 20, 10, 30]], dtype=np.int64)
     queries = np.array([[1, 3, 2, 4], [10, 30, 21, 40]], dtype=np.int64)
     assert match_rows(table, queries).tolist() == [0, 3, -1, -1]
+    joined = np.concatenate([table, queries], axis=1)
+    assert match_rows(joined[:, :4], joined[:, 4:], joined=joined).tolist() == [0, 3, -1, -1]
 
 
 def test_launch_flows_not_known_equals_a_lookup_of_the_pairs() -> None:

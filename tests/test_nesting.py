@@ -172,3 +172,15 @@ def test_enclosing_takes_parents_stored_after_their_children() -> None:
     cycle = np.array([1, 2, 0, 0], dtype=np.int64)  # 0 -> 1 -> 2 -> 0, and 3 under 0
     got = enclosing_all(cycle, np.array([True, True, True, False]), outermost=True)
     assert got.size == 5 and got[-1] == -1 and got[3] >= 0
+
+
+def test_nesting_order_of_unsigned_and_narrow_columns() -> None:
+    """Columns of any integer width (the ends and idx read only where (loc, start) repeat) order as int64 ones."""
+    rng = np.random.default_rng(11)
+    n = 4000
+    loc = rng.integers(0, 4, n).astype(np.uint8)
+    start = rng.integers(0, 30, n).astype(np.int32)
+    end = (start + rng.integers(0, 3, n)).astype(np.uint32)
+    idx = rng.permutation(n).astype(np.uint16)
+    wide = [a.astype(np.int64) for a in (loc, start, end, idx)]
+    assert np.array_equal(nesting_order(loc, start, end, idx), np.lexsort((wide[3], -wide[2], wide[1], wide[0])))

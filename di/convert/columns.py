@@ -157,13 +157,30 @@ def _dense_ids(rows, slots, ids, first, m, start):
     of two, all -1 (allocated by the caller: numba's ``np.full`` and ``np.empty`` compile once per
     signature and process, part of every cold start). Resumes at column ``start`` with ``m`` ids
     known, which go into ``slots`` first. Returns (ids, the column where it stopped): it stops when
-    the table is half full, for the caller to go on with a bigger one."""
+    the table is half full, for the caller to go on with a bigger one.
+
+    A column equal to the one before it takes that one's id without hashing (runs of equal keys, as of the
+    timelines of a trace's records in file order, cost a compare)."""
     k, n = rows.shape
     mask = np.uint64(slots.size - 1)
     room = slots.size // 2
     r = -m  # first the ids known: -m..-1 stand for columns first[0..m-1]
     while r < n:
+        if r == 0:
+            r = start  # the columns before it have their ids
+            if r >= n:
+                break
         c0 = first[r + m] if r < 0 else r
+        if r > 0:
+            same = True
+            for c in range(k):
+                if rows[c, r] != rows[c, r - 1]:
+                    same = False
+                    break
+            if same:
+                ids[r] = ids[r - 1]
+                r += 1
+                continue
         if r >= 0 and m >= room:
             return m, r
         h = np.uint64(0)
@@ -202,6 +219,32 @@ names, categories) have a few distinct values, and a table of 2n slots filled wi
 8 bytes of fresh memory per slot."""
 
 
+def packed_key(columns: list[np.ndarray]) -> np.ndarray | None:
+    """The integer ``columns`` (of equal length, any signed or small unsigned width) packed into one int64 word
+    per position, as a (1, n) array for :func:`dense_row_ids`, or None when their ranges need more than 63 bits
+    together (or one is uint64, or not integers): each column's value less its minimum, in as many bits as its range takes, so
+    equal words are equal columns and the ids come out as of the columns apart, for one word to hash (and no
+    (k, n) copy of them)."""
+    n = columns[0].size
+    out = np.zeros((1, n), dtype=np.int64)
+    if not n:
+        return out
+    spans = []
+    for col in columns:
+        if col.dtype.kind not in "iu" or col.dtype == np.uint64:
+            return None
+        lo = int(col.min())
+        spans.append((lo, (int(col.max()) - lo).bit_length()))
+    if sum(bits for _, bits in spans) > 63:
+        return None
+    key = out[0]
+    for col, (lo, bits) in zip(columns, spans):
+        key <<= np.int64(bits)
+        key -= np.int64(lo)
+        np.add(key, col, out=key, casting="unsafe")  # in place, no column of n made
+    return out
+
+
 def dense_row_ids(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dense int64 ids of the columns of a (k, n) int64 array (equal columns, equal
     ids), numbered in order of first appearance, and the first column of each id.
@@ -222,10 +265,13 @@ def dense_row_ids(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ids, first[:m]
 
 
-def match_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
+def match_rows(table: np.ndarray, queries: np.ndarray, joined: np.ndarray | None = None) -> np.ndarray:
     """For each column of the (k, q) int64 ``queries``, the first column of the (k, m)
     ``table`` equal to it, or -1: a join of many rows onto a key table in one
-    hashing pass."""
-    ids, first = dense_row_ids(np.concatenate([table, queries], axis=1))
+    hashing pass. ``joined``: the (k, m + q) int64 array of both side by side, when the caller has it
+    (then ``table`` and ``queries`` give only their sizes): no copy of them is made."""
+    if joined is None:
+        joined = np.concatenate([table, queries], axis=1)
+    ids, first = dense_row_ids(joined)
     owner = first[ids[table.shape[1] :]]
     return np.where(owner < table.shape[1], owner, -1)

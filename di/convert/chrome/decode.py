@@ -2,7 +2,7 @@
 
 This layer knows bytes, compression and JSON syntax; it knows nothing of
 phases or Kineto. It returns a :class:`Raw` record of numpy columns (see
-:mod:`di.convert.chrome.scan`) plus the decoded strings, the args column and
+:mod:`di.convert.chrome.scan`) plus the decoded strings, the args texts and
 the other top-level keys of the document.
 """
 
@@ -56,7 +56,9 @@ class Raw:
     cols: dict[str, np.ndarray]
     symbols: pl.Series
     """The interned strings, row = symbol id (String)."""
-    args: pl.Series
+    args_data: np.ndarray
+    """The args texts the scanner copied (uint8; a record's text: ``cols`` ``args_at`` to ``args_end``, where its
+    ``flags`` have ``F_ARGS``): read as a column only for the records asked for (:meth:`args_of`)."""
     top: dict[str, Any]
     di_flow: pl.Series | None = None
     dropped: Counter[str] = field(default_factory=Counter)
@@ -72,11 +74,12 @@ class Raw:
         """The symbol ids of those strings of ``wanted`` that the file has."""
         return np.flatnonzero(self.symbol_texts.is_in(list(wanted)).to_numpy()).astype(np.int64)
 
-    @property
-    def n(self) -> int:
-        """Events scanned: the args column has one row each (and stays when a reader
-        releases ``cols`` early)."""
-        return self.args.len()
+    def args_of(self, rows: np.ndarray) -> pl.Series:
+        """The args texts of the scanner ``rows`` (null for a record without args), as string views into
+        :attr:`args_data` (records with equal texts view one copy): no column of every record is made first."""
+        c = self.cols
+        valid = (c["flags"][rows] & S.F_ARGS) != 0
+        return texts_in_place(self.args_data, c["args_at"][rows], c["args_end"][rows], "args", valid=valid)
 
 
 def read_bytes(path: Path, limit: int | None = None) -> tuple[np.ndarray, list[str]]:
@@ -111,11 +114,34 @@ def read_bytes(path: Path, limit: int | None = None) -> tuple[np.ndarray, list[s
             return np.zeros(0, dtype=np.uint8), []
         check_size(path, os.fstat(fh.fileno()).st_size, limit)
         try:
-            return np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8), []
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
         except (OSError, ValueError):  # a file system or special file without mmap
             data = bytearray(fh.read() if limit is None else fh.read(limit + 1))
             check_size(path, len(data), limit)
             return np.frombuffer(data, dtype=np.uint8), []
+        if len(mapped) < RELEASE_MIN_BYTES:
+            _populate(mapped)
+        return np.frombuffer(mapped, dtype=np.uint8), []
+
+
+MADV_POPULATE_READ = 22
+"""Linux's ``madvise`` advice (5.14 and later) that maps a range's pages, readable, in one call: Python 3.11's
+:mod:`mmap` does not name it."""
+
+
+def _populate(mapped: Any) -> None:
+    """Map all the pages of a file mapping now, in one system call (``MADV_POPULATE_READ``), instead of one page
+    fault per 64 KB as the first pass reads them: 0.020 s instead of 0.034 for a 470 MB file, the copy-on-write
+    pages left shared with the page cache. Nothing where the system has no such advice."""
+    import mmap
+    import sys
+
+    if sys.platform != "linux" or not hasattr(mapped, "madvise"):
+        return
+    try:
+        mapped.madvise(getattr(mmap, "MADV_POPULATE_READ", MADV_POPULATE_READ))
+    except OSError:  # an older kernel (EINVAL)
+        pass
 
 
 def _where(buf: np.ndarray, pos: int) -> str:
@@ -138,13 +164,6 @@ def _top_level(buf: np.ndarray, top: np.ndarray, ntop: int, warnings: list[str])
         except orjson.JSONDecodeError:
             warnings.append(f"top-level key {key!r} holds invalid JSON; ignored")
     return out
-
-
-def _args_column(cols: dict[str, np.ndarray], abuf: np.ndarray, used: int) -> pl.Series:
-    """The args texts the scanner copied into ``abuf`` (null for events without args),
-    as string views into ``abuf`` itself (events with equal texts view one copy)."""
-    valid = (cols["flags"] & S.F_ARGS) != 0
-    return texts_in_place(abuf[:used], cols["args_at"], cols["args_end"], "args", valid=valid)
 
 
 def decode(path: Path, limit: int | None = None) -> Raw:
@@ -194,10 +213,8 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     # only di's own writer adds di_flow: other files' xs and xe rows are never read (nor their pages touched)
     di_flow = _spans_column(buf, cols["xs"], cols["xe"]) if progress[1] else None
     top_keys = _top_level(buf, top, got.top_keys, warnings)
-    del buf  # the file's pages (unmapped here) are not needed for the args column: peak memory drops by the file size
-    args = _args_column(cols, abuf, got.args_bytes)
-    del abuf
-    return Raw(path, cols, symbols, args, top_keys, di_flow, dropped, warnings, got.array_format)
+    del buf  # the file's pages (unmapped here) are not needed for the args texts: peak memory drops by the file size
+    return Raw(path, cols, symbols, abuf[: got.args_bytes], top_keys, di_flow, dropped, warnings, got.array_format)
 
 
 RELEASE_MIN_BYTES = 4 << 30

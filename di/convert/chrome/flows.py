@@ -20,7 +20,7 @@ from di.convert.chrome import scan as S
 from di.convert.chrome.pairing import bind_points, chain_flows
 from di.convert.chrome.decode import Raw
 from di.convert.chrome.phases import FLOW, LK_THREAD, rows_of
-from di.convert.columns import dense_row_ids, match_rows
+from di.convert.columns import dense_row_ids, match_rows, packed_key
 from di.convert.provenance import FLOW_END_WITHOUT_START, FLOW_START_WITHOUT_END
 from di.nesting import nesting_order
 
@@ -57,10 +57,14 @@ def _thread_locs(raw: Raw, rows: np.ndarray, keys: pl.DataFrame) -> np.ndarray:
     if not threads.height:
         return np.full(rows.size, -1, dtype=np.int64)
     c = raw.cols
-    at = match_rows(
-        np.stack([threads.get_column(f).to_numpy() for f in _THREAD]).astype(np.int64),
-        np.stack([c[f][rows] for f in _THREAD]).astype(np.int64),
-    )
+    table = np.empty((len(_THREAD), threads.height + rows.size), dtype=np.int64)  # the keys, then the queries
+    for r, f in enumerate(_THREAD):
+        table[r, : threads.height] = threads.get_column(f).to_numpy()
+        if c[f].dtype == np.int64:  # gathered into its row (mode clip: rows are in range, and an out unbuffered)
+            np.take(c[f], rows, out=table[r, threads.height :], mode="clip")
+        else:
+            table[r, threads.height :] = c[f][rows]
+    at = match_rows(table[:, : threads.height], table[:, threads.height :], joined=table)
     return np.where(at >= 0, threads.get_column("loc").to_numpy().astype(np.int64)[at], -1)
 
 
@@ -77,11 +81,13 @@ def flow_events(
     if not rows.size:
         return empty()
     c = raw.cols
-    # one flow per (cat, id), its steps in (ts, file) order
+    # one flow per (cat, id), its steps in (ts, file) order; the key one word when it fits, else
     # (cat, id kind) packed in one row (the kind is one byte): two rows to hash, not three
-    flow, _ = dense_row_ids(
-        np.stack([(c["cat"][rows].astype(np.int64) << np.int64(8)) | c["id_k"][rows], c["id"][rows]])
-    )
+    cat, id_k, fid = c["cat"][rows], c["id_k"][rows], c["id"][rows]
+    key = packed_key([cat, id_k, fid])
+    if key is None:
+        key = np.stack([(cat.astype(np.int64) << np.int64(8)) | id_k, fid])
+    flow, _ = dense_row_ids(key)
     t = ts[rows]
     order = nesting_order(flow, t, np.zeros_like(t), rows)
     rows, flow, t = rows[order], flow[order], t[order]

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from di.convert.categories import canonical_cat_rows
-from di.convert.columns import dense_row_ids, match_rows
+from di.convert.columns import dense_row_ids, match_rows, packed_key
 from di.schema import optional_schema
 from di.trace import CATS
 
@@ -90,12 +90,12 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
     # symbol ids -> text: ``name`` takes the empty string for none, ``src_cat`` null
     texts = pl.concat([syms, pl.Series([None], dtype=pl.String)])
     cats = texts.cast(pl.Categorical)
-    n = ev.get_column("name").to_numpy().astype(np.int64)
-    n[n < 0] = last
-    c = ev.get_column("cat").to_numpy().astype(np.int64)
-    c[c < 0] = last + 1
+    n = ev.get_column("name").to_numpy()  # int32 ids, kept int32: half the memory to write and to gather by
+    n = np.where(n < 0, n.dtype.type(last), n)
+    c = ev.get_column("cat").to_numpy()
+    c = np.where(c < 0, c.dtype.type(last + 1), c)
     # the canonical category of each distinct (name, cat), then per event
-    combo, first = dense_row_ids(np.stack([n, c]))
+    combo, first = dense_row_ids(_key([n, c]))
     canon = canonical_cat_rows(texts.gather(c[first]), texts.gather(n[first]))
     return ev.select(
         "loc",
@@ -112,6 +112,13 @@ def events_table(ev: pl.DataFrame, syms: pl.Series, locations: pl.DataFrame) -> 
         "args",
         *(c for c in optional_schema("events") if c in ev.columns),
     )
+
+
+def _key(columns: list[np.ndarray]) -> np.ndarray:
+    """The int64 columns as a key for :func:`dense_row_ids`: one word each when their ranges fit
+    (:func:`packed_key`), else stacked."""
+    packed = packed_key(columns)
+    return packed if packed is not None else np.stack(columns)
 
 
 def _per_loc(locations: pl.DataFrame, values: np.ndarray) -> np.ndarray:
@@ -139,38 +146,40 @@ def launch_flows(events: pl.DataFrame, locations: pl.DataFrame, known: pl.DataFr
     corr_col = events.get_column("corr")
     if corr_col.null_count() == events.height:
         return known.clear()
-    loc = events.get_column("loc").to_numpy()
-    has = corr_col.is_not_null().to_numpy()
+    # the rows with a correlation id, and their fields (no column of every event made)
+    rows = np.flatnonzero(corr_col.is_not_null().to_numpy())
+    at = events.get_column("loc").to_numpy()[rows].astype(np.int64)
+    corr = corr_col.gather(rows).to_numpy()
     cat = events.get_column("cat").to_physical().to_numpy()
-    api = np.isin(cat, [_cat_code("cuda_api"), _cat_code("sync")])
-    cpu = np.flatnonzero(has & _kind_is(locations, "cpu_thread")[loc] & api)
-    gpu = np.flatnonzero(has & _kind_is(locations, "gpu_stream")[loc])
-    corr = corr_col.fill_null(0).to_numpy()
-    rank = _per_loc(locations, locations.get_column("rank").fill_null(-1).to_numpy().astype(np.int64))[loc]
+    on_cpu = _kind_is(locations, "cpu_thread")[at] & np.isin(cat[rows], [_cat_code("cuda_api"), _cat_code("sync")])
+    on_gpu = _kind_is(locations, "gpu_stream")[at]
+    cpu, gpu = rows[on_cpu], rows[on_gpu]
+    rank = _per_loc(locations, locations.get_column("rank").fill_null(-1).to_numpy().astype(np.int64))
     # the GPU rows of each (correlation, rank), grouped; each API call fans out to its key's group.
     # One numbering of the GPU keys then the API calls' keys: the GPU rows come first, so their
     # groups are the ids first seen among them, and an API call's key has a group when its id is one.
+    cpu_corr = corr[on_cpu]
     ids, first = dense_row_ids(
-        np.stack([np.concatenate([corr[gpu], corr[cpu]]), np.concatenate([rank[gpu], rank[cpu]])])
+        _key([np.concatenate([corr[on_gpu], cpu_corr]), np.concatenate([rank[at[on_gpu]], rank[at[on_cpu]]])])
     )
     groups = int(np.searchsorted(first, gpu.size))
     gpu_ids, key = ids[: gpu.size], ids[gpu.size :]
-    cpu, key = cpu[key < groups], key[key < groups]
+    cpu, cpu_corr, key = cpu[key < groups], cpu_corr[key < groups], key[key < groups]
     by_key = gpu[np.argsort(gpu_ids, kind="stable")]
     count = np.bincount(gpu_ids, minlength=groups)
     fan = count[key]
-    src = np.repeat(cpu, fan)
+    src, src_corr = np.repeat(cpu, fan), np.repeat(cpu_corr, fan)
     offset = np.arange(src.size) - np.repeat(np.cumsum(fan) - fan, fan)
     dst = by_key[np.repeat((np.cumsum(count) - count)[key], fan) + offset]
     if known.height:
         new = _not_known(known, src, dst, events.height)
-        src, dst = src[new], dst[new]
+        src, dst, src_corr = src[new], dst[new], src_corr[new]
     return pl.DataFrame(
         {
             "src": src.astype(np.int64),
             "dst": dst.astype(np.int64),
             "kind": np.where(cat[dst] == _cat_code("sync"), "sync", "launch") if dst.size else np.zeros(0, dtype=str),
-            "id": corr[src].astype(np.int64),
+            "id": src_corr.astype(np.int64),
             "src_cat": pl.Series([None] * src.size, dtype=pl.String),
         },
         schema=known.schema,

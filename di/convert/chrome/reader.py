@@ -49,8 +49,9 @@ def _timelines(iv: phases.Intervals, raw: Raw, own: dict[str, Any] | None) -> tu
     sorted by (lkind, gpu, pid, tid) with loc numbering them in that order."""
     ids, first = dense_row_ids(iv.key())
     gpu_ids = raw.symbol_ids(GPU_SRC_CATS)
-    on_gpu = np.isin(raw.cols["cat"][iv.row], gpu_ids) if gpu_ids.size else np.zeros(iv.size, dtype=bool)
-    gpu = np.bincount(ids, weights=on_gpu, minlength=first.size) > 0
+    gpu = np.zeros(first.size, dtype=bool)
+    if gpu_ids.size:
+        gpu[ids[np.isin(raw.cols["cat"][iv.row], gpu_ids)]] = True
     key = {name: col[first] for name, col in zip(phases.KEY, (iv.lkind, iv.pid_k, iv.pid, iv.tid_k, iv.tid))}
     if raw.symbol_ids(DEVICE_PROCESS_CATS).size:
         # a timeline is a device queue when it holds device activity, or when its
@@ -82,7 +83,7 @@ def _events(
     loc, start, end = loc[order], iv.start_ns[order], iv.end_ns[order]
     depth, parent = nest(loc, start, end)
     row = iv.row[order]
-    args = raw.args.gather(row)
+    args = raw.args_of(row)
     if iv.merged_at.size:
         at = np.full(iv.size, -1, dtype=np.int64)
         at[order] = np.arange(order.size)
@@ -97,8 +98,8 @@ def _events(
         "name": c["name"][row],
         "cat": c["cat"][row],
         # null where absent, the values' own buffers with a validity bitmap (no new column each)
-        "corr": nullable(c["corr"][row], (flags & S.F_CORR) != 0, "corr"),
-        "bytes": nullable(c["bytes"][row], (flags & S.F_BYTES) != 0, "bytes"),
+        "corr": _flagged(c, "corr", row, flags, S.F_CORR),
+        "bytes": _flagged(c, "bytes", row, flags, S.F_BYTES),
         **_lifted_ids(c, row),
         "instant": iv.instant[order],
         "args": args,
@@ -115,6 +116,14 @@ def _events(
             else pl.Series([None] * row.size, dtype=pl.String),
         )
     return pl.DataFrame(cols), Nested(loc, start, end, parent, cols["instant"]), row
+
+
+def _flagged(c: dict[str, np.ndarray], column: str, row: np.ndarray, flags: np.ndarray, bit: int) -> pl.Series:
+    """The int64 ``column`` of the scanner ``row``, null where the row's ``flags`` lack ``bit``; all null without a
+    gather when no row has it (``bytes`` in most traces)."""
+    if not (flags & bit).any():
+        return pl.Series(column, dtype=pl.Int64).extend_constant(None, row.size)
+    return nullable(c[column][row], (flags & bit) != 0, column)
 
 
 def _lifted_ids(c: dict[str, np.ndarray], row: np.ndarray) -> dict[str, pl.Series]:
@@ -187,11 +196,12 @@ def read_chrome(
     base_ns = ditrace.base_ns(own, raw.top, raw.warnings)
     epoch = _on_epoch(raw, base_ns)
     ts = phases.timestamps(raw, base_ns)
-    ok = phases.usable(raw, dropped)
+    counts = phases.phase_counts(raw)
+    ok = phases.usable(raw, dropped, counts)
     syms = _strings(raw)
-    found = phases.found(raw, ok)
-    counter_rows = phases.records(raw, phases.rows_of(raw, ok, phases.COUNTER), ts, COUNTER_FIELDS)
-    meta_rows = phases.records(raw, phases.rows_of(raw, ok, phases.META), ts, META_FIELDS)
+    found = phases.found(raw, ok, counts)
+    counter_rows = phases.records(raw, phases.rows_of(raw, ok, phases.COUNTER, counts=counts), ts, COUNTER_FIELDS)
+    meta_rows = phases.records(raw, phases.rows_of(raw, ok, phases.META, counts=counts), ts, META_FIELDS)
     steps = flow_steps(raw, ok)
     iv = _intervals(raw, ts, ok, found, dropped)
     del ok
