@@ -332,7 +332,7 @@ def _scan(text: bytes, capacity: int | None = None):
 
     buf = np.frombuffer(text, dtype=np.uint8)  # read-only, as decode passes it
     cols = S.alloc_columns(text.count(b"{") + 1 if capacity is None else capacity)
-    abuf = np.empty(len(text) + 8, dtype=np.uint8)
+    abuf = np.empty(len(text) + S.ARGS_SLACK, dtype=np.uint8)
     top = np.empty((8, 4), dtype=np.int64)
     got = S.scan(buf, cols, *new_table(), abuf, top, np.zeros(2, dtype=np.int64))
     return got, S.columns(got.cols, got.events), bytes(abuf[: got.args_bytes]), top

@@ -185,7 +185,7 @@ def decode(path: Path, limit: int | None = None) -> Raw:
         if bad:
             warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
             dropped["non-UTF-8 bytes replaced"] += int(bad)
-    abuf = np.empty(max(buf.size, 1), dtype=np.uint8)
+    abuf = np.empty(buf.size + S.ARGS_SLACK, dtype=np.uint8)
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
     progress = np.zeros(2, dtype=np.int64)  # the offset reached, the di_flow members seen
     text = buf.view()  # read-only, as the buffers of the Perfetto reader and of JSON text from polars are:

@@ -269,37 +269,43 @@ there, so a trace with more distinct texts than slots keeps some equal texts twi
 larger)."""
 _ARGS_SHIFT = np.uint64(64 - 16)
 _WORD = 8
+ARGS_SLACK = _WORD
+"""Bytes the args buffer has beyond the most text it can hold (the input's size): the memo reads whole words."""
 
 
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _seen_args(abuf, a, b, seen):
     """The start of an args text copied before that equals ``abuf[a:b]``, or ``a`` when none is in the memo
     ``seen`` (which then remembers this one): a hash of the text's words picks the slot, whose (hash, start,
-    length) must match and whose bytes must be equal."""
-    h = np.uint64(b - a)
-    p = a
-    while p + _WORD <= b:
-        h = (h ^ load_u64(abuf, p)) * _KEY_MULT
+    length) must match and whose bytes must be equal. Reads whole words, the last one masked: ``abuf`` has
+    :data:`ARGS_SLACK` bytes past the end of the texts."""
+    n = b - a
+    h = np.uint64(n)
+    p = np.int64(0)
+    while p < n:
+        w = load_u64(abuf, a + p)
+        if n - p < _WORD:
+            w &= (_ONE << np.uint64(8 * (n - p))) - _ONE
+        h = (h ^ w) * _KEY_MULT
         h ^= h >> np.uint64(29)
         p += _WORD
-    while p < b:
-        h = (h ^ np.uint64(abuf[p])) * _KEY_MULT
-        p += 1
     slot = (h * _KEY_MULT) >> _ARGS_SHIFT
     key = np.int64(h >> _ONE)
     at = seen[slot, 1]
-    if seen[slot, 0] == key and seen[slot, 2] == b - a:
+    if seen[slot, 0] == key and seen[slot, 2] == n:
         p = 0
-        while p + _WORD <= b - a and load_u64(abuf, at + p) == load_u64(abuf, a + p):
+        while p < n:
+            x = load_u64(abuf, at + p) ^ load_u64(abuf, a + p)
+            if n - p < _WORD:
+                x &= (_ONE << np.uint64(8 * (n - p))) - _ONE
+            if x:
+                break
             p += _WORD
-        if p + _WORD > b - a:
-            while p < b - a and abuf[at + p] == abuf[a + p]:
-                p += 1
-            if p == b - a:
-                return at
+        if p >= n:
+            return at
     seen[slot, 0] = key
     seen[slot, 1] = a
-    seen[slot, 2] = b - a
+    seen[slot, 2] = n
     return a
 
 
@@ -728,7 +734,8 @@ def scan(
     top: np.ndarray,
     progress: np.ndarray,
 ) -> Scanned:
-    """Scan a whole document (read-only uint8 ``buf``) into the columns ``c`` (:func:`alloc_columns`).
+    """Scan a whole document (read-only uint8 ``buf``) into the columns ``c`` (:func:`alloc_columns`), the args
+    texts into ``abuf`` (uint8, the document's size and :data:`ARGS_SLACK` bytes more).
 
     When the events outnumber the columns, the scan goes on in bigger ones
     (``Scanned.cols``). ``top`` receives (key start, key end, value start,
@@ -740,6 +747,8 @@ def scan(
     (not linked into a caller, which would compile it again); the few
     top-level members are read in Python (:func:`_members`).
     """
+    if abuf.size < buf.size + ARGS_SLACK:
+        raise ValueError(f"the args buffer has {abuf.size} bytes, fewer than the document's {buf.size} + {ARGS_SLACK}")
     progress[1] = 0
     table = (slots, starts, ends, count)
     n = buf.size
