@@ -113,11 +113,17 @@ def dense_codes(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return index.astype(np.int32)[code], values
 
 
+def with_values(df: pl.DataFrame, columns: list[str] | tuple[str, ...]) -> list[str]:
+    """Those of ``columns`` that ``df`` has with a value on some row, in that order (the optional columns a trace
+    has: a writer writes no attribute or annotation for the others)."""
+    return [c for c in columns if c in df.columns and df.get_column(c).null_count() < df.height]
+
+
 def filled_rows(df: pl.DataFrame, columns: list[str], fill: int) -> tuple[np.ndarray, list[str]]:
     """The integer ``columns`` of ``df`` that it has with some value, as the rows of one int64 (k, n) array with
     ``fill`` for null (the writers' kernels take the lifted args members, :func:`di.schema.args_keys`, so: one
     signature whichever a trace has), and those k columns' names."""
-    present = [c for c in columns if c in df.columns and df.get_column(c).null_count() < df.height]
+    present = with_values(df, columns)
     out = np.empty((len(present), df.height), dtype=np.int64)
     for r, c in enumerate(present):
         out[r] = df.get_column(c).cast(pl.Int64).fill_null(fill).to_numpy()

@@ -84,18 +84,8 @@ class Intervals:
         packed = packed_key([self.lkind, self.pid_k, self.tid_k, self.pid, self.tid])
         if packed is not None:
             return packed
-        out = np.empty((3, self.size), dtype=np.int64)  # written in place: no column of n made on the way
-        packed, pid, tid = out
-        packed[:] = self.lkind
-        packed <<= np.int64(16)
-        pid[:] = self.pid_k
-        pid <<= np.int64(8)
-        packed |= pid
-        pid[:] = self.tid_k
-        packed |= pid
-        pid[:] = self.pid
-        tid[:] = self.tid
-        return out
+        small = packed_key([self.lkind, self.pid_k, self.tid_k])  # three bytes: always one word
+        return np.vstack([small, self.pid.astype(np.int64, copy=False), self.tid.astype(np.int64, copy=False)])
 
 
 def _intervals(

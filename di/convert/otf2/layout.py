@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from di import schema
-from di.convert.columns import filled_or_empty, run_starts
+from di.convert.columns import filled_or_empty, run_starts, with_values
 from di.convert.intcolumns import int_columns
 from di.convert.lanes import assign_lanes
 from di.convert.otf2 import clib, emit
@@ -159,7 +159,7 @@ def id_attributes(
     """The attributes di writes for ``ev`` (:data:`ATTRIBUTES`, then one per optional id column with values), the
     :data:`ID_COLUMNS` with values read in place (``ints``, ``valid``, ``cols`` of
     :func:`di.convert.intcolumns.int_columns`; K = 0 columns when none) and the ref of each one's attribute (K,)."""
-    names = [c for c in ID_COLUMNS if c in ev.columns and ev.get_column(c).null_count() < ev.height]
+    names = with_values(ev, ID_COLUMNS)
     attributes = ATTRIBUTES + tuple((f"di.{c}", "INT64") for c in names if c != "corr")
     refs = [name for name, _ in attributes]
     ints = int_columns([ev.get_column(c) for c in names])

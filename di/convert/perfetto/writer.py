@@ -28,7 +28,7 @@ from typing import IO
 import numpy as np
 import polars as pl
 
-from di.convert.columns import readonly, text_spans
+from di.convert.columns import readonly, text_spans, with_values
 from di.convert.lanes import canonical_events
 from di.convert.perfetto import ditrace, encode
 from di.convert.perfetto.flows import flow_marks
@@ -195,7 +195,7 @@ def _int_columns(ev: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     column of :data:`~di.convert.perfetto.encode.LIFTED` that ``ev`` has with some value, with the ``strings`` row
     of each lifted one's annotation name (row :data:`~di.convert.perfetto.encode.INT_NAME`)."""
     names = [col for col, _ in encode.LIFTED]
-    lifted = [col for col in names if col in ev.columns and ev.get_column(col).null_count() < ev.height]
+    lifted = with_values(ev, names)
     ints, valid, cols = int_columns([ev.get_column(col) for col in ("corr", "bytes", *lifted)])
     name_row = np.array([-1, -1, *(encode.STR_LIFTED + names.index(col) for col in lifted)], dtype=np.int64)
     return ints, valid, readonly(np.vstack([cols, name_row]))
