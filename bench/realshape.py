@@ -22,7 +22,10 @@ small run), with ``POLARS_MAX_THREADS`` and ``NUMBA_NUM_THREADS`` set to
 ``--threads``, ``--repeat`` times: CPU seconds (user and system), events per
 CPU second and the peak RSS of the step over the RSS before it, of the run
 with the least CPU time and the median, for
-``di.load`` of the JSON, ``di.save`` to ``.di``, OTF2 and Perfetto, and
+``di.load`` of the JSON, ``di.save`` to ``.di``, OTF2 and Perfetto (each after a save of the small warm-up
+file to the same format in the same process, so the writer's libraries are imported and its kernels loaded, as
+for ``load_json_warm``; ``save_di_first``, ``save_otf2_first``, ``save_pftrace_first``: the first save of the
+process, right after the JSON load, as ``di convert`` runs it), and
 ``di.load`` of what each save wrote (``load_di``, ``load_otf2``: an archive of
 a region per distinct name and a string attribute per event, ``load_pftrace``), each read
 once untimed in the same process before the timed read (``load_di_first``, ``load_otf2_first``,
@@ -88,7 +91,10 @@ what, src, dst, provision_mb, no_args = sys.argv[1], sys.argv[2], sys.argv[3], i
 first = what == "load_json_warm" or what.endswith("_first")
 if first:  # the libraries imported and the kernels loaded by a small file first
     di.load(sys.argv[4])
-trace = di.load(src) if not (what.startswith("load_json") or first) else None
+trace = di.load(src) if not (what.startswith("load_json") or (first and what.startswith("load"))) else None
+if what.startswith("save") and not first:  # warm: the writer's libraries imported and kernels loaded by a small save
+    import pathlib
+    di.save(di.load(sys.argv[4]), pathlib.Path(dst).with_name("w" + pathlib.Path(dst).suffix), force=True)
 if no_args and what.startswith("save"):  # --no-args: the same trace, its args texts null
     import dataclasses, polars as pl
     trace = dataclasses.replace(trace, events=trace.events.with_columns(pl.lit(None, pl.String).alias("args")))
@@ -124,12 +130,12 @@ if what.startswith("save"):  # the machine's cost of writing as many bytes, from
     probe.unlink()
     floor = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
 lib = None
-if what in ("save_di", "load_di", "load_di_first"):  # the library alone on the events table, as the store writes and reads it
+if what in ("save_di", "save_di_first", "load_di", "load_di_first"):  # the library alone on the events table, as the store writes and reads it
     import pathlib
     import polars as pl
-    events = pathlib.Path(dst if what == "save_di" else src) / "events.parquet"
+    events = pathlib.Path(dst if what.startswith("save") else src) / "events.parquet"
     probe = events.with_name("events.floor.parquet")
-    table = trace.events if what == "save_di" else None
+    table = trace.events if what.startswith("save") else None
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     if table is not None:
         import pyarrow.parquet as pq
@@ -374,12 +380,15 @@ STEPS = (
     "load_json",
     "load_json_warm",
     "save_di",
+    "save_di_first",
     "load_di",
     "load_di_first",
     "save_otf2",
+    "save_otf2_first",
     "load_otf2",
     "load_otf2_first",
     "save_pftrace",
+    "save_pftrace_first",
     "load_pftrace",
     "load_pftrace_first",
 )
@@ -467,7 +476,9 @@ def main(argv: list[str] | None = None) -> int:
             if read in steps and save not in steps and not output(out).exists():
                 steps.insert(steps.index(read), save)
         for what in steps:
-            dst = {"save_di": "x.di", "save_otf2": "x.otf2", "save_pftrace": "x.pftrace"}.get(what)
+            dst = {"save_di": "x.di", "save_otf2": "x.otf2", "save_pftrace": "x.pftrace"}.get(
+                what.removesuffix("_first")
+            )
             source = output(READS[what][1]) if what in READS else src
             runs = [
                 run_step(

@@ -1,12 +1,14 @@
 """The ``.di`` store: a directory with one zstd Parquet file per table and meta.json.
 
 Each table is written by pyarrow's Parquet writer (:func:`_write_parquet`): int64 columns (times, ids) as
-``DELTA_BINARY_PACKED``, every other column dictionary-encoded where that pays (names, categories, the args
-texts), and min/max statistics on the numeric columns only. Any Parquet reader reads these (polars, pyarrow,
-DuckDB, Spark). On a real-shaped 1.2 M-event Kineto profile (bench/realshape.py) this writes the events table in
-0.24 CPU-s where polars' own writer (plain int64 pages, statistics of every column) took 0.39, into 7.2 MB instead
-of 18.2, and polars reads it back in 0.06 CPU-s instead of 0.085. Min/max of the args texts alone cost 0.03 s and
-helps no query.
+``DELTA_BINARY_PACKED``, text columns dictionary-encoded (names, categories, the args texts), the narrower
+integers and booleans plain (their dictionary cost more to build than it saved: depth and loc 0.02 s together),
+and min/max statistics on the numeric columns that every row has (times, locations, depths: what a range query
+filters on). Any Parquet reader reads these (polars, pyarrow, DuckDB, Spark). On a real-shaped 1.2 M-event Kineto
+profile (bench/realshape.py) this writes the events table in 0.24 CPU-s where polars' own writer (plain int64
+pages, statistics of every column) took 0.39, into 7.1 MB instead of 18.2, and polars reads it back in 0.06 CPU-s
+instead of 0.085. Min/max of the args texts cost 0.03 s, and of Kineto's ids (most rows null) 0.012 s, and help no
+query. An empty table's file is the same bytes each time: made once per process and written as they are.
 
 Layout::
 
@@ -28,6 +30,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,7 +149,10 @@ def _write_parquet(df: pl.DataFrame, file: Path, level: int) -> None:
     import pyarrow.parquet as pq
 
     try:
-        pq.write_table(_arrow_table(df), file, **parquet_options(df, level))
+        if df.height:
+            pq.write_table(_arrow_table(df), file, **parquet_options(df, level))
+        else:
+            file.write_bytes(_empty_file(tuple(df.schema.items()), level))
     except OSError as exc:
         if exc.errno is not None:
             raise
@@ -154,15 +160,33 @@ def _write_parquet(df: pl.DataFrame, file: Path, level: int) -> None:
         raise OSError(code, os.strerror(code), str(file)) from None
 
 
+@cache
+def _empty_file(columns: tuple[tuple[str, pl.DataType], ...], level: int) -> bytes:
+    """The Parquet file of a table with these columns (name, dtype) and no rows, as :func:`_write_parquet` writes it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    df = pl.DataFrame(schema=dict(columns))
+    sink = pa.BufferOutputStream()
+    pq.write_table(_arrow_table(df), sink, **parquet_options(df, level))
+    return sink.getvalue().to_pybytes()
+
+
 def parquet_options(df: pl.DataFrame, level: int) -> dict[str, Any]:
     """The keywords of ``pyarrow.parquet.write_table`` that write ``df`` as the module docstring says."""
     delta = {name: "DELTA_BINARY_PACKED" for name, dtype in df.schema.items() if dtype == pl.Int64}
+    texts = [
+        name for name, dtype in df.schema.items() if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum)
+    ]
+    every_row = [
+        name for name, dtype in df.schema.items() if dtype.is_numeric() and not df.get_column(name).null_count()
+    ]
     return {
         "compression": "zstd",
         "compression_level": level,
-        "use_dictionary": [name for name in df.columns if name not in delta],
+        "use_dictionary": texts,
         "column_encoding": delta or None,
-        "write_statistics": [name for name, dtype in df.schema.items() if dtype.is_numeric()],
+        "write_statistics": every_row,
     }
 
 

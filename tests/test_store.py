@@ -174,31 +174,57 @@ def test_every_table_is_zstd_parquet(store: Path) -> None:
 
 
 def test_tables_are_encoded_for_their_columns(store: Path) -> None:
-    """int64 columns are delta-encoded, texts and categories dictionary-encoded, statistics only on numbers: and
-    polars and pyarrow both read the files back as written."""
+    """int64 columns are delta-encoded, texts and categories dictionary-encoded, narrower integers and booleans
+    plain, statistics only on the numbers every row has: and polars and pyarrow both read the files back as
+    written."""
     import pyarrow.parquet as pq
 
-    kinds = dict(schema.polars_schema("events"))
+    events = di.load(store).events
+    kinds = dict(events.schema)
     meta = pq.ParquetFile(store / "events.parquet").metadata
     assert meta.num_rows > 0
     seen: dict[str, set[str]] = {}
+    stats = set()
     for g in range(meta.num_row_groups):
         for c in range(meta.num_columns):
             col = meta.row_group(g).column(c)
             name = col.path_in_schema
             seen.setdefault(name, set()).update(col.encodings)
-            numeric = kinds[name].is_numeric() if name in kinds else col.physical_type in ("INT32", "INT64")
-            assert col.is_stats_set == numeric, name
-            if numeric and col.statistics.has_min_max:
+            if col.is_stats_set:
+                stats.add(name)
                 assert col.statistics.min <= col.statistics.max
+    every_row = {n for n, d in kinds.items() if d.is_numeric() and not events.get_column(n).null_count()}
+    assert stats == every_row and {"loc", "start_ns", "end_ns", "depth"} <= stats
+    assert {n for n, d in kinds.items() if d.is_numeric()} - stats  # a numeric column with nulls has none
+    dictionary = {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}
     for name, dtype in kinds.items():
         if dtype == pl.Int64:
             assert "DELTA_BINARY_PACKED" in seen[name], (name, seen[name])
-        elif dtype in (pl.String, pl.Categorical):
-            assert seen[name] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, (name, seen[name])
+        elif dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
+            assert seen[name] & dictionary, (name, seen[name])
+        else:
+            assert not seen[name] & dictionary and "PLAIN" in seen[name], (name, seen[name])
     back = pl.read_parquet(store / "events.parquet")
-    assert back.equals(di.load(store).events)
+    assert back.equals(events)
     assert pq.read_table(store / "events.parquet").num_rows == back.height
+
+
+def test_empty_tables_are_written_once_per_process(tmp_path: Path) -> None:
+    """An empty table's file is made once and written as the same bytes: what pyarrow writes for it, and it reads
+    back with the table's columns."""
+    import pyarrow.parquet as pq
+
+    from di.store import _arrow_table, _empty_file, _write_parquet, parquet_options
+
+    empty = pl.DataFrame(schema=schema.polars_schema("messages"))
+    _write_parquet(empty, tmp_path / "a.parquet", 1)
+    before = _empty_file.cache_info().hits
+    _write_parquet(empty, tmp_path / "b.parquet", 1)
+    assert _empty_file.cache_info().hits == before + 1
+    pq.write_table(_arrow_table(empty), tmp_path / "c.parquet", **parquet_options(empty, 1))
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "c.parquet").read_bytes()
+    assert pl.read_parquet(tmp_path / "b.parquet").schema == empty.schema
 
 
 def test_meta_json_validates_against_its_schema(store: Path) -> None:
