@@ -214,29 +214,29 @@ def _io_text(handle: int, b: int, handles: dict[int, dict[str, Any]]) -> str:
 
 def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
     """``ev`` with bytes, corr, args and the optional id columns taken from the attributes di's writer adds
-    (:data:`OWN_ATTRIBUTES`); an optional column is added where at least one event has its attribute."""
+    (:data:`OWN_ATTRIBUTES`, read in one pass: :mod:`di.convert.otf2.ownvalues`); an optional column is added where
+    at least one event has its attribute. An event with two of one attribute takes the later one's value."""
+    from di.convert.otf2.ownvalues import own_values
+    from di.convert.stringviews import nullable
+
     refs = {name: ref for ref, (name, _) in defs.attributes.items() if name in OWN_ATTRIBUTES}
     if not refs:
         return ev
-    attrs = rec.take(rec.of_kind(ATTRIBUTE) & (rec.event >= 0) & one_of(rec.attribute, list(refs.values())))
-    code = np.full(max(refs.values()) + 1, -1, np.int8)  # attribute ref -> position in OWN_ATTRIBUTES
-    for j, name in enumerate(OWN_ATTRIBUTES):
-        if name in refs:
-            code[refs[name]] = j
-    codes = code[attrs.attribute]
-    for j, (name, column) in enumerate(OWN_ATTRIBUTES.items()):
-        got = attrs.take(codes == j)
-        if not len(got):
+    present = [name for name in OWN_ATTRIBUTES if name in refs]
+    code = np.full(max(refs.values()) + 1, -1, np.int64)  # attribute ref -> row of own_values
+    code[[refs[name] for name in present]] = np.arange(len(present))
+    values, valid = own_values(rec, code, len(present), ev.height)
+    for j, name in enumerate(present):
+        column, got = OWN_ATTRIBUTES[name], valid[j]
+        if not got.any():
             continue
-        values = ref_ids(got.attr_type, got.attr_value)
-        at = np.full(ev.height, -1, np.int64)
         if name == "di.args":  # each event's row in the string table: one gather of the texts (viewed, not copied)
-            at[got.event] = defs.strings.positions(values)
+            at = np.full(ev.height, -1, np.int64)
+            at[got] = defs.strings.positions(values[j][got])
             full = defs.strings.texts.gather(at if (at >= 0).all() else pl.Series(at).replace(-1, None))
         else:
-            at[got.event] = np.arange(got.event.size)
             dtype = ev.schema[column] if column in ev.columns else schema.optional_schema("events")[column]
-            full = pl.Series(values).cast(dtype).gather(pl.Series(at).replace(-1, None))
+            full = nullable(values[j], got, column).cast(dtype)
         own = ev.get_column(column) if column in ev.columns else None
         ev = ev.with_columns(
             full.alias(column) if own is None or own.null_count() == own.len() else pl.coalesce(full, own).alias(column)

@@ -34,7 +34,7 @@ _UNSIGNED_BITS = {
 }
 """Bits that carry the value; the reference types other than LOCATION are uint32 ids, the rest of the 8 bytes is undefined."""
 _SIGNED_BITS = {TYPE_INT8: 8, TYPE_INT16: 16, TYPE_INT32: 32}
-_REF_MASKS = np.array([(1 << _UNSIGNED_BITS[t]) - 1 if t in _UNSIGNED_BITS else -1 for t in range(32)], np.int64)
+REF_MASKS = np.array([(1 << _UNSIGNED_BITS[t]) - 1 if t in _UNSIGNED_BITS else -1 for t in range(32)], np.int64)
 """The bits of a value of each OTF2_Type (index) that carry a reference: all for 64-bit types."""
 
 
@@ -61,7 +61,7 @@ def as_float(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
 def ref_ids(types: np.ndarray, raw: np.ndarray) -> np.ndarray:
     """The definition ids (int64) held by reference-typed values (the bytes beyond their width cleared)."""
     raw = np.asarray(raw, dtype=np.int64)
-    return raw & _REF_MASKS[np.clip(types, 0, 31)]
+    return raw & REF_MASKS[np.clip(types, 0, 31)]
 
 
 def as_json(
