@@ -655,7 +655,7 @@ def test_decoder_keeps_flow_ids_above_2_63_and_annotation_doubles_exact() -> Non
     assert sorted(zip(fl_id.tolist(), fl_term.tolist())) == sorted(
         [(i, 0) for i in ids] + [(i ^ 1, 1) for i in ids] + [(i >> 1, 0) for i in ids]
     )
-    assert ann[:, 0].tolist() == [0, 1, 2]
+    assert ann[0].tolist() == [0, 1, 2]
     assert ann_dbl.view(np.uint64).tolist() == np.array(doubles).view(np.uint64).tolist()
     assert decoded[8][3:].view(np.uint64).tolist() == np.array(doubles).view(np.uint64).tolist()
 
@@ -701,8 +701,8 @@ def test_decoder_grows_rows_and_spans_for_packets_that_carry_many() -> None:
     assert names == [f"t{u}" for u in range(40)]
     assert fl_id.tolist() == [f + 100 * k for k in range(3) for f in flows]
     assert fl_ev.tolist() == [k for k in range(3) for _ in flows]
-    assert ann[:, 0].tolist() == [k for k in range(3) for _ in range(20)]
-    assert ann[:, 3].tolist() == [1000 * k + j for k in range(3) for j in range(20)]
+    assert ann[0].tolist() == [k for k in range(3) for _ in range(20)]
+    assert ann[3].tolist() == [1000 * k + j for k in range(3) for j in range(20)]
     assert not stats[:-1].any()
 
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from numba import njit
+
+from di.jitpipeline import ScalarKernelCompiler
 
 from di.convert.jsonstrings import json_strings
 from di.convert.stringviews import gather_spans, nullable, texts_in_place
@@ -30,32 +33,20 @@ LIFTED = optional_args_keys()
 """(column, args key) of the optional events columns read from integer annotations named by the key."""
 
 
-def span_strings(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> pl.Series:
-    """The spans ``buf[s0[i]:s1[i]]`` as a String Series: string views of ``buf`` itself, no text copied (the
-    Series keeps ``buf``, the file's mapped pages, alive); where some span is not UTF-8 (a damaged file), each
-    text decoded on its own, U+FFFD replacing the bad bytes."""
+def span_strings(buf: np.ndarray, s0: np.ndarray, s1: np.ndarray, valid: np.ndarray | None = None) -> pl.Series:
+    """The spans ``buf[s0[i]:s1[i]]`` (null where ``valid`` is False) as a String Series: string views of ``buf``
+    itself, no text copied (the Series keeps ``buf``, the file's mapped pages, alive); where some span is not UTF-8
+    (a damaged file), each text decoded on its own, U+FFFD replacing the bad bytes."""
     import pyarrow as pa
 
-    s0, s1 = s0.astype(np.int64), s1.astype(np.int64)
+    s0, s1 = np.ascontiguousarray(s0, dtype=np.int64), np.ascontiguousarray(s1, dtype=np.int64)
+    if valid is None:
+        valid = np.ones(s0.size, np.bool_)
     try:
-        return texts_in_place(buf, s0, s1, "", check_utf8=True)
+        return texts_in_place(buf, s0, s1, "", check_utf8=True, valid=valid)
     except pa.ArrowInvalid:
-        return decoded_texts(*gather_spans(buf, s0, s1, np.ones(s0.size, np.bool_))).alias("")
-
-
-def _spread(rows: np.ndarray, values: pl.Series, n: int) -> pl.Series:
-    """A Series of ``n`` rows holding ``values[k]`` at row ``rows[k]`` (distinct rows), null elsewhere."""
-    where = np.full(n, -1, dtype=np.int64)
-    where[rows] = np.arange(len(rows))
-    return values.gather(pl.Series(where).replace(-1, None))
-
-
-def _first_per_slice(slices: np.ndarray, values: pl.Series, n: int) -> pl.Series:
-    """:func:`_spread` of the first value of each slice (in annotation order; di writes one a slice, in order)."""
-    if slices.size > 1 and not (slices[1:] > slices[:-1]).all():
-        first = np.unique(slices, return_index=True)[1]
-        slices, values = slices[first], values.gather(first)
-    return _spread(slices, values, n)
+        texts = decoded_texts(*gather_spans(buf, s0, s1, valid)).alias("")
+        return texts if valid.all() else texts.set(pl.Series(~valid), None)
 
 
 def annotation_columns(
@@ -64,79 +55,99 @@ def annotation_columns(
     buf: np.ndarray,
     strings: pl.Series,
     slice_of: np.ndarray,
-    n_slices: int,
+    slice_row: np.ndarray,
+    n_rows: int,
     *,
     own: bool,
 ) -> tuple[pl.Series, pl.Series, dict[str, pl.Series], int]:
-    """(args String per slice, bytes Int64 per slice, the lifted columns that have a value (Int64 per slice, by
-    column name), number of nested annotations written as null).
+    """(args String per row, bytes Int64 per row, the lifted columns that have a value (Int64 per row, by column
+    name), number of nested annotations written as null) of the ``n_rows`` events, from the decoder's annotation
+    fields ``ann`` (5, n: rows of event, name id, value type, value (an int, or a text's span start), text span end)
+    and doubles ``ann_dbl``; ``slice_of``: each event's slice (-1: none), ``slice_row``: each slice's row (-1:
+    dropped; its nested annotations are counted all the same).
 
-    Annotations are told apart by their interned name ids (:func:`_name_codes`): the texts of names and values are
-    made only for the annotations that go into an args text (a real-shaped trace of di's has five million
-    annotations, most of them ids and byte counts)."""
-    ann_slice = slice_of[ann[:, 0]] if len(ann) else np.zeros(0, np.int64)
-    ok = ann_slice >= 0
-    if not ok.all():  # annotations of dropped slices (a copy of the rows only then)
-        ann, ann_dbl, ann_slice = ann[ok], ann_dbl[ok], ann_slice[ok]
-    vtype, ival = ann[:, 2], ann[:, 3]
-    code = _name_codes(strings, ann[:, 1], [OWN_ARGS, OWN_BYTES, *(key for _, key in LIFTED)])
-    args = pl.Series("args", dtype=pl.String).extend_constant(None, n_slices)
-    nbytes = pl.Series("bytes", dtype=pl.Int64).extend_constant(None, n_slices)
-    lifted, rest = _lifted_columns(code, 2, vtype, ival, ann_slice, n_slices)
-    if own:  # di's own annotations: the args text and bytes of each slice, the rest read as any producer's
-        is_args = (code == 0) & (vtype == A_JSON)
-        is_bytes = (code == 1) & (vtype == A_INT)
-        texts = span_strings(buf, ann[is_args, 4], ann[is_args, 5])
-        args = _first_per_slice(ann_slice[is_args], texts, n_slices).alias("args")
-        nbytes = _first_per_slice(ann_slice[is_bytes], pl.Series(ival[is_bytes]), n_slices).alias("bytes")
-        rest &= ~(is_args | is_bytes)
-    if not rest.any():
-        return args, nbytes, lifted, 0
-    ann, ann_dbl, ann_slice, vtype, ival = ann[rest], ann_dbl[rest], ann_slice[rest], vtype[rest], ival[rest]
-    name = strings.gather(pl.Series(ann[:, 1]).replace(-1, None)).fill_null("")
+    Annotations are told apart by their interned name ids (:func:`_name_codes`) and sorted into the columns in one
+    pass (:func:`_sort_annotations`): the texts of names and values are made only for the annotations that go into
+    an args text (a real-shaped trace of di's has five million annotations, most of them ids and byte counts)."""
+    own_keys = [OWN_ARGS, OWN_BYTES] if own else [None, None]  # another producer's "args" and "bytes" stay in args
+    lut = _name_codes(strings, [*own_keys, *(key for _, key in LIFTED)])
+    first = np.zeros((2 + len(LIFTED), n_rows), np.int64)  # rows never written cost no memory
+    has = np.zeros(first.shape, np.bool_)
+    args_end, counts = np.zeros(n_rows, np.int64), np.zeros(first.shape[0] + 1, np.int64)
+    events, names, vtype, ival, end = (np.ascontiguousarray(row) for row in ann)  # each row is: no copy
+    rest = np.empty_like(events)
+    n_rest = _sort_annotations(
+        events, names, vtype, ival, end, slice_of, slice_row, lut, first, has, args_end, rest, counts
+    )
+    nested = int(counts[-1])
+    lifted = {col: nullable(first[2 + k], has[2 + k], col) for k, (col, _) in enumerate(LIFTED) if counts[2 + k]}
+    if own:  # di's own annotations: the args text and bytes of each row, the rest read as any producer's
+        args = span_strings(buf, first[0], args_end, valid=has[0]).alias("args")
+        nbytes = nullable(first[1], has[1], "bytes")
+    else:
+        args = pl.Series("args", dtype=pl.String).extend_constant(None, n_rows)
+        nbytes = pl.Series("bytes", dtype=pl.Int64).extend_constant(None, n_rows)
+    if not n_rest:
+        return args, nbytes, lifted, nested
+    at = rest[:n_rest]
+    names, vtype, ival = names[at], vtype[at], ival[at]
+    name = strings.gather(pl.Series(names).replace(-1, None)).fill_null("")
     has_text = (vtype == A_STRING) | (vtype == A_JSON)
-    text = span_strings(buf, np.where(has_text, ann[:, 4], 0), np.where(has_text, ann[:, 5], 0))
-    df = pl.DataFrame({"slice": ann_slice, "name": name, "type": vtype, "i": ival, "d": ann_dbl, "text": text})
+    text = span_strings(buf, np.where(has_text, ival, 0), np.where(has_text, end[at], 0))
+    row = slice_row[slice_of[events[at]]]
+    df = pl.DataFrame({"row": row, "name": name, "type": vtype, "i": ival, "d": ann_dbl[at], "text": text})
     istr = np.where(vtype == A_ISTRING, ival, -1)
     df = df.with_columns(istr=strings.gather(pl.Series(istr).replace(-1, None)).fill_null(""))
     uint = pl.Series(ival.view(np.uint64))
-    return _foreign_args(df, args, uint), nbytes, lifted, int((vtype == A_NESTED).sum())
+    return _foreign_args(df, args, uint), nbytes, lifted, nested
 
 
-def _name_codes(strings: pl.Series, ids: np.ndarray, texts: list[str]) -> np.ndarray:
-    """For each annotation's name id (a row of ``strings``; -1: none) the index of its text in ``texts``, -1 for
-    another: one comparison of each text with the interned strings, then a lookup per annotation."""
-    lut = np.full(strings.len() + 1, -1, dtype=np.int8)  # the last entry takes the ids of no name (-1, clipped)
+def _name_codes(strings: pl.Series, texts: list[str | None]) -> np.ndarray:
+    """For each name id (a row of ``strings``; the last entry: -1, no name) the index of its text in ``texts``
+    (None: a text left out), -1 for another: one comparison of each text with the interned strings."""
+    lut = np.full(strings.len() + 1, -1, dtype=np.int64)
     for j, text in enumerate(texts):
-        lut[(strings == text).arg_true().to_numpy()] = j
-    return np.take(lut, np.asarray(ids, np.int64).view(np.uint64), mode="clip")
+        if text is not None:
+            lut[(strings == text).arg_true().to_numpy()] = j
+    return lut
 
 
-def _lifted_columns(
-    code: np.ndarray, first: int, vtype: np.ndarray, ival: np.ndarray, ann_slice: np.ndarray, n_slices: int
-) -> tuple[dict[str, pl.Series], np.ndarray]:
-    """The :data:`LIFTED` columns read from the integer annotations named by their keys (``code - first``: the
-    index in LIFTED of each annotation's name; the first value of each slice), only those with some value; and
-    which annotations are left for the args text (the others, and a key's later values on one slice)."""
-    named = code >= first
-    # a uint past int64's range stays in args
-    integer = (vtype == A_INT) | ((vtype == A_UINT) & (ival >= 0)) if named.any() else named
-    lifted = named & integer
-    columns = {}
-    present = np.bincount(code[lifted], minlength=first + len(LIFTED))[first:]
-    for k in np.flatnonzero(present).tolist():  # a few keys at most
-        col, rows = LIFTED[k][0], np.flatnonzero(lifted & (code == first + k))
-        slices = ann_slice[rows]
-        if slices.size > 1 and not (slices[1:] > slices[:-1]).all():  # the first value of each slice: a later
-            firsts = np.unique(slices, return_index=True)[1]  # one of the same key stays in the args text
-            again = np.ones(rows.size, np.bool_)
-            again[firsts] = False
-            lifted[rows[again]] = False
-            slices, rows = slices[firsts], rows[firsts]
-        values, has = np.zeros(n_slices, np.int64), np.zeros(n_slices, np.bool_)
-        values[slices], has[slices] = ival[rows], True
-        columns[col] = nullable(values, has, col)
-    return columns, ~lifted
+@njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+def _sort_annotations(events, names, vtype, ival, end, slice_of, slice_row, lut, first, has, args_end, rest, counts):
+    """Sort the annotations of kept events' rows (``r = slice_row[slice_of[events[a]]] >= 0``) by the code
+    ``c = lut[names[a]]`` of their name (:func:`_name_codes`: 0 args, 1 bytes, 2 + k the k-th :data:`LIFTED` key):
+    the first one of a row with a value of the code's type (legacy JSON; int; int, or uint within int64's range)
+    sets ``has[c, r]`` and ``first[c, r]`` (its value: an int, or an args text's span start; ``args_end[r]`` its
+    end) and counts in ``counts[c]``; a row's later args and bytes are dropped; the indexes of the others go to
+    ``rest``, in order. ``counts[-1]``: the nested annotations of slices, kept or dropped. Returns how many went to
+    ``rest``."""
+    n_rest = 0
+    for a in range(events.size):
+        s = slice_of[events[a]]
+        if s < 0:  # an annotation of no slice (a counter's, an unmatched end's)
+            continue
+        r, t, v = slice_row[s], vtype[a], ival[a]
+        if t == A_NESTED:
+            counts[-1] += 1
+        if r < 0:  # of a dropped slice
+            continue
+        c = lut[names[a]]  # a name id of -1 (none) reads the last entry
+        if c == 0:
+            fits = t == A_JSON
+        elif c == 1:
+            fits = t == A_INT
+        else:
+            fits = c > 1 and (t == A_INT or (t == A_UINT and v >= 0))
+        if fits and not has[c, r]:
+            has[c, r] = True
+            counts[c] += 1
+            first[c, r] = v
+            if c == 0:
+                args_end[r] = end[a]
+        elif not fits or c > 1:
+            rest[n_rest] = a
+            n_rest += 1
+    return n_rest
 
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
@@ -169,7 +180,7 @@ def _pointers(df: pl.DataFrame, uint: pl.Series) -> pl.Series:
 
 
 def _foreign_args(df: pl.DataFrame, args: pl.Series, uint: pl.Series) -> pl.Series:
-    """One JSON object per slice from the annotation rows of ``df``."""
+    """One JSON object per events row (``row``) from the annotation rows of ``df``, into ``args``."""
     df = df.with_columns(
         _u=uint.cast(pl.String),
         _s=json_strings(df.get_column("text")),
@@ -198,8 +209,8 @@ def _foreign_args(df: pl.DataFrame, args: pl.Series, uint: pl.Series) -> pl.Seri
     )
     objs = (
         df.with_columns(_kv=pl.col("_k") + pl.lit(":") + value)
-        .group_by("slice", maintain_order=True)
+        .group_by("row", maintain_order=True)
         .agg(pl.col("_kv").str.join(","))
         .with_columns(_o=pl.lit("{") + pl.col("_kv") + pl.lit("}"))
     )
-    return args.scatter(objs.get_column("slice").to_numpy(), objs.get_column("_o"))
+    return args.scatter(objs.get_column("row").to_numpy(), objs.get_column("_o"))

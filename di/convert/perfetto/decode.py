@@ -177,9 +177,10 @@ def decode_packets(
     buf: np.ndarray, n_packets: int, sym: tuple[np.ndarray, ...], stats: np.ndarray
 ) -> tuple[np.ndarray, ...]:
     """Decode every TracePacket; see the module docstring. Returns (packet, ts, type, track, name,
-    categories (n, 2), correlation id, has correlation, counter value, flow ids (uint64), flow events,
-    flow terminating (uint8), annotations (n, 6: event, name, type, int value, span start, end),
-    annotation doubles, spans (n, 4: kind, start, end, sequence), the symbol table: ``sym``, or a bigger one with
+    categories (2, n), correlation id, has correlation, counter value, flow ids (uint64), flow events,
+    flow terminating (uint8), annotations (5, n: rows of event, name, type, value (int, a double's bits or a text's
+    span start), text span end; each row contiguous), annotation doubles (the value row as float64: a double's where
+    the type is A_DOUBLE), spans (n, 4: kind, start, end, sequence), the symbol table: ``sym``, or a bigger one with
     the same ids when it grew)."""
     slots = sym[0].shape[0]  # a power of two, twice the symbol capacity
     tables = (new_table(slots, _ONE), new_table(max(slots // 16, 16), _SEQ_WIDTH))
@@ -189,8 +190,9 @@ def decode_packets(
     events = np.empty((EV_ROWS, n_packets), np.int64)
     spans = np.empty((max(n_packets, 16), 4), np.int64)
     # room for two annotations a packet (di's slices carry args, bytes and Kineto's ids): pages never written cost
-    # nothing, and a trace of five million annotations doubled its rows twenty times from 16
-    flows, ann = np.empty((16, 3), np.int64), np.empty((max(2 * n_packets, 16), 7), np.int64)
+    # nothing, and a trace of five million annotations doubled its rows twenty times from 16; column-wise (a row per
+    # field), so that each field is read contiguously
+    flows, ann = np.empty((16, 3), np.int64), np.empty((5, max(2 * n_packets, 16)), np.int64)
     primary = np.full(1, F.CLOCK_BOOTTIME, np.int64)
     snapshot = np.empty((SNAPSHOT_ROWS, MAX_CLOCKS), np.int64)
     state = np.zeros(DECODE_SLOTS, np.int64)
@@ -218,7 +220,7 @@ def decode_packets(
                 clocks = grown(clocks)
         else:
             flows = _grown(flows, state[D_FLOWS] + state[D_NEED])
-            ann = _grown(ann, state[D_ANNS] + state[D_NEED])
+            ann = _wider(ann, state[D_ANNS] + state[D_NEED])
     return (*_columns(events, flows, ann, spans, state), sym)
 
 
@@ -234,15 +236,14 @@ def _columns(
         ev[EV_TYPE].astype(np.int8),
         ev[EV_TRACK],
         ev[EV_NAME],
-        np.ascontiguousarray(ev[EV_CAT0 : EV_CAT1 + 1].T),
+        ev[EV_CAT0 : EV_CAT1 + 1],  # a view: each row contiguous
         ev[EV_CORR],
         ev[EV_HAS_CORR].astype(np.uint8),
         ev[EV_VALUE].view(np.float64),
     )
-    flows, ann, spans = flows[:nf], ann[:na], spans[:ns]
+    flows, spans = flows[:nf], spans[:ns]
     flow_id = np.ascontiguousarray(flows[:, 0]).view(np.uint64)
-    ann_double = np.ascontiguousarray(ann[:, 6]).view(np.float64)
-    ann_fields = ann[:, :6]  # a view: a copy of five million annotations' rows cost 0.09-0.15 CPU-s
+    ann_fields, ann_double = ann[:, :na], ann[3, :na].view(np.float64)  # views: no copy
     return (*columns, flow_id, flows[:, 1].copy(), flows[:, 2].astype(np.uint8), ann_fields, ann_double, spans)
 
 
@@ -255,13 +256,22 @@ def _grown(rows: np.ndarray, need: int) -> np.ndarray:
     return out
 
 
+def _wider(columns: np.ndarray, need: int) -> np.ndarray:
+    """``columns`` (a row per field), or a copy with room for at least ``need`` (and at least twice as many)."""
+    if columns.shape[1] >= need:
+        return columns
+    out = np.empty((columns.shape[0], max(int(need), 2 * columns.shape[1])), columns.dtype)
+    out[:, : columns.shape[1]] = columns
+    return out
+
+
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary, ev, spans, flows, an, state):
     """:func:`decode_packets` into the arrays it is given: ``ev`` (:data:`EV_ROWS`, n) int64 rows of the
     events (the counter value as its float64 bits), ``spans`` (kind (0 track descriptor, 1 di packet, 2
     thread descriptor), start, end, sequence), the flows as int64 rows (id bits, event, terminating) and the
-    annotations as int64 rows (event, name, type, int value, span start, end, double's bits). Resumable: it
-    starts and ends at ``state`` (the ``D_*`` slots: packet, byte position, counts of events, flows,
+    annotations as int64 columns (rows of event, name, type, value (int, double's bits or span start), span
+    end). Resumable: it starts and ends at ``state`` (the ``D_*`` slots: packet, byte position, counts of events, flows,
     annotations and spans, the current sequence's state; the ``D_P_*`` slots hold the packet's fields) and
     returns 0 when done, :data:`NEED_ROWS` / :data:`NEED_SPANS` when it stopped before a packet whose rows
     may not fit (grow them and call again), or :data:`NEED_SNAPSHOT` when it stopped at a packet's
@@ -284,7 +294,7 @@ def _decode_packets(buf, n_packets, sym, stats, interned, seqs, clocks, primary,
                 continue
             plen, pos = read_varint(buf, pos, end)
             if (
-                nf + plen > flows.shape[0] or na + plen > an.shape[0]
+                nf + plen > flows.shape[0] or na + plen > an.shape[1]
             ):  # a flow id takes a byte at least, an annotation 2
                 stopped, pos = NEED_ROWS, at
                 state[D_NEED] = plen

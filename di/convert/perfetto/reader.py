@@ -51,6 +51,7 @@ from di.convert.perfetto.origin import DiOrigin, ForeignOrigin, Origin, map_ids
 from di.convert.perfetto.pairing import pair_slices
 from di.convert.perfetto.sniff import first_field_ok
 from di.convert.restore import restore, restore_meta
+from di.convert.stringviews import nullable
 from di.convert.perfetto.tracks import parse_descriptor, sequence_thread
 from di.convert.symbols import FIRST_CAPACITY, grown_capacity, new_table
 from di.errors import FormatError, SchemaError
@@ -246,7 +247,12 @@ def _paired(cols: Columns, dropped: Counter[str]) -> Slices:
     """The slice events paired per track, in (track, ts, packet) order; ends without a begin counted."""
     track, ts, etype, packet = cols.track, cols.ts, cols.etype, cols.packet
     is_slice = np.flatnonzero(etype != F.TYPE_COUNTER)
-    order = is_slice[np.lexsort((packet[is_slice], ts[is_slice], track[is_slice]))]
+    on, at = (track, ts) if is_slice.size == ts.size else (track[is_slice], ts[is_slice])
+    # the events come in packet order: when (track, ts) ascend already (di writes each track's events in time
+    # order), so does (track, ts, packet)
+    if not ((on[1:] > on[:-1]) | ((on[1:] == on[:-1]) & (at[1:] >= at[:-1]))).all():
+        is_slice = is_slice[np.lexsort((packet[is_slice], at, on))]
+    order = is_slice
     last_ns = int(ts.max()) if len(ts) else 0
     begin, end_ns, instant, slice_of, unmatched, unclosed = pair_slices(track, ts, etype, order, last_ns)
     if unmatched:
@@ -281,20 +287,15 @@ def _slice_events(
     """The events table (with args, depth and parent) and each slice's row in it (-1: dropped); counts the
     slices on no location, nested annotations and slices still open at the end."""
     strings = _strings(buf, sym)
-    begin = slices.begin
     ev, slice_row, lost = _events(cols, slices, strings, origin)
     if lost:
         dropped["slices on tracks di's packet does not name"] += lost
     args, nbytes, lifted, nested = annotation_columns(
-        cols.ann, cols.ann_dbl, buf, strings, slices.slice_of, len(begin), own=origin.own_annotations
+        cols.ann, cols.ann_dbl, buf, strings, slices.slice_of, slice_row, ev.height, own=origin.own_annotations
     )
     if nested:
         dropped["nested debug annotations (written as null)"] += nested
-    keep = slice_row >= 0
-    order_rows = np.argsort(np.where(keep, slice_row, len(slice_row)), kind="stable")[: int(keep.sum())]
-    gathered = {col: values.gather(order_rows) for col, values in lifted.items()}
-    lifted = {col: v for col, v in gathered.items() if v.null_count() < v.len()}  # not of dropped slices only
-    ev = ev.with_columns(args=args.gather(order_rows), bytes=nbytes.gather(order_rows), **lifted)
+    ev = ev.with_columns(args=args, bytes=nbytes, **lifted)
     events = _nested(ev)
     if slices.unclosed:
         dropped["slices still open at the end of the trace (ended at the last timestamp)"] += int(slices.unclosed)
@@ -327,30 +328,33 @@ def _without_di_packet(path: Path, why: str, **kw: Any) -> Trace:
 def _events(cols: Columns, slices: Slices, strings: pl.Series, origin: Origin) -> tuple[pl.DataFrame, np.ndarray, int]:
     """Slice rows sorted (loc, start, -end, packet); and each slice's row (-1: dropped), dropped count."""
     begin, end_ns, instant = slices.begin, slices.end_ns, slices.instant
-    packet, ts, track, name = cols.packet, cols.ts, cols.track, cols.name
-    cats, corr, has_corr = cols.cats, cols.corr, cols.has_corr
-    loc = map_ids(track[begin], origin.loc_of)
-    names = _take(strings, name[begin]).fill_null("")
-    cat, src_cat = origin.categories(_take(strings, cats[begin, 0]), _take(strings, cats[begin, 1]), names)
+    start_ns, packet = cols.ts[begin], cols.packet[begin]
+    loc = map_ids(cols.track[begin], origin.loc_of)
+    kept = np.flatnonzero(loc >= 0)
+    if kept.size == begin.size:
+        perm = nesting_order(loc, start_ns, end_ns, packet)
+    else:
+        perm = kept[nesting_order(loc[kept], start_ns[kept], end_ns[kept], packet[kept])]
+    row = np.full(len(begin), -1, dtype=np.int64)
+    row[perm] = np.arange(perm.size)
+    if perm.size < begin.size or not (perm[1:] > perm[:-1]).all():  # the columns made in the table's order
+        begin, end_ns, instant, start_ns, loc = begin[perm], end_ns[perm], instant[perm], start_ns[perm], loc[perm]
+    names = _take(strings, cols.name[begin]).fill_null("")
+    cat0, cat1 = cols.cats
+    cat, src_cat = origin.categories(_take(strings, cat0[begin]), _take(strings, cat1[begin]), names)
     df = pl.DataFrame(
         {
             "loc": loc,
-            "start_ns": ts[begin],
+            "start_ns": start_ns,
             "end_ns": end_ns,
             "name": names,
             "cat": cat.cast(pl.String).fill_null("other").cast(pl.Enum(list(CATS)), strict=False).fill_null("other"),
             "src_cat": src_cat,
-            "corr": pl.Series(corr[begin]).set(~pl.Series(has_corr[begin].astype(bool)), None),
-            "instant": instant.astype(bool),
+            "corr": nullable(cols.corr[begin], cols.has_corr[begin].view(np.bool_), "corr"),
+            "instant": instant.view(np.bool_),
         }
     )
-    kept = np.flatnonzero(loc >= 0)
-    perm = kept[nesting_order(loc[kept], ts[begin][kept], end_ns[kept], packet[begin][kept])]
-    in_order = perm.size == len(begin) and bool((perm[1:] > perm[:-1]).all())  # di's own traces mostly are
-    keep = df if in_order else df[perm]
-    row = np.full(len(begin), -1, dtype=np.int64)
-    row[perm] = np.arange(perm.size)
-    return keep, row, len(begin) - keep.height
+    return df, row, len(row) - perm.size
 
 
 def _nested(ev: pl.DataFrame) -> pl.DataFrame:

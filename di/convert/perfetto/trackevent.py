@@ -3,7 +3,7 @@
 :func:`_track_event` reads a packet's TrackEvent into a column of the events array (``EV_*`` rows of
 :mod:`.slots`): its type, track, name and up to two categories (:func:`_category`), correlation id, counter
 value and timestamp; its flow ids into the flow rows (:func:`_ids`) and its debug annotations into the
-annotation rows (:func:`_annotation`). An event that is legacy, has no timestamp or is of an unknown type is
+annotation columns (:func:`_annotation`). An event that is legacy, has no timestamp or is of an unknown type is
 counted in ``stats`` and dropped with its flow ids and annotations.
 """
 
@@ -78,13 +78,11 @@ def _category(ev, ne, c):
 
 @njit(cache=True, _nrt=False, no_cfunc_wrapper=True, no_cpython_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _annotation(buf, a, b, interned, seq, gen, stats, sym, an, na, ne):
-    """Row ``na`` of ``an`` for a DebugAnnotation (buf[a:b]) of event ``ne``: event, name symbol, value type, int
-    value, span start, span end, double value's bits as int64."""
-    # the values go straight into the row (see _decode_packets on locals): event, no name, no value, int 0,
-    # empty span, double bits 0
-    an[na, 0], an[na, 1], an[na, 2] = ne, -1, A_NONE
-    for k in range(3, 7):
-        an[na, k] = 0
+    """Column ``na`` of ``an`` for a DebugAnnotation (buf[a:b]) of event ``ne``: event, name symbol, value type,
+    value (an int, a double's bits as int64, or a text's span start), a text's span end; the value of the last
+    value field stands, as its type does."""
+    # the values go straight into its column (see _decode_packets on locals): event, no name, no value, 0, 0
+    an[0, na], an[1, na], an[2, na], an[3, na], an[4, na] = ne, -1, A_NONE, 0, 0
     pos = a
     while pos < b:
         key, pos = read_varint(buf, pos, b)
@@ -94,9 +92,9 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym, an, na, ne):
         if wire == 0 and _has(_ANNOTATION_VARINTS, field):
             v, pos = read_varint(buf, pos, b)
             if field == F.ANNOTATION_NAME_IID:
-                an[na, 1] = _lookup(interned, seq, gen, K_ANN, v, stats)
+                an[1, na] = _lookup(interned, seq, gen, K_ANN, v, stats)
             else:
-                an[na, 2] = (
+                an[2, na] = (
                     A_BOOL
                     if field == F.ANNOTATION_BOOL
                     else A_UINT
@@ -107,21 +105,21 @@ def _annotation(buf, a, b, interned, seq, gen, stats, sym, an, na, ne):
                     if field == F.ANNOTATION_STRING_IID
                     else A_POINTER
                 )
-                an[na, 3] = _lookup(interned, seq, gen, K_STR, v, stats) if field == F.ANNOTATION_STRING_IID else v
+                an[3, na] = _lookup(interned, seq, gen, K_STR, v, stats) if field == F.ANNOTATION_STRING_IID else v
         elif wire == 1 and field == F.ANNOTATION_DOUBLE and pos + 8 <= b:
-            an[na, 2], an[na, 6] = A_DOUBLE, np.int64(read_fixed64(buf, pos))
+            an[2, na], an[3, na] = A_DOUBLE, np.int64(read_fixed64(buf, pos))
             pos += 8
         elif wire == 2:
             n, pos = read_varint(buf, pos, b)
             if pos < 0 or n < 0 or pos + n > b:
                 break
             if field == F.ANNOTATION_NAME:
-                an[na, 1] = _sym(buf, pos, pos + n, sym, stats)
+                an[1, na] = _sym(buf, pos, pos + n, sym, stats)
             elif field == F.ANNOTATION_STRING or field == F.ANNOTATION_LEGACY_JSON:
-                an[na, 2] = A_STRING if field == F.ANNOTATION_STRING else A_JSON
-                an[na, 4], an[na, 5] = pos, pos + n
+                an[2, na] = A_STRING if field == F.ANNOTATION_STRING else A_JSON
+                an[3, na], an[4, na] = pos, pos + n
             elif _has(_ANNOTATION_NESTED, field):
-                an[na, 2] = A_NESTED
+                an[2, na] = A_NESTED
             pos += n
         else:
             pos = skip_field(buf, pos, b, wire)
@@ -162,7 +160,7 @@ def _ids(buf, pos, b, wire, flows, nf, k, term):
 def _track_event(buf, packet, interned, seqs, sym, stats, ev, flows, an, state):
     """Read the TrackEvent of packet ``packet`` (``state[D_P_TE0]:state[D_P_TE1]``, on sequence ``state[D_P_SEQ]``)
     into column ``state[D_EVENTS]`` of ``ev``, its flow ids into ``flows`` and its annotations into ``an`` from
-    rows ``state[D_FLOWS]`` and ``state[D_ANNS]``; the three counts grow when the event is kept (a function of
+    row ``state[D_FLOWS]`` and column ``state[D_ANNS]``; the three counts grow when the event is kept (a function of
     its own, not part of :func:`_decode_packets`: numba's compile time grows faster than a kernel's size)."""
     ne, nf, na = state[D_EVENTS], state[D_FLOWS], state[D_ANNS]
     seq, gen = state[D_P_SEQ], state[D_GEN]
