@@ -184,8 +184,8 @@ def _collective_members(rec: RecordRows) -> _Part | None:
     from di.convert.otf2.argtext import text_int_members
     from di.convert.otf2.matching import collective_ops
 
-    coll = rec.of_kind(COLL_END) & (rec.event >= 0)
-    if not coll.any():
+    coll = rec.of_kind(COLL_END) & (rec.event >= 0) if rec.count(COLL_END) else None
+    if coll is None or not coll.any():
         return None
     idx, names_ = collective_ops(rec.coll_op[coll])
     return (

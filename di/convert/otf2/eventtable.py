@@ -189,4 +189,4 @@ def rows_of(order: np.ndarray | None, created: np.ndarray) -> np.ndarray:
     created = np.asarray(created, dtype=np.int64)
     if order is None:
         return created
-    return np.where(created >= 0, order[np.maximum(created, 0)] if order.size else created, -1)
+    return np.append(order, np.int64(-1))[created]  # -1 reads the last entry: one gather

@@ -141,11 +141,10 @@ def _nullable(values: np.ndarray, valid: np.ndarray, dtype: pl.DataType = pl.Int
 
 def messages(rec: RecordRows, comms: dict[int, dict[str, Any]]) -> tuple[pl.DataFrame, dict[str, int]]:
     """Matched messages (send, recv, bytes, tag, comm, send_done, recv_post) and the unmatched counts."""
-    inside = rec.event >= 0
-    s = rec.take(inside & rec.of_kind(MPI_SEND, MPI_ISEND))
-    r = rec.take(inside & rec.of_kind(MPI_RECV, MPI_IRECV))
-    send_done = _send_done(s, rec.take(inside & rec.of_kind(MPI_ISEND_COMPLETE)))
-    recv_post, r_order = _recv_post(r, rec.take(inside & rec.of_kind(MPI_IRECV_REQUEST)))
+    s = rec.inside(MPI_SEND, MPI_ISEND)
+    r = rec.inside(MPI_RECV, MPI_IRECV)
+    send_done = _send_done(s, rec.inside(MPI_ISEND_COMPLETE))
+    recv_post, r_order = _recv_post(r, rec.inside(MPI_IRECV_REQUEST))
     i_s, i_r = _matched(s, r, r_order, comms)
     done_of, post_of = send_done[i_s], recv_post[i_r]
     out = pl.DataFrame(
@@ -259,7 +258,7 @@ def collectives(
     rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: StringDefs
 ) -> pl.DataFrame:
     """One row per MpiCollectiveEnd (schema ``collectives``); columns di's writer stored as attributes restored from them."""
-    sel = np.flatnonzero(rec.of_kind(COLL_END) & (rec.event >= 0))
+    sel = np.flatnonzero(rec.of_kind(COLL_END) & (rec.event >= 0)) if rec.count(COLL_END) else np.zeros(0, np.int64)
     order = sel[np.lexsort((rec.row[sel], rec.ts_ns[sel], rec.rank[sel]))]
     c = rec.take(order)
     n = len(c)
@@ -269,7 +268,7 @@ def collectives(
     op = _canonical_ops(c.coll_op)
     own = {name: ref for ref, (name, _) in attributes.items() if name in OWN_COLLECTIVE_ATTRIBUTES}
     dtype = pl.repeat(None, n, dtype=pl.String, eager=True)
-    if own:
+    if own and n:
         op, dtype, group_size, group_ranks = _restored(rec, own, c.row, strings, op)
     out = pl.DataFrame(
         {

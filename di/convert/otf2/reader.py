@@ -147,7 +147,8 @@ def _assemble(
         built, (defs.global_offset, defs.timer_resolution, defs.realtime_ns or 0), defs.regions, gpu
     )
     rec = _record_rows(recs, tl, order, defs, own)
-    outside = int((rec.of_kind(MPI_SEND, MPI_ISEND, MPI_RECV, MPI_IRECV, COLL_END) & (rec.event < 0)).sum())
+    mpi = (MPI_SEND, MPI_ISEND, MPI_RECV, MPI_IRECV, COLL_END)
+    outside = int((rec.of_kind(*mpi) & (rec.event < 0)).sum()) if rec.count(*mpi) else 0
     if outside:
         dropped["MPI records outside any region"] += outside
     messages, unmatched = matching.messages(rec, defs.comms)
@@ -172,7 +173,7 @@ def _assemble(
     if backwards.any():
         dropped[P.END_BEFORE_START_REPAIRED] += int(backwards.sum())
         ev = ev.with_columns(pl.when(backwards).then(pl.col("start_ns")).otherwise(pl.col("end_ns")).alias("end_ns"))
-    handled = int(recs.bounds[-1]) - int(rec.of_kind(ATTRIBUTE, METRIC_VALUE).sum())
+    handled = int(recs.bounds[-1]) - rec.count(ATTRIBUTE, METRIC_VALUE)
     if recs.records_read > handled:
         dropped[P.UNSUPPORTED_RECORD] += recs.records_read - handled
     meta = _meta(anchor, defs, recs, ev.height, dropped, warnings)
@@ -198,23 +199,29 @@ def _record_rows(
     position of their location in the definitions, or with ``own`` the trace's loc."""
     sub = [tl.rec[:, q] for q in range(tl.rec.shape[1])]  # views: the builder keeps each field in a contiguous column
     ranks = np.array([loc["rank"] for loc in defs.locations], dtype=np.int32)
-    loc = np.searchsorted(recs.bounds, tl.rec_row, side="right") - 1
-    if own is not None:
-        loc, ranks = own.loc_of[loc], own.rank_of()
-    return RecordRows(
-        kind=sub[0],
-        ts_ns=ticks_to_ns(sub[1], defs),
-        a=sub[2],
-        b=sub[3],
-        c=sub[4],
-        d=sub[5],
-        e=sub[6],
-        loc=loc,
-        rank=ranks[loc] if loc.size else np.zeros(0, np.int32),
-        event=events.rows_of(order, tl.rec_owner),
-        row=np.ascontiguousarray(tl.rec_row),
-        after=np.ascontiguousarray(tl.rec_after),
-        head=np.ascontiguousarray(tl.rec_head),
+    rec_row = np.ascontiguousarray(tl.rec_row)
+
+    def loc(rows: np.ndarray | None) -> np.ndarray:
+        at = np.searchsorted(recs.bounds, rec_row if rows is None else rec_row[rows], side="right") - 1
+        return at if own is None else own.loc_of[at]
+
+    def rank(rows: np.ndarray | None) -> np.ndarray:
+        at = loc(rows)
+        return (ranks if own is None else own.rank_of())[at] if at.size else np.zeros(0, np.int32)
+
+    def ts_ns(rows: np.ndarray | None) -> np.ndarray:
+        return ticks_to_ns(sub[1] if rows is None else sub[1][rows], defs)
+
+    given = dict(zip(("kind", "a", "b", "c", "d", "e"), (sub[0], *sub[2:7])))
+    return RecordRows.lazy(
+        {
+            **given,
+            "event": events.rows_of(order, tl.rec_owner),
+            "row": rec_row,
+            "after": np.ascontiguousarray(tl.rec_after),
+            "head": np.ascontiguousarray(tl.rec_head),
+        },
+        {"loc": loc, "rank": rank, "ts_ns": ts_ns},
     )
 
 

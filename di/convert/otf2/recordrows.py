@@ -19,10 +19,15 @@ few rows they need into polars frames (:meth:`RecordRows.frame`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
 import polars as pl
+
+
+Made = Callable[[np.ndarray | None], np.ndarray]
+"""A column made on demand for the rows of an index array (None: every row)."""
 
 
 @dataclass
@@ -123,11 +128,38 @@ class RecordRows:
     def __len__(self) -> int:
         return int(self.kind.size)
 
+    def inside(self, *kinds: int) -> RecordRows:
+        """The rows of one of ``kinds`` that belong to an event (``event`` >= 0); no pass when there are none."""
+        if not self.count(*kinds):
+            return self.take(np.zeros(0, np.int64))
+        return self.take(self.of_kind(*kinds) & (self.event >= 0))
+
+    def count(self, *kinds: int) -> int:
+        """How many rows are of one of ``kinds``: from the rows' kinds counted once (a real-shaped archive's 4.5 M
+        rows are nearly all ATTRIBUTE rows, and most kinds a consumer asks for are absent)."""
+        counts = self.__dict__.get("_counts")
+        if counts is None:
+            counts = np.bincount(self.kind) if self.kind.size else np.zeros(0, np.int64)  # kinds are >= 0
+            self.__dict__["_counts"] = counts
+        return sum(int(counts[k]) for k in kinds if 0 <= k < counts.size)
+
     def of_kind(self, *kinds: int) -> np.ndarray:
-        """Boolean mask of the rows whose kind is one of ``kinds``."""
+        """Boolean mask of the rows whose kind is one of ``kinds`` (all False, with no pass over the rows, when no
+        row is)."""
+        if not self.count(*kinds):
+            return np.zeros(len(self), np.bool_)
         if len(kinds) == 1:
             return self.kind == kinds[0]
         return one_of(self.kind, list(kinds))
+
+    @classmethod
+    def lazy(cls, columns: dict[str, np.ndarray], made: dict[str, Made]) -> RecordRows:
+        """Rows whose ``columns`` are given and the others ``made`` when first read: each a function of the rows
+        wanted (an index array, None for all), so that a :meth:`take` of a few rows makes the column of those only
+        (the times, locations and ranks of an archive's millions of attribute rows are read by no consumer)."""
+        rows = object.__new__(cls)
+        rows.__dict__.update(columns, _made=made)
+        return rows
 
     def take(self, mask: np.ndarray) -> RecordRows:
         """The rows selected by a boolean mask or an index array. Each column is gathered when first read:
@@ -136,13 +168,33 @@ class RecordRows:
         selected.__dict__["_source"] = (self, np.flatnonzero(mask) if mask.dtype == np.bool_ else mask)
         return selected
 
-    def __getattr__(self, name: str) -> np.ndarray:
-        """A column of a :meth:`take` not read yet (called only for attributes not set)."""
+    def _column_at(self, name: str, index: np.ndarray) -> np.ndarray:
+        """Column ``name`` at rows ``index``, made for those rows alone where it is not held yet."""
+        held = self.__dict__.get(name)
+        if held is not None:
+            return held[index]
+        made = self.__dict__.get("_made", {})
+        if name in made:
+            return made[name](index)
         source = self.__dict__.get("_source")
-        if source is None or name not in _COLUMNS:
+        if source is None:
+            return getattr(self, name)[index]
+        parent, own = source
+        return parent._column_at(name, own[index])
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        """A column of a :meth:`take` or a :meth:`lazy` one not read yet (called only for attributes not set)."""
+        if name not in _COLUMNS:
             raise AttributeError(name)
-        parent, index = source
-        column = getattr(parent, name)[index]
+        made = self.__dict__.get("_made", {})
+        source = self.__dict__.get("_source")
+        if name in made:
+            column = made[name](None)
+        elif source is not None:
+            parent, index = source
+            column = parent._column_at(name, index)
+        else:
+            raise AttributeError(name)
         self.__dict__[name] = column
         return column
 
