@@ -259,8 +259,8 @@ def collectives(
 ) -> pl.DataFrame:
     """One row per MpiCollectiveEnd (schema ``collectives``); columns di's writer stored as attributes restored from them."""
     sel = np.flatnonzero(rec.of_kind(COLL_END) & (rec.event >= 0)) if rec.count(COLL_END) else np.zeros(0, np.int64)
-    order = sel[np.lexsort((rec.row[sel], rec.ts_ns[sel], rec.rank[sel]))]
-    c = rec.take(order)
+    ends = rec.take(sel)  # their times and ranks made for these rows only
+    c = rec.take(sel[np.lexsort((ends.row, ends.ts_ns, ends.rank))])
     n = len(c)
     known, pos, comm, group_size, group_ranks = _comm_columns(c, comms)
     root = _nullable(_global_rank(c.comm, c.root, comms), c.root != clib.UNDEFINED_UINT32, pl.Int64).cast(pl.Int32)

@@ -232,7 +232,7 @@ def _locations(defs: Definitions, rec: RecordRows, source: int) -> tuple[pl.Data
         for loc in defs.locations
     ]
     counter_loc: dict[int, int] = {}
-    with_metrics = np.unique(rec.loc[rec.of_kind(METRIC)]).tolist()
+    with_metrics = np.unique(rec.take(rec.of_kind(METRIC)).loc).tolist()
     for i in with_metrics:
         if rows[i]["kind"] == "counter":
             counter_loc[i] = i
@@ -251,7 +251,7 @@ def _locations(defs: Definitions, rec: RecordRows, source: int) -> tuple[pl.Data
 
 def _own_locations(own: Own, rec: RecordRows) -> tuple[pl.DataFrame, dict[int, int]]:
     """The locations di wrote; the metrics of each are its own series' (each series is on its loc again)."""
-    with_metrics = np.unique(rec.loc[rec.of_kind(METRIC)]).tolist()
+    with_metrics = np.unique(rec.take(rec.of_kind(METRIC)).loc).tolist()
     return own.locations, {i: i for i in with_metrics}
 
 
