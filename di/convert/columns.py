@@ -232,9 +232,8 @@ def packed_key(columns: list[np.ndarray]) -> np.ndarray | None:
     equal words are equal columns and the ids come out as of the columns apart, for one word to hash (and no
     (k, n) copy of them)."""
     n = columns[0].size
-    out = np.zeros((1, n), dtype=np.int64)
     if not n:
-        return out
+        return np.zeros((1, 0), dtype=np.int64)
     spans = []
     for col in columns:
         if col.dtype.kind not in "iu" or col.dtype == np.uint64:
@@ -243,12 +242,27 @@ def packed_key(columns: list[np.ndarray]) -> np.ndarray | None:
         spans.append((lo, (int(col.max()) - lo).bit_length()))
     if sum(bits for _, bits in spans) > 63:
         return None
+    out = np.empty((1, n), dtype=np.int64)
     key = out[0]
-    for col, (lo, bits) in zip(columns, spans):
-        key <<= np.int64(bits)
-        key -= np.int64(lo)
-        np.add(key, col, out=key, casting="unsafe")  # in place, no column of n made
+    # the columns' values shifted in one after another (wrapping int64), then all their minima so shifted taken
+    # off at once: a column of one value (0 bits) adds nothing and is not read
+    varying = [(col, lo, bits) for col, (lo, bits) in zip(columns, spans) if bits]
+    if not varying:
+        key.fill(0)
+        return out
+    offset = 0
+    for k, (col, lo, bits) in enumerate(varying):
+        if k == 0:
+            np.copyto(key, col, casting="unsafe")
+        else:
+            key <<= np.int64(bits)
+            np.add(key, col, out=key, casting="unsafe")  # in place, no column of n made
+        offset = ((offset << bits) + lo) & _WORD
+    key -= np.uint64(offset).astype(np.int64)
     return out
+
+
+_WORD = (1 << 64) - 1
 
 
 def dense_row_ids(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -75,10 +75,18 @@ def nullable(values: np.ndarray, valid: np.ndarray, name: str) -> pl.Series:
     values = np.ascontiguousarray(values)
     if valid.all():
         return pl.Series(name, values)
+    return with_validity(values, np.packbits(valid, bitorder="little"), name)
+
+
+def with_validity(values: np.ndarray, bitmap: np.ndarray, name: str) -> pl.Series:
+    """A Series of the contiguous numeric ``values``, null where bit i (little-endian order) of the uint8
+    ``bitmap`` is 0, over both buffers themselves (Arrow's validity bitmap, as :func:`numpy.packbits` with
+    ``bitorder="little"`` makes it)."""
     import pyarrow as pa
 
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    arr = pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), values.size, [bitmap, pa.py_buffer(values)])
+    arr = pa.Array.from_buffers(
+        pa.from_numpy_dtype(values.dtype), values.size, [pa.py_buffer(bitmap), pa.py_buffer(values)]
+    )
     return pl.Series(name, _CArray(arr)).alias(name)
 
 

@@ -95,8 +95,15 @@ def bind_points(loc_first, start_ns, end_ns, parent, instant, q_loc, q_ts, q_nex
         q_next: True binds to the next slice starting at or after q_ts
             (Chrome's default for 'f'); False binds to the innermost slice
             enclosing q_ts (``bp: "e"`` and all 's'/'t').
+
+    Each timeline's search starts where its last one ended and gallops forward from there (steps of 1, 2,
+    4, ...) before the binary search, which covers only what is left between the last event passed and the first
+    not (or the timeline's start, when the point lies before the last answer): points come in nearly time order
+    per timeline (a flow's steps, flows in order of their first), so most searches read a few events near the
+    last answer instead of the whole timeline.
     """
     out = np.full(q_loc.size, -1, dtype=np.int64)
+    last = np.full(loc_first.size, -1, dtype=np.int64)  # each loc's last answer (-1: none yet)
     for q in range(q_loc.size):
         loc = q_loc[q]
         if loc < 0 or loc + 1 >= loc_first.size:
@@ -104,14 +111,29 @@ def bind_points(loc_first, start_ns, end_ns, parent, instant, q_loc, q_ts, q_nex
         lo = loc_first[loc]
         hi = loc_first[loc + 1]
         ts = q_ts[q]
-        if q_next[q]:
-            k = _first_at_or_after(start_ns, lo, hi, ts)
+        nxt = q_next[q]
+        # the answer, the first k with start_ns[k] >= ts (nxt) or > ts, lies in [a, b]
+        a = lo
+        b = hi
+        p = last[loc]
+        if p >= lo:
+            b = p
+            step = 1
+            while b < hi and (start_ns[b] < ts or (not nxt and start_ns[b] == ts)):
+                a = b + 1
+                b = min(a + step, hi)
+                step *= 2
+        if nxt:
+            k = _first_at_or_after(start_ns, a, b, ts)
+            last[loc] = k
             while k < hi and instant[k]:
                 k += 1
             if k < hi:
                 out[q] = k
             continue
-        k = _first_after(start_ns, lo, hi, ts) - 1
+        k = _first_after(start_ns, a, b, ts)
+        last[loc] = k
+        k -= 1
         while k >= lo:
             if not instant[k] and start_ns[k] <= ts and (ts < end_ns[k] or ts == start_ns[k]):
                 out[q] = k

@@ -25,7 +25,7 @@ from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_row_ids
 from di.convert.provenance import reader_meta
 from di.convert.restore import restore, restore_meta
-from di.convert.stringviews import nullable
+from di.convert.stringviews import nullable, with_validity
 from di.merge import assign_instances
 from di.nesting import nest, nesting_order
 from di.trace import Trace
@@ -51,7 +51,10 @@ def _timelines(iv: phases.Intervals, raw: Raw, own: dict[str, Any] | None) -> tu
     gpu_ids = raw.symbol_ids(GPU_SRC_CATS)
     gpu = np.zeros(first.size, dtype=bool)
     if gpu_ids.size:
-        gpu[ids[np.isin(raw.cols["cat"][iv.row], gpu_ids)]] = True
+        is_gpu = np.zeros(raw.symbols.len() + 1, dtype=bool)  # per symbol id; the last for -1 (no cat)
+        is_gpu[gpu_ids] = True
+        # looked up in record order, then gathered as bytes: no int32 column of the intervals' cats made
+        gpu[ids[is_gpu[raw.cols["cat"]][iv.row]]] = True
     key = {name: col[first] for name, col in zip(phases.KEY, (iv.lkind, iv.pid_k, iv.pid, iv.tid_k, iv.tid))}
     if raw.symbol_ids(DEVICE_PROCESS_CATS).size:
         # a timeline is a device queue when it holds device activity, or when its
@@ -129,13 +132,21 @@ def _flagged(c: dict[str, np.ndarray], column: str, row: np.ndarray, flags: np.n
 def _lifted_ids(c: dict[str, np.ndarray], row: np.ndarray) -> dict[str, pl.Series]:
     """The optional id columns (:data:`scan.LIFTED_IDS`) of the scanner ``row`` that some of them have, null where
     one has none; a trace without an id has no column of it."""
-    out = {}
+    out: dict[str, pl.Series] = {}
     bits = c["lifted"][row]  # the ids' presence bits (scan.PRESENCE), gathered once for all six
-    found = int(np.bitwise_or.reduce(bits)) if bits.size else 0
+    if not bits.size:
+        return out
+    found, every = int(np.bitwise_or.reduce(bits)), int(np.bitwise_and.reduce(bits))
     for column in S.LIFTED_IDS:
         bit = S.PRESENCE[column][1]
         if found & bit:
-            out[column] = nullable(c[column][row], (bits & bit) != 0, column)
+            values = c[column][row]
+            # packbits reads a nonzero byte as a set bit: the masked bits are the validity bitmap
+            out[column] = (
+                pl.Series(column, values)
+                if every & bit
+                else with_validity(values, np.packbits(bits & np.uint8(bit), bitorder="little"), column)
+            )
     return out
 
 
