@@ -123,6 +123,57 @@ def _di_flows(
 
     Collective edges (code 5) are drawn for the UI only: the collectives table comes from di's packet.
     """
+    edges = _edges_by_number(fid, row, term)
+    if edges is None:
+        edges, unpaired = _edges_joined(fid, row, term)
+    else:
+        edges, unpaired = edges
+    return _with_attributes(doc, edges, unpaired)
+
+
+def _edges_by_number(fid: np.ndarray, row: np.ndarray, term: np.ndarray) -> tuple[pl.DataFrame, int] | None:
+    """:func:`_edges_joined` by direct address: di's writer numbers its edges (``e``, the flow id's bits from 4 on,
+    less one) densely, so the first start and the first end of each edge are found by its number, with no hashing
+    and no join (0.17 CPU-s for 300,000 flows by unique and join). None when two flow ids share a number or the
+    numbers are not dense (an archive di did not write as it writes them), for the join to read it."""
+    kept = row >= 0
+    fid, row, term = fid[kept], row[kept], term[kept].astype(np.bool_)
+    if not fid.size:
+        return None
+    e = (fid >> np.uint64(4)).astype(np.int64) - 1
+    size = int(e.max()) + 1 if e.size else 0
+    if e.min() < 0 or size > 2 * fid.size + 16:
+        return None
+    owner = np.zeros(size, np.uint64)
+    owner[e] = fid
+    if not (owner[e] == fid).all():  # two flow ids of one number
+        return None
+    first = []
+    for side in (~term, term):  # the row of the first start and of the first end mark of each number
+        marks = np.flatnonzero(side)
+        at = np.full(size, fid.size, np.int64)
+        np.minimum.at(at, e[marks], marks)
+        first.append(np.where(at < fid.size, row[np.minimum(at, fid.size - 1)], -1))
+    x, y = first
+    paired = np.flatnonzero((x >= 0) & (y >= 0))
+    used = np.zeros(size, np.bool_)
+    used[e] = True
+    f = owner[paired]
+    rev = (f & np.uint64(8)) > 0
+    edges = pl.DataFrame(
+        {
+            "code": (f & np.uint64(7)).astype(np.int64),
+            "e": paired,
+            "src": np.where(rev, y[paired], x[paired]),
+            "dst": np.where(rev, x[paired], y[paired]),
+        }
+    )
+    return edges, int(used.sum()) - paired.size
+
+
+def _edges_joined(fid: np.ndarray, row: np.ndarray, term: np.ndarray) -> tuple[pl.DataFrame, int]:
+    """The edges (code, e, src, dst) of the flow ids that have a start and an end mark (the first of each), in
+    order of ``e``, and the number of flow ids without both."""
     marks = pl.DataFrame(
         {
             "fid": fid,
@@ -148,6 +199,11 @@ def _di_flows(
         .sort("e")
     )
     unpaired = marks.select(pl.col("fid").n_unique()).item() - edges.height
+    return edges.select("code", "e", "src", "dst"), int(unpaired)
+
+
+def _with_attributes(doc: dict[str, Any], edges: pl.DataFrame, unpaired: int) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """The flows and messages of the ``edges`` (code, e, src, dst), their other columns from di's packet."""
     n_flows = int(doc["counts"]["flows"])
     f_attr = ditrace.table(doc, "flows").with_row_index("e")
     f = edges.filter(pl.col("code") < len(FLOW_KINDS)).join(
