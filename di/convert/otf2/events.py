@@ -231,9 +231,9 @@ def own_columns(ev: pl.DataFrame, rec: RecordRows, defs: Any) -> pl.DataFrame:
         if not got.any():
             continue
         if name == "di.args":  # each event's row in the string table: one gather of the texts (viewed, not copied)
-            at = np.full(ev.height, -1, np.int64)
+            at = np.zeros(ev.height, np.int64)
             at[got] = defs.strings.positions(values[j][got])
-            full = defs.strings.texts.gather(at if (at >= 0).all() else pl.Series(at).replace(-1, None))
+            full = defs.strings.texts.gather(at if got.all() else nullable(at, got, "at"))
         else:
             dtype = ev.schema[column] if column in ev.columns else schema.optional_schema("events")[column]
             full = nullable(values[j], got, column).cast(dtype)

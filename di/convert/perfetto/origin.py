@@ -156,8 +156,6 @@ def _edges_by_number(fid: np.ndarray, row: np.ndarray, term: np.ndarray) -> tupl
         first.append(np.where(at < fid.size, row[np.minimum(at, fid.size - 1)], -1))
     x, y = first
     paired = np.flatnonzero((x >= 0) & (y >= 0))
-    used = np.zeros(size, np.bool_)
-    used[e] = True
     f = owner[paired]
     rev = (f & np.uint64(8)) > 0
     edges = pl.DataFrame(
@@ -168,7 +166,7 @@ def _edges_by_number(fid: np.ndarray, row: np.ndarray, term: np.ndarray) -> tupl
             "dst": np.where(rev, x[paired], y[paired]),
         }
     )
-    return edges, int(used.sum()) - paired.size
+    return edges, int(np.count_nonzero(owner)) - paired.size  # a flow id is never 0: the numbers used
 
 
 def _edges_joined(fid: np.ndarray, row: np.ndarray, term: np.ndarray) -> tuple[pl.DataFrame, int]:
