@@ -4,11 +4,14 @@ Each table is written by pyarrow's Parquet writer (:func:`_write_parquet`): int6
 ``DELTA_BINARY_PACKED``, text columns dictionary-encoded (names, categories, the args texts), the narrower
 integers and booleans plain (their dictionary cost more to build than it saved: depth and loc 0.02 s together),
 and min/max statistics on the numeric columns that every row has (times, locations, depths: what a range query
-filters on). Any Parquet reader reads these (polars, pyarrow, DuckDB, Spark). On a real-shaped 1.2 M-event Kineto
-profile (bench/realshape.py) this writes the events table in 0.24 CPU-s where polars' own writer (plain int64
-pages, statistics of every column) took 0.39, into 7.1 MB instead of 18.2, and polars reads it back in 0.06 CPU-s
-instead of 0.085. Min/max of the args texts cost 0.03 s, and of Kineto's ids (most rows null) 0.012 s, and help no
-query. An empty table's file is the same bytes each time: made once per process and written as they are.
+filters on). A data page holds up to 100,000 rows, not pyarrow's 20,000 (:data:`PAGE_ROWS`), and
+zstd runs at level 1 on the text columns and at its fast level -1 on the others (:data:`COMPRESSION_LEVEL`,
+:data:`NUMBERS_LEVEL`). Any Parquet reader reads these (polars, pyarrow,
+DuckDB, Spark). On a real-shaped 1.2 M-event Kineto profile (bench/realshape.py) this writes the events table in
+0.18 CPU-s where polars' own writer (plain int64 pages, statistics of every column) took 0.39, into 6.7 MB
+instead of 18.2, and polars reads it back in 0.06 CPU-s instead of 0.085. Min/max of the args texts cost 0.03 s,
+and of Kineto's ids (most rows null) 0.012 s, and help no query. An empty table's file is the same bytes each
+time: made once per process and written as they are.
 
 Layout::
 
@@ -46,13 +49,24 @@ if TYPE_CHECKING:
 
 META = "meta.json"
 COMPRESSION_LEVEL = 1
-"""zstd level of the tables: on a real-shaped 1.2 M-event trace (bench/realshape.py), level 1 writes the tables in
-0.65-0.8x the CPU time of level 3 and the files are as small (the args texts, most of the bytes, compress no better
-at 3); reading costs the same. That trace's args column (177 MB of distinct JSON texts) bounds the write: zstd alone
-compresses it in about 0.16 CPU-s and polars' Parquet writer takes 0.26-0.31 s for the column, the other eleven columns
-0.12 s even uncompressed. Storing each text as a shared template plus its digit runs was measured and not kept: the
-split (a numba pass over every byte) cost 0.47 CPU-s, more than the compression it saves, and reading back rebuilds the
-same 177 MB. lz4 saves about 0.1 s of the write and doubles the file."""
+"""zstd level of the text columns (names, categories, args): on a real-shaped 1.2 M-event trace
+(bench/realshape.py) level 1 writes in 0.65-0.8x the CPU time of level 3 and the files are as small; where the args
+texts stay distinct (900,000 of them, 140 MB), level -1 saved 3 ms of their 131 and wrote 8.5 MB instead of 7.2.
+Storing each text as a shared template plus its digit runs was measured and not kept: the split (a numba pass over
+every byte) cost 0.47 CPU-s, more than the compression it saves, and reading back rebuilds the same bytes."""
+NUMBERS_LEVEL = -1
+"""zstd level of the other columns, zstd's first fast level: most of their bytes are delta-packed times, which no
+level compresses much. The whole ``.di`` write of the real-shaped trace, 16 interleaved runs, best (median) in ms:
+level 1 235.6 (242.0) for a 6.84 MB store, -1 231.6 (239.4) for 6.76 MB (both with :data:`PAGE_ROWS`; pyarrow's
+20,000-row pages and level 1 throughout, before: 248.7 (256.1), 7.14 MB). lz4 for these columns wrote 10 ms
+faster than level 1 and 0.4 MB larger."""
+PAGE_ROWS = 100_000
+"""The most rows of a data page (pyarrow's ``max_rows_per_page``; its default of 20,000 rows ends a page of a
+sparse id column at a few KB, and each page is a zstd frame and a page header of its own). The whole ``.di`` write
+of the real-shaped trace, best of 6 (median) in ms, its store's MB and the write's peak RSS over the trace's:
+20,000 rows 245-256 (250-266), 7.04 MB, +38 MB; 50,000 226-240 (230-243), 6.88 MB, +48 MB; 100,000 228-232
+(233-235), 6.76 MB, +50 MB; 1 Mi rows 241 (258), 6.88 MB, +82 MB (pyarrow holds a page's values until it ends).
+A page still ends at pyarrow's 1 MiB of encoded values."""
 META_SNIFF_BYTES = 16 << 20
 """The most bytes of a meta.json searched for di's format marker when telling whether a directory is a store."""
 
@@ -96,7 +110,7 @@ def write_store(
     Args:
         trace: the trace to write.
         path: the store folder.
-        compression_level: zstd level of the Parquet files.
+        compression_level: zstd level of the text columns (the others: :data:`NUMBERS_LEVEL`).
         keep: entries of the existing store to carry over unchanged (a recording's ``raw/``).
         extra: more tables to write beside the schema's (``NAME.parquet``), such as
             a recording's per-file I/O statistics.
@@ -181,13 +195,26 @@ def parquet_options(df: pl.DataFrame, level: int) -> dict[str, Any]:
     every_row = [
         name for name, dtype in df.schema.items() if dtype.is_numeric() and not df.get_column(name).null_count()
     ]
-    return {
+    options = {
         "compression": "zstd",
-        "compression_level": level,
+        "compression_level": {name: level if name in texts else NUMBERS_LEVEL for name in df.columns},
         "use_dictionary": texts,
         "column_encoding": delta or None,
         "write_statistics": every_row,
     }
+    if _has_page_rows():
+        options["max_rows_per_page"] = PAGE_ROWS
+    return options
+
+
+@cache
+def _has_page_rows() -> bool:
+    """Whether this pyarrow's writer takes ``max_rows_per_page`` (older ones have no such option)."""
+    import inspect
+
+    import pyarrow.parquet as pq
+
+    return "max_rows_per_page" in inspect.signature(pq.ParquetWriter.__init__).parameters
 
 
 def _arrow_table(df: pl.DataFrame) -> "pa.Table":

@@ -209,6 +209,24 @@ def test_tables_are_encoded_for_their_columns(store: Path) -> None:
     assert pq.read_table(store / "events.parquet").num_rows == back.height
 
 
+def test_text_columns_keep_level_1_and_pages_end_by_size(loaded: di.Trace) -> None:
+    """The text columns are compressed at the store's level, the others at zstd's fast level; a data page ends at
+    pyarrow's page size, not at its default of 20,000 rows (where this pyarrow has the option)."""
+    import inspect
+
+    import pyarrow.parquet as pq
+
+    from di.store import COMPRESSION_LEVEL, NUMBERS_LEVEL, PAGE_ROWS, parquet_options
+
+    options = parquet_options(loaded.events, COMPRESSION_LEVEL)
+    levels = options["compression_level"]
+    assert levels["args"] == levels["name"] == levels["cat"] == COMPRESSION_LEVEL
+    assert levels["start_ns"] == levels["depth"] == levels["instant"] == NUMBERS_LEVEL < COMPRESSION_LEVEL
+    assert set(levels) == set(loaded.events.columns)
+    has_rows = "max_rows_per_page" in inspect.signature(pq.ParquetWriter.__init__).parameters
+    assert options.get("max_rows_per_page") == (PAGE_ROWS if has_rows else None)
+
+
 def test_empty_tables_are_written_once_per_process(tmp_path: Path) -> None:
     """An empty table's file is made once and written as the same bytes: what pyarrow writes for it, and it reads
     back with the table's columns."""
