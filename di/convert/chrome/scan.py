@@ -61,7 +61,7 @@ from numba import njit
 
 from di.jitpipeline import ScalarKernelCompiler
 
-from di.convert.bytewords import copy_bytes, load_u64
+from di.convert.bytewords import copy_bytes, load_u64, store_u64
 from di.convert.chrome.jsontext import (
     BAD_SYNTAX,
     CLOSE_ARRAY,
@@ -549,7 +549,13 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                                     if e >= n:
                                         err = E_TRUNCATED
                                         break
-                                    o = copy_bytes(abuf, o, buf, i, e)
+                                    if (
+                                        e - i <= _WORD and i + _WORD <= n and o + _WORD <= abuf.size
+                                    ):  # most numbers: a word, no memcpy call
+                                        store_u64(abuf, o, load_u64(buf, i))
+                                        o += e - i
+                                    else:
+                                        o = copy_bytes(abuf, o, buf, i, e)
                             else:  # an object, an array or a literal
                                 e, o = copy_value(buf, i, n, abuf, o, COPY)
                                 if e < 0:
