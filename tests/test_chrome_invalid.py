@@ -151,6 +151,79 @@ def test_non_utf8_bytes_in_a_name(tmp_path: Path) -> None:
     assert any("2 bytes that are not UTF-8" in w and f"byte {first}" in w for w in t.meta["warnings"])
 
 
+def test_non_utf8_bytes_only_where_the_reader_skips_are_left_alone(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 in a value no table keeps (an event member the reader does not read) are never
+    read again: nothing is repaired or reported, and the events are read as they are."""
+    raw = b'{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":5,"dur":1,"note":"x\xff\xfey","args":{"k":1}}]}'
+    t = assert_valid(di.load(write_json(tmp_path, "u.json", raw)))
+    assert t.events.get_column("name").cast(str).to_list() == ["a"]
+    assert t.events.get_column("args").to_list() == ['{"k":1}']
+    assert "non-UTF-8 bytes replaced" not in dropped(t)
+    assert not any("UTF-8" in w for w in t.meta["warnings"])
+
+
+@pytest.mark.parametrize(
+    "event, top, where",
+    [
+        (b'"args":{"k":"v\xfe"}', b"", "args"),
+        (b'"args":{"k\xfe":1}', b"", "args"),
+        (b'"cat":"c\xfe"', b"", "cat"),
+        (b'"args":{"k":1}', b',"traceName":"r\xfe"', "traceName"),
+        (b'"args":{"k":1}', b',"tr\xfeceName":1', "top-level key"),
+    ],
+)
+def test_non_utf8_bytes_in_any_kept_text_repair_the_whole_file(
+    tmp_path: Path, event: bytes, top: bytes, where: str
+) -> None:
+    """A text the trace keeps (args, a category, a top-level member) that is not UTF-8 has the whole document
+    repaired, every such byte counted with the first one's offset, the skipped value's byte too."""
+    raw = (
+        b'{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":5,"dur":1,"note":"\xff",'
+        + event
+        + b"}]"
+        + top
+        + b"}"
+    )
+    t = assert_valid(di.load(write_json(tmp_path, "u.json", raw)))
+    assert dropped(t)["non-UTF-8 bytes replaced"] == 2, where
+    first = raw.index(b"\xff")
+    assert any(f"2 bytes that are not UTF-8 replaced by '?' (first at byte {first})" in w for w in t.meta["warnings"])
+    texts = t.events.get_column("args").to_list() + t.events.get_column("src_cat").cast(str).to_list()
+    kept = "".join(text for text in texts if text) + json.dumps(t.meta["sources"][0]["info"], ensure_ascii=False)
+    assert "\ufffd" not in kept and "\xfe" not in kept
+    assert "?" in kept, where
+
+
+def test_texts_equal_once_repaired_are_one_symbol(tmp_path: Path) -> None:
+    """Two process names that differ only in bytes that are not UTF-8 are one process once repaired, as if the
+    file had been written so."""
+    raw = (
+        b'{"traceEvents":[{"ph":"X","name":"a","pid":"p\xff","tid":1,"ts":5,"dur":1},'
+        b'{"ph":"X","name":"b","pid":"p\xfe","tid":1,"ts":7,"dur":1}]}'
+    )
+    t = assert_valid(di.load(write_json(tmp_path, "u.json", raw)))
+    assert t.locations.height == 1 and t.locations.get_column("process").to_list() == ["p?"]
+    assert t.events.get_column("loc").to_list() == [0, 0]
+    assert dropped(t)["non-UTF-8 bytes replaced"] == 2
+
+
+def test_utf8_beyond_ascii_is_kept_as_written(tmp_path: Path) -> None:
+    """Valid UTF-8 outside ASCII (two-, three- and four-byte characters) in names, args and top-level members is
+    no damage: kept as written, nothing counted."""
+    doc = trace_doc(
+        {"ph": "X", "name": "µs 東京 🚀", "cat": "é", "pid": 1, "tid": 1, "ts": 5, "dur": 1, "args": {"unit": "°C"}},
+        traceName="naïve",
+    )
+    path = tmp_path / "u.json"
+    path.write_bytes(json.dumps(doc, ensure_ascii=False).encode())
+    t = assert_valid(di.load(path))
+    assert t.events.get_column("name").cast(str).to_list() == ["µs 東京 🚀"]
+    assert t.events.get_column("src_cat").cast(str).to_list() == ["é"]
+    assert t.events.get_column("args").to_list() == ['{"unit":"°C"}']
+    assert t.meta["sources"][0]["info"]["traceName"] == "naïve"
+    assert "non-UTF-8 bytes replaced" not in dropped(t)
+
+
 def test_ids_beyond_int64(tmp_path: Path) -> None:
     t = assert_valid(di.load(kineto_file("hta_large_integer_trace/rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz")))
     assert t.events.height == 2 and t.ranks == [70]

@@ -281,23 +281,6 @@ def test_parse_number_matches_decimal(seed: int) -> None:
             assert got == (int(want), len(text), 0), (text, shift)
 
 
-# ---- the look for bytes outside ASCII before the scan ----
-
-
-@pytest.mark.parametrize("seed", SEEDS)
-def test_has_high_bytes_random(seed: int) -> None:
-    from di.convert.chrome.prepass import has_high_bytes
-
-    rng = np.random.default_rng(seed)
-    for size in (0, 1, 7, 8, 9, 15, 16, 17, 64, 1000 + seed):
-        data = rng.integers(0, 0x80, size).astype(np.uint8)
-        assert not has_high_bytes(data)
-        for at in {0, size // 2, size - 1} if size else ():
-            high = data.copy()
-            high[at] = 0x80 + (seed + at) % 0x80
-            assert has_high_bytes(high), (size, at)
-
-
 # ---- string views over the scanner's args bytes ----
 
 

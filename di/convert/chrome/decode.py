@@ -21,11 +21,11 @@ import polars as pl
 
 from di.convert.chrome import scan as S
 from di.convert import gunzip
-from di.convert.chrome.prepass import fix_utf8, has_high_bytes
+from di.convert.chrome.utf8repair import fix_utf8
 from di.convert.provenance import TRUNCATED_TAIL
-from di.convert.stringviews import texts_at_spans, texts_in_place
+from di.convert.stringviews import gather_spans, texts_at_offsets, texts_in_place
 from di.inputsize import check_size
-from di.convert.symbols import decode_symbols, new_table
+from di.convert.symbols import decode_symbols, new_table, valid_utf8
 from di.errors import FormatError
 
 JSON_SPACE = b" \t\r\n\xef\xbb\xbf"
@@ -180,19 +180,20 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     """
     buf, warnings = read_bytes(path, limit)
     dropped: Counter[str] = Counter()
-    if has_high_bytes(buf):
+    for repaired in (False, True):
+        got, abuf, top, progress = _scan(buf, repaired=repaired)
+        cols = S.columns(got.cols, got.events)
+        # only di's own writer adds di_flow: other files' xs and xe rows are never read (nor their pages touched)
+        di_flow = _spans(buf, cols["xs"], cols["xe"]) if progress[1] else None
+        if repaired or _kept_utf8(buf, got, abuf, top, di_flow):
+            break
+        # a text the trace keeps is not UTF-8: the document is repaired in place ('?' for each such byte) and
+        # scanned again, so that texts equal after the repair are one symbol, as if the file had been written so
         bad, first = fix_utf8(buf)
-        if bad:
-            warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
-            dropped["non-UTF-8 bytes replaced"] += int(bad)
-    abuf = np.empty(buf.size + S.ARGS_SLACK, dtype=np.uint8)
-    top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
-    progress = np.zeros(2, dtype=np.int64)  # the offset reached, the di_flow members seen
-    text = buf.view()  # read-only, as the buffers of the Perfetto reader and of JSON text from polars are:
-    text.flags.writeable = False  # the kernels they share (symbols, jsontext) then compile once
-    with _released_behind(buf, progress, repaired="non-UTF-8 bytes replaced" in dropped):
-        # the columns' pages are touched only as rows are filled; the scan grows them, and the symbol table, when full
-        got = S.scan(text, S.alloc_columns(S.capacity_guess(buf.size)), *new_table(), abuf, top, progress)
+        if not bad:
+            break
+        warnings.append(f"{bad} bytes that are not UTF-8 replaced by '?' (first at byte {first})")
+        dropped["non-UTF-8 bytes replaced"] += int(bad)
     _, starts, ends, count = got.symbols
     n, err, pos = got.events, got.error, got.error_at
     if err == S.E_NOT_TRACE:
@@ -208,13 +209,50 @@ def decode(path: Path, limit: int | None = None) -> Raw:
             f"{what} at {_where(buf, pos)}: kept the {n} events before it, dropped the remaining {rest} bytes"
         )
         dropped[TRUNCATED_TAIL] += rest
-    cols = S.columns(got.cols, n)
     symbols = decode_symbols(buf, starts, ends, int(count[0]))
-    # only di's own writer adds di_flow: other files' xs and xe rows are never read (nor their pages touched)
-    di_flow = _spans_column(buf, cols["xs"], cols["xe"]) if progress[1] else None
+    di_flow_texts = texts_at_offsets(*di_flow, "di_flow") if di_flow is not None else None
     top_keys = _top_level(buf, top, got.top_keys, warnings)
     del buf  # the file's pages (unmapped here) are not needed for the args texts: peak memory drops by the file size
-    return Raw(path, cols, symbols, abuf[: got.args_bytes], top_keys, di_flow, dropped, warnings, got.array_format)
+    return Raw(
+        path, cols, symbols, abuf[: got.args_bytes], top_keys, di_flow_texts, dropped, warnings, got.array_format
+    )
+
+
+def _scan(buf: np.ndarray, *, repaired: bool) -> tuple[S.Scanned, np.ndarray, np.ndarray, np.ndarray]:
+    """The scanner's result on the document ``buf``, and the buffers it filled: the args texts, the top-level
+    members' spans and the progress counters (the offset reached, the ``di_flow`` members seen)."""
+    abuf = np.empty(buf.size + S.ARGS_SLACK, dtype=np.uint8)
+    top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
+    progress = np.zeros(2, dtype=np.int64)
+    text = buf.view()  # read-only, as the buffers of the Perfetto reader and of JSON text from polars are:
+    text.flags.writeable = False  # the kernels they share (symbols, jsontext) then compile once
+    with _released_behind(buf, progress, repaired=repaired):
+        # the columns' pages are touched only as rows are filled; the scan grows them, and the symbol table, when full
+        got = S.scan(text, S.alloc_columns(S.capacity_guess(buf.size)), *new_table(), abuf, top, progress)
+    return got, abuf, top, progress
+
+
+def _kept_utf8(
+    buf: np.ndarray,
+    got: S.Scanned,
+    abuf: np.ndarray,
+    top: np.ndarray,
+    di_flow: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+) -> bool:
+    """Whether every text the scan kept is UTF-8: the symbols (names, categories, text ids), the args texts copied,
+    the ``di_flow`` objects and the top-level members (keys and values). Each is looked at once, and only its
+    bytes outside ASCII are decoded; the bytes the scan skipped are never read again."""
+    _, starts, ends, count = got.symbols
+    n = int(count[0])
+    if not valid_utf8(*gather_spans(buf, starts[:n], ends[:n], np.ones(n, dtype=np.bool_))):
+        return False
+    # the args texts are JSON objects one after another: each starts with '{', never inside a character
+    if not valid_utf8(abuf[: got.args_bytes], np.array([0, got.args_bytes], dtype=np.int64)):
+        return False
+    if di_flow is not None and not valid_utf8(di_flow[0], di_flow[1]):
+        return False
+    texts = top[: got.top_keys].reshape(-1, 2)  # (key start, key end), (value start, value end) of each member
+    return valid_utf8(*gather_spans(buf, texts[:, 0], texts[:, 1], np.ones(len(texts), dtype=np.bool_)))
 
 
 RELEASE_MIN_BYTES = 4 << 30
@@ -264,11 +302,10 @@ def _released_behind(buf: np.ndarray, progress: np.ndarray, *, repaired: bool) -
         worker.join()
 
 
-def _spans_column(buf: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> pl.Series | None:
-    """Text of the per-event ``di_flow`` objects di's writer adds (None when there are none):
-    the spans' bytes gathered into one buffer (the file's is released after the scan) and
-    viewed as strings, null for the events without one."""
+def _spans(buf: np.ndarray, xs: np.ndarray, xe: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The per-event ``di_flow`` objects di's writer adds (None when there are none): their bytes gathered into
+    one buffer (the file's is released after the scan), their offsets there and which events have one."""
     has = xe > xs
     if not has.any():
         return None
-    return texts_at_spans(buf, xs, xe, has, "di_flow")
+    return (*gather_spans(buf, xs, xe, has), has)

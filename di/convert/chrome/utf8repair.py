@@ -1,24 +1,14 @@
-"""The one look at a JSON document's bytes before scanning it.
+"""Bytes that are not UTF-8 in a Chrome JSON document, replaced in place.
 
-:func:`has_high_bytes` says whether any byte is outside ASCII (numpy, eight
-bytes per step); only then does :func:`fix_utf8` check the UTF-8 and repair it
-in place. The number of events needs no pass of its own: the scanner grows its
-columns as it goes (:func:`di.convert.chrome.scan.scan`).
+Only a document whose kept texts (names, categories, args, top-level members) are
+not UTF-8 is repaired: :func:`di.convert.chrome.decode.decode` checks those texts
+after the scan, which is cheaper than a look at every byte before it, and scans
+the repaired document again.
 """
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
-
-_HIGH = np.uint64(0x8080808080808080)
-
-
-def has_high_bytes(buf: np.ndarray) -> bool:
-    """True when a byte of the uint8 ``buf`` is >= 0x80: its words ORed together."""
-    whole = buf.size // 8 * 8
-    high = bool(np.bitwise_or.reduce(buf[:whole].view(np.uint64)) & _HIGH) if whole else False
-    return high or bool(buf.size > whole and buf[whole:].max() >= 0x80)
 
 
 @njit(cache=True, _nrt=False)
