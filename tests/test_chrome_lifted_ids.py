@@ -198,3 +198,23 @@ def test_real_traces_ids_agree_with_json(path: Path | None) -> None:
         got = sorted(ev.get_column(col).drop_nulls().to_list()) if col in ev.columns else []
         assert got == want, key
         assert not ev.get_column("args").drop_nulls().str.contains(f'"{key}":-?\\d').any(), key  # null stays
+
+
+@pytest.mark.parametrize("at_end", [False, True])
+def test_args_numbers_are_copied_as_written_at_every_length(tmp_path: Path, at_end: bool) -> None:
+    """An args number is copied as its text (no reformatting), whatever its length: those of at most eight bytes
+    as one word (the bytes past the number are overwritten by what follows), longer ones and one that ends the
+    document within a word by a copy of their bytes."""
+    texts = ["0", "-1", "1.5", "12345678", "-1234567", "123456789", "1.000000001", "-12345678901234567890", "1e+30"]
+    texts += ["9" * k for k in range(1, 21)] + ["1.25E-7", "31.030303"]
+    body = ",".join(
+        f'{{"ph":"X","name":"n","pid":1,"tid":1,"ts":{k},"dur":1,"args":{{"v":{t},"w": {t} }}}}'
+        for k, t in enumerate(texts)
+    )
+    if at_end:  # the last number ends the document within a word of its start
+        body += ',{"ph":"i","name":"m","pid":1,"tid":1,"ts":99,"s":"t","args":{"v":7}}'
+    raw = ('{"traceEvents":[' + body + "]}").encode()
+    t = di.load(write_json(tmp_path, "n.json", raw))
+    got = t.events.sort("start_ns").get_column("args").to_list()
+    want = [f'{{"v":{t},"w":{t}}}' for t in texts] + (['{"v":7}'] if at_end else [])
+    assert got == want
