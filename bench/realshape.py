@@ -63,8 +63,8 @@ is the CPU time of writing as many bytes as the step wrote, from memory
 touched already, with one ``write`` per 8 MB and an ``fsync``: what any writer
 of that output pays on this machine. ``lib s`` (the ``.di`` steps) is the
 CPU time of the Parquet library alone on the events table, right after the step
-in the same process: pyarrow's writer called as the store calls it (zstd 1, its
-encodings; the table handed over as Arrow already), or polars reading it back:
+in the same process: pyarrow's writer called as the store calls it (its zstd
+levels, encodings and pages; the table handed over as Arrow already), or polars reading it back:
 the part of the step no code of di's can take away.
 """
 

@@ -58,12 +58,13 @@ NUMBERS_LEVEL = -1
 """zstd level of the other columns, zstd's first fast level: most of their bytes are delta-packed times, which no
 level compresses much. The whole ``.di`` write of the real-shaped trace, 16 interleaved runs, best (median) in ms:
 level 1 235.6 (242.0) for a 6.84 MB store, -1 231.6 (239.4) for 6.76 MB (both with :data:`PAGE_ROWS`; pyarrow's
-20,000-row pages and level 1 throughout, before: 248.7 (256.1), 7.14 MB). lz4 for these columns wrote 10 ms
-faster than level 1 and 0.4 MB larger."""
+20,000-row pages and level 1 throughout, before: 248.7 (256.1), 7.14 MB). lz4 for these columns wrote 13 ms
+faster than level 1 and 1.2 MB larger (pages of 1 Mi rows, 20 interleaved runs)."""
 PAGE_ROWS = 100_000
 """The most rows of a data page (pyarrow's ``max_rows_per_page``; its default of 20,000 rows ends a page of a
 sparse id column at a few KB, and each page is a zstd frame and a page header of its own). The whole ``.di`` write
-of the real-shaped trace, best of 6 (median) in ms, its store's MB and the write's peak RSS over the trace's:
+of the real-shaped trace (the numbers at level -1), best of 6 (median) in ms, its store's MB and the write's peak
+RSS over the trace's:
 20,000 rows 245-256 (250-266), 7.04 MB, +38 MB; 50,000 226-240 (230-243), 6.88 MB, +48 MB; 100,000 228-232
 (233-235), 6.76 MB, +50 MB; 1 Mi rows 241 (258), 6.88 MB, +82 MB (pyarrow holds a page's values until it ends).
 A page still ends at pyarrow's 1 MiB of encoded values."""
