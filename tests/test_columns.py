@@ -9,7 +9,7 @@ import pytest
 
 import polars as pl
 
-from di.convert.columns import _FIRST_SLOTS, dense_codes, dense_row_ids, match_rows, packed_key
+from di.convert.columns import _FIRST_SLOTS, DIRECT_SPAN, dense_codes, dense_row_ids, match_rows, packed_key
 
 
 def _reference(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -50,6 +50,24 @@ def test_dense_row_ids_of_runs_of_equal_keys(distinct: int) -> None:
     rng = np.random.default_rng(distinct)
     values = rng.integers(0, distinct, size=(2, 4 * distinct), dtype=np.int64)
     rows = np.repeat(values, rng.integers(1, 6, size=values.shape[1]), axis=1)
+    ids, first = dense_row_ids(rows)
+    want_ids, want_first = _reference(rows)
+    assert np.array_equal(ids, want_ids) and np.array_equal(first, want_first)
+
+
+@pytest.mark.parametrize("where", ["lowest", "zero", "highest"])
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_dense_row_ids_through_a_slot_per_value(where: str, extra: int) -> None:
+    """One row whose values lie within DIRECT_SPAN * n of each other is numbered through a slot per value: the
+    same ids and first rows as the dict, at both ends of int64, for a range just under, at and just over the
+    widest one numbered so (the next is hashed)."""
+    n = 5000
+    span = DIRECT_SPAN * n + extra
+    lo = {"lowest": -(2**63), "zero": 0, "highest": 2**63 - span}[where]
+    rng = np.random.default_rng(span)
+    offsets = rng.integers(0, span, size=n)
+    offsets[rng.permutation(n)[:2]] = (0, span - 1)  # the whole range taken
+    rows = np.array([[lo + int(v) for v in offsets]], dtype=np.int64)
     ids, first = dense_row_ids(rows)
     want_ids, want_first = _reference(rows)
     assert np.array_equal(ids, want_ids) and np.array_equal(first, want_first)
