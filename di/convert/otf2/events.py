@@ -184,15 +184,13 @@ def _collective_members(rec: RecordRows) -> _Part | None:
     from di.convert.otf2.argtext import text_int_members
     from di.convert.otf2.matching import collective_ops
 
-    coll = rec.of_kind(COLL_END) & (rec.event >= 0) if rec.count(COLL_END) else None
-    if coll is None or not coll.any():
+    coll = rec.inside(COLL_END)
+    if not len(coll):
         return None
-    idx, names_ = collective_ops(rec.coll_op[coll])
+    idx, names_ = collective_ops(coll.coll_op)
     return (
-        rec.event[coll],
-        *text_int_members(
-            '"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', rec.received[coll]
-        ),
+        coll.event,
+        *text_int_members('"collective_op":', [f'"{n}"' for n in names_], idx, ',"bytes_received":', coll.received),
     )
 
 

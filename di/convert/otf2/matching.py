@@ -258,9 +258,8 @@ def collectives(
     rec: RecordRows, comms: dict[int, dict[str, Any]], attributes: dict[int, tuple[str, str]], strings: StringDefs
 ) -> pl.DataFrame:
     """One row per MpiCollectiveEnd (schema ``collectives``); columns di's writer stored as attributes restored from them."""
-    sel = np.flatnonzero(rec.of_kind(COLL_END) & (rec.event >= 0)) if rec.count(COLL_END) else np.zeros(0, np.int64)
-    ends = rec.take(sel)  # their times and ranks made for these rows only
-    c = rec.take(sel[np.lexsort((ends.row, ends.ts_ns, ends.rank))])
+    ends = rec.inside(COLL_END)  # their times and ranks made for these rows only
+    c = ends.take(np.lexsort((ends.row, ends.ts_ns, ends.rank)))
     n = len(c)
     known, pos, comm, group_size, group_ranks = _comm_columns(c, comms)
     root = _nullable(_global_rank(c.comm, c.root, comms), c.root != clib.UNDEFINED_UINT32, pl.Int64).cast(pl.Int32)
