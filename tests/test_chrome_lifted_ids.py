@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -218,3 +219,82 @@ def test_args_numbers_are_copied_as_written_at_every_length(tmp_path: Path, at_e
     got = t.events.sort("start_ns").get_column("args").to_list()
     want = [f'{{"v":{t},"w":{t}}}' for t in texts] + (['{"v":7}'] if at_end else [])
     assert got == want
+
+
+def _random_ids(rng: Any, k: int) -> dict[str, int]:
+    """A random subset of the lifted ids, in a random key order, valued from ``k``."""
+    keys = [key for key in IDS if IDS[key] not in ("corr", "bytes")]
+    chosen = [key for key in keys if rng.random() < 0.5]
+    rng.shuffle(chosen)
+    return {key: k * 10 + j for j, key in enumerate(chosen)}
+
+
+@pytest.mark.parametrize("names", [7, 70_000])
+def test_packed_ids_of_any_subset_and_order(tmp_path: Path, names: int) -> None:
+    """Each event keeps its own ids whatever subset it has and in whatever order its args list them, a repeated key
+    keeps its last value, and none is lost or shifted when the scan goes on in bigger columns (a file larger than
+    its first guess) or with a bigger symbol table (more distinct names than the first one holds)."""
+    import random
+
+    rng = random.Random(5)
+    events, want = [], []
+    for k in range(80_000 if names > 7 else 3_000):
+        ids = _random_ids(rng, k)
+        args: dict[str, Any] = {"x": k % 3, **ids}
+        text = json.dumps(args)
+        if ids and k % 11 == 0:  # a repeated key: JSON readers take the last value
+            key = next(iter(ids))
+            text = text[:-1] + f', "{key}": {k * 10 + 9}}}'
+            ids[key] = k * 10 + 9
+        # the name after the args: a symbol table that fills up there makes the scan read the event's ids again
+        events.append(f'{{"ph": "X", "pid": 1, "tid": 1, "ts": {k}, "dur": 1, "args": {text}, "name": "n{k % names}"}}')
+        want.append(ids)
+    path = tmp_path / "ids.json"
+    path.write_text('{"traceEvents": [' + ",\n".join(events) + "]}")
+    ev = di.load(path).events.sort("start_ns")
+    for key, column in IDS.items():
+        if column in ("corr", "bytes"):
+            continue
+        assert ev.get_column(column).to_list() == [ids.get(key) for ids in want], column
+    assert [json.loads(t) for t in ev.get_column("args").head(50)] == [{"x": k % 3} for k in range(50)]
+
+
+def test_a_truncated_event_gives_its_ids_back(tmp_path: Path) -> None:
+    """A file cut inside an event's args, after some of its ids: the events before it keep theirs, and the scan
+    packs none of the dropped event's."""
+    from di.convert.chrome import scan as S
+    from di.convert.chrome.decode import decode
+
+    events = [_x(f"e{k}", k, {"External id": k, "Python id": 100 + k, "y": 1}) for k in range(4)]
+    text = json.dumps({"traceEvents": events})
+    cut = text.rindex('"Python id"')  # the last event's External id read, its Python id not
+    path = tmp_path / "cut.json"
+    path.write_text(text[:cut])
+    raw = decode(path)
+    rows = np.arange(raw.cols["ph"].size)
+    assert rows.size == 3 and raw.packed_ids.size == 2 * 3 + 1
+    assert raw.lifted("ext_id", rows).tolist() == [0, 1, 2]
+    assert raw.lifted("py_id", rows).tolist() == [100, 101, 102]
+    assert S.lifted(raw.cols, "seq", rows).tolist() == [False] * 3
+
+
+def test_begin_end_pairs_share_their_ids(tmp_path: Path) -> None:
+    """Many B/E pairs, each record with a random subset of ids: the event has the begin's ids and those of the end
+    its begin lacks; an id both have stays the end's in the merged args text."""
+    import random
+
+    rng = random.Random(11)
+    events, want, texts = [], [], []
+    for k in range(300):
+        b, e = _random_ids(rng, 2 * k), _random_ids(rng, 2 * k + 1)
+        events.append({"ph": "B", "name": f"r{k}", "pid": 1, "tid": k, "ts": 10 * k, "args": {"a": k, **b}})
+        events.append({"ph": "E", "pid": 1, "tid": k, "ts": 10 * k + 5, "args": e})
+        want.append({**e, **b})
+        texts.append({"a": k, **{key: v for key, v in e.items() if key in b}})
+    ev = _load(tmp_path, events).events.sort("loc")
+    for key, column in IDS.items():
+        if column in ("corr", "bytes"):
+            continue
+        got = ev.get_column(column).to_list() if column in ev.columns else [None] * len(want)
+        assert got == [ids.get(key) for ids in want], column
+    assert [json.loads(t) for t in ev.get_column("args")] == texts

@@ -317,7 +317,7 @@ def _scan(text: bytes, capacity: int | None = None):
     cols = S.alloc_columns(text.count(b"{") + 1 if capacity is None else capacity)
     abuf = np.empty(len(text) + S.ARGS_SLACK, dtype=np.uint8)
     top = np.empty((8, 4), dtype=np.int64)
-    got = S.scan(buf, cols, *new_table(), abuf, top, np.zeros(2, dtype=np.int64))
+    got = S.scan(buf, cols, *new_table(), abuf, top, S.new_progress())
     return got, S.columns(got.cols, got.events), bytes(abuf[: got.args_bytes]), top
 
 
@@ -394,7 +394,8 @@ def test_equal_args_texts_are_copied_once() -> None:
         else None
         for e in events
     ]
-    assert cols["ext_id"][[i for i, e in enumerate(events) if "args" in e]].tolist() == list(range(len(order)))
+    rows = np.array([i for i, e in enumerate(events) if "args" in e])
+    assert S.lifted_ids(cols, got.packed_ids(), "ext_id", rows).tolist() == list(range(len(order)))
     distinct = {json.dumps(v, separators=(",", ":")) for v in variants}
     assert len(args) == sum(len(t) for t in distinct)  # each distinct text copied once
     firsts = {}

@@ -59,6 +59,8 @@ class Raw:
     args_data: np.ndarray
     """The args texts the scanner copied (uint8; a record's text: ``cols`` ``args_at`` to ``args_end``, where its
     ``flags`` have ``F_ARGS``): read as a column only for the records asked for (:meth:`args_of`)."""
+    packed_ids: np.ndarray
+    """The lifted ids of the records, packed (:func:`di.convert.chrome.scan.lifted_ids`; read with :meth:`lifted`)."""
     top: dict[str, Any]
     di_flow: pl.Series | None = None
     dropped: Counter[str] = field(default_factory=Counter)
@@ -80,6 +82,18 @@ class Raw:
         c = self.cols
         valid = (c["flags"][rows] & S.F_ARGS) != 0
         return texts_in_place(self.args_data, c["args_at"][rows], c["args_end"][rows], "args", valid=valid)
+
+    def lifted(self, column: str, rows: np.ndarray) -> np.ndarray:
+        """The values of the lifted args member ``column`` (``corr``, ``bytes``, an id of
+        :data:`~di.convert.chrome.scan.LIFTED_IDS`) of the scanner ``rows``; unspecified where a row has none
+        (:func:`~di.convert.chrome.scan.lifted` says which have)."""
+        return S.lifted_ids(self.cols, self.packed_ids, column, rows)
+
+    def set_ids(self, rows: np.ndarray, bits: np.ndarray, ids: np.ndarray) -> None:
+        """Give the scanner ``rows`` the lifted ids of ``bits`` (their ``lifted`` field), valued ``ids`` (a row of
+        :data:`~di.convert.chrome.scan.LIFTED_IDS` values each, those of the bits set read)."""
+        self.cols["lifted"][rows] = bits
+        self.packed_ids = S.packed_ids(self.cols, self.packed_ids, rows, ids)
 
 
 def read_bytes(path: Path, limit: int | None = None) -> tuple[np.ndarray, list[str]]:
@@ -214,7 +228,16 @@ def decode(path: Path, limit: int | None = None) -> Raw:
     top_keys = _top_level(buf, top, got.top_keys, warnings)
     del buf  # the file's pages (unmapped here) are not needed for the args texts: peak memory drops by the file size
     return Raw(
-        path, cols, symbols, abuf[: got.args_bytes], top_keys, di_flow_texts, dropped, warnings, got.array_format
+        path,
+        cols,
+        symbols,
+        abuf[: got.args_bytes],
+        got.packed_ids(),
+        top_keys,
+        di_flow_texts,
+        dropped,
+        warnings,
+        got.array_format,
     )
 
 
@@ -223,7 +246,7 @@ def _scan(buf: np.ndarray, *, repaired: bool) -> tuple[S.Scanned, np.ndarray, np
     members' spans and the progress counters (the offset reached, the ``di_flow`` members seen)."""
     abuf = np.empty(buf.size + S.ARGS_SLACK, dtype=np.uint8)
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
-    progress = np.zeros(2, dtype=np.int64)
+    progress = S.new_progress()
     text = buf.view()  # read-only, as the buffers of the Perfetto reader and of JSON text from polars are:
     text.flags.writeable = False  # the kernels they share (symbols, jsontext) then compile once
     with _released_behind(buf, progress, repaired=repaired):

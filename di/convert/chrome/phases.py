@@ -309,12 +309,23 @@ def _lifted_from_ends(raw: Raw, begins: np.ndarray, ends: np.ndarray) -> None:
     back in the text that joins the begin's args (:func:`args_as_written`)."""
     c = raw.cols
     for column, (field, bit) in S.PRESENCE.items():
+        if field != "flags":  # the ids, packed: below
+            continue
         move = S.lifted(c, column, ends) & ~S.lifted(c, column, begins)
         if move.any():
             b, e = begins[move], ends[move]
             c[column][b] = c[column][e]
             c[field][b] |= bit
             c[field][e] &= ~np.uint8(bit)
+    bb, eb = c["lifted"][begins], c["lifted"][ends]
+    move = eb & ~bb
+    pairs = np.flatnonzero(move)
+    if pairs.size:
+        b, e, move = begins[pairs], ends[pairs], move[pairs]
+        ids_b, ids_e = (np.stack([raw.lifted(column, r) for column in S.LIFTED_IDS], axis=1) for r in (b, e))
+        moved = ((move[:, None] >> np.arange(len(S.LIFTED_IDS), dtype=np.uint8)) & 1).astype(bool)
+        raw.set_ids(b, bb[pairs] | move, np.where(moved, ids_e, ids_b))
+        raw.set_ids(e, eb[pairs] & ~move, ids_e)
 
 
 def args_as_written(raw: Raw, rows: np.ndarray) -> pl.Series:
@@ -326,7 +337,7 @@ def args_as_written(raw: Raw, rows: np.ndarray) -> pl.Series:
     for column, key in S.args_keys():
         has = S.lifted(c, column, rows)
         if has.any():
-            text = pl.Series(c[column][rows]).cast(pl.String)
+            text = pl.Series(raw.lifted(column, rows)).cast(pl.String)
             parts.append(('"' + key + '":' + text).set(pl.Series(~has), None))
     if not parts:
         return args

@@ -103,7 +103,7 @@ def _events(
         # null where absent, the values' own buffers with a validity bitmap (no new column each)
         "corr": _flagged(c, "corr", row, flags, S.F_CORR),
         "bytes": _flagged(c, "bytes", row, flags, S.F_BYTES),
-        **_lifted_ids(c, row),
+        **_lifted_ids(raw, row),
         "instant": iv.instant[order],
         "args": args,
         "depth": depth,
@@ -129,24 +129,24 @@ def _flagged(c: dict[str, np.ndarray], column: str, row: np.ndarray, flags: np.n
     return nullable(c[column][row], (flags & bit) != 0, column)
 
 
-def _lifted_ids(c: dict[str, np.ndarray], row: np.ndarray) -> dict[str, pl.Series]:
+def _lifted_ids(raw: Raw, row: np.ndarray) -> dict[str, pl.Series]:
     """The optional id columns (:data:`scan.LIFTED_IDS`) of the scanner ``row`` that some of them have, null where
     one has none; a trace without an id has no column of it."""
     out: dict[str, pl.Series] = {}
-    bits = c["lifted"][row]  # the ids' presence bits (scan.PRESENCE), gathered once for all six
+    bits = raw.cols["lifted"][row]  # the ids' presence bits (scan.PRESENCE), gathered once for all six
     if not bits.size:
         return out
     found, every = int(np.bitwise_or.reduce(bits)), int(np.bitwise_and.reduce(bits))
-    for column in S.LIFTED_IDS:
+    present = tuple(column for column in S.LIFTED_IDS if found & S.PRESENCE[column][1])
+    values = S.ids_of(raw.packed_ids, raw.cols["lifted_at"], raw.cols["lifted"], row, present)
+    for column in present:
         bit = S.PRESENCE[column][1]
-        if found & bit:
-            values = c[column][row]
-            # packbits reads a nonzero byte as a set bit: the masked bits are the validity bitmap
-            out[column] = (
-                pl.Series(column, values)
-                if every & bit
-                else with_validity(values, np.packbits(bits & np.uint8(bit), bitorder="little"), column)
-            )
+        # packbits reads a nonzero byte as a set bit: the masked bits are the validity bitmap
+        out[column] = (
+            pl.Series(column, values.pop(column))
+            if every & bit
+            else with_validity(values.pop(column), np.packbits(bits & np.uint8(bit), bitorder="little"), column)
+        )
     return out
 
 

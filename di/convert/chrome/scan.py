@@ -112,22 +112,25 @@ E_FULL = 4  # the symbol table filled up: :func:`scan` goes on with a bigger one
 E_ROWS = 5  # the columns filled up: :func:`scan` resumes with bigger ones (never returned by it)
 
 
-# The scanner's output: three 2-D arrays, one row per field and one column per
+# The scanner's output (:data:`Columns`): three 2-D arrays, one row per field and one column per
 # event, so that each field is a contiguous row (a zero-copy column) and the
-# kernels take three arrays instead of twenty-two.
+# kernels take four arrays instead of twenty-two; the fourth holds the lifted ids, packed.
 LIFTED_IDS = ("ext_id", "seq", "ev_idx", "rf_id", "py_id", "py_parent")
-"""The optional id columns lifted out of args (bit ``1 << j`` of the ``lifted`` column for ``LIFTED_IDS[j]``). Written
+"""The optional id columns lifted out of args (bit ``1 << j`` of the ``lifted`` column for ``LIFTED_IDS[j]``; their
+values are not columns of the scan but packed, :func:`lifted_ids`). Written
 out here, not read from the schema, as the kernel's tables are constants of its cached machine code (a change of
 the schema alone would not recompile it); the import checks them against :func:`di.schema.args_keys`."""
 U8_FIELDS = ("ph", "pid_k", "tid_k", "id_k", "bind_k", "flags", "scope", "bp", "status", "lifted")
 I32_FIELDS = ("name", "cat")
-I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "corr", "bytes", "xs", "xe", "args_at", "args_end", *LIFTED_IDS)
+I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "corr", "bytes", "xs", "xe", "args_at", "args_end", "lifted_at")
 B_PH, B_PID_K, B_TID_K, B_ID_K, B_BIND_K, B_FLAGS, B_SCOPE, B_BP, B_STATUS, B_LIFTED = range(len(U8_FIELDS))
 S_NAME, S_CAT = range(len(I32_FIELDS))
 I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_CORR, I_BYTES, I_XS, I_XE, I_ARGS_AT, I_ARGS_END = range(12)
-I_LIFTED = 12
-"""Row of ``LIFTED_IDS[0]`` among the int64 fields."""
+I_LIFTED_AT = 12
+"""Row of ``lifted_at`` among the int64 fields: where a record's lifted ids start among the packed values."""
 COLUMNS = U8_FIELDS + I32_FIELDS + I64_FIELDS
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""The scanner's output: (uint8, int32, int64) field arrays, one row per field, and the packed lifted ids."""
 
 # flags bits
 F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS, F_COLL = 1, 2, 4, 8, 16, 32, 64, 128
@@ -153,23 +156,29 @@ _ARGS_KEYS = {
     b"Collective name": (A_COLL, 0, F_COLL),
     b"correlation": (A_FLAG, I_CORR, F_CORR),
     b"bytes": (A_FLAG, I_BYTES, F_BYTES),
-    b"External id": (A_ID, I_LIFTED, 1),
-    b"Sequence number": (A_ID, I_LIFTED + 1, 2),
-    b"Ev Idx": (A_ID, I_LIFTED + 2, 4),
-    b"Record function id": (A_ID, I_LIFTED + 3, 8),
-    b"Python id": (A_ID, I_LIFTED + 4, 16),
-    b"Python parent id": (A_ID, I_LIFTED + 5, 32),
+    b"External id": (A_ID, 0, 1),
+    b"Sequence number": (A_ID, 1, 2),
+    b"Ev Idx": (A_ID, 2, 4),
+    b"Record function id": (A_ID, 3, 8),
+    b"Python id": (A_ID, 4, 16),
+    b"Python parent id": (A_ID, 5, 32),
 }
-"""Args key -> (action, int64 row, bit): ``Collective name`` sets the F_COLL flag (and is copied); the members
-of :func:`di.schema.args_keys` are lifted into their int64 row (corr and bytes with their flags bit, the ids with
-their bit of ``lifted``)."""
+"""Args key -> (action, row, bit): ``Collective name`` sets the F_COLL flag (and is copied); the members
+of :func:`di.schema.args_keys` are lifted: corr and bytes into their int64 row with their flags bit, the ids
+(``LIFTED_IDS[row]``) among the packed values with their bit of ``lifted``."""
+
+
+def _lifted_column(act: int, row: int) -> str:
+    return I64_FIELDS[row] if act == A_FLAG else LIFTED_IDS[row]
+
+
 PRESENCE = {
-    I64_FIELDS[row]: ("flags" if act == A_FLAG else "lifted", bit)
+    _lifted_column(act, row): ("flags" if act == A_FLAG else "lifted", bit)
     for act, row, bit in _ARGS_KEYS.values()
     if act != A_COLL
 }
 """Lifted column -> (the uint8 field, ``flags`` or ``lifted``, whose bit says a record has it; that bit)."""
-_LIFTED_KEYS = {(I64_FIELDS[row], key.decode()) for key, (act, row, _) in _ARGS_KEYS.items() if act != A_COLL}
+_LIFTED_KEYS = {(_lifted_column(act, row), key.decode()) for key, (act, row, _) in _ARGS_KEYS.items() if act != A_COLL}
 if _LIFTED_KEYS != set(args_keys()):
     raise AssertionError(f"the scanner lifts {sorted(_LIFTED_KEYS)}, the schema names {sorted(args_keys())}")
 
@@ -178,6 +187,67 @@ def lifted(c: dict[str, np.ndarray], column: str, rows: np.ndarray) -> np.ndarra
     """Whether each of the scanner ``rows`` had the args member that ``column`` holds (:data:`PRESENCE`)."""
     field, bit = PRESENCE[column]
     return (c[field][rows] & bit) != 0
+
+
+def lifted_ids(c: dict[str, np.ndarray], packed: np.ndarray, column: str, rows: np.ndarray) -> np.ndarray:
+    """The int64 values of the lifted member ``column`` (:data:`PRESENCE`) of the scanner ``rows``; where a row has
+    none (:func:`lifted`) the value is another of its ids, or 0.
+
+    The ids are packed, not a column each: a record's ids are ``packed[lifted_at:]`` in the order of
+    :data:`LIFTED_IDS`, one per bit of its ``lifted`` field, so a record without ids writes nothing. Six int64
+    columns, most rows empty, made the scan write (and the system zero) 86 MB for a real-shaped 1.2 M-event profile,
+    where its ids take 19 MB (issue 16). ``packed`` holds one more value than the records' ids (the place of an id
+    after a record's last), so every row reads a value."""
+    field, _ = PRESENCE[column]
+    if field == "flags":
+        return c[column][rows]
+    return ids_of(packed, c["lifted_at"], c["lifted"], rows, (column,))[column]
+
+
+def ids_of(
+    packed: np.ndarray, first: np.ndarray, bits: np.ndarray, rows: np.ndarray, columns: tuple[str, ...]
+) -> dict[str, np.ndarray]:
+    """The lifted ids ``columns`` (of :data:`LIFTED_IDS`) of the scanner ``rows``, whose ids start at ``first[rows]``
+    among the ``packed`` ones and whose ``lifted`` fields are ``bits[rows]`` (:func:`lifted_ids`); 0 where a row has
+    none. One pass over the rows for all the columns (:func:`_unpack_ids`)."""
+    wanted = np.uint8(sum(PRESENCE[column][1] for column in columns))
+    out = np.empty((len(LIFTED_IDS), rows.size), dtype=np.int64)
+    _unpack_ids(packed, first, bits, rows.astype(np.int64, copy=False), wanted, out)
+    return {column: out[LIFTED_IDS.index(column)] for column in columns}
+
+
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
+def _unpack_ids(packed, first, bits, rows, wanted, out):
+    """Row j of ``out``, for each bit ``1 << j`` of ``wanted``: the id j of each of the scanner ``rows`` (0 where it
+    has none)."""
+    for r in range(rows.size):
+        k = rows[r]
+        have = bits[k]
+        at = first[k]
+        for j in range(out.shape[0]):
+            bit = np.uint8(1 << j)
+            v = 0
+            if have & bit:
+                v = packed[at]
+                at += 1
+            if wanted & bit:
+                out[j, r] = v
+
+
+IDS_BELOW = np.array([bin(bits).count("1") for bits in range(1 << len(LIFTED_IDS))], dtype=np.int64)
+"""The number of ids in each set of presence bits (the scanner's table; :func:`ids_of` counts them vectorised)."""
+
+
+def packed_ids(c: dict[str, np.ndarray], packed: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Give the scanner ``rows`` new lifted ids: ``ids`` (int64, a row of :data:`LIFTED_IDS` values each, those of the
+    bits set in ``c["lifted"][rows]``, set first) packed after ``packed`` and pointed at; returns the new packed
+    values (the caller keeps them with ``c``). For a reader that moves ids between records (a B/E pair)."""
+    bits = c["lifted"][rows]
+    has = ((bits[:, None] >> np.arange(len(LIFTED_IDS), dtype=np.uint8)) & 1).astype(bool)
+    counts = IDS_BELOW[bits]
+    used = packed.size - 1
+    c["lifted_at"][rows] = used + np.cumsum(counts) - counts
+    return np.concatenate([packed[:used], ids[has], np.zeros(1, dtype=np.int64)])
 
 
 _ARG_MULT = np.uint64(0xE4B06CE60741C7A9)
@@ -320,26 +390,34 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
     event's '{' and keeps the rows before it. ``E_ROWS``: the columns are full; the next
     index is where to resume with bigger ones. ``progress[0]`` is set to the byte offset
     reached every 65,536 events; the kernel runs without the GIL so that another thread
-    can watch it. ``progress[1]`` counts the ``di_flow`` members. ``memo`` (:func:`new_memo`) holds
-    the symbol ids of texts of at most 16 bytes interned by this scan, ``seen`` (:func:`new_args_memo`) the args
+    can watch it. ``progress[1]`` counts the ``di_flow`` members, ``progress[2]`` the lifted ids packed into the
+    fourth array of ``c`` (:func:`lifted_ids`; an event that fails gives its ids back). ``memo`` (:func:`new_memo`)
+    holds the symbol ids of texts of at most 16 bytes interned by this scan, ``seen`` (:func:`new_args_memo`) the args
     texts copied (an event's args span: ``args_at``, ``args_end``)."""
-    w8, w32, w64 = c
+    w8, w32, w64, lv = c
+    nv = progress[2]
     n = buf.size
     cap = w8.shape[1]
     sep = i
     i = skip_ws(buf, i + 1, n)
     while i < n:
         if buf[i] == CLOSE_ARRAY:
+            progress[2] = nv
             return i + 1, k, E_NONE, -1, o
         if buf[i] != OPEN_OBJECT:
+            progress[2] = nv
             return i, k, E_SYNTAX, i, o
         if k >= cap:
+            progress[2] = nv
             return sep, k, E_ROWS, i, o
         ev = i
         o0 = o
-        # the columns start zeroed (alloc_columns), the value of every absent field but name and cat
+        lbase = nv
+        # the columns start zeroed (alloc_columns), the value of every absent field but name and cat; the ids'
+        # bits are set one by one as they are packed, so an event read again (E_FULL) starts them afresh
         w32[S_NAME, k] = -1
         w32[S_CAT, k] = -1
+        w8[B_LIFTED, k] = 0
         err = E_NONE
         flags = 0
         status = ST_OK
@@ -528,12 +606,22 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                             elif DIGIT_0 <= v0 <= DIGIT_9 or v0 == MINUS:  # a number: found, then copied
                                 if lift >= A_FLAG:
                                     v, e, st = parse_number(buf, i, n, _AS_IS)
-                                    if st == 0:  # lifted: its int64 row and presence bit; the member taken back
-                                        w64[_ARG_TABLE[slot, 2], k] = v
+                                    if st == 0:  # lifted, with its presence bit; the member taken back
+                                        bit = _ARG_TABLE[slot, 3]
                                         if lift == A_FLAG:
-                                            flags |= _ARG_TABLE[slot, 3]
-                                        else:
-                                            w8[B_LIFTED, k] |= _ARG_TABLE[slot, 3]
+                                            w64[_ARG_TABLE[slot, 2], k] = v
+                                            flags |= bit
+                                        else:  # an id: into its place among the record's packed ids
+                                            bits = w8[B_LIFTED, k]
+                                            place = lbase + IDS_BELOW[bits & (bit - 1)]
+                                            if bits & bit == 0:  # a new one: those after its place move up
+                                                q = nv
+                                                while q > place:
+                                                    lv[q] = lv[q - 1]
+                                                    q -= 1
+                                                nv += 1
+                                                w8[B_LIFTED, k] = bits | bit
+                                            lv[place] = v
                                         dropped = True
                                         o = om
                                     else:
@@ -600,10 +688,11 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                 else:
                     err = E_SYNTAX
                     break
-        if err == E_FULL:  # resumed, like E_ROWS, from the separator before this event
-            return sep, k, err, ev, o0
-        if err != E_NONE:
-            return ev, k, err, ev, o0
+        if err != E_NONE:  # the event's ids dropped too (E_FULL: resumed, like E_ROWS, from the separator before it)
+            progress[2] = lbase
+            return (sep if err == E_FULL else ev), k, err, ev, o0
+        if nv != lbase:
+            w64[I_LIFTED_AT, k] = lbase
         w8[B_FLAGS, k] = flags
         if status != ST_OK:
             w8[B_STATUS, k] = status
@@ -621,7 +710,9 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
             sep = i
             i = skip_ws(buf, i + 1, n)
         elif i < n and buf[i] != CLOSE_ARRAY:
+            progress[2] = nv
             return i, k, E_SYNTAX, i, o
+    progress[2] = nv
     return n, k, E_TRUNCATED, n, o
 
 
@@ -723,15 +814,22 @@ class Scanned(NamedTuple):
     """The rows of ``top`` filled."""
     args_bytes: int
     """The bytes of args text written to ``abuf``."""
-    cols: tuple[np.ndarray, np.ndarray, np.ndarray]
+    cols: Columns
     """The columns filled: those given, or bigger ones when they filled up."""
     symbols: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     """The symbol table (slots, starts, ends, count): the one given, or a bigger one when it filled up."""
 
+    lifted: int
+    """The lifted ids of those events, packed in ``cols[3]`` (:func:`lifted_ids`)."""
+
+    def packed_ids(self) -> np.ndarray:
+        """The lifted ids the events hold, packed (:func:`lifted_ids`), and the one value more."""
+        return self.cols[3][: self.lifted + 1]
+
 
 def scan(
     buf: np.ndarray,
-    c: tuple[np.ndarray, np.ndarray, np.ndarray],
+    c: Columns,
     slots: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -748,36 +846,37 @@ def scan(
     value end) of each other top-level key of the object format, for the
     caller to decode. When the symbol table (slots, starts, ends, count) fills up, the scan goes on with a
     bigger one holding the same ids (``Scanned.symbols``, :func:`di.convert.symbols.grown_table`). ``progress[1]``
-    counts the ``di_flow`` members seen (zeroed here). ``progress[0]`` is set to the byte offset reached
+    counts the ``di_flow`` members seen, ``progress[2]`` the lifted ids packed (both zeroed here). ``progress[0]``
+    is set to the byte offset reached
     every 65,536 events. The events array is one kernel, called from Python
     (not linked into a caller, which would compile it again); the few
     top-level members are read in Python (:func:`_members`).
     """
     if abuf.size < buf.size + ARGS_SLACK:
         raise ValueError(f"the args buffer has {abuf.size} bytes, fewer than the document's {buf.size} + {ARGS_SLACK}")
-    progress[1] = 0
+    progress[1:3] = 0
     table = (slots, starts, ends, count)
     n = buf.size
     i = _document_start(buf)
     if i >= n:
-        return Scanned(0, E_NOT_TRACE, 0, False, 0, 0, c, table)
+        return Scanned(0, E_NOT_TRACE, 0, False, 0, 0, c, table, int(progress[2]))
     if buf[i] == OPEN_ARRAY:
         _, nev, err, where, used, c, table = _events(buf, i, c, table, abuf, progress, new_memo(), new_args_memo())
         # the array format may end without its ']' (Trace Event Format spec): truncated
         # at the end, not inside an event (there ``where`` is the event's '{')
         if err == E_TRUNCATED and where >= n:
             err = E_NONE
-        return Scanned(nev, err, where, True, 0, used, c, table)
+        return Scanned(nev, err, where, True, 0, used, c, table, int(progress[2]))
     if buf[i] != OPEN_OBJECT:
-        return Scanned(0, E_NOT_TRACE, i, False, 0, 0, c, table)
+        return Scanned(0, E_NOT_TRACE, i, False, 0, 0, c, table, int(progress[2]))
     i, err, ntop, events_at = _members(buf, i + 1, False, True, top, 0)
     if events_at < 0:
-        return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0, c, table)
+        return Scanned(0, E_NOT_TRACE if err == E_NONE else err, i, False, ntop, 0, c, table, int(progress[2]))
     i, nev, err, where, used, c, table = _events(buf, events_at, c, table, abuf, progress, new_memo(), new_args_memo())
     if err != E_NONE:
-        return Scanned(nev, err, where, False, ntop, used, c, table)
+        return Scanned(nev, err, where, False, ntop, used, c, table, int(progress[2]))
     i, err, ntop, _ = _members(buf, i, True, False, top, ntop)
-    return Scanned(nev, err, i, False, ntop, used, c, table)
+    return Scanned(nev, err, i, False, ntop, used, c, table, int(progress[2]))
 
 
 Table = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -787,13 +886,13 @@ Table = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 def _events(
     buf: np.ndarray,
     i: int,
-    c: tuple[np.ndarray, np.ndarray, np.ndarray],
+    c: Columns,
     table: Table,
     abuf: np.ndarray,
     progress: np.ndarray,
     memo: np.ndarray,
     seen: np.ndarray,
-) -> tuple[int, int, int, int, int, tuple[np.ndarray, np.ndarray, np.ndarray], Table]:
+) -> tuple[int, int, int, int, int, Columns, Table]:
     """:func:`_scan_array` from the '[' at i, resumed in columns twice as big (or as
     big as the bytes scanned so far predict) each time they fill up, and with a symbol table sixteen times as big
     (the same ids) each time it fills up."""
@@ -806,8 +905,9 @@ def _events(
         if err != E_ROWS:
             return i, k, err, where, o, c, table
         grown = alloc_columns(max(2 * k, int(k * 1.25 * buf.size / max(where, 1))) + 1)
-        for old, new in zip(c, grown):
+        for old, new in zip(c[:3], grown[:3]):
             new[:, :k] = old[:, :k]
+        grown[3][: progress[2]] = c[3][: progress[2]]
         c = grown
 
 
@@ -815,6 +915,12 @@ def new_args_memo() -> np.ndarray:
     """An empty memo of the args texts one scan copied (:data:`ARGS_MEMO_SLOTS`; per slot the text's hash, its
     start and its length in the args buffer; -1: empty)."""
     return np.full((ARGS_MEMO_SLOTS, 3), -1, dtype=np.int64)
+
+
+def new_progress() -> np.ndarray:
+    """The counters :func:`scan` keeps for its caller: the byte offset reached, the ``di_flow`` members seen, the
+    lifted ids packed."""
+    return np.zeros(3, dtype=np.int64)
 
 
 def new_memo() -> np.ndarray:
@@ -830,8 +936,9 @@ def capacity_guess(size: int) -> int:
     return size // 128 + 1024
 
 
-def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events.
+def alloc_columns(capacity: int) -> Columns:
+    """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events, and room for their lifted ids packed
+    (:func:`lifted_ids`: six each at most, and the one value more that a read of an id after the last may touch).
 
     Zero is the value of an absent field (``K_NONE``, ``ST_OK``, no flags, pid 0),
     so the scanner writes only the fields an event has. The zeroing costs
@@ -842,10 +949,11 @@ def alloc_columns(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         np.zeros((len(U8_FIELDS), capacity), dtype=np.uint8),
         np.zeros((len(I32_FIELDS), capacity), dtype=np.int32),
         np.zeros((len(I64_FIELDS), capacity), dtype=np.int64),
+        np.zeros(len(LIFTED_IDS) * capacity + 1, dtype=np.int64),
     )
 
 
-def columns(c: tuple[np.ndarray, np.ndarray, np.ndarray], n: int) -> dict[str, np.ndarray]:
+def columns(c: Columns, n: int) -> dict[str, np.ndarray]:
     """The first ``n`` events' fields by name (views)."""
     out = {name: c[0][r, :n] for r, name in enumerate(U8_FIELDS)}
     out.update({name: c[1][r, :n] for r, name in enumerate(I32_FIELDS)})
