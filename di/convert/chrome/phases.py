@@ -306,7 +306,8 @@ def _paired(raw: Raw, ts: np.ndarray, begins: np.ndarray, ends: np.ndarray, lkin
 def _lifted_from_ends(raw: Raw, begins: np.ndarray, ends: np.ndarray) -> None:
     """Each lifted member (``correlation``, ``bytes``, Kineto's ids) that an end record has and its begin lacks
     moves to the begin's scanner row, whose fields the pair's event takes; one both have stays the end's, put
-    back in the text that joins the begin's args (:func:`args_as_written`)."""
+    back in the text that joins the begin's args (:func:`args_as_written`). The ids, packed per record, are packed
+    again for the pairs whose ids move (:meth:`Raw.set_ids`)."""
     c = raw.cols
     for column, (field, bit) in S.PRESENCE.items():
         if field != "flags":  # the ids, packed: below

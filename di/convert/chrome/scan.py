@@ -14,7 +14,9 @@ fills one numpy column per field the reader needs:
   span there (so a string column views it without a Python loop), less
   the members that columns of the model hold (:func:`di.schema.args_keys`:
   ``correlation``, ``bytes`` and Kineto's per-event ids such as ``External id``),
-  whose integer values are lifted out into int64 rows of their own. Those ids
+  whose integer values are lifted out: ``correlation`` and ``bytes`` into int64
+  rows of their own, the ids packed, each record's one after another
+  (:func:`lifted_ids`). Those ids
   made almost every event's args text distinct (a real-shaped 1.2 M-event
   profile: 1.2 M distinct texts, 177 MB); without them the texts repeat, and a
   text equal to one copied before is not kept twice: its event's span points at
