@@ -222,9 +222,9 @@ def test_args_numbers_are_copied_as_written_at_every_length(tmp_path: Path, at_e
 
 
 def _random_ids(rng: Any, k: int) -> dict[str, int]:
-    """A random subset of the lifted ids, in a random key order, valued from ``k``."""
-    keys = [key for key in IDS if IDS[key] not in ("corr", "bytes")]
-    chosen = [key for key in keys if rng.random() < 0.5]
+    """A random subset of the lifted members (the ids, ``correlation``, ``bytes``), in a random key order, valued from
+    ``k``."""
+    chosen = [key for key in IDS if rng.random() < 0.5]
     rng.shuffle(chosen)
     return {key: k * 10 + j for j, key in enumerate(chosen)}
 
@@ -253,8 +253,6 @@ def test_packed_ids_of_any_subset_and_order(tmp_path: Path, names: int) -> None:
     path.write_text('{"traceEvents": [' + ",\n".join(events) + "]}")
     ev = di.load(path).events.sort("start_ns")
     for key, column in IDS.items():
-        if column in ("corr", "bytes"):
-            continue
         assert ev.get_column(column).to_list() == [ids.get(key) for ids in want], column
     assert [json.loads(t) for t in ev.get_column("args").head(50)] == [{"x": k % 3} for k in range(50)]
 
@@ -265,15 +263,16 @@ def test_a_truncated_event_gives_its_ids_back(tmp_path: Path) -> None:
     from di.convert.chrome import scan as S
     from di.convert.chrome.decode import decode
 
-    events = [_x(f"e{k}", k, {"External id": k, "Python id": 100 + k, "y": 1}) for k in range(4)]
+    events = [_x(f"e{k}", k, {"External id": k, "correlation": 50 + k, "Python id": 100 + k, "y": 1}) for k in range(4)]
     text = json.dumps({"traceEvents": events})
-    cut = text.rindex('"Python id"')  # the last event's External id read, its Python id not
+    cut = text.rindex('"Python id"')  # the last event's External id and correlation read, its Python id not
     path = tmp_path / "cut.json"
     path.write_text(text[:cut])
     raw = decode(path)
     rows = np.arange(raw.cols["ph"].size)
-    assert rows.size == 3 and raw.packed_ids.size == 2 * 3 + 1
+    assert rows.size == 3 and raw.packed_ids.size == 3 * 3 + 1
     assert raw.lifted("ext_id", rows).tolist() == [0, 1, 2]
+    assert raw.lifted("corr", rows).tolist() == [50, 51, 52]
     assert raw.lifted("py_id", rows).tolist() == [100, 101, 102]
     assert S.lifted(raw.cols, "seq", rows).tolist() == [False] * 3
 
@@ -293,8 +292,6 @@ def test_begin_end_pairs_share_their_ids(tmp_path: Path) -> None:
         texts.append({"a": k, **{key: v for key, v in e.items() if key in b}})
     ev = _load(tmp_path, events).events.sort("loc")
     for key, column in IDS.items():
-        if column in ("corr", "bytes"):
-            continue
         got = ev.get_column(column).to_list() if column in ev.columns else [None] * len(want)
         assert got == [ids.get(key) for ids in want], column
     assert [json.loads(t) for t in ev.get_column("args")] == texts

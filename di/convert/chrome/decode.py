@@ -60,7 +60,8 @@ class Raw:
     """The args texts the scanner copied (uint8; a record's text: ``cols`` ``args_at`` to ``args_end``, where its
     ``flags`` have ``F_ARGS``): read as a column only for the records asked for (:meth:`args_of`)."""
     packed_ids: np.ndarray
-    """The lifted ids of the records, packed (:func:`di.convert.chrome.scan.lifted_ids`; read with :meth:`lifted`)."""
+    """The values of the records' lifted args members, packed (:func:`di.convert.chrome.scan.lifted_ids`; read with
+    :meth:`lifted`)."""
     top: dict[str, Any]
     di_flow: pl.Series | None = None
     dropped: Counter[str] = field(default_factory=Counter)
@@ -84,14 +85,13 @@ class Raw:
         return texts_in_place(self.args_data, c["args_at"][rows], c["args_end"][rows], "args", valid=valid)
 
     def lifted(self, column: str, rows: np.ndarray) -> np.ndarray:
-        """The values of the lifted args member ``column`` (``corr``, ``bytes``, an id of
-        :data:`~di.convert.chrome.scan.LIFTED_IDS`) of the scanner ``rows``; unspecified where a row has none
-        (:func:`~di.convert.chrome.scan.lifted` says which have)."""
+        """The values of the lifted args member ``column`` (of :data:`~di.convert.chrome.scan.LIFTED`) of the scanner
+        ``rows``; 0 where a row has none (:func:`~di.convert.chrome.scan.lifted` says which have)."""
         return S.lifted_ids(self.cols, self.packed_ids, column, rows)
 
     def set_ids(self, rows: np.ndarray, bits: np.ndarray, ids: np.ndarray) -> None:
-        """Give the scanner ``rows`` the lifted ids of ``bits`` (their ``lifted`` field), valued ``ids`` (a row of
-        :data:`~di.convert.chrome.scan.LIFTED_IDS` values each, those of the bits set read)."""
+        """Give the scanner ``rows`` the lifted members of ``bits`` (their ``lifted`` field), valued ``ids`` (a row of
+        :data:`~di.convert.chrome.scan.LIFTED` values each, those of the bits set read)."""
         self.cols["lifted"][rows] = bits
         self.packed_ids = S.packed_ids(self.cols, self.packed_ids, rows, ids)
 

@@ -238,8 +238,7 @@ def records(raw: Raw, rows: np.ndarray, ts: np.ndarray, columns: list[str]) -> p
                 else pl.Series(name, [None] * rows.size, dtype=pl.String)
             )
         elif name in ("corr", "bytes"):
-            bit = S.F_CORR if name == "corr" else S.F_BYTES
-            out[name] = pl.Series(name, c[name][rows]).set(pl.Series((c["flags"][rows] & bit) == 0), None)
+            out[name] = pl.Series(name, raw.lifted(name, rows)).set(pl.Series(~S.lifted(c, name, rows)), None)
         else:
             out[name] = c[name][rows]
     return pl.DataFrame(out)
@@ -306,25 +305,19 @@ def _paired(raw: Raw, ts: np.ndarray, begins: np.ndarray, ends: np.ndarray, lkin
 def _lifted_from_ends(raw: Raw, begins: np.ndarray, ends: np.ndarray) -> None:
     """Each lifted member (``correlation``, ``bytes``, Kineto's ids) that an end record has and its begin lacks
     moves to the begin's scanner row, whose fields the pair's event takes; one both have stays the end's, put
-    back in the text that joins the begin's args (:func:`args_as_written`). The ids, packed per record, are packed
-    again for the pairs whose ids move (:meth:`Raw.set_ids`)."""
+    back in the text that joins the begin's args (:func:`args_as_written`). The values, packed per record, are packed
+    again for the pairs whose members move (:meth:`Raw.set_ids`)."""
     c = raw.cols
-    for column, (field, bit) in S.PRESENCE.items():
-        if field != "flags":  # the ids, packed: below
-            continue
-        move = S.lifted(c, column, ends) & ~S.lifted(c, column, begins)
-        if move.any():
-            b, e = begins[move], ends[move]
-            c[column][b] = c[column][e]
-            c[field][b] |= bit
-            c[field][e] &= ~np.uint8(bit)
     bb, eb = c["lifted"][begins], c["lifted"][ends]
     move = eb & ~bb
     pairs = np.flatnonzero(move)
     if pairs.size:
         b, e, move = begins[pairs], ends[pairs], move[pairs]
-        ids_b, ids_e = (np.stack([raw.lifted(column, r) for column in S.LIFTED_IDS], axis=1) for r in (b, e))
-        moved = ((move[:, None] >> np.arange(len(S.LIFTED_IDS), dtype=np.uint8)) & 1).astype(bool)
+        ids_b, ids_e = (
+            np.stack(list(S.ids_of(raw.packed_ids, c["lifted_at"], c["lifted"], r, S.LIFTED).values()), axis=1)
+            for r in (b, e)
+        )
+        moved = ((move[:, None] >> np.arange(len(S.LIFTED), dtype=np.uint8)) & 1).astype(bool)
         raw.set_ids(b, bb[pairs] | move, np.where(moved, ids_e, ids_b))
         raw.set_ids(e, eb[pairs] & ~move, ids_e)
 

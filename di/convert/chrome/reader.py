@@ -100,10 +100,7 @@ def _events(
         "end_ns": end,
         "name": c["name"][row],
         "cat": c["cat"][row],
-        # null where absent, the values' own buffers with a validity bitmap (no new column each)
-        "corr": _flagged(c, "corr", row, flags, S.F_CORR),
-        "bytes": _flagged(c, "bytes", row, flags, S.F_BYTES),
-        **_lifted_ids(raw, row),
+        **_lifted(raw, row),
         "instant": iv.instant[order],
         "args": args,
         "depth": depth,
@@ -121,32 +118,27 @@ def _events(
     return pl.DataFrame(cols), Nested(loc, start, end, parent, cols["instant"]), row
 
 
-def _flagged(c: dict[str, np.ndarray], column: str, row: np.ndarray, flags: np.ndarray, bit: int) -> pl.Series:
-    """The int64 ``column`` of the scanner ``row``, null where the row's ``flags`` lack ``bit``; all null without a
-    gather when no row has it (``bytes`` in most traces)."""
-    if not (flags & bit).any():
-        return pl.Series(column, dtype=pl.Int64).extend_constant(None, row.size)
-    return nullable(c[column][row], (flags & bit) != 0, column)
-
-
-def _lifted_ids(raw: Raw, row: np.ndarray) -> dict[str, pl.Series]:
-    """The optional id columns (:data:`scan.LIFTED_IDS`) of the scanner ``row`` that some of them have, null where
-    one has none; a trace without an id has no column of it."""
-    out: dict[str, pl.Series] = {}
-    bits = raw.cols["lifted"][row]  # the ids' presence bits (scan.PRESENCE), gathered once for all six
-    if not bits.size:
-        return out
-    found, every = int(np.bitwise_or.reduce(bits)), int(np.bitwise_and.reduce(bits))
-    present = tuple(column for column in S.LIFTED_IDS if found & S.PRESENCE[column][1])
+def _lifted(raw: Raw, row: np.ndarray) -> dict[str, pl.Series]:
+    """The columns of the args members the scanner lifted (:data:`scan.LIFTED`) of the scanner ``row``, null where
+    one has none (the values' own buffers with a validity bitmap): ``corr`` and ``bytes`` always, all null without a
+    gather when no row has one; the optional ids (:data:`scan.LIFTED_IDS`) only those some row has."""
+    bits = raw.cols["lifted"][row]  # the members' presence bits, gathered once for all eight
+    found = int(np.bitwise_or.reduce(bits)) if bits.size else 0
+    every = int(np.bitwise_and.reduce(bits)) if bits.size else 0
+    present = tuple(column for column in S.LIFTED if found & S.LIFTED_BIT[column])
     values = S.ids_of(raw.packed_ids, raw.cols["lifted_at"], raw.cols["lifted"], row, present)
-    for column in present:
-        bit = S.PRESENCE[column][1]
-        # packbits reads a nonzero byte as a set bit: the masked bits are the validity bitmap
-        out[column] = (
-            pl.Series(column, values.pop(column))
-            if every & bit
-            else with_validity(values.pop(column), np.packbits(bits & np.uint8(bit), bitorder="little"), column)
-        )
+    out: dict[str, pl.Series] = {}
+    for column in ("corr", "bytes", *S.LIFTED_IDS):
+        bit = S.LIFTED_BIT[column]
+        if column in values:
+            # packbits reads a nonzero byte as a set bit: the masked bits are the validity bitmap
+            out[column] = (
+                pl.Series(column, values.pop(column))
+                if every & bit
+                else with_validity(values.pop(column), np.packbits(bits & np.uint8(bit), bitorder="little"), column)
+            )
+        elif column in ("corr", "bytes"):
+            out[column] = pl.Series(column, dtype=pl.Int64).extend_constant(None, row.size)
     return out
 
 

@@ -116,29 +116,30 @@ E_ROWS = 5  # the columns filled up: :func:`scan` resumes with bigger ones (neve
 
 # The scanner's output (:data:`Columns`): three 2-D arrays, one row per field and one column per
 # event, so that each field is a contiguous row (a zero-copy column) and the
-# kernels take four arrays instead of twenty-two; the fourth holds the lifted ids, packed.
+# kernels take four arrays instead of twenty-two; the fourth holds the lifted members' values, packed.
 LIFTED_IDS = ("ext_id", "seq", "ev_idx", "rf_id", "py_id", "py_parent")
-"""The optional id columns lifted out of args (bit ``1 << j`` of the ``lifted`` column for ``LIFTED_IDS[j]``; their
-values are not columns of the scan but packed, :func:`lifted_ids`). Written
-out here, not read from the schema, as the kernel's tables are constants of its cached machine code (a change of
-the schema alone would not recompile it); the import checks them against :func:`di.schema.args_keys`."""
+"""The optional id columns lifted out of args, the first of :data:`LIFTED`."""
+LIFTED = (*LIFTED_IDS, "corr", "bytes")
+"""The columns whose args members the scanner lifts out of the text (bit ``1 << j`` of a record's ``lifted`` field
+for ``LIFTED[j]``; their values packed, :func:`lifted_ids`). Written out here, not read from the schema, as the
+kernel's tables are constants of its cached machine code (a change of the schema alone would not recompile it); the
+import checks them against :func:`di.schema.args_keys`."""
+LIFTED_BIT = {column: 1 << j for j, column in enumerate(LIFTED)}
+"""Lifted column -> its bit of the ``lifted`` field."""
 U8_FIELDS = ("ph", "pid_k", "tid_k", "id_k", "bind_k", "flags", "scope", "bp", "status", "lifted")
 I32_FIELDS = ("name", "cat")
-I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "corr", "bytes", "xs", "xe", "args_at", "args_end", "lifted_at")
+I64_FIELDS = ("ts", "dur", "pid", "tid", "id", "bind", "xs", "xe", "args_at", "args_end", "lifted_at")
 B_PH, B_PID_K, B_TID_K, B_ID_K, B_BIND_K, B_FLAGS, B_SCOPE, B_BP, B_STATUS, B_LIFTED = range(len(U8_FIELDS))
 S_NAME, S_CAT = range(len(I32_FIELDS))
-I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_CORR, I_BYTES, I_XS, I_XE, I_ARGS_AT, I_ARGS_END = range(12)
-I_LIFTED_AT = 12
-"""Row of ``lifted_at`` among the int64 fields: where a record's lifted ids start among the packed values."""
+I_TS, I_DUR, I_PID, I_TID, I_ID, I_BIND, I_XS, I_XE, I_ARGS_AT, I_ARGS_END, I_LIFTED_AT = range(len(I64_FIELDS))
 COLUMNS = U8_FIELDS + I32_FIELDS + I64_FIELDS
 Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""The scanner's output: (uint8, int32, int64) field arrays, one row per field, and the packed lifted ids."""
+"""The scanner's output: (uint8, int32, int64) field arrays, one row per field, and the lifted values packed."""
 
-# flags bits
-F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_CORR, F_BYTES, F_ARGS, F_COLL = 1, 2, 4, 8, 16, 32, 64, 128
-"""Bits of the ``flags`` column: ts, dur, flow_in, flow_out, args.correlation and
-args.bytes found; args present; args has a ``"Collective name"`` member (Kineto's
-collective calls)."""
+# flags bits (16 and 32 free)
+F_TS, F_DUR, F_FLOW_IN, F_FLOW_OUT, F_ARGS, F_COLL = 1, 2, 4, 8, 64, 128
+"""Bits of the ``flags`` column: ts, dur, flow_in, flow_out found; args present; args has a ``"Collective name"``
+member (Kineto's collective calls)."""
 
 # parse_number shifts; numpy scalars, not literals, so one compiled version serves both
 _AS_IS = np.int64(0)
@@ -151,77 +152,61 @@ def _word(text: bytes) -> np.uint64:
 
 
 # What the scanner does with an args member, by its key (A_COPY: copies it).
-A_COPY, A_COLL, A_FLAG, A_ID = 0, 1, 2, 3
+A_COPY, A_COLL, A_LIFT = 0, 1, 2
 
-
+_LIFTED_KEYS = {
+    b"External id": "ext_id",
+    b"Sequence number": "seq",
+    b"Ev Idx": "ev_idx",
+    b"Record function id": "rf_id",
+    b"Python id": "py_id",
+    b"Python parent id": "py_parent",
+    b"correlation": "corr",
+    b"bytes": "bytes",
+}
 _ARGS_KEYS = {
-    b"Collective name": (A_COLL, 0, F_COLL),
-    b"correlation": (A_FLAG, I_CORR, F_CORR),
-    b"bytes": (A_FLAG, I_BYTES, F_BYTES),
-    b"External id": (A_ID, 0, 1),
-    b"Sequence number": (A_ID, 1, 2),
-    b"Ev Idx": (A_ID, 2, 4),
-    b"Record function id": (A_ID, 3, 8),
-    b"Python id": (A_ID, 4, 16),
-    b"Python parent id": (A_ID, 5, 32),
+    b"Collective name": (A_COLL, F_COLL),
+    **{key: (A_LIFT, LIFTED_BIT[column]) for key, column in _LIFTED_KEYS.items()},
 }
-"""Args key -> (action, row, bit): ``Collective name`` sets the F_COLL flag (and is copied); the members
-of :func:`di.schema.args_keys` are lifted: corr and bytes into their int64 row with their flags bit, the ids
-(``LIFTED_IDS[row]``) among the packed values with their bit of ``lifted``."""
-
-
-def _lifted_column(act: int, row: int) -> str:
-    return I64_FIELDS[row] if act == A_FLAG else LIFTED_IDS[row]
-
-
-PRESENCE = {
-    _lifted_column(act, row): ("flags" if act == A_FLAG else "lifted", bit)
-    for act, row, bit in _ARGS_KEYS.values()
-    if act != A_COLL
-}
-"""Lifted column -> (the uint8 field, ``flags`` or ``lifted``, whose bit says a record has it; that bit)."""
-_LIFTED_KEYS = {(_lifted_column(act, row), key.decode()) for key, (act, row, _) in _ARGS_KEYS.items() if act != A_COLL}
-if _LIFTED_KEYS != set(args_keys()):
+"""Args key -> (action, bit): ``Collective name`` sets the F_COLL flag (and is copied); the members of
+:func:`di.schema.args_keys` are lifted, each with its bit of ``lifted``."""
+if {(column, key.decode()) for key, column in _LIFTED_KEYS.items()} != set(args_keys()):
     raise AssertionError(f"the scanner lifts {sorted(_LIFTED_KEYS)}, the schema names {sorted(args_keys())}")
 
 
 def lifted(c: dict[str, np.ndarray], column: str, rows: np.ndarray) -> np.ndarray:
-    """Whether each of the scanner ``rows`` had the args member that ``column`` holds (:data:`PRESENCE`)."""
-    field, bit = PRESENCE[column]
-    return (c[field][rows] & bit) != 0
+    """Whether each of the scanner ``rows`` had the args member that ``column`` holds (:data:`LIFTED`)."""
+    return (c["lifted"][rows] & LIFTED_BIT[column]) != 0
 
 
 def lifted_ids(c: dict[str, np.ndarray], packed: np.ndarray, column: str, rows: np.ndarray) -> np.ndarray:
-    """The int64 values of the lifted member ``column`` (:data:`PRESENCE`) of the scanner ``rows``; where a row has
-    none (:func:`lifted`) the value is another of its ids, or 0.
+    """The int64 values of the lifted member ``column`` (:data:`LIFTED`) of the scanner ``rows``, 0 where a row has
+    none (:func:`lifted`).
 
-    The ids are packed, not a column each: a record's ids are ``packed[lifted_at:]`` in the order of
-    :data:`LIFTED_IDS`, one per bit of its ``lifted`` field, so a record without ids writes nothing. Six int64
-    columns, most rows empty, made the scan write (and the system zero) 86 MB for a real-shaped 1.2 M-event profile,
-    where its ids take 19 MB (issue 16). ``packed`` holds one more value than the records' ids (the place of an id
-    after a record's last), so every row reads a value."""
-    field, _ = PRESENCE[column]
-    if field == "flags":
-        return c[column][rows]
+    The values are packed, not a column each: a record's are ``packed[lifted_at:]`` in the order of
+    :data:`LIFTED`, one per bit of its ``lifted`` field, so a record without any writes nothing. Eight int64
+    columns, most rows empty, made the scan write (and the system zero) 115 MB for a real-shaped 1.2 M-event profile,
+    where its values take 24 MB (issue 16). ``packed`` holds one more value than the records' (the place of a value
+    after a record's last), so every row reads one."""
     return ids_of(packed, c["lifted_at"], c["lifted"], rows, (column,))[column]
 
 
 def ids_of(
     packed: np.ndarray, first: np.ndarray, bits: np.ndarray, rows: np.ndarray, columns: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
-    """The lifted ids ``columns`` (of :data:`LIFTED_IDS`) of the scanner ``rows``, whose ids start at ``first[rows]``
-    among the ``packed`` ones and whose ``lifted`` fields are ``bits[rows]`` (:func:`lifted_ids`); 0 where a row has
-    none. One pass over the rows for all the columns (:func:`_unpack_ids`)."""
-    wanted = np.uint8(sum(PRESENCE[column][1] for column in columns))
-    out = np.empty((len(LIFTED_IDS), rows.size), dtype=np.int64)
+    """The lifted members ``columns`` (of :data:`LIFTED`) of the scanner ``rows``, whose values start at
+    ``first[rows]`` among the ``packed`` ones and whose ``lifted`` fields are ``bits[rows]`` (:func:`lifted_ids`); 0
+    where a row has none. One pass over the rows for all the columns (:func:`_unpack_ids`)."""
+    wanted = np.uint8(sum(LIFTED_BIT[column] for column in columns))
+    out = np.empty((len(LIFTED), rows.size), dtype=np.int64)
     _unpack_ids(packed, first, bits, rows.astype(np.int64, copy=False), wanted, out)
-    return {column: out[LIFTED_IDS.index(column)] for column in columns}
+    return {column: out[LIFTED.index(column)] for column in columns}
 
 
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
 def _unpack_ids(packed, first, bits, rows, wanted, out):
-    """Row j of ``out``, for each bit ``1 << j`` of ``wanted``: the id j of each of the scanner ``rows`` (0 where it
-    has none)."""
+    """Row j of ``out``, for each bit ``1 << j`` of ``wanted``: the lifted value j of each of the scanner ``rows``
+    (0 where it has none)."""
     for r in range(rows.size):
         k = rows[r]
         have = bits[k]
@@ -236,16 +221,17 @@ def _unpack_ids(packed, first, bits, rows, wanted, out):
                 out[j, r] = v
 
 
-IDS_BELOW = np.array([bin(bits).count("1") for bits in range(1 << len(LIFTED_IDS))], dtype=np.int64)
-"""The number of ids in each set of presence bits (the scanner's table; :func:`ids_of` counts them vectorised)."""
+IDS_BELOW = np.array([bin(bits).count("1") for bits in range(1 << len(LIFTED))], dtype=np.int64)
+"""The number of lifted values of each set of ``lifted`` bits: a record's value j is the ``IDS_BELOW[bits & ((1 << j)
+- 1)]``-th of its packed ones."""
 
 
 def packed_ids(c: dict[str, np.ndarray], packed: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Give the scanner ``rows`` new lifted ids: ``ids`` (int64, a row of :data:`LIFTED_IDS` values each, those of the
+    """Give the scanner ``rows`` new lifted values: ``ids`` (int64, a row of :data:`LIFTED` values each, those of the
     bits set in ``c["lifted"][rows]``, set first) packed after ``packed`` and pointed at; returns the new packed
-    values (the caller keeps them with ``c``). For a reader that moves ids between records (a B/E pair)."""
+    values (the caller keeps them with ``c``). For a reader that moves values between records (a B/E pair)."""
     bits = c["lifted"][rows]
-    has = ((bits[:, None] >> np.arange(len(LIFTED_IDS), dtype=np.uint8)) & 1).astype(bool)
+    has = ((bits[:, None] >> np.arange(len(LIFTED), dtype=np.uint8)) & 1).astype(bool)
     counts = IDS_BELOW[bits]
     used = packed.size - 1
     c["lifted_at"][rows] = used + np.cumsum(counts) - counts
@@ -260,10 +246,10 @@ the multiplier is one that gives each key of :data:`_ARGS_KEYS` a slot of its ow
 
 
 def _arg_tables() -> tuple[np.ndarray, np.ndarray]:
-    """(each slot's (head, tail) words; each slot's key length (-1: empty), action, int64 row and bit),
+    """(each slot's (head, tail) words; each slot's key length (-1: empty), action and bit),
     checking that no two keys share a slot and that each one's length has its bit in :data:`_ARG_LENGTHS`."""
     words = np.zeros((32, 2), dtype=np.uint64)
-    table = np.zeros((32, 4), dtype=np.int64)
+    table = np.zeros((32, 3), dtype=np.int64)
     table[:, 0] = -1
     for key, row in _ARGS_KEYS.items():
         head = int(_word(key))
@@ -606,24 +592,20 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                                     break
                                 e = j + 1
                             elif DIGIT_0 <= v0 <= DIGIT_9 or v0 == MINUS:  # a number: found, then copied
-                                if lift >= A_FLAG:
+                                if lift == A_LIFT:
                                     v, e, st = parse_number(buf, i, n, _AS_IS)
-                                    if st == 0:  # lifted, with its presence bit; the member taken back
-                                        bit = _ARG_TABLE[slot, 3]
-                                        if lift == A_FLAG:
-                                            w64[_ARG_TABLE[slot, 2], k] = v
-                                            flags |= bit
-                                        else:  # an id: into its place among the record's packed ids
-                                            bits = w8[B_LIFTED, k]
-                                            place = lbase + IDS_BELOW[bits & (bit - 1)]
-                                            if bits & bit == 0:  # a new one: those after its place move up
-                                                q = nv
-                                                while q > place:
-                                                    lv[q] = lv[q - 1]
-                                                    q -= 1
-                                                nv += 1
-                                                w8[B_LIFTED, k] = bits | bit
-                                            lv[place] = v
+                                    if st == 0:  # lifted: into its place among the record's packed values, its bit
+                                        bit = _ARG_TABLE[slot, 2]  # set; the member taken back from the text
+                                        bits = w8[B_LIFTED, k]
+                                        place = lbase + IDS_BELOW[bits & (bit - 1)]
+                                        if bits & bit == 0:  # a new one: those after its place move up
+                                            q = nv
+                                            while q > place:
+                                                lv[q] = lv[q - 1]
+                                                q -= 1
+                                            nv += 1
+                                            w8[B_LIFTED, k] = bits | bit
+                                        lv[place] = v
                                         dropped = True
                                         o = om
                                     else:
@@ -940,7 +922,7 @@ def capacity_guess(size: int) -> int:
 
 def alloc_columns(capacity: int) -> Columns:
     """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events, and room for their lifted ids packed
-    (:func:`lifted_ids`: six each at most, and the one value more that a read of an id after the last may touch).
+    (:func:`lifted_ids`: eight each at most, and the one value more that a read of a value after the last may touch).
 
     Zero is the value of an absent field (``K_NONE``, ``ST_OK``, no flags, pid 0),
     so the scanner writes only the fields an event has. The zeroing costs
@@ -951,7 +933,7 @@ def alloc_columns(capacity: int) -> Columns:
         np.zeros((len(U8_FIELDS), capacity), dtype=np.uint8),
         np.zeros((len(I32_FIELDS), capacity), dtype=np.int32),
         np.zeros((len(I64_FIELDS), capacity), dtype=np.int64),
-        np.zeros(len(LIFTED_IDS) * capacity + 1, dtype=np.int64),
+        np.zeros(len(LIFTED) * capacity + 1, dtype=np.int64),
     )
 
 
