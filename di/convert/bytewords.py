@@ -85,6 +85,29 @@ def copy_bytes(typingctx, out, o, src, a, b):
 
 
 @intrinsic
+def shift_up(typingctx, arr, a, b):
+    """Move the items ``arr[a:b]`` of a 1-D array one place up, to ``arr[a + 1 : b + 1]`` (one ``memmove``; nothing
+    when b <= a), for an insertion at ``a``. A loop that moves them one by one compiled, in the Chrome scanner, to
+    a vectorised loop with its checks: 0.07 CPU-s more of every cold start. Unchecked: ``arr[b]`` must exist."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and all(isinstance(x, types.Integer) for x in (a, b))):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        start = context.cast(builder, args[1], sig.args[1], types.intp)
+        stop = context.cast(builder, args[2], sig.args[2], types.intp)
+        count = builder.sub(stop, start)
+        count = builder.select(builder.icmp_signed(">", count, count.type(0)), count, count.type(0))
+        width = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
+        src = builder.bitcast(builder.gep(ary.data, [start]), ir.IntType(8).as_pointer())
+        dst = builder.bitcast(builder.gep(ary.data, [builder.add(start, start.type(1))]), ir.IntType(8).as_pointer())
+        cgutils.raw_memmove(builder, dst, src, count, width)
+        return context.get_dummy_value()
+
+    return types.void(arr, a, b), codegen
+
+
+@intrinsic
 def prefetch(typingctx, buf, i):
     """Ask the processor to bring the cache line of byte ``buf[i]`` in ahead of use (``llvm.prefetch``, a read
     with no temporal locality). Only a hint: it never faults, so ``i`` may lie past the buffer's end.

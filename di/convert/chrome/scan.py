@@ -63,7 +63,7 @@ from numba import njit
 
 from di.jitpipeline import ScalarKernelCompiler
 
-from di.convert.bytewords import copy_bytes, load_u64, store_u64
+from di.convert.bytewords import copy_bytes, load_u64, shift_up, store_u64
 from di.convert.chrome.jsontext import (
     BAD_SYNTAX,
     CLOSE_ARRAY,
@@ -599,10 +599,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                                         bits = w8[B_LIFTED, k]
                                         place = lbase + IDS_BELOW[bits & (bit - 1)]
                                         if bits & bit == 0:  # a new one: those after its place move up
-                                            q = nv
-                                            while q > place:
-                                                lv[q] = lv[q - 1]
-                                                q -= 1
+                                            shift_up(lv, place, nv)
                                             nv += 1
                                             w8[B_LIFTED, k] = bits | bit
                                         lv[place] = v
