@@ -8,7 +8,7 @@ from numba import njit
 import pytest
 from numba.core.errors import TypingError
 
-from di.convert.bytewords import copy_bytes, load_u64, prefetch, store_u64
+from di.convert.bytewords import copy_bytes, load_u64, prefetch, shift_up, store_u64
 
 
 @njit(_nrt=False)
@@ -19,6 +19,11 @@ def _copy(out, o, src, a, b):
 @njit(_nrt=False)
 def _word_round_trip(buf, i, out, o):
     store_u64(out, o, load_u64(buf, i))
+
+
+@njit(_nrt=False)
+def _shift_up(arr, a, b):
+    shift_up(arr, a, b)
 
 
 @njit(_nrt=False)
@@ -75,3 +80,16 @@ def test_words_load_and_store_little_endian_at_any_offset() -> None:
     out = np.zeros(11, dtype=np.uint8)
     _word_round_trip(buf, 2, out, 3)
     assert out.tobytes() == b"\0\0\0abcdefgh"
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint8, np.int32])
+@pytest.mark.parametrize(("a", "b"), [(0, 5), (2, 5), (4, 5), (5, 5), (6, 5), (0, 0), (0, 9)])
+def test_shift_up_moves_a_span_one_place_up(dtype: type, a: int, b: int) -> None:
+    """arr[a:b] moves to arr[a + 1 : b + 1] (overlapping, as an insertion needs), items of any width; an empty or
+    reversed span moves nothing."""
+    arr = np.arange(10, dtype=dtype)
+    want = arr.copy()
+    if b > a:
+        want[a + 1 : b + 1] = arr[a:b].copy()
+    _shift_up(arr, a, b)
+    assert arr.tolist() == want.tolist()
