@@ -395,7 +395,7 @@ def test_equal_args_texts_are_copied_once() -> None:
         for e in events
     ]
     rows = np.array([i for i, e in enumerate(events) if "args" in e])
-    assert S.lifted_ids(cols, got.packed_ids(), "ext_id", rows).tolist() == list(range(len(order)))
+    assert S.lifted_values(cols, got.packed_values(), "ext_id", rows).tolist() == list(range(len(order)))
     distinct = {json.dumps(v, separators=(",", ":")) for v in variants}
     assert len(args) == sum(len(t) for t in distinct)  # each distinct text copied once
     firsts = {}

@@ -59,8 +59,8 @@ class Raw:
     args_data: np.ndarray
     """The args texts the scanner copied (uint8; a record's text: ``cols`` ``args_at`` to ``args_end``, where its
     ``flags`` have ``F_ARGS``): read as a column only for the records asked for (:meth:`args_of`)."""
-    packed_ids: np.ndarray
-    """The values of the records' lifted args members, packed (:func:`di.convert.chrome.scan.lifted_ids`; read with
+    packed_values: np.ndarray
+    """The values of the records' lifted args members, packed (:func:`di.convert.chrome.scan.lifted_values`; read with
     :meth:`lifted`)."""
     top: dict[str, Any]
     di_flow: pl.Series | None = None
@@ -87,13 +87,13 @@ class Raw:
     def lifted(self, column: str, rows: np.ndarray) -> np.ndarray:
         """The values of the lifted args member ``column`` (of :data:`~di.convert.chrome.scan.LIFTED`) of the scanner
         ``rows``; 0 where a row has none (:func:`~di.convert.chrome.scan.lifted` says which have)."""
-        return S.lifted_ids(self.cols, self.packed_ids, column, rows)
+        return S.lifted_values(self.cols, self.packed_values, column, rows)
 
-    def set_ids(self, rows: np.ndarray, bits: np.ndarray, ids: np.ndarray) -> None:
-        """Give the scanner ``rows`` the lifted members of ``bits`` (their ``lifted`` field), valued ``ids`` (a row of
-        :data:`~di.convert.chrome.scan.LIFTED` values each, those of the bits set read)."""
+    def set_lifted(self, rows: np.ndarray, bits: np.ndarray, values: np.ndarray) -> None:
+        """Give the scanner ``rows`` the lifted members of ``bits`` (their ``lifted`` field), valued ``values`` (a row
+        of :data:`~di.convert.chrome.scan.LIFTED` values each, those of the bits set read)."""
         self.cols["lifted"][rows] = bits
-        self.packed_ids = S.packed_ids(self.cols, self.packed_ids, rows, ids)
+        self.packed_values = S.repacked(self.cols, self.packed_values, rows, values)
 
 
 def read_bytes(path: Path, limit: int | None = None) -> tuple[np.ndarray, list[str]]:
@@ -232,7 +232,7 @@ def decode(path: Path, limit: int | None = None) -> Raw:
         cols,
         symbols,
         abuf[: got.args_bytes],
-        got.packed_ids(),
+        got.packed_values(),
         top_keys,
         di_flow_texts,
         dropped,

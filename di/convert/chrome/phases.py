@@ -306,20 +306,22 @@ def _lifted_from_ends(raw: Raw, begins: np.ndarray, ends: np.ndarray) -> None:
     """Each lifted member (``correlation``, ``bytes``, Kineto's ids) that an end record has and its begin lacks
     moves to the begin's scanner row, whose fields the pair's event takes; one both have stays the end's, put
     back in the text that joins the begin's args (:func:`args_as_written`). The values, packed per record, are packed
-    again for the pairs whose members move (:meth:`Raw.set_ids`)."""
+    again for the pairs whose members move (:meth:`Raw.set_lifted`)."""
     c = raw.cols
     bb, eb = c["lifted"][begins], c["lifted"][ends]
     move = eb & ~bb
     pairs = np.flatnonzero(move)
     if pairs.size:
         b, e, move = begins[pairs], ends[pairs], move[pairs]
-        ids_b, ids_e = (
-            np.stack(list(S.ids_of(raw.packed_ids, c["lifted_at"], c["lifted"], r, S.LIFTED).values()), axis=1)
+        values_b, values_e = (
+            np.stack(
+                list(S.lifted_columns(raw.packed_values, c["lifted_at"], c["lifted"], r, S.LIFTED).values()), axis=1
+            )
             for r in (b, e)
         )
         moved = ((move[:, None] >> np.arange(len(S.LIFTED), dtype=np.uint8)) & 1).astype(bool)
-        raw.set_ids(b, bb[pairs] | move, np.where(moved, ids_e, ids_b))
-        raw.set_ids(e, eb[pairs] & ~move, ids_e)
+        raw.set_lifted(b, bb[pairs] | move, np.where(moved, values_e, values_b))
+        raw.set_lifted(e, eb[pairs] & ~move, values_e)
 
 
 def args_as_written(raw: Raw, rows: np.ndarray) -> pl.Series:

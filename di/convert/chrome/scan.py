@@ -14,9 +14,8 @@ fills one numpy column per field the reader needs:
   span there (so a string column views it without a Python loop), less
   the members that columns of the model hold (:func:`di.schema.args_keys`:
   ``correlation``, ``bytes`` and Kineto's per-event ids such as ``External id``),
-  whose integer values are lifted out: ``correlation`` and ``bytes`` into int64
-  rows of their own, the ids packed, each record's one after another
-  (:func:`lifted_ids`). Those ids
+  whose integer values are lifted out and packed, each record's one after
+  another (:func:`lifted_values`). Those ids
   made almost every event's args text distinct (a real-shaped 1.2 M-event
   profile: 1.2 M distinct texts, 177 MB); without them the texts repeat, and a
   text equal to one copied before is not kept twice: its event's span points at
@@ -121,7 +120,7 @@ LIFTED_IDS = ("ext_id", "seq", "ev_idx", "rf_id", "py_id", "py_parent")
 """The optional id columns lifted out of args, the first of :data:`LIFTED`."""
 LIFTED = (*LIFTED_IDS, "corr", "bytes")
 """The columns whose args members the scanner lifts out of the text (bit ``1 << j`` of a record's ``lifted`` field
-for ``LIFTED[j]``; their values packed, :func:`lifted_ids`). Written out here, not read from the schema, as the
+for ``LIFTED[j]``; their values packed, :func:`lifted_values`). Written out here, not read from the schema, as the
 kernel's tables are constants of its cached machine code (a change of the schema alone would not recompile it); the
 import checks them against :func:`di.schema.args_keys`."""
 LIFTED_BIT = {column: 1 << j for j, column in enumerate(LIFTED)}
@@ -179,7 +178,7 @@ def lifted(c: dict[str, np.ndarray], column: str, rows: np.ndarray) -> np.ndarra
     return (c["lifted"][rows] & LIFTED_BIT[column]) != 0
 
 
-def lifted_ids(c: dict[str, np.ndarray], packed: np.ndarray, column: str, rows: np.ndarray) -> np.ndarray:
+def lifted_values(c: dict[str, np.ndarray], packed: np.ndarray, column: str, rows: np.ndarray) -> np.ndarray:
     """The int64 values of the lifted member ``column`` (:data:`LIFTED`) of the scanner ``rows``, 0 where a row has
     none (:func:`lifted`).
 
@@ -188,23 +187,25 @@ def lifted_ids(c: dict[str, np.ndarray], packed: np.ndarray, column: str, rows: 
     columns, most rows empty, made the scan write (and the system zero) 115 MB for a real-shaped 1.2 M-event profile,
     where its values take 24 MB (issue 16). ``packed`` holds one more value than the records' (the place of a value
     after a record's last), so every row reads one."""
-    return ids_of(packed, c["lifted_at"], c["lifted"], rows, (column,))[column]
+    return lifted_columns(packed, c["lifted_at"], c["lifted"], rows, (column,))[column]
 
 
-def ids_of(
+def lifted_columns(
     packed: np.ndarray, first: np.ndarray, bits: np.ndarray, rows: np.ndarray, columns: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
     """The lifted members ``columns`` (of :data:`LIFTED`) of the scanner ``rows``, whose values start at
-    ``first[rows]`` among the ``packed`` ones and whose ``lifted`` fields are ``bits[rows]`` (:func:`lifted_ids`); 0
-    where a row has none. One pass over the rows for all the columns (:func:`_unpack_ids`)."""
+    ``first[rows]`` among the ``packed`` ones and whose ``lifted`` fields are ``bits[rows]`` (:func:`lifted_values`); 0
+    where a row has none. One pass over the rows for all the columns (:func:`_unpack`)."""
+    if not columns:
+        return {}
     wanted = np.uint8(sum(LIFTED_BIT[column] for column in columns))
     out = np.empty((len(LIFTED), rows.size), dtype=np.int64)
-    _unpack_ids(packed, first, bits, rows.astype(np.int64, copy=False), wanted, out)
+    _unpack(packed, first, bits, rows.astype(np.int64, copy=False), wanted, out)
     return {column: out[LIFTED.index(column)] for column in columns}
 
 
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True, pipeline_class=ScalarKernelCompiler)
-def _unpack_ids(packed, first, bits, rows, wanted, out):
+def _unpack(packed, first, bits, rows, wanted, out):
     """Row j of ``out``, for each bit ``1 << j`` of ``wanted``: the lifted value j of each of the scanner ``rows``
     (0 where it has none)."""
     for r in range(rows.size):
@@ -221,21 +222,21 @@ def _unpack_ids(packed, first, bits, rows, wanted, out):
                 out[j, r] = v
 
 
-IDS_BELOW = np.array([bin(bits).count("1") for bits in range(1 << len(LIFTED))], dtype=np.int64)
-"""The number of lifted values of each set of ``lifted`` bits: a record's value j is the ``IDS_BELOW[bits & ((1 << j)
-- 1)]``-th of its packed ones."""
+POPCOUNT = np.array([bin(bits).count("1") for bits in range(1 << len(LIFTED))], dtype=np.int64)
+"""The number of bits set in each byte: the number of lifted values of a record's ``lifted`` bits, and a record's
+value j is the ``POPCOUNT[bits & ((1 << j) - 1)]``-th of its packed ones."""
 
 
-def packed_ids(c: dict[str, np.ndarray], packed: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Give the scanner ``rows`` new lifted values: ``ids`` (int64, a row of :data:`LIFTED` values each, those of the
+def repacked(c: dict[str, np.ndarray], packed: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Give the scanner ``rows`` new lifted values: ``values`` (int64, a row of :data:`LIFTED` values each, those of the
     bits set in ``c["lifted"][rows]``, set first) packed after ``packed`` and pointed at; returns the new packed
     values (the caller keeps them with ``c``). For a reader that moves values between records (a B/E pair)."""
     bits = c["lifted"][rows]
     has = ((bits[:, None] >> np.arange(len(LIFTED), dtype=np.uint8)) & 1).astype(bool)
-    counts = IDS_BELOW[bits]
+    counts = POPCOUNT[bits]
     used = packed.size - 1
     c["lifted_at"][rows] = used + np.cumsum(counts) - counts
-    return np.concatenate([packed[:used], ids[has], np.zeros(1, dtype=np.int64)])
+    return np.concatenate([packed[:used], values[has], np.zeros(1, dtype=np.int64)])
 
 
 _ARG_MULT = np.uint64(0xE4B06CE60741C7A9)
@@ -378,8 +379,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
     event's '{' and keeps the rows before it. ``E_ROWS``: the columns are full; the next
     index is where to resume with bigger ones. ``progress[0]`` is set to the byte offset
     reached every 65,536 events; the kernel runs without the GIL so that another thread
-    can watch it. ``progress[1]`` counts the ``di_flow`` members, ``progress[2]`` the lifted ids packed into the
-    fourth array of ``c`` (:func:`lifted_ids`; an event that fails gives its ids back). ``memo`` (:func:`new_memo`)
+    can watch it. ``progress[1]`` counts the ``di_flow`` members, ``progress[2]`` the lifted values packed into the
+    fourth array of ``c`` (:func:`lifted_values`; an event that fails gives its values back). ``memo`` (:func:`new_memo`)
     holds the symbol ids of texts of at most 16 bytes interned by this scan, ``seen`` (:func:`new_args_memo`) the args
     texts copied (an event's args span: ``args_at``, ``args_end``)."""
     w8, w32, w64, lv = c
@@ -401,8 +402,8 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
         ev = i
         o0 = o
         lbase = nv
-        # the columns start zeroed (alloc_columns), the value of every absent field but name and cat; the ids'
-        # bits are set one by one as they are packed, so an event read again (E_FULL) starts them afresh
+        # the columns start zeroed (alloc_columns), the value of every absent field but name and cat; the lifted
+        # members' bits are set one by one as their values are packed, so an event read again (E_FULL) starts afresh
         w32[S_NAME, k] = -1
         w32[S_CAT, k] = -1
         w8[B_LIFTED, k] = 0
@@ -597,7 +598,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                                     if st == 0:  # lifted: into its place among the record's packed values, its bit
                                         bit = _ARG_TABLE[slot, 2]  # set; the member taken back from the text
                                         bits = w8[B_LIFTED, k]
-                                        place = lbase + IDS_BELOW[bits & (bit - 1)]
+                                        place = lbase + POPCOUNT[bits & (bit - 1)]
                                         if bits & bit == 0:  # a new one: those after its place move up
                                             shift_up(lv, place, nv)
                                             nv += 1
@@ -669,7 +670,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
                 else:
                     err = E_SYNTAX
                     break
-        if err != E_NONE:  # the event's ids dropped too (E_FULL: resumed, like E_ROWS, from the separator before it)
+        if err != E_NONE:  # its values dropped too (E_FULL: resumed, like E_ROWS, from the separator before the event)
             progress[2] = lbase
             return (sep if err == E_FULL else ev), k, err, ev, o0
         if nv != lbase:
@@ -801,10 +802,10 @@ class Scanned(NamedTuple):
     """The symbol table (slots, starts, ends, count): the one given, or a bigger one when it filled up."""
 
     lifted: int
-    """The lifted ids of those events, packed in ``cols[3]`` (:func:`lifted_ids`)."""
+    """The number of lifted values of those events, packed in ``cols[3]`` (:func:`lifted_values`)."""
 
-    def packed_ids(self) -> np.ndarray:
-        """The lifted ids the events hold, packed (:func:`lifted_ids`), and the one value more."""
+    def packed_values(self) -> np.ndarray:
+        """The lifted values the events hold, packed (:func:`lifted_values`), and the one value more."""
         return self.cols[3][: self.lifted + 1]
 
 
@@ -827,7 +828,7 @@ def scan(
     value end) of each other top-level key of the object format, for the
     caller to decode. When the symbol table (slots, starts, ends, count) fills up, the scan goes on with a
     bigger one holding the same ids (``Scanned.symbols``, :func:`di.convert.symbols.grown_table`). ``progress[1]``
-    counts the ``di_flow`` members seen, ``progress[2]`` the lifted ids packed (both zeroed here). ``progress[0]``
+    counts the ``di_flow`` members seen, ``progress[2]`` the lifted values packed (both zeroed here). ``progress[0]``
     is set to the byte offset reached
     every 65,536 events. The events array is one kernel, called from Python
     (not linked into a caller, which would compile it again); the few
@@ -900,7 +901,7 @@ def new_args_memo() -> np.ndarray:
 
 def new_progress() -> np.ndarray:
     """The counters :func:`scan` keeps for its caller: the byte offset reached, the ``di_flow`` members seen, the
-    lifted ids packed."""
+    lifted values packed."""
     return np.zeros(3, dtype=np.int64)
 
 
@@ -918,8 +919,8 @@ def capacity_guess(size: int) -> int:
 
 
 def alloc_columns(capacity: int) -> Columns:
-    """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events, and room for their lifted ids packed
-    (:func:`lifted_ids`: eight each at most, and the one value more that a read of a value after the last may touch).
+    """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events, and room for their lifted values packed
+    (:func:`lifted_values`: eight each at most, and the one value more that a read of a value after the last may touch).
 
     Zero is the value of an absent field (``K_NONE``, ``ST_OK``, no flags, pid 0),
     so the scanner writes only the fields an event has. The zeroing costs
