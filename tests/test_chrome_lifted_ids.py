@@ -231,9 +231,9 @@ def _random_ids(rng: Any, k: int) -> dict[str, int]:
 
 @pytest.mark.parametrize("names", [7, 70_000])
 def test_packed_ids_of_any_subset_and_order(tmp_path: Path, names: int) -> None:
-    """Each event keeps its own ids whatever subset it has and in whatever order its args list them, a repeated key
-    keeps its last value, and none is lost or shifted when the scan goes on in bigger columns (a file larger than
-    its first guess) or with a bigger symbol table (more distinct names than the first one holds)."""
+    """Each event keeps its own lifted members whatever subset it has and in whatever order its args list them, a
+    repeated key keeps its last value, and none is lost or shifted when the scan goes on with a bigger symbol table
+    (more distinct names than the first one holds; bigger columns: test_chrome_pairing)."""
     import random
 
     rng = random.Random(5)

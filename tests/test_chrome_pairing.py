@@ -433,10 +433,14 @@ def test_more_distinct_args_texts_than_the_memo_holds(tmp_path: Path) -> None:
 def test_scan_grows_its_columns_and_loses_no_event(capacity: int, array_format: bool) -> None:
     import json
 
+    from di.convert.chrome import scan as S
+
     events = [
         {"ph": "X", "name": f"e{i % 5}", "pid": i, "tid": f"t{i % 3}", "ts": i, "dur": 1, "args": {"k": i}}
         for i in range(23)
     ]
+    for i, e in enumerate(events):  # lifted members on some events: their packed values move with the columns
+        e["args"].update({"Python id": 100 + i, "correlation": 200 + i} if i % 2 else {"External id": 300 + i})
     text = json.dumps(events if array_format else {"traceEvents": events, "z": 1}, indent=1).encode()
     got, cols, args, _ = _scan(text, capacity)
     want, want_cols, want_args, _ = _scan(text)
@@ -450,6 +454,12 @@ def test_scan_grows_its_columns_and_loses_no_event(capacity: int, array_format: 
     )
     assert {k: v.tolist() for k, v in cols.items()} == {k: v.tolist() for k, v in want_cols.items()}
     assert cols["pid"].tolist() == list(range(23)) and args.count(b'{"k":') == 23
+    assert got.packed_values().tolist() == want.packed_values().tolist() and got.lifted == 23 + 11
+    rows = np.arange(23)
+    assert S.lifted_values(cols, got.packed_values(), "py_id", rows).tolist() == [100 + i if i % 2 else 0 for i in rows]
+    assert S.lifted_values(cols, got.packed_values(), "ext_id", rows).tolist() == [
+        0 if i % 2 else 300 + i for i in rows
+    ]
 
 
 # ---- copy_value: where the value ends and its errors (copying or not), whitespace outside strings dropped ----
