@@ -271,9 +271,10 @@ def test_a_truncated_event_gives_its_ids_back(tmp_path: Path) -> None:
     raw = decode(path)
     rows = np.arange(raw.cols["ph"].size)
     assert rows.size == 3 and raw.packed_values.size == 3 * 3 + 1
-    assert raw.lifted("ext_id", rows).tolist() == [0, 1, 2]
-    assert raw.lifted("corr", rows).tolist() == [50, 51, 52]
-    assert raw.lifted("py_id", rows).tolist() == [100, 101, 102]
+    got = raw.lifted(rows, ("ext_id", "corr", "py_id"))
+    assert got["ext_id"].tolist() == [0, 1, 2]
+    assert got["corr"].tolist() == [50, 51, 52]
+    assert got["py_id"].tolist() == [100, 101, 102]
     assert S.lifted(raw.cols, "seq", rows).tolist() == [False] * 3
 
 

@@ -84,10 +84,11 @@ class Raw:
         valid = (c["flags"][rows] & S.F_ARGS) != 0
         return texts_in_place(self.args_data, c["args_at"][rows], c["args_end"][rows], "args", valid=valid)
 
-    def lifted(self, column: str, rows: np.ndarray) -> np.ndarray:
-        """The values of the lifted args member ``column`` (of :data:`~di.convert.chrome.scan.LIFTED`) of the scanner
-        ``rows``; 0 where a row has none (:func:`~di.convert.chrome.scan.lifted` says which have)."""
-        return S.lifted_values(self.cols, self.packed_values, column, rows)
+    def lifted(self, rows: np.ndarray, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """The values of the lifted args members ``columns`` (of :data:`~di.convert.chrome.scan.LIFTED`) of the
+        scanner ``rows``, by column, in one pass; 0 where a row has none (:func:`~di.convert.chrome.scan.lifted` says
+        which have)."""
+        return S.lifted_columns(self.cols, self.packed_values, rows, columns)
 
     def set_lifted(self, rows: np.ndarray, bits: np.ndarray, values: np.ndarray) -> None:
         """Give the scanner ``rows`` the lifted members of ``bits`` (their ``lifted`` field), valued ``values`` (a row
@@ -243,7 +244,7 @@ def decode(path: Path, limit: int | None = None) -> Raw:
 
 def _scan(buf: np.ndarray, *, repaired: bool) -> tuple[S.Scanned, np.ndarray, np.ndarray, np.ndarray]:
     """The scanner's result on the document ``buf``, and the buffers it filled: the args texts, the top-level
-    members' spans and the progress counters (the offset reached, the ``di_flow`` members seen)."""
+    members' spans and the progress counters (:func:`~di.convert.chrome.scan.new_progress`)."""
     abuf = np.empty(buf.size + S.ARGS_SLACK, dtype=np.uint8)
     top = np.empty((_TOP_KEYS, 4), dtype=np.int64)
     progress = S.new_progress()

@@ -238,7 +238,7 @@ def records(raw: Raw, rows: np.ndarray, ts: np.ndarray, columns: list[str]) -> p
                 else pl.Series(name, [None] * rows.size, dtype=pl.String)
             )
         elif name in ("corr", "bytes"):
-            out[name] = pl.Series(name, raw.lifted(name, rows)).set(pl.Series(~S.lifted(c, name, rows)), None)
+            out[name] = pl.Series(name, raw.lifted(rows, (name,))[name]).set(pl.Series(~S.lifted(c, name, rows)), None)
         else:
             out[name] = c[name][rows]
     return pl.DataFrame(out)
@@ -313,12 +313,7 @@ def _lifted_from_ends(raw: Raw, begins: np.ndarray, ends: np.ndarray) -> None:
     pairs = np.flatnonzero(move)
     if pairs.size:
         b, e, move = begins[pairs], ends[pairs], move[pairs]
-        values_b, values_e = (
-            np.stack(
-                list(S.lifted_columns(raw.packed_values, c["lifted_at"], c["lifted"], r, S.LIFTED).values()), axis=1
-            )
-            for r in (b, e)
-        )
+        values_b, values_e = (np.stack(list(raw.lifted(r, S.LIFTED).values()), axis=1) for r in (b, e))
         moved = ((move[:, None] >> np.arange(len(S.LIFTED), dtype=np.uint8)) & 1).astype(bool)
         raw.set_lifted(b, bb[pairs] | move, np.where(moved, values_e, values_b))
         raw.set_lifted(e, eb[pairs] & ~move, values_e)
@@ -329,12 +324,12 @@ def args_as_written(raw: Raw, rows: np.ndarray) -> pl.Series:
     records whose args are read as text (counter values, metadata, an end record's args merged into its
     begin's), where no column takes them."""
     c, args = raw.cols, raw.args_of(rows)
+    held = {column: (key, has) for column, key in S.args_keys() if (has := S.lifted(c, column, rows)).any()}
+    values = raw.lifted(rows, tuple(held))
     parts = []
-    for column, key in S.args_keys():
-        has = S.lifted(c, column, rows)
-        if has.any():
-            text = pl.Series(raw.lifted(column, rows)).cast(pl.String)
-            parts.append(('"' + key + '":' + text).set(pl.Series(~has), None))
+    for column, (key, has) in held.items():
+        text = pl.Series(values[column]).cast(pl.String)
+        parts.append(('"' + key + '":' + text).set(pl.Series(~has), None))
     if not parts:
         return args
     members = pl.select(pl.concat_str(parts, separator=",", ignore_nulls=True)).to_series()

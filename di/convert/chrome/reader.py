@@ -126,7 +126,7 @@ def _lifted(raw: Raw, row: np.ndarray) -> dict[str, pl.Series]:
     found = int(np.bitwise_or.reduce(bits)) if bits.size else 0
     every = int(np.bitwise_and.reduce(bits)) if bits.size else 0
     present = tuple(column for column in S.LIFTED if found & S.LIFTED_BIT[column])
-    values = S.lifted_columns(raw.packed_values, raw.cols["lifted_at"], raw.cols["lifted"], row, present)
+    values = raw.lifted(row, present)
     out: dict[str, pl.Series] = {}
     for column in ("corr", "bytes", *S.LIFTED_IDS):
         bit = S.LIFTED_BIT[column]

@@ -187,20 +187,19 @@ def lifted_values(c: dict[str, np.ndarray], packed: np.ndarray, column: str, row
     columns, most rows empty, made the scan write (and the system zero) 115 MB for a real-shaped 1.2 M-event profile,
     where its values take 24 MB (issue 16). ``packed`` holds one more value than the records' (the place of a value
     after a record's last), so every row reads one."""
-    return lifted_columns(packed, c["lifted_at"], c["lifted"], rows, (column,))[column]
+    return lifted_columns(c, packed, rows, (column,))[column]
 
 
 def lifted_columns(
-    packed: np.ndarray, first: np.ndarray, bits: np.ndarray, rows: np.ndarray, columns: tuple[str, ...]
+    c: dict[str, np.ndarray], packed: np.ndarray, rows: np.ndarray, columns: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
-    """The lifted members ``columns`` (of :data:`LIFTED`) of the scanner ``rows``, whose values start at
-    ``first[rows]`` among the ``packed`` ones and whose ``lifted`` fields are ``bits[rows]`` (:func:`lifted_values`); 0
-    where a row has none. One pass over the rows for all the columns (:func:`_unpack`)."""
+    """:func:`lifted_values` of several ``columns`` (of :data:`LIFTED`) at once: one pass over the rows for all of
+    them (:func:`_unpack`)."""
     if not columns:
         return {}
     wanted = np.uint8(sum(LIFTED_BIT[column] for column in columns))
     out = np.empty((len(LIFTED), rows.size), dtype=np.int64)
-    _unpack(packed, first, bits, rows.astype(np.int64, copy=False), wanted, out)
+    _unpack(packed, c["lifted_at"], c["lifted"], rows.astype(np.int64, copy=False), wanted, out)
     return {column: out[LIFTED.index(column)] for column in columns}
 
 
