@@ -106,6 +106,12 @@ def nullable_columns(table: str) -> frozenset[str]:
     return frozenset(c for c, s in props.items() if isinstance(s["type"], list) and "null" in s["type"])
 
 
+@cache
+def non_nullable_columns(table: str) -> frozenset[str]:
+    """Columns of a table whose JSON type admits no null (every row has a value)."""
+    return frozenset(json_schema(table)["properties"]) - nullable_columns(table)
+
+
 def validate_table(table: str, df: pl.DataFrame) -> None:
     """Check one table against its JSON Schema, vectorized.
 

@@ -4,7 +4,8 @@ Each table is written by pyarrow's Parquet writer (:func:`_write_parquet`): int6
 ``DELTA_BINARY_PACKED``, text columns dictionary-encoded (names, categories, the args texts), the narrower
 integers and booleans plain (their dictionary cost more to build than it saved: depth and loc 0.02 s together),
 and min/max statistics on the numeric columns that every row has (times, locations, depths: what a range query
-filters on). A data page holds up to 100,000 rows, not pyarrow's 20,000 (:data:`PAGE_ROWS`), and
+filters on). Columns that hold no null are REQUIRED, with no definition levels to make and read
+(:func:`required_columns`). A data page holds up to 100,000 rows, not pyarrow's 20,000 (:data:`PAGE_ROWS`), and
 zstd runs at level 1 on the text columns and at its fast level -1 on the others (:data:`COMPRESSION_LEVEL`,
 :data:`NUMBERS_LEVEL`). Any Parquet reader reads these (polars, pyarrow,
 DuckDB, Spark). On a real-shaped 1.2 M-event Kineto profile (bench/realshape.py) this writes the events table in
@@ -142,20 +143,36 @@ def write_store(
     with atomic_dir(target, keep=keep) as tmp:
         tables = {**trace.tables(), **(extra or {})}
         if partitioned:  # the rank-partitioned form: one file per table and rank group
-            from di.store_partition import write_tables
+            from di.store_partition import PARTITIONED, write_tables
 
-            def write(df: pl.DataFrame, file: Path) -> None:
-                _write_parquet(df, file, compression_level)
+            def write(name: str, df: pl.DataFrame, file: Path) -> None:
+                whole = name not in PARTITIONED
+                _write_parquet(df, file, compression_level, required_columns(name, df, whole=whole))
 
             meta = {**meta, "partitions": write_tables(trace.tables(), tmp, write, ranks_per_group=ranks_per_group)}
             tables = dict(extra or {})
         for name, df in tables.items():
-            _write_parquet(df, tmp / f"{name}.parquet", compression_level)
+            _write_parquet(df, tmp / f"{name}.parquet", compression_level, required_columns(name, df, whole=True))
         (tmp / META).write_text(json.dumps(meta, indent=1) + "\n")
 
 
-def _write_parquet(df: pl.DataFrame, file: Path, level: int) -> None:
-    """Write ``df`` as one Parquet file, zstd at ``level``, encoded as the module docstring says.
+def required_columns(table: str, df: pl.DataFrame, *, whole: bool) -> frozenset[str]:
+    """The columns of ``df`` (rows of the table ``table``) that its Parquet file declares REQUIRED: those the
+    table's schema declares non-nullable and, where ``whole`` (the table is this one file, not one of a partitioned
+    store's, whose files should agree), every other that holds no null.
+
+    A REQUIRED column has no definition levels (one a row, made and run-length encoded by the writer, read by every
+    reader): on the real-shaped 1.2 M-event profile (bench/realshape.py) its events table wrote in about 0.165 CPU-s
+    instead of 0.185, the args texts' column the largest share (see :data:`PAGE_ROWS` for how it was measured)."""
+    fixed = schema.non_nullable_columns(table) if table in schema.TABLES else frozenset()
+    if whole and df.height:
+        return frozenset(c for c in df.columns if c in fixed or not df.get_column(c).null_count())
+    return fixed.intersection(df.columns)
+
+
+def _write_parquet(df: pl.DataFrame, file: Path, level: int, required: frozenset[str] = frozenset()) -> None:
+    """Write ``df`` as one Parquet file, zstd at ``level``, encoded as the module docstring says, the ``required``
+    columns (which hold no null) declared REQUIRED (:func:`required_columns`), the others OPTIONAL.
 
     Raises:
         OSError: the file system refused, with its errno (pyarrow words a full disk as an ``OSError`` whose
@@ -165,9 +182,9 @@ def _write_parquet(df: pl.DataFrame, file: Path, level: int) -> None:
 
     try:
         if df.height:
-            pq.write_table(_arrow_table(df), file, **parquet_options(df, level))
+            pq.write_table(_arrow_table(df, required), file, **parquet_options(df, level))
         else:
-            file.write_bytes(_empty_file(tuple(df.schema.items()), level))
+            file.write_bytes(_empty_file(tuple(df.schema.items()), level, required))
     except OSError as exc:
         if exc.errno is not None:
             raise
@@ -176,14 +193,14 @@ def _write_parquet(df: pl.DataFrame, file: Path, level: int) -> None:
 
 
 @cache
-def _empty_file(columns: tuple[tuple[str, pl.DataType], ...], level: int) -> bytes:
+def _empty_file(columns: tuple[tuple[str, pl.DataType], ...], level: int, required: frozenset[str]) -> bytes:
     """The Parquet file of a table with these columns (name, dtype) and no rows, as :func:`_write_parquet` writes it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     df = pl.DataFrame(schema=dict(columns))
     sink = pa.BufferOutputStream()
-    pq.write_table(_arrow_table(df), sink, **parquet_options(df, level))
+    pq.write_table(_arrow_table(df, required), sink, **parquet_options(df, level))
     return sink.getvalue().to_pybytes()
 
 
@@ -218,21 +235,61 @@ def _has_page_rows() -> bool:
     return "max_rows_per_page" in inspect.signature(pq.ParquetWriter.__init__).parameters
 
 
-def _arrow_table(df: pl.DataFrame) -> "pa.Table":
+def _arrow_table(df: pl.DataFrame, required: frozenset[str] = frozenset()) -> "pa.Table":
     """``df`` as pyarrow takes it without copying text: String columns as Arrow string views (polars' own layout;
     converting them to plain strings copied the 114 MB of args texts of a real-shaped profile), Categorical and
     Enum columns with plain-string dictionaries (pyarrow's writer takes no dictionary of views; each distinct text
-    is in it once)."""
+    is in it once); the ``required`` columns' fields not nullable."""
     import pyarrow as pa
 
     coded = [name for name, dtype in df.schema.items() if dtype == pl.Categorical or isinstance(dtype, pl.Enum)]
     table = df.drop(coded).to_arrow(compat_level=pl.CompatLevel.newest())
-    if not coded:
-        return table
-    dictionaries = df.select(coded).to_arrow(compat_level=pl.CompatLevel.oldest())
-    columns = {**dict(zip(table.column_names, table.columns)), **dict(zip(coded, dictionaries.columns))}
-    fields = {**{f.name: f for f in table.schema}, **{f.name: f for f in dictionaries.schema}}
-    return pa.table([columns[name] for name in df.columns], schema=pa.schema([fields[name] for name in df.columns]))
+    columns = dict(zip(table.column_names, table.columns))
+    fields = {f.name: f for f in table.schema}
+    if coded:
+        own = {name: array for name in coded if (array := _categorical_array(df.get_column(name))) is not None}
+        rest = [name for name in coded if name not in own]
+        dictionaries = df.select(rest).to_arrow(compat_level=pl.CompatLevel.oldest())
+        columns |= dict(zip(rest, dictionaries.columns)) | own
+        # polars' own fields (its metadata tells its reader the dictionary is a Categorical's: read back without
+        # it, each row's text was hashed again, 0.09 CPU-s instead of 0.06 for that profile's events)
+        fields |= {f.name: f for f in dictionaries.schema} | {f.name: f for f in _arrow_fields(df.select(list(own)))}
+    schema = pa.schema([fields[name].with_nullable(name not in required) for name in df.columns])
+    return pa.table([columns[name] for name in df.columns], schema=schema)
+
+
+def _arrow_fields(df: pl.DataFrame) -> "pa.Schema":
+    """The fields polars gives ``df``'s columns when converting them to plain-string dictionaries (no rows
+    converted)."""
+    return df.head(0).to_arrow(compat_level=pl.CompatLevel.oldest()).schema
+
+
+def _categorical_array(s: pl.Series) -> "pa.DictionaryArray | None":
+    """A Categorical column without nulls as an Arrow dictionary array over the categories it uses, from its
+    physical codes (polars' own conversion renumbers every row through a hash of the codes: 6.4-7.4 ms for the
+    1.2 M names of a real-shaped profile, this 2.4-4.4); None for another column, or one whose codes spread far
+    beyond its rows (the categories of a process are shared by all its columns)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if s.dtype != pl.Categorical or not s.len() or s.null_count():
+        return None
+    codes = s.to_physical().to_numpy()
+    top = int(codes.max()) + 1
+    if top > 4 * codes.size + 1024:
+        return None
+    present = np.zeros(top, dtype=np.bool_)
+    present[codes] = True
+    used = np.flatnonzero(present).astype(np.uint32)
+    if used.size < top:  # the codes renumbered 0..used-1, in the order of the codes
+        index = np.zeros(top, dtype=np.uint32)
+        index[used] = np.arange(used.size, dtype=np.uint32)
+        codes = index.take(codes)
+    values = pl.Series(used).cat.to(s.dtype).cast(pl.String).to_arrow(compat_level=pl.CompatLevel.oldest())
+    # from the buffer, not pa.array(codes): pyarrow's conversion of a numpy array imports pandas where it is installed
+    # (0.28 CPU-s on the first save of a process)
+    indices = pa.Array.from_buffers(pa.uint32(), codes.size, [None, pa.py_buffer(np.ascontiguousarray(codes))])
+    return pa.DictionaryArray.from_arrays(indices, values)
 
 
 def _nearly_full(folder: Path) -> bool:

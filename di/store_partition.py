@@ -97,7 +97,8 @@ def write_tables(
     """Write ``tables`` (a trace's, by name) into ``folder`` in the partitioned form.
 
     Args:
-        write: ``write(df, file)`` writes one Parquet file (the store's writer, with its compression).
+        write: ``write(name, df, file)`` writes the rows ``df`` of the table ``name`` as one Parquet file (the store's
+            writer, with its compression).
         ranks_per_group: see :func:`rank_groups`.
 
     Returns:
@@ -109,7 +110,7 @@ def write_tables(
     rows = write_rows(tables, home_ranks(tables), folder, write, groups, dict.fromkeys(PARTITIONED, 0))
     for name in whole_tables():
         if name in tables:
-            write(tables[name], folder / f"{name}.parquet")
+            write(name, tables[name], folder / f"{name}.parquet")
     return {"layout": "rank_groups", "groups": groups, "rows": rows}
 
 
@@ -142,7 +143,7 @@ def write_rows(
         index = pl.int_range(first_row[name], first_row[name] + df.height, dtype=pl.Int64).alias(ROW)
         framed = df.with_columns(index, pl.Series("_group", group))
         for (g,), part in framed.partition_by("_group", as_dict=True, maintain_order=True).items():
-            write(part.drop("_group"), group_file(folder, name, int(g)))
+            write(name, part.drop("_group"), group_file(folder, name, int(g)))
     return rows
 
 

@@ -209,6 +209,74 @@ def test_tables_are_encoded_for_their_columns(store: Path) -> None:
     assert pq.read_table(store / "events.parquet").num_rows == back.height
 
 
+def test_columns_without_nulls_are_required(loaded: di.Trace, tmp_path: Path) -> None:
+    """A column the schema declares non-nullable is REQUIRED in its Parquet file (no definition levels); in a table
+    that is one file, so is any other without a null in it, while a partitioned store's files keep the schema's
+    nullability, so that the files of one table agree. Both read back as written."""
+    import pyarrow.parquet as pq
+
+    from di.store import write_store
+    from di.store_partition import PARTITIONED
+
+    whole, parted = tmp_path / "whole.di", tmp_path / "parted.di"
+    write_store(loaded, whole)
+    write_store(loaded, parted, partitioned=True, ranks_per_group=1)
+
+    def required(file: Path) -> set[str]:
+        return {f.name for f in pq.read_schema(file) if not f.nullable}
+
+    for name, df in loaded.tables().items():
+        fixed = set(schema.non_nullable_columns(name)) & set(df.columns)
+        clean = {c for c in df.columns if not df.get_column(c).null_count()}
+        assert required(whole / f"{name}.parquet") == (fixed | clean if df.height else fixed), name
+        groups = sorted((parted / name).glob("*.parquet"))
+        for file in groups:  # a rank group's rows of a partitioned table (and their ``_row``): the schema's
+            assert required(file) == fixed, (name, file.name)
+        if name not in PARTITIONED:  # a table kept whole in a partitioned store is one file too
+            assert required(parted / f"{name}.parquet") == required(whole / f"{name}.parquet"), name
+    events = loaded.events
+    assert {"args", "src_cat"} & set(schema.nullable_columns("events")) == {"args", "src_cat"}
+    assert not events.get_column("args").null_count()  # a nullable column without nulls, REQUIRED in the whole file
+    assert "args" in required(whole / "events.parquet")
+    assert "ext_id" not in required(whole / "events.parquet") or not events.get_column("ext_id").null_count()
+    back, back_parted = di.load(whole), di.load(parted)
+    for name, df in loaded.tables().items():
+        assert back.table(name).equals(df), name
+        assert back_parted.table(name).sort(df.columns[:3]).equals(df.sort(df.columns[:3])), name
+
+
+def test_categorical_columns_are_written_over_the_categories_they_use(tmp_path: Path) -> None:
+    """A Categorical column goes to Parquet as a dictionary of the categories its rows use, whichever other
+    categories the process holds (polars' categories are shared by every column): its codes renumbered when they
+    leave gaps, as they are when they do not; a column with nulls goes through polars' own conversion. Each reads
+    back equal."""
+    import pyarrow.parquet as pq
+
+    from di.store import _categorical_array, _write_parquet
+
+    other = pl.Series([f"other {k}" for k in range(5000)], dtype=pl.Categorical)  # categories no column below uses
+    # as many rows as the process's categories (which the suite's other tests add to): a column of a few rows among
+    # many categories goes through polars' conversion
+    rows = int(other.to_physical().max()) // 4 + 1
+    gaps = pl.Series(["b", "zz", "b", "other 17", "a"] * (rows // 5 + 1), dtype=pl.Categorical)
+    first = pl.Series([f"dense {k}" for k in range(40)] * (rows // 40 + 1), dtype=pl.Categorical)
+    nulls = pl.Series(["b", None, "a"], dtype=pl.Categorical)
+    array = _categorical_array(gaps)
+    assert array is not None and sorted(array.dictionary.to_pylist()) == ["a", "b", "other 17", "zz"]
+    assert array.to_pylist() == gaps.to_list()
+    dense = _categorical_array(first)
+    assert dense is not None and len(dense.dictionary) == 40 and dense.to_pylist() == first.to_list()
+    assert _categorical_array(nulls) is None and _categorical_array(gaps.cast(pl.String)) is None
+    assert _categorical_array(gaps.head(3)) is None  # 3 rows, codes up to thousands
+    for k, s in enumerate((gaps, first, nulls, gaps.head(0))):
+        df = pl.DataFrame({"x": s, "n": range(s.len())})
+        file = tmp_path / f"{k}.parquet"
+        _write_parquet(df, file, 1)
+        back = pl.read_parquet(file)
+        assert back.schema == df.schema and back.equals(df), k
+        assert pq.read_table(file).column("x").to_pylist() == s.to_list()
+
+
 def test_text_columns_keep_level_1_and_pages_end_by_size(loaded: di.Trace) -> None:
     """The text columns are compressed at the store's level, the others at zstd's fast level; a data page ends at
     pyarrow's page size, not at its default of 20,000 rows (where this pyarrow has the option)."""

@@ -278,14 +278,14 @@ def _write_rows(
 ) -> tuple[dict[str, list[int]], BaseException | None]:
     """This process's rows of the partitioned tables written into ``staged``: (rows per table and
     group, {} on failure; the failure, reported by every process together)."""
-    from di.store import _write_parquet
+    from di.store import _write_parquet, required_columns
     from di.store_partition import PARTITIONED, write_rows
 
     try:
         level = 3
 
-        def write(df: pl.DataFrame, file: Path) -> None:
-            _write_parquet(df, file, level)
+        def write(name: str, df: pl.DataFrame, file: Path) -> None:
+            _write_parquet(df, file, level, required_columns(name, df, whole=False))
 
         return write_rows(shifted, homes, staged, write, groups, {t: before[t] for t in PARTITIONED}), None
     except Exception as exc:
@@ -295,12 +295,12 @@ def _write_rows(
 def _write_whole(staged: Path, locations: list[Any], others: list[str], meta: dict[str, Any]) -> None:
     """Process 0: the tables kept whole (locations, series, the per-communicator ones) and meta.json."""
     from di.merge import stack
-    from di.store import META, _write_parquet
+    from di.store import META, _write_parquet, required_columns
 
-    _write_parquet(stack([x[0] for x in locations]), staged / "locations.parquet", 3)
-    _write_parquet(stack([x[1] for x in locations]), staged / "series.parquet", 3)
-    for name in others:
-        _write_parquet(stack([x[3][name] for x in locations]), staged / f"{name}.parquet", 3)
+    whole = {"locations": stack([x[0] for x in locations]), "series": stack([x[1] for x in locations])}
+    whole |= {name: stack([x[3][name] for x in locations]) for name in others}
+    for name, df in whole.items():
+        _write_parquet(df, staged / f"{name}.parquet", 3, required_columns(name, df, whole=True))
     import json
 
     (staged / META).write_text(json.dumps(meta, indent=1) + "\n")
