@@ -139,9 +139,10 @@ if what in ("save_di", "save_di_first", "load_di", "load_di_first"):  # the libr
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     if table is not None:
         import pyarrow.parquet as pq
-        from di.store import COMPRESSION_LEVEL, _arrow_table, parquet_options
+        from di.store import COMPRESSION_LEVEL, _arrow_table, parquet_options, required_columns
 
-        arrow, options = _arrow_table(table), parquet_options(table, COMPRESSION_LEVEL)
+        arrow = _arrow_table(table, required_columns("events", table, whole=True))
+        options = parquet_options(table, COMPRESSION_LEVEL)
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         pq.write_table(arrow, probe, **options)
     else:
