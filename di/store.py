@@ -266,9 +266,9 @@ def _arrow_fields(df: pl.DataFrame) -> "pa.Schema":
 
 def _categorical_array(s: pl.Series) -> "pa.DictionaryArray | None":
     """A Categorical column without nulls as an Arrow dictionary array over the categories it uses, from its
-    physical codes (polars' own conversion renumbers every row through a hash of the codes: 6.4-7.4 ms for the
-    1.2 M names of a real-shaped profile, this 2.4-4.4); None for another column, or one whose codes spread far
-    beyond its rows (the categories of a process are shared by all its columns)."""
+    physical codes: for the 1.2 M names of a real-shaped profile, and for its categories, 3.2-4.4 ms a column where
+    polars' own conversion took 6.3-7.4. None for another column, or for one whose codes spread far beyond its rows
+    (the categories of a process are shared by all its columns)."""
     import numpy as np
     import pyarrow as pa
 
