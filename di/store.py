@@ -164,10 +164,13 @@ def required_columns(table: str, df: pl.DataFrame, *, whole: bool) -> frozenset[
     A REQUIRED column has no definition levels (one a row, made and run-length encoded by the writer, read by every
     reader): on the real-shaped 1.2 M-event profile (bench/realshape.py) its events table wrote in about 0.165 CPU-s
     instead of 0.185, the args texts' column the largest share (see :data:`PAGE_ROWS` for how it was measured)."""
-    fixed = schema.non_nullable_columns(table) if table in schema.TABLES else frozenset()
     if whole and df.height:
-        return frozenset(c for c in df.columns if c in fixed or not df.get_column(c).null_count())
-    return fixed.intersection(df.columns)
+        named: frozenset[str] = frozenset(df.columns)
+    else:
+        named = schema.non_nullable_columns(table) if table in schema.TABLES else frozenset()
+    # a null where the schema allows none (a trace not validated) leaves its column OPTIONAL: pyarrow refuses to write
+    # a null into a REQUIRED column
+    return frozenset(c for c in df.columns if c in named and not df.get_column(c).null_count())
 
 
 def _write_parquet(df: pl.DataFrame, file: Path, level: int, required: frozenset[str] = frozenset()) -> None:

@@ -245,6 +245,24 @@ def test_columns_without_nulls_are_required(loaded: di.Trace, tmp_path: Path) ->
         assert back_parted.table(name).sort(df.columns[:3]).equals(df.sort(df.columns[:3])), name
 
 
+def test_a_null_where_the_schema_allows_none_is_written_optional(loaded: di.Trace, tmp_path: Path) -> None:
+    """Rows of a trace that was not validated, with a null in a column the schema declares non-nullable: that column is
+    written OPTIONAL (pyarrow refuses a null in a REQUIRED one) and reads back with its null, whole or partitioned."""
+    import pyarrow.parquet as pq
+
+    from di.store import _write_parquet, required_columns
+
+    events = loaded.events.with_columns(loaded.events.get_column("depth").scatter(0, None))
+    assert "depth" in schema.non_nullable_columns("events")
+    for whole in (True, False):
+        required = required_columns("events", events, whole=whole)
+        assert "depth" not in required and "start_ns" in required
+        file = tmp_path / f"{whole}.parquet"
+        _write_parquet(events, file, 1, required)
+        assert {f.name for f in pq.read_schema(file) if not f.nullable} == required
+        assert pl.read_parquet(file).equals(events)
+
+
 def test_categorical_columns_are_written_over_the_categories_they_use(tmp_path: Path) -> None:
     """A Categorical column goes to Parquet as a dictionary of the categories its rows use, whichever other
     categories the process holds (polars' categories are shared by every column): its codes renumbered when they
