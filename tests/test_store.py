@@ -293,6 +293,9 @@ def test_categorical_columns_are_written_over_the_categories_they_use(tmp_path: 
         back = pl.read_parquet(file)
         assert back.schema == df.schema and back.equals(df), k
         assert pq.read_table(file).column("x").to_pylist() == s.to_list()
+        # the field as polars makes it, metadata and all (without it, polars reads each text back through a hash)
+        own = df.select("x").head(0).to_arrow(compat_level=pl.CompatLevel.oldest()).schema.field("x")
+        assert pq.read_schema(file).field("x").metadata == own.metadata, k
 
 
 def test_text_columns_keep_level_1_and_pages_end_by_size(loaded: di.Trace) -> None:
