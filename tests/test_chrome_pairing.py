@@ -395,7 +395,7 @@ def test_equal_args_texts_are_copied_once() -> None:
         for e in events
     ]
     rows = np.array([i for i, e in enumerate(events) if "args" in e])
-    assert S.lifted_values(cols, got.packed_values(), "ext_id", rows).tolist() == list(range(len(order)))
+    assert S.lifted_columns(cols, got.packed_values(), rows, ("ext_id",))["ext_id"].tolist() == list(range(len(order)))
     distinct = {json.dumps(v, separators=(",", ":")) for v in variants}
     assert len(args) == sum(len(t) for t in distinct)  # each distinct text copied once
     firsts = {}
@@ -456,8 +456,10 @@ def test_scan_grows_its_columns_and_loses_no_event(capacity: int, array_format: 
     assert cols["pid"].tolist() == list(range(23)) and args.count(b'{"k":') == 23
     assert got.packed_values().tolist() == want.packed_values().tolist() and got.lifted == 23 + 11
     rows = np.arange(23)
-    assert S.lifted_values(cols, got.packed_values(), "py_id", rows).tolist() == [100 + i if i % 2 else 0 for i in rows]
-    assert S.lifted_values(cols, got.packed_values(), "ext_id", rows).tolist() == [
+    assert S.lifted_columns(cols, got.packed_values(), rows, ("py_id",))["py_id"].tolist() == [
+        100 + i if i % 2 else 0 for i in rows
+    ]
+    assert S.lifted_columns(cols, got.packed_values(), rows, ("ext_id",))["ext_id"].tolist() == [
         0 if i % 2 else 300 + i for i in rows
     ]
 

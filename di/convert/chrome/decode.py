@@ -23,7 +23,7 @@ from di.convert.chrome import scan as S
 from di.convert import gunzip
 from di.convert.chrome.utf8repair import fix_utf8
 from di.convert.provenance import TRUNCATED_TAIL
-from di.convert.stringviews import gather_spans, texts_at_offsets, texts_in_place
+from di.convert.stringviews import gather_spans, texts_at_offsets, texts_in_place, with_validity
 from di.inputsize import check_size
 from di.convert.symbols import decode_symbols, new_table, valid_utf8
 from di.errors import FormatError
@@ -60,7 +60,7 @@ class Raw:
     """The args texts the scanner copied (uint8; a record's text: ``cols`` ``args_at`` to ``args_end``, where its
     ``flags`` have ``F_ARGS``): read as a column only for the records asked for (:meth:`args_of`)."""
     packed_values: np.ndarray
-    """The values of the records' lifted args members, packed (:func:`di.convert.chrome.scan.lifted_values`; read with
+    """The values of the records' lifted args members, packed (:func:`di.convert.chrome.scan.lifted_columns`; read with
     :meth:`lifted`)."""
     top: dict[str, Any]
     di_flow: pl.Series | None = None
@@ -89,6 +89,29 @@ class Raw:
         scanner ``rows``, by column, in one pass; 0 where a row has none (:func:`~di.convert.chrome.scan.lifted` says
         which have)."""
         return S.lifted_columns(self.cols, self.packed_values, rows, columns)
+
+    def lifted_series(self, rows: np.ndarray) -> dict[str, pl.Series]:
+        """The columns of the lifted args members (:data:`~di.convert.chrome.scan.LIFTED`) of the scanner ``rows``,
+        null where one has none (the values' own buffers with a validity bitmap): ``corr`` and ``bytes`` always, all
+        null without a gather when no row has one; the optional ids (:data:`~di.convert.chrome.scan.LIFTED_IDS`)
+        only those some row has."""
+        bits = self.cols["lifted"][rows]  # the members' presence bits, gathered once for all eight
+        found = int(np.bitwise_or.reduce(bits)) if bits.size else 0
+        every = int(np.bitwise_and.reduce(bits)) if bits.size else 0
+        values = self.lifted(rows, tuple(column for column in S.LIFTED if found & S.LIFTED_BIT[column]))
+        out: dict[str, pl.Series] = {}
+        for column in ("corr", "bytes", *S.LIFTED_IDS):
+            bit = S.LIFTED_BIT[column]
+            if column in values:
+                # packbits reads a nonzero byte as a set bit: the masked bits are the validity bitmap
+                out[column] = (
+                    pl.Series(column, values.pop(column))
+                    if every & bit
+                    else with_validity(values.pop(column), np.packbits(bits & np.uint8(bit), bitorder="little"), column)
+                )
+            elif column in ("corr", "bytes"):
+                out[column] = pl.Series(column, dtype=pl.Int64).extend_constant(None, rows.size)
+        return out
 
     def set_lifted(self, rows: np.ndarray, bits: np.ndarray, values: np.ndarray) -> None:
         """Give the scanner ``rows`` the lifted members of ``bits`` (their ``lifted`` field), valued ``values`` (a row

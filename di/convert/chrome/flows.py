@@ -20,7 +20,7 @@ from di.convert.chrome import scan as S
 from di.convert.chrome.pairing import bind_points, chain_flows
 from di.convert.chrome.decode import Raw
 from di.convert.chrome.phases import FLOW, LK_THREAD, rows_of
-from di.convert.columns import DIRECT_SPAN, dense_row_ids, match_rows, packed_key
+from di.convert.columns import dense_row_ids, match_rows, packed_key
 from di.convert.provenance import FLOW_END_WITHOUT_START, FLOW_START_WITHOUT_END
 from di.nesting import nesting_order
 
@@ -57,24 +57,14 @@ def _thread_locs(raw: Raw, rows: np.ndarray, keys: pl.DataFrame) -> np.ndarray:
     if not threads.height:
         return np.full(rows.size, -1, dtype=np.int64)
     c = raw.cols
-    # the keys, then the queries, field by field; one word each where their ranges fit (pids and tids of a real
-    # trace do): distinct thread keys (as timelines have) fill a table with a slot per word that looks each
-    # record's up, no hashing
+    # the keys, then the queries, field by field, packed into one word each where their ranges fit (pids and tids of
+    # a real trace do): dense_row_ids then numbers them through a slot per word, no hashing
     fields = [np.concatenate([threads.get_column(f).to_numpy(), c[f][rows]]) for f in _THREAD]
-    locs = threads.get_column("loc").to_numpy().astype(np.int64)
-    packed = packed_key(fields)
-    if packed is not None:
-        key = packed[0]
-        lo = int(key.min())
-        span = int(key.max()) - lo + 1
-        if span <= DIRECT_SPAN * key.size and np.unique(key[: threads.height]).size == threads.height:
-            key -= lo
-            loc_of = np.full(span, -1, dtype=np.int64)
-            loc_of[key[: threads.height]] = locs
-            return loc_of[key[threads.height :]]
-    table = np.stack([f.astype(np.int64, copy=False) for f in fields])
+    table = packed_key(fields)
+    if table is None:
+        table = np.stack([f.astype(np.int64, copy=False) for f in fields])
     at = match_rows(table[:, : threads.height], table[:, threads.height :], joined=table)
-    return np.where(at >= 0, locs[at], -1)
+    return np.where(at >= 0, threads.get_column("loc").to_numpy().astype(np.int64)[at], -1)
 
 
 def flow_steps(raw: Raw, ok: np.ndarray) -> np.ndarray:

@@ -222,6 +222,7 @@ def records(raw: Raw, rows: np.ndarray, ts: np.ndarray, columns: list[str]) -> p
     ``corr``/``bytes`` null where absent, other names as the scanner has them."""
     c = raw.cols
     out: dict[str, pl.Series | np.ndarray] = {}
+    lifted = raw.lifted_series(rows) if {"corr", "bytes"} & set(columns) else {}
     for name in columns:
         if name == "ts":
             out[name] = pl.Series(name, ts[rows]).set(pl.Series((c["flags"][rows] & S.F_TS) == 0), None)
@@ -238,7 +239,7 @@ def records(raw: Raw, rows: np.ndarray, ts: np.ndarray, columns: list[str]) -> p
                 else pl.Series(name, [None] * rows.size, dtype=pl.String)
             )
         elif name in ("corr", "bytes"):
-            out[name] = pl.Series(name, raw.lifted(rows, (name,))[name]).set(pl.Series(~S.lifted(c, name, rows)), None)
+            out[name] = lifted[name]
         else:
             out[name] = c[name][rows]
     return pl.DataFrame(out)

@@ -25,7 +25,7 @@ from di.convert.chrome.metadata import apply_metadata, counters
 from di.convert.columns import dense_row_ids
 from di.convert.provenance import reader_meta
 from di.convert.restore import restore, restore_meta
-from di.convert.stringviews import nullable, with_validity
+from di.convert.stringviews import nullable
 from di.merge import assign_instances
 from di.nesting import nest, nesting_order
 from di.trace import Trace
@@ -100,7 +100,7 @@ def _events(
         "end_ns": end,
         "name": c["name"][row],
         "cat": c["cat"][row],
-        **_lifted(raw, row),
+        **raw.lifted_series(row),
         "instant": iv.instant[order],
         "args": args,
         "depth": depth,
@@ -116,30 +116,6 @@ def _events(
             else pl.Series([None] * row.size, dtype=pl.String),
         )
     return pl.DataFrame(cols), Nested(loc, start, end, parent, cols["instant"]), row
-
-
-def _lifted(raw: Raw, row: np.ndarray) -> dict[str, pl.Series]:
-    """The columns of the args members the scanner lifted (:data:`scan.LIFTED`) of the scanner ``row``, null where
-    one has none (the values' own buffers with a validity bitmap): ``corr`` and ``bytes`` always, all null without a
-    gather when no row has one; the optional ids (:data:`scan.LIFTED_IDS`) only those some row has."""
-    bits = raw.cols["lifted"][row]  # the members' presence bits, gathered once for all eight
-    found = int(np.bitwise_or.reduce(bits)) if bits.size else 0
-    every = int(np.bitwise_and.reduce(bits)) if bits.size else 0
-    present = tuple(column for column in S.LIFTED if found & S.LIFTED_BIT[column])
-    values = raw.lifted(row, present)
-    out: dict[str, pl.Series] = {}
-    for column in ("corr", "bytes", *S.LIFTED_IDS):
-        bit = S.LIFTED_BIT[column]
-        if column in values:
-            # packbits reads a nonzero byte as a set bit: the masked bits are the validity bitmap
-            out[column] = (
-                pl.Series(column, values.pop(column))
-                if every & bit
-                else with_validity(values.pop(column), np.packbits(bits & np.uint8(bit), bitorder="little"), column)
-            )
-        elif column in ("corr", "bytes"):
-            out[column] = pl.Series(column, dtype=pl.Int64).extend_constant(None, row.size)
-    return out
 
 
 def _brief(value: Any) -> str:

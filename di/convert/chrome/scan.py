@@ -15,7 +15,7 @@ fills one numpy column per field the reader needs:
   the members that columns of the model hold (:func:`di.schema.args_keys`:
   ``correlation``, ``bytes`` and Kineto's per-event ids such as ``External id``),
   whose integer values are lifted out and packed, each record's one after
-  another (:func:`lifted_values`). Those ids
+  another (:func:`lifted_columns`). Those ids
   made almost every event's args text distinct (a real-shaped 1.2 M-event
   profile: 1.2 M distinct texts, 177 MB); without them the texts repeat, and a
   text equal to one copied before is not kept twice: its event's span points at
@@ -120,7 +120,7 @@ LIFTED_IDS = ("ext_id", "seq", "ev_idx", "rf_id", "py_id", "py_parent")
 """The optional id columns lifted out of args, the first of :data:`LIFTED`."""
 LIFTED = (*LIFTED_IDS, "corr", "bytes")
 """The columns whose args members the scanner lifts out of the text (bit ``1 << j`` of a record's ``lifted`` field
-for ``LIFTED[j]``; their values packed, :func:`lifted_values`). Written out here, not read from the schema, as the
+for ``LIFTED[j]``; their values packed, :func:`lifted_columns`). Written out here, not read from the schema, as the
 kernel's tables are constants of its cached machine code (a change of the schema alone would not recompile it); the
 import checks them against :func:`di.schema.args_keys`."""
 LIFTED_BIT = {column: 1 << j for j, column in enumerate(LIFTED)}
@@ -178,23 +178,17 @@ def lifted(c: dict[str, np.ndarray], column: str, rows: np.ndarray) -> np.ndarra
     return (c["lifted"][rows] & LIFTED_BIT[column]) != 0
 
 
-def lifted_values(c: dict[str, np.ndarray], packed: np.ndarray, column: str, rows: np.ndarray) -> np.ndarray:
-    """The int64 values of the lifted member ``column`` (:data:`LIFTED`) of the scanner ``rows``, 0 where a row has
-    none (:func:`lifted`).
+def lifted_columns(
+    c: dict[str, np.ndarray], packed: np.ndarray, rows: np.ndarray, columns: tuple[str, ...]
+) -> dict[str, np.ndarray]:
+    """The int64 values of the lifted members ``columns`` (of :data:`LIFTED`) of the scanner ``rows``, by column, 0
+    where a row has none (:func:`lifted`): one pass over the rows for all of them (:func:`_unpack`).
 
     The values are packed, not a column each: a record's are ``packed[lifted_at:]`` in the order of
     :data:`LIFTED`, one per bit of its ``lifted`` field, so a record without any writes nothing. Eight int64
     columns, most rows empty, made the scan write (and the system zero) 115 MB for a real-shaped 1.2 M-event profile,
     where its values take 24 MB (issue 16). ``packed`` holds one more value than the records' (the place of a value
     after a record's last), so every row reads one."""
-    return lifted_columns(c, packed, rows, (column,))[column]
-
-
-def lifted_columns(
-    c: dict[str, np.ndarray], packed: np.ndarray, rows: np.ndarray, columns: tuple[str, ...]
-) -> dict[str, np.ndarray]:
-    """:func:`lifted_values` of several ``columns`` (of :data:`LIFTED`) at once: one pass over the rows for all of
-    them (:func:`_unpack`)."""
     if not columns:
         return {}
     wanted = np.uint8(sum(LIFTED_BIT[column] for column in columns))
@@ -379,7 +373,7 @@ def _scan_array(buf, i, k, o, c, slots, starts, ends, count, abuf, progress, mem
     index is where to resume with bigger ones. ``progress[0]`` is set to the byte offset
     reached every 65,536 events; the kernel runs without the GIL so that another thread
     can watch it. ``progress[1]`` counts the ``di_flow`` members, ``progress[2]`` the lifted values packed into the
-    fourth array of ``c`` (:func:`lifted_values`; an event that fails gives its values back). ``memo`` (:func:`new_memo`)
+    fourth array of ``c`` (:func:`lifted_columns`; an event that fails gives its values back). ``memo`` (:func:`new_memo`)
     holds the symbol ids of texts of at most 16 bytes interned by this scan, ``seen`` (:func:`new_args_memo`) the args
     texts copied (an event's args span: ``args_at``, ``args_end``)."""
     w8, w32, w64, lv = c
@@ -801,10 +795,10 @@ class Scanned(NamedTuple):
     """The symbol table (slots, starts, ends, count): the one given, or a bigger one when it filled up."""
 
     lifted: int
-    """The number of lifted values of those events, packed in ``cols[3]`` (:func:`lifted_values`)."""
+    """The number of lifted values of those events, packed in ``cols[3]`` (:func:`lifted_columns`)."""
 
     def packed_values(self) -> np.ndarray:
-        """The lifted values the events hold, packed (:func:`lifted_values`), and the one value more."""
+        """The lifted values the events hold, packed (:func:`lifted_columns`), and the one value more."""
         return self.cols[3][: self.lifted + 1]
 
 
@@ -919,7 +913,7 @@ def capacity_guess(size: int) -> int:
 
 def alloc_columns(capacity: int) -> Columns:
     """Zeroed (uint8, int32, int64) field arrays for ``capacity`` events, and room for their lifted values packed
-    (:func:`lifted_values`: eight each at most, and the one value more that a read of a value after the last may touch).
+    (:func:`lifted_columns`: eight each at most, and the one value more that a read of a value after the last may touch).
 
     Zero is the value of an absent field (``K_NONE``, ``ST_OK``, no flags, pid 0),
     so the scanner writes only the fields an event has. The zeroing costs
