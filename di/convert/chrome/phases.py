@@ -316,8 +316,11 @@ def _lifted_from_ends(raw: Raw, begins: np.ndarray, ends: np.ndarray) -> None:
         b, e, move = begins[pairs], ends[pairs], move[pairs]
         values_b, values_e = (np.stack(list(raw.lifted(r, S.LIFTED).values()), axis=1) for r in (b, e))
         moved = ((move[:, None] >> np.arange(len(S.LIFTED), dtype=np.uint8)) & 1).astype(bool)
-        raw.set_lifted(b, bb[pairs] | move, np.where(moved, values_e, values_b))
-        raw.set_lifted(e, eb[pairs] & ~move, values_e)
+        raw.set_lifted(  # both sides in one repack: the packed values are copied once
+            np.concatenate([b, e]),
+            np.concatenate([bb[pairs] | move, eb[pairs] & ~move]),
+            np.concatenate([np.where(moved, values_e, values_b), values_e]),
+        )
 
 
 def args_as_written(raw: Raw, rows: np.ndarray) -> pl.Series:
